@@ -1,0 +1,1 @@
+"""One module per subcommand: ``main(args) -> int`` (the exit status)."""

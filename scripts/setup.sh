@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Set up .venv for envcheck. `--test` adds what the tests need.
+#
+# The venv sees the system's packages, so a torch (and Triton) you already have is
+# used as it is, never replaced. Only where no torch is importable is one installed,
+# and then only the CPU build, pinned with its +cpu tag so pip can never fall back to
+# the multi-gigabyte CUDA build; on a machine with an NVIDIA GPU nothing is installed
+# for torch (install the CUDA build that matches your driver yourself).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_test=0
+[ "${1:-}" = "--test" ] && want_test=1
+PY=${PYTHON:-python3}
+TORCH_CPU="torch==2.13.0+cpu"
+TORCH_CPU_INDEX="https://download.pytorch.org/whl/cpu"
+TRITON="triton==3.6.0"
+
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv --system-site-packages .venv
+fi
+pip() { .venv/bin/python -m pip "$@"; }
+
+extras=""
+[ $want_test = 1 ] && extras="[test]"
+pip install -q -e ".${extras}"
+
+has() { .venv/bin/python -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('$1') is None)"; }
+has_nvidia_gpu() { [ -e /dev/nvidiactl ] || [ -e /dev/dxg ] || command -v nvidia-smi >/dev/null 2>&1; }
+
+if ! has torch; then
+  if has_nvidia_gpu && [ $want_test = 0 ]; then
+    echo "setup: no PyTorch here. This machine has an NVIDIA GPU: install the CUDA build of torch that matches your driver, then run envcheck again (envcheck check will tell you which)." >&2
+  else
+    echo "setup: no PyTorch here; installing the CPU build ($TORCH_CPU)"
+    pip install -q "$TORCH_CPU" || pip install -q "$TORCH_CPU" --extra-index-url "$TORCH_CPU_INDEX"
+  fi
+fi
+if [ $want_test = 1 ] && ! has triton; then
+  # Triton's kernels are tested on the CPU with TRITON_INTERPRET=1.
+  pip install -q "$TRITON"
+fi
+echo "setup: ready (.venv)"

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Set up .venv with the test tools and run the linter and the tests (CPU-only is fine;
+# GPU tests skip without a GPU). Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh --test
+.venv/bin/python -m ruff check .
+.venv/bin/python -m pytest "$@"
