@@ -382,14 +382,15 @@ def _hints(cls: type) -> dict[str, Any]:
     return _HINTS[cls]
 
 
-def _build(tp: Any, data: Any) -> Any:
+def build(tp: Any, data: Any) -> Any:
+    """A model object of type ``tp`` (a dataclass, tuple, dict or union of them) from its JSON form."""
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
         if data is None:
             return None
         inner = [a for a in args if a is not type(None)]
-        return _build(inner[0], data)
+        return build(inner[0], data)
     if data is None:
         return None
     if dataclasses.is_dataclass(tp):
@@ -397,14 +398,14 @@ def _build(tp: Any, data: Any) -> Any:
             raise ValueError(f"expected an object for {tp.__name__}")
         hints = _hints(tp)
         names = {f.name for f in dataclasses.fields(tp)}
-        kwargs = {k: _build(hints[k], v) for k, v in data.items() if k in names}
+        kwargs = {k: build(hints[k], v) for k, v in data.items() if k in names}
         return tp(**kwargs)
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_build(args[0], x) for x in data)
+            return tuple(build(args[0], x) for x in data)
         return tuple(data)
     if origin is dict:
-        return {k: _build(args[1], v) for k, v in data.items()}
+        return {k: build(args[1], v) for k, v in data.items()}
     if origin is Literal or tp is Any:
         return data
     if tp is float and isinstance(data, int):
@@ -429,7 +430,7 @@ def from_dict(data: dict[str, Any]) -> Report:
     # Version 1 is the only one so far; older versions will be upgraded here, step by step.
     body = {k: v for k, v in data.items() if k != "format"}
     try:
-        return _build(Report, body)
+        return build(Report, body)
     except (TypeError, ValueError, AttributeError, KeyError) as e:
         raise ReportError(f"report is malformed: {e}") from None
 
