@@ -1,0 +1,1 @@
+"""Benchmarks: timing, kernels, the suite of cases, ceilings and NVML monitoring while they run."""

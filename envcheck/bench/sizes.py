@@ -1,0 +1,120 @@
+"""Sizes given on the command line (``envcheck run --sizes``), parsed into shapes.
+
+Grammar of one item:
+
+- ``N``: an element count: ``1024``, ``1_048_576``, ``2^20`` (also ``2**20``), ``1e6``
+  or a binary multiple ``4K`` / ``1M`` / ``1G``. K, M and G are powers of two
+  (2^10, 2^20, 2^30) because GPU sizes are: ``1M`` is 1,048,576 elements, the same
+  as ``2^20``. Write ``1e6`` for a decimal million.
+- ``RxC``: rows x columns, for softmax and row_sum (``4096x4096``).
+- ``MxNxK``: a matmul of an (M, K) by a (K, N) matrix (``4096x11008x4096``).
+
+Which ops a size feeds is decided by ``shape_for``: ``N`` is the element count of the
+vector ops and, for matmul, an N x N x N square; ``RxC`` feeds softmax and row_sum;
+``MxNxK`` feeds matmul.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+
+from envcheck.cli import UsageError
+
+# Beyond this no single benchmark tensor fits any GPU made (2^40 elements is 4 TiB in fp32).
+MAX_DIM = 1 << 40
+
+VECTOR_OPS = ("vector_add", "relu")
+ROW_OPS = ("softmax", "row_sum")
+MATMUL_OPS = ("matmul",)
+
+EXAMPLES = "examples: 1024, 2^20, 1M, 4096x4096, 4096x11008x4096"
+
+_MULTIPLIERS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+_POWER = re.compile(r"^(\d+)(?:\^|\*\*)(\d+)$")
+_SCALED = re.compile(r"^(\d+)([kmg]?)$")
+_SCIENTIFIC = re.compile(r"^(\d+(?:\.\d+)?)e(\d+)$")
+
+
+def _not_a_size(item: str, why: str = "") -> UsageError:
+    detail = f" ({why})" if why else ""
+    return UsageError(f"--sizes: {item!r} is not a size{detail} ({EXAMPLES})")
+
+
+def parse_count(text: str, item: str | None = None) -> int:
+    """One positive dimension: ``1024``, ``2^20``, ``1M`` (= 2^20), ``1e6``.
+
+    ``item`` is the whole ``--sizes`` item, named in the error message.
+    """
+    whole = item if item is not None else text
+    t = text.strip().lower().replace("_", "")
+    value: int | None = None
+    if m := _POWER.match(t):
+        base, exp = int(m.group(1)), int(m.group(2))
+        if exp > 64:
+            raise _not_a_size(whole, "too large")
+        value = base**exp
+    elif m := _SCALED.match(t):
+        value = int(m.group(1)) * _MULTIPLIERS[m.group(2)]
+    elif m := _SCIENTIFIC.match(t):
+        mantissa, exp = m.group(1), int(m.group(2))
+        if exp > 15:
+            raise _not_a_size(whole, "too large")
+        x = float(mantissa) * 10**exp
+        if not x.is_integer():
+            raise _not_a_size(whole, "not a whole number")
+        value = int(x)
+    if value is None:
+        raise _not_a_size(whole)
+    if value <= 0:
+        raise _not_a_size(whole, "must be positive")
+    if value > MAX_DIM:
+        raise _not_a_size(whole, "too large")
+    return value
+
+
+def parse_size(item: str) -> tuple[int, ...]:
+    """One ``--sizes`` item as a shape of 1, 2 or 3 dimensions."""
+    parts = item.strip().lower().split("x")
+    if not 1 <= len(parts) <= 3 or any(not p.strip() for p in parts):
+        raise _not_a_size(item)
+    return tuple(parse_count(p, item) for p in parts)
+
+
+def parse_sizes(items: Iterable[str]) -> tuple[tuple[int, ...], ...]:
+    """Every item parsed, duplicates dropped, the user's order kept."""
+    out: dict[tuple[int, ...], None] = {}
+    for item in items:
+        out.setdefault(parse_size(item), None)
+    return tuple(out)
+
+
+def shape_for(op: str, size: tuple[int, ...], matmul_square: bool) -> tuple[int, ...] | None:
+    """The shape ``op`` is run at for a parsed size, or None when the size does not fit the op.
+
+    ``matmul_square``: whether a one-number size also means an N x N x N matmul (when the
+    user named matmul in ``--ops``; otherwise ``--sizes 1M`` would plan a matmul of 2^60
+    multiply-adds).
+    """
+    if op in VECTOR_OPS:
+        return size if len(size) == 1 else None
+    if op in ROW_OPS:
+        return size if len(size) == 2 else None
+    if op in MATMUL_OPS:
+        if len(size) == 3:
+            return size
+        if len(size) == 1 and matmul_square:
+            return (size[0],) * 3
+        return None
+    raise ValueError(f"unknown op {op!r}")
+
+
+def describe(shape: tuple[int, ...]) -> str:
+    """A shape as people write it: ``1024``, ``2^20``, ``4096x4096``."""
+    if len(shape) == 1:
+        n = shape[0]
+        if n >= 1 << 16 and n & (n - 1) == 0:
+            return f"2^{int(math.log2(n))}"
+        return str(n)
+    return "x".join(str(d) for d in shape)

@@ -1,0 +1,1 @@
+"""Probes: facts about the machine, each a value or the recorded reason it is missing."""

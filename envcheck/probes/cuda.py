@@ -1,0 +1,216 @@
+"""Section ``cuda``: where the driver's libcuda and the CUDA toolkit (nvcc, ptxas) are,
+and whether Triton and torch extensions can compile (a C compiler, Python headers).
+
+Two short subprocesses at most: ``ldconfig -p`` (milliseconds) and ``nvcc --version``
+(tens of milliseconds), each under a timeout.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from dataclasses import dataclass, field
+
+from envcheck.model import Fact, Facts, known, missing
+from envcheck.probes.host import Host
+
+KEYS = ("libcuda_path", "toolkit_path", "nvcc_path", "nvcc_version", "ptxas_path", "cc_path", "python_headers")
+
+LIBCUDA = "libcuda.so.1"
+WSL_LIB_DIR = "/usr/lib/wsl/lib"
+LDCONFIG_TIMEOUT_S = 3.0
+NVCC_TIMEOUT_S = 5.0
+LDCONFIG_FALLBACKS = ("/sbin/ldconfig", "/usr/sbin/ldconfig", "/sbin/ldconfig.real")
+DEFAULT_TOOLKIT = "/usr/local/cuda"
+
+# ldconfig -p tags each entry with its ABI; on a 64-bit host the cache also lists the
+# 32-bit compat libraries (libcuda.so.1 (libc6) => /usr/lib/i386-linux-gnu/...), which
+# the 64-bit loader never picks.
+_ABI_TAG = {"x86_64": "x86-64", "aarch64": "AArch64", "ppc64le": "64bit"}
+_LDCONFIG_LINE = re.compile(r"^\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(.+?)\s*$")
+_NVCC_RELEASE = re.compile(r"release\s+(\d+\.\d+)(?:,\s*V(\d+\.\d+\.\d+))?")
+
+
+def standard_lib_dirs(machine: str) -> tuple[str, ...]:
+    """Folders where distributions and NVIDIA's container runtime put driver libraries."""
+    return (
+        f"/usr/lib/{machine}-linux-gnu", f"/lib/{machine}-linux-gnu", "/usr/lib64", "/lib64",
+        "/usr/local/nvidia/lib64", "/usr/lib", "/lib",
+    )
+
+
+@dataclass(frozen=True)
+class LdCache:
+    """The dynamic loader's cache as ``ldconfig -p`` prints it; ``error`` when it could not be read."""
+
+    libs: dict[str, list[str]] = field(default_factory=dict)  # soname -> paths, loader's order
+    error: str | None = None
+
+    def paths(self, soname: str) -> list[str]:
+        return list(self.libs.get(soname, []))
+
+    def dirs(self) -> set[str]:
+        return {posixpath.dirname(p) for ps in self.libs.values() for p in ps}
+
+
+def parse_ldconfig(text: str, machine: str) -> dict[str, list[str]]:
+    """soname -> paths of the entries a loader of ``machine``'s ABI would use."""
+    tag = _ABI_TAG.get(machine)
+    libs: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        m = _LDCONFIG_LINE.match(line)
+        if not m:
+            continue
+        soname, flags, path = m.groups()
+        if tag and tag not in flags:
+            continue
+        libs.setdefault(soname, []).append(path)
+    return libs
+
+
+def ldconfig_path(host: Host) -> str | None:
+    # ldconfig lives in /sbin, which is often not on a normal user's PATH.
+    found = host.which("ldconfig")
+    if found:
+        return found
+    return next((p for p in LDCONFIG_FALLBACKS if host.exists(p)), None)
+
+
+def read_ld_cache(host: Host) -> LdCache:
+    """The loader cache; never raises (``error`` says why it is empty)."""
+    exe = ldconfig_path(host)
+    if exe is None:
+        return LdCache(error="ldconfig not found")
+    result = host.run([exe, "-p"], timeout=LDCONFIG_TIMEOUT_S)
+    if not result.ok:
+        return LdCache(error=result.describe())
+    return LdCache(libs=parse_ldconfig(result.stdout, host.machine()))
+
+
+def ld_library_path_dirs(host: Host) -> list[str]:
+    # Empty entries mean "the current folder" to the loader; they never hold a driver.
+    return [d for d in host.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+
+
+def _libcuda(host: Host, cache: LdCache) -> Fact:
+    """Where libcuda.so.1 resolves, searched in the dynamic loader's order
+    (LD_LIBRARY_PATH, then its cache), then in the folders drivers install into."""
+    for d in ld_library_path_dirs(host):
+        candidate = posixpath.join(d, LIBCUDA)
+        if host.exists(candidate):
+            return known(candidate)
+    for p in cache.paths(LIBCUDA):
+        if host.exists(p):
+            return known(p)
+    for d in (WSL_LIB_DIR, *standard_lib_dirs(host.machine())):
+        candidate = posixpath.join(d, LIBCUDA)
+        if host.exists(candidate):
+            return known(candidate)
+    return missing(f"{LIBCUDA} not found (LD_LIBRARY_PATH, ldconfig cache, standard folders): no NVIDIA driver")
+
+
+def parse_nvcc_version(text: str) -> str | None:
+    """``13.0.88`` from ``nvcc --version`` (``release 13.0, V13.0.88``); ``13.0`` when only the release shows."""
+    m = _NVCC_RELEASE.search(text)
+    if not m:
+        return None
+    return m.group(2) or m.group(1)
+
+
+def _toolkit(host: Host, nvcc: str | None) -> Fact:
+    not_dirs = []
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        value = host.environ.get(var)
+        if value:
+            if host.is_dir(value):
+                return known(value)
+            not_dirs.append(f"{var}={value} is not a folder")
+    if nvcc:
+        # nvcc found on PATH lives in <toolkit>/bin; nvvm/ (where cicc lives) tells a toolkit
+        # from a folder like /usr/local that only holds a wrapper script.
+        root = posixpath.dirname(posixpath.dirname(host.realpath(nvcc)))
+        if host.is_dir(posixpath.join(root, "nvvm")):
+            return known(root)
+    if host.is_dir(DEFAULT_TOOLKIT):
+        return known(DEFAULT_TOOLKIT)
+    return missing("; ".join(not_dirs) if not_dirs else "no CUDA toolkit (CUDA_HOME, CUDA_PATH, /usr/local/cuda)")
+
+
+def _tool(host: Host, name: str, toolkit: Fact) -> str | None:
+    found = host.which(name)
+    if found:
+        return found
+    if toolkit.ok:
+        candidate = posixpath.join(toolkit.value, "bin", name)
+        if host.exists(candidate):
+            return candidate
+    return None
+
+
+def _nvcc_facts(host: Host, nvcc: str | None) -> Facts:
+    if nvcc is None:
+        why = "nvcc not found on PATH or in the CUDA toolkit"
+        return {"nvcc_path": missing(why), "nvcc_version": missing(why)}
+    result = host.run([nvcc, "--version"], timeout=NVCC_TIMEOUT_S)
+    if not result.ok:
+        version = missing(result.describe())
+    else:
+        parsed = parse_nvcc_version(result.stdout)
+        version = known(parsed) if parsed else missing("no 'release X.Y' in nvcc --version output")
+    return {"nvcc_path": known(nvcc), "nvcc_version": version}
+
+
+def _cc(host: Host) -> Fact:
+    cc_env = host.environ.get("CC", "").strip()
+    if cc_env:
+        try:
+            first = shlex.split(cc_env)[0]
+        except (ValueError, IndexError):
+            first = cc_env.split()[0]
+        # "ccache gcc": the compiler that matters is the wrapped one, but ccache runs it.
+        found = host.which(first)
+        if found:
+            return known(found)
+    for name in ("cc", "gcc", "clang"):
+        found = host.which(name)
+        if found:
+            return known(found)
+    if cc_env:
+        return missing(f"CC={cc_env} not found, and no cc, gcc or clang on PATH")
+    return missing("no C compiler (cc, gcc, clang) on PATH: Triton cannot build its launcher")
+
+
+def _python_headers(host: Host) -> Fact:
+    include = host.python_include_dir
+    if not include:
+        return missing("interpreter reports no include folder")
+    header = posixpath.join(include, "Python.h")
+    if host.exists(header):
+        return known(header)
+    return missing(f"no Python.h in {include} (Python development headers not installed)")
+
+
+def probe_cuda(host: Host, cache: LdCache | None = None) -> Facts:
+    """Facts of section ``cuda``; every key in ``KEYS`` is present, none raises.
+
+    ``cache``: the loader cache when the caller already read it (saves one ``ldconfig -p``).
+    """
+    try:
+        return _probe(host, cache if cache is not None else read_ld_cache(host))
+    except Exception as e:  # noqa: BLE001 - a probe records its failure instead of raising
+        why = f"cuda probe failed ({type(e).__name__}: {e})"
+        return {k: missing(why) for k in KEYS}
+
+
+def _probe(host: Host, cache: LdCache) -> Facts:
+    facts: Facts = {"libcuda_path": _libcuda(host, cache)}
+    nvcc = host.which("nvcc")
+    toolkit = _toolkit(host, nvcc)
+    facts["toolkit_path"] = toolkit
+    facts.update(_nvcc_facts(host, nvcc or _tool(host, "nvcc", toolkit)))
+    ptxas = _tool(host, "ptxas", toolkit)
+    facts["ptxas_path"] = known(ptxas) if ptxas else missing("ptxas not found on PATH or in the CUDA toolkit")
+    facts["cc_path"] = _cc(host)
+    facts["python_headers"] = _python_headers(host)
+    return {k: facts.get(k, missing("not probed")) for k in KEYS}

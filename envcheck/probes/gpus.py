@@ -1,0 +1,358 @@
+"""The driver section and one entry per GPU, read through the NVML seam.
+
+Each fact is a value or the reason it is missing; one unsupported query never
+hides the others, and a lost GPU never hides the other GPUs. Docstrings and
+comments name the ``nvidia-smi -q`` field each key corresponds to, so a user can
+check a report against the tool they already trust.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from envcheck.model import Fact, Facts, Gpu, known, missing
+from envcheck.probes.nvml import (
+    ARCHITECTURES,
+    CLOCK_MEM,
+    CLOCK_SM,
+    ECC_COUNTER_AGGREGATE,
+    ECC_COUNTER_VOLATILE,
+    GPU_IS_LOST,
+    MEMORY_ERROR_UNCORRECTED,
+    PSTATE_UNKNOWN,
+    TEMPERATURE_GPU,
+    NvmlCallError,
+    reason_names,
+    slowing,
+)
+
+
+class NvmlLike(Protocol):
+    """What the probes need from :class:`envcheck.probes.nvml.Nvml` (and its test fake)."""
+
+    def init(self) -> str | None: ...
+    def call(self, name: str, *args: Any) -> Any: ...
+    def query(self, name: str, *args: Any) -> tuple[Any, str | None]: ...
+    def library_path(self) -> tuple[str | None, str | None]: ...
+    def shutdown(self) -> None: ...
+
+
+DRIVER_KEYS = ("driver_version", "cuda_driver_version", "nvml_version", "nvml_library", "nvml_error", "gpu_count")
+
+GPU_KEYS = (
+    "name", "uuid", "pci_bus_id", "architecture", "memory_total_bytes", "memory_used_bytes",
+    "compute_capability", "cuda_cores", "sm_count", "sm_count_source", "sm_clock_mhz", "sm_clock_max_mhz",
+    "mem_clock_mhz", "mem_clock_max_mhz", "memory_bus_width_bits", "theoretical_bandwidth_gbps",
+    "pcie_gen", "pcie_gen_max", "pcie_width", "pcie_width_max", "power_w", "power_limit_w", "temperature_c",
+    "pstate", "ecc_mode_current", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate",
+    "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure", "mig_mode", "persistence_mode",
+    "throttle_reasons", "throttled", "processes", "utilization_gpu_pct", "vbios_version",
+)
+
+# FP32 CUDA cores per SM by compute capability (CUDA C Programming Guide,
+# "Arithmetic Instructions" throughput table). NVML reports cores, not SMs.
+CORES_PER_SM: dict[str, int] = {
+    "7.0": 64, "7.2": 64, "7.5": 64,  # Volta, Xavier, Turing
+    "8.0": 64,  # GA100 (A100, A30)
+    "8.6": 128, "8.7": 128, "8.9": 128,  # GA10x, Orin, Ada
+    "9.0": 128,  # Hopper
+    "10.0": 128, "10.1": 128, "10.3": 128, "11.0": 128, "12.0": 128, "12.1": 128,  # Blackwell
+}
+
+# Architecture by compute-capability major, used only when NVML cannot say.
+_ARCH_BY_CC = {"7.0": "Volta", "7.2": "Volta", "7.5": "Turing", "8.9": "Ada Lovelace", "9.0": "Hopper"}
+_ARCH_BY_MAJOR = {8: "Ampere", 10: "Blackwell", 11: "Blackwell", 12: "Blackwell"}
+
+
+def cores_per_sm(compute_capability: str) -> int | None:
+    """Cores per SM for ``"9.0"``-style capabilities; unknown minors fall back to their major's family."""
+    if compute_capability in CORES_PER_SM:
+        return CORES_PER_SM[compute_capability]
+    major = compute_capability.split(".")[0]
+    if major in ("7",):
+        return 64
+    if major in ("10", "11", "12"):
+        return 128
+    return None
+
+
+def sm_count_from_cores(cores: int, cc: str) -> int | None:
+    """SM count from NVML's CUDA core count, or None when the capability is unknown or it does not divide."""
+    per_sm = cores_per_sm(cc)
+    if not per_sm or cores <= 0 or cores % per_sm:
+        return None
+    return cores // per_sm
+
+
+def theoretical_bandwidth_gbps(mem_clock_max_mhz: float, bus_width_bits: int) -> float:
+    """Peak DRAM bandwidth in GB/s: double data rate x max memory clock x bus width / 8.
+
+    NVML's memory clock is the command clock; data moves on both edges (HBM and
+    GDDR alike as NVML reports them), hence the factor 2. H200: 3201 MHz x 6016
+    bit -> 4814.3 GB/s.
+    """
+    return 2 * mem_clock_max_mhz * 1e6 * bus_width_bits / 8 / 1e9
+
+
+def cuda_version_text(version: int) -> str:
+    """``13000`` -> ``"13.0"``, ``12020`` -> ``"12.2"`` (NVML encodes 1000*major + 10*minor)."""
+    return f"{version // 1000}.{(version % 1000) // 10}"
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def probe_nvml(nvml: NvmlLike | None = None) -> tuple[Facts, tuple[Gpu, ...]]:
+    """The ``driver`` section and the GPUs in one go: initialise NVML, read, shut it down."""
+    if nvml is None:
+        from envcheck.probes.nvml import Nvml
+
+        nvml = Nvml()
+    try:
+        return probe_driver(nvml), probe_gpus(nvml)
+    finally:
+        nvml.shutdown()
+
+
+def probe_driver(nvml: NvmlLike) -> Facts:
+    """The ``driver`` section. Initialises ``nvml`` if needed (``init`` is idempotent); never raises.
+
+    Keys: driver_version (nvidia-smi: Driver Version), cuda_driver_version
+    (nvidia-smi: CUDA Version: the newest CUDA this driver runs), nvml_version,
+    nvml_library (the libnvidia-ml.so actually loaded), nvml_error (a value only
+    when NVML failed to initialise), gpu_count (nvidia-smi: Attached GPUs).
+    """
+    init_error = nvml.init()
+    if init_error is not None:
+        why = f"NVML unavailable: {init_error}"
+        failed = {k: missing(why) for k in DRIVER_KEYS}
+        failed["nvml_error"] = known(init_error)
+        return failed
+
+    facts: Facts = {}
+    facts["driver_version"] = _fact(nvml, "nvmlSystemGetDriverVersion")
+    v, why = nvml.query("nvmlSystemGetCudaDriverVersion_v2")
+    if v is None:
+        # Older drivers only have the first version of this call.
+        v, why = nvml.query("nvmlSystemGetCudaDriverVersion")
+    cuda = cuda_version_text(v) if isinstance(v, int) and v > 0 else None
+    facts["cuda_driver_version"] = known(cuda) if cuda else missing(why or f"NVML reported CUDA version {v!r}")
+    facts["nvml_version"] = _fact(nvml, "nvmlSystemGetNVMLVersion")
+    path, why = nvml.library_path()
+    facts["nvml_library"] = known(path) if path else missing(why or "unknown")
+    facts["nvml_error"] = missing("NVML initialised")
+    facts["gpu_count"] = _fact(nvml, "nvmlDeviceGetCount")
+    return facts
+
+
+# --------------------------------------------------------------------------- GPUs
+
+
+def probe_gpus(nvml: NvmlLike) -> tuple[Gpu, ...]:
+    """One :class:`Gpu` per device NVML lists (empty when NVML is unavailable); never raises."""
+    if nvml.init() is not None:
+        return ()
+    count, _ = nvml.query("nvmlDeviceGetCount")
+    if not isinstance(count, int):
+        return ()
+    return tuple(_probe_gpu_guarded(nvml, i) for i in range(count))
+
+
+def _probe_gpu_guarded(nvml: NvmlLike, index: int) -> Gpu:
+    """probe_gpu, with an unexpected value from a driver (a bug of ours) confined to its GPU."""
+    try:
+        return probe_gpu(nvml, index)
+    except Exception as e:  # noqa: BLE001 - one GPU's surprise must not hide the other GPUs
+        why = f"envcheck could not read this GPU ({type(e).__name__}: {e})"
+        return Gpu(index, {k: missing(why) for k in GPU_KEYS})
+
+
+def probe_gpu(nvml: NvmlLike, index: int) -> Gpu:
+    """Every GPU key for device ``index``; a lost GPU keeps whatever could still be read."""
+    try:
+        handle = nvml.call("nvmlDeviceGetHandleByIndex", index)
+    except NvmlCallError as e:
+        # Without a handle nothing about the GPU can be read (nvidia-smi: "Unable to determine the
+        # device handle for GPU ...").
+        return Gpu(index, {k: missing(e.reason) for k in GPU_KEYS}, lost=e.reason)
+    reader = _Reader(nvml, handle)
+    facts = _gpu_facts(reader)
+    return Gpu(index, facts, lost=reader.lost)
+
+
+class _Reader:
+    """Queries one device, remembering whether NVML said the GPU is lost."""
+
+    def __init__(self, nvml: NvmlLike, handle: Any) -> None:
+        self.nvml = nvml
+        self.handle = handle
+        self.lost: str | None = None
+
+    def get(self, name: str, *args: Any) -> tuple[Any, str | None]:
+        try:
+            return self.nvml.call(name, self.handle, *args), None
+        except NvmlCallError as e:
+            if e.error_name == GPU_IS_LOST and self.lost is None:
+                self.lost = e.reason
+            return None, e.reason
+
+    def fact(self, name: str, *args: Any, convert: Any = None) -> Fact:
+        value, why = self.get(name, *args)
+        if value is None:
+            return missing(why or "no value")
+        return known(convert(value) if convert else value)
+
+
+def _fact(nvml: NvmlLike, name: str, *args: Any) -> Fact:
+    value, why = nvml.query(name, *args)
+    return known(value) if value is not None else missing(why or "no value")
+
+
+def _derived(value: Any, why: str | None) -> Fact:
+    return known(value) if value is not None else missing(why or "no value")
+
+
+def _gpu_facts(r: _Reader) -> Facts:
+    f: Facts = {}
+    f["name"] = r.fact("nvmlDeviceGetName")  # Product Name
+    f["uuid"] = r.fact("nvmlDeviceGetUUID")  # GPU UUID
+    pci, why = r.get("nvmlDeviceGetPciInfo")  # GPU 00000000:00:06.0 / Bus Id
+    f["pci_bus_id"] = _derived(pci.get("busId") if isinstance(pci, dict) else None, why)
+
+    cc_raw, cc_why = r.get("nvmlDeviceGetCudaComputeCapability")
+    cc = f"{cc_raw[0]}.{cc_raw[1]}" if isinstance(cc_raw, list) and len(cc_raw) == 2 else None
+    f["compute_capability"] = _derived(cc, cc_why)
+
+    arch, why = r.get("nvmlDeviceGetArchitecture")  # Product Architecture
+    arch_name = ARCHITECTURES.get(arch) if isinstance(arch, int) else None
+    if arch_name is None and cc is not None:
+        arch_name = _ARCH_BY_CC.get(cc) or _ARCH_BY_MAJOR.get(int(cc.split(".")[0]))
+    if arch_name is None and isinstance(arch, int):
+        why = f"unknown NVML architecture id {arch}"
+    f["architecture"] = _derived(arch_name, why)
+
+    mem, why = r.get("nvmlDeviceGetMemoryInfo")  # FB Memory Usage: Total / Used
+    f["memory_total_bytes"] = _derived(mem.get("total") if isinstance(mem, dict) else None, why)
+    f["memory_used_bytes"] = _derived(mem.get("used") if isinstance(mem, dict) else None, why)
+
+    cores, why = r.get("nvmlDeviceGetNumGpuCores")
+    f["cuda_cores"] = _derived(cores, why)
+    f["sm_count"], f["sm_count_source"] = _sm_count(cores, why, cc, cc_why)
+
+    f["sm_clock_mhz"] = r.fact("nvmlDeviceGetClockInfo", CLOCK_SM)  # Clocks: SM
+    f["sm_clock_max_mhz"] = r.fact("nvmlDeviceGetMaxClockInfo", CLOCK_SM)  # Max Clocks: SM
+    f["mem_clock_mhz"] = r.fact("nvmlDeviceGetClockInfo", CLOCK_MEM)  # Clocks: Memory
+    f["mem_clock_max_mhz"] = r.fact("nvmlDeviceGetMaxClockInfo", CLOCK_MEM)  # Max Clocks: Memory
+    f["memory_bus_width_bits"] = r.fact("nvmlDeviceGetMemoryBusWidth")
+    f["theoretical_bandwidth_gbps"] = _bandwidth(f["mem_clock_max_mhz"], f["memory_bus_width_bits"])
+
+    # PCI: GPU Link Info: PCIe Generation Current / Device Max, Link Width Current / Max
+    f["pcie_gen"] = r.fact("nvmlDeviceGetCurrPcieLinkGeneration")
+    f["pcie_gen_max"] = r.fact("nvmlDeviceGetMaxPcieLinkGeneration")
+    f["pcie_width"] = r.fact("nvmlDeviceGetCurrPcieLinkWidth")
+    f["pcie_width_max"] = r.fact("nvmlDeviceGetMaxPcieLinkWidth")
+
+    # GPU Power Readings: Instantaneous Power Draw / Current Power Limit (NVML gives milliwatts)
+    f["power_w"] = r.fact("nvmlDeviceGetPowerUsage", convert=_watts)
+    f["power_limit_w"] = r.fact("nvmlDeviceGetEnforcedPowerLimit", convert=_watts)
+    f["temperature_c"] = r.fact("nvmlDeviceGetTemperature", TEMPERATURE_GPU)  # Temperature: GPU Current Temp
+    f["pstate"] = _pstate(*r.get("nvmlDeviceGetPerformanceState"))  # Performance State
+
+    ecc, why = r.get("nvmlDeviceGetEccMode")  # ECC Mode: Current
+    f["ecc_mode_current"] = _derived(bool(ecc[0]) if isinstance(ecc, list) and ecc else None, why)
+    # ECC Errors: Volatile / Aggregate: DRAM Uncorrectable
+    f["ecc_uncorrected_volatile"] = r.fact(
+        "nvmlDeviceGetTotalEccErrors", MEMORY_ERROR_UNCORRECTED, ECC_COUNTER_VOLATILE
+    )
+    f["ecc_uncorrected_aggregate"] = r.fact(
+        "nvmlDeviceGetTotalEccErrors", MEMORY_ERROR_UNCORRECTED, ECC_COUNTER_AGGREGATE
+    )
+    # Retired Pages: Pending Page Blacklist (pre-Ampere; Hopper says Not Supported and remaps rows instead)
+    f["retired_pages_pending"] = r.fact("nvmlDeviceGetRetiredPagesPendingStatus", convert=bool)
+    rows, why = r.get("nvmlDeviceGetRemappedRows")  # Remapped Rows: Pending / Remapping Failure Occurred
+    rows_ok = isinstance(rows, list) and len(rows) == 4
+    f["remapped_rows_pending"] = _derived(bool(rows[2]) if rows_ok else None, why)
+    f["remapped_rows_failure"] = _derived(bool(rows[3]) if rows_ok else None, why)
+
+    mig, why = r.get("nvmlDeviceGetMigMode")  # MIG Mode: Current
+    f["mig_mode"] = _derived(bool(mig[0]) if isinstance(mig, list) and mig else None, why)
+    f["persistence_mode"] = r.fact("nvmlDeviceGetPersistenceMode", convert=bool)  # Persistence Mode
+
+    f["throttle_reasons"], f["throttled"] = _clock_events(r)
+    f["processes"] = _processes(r)
+    util, why = r.get("nvmlDeviceGetUtilizationRates")  # Utilization: GPU
+    f["utilization_gpu_pct"] = _derived(util.get("gpu") if isinstance(util, dict) else None, why)
+    f["vbios_version"] = r.fact("nvmlDeviceGetVbiosVersion")  # VBIOS Version
+    return f
+
+
+def _watts(milliwatts: Any) -> float:
+    return round(float(milliwatts) / 1000.0, 3)
+
+
+def _pstate(value: Any, why: str | None) -> Fact:
+    if value is None:
+        return missing(why or "no value")
+    if value == PSTATE_UNKNOWN:
+        return missing("unknown (NVML reports no performance state)")
+    return known(f"P{value}")
+
+
+def _sm_count(cores: Any, cores_why: str | None, cc: str | None, cc_why: str | None) -> tuple[Fact, Fact]:
+    """SM count derived from NVML's core count (NVML has no SM-count query that works everywhere)."""
+    if not isinstance(cores, int):
+        why = f"CUDA core count unknown: {cores_why}"
+        return missing(why), missing(why)
+    if cc is None:
+        why = f"compute capability unknown: {cc_why}"
+        return missing(why), missing(why)
+    sms = sm_count_from_cores(cores, cc)
+    if sms is None:
+        why = f"no cores-per-SM figure for compute capability {cc} ({cores} cores)"
+        return missing(why), missing(why)
+    source = f"{cores} CUDA cores (NVML) / {cores_per_sm(cc)} cores per SM for compute capability {cc}"
+    return known(sms), known(source)
+
+
+def _bandwidth(clock: Fact, bus: Fact) -> Fact:
+    if not clock.ok:
+        return missing(f"max memory clock unknown: {clock.reason}")
+    if not bus.ok:
+        return missing(f"memory bus width unknown: {bus.reason}")
+    return known(round(theoretical_bandwidth_gbps(clock.value, bus.value), 1))
+
+
+def _clock_events(r: _Reader) -> tuple[Fact, Fact]:
+    """Clocks Event Reasons (nvidia-smi -q; "Clocks Throttle Reasons" before driver 535)."""
+    mask, why = r.get("nvmlDeviceGetCurrentClocksEventReasons")
+    if mask is None:
+        # Drivers before r535 only have the older name of the same query.
+        mask, why = r.get("nvmlDeviceGetCurrentClocksThrottleReasons")
+    if not isinstance(mask, int):
+        return missing(why or "no value"), missing(why or "no value")
+    names = reason_names(mask)
+    return known(names), known(bool(slowing(names)))
+
+
+def _processes(r: _Reader) -> Fact:
+    """Processes (nvidia-smi -q): compute and graphics, one entry per pid.
+
+    ``used_bytes`` is None where the driver cannot attribute memory (Windows/WDDM,
+    hence WSL2); ``name`` is None when NVML cannot name the process (another PID
+    namespace, e.g. a different container).
+    """
+    compute, why = r.get("nvmlDeviceGetComputeRunningProcesses")
+    if compute is None:
+        return missing(why or "no value")
+    graphics, _ = r.get("nvmlDeviceGetGraphicsRunningProcesses")
+    seen: dict[int, dict[str, Any]] = {}
+    for p in list(compute) + list(graphics or []):
+        if not isinstance(p, dict) or not isinstance(p.get("pid"), int):
+            continue
+        pid = p["pid"]
+        if pid in seen:
+            continue
+        name, _ = r.nvml.query("nvmlSystemGetProcessName", pid)
+        used = p.get("usedGpuMemory")
+        seen[pid] = {"pid": pid, "name": name, "used_bytes": used if isinstance(used, int) else None}
+    return known(list(seen.values()))

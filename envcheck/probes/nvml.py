@@ -1,0 +1,282 @@
+"""The one seam between envcheck and NVML (the NVIDIA Management Library).
+
+Every NVML call in envcheck goes through :class:`Nvml`: probes and the benchmark
+monitor never import ``pynvml`` themselves, and tests swap in a fake fed with
+tables captured from real machines (same interface: ``init``, ``call``,
+``query``, ``library_path``, ``shutdown``).
+
+Values come back as plain JSON-ready data, exactly as the capture tables store
+them: bytes become ``str``, ctypes structures and pynvml's "friendly objects"
+become dicts of their fields, tuples become lists. ``pynvml`` (the
+``nvidia-ml-py`` package) is imported only inside :meth:`Nvml.init`, so
+``envcheck --help`` works on a machine whose NVIDIA stack is broken.
+
+The NVML enum values envcheck passes are defined here, so fakes need no pynvml.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+from typing import Any
+
+# --------------------------------------------------------------------------- NVML enums (nvml.h)
+
+# nvmlClockType_t
+CLOCK_GRAPHICS = 0
+CLOCK_SM = 1
+CLOCK_MEM = 2
+CLOCK_VIDEO = 3
+
+# nvmlTemperatureSensors_t
+TEMPERATURE_GPU = 0
+
+# nvmlMemoryErrorType_t
+MEMORY_ERROR_CORRECTED = 0
+MEMORY_ERROR_UNCORRECTED = 1
+
+# nvmlEccCounterType_t
+ECC_COUNTER_VOLATILE = 0  # since the last driver load
+ECC_COUNTER_AGGREGATE = 1  # lifetime of the board (kept in the infoROM)
+
+# nvmlPageRetirementCause_t
+PAGE_RETIREMENT_MULTIPLE_SINGLE_BIT = 0
+PAGE_RETIREMENT_DOUBLE_BIT = 1
+
+# nvmlPstates_t: NVML_PSTATE_UNKNOWN
+PSTATE_UNKNOWN = 32
+
+# nvmlDeviceArchitecture_t -> the name nvidia-smi -q prints as "Product Architecture"
+ARCHITECTURES: dict[int, str] = {
+    2: "Kepler",
+    3: "Maxwell",
+    4: "Pascal",
+    5: "Volta",
+    6: "Turing",
+    7: "Ampere",
+    8: "Ada Lovelace",
+    9: "Hopper",
+    10: "Blackwell",
+    13: "Rubin",
+}
+
+# nvmlClocksEventReasons (formerly "clocks throttle reasons"): bit -> name used in reports.
+CLOCKS_EVENT_REASONS: dict[int, str] = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+
+# Reasons that mean the GPU runs slower than it could. The others are either
+# benign (idle, a clock the user pinned, display clocks) or coordinate boost
+# across GPUs (sync_boost) without a thermal or power cause.
+SLOWING_REASONS: frozenset[str] = frozenset(
+    {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
+)
+
+
+def reason_names(mask: int) -> list[str]:
+    """Names of the clock-event reasons set in ``mask``, lowest bit first.
+
+    Bits this table does not know (newer drivers add some) are kept as
+    ``unknown_0x...`` rather than dropped, so a report never hides one.
+    """
+    names: list[str] = []
+    bit = 1
+    remaining = int(mask)
+    while remaining:
+        if remaining & bit:
+            names.append(CLOCKS_EVENT_REASONS.get(bit, f"unknown_{bit:#x}"))
+            remaining &= ~bit
+        bit <<= 1
+    return names
+
+
+def slowing(names: list[str] | tuple[str, ...]) -> list[str]:
+    """The reasons among ``names`` that slow the GPU (see :data:`SLOWING_REASONS`)."""
+    return [n for n in names if n in SLOWING_REASONS]
+
+
+# --------------------------------------------------------------------------- errors
+
+# NVML error class name -> what it means for the field being read.
+_MEANINGS: dict[str, str] = {
+    "NVMLError_NotSupported": "not supported on this GPU",
+    "NVMLError_NoPermission": "no permission",
+    "NVMLError_GpuIsLost": "GPU is lost",
+    "NVMLError_FunctionNotFound": "not available in this driver",
+    "NVMLError_NotFound": "not found",
+    "NVMLError_Uninitialized": "NVML is not initialised",
+    "NVMLError_InvalidArgument": "invalid argument",
+    "NVMLError_Timeout": "timed out",
+    "NVMLError_ResetRequired": "GPU requires a reset",
+    "NVMLError_CorruptedInforom": "corrupted infoROM",
+    "NVMLError_DriverNotLoaded": "NVIDIA driver not loaded",
+    "NVMLError_LibRmVersionMismatch": "driver/library version mismatch",
+    "NVMLError_OperatingSystem": "blocked by the operating system",
+    "NVMLError_Unknown": "NVML error",
+    "NVMLLibraryMismatchError": "nvidia-ml-py does not match this driver",
+    "MissingBinding": "not available in this nvidia-ml-py",
+}
+
+GPU_IS_LOST = "NVMLError_GpuIsLost"
+
+# Errors that will not change on the next call: a sampler stops asking.
+PERMANENT_ERRORS: frozenset[str] = frozenset(
+    {"NVMLError_NotSupported", "NVMLError_FunctionNotFound", "NVMLError_NoPermission", "MissingBinding", GPU_IS_LOST}
+)
+
+
+class NvmlCallError(Exception):
+    """One failed NVML call: the function, the NVML error class name and its text."""
+
+    def __init__(self, name: str, error_name: str, text: str) -> None:
+        super().__init__(f"{name}: {text} ({error_name})")
+        self.name = name
+        self.error_name = error_name
+        self.text = text
+
+    @property
+    def reason(self) -> str:
+        """Short text for a missing fact, e.g. ``not supported on this GPU (NVML: Not Supported)``."""
+        return reason_for(self.error_name, self.text)
+
+
+def reason_for(error_name: str, text: str) -> str:
+    meaning = _MEANINGS.get(error_name, "NVML error")
+    return f"{meaning} (NVML: {text})"
+
+
+# --------------------------------------------------------------------------- value conversion
+
+
+def plain(value: Any) -> Any:
+    """JSON-ready data from what pynvml returns (the shape the capture tables store)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, ctypes.Structure):
+        return {f[0]: plain(getattr(value, f[0])) for f in value._fields_}
+    if isinstance(value, (list, tuple)):
+        return [plain(x) for x in value]
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if hasattr(value, "__dict__"):  # pynvml.nvmlFriendlyObject (process lists)
+        return {k: plain(v) for k, v in vars(value).items() if not k.startswith("_")}
+    return value
+
+
+def _library_from_maps(maps_text: str) -> str | None:
+    """Path of the libnvidia-ml mapped into this process, from /proc/self/maps text."""
+    for line in maps_text.splitlines():
+        parts = line.split(maxsplit=5)
+        if len(parts) == 6 and "libnvidia-ml" in Path(parts[5]).name:
+            return parts[5].strip()
+    return None
+
+
+# --------------------------------------------------------------------------- the seam
+
+
+class Nvml:
+    """NVML through pynvml, every failure turned into data.
+
+    ``init`` must succeed before ``call``; ``query`` never raises. Device handles
+    (``nvmlDeviceGetHandleByIndex`` / ``ByUUID`` / ``ByPciBusId``) come back untouched. ``init`` is
+    idempotent (each probe calls it; the first answer stands until ``shutdown``). Handles from
+    ``call("nvmlDeviceGetHandleByIndex", i)`` are opaque: pass them back as the
+    first argument of device calls.
+    """
+
+    def __init__(self) -> None:
+        self._lib: Any = None
+        self._init_result: str | None = None
+        self._tried = False
+        self.init_error_name: str | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self._lib is not None
+
+    def init(self) -> str | None:
+        """Load and initialise NVML: None when it worked, else the real error text.
+
+        The texts are NVML's own (``nvmlErrorString``), e.g. "Driver Not Loaded",
+        "NVML Shared Library Not Found", or "RM has detected an NVML/RM version
+        mismatch." (what ``nvidia-smi`` prints as "Failed to initialize NVML:
+        Driver/library version mismatch" after a driver upgrade without a reboot).
+        """
+        if self._tried:
+            # Probes call init() each; the first answer stands until shutdown().
+            return self._init_result
+        self._tried = True
+        self._init_result = self._load()
+        return self._init_result
+
+    def _load(self) -> str | None:
+        try:
+            import pynvml
+        except ImportError as e:
+            self.init_error_name = "ImportError"
+            return f"the nvidia-ml-py package is not installed ({e}): pip install nvidia-ml-py"
+        try:
+            pynvml.nvmlInit()
+        except Exception as e:  # noqa: BLE001 - any failure here is a finding, never a crash
+            self.init_error_name = type(e).__name__
+            return str(e) or type(e).__name__
+        self._lib = pynvml
+        return None
+
+    def call(self, name: str, *args: Any) -> Any:
+        """``pynvml.<name>(*args)`` as plain data; raises :class:`NvmlCallError` on any failure."""
+        if self._lib is None:
+            raise NvmlCallError(name, "NVMLError_Uninitialized", "Uninitialized")
+        fn = getattr(self._lib, name, None)
+        if fn is None:
+            # An older nvidia-ml-py lacks bindings for newer NVML functions.
+            raise NvmlCallError(name, "MissingBinding", f"pynvml has no {name}; pip install -U nvidia-ml-py")
+        try:
+            value = fn(*args)
+        except Exception as e:  # noqa: BLE001 - NVMLError subclasses and binding mismatches alike
+            raise NvmlCallError(name, type(e).__name__, str(e) or type(e).__name__) from None
+        if name.startswith("nvmlDeviceGetHandleBy"):
+            return value  # an opaque pointer: keep as is
+        return plain(value)
+
+    def query(self, name: str, *args: Any) -> tuple[Any, str | None]:
+        """``(value, None)``, or ``(None, reason)`` when the call failed. Never raises."""
+        try:
+            return self.call(name, *args), None
+        except NvmlCallError as e:
+            return None, e.reason
+
+    def library_path(self) -> tuple[str | None, str | None]:
+        """``(path, None)`` of the libnvidia-ml this process loaded, or ``(None, reason)``."""
+        if self._lib is None:
+            return None, "NVML is not loaded"
+        try:
+            text = Path("/proc/self/maps").read_text(encoding="utf-8", errors="replace")
+        except OSError as e:
+            return None, f"cannot read /proc/self/maps ({e.strerror})"
+        path = _library_from_maps(text)
+        if path is None:
+            return None, "libnvidia-ml not found in this process's memory map"
+        return path, None
+
+    def shutdown(self) -> None:
+        """Release NVML; safe to call twice or after a failed init."""
+        lib, self._lib = self._lib, None
+        self._tried = False
+        if lib is None:
+            return
+        try:
+            lib.nvmlShutdown()
+        except Exception:  # noqa: BLE001 - nothing useful to do about a failed shutdown
+            pass

@@ -1,0 +1,215 @@
+"""Section ``wsl``: WSL version and the state of the GPU bridge from Windows.
+
+Under WSL2 the GPU driver lives on Windows. Its Linux side is /dev/dxg plus the libraries
+Windows mounts read-only at /usr/lib/wsl/lib (libcuda.so.1, libnvidia-ml.so.1, ...). CUDA
+breaks when the loader cannot reach that folder, or when a Linux NVIDIA driver installed
+inside the distribution shadows those libraries. This probe records evidence only; the
+checks turn it into verdicts and fixes (the researched fixes are kept below).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+import re
+
+from envcheck.model import Fact, Facts, known, missing
+from envcheck.probes.cuda import WSL_LIB_DIR, LdCache, ld_library_path_dirs, read_ld_cache, standard_lib_dirs
+from envcheck.probes.host import Host
+
+KEYS = (
+    "is_wsl", "wsl_version", "distro_name", "dxg_present", "lib_dir_present", "lib_dir_files", "libcuda_symlinks",
+    "loader_path_has_wsl_lib", "linux_driver_in_wsl",
+)
+NOT_WSL = "not WSL"
+DXG = "/dev/dxg"
+DPKG_TIMEOUT_S = 5.0
+# Linux driver packages that must not be installed inside WSL2 (Ubuntu/Debian names).
+DRIVER_PACKAGE_PATTERNS = ("nvidia-driver-*", "libnvidia-compute-*")
+
+# The Windows driver ships libcuda.so, libcuda.so.1 and libcuda.so.1.1 as three copies,
+# so every ldconfig run prints "/sbin/ldconfig.real: /usr/lib/wsl/lib/libcuda.so.1 is not
+# a symbolic link" (microsoft/WSL#5548, #5663). CUDA still loads; the noise is the harm.
+# /usr/lib/wsl/lib is C:\Windows\System32\lxss\lib mounted read-only, so the lasting fix
+# is made on Windows (ArchWSL#248), and a driver update brings the copies back.
+LIBCUDA_COPIES_FIX = (
+    "in an administrator Command Prompt on Windows: cd C:\\Windows\\System32\\lxss\\lib && "
+    "del libcuda.so libcuda.so.1 && mklink libcuda.so libcuda.so.1.1 && mklink libcuda.so.1 libcuda.so.1.1, "
+    "then wsl --shutdown (repeat after each NVIDIA driver update)"
+)
+# A Linux driver (apt's nvidia-driver-*, the `cuda` or `cuda-drivers` meta-packages, or
+# NVIDIA's .run installer) puts its own libcuda.so.1 ahead of the WSL one: CUDA then fails
+# with "no CUDA-capable device" or driver/library mismatches. Only the toolkit belongs inside.
+LINUX_DRIVER_FIX = (
+    "sudo apt-get remove --purge 'nvidia-driver-*' 'libnvidia-compute-*' && sudo ldconfig, then wsl --shutdown; "
+    "install CUDA inside WSL2 only as cuda-toolkit-X-Y from NVIDIA's wsl-ubuntu repository (never `cuda`, "
+    "`cuda-drivers` or the .run driver)"
+)
+LOADER_PATH_FIX = f"echo {WSL_LIB_DIR} | sudo tee /etc/ld.so.conf.d/ld.wsl.conf && sudo ldconfig"
+
+_WSL1_KERNEL = re.compile(r"\d+\.\d+\.\d+-\d+-Microsoft\b")
+
+
+def wsl_version(osrelease: str, proc_version: str, host: Host) -> int | None:
+    """1 or 2 under WSL, None otherwise.
+
+    WSL2 kernels say ``...-microsoft-standard-WSL2`` (``-microsoft-standard`` before 5.10);
+    WSL1 fakes a ``4.4.0-19041-Microsoft`` kernel. A custom WSL2 kernel may say neither,
+    so the interop hooks WSL sets up are the last resort (WSL1 cannot run custom kernels).
+    """
+    text = f"{osrelease} {proc_version}"
+    lower = text.lower()
+    if "microsoft-standard" in lower or "wsl2" in lower:
+        return 2
+    if _WSL1_KERNEL.search(text):
+        return 1
+    if "microsoft" in lower:
+        return 2
+    if host.environ.get("WSL_INTEROP") or host.environ.get("WSL_DISTRO_NAME") or host.exists(
+            "/proc/sys/fs/binfmt_misc/WSLInterop"):
+        return 2
+    return None
+
+
+def _read(host: Host, path: str) -> str:
+    try:
+        return host.read_text(path)
+    except OSError:
+        return ""
+
+
+def _unique_dirs(host: Host, dirs: tuple[str, ...]) -> list[str]:
+    # On merged-/usr systems /lib is a link to usr/lib: look at each real folder once.
+    seen: set[str] = set()
+    out = []
+    for d in dirs:
+        real = host.realpath(d)
+        if real not in seen and host.is_dir(d):
+            seen.add(real)
+            out.append(d)
+    return out
+
+
+def _in_wsl_dir(path: str) -> bool:
+    return path == WSL_LIB_DIR or path.startswith(WSL_LIB_DIR + "/")
+
+
+def _lib_dir_files(host: Host) -> Fact:
+    try:
+        names = host.listdir(WSL_LIB_DIR)
+    except OSError as e:
+        return missing(f"{WSL_LIB_DIR} unreadable ({e.strerror or e})")
+    return known(sorted(n for n in names if n.startswith(("libcuda", "libnvidia-ml"))))
+
+
+def _libcuda_links(host: Host, std_dirs: list[str]) -> list[dict[str, object]]:
+    links: list[dict[str, object]] = []
+    # In the WSL folder, libcuda.so and libcuda.so.1 should be links to the real libcuda.so.1.1.
+    if host.exists(posixpath.join(WSL_LIB_DIR, "libcuda.so.1.1")):
+        for name in ("libcuda.so", "libcuda.so.1"):
+            path = posixpath.join(WSL_LIB_DIR, name)
+            if host.is_symlink(path):
+                links.append({"path": path, "target": host.readlink(path), "ok": host.exists(path)})
+            elif host.exists(path):
+                links.append({"path": path, "target": None, "ok": False})  # a copy: ldconfig complains
+    # Elsewhere, links that lead into the WSL folder (made by hand or by packages).
+    for d in std_dirs:
+        for path in host.glob(posixpath.join(d, "libcuda.so*")):
+            if host.is_symlink(path) and _in_wsl_dir(host.realpath(path)):
+                links.append({"path": path, "target": host.readlink(path), "ok": host.exists(path)})
+    return links
+
+
+def _linux_driver_evidence(host: Host, std_dirs: list[str]) -> list[str]:
+    evidence: list[str] = []
+    seen: set[str] = set()
+    for d in std_dirs:
+        for pattern in ("libcuda.so*", "libnvidia-ml.so*"):
+            for path in host.glob(posixpath.join(d, pattern)):
+                real = host.realpath(path)
+                if _in_wsl_dir(real) or real in seen or not host.exists(real) or host.is_dir(real):
+                    continue
+                seen.add(real)
+                shown = path if real == path else f"{path} -> {real}"
+                evidence.append(f"{shown} is a Linux driver library (not a link to {WSL_LIB_DIR})")
+    if host.exists("/proc/driver/nvidia"):
+        evidence.append("/proc/driver/nvidia exists (a Linux NVIDIA kernel module is loaded)")
+    evidence.extend(_driver_packages(host))
+    return evidence
+
+
+def parse_dpkg_installed(text: str) -> list[str]:
+    """Installed package names from ``dpkg-query -W -f='${Package}\\t${db:Status-Abbrev}\\n'``.
+
+    dpkg also lists packages it merely knows of: the second letter (the status) ``n`` (not
+    installed) or ``c`` (config files left after a removal). Every other status (installed,
+    unpacked, half-configured, awaiting triggers) means the files are on disk.
+    """
+    names = []
+    for line in text.splitlines():
+        name, _, status = line.partition("\t")
+        if name.strip() and len(status) >= 2 and status[1] not in "nc ":
+            names.append(name.strip())
+    return names
+
+
+def _driver_packages(host: Host) -> list[str]:
+    exe = host.which("dpkg-query")
+    if exe is None:
+        return []  # not a Debian-family distribution: the library files above are the evidence
+    result = host.run([exe, "-W", "-f=${Package}\t${db:Status-Abbrev}\n", *DRIVER_PACKAGE_PATTERNS],
+                      timeout=DPKG_TIMEOUT_S)
+    # dpkg-query exits 1 when a pattern matches nothing, yet still lists the others.
+    if result.returncode not in (0, 1):
+        return []
+    # dpkg-query lists only what the patterns match; filtering again keeps the evidence
+    # about drivers whatever a wrapper or an older dpkg prints.
+    return [f"package {name} is installed (a Linux driver; WSL2 takes its driver from Windows)"
+            for name in parse_dpkg_installed(result.stdout)
+            if any(fnmatch.fnmatchcase(name, pattern) for pattern in DRIVER_PACKAGE_PATTERNS)]
+
+
+def _loader_reaches_wsl_lib(host: Host, cache: LdCache) -> Fact:
+    if any(posixpath.normpath(d) == WSL_LIB_DIR for d in ld_library_path_dirs(host)):
+        return known(True)
+    if cache.error:
+        return missing(f"loader cache unreadable ({cache.error}) and LD_LIBRARY_PATH lacks {WSL_LIB_DIR}")
+    return known(WSL_LIB_DIR in cache.dirs())
+
+
+def probe_wsl(host: Host, cache: LdCache | None = None) -> Facts:
+    """Facts of section ``wsl``; every key in ``KEYS`` is present, none raises.
+
+    Off WSL every key but ``is_wsl`` is missing("not WSL") and nothing is run.
+    ``cache``: the loader cache when the caller already read it (saves one ``ldconfig -p``).
+    """
+    try:
+        return _probe(host, cache)
+    except Exception as e:  # noqa: BLE001 - a probe records its failure instead of raising
+        why = f"wsl probe failed ({type(e).__name__}: {e})"
+        return {k: missing(why) for k in KEYS}
+
+
+def _probe(host: Host, cache: LdCache | None) -> Facts:
+    version = wsl_version(_read(host, "/proc/sys/kernel/osrelease"), _read(host, "/proc/version"), host)
+    if version is None:
+        return {"is_wsl": known(False), **{k: missing(NOT_WSL) for k in KEYS[1:]}}
+    distro = host.environ.get("WSL_DISTRO_NAME")
+    facts: Facts = {
+        "is_wsl": known(True),
+        "wsl_version": known(version),
+        "distro_name": known(distro) if distro else missing("WSL_DISTRO_NAME not set (cleared by sudo or su)"),
+        "dxg_present": known(host.exists(DXG)),
+        "lib_dir_present": known(host.is_dir(WSL_LIB_DIR)),
+    }
+    if version == 1:
+        # WSL1 has no GPU bridge at all: the checks say "convert to WSL2", nothing more to see.
+        why = "WSL1 has no GPU support (wsl --set-version <distro> 2)"
+        facts.update({k: missing(why) for k in KEYS if k not in facts})
+        return facts
+    std_dirs = _unique_dirs(host, standard_lib_dirs(host.machine()))
+    facts["lib_dir_files"] = _lib_dir_files(host)
+    facts["libcuda_symlinks"] = known(_libcuda_links(host, std_dirs))
+    facts["loader_path_has_wsl_lib"] = _loader_reaches_wsl_lib(host, cache if cache is not None else read_ld_cache(host))
+    facts["linux_driver_in_wsl"] = known(_linux_driver_evidence(host, std_dirs))
+    return {k: facts.get(k, missing("not probed")) for k in KEYS}

@@ -1,0 +1,76 @@
+"""Dated report file names that sort by time and never replace an existing report.
+
+``2026-11-21_2215Z_gpu-box-1_h200.json``: UTC stamp (minutes), host, and the GPU the
+benchmark ran on (or ``cpu``). A name already used, by the JSON or by the Markdown /
+HTML rendered beside it, gets ``-2``, ``-3``, ... so two runs in the same minute both
+survive.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+
+from envcheck import model
+
+SIBLING_SUFFIXES = (".json", ".md", ".html")  # what the renderers write beside the JSON
+MAX_ATTEMPTS = 1000
+_VENDOR_WORDS = ("nvidia", "geforce")  # in every NVIDIA name: they make file names long, not distinct
+
+
+def stamp(when: datetime) -> str:
+    """``2026-11-21_2215Z``: UTC, to the minute, sorts as text."""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%d_%H%MZ")
+
+
+def slug(text: str | None, fallback: str, max_len: int = 40) -> str:
+    """Lower case letters, digits, dots and dashes only: safe on every file system and shell."""
+    s = re.sub(r"[^a-z0-9.]+", "-", (text or "").lower()).strip("-.")
+    s = s[:max_len].rstrip("-.")
+    return s or fallback
+
+
+def device_slug(gpu_name: str | None) -> str:
+    """``NVIDIA GeForce RTX 4090`` -> ``rtx-4090``; no GPU -> ``cpu``."""
+    if not gpu_name:
+        return "cpu"
+    words = [w for w in gpu_name.split() if w.lower() not in _VENDOR_WORDS]
+    return slug(" ".join(words) or gpu_name, fallback="gpu")
+
+
+def report_stem(when: datetime, host: str | None, gpu_name: str | None) -> str:
+    return f"{stamp(when)}_{slug(host, fallback='host')}_{device_slug(gpu_name)}"
+
+
+def _candidates(stem: str) -> Iterable[str]:
+    yield stem
+    for i in range(2, MAX_ATTEMPTS + 1):
+        yield f"{stem}-{i}"
+
+
+def _taken(out_dir: Path, name: str) -> bool:
+    return any((out_dir / f"{name}{suffix}").exists() for suffix in SIBLING_SUFFIXES)
+
+
+def free_path(out_dir: Path, stem: str) -> Path:
+    """The first ``stem[-k].json`` in ``out_dir`` whose JSON, Markdown and HTML names are all free."""
+    for name in _candidates(stem):
+        if not _taken(out_dir, name):
+            return out_dir / f"{name}.json"
+    raise model.ReportError(f"{out_dir}: {MAX_ATTEMPTS} reports named {stem}* already exist")
+
+
+def write_report(out_dir: Path, stem: str, content: str) -> Path:
+    """Write a new report JSON under a free dated name; never replaces a file, even in a race."""
+    for name in _candidates(stem):
+        if _taken(out_dir, name):
+            continue
+        try:
+            return model.write_new(out_dir / f"{name}.json", content)
+        except FileExistsError:  # another run took the name between the check and the link
+            continue
+    raise model.ReportError(f"{out_dir}: {MAX_ATTEMPTS} reports named {stem}* already exist")

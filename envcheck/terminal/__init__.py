@@ -1,0 +1,1 @@
+"""Terminal output: rich renderings of facts, checks and benchmark runs."""

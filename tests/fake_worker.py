@@ -1,0 +1,88 @@
+"""A scripted stand-in for ``python -m envcheck.bench.worker``, for the runner's tests.
+
+Usage: ``python fake_worker.py SCRIPT.json``. It reads the plan on stdin like the real
+worker, then plays the script's steps in order:
+
+- ``{"emit": {...}}``: one protocol event as a JSON line on stdout
+- ``{"raw": "text"}``: a line that is not a protocol event
+- ``{"stderr": "text"}``: a line on stderr
+- ``{"sleep": S}``: pause S seconds
+- ``{"play_plan": true}``: ``case_start`` + a passing ``case`` for every planned case
+  (``{"play_plan": N}``: for the first N only)
+- ``{"save_plan": "PATH"}``: write the plan received to PATH
+- ``{"exit": N}``: exit with status N now
+- ``{"signal": "SIGSEGV"}``: die by that signal (what a broken CUDA install does)
+
+Standard library only: it must behave like a separate program, not share test state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import sys
+import time
+
+
+def emit(event: dict) -> None:
+    sys.stdout.write(json.dumps(event) + "\n")
+    sys.stdout.flush()
+
+
+def passing_case(c: dict) -> dict:
+    n = 1
+    for d in c["shape"]:
+        n *= d
+    samples = [10.0, 11.0, 12.0, 10.5, 11.5]
+    return {
+        "op": c["op"], "impl": c["impl"], "dtype": c["dtype"], "precision": c["precision"], "shape": c["shape"],
+        "category": "small", "bytes": 12 * n, "flops": n, "status": "pass",
+        "launch": {"method": "host_clock", "samples_us": samples, "calls_per_sample": 1, "median_us": 11.0,
+                   "q1_us": 10.5, "q3_us": 11.5, "cv": 0.06},
+        "error": {"rel_l2": 0.0, "max_abs": 0.0, "tolerance": 1e-5, "precision": c["precision"], "passed": True},
+        "gbps": 12 * n / 11e-6 / 1e9,
+    }
+
+
+def main() -> int:
+    with open(sys.argv[1], encoding="utf-8") as f:
+        script = json.load(f)
+    plan = json.loads(sys.stdin.read() or "{}")
+    for step in script:
+        if "emit" in step:
+            emit(step["emit"])
+        elif "raw" in step:
+            sys.stdout.write(step["raw"] + "\n")
+            sys.stdout.flush()
+        elif "stderr" in step:
+            sys.stderr.write(step["stderr"] + "\n")
+            sys.stderr.flush()
+        elif "sleep" in step:
+            time.sleep(step["sleep"])
+        elif "save_plan" in step:
+            with open(step["save_plan"], "w", encoding="utf-8") as f:
+                json.dump(plan, f)
+        elif "play_plan" in step:
+            cases = plan.get("cases", [])
+            limit = len(cases) if step["play_plan"] is True else int(step["play_plan"])
+            for i, c in enumerate(cases[:limit]):
+                label = f"{c['op']} {c['impl']} {c['dtype']} {'x'.join(map(str, c['shape']))}"
+                emit({"event": "case_start", "i": i + 1, "n": len(cases), "label": label})
+                emit({"event": "case", "case": passing_case(c)})
+        elif "exit" in step:
+            return int(step["exit"])
+        elif "signal" in step:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file in the test's folder
+            sig = getattr(signal, step["signal"])
+            signal.signal(sig, signal.SIG_DFL)
+            os.kill(os.getpid(), sig)
+            time.sleep(5)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
