@@ -285,6 +285,7 @@ class Skip:
     dtype: str
     shape: tuple[int, ...]
     reason: str
+    precision: str | None = None  # the arithmetic the case would have used (tf32 vs fp32 matmul)
 
 
 @dataclass(frozen=True)
