@@ -1,0 +1,182 @@
+"""Findings come from the data: each appears when the numbers support it, and only then."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+import pytest
+from factories import bench, report
+
+from envcheck.model import MonitorSummary
+from envcheck.render import findings as fnd
+from envcheck.render.context import View
+from envcheck.render.i18n import LANGS, catalog, placeholders
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "envcheck" / "templates"
+
+
+def keys(found: list[fnd.Finding]) -> list[str]:
+    return [f.key for f in found]
+
+
+def with_cases(b, fn):
+    return dataclasses.replace(b, cases=tuple(fn(c) for c in b.cases))
+
+
+def test_launch_bound_region_ends_at_largest_flagged_size():
+    b = bench()
+    found = {f.params["op"]: f for f in fnd.launch_bound(b)}
+    flagged = [c for c in b.cases if c.op == "vector_add" and "launch_bound" in c.flags]
+    assert found["vector_add"].params["elements"] == max(c.shape[0] for c in flagged)
+    assert found["vector_add"].params["elements"] == 1 << 20  # 12 MiB moved in ~2.9 us: still under a launch
+    assert "matmul" not in found
+
+
+def test_launch_overhead_is_launch_minus_gpu_time():
+    (f,) = fnd.launch_overhead(bench())
+    # the factory adds 18 us (Triton) and 4.2 us (torch) of host cost on top of the GPU time
+    assert f.params["impl"] == "triton"
+    assert f.params["impl_us"] == pytest.approx(18.0, rel=0.1)
+    assert f.params["torch_us"] == pytest.approx(4.2, rel=0.1)
+
+
+def test_clean_run_has_no_throttle_noise_failure_or_partial_findings():
+    found = keys(fnd.findings(bench()))
+    for absent in ("finding.throttled", "finding.noisy", "finding.failed", "finding.errored", "finding.partial",
+                   "finding.interrupted"):
+        assert absent not in found
+    recs = [r.key for r in fnd.recommendations(fnd.findings(bench()))]
+    assert "rec.throttled" not in recs and "rec.noisy" not in recs
+    assert "rec.small_tensors" in recs and "rec.tf32" in recs
+
+
+def test_throttled_rows_are_named_with_reasons_and_recommend_cooling():
+    b = bench()
+    target = b.cases[-1]
+
+    def throttle(c):
+        if c is target:
+            return dataclasses.replace(c, flags=(*c.flags, "throttled"),
+                                       monitor=MonitorSummary(20, throttle_reasons=("sw_thermal_slowdown",)))
+        return c
+
+    found = fnd.findings(with_cases(b, throttle))
+    (f,) = [f for f in found if f.key == "finding.throttled"]
+    assert f.params["reasons"] == ["sw_thermal_slowdown"]
+    assert f.params["rows"] == [fnd.row_label(target)]
+    assert "rec.throttled" in [r.key for r in fnd.recommendations(found)]
+
+
+def test_noisy_rows_report_worst_cv():
+    b = bench()
+    noisy = {id(c) for c in b.cases[:3]}
+    found = fnd.noisy(with_cases(b, lambda c: dataclasses.replace(c, flags=(*c.flags, "noisy")) if id(c) in noisy else c))
+    (f,) = found
+    assert f.params["count"] == 3
+    assert f.params["cv_pct"] == pytest.approx(100 * max(c.gpu.cv for c in b.cases[:3]))
+
+
+def test_bandwidth_ceiling_ignores_l2_resident_and_launch_bound_rows():
+    found = {f.params["op"]: f for f in fnd.bandwidth_ceiling(bench())}
+    best = found["vector_add"]
+    assert best.params["size"] in ("16 777 216", "67 108 864", "268 435 456")
+    assert 85 < best.params["theoretical_pct"] < 95
+
+
+def test_compute_ceiling_per_precision_against_its_peak():
+    found = {f.params["variant"]: f for f in fnd.compute_ceiling(bench())}
+    assert set(found) == {"fp16", "bf16", "fp32 (tf32)", "fp32"}
+    tf = found["fp32 (tf32)"]
+    assert tf.params["peak_tflops"] == pytest.approx(494.7)
+    assert tf.params["peak_pct"] == pytest.approx(100 * tf.params["tflops"] / 494.7)
+
+
+def test_tf32_finding_compares_with_ieee_rows():
+    (f,) = fnd.tf32(bench())
+    assert f.key == "finding.tf32"
+    assert f.params["tf32_err"] > 100 * f.params["ieee_err"]
+    assert f.params["tf32_tol"] == pytest.approx(5e-3)
+
+
+def test_no_tf32_finding_without_tf32_rows():
+    b = bench()
+    b = dataclasses.replace(b, cases=tuple(c for c in b.cases if c.precision != "tf32"))
+    assert fnd.tf32(b) == []
+    assert "rec.tf32" not in [r.key for r in fnd.recommendations(fnd.findings(b))]
+
+
+def test_failures_and_errors_are_listed_with_their_messages():
+    b = bench()
+    first, second = b.cases[0], b.cases[1]
+
+    def spoil(c):
+        if c is first:
+            return dataclasses.replace(c, status="fail")
+        if c is second:
+            return dataclasses.replace(c, status="error", message="out of resources: shared memory")
+        return c
+
+    found = fnd.findings(with_cases(b, spoil))
+    assert keys(found)[:2] == ["finding.failed", "finding.errored"]  # problems come first
+    assert "out of resources: shared memory" in found[1].params["rows"][0]
+    (rec,) = [r for r in fnd.recommendations(found) if r.key == "rec.failures"]
+    assert rec.params["ops"] == "vector_add"
+
+
+def test_interrupted_and_partial_runs():
+    assert keys(fnd.partial(dataclasses.replace(bench(), interrupted="SIGINT"))) == ["finding.interrupted"]
+    assert keys(fnd.partial(dataclasses.replace(bench(), partial=True))) == ["finding.partial"]
+    assert fnd.partial(bench()) == []
+
+
+def test_no_bench_no_findings():
+    assert fnd.findings(None) == []
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_every_finding_and_recommendation_phrases_in_every_language(lang):
+    b = bench()
+    b = dataclasses.replace(b, interrupted="timeout after 1800 s",
+                            cases=tuple(dataclasses.replace(c, flags=(*c.flags, "noisy", "throttled"), status="fail")
+                                        for c in b.cases))
+    found = fnd.findings(b)
+    view = View(lang, str)
+    for f in found:
+        text = view.phrase(f.key, dict(f.params))
+        assert "{" not in text and text
+    for r in fnd.recommendations(found):
+        assert "{" not in view.phrase(r.key, dict(r.params))
+
+
+def test_catalogues_have_the_same_keys_and_placeholders():
+    en = catalog("en")
+    for lang in LANGS:
+        other = catalog(lang)
+        assert set(other) == set(en), lang
+        for k, msg in en.items():
+            assert placeholders(other[k]) == placeholders(msg), (lang, k)
+
+
+def test_catalogue_files_are_valid_flat_json():
+    for lang in LANGS:
+        path = Path(fnd.__file__).with_name("catalog") / f"{lang}.json"
+        data = json.loads(path.read_text(encoding="utf-8"))
+        assert all(isinstance(v, str) for v in data.values())
+
+
+def test_every_literal_key_used_in_templates_exists():
+    used = set()
+    for tpl in (TEMPLATES / "report.md.j2", TEMPLATES / "report.html.j2", TEMPLATES / "base.html.j2"):
+        used |= set(re.findall(r't\("([a-z_.]+[a-z_])"', tpl.read_text(encoding="utf-8")))
+    assert used, "no catalogue lookups found: the pattern is stale"
+    assert used <= set(catalog("en")), sorted(used - set(catalog("en")))
+
+
+def test_report_factory_findings_render_without_raw_keys():
+    r = report()
+    view = View("en", str)
+    texts = [view.phrase(f.key, dict(f.params)) for f in fnd.findings(r.bench)]
+    assert any("launch-bound up to 1 048 576 elements" in t for t in texts)
