@@ -186,7 +186,7 @@ def _legend_below(fig: Any, axes: Sequence[Any]) -> None:
                    ncol=min(len(handles), 3))
 
 
-def _to_svg(fig: Any) -> str:
+def to_svg(fig: Any) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight", pad_inches=0.08, metadata={"Date": None, "Creator": None})
     svg = buf.getvalue()
@@ -432,7 +432,7 @@ def draw(report: Report, chart: ChartPlan, lang: str = "en") -> Chart:
             assert chart.op is not None
             fig = {"time": _time, "speedup": _speedup, "bandwidth": _bandwidth, "tflops": _tflops}[chart.kind](
                 report, chart.op, t)
-        svg = _to_svg(fig)
+        svg = to_svg(fig)
     title_key = f"chart.title.{chart.kind}"
     return Chart(chart, translate(lang, title_key, op=chart.op or ""), svg)
 

@@ -1,0 +1,67 @@
+"""``envcheck history DIR|FILES...``: one machine's reports over time."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from envcheck.cli import EXIT_OK, UsageError
+from envcheck.commands.diff import check_out, emit, labels, terminal_text
+
+if TYPE_CHECKING:
+    from envcheck.model import Report
+
+
+def collect(paths: list[str]) -> tuple[list[tuple[str, Report]], list[str]]:
+    """Reports from folders (every ``*.json`` in them) and files, plus notes on skipped files.
+
+    A folder may hold other JSON (rendered data, configs): those are skipped with a
+    note. A file named explicitly must be a report: anything else is an error.
+    """
+    from envcheck.model import ReportError, load
+
+    files: list[Path] = []
+    explicit: set[Path] = set()
+    for p in map(Path, paths):
+        if p.is_dir():
+            files.extend(sorted(q for q in p.glob("*.json") if q.is_file()))
+        else:
+            files.append(p)
+            explicit.add(p)
+    notes: list[str] = []
+    loaded = []
+    seen: set[Path] = set()
+    for f in files:
+        key = f.resolve()
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            loaded.append((f, load(f)))
+        except ReportError as e:
+            if f in explicit:
+                raise
+            notes.append(f"skipped {e}")
+    if not loaded:
+        raise UsageError(f"no envcheck reports found in {', '.join(paths)}")
+    names = labels([str(f) for f, _ in loaded])
+    return [(name, r) for name, (_, r) in zip(names, loaded, strict=True)], notes
+
+
+def main(args: argparse.Namespace) -> int:
+    from envcheck.compare import document, text
+    from envcheck.compare.history import history
+
+    check_out(args.out)
+    reports, notes = collect(args.paths)
+    for note in notes:
+        print(f"envcheck history: note: {note}", file=sys.stderr)
+    h = history(reports)
+    if args.format == "text":
+        out = terminal_text(lambda console: text.print_history(console, h, args.lang), to_file=bool(args.out))
+    else:
+        out = document.render_history(h, args.format, args.lang)
+    emit(out, args.out)
+    return EXIT_OK

@@ -1,0 +1,7 @@
+"""Comparisons of reports: ``envcheck diff`` (machines, runs) and ``envcheck history`` (one machine over time).
+
+Data flows one way: ``match`` pairs cases, ``stats`` puts intervals on their
+ratios, ``envdiff`` lists what changed in the environment and health checks,
+``diff`` and ``history`` assemble pure-data results, and ``text``, ``document``
+and ``charts`` render them. Nothing here probes or measures.
+"""

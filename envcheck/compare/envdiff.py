@@ -1,0 +1,216 @@
+"""What differs between two environments, and between two sets of health checks.
+
+Only facts that explain a performance difference or a health change are
+compared (versions, GPU model and limits, clocks, power, ECC, MIG); facts that
+differ on every run (free memory, temperature, PIDs) would bury them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from envcheck.model import Check, Environment, Fact, Report
+
+Formatter = Callable[[Any], str]
+
+
+def _plain(v: Any) -> str:
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def _gib(v: Any) -> str:
+    return f"{v / 2**30:.1f} GiB" if isinstance(v, (int, float)) else str(v)
+
+
+def _unit(unit: str) -> Formatter:
+    def fmt(v: Any) -> str:
+        return f"{_plain(v)} {unit}" if isinstance(v, (int, float)) and not isinstance(v, bool) else _plain(v)
+
+    return fmt
+
+
+# (area, section, key, label, formatter). ``area`` groups rows and names the change in history
+# ("driver 575.57 -> 580.159"); ``label`` is what a reader sees.
+SECTION_FIELDS: tuple[tuple[str, str, str, str, Formatter], ...] = (
+    ("os", "system", "os_name", "OS", _plain),
+    ("kernel", "system", "kernel", "kernel", _plain),
+    ("os", "system", "arch", "architecture", _plain),
+    ("cpu", "system", "cpu_model", "CPU", _plain),
+    ("python", "system", "python_version", "Python", _plain),
+    ("os", "system", "container", "container", _plain),
+    ("wsl", "wsl", "is_wsl", "WSL", _plain),
+    ("wsl", "wsl", "wsl_version", "WSL version", _plain),
+    ("driver", "driver", "driver_version", "driver", _plain),
+    ("driver", "driver", "cuda_driver_version", "driver's CUDA", _plain),
+    ("driver", "driver", "gpu_count", "GPU count", _plain),
+    ("cuda", "cuda", "nvcc_version", "CUDA toolkit (nvcc)", _plain),
+    ("torch", "torch", "version", "PyTorch", _plain),
+    ("torch", "torch", "cuda_version", "PyTorch's CUDA", _plain),
+    ("triton", "triton", "version", "Triton", _plain),
+    ("triton", "triton", "ptxas_version", "ptxas used by Triton", _plain),
+    ("torch", "torch_runtime", "cudnn_version", "cuDNN", _plain),
+    ("torch", "torch_runtime", "tf32_matmul", "TF32 matmul (torch)", _plain),
+    ("torch", "torch_runtime", "float32_matmul_precision", "float32 matmul precision", _plain),
+)
+
+GPU_FIELDS: tuple[tuple[str, str, str, Formatter], ...] = (
+    ("gpu", "name", "model", _plain),
+    ("gpu", "memory_total_bytes", "memory", _gib),
+    ("gpu", "compute_capability", "compute capability", _plain),
+    ("gpu", "sm_count", "SM count", _plain),
+    ("gpu", "sm_clock_max_mhz", "max SM clock", _unit("MHz")),
+    ("gpu", "mem_clock_max_mhz", "max memory clock", _unit("MHz")),
+    ("gpu", "memory_bus_width_bits", "memory bus width", _unit("bit")),
+    ("gpu", "theoretical_bandwidth_gbps", "theoretical bandwidth", _unit("GB/s")),
+    ("gpu", "power_limit_w", "power limit", _unit("W")),
+    ("gpu", "ecc_mode_current", "ECC", _plain),
+    ("gpu", "mig_mode", "MIG", _plain),
+    ("gpu", "persistence_mode", "persistence mode", _plain),
+    ("gpu", "pcie_gen_max", "max PCIe generation", _plain),
+    ("gpu", "pcie_width_max", "max PCIe width", _plain),
+    ("gpu", "vbios_version", "VBIOS", _plain),
+)
+
+
+@dataclass(frozen=True)
+class EnvChange:
+    """One fact that differs. ``before``/``after`` are display text (a value, or "— (reason)")."""
+
+    area: str  # os, kernel, driver, cuda, torch, triton, python, gpu, ...
+    label: str
+    before: str
+    after: str
+    gpu: int | None = None  # GPU index for GPU facts
+
+    @property
+    def title(self) -> str:
+        return f"GPU {self.gpu} {self.label}" if self.gpu is not None else self.label
+
+
+def _show(f: Fact, fmt: Formatter) -> str:
+    if f.ok:
+        return fmt(f.value)
+    return f"— ({f.reason})" if f.reason else "—"
+
+
+def _compare_fact(a: Fact, b: Fact) -> bool:
+    """True when the two facts differ in a way worth showing.
+
+    Two missing facts never differ (their reasons are often run-specific, e.g.
+    a runtime probe ``probe`` skips); a fact only one side could read does.
+    """
+    if not a.ok and not b.ok:
+        return False
+    return a.value != b.value
+
+
+def env_changes(a: Environment, b: Environment) -> list[EnvChange]:
+    """Differences from environment ``a`` (baseline) to ``b``, sections first, then GPUs by index."""
+    out: list[EnvChange] = []
+    for area, section, key, label, fmt in SECTION_FIELDS:
+        # A key one report does not hold at all (an older or partial report) is unknown, not changed.
+        if key not in a.sections.get(section, {}) or key not in b.sections.get(section, {}):
+            continue
+        fa, fb = a.fact(section, key), b.fact(section, key)
+        if _compare_fact(fa, fb):
+            out.append(EnvChange(area, label, _show(fa, fmt), _show(fb, fmt)))
+    gpus_a = {g.index: g for g in a.gpus}
+    gpus_b = {g.index: g for g in b.gpus}
+    for idx in sorted(set(gpus_a) | set(gpus_b)):
+        ga, gb = gpus_a.get(idx), gpus_b.get(idx)
+        if ga is None or gb is None:
+            present = ga or gb
+            name = present.get("name") if present else None
+            what = str(name or "a GPU")
+            out.append(EnvChange("gpu", "present", what if ga else "—", what if gb else "—", idx))
+            continue
+        if ga.lost or gb.lost:
+            if (ga.lost or "") != (gb.lost or ""):
+                out.append(EnvChange("gpu", "state", f"lost: {ga.lost}" if ga.lost else "ok",
+                                     f"lost: {gb.lost}" if gb.lost else "ok", idx))
+            continue
+        for area, key, label, fmt in GPU_FIELDS:
+            fa, fb = ga.facts.get(key), gb.facts.get(key)
+            if fa is None or fb is None:
+                continue
+            if _compare_fact(fa, fb):
+                out.append(EnvChange(area, label, _show(fa, fmt), _show(fb, fmt), idx))
+    return out
+
+
+_RANK = {"pass": 0, "skip": 0, "warn": 1, "fail": 2}
+
+
+@dataclass(frozen=True)
+class CheckChange:
+    """A health check whose verdict differs. ``kind``: ``new_fail`` (now failing, was not),
+    ``worse`` (pass -> warn, or a new check that warns), ``fixed`` (fail/warn -> pass), ``better``
+    (fail -> warn), ``removed`` (a failing or warning check no longer run)."""
+
+    id: str
+    title: str
+    kind: str
+    before: str | None  # status, None when the check did not run
+    after: str | None
+    finding: str  # the newer finding (the older one when the check was removed)
+    fix: str | None
+
+
+def check_changes(a: tuple[Check, ...], b: tuple[Check, ...]) -> list[CheckChange]:
+    """Verdict changes from checks ``a`` to ``b``; newly failing checks first."""
+    ca = {c.id: c for c in a}
+    cb = {c.id: c for c in b}
+    out: list[CheckChange] = []
+    for cid in list(ca) + [k for k in cb if k not in ca]:
+        x, y = ca.get(cid), cb.get(cid)
+        if x and y and x.status == y.status:
+            continue
+        # A check that exists on one side only matters when it is not passing: a new passing
+        # check, or a skipped one that is no longer run, tells the reader nothing.
+        if y is None:
+            if x is None or _RANK[x.status] == 0:
+                continue
+            kind = "removed"
+        elif y.status == "fail":
+            kind = "new_fail"
+        elif x is None:
+            if _RANK[y.status] == 0:
+                continue
+            kind = "worse"
+        elif _RANK[y.status] > _RANK[x.status]:
+            kind = "worse"
+        elif _RANK[y.status] < _RANK[x.status]:
+            kind = "fixed" if _RANK[y.status] == 0 else "better"
+        else:
+            continue  # pass <-> skip: not a health change
+        ref = y or x
+        assert ref is not None
+        out.append(CheckChange(cid, ref.title, kind, x.status if x else None, y.status if y else None,
+                               ref.finding, y.fix if y else None))
+    order = {"new_fail": 0, "worse": 1, "fixed": 2, "better": 3, "removed": 4}
+    out.sort(key=lambda c: order[c.kind])
+    return out
+
+
+def version_story(changes: list[EnvChange]) -> str:
+    """A short phrase naming what changed ("driver 575.57 -> 580.159, PyTorch 2.10.0 -> 2.11.0")."""
+    keep = [c for c in changes if c.area in ("driver", "cuda", "torch", "triton", "kernel", "gpu", "os", "python")]
+    return ", ".join(f"{c.title} {c.before} -> {c.after}" for c in keep)
+
+
+def report_env_changes(a: Report, b: Report) -> list[EnvChange]:
+    """``env_changes`` plus the versions the benchmark itself recorded, when they disagree with the probes."""
+    out = env_changes(a.environment, b.environment)
+    shown = {c.label for c in out}
+    va = a.bench.versions if a.bench else {}
+    vb = b.bench.versions if b.bench else {}
+    for name, label in (("torch", "PyTorch"), ("triton", "Triton")):
+        if label not in shown and va.get(name) and vb.get(name) and va[name] != vb[name]:
+            out.append(EnvChange(name, f"{label} (benchmark)", va[name], vb[name]))
+    return out

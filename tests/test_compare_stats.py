@@ -1,0 +1,101 @@
+"""Ratio-of-medians intervals: exactness on identical data, power on real shifts, restraint on noise."""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+
+import pytest
+
+from envcheck.compare import stats
+
+
+def samples(median: float, n: int = 50, noise: float = 0.01, seed: int = 0) -> list[float]:
+    rng = random.Random(seed)
+    return [median * (1 + rng.gauss(0, noise)) for _ in range(n)]
+
+
+def test_identical_samples_give_ratio_exactly_one_and_an_interval_around_it():
+    xs = samples(10.0)
+    iv = stats.ratio_interval(xs, list(xs))
+    assert iv.ratio == 1.0
+    assert iv.low is not None and iv.high is not None
+    assert iv.low <= 1.0 <= iv.high and iv.low < iv.high
+    assert stats.verdict(iv) == "same"
+
+
+def test_point_estimate_is_the_ratio_of_medians_for_odd_and_even_counts():
+    a, b = samples(10.0, n=51), samples(12.0, n=50, seed=1)
+    iv = stats.ratio_interval(a, b)
+    assert iv.ratio == pytest.approx(statistics.median(b) / statistics.median(a), rel=1e-12)
+    assert (iv.n_base, iv.n_other) == (51, 50)
+
+
+def test_clear_ten_percent_slowdown_is_slower_and_the_interval_covers_it():
+    iv = stats.ratio_interval(samples(10.0), samples(11.0, seed=1))
+    assert stats.verdict(iv) == "slower"
+    assert 1.0 < iv.low < 1.10 < iv.high < 1.2
+    faster = stats.ratio_interval(samples(11.0, seed=1), samples(10.0))
+    assert stats.verdict(faster) == "faster" and faster.high < 1.0
+
+
+def test_noisy_samples_with_a_five_percent_median_change_stay_same_within_noise():
+    a = samples(10.0, n=15, noise=0.25, seed=3)
+    b = [x * 1.05 for x in samples(10.0, n=15, noise=0.25, seed=4)]
+    iv = stats.ratio_interval(a, b)
+    assert iv.high - iv.low > 0.2  # wide: the data cannot tell
+    assert iv.low < 1.0 < iv.high
+    assert stats.verdict(iv) == "same"
+
+
+def test_tiny_but_significant_change_is_not_called_a_regression():
+    # 20000 very stable samples: a 0.5% shift is statistically certain but below the 2% practical threshold.
+    a = samples(10.0, n=20000, noise=0.001, seed=5)
+    b = samples(10.05, n=20000, noise=0.001, seed=6)
+    iv = stats.ratio_interval(a, b)
+    assert iv.excludes_one()
+    assert stats.verdict(iv) == "same"
+    assert stats.verdict(iv, practical=0.001) == "slower"
+
+
+def test_seeded_intervals_are_reproducible_and_seed_dependent():
+    a, b = samples(10.0, seed=7), samples(10.3, seed=8)
+    assert stats.ratio_interval(a, b) == stats.ratio_interval(a, b)
+    assert stats.ratio_interval(a, b, seed=1) != stats.ratio_interval(a, b, seed=2)
+
+
+def test_too_few_samples_give_no_interval_and_no_verdict():
+    iv = stats.ratio_interval([1.0, 1.1, 0.9], [2.0, 2.1, 1.9])
+    assert iv.ratio == pytest.approx(2.0)
+    assert not iv.has_interval
+    assert stats.verdict(iv) == "uncertain"
+
+
+@pytest.mark.parametrize("bad", [[], [0.0, 1.0], [-1.0], [math.inf]])
+def test_invalid_samples_are_rejected(bad):
+    with pytest.raises(ValueError):
+        stats.ratio_interval(bad, [1.0] * 10)
+
+
+def test_interval_coverage_under_no_change_is_near_nominal():
+    """Across 200 pairs drawn from one distribution, the 95% interval should contain 1 most of the time."""
+    covered = 0
+    for k in range(200):
+        iv = stats.ratio_interval(samples(5.0, n=40, noise=0.05, seed=2 * k),
+                                  samples(5.0, n=40, noise=0.05, seed=2 * k + 1))
+        covered += iv.low <= 1.0 <= iv.high
+    assert covered / 200 >= 0.88
+
+
+def test_geomean_combines_ratios_and_counts_them():
+    ivs = [stats.ratio_interval(samples(10.0, seed=s), samples(10.0 * f, seed=s + 100))
+           for s, f in ((1, 1.1), (2, 1.2), (3, 0.9))]
+    g = stats.geomean(ivs)
+    assert g is not None and g.count == 3
+    assert g.ratio == pytest.approx(math.exp(sum(math.log(iv.ratio) for iv in ivs) / 3))
+    assert g.low < g.ratio < g.high
+    assert stats.geomean([]) is None
+    no_interval = stats.ratio_interval([1.0], [1.1])
+    assert stats.geomean([no_interval]).low is None
+    assert stats.geomean_verdict(stats.geomean([no_interval])) == "uncertain"
