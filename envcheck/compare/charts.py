@@ -13,8 +13,7 @@ from typing import Any
 
 from envcheck.compare.diff import Comparison, GroupSummary
 from envcheck.compare.history import History
-from envcheck.render.charts import RC, WIDTH_IN
-from envcheck.render.charts import to_svg
+from envcheck.render.charts import RC, WIDTH_IN, to_svg
 
 FASTER = "#009E73"
 SLOWER = "#D55E00"
