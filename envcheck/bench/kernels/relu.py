@@ -1,0 +1,49 @@
+"""Element-wise ``out = relu(x)``: a read-one, write-one bandwidth probe.
+
+Streams exactly like vector_add, so it shares its size-picked launch config.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from envcheck.bench.kernels.vector_add import launch_config
+
+# See vector_add: int64 offsets only past int32 range; module-level so a test can force them.
+_INT32_LIMIT = 2**31
+
+_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+@triton.jit
+def _relu_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr, INT64: tl.constexpr):
+    pid = tl.program_id(0)
+    if INT64:
+        pid = pid.to(tl.int64)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n
+    # fp32 compare is exact for every input dtype; it also keeps the Triton interpreter, which
+    # has no bf16 arithmetic (it would compare raw bits), correct for bf16.
+    x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
+    zero = tl.zeros_like(x)
+    # `x < 0` rather than max(x, 0): NaN compares false and passes through, as in torch.relu.
+    tl.store(out_ptr + offsets, tl.where(x < zero, zero, x), mask=mask)
+
+
+def relu(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``out = max(x, 0)`` (NaN kept) for 1-D contiguous fp32/fp16/bf16 tensors; returns ``out``."""
+    if x.dim() != 1 or out.shape != x.shape:
+        raise ValueError(f"relu needs two 1-D tensors of one length, got {tuple(x.shape)}, {tuple(out.shape)}")
+    if out.dtype != x.dtype or x.dtype not in _DTYPES:
+        raise ValueError(f"relu needs x and out of one dtype among fp32/fp16/bf16, got {x.dtype}, {out.dtype}")
+    if not (x.is_contiguous() and out.is_contiguous()):
+        raise ValueError("relu needs contiguous tensors")
+    n = x.numel()
+    if n == 0:
+        return out
+    block, warps = launch_config(n, x.element_size())
+    _relu_kernel[(triton.cdiv(n, block),)](x, out, n, BLOCK_SIZE=block, INT64=n >= _INT32_LIMIT - block,
+                                           num_warps=warps)
+    return out

@@ -1,0 +1,111 @@
+"""Row softmax over the last dim of a 2-D tensor, numerically stable, fp32 arithmetic.
+
+Two kernels, picked by row length:
+
+- rows up to ``_MAX_SINGLE_BLOCK_COLS`` fit one register tile: read once, write once (the
+  ideal 2 bytes moved per element and dtype byte). Short rows are packed several to a
+  program so each program still moves a few KiB.
+- longer rows use an online softmax (running max and rescaled running sum, Milakov &
+  Gimelshein 2018) in a loop: one pass for the statistics, one to write, so any length works
+  at the cost of reading the row twice.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+import triton.language as tl
+
+# Longest row held in one tile. 32768 fp32 values over 16 warps is 64 per thread: still no
+# register spills on sm_80/sm_90, and it covers the common vocabulary-sized rows.
+_MAX_SINGLE_BLOCK_COLS = 32768
+# Columns per loop step of the online kernel.
+_ONLINE_BLOCK_COLS = 4096
+# int64 offsets only past int32 range; module-level so a test can force them.
+_INT32_LIMIT = 2**31
+
+_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+@triton.jit
+def _softmax_tile_kernel(x_ptr, out_ptr, rows, cols, stride_xr, stride_xc, stride_or, stride_oc,
+                         BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr, INT64: tl.constexpr):
+    r = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
+    c = tl.arange(0, BLOCK_COLS)
+    if INT64:
+        r = r.to(tl.int64)
+    mask = (r[:, None] < rows) & (c[None, :] < cols)
+    # -inf padding drops out of both the max and the sum (exp(-inf) = 0).
+    x = tl.load(x_ptr + r[:, None] * stride_xr + c[None, :] * stride_xc, mask=mask, other=-float("inf"))
+    x = x.to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=1)[:, None])
+    y = e * (1.0 / tl.sum(e, axis=1))[:, None]
+    tl.store(out_ptr + r[:, None] * stride_or + c[None, :] * stride_oc, y, mask=mask)
+
+
+@triton.jit
+def _softmax_online_kernel(x_ptr, out_ptr, cols, stride_xr, stride_xc, stride_or, stride_oc,
+                           BLOCK_COLS: tl.constexpr, INT64: tl.constexpr):
+    row = tl.program_id(0)
+    if INT64:
+        row = row.to(tl.int64)
+    x_row = x_ptr + row * stride_xr
+    out_row = out_ptr + row * stride_or
+    # Per-lane running max and sum, merged across lanes once at the end.
+    m = tl.full([BLOCK_COLS], -float("inf"), tl.float32)
+    s = tl.zeros([BLOCK_COLS], tl.float32)
+    for start in range(0, cols, BLOCK_COLS):
+        c = start + tl.arange(0, BLOCK_COLS)
+        x = tl.load(x_row + c * stride_xc, mask=c < cols, other=-float("inf")).to(tl.float32)
+        m_new = tl.maximum(m, x)
+        # A lane that has seen only -inf keeps m_new = -inf, and exp(-inf - -inf) is NaN: count 0.
+        seen = m_new > -float("inf")
+        s = s * tl.where(seen, tl.exp(m - m_new), 0.0) + tl.where(seen, tl.exp(x - m_new), 0.0)
+        m = m_new
+    row_max = tl.max(m, axis=0)
+    row_sum = tl.sum(tl.where(m > -float("inf"), s * tl.exp(m - row_max), 0.0), axis=0)
+    inv = 1.0 / row_sum
+    for start in range(0, cols, BLOCK_COLS):
+        c = start + tl.arange(0, BLOCK_COLS)
+        mask = c < cols
+        x = tl.load(x_row + c * stride_xc, mask=mask, other=-float("inf")).to(tl.float32)
+        tl.store(out_row + c * stride_oc, tl.exp(x - row_max) * inv, mask=mask)
+
+
+@functools.lru_cache(maxsize=256)
+def _tile_config(rows: int, cols: int) -> tuple[int, int, int]:
+    """(BLOCK_ROWS, BLOCK_COLS, num_warps) for the single-tile kernel."""
+    block_cols = triton.next_power_of_2(cols)
+    # About 4096 values per program: short rows are packed, never past the rows there are.
+    block_rows = max(1, min(4096 // block_cols, triton.next_power_of_2(rows)))
+    tile = block_rows * block_cols
+    warps = 4 if tile <= 2048 else 8 if tile <= 8192 else 16
+    return block_rows, block_cols, warps
+
+
+def softmax(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``out = softmax(x, dim=-1)`` for a 2-D fp32/fp16/bf16 tensor, computed in fp32; returns ``out``.
+
+    Any strides are accepted (unit column stride is what makes the loads vectorise).
+    """
+    if x.dim() != 2 or out.shape != x.shape:
+        raise ValueError(f"softmax needs x and out of one 2-D shape, got {tuple(x.shape)}, {tuple(out.shape)}")
+    if out.dtype != x.dtype or x.dtype not in _DTYPES:
+        raise ValueError(f"softmax needs x and out of one dtype among fp32/fp16/bf16, got {x.dtype}, {out.dtype}")
+    rows, cols = x.shape
+    if rows == 0 or cols == 0:
+        return out
+    sxr, sxc = x.stride()
+    sor, soc = out.stride()
+    int64 = x.numel() >= _INT32_LIMIT or max(sxr, sor) * rows >= _INT32_LIMIT
+    if cols <= _MAX_SINGLE_BLOCK_COLS:
+        block_rows, block_cols, warps = _tile_config(rows, cols)
+        _softmax_tile_kernel[(triton.cdiv(rows, block_rows),)](
+            x, out, rows, cols, sxr, sxc, sor, soc,
+            BLOCK_ROWS=block_rows, BLOCK_COLS=block_cols, INT64=int64, num_warps=warps)
+    else:
+        _softmax_online_kernel[(rows,)](
+            x, out, cols, sxr, sxc, sor, soc, BLOCK_COLS=_ONLINE_BLOCK_COLS, INT64=int64, num_warps=8)
+    return out
