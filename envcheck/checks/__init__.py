@@ -1,0 +1,40 @@
+"""Health checks: rules from an ``Environment`` to pass / warn / fail / skip verdicts with exact fixes.
+
+One module per subject; each has ``checks(env) -> list[Check]``. Checks only read facts:
+they never probe, so a report's checks can be recomputed from its JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from envcheck.model import STATUSES, Check, Environment
+
+Rule = Callable[[Environment], list[Check]]
+
+
+def _rules() -> tuple[tuple[str, Rule], ...]:
+    from envcheck.checks import driver, env, gpu, torch, triton, wsl
+
+    return (
+        ("driver", driver.checks),
+        ("wsl", wsl.checks),
+        ("gpu", gpu.checks),
+        ("torch", torch.checks),
+        ("triton", triton.checks),
+        ("env", env.checks),
+    )
+
+
+def evaluate(env: Environment) -> tuple[Check, ...]:
+    """Every check, worst first (fail, warn, pass, skip), subject order kept within a status. Never raises."""
+    found: list[Check] = []
+    for subject, rule in _rules():
+        try:
+            found.extend(rule(env))
+        except Exception as e:  # noqa: BLE001 - a buggy rule must not hide the others' verdicts
+            found.append(Check(f"{subject}.internal", "warn", f"{subject} checks",
+                               f"the {subject} checks crashed: {type(e).__name__}: {e}".splitlines()[0],
+                               fix="report this as an envcheck bug, with the output of `envcheck probe --format json`"))
+    order = {s: i for i, s in enumerate(STATUSES)}
+    return tuple(sorted(found, key=lambda c: order[c.status]))

@@ -1,0 +1,103 @@
+"""CUDA version arithmetic the checks share: what a driver runs, which torch wheel fits it.
+
+Sources: the CUDA Toolkit release notes ("CUDA Toolkit and Corresponding Driver Versions",
+Linux x86_64) and the wheel indexes on download.pytorch.org.
+"""
+
+from __future__ import annotations
+
+import re
+
+Version = tuple[int, int]
+
+# Oldest Linux driver that fully supports each CUDA release (no minor-version caveats).
+MIN_DRIVER: dict[Version, str] = {
+    (11, 8): "520.61.05",
+    (12, 0): "525.60.13",
+    (12, 1): "530.30.02",
+    (12, 2): "535.54.03",
+    (12, 3): "545.23.06",
+    (12, 4): "550.54.14",
+    (12, 5): "555.42.02",
+    (12, 6): "560.28.03",
+    (12, 8): "570.26",
+    (12, 9): "575.51.03",
+    (13, 0): "580.65.06",
+}
+
+# CUDA builds of torch on download.pytorch.org, oldest first (each torch release offers a subset).
+WHEEL_CUDA: tuple[Version, ...] = ((11, 8), (12, 1), (12, 4), (12, 6), (12, 8), (12, 9), (13, 0))
+INDEX_URL = "https://download.pytorch.org/whl/{tag}"
+
+# Oldest CUDA whose toolkit (and so whose torch wheels) compiles for each compute capability major.minor.
+ARCH_MIN_CUDA: dict[Version, Version] = {
+    (8, 9): (11, 8),
+    (9, 0): (11, 8),
+    (10, 0): (12, 8),
+    (10, 3): (12, 9),
+    (12, 0): (12, 8),
+    (12, 1): (12, 9),
+}
+# Maxwell, Pascal and Volta (sm_50..sm_70) were dropped from the CUDA 12.8+ builds; cu126 is
+# the newest index that still ships them.
+LAST_WHEEL_FOR_OLD_ARCH: Version = (12, 6)
+
+
+def parse(text: str | None) -> Version | None:
+    """(12, 8) from "12.8", "12.8.93" or "cu128"; None when unreadable."""
+    if not text:
+        return None
+    m = re.match(r"^\s*cu(\d+)(\d)\s*$", text)
+    if m:
+        return int(m.group(1)), int(m.group(2))
+    m = re.match(r"^\s*(\d+)\.(\d+)", text)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def text(v: Version) -> str:
+    return f"{v[0]}.{v[1]}"
+
+
+def tag(v: Version) -> str:
+    return f"cu{v[0]}{v[1]}"
+
+
+def pip_install(v: Version, force: bool = True) -> str:
+    """The pip command for torch's CUDA ``v`` build (``--force-reinstall`` replaces a wrong build)."""
+    again = "--force-reinstall " if force else ""
+    return f"pip install {again}torch --index-url {INDEX_URL.format(tag=tag(v))}"
+
+
+def wheel_for_driver(driver_cuda: Version) -> Version | None:
+    """The newest torch CUDA build this driver runs without minor-version caveats, or None."""
+    fitting = [w for w in WHEEL_CUDA if w <= driver_cuda]
+    return fitting[-1] if fitting else None
+
+
+def min_driver(cuda: Version) -> str | None:
+    """Oldest driver for CUDA ``cuda`` (the exact release or the next one listed)."""
+    for v in sorted(MIN_DRIVER):
+        if v >= cuda:
+            return MIN_DRIVER[v]
+    return None
+
+
+def wheel_for_arch(cc: Version, driver_cuda: Version | None) -> Version | None:
+    """The torch CUDA build to install for a GPU of compute capability ``cc`` under this driver.
+
+    The newest build the driver runs, if it compiles for ``cc``; None when no build fits both
+    (the driver must be upgraded first).
+    """
+    if cc < (7, 5):
+        need_max = LAST_WHEEL_FOR_OLD_ARCH
+        candidates = [w for w in WHEEL_CUDA if w <= need_max]
+    else:
+        candidates = [w for w in WHEEL_CUDA if w >= arch_min_cuda(cc)]
+    if driver_cuda is not None:
+        candidates = [w for w in candidates if w <= driver_cuda]
+    return candidates[-1] if candidates else None
+
+
+def arch_min_cuda(cc: Version) -> Version:
+    """Oldest CUDA that compiles for ``cc`` (11.8 for anything up to Hopper)."""
+    return ARCH_MIN_CUDA.get(cc) or max((v for k, v in ARCH_MIN_CUDA.items() if k <= cc), default=(11, 8))

@@ -1,0 +1,68 @@
+"""Questions about the probed machine that several checks ask (read from an ``Environment`` only)."""
+
+from __future__ import annotations
+
+from envcheck.checks import cuda_versions
+from envcheck.model import Environment, Gpu
+
+
+def gpu_count(env: Environment) -> int:
+    """GPUs NVML reported (0 when NVML failed or saw none)."""
+    n = env.get("driver", "gpu_count")
+    return n if isinstance(n, int) else len(env.gpus)
+
+
+def has_gpu(env: Environment) -> bool:
+    return gpu_count(env) > 0 or bool(env.gpus)
+
+
+def nvml_error(env: Environment) -> str | None:
+    err = env.get("driver", "nvml_error")
+    return err if isinstance(err, str) and err else None
+
+
+def is_wsl(env: Environment) -> bool:
+    return env.get("wsl", "is_wsl") is True
+
+
+def driver_cuda(env: Environment) -> cuda_versions.Version | None:
+    return cuda_versions.parse(env.get("driver", "cuda_driver_version"))
+
+
+def gpu_label(gpu: Gpu) -> str:
+    """``GPU 0 (NVIDIA H200)``: how every per-GPU finding names its GPU."""
+    name = gpu.get("name")
+    return f"GPU {gpu.index} ({name})" if name else f"GPU {gpu.index}"
+
+
+def capability(gpu: Gpu) -> cuda_versions.Version | None:
+    return cuda_versions.parse(gpu.get("compute_capability"))
+
+
+def sm_name(cc: cuda_versions.Version) -> str:
+    return f"sm_{cc[0]}{cc[1]}"
+
+
+def gib(n: float | None) -> str:
+    return f"{n / 2**30:.1f} GiB" if isinstance(n, (int, float)) else "?"
+
+
+def runtime_ran(env: Environment, section: str) -> bool:
+    """False when the runtime probes were skipped (``envcheck probe``)."""
+    f = env.fact(section, "error")
+    return not (f.reason or "").startswith("not run")
+
+
+def variables(env: Environment) -> dict[str, str]:
+    v = env.get("env", "variables")
+    return v if isinstance(v, dict) else {}
+
+
+def driver_fix(cuda: cuda_versions.Version, wsl: bool) -> str:
+    """How to get a driver that runs CUDA ``cuda``."""
+    need = cuda_versions.min_driver(cuda)
+    at_least = f" {need} or newer" if need else " a newer one"
+    if wsl:
+        return (f"update the NVIDIA driver on Windows (not inside WSL) to{at_least}, then run `wsl --shutdown` "
+                "from Windows")
+    return f"upgrade the NVIDIA driver to{at_least} (Ubuntu: sudo ubuntu-drivers install), then reboot"

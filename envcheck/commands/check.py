@@ -1,0 +1,59 @@
+"""``envcheck check``: facts, isolated runtime probes and health checks with exact fixes.
+
+Exit status 0 when no check fails (warnings allowed), 1 when one does: scripts can gate GPU
+work on it. ``--out`` writes the report JSON and never replaces an existing file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from envcheck.cli import EXIT_FAIL, EXIT_OK, UsageError
+
+
+def _check_out(path: str | None) -> Path | None:
+    """Refuse a bad --out before probing for a minute, not after."""
+    if not path:
+        return None
+    p = Path(path)
+    if p.exists():
+        raise UsageError(f"{p} already exists: choose a new file name (envcheck never overwrites a report)")
+    parent = p.parent if str(p.parent) else Path(".")
+    if parent.exists() and not parent.is_dir():
+        raise UsageError(f"{parent} is not a folder")
+    return p
+
+
+def main(args: argparse.Namespace) -> int:
+    from envcheck import model
+    from envcheck.checks import evaluate
+    from envcheck.probes.collect import collect, new_report
+
+    out = _check_out(getattr(args, "out", None))
+    env = collect(runtime=True, timeout=args.timeout)
+    checks = evaluate(env)
+    report = new_report("check", env, checks)
+    text = model.dumps(report)
+    if out is not None:
+        try:
+            model.write_new(out, text)
+        except FileExistsError:
+            raise UsageError(f"{out} already exists: choose a new file name (envcheck never overwrites a report)") \
+                from None
+        except OSError as e:
+            raise UsageError(f"cannot write {out}: {e.strerror or e}") from None
+    if args.format == "json":
+        sys.stdout.write(text)
+    else:
+        from envcheck.terminal.checks import print_checks
+        from envcheck.terminal.console import make_console
+        from envcheck.terminal.environment import print_environment
+
+        console = make_console()
+        print_environment(console, env)
+        print_checks(console, checks, env.probe_s)
+        if out is not None:
+            console.print(f"report written to {out}", markup=False)
+    return EXIT_FAIL if any(c.status == "fail" for c in checks) else EXIT_OK

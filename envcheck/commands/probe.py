@@ -1,0 +1,29 @@
+"""``envcheck probe``: facts about the machine, fast.
+
+No torch import and no runtime subprocess: package metadata, /proc, NVML and a few quick
+commands only, so it answers in a fraction of ``python -m torch.utils.collect_env``'s time
+and still works when importing torch would crash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from envcheck.cli import EXIT_OK
+
+
+def main(args: argparse.Namespace) -> int:
+    from envcheck import model
+    from envcheck.probes.collect import collect, new_report
+
+    env = collect(runtime=False)
+    report = new_report("probe", env)
+    if args.format == "json":
+        sys.stdout.write(model.dumps(report))
+        return EXIT_OK
+    from envcheck.terminal.console import make_console
+    from envcheck.terminal.environment import print_environment
+
+    print_environment(make_console(), env)
+    return EXIT_OK

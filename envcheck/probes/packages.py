@@ -1,0 +1,50 @@
+"""The package-metadata seam: what pip installed, read without importing the package.
+
+Reading ``importlib.metadata`` costs milliseconds; ``import torch`` costs seconds and can
+crash. Probes ask this module (through a ``lookup`` argument tests replace) and read any
+file inside the package as text through the Host.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PackageInfo:
+    """An installed distribution: ``location`` is the folder holding the import package
+    (site-packages), ``requires`` its ``Requires-Dist`` lines."""
+
+    name: str
+    version: str
+    location: str
+    requires: tuple[str, ...] = ()
+
+    def path(self, *parts: str) -> str:
+        return os.path.join(self.location, *parts)
+
+
+Lookup = Callable[[str], "PackageInfo | None"]
+
+
+def find_package(name: str) -> PackageInfo | None:
+    """The installed distribution ``name`` in this interpreter, or None; never raises."""
+    try:
+        dist = importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    except Exception:  # noqa: BLE001 - a corrupt METADATA file must read as "not installed", not crash a probe
+        return None
+    try:
+        location = str(dist.locate_file(""))
+    except Exception:  # noqa: BLE001 - same: exotic finders may not support locate_file
+        location = ""
+    return PackageInfo(
+        name=name,
+        version=dist.version or "",
+        location=location,
+        requires=tuple(dist.requires or ()),
+    )

@@ -1,0 +1,222 @@
+"""PyTorch: what is installed (package metadata, no import) and what it does at run time (isolated).
+
+``probe_torch`` reads pip's metadata and ``torch/version.py`` as text, so ``envcheck probe``
+stays fast and cannot be crashed by a broken CUDA install. ``probe_torch_runtime`` imports
+torch in a child process (``isolate.run_python``) and runs one tiny GPU op whose answer is
+checked, because ``torch.cuda.is_available()`` returning True does not mean kernels run.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from envcheck.model import Facts, known, missing
+from envcheck.probes.host import Host
+from envcheck.probes.isolate import Isolated, run_python
+from envcheck.probes.packages import Lookup, PackageInfo, find_package
+
+TORCH_KEYS = ("installed", "version", "build", "cuda_version", "location", "triton_pin")
+RUNTIME_KEYS = (
+    "import_ok", "import_s", "cuda_available", "device_count", "arch_list", "devices", "cudnn_version",
+    "tf32_matmul", "tf32_cudnn", "float32_matmul_precision", "smoke_ok", "smoke_s", "error",
+    "warnings", "output_tail",
+)
+NOT_RUN = "not run: envcheck probe skips runtime probes"
+NO_CUDA_DEVICE = "no CUDA device"
+SMOKE_N = 1024  # sum of the first n odd numbers is n**2: exact in float32 for n <= 4096
+
+# torch/version.py assigns e.g. ``cuda: Optional[str] = '13.0'`` or ``hip = None``.
+_VERSION_PY = r"^{name}\s*(?::[^=\n]*)?=\s*(?:'([^']*)'|\"([^\"]*)\"|None)"
+# Requires-Dist lines naming the Triton torch was built against (ROCm wheels pin pytorch-triton-rocm).
+_TRITON_PIN = re.compile(r"^\s*(?:triton|pytorch-triton(?:-rocm|-xpu)?)\s*==\s*([^\s;,]+)", re.IGNORECASE)
+
+
+def version_py_value(text: str, name: str) -> str | None:
+    """The string assigned to ``name`` in torch/version.py text, or None (unset or ``None``)."""
+    m = re.search(_VERSION_PY.format(name=re.escape(name)), text, re.MULTILINE)
+    if not m:
+        return None
+    return m.group(1) if m.group(1) is not None else m.group(2)
+
+
+def build_from(version: str, version_py: str | None) -> tuple[str | None, str | None]:
+    """(build, cuda_version): build is ``cuda`` | ``rocm`` | ``cpu``; either None when unknowable.
+
+    The local tag (``+cu130``, ``+cpu``, ``+rocm6.3``) decides when present; a wheel from PyPI
+    has none (``2.5.1`` is a CUDA build on Linux x86_64), so version.py decides then.
+    """
+    cuda = version_py_value(version_py, "cuda") if version_py else None
+    hip = version_py_value(version_py, "hip") if version_py else None
+    local = version.partition("+")[2].lower()
+    if local.startswith("cu"):
+        build = "cuda"
+        if cuda is None and re.fullmatch(r"cu\d{3,}", local):
+            digits = local[2:]
+            cuda = f"{digits[:-1]}.{digits[-1]}"  # cu128 -> 12.8, cu130 -> 13.0
+    elif local.startswith("rocm"):
+        build = "rocm"
+    elif local.startswith("cpu"):
+        build = "cpu"
+    elif cuda:
+        build = "cuda"
+    elif hip:
+        build = "rocm"
+    elif version_py is not None:
+        build = "cpu"
+    else:
+        build = None
+    return build, cuda
+
+
+def triton_pin(requires: tuple[str, ...]) -> str | None:
+    for line in requires:
+        m = _TRITON_PIN.match(line)
+        if m:
+            return m.group(1)
+    return None
+
+
+def probe_torch(host: Host, lookup: Lookup = find_package) -> Facts:
+    """Facts of the ``torch`` section from package metadata only; never imports torch, never raises."""
+    pkg: PackageInfo | None = lookup("torch")
+    if pkg is None:
+        why = f"PyTorch is not installed for {host.python_executable or 'this Python'}"
+        return {"installed": known(False), **{k: missing(why) for k in TORCH_KEYS if k != "installed"}}
+    version_py_path = pkg.path("torch", "version.py")
+    try:
+        version_py: str | None = host.read_text(version_py_path)
+    except OSError as e:
+        version_py = None
+        vp_reason = f"cannot read {version_py_path} ({e.strerror or e.__class__.__name__})"
+    else:
+        vp_reason = ""
+    # Wheels from download.pytorch.org may carry a bare "2.11.0" in their metadata while
+    # torch.__version__ (version.py) says "2.11.0+cu130": the latter is what users quote.
+    version = (version_py_value(version_py, "__version__") if version_py else None) or pkg.version
+    build, cuda = build_from(version, version_py)
+    facts: Facts = {
+        "installed": known(True),
+        "version": known(version) if version else missing("no version in the package metadata"),
+        "build": known(build) if build else missing(vp_reason or "build not recognised"),
+        "location": known(pkg.path("torch")),
+    }
+    if cuda:
+        facts["cuda_version"] = known(cuda)
+    elif build == "cpu":
+        facts["cuda_version"] = missing("CPU-only build")
+    elif build == "rocm":
+        hip = version_py_value(version_py, "hip") if version_py else None
+        facts["cuda_version"] = missing(f"ROCm build (HIP {hip})" if hip else "ROCm build")
+    else:
+        facts["cuda_version"] = missing(vp_reason or "no CUDA version in torch/version.py")
+    pin = triton_pin(pkg.requires)
+    facts["triton_pin"] = known(pin) if pin else missing("torch's metadata requires no Triton version")
+    return facts
+
+
+# --------------------------------------------------------------------------- runtime (isolated)
+
+# Runs in the child after isolate.PRELUDE (which defines ``emit``). Reports in stages so a
+# crash in CUDA init still leaves the import facts.
+RUNTIME_CODE = r"""
+import time, warnings
+_t0 = time.perf_counter()
+_caught = []
+def _warn_texts():
+    return [f"{w.category.__name__}: {w.message}" for w in _caught]
+with warnings.catch_warnings(record=True) as _caught:
+    warnings.simplefilter("always")
+    try:
+        import torch
+    except Exception as e:
+        emit({"import_ok": False, "import_s": time.perf_counter() - _t0, "error": f"{type(e).__name__}: {e}",
+              "warnings": _warn_texts()})
+        raise SystemExit(0)
+    emit({"import_ok": True, "import_s": time.perf_counter() - _t0})
+    out = {}
+    try:
+        out["arch_list"] = list(torch.cuda.get_arch_list())
+        out["cudnn_version"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        out["tf32_matmul"] = bool(torch.backends.cuda.matmul.allow_tf32)
+        out["tf32_cudnn"] = bool(torch.backends.cudnn.allow_tf32)
+        out["float32_matmul_precision"] = torch.get_float32_matmul_precision()
+        out["cuda_available"] = bool(torch.cuda.is_available())
+        out["device_count"] = int(torch.cuda.device_count()) if out["cuda_available"] else 0
+        out["warnings"] = _warn_texts()
+        emit(out)
+        devices = []
+        for i in range(out["device_count"]):
+            p = torch.cuda.get_device_properties(i)
+            devices.append({"index": i, "name": p.name, "capability": f"{p.major}.{p.minor}",
+                            "sm_count": p.multi_processor_count, "memory_bytes": p.total_memory,
+                            "l2_bytes": getattr(p, "L2_cache_size", None)})
+        emit({"devices": devices, "warnings": _warn_texts()})
+        if out["cuda_available"]:
+            n = __SMOKE_N__
+            x = torch.arange(n, device="cuda", dtype=torch.float32)
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            got = (x * 2 + 1).sum().item()
+            smoke_s = time.perf_counter() - t
+            emit({"smoke_ok": got == float(n * n), "smoke_s": smoke_s, "smoke_value": got,
+                  "smoke_expected": float(n * n), "warnings": _warn_texts()})
+    except Exception as e:
+        emit({"error": f"{type(e).__name__}: {e}", "warnings": _warn_texts()})
+""".replace("__SMOKE_N__", str(SMOKE_N))
+
+
+def _fact(data: dict[str, Any], key: str, reason: str) -> Any:
+    v = data.get(key)
+    return known(v) if v is not None else missing(reason)
+
+
+def runtime_facts(iso: Isolated) -> Facts:
+    """Facts of the ``torch_runtime`` section from what the isolated child did."""
+    data = iso.data or {}
+    error_text = data.get("error") or iso.error
+    if not data.get("import_ok"):
+        why = "torch import failed" if data or not iso.error else f"runtime probe {iso.error}"
+    elif iso.error:
+        why = f"runtime probe {iso.error}"
+    else:
+        why = error_text or "not reported"
+    facts: Facts = {
+        "import_ok": known(bool(data.get("import_ok"))),
+        "import_s": _fact(data, "import_s", why),
+        "warnings": known(list(data.get("warnings") or [])),
+    }
+    for key in ("arch_list", "cudnn_version", "tf32_matmul", "tf32_cudnn", "float32_matmul_precision",
+                "cuda_available", "device_count", "devices"):
+        facts[key] = _fact(data, key, why)
+    if data.get("cudnn_version") is None and "cudnn_version" in data and not error_text:
+        facts["cudnn_version"] = missing("cuDNN not available to this torch")
+    if data.get("arch_list") == [] and data.get("cuda_available") is False:
+        facts["arch_list"] = missing("no CUDA architectures: CPU-only build")
+    if "smoke_ok" in data:
+        facts["smoke_ok"] = known(bool(data["smoke_ok"]))
+        facts["smoke_s"] = _fact(data, "smoke_s", why)
+        if not data["smoke_ok"] and not error_text:
+            error_text = f"smoke op gave {data.get('smoke_value')!r}, expected {data.get('smoke_expected')!r}"
+    elif data.get("cuda_available") is False and not error_text:
+        facts["smoke_ok"] = missing(NO_CUDA_DEVICE)
+        facts["smoke_s"] = missing(NO_CUDA_DEVICE)
+    elif data.get("cuda_available") and error_text:
+        # CUDA was reported available, then device properties or the op failed or crashed.
+        facts["smoke_ok"] = known(False)
+        facts["smoke_s"] = missing(why)
+    else:
+        facts["smoke_ok"] = missing(why)
+        facts["smoke_s"] = missing(why)
+    facts["error"] = known(error_text) if error_text else missing("no error")
+    facts["output_tail"] = known(iso.output_tail) if (error_text and iso.output_tail) else missing("no output")
+    return facts
+
+
+def probe_torch_runtime(host: Host, timeout: float) -> Facts:
+    """Facts of the ``torch_runtime`` section: import torch, init CUDA and run one op, in a child."""
+    return runtime_facts(run_python(host, RUNTIME_CODE, timeout))
+
+
+def not_run(reason: str = NOT_RUN) -> Facts:
+    return {k: missing(reason) for k in RUNTIME_KEYS}

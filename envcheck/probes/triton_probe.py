@@ -1,0 +1,225 @@
+"""Triton: what is installed (metadata, its ptxas) and whether a kernel compiles and runs (isolated).
+
+Triton turns PTX into a cubin with a ``ptxas`` it ships (or the one ``TRITON_PTXAS_PATH``
+names): that ptxas, not the CUDA toolkit, decides which GPU architectures Triton can
+target. Since Triton 3.3 a second one, ``ptxas-blackwell``, serves sm_100 and newer.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from envcheck.model import Facts, known, missing
+from envcheck.probes.host import Host
+from envcheck.probes.isolate import Isolated, run_python
+from envcheck.probes.packages import Lookup, find_package
+
+TRITON_KEYS = ("installed", "version", "location", "bundled_ptxas", "ptxas_path", "ptxas_version", "ptxas_max_sm",
+               "ptxas_blackwell_path", "ptxas_blackwell_version", "ptxas_blackwell_max_sm")
+RUNTIME_KEYS = ("smoke_ok", "compile_s", "run_ok", "run_s", "error", "output_tail")
+NOT_RUN = "not run: envcheck probe skips runtime probes"
+NO_GPU = "no CUDA GPU: Triton needs one to compile (envcheck run tests Triton kernels only on a GPU)"
+PTXAS_TIMEOUT_S = 10.0
+
+# Highest sm_XX each CUDA release's ptxas can target (CUDA Toolkit release notes):
+# 11.1 added sm_86, 11.8 sm_89/sm_90, 12.8 sm_100/sm_101/sm_120, 12.9 sm_103/sm_121.
+PTXAS_MAX_SM: tuple[tuple[tuple[int, int], int], ...] = (
+    ((10, 0), 75),
+    ((11, 0), 80),
+    ((11, 1), 86),
+    ((11, 8), 90),
+    ((12, 0), 90),
+    ((12, 8), 120),
+    ((12, 9), 121),
+    ((13, 0), 121),
+)
+
+_RELEASE = re.compile(r"release (\d+)\.(\d+)(?:, V(\d+(?:\.\d+)+))?")
+
+
+def ptxas_max_sm(release: str) -> int | None:
+    """Highest sm number (90 for sm_90) the ptxas of CUDA ``release`` ("12.8") targets, or None."""
+    m = re.match(r"(\d+)\.(\d+)", release)
+    if not m:
+        return None
+    ver = (int(m.group(1)), int(m.group(2)))
+    best = None
+    for since, sm in PTXAS_MAX_SM:
+        if ver >= since:
+            best = sm
+    return best
+
+
+def parse_ptxas_version(text: str) -> str | None:
+    """``12.8.93`` from ``ptxas --version`` output ("Cuda compilation tools, release 12.8, V12.8.93")."""
+    m = _RELEASE.search(text)
+    if not m:
+        return None
+    return m.group(3) or f"{m.group(1)}.{m.group(2)}"
+
+
+def _ptxas_facts(host: Host, env_var: str, bundled: str, prefix: str, path_fallback: bool) -> Facts:
+    """``<prefix>_path``, ``_version``, ``_max_sm`` of the ptxas Triton will pick: $env_var, bundled, PATH."""
+    chosen: str | None = None
+    override = host.environ.get(env_var)
+    if override and host.exists(override):
+        chosen = override
+    elif host.exists(bundled):
+        chosen = bundled
+    elif path_fallback:
+        chosen = host.which("ptxas")
+    if not chosen:
+        why = f"no ptxas: {env_var} unset and none bundled at {bundled}"
+        return {f"{prefix}_path": missing(why), f"{prefix}_version": missing(why), f"{prefix}_max_sm": missing(why)}
+    facts: Facts = {f"{prefix}_path": known(chosen)}
+    res = host.run([chosen, "--version"], timeout=PTXAS_TIMEOUT_S)
+    version = parse_ptxas_version(res.stdout) if res.ok else None
+    if version is None:
+        why = res.describe() if not res.ok else "unrecognised `ptxas --version` output"
+        facts[f"{prefix}_version"] = missing(why)
+        facts[f"{prefix}_max_sm"] = missing(why)
+        return facts
+    facts[f"{prefix}_version"] = known(version)
+    sm = ptxas_max_sm(version)
+    facts[f"{prefix}_max_sm"] = known(sm) if sm is not None else missing(f"ptxas {version} is not in envcheck's table")
+    return facts
+
+
+def probe_triton(host: Host, lookup: Lookup = find_package) -> Facts:
+    """Facts of the ``triton`` section from metadata and ``ptxas --version``; never imports Triton."""
+    pkg = lookup("triton")
+    if pkg is None:
+        why = f"Triton is not installed for {host.python_executable or 'this Python'}"
+        return {"installed": known(False), **{k: missing(why) for k in TRITON_KEYS if k != "installed"}}
+    bin_dir = pkg.path("triton", "backends", "nvidia", "bin")
+    bundled = f"{bin_dir}/ptxas"
+    facts: Facts = {
+        "installed": known(True),
+        "version": known(pkg.version) if pkg.version else missing("no version in the package metadata"),
+        "location": known(pkg.path("triton")),
+        "bundled_ptxas": known(bundled) if host.exists(bundled) else missing(f"not found at {bundled}"),
+    }
+    # Triton 2.x fell back to the ptxas on PATH; keeping that fallback reports what old versions use.
+    facts.update(_ptxas_facts(host, "TRITON_PTXAS_PATH", bundled, "ptxas", path_fallback=True))
+    blackwell = f"{bin_dir}/ptxas-blackwell"
+    if host.exists(blackwell) or host.environ.get("TRITON_PTXAS_BLACKWELL_PATH"):
+        facts.update(_ptxas_facts(host, "TRITON_PTXAS_BLACKWELL_PATH", blackwell, "ptxas_blackwell",
+                                  path_fallback=False))
+    else:
+        why = "this Triton uses one ptxas for every architecture"
+        for k in ("ptxas_blackwell_path", "ptxas_blackwell_version", "ptxas_blackwell_max_sm"):
+            facts[k] = missing(why)
+    return facts
+
+
+# --------------------------------------------------------------------------- runtime (isolated)
+
+# Triton's @jit reads the kernel's source with inspect, which cannot see code given by
+# ``python -c``: the child writes the kernel to a file and imports it. A private cache dir
+# makes the first call a real compile (a warm ~/.triton cache would hide a broken compiler).
+KERNEL_SOURCE = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, x + y, mask=mask)
+'''
+
+RUNTIME_CODE = r"""
+import importlib.util, os, shutil, tempfile, time
+_dir = tempfile.mkdtemp(prefix="envcheck-triton-")
+os.environ["TRITON_CACHE_DIR"] = os.path.join(_dir, "cache")
+try:
+    try:
+        import torch
+        import triton
+    except Exception as e:
+        emit({"error": f"{type(e).__name__}: {e}"})
+        raise SystemExit(0)
+    if not torch.cuda.is_available():
+        emit({"cuda": False})
+        raise SystemExit(0)
+    emit({"cuda": True})
+    _path = os.path.join(_dir, "envcheck_smoke_kernel.py")
+    with open(_path, "w") as f:
+        f.write(__KERNEL_SOURCE__)
+    _spec = importlib.util.spec_from_file_location("envcheck_smoke_kernel", _path)
+    mod = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(mod)
+    n = 98_317  # not a multiple of BLOCK: the mask must work
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(n, device="cuda", generator=g)
+    y = torch.randn(n, device="cuda", generator=g)
+    want = x + y
+    out = torch.full_like(x, float("nan"))
+    grid = (triton.cdiv(n, 1024),)
+    try:
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        mod.add_kernel[grid](x, y, out, n, BLOCK=1024)
+        torch.cuda.synchronize()
+        compile_s = time.perf_counter() - t
+        ok = bool(torch.equal(out, want))
+        emit({"compile_s": compile_s, "smoke_ok": ok,
+              "mismatches": int((out != want).sum().item())})
+    except Exception as e:
+        emit({"smoke_ok": False, "error": f"{type(e).__name__}: {e}"[:4000]})
+        raise SystemExit(0)
+    try:
+        out.fill_(float("nan"))
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        mod.add_kernel[grid](x, y, out, n, BLOCK=1024)
+        torch.cuda.synchronize()
+        emit({"run_s": time.perf_counter() - t, "run_ok": bool(torch.equal(out, want))})
+    except Exception as e:
+        emit({"run_ok": False, "error": f"{type(e).__name__}: {e}"[:4000]})
+finally:
+    shutil.rmtree(_dir, ignore_errors=True)
+""".replace("__KERNEL_SOURCE__", repr(KERNEL_SOURCE))
+
+
+def runtime_facts(iso: Isolated) -> Facts:
+    """Facts of the ``triton_runtime`` section from what the isolated child did."""
+    data: dict[str, Any] = iso.data or {}
+    error_text = data.get("error") or iso.error
+    if data.get("cuda") is False and not error_text:
+        return {**{k: missing(NO_GPU) for k in RUNTIME_KEYS}, "error": missing("no error")}
+    why = f"smoke kernel {iso.error}" if iso.error else (error_text or "not reported")
+    facts: Facts = {}
+    if "smoke_ok" in data:
+        facts["smoke_ok"] = known(bool(data["smoke_ok"]))
+        if not data["smoke_ok"] and not error_text:
+            error_text = f"wrong result: {data.get('mismatches')} of 98317 elements differ from torch's x + y"
+    elif data.get("cuda"):
+        facts["smoke_ok"] = known(False)  # started on a GPU, then failed or crashed before reporting
+    else:
+        facts["smoke_ok"] = missing(why)
+    facts["compile_s"] = known(data["compile_s"]) if data.get("compile_s") is not None else missing(why)
+    if "run_ok" in data:
+        facts["run_ok"] = known(bool(data["run_ok"]))
+    elif data.get("smoke_ok"):
+        facts["run_ok"] = known(False)  # the compile worked, the second call did not report
+    else:
+        facts["run_ok"] = missing("the first call failed" if facts["smoke_ok"].value is False else why)
+    facts["run_s"] = known(data["run_s"]) if data.get("run_s") is not None else missing(
+        facts["run_ok"].reason or why)
+    facts["error"] = known(error_text) if error_text else missing("no error")
+    facts["output_tail"] = known(iso.output_tail) if (error_text and iso.output_tail) else missing("no output")
+    return facts
+
+
+def probe_triton_runtime(host: Host, timeout: float) -> Facts:
+    """Facts of the ``triton_runtime`` section: compile and run a masked vector add in a child."""
+    return runtime_facts(run_python(host, RUNTIME_CODE, timeout))
+
+
+def not_run(reason: str = NOT_RUN) -> Facts:
+    return {k: missing(reason) for k in RUNTIME_KEYS}
