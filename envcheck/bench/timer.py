@@ -1,0 +1,271 @@
+"""Timing of device work: warm-up, sample budget, and the clock seam tests replace.
+
+A ``Clock`` places timestamps in the stream of work (CUDA events on a GPU, ``perf_counter``
+around synchronous calls on the CPU) and reads the time between two of them once the device
+is synchronised. ``Timer.clock_factory`` is the one seam: tests swap it for a fake clock
+whose "device" advances by seeded noisy costs, so the statistics are checked without a GPU.
+
+How a measurement goes (``Timer.measure``), following triton.testing.do_bench:
+1. three estimation samples (discarded; they also finish warming caches and clocks);
+2. the number of samples ``n`` = rep_ms / estimate, clamped to [min_samples, max_samples];
+3. ``n`` samples enqueued back to back, each ``before()`` (the L2 flush, outside the timed
+   region) then ``start`` mark, the region, ``end`` mark; one synchronisation at the end, so
+   the host never stalls the GPU between samples;
+4. each sample divided by ``calls_per_sample`` (several calls per sample when one call is
+   shorter than the clock's resolution is fine-grained).
+
+What the region is decides what the time means: a CUDA-graph replay (GPU time, launch gaps
+removed) or a batch of eager calls (launch time, what a Python caller pays); see worker.py.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+from envcheck.model import Timing
+
+# A sample should last at least this long: CUDA events resolve about 0.5 us, and a few-us
+# sample would be mostly resolution and event overhead.
+TARGET_SAMPLE_US = 20.0
+MAX_CALLS_PER_SAMPLE = 200
+# A graph-replay sample should last this long: the replay's launch latency (~4-5 us) is then
+# under 5% of it. Graphs hold at most MAX_GRAPH_CALLS calls (capture time, memory of
+# implementations that allocate their output).
+GRAPH_TARGET_US = 100.0
+MAX_GRAPH_CALLS = 500
+MIN_WARMUP_CALLS = 3
+ESTIMATE_SAMPLES = 3
+
+
+class Clock(Protocol):
+    """Timestamps in the device's stream of work."""
+
+    def mark(self) -> Any:
+        """Place a timestamp after the work enqueued so far."""
+
+    def elapsed_us(self, start: Any, end: Any) -> float:
+        """Microseconds between two marks; valid after ``synchronize``."""
+
+    def synchronize(self) -> None:
+        """Wait until all enqueued work has finished."""
+
+    def host_s(self) -> float:
+        """Host wall time in seconds (for the warm-up and sample budgets)."""
+
+
+class CudaEventClock:
+    """CUDA events on the current stream (``elapsed_time`` is in milliseconds)."""
+
+    def __init__(self) -> None:
+        import torch
+
+        self._torch = torch
+
+    def mark(self) -> Any:
+        ev = self._torch.cuda.Event(enable_timing=True)
+        ev.record()
+        return ev
+
+    def elapsed_us(self, start: Any, end: Any) -> float:
+        return float(start.elapsed_time(end)) * 1e3
+
+    def synchronize(self) -> None:
+        self._torch.cuda.synchronize()
+
+    def host_s(self) -> float:
+        return time.perf_counter()
+
+
+class HostClock:
+    """``perf_counter`` around synchronous work (CPU tensors finish before the call returns)."""
+
+    def mark(self) -> float:
+        return time.perf_counter()
+
+    def elapsed_us(self, start: float, end: float) -> float:
+        return (end - start) * 1e6
+
+    def synchronize(self) -> None:
+        pass
+
+    def host_s(self) -> float:
+        return time.perf_counter()
+
+
+def make_clock(backend: str) -> Clock:
+    return CudaEventClock() if backend == "cuda" else HostClock()
+
+
+@dataclass(frozen=True)
+class TimerSettings:
+    warmup_ms: float = 25.0
+    rep_ms: float = 100.0
+    min_samples: int = 30
+    max_samples: int = 200
+
+    @classmethod
+    def from_plan(cls, settings: dict[str, Any]) -> TimerSettings:
+        d = cls()
+        return cls(
+            warmup_ms=float(settings.get("warmup_ms", d.warmup_ms)),
+            rep_ms=float(settings.get("rep_ms", d.rep_ms)),
+            min_samples=max(1, int(settings.get("min_samples", d.min_samples))),
+            max_samples=max(1, int(settings.get("max_samples", d.max_samples))),
+        )
+
+    def scaled_for_cpu(self) -> TimerSettings:
+        """A smaller budget for the CPU baseline: each call can take milliseconds there."""
+        return TimerSettings(self.warmup_ms, self.rep_ms, max(3, min(self.min_samples, 10)),
+                             max(3, min(self.max_samples, 50)))
+
+
+def calls_per_sample(single_call_us: float, target_us: float = TARGET_SAMPLE_US,
+                     cap: int = MAX_CALLS_PER_SAMPLE) -> int:
+    """Calls to put in one sample so it lasts at least ``target_us`` (1 for long calls)."""
+    if not single_call_us > 0:
+        return cap
+    return max(1, min(cap, math.ceil(target_us / single_call_us)))
+
+
+class Timer:
+    """Warm-up and sampling of callables on one backend (``cuda`` or ``cpu``)."""
+
+    clock_factory: ClassVar[Callable[[str], Clock]] = staticmethod(make_clock)
+
+    def __init__(self, backend: str, settings: TimerSettings) -> None:
+        self.backend = backend
+        self.settings = settings
+        self.clock = type(self).clock_factory(backend)
+
+    def first_call_s(self, fn: Callable[[], Any]) -> float:
+        """Wall time of one call until its work is done: compile + autotune on a first call."""
+        t0 = self.clock.host_s()
+        fn()
+        self.clock.synchronize()
+        return self.clock.host_s() - t0
+
+    def warmup(self, fn: Callable[[], Any]) -> int:
+        """Call ``fn`` until ``warmup_ms`` has passed (at least 3 calls); returns the count.
+
+        Fills caches that would otherwise land in the first samples: allocator blocks, the
+        cuBLAS handle and workspace, Triton's launcher, GPU clocks ramping up from idle.
+        """
+        calls = 0
+        start = self.clock.host_s()
+        budget_s = self.settings.warmup_ms / 1e3
+        while calls < MIN_WARMUP_CALLS or self.clock.host_s() - start < budget_s:
+            fn()
+            calls += 1
+            if calls % 8 == 0 or calls <= MIN_WARMUP_CALLS:
+                # Bound the queue: without this the host could enqueue seconds of work
+                # before the budget check sees any of it finish.
+                self.clock.synchronize()
+        self.clock.synchronize()
+        return calls
+
+    def _samples(self, region: Callable[[], Any], n: int, before: Callable[[], Any] | None) -> list[float]:
+        marks = []
+        for _ in range(n):
+            if before is not None:
+                before()
+            start = self.clock.mark()
+            region()
+            marks.append((start, self.clock.mark()))
+        self.clock.synchronize()
+        return [self.clock.elapsed_us(s, e) for s, e in marks]
+
+    def sample_count(self, estimate_us: float) -> int:
+        s = self.settings
+        if not estimate_us > 0:
+            return s.max_samples
+        n = math.ceil(s.rep_ms * 1e3 / estimate_us)
+        return max(s.min_samples, min(s.max_samples, n))
+
+    def estimate_us(self, region: Callable[[], Any], before: Callable[[], Any] | None = None) -> float:
+        """Median time of a few (discarded) samples of ``region``."""
+        return statistics.median(self._samples(region, ESTIMATE_SAMPLES, before))
+
+    def measure(self, region: Callable[[], Any], *, method: str, calls_per_sample: int = 1,
+                before: Callable[[], Any] | None = None) -> Timing:
+        """Timing per call of ``region``, which makes ``calls_per_sample`` calls of the op."""
+        estimate = self.estimate_us(region, before)
+        n = self.sample_count(estimate)
+        samples = self._samples(region, n, before)
+        k = max(1, calls_per_sample)
+        return Timing.from_samples(method, [s / k for s in samples], calls_per_sample=k)
+
+
+# --------------------------------------------------------------------------- CUDA-only helpers
+
+
+def capture_graph(fn: Callable[[], Any], calls: int) -> Any:
+    """A ``torch.cuda.CUDAGraph`` of ``calls`` back-to-back calls of ``fn`` (already warmed up).
+
+    Warm-up calls run on a side stream first, as the torch CUDA-graph docs require (lazy
+    initialisation, e.g. cuBLAS workspaces, must not happen during capture); the capture
+    itself runs on the side stream ``torch.cuda.graph`` creates.
+    """
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    torch.cuda.synchronize()
+    return graph
+
+
+def graph_time(timer: Timer, fn: Callable[[], Any], flush: Callable[[], Any] | None = None) -> Timing:
+    """GPU time per call of ``fn`` (warmed up) from CUDA-graph replays between CUDA events.
+
+    With ``flush`` (memory-bound cases from 1 MiB to 3x L2): a single-call graph, the flush
+    before every sample. Without: ``k`` calls per graph so a sample lasts >= GRAPH_TARGET_US.
+    A replay has its own launch latency (about 4-5 us on an H100/H200), so ``k`` comes from
+    the per-call time of a multi-call graph, where that latency is already amortised; sizing
+    it from a one-call replay would take the latency for kernel time and choose ``k`` = 2 for
+    a 1 us kernel, reporting 5 us.
+    """
+    graph = capture_graph(fn, 1)
+    if flush is not None:
+        return timer.measure(graph.replay, method="cuda_graph", calls_per_sample=1, before=flush)
+    single = timer.estimate_us(graph.replay)
+    k = 1
+    if single < GRAPH_TARGET_US:
+        probe = calls_per_sample(single, GRAPH_TARGET_US, MAX_GRAPH_CALLS)  # too few: single includes latency
+        del graph
+        graph = capture_graph(fn, probe)
+        per_call = timer.estimate_us(graph.replay) / probe
+        k = calls_per_sample(per_call, GRAPH_TARGET_US, MAX_GRAPH_CALLS)
+        if k != probe:
+            del graph
+            graph = capture_graph(fn, k)
+    return timer.measure(graph.replay, method="cuda_graph", calls_per_sample=k)
+
+
+class L2Flusher:
+    """Evicts the L2 cache by writing a buffer of twice its size (outside the timed region).
+
+    Writing (``zero_``) rather than reading also evicts dirty lines of the previous sample's
+    output, as triton.testing.do_bench does with its cache buffer.
+    """
+
+    def __init__(self, l2_bytes: int, device: Any) -> None:
+        import torch
+
+        self.nbytes = max(2 * int(l2_bytes), 1 << 24)
+        self.buffer = torch.empty(self.nbytes // 4, dtype=torch.int32, device=device)
+
+    def __call__(self) -> None:
+        self.buffer.zero_()

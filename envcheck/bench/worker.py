@@ -1,0 +1,570 @@
+"""The isolated benchmark worker: ``python -m envcheck.bench.worker`` (protocol in protocol.py).
+
+Everything that can crash or hang happens here, never in the ``envcheck run`` process:
+importing torch, initialising CUDA, compiling Triton kernels and ``torch.compile``. One case
+failing never ends the run: its exception becomes a Case with status ``error`` (traceback on
+stderr) and out-of-memory becomes a Skip.
+
+What one case measures (CUDA backend):
+1. first call, timed on the host until done: ``compile_s`` for Triton (JIT + autotune) and
+   torch.compile (graph capture + Inductor), kept apart from every measurement;
+2. the checked call: output poisoned with NaN, one call, compared with the float64 reference;
+3. warm-up calls for ``warmup_ms`` (at least 3);
+4. GPU time: the call captured in a CUDA graph and replayed between CUDA events. Memory-bound
+   cases from 1 MiB to 3x L2 get a single-call graph with the L2 flushed before every sample
+   (flags.py says why not below 1 MiB); others get ``k`` calls per graph so a sample lasts
+   >= 100 us and the replay's own launch latency is amortised; the time is divided by ``k``;
+5. launch time: a batch of eager calls between CUDA events, divided by the batch size;
+6. NVML sampled around 4 and 5 (clocks, temperature, power, throttle reasons).
+The CPU backend times eager calls with ``perf_counter`` (method ``host_clock``) only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import os
+import platform
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from envcheck.bench import accuracy, ceilings, flags, ops, protocol
+from envcheck.bench.timer import L2Flusher, Timer, TimerSettings, calls_per_sample, graph_time
+from envcheck.model import BenchDevice, Case, Ceiling, MonitorSummary, Skip, Timing
+
+GIB = 1 << 30
+# Share of free device memory one group of cases may use (the CUDA context, allocator slack,
+# the L2 flush buffer and cuBLAS workspaces need the rest).
+MEMORY_FRACTION = 0.8
+COPY_BYTES = 1 << 30  # each side of the device-to-device copy that measures bandwidth
+MATMUL_CEILING_SIZES = (8192, 4096, 2048)  # largest that fits is timed for the measured TFLOP/s
+# An eager batch should last at least this long so launch overhead, not event resolution, is measured.
+LAUNCH_TARGET_US = 100.0
+MAX_LAUNCH_BATCH = 100
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: first line of the message`` (compiler errors run to pages; the report wants one line)."""
+    text = str(exc).strip()
+    first = text.splitlines()[0].strip() if text else ""
+    line = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
+@dataclass
+class Group:
+    """Tensors shared by the cases of one (op, dtype, precision, shape): same inputs for every impl."""
+
+    key: tuple[Any, ...]
+    inputs: dict[str, Any] = field(default_factory=dict)
+    out: Any = None
+    skip_reason: str | None = None
+    torch_time: Timing | None = None  # torch's quoted time: the others' speedups divide it
+
+
+class _SafeMonitor:
+    """NVML sampling around a measurement that never raises: any failure gives samples=0."""
+
+    def __init__(self, factory: Callable[[], Any] | None) -> None:
+        self._factory = factory
+        self._monitor: Any = None
+
+    def __enter__(self) -> _SafeMonitor:
+        if self._factory is not None:
+            try:
+                self._monitor = self._factory()
+                self._monitor.__enter__()
+            except Exception as e:  # noqa: BLE001 - monitoring is optional; the case is measured regardless
+                print(f"envcheck worker: NVML monitor unavailable: {one_line(e)}", file=sys.stderr)
+                self._monitor = None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._monitor is not None:
+            try:
+                self._monitor.__exit__(None, None, None)
+            except Exception as e:  # noqa: BLE001
+                print(f"envcheck worker: NVML monitor stop failed: {one_line(e)}", file=sys.stderr)
+
+    def summary(self) -> MonitorSummary:
+        if self._monitor is None:
+            return MonitorSummary(samples=0)
+        try:
+            s = self._monitor.summary()
+            return s if isinstance(s, MonitorSummary) else MonitorSummary(samples=0)
+        except Exception:  # noqa: BLE001
+            return MonitorSummary(samples=0)
+
+
+class Worker:
+    """Runs one plan, emitting protocol events through ``emit``."""
+
+    def __init__(self, plan: dict[str, Any], emit: Emit) -> None:
+        self.plan = protocol.validate_plan(plan)
+        self.emit = emit
+        self.settings = self.plan["settings"]
+        self.gpu_facts: dict[str, Any] = self.plan["gpu"]
+        self.backend: str = self.plan["device"]
+        self.index: int = self.plan["index"]
+        self.torch: Any = None
+        self.device: BenchDevice | None = None
+        self.timer: Timer | None = None
+        self.flusher: L2Flusher | None = None
+        self.ceilings: list[Ceiling] = []
+        self._monitor_factory: Callable[[], Any] | None = None
+        self._nvml: Any = None
+        self._group: Group | None = None
+        self._groups_made = 0
+        self.oom: type[BaseException] = MemoryError
+
+    # ----------------------------------------------------------------------- set-up
+
+    def note(self, text: str) -> None:
+        self.emit({"event": "note", "text": " ".join(text.split())})
+
+    def _versions(self) -> dict[str, Any]:
+        try:
+            triton_version: str | None = importlib.metadata.version("triton")
+        except importlib.metadata.PackageNotFoundError:
+            triton_version = None
+        return {"torch": self.torch.__version__, "triton": triton_version, "cuda": self.torch.version.cuda}
+
+    def _cuda_unusable(self) -> str | None:
+        torch = self.torch
+        if torch.version.cuda is None:
+            return f"PyTorch {torch.__version__} is a CPU-only build"
+        if not torch.cuda.is_available():
+            return "torch.cuda.is_available() is False (driver missing, or no GPU visible)"
+        if self.index >= torch.cuda.device_count():
+            return f"CUDA device {self.index} does not exist ({torch.cuda.device_count()} visible)"
+        return None
+
+    def _cuda_device(self) -> BenchDevice:
+        torch = self.torch
+        props = torch.cuda.get_device_properties(self.index)
+        cc = f"{props.major}.{props.minor}"
+        return BenchDevice(
+            backend="cuda", name=str(props.name), index=self.index,
+            sm_count=int(props.multi_processor_count),
+            l2_bytes=int(getattr(props, "L2_cache_size", 0)) or None,
+            memory_total_bytes=int(props.total_memory), compute_capability=cc,
+        )
+
+    @staticmethod
+    def _cpu_name() -> str:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8") as f:
+                for line in f:
+                    if line.startswith("model name"):
+                        return line.split(":", 1)[1].strip()
+        except OSError:
+            pass
+        return platform.processor() or platform.machine() or "CPU"
+
+    def _setup_monitor(self) -> None:
+        try:
+            from envcheck.bench.monitor import Monitor
+            from envcheck.probes.nvml import Nvml
+
+            nvml = Nvml()
+            error = nvml.init()
+        except Exception as e:  # noqa: BLE001 - no NVML means no clock samples, not no benchmark
+            error = one_line(e)
+        if error:
+            self.note(f"NVML monitoring unavailable ({error}): clocks and throttling not sampled")
+            return
+        self._nvml = nvml
+        # NVML numbers GPUs by PCI bus and ignores CUDA_VISIBLE_DEVICES; the UUID names the
+        # same GPU in both, so CUDA device 0 is monitored even when it is NVML device 3.
+        uuid = getattr(self.torch.cuda.get_device_properties(self.index), "uuid", None)
+        target: int | str = str(uuid) if uuid else self.index
+        self._monitor_factory = lambda: Monitor(nvml, target, interval_s=0.02)
+
+    # ----------------------------------------------------------------------- run
+
+    def run(self) -> None:
+        import torch
+
+        self.torch = torch
+        # torch.OutOfMemoryError is new in torch 2.4; older versions only have the cuda alias.
+        self.oom = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
+        cases = self.plan["cases"]
+        if self.backend == "cuda":
+            reason = self._cuda_unusable()
+            if reason:
+                name = self.gpu_facts.get("name") or f"CUDA device {self.index}"
+                self.emit({"event": "start", "device": BenchDevice("cuda", str(name), self.index),
+                           "versions": self._versions()})
+                self.note(f"nothing measured: {reason}")
+                for c in cases:
+                    self._emit_skip(c, f"no usable CUDA GPU: {reason}")
+                self.emit({"event": "done"})
+                return
+            torch.cuda.set_device(self.index)
+            self.device = self._cuda_device()
+            self.timer = Timer("cuda", TimerSettings.from_plan(self.settings))
+        else:
+            self.device = BenchDevice("cpu", self._cpu_name())
+            self.timer = Timer("cpu", TimerSettings.from_plan(self.settings).scaled_for_cpu())
+        self.emit({"event": "start", "device": self.device, "versions": self._versions()})
+        if self.backend == "cpu":
+            why = self._cuda_unusable() or "the plan asked for the CPU backend"
+            self.note(f"Triton not measured: no CUDA GPU visible ({why}); PyTorch timed on the CPU with a host clock")
+        else:
+            self._setup_monitor()
+            self._setup_flush()
+            self._measure_ceilings(cases)
+        try:
+            for i, spec in enumerate(cases):
+                self.emit({"event": "case_start", "i": i, "n": len(cases), "label": protocol.case_label(spec)})
+                self._run_case(spec)
+        finally:
+            if self._nvml is not None:
+                with contextlib.suppress(Exception):
+                    self._nvml.shutdown()
+        self._release_group()
+        self.emit({"event": "done"})
+
+    def _setup_flush(self) -> None:
+        assert self.device is not None
+        if not self.settings.get("flush_l2", True):
+            self.note("L2 flush disabled: memory-bound cases smaller than L2 may report L2 bandwidth (flagged)")
+            return
+        l2 = self.device.l2_bytes or flags.DEFAULT_L2_BYTES
+        try:
+            self.flusher = L2Flusher(l2, f"cuda:{self.index}")
+        except Exception as e:  # noqa: BLE001 - unflushed cases are flagged l2_resident instead
+            self.note(f"L2 flush buffer unavailable ({one_line(e)}): small memory-bound cases are L2-resident")
+            return
+        self.note(f"L2 flushed before each sample of memory-bound cases from 1 MiB to {flags.FLUSH_L2_MULTIPLE}x L2 "
+                  f"({l2 / (1 << 20):.0f} MiB L2, {self.flusher.nbytes / (1 << 20):.0f} MiB written)")
+
+    # ----------------------------------------------------------------------- ceilings
+
+    def _measure_ceilings(self, cases: list[dict[str, Any]]) -> None:
+        assert self.device is not None
+        found: list[Ceiling] = []
+        bw = ceilings.theoretical_bandwidth({**self.gpu_facts, "name": self.gpu_facts.get("name") or self.device.name})
+        if bw:
+            found.append(bw)
+        else:
+            self.note("theoretical bandwidth unknown: NVML gave no memory clock or bus width")
+        try:
+            found.append(self._copy_bandwidth())
+        except Exception as e:  # noqa: BLE001 - the ceiling is optional; every case still runs
+            self.note(f"measured bandwidth unavailable: {one_line(e)}")
+            self._after_failure()
+        clock = self.gpu_facts.get("sm_clock_max_mhz")
+        if not clock:
+            # torch reports the max clock in kHz on recent versions; NVML's value is preferred.
+            khz = getattr(self.torch.cuda.get_device_properties(self.index), "clock_rate", None)
+            clock = khz / 1000 if khz else None
+        found.extend(ceilings.compute_ceilings(
+            self.gpu_facts.get("name") or self.device.name,
+            self.gpu_facts.get("compute_capability") or self.device.compute_capability,
+            self.gpu_facts.get("sm_count") or self.device.sm_count, clock))
+        precisions = dict.fromkeys(c["precision"] for c in cases if c["op"] == "matmul")
+        for p in precisions:
+            try:
+                c = self._matmul_rate(p)
+                if c:
+                    found.append(c)
+            except Exception as e:  # noqa: BLE001
+                self.note(f"measured {p} matmul rate unavailable: {one_line(e)}")
+                self._after_failure()
+        self.ceilings = found
+        for c in found:
+            self.emit({"event": "ceiling", "ceiling": c})
+
+    def _free_bytes(self) -> int:
+        free, _total = self.torch.cuda.mem_get_info(self.index)
+        return int(free)
+
+    def _copy_bandwidth(self) -> Ceiling:
+        torch = self.torch
+        assert self.timer is not None
+        timer = self.timer
+        nbytes = min(COPY_BYTES, int(self._free_bytes() * 0.25)) // 4 * 4
+
+        def timed_copy() -> Timing:
+            # The buffers live only in this call, so they are freed before empty_cache below.
+            src = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda").normal_()
+            dst = torch.empty_like(src)
+            timer.warmup(lambda: dst.copy_(src))
+            return timer.measure(lambda: dst.copy_(src), method="cuda_events")
+
+        timing = timed_copy()
+        torch.cuda.empty_cache()
+        return ceilings.measured_bandwidth(2 * nbytes, timing.median_us, timing.n)
+
+    def _matmul_rate(self, precision: str) -> Ceiling | None:
+        torch = self.torch
+        assert self.timer is not None
+        dtype = "fp32" if precision in ("fp32", "tf32") else precision
+        free = self._free_bytes()
+        for size in ceilings_sizes(free, ops.ITEMSIZE[dtype]):
+            gen = torch.Generator(device="cuda").manual_seed(1)
+            inputs = ops.make_inputs("matmul", (size, size, size), dtype, "cuda", gen)
+            out = ops.make_output("matmul", (size, size, size), dtype, "cuda")
+            fn = ops.torch_impl("matmul", inputs, out)
+            with ops.tf32_matmul(precision):
+                self.timer.warmup(fn)
+                timing = self.timer.measure(fn, method="cuda_events")
+            del inputs, out
+            torch.cuda.empty_cache()
+            tflops = 2 * size**3 / (timing.median_us * 1e-6) / 1e12
+            return ceilings.measured_matmul(precision, size, tflops, timing.n)
+        return None
+
+    # ----------------------------------------------------------------------- groups
+
+    def _release_group(self) -> None:
+        self._group = None
+        if self.backend == "cuda" and self.torch is not None:
+            self.torch.cuda.empty_cache()
+
+    def _group_for(self, spec: dict[str, Any]) -> Group:
+        key = (spec["op"], spec["dtype"], spec["precision"], tuple(spec["shape"]))
+        if self._group is not None and self._group.key == key:
+            return self._group
+        self._release_group()
+        group = Group(key)
+        self._group = group
+        op, dtype, shape = spec["op"], spec["dtype"], tuple(spec["shape"])
+        device = "cuda" if self.backend == "cuda" else "cpu"
+        need = ops.memory_needed_bytes(op, shape, dtype)
+        if self.backend == "cuda":
+            free = self._free_bytes()
+            if need > MEMORY_FRACTION * free:
+                group.skip_reason = oom_reason(op, shape, need, free)
+                return group
+        torch = self.torch
+        seed = int(self.settings.get("seed", 0)) + self._groups_made
+        self._groups_made += 1
+        gen = torch.Generator(device=device).manual_seed(seed)
+        try:
+            group.inputs = ops.make_inputs(op, shape, dtype, device, gen)
+            group.out = ops.make_output(op, shape, dtype, device)
+        except self.oom:
+            group.inputs, group.out = {}, None
+            self._release_group()
+            self._group = group
+            group.skip_reason = oom_reason(op, shape, need, self._free_bytes() if self.backend == "cuda" else 0)
+        return group
+
+    def _emit_skip(self, spec: dict[str, Any], reason: str) -> None:
+        self.emit({"event": "skip", "skip": Skip(spec["op"], spec["impl"], spec["dtype"], tuple(spec["shape"]), reason,
+                                                 precision=spec["precision"])})
+
+    def _after_failure(self) -> None:
+        if self.backend == "cuda":
+            with contextlib.suppress(Exception):
+                self.torch.cuda.synchronize()
+            with contextlib.suppress(Exception):
+                self.torch.cuda.empty_cache()
+
+    # ----------------------------------------------------------------------- one case
+
+    def _run_case(self, spec: dict[str, Any]) -> None:
+        group = self._group_for(spec)
+        if group.skip_reason:
+            self._emit_skip(spec, group.skip_reason)
+            return
+        try:
+            case = self.measure(spec, group)
+        except self.oom:
+            free = self._free_bytes() if self.backend == "cuda" else 0
+            shape = tuple(spec["shape"])
+            self._after_failure()
+            self._emit_skip(spec, oom_reason(spec["op"], shape, ops.memory_needed_bytes(spec["op"], shape, spec["dtype"]),
+                                             free))
+            return
+        except Exception as e:  # noqa: BLE001 - one case's failure is that case's result, never the run's end
+            print(f"envcheck worker: {protocol.case_label(spec)} failed:", file=sys.stderr)
+            traceback.print_exc(file=sys.stderr)
+            self._after_failure()
+            case = self.error_case(spec, one_line(e))
+        if spec["impl"] == "torch" and case.status != "error":
+            group.torch_time = case.best_time
+        self.emit({"event": "case", "case": case})
+
+    def _base(self, spec: dict[str, Any]) -> dict[str, Any]:
+        op, dtype, precision, shape = spec["op"], spec["dtype"], spec["precision"], tuple(spec["shape"])
+        t = ops.traffic(op, shape, dtype)
+        l2 = self.device.l2_bytes if self.device else None
+        return {"op": op, "impl": spec["impl"], "dtype": dtype, "precision": precision, "shape": shape,
+                "category": flags.category(ops.working_set_bytes(op, shape, dtype), l2),
+                "bytes": t.bytes, "flops": t.flops, "tf32": op == "matmul" and precision == "tf32"}
+
+    def error_case(self, spec: dict[str, Any], message: str, compile_s: float | None = None) -> Case:
+        return Case(**self._base(spec), status="error", message=message, compile_s=compile_s)
+
+    def _impl(self, spec: dict[str, Any], group: Group) -> Callable[[], Any]:
+        op, impl = spec["op"], spec["impl"]
+        if impl == "torch":
+            return ops.torch_impl(op, group.inputs, group.out)
+        if impl == "triton":
+            return ops.triton_impl(op, group.inputs, group.out, spec["precision"])
+        return ops.compile_impl(op, group.inputs)
+
+    def measure(self, spec: dict[str, Any], group: Group) -> Case:
+        """Measure one case (exceptions propagate: ``_run_case`` turns them into results)."""
+        op = spec["op"]
+        switch = ops.tf32_matmul(spec["precision"]) if op == "matmul" else contextlib.nullcontext()
+        with switch:
+            return self._measure(spec, group)
+
+    def _measure(self, spec: dict[str, Any], group: Group) -> Case:
+        assert self.timer is not None and self.device is not None
+        op, impl, dtype, precision = spec["op"], spec["impl"], spec["dtype"], spec["precision"]
+        shape = tuple(spec["shape"])
+        base = self._base(spec)
+        timer = self.timer
+        try:
+            fn = self._impl(spec, group)
+            first_s = timer.first_call_s(fn)
+        except self.oom:
+            raise
+        except Exception as e:  # noqa: BLE001 - a compile or launch failure of this implementation
+            print(f"envcheck worker: {protocol.case_label(spec)}: first call failed:", file=sys.stderr)
+            traceback.print_exc(file=sys.stderr)
+            self._after_failure()
+            what = "torch.compile failed" if impl == "compile" else "first call failed"
+            return self.error_case(spec, f"{what}: {one_line(e)}")
+        compile_s = first_s if impl != "torch" else None
+
+        # The checked call: NaN everywhere first, so elements the implementation never writes show.
+        accuracy.poison(group.out)
+        result = fn()
+        timer.clock.synchronize()
+        tol = accuracy.tolerance(op, dtype, precision, ops.accumulation_length(op, shape))
+        check = accuracy.compare(result, ops.reference_chunks(op, group.inputs), precision, tol)
+        del result
+
+        timer.warmup(fn)
+        ws = ops.working_set_bytes(op, shape, dtype)
+        gpu: Timing | None = None
+        flushed = False
+        message = check.message
+        with _SafeMonitor(self._monitor_factory if self.backend == "cuda" else None) as monitor:
+            if self.backend == "cuda":
+                flushed = self.flusher is not None and flags.should_flush(
+                    op in ops.MEMORY_BOUND, ws, self.device.l2_bytes, bool(self.settings.get("flush_l2", True)))
+                try:
+                    gpu = self._gpu_time(fn, flushed)
+                except self.oom:
+                    raise
+                except Exception as e:  # noqa: BLE001 - e.g. an op that cannot be captured: launch time still stands
+                    print(f"envcheck worker: {protocol.case_label(spec)}: CUDA graph timing failed:", file=sys.stderr)
+                    traceback.print_exc(file=sys.stderr)
+                    self._after_failure()
+                    flushed = False
+                    message = message or f"no GPU time: CUDA graph capture failed ({one_line(e)})"
+            launch = self._launch_time(fn, gpu)
+        summary = monitor.summary()
+
+        quoted = gpu or launch
+        seconds = quoted.median_us * 1e-6
+        gbps = base["bytes"] / seconds / 1e9
+        tflops = base["flops"] / seconds / 1e12
+        if op in ops.MEMORY_BOUND:
+            pct_t = ceilings.percent(gbps, self._ceiling("bandwidth", "theoretical"))
+            pct_m = ceilings.percent(gbps, self._ceiling("bandwidth", "measured"))
+        else:
+            pct_t = ceilings.percent(tflops, self._ceiling(precision, "theoretical"))
+            pct_m = ceilings.percent(tflops, self._ceiling(precision, "measured"))
+        speedup = None
+        if impl != "torch" and group.torch_time is not None and group.torch_time.method == quoted.method:
+            speedup = group.torch_time.median_us / quoted.median_us
+        return Case(
+            **base,
+            status="pass" if check.error.passed else "fail",
+            gpu=gpu, launch=launch, compile_s=compile_s, error=check.error,
+            monitor=summary if self.backend == "cuda" else None,
+            flags=flags.case_flags(gpu=gpu, launch=launch, monitor=summary, working_set_bytes=ws,
+                                   l2_bytes=self.device.l2_bytes, flushed=flushed, backend=self.backend),
+            message=message, gbps=gbps, tflops=tflops, pct_theoretical=pct_t, pct_measured=pct_m, speedup=speedup,
+        )
+
+    def _ceiling(self, name: str, kind: str) -> Ceiling | None:
+        for c in self.ceilings:
+            if c.name == name and c.kind == kind:
+                return c
+        return None
+
+    def _gpu_time(self, fn: Callable[[], Any], flushed: bool) -> Timing:
+        assert self.timer is not None
+        return graph_time(self.timer, fn, self.flusher if flushed else None)
+
+    def _launch_time(self, fn: Callable[[], Any], gpu: Timing | None) -> Timing:
+        """Eager calls back to back between two marks, per call: what a Python caller pays."""
+        assert self.timer is not None
+        timer = self.timer
+        single = gpu.median_us if gpu is not None else timer.estimate_us(fn)
+        batch = calls_per_sample(single, target_us=LAUNCH_TARGET_US, cap=MAX_LAUNCH_BATCH)
+
+        def region() -> None:
+            for _ in range(batch):
+                fn()
+
+        method = "cuda_events" if self.backend == "cuda" else "host_clock"
+        return timer.measure(region, method=method, calls_per_sample=batch)
+
+
+def ceilings_sizes(free_bytes: int, itemsize: int) -> Iterator[int]:
+    """Square matmul sizes for the measured TFLOP/s ceiling that fit in free memory, largest first."""
+    for size in MATMUL_CEILING_SIZES:
+        if 3 * size * size * itemsize < 0.5 * free_bytes:
+            yield size
+
+
+def oom_reason(op: str, shape: tuple[int, ...], need: int, free: int) -> str:
+    return (f"out of memory at {ops.describe_size(shape)}: needs {need / GIB:.1f} GiB, "
+            f"{free / GIB:.1f} GiB free")
+
+
+def _protocol_stream() -> TextIO:
+    """The real stdout, kept for events; anything else written to fd 1 goes to stderr.
+
+    Compilers, Triton's autotuner and CUDA libraries may print to stdout (from C as well as
+    Python); one stray line in the event stream would be a protocol error in the parent.
+    """
+    sys.stdout.flush()
+    fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return os.fdopen(fd, "w", encoding="utf-8", buffering=1)
+
+
+def main() -> int:
+    stream = _protocol_stream()
+
+    def emit(event: dict[str, Any]) -> None:
+        stream.write(protocol.encode(event))
+        stream.flush()
+
+    try:
+        plan = protocol.validate_plan(protocol.decode_plan(sys.stdin.read()))
+    except protocol.ProtocolError as e:
+        print(f"envcheck worker: bad plan: {e}", file=sys.stderr)
+        return 2
+    started = time.perf_counter()
+    try:
+        Worker(plan, emit).run()
+    except Exception as e:  # noqa: BLE001 - the parent gets one line; the traceback goes to stderr
+        traceback.print_exc(file=sys.stderr)
+        with contextlib.suppress(Exception):
+            emit({"event": "note", "text": f"benchmark worker failed: {one_line(e)}"})
+        return 1
+    print(f"envcheck worker: finished in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""Bytes, FLOPs, working sets and size categories, counted by hand; inputs and the torch impls."""
+
+from __future__ import annotations
+
+import pytest
+
+from envcheck.bench import flags, ops
+
+
+def test_vector_add_reads_two_writes_one() -> None:
+    t = ops.traffic("vector_add", (1 << 28,), "fp32")
+    assert t.bytes == 3 * 4 * 268435456 == 3221225472
+    assert t.flops == 268435456
+    assert ops.traffic("vector_add", (1000,), "fp16").bytes == 6000
+
+
+def test_relu_reads_one_writes_one() -> None:
+    t = ops.traffic("relu", (1 << 20,), "bf16")
+    assert (t.bytes, t.flops) == (2 * 2 * 1048576, 1048576)
+
+
+def test_softmax_and_row_sum() -> None:
+    sm = ops.traffic("softmax", (8192, 4096), "fp16")
+    assert sm.bytes == 2 * 8192 * 4096 * 2 == 134217728
+    assert sm.flops == 5 * 8192 * 4096
+    rs = ops.traffic("row_sum", (8192, 4096), "fp32")
+    assert rs.bytes == (8192 * 4096 + 8192) * 4
+    assert rs.flops == 8192 * 4096
+
+
+def test_matmul_minimum_bytes_and_two_mnk_flops() -> None:
+    t = ops.traffic("matmul", (4096, 4096, 4096), "bf16")
+    assert t.bytes == 3 * 4096 * 4096 * 2 == 100663296
+    assert t.flops == 2 * 4096**3 == 137438953472
+    # M, N, K differ: a is M x K, b is K x N, out is M x N
+    r = ops.traffic("matmul", (4096, 11008, 1024), "fp16")
+    assert r.bytes == (4096 * 1024 + 1024 * 11008 + 4096 * 11008) * 2
+    assert r.flops == 2 * 4096 * 11008 * 1024
+    assert ops.accumulation_length("matmul", (4096, 11008, 1024)) == 1024
+
+
+def test_bad_shapes_are_value_errors() -> None:
+    with pytest.raises(ValueError):
+        ops.traffic("matmul", (4096, 4096), "fp16")
+    with pytest.raises(ValueError):
+        ops.traffic("relu", (0,), "fp32")
+    with pytest.raises(ValueError):
+        ops.traffic("conv", (3,), "fp32")
+
+
+def test_memory_needed_bounds_the_reference() -> None:
+    # 2^28 fp32 vector add: 3 GiB of tensors + a second output + three float64 chunks of 2^24
+    need = ops.memory_needed_bytes("vector_add", (1 << 28,), "fp32")
+    assert need == 3 * 2**30 + 2**30 + 8 * 3 * 2**24
+    small = ops.memory_needed_bytes("relu", (1024,), "fp32")
+    assert small == 2 * 4096 + 4096 + 8 * 3 * 1024
+
+
+def test_describe_size() -> None:
+    assert ops.describe_size((1 << 28,)) == "2^28 elements"
+    assert ops.describe_size((10240,)) == "10240 elements"
+    assert ops.describe_size((8192, 4096)) == "8192x4096"
+
+
+@pytest.mark.parametrize(("ws", "category"), [
+    (4096, "small"), (1 << 20, "small"), ((1 << 20) + 1, "medium"), (60 << 20, "medium"),
+    ((60 << 20) + 1, "large"), (16 * (60 << 20), "large"), (3 << 30, "xlarge"),
+])
+def test_categories_relative_to_l2(ws: int, category: str) -> None:
+    assert flags.category(ws, 60 << 20) == category
+
+
+def test_flush_and_l2_resident() -> None:
+    l2 = 50 << 20
+    assert flags.should_flush(True, 12 << 20, l2)
+    assert not flags.should_flush(True, 12 << 10, l2)  # small: a k-call graph, not flushed
+    assert not flags.should_flush(True, 200 << 20, l2)  # > 3x L2: DRAM-bound without a flush
+    assert not flags.should_flush(False, 12 << 20, l2)  # matmul: compute-bound
+    assert not flags.should_flush(True, 12 << 20, l2, enabled=False)
+    assert flags.is_l2_resident(12 << 10, l2, flushed=False)
+    assert not flags.is_l2_resident(12 << 20, l2, flushed=True)
+    assert not flags.is_l2_resident(100 << 20, l2, flushed=False)
+
+
+def test_inputs_are_fresh_random_and_rounded_to_dtype() -> None:
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(0)
+    a = ops.make_inputs("vector_add", (4096,), "bf16", "cpu", g)
+    b = ops.make_inputs("vector_add", (4096,), "bf16", "cpu", g)
+    assert a["x"].dtype == torch.bfloat16
+    assert (a["x"] != 0).float().mean() > 0.99
+    assert not torch.equal(a["x"], b["x"])  # the generator moves on: fresh inputs per group
+    sm = ops.make_inputs("softmax", (64, 512), "fp32", "cpu", g)
+    assert 3.0 < float(sm["x"].std()) < 5.0  # randn * 4: rows with a real spread
+    mm = ops.make_inputs("matmul", (32, 48, 1024), "fp32", "cpu", g)
+    assert mm["a"].shape == (32, 1024) and mm["b"].shape == (1024, 48)
+    assert float((mm["a"] @ mm["b"]).std()) == pytest.approx(1 / 32, rel=0.2)  # scaled by 1/sqrt(K)
+
+
+@pytest.mark.parametrize(("op", "shape"), [
+    ("vector_add", (1000,)), ("relu", (1000,)), ("softmax", (16, 100)), ("row_sum", (16, 100)),
+    ("matmul", (16, 24, 32)),
+])
+def test_torch_impls_write_into_out(op: str, shape: tuple[int, ...]) -> None:
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(1)
+    inputs = ops.make_inputs(op, shape, "fp32", "cpu", g)
+    out = ops.make_output(op, shape, "fp32", "cpu")
+    out.fill_(float("nan"))
+    result = ops.torch_impl(op, inputs, out)()
+    assert result.data_ptr() == out.data_ptr()
+    ref = torch.cat([r for _, r in ops.reference_chunks(op, inputs)])
+    assert torch.allclose(out.double(), ref, rtol=1e-5, atol=1e-6)
+
+
+def test_tf32_switch_is_restored() -> None:
+    torch = pytest.importorskip("torch")
+    before = torch.backends.cuda.matmul.allow_tf32
+    with ops.tf32_matmul("tf32"):
+        assert torch.backends.cuda.matmul.allow_tf32 is True
+    with ops.tf32_matmul("fp32"):
+        assert torch.backends.cuda.matmul.allow_tf32 is False
+    assert torch.backends.cuda.matmul.allow_tf32 == before

@@ -1,0 +1,213 @@
+"""The timer with a fake clock (seeded noise), and the flags judged from timings."""
+
+from __future__ import annotations
+
+import random
+import statistics
+
+import pytest
+
+from envcheck.bench import flags
+from envcheck.bench.timer import Timer, TimerSettings, calls_per_sample
+from envcheck.model import MonitorSummary, Timing
+
+
+class FakeDevice:
+    """A device whose clock advances only when work "runs": each op call costs ``cost_us`` plus noise."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.t_us = 0.0
+        self.rng = random.Random(seed)
+        self.syncs = 0
+
+    def mark(self) -> float:
+        return self.t_us
+
+    def elapsed_us(self, start: float, end: float) -> float:
+        return end - start
+
+    def synchronize(self) -> None:
+        self.syncs += 1
+
+    def host_s(self) -> float:
+        return self.t_us / 1e6
+
+    def op(self, cost_us: float, noise: float = 0.02):
+        def call() -> None:
+            self.t_us += cost_us * (1 + self.rng.gauss(0, noise))
+        return call
+
+
+@pytest.fixture
+def device(monkeypatch: pytest.MonkeyPatch) -> FakeDevice:
+    dev = FakeDevice(seed=1234)
+    monkeypatch.setattr(Timer, "clock_factory", staticmethod(lambda backend: dev))
+    return dev
+
+
+def test_median_iqr_cv_follow_the_seeded_noise(device: FakeDevice) -> None:
+    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=10, min_samples=30, max_samples=500))
+    t = timer.measure(device.op(50.0, noise=0.02), method="cuda_graph")
+    # rep_ms / estimate: 10 ms of 50 us samples is about 200 samples.
+    assert 180 <= t.n <= 220
+    assert t.median_us == pytest.approx(50.0, rel=0.01)
+    # Gaussian noise of 2%: CV near 0.02, IQR near 1.349 sigma = 1.35 us.
+    assert t.cv == pytest.approx(0.02, rel=0.25)
+    assert t.iqr_us == pytest.approx(1.349 * 1.0, rel=0.25)
+    assert t.method == "cuda_graph"
+    assert not flags.is_noisy(t)
+
+
+def test_calls_per_sample_divides_each_sample(device: FakeDevice) -> None:
+    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=2, min_samples=10, max_samples=50))
+    one = device.op(1.5, noise=0.0)
+
+    def ten_calls() -> None:
+        for _ in range(10):
+            one()
+
+    t = timer.measure(ten_calls, method="cuda_graph", calls_per_sample=10)
+    assert t.calls_per_sample == 10
+    assert t.median_us == pytest.approx(1.5)
+    assert all(s == pytest.approx(1.5) for s in t.samples_us)
+
+
+def test_warmup_runs_until_the_budget_and_is_not_sampled(device: FakeDevice) -> None:
+    timer = Timer("cuda", TimerSettings(warmup_ms=5, rep_ms=2, min_samples=20, max_samples=50))
+    costs = iter([100_000.0] + [100.0] * 10_000)  # the first call compiles: 100 ms
+
+    def fn() -> None:
+        device.t_us += next(costs)
+
+    first = timer.first_call_s(fn)
+    assert first == pytest.approx(0.1)
+    calls = timer.warmup(fn)
+    assert 50 <= calls <= 51  # 5 ms of 100 us calls (the last comparison is in floating point)
+    t = timer.measure(fn, method="cuda_events")
+    assert max(t.samples_us) == pytest.approx(100.0)  # the compile call never shows
+
+
+def test_warmup_makes_at_least_three_calls(device: FakeDevice) -> None:
+    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=1, min_samples=5, max_samples=5))
+    assert timer.warmup(device.op(10_000.0)) == 3
+
+
+def test_sample_count_is_clamped(device: FakeDevice) -> None:
+    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=100, min_samples=30, max_samples=200))
+    assert timer.sample_count(1.0) == 200  # 100 ms of 1 us samples would be 100000
+    assert timer.sample_count(50_000.0) == 30  # 2 samples fit the budget; min wins
+    assert timer.sample_count(1000.0) == 100
+
+
+def test_before_hook_runs_outside_the_timed_region(device: FakeDevice) -> None:
+    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=1, min_samples=10, max_samples=10))
+    flushes = []
+
+    def flush() -> None:
+        flushes.append(1)
+        device.t_us += 40.0  # the flush takes time, but before the start mark
+
+    t = timer.measure(device.op(5.0, noise=0.0), method="cuda_graph", before=flush)
+    assert t.median_us == pytest.approx(5.0)
+    assert len(flushes) == 10 + 3  # every sample plus the three estimation samples
+
+
+def test_calls_per_sample_targets_twenty_microseconds() -> None:
+    assert calls_per_sample(1.1) == 19
+    assert calls_per_sample(20.0) == 1
+    assert calls_per_sample(500.0) == 1
+    assert calls_per_sample(0.001) == 200  # capped
+    assert calls_per_sample(0.0) == 200
+
+
+def test_cpu_budget_is_smaller() -> None:
+    s = TimerSettings(25, 100, 30, 200).scaled_for_cpu()
+    assert (s.min_samples, s.max_samples) == (10, 50)
+    assert TimerSettings.from_plan({"min_samples": 7, "rep_ms": 3}).min_samples == 7
+
+
+# --------------------------------------------------------------------------- flags from timings
+
+
+def _timing(median: float, spread: float, n: int = 101, seed: int = 0) -> Timing:
+    rng = random.Random(seed)
+    return Timing.from_samples("cuda_graph", [median * (1 + rng.gauss(0, spread)) for _ in range(n)])
+
+
+def test_noisy_by_cv_or_iqr() -> None:
+    assert not flags.is_noisy(_timing(10.0, 0.01))
+    assert flags.is_noisy(_timing(10.0, 0.08))
+    # Bimodal: every other sample 12% slower. CV ~6% and IQR/median 12%: both say noisy.
+    bimodal = Timing.from_samples("cuda_graph", [10.0, 11.2] * 50)
+    assert bimodal.iqr_us / bimodal.median_us > flags.NOISY_IQR_RATIO
+    assert flags.is_noisy(bimodal)
+    # One huge outlier among steady samples: IQR is zero, CV catches it.
+    outlier = Timing.from_samples("cuda_graph", [10.0] * 99 + [100.0])
+    assert outlier.iqr_us == 0 and flags.is_noisy(outlier)
+
+
+def test_launch_bound_when_eager_exceeds_graph_by_half() -> None:
+    gpu = Timing.from_samples("cuda_graph", [1.1] * 5)
+    assert flags.is_launch_bound(gpu, Timing.from_samples("cuda_events", [8.5] * 5))
+    assert not flags.is_launch_bound(gpu, Timing.from_samples("cuda_events", [1.6] * 5))
+    assert not flags.is_launch_bound(None, Timing.from_samples("cuda_events", [8.5] * 5))
+
+
+def test_throttled_only_with_active_reasons() -> None:
+    assert flags.is_throttled(MonitorSummary(10, throttle_reasons=("sw_power_cap",)))
+    assert not flags.is_throttled(MonitorSummary(10))
+    assert not flags.is_throttled(None)
+
+
+def test_case_flags_in_model_order() -> None:
+    gpu = Timing.from_samples("cuda_graph", [1.0, 1.0, 1.3, 1.0])
+    launch = Timing.from_samples("cuda_events", [9.0] * 4)
+    got = flags.case_flags(gpu=gpu, launch=launch, monitor=MonitorSummary(3, throttle_reasons=("hw_slowdown",)),
+                           working_set_bytes=4096, l2_bytes=50 << 20, flushed=False)
+    assert got == ("launch_bound", "l2_resident", "throttled", "noisy")
+    cpu = flags.case_flags(gpu=None, launch=launch, monitor=None, working_set_bytes=4096, l2_bytes=None,
+                           flushed=False, backend="cpu")
+    assert cpu == ()
+    assert statistics.median(launch.samples_us) == 9.0
+
+
+def test_graph_time_sizes_k_from_amortised_per_call_time(device: FakeDevice, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 1 us kernel behind a 5 us replay latency: k from the one-call replay alone would be 17
+    and report 1.29 us; from the per-call time of that 17-call graph it is 78: 1.06 us."""
+    from envcheck.bench import timer as timer_mod
+
+    captured: list[int] = []
+
+    class FakeGraph:
+        def __init__(self, calls: int) -> None:
+            self.calls = calls
+
+        def replay(self) -> None:
+            device.t_us += 5.0 + 1.0 * self.calls
+
+    def fake_capture(fn, calls: int) -> FakeGraph:
+        captured.append(calls)
+        return FakeGraph(calls)
+
+    monkeypatch.setattr(timer_mod, "capture_graph", fake_capture)
+    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=5, min_samples=10, max_samples=50))
+    t = timer_mod.graph_time(timer, lambda: None)
+    assert captured[0] == 1 and captured[-1] == t.calls_per_sample
+    assert captured == [1, 17, 78]
+    assert t.median_us == pytest.approx(83 / 78)
+    assert t.method == "cuda_graph"
+
+
+def test_graph_time_with_flush_times_a_single_call(device: FakeDevice, monkeypatch: pytest.MonkeyPatch) -> None:
+    from envcheck.bench import timer as timer_mod
+
+    class FakeGraph:
+        def replay(self) -> None:
+            device.t_us += 30.0
+
+    monkeypatch.setattr(timer_mod, "capture_graph", lambda fn, calls: FakeGraph())
+    flushed: list[int] = []
+    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=1, min_samples=10, max_samples=10))
+    t = timer_mod.graph_time(timer, lambda: None, flush=lambda: flushed.append(1))
+    assert t.calls_per_sample == 1 and t.median_us == pytest.approx(30.0)
+    assert len(flushed) == 13

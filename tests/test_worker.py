@@ -1,0 +1,227 @@
+"""The worker protocol and the worker end to end on the CPU backend."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from envcheck.bench import protocol
+from envcheck.model import Case, Ceiling, MonitorSummary, NumericError, Skip, Timing
+
+FAST = {"warmup_ms": 1, "rep_ms": 2, "min_samples": 3, "max_samples": 5, "flush_l2": False, "seed": 0}
+
+
+def _plan(cases: list[dict], device: str = "cpu") -> dict:
+    return {"device": device, "index": 0, "cases": cases, "settings": FAST, "gpu": {}}
+
+
+def _case(op: str, impl: str = "torch", dtype: str = "fp32", precision: str | None = None, shape=(1024,)) -> dict:
+    return {"op": op, "impl": impl, "dtype": dtype, "precision": precision or dtype, "shape": list(shape)}
+
+
+# --------------------------------------------------------------------------- protocol
+
+
+def test_encode_decode_round_trip_of_a_case() -> None:
+    case = Case("matmul", "triton", "fp32", "tf32", (512, 512, 512), "medium", 3145728, 268435456, "pass",
+                gpu=Timing.from_samples("cuda_graph", [32.0, 33.0, 31.5]), compile_s=1.4,
+                error=NumericError(7.7e-4, 0.08, 2.9e-3, "tf32", True), monitor=MonitorSummary(4),
+                flags=("l2_resident",), tf32=True, gbps=96.0, tflops=8.2, speedup=0.28)
+    line = protocol.encode({"event": "case", "case": case})
+    assert line.endswith("\n") and "\n" not in line[:-1]
+    back = protocol.case_from_event(protocol.decode(line))
+    assert back == case
+
+
+def test_encode_maps_non_finite_floats_to_null() -> None:
+    line = protocol.encode({"event": "ceiling", "ceiling": Ceiling("bandwidth", "measured", float("inf"), "GB/s", "x")})
+    assert json.loads(line)["ceiling"]["value"] is None
+
+
+def test_decode_rejects_stray_output() -> None:
+    for bad in ("compiling kernel...", '{"event": "bogus"}', "[1, 2]", '{"event": "case"'):
+        with pytest.raises(protocol.ProtocolError):
+            protocol.decode(bad)
+    with pytest.raises(protocol.ProtocolError):
+        protocol.encode({"event": "progress"})
+
+
+def test_skip_and_label() -> None:
+    ev = protocol.decode(protocol.encode({"event": "skip", "skip": Skip("relu", "triton", "fp16", (1 << 28,), "oom")}))
+    assert protocol.skip_from_event(ev) == Skip("relu", "triton", "fp16", (1 << 28,), "oom")
+    assert protocol.case_label(_case("matmul", "triton", "bf16", shape=(4096, 4096, 4096))) == \
+        "matmul bf16 4096x4096x4096 triton"
+    assert protocol.case_label(_case("matmul", "torch", "fp32", "tf32", shape=(512, 512, 512))) == \
+        "matmul fp32/tf32 512x512x512 torch"
+
+
+@pytest.mark.parametrize("plan, fragment", [
+    ({"device": "tpu", "cases": []}, "device"),
+    ({"device": "cpu", "cases": [{"op": "conv", "impl": "torch", "dtype": "fp32", "shape": [4]}]}, "unknown op"),
+    ({"device": "cpu", "cases": [{"op": "matmul", "impl": "torch", "dtype": "fp32", "shape": [4, 4]}]}, "3 positive"),
+    ({"device": "cpu", "index": -1, "cases": []}, "index"),
+])
+def test_validate_plan_names_the_problem(plan: dict, fragment: str) -> None:
+    with pytest.raises(protocol.ProtocolError, match=fragment):
+        protocol.validate_plan(plan)
+
+
+def test_validate_plan_fills_defaults() -> None:
+    plan = protocol.validate_plan({"device": "cpu", "cases": [{"op": "relu", "impl": "torch", "dtype": "fp16",
+                                                               "shape": [8]}]})
+    assert plan["cases"][0]["precision"] == "fp16"
+    assert plan["settings"]["warmup_ms"] == 25 and plan["index"] == 0
+
+
+# --------------------------------------------------------------------------- the worker, end to end
+
+
+def _run_worker(stdin: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(protocol.worker_argv(), input=stdin, capture_output=True, text=True, timeout=timeout,
+                          start_new_session=True)
+
+
+def test_worker_subprocess_on_cpu() -> None:
+    pytest.importorskip("torch")
+    cases = [
+        _case("vector_add", shape=(4096,)),
+        _case("vector_add", "triton", shape=(4096,)),  # no Triton on CPU tensors: an error case, not a crash
+        _case("relu", dtype="bf16", shape=(3000,)),
+        _case("softmax", shape=(16, 64)),
+        _case("row_sum", dtype="fp16", shape=(16, 64)),
+        _case("matmul", shape=(32, 16, 24)),
+    ]
+    proc = _run_worker(json.dumps(_plan(cases)))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    events = [protocol.decode(line) for line in proc.stdout.splitlines()]  # every stdout line is an event
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "start" and kinds[-1] == "done"
+    assert protocol.device_from_event(events[0]).backend == "cpu"
+    assert any(e["event"] == "note" and e["text"].startswith("Triton not measured") for e in events)
+    assert [e["i"] for e in events if e["event"] == "case_start"] == list(range(len(cases)))
+    got = [protocol.case_from_event(e) for e in events if e["event"] == "case"]
+    assert len(got) == len(cases)
+    triton = got[1]
+    assert triton.impl == "triton" and triton.status == "error" and triton.message and "\n" not in triton.message
+    for c in got[:1] + got[2:]:
+        assert c.status == "pass", c
+        assert c.gpu is None and c.launch is not None and c.launch.method == "host_clock"
+        assert c.launch.n >= 3 and c.launch.median_us > 0
+        assert c.error is not None and c.error.passed and c.error.rel_l2 < c.error.tolerance
+        assert c.gbps and c.gbps > 0
+    assert got[2].dtype == "bf16" and got[2].error.precision == "bf16"
+
+
+def test_worker_rejects_a_bad_plan_with_exit_2() -> None:
+    proc = _run_worker("{not json")
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert "bad plan" in proc.stderr
+
+
+# --------------------------------------------------------------------------- failures inside one case
+
+
+@pytest.fixture
+def worker_mod():
+    pytest.importorskip("torch")
+    from envcheck.bench import worker
+
+    return worker
+
+
+def _run_in_process(worker_mod, cases: list[dict]) -> list[dict]:
+    events: list[dict] = []
+    worker_mod.Worker(_plan(cases), events.append).run()
+    return [json.loads(protocol.encode(e)) for e in events]
+
+
+def test_a_failing_impl_becomes_an_error_case_and_the_run_goes_on(worker_mod, monkeypatch) -> None:
+    from envcheck.bench import ops
+
+    real = ops.torch_impl
+
+    def broken(op, inputs, out):
+        if op == "relu":
+            def fail():
+                raise RuntimeError("CUDA error: an illegal memory access was encountered\nmore detail")
+            return fail
+        return real(op, inputs, out)
+
+    monkeypatch.setattr(ops, "torch_impl", broken)
+    events = _run_in_process(worker_mod, [_case("relu"), _case("vector_add")])
+    cases = [protocol.case_from_event(e) for e in events if e["event"] == "case"]
+    assert [c.status for c in cases] == ["error", "pass"]
+    assert cases[0].message == "first call failed: RuntimeError: CUDA error: an illegal memory access was encountered"
+    assert events[-1]["event"] == "done"
+
+
+def test_wrong_results_are_a_fail_not_a_pass(worker_mod, monkeypatch) -> None:
+    from envcheck.bench import ops
+
+    def lazy(op, inputs, out):
+        return lambda: out  # writes nothing: the NaN poison stays
+
+    monkeypatch.setattr(ops, "torch_impl", lazy)
+    events = _run_in_process(worker_mod, [_case("vector_add", shape=(2048,))])
+    (case,) = [protocol.case_from_event(e) for e in events if e["event"] == "case"]
+    assert case.status == "fail"
+    assert case.error is not None and not case.error.passed and case.error.rel_l2 == pytest.approx(1.0)
+    assert "2048 of 2048 outputs are NaN/inf" in case.message
+
+
+def test_out_of_memory_becomes_a_skip(worker_mod, monkeypatch) -> None:
+    import torch
+
+    from envcheck.bench import ops
+
+    def oom(op, inputs, out):
+        def fail():
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 3.00 GiB")
+        return fail
+
+    monkeypatch.setattr(ops, "torch_impl", oom)
+    events = _run_in_process(worker_mod, [_case("vector_add", shape=(1 << 12,)), _case("relu", shape=(64,))])
+    skips = [protocol.skip_from_event(e) for e in events if e["event"] == "skip"]
+    assert len(skips) == 2
+    assert skips[0].reason.startswith("out of memory at 2^12 elements: needs ")
+    assert events[-1]["event"] == "done"
+
+
+def test_speedup_is_relative_to_torch_in_the_same_group(worker_mod, monkeypatch) -> None:
+    from envcheck.bench import ops
+
+    monkeypatch.setattr(ops, "compile_impl", lambda op, inputs: ops.torch_impl(op, inputs, inputs["x"].clone()))
+    events = _run_in_process(worker_mod, [_case("relu", shape=(4096,)), _case("relu", "compile", shape=(4096,))])
+    torch_case, other = [protocol.case_from_event(e) for e in events if e["event"] == "case"]
+    assert torch_case.speedup is None
+    assert other.speedup == pytest.approx(torch_case.launch.median_us / other.launch.median_us)
+    assert other.compile_s is not None and torch_case.compile_s is None
+
+
+def test_one_line_keeps_the_first_line_only(worker_mod) -> None:
+    assert worker_mod.one_line(ValueError("bad\nworse")) == "ValueError: bad"
+    assert worker_mod.one_line(KeyError()) == "KeyError"
+    assert len(worker_mod.one_line(RuntimeError("x" * 1000))) == 300
+
+
+def test_matmul_precision_scales_sizes_to_free_memory(worker_mod) -> None:
+    assert list(worker_mod.ceilings_sizes(80 << 30, 2)) == [8192, 4096, 2048]
+    assert list(worker_mod.ceilings_sizes(300 << 20, 4)) == [2048]
+    assert worker_mod.oom_reason("vector_add", (1 << 28,), 3 << 30, int(1.2 * (1 << 30))) == \
+        "out of memory at 2^28 elements: needs 3.0 GiB, 1.2 GiB free"
+
+
+def test_cuda_plan_without_a_gpu_skips_every_case(worker_mod) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is visible")
+    events: list[dict] = []
+    worker_mod.Worker(_plan([_case("relu"), _case("relu", "triton")], device="cuda"), events.append).run()
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "start" and kinds[-1] == "done"
+    skips = [e["skip"] for e in events if e["event"] == "skip"]
+    assert len(skips) == 2 and all("no usable CUDA GPU" in s.reason for s in skips)
