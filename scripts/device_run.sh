@@ -4,7 +4,7 @@
 # and a full `envcheck run`. Runs from a source tree with the machine's own
 # python3 (torch, triton, ... already installed); writes at most 8 files to $OUT.
 #
-#   OUT=some/dir bash scripts/device_run.sh [extra `envcheck run` arguments, e.g. --quick]
+#   OUT=some/dir [SKIP_TESTS=1] [RUN_LIMIT_S=480] bash scripts/device_run.sh [`envcheck run` arguments, e.g. --quick]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out}
@@ -34,13 +34,16 @@ c = wall([sys.executable, "-m", "torch.utils.collect_env"], 2)
 print(f"envcheck probe {p:.3f} s (best of 5); collect_env {c:.3f} s (best of 2); ratio {p / c:.2f}")
 PY
 
-say "GPU tests"
-"$py" -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tee "$out/gpu-tests.log" | tail -n 25 | tee -a "$log"
+if [ -z "${SKIP_TESTS:-}" ]; then
+  say "GPU tests"
+  "$py" -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tee "$out/gpu-tests.log" | tail -n 25 | tee -a "$log"
 
-say "timer vs triton.testing.do_bench"
-"$py" scripts/verify_timer.py 2>&1 | tee "$out/verify-timer.txt" | tee -a "$log"
+  say "timer vs triton.testing.do_bench"
+  "$py" scripts/verify_timer.py 2>&1 | tee "$out/verify-timer.txt" | tee -a "$log"
+fi
 
 say "envcheck run $*"
-"$py" -m envcheck run --format json --out-dir "$out" "$@" 2>&1 | tee -a "$log"
+# Ctrl-C after RUN_LIMIT_S seconds: envcheck then writes the cases finished so far as a partial report.
+timeout -s INT "${RUN_LIMIT_S:-480}" "$py" -m envcheck run --format json --out-dir "$out" "$@" 2>&1 | tee -a "$log"
 echo "exit status: ${PIPESTATUS[0]}" | tee -a "$log"
 ls -la "$out" | tee -a "$log"

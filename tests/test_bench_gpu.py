@@ -78,7 +78,7 @@ def test_small_vector_add_is_launch_bound_not_slow(run_events: list[dict]) -> No
     cases = _cases(run_events)
     small = cases[("vector_add", "triton", "fp32", (1024,))]
     assert "launch_bound" in small.flags
-    assert small.gpu.calls_per_sample >= 20  # many calls per graph: replay latency amortised
+    assert small.gpu.calls_per_sample >= 8  # many calls per graph: replay latency amortised
     assert "l2_resident" in small.flags  # tiny cases are not flushed: said so
     medium = cases[("vector_add", "torch", "fp32", (1 << 20,))]
     assert "l2_resident" not in medium.flags and medium.gpu.calls_per_sample == 1  # flushed
