@@ -22,9 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from envcheck.bench.protocol import PRECISIONS
 from envcheck.model import Ceiling
 
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+# The NVML probe computes the theoretical bandwidth; this name is the same formula, not a second copy.
+from envcheck.probes.gpus import theoretical_bandwidth_gbps as bandwidth_from_clock  # noqa: F401
 
 # Dense FLOP per clock per SM (an FMA counts 2). Sources: NVIDIA architecture whitepapers
 # (Volta, Turing, Ampere GA100 and GA102, Ada, Hopper), cross-checked against the datasheet
@@ -83,11 +85,6 @@ def spec_for(name: str | None) -> Spec | None:
         if spec.matches(name):
             return spec
     return None
-
-
-def bandwidth_from_clock(mem_clock_max_mhz: float, bus_width_bits: int) -> float:
-    """Theoretical DRAM bandwidth in GB/s (see the module docstring)."""
-    return 2 * mem_clock_max_mhz * 1e6 * bus_width_bits / 8 / 1e9
 
 
 def arch_tflops(compute_capability: str | None, sm_count: int | None, sm_clock_max_mhz: float | None,

@@ -39,12 +39,11 @@ import math
 import sys
 from typing import Any
 
-from envcheck.model import BenchDevice, Case, Ceiling, Skip, build, to_dict
+from envcheck.bench.ops import OPS
+from envcheck.model import IMPLS, BenchDevice, Case, Ceiling, Skip, build, to_dict
 
 WORKER_MODULE = "envcheck.bench.worker"
 EVENTS = ("start", "ceiling", "case_start", "case", "skip", "note", "done")
-OPS = ("vector_add", "relu", "matmul", "softmax", "row_sum")
-IMPLS = ("torch", "triton", "compile")
 DTYPES = ("fp32", "fp16", "bf16")
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 DEFAULT_SETTINGS: dict[str, Any] = {"warmup_ms": 25, "rep_ms": 100, "min_samples": 30, "max_samples": 200,

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from envcheck.bench import sizes as sz
+from envcheck.bench.ops import ITEMSIZE, OPS, REFERENCE_CHUNK_ELEMENTS
+from envcheck.bench.protocol import DTYPES
 from envcheck.cli import UsageError
 from envcheck.model import Environment, Skip
 
-OPS = ("vector_add", "relu", "matmul", "softmax", "row_sum")
-DTYPES = ("fp32", "fp16", "bf16")
 # What users type, mapped to (dtype, precision-or-None). ``tf32`` asks for fp32 matmuls with
 # TF32 arithmetic only; ``fp32`` asks for both the TF32 and the IEEE fp32 matmul.
 DTYPE_ALIASES: dict[str, tuple[str, str | None]] = {
@@ -26,7 +26,6 @@ DTYPE_ALIASES: dict[str, tuple[str, str | None]] = {
     "fp16": ("fp16", None), "float16": ("fp16", None), "half": ("fp16", None),
     "bf16": ("bf16", None), "bfloat16": ("bf16", None),
 }
-ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2}
 
 SEED_VECTOR = (1024, 10240, 102400)
 SEED_MATMUL = (512, 1024, 2048)
@@ -62,9 +61,6 @@ GPU_SETTINGS = {"warmup_ms": 25, "rep_ms": 100, "min_samples": 10, "max_samples"
 GPU_QUICK_SETTINGS = {"warmup_ms": 10, "rep_ms": 40, "min_samples": 10, "max_samples": 500, "flush_l2": True, "seed": 0}
 CPU_SETTINGS = {"warmup_ms": 20, "rep_ms": 100, "min_samples": 5, "max_samples": 200, "flush_l2": False, "seed": 0}
 CPU_QUICK_SETTINGS = {"warmup_ms": 5, "rep_ms": 30, "min_samples": 5, "max_samples": 100, "flush_l2": False, "seed": 0}
-
-# The worker checks memory-bound outputs against float64 in chunks of this many elements.
-REFERENCE_CHUNK_ELEMENTS = 1 << 24
 
 # Share of free memory a case may use: the CUDA context, the allocator's slack and the L2
 # flush buffer need the rest.

@@ -6,7 +6,7 @@ they never probe, so a report's checks can be recomputed from its JSON.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from envcheck.model import STATUSES, Check, Environment
 
@@ -36,5 +36,10 @@ def evaluate(env: Environment) -> tuple[Check, ...]:
             found.append(Check(f"{subject}.internal", "warn", f"{subject} checks",
                                f"the {subject} checks crashed: {type(e).__name__}: {e}".splitlines()[0],
                                fix="report this as an envcheck bug, with the output of `envcheck probe --format json`"))
+    return worst_first(found)
+
+
+def worst_first(checks: Iterable[Check]) -> tuple[Check, ...]:
+    """``checks`` ordered fail, warn, pass, skip (``STATUSES``); the order within a status is kept."""
     order = {s: i for i, s in enumerate(STATUSES)}
-    return tuple(sorted(found, key=lambda c: order[c.status]))
+    return tuple(sorted(checks, key=lambda c: order[c.status]))

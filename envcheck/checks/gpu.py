@@ -10,9 +10,7 @@ from collections.abc import Callable
 
 from envcheck.checks import machine
 from envcheck.model import Check, Environment, Gpu
-
-THERMAL = {"sw_thermal_slowdown", "hw_thermal_slowdown"}
-POWER = {"sw_power_cap", "hw_power_brake_slowdown"}
+from envcheck.probes.nvml import THERMAL_REASONS
 
 
 def _skip(cid: str, title: str, gpu: Gpu, key: str) -> Check:
@@ -42,7 +40,7 @@ def check_throttle(gpu: Gpu) -> Check:
         facts.append(f"{temp} C")
     if power is not None and limit is not None:
         facts.append(f"{power:.0f}/{limit:.0f} W")
-    if THERMAL & set(slow):
+    if THERMAL_REASONS & set(slow):
         fix = ("check cooling: nvidia-smi -q -d TEMPERATURE,PERFORMANCE (slowdown temperatures), airflow and fans; "
                "benchmark results taken now are low")
     elif "hw_slowdown" in slow or "hw_power_brake_slowdown" in slow:

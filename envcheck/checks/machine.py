@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from envcheck import units
 from envcheck.checks import cuda_versions
 from envcheck.model import Environment, Gpu
 
@@ -44,7 +45,7 @@ def sm_name(cc: cuda_versions.Version) -> str:
 
 
 def gib(n: float | None) -> str:
-    return f"{n / 2**30:.1f} GiB" if isinstance(n, (int, float)) else "?"
+    return units.gib(n) or "?"
 
 
 def runtime_ran(env: Environment, section: str) -> bool:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from envcheck.checks import machine
 from envcheck.model import Check, Environment
+from envcheck.probes.cuda import WSL_LIB_DIR
 
-WSL_LIB = "/usr/lib/wsl/lib"
+WSL_LIB = WSL_LIB_DIR  # the Windows driver's libraries, mounted into every WSL2 distro
 
 
 def check_version(env: Environment) -> Check:
@@ -49,6 +50,11 @@ def check_loader_path(env: Environment) -> Check:
     )
 
 
+# The Windows driver ships libcuda.so, libcuda.so.1 and libcuda.so.1.1 as three copies,
+# so every ldconfig run prints "/sbin/ldconfig.real: /usr/lib/wsl/lib/libcuda.so.1 is not
+# a symbolic link" (microsoft/WSL#5548, #5663). CUDA still loads; the noise is the harm.
+# /usr/lib/wsl/lib is C:\Windows\System32\lxss\lib mounted read-only, so the lasting fix
+# is made on Windows (ArchWSL#248), and a driver update brings the copies back.
 WINDOWS_LINK_FIX = (
     "optional, in an administrator cmd on Windows: cd C:\\Windows\\System32\\lxss\\lib && del libcuda.so libcuda.so.1 "
     "&& mklink libcuda.so libcuda.so.1.1 && mklink libcuda.so.1 libcuda.so.1.1, then wsl --shutdown"
@@ -83,6 +89,9 @@ def check_symlinks(env: Environment) -> Check:
     )
 
 
+# A Linux driver (apt's nvidia-driver-*, the `cuda` or `cuda-drivers` meta-packages, or
+# NVIDIA's .run installer) puts its own libcuda.so.1 ahead of the WSL one: CUDA then fails
+# with "no CUDA-capable device" or driver/library mismatches. Only the toolkit belongs inside.
 def check_linux_driver(env: Environment) -> Check:
     title = "No Linux driver inside WSL2"
     evidence = env.get("wsl", "linux_driver_in_wsl")

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from envcheck import units
 from envcheck.model import Check, Environment, Fact, Report
 
 Formatter = Callable[[Any], str]
@@ -25,7 +26,7 @@ def _plain(v: Any) -> str:
 
 
 def _gib(v: Any) -> str:
-    return f"{v / 2**30:.1f} GiB" if isinstance(v, (int, float)) else str(v)
+    return units.gib(v) or str(v)
 
 
 def _unit(unit: str) -> Formatter:

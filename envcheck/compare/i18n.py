@@ -7,27 +7,20 @@ identical across languages). Terminal, Markdown and HTML output share them.
 
 from __future__ import annotations
 
-import functools
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 from envcheck.compare.diff import CaseDiff
 from envcheck.compare.envdiff import version_story
 from envcheck.compare.history import Step
-from envcheck.render.i18n import DEFAULT_LANG, LANGS, UnknownLanguage
+from envcheck.render.i18n import DEFAULT_LANG, load_catalog
 from envcheck.render.jinja import DASH
 
 _DIR = Path(__file__).resolve().parent.parent / "render" / "catalog_compare"
 
 
-@functools.cache
 def catalog(lang: str) -> dict[str, str]:
-    if lang not in LANGS:
-        raise UnknownLanguage(f"unknown language {lang!r} (choose from {', '.join(LANGS)})")
-    with (_DIR / f"{lang}.json").open(encoding="utf-8") as f:
-        data = json.load(f)
-    return {k: v for k, v in data.items() if not k.startswith("_")}
+    return load_catalog(_DIR, lang)
 
 
 def translate(lang: str, key: str, **params: object) -> str:

@@ -17,9 +17,11 @@ import signal as _signal
 from dataclasses import dataclass
 from typing import Any
 
+from envcheck.model import Facts, known, missing
 from envcheck.probes.host import Host
 
 MARKER = "@@envcheck-json@@ "
+NOT_RUN = "not run: envcheck probe skips runtime probes"
 TAIL_LINES = 40
 
 # Defined in the child before the caller's code: ``emit(dict)`` reports, and stdout is
@@ -131,3 +133,16 @@ def run_python(host: Host, code: str, timeout: float) -> Isolated:
         wall_s=res.wall_s,
         error=error,
     )
+
+
+def not_run(keys: tuple[str, ...], reason: str = NOT_RUN) -> Facts:
+    """A runtime section whose child was never started: every key missing for ``reason``."""
+    return {k: missing(reason) for k in keys}
+
+
+def error_facts(error_text: str | None, iso: Isolated) -> Facts:
+    """The ``error`` and ``output_tail`` facts every runtime section ends with."""
+    return {
+        "error": known(error_text) if error_text else missing("no error"),
+        "output_tail": known(iso.output_tail) if (error_text and iso.output_tail) else missing("no output"),
+    }

@@ -79,6 +79,8 @@ CLOCKS_EVENT_REASONS: dict[int, str] = {
 SLOWING_REASONS: frozenset[str] = frozenset(
     {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
 )
+# The slowing reasons whose cause is heat (the fix is cooling, not the power limit).
+THERMAL_REASONS: frozenset[str] = frozenset({"sw_thermal_slowdown", "hw_thermal_slowdown"})
 
 
 def reason_names(mask: int) -> list[str]:

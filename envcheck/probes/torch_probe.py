@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from envcheck.model import Facts, known, missing
+from envcheck.probes import isolate
 from envcheck.probes.host import Host
 from envcheck.probes.isolate import Isolated, run_python
 from envcheck.probes.packages import Lookup, PackageInfo, find_package
@@ -22,7 +23,6 @@ RUNTIME_KEYS = (
     "tf32_matmul", "tf32_cudnn", "float32_matmul_precision", "smoke_ok", "smoke_s", "error",
     "warnings", "output_tail",
 )
-NOT_RUN = "not run: envcheck probe skips runtime probes"
 NO_CUDA_DEVICE = "no CUDA device"
 SMOKE_N = 1024  # sum of the first n odd numbers is n**2: exact in float32 for n <= 4096
 
@@ -208,8 +208,7 @@ def runtime_facts(iso: Isolated) -> Facts:
     else:
         facts["smoke_ok"] = missing(why)
         facts["smoke_s"] = missing(why)
-    facts["error"] = known(error_text) if error_text else missing("no error")
-    facts["output_tail"] = known(iso.output_tail) if (error_text and iso.output_tail) else missing("no output")
+    facts.update(isolate.error_facts(error_text, iso))
     return facts
 
 
@@ -218,5 +217,5 @@ def probe_torch_runtime(host: Host, timeout: float) -> Facts:
     return runtime_facts(run_python(host, RUNTIME_CODE, timeout))
 
 
-def not_run(reason: str = NOT_RUN) -> Facts:
-    return {k: missing(reason) for k in RUNTIME_KEYS}
+def not_run(reason: str = isolate.NOT_RUN) -> Facts:
+    return isolate.not_run(RUNTIME_KEYS, reason)

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from envcheck.model import Facts, known, missing
+from envcheck.probes import isolate
 from envcheck.probes.host import Host
 from envcheck.probes.isolate import Isolated, run_python
 from envcheck.probes.packages import Lookup, find_package
@@ -18,7 +19,6 @@ from envcheck.probes.packages import Lookup, find_package
 TRITON_KEYS = ("installed", "version", "location", "bundled_ptxas", "ptxas_path", "ptxas_version", "ptxas_max_sm",
                "ptxas_blackwell_path", "ptxas_blackwell_version", "ptxas_blackwell_max_sm")
 RUNTIME_KEYS = ("smoke_ok", "compile_s", "run_ok", "run_s", "error", "output_tail")
-NOT_RUN = "not run: envcheck probe skips runtime probes"
 NO_GPU = "no CUDA GPU: Triton needs one to compile (envcheck run tests Triton kernels only on a GPU)"
 PTXAS_TIMEOUT_S = 10.0
 
@@ -211,8 +211,7 @@ def runtime_facts(iso: Isolated) -> Facts:
         facts["run_ok"] = missing("the first call failed" if facts["smoke_ok"].value is False else why)
     facts["run_s"] = known(data["run_s"]) if data.get("run_s") is not None else missing(
         facts["run_ok"].reason or why)
-    facts["error"] = known(error_text) if error_text else missing("no error")
-    facts["output_tail"] = known(iso.output_tail) if (error_text and iso.output_tail) else missing("no output")
+    facts.update(isolate.error_facts(error_text, iso))
     return facts
 
 
@@ -221,5 +220,5 @@ def probe_triton_runtime(host: Host, timeout: float) -> Facts:
     return runtime_facts(run_python(host, RUNTIME_CODE, timeout))
 
 
-def not_run(reason: str = NOT_RUN) -> Facts:
-    return {k: missing(reason) for k in RUNTIME_KEYS}
+def not_run(reason: str = isolate.NOT_RUN) -> Facts:
+    return isolate.not_run(RUNTIME_KEYS, reason)

@@ -27,26 +27,6 @@ DPKG_TIMEOUT_S = 5.0
 # Linux driver packages that must not be installed inside WSL2 (Ubuntu/Debian names).
 DRIVER_PACKAGE_PATTERNS = ("nvidia-driver-*", "libnvidia-compute-*")
 
-# The Windows driver ships libcuda.so, libcuda.so.1 and libcuda.so.1.1 as three copies,
-# so every ldconfig run prints "/sbin/ldconfig.real: /usr/lib/wsl/lib/libcuda.so.1 is not
-# a symbolic link" (microsoft/WSL#5548, #5663). CUDA still loads; the noise is the harm.
-# /usr/lib/wsl/lib is C:\Windows\System32\lxss\lib mounted read-only, so the lasting fix
-# is made on Windows (ArchWSL#248), and a driver update brings the copies back.
-LIBCUDA_COPIES_FIX = (
-    "in an administrator Command Prompt on Windows: cd C:\\Windows\\System32\\lxss\\lib && "
-    "del libcuda.so libcuda.so.1 && mklink libcuda.so libcuda.so.1.1 && mklink libcuda.so.1 libcuda.so.1.1, "
-    "then wsl --shutdown (repeat after each NVIDIA driver update)"
-)
-# A Linux driver (apt's nvidia-driver-*, the `cuda` or `cuda-drivers` meta-packages, or
-# NVIDIA's .run installer) puts its own libcuda.so.1 ahead of the WSL one: CUDA then fails
-# with "no CUDA-capable device" or driver/library mismatches. Only the toolkit belongs inside.
-LINUX_DRIVER_FIX = (
-    "sudo apt-get remove --purge 'nvidia-driver-*' 'libnvidia-compute-*' && sudo ldconfig, then wsl --shutdown; "
-    "install CUDA inside WSL2 only as cuda-toolkit-X-Y from NVIDIA's wsl-ubuntu repository (never `cuda`, "
-    "`cuda-drivers` or the .run driver)"
-)
-LOADER_PATH_FIX = f"echo {WSL_LIB_DIR} | sudo tee /etc/ld.so.conf.d/ld.wsl.conf && sudo ldconfig"
-
 _WSL1_KERNEL = re.compile(r"\d+\.\d+\.\d+-\d+-Microsoft\b")
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envcheck.model import Case, Report
+from envcheck.render import findings
 from envcheck.render.i18n import translate
 
 IMPL_COLORS = {"torch": "#0072B2", "triton": "#D55E00", "compile": "#009E73"}
@@ -137,15 +138,11 @@ def _x_label(cases: Sequence[Case], t: Callable[..., str]) -> str:
     return t("chart.axis.elements")
 
 
-def _variant(case: Case) -> str:
-    return case.dtype if case.dtype == case.precision else f"{case.dtype} ({case.precision})"
-
-
 def _facets(cases: Sequence[Case]) -> list[tuple[str, list[Case]]]:
     """Cases split by dtype/precision, in first-seen order: one subplot each."""
     groups: dict[str, list[Case]] = {}
     for c in cases:
-        groups.setdefault(_variant(c), []).append(c)
+        groups.setdefault(findings.variant(c), []).append(c)
     return list(groups.items())
 
 

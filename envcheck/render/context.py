@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from envcheck import summary
-from envcheck.model import STATUSES, Case, Fact, Report
+from envcheck.checks import worst_first
+from envcheck.model import Case, Fact, Report
+from envcheck.probes.envvars import REDACTED, is_secret_name
 from envcheck.render import findings as fnd
 from envcheck.render.i18n import translate
 from envcheck.render.jinja import DASH, duration_us, nbytes, num, pct, sci, seconds, speedup
@@ -49,14 +51,13 @@ GPU_FACTS: tuple[str, ...] = (
 
 # A second line of defence: probes redact secrets, but a report written by another
 # tool version must not leak one through a rendered document either.
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 _URL_CREDENTIALS = re.compile(r"(\w[\w+.-]*://)[^/@\s]+@")
 
 
 def redact(name: str, value: str) -> str:
-    if _SECRET_NAME.search(name):
-        return "<redacted>"
-    return _URL_CREDENTIALS.sub(r"\1<redacted>@", value)
+    if is_secret_name(name):
+        return REDACTED
+    return _URL_CREDENTIALS.sub(rf"\1{REDACTED}@", value)
 
 
 @dataclass(frozen=True)
@@ -162,8 +163,7 @@ def _gpus(report: Report, view: View) -> list[dict[str, Any]]:
 
 
 def _checks(report: Report) -> list[Any]:
-    order = {s: i for i, s in enumerate(STATUSES)}
-    return sorted(report.checks, key=lambda c: order.get(c.status, len(order)))  # sorted() is stable
+    return list(worst_first(report.checks))
 
 
 def _pct_of_peak(report: Report, c: Case) -> float | None:

@@ -23,13 +23,21 @@ class UnknownLanguage(ValueError):
 
 
 @functools.cache
-def catalog(lang: str) -> dict[str, str]:
-    """The messages of ``lang`` (cached: catalogues are read-only package data)."""
+def load_catalog(directory: Path, lang: str) -> dict[str, str]:
+    """The messages of ``lang`` in ``directory`` (cached: catalogues are read-only package data).
+
+    Keys starting with ``_`` are notes for translators, not messages.
+    """
     if lang not in LANGS:
         raise UnknownLanguage(f"unknown language {lang!r} (choose from {', '.join(LANGS)})")
-    with (_CATALOG_DIR / f"{lang}.json").open(encoding="utf-8") as f:
+    with (directory / f"{lang}.json").open(encoding="utf-8") as f:
         data = json.load(f)
     return {k: v for k, v in data.items() if not k.startswith("_")}
+
+
+def catalog(lang: str) -> dict[str, str]:
+    """The messages of ``lang`` for the report documents."""
+    return load_catalog(_CATALOG_DIR, lang)
 
 
 def placeholders(message: str) -> set[str]:

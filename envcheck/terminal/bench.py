@@ -18,9 +18,8 @@ from rich.text import Text
 
 from envcheck import summary
 from envcheck.bench.sizes import describe
-from envcheck.model import Bench, Case, Report
+from envcheck.model import IMPLS, STATUSES, Bench, Case, Report
 
-IMPL_ORDER = ("torch", "triton", "compile")
 FLAG_LABELS = {"launch_bound": "launch-bound", "l2_resident": "fits L2", "throttled": "throttled", "noisy": "noisy"}
 TIME_METHODS = {"cuda_graph": "GPU time (CUDA-graph replay)", "cuda_events": "eager calls timed with CUDA events",
                 "host_clock": "host clock around synchronous calls"}
@@ -87,7 +86,7 @@ def _throughput(c: Case, matmul: bool) -> float | None:
 def op_table(bench: Bench, op: str) -> Table:
     """One row per (shape, dtype/precision); one time column per implementation present."""
     cases = [c for c in bench.cases if c.op == op]
-    impls = [i for i in IMPL_ORDER if any(c.impl == i for c in cases)]
+    impls = [i for i in IMPLS if any(c.impl == i for c in cases)]
     matmul = op == "matmul"
     methods = sorted({c.best_time.method for c in cases if c.best_time})
     caption = "us: " + "; ".join(TIME_METHODS.get(m, m) for m in methods) if methods else None
@@ -236,7 +235,7 @@ def check_lines(report: Report) -> list[RenderableType]:
     counts = Counter(c.status for c in report.checks)
     verdict = report.verdict
     style = {"fail": "bold red", "warn": "yellow"}.get(verdict, "green")
-    parts = ", ".join(f"{counts[s]} {s}" for s in ("fail", "warn", "pass", "skip") if counts[s])
+    parts = ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s])
     out: list[RenderableType] = [Text(f"Checks: {verdict} ({parts})", style=style)]
     for c in report.checks:
         if c.status in ("fail", "warn"):

@@ -6,18 +6,13 @@ fact shows its reason, shortened, instead of a blank.
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
 from envcheck.model import Environment, Gpu
+from envcheck.units import gib
 
 REASON_CHARS = 70
-
-
-def gib(n: Any) -> str | None:
-    return f"{n / 2**30:.1f} GiB" if isinstance(n, (int, float)) else None
 
 
 def _reason(env: Environment, section: str, key: str) -> str:

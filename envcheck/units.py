@@ -1,0 +1,13 @@
+"""Byte sizes as plain text, one spelling for the terminal, the checks and ``envcheck diff``.
+
+The documents format numbers with the Jinja filters in ``render.jinja`` instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def gib(n: Any) -> str | None:
+    """``85899345920`` -> ``80.0 GiB``; None when ``n`` is not a number (a missing fact)."""
+    return f"{n / 2**30:.1f} GiB" if isinstance(n, (int, float)) else None
