@@ -79,6 +79,19 @@ def test_noisy_rows_report_worst_cv():
     assert f.params["cv_pct"] == pytest.approx(100 * max(c.gpu.cv for c in b.cases[:3]))
 
 
+def test_launch_bound_matmul_is_named_by_its_shape_not_an_element_count():
+    b = with_cases(bench(), lambda c: dataclasses.replace(c, flags=("launch_bound",))
+                   if c.op == "matmul" and c.shape == (1024, 1024, 1024) else c)
+    found = {f.params["op"]: f for f in fnd.launch_bound(b)}
+    assert found["matmul"].key == "finding.launch_bound_shape"
+    assert found["matmul"].params == {"op": "matmul", "size": "1024×1024×1024"}
+
+
+def test_matmul_is_judged_against_flops_not_bandwidth():
+    found = {f.params["op"] for f in fnd.bandwidth_ceiling(bench())}
+    assert "matmul" not in found and "vector_add" in found
+
+
 def test_bandwidth_ceiling_ignores_l2_resident_and_launch_bound_rows():
     found = {f.params["op"]: f for f in fnd.bandwidth_ceiling(bench())}
     best = found["vector_add"]

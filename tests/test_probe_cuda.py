@@ -242,6 +242,8 @@ def test_probe_env_keeps_only_relevant_variables_and_leaks_nothing() -> None:
         "PIP_INDEX_URL": "https://alice:s3cr3t@pypi.corp.example/simple",
         "HOME": "/home/user",
         "NV_CUDA_LIB_VERSION": "13.0.2-1",
+        "NVIDIA_VISIBLE_DEVICES": "0",
+        "NVIDIA_REQUIRE_CUDA": "cuda>=13.0 brand=unknown,driver>=535,driver<536 brand=grid,driver>=535,driver<536",
     }
     facts = probe_env(FakeHost(environ=environ))
     variables = facts["variables"].value
@@ -251,7 +253,8 @@ def test_probe_env_keeps_only_relevant_variables_and_leaks_nothing() -> None:
     assert variables["NCCL_DEBUG"] == "INFO"
     assert variables["TORCH_HUB_TOKEN"] == REDACTED
     assert variables["NCCL_IB_AUTH_KEY"] == REDACTED
-    for dropped in ("HF_TOKEN", "WANDB_API_KEY", "HOME", "PIP_INDEX_URL", "NV_CUDA_LIB_VERSION"):
+    assert variables["NVIDIA_VISIBLE_DEVICES"] == "0"
+    for dropped in ("HF_TOKEN", "WANDB_API_KEY", "HOME", "PIP_INDEX_URL", "NV_CUDA_LIB_VERSION", "NVIDIA_REQUIRE_CUDA"):
         assert dropped not in variables
     dumped = json.dumps(to_dict(facts))
     for secret in [*SECRETS.values(), "s3cr3t"]:

@@ -38,7 +38,14 @@ _TOKEN_SHAPES = re.compile(
 )
 
 
+# Container-image metadata, not settings: NVIDIA's CUDA images set NVIDIA_REQUIRE_CUDA to a
+# multi-kilobyte list of driver constraints that nothing on the machine reads at run time.
+IGNORED_PREFIXES = ("NVIDIA_REQUIRE_",)
+
+
 def is_relevant(name: str) -> bool:
+    if name.startswith(IGNORED_PREFIXES):
+        return False
     return name in RELEVANT_NAMES or name.startswith(RELEVANT_PREFIXES)
 
 

@@ -110,7 +110,9 @@ def plan(report: Report) -> list[ChartPlan]:
         plans.append(ChartPlan(f"{op}_time", "time", op, wide))
         if any(c.speedup is not None for c in cases):
             plans.append(ChartPlan(f"{op}_speedup", "speedup", op, wide))
-        if any(c.pct_theoretical is not None or (c.gbps is not None and not is_matmul([c])) for c in cases):
+        # Matmul is compute-bound: its pct_theoretical is a share of the FLOP/s peak, and its
+        # GB/s would be drawn against a bandwidth ceiling it never approaches.
+        if not is_matmul(cases) and any(c.gbps is not None for c in cases):
             plans.append(ChartPlan(f"{op}_bandwidth", "bandwidth", op, wide))
         if is_matmul(cases) and any(c.tflops for c in cases):
             plans.append(ChartPlan(f"{op}_tflops", "tflops", op, wide))

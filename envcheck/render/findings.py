@@ -78,7 +78,10 @@ def launch_bound(bench: Bench) -> list[Finding]:
         if not flagged:
             continue
         top = max(flagged, key=elements)
-        out.append(Finding("finding.launch_bound", {"op": op, "size": size_label(top.shape), "elements": elements(top)}))
+        if len(top.shape) == 1:
+            out.append(Finding("finding.launch_bound", {"op": op, "elements": elements(top)}))
+        else:
+            out.append(Finding("finding.launch_bound_shape", {"op": op, "size": size_label(top.shape)}))
     return out
 
 
@@ -143,8 +146,9 @@ def bandwidth_ceiling(bench: Bench) -> list[Finding]:
     """Per memory-bound op: the best share of the bandwidth ceilings, at sizes that reach HBM."""
     out = []
     for op in ops(bench):
+        # Matmul's pct_theoretical is a share of the FLOP/s peak: compute_ceiling speaks for it.
         rows = [c for c in _measured(bench.cases) if c.op == op and c.pct_theoretical is not None
-                and L2_RESIDENT not in c.flags and LAUNCH_BOUND not in c.flags]
+                and not _is_matmul(c) and L2_RESIDENT not in c.flags and LAUNCH_BOUND not in c.flags]
         if not rows:
             continue
         best = max(rows, key=lambda c: c.pct_theoretical or 0.0)
@@ -258,7 +262,7 @@ def recommendations(found: Sequence[Finding]) -> list[Recommendation]:
         out.append(Recommendation("rec.throttled"))
     if "finding.noisy" in keys:
         out.append(Recommendation("rec.noisy"))
-    bound = [f for f in found if f.key == "finding.launch_bound" and "×" not in f.params["size"]]
+    bound = [f for f in found if f.key == "finding.launch_bound"]
     if bound:
         out.append(Recommendation("rec.small_tensors", {"elements": max(f.params["elements"] for f in bound)}))
     for f in found:
