@@ -211,3 +211,87 @@ def test_graph_time_with_flush_times_a_single_call(device: FakeDevice, monkeypat
     t = timer_mod.graph_time(timer, lambda: None, flush=lambda: flushed.append(1))
     assert t.calls_per_sample == 1 and t.median_us == pytest.approx(30.0)
     assert len(flushed) == 13
+
+
+# --------------------------------------------------------------------------- interleaved sampling
+
+
+class DriftingDevice(FakeDevice):
+    """A GPU sliding into its power cap: every call costs more the longer the device has run
+    (+0.2% per ms of work: steeper than an H200's 20-30% over a second or two, to make the
+    order effect plain within a 20 ms budget)."""
+
+    def op(self, cost_us: float, noise: float = 0.0):
+        def call() -> None:
+            self.t_us += cost_us * (1 + self.t_us / 500_000.0) * (1 + self.rng.gauss(0, noise))
+        return call
+
+
+@pytest.fixture
+def drifting(monkeypatch: pytest.MonkeyPatch) -> DriftingDevice:
+    dev = DriftingDevice(seed=7)
+    monkeypatch.setattr(Timer, "clock_factory", staticmethod(lambda backend: dev))
+    return dev
+
+
+def test_identical_impls_measured_as_blocks_differ_under_drift(drifting: DriftingDevice) -> None:
+    """The old way, one block after the other: the second block meets a slower device."""
+    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=20, min_samples=10, max_samples=500))
+    first = timer.measure(drifting.op(200.0), method="cuda_graph")
+    second = timer.measure(drifting.op(200.0), method="cuda_graph")
+    assert second.median_us / first.median_us > 1.03
+
+
+def test_identical_impls_interleaved_get_equal_medians_under_drift(drifting: DriftingDevice) -> None:
+    from envcheck.bench.timer import Region
+
+    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=20, min_samples=10, max_samples=500))
+    a, b, c = timer.measure_interleaved([Region(drifting.op(200.0, noise=0.01), "cuda_graph"),
+                                         Region(drifting.op(200.0, noise=0.01), "cuda_graph"),
+                                         Region(drifting.op(400.0, noise=0.01), "cuda_graph")])
+    assert isinstance(a, Timing) and isinstance(b, Timing) and isinstance(c, Timing)
+    assert 95 <= a.n <= 101 and 95 <= b.n <= 101 and 45 <= c.n <= 51  # rep_ms / each one's estimate
+    assert b.median_us == pytest.approx(a.median_us, rel=0.005)
+    assert c.median_us / a.median_us == pytest.approx(2.0, rel=0.005)  # the true ratio survives the drift
+
+
+def test_interleaved_turns_go_round_robin_and_sync_once(device: FakeDevice) -> None:
+    from envcheck.bench import timer as timer_mod
+    from envcheck.bench.timer import Region
+
+    calls: list[str] = []
+
+    def region(name: str, cost: float):
+        def run() -> None:
+            calls.append(name)
+            device.t_us += cost
+        return run
+
+    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=10, min_samples=5, max_samples=500))
+    syncs = device.syncs
+    got = timer.measure_interleaved([Region(region("a", 100.0), "cuda_graph"),
+                                     Region(region("b", 500.0), "cuda_graph", calls_per_sample=5)])
+    assert device.syncs - syncs == 3  # one per estimate, one for all the turns
+    sampled = calls[2 * timer_mod.ESTIMATE_SAMPLES:]
+    assert sampled.count("a") == 100 and sampled.count("b") == 20
+    # 10 ms of work each, in 2 ms turns: 5 rounds of 20 "a" and 4 "b", every other one backwards.
+    assert sampled == (["a"] * 20 + ["b"] * 4 + ["b"] * 4 + ["a"] * 20) * 2 + ["a"] * 20 + ["b"] * 4
+    assert got[1].median_us == pytest.approx(100.0) and got[1].calls_per_sample == 5
+
+
+def test_a_failing_region_drops_out_and_the_others_are_measured(device: FakeDevice) -> None:
+    from envcheck.bench.timer import Region
+
+    state = {"calls": 0}
+
+    def flaky() -> None:
+        state["calls"] += 1
+        device.t_us += 50.0
+        if state["calls"] > 10:  # after the estimate, in its second turn
+            raise RuntimeError("illegal instruction")
+
+    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=5, min_samples=5, max_samples=500))
+    ok, bad = timer.measure_interleaved([Region(device.op(50.0, noise=0.0), "cuda_graph"),
+                                         Region(flaky, "cuda_graph")])
+    assert isinstance(ok, Timing) and ok.n == 100 and ok.median_us == pytest.approx(50.0)
+    assert isinstance(bad, RuntimeError)

@@ -225,3 +225,52 @@ def test_cuda_plan_without_a_gpu_skips_every_case(worker_mod) -> None:
     assert kinds[0] == "start" and kinds[-1] == "done"
     skips = [e["skip"] for e in events if e["event"] == "skip"]
     assert len(skips) == 2 and all("no usable CUDA GPU" in s.reason for s in skips)
+
+
+def test_a_group_is_prepared_then_measured_together_in_plan_order(worker_mod, monkeypatch) -> None:
+    from envcheck.bench import ops
+
+    monkeypatch.setattr(ops, "compile_impl", lambda op, inputs: ops.torch_impl(op, inputs, inputs["x"].clone()))
+    cases = [_case("relu", shape=(4096,)), _case("relu", "triton", shape=(4096,)),  # no Triton on CPU: error
+             _case("relu", "compile", shape=(4096,)), _case("vector_add", shape=(2048,))]
+    events = _run_in_process(worker_mod, cases)
+    order = [(e["event"], e.get("i", e.get("case", {}).get("impl"))) for e in events
+             if e["event"] in ("case_start", "case")]
+    # Every implementation of the relu group is prepared before any is measured; the results
+    # come out in plan order, torch first.
+    assert order == [("case_start", 0), ("case_start", 1), ("case_start", 2),
+                     ("case", "torch"), ("case", "triton"), ("case", "compile"),
+                     ("case_start", 3), ("case", "torch")]
+    torch_case, triton_case, compiled, _ = [protocol.case_from_event(e) for e in events if e["event"] == "case"]
+    assert triton_case.status == "error" and triton_case.message.startswith("first call failed")
+    assert torch_case.status == compiled.status == "pass"
+    assert compiled.speedup == pytest.approx(torch_case.launch.median_us / compiled.launch.median_us)
+
+
+def test_an_impl_failing_while_sampled_loses_only_its_own_case(worker_mod, monkeypatch) -> None:
+    from envcheck.bench import ops
+
+    armed = {"on": False}
+
+    def flaky(op, inputs):
+        x = inputs["x"]
+
+        def fn():
+            if armed["on"]:
+                raise RuntimeError("device lost\nmore")
+            return x.clamp_min(0.0)
+        return fn
+
+    monkeypatch.setattr(ops, "compile_impl", flaky)
+    real = worker_mod.Worker._sample_gpu
+
+    def arm_after_gpu(self, ready):  # the failure comes in the interleaved launch-time sampling
+        real(self, ready)
+        armed["on"] = True
+
+    monkeypatch.setattr(worker_mod.Worker, "_sample_gpu", arm_after_gpu)
+    events = _run_in_process(worker_mod, [_case("relu", shape=(4096,)), _case("relu", "compile", shape=(4096,))])
+    torch_case, compiled = [protocol.case_from_event(e) for e in events if e["event"] == "case"]
+    assert torch_case.status == "pass" and torch_case.launch is not None
+    assert compiled.status == "error" and compiled.message == "RuntimeError: device lost"
+    assert events[-1]["event"] == "done"

@@ -16,6 +16,14 @@ How a measurement goes (``Timer.measure``), following triton.testing.do_bench:
 
 What the region is decides what the time means: a CUDA-graph replay (GPU time, launch gaps
 removed) or a batch of eager calls (launch time, what a Python caller pays); see worker.py.
+
+Comparisons are taken interleaved (``Timer.measure_interleaved``): the regions of one group
+(torch, Triton, torch.compile of the same op and shape) take their samples in turns of about
+``INTERLEAVE_TURN_US`` each, round-robin, until every one has its count. A GPU at its power
+cap (an H200 at 700 W under tensor-core load) lowers its clocks by 20-30% within a second, so
+timing one implementation's samples as a block and then the next one's measures the order
+of the blocks (the second meets a hotter, slower GPU), not the implementations. Interleaved,
+each implementation's samples are spread evenly over the same window and see the same drift.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -40,6 +48,10 @@ GRAPH_TARGET_US = 100.0
 MAX_GRAPH_CALLS = 500
 MIN_WARMUP_CALLS = 3
 ESTIMATE_SAMPLES = 3
+# One region's turn in an interleaved measurement lasts about this long: far shorter than the
+# power-cap and thermal swings it must share out evenly (hundreds of ms), long enough that a
+# turn of a 1 ms region is still a few samples.
+INTERLEAVE_TURN_US = 2000.0
 
 
 class Clock(Protocol):
@@ -169,6 +181,12 @@ class Timer:
         return calls
 
     def _samples(self, region: Callable[[], Any], n: int, before: Callable[[], Any] | None) -> list[float]:
+        marks = self._enqueue(region, n, before)
+        self.clock.synchronize()
+        return [self.clock.elapsed_us(s, e) for s, e in marks]
+
+    def _enqueue(self, region: Callable[[], Any], n: int, before: Callable[[], Any] | None) -> list[tuple[Any, Any]]:
+        """``n`` samples enqueued back to back, not synchronised: their (start, end) marks."""
         marks = []
         for _ in range(n):
             if before is not None:
@@ -176,8 +194,7 @@ class Timer:
             start = self.clock.mark()
             region()
             marks.append((start, self.clock.mark()))
-        self.clock.synchronize()
-        return [self.clock.elapsed_us(s, e) for s, e in marks]
+        return marks
 
     def sample_count(self, estimate_us: float) -> int:
         s = self.settings
@@ -193,11 +210,63 @@ class Timer:
     def measure(self, region: Callable[[], Any], *, method: str, calls_per_sample: int = 1,
                 before: Callable[[], Any] | None = None) -> Timing:
         """Timing per call of ``region``, which makes ``calls_per_sample`` calls of the op."""
-        estimate = self.estimate_us(region, before)
-        n = self.sample_count(estimate)
-        samples = self._samples(region, n, before)
-        k = max(1, calls_per_sample)
-        return Timing.from_samples(method, [s / k for s in samples], calls_per_sample=k)
+        (result,) = self.measure_interleaved([Region(region, method, calls_per_sample, before)])
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def measure_interleaved(self, regions: Sequence[Region]) -> list[Timing | BaseException]:
+        """One Timing per region, their samples taken in turns so that drift falls on all alike.
+
+        Each region gets its own sample count (``rep_ms`` / its estimate, clamped), split into
+        the same number of turns; the turns go round-robin, forwards then backwards, so every
+        region's samples spread evenly over the whole window. A region that raises (in its estimate or a turn) gets
+        the exception as its result and drops out; the others go on. All marks are enqueued
+        without waiting and read after one synchronisation, as ``measure`` always did, so the
+        host never stalls the GPU between turns.
+        """
+        results: list[Timing | BaseException | None] = [None] * len(regions)
+        counts: dict[int, int] = {}
+        busy_us = 0.0  # the longest region's share of the window
+        for i, r in enumerate(regions):
+            try:
+                estimate = self.estimate_us(r.run, r.before)
+            except Exception as e:  # noqa: BLE001 - this region's failure, not the group's
+                results[i] = e
+                continue
+            counts[i] = self.sample_count(estimate)
+            busy_us = max(busy_us, counts[i] * max(estimate, 0.0))
+        if counts:
+            turns = max(1, min(min(counts.values()), math.ceil(busy_us / INTERLEAVE_TURN_US)))
+            marks: dict[int, list[tuple[Any, Any]]] = {i: [] for i in counts}
+            for t in range(turns):
+                # Every other round runs backwards (a, b, c, c, b, a, ...): within a round the
+                # later regions meet a slightly slower GPU; alternating cancels that linear part.
+                order = list(marks) if t % 2 == 0 else list(reversed(marks))
+                for i in order:
+                    n, r = counts[i], regions[i]
+                    try:
+                        marks[i] += self._enqueue(r.run, n * (t + 1) // turns - n * t // turns, r.before)
+                    except Exception as e:  # noqa: BLE001
+                        results[i] = e
+                        del marks[i]
+            self.clock.synchronize()
+            for i, m in marks.items():
+                k = max(1, regions[i].calls_per_sample)
+                samples = [self.clock.elapsed_us(s, e) / k for s, e in m]
+                results[i] = Timing.from_samples(regions[i].method, samples, calls_per_sample=k)
+        return [r if r is not None else RuntimeError("not measured") for r in results]
+
+
+@dataclass(frozen=True)
+class Region:
+    """What one implementation times: ``run`` makes ``calls_per_sample`` calls of the op;
+    ``before`` (the L2 flush) runs ahead of every sample, outside the timed region."""
+
+    run: Callable[[], Any]
+    method: str
+    calls_per_sample: int = 1
+    before: Callable[[], Any] | None = None
 
 
 # --------------------------------------------------------------------------- CUDA-only helpers
@@ -228,18 +297,25 @@ def capture_graph(fn: Callable[[], Any], calls: int) -> Any:
 
 
 def graph_time(timer: Timer, fn: Callable[[], Any], flush: Callable[[], Any] | None = None) -> Timing:
-    """GPU time per call of ``fn`` (warmed up) from CUDA-graph replays between CUDA events.
+    """GPU time per call of ``fn`` (warmed up) from CUDA-graph replays between CUDA events."""
+    region = graph_region(timer, fn, flush)
+    return timer.measure(region.run, method=region.method, calls_per_sample=region.calls_per_sample,
+                         before=region.before)
+
+
+def graph_region(timer: Timer, fn: Callable[[], Any], flush: Callable[[], Any] | None = None) -> Region:
+    """The CUDA graph of ``fn`` (warmed up) to replay for its GPU time, as a Region to sample.
 
     With ``flush`` (memory-bound cases from 1 MiB to 3x L2): a single-call graph, the flush
     before every sample. Without: ``k`` calls per graph so a sample lasts >= GRAPH_TARGET_US.
     A replay has its own launch latency (about 4-5 us on an H100/H200), so ``k`` comes from
     the per-call time of a multi-call graph, where that latency is already amortised; sizing
     it from a one-call replay would take the latency for kernel time and choose ``k`` = 2 for
-    a 1 us kernel, reporting 5 us.
+    a 1 us kernel, reporting 5 us. The Region keeps the graph alive (through ``replay``).
     """
     graph = capture_graph(fn, 1)
     if flush is not None:
-        return timer.measure(graph.replay, method="cuda_graph", calls_per_sample=1, before=flush)
+        return Region(graph.replay, "cuda_graph", 1, flush)
     single = timer.estimate_us(graph.replay)
     k = 1
     if single < GRAPH_TARGET_US:
@@ -251,7 +327,7 @@ def graph_time(timer: Timer, fn: Callable[[], Any], flush: Callable[[], Any] | N
         if k != probe:
             del graph
             graph = capture_graph(fn, k)
-    return timer.measure(graph.replay, method="cuda_graph", calls_per_sample=k)
+    return Region(graph.replay, "cuda_graph", k)
 
 
 class L2Flusher:

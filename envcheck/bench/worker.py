@@ -5,17 +5,27 @@ importing torch, initialising CUDA, compiling Triton kernels and ``torch.compile
 failing never ends the run: its exception becomes a Case with status ``error`` (traceback on
 stderr) and out-of-memory becomes a Skip.
 
-What one case measures (CUDA backend):
+What one group of cases (one op, dtype, precision and shape: torch, Triton, torch.compile)
+measures (CUDA backend). Per implementation, one after the other:
 1. first call, timed on the host until done: ``compile_s`` for Triton (JIT + autotune) and
    torch.compile (graph capture + Inductor), kept apart from every measurement;
 2. the checked call: output poisoned with NaN, one call, compared with the float64 reference;
-3. warm-up calls for ``warmup_ms`` (at least 3);
-4. GPU time: the call captured in a CUDA graph and replayed between CUDA events. Memory-bound
+3. warm-up calls for ``warmup_ms`` (at least 3), then the CUDA graph for step 4: memory-bound
    cases from 1 MiB to 3x L2 get a single-call graph with the L2 flushed before every sample
    (flags.py says why not below 1 MiB); others get ``k`` calls per graph so a sample lasts
-   >= 100 us and the replay's own launch latency is amortised; the time is divided by ``k``;
-5. launch time: a batch of eager calls between CUDA events, divided by the batch size;
-6. NVML sampled around 4 and 5 (clocks, temperature, power, throttle reasons).
+   >= 100 us and the replay's own launch latency is amortised; the time is divided by ``k``.
+Then for all the group's implementations together, their samples interleaved in turns of a
+few ms (timer.py says why: a power-capped GPU drifts, and a block measured second would meet
+a hotter, slower GPU):
+4. GPU time: the graphs replayed between CUDA events;
+5. launch time: batches of eager calls between CUDA events, divided by the batch size;
+6. NVML sampled through 4 and 5 (clocks, temperature, power, throttle reasons). Every case of
+   the group carries this one summary of the group's window: its samples are interleaved far
+   more finely than NVML's 20 ms sampling could tell apart, and all of them ran under it.
+A failure or OOM of one implementation in any step becomes its error case or skip; the other
+implementations of the group are measured all the same. Events stay one per case in plan
+order (torch first): ``case_start`` as each implementation is prepared (a hang there names
+it), the ``case`` / ``skip`` events once the group is measured.
 The CPU backend times eager calls with ``perf_counter`` (method ``host_clock``) only.
 """
 
@@ -33,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from envcheck.bench import accuracy, ceilings, flags, ops, protocol
-from envcheck.bench.timer import L2Flusher, Timer, TimerSettings, calls_per_sample, graph_time
+from envcheck.bench.timer import L2Flusher, Region, Timer, TimerSettings, calls_per_sample, graph_region
 from envcheck.model import BenchDevice, Case, Ceiling, MonitorSummary, Skip, Timing
 
 GIB = 1 << 30
@@ -221,9 +231,8 @@ class Worker:
             self._setup_flush()
             self._measure_ceilings(cases)
         try:
-            for i, spec in enumerate(cases):
-                self.emit({"event": "case_start", "i": i, "n": len(cases), "label": protocol.case_label(spec)})
-                self._run_case(spec)
+            for first, specs in groups_in_order(cases):
+                self._run_group(first, len(cases), specs)
         finally:
             if self._nvml is not None:
                 with contextlib.suppress(Exception):
@@ -330,7 +339,7 @@ class Worker:
             self.torch.cuda.empty_cache()
 
     def _group_for(self, spec: dict[str, Any]) -> Group:
-        key = (spec["op"], spec["dtype"], spec["precision"], tuple(spec["shape"]))
+        key = _group_key(spec)
         if self._group is not None and self._group.key == key:
             return self._group
         self._release_group()
@@ -359,8 +368,7 @@ class Worker:
         return group
 
     def _emit_skip(self, spec: dict[str, Any], reason: str) -> None:
-        self.emit({"event": "skip", "skip": Skip(spec["op"], spec["impl"], spec["dtype"], tuple(spec["shape"]), reason,
-                                                 precision=spec["precision"])})
+        self.emit({"event": "skip", "skip": self._skip(spec, reason)})
 
     def _after_failure(self) -> None:
         if self.backend == "cuda":
@@ -369,30 +377,64 @@ class Worker:
             with contextlib.suppress(Exception):
                 self.torch.cuda.empty_cache()
 
-    # ----------------------------------------------------------------------- one case
+    # ----------------------------------------------------------------------- one group of cases
 
-    def _run_case(self, spec: dict[str, Any]) -> None:
-        group = self._group_for(spec)
-        if group.skip_reason:
-            self._emit_skip(spec, group.skip_reason)
-            return
+    def _run_group(self, first: int, total: int, specs: list[dict[str, Any]]) -> None:
+        """Measure the implementations of one group together and emit a result for each, in plan order.
+
+        Each is built, compiled, checked, warmed up and its graph captured on its own (a failure
+        or OOM there ends only that implementation); then all are sampled interleaved (GPU time,
+        then launch time) under one NVML monitor, so drift of clocks and power reaches them alike.
+        """
+        group = self._group_for(specs[0])
+        op, precision = specs[0]["op"], specs[0]["precision"]
+        results: list[Case | Skip | _Prepared] = []
+        switch = ops.tf32_matmul(precision) if op == "matmul" else contextlib.nullcontext()
+        with switch:
+            for j, spec in enumerate(specs):
+                self.emit({"event": "case_start", "i": first + j, "n": total, "label": protocol.case_label(spec)})
+                if group.skip_reason:
+                    results.append(self._skip(spec, group.skip_reason))
+                else:
+                    results.append(self._guarded(spec, lambda s=spec: self._prepare(s, group)))
+            ready = [r for r in results if isinstance(r, _Prepared)]
+            summary = MonitorSummary(samples=0)
+            if ready:
+                with _SafeMonitor(self._monitor_factory if self.backend == "cuda" else None) as monitor:
+                    self._sample_gpu(ready)
+                    self._sample_launch(ready)
+                summary = monitor.summary()
+            for r in results:
+                if isinstance(r, _Prepared):
+                    r = self._guarded(r.spec, lambda p=r: self._case(p, group, summary))
+                if isinstance(r, Skip):
+                    self.emit({"event": "skip", "skip": r})
+                    continue
+                assert isinstance(r, Case)
+                if r.impl == "torch" and r.status != "error":
+                    group.torch_time = r.best_time
+                self.emit({"event": "case", "case": r})
+
+    def _skip(self, spec: dict[str, Any], reason: str) -> Skip:
+        return Skip(spec["op"], spec["impl"], spec["dtype"], tuple(spec["shape"]), reason, precision=spec["precision"])
+
+    def _guarded(self, spec: dict[str, Any], step: Callable[[], Case | _Prepared]) -> Case | Skip | _Prepared:
+        """``step()``, with out-of-memory turned into a Skip and any other exception into an error Case."""
         try:
-            case = self.measure(spec, group)
+            return step()
         except self.oom:
             free = self._free_bytes() if self.backend == "cuda" else 0
-            shape = tuple(spec["shape"])
             self._after_failure()
-            self._emit_skip(spec, oom_reason(spec["op"], shape, ops.memory_needed_bytes(spec["op"], shape, spec["dtype"]),
-                                             free))
-            return
+            return self._oom_skip(spec, free)
         except Exception as e:  # noqa: BLE001 - one case's failure is that case's result, never the run's end
             print(f"envcheck worker: {protocol.case_label(spec)} failed:", file=sys.stderr)
             traceback.print_exc(file=sys.stderr)
             self._after_failure()
-            case = self.error_case(spec, one_line(e))
-        if spec["impl"] == "torch" and case.status != "error":
-            group.torch_time = case.best_time
-        self.emit({"event": "case", "case": case})
+            return self.error_case(spec, one_line(e))
+
+    def _oom_skip(self, spec: dict[str, Any], free: int) -> Skip:
+        op, shape = spec["op"], tuple(spec["shape"])
+        return self._skip(spec, oom_reason(op, shape, ops.memory_needed_bytes(op, shape, spec["dtype"]), free))
 
     def _base(self, spec: dict[str, Any]) -> dict[str, Any]:
         op, dtype, precision, shape = spec["op"], spec["dtype"], spec["precision"], tuple(spec["shape"])
@@ -413,18 +455,11 @@ class Worker:
             return ops.triton_impl(op, group.inputs, group.out, spec["precision"])
         return ops.compile_impl(op, group.inputs)
 
-    def measure(self, spec: dict[str, Any], group: Group) -> Case:
-        """Measure one case (exceptions propagate: ``_run_case`` turns them into results)."""
-        op = spec["op"]
-        switch = ops.tf32_matmul(spec["precision"]) if op == "matmul" else contextlib.nullcontext()
-        with switch:
-            return self._measure(spec, group)
-
-    def _measure(self, spec: dict[str, Any], group: Group) -> Case:
+    def _prepare(self, spec: dict[str, Any], group: Group) -> Case | _Prepared:
+        """Steps 1-3 and the graph capture of one implementation (exceptions: see ``_guarded``)."""
         assert self.timer is not None and self.device is not None
         op, impl, dtype, precision = spec["op"], spec["impl"], spec["dtype"], spec["precision"]
         shape = tuple(spec["shape"])
-        base = self._base(spec)
         timer = self.timer
         try:
             fn = self._impl(spec, group)
@@ -437,7 +472,6 @@ class Worker:
             self._after_failure()
             what = "torch.compile failed" if impl == "compile" else "first call failed"
             return self.error_case(spec, f"{what}: {one_line(e)}")
-        compile_s = first_s if impl != "torch" else None
 
         # The checked call: NaN everywhere first, so elements the implementation never writes show.
         accuracy.poison(group.out)
@@ -448,27 +482,77 @@ class Worker:
         del result
 
         timer.warmup(fn)
-        ws = ops.working_set_bytes(op, shape, dtype)
-        gpu: Timing | None = None
-        flushed = False
-        message = check.message
-        with _SafeMonitor(self._monitor_factory if self.backend == "cuda" else None) as monitor:
-            if self.backend == "cuda":
-                flushed = self.flusher is not None and flags.should_flush(
-                    op in ops.MEMORY_BOUND, ws, self.device.l2_bytes, bool(self.settings.get("flush_l2", True)))
-                try:
-                    gpu = self._gpu_time(fn, flushed)
-                except self.oom:
-                    raise
-                except Exception as e:  # noqa: BLE001 - e.g. an op that cannot be captured: launch time still stands
-                    print(f"envcheck worker: {protocol.case_label(spec)}: CUDA graph timing failed:", file=sys.stderr)
-                    traceback.print_exc(file=sys.stderr)
-                    self._after_failure()
-                    flushed = False
-                    message = message or f"no GPU time: CUDA graph capture failed ({one_line(e)})"
-            launch = self._launch_time(fn, gpu)
-        summary = monitor.summary()
+        prepared = _Prepared(spec, fn, first_s if impl != "torch" else None, check, message=check.message)
+        if self.backend == "cuda":
+            ws = ops.working_set_bytes(op, shape, dtype)
+            flushed = self.flusher is not None and flags.should_flush(
+                op in ops.MEMORY_BOUND, ws, self.device.l2_bytes, bool(self.settings.get("flush_l2", True)))
+            try:
+                prepared.graph = graph_region(timer, fn, self.flusher if flushed else None)
+                prepared.flushed = flushed
+            except self.oom:
+                raise
+            except Exception as e:  # noqa: BLE001 - e.g. an op that cannot be captured: launch time still stands
+                print(f"envcheck worker: {protocol.case_label(spec)}: CUDA graph capture failed:", file=sys.stderr)
+                traceback.print_exc(file=sys.stderr)
+                self._after_failure()
+                prepared.message = prepared.message or f"no GPU time: CUDA graph capture failed ({one_line(e)})"
+        return prepared
 
+    def _sample_gpu(self, ready: list[_Prepared]) -> None:
+        """Step 4 for every implementation with a graph, interleaved; the graphs are freed after."""
+        assert self.timer is not None
+        timed = [r for r in ready if r.graph is not None]
+        results = self.timer.measure_interleaved([r.graph for r in timed if r.graph is not None])
+        for r, got in zip(timed, results, strict=True):
+            r.graph = None
+            if isinstance(got, Timing):
+                r.gpu = got
+            elif isinstance(got, self.oom):
+                r.failure = got
+            else:
+                print(f"envcheck worker: {protocol.case_label(r.spec)}: CUDA graph replay failed: {got!r}",
+                      file=sys.stderr)
+                r.flushed = False
+                r.message = r.message or f"no GPU time: CUDA graph replay failed ({one_line(got)})"
+        if any(r.failure is not None or r.gpu is None for r in timed):
+            self._after_failure()
+
+    def _sample_launch(self, ready: list[_Prepared]) -> None:
+        """Step 5: eager calls back to back between two marks, per call (what a Python caller pays),
+        interleaved across the implementations like their GPU times."""
+        assert self.timer is not None
+        timer = self.timer
+        method = "cuda_events" if self.backend == "cuda" else "host_clock"
+        timed: list[_Prepared] = []
+        regions: list[Region] = []
+        for r in ready:
+            if r.failure is not None:
+                continue
+            try:
+                single = r.gpu.median_us if r.gpu is not None else timer.estimate_us(r.fn)
+            except Exception as e:  # noqa: BLE001 - becomes this case's error (or skip) in _case
+                r.failure = e
+                continue
+            batch = calls_per_sample(single, target_us=LAUNCH_TARGET_US, cap=MAX_LAUNCH_BATCH)
+            timed.append(r)
+            regions.append(Region(_repeat(r.fn, batch), method, batch))
+        for r, got in zip(timed, timer.measure_interleaved(regions), strict=True):
+            if isinstance(got, Timing):
+                r.launch = got
+            else:
+                r.failure = got
+
+    def _case(self, r: _Prepared, group: Group, summary: MonitorSummary) -> Case:
+        """The Case of one sampled implementation (its failure, if any, is raised for ``_guarded``)."""
+        assert self.device is not None
+        if r.failure is not None:
+            raise r.failure
+        assert r.launch is not None
+        spec = r.spec
+        op, precision = spec["op"], spec["precision"]
+        base = self._base(spec)
+        gpu, launch = r.gpu, r.launch
         quoted = gpu or launch
         seconds = quoted.median_us * 1e-6
         gbps = base["bytes"] / seconds / 1e9
@@ -480,16 +564,18 @@ class Worker:
             pct_t = ceilings.percent(tflops, self._ceiling(precision, "theoretical"))
             pct_m = ceilings.percent(tflops, self._ceiling(precision, "measured"))
         speedup = None
-        if impl != "torch" and group.torch_time is not None and group.torch_time.method == quoted.method:
+        if spec["impl"] != "torch" and group.torch_time is not None and group.torch_time.method == quoted.method:
             speedup = group.torch_time.median_us / quoted.median_us
+        ws = ops.working_set_bytes(op, tuple(spec["shape"]), spec["dtype"])
+        monitor = summary if self.backend == "cuda" else None
         return Case(
             **base,
-            status="pass" if check.error.passed else "fail",
-            gpu=gpu, launch=launch, compile_s=compile_s, error=check.error,
-            monitor=summary if self.backend == "cuda" else None,
-            flags=flags.case_flags(gpu=gpu, launch=launch, monitor=summary, working_set_bytes=ws,
-                                   l2_bytes=self.device.l2_bytes, flushed=flushed, backend=self.backend),
-            message=message, gbps=gbps, tflops=tflops, pct_theoretical=pct_t, pct_measured=pct_m, speedup=speedup,
+            status="pass" if r.check.error.passed else "fail",
+            gpu=gpu, launch=launch, compile_s=r.compile_s, error=r.check.error,
+            monitor=monitor,
+            flags=flags.case_flags(gpu=gpu, launch=launch, monitor=monitor, working_set_bytes=ws,
+                                   l2_bytes=self.device.l2_bytes, flushed=r.flushed, backend=self.backend),
+            message=r.message, gbps=gbps, tflops=tflops, pct_theoretical=pct_t, pct_measured=pct_m, speedup=speedup,
         )
 
     def _ceiling(self, name: str, kind: str) -> Ceiling | None:
@@ -498,23 +584,44 @@ class Worker:
                 return c
         return None
 
-    def _gpu_time(self, fn: Callable[[], Any], flushed: bool) -> Timing:
-        assert self.timer is not None
-        return graph_time(self.timer, fn, self.flusher if flushed else None)
 
-    def _launch_time(self, fn: Callable[[], Any], gpu: Timing | None) -> Timing:
-        """Eager calls back to back between two marks, per call: what a Python caller pays."""
-        assert self.timer is not None
-        timer = self.timer
-        single = gpu.median_us if gpu is not None else timer.estimate_us(fn)
-        batch = calls_per_sample(single, target_us=LAUNCH_TARGET_US, cap=MAX_LAUNCH_BATCH)
+@dataclass
+class _Prepared:
+    """One implementation of a group: built, first-called, checked, warmed up; its timings land here."""
 
-        def region() -> None:
-            for _ in range(batch):
-                fn()
+    spec: dict[str, Any]
+    fn: Callable[[], Any]
+    compile_s: float | None
+    check: Any  # accuracy.Comparison
+    message: str | None = None
+    graph: Region | None = None  # the captured CUDA graph to replay, until the GPU time is taken
+    flushed: bool = False
+    gpu: Timing | None = None
+    launch: Timing | None = None
+    failure: BaseException | None = None  # raised while sampling: the case's error, or skip if OOM
 
-        method = "cuda_events" if self.backend == "cuda" else "host_clock"
-        return timer.measure(region, method=method, calls_per_sample=batch)
+
+def _repeat(fn: Callable[[], Any], calls: int) -> Callable[[], None]:
+    def region() -> None:
+        for _ in range(calls):
+            fn()
+    return region
+
+
+def groups_in_order(cases: list[dict[str, Any]]) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+    """Runs of consecutive cases of one group (op, dtype, precision, shape), with the first's index."""
+    start = 0
+    while start < len(cases):
+        key = _group_key(cases[start])
+        end = start + 1
+        while end < len(cases) and _group_key(cases[end]) == key:
+            end += 1
+        yield start, cases[start:end]
+        start = end
+
+
+def _group_key(spec: dict[str, Any]) -> tuple[Any, ...]:
+    return (spec["op"], spec["dtype"], spec["precision"], tuple(spec["shape"]))
 
 
 def ceilings_sizes(free_bytes: int, itemsize: int) -> Iterator[int]:
