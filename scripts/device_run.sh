@@ -9,6 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out}
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 py=${PYTHON:-python3}
 log="$out/device.log"
@@ -18,7 +19,8 @@ say "machine"
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv; "$py" -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'; } 2>&1 | tee -a "$log"
 
 say "envcheck check"
-"$py" -m envcheck check --out "$out/check.json" 2>&1 | tee -a "$log"
+# From inside $out, so the disk-space fact is about where reports go, not the source tree.
+(cd "$out" && "$py" -m envcheck check --out check.json) 2>&1 | tee -a "$log"
 echo "exit status: ${PIPESTATUS[0]}" | tee -a "$log"
 
 say "probe wall time vs python -m torch.utils.collect_env"
