@@ -50,6 +50,17 @@ def test_precision_mismatch_is_paired_but_kept_apart():
         assert "TF32 differs (baseline off, other on)" in reasons
 
 
+def test_both_sides_at_the_power_cap_still_compare_but_one_side_does_not():
+    c = factories.bench().cases[0]
+    capped = dataclasses.replace(c, flags=("throttled",), monitor=MonitorSummary(10, throttle_reasons=("sw_power_cap",)))
+    assert match.comparability(capped, capped) == []
+    assert match.comparability(c, capped) == ["other throttled (sw_power_cap)"]
+    hot = dataclasses.replace(c, flags=("throttled",),
+                              monitor=MonitorSummary(10, throttle_reasons=("sw_power_cap", "hw_thermal_slowdown")))
+    assert match.comparability(capped, hot) == ["baseline throttled (sw_power_cap)",
+                                                "other throttled (sw_power_cap, hw_thermal_slowdown)"]
+
+
 def test_throttled_side_is_named_with_its_reasons():
     c = bench().cases[0]
     hot = dataclasses.replace(c, monitor=MonitorSummary(10, throttle_reasons=("sw_thermal_slowdown",)))

@@ -67,6 +67,9 @@ def match(base: Bench | None, other: Bench | None) -> Matching:
     return Matching(pairs, tuple(precision_pairs), tuple(only_a), tuple(only_b))
 
 
+POWER_CAP = "sw_power_cap"
+
+
 def _is_throttled(c: Case) -> list[str]:
     reasons = list(c.monitor.throttle_reasons) if c.monitor else []
     if THROTTLED in c.flags or reasons:
@@ -110,9 +113,14 @@ def comparability(a: Case, b: Case) -> list[str]:
         reasons.append(f"TF32 differs (baseline {'on' if a.tf32 else 'off'}, other {'on' if b.tf32 else 'off'})")
     elif a.error and b.error and a.error.precision != b.error.precision:
         reasons.append(f"arithmetic differs ({a.error.precision} vs {b.error.precision})")
-    for side, c in (("baseline", a), ("other", b)):
-        t = _is_throttled(c)
-        if t:
-            reasons.append(f"{side} throttled ({', '.join(t)})")
+    ta, tb = _is_throttled(a), _is_throttled(b)
+    # Both sides at their software power cap is the normal state of a GPU under a full
+    # tensor-core load (an H100 / H200 reaches 700 W on a large matmul): each ran at its rated
+    # power, so the pair compares what the two machines deliver. Any other throttling, or
+    # throttling on one side only, means one side ran below what its hardware can do.
+    if not (set(ta) == set(tb) == {POWER_CAP}):
+        for side, t in (("baseline", ta), ("other", tb)):
+            if t:
+                reasons.append(f"{side} throttled ({', '.join(t)})")
     reasons.extend(timings(a, b)[3])
     return reasons
