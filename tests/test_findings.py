@@ -70,6 +70,23 @@ def test_throttled_rows_are_named_with_reasons_and_recommend_cooling():
     assert "rec.throttled" in [r.key for r in fnd.recommendations(found)]
 
 
+def test_rows_only_at_the_power_cap_are_explained_not_blamed_on_cooling():
+    b = bench()
+    target = b.cases[-1]
+
+    def cap(c):
+        if c is target:
+            return dataclasses.replace(c, flags=(*c.flags, "throttled"),
+                                       monitor=MonitorSummary(20, throttle_reasons=("sw_power_cap",)))
+        return c
+
+    found = fnd.findings(with_cases(b, cap))
+    assert "finding.throttled" not in keys(found)
+    (f,) = [f for f in found if f.key == "finding.power_capped"]
+    assert f.params == {"count": 1, "rows": [fnd.row_label(target)]} and f.level != "warn"
+    assert "rec.throttled" not in [r.key for r in fnd.recommendations(found)]
+
+
 def test_noisy_rows_report_worst_cv():
     b = bench()
     noisy = {id(c) for c in b.cases[:3]}

@@ -111,6 +111,9 @@ def launch_overhead(bench: Bench) -> list[Finding]:
     return out
 
 
+POWER_CAP = "sw_power_cap"
+
+
 def _flagged(bench: Bench, flag: str) -> list[Case]:
     return [c for c in bench.cases if flag in c.flags]
 
@@ -124,13 +127,24 @@ def l2_resident(bench: Bench) -> list[Finding]:
         "count": len(rows), "ops": list(dict.fromkeys(c.op for c in rows)), "size": size_label(top.shape)})]
 
 
+def _power_capped_only(case: Case) -> bool:
+    return case.monitor is not None and set(case.monitor.throttle_reasons) == {POWER_CAP}
+
+
 def throttled(bench: Bench) -> list[Finding]:
+    """Rows slowed by heat or a hardware limit (a warning), apart from rows that only ran at the
+    software power cap: that is how a GPU runs a full tensor-core load, not a fault."""
     rows = _flagged(bench, THROTTLED)
-    if not rows:
-        return []
-    reasons = sorted({r for c in rows if c.monitor for r in c.monitor.throttle_reasons})
-    return [Finding("finding.throttled", {"count": len(rows), "rows": [row_label(c) for c in rows],
-                                          "reasons": reasons or ["?"]}, "warn")]
+    capped = [c for c in rows if _power_capped_only(c)]
+    hot = [c for c in rows if not _power_capped_only(c)]
+    out = []
+    if hot:
+        reasons = sorted({r for c in hot if c.monitor for r in c.monitor.throttle_reasons})
+        out.append(Finding("finding.throttled", {"count": len(hot), "rows": [row_label(c) for c in hot],
+                                                 "reasons": reasons or ["?"]}, "warn"))
+    if capped:
+        out.append(Finding("finding.power_capped", {"count": len(capped), "rows": [row_label(c) for c in capped]}))
+    return out
 
 
 def noisy(bench: Bench) -> list[Finding]:
