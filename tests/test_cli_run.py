@@ -283,3 +283,20 @@ def test_real_quick_run_on_this_machine(tmp_path):
     assert second.returncode in (0, 1), second.stderr
     assert len(reports_in(out_dir)) == 2
     assert model.load(path) == r  # the first report is untouched
+
+
+def test_plain_progress_names_each_group_once():
+    from envcheck.commands.run import ProgressView
+
+    stream = io.StringIO()
+    view = ProgressView(5, stream)
+    for i, impl in enumerate(("torch", "triton", "compile")):
+        view({"event": "case_start", "i": i, "n": 5, "label": f"vector_add fp32 1048576 {impl}"})
+    for _ in range(3):
+        view({"event": "case", "case": {}})
+    for i, impl in enumerate(("torch", "triton"), start=3):
+        view({"event": "case_start", "i": i, "n": 5, "label": f"relu fp32 1024 {impl}"})
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("envcheck run: [1/5] vector_add fp32 1048576 (")
+    assert lines[1].startswith("envcheck run: [4/5] relu fp32 1024 (")

@@ -70,16 +70,47 @@ def test_categories_relative_to_l2(ws: int, category: str) -> None:
     assert flags.category(ws, 60 << 20) == category
 
 
-def test_flush_and_l2_resident() -> None:
+def test_rotation_and_l2_resident() -> None:
     l2 = 50 << 20
-    assert flags.should_flush(True, 12 << 20, l2)
-    assert not flags.should_flush(True, 12 << 10, l2)  # small: a k-call graph, not flushed
-    assert not flags.should_flush(True, 200 << 20, l2)  # > 3x L2: DRAM-bound without a flush
-    assert not flags.should_flush(False, 12 << 20, l2)  # matmul: compute-bound
-    assert not flags.should_flush(True, 12 << 20, l2, enabled=False)
-    assert flags.is_l2_resident(12 << 10, l2, flushed=False)
-    assert not flags.is_l2_resident(12 << 20, l2, flushed=True)
-    assert not flags.is_l2_resident(100 << 20, l2, flushed=False)
+    assert flags.rotation_sets(12 << 20, l2, memory_bound=True) == 13  # ceil(150 / 12)
+    assert flags.rotation_sets(12 << 10, l2, memory_bound=True) == 1  # small: left hot, flagged
+    assert flags.rotation_sets(200 << 20, l2, memory_bound=True) == 1  # > 3x L2: DRAM-bound as it is
+    assert flags.rotation_sets(12 << 20, l2, memory_bound=False) == 1  # matmul: compute-bound
+    assert flags.rotation_sets(12 << 20, l2, memory_bound=True, enabled=False) == 1
+    assert flags.is_l2_resident(12 << 10, l2, cold=False)
+    assert not flags.is_l2_resident(12 << 20, l2, cold=True)
+    assert not flags.is_l2_resident(100 << 20, l2, cold=False)
+
+
+H200_L2 = 60 << 20
+
+
+@pytest.mark.parametrize(("ws", "sets"), [
+    (12 << 20, 15),  # vector_add fp32 2^20: 3 x 4 MiB; ceil(180 / 12)
+    (3 * 102_400 * 4, 154),  # vector_add fp32 102,400 (1.17 MiB): ceil(188,743,680 / 1,228,800)
+    ((1 << 20) + 1, 180),  # just above 1 MiB: ceil(180 MiB / 1 MiB + 1 byte) = 180
+    (1 << 20, 1),  # 1 MiB and less: small, not rotated
+    (2 * (1 << 22) * 4, 6),  # relu fp32 2^22 (32 MiB): ceil(180 / 32)
+    (70 << 20, 3),  # larger than L2: ceil(180 / 70)
+    (100 << 20, 2),  # ceil(1.8) = 2: the other set (100 MiB) evicts this one
+    ((180 << 20) - 1, 2),  # just under 3x L2: at least 2 sets
+    (180 << 20, 1),  # 3x L2 and more streams from DRAM without help
+])
+def test_rotation_sets_on_an_h200(ws: int, sets: int) -> None:
+    assert flags.rotation_sets(ws, H200_L2, memory_bound=True) == sets
+
+
+def test_rotation_memory_cap_is_all_or_nothing() -> None:
+    ws = 12 << 20  # 15 sets: 14 extra x 12 MiB = 168 MiB
+    assert flags.rotation_sets(ws, H200_L2, memory_bound=True, spare_bytes=168 << 20) == 15
+    assert flags.rotation_sets(ws, H200_L2, memory_bound=True, spare_bytes=(168 << 20) - 1) == 1
+    assert flags.rotation_sets(ws, None, memory_bound=True) == 13  # L2 unknown: 50 MiB assumed
+    # The extra sets never exceed 4x L2, and a rotation needs no more than 500 sets.
+    for ws in range((1 << 20) + 1, 180 << 20, 997 << 10):
+        n = flags.rotation_sets(ws, H200_L2, memory_bound=True)
+        assert 2 <= n <= 180 and (n - 1) * ws <= flags.MAX_ROTATION_EXTRA_L2_MULTIPLE * H200_L2
+        assert (n - 1) * ws >= 3 * H200_L2 - ws  # the other sets move 3x L2 less this one
+    assert flags.rotation_sets((1 << 20) + (100 << 10), 200 << 20, memory_bound=True) == 1  # 546 sets: too many
 
 
 def test_inputs_are_fresh_random_and_rounded_to_dtype() -> None:

@@ -99,19 +99,6 @@ def test_sample_count_is_clamped(device: FakeDevice) -> None:
     assert timer.sample_count(1000.0) == 100
 
 
-def test_before_hook_runs_outside_the_timed_region(device: FakeDevice) -> None:
-    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=1, min_samples=10, max_samples=10))
-    flushes = []
-
-    def flush() -> None:
-        flushes.append(1)
-        device.t_us += 40.0  # the flush takes time, but before the start mark
-
-    t = timer.measure(device.op(5.0, noise=0.0), method="cuda_graph", before=flush)
-    assert t.median_us == pytest.approx(5.0)
-    assert len(flushes) == 10 + 3  # every sample plus the three estimation samples
-
-
 def test_calls_per_sample_targets_twenty_microseconds() -> None:
     assert calls_per_sample(1.1) == 19
     assert calls_per_sample(20.0) == 1
@@ -163,10 +150,10 @@ def test_case_flags_in_model_order() -> None:
     gpu = Timing.from_samples("cuda_graph", [1.0, 1.0, 1.3, 1.0])
     launch = Timing.from_samples("cuda_events", [9.0] * 4)
     got = flags.case_flags(gpu=gpu, launch=launch, monitor=MonitorSummary(3, throttle_reasons=("hw_slowdown",)),
-                           working_set_bytes=4096, l2_bytes=50 << 20, flushed=False)
+                           working_set_bytes=4096, l2_bytes=50 << 20, cold=False)
     assert got == ("launch_bound", "l2_resident", "throttled", "noisy")
     cpu = flags.case_flags(gpu=None, launch=launch, monitor=None, working_set_bytes=4096, l2_bytes=None,
-                           flushed=False, backend="cpu")
+                           cold=False, backend="cpu")
     assert cpu == ()
     assert statistics.median(launch.samples_us) == 9.0
 
@@ -198,19 +185,107 @@ def test_graph_time_sizes_k_from_amortised_per_call_time(device: FakeDevice, mon
     assert t.method == "cuda_graph"
 
 
-def test_graph_time_with_flush_times_a_single_call(device: FakeDevice, monkeypatch: pytest.MonkeyPatch) -> None:
+class SetDevice(FakeDevice):
+    """One op bound to ``sets`` buffer sets: each call costs ``cost_us`` and records its set in
+    ``history``, so a test can check which set every call used."""
+
+    def __init__(self, sets: int, cost_us: float) -> None:
+        super().__init__()
+        self.history: list[int] = []
+        self.cost_us = cost_us
+        self.fns = [self._on(i) for i in range(sets)]
+
+    def _on(self, i: int):
+        def call() -> int:
+            self.history.append(i)
+            self.t_us += self.cost_us
+            return i
+        return call
+
+
+def test_rotation_cycles_through_the_sets_and_keeps_each_result() -> None:
+    from envcheck.bench.timer import Rotation
+
+    dev = SetDevice(3, 1.0)
+    rot = Rotation(dev.fns)
+    assert [rot() for _ in range(7)] == [0, 1, 2, 0, 1, 2, 0]
+    assert rot.sets == 3 and rot._kept == [0, 1, 2]  # each set's last result stays alive
+    rot.restart()
+    assert rot() == 0
+    with pytest.raises(ValueError):
+        Rotation([])
+
+
+def test_graph_region_with_rotation_holds_whole_cycles_and_divides_per_call(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """vector_add fp32 2^20 on an H200: 15 sets of 12 MiB, a 4 us kernel behind a 5 us replay
+    latency. One cycle (65 us) is short of 100 us, so the graph holds 2 cycles: 30 calls, and
+    the time per call is the replay over 30; every set comes back only after the 14 others."""
+    from envcheck.bench import flags
     from envcheck.bench import timer as timer_mod
+    from envcheck.bench.timer import Rotation
+
+    sets = flags.rotation_sets(12 << 20, 60 << 20, memory_bound=True)
+    assert sets == 15
+    dev = SetDevice(sets, 4.0)
+    monkeypatch.setattr(Timer, "clock_factory", staticmethod(lambda backend: dev))
+    graphs: list[list[int]] = []
 
     class FakeGraph:
-        def replay(self) -> None:
-            device.t_us += 30.0
+        def __init__(self, order: list[int]) -> None:
+            self.order = order
 
-    monkeypatch.setattr(timer_mod, "capture_graph", lambda fn, calls: FakeGraph())
-    flushed: list[int] = []
-    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=1, min_samples=10, max_samples=10))
-    t = timer_mod.graph_time(timer, lambda: None, flush=lambda: flushed.append(1))
-    assert t.calls_per_sample == 1 and t.median_us == pytest.approx(30.0)
-    assert len(flushed) == 13
+        def replay(self) -> None:
+            dev.t_us += 5.0
+            for i in self.order:
+                dev.fns[i]()
+
+    def fake_capture(fn, calls: int) -> FakeGraph:
+        for _ in range(2):  # capture_graph's warm-up calls, as the real one makes them
+            fn()
+        start = len(dev.history)
+        for _ in range(calls):
+            fn()
+        order = dev.history[start:]
+        del dev.history[start:]
+        graphs.append(order)
+        return FakeGraph(order)
+
+    monkeypatch.setattr(timer_mod, "capture_graph", fake_capture)
+    rot = Rotation(dev.fns)
+    rot()  # mid-cycle, as after a warm-up: the capture restarts the rotation
+    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=2, min_samples=10, max_samples=10))
+    t = timer_mod.graph_time(timer, rot, sets)
+    assert [len(g) for g in graphs] == [15, 30]
+    assert t.calls_per_sample == 30 and t.method == "cuda_graph"
+    assert t.median_us == pytest.approx((5.0 + 30 * 4.0) / 30)
+    order = graphs[-1]
+    assert order[:15] == [(2 + i) % 15 for i in range(15)] and order[15:] == order[:15]
+    # Replayed back to back, every call's set was last used 15 calls earlier: the other 14
+    # sets' traffic (14 x 12 MiB = 2.8x L2) came between.
+    stream = order * 3
+    assert all(stream[j] == stream[j - 15] and stream[j] not in stream[j - 14:j] for j in range(15, len(stream)))
+
+
+def test_graph_region_rotation_is_capped_but_never_shorter_than_one_cycle(monkeypatch: pytest.MonkeyPatch) -> None:
+    from envcheck.bench import timer as timer_mod
+
+    dev = FakeDevice()
+    monkeypatch.setattr(Timer, "clock_factory", staticmethod(lambda backend: dev))
+    captured: list[int] = []
+
+    class FakeGraph:
+        def __init__(self, calls: int) -> None:
+            self.calls = calls
+
+        def replay(self) -> None:
+            dev.t_us += 0.1 * self.calls
+
+    monkeypatch.setattr(timer_mod, "capture_graph", lambda fn, calls: captured.append(calls) or FakeGraph(calls))
+    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=1, min_samples=5, max_samples=5))
+    assert timer_mod.graph_region(timer, lambda: None, 300).calls_per_sample == 300  # 500 // 300 = 1 cycle
+    assert timer_mod.graph_region(timer, lambda: None, 154).calls_per_sample == 3 * 154  # capped at 500 calls
+    assert captured == [300, 154, 462]
 
 
 # --------------------------------------------------------------------------- interleaved sampling

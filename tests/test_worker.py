@@ -274,3 +274,100 @@ def test_an_impl_failing_while_sampled_loses_only_its_own_case(worker_mod, monke
     assert torch_case.status == "pass" and torch_case.launch is not None
     assert compiled.status == "error" and compiled.message == "RuntimeError: device lost"
     assert events[-1]["event"] == "done"
+
+
+# --------------------------------------------------------------------------- rotating buffers
+
+
+def test_rotation_checks_the_first_set_then_cycles_through_all(worker_mod, monkeypatch) -> None:
+    """Rotating buffers (forced on the CPU backend here): the first call and the checked call
+    use the group's first set; warm-up and launch-time calls then cycle through every set."""
+    import torch
+
+    from envcheck.bench import ops
+
+    monkeypatch.setattr(worker_mod.Worker, "_rotation_sets", lambda self, op, shape, dtype, spare: 3)
+    real = ops.torch_impl
+    outs: list[int] = []
+    bound: list[tuple[int, int]] = []
+
+    def recording(op, inputs, out):
+        fn = real(op, inputs, out)
+        bound.append((inputs["x"].data_ptr(), out.data_ptr()))
+
+        def call():
+            outs.append(out.data_ptr())
+            return fn()
+        return call
+
+    monkeypatch.setattr(ops, "torch_impl", recording)
+    seen_groups = []
+    real_group_for = worker_mod.Worker._group_for
+
+    def group_for(self, spec):
+        g = real_group_for(self, spec)
+        seen_groups.append(g)
+        return g
+
+    monkeypatch.setattr(worker_mod.Worker, "_group_for", group_for)
+    events = _run_in_process(worker_mod, [_case("vector_add", shape=(4096,))])
+    (case,) = [protocol.case_from_event(e) for e in events if e["event"] == "case"]
+    assert case.status == "pass" and case.error.passed
+    group = seen_groups[0]
+    assert len(group.extra_sets) == 2
+    firsts = [group.out.data_ptr()] + [o.data_ptr() for _, o in group.extra_sets]
+    assert len(set(firsts)) == 3 and [o for _, o in bound] == firsts  # one impl per set, the checked first
+    assert bound[0][0] == group.inputs["x"].data_ptr()
+    # Fresh random inputs for the extra sets, not copies of the first.
+    assert not torch.equal(group.inputs["x"], group.extra_sets[0][0]["x"])
+    assert outs[:2] == [firsts[0], firsts[0]]  # the first (compile) call and the checked call
+    rotated = outs[2:]
+    assert len(rotated) > 6 and rotated == [firsts[i % 3] for i in range(len(rotated))]
+
+
+def _cuda_worker(worker_mod, l2: int | None, flush_l2: bool = True):
+    from envcheck.model import BenchDevice
+
+    events: list[dict] = []
+    w = worker_mod.Worker({**_plan([], device="cuda"), "settings": {**FAST, "flush_l2": flush_l2}}, events.append)
+    w.device = BenchDevice("cuda", "NVIDIA H200", 0, l2_bytes=l2)
+    return w, events
+
+
+def test_cold_l2_note_describes_rotation(worker_mod) -> None:
+    w, events = _cuda_worker(worker_mod, 60 << 20)
+    w._setup_cold_l2()
+    assert w.cold_l2
+    (note,) = [e["text"] for e in events]
+    assert note.startswith("L2 kept cold for memory-bound cases from 1 MiB to 3x L2 (60 MiB L2) by rotating buffers")
+    assert "R = ceil(3x L2 / working set) >= 2 sets of inputs and outputs (R = 15 for 12 MiB)" in note
+    assert "replay time / calls" in note and "the first set is the one checked" in note
+    assert "cases of 1 MiB and less are L2-resident (flagged)" in note and "flush" not in note
+    off, events = _cuda_worker(worker_mod, 60 << 20, flush_l2=False)
+    off._setup_cold_l2()
+    assert not off.cold_l2 and events[0]["text"].startswith("L2 not kept cold (flush_l2 off)")
+    assert off._rotation_sets("vector_add", (1 << 20,), "fp32", None) == 1
+
+
+def test_rotation_sets_honour_free_memory_with_a_note(worker_mod) -> None:
+    w, events = _cuda_worker(worker_mod, 60 << 20)
+    w.cold_l2 = True
+    assert w._rotation_sets("vector_add", (1 << 20,), "fp32", 1 << 30) == 15
+    assert w._rotation_sets("matmul", (1024, 1024, 1024), "fp32", 1 << 30) == 1  # compute-bound: unchanged
+    assert w._rotation_sets("relu", (1 << 10,), "fp32", 1 << 30) == 1  # small
+    assert events == []
+    assert w._rotation_sets("vector_add", (1 << 20,), "fp32", 100 << 20) == 1  # 168 MiB of extra sets
+    (note,) = [e["text"] for e in events]
+    assert note == ("vector_add fp32 2^20 elements: 15 rotating buffer sets of 12.0 MiB do not fit in free "
+                    "memory; timed on one set (may be served partly from L2)")
+
+
+def test_flags_say_l2_resident_only_when_not_kept_cold() -> None:
+    from envcheck.bench import flags
+
+    gpu = Timing.from_samples("cuda_graph", [5.0] * 5)
+    launch = Timing.from_samples("cuda_events", [6.0] * 5)
+    kw = {"gpu": gpu, "launch": launch, "monitor": None, "l2_bytes": 60 << 20}
+    assert flags.case_flags(working_set_bytes=12 << 20, cold=True, **kw) == ()
+    assert flags.case_flags(working_set_bytes=12 << 20, cold=False, **kw) == ("l2_resident",)
+    assert flags.case_flags(working_set_bytes=800 << 10, cold=False, **kw) == ("l2_resident",)

@@ -12,14 +12,16 @@ Definitions (the report's readers rely on them meaning exactly this):
   "looks slow" here has a slower Python launcher, not a slower kernel.
 * ``throttled``: NVML reported an active clock-slowing reason (power cap, thermal, hardware
   slowdown) while the case ran; the monitor only reports reasons that slow the GPU.
-* ``l2_resident``: the working set fits in the L2 cache AND the samples were not preceded by
-  an L2 flush, so part of the traffic may have been served from L2 and the bandwidth can
-  exceed DRAM's. Memory-bound cases from 1 MiB up to 3x L2 are flushed before every sample
-  by default and so never carry the flag. Two kinds do: ``small`` memory-bound cases (<= 1
-  MiB), which are not flushed because a flushed sample must hold a single call, and a
-  single call that short times the graph launch and event overhead (about 4 us on an
-  H100/H200) rather than the kernel; and compute-bound cases (matmul), never flushed, whose
-  operands fit in L2.
+* ``l2_resident``: the working set fits in the L2 cache AND it was not kept cold, so part of
+  the traffic may have been served from L2 and the bandwidth can exceed DRAM's. Memory-bound
+  cases above 1 MiB and below 3x L2 are kept cold by default with rotating buffers (see
+  ``rotation_sets``) and so never carry the flag. Two kinds do: ``small`` memory-bound cases
+  (<= 1 MiB), and compute-bound cases (matmul), which are never rotated (their time is
+  arithmetic, and operands that fit in L2 are re-read from it within the call anyway).
+  Small cases are left hot on purpose: keeping a 12 KiB vector_add cold would take 3x L2 /
+  12 KiB = 15,360 sets (a graph of as many kernels) on an H200, and the answer would hardly
+  move: such a call is launch and latency bound (about 1-2 us, of which moving 12 KiB at DRAM
+  speed is a few ns), so its bandwidth is no DRAM measurement either way; the flag says so.
 
 Size categories, by working-set bytes and relative to this GPU's L2 so that they mean the
 same thing on every GPU: ``small`` <= 1 MiB (latency and launch dominate), ``medium`` fits
@@ -28,6 +30,8 @@ in L2, ``large`` up to 16x L2 (streams from DRAM), ``xlarge`` beyond.
 
 from __future__ import annotations
 
+import math
+
 from envcheck.model import L2_RESIDENT, LAUNCH_BOUND, NOISY, THROTTLED, MonitorSummary, Timing
 
 NOISY_CV = 0.05
@@ -35,9 +39,16 @@ NOISY_IQR_RATIO = 0.10
 LAUNCH_BOUND_RATIO = 1.5
 SMALL_BYTES = 1 << 20
 LARGE_L2_MULTIPLE = 16
-# Working sets below this multiple of L2 can still be partly served from L2 across samples
-# (the cache keeps lines from the previous sample), so memory-bound ones are flushed.
-FLUSH_L2_MULTIPLE = 3
+# Working sets below this multiple of L2 can still be partly served from L2 across calls (the
+# cache keeps lines of the previous call), so memory-bound ones get rotating buffers: sets of
+# inputs and outputs covering this multiple of L2, used in turn.
+ROTATE_L2_MULTIPLE = 3
+# The extra sets may take at most this multiple of L2 (never binding for R = ceil(3 L2 / ws),
+# whose R - 1 extra sets stay under 3x L2; a guard against a changed formula) ...
+MAX_ROTATION_EXTRA_L2_MULTIPLE = 4
+# ... and a rotation is at most this many sets: the graph holds at least one whole cycle
+# (timer.MAX_GRAPH_CALLS calls of the op at most, capture time and memory).
+MAX_ROTATION_SETS = 500
 # Used when the L2 size is unknown (CPU backend, old torch): an H100's 50 MiB.
 DEFAULT_L2_BYTES = 50 * (1 << 20)
 
@@ -58,15 +69,36 @@ def is_throttled(monitor: MonitorSummary | None) -> bool:
     return monitor is not None and monitor.throttled
 
 
-def should_flush(memory_bound: bool, working_set_bytes: int, l2_bytes: int | None, enabled: bool = True) -> bool:
-    """Flush L2 before each sample: memory-bound cases from 1 MiB up to 3x L2 (see ``l2_resident``)."""
+def rotation_sets(working_set_bytes: int, l2_bytes: int | None, *, memory_bound: bool, enabled: bool = True,
+                  spare_bytes: float | None = None) -> int:
+    """How many sets of inputs and outputs a case rotates through to keep L2 cold; 1 = none.
+
+    Memory-bound cases above 1 MiB (``small`` ones are left hot: see ``l2_resident``) and
+    below 3x L2 get R = ceil(3 x L2 / working set) sets, at least 2: one cycle moves 3x L2,
+    so between two uses of a set the other sets move 3x L2 minus the set itself: at least
+    2x L2 for a set that fits in L2, at least 1.5x L2 for the larger ones (R = 2 or 3). An H200 (60 MiB L2) gives a 12 MiB
+    vector_add (fp32, 2^20 elements) 15 sets. All or nothing: when the R - 1 extra sets
+    would exceed 4x L2 or ``spare_bytes`` (free device memory the worker can give them), or
+    R exceeds MAX_ROTATION_SETS, the case is measured on one set instead (flagged
+    ``l2_resident`` if it fits in L2), never on a rotation too short to evict.
+    """
     l2 = l2_bytes or DEFAULT_L2_BYTES
-    return enabled and memory_bound and SMALL_BYTES < working_set_bytes < FLUSH_L2_MULTIPLE * l2
+    if not (enabled and memory_bound and SMALL_BYTES < working_set_bytes < ROTATE_L2_MULTIPLE * l2):
+        return 1
+    sets = max(2, math.ceil(ROTATE_L2_MULTIPLE * l2 / working_set_bytes))
+    extra = (sets - 1) * working_set_bytes
+    limit = MAX_ROTATION_EXTRA_L2_MULTIPLE * l2
+    if spare_bytes is not None:
+        limit = min(limit, spare_bytes)
+    if sets > MAX_ROTATION_SETS or extra > limit:
+        return 1
+    return sets
 
 
-def is_l2_resident(working_set_bytes: int, l2_bytes: int | None, flushed: bool) -> bool:
+def is_l2_resident(working_set_bytes: int, l2_bytes: int | None, cold: bool) -> bool:
+    """Fits in L2 and was not kept cold (see ``l2_resident`` above)."""
     l2 = l2_bytes or DEFAULT_L2_BYTES
-    return not flushed and working_set_bytes <= l2
+    return not cold and working_set_bytes <= l2
 
 
 def category(working_set_bytes: int, l2_bytes: int | None) -> str:
@@ -81,12 +113,12 @@ def category(working_set_bytes: int, l2_bytes: int | None) -> str:
 
 
 def case_flags(*, gpu: Timing | None, launch: Timing | None, monitor: MonitorSummary | None,
-               working_set_bytes: int, l2_bytes: int | None, flushed: bool, backend: str = "cuda") -> tuple[str, ...]:
+               working_set_bytes: int, l2_bytes: int | None, cold: bool, backend: str = "cuda") -> tuple[str, ...]:
     """All flags of one case, in the model's order. On the CPU backend only ``noisy`` applies."""
     flags: list[str] = []
     if backend == "cuda" and is_launch_bound(gpu, launch):
         flags.append(LAUNCH_BOUND)
-    if backend == "cuda" and is_l2_resident(working_set_bytes, l2_bytes, flushed):
+    if backend == "cuda" and is_l2_resident(working_set_bytes, l2_bytes, cold):
         flags.append(L2_RESIDENT)
     if is_throttled(monitor):
         flags.append(THROTTLED)

@@ -24,12 +24,20 @@ Events, in order::
 
     {"event": "start", "device": <BenchDevice>, "versions": {"torch", "triton", "cuda"}}
     {"event": "ceiling", "ceiling": <Ceiling>}            (any number)
-    {"event": "case_start", "i": k, "n": total, "label": "matmul bf16 4096x4096x4096 triton"}
-    {"event": "case", "case": <Case>}  or  {"event": "skip", "skip": <Skip>}
+    then for each group, in plan order:
+      {"event": "case_start", "i": k, "n": total, "label": "matmul bf16 4096x4096x4096 torch"}
+      {"event": "case_start", "i": k + 1, "n": total, "label": "matmul bf16 4096x4096x4096 triton"}
+      ...                                                  (one per case of the group, as each is prepared)
+      {"event": "case", "case": <Case>}  or  {"event": "skip", "skip": <Skip>}
+      ...                                                  (one per case of the group, same order)
     {"event": "note", "text": "one line"}                  (any time)
     {"event": "done"}
 
-A worker that exits without ``done`` crashed or was stopped: the cases received so far stand.
+``i`` is the case's 0-based index in the plan. A group's implementations are sampled
+interleaved (worker.py), so none of its cases is complete before the whole group is: its
+``case`` / ``skip`` events come together after its ``case_start`` events. A worker that exits
+without ``done`` crashed or was stopped: the cases received so far stand; those of the group
+it was in are lost (the runner records every unreported case as not run).
 """
 
 from __future__ import annotations

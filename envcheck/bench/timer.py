@@ -8,9 +8,8 @@ whose "device" advances by seeded noisy costs, so the statistics are checked wit
 How a measurement goes (``Timer.measure``), following triton.testing.do_bench:
 1. three estimation samples (discarded; they also finish warming caches and clocks);
 2. the number of samples ``n`` = rep_ms / estimate, clamped to [min_samples, max_samples];
-3. ``n`` samples enqueued back to back, each ``before()`` (the L2 flush, outside the timed
-   region) then ``start`` mark, the region, ``end`` mark; one synchronisation at the end, so
-   the host never stalls the GPU between samples;
+3. ``n`` samples enqueued back to back, each a ``start`` mark, the region, an ``end`` mark;
+   one synchronisation at the end, so the host never stalls the GPU between samples;
 4. each sample divided by ``calls_per_sample`` (several calls per sample when one call is
    shorter than the clock's resolution is fine-grained).
 
@@ -180,17 +179,15 @@ class Timer:
         self.clock.synchronize()
         return calls
 
-    def _samples(self, region: Callable[[], Any], n: int, before: Callable[[], Any] | None) -> list[float]:
-        marks = self._enqueue(region, n, before)
+    def _samples(self, region: Callable[[], Any], n: int) -> list[float]:
+        marks = self._enqueue(region, n)
         self.clock.synchronize()
         return [self.clock.elapsed_us(s, e) for s, e in marks]
 
-    def _enqueue(self, region: Callable[[], Any], n: int, before: Callable[[], Any] | None) -> list[tuple[Any, Any]]:
+    def _enqueue(self, region: Callable[[], Any], n: int) -> list[tuple[Any, Any]]:
         """``n`` samples enqueued back to back, not synchronised: their (start, end) marks."""
         marks = []
         for _ in range(n):
-            if before is not None:
-                before()
             start = self.clock.mark()
             region()
             marks.append((start, self.clock.mark()))
@@ -203,14 +200,13 @@ class Timer:
         n = math.ceil(s.rep_ms * 1e3 / estimate_us)
         return max(s.min_samples, min(s.max_samples, n))
 
-    def estimate_us(self, region: Callable[[], Any], before: Callable[[], Any] | None = None) -> float:
+    def estimate_us(self, region: Callable[[], Any]) -> float:
         """Median time of a few (discarded) samples of ``region``."""
-        return statistics.median(self._samples(region, ESTIMATE_SAMPLES, before))
+        return statistics.median(self._samples(region, ESTIMATE_SAMPLES))
 
-    def measure(self, region: Callable[[], Any], *, method: str, calls_per_sample: int = 1,
-                before: Callable[[], Any] | None = None) -> Timing:
+    def measure(self, region: Callable[[], Any], *, method: str, calls_per_sample: int = 1) -> Timing:
         """Timing per call of ``region``, which makes ``calls_per_sample`` calls of the op."""
-        (result,) = self.measure_interleaved([Region(region, method, calls_per_sample, before)])
+        (result,) = self.measure_interleaved([Region(region, method, calls_per_sample)])
         if isinstance(result, BaseException):
             raise result
         return result
@@ -230,7 +226,7 @@ class Timer:
         busy_us = 0.0  # the longest region's share of the window
         for i, r in enumerate(regions):
             try:
-                estimate = self.estimate_us(r.run, r.before)
+                estimate = self.estimate_us(r.run)
             except Exception as e:  # noqa: BLE001 - this region's failure, not the group's
                 results[i] = e
                 continue
@@ -246,7 +242,7 @@ class Timer:
                 for i in order:
                     n, r = counts[i], regions[i]
                     try:
-                        marks[i] += self._enqueue(r.run, n * (t + 1) // turns - n * t // turns, r.before)
+                        marks[i] += self._enqueue(r.run, n * (t + 1) // turns - n * t // turns)
                     except Exception as e:  # noqa: BLE001
                         results[i] = e
                         del marks[i]
@@ -260,13 +256,11 @@ class Timer:
 
 @dataclass(frozen=True)
 class Region:
-    """What one implementation times: ``run`` makes ``calls_per_sample`` calls of the op;
-    ``before`` (the L2 flush) runs ahead of every sample, outside the timed region."""
+    """What one implementation times: ``run`` makes ``calls_per_sample`` calls of the op."""
 
     run: Callable[[], Any]
     method: str
     calls_per_sample: int = 1
-    before: Callable[[], Any] | None = None
 
 
 # --------------------------------------------------------------------------- CUDA-only helpers
@@ -296,26 +290,43 @@ def capture_graph(fn: Callable[[], Any], calls: int) -> Any:
     return graph
 
 
-def graph_time(timer: Timer, fn: Callable[[], Any], flush: Callable[[], Any] | None = None) -> Timing:
+def graph_time(timer: Timer, fn: Callable[[], Any], sets: int = 1) -> Timing:
     """GPU time per call of ``fn`` (warmed up) from CUDA-graph replays between CUDA events."""
-    region = graph_region(timer, fn, flush)
-    return timer.measure(region.run, method=region.method, calls_per_sample=region.calls_per_sample,
-                         before=region.before)
+    region = graph_region(timer, fn, sets)
+    return timer.measure(region.run, method=region.method, calls_per_sample=region.calls_per_sample)
 
 
-def graph_region(timer: Timer, fn: Callable[[], Any], flush: Callable[[], Any] | None = None) -> Region:
+def graph_region(timer: Timer, fn: Callable[[], Any], sets: int = 1) -> Region:
     """The CUDA graph of ``fn`` (warmed up) to replay for its GPU time, as a Region to sample.
 
-    With ``flush`` (memory-bound cases from 1 MiB to 3x L2): a single-call graph, the flush
-    before every sample. Without: ``k`` calls per graph so a sample lasts >= GRAPH_TARGET_US.
-    A replay has its own launch latency (about 4-5 us on an H100/H200), so ``k`` comes from
-    the per-call time of a multi-call graph, where that latency is already amortised; sizing
-    it from a one-call replay would take the latency for kernel time and choose ``k`` = 2 for
-    a 1 us kernel, reporting 5 us. The Region keeps the graph alive (through ``replay``).
+    ``k`` calls per graph so a sample lasts >= GRAPH_TARGET_US, the time divided by ``k``. A
+    replay has its own launch latency (about 4-5 us on an H100/H200), so ``k`` comes from the
+    per-call time of a multi-call graph, where that latency is already amortised; sizing it
+    from a one-call replay would take the latency for kernel time and choose ``k`` = 2 for a
+    1 us kernel, reporting 5 us.
+
+    With ``sets`` > 1, ``fn`` is a ``Rotation`` over that many sets of inputs and outputs (the
+    memory-bound cases kept out of L2, see flags.rotation_sets): ``k`` is a whole number of
+    cycles, m x ``sets`` calls, so every call of the graph works on a set that the other sets'
+    traffic has evicted from L2 since its last use. One cycle of a 12 MiB vector_add on an
+    H200 is 15 calls (~75 us), so m = 2: 30 calls, the replay latency under 5% of a sample.
+    The rotation restarts at set 0 before each capture, so the graphs of a group's
+    implementations visit the shared sets in the same order and one's graph never starts on
+    the set the other's just touched. The Region keeps the graph alive (through ``replay``).
     """
+    if sets > 1:
+        if isinstance(fn, Rotation):
+            fn.restart()
+        graph = capture_graph(fn, sets)
+        cycle = timer.estimate_us(graph.replay)  # its latency is shared by ``sets`` calls already
+        m = calls_per_sample(cycle, GRAPH_TARGET_US, max(1, MAX_GRAPH_CALLS // sets))
+        if m > 1:
+            del graph
+            if isinstance(fn, Rotation):
+                fn.restart()
+            graph = capture_graph(fn, m * sets)
+        return Region(graph.replay, "cuda_graph", m * sets)
     graph = capture_graph(fn, 1)
-    if flush is not None:
-        return Region(graph.replay, "cuda_graph", 1, flush)
     single = timer.estimate_us(graph.replay)
     k = 1
     if single < GRAPH_TARGET_US:
@@ -330,18 +341,38 @@ def graph_region(timer: Timer, fn: Callable[[], Any], flush: Callable[[], Any] |
     return Region(graph.replay, "cuda_graph", k)
 
 
-class L2Flusher:
-    """Evicts the L2 cache by writing a buffer of twice its size (outside the timed region).
+class Rotation:
+    """One call of the op per call, cycling through ``fns``: the same implementation bound to
+    R independent sets of inputs and outputs (``fns[0]`` on the set that was checked).
 
-    Writing (``zero_``) rather than reading also evicts dirty lines of the previous sample's
-    output, as triton.testing.do_bench does with its cache buffer.
+    Memory-bound cases whose working set could stay in L2 between calls (1 MiB to 3x L2) are
+    timed through this in both the graph and the eager batches: between two uses of a set the
+    other R - 1 sets stream through L2 and evict it, so every call reads and writes DRAM as a
+    caller with fresh data would, with no flush or single-call replay inside the timed region.
+    Each set's last result is kept until that set is called again: an implementation that
+    allocates its output (torch.compile) then writes R distinct buffers, as the others do into
+    their R outputs, instead of getting the same (L2-hot) block back from the allocator.
+    The cycling costs the host one index step per call (well under 1 us, in the launch time).
     """
 
-    def __init__(self, l2_bytes: int, device: Any) -> None:
-        import torch
+    def __init__(self, fns: Sequence[Callable[[], Any]]) -> None:
+        if not fns:
+            raise ValueError("a rotation needs at least one set")
+        self.fns = tuple(fns)
+        self._next = 0
+        self._kept: list[Any] = [None] * len(self.fns)
 
-        self.nbytes = max(2 * int(l2_bytes), 1 << 24)
-        self.buffer = torch.empty(self.nbytes // 4, dtype=torch.int32, device=device)
+    @property
+    def sets(self) -> int:
+        return len(self.fns)
 
-    def __call__(self) -> None:
-        self.buffer.zero_()
+    def restart(self) -> None:
+        """The next call is on set 0."""
+        self._next = 0
+
+    def __call__(self) -> Any:
+        i = self._next
+        self._next = (i + 1) % len(self.fns)
+        result = self.fns[i]()
+        self._kept[i] = result
+        return result

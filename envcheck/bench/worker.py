@@ -10,10 +10,15 @@ measures (CUDA backend). Per implementation, one after the other:
 1. first call, timed on the host until done: ``compile_s`` for Triton (JIT + autotune) and
    torch.compile (graph capture + Inductor), kept apart from every measurement;
 2. the checked call: output poisoned with NaN, one call, compared with the float64 reference;
-3. warm-up calls for ``warmup_ms`` (at least 3), then the CUDA graph for step 4: memory-bound
-   cases from 1 MiB to 3x L2 get a single-call graph with the L2 flushed before every sample
-   (flags.py says why not below 1 MiB); others get ``k`` calls per graph so a sample lasts
-   >= 100 us and the replay's own launch latency is amortised; the time is divided by ``k``.
+3. warm-up calls for ``warmup_ms`` (at least 3), then the CUDA graph for step 4: ``k`` calls
+   per graph so a sample lasts >= 100 us and the replay's own launch latency is amortised;
+   the time is divided by ``k``. Memory-bound cases above 1 MiB and below 3x L2 are kept out
+   of L2 with rotating buffers: the group holds R = ceil(3x L2 / working set) sets of inputs
+   and outputs (flags.rotation_sets; the extra R - 1 drawn from the same generator, outside
+   any timing), each implementation cycles through them (timer.Rotation) in its warm-up, its
+   graph (``k`` = whole cycles) and its eager calls, so every call meets data that the other
+   sets have evicted; the first set is the one checked in step 2. flags.py says why cases of
+   1 MiB and less are left L2-resident.
 Then for all the group's implementations together, their samples interleaved in turns of a
 few ms (timer.py says why: a power-capped GPU drifts, and a block measured second would meet
 a hotter, slower GPU):
@@ -25,13 +30,16 @@ a hotter, slower GPU):
 A failure or OOM of one implementation in any step becomes its error case or skip; the other
 implementations of the group are measured all the same. Events stay one per case in plan
 order (torch first): ``case_start`` as each implementation is prepared (a hang there names
-it), the ``case`` / ``skip`` events once the group is measured.
+it), the ``case`` / ``skip`` events once the group is measured: its members' samples are
+interleaved, so none is complete before the last turn of step 5, and a worker killed during
+a group's sampling loses that group's cases only (the runner reports them as not run).
 The CPU backend times eager calls with ``perf_counter`` (method ``host_clock``) only.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.metadata
 import os
 import platform
@@ -43,12 +51,14 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from envcheck.bench import accuracy, ceilings, flags, ops, protocol
-from envcheck.bench.timer import L2Flusher, Region, Timer, TimerSettings, calls_per_sample, graph_region
+from envcheck.bench.timer import Region, Rotation, Timer, TimerSettings, calls_per_sample, graph_region
 from envcheck.model import BenchDevice, Case, Ceiling, MonitorSummary, Skip, Timing
 
 GIB = 1 << 30
-# Share of free device memory one group of cases may use (the CUDA context, allocator slack,
-# the L2 flush buffer and cuBLAS workspaces need the rest).
+# Share of free device memory one group of cases may use (the CUDA context, allocator slack
+# and cuBLAS workspaces need the rest). Rotating buffers get half of what the group leaves
+# of it: the other half stays for the outputs an allocating implementation (torch.compile)
+# keeps per set, and for the graphs' pools.
 MEMORY_FRACTION = 0.8
 COPY_BYTES = 1 << 30  # each side of the device-to-device copy that measures bandwidth
 MATMUL_CEILING_SIZES = (8192, 4096, 2048)  # largest that fits is timed for the measured TFLOP/s
@@ -74,6 +84,9 @@ class Group:
     key: tuple[Any, ...]
     inputs: dict[str, Any] = field(default_factory=dict)
     out: Any = None
+    # Further (inputs, output) sets for rotating buffers (empty: the case is timed on the
+    # first set only); the first set is ``inputs`` / ``out``, the one checked.
+    extra_sets: list[tuple[dict[str, Any], Any]] = field(default_factory=list)
     skip_reason: str | None = None
     torch_time: Timing | None = None  # torch's quoted time: the others' speedups divide it
 
@@ -125,7 +138,7 @@ class Worker:
         self.torch: Any = None
         self.device: BenchDevice | None = None
         self.timer: Timer | None = None
-        self.flusher: L2Flusher | None = None
+        self.cold_l2 = False  # rotating buffers for mid-size memory-bound cases (flags.rotation_sets)
         self.ceilings: list[Ceiling] = []
         self._monitor_factory: Callable[[], Any] | None = None
         self._nvml: Any = None
@@ -228,7 +241,7 @@ class Worker:
             self.note(f"Triton not measured: no CUDA GPU visible ({why}); PyTorch timed on the CPU with a host clock")
         else:
             self._setup_monitor()
-            self._setup_flush()
+            self._setup_cold_l2()
             self._measure_ceilings(cases)
         try:
             for first, specs in groups_in_order(cases):
@@ -240,19 +253,22 @@ class Worker:
         self._release_group()
         self.emit({"event": "done"})
 
-    def _setup_flush(self) -> None:
+    def _setup_cold_l2(self) -> None:
         assert self.device is not None
         if not self.settings.get("flush_l2", True):
-            self.note("L2 flush disabled: memory-bound cases smaller than L2 may report L2 bandwidth (flagged)")
+            self.note("L2 not kept cold (flush_l2 off): memory-bound cases smaller than L2 may report "
+                      "L2 bandwidth (flagged)")
             return
+        self.cold_l2 = True
         l2 = self.device.l2_bytes or flags.DEFAULT_L2_BYTES
-        try:
-            self.flusher = L2Flusher(l2, f"cuda:{self.index}")
-        except Exception as e:  # noqa: BLE001 - unflushed cases are flagged l2_resident instead
-            self.note(f"L2 flush buffer unavailable ({one_line(e)}): small memory-bound cases are L2-resident")
-            return
-        self.note(f"L2 flushed before each sample of memory-bound cases from 1 MiB to {flags.FLUSH_L2_MULTIPLE}x L2 "
-                  f"({l2 / (1 << 20):.0f} MiB L2, {self.flusher.nbytes / (1 << 20):.0f} MiB written)")
+        mib = l2 / (1 << 20)
+        example = flags.rotation_sets(12 << 20, l2, memory_bound=True)
+        self.note(f"L2 kept cold for memory-bound cases from 1 MiB to {flags.ROTATE_L2_MULTIPLE}x L2 "
+                  f"({mib:.0f} MiB L2) by rotating buffers: each implementation cycles through R = "
+                  f"ceil({flags.ROTATE_L2_MULTIPLE}x L2 / working set) >= 2 sets of inputs and outputs "
+                  f"(R = {example} for 12 MiB) in its CUDA graph and its eager calls, so the other sets evict a "
+                  f"set from L2 before it is used again; time per call = replay time / calls (whole cycles); "
+                  f"the first set is the one checked; cases of 1 MiB and less are L2-resident (flagged)")
 
     # ----------------------------------------------------------------------- ceilings
 
@@ -348,11 +364,14 @@ class Worker:
         op, dtype, shape = spec["op"], spec["dtype"], tuple(spec["shape"])
         device = "cuda" if self.backend == "cuda" else "cpu"
         need = ops.memory_needed_bytes(op, shape, dtype)
+        spare: float | None = None
         if self.backend == "cuda":
             free = self._free_bytes()
             if need > MEMORY_FRACTION * free:
                 group.skip_reason = oom_reason(op, shape, need, free)
                 return group
+            spare = (MEMORY_FRACTION * free - need) / 2
+        sets = self._rotation_sets(op, shape, dtype, spare)
         torch = self.torch
         seed = int(self.settings.get("seed", 0)) + self._groups_made
         self._groups_made += 1
@@ -365,7 +384,34 @@ class Worker:
             self._release_group()
             self._group = group
             group.skip_reason = oom_reason(op, shape, need, self._free_bytes() if self.backend == "cuda" else 0)
+            return group
+        try:
+            # Rotating buffers: fresh random data for every set from the group's generator (never
+            # copies of the first set), drawn here, outside every timed region.
+            for _ in range(sets - 1):
+                group.extra_sets.append((ops.make_inputs(op, shape, dtype, device, gen),
+                                         ops.make_output(op, shape, dtype, device)))
+        except self.oom:
+            group.extra_sets = []
+            self._after_failure()
+            self.note(f"{op} {dtype} {ops.describe_size(shape)}: no memory for {sets} rotating buffer sets; "
+                      f"timed on one set (may be served partly from L2)")
         return group
+
+    def _rotation_sets(self, op: str, shape: tuple[int, ...], dtype: str, spare_bytes: float | None) -> int:
+        """Sets of inputs and outputs for a group (flags.rotation_sets; 1 unless the CUDA set-up
+        turned ``cold_l2`` on), with a note when free memory alone stops a case from being kept cold."""
+        if not self.cold_l2 or self.device is None:
+            return 1
+        ws = ops.working_set_bytes(op, shape, dtype)
+        kw = {"memory_bound": op in ops.MEMORY_BOUND, "enabled": self.cold_l2}
+        sets = flags.rotation_sets(ws, self.device.l2_bytes, spare_bytes=spare_bytes, **kw)
+        wanted = flags.rotation_sets(ws, self.device.l2_bytes, **kw)
+        if wanted > sets:
+            self.note(f"{op} {dtype} {ops.describe_size(shape)}: {wanted} rotating buffer sets of "
+                      f"{ws / (1 << 20):.1f} MiB do not fit in free memory; timed on one set (may be served "
+                      f"partly from L2)")
+        return sets
 
     def _emit_skip(self, spec: dict[str, Any], reason: str) -> None:
         self.emit({"event": "skip", "skip": self._skip(spec, reason)})
@@ -447,13 +493,17 @@ class Worker:
     def error_case(self, spec: dict[str, Any], message: str, compile_s: float | None = None) -> Case:
         return Case(**self._base(spec), status="error", message=message, compile_s=compile_s)
 
-    def _impl(self, spec: dict[str, Any], group: Group) -> Callable[[], Any]:
+    def _impls(self, spec: dict[str, Any], group: Group) -> list[Callable[[], Any]]:
+        """The implementation bound to each set of the group, the checked (first) set first."""
         op, impl = spec["op"], spec["impl"]
+        sets = [(group.inputs, group.out), *group.extra_sets]
         if impl == "torch":
-            return ops.torch_impl(op, group.inputs, group.out)
+            return [ops.torch_impl(op, inputs, out) for inputs, out in sets]
         if impl == "triton":
-            return ops.triton_impl(op, group.inputs, group.out, spec["precision"])
-        return ops.compile_impl(op, group.inputs)
+            return [ops.triton_impl(op, inputs, out, spec["precision"]) for inputs, out in sets]
+        if len(sets) == 1:
+            return [ops.compile_impl(op, group.inputs)]
+        return _compiled_on_sets(self.torch, op, [inputs for inputs, _ in sets])
 
     def _prepare(self, spec: dict[str, Any], group: Group) -> Case | _Prepared:
         """Steps 1-3 and the graph capture of one implementation (exceptions: see ``_guarded``)."""
@@ -462,7 +512,8 @@ class Worker:
         shape = tuple(spec["shape"])
         timer = self.timer
         try:
-            fn = self._impl(spec, group)
+            fns = self._impls(spec, group)
+            fn = fns[0]
             first_s = timer.first_call_s(fn)
         except self.oom:
             raise
@@ -481,15 +532,14 @@ class Worker:
         check = accuracy.compare(result, ops.reference_chunks(op, group.inputs), precision, tol)
         del result
 
-        timer.warmup(fn)
-        prepared = _Prepared(spec, fn, first_s if impl != "torch" else None, check, message=check.message)
+        # From here on (warm-up, graph, eager calls) the implementation cycles through the sets.
+        run = Rotation(fns) if len(fns) > 1 else fn
+        timer.warmup(run)
+        prepared = _Prepared(spec, run, first_s if impl != "torch" else None, check, message=check.message,
+                             cold=len(fns) > 1)
         if self.backend == "cuda":
-            ws = ops.working_set_bytes(op, shape, dtype)
-            flushed = self.flusher is not None and flags.should_flush(
-                op in ops.MEMORY_BOUND, ws, self.device.l2_bytes, bool(self.settings.get("flush_l2", True)))
             try:
-                prepared.graph = graph_region(timer, fn, self.flusher if flushed else None)
-                prepared.flushed = flushed
+                prepared.graph = graph_region(timer, run, len(fns))
             except self.oom:
                 raise
             except Exception as e:  # noqa: BLE001 - e.g. an op that cannot be captured: launch time still stands
@@ -513,7 +563,6 @@ class Worker:
             else:
                 print(f"envcheck worker: {protocol.case_label(r.spec)}: CUDA graph replay failed: {got!r}",
                       file=sys.stderr)
-                r.flushed = False
                 r.message = r.message or f"no GPU time: CUDA graph replay failed ({one_line(got)})"
         if any(r.failure is not None or r.gpu is None for r in timed):
             self._after_failure()
@@ -574,7 +623,7 @@ class Worker:
             gpu=gpu, launch=launch, compile_s=r.compile_s, error=r.check.error,
             monitor=monitor,
             flags=flags.case_flags(gpu=gpu, launch=launch, monitor=monitor, working_set_bytes=ws,
-                                   l2_bytes=self.device.l2_bytes, flushed=r.flushed, backend=self.backend),
+                                   l2_bytes=self.device.l2_bytes, cold=r.cold, backend=self.backend),
             message=r.message, gbps=gbps, tflops=tflops, pct_theoretical=pct_t, pct_measured=pct_m, speedup=speedup,
         )
 
@@ -595,10 +644,25 @@ class _Prepared:
     check: Any  # accuracy.Comparison
     message: str | None = None
     graph: Region | None = None  # the captured CUDA graph to replay, until the GPU time is taken
-    flushed: bool = False
+    cold: bool = False  # cycled through rotating buffers (GPU and launch time alike)
     gpu: Timing | None = None
     launch: Timing | None = None
     failure: BaseException | None = None  # raised while sampling: the case's error, or skip if OOM
+
+
+def _compiled_on_sets(torch: Any, op: str, sets: list[dict[str, Any]]) -> list[Callable[[], Any]]:
+    """torch.compile of ``op`` (as ops.compile_impl does it) ONCE, bound to each set's inputs.
+
+    One compiled function for all sets: the extra sets pass its guards (same shapes, dtypes,
+    strides) and reuse its code. ops.compile_impl per set would reset Dynamo for each (the
+    checked set's function would recompile, possibly inside a graph capture) and make every
+    set a new compile; past Dynamo's cache_size_limit it would fall back to eager.
+    """
+    with contextlib.suppress(Exception):  # a private API: see ops.compile_impl
+        torch._dynamo.reset()
+    compiled = torch.compile(ops._eager(op), dynamic=False)
+    # make_inputs builds each set's dict in the eager function's argument order (x, y / a, b / x).
+    return [functools.partial(compiled, *inputs.values()) for inputs in sets]
 
 
 def _repeat(fn: Callable[[], Any], calls: int) -> Callable[[], None]:

@@ -105,6 +105,8 @@ class ProgressView:
         self.start = time.monotonic()
         self._progress: Any = None
         self._task: Any = None
+        self._group: str | None = None  # the group the last plain progress line named
+        self._group_done = -1
 
     def __enter__(self) -> ProgressView:
         if self.tty:
@@ -131,9 +133,16 @@ class ProgressView:
 
                 self._progress.update(self._task, label=escape(label))
             else:
+                # The worker prepares every case of a group (same label but the last word, the
+                # implementation) before any finishes: one line per group, not one per case
+                # repeating the same count.
+                group = label.rsplit(" ", 1)[0]
+                if group == self._group and self.done == self._group_done:
+                    return
+                self._group, self._group_done = group, self.done
                 k = min(self.done + 1, self.total)
                 elapsed = time.monotonic() - self.start
-                print(f"envcheck run: [{k}/{self.total}] {label} ({elapsed:.0f} s)", file=self.stream, flush=True)
+                print(f"envcheck run: [{k}/{self.total}] {group} ({elapsed:.0f} s)", file=self.stream, flush=True)
         elif kind in ("case", "skip"):
             self.done += 1
             if self._progress is not None:
