@@ -147,7 +147,7 @@ def bench(gpu_name: str = "NVIDIA H200", bandwidth_gbps: float = 4814.4, scale: 
         device=BenchDevice("cuda", gpu_name, 0, 132, 62914560, 150754820096, "9.0"),
         settings={"quick": False, "warmup_ms": 25, "rep": 50},
         ceilings=ceilings, cases=tuple(cases), skipped=skipped,
-        notes=("L2 flushed between samples of memory-bound cases (60 MiB L2)",),
+        notes=("L2 kept cold for memory-bound cases from 1 MiB to 3x L2 (60 MiB L2) by rotating buffers",),
         started="2026-11-21T22:00:00Z", duration_s=212.5, versions={"torch": "2.11.0+cu130", "triton": "3.6.0"},
     )
 

@@ -14,7 +14,7 @@ from envcheck.bench import protocol
 
 pytestmark = pytest.mark.gpu
 
-SETTINGS = {"warmup_ms": 10, "rep_ms": 30, "min_samples": 10, "max_samples": 100, "flush_l2": True, "seed": 0}
+SETTINGS = {"warmup_ms": 10, "rep_ms": 30, "min_samples": 10, "max_samples": 100, "cold_l2": True, "seed": 0}
 
 
 def _case(op: str, impl: str, dtype: str, precision: str, shape: tuple[int, ...]) -> dict:

@@ -209,7 +209,7 @@ def test_summary_shows_tables_totals_ceilings_and_notes():
     assert "vector_add" in text and "matmul" in text and "fp32/tf32" in text
     assert "triton speedup" in text and "GB/s (torch/triton)" in text and "TFLOP/s (torch/triton)" in text
     assert "NVML: 2 x 3201 MHz x 6016 bit / 8" in text  # ceiling with its source
-    assert "L2 flushed between samples" in text
+    assert "L2 kept cold for memory-bound cases" in text
     assert "torch.compile unavailable: no C compiler" in text  # skip reason
     assert "launch-bound" in text
     assert "reports/x.json" in text

@@ -133,7 +133,7 @@ def test_contents_of_both_formats():
         assert "580.159.04" in text and "2.11.0+cu130" in text and "4 814 GB/s" in text
         assert "not supported on this GPU (NVML: Not Supported)" in text  # a missing fact shows its reason
         assert "torch.compile unavailable: no C compiler" in text  # skipped case
-        assert "L2 flushed between samples" in text  # run notes
+        assert "L2 kept cold for memory-bound cases" in text  # run notes
         assert "device-to-device copy of 2 GiB in this run" in text  # ceiling source
         assert "launch-bound up to 1 048 576 elements" in text
         assert "TF32" in text

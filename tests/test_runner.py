@@ -24,7 +24,7 @@ PLANNED = (
     PlannedCase("matmul", "triton", "fp32", "tf32", (512, 512, 512)),
 )
 PLAN = Plan("cuda", 0, PLANNED, {"warmup_ms": 1, "rep_ms": 1, "min_samples": 1, "max_samples": 2,
-                                 "flush_l2": True, "seed": 0},
+                                 "cold_l2": True, "seed": 0},
             {"name": "NVIDIA H200", "theoretical_bandwidth_gbps": 4814.3},
             notes=("planned note",), recorded={"quick": True})
 DEVICE = BenchDevice("cuda", "NVIDIA H200", 0, 132, 62914560, 150754820096, "9.0")

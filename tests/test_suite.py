@@ -59,8 +59,8 @@ def test_full_gpu_plan_covers_every_op_with_torch_first_then_triton_then_compile
         groups.setdefault((c.op, c.dtype, c.precision, c.shape), []).append(c.impl)
     for impls in groups.values():
         assert impls == [i for i in ("torch", "triton", "compile") if i in impls] and impls[0] == "torch"
-    assert p.worker_input()["settings"]["flush_l2"] is True
-    assert set(p.worker_input()["settings"]) == {"warmup_ms", "rep_ms", "min_samples", "max_samples", "flush_l2", "seed"}
+    assert p.worker_input()["settings"]["cold_l2"] is True
+    assert set(p.worker_input()["settings"]) == {"warmup_ms", "rep_ms", "min_samples", "max_samples", "cold_l2", "seed"}
 
 
 def test_full_plan_always_has_the_seed_sizes():
@@ -188,7 +188,7 @@ def test_cpu_machine_plans_torch_only_small_sizes_and_says_why():
     note = next(n for n in p.notes if n.startswith("Triton and torch.compile were not measured"))
     assert "no NVIDIA GPU found (NVML: NVML Shared Library Not Found)" in note
     assert "PyTorch is a CPU-only build (2.13.0+cpu)" in note
-    assert p.worker_input()["settings"]["flush_l2"] is False and p.gpu == {}
+    assert p.worker_input()["settings"]["cold_l2"] is False and p.gpu == {}
 
 
 def test_cpu_quick_is_smaller_than_cpu_full():

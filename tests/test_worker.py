@@ -10,7 +10,7 @@ import pytest
 from envcheck.bench import protocol
 from envcheck.model import Case, Ceiling, MonitorSummary, NumericError, Skip, Timing
 
-FAST = {"warmup_ms": 1, "rep_ms": 2, "min_samples": 3, "max_samples": 5, "flush_l2": False, "seed": 0}
+FAST = {"warmup_ms": 1, "rep_ms": 2, "min_samples": 3, "max_samples": 5, "cold_l2": False, "seed": 0}
 
 
 def _plan(cases: list[dict], device: str = "cpu") -> dict:
@@ -325,11 +325,11 @@ def test_rotation_checks_the_first_set_then_cycles_through_all(worker_mod, monke
     assert len(rotated) > 6 and rotated == [firsts[i % 3] for i in range(len(rotated))]
 
 
-def _cuda_worker(worker_mod, l2: int | None, flush_l2: bool = True):
+def _cuda_worker(worker_mod, l2: int | None, cold_l2: bool = True):
     from envcheck.model import BenchDevice
 
     events: list[dict] = []
-    w = worker_mod.Worker({**_plan([], device="cuda"), "settings": {**FAST, "flush_l2": flush_l2}}, events.append)
+    w = worker_mod.Worker({**_plan([], device="cuda"), "settings": {**FAST, "cold_l2": cold_l2}}, events.append)
     w.device = BenchDevice("cuda", "NVIDIA H200", 0, l2_bytes=l2)
     return w, events
 
@@ -343,9 +343,9 @@ def test_cold_l2_note_describes_rotation(worker_mod) -> None:
     assert "R = ceil(3x L2 / working set) >= 2 sets of inputs and outputs (R = 15 for 12 MiB)" in note
     assert "replay time / calls" in note and "the first set is the one checked" in note
     assert "cases of 1 MiB and less are L2-resident (flagged)" in note and "flush" not in note
-    off, events = _cuda_worker(worker_mod, 60 << 20, flush_l2=False)
+    off, events = _cuda_worker(worker_mod, 60 << 20, cold_l2=False)
     off._setup_cold_l2()
-    assert not off.cold_l2 and events[0]["text"].startswith("L2 not kept cold (flush_l2 off)")
+    assert not off.cold_l2 and events[0]["text"].startswith("L2 not kept cold (cold_l2 off)")
     assert off._rotation_sets("vector_add", (1 << 20,), "fp32", None) == 1
 
 

@@ -12,7 +12,7 @@ Plan::
                 "impl": "torch" | "triton" | "compile", "dtype": "fp32" | "fp16" | "bf16",
                 "precision": "fp32" | "tf32" | "fp16" | "bf16", "shape": [...]}, ...],
      "settings": {"warmup_ms": 25, "rep_ms": 100, "min_samples": 30, "max_samples": 200,
-                  "flush_l2": true, "seed": 0},
+                  "cold_l2": true, "seed": 0},
      "gpu": {"theoretical_bandwidth_gbps": float | null, "bandwidth_source": str | null,
              "sm_count": int | null, "sm_clock_max_mhz": int | null,
              "compute_capability": "9.0" | null, "name": str | null}}
@@ -55,7 +55,7 @@ EVENTS = ("start", "ceiling", "case_start", "case", "skip", "note", "done")
 DTYPES = ("fp32", "fp16", "bf16")
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 DEFAULT_SETTINGS: dict[str, Any] = {"warmup_ms": 25, "rep_ms": 100, "min_samples": 30, "max_samples": 200,
-                                    "flush_l2": True, "seed": 0}
+                                    "cold_l2": True, "seed": 0}
 SHAPE_RANK = {"vector_add": 1, "relu": 1, "softmax": 2, "row_sum": 2, "matmul": 3}
 
 

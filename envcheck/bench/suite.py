@@ -57,13 +57,13 @@ CPU_QUICK_VECTOR_SIZES = (1 << 10, 10240, 102400, 1 << 20)
 CPU_QUICK_ROW_SHAPES = ((1024, 1024),)
 CPU_QUICK_MATMUL_SHAPES = ((256, 256, 256), (512, 512, 512))
 
-GPU_SETTINGS = {"warmup_ms": 25, "rep_ms": 100, "min_samples": 10, "max_samples": 1000, "flush_l2": True, "seed": 0}
-GPU_QUICK_SETTINGS = {"warmup_ms": 10, "rep_ms": 40, "min_samples": 10, "max_samples": 500, "flush_l2": True, "seed": 0}
-CPU_SETTINGS = {"warmup_ms": 20, "rep_ms": 100, "min_samples": 5, "max_samples": 200, "flush_l2": False, "seed": 0}
-CPU_QUICK_SETTINGS = {"warmup_ms": 5, "rep_ms": 30, "min_samples": 5, "max_samples": 100, "flush_l2": False, "seed": 0}
+GPU_SETTINGS = {"warmup_ms": 25, "rep_ms": 100, "min_samples": 10, "max_samples": 1000, "cold_l2": True, "seed": 0}
+GPU_QUICK_SETTINGS = {"warmup_ms": 10, "rep_ms": 40, "min_samples": 10, "max_samples": 500, "cold_l2": True, "seed": 0}
+CPU_SETTINGS = {"warmup_ms": 20, "rep_ms": 100, "min_samples": 5, "max_samples": 200, "cold_l2": False, "seed": 0}
+CPU_QUICK_SETTINGS = {"warmup_ms": 5, "rep_ms": 30, "min_samples": 5, "max_samples": 100, "cold_l2": False, "seed": 0}
 
-# Share of free memory a case may use: the CUDA context, the allocator's slack and the L2
-# flush buffer need the rest.
+# Share of free memory a case may use: the CUDA context, the allocator's slack and the
+# rotating buffers that keep L2 cold need the rest.
 MEMORY_HEADROOM = 0.8
 
 TORCH_INSTALL_HINT = (

@@ -255,8 +255,8 @@ class Worker:
 
     def _setup_cold_l2(self) -> None:
         assert self.device is not None
-        if not self.settings.get("flush_l2", True):
-            self.note("L2 not kept cold (flush_l2 off): memory-bound cases smaller than L2 may report "
+        if not self.settings.get("cold_l2", True):
+            self.note("L2 not kept cold (cold_l2 off): memory-bound cases smaller than L2 may report "
                       "L2 bandwidth (flagged)")
             return
         self.cold_l2 = True
