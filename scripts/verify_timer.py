@@ -75,11 +75,16 @@ def main() -> int:
     import torch
     import triton.testing
 
+    from envcheck.bench.monitor import Monitor
     from envcheck.bench.timer import Timer, TimerSettings, graph_time
+    from envcheck.probes.nvml import Nvml
 
     timer = Timer("cuda", TimerSettings(warmup_ms=25, rep_ms=200, min_samples=30, max_samples=500))
+    nvml = Nvml()
+    uuid = str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
     print(f"GPU: {torch.cuda.get_device_name()}  torch {torch.__version__}  triton {triton.__version__}")
-    print(f"{'case':<22} {'impl':<7} {'envcheck us':>12} {'do_bench us':>12} {'ratio':>7}")
+    print(f"{'case':<22} {'impl':<7} {'envcheck us':>12} {'do_bench us':>12} {'ratio':>7}"
+          f"   mean SM MHz / W (envcheck | do_bench)")
     worst = 0.0
     for label, impl, fn in _cases():
         fn()
@@ -87,18 +92,33 @@ def main() -> int:
         timer.warmup(fn)
         # Alternate the two timers a few times and compare medians of their medians: a
         # matmul at 700 W moves with the power cap by a few percent from one second to the
-        # next, which would otherwise be blamed on whichever timer ran second.
+        # next, which would otherwise be blamed on whichever timer ran second. The mean SM
+        # clock and power during each timer's runs show the state the GPU was in: do_bench
+        # clears L2 with a 256 MB memset before every call, and those gaps let a
+        # power-capped matmul clock higher than back-to-back graph replays do.
         ours_runs, theirs_runs = [], []
+        ours_mon, theirs_mon = Monitor(nvml, uuid, 0.01), Monitor(nvml, uuid, 0.01)
         for _ in range(ROUNDS):
-            ours_runs.append(graph_time(timer, fn).median_us)
-            theirs_runs.append(float(triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median")) * 1e3)
+            with ours_mon:
+                ours_runs.append(graph_time(timer, fn).median_us)
+            with theirs_mon:
+                theirs_runs.append(float(triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median")) * 1e3)
         ours, theirs = statistics.median(ours_runs), statistics.median(theirs_runs)
         ratio = ours / theirs
         worst = max(worst, abs(ratio - 1))
         mark = "" if abs(ratio - 1) <= TOLERANCE else "  <-- off by more than 5%"
-        print(f"{label:<22} {impl:<7} {ours:12.2f} {theirs:12.2f} {ratio:7.3f}{mark}")
+        print(f"{label:<22} {impl:<7} {ours:12.2f} {theirs:12.2f} {ratio:7.3f}"
+              f"   {_state(ours_mon)} | {_state(theirs_mon)}{mark}")
+    nvml.shutdown()
     print(f"largest deviation: {100 * worst:.1f}% (allowed {100 * TOLERANCE:.0f}%)")
     return 0 if worst <= TOLERANCE else 1
+
+
+def _state(monitor: Any) -> str:
+    m = monitor.means()
+    if "sm_clock" not in m:
+        return "n/a"
+    return f"{m['sm_clock']:.0f} MHz {m.get('power', float('nan')):.0f} W"
 
 
 if __name__ == "__main__":

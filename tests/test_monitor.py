@@ -211,3 +211,16 @@ def test_unknown_uuid_means_no_samples():
     with Monitor(FakeNvml.fixture("h200_x2"), "GPU-00000000-0000-0000-0000-000000000000") as m:
         pass
     assert m.summary().samples == 0
+
+
+def test_means_are_over_every_sample_across_repeated_blocks():
+    fake = FakeNvml.fixture("h200")  # real capture: SM 1980 MHz, memory 3201 MHz, 125.896 W
+    m = Monitor(fake, 0, interval_s=0.001, sleep=StepSleep(2))
+    assert m.means() == {}
+    for _ in range(2):
+        with m:
+            time.sleep(0.005)
+    means = m.means()
+    assert means["sm_clock"] == 1980 and means["mem_clock"] == 3201
+    assert means["power"] == pytest.approx(125.896)
+    assert m.summary().samples >= 4  # both blocks counted

@@ -143,6 +143,12 @@ class Monitor:
                 throttle_reasons=tuple(sorted(self._reasons)),
             )
 
+    def means(self) -> dict[str, float]:
+        """Mean of each quantity sampled so far (``sm_clock`` MHz, ``mem_clock`` MHz,
+        ``temperature`` C, ``power`` W): the state a measurement ran in, beyond its extremes."""
+        with self._lock:
+            return {k: sum(q.values) / len(q.values) for k, q in self._quantities.items() if q.values}
+
     # -- sampling
 
     def _open(self) -> Any:
