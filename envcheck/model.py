@@ -199,6 +199,9 @@ NOISY = "noisy"
 FLAGS = (LAUNCH_BOUND, L2_RESIDENT, THROTTLED, NOISY)
 
 CATEGORIES = ("small", "medium", "large", "xlarge")
+# Ops judged on FLOP/s against the peak of their precision; every other op is judged on
+# bandwidth. A case's pct_theoretical / pct_measured are shares of whichever applies.
+COMPUTE_BOUND_OPS = ("matmul",)
 IMPLS = ("torch", "triton", "compile")
 
 
@@ -210,7 +213,8 @@ class Case:
     matmul. ``status``: ``pass`` (measured, numerically within tolerance), ``fail``
     (measured, error over tolerance), ``error`` (could not compile or run: see
     ``message``). Throughput numbers are derived from ``gpu`` (or ``launch`` when no
-    graph time exists) and stored so the JSON reads on its own.
+    graph time exists) and stored so the JSON reads on its own; ``pct_*`` are shares of the
+    FLOP/s peaks for compute-bound ops (``COMPUTE_BOUND_OPS``), of bandwidth for the others.
     """
 
     op: str
@@ -251,6 +255,10 @@ class Case:
     def key(self) -> tuple[str, str, str, str, tuple[int, ...]]:
         """What identifies a case across reports."""
         return (self.op, self.impl, self.dtype, self.precision, self.shape)
+
+    @property
+    def compute_bound(self) -> bool:
+        return self.op in COMPUTE_BOUND_OPS
 
     @property
     def best_time(self) -> Timing | None:
@@ -476,6 +484,10 @@ def write_new(path: str | os.PathLike[str], content: str | bytes) -> Path:
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
     try:
+        # mkstemp makes the file private (0600); a report gets the permissions any new file would.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         data = content.encode("utf-8") if isinstance(content, str) else content
         with os.fdopen(fd, "wb") as f:
             f.write(data)

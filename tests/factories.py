@@ -96,6 +96,7 @@ def bench(gpu_name: str = "NVIDIA H200", bandwidth_gbps: float = 4814.4, scale: 
         Ceiling("tf32", "theoretical", 494.7, "TFLOP/s", "spec table: H100/H200 SXM dense tf32"),
         Ceiling("fp32", "theoretical", 66.9, "TFLOP/s", "132 SMs x 1980 MHz x 256 FLOP/clk/SM"),
     )
+    peak = {c.name: c.value for c in ceilings if c.kind == "theoretical" and c.unit == "TFLOP/s"}
     cases: list[Case] = []
 
     def add(op, impl, dtype, precision, shape, nbytes, flops, gpu_us, launch_us, err, tol, *, speedup, compile_s=None,
@@ -114,7 +115,8 @@ def bench(gpu_name: str = "NVIDIA H200", bandwidth_gbps: float = 4814.4, scale: 
             error=NumericError(err, err * 40, tol, precision, err <= tol),
             monitor=MonitorSummary(20, 1980, 1980, 3201, 3201, 41, 612.0),
             flags=tuple(flags), tf32=precision == "tf32", gbps=gbps, tflops=tflops,
-            pct_theoretical=None if is_mm else 100 * gbps / bandwidth_gbps,
+            # As the worker records them: compute-bound matmul against its precision's peaks.
+            pct_theoretical=100 * tflops / peak[precision] if is_mm else 100 * gbps / bandwidth_gbps,
             pct_measured=None if is_mm else 100 * gbps / measured_bw,
             speedup=speedup,
         ))

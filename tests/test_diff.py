@@ -278,3 +278,13 @@ def test_comparison_catalogues_have_the_same_keys_and_placeholders():
     en, zh = i18n.catalog("en"), i18n.catalog("zh-CN")
     assert set(en) == set(zh)
     assert {k: placeholders(v) for k, v in en.items()} == {k: placeholders(v) for k, v in zh.items()}
+
+
+def test_a_new_envcheck_or_other_run_settings_are_listed_as_changes():
+    a = factories.report()
+    bench = dataclasses.replace(a.bench, settings={**a.bench.settings, "quick": True, "rep": 20, "ops": ["relu"]})
+    b = dataclasses.replace(a, tool_version="0.2.0", bench=bench)
+    changes = {(c.label, c.before, c.after) for c in one(a, b).env}
+    assert ("envcheck version", "0.1.0", "0.2.0") in changes
+    assert ("run setting quick", "False", "True") in changes and ("run setting rep", "50", "20") in changes
+    assert not any("ops" in label for label, _, _ in changes)  # what ran shows in the cases

@@ -126,3 +126,14 @@ def test_vector_ops_without_a_bandwidth_ceiling_still_report_bandwidth():
     assert point.op("vector_add").peak_gbps_pct is None
     assert point.op("matmul").peak_tflops is not None and point.op("matmul").peak_tflops_pct is None
     assert point.copy_gbps is None
+
+
+def test_a_step_after_a_change_of_run_settings_names_them():
+    a = factories.report(created="2026-11-01T00:00:00Z")
+    b = factories.report(created="2026-11-02T00:00:00Z", scale=0.8, seed=1)
+    b = dataclasses.replace(b, bench=dataclasses.replace(b.bench, settings={**b.bench.settings, "quick": True}))
+    h = history([("a", a), ("b", b)])
+    assert h.steps
+    text = document.render_history(h, "md")
+    assert "envcheck run settings (quick)" in text
+    assert "no recorded environment change" not in text

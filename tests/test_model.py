@@ -62,6 +62,17 @@ def test_write_new_never_replaces(tmp_path):
     assert [x.name for x in tmp_path.iterdir()] == ["r.json"]
 
 
+def test_write_new_gives_ordinary_file_permissions(tmp_path):
+    import os
+
+    umask = os.umask(0o022)
+    try:
+        p = model.write_new(tmp_path / "r.json", "x")
+    finally:
+        os.umask(umask)
+    assert p.stat().st_mode & 0o777 == 0o644
+
+
 def test_dump_writes_format_marker(tmp_path):
     p = model.dump(factories.report(), tmp_path / "r.json")
     data = json.loads(p.read_text())

@@ -201,8 +201,13 @@ def check_changes(a: tuple[Check, ...], b: tuple[Check, ...]) -> list[CheckChang
 
 def version_story(changes: list[EnvChange]) -> str:
     """A short phrase naming what changed ("driver 575.57 -> 580.159, PyTorch 2.10.0 -> 2.11.0")."""
-    keep = [c for c in changes if c.area in ("driver", "cuda", "torch", "triton", "kernel", "gpu", "os", "python")]
-    return ", ".join(f"{c.title} {c.before} -> {c.after}" for c in keep)
+    keep = [c for c in changes if c.area in ("driver", "cuda", "torch", "triton", "kernel", "gpu", "os", "python")
+            or c.label == "envcheck version"]
+    parts = [f"{c.title} {c.before} -> {c.after}" for c in keep]
+    settings = [c.label.removeprefix("run setting ") for c in changes if c.label.startswith("run setting ")]
+    if settings:
+        parts.append(f"envcheck run settings ({', '.join(settings)})")
+    return ", ".join(parts)
 
 
 def report_env_changes(a: Report, b: Report) -> list[EnvChange]:
@@ -214,4 +219,26 @@ def report_env_changes(a: Report, b: Report) -> list[EnvChange]:
     for name, label in (("torch", "PyTorch"), ("triton", "Triton")):
         if label not in shown and va.get(name) and vb.get(name) and va[name] != vb[name]:
             out.append(EnvChange(name, f"{label} (benchmark)", va[name], vb[name]))
+    # How envcheck itself measured: a new envcheck or other run settings can move the numbers
+    # as much as a driver update, and a history must not blame the machine for it.
+    if a.tool_version != b.tool_version:
+        out.append(EnvChange("envcheck", "envcheck version", a.tool_version, b.tool_version))
+    sa = a.bench.settings if a.bench else {}
+    sb = b.bench.settings if b.bench else {}
+    if sa and sb:
+        for key in sorted(set(sa) | set(sb)):
+            if key not in UNSHOWN_SETTINGS and sa.get(key) != sb.get(key):
+                out.append(EnvChange("envcheck", f"run setting {key}", _setting(sa.get(key)), _setting(sb.get(key))))
     return out
+
+
+# Settings that only list what was run (shown by the cases themselves) or are too long to read.
+UNSHOWN_SETTINGS = frozenset({"ops", "compile_sizes", "sizes", "dtypes"})
+
+
+def _setting(value: object) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    return str(value)

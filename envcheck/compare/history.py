@@ -101,13 +101,10 @@ def group_name(c: CaseDiff) -> str:
     return f"{c.op} {c.impl} {c.dtype}{prec}"
 
 
-COMPUTE_BOUND_FLOP_PER_BYTE = 10.0  # below this a case is judged on bandwidth (vector ops ~0.1, matmul 40-1400)
 
 
 def _memory_bound(c: Case) -> bool:
-    if c.pct_theoretical is not None:
-        return True
-    return bool(c.bytes) and (c.flops or 0) / c.bytes < COMPUTE_BOUND_FLOP_PER_BYTE
+    return not c.compute_bound
 
 
 def _op_point(op: str, r: Report, vs_first: Sequence[CaseDiff] | None) -> OpPoint:
