@@ -135,5 +135,5 @@ def test_a_step_after_a_change_of_run_settings_names_them():
     h = history([("a", a), ("b", b)])
     assert h.steps
     text = document.render_history(h, "md")
-    assert "envcheck run settings (quick)" in text
+    assert "envcheck run settings changed (quick)" in text
     assert "no recorded environment change" not in text

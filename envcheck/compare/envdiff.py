@@ -206,7 +206,7 @@ def version_story(changes: list[EnvChange]) -> str:
     parts = [f"{c.title} {c.before} -> {c.after}" for c in keep]
     settings = [c.label.removeprefix("run setting ") for c in changes if c.label.startswith("run setting ")]
     if settings:
-        parts.append(f"envcheck run settings ({', '.join(settings)})")
+        parts.append(f"envcheck run settings changed ({', '.join(settings)})")
     return ", ".join(parts)
 
 
