@@ -237,8 +237,9 @@ class Worker:
             self.timer = Timer("cpu", TimerSettings.from_plan(self.settings).scaled_for_cpu())
         self.emit({"event": "start", "device": self.device, "versions": self._versions()})
         if self.backend == "cpu":
-            why = self._cuda_unusable() or "the plan asked for the CPU backend"
-            self.note(f"Triton not measured: no CUDA GPU visible ({why}); PyTorch timed on the CPU with a host clock")
+            # Why there is no GPU run is the plan's note (it knows the probes); this one says how
+            # the CPU times were taken.
+            self.note("CPU baseline: PyTorch timed with a host clock (time.perf_counter) around synchronous calls")
         else:
             self._setup_monitor()
             self._setup_cold_l2()
