@@ -238,7 +238,7 @@ class Case:
     tflops: float | None = None
     pct_theoretical: float | None = None
     pct_measured: float | None = None
-    speedup: float | None = None  # torch eager time / this time, same op, dtype, precision, shape
+    speedup: float | None = None  # torch time / this time (GPU time when both have one), same op, dtype, precision, shape
 
     def __post_init__(self) -> None:
         if self.impl not in IMPLS:
