@@ -115,3 +115,13 @@ def test_history_of_a_folder_skips_foreign_json_with_a_note(tmp_path):
     one_line_error(envcheck("history", str(tmp_path / "empty-missing")), "history", "empty-missing")
     md = envcheck("history", str(folder), "--format", "md", "--lang", "zh-CN")
     assert md.returncode == 0 and "阶跃变化" in md.stdout
+
+
+def test_text_footers_warn_that_intervals_miss_run_to_run_drift(pair):
+    base, same, slow = pair
+    proc = envcheck("diff", str(base), str(slow))
+    assert proc.returncode == 0, proc.stderr
+    assert "within-run sampling noise only" in " ".join(proc.stdout.split())
+    proc = envcheck("history", str(base), str(same), str(slow))
+    assert proc.returncode == 0, proc.stderr
+    assert "within-run sampling noise only" in " ".join(proc.stdout.split())

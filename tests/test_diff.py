@@ -288,3 +288,29 @@ def test_a_new_envcheck_or_other_run_settings_are_listed_as_changes():
     assert ("envcheck version", "0.1.0", "0.2.0") in changes
     assert ("run setting quick", "False", "True") in changes and ("run setting rep", "50", "20") in changes
     assert not any("ops" in label for label, _, _ in changes)  # what ran shows in the cases
+
+
+def test_confidence_reaches_the_per_case_intervals():
+    base, slow = factories.report(), factories.report(scale=1.1)
+    narrow = diff([("a", base), ("b", slow)], confidence=0.5).comparisons[0].cases[0]
+    wide = diff([("a", base), ("b", slow)], confidence=0.99).comparisons[0].cases[0]
+    assert narrow.high - narrow.low < wide.high - wide.low
+
+
+@pytest.mark.parametrize(("lang", "needle"), [("en", "within-run sampling noise only"), ("zh-CN", "运行内的采样噪声")])
+@pytest.mark.parametrize("fmt", ["md", "html"])
+def test_method_note_warns_that_intervals_miss_run_to_run_drift(lang, needle, fmt):
+    text = document.render_diff(diff([("a", factories.report()), ("b", factories.report(scale=1.1))]), fmt, lang)
+    assert needle in text
+
+
+def test_real_h100_to_h200_overall_interval_reflects_case_spread():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "reports"
+    a, b = root / "2026-11-21_2246Z_vm_h100-80gb-hbm3.json", root / "2026-11-21_2241Z_vm_h200.json"
+    if not (a.exists() and b.exists()):
+        pytest.skip("real reports not present")
+    g = diff([(a.name, model.load(a)), (b.name, model.load(b))]).comparisons[0].overall
+    assert g.geomean == pytest.approx(0.862, abs=0.001)
+    assert g.low == pytest.approx(0.844, abs=0.002) and g.high == pytest.approx(0.881, abs=0.002)

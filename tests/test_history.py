@@ -137,3 +137,9 @@ def test_a_step_after_a_change_of_run_settings_names_them():
     text = document.render_history(h, "md")
     assert "envcheck run settings changed (quick)" in text
     assert "no recorded environment change" not in text
+
+
+@pytest.mark.parametrize(("lang", "needle"), [("en", "within-run sampling noise only"), ("zh-CN", "运行内的采样噪声")])
+@pytest.mark.parametrize("fmt", ["md", "html"])
+def test_method_note_warns_that_intervals_miss_run_to_run_drift(lang, needle, fmt):
+    assert needle in document.render_history(history(timeline()), fmt, lang)

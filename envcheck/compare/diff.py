@@ -236,7 +236,7 @@ class Diff:
 
 
 def _case_diff(a: Case, b: Case, bench_a: Bench, bench_b: Bench, *, seed: int, resamples: int,
-               practical: float) -> CaseDiff:
+               practical: float, confidence: float = stats.CONFIDENCE) -> CaseDiff:
     reasons = matching.comparability(a, b)
     which, ta, tb, _ = matching.timings(a, b)
     common = dict(
@@ -249,7 +249,8 @@ def _case_diff(a: Case, b: Case, bench_a: Bench, bench_b: Bench, *, seed: int, r
         return CaseDiff(verdict="not comparable", reasons=tuple(reasons), timing=which,
                         base_us=ta.median_us if ta else None, other_us=tb.median_us if tb else None, **common)
     # Samples are per call already; divide by calls_per_sample only if a timing stored totals.
-    iv = stats.ratio_interval(ta.samples_us, tb.samples_us, resamples=resamples, seed=seed)
+    # The interval covers within-run sampling noise only (see envcheck.compare.stats).
+    iv = stats.ratio_interval(ta.samples_us, tb.samples_us, confidence=confidence, resamples=resamples, seed=seed)
     return CaseDiff(
         verdict=stats.verdict(iv, practical), timing=which, method=ta.method,
         base_us=ta.median_us, other_us=tb.median_us, ratio=iv.ratio, low=iv.low, high=iv.high,
@@ -292,9 +293,11 @@ def compare(base: tuple[str, Report], other: tuple[str, Report], *, practical: f
     cases: list[CaseDiff] = []
     if a.bench and b.bench:
         for x, y in m.pairs:
-            cases.append(_case_diff(x, y, a.bench, b.bench, seed=seed, resamples=resamples, practical=practical))
+            cases.append(_case_diff(x, y, a.bench, b.bench, seed=seed, resamples=resamples, practical=practical,
+                                    confidence=confidence))
         for x, y in m.precision_pairs:
-            cases.append(_case_diff(x, y, a.bench, b.bench, seed=seed, resamples=resamples, practical=practical))
+            cases.append(_case_diff(x, y, a.bench, b.bench, seed=seed, resamples=resamples, practical=practical,
+                                    confidence=confidence))
     ops = list(dict.fromkeys(c.op for c in cases))
     op_rows = tuple(summarise(op, [c for c in cases if c.op == op], practical, confidence) for op in ops)
     ga, gb = a.gpu_name, b.gpu_name

@@ -13,12 +13,26 @@ costs two gathers of ``resamples`` values instead of ``resamples`` sorts: three
 thousand cases take well under a second. Cases of equal size therefore share
 resampling patterns; each interval is still a valid bootstrap interval on its
 own, but intervals of different cases are not independent draws.
+
+What a per-case interval covers: the samples of one case are taken back to back
+in one run, and the bootstrap treats them as independent draws. The interval
+therefore reflects within-run sampling noise only; run-to-run drift (clocks
+under a power cap, thermals, another tenant) is usually larger and is not in
+it. A tight [1.059, 1.059] says the two runs differed, not that a rerun would.
+
+Geometric means (per op, overall) take their interval from the spread of the
+per-case log ratios *between* cases: a Student-t interval on the mean log ratio
+with n-1 degrees of freedom. The sample variance of the log ratios contains each
+case's own sampling noise as well as real case-to-case differences, so it is the
+honest spread; summing per-case bootstrap variances instead would treat hundreds
+of cases as repeated measurements of one number and collapse the interval.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,7 +44,83 @@ SEED = 20261121
 MIN_SAMPLES = 5  # below this an interval from the samples means little: no verdict is given
 PRACTICAL = 0.02  # a change smaller than 2% is never called faster/slower, however significant
 
-_Z = {0.90: 1.6448536269514722, 0.95: 1.959963984540054, 0.99: 2.5758293035489004}
+
+
+def normal_quantile(confidence: float) -> float:
+    """Two-sided normal critical value: z with P(|Z| < z) = confidence."""
+    _check_confidence(confidence)
+    return statistics.NormalDist().inv_cdf((1.0 + confidence) / 2.0)
+
+
+def _check_confidence(confidence: float) -> None:
+    if not (0.0 < confidence < 1.0):
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+
+
+def _t_central(t: float, df: int) -> float:
+    """P(|T| < t) for Student's t with integer ``df`` >= 1, t >= 0.
+
+    Exact finite series (Abramowitz & Stegun 26.7.3-26.7.4) in theta = atan(t / sqrt(df)),
+    so no scipy is needed. The terms shrink geometrically (ratio <= cos^2 theta), so the
+    loop stops early once they no longer change the sum.
+    """
+    theta = math.atan(t / math.sqrt(df))
+    s, c2 = math.sin(theta), math.cos(theta) ** 2
+    if df % 2 == 1:  # odd: 2/pi * (theta + sin*cos * (1 + 2/3 cos^2 + 2*4/(3*5) cos^4 + ...))
+        term, total = 1.0, 1.0 if df > 1 else 0.0
+        for k in range(1, (df - 1) // 2):
+            term *= c2 * (2 * k) / (2 * k + 1)
+            total += term
+            if term < 1e-17 * total:
+                break
+        return min(1.0, 2.0 / math.pi * (theta + s * math.cos(theta) * total))
+    term, total = 1.0, 1.0  # even: sin * (1 + 1/2 cos^2 + 1*3/(2*4) cos^4 + ...)
+    for k in range(1, df // 2):
+        term *= c2 * (2 * k - 1) / (2 * k)
+        total += term
+        if term < 1e-17 * total:
+            break
+    return min(1.0, s * total)
+
+
+_T_SERIES_MAX_DF = 200
+
+
+def t_quantile(confidence: float, df: int) -> float:
+    """Two-sided Student-t critical value: t with P(|T| < t) = confidence, for integer ``df`` >= 1.
+
+    scipy is not a dependency. Up to ``_T_SERIES_MAX_DF`` degrees of freedom the exact
+    CDF series of ``_t_central`` is inverted by bisection (to ~1e-12 relative), bracketed
+    by the normal quantile below and a doubling search above (t > z for every finite df).
+    Beyond it the Cornish-Fisher expansion of t in 1/df (Abramowitz & Stegun 26.7.5, four
+    terms) is used: its error there is below 1e-9 for confidence up to 0.999, and the series
+    would need ~df terms.
+    """
+    _check_confidence(confidence)
+    if df < 1:
+        raise ValueError("a t quantile needs at least one degree of freedom")
+    if df == 1:  # Cauchy: closed form
+        return math.tan(math.pi * confidence / 2.0)
+    z = normal_quantile(confidence)
+    if df > _T_SERIES_MAX_DF:
+        g = ((z**3 + z) / 4,
+             (5 * z**5 + 16 * z**3 + 3 * z) / 96,
+             (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384,
+             (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160)
+        return z + sum(gi / df ** (i + 1) for i, gi in enumerate(g))
+    lo = z
+    hi = lo * 2.0
+    while _t_central(hi, df) < confidence:
+        lo, hi = hi, hi * 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if _t_central(mid, df) < confidence:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * hi:
+            break
+    return (lo + hi) / 2.0
 
 
 @dataclass(frozen=True)
@@ -126,10 +216,13 @@ def verdict(iv: RatioInterval, practical: float = PRACTICAL) -> str:
 
 @dataclass(frozen=True)
 class Geomean:
-    """Geometric mean of ratios, with a normal-approximation interval on the log scale.
+    """Geometric mean of ratios, with an interval from the between-case spread.
 
-    The interval treats cases as independent measurements: each case's log-ratio
-    variance comes from its bootstrap; the mean's variance is their sum / count².
+    The interval is a Student-t interval on the mean log ratio (n-1 degrees of
+    freedom, standard error = sample standard deviation of the log ratios / sqrt(n)),
+    exponentiated. Cases that agree give a tight interval, cases that scatter a wide
+    one, whatever each case's own bootstrap width; identical runs give exactly [1, 1].
+    With one case the interval is that case's own bootstrap interval.
     ``count`` is how many ratios stand behind the number.
     """
 
@@ -150,13 +243,15 @@ def geomean(intervals: Sequence[RatioInterval], confidence: float = CONFIDENCE) 
         iv = intervals[0]
         return Geomean(iv.ratio, iv.low, iv.high, 1)
     logs = [math.log(iv.ratio) for iv in intervals]
-    mean = sum(logs) / len(logs)
-    ses = [iv.log_se for iv in intervals]
-    if any(se is None for se in ses):
-        return Geomean(math.exp(mean), None, None, len(logs))
-    se = math.sqrt(sum(s * s for s in ses)) / len(logs)  # type: ignore[operator]
-    z = _Z.get(round(confidence, 2), 1.959963984540054)
-    return Geomean(math.exp(mean), math.exp(mean - z * se), math.exp(mean + z * se), len(logs))
+    n = len(logs)
+    mean = math.fsum(logs) / n
+    if any(not iv.has_interval for iv in intervals):  # an under-sampled case: no interval, as for a single case
+        return Geomean(math.exp(mean), None, None, n)
+    sd = statistics.stdev(logs)
+    half = t_quantile(confidence, n - 1) * sd / math.sqrt(n)
+    # Keep the point estimate inside its interval against rounding in exp().
+    ratio = math.exp(mean)
+    return Geomean(ratio, min(math.exp(mean - half), ratio), max(math.exp(mean + half), ratio), n)
 
 
 def geomean_verdict(g: Geomean, practical: float = PRACTICAL) -> str:
