@@ -92,3 +92,10 @@ def test_percent() -> None:
     assert ceilings.percent(350.0, c) == pytest.approx(50.0)
     assert ceilings.percent(None, c) is None
     assert ceilings.percent(1.0, None) is None
+
+
+def test_measured_matmul_source_says_one_size_at_the_start_of_the_run() -> None:
+    c = ceilings.measured_matmul("bf16", 8192, 788.4, 72)
+    assert c.source == "torch.matmul (cuBLAS) 8192^3 bf16 at the start of this run, median of 72"
+    assert "best" not in c.source and c.kind == "measured" and c.unit == "TFLOP/s"
+    assert "best cuBLAS rate" not in (ceilings.__doc__ or "")

@@ -169,3 +169,48 @@ def test_exit_description_names_signals_and_statuses():
 def test_assemble_falls_back_to_the_planned_device(device, name):
     out = runner.BenchOutcome(device=device)
     assert runner.assemble(PLAN, out, "2026-11-21T22:00:00Z", 0.0).device.name == name
+
+
+def test_worker_hanging_at_exit_after_done_is_stopped_and_the_run_is_complete(tmp_path):
+    """CUDA teardown can hang a worker that has reported everything: after "done" it gets a short
+    drain, then is stopped; the run is neither timed out nor partial."""
+    steps = [start(), *play(PLANNED), {"emit": {"event": "done"}}, {"sleep": 60}]
+    t0 = time.monotonic()
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(steps))
+    out = runner.run_worker(PLAN, lambda ev: None, 8.0, command=[sys.executable, FAKE, str(script)], grace_s=1.0,
+                            done_drain_s=0.5)
+    assert time.monotonic() - t0 < 6  # well before the 8 s timeout
+    assert out.done and not out.partial and out.interrupted is None and not out.by_user
+    assert len(out.cases) == 4 and out.returncode is not None  # stopped and reaped
+    assert any("did not exit after reporting all cases" in n for n in out.notes)
+    bench = runner.assemble(PLAN, out, "2026-11-21T22:00:00Z", 1.0)
+    assert not bench.partial and bench.interrupted is None and bench.skipped == ()
+
+
+def test_worker_timing_out_after_done_is_not_partial(tmp_path):
+    steps = [start(), *play(PLANNED), {"emit": {"event": "done"}}, {"sleep": 60}]
+    out, _ = run_script(tmp_path, steps, timeout=1.5, grace_s=1.0)
+    assert out.done and not out.partial and out.interrupted is None and len(out.cases) == 4
+
+
+def test_a_skip_of_one_precision_leaves_the_other_precision_unrun():
+    """matmul fp32 as TF32 skipped for memory, then a crash before the IEEE fp32 case: the IEEE
+    case must still show as not run (it was neither a case nor a skip)."""
+    shape = (8192, 8192, 8192)
+    planned = (PlannedCase("matmul", "torch", "fp32", "tf32", shape),
+               PlannedCase("matmul", "torch", "fp32", "fp32", shape))
+    plan = Plan("cuda", 0, planned, dict(PLAN.settings), dict(PLAN.gpu))
+    out = runner.BenchOutcome(skips=[Skip("matmul", "torch", "fp32", shape, "out of memory", precision="tf32")],
+                              interrupted="benchmark worker crashed with SIGSEGV after 1 of 2 cases", partial=True)
+    (unrun,) = runner.unrun_skips(plan, out)
+    assert (unrun.op, unrun.dtype, unrun.precision, unrun.shape) == ("matmul", "fp32", "fp32", shape)
+    assert unrun.reason == "not run: benchmark worker crashed with SIGSEGV"
+    # The TF32 case left unrun is named with its precision too.
+    out2 = runner.BenchOutcome(skips=[Skip("matmul", "torch", "fp32", shape, "oom", precision="fp32")],
+                               interrupted="stopped after 1 of 2 cases", partial=True)
+    (unrun2,) = runner.unrun_skips(plan, out2)
+    assert unrun2.precision == "tf32" and unrun2.reason == "TF32 arithmetic: not run: stopped"
+    # A skip that names no precision (older workers) still stands for every precision.
+    legacy = runner.BenchOutcome(skips=[Skip("matmul", "torch", "fp32", shape, "oom")], interrupted="x", partial=True)
+    assert runner.unrun_skips(plan, legacy) == []

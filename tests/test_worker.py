@@ -262,13 +262,13 @@ def test_an_impl_failing_while_sampled_loses_only_its_own_case(worker_mod, monke
         return fn
 
     monkeypatch.setattr(ops, "compile_impl", flaky)
-    real = worker_mod.Worker._sample_gpu
+    real = worker_mod.Worker._sample
 
-    def arm_after_gpu(self, ready):  # the failure comes in the interleaved launch-time sampling
-        real(self, ready)
+    def arm_before_sampling(self, ready):  # the failure comes in the interleaved sampling
         armed["on"] = True
+        real(self, ready)
 
-    monkeypatch.setattr(worker_mod.Worker, "_sample_gpu", arm_after_gpu)
+    monkeypatch.setattr(worker_mod.Worker, "_sample", arm_before_sampling)
     events = _run_in_process(worker_mod, [_case("relu", shape=(4096,)), _case("relu", "compile", shape=(4096,))])
     torch_case, compiled = [protocol.case_from_event(e) for e in events if e["event"] == "case"]
     assert torch_case.status == "pass" and torch_case.launch is not None
@@ -371,3 +371,115 @@ def test_flags_say_l2_resident_only_when_not_kept_cold() -> None:
     assert flags.case_flags(working_set_bytes=12 << 20, cold=True, **kw) == ()
     assert flags.case_flags(working_set_bytes=12 << 20, cold=False, **kw) == ("l2_resident",)
     assert flags.case_flags(working_set_bytes=800 << 10, cold=False, **kw) == ("l2_resident",)
+
+
+def test_gpu_and_launch_time_are_sampled_in_one_window_under_drift(worker_mod, monkeypatch) -> None:
+    """A power-capped GPU whose speed drifts (here: recovering from a slow start). Sampled in two
+    windows, graphs then eager batches, the eager call (the same kernel plus a launch gap) came
+    out faster than its graph replay: H200 matmul fp16 8192, GPU 1.89 ms, launch 1.73 ms. In one
+    interleaved window launch >= GPU for every implementation."""
+    from envcheck.bench.timer import Region, Timer, TimerSettings
+    from envcheck.model import BenchDevice
+
+    class Device:
+        def __init__(self) -> None:
+            self.t_us = 0.0
+
+        def mark(self) -> float:
+            return self.t_us
+
+        def elapsed_us(self, start: float, end: float) -> float:
+            return end - start
+
+        def synchronize(self) -> None:
+            pass
+
+        def host_s(self) -> float:
+            return self.t_us / 1e6
+
+        def kernel(self, cost_us: float, gap_us: float = 0.0):
+            def call() -> None:  # 1.5x slower at the start, back to 1.0x after 50 ms of work
+                self.t_us += gap_us + cost_us * max(1.0, 1.5 - self.t_us / 100_000.0)
+            return call
+
+    dev = Device()
+    monkeypatch.setattr(Timer, "clock_factory", staticmethod(lambda backend: dev))
+    settings = TimerSettings(warmup_ms=1, rep_ms=20, min_samples=10, max_samples=500)
+
+    def prepared(impl: str, cost: float):
+        spec = {"op": "matmul", "impl": impl, "dtype": "fp16", "precision": "fp16", "shape": [8192, 8192, 8192]}
+        p = worker_mod._Prepared(spec, dev.kernel(cost, gap_us=0.01 * cost), None, None)
+        p.graph = Region(dev.kernel(cost), "cuda_graph", 1)
+        return p
+
+    # The bug, reproduced: GPU time in one window, launch time in the next.
+    timer = Timer("cuda", settings)
+    a = prepared("torch", 1000.0)
+    gpu = timer.measure(a.graph.run, method="cuda_graph")
+    launch = timer.measure(a.fn, method="cuda_events")
+    assert launch.median_us < gpu.median_us
+
+    dev.t_us = 0.0
+    w = worker_mod.Worker({**_plan([], device="cuda")}, lambda ev: None)
+    w.timer = Timer("cuda", settings)
+    w.device = BenchDevice("cuda", "NVIDIA H200", 0)
+    ready = [prepared("torch", 1000.0), prepared("triton", 1200.0)]
+    w._sample(ready)
+    for r in ready:
+        assert r.failure is None and r.graph is None  # graphs freed after sampling
+        assert r.gpu is not None and r.gpu.method == "cuda_graph"
+        assert r.launch is not None and r.launch.method == "cuda_events"
+        assert r.launch.median_us >= r.gpu.median_us
+        assert r.launch.median_us / r.gpu.median_us == pytest.approx(1.01, abs=0.01)
+    assert ready[1].gpu.median_us / ready[0].gpu.median_us == pytest.approx(1.2, rel=0.01)
+
+
+def test_one_window_keeps_failures_per_implementation(worker_mod, monkeypatch) -> None:
+    """A graph replay failing in the shared window costs that implementation its GPU time only;
+    an eager failure makes its case an error; the other implementation is measured all the same."""
+    from envcheck.bench.timer import Region, Timer, TimerSettings
+    from envcheck.model import BenchDevice
+
+    class Device:
+        t_us = 0.0
+
+        def mark(self):
+            return self.t_us
+
+        def elapsed_us(self, s, e):
+            return e - s
+
+        def synchronize(self):
+            pass
+
+        def host_s(self):
+            return self.t_us / 1e6
+
+    dev = Device()
+    monkeypatch.setattr(Timer, "clock_factory", staticmethod(lambda backend: dev))
+    calls = {"n": 0}
+
+    def ok():
+        dev.t_us += 100.0
+
+    def replay_breaks():
+        calls["n"] += 1
+        dev.t_us += 100.0
+        if calls["n"] > 8:
+            raise RuntimeError("replay failed\ndetail")
+
+    def spec(impl):
+        return {"op": "relu", "impl": impl, "dtype": "fp32", "precision": "fp32", "shape": [1 << 20]}
+
+    w = worker_mod.Worker({**_plan([], device="cuda")}, lambda ev: None)
+    w.backend = "cpu"  # _after_failure touches no CUDA
+    w.timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=2, min_samples=5, max_samples=50))
+    w.device = BenchDevice("cuda", "NVIDIA H200", 0)
+    a = worker_mod._Prepared(spec("torch"), ok, None, None)
+    a.graph = Region(ok, "cuda_graph", 1)
+    b = worker_mod._Prepared(spec("triton"), ok, None, None)
+    b.graph = Region(replay_breaks, "cuda_graph", 1)
+    w._sample([a, b])
+    assert a.gpu is not None and a.launch is not None and a.failure is None
+    assert b.gpu is None and b.launch is not None and b.failure is None
+    assert b.message == "no GPU time: CUDA graph replay failed (RuntimeError: replay failed)"

@@ -14,7 +14,9 @@ Compute (TFLOP/s, dense, fp32 accumulation as PyTorch uses):
   SXM: 1830 MHz for tensor ops, 1980 MHz max), and GeForce parts run fp16/bf16 with fp32
   accumulation at half the rate of their data-centre siblings, so for known GPUs the
   datasheet value wins and the source names both numbers.
-* measured: the best cuBLAS rate (torch.matmul at a large square size) in the same run.
+* measured: torch.matmul (cuBLAS) at ONE square size, the largest of 8192, 4096, 2048 that
+  fits in free memory, timed once at the start of the run (before any case, on a GPU not yet
+  warmed by the cases): the median of its samples, not a best rate over sizes or over the run.
 """
 
 from __future__ import annotations
@@ -142,9 +144,13 @@ def compute_ceilings(name: str | None, compute_capability: str | None, sm_count:
 
 
 def measured_matmul(precision: str, size: int, tflops: float, samples: int) -> Ceiling:
-    """The best rate torch.matmul (cuBLAS) reached in this run for ``precision``."""
+    """torch.matmul (cuBLAS) at one ``size``^3 for ``precision``, timed at the start of the run.
+
+    One size (the largest that fits), measured once before any case: the median rate of that
+    measurement, not the best over sizes or over the run; the source says so.
+    """
     return Ceiling(precision, "measured", tflops, "TFLOP/s",
-                   f"torch.matmul (cuBLAS) {size}x{size}x{size} {precision} in this run, median of {samples}")
+                   f"torch.matmul (cuBLAS) {size}^3 {precision} at the start of this run, median of {samples}")
 
 
 def percent(value: float | None, ceiling: Ceiling | None) -> float | None:

@@ -30,6 +30,9 @@ from envcheck.model import Bench, BenchDevice, Case, Ceiling, Skip
 WORKER_COMMAND = (sys.executable, "-m", "envcheck.bench.worker")
 TERMINATE_GRACE_S = 5.0  # SIGTERM, then SIGKILL: a worker stuck in a CUDA call ignores SIGTERM
 EXITED_DRAIN_S = 2.0  # a dead worker's children can hold stdout open: stop waiting for EOF after this
+# After "done" every case is reported: a worker still running this long after it (hung in CUDA
+# teardown at exit) is stopped, and the run is complete all the same.
+DONE_DRAIN_S = 5.0
 STDERR_TAIL_LINES = 40
 MAX_IGNORED_SHOWN = 3
 
@@ -157,11 +160,13 @@ def _exit_description(returncode: int | None) -> str:
 def run_worker(plan: Plan, on_event: OnEvent, timeout: float,
                popen: Callable[..., subprocess.Popen[str]] = subprocess.Popen, *,
                command: Sequence[str] = WORKER_COMMAND, grace_s: float = TERMINATE_GRACE_S,
-               clock: Callable[[], float] = time.monotonic) -> BenchOutcome:
+               clock: Callable[[], float] = time.monotonic, done_drain_s: float = DONE_DRAIN_S) -> BenchOutcome:
     """Run the worker on ``plan``; ``on_event`` sees every decoded event as it arrives.
 
     Never raises for anything the worker does. Ctrl-C (KeyboardInterrupt, here or in
     ``on_event``) stops the worker and returns what finished, with ``partial`` set.
+    Once the worker has sent ``done`` it gets ``done_drain_s`` to exit; one that hangs past
+    that (CUDA teardown) is stopped, and the run is neither partial nor interrupted.
     """
     decode, case_from_event = _codec()
     out = BenchOutcome()
@@ -193,7 +198,8 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float,
     current: str | None = None
     deadline = clock() + timeout
     exited_at: float | None = None
-    stop: str | None = None  # why the loop ended early: "user", "timeout", "hung"
+    stop: str | None = None  # why the loop ended early: "user", "timeout", "hung", "after_done"
+    done_at: float | None = None
 
     def handle(line: str) -> None:
         nonlocal current
@@ -223,6 +229,11 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float,
             if now >= deadline:
                 stop = "timeout"
                 break
+            if out.done:
+                done_at = done_at if done_at is not None else now
+                if now - done_at >= done_drain_s:
+                    stop = "after_done"
+                    break
             try:
                 line = lines.get(timeout=min(0.2, max(deadline - now, 0.001)))
             except queue.Empty:
@@ -270,17 +281,22 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float,
 
     during = f" during {current!r}" if current else ""
     progress = f"after {out.finished} of {n} cases"
-    if stop == "user":
+    if out.done:
+        # Every case was reported: however the worker ended after that, the run is complete.
+        if stop in ("after_done", "timeout", "user"):
+            out.notes.append("benchmark worker did not exit after reporting all cases (hung at exit?): stopped; "
+                             "every case was reported")
+        elif proc.returncode not in (0, None) and stop is None:
+            out.notes.append(f"benchmark worker {_exit_description(proc.returncode)} after reporting all cases")
+    elif stop == "user":
         out.by_user = True
         out.interrupted = f"interrupted by the user (Ctrl-C) {progress}"
     elif stop == "timeout":
         out.interrupted = f"benchmark worker timed out after {timeout:g} s{during} {progress} (raise --timeout)"
-    elif not out.done:
+    else:
         last = next((ln.strip() for ln in reversed(tail) if ln.strip()), "")
         what = _exit_description(proc.returncode)
         out.interrupted = f"benchmark worker {what}{during} {progress}" + (f": {last[:200]}" if last else "")
-    elif proc.returncode not in (0, None) and stop is None:
-        out.notes.append(f"benchmark worker {_exit_description(proc.returncode)} after reporting all cases")
     out.partial = out.interrupted is not None
     return out
 
@@ -293,13 +309,17 @@ def unrun_skips(plan: Plan, outcome: BenchOutcome) -> list[Skip]:
     if not outcome.partial:
         return []
     seen = {c.key for c in outcome.cases}
-    seen |= {(s.op, s.impl, s.dtype, p, s.shape) for s in outcome.skips for p in ("fp32", "tf32", "fp16", "bf16")}
+    for s in outcome.skips:
+        # A skip of one precision (matmul fp32 as TF32) says nothing of the others (IEEE fp32);
+        # only a skip that names none (older workers) stands for every precision.
+        precisions = (s.precision,) if s.precision else ("fp32", "tf32", "fp16", "bf16")
+        seen |= {(s.op, s.impl, s.dtype, p, s.shape) for p in precisions}
     short = (outcome.interrupted or "the run stopped early").split(" after ")[0]
     out = []
     for c in plan.cases:
         if c.key not in seen:
             prefix = "" if c.precision == c.dtype else f"{c.precision.upper()} arithmetic: "
-            out.append(Skip(c.op, c.impl, c.dtype, c.shape, f"{prefix}not run: {short}"))
+            out.append(Skip(c.op, c.impl, c.dtype, c.shape, f"{prefix}not run: {short}", precision=c.precision))
     return out
 
 

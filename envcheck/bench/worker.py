@@ -19,9 +19,11 @@ measures (CUDA backend). Per implementation, one after the other:
    graph (``k`` = whole cycles) and its eager calls, so every call meets data that the other
    sets have evicted; the first set is the one checked in step 2. flags.py says why cases of
    1 MiB and less are left L2-resident.
-Then for all the group's implementations together, their samples interleaved in turns of a
-few ms (timer.py says why: a power-capped GPU drifts, and a block measured second would meet
-a hotter, slower GPU):
+Then for all the group's implementations together, steps 4 and 5 in ONE window: every
+graph and every eager batch of the group takes its samples in turns of a few ms (timer.py
+says why: a power-capped GPU drifts, and a block measured second would meet a hotter, slower
+GPU; GPU time and launch time sampled in two windows once gave a launch time shorter than the
+GPU time of the same call):
 4. GPU time: the graphs replayed between CUDA events;
 5. launch time: batches of eager calls between CUDA events, divided by the batch size;
 6. NVML sampled through 4 and 5 (clocks, temperature, power, throttle reasons). Every case of
@@ -430,8 +432,9 @@ class Worker:
         """Measure the implementations of one group together and emit a result for each, in plan order.
 
         Each is built, compiled, checked, warmed up and its graph captured on its own (a failure
-        or OOM there ends only that implementation); then all are sampled interleaved (GPU time,
-        then launch time) under one NVML monitor, so drift of clocks and power reaches them alike.
+        or OOM there ends only that implementation); then all are sampled interleaved (GPU time
+        and launch time together, in one window) under one NVML monitor, so drift of clocks and
+        power reaches them alike.
         """
         group = self._group_for(specs[0])
         op, precision = specs[0]["op"], specs[0]["precision"]
@@ -448,8 +451,7 @@ class Worker:
             summary = MonitorSummary(samples=0)
             if ready:
                 with _SafeMonitor(self._monitor_factory if self.backend == "cuda" else None) as monitor:
-                    self._sample_gpu(ready)
-                    self._sample_launch(ready)
+                    self._sample(ready)
                 summary = monitor.summary()
             for r in results:
                 if isinstance(r, _Prepared):
@@ -550,48 +552,67 @@ class Worker:
                 prepared.message = prepared.message or f"no GPU time: CUDA graph capture failed ({one_line(e)})"
         return prepared
 
-    def _sample_gpu(self, ready: list[_Prepared]) -> None:
-        """Step 4 for every implementation with a graph, interleaved; the graphs are freed after."""
-        assert self.timer is not None
-        timed = [r for r in ready if r.graph is not None]
-        results = self.timer.measure_interleaved([r.graph for r in timed if r.graph is not None])
-        for r, got in zip(timed, results, strict=True):
-            r.graph = None
-            if isinstance(got, Timing):
-                r.gpu = got
-            elif isinstance(got, self.oom):
-                r.failure = got
-            else:
-                print(f"envcheck worker: {protocol.case_label(r.spec)}: CUDA graph replay failed: {got!r}",
-                      file=sys.stderr)
-                r.message = r.message or f"no GPU time: CUDA graph replay failed ({one_line(got)})"
-        if any(r.failure is not None or r.gpu is None for r in timed):
-            self._after_failure()
+    def _sample(self, ready: list[_Prepared]) -> None:
+        """Steps 4 and 5 in ONE interleaved window: every implementation's graph (GPU time) and
+        eager batches (launch time) take their samples in turns over the same stretch of time.
 
-    def _sample_launch(self, ready: list[_Prepared]) -> None:
-        """Step 5: eager calls back to back between two marks, per call (what a Python caller pays),
-        interleaved across the implementations like their GPU times."""
+        Sampled in two windows (all graphs, then all eager batches), a power-capped GPU drifting
+        between them gave launch times shorter than the GPU time of the same call (H200, matmul
+        fp16 8192: GPU 1.89 ms, launch 1.73 ms). Each region keeps its own sample count and
+        calls per sample; a failure falls on its own implementation only. The graphs are freed after.
+        """
         assert self.timer is not None
         timer = self.timer
         method = "cuda_events" if self.backend == "cuda" else "host_clock"
-        timed: list[_Prepared] = []
         regions: list[Region] = []
+        owners: list[tuple[_Prepared, str]] = []  # (implementation, "gpu" | "launch") per region
         for r in ready:
             if r.failure is not None:
                 continue
+            # The eager batch is sized from the per-call GPU time (graph estimate) where there is a
+            # graph, as before: it only sets the batch length, not any reported number.
+            single: float | None = None
+            if r.graph is not None:
+                try:
+                    single = timer.estimate_us(r.graph.run) / max(1, r.graph.calls_per_sample)
+                except Exception:  # noqa: BLE001 - the graph's own sampling reports this failure
+                    single = None
             try:
-                single = r.gpu.median_us if r.gpu is not None else timer.estimate_us(r.fn)
+                if single is None:
+                    single = timer.estimate_us(r.fn)
             except Exception as e:  # noqa: BLE001 - becomes this case's error (or skip) in _case
                 r.failure = e
+                r.graph = None
                 continue
+            if r.graph is not None:
+                regions.append(r.graph)
+                owners.append((r, "gpu"))
             batch = calls_per_sample(single, target_us=LAUNCH_TARGET_US, cap=MAX_LAUNCH_BATCH)
-            timed.append(r)
             regions.append(Region(_repeat(r.fn, batch), method, batch))
-        for r, got in zip(timed, timer.measure_interleaved(regions), strict=True):
-            if isinstance(got, Timing):
+            owners.append((r, "launch"))
+        results = timer.measure_interleaved(regions) if regions else []
+        failed = False
+        for (r, kind), got in zip(owners, results, strict=True):
+            if kind == "gpu":
+                if isinstance(got, Timing):
+                    r.gpu = got
+                elif isinstance(got, self.oom):
+                    r.failure = r.failure or got
+                    failed = True
+                else:
+                    print(f"envcheck worker: {protocol.case_label(r.spec)}: CUDA graph replay failed: {got!r}",
+                          file=sys.stderr)
+                    r.message = r.message or f"no GPU time: CUDA graph replay failed ({one_line(got)})"
+                    failed = True
+            elif isinstance(got, Timing):
                 r.launch = got
             else:
-                r.failure = got
+                r.failure = r.failure or got
+                failed = True
+        for r in ready:
+            r.graph = None
+        if failed:
+            self._after_failure()
 
     def _case(self, r: _Prepared, group: Group, summary: MonitorSummary) -> Case:
         """The Case of one sampled implementation (its failure, if any, is raised for ``_guarded``)."""
