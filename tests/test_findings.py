@@ -15,7 +15,17 @@ from envcheck.render import findings as fnd
 from envcheck.render.context import View
 from envcheck.render.i18n import LANGS, catalog, placeholders
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "envcheck" / "templates"
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATES = ROOT / "envcheck" / "templates"
+H200 = ROOT / "reports" / "2026-11-21_2241Z_vm_h200.json"
+
+
+@pytest.fixture(scope="module")
+def h200():
+    """A real run: torch, triton and torch.compile rows on an H200."""
+    from envcheck.model import load
+
+    return load(H200).bench
 
 
 def keys(found: list[fnd.Finding]) -> list[str]:
@@ -29,18 +39,47 @@ def with_cases(b, fn):
 def test_launch_bound_region_ends_at_largest_flagged_size():
     b = bench()
     found = {f.params["op"]: f for f in fnd.launch_bound(b)}
-    flagged = [c for c in b.cases if c.op == "vector_add" and "launch_bound" in c.flags]
-    assert found["vector_add"].params["elements"] == max(c.shape[0] for c in flagged)
-    assert found["vector_add"].params["elements"] == 1 << 20  # 12 MiB moved in ~2.9 us: still under a launch
+    flagged = [c for c in b.cases if c.op == "vector_add" and "launch_bound" in c.flags and c.impl == "torch"]
+    assert found["vector_add"].params["torch_elements"] == max(c.shape[0] for c in flagged)
+    assert found["vector_add"].params["torch_elements"] == 1 << 20  # 12 MiB moved in ~2.9 us: still under a launch
     assert "matmul" not in found
 
 
-def test_launch_overhead_is_launch_minus_gpu_time():
-    (f,) = fnd.launch_overhead(bench())
-    # the factory adds 18 us (Triton) and 4.2 us (torch) of host cost on top of the GPU time
-    assert f.params["impl"] == "triton"
-    assert f.params["impl_us"] == pytest.approx(18.0, rel=0.1)
-    assert f.params["torch_us"] == pytest.approx(4.2, rel=0.1)
+def test_launch_bound_limit_is_per_implementation(h200):
+    """vector_add: Triton is launch-bound up to 4 194 304, torch only up to 1 048 576 (torch's
+    4 194 304 row is not flagged): one limit per implementation, and the recommendation follows torch."""
+    found = {f.params["op"]: f for f in fnd.launch_bound(h200)}
+    va = found["vector_add"].params
+    assert va["limits"] == ["torch 1 048 576", "triton 4 194 304", "compile 1 048 576"]
+    assert va["torch_elements"] == 1 << 20
+    (rec,) = [r for r in fnd.recommendations(fnd.findings(h200)) if r.key == "rec.small_tensors"]
+    assert rec.params["elements"] == 1 << 20
+    text = View("en", str).phrase("finding.launch_bound", dict(va))
+    assert "triton 4 194 304" in text and "torch 1 048 576" in text
+
+
+def test_launch_overhead_pairs_rows_of_the_same_group_and_quotes_launch_time(h200):
+    """Medians of the launch time per call, over Triton's launch-bound rows that have a torch row
+    of the same op, dtype, precision and size; the count is the number of pairs."""
+    by_impl = {f.params["impl"]: f.params for f in fnd.launch_overhead(h200)}
+    tri = by_impl["triton"]
+    rows = [c for c in h200.cases if c.impl == "triton" and "launch_bound" in c.flags and c.launch]
+    torch = {(c.op, c.dtype, c.precision, c.shape): c for c in h200.cases if c.impl == "torch" and c.launch}
+    pairs = [(c, torch[(c.op, c.dtype, c.precision, c.shape)]) for c in rows
+             if (c.op, c.dtype, c.precision, c.shape) in torch]
+    assert tri["count"] == len(pairs) < 2 * len(pairs)
+    import statistics
+
+    assert tri["impl_us"] == pytest.approx(statistics.median(c.launch.median_us for c, _ in pairs))
+    assert tri["torch_us"] == pytest.approx(statistics.median(t.launch.median_us for _, t in pairs))
+    assert tri["impl_us"] > tri["torch_us"] > 5  # launch time, not launch minus GPU time (which is ~1-5 us for torch)
+
+
+def test_launch_overhead_skips_rows_without_a_torch_partner(h200):
+    """A launch-bound Triton row whose torch row is missing is not paired with another size's torch row."""
+    tri_bound = {c.shape for c in h200.cases if c.impl == "triton" and "launch_bound" in c.flags}
+    b = dataclasses.replace(h200, cases=tuple(c for c in h200.cases if not (c.impl == "torch" and c.shape in tri_bound)))
+    assert "triton" not in {f.params["impl"] for f in fnd.launch_overhead(b)}
 
 
 def test_clean_run_has_no_throttle_noise_failure_or_partial_findings():
@@ -100,8 +139,23 @@ def test_launch_bound_matmul_is_named_by_its_shape_not_an_element_count():
     b = with_cases(bench(), lambda c: dataclasses.replace(c, flags=("launch_bound",))
                    if c.op == "matmul" and c.shape == (1024, 1024, 1024) else c)
     found = {f.params["op"]: f for f in fnd.launch_bound(b)}
-    assert found["matmul"].key == "finding.launch_bound_shape"
-    assert found["matmul"].params == {"op": "matmul", "size": "1024×1024×1024"}
+    assert found["matmul"].key == "finding.launch_bound"
+    assert found["matmul"].params["limits"] == [f"{i} 1024×1024×1024" for i in
+                                               dict.fromkeys(c.impl for c in b.cases if c.op == "matmul")]
+    assert "torch_elements" not in found["matmul"].params
+
+
+def test_l2_resident_counts_memory_bound_ops_only_with_largest_size_per_op(h200):
+    (f,) = fnd.l2_resident(h200)
+    rows = [c for c in h200.cases if "l2_resident" in c.flags and not c.compute_bound]
+    assert f.params["count"] == len(rows) == 16
+    assert f.params["sizes"] == ["vector_add 65 536", "relu 102 400"]
+    assert "matmul" not in " ".join(f.params["sizes"])
+
+
+def test_no_l2_finding_when_only_matmul_is_l2_resident(h200):
+    b = dataclasses.replace(h200, cases=tuple(c for c in h200.cases if c.compute_bound))
+    assert fnd.l2_resident(b) == []
 
 
 def test_matmul_is_judged_against_flops_not_bandwidth():
@@ -125,10 +179,37 @@ def test_compute_ceiling_per_precision_against_its_peak():
 
 
 def test_tf32_finding_compares_with_ieee_rows():
-    (f,) = fnd.tf32(bench())
+    f = {f.params["impl"]: f for f in fnd.tf32(bench())}["triton"]
     assert f.key == "finding.tf32"
     assert f.params["tf32_err"] > 100 * f.params["ieee_err"]
     assert f.params["tf32_tol"] == pytest.approx(5e-3)
+
+
+def test_tf32_is_per_implementation_with_its_largest_error_and_ieee_of_the_same_shapes(h200):
+    found = {f.params["impl"]: f for f in fnd.tf32(h200)}
+    assert set(found) == {"torch", "triton", "compile"}
+    tri = found["triton"].params
+    tf_rows = [c for c in h200.cases if c.impl == "triton" and c.precision == "tf32"]
+    worst = max(tf_rows, key=lambda c: c.error.rel_l2)
+    assert tri["tf32_err"] == worst.error.rel_l2 > 7.7e-4  # not torch's 2.9e-4, not a median
+    assert tri["tf32_tol"] == worst.error.tolerance
+    shapes = {c.shape for c in tf_rows}
+    ieee = [c for c in h200.cases if c.precision == "fp32" and c.dtype == "fp32" and c.error and c.shape in shapes]
+    assert tri["ieee_err"] == max(c.error.rel_l2 for c in ieee) == pytest.approx(1.1449747725192414e-06)
+    assert found["torch"].params["tf32_err"] < 3e-4
+
+
+def test_tf32_leaves_failed_rows_to_the_failures_finding(h200):
+    worst = max((c for c in h200.cases if c.impl == "triton" and c.precision == "tf32"), key=lambda c: c.error.rel_l2)
+    b = dataclasses.replace(h200, cases=tuple(dataclasses.replace(c, status="fail") if c is worst else c
+                                              for c in h200.cases))
+    tri = {f.params["impl"]: f.params for f in fnd.tf32(b)}["triton"]
+    assert tri["tf32_err"] < worst.error.rel_l2
+    assert tri["count"] == sum(1 for c in h200.cases if c.impl == "triton" and c.precision == "tf32") - 1
+    only_failed = dataclasses.replace(h200, cases=tuple(
+        dataclasses.replace(c, status="fail") if c.impl == "triton" and c.precision == "tf32" else c
+        for c in h200.cases))
+    assert "triton" not in {f.params["impl"] for f in fnd.tf32(only_failed)}
 
 
 def test_no_tf32_finding_without_tf32_rows():
@@ -209,4 +290,4 @@ def test_report_factory_findings_render_without_raw_keys():
     r = report()
     view = View("en", str)
     texts = [view.phrase(f.key, dict(f.params)) for f in fnd.findings(r.bench)]
-    assert any("launch-bound up to 1 048 576 elements" in t for t in texts)
+    assert any("vector_add is launch-bound" in t and "torch 1 048 576" in t for t in texts)

@@ -135,7 +135,7 @@ def test_contents_of_both_formats():
         assert "torch.compile unavailable: no C compiler" in text  # skipped case
         assert "L2 kept cold for memory-bound cases" in text  # run notes
         assert "device-to-device copy of 2 GiB in this run" in text  # ceiling source
-        assert "launch-bound up to 1 048 576 elements" in text
+        assert "is launch-bound at small sizes" in text and "torch 1 048 576" in text
         assert "TF32" in text
     assert '<td class="val missing">not supported on this GPU' in html
 
@@ -290,3 +290,38 @@ def test_rendering_reads_the_json_alone(tmp_path):
 
     assert render_markdown(load(tmp_path / "r.json")) == render_markdown(r)
     assert json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["host"] == "gpu-box-1"
+
+
+def _h200_context(lang: str = "en"):
+    from envcheck.model import load
+    from envcheck.render.context import build
+
+    path = Path(__file__).resolve().parent.parent / "reports" / "2026-11-21_2241Z_vm_h200.json"
+    return build(load(path), lang, str)
+
+
+def test_tolerances_are_a_range_per_precision_not_the_first_seen():
+    """fp32 tolerances run from vector_add's 3.6e-07 to IEEE matmul's (they grow with sqrt K); IEEE matmul reaches 3.4e-05."""
+    m = _h200_context()["methodology"]
+    tol = {p: (lo, hi) for p, lo, hi, _ in m["tolerances"]}
+    assert tol["fp32"][0] == pytest.approx(3.5762786865234375e-07)
+    ctx = _h200_context()
+    fp32 = [c.error.tolerance for c in ctx["bench"].cases if c.error and c.error.precision == "fp32"]
+    assert tol["fp32"][1] == max(fp32) > 30 * tol["fp32"][0]  # IEEE matmul's, not vector_add's
+
+
+@pytest.mark.parametrize("lang, first_call, copy", [("en", "First call", "copy bandwidth (measured)"),
+                                                    ("zh-CN", "首次调用", "拷贝带宽（实测）")])
+def test_first_call_column_tolerance_ranges_and_copy_bandwidth_in_documents(lang, first_call, copy):
+    from envcheck.model import load
+    from envcheck.render.i18n import translate
+
+    path = Path(__file__).resolve().parent.parent / "reports" / "2026-11-21_2241Z_vm_h200.json"
+    r = load(path)
+    md, html = render_markdown(r, lang=lang), render_html(r, lang=lang, charts=[])
+    for text in (md, html):
+        assert first_call in text and translate(lang, "method.first_call") in text
+        assert translate(lang, "method.copy_ceiling") in text
+        assert re.search(r"fp32 3\.6e-07–[0-9.]+e-05", text)
+        assert copy in text  # the bandwidth finding names the measured ceiling as a copy
+    assert "| Compile |" not in md and "| 编译 |" not in md

@@ -219,15 +219,22 @@ def _methodology(report: Report, view: View) -> dict[str, Any]:
                 methods.setdefault(tm.method, []).append(tm.n)
     timing = [{"method": m, "text": view.t(f"method.{m}") if f"method.{m}" in _catalog_keys(view.lang) else m,
                "samples": min(ns) if min(ns) == max(ns) else f"{min(ns)}–{max(ns)}"} for m, ns in methods.items()]
-    tolerances: dict[str, float] = {}
+    # Per precision, the range of tolerances: they grow with the accumulation length (sqrt K),
+    # so one number per precision (say vector_add's) would misstate matmul's.
+    tolerances: dict[str, tuple[float, float]] = {}
     for c in bench.cases:
         if c.error:
-            tolerances.setdefault(c.error.precision, c.error.tolerance)
+            lo, hi = tolerances.get(c.error.precision, (c.error.tolerance, c.error.tolerance))
+            tolerances[c.error.precision] = (min(lo, c.error.tolerance), max(hi, c.error.tolerance))
+    copy = bench.ceiling("bandwidth", "measured")
     return {
         "timing": timing,
         "settings": [(k, view.value(k, v)) for k, v in bench.settings.items()],
         "ceilings": bench.ceilings,
-        "tolerances": sorted(tolerances.items(), key=lambda kv: kv[1]),
+        "tolerances": [(p, lo, hi, f"≤ {sci(hi)}" if sci(lo) == sci(hi) else f"{sci(lo)}–{sci(hi)}")
+                       for p, (lo, hi) in sorted(tolerances.items(), key=lambda kv: kv[1])],
+        "first_call": any(c.compile_s is not None for c in bench.cases),
+        "copy_ceiling": copy is not None,
         "versions": sorted(bench.versions.items()),
     }
 

@@ -70,44 +70,61 @@ def _measured(cases: Iterable[Case]) -> list[Case]:
 # --------------------------------------------------------------------------- individual findings
 
 
+def _group(case: Case) -> tuple[str, str, str, tuple[int, ...]]:
+    """The rows that compare with one another: same op, dtype, precision and size."""
+    return case.op, case.dtype, case.precision, case.shape
+
+
 def launch_bound(bench: Bench) -> list[Finding]:
-    """Per op: the largest size still flagged launch-bound (where launch cost, not the kernel, decides)."""
+    """Per op: the largest size still flagged launch-bound, per implementation (where launch
+    cost, not the kernel, decides). Implementations differ: Triton's Python launcher costs
+    more than PyTorch's, so it stays launch-bound to larger sizes.
+
+    ``torch_elements`` (vector ops only): PyTorch eager's limit, what users pay without Triton.
+    """
     out = []
     for op in ops(bench):
         flagged = [c for c in bench.cases if c.op == op and LAUNCH_BOUND in c.flags]
         if not flagged:
             continue
-        top = max(flagged, key=elements)
-        if len(top.shape) == 1:
-            out.append(Finding("finding.launch_bound", {"op": op, "elements": elements(top)}))
-        else:
-            out.append(Finding("finding.launch_bound_shape", {"op": op, "size": size_label(top.shape)}))
+        impls = dict.fromkeys(c.impl for c in bench.cases if c.op == op)
+        limits, torch_top = [], None
+        for impl in impls:
+            mine = [c for c in flagged if c.impl == impl]
+            if not mine:
+                continue
+            top = max(mine, key=elements)
+            limits.append(f"{impl} {size_label(top.shape)}")
+            if impl == "torch":
+                torch_top = top
+        params: dict[str, Any] = {"op": op, "limits": limits}
+        if torch_top is not None and len(torch_top.shape) == 1:
+            params["torch_elements"] = elements(torch_top)
+        out.append(Finding("finding.launch_bound", params))
     return out
 
 
 def launch_overhead(bench: Bench) -> list[Finding]:
-    """Host launch cost per implementation: median of (eager launch time - GPU time) over the launch-bound rows.
+    """What a Python caller pays per call where an implementation is launch-bound.
 
-    Launch-bound rows are where the difference is all overhead; without any, every row
-    with both timings is used.
+    Per non-torch implementation: its launch-bound rows that have a torch row in the same
+    group (op, dtype, precision, size); the median eager launch time of each side over those
+    pairs. Launch time, not launch minus GPU time: in a launch-bound row the host launch
+    overlaps the GPU work, so the launch time is the whole cost of a call.
     """
-    def cost(impl: str) -> tuple[float, int] | None:
-        rows = [c for c in _measured(bench.cases) if c.impl == impl and c.gpu and c.launch]
-        bound = [c for c in rows if LAUNCH_BOUND in c.flags] or rows
-        if not bound:
-            return None
-        return statistics.median(c.launch.median_us - c.gpu.median_us for c in bound), len(bound)  # type: ignore[union-attr]
-
-    base = cost("torch")
-    if base is None:
-        return []
+    measured = [c for c in _measured(bench.cases) if c.launch]
+    torch_rows = {_group(c): c for c in measured if c.impl == "torch"}
     out = []
     for impl in dict.fromkeys(c.impl for c in bench.cases if c.impl != "torch"):
-        other = cost(impl)
-        if other is None:
+        pairs = [(c, torch_rows[_group(c)]) for c in measured
+                 if c.impl == impl and LAUNCH_BOUND in c.flags and _group(c) in torch_rows]
+        if not pairs:
             continue
         out.append(Finding("finding.launch_overhead", {
-            "impl": impl, "impl_us": other[0], "torch_us": base[0], "count": other[1] + base[1]}))
+            "impl": impl,
+            "impl_us": statistics.median(c.launch.median_us for c, _ in pairs),  # type: ignore[union-attr]
+            "torch_us": statistics.median(t.launch.median_us for _, t in pairs),  # type: ignore[union-attr]
+            "count": len(pairs)}))
     return out
 
 
@@ -119,12 +136,17 @@ def _flagged(bench: Bench, flag: str) -> list[Case]:
 
 
 def l2_resident(bench: Bench) -> list[Finding]:
-    rows = _flagged(bench, L2_RESIDENT)
+    """Memory-bound rows whose working set fits in L2 (their GB/s measure the cache), with the
+    largest such size per op. Compute-bound ops (matmul) are left out: they are judged in
+    FLOP/s, where L2 residency is not a bandwidth concern."""
+    rows = [c for c in _flagged(bench, L2_RESIDENT) if not c.compute_bound]
     if not rows:
         return []
-    top = max(rows, key=elements)
-    return [Finding("finding.l2_resident", {
-        "count": len(rows), "ops": list(dict.fromkeys(c.op for c in rows)), "size": size_label(top.shape)})]
+    sizes = []
+    for op in dict.fromkeys(c.op for c in rows):
+        top = max((c for c in rows if c.op == op), key=elements)
+        sizes.append(f"{op} {size_label(top.shape)}")
+    return [Finding("finding.l2_resident", {"count": len(rows), "sizes": sizes})]
 
 
 def _power_capped_only(case: Case) -> bool:
@@ -209,21 +231,31 @@ def large_speedup(bench: Bench) -> list[Finding]:
 
 
 def tf32(bench: Bench) -> list[Finding]:
-    """fp32 data multiplied in TF32: say so, with the error it implies next to IEEE fp32 rows."""
-    rows = [c for c in _measured(bench.cases) if c.dtype == "fp32" and c.precision == "tf32" and c.error]
-    if not rows:
-        return []
-    ieee = [c for c in _measured(bench.cases) if c.dtype == "fp32" and c.precision == "fp32" and c.error
-            and any(c.op == r.op for r in rows)]
-    params: dict[str, Any] = {
-        "impls": list(dict.fromkeys(c.impl for c in rows)),
-        "tf32_err": statistics.median(c.error.rel_l2 for c in rows),  # type: ignore[union-attr]
-        "tf32_tol": max(c.error.tolerance for c in rows),  # type: ignore[union-attr]
-    }
-    if ieee:
-        params["ieee_err"] = statistics.median(c.error.rel_l2 for c in ieee)  # type: ignore[union-attr]
-        return [Finding("finding.tf32", params)]
-    return [Finding("finding.tf32_noieee", params)]
+    """fp32 data multiplied in TF32: say so per implementation, with its largest error next to
+    the largest error of IEEE fp32 rows of the same op and shapes.
+
+    Failed rows are left out (``failures`` reports them), so what is quoted here is within tolerance.
+    """
+    measured = _measured(bench.cases)
+    rows = [c for c in measured if c.dtype == "fp32" and c.precision == "tf32" and c.error and c.status != "fail"]
+    out = []
+    for impl in dict.fromkeys(c.impl for c in rows):
+        mine = [c for c in rows if c.impl == impl]
+        worst = max(mine, key=lambda c: c.error.rel_l2)  # type: ignore[union-attr]
+        shapes = {(c.op, c.shape) for c in mine}
+        ieee = [c for c in measured if c.dtype == "fp32" and c.precision == "fp32" and c.error
+                and (c.op, c.shape) in shapes]
+        params: dict[str, Any] = {
+            "impl": impl, "count": len(mine),
+            "tf32_err": worst.error.rel_l2,  # type: ignore[union-attr]
+            "tf32_tol": worst.error.tolerance,  # type: ignore[union-attr]
+        }
+        if ieee:
+            params["ieee_err"] = max(c.error.rel_l2 for c in ieee)  # type: ignore[union-attr]
+            out.append(Finding("finding.tf32", params))
+        else:
+            out.append(Finding("finding.tf32_noieee", params))
+    return out
 
 
 def failures(bench: Bench) -> list[Finding]:
@@ -276,9 +308,10 @@ def recommendations(found: Sequence[Finding]) -> list[Recommendation]:
         out.append(Recommendation("rec.throttled"))
     if "finding.noisy" in keys:
         out.append(Recommendation("rec.noisy"))
-    bound = [f for f in found if f.key == "finding.launch_bound"]
+    # PyTorch eager's limit: what users pay without Triton (Triton's own launcher stays launch-bound longer).
+    bound = [f.params["torch_elements"] for f in found if f.key == "finding.launch_bound" and "torch_elements" in f.params]
     if bound:
-        out.append(Recommendation("rec.small_tensors", {"elements": max(f.params["elements"] for f in bound)}))
+        out.append(Recommendation("rec.small_tensors", {"elements": max(bound)}))
     for f in found:
         mp = f.params.get("measured_pct")
         if f.key == "finding.bandwidth_best" and mp is not None and mp < LOW_BANDWIDTH_PCT:
