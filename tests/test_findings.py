@@ -17,7 +17,7 @@ from envcheck.render.i18n import LANGS, catalog, placeholders
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "envcheck" / "templates"
-H200 = ROOT / "reports" / "2026-11-21_2241Z_vm_h200.json"
+H200 = ROOT / "reports" / "2026-11-21_2330Z_vm_h200.json"
 
 
 @pytest.fixture(scope="module")

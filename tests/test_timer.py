@@ -354,6 +354,32 @@ def test_interleaved_turns_go_round_robin_and_sync_once(device: FakeDevice) -> N
     assert got[1].median_us == pytest.approx(100.0) and got[1].calls_per_sample == 5
 
 
+def test_eager_turns_start_on_an_idle_gpu_graph_turns_do_not_wait(device: FakeDevice) -> None:
+    from envcheck.bench import timer as timer_mod
+    from envcheck.bench.timer import Region
+
+    log: list[str] = []
+    device.synchronize = lambda: log.append("sync")  # type: ignore[method-assign]
+
+    def region(name: str, cost: float):
+        def run() -> None:
+            log.append(name)
+            device.t_us += cost
+        return run
+
+    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=10, min_samples=5, max_samples=500))
+    timer.measure_interleaved([Region(region("graph", 100.0), "cuda_graph"),
+                               Region(region("eager", 100.0), timer_mod.EAGER)])
+    estimates = 2 * timer_mod.ESTIMATE_SAMPLES + 2  # each region's estimate runs and its sync
+    sampled = log[estimates:]
+    eager_runs = [i for i, e in enumerate(sampled) if e == "eager" and (i == 0 or sampled[i - 1] != "eager")]
+    graph_runs = [i for i, e in enumerate(sampled) if e == "graph" and (i == 0 or sampled[i - 1] != "graph")]
+    assert len(eager_runs) >= 2 and len(graph_runs) >= 2
+    assert all(i > 0 and sampled[i - 1] == "sync" for i in eager_runs)  # every eager turn waits first
+    # Graph turns never wait: the only syncs are the eager turns' and the final one.
+    assert sampled.count("sync") == len(eager_runs) + 1 and sampled[-1] == "sync"
+
+
 def test_a_failing_region_drops_out_and_the_others_are_measured(device: FakeDevice) -> None:
     from envcheck.bench.timer import Region
 
