@@ -17,7 +17,7 @@ from envcheck.render.i18n import LANGS, catalog, placeholders
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "envcheck" / "templates"
-H200 = ROOT / "reports" / "2026-11-21_2330Z_vm_h200.json"
+H200 = ROOT / "reports" / "2026-11-21_2341Z_vm_h200.json"
 
 
 @pytest.fixture(scope="module")
@@ -46,11 +46,11 @@ def test_launch_bound_region_ends_at_largest_flagged_size():
 
 
 def test_launch_bound_limit_is_per_implementation(h200):
-    """vector_add: Triton is launch-bound up to 4 194 304, torch only up to 1 048 576 (torch's
+    """relu on the H200: Triton is launch-bound up to 4 194 304, torch only up to 1 048 576 (torch's
     4 194 304 row is not flagged): one limit per implementation, and the recommendation follows torch."""
     found = {f.params["op"]: f for f in fnd.launch_bound(h200)}
-    va = found["vector_add"].params
-    assert va["limits"] == ["torch 1 048 576", "triton 4 194 304", "compile 1 048 576"]
+    va = found["relu"].params
+    assert va["limits"] == ["torch 1 048 576", "triton 4 194 304", "compile 16 777 216"]
     assert va["torch_elements"] == 1 << 20
     (rec,) = [r for r in fnd.recommendations(fnd.findings(h200)) if r.key == "rec.small_tensors"]
     assert rec.params["elements"] == 1 << 20

@@ -296,7 +296,7 @@ def _h200_context(lang: str = "en"):
     from envcheck.model import load
     from envcheck.render.context import build
 
-    path = Path(__file__).resolve().parent.parent / "reports" / "2026-11-21_2330Z_vm_h200.json"
+    path = Path(__file__).resolve().parent.parent / "reports" / "2026-11-21_2341Z_vm_h200.json"
     return build(load(path), lang, str)
 
 
@@ -316,7 +316,7 @@ def test_first_call_column_tolerance_ranges_and_copy_bandwidth_in_documents(lang
     from envcheck.model import load
     from envcheck.render.i18n import translate
 
-    path = Path(__file__).resolve().parent.parent / "reports" / "2026-11-21_2330Z_vm_h200.json"
+    path = Path(__file__).resolve().parent.parent / "reports" / "2026-11-21_2341Z_vm_h200.json"
     r = load(path)
     md, html = render_markdown(r, lang=lang), render_html(r, lang=lang, charts=[])
     for text in (md, html):
