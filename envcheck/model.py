@@ -239,6 +239,7 @@ class Case:
     pct_theoretical: float | None = None
     pct_measured: float | None = None
     speedup: float | None = None  # torch time / this time (GPU time when both have one), same op, dtype, precision, shape
+    kernel: str | None = None  # which of envcheck's Triton kernels and tile ran (matmul: the race's winner)
 
     def __post_init__(self) -> None:
         if self.impl not in IMPLS:

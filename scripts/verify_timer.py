@@ -1,15 +1,25 @@
-"""Check envcheck's GPU timer against triton.testing.do_bench on the same callables.
+"""Check envcheck's GPU timer against triton.testing's timers on the same callables.
 
     python scripts/verify_timer.py
 
 Times torch and Triton vector_add / relu at 2^26 and 2^28 fp32 elements and torch and Triton
-matmul fp16 / bf16 at 4096^3 with envcheck's CUDA-graph timer (envcheck.bench.timer) and with
-``triton.testing.do_bench(return_mode="median")``, prints both and their ratio, and exits 1
-when any ratio is more than 5% from 1. At these sizes one call lasts 0.1-1 ms, so launch
-overhead and L2 are negligible and both tools must see the same GPU time; at small sizes
-they differ by design (do_bench times one eager launch after an L2 flush, envcheck a graph
-replay) and are not compared.
+matmul fp16 / bf16 at 4096^3 three ways, in alternating rounds: envcheck's CUDA-graph timer
+(envcheck.bench.timer), ``triton.testing.do_bench_cudagraph`` and ``triton.testing.do_bench``
+(both ``return_mode="median"``). At these sizes one call lasts 0.1-1 ms, so launch overhead
+and L2 are negligible and all three must see the same GPU time, within 5%:
 
+- envcheck against ``do_bench_cudagraph``, every row: both replay a CUDA graph of back-to-back
+  calls, the sustained load a benchmark (and a training step) puts on the GPU.
+- envcheck against ``do_bench``, every row where the GPU stayed under its power cap.
+  ``do_bench`` zeroes a 256 MB buffer before every call: a quarter of a 4096^3 matmul's time
+  at low power. A GPU at its power cap (an H100 or H200 under tensor-core load, 700 W) spends
+  the saved watts on a higher clock during the timed call, so ``do_bench`` reads such a
+  matmul 3-7% faster than any sustained timer does, including triton's own
+  ``do_bench_cudagraph``. Those rows are printed with their ratio and the throttle reason,
+  not judged against ``do_bench``.
+
+Each timer starts from the same steady state (the callable run back to back for SETTLE_MS
+first); the mean SM clock and power of each timer's runs show the state the GPU was in.
 Exit status: 0 agree, 1 disagree, 2 no CUDA GPU / torch / Triton.
 """
 
@@ -26,6 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 TOLERANCE = 0.05
 ROUNDS = 3
+# Before each timer runs, the callable runs back to back this long: a power-capped GPU settles
+# to its steady clock within a few hundred ms, and each timer then starts from that state
+# instead of from whatever the previous timer (a shorter or gappier load) left behind.
+SETTLE_MS = 500.0
+WINDOW_MS = 1000
 
 
 def _unusable() -> str | None:
@@ -79,39 +94,58 @@ def main() -> int:
     from envcheck.bench.timer import Timer, TimerSettings, graph_time
     from envcheck.probes.nvml import Nvml
 
-    timer = Timer("cuda", TimerSettings(warmup_ms=25, rep_ms=200, min_samples=30, max_samples=500))
+    # Every timer samples for about WINDOW_MS (do_bench_cudagraph: 10 replays of WINDOW_MS / 10):
+    # at the power cap the clock keeps sagging for seconds, so a shorter window reads faster.
+    timer = Timer("cuda", TimerSettings(warmup_ms=25, rep_ms=WINDOW_MS, min_samples=30, max_samples=20000))
+    settle = Timer("cuda", TimerSettings(warmup_ms=SETTLE_MS))
     nvml = Nvml()
     uuid = str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
+    timers: dict[str, Callable[[Callable[[], Any]], float]] = {
+        "envcheck": lambda fn: graph_time(timer, fn).median_us,
+        "do_bench_cudagraph": lambda fn: float(triton.testing.do_bench_cudagraph(fn, rep=WINDOW_MS // 10, return_mode="median")) * 1e3,
+        "do_bench": lambda fn: float(triton.testing.do_bench(fn, warmup=25, rep=WINDOW_MS, return_mode="median")) * 1e3,
+    }
     print(f"GPU: {torch.cuda.get_device_name()}  torch {torch.__version__}  triton {triton.__version__}")
-    print(f"{'case':<22} {'impl':<7} {'envcheck us':>12} {'do_bench us':>12} {'ratio':>7}"
-          f"   mean SM MHz / W (envcheck | do_bench)")
-    worst = 0.0
+    print(f"{'case':<22} {'impl':<7} {'envcheck':>9} {'cudagraph':>9} {'ratio':>6} {'do_bench':>9} {'ratio':>6}"
+          f"   mean SM MHz / W (envcheck | cudagraph | do_bench)")
+    worst = {"do_bench_cudagraph": 0.0, "do_bench": 0.0}
+    capped_rows = 0
     for label, impl, fn in _cases():
         fn()
         torch.cuda.synchronize()
         timer.warmup(fn)
-        # Alternate the two timers a few times and compare medians of their medians: a
-        # matmul at 700 W moves with the power cap by a few percent from one second to the
-        # next, which would otherwise be blamed on whichever timer ran second. The mean SM
-        # clock and power during each timer's runs show the state the GPU was in: do_bench
-        # clears L2 with a 256 MB memset before every call, and those gaps let a
-        # power-capped matmul clock higher than back-to-back graph replays do.
-        ours_runs, theirs_runs = [], []
-        ours_mon, theirs_mon = Monitor(nvml, uuid, 0.01), Monitor(nvml, uuid, 0.01)
+        # Alternate the timers and compare medians of their medians: a matmul at 700 W moves with
+        # the power cap by a few percent from one second to the next, which would otherwise be
+        # blamed on whichever timer ran last.
+        runs: dict[str, list[float]] = {name: [] for name in timers}
+        monitors = {name: Monitor(nvml, uuid, 0.01) for name in timers}
         for _ in range(ROUNDS):
-            with ours_mon:
-                ours_runs.append(graph_time(timer, fn).median_us)
-            with theirs_mon:
-                theirs_runs.append(float(triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median")) * 1e3)
-        ours, theirs = statistics.median(ours_runs), statistics.median(theirs_runs)
-        ratio = ours / theirs
-        worst = max(worst, abs(ratio - 1))
-        mark = "" if abs(ratio - 1) <= TOLERANCE else "  <-- off by more than 5%"
-        print(f"{label:<22} {impl:<7} {ours:12.2f} {theirs:12.2f} {ratio:7.3f}"
-              f"   {_state(ours_mon)} | {_state(theirs_mon)}{mark}")
+            for name, measure in timers.items():
+                settle.warmup(fn)
+                with monitors[name]:
+                    runs[name].append(measure(fn))
+        us = {name: statistics.median(v) for name, v in runs.items()}
+        ratio = {name: us["envcheck"] / us[name] for name in worst}
+        capped = sorted({r for m in monitors.values() for r in m.summary().throttle_reasons if "power" in r})
+        capped_rows += bool(capped)
+        notes = []
+        worst["do_bench_cudagraph"] = max(worst["do_bench_cudagraph"], abs(ratio["do_bench_cudagraph"] - 1))
+        if abs(ratio["do_bench_cudagraph"] - 1) > TOLERANCE:
+            notes.append("<-- off do_bench_cudagraph by more than 5%")
+        if capped:
+            notes.append(f"[at the power cap ({', '.join(capped)}): do_bench not judged]")
+        else:
+            worst["do_bench"] = max(worst["do_bench"], abs(ratio["do_bench"] - 1))
+            if abs(ratio["do_bench"] - 1) > TOLERANCE:
+                notes.append("<-- off do_bench by more than 5%")
+        print(f"{label:<22} {impl:<7} {us['envcheck']:9.2f} {us['do_bench_cudagraph']:9.2f} "
+              f"{ratio['do_bench_cudagraph']:6.3f} {us['do_bench']:9.2f} {ratio['do_bench']:6.3f}   "
+              f"{' | '.join(_state(m) for m in monitors.values())}  {' '.join(notes)}".rstrip())
     nvml.shutdown()
-    print(f"largest deviation: {100 * worst:.1f}% (allowed {100 * TOLERANCE:.0f}%)")
-    return 0 if worst <= TOLERANCE else 1
+    print(f"largest deviation: {100 * worst['do_bench_cudagraph']:.1f}% from do_bench_cudagraph (all rows), "
+          f"{100 * worst['do_bench']:.1f}% from do_bench (rows under the power cap; {capped_rows} row(s) at the "
+          f"cap not judged); allowed {100 * TOLERANCE:.0f}%")
+    return 0 if max(worst.values()) <= TOLERANCE else 1
 
 
 def _state(monitor: Any) -> str:

@@ -100,7 +100,7 @@ def bench(gpu_name: str = "NVIDIA H200", bandwidth_gbps: float = 4814.4, scale: 
     cases: list[Case] = []
 
     def add(op, impl, dtype, precision, shape, nbytes, flops, gpu_us, launch_us, err, tol, *, speedup, compile_s=None,
-            flags=()):
+            flags=(), kernel=None):
         gpu = _timing(rng, "cuda_graph", gpu_us * scale)
         launch = _timing(rng, "cuda_events", launch_us * scale, noise=0.05)
         t = gpu.median_us * 1e-6
@@ -118,7 +118,7 @@ def bench(gpu_name: str = "NVIDIA H200", bandwidth_gbps: float = 4814.4, scale: 
             # As the worker records them: compute-bound matmul against its precision's peaks.
             pct_theoretical=100 * tflops / peak[precision] if is_mm else 100 * gbps / bandwidth_gbps,
             pct_measured=None if is_mm else 100 * gbps / measured_bw,
-            speedup=speedup,
+            speedup=speedup, kernel=kernel,
         ))
 
     for op, reads in (("vector_add", 2), ("relu", 1)):
@@ -143,7 +143,8 @@ def bench(gpu_name: str = "NVIDIA H200", bandwidth_gbps: float = 4814.4, scale: 
             add("matmul", "torch", dtype, prec, (size, size, size), nbytes, flops, t_torch, t_torch + 5, err / 2,
                 TOLERANCE[prec], speedup=None)
             add("matmul", "triton", dtype, prec, (size, size, size), nbytes, flops, t_triton, t_triton + 20, err,
-                TOLERANCE[prec], speedup=t_torch / t_triton, compile_s=4.2)
+                TOLERANCE[prec], speedup=t_torch / t_triton, compile_s=4.2,
+                kernel="tma_persistent 128x256x64 s4 w8" if size >= 2048 else "pointer 64x128x64 s4 w4")
     skipped = (Skip("vector_add", "compile", "fp32", (1 << 28,), "torch.compile unavailable: no C compiler"),)
     return Bench(
         device=BenchDevice("cuda", gpu_name, 0, 132, 62914560, 150754820096, "9.0"),

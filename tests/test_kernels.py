@@ -32,8 +32,15 @@ MATMUL_PRECISIONS = (("fp32", "fp32"), ("fp32", "tf32"), ("fp16", "fp16"), ("bf1
 
 # Variants: "int64" forces 64-bit offsets (normally only past 2^31 elements); "strided" feeds
 # transposed views; "online" forces softmax's looped kernel on short rows; "neg_inf" puts -inf
-# entries (and one all -inf tile) into softmax rows; "nan" checks relu passes NaN through.
-VARIANTS = ("plain", "int64", "strided", "online", "neg_inf", "nan")
+# entries (and one all -inf tile) into softmax rows; "nan" checks relu passes NaN through;
+# "tma" / "tma_persistent" launch matmul's TMA kernels directly with a small tile (on a GPU the
+# race decides which kernel runs, so each is checked on its own), "tma_strided" with a K-major B.
+VARIANTS = ("plain", "int64", "strided", "online", "neg_inf", "nan", "tma", "tma_persistent", "tma_strided")
+
+# Shapes TMA can address (leading strides of 16 bytes: multiples of 8 fp16/bf16 or 4 fp32
+# elements) that no tile divides, so every edge is out of bounds somewhere.
+TMA_SHAPES = {"fp32": ((33, 44, 68), (1, 4, 4)), "fp16": ((33, 40, 72), (1, 8, 8)),
+              "bf16": ((33, 40, 72), (1, 8, 8))}
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,9 @@ def cpu_cases() -> list[Case]:
             cases.append(Case("matmul", dtype, precision, shape))
         cases += [Case("matmul", dtype, precision, (33, 47, 70), "strided"),
                   Case("matmul", dtype, precision, (33, 47, 70), "int64")]
+        for shape in TMA_SHAPES[dtype]:
+            cases += [Case("matmul", dtype, precision, shape, variant)
+                      for variant in ("tma", "tma_persistent", "tma_strided")]
     return cases
 
 
@@ -136,7 +146,8 @@ def _inputs(case: Case, device: str, gen: Any) -> tuple[list[Any], Any]:
     if case.op == "matmul":
         m, n, k = case.shape
         a = rand(m, k)
-        b = rand(n, k).t() if case.variant == "strided" else rand(k, n)  # column-major B
+        strided = case.variant in ("strided", "tma_strided")
+        b = rand(n, k).t() if strided else rand(k, n)  # column-major B
         return [a, b], poisoned(m, n)
     raise ValueError(f"unknown op {case.op!r}")
 
@@ -156,6 +167,23 @@ def _reference(case: Case, args: list[Any]) -> Any:
     return wide[0] @ wide[1]
 
 
+def _launch_tma(case: Case, a: Any, b: Any, out: Any) -> Any:
+    """One TMA kernel on its own: 32-wide tiles so the small shapes span several of them, and
+    (persistent) fewer programs than tiles so each program walks more than one."""
+    import torch
+
+    from envcheck.bench.kernels import matmul_tma
+    from envcheck.bench.kernels.matmul import _PRECISIONS
+    from envcheck.bench.kernels.tuning import TMA, TMA_PERSISTENT, Tile
+
+    assert matmul_tma.eligible(a, b, out), f"{case.id}: TMA cannot address these operands"
+    tile = Tile(TMA, 32, 32, 16, 2, 4) if case.variant == "tma" else Tile(TMA_PERSISTENT, 32, 64, 16, 4, 4)
+    upcast = a.dtype == torch.bfloat16 and not a.is_cuda  # numpy has no bfloat16
+    precision = "ieee" if upcast else _PRECISIONS[a.dtype][case.precision]
+    matmul_tma.launch(a, b, out, precision, tile, programs=2, upcast=upcast)
+    return out
+
+
 def run_case(case: Case, device: str) -> dict[str, Any]:
     """Run one case, return its measured error: rel_l2, max_abs, unwritten (NaN left in out), tolerance."""
     import torch
@@ -167,9 +195,12 @@ def run_case(case: Case, device: str) -> dict[str, Any]:
     ref = _reference(case, args)
     old = _force(case)
     try:
-        fn = kernels.KERNELS[case.op]
-        extra = [case.precision] if case.op == "matmul" else []
-        returned = fn(*args, out, *extra)
+        if case.variant.startswith("tma"):
+            returned = _launch_tma(case, *args, out)
+        else:
+            fn = kernels.KERNELS[case.op]
+            extra = [case.precision] if case.op == "matmul" else []
+            returned = fn(*args, out, *extra)
     finally:
         for (module, name), value in old.items():
             setattr(module, name, value)
@@ -374,6 +405,83 @@ def test_bad_arguments_raise_a_one_line_value_error(op: str, make_args: Any, mes
     with pytest.raises(ValueError, match=message) as info:
         kernels.KERNELS[op](*make_args())
     assert "\n" not in str(info.value)
+
+
+def test_tma_eligibility_follows_the_16_byte_rules() -> None:
+    import torch
+
+    pytest.importorskip("triton")
+    from envcheck.bench.kernels.matmul_tma import eligible
+
+    def t(*shape: int, dtype: Any = torch.float16) -> Any:
+        return torch.zeros(*shape, dtype=dtype)
+
+    assert eligible(t(33, 40), t(40, 72), t(33, 72))
+    assert eligible(t(33, 40), t(72, 40).t(), t(33, 72))  # K-major B, as nn.Linear keeps it
+    assert eligible(t(5, 12, dtype=torch.float32), t(12, 4, dtype=torch.float32), t(5, 4, dtype=torch.float32))
+    assert not eligible(t(33, 41), t(41, 72), t(33, 72))  # a's rows 82 bytes apart
+    assert not eligible(t(33, 40), t(40, 71), t(33, 71))  # b's and out's rows 142 bytes apart
+    assert not eligible(t(40, 33).t(), t(40, 72), t(33, 72))  # a column-major
+    assert not eligible(t(33, 40), t(40, 72)[:, ::2], t(33, 36))  # b strided in both dims
+    assert not eligible(t(33, 48)[:, 1:41], t(40, 72), t(33, 72))  # a starts 2 bytes into a row
+
+
+def _race(monkeypatch: pytest.MonkeyPatch, times: dict[str, float | BaseException],
+          fail: tuple[str, ...] = ()) -> tuple[str, list[str]]:
+    """Race candidates named by ``times`` (their GPU time, or the error timing them raised);
+    those in ``fail`` raise on their first call. Returns the winner and who was timed."""
+    import torch
+
+    pytest.importorskip("triton")
+    from envcheck.bench.kernels.tuning import POINTER, Tile, fastest
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    tiles = {name: Tile(POINTER, 32 * (i + 1), 32, 32, 2, 4) for i, name in enumerate(times)}
+    timed: list[str] = []
+
+    def call(name: str) -> Any:
+        def run() -> str:
+            if name in fail:
+                raise RuntimeError(f"out of resource: shared memory ({name})")
+            return name
+        return run
+
+    def measure(fns: list[Any]) -> list[float | BaseException]:
+        names = [fn() for fn in fns]
+        timed.extend(names)
+        return [times[name] for name in names]
+
+    winner = fastest({tiles[name]: call(name) for name in times}, measure=measure)
+    return next(name for name, tile in tiles.items() if tile == winner), timed
+
+
+def test_race_picks_the_least_gpu_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _race(monkeypatch, {"a": 5.0, "b": 3.0, "c": 4.0}) == ("b", ["a", "b", "c"])
+
+
+def test_race_drops_candidates_that_fail_and_raises_when_all_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a fails to compile, b fails while timed: c wins although both would have been faster.
+    winner, timed = _race(monkeypatch, {"a": 1.0, "b": RuntimeError("capture failed"), "c": 3.0}, fail=("a",))
+    assert winner == "c" and timed == ["b", "c"]
+    with pytest.raises(RuntimeError, match="out of resource"):
+        _race(monkeypatch, {"a": 1.0, "b": 2.0}, fail=("a", "b"))
+    with pytest.raises(RuntimeError, match="capture failed"):
+        _race(monkeypatch, {"a": RuntimeError("capture failed"), "b": RuntimeError("replay failed")})
+
+
+def test_a_lone_candidate_wins_untimed(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _race(monkeypatch, {"a": 9.0, "b": 1.0}, fail=("b",)) == ("a", [])
+
+
+def test_tile_label_names_kernel_tile_stages_and_warps() -> None:
+    from envcheck.bench.kernels.tuning import TMA_PERSISTENT, Tile
+
+    tile = Tile(TMA_PERSISTENT, 128, 256, 64, 4, 8)
+    assert tile.label == "tma_persistent 128x256x64 s4 w8"
+    assert tile.describe() == {"kernel": "tma_persistent", "BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64,
+                               "GROUP_M": 8, "num_stages": 4, "num_warps": 8}
+    with pytest.raises(ValueError, match="unknown matmul kernel kind"):
+        Tile("wgmma", 64, 64, 64, 2, 4)
 
 
 def test_empty_inputs_return_out_without_launching() -> None:

@@ -7,10 +7,11 @@ tolerance of the precision used), at the sizes a benchmark runs: multi-wave grid
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import pytest
-from test_kernels import DTYPES, MATMUL_PRECISIONS, Case, check_result, run_case
+from test_kernels import DTYPES, MATMUL_PRECISIONS, TOLERANCE, Case, check_result, run_case
 
 pytestmark = pytest.mark.gpu
 
@@ -113,6 +114,7 @@ def test_matmul_reports_the_config_autotuning_picked() -> None:
 
     from envcheck.bench import kernels
     from envcheck.bench.kernels.matmul import tuned_config
+    from envcheck.bench.kernels.tuning import KINDS
 
     a = torch.randn(768, 768, device="cuda", dtype=torch.bfloat16)
     c = torch.empty_like(a)
@@ -121,7 +123,50 @@ def test_matmul_reports_the_config_autotuning_picked() -> None:
     first = c.clone()
     config = tuned_config(768, 768, 768, torch.bfloat16, "bf16")
     assert config is not None and config["BLOCK_M"] in (64, 128, 256) and config["num_warps"] in (4, 8)
+    assert config["kernel"] in KINDS
+    from envcheck.bench import ops
+
+    label = ops.triton_kernel("matmul", (768, 768, 768), "bf16", "bf16")
+    assert label is not None and label.startswith(config["kernel"] + " ")  # what the report's case records
     c.fill_(float("nan"))
     kernels.matmul(a, a, c, "bf16")  # the cached-config launch path
     torch.cuda.synchronize()
     assert torch.equal(c, first)
+
+
+@pytest.mark.parametrize(("dtype", "precision"), MATMUL_PRECISIONS, ids=lambda v: str(v))
+def test_every_matmul_candidate_is_correct_not_only_the_winner(dtype: str, precision: str) -> None:
+    """The race keeps whichever candidate is fastest on the GPU at hand, so each must be right:
+    every kernel and tile of the dtype, on an odd shape and with a K-major B."""
+    import torch
+
+    from envcheck.bench.kernels.tuning import POINTER
+
+    # The module, not the function of the same name that the kernels package exports.
+    mm = importlib.import_module("envcheck.bench.kernels.matmul")
+    tdtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    candidates = mm._CANDIDATES_32BIT if dtype == "fp32" else mm._CANDIDATES_16BIT
+    device = torch.cuda.current_device()
+    input_precision = mm._PRECISIONS[tdtype][precision]
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    tested = 0
+    for m, n, k, kmajor in ((1000, 1000, 1000, False), (1000, 1000, 1000, True), (136, 2048, 520, False)):
+        a = torch.randn(m, k, generator=gen, device="cuda").to(tdtype)
+        b = (torch.randn(n, k, generator=gen, device="cuda").t() if kmajor
+             else torch.randn(k, n, generator=gen, device="cuda")).to(tdtype)
+        ref = a.double() @ b.double()
+        tma = mm._has_tma(device) and mm.matmul_tma.eligible(a, b, torch.empty(m, n, device="cuda", dtype=tdtype))
+        for tile in candidates:
+            if tile.kind != POINTER and not tma:
+                continue
+            out = torch.full((m, n), float("nan"), device="cuda", dtype=tdtype)
+            try:
+                mm.launcher(tile, a, b, out, input_precision, precision == "tf32")(a, b, out)
+                torch.cuda.synchronize()
+            except Exception as e:  # noqa: BLE001 - too much shared memory for this GPU: the race drops it too
+                assert "out of resource" in str(e).lower(), f"{tile}: {e}"
+                continue
+            err = float((out.double() - ref).norm() / ref.norm())
+            assert err <= TOLERANCE[precision], f"{tile} {m}x{n}x{k} K-major B={kmajor}: rel L2 {err:.3g}"
+            tested += 1
+    assert tested >= len(candidates)

@@ -137,6 +137,7 @@ def test_contents_of_both_formats():
         assert "device-to-device copy of 2 GiB in this run" in text  # ceiling source
         assert "is launch-bound at small sizes" in text and "torch 1 048 576" in text
         assert "TF32" in text
+        assert "persistent 128x256x64 s4 w8" in text  # the kernel a Triton matmul ran
     assert '<td class="val missing">not supported on this GPU' in html
 
 

@@ -221,6 +221,19 @@ def triton_impl(op: str, inputs: Inputs, out: Any, precision: str) -> Impl:
     return lambda: fn(a, b, out, precision)
 
 
+def triton_kernel(op: str, shape: tuple[int, ...], dtype: str, precision: str) -> str | None:
+    """Which kernel and tile envcheck's Triton ``op`` ran at this shape, once it ran: matmul
+    races several (see kernels/tuning.py); the other ops have one kernel (None)."""
+    if op != "matmul":
+        return None
+    import importlib
+
+    matmul = importlib.import_module("envcheck.bench.kernels.matmul")  # the module, not the function
+    m, n, k = shape
+    tile = matmul.tuned_tile(m, n, k, torch_dtype(dtype), precision)
+    return tile.label if tile is not None else None
+
+
 def _eager(op: str) -> Callable[..., Any]:
     """The out-of-place PyTorch function torch.compile traces (out= forms do not compile well)."""
     import torch

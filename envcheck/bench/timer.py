@@ -204,6 +204,11 @@ class Timer:
         """Median time of a few (discarded) samples of ``region``."""
         return statistics.median(self._samples(region, ESTIMATE_SAMPLES))
 
+    def shortest_us(self, region: Callable[[], Any]) -> float:
+        """Shortest of a few (discarded) samples: for sizing, where a sample can be too long
+        (a slow first replay, a host that fell behind) but never too short."""
+        return min(self._samples(region, ESTIMATE_SAMPLES))
+
     def measure(self, region: Callable[[], Any], *, method: str, calls_per_sample: int = 1) -> Timing:
         """Timing per call of ``region``, which makes ``calls_per_sample`` calls of the op."""
         (result,) = self.measure_interleaved([Region(region, method, calls_per_sample)])
@@ -311,9 +316,9 @@ def graph_region(timer: Timer, fn: Callable[[], Any], sets: int = 1) -> Region:
 
     ``k`` calls per graph so a sample lasts >= GRAPH_TARGET_US, the time divided by ``k``. A
     replay has its own launch latency (about 4-5 us on an H100/H200), so ``k`` comes from the
-    per-call time of a multi-call graph, where that latency is already amortised; sizing it
-    from a one-call replay would take the latency for kernel time and choose ``k`` = 2 for a
-    1 us kernel, reporting 5 us.
+    per-call time of multi-call graphs, where that latency is amortised, re-sized until it
+    holds; sizing it from a one-call replay would take the latency for kernel time and choose
+    ``k`` = 2 for a 1 us kernel, reporting 5 us.
 
     With ``sets`` > 1, ``fn`` is a ``Rotation`` over that many sets of inputs and outputs (the
     memory-bound cases kept out of L2, see flags.rotation_sets): ``k`` is a whole number of
@@ -327,8 +332,8 @@ def graph_region(timer: Timer, fn: Callable[[], Any], sets: int = 1) -> Region:
     if sets > 1:
         if isinstance(fn, Rotation):
             fn.restart()
-        graph = capture_graph(fn, sets)
-        cycle = timer.estimate_us(graph.replay)  # its latency is shared by ``sets`` calls already
+        graph = _warm_capture(timer, fn, sets)
+        cycle = timer.shortest_us(graph.replay)  # its latency is shared by ``sets`` calls already
         m = calls_per_sample(cycle, GRAPH_TARGET_US, max(1, MAX_GRAPH_CALLS // sets))
         if m > 1:
             del graph
@@ -336,19 +341,34 @@ def graph_region(timer: Timer, fn: Callable[[], Any], sets: int = 1) -> Region:
                 fn.restart()
             graph = capture_graph(fn, m * sets)
         return Region(graph.replay, "cuda_graph", m * sets)
-    graph = capture_graph(fn, 1)
-    single = timer.estimate_us(graph.replay)
-    k = 1
-    if single < GRAPH_TARGET_US:
-        probe = calls_per_sample(single, GRAPH_TARGET_US, MAX_GRAPH_CALLS)  # too few: single includes latency
+    # k only grows: each estimate can be too long (the replay's own latency, or a host that
+    # submits replays more slowly than the GPU runs them), never too short, so a per-call time
+    # that shrinks as k grows was inflated and k is sized again from the longer graph. The
+    # first graph holds 2 calls: a one-call replay can read 100 us for a 2 us kernel (seen on
+    # an H100, vector_add 65536: k = 1 and 20 us reported), which would stop sizing at once.
+    k = 2
+    graph = _warm_capture(timer, fn, k)
+    for _ in range(MAX_SIZING_ROUNDS):
+        per_call = timer.shortest_us(graph.replay) / k
+        want = calls_per_sample(per_call, GRAPH_TARGET_US, MAX_GRAPH_CALLS)
+        if want <= k:
+            break
         del graph
-        graph = capture_graph(fn, probe)
-        per_call = timer.estimate_us(graph.replay) / probe
-        k = calls_per_sample(per_call, GRAPH_TARGET_US, MAX_GRAPH_CALLS)
-        if k != probe:
-            del graph
-            graph = capture_graph(fn, k)
+        k = want
+        graph = _warm_capture(timer, fn, k)
     return Region(graph.replay, "cuda_graph", k)
+
+
+# How many times graph_region may re-size a graph (2 -> ~40 -> ~500 calls in practice).
+MAX_SIZING_ROUNDS = 4
+
+
+def _warm_capture(timer: Timer, fn: Callable[[], Any], calls: int) -> Any:
+    """``capture_graph`` and one replay: the first replay of a graph uploads it to the device."""
+    graph = capture_graph(fn, calls)
+    graph.replay()
+    timer.clock.synchronize()
+    return graph
 
 
 class Rotation:

@@ -7,7 +7,7 @@ stderr) and out-of-memory becomes a Skip.
 
 What one group of cases (one op, dtype, precision and shape: torch, Triton, torch.compile)
 measures (CUDA backend). Per implementation, one after the other:
-1. first call, timed on the host until done: ``compile_s`` for Triton (JIT + autotune) and
+1. first call, timed on the host until done: ``compile_s`` for Triton (JIT + the matmul race) and
    torch.compile (graph capture + Inductor), kept apart from every measurement;
 2. the checked call: output poisoned with NaN, one call, compared with the float64 reference;
 3. warm-up calls for ``warmup_ms`` (at least 3), then the CUDA graph for step 4: ``k`` calls
@@ -539,7 +539,8 @@ class Worker:
         run = Rotation(fns) if len(fns) > 1 else fn
         timer.warmup(run)
         prepared = _Prepared(spec, run, first_s if impl != "torch" else None, check, message=check.message,
-                             cold=len(fns) > 1)
+                             cold=len(fns) > 1,
+                             kernel=ops.triton_kernel(op, shape, dtype, precision) if impl == "triton" else None)
         if self.backend == "cuda":
             try:
                 prepared.graph = graph_region(timer, run, len(fns))
@@ -647,6 +648,7 @@ class Worker:
             flags=flags.case_flags(gpu=gpu, launch=launch, monitor=monitor, working_set_bytes=ws,
                                    l2_bytes=self.device.l2_bytes, cold=r.cold, backend=self.backend),
             message=r.message, gbps=gbps, tflops=tflops, pct_theoretical=pct_t, pct_measured=pct_m, speedup=speedup,
+            kernel=r.kernel,
         )
 
     def _ceiling(self, name: str, kind: str) -> Ceiling | None:
@@ -667,6 +669,7 @@ class _Prepared:
     message: str | None = None
     graph: Region | None = None  # the captured CUDA graph to replay, until the GPU time is taken
     cold: bool = False  # cycled through rotating buffers (GPU and launch time alike)
+    kernel: str | None = None  # Case.kernel
     gpu: Timing | None = None
     launch: Timing | None = None
     failure: BaseException | None = None  # raised while sampling: the case's error, or skip if OOM

@@ -1,7 +1,7 @@
 """envcheck's own Triton kernels, one family per module, loaded on first use.
 
 Every wrapper takes a preallocated ``out``, returns it, allocates nothing and never
-synchronises, so one warm-up call (JIT compile, matmul autotuning) makes it safe to
+synchronises, so one warm-up call (JIT compile, the matmul race) makes it safe to
 capture in a CUDA graph, and its host-side cost is only validation plus the launch:
 
 - ``vector_add(x, y, out)``, ``relu(x, out)``: 1-D contiguous tensors of any length.

@@ -1,28 +1,41 @@
 """``out = a @ b`` with tensor cores: fp16 / bf16 (fp32 accumulation) and fp32 as TF32 or IEEE.
 
-One tiled kernel (a program per output tile, K walked in BLOCK_K steps that Triton pipelines
-through shared memory; on Hopper it lowers to wgmma), autotuned over a few configs per
-input width. Tiles are visited in GROUP_M-tall column groups so that consecutive programs
-share A row-panels and B column-panels while they are still in L2.
+The pointer kernel here runs on any GPU: a program per output tile, K walked in BLOCK_K steps
+that Triton pipelines through shared memory (on Hopper it lowers to wgmma); tiles are visited
+in GROUP_M-tall column groups so that consecutive programs share A row-panels and B
+column-panels while they are still in L2. On Hopper and later the TMA kernels of
+matmul_tma.py join it, and the first call for each problem races them all (tuning.py).
 
-Measured on an H200 (triton 3.6, vs cuBLAS through torch.matmul): fp16 / bf16 at 4096^3 and
-4096x11008x4096 reach 0.92-0.99x; IEEE fp32 0.87-0.93x. Two known gaps: TF32 with a row-major B
-runs at ~0.25x, because Hopper's TF32 wgmma reads B only K-major (a column-major B, i.e.
-``b.t().contiguous().t()``, reached 306 vs 354 TFLOP/s); and small odd problems such as 1000^3
-reach ~0.3x (too few 128-wide tiles to fill 132 SMs, and masked K tails).
+Measured on an H200 (triton 3.6, against cuBLAS through torch.matmul), the pointer kernel
+alone: fp16 / bf16 0.96x at 4096^3, 0.99x at 4096x11008x4096; TF32 0.82x; 1000^3 0.25x; with
+the TMA kernels in the race see matmul_tma.py. TF32 needs B K-major (as nn.Linear keeps its
+weight): Hopper's TF32 wgmma reads B only that way, and with a row-major B it ran at ~0.25x.
 
-Under the Triton interpreter (``TRITON_INTERPRET=1``) or with CPU tensors, autotuning has
-nothing to measure, so one small fixed config runs instead.
+Under the Triton interpreter (``TRITON_INTERPRET=1``) or with CPU tensors, racing has nothing
+to measure, so the pointer kernel runs with one small tile.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
+import types
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import triton
 import triton.language as tl
+
+from envcheck.bench.kernels import tuning
+from envcheck.bench.kernels.tile_order import grouped_tile
+from envcheck.bench.kernels.tuning import POINTER, TMA, TMA_PERSISTENT, Tile
+
+matmul_tma: types.ModuleType | None
+try:
+    from envcheck.bench.kernels import matmul_tma
+except ImportError:  # a Triton without tensor descriptors: the pointer kernel only
+    matmul_tma = None
 
 # Offsets are int32 unless an operand spans 2^31 elements; module-level so a test can force int64.
 _INT32_LIMIT = 2**31
@@ -63,16 +76,7 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
         stride_am = tl.multiple_of(stride_am, VEC)
         stride_bk = tl.multiple_of(stride_bk, VEC)
         stride_cm = tl.multiple_of(stride_cm, VEC)
-    pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    # Grouped ordering: GROUP_M tile-rows are swept column by column, for L2 reuse.
-    num_pid_in_group = GROUP_M * num_pid_n
-    group_id = pid // num_pid_in_group
-    first_pid_m = group_id * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-    pid_n = (pid % num_pid_in_group) // group_size_m
+    pid_m, pid_n = grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
 
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -110,48 +114,49 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
-def _config(bm: int, bn: int, bk: int, stages: int, warps: int) -> triton.Config:
-    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8},
-                         num_stages=stages, num_warps=warps)
-
-
-# fp16 / bf16, sized for Hopper (228 KiB shared memory per SM, wgmma on 2 warpgroups).
-_CONFIGS_16BIT = [
-    # Large square-ish problems: the widest tile gets the most FLOPs per byte of shared memory
-    # traffic; 3 stages x 48 KiB fit. The best for 4096^3 on H100/H200: on an H200, timed
-    # interleaved with cuBLAS, 0.963-0.967x (fp16) and 0.963-0.964x (bf16); 4 stages, GROUP_M=16
-    # (both within 0.3% of it), 256x128 (0.88-0.89x) and 128x128x128 (0.79-0.80x) did not beat it.
-    _config(128, 256, 64, 3, 8),
+# Candidates raced per problem (see tuning.py). The pointer kernel runs on any GPU; the TMA
+# kernels (matmul_tma.py) on Hopper and later where the operands' layout allows.
+_CANDIDATES_16BIT = (
+    # Large square-ish problems: the widest tile gets the most FLOPs per byte of shared-memory
+    # traffic; 3 stages x 48 KiB fit. On an H200 at 4096^3: 0.96x of cuBLAS.
+    Tile(POINTER, 128, 256, 64, 3, 8),
     # Same tile transposed, for tall outputs (M >> N) where 128x256 leaves a ragged last column.
-    _config(256, 128, 64, 3, 8),
+    Tile(POINTER, 256, 128, 64, 3, 8),
     # Mid-size or odd shapes (e.g. 1000^3) where 128x256 tiles give fewer programs than SMs.
-    _config(128, 128, 64, 4, 8),
-    # Small outputs: 64x128 tiles quadruple the program count of 128x256 to keep SMs busy.
-    _config(64, 128, 64, 4, 4),
-]
+    Tile(POINTER, 128, 128, 64, 4, 8),
+    # Small outputs: 64x128 tiles quadruple the program count of 128x256 (512^3: 0.85x, the best).
+    Tile(POINTER, 64, 128, 64, 4, 4),
+    # TMA: 1000^3 at 0.67x (pointer kernels: 0.25x).
+    Tile(TMA, 128, 128, 64, 5, 4),
+    # Persistent TMA: 4096^3 at 0.995x, 8192^3 at 1.02x.
+    Tile(TMA_PERSISTENT, 128, 256, 64, 4, 8),
+    # Persistent TMA, smaller tile: 4096x11008x4096 at 1.07x.
+    Tile(TMA_PERSISTENT, 128, 128, 64, 5, 4),
+)
 
 # fp32 operands are twice as wide: half the K depth per stage keeps the same shared memory.
-# The same configs serve TF32 (tensor cores) and IEEE (FMA); they tune separately (the
-# precision is part of the autotune key).
-_CONFIGS_32BIT = [
-    _config(128, 256, 32, 3, 8),
-    _config(128, 128, 32, 4, 8),
-    _config(64, 128, 32, 4, 4),
-]
+# The same candidates serve TF32 (tensor cores) and IEEE (FMA); they are raced separately.
+_CANDIDATES_32BIT = (
+    Tile(POINTER, 128, 256, 32, 3, 8),
+    Tile(POINTER, 128, 128, 32, 4, 8),
+    Tile(POINTER, 64, 128, 32, 4, 4),
+    # TF32 at 4096^3: 0.99x (pointer kernels: 0.82x).
+    Tile(TMA_PERSISTENT, 128, 256, 32, 3, 8),
+    Tile(TMA_PERSISTENT, 128, 128, 32, 4, 8),
+)
 
-_KEY = ["M", "N", "K", "INPUT_PRECISION"]
-_matmul_16bit = triton.autotune(configs=_CONFIGS_16BIT, key=_KEY)(_matmul_kernel)
-_matmul_32bit = triton.autotune(configs=_CONFIGS_32BIT, key=_KEY)(_matmul_kernel)
+# (M, N, K, dtype, precision, int64, aligned, tma, b row-major, device) -> the Tile raced fastest.
+_TUNED: dict[tuple[Any, ...], Tile] = {}
 
-# (M, N, K, dtype, precision, int64, aligned) -> (grid, launch meta) of the config autotuning picked.
-_TUNED: dict[tuple[Any, ...], tuple[tuple[int], dict[str, Any]]] = {}
+Launcher = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None]
+
+# Everything the launch depends on (shapes, dtypes, strides, device, 16-byte alignment) -> the
+# launcher of the winning tile with every argument but the tensors bound: a warm call costs a
+# dict lookup and the launch itself (a per-call dispatch doubled the host time of a 1024^3 call).
+_LAUNCHERS: dict[tuple[Any, ...], Launcher] = {}
 
 # Interpreter: one small tile, little numpy work per program.
-_INTERPRET_META = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4}
-
-
-def _grid(meta: dict[str, Any]) -> tuple[int]:
-    return (triton.cdiv(meta["M"], meta["BLOCK_M"]) * triton.cdiv(meta["N"], meta["BLOCK_N"]),)
+_INTERPRET_TILE = Tile(POINTER, 32, 32, 32, 1, 4, group_m=4)
 
 
 # Decided once, when @triton.jit ran: under TRITON_INTERPRET=1 it returns an interpreter
@@ -159,13 +164,44 @@ def _grid(meta: dict[str, Any]) -> tuple[int]:
 _INTERPRETED = not isinstance(_matmul_kernel, triton.runtime.JITFunction)
 
 
+@functools.cache
+def _sm_count(device: int) -> int:
+    return int(torch.cuda.get_device_properties(device).multi_processor_count)
+
+
+@functools.cache
+def _has_tma(device: int) -> bool:
+    """TMA needs Hopper (compute capability 9.0) or later and a Triton with tensor descriptors."""
+    return matmul_tma is not None and torch.cuda.get_device_capability(device)[0] >= 9
+
+
 def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, precision: str) -> torch.Tensor:
     """``out = a @ b`` for a (M, K), b (K, N), out (M, N), all one dtype; returns ``out``.
 
     ``precision``: ``fp16`` / ``bf16`` for those dtypes, ``tf32`` or ``fp32`` (IEEE) for fp32.
-    Accumulates in fp32. The first call for a new (M, N, K, dtype, precision) autotunes
-    (compiles and times each config, synchronising); later calls only launch.
+    Accumulates in fp32. The first call for a new problem (sizes, dtype, precision, layout)
+    races the candidate kernels and tiles (compiling each, synchronising); later calls launch
+    the winner directly.
     """
+    if _INTERPRETED or not a.is_cuda:
+        input_precision = _validate(a, b, out, precision)
+        if a.shape[0] and b.shape[1]:
+            # numpy has no bfloat16: the interpreter multiplies bf16 as the exact fp32 it widens to.
+            upcast = a.dtype == torch.bfloat16
+            launcher(_INTERPRET_TILE, a, b, out, "ieee" if upcast else input_precision, precision == "tf32",
+                     upcast=upcast)(a, b, out)
+        return out
+    key = (a.shape, b.shape, out.shape, a.dtype, b.dtype, out.dtype, precision, a.stride(), b.stride(),
+           out.stride(), a.get_device(), (a.data_ptr() | b.data_ptr() | out.data_ptr()) % 16)
+    launch = _LAUNCHERS.get(key)
+    if launch is None:
+        launch = _LAUNCHERS[key] = _race(a, b, out, precision)
+    launch(a, b, out)
+    return out
+
+
+def _validate(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, precision: str) -> str:
+    """tl.dot's input precision for these operands, or ValueError in one line."""
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0] or out.shape != (a.shape[0], b.shape[1]):
         raise ValueError(f"matmul needs a (M, K), b (K, N) and out (M, N), got {tuple(a.shape)}, "
                          f"{tuple(b.shape)}, {tuple(out.shape)}")
@@ -177,45 +213,68 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, precision: str) 
     if input_precision is None:
         raise ValueError(f"matmul precision {precision!r} does not apply to {dtype}: use "
                          f"{' or '.join(_PRECISIONS[dtype])}")
+    return input_precision
+
+
+def _race(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, precision: str) -> Launcher:
+    """Validate, race this problem's candidates (tuning.fastest), return the winner's launcher."""
+    input_precision = _validate(a, b, out, precision)
     M, K = a.shape
     N = b.shape[1]
     if M == 0 or N == 0:
-        return out
+        return lambda a, b, out: None
+    device = a.get_device()
+    tma = K > 0 and _has_tma(device) and matmul_tma.eligible(a, b, out)
+    candidates = _CANDIDATES_32BIT if a.dtype == torch.float32 else _CANDIDATES_16BIT
+    launchers = {tile: launcher(tile, a, b, out, input_precision, precision == "tf32")
+                 for tile in candidates if tma or tile.kind == POINTER}
+    tile = tuning.fastest({t: functools.partial(launch, a, b, out) for t, launch in launchers.items()})
     int64 = max(a.numel(), b.numel(), out.numel()) >= _INT32_LIMIT
-    args = (a, b, out, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1))
-    allow_tf32 = precision == "tf32"
+    _TUNED[(M, N, K, a.dtype, precision, int64, vector_aligned(a, b, out), tma, b.stride(1) == 1, device)] = tile
+    return launchers[tile]
+
+
+def vector_aligned(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> bool:
+    """Whether the pointer kernel may load 16 bytes at a time along rows (its ALIGNED hint)."""
     vec = 16 // a.element_size()
-    aligned = (K % vec == 0 and N % vec == 0 and a.stride(1) == 1 and b.stride(1) == 1 and out.stride(1) == 1
-               and a.stride(0) % vec == 0 and b.stride(0) % vec == 0 and out.stride(0) % vec == 0)
-    if _INTERPRETED or not a.is_cuda:
-        upcast = dtype == torch.bfloat16
-        _matmul_kernel[_grid](*args, INPUT_PRECISION="ieee" if upcast else input_precision, ALLOW_TF32=allow_tf32,
-                              INT64=int64, UPCAST=upcast, ALIGNED=aligned, VEC=vec, **_INTERPRET_META)
-        return out
-    key = (M, N, K, dtype, precision, int64, aligned)
-    tuned = _TUNED.get(key)
-    if tuned is not None:
-        # Launch the tuned config directly: the Autotuner's per-call dispatch (argument dicts,
-        # key building) costs more host time than the launch itself.
-        _matmul_kernel[tuned[0]](*args, INPUT_PRECISION=input_precision, ALLOW_TF32=allow_tf32, INT64=int64,
-                                 UPCAST=False, ALIGNED=aligned, VEC=vec, **tuned[1])
-        return out
-    tuner = _matmul_32bit if dtype == torch.float32 else _matmul_16bit
-    tuner[_grid](*args, INPUT_PRECISION=input_precision, ALLOW_TF32=allow_tf32, INT64=int64, UPCAST=False,
-                 ALIGNED=aligned, VEC=vec)
-    config = tuner.best_config
-    meta = config.all_kwargs()
-    grid = (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
-    _TUNED[key] = (grid, meta)
-    return out
+    K, N = a.shape[1], b.shape[1]
+    return (K % vec == 0 and N % vec == 0 and a.stride(1) == 1 and b.stride(1) == 1 and out.stride(1) == 1
+            and a.stride(0) % vec == 0 and b.stride(0) % vec == 0 and out.stride(0) % vec == 0)
+
+
+def launcher(tile: Tile, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, input_precision: str,
+             allow_tf32: bool, *, upcast: bool = False) -> Launcher:
+    """A launch of ``tile``'s kernel for operands shaped, strided and aligned as these are, with
+    everything but the tensors bound. ``upcast``: interpreter only (bf16 widened to fp32)."""
+    M, K = a.shape
+    N = b.shape[1]
+    if tile.kind != POINTER:
+        assert matmul_tma is not None
+        return functools.partial(matmul_tma.launch, input_precision=input_precision, tile=tile,
+                                 programs=_sm_count(a.get_device()) if a.is_cuda else 2, upcast=upcast)
+    grid = (triton.cdiv(M, tile.block_m) * triton.cdiv(N, tile.block_n),)
+    kernel = _matmul_kernel[grid]
+    sizes = (M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1))
+    meta = {"INPUT_PRECISION": input_precision, "ALLOW_TF32": allow_tf32,
+            "INT64": max(a.numel(), b.numel(), out.numel()) >= _INT32_LIMIT, "UPCAST": upcast,
+            "ALIGNED": vector_aligned(a, b, out), "VEC": 16 // a.element_size(), **tile.blocks,
+            "num_stages": tile.num_stages, "num_warps": tile.num_warps}
+
+    def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+        kernel(a, b, out, *sizes, **meta)
+
+    return launch
+
+
+def tuned_tile(m: int, n: int, k: int, dtype: torch.dtype, precision: str) -> Tile | None:
+    """The kernel and tile the race picked for this problem; None before its first GPU call."""
+    for (tm, tn, tk, tdtype, tprecision, *_), tile in _TUNED.items():
+        if (tm, tn, tk, tdtype, tprecision) == (m, n, k, dtype, precision):
+            return tile
+    return None
 
 
 def tuned_config(m: int, n: int, k: int, dtype: torch.dtype, precision: str) -> dict[str, Any] | None:
-    """The config autotuning picked for this problem (block sizes, warps, stages), e.g. for a report.
-
-    None before the first GPU call with these sizes, dtype and precision.
-    """
-    for (tm, tn, tk, tdtype, tprecision, _, _), (_, meta) in _TUNED.items():
-        if (tm, tn, tk, tdtype, tprecision) == (m, n, k, dtype, precision):
-            return dict(meta)
-    return None
+    """:func:`tuned_tile` as a dict (kernel kind, block sizes, stages, warps), e.g. for a log."""
+    tile = tuned_tile(m, n, k, dtype, precision)
+    return tile.describe() if tile is not None else None
