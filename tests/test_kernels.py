@@ -473,6 +473,27 @@ def test_a_lone_candidate_wins_untimed(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _race(monkeypatch, {"a": 9.0, "b": 1.0}, fail=("b",)) == ("a", [])
 
 
+def test_tuned_tile_reads_the_cached_winner_by_problem(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    pytest.importorskip("triton")
+    from envcheck.bench.kernels.tuning import TMA_PERSISTENT, Tile
+
+    mm = importlib.import_module("envcheck.bench.kernels.matmul")
+    tile = Tile(TMA_PERSISTENT, 128, 256, 64, 4, 8)
+
+    def key(m: int, n: int, k: int, dtype: Any, precision: str) -> tuple[Any, ...]:
+        return ((m, k), (k, n), (m, n), dtype, dtype, dtype, precision, (k, 1), (n, 1), (n, 1), 0, 0)
+
+    monkeypatch.setattr(mm, "_LAUNCHERS", {key(0, 8, 8, torch.float16, "fp16"): (None, lambda *a: None),
+                                           key(64, 32, 16, torch.bfloat16, "bf16"): (tile, lambda *a: None)})
+    assert mm.tuned_tile(64, 32, 16, torch.bfloat16, "bf16") == tile
+    assert mm.tuned_config(64, 32, 16, torch.bfloat16, "bf16")["kernel"] == TMA_PERSISTENT
+    assert mm.tuned_tile(64, 16, 32, torch.bfloat16, "bf16") is None  # N and K swapped: another problem
+    assert mm.tuned_tile(64, 32, 16, torch.float16, "fp16") is None
+    assert mm.tuned_tile(0, 8, 8, torch.float16, "fp16") is None  # an empty output ran no tile
+
+
 def test_tile_label_names_kernel_tile_stages_and_warps() -> None:
     from envcheck.bench.kernels.tuning import TMA_PERSISTENT, Tile
 

@@ -145,15 +145,12 @@ _CANDIDATES_32BIT = (
     Tile(TMA_PERSISTENT, 128, 128, 32, 4, 8),
 )
 
-# (M, N, K, dtype, precision, int64, aligned, tma, b row-major, device) -> the Tile raced fastest.
-_TUNED: dict[tuple[Any, ...], Tile] = {}
-
 Launcher = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None]
 
 # Everything the launch depends on (shapes, dtypes, strides, device, 16-byte alignment) -> the
-# launcher of the winning tile with every argument but the tensors bound: a warm call costs a
+# winning tile and its launcher with every argument but the tensors bound: a warm call costs a
 # dict lookup and the launch itself (a per-call dispatch doubled the host time of a 1024^3 call).
-_LAUNCHERS: dict[tuple[Any, ...], Launcher] = {}
+_LAUNCHERS: dict[tuple[Any, ...], tuple[Tile | None, Launcher]] = {}
 
 # Interpreter: one small tile, little numpy work per program.
 _INTERPRET_TILE = Tile(POINTER, 32, 32, 32, 1, 4, group_m=4)
@@ -193,10 +190,10 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, precision: str) 
         return out
     key = (a.shape, b.shape, out.shape, a.dtype, b.dtype, out.dtype, precision, a.stride(), b.stride(),
            out.stride(), a.get_device(), (a.data_ptr() | b.data_ptr() | out.data_ptr()) % 16)
-    launch = _LAUNCHERS.get(key)
-    if launch is None:
-        launch = _LAUNCHERS[key] = _race(a, b, out, precision)
-    launch(a, b, out)
+    tuned = _LAUNCHERS.get(key)
+    if tuned is None:
+        tuned = _LAUNCHERS[key] = _race(a, b, out, precision)
+    tuned[1](a, b, out)
     return out
 
 
@@ -216,22 +213,20 @@ def _validate(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, precision: st
     return input_precision
 
 
-def _race(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, precision: str) -> Launcher:
-    """Validate, race this problem's candidates (tuning.fastest), return the winner's launcher."""
+def _race(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, precision: str) -> tuple[Tile | None, Launcher]:
+    """Validate, race this problem's candidates (tuning.fastest), return the winner and its launcher."""
     input_precision = _validate(a, b, out, precision)
     M, K = a.shape
     N = b.shape[1]
     if M == 0 or N == 0:
-        return lambda a, b, out: None
+        return None, lambda a, b, out: None  # an empty output: nothing to launch
     device = a.get_device()
     tma = K > 0 and _has_tma(device) and matmul_tma.eligible(a, b, out)
     candidates = _CANDIDATES_32BIT if a.dtype == torch.float32 else _CANDIDATES_16BIT
     launchers = {tile: launcher(tile, a, b, out, input_precision, precision == "tf32")
                  for tile in candidates if tma or tile.kind == POINTER}
     tile = tuning.fastest({t: functools.partial(launch, a, b, out) for t, launch in launchers.items()})
-    int64 = max(a.numel(), b.numel(), out.numel()) >= _INT32_LIMIT
-    _TUNED[(M, N, K, a.dtype, precision, int64, vector_aligned(a, b, out), tma, b.stride(1) == 1, device)] = tile
-    return launchers[tile]
+    return tile, launchers[tile]
 
 
 def vector_aligned(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> bool:
@@ -267,9 +262,12 @@ def launcher(tile: Tile, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, in
 
 
 def tuned_tile(m: int, n: int, k: int, dtype: torch.dtype, precision: str) -> Tile | None:
-    """The kernel and tile the race picked for this problem; None before its first GPU call."""
-    for (tm, tn, tk, tdtype, tprecision, *_), tile in _TUNED.items():
-        if (tm, tn, tk, tdtype, tprecision) == (m, n, k, dtype, precision):
+    """The kernel and tile the race picked for this problem; None before its first GPU call.
+
+    With several layouts of one problem raced (e.g. a row-major and a K-major B), the first.
+    """
+    for (a_shape, b_shape, _, a_dtype, _, _, prec, *_), (tile, _) in _LAUNCHERS.items():
+        if tile is not None and (*a_shape, b_shape[1], a_dtype, prec) == (m, k, n, dtype, precision):
             return tile
     return None
 
