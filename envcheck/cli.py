@@ -13,14 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from envcheck import __version__
-
-EXIT_OK = 0
-EXIT_FAIL = 1
-EXIT_USAGE = 2
-
-
-class UsageError(Exception):
-    """Bad input from the user: printed as one line, exit status 2."""
+from envcheck.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
 
 
 def _csv(value: str) -> list[str]:
@@ -122,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"envcheck {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
 

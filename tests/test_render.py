@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from factories import report
 
-from envcheck.cli import UsageError
+from envcheck.errors import UsageError
 from envcheck.model import Check, dump, known, missing
 from envcheck.render import jinja as jj
 from envcheck.render import render_html, render_markdown, write_documents

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from envcheck.bench import sizes
-from envcheck.cli import UsageError
+from envcheck.errors import UsageError
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import factories
 import pytest
 
 from envcheck.bench import suite
-from envcheck.cli import UsageError
+from envcheck.errors import UsageError
 from envcheck.model import Environment, Gpu, known, missing
 
 

@@ -20,7 +20,7 @@ import math
 import re
 from collections.abc import Iterable
 
-from envcheck.cli import UsageError
+from envcheck.errors import UsageError
 
 # Beyond this no single benchmark tensor fits any GPU made (2^40 elements is 4 TiB in fp32).
 MAX_DIM = 1 << 40

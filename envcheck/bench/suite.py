@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from envcheck.bench import sizes as sz
 from envcheck.bench.ops import ITEMSIZE, OPS, REFERENCE_CHUNK_ELEMENTS
 from envcheck.bench.protocol import DTYPES
-from envcheck.cli import UsageError
+from envcheck.errors import UsageError
 from envcheck.model import Environment, Skip
 
 # What users type, mapped to (dtype, precision-or-None). ``tf32`` asks for fp32 matmuls with

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from envcheck.cli import EXIT_FAIL, EXIT_OK, UsageError
+from envcheck.errors import EXIT_FAIL, EXIT_OK, UsageError
 
 
 def _check_out(path: str | None) -> Path | None:

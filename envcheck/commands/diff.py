@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from envcheck.cli import EXIT_FAIL, EXIT_OK, UsageError
+from envcheck.errors import EXIT_FAIL, EXIT_OK, UsageError
 
 
 def labels(paths: list[str]) -> list[str]:

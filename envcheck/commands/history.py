@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envcheck.cli import EXIT_OK, UsageError
 from envcheck.commands.diff import check_out, emit, labels, terminal_text
+from envcheck.errors import EXIT_OK, UsageError
 
 if TYPE_CHECKING:
     from envcheck.model import Report

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from envcheck.cli import EXIT_OK
+from envcheck.errors import EXIT_OK
 
 
 def main(args: argparse.Namespace) -> int:

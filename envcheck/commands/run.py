@@ -27,11 +27,10 @@ from typing import Any
 
 from envcheck import model, reportname
 from envcheck.bench import runner, suite
-from envcheck.cli import EXIT_FAIL, EXIT_OK, UsageError
+from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from envcheck.model import Bench, BenchDevice, Check, Environment, Report
 
 FORMATS = ("json", "md", "html")
-EXIT_INTERRUPTED = 130
 RUNTIME_PROBE_TIMEOUT_S = 120.0
 
 

@@ -22,7 +22,7 @@ __all__ = ["FORMATS", "LANGS", "render_html", "render_markdown", "write_document
 
 
 def _validate(formats: Sequence[str], lang: str) -> list[str]:
-    from envcheck.cli import UsageError
+    from envcheck.errors import UsageError
 
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
@@ -42,7 +42,7 @@ def write_documents(report: Report, json_path: Path, formats: Sequence[str], lan
     checked before anything is written, so a refusal leaves the folder untouched:
     an existing file is replaced only with ``force``.
     """
-    from envcheck.cli import UsageError
+    from envcheck.errors import UsageError
     from envcheck.model import write_new
     from envcheck.render import charts as ch
 

@@ -1,0 +1,16 @@
+"""Errors people see and the exit statuses scripts read: one place, imported by every layer.
+
+Nothing here imports from envcheck, so any module may raise these without importing the
+command line (which would be an upward import, and a loop: the CLI loads the commands).
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAIL = 1  # a check or a case failed, or the run could not finish
+EXIT_USAGE = 2  # bad options or a file that is not a usable report: one line on stderr
+EXIT_INTERRUPTED = 130  # Ctrl-C or SIGTERM: what finished was kept
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one line, exit status 2."""
