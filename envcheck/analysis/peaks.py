@@ -55,7 +55,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from envcheck.bench.protocol import PRECISIONS
+from envcheck.ops import PRECISIONS
 
 TENSOR_PRECISIONS = tuple(p for p in PRECISIONS if p != "fp32")
 

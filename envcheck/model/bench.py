@@ -1,15 +1,97 @@
-"""Benchmark results: what the isolated worker measured on one device."""
+"""Benchmark results of one device: what the isolated worker measured, raw.
+
+Nothing here is derived from anything else here. A case holds its timing samples, its
+numeric-error statistics, the NVML samples taken while it ran, which kernel ran and what
+failed; throughput, shares of ceilings, speedups, flags, pass/fail and every summary are
+computed from these by ``envcheck.analysis``, once, and read from there by every consumer.
+The statistics of a ``Timing`` (median, quartiles, CV) are properties of its samples, never
+stored.
+
+Sentences are never stored either: a skip reason, a note or an interruption is a key plus
+parameters (``Note``), phrased in the reader's language when a report is rendered. What the
+machine itself said (an exception's first line, the worker's last stderr line) is kept as
+the machine said it, in ``detail`` fields.
+"""
 
 from __future__ import annotations
 
 import math
-import statistics
-import typing
+from array import array
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from enum import Enum
+from functools import cached_property
 from typing import Any
 
+from envcheck.ops import DTYPES, IMPLS, OPS, PRECISIONS
 
-def _quantile(sorted_xs: list[float], q: float) -> float:
+TIMING_METHODS = ("cuda_graph", "cuda_events", "host_clock")
+BACKENDS = ("cuda", "cpu")
+
+ParamValue = str | int | float | bool | None | tuple[str | int | float, ...]
+
+
+class Samples:
+    """An immutable sequence of float32 values: timing samples, stored compactly.
+
+    Values are rounded to float32 when the object is made, so a report in memory and the
+    same report read back from its JSON (where samples are float32: see model/codec.py)
+    hold identical numbers, and everything derived from them is identical too. float32
+    keeps 7 significant digits, far finer than any timer's resolution. An ``array('f')``
+    costs 4 bytes a sample against 32 for a tuple of floats: a 20,000-case report fits in
+    memory twice over for a diff.
+    """
+
+    __slots__ = ("_a",)
+
+    def __init__(self, values: Iterable[float] = ()) -> None:
+        self._a = values._a if isinstance(values, Samples) else array("f", values)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Samples:
+        """From little-endian float32 bytes (the JSON encoding)."""
+        if len(data) % 4:
+            raise ValueError("float32 sample bytes must be a multiple of 4 long")
+        s = cls.__new__(cls)
+        a = array("f")
+        a.frombytes(data)
+        if array("I", [1]).tobytes()[0] != 1:  # big-endian host: the encoding is little-endian
+            a.byteswap()
+        s._a = a
+        return s
+
+    def to_bytes(self) -> bytes:
+        a = self._a
+        if array("I", [1]).tobytes()[0] != 1:
+            a = array("f", a)
+            a.byteswap()
+        return a.tobytes()
+
+    def __len__(self) -> int:
+        return len(self._a)
+
+    def __iter__(self) -> Iterator[float]:
+        return iter(self._a)
+
+    def __getitem__(self, i: int) -> float:
+        return self._a[i]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Samples):
+            return self._a == other._a
+        if isinstance(other, (tuple, list)):
+            return list(self._a) == list(Samples(other)._a)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._a.tobytes())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{x:g}" for x in self._a[:4])
+        return f"Samples([{shown}{', ...' if len(self._a) > 4 else ''}], n={len(self._a)})"
+
+
+def quantile(sorted_xs: list[float], q: float) -> float:
     """Linear-interpolation quantile (numpy's default) of already sorted values."""
     pos = (len(sorted_xs) - 1) * q
     lo = math.floor(pos)
@@ -18,55 +100,194 @@ def _quantile(sorted_xs: list[float], q: float) -> float:
 
 
 @dataclass(frozen=True)
-class Timing:
-    """Raw samples of one timed region (microseconds per call) and their statistics.
+class TimingStats:
+    median: float
+    q1: float
+    q3: float
+    mean: float
+    cv: float  # population standard deviation / mean
 
-    ``method``: ``cuda_graph`` (graph replay, launch gaps removed), ``cuda_events``
-    (eager calls between events: what a Python caller pays) or ``host_clock``
-    (CPU baseline, perf_counter around synchronous work).
+
+@dataclass(frozen=True)
+class Timing:
+    """Raw samples of one timed region, in microseconds per call.
+
+    ``method``: ``cuda_graph`` (graph replay, launch gaps removed), ``cuda_events`` (eager
+    calls between events: what a Python caller pays) or ``host_clock`` (CPU baseline,
+    perf_counter around synchronous work). ``calls_per_sample``: calls timed together in
+    one sample (each sample is already divided by it).
     """
 
     method: str
-    samples_us: tuple[float, ...]
+    samples_us: Samples
     calls_per_sample: int = 1
-    median_us: float = 0.0
-    q1_us: float = 0.0
-    q3_us: float = 0.0
-    cv: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.samples_us, Samples):
+            object.__setattr__(self, "samples_us", Samples(self.samples_us))
+        if self.method not in TIMING_METHODS:
+            raise ValueError(f"unknown timing method {self.method!r}")
+        if not len(self.samples_us):
+            raise ValueError("a timing needs at least one sample")
+        if not all(math.isfinite(x) and x > 0 for x in self.samples_us):
+            raise ValueError("timing samples must be finite and positive")
+        if self.calls_per_sample < 1:
+            raise ValueError("calls_per_sample must be at least 1")
 
     @classmethod
-    def from_samples(cls, method: str, samples_us: typing.Iterable[float], calls_per_sample: int = 1) -> Timing:
-        xs = tuple(float(x) for x in samples_us)
-        if not xs:
-            raise ValueError("a timing needs at least one sample")
-        s = sorted(xs)
-        mean = statistics.fmean(xs)
-        cv = statistics.pstdev(xs) / mean if mean > 0 and len(xs) > 1 else 0.0
-        return cls(method, xs, calls_per_sample, _quantile(s, 0.5), _quantile(s, 0.25), _quantile(s, 0.75), cv)
+    def from_samples(cls, method: str, samples_us: Iterable[float], calls_per_sample: int = 1) -> Timing:
+        return cls(method, Samples(samples_us), calls_per_sample)
+
+    @cached_property
+    def stats(self) -> TimingStats:
+        xs = sorted(self.samples_us)
+        mean = math.fsum(xs) / len(xs)
+        var = math.fsum((x - mean) ** 2 for x in xs) / len(xs)
+        cv = math.sqrt(var) / mean if len(xs) > 1 else 0.0
+        return TimingStats(quantile(xs, 0.5), quantile(xs, 0.25), quantile(xs, 0.75), mean, cv)
 
     @property
     def n(self) -> int:
         return len(self.samples_us)
 
     @property
+    def median_us(self) -> float:
+        return self.stats.median
+
+    @property
+    def q1_us(self) -> float:
+        return self.stats.q1
+
+    @property
+    def q3_us(self) -> float:
+        return self.stats.q3
+
+    @property
     def iqr_us(self) -> float:
-        return self.q3_us - self.q1_us
+        return self.stats.q3 - self.stats.q1
+
+    @property
+    def cv(self) -> float:
+        return self.stats.cv
+
+
+def _check_params(params: Mapping[str, Any]) -> None:
+    for k, v in params.items():
+        if not isinstance(k, str):
+            raise ValueError("note parameter names are strings")
+        items = v if isinstance(v, tuple) else (v,)
+        for x in items:
+            if x is not None and not isinstance(x, (str, int, float)):
+                raise ValueError(f"note parameter {k!r} has a value of type {type(x).__name__}")
+            if isinstance(x, float) and not math.isfinite(x):
+                raise ValueError(f"note parameter {k!r} is not finite")
 
 
 @dataclass(frozen=True)
-class NumericError:
-    """Error of one output against a float64 reference, judged for the precision used."""
+class Note:
+    """A statement about a run, a case or a skip: a catalogue key and its parameters.
+
+    Parameter names carry their unit (``_bytes``, ``_s``, ``_us``, ``_pct``), so the renderer
+    formats values without knowing the note. ``legacy.text`` carries the English text of a
+    report written before notes were keys (schema 1), shown as it was recorded.
+    """
+
+    key: str
+    params: Mapping[str, ParamValue] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.key or not isinstance(self.key, str):
+            raise ValueError("a note needs a key")
+        _check_params(self.params)
+
+    def __hash__(self) -> int:
+        return hash((self.key, tuple(sorted(self.params.items()))))
+
+
+LEGACY_TEXT = "legacy.text"
+
+
+def legacy(text: str) -> Note:
+    return Note(LEGACY_TEXT, {"text": text})
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """Error of one output against its float64 reference: statistics only, no verdict.
+
+    ``rel_l2``: ||out - ref|| / ||ref|| over the whole output (robust to a few unlucky
+    elements). ``max_abs``: the largest |out - ref|. ``max_rel_elem``: the largest
+    |out - ref| / mag over the elements, where mag is the op applied to the absolute values
+    of its inputs (|a||b| for matmul, |x| + |y| for an add, the row sum of |x| ...): the scale
+    rounding errors of that element grow with, so a few wrong elements stand out however
+    large the output. Non-finite outputs (unwritten after the NaN poison fill, or overflow)
+    count as zeros in the first three and are counted in ``nonfinite``.
+
+    Reports of schema 1 have no ``max_rel_elem``, ``nonfinite`` or ``elements`` (None).
+    """
 
     rel_l2: float
     max_abs: float
-    tolerance: float  # bound on rel_l2 for ``precision``
-    precision: str  # fp32 | tf32 | fp16 | bf16 : the arithmetic actually used
-    passed: bool
+    max_rel_elem: float | None = None
+    nonfinite: int | None = None
+    elements: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("rel_l2", "max_abs", "max_rel_elem"):
+            v = getattr(self, name)
+            if v is not None and not (v >= 0):  # also refuses NaN
+                raise ValueError(f"{name} must be a non-negative number")
+        for name in ("nonfinite", "elements"):
+            v = getattr(self, name)
+            if v is not None and v < 0:
+                raise ValueError(f"{name} must be non-negative")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a case has no measurement. ``stage``: where it failed (``first_call``, ``compile``,
+    ``check``, ``capture``, ``sample``, ``run``); ``detail``: the exception's first line, as
+    the machine wrote it."""
+
+    stage: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class MonitorWindow:
+    """NVML samples of one GPU over one sampling window (a group of cases measured together).
+
+    Parallel sequences, one entry per sample: seconds since the window opened, SM and memory
+    clocks (MHz), temperature (C), power (W); a quantity NVML would not give is None. ``reasons``
+    are the active clock-event reasons that slow the GPU at each sample (NVML names, e.g.
+    ``sw_power_cap``), an empty tuple where none was active.
+    """
+
+    interval_s: float
+    t_s: Samples
+    sm_mhz: Samples | None = None
+    mem_mhz: Samples | None = None
+    temperature_c: Samples | None = None
+    power_w: Samples | None = None
+    reasons: tuple[tuple[str, ...], ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("t_s", "sm_mhz", "mem_mhz", "temperature_c", "power_w"):
+            v = getattr(self, name)
+            if v is not None and not isinstance(v, Samples):
+                object.__setattr__(self, name, Samples(v))
+        n = len(self.t_s)
+        for name in ("sm_mhz", "mem_mhz", "temperature_c", "power_w"):
+            v = getattr(self, name)
+            if v is not None and len(v) != n:
+                raise ValueError(f"monitor {name} has {len(v)} samples, t_s has {n}")
+        if self.reasons and len(self.reasons) != n:
+            raise ValueError(f"monitor reasons has {len(self.reasons)} samples, t_s has {n}")
 
 
 @dataclass(frozen=True)
 class MonitorSummary:
-    """NVML samples taken while a case ran."""
+    """NVML extremes over a case, as schema-1 reports stored them (no samples were kept then)."""
 
     samples: int
     sm_clock_mhz_min: float | None = None
@@ -75,37 +296,20 @@ class MonitorSummary:
     mem_clock_mhz_max: float | None = None
     temperature_c_max: float | None = None
     power_w_max: float | None = None
-    throttle_reasons: tuple[str, ...] = ()  # active clock-event reasons that slow the GPU
-
-    @property
-    def throttled(self) -> bool:
-        return bool(self.throttle_reasons)
-
-
-# Case flags
-LAUNCH_BOUND = "launch_bound"
-L2_RESIDENT = "l2_resident"
-THROTTLED = "throttled"
-NOISY = "noisy"
-FLAGS = (LAUNCH_BOUND, L2_RESIDENT, THROTTLED, NOISY)
-
-CATEGORIES = ("small", "medium", "large", "xlarge")
-# Ops judged on FLOP/s against the peak of their precision; every other op is judged on
-# bandwidth. A case's pct_theoretical / pct_measured are shares of whichever applies.
-COMPUTE_BOUND_OPS = ("matmul",)
-IMPLS = ("torch", "triton", "compile")
+    throttle_reasons: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class Case:
-    """One measured (op, implementation, dtype, precision, shape).
+    """One measured (op, implementation, dtype, precision, shape), raw.
 
-    ``shape``: (n,) for vector ops, (rows, cols) for softmax / row_sum, (M, N, K) for
-    matmul. ``status``: ``pass`` (measured, numerically within tolerance), ``fail``
-    (measured, error over tolerance), ``error`` (could not compile or run: see
-    ``message``). Throughput numbers are derived from ``gpu`` (or ``launch`` when no
-    graph time exists) and stored so the JSON reads on its own; ``pct_*`` are shares of the
-    FLOP/s peaks for compute-bound ops (``COMPUTE_BOUND_OPS``), of bandwidth for the others.
+    ``shape``: (n,) for vector ops, (rows, cols) for softmax / row_sum, (M, N, K) for matmul.
+    ``precision``: the arithmetic used (``tf32`` for an fp32 matmul on tensor cores; TF32 is
+    on for exactly those cases, on every implementation). ``failure``: set when the case could
+    not be measured (then it has no timings). ``window``: index into ``Bench.windows`` of the
+    NVML samples taken while its group was sampled. ``rotation_sets``: sets of inputs and
+    outputs it cycled through to keep L2 cold (1: none). ``notes``: what went wrong without
+    stopping the measurement (e.g. no GPU time because graph capture failed).
     """
 
     op: str
@@ -113,108 +317,194 @@ class Case:
     dtype: str
     precision: str
     shape: tuple[int, ...]
-    category: str
-    bytes: int
-    flops: int
-    status: str
     gpu: Timing | None = None
     launch: Timing | None = None
     compile_s: float | None = None
-    error: NumericError | None = None
-    monitor: MonitorSummary | None = None
-    flags: tuple[str, ...] = ()
-    message: str | None = None
-    tf32: bool = False
-    gbps: float | None = None
-    tflops: float | None = None
-    pct_theoretical: float | None = None
-    pct_measured: float | None = None
-    speedup: float | None = None  # torch time / this time (GPU time when both have one), same op, dtype, precision, shape
+    accuracy: Accuracy | None = None
+    failure: Failure | None = None
+    window: int | None = None
+    rotation_sets: int = 1
     kernel: str | None = None  # which of envcheck's Triton kernels and tile ran (matmul: the race's winner)
+    notes: tuple[Note, ...] = ()
+    monitor: MonitorSummary | None = None  # schema-1 reports only; see ``window``
 
     def __post_init__(self) -> None:
+        if self.op not in OPS:
+            raise ValueError(f"unknown op {self.op!r}")
         if self.impl not in IMPLS:
             raise ValueError(f"unknown implementation {self.impl!r}")
-        if self.status not in ("pass", "fail", "error"):
-            raise ValueError(f"unknown case status {self.status!r}")
-        if self.category not in CATEGORIES:
-            raise ValueError(f"unknown size category {self.category!r}")
-        unknown = set(self.flags) - set(FLAGS)
-        if unknown:
-            raise ValueError(f"unknown flags {sorted(unknown)}")
+        if self.dtype not in DTYPES or self.precision not in PRECISIONS:
+            raise ValueError(f"unknown dtype/precision {self.dtype!r}/{self.precision!r}")
+        if not isinstance(self.shape, tuple):
+            object.__setattr__(self, "shape", tuple(self.shape))
+        OPS[self.op].check_shape(self.shape)
+        if self.failure is None and self.gpu is None and self.launch is None:
+            raise ValueError("a case is measured (a timing) or failed (a failure)")
+        if self.compile_s is not None and not (self.compile_s >= 0 and math.isfinite(self.compile_s)):
+            raise ValueError("compile_s must be a finite non-negative number")
+        if self.rotation_sets < 1:
+            raise ValueError("rotation_sets must be at least 1")
 
     @property
-    def key(self) -> tuple[str, str, str, str, tuple[int, ...]]:
+    def key(self) -> CaseKey:
         """What identifies a case across reports."""
         return (self.op, self.impl, self.dtype, self.precision, self.shape)
 
     @property
-    def compute_bound(self) -> bool:
-        return self.op in COMPUTE_BOUND_OPS
+    def measured(self) -> bool:
+        return self.failure is None
 
     @property
     def best_time(self) -> Timing | None:
+        """The time a case is quoted at: GPU time, or launch time where there is none."""
         return self.gpu or self.launch
 
-    @property
-    def shape_label(self) -> str:
-        return "x".join(str(d) for d in self.shape)
 
-
-@dataclass(frozen=True)
-class Ceiling:
-    """A physical limit a case is compared with, and where the number came from.
-
-    ``name``: ``bandwidth`` (GB/s) or a precision (``fp32``, ``tf32``, ``fp16``, ``bf16``:
-    TFLOP/s). ``kind``: ``theoretical`` or ``measured``.
-    """
-
-    name: str
-    kind: str
-    value: float
-    unit: str
-    source: str
+CaseKey = tuple[str, str, str, str, tuple[int, ...]]
 
 
 @dataclass(frozen=True)
 class Skip:
-    """A planned case that was not measured, and why (out of memory, no GPU, ...)."""
+    """A planned case that was not measured, and why (``reason``: a key and parameters)."""
 
     op: str
     impl: str
     dtype: str
     shape: tuple[int, ...]
-    reason: str
-    precision: str | None = None  # the arithmetic the case would have used (tf32 vs fp32 matmul)
+    reason: Note
+    precision: str | None = None  # None only in schema-1 reports that did not record it
+
+    @property
+    def key(self) -> CaseKey:
+        return (self.op, self.impl, self.dtype, self.precision or self.dtype, self.shape)
+
+
+@dataclass(frozen=True)
+class CeilingRun:
+    """One measurement behind a measured ceiling: a kernel, its size and its samples.
+
+    ``kernel``: ``copy`` (read + write), ``read`` (a reduction: read only), ``fill`` (write
+    only), ``triad`` (a = b + s*c), ``matmul`` (cuBLAS, ``precision`` its arithmetic);
+    ``shape``: elements for the bandwidth kernels, (M, N, K) for matmul. The bytes and FLOPs
+    each moves are derived (analysis/ceilings.py), as for cases.
+    """
+
+    kernel: str
+    dtype: str
+    shape: tuple[int, ...]
+    timing: Timing
+    precision: str | None = None
+
+
+@dataclass(frozen=True)
+class RecordedCeiling:
+    """A measured ceiling as a schema-1 report stored it (a value, no samples). Loaded for the
+    old reports' sake; new reports keep ``CeilingRun`` samples instead."""
+
+    name: str
+    value: float
+    unit: str
+    source: str
+
+
+class StopCause(str, Enum):
+    """Why a run ended before every planned case was reported."""
+
+    USER = "user"  # Ctrl-C
+    SIGNAL = "signal"  # SIGTERM or SIGHUP (a batch scheduler's end of job)
+    TIMEOUT = "timeout"  # the run's --timeout
+    CRASHED = "crashed"  # the worker died of a signal
+    EXITED = "exited"  # the worker exited before reporting every case
+    HUNG = "hung"  # the worker exited but its output never closed
+    START_FAILED = "start_failed"  # the worker could not be started
+    LEGACY = "legacy"  # a schema-1 report: ``detail`` holds what it recorded
+
+
+@dataclass(frozen=True)
+class Stop:
+    """How an unfinished run ended. ``finished`` of ``planned`` cases were reported; ``during``
+    is the case the worker was on. ``signal`` / ``returncode`` / ``timeout_s`` as the cause
+    has them; ``detail``: the worker's last line on stderr, as it wrote it."""
+
+    cause: StopCause
+    finished: int = 0
+    planned: int = 0
+    during: CaseKey | None = None
+    signal: str | None = None
+    returncode: int | None = None
+    timeout_s: float | None = None
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How a run measured: the one definition, read by the planner, the worker, the timer and
+    the report. ``threads``: CPU threads torch used (CPU baseline only)."""
+
+    warmup_ms: float = 25.0
+    rep_ms: float = 100.0
+    min_samples: int = 10
+    max_samples: int = 200
+    cold_l2: bool = True
+    seed: int = 0
+    quick: bool = False
+    ops: tuple[str, ...] = ()
+    impls: tuple[str, ...] = ()
+    threads: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("warmup_ms", "rep_ms"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v >= 0):
+                raise ValueError(f"{name} must be a finite non-negative number")
+        if not 1 <= self.min_samples <= self.max_samples:
+            raise ValueError("need 1 <= min_samples <= max_samples")
 
 
 @dataclass(frozen=True)
 class BenchDevice:
+    """The device a bench ran on. ``uuid`` names the GPU across reports (NVML's GPU-... form)."""
+
     backend: str  # cuda | cpu
     name: str
     index: int | None = None
+    uuid: str | None = None
     sm_count: int | None = None
     l2_bytes: int | None = None
     memory_total_bytes: int | None = None
     compute_capability: str | None = None
+    pci_bus_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"unknown backend {self.backend!r}")
 
 
 @dataclass(frozen=True)
 class Bench:
+    """Everything one device's benchmark produced."""
+
     device: BenchDevice
-    settings: dict[str, Any] = field(default_factory=dict)
-    ceilings: tuple[Ceiling, ...] = ()
+    settings: Settings = field(default_factory=Settings)
     cases: tuple[Case, ...] = ()
     skipped: tuple[Skip, ...] = ()
-    notes: tuple[str, ...] = ()  # one-line statements about the whole run
-    partial: bool = False
-    interrupted: str | None = None
+    ceiling_runs: tuple[CeilingRun, ...] = ()
+    windows: tuple[MonitorWindow, ...] = ()
+    notes: tuple[Note, ...] = ()
+    stop: Stop | None = None
     started: str | None = None
     duration_s: float | None = None
-    versions: dict[str, str] = field(default_factory=dict)  # torch / triton used for the run
+    versions: dict[str, str] = field(default_factory=dict)  # torch / triton / cuda used for the run
+    recorded_ceilings: tuple[RecordedCeiling, ...] = ()  # schema-1 reports only
 
-    def ceiling(self, name: str, kind: str) -> Ceiling | None:
-        for c in self.ceilings:
-            if c.name == name and c.kind == kind:
-                return c
-        return None
+    def __post_init__(self) -> None:
+        for c in self.cases:
+            if c.window is not None and not 0 <= c.window < len(self.windows):
+                raise ValueError(f"case window {c.window} is not one of the {len(self.windows)} monitor windows")
+
+    @property
+    def partial(self) -> bool:
+        return self.stop is not None
+
+    def window_of(self, case: Case) -> MonitorWindow | None:
+        return self.windows[case.window] if case.window is not None else None

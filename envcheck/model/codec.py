@@ -1,34 +1,113 @@
-"""The report's versioned JSON form."""
+"""The report's versioned JSON form: written compactly, read strictly, old versions upgraded.
+
+JSON format history (``schema_version``):
+  1 - first format: environment sections + GPUs as facts, checks, one bench with cases
+      holding raw samples AND derived numbers (GB/s, %, speedup, flags, status), English
+      notes and reasons (2026-11-21).
+  2 - raw results only (2026-11-22): ``benches`` (one per device) replaces ``bench``;
+      timings hold samples only; ``accuracy`` (error statistics, no verdict) replaces
+      ``error``; NVML samples per sampling window (``windows``) replace per-case summaries;
+      measured ceilings are the samples of their kernels (``ceiling_runs``); notes, skip
+      reasons and stops are keys plus parameters; ``settings`` is typed; ``anonymized``.
+
+Upgrading schema 1 (``_upgrade_1``): derived numbers are dropped and recomputed by the
+analysis; ``error`` keeps its two statistics; a case with status ``error`` gets a
+``failure`` (stage ``run``, its message as detail), another case's message becomes a
+``legacy.text`` note, as do notes and skip reasons (shown as recorded, in English); an
+interruption becomes a ``legacy`` stop; measured ceilings, which had no samples, become
+``recorded_ceilings``; theoretical ceilings are recomputed from the environment with the
+current datasheet table; per-case NVML summaries stay (``monitor``). Schema 1 did not record
+which cases rotated buffers to keep L2 cold: a case it did not flag ``l2_resident`` whose
+working set fits in L2 was kept cold (that is what the flag meant), so it gets
+``rotation_sets`` 2 ("kept cold"; the exact count was not recorded), every other case 1.
+
+Encodings: timing and monitor samples are ``{"f32le_b64": "<base64>"}``, the little-endian
+IEEE-754 float32 bytes of the samples (a plain list of numbers is read too). Fields holding
+None, an empty tuple or an empty mapping, where that is also their default, are left out.
+
+Reading validates every field (type, finiteness, ranges, what each dataclass checks in
+``__post_init__``); a problem is one ``ReportError`` line naming the file and the field, e.g.
+``r.json: benches[0].cases[3].gpu.samples_us: timing samples must be finite and positive``.
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
+import enum
 import json
 import math
 import os
+import stat
 import types
 import typing
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from envcheck.files import write_new
+from envcheck.model.bench import LEGACY_TEXT, Note, Samples
 from envcheck.model.facts import ReportError
 from envcheck.model.report import SCHEMA_VERSION, Report
+from envcheck.ops import OPS, spec
 
 FORMAT_NAME = "envcheck-report"
+SAMPLES_KEY = "f32le_b64"
+MAX_REPORT_BYTES = 512 << 20  # a report this large is not one envcheck wrote
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _omit(f: dataclasses.Field[Any], value: Any) -> bool:
+    if value is None or (isinstance(value, (tuple, dict)) and not value):
+        if f.default is not dataclasses.MISSING:
+            return f.default == value or (f.default is None and value is None)
+        if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            return f.default_factory() == value  # type: ignore[misc]
+    return False
 
 
 def to_dict(obj: Any) -> Any:
-    """Plain JSON-ready data from model objects (dataclasses, tuples, dicts)."""
+    """Plain JSON-ready data from model objects (dataclasses, samples, enums, tuples, dicts)."""
+    if isinstance(obj, Samples):
+        return {SAMPLES_KEY: base64.b64encode(obj.to_bytes()).decode("ascii")}
+    if isinstance(obj, enum.Enum):
+        return obj.value
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        out = {}
+        for f in dataclasses.fields(obj):
+            v = getattr(obj, f.name)
+            if not _omit(f, v):
+                out[f.name] = to_dict(v)
+        return out
     if isinstance(obj, (list, tuple)):
         return [to_dict(x) for x in obj]
-    if isinstance(obj, dict):
+    if isinstance(obj, Mapping):
         return {str(k): to_dict(v) for k, v in obj.items()}
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     return obj
+
+
+def dumps(report: Report) -> str:
+    data = {"format": FORMAT_NAME, **to_dict(report)}
+    return json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def dump(report: Report, path: str | os.PathLike[str]) -> Path:
+    return write_new(path, dumps(report))
+
+
+# --------------------------------------------------------------------------- reading
+
+
+class _Bad(ValueError):
+    """A problem at ``path`` inside the report (turned into one ReportError line)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}" if path else problem)
 
 
 _HINTS: dict[type, dict[str, Any]] = {}
@@ -40,62 +119,216 @@ def _hints(cls: type) -> dict[str, Any]:
     return _HINTS[cls]
 
 
-def build(tp: Any, data: Any) -> Any:
-    """A model object of type ``tp`` (a dataclass, tuple, dict or union of them) from its JSON form."""
+def _kind(data: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "true/false", type(None): "null"}.get(
+        type(data), "a number")
+
+
+def _samples(data: Any, path: str) -> Samples:
+    if isinstance(data, dict) and isinstance(data.get(SAMPLES_KEY), str):
+        try:
+            raw = base64.b64decode(data[SAMPLES_KEY], validate=True)
+            return Samples.from_bytes(raw)
+        except (binascii.Error, ValueError) as e:
+            raise _Bad(path, f"bad {SAMPLES_KEY} samples ({e})") from None
+    if isinstance(data, list):
+        xs = [_number(x, f"{path}[{i}]") for i, x in enumerate(data)]
+        return Samples(xs)
+    raise _Bad(path, f"expected samples ({{{SAMPLES_KEY!r}: ...}} or a list of numbers), got {_kind(data)}")
+
+
+def _number(data: Any, path: str) -> float:
+    if isinstance(data, bool) or not isinstance(data, (int, float)):
+        raise _Bad(path, f"expected a number, got {_kind(data)}")
+    x = float(data)
+    if not math.isfinite(x):
+        raise _Bad(path, "expected a finite number")
+    return x
+
+
+def _param(data: Any, path: str) -> Any:
+    if isinstance(data, list):
+        return tuple(_param(x, f"{path}[{i}]") for i, x in enumerate(data))
+    if data is None or isinstance(data, (str, bool, int)):
+        return data
+    if isinstance(data, float):
+        return _number(data, path)
+    raise _Bad(path, f"a note parameter must be a string, number, true/false, null or a list, got {_kind(data)}")
+
+
+def build(tp: Any, data: Any, path: str = "") -> Any:
+    """A model object of type ``tp`` from its JSON form, validated; ``_Bad`` names the field."""
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
+    if tp is Any:
+        return data
     if origin in (typing.Union, types.UnionType):
         if data is None:
-            return None
+            if type(None) in args:
+                return None
+            raise _Bad(path, "must not be null")
         inner = [a for a in args if a is not type(None)]
-        return build(inner[0], data)
+        if len(inner) == 1:
+            return build(inner[0], data, path)
+        return _param(data, path)  # the only other union is a note parameter's value
     if data is None:
-        return None
+        raise _Bad(path, "must not be null")
+    if tp is Samples:
+        return _samples(data, path)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        try:
+            return tp(data)
+        except ValueError:
+            raise _Bad(path, f"unknown value {data!r} (known: {', '.join(m.value for m in tp)})") from None
     if dataclasses.is_dataclass(tp):
         if not isinstance(data, dict):
-            raise ValueError(f"expected an object for {tp.__name__}")
-        hints = _hints(tp)
-        names = {f.name for f in dataclasses.fields(tp)}
-        kwargs = {k: build(hints[k], v) for k, v in data.items() if k in names}
-        return tp(**kwargs)
+            raise _Bad(path, f"expected an object, got {_kind(data)}")
+        hints = _hints(tp)  # type: ignore[arg-type]
+        kwargs = {}
+        for f in dataclasses.fields(tp):
+            sub = f"{path}.{f.name}" if path else f.name
+            if f.name in data:
+                kwargs[f.name] = build(hints[f.name], data[f.name], sub)
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:  # type: ignore[misc]
+                raise _Bad(sub, "missing")
+        try:
+            return tp(**kwargs)
+        except (TypeError, ValueError, AttributeError, KeyError) as e:
+            raise _Bad(path, str(e)) from None
     if origin is tuple:
+        if not isinstance(data, list):
+            raise _Bad(path, f"expected a list, got {_kind(data)}")
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(build(args[0], x) for x in data)
-        return tuple(data)
-    if origin is dict:
-        return {k: build(args[1], v) for k, v in data.items()}
-    if origin is Literal or tp is Any:
+            return tuple(build(args[0], x, f"{path}[{i}]") for i, x in enumerate(data))
+        if len(data) != len(args):
+            raise _Bad(path, f"expected a list of {len(args)} items, got {len(data)}")
+        return tuple(build(a, x, f"{path}[{i}]") for i, (a, x) in enumerate(zip(args, data, strict=True)))
+    if origin in (dict, Mapping) or origin is typing.get_origin(Mapping[str, Any]):
+        if not isinstance(data, dict):
+            raise _Bad(path, f"expected an object, got {_kind(data)}")
+        return {str(k): build(args[1], v, f"{path}.{k}") for k, v in data.items()}
+    if origin is Literal:
+        if data not in args:
+            raise _Bad(path, f"unknown value {data!r} (known: {', '.join(map(str, args))})")
         return data
-    if tp is float and isinstance(data, int):
-        return float(data)
+    if tp is bool:
+        if not isinstance(data, bool):
+            raise _Bad(path, f"expected true/false, got {_kind(data)}")
+        return data
+    if tp is int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            raise _Bad(path, f"expected an integer, got {_kind(data)}")
+        return data
+    if tp is float:
+        return _number(data, path)
+    if tp is str:
+        if not isinstance(data, str):
+            raise _Bad(path, f"expected a string, got {_kind(data)}")
+        return data
     return data
 
 
-def from_dict(data: dict[str, Any]) -> Report:
+def _upgrade_1(data: dict[str, Any]) -> dict[str, Any]:
+    """A schema-1 report's JSON as schema 2 (see the module docstring)."""
+    out = {k: v for k, v in data.items() if k != "bench"}
+    bench = data.get("bench")
+    if bench is not None and not isinstance(bench, dict):
+        raise _Bad("bench", f"expected an object, got {_kind(bench)}")
+    out["benches"] = [_upgrade_bench_1(bench)] if bench else []
+    out["schema_version"] = SCHEMA_VERSION
+    return out
+
+
+def _legacy(text: Any) -> dict[str, Any]:
+    return {"key": LEGACY_TEXT, "params": {"text": str(text)}}
+
+
+_SETTINGS_1 = ("warmup_ms", "rep_ms", "min_samples", "max_samples", "cold_l2", "seed", "quick", "ops", "impls")
+
+
+def _upgrade_bench_1(b: dict[str, Any]) -> dict[str, Any]:
+    settings = b.get("settings") or {}
+    if not isinstance(settings, dict):
+        raise _Bad("bench.settings", f"expected an object, got {_kind(settings)}")
+    out: dict[str, Any] = {
+        "device": b.get("device"),
+        "settings": {k: settings[k] for k in _SETTINGS_1 if k in settings},
+        "started": b.get("started"),
+        "duration_s": b.get("duration_s"),
+        "versions": b.get("versions") or {},
+        "notes": [_legacy(n) for n in _list(b, "notes")],
+        "skipped": [{**{k: s.get(k) for k in ("op", "impl", "dtype", "shape", "precision") if k in s},
+                     "reason": _legacy(s.get("reason", ""))} for s in _list(b, "skipped") if isinstance(s, dict)],
+        "recorded_ceilings": [{k: c.get(k) for k in ("name", "value", "unit", "source")}
+                              for c in _list(b, "ceilings") if isinstance(c, dict) and c.get("kind") == "measured"],
+    }
+    l2 = (b.get("device") or {}).get("l2_bytes") if isinstance(b.get("device"), dict) else None
+    out["cases"] = [_upgrade_case_1(c, l2) for c in _list(b, "cases")]
+    if b.get("partial") or b.get("interrupted"):
+        out["stop"] = {"cause": "legacy", "detail": b.get("interrupted")}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _list(d: dict[str, Any], key: str) -> list[Any]:
+    v = d.get(key)
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise _Bad(f"bench.{key}", f"expected a list, got {_kind(v)}")
+    return v
+
+
+def _upgrade_case_1(c: Any, l2_bytes: Any) -> dict[str, Any]:
+    if not isinstance(c, dict):
+        raise _Bad("bench.cases", f"expected objects, got {_kind(c)}")
+    out = {k: c[k] for k in ("op", "impl", "dtype", "precision", "shape", "compile_s", "monitor", "kernel")
+           if c.get(k) is not None}
+    for t in ("gpu", "launch"):
+        if isinstance(c.get(t), dict):
+            out[t] = {k: c[t][k] for k in ("method", "samples_us", "calls_per_sample") if k in c[t]}
+    err = c.get("error")
+    if isinstance(err, dict):
+        out["accuracy"] = {k: err[k] for k in ("rel_l2", "max_abs") if k in err}
+    message = c.get("message")
+    if c.get("status") == "error":
+        out["failure"] = {"stage": "run", "detail": str(message or "unknown")}
+    elif message:
+        out["notes"] = [_legacy(message)]
+    flags = c.get("flags") or []
+    op, shape, dtype = c.get("op"), c.get("shape"), c.get("dtype")
+    if (op in OPS and not spec(op).compute_bound and isinstance(shape, list) and "l2_resident" not in flags
+            and isinstance(l2_bytes, int) and isinstance(dtype, str)):
+        try:
+            if spec(op).working_set_bytes(tuple(shape), dtype) <= l2_bytes:
+                out["rotation_sets"] = 2
+        except (ValueError, KeyError):
+            pass  # the case itself will be refused with the field named
+    return out
+
+
+def from_dict(data: Any) -> Report:
     """A Report from its JSON form, any schema version this tool knows."""
     if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
         raise ReportError("not an envcheck report (no 'format': 'envcheck-report' field)")
     version = data.get("schema_version")
-    if not isinstance(version, int):
-        raise ReportError("report has no integer schema_version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ReportError("schema_version: expected an integer")
     if version > SCHEMA_VERSION:
         raise ReportError(
             f"report schema {version} is newer than this envcheck understands ({SCHEMA_VERSION}): "
             "upgrade envcheck (pip install -U envcheck)"
         )
     if version < 1:
-        raise ReportError(f"unknown report schema version {version}")
-    # Version 1 is the only one so far; older versions will be upgraded here, step by step.
+        raise ReportError(f"schema_version: unknown version {version}")
     body = {k: v for k, v in data.items() if k != "format"}
     try:
+        if version == 1:
+            body = _upgrade_1(body)
         return build(Report, body)
-    except (TypeError, ValueError, AttributeError, KeyError) as e:
-        raise ReportError(f"report is malformed: {e}") from None
-
-
-def dumps(report: Report) -> str:
-    data = {"format": FORMAT_NAME, **to_dict(report)}
-    return json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+    except _Bad as e:
+        raise ReportError(str(e)) from None
+    except RecursionError:
+        raise ReportError("nested too deeply to be a report") from None
 
 
 def loads(text: str) -> Report:
@@ -103,18 +336,28 @@ def loads(text: str) -> Report:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ReportError(f"not valid JSON ({e.msg} at line {e.lineno})") from None
+    except RecursionError:
+        raise ReportError("nested too deeply to be a report") from None
     return from_dict(data)
 
 
 def load(path: str | os.PathLike[str]) -> Report:
-    """Read a report; every failure is a ReportError whose message names the file."""
+    """Read a report; every failure is a ReportError whose message names the file.
+
+    Only regular files are read: a FIFO or a device named ``*.json`` would block or never end.
+    """
     p = Path(path)
     try:
+        st = os.stat(p)
+        if stat.S_ISDIR(st.st_mode):
+            raise ReportError(f"{p}: is a directory, not a report file")
+        if not stat.S_ISREG(st.st_mode):
+            raise ReportError(f"{p}: not a regular file (a pipe, socket or device), not a report")
+        if st.st_size > MAX_REPORT_BYTES:
+            raise ReportError(f"{p}: {st.st_size} bytes, too large to be a report")
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ReportError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise ReportError(f"{p}: is a directory, not a report file") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ReportError(f"{p}: cannot read ({e.__class__.__name__}: {e})") from None
     try:
@@ -123,5 +366,4 @@ def load(path: str | os.PathLike[str]) -> Report:
         raise ReportError(f"{p}: {e}") from None
 
 
-def dump(report: Report, path: str | os.PathLike[str]) -> Path:
-    return write_new(path, dumps(report))
+__all__ = ["FORMAT_NAME", "Note", "build", "dump", "dumps", "from_dict", "load", "loads", "to_dict"]

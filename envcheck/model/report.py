@@ -1,32 +1,39 @@
-"""The report: one machine's environment, checks and benchmark results."""
+"""The report: one machine's environment, checks and benchmark results (raw)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 from envcheck.model.bench import Bench
 from envcheck.model.facts import Check, Environment
 
-SCHEMA_VERSION = 1
-
-Kind = Literal["probe", "check", "run"]
+SCHEMA_VERSION = 2
+KINDS = ("probe", "check", "run", "fleet")
 
 
 @dataclass(frozen=True)
 class Report:
+    """What one envcheck command found. ``benches``: one per benchmarked device (GPU or CPU),
+    in device order. ``anonymized``: identifying values were replaced by stable pseudonyms."""
+
     tool_version: str
     created: str  # ISO 8601, UTC, seconds
     host: str
     kind: str
     environment: Environment
     checks: tuple[Check, ...] = ()
-    bench: Bench | None = None
+    benches: tuple[Bench, ...] = ()
+    anonymized: bool = False
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
-        if self.kind not in ("probe", "check", "run"):
+        if self.kind not in KINDS:
             raise ValueError(f"unknown report kind {self.kind!r}")
+
+    @property
+    def bench(self) -> Bench | None:
+        """The first (or only) device's bench: what single-GPU views show."""
+        return self.benches[0] if self.benches else None
 
     @property
     def verdict(self) -> str:
@@ -39,8 +46,9 @@ class Report:
 
     @property
     def gpu_name(self) -> str | None:
-        if self.bench and self.bench.device.backend == "cuda":
-            return self.bench.device.name
+        bench = self.bench
+        if bench and bench.device.backend == "cuda":
+            return bench.device.name
         for g in self.environment.gpus:
             if g.get("name"):
                 return g.get("name")

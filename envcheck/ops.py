@@ -1,0 +1,144 @@
+"""The benchmarked ops as data: the one registry of what each op is and what one call costs.
+
+Everything that depends on the op alone lives here, once: its shape rank, whether it is
+judged on bandwidth or on FLOP/s, the bytes and FLOPs one call must move and do, the bytes
+it touches (what could sit in L2), the device memory a group of its cases needs, and the
+length of its accumulations (what its rounding error grows with). Planning, the worker, the
+analysis and the presentation all read it; nothing else spells an op's properties again.
+
+The traffic model is the *minimum* a correct implementation must move (every input read
+once, every output written once), so ``bytes / time`` is an achieved bandwidth that can be
+held against the DRAM ceiling. FLOPs count the arithmetic a straightforward implementation
+does; for the memory-bound ops they are informational (those ops are judged on bandwidth).
+
+Shapes: ``(n,)`` for vector_add and relu, ``(rows, cols)`` for softmax and row_sum (reducing
+over ``cols``), ``(M, N, K)`` for matmul (``a`` is M x K, ``b`` is K x N). Plain Python: no
+torch, so the parent process and the analysis use it freely.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+DTYPES: tuple[str, ...] = ("fp32", "fp16", "bf16")
+# The arithmetic a case uses: its dtype, or TF32 for an fp32 matmul on tensor cores.
+PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16")
+ITEMSIZE: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2}
+IMPLS: tuple[str, ...] = ("torch", "triton", "compile")
+
+# FLOPs per element of softmax: max (1 compare), subtract the max (1), exp (1), sum (1 add),
+# divide by the sum (1). Exp is counted as one operation, as roofline models usually do.
+SOFTMAX_FLOPS_PER_ELEMENT = 5
+
+# The float64 reference is compared in chunks of at most this many elements: a 2^28-element
+# vector would need 2 GiB per float64 copy, more than a smaller GPU can spare beside the case.
+REFERENCE_CHUNK_ELEMENTS = 1 << 24
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Minimum bytes moved to and from memory, and arithmetic done, by one call."""
+
+    bytes: int
+    flops: int
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """What one op is. ``family`` groups ops that take the same shapes (and the same sizes on
+    the command line): ``vector`` (n,), ``rows`` (rows, cols), ``matmul`` (M, N, K)."""
+
+    name: str
+    family: str
+    rank: int
+    compute_bound: bool  # judged on FLOP/s against the precision's peak; else on bandwidth
+    inputs: int  # tensors read, each of the full input shape (matmul: a and b)
+
+    def check_shape(self, shape: tuple[int, ...]) -> None:
+        if len(shape) != self.rank or any(not isinstance(d, int) or isinstance(d, bool) or d <= 0 for d in shape):
+            raise ValueError(f"{self.name} needs a shape of {self.rank} positive integer(s), got {tuple(shape)}")
+
+    def output_elements(self, shape: tuple[int, ...]) -> int:
+        if self.family == "vector":
+            return shape[0]
+        if self.family == "rows":
+            return shape[0] * shape[1] if self.name == "softmax" else shape[0]
+        return shape[0] * shape[1]
+
+    def input_elements(self, shape: tuple[int, ...]) -> int:
+        if self.family == "matmul":
+            m, n, k = shape
+            return m * k + k * n
+        return self.inputs * math.prod(shape)
+
+    def traffic(self, shape: tuple[int, ...], dtype: str) -> Traffic:
+        """Bytes and FLOPs of one call at ``shape`` in ``dtype``."""
+        self.check_shape(shape)
+        size = ITEMSIZE[dtype]
+        nbytes = (self.input_elements(shape) + self.output_elements(shape)) * size
+        if self.family == "matmul":
+            m, n, k = shape
+            flops = 2 * m * n * k
+        elif self.name == "softmax":
+            flops = SOFTMAX_FLOPS_PER_ELEMENT * math.prod(shape)
+        else:
+            flops = math.prod(shape)  # one add or one max per element read
+        return Traffic(nbytes, flops)
+
+    def working_set_bytes(self, shape: tuple[int, ...], dtype: str) -> int:
+        """Bytes of the tensors one call touches (inputs + output): what could sit in L2.
+        Every byte is touched once per call, so it equals the traffic."""
+        return self.traffic(shape, dtype).bytes
+
+    def accumulation(self, shape: tuple[int, ...]) -> int:
+        """Terms summed into one output element: matmul's K, the row length of softmax and
+        row_sum, 1 for element-wise ops. Rounding error grows with it."""
+        if self.family == "matmul":
+            return shape[2]
+        if self.family == "rows":
+            return shape[1]
+        return 1
+
+    def memory_needed_bytes(self, shape: tuple[int, ...], dtype: str) -> int:
+        """Device memory one group of cases (same op, dtype, shape) needs at its peak.
+
+        Inputs and the preallocated output, a second output for implementations that
+        allocate their own (softmax in torch, torch.compile), and the float64 reference
+        chunk with the float64 copies of the inputs it is computed from (bounded by
+        ``REFERENCE_CHUNK_ELEMENTS``; matmul also holds ``b`` in float64 whole, and the
+        magnitude reference |a||b| beside it).
+        """
+        size = ITEMSIZE[dtype]
+        ws = self.working_set_bytes(shape, dtype)
+        out = self.output_elements(shape) * size
+        chunk = min(REFERENCE_CHUNK_ELEMENTS, max(1, self.output_elements(shape)))
+        ref = 8 * 4 * chunk  # reference, magnitude reference, and the float64 output chunk
+        if self.family == "matmul":
+            _, n, k = shape
+            ref += 2 * 8 * k * n
+        return ws + out + ref
+
+
+OPS: dict[str, OpSpec] = {
+    spec.name: spec for spec in (
+        OpSpec("vector_add", "vector", 1, False, inputs=2),
+        OpSpec("relu", "vector", 1, False, inputs=1),
+        OpSpec("matmul", "matmul", 3, True, inputs=2),
+        OpSpec("softmax", "rows", 2, False, inputs=1),
+        OpSpec("row_sum", "rows", 2, False, inputs=1),
+    )
+}
+OP_NAMES: tuple[str, ...] = tuple(OPS)
+
+
+def spec(op: str) -> OpSpec:
+    try:
+        return OPS[op]
+    except KeyError:
+        raise ValueError(f"unknown op {op!r} (known: {', '.join(OPS)})") from None
+
+
+def variant(dtype: str, precision: str) -> str:
+    """``fp32``, or ``fp32/tf32`` when the arithmetic differs from the dtype: the one short form."""
+    return dtype if precision == dtype else f"{dtype}/{precision}"
