@@ -1,0 +1,180 @@
+"""The physical limits a device's cases are judged against, each with where its number came from.
+
+Bandwidth (GB/s, 1e9 bytes/s):
+* theoretical: NVML's max memory clock x bus width: ``2 x clock_MHz x 1e6 x bus_bits / 8``
+  (the 2 is the double data rate NVML's memory clock does not include). H200: 2 x 3201 x
+  6016 / 8 = 4814.3 GB/s; H100 SXM: 2 x 2619 x 5120 / 8 = 3352.3 GB/s. Where NVML cannot
+  give both (GeForce cards under WSL2), the datasheet's figure stands in, and where the
+  datasheet has none the ceiling is missing with the reason.
+* measured: the best of the bandwidth kernels the worker timed in the same run (copy,
+  read-only reduction, write-only fill, triad), each at a size far past L2: a read-heavy op
+  can beat a 1:1 copy, so the copy alone is no ceiling.
+
+Compute (TFLOP/s, dense, fp32 accumulation as PyTorch uses):
+* theoretical: ``peaks.compute_peaks`` (datasheet row, or SMs x clock x per-SM rate with the
+  GeForce and tensor-clock corrections, or a recorded reason).
+* measured: the best cuBLAS rate over the matmul shapes the worker timed for that precision.
+
+This is the one place these numbers are derived; schema-1 reports' measured values (stored
+without samples) are used as recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from envcheck.analysis.peaks import Source, compute_peaks, spec_bandwidth
+from envcheck.model import Bench, CeilingRun, Environment, Gpu, Timing
+from envcheck.ops import ITEMSIZE, PRECISIONS, spec
+
+BANDWIDTH = "bandwidth"
+THEORETICAL = "theoretical"
+MEASURED = "measured"
+UNITS = {BANDWIDTH: "GB/s"} | dict.fromkeys(PRECISIONS, "TFLOP/s")
+
+# Bytes each bandwidth kernel moves per element: what it reads plus what it writes.
+KERNEL_ACCESSES = {"copy": 2, "read": 1, "fill": 1, "triad": 3}
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """A limit: ``name`` is ``bandwidth`` (GB/s) or a precision (TFLOP/s); ``kind`` is
+    ``theoretical`` or ``measured``."""
+
+    name: str
+    kind: str
+    value: float
+    unit: str
+    source: Source
+
+
+@dataclass(frozen=True)
+class MissingCeiling:
+    """A limit that could not be known, and why (a catalogue key and its parameters)."""
+
+    name: str
+    kind: str
+    key: str
+    params: Mapping[str, str | int | float]
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    found: tuple[Ceiling, ...] = ()
+    missing: tuple[MissingCeiling, ...] = ()
+
+    def get(self, name: str, kind: str) -> Ceiling | None:
+        for c in self.found:
+            if c.name == name and c.kind == kind:
+                return c
+        return None
+
+
+def theoretical_bandwidth_gbps(mem_clock_max_mhz: float | None, bus_width_bits: int | None) -> float | None:
+    """``2 x clock x bus / 8`` in GB/s: the only copy of this formula."""
+    if not mem_clock_max_mhz or not bus_width_bits:
+        return None
+    return 2 * mem_clock_max_mhz * 1e6 * bus_width_bits / 8 / 1e9
+
+
+def env_gpu(env: Environment, bench: Bench) -> Gpu | None:
+    """The NVML GPU a bench ran on: by UUID (NVML and CUDA number GPUs differently), else by
+    index, else the only GPU there is."""
+    dev = bench.device
+    if dev.backend != "cuda":
+        return None
+    if dev.uuid:
+        want = dev.uuid if dev.uuid.startswith("GPU-") else f"GPU-{dev.uuid}"
+        for g in env.gpus:
+            if g.get("uuid") == want:
+                return g
+    if dev.index is not None:
+        for g in env.gpus:
+            if g.index == dev.index:
+                return g
+    return env.gpus[0] if len(env.gpus) == 1 else None
+
+
+def _theoretical_bandwidth(gpu: Gpu | None, name: str) -> Ceiling | MissingCeiling:
+    clock = gpu.get("mem_clock_max_mhz") if gpu else None
+    bus = gpu.get("memory_bus_width_bits") if gpu else None
+    value = theoretical_bandwidth_gbps(clock, bus)
+    if value:
+        return Ceiling(BANDWIDTH, THEORETICAL, value, UNITS[BANDWIDTH],
+                       Source("nvml_bandwidth", {"mem_clock_mhz": clock, "bus_bits": bus}))
+    sheet = spec_bandwidth(name)
+    if sheet:
+        gbps, source = sheet
+        return Ceiling(BANDWIDTH, THEORETICAL, gbps, UNITS[BANDWIDTH], source)
+    # Say which NVML answer was missing: under WSL2 both usually are (Not Supported).
+    why = []
+    for key in ("mem_clock_max_mhz", "memory_bus_width_bits"):
+        f = gpu.facts.get(key) if gpu else None
+        if f is None or not f.ok:
+            why.append(key)
+    reason = (gpu.facts[why[0]].reason if gpu and why and why[0] in gpu.facts else None) or "not probed"
+    return MissingCeiling(BANDWIDTH, THEORETICAL, "ceiling.no_bandwidth",
+                          {"missing": ", ".join(why) or "unknown", "reason": reason})
+
+
+def run_bytes(run: CeilingRun) -> int:
+    return KERNEL_ACCESSES[run.kernel] * run.shape[0] * ITEMSIZE[run.dtype]
+
+
+def run_rate(run: CeilingRun) -> float:
+    """GB/s of a bandwidth kernel, TFLOP/s of a matmul, at its median time."""
+    seconds = run.timing.median_us * 1e-6
+    if run.kernel == "matmul":
+        return spec("matmul").traffic(run.shape, run.dtype).flops / seconds / 1e12
+    return run_bytes(run) / seconds / 1e9
+
+
+def _run_source(run: CeilingRun, timing: Timing) -> Source:
+    return Source("measured_" + run.kernel, {
+        "size": "x".join(str(d) for d in run.shape), "dtype": run.dtype, "samples": timing.n,
+        "method": timing.method})
+
+
+def _measured(bench: Bench) -> list[Ceiling]:
+    best: dict[str, tuple[float, CeilingRun]] = {}
+    for run in bench.ceiling_runs:
+        if run.kernel == "matmul":
+            name = run.precision or run.dtype
+        elif run.kernel in KERNEL_ACCESSES:
+            name = BANDWIDTH
+        else:
+            continue  # a kernel this version does not know: never guess its traffic
+        rate = run_rate(run)
+        if name not in best or rate > best[name][0]:
+            best[name] = (rate, run)
+    out = [Ceiling(name, MEASURED, rate, UNITS[name], _run_source(run, run.timing))
+           for name, (rate, run) in best.items()]
+    for rec in bench.recorded_ceilings:
+        if rec.name not in best:
+            out.append(Ceiling(rec.name, MEASURED, rec.value, rec.unit, Source("recorded", {"text": rec.source})))
+    return out
+
+
+def ceilings(env: Environment, bench: Bench) -> Ceilings:
+    """Every limit of ``bench``'s device: theoretical from the environment and the datasheet
+    table, measured from the run's own ceiling kernels."""
+    if bench.device.backend != "cuda":
+        return Ceilings()
+    gpu = env_gpu(env, bench)
+    dev = bench.device
+    name = (gpu.get("name") if gpu else None) or dev.name
+    found: list[Ceiling] = []
+    missing: list[MissingCeiling] = []
+    bw = _theoretical_bandwidth(gpu, name)
+    (found if isinstance(bw, Ceiling) else missing).append(bw)  # type: ignore[arg-type]
+    peaks, absent = compute_peaks(
+        name,
+        (gpu.get("compute_capability") if gpu else None) or dev.compute_capability,
+        (gpu.get("sm_count") if gpu else None) or dev.sm_count,
+        gpu.get("sm_clock_max_mhz") if gpu else None,
+    )
+    found += [Ceiling(p.precision, THEORETICAL, p.tflops, UNITS[p.precision], p.source) for p in peaks]
+    missing += [MissingCeiling(m.precision, THEORETICAL, m.key, m.params) for m in absent]
+    found += _measured(bench)
+    return Ceilings(tuple(found), tuple(missing))

@@ -1,0 +1,332 @@
+"""Findings: what a benchmark run's own numbers say, as data.
+
+Pure functions of a bench's ``CaseResult`` s and ceilings: each returns ``Finding`` objects (a
+catalogue key, its parameters and the rows it speaks of) only when the data supports them,
+so a clean run gets no boilerplate. A finding is one sentence with a count; the rows it is
+about travel as case keys in ``rows``, for a renderer to point at or fold away, never inline
+in the sentence. Parameter names carry their unit (``_us``, ``_pct``, ``_err``, ``_tol``,
+``_x``, ``_gbps``, ``_tflops``, ``_shape``), so a renderer formats numbers without knowing
+the finding.
+
+``recommendations`` turns findings into actions.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from envcheck.analysis import flags as fl
+from envcheck.analysis.ceilings import BANDWIDTH, MEASURED, THEORETICAL, Ceilings
+from envcheck.analysis.results import CaseResult, group_key
+from envcheck.analysis.summary import geomean
+from envcheck.model import Bench, CaseKey, StopCause
+from envcheck.ops import spec
+
+LARGE = ("large", "xlarge")
+LOW_BANDWIDTH_PCT = 70.0  # of the measured ceiling: below this a memory-bound kernel is leaving a lot behind
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One observation. ``level``: ``info``, ``warn`` (the numbers need care) or ``fail``
+    (something is wrong). ``rows``: the cases it is about, in report order."""
+
+    key: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    level: str = "info"
+    rows: tuple[CaseKey, ...] = ()
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    key: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _ops(results: Sequence[CaseResult]) -> list[str]:
+    return list(dict.fromkeys(r.case.op for r in results))
+
+
+def _measured(results: Sequence[CaseResult]) -> list[CaseResult]:
+    return [r for r in results if r.status != "error" and r.time is not None]
+
+
+def _flagged(results: Sequence[CaseResult], flag: str) -> list[CaseResult]:
+    return [r for r in results if flag in r.flags]
+
+
+def _keys(rows: Sequence[CaseResult]) -> tuple[CaseKey, ...]:
+    return tuple(r.key for r in rows)
+
+
+def _elements(r: CaseResult) -> int:
+    return math.prod(r.case.shape)
+
+
+# --------------------------------------------------------------------------- individual findings
+
+
+def stopped(bench: Bench) -> list[Finding]:
+    stop = bench.stop
+    if stop is None:
+        return []
+    if stop.cause is StopCause.LEGACY:
+        return [Finding("finding.stopped.legacy", {"text": stop.detail or ""}, "fail")]
+    params: dict[str, Any] = {"finished": stop.finished, "planned": stop.planned}
+    for name in ("signal", "returncode", "timeout_s", "detail"):
+        if getattr(stop, name) is not None:
+            params[name] = getattr(stop, name)
+    return [Finding(f"finding.stopped.{stop.cause.value}", params, "fail")]
+
+
+def failures(results: Sequence[CaseResult]) -> list[Finding]:
+    out = []
+    failed = [r for r in results if r.status == "fail"]
+    if failed:
+        out.append(Finding("finding.failed", {"count": len(failed)}, "fail", _keys(failed)))
+    errored = [r for r in results if r.status == "error"]
+    if errored:
+        out.append(Finding("finding.errored", {"count": len(errored)}, "fail", _keys(errored)))
+    return out
+
+
+def throttled(results: Sequence[CaseResult]) -> list[Finding]:
+    """Rows slowed by heat or a hardware limit (a warning), apart from rows that only ran at the
+    software power cap: that is how a GPU runs a full tensor-core load, not a fault."""
+    rows = _flagged(results, fl.THROTTLED)
+    capped = [r for r in rows if r.conditions is not None and r.conditions.power_capped_only]
+    hot = [r for r in rows if not (r.conditions is not None and r.conditions.power_capped_only)]
+    out = []
+    if hot:
+        reasons = tuple(sorted({x for r in hot if r.conditions for x in r.conditions.reasons}))
+        out.append(Finding("finding.throttled", {"count": len(hot), "reasons": reasons}, "warn", _keys(hot)))
+    if capped:
+        out.append(Finding("finding.power_capped", {"count": len(capped)}, "info", _keys(capped)))
+    return out
+
+
+def noisy(results: Sequence[CaseResult]) -> list[Finding]:
+    rows = _flagged(results, fl.NOISY)
+    if not rows:
+        return []
+    worst = max((r.time.cv for r in rows if r.time), default=0.0)
+    return [Finding("finding.noisy", {"count": len(rows), "cv_pct": 100 * worst}, "warn", _keys(rows))]
+
+
+def launch_bound(results: Sequence[CaseResult]) -> list[Finding]:
+    """Per op and implementation: how many rows are launch-bound, and the largest such size
+    (where launch cost, not the kernel, decides). Implementations differ: Triton's Python
+    launcher costs more than PyTorch's, so it stays launch-bound to larger sizes."""
+    out = []
+    flagged = _flagged(results, fl.LAUNCH_BOUND)
+    for op in _ops(flagged):
+        for impl in dict.fromkeys(r.case.impl for r in flagged if r.case.op == op):
+            mine = [r for r in flagged if r.case.op == op and r.case.impl == impl]
+            top = max(mine, key=_elements)
+            out.append(Finding("finding.launch_bound", {"op": op, "impl": impl, "count": len(mine),
+                                                        "top_shape": top.case.shape}, "info", _keys(mine)))
+    return out
+
+
+def launch_overhead(results: Sequence[CaseResult]) -> list[Finding]:
+    """What a Python caller pays per call where an implementation is launch-bound.
+
+    Per non-torch implementation: its launch-bound rows that have a torch row in the same
+    group; the median eager launch time of each side over those pairs. Launch time, not launch
+    minus GPU time: in a launch-bound row the host launch overlaps the GPU work, so the
+    launch time is the whole cost of a call.
+    """
+    measured = [r for r in _measured(results) if r.case.launch]
+    torch_rows = {group_key(r.case): r for r in measured if r.case.impl == "torch"}
+    out = []
+    for impl in dict.fromkeys(r.case.impl for r in results if r.case.impl != "torch"):
+        pairs = [(r, torch_rows[group_key(r.case)]) for r in measured
+                 if r.case.impl == impl and fl.LAUNCH_BOUND in r.flags and group_key(r.case) in torch_rows]
+        if not pairs:
+            continue
+        out.append(Finding("finding.launch_overhead", {
+            "impl": impl,
+            "impl_us": statistics.median(r.case.launch.median_us for r, _ in pairs),  # type: ignore[union-attr]
+            "torch_us": statistics.median(t.case.launch.median_us for _, t in pairs),  # type: ignore[union-attr]
+            "count": len(pairs)}, "info", _keys([r for r, _ in pairs])))
+    return out
+
+
+def l2_resident(results: Sequence[CaseResult]) -> list[Finding]:
+    """Memory-bound rows whose working set fits in L2 (their GB/s measure the cache).
+    Compute-bound ops are left out: judged in FLOP/s, L2 residency is no bandwidth concern."""
+    rows = [r for r in _flagged(results, fl.L2_RESIDENT) if not spec(r.case.op).compute_bound]
+    if not rows:
+        return []
+    return [Finding("finding.l2_resident", {"count": len(rows)}, "info", _keys(rows))]
+
+
+def above_ceiling(results: Sequence[CaseResult]) -> list[Finding]:
+    """Rows faster than a ceiling they are held against. Served from L2, they say nothing of
+    DRAM; otherwise the ceiling kernels left bandwidth or FLOP/s unused, which the reader must
+    know before trusting any share of that ceiling."""
+    rows = _flagged(results, fl.ABOVE_CEILING)
+    if not rows:
+        return []
+    cached = [r for r in rows if fl.L2_RESIDENT in r.flags]
+    other = [r for r in rows if fl.L2_RESIDENT not in r.flags]
+    out = []
+    if other:
+        worst = max(max(r.pct_measured or 0.0, r.pct_theoretical or 0.0) for r in other)
+        out.append(Finding("finding.above_ceiling", {"count": len(other), "worst_pct": worst}, "warn", _keys(other)))
+    if cached:
+        out.append(Finding("finding.above_ceiling_cached", {"count": len(cached)}, "info", _keys(cached)))
+    return out
+
+
+def bandwidth_best(results: Sequence[CaseResult]) -> list[Finding]:
+    """Per memory-bound op: the best share of the bandwidth ceilings, at sizes that reach DRAM."""
+    out = []
+    for op in _ops(results):
+        if spec(op).compute_bound:
+            continue
+        rows = [r for r in _measured(results) if r.case.op == op and r.pct_theoretical is not None
+                and fl.L2_RESIDENT not in r.flags and fl.LAUNCH_BOUND not in r.flags]
+        if not rows:
+            continue
+        best = max(rows, key=lambda r: r.pct_theoretical or 0.0)
+        out.append(Finding("finding.bandwidth_best", {
+            "op": op, "impl": best.case.impl, "shape": best.case.shape, "gbps": best.gbps,
+            "theoretical_pct": best.pct_theoretical, "measured_pct": best.pct_measured}, "info", (best.key,)))
+    return out
+
+
+def compute_best(results: Sequence[CaseResult], ceils: Ceilings) -> list[Finding]:
+    """Per compute-bound op and precision: the best share of that precision's FLOP/s peak."""
+    out = []
+    for op in _ops(results):
+        if not spec(op).compute_bound:
+            continue
+        rows = [r for r in _measured(results) if r.case.op == op and r.tflops]
+        for prec in dict.fromkeys(r.case.precision for r in rows):
+            best = max((r for r in rows if r.case.precision == prec), key=lambda r: r.tflops or 0.0)
+            peak = ceils.get(prec, THEORETICAL)
+            params = {"op": op, "dtype": best.case.dtype, "precision": prec, "impl": best.case.impl,
+                      "shape": best.case.shape, "tflops": best.tflops}
+            if peak:
+                out.append(Finding("finding.compute_best", {**params, "peak_tflops": peak.value,
+                                                            "peak_pct": best.pct_theoretical}, "info", (best.key,)))
+            else:
+                out.append(Finding("finding.compute_best_nopeak", params, "info", (best.key,)))
+    return out
+
+
+def speedup_large(results: Sequence[CaseResult]) -> list[Finding]:
+    """Per op, implementation and precision: geometric-mean speedup over the large sizes
+    (launch cost excluded). Per precision, so IEEE fp32 matmul (CUDA cores, where Triton is
+    far behind cuBLAS) does not hide that every tensor-core precision is at parity."""
+    out = []
+    for op in _ops(results):
+        impls = dict.fromkeys(r.case.impl for r in results if r.case.op == op and r.case.impl != "torch")
+        for impl in impls:
+            rows = [r for r in _measured(results) if r.case.op == op and r.case.impl == impl
+                    and r.category in LARGE and r.speedup is not None]
+            for prec in dict.fromkeys(r.case.precision for r in rows):
+                mine = [r for r in rows if r.case.precision == prec]
+                g = geomean(r.speedup for r in mine if r.speedup)
+                if g is None:
+                    continue
+                out.append(Finding("finding.speedup_large", {
+                    "op": op, "impl": impl, "precision": prec, "speedup_x": g, "count": len(mine),
+                    "min_x": min(r.speedup for r in mine if r.speedup),
+                    "max_x": max(r.speedup for r in mine if r.speedup)}, "info", _keys(mine)))
+    return out
+
+
+def tf32(results: Sequence[CaseResult]) -> list[Finding]:
+    """fp32 data multiplied in TF32: say so per implementation, with its largest error next to
+    the largest error of IEEE fp32 rows of the same op and shapes. Failed rows are left out
+    (``failures`` reports them), so what is quoted here is within tolerance."""
+    measured = _measured(results)
+    rows = [r for r in measured if r.case.dtype == "fp32" and r.case.precision == "tf32"
+            and r.case.accuracy is not None and r.status == "pass"]
+    out = []
+    for impl in dict.fromkeys(r.case.impl for r in rows):
+        mine = [r for r in rows if r.case.impl == impl]
+        worst = max(mine, key=lambda r: r.case.accuracy.rel_l2)  # type: ignore[union-attr]
+        shapes = {(r.case.op, r.case.shape) for r in mine}
+        ieee = [r for r in measured if r.case.dtype == "fp32" and r.case.precision == "fp32"
+                and r.case.accuracy is not None and (r.case.op, r.case.shape) in shapes]
+        params: dict[str, Any] = {"impl": impl, "count": len(mine),
+                                  "tf32_err": worst.case.accuracy.rel_l2,  # type: ignore[union-attr]
+                                  "tf32_tol": worst.tolerance.rel_l2}
+        if ieee:
+            params["ieee_err"] = max(r.case.accuracy.rel_l2 for r in ieee)  # type: ignore[union-attr]
+            out.append(Finding("finding.tf32", params, "info", _keys(mine)))
+        else:
+            out.append(Finding("finding.tf32_noieee", params, "info", _keys(mine)))
+    return out
+
+
+def missing_ceilings(ceils: Ceilings) -> list[Finding]:
+    """A theoretical limit that could not be known (no NVML memory clock under WSL2, an
+    architecture with no known rate): said once, with the reason, so a missing % column is
+    never a silent gap."""
+    out = []
+    for m in ceils.missing:
+        if m.kind == THEORETICAL:
+            out.append(Finding("finding.ceiling_missing", {"name": m.name, "reason_key": m.key, **m.params}, "warn"))
+    return out
+
+
+def findings(bench: Bench, results: Sequence[CaseResult], ceils: Ceilings) -> tuple[Finding, ...]:
+    """Every finding, most serious kinds first (the run's completeness, failures, then the measurements)."""
+    out: list[Finding] = []
+    out += stopped(bench)
+    out += failures(results)
+    out += throttled(results)
+    out += noisy(results)
+    out += above_ceiling(results)
+    out += missing_ceilings(ceils)
+    out += launch_bound(results)
+    out += launch_overhead(results)
+    out += l2_resident(results)
+    out += bandwidth_best(results)
+    out += compute_best(results, ceils)
+    out += speedup_large(results)
+    out += tf32(results)
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------- recommendations
+
+
+def recommendations(found: Sequence[Finding]) -> tuple[Recommendation, ...]:
+    """Actions that follow from the findings, one per kind of problem."""
+    keys = {f.key for f in found}
+    out: list[Recommendation] = []
+    if any(k.startswith("finding.stopped.") for k in keys):
+        out.append(Recommendation("rec.rerun_partial"))
+    fails = [f for f in found if f.key in ("finding.failed", "finding.errored")]
+    if fails:
+        ops_failing = sorted({row[0] for f in fails for row in f.rows})
+        out.append(Recommendation("rec.failures", {"ops": ",".join(ops_failing)}))
+    if "finding.throttled" in keys:
+        out.append(Recommendation("rec.throttled"))
+    if "finding.noisy" in keys:
+        out.append(Recommendation("rec.noisy"))
+    # PyTorch eager's limit: what users pay without Triton (Triton's own launcher stays launch-bound longer).
+    torch_bound = [f for f in found if f.key == "finding.launch_bound" and f.params["impl"] == "torch"
+                   and spec(f.params["op"]).family == "vector"]
+    if torch_bound:
+        out.append(Recommendation("rec.small_tensors",
+                                  {"elements": max(math.prod(f.params["top_shape"]) for f in torch_bound)}))
+    for f in found:
+        mp = f.params.get("measured_pct")
+        if f.key == "finding.bandwidth_best" and mp is not None and mp < LOW_BANDWIDTH_PCT:
+            out.append(Recommendation("rec.low_bandwidth", {"op": f.params["op"], "measured_pct": mp}))
+    if keys & {"finding.tf32", "finding.tf32_noieee"}:
+        out.append(Recommendation("rec.tf32"))
+    return tuple(out)
+
+
+__all__ = ["BANDWIDTH", "MEASURED", "Finding", "Recommendation", "findings", "recommendations"]

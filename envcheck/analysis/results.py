@@ -1,0 +1,131 @@
+"""Every number derived from one case's raw results, computed here once.
+
+A case is quoted at its GPU time (CUDA-graph replay) where it has one, else at its launch
+time (eager calls; the only time on the CPU). From that: achieved bandwidth (bytes of the
+traffic model / time) and FLOP/s, their shares of the device's theoretical and measured
+ceilings (bandwidth for memory-bound ops, the precision's FLOP/s peak for compute-bound
+ones), the speedup over PyTorch in the same group (same op, dtype, precision and shape;
+torch's quoted time / this one, only when both were timed the same way), the numeric verdict
+and the flags.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from envcheck.analysis import conditions as cond
+from envcheck.analysis import flags as fl
+from envcheck.analysis.ceilings import BANDWIDTH, MEASURED, THEORETICAL, Ceilings
+from envcheck.analysis.tolerance import Tolerance, Verdict, judge, tolerance
+from envcheck.model import Bench, Case, CaseKey, Timing
+from envcheck.ops import Traffic, spec
+
+GroupKey = tuple[str, str, str, tuple[int, ...]]
+
+
+def group_key(case: Case) -> GroupKey:
+    """The cases that compare with one another: same op, dtype, precision and shape."""
+    return (case.op, case.dtype, case.precision, case.shape)
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One case with everything derived from it. ``status``: ``pass`` (measured, within both
+    tolerances), ``fail`` (measured, a bound broken: see ``verdict.broken``), ``error`` (not
+    measured: see ``case.failure``)."""
+
+    case: Case
+    status: str
+    traffic: Traffic
+    working_set_bytes: int
+    category: str
+    time: Timing | None
+    gbps: float | None
+    tflops: float | None
+    ceiling_name: str  # what the shares are of: ``bandwidth`` or the precision's FLOP/s
+    pct_theoretical: float | None
+    pct_measured: float | None
+    speedup: float | None
+    tolerance: Tolerance
+    verdict: Verdict | None
+    flags: tuple[str, ...]
+    conditions: cond.Conditions | None
+
+    @property
+    def key(self) -> CaseKey:
+        return self.case.key
+
+    @property
+    def rate(self) -> float | None:
+        """The throughput the case is judged on: TFLOP/s if compute-bound, else GB/s."""
+        return self.tflops if spec(self.case.op).compute_bound else self.gbps
+
+
+def _pct(value: float | None, ceils: Ceilings, name: str, kind: str) -> float | None:
+    c = ceils.get(name, kind)
+    if value is None or c is None or c.value <= 0:
+        return None
+    return 100.0 * value / c.value
+
+
+def _flags(case: Case, backend: str, time: Timing | None, ws: int, l2: int | None,
+           conditions: cond.Conditions | None, pct_t: float | None, pct_m: float | None) -> tuple[str, ...]:
+    out = []
+    if backend == "cuda":
+        if fl.is_launch_bound(case.gpu, case.launch):
+            out.append(fl.LAUNCH_BOUND)
+        if fl.is_l2_resident(ws, l2, case.rotation_sets):
+            out.append(fl.L2_RESIDENT)
+    if conditions is not None and conditions.throttled:
+        out.append(fl.THROTTLED)
+    if fl.is_noisy(time):
+        out.append(fl.NOISY)
+    if (pct_m is not None and pct_m > 100.0) or (pct_t is not None and pct_t > 100.0):
+        out.append(fl.ABOVE_CEILING)
+    return tuple(out)
+
+
+def case_results(bench: Bench, ceils: Ceilings) -> tuple[CaseResult, ...]:
+    """The results of every case of ``bench``, in its order."""
+    backend = bench.device.backend
+    l2 = bench.device.l2_bytes
+    torch_time: dict[GroupKey, Timing] = {}
+    for c in bench.cases:
+        if c.impl == "torch" and c.measured and c.best_time is not None:
+            torch_time[group_key(c)] = c.best_time
+    out = []
+    for c in bench.cases:
+        op = spec(c.op)
+        traffic = op.traffic(c.shape, c.dtype)
+        ws = op.working_set_bytes(c.shape, c.dtype)
+        tol = tolerance(c.op, c.dtype, c.precision, c.shape)
+        time = c.best_time if c.measured else None
+        gbps = tflops = None
+        if time is not None:
+            seconds = time.median_us * 1e-6
+            gbps = traffic.bytes / seconds / 1e9
+            tflops = traffic.flops / seconds / 1e12
+        name = c.precision if op.compute_bound else BANDWIDTH
+        rate = tflops if op.compute_bound else gbps
+        pct_t = _pct(rate, ceils, name, THEORETICAL)
+        pct_m = _pct(rate, ceils, name, MEASURED)
+        speedup = None
+        base = torch_time.get(group_key(c))
+        if c.impl != "torch" and time is not None and base is not None and base.method == time.method:
+            speedup = base.median_us / time.median_us
+        verdict = judge(c.accuracy, tol) if c.measured and c.accuracy is not None else None
+        if not c.measured:
+            status = "error"
+        elif verdict is None or not verdict.passed:
+            status = "fail"  # measured but never checked is not a pass
+        else:
+            status = "pass"
+        conditions = cond.of_case(bench, c) if backend == "cuda" else None
+        out.append(CaseResult(
+            case=c, status=status, traffic=traffic, working_set_bytes=ws, category=fl.category(ws, l2),
+            time=time, gbps=gbps, tflops=tflops, ceiling_name=name, pct_theoretical=pct_t, pct_measured=pct_m,
+            speedup=speedup, tolerance=tol, verdict=verdict,
+            flags=_flags(c, backend, time, ws, l2, conditions, pct_t, pct_m) if time is not None else (),
+            conditions=conditions,
+        ))
+    return tuple(out)

@@ -1,0 +1,104 @@
+"""Whether an output is right: its error statistics judged for the arithmetic actually used.
+
+Two bounds, both from unit roundoffs (u = 2^-p for p explicit mantissa bits + 1)::
+
+    fp32 (IEEE)  u = 2^-24 = 5.96e-8     tf32  u = 2^-11 = 4.88e-4
+    fp16         u = 2^-11 = 4.88e-4     bf16  u = 2^-8  = 3.91e-3
+
+An output element goes through three kinds of rounding:
+
+* rounding inside the op's arithmetic, ``c_op`` roundings of the *compute* precision: a TF32
+  matmul rounds both inputs to TF32 before multiplying (c = 2); an IEEE fp32 matmul rounds
+  each product (c = 1); fp16/bf16 matmul products are exact in the fp32 accumulator (c = 0);
+  softmax does a subtraction, an exp (a few ulp with the fast exp2 GPUs use) and a division
+  in fp32 (c = 8 covers them); vector_add, relu and row_sum do nothing beyond the next two.
+* accumulation of K terms in fp32 (matmul's K, the row length of softmax and row_sum);
+* the final rounding to the storage dtype: u_out.
+
+**Whole output** (``rel_l2``, ||out - ref|| / ||ref||): the rounding errors of a long sum of
+random-signed terms add like a random walk, so they grow like sqrt(K) u_fp32 relative to
+the result (Higham and Mary, 2019; worst-case bounds grow like K u and would hide real bugs)::
+
+    rel_l2 tolerance = SAFETY x (c_op x u_compute + sqrt(K) x u_fp32 + u_out),   SAFETY = 3
+
+**Each element** (``max_rel_elem``, max |out - ref| / mag, where mag is the op on the absolute
+values of its inputs, e.g. (|a||b|)_ij): the classical forward bound of a sum, |error| <=
+K u sum|terms|, holds for every element whatever the summation order, so a correct kernel
+can never exceed it; relative to mag every rounding above is at most its u::
+
+    element tolerance = SAFETY x (c_op x u_compute + K x u_fp32 + u_out)
+
+It catches what an average hides: a few sign-flipped outputs of a 4096-long matmul are each
+off by about 2|c_ij|, some 5% of their mag, against an fp16 bound of 2.2e-3; a zeroed block
+of a vector add is off by all of |x + y|, against 1.5e-3 for fp16. A dropped K tile moves
+every element by only a little, and the whole-output bound catches it instead.
+
+Inputs are rounded to their dtype before the float64 reference is computed from them, so
+input rounding is never counted. Non-finite outputs (unwritten after the NaN poison fill, or
+an overflow) always fail.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from envcheck.model import Accuracy
+from envcheck.ops import spec
+
+UNIT_ROUNDOFF = {"fp32": 2.0**-24, "tf32": 2.0**-11, "fp16": 2.0**-11, "bf16": 2.0**-8}
+SAFETY = 3.0
+
+# Roundings in the compute precision per output element, beyond accumulation and storage.
+_OP_ROUNDINGS = {"vector_add": 0, "relu": 0, "row_sum": 0, "softmax": 8}
+_MATMUL_ROUNDINGS = {"fp32": 1, "tf32": 2, "fp16": 0, "bf16": 0}
+
+
+def compute_precision(op: str, dtype: str, precision: str) -> str:
+    """The arithmetic actually used: TF32 only for fp32 matmuls asked to use it; element-wise
+    and reduction ops compute fp16/bf16 inputs in fp32 (PyTorch and our kernels upcast)."""
+    if spec(op).compute_bound:
+        return precision
+    return "fp32" if dtype in ("fp16", "bf16") else dtype
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Both bounds of one case, and the precision they were derived for."""
+
+    rel_l2: float
+    element: float
+    precision: str  # the compute precision (``compute_precision``)
+
+
+def tolerance(op: str, dtype: str, precision: str, shape: tuple[int, ...]) -> Tolerance:
+    if dtype not in UNIT_ROUNDOFF or precision not in UNIT_ROUNDOFF:
+        raise ValueError(f"unknown dtype/precision {dtype}/{precision}")
+    compute = compute_precision(op, dtype, precision)
+    c = _MATMUL_ROUNDINGS[precision] if spec(op).compute_bound else _OP_ROUNDINGS[op]
+    u_c, u32, u_out = UNIT_ROUNDOFF[compute], UNIT_ROUNDOFF["fp32"], UNIT_ROUNDOFF[dtype]
+    k = max(1, spec(op).accumulation(shape))
+    return Tolerance(rel_l2=SAFETY * (c * u_c + math.sqrt(k) * u32 + u_out),
+                     element=SAFETY * (c * u_c + k * u32 + u_out), precision=compute)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``passed``, and which bounds an output broke: ``nonfinite``, ``rel_l2``, ``element``."""
+
+    passed: bool
+    broken: tuple[str, ...]
+
+
+def judge(acc: Accuracy, tol: Tolerance) -> Verdict:
+    """The verdict on one output. Reports of schema 1 lack the element statistic and the
+    non-finite count: for them only the whole-output bound is judged (their NaN outputs were
+    counted as zeros there, which shows as a large rel_l2)."""
+    broken = []
+    if acc.nonfinite:
+        broken.append("nonfinite")
+    if not acc.rel_l2 <= tol.rel_l2:
+        broken.append("rel_l2")
+    if acc.max_rel_elem is not None and not acc.max_rel_elem <= tol.element:
+        broken.append("element")
+    return Verdict(not broken, tuple(broken))
