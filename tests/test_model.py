@@ -1,34 +1,125 @@
-"""The report model: JSON round trip, validation, versioned loading, safe writes."""
+"""The report model: raw results only, compact JSON round trip, strict loading, schema-1 upgrade."""
 
 from __future__ import annotations
 
 import json
+import math
+import os
+from pathlib import Path
 
-import factories
 import pytest
 
-from envcheck import model, summary
+from envcheck import model
+from envcheck.model import (
+    Accuracy,
+    Bench,
+    BenchDevice,
+    Case,
+    CeilingRun,
+    Environment,
+    Failure,
+    MonitorWindow,
+    Note,
+    Report,
+    Samples,
+    Settings,
+    Skip,
+    Stop,
+    StopCause,
+    Timing,
+    known,
+)
+
+REPORTS = Path(__file__).resolve().parent.parent / "reports"
+SCHEMA_1 = sorted(REPORTS.glob("*.json")) + [Path(__file__).parent / "golden" / "h200_small.json"]
+
+
+def small_report() -> Report:
+    window = MonitorWindow(0.02, [0.0, 0.02, 0.04], sm_mhz=[1980, 1980, 1755], mem_mhz=[3201] * 3,
+                           temperature_c=[40, 41, 43], power_w=[300.5, 650.0, 699.9],
+                           reasons=((), (), ("sw_power_cap",)))
+    gpu = Timing.from_samples("cuda_graph", [10.0, 10.5, 9.75, 10.25])
+    launch = Timing.from_samples("cuda_events", [14.0, 15.0, 14.5], calls_per_sample=4)
+    cases = (
+        Case("matmul", "torch", "fp16", "fp16", (512, 512, 512), gpu=gpu, launch=launch,
+             accuracy=Accuracy(1e-3, 2e-3, 1e-4, 0, 262144), window=0),
+        Case("matmul", "triton", "fp16", "fp16", (512, 512, 512), gpu=gpu, launch=launch, compile_s=1.5,
+             accuracy=Accuracy(1.1e-3, 2e-3, 1.2e-4, 0, 262144), window=0, kernel="tma 128x128x64 s3 w4"),
+        Case("matmul", "compile", "fp16", "fp16", (512, 512, 512), failure=Failure("compile", "BackendCompilerFailed: x")),
+    )
+    bench = Bench(
+        device=BenchDevice("cuda", "NVIDIA H200", 0, uuid="GPU-1", sm_count=132, l2_bytes=60 << 20),
+        settings=Settings(quick=True, ops=("matmul",), impls=("torch", "triton", "compile")),
+        cases=cases,
+        skipped=(Skip("matmul", "triton", "fp32", (8192, 8192, 8192),
+                      Note("skip.out_of_memory", {"need_bytes": 10, "free_bytes": 5}), precision="fp32"),),
+        ceiling_runs=(CeilingRun("copy", "fp32", (1 << 28,), Timing.from_samples("cuda_graph", [500.0, 501.0])),),
+        windows=(window,),
+        notes=(Note("note.cold_l2", {"l2_bytes": 60 << 20, "sets_example": 15}),),
+        stop=Stop(StopCause.USER, finished=2, planned=3, during=("matmul", "compile", "fp16", "fp16", (512, 512, 512))),
+        started="2026-11-22T10:00:00Z", duration_s=12.5, versions={"torch": "2.11.0+cu130"},
+    )
+    env = Environment(sections={"system": {"os_name": known("Ubuntu")}})
+    return Report("0.2.0", "2026-11-22T10:00:00Z", "vm", "run", env, benches=(bench,))
 
 
 def test_round_trip_is_exact():
-    r = factories.report()
+    r = small_report()
     assert model.loads(model.dumps(r)) == r
 
 
-def test_timing_statistics_match_hand_computed_values():
-    t = model.Timing.from_samples("cuda_graph", [4.0, 1.0, 3.0, 2.0, 100.0])
+def test_samples_are_float32_in_memory_and_on_disk():
+    t = Timing.from_samples("cuda_graph", [1 / 3, 2.0])
+    assert t.samples_us[0] != 1 / 3  # rounded to float32 when made, so a reload changes nothing
+    assert t.samples_us[0] == pytest.approx(1 / 3, rel=1e-7)
+    back = model.loads(model.dumps(Report("x", "t", "h", "run", Environment(), benches=(Bench(
+        BenchDevice("cpu", "CPU"), cases=(Case("relu", "torch", "fp32", "fp32", (8,), launch=t),)),))))
+    assert back.bench.cases[0].launch.samples_us == t.samples_us
+
+
+def test_samples_are_encoded_compactly():
+    t = Timing.from_samples("cuda_graph", [float(i + 1) for i in range(200)])
+    encoded = model.to_dict(t)["samples_us"]
+    assert set(encoded) == {"f32le_b64"}
+    assert len(encoded["f32le_b64"]) == 4 * math.ceil(200 * 4 / 3)  # base64 of 800 bytes: 5.3 characters a sample
+
+
+def test_timing_statistics_are_computed_from_samples_never_stored():
+    t = Timing.from_samples("cuda_graph", [4.0, 1.0, 3.0, 2.0, 100.0])
     assert (t.median_us, t.q1_us, t.q3_us, t.iqr_us, t.n) == (3.0, 2.0, 4.0, 2.0, 5)
     assert t.cv == pytest.approx(1.7733, rel=1e-3)
+    assert set(model.to_dict(t)) == {"method", "samples_us", "calls_per_sample"}
 
 
-def test_fact_cannot_have_value_and_reason():
+@pytest.mark.parametrize("samples", [[], [1.0, float("nan")], [1.0, 0.0], [-2.0], [float("inf")]])
+def test_timing_refuses_samples_that_are_no_time(samples):
     with pytest.raises(ValueError):
-        model.Fact(value=1, reason="x")
+        Timing.from_samples("cuda_graph", samples)
 
 
-def test_case_rejects_unknown_flag():
-    with pytest.raises(ValueError, match="flags"):
-        model.Case("relu", "torch", "fp32", "fp32", (8,), "small", 64, 8, "pass", flags=("fast",))
+def test_case_is_measured_or_failed():
+    with pytest.raises(ValueError, match="measured"):
+        Case("relu", "torch", "fp32", "fp32", (8,))
+    with pytest.raises(ValueError, match="shape"):
+        Case("relu", "torch", "fp32", "fp32", (8, 8), failure=Failure("run", "x"))
+
+
+def test_notes_refuse_parameters_that_are_not_scalars():
+    with pytest.raises(ValueError):
+        Note("k", {"x": {"nested": 1}})  # type: ignore[dict-item]
+    with pytest.raises(ValueError):
+        Note("k", {"x": float("nan")})
+
+
+def test_monitor_window_sequences_have_one_length():
+    with pytest.raises(ValueError, match="samples"):
+        MonitorWindow(0.02, [0.0, 0.02], sm_mhz=[1980.0])
+
+
+def test_case_window_must_exist():
+    c = Case("relu", "torch", "fp32", "fp32", (8,), launch=Timing.from_samples("cuda_events", [1.0]), window=3)
+    with pytest.raises(ValueError, match="window"):
+        Bench(BenchDevice("cuda", "G"), cases=(c,))
 
 
 @pytest.mark.parametrize(
@@ -38,6 +129,8 @@ def test_case_rejects_unknown_flag():
         ('{"hello": 1}', "not an envcheck report"),
         ('{"format": "envcheck-report", "schema_version": 99}', "newer than this envcheck"),
         ('{"format": "envcheck-report"}', "schema_version"),
+        ('{"format": "envcheck-report", "schema_version": true}', "schema_version"),
+        ('{"format": "envcheck-report", "schema_version": 0}', "unknown version"),
     ],
 )
 def test_loader_rejects_foreign_and_future_files(tmp_path, text, message):
@@ -48,42 +141,109 @@ def test_loader_rejects_foreign_and_future_files(tmp_path, text, message):
     assert str(p) in str(e.value) and "\n" not in str(e.value)
 
 
-def test_loader_reports_missing_file(tmp_path):
+def _mutated(mutate) -> str:
+    data = json.loads(model.dumps(small_report()))
+    mutate(data)
+    return json.dumps(data)
+
+
+def _bench(d):
+    return d["benches"][0]
+
+
+HOSTILE = [
+    # (what is wrong, mutation, the field the message must name)
+    ("samples NaN", lambda d: _bench(d)["cases"][0]["gpu"].update(samples_us=[1.0, float("nan")]), "cases[0].gpu"),
+    ("samples zero", lambda d: _bench(d)["cases"][0]["gpu"].update(samples_us=[0.0]), "cases[0].gpu"),
+    ("samples negative", lambda d: _bench(d)["cases"][0]["launch"].update(samples_us=[-1.0]), "cases[0].launch"),
+    ("samples as strings", lambda d: _bench(d)["cases"][0]["gpu"].update(samples_us=["1.0"]), "samples_us[0]"),
+    ("bad base64", lambda d: _bench(d)["cases"][0]["gpu"].update(samples_us={"f32le_b64": "!!"}), "samples_us"),
+    ("cases null", lambda d: _bench(d).update(cases=None), "benches[0].cases"),
+    ("cases an object", lambda d: _bench(d).update(cases={"a": 1}), "benches[0].cases"),
+    ("device null", lambda d: _bench(d).update(device=None), "benches[0].device"),
+    ("created an integer", lambda d: d.update(created=12), "created"),
+    ("host a list", lambda d: d.update(host=["a"]), "host"),
+    ("shape of strings", lambda d: _bench(d)["cases"][0].update(shape=["512", 512, 512]), "shape[0]"),
+    ("wrong rank", lambda d: _bench(d)["cases"][0].update(shape=[512]), "cases[0]"),
+    ("unknown op", lambda d: _bench(d)["cases"][0].update(op="rm -rf"), "cases[0]"),
+    ("unknown stop", lambda d: _bench(d)["stop"].update(cause="meteor"), "stop.cause"),
+    ("window out of range", lambda d: _bench(d)["cases"][0].update(window=9), "benches[0]"),
+    ("rel_l2 negative", lambda d: _bench(d)["cases"][0]["accuracy"].update(rel_l2=-1), "accuracy"),
+    ("bool as int", lambda d: _bench(d)["device"].update(sm_count=True), "device.sm_count"),
+    ("kind unknown", lambda d: d.update(kind="party"), "kind"),
+    ("settings inverted", lambda d: _bench(d)["settings"].update(min_samples=9, max_samples=2), "settings"),
+    ("note params nested", lambda d: _bench(d)["notes"][0]["params"].update(x={"y": 1}), "notes[0].params.x"),
+]
+
+
+@pytest.mark.parametrize("what, mutate, field", HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_malformed_reports_are_one_line_errors_naming_the_field(tmp_path, what, mutate, field):
+    p = tmp_path / "r.json"
+    p.write_text(_mutated(mutate))
+    with pytest.raises(model.ReportError) as e:
+        model.load(p)
+    msg = str(e.value)
+    assert "\n" not in msg and str(p) in msg and field in msg, msg
+
+
+def test_deep_nesting_is_refused_not_a_crash(tmp_path):
+    p = tmp_path / "deep.json"
+    p.write_text('{"format": "envcheck-report", "schema_version": 2, "x": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    with pytest.raises(model.ReportError, match="nested too deeply|not valid JSON"):
+        model.load(p)
+
+
+def test_loader_refuses_what_is_not_a_regular_file(tmp_path):
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    with pytest.raises(model.ReportError, match="not a regular file"):
+        model.load(fifo)  # would block forever if it were opened
+    with pytest.raises(model.ReportError, match="directory"):
+        model.load(tmp_path)
     with pytest.raises(model.ReportError, match="no such file"):
         model.load(tmp_path / "absent.json")
 
 
-def test_write_new_never_replaces(tmp_path):
-    p = tmp_path / "r.json"
-    model.write_new(p, "first")
-    with pytest.raises(FileExistsError):
-        model.write_new(p, "second")
-    assert p.read_text() == "first"
-    assert [x.name for x in tmp_path.iterdir()] == ["r.json"]
+@pytest.mark.parametrize("path", SCHEMA_1, ids=lambda p: p.name)
+def test_every_committed_schema_1_report_upgrades(path):
+    data = json.loads(path.read_text())
+    assert data["schema_version"] == 1
+    r = model.load(path)
+    assert r.schema_version == model.SCHEMA_VERSION
+    bench_1 = data.get("bench")
+    assert len(r.benches) == (1 if bench_1 else 0)
+    if bench_1:
+        b = r.bench
+        assert len(b.cases) == len(bench_1["cases"])
+        for old, new in zip(bench_1["cases"], b.cases, strict=True):
+            assert (new.failure is not None) == (old["status"] == "error")
+            if old.get("gpu"):
+                assert list(new.gpu.samples_us) == pytest.approx(old["gpu"]["samples_us"], rel=1e-6)
+            if old.get("error"):
+                assert new.accuracy.rel_l2 == old["error"]["rel_l2"]
+        assert len(b.skipped) == len(bench_1["skipped"])
+        assert all(n.key == model.LEGACY_TEXT for n in b.notes)
+        measured = [c for c in bench_1["ceilings"] if c["kind"] == "measured"]
+        assert [c.value for c in b.recorded_ceilings] == [c["value"] for c in measured]
+    assert model.loads(model.dumps(r)) == r
 
 
-def test_write_new_gives_ordinary_file_permissions(tmp_path):
-    import os
-
-    umask = os.umask(0o022)
-    try:
-        p = model.write_new(tmp_path / "r.json", "x")
-    finally:
-        os.umask(umask)
-    assert p.stat().st_mode & 0o777 == 0o644
-
-
-def test_dump_writes_format_marker(tmp_path):
-    p = model.dump(factories.report(), tmp_path / "r.json")
-    data = json.loads(p.read_text())
-    assert data["format"] == "envcheck-report" and data["schema_version"] == model.SCHEMA_VERSION
+def test_schema_1_upgrade_keeps_cold_l2_and_interruptions():
+    data = json.loads((Path(__file__).parent / "golden" / "h200_small.json").read_text())
+    data["bench"]["partial"] = True
+    data["bench"]["interrupted"] = "interrupted by the user (Ctrl-C) after 3 of 28 cases"
+    r = model.loads(json.dumps(data))
+    assert r.bench.stop == Stop(StopCause.LEGACY, detail="interrupted by the user (Ctrl-C) after 3 of 28 cases")
+    old = {(c["op"], c["impl"], c["dtype"], tuple(c["shape"])): c for c in data["bench"]["cases"]}
+    for c in r.bench.cases:
+        flags = old[(c.op, c.impl, c.dtype, c.shape)]["flags"]
+        if "l2_resident" in flags:
+            assert c.rotation_sets == 1
 
 
-def test_summary_counts_and_geomean():
-    b = factories.bench()
-    tally = summary.overall(b)
-    assert tally.cases == len(b.cases) and tally.passed + tally.failed + tally.errors == tally.cases
-    assert summary.geomean([2.0, 8.0]) == pytest.approx(4.0)
-    assert summary.geomean([]) is None
-    per = {t.name: t for t in summary.by_op_impl(b)}
-    assert set(per) == {"vector_add/triton", "relu/triton", "matmul/triton"}
+def test_samples_equality_and_hash():
+    a, b = Samples([1.0, 2.0]), Samples([1.0, 2.0])
+    assert a == b and hash(a) == hash(b) and a == (1.0, 2.0) and a != Samples([2.0, 1.0])
+    assert Samples.from_bytes(a.to_bytes()) == a
+    with pytest.raises(ValueError):
+        Samples.from_bytes(b"abc")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from envcheck.analysis import peaks as P
-from envcheck.bench.protocol import PRECISIONS
+from envcheck.ops import PRECISIONS
 
 # Names NVML returns for each row (nvidia-smi --query-gpu=name); older drivers drop "NVIDIA".
 NVML_NAMES: dict[str, tuple[str, ...]] = {
