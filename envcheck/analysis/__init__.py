@@ -1,0 +1,1 @@
+"""Derived numbers: everything computed from a report's raw results, in one place."""
