@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from envcheck.model.node import (
-    AlgoChoice,
     CollectiveResult,
     Collectives,
     Copy,
@@ -538,3 +537,41 @@ def counter_over_limit(change: CounterChange) -> bool:
 
 def counters_of(snapshot: CounterSnapshot, gpu: int) -> tuple[Counter, ...]:
     return tuple(c for c in snapshot.counters if c.gpu == gpu)
+
+
+@dataclass(frozen=True)
+class GpuCondition:
+    """What an outlier GPU looked like when probed: clocks, heat, power limit, PCIe link, error counters."""
+
+    index: int
+    sm_clock_mhz: Any = None
+    sm_clock_max_mhz: Any = None
+    temperature_c: Any = None
+    power_limit_w: Any = None
+    pcie_gen: Any = None
+    pcie_gen_max: Any = None
+    pcie_width: Any = None
+    pcie_width_max: Any = None
+    throttle_reasons: Any = None
+    pcie_replay: Any = None
+    nvlink_errors: Any = None  # totals per counter over the GPU's links
+
+
+def gpu_condition(env: Any, index: int) -> GpuCondition:
+    """The facts shown beside an outlier, read from the environment (``gpus`` and the ``links`` section)."""
+    gpu = next((g for g in env.gpus if g.index == index), None)
+
+    def g(key: str) -> Any:
+        return gpu.get(key) if gpu is not None else None
+
+    links = env.get("links", f"gpu{index}.nvlink_errors")
+    totals = None
+    if isinstance(links, list):
+        totals = {}
+        for lk in links:
+            for k, v in lk.items():
+                if k != "link" and isinstance(v, int):
+                    totals[k] = totals.get(k, 0) + v
+    return GpuCondition(index, g("sm_clock_mhz"), g("sm_clock_max_mhz"), g("temperature_c"), g("power_limit_w"),
+                        g("pcie_gen"), g("pcie_gen_max"), g("pcie_width"), g("pcie_width_max"), g("throttle_reasons"),
+                        env.get("links", f"gpu{index}.pcie_replay"), totals)

@@ -39,7 +39,7 @@ def parse_topo_matrix(text: str) -> tuple[TopoCell, ...]:
                 break
             continue
         row = int(_GPU.match(parts[0]).group(1))  # type: ignore[union-attr]
-        for name, value in zip(header, parts[1:]):
+        for name, value in zip(header, parts[1:], strict=False):  # a row may lack trailing columns
             m = _GPU.match(name)
             if m is None:
                 continue
