@@ -49,7 +49,14 @@ def node_metrics(node: FleetNode) -> tuple[Metric, ...]:
     """
     out: list[Metric] = []
     rates = [gpu_rates(b) for b in node.benches]
-    for name, attr in (("gpu.copy_gbps", "copy_gbps"), ("gpu.matmul_tflops", "matmul_tflops")):
+    on_gpu = any(getattr(b.device, "backend", None) == "cuda" for b in node.benches)
+    matmul_planned = any(c.op == "matmul" for b in node.benches for c in (*b.cases, *b.skipped))
+    for name, attr, planned in (("gpu.copy_gbps", "copy_gbps", on_gpu),
+                                ("gpu.matmul_tflops", "matmul_tflops", matmul_planned)):
+        # A metric of a test nobody asked for (a CPU run, --ops without matmul) is no finding; one that
+        # was planned and is missing is.
+        if node.benches and not planned:
+            continue
         vals = [getattr(r, attr) for r in rates if getattr(r, attr) is not None]
         if not node.benches:
             out.append(Metric(name, None, "no_bench"))
