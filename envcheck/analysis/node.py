@@ -575,3 +575,49 @@ def gpu_condition(env: Any, index: int) -> GpuCondition:
     return GpuCondition(index, g("sm_clock_mhz"), g("sm_clock_max_mhz"), g("temperature_c"), g("power_limit_w"),
                         g("pcie_gen"), g("pcie_gen_max"), g("pcie_width"), g("pcie_width_max"), g("throttle_reasons"),
                         env.get("links", f"gpu{index}.pcie_replay"), totals)
+
+
+# --------------------------------------------------------------------------- against nccl-tests
+
+# torch.distributed's all_reduce and broadcast work in place; its all_gather, reduce_scatter and
+# all_to_all write a separate output: each is compared with nccl-tests' column of the same placement.
+IN_PLACE_OPS = ("all_reduce", "broadcast")
+NCCL_TESTS_MIN_BYTES = 1 << 30
+NCCL_TESTS_TOLERANCE = 0.03
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """envcheck's busbw for one op and size against nccl-tests' (``ratio`` = envcheck / nccl-tests)."""
+
+    op: str
+    size_bytes: int
+    placement: str  # in_place | out_of_place
+    ours_gbps: float | None
+    theirs_gbps: float
+    ratio: float | None
+    within: bool
+    ours_algo: str | None = None
+
+
+def against_nccl_tests(collectives: Collectives, rows: Sequence[Any], min_bytes: int = NCCL_TESTS_MIN_BYTES,
+                       tolerance: float = NCCL_TESTS_TOLERANCE) -> tuple[Agreement, ...]:
+    """Every size at or above ``min_bytes`` present in both, with whether they agree within ``tolerance``.
+
+    ``rows``: ``envcheck.node.nccl_tests.NcclTestsRow`` of a run on the same GPUs. nccl-tests' S and
+    envcheck's ``size_bytes`` are the same quantity, so rows match on (op, size).
+    """
+    ours = {(r.op, r.size_bytes): r for r in collective_rows(collectives)}
+    out = []
+    for t in rows:
+        if t.size_bytes < min_bytes:
+            continue
+        placement = "in_place" if t.op in IN_PLACE_OPS else "out_of_place"
+        theirs = (t.in_place if placement == "in_place" else t.out_of_place).busbw_gbps
+        mine = ours.get((t.op, t.size_bytes))
+        value = mine.busbw_gbps if mine is not None else None
+        ratio = value / theirs if value is not None and theirs > 0 else None
+        within = ratio is not None and abs(ratio - 1) <= tolerance
+        out.append(Agreement(t.op, t.size_bytes, placement, value, theirs, ratio, within,
+                             mine.algo_label if mine is not None else None))
+    return tuple(out)
