@@ -119,7 +119,7 @@ class MemoryTransport:
 
 class ScriptedLauncher:
     """Records each job and runs ``play(argv, env)`` instead of starting it; ``play`` returns the exit
-    status (or raises TimeoutError to look like a job killed at its time limit)."""
+    status, or raises TimeoutError (a job killed at its time limit) or KeyboardInterrupt (Ctrl-C)."""
 
     def __init__(self, play: Callable[[Sequence[str], Mapping[str, str]], int] | None = None) -> None:
         self.play = play or (lambda argv, env: 0)
@@ -132,4 +132,6 @@ class ScriptedLauncher:
             rc = self.play(argv, env)
         except TimeoutError:
             return Launch(tuple(argv), None, timeout, timeout, timed_out=True)
+        except KeyboardInterrupt:
+            return Launch(tuple(argv), None, timeout, 0.01, interrupted=True)
         return Launch(tuple(argv), rc, timeout, 0.01)

@@ -16,7 +16,7 @@ the source holds (``i % 251`` as float32).
 
 Events (JSON lines in the output file; the parent is ``envcheck.node.peer``)::
 
-    {"event": "start", "pid", "devices": n}
+    {"event": "start", "pid"}   {"event": "devices", "devices": n}
     {"event": "access", "a", "b", "allowed"}
     {"event": "copy", "kind", "method", "src", "dst", "bytes_per_direction", "bidirectional", "pinned",
      "samples_us", "wrong", "error"}                          src / dst: CUDA indices in this process
@@ -83,37 +83,59 @@ class Copier:
 
             self._kernel = pull
         block = 4096
-        with self.torch.cuda.device(dst.device):
-            self._kernel[(triton_cdiv(self.n, block),)](src, dst, self.n, BLOCK=block, num_warps=8)
+        # Launched on the current device and stream, which the caller set to the destination's.
+        self._kernel[(triton_cdiv(self.n, block),)](src, dst, self.n, BLOCK=block, num_warps=8)
 
     # ----------------------------------------------------------------- timing
 
-    def _timed(self, jobs: list[tuple[Any, Any]]) -> list[float]:
-        """Run each ``(device, fn)`` job at once per iteration; a sample is the longest job's time."""
+    def _timed(self, jobs: list[tuple[int, int | None, Any]]) -> list[float]:
+        """Run each ``(device, peer, fn)`` job at once per iteration; a sample is the longest job's time.
+
+        Each job gets streams of its own on both GPUs it touches: torch orders a cross-device copy
+        against the *current* streams of both devices, so two directions sharing the default streams
+        would run one after the other instead of at the same time.
+        """
         t = self.torch
+        streams = [(t.cuda.Stream(device=dev), t.cuda.Stream(device=peer) if peer is not None else None)
+                   for dev, peer, _ in jobs]
+
+        def within(k: int) -> Any:
+            import contextlib
+
+            dev = jobs[k][0]
+            stack = contextlib.ExitStack()
+            stack.enter_context(t.cuda.device(dev))
+            own, other = streams[k]
+            stack.enter_context(t.cuda.stream(own))
+            if other is not None:
+                stack.enter_context(t.cuda.stream(other))
+            return stack
+
         for _ in range(self.warmup):
-            for dev, fn in jobs:
-                with t.cuda.device(dev):
+            for k, (_, _, fn) in enumerate(jobs):
+                with within(k):
                     fn()
-        for dev, _ in jobs:
-            t.cuda.synchronize(dev)
-        marks: list[list[tuple[Any, Any]]] = []
+        t.cuda.synchronize()
+        marks: list[list[Any]] = []
         for _ in range(self.iters):
-            row = []
-            for dev, _fn in jobs:
-                with t.cuda.device(dev):
+            starts = []
+            for k in range(len(jobs)):
+                with within(k):
                     a = t.cuda.Event(enable_timing=True)
                     a.record()
-                    row.append((a, None))
-            for k, (dev, fn) in enumerate(jobs):
-                with t.cuda.device(dev):
+                    starts.append(a)
+            row = []
+            for k, (_, _, fn) in enumerate(jobs):
+                with within(k):
                     fn()
                     b = t.cuda.Event(enable_timing=True)
                     b.record()
-                    row[k] = (row[k][0], b)
+                    row.append((starts[k], b))
             marks.append(row)
-        for dev, _ in jobs:
+        for dev, peer, _ in jobs:
             t.cuda.synchronize(dev)
+            if peer is not None:
+                t.cuda.synchronize(peer)
         return [max(max(a.elapsed_time(b) * 1e3 for a, b in row), 1e-3) for row in marks]
 
     def d2d(self, a: int, b: int, method: str, both: bool) -> dict[str, Any]:
@@ -127,16 +149,17 @@ class Copier:
         dst_a = t.empty(self.n, dtype=t.float32, device=f"cuda:{a}") if both else None
         if method == "copy_engine":
             # torch runs a cross-device copy on the source device's current stream
-            jobs = [(a, lambda: dst_b.copy_(src_a, non_blocking=True))]
+            jobs: list[tuple[int, int | None, Any]] = [(a, b, lambda: dst_b.copy_(src_a, non_blocking=True))]
             if both:
-                jobs.append((b, lambda: dst_a.copy_(src_b, non_blocking=True)))
+                jobs.append((b, a, lambda: dst_a.copy_(src_b, non_blocking=True)))
         else:
-            jobs = [(b, lambda: self.sm_copy(src_a, dst_b))]
+            jobs = [(b, a, lambda: self.sm_copy(src_a, dst_b))]
             if both:
-                jobs.append((a, lambda: self.sm_copy(src_b, dst_a)))
+                jobs.append((a, b, lambda: self.sm_copy(src_b, dst_a)))
         dst_b.fill_(-1.0)
         if dst_a is not None:
             dst_a.fill_(-1.0)
+        t.cuda.synchronize()
         samples = self._timed(jobs)
         wrong = self.wrong(dst_b) + (self.wrong(dst_a) if dst_a is not None else 0)
         return {"samples_us": samples, "wrong": wrong}
@@ -149,7 +172,8 @@ class Copier:
             src = self.pattern(f"cuda:{gpu}")
             dst = t.empty(self.n, dtype=t.float32, pin_memory=True)
         dst.fill_(-1.0)
-        samples = self._timed([(gpu, lambda: dst.copy_(src, non_blocking=True))])
+        t.cuda.synchronize()
+        samples = self._timed([(gpu, None, lambda: dst.copy_(src, non_blocking=True))])
         return {"samples_us": samples, "wrong": self.wrong(dst)}
 
 
