@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from envcheck.model.node import Launch
 from fake_nvml import FakeNvml, load_table
+
+from envcheck.model.node import Launch
 
 NODE = Path(__file__).parent / "fixtures" / "node"
 

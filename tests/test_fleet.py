@@ -17,7 +17,15 @@ from envcheck.model import Bench, BenchDevice, Ceiling, Check, Environment, buil
 from envcheck.model.fleet import Baseline, Fleet, FleetNode, Reference, Rule
 from envcheck.model.node import Node
 from envcheck.node.collective_run import SweepPlan
-from envcheck.node.fleet import FleetDeps, FleetOptions, RankContext, expand_nodelist, local_gpus, rank_context, run_rank
+from envcheck.node.fleet import (
+    FleetDeps,
+    FleetOptions,
+    RankContext,
+    expand_nodelist,
+    local_gpus,
+    rank_context,
+    run_rank,
+)
 
 
 def _bench(gpu: int, gbps: float = 4200.0) -> Bench:
@@ -161,3 +169,20 @@ def test_local_gpus_follow_cuda_visible_devices():
     ctx = _ctx(0, 1, 1)
     assert local_gpus(ctx, {"CUDA_VISIBLE_DEVICES": "1"}) == (1,)
     assert local_gpus(replace(ctx, local_world_size=2), {}) == (0, 1)
+
+
+def test_a_sweep_that_never_ran_and_copies_that_failed_are_not_passes():
+    from envcheck.model.node import CollectiveResult, Collectives, NodeSkip, PeerCopies
+
+    sweep = Collectives("node", "nccl", 2, results=(CollectiveResult("all_reduce", 1 << 20, 1 << 18, "float32", (0, 1),
+                                                                     skipped="not_run"),))
+    node = Node("h", (0, 1), peer=PeerCopies(error="timed_out"), collectives=(sweep,))
+    fleet = Fleet(1, 1, "torchrun", (FleetNode("h", (0, 1), node=node),))
+    (v,) = judge(fleet)
+    missing = {f.metric: f.reason for f in v.findings if f.kind == "missing"}
+    assert missing["peer.d2d_gbps"] == "timed_out" and missing["node.all_reduce.busbw_gbps"] == "not_run"
+    assert missing["gpu.copy_gbps"] == "no_bench"
+    assert v.status == "incomplete"
+    crashed = Node("h", (0, 1), skipped=(NodeSkip("collectives", "crashed: OSError: x"),))
+    (v2,) = judge(Fleet(1, 1, "torchrun", (FleetNode("h", (0, 1), node=crashed),)))
+    assert "node.collectives" in {f.metric for f in v2.findings}

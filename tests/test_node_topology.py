@@ -7,8 +7,8 @@ from node_fakes import capture, fake_nvml
 
 from envcheck.analysis import node as an
 from envcheck.model import build, to_dict
-from envcheck.model.node import GpuLinks, NvLink, Topology
 from envcheck.model.facts import known
+from envcheck.model.node import GpuLinks, NvLink, Topology
 from envcheck.node.smi_text import parse_nvlink_speeds, parse_topo_matrix
 from envcheck.node.topology import probe_topology
 

@@ -33,6 +33,10 @@ DEFAULT_RULES: tuple[Rule, ...] = (
 )
 
 
+# Node tests skipped because they do not apply, not because they failed.
+NOT_ASKED = ("no_cuda", "not_requested", "single_gpu")
+
+
 @dataclass(frozen=True)
 class Metric:
     """One number that stands for a node, or why it is missing."""
@@ -66,35 +70,46 @@ def node_metrics(node: FleetNode) -> tuple[Metric, ...]:
             out.append(Metric(name, min(vals)))
     n = node.node
     topo = n.topology if n is not None else None
-    if n is not None and n.peer is not None and len(n.gpus) > 1:
-        rows = copy_rows(n.peer, topo)
-        for kind in ("d2d", "h2d", "d2h"):
-            vals = [r.gbps for r in rows if r.kind == kind and r.method == "copy_engine" and r.directions == 1]
-            planned = [r for r in rows if r.kind == kind and r.method == "copy_engine" and r.directions == 1]
-            if not planned:
-                continue
-            if any(v is None for v in vals) or any(r.wrong for r in planned):
-                out.append(Metric(f"peer.{kind}_gbps", None, "copy_failed_or_wrong"))
-            else:
-                out.append(Metric(f"peer.{kind}_gbps", min(v for v in vals if v is not None)))
+    if n is not None and len(n.gpus) > 1:
+        crashed = [sk.reason for sk in n.skipped if sk.test == "peer_copies" and sk.reason not in NOT_ASKED]
+        if crashed or (n.peer is not None and n.peer.error and not n.peer.copies):
+            out.append(Metric("peer.d2d_gbps", None, crashed[0] if crashed else n.peer.error))
+        elif n.peer is not None:
+            rows = copy_rows(n.peer, topo)
+            for kind in ("d2d", "h2d", "d2h"):
+                planned = [r for r in rows if r.kind == kind and r.method == "copy_engine" and r.directions == 1]
+                if not planned:
+                    continue
+                if any(r.gbps is None or r.wrong for r in planned):
+                    out.append(Metric(f"peer.{kind}_gbps", None, "copy_failed_or_wrong"))
+                else:
+                    out.append(Metric(f"peer.{kind}_gbps", min(r.gbps for r in planned if r.gbps is not None)))
     wrong = 0
     unverified = False
     for c in (n.collectives if n is not None else ()):
-        rows_c = [r for r in collective_rows(c) if r.status != "skipped"]
+        rows_c = collective_rows(c)
         for op in sorted({r.op for r in rows_c}):
-            mine = [r for r in rows_c if r.op == op]
-            largest = max(mine, key=lambda r: r.size_bytes)
+            measured = [r for r in rows_c if r.op == op and r.status != "skipped"]
+            if not measured:
+                # Every size skipped (never reached, or no memory for any): never a pass.
+                out.append(Metric(f"node.{op}.busbw_gbps", None, "not_run"))
+                continue
+            largest = max(measured, key=lambda r: r.size_bytes)
             name = f"node.{op}.busbw_gbps@{largest.size_bytes}"
             out.append(Metric(name, largest.busbw_gbps) if largest.status == "ok" and largest.busbw_gbps
                        else Metric(name, None, f"collective_{largest.status}"))
-        for r in rows_c:
-            if r.wrong:
-                wrong += r.wrong
-            if r.wrong is None:
-                unverified = True
+            for r in measured:
+                if r.wrong:
+                    wrong += r.wrong
+                if r.wrong is None:
+                    unverified = True
     if n is not None and n.collectives:
         out.append(Metric("wrong.collective_elements", None, "not_verified") if unverified and not wrong
                    else Metric("wrong.collective_elements", float(wrong)))
+    if n is not None and len(n.gpus) > 1:
+        crashed = [sk.reason for sk in n.skipped if sk.test == "collectives" and sk.reason not in NOT_ASKED]
+        if crashed:
+            out.append(Metric("node.collectives", None, crashed[0]))
     out.append(Metric("checks.failed", float(sum(c.status == "fail" for c in node.checks))))
     return tuple(out)
 

@@ -200,6 +200,8 @@ def assemble(outputs: Sequence[RankOutput], plan: SweepPlan, world_size: int, sc
         error = "interrupted" if launch.interrupted else ("timed_out" if launch.timed_out else "launch_failed")
     elif launch is not None and launch.returncode not in (0, None):
         error = "exit_status"
+    elif any(o.status != "ok" for o in outcomes):
+        error = "ranks_failed"
     return Collectives(scope, backend, world_size, tuple(hosts), plan.settings(), tuple(sweep), tuple(narrowing),
                        choices, reason, version, tuple(outcomes), launch, error)
 
