@@ -126,3 +126,20 @@ def test_a_step_that_crashes_is_recorded_and_the_next_steps_run(tmp_path):
     node = run_node(_options(tmp_path), NodeDeps(fake_nvml, host, ScriptedLauncher(_play), kmsg=lambda: ""))
     assert node.skipped[0].test == "topology" and "RuntimeError: boom" in node.skipped[0].reason
     assert node.peer is not None and node.collectives
+
+
+def test_node_problems_name_what_kept_the_run_from_passing(tmp_path):
+    node = run_node(_options(tmp_path), NodeDeps(fake_nvml, _host(), ScriptedLauncher(_play), kmsg=lambda: ""))
+    assert an.node_problems(node) == ()  # no_peer_access is a fact about the pair, not a failure
+    from dataclasses import replace
+
+    from envcheck.model.node import CollectiveResult, NodeSkip
+
+    sweep = node.collectives[0]
+    bad = replace(sweep, results=(replace(sweep.results[0], wrong=7),
+                                  CollectiveResult("all_reduce", 1 << 32, 1 << 30, "float32", (0, 1),
+                                                   skipped="out_of_memory"),
+                                  CollectiveResult("broadcast", 1 << 20, 1 << 18, "float32", (0, 1), skipped="not_run")))
+    worse = replace(node, collectives=(bad,), skipped=(NodeSkip("xid", "crashed: OSError: x"),))
+    keys = [p.key for p in an.node_problems(worse)]
+    assert keys == ["step_failed", "collective_wrong", "collective_not_run"]

@@ -621,3 +621,57 @@ def against_nccl_tests(collectives: Collectives, rows: Sequence[Any], min_bytes:
         out.append(Agreement(t.op, t.size_bytes, placement, value, theirs, ratio, within,
                              mine.algo_label if mine is not None else None))
     return tuple(out)
+
+
+# --------------------------------------------------------------------------- what went wrong on a node
+
+# Node tests that were skipped because they do not apply here, not because something failed.
+NOT_APPLICABLE = ("no_cuda", "not_requested", "single_gpu")
+
+
+@dataclass(frozen=True)
+class NodeProblem:
+    """Something about a node run a user must hear about: a key and its parameters (rendered later).
+
+    Keys: ``collective_wrong`` (op, size_bytes, wrong), ``collective_failed`` (op, size_bytes, status),
+    ``collective_not_run`` (op, size_bytes), ``sweep_failed`` (scope, error), ``copy_wrong`` /
+    ``copy_failed`` (kind, method, src, dst), ``peer_failed`` (error), ``step_failed`` (test, reason),
+    ``outlier`` (gpu, metric, shortfall).
+    """
+
+    key: str
+    params: tuple[tuple[str, Any], ...] = ()
+
+
+def node_problems(node: Any, benches: Sequence[Any] = (), margin: float | None = None) -> tuple[NodeProblem, ...]:
+    """Everything that keeps a node run from passing; empty when all its tests ran clean. A size
+    skipped for memory is no problem (the sweep stops where memory does); one never reached is."""
+    out: list[NodeProblem] = []
+    for s in node.skipped:
+        if s.reason not in NOT_APPLICABLE:
+            out.append(NodeProblem("step_failed", (("test", s.test), ("reason", s.reason))))
+    if node.peer is not None:
+        if node.peer.error:
+            out.append(NodeProblem("peer_failed", (("error", node.peer.error),)))
+        for c in node.peer.copies:
+            where = (("kind", c.kind), ("method", c.method), ("src", c.src), ("dst", c.dst))
+            if c.error and c.error != "no_peer_access":
+                out.append(NodeProblem("copy_failed", where))
+            elif c.wrong:
+                out.append(NodeProblem("copy_wrong", (*where, ("wrong", c.wrong))))
+    for sweep in node.collectives:
+        if sweep.error:
+            out.append(NodeProblem("sweep_failed", (("scope", sweep.scope), ("error", sweep.error))))
+        for r in collective_rows(sweep):
+            at = (("op", r.op), ("size_bytes", r.size_bytes))
+            if r.status == "wrong":
+                out.append(NodeProblem("collective_wrong", (*at, ("wrong", r.wrong))))
+            elif r.status in ("error", "unverified"):
+                out.append(NodeProblem("collective_failed", (*at, ("status", r.status))))
+            elif r.status == "skipped" and not any(
+                    x.skipped == "out_of_memory" for x in sweep.results if x.op == r.op and x.size_bytes == r.size_bytes):
+                out.append(NodeProblem("collective_not_run", at))
+    m = float(node.settings.get("outlier_margin", DEFAULT_OUTLIER_MARGIN)) if margin is None else margin
+    for o in outliers(benches, m):
+        out.append(NodeProblem("outlier", (("gpu", o.gpu), ("metric", o.metric), ("shortfall", round(o.shortfall, 4)))))
+    return tuple(out)

@@ -104,18 +104,22 @@ class Copier:
 
             dev = jobs[k][0]
             stack = contextlib.ExitStack()
-            stack.enter_context(t.cuda.device(dev))
             own, other = streams[k]
-            stack.enter_context(t.cuda.stream(own))
+            # Setting a stream also makes its device current (torch.cuda.set_stream): the peer's
+            # stream first, the job's own last, so the job's device is current inside.
             if other is not None:
                 stack.enter_context(t.cuda.stream(other))
+            stack.enter_context(t.cuda.stream(own))
+            stack.enter_context(t.cuda.device(dev))
             return stack
 
+        devices = sorted({d for dev, peer, _ in jobs for d in (dev, peer) if d is not None})
         for _ in range(self.warmup):
             for k, (_, _, fn) in enumerate(jobs):
                 with within(k):
                     fn()
-        t.cuda.synchronize()
+        for d in devices:
+            t.cuda.synchronize(d)
         marks: list[list[Any]] = []
         for _ in range(self.iters):
             starts = []
@@ -132,10 +136,8 @@ class Copier:
                     b.record()
                     row.append((starts[k], b))
             marks.append(row)
-        for dev, peer, _ in jobs:
-            t.cuda.synchronize(dev)
-            if peer is not None:
-                t.cuda.synchronize(peer)
+        for d in devices:
+            t.cuda.synchronize(d)
         return [max(max(a.elapsed_time(b) * 1e3 for a, b in row), 1e-3) for row in marks]
 
     def d2d(self, a: int, b: int, method: str, both: bool) -> dict[str, Any]:
@@ -159,7 +161,8 @@ class Copier:
         dst_b.fill_(-1.0)
         if dst_a is not None:
             dst_a.fill_(-1.0)
-        t.cuda.synchronize()
+        t.cuda.synchronize(a)
+        t.cuda.synchronize(b)
         samples = self._timed(jobs)
         wrong = self.wrong(dst_b) + (self.wrong(dst_a) if dst_a is not None else 0)
         return {"samples_us": samples, "wrong": wrong}
@@ -172,7 +175,7 @@ class Copier:
             src = self.pattern(f"cuda:{gpu}")
             dst = t.empty(self.n, dtype=t.float32, pin_memory=True)
         dst.fill_(-1.0)
-        t.cuda.synchronize()
+        t.cuda.synchronize(gpu)
         samples = self._timed([(gpu, None, lambda: dst.copy_(src, non_blocking=True))])
         return {"samples_us": samples, "wrong": self.wrong(dst)}
 
