@@ -1,6 +1,6 @@
 """One collective at one size on one group of ranks, measured the way nccl-tests measures it:
-warm-up calls, then timed iterations back to back (CUDA events around each on a GPU, the host clock
-around each synchronous call on the CPU), then a separate call on freshly written inputs whose output
+warm-up calls, then timed iterations back to back (a CUDA event between consecutive calls on a GPU,
+the host clock between synchronous calls on the CPU), then a separate call on freshly written inputs whose output
 is checked element by element against the exact expected values (nccl-tests' #wrong).
 
 Runs inside a torchrun worker (``envcheck.node.collective_worker``) with a process group already up.
@@ -176,13 +176,15 @@ class CollectiveBench:
             for _ in range(warmup):
                 self._call(op, send, recv, group, root)
             self.clock.synchronize()
-            marks = []
+            # One mark between consecutive calls, as nccl-tests times its loop: the samples add up to
+            # the whole loop, so their mean is its time per call (the host runs ahead of the GPU on
+            # large sizes; on small ones the samples show the launch cost a real caller pays too).
+            marks = [self.clock.mark()]
             for _ in range(iters):
-                start = self.clock.mark()
                 self._call(op, send, recv, group, root)
-                marks.append((start, self.clock.mark()))
+                marks.append(self.clock.mark())
             self.clock.synchronize()
-            samples = tuple(max(self.clock.elapsed_us(a, b), 1e-3) for a, b in marks)
+            samples = tuple(max(self.clock.elapsed_us(a, b), 1e-3) for a, b in zip(marks[:-1], marks[1:], strict=True))
             # The check runs on fresh inputs: timed all_reduce iterations summed in place.
             self._fill(send, value_in)
             if recv is not None:
