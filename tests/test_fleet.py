@@ -186,3 +186,21 @@ def test_a_sweep_that_never_ran_and_copies_that_failed_are_not_passes():
     crashed = Node("h", (0, 1), skipped=(NodeSkip("collectives", "crashed: OSError: x"),))
     (v2,) = judge(Fleet(1, 1, "torchrun", (FleetNode("h", (0, 1), node=crashed),)))
     assert "node.collectives" in {f.metric for f in v2.findings}
+
+
+def test_busbw_is_never_compared_across_algorithms_silently():
+    from envcheck.model import Timing
+    from envcheck.model.node import AlgoChoice, CollectiveResult, Collectives, RankTiming
+
+    def node(host, algo, t_us):
+        timings = tuple(RankTiming(r, Timing.from_samples("cuda_events", [t_us])) for r in (0, 1))
+        res = CollectiveResult("all_reduce", 1 << 30, 1 << 28, "float32", (0, 1), timings, 0)
+        sweep = Collectives("node", "nccl", 2, results=(res,),
+                            choices=(AlgoChoice(0, "AllReduce", 1 << 30, algo, "SIMPLE", nranks=2),))
+        return FleetNode(host, (0, 1), benches=(_bench(0),), node=Node(host, (0, 1), collectives=(sweep,)))
+
+    fleet = Fleet(6, 3, "torchrun", (node("a", "RING", 3000.0), node("b", "RING", 3000.0), node("c", "TREE", 3000.0)))
+    v = {x.host: x for x in judge(fleet)}
+    assert v["a"].status == "pass"
+    (f,) = [f for f in v["c"].findings if f.kind == "algorithm_differs"]
+    assert f.reason == "TREE/SIMPLE vs RING/SIMPLE" and v["c"].status == "incomplete"

@@ -44,6 +44,7 @@ class Metric:
     name: str
     value: float | None
     reason: str | None = None
+    algo: str | None = None  # NCCL's algorithm/protocol behind a busbw
 
 
 def node_metrics(node: FleetNode) -> tuple[Metric, ...]:
@@ -96,7 +97,8 @@ def node_metrics(node: FleetNode) -> tuple[Metric, ...]:
                 continue
             largest = max(measured, key=lambda r: r.size_bytes)
             name = f"node.{op}.busbw_gbps@{largest.size_bytes}"
-            out.append(Metric(name, largest.busbw_gbps) if largest.status == "ok" and largest.busbw_gbps
+            out.append(Metric(name, largest.busbw_gbps, algo=largest.algo_label)
+                       if largest.status == "ok" and largest.busbw_gbps
                        else Metric(name, None, f"collective_{largest.status}"))
             for r in measured:
                 if r.wrong:
@@ -122,14 +124,26 @@ def _rule_for(name: str, rules: Sequence[Rule]) -> Rule | None:
     return best
 
 
-def fleet_medians(fleet: Fleet) -> tuple[Reference, ...]:
-    """Each metric's median over the nodes that measured it."""
-    values: dict[str, list[float]] = {}
-    for node in fleet.nodes:
+def _references(nodes: Sequence[FleetNode]) -> tuple[Reference, ...]:
+    """Each metric's median over the nodes that measured it. A busbw's median is taken over the nodes
+    whose NCCL chose the most common algorithm for it, and carries that algorithm."""
+    values: dict[str, list[tuple[float, str | None]]] = {}
+    for node in nodes:
         for m in node_metrics(node):
             if m.value is not None:
-                values.setdefault(m.name, []).append(m.value)
-    return tuple(Reference(k, statistics.median(v)) for k, v in sorted(values.items()))
+                values.setdefault(m.name, []).append((m.value, m.algo))
+    out = []
+    for name, vals in sorted(values.items()):
+        algos = [a for _, a in vals if a is not None]
+        common = max(sorted(set(algos)), key=algos.count) if algos else None
+        same = [v for v, a in vals if a == common] if common is not None else [v for v, _ in vals]
+        out.append(Reference(name, statistics.median(same), common))
+    return tuple(out)
+
+
+def fleet_medians(fleet: Fleet) -> tuple[Reference, ...]:
+    """Each metric's median over the fleet's nodes (see :func:`_references`)."""
+    return _references(fleet.nodes)
 
 
 @dataclass(frozen=True)
@@ -137,7 +151,8 @@ class Finding:
     """Why a node is not passing: a metric worse than its reference, or one that is missing.
 
     ``kind``: ``worse`` (``value`` vs ``reference`` from ``source``: ``baseline`` or ``fleet_median``,
-    ``shortfall`` the fraction worse), ``missing`` (``reason``), ``rank_failed`` (``ranks``).
+    ``shortfall`` the fraction worse), ``missing`` (``reason``), ``rank_failed`` (``ranks``),
+    ``algorithm_differs`` (a busbw whose NCCL algorithm is not the reference's: ``reason`` names both).
     """
 
     kind: str
@@ -161,7 +176,7 @@ class NodeVerdict:
 
 def judge_node(node: FleetNode, references: Sequence[Reference], source: str, rules: Sequence[Rule],
                failed_ranks: Sequence[int] = ()) -> NodeVerdict:
-    refs = {r.metric: r.value for r in references}
+    refs = {r.metric: r for r in references}
     findings: list[Finding] = []
     if failed_ranks:
         findings.append(Finding("rank_failed", ranks=tuple(failed_ranks)))
@@ -172,9 +187,14 @@ def judge_node(node: FleetNode, references: Sequence[Reference], source: str, ru
         if m.value is None:
             findings.append(Finding("missing", m.name, reason=m.reason))
             continue
-        ref = refs.get(m.name)
-        if ref is None:
+        reference = refs.get(m.name)
+        if reference is None:
             continue
+        ref = reference.value
+        if m.algo and reference.algo and m.algo != reference.algo:
+            # Not like with like: say so, whatever the numbers.
+            findings.append(Finding("algorithm_differs", m.name, m.value, ref, source,
+                                    reason=f"{m.algo} vs {reference.algo}"))
         if rule.direction == "higher":
             worse = m.value < ref * (1 - rule.margin)
             short = 1 - m.value / ref if ref else None
@@ -221,13 +241,7 @@ def baseline_from_nodes(nodes: Sequence[FleetNode], source: str, host: str | Non
                         created: str | None = None) -> Baseline:
     """A baseline from a previous report's nodes (one node for a single-node report): per metric, the
     median over those nodes."""
-    values: dict[str, list[float]] = {}
-    for n in nodes:
-        for m in node_metrics(n):
-            if m.value is not None:
-                values.setdefault(m.name, []).append(m.value)
-    refs = tuple(Reference(k, statistics.median(v)) for k, v in sorted(values.items()))
-    return Baseline(source, refs, host, created)
+    return Baseline(source, _references(nodes), host, created)
 
 
 # --------------------------------------------------------------------------- narrowing a slow collective

@@ -195,6 +195,8 @@ def summary_lines(fleet: Fleet) -> list[str]:
                              f"({100 * (f.shortfall or 0):.1f}% worse)")
             elif f.kind == "missing":
                 lines.append(f"    {f.metric}: not measured ({f.reason})")
+            elif f.kind == "algorithm_differs":
+                lines.append(f"    {f.metric}: NCCL algorithm {f.reason}: not compared like with like")
             else:
                 lines.append(f"    ranks {', '.join(map(str, f.ranks))} failed or did not report")
     for c in fleet.collectives:

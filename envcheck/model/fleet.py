@@ -74,10 +74,13 @@ class Rule:
 
 @dataclass(frozen=True)
 class Reference:
-    """A metric's value in the baseline a fleet was judged against."""
+    """A metric's value in the baseline a fleet was judged against; ``algo``: the NCCL algorithm and
+    protocol behind a bus bandwidth (``RING/SIMPLE``), so busbw is never compared across algorithms
+    without saying so."""
 
     metric: str
     value: float
+    algo: str | None = None
 
 
 @dataclass(frozen=True)
