@@ -157,3 +157,17 @@ def test_default_sweep_is_nccl_tests_one_mebibyte_to_four_gibibytes():
     assert sizes() == (1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28, 1 << 30, 1 << 32)
     with pytest.raises(ValueError):
         SweepPlan(ops=("all_reduce", "reduce"))
+
+
+def test_busbw_against_what_the_h200_links_allow():
+    from node_fakes import capture, fake_nvml
+
+    from envcheck.node.topology import probe_topology
+
+    cap = capture()
+    topo = probe_topology(fake_nvml(), (0, 1), cap["topo_m"]["stdout"], cap["nvlink_s"]["stdout"])
+    expect = an.ring_expectation(topo, (0, 1))
+    assert expect == pytest.approx(478.116)
+    ar = next(r for r in NCCL_TESTS if r.op == "all_reduce" and r.size_bytes == 4 << 30)
+    row = an.collective_row(_result("all_reduce", 4 << 30, ar.in_place.time_us), _sweep([]))
+    assert an.pct_of_links(row, expect) == pytest.approx(100 * 342.63 / 478.116, rel=2e-3)  # about 72 %

@@ -675,3 +675,26 @@ def node_problems(node: Any, benches: Sequence[Any] = (), margin: float | None =
     for o in outliers(benches, m):
         out.append(NodeProblem("outlier", (("gpu", o.gpu), ("metric", o.metric), ("shortfall", round(o.shortfall, 4)))))
     return tuple(out)
+
+
+def ring_expectation(topology: Topology, gpus: Sequence[int]) -> float | None:
+    """The bus bandwidth the links allow a collective over ``gpus``, GB/s per direction: the slowest
+    hop of the ring through them in order (busbw is defined so that it reaches the bottleneck link's
+    bandwidth at best, doc/PERFORMANCE.md). None when a hop's bandwidth is unknown."""
+    if len(gpus) < 2:
+        return None
+    hops = []
+    for i, a in enumerate(gpus):
+        b = gpus[(i + 1) % len(gpus)]
+        p = pair_path(topology, a, b)
+        if p is None or p.expected_gbps is None:
+            return None
+        hops.append(p.expected_gbps)
+    return min(hops)
+
+
+def pct_of_links(row: CollectiveRow, expectation: float | None) -> float | None:
+    """A busbw as a share of what the links allow (a ring's bottleneck hop)."""
+    if row.busbw_gbps is None or not expectation:
+        return None
+    return 100 * row.busbw_gbps / expectation
