@@ -54,14 +54,17 @@ def collective_lines(node: Node, rows: tuple[nccl_tests.NcclTestsRow, ...]) -> t
         ratio = f"{a.ratio:.3f}" if a.ratio is not None else "-"
         out.append(f"| {a.op} | {a.size_bytes >> 20} MiB | {a.placement} | {ours} | {a.ours_algo or '-'} | "
                    f"{a.theirs_gbps:.1f} | {ratio} | {'yes' if a.within else 'NO'} |")
-    out += ["", "### envcheck's whole sweep", "", "| op | size | busbw GB/s | algbw GB/s | time us | cv | NCCL algo | #wrong |",
-            "|---|---:|---:|---:|---:|---:|---|---:|"]
+    links = an.ring_expectation(node.topology, node.gpus) if node.topology is not None else None
+    out += ["", f"### envcheck's whole sweep (links allow {_f(links)} GB/s per direction)", "",
+            "| op | size | busbw GB/s | % of links | algbw GB/s | time us | cv | NCCL algo | #wrong |",
+            "|---|---:|---:|---:|---:|---:|---:|---|---:|"]
     for r in an.collective_rows(sweeps[0]):
         if r.status == "skipped":
-            out.append(f"| {r.op} | {r.size_bytes >> 20} MiB | skipped | | | | | |")
+            out.append(f"| {r.op} | {r.size_bytes >> 20} MiB | skipped | | | | | | |")
             continue
-        out.append(f"| {r.op} | {r.size_bytes >> 20} MiB | {_f(r.busbw_gbps)} | {_f(r.algbw_gbps)} | {_f(r.time_us)} | "
-                   f"{_f(r.cv, 3)} | {r.algo_label or r.algo_reason or '-'} | {r.wrong} |")
+        out.append(f"| {r.op} | {r.size_bytes >> 20} MiB | {_f(r.busbw_gbps)} | {_f(an.pct_of_links(r, links))} | "
+                   f"{_f(r.algbw_gbps)} | {_f(r.time_us)} | {_f(r.cv, 3)} | {r.algo_label or r.algo_reason or '-'} | "
+                   f"{r.wrong} |")
     changes = an.algorithm_changes(an.collective_rows(sweeps[0]))
     if changes:
         out += ["", "NCCL changed algorithm between sizes: "

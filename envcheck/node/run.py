@@ -217,8 +217,10 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m envcheck.node.run``: the node suite alone, for the device script until ``envcheck run``
     carries it. Writes ``<out-dir>/node_<host>.json`` (environment, checks, benches, node)."""
     import json
+    import sys
 
     from envcheck.checks import evaluate
+    from envcheck.errors import UsageError
     from envcheck.model import to_dict
     from envcheck.node.counters import LINKS_SECTION, probe_links
     from envcheck.probes.collect import collect
@@ -239,7 +241,11 @@ def main(argv: list[str] | None = None) -> int:
     env = Environment({**env.sections, LINKS_SECTION: probe_links()}, env.gpus, env.probe_s)
     checks = evaluate(env)
     t0 = time.monotonic()
-    result = run_node_suite(ns, env, str(out / "node_work"))
+    try:
+        result = run_node_suite(ns, env, str(out / "node_work"))
+    except UsageError as e:
+        print(f"envcheck.node.run: error: {e}", file=sys.stderr)
+        return 2
     doc = {"format": "envcheck-node", "created": _utc(), "host": socket.gethostname(),
            "wall_s": round(time.monotonic() - t0, 1), "environment": to_dict(env),
            "checks": to_dict(tuple(checks) + result.checks), "benches": to_dict(result.benches),
