@@ -33,6 +33,16 @@ def _positive_float(value: str) -> float:
     return x
 
 
+def _fraction(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not 0 <= x < 1:
+        raise argparse.ArgumentTypeError(f"must be a fraction in [0, 1): {value!r}")
+    return x
+
+
 def _add_lang(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lang", default="en", choices=["en", "zh-CN"], help="report language (default: en)")
 
@@ -63,6 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated sizes: elements for vector ops (1024, 2^20, 1M), MxNxK for matmul")
     p.add_argument("--dtypes", type=_csv, metavar="DTYPES", help="comma-separated dtypes (fp32,fp16,bf16)")
     p.add_argument("--device", type=int, default=0, metavar="N", help="CUDA device index (default: 0)")
+    p.add_argument("--gpus", metavar="all|0,2",
+                   help="the suite on several GPUs at once, one worker each, then the node tests (topology, "
+                        "peer copies, collectives); outliers flagged against their siblings")
+    p.add_argument("--outlier-margin", type=_fraction, default=0.05, metavar="F",
+                   help="with --gpus: a GPU this fraction below its siblings' median is an outlier (default: 0.05)")
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile as a third implementation")
     p.add_argument("--out-dir", default="reports", metavar="DIR", help="where the dated report goes (default: reports)")
     p.add_argument("--format", type=_csv, default=["json", "md", "html"], metavar="FORMATS",
@@ -71,6 +86,34 @@ def build_parser() -> argparse.ArgumentParser:
                    help="limit for the whole benchmark subprocess in seconds (default: 1800)")
     _add_lang(p)
     p.set_defaults(handler="envcheck.commands.run:main")
+
+    p = sub.add_parser("fleet", help="every rank of a torchrun / srun launch: per-GPU suites, node tests, "
+                                      "collectives across all nodes; rank 0 writes one fleet report")
+    p.add_argument("--baseline", metavar="FILE", help="judge each node against this report (default: the fleet median)")
+    p.add_argument("--rule", action="append", metavar="METRIC:higher|lower:MARGIN",
+                   help="a verdict rule (repeatable), e.g. node.all_reduce:higher:0.1; default rules otherwise")
+    p.add_argument("--full", action="store_true", help="the full per-GPU suite (default: the quick one)")
+    p.add_argument("--ops", type=_csv, metavar="OPS", help="per-GPU suite ops, as for run")
+    p.add_argument("--sizes", type=_csv, metavar="SIZES", help="per-GPU suite sizes, as for run")
+    p.add_argument("--dtypes", type=_csv, metavar="DTYPES", help="per-GPU suite dtypes, as for run")
+    p.add_argument("--no-compile", action="store_true", help="skip torch.compile in the per-GPU suite")
+    p.add_argument("--sweep-sizes", default="1M..4G", metavar="LO..HI|S,S",
+                   help="collective sizes as nccl-tests' S (default: 1M..4G, times 4)")
+    p.add_argument("--iters", type=int, default=20, metavar="N", help="timed calls per collective and size (default: 20)")
+    p.add_argument("--warmup", type=int, default=5, metavar="N", help="warm-up calls (default: 5)")
+    p.add_argument("--no-world", action="store_true", help="skip the collectives across all nodes")
+    p.add_argument("--no-narrow", action="store_true", help="skip narrowing a slow collective to a rank, link or node")
+    p.add_argument("--cpu", action="store_true", help="collectives on gloo with CPU tensors (CI; no GPU needed)")
+    p.add_argument("--timeout", type=_positive_float, default=900.0, metavar="S",
+                   help="limit for each rank's per-GPU suite (default: 900)")
+    p.add_argument("--rank-timeout", type=_positive_float, default=900.0, metavar="S",
+                   help="how long rank 0 waits for each rank after its own part (default: 900)")
+    p.add_argument("--world-timeout", type=_positive_float, default=600.0, metavar="S",
+                   help="limit for the collectives across all nodes (default: 600)")
+    p.add_argument("--join-timeout", type=_positive_float, default=120.0, metavar="S",
+                   help="how long ranks wait to join and for rank 0's store (default: 120)")
+    p.add_argument("--out-dir", default="reports", metavar="DIR", help="where rank 0 writes the fleet report")
+    p.set_defaults(handler="envcheck.commands.fleet:main")
 
     p = sub.add_parser("render", help="regenerate Markdown / HTML from a report JSON (no GPU needed)")
     p.add_argument("report", metavar="REPORT.json")

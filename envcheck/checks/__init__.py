@@ -14,7 +14,7 @@ Rule = Callable[[Environment], list[Check]]
 
 
 def _rules() -> tuple[tuple[str, Rule], ...]:
-    from envcheck.checks import driver, env, gpu, torch, triton, wsl
+    from envcheck.checks import driver, env, gpu, links, torch, triton, wsl
 
     return (
         ("driver", driver.checks),
@@ -23,6 +23,7 @@ def _rules() -> tuple[tuple[str, Rule], ...]:
         ("torch", torch.checks),
         ("triton", triton.checks),
         ("env", env.checks),
+        ("links", links.checks),
     )
 
 

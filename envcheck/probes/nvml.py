@@ -162,9 +162,10 @@ def plain(value: Any) -> Any:
     """JSON-ready data from what pynvml returns (the shape the capture tables store)."""
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
-    if isinstance(value, ctypes.Structure):
+    # Unions too: nvmlDeviceGetFieldValues answers an array of structures holding a value union.
+    if isinstance(value, (ctypes.Structure, ctypes.Union)):
         return {f[0]: plain(getattr(value, f[0])) for f in value._fields_}
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple, ctypes.Array)):
         return [plain(x) for x in value]
     if isinstance(value, dict):
         return {str(k): plain(v) for k, v in value.items()}

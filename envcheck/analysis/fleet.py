@@ -1,0 +1,386 @@
+"""Derived numbers of a fleet: each node's metrics, its verdict against a baseline or the fleet's
+median under SuperBench-style rules (metric, direction, margin), the nodes to take out of service and
+why, and where a slow collective comes from (bisection over sub-groups of ranks).
+
+Pure functions of the raw results. A metric that could not be measured never passes: the node is
+``incomplete`` and listed with the reason, beside the nodes that failed a rule.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from envcheck.analysis.node import collective_rows, copy_rows, gpu_rates
+from envcheck.model.fleet import Baseline, Fleet, FleetNode, Reference, Rule
+from envcheck.model.node import Collectives
+
+# --------------------------------------------------------------------------- metrics
+
+# SuperBench-style rules: each metric name starting with ``metric`` is held to its reference.
+# The margins: a GPU's copy bandwidth and matmul rate repeat within ~1-2 % run to run on an idle
+# GPU (the H200 reports in reports/), so 5 % is a real shortfall; links and collectives vary more
+# with NCCL's channel setup and placement, hence 10 %. Failed checks and wrong results: none allowed.
+DEFAULT_RULES: tuple[Rule, ...] = (
+    Rule("gpu.copy_gbps", "higher", 0.05),
+    Rule("gpu.matmul_tflops", "higher", 0.05),
+    Rule("peer.", "higher", 0.10),
+    Rule("node.", "higher", 0.10),
+    Rule("wrong.", "lower", 0.0),
+    Rule("checks.failed", "lower", 0.0),
+)
+
+
+# Node tests skipped because they do not apply, not because they failed.
+NOT_ASKED = ("no_cuda", "not_requested", "single_gpu")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One number that stands for a node, or why it is missing."""
+
+    name: str
+    value: float | None
+    reason: str | None = None
+    algo: str | None = None  # NCCL's algorithm/protocol behind a busbw
+
+
+def node_metrics(node: FleetNode) -> tuple[Metric, ...]:
+    """A node's metrics: its slowest GPU, its slowest peer link, its collectives at their largest size.
+
+    The slowest member stands for the node, because a job runs at the pace of its slowest GPU.
+    """
+    out: list[Metric] = []
+    rates = [gpu_rates(b) for b in node.benches]
+    on_gpu = any(getattr(b.device, "backend", None) == "cuda" for b in node.benches)
+    matmul_planned = any(c.op == "matmul" for b in node.benches for c in (*b.cases, *b.skipped))
+    for name, attr, planned in (("gpu.copy_gbps", "copy_gbps", on_gpu),
+                                ("gpu.matmul_tflops", "matmul_tflops", matmul_planned)):
+        # A metric of a test nobody asked for (a CPU run, --ops without matmul) is no finding; one that
+        # was planned and is missing is.
+        if node.benches and not planned:
+            continue
+        vals = [getattr(r, attr) for r in rates if getattr(r, attr) is not None]
+        if not node.benches:
+            out.append(Metric(name, None, "no_bench"))
+        elif len(vals) < len(node.benches):
+            out.append(Metric(name, None, "not_measured_on_every_gpu"))
+        else:
+            out.append(Metric(name, min(vals)))
+    n = node.node
+    topo = n.topology if n is not None else None
+    if n is not None and len(n.gpus) > 1:
+        crashed = [sk.reason for sk in n.skipped if sk.test == "peer_copies" and sk.reason not in NOT_ASKED]
+        if crashed or (n.peer is not None and n.peer.error and not n.peer.copies):
+            out.append(Metric("peer.d2d_gbps", None, crashed[0] if crashed else n.peer.error))
+        elif n.peer is not None:
+            rows = copy_rows(n.peer, topo)
+            for kind in ("d2d", "h2d", "d2h"):
+                planned = [r for r in rows if r.kind == kind and r.method == "copy_engine" and r.directions == 1]
+                if not planned:
+                    continue
+                if any(r.gbps is None or r.wrong for r in planned):
+                    out.append(Metric(f"peer.{kind}_gbps", None, "copy_failed_or_wrong"))
+                else:
+                    out.append(Metric(f"peer.{kind}_gbps", min(r.gbps for r in planned if r.gbps is not None)))
+    wrong = 0
+    unverified = False
+    for c in (n.collectives if n is not None else ()):
+        rows_c = collective_rows(c)
+        for op in sorted({r.op for r in rows_c}):
+            measured = [r for r in rows_c if r.op == op and r.status != "skipped"]
+            if not measured:
+                # Every size skipped (never reached, or no memory for any): never a pass.
+                out.append(Metric(f"node.{op}.busbw_gbps", None, "not_run"))
+                continue
+            largest = max(measured, key=lambda r: r.size_bytes)
+            name = f"node.{op}.busbw_gbps@{largest.size_bytes}"
+            out.append(Metric(name, largest.busbw_gbps, algo=largest.algo_label)
+                       if largest.status == "ok" and largest.busbw_gbps
+                       else Metric(name, None, f"collective_{largest.status}"))
+            for r in measured:
+                if r.wrong:
+                    wrong += r.wrong
+                if r.wrong is None:
+                    unverified = True
+    if n is not None and n.collectives:
+        out.append(Metric("wrong.collective_elements", None, "not_verified") if unverified and not wrong
+                   else Metric("wrong.collective_elements", float(wrong)))
+    if n is not None and len(n.gpus) > 1:
+        crashed = [sk.reason for sk in n.skipped if sk.test == "collectives" and sk.reason not in NOT_ASKED]
+        if crashed:
+            out.append(Metric("node.collectives", None, crashed[0]))
+    out.append(Metric("checks.failed", float(sum(c.status == "fail" for c in node.checks))))
+    return tuple(out)
+
+
+def _rule_for(name: str, rules: Sequence[Rule]) -> Rule | None:
+    best = None
+    for r in rules:
+        if name.startswith(r.metric) and (best is None or len(r.metric) > len(best.metric)):
+            best = r
+    return best
+
+
+def _references(nodes: Sequence[FleetNode]) -> tuple[Reference, ...]:
+    """Each metric's median over the nodes that measured it. A busbw's median is taken over the nodes
+    whose NCCL chose the most common algorithm for it, and carries that algorithm."""
+    values: dict[str, list[tuple[float, str | None]]] = {}
+    for node in nodes:
+        for m in node_metrics(node):
+            if m.value is not None:
+                values.setdefault(m.name, []).append((m.value, m.algo))
+    out = []
+    for name, vals in sorted(values.items()):
+        algos = [a for _, a in vals if a is not None]
+        common = max(sorted(set(algos)), key=algos.count) if algos else None
+        same = [v for v, a in vals if a == common] if common is not None else [v for v, _ in vals]
+        out.append(Reference(name, statistics.median(same), common))
+    return tuple(out)
+
+
+def fleet_medians(fleet: Fleet) -> tuple[Reference, ...]:
+    """Each metric's median over the fleet's nodes (see :func:`_references`)."""
+    return _references(fleet.nodes)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Why a node is not passing: a metric worse than its reference, or one that is missing.
+
+    ``kind``: ``worse`` (``value`` vs ``reference`` from ``source``: ``baseline`` or ``fleet_median``,
+    ``shortfall`` the fraction worse), ``missing`` (``reason``), ``rank_failed`` (``ranks``),
+    ``algorithm_differs`` (a busbw whose NCCL algorithm is not the reference's: ``reason`` names both).
+    """
+
+    kind: str
+    metric: str | None = None
+    value: float | None = None
+    reference: float | None = None
+    source: str | None = None
+    shortfall: float | None = None
+    reason: str | None = None
+    ranks: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeVerdict:
+    """``pass``, ``fail`` (a rule failed or a rank failed) or ``incomplete`` (something was not measured)."""
+
+    host: str
+    status: str
+    findings: tuple[Finding, ...] = ()
+
+
+def judge_node(node: FleetNode, references: Sequence[Reference], source: str, rules: Sequence[Rule],
+               failed_ranks: Sequence[int] = ()) -> NodeVerdict:
+    refs = {r.metric: r for r in references}
+    findings: list[Finding] = []
+    if failed_ranks:
+        findings.append(Finding("rank_failed", ranks=tuple(failed_ranks)))
+    for m in node_metrics(node):
+        rule = _rule_for(m.name, rules)
+        if rule is None:
+            continue
+        if m.value is None:
+            findings.append(Finding("missing", m.name, reason=m.reason))
+            continue
+        reference = refs.get(m.name)
+        if reference is None:
+            continue
+        ref = reference.value
+        if m.algo and reference.algo and m.algo != reference.algo:
+            # Not like with like: say so, whatever the numbers.
+            findings.append(Finding("algorithm_differs", m.name, m.value, ref, source,
+                                    reason=f"{m.algo} vs {reference.algo}"))
+        if rule.direction == "higher":
+            worse = m.value < ref * (1 - rule.margin)
+            short = 1 - m.value / ref if ref else None
+        else:
+            worse = m.value > ref * (1 + rule.margin)
+            short = (m.value / ref - 1) if ref else None
+        if worse:
+            findings.append(Finding("worse", m.name, m.value, ref, source, short))
+    if any(f.kind in ("worse", "rank_failed") for f in findings):
+        status = "fail"
+    elif findings:
+        status = "incomplete"
+    else:
+        status = "pass"
+    return NodeVerdict(node.host, status, tuple(findings))
+
+
+def judge(fleet: Fleet) -> tuple[NodeVerdict, ...]:
+    """Every node's verdict: against the baseline's values when the fleet has one, else the fleet median."""
+    rules = fleet.rules or DEFAULT_RULES
+    if fleet.baseline is not None and fleet.baseline.values:
+        refs, source = fleet.baseline.values, "baseline"
+    else:
+        refs, source = fleet_medians(fleet), "fleet_median"
+    failed: dict[str, list[int]] = {}
+    for r in fleet.ranks:
+        if r.status != "ok":
+            failed.setdefault(r.host or "?", []).append(r.rank)
+    out = [judge_node(n, refs, source, rules, failed.get(n.host, ())) for n in fleet.nodes]
+    known = {n.host for n in fleet.nodes}
+    for host, ranks in sorted(failed.items()):
+        if host not in known:
+            out.append(NodeVerdict(host, "fail", (Finding("rank_failed", ranks=tuple(ranks)),)))
+    return tuple(out)
+
+
+def to_drain(fleet: Fleet) -> tuple[NodeVerdict, ...]:
+    """The nodes to take out of service, with their findings: those that failed, and those that could
+    not be vouched for (a test that could not run never counts as a pass)."""
+    return tuple(v for v in judge(fleet) if v.status != "pass")
+
+
+def baseline_from_nodes(nodes: Sequence[FleetNode], source: str, host: str | None = None,
+                        created: str | None = None) -> Baseline:
+    """A baseline from a previous report's nodes (one node for a single-node report): per metric, the
+    median over those nodes."""
+    return Baseline(source, _references(nodes), host, created)
+
+
+# --------------------------------------------------------------------------- narrowing a slow collective
+
+DEFAULT_NARROW_MARGIN = 0.10
+MAX_NARROW_STEPS = 16
+
+
+@dataclass(frozen=True)
+class NarrowStep:
+    """A sub-group's bus bandwidth at the narrowing size (None: the collective failed on it)."""
+
+    ranks: tuple[int, ...]
+    busbw_gbps: float | None
+
+
+@dataclass(frozen=True)
+class Conclusion:
+    """What the bisection found.
+
+    ``kind``: ``none`` (no part slower than the rest), ``rank`` (one rank, i.e. its GPU and its own
+    links: ``ranks`` = (r,)), ``link`` (the connection between two ranks: ``ranks`` = (a, b)),
+    ``between`` (each side is fine alone, together slow: the connection between ``ranks`` and
+    ``other``, across nodes the network), ``group`` (a group slower than its sibling while uniform
+    inside: a node-wide cause when it is one node), ``inconclusive``, ``not_applicable`` (fewer than
+    three ranks).
+    """
+
+    kind: str
+    ranks: tuple[int, ...] = ()
+    other: tuple[int, ...] = ()
+    hosts: tuple[str, ...] = ()
+
+
+def halves(group: tuple[int, ...], hosts: Sequence[str]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A group split in two: by nodes while it spans several (so a node is never cut), else by ranks."""
+    nodes = list(dict.fromkeys(hosts[r] for r in group))
+    if len(nodes) > 1:
+        first = set(nodes[: len(nodes) // 2])
+        a = tuple(r for r in group if hosts[r] in first)
+        return a, tuple(r for r in group if hosts[r] not in first)
+    k = len(group) // 2
+    return group[:k], group[k:]
+
+
+def _slower(x: float | None, y: float | None, margin: float) -> bool:
+    """Whether ``x`` is slower than ``y`` by more than ``margin`` (a failed run counts as slowest)."""
+    if x is None:
+        return y is not None
+    if y is None:
+        return False
+    return x < y * (1 - margin)
+
+
+def _hosts_of(ranks: tuple[int, ...], hosts: Sequence[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(hosts[r] for r in ranks))
+
+
+def _walk(steps: Sequence[NarrowStep], world: tuple[int, ...], hosts: Sequence[str],
+          margin: float) -> tuple[tuple[int, ...] | None, Conclusion | None]:
+    """The next group to measure, or the conclusion: the same walk decides and, later, explains."""
+    bw = {s.ranks: s.busbw_gbps for s in steps}
+    if len(world) < 3:
+        return None, Conclusion("not_applicable")
+    if world not in bw:
+        return world, None
+    suspect, descended = world, False
+    while len(suspect) > 3:
+        h1, h2 = halves(suspect, hosts)
+        for h in (h1, h2):
+            if len(h) >= 2 and h not in bw:
+                return h, None
+        if len(h1) < 2 or len(h2) < 2:
+            break  # a one-rank half: settle it with pairs
+        b1, b2, bp = bw[h1], bw[h2], bw[suspect]
+        if _slower(b1, b2, margin):
+            suspect, descended = h1, True
+            continue
+        if _slower(b2, b1, margin):
+            suspect, descended = h2, True
+            continue
+        if b1 is not None and b2 is not None and _slower(bp, min(b1, b2), margin):
+            return None, Conclusion("between", h1, h2, _hosts_of(suspect, hosts))
+        if descended:
+            return None, Conclusion("group", suspect, (), _hosts_of(suspect, hosts))
+        return None, Conclusion("none")
+    # Pairs settle it: within the suspect, plus a reference rank from outside for a lone pair.
+    members = suspect
+    if len(members) == 2:
+        same = [r for r in world if r not in members and hosts[r] == hosts[members[0]]]
+        other = [r for r in world if r not in members]
+        ref = (same or other)[0]
+        members = tuple(sorted((*members, ref)))
+    pairs = list(itertools.combinations(members, 2))
+    for p in pairs:
+        if p not in bw:
+            return p, None
+    best = max((bw[p] for p in pairs if bw[p] is not None), default=None)
+    slow = [p for p in pairs if _slower(bw[p], best, margin)]
+    if not slow:
+        return None, (Conclusion("group", suspect, (), _hosts_of(suspect, hosts)) if descended else Conclusion("none"))
+    if len(slow) == 1:
+        return None, Conclusion("link", slow[0], (), _hosts_of(slow[0], hosts))
+    common = set(slow[0]).intersection(*slow[1:])
+    if len(common) == 1:
+        r = common.pop()
+        return None, Conclusion("rank", (r,), (), (hosts[r],))
+    return None, Conclusion("inconclusive", suspect, (), _hosts_of(suspect, hosts))
+
+
+def next_narrowing_group(steps: Sequence[NarrowStep], world: tuple[int, ...], hosts: Sequence[str],
+                         margin: float = DEFAULT_NARROW_MARGIN) -> tuple[int, ...] | None:
+    """The sub-group to measure next, or None when the bisection has its answer (or ran out of steps)."""
+    if len(steps) >= MAX_NARROW_STEPS:
+        return None
+    group, _ = _walk(steps, world, hosts, margin)
+    return group
+
+
+def narrowing_conclusion(steps: Sequence[NarrowStep], world: tuple[int, ...], hosts: Sequence[str],
+                         margin: float = DEFAULT_NARROW_MARGIN) -> Conclusion:
+    group, conclusion = _walk(steps, world, hosts, margin)
+    if conclusion is not None:
+        return conclusion
+    return Conclusion("inconclusive", group or (), (), _hosts_of(group or (), hosts))
+
+
+def narrowing_steps(collectives: Collectives) -> tuple[NarrowStep, ...]:
+    """The sub-group runs of a sweep as bisection steps (their busbw from the stored samples)."""
+    return tuple(NarrowStep(r.ranks, r.busbw_gbps if r.status in ("ok", "unverified") else None)
+                 for r in collective_rows(collectives, narrowing=True))
+
+
+def collective_narrowing(collectives: Collectives) -> Conclusion | None:
+    """Where a sweep's slowness comes from, re-derived from its stored sub-group runs; None when it
+    ran no narrowing."""
+    if not collectives.narrowing:
+        return None
+    hosts = collectives.hosts if len(collectives.hosts) == collectives.world_size else tuple(
+        str(r) for r in range(collectives.world_size))
+    margin = float(collectives.settings.get("narrow_margin", DEFAULT_NARROW_MARGIN))
+    return narrowing_conclusion(narrowing_steps(collectives), tuple(range(collectives.world_size)), hosts, margin)

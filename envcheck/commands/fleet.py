@@ -1,0 +1,282 @@
+"""``envcheck fleet``, run by every rank of a launch:
+``torchrun --nnodes N --nproc-per-node G -m envcheck fleet [--baseline FILE] [--out-dir DIR]``
+(or under ``srun``). Rank 0 writes one dated fleet report and prints which nodes to take out of
+service and why.
+
+Exit status (rank 0; the other ranks exit 0 once rank 0 is done):
+  0    every node passed its rules and every rank reported
+  1    a node failed a rule, could not be measured, or a rank failed, hung or never joined
+  2    bad options, or not started by a launcher (one line on stderr)
+  130  Ctrl-C
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from envcheck.errors import EXIT_FAIL, EXIT_OK, UsageError
+from envcheck.model import Bench, BenchDevice, Check, Environment, build, to_dict
+from envcheck.model.fleet import Baseline, Fleet, FleetNode, Rule
+from envcheck.model.node import Launch, Node
+
+DEFAULT_SWEEP_SIZES = "1M..4G"
+
+
+def parse_rule(text: str) -> Rule:
+    """``--rule node.all_reduce:higher:0.1`` (metric prefix, direction, margin as a fraction)."""
+    parts = text.split(":")
+    if len(parts) != 3:
+        raise UsageError(f"--rule {text!r}: expected METRIC:higher|lower:MARGIN, e.g. gpu.copy_gbps:higher:0.05")
+    try:
+        return Rule(parts[0], parts[1], float(parts[2]))
+    except ValueError as e:
+        raise UsageError(f"--rule {text!r}: {e}") from None
+
+
+def parse_size(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    t = text.strip().upper().rstrip("B")
+    if t and t[-1] in units:
+        return int(float(t[:-1]) * units[t[-1]])
+    return int(t)
+
+
+def parse_sweep_sizes(text: str) -> tuple[int, ...]:
+    """``1M..4G`` (times 4, as nccl-tests -f 4) or a list ``64K,1M``."""
+    from envcheck.node.collective_run import sizes
+
+    try:
+        if ".." in text:
+            lo, hi = text.split("..", 1)
+            return sizes(parse_size(lo), parse_size(hi), 4)
+        return tuple(parse_size(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise UsageError(f"--sweep-sizes {text!r}: expected e.g. 1M..4G or 64K,1M") from None
+
+
+# --------------------------------------------------------------------------- baseline
+
+
+def _node_from_doc(doc: dict[str, Any], source: str) -> list[FleetNode]:
+    """The nodes a baseline file describes: a fleet report's nodes, or one machine's report."""
+    if isinstance(doc.get("fleet"), dict):
+        return list(build(Fleet, doc["fleet"]).nodes)
+    benches = [build(Bench, b) for b in doc.get("benches") or ([doc["bench"]] if doc.get("bench") else [])]
+    node = build(Node, doc["node"]) if isinstance(doc.get("node"), dict) else None
+    env = build(Environment, doc["environment"]) if isinstance(doc.get("environment"), dict) else None
+    checks = tuple(build(Check, c) for c in doc.get("checks") or ())
+    return [FleetNode(str(doc.get("host") or source), (), env, checks, tuple(benches), node)]
+
+
+def load_baseline(path: str) -> Baseline:
+    from envcheck.analysis.fleet import baseline_from_nodes
+
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise UsageError(f"--baseline {path}: cannot read ({e})") from None
+    if not isinstance(doc, dict):
+        raise UsageError(f"--baseline {path}: not an envcheck report")
+    try:
+        nodes = _node_from_doc(doc, path)
+    except (TypeError, ValueError, KeyError, AttributeError) as e:
+        raise UsageError(f"--baseline {path}: malformed report ({e})") from None
+    return baseline_from_nodes(nodes, path, doc.get("host"), doc.get("created"))
+
+
+# --------------------------------------------------------------------------- the real collaborators
+
+
+def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) -> Any:
+    """Each rank's work as envcheck does it for real: subprocess workers, torchrun, NVML."""
+    from envcheck.bench import runner, suite
+    from envcheck.checks import evaluate
+    from envcheck.node.collective_run import Placement, launch_sweep, read_outputs
+    from envcheck.node.counters import LINKS_SECTION, probe_links
+    from envcheck.node.fleet import FleetDeps
+    from envcheck.node.launch import SubprocessLauncher, child_env
+    from envcheck.node.peer import PeerPlan
+    from envcheck.node.run import NodeOptions, run_node
+    from envcheck.probes.collect import collect
+
+    cache: dict[str, Environment] = {}
+    launcher = SubprocessLauncher()
+
+    def environment() -> Environment:
+        if "env" not in cache:
+            env = collect(runtime=True, timeout=120.0, reports_dir=args.out_dir)
+            if ctx.leader:
+                env = Environment({**env.sections, LINKS_SECTION: probe_links()}, env.gpus, env.probe_s)
+            cache["env"] = env
+        return cache["env"]
+
+    def bench(gpu: int) -> Bench:
+        env = environment()
+        options = argparse.Namespace(quick=not args.full, ops=args.ops, sizes=args.sizes, dtypes=args.dtypes,
+                                     device=gpu, no_compile=args.no_compile)
+        plan = suite.plan(options, env)
+        started = datetime.now(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+        if not plan.runnable:
+            return Bench(BenchDevice("cpu", "CPU"), settings={**plan.settings, **plan.recorded},
+                         skipped=plan.skips, notes=plan.notes, started=started, duration_s=0.0)
+        t0 = time.monotonic()
+
+        def popen(*a: Any, **k: Any) -> Any:
+            import subprocess
+
+            return subprocess.Popen(*a, **{**k, "env": child_env()})
+
+        outcome = runner.run_worker(plan, lambda ev: None, args.timeout, popen)
+        return runner.assemble(plan, outcome, started, time.monotonic() - t0)
+
+    def probe() -> tuple[Environment, tuple[Check, ...]]:
+        env = environment()
+        return env, tuple(evaluate(env))
+
+    def device() -> str:
+        return "cuda" if environment().get("torch_runtime", "cuda_available") else "cpu"
+
+    def node(gpus: tuple[int, ...], work_dir: str) -> Node:
+        dev = device()
+        return run_node(NodeOptions(gpus, work_dir, dev, sweep, PeerPlan() if dev == "cuda" else None))
+
+    def world(go: Any, node_index: int, ctx_: Any, gpus: tuple[int, ...], work_dir: str
+              ) -> tuple[tuple[Any, ...], Launch | None]:
+        d = os.path.join(work_dir, f"node{ctx_.node_rank}")
+        placement = Placement(ctx_.local_world_size, gpus if device() == "cuda" else None, len(go.nodes),
+                              node_index, go.master_addr, go.master_port)
+        launch = launch_sweep(sweep, placement, d, launcher, args.world_timeout)
+        return read_outputs(d), launch
+
+    return FleetDeps(transport, bench, probe, node, world)
+
+
+# --------------------------------------------------------------------------- the report
+
+
+def write_fleet_report(fleet: Fleet, out_dir: Path, environment: Environment | None) -> Path:
+    """The dated fleet report: the report's usual header, rank 0's environment, and the fleet body."""
+    from envcheck import __version__, reportname
+    from envcheck.model import SCHEMA_VERSION
+    from envcheck.model.codec import FORMAT_NAME
+
+    now = datetime.now(timezone.utc)
+    host = fleet.nodes[0].host if fleet.nodes else "fleet"
+    doc = {"format": FORMAT_NAME, "schema_version": SCHEMA_VERSION, "tool_version": __version__,
+           "created": now.replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ"), "host": host, "kind": "fleet",
+           "environment": to_dict(environment or Environment()), "checks": [], "fleet": to_dict(fleet)}
+    stem = f"{reportname.stamp(now)}_fleet-{fleet.nnodes}x_{reportname.slug(host, 'host')}"
+    text = json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False, default=str) + "\n"
+    return reportname.write_report(out_dir, stem, text)
+
+
+def summary_lines(fleet: Fleet) -> list[str]:
+    """What rank 0 prints: ranks that failed, each node's verdict, the world sweep and its narrowing."""
+    from envcheck.analysis.fleet import collective_narrowing, judge
+    from envcheck.analysis.node import collective_rows
+
+    lines = [f"fleet: {fleet.nnodes} node(s), {fleet.world_size} rank(s), launched by {fleet.launcher}"]
+    for r in fleet.ranks:
+        if r.status != "ok":
+            extra = f" after {r.given_s:g} s" if r.status == "timeout" and r.given_s else ""
+            lines.append(f"  rank {r.rank} ({r.host or '?'}): {r.status}{extra}{': ' + r.error if r.error else ''}")
+    for v in judge(fleet):
+        lines.append(f"  node {v.host}: {v.status}")
+        for f in v.findings:
+            if f.kind == "worse":
+                lines.append(f"    {f.metric}: {f.value:.4g} vs {f.source} {f.reference:.4g} "
+                             f"({100 * (f.shortfall or 0):.1f}% worse)")
+            elif f.kind == "missing":
+                lines.append(f"    {f.metric}: not measured ({f.reason})")
+            elif f.kind == "algorithm_differs":
+                lines.append(f"    {f.metric}: NCCL algorithm {f.reason}: not compared like with like")
+            else:
+                lines.append(f"    ranks {', '.join(map(str, f.ranks))} failed or did not report")
+    for c in fleet.collectives:
+        lines.append(f"  world sweep ({c.backend}, {c.world_size} ranks){': ' + c.error if c.error else ''}")
+        for row in collective_rows(c):
+            if row.busbw_gbps is not None:
+                lines.append(f"    {row.op:<15} {row.size_bytes:>12} B  busbw {row.busbw_gbps:9.2f} GB/s  "
+                             f"{row.algo_label or '-':<14} wrong {row.wrong}")
+        n = collective_narrowing(c)
+        if n is not None:
+            lines.append(f"    narrowing: {n.kind} {list(n.ranks)} {list(n.other) or ''} {list(n.hosts)}")
+    return lines
+
+
+def main(args: argparse.Namespace) -> int:
+    from envcheck.analysis.fleet import to_drain
+    from envcheck.node.collective_run import SweepPlan
+    from envcheck.node.fleet import FleetOptions, export_for_torch, finish, local_gpus, rank_context, run_rank
+    from envcheck.node.transport import open_store_transport
+
+    ctx = rank_context(os.environ)
+    cpu = bool(args.cpu) or not _has_gpu()
+    baseline = load_baseline(args.baseline) if args.baseline else None
+    rules = tuple(parse_rule(r) for r in args.rule or ())
+    sweep = SweepPlan(sizes=parse_sweep_sizes(args.sweep_sizes), narrow=not args.no_narrow,
+                      device="cpu" if cpu else "cuda", iters=args.iters, warmup=args.warmup)
+    out_dir = Path(args.out_dir)
+    if ctx.rank == 0:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    export_for_torch(ctx, os.environ)  # type: ignore[arg-type]
+    transport = open_store_transport(ctx.rank, ctx.world_size, ctx.master_addr, args.join_timeout)
+    work_dir = str(out_dir / "fleet_work")
+    deps = real_deps(args, ctx, transport, sweep)
+    if cpu:
+        deps = _cpu_deps(deps, sweep)
+    options = FleetOptions(work_dir, sweep, not args.no_world, args.rank_timeout, args.world_timeout,
+                           args.join_timeout, baseline, rules,
+                           {"quick": not args.full, "sweep_sizes": list(sweep.sizes)})
+    fleet = run_rank(ctx, options, deps, local_gpus(ctx, os.environ))
+    if fleet is None:
+        transport.close()
+        return EXIT_OK
+    try:
+        env0 = fleet.nodes[0].environment if fleet.nodes else None
+        path = write_fleet_report(fleet, out_dir, env0)
+        for line in summary_lines(fleet):
+            print(line)
+        print(f"fleet report: {path}")
+    finally:
+        finish(transport)
+        time.sleep(0.5)  # the others read "done" from this rank's store before it goes
+        transport.close()
+    drain = to_drain(fleet)
+    if drain:
+        print("take out of service: " + ", ".join(v.host for v in drain), file=sys.stderr)
+    return EXIT_FAIL if drain or any(r.status != "ok" for r in fleet.ranks) else EXIT_OK
+
+
+def _has_gpu() -> bool:
+    """Whether NVML lists a GPU here: every rank of a uniform fleet answers the same."""
+    from envcheck.probes.nvml import Nvml
+
+    nvml = Nvml()
+    try:
+        if nvml.init() is not None:
+            return False
+        count, _ = nvml.query("nvmlDeviceGetCount")
+        return isinstance(count, int) and count > 0
+    finally:
+        nvml.shutdown()
+
+
+def _cpu_deps(deps: Any, sweep: Any) -> Any:
+    """``--cpu``: the collectives on gloo with CPU tensors, whatever GPUs the machine has (CI, and a
+    check of the fleet plumbing without touching a GPU)."""
+    from dataclasses import replace
+
+    from envcheck.node.run import NodeOptions, run_node
+
+    def node(gpus: tuple[int, ...], work_dir: str) -> Node:
+        return run_node(NodeOptions(gpus, work_dir, "cpu", sweep, None))
+
+    return replace(deps, node=node)

@@ -1,0 +1,253 @@
+"""Runs the collective sweep under torch's own launcher and turns what the ranks wrote into a
+``Collectives``: ``python -m torch.distributed.run --standalone --nproc-per-node N -m
+envcheck.node.collective_worker`` on one node, or a static rendezvous across nodes (the fleet run).
+
+The launch goes through the launcher seam (time limit, process group and workers stopped on timeout
+or Ctrl-C, NVLink multicast off). Whatever the ranks wrote before the end is kept: a size that was
+planned and never reported appears as ``skipped="not_run"``, never as missing silently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envcheck.analysis.fleet import DEFAULT_NARROW_MARGIN
+from envcheck.model.bench import Timing
+from envcheck.model.node import COLLECTIVES, AlgoChoice, CollectiveResult, Collectives, Launch, RankOutcome, RankTiming
+from envcheck.node.launch import Launcher, child_env, torchrun_argv
+from envcheck.node.nccl_log import distinct, nccl_version, parse_choices
+
+WORKER_MODULE = "envcheck.node.collective_worker"
+MiB = 1 << 20
+GiB = 1 << 30
+NARROW_SIZE = 256 * MiB
+
+
+def sizes(lo: int = MiB, hi: int = 4 * GiB, factor: int = 4) -> tuple[int, ...]:
+    """nccl-tests' ``-b lo -e hi -f factor`` sweep: 1 MiB, 4 MiB, ... 4 GiB by default."""
+    out, s = [], lo
+    while s <= hi:
+        out.append(s)
+        s *= factor
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """What the ranks run: ``ops`` x ``sizes`` (nccl-tests' S), ``warmup`` then ``iters`` timed calls
+    each (nccl-tests' defaults: -w 5 -n 20), then the narrowing bisection when ``narrow``."""
+
+    ops: tuple[str, ...] = COLLECTIVES
+    sizes: tuple[int, ...] = sizes()
+    warmup: int = 5
+    iters: int = 20
+    device: str = "cuda"
+    narrow: bool = True
+    narrow_op: str = "all_reduce"
+    narrow_size: int = NARROW_SIZE
+    narrow_margin: float = DEFAULT_NARROW_MARGIN
+    pg_timeout_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        unknown = set(self.ops) - set(COLLECTIVES)
+        if unknown:
+            raise ValueError(f"unknown collectives {sorted(unknown)}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ops": list(self.ops), "sizes": list(self.sizes), "warmup": self.warmup, "iters": self.iters,
+                "device": self.device, "pg_timeout_s": self.pg_timeout_s,
+                "narrow": {"enabled": self.narrow, "op": self.narrow_op, "size_bytes": self.narrow_size,
+                           "margin": self.narrow_margin}}
+
+    def settings(self) -> dict[str, Any]:
+        return {"ops": list(self.ops), "sizes": list(self.sizes), "warmup": self.warmup, "iters": self.iters,
+                "dtype": "float32", "narrow_op": self.narrow_op if self.narrow else None,
+                "narrow_size_bytes": self.narrow_size if self.narrow else None, "narrow_margin": self.narrow_margin,
+                "timing": "mean of per-iteration times per rank, averaged over ranks (nccl-tests -a 1)"}
+
+
+@dataclass(frozen=True)
+class RankOutput:
+    """What one rank left behind: its event lines and the decisions parsed from its NCCL log."""
+
+    rank: int
+    events_text: str
+    choices: tuple[AlgoChoice, ...] = ()
+    nccl_version: str | None = None
+
+
+def read_outputs(out_dir: str | os.PathLike[str]) -> tuple[RankOutput, ...]:
+    """Every ``rank<r>.jsonl`` in ``out_dir`` with its ``nccl.rank<r>.log`` parsed."""
+    d = Path(out_dir)
+    outs = []
+    for p in sorted(d.glob("rank*.jsonl")):
+        try:
+            rank = int(p.stem[4:])
+        except ValueError:
+            continue
+        text = p.read_text(encoding="utf-8", errors="replace")
+        log = d / f"nccl.rank{rank}.log"
+        log_text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+        outs.append(RankOutput(rank, text, distinct(parse_choices(log_text, rank)), nccl_version(log_text)))
+    return tuple(outs)
+
+
+def _events(text: str) -> list[dict[str, Any]]:
+    out = []
+    for line in text.splitlines():
+        try:
+            ev = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut short by a kill
+        if isinstance(ev, dict) and isinstance(ev.get("event"), str):
+            out.append(ev)
+    return out
+
+
+def worker_pids(out_dir: str | os.PathLike[str]) -> list[int]:
+    """Pids the workers reported, still running this module (a recycled pid is left alone)."""
+    pids = []
+    for out in read_outputs(out_dir):
+        for ev in _events(out.events_text):
+            if ev["event"] == "start" and isinstance(ev.get("pid"), int):
+                try:
+                    cmd = Path(f"/proc/{ev['pid']}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                if WORKER_MODULE.encode() in cmd:
+                    pids.append(ev["pid"])
+    return pids
+
+
+def assemble(outputs: Sequence[RankOutput], plan: SweepPlan, world_size: int, scope: str,
+             launch: Launch | None) -> Collectives:
+    """A ``Collectives`` from the ranks' raw outputs (pure: the fleet run merges outputs of many nodes)."""
+    by_rank = {o.rank: _events(o.events_text) for o in outputs}
+    hosts = ["?"] * world_size
+    outcomes: list[RankOutcome] = []
+    backend = None
+    version = None
+    results: dict[tuple[str, str, int, tuple[int, ...]], dict[int, dict[str, Any]]] = {}
+    order: list[tuple[str, str, int, tuple[int, ...]]] = []
+    for rank in range(world_size):
+        evs = by_rank.get(rank, [])
+        start = next((e for e in evs if e["event"] == "start"), None)
+        if start and 0 <= rank < world_size:
+            hosts[rank] = str(start.get("host", "?"))
+        ready = next((e for e in evs if e["event"] == "ready"), None)
+        if ready:
+            backend = backend or ready.get("backend")
+            version = version or ready.get("nccl_version")
+        err = next((e for e in evs if e["event"] == "error"), None)
+        if any(e["event"] == "done" for e in evs):
+            status, text = "ok", None
+        elif err:
+            status, text = "error", str(err.get("text"))
+        else:
+            status, text = "missing", None
+        outcomes.append(RankOutcome(rank, status, start.get("host") if start else None,
+                                    start.get("local_rank") if start else None, text))
+        for e in evs:
+            if e["event"] != "result":
+                continue
+            key = (str(e["phase"]), str(e["op"]), int(e["size_bytes"]), tuple(int(r) for r in e["ranks"]))
+            if key not in results:
+                results[key] = {}
+                order.append(key)
+            results[key][rank] = e
+    sweep: list[CollectiveResult] = []
+    narrowing: list[CollectiveResult] = []
+    for key in order:
+        phase, op, size, ranks = key
+        got = results[key]
+        first = next(iter(got.values()))
+        timings = tuple(RankTiming(r, Timing.from_samples(str(e.get("method") or "cuda_events"), e["samples_us"]))
+                        for r, e in sorted(got.items()) if e.get("samples_us"))
+        missing = tuple(r for r in ranks if r not in got)
+        wrongs = [got[r].get("wrong") for r in ranks if r in got]
+        wrong = sum(wrongs) if wrongs and not missing and all(isinstance(w, int) for w in wrongs) else None
+        error = next((str(e["error"]) for e in got.values() if e.get("error")), None)
+        skipped = next((str(e["skipped"]) for e in got.values() if e.get("skipped")), None)
+        free = [e.get("free_bytes") for e in got.values() if isinstance(e.get("free_bytes"), int)]
+        res = CollectiveResult(op, size, int(first.get("count", 0)), "float32", ranks, timings, wrong, error, skipped,
+                               first.get("need_bytes"), min(free) if free else None, missing)
+        (narrowing if phase == "narrow" else sweep).append(res)
+    # Planned sizes nobody reported (a crash or the time limit came first) are listed as not run.
+    from envcheck.analysis.node import layout
+
+    seen = {(r.op, r.size_bytes) for r in sweep}
+    everyone = tuple(range(world_size))
+    for op in plan.ops:
+        for s in plan.sizes:
+            lay = layout(op, s, world_size, 4)
+            if (op, lay.size_bytes) not in seen:
+                sweep.append(CollectiveResult(op, lay.size_bytes, lay.count, "float32", everyone, skipped="not_run"))
+    choices = tuple(c for o in outputs for c in o.choices)
+    version = version or next((o.nccl_version for o in outputs if o.nccl_version), None)
+    backend = backend or ("nccl" if plan.device == "cuda" else "gloo")
+    reason = None
+    if backend != "nccl":
+        reason = "backend_not_nccl"
+    elif not choices:
+        reason = "no_nccl_log"
+    error = None
+    if launch is not None and (launch.timed_out or launch.error or launch.interrupted):
+        error = "interrupted" if launch.interrupted else ("timed_out" if launch.timed_out else "launch_failed")
+    elif launch is not None and launch.returncode not in (0, None):
+        error = "exit_status"
+    elif any(o.status != "ok" for o in outcomes):
+        error = "ranks_failed"
+    return Collectives(scope, backend, world_size, tuple(hosts), plan.settings(), tuple(sweep), tuple(narrowing),
+                       choices, reason, version, tuple(outcomes), launch, error)
+
+
+def _pythonpath(extra: str | None) -> str:
+    """envcheck's own folder first, so the workers import this envcheck wherever torchrun starts them."""
+    import envcheck
+
+    root = str(Path(envcheck.__file__).resolve().parent.parent)
+    return os.pathsep.join(p for p in (root, extra) if p)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the ranks run: ``nproc`` per node on ``gpus`` (CUDA_VISIBLE_DEVICES; None: all), one node
+    standalone, or ``nnodes`` with a static rendezvous at ``master_addr:master_port``."""
+
+    nproc: int
+    gpus: tuple[int, ...] | None = None
+    nnodes: int = 1
+    node_rank: int = 0
+    master_addr: str | None = None
+    master_port: int | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+def launch_sweep(plan: SweepPlan, placement: Placement, out_dir: str | os.PathLike[str], launcher: Launcher,
+                 timeout: float) -> Launch:
+    """Start the ranks of this node and wait for them (or the time limit); outputs land in ``out_dir``."""
+    d = Path(out_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    plan_path = d / "plan.json"
+    plan_path.write_text(json.dumps(plan.to_json()), encoding="utf-8")
+    extra = dict(placement.extra_env)
+    if placement.gpus is not None:
+        extra["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in placement.gpus)
+    extra["PYTHONPATH"] = _pythonpath(os.environ.get("PYTHONPATH"))
+    argv = torchrun_argv(placement.nproc, WORKER_MODULE, ["--plan", str(plan_path), "--out", str(d)],
+                         nnodes=placement.nnodes, node_rank=placement.node_rank, master_addr=placement.master_addr,
+                         master_port=placement.master_port)
+    return launcher.run(argv, child_env(extra), timeout, log_path=str(d / f"torchrun.node{placement.node_rank}.log"),
+                        orphans=lambda: worker_pids(d))
+
+
+def run_sweep(plan: SweepPlan, placement: Placement, out_dir: str | os.PathLike[str], launcher: Launcher,
+              timeout: float, scope: str = "node") -> Collectives:
+    """One node's sweep from launch to ``Collectives``."""
+    launch = launch_sweep(plan, placement, out_dir, launcher, timeout)
+    return assemble(read_outputs(out_dir), plan, placement.nproc * placement.nnodes, scope, launch)

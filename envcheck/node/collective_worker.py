@@ -1,0 +1,169 @@
+"""The collective sweep, one process per rank under torchrun:
+``python -m torch.distributed.run ... -m envcheck.node.collective_worker --plan PLAN.json --out DIR``.
+
+Protocol (the parent is ``envcheck.node.collective_run``): the plan is a JSON file
+(:func:`envcheck.node.collective_run.plan_json` writes it); each rank appends JSON lines to
+``DIR/rank<r>.jsonl`` as it goes, so whatever finished before a crash, a hang or a timeout is kept:
+
+    {"event": "start", "rank", "local_rank", "world_size", "host", "pid"}        first, before torch
+    {"event": "ready", "backend", "device", "nccl_version"}                      process group up
+    {"event": "result", "phase": "sweep" | "narrow", "op", "size_bytes", "count", "ranks",
+     "samples_us", "method", "wrong", "error", "skipped", "need_bytes", "free_bytes"}
+    {"event": "error", "text"}                                                   an exception, last line
+    {"event": "done"}
+
+On a GPU each rank writes NCCL's own debug output to ``DIR/nccl.rank<r>.log`` (NCCL_DEBUG=INFO,
+NCCL_DEBUG_SUBSYS=INIT,TUNING,COLL: the tuning line names the algorithm and protocol of each call,
+the COLL line before it names the communicator and its rank count). Rank r uses device LOCAL_RANK
+among those CUDA_VISIBLE_DEVICES shows it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import sys
+from datetime import timedelta
+from typing import IO, Any
+
+NCCL_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,TUNING,COLL"}
+# Test hook: slow every collective of one global rank by this many microseconds (narrowing tests
+# on the CPU need a rank that is really slow).
+SLOW_RANK_ENV = "ENVCHECK_TEST_SLOW_RANK"
+
+
+class Emitter:
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        self.stream.write(json.dumps(event, separators=(",", ":")) + "\n")
+        self.stream.flush()
+
+
+def _measured_event(m: Any, phase: str) -> dict[str, Any]:
+    return {"event": "result", "phase": phase, "op": m.op, "size_bytes": m.size_bytes, "count": m.count,
+            "ranks": list(m.ranks), "samples_us": list(m.samples_us), "method": m.method, "wrong": m.wrong,
+            "error": m.error, "skipped": m.skipped, "need_bytes": m.need_bytes, "free_bytes": m.free_bytes}
+
+
+def _slow_hook(bench: Any, rank: int) -> None:
+    spec = os.environ.get(SLOW_RANK_ENV, "")
+    if not spec or ":" not in spec:
+        return
+    who, delay_us = spec.split(":", 1)
+    if int(who) != rank:
+        return
+    import time
+
+    call = bench._call
+
+    def slow_call(*a: Any, **k: Any) -> None:
+        time.sleep(float(delay_us) / 1e6)
+        call(*a, **k)
+
+    bench._call = slow_call
+
+
+def run(plan: dict[str, Any], out_dir: str, emit: Emitter) -> None:
+    rank = int(os.environ["RANK"])
+    world = int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    cuda = plan.get("device") == "cuda"
+    if cuda:
+        # Before the first NCCL call: NCCL reads its debug settings once, at initialisation.
+        os.environ.update(NCCL_DEBUG_ENV)
+        os.environ["NCCL_DEBUG_FILE"] = os.path.join(out_dir, f"nccl.rank{rank}.log")
+    import torch
+    import torch.distributed as dist
+
+    from envcheck.analysis.fleet import DEFAULT_NARROW_MARGIN
+    from envcheck.analysis.node import busbw_factor, layout
+    from envcheck.node.collective_bench import CollectiveBench
+    from envcheck.node.narrowing import run_narrowing
+
+    timeout = timedelta(seconds=float(plan.get("pg_timeout_s", 300)))
+    if cuda:
+        torch.cuda.set_device(local_rank)
+        device = f"cuda:{local_rank}"
+        dist.init_process_group("nccl", timeout=timeout, device_id=torch.device(device))
+        nccl = ".".join(str(x) for x in torch.cuda.nccl.version())
+    else:
+        device = "cpu"
+        dist.init_process_group("gloo", timeout=timeout)
+        nccl = None
+    emit({"event": "ready", "backend": dist.get_backend(), "device": device, "nccl_version": nccl})
+    hosts: list[Any] = [None] * world
+    dist.all_gather_object(hosts, socket.gethostname())
+
+    bench = CollectiveBench(torch, dist, device, rank, world)
+    _slow_hook(bench, rank)
+    everyone = tuple(range(world))
+    warmup, iters = int(plan.get("warmup", 5)), int(plan.get("iters", 20))
+    broken = False
+    for op in plan["ops"]:
+        for size in plan["sizes"]:
+            m = bench.measure(op, int(size), everyone, None, warmup, iters)
+            emit(_measured_event(m, "sweep"))
+            if m.error:
+                broken = True  # a failed collective can leave the communicator unusable
+                break
+        if broken:
+            break
+
+    narrow = plan.get("narrow") or {}
+    if not broken and narrow.get("enabled") and world >= 3:
+        op, size = narrow.get("op", "all_reduce"), int(narrow.get("size_bytes", 1 << 28))
+        margin = float(narrow.get("margin", DEFAULT_NARROW_MARGIN))
+
+        def measure_group(group: tuple[int, ...]) -> float | None:
+            sub = dist.new_group(ranks=list(group))
+            mean = 0.0
+            if rank in group:
+                m = bench.measure(op, size, group, sub, warmup, iters)
+                emit(_measured_event(m, "narrow"))
+                mean = statistics.fmean(m.samples_us) if m.samples_us else 0.0
+            # Every rank learns every member's mean time, so every rank takes the same next step.
+            means = torch.zeros(world, dtype=torch.float64, device=device)
+            means[rank] = mean
+            dist.all_reduce(means)
+            member = [float(means[r]) for r in group]
+            if any(x <= 0 for x in member):
+                return None
+            t = statistics.fmean(member)
+            size_s = layout(op, size, len(group), 4).size_bytes
+            return size_s / (t * 1e-6) / 1e9 * busbw_factor(op, len(group))
+
+        run_narrowing(measure_group, everyone, [str(h) for h in hosts], margin)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="envcheck.node.collective_worker")
+    p.add_argument("--plan", required=True)
+    p.add_argument("--out", required=True)
+    args = p.parse_args(argv)
+    rank = int(os.environ.get("RANK", "0"))
+    with open(os.path.join(args.out, f"rank{rank}.jsonl"), "a", encoding="utf-8") as f:
+        emit = Emitter(f)
+        emit({"event": "start", "rank": rank, "local_rank": int(os.environ.get("LOCAL_RANK", "0")),
+              "world_size": int(os.environ.get("WORLD_SIZE", "1")), "host": socket.gethostname(), "pid": os.getpid()})
+        try:
+            with open(args.plan, encoding="utf-8") as pf:
+                plan = json.load(pf)
+            run(plan, args.out, emit)
+        except BaseException as e:  # noqa: BLE001 - the parent reads the reason from the file
+            text = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+            emit({"event": "error", "text": text})
+            print(f"rank {rank}: {text}", file=sys.stderr)
+            return 1
+        emit({"event": "done"})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""Link error counters through the NVML seam, and the ``links`` section of the environment that
+the link checks (``envcheck.checks.links``) read.
+
+NVML counts PCIe replays and NVLink replay / recovery / CRC / ECC errors since the driver loaded.
+A few on a link that has run for weeks are normal (the lent H200 node shows CRC-data 3 and ECC-data
+4 on a healthy link), so a reading means little alone: it is dated with the uptime, to make a rate,
+and read before and after the node tests, to make a delta.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envcheck.model.facts import Facts, known, missing
+from envcheck.model.node import NVLINK_COUNTERS, Counter, CounterSnapshot, XidScan
+from envcheck.node.topology import DEFAULT_MAX_LINKS, field_value
+from envcheck.probes.gpus import NvmlLike
+from envcheck.probes.host import Host
+from envcheck.probes.nvml import NvmlCallError
+
+# nvmlNvLinkErrorCounter_t, in NVLINK_COUNTERS order
+NVLINK_COUNTER_IDS = {name: i for i, name in enumerate(NVLINK_COUNTERS)}
+FI_NVLINK_LINK_COUNT = 91
+FI_PCIE_REPLAY_ROLLOVER = 95
+
+LINKS_SECTION = "links"
+
+
+def read_uptime(host: Host) -> tuple[float | None, str | None]:
+    """Seconds since boot from /proc/uptime, or the reason it could not be read."""
+    try:
+        text = host.read_text("/proc/uptime")
+    except OSError as e:
+        return None, f"cannot read /proc/uptime ({e.strerror or e})"
+    try:
+        return float(text.split()[0]), None
+    except (ValueError, IndexError):
+        return None, f"unexpected /proc/uptime: {text[:40]!r}"
+
+
+def _active_links(nvml: NvmlLike, handle: Any) -> tuple[list[int], str | None]:
+    count, _ = field_value(nvml, handle, FI_NVLINK_LINK_COUNT)
+    limit = count if isinstance(count, int) else DEFAULT_MAX_LINKS
+    active = []
+    for link in range(limit):
+        try:
+            if nvml.call("nvmlDeviceGetNvLinkState", handle, link):
+                active.append(link)
+        except NvmlCallError as e:
+            if link == 0 and not active:
+                return [], e.reason  # no NVLink on this GPU (a PCIe card says Not Supported)
+            if not isinstance(count, int):
+                break
+    return active, None
+
+
+def _gpu_counters(nvml: NvmlLike, index: int) -> list[Counter]:
+    try:
+        handle = nvml.call("nvmlDeviceGetHandleByIndex", index)
+    except NvmlCallError as e:
+        return [Counter(index, "pcie_replay", reason=e.reason)]
+    out: list[Counter] = []
+    try:
+        # nvidia-smi -q: PCI / Replays Since Reset, Replay Number Rollovers
+        out.append(Counter(index, "pcie_replay", value=int(nvml.call("nvmlDeviceGetPcieReplayCounter", handle))))
+    except NvmlCallError as e:
+        out.append(Counter(index, "pcie_replay", reason=e.reason))
+    value, why = field_value(nvml, handle, FI_PCIE_REPLAY_ROLLOVER)
+    out.append(Counter(index, "pcie_replay_rollover", value=int(value)) if isinstance(value, int)
+               else Counter(index, "pcie_replay_rollover", reason=why))
+    links, _ = _active_links(nvml, handle)
+    for link in links:
+        for name, cid in NVLINK_COUNTER_IDS.items():
+            try:
+                v = nvml.call("nvmlDeviceGetNvLinkErrorCounter", handle, link, cid)
+                out.append(Counter(index, name, value=int(v), link=link))
+            except NvmlCallError as e:
+                out.append(Counter(index, name, link=link, reason=e.reason))
+    return out
+
+
+def read_counters(nvml: NvmlLike, indices: tuple[int, ...], host: Host) -> CounterSnapshot:
+    """Every error counter of GPUs ``indices``, dated by the uptime. Never raises."""
+    uptime, why = read_uptime(host)
+    if nvml.init() is not None:
+        return CounterSnapshot(uptime, (), why)
+    counters: list[Counter] = []
+    for i in indices:
+        try:
+            counters.extend(_gpu_counters(nvml, i))
+        except Exception as e:  # noqa: BLE001 - one GPU's surprise must not hide the others
+            counters.append(Counter(i, "pcie_replay", reason=f"envcheck could not read this GPU ({e})"))
+    return CounterSnapshot(uptime, tuple(counters), why)
+
+
+def _remapped_rows(nvml: NvmlLike, index: int) -> Any:
+    """nvidia-smi -q: Remapped Rows (Correctable Error, Uncorrectable Error, Pending, Remapping Failure)."""
+    try:
+        handle = nvml.call("nvmlDeviceGetHandleByIndex", index)
+        rows = nvml.call("nvmlDeviceGetRemappedRows", handle)
+    except NvmlCallError as e:
+        return missing(e.reason)
+    if not isinstance(rows, list) or len(rows) != 4:
+        return missing(f"unexpected answer {rows!r:.60}")
+    return known({"correctable": int(rows[0]), "uncorrectable": int(rows[1]), "pending": bool(rows[2]),
+                  "failure": bool(rows[3])})
+
+
+def links_section(nvml: NvmlLike, host: Host, snapshot: CounterSnapshot, xid: XidScan,
+                  indices: tuple[int, ...]) -> Facts:
+    """The ``links`` section: per GPU ``gpu<i>.pcie_replay``, ``gpu<i>.nvlink_errors`` (one dict per
+    active link: link, replay, recovery, crc_flit, crc_data, ecc_data), ``gpu<i>.remapped_rows``,
+    ``gpu<i>.pci_bus_id``; ``uptime_s``; ``xid_source`` and ``xid_events`` (one dict per event)."""
+    f: Facts = {}
+    f["uptime_s"] = known(snapshot.uptime_s) if snapshot.uptime_s is not None else missing(
+        snapshot.uptime_reason or "unknown")
+    f["xid_source"] = known(xid.source) if xid.source else missing("; ".join(xid.reasons) or "no source")
+    f["xid_events"] = (known([{"xid": e.xid, "pci_bus_id": e.pci_bus_id, "uptime_s": e.uptime_s, "line": e.line}
+                              for e in xid.events]) if xid.source else missing("; ".join(xid.reasons) or "no source"))
+    for i in indices:
+        mine = [c for c in snapshot.counters if c.gpu == i]
+        replay = next((c for c in mine if c.name == "pcie_replay"), None)
+        f[f"gpu{i}.pcie_replay"] = (known(replay.value) if replay and replay.value is not None
+                                    else missing(replay.reason if replay and replay.reason else "not read"))
+        by_link: dict[int, dict[str, Any]] = {}
+        for c in mine:
+            if c.link is not None:
+                by_link.setdefault(c.link, {"link": c.link})[c.name] = c.value
+        f[f"gpu{i}.nvlink_errors"] = known([by_link[k] for k in sorted(by_link)])
+        f[f"gpu{i}.remapped_rows"] = _remapped_rows(nvml, i)
+        try:
+            pci = nvml.call("nvmlDeviceGetPciInfo", nvml.call("nvmlDeviceGetHandleByIndex", i))
+            f[f"gpu{i}.pci_bus_id"] = known(pci.get("busId")) if isinstance(pci, dict) else missing("no bus id")
+        except NvmlCallError as e:
+            f[f"gpu{i}.pci_bus_id"] = missing(e.reason)
+    return f
+
+
+def probe_links(nvml: NvmlLike | None = None, host: Host | None = None, timeout: float = 10.0) -> Facts:
+    """The ``links`` section for every GPU NVML lists (what ``collect`` adds to the environment). Never raises."""
+    from envcheck.node.xid import scan_xids
+    from envcheck.probes.host import default_host
+
+    host = host or default_host()
+    own = nvml is None
+    if nvml is None:
+        from envcheck.probes.nvml import Nvml
+
+        nvml = Nvml()
+    try:
+        xid = scan_xids(host, timeout=timeout)
+        if nvml.init() is not None:
+            uptime, why = read_uptime(host)
+            return links_section(nvml, host, CounterSnapshot(uptime, (), why), xid, ())
+        try:
+            count = int(nvml.call("nvmlDeviceGetCount"))
+        except NvmlCallError:
+            count = 0
+        indices = tuple(range(count))
+        return links_section(nvml, host, read_counters(nvml, indices, host), xid, indices)
+    finally:
+        if own:
+            nvml.shutdown()

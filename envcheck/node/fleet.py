@@ -1,0 +1,388 @@
+"""A fleet run: ``torchrun --nnodes N --nproc-per-node G -m envcheck fleet`` (or ``srun ... python -m
+envcheck fleet``). Every rank benchmarks its own GPU; each node's first rank (local rank 0, the node's
+leader) probes the node and runs its node tests; the leaders then start one collective sweep across
+the whole world (torchrun again, static rendezvous at rank 0's host); rank 0 gathers everything and
+returns one ``Fleet``.
+
+The ranks themselves never touch a GPU: every benchmark and collective runs in children with time
+limits, so a rank can only fail by a bug of envcheck's (caught and sent as data) or by dying. Rank 0
+waits for each rank's hand-over at most ``rank_timeout_s`` after its own part; a rank that never
+answers is reported as ``timeout`` with that time, one that never joined as ``missing``, and the
+rest of the fleet is reported all the same.
+
+Hand-over keys (``envcheck.node.transport``), all JSON of model objects:
+  join/<rank>            RankJoin, first thing each rank does
+  rank/<rank>            RankReport: its bench or its error
+  node/<node_rank>       NodeReport: the node's environment, checks and node tests (leaders)
+  world/ready/<node>     a leader is ready for the world sweep
+  world/go               WorldGo from rank 0: the nodes taking part and the rendezvous address
+  world/out/<node>       WorldOutputs: the node's ranks' raw sweep outputs
+  done                   rank 0 has written the report; the others may exit
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from envcheck.errors import UsageError
+from envcheck.model import Bench, Check, Environment, build, to_dict
+from envcheck.model.fleet import Baseline, Fleet, FleetNode, RankStatus, Rule
+from envcheck.model.node import Collectives, Launch, Node
+from envcheck.node.collective_run import RankOutput, SweepPlan
+from envcheck.node.transport import Transport
+
+# --------------------------------------------------------------------------- who am I
+
+
+@dataclass(frozen=True)
+class RankContext:
+    """This process's place in the fleet, from torchrun's variables or, without them, srun's."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    node_rank: int
+    nnodes: int
+    master_addr: str
+    master_port: int
+    launcher: str  # torchrun | slurm
+    host: str
+
+    @property
+    def leader(self) -> bool:
+        return self.local_rank == 0
+
+
+def expand_nodelist(text: str) -> list[str]:
+    """Slurm's compressed host list: ``gpu[01-03,07],login1`` -> gpu01 gpu02 gpu03 gpu07 login1."""
+    hosts: list[str] = []
+    for m in re.finditer(r"([^,\[]+)(?:\[([^\]]+)\])?", text):
+        prefix, ranges = m.group(1), m.group(2)
+        if not ranges:
+            hosts.append(prefix)
+            continue
+        for part in ranges.split(","):
+            lo, _, hi = part.partition("-")
+            if hi:
+                width = len(lo)
+                hosts.extend(f"{prefix}{i:0{width}d}" for i in range(int(lo), int(hi) + 1))
+            else:
+                hosts.append(prefix + lo)
+    return hosts
+
+
+def rank_context(environ: Mapping[str, str], host: str | None = None) -> RankContext:
+    """Where this rank stands; UsageError naming what is missing when neither launcher set it."""
+    host = host or socket.gethostname()
+    e = environ
+    try:
+        if "RANK" in e and "WORLD_SIZE" in e:
+            world = int(e["WORLD_SIZE"])
+            local_world = int(e.get("LOCAL_WORLD_SIZE", world))
+            return RankContext(int(e["RANK"]), world, int(e.get("LOCAL_RANK", 0)), local_world,
+                               int(e.get("GROUP_RANK", int(e["RANK"]) // max(local_world, 1))),
+                               max(1, world // max(local_world, 1)), e.get("MASTER_ADDR", "127.0.0.1"),
+                               int(e.get("MASTER_PORT", 29500)), "torchrun", host)
+        if "SLURM_PROCID" in e and "SLURM_NTASKS" in e:
+            nodes = expand_nodelist(e.get("SLURM_STEP_NODELIST") or e.get("SLURM_JOB_NODELIST") or host)
+            nnodes = int(e.get("SLURM_NNODES", len(nodes) or 1))
+            world = int(e["SLURM_NTASKS"])
+            # A fixed port per job: every task computes the same one without talking first.
+            port = int(e.get("MASTER_PORT") or 29400 + int(e.get("SLURM_JOB_ID", "0")) % 1000)
+            return RankContext(int(e["SLURM_PROCID"]), world, int(e.get("SLURM_LOCALID", 0)),
+                               int(e.get("SLURM_NTASKS_PER_NODE", "0").split("(")[0] or world // nnodes),
+                               int(e.get("SLURM_NODEID", 0)), nnodes, e.get("MASTER_ADDR") or nodes[0], port,
+                               "slurm", host)
+    except (ValueError, IndexError) as err:
+        raise UsageError(f"fleet: unreadable launcher variables ({err})") from None
+    raise UsageError("fleet: run it under a launcher, e.g. torchrun --nnodes N --nproc-per-node G -m envcheck fleet "
+                     "(or srun ... python -m envcheck fleet): RANK / WORLD_SIZE (or SLURM_PROCID / SLURM_NTASKS) "
+                     "are not set")
+
+
+def export_for_torch(ctx: RankContext, environ: dict[str, str]) -> None:
+    """Under srun, the variables torch's env:// rendezvous reads, from Slurm's."""
+    if ctx.launcher != "slurm":
+        return
+    environ.setdefault("RANK", str(ctx.rank))
+    environ.setdefault("WORLD_SIZE", str(ctx.world_size))
+    environ.setdefault("LOCAL_RANK", str(ctx.local_rank))
+    environ.setdefault("MASTER_ADDR", ctx.master_addr)
+    environ.setdefault("MASTER_PORT", str(ctx.master_port))
+
+
+def local_gpus(ctx: RankContext, environ: Mapping[str, str]) -> tuple[int, ...]:
+    """The machine's GPU indices this node's ranks use: CUDA_VISIBLE_DEVICES when it lists indices
+    (two simulated nodes on one machine each see one GPU), else the first ``local_world_size``."""
+    visible = environ.get("CUDA_VISIBLE_DEVICES", "")
+    parts = [p.strip() for p in visible.split(",") if p.strip()]
+    if parts and all(p.isdigit() for p in parts):
+        return tuple(int(p) for p in parts[: ctx.local_world_size])
+    return tuple(range(ctx.local_world_size))
+
+
+# --------------------------------------------------------------------------- what ranks hand over
+
+
+@dataclass(frozen=True)
+class RankJoin:
+    rank: int
+    host: str
+    local_rank: int
+    node_rank: int
+    gpu: int | None
+
+
+@dataclass(frozen=True)
+class RankReport:
+    """One rank's own part: its GPU's bench, or the error that stopped it (last line; traceback tail)."""
+
+    rank: int
+    bench: Bench | None = None
+    error: str | None = None
+    detail: str | None = None
+    elapsed_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class NodeReport:
+    node_rank: int
+    host: str
+    environment: Environment | None = None
+    checks: tuple[Check, ...] = ()
+    node: Node | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class WorldGo:
+    nodes: tuple[int, ...]  # node ranks taking part, in their new order
+    master_addr: str
+    master_port: int
+
+
+@dataclass(frozen=True)
+class WorldOutputs:
+    node_rank: int
+    outputs: tuple[RankOutput, ...] = ()
+    launch: Launch | None = None
+    error: str | None = None
+
+
+def _dump(obj: Any) -> str:
+    return json.dumps(to_dict(obj), allow_nan=False, separators=(",", ":"), default=str)
+
+
+def _load(tp: Any, text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return build(tp, json.loads(text))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+def _error_text(e: BaseException) -> tuple[str, str]:
+    last = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+    return last, "".join(traceback.format_exception(type(e), e, e.__traceback__))[-2000:]
+
+
+# --------------------------------------------------------------------------- the run
+
+
+@dataclass(frozen=True)
+class FleetOptions:
+    """``rank_timeout_s``: how long rank 0 waits for each rank's hand-over after its own part is done
+    (the time a slow rank is given); the world sweep has ``world_timeout_s``."""
+
+    work_dir: str
+    sweep: SweepPlan = field(default_factory=SweepPlan)
+    world: bool = True
+    rank_timeout_s: float = 900.0
+    world_timeout_s: float = 600.0
+    join_timeout_s: float = 60.0
+    baseline: Baseline | None = None
+    rules: tuple[Rule, ...] = ()
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FleetDeps:
+    """What a rank does, as functions: tests replace them to script failing, hanging and slow ranks.
+
+    ``bench(gpu)``: this rank's suite on CUDA device ``gpu``; ``probe()``: this node's environment and
+    checks; ``node(gpus, work_dir)``: the node tests; ``world(go, node_index, ctx, gpus, work_dir)``: this
+    node's share of the world sweep (its ranks' raw outputs and the launch).
+    """
+
+    transport: Transport
+    bench: Callable[[int], Bench]
+    probe: Callable[[], tuple[Environment, tuple[Check, ...]]]
+    node: Callable[[tuple[int, ...], str], Node]
+    world: Callable[[WorldGo, int, RankContext, tuple[int, ...], str], tuple[tuple[RankOutput, ...], Launch | None]]
+    clock: Callable[[], float] = time.monotonic
+
+
+def _utc() -> str:
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def run_rank(ctx: RankContext, options: FleetOptions, deps: FleetDeps, gpus: tuple[int, ...]) -> Fleet | None:
+    """This rank's part of the fleet run; rank 0 returns the Fleet, the others None. Never raises for
+    what its own work does."""
+    t = deps.transport
+    clock = deps.clock
+    t0 = clock()
+    started = _utc()
+    my_gpu = gpus[ctx.local_rank] if ctx.local_rank < len(gpus) else None
+    t.put(f"join/{ctx.rank}", _dump(RankJoin(ctx.rank, ctx.host, ctx.local_rank, ctx.node_rank, my_gpu)))
+
+    # 1. this rank's GPU
+    try:
+        report = RankReport(ctx.rank, bench=deps.bench(ctx.local_rank), elapsed_s=round(clock() - t0, 3))
+    except Exception as e:  # noqa: BLE001 - the error is the rank's result
+        last, detail = _error_text(e)
+        report = RankReport(ctx.rank, error=last, detail=detail, elapsed_s=round(clock() - t0, 3))
+    t.put(f"rank/{ctx.rank}", _dump(report))
+
+    # 2. the node (its leader)
+    if ctx.leader:
+        node_dir = os.path.join(options.work_dir, f"node{ctx.node_rank}")
+        env: Environment | None = None
+        checks: tuple[Check, ...] = ()
+        node: Node | None = None
+        error = None
+        try:
+            env, checks = deps.probe()
+            node = deps.node(gpus, node_dir)
+        except Exception as e:  # noqa: BLE001 - the error is the node's result
+            error = _error_text(e)[0]
+        t.put(f"node/{ctx.node_rank}", _dump(NodeReport(ctx.node_rank, ctx.host, env, checks, node, error)))
+
+    # 3. the world sweep, started by every leader at once
+    world_outputs: list[WorldOutputs] = []
+    go: WorldGo | None = None
+    # One node's own sweep already covers its ranks: the world sweep is for two nodes or more.
+    if options.world and ctx.nnodes >= 2 and ctx.world_size >= 2:
+        if ctx.leader:
+            t.put(f"world/ready/{ctx.node_rank}", "1")
+        if ctx.rank == 0:
+            deadline = clock() + options.rank_timeout_s
+            ready = tuple(n for n in range(ctx.nnodes)
+                          if t.get(f"world/ready/{n}", max(deadline - clock(), 0.001)) is not None)
+            go = WorldGo(ready, ctx.master_addr, free_port())
+            t.put("world/go", _dump(go))
+        elif ctx.leader:
+            go = _load(WorldGo, t.get("world/go", options.rank_timeout_s + options.join_timeout_s))
+        if ctx.leader and go is not None and ctx.node_rank in go.nodes:
+            try:
+                outs, launch = deps.world(go, go.nodes.index(ctx.node_rank), ctx, gpus,
+                                          os.path.join(options.work_dir, "world"))
+                mine = WorldOutputs(ctx.node_rank, outs, launch)
+            except Exception as e:  # noqa: BLE001
+                mine = WorldOutputs(ctx.node_rank, error=_error_text(e)[0])
+            t.put(f"world/out/{ctx.node_rank}", _dump(mine))
+
+    if ctx.rank != 0:
+        # Rank 0 hosts the store: stay until it has read everything (or give up after the same wait).
+        t.get("done", options.rank_timeout_s + options.world_timeout_s + options.join_timeout_s)
+        return None
+
+    # 4. rank 0 gathers
+    mine_done = clock()
+    deadline = mine_done + options.rank_timeout_s
+    joins: dict[int, RankJoin] = {}
+    for r in range(ctx.world_size):
+        j = _load(RankJoin, t.get(f"join/{r}", options.join_timeout_s if r else 0.001))
+        if j is not None:
+            joins[r] = j
+    names = _node_names(joins)
+    reports: dict[int, RankReport] = {}
+    statuses: list[RankStatus] = []
+    for r in range(ctx.world_size):
+        j = joins.get(r)
+        if j is None:
+            statuses.append(RankStatus(r, "missing", given_s=options.join_timeout_s))
+            continue
+        rep = _load(RankReport, t.get(f"rank/{r}", max(deadline - clock(), 0.001)))
+        host = names.get(j.node_rank, j.host)
+        if rep is None:
+            statuses.append(RankStatus(r, "timeout", host, j.local_rank, j.gpu,
+                                       given_s=round(options.rank_timeout_s, 3)))
+            continue
+        reports[r] = rep
+        statuses.append(RankStatus(r, "error" if rep.error else "ok", host, j.local_rank, j.gpu, rep.error,
+                                   elapsed_s=rep.elapsed_s))
+    node_reports: dict[int, NodeReport] = {}
+    for n in sorted({j.node_rank for j in joins.values()}):
+        rep_n = _load(NodeReport, t.get(f"node/{n}", max(deadline - clock(), 0.001)))
+        if rep_n is not None:
+            node_reports[n] = rep_n
+    collectives: list[Collectives] = []
+    if go is not None:
+        from envcheck.node.collective_run import assemble
+
+        outs: list[RankOutput] = []
+        launch: Launch | None = None
+        for n in go.nodes:
+            w = _load(WorldOutputs, t.get(f"world/out/{n}", options.world_timeout_s))
+            if w is not None:
+                world_outputs.append(w)
+                outs.extend(w.outputs)
+                launch = launch or w.launch
+        nproc = ctx.local_world_size
+        c = assemble(outs, options.sweep, nproc * len(go.nodes), "world", launch)
+        collectives.append(c)
+    fleet = Fleet(ctx.world_size, ctx.nnodes, ctx.launcher, _nodes(joins, reports, node_reports), tuple(statuses),
+                  tuple(collectives), options.rules, options.baseline,
+                  {**options.settings, "rank_timeout_s": options.rank_timeout_s,
+                   "world_timeout_s": options.world_timeout_s}, started, round(clock() - t0, 3))
+    return fleet
+
+
+def finish(transport: Transport) -> None:
+    """Rank 0, after the report is written: let the other ranks go."""
+    transport.put("done", "1")
+
+
+def _node_names(joins: dict[int, RankJoin]) -> dict[int, str]:
+    """Node rank -> name: its host, with ``/<node rank>`` when two nodes share a host name (nodes
+    simulated on one machine)."""
+    hosts: dict[int, str] = {}
+    for j in sorted(joins.values(), key=lambda j: j.rank):
+        hosts.setdefault(j.node_rank, j.host)
+    counts: dict[str, int] = {}
+    for h in hosts.values():
+        counts[h] = counts.get(h, 0) + 1
+    return {n: (h if counts[h] == 1 else f"{h}/{n}") for n, h in hosts.items()}
+
+
+def _nodes(joins: dict[int, RankJoin], reports: dict[int, RankReport],
+           node_reports: dict[int, NodeReport]) -> tuple[FleetNode, ...]:
+    names = _node_names(joins)
+    out = []
+    for n, name in sorted(names.items()):
+        ranks = tuple(sorted(r for r, j in joins.items() if j.node_rank == n))
+        benches = tuple(reports[r].bench for r in ranks if r in reports and reports[r].bench is not None)
+        nr = node_reports.get(n)
+        out.append(FleetNode(name, ranks, nr.environment if nr else None, nr.checks if nr else (), benches,
+                             nr.node if nr else None))
+    return tuple(out)
+
+
+def free_port() -> int:
+    """A TCP port free on this host now, for the world sweep's rendezvous."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])

@@ -1,0 +1,67 @@
+"""nccl-tests' output (``all_reduce_perf -b 1M -e 4G -f 4 -g 2``), read so envcheck's own bus bandwidth
+can be held against it at the same sizes: the evidence that the numbers mean the same thing.
+
+One row per size, with both placements (nccl-tests 2.19 prints out-of-place, then in-place)::
+
+  #       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong
+     1048576        262144     float     sum      -1    15.25   68.77   68.77       0    14.60   71.82   71.82       0
+
+``#wrong`` is ``N/A`` where nccl-tests does not check (alltoall in place).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# nccl-tests' binary names -> envcheck's collective names
+BINARIES = {"all_reduce_perf": "all_reduce", "all_gather_perf": "all_gather", "reduce_scatter_perf": "reduce_scatter",
+            "alltoall_perf": "all_to_all", "broadcast_perf": "broadcast"}
+_START = re.compile(r"^# Collective test starting: (\S+)")
+_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(-?\d+)\s+" + r"\s+".join([r"(\S+)"] * 8) + r"\s*$")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One placement's columns: time (us), algbw and busbw (GB/s), #wrong (None when N/A)."""
+
+    time_us: float
+    algbw_gbps: float
+    busbw_gbps: float
+    wrong: int | None
+
+
+@dataclass(frozen=True)
+class NcclTestsRow:
+    op: str
+    size_bytes: int
+    count: int
+    dtype: str
+    out_of_place: Placement
+    in_place: Placement
+
+
+def _num(text: str) -> float:
+    return float(text)
+
+
+def _wrong(text: str) -> int | None:
+    return int(text) if text.isdigit() else None
+
+
+def parse(text: str) -> tuple[NcclTestsRow, ...]:
+    """Every result row of one or more nccl-tests runs concatenated (one log, several binaries)."""
+    op: str | None = None
+    rows = []
+    for line in text.splitlines():
+        m = _START.match(line)
+        if m:
+            op = BINARIES.get(m.group(1))
+            continue
+        m = _ROW.match(line)
+        if m and op:
+            g = m.groups()
+            rows.append(NcclTestsRow(op, int(g[0]), int(g[1]), g[2],
+                                     Placement(_num(g[5]), _num(g[6]), _num(g[7]), _wrong(g[8])),
+                                     Placement(_num(g[9]), _num(g[10]), _num(g[11]), _wrong(g[12]))))
+    return tuple(rows)

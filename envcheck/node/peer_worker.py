@@ -1,0 +1,244 @@
+"""Copy bandwidth matrices of one node, in an isolated process:
+``python -m envcheck.node.peer_worker --plan PLAN.json --out EVENTS.jsonl``.
+
+For every ordered pair of GPUs, device-to-device copies two ways, as nvbandwidth measures them:
+
+- ``copy_engine``: ``dst.copy_(src)`` across devices, which torch runs as cudaMemcpyPeerAsync on the
+  source's current stream once peer access is on (it turns it on itself), so the copy engines move it;
+- ``sm_kernel``: a Triton copy kernel launched on the destination that loads the source's memory
+  through peer access (nvbandwidth's "memcpy_read_sm"), so the SMs move it;
+
+each one way and both ways at once (``bidirectional``: src->dst and dst->src started together, the
+sample being the longer of the two). Then host-to-device and device-to-host copies from and to
+pinned host memory. Every copy is timed with CUDA events on the stream it runs on, over ``iters``
+calls after ``warmup``, and the destination is then checked element by element against the pattern
+the source holds (``i % 251`` as float32).
+
+Events (JSON lines in the output file; the parent is ``envcheck.node.peer``)::
+
+    {"event": "start", "pid"}   {"event": "devices", "devices": n}
+    {"event": "access", "a", "b", "allowed"}
+    {"event": "copy", "kind", "method", "src", "dst", "bytes_per_direction", "bidirectional", "pinned",
+     "samples_us", "wrong", "error"}                          src / dst: CUDA indices in this process
+    {"event": "error", "text"}   {"event": "done"}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import IO, Any
+
+PATTERN_MOD = 251
+CHUNK = 1 << 25
+
+
+def _emit(f: IO[str], ev: dict[str, Any]) -> None:
+    f.write(json.dumps(ev, separators=(",", ":")) + "\n")
+    f.flush()
+
+
+class Copier:
+    def __init__(self, torch: Any, n_elems: int, warmup: int, iters: int) -> None:
+        self.torch = torch
+        self.n = n_elems
+        self.warmup = warmup
+        self.iters = iters
+        self._kernel: Any = None
+
+    # ----------------------------------------------------------------- data
+
+    def pattern(self, device: Any, pinned: bool = False) -> Any:
+        t = self.torch
+        out = t.empty(self.n, dtype=t.float32, device=device, pin_memory=pinned)
+        for lo in range(0, self.n, CHUNK):
+            hi = min(self.n, lo + CHUNK)
+            out[lo:hi] = (t.arange(lo, hi, dtype=t.int64, device=device) % PATTERN_MOD).to(t.float32)
+        return out
+
+    def wrong(self, x: Any) -> int:
+        t = self.torch
+        bad = 0
+        for lo in range(0, self.n, CHUNK):
+            hi = min(self.n, lo + CHUNK)
+            want = (t.arange(lo, hi, dtype=t.int64, device=x.device) % PATTERN_MOD).to(t.float32)
+            bad += int((x[lo:hi] != want).sum().item())
+        return bad
+
+    # ----------------------------------------------------------------- the SM copy
+
+    def sm_copy(self, src: Any, dst: Any) -> None:
+        """A Triton kernel on ``dst``'s device pulling ``src`` over peer access."""
+        if self._kernel is None:
+            import triton
+            import triton.language as tl
+
+            @triton.jit
+            def pull(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):  # noqa: N803 - Triton's constexpr style
+                offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+                mask = offs < n
+                tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=mask), mask=mask)
+
+            self._kernel = pull
+        block = 4096
+        # Launched on the current device and stream, which the caller set to the destination's.
+        self._kernel[(triton_cdiv(self.n, block),)](src, dst, self.n, BLOCK=block, num_warps=8)
+
+    # ----------------------------------------------------------------- timing
+
+    def _timed(self, jobs: list[tuple[int, int | None, Any]]) -> list[float]:
+        """Run each ``(device, peer, fn)`` job at once per iteration; a sample is the longest job's time.
+
+        Each job gets streams of its own on both GPUs it touches: torch orders a cross-device copy
+        against the *current* streams of both devices, so two directions sharing the default streams
+        would run one after the other instead of at the same time.
+        """
+        t = self.torch
+        streams = [(t.cuda.Stream(device=dev), t.cuda.Stream(device=peer) if peer is not None else None)
+                   for dev, peer, _ in jobs]
+
+        def within(k: int) -> Any:
+            import contextlib
+
+            dev = jobs[k][0]
+            stack = contextlib.ExitStack()
+            own, other = streams[k]
+            # Setting a stream also makes its device current (torch.cuda.set_stream): the peer's
+            # stream first, the job's own last, so the job's device is current inside.
+            if other is not None:
+                stack.enter_context(t.cuda.stream(other))
+            stack.enter_context(t.cuda.stream(own))
+            stack.enter_context(t.cuda.device(dev))
+            return stack
+
+        devices = sorted({d for dev, peer, _ in jobs for d in (dev, peer) if d is not None})
+        for _ in range(self.warmup):
+            for k, (_, _, fn) in enumerate(jobs):
+                with within(k):
+                    fn()
+        for d in devices:
+            t.cuda.synchronize(d)
+        marks: list[list[Any]] = []
+        for _ in range(self.iters):
+            starts = []
+            for k in range(len(jobs)):
+                with within(k):
+                    a = t.cuda.Event(enable_timing=True)
+                    a.record()
+                    starts.append(a)
+            row = []
+            for k, (_, _, fn) in enumerate(jobs):
+                with within(k):
+                    fn()
+                    b = t.cuda.Event(enable_timing=True)
+                    b.record()
+                    row.append((starts[k], b))
+            marks.append(row)
+        for d in devices:
+            t.cuda.synchronize(d)
+        return [max(max(a.elapsed_time(b) * 1e3 for a, b in row), 1e-3) for row in marks]
+
+    def d2d(self, a: int, b: int, method: str, both: bool) -> dict[str, Any]:
+        t = self.torch
+        if method == "sm_kernel" and not (t.cuda.can_device_access_peer(b, a)
+                                          and (not both or t.cuda.can_device_access_peer(a, b))):
+            # Without peer access a kernel's load from the other GPU faults and poisons the context.
+            return {"error": "no_peer_access"}
+        src_a, dst_b = self.pattern(f"cuda:{a}"), t.empty(self.n, dtype=t.float32, device=f"cuda:{b}")
+        src_b = self.pattern(f"cuda:{b}") if both else None
+        dst_a = t.empty(self.n, dtype=t.float32, device=f"cuda:{a}") if both else None
+        if method == "copy_engine":
+            # torch runs a cross-device copy on the source device's current stream
+            jobs: list[tuple[int, int | None, Any]] = [(a, b, lambda: dst_b.copy_(src_a, non_blocking=True))]
+            if both:
+                jobs.append((b, a, lambda: dst_a.copy_(src_b, non_blocking=True)))
+        else:
+            jobs = [(b, a, lambda: self.sm_copy(src_a, dst_b))]
+            if both:
+                jobs.append((a, b, lambda: self.sm_copy(src_b, dst_a)))
+        dst_b.fill_(-1.0)
+        if dst_a is not None:
+            dst_a.fill_(-1.0)
+        t.cuda.synchronize(a)
+        t.cuda.synchronize(b)
+        samples = self._timed(jobs)
+        wrong = self.wrong(dst_b) + (self.wrong(dst_a) if dst_a is not None else 0)
+        return {"samples_us": samples, "wrong": wrong}
+
+    def host(self, gpu: int, to_device: bool) -> dict[str, Any]:
+        t = self.torch
+        if to_device:
+            src, dst = self.pattern("cpu", pinned=True), t.empty(self.n, dtype=t.float32, device=f"cuda:{gpu}")
+        else:
+            src = self.pattern(f"cuda:{gpu}")
+            dst = t.empty(self.n, dtype=t.float32, pin_memory=True)
+        dst.fill_(-1.0)
+        t.cuda.synchronize(gpu)
+        samples = self._timed([(gpu, None, lambda: dst.copy_(src, non_blocking=True))])
+        return {"samples_us": samples, "wrong": self.wrong(dst)}
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def run(plan: dict[str, Any], f: IO[str]) -> None:
+    import torch
+
+    n_dev = torch.cuda.device_count()
+    _emit(f, {"event": "devices", "devices": n_dev})
+    size = int(plan.get("size_bytes", 1 << 28))
+    c = Copier(torch, size // 4, int(plan.get("warmup", 3)), int(plan.get("iters", 20)))
+    methods = plan.get("methods", ["copy_engine", "sm_kernel"])
+    for a in range(n_dev):
+        for b in range(n_dev):
+            if a != b:
+                _emit(f, {"event": "access", "a": a, "b": b, "allowed": bool(torch.cuda.can_device_access_peer(a, b))})
+
+    def record(kind: str, method: str, src: int | None, dst: int | None, both: bool, fn: Any,
+               pinned: bool | None = None) -> None:
+        ev: dict[str, Any] = {"event": "copy", "kind": kind, "method": method, "src": src, "dst": dst,
+                              "bytes_per_direction": c.n * 4, "bidirectional": both, "pinned": pinned}
+        try:
+            ev.update(fn())
+        except Exception as e:  # noqa: BLE001 - one failed copy is a result; the others still run
+            ev["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
+        finally:
+            torch.cuda.empty_cache()
+        _emit(f, ev)
+
+    for method in methods:
+        for a in range(n_dev):
+            for b in range(n_dev):
+                if a != b:
+                    record("d2d", method, a, b, False, lambda a=a, b=b, m=method: c.d2d(a, b, m, False))
+        if plan.get("bidirectional", True):
+            for a in range(n_dev):
+                for b in range(a + 1, n_dev):
+                    record("d2d", method, a, b, True, lambda a=a, b=b, m=method: c.d2d(a, b, m, True))
+    for g in range(n_dev):
+        record("h2d", "copy_engine", None, g, False, lambda g=g: c.host(g, True), pinned=True)
+        record("d2h", "copy_engine", g, None, False, lambda g=g: c.host(g, False), pinned=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="envcheck.node.peer_worker")
+    p.add_argument("--plan", required=True)
+    p.add_argument("--out", required=True)
+    args = p.parse_args(argv)
+    with open(args.out, "a", encoding="utf-8") as f:
+        _emit(f, {"event": "start", "pid": os.getpid()})
+        try:
+            with open(args.plan, encoding="utf-8") as pf:
+                run(json.load(pf), f)
+        except BaseException as e:  # noqa: BLE001 - the parent reads the reason from the file
+            _emit(f, {"event": "error", "text": f"{type(e).__name__}: {e}".splitlines()[0][:300]})
+            return 1
+        _emit(f, {"event": "done"})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,260 @@
+"""One node's tests across its GPUs, in order: topology, error counters, peer copies, the collective
+sweep, counters again and the kernel log. What ``envcheck run --gpus`` adds after the per-GPU suites,
+and what each node's leader runs in a fleet.
+
+Every step that can crash or hang runs in a child through the launcher seam with its own time
+limit; one step failing is recorded (``Node.skipped`` or the step's ``error``) and the next runs.
+Ctrl-C during a step stops it and returns the node as far as it got, with ``interrupted`` set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from envcheck.model import Bench, Check, Environment
+from envcheck.model.node import Collectives, CounterSnapshot, Node, NodeSkip, PeerCopies, Topology, XidScan
+from envcheck.node.collective_run import SweepPlan, sizes
+from envcheck.node.launch import Launcher, SubprocessLauncher, child_env
+from envcheck.node.peer import PeerPlan
+from envcheck.probes.gpus import NvmlLike
+from envcheck.probes.host import Host
+
+# Stage limits. The 4 GiB all_reduce on 8 slow PCIe GPUs (~10 GB/s busbw) takes ~0.9 s a call, 25
+# calls per size: the sweep's limit leaves room for that; a healthy NVLink node needs a tenth of it.
+SWEEP_TIMEOUT_S = 480.0
+PEER_TIMEOUT_S = 240.0
+SMI_TIMEOUT_S = 20.0
+
+
+@dataclass(frozen=True)
+class NodeOptions:
+    """What to run on this node's GPUs ``gpus`` (machine indices); ``work_dir`` keeps the children's
+    files (rank outputs, NCCL logs, torchrun's output)."""
+
+    gpus: tuple[int, ...]
+    work_dir: str
+    device: str = "cuda"
+    sweep: SweepPlan | None = field(default_factory=SweepPlan)
+    peer: PeerPlan | None = field(default_factory=PeerPlan)
+    sweep_timeout_s: float = SWEEP_TIMEOUT_S
+    peer_timeout_s: float = PEER_TIMEOUT_S
+    outlier_margin: float = 0.05
+
+
+@dataclass(frozen=True)
+class NodeDeps:
+    """The seams: NVML, the host (files and short commands), the launcher, the kernel-log reader."""
+
+    nvml: Callable[[], NvmlLike]
+    host: Host
+    launcher: Launcher
+    kmsg: Callable[[], str] | None = None
+
+
+def real_deps() -> NodeDeps:
+    from envcheck.probes.host import default_host
+    from envcheck.probes.nvml import Nvml
+
+    return NodeDeps(Nvml, default_host(), SubprocessLauncher())
+
+
+def _utc() -> str:
+    return datetime.now(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _smi(host: Host, argv: list[str]) -> tuple[str | None, str | None]:
+    r = host.run(argv, timeout=SMI_TIMEOUT_S, env=child_env())
+    return (r.stdout, None) if r.ok else (None, r.describe())
+
+
+def probe_node_topology(nvml: NvmlLike, host: Host, gpus: tuple[int, ...]) -> Topology:
+    from envcheck.node.topology import probe_topology
+
+    topo, why = _smi(host, ["nvidia-smi", "topo", "-m"])
+    speeds, _ = _smi(host, ["nvidia-smi", "nvlink", "-s"])
+    return probe_topology(nvml, gpus, topo, speeds, why)
+
+
+def _guard(what: str, skipped: list[NodeSkip], fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:  # noqa: BLE001 - one step's bug must not cost the other steps
+        skipped.append(NodeSkip(what, f"crashed: {type(e).__name__}: {e}".splitlines()[0][:200]))
+        return None
+
+
+def run_node(options: NodeOptions, deps: NodeDeps | None = None) -> Node:
+    """Every node test for ``options.gpus``. Never raises, except KeyboardInterrupt after Ctrl-C with the
+    node as far as it got in ``exc.args[0]``."""
+    from envcheck.node.collective_run import Placement, run_sweep
+    from envcheck.node.counters import read_counters
+    from envcheck.node.peer import run_peer_copies
+    from envcheck.node.xid import scan_xids
+
+    deps = deps or real_deps()
+    t0 = time.monotonic()
+    started = _utc()
+    work = Path(options.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    skipped: list[NodeSkip] = []
+    gpus = options.gpus
+    nvml = deps.nvml()
+    topology: Topology | None = None
+    before: CounterSnapshot | None = None
+    after: CounterSnapshot | None = None
+    peer: PeerCopies | None = None
+    collectives: list[Collectives] = []
+    xid: XidScan | None = None
+    settings: dict[str, Any] = {"outlier_margin": options.outlier_margin, "device": options.device,
+                                "peer": options.peer.to_json() if options.peer else None,
+                                "sweep_timeout_s": options.sweep_timeout_s, "peer_timeout_s": options.peer_timeout_s}
+
+    def node(interrupted: bool = False) -> Node:
+        s = dict(settings)
+        if interrupted:
+            s["interrupted"] = True
+        return Node(socket.gethostname() or "unknown", gpus, topology, before, after, xid, peer, tuple(collectives),
+                    tuple(skipped), s, started, round(time.monotonic() - t0, 3))
+
+    try:
+        try:
+            topology = _guard("topology", skipped, lambda: probe_node_topology(nvml, deps.host, gpus))
+            before = _guard("counters", skipped, lambda: read_counters(nvml, gpus, deps.host))
+            if options.device != "cuda":
+                skipped.append(NodeSkip("peer_copies", "no_cuda"))
+            elif options.peer is None:
+                skipped.append(NodeSkip("peer_copies", "not_requested"))
+            else:
+                peer = _guard("peer_copies", skipped, lambda: run_peer_copies(
+                    options.peer, gpus, work / "peer", deps.launcher, options.peer_timeout_s))
+                if peer is not None and peer.error == "interrupted":
+                    raise KeyboardInterrupt
+            if options.sweep is None:
+                skipped.append(NodeSkip("collectives", "not_requested"))
+            elif len(gpus) < 2:
+                skipped.append(NodeSkip("collectives", "single_gpu"))
+            else:
+                placement = Placement(len(gpus), gpus if options.device == "cuda" else None)
+                c = _guard("collectives", skipped, lambda: run_sweep(
+                    options.sweep, placement, work / "collectives", deps.launcher, options.sweep_timeout_s))
+                if c is not None:
+                    collectives.append(c)
+                    if c.error == "interrupted":
+                        raise KeyboardInterrupt
+            after = _guard("counters", skipped, lambda: read_counters(nvml, gpus, deps.host))
+            xid = _guard("xid", skipped, lambda: scan_xids(deps.host, deps.kmsg))
+        finally:
+            nvml.shutdown()
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(node(interrupted=True)) from None
+    return node()
+
+
+# --------------------------------------------------------------------------- envcheck run --gpus
+
+
+def quick_sweep(device: str) -> SweepPlan:
+    """The sweep ``envcheck run --gpus`` runs: nccl-tests' 1 MiB .. 4 GiB by 4 on GPUs (stopping where
+    memory runs out), a small one on the CPU where gloo moves about 1 GB/s."""
+    if device == "cuda":
+        return SweepPlan()
+    return SweepPlan(sizes=sizes(1 << 16, 1 << 22, 4), warmup=2, iters=5, device="cpu", narrow=False)
+
+
+@dataclass(frozen=True)
+class NodeRun:
+    """What ``envcheck run --gpus`` adds to a report: one bench per GPU, the node, and the checks of the
+    counters read around the node tests (``envcheck.checks.links.delta_checks``)."""
+
+    gpus: tuple[int, ...]
+    benches: tuple[Bench, ...]
+    node: Node
+    checks: tuple[Check, ...] = ()
+    interrupted: bool = False
+
+
+def run_node_suite(args: argparse.Namespace, env: Environment, work_dir: str,
+                   on_event: Callable[[int, dict[str, Any]], None] | None = None,
+                   deps: NodeDeps | None = None, worker_command: Any = None) -> NodeRun:
+    """``envcheck run --gpus ...`` after the probes and checks: every selected GPU's suite at once, then
+    the node tests. ``args`` are run's options (``gpus``, ``quick``, ``timeout``, ``outlier_margin``...)."""
+    from envcheck.bench import parallel, runner
+    from envcheck.checks.links import delta_checks
+
+    count = max(len(env.gpus), int(env.get("torch_runtime", "device_count") or 0))
+    gpus = parallel.parse_gpus(str(args.gpus), count)
+    plans = parallel.plan_gpus(args, env, gpus)
+    device = plans[0].device if plans and plans[0].device else "cpu"
+    interrupted = False
+    try:
+        runs = parallel.run_gpus(plans, float(args.timeout), on_event, command=worker_command or runner.WORKER_COMMAND)
+    except KeyboardInterrupt as e:
+        runs = e.args[0] if e.args else ()
+        interrupted = True
+    benches = tuple(r.bench for r in runs)
+    options = NodeOptions(gpus, work_dir, device, quick_sweep(device), PeerPlan() if device == "cuda" else None,
+                          outlier_margin=float(getattr(args, "outlier_margin", 0.05) or 0.05))
+    if interrupted:
+        return NodeRun(gpus, benches, Node(socket.gethostname(), gpus, settings={"interrupted": True}), (), True)
+    try:
+        node = run_node(options, deps)
+    except KeyboardInterrupt as e:
+        node = e.args[0] if e.args and isinstance(e.args[0], Node) else Node(socket.gethostname(), gpus)
+        interrupted = True
+    return NodeRun(gpus, benches, node, tuple(delta_checks(node)), interrupted)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m envcheck.node.run``: the node suite alone, for the device script until ``envcheck run``
+    carries it. Writes ``<out-dir>/node_<host>.json`` (environment, checks, benches, node)."""
+    import json
+    import sys
+
+    from envcheck.checks import evaluate
+    from envcheck.errors import UsageError
+    from envcheck.model import to_dict
+    from envcheck.node.counters import LINKS_SECTION, probe_links
+    from envcheck.probes.collect import collect
+
+    p = argparse.ArgumentParser(prog="envcheck.node.run")
+    p.add_argument("--gpus", default="all")
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--timeout", type=float, default=900.0)
+    p.add_argument("--out-dir", default="reports")
+    p.add_argument("--outlier-margin", type=float, default=0.05)
+    p.add_argument("--no-compile", action="store_true")
+    a = p.parse_args(argv)
+    ns = argparse.Namespace(quick=a.quick, ops=None, sizes=None, dtypes=None, device=0, no_compile=a.no_compile,
+                            gpus=a.gpus, timeout=a.timeout, outlier_margin=a.outlier_margin)
+    out = Path(a.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    env = collect(runtime=True, timeout=120.0, reports_dir=str(out))
+    env = Environment({**env.sections, LINKS_SECTION: probe_links()}, env.gpus, env.probe_s)
+    checks = evaluate(env)
+    t0 = time.monotonic()
+    try:
+        result = run_node_suite(ns, env, str(out / "node_work"))
+    except UsageError as e:
+        print(f"envcheck.node.run: error: {e}", file=sys.stderr)
+        return 2
+    doc = {"format": "envcheck-node", "created": _utc(), "host": socket.gethostname(),
+           "wall_s": round(time.monotonic() - t0, 1), "environment": to_dict(env),
+           "checks": to_dict(tuple(checks) + result.checks), "benches": to_dict(result.benches),
+           "node": to_dict(result.node)}
+    path = out / f"node_{socket.gethostname()}.json"
+    path.write_text(json.dumps(doc, indent=1, allow_nan=False, default=str) + "\n", encoding="utf-8")
+    print(path)
+    return 130 if result.interrupted else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

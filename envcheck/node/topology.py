@@ -1,0 +1,223 @@
+"""How a node's GPUs connect, read through the NVML seam: each GPU's PCIe link and NVLinks, and each
+pair's common PCIe ancestor and peer-to-peer status. ``nvidia-smi topo -m`` and ``nvlink -s`` texts,
+when given, are kept as a cross-check and fill per-link speeds the NVML binding cannot read.
+
+Every query is a value or a reason; a GPU that cannot be queried keeps its entry with ``lost`` set
+and the others are still read. Nothing here derives a bandwidth (``envcheck.analysis.node`` does).
+The functions take the NVML seam object, so they run wherever the seam runs (in-process, or in the
+isolated NVML child).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envcheck.model.facts import Fact, known, missing
+from envcheck.model.node import GpuLinks, GpuPair, NvLink, Topology
+from envcheck.node.smi_text import LinkSpeed, parse_nvlink_speeds, parse_topo_matrix
+from envcheck.probes.gpus import NvmlLike
+from envcheck.probes.nvml import NvmlCallError
+
+# nvmlGpuTopologyLevel_t -> the model's names (nvidia-smi topo -m: X, PIX, PXB, PHB, NODE, SYS)
+TOPOLOGY_LEVELS = {0: "internal", 10: "single", 20: "multiple", 30: "hostbridge", 40: "node", 50: "system"}
+# nvmlIntNvLinkDeviceType_t
+REMOTE_TYPES = {0: "gpu", 1: "ibmnpu", 2: "switch", 0xFF: "unknown"}
+# nvmlGpuP2PCapsIndex_t (the model's names) and nvmlGpuP2PStatus_t (nvidia-smi topo -p2p: OK, CNS, GNS, TNS, NS, U)
+P2P_CAPS = {"read": 0, "write": 1, "nvlink": 2, "atomics": 3}
+P2P_STATUS = {0: "ok", 1: "chipset_not_supported", 2: "gpu_not_supported", 3: "topology_not_supported",
+              4: "disabled_by_regkey", 5: "not_supported", 6: "unknown"}
+
+# NVML field ids (nvml.h) read through nvmlDeviceGetFieldValues
+FI_NVLINK_SPEED_MBPS_COMMON = 90
+FI_NVLINK_LINK_COUNT = 91
+FI_NVLINK_GET_SPEED = 164  # scope: the link; MB/s per direction
+# nvmlReturn_t names for field values that failed individually
+_RETURN_NAMES = {1: "Uninitialized", 2: "Invalid Argument", 3: "Not Supported", 4: "Insufficient Permissions",
+                 6: "Not Found", 13: "Function Not Found", 15: "GPU is lost", 999: "Unknown Error"}
+# Links probed when NVML cannot say how many a GPU has (NVML_NVLINK_MAX_LINKS up to Hopper)
+DEFAULT_MAX_LINKS = 18
+
+# nvmlValueType_t -> the union member holding the value; the capture script's short names too
+_VALUE_KEYS = {0: ("dVal", "d"), 1: ("uiVal", "ui"), 2: ("ulVal", "ul"), 3: ("ullVal", "ull"),
+               4: ("sllVal", "sll"), 5: ("siVal", "si"), 6: ("usVal", "us")}
+
+
+def field_value(nvml: NvmlLike, handle: Any, field_id: int, scope: int = 0) -> tuple[Any, str | None]:
+    """One NVML field value (``nvmlDeviceGetFieldValues``): ``(value, None)`` or ``(None, reason)``.
+
+    The call succeeds as a whole and fails per field (``nvmlReturn`` of each entry), so both levels
+    are turned into reasons.
+    """
+    try:
+        answer = nvml.call("nvmlDeviceGetFieldValues", handle, [(field_id, scope)])
+    except NvmlCallError as e:
+        return None, e.reason
+    entry = answer[0] if isinstance(answer, list) and answer else answer
+    if not isinstance(entry, dict):
+        return None, f"unexpected field value {entry!r:.80}"
+    ret = entry.get("nvmlReturn", 0)
+    if ret:
+        return None, f"field {field_id}: {_RETURN_NAMES.get(ret, f'NVML error {ret}')}"
+    union = entry.get("value")
+    keys = _VALUE_KEYS.get(entry.get("valueType"), ())
+    if isinstance(union, dict):
+        for k in keys:
+            if k in union:
+                return union[k], None
+    return None, f"field {field_id}: value of unknown type {entry.get('valueType')!r}"
+
+
+def _fact(nvml: NvmlLike, name: str, *args: Any, convert: Any = None) -> Fact:
+    try:
+        value = nvml.call(name, *args)
+    except NvmlCallError as e:
+        return missing(e.reason)
+    if value is None:
+        return missing("no value")
+    return known(convert(value) if convert else value)
+
+
+def _remote_pci(nvml: NvmlLike, handle: Any, link: int) -> Fact:
+    """The far end's PCI bus id. The _v2 call is missing from some nvidia-ml-py releases (as on the
+    lent H200 node: "module 'pynvml' has no attribute ..._v2"), so the first version is tried next."""
+    reasons = []
+    for name in ("nvmlDeviceGetNvLinkRemotePciInfo_v2", "nvmlDeviceGetNvLinkRemotePciInfo"):
+        try:
+            info = nvml.call(name, handle, link)
+        except NvmlCallError as e:
+            reasons.append(f"{name}: {e.reason}")
+            continue
+        bus = info.get("busId") if isinstance(info, dict) else None
+        if bus:
+            return known(str(bus))
+        reasons.append(f"{name}: no bus id in {info!r:.60}")
+    return missing("; ".join(reasons))
+
+
+def _link_count(nvml: NvmlLike, handle: Any) -> Fact:
+    value, why = field_value(nvml, handle, FI_NVLINK_LINK_COUNT)
+    return known(int(value)) if isinstance(value, int) else missing(why or "no value")
+
+
+def _speed(nvml: NvmlLike, handle: Any, link: int, smi: dict[int, float | None]) -> tuple[Fact, str | None]:
+    value, why = field_value(nvml, handle, FI_NVLINK_GET_SPEED, link)
+    if isinstance(value, int) and value > 0:
+        return known(value), "nvml"
+    common, why2 = field_value(nvml, handle, FI_NVLINK_SPEED_MBPS_COMMON)
+    if isinstance(common, int) and common > 0:
+        return known(common), "nvml"
+    gbps = smi.get(link)
+    if gbps is not None:
+        return known(round(gbps * 1000)), "nvidia-smi"
+    return missing(f"NVLINK_GET_SPEED: {why}; NVLINK_SPEED_MBPS_COMMON: {why2}"), None
+
+
+def _nvlinks(nvml: NvmlLike, handle: Any, count: Fact, smi: dict[int, float | None]) -> tuple[NvLink, ...]:
+    limit = count.value if count.ok else DEFAULT_MAX_LINKS
+    links: list[NvLink] = []
+    for link in range(limit):
+        try:
+            state = nvml.call("nvmlDeviceGetNvLinkState", handle, link)
+        except NvmlCallError as e:
+            if e.error_name in ("NVMLError_NotSupported", "NVMLError_InvalidArgument") and not count.ok:
+                break  # no NVLink on this GPU, or past its last link
+            links.append(NvLink(link, False, version=missing(e.reason), speed_mbps=missing(e.reason),
+                                remote_type=missing(e.reason), remote_pci_bus_id=missing(e.reason)))
+            continue
+        active = bool(state)
+        if not active:
+            links.append(NvLink(link, False, version=missing("link inactive"), speed_mbps=missing("link inactive"),
+                                remote_type=missing("link inactive"), remote_pci_bus_id=missing("link inactive")))
+            continue
+        speed, source = _speed(nvml, handle, link, smi)
+        links.append(NvLink(
+            link, True,
+            version=_fact(nvml, "nvmlDeviceGetNvLinkVersion", handle, link),
+            speed_mbps=speed, speed_source=source,
+            remote_type=_fact(nvml, "nvmlDeviceGetNvLinkRemoteDeviceType", handle, link,
+                              convert=lambda v: REMOTE_TYPES.get(v, "unknown")),
+            remote_pci_bus_id=_remote_pci(nvml, handle, link),
+        ))
+    return tuple(links)
+
+
+def probe_gpu_links(nvml: NvmlLike, index: int, speeds: tuple[LinkSpeed, ...] = ()) -> tuple[GpuLinks, Any]:
+    """One GPU's links, and its NVML handle (None when the GPU is lost). Never raises."""
+    try:
+        handle = nvml.call("nvmlDeviceGetHandleByIndex", index)
+    except NvmlCallError as e:
+        return GpuLinks(index, lost=e.reason), None
+    try:
+        pci = _fact(nvml, "nvmlDeviceGetPciInfo", handle)
+        count = _link_count(nvml, handle)
+        smi = {s.link: s.gbps for s in speeds if s.gpu == index}
+        return GpuLinks(
+            index,
+            uuid=_fact(nvml, "nvmlDeviceGetUUID", handle),
+            pci_bus_id=known(pci.value["busId"]) if pci.ok and isinstance(pci.value, dict) and pci.value.get("busId")
+            else missing(pci.reason or "no bus id"),
+            pcie_gen=_fact(nvml, "nvmlDeviceGetCurrPcieLinkGeneration", handle),
+            pcie_gen_max=_fact(nvml, "nvmlDeviceGetMaxPcieLinkGeneration", handle),
+            pcie_width=_fact(nvml, "nvmlDeviceGetCurrPcieLinkWidth", handle),
+            pcie_width_max=_fact(nvml, "nvmlDeviceGetMaxPcieLinkWidth", handle),
+            numa_node=_fact(nvml, "nvmlDeviceGetNumaNodeId", handle),
+            nvlink_count=count,
+            nvlinks=_nvlinks(nvml, handle, count, smi),
+        ), handle
+    except Exception as e:  # noqa: BLE001 - an unexpected answer is confined to its GPU
+        return GpuLinks(index, lost=f"envcheck could not read this GPU ({type(e).__name__}: {e})"), None
+
+
+def probe_pair(nvml: NvmlLike, a: int, b: int, ha: Any, hb: Any) -> GpuPair:
+    if ha is None or hb is None:
+        why = f"GPU {a if ha is None else b} could not be queried"
+        return GpuPair(a, b, missing(why), {k: missing(why) for k in P2P_CAPS})
+    level = _fact(nvml, "nvmlDeviceGetTopologyCommonAncestor", ha, hb,
+                  convert=lambda v: TOPOLOGY_LEVELS.get(v, f"level_{v}"))
+    p2p = {name: _fact(nvml, "nvmlDeviceGetP2PStatus", ha, hb, idx, convert=lambda v: P2P_STATUS.get(v, "unknown"))
+           for name, idx in P2P_CAPS.items()}
+    return GpuPair(a, b, level, p2p)
+
+
+def probe_topology(nvml: NvmlLike, indices: tuple[int, ...] | None = None, topo_text: str | None = None,
+                   nvlink_text: str | None = None, smi_reason: str | None = None) -> Topology:
+    """The node's topology for GPUs ``indices`` (all NVML lists when None). Never raises.
+
+    ``topo_text`` / ``nvlink_text``: what ``nvidia-smi topo -m`` / ``nvidia-smi nvlink -s`` printed
+    (None with ``smi_reason`` when they could not run).
+    """
+    cells: tuple = ()
+    reason = smi_reason
+    if topo_text is not None:
+        try:
+            cells = parse_topo_matrix(topo_text)
+            reason = None
+        except ValueError as e:
+            reason = str(e)
+    speeds = parse_nvlink_speeds(nvlink_text) if nvlink_text else ()
+    init_error = nvml.init()
+    if init_error is not None:
+        return Topology(smi_cells=cells, smi_reason=reason, reason=f"NVML unavailable: {init_error}")
+    if indices is None:
+        try:
+            count = nvml.call("nvmlDeviceGetCount")
+        except NvmlCallError as e:
+            return Topology(smi_cells=cells, smi_reason=reason, reason=e.reason)
+        indices = tuple(range(int(count)))
+    gpus: list[GpuLinks] = []
+    handles: dict[int, Any] = {}
+    for i in indices:
+        g, h = probe_gpu_links(nvml, i, speeds)
+        gpus.append(g)
+        handles[i] = h
+    pairs = []
+    for n, a in enumerate(indices):
+        for b in indices[n + 1:]:
+            try:
+                pairs.append(probe_pair(nvml, a, b, handles[a], handles[b]))
+            except Exception as e:  # noqa: BLE001 - one odd pair must not hide the others
+                why = f"envcheck could not read this pair ({type(e).__name__}: {e})"
+                pairs.append(GpuPair(a, b, missing(why), {k: missing(why) for k in P2P_CAPS}))
+    keep = set(indices)
+    cells = tuple(c for c in cells if c.a in keep and c.b in keep)
+    return Topology(tuple(gpus), tuple(pairs), cells, reason)

@@ -1,0 +1,75 @@
+"""The distributed transport of a fleet run: how ranks hand their results to rank 0.
+
+Built on torch.distributed, with no cluster code of envcheck's own: the ranks join a gloo process
+group (``init_process_group("gloo")``, rendezvous from torchrun's variables or srun's), rank 0 opens a
+``torch.distributed.TCPStore`` and announces it with one gloo ``broadcast_object_list``, and from then
+on every hand-over is a store key. Keys, unlike a gather, wait per rank with a time limit: a rank
+that died or hangs costs rank 0 its ``timeout_s`` and shows in the report as such, while the ranks
+that answered are still reported. Values are JSON text of model objects.
+"""
+
+from __future__ import annotations
+
+import socket
+from datetime import timedelta
+from typing import Any, Protocol
+
+
+class Transport(Protocol):
+    """Key/value hand-over between the ranks of one fleet run."""
+
+    rank: int
+    world_size: int
+
+    def put(self, key: str, value: str) -> None: ...
+
+    def get(self, key: str, timeout_s: float) -> str | None:
+        """The value under ``key`` once some rank put it; None after ``timeout_s`` without it."""
+
+    def close(self) -> None: ...
+
+
+class StoreTransport:
+    """A ``torch.distributed.TCPStore`` hosted by rank 0."""
+
+    def __init__(self, store: Any, rank: int, world_size: int) -> None:
+        self.store = store
+        self.rank = rank
+        self.world_size = world_size
+
+    def put(self, key: str, value: str) -> None:
+        self.store.set(key, value)
+
+    def get(self, key: str, timeout_s: float) -> str | None:
+        try:
+            self.store.wait([key], timedelta(seconds=max(timeout_s, 0.001)))
+            data = self.store.get(key)
+        except Exception:  # noqa: BLE001 - DistStoreError on timeout, or the store's host is gone
+            return None
+        return data.decode("utf-8") if isinstance(data, bytes) else str(data)
+
+    def close(self) -> None:
+        try:
+            import torch.distributed as dist
+
+            if dist.is_initialized():
+                dist.destroy_process_group()
+        except Exception:  # noqa: BLE001 - nothing useful to do about a failed teardown
+            pass
+
+
+def open_store_transport(rank: int, world_size: int, master_addr: str, timeout_s: float) -> StoreTransport:
+    """Join the gloo group (env:// rendezvous) and the store rank 0 opens; raises what torch raises."""
+    import torch.distributed as dist
+
+    timeout = timedelta(seconds=timeout_s)
+    dist.init_process_group("gloo", timeout=timeout)
+    endpoint: list[Any] = [None, None]
+    store = None
+    if rank == 0:
+        store = dist.TCPStore(master_addr, 0, world_size, is_master=True, timeout=timeout, wait_for_workers=False)
+        endpoint = [master_addr or socket.gethostname(), int(store.port)]
+    dist.broadcast_object_list(endpoint, src=0)
+    if rank != 0:
+        store = dist.TCPStore(str(endpoint[0]), int(endpoint[1]), world_size, is_master=False, timeout=timeout)
+    return StoreTransport(store, rank, world_size)

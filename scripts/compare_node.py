@@ -1,0 +1,169 @@
+"""Evidence for the node tests on a GPU machine: envcheck's numbers against independent ones.
+
+    python3 scripts/compare_node.py --node NODE.json --nccl-tests NCCL_TESTS.txt [--torch-copy] --out TABLE.md
+
+- every collective at sizes >= 1 GiB: envcheck's busbw (and the algorithm NCCL chose) against
+  nccl-tests' busbw of the same placement, the bar being agreement within 3 %;
+- every device-to-device copy-engine copy: envcheck's bandwidth against a plain ``dst.copy_(src)``
+  timed here with CUDA events (``--torch-copy``), and against the link's expected bandwidth;
+- the topology, per-GPU outliers, the link checks and how long the node run took.
+
+``NODE.json`` is what ``python -m envcheck.node.run`` writes. Exit status 0 when every comparison
+agrees, 1 otherwise (the table says which).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from envcheck.analysis import node as an
+from envcheck.model import Bench, Check, Environment, build
+from envcheck.model.node import Node
+from envcheck.node import nccl_tests
+
+COPY_TOLERANCE = 0.03
+
+
+def load_node_doc(path: str) -> tuple[Environment, tuple[Check, ...], tuple[Bench, ...], Node, dict[str, Any]]:
+    doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    env = build(Environment, doc["environment"])
+    checks = tuple(build(Check, c) for c in doc.get("checks") or ())
+    benches = tuple(build(Bench, b) for b in doc.get("benches") or ())
+    return env, checks, benches, build(Node, doc["node"]), doc
+
+
+def collective_lines(node: Node, rows: tuple[nccl_tests.NcclTestsRow, ...]) -> tuple[list[str], bool]:
+    out = ["## Collectives: envcheck vs nccl-tests (sizes >= 1 GiB, same placement)", "",
+           "| op | size | placement | envcheck busbw GB/s | NCCL algo | nccl-tests busbw GB/s | ratio | within 3 % |",
+           "|---|---:|---|---:|---|---:|---:|---|"]
+    ok = True
+    sweeps = [c for c in node.collectives if c.scope == "node"]
+    if not sweeps:
+        return out + ["", "no collective sweep in the node report"], False
+    agreements = an.against_nccl_tests(sweeps[0], rows)
+    if not agreements:
+        ok = False
+    for a in agreements:
+        ok = ok and a.within
+        ours = f"{a.ours_gbps:.1f}" if a.ours_gbps is not None else "not measured"
+        ratio = f"{a.ratio:.3f}" if a.ratio is not None else "-"
+        out.append(f"| {a.op} | {a.size_bytes >> 20} MiB | {a.placement} | {ours} | {a.ours_algo or '-'} | "
+                   f"{a.theirs_gbps:.1f} | {ratio} | {'yes' if a.within else 'NO'} |")
+    links = an.ring_expectation(node.topology, node.gpus) if node.topology is not None else None
+    out += ["", f"### envcheck's whole sweep (links allow {_f(links)} GB/s per direction)", "",
+            "| op | size | busbw GB/s | % of links | algbw GB/s | time us | cv | NCCL algo | #wrong |",
+            "|---|---:|---:|---:|---:|---:|---:|---|---:|"]
+    for r in an.collective_rows(sweeps[0]):
+        if r.status == "skipped":
+            out.append(f"| {r.op} | {r.size_bytes >> 20} MiB | skipped | | | | | | |")
+            continue
+        out.append(f"| {r.op} | {r.size_bytes >> 20} MiB | {_f(r.busbw_gbps)} | {_f(an.pct_of_links(r, links))} | "
+                   f"{_f(r.algbw_gbps)} | {_f(r.time_us)} | {_f(r.cv, 3)} | {r.algo_label or r.algo_reason or '-'} | "
+                   f"{r.wrong} |")
+    changes = an.algorithm_changes(an.collective_rows(sweeps[0]))
+    if changes:
+        out += ["", "NCCL changed algorithm between sizes: "
+                + "; ".join(f"{op} at {size >> 20} MiB: {a} -> {b}" for op, size, a, b in changes)]
+    return out, ok
+
+
+def _f(x: float | None, digits: int = 1) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def torch_copy_gbps(src: int, dst: int, size_bytes: int, iters: int = 20) -> float:
+    """A plain ``dst.copy_(src)`` across devices, CUDA events on the source's stream, median of ``iters``."""
+    import torch
+
+    a = torch.ones(size_bytes // 4, device=f"cuda:{src}")
+    b = torch.empty_like(a, device=f"cuda:{dst}")
+    times = []
+    with torch.cuda.device(src):
+        for _ in range(3):
+            b.copy_(a)
+        torch.cuda.synchronize(src)
+        for _ in range(iters):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            b.copy_(a, non_blocking=True)
+            e.record()
+            e.synchronize()
+            times.append(s.elapsed_time(e) * 1e-3)
+    return size_bytes / statistics.median(times) / 1e9
+
+
+def copy_lines(node: Node, torch_copy: bool) -> tuple[list[str], bool]:
+    out = ["## Peer copies", "",
+           "| kind | method | src -> dst | directions | envcheck GB/s | expected GB/s | % of expected | via | wrong |"
+           " plain torch copy GB/s | ratio |", "|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|"]
+    ok = True
+    if node.peer is None:
+        return out + ["", "no peer copies in the node report"], False
+    for r in an.copy_rows(node.peer, node.topology):
+        plain = ratio = "-"
+        if torch_copy and r.kind == "d2d" and r.method == "copy_engine" and r.directions == 1 and r.gbps:
+            g = torch_copy_gbps(r.src, r.dst, node.peer.settings.get("size_bytes", 1 << 28))
+            plain, ratio = f"{g:.1f}", f"{r.gbps / g:.3f}"
+            ok = ok and abs(r.gbps / g - 1) <= COPY_TOLERANCE
+        src = "host" if r.src is None else f"GPU {r.src}"
+        dst = "host" if r.dst is None else f"GPU {r.dst}"
+        out.append(f"| {r.kind} | {r.method} | {src} -> {dst} | {r.directions} | {_f(r.gbps)} | {_f(r.expected_gbps)} | "
+                   f"{_f(r.pct_expected)} | {r.via or '-'} | {r.wrong if r.error is None else r.error} | {plain} | {ratio} |")
+    return out, ok
+
+
+def node_lines(env: Environment, checks: tuple[Check, ...], benches: tuple[Bench, ...], node: Node,
+               doc: dict[str, Any]) -> list[str]:
+    out = ["## Node", "", f"host {node.host}, GPUs {list(node.gpus)}, node tests {node.duration_s} s, "
+                          f"whole run {doc.get('wall_s')} s", ""]
+    if node.topology is not None:
+        for p in an.pair_paths(node.topology):
+            out.append(f"- GPU {p.a} <-> GPU {p.b}: {p.via}, {p.nvlinks} NVLinks x {_f(p.link_gbps, 3)} GB/s = "
+                       f"{_f(p.expected_gbps)} GB/s per direction expected; PCIe level {p.pcie_level}")
+        for a, b, ours, smi in an.smi_disagreements(node.topology):
+            out.append(f"- nvidia-smi topo -m disagrees for GPU {a}-{b}: NVML says {ours}, nvidia-smi {smi}")
+    margin = float(node.settings.get("outlier_margin", 0.05))
+    for b in benches:
+        r = an.gpu_rates(b)
+        out.append(f"- GPU {r.index}: copy {_f(r.copy_gbps)} GB/s, matmul {_f(r.matmul_tflops)} TFLOP/s "
+                   f"({r.matmul_key}), {len(b.cases)} cases, {b.duration_s} s")
+    for o in an.outliers(benches, margin):
+        c = an.gpu_condition(env, o.gpu)
+        out.append(f"- OUTLIER GPU {o.gpu}: {o.metric} {o.value:.1f} vs siblings' median {o.siblings_median:.1f} "
+                   f"({100 * o.shortfall:.1f}% below); SM {c.sm_clock_mhz}/{c.sm_clock_max_mhz} MHz, "
+                   f"{c.temperature_c} C, limit {c.power_limit_w} W, PCIe Gen{c.pcie_gen} x{c.pcie_width}, "
+                   f"replays {c.pcie_replay}, NVLink errors {c.nvlink_errors}")
+    for s in node.skipped:
+        out.append(f"- skipped {s.test}: {s.reason}")
+    out.append(f"- Xid source: {node.xid.source if node.xid else None}, events: {len(node.xid.events) if node.xid else '-'}")
+    out += ["", "### Link checks", ""]
+    out += [f"- {c.status.upper()} {c.id}: {c.finding}" for c in checks if c.id.startswith("links.")]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--node", required=True)
+    p.add_argument("--nccl-tests", required=True)
+    p.add_argument("--torch-copy", action="store_true")
+    p.add_argument("--out", required=True)
+    a = p.parse_args(argv)
+    env, checks, benches, node, doc = load_node_doc(a.node)
+    rows = nccl_tests.parse(Path(a.nccl_tests).read_text(encoding="utf-8", errors="replace"))
+    coll, coll_ok = collective_lines(node, rows)
+    copies, copy_ok = copy_lines(node, a.torch_copy)
+    lines = ["# envcheck node tests against nccl-tests and a plain torch copy", ""] + coll + [""] + copies + [""]
+    lines += node_lines(env, checks, benches, node, doc)
+    lines += ["", f"collectives agree: {coll_ok}; copies agree: {copy_ok}"]
+    Path(a.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+    return 0 if coll_ok and copy_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

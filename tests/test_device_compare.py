@@ -1,0 +1,61 @@
+"""The device script's comparison, run on the CPU with the real nccl-tests output of the 2 x H200 node:
+busbw computed from samples that match nccl-tests' times agree; 5 % slower ones do not."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+from node_fakes import NODE, capture, fake_nvml
+
+from envcheck.analysis import node as an
+from envcheck.model import Environment, Timing, to_dict
+from envcheck.model.node import CollectiveResult, Collectives, Node, RankTiming
+from envcheck.node import nccl_tests
+from envcheck.node.topology import probe_topology
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "compare_node.py"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("compare_node", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _node_doc(tmp_path: Path, slower: float) -> Path:
+    rows = nccl_tests.parse((NODE / "nccl_tests_x2.txt").read_text())
+    results = []
+    for r in rows:
+        col = r.in_place if r.op in an.IN_PLACE_OPS else r.out_of_place
+        t = col.time_us * slower
+        timings = tuple(RankTiming(k, Timing.from_samples("cuda_events", [t * 0.99, t * 1.01])) for k in (0, 1))
+        results.append(CollectiveResult(r.op, r.size_bytes, r.count, "float32", (0, 1), timings, 0))
+    cap = capture()
+    topo = probe_topology(fake_nvml(), (0, 1), cap["topo_m"]["stdout"], cap["nvlink_s"]["stdout"])
+    node = Node("vm", (0, 1), topo, collectives=(Collectives("node", "nccl", 2, ("vm", "vm"), results=tuple(results)),))
+    doc = {"format": "envcheck-node", "environment": to_dict(Environment()), "checks": [], "benches": [],
+           "node": to_dict(node), "wall_s": 1.0}
+    p = tmp_path / "node.json"
+    p.write_text(json.dumps(doc))
+    return p
+
+
+def test_matching_times_agree_within_three_percent(tmp_path):
+    out = tmp_path / "table.md"
+    rc = _script().main(["--node", str(_node_doc(tmp_path, 1.0)), "--nccl-tests", str(NODE / "nccl_tests_x2.txt"),
+                         "--out", str(out)])
+    text = out.read_text()
+    assert "| all_reduce | 4096 MiB | in_place | 342.6 |" in text
+    assert "GPU 0 <-> GPU 1: nvswitch, 18 NVLinks" in text
+    assert "collectives agree: True" in text
+    assert rc == 1  # the copies part has no peer copies in this report, which never counts as agreement
+
+
+def test_five_percent_slower_does_not_agree(tmp_path):
+    out = tmp_path / "table.md"
+    _script().main(["--node", str(_node_doc(tmp_path, 1.05)), "--nccl-tests", str(NODE / "nccl_tests_x2.txt"),
+                    "--out", str(out)])
+    assert "collectives agree: False" in out.read_text() and "| NO |" in out.read_text()

@@ -1,0 +1,44 @@
+"""The node workers on real GPUs (skipped without one): copies verified and timed on every GPU pair,
+and a short NCCL sweep whose algorithm choices come back from NCCL's own log."""
+
+from __future__ import annotations
+
+import pytest
+
+from envcheck.analysis import node as an
+from envcheck.node.collective_run import Placement, SweepPlan, run_sweep
+from envcheck.node.launch import SubprocessLauncher
+from envcheck.node.peer import PeerPlan, run_peer_copies
+
+pytestmark = pytest.mark.gpu
+
+
+def _count() -> int:
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def test_peer_copies_on_every_pair_are_verified(tmp_path):
+    n = _count()
+    peer = run_peer_copies(PeerPlan(size_bytes=64 << 20, iters=5), tuple(range(n)), tmp_path, SubprocessLauncher(), 240)
+    assert peer.error is None
+    assert len([c for c in peer.copies if c.kind == "h2d"]) == n
+    for c in peer.copies:
+        if c.error == "no_peer_access":
+            continue
+        assert c.error is None and c.wrong == 0 and c.timing is not None, c
+    if n >= 2:
+        assert {c.method for c in peer.copies if c.kind == "d2d"} == {"copy_engine", "sm_kernel"}
+
+
+def test_nccl_sweep_reports_busbw_and_the_algorithm(tmp_path):
+    n = _count()
+    if n < 2:
+        pytest.skip("needs two GPUs")
+    plan = SweepPlan(sizes=(1 << 20, 1 << 26), iters=5, narrow=False)
+    c = run_sweep(plan, Placement(n), tmp_path, SubprocessLauncher(), 300)
+    assert c.error is None and c.backend == "nccl" and c.nccl_version, c.launch.stderr_tail
+    rows = an.collective_rows(c)
+    assert {r.status for r in rows} == {"ok"} and all(r.busbw_gbps > 0 for r in rows)
+    assert all(r.algos for r in rows if r.op != "all_to_all")

@@ -1,0 +1,152 @@
+"""The launcher seam and the per-GPU workers in parallel: NVLink multicast off in every child,
+time limits that stop a job with everything it started, GPUs measured at the same time."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from node_fakes import ScriptedLauncher
+
+from envcheck.bench import parallel
+from envcheck.bench.suite import Plan, PlannedCase
+from envcheck.errors import UsageError
+from envcheck.node.collective_run import Placement, SweepPlan, launch_sweep
+from envcheck.node.launch import NO_MULTICAST, SubprocessLauncher, child_env, torchrun_argv
+from envcheck.node.peer import PeerPlan, run_peer_copies
+
+FAKE = str(Path(__file__).with_name("fake_worker.py"))
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def test_child_env_turns_multicast_off_whatever_it_is_given():
+    env = child_env({"NCCL_NVLS_ENABLE": "1", "FOO": "bar"}, base={"NVSHMEM_DISABLE_NVLS": "0", "PATH": "/bin"})
+    assert {k: env[k] for k in MULTICAST_OFF} == MULTICAST_OFF == NO_MULTICAST
+    assert env["FOO"] == "bar" and env["PATH"] == "/bin"
+
+
+def test_collective_and_peer_jobs_carry_multicast_off(tmp_path):
+    launcher = ScriptedLauncher()
+    launch_sweep(SweepPlan(), Placement(2, (0, 2)), tmp_path / "c", launcher, 10)
+    run_peer_copies(PeerPlan(), (0, 2), tmp_path / "p", launcher, 10)
+    (sweep_argv, sweep_env), (peer_argv, peer_env) = launcher.jobs
+    assert sweep_argv[1:5] == ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2")
+    assert sweep_argv[5:7] == ("-m", "envcheck.node.collective_worker")
+    assert peer_argv[1:3] == ("-m", "envcheck.node.peer_worker")
+    for env in (sweep_env, peer_env):
+        assert {k: env[k] for k in MULTICAST_OFF} == MULTICAST_OFF
+        assert env["CUDA_VISIBLE_DEVICES"] == "0,2"
+    plan = json.loads((tmp_path / "c" / "plan.json").read_text())
+    assert plan["sizes"][-1] == 4 << 30 and plan["narrow"]["enabled"]
+
+
+def test_torchrun_across_nodes_uses_a_static_rendezvous():
+    argv = torchrun_argv(4, "m", ["--x"], nnodes=2, node_rank=1, master_addr="n0", master_port=2950, python="py")
+    assert argv == ["py", "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=4", "--node-rank=1",
+                    "--master-addr=n0", "--master-port=2950", "-m", "m", "--x"]
+
+
+def test_a_job_sees_the_environment_it_was_given(tmp_path):
+    out = tmp_path / "env.json"
+    code = f"import json, os; json.dump(dict(os.environ), open({str(out)!r}, 'w'))"
+    launch = SubprocessLauncher().run([sys.executable, "-c", code], child_env(), 30)
+    assert launch.returncode == 0 and not launch.timed_out
+    seen = json.loads(out.read_text())
+    assert {k: seen[k] for k in MULTICAST_OFF} == MULTICAST_OFF
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is gone for our purposes
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_a_job_past_its_time_is_stopped_with_its_children_and_its_own_sessions(tmp_path):
+    pids = tmp_path / "pids"
+    # The child starts a grandchild in its own session (as torchrun starts its workers), then hangs.
+    code = ("import os, subprocess, sys, time\n"
+            "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True)\n"
+            f"open({str(pids)!r}, 'w').write(str(p.pid))\n"
+            "time.sleep(60)\n")
+    t0 = time.monotonic()
+    launch = SubprocessLauncher(grace_s=1.0).run([sys.executable, "-c", code], child_env(), 3,
+                                                 log_path=str(tmp_path / "log"),
+                                                 orphans=lambda: [int(pids.read_text())] if pids.exists() else [])
+    assert launch.timed_out and launch.returncode is not None
+    assert time.monotonic() - t0 < 15
+    time.sleep(0.2)
+    assert not _alive(int(pids.read_text()))
+
+
+def test_a_program_that_cannot_start_is_a_launch_error():
+    launch = SubprocessLauncher().run(["/nonexistent/envcheck-test-binary"], child_env(), 5)
+    assert launch.returncode is None and "could not start" in launch.error
+
+
+# --------------------------------------------------------------------------- per-GPU suites in parallel
+
+
+def _plan(index: int) -> Plan:
+    cases = (PlannedCase("vector_add", "torch", "fp32", "fp32", (1024,)),)
+    return Plan("cuda", index, cases, {"warmup_ms": 1, "rep_ms": 1, "min_samples": 1, "max_samples": 2,
+                                       "cold_l2": True, "seed": 0}, {"name": "NVIDIA H200"})
+
+
+def test_gpus_run_at_the_same_time_each_in_its_own_worker(tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"sleep": 1.5}, {"play_plan": True}, {"emit": {"event": "done"}}]))
+    seen: list[tuple[int, str]] = []
+    t0 = time.monotonic()
+    runs = parallel.run_gpus([_plan(0), _plan(1), _plan(2)], 30, lambda g, ev: seen.append((g, ev["event"])),
+                             command=[sys.executable, FAKE, str(script)])
+    wall = time.monotonic() - t0
+    assert wall < 4.0  # three 1.5 s workers side by side, not 4.5 s one after another
+    assert [r.gpu for r in runs] == [0, 1, 2]
+    assert all(len(r.bench.cases) == 1 and not r.bench.partial for r in runs)
+    assert {g for g, ev in seen if ev == "case"} == {0, 1, 2}
+
+
+def test_workers_get_multicast_off(tmp_path):
+    dump = tmp_path / "env.json"
+    worker = ("import json, os, sys\n"
+              f"json.dump(dict(os.environ), open({str(dump)!r}, 'w'))\n"
+              "sys.stdin.read()\n"
+              "print(json.dumps({'event': 'done'}), flush=True)\n")
+    parallel.run_gpus([_plan(0)], 30, command=[sys.executable, "-c", worker])
+    seen = json.loads(dump.read_text())
+    assert {k: seen[k] for k in MULTICAST_OFF} == MULTICAST_OFF
+
+
+def test_one_crashing_gpu_costs_only_its_own_results(tmp_path):
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps([{"play_plan": True}, {"emit": {"event": "done"}}]))
+    bad.write_text(json.dumps([{"stderr": "CUDA error: uncorrectable ECC error encountered"}, {"exit": 3}]))
+
+    def command_for(plan_index):
+        return [sys.executable, FAKE, str(bad if plan_index == 1 else good)]
+
+    runs = [parallel.run_gpus([_plan(i)], 30, command=command_for(i))[0] for i in (0, 1)]
+    assert not runs[0].bench.partial and runs[1].bench.partial
+    assert "exited with status 3" in runs[1].bench.interrupted
+
+
+@pytest.mark.parametrize(("text", "expected"), [("all", (0, 1, 2, 3)), ("0,2", (0, 2)), ("2, 0,2", (2, 0))])
+def test_gpu_selection(text, expected):
+    assert parallel.parse_gpus(text, 4) == expected
+
+
+@pytest.mark.parametrize("text", ["4", "x", ""])
+def test_bad_gpu_selection_is_a_usage_error(text):
+    with pytest.raises(UsageError, match="--gpus"):
+        parallel.parse_gpus(text, 4)

@@ -1,0 +1,77 @@
+"""``envcheck run --gpus``'s part: every GPU's suite at once, outliers against their siblings (shown with
+their conditions), then the node tests; and the per-GPU rates the outliers come from."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import factories
+import pytest
+from fakes import FakeHost
+from node_fakes import ScriptedLauncher, capture, fake_nvml
+
+from envcheck.analysis import node as an
+from envcheck.model import Environment, Gpu, known
+from envcheck.node.counters import LINKS_SECTION
+from envcheck.node.run import NodeDeps, run_node_suite
+
+FAKE = str(Path(__file__).with_name("fake_worker.py"))
+
+
+def test_rates_come_from_raw_cases_and_the_copy_ceiling():
+    r = an.gpu_rates(factories.bench())
+    assert r.copy_gbps == pytest.approx(4814.4 * 0.888)
+    assert r.matmul_key.startswith(("bf16", "fp16")) and r.matmul_tflops > 100
+
+
+def test_a_gpu_slower_than_its_siblings_is_an_outlier():
+    benches = [replace(factories.bench(seed=i), device=replace(factories.bench().device, index=i)) for i in range(4)]
+    slow = replace(factories.bench(scale=1.08, seed=9, bandwidth_gbps=4814.4 * 0.93),
+                   device=replace(factories.bench().device, index=4))
+    found = an.outliers([*benches, slow], 0.05)
+    assert {(o.gpu, o.metric) for o in found} == {(4, "copy_gbps"), (4, "matmul_tflops")}
+    o = next(o for o in found if o.metric == "copy_gbps")
+    assert o.shortfall == pytest.approx(0.07, abs=1e-6)
+    assert an.outliers([*benches, slow], 0.10) == ()
+
+
+def test_outlier_conditions_read_the_environment():
+    env = factories.environment()
+    env = Environment({**env.sections, LINKS_SECTION: {"gpu0.pcie_replay": known(2), "gpu0.nvlink_errors": known(
+        [{"link": 0, "crc_data": 3, "ecc_data": 4}, {"link": 1, "crc_data": 1, "ecc_data": 0}])}}, env.gpus)
+    c = an.gpu_condition(env, 0)
+    assert (c.power_limit_w, c.pcie_replay, c.nvlink_errors) == (700.0, 2, {"crc_data": 4, "ecc_data": 4})
+
+
+def _two_gpu_env() -> Environment:
+    env = factories.environment()
+    g0 = env.gpus[0]
+    torch_rt = {**env.sections["torch_runtime"], "device_count": known(2)}
+    return Environment({**env.sections, "torch_runtime": torch_rt}, (g0, Gpu(1, dict(g0.facts))))
+
+
+def test_run_gpus_all_measures_each_gpu_then_the_node(tmp_path):
+    script = tmp_path / "worker.json"
+    script.write_text(json.dumps([{"play_plan": True}, {"emit": {"event": "done"}}]))
+    args = argparse.Namespace(quick=True, ops=["vector_add"], sizes=["1024"], dtypes=None, device=0, no_compile=True,
+                              gpus="all", timeout=60.0, outlier_margin=0.05)
+    cap = capture()
+    host = FakeHost(files={"/proc/uptime": "100.0 1.0\n"},
+                    commands={("nvidia-smi", "topo", "-m"): (0, cap["topo_m"]["stdout"], "")})
+    deps = NodeDeps(fake_nvml, host, ScriptedLauncher(lambda argv, env: 0), kmsg=lambda: "")
+    seen = []
+    result = run_node_suite(args, _two_gpu_env(), str(tmp_path / "work"), lambda g, ev: seen.append(g),
+                            deps=deps, worker_command=[sys.executable, FAKE, str(script)])
+    assert result.gpus == (0, 1) and not result.interrupted
+    assert [b.device.index for b in result.benches] == [0, 1]
+    assert {0, 1} <= set(seen)
+    assert result.node.gpus == (0, 1) and result.node.topology.smi_cells
+    # The scripted launcher ran nothing: the copies and the sweep say so instead of passing.
+    assert result.node.peer.error == "no_done_event"
+    sweep = result.node.collectives[0]
+    assert sweep.error == "ranks_failed" and {r.skipped for r in sweep.results} == {"not_run"}
+    assert [c.id for c in result.checks] == ["links.during_tests.0", "links.during_tests.1"]

@@ -1,0 +1,120 @@
+"""Topology through the NVML seam and nvidia-smi's texts, fed with the real 2 x H200 capture."""
+
+from __future__ import annotations
+
+import pytest
+from node_fakes import capture, fake_nvml
+
+from envcheck.analysis import node as an
+from envcheck.model import build, to_dict
+from envcheck.model.facts import known
+from envcheck.model.node import GpuLinks, NvLink, Topology
+from envcheck.node.smi_text import parse_nvlink_speeds, parse_topo_matrix
+from envcheck.node.topology import probe_topology
+
+
+def _h200_topology(**kw):
+    cap = capture()
+    return probe_topology(fake_nvml(), (0, 1), cap["topo_m"]["stdout"], cap["nvlink_s"]["stdout"], **kw)
+
+
+def test_h200_pair_reaches_over_18_nvswitch_links_at_26_562_mbps():
+    topo = _h200_topology()
+    g0 = topo.gpus[0]
+    assert g0.pci_bus_id.value == "00000000:00:06.0"
+    assert g0.nvlink_count.value == 18
+    assert len([lk for lk in g0.nvlinks if lk.active]) == 18
+    assert {lk.remote_type.value for lk in g0.nvlinks} == {"switch"}
+    assert g0.nvlinks[0].speed_mbps.value == 26562 and g0.nvlinks[0].speed_source == "nvml"
+    path = an.pair_path(topo, 0, 1)
+    assert path.via == "nvswitch" and path.nvlinks == 18
+    assert path.expected_gbps == pytest.approx(18 * 26.562)  # 478 GB/s per direction, from NVML alone
+    assert path.pcie_level == "hostbridge"  # the VM's GPUs meet at a PCIe host bridge (topo: PHB under NV18)
+
+
+def test_links_nvml_cannot_time_get_their_speed_from_nvidia_smi():
+    # The capture read NVLINK_GET_SPEED for link 0 only; nvidia-smi nvlink -s lists all 18.
+    g0 = _h200_topology().gpus[0]
+    assert g0.nvlinks[5].speed_mbps.value == 26562
+    assert g0.nvlinks[5].speed_source == "nvidia-smi"
+
+
+def test_missing_v2_binding_and_unsupported_numa_are_reasons_not_crashes():
+    g0 = _h200_topology().gpus[0]
+    why = g0.nvlinks[0].remote_pci_bus_id.reason
+    assert "nvmlDeviceGetNvLinkRemotePciInfo_v2" in why and "pip install -U nvidia-ml-py" in why
+    assert "nvmlDeviceGetNvLinkRemotePciInfo:" in why  # the first version was tried next
+    assert g0.numa_node.reason.startswith("not supported on this GPU")
+
+
+def test_pair_p2p_status_and_smi_agree():
+    topo = _h200_topology()
+    assert {k: f.value for k, f in topo.pairs[0].p2p.items()} == {"read": "ok", "write": "ok", "nvlink": "ok",
+                                                                  "atomics": "ok"}
+    assert [(c.a, c.b, c.text) for c in topo.smi_cells] == [(0, 1, "NV18"), (1, 0, "NV18")]
+    assert an.smi_disagreements(topo) == ()
+
+
+def test_smi_disagreement_is_reported():
+    topo = _h200_topology()
+    from dataclasses import replace
+
+    from envcheck.model.node import TopoCell
+
+    wrong = replace(topo, smi_cells=(TopoCell(0, 1, "NV12"),))
+    assert an.smi_disagreements(wrong) == ((0, 1, "NV18", "NV12"),)
+
+
+def test_a_lost_gpu_keeps_its_entry_and_hides_nothing_else():
+    fake = fake_nvml()
+    fake.lose_gpu(1, at_handle=True)
+    topo = probe_topology(fake, (0, 1))
+    assert topo.gpus[1].lost and "GPU is lost" in topo.gpus[1].lost
+    assert len(topo.gpus[0].nvlinks) == 18
+    assert topo.pairs[0].pcie_level.reason == "GPU 1 could not be queried"
+
+
+def test_nvml_that_does_not_load_is_a_reason():
+    from fake_nvml import FakeNvml
+
+    topo = probe_topology(FakeNvml({"count": 0, "gpus": []}, init_error="NVMLError_DriverNotLoaded"))
+    assert topo.reason == "NVML unavailable: Driver Not Loaded" and topo.gpus == ()
+
+
+def test_topology_round_trips_through_json():
+    topo = _h200_topology()
+    assert build(Topology, to_dict(topo)) == topo
+
+
+def test_parse_topo_matrix_rejects_an_error_text():
+    with pytest.raises(ValueError):
+        parse_topo_matrix("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
+
+
+def test_nvlink_speeds_parse_every_line():
+    speeds = parse_nvlink_speeds(capture()["nvlink_s"]["stdout"])
+    assert len(speeds) == 36 and {s.gbps for s in speeds} == {26.562}
+
+
+@pytest.mark.parametrize(("gen", "width", "gbps"), [(5, 16, 63.015), (4, 16, 31.508), (3, 16, 15.754),
+                                                    (2, 8, 4.0), (1, 1, 0.25)])
+def test_pcie_bandwidth_per_direction(gen, width, gbps):
+    assert an.pcie_gbps(gen, width) == pytest.approx(gbps, abs=1e-3)
+
+
+def test_pcie_pair_expects_the_slower_link():
+    a = GpuLinks(0, pcie_gen_max=known(5), pcie_width_max=known(16))
+    b = GpuLinks(1, pcie_gen_max=known(4), pcie_width_max=known(16))
+    p = an.pair_path(Topology((a, b)), 0, 1)
+    assert p.via == "pcie" and p.expected_gbps == pytest.approx(31.508, abs=1e-3)
+
+
+def test_direct_nvlinks_count_only_links_to_the_peer():
+    def links(peer_bus):
+        return tuple(NvLink(i, True, speed_mbps=known(25000), remote_type=known("gpu"),
+                            remote_pci_bus_id=known(peer_bus if i < 4 else "0000:99:00.0")) for i in range(6))
+
+    a = GpuLinks(0, pci_bus_id=known("00000000:07:00.0"), nvlinks=links("0000:0B:00.0"))
+    b = GpuLinks(1, pci_bus_id=known("00000000:0B:00.0"), nvlinks=links("0000:07:00.0"))
+    p = an.pair_path(Topology((a, b)), 0, 1)
+    assert p.via == "nvlink" and p.nvlinks == 4 and p.expected_gbps == pytest.approx(100.0)
