@@ -8,7 +8,8 @@ JSON format history (``schema_version``):
       timings hold samples only; ``accuracy`` (error statistics, no verdict) replaces
       ``error``; NVML samples per sampling window (``windows``) replace per-case summaries;
       measured ceilings are the samples of their kernels (``ceiling_runs``); notes, skip
-      reasons and stops are keys plus parameters; ``settings`` is typed; ``anonymized``.
+      reasons and stops are keys plus parameters; ``settings`` is typed; ``anonymized``;
+      ``node`` (topology, counters, peer copies, collectives) and ``fleet`` (kind ``fleet``).
 
 Upgrading schema 1 (``_upgrade_1``): derived numbers are dropped and recomputed by the
 analysis; ``error`` keeps its two statistics; a case with status ``error`` gets a

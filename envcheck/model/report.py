@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from envcheck.model.bench import Bench
 from envcheck.model.facts import Check, Environment
+from envcheck.model.fleet import Fleet
+from envcheck.model.node import Node
 
 SCHEMA_VERSION = 2
 KINDS = ("probe", "check", "run", "fleet")
@@ -14,7 +16,9 @@ KINDS = ("probe", "check", "run", "fleet")
 @dataclass(frozen=True)
 class Report:
     """What one envcheck command found. ``benches``: one per benchmarked device (GPU or CPU),
-    in device order. ``anonymized``: identifying values were replaced by stable pseudonyms."""
+    in device order. ``node``: the links between this machine's GPUs and what was measured
+    over them. ``fleet`` (kind ``fleet``): every node of a multi-node launch, each shaped like a
+    single-node report. ``anonymized``: identifying values were replaced by stable pseudonyms."""
 
     tool_version: str
     created: str  # ISO 8601, UTC, seconds
@@ -23,12 +27,16 @@ class Report:
     environment: Environment
     checks: tuple[Check, ...] = ()
     benches: tuple[Bench, ...] = ()
+    node: Node | None = None
+    fleet: Fleet | None = None
     anonymized: bool = False
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"unknown report kind {self.kind!r}")
+        if (self.kind == "fleet") != (self.fleet is not None):
+            raise ValueError("a fleet report, and only a fleet report, has a fleet section")
 
     @property
     def bench(self) -> Bench | None:
