@@ -5,9 +5,13 @@ written never to) turns into ``missing("probe crashed: ...")`` for that section'
 the other sections still come back. Every key of the fact contract is present in every
 section, as a value or a reason.
 
-The two runtime probes (torch and Triton, each a subprocess that may take seconds) run in
-threads while the fast probes read files and NVML, so ``envcheck check`` costs about as
-long as the slower of the two children.
+NVML (a child process: a broken libnvidia-ml may segfault or hang) and the two runtime probes
+(torch and Triton, each a subprocess that may take seconds) run in threads while the fast
+probes read files, so ``envcheck probe`` costs about as long as the slower of NVML and the
+file probes, and ``envcheck check`` as long as the slower of the two runtime children.
+
+Ctrl-C reaches the main thread only: collect then kills every probe child still running
+(``host.terminate_children``) before letting the interrupt go on.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from datetime import datetime, timezone
 from envcheck import __version__
 from envcheck.model import Bench, Check, Environment, Facts, Gpu, Report, missing
 from envcheck.probes import torch_probe, triton_probe
-from envcheck.probes.host import Host, default_host
+from envcheck.probes.host import Host, default_host, terminate_children
 
 # The fact key contract: every key below is present in its section after collect().
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
@@ -80,6 +84,27 @@ class _Background:
         return self._facts if self._facts is not None else guarded(self.section, lambda: {})
 
 
+class _NvmlBackground:
+    """The driver section and the GPUs, read in a thread (the NVML child takes ~0.1 s to start)."""
+
+    def __init__(self, nvml: object) -> None:
+        self._result: tuple[Facts, tuple[Gpu, ...]] | None = None
+        self._thread = threading.Thread(target=self._run, args=(nvml,), name="envcheck-nvml", daemon=True)
+        self._thread.start()
+
+    def _run(self, nvml: object) -> None:
+        try:
+            self._result = _nvml(nvml)
+        except Exception as e:  # noqa: BLE001 - only reachable if NVML's own guards have a bug
+            self._result = {k: missing(crash_reason(e)) for k in SECTION_KEYS["driver"]}, ()
+
+    def result(self) -> tuple[Facts, tuple[Gpu, ...]]:
+        self._thread.join()
+        if self._result is None:
+            return {k: missing("NVML probe thread ended without a result") for k in SECTION_KEYS["driver"]}, ()
+        return self._result
+
+
 def _system(host: Host, reports_dir: str) -> Facts:
     from envcheck.probes.system import probe_system
 
@@ -104,14 +129,10 @@ def _env(host: Host) -> Facts:
     return probe_env(host)
 
 
-def _nvml(nvml: object | None) -> tuple[Facts, tuple[Gpu, ...]]:
+def _nvml(nvml: object) -> tuple[Facts, tuple[Gpu, ...]]:
     """The driver section and the GPUs: NVML initialised once here and shut down after."""
     from envcheck.probes import gpus
 
-    if nvml is None:
-        from envcheck.probes.nvml import Nvml
-
-        nvml = Nvml()
     try:
         driver = guarded("driver", lambda: gpus.probe_driver(nvml))
         try:
@@ -129,27 +150,41 @@ def _nvml(nvml: object | None) -> tuple[Facts, tuple[Gpu, ...]]:
 
 def collect(host: Host | None = None, nvml: object | None = None, runtime: bool = False, timeout: float = 120.0,
             reports_dir: str = "reports") -> Environment:
-    """Every section plus the GPUs; runtime probes (subprocesses) only when ``runtime``. Never raises."""
+    """Every section plus the GPUs; runtime probes (subprocesses) only when ``runtime``. Never raises
+    (KeyboardInterrupt aside, after every probe child is killed).
+
+    ``nvml``: the NVML seam; by default NVML read in a child process of ``host``.
+    """
     start = time.perf_counter()
     host = host or default_host()
+    if nvml is None:
+        from envcheck.probes.nvml_isolated import NVML_TIMEOUT_S, IsolatedNvml
+
+        nvml = IsolatedNvml(host, timeout=min(timeout, NVML_TIMEOUT_S))
+    try:
+        return _collect(host, nvml, runtime, timeout, reports_dir, start)
+    except KeyboardInterrupt:
+        terminate_children()
+        raise
+
+
+def _collect(host: Host, nvml: object, runtime: bool, timeout: float, reports_dir: str, start: float) -> Environment:
     background: list[_Background] = []
     if runtime:
         background = [
             _Background("torch_runtime", lambda: torch_probe.probe_torch_runtime(host, timeout)),
             _Background("triton_runtime", lambda: triton_probe.probe_triton_runtime(host, timeout)),
         ]
+    nvml_bg = _NvmlBackground(nvml)
     sections: dict[str, Facts] = {
         "system": guarded("system", lambda: _system(host, reports_dir)),
         "wsl": guarded("wsl", lambda: _wsl(host)),
     }
-    try:
-        sections["driver"], gpus = _nvml(nvml)
-    except Exception as e:  # noqa: BLE001 - only reachable if NVML's own guards have a bug
-        sections["driver"], gpus = {k: missing(crash_reason(e)) for k in SECTION_KEYS["driver"]}, ()
     sections["cuda"] = guarded("cuda", lambda: _cuda(host))
     sections["env"] = guarded("env", lambda: _env(host))
     sections["torch"] = guarded("torch", lambda: torch_probe.probe_torch(host))
     sections["triton"] = guarded("triton", lambda: triton_probe.probe_triton(host))
+    sections["driver"], gpus = nvml_bg.result()
     if runtime:
         for bg in background:
             sections[bg.section] = bg.result()
@@ -165,13 +200,18 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def new_report(kind: str, environment: Environment, checks: tuple[Check, ...] = (),
-               bench: Bench | None = None) -> Report:
-    """A report stamped with this host's name, the time and envcheck's version (probe, check and run alike)."""
+def hostname() -> str:
     try:
-        hostname = socket.gethostname() or "unknown"
+        return socket.gethostname() or "unknown"
     except OSError:
-        hostname = "unknown"
-    return Report(tool_version=__version__, created=utc_now(), host=hostname, kind=kind,
+        return "unknown"
+
+
+def new_report(kind: str, environment: Environment, checks: tuple[Check, ...] = (),
+               bench: Bench | None = None, host: str | None = None) -> Report:
+    """A report stamped with a host name (this machine's unless ``host``: a replayed snapshot's),
+    the time and envcheck's version (probe, check and run alike)."""
+    hostname_ = host or hostname()
+    return Report(tool_version=__version__, created=utc_now(), host=hostname_, kind=kind,
                   environment=environment, checks=tuple(checks), bench=bench)
 

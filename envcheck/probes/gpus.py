@@ -19,6 +19,7 @@ from envcheck.probes.nvml import (
     ECC_COUNTER_VOLATILE,
     GPU_IS_LOST,
     MEMORY_ERROR_UNCORRECTED,
+    PROBE_FAILED,
     PSTATE_UNKNOWN,
     TEMPERATURE_GPU,
     NvmlCallError,
@@ -192,7 +193,8 @@ class _Reader:
         try:
             return self.nvml.call(name, self.handle, *args), None
         except NvmlCallError as e:
-            if e.error_name == GPU_IS_LOST and self.lost is None:
+            # A GPU whose queries crashed the NVML process is as unreadable as one NVML calls lost.
+            if e.error_name in (GPU_IS_LOST, PROBE_FAILED) and self.lost is None:
                 self.lost = e.reason
             return None, e.reason
 

@@ -15,7 +15,7 @@ from envcheck.model import Facts, known, missing
 from envcheck.probes import isolate
 from envcheck.probes.host import Host
 from envcheck.probes.isolate import Isolated, run_python
-from envcheck.probes.packages import Lookup, PackageInfo, find_package
+from envcheck.probes.packages import Lookup, PackageInfo
 
 TORCH_KEYS = ("installed", "version", "build", "cuda_version", "location", "triton_pin")
 RUNTIME_KEYS = (
@@ -77,9 +77,9 @@ def triton_pin(requires: tuple[str, ...]) -> str | None:
     return None
 
 
-def probe_torch(host: Host, lookup: Lookup = find_package) -> Facts:
+def probe_torch(host: Host, lookup: Lookup | None = None) -> Facts:
     """Facts of the ``torch`` section from package metadata only; never imports torch, never raises."""
-    pkg: PackageInfo | None = lookup("torch")
+    pkg: PackageInfo | None = (lookup or host.package)("torch")
     if pkg is None:
         why = f"PyTorch is not installed for {host.python_executable or 'this Python'}"
         return {"installed": known(False), **{k: missing(why) for k in TORCH_KEYS if k != "installed"}}
@@ -214,7 +214,7 @@ def runtime_facts(iso: Isolated) -> Facts:
 
 def probe_torch_runtime(host: Host, timeout: float) -> Facts:
     """Facts of the ``torch_runtime`` section: import torch, init CUDA and run one op, in a child."""
-    return runtime_facts(run_python(host, RUNTIME_CODE, timeout))
+    return runtime_facts(run_python(host, RUNTIME_CODE, timeout, name="torch_runtime"))
 
 
 def not_run(reason: str = isolate.NOT_RUN) -> Facts:
