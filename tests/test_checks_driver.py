@@ -83,7 +83,8 @@ WSL_OK = {
                                                          "libnvidia-ml.so.1"],
     "wsl.libcuda_symlinks": [{"path": "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "target": f"{WSL_LIB}/libcuda.so.1",
                               "ok": True}],
-    "wsl.loader_path_has_wsl_lib": True, "wsl.linux_driver_in_wsl": [],
+    "wsl.loader_path_has_wsl_lib": True, "wsl.loader_shadows": [], "wsl.linux_driver_in_wsl": [],
+    "wsl.linux_driver_packages": [], "wsl.nvidia_smi_path": f"{WSL_LIB}/nvidia-smi", "wsl.nvidia_smi_on_path": True,
 }
 
 
@@ -95,7 +96,7 @@ def test_not_wsl_is_one_skip() -> None:
 def test_healthy_wsl2_passes() -> None:
     checks = wsl.checks(env_with(**WSL_OK))
     assert [c.id for c in checks] == ["wsl.version", "wsl.dxg", "wsl.loader_path", "wsl.libcuda_symlinks",
-                                      "wsl.linux_driver"]
+                                      "wsl.linux_driver", "wsl.nvidia_smi"]
     assert all(c.status == "pass" for c in checks), checks
 
 
@@ -109,7 +110,7 @@ def test_healthy_wsl2_passes() -> None:
      "wsl.libcuda_symlinks", "fail", "-> /usr/lib/wsl/lib/libcuda.so.1.1 (target missing)",
      "sudo ln -sf /usr/lib/wsl/lib/libcuda.so.1 /usr/lib/x86_64-linux-gnu/libcuda.so.1"),
     ({"wsl.libcuda_symlinks": [{"path": f"{WSL_LIB}/libcuda.so.1", "target": None, "ok": False}]},
-     "wsl.libcuda_symlinks", "warn", "is not a symbolic link", "mklink libcuda.so.1 libcuda.so.1.1"),
+     "wsl.libcuda_symlinks", "warn", "is not a symbolic link", "sudo ln -sf libcuda.so.1.1 libcuda.so.1"),
     ({"wsl.linux_driver_in_wsl": ["/usr/lib/x86_64-linux-gnu/libcuda.so.1 is a Linux driver library (not a link to "
                                   "/usr/lib/wsl/lib)", "/proc/driver/nvidia exists"]},
      "wsl.linux_driver", "fail", "a Linux NVIDIA driver is installed inside WSL2", "sudo apt purge 'nvidia-driver-*'"),
