@@ -171,13 +171,25 @@ def collect(host: Host | None = None, nvml: object | None = None, runtime: bool 
         raise
 
 
+NOT_CAPTURED_RUN = "not run: the snapshot holds no run of it"
+
+
+def _replayable(host: Host, section: str) -> bool:
+    has_run = getattr(host, "has_run", None)
+    return bool(has_run(section)) if callable(has_run) else True
+
+
 def _collect(host: Host, nvml: object, runtime: bool, timeout: float, reports_dir: str, start: float) -> Environment:
     background: list[_Background] = []
+    skipped: dict[str, Facts] = {}
     if runtime:
-        background = [
-            _Background("torch_runtime", lambda: torch_probe.probe_torch_runtime(host, timeout)),
-            _Background("triton_runtime", lambda: triton_probe.probe_triton_runtime(host, timeout)),
-        ]
+        probes = {"torch_runtime": (torch_probe.probe_torch_runtime, torch_probe.not_run),
+                  "triton_runtime": (triton_probe.probe_triton_runtime, triton_probe.not_run)}
+        for section, (probe, not_run) in probes.items():
+            if _replayable(host, section):
+                background.append(_Background(section, lambda probe=probe: probe(host, timeout)))
+            else:
+                skipped[section] = not_run(NOT_CAPTURED_RUN)
     nvml_bg = _NvmlBackground(nvml)
     sections: dict[str, Facts] = {
         "system": guarded("system", lambda: _system(host, reports_dir)),
@@ -191,6 +203,7 @@ def _collect(host: Host, nvml: object, runtime: bool, timeout: float, reports_di
     if runtime:
         for bg in background:
             sections[bg.section] = bg.result()
+        sections.update(skipped)
     else:
         sections["torch_runtime"] = torch_probe.not_run()
         sections["triton_runtime"] = triton_probe.not_run()

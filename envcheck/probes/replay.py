@@ -221,6 +221,8 @@ class ReplayHost(Host):
             return self._disk_free
         real = self._resolve(path)
         if real not in self._disk_free:
+            if self.unknown_command == NOT_CAPTURED:
+                raise OSError(61, NOT_CAPTURED, path)
             raise FileNotFoundError(2, "No such file or directory", path)
         return int(self._disk_free[real])
 
@@ -255,6 +257,12 @@ class ReplayHost(Host):
 
     def package(self, name: str) -> PackageInfo | None:
         return self.packages.get(name)
+
+    def has_run(self, name: str) -> bool:
+        """Whether the run ``name`` (``torch_runtime``) can be replayed. A snapshot made from a post
+        that shows no import of torch holds none: that runtime section then reads "not run",
+        not "failed"."""
+        return self.unknown_command != NOT_CAPTURED or name in self.runs
 
     def cpu_count(self) -> int | None:
         return self._cpu_count
