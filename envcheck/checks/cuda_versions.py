@@ -97,6 +97,13 @@ def install_for_driver(driver_cuda: Version, force: bool = True) -> str | None:
     return cmd
 
 
+def pick_index_by_hand() -> str:
+    """The install command when the driver's CUDA version is unknown: which index to take, not a guess."""
+    tags = ", ".join(tag(w) for w in WHEEL_CUDA)
+    return (f"pip install --force-reinstall torch --index-url {INDEX_URL.format(tag='cu<XY>')}, cu<XY> the newest of "
+            f"{tags} at or below the CUDA version `nvidia-smi` prints (the driver's CUDA is not known here)")
+
+
 def min_driver(cuda: Version) -> str | None:
     """Oldest driver for CUDA ``cuda`` (the exact release or the next one listed)."""
     for v in sorted(MIN_DRIVER):

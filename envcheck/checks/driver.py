@@ -151,7 +151,11 @@ def check_gpus(env: Environment) -> Check:
     what = f"{count} GPU{'s' if count != 1 else ''}" + (f": {', '.join(names)}" if names else "")
     if lost:
         first = lost[0]
-        if isinstance(env.get("driver", "nvml_process_error"), str):
+        if isinstance(env.get("driver", "nvml_process_error"), str) and machine.is_wsl(env):
+            fix = ("update the NVIDIA driver on Windows (some drivers' libnvidia-ml crashes under WSL2: "
+                   f"microsoft/WSL#11277), then `wsl --shutdown` from Windows; nvidia-smi -q -i {first.index} crashes "
+                   "the same way until then")
+        elif isinstance(env.get("driver", "nvml_process_error"), str):
             fix = (f"nvidia-smi -q -i {first.index} (the same library: if it crashes or hangs too, the driver install or "
                    "this GPU is at fault); `sudo dmesg | grep -iE 'nvrm|xid'`")
         else:

@@ -48,8 +48,10 @@ def check_cpu_build(env: Environment) -> Check:
                      f"{_version(env)} is a CPU-only build, and no NVIDIA GPU is visible")
     driver_cuda = machine.driver_cuda(env)
     drv = f"driver {env.get('driver', 'driver_version')} (CUDA {cv.text(driver_cuda)})" if driver_cuda else "a driver"
-    fix = (cv.install_for_driver(driver_cuda) if driver_cuda else None) \
-        or cv.pip_install(cv.WHEEL_CUDA[-1]) + " (after a driver upgrade)"
+    if driver_cuda is None:
+        fix = cv.pick_index_by_hand()
+    else:
+        fix = cv.install_for_driver(driver_cuda) or cv.pip_install(cv.WHEEL_CUDA[-1]) + " (after a driver upgrade)"
     return Check(
         "torch.cpu_build_with_gpu", "fail", title,
         f"{_version(env)} is a CPU-only build on a machine with {machine.gpu_count(env)} NVIDIA GPU(s) and {drv}",
@@ -70,7 +72,6 @@ def check_driver_compat(env: Environment) -> Check:
     need = f"{_version(env)} is built for CUDA {cv.text(torch_cuda)}"
     if torch_cuda <= driver_cuda:
         return Check(cid, "pass", title, f"{drv}; {need}")
-    wsl = machine.is_wsl(env)
     wheel = cv.wheel_for_driver(driver_cuda)
     if torch_cuda[0] > driver_cuda[0]:
         # No compatibility across CUDA majors: torch.cuda.is_available() is False
@@ -78,16 +79,16 @@ def check_driver_compat(env: Environment) -> Check:
         install = cv.install_for_driver(driver_cuda)
         alt = f"; or keep the driver and {install}" if install else ""
         return Check(cid, "fail", title, f"{drv}, but {need}: CUDA does not start (driver too old)",
-                     fix=machine.driver_fix(torch_cuda, wsl) + alt)
+                     fix=machine.driver_fix_for(env, torch_cuda) + alt)
     alt = f"; or {cv.pip_install(wheel)}" if wheel else ""
     if _runtime_says_too_old(env):
         # Minor-version compatibility did not carry: torch itself refused this driver.
         return Check(cid, "fail", title, f"{drv}, but {need}: torch reports the driver too old and CUDA does not start",
-                     fix=machine.driver_fix(torch_cuda, wsl) + alt)
+                     fix=machine.driver_fix_for(env, torch_cuda) + alt)
     return Check(
         cid, "warn", title,
         f"{drv}, but {need}: runs by CUDA minor-version compatibility, yet {MINOR_COMPAT_CAVEAT}",
-        fix=machine.driver_fix(torch_cuda, wsl) + alt,
+        fix=machine.driver_fix_for(env, torch_cuda) + alt,
     )
 
 
@@ -164,7 +165,7 @@ def check_arch(env: Environment) -> list[Check]:
                 fix = cv.pip_install(wheel)
             else:
                 need = cv.LAST_WHEEL_FOR_OLD_ARCH if cc < (7, 5) else cv.arch_min_cuda(cc)
-                fix = f"{machine.driver_fix(need, machine.is_wsl(env))}; then {cv.pip_install(need)}"
+                fix = f"{machine.driver_fix_for(env, need)}; then {cv.pip_install(need)}"
             if kind == "ptx":
                 out.append(Check(cid, "warn", title,
                                  f"{who}; torch has only {entry} PTX for it: the driver JIT-compiles every kernel at "
@@ -287,7 +288,7 @@ def check_cuda_available(env: Environment) -> Check:
         need = cv.parse(env.get("torch", "cuda_version")) or cv.WHEEL_CUDA[-1]
         driver_cuda = machine.driver_cuda(env)
         install = cv.install_for_driver(driver_cuda) if driver_cuda else None
-        fix = machine.driver_fix(need, machine.is_wsl(env)) + (f"; or keep the driver and {install}" if install else "")
+        fix = machine.driver_fix_for(env, need) + (f"; or keep the driver and {install}" if install else "")
     elif "unknown error" in text:
         why = ": CUDA initialization reported 'CUDA unknown error'"
         fix = ("sudo rmmod nvidia_uvm && sudo modprobe nvidia_uvm (the UVM module is often left broken after "
