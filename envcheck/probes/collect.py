@@ -70,6 +70,13 @@ def guarded(section: str, probe: Callable[[], Facts]) -> Facts:
         return {k: missing(why) for k in SECTION_KEYS[section]}
 
 
+def _join(thread: threading.Thread) -> None:
+    """Wait for ``thread`` in short slices: a KeyboardInterrupt is raised between two slices, while a
+    single unbounded join() would hold it until the thread ends (the runtime probes' timeout, minutes)."""
+    while thread.is_alive():
+        thread.join(0.1)
+
+
 class _Background:
     """A section probed in a thread; ``result()`` waits for it (never raises)."""
 
@@ -83,7 +90,7 @@ class _Background:
         self._facts = guarded(self.section, probe)
 
     def result(self) -> Facts:
-        self._thread.join()
+        _join(self._thread)
         return self._facts if self._facts is not None else guarded(self.section, lambda: {})
 
 
@@ -102,7 +109,7 @@ class _NvmlBackground:
             self._result = {k: missing(crash_reason(e)) for k in SECTION_KEYS["driver"]}, ()
 
     def result(self) -> tuple[Facts, tuple[Gpu, ...]]:
-        self._thread.join()
+        _join(self._thread)
         if self._result is None:
             return {k: missing("NVML probe thread ended without a result") for k in SECTION_KEYS["driver"]}, ()
         return self._result
