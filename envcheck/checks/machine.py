@@ -54,6 +54,11 @@ def runtime_ran(env: Environment, section: str) -> bool:
     return not (f.reason or "").startswith("not run")
 
 
+def not_run_reason(env: Environment, section: str) -> str:
+    """Why a runtime section did not run, as recorded (``envcheck probe`` skips them; a snapshot may hold none)."""
+    return env.fact(section, "error").reason or "not run"
+
+
 def variables(env: Environment) -> dict[str, str]:
     v = env.get("env", "variables")
     return v if isinstance(v, dict) else {}

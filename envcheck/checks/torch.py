@@ -237,7 +237,7 @@ def check_import(env: Environment) -> Check:
     if not env.get("torch", "installed"):
         return Check("torch.import", "skip", title, "PyTorch is not installed")
     if not machine.runtime_ran(env, "torch_runtime"):
-        return Check("torch.import", "skip", title, "not run (envcheck probe skips runtime probes)")
+        return Check("torch.import", "skip", title, machine.not_run_reason(env, "torch_runtime"))
     if env.get("torch_runtime", "import_ok"):
         secs = env.get("torch_runtime", "import_s")
         return Check("torch.import", "pass", title,
@@ -268,7 +268,7 @@ def check_cuda_available(env: Environment) -> Check:
     if env.get("torch", "build") != "cuda":
         return Check(cid, "skip", title, "not a CUDA build of torch")
     if not machine.runtime_ran(env, "torch_runtime"):
-        return Check(cid, "skip", title, "not run (envcheck probe skips runtime probes)")
+        return Check(cid, "skip", title, machine.not_run_reason(env, "torch_runtime"))
     avail = env.get("torch_runtime", "cuda_available")
     if avail is None:
         return Check(cid, "skip", title, f"unknown: {env.fact('torch_runtime', 'cuda_available').reason}")
@@ -303,7 +303,7 @@ def check_cuda_available(env: Environment) -> Check:
 def check_smoke(env: Environment) -> Check:
     title = "torch GPU op"
     if not machine.runtime_ran(env, "torch_runtime"):
-        return Check("torch.smoke", "skip", title, "not run (envcheck probe skips runtime probes)")
+        return Check("torch.smoke", "skip", title, machine.not_run_reason(env, "torch_runtime"))
     ok = env.get("torch_runtime", "smoke_ok")
     if ok is None:
         return Check("torch.smoke", "skip", title, f"not run: {env.fact('torch_runtime', 'smoke_ok').reason}")

@@ -234,7 +234,7 @@ def check_smoke(env: Environment) -> Check:
     if not _installed(env):
         return _skip("triton.smoke", title)
     if not machine.runtime_ran(env, "triton_runtime"):
-        return Check("triton.smoke", "skip", title, "not run (envcheck probe skips runtime probes)")
+        return Check("triton.smoke", "skip", title, machine.not_run_reason(env, "triton_runtime"))
     ok = env.get("triton_runtime", "smoke_ok")
     if ok is None:
         return Check("triton.smoke", "skip", title, env.fact("triton_runtime", "smoke_ok").reason or "not run")
