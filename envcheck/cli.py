@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import sys
 from collections.abc import Sequence
 
@@ -28,6 +29,8 @@ def _positive_float(value: str) -> float:
         x = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not math.isfinite(x):
+        raise argparse.ArgumentTypeError(f"must be a finite number: {value!r}")
     if not x > 0:
         raise argparse.ArgumentTypeError(f"must be positive: {value!r}")
     return x
@@ -57,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("probe", help="facts about the machine, fast (no torch import)")
     p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--replay", metavar="SNAPSHOT", help="probe the machine recorded by envcheck snapshot instead")
     p.set_defaults(handler="envcheck.commands.probe:main")
 
     p = sub.add_parser("check", help="facts plus health checks with fixes (exit 1 when a check fails)")
@@ -64,7 +68,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=_positive_float, default=120.0, metavar="S",
                    help="limit for each isolated runtime probe in seconds (default: 120)")
     p.add_argument("--out", metavar="FILE", help="also write the check report JSON to FILE (never overwritten)")
+    p.add_argument("--replay", metavar="SNAPSHOT", help="check the machine recorded by envcheck snapshot instead")
+    p.add_argument("--anonymize", action="store_true",
+                   help="replace host and user names, addresses, GPU UUIDs and serials with stable pseudonyms")
     p.set_defaults(handler="envcheck.commands.check:main")
+
+    p = sub.add_parser("snapshot", help="record what the probes read on this machine, to replay anywhere")
+    p.add_argument("--out", metavar="FILE", help="where to write it (default: envcheck-snapshot-<host>-<time>.json; "
+                                                 "never overwritten)")
+    p.add_argument("--anonymize", action="store_true",
+                   help="replace host and user names, addresses, GPU UUIDs and serials with stable pseudonyms")
+    p.add_argument("--timeout", type=_positive_float, default=120.0, metavar="S",
+                   help="limit for each isolated runtime probe in seconds (default: 120)")
+    p.set_defaults(handler="envcheck.commands.snapshot:main")
 
     p = sub.add_parser("run", help="probes, checks and the benchmark suite; writes a dated report")
     p.add_argument("--quick", action="store_true", help="reduced suite (under a minute on an H100)")

@@ -83,7 +83,8 @@ WSL_OK = {
                                                          "libnvidia-ml.so.1"],
     "wsl.libcuda_symlinks": [{"path": "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "target": f"{WSL_LIB}/libcuda.so.1",
                               "ok": True}],
-    "wsl.loader_path_has_wsl_lib": True, "wsl.linux_driver_in_wsl": [],
+    "wsl.loader_path_has_wsl_lib": True, "wsl.loader_shadows": [], "wsl.linux_driver_in_wsl": [],
+    "wsl.linux_driver_packages": [], "wsl.nvidia_smi_path": f"{WSL_LIB}/nvidia-smi", "wsl.nvidia_smi_on_path": True,
 }
 
 
@@ -95,7 +96,7 @@ def test_not_wsl_is_one_skip() -> None:
 def test_healthy_wsl2_passes() -> None:
     checks = wsl.checks(env_with(**WSL_OK))
     assert [c.id for c in checks] == ["wsl.version", "wsl.dxg", "wsl.loader_path", "wsl.libcuda_symlinks",
-                                      "wsl.linux_driver"]
+                                      "wsl.linux_driver", "wsl.nvidia_smi"]
     assert all(c.status == "pass" for c in checks), checks
 
 
@@ -109,7 +110,7 @@ def test_healthy_wsl2_passes() -> None:
      "wsl.libcuda_symlinks", "fail", "-> /usr/lib/wsl/lib/libcuda.so.1.1 (target missing)",
      "sudo ln -sf /usr/lib/wsl/lib/libcuda.so.1 /usr/lib/x86_64-linux-gnu/libcuda.so.1"),
     ({"wsl.libcuda_symlinks": [{"path": f"{WSL_LIB}/libcuda.so.1", "target": None, "ok": False}]},
-     "wsl.libcuda_symlinks", "warn", "is not a symbolic link", "mklink libcuda.so.1 libcuda.so.1.1"),
+     "wsl.libcuda_symlinks", "warn", "is not a symbolic link", "sudo ln -sf libcuda.so.1.1 libcuda.so.1"),
     ({"wsl.linux_driver_in_wsl": ["/usr/lib/x86_64-linux-gnu/libcuda.so.1 is a Linux driver library (not a link to "
                                   "/usr/lib/wsl/lib)", "/proc/driver/nvidia exists"]},
      "wsl.linux_driver", "fail", "a Linux NVIDIA driver is installed inside WSL2", "sudo apt purge 'nvidia-driver-*'"),
@@ -152,3 +153,28 @@ def test_cuda_launch_blocking(value: str | None, status: str) -> None:
 
 def test_env_checks_skip_without_variables() -> None:
     assert env_checks.checks(env_with(**{"env.variables": missing("probe crashed: KeyError")})) == []
+
+
+# --------------------------------------------------------------------------- NVML failures under WSL2: the cause, not a guess
+
+@pytest.mark.parametrize(("change", "finding", "fix"), [
+    ({"wsl.loader_path_has_wsl_lib": False}, "libnvidia-ml.so.1 is in /usr/lib/wsl/lib but the loader does not search",
+     "echo /usr/lib/wsl/lib | sudo tee /etc/ld.so.conf.d/ld.wsl.conf && sudo ldconfig"),
+    ({"wsl.lib_dir_files": ["libcuda.so.1"]}, "no libnvidia-ml.so.1 in /usr/lib/wsl/lib",
+     "install the current NVIDIA driver on Windows"),
+    ({"wsl.linux_driver_in_wsl": ["package nvidia-utils-510 is installed"],
+      "wsl.linux_driver_packages": ["nvidia-utils-510"]},
+     "a Linux NVIDIA driver inside WSL2 answers instead", "sudo apt purge nvidia-utils-510 && sudo apt autoremove"),
+])
+def test_wsl_nvml_library_failures_name_their_cause(change: dict[str, Any], finding: str, fix: str) -> None:
+    env = env_with(**{**WSL_OK, "driver.nvml_error": "NVML Shared Library Not Found", **change})
+    c = driver.check_nvml(env)
+    assert c.status == "fail" and finding in c.finding and c.fix.startswith(fix), c
+
+
+def test_nvml_crash_in_init_is_one_red_line_with_a_reinstall() -> None:
+    env = env_with(**{"driver.nvml_error": "the NVML probe process crashed with SIGSEGV in nvmlInit",
+                      "driver.nvml_process_error": "crashed with SIGSEGV in nvmlInit"})
+    c = driver.check_nvml(env)
+    assert c.status == "fail" and c.finding.startswith("NVML crashed with SIGSEGV in nvmlInit: envcheck read it in a")
+    assert driver.check_gpus(env).status == "skip"

@@ -101,7 +101,20 @@ def test_driver_compat(torch_cuda: str, driver_cuda: str, status: str, words: st
     assert words in c.finding
     if status != "pass":
         need = cv.min_driver(cv.parse(torch_cuda))
-        assert need in c.fix and "reboot" in c.fix
+        # The H200 report was taken in a docker container: the driver to upgrade is the host's.
+        assert need in c.fix and "on the host" in c.fix and "restart the container" in c.fix
+
+
+@pytest.mark.parametrize(("container", "words"), [
+    ("none", "(Ubuntu: sudo ubuntu-drivers install), then reboot"),
+    ("docker", "on the host to 530.30.02 or newer (a container uses the host's driver), then restart the container"),
+    ("kubernetes", "on the node to 530.30.02 or newer (a pod uses its node's driver"),
+])
+def test_driver_fix_names_where_the_driver_lives(container: str, words: str) -> None:
+    c = torch_checks.check_driver_compat(env_with(**{"torch.cuda_version": "12.1", "driver.cuda_driver_version": "11.4",
+                                                     "system.container": container}))
+    assert c.status == "fail" and words in c.fix
+    assert c.fix.endswith("/whl/cu118 (CUDA 11.8 runs on this CUDA 11.4 driver by minor-version compatibility)")
 
 
 def test_driver_too_old_offers_the_wheel_the_driver_runs() -> None:

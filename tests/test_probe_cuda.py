@@ -265,3 +265,35 @@ def test_real_host_env_probe() -> None:
     variables = probe_env(default_host())["variables"].value
     assert isinstance(variables, dict)
     assert all(envvars.is_relevant(name) for name in variables)
+
+
+# --------------------------------------------------------------------------- -lcuda for Triton's launcher
+
+WSL_CACHE = "\tlibcuda.so.1 (libc6,x86-64) => /usr/lib/wsl/lib/libcuda.so.1\n"
+
+
+def test_libcuda_link_found_beside_the_cached_libcuda() -> None:
+    host = FakeHost(files={"/usr/lib/wsl/lib/libcuda.so.1": "", "/usr/lib/wsl/lib/libcuda.so": ""})
+    facts = probe_cuda(host, cache=LdCache(libs=parse_ldconfig(WSL_CACHE, "x86_64")))
+    assert facts["triton_libcuda_dirs"].value == ["/usr/lib/wsl/lib"]
+    assert facts["libcuda_link"].value == "/usr/lib/wsl/lib/libcuda.so"
+
+
+def test_libcuda_link_missing_names_every_folder_searched() -> None:
+    host = FakeHost(files={"/usr/lib/wsl/lib/libcuda.so.1": ""}, environ={"LIBRARY_PATH": "/opt/stubs"})
+    facts = probe_cuda(host, cache=LdCache(libs=parse_ldconfig(WSL_CACHE, "x86_64")))
+    reason = facts["libcuda_link"].reason
+    assert reason.startswith("no libcuda.so in /opt/stubs, /usr/lib/wsl/lib, /usr/local/lib")
+    assert reason.endswith(": linking with -lcuda fails")
+
+
+def test_triton_finds_libcuda_only_through_the_cache_or_ld_library_path() -> None:
+    # Present in a standard folder, but neither cached nor on LD_LIBRARY_PATH: Triton asserts.
+    host = FakeHost(files={"/usr/lib/wsl/lib/libcuda.so.1": "", "/usr/lib/wsl/lib/libcuda.so": ""})
+    facts = probe_cuda(host, cache=LdCache(libs={}))
+    assert facts["libcuda_path"].value == "/usr/lib/wsl/lib/libcuda.so.1"
+    assert facts["triton_libcuda_dirs"].reason == "no libcuda.so.1 in `ldconfig -p` or LD_LIBRARY_PATH"
+    assert "libcuda.so cannot found!" in facts["libcuda_link"].reason
+    with_env = FakeHost(files={"/usr/lib/wsl/lib/libcuda.so.1": "", "/usr/lib/wsl/lib/libcuda.so": ""},
+                        environ={"LD_LIBRARY_PATH": "/usr/lib/wsl/lib"})
+    assert probe_cuda(with_env, cache=LdCache(libs={}))["libcuda_link"].ok

@@ -104,7 +104,7 @@ def test_probe_not_installed_names_the_interpreter() -> None:
     facts = probe_torch(FakeHost(), lookup=lambda name: None)
     assert facts["installed"].value is False
     assert set(facts) == set(TORCH_KEYS)
-    assert all(PY in facts[k].reason for k in TORCH_KEYS if k != "installed")
+    assert all(PY in facts[k].reason for k in TORCH_KEYS if k not in ("installed", "shadowed_by"))
 
 
 def test_probe_unreadable_version_py_still_uses_the_tag() -> None:
@@ -203,3 +203,27 @@ def test_runtime_on_this_machine_really_isolated() -> None:
         assert facts["smoke_ok"].value is True
     else:
         assert facts["smoke_ok"].reason == NO_CUDA_DEVICE
+
+
+# --------------------------------------------------------------------------- a torch shadowed on PYTHONPATH
+
+
+def test_a_torch_package_on_pythonpath_shadows_the_installed_one() -> None:
+    host = FakeHost(files={"/home/u/src/torch/__init__.py": "", f"{SITE}/torch/version.py": "__version__ = '2.7.1'\n"},
+                    environ={"PYTHONPATH": "/home/u/src"})
+    facts = probe_torch(host, lookup=lambda name: _package("metadata_cu130.json"))
+    assert facts["shadowed_by"].value == "/home/u/src/torch"
+    assert facts["location"].value == f"{SITE}/torch"
+
+
+def test_a_bare_torch_folder_or_the_installed_one_on_pythonpath_is_no_shadow() -> None:
+    for files, path in (({"/home/u/data/torch/weights.pt": ""}, "/home/u/data"), ({}, SITE)):
+        host = FakeHost(files={**files, f"{SITE}/torch/__init__.py": ""}, environ={"PYTHONPATH": path})
+        facts = probe_torch(host, lookup=lambda name: _package("metadata_cu130.json"))
+        assert facts["shadowed_by"].reason == "no torch package on PYTHONPATH ahead of the installed one"
+
+
+def test_the_isolated_import_reports_where_torch_was_loaded_from() -> None:
+    out = ('@@envcheck-json@@ {"import_ok": true, "import_s": 0.5, "location": "/home/u/src/torch"}\n')
+    host = FakeHost(commands={PY: RunResult((PY,), 0, out, "", wall_s=1.0)})
+    assert probe_torch_runtime(host, timeout=60)["location"].value == "/home/u/src/torch"

@@ -243,3 +243,33 @@ def test_real_host_wsl_probe() -> None:
     facts = probe_wsl(default_host())
     assert_contract(facts)
     assert isinstance(facts["is_wsl"].value, bool)
+
+
+# --------------------------------------------------------------------------- loader shadows, nvidia-smi, packages
+
+
+def test_ld_library_path_folder_with_a_linux_libnvidia_ml_shadows_the_windows_one() -> None:
+    host = wsl2_host(files={f"{STD}/libnvidia-ml.so.525.105.17": ""}, environ={"LD_LIBRARY_PATH": f":{STD}"})
+    host.links[f"{STD}/libnvidia-ml.so.1"] = "libnvidia-ml.so.525.105.17"
+    facts = probe_wsl(host)
+    assert facts["loader_shadows"].value == [
+        {"soname": "libnvidia-ml.so.1", "path": f"{STD}/libnvidia-ml.so.1", "folder": STD}]
+
+
+def test_wsl_lib_first_on_ld_library_path_shadows_nothing() -> None:
+    host = wsl2_host(files={f"{STD}/libnvidia-ml.so.1": ""}, environ={"LD_LIBRARY_PATH": f"{WSL_LIB}:{STD}"})
+    assert probe_wsl(host)["loader_shadows"].value == []
+
+
+def test_nvidia_smi_off_path_is_found_in_the_wsl_folder() -> None:
+    on = probe_wsl(wsl2_host())
+    assert on["nvidia_smi_path"].value == f"{WSL_LIB}/nvidia-smi" and on["nvidia_smi_on_path"].value is True
+    off = probe_wsl(wsl2_host(environ={"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}))
+    assert off["nvidia_smi_path"].value == f"{WSL_LIB}/nvidia-smi" and off["nvidia_smi_on_path"].value is False
+
+
+def test_installed_linux_driver_packages_are_named() -> None:
+    dpkg = "libnvidia-compute-510\tii \nnvidia-utils-510\tii \nnvidia-driver-535\tun \n"
+    facts = probe_wsl(wsl2_host(dpkg=dpkg))
+    assert facts["linux_driver_packages"].value == ["libnvidia-compute-510", "nvidia-utils-510"]
+    assert any("nvidia-utils-510" in e for e in facts["linux_driver_in_wsl"].value)

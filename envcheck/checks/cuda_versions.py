@@ -74,6 +74,36 @@ def wheel_for_driver(driver_cuda: Version) -> Version | None:
     return fitting[-1] if fitting else None
 
 
+def compat_wheel_for_driver(driver_cuda: Version) -> Version | None:
+    """The torch CUDA build to install under this driver: the newest it runs outright, else the
+    oldest build of the driver's CUDA major, which runs by minor-version compatibility (a CUDA 11.4
+    driver runs cu118 wheels: CUDA Compatibility guide; PTX JIT of newer code excepted)."""
+    exact = wheel_for_driver(driver_cuda)
+    if exact is not None:
+        return exact
+    same_major = [w for w in WHEEL_CUDA if w[0] == driver_cuda[0]]
+    return same_major[0] if same_major else None
+
+
+def install_for_driver(driver_cuda: Version, force: bool = True) -> str | None:
+    """The pip command for the build :func:`compat_wheel_for_driver` picks, saying so when it relies on
+    minor-version compatibility; None when no build runs under this driver."""
+    wheel = compat_wheel_for_driver(driver_cuda)
+    if wheel is None:
+        return None
+    cmd = pip_install(wheel, force=force)
+    if wheel > driver_cuda:
+        cmd += f" (CUDA {text(wheel)} runs on this CUDA {text(driver_cuda)} driver by minor-version compatibility)"
+    return cmd
+
+
+def pick_index_by_hand() -> str:
+    """The install command when the driver's CUDA version is unknown: which index to take, not a guess."""
+    tags = ", ".join(tag(w) for w in WHEEL_CUDA)
+    return (f"pip install --force-reinstall torch --index-url {INDEX_URL.format(tag='cu<XY>')}, cu<XY> the newest of "
+            f"{tags} at or below the CUDA version `nvidia-smi` prints (the driver's CUDA is not known here)")
+
+
 def min_driver(cuda: Version) -> str | None:
     """Oldest driver for CUDA ``cuda`` (the exact release or the next one listed)."""
     for v in sorted(MIN_DRIVER):

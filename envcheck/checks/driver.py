@@ -9,14 +9,68 @@ says plainly "no NVIDIA driver" or "no GPU". Everything that needs a GPU then re
 
 from __future__ import annotations
 
-from envcheck.checks import machine
+from envcheck.checks import machine, wsl
 from envcheck.model import Check, Environment
 
 TITLE_NVML = "NVIDIA driver (NVML)"
 TITLE_GPUS = "NVIDIA GPUs"
 
 
-def _nvml_failure(err: str, wsl: bool) -> Check:
+def _nvml_process_failure(what: str, env: Environment) -> Check:
+    """The child that read NVML crashed or hung: the library itself is broken or the GPU is stuck."""
+    hung = what.startswith("hung")
+    finding = (f"NVML {what}: envcheck read it in a separate process, which it killed; nvidia-smi and every CUDA "
+               "program load the same library")
+    if hung:
+        fix = ("a GPU stuck in a bad state hangs NVML: sudo dmesg | grep -iE 'nvrm|xid' shows why; reboot"
+               if not machine.is_wsl(env) else
+               "a GPU stuck in a bad state hangs NVML: `wsl --shutdown` from Windows, then update the NVIDIA driver on "
+               "Windows if it happens again")
+    elif machine.is_wsl(env):
+        fix = ("reinstall the NVIDIA driver on Windows (clean install of the current one: a crashing libnvidia-ml is a "
+               "known fault of some drivers under WSL2, microsoft/WSL#11277), then `wsl --shutdown` from Windows")
+    else:
+        fix = ("reinstall the NVIDIA driver (Ubuntu: sudo apt install --reinstall nvidia-driver-<version>, or the .run "
+               "installer again), then reboot; `nvidia-smi` crashes the same way until then")
+    return Check("driver.nvml", "fail", TITLE_NVML, finding, fix=fix)
+
+
+def _wsl_nvml_failure(err: str, env: Environment) -> Check | None:
+    """Under WSL2 the cause is usually visible in the wsl facts: say that one, not a generic guess."""
+    if wsl.shadows(env):
+        return Check("driver.nvml", "fail", TITLE_NVML,
+                     f"NVML cannot start: {err} (LD_LIBRARY_PATH loads another driver's libraries: see the WSL2 loader "
+                     "check)", fix=wsl.shadow_fix(env))
+    if wsl.linux_driver_evidence(env):
+        return Check("driver.nvml", "fail", TITLE_NVML,
+                     f"NVML cannot start: {err} (a Linux NVIDIA driver inside WSL2 answers instead of the Windows one)",
+                     fix=wsl.purge_fix(env))
+    low = err.lower()
+    if "library not found" in low or "shared library" in low:
+        files = env.get("wsl", "lib_dir_files")
+        if isinstance(files, list) and "libnvidia-ml.so.1" in files and env.get("wsl", "loader_path_has_wsl_lib") is False:
+            return Check("driver.nvml", "fail", TITLE_NVML,
+                         f"libnvidia-ml.so.1 is in {wsl.WSL_LIB} but the loader does not search there ({err})",
+                         fix=wsl.LOADER_FIX)
+        if env.get("wsl", "lib_dir_present") is True:
+            return Check("driver.nvml", "fail", TITLE_NVML,
+                         f"no libnvidia-ml.so.1 in {wsl.WSL_LIB} ({err}): the Windows driver is too old for WSL2 or "
+                         "incompletely installed", fix=wsl.WINDOWS_DRIVER_FIX)
+        return None
+    if "blocked by the operating system" in low:
+        return Check("driver.nvml", "fail", TITLE_NVML,
+                     f"NVML cannot start: {err} (the Windows driver refuses WSL2 access to this GPU)",
+                     fix="update the NVIDIA driver on Windows and WSL itself (`wsl --update`), then `wsl --shutdown`; a "
+                         "GPU in TCC mode or a data-center GPU without WSL support stays blocked")
+    return None
+
+
+def _nvml_failure(err: str, env: Environment) -> Check:
+    wsl_ = machine.is_wsl(env)
+    if wsl_ and "nvidia-ml-py" not in err.lower():
+        found = _wsl_nvml_failure(err, env)
+        if found is not None:
+            return found
     low = err.lower()
     if "mismatch" in low:
         return Check(
@@ -28,12 +82,11 @@ def _nvml_failure(err: str, wsl: bool) -> Check:
     if "library not found" in low or "shared library" in low or "not installed" in low:
         if "nvidia-ml-py" in low:
             return Check("driver.nvml", "fail", TITLE_NVML, f"NVML cannot start: {err}", fix="pip install nvidia-ml-py")
-        if wsl:
+        if wsl_:
             return Check(
                 "driver.nvml", "fail", TITLE_NVML,
                 f"no NVIDIA driver visible in WSL2: libnvidia-ml.so.1 not found ({err})",
-                fix="install the NVIDIA driver on Windows (it provides /usr/lib/wsl/lib inside WSL2; never install a "
-                    "Linux driver inside WSL2), then `wsl --shutdown` from Windows",
+                fix=wsl.WINDOWS_DRIVER_FIX,
             )
         return Check(
             "driver.nvml", "fail", TITLE_NVML,
@@ -61,8 +114,11 @@ def _nvml_failure(err: str, wsl: bool) -> Check:
 
 def check_nvml(env: Environment) -> Check:
     err = machine.nvml_error(env)
+    process = env.get("driver", "nvml_process_error")
+    if isinstance(process, str) and (err or env.get("driver", "driver_version") is None):
+        return _nvml_process_failure(process, env)
     if err:
-        return _nvml_failure(err, machine.is_wsl(env))
+        return _nvml_failure(err, env)
     version = env.get("driver", "driver_version")
     if version is None:
         return Check("driver.nvml", "skip", TITLE_NVML,
@@ -76,6 +132,11 @@ def check_gpus(env: Environment) -> Check:
     if machine.nvml_error(env):
         return Check("driver.gpus", "skip", TITLE_GPUS, "NVML unavailable: see the driver check")
     count = machine.gpu_count(env)
+    process = env.get("driver", "nvml_process_error")
+    if count == 0 and isinstance(process, str):
+        return Check("driver.gpus", "fail", TITLE_GPUS, f"GPUs not read: the NVML probe process {process}",
+                     fix="nvidia-smi (the same library: if it crashes or hangs too, the driver install is at fault); "
+                         "`sudo dmesg | grep -iE 'nvrm|xid'`")
     if count == 0:
         fact = env.fact("driver", "gpu_count")
         if fact.reason and not fact.reason.startswith("NVML"):
@@ -90,11 +151,20 @@ def check_gpus(env: Environment) -> Check:
     what = f"{count} GPU{'s' if count != 1 else ''}" + (f": {', '.join(names)}" if names else "")
     if lost:
         first = lost[0]
+        if isinstance(env.get("driver", "nvml_process_error"), str) and machine.is_wsl(env):
+            fix = ("update the NVIDIA driver on Windows (some drivers' libnvidia-ml crashes under WSL2: "
+                   f"microsoft/WSL#11277), then `wsl --shutdown` from Windows; nvidia-smi -q -i {first.index} crashes "
+                   "the same way until then")
+        elif isinstance(env.get("driver", "nvml_process_error"), str):
+            fix = (f"nvidia-smi -q -i {first.index} (the same library: if it crashes or hangs too, the driver install or "
+                   "this GPU is at fault); `sudo dmesg | grep -iE 'nvrm|xid'`")
+        else:
+            fix = (f"nvidia-smi -q -i {first.index}; `sudo dmesg | grep -i xid` (Xid 79: fell off the bus: reboot, "
+                   "then reseat or replace it if it recurs)")
         return Check(
             "driver.gpus", "fail", TITLE_GPUS,
             f"{what}; {len(lost)} cannot be queried (GPU {first.index}: {first.lost})",
-            fix=f"nvidia-smi -q -i {first.index}; `sudo dmesg | grep -i xid` (Xid 79: fell off the bus: reboot, "
-                "then reseat or replace it if it recurs)",
+            fix=fix,
         )
     return Check("driver.gpus", "pass", TITLE_GPUS, what)
 

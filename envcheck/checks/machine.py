@@ -54,16 +54,38 @@ def runtime_ran(env: Environment, section: str) -> bool:
     return not (f.reason or "").startswith("not run")
 
 
+def not_run_reason(env: Environment, section: str) -> str:
+    """Why a runtime section did not run, as recorded (``envcheck probe`` skips them; a snapshot may hold none)."""
+    return env.fact(section, "error").reason or "not run"
+
+
 def variables(env: Environment) -> dict[str, str]:
     v = env.get("env", "variables")
     return v if isinstance(v, dict) else {}
 
 
-def driver_fix(cuda: cuda_versions.Version, wsl: bool) -> str:
-    """How to get a driver that runs CUDA ``cuda``."""
+def container(env: Environment) -> str | None:
+    """``docker``, ``podman``, ``kubernetes`` or ``lxc`` when envcheck runs in a container, else None."""
+    found = env.get("system", "container")
+    return found if isinstance(found, str) and found not in ("", "none") else None
+
+
+def driver_fix(cuda: cuda_versions.Version, wsl: bool, in_container: str | None = None) -> str:
+    """How to get a driver that runs CUDA ``cuda``. Under WSL2 the driver is Windows'; in a container
+    it is the host's (nothing installed inside the container changes it)."""
     need = cuda_versions.min_driver(cuda)
     at_least = f" {need} or newer" if need else " a newer one"
     if wsl:
         return (f"update the NVIDIA driver on Windows (not inside WSL) to{at_least}, then run `wsl --shutdown` "
                 "from Windows")
+    if in_container == "kubernetes":
+        return (f"upgrade the NVIDIA driver on the node to{at_least} (a pod uses its node's driver: on a managed "
+                "cluster such as GKE, a node image or driver installer that has it), then restart the pod")
+    if in_container:
+        return (f"upgrade the NVIDIA driver on the host to{at_least} (a container uses the host's driver), then "
+                "restart the container")
     return f"upgrade the NVIDIA driver to{at_least} (Ubuntu: sudo ubuntu-drivers install), then reboot"
+
+
+def driver_fix_for(env: Environment, cuda: cuda_versions.Version) -> str:
+    return driver_fix(cuda, is_wsl(env), container(env))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
 
 from envcheck.checks import cuda_versions as cv
@@ -28,8 +29,9 @@ def check_installed(env: Environment) -> Check:
         what = f"{_version(env)} ({build} build{', CUDA ' + cuda if cuda else ''})" if build else _version(env)
         return Check("torch.installed", "pass", title, f"{what} at {env.get('torch', 'location')}")
     reason = env.fact("torch", "version").reason or "not installed"
-    wheel = cv.wheel_for_driver(machine.driver_cuda(env) or (0, 0)) if machine.has_gpu(env) else None
-    fix = cv.pip_install(wheel, force=False) if wheel else "pip install torch"
+    driver_cuda = machine.driver_cuda(env)
+    fix = (cv.install_for_driver(driver_cuda, force=False) if driver_cuda and machine.has_gpu(env) else None) \
+        or "pip install torch"
     return Check("torch.installed", "warn", title, f"{reason}: envcheck run needs it to benchmark",
                  fix=fix)
 
@@ -45,9 +47,11 @@ def check_cpu_build(env: Environment) -> Check:
         return Check("torch.cpu_build_with_gpu", "skip", title,
                      f"{_version(env)} is a CPU-only build, and no NVIDIA GPU is visible")
     driver_cuda = machine.driver_cuda(env)
-    wheel = cv.wheel_for_driver(driver_cuda) if driver_cuda else None
     drv = f"driver {env.get('driver', 'driver_version')} (CUDA {cv.text(driver_cuda)})" if driver_cuda else "a driver"
-    fix = cv.pip_install(wheel) if wheel else cv.pip_install(cv.WHEEL_CUDA[-1]) + " (after a driver upgrade)"
+    if driver_cuda is None:
+        fix = cv.pick_index_by_hand()
+    else:
+        fix = cv.install_for_driver(driver_cuda) or cv.pip_install(cv.WHEEL_CUDA[-1]) + " (after a driver upgrade)"
     return Check(
         "torch.cpu_build_with_gpu", "fail", title,
         f"{_version(env)} is a CPU-only build on a machine with {machine.gpu_count(env)} NVIDIA GPU(s) and {drv}",
@@ -68,20 +72,33 @@ def check_driver_compat(env: Environment) -> Check:
     need = f"{_version(env)} is built for CUDA {cv.text(torch_cuda)}"
     if torch_cuda <= driver_cuda:
         return Check(cid, "pass", title, f"{drv}; {need}")
-    wsl = machine.is_wsl(env)
     wheel = cv.wheel_for_driver(driver_cuda)
     if torch_cuda[0] > driver_cuda[0]:
         # No compatibility across CUDA majors: torch.cuda.is_available() is False
         # ("The NVIDIA driver on your system is too old").
-        alt = f"; or keep the driver and {cv.pip_install(wheel)}" if wheel else ""
+        install = cv.install_for_driver(driver_cuda)
+        alt = f"; or keep the driver and {install}" if install else ""
         return Check(cid, "fail", title, f"{drv}, but {need}: CUDA does not start (driver too old)",
-                     fix=machine.driver_fix(torch_cuda, wsl) + alt)
+                     fix=machine.driver_fix_for(env, torch_cuda) + alt)
     alt = f"; or {cv.pip_install(wheel)}" if wheel else ""
+    if _runtime_says_too_old(env):
+        # Minor-version compatibility did not carry: torch itself refused this driver.
+        return Check(cid, "fail", title, f"{drv}, but {need}: torch reports the driver too old and CUDA does not start",
+                     fix=machine.driver_fix_for(env, torch_cuda) + alt)
     return Check(
         cid, "warn", title,
         f"{drv}, but {need}: runs by CUDA minor-version compatibility, yet {MINOR_COMPAT_CAVEAT}",
-        fix=machine.driver_fix(torch_cuda, wsl) + alt,
+        fix=machine.driver_fix_for(env, torch_cuda) + alt,
     )
+
+
+def _runtime_text(env: Environment) -> str:
+    return " ".join(str(x) for x in [env.get("torch_runtime", "error") or "",
+                                     *(env.get("torch_runtime", "warnings") or [])])
+
+
+def _runtime_says_too_old(env: Environment) -> bool:
+    return "driver on your system is too old" in _runtime_text(env)
 
 
 _ARCH = re.compile(r"^(sm|compute)_(\d+?)(\d)([af]?)$")
@@ -148,7 +165,7 @@ def check_arch(env: Environment) -> list[Check]:
                 fix = cv.pip_install(wheel)
             else:
                 need = cv.LAST_WHEEL_FOR_OLD_ARCH if cc < (7, 5) else cv.arch_min_cuda(cc)
-                fix = f"{machine.driver_fix(need, machine.is_wsl(env))}; then {cv.pip_install(need)}"
+                fix = f"{machine.driver_fix_for(env, need)}; then {cv.pip_install(need)}"
             if kind == "ptx":
                 out.append(Check(cid, "warn", title,
                                  f"{who}; torch has only {entry} PTX for it: the driver JIT-compiles every kernel at "
@@ -158,6 +175,48 @@ def check_arch(env: Environment) -> list[Check]:
                                  f"{who}, not in {_version(env)}'s arch list ({listed}): CUDA kernels cannot run",
                                  fix=fix))
     return out
+
+
+def shadow(env: Environment) -> tuple[str, str] | None:
+    """(where ``import torch`` really loads torch from, the fix) when it is not the installed
+    distribution: a ``torch`` package on PYTHONPATH (seen without importing), or the folder the
+    isolated import reported."""
+    installed = env.get("torch", "location")
+    static = env.get("torch", "shadowed_by")
+    loaded = env.get("torch_runtime", "location")
+    where = None
+    if isinstance(loaded, str) and installed and posixpath.normpath(loaded) != posixpath.normpath(str(installed)):
+        where = loaded
+    elif isinstance(static, str):
+        where = static
+    if where is None:
+        return None
+    pythonpath = machine.variables(env).get("PYTHONPATH") or ""
+    entries = [e for e in pythonpath.split(":") if e]
+    folder = posixpath.dirname(where.rstrip("/"))
+    if folder in entries:
+        rest = [e for e in entries if e != folder]
+        fix = (f"unset PYTHONPATH (or drop {folder} from it: export PYTHONPATH={':'.join(rest)})" if rest
+               else "unset PYTHONPATH (and remove the line that sets it from ~/.bashrc)")
+    else:
+        fix = f"rename or remove {where} (python -c 'import torch; print(torch.__file__)' shows which torch loads)"
+    return where, fix
+
+
+def check_shadowed(env: Environment) -> Check:
+    title = "import torch loads the installed torch"
+    found = shadow(env)
+    if found is None:
+        loaded = env.get("torch_runtime", "location")
+        if isinstance(loaded, str):
+            return Check("torch.location", "pass", title, f"import torch loads {loaded}")
+        if not env.get("torch", "installed"):
+            return Check("torch.location", "skip", title, "PyTorch is not installed")
+        return Check("torch.location", "pass", title, f"nothing on PYTHONPATH hides {env.get('torch', 'location')}")
+    where, fix = found
+    installed = env.get("torch", "location")
+    what = f"the installed {_version(env)} at {installed}" if env.get("torch", "installed") else "no installed torch"
+    return Check("torch.location", "fail", title, f"import torch loads {where}, not {what}", fix=fix)
 
 
 def _details(env: Environment) -> str | None:
@@ -178,12 +237,17 @@ def check_import(env: Environment) -> Check:
     if not env.get("torch", "installed"):
         return Check("torch.import", "skip", title, "PyTorch is not installed")
     if not machine.runtime_ran(env, "torch_runtime"):
-        return Check("torch.import", "skip", title, "not run (envcheck probe skips runtime probes)")
+        return Check("torch.import", "skip", title, machine.not_run_reason(env, "torch_runtime"))
     if env.get("torch_runtime", "import_ok"):
         secs = env.get("torch_runtime", "import_s")
         return Check("torch.import", "pass", title,
                      f"imported in {secs:.1f} s" if isinstance(secs, (int, float)) else "imported")
     error = str(env.get("torch_runtime", "error") or "failed")
+    shadowed = shadow(env)
+    if shadowed is not None:
+        where, fix = shadowed
+        return Check("torch.import", "fail", title, f"import torch failed: {_first_line(error)} (it loads {where})",
+                     fix=fix, details=_details(env))
     if "timed out" in error:
         fix = ("nvidia-smi (a GPU stuck in a bad state hangs CUDA init: reboot); python -X importtime -c 'import torch' "
                "shows where the import waits")
@@ -204,7 +268,7 @@ def check_cuda_available(env: Environment) -> Check:
     if env.get("torch", "build") != "cuda":
         return Check(cid, "skip", title, "not a CUDA build of torch")
     if not machine.runtime_ran(env, "torch_runtime"):
-        return Check(cid, "skip", title, "not run (envcheck probe skips runtime probes)")
+        return Check(cid, "skip", title, machine.not_run_reason(env, "torch_runtime"))
     avail = env.get("torch_runtime", "cuda_available")
     if avail is None:
         return Check(cid, "skip", title, f"unknown: {env.fact('torch_runtime', 'cuda_available').reason}")
@@ -213,8 +277,7 @@ def check_cuda_available(env: Environment) -> Check:
         return Check(cid, "pass", title, f"torch.cuda.is_available() is True, {n} device(s)")
     if not machine.has_gpu(env):
         return Check(cid, "skip", title, "torch.cuda.is_available() is False, and NVML sees no GPU either")
-    text = " ".join(str(x) for x in [env.get("torch_runtime", "error") or "",
-                                     *(env.get("torch_runtime", "warnings") or [])])
+    text = _runtime_text(env)
     cvd = machine.variables(env).get("CUDA_VISIBLE_DEVICES")
     why = ""
     if cvd is not None and visible_devices_problem(cvd, machine.gpu_count(env)):
@@ -223,7 +286,9 @@ def check_cuda_available(env: Environment) -> Check:
     elif "too old" in text:
         why = ": the NVIDIA driver is too old for this torch"
         need = cv.parse(env.get("torch", "cuda_version")) or cv.WHEEL_CUDA[-1]
-        fix = machine.driver_fix(need, machine.is_wsl(env))
+        driver_cuda = machine.driver_cuda(env)
+        install = cv.install_for_driver(driver_cuda) if driver_cuda else None
+        fix = machine.driver_fix_for(env, need) + (f"; or keep the driver and {install}" if install else "")
     elif "unknown error" in text:
         why = ": CUDA initialization reported 'CUDA unknown error'"
         fix = ("sudo rmmod nvidia_uvm && sudo modprobe nvidia_uvm (the UVM module is often left broken after "
@@ -238,7 +303,7 @@ def check_cuda_available(env: Environment) -> Check:
 def check_smoke(env: Environment) -> Check:
     title = "torch GPU op"
     if not machine.runtime_ran(env, "torch_runtime"):
-        return Check("torch.smoke", "skip", title, "not run (envcheck probe skips runtime probes)")
+        return Check("torch.smoke", "skip", title, machine.not_run_reason(env, "torch_runtime"))
     ok = env.get("torch_runtime", "smoke_ok")
     if ok is None:
         return Check("torch.smoke", "skip", title, f"not run: {env.fact('torch_runtime', 'smoke_ok').reason}")
@@ -258,5 +323,5 @@ def check_smoke(env: Environment) -> Check:
 
 
 def checks(env: Environment) -> list[Check]:
-    return [check_installed(env), check_cpu_build(env), check_driver_compat(env), check_import(env),
-            check_cuda_available(env), *check_arch(env), check_smoke(env)]
+    return [check_installed(env), check_shadowed(env), check_cpu_build(env), check_driver_compat(env),
+            check_import(env), check_cuda_available(env), *check_arch(env), check_smoke(env)]

@@ -3,9 +3,12 @@ knows the GPU) and whether a kernel really compiles and runs."""
 
 from __future__ import annotations
 
+import posixpath
+
 from envcheck.checks import cuda_versions as cv
 from envcheck.checks import machine
 from envcheck.model import Check, Environment
+from envcheck.probes.cuda import WSL_LIB_DIR
 
 MIN_CC = (7, 0)  # Triton 3.x generates code for Volta and newer only
 
@@ -98,26 +101,63 @@ def headers_fix(env: Environment) -> str:
 
 
 def libcuda_fix(env: Environment) -> str:
+    """Make Triton find libcuda.so.1 (it asks `ldconfig -p`, then LD_LIBRARY_PATH)."""
     if machine.is_wsl(env):
-        return "export LD_LIBRARY_PATH=/usr/lib/wsl/lib:$LD_LIBRARY_PATH"
-    return "sudo ldconfig (or export TRITON_LIBCUDA_PATH=<folder holding libcuda.so.1>)"
+        from envcheck.checks.wsl import LOADER_FIX
+
+        return LOADER_FIX
+    path = env.get("cuda", "libcuda_path")
+    folder = posixpath.dirname(str(path)) if path else "<folder holding libcuda.so.1>"
+    return f"sudo ldconfig (or export TRITON_LIBCUDA_PATH={folder})"
+
+
+def link_fix(env: Environment) -> str:
+    """Give the linker the libcuda.so that ``-lcuda`` needs, beside the libcuda.so.1 Triton found."""
+    dirs = env.get("cuda", "triton_libcuda_dirs")
+    folder = str(dirs[0]) if isinstance(dirs, list) and dirs else posixpath.dirname(str(env.get("cuda", "libcuda_path")))
+    if machine.is_wsl(env) and folder == WSL_LIB_DIR:
+        files = env.get("wsl", "lib_dir_files")
+        real = "libcuda.so.1.1" if isinstance(files, list) and "libcuda.so.1.1" in files else "libcuda.so.1"
+        return f"cd {WSL_LIB_DIR} && sudo ln -sf {real} libcuda.so && sudo ldconfig"
+    return f"sudo ln -s libcuda.so.1 {folder}/libcuda.so && sudo ldconfig"
 
 
 def check_libcuda(env: Environment) -> Check:
+    """What Triton's launcher build needs from the driver: libcuda.so.1 found the way Triton looks for
+    it, and a libcuda.so beside it for ``-lcuda`` (torch.compile builds through Triton the same way)."""
     title = "libcuda for Triton"
     if not _installed(env):
         return _skip("triton.libcuda", title)
     path = env.get("cuda", "libcuda_path")
-    if path:
-        return Check("triton.libcuda", "pass", title, f"libcuda.so.1 resolves to {path}")
-    if not machine.has_gpu(env):
+    if not path and not machine.has_gpu(env):
         return Check("triton.libcuda", "skip", title, "no NVIDIA driver or GPU: see the driver check")
-    return Check(
-        "triton.libcuda", "fail", title,
-        f"libcuda.so.1 not found ({env.fact('cuda', 'libcuda_path').reason}): Triton fails with "
-        "'libcuda.so cannot found!'",
-        fix=libcuda_fix(env),
-    )
+    if not path:
+        return Check(
+            "triton.libcuda", "fail", title,
+            f"libcuda.so.1 not found ({env.fact('cuda', 'libcuda_path').reason}): Triton fails with "
+            "'libcuda.so cannot found!'",
+            fix=libcuda_fix(env),
+        )
+    cuda = env.sections.get("cuda", {})
+    if "triton_libcuda_dirs" not in cuda or "libcuda_link" not in cuda:
+        # A report from before envcheck looked at Triton's own search: libcuda.so.1 is what it knows.
+        return Check("triton.libcuda", "pass", title, f"libcuda.so.1 resolves to {path}")
+    if env.get("cuda", "triton_libcuda_dirs") is None:
+        return Check(
+            "triton.libcuda", "fail", title,
+            f"libcuda.so.1 is at {path}, but Triton looks only in `ldconfig -p` and LD_LIBRARY_PATH "
+            f"({env.fact('cuda', 'triton_libcuda_dirs').reason}): it fails with 'libcuda.so cannot found!'",
+            fix=libcuda_fix(env),
+        )
+    link = env.get("cuda", "libcuda_link")
+    if not link:
+        return Check(
+            "triton.libcuda", "fail", title,
+            f"libcuda.so.1 is at {path}, but {env.fact('cuda', 'libcuda_link').reason}: Triton and torch.compile "
+            "stop with '/usr/bin/ld: cannot find -lcuda'",
+            fix=link_fix(env),
+        )
+    return Check("triton.libcuda", "pass", title, f"libcuda.so.1 resolves to {path}; -lcuda links {link}")
 
 
 def _ptxas_for(env: Environment, sm: int) -> tuple[int | None, str | None, str]:
@@ -173,6 +213,12 @@ def _smoke_fix(error: str, env: Environment) -> str:
         return "sudo apt install build-essential (or export CC=/path/to/gcc)"
     if "python.h" in low:
         return headers_fix(env)
+    if "cannot find -lcuda" in low:
+        if not env.get("cuda", "libcuda_link"):
+            return link_fix(env)
+        # The libcuda.so is there but this Triton's search missed it (Triton 2.0 used `whereis`,
+        # which never looks in /usr/lib/wsl/lib): gcc also searches LIBRARY_PATH for -l.
+        return f"export LIBRARY_PATH={posixpath.dirname(str(env.get('cuda', 'libcuda_link')))}:$LIBRARY_PATH"
     if "libcuda" in low:
         return libcuda_fix(env)
     if "ptxas" in low or "ptx" in low:
@@ -188,7 +234,7 @@ def check_smoke(env: Environment) -> Check:
     if not _installed(env):
         return _skip("triton.smoke", title)
     if not machine.runtime_ran(env, "triton_runtime"):
-        return Check("triton.smoke", "skip", title, "not run (envcheck probe skips runtime probes)")
+        return Check("triton.smoke", "skip", title, machine.not_run_reason(env, "triton_runtime"))
     ok = env.get("triton_runtime", "smoke_ok")
     if ok is None:
         return Check("triton.smoke", "skip", title, env.fact("triton_runtime", "smoke_ok").reason or "not run")

@@ -2,6 +2,8 @@
 
 Exit status 0 when no check fails (warnings allowed), 1 when one does: scripts can gate GPU
 work on it. ``--out`` writes the report JSON and never replaces an existing file.
+``--replay SNAPSHOT`` checks a machine recorded by ``envcheck snapshot`` instead of this one;
+``--anonymize`` replaces what identifies the machine and its users (``envcheck/anonymize.py``).
 """
 
 from __future__ import annotations
@@ -26,15 +28,39 @@ def _check_out(path: str | None) -> Path | None:
     return p
 
 
+def seams(args: argparse.Namespace) -> tuple[object | None, object | None, str | None]:
+    """(host, nvml, host name) to probe: this machine (None, None, None) or a ``--replay`` snapshot."""
+    path = getattr(args, "replay", None)
+    if not path:
+        return None, None, None
+    from envcheck import snapshot
+
+    try:
+        snap = snapshot.load(path)
+    except snapshot.SnapshotError as e:
+        raise UsageError(str(e)) from None
+    host, nvml = snapshot.replay(snap)
+    return host, nvml, snap.hostname
+
+
 def main(args: argparse.Namespace) -> int:
     from envcheck import model
     from envcheck.checks import evaluate
     from envcheck.probes.collect import collect, new_report
 
     out = _check_out(getattr(args, "out", None))
-    env = collect(runtime=True, timeout=args.timeout)
+    host, nvml, hostname = seams(args)
+    env = collect(host=host, nvml=nvml, runtime=True, timeout=args.timeout)  # type: ignore[arg-type]
     checks = evaluate(env)
-    report = new_report("check", env, checks)
+    report = new_report("check", env, checks, host=hostname)
+    if getattr(args, "anonymize", False):
+        from envcheck.anonymize import for_this_machine
+
+        try:
+            report = for_this_machine(report.host).report(report)
+        except OSError as e:
+            raise UsageError(f"cannot read or make the anonymisation key: {e}") from None
+        env, checks = report.environment, report.checks
     text = model.dumps(report)
     if out is not None:
         try:

@@ -5,9 +5,13 @@ written never to) turns into ``missing("probe crashed: ...")`` for that section'
 the other sections still come back. Every key of the fact contract is present in every
 section, as a value or a reason.
 
-The two runtime probes (torch and Triton, each a subprocess that may take seconds) run in
-threads while the fast probes read files and NVML, so ``envcheck check`` costs about as
-long as the slower of the two children.
+NVML (a child process: a broken libnvidia-ml may segfault or hang) and the two runtime probes
+(torch and Triton, each a subprocess that may take seconds) run in threads while the fast
+probes read files, so ``envcheck probe`` costs about as long as the slower of NVML and the
+file probes, and ``envcheck check`` as long as the slower of the two runtime children.
+
+Ctrl-C reaches the main thread only: collect then kills every probe child still running
+(``host.terminate_children``) before letting the interrupt go on.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from datetime import datetime, timezone
 from envcheck import __version__
 from envcheck.model import Bench, Check, Environment, Facts, Gpu, Report, missing
 from envcheck.probes import torch_probe, triton_probe
-from envcheck.probes.host import Host, default_host
+from envcheck.probes.host import Host, default_host, terminate_children
 
 # The fact key contract: every key below is present in its section after collect().
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
@@ -29,9 +33,12 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
                "cpu_cores_physical", "ram_total_bytes", "ram_available_bytes", "disk_path", "disk_free_bytes",
                "python_version", "python_executable", "python_env", "python_env_path", "container"),
     "wsl": ("is_wsl", "wsl_version", "distro_name", "dxg_present", "lib_dir_present", "lib_dir_files",
-            "libcuda_symlinks", "loader_path_has_wsl_lib", "linux_driver_in_wsl"),
-    "driver": ("driver_version", "cuda_driver_version", "nvml_version", "nvml_library", "nvml_error", "gpu_count"),
-    "cuda": ("libcuda_path", "toolkit_path", "nvcc_path", "nvcc_version", "ptxas_path", "cc_path", "python_headers"),
+            "libcuda_symlinks", "loader_path_has_wsl_lib", "loader_shadows", "linux_driver_in_wsl", "linux_driver_packages",
+            "nvidia_smi_path", "nvidia_smi_on_path"),
+    "driver": ("driver_version", "cuda_driver_version", "nvml_version", "nvml_library", "nvml_error", "gpu_count",
+               "nvml_process_error"),
+    "cuda": ("libcuda_path", "triton_libcuda_dirs", "libcuda_link", "toolkit_path", "nvcc_path", "nvcc_version", "ptxas_path", "cc_path",
+             "python_headers"),
     "env": ("variables",),
     "torch": torch_probe.TORCH_KEYS,
     "torch_runtime": torch_probe.RUNTIME_KEYS,
@@ -63,6 +70,13 @@ def guarded(section: str, probe: Callable[[], Facts]) -> Facts:
         return {k: missing(why) for k in SECTION_KEYS[section]}
 
 
+def _join(thread: threading.Thread) -> None:
+    """Wait for ``thread`` in short slices: a KeyboardInterrupt is raised between two slices, while a
+    single unbounded join() would hold it until the thread ends (the runtime probes' timeout, minutes)."""
+    while thread.is_alive():
+        thread.join(0.1)
+
+
 class _Background:
     """A section probed in a thread; ``result()`` waits for it (never raises)."""
 
@@ -76,8 +90,29 @@ class _Background:
         self._facts = guarded(self.section, probe)
 
     def result(self) -> Facts:
-        self._thread.join()
+        _join(self._thread)
         return self._facts if self._facts is not None else guarded(self.section, lambda: {})
+
+
+class _NvmlBackground:
+    """The driver section and the GPUs, read in a thread (the NVML child takes ~0.1 s to start)."""
+
+    def __init__(self, nvml: object) -> None:
+        self._result: tuple[Facts, tuple[Gpu, ...]] | None = None
+        self._thread = threading.Thread(target=self._run, args=(nvml,), name="envcheck-nvml", daemon=True)
+        self._thread.start()
+
+    def _run(self, nvml: object) -> None:
+        try:
+            self._result = _nvml(nvml)
+        except Exception as e:  # noqa: BLE001 - only reachable if NVML's own guards have a bug
+            self._result = {k: missing(crash_reason(e)) for k in SECTION_KEYS["driver"]}, ()
+
+    def result(self) -> tuple[Facts, tuple[Gpu, ...]]:
+        _join(self._thread)
+        if self._result is None:
+            return {k: missing("NVML probe thread ended without a result") for k in SECTION_KEYS["driver"]}, ()
+        return self._result
 
 
 def _system(host: Host, reports_dir: str) -> Facts:
@@ -104,14 +139,10 @@ def _env(host: Host) -> Facts:
     return probe_env(host)
 
 
-def _nvml(nvml: object | None) -> tuple[Facts, tuple[Gpu, ...]]:
+def _nvml(nvml: object) -> tuple[Facts, tuple[Gpu, ...]]:
     """The driver section and the GPUs: NVML initialised once here and shut down after."""
     from envcheck.probes import gpus
 
-    if nvml is None:
-        from envcheck.probes.nvml import Nvml
-
-        nvml = Nvml()
     try:
         driver = guarded("driver", lambda: gpus.probe_driver(nvml))
         try:
@@ -129,30 +160,57 @@ def _nvml(nvml: object | None) -> tuple[Facts, tuple[Gpu, ...]]:
 
 def collect(host: Host | None = None, nvml: object | None = None, runtime: bool = False, timeout: float = 120.0,
             reports_dir: str = "reports") -> Environment:
-    """Every section plus the GPUs; runtime probes (subprocesses) only when ``runtime``. Never raises."""
+    """Every section plus the GPUs; runtime probes (subprocesses) only when ``runtime``. Never raises
+    (KeyboardInterrupt aside, after every probe child is killed).
+
+    ``nvml``: the NVML seam; by default NVML read in a child process of ``host``.
+    """
     start = time.perf_counter()
     host = host or default_host()
+    if nvml is None:
+        from envcheck.probes.nvml_isolated import NVML_TIMEOUT_S, IsolatedNvml
+
+        nvml = IsolatedNvml(host, timeout=min(timeout, NVML_TIMEOUT_S))
+    try:
+        return _collect(host, nvml, runtime, timeout, reports_dir, start)
+    except KeyboardInterrupt:
+        terminate_children()
+        raise
+
+
+NOT_CAPTURED_RUN = "not run: the snapshot holds no run of it"
+
+
+def _replayable(host: Host, section: str) -> bool:
+    has_run = getattr(host, "has_run", None)
+    return bool(has_run(section)) if callable(has_run) else True
+
+
+def _collect(host: Host, nvml: object, runtime: bool, timeout: float, reports_dir: str, start: float) -> Environment:
     background: list[_Background] = []
+    skipped: dict[str, Facts] = {}
     if runtime:
-        background = [
-            _Background("torch_runtime", lambda: torch_probe.probe_torch_runtime(host, timeout)),
-            _Background("triton_runtime", lambda: triton_probe.probe_triton_runtime(host, timeout)),
-        ]
+        probes = {"torch_runtime": (torch_probe.probe_torch_runtime, torch_probe.not_run),
+                  "triton_runtime": (triton_probe.probe_triton_runtime, triton_probe.not_run)}
+        for section, (probe, not_run) in probes.items():
+            if _replayable(host, section):
+                background.append(_Background(section, lambda probe=probe: probe(host, timeout)))
+            else:
+                skipped[section] = not_run(NOT_CAPTURED_RUN)
+    nvml_bg = _NvmlBackground(nvml)
     sections: dict[str, Facts] = {
         "system": guarded("system", lambda: _system(host, reports_dir)),
         "wsl": guarded("wsl", lambda: _wsl(host)),
     }
-    try:
-        sections["driver"], gpus = _nvml(nvml)
-    except Exception as e:  # noqa: BLE001 - only reachable if NVML's own guards have a bug
-        sections["driver"], gpus = {k: missing(crash_reason(e)) for k in SECTION_KEYS["driver"]}, ()
     sections["cuda"] = guarded("cuda", lambda: _cuda(host))
     sections["env"] = guarded("env", lambda: _env(host))
     sections["torch"] = guarded("torch", lambda: torch_probe.probe_torch(host))
     sections["triton"] = guarded("triton", lambda: triton_probe.probe_triton(host))
+    sections["driver"], gpus = nvml_bg.result()
     if runtime:
         for bg in background:
             sections[bg.section] = bg.result()
+        sections.update(skipped)
     else:
         sections["torch_runtime"] = torch_probe.not_run()
         sections["triton_runtime"] = triton_probe.not_run()
@@ -165,13 +223,18 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def new_report(kind: str, environment: Environment, checks: tuple[Check, ...] = (),
-               bench: Bench | None = None) -> Report:
-    """A report stamped with this host's name, the time and envcheck's version (probe, check and run alike)."""
+def hostname() -> str:
     try:
-        hostname = socket.gethostname() or "unknown"
+        return socket.gethostname() or "unknown"
     except OSError:
-        hostname = "unknown"
-    return Report(tool_version=__version__, created=utc_now(), host=hostname, kind=kind,
+        return "unknown"
+
+
+def new_report(kind: str, environment: Environment, checks: tuple[Check, ...] = (),
+               bench: Bench | None = None, host: str | None = None) -> Report:
+    """A report stamped with a host name (this machine's unless ``host``: a replayed snapshot's),
+    the time and envcheck's version (probe, check and run alike)."""
+    hostname_ = host or hostname()
+    return Report(tool_version=__version__, created=utc_now(), host=hostname_, kind=kind,
                   environment=environment, checks=tuple(checks), bench=bench)
 

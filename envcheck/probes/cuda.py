@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from envcheck.model import Fact, Facts, known, missing
 from envcheck.probes.host import Host
 
-KEYS = ("libcuda_path", "toolkit_path", "nvcc_path", "nvcc_version", "ptxas_path", "cc_path", "python_headers")
+KEYS = ("libcuda_path", "triton_libcuda_dirs", "libcuda_link", "toolkit_path", "nvcc_path", "nvcc_version",
+        "ptxas_path", "cc_path", "python_headers")
 
 LIBCUDA = "libcuda.so.1"
+LIBCUDA_LINK = "libcuda.so"  # what `-lcuda` makes the linker look for
 WSL_LIB_DIR = "/usr/lib/wsl/lib"
 LDCONFIG_TIMEOUT_S = 3.0
 NVCC_TIMEOUT_S = 5.0
@@ -108,6 +110,47 @@ def _libcuda(host: Host, cache: LdCache) -> Fact:
         if host.exists(candidate):
             return known(candidate)
     return missing(f"{LIBCUDA} not found (LD_LIBRARY_PATH, ldconfig cache, standard folders): no NVIDIA driver")
+
+
+def linker_default_dirs(machine: str) -> tuple[str, ...]:
+    """Where gcc's linker looks for ``-l`` libraries without ``-L`` (Debian multiarch layout)."""
+    return ("/usr/local/lib", f"/lib/{machine}-linux-gnu", f"/usr/lib/{machine}-linux-gnu", "/lib64", "/usr/lib64",
+            "/lib", "/usr/lib")
+
+
+def triton_libcuda_dirs(host: Host, cache: LdCache) -> list[str]:
+    """The folders Triton (2.1 and newer) gives the linker with ``-L`` when it builds its launcher
+    with ``-lcuda`` (``libcuda_dirs`` in triton/backends/nvidia/driver.py): TRITON_LIBCUDA_PATH, else
+    the folders of the loader cache's libcuda.so.1, else the LD_LIBRARY_PATH folders holding one."""
+    override = host.environ.get("TRITON_LIBCUDA_PATH")
+    if override:
+        return [override]
+    dirs = [posixpath.dirname(p) for p in cache.paths(LIBCUDA)]
+    if not dirs:
+        dirs = [d for d in ld_library_path_dirs(host) if host.exists(posixpath.join(d, LIBCUDA))]
+    return list(dict.fromkeys(dirs))
+
+
+def _dirs_fact(dirs: list[str]) -> Fact:
+    return known(dirs) if dirs else missing(f"no {LIBCUDA} in `ldconfig -p` or LD_LIBRARY_PATH")
+
+
+def _libcuda_link(host: Host, cache: LdCache) -> Fact:
+    """The ``libcuda.so`` that ``-lcuda`` links against when Triton builds its launcher (and
+    torch.compile through it): LIBRARY_PATH, Triton's ``-L`` folders, then the linker's own.
+    Only ``libcuda.so.1`` is needed to run CUDA; without ``libcuda.so`` the build fails with
+    "/usr/bin/ld: cannot find -lcuda" (pytorch/pytorch#97501, #103417)."""
+    triton_dirs = triton_libcuda_dirs(host, cache)
+    if not triton_dirs:
+        return missing(f"Triton finds no {LIBCUDA} in `ldconfig -p` or LD_LIBRARY_PATH "
+                       "(it fails with 'libcuda.so cannot found!')")
+    library_path = [d for d in host.environ.get("LIBRARY_PATH", "").split(":") if d]
+    searched = list(dict.fromkeys([*library_path, *triton_dirs, *linker_default_dirs(host.machine())]))
+    for d in searched:
+        candidate = posixpath.join(d, LIBCUDA_LINK)
+        if host.exists(candidate):
+            return known(candidate)
+    return missing(f"no {LIBCUDA_LINK} in {', '.join(searched)}: linking with -lcuda fails")
 
 
 def parse_nvcc_version(text: str) -> str | None:
@@ -204,7 +247,9 @@ def probe_cuda(host: Host, cache: LdCache | None = None) -> Facts:
 
 
 def _probe(host: Host, cache: LdCache) -> Facts:
-    facts: Facts = {"libcuda_path": _libcuda(host, cache)}
+    facts: Facts = {"libcuda_path": _libcuda(host, cache),
+                    "triton_libcuda_dirs": _dirs_fact(triton_libcuda_dirs(host, cache)),
+                    "libcuda_link": _libcuda_link(host, cache)}
     nvcc = host.which("nvcc")
     toolkit = _toolkit(host, nvcc)
     facts["toolkit_path"] = toolkit

@@ -19,6 +19,7 @@ from envcheck.probes.nvml import (
     ECC_COUNTER_VOLATILE,
     GPU_IS_LOST,
     MEMORY_ERROR_UNCORRECTED,
+    PROBE_FAILED,
     PSTATE_UNKNOWN,
     TEMPERATURE_GPU,
     NvmlCallError,
@@ -37,7 +38,9 @@ class NvmlLike(Protocol):
     def shutdown(self) -> None: ...
 
 
-DRIVER_KEYS = ("driver_version", "cuda_driver_version", "nvml_version", "nvml_library", "nvml_error", "gpu_count")
+DRIVER_KEYS = ("driver_version", "cuda_driver_version", "nvml_version", "nvml_library", "nvml_error", "gpu_count",
+               "nvml_process_error")
+NVML_PROCESS_OK = "the NVML probe process finished"
 
 GPU_KEYS = (
     "name", "uuid", "pci_bus_id", "architecture", "memory_total_bytes", "memory_used_bytes",
@@ -123,10 +126,12 @@ def probe_driver(nvml: NvmlLike) -> Facts:
     when NVML failed to initialise), gpu_count (nvidia-smi: Attached GPUs).
     """
     init_error = nvml.init()
+    process = _process_error(nvml)
     if init_error is not None:
         why = f"NVML unavailable: {init_error}"
         failed = {k: missing(why) for k in DRIVER_KEYS}
         failed["nvml_error"] = known(init_error)
+        failed["nvml_process_error"] = process
         return failed
 
     facts: Facts = {}
@@ -142,7 +147,16 @@ def probe_driver(nvml: NvmlLike) -> Facts:
     facts["nvml_library"] = known(path) if path else missing(why or "unknown")
     facts["nvml_error"] = missing("NVML initialised")
     facts["gpu_count"] = _fact(nvml, "nvmlDeviceGetCount")
+    facts["nvml_process_error"] = process
     return facts
+
+
+def _process_error(nvml: NvmlLike) -> Fact:
+    """What happened to the child process that read NVML, when it crashed or hung (``nvml_isolated``)."""
+    from envcheck.probes.nvml_table import failure_text
+
+    failure = getattr(nvml, "failure", None)
+    return known(failure_text(failure)) if isinstance(failure, dict) else missing(NVML_PROCESS_OK)
 
 
 # --------------------------------------------------------------------------- GPUs
@@ -192,7 +206,8 @@ class _Reader:
         try:
             return self.nvml.call(name, self.handle, *args), None
         except NvmlCallError as e:
-            if e.error_name == GPU_IS_LOST and self.lost is None:
+            # A GPU whose queries crashed the NVML process is as unreadable as one NVML calls lost.
+            if e.error_name in (GPU_IS_LOST, PROBE_FAILED) and self.lost is None:
                 self.lost = e.reason
             return None, e.reason
 

@@ -1,16 +1,26 @@
 """The host seam: every file read, subprocess, environment variable and PATH lookup a probe makes.
 
-Probes take a ``Host`` and never touch ``os``, ``open`` or ``subprocess`` themselves, so a
-test swaps in a fake fed with outputs captured on real machines (``tests/fakes.py``).
+Probes take a ``Host`` and never touch ``os``, ``open`` or ``subprocess`` themselves, so
+``envcheck snapshot`` records a machine by wrapping this seam (``probes/recording.py``) and
+``--replay`` and the tests answer from a recorded machine (``probes/replay.py``).
 
 File methods raise ``OSError`` like their ``os`` counterparts: the probe turns the error
 into a recorded reason. ``run`` never raises: a missing binary, a crash or a hang all come
 back as a ``RunResult``.
+
+Every text that crosses the seam (a file read, a command's output) passes
+:class:`envcheck.redact.Redactor` first: subclasses implement ``_read_text`` and ``_run``, and
+the public ``read_text`` and ``run`` redact what those return, so no probe can forget to.
+
+Children run in their own session (process group): a timeout kills the group, and so does
+Ctrl-C, which only the main thread receives while the runtime probes wait in other threads
+(:func:`terminate_children`).
 """
 
 from __future__ import annotations
 
 import glob as _glob
+import math
 import os
 import platform
 import shutil
@@ -18,9 +28,13 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from envcheck.probes.packages import PackageInfo, find_package
+from envcheck.redact import Redactor
 
 MEMINFO = "/proc/meminfo"
 
@@ -84,9 +98,18 @@ class Host:
         # Where Python.h lives for this interpreter (a venv shares its base's headers).
         self.python_include_dir: str = sysconfig.get_paths().get("include", "")
 
+    @property
+    def redactor(self) -> Redactor:
+        """Built from ``environ`` as it is now (tests and the recorder replace it after __init__)."""
+        return Redactor(self.environ)
+
     # ----------------------------------------------------------------- files
 
     def read_text(self, path: str) -> str:
+        """The file's text, secrets redacted; raises ``OSError`` like ``open``."""
+        return self.redactor.text(self._read_text(path))
+
+    def _read_text(self, path: str) -> str:
         with open(path, encoding="utf-8", errors="replace") as f:
             return f.read()
 
@@ -117,18 +140,31 @@ class Host:
 
     # ----------------------------------------------------------------- processes
 
-    def run(self, argv: list[str], timeout: float, env: dict[str, str] | None = None) -> RunResult:
-        """Run ``argv`` (no shell) and collect its output; never raises.
+    def run(self, argv: list[str], timeout: float, env: dict[str, str] | None = None,
+            name: str | None = None) -> RunResult:
+        """Run ``argv`` (no shell) and collect its output, secrets redacted; never raises
+        (KeyboardInterrupt aside, after killing the child).
 
-        ``env`` replaces the whole environment of the child when given. The child runs in
-        its own session so that a timeout kills it and everything it started: a hung
-        ``nvidia-smi`` or compiler must not outlive the probe.
+        ``env`` replaces the whole environment of the child when given. ``name`` gives the run
+        a stable identity in snapshots (``torch_runtime``): the Python code of a runtime probe
+        changes between envcheck versions, its purpose does not.
         """
         args = tuple(argv)
+        if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
+            return RunResult(args, None, error=f"invalid timeout {timeout!r} (a positive number of seconds)")
+        res = self._run(args, timeout, env, name)
+        r = self.redactor
+        return replace(res, stdout=r.text(res.stdout), stderr=r.text(res.stderr),
+                       error=r.text(res.error) if res.error else res.error)
+
+    def _run(self, args: tuple[str, ...], timeout: float, env: dict[str, str] | None,
+             name: str | None) -> RunResult:
+        """The child runs in its own session so that a timeout (or Ctrl-C) kills it and everything
+        it started: a hung ``nvidia-smi`` or compiler must not outlive the probe."""
         start = time.perf_counter()
         try:
             proc = subprocess.Popen(
-                list(argv),
+                list(args),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -141,19 +177,30 @@ class Host:
             return RunResult(args, None, error="permission denied", wall_s=time.perf_counter() - start)
         except (OSError, ValueError) as e:
             return RunResult(args, None, error=f"cannot start ({e})", wall_s=time.perf_counter() - start)
+        with _LIVE_LOCK:
+            _LIVE.add(proc)
         try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
             try:
-                out, err = proc.communicate(timeout=2.0)
+                out, err = proc.communicate(timeout=timeout)
             except subprocess.TimeoutExpired:
-                # A grandchild that left the group still holds the pipes: give up on its output.
-                out, err = b"", b""
-            return RunResult(
-                args, None, _decode(out), _decode(err), timed_out=True,
-                error=f"timed out after {timeout:g} s", wall_s=time.perf_counter() - start,
-            )
+                _kill_group(proc)
+                try:
+                    out, err = proc.communicate(timeout=2.0)
+                except subprocess.TimeoutExpired:
+                    # A grandchild that left the group still holds the pipes: give up on its output.
+                    out, err = b"", b""
+                return RunResult(
+                    args, None, _decode(out), _decode(err), timed_out=True,
+                    error=f"timed out after {timeout:g} s", wall_s=time.perf_counter() - start,
+                )
+            except BaseException:
+                # Ctrl-C (or any other escape) while waiting: the child is in its own session, so
+                # the terminal's SIGINT never reached it; it dies with us, not 200 s later.
+                _kill_group(proc)
+                raise
+        finally:
+            with _LIVE_LOCK:
+                _LIVE.discard(proc)
         return RunResult(args, proc.returncode, _decode(out), _decode(err), wall_s=time.perf_counter() - start)
 
     # ----------------------------------------------------------------- lookups
@@ -161,6 +208,10 @@ class Host:
     def which(self, name: str) -> str | None:
         """Path of ``name`` on the PATH of ``environ`` (not of this process), or None."""
         return shutil.which(name, path=self.environ.get("PATH", os.defpath))
+
+    def package(self, name: str) -> PackageInfo | None:
+        """The installed distribution ``name`` (pip's metadata, no import), or None."""
+        return find_package(name)
 
     def cpu_count(self) -> int | None:
         return os.cpu_count()
@@ -185,7 +236,35 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        proc.kill()
+        try:
+            proc.kill()
+        except OSError:
+            pass
+
+
+# Children started by Host._run that have not been waited for yet, from any thread.
+_LIVE: set[subprocess.Popen[bytes]] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def terminate_children(wait_s: float = 2.0) -> int:
+    """Kill the process group of every child a Host is still waiting for; how many there were.
+
+    Ctrl-C reaches only the main thread: the runtime probes' threads keep waiting on children
+    that run in sessions of their own (so the terminal's SIGINT never reached them). The caller
+    that catches KeyboardInterrupt calls this so no probe child outlives envcheck.
+    """
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for proc in live:
+        _kill_group(proc)
+    deadline = time.monotonic() + wait_s
+    for proc in live:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    return len(live)
 
 
 _DEFAULT: Host | None = None

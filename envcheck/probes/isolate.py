@@ -49,6 +49,7 @@ class Isolated:
     output_tail: str  # last lines of stdout + stderr, marker lines removed
     wall_s: float
     error: str | None
+    reports: tuple[dict[str, Any], ...] = ()  # every JSON report, in the order printed
 
 
 def signal_name(returncode: int | None) -> str | None:
@@ -61,9 +62,9 @@ def signal_name(returncode: int | None) -> str | None:
         return f"signal {-returncode}"
 
 
-def parse_output(stdout: str) -> tuple[dict[str, Any] | None, list[str]]:
-    """(merged JSON reports, the other lines) from the child's stdout."""
-    data: dict[str, Any] | None = None
+def parse_reports(stdout: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """(the JSON reports in order, the other lines) from the child's stdout."""
+    reports: list[dict[str, Any]] = []
     other: list[str] = []
     for line in stdout.splitlines():
         if line.startswith(MARKER):
@@ -73,9 +74,18 @@ def parse_output(stdout: str) -> tuple[dict[str, Any] | None, list[str]]:
                 other.append(line)  # a report cut short by a crash mid-write
                 continue
             if isinstance(obj, dict):
-                data = {**(data or {}), **obj}
+                reports.append(obj)
         else:
             other.append(line)
+    return reports, other
+
+
+def parse_output(stdout: str) -> tuple[dict[str, Any] | None, list[str]]:
+    """(merged JSON reports, the other lines) from the child's stdout."""
+    reports, other = parse_reports(stdout)
+    data: dict[str, Any] | None = None
+    for obj in reports:
+        data = {**(data or {}), **obj}
     return data, other
 
 
@@ -99,15 +109,22 @@ def _one_line(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def run_python(host: Host, code: str, timeout: float) -> Isolated:
+def run_python(host: Host, code: str, timeout: float, name: str | None = None, isolated: bool = False) -> Isolated:
     """Run ``code`` with ``host.python_executable -c``; never raises.
 
     ``code`` may call ``emit(dict)`` (defined for it) to report; the merged reports are
     ``data``. A timeout, a crash by signal or a non-zero exit is recorded in ``error``.
+    ``name``: the run's identity in snapshots. ``isolated``: ``-I -S`` (no site-packages, no
+    PYTHON* variables, no current folder on sys.path): the child puts on ``sys.path`` only
+    what it needs, and starts in a tenth of the time a venv's site initialisation takes.
     """
-    argv = [host.python_executable, "-c", PRELUDE + code]
-    res = host.run(argv, timeout=timeout)
-    data, other = parse_output(res.stdout)
+    flags = ["-I", "-S"] if isolated else []
+    argv = [host.python_executable, *flags, "-c", PRELUDE + code]
+    res = host.run(argv, timeout=timeout, name=name)
+    reports, other = parse_reports(res.stdout)
+    data: dict[str, Any] | None = None
+    for obj in reports:
+        data = {**(data or {}), **obj}
     combined = [*other, *res.stderr.splitlines()]
     tail = "\n".join(combined[-TAIL_LINES:]).strip()
     sig = signal_name(res.returncode)
@@ -132,6 +149,7 @@ def run_python(host: Host, code: str, timeout: float) -> Isolated:
         output_tail=tail,
         wall_s=res.wall_s,
         error=error,
+        reports=tuple(reports),
     )
 
 

@@ -128,10 +128,15 @@ _MEANINGS: dict[str, str] = {
 }
 
 GPU_IS_LOST = "NVMLError_GpuIsLost"
+# Not NVML's own errors: the process that read NVML for envcheck crashed or hung before this
+# answer (probes/nvml_child.py), or a replayed snapshot holds no answer for the query.
+PROBE_FAILED = "EnvcheckNvmlProbeFailed"
+NOT_CAPTURED = "EnvcheckNotCaptured"
 
 # Errors that will not change on the next call: a sampler stops asking.
 PERMANENT_ERRORS: frozenset[str] = frozenset(
-    {"NVMLError_NotSupported", "NVMLError_FunctionNotFound", "NVMLError_NoPermission", "MissingBinding", GPU_IS_LOST}
+    {"NVMLError_NotSupported", "NVMLError_FunctionNotFound", "NVMLError_NoPermission", "MissingBinding", GPU_IS_LOST,
+     PROBE_FAILED, NOT_CAPTURED}
 )
 
 
@@ -151,6 +156,10 @@ class NvmlCallError(Exception):
 
 
 def reason_for(error_name: str, text: str) -> str:
+    if error_name == PROBE_FAILED:
+        return f"not read: the NVML probe process {text}"
+    if error_name == NOT_CAPTURED:
+        return "not captured in this snapshot"
     meaning = _MEANINGS.get(error_name, "NVML error")
     return f"{meaning} (NVML: {text})"
 

@@ -8,6 +8,7 @@ checked, because ``torch.cuda.is_available()`` returning True does not mean kern
 
 from __future__ import annotations
 
+import posixpath
 import re
 from typing import Any
 
@@ -15,14 +16,15 @@ from envcheck.model import Facts, known, missing
 from envcheck.probes import isolate
 from envcheck.probes.host import Host
 from envcheck.probes.isolate import Isolated, run_python
-from envcheck.probes.packages import Lookup, PackageInfo, find_package
+from envcheck.probes.packages import Lookup, PackageInfo
 
-TORCH_KEYS = ("installed", "version", "build", "cuda_version", "location", "triton_pin")
+TORCH_KEYS = ("installed", "version", "build", "cuda_version", "location", "triton_pin", "shadowed_by")
 RUNTIME_KEYS = (
-    "import_ok", "import_s", "cuda_available", "device_count", "arch_list", "devices", "cudnn_version",
+    "import_ok", "import_s", "location", "cuda_available", "device_count", "arch_list", "devices", "cudnn_version",
     "tf32_matmul", "tf32_cudnn", "float32_matmul_precision", "smoke_ok", "smoke_s", "error",
     "warnings", "output_tail",
 )
+NOT_SHADOWED = "no torch package on PYTHONPATH ahead of the installed one"
 NO_CUDA_DEVICE = "no CUDA device"
 SMOKE_N = 1024  # sum of the first n odd numbers is n**2: exact in float32 for n <= 4096
 
@@ -77,12 +79,33 @@ def triton_pin(requires: tuple[str, ...]) -> str | None:
     return None
 
 
-def probe_torch(host: Host, lookup: Lookup = find_package) -> Facts:
+def shadowing_torch(host: Host, installed: str | None) -> str | None:
+    """The ``torch`` package a PYTHONPATH folder puts ahead of the installed one (``installed``:
+    its folder), or None. Python searches PYTHONPATH before site-packages, so a torch source
+    checkout or a stray copy there is what ``import torch`` loads. Only a regular package
+    (``__init__.py``) or a module shadows: a bare ``torch/`` folder is a namespace portion, which
+    loses to the installed package."""
+    real_installed = host.realpath(installed) if installed else None
+    for d in host.environ.get("PYTHONPATH", "").split(":"):
+        if not d:
+            continue  # an empty entry is the current folder of whatever runs; not a fixed place
+        pkg_dir = posixpath.join(d, "torch")
+        if host.exists(posixpath.join(pkg_dir, "__init__.py")):
+            return None if host.realpath(pkg_dir) == real_installed else pkg_dir
+        if host.exists(posixpath.join(d, "torch.py")):
+            return posixpath.join(d, "torch.py")
+    return None
+
+
+def probe_torch(host: Host, lookup: Lookup | None = None) -> Facts:
     """Facts of the ``torch`` section from package metadata only; never imports torch, never raises."""
-    pkg: PackageInfo | None = lookup("torch")
+    pkg: PackageInfo | None = (lookup or host.package)("torch")
+    shadow = shadowing_torch(host, pkg.path("torch") if pkg else None)
+    shadow_fact = known(shadow) if shadow else missing(NOT_SHADOWED)
     if pkg is None:
         why = f"PyTorch is not installed for {host.python_executable or 'this Python'}"
-        return {"installed": known(False), **{k: missing(why) for k in TORCH_KEYS if k != "installed"}}
+        return {"installed": known(False), **{k: missing(why) for k in TORCH_KEYS if k != "installed"},
+                "shadowed_by": shadow_fact}
     version_py_path = pkg.path("torch", "version.py")
     try:
         version_py: str | None = host.read_text(version_py_path)
@@ -112,6 +135,7 @@ def probe_torch(host: Host, lookup: Lookup = find_package) -> Facts:
         facts["cuda_version"] = missing(vp_reason or "no CUDA version in torch/version.py")
     pin = triton_pin(pkg.requires)
     facts["triton_pin"] = known(pin) if pin else missing("torch's metadata requires no Triton version")
+    facts["shadowed_by"] = shadow_fact
     return facts
 
 
@@ -133,7 +157,8 @@ with warnings.catch_warnings(record=True) as _caught:
         emit({"import_ok": False, "import_s": time.perf_counter() - _t0, "error": f"{type(e).__name__}: {e}",
               "warnings": _warn_texts()})
         raise SystemExit(0)
-    emit({"import_ok": True, "import_s": time.perf_counter() - _t0})
+    emit({"import_ok": True, "import_s": time.perf_counter() - _t0,
+          "location": __import__("os").path.dirname(getattr(torch, "__file__", None) or "") or None})
     out = {}
     try:
         out["arch_list"] = list(torch.cuda.get_arch_list())
@@ -184,6 +209,7 @@ def runtime_facts(iso: Isolated) -> Facts:
     facts: Facts = {
         "import_ok": known(bool(data.get("import_ok"))),
         "import_s": _fact(data, "import_s", why),
+        "location": _fact(data, "location", why),
         "warnings": known(list(data.get("warnings") or [])),
     }
     for key in ("arch_list", "cudnn_version", "tf32_matmul", "tf32_cudnn", "float32_matmul_precision",
@@ -214,7 +240,7 @@ def runtime_facts(iso: Isolated) -> Facts:
 
 def probe_torch_runtime(host: Host, timeout: float) -> Facts:
     """Facts of the ``torch_runtime`` section: import torch, init CUDA and run one op, in a child."""
-    return runtime_facts(run_python(host, RUNTIME_CODE, timeout))
+    return runtime_facts(run_python(host, RUNTIME_CODE, timeout, name="torch_runtime"))
 
 
 def not_run(reason: str = isolate.NOT_RUN) -> Facts:

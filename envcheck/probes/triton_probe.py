@@ -14,7 +14,7 @@ from envcheck.model import Facts, known, missing
 from envcheck.probes import isolate
 from envcheck.probes.host import Host
 from envcheck.probes.isolate import Isolated, run_python
-from envcheck.probes.packages import Lookup, find_package
+from envcheck.probes.packages import Lookup
 
 TRITON_KEYS = ("installed", "version", "location", "bundled_ptxas", "ptxas_path", "ptxas_version", "ptxas_max_sm",
                "ptxas_blackwell_path", "ptxas_blackwell_version", "ptxas_blackwell_max_sm")
@@ -86,9 +86,9 @@ def _ptxas_facts(host: Host, env_var: str, bundled: str, prefix: str, path_fallb
     return facts
 
 
-def probe_triton(host: Host, lookup: Lookup = find_package) -> Facts:
+def probe_triton(host: Host, lookup: Lookup | None = None) -> Facts:
     """Facts of the ``triton`` section from metadata and ``ptxas --version``; never imports Triton."""
-    pkg = lookup("triton")
+    pkg = (lookup or host.package)("triton")
     if pkg is None:
         why = f"Triton is not installed for {host.python_executable or 'this Python'}"
         return {"installed": known(False), **{k: missing(why) for k in TRITON_KEYS if k != "installed"}}
@@ -217,7 +217,7 @@ def runtime_facts(iso: Isolated) -> Facts:
 
 def probe_triton_runtime(host: Host, timeout: float) -> Facts:
     """Facts of the ``triton_runtime`` section: compile and run a masked vector add in a child."""
-    return runtime_facts(run_python(host, RUNTIME_CODE, timeout))
+    return runtime_facts(run_python(host, RUNTIME_CODE, timeout, name="triton_runtime"))
 
 
 def not_run(reason: str = isolate.NOT_RUN) -> Facts:

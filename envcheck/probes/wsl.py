@@ -19,13 +19,17 @@ from envcheck.probes.host import Host
 
 KEYS = (
     "is_wsl", "wsl_version", "distro_name", "dxg_present", "lib_dir_present", "lib_dir_files", "libcuda_symlinks",
-    "loader_path_has_wsl_lib", "linux_driver_in_wsl",
+    "loader_path_has_wsl_lib", "loader_shadows", "linux_driver_in_wsl", "linux_driver_packages", "nvidia_smi_path",
+    "nvidia_smi_on_path",
 )
 NOT_WSL = "not WSL"
 DXG = "/dev/dxg"
 DPKG_TIMEOUT_S = 5.0
-# Linux driver packages that must not be installed inside WSL2 (Ubuntu/Debian names).
-DRIVER_PACKAGE_PATTERNS = ("nvidia-driver-*", "libnvidia-compute-*")
+# Linux driver packages that must not be installed inside WSL2 (Ubuntu/Debian names); nvidia-utils-*
+# brings a Linux nvidia-smi and, through libnvidia-compute-*, a Linux libnvidia-ml.so.1.
+DRIVER_PACKAGE_PATTERNS = ("nvidia-driver-*", "libnvidia-compute-*", "nvidia-utils-*")
+# The driver libraries CUDA programs and NVML load by soname; each must come from WSL_LIB_DIR.
+DRIVER_SONAMES = ("libcuda.so.1", "libnvidia-ml.so.1")
 
 _WSL1_KERNEL = re.compile(r"\d+\.\d+\.\d+-\d+-Microsoft\b")
 
@@ -100,7 +104,7 @@ def _libcuda_links(host: Host, std_dirs: list[str]) -> list[dict[str, object]]:
     return links
 
 
-def _linux_driver_evidence(host: Host, std_dirs: list[str]) -> list[str]:
+def _linux_driver_evidence(host: Host, std_dirs: list[str], packages: list[str]) -> list[str]:
     evidence: list[str] = []
     seen: set[str] = set()
     for d in std_dirs:
@@ -114,7 +118,8 @@ def _linux_driver_evidence(host: Host, std_dirs: list[str]) -> list[str]:
                 evidence.append(f"{shown} is a Linux driver library (not a link to {WSL_LIB_DIR})")
     if host.exists("/proc/driver/nvidia"):
         evidence.append("/proc/driver/nvidia exists (a Linux NVIDIA kernel module is loaded)")
-    evidence.extend(_driver_packages(host))
+    evidence.extend(f"package {name} is installed (a Linux driver; WSL2 takes its driver from Windows)"
+                    for name in packages)
     return evidence
 
 
@@ -144,9 +149,41 @@ def _driver_packages(host: Host) -> list[str]:
         return []
     # dpkg-query lists only what the patterns match; filtering again keeps the evidence
     # about drivers whatever a wrapper or an older dpkg prints.
-    return [f"package {name} is installed (a Linux driver; WSL2 takes its driver from Windows)"
-            for name in parse_dpkg_installed(result.stdout)
+    return [name for name in parse_dpkg_installed(result.stdout)
             if any(fnmatch.fnmatchcase(name, pattern) for pattern in DRIVER_PACKAGE_PATTERNS)]
+
+
+def _loader_shadows(host: Host) -> Fact:
+    """Driver libraries that LD_LIBRARY_PATH makes the loader find before the Windows driver's.
+
+    The loader searches LD_LIBRARY_PATH before its cache, so a folder there holding another
+    libcuda.so.1 or libnvidia-ml.so.1 (a Linux driver's, a CUDA stub) wins over /usr/lib/wsl/lib
+    even when the cache is right: nvidia-smi then fails to talk to the driver (microsoft/WSL#9099).
+    """
+    found = []
+    for soname in DRIVER_SONAMES:
+        for d in ld_library_path_dirs(host):
+            if posixpath.normpath(d) == WSL_LIB_DIR:
+                break  # the Windows driver's copy comes first
+            candidate = posixpath.join(d, soname)
+            if host.exists(candidate) and not _in_wsl_dir(host.realpath(candidate)):
+                found.append({"soname": soname, "path": candidate, "folder": d})
+                break
+    return known(found)
+
+
+def _nvidia_smi(host: Host) -> tuple[Fact, Fact]:
+    """Where nvidia-smi is, and whether PATH finds it. The Windows driver puts it in
+    /usr/lib/wsl/lib, which WSL adds to PATH only for the shell it starts itself: root (sudo's
+    secure_path) and SSH sessions do not get it (microsoft/WSL#8794, #9185)."""
+    on_path = host.which("nvidia-smi")
+    if on_path:
+        return known(on_path), known(True)
+    candidate = posixpath.join(WSL_LIB_DIR, "nvidia-smi")
+    if host.exists(candidate):
+        return known(candidate), known(False)
+    why = f"nvidia-smi is neither on PATH nor in {WSL_LIB_DIR}"
+    return missing(why), known(False)
 
 
 def _loader_reaches_wsl_lib(host: Host, cache: LdCache) -> Fact:
@@ -191,5 +228,9 @@ def _probe(host: Host, cache: LdCache | None) -> Facts:
     facts["lib_dir_files"] = _lib_dir_files(host)
     facts["libcuda_symlinks"] = known(_libcuda_links(host, std_dirs))
     facts["loader_path_has_wsl_lib"] = _loader_reaches_wsl_lib(host, cache if cache is not None else read_ld_cache(host))
-    facts["linux_driver_in_wsl"] = known(_linux_driver_evidence(host, std_dirs))
+    facts["loader_shadows"] = _loader_shadows(host)
+    packages = _driver_packages(host)
+    facts["linux_driver_in_wsl"] = known(_linux_driver_evidence(host, std_dirs, packages))
+    facts["linux_driver_packages"] = known(packages)
+    facts["nvidia_smi_path"], facts["nvidia_smi_on_path"] = _nvidia_smi(host)
     return {k: facts.get(k, missing("not probed")) for k in KEYS}

@@ -1,0 +1,212 @@
+"""Stable pseudonyms for what identifies a machine or a person, in reports, snapshots and free text.
+
+``--anonymize`` replaces the host name, user names (in home paths and ``user@host``), IP and
+MAC addresses, GPU and MIG UUIDs and GPU serial numbers with pseudonyms such as
+``host-5c1e09a2d4``, ``/home/user-81f0c2b7aa/`` or ``GPU-3f2a...``. PCI bus ids stay: the same
+``00000000:01:00.0`` is on millions of machines, and it is what ties a GPU to its checks.
+
+Pseudonyms are a keyed hash (HMAC-SHA256) of the value with a key made once per user and kept
+in ``$XDG_CONFIG_HOME/envcheck/anonymize.key`` (``~/.config/envcheck/anonymize.key``), readable
+by that user only. The same machine therefore maps to the same pseudonyms in every report, so
+``envcheck diff`` and ``history`` still match one machine's reports, while nobody without the key
+can test a guess ("is this host-5c1e09a2d4 the box called gpu-lab-3?"). Deleting the key starts
+new pseudonyms.
+
+Two entry points, so whole reports can be treated the same way: :meth:`Anonymizer.text` for
+free text, and :meth:`Anonymizer.value` for JSON-like data (keys included, so a snapshot's file
+paths and the contents that mention them stay consistent).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import ipaddress
+import os
+import re
+import secrets
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from envcheck.model import Check, Environment, Fact, Gpu, Report
+
+KEY_FILE = "anonymize.key"
+KEY_BYTES = 32
+
+# Home folders: Linux, macOS, Windows seen from WSL (/mnt/c/Users/...) and from Windows.
+_HOME = re.compile(r"(?P<prefix>/home/|/Users/|/mnt/[A-Za-z]/Users/|[A-Za-z]:\\\\?Users\\\\?)(?P<name>[^/\\\s:'\"<>|]+)")
+_NOT_PEOPLE = frozenset({"Public", "Default", "All Users", "Default User", "root", "shared"})
+_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_GPU_UUID = re.compile(rf"\b(?P<kind>GPU|MIG)-(?P<uuid>{_UUID})\b")
+# Four dotted numbers that are not part of a longer dotted or hyphenated word: a kernel
+# release (5.15.153.1-microsoft-standard-WSL2) or a VBIOS version (94.06.19.00.4a) is not an address.
+_IPV4 = re.compile(r"(?<![\w.-])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?![\w-]|\.\w)")
+_IPV6 = re.compile(r"(?<![\w:.])(?:[0-9a-fA-F]{0,4}:){2,7}[0-9a-fA-F]{0,4}(?![\w:])")
+_MAC = re.compile(r"(?<![\w:-])(?:[0-9a-fA-F]{2}([:-]))(?:[0-9a-fA-F]{2}\1){4}[0-9a-fA-F]{2}(?![\w:-])")
+_SERIAL = re.compile(r"(?P<label>Serial Number\s*:\s*)(?P<serial>[0-9A-Za-z]{6,})")
+_SERIAL_KEYS = frozenset({"nvmlDeviceGetSerial", "serial"})
+
+
+def key_path(environ: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".config")
+    return Path(base) / "envcheck" / KEY_FILE
+
+
+def load_key(path: Path | None = None) -> bytes:
+    """This user's anonymisation key, made (readable by this user only) on first use."""
+    p = path or key_path()
+    try:
+        return bytes.fromhex(p.read_text(encoding="ascii").strip())
+    except FileNotFoundError:
+        pass
+    except ValueError:
+        raise OSError(f"{p} is not an envcheck key (64 hex digits); delete it to make a new one") from None
+    p.parent.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_bytes(KEY_BYTES)
+    try:
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return load_key(p)  # made by a concurrent envcheck a moment ago
+    with os.fdopen(fd, "w", encoding="ascii") as f:
+        f.write(key.hex() + "\n")
+    return key
+
+
+class Anonymizer:
+    """Pseudonyms under one key. ``hosts``: host names to replace wherever they appear as a word;
+    ``users``: user names to replace in ``user@`` and home paths (home paths are found anyway)."""
+
+    def __init__(self, key: bytes, hosts: Iterable[str] = (), users: Iterable[str] = ()) -> None:
+        self._key = key
+        self.hosts = sorted({h for h in hosts if h and h not in ("unknown", "localhost")}, key=len, reverse=True)
+        self.users = sorted({u for u in users if u and u not in _NOT_PEOPLE}, key=len, reverse=True)
+
+    def _digest(self, kind: str, value: str) -> str:
+        return hmac.new(self._key, f"{kind}\0{value}".encode(), hashlib.sha256).hexdigest()
+
+    def pseudonym(self, kind: str, value: str) -> str:
+        """``host-5c1e09a2d4``: the same (key, kind, value) always gives the same pseudonym."""
+        return f"{kind}-{self._digest(kind, value)[:10]}"
+
+    def host(self, name: str) -> str:
+        return name if name in ("", "unknown") else self.pseudonym("host", name)
+
+    def _uuid(self, kind: str, uuid: str) -> str:
+        h = self._digest(kind, uuid.lower())
+        return f"{kind}-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+    def _ipv4(self, m: re.Match[str]) -> str:
+        octets = [int(g) for g in m.groups()]
+        if any(o > 255 for o in octets):
+            return m.group(0)
+        addr = ipaddress.IPv4Address(".".join(str(o) for o in octets))
+        if addr.is_loopback or addr.is_unspecified:
+            return m.group(0)
+        return self.pseudonym("ip", str(addr))
+
+    def _ipv6(self, m: re.Match[str]) -> str:
+        text = m.group(0)
+        # Times (13:18:48) and the like are not addresses: demand "::" or eight groups, then a valid parse.
+        if "::" not in text and text.count(":") < 7:
+            return text
+        try:
+            addr = ipaddress.IPv6Address(text)
+        except ValueError:
+            return text
+        if addr.is_loopback or addr.is_unspecified:
+            return text
+        return self.pseudonym("ip", str(addr))
+
+    def _home(self, m: re.Match[str]) -> str:
+        name = m.group("name")
+        if name in _NOT_PEOPLE:
+            return m.group(0)
+        return m.group("prefix") + self.pseudonym("user", name)
+
+    def text(self, text: str) -> str:
+        """``text`` with every identifying item replaced (see the module docstring)."""
+        if not text:
+            return text
+        text = _GPU_UUID.sub(lambda m: self._uuid(m.group("kind"), m.group("uuid")), text)
+        text = _SERIAL.sub(lambda m: m.group("label") + self.pseudonym("serial", m.group("serial")), text)
+        text = _HOME.sub(self._home, text)
+        text = _MAC.sub(lambda m: self.pseudonym("mac", m.group(0).lower().replace("-", ":")), text)
+        text = _IPV4.sub(self._ipv4, text)
+        text = _IPV6.sub(self._ipv6, text)
+        for user in self.users:
+            text = re.sub(rf"(?<![\w.-]){re.escape(user)}(?=@)", self.pseudonym("user", user), text)
+        for host in self.hosts:
+            text = re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", self.host(host), text, flags=re.IGNORECASE)
+        return text
+
+    def value(self, value: Any, key: str | None = None) -> Any:
+        """JSON-like data with every string (dictionary keys too) passed through :meth:`text`;
+        a value under a serial-number key is replaced whole."""
+        if isinstance(value, str):
+            if key in _SERIAL_KEYS and value not in ("", "N/A"):
+                return self.pseudonym("serial", value)
+            return self.text(value)
+        if isinstance(value, dict):
+            return {self.text(str(k)): self.value(v, str(k)) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.value(v, key) for v in value]
+        if isinstance(value, tuple):
+            return tuple(self.value(v, key) for v in value)
+        return value
+
+    # ----------------------------------------------------------------- model objects
+
+    def fact(self, fact: Fact) -> Fact:
+        return Fact(value=self.value(fact.value), reason=self.text(fact.reason) if fact.reason else fact.reason)
+
+    def environment(self, env: Environment) -> Environment:
+        sections = {name: {k: self.fact(f) for k, f in facts.items()} for name, facts in env.sections.items()}
+        gpus = tuple(Gpu(g.index, {k: self.fact(f) for k, f in g.facts.items()},
+                         lost=self.text(g.lost) if g.lost else g.lost) for g in env.gpus)
+        return dataclasses.replace(env, sections=sections, gpus=gpus)
+
+    def check(self, check: Check) -> Check:
+        return dataclasses.replace(
+            check, finding=self.text(check.finding),
+            fix=self.text(check.fix) if check.fix else check.fix,
+            details=self.text(check.details) if check.details else check.details)
+
+    def report(self, report: Report) -> Report:
+        """The environment, host and checks of ``report`` anonymised (a benchmark part is left as is)."""
+        return dataclasses.replace(report, host=self.host(report.host),
+                                   environment=self.environment(report.environment),
+                                   checks=tuple(self.check(c) for c in report.checks))
+
+
+def users_in(environ: Mapping[str, Any]) -> set[str]:
+    """User names a recorded environment names (USER, LOGNAME, USERNAME, the last part of HOME)."""
+    found = {str(environ[k]) for k in ("USER", "LOGNAME", "USERNAME") if environ.get(k)}
+    home = str(environ.get("HOME") or "")
+    if home.startswith(("/home/", "/Users/")):
+        found.add(home.rstrip("/").rsplit("/", 1)[-1])
+    return found
+
+
+def for_this_machine(host: str, key: bytes | None = None) -> Anonymizer:
+    """An anonymizer for reports of this machine: its host name and the user running envcheck."""
+    users = users_in(os.environ)
+    return Anonymizer(key if key is not None else load_key(), hosts=[host], users=users)
+
+
+def anonymize_snapshot(snap: Any, anonymizer: Anonymizer) -> Any:
+    """A snapshot (``envcheck.snapshot.Snapshot``) with its host name, paths, addresses, UUIDs and
+    serials replaced, consistently in file names and contents, so it still replays."""
+    meta = dict(snap.meta)
+    host = str(meta.get("host") or "")
+    anonymizer = Anonymizer(anonymizer._key, hosts=[*anonymizer.hosts, host],
+                            users=[*anonymizer.users, *users_in(snap.host.get("environ") or {})])
+    sources = meta.pop("sources", None)
+    meta = anonymizer.value(meta)
+    meta["host"] = anonymizer.host(host) if host else host
+    if sources is not None:
+        meta["sources"] = sources
+    meta["anonymized"] = True
+    return dataclasses.replace(snap, meta=meta, host=anonymizer.value(snap.host), nvml=anonymizer.value(snap.nvml))

@@ -1,0 +1,108 @@
+"""What runs inside the NVML child process (started by ``probes/nvml_isolated.py``).
+
+It asks the live library every question the driver and GPU probes (``probes/gpus.py``) ask,
+through a :class:`~envcheck.probes.nvml_table.RecordingNvml`, and prints each answer the
+moment NVML gives it, one JSON object a line after the isolation marker. When libnvidia-ml
+segfaults or hangs in some call, every answer before it has already reached the parent, and
+the last ``calling`` line names the call that never returned. The parent then runs the
+probes themselves on the answers.
+
+The questions are listed here rather than found by running the probes in the child: the
+probes need ``envcheck.model`` (dataclasses, typing: most of a 0.1 s start-up), this needs
+only pynvml. ``tests/test_nvml_isolated.py`` checks that the list covers every question the
+probes ask. The child is started with ``python -I -S`` (no site initialisation) for the
+same reason: ``envcheck probe`` stays fast.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import sys
+from typing import Any
+
+from envcheck.probes import nvml as n
+
+# System-wide questions; both CUDA-version calls (older drivers have only the first version).
+SYSTEM_QUERIES: tuple[str, ...] = (
+    "nvmlSystemGetDriverVersion", "nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion",
+    "nvmlSystemGetNVMLVersion",
+)
+
+# Per-GPU questions with their arguments after the handle, in the order gpus.py reads them.
+DEVICE_QUERIES: tuple[tuple[str, tuple[int, ...]], ...] = (
+    ("nvmlDeviceGetName", ()),
+    ("nvmlDeviceGetUUID", ()),
+    ("nvmlDeviceGetPciInfo", ()),
+    ("nvmlDeviceGetCudaComputeCapability", ()),
+    ("nvmlDeviceGetArchitecture", ()),
+    ("nvmlDeviceGetMemoryInfo", ()),
+    ("nvmlDeviceGetNumGpuCores", ()),
+    ("nvmlDeviceGetClockInfo", (n.CLOCK_SM,)),
+    ("nvmlDeviceGetMaxClockInfo", (n.CLOCK_SM,)),
+    ("nvmlDeviceGetClockInfo", (n.CLOCK_MEM,)),
+    ("nvmlDeviceGetMaxClockInfo", (n.CLOCK_MEM,)),
+    ("nvmlDeviceGetMemoryBusWidth", ()),
+    ("nvmlDeviceGetCurrPcieLinkGeneration", ()),
+    ("nvmlDeviceGetMaxPcieLinkGeneration", ()),
+    ("nvmlDeviceGetCurrPcieLinkWidth", ()),
+    ("nvmlDeviceGetMaxPcieLinkWidth", ()),
+    ("nvmlDeviceGetPowerUsage", ()),
+    ("nvmlDeviceGetEnforcedPowerLimit", ()),
+    ("nvmlDeviceGetTemperature", (n.TEMPERATURE_GPU,)),
+    ("nvmlDeviceGetPerformanceState", ()),
+    ("nvmlDeviceGetEccMode", ()),
+    ("nvmlDeviceGetTotalEccErrors", (n.MEMORY_ERROR_UNCORRECTED, n.ECC_COUNTER_VOLATILE)),
+    ("nvmlDeviceGetTotalEccErrors", (n.MEMORY_ERROR_UNCORRECTED, n.ECC_COUNTER_AGGREGATE)),
+    ("nvmlDeviceGetRetiredPagesPendingStatus", ()),
+    ("nvmlDeviceGetRemappedRows", ()),
+    ("nvmlDeviceGetMigMode", ()),
+    ("nvmlDeviceGetPersistenceMode", ()),
+    ("nvmlDeviceGetCurrentClocksEventReasons", ()),
+    ("nvmlDeviceGetCurrentClocksThrottleReasons", ()),  # the same, before driver r535
+    ("nvmlDeviceGetComputeRunningProcesses", ()),
+    ("nvmlDeviceGetGraphicsRunningProcesses", ()),
+    ("nvmlDeviceGetUtilizationRates", ()),
+    ("nvmlDeviceGetVbiosVersion", ()),
+)
+PROCESS_LISTS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses")
+
+
+def read_all(nvml: Any) -> None:
+    """Ask ``nvml`` (a RecordingNvml) every question of the plan; never raises for an NVML error."""
+    if nvml.init() is not None:
+        return
+    nvml.library_path()
+    for name in SYSTEM_QUERIES:
+        nvml.query(name)
+    count, _ = nvml.query("nvmlDeviceGetCount")
+    if not isinstance(count, int):
+        return
+    pids: set[int] = set()
+    for index in range(count):
+        handle, why = nvml.query("nvmlDeviceGetHandleByIndex", index)
+        if why is not None:
+            continue
+        for name, args in DEVICE_QUERIES:
+            value, _ = nvml.query(name, handle, *args)
+            if name in PROCESS_LISTS and isinstance(value, list):
+                pids.update(p["pid"] for p in value if isinstance(p, dict) and isinstance(p.get("pid"), int))
+    for pid in sorted(pids):
+        nvml.query("nvmlSystemGetProcessName", pid)
+
+
+def child_main(marker: str) -> None:
+    # A crash inside libnvidia-ml then prints the Python frame it happened under to stderr.
+    faulthandler.enable()
+
+    def listener(event: str, gpu: int | None, entry: dict[str, Any] | None) -> None:
+        sys.stdout.write(marker + json.dumps({"event": event, "gpu": gpu, **(entry or {})}, default=str) + "\n")
+        sys.stdout.flush()
+
+    from envcheck.probes.nvml_table import RecordingNvml
+
+    nvml = RecordingNvml(n.Nvml(), listener)
+    try:
+        read_all(nvml)
+    finally:
+        nvml.shutdown()

@@ -1,0 +1,347 @@
+"""NVML as a table of answers: recorded from the live library, replayed to the probes.
+
+A table holds every NVML answer the probes asked for, each a value or the NVML error it
+raised, so a machine's NVML can be replayed anywhere (``envcheck check --replay``, the tests)
+and the live NVML can run in a child process that hands its table back
+(``probes/nvml_child.py``)::
+
+    {"library": "/usr/lib/wsl/lib/libnvidia-ml.so.1",       # or "library_error": "<reason>"
+     "init_error": {"error": "NVMLError_DriverNotLoaded", "text": "Driver Not Loaded"},  # when init failed
+     "nvmlSystemGetDriverVersion": {"value": "576.02"},
+     "count": 1,
+     "gpus": [{"nvmlDeviceGetName": {"value": "NVIDIA GeForce RTX 3060 Laptop GPU"},
+               "nvmlDeviceGetClockInfo[SM]": {"value": 210},
+               "nvmlDeviceGetEccMode": {"error": "NVMLError_NotSupported", "text": "Not Supported"}}],
+     "failure": {"error": "crashed with SIGSEGV", "during": "nvmlDeviceGetPowerUsage on GPU 0"}}
+
+A query with enum arguments is keyed by their names (``nvmlDeviceGetTotalEccErrors[UNCORRECTED,VOLATILE]``),
+other arguments by their value (``nvmlSystemGetProcessName[4242]``); device queries live
+under their GPU. An entry may hold ``{"values": [...]}``: one answer per call, the last
+repeating (a monitor's samples). ``failure`` is set when the process that read NVML crashed
+or hung: every answer it never gave then fails with that story instead of a made-up one.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from envcheck.probes import nvml as n
+from envcheck.probes.nvml import PROBE_FAILED, NvmlCallError
+
+# Enum arguments -> the names tables use for them.
+_CLOCKS = {n.CLOCK_GRAPHICS: "GRAPHICS", n.CLOCK_SM: "SM", n.CLOCK_MEM: "MEM", n.CLOCK_VIDEO: "VIDEO"}
+LABELS: dict[str, tuple[dict[int, str], ...]] = {
+    "nvmlDeviceGetClockInfo": (_CLOCKS,),
+    "nvmlDeviceGetMaxClockInfo": (_CLOCKS,),
+    "nvmlDeviceGetTemperature": ({n.TEMPERATURE_GPU: "GPU"},),
+    "nvmlDeviceGetTotalEccErrors": (
+        {n.MEMORY_ERROR_CORRECTED: "CORRECTED", n.MEMORY_ERROR_UNCORRECTED: "UNCORRECTED"},
+        {n.ECC_COUNTER_VOLATILE: "VOLATILE", n.ECC_COUNTER_AGGREGATE: "AGGREGATE"},
+    ),
+    "nvmlDeviceGetRetiredPages": ({n.PAGE_RETIREMENT_MULTIPLE_SINGLE_BIT: "SBE", n.PAGE_RETIREMENT_DOUBLE_BIT: "DBE"},),
+}
+
+HANDLE_BY_INDEX = "nvmlDeviceGetHandleByIndex"
+# What a table without an answer says: fixtures written by hand leave out what an old driver
+# lacks, so their default is the error such a driver gives.
+FUNCTION_NOT_FOUND = ("NVMLError_FunctionNotFound", "Function Not Found")
+
+
+def table_key(name: str, args: tuple[Any, ...]) -> str:
+    """``nvmlDeviceGetClockInfo[SM]`` for ``("nvmlDeviceGetClockInfo", (CLOCK_SM,))`` (handle removed)."""
+    if not args:
+        return name
+    labels = LABELS.get(name, ())
+    names = [labels[i].get(a, str(a)) if i < len(labels) else str(a) for i, a in enumerate(args)]
+    return f"{name}[{','.join(names)}]"
+
+
+def load_table_file(path: Path) -> dict[str, Any]:
+    """A table from a JSON file, with the table its ``_base`` names (a file beside it) merged under it:
+    a variant lists only what differs, GPU by GPU."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    base_name = data.pop("_base", None)
+    if base_name is None:
+        return data
+    return merge_tables(load_table_file(path.with_name(f"{base_name}.json")), data)
+
+
+def merge_tables(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` laid on ``base``: top-level keys replaced, ``gpus`` merged index by index (a
+    variant with more GPUs than its base repeats the base's last GPU)."""
+    over = dict(over)
+    gpus_over = over.pop("gpus", None)
+    table = {**copy.deepcopy(base), **over}
+    if gpus_over is not None:
+        base_gpus = base.get("gpus") or [{}]
+        table["gpus"] = [
+            {**copy.deepcopy(base_gpus[min(i, len(base_gpus) - 1)]), **g} for i, g in enumerate(gpus_over)
+        ]
+        table["count"] = len(table["gpus"])
+    return table
+
+
+def failure_text(failure: dict[str, Any]) -> str:
+    """``crashed with SIGSEGV in nvmlDeviceGetPowerUsage on GPU 1`` from a table's ``failure``."""
+    during = failure.get("during")
+    return f"{failure.get('error') or 'failed'}" + (f" in {during}" if during else "")
+
+
+class TableHandle:
+    """A device handle of a replayed NVML: just the GPU's index. (A plain class, not a dataclass:
+    the NVML child imports this module, and dataclasses costs it a fifth of its start-up.)"""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TableHandle) and other.index == self.index
+
+    def __hash__(self) -> int:
+        return hash(("TableHandle", self.index))
+
+    def __repr__(self) -> str:
+        return f"TableHandle({self.index})"
+
+
+class TableNvml:
+    """The NVML seam's interface (``init``, ``call``, ``query``, ``library_path``, ``shutdown``),
+    answered from a table. ``absent``: the NVML error (class name, text) for a query the table
+    lacks; snapshots use ``NOT_CAPTURED`` so a probe newer than the snapshot says so."""
+
+    def __init__(self, table: dict[str, Any], absent: tuple[str, str] = FUNCTION_NOT_FOUND) -> None:
+        self.table = copy.deepcopy(table)
+        self.absent = absent
+        self.calls: list[tuple[Any, ...]] = []
+        self.init_count = 0
+        self.shutdown_count = 0
+        self._ready = False
+        self._positions: dict[tuple[int | None, str], int] = {}
+
+    @property
+    def failure(self) -> dict[str, Any] | None:
+        f = self.table.get("failure")
+        return f if isinstance(f, dict) else None
+
+    def init(self) -> str | None:
+        self.init_count += 1
+        err = self.table.get("init_error")
+        if isinstance(err, dict):
+            return str(err.get("text") or err.get("error") or "NVML error")
+        if self.failure and "count" not in self.table and not self._has_answers():
+            # The NVML process died before nvmlInit answered.
+            return f"the NVML probe process {failure_text(self.failure)}"
+        self._ready = True
+        return None
+
+    def _has_answers(self) -> bool:
+        return any(k.startswith("nvml") for k in self.table)
+
+    def _raise_absent(self, name: str) -> None:
+        if self.failure:
+            raise NvmlCallError(name, PROBE_FAILED, failure_text(self.failure))
+        raise NvmlCallError(name, *self.absent)
+
+    def call(self, name: str, *args: Any) -> Any:
+        self.calls.append((name, *args))
+        if not self._ready:
+            raise NvmlCallError(name, "NVMLError_Uninitialized", "Uninitialized")
+        if name == "nvmlDeviceGetCount" and "count" in self.table:
+            return self.table["count"]
+        if name == HANDLE_BY_INDEX:
+            return self._handle(name, int(args[0]))
+        if name in ("nvmlDeviceGetHandleByUUID", "nvmlDeviceGetHandleByPciBusId"):
+            return self._find(name, str(args[0]))
+        if args and isinstance(args[0], TableHandle):
+            gpu: int | None = args[0].index
+            rest = args[1:]
+            gpus = self.table.get("gpus") or []
+            source = gpus[gpu] if gpu < len(gpus) else {}
+        else:
+            gpu, rest, source = None, args, self.table
+        key = table_key(name, rest)
+        entry = source.get(key)
+        if not isinstance(entry, dict):
+            self._raise_absent(name)
+            raise AssertionError("unreachable")
+        if "error" in entry:
+            raise NvmlCallError(name, str(entry["error"]), str(entry.get("text") or entry["error"]))
+        if "values" in entry:
+            pos = self._positions.get((gpu, key), 0)
+            self._positions[(gpu, key)] = pos + 1
+            return copy.deepcopy(entry["values"][min(pos, len(entry["values"]) - 1)])
+        return copy.deepcopy(entry.get("value"))
+
+    def _handle(self, name: str, index: int) -> TableHandle:
+        count = self.table.get("count")
+        if not isinstance(count, int) or not 0 <= index < count:
+            raise NvmlCallError(name, "NVMLError_InvalidArgument", "Invalid Argument")
+        gpus = self.table.get("gpus") or []
+        if index >= len(gpus) and self.failure:
+            raise NvmlCallError(name, PROBE_FAILED, failure_text(self.failure))
+        entry = gpus[index].get(HANDLE_BY_INDEX) if index < len(gpus) else None
+        if isinstance(entry, dict) and "error" in entry:
+            raise NvmlCallError(name, str(entry["error"]), str(entry.get("text") or entry["error"]))
+        return TableHandle(index)
+
+    def _find(self, name: str, ident: str) -> TableHandle:
+        """A handle by UUID or PCI bus id, as NVML matches them (bus ids case-insensitively)."""
+        for index, gpu in enumerate(self.table.get("gpus") or []):
+            uuid = (gpu.get("nvmlDeviceGetUUID") or {}).get("value")
+            pci = (gpu.get("nvmlDeviceGetPciInfo") or {}).get("value") or {}
+            bus_ids = {str(pci.get("busId", "")).lower(), str(pci.get("busIdLegacy", "")).lower()}
+            if ident == uuid or ident.lower() in bus_ids:
+                return self.call(HANDLE_BY_INDEX, index)
+        raise NvmlCallError(name, "NVMLError_NotFound", "Not Found")
+
+    def query(self, name: str, *args: Any) -> tuple[Any, str | None]:
+        try:
+            return self.call(name, *args), None
+        except NvmlCallError as e:
+            return None, e.reason
+
+    def library_path(self) -> tuple[str | None, str | None]:
+        if not self._ready:
+            return None, "NVML is not loaded"
+        path = self.table.get("library")
+        if path:
+            return str(path), None
+        return None, str(self.table.get("library_error") or "libnvidia-ml not found in this process's memory map")
+
+    def shutdown(self) -> None:
+        self.shutdown_count += 1
+        self._ready = False
+
+
+# --------------------------------------------------------------------------- recording
+
+Listener = Callable[[str, "int | None", "dict[str, Any] | None"], None]
+
+
+class RecordingNvml:
+    """Wraps a live NVML seam and writes every answer into ``table`` as the probes ask.
+
+    ``listener(event, gpu, entry)`` hears ``("calling", gpu, {"key": ...})`` before each call
+    and ``("answer", gpu, {"key": ..., **entry})`` after it, so a child process can report each
+    answer as it comes: if the next call crashes the process, what came before survives.
+    """
+
+    def __init__(self, live: Any, listener: Listener | None = None) -> None:
+        self.live = live
+        self.listener = listener
+        self.table: dict[str, Any] = {}
+        self._handles: dict[int, int] = {}  # id(handle) -> GPU index
+        self._keep: list[Any] = []  # the handles themselves, so no id is reused while recording
+        self._inited = False
+
+    def _tell(self, event: str, gpu: int | None, entry: dict[str, Any]) -> None:
+        if self.listener is not None:
+            self.listener(event, gpu, entry)
+
+    def _store(self, gpu: int | None, key: str, entry: dict[str, Any]) -> None:
+        if gpu is None:
+            self.table[key] = entry
+        else:
+            gpus = self.table.setdefault("gpus", [])
+            while len(gpus) <= gpu:
+                gpus.append({})
+            gpus[gpu][key] = entry
+        self._tell("answer", gpu, {"key": key, **entry})
+
+    def init(self) -> str | None:
+        if self._inited:
+            return self.live.init()
+        self._inited = True
+        self._tell("calling", None, {"key": "nvmlInit"})
+        err = self.live.init()
+        if err is not None:
+            entry = {"error": getattr(self.live, "init_error_name", None) or "NVMLError", "text": err}
+            self.table["init_error"] = entry
+            self._tell("answer", None, {"key": "init_error", **entry})
+        else:
+            self._tell("answer", None, {"key": "nvmlInit", "value": None})
+        return err
+
+    def call(self, name: str, *args: Any) -> Any:
+        gpu: int | None = None
+        rest = args
+        if name == HANDLE_BY_INDEX:
+            gpu, rest = int(args[0]), ()
+        elif args and id(args[0]) in self._handles:
+            gpu, rest = self._handles[id(args[0])], args[1:]
+        key = table_key(name, rest)
+        self._tell("calling", gpu, {"key": key})
+        try:
+            value = self.live.call(name, *args)
+        except NvmlCallError as e:
+            self._store(gpu, key, {"error": e.error_name, "text": e.text})
+            raise
+        if name == HANDLE_BY_INDEX:
+            self._handles[id(value)] = int(args[0])
+            self._keep.append(value)
+            self._store(gpu, key, {"value": None})
+        elif name == "nvmlDeviceGetCount":
+            self.table["count"] = value
+            self._tell("answer", None, {"key": "count", "value": value})
+        else:
+            self._store(gpu, key, {"value": value})
+        return value
+
+    def query(self, name: str, *args: Any) -> tuple[Any, str | None]:
+        try:
+            return self.call(name, *args), None
+        except NvmlCallError as e:
+            return None, e.reason
+
+    def library_path(self) -> tuple[str | None, str | None]:
+        path, why = self.live.library_path()
+        if path:
+            self.table["library"] = path
+        else:
+            self.table["library_error"] = why
+        self._tell("answer", None, {"key": "library" if path else "library_error", "value": path or why})
+        return path, why
+
+    def shutdown(self) -> None:
+        self.live.shutdown()
+
+
+def table_from_events(events: list[dict[str, Any]]) -> tuple[dict[str, Any], str | None]:
+    """(the table, the call under way when the events stop) from a RecordingNvml listener's
+    events in order, as a child process reported them."""
+    table: dict[str, Any] = {}
+    pending: str | None = None
+    for ev in events:
+        kind, gpu, key = ev.get("event"), ev.get("gpu"), ev.get("key")
+        if not isinstance(key, str):
+            continue
+        where = f"{key} on GPU {gpu}" if isinstance(gpu, int) else key
+        if kind == "calling":
+            pending = where
+            continue
+        if kind != "answer":
+            continue
+        pending = None
+        entry = {k: v for k, v in ev.items() if k in ("value", "error", "text")}
+        if key == "count":
+            table["count"] = entry.get("value")
+        elif key in ("library", "library_error"):
+            table[key] = entry.get("value")
+        elif key == "init_error":
+            table["init_error"] = {"error": entry.get("error"), "text": entry.get("text")}
+        elif key == "nvmlInit":
+            continue
+        elif isinstance(gpu, int):
+            gpus = table.setdefault("gpus", [])
+            while len(gpus) <= gpu:
+                gpus.append({})
+            gpus[gpu][key] = entry
+        else:
+            table[key] = entry
+    return table, pending

@@ -1,0 +1,227 @@
+"""The host seam, recorded: every file, folder, link, command and variable the probes look at.
+
+``RecordingHost`` is the real machine (it answers exactly as :class:`Host` does) that also
+writes down each answer, as the file system, environment and commands a
+:class:`~envcheck.probes.replay.ReplayHost` can later be built from (``envcheck snapshot``).
+What it writes is already redacted: ``read_text`` and ``run`` of the base class redact, and
+environment values pass :func:`envcheck.redact.redact_value`.
+
+Paths are recorded as a file system, not as a log of calls, so a replay answers questions
+the same way the machine would: for every path a probe touches, each component that is a
+symbolic link is recorded with its target (``/lib -> usr/lib``), and the path itself as a
+file (text if a probe read it, ``None`` if it only checked it exists), a folder or a link.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import stat
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from envcheck.probes.host import Host, RunResult
+from envcheck.probes.packages import PackageInfo
+from envcheck.redact import redact_value
+
+
+class RecordingEnviron(Mapping[str, str]):
+    """The real environment; remembers the variables a probe read (never the others)."""
+
+    def __init__(self, real: Mapping[str, str]) -> None:
+        self._real = real
+        self.read: dict[str, str] = {}
+
+    def __getitem__(self, name: str) -> str:
+        value = self._real[name]
+        self.read[name] = redact_value(name, value)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._real)
+
+    def __len__(self) -> int:
+        return len(self._real)
+
+
+class RecordingHost(Host):
+    """The real machine, recorded (see the module docstring); ``section()`` is the snapshot's host part."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._real_environ = self.environ
+        self.environ = RecordingEnviron(self._real_environ)
+        self._lock = threading.RLock()
+        self.cwd = os.getcwd()
+        self.files: dict[str, str | None] = {}
+        self.errors: dict[str, dict[str, Any]] = {}
+        self.links: dict[str, str] = {}
+        self.dirs: set[str] = set()
+        self.which_answers: dict[str, str | None] = {}
+        self.disk_answers: dict[str, int] = {}
+        self.commands: list[dict[str, Any]] = []
+        self.runs: dict[str, dict[str, Any]] = {}
+        self.packages: dict[str, dict[str, Any] | None] = {}
+        self._cpu_count: int | None = None
+        self._machine: str | None = None
+
+    @property
+    def redactor(self):  # type: ignore[override]
+        from envcheck.redact import Redactor
+
+        # Secrets are looked up in the whole environment, not only in what probes read.
+        return Redactor(self._real_environ)
+
+    # ----------------------------------------------------------------- the file system model
+
+    def _abs(self, path: str) -> str:
+        return posixpath.normpath(posixpath.join(self.cwd, path))
+
+    def _note(self, path: str, depth: int = 0) -> None:
+        """Record ``path`` and every link on the way to it, as they are on disk."""
+        if depth > 40:
+            return
+        path = self._abs(path)
+        parts = path.split("/")[1:]
+        current = "/"
+        for i, part in enumerate(parts):
+            current = posixpath.join(current, part)
+            try:
+                st = os.lstat(current)
+            except OSError:
+                return  # absent from here on: absent in the replay too
+            if stat.S_ISLNK(st.st_mode):
+                try:
+                    target = os.readlink(current)
+                except OSError:
+                    return
+                with self._lock:
+                    self.links[current] = target
+                resolved = posixpath.join(posixpath.dirname(current), target)
+                rest = "/".join(parts[i + 1:])
+                self._note(posixpath.join(resolved, rest) if rest else resolved, depth + 1)
+                return
+            if i == len(parts) - 1:
+                with self._lock:
+                    if stat.S_ISDIR(st.st_mode):
+                        self.dirs.add(current)
+                    else:
+                        self.files.setdefault(current, None)
+
+    # ----------------------------------------------------------------- files
+
+    def read_text(self, path: str) -> str:
+        try:
+            text = super().read_text(path)
+        except OSError as e:
+            with self._lock:
+                self.errors[self._abs(path)] = {"errno": e.errno, "strerror": e.strerror or str(e)}
+            self._note(path)
+            raise
+        self._note(path)
+        with self._lock:
+            self.files[self._abs(os.path.realpath(path))] = text
+        return text
+
+    def exists(self, path: str) -> bool:
+        self._note(path)
+        return super().exists(path)
+
+    def is_dir(self, path: str) -> bool:
+        self._note(path)
+        return super().is_dir(path)
+
+    def is_symlink(self, path: str) -> bool:
+        self._note(path)
+        return super().is_symlink(path)
+
+    def readlink(self, path: str) -> str:
+        self._note(path)
+        return super().readlink(path)
+
+    def realpath(self, path: str) -> str:
+        self._note(path)
+        return super().realpath(path)
+
+    def listdir(self, path: str) -> list[str]:
+        names = super().listdir(path)
+        self._note(path)
+        for name in names:
+            self._note(posixpath.join(self._abs(path), name))
+        return names
+
+    def glob(self, pattern: str) -> list[str]:
+        found = super().glob(pattern)
+        for p in found:
+            self._note(p)
+        return found
+
+    def disk_free(self, path: str) -> int:
+        free = super().disk_free(path)
+        with self._lock:
+            self.disk_answers[self._abs(os.path.realpath(path))] = free
+        return free
+
+    # ----------------------------------------------------------------- processes and lookups
+
+    def run(self, argv: list[str], timeout: float, env: dict[str, str] | None = None,
+            name: str | None = None) -> RunResult:
+        res = super().run(argv, timeout, env=env, name=name)
+        entry = {"argv": list(res.argv), "returncode": res.returncode, "stdout": res.stdout, "stderr": res.stderr,
+                 "timed_out": res.timed_out, "error": res.error, "wall_s": round(res.wall_s, 3)}
+        with self._lock:
+            if name:
+                # The argv of a named run holds envcheck's own code: the name identifies it.
+                entry["argv"] = [res.argv[0]] if res.argv else []
+                self.runs[name] = entry
+            else:
+                self.commands.append(entry)
+        return res
+
+    def which(self, name: str) -> str | None:
+        found = super().which(name)
+        with self._lock:
+            self.which_answers[name] = found
+        if found:
+            self._note(found)
+        return found
+
+    def package(self, name: str) -> PackageInfo | None:
+        pkg = super().package(name)
+        with self._lock:
+            self.packages[name] = None if pkg is None else {
+                "version": pkg.version, "location": pkg.location, "requires": list(pkg.requires)}
+        return pkg
+
+    def cpu_count(self) -> int | None:
+        self._cpu_count = super().cpu_count()
+        return self._cpu_count
+
+    def machine(self) -> str:
+        self._machine = super().machine()
+        return self._machine
+
+    # ----------------------------------------------------------------- the result
+
+    def section(self) -> dict[str, Any]:
+        """The snapshot's ``host`` section (format in ``envcheck/snapshot.py``)."""
+        with self._lock:
+            return {
+                "machine": self._machine if self._machine is not None else super().machine(),
+                "cpu_count": self._cpu_count if self._cpu_count is not None else super().cpu_count(),
+                "cwd": self.cwd,
+                "python": {"executable": self.python_executable, "version": self.python_version,
+                           "prefix": self.python_prefix, "base_prefix": self.base_prefix,
+                           "include_dir": self.python_include_dir},
+                "environ": dict(sorted(self.environ.read.items())),
+                "files": dict(sorted(self.files.items())),
+                "errors": dict(sorted(self.errors.items())),
+                "links": dict(sorted(self.links.items())),
+                "dirs": sorted(self.dirs),
+                "which": dict(sorted(self.which_answers.items())),
+                "disk_free": dict(sorted(self.disk_answers.items())),
+                "commands": list(self.commands),
+                "runs": dict(sorted(self.runs.items())),
+                "packages": dict(sorted(self.packages.items())),
+            }

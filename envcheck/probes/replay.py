@@ -1,0 +1,285 @@
+"""A recorded machine behind the host seam: what ``--replay`` and the tests probe.
+
+``ReplayHost`` is a small in-memory machine: a file system of files, links and folders, the
+commands it answers, its environment, its Python and its installed packages. It is built
+from a snapshot's ``host`` section (``envcheck snapshot`` records one through
+``probes/recording.py``) or directly from dictionaries (the tests' ``FakeHost``).
+
+The file system behaves like the real one for what probes ask: links are followed component
+by component (``/lib -> usr/lib``), a link whose target is absent is broken, folders list
+what is under them, ``glob`` matches one level like :mod:`glob`. A file recorded without its
+content (``None``: it exists, nobody read it) refuses to be read.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from envcheck.probes.host import Host, RunResult
+from envcheck.probes.packages import PackageInfo
+
+CommandAnswer = RunResult | tuple[int, str, str]
+CommandSpec = CommandAnswer | Callable[[tuple[str, ...]], CommandAnswer]
+
+NOT_CAPTURED = "not captured in this snapshot"
+
+
+class ReplayHost(Host):
+    """A machine made of dictionaries.
+
+    - ``files``: path -> text; ``None`` for a file that exists but whose content was not
+      recorded; an ``OSError`` instance is raised on read (``PermissionError(13, ...)``).
+    - ``links``: path -> target (absolute or relative to the link's folder).
+    - ``dirs``: folders that exist even if empty; parents of every file and link exist too.
+    - ``commands``: keyed by the argv tuple, by argv[0] as given, or by argv[0]'s base name
+      (tried in that order); values a ``RunResult``, an ``(rc, stdout, stderr)`` tuple or a
+      callable ``argv -> either``. ``runs``: the same, keyed by the run's ``name``
+      (``torch_runtime``), tried first. An unknown command answers ``unknown_command``
+      (``not found`` like a missing binary; a snapshot says it was not captured).
+    - ``which``: name -> path or None, overriding the search of ``PATH`` in ``environ``.
+    - ``disk_free``: bytes free, one number for every existing path or a dict path -> bytes.
+    - ``packages``: distribution name -> ``PackageInfo`` (absent: not installed).
+    Every run is appended to ``calls`` (argv tuples) for assertions.
+    """
+
+    def __init__(
+        self,
+        files: Mapping[str, str | None | OSError] | None = None,
+        links: Mapping[str, str] | None = None,
+        dirs: Iterable[str] = (),
+        commands: Mapping[tuple[str, ...] | str, CommandSpec] | None = None,
+        environ: Mapping[str, str] | None = None,
+        which: Mapping[str, str | None] | None = None,
+        disk_free: int | Mapping[str, int] = 500 * 10**9,
+        cpu_count: int | None = 8,
+        machine: str = "x86_64",
+        cwd: str = "/home/user/project",
+        python_executable: str = "/home/user/project/.venv/bin/python",
+        python_version: str = "3.11.9",
+        python_prefix: str = "/home/user/project/.venv",
+        base_prefix: str = "/usr",
+        python_include_dir: str = "/usr/include/python3.11",
+        packages: Mapping[str, PackageInfo | None] | None = None,
+        runs: Mapping[str, CommandSpec] | None = None,
+        unknown_command: str = "not found",
+    ) -> None:
+        # Deliberately no super().__init__(): nothing of the real machine leaks in.
+        self.cwd = cwd
+        self.files: dict[str, str | None | OSError] = {self._abs(p): v for p, v in (files or {}).items()}
+        self.links: dict[str, str] = {self._abs(p): t for p, t in (links or {}).items()}
+        self.dirs: set[str] = {"/"} | {self._abs(d) for d in dirs}
+        for p in [*self.files, *self.links, *list(self.dirs)]:
+            parent = posixpath.dirname(p)
+            while parent not in self.dirs:
+                self.dirs.add(parent)
+                parent = posixpath.dirname(parent)
+        self.commands: dict[tuple[str, ...] | str, CommandSpec] = dict(commands or {})
+        self.runs: dict[str, CommandSpec] = dict(runs or {})
+        self.environ: Mapping[str, str] = dict(environ or {})
+        self._which = dict(which) if which is not None else None
+        self._disk_free = disk_free
+        self._cpu_count = cpu_count
+        self._machine = machine
+        self.python_executable = python_executable
+        self.python_version = python_version
+        self.python_prefix = python_prefix
+        self.base_prefix = base_prefix
+        self.python_include_dir = python_include_dir
+        self.packages: dict[str, PackageInfo | None] = dict(packages or {})
+        self.unknown_command = unknown_command
+        self.calls: list[tuple[str, ...]] = []
+
+    # ----------------------------------------------------------------- snapshots
+
+    @classmethod
+    def from_section(cls, section: Mapping[str, Any]) -> ReplayHost:
+        """A host from a snapshot's ``host`` section (see ``envcheck/snapshot.py`` for the format)."""
+        files: dict[str, str | None | OSError] = dict(section.get("files") or {})
+        for path, err in (section.get("errors") or {}).items():
+            files[path] = OSError(int(err.get("errno") or 5), str(err.get("strerror") or "I/O error"), path)
+        commands: dict[tuple[str, ...] | str, CommandSpec] = {}
+        for c in section.get("commands") or []:
+            argv = tuple(str(a) for a in c["argv"])
+            commands[argv] = run_result(argv, c)
+        runs: dict[str, CommandSpec] = {}
+        for name, c in (section.get("runs") or {}).items():
+            argv = tuple(str(a) for a in c.get("argv") or (name,))
+            runs[name] = run_result(argv, c)
+        packages = {name: (PackageInfo(name, str(p.get("version") or ""), str(p.get("location") or ""),
+                                       tuple(p.get("requires") or ())) if p else None)
+                    for name, p in (section.get("packages") or {}).items()}
+        python = section.get("python") or {}
+        disk = section.get("disk_free")
+        return cls(
+            files=files,
+            links=section.get("links") or {},
+            dirs=section.get("dirs") or (),
+            commands=commands,
+            environ=section.get("environ") or {},
+            which=section.get("which") or {},
+            disk_free=disk if isinstance(disk, (int, dict)) else {},
+            cpu_count=section.get("cpu_count"),
+            machine=str(section.get("machine") or ""),
+            cwd=str(section.get("cwd") or "/"),
+            python_executable=str(python.get("executable") or ""),
+            python_version=str(python.get("version") or ""),
+            python_prefix=str(python.get("prefix") or ""),
+            base_prefix=str(python.get("base_prefix") or ""),
+            python_include_dir=str(python.get("include_dir") or ""),
+            packages=packages,
+            runs=runs,
+            unknown_command=NOT_CAPTURED,
+        )
+
+    # ----------------------------------------------------------------- paths
+
+    def _abs(self, path: str) -> str:
+        return posixpath.normpath(posixpath.join(self.cwd, path))
+
+    def _resolve(self, path: str, depth: int = 0) -> str:
+        """Follow links component by component, like os.path.realpath (non-strict)."""
+        if depth > 40:
+            raise OSError(40, "Too many levels of symbolic links", path)
+        parts = self._abs(path).split("/")[1:]
+        current = "/"
+        for i, part in enumerate(parts):
+            candidate = posixpath.join(current, part)
+            if candidate in self.links:
+                target = posixpath.join(posixpath.dirname(candidate), self.links[candidate])
+                rest = "/".join(parts[i + 1:])
+                resolved = self._resolve(target, depth + 1)
+                return self._resolve(posixpath.join(resolved, rest), depth + 1) if rest else resolved
+            current = candidate
+        return current
+
+    # ----------------------------------------------------------------- Host API
+
+    def _read_text(self, path: str) -> str:
+        real = self._resolve(path)
+        if real in self.files:
+            value = self.files[real]
+            if isinstance(value, OSError):
+                raise value
+            if value is None:
+                raise OSError(5, f"content {NOT_CAPTURED}", path)
+            return value
+        if real in self.dirs:
+            raise IsADirectoryError(21, "Is a directory", path)
+        raise FileNotFoundError(2, "No such file or directory", path)
+
+    def exists(self, path: str) -> bool:
+        try:
+            real = self._resolve(path)
+        except OSError:
+            return False
+        return real in self.files or real in self.dirs
+
+    def is_dir(self, path: str) -> bool:
+        try:
+            return self._resolve(path) in self.dirs
+        except OSError:
+            return False
+
+    def is_symlink(self, path: str) -> bool:
+        return self._abs(path) in self.links
+
+    def readlink(self, path: str) -> str:
+        p = self._abs(path)
+        if p not in self.links:
+            raise OSError(22, "Invalid argument", path)
+        return self.links[p]
+
+    def realpath(self, path: str) -> str:
+        try:
+            return self._resolve(path)
+        except OSError:
+            return self._abs(path)
+
+    def _entries(self) -> set[str]:
+        return set(self.files) | set(self.links) | self.dirs
+
+    def listdir(self, path: str) -> list[str]:
+        real = self._resolve(path)
+        if real not in self.dirs:
+            if real in self.files:
+                raise NotADirectoryError(20, "Not a directory", path)
+            raise FileNotFoundError(2, "No such file or directory", path)
+        # Entries are listed under the folder as named (a linked folder lists its target's entries).
+        return sorted(posixpath.basename(p) for p in self._entries() if p != "/" and posixpath.dirname(p) == real)
+
+    def glob(self, pattern: str) -> list[str]:
+        pat = self._abs(pattern)
+        return sorted(p for p in self._entries() if fnmatch.fnmatchcase(p, pat) and p.count("/") == pat.count("/"))
+
+    def disk_free(self, path: str) -> int:
+        if isinstance(self._disk_free, int):
+            if not self.exists(path):
+                raise FileNotFoundError(2, "No such file or directory", path)
+            return self._disk_free
+        real = self._resolve(path)
+        if real not in self._disk_free:
+            if self.unknown_command == NOT_CAPTURED:
+                raise OSError(61, NOT_CAPTURED, path)
+            raise FileNotFoundError(2, "No such file or directory", path)
+        return int(self._disk_free[real])
+
+    def _run(self, args: tuple[str, ...], timeout: float, env: dict[str, str] | None,
+             name: str | None) -> RunResult:
+        self.calls.append(args)
+        spec: CommandSpec | None = self.runs.get(name) if name else None
+        if spec is None:
+            for key in (args, args[0] if args else "", posixpath.basename(args[0]) if args else ""):
+                if key in self.commands:
+                    spec = self.commands[key]
+                    break
+        if spec is None:
+            return RunResult(args, None, error=self.unknown_command)
+        answer = spec(args) if callable(spec) else spec
+        if isinstance(answer, RunResult):
+            return answer
+        rc, out, err = answer
+        return RunResult(args, rc, out, err, wall_s=0.001)
+
+    def which(self, name: str) -> str | None:
+        if self._which is not None and name in self._which:
+            return self._which[name]
+        if "/" in name:
+            return self._abs(name) if self._resolve(name) in self.files else None
+        for d in self.environ.get("PATH", "").split(":"):
+            if d:
+                candidate = posixpath.join(self._abs(d), name)
+                if self.exists(candidate) and not self.is_dir(candidate):
+                    return candidate
+        return None
+
+    def package(self, name: str) -> PackageInfo | None:
+        return self.packages.get(name)
+
+    def has_run(self, name: str) -> bool:
+        """Whether the run ``name`` (``torch_runtime``) can be replayed. A snapshot made from a post
+        that shows no import of torch holds none: that runtime section then reads "not run",
+        not "failed"."""
+        return self.unknown_command != NOT_CAPTURED or name in self.runs
+
+    def cpu_count(self) -> int | None:
+        return self._cpu_count
+
+    def machine(self) -> str:
+        return self._machine
+
+
+def run_result(argv: tuple[str, ...], data: Mapping[str, Any]) -> RunResult:
+    """A ``RunResult`` from its snapshot form (``returncode``, ``stdout``, ``stderr``, ...)."""
+    rc = data.get("returncode")
+    return RunResult(
+        argv,
+        int(rc) if isinstance(rc, int) else None,
+        str(data.get("stdout") or ""),
+        str(data.get("stderr") or ""),
+        timed_out=bool(data.get("timed_out")),
+        error=data.get("error"),
+        wall_s=float(data.get("wall_s") or 0.0),
+    )

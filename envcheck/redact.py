@@ -1,0 +1,88 @@
+"""Secrets out of everything envcheck captures: variable values, command output, file text.
+
+Reports and snapshots get shared, pasted into issues and committed. A torch import may print
+``HF_TOKEN`` to stderr, an exception may carry ``https://user:password@host``: whatever a probe
+captures passes :meth:`Redactor.text` at the host seam (``probes/host.py``) before any probe
+sees it, so no fact can carry a secret by forgetting to ask.
+
+Three things are removed:
+- the value of every environment variable whose name marks a secret (``HF_TOKEN``,
+  ``AWS_SECRET_ACCESS_KEY``, ``DB_PASSWORD``), wherever that value appears;
+- the credentials inside URLs (``scheme://user:pass@host`` -> ``scheme://<redacted>@host``);
+- well-known token formats (GitHub, GitLab, Hugging Face, Slack, OpenAI, AWS key ids), in case
+  one sits where no name warns of it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+REDACTED = "<redacted>"
+
+# Parts of a variable name that mark its value as a secret.
+SECRET_NAME_PARTS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "AUTH", "COOKIE", "SESSION")
+
+# A secret-named variable's value is searched for in captured text only from this length on:
+# SESSION and AUTH also name harmless short values (XDG_SESSION_ID=3, XDG_SESSION_CLASS=user)
+# whose every occurrence in a traceback would otherwise vanish.
+MIN_SECRET_LENGTH = 8
+
+# Userinfo in a URL (scheme://user:pass@host, or a bare token as the user: https://ghp_x@github.com).
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/?#@\s]+)@")
+# Well-known token formats. The look-behind keeps ordinary words ("/opt/desk-environment") from matching.
+_TOKEN_SHAPES = re.compile(
+    r"(?<![A-Za-z0-9_\-])(?:(?:ghp_|gho_|ghs_|ghu_|github_pat_|glpat-|hf_|xox[abpr]-|sk-)[A-Za-z0-9_\-]{20,}"
+    r"|(?:AKIA|ASIA)[0-9A-Z]{16}\b)"
+)
+
+
+def is_secret_name(name: str) -> bool:
+    upper = name.upper()
+    return any(part in upper for part in SECRET_NAME_PARTS)
+
+
+def redact_urls(text: str) -> str:
+    """``text`` with URL credentials and token-shaped words replaced."""
+    text = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", text)
+    return _TOKEN_SHAPES.sub(REDACTED, text)
+
+
+def redact_value(name: str, value: str) -> str:
+    """``value`` of variable ``name`` as it may appear in a report.
+
+    The whole value goes when the name marks a secret or a known token format appears in it;
+    otherwise only the credentials inside URLs go
+    (``https://user:pass@host/simple`` -> ``https://<redacted>@host/simple``).
+    """
+    if is_secret_name(name) or _TOKEN_SHAPES.search(value):
+        return REDACTED
+    return _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", value)
+
+
+def secret_values(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """Values of the secret-named variables worth searching for, longest first (so a secret that
+    contains another is replaced whole)."""
+    found = set()
+    for name, value in environ.items():
+        if not is_secret_name(name) or not isinstance(value, str):
+            continue
+        value = value.strip()
+        if len(value) >= MIN_SECRET_LENGTH and value != REDACTED:
+            found.add(value)
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+class Redactor:
+    """Removes the secrets of one environment from any text (see the module docstring)."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        values = secret_values(environ)
+        self._values = re.compile("|".join(re.escape(v) for v in values)) if values else None
+
+    def text(self, text: str) -> str:
+        if not text:
+            return text
+        if self._values is not None:
+            text = self._values.sub(REDACTED, text)
+        return redact_urls(text)

@@ -1,0 +1,139 @@
+"""A machine in one JSON file: what every probe read, to be probed again anywhere.
+
+``envcheck snapshot`` records the machine at the seams (``probes/recording.py`` for files,
+folders, links, commands, variables, packages and the runtime children; the NVML child's
+answers for NVML) and writes it here; ``envcheck check --replay`` and ``probe --replay`` run
+the same probes and checks against it (``probes/replay.py``, ``probes/nvml_table.py``), on any
+machine, without a GPU. It is what a user attaches to a support thread, and what the tests
+are made of (``tests/fixtures/snapshots/``).
+
+Format (``format``: ``envcheck-snapshot``)::
+
+    {"format": "envcheck-snapshot", "version": 1,
+     "meta": {"id", "title", "captured", "envcheck_version", "host", "sources": [url, ...],
+              "derived": [how a part was converted], "hand_written": [what nobody posted], "notes"},
+     "host": {"machine", "cpu_count", "cwd", "python": {executable, version, prefix, base_prefix, include_dir},
+              "environ": {name: value (secrets redacted)},
+              "files": {path: text or null (exists, not read)}, "errors": {path: {errno, strerror}},
+              "links": {path: target}, "dirs": [path],
+              "which": {name: path or null}, "disk_free": {path: bytes},
+              "commands": [{argv, returncode, stdout, stderr, timed_out, error, wall_s}],
+              "runs": {"torch_runtime" | "triton_runtime": {returncode, stdout, stderr, ...}},
+              "packages": {name: {version, location, requires} or null}},
+     "nvml": <an NVML table, see probes/nvml_table.py>}
+
+Format history (``version``):
+  1 - first format (2026-11).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+FORMAT = "envcheck-snapshot"
+VERSION = 1
+
+
+class SnapshotError(Exception):
+    """A file that cannot be read as a snapshot (one-line message)."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    meta: dict[str, Any] = field(default_factory=dict)
+    host: dict[str, Any] = field(default_factory=dict)
+    nvml: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def hostname(self) -> str:
+        return str(self.meta.get("host") or self.meta.get("id") or "snapshot")
+
+
+def to_dict(snap: Snapshot) -> dict[str, Any]:
+    return {"format": FORMAT, "version": VERSION, "meta": snap.meta, "host": snap.host, "nvml": snap.nvml}
+
+
+def dumps(snap: Snapshot) -> str:
+    return json.dumps(to_dict(snap), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def from_dict(data: Any) -> Snapshot:
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise SnapshotError(f"not an envcheck snapshot (no 'format': '{FORMAT}' field)")
+    version = data.get("version")
+    if not isinstance(version, int):
+        raise SnapshotError("snapshot has no integer version")
+    if version > VERSION:
+        raise SnapshotError(f"snapshot version {version} is newer than this envcheck understands ({VERSION}): "
+                            "upgrade envcheck (pip install -U envcheck)")
+    if version < 1:
+        raise SnapshotError(f"unknown snapshot version {version}")
+    sections = {k: data.get(k) or {} for k in ("meta", "host", "nvml")}
+    for name, value in sections.items():
+        if not isinstance(value, dict):
+            raise SnapshotError(f"snapshot section {name!r} is not an object")
+    return Snapshot(**sections)
+
+
+def loads(text: str) -> Snapshot:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SnapshotError(f"not valid JSON ({e.msg} at line {e.lineno})") from None
+    return from_dict(data)
+
+
+def load(path: str | os.PathLike[str]) -> Snapshot:
+    """Read a snapshot; every failure is a SnapshotError whose message names the file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SnapshotError(f"{p}: no such file") from None
+    except IsADirectoryError:
+        raise SnapshotError(f"{p}: is a directory, not a snapshot file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise SnapshotError(f"{p}: cannot read ({e.__class__.__name__}: {e})") from None
+    try:
+        return loads(text)
+    except SnapshotError as e:
+        raise SnapshotError(f"{p}: {e}") from None
+
+
+def replay(snap: Snapshot) -> tuple[Any, Any]:
+    """(host, nvml): the seams of the recorded machine, for ``collect(host=..., nvml=...)``."""
+    from envcheck.probes.nvml import NOT_CAPTURED
+    from envcheck.probes.nvml_table import TableNvml
+    from envcheck.probes.replay import ReplayHost
+
+    return ReplayHost.from_section(snap.host), TableNvml(snap.nvml, absent=(NOT_CAPTURED, "not captured"))
+
+
+def capture(timeout: float = 120.0) -> Snapshot:
+    """Probe this machine (runtime children included) through recording seams."""
+    from envcheck import __version__
+    from envcheck.probes.collect import collect, hostname, utc_now
+    from envcheck.probes.nvml_isolated import NVML_TIMEOUT_S, RUN_NAME, IsolatedNvml
+    from envcheck.probes.recording import RecordingHost
+
+    host = RecordingHost()
+    nvml = IsolatedNvml(host, timeout=min(timeout, NVML_TIMEOUT_S))
+    collect(host=host, nvml=nvml, runtime=True, timeout=timeout)
+    section = host.section()
+    # The NVML child's raw output is kept as its table (below), not as a run.
+    section["runs"].pop(RUN_NAME, None)
+    meta = {
+        "id": None,
+        "title": None,
+        "captured": utc_now(),
+        "envcheck_version": __version__,
+        "host": hostname(),
+        "sources": ["recorded by envcheck snapshot"],
+        "derived": [],
+        "hand_written": [],
+    }
+    return Snapshot(meta=meta, host=section, nvml=nvml.table)

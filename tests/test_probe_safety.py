@@ -1,0 +1,151 @@
+"""Nothing leaked, nothing left running, nothing misdiagnosed: secrets a probe child prints, Ctrl-C
+while children run, non-finite timeouts, and a torch shadowed on PYTHONPATH."""
+
+from __future__ import annotations
+
+import _thread
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from envcheck.probes.collect import collect
+from envcheck.probes.host import Host
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SECRETS = {
+    "HF_TOKEN": "hf_live_0123456789abcdefghijABCDEFGHIJ",
+    "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "DATABASE_URL": "postgres://dbuser:Db-Passw0rd-42@db.internal.example:5432/app",
+}
+LEAKS = ("hf_live_0123456789abcdefghijABCDEFGHIJ", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "Db-Passw0rd-42",
+         "s3cr3t-Pa55word")
+
+# A torch whose import prints secrets from its environment and dies with a credentialed URL,
+# as a broken install behind a private index does.
+LEAKY_TORCH = '''
+import os, sys
+sys.stderr.write("debug: HF_TOKEN=" + os.environ.get("HF_TOKEN", "") + "\\n")
+sys.stderr.write("debug: AWS_SECRET_ACCESS_KEY=" + os.environ.get("AWS_SECRET_ACCESS_KEY", "") + "\\n")
+print("connecting to", os.environ.get("DATABASE_URL", ""))
+raise RuntimeError("cannot fetch https://alice:s3cr3t-Pa55word@pypi.internal.example/simple/torch-extras/")
+'''
+
+# A torch source checkout on PYTHONPATH: imports as torch, fails like one that was never built.
+SHADOW_TORCH = '''
+raise ModuleNotFoundError("No module named 'torch._C'")
+'''
+
+
+def envcheck(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "envcheck", *args], capture_output=True, text=True, timeout=300,
+                          env=env, cwd=cwd)
+
+
+def test_secrets_printed_or_raised_by_the_torch_child_never_reach_the_report(tmp_path: Path) -> None:
+    pkg = tmp_path / "leaky" / "torch"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(LEAKY_TORCH, encoding="utf-8")
+    out = tmp_path / "report.json"
+    env = {**os.environ, **SECRETS, "PYTHONPATH": f"{pkg.parent}:{ROOT}"}
+    res = envcheck("check", "--format", "json", "--out", str(out), "--timeout", "60", env=env, cwd=tmp_path)
+    assert res.returncode in (0, 1), res.stderr[-2000:]
+    text = out.read_text(encoding="utf-8")
+    report = json.loads(text)
+    error = report["environment"]["sections"]["torch_runtime"]["error"]["value"]
+    assert error.startswith("RuntimeError: cannot fetch https://<redacted>@pypi.internal.example/")
+    tail = report["environment"]["sections"]["torch_runtime"]["output_tail"]["value"]
+    assert "debug: HF_TOKEN=<redacted>" in tail and "postgres://<redacted>@db.internal.example" in tail
+    for leak in LEAKS:
+        assert leak not in text, leak
+        assert leak not in res.stdout
+
+
+def test_ctrl_c_during_probing_kills_the_children(tmp_path: Path) -> None:
+    """The runtime probes wait in threads; Ctrl-C reaches only the main thread. Their children run
+    in sessions of their own, so before envcheck killed them on the way out they outlived it."""
+    pid_file = tmp_path / "child.pid"
+    script = tmp_path / "slow_python"
+    script.write_text(f"#!{sys.executable}\nimport os, time\n"
+                      f"open({str(pid_file)!r}, 'a').write(str(os.getpid()) + '\\n')\ntime.sleep(120)\n",
+                      encoding="utf-8")
+    script.chmod(0o755)
+
+    class SlowPython(Host):
+        def __init__(self) -> None:
+            super().__init__()
+            self.python_executable = str(script)
+
+    class NoNvml:
+        def init(self) -> str:
+            return "NVML Shared Library Not Found"
+
+        def shutdown(self) -> None:
+            pass
+
+    interrupted: list[float] = []
+
+    def interrupt_when_started() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if pid_file.exists() and len(pid_file.read_text().split()) >= 2:
+                break
+            time.sleep(0.05)
+        interrupted.append(time.monotonic())
+        _thread.interrupt_main()
+
+    threading.Thread(target=interrupt_when_started, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        collect(host=SlowPython(), nvml=NoNvml(), runtime=True, timeout=100)
+    # Ctrl-C is answered at once, not when the children's 100 s timeout has killed them.
+    assert interrupted and time.monotonic() - interrupted[0] < 10
+    pids = [int(p) for p in pid_file.read_text().split()]
+    assert len(pids) == 2  # the torch and the Triton child
+    deadline = time.monotonic() + 5
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in pids if _running(p)]
+        time.sleep(0.05)
+    assert not alive, f"probe children still running after Ctrl-C: {alive}"
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "1e400"])
+@pytest.mark.parametrize("command", ["check", "snapshot"])
+def test_non_finite_timeouts_are_refused(command: str, value: str, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    res = envcheck(command, "--timeout", value, env=env, cwd=tmp_path)
+    assert res.returncode == 2, res.stdout[-500:]
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"envcheck {command}: error: argument --timeout:") and value in last
+    assert res.stdout == "" and list(tmp_path.iterdir()) == []
+
+
+def test_a_torch_shadowed_through_pythonpath_is_named_with_its_fix(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    shadow = tmp_path / "src" / "torch"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text(SHADOW_TORCH, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": f"{shadow.parent}:{ROOT}"}
+    res = envcheck("check", "--format", "json", "--timeout", "60", env=env, cwd=tmp_path)
+    checks = {c["id"]: c for c in json.loads(res.stdout)["checks"]}
+    location = checks["torch.location"]
+    assert location["status"] == "fail"
+    assert location["finding"].startswith(f"import torch loads {shadow}, not the installed ")
+    assert location["fix"] == f"unset PYTHONPATH (or drop {shadow.parent} from it: export PYTHONPATH={ROOT})"
+    imported = checks["torch.import"]
+    assert imported["status"] == "fail" and imported["fix"] == location["fix"]
+    assert f"(it loads {shadow})" in imported["finding"]
