@@ -32,7 +32,8 @@ KINDS = (POINTER, TMA, TMA_PERSISTENT)
 # candidates run in turns for ``warmup_ms``: a large matmul then meets the GPU at its power cap,
 # as the benchmark will. Raced on a cool GPU, bf16 4096^3 chose the pointer kernel (0.96x of
 # cuBLAS once capped) over persistent TMA (0.995x), which draws fewer watts for the same work.
-RACE_SETTINGS = {"warmup_ms": 300.0, "rep_ms": 25.0, "min_samples": 10, "max_samples": 200}
+RACE_WARMUP_MS = 300.0
+RACE_REP_MS = 25.0
 
 # GPU time per call (us) of each callable, or the exception that stopped it.
 Measure = Callable[[list[Callable[[], Any]]], list["float | BaseException"]]
@@ -103,9 +104,11 @@ def fastest(candidates: Mapping[Tile, Callable[[], Any]], measure: Measure | Non
 
 def graph_times(fns: list[Callable[[], Any]]) -> list[float | BaseException]:
     """Median GPU time per call of each (compiled) callable: CUDA-graph replays, interleaved."""
-    from envcheck.bench.timer import Timer, TimerSettings, graph_region
+    from envcheck.bench.graphs import graph_region
+    from envcheck.bench.timer import Timer
+    from envcheck.model import Settings
 
-    timer = Timer("cuda", TimerSettings(**RACE_SETTINGS))
+    timer = Timer("cuda", Settings(warmup_ms=RACE_WARMUP_MS, rep_ms=RACE_REP_MS, min_samples=10, max_samples=200))
     regions: list[Any] = []
     out: list[float | BaseException] = []
     for fn in fns:
