@@ -34,6 +34,8 @@ Two rules at the turn boundaries, both applied before a sample is taken, none dr
   the turn carries the graph's launch latency (the start event fires at once on an idle GPU,
   the kernels only after the launch): on an H200 that gave 6-19% spikes every 32-64 samples.
   With the spacer every timed replay is queued behind GPU work, as the other replays are.
+  Within a round the graph turns come first and the eager turns after them (reversed every
+  other round), so one spacer per round is enough.
 """
 
 from __future__ import annotations
@@ -55,8 +57,9 @@ MIN_WARMUP_CALLS = 3
 ESTIMATE_SAMPLES = 3
 # One region's turn in an interleaved measurement lasts about this long: far shorter than the
 # power-cap and thermal swings it must share out evenly (hundreds of ms), long enough that a
-# turn holds several 1 ms graph replays, so a spacer replay costs a small share of the window.
-INTERLEAVE_TURN_US = 10_000.0
+# turn holds several 1 ms graph replays, so the spacer replay (one per round) costs a small
+# share of the window.
+INTERLEAVE_TURN_US = 5000.0
 
 GRAPH = "cuda_graph"
 EAGER = "cuda_events"
@@ -245,7 +248,10 @@ class Timer:
             busy_us = max(busy_us, counts[i] * max(estimate, 0.0))
         if counts:
             turns = max(1, min(min(counts.values()), math.ceil(busy_us / INTERLEAVE_TURN_US)))
-            marks: dict[int, list[tuple[Any, Any]]] = {i: [] for i in counts}
+            # Graph turns side by side, then eager ones: a graph turn after an eager one needs a
+            # spacer, and this way only one per round does.
+            marks: dict[int, list[tuple[Any, Any]]] = {
+                i: [] for i in sorted(counts, key=lambda i: regions[i].method == EAGER)}
             idle = True  # the estimates ended with a synchronisation
             for t in range(turns):
                 # Every other round runs backwards (a, b, c, c, b, a, ...): within a round the
