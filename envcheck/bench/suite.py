@@ -63,9 +63,10 @@ CPU_QUICK_VECTOR_SIZES = (1 << 10, 10240, 100_003, 102400, 1 << 20)
 CPU_QUICK_ROW_SHAPES = ((257, 1025), (1024, 1024))
 CPU_QUICK_MATMUL_SHAPES = ((255, 257, 253), (256, 256, 256), (512, 512, 512))
 
-# The presets: how samples are taken (timer.py states the rule). At most 200 samples per
-# timing keeps every raw sample of a full suite in a report under 1 MB.
-GPU_SETTINGS = Settings(warmup_ms=25, rep_ms=100, min_samples=10, max_samples=200, cold_l2=True)
+# The presets: how samples are taken (timer.py states the rule). At most 150 samples per
+# timing keeps every raw sample of the full suite (~260 cases, 2 timings each, and the NVML
+# windows) in a report under 1 MB; ~1 ms graph replays over rep_ms = 100 give about 100.
+GPU_SETTINGS = Settings(warmup_ms=25, rep_ms=100, min_samples=10, max_samples=150, cold_l2=True)
 GPU_QUICK_SETTINGS = Settings(warmup_ms=10, rep_ms=40, min_samples=10, max_samples=100, cold_l2=True)
 # The CPU warms longer (thread pools, page faults of fresh buffers) and takes at least 20
 # samples: a host clock around a shared machine's work needs more of them than CUDA events.

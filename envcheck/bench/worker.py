@@ -40,7 +40,10 @@ from envcheck.bench.timer import Timer
 from envcheck.model import BenchDevice, Case, MonitorWindow, Note, Skip
 
 Emit = Callable[[Event], None]
-MONITOR_INTERVAL_S = 0.02
+# NVML's power reading is itself an average over tens of ms to a second (driver-dependent), and
+# the clock swings worth seeing take hundreds of ms: 50 ms samples show them and keep a
+# group's window to a few dozen samples.
+MONITOR_INTERVAL_S = 0.05
 CEILING_SEED = 1
 
 
