@@ -6,9 +6,10 @@ what counts as throttled. The sampler runs in a daemon thread and costs one NVML
 quantity per sample (ctypes releases the GIL during each call, so the thread barely touches
 the Python that launches kernels). It never raises: without NVML the window has no samples.
 
-Samples stay aligned: a sample is kept only when every quantity still sampled was read (a
-transient NVML error drops that sample); a quantity NVML refuses for good (Not Supported,
-No Permission) is dropped from the whole window.
+Samples stay aligned (one entry per sample in every quantity of the window): a quantity NVML
+refuses for good (Not Supported, No Permission), or that failed in most samples (a timeout on
+every call), is left out of the window; a sample that missed a quantity kept in it (a
+transient NVML error) is left out of the window.
 """
 
 from __future__ import annotations
@@ -145,13 +146,18 @@ class Monitor:
         """Every sample so far, raw; None when there is none (no NVML, or the GPU was lost at once)."""
         with self._lock:
             rows = list(self._rows)
+
+        def mostly(present: Callable[[_Row], bool]) -> bool:
+            hits = sum(map(present, rows))
+            return hits > 0 and 2 * hits >= len(rows)
+
+        keys = [k for k, q in self._quantities.items() if q.live and mostly(lambda r, k=k: k in r.values)]
+        with_reasons = mostly(lambda r: r.reasons is not None)
+        rows = [r for r in rows if all(k in r.values for k in keys) and (r.reasons is not None or not with_reasons)]
         if not rows:
             return None
-        live = [k for k, q in self._quantities.items() if q.live]
-        columns = {_FIELDS[k]: [r.values[k] for r in rows] for k in live}
-        reasons: tuple[tuple[str, ...], ...] = ()
-        if all(r.reasons is not None for r in rows):
-            reasons = tuple(r.reasons or () for r in rows)
+        columns = {_FIELDS[k]: [r.values[k] for r in rows] for k in keys}
+        reasons = tuple(r.reasons or () for r in rows) if with_reasons else ()
         return MonitorWindow(interval_s=self.interval_s, t_s=[r.t_s for r in rows], reasons=reasons, **columns)
 
     # -- sampling
@@ -213,10 +219,6 @@ class Monitor:
                 self._events_call = None
             elif isinstance(mask, int):
                 reasons = tuple(sorted(slowing(reason_names(mask))))
-            else:
-                return  # a transient failure: the sample would not be aligned
-        if any(q.live and k not in readings for k, q in self._quantities.items()):
-            return  # a transient failure: see the module docstring
         if not readings and reasons is None:
             return
         with self._lock:
