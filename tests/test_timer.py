@@ -12,7 +12,7 @@ from envcheck.bench.timer import EAGER, GRAPH, Region, Timer, calls_per_sample
 from envcheck.model import Settings, Timing
 
 
-def TimerSettings(warmup_ms: float = 25, rep_ms: float = 100, min_samples: int = 10,  # noqa: N802
+def settings(warmup_ms: float = 25, rep_ms: float = 100, min_samples: int = 10,
                   max_samples: int = 200) -> Settings:
     return Settings(warmup_ms=warmup_ms, rep_ms=rep_ms, min_samples=min_samples, max_samples=max_samples)
 
@@ -51,7 +51,7 @@ def device(monkeypatch: pytest.MonkeyPatch) -> FakeDevice:
 
 
 def test_median_iqr_cv_follow_the_seeded_noise(device: FakeDevice) -> None:
-    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=10, min_samples=30, max_samples=500))
+    timer = Timer("cuda", settings(warmup_ms=1, rep_ms=10, min_samples=30, max_samples=500))
     t = timer.measure(Region(device.op(50.0, noise=0.02), GRAPH))
     # rep_ms / estimate: 10 ms of 50 us samples is about 200 samples.
     assert 180 <= t.n <= 220
@@ -63,7 +63,7 @@ def test_median_iqr_cv_follow_the_seeded_noise(device: FakeDevice) -> None:
 
 
 def test_calls_per_sample_divides_each_sample(device: FakeDevice) -> None:
-    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=2, min_samples=10, max_samples=50))
+    timer = Timer("cuda", settings(warmup_ms=1, rep_ms=2, min_samples=10, max_samples=50))
     one = device.op(1.5, noise=0.0)
 
     def ten_calls() -> None:
@@ -77,7 +77,7 @@ def test_calls_per_sample_divides_each_sample(device: FakeDevice) -> None:
 
 
 def test_warmup_runs_until_the_budget_and_is_not_sampled(device: FakeDevice) -> None:
-    timer = Timer("cuda", TimerSettings(warmup_ms=5, rep_ms=2, min_samples=20, max_samples=50))
+    timer = Timer("cuda", settings(warmup_ms=5, rep_ms=2, min_samples=20, max_samples=50))
     costs = iter([100_000.0] + [100.0] * 10_000)  # the first call compiles: 100 ms
 
     def fn() -> None:
@@ -92,12 +92,12 @@ def test_warmup_runs_until_the_budget_and_is_not_sampled(device: FakeDevice) -> 
 
 
 def test_warmup_makes_at_least_three_calls(device: FakeDevice) -> None:
-    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=1, min_samples=5, max_samples=5))
+    timer = Timer("cuda", settings(warmup_ms=1, rep_ms=1, min_samples=5, max_samples=5))
     assert timer.warmup(device.op(10_000.0)) == 3
 
 
 def test_sample_count_is_a_fixed_window_with_a_cap(device: FakeDevice) -> None:
-    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=100, min_samples=30, max_samples=200))
+    timer = Timer("cuda", settings(warmup_ms=1, rep_ms=100, min_samples=30, max_samples=200))
     assert timer.sample_count(1.0) == 200  # 100 ms of 1 us samples would be 100000
     assert timer.sample_count(50_000.0) == 30  # 2 samples fit the budget; min wins
     assert timer.sample_count(1000.0) == 100  # ~1 ms graph replays: 100 samples
@@ -134,7 +134,7 @@ def test_graph_replays_last_a_millisecond_so_the_replay_cost_is_under_half_a_per
             device.t_us += 3.0 + 1.0 * self.calls
 
     monkeypatch.setattr(graphs, "capture_graph", lambda fn, calls: captured.append(calls) or FakeGraph(calls))
-    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=20, min_samples=10, max_samples=50))
+    timer = Timer("cuda", settings(warmup_ms=1, rep_ms=20, min_samples=10, max_samples=50))
     t = graph_time(timer, lambda: None)
     assert captured == [2, 400, 993] and t.calls_per_sample == 993
     assert t.median_us == pytest.approx(1.0, rel=0.005)
@@ -157,7 +157,7 @@ def test_graph_sizing_survives_slow_first_replays(device: FakeDevice, monkeypatc
             device.t_us += max(18.0, 1.5 * self.calls) + slow
 
     monkeypatch.setattr(graphs, "capture_graph", lambda fn, calls: FakeGraph(calls))
-    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=5, min_samples=10, max_samples=50))
+    timer = Timer("cuda", settings(warmup_ms=1, rep_ms=5, min_samples=10, max_samples=50))
     t = graph_time(timer, lambda: None)
     assert 1.5 * t.calls_per_sample >= graphs.GRAPH_TARGET_US / graphs.SIZING_SLACK
     assert t.median_us == pytest.approx(1.5)
@@ -226,7 +226,7 @@ def test_graph_region_with_rotation_holds_whole_cycles_and_divides_per_call(
     monkeypatch.setattr(graphs, "capture_graph", fake_capture)
     rot = Rotation(dev.fns)
     rot()  # mid-cycle, as after a warm-up: the capture restarts the rotation
-    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=2, min_samples=10, max_samples=10))
+    timer = Timer("cuda", settings(warmup_ms=1, rep_ms=2, min_samples=10, max_samples=10))
     t = graph_time(timer, rot, sets)
     assert [len(g) for g in captured] == [15, 240]
     assert t.calls_per_sample == 240 and t.method == "cuda_graph"
@@ -252,7 +252,7 @@ def test_graph_region_rotation_is_capped_but_never_shorter_than_one_cycle(monkey
             dev.t_us += 0.1 * self.calls
 
     monkeypatch.setattr(graphs, "capture_graph", lambda fn, calls: captured.append(calls) or FakeGraph(calls))
-    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=1, min_samples=5, max_samples=5))
+    timer = Timer("cuda", settings(warmup_ms=1, rep_ms=1, min_samples=5, max_samples=5))
     assert graphs.graph_region(timer, lambda: None, 600).calls_per_sample == 600  # 1000 // 600 = 1 cycle
     assert graphs.graph_region(timer, lambda: None, 154).calls_per_sample == 6 * 154  # capped at 1000 calls
     assert captured == [600, 154, 924]
@@ -280,14 +280,14 @@ def drifting(monkeypatch: pytest.MonkeyPatch) -> DriftingDevice:
 
 def test_identical_impls_measured_as_blocks_differ_under_drift(drifting: DriftingDevice) -> None:
     """The old way, one block after the other: the second block meets a slower device."""
-    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=200, min_samples=10, max_samples=500))
+    timer = Timer("cuda", settings(warmup_ms=1, rep_ms=200, min_samples=10, max_samples=500))
     first = timer.measure(Region(drifting.op(400.0), GRAPH))
     second = timer.measure(Region(drifting.op(400.0), GRAPH))
     assert second.median_us / first.median_us > 1.03
 
 
 def test_identical_impls_interleaved_get_equal_medians_under_drift(drifting: DriftingDevice) -> None:
-    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=200, min_samples=10, max_samples=500))
+    timer = Timer("cuda", settings(warmup_ms=1, rep_ms=200, min_samples=10, max_samples=500))
     a, b, c = timer.measure_interleaved([Region(drifting.op(400.0, noise=0.01), "cuda_graph"),
                                          Region(drifting.op(400.0, noise=0.01), "cuda_graph"),
                                          Region(drifting.op(800.0, noise=0.01), "cuda_graph")])
@@ -308,7 +308,7 @@ def test_interleaved_turns_go_round_robin_and_sync_once(device: FakeDevice) -> N
             device.t_us += cost
         return run
 
-    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=50, min_samples=5, max_samples=500))
+    timer = Timer("cuda", settings(warmup_ms=1, rep_ms=50, min_samples=5, max_samples=500))
     syncs = device.syncs
     got = timer.measure_interleaved([Region(region("a", 100.0), "cuda_graph"),
                                      Region(region("b", 500.0), "cuda_graph", calls_per_sample=5)])
@@ -358,7 +358,7 @@ def test_eager_turns_start_idle_and_graph_turns_after_them_start_with_a_spacer(
 
     dev = LaunchLatencyDevice()
     monkeypatch.setattr(Timer, "clock_factory", staticmethod(lambda backend: dev))
-    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=50, min_samples=5, max_samples=500))
+    timer = Timer("cuda", settings(warmup_ms=1, rep_ms=50, min_samples=5, max_samples=500))
     gpu, launch = timer.measure_interleaved([Region(dev.op("graph", 100.0), GRAPH),
                                              Region(dev.op("eager", 100.0), timer_mod.EAGER)])
     assert isinstance(gpu, Timing) and gpu.n == 500
@@ -401,7 +401,7 @@ def test_a_failing_region_drops_out_and_the_others_are_measured(device: FakeDevi
         if state["calls"] > 10:  # after the estimate, in its second turn
             raise RuntimeError("illegal instruction")
 
-    timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=5, min_samples=5, max_samples=500))
+    timer = Timer("cuda", settings(warmup_ms=1, rep_ms=5, min_samples=5, max_samples=500))
     ok, bad = timer.measure_interleaved([Region(device.op(50.0, noise=0.0), "cuda_graph"),
                                          Region(flaky, "cuda_graph")])
     assert isinstance(ok, Timing) and ok.n == 100 and ok.median_us == pytest.approx(50.0)
