@@ -129,7 +129,7 @@ class Worker:
         self.emit(Started(dev, device.versions(torch)))
         try:
             if rt.cuda:
-                self._start_monitoring(torch, dev)
+                self._start_monitoring(dev)
                 self._l2_note(rt)
                 self._measure_ceilings(rt)
             else:
@@ -159,7 +159,7 @@ class Worker:
             return
         self._nvml = nvml
 
-    def _start_monitoring(self, torch: Any, dev: BenchDevice) -> None:
+    def _start_monitoring(self, dev: BenchDevice) -> None:
         if self._nvml is None:
             return
         from envcheck.bench.monitor import Monitor
@@ -202,7 +202,7 @@ class Worker:
                     self.emit(CeilingMeasured(got))
         except Exception as e:  # noqa: BLE001 - the ceilings are optional; every case still runs
             log(f"measured {what} ceilings failed", e)
-            self.note(Note("ceiling.failed", {"kernel": what, "detail": one_line(e)}))
+            self.note(Note("ceiling.window_failed", {"ceiling": what, "detail": one_line(e)}))
         finally:
             del kernels
             rt.after_failure()  # frees the buffers before the first group is sized
