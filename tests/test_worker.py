@@ -470,3 +470,74 @@ def test_one_window_keeps_failures_per_implementation(worker_mod, monkeypatch) -
     case = to_case(b, window=2)
     assert case.window == 2 and case.gpu is None and case.launch is not None
     assert case.notes == (Note("case.no_gpu_time", {"stage": "replay", "detail": "RuntimeError: replay failed"}),)
+
+
+# --------------------------------------------------------------------------- the device
+
+
+def _fake_torch(uuid: str = "8d0ff531-a2cd-2527-7669-e66277d6bc28", **pci):
+    import types
+
+    props = types.SimpleNamespace(name="NVIDIA H200", uuid=uuid, multi_processor_count=132, L2_cache_size=62914560,
+                                  total_memory=150754820096, major=9, minor=0, **pci)
+    return types.SimpleNamespace(cuda=types.SimpleNamespace(get_device_properties=lambda i: props))
+
+
+def test_the_gpu_is_named_by_nvmls_uuid_and_pci_bus_id() -> None:
+    from fake_nvml import FakeNvml
+
+    from envcheck.bench.device import cuda_device
+
+    nvml = FakeNvml.fixture("h200")
+    nvml.init()
+    d = cuda_device(_fake_torch(), 0, nvml)
+    assert d == BenchDevice("cuda", "NVIDIA H200", 0, uuid="GPU-8d0ff531-a2cd-2527-7669-e66277d6bc28", sm_count=132,
+                            l2_bytes=62914560, memory_total_bytes=150754820096, compute_capability="9.0",
+                            pci_bus_id="00000000:00:06.0")
+    # Without NVML torch's PCI numbers stand in, in NVML's form; without those, none.
+    assert cuda_device(_fake_torch(pci_domain_id=0, pci_bus_id=0x19, pci_device_id=0), 0).pci_bus_id == \
+        "00000000:19:00.0"
+    assert cuda_device(_fake_torch(), 0).pci_bus_id is None
+    assert cuda_device(_fake_torch(uuid="GPU-abc"), 0).uuid == "GPU-abc"
+
+
+def test_cpu_name_from_proc_cpuinfo() -> None:
+    from envcheck.bench.device import cpu_name
+
+    assert cpu_name(lambda path: "processor\t: 0\nmodel name\t: AMD EPYC 9654 96-Core Processor\n") == \
+        "AMD EPYC 9654 96-Core Processor"
+    assert cpu_name(lambda path: "") != ""
+
+
+def test_ceiling_windows_report_runs_and_say_what_could_not_be_measured(worker_mod, monkeypatch) -> None:
+    from envcheck.bench import ceilings
+
+    run = CeilingRun("copy", "fp32", (1 << 28,), Timing.from_samples("cuda_graph", [500.0, 501.0], 2))
+    broken = ceilings.Kernel("matmul", "fp32", (8192, 8192, 16384), lambda: None, "tf32")
+
+    def measure(timer, kernels):
+        if not kernels:
+            return
+        yield run
+        yield broken, RuntimeError("CUBLAS_STATUS_NOT_SUPPORTED\nmore")
+
+    monkeypatch.setattr(ceilings, "measure", measure)
+    events: list = []
+    w = worker_mod.Worker(_plan([_case("matmul", "torch", "fp32", "tf32", (64, 64, 64))], "cuda"), events.append)
+    rt = _runtime("cuda", free=80 << 30)
+    w._ceiling_window(rt, lambda free: [broken], "matmul")
+    w._ceiling_window(rt, lambda free: [], "bandwidth")
+
+    def boom(free):
+        raise RuntimeError("CUDA error: out of memory")
+
+    w._ceiling_window(rt, boom, "bandwidth")
+    assert events == [
+        protocol.CeilingMeasured(run),
+        protocol.Noted(Note("ceiling.failed", {"kernel": "matmul", "dtype": "fp32", "shape": (8192, 8192, 16384),
+                                               "detail": "RuntimeError: CUBLAS_STATUS_NOT_SUPPORTED",
+                                               "precision": "tf32"})),
+        protocol.Noted(Note("ceiling.no_memory", {"ceiling": "bandwidth", "free_bytes": 80 << 30})),
+        protocol.Noted(Note("ceiling.window_failed", {"ceiling": "bandwidth",
+                                                      "detail": "RuntimeError: CUDA error: out of memory"})),
+    ]
