@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from envcheck.model import Settings
+
 POINTER = "pointer"
 TMA = "tma"
 TMA_PERSISTENT = "tma_persistent"
@@ -32,8 +34,7 @@ KINDS = (POINTER, TMA, TMA_PERSISTENT)
 # candidates run in turns for ``warmup_ms``: a large matmul then meets the GPU at its power cap,
 # as the benchmark will. Raced on a cool GPU, bf16 4096^3 chose the pointer kernel (0.96x of
 # cuBLAS once capped) over persistent TMA (0.995x), which draws fewer watts for the same work.
-RACE_WARMUP_MS = 300.0
-RACE_REP_MS = 25.0
+RACE_SETTINGS = Settings(warmup_ms=300.0, rep_ms=25.0, min_samples=10, max_samples=200)
 
 # GPU time per call (us) of each callable, or the exception that stopped it.
 Measure = Callable[[list[Callable[[], Any]]], list["float | BaseException"]]
@@ -106,9 +107,8 @@ def graph_times(fns: list[Callable[[], Any]]) -> list[float | BaseException]:
     """Median GPU time per call of each (compiled) callable: CUDA-graph replays, interleaved."""
     from envcheck.bench.graphs import graph_region
     from envcheck.bench.timer import Timer
-    from envcheck.model import Settings
 
-    timer = Timer("cuda", Settings(warmup_ms=RACE_WARMUP_MS, rep_ms=RACE_REP_MS, min_samples=10, max_samples=200))
+    timer = Timer("cuda", RACE_SETTINGS)
     regions: list[Any] = []
     out: list[float | BaseException] = []
     for fn in fns:
