@@ -43,9 +43,10 @@ MATMUL_SHAPES = (tuple((n, n, n) for n in (256, 512, 1024, 2048, 4096, 8192))
                  + ((1000, 1000, 1000), (1000, 1001, 999), (4096, 11008, 4096)))
 # IEEE fp32 matmul runs on CUDA cores (no tensor cores): a Triton kernel takes seconds at 8192^3.
 IEEE_MATMUL_MAX_DIM = 4096
-# torch.compile recompiles per shape (several seconds each): it is measured at these only.
+# torch.compile recompiles per shape (several seconds each): it is measured at these only,
+# a ragged vector and matmul among them.
 COMPILE_VECTOR_SIZES = (1 << 10, 1 << 20, 1_000_003, 1 << 24, 1 << 28)
-COMPILE_ROW_SHAPES = ((4096, 1024), (1000, 4097), (8192, 4096))
+COMPILE_ROW_SHAPES = ((4096, 1024), (8192, 4096))
 COMPILE_MATMUL_SHAPES = ((1024, 1024, 1024), (1000, 1001, 999), (4096, 4096, 4096))
 
 # Quick suite on a CUDA GPU: under a minute on an H100, compile and autotune included.
