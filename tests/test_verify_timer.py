@@ -87,7 +87,6 @@ def script(monkeypatch: pytest.MonkeyPatch):
     return module
 
 
-@pytest.mark.slow
 def test_every_row_is_printed_with_its_ratio_noise_and_the_verdict(script, capsys) -> None:
     status = script.main()
     out = capsys.readouterr().out
