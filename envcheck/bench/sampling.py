@@ -14,6 +14,9 @@ eager batch that fails costs the case (its failure, or a skip when out of memory
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from envcheck.bench.device import Runtime
 from envcheck.bench.failure import log, one_line
 from envcheck.bench.group import Prepared
@@ -21,10 +24,10 @@ from envcheck.bench.timer import Region, calls_per_sample
 from envcheck.model import Case, Note, Timing
 
 
-def _repeat(fn: object, calls: int) -> object:
+def _repeat(fn: Callable[[], Any], calls: int) -> Callable[[], None]:
     def region() -> None:
         for _ in range(calls):
-            fn()  # type: ignore[operator]
+            fn()
     return region
 
 
