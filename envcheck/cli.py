@@ -29,11 +29,18 @@ def _positive_float(value: str) -> float:
         x = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-    if not math.isfinite(x):
-        raise argparse.ArgumentTypeError(f"must be a finite number: {value!r}")
-    if not x > 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {value!r}")
+    # float() reads "inf" and "nan": a time limit of either would never stop anything.
+    if not (math.isfinite(x) and x > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite positive number: {value!r}")
     return x
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``envcheck run: error: ...`` and exit status 2, without
+    the usage block (``--help`` shows it)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _fraction(value: str) -> float:
@@ -51,12 +58,12 @@ def _add_lang(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="envcheck",
         description="Is this GPU machine healthy, how fast is it, and what changed.",
     )
     parser.add_argument("--version", action="version", version=f"envcheck {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     p = sub.add_parser("probe", help="facts about the machine, fast (no torch import)")
     p.add_argument("--format", choices=["text", "json"], default="text")
@@ -83,12 +90,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler="envcheck.commands.snapshot:main")
 
     p = sub.add_parser("run", help="probes, checks and the benchmark suite; writes a dated report")
-    p.add_argument("--quick", action="store_true", help="reduced suite (under a minute on an H100)")
+    p.add_argument("--quick", action="store_true",
+                   help="reduced suite and shorter sampling (under a minute on an H100); with --sizes, "
+                        "those sizes with the quick sampling")
     p.add_argument("--ops", type=_csv, metavar="OPS", help="comma-separated ops (vector_add,relu,matmul,softmax,row_sum)")
     p.add_argument("--sizes", type=_csv, metavar="SIZES",
                    help="comma-separated sizes: elements for vector ops (1024, 2^20, 1M), MxNxK for matmul")
     p.add_argument("--dtypes", type=_csv, metavar="DTYPES", help="comma-separated dtypes (fp32,fp16,bf16)")
-    p.add_argument("--device", type=int, default=0, metavar="N", help="CUDA device index (default: 0)")
+    p.add_argument("--device", type=int, default=0, metavar="N",
+                   help="CUDA device index (default: 0); an index this machine lacks is an error")
     p.add_argument("--gpus", metavar="all|0,2",
                    help="the suite on several GPUs at once, one worker each, then the node tests (topology, "
                         "peer copies, collectives); outliers flagged against their siblings")

@@ -7,9 +7,12 @@ worker, then plays the script's steps in order:
 - ``{"raw": "text"}``: a line that is not a protocol event
 - ``{"stderr": "text"}``: a line on stderr
 - ``{"sleep": S}``: pause S seconds
-- ``{"play_plan": true}``: ``case_start`` + a passing ``case`` for every planned case
+- ``{"play_plan": true}``: ``case_start`` + a measured ``case`` for every planned case
   (``{"play_plan": N}``: for the first N only)
 - ``{"save_plan": "PATH"}``: write the plan received to PATH
+- ``{"pid_file": "PATH"}``: write this process's pid to PATH (to check it was stopped)
+- ``{"spawn": "PATH"}``: start a sleeping child in a session of its own (out of the worker's
+  process group, as a library's helper process may be) and write its pid to PATH
 - ``{"exit": N}``: exit with status N now
 - ``{"signal": "SIGSEGV"}``: die by that signal (what a broken CUDA install does)
 
@@ -22,6 +25,7 @@ import json
 import os
 import resource
 import signal
+import subprocess
 import sys
 import time
 
@@ -31,18 +35,15 @@ def emit(event: dict) -> None:
     sys.stdout.flush()
 
 
-def passing_case(c: dict) -> dict:
+def measured_case(c: dict) -> dict:
+    """A schema-2 case as the real worker sends it: raw samples, accuracy statistics."""
     n = 1
     for d in c["shape"]:
         n *= d
-    samples = [10.0, 11.0, 12.0, 10.5, 11.5]
     return {
         "op": c["op"], "impl": c["impl"], "dtype": c["dtype"], "precision": c["precision"], "shape": c["shape"],
-        "category": "small", "bytes": 12 * n, "flops": n, "status": "pass",
-        "launch": {"method": "host_clock", "samples_us": samples, "calls_per_sample": 1, "median_us": 11.0,
-                   "q1_us": 10.5, "q3_us": 11.5, "cv": 0.06},
-        "error": {"rel_l2": 0.0, "max_abs": 0.0, "tolerance": 1e-5, "precision": c["precision"], "passed": True},
-        "gbps": 12 * n / 11e-6 / 1e9,
+        "launch": {"method": "host_clock", "samples_us": [10.0, 11.0, 12.0, 10.5, 11.5], "calls_per_sample": 1},
+        "accuracy": {"rel_l2": 0.0, "max_abs": 0.0, "max_rel_elem": 0.0, "nonfinite": 0, "elements": n},
     }
 
 
@@ -61,6 +62,13 @@ def main() -> int:
             sys.stderr.flush()
         elif "sleep" in step:
             time.sleep(step["sleep"])
+        elif "pid_file" in step:
+            with open(step["pid_file"], "w", encoding="utf-8") as f:
+                f.write(str(os.getpid()))
+        elif "spawn" in step:
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+            with open(step["spawn"], "w", encoding="utf-8") as f:
+                f.write(str(child.pid))
         elif "save_plan" in step:
             with open(step["save_plan"], "w", encoding="utf-8") as f:
                 json.dump(plan, f)
@@ -68,9 +76,8 @@ def main() -> int:
             cases = plan.get("cases", [])
             limit = len(cases) if step["play_plan"] is True else int(step["play_plan"])
             for i, c in enumerate(cases[:limit]):
-                label = f"{c['op']} {c['impl']} {c['dtype']} {'x'.join(map(str, c['shape']))}"
-                emit({"event": "case_start", "i": i + 1, "n": len(cases), "label": label})
-                emit({"event": "case", "case": passing_case(c)})
+                emit({"event": "case_start", "i": i, "n": len(cases), "case": c})
+                emit({"event": "case", "case": measured_case(c)})
         elif "exit" in step:
             return int(step["exit"])
         elif "signal" in step:

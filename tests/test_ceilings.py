@@ -1,101 +1,97 @@
-"""Ceilings against numbers computed by hand from NVML values and NVIDIA datasheets."""
+"""The measured ceilings: which kernels at which sizes, and their raw runs from one warmed,
+interleaved window (a fake clock and fake graphs stand in for the GPU)."""
 
 from __future__ import annotations
 
 import pytest
 
 from envcheck.bench import ceilings
+from envcheck.bench.timer import GRAPH, Region, Timer
+from envcheck.model import CeilingRun, Note, Settings
 
 
-def test_bandwidth_from_nvml_clock_and_bus() -> None:
-    # H200: 2 x 3201 MHz x 6016 bit / 8 = 4,814,304 MB/s = 4814.3 GB/s
-    assert ceilings.bandwidth_from_clock(3201, 6016) == pytest.approx(4814.304)
-    # H100 SXM: 2 x 2619 MHz x 5120 bit / 8 = 3,352,320 MB/s
-    assert ceilings.bandwidth_from_clock(2619, 5120) == pytest.approx(3352.32)
+class FakeDevice:
+    def __init__(self) -> None:
+        self.t_us = 0.0
+
+    def mark(self) -> float:
+        return self.t_us
+
+    def elapsed_us(self, start: float, end: float) -> float:
+        return end - start
+
+    def synchronize(self) -> None:
+        pass
+
+    def host_s(self) -> float:
+        return self.t_us / 1e6
 
 
-def test_theoretical_bandwidth_prefers_the_plan_then_the_spec_table() -> None:
-    c = ceilings.theoretical_bandwidth({"theoretical_bandwidth_gbps": 4814.4,
-                                        "bandwidth_source": "NVML: 2 x 3201 MHz x 6016 bit / 8",
-                                        "name": "NVIDIA H200"})
-    assert c is not None and c.value == 4814.4 and c.kind == "theoretical" and "3201 MHz" in c.source
-    fallback = ceilings.theoretical_bandwidth({"theoretical_bandwidth_gbps": None, "name": "NVIDIA H100 80GB HBM3"})
-    assert fallback is not None and fallback.value == 3350.0 and "datasheet" in fallback.source
-    assert ceilings.theoretical_bandwidth({"name": "Some Future GPU"}) is None
+@pytest.fixture
+def device(monkeypatch: pytest.MonkeyPatch) -> FakeDevice:
+    dev = FakeDevice()
+    monkeypatch.setattr(Timer, "clock_factory", staticmethod(lambda backend: dev))
+    return dev
 
 
-def test_hopper_rates_from_the_architecture() -> None:
-    # 132 SMs x 1980 MHz x 4096 FLOP/clk = 1070.5 TFLOP/s dense bf16 at NVML's max clock ...
-    assert ceilings.arch_tflops("9.0", 132, 1980, "bf16") == pytest.approx(1070.5, abs=0.1)
-    # ... and 989.4 at the 1830 MHz NVIDIA's datasheet uses for tensor ops.
-    assert ceilings.arch_tflops("9.0", 132, 1830, "bf16") == pytest.approx(989.4, abs=0.1)
-    assert ceilings.arch_tflops("9.0", 132, 1980, "fp32") == pytest.approx(66.9, abs=0.05)
-    assert ceilings.arch_tflops("9.0", 132, 1830, "tf32") == pytest.approx(494.7, abs=0.1)
+def test_matmul_shapes_for_every_precision_smallest_first_within_free_memory(monkeypatch) -> None:
+    made: list[tuple[str, tuple[int, ...]]] = []
+
+    def fake(precision, shape, seed):
+        made.append((precision, shape))
+        return ceilings.Kernel("matmul", precision, shape, lambda: None, precision)
+
+    monkeypatch.setattr(ceilings, "matmul_kernel", fake)
+    kernels = ceilings.matmul_kernels(("fp16", "bf16", "tf32"), 80 << 30, seed=1)
+    assert [k.shape for k in kernels[:3]] == [(4096, 4096, 4096)] * 3  # every precision's small shape first
+    assert len(kernels) == 9 and {k.precision for k in kernels} == {"fp16", "bf16", "tf32"}
+    # A small card: the operands of all of them must fit in half its free memory together.
+    made.clear()
+    small = ceilings.matmul_kernels(("fp16", "bf16", "tf32"), 2 << 30, seed=1)
+    need = {"fp16": 2, "bf16": 2, "tf32": 4}
+    total = sum((m * k + k * n + m * n) * need[p] for p, (m, n, k) in made)
+    assert small and total <= ceilings.MEMORY_FRACTION * (2 << 30)
+    assert made[0] == ("fp16", (4096, 4096, 4096))
+    assert (8192, 8192, 16384) not in {shape for _, shape in made}
 
 
-def test_a100_and_ada_rates_match_their_datasheets() -> None:
-    assert ceilings.arch_tflops("8.0", 108, 1410, "bf16") == pytest.approx(312.0, rel=0.002)
-    assert ceilings.arch_tflops("8.0", 108, 1410, "tf32") == pytest.approx(156.0, rel=0.002)
-    assert ceilings.arch_tflops("8.0", 108, 1410, "fp32") == pytest.approx(19.5, rel=0.002)
-    assert ceilings.arch_tflops("8.9", 142, 2520, "fp32") == pytest.approx(91.6, rel=0.002)  # L40S
+def test_no_bandwidth_kernels_when_no_buffer_far_past_l2_fits() -> None:
+    # Three buffers in half of 300 MiB: 50 MiB each, under 8x a 50 MiB L2. Nothing is allocated.
+    assert ceilings.bandwidth_kernels(300 << 20, 50 << 20) == []
 
 
-def test_unknown_parts_give_none() -> None:
-    assert ceilings.arch_tflops("7.0", 80, 1530, "bf16") is None  # Volta has no bf16 tensor cores
-    assert ceilings.arch_tflops("12.3", 100, 2000, "fp16") is None
-    assert ceilings.arch_tflops("9.0", None, 1980, "fp16") is None
+def test_each_kernel_is_sampled_in_one_warmed_window_and_failures_stay_its_own(device: FakeDevice) -> None:
+    costs = {"copy": 500.0, "read": 260.0, "fill": 250.0, "triad": 760.0}
+    kernels = [ceilings.Kernel(name, "fp32", (1 << 28,), lambda: None) for name in (*costs, "broken")]
+    warm_at: list[float] = []
+
+    def capture(timer: Timer, k: ceilings.Kernel) -> Region:
+        if k.kernel == "broken":
+            raise RuntimeError("operation not permitted when stream is capturing")
+        cost = costs[k.kernel]
+
+        def replay() -> None:
+            if not warm_at:
+                warm_at.append(device.t_us)
+            device.t_us += 2 * cost + 3.0  # two calls per graph and the replay's own cost
+        return Region(replay, GRAPH, 2)
+
+    timer = Timer("cuda", Settings(warmup_ms=1, rep_ms=20, min_samples=10, max_samples=150))
+    got = list(ceilings.measure(timer, kernels, capture))
+    failed = [g for g in got if isinstance(g, tuple)]
+    runs = [g for g in got if isinstance(g, CeilingRun)]
+    assert [k.kernel for k, _ in failed] == ["broken"] and isinstance(failed[0][1], RuntimeError)
+    assert [r.kernel for r in runs] == ["copy", "read", "fill", "triad"]
+    for r in runs:
+        assert r.timing.method == "cuda_graph" and r.timing.calls_per_sample == 2 and r.timing.n >= 10
+        assert r.timing.median_us == pytest.approx(costs[r.kernel] + 1.5)
+        assert r.shape == (1 << 28,) and r.precision is None
+    # All of them ran back to back for WARMUP_MS before the first sample was taken.
+    assert device.t_us - warm_at[0] >= ceilings.WARMUP_MS * 1e3
 
 
-def test_spec_table_matches_nvml_names() -> None:
-    assert ceilings.spec_for("NVIDIA H100 80GB HBM3").label == "H100 SXM"
-    assert ceilings.spec_for("NVIDIA H100 PCIe").label == "H100 PCIe"
-    assert ceilings.spec_for("NVIDIA H200").label == "H200"
-    assert ceilings.spec_for("NVIDIA H200 NVL") is None  # different power and clocks: not the SXM numbers
-    assert ceilings.spec_for("NVIDIA A100-SXM4-80GB").label == "A100"
-    assert ceilings.spec_for("NVIDIA GeForce RTX 4090").label == "RTX 4090"
-    assert ceilings.spec_for("NVIDIA L40S").label == "L40S"
-    assert ceilings.spec_for(None) is None
-
-
-def test_compute_ceilings_state_both_numbers_when_the_datasheet_differs() -> None:
-    cs = {c.name: c for c in ceilings.compute_ceilings("NVIDIA H200", "9.0", 132, 1980)}
-    assert set(cs) == {"fp32", "tf32", "fp16", "bf16"}
-    bf16 = cs["bf16"]
-    assert bf16.value == 989.4 and bf16.unit == "TFLOP/s" and bf16.kind == "theoretical"
-    assert "datasheet" in bf16.source and "1070.5" in bf16.source and "1980 MHz" in bf16.source
-    # fp32 at 1980 MHz equals the datasheet's 66.9: one number, no second opinion needed.
-    assert "from the architecture" not in cs["fp32"].source
-
-
-def test_compute_ceilings_for_an_unlisted_gpu_come_from_the_architecture() -> None:
-    cs = {c.name: c for c in ceilings.compute_ceilings("NVIDIA A10", "8.6", 72, 1695)}
-    assert cs["fp16"].value == pytest.approx(72 * 1695e6 * 1024 / 1e12)
-    assert "72 SMs x 1695 MHz" in cs["fp16"].source
-    assert ceilings.compute_ceilings("Mystery", None, None, None) == []
-
-
-def test_rtx_4090_uses_the_geforce_rate_not_the_ada_table() -> None:
-    cs = {c.name: c for c in ceilings.compute_ceilings("NVIDIA GeForce RTX 4090", "8.9", 128, 2520)}
-    assert cs["fp16"].value == 165.2  # half of 128 x 2520 MHz x 1024 (data-centre Ada rate)
-    assert "330.3" in cs["fp16"].source
-
-
-def test_measured_bandwidth_counts_read_and_write() -> None:
-    # 2 GiB moved (1 GiB read + 1 GiB written) in 502.4 us
-    c = ceilings.measured_bandwidth(2 << 30, 502.4, 50)
-    assert c.value == pytest.approx(2 * 2**30 / 502.4e-6 / 1e9)
-    assert c.kind == "measured" and "1.00 GiB" in c.source and "50" in c.source
-
-
-def test_percent() -> None:
-    c = ceilings.measured_matmul("bf16", 8192, 700.0, 30)
-    assert ceilings.percent(350.0, c) == pytest.approx(50.0)
-    assert ceilings.percent(None, c) is None
-    assert ceilings.percent(1.0, None) is None
-
-
-def test_measured_matmul_source_says_one_size_at_the_start_of_the_run() -> None:
-    c = ceilings.measured_matmul("bf16", 8192, 788.4, 72)
-    assert c.source == "torch.matmul (cuBLAS) 8192^3 bf16 at the start of this run, median of 72"
-    assert "best" not in c.source and c.kind == "measured" and c.unit == "TFLOP/s"
-    assert "best cuBLAS rate" not in (ceilings.__doc__ or "")
+def test_a_kernel_that_cannot_be_measured_is_a_note_with_its_parameters() -> None:
+    k = ceilings.Kernel("matmul", "fp32", (8192, 8192, 16384), lambda: None, "tf32")
+    assert ceilings.failure_note(k, "OutOfMemoryError: CUDA out of memory") == Note(
+        "ceiling.failed", {"kernel": "matmul", "dtype": "fp32", "shape": (8192, 8192, 16384),
+                           "detail": "OutOfMemoryError: CUDA out of memory", "precision": "tf32"})

@@ -35,7 +35,10 @@ MATMUL_PRECISIONS = (("fp32", "fp32"), ("fp32", "tf32"), ("fp16", "fp16"), ("bf1
 # entries (and one all -inf tile) into softmax rows; "nan" checks relu passes NaN through;
 # "tma" / "tma_persistent" launch matmul's TMA kernels directly with a small tile (on a GPU the
 # race decides which kernel runs, so each is checked on its own), "tma_strided" with a K-major B.
-VARIANTS = ("plain", "int64", "strided", "online", "neg_inf", "nan", "tma", "tma_persistent", "tma_strided")
+# "offset" / "online_offset" shift softmax rows by +100 as the benchmark's inputs are: a kernel
+# that skipped the row max would overflow exp there.
+VARIANTS = ("plain", "int64", "strided", "online", "neg_inf", "nan", "tma", "tma_persistent", "tma_strided",
+            "offset", "online_offset")
 
 # Shapes TMA can address (leading strides of 16 bytes: multiples of 8 fp16/bf16 or 4 fp32
 # elements) that no tile divides, so every edge is out of bounds somewhere.
@@ -68,6 +71,8 @@ def cpu_cases() -> list[Case]:
         for shape in ((1, 1), (7, 13), (33, 1000), (4, 4097), (2, 40000)):
             cases.append(Case("softmax", dtype, dtype, shape))
         cases += [Case("softmax", dtype, dtype, (5, 1000), "online"), Case("softmax", dtype, dtype, (5, 1000), "neg_inf"),
+                  Case("softmax", dtype, dtype, (7, 1001), "offset"),
+                  Case("softmax", dtype, dtype, (7, 1001), "online_offset"),
                   Case("softmax", dtype, dtype, (6, 300), "strided"), Case("softmax", dtype, dtype, (3, 77), "int64")]
         for shape in ((1, 1), (7, 13), (33, 1000), (5, 4097), (1000, 7), (3, 0)):
             cases.append(Case("row_sum", dtype, dtype, shape))
@@ -98,7 +103,7 @@ def _force(case: Case) -> dict[tuple[Any, str], Any]:
     overrides: dict[tuple[Any, str], Any] = {}
     if case.variant == "int64":
         overrides[(_module(case.op), "_INT32_LIMIT")] = 0
-    if case.variant == "online":
+    if case.variant in ("online", "online_offset"):
         overrides[(_module("softmax"), "_MAX_SINGLE_BLOCK_COLS")] = 0
         overrides[(_module("softmax"), "_ONLINE_BLOCK_COLS")] = 128
     old = {}
@@ -135,6 +140,8 @@ def _inputs(case: Case, device: str, gen: Any) -> tuple[list[Any], Any]:
             x = rand(cols, rows, scale=3.0).t()  # column stride != 1
         else:
             x = rand(rows, cols, scale=3.0)
+        if case.variant in ("offset", "online_offset"):
+            x = x + 100.0
         if case.variant == "neg_inf":
             x[:, ::3] = -math.inf
             x[0, :200] = -math.inf  # a fully masked stretch at the start of a row

@@ -1,4 +1,4 @@
-"""The NVML monitor that runs beside each benchmark case."""
+"""The NVML monitor that runs beside each group of benchmark cases: its raw window of samples."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from fake_nvml import FakeNvml
 
 from envcheck.bench import monitor as monitor_module
 from envcheck.bench.monitor import Monitor, reason_names
-from envcheck.model import MonitorSummary
 from envcheck.probes import nvml as n
 
 SM = "nvmlDeviceGetClockInfo"
@@ -51,41 +50,42 @@ def changing_h200() -> FakeNvml:
     return fake
 
 
-def test_summary_is_the_extremes_and_the_union_of_slowing_reasons():
+def test_the_window_keeps_every_sample_raw_with_its_slowing_reasons():
     fake = changing_h200()
     fake.init()
     sleep = StepSleep(steps=6)
     with Monitor(fake, 0, interval_s=0.001, sleep=sleep) as m:
         assert sleep.done.wait(5)
-    s = m.summary()
-    assert s.samples >= 6
-    assert s.sm_clock_mhz_min == 1755 and s.sm_clock_mhz_max == 1980
-    assert s.mem_clock_mhz_min == s.mem_clock_mhz_max == 3201
-    assert s.temperature_c_max == 83
-    assert s.power_w_max == pytest.approx(699.512)
-    # gpu_idle and sync_boost were seen too, but they do not slow the GPU
-    assert s.throttle_reasons == ("sw_power_cap", "sw_thermal_slowdown")
-    assert s.throttled
+    w = m.window()
+    n = len(w.t_s)
+    assert n >= 6 and w.interval_s == 0.001
+    assert list(w.t_s) == sorted(w.t_s) and w.t_s[0] >= 0
+    assert list(w.sm_mhz)[:4] == [1980, 1755, 1830, 1980]
+    assert set(w.mem_mhz) == {3201}
+    assert list(w.temperature_c)[:4] == [36, 61, 83, 70]
+    assert list(w.power_w)[:3] == pytest.approx([125.896, 688.0, 699.512])
+    # gpu_idle and sync_boost were seen too, but they do not slow the GPU: not recorded
+    assert w.reasons[:5] == ((), ("sw_power_cap",), ("sw_power_cap", "sw_thermal_slowdown"), (), ())
+    assert len(w.reasons) == n
 
 
-def test_an_idle_gpu_is_not_throttled():
+def test_an_idle_gpu_has_no_slowing_reasons():
     fake = FakeNvml.fixture("h200")  # real capture: reasons = gpu_idle
     with Monitor(fake, 0, interval_s=0.001, sleep=StepSleep(2)) as m:
         time.sleep(0.01)
-    assert m.summary().samples >= 2
-    assert m.summary().throttle_reasons == ()
-    assert not m.summary().throttled
+    w = m.window()
+    assert len(w.t_s) >= 2 and set(w.reasons) == {()}
 
 
-def test_a_very_short_case_still_gets_samples_and_exit_is_immediate():
+def test_a_very_short_window_still_gets_samples_and_exit_is_immediate():
     fake = FakeNvml.fixture("h200_throttled")
     t0 = time.perf_counter()
     with Monitor(fake, 0, interval_s=30.0) as m:
         pass
     assert time.perf_counter() - t0 < 2.0  # the stop event cut the 30 s wait short
-    s = m.summary()
-    assert s.samples == 2  # one on enter, one on exit
-    assert s.throttle_reasons == ("sw_power_cap", "sw_thermal_slowdown")
+    w = m.window()
+    assert len(w.t_s) == 2  # one on enter, one on exit
+    assert w.reasons == (("sw_power_cap", "sw_thermal_slowdown"),) * 2
     assert not monitor_threads()
 
 
@@ -93,7 +93,7 @@ def test_one_nvml_call_per_quantity_per_sample():
     fake = changing_h200()
     with Monitor(fake, 0, interval_s=0.001, sleep=StepSleep(4)) as m:
         time.sleep(0.05)
-    samples = m.summary().samples
+    samples = len(m.window().t_s)
     counts = Counter(c[0] for c in fake.calls)
     assert counts[SM] == 2 * samples  # SM and memory clocks
     assert counts["nvmlDeviceGetTemperature"] == samples
@@ -107,7 +107,7 @@ def test_older_driver_uses_throttle_reasons():
     fake.set(0, THROTTLE, {"values": [0x1, 0x8]})
     with Monitor(fake, 0, interval_s=30.0) as m:
         pass
-    assert m.summary().throttle_reasons == ("hw_slowdown",)
+    assert m.window().reasons == (("hw_slowdown",),) * 2  # the first value went to choosing the query
     assert Counter(c[0] for c in fake.calls)[EVENTS] == 1  # tried once, never again
 
 
@@ -116,27 +116,40 @@ def test_unsupported_quantity_is_dropped_and_the_rest_still_sampled():
     fake.set(0, "nvmlDeviceGetPowerUsage", {"error": "NVMLError_NotSupported", "text": "Not Supported"})
     with Monitor(fake, 0, interval_s=0.001, sleep=StepSleep(3)) as m:
         time.sleep(0.03)
-    s = m.summary()
-    assert s.power_w_max is None
-    assert s.sm_clock_mhz_max == 1980 and s.samples >= 2
+    w = m.window()
+    assert w.power_w is None
+    assert set(w.sm_mhz) == {1980} and len(w.t_s) >= 2
     assert Counter(c[0] for c in fake.calls)["nvmlDeviceGetPowerUsage"] == 1
 
 
-def test_transient_errors_do_not_stop_sampling():
+def test_a_quantity_failing_every_time_is_left_out_and_the_samples_kept():
     fake = FakeNvml.fixture("h200")
     fake.set(0, "nvmlDeviceGetTemperature[GPU]", {"error": "NVMLError_Timeout", "text": "Timeout"})
     with Monitor(fake, 0, interval_s=30.0) as m:
         pass
-    assert m.summary().temperature_c_max is None
+    w = m.window()
+    assert w.temperature_c is None and len(w.t_s) == 2
     assert Counter(c[0] for c in fake.calls)["nvmlDeviceGetTemperature"] == 2  # asked again on exit
 
 
-def test_gpu_lost_mid_case_keeps_earlier_samples():
+def test_a_sample_missing_a_quantity_once_is_left_out_to_keep_the_window_aligned():
+    fake = FakeNvml.fixture("h200")
+    fake.set(0, "nvmlDeviceGetPowerUsage", {"values": [125896, None, 130000, 131000]})  # None: no answer that once
+    fake.init()
+    with Monitor(fake, 0, interval_s=0.001, sleep=StepSleep(4)) as m:
+        time.sleep(0.03)
+    w = m.window()
+    assert w.power_w is not None and len(w.power_w) == len(w.t_s) == len(w.sm_mhz)
+    assert list(w.power_w)[:2] == pytest.approx([125.896, 130.0])  # the sample without an answer left out
+    assert len(w.t_s) == Counter(c[0] for c in fake.calls)["nvmlDeviceGetPowerUsage"] - 1
+
+
+def test_gpu_lost_mid_window_keeps_earlier_samples():
     fake = FakeNvml.fixture("h200")
     with Monitor(fake, 0, interval_s=30.0) as m:
         fake.lose_gpu(0)
-    s = m.summary()
-    assert s.samples == 1 and s.sm_clock_mhz_max == 1980
+    w = m.window()
+    assert len(w.t_s) == 1 and list(w.sm_mhz) == [1980]
 
 
 @pytest.mark.parametrize("nvml", [
@@ -144,17 +157,17 @@ def test_gpu_lost_mid_case_keeps_earlier_samples():
     FakeNvml.fixture("h200", init_error="NVMLError_DriverNotLoaded"),
     FakeNvml.fixture("h200", init_error="NVMLError_LibRmVersionMismatch"),
 ])
-def test_without_nvml_there_are_no_samples_and_no_errors(nvml):
+def test_without_nvml_there_is_no_window_and_no_errors(nvml):
     with Monitor(nvml, 0) as m:
         pass
-    assert m.summary() == MonitorSummary(samples=0)
+    assert m.window() is None
     assert not monitor_threads()
 
 
 def test_missing_gpu_index():
     with Monitor(FakeNvml.fixture("h200"), 3) as m:
         pass
-    assert m.summary() == MonitorSummary(samples=0)
+    assert m.window() is None
 
 
 def test_fixed_rate_schedule_absorbs_nvml_latency():
@@ -204,23 +217,23 @@ def test_gpu_chosen_by_uuid_or_bus_id(device):
     fake.set(1, f"{SM}[SM]", {"value": 1590})  # tell the two GPUs apart
     with Monitor(fake, device, interval_s=30.0) as m:
         pass
-    assert m.summary().sm_clock_mhz_max == 1590
+    assert set(m.window().sm_mhz) == {1590}
 
 
 def test_unknown_uuid_means_no_samples():
     with Monitor(FakeNvml.fixture("h200_x2"), "GPU-00000000-0000-0000-0000-000000000000") as m:
         pass
-    assert m.summary().samples == 0
+    assert m.window() is None
 
 
-def test_means_are_over_every_sample_across_repeated_blocks():
+def test_one_window_across_repeated_blocks_with_times_from_the_first_start():
     fake = FakeNvml.fixture("h200")  # real capture: SM 1980 MHz, memory 3201 MHz, 125.896 W
-    m = Monitor(fake, 0, interval_s=0.001, sleep=StepSleep(2))
-    assert m.means() == {}
+    now = [10.0]
+    m = Monitor(fake, 0, interval_s=30.0, clock=lambda: now[0])
+    assert m.window() is None
     for _ in range(2):
         with m:
-            time.sleep(0.005)
-    means = m.means()
-    assert means["sm_clock"] == 1980 and means["mem_clock"] == 3201
-    assert means["power"] == pytest.approx(125.896)
-    assert m.summary().samples >= 4  # both blocks counted
+            now[0] += 1.0
+    w = m.window()
+    assert list(w.t_s) == [0.0, 1.0, 1.0, 2.0]  # enter and exit of each block
+    assert list(w.power_w) == pytest.approx([125.896] * 4)

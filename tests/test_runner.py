@@ -1,20 +1,25 @@
-"""The worker runner against a scripted fake worker: normal runs, crashes, hangs, garbage, Ctrl-C."""
+"""The worker runner against a scripted fake worker: normal runs, crashes, hangs, garbage,
+Ctrl-C, SIGTERM / SIGHUP to ``envcheck run`` itself, and the Bench assembled from it all."""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from envcheck import model
-from envcheck.bench import runner
-from envcheck.bench.suite import Plan, PlannedCase
-from envcheck.model import BenchDevice, Case, Ceiling, Skip, Timing
+from envcheck.bench import assemble, protocol, runner
+from envcheck.bench.suite import GPU_QUICK_SETTINGS, Plan, PlannedCase
+from envcheck.model import BenchDevice, Case, CeilingRun, MonitorWindow, Note, Skip, StopCause, Timing
 
+ROOT = Path(__file__).resolve().parents[1]
 FAKE = str(Path(__file__).with_name("fake_worker.py"))
 
 PLANNED = (
@@ -23,194 +28,269 @@ PLANNED = (
     PlannedCase("matmul", "torch", "fp32", "tf32", (512, 512, 512)),
     PlannedCase("matmul", "triton", "fp32", "tf32", (512, 512, 512)),
 )
-PLAN = Plan("cuda", 0, PLANNED, {"warmup_ms": 1, "rep_ms": 1, "min_samples": 1, "max_samples": 2,
-                                 "cold_l2": True, "seed": 0},
-            {"name": "NVIDIA H200", "theoretical_bandwidth_gbps": 4814.3},
-            notes=("planned note",), recorded={"quick": True})
-DEVICE = BenchDevice("cuda", "NVIDIA H200", 0, 132, 62914560, 150754820096, "9.0")
-CEILING = Ceiling("bandwidth", "theoretical", 4814.3, "GB/s", "NVML: 2 x 3201 MHz x 6016 bit / 8")
+DEVICE = BenchDevice("cuda", "NVIDIA H200", 0, uuid="GPU-8d0ff531-a2cd-2527-7669-e66277d6bc28", sm_count=132,
+                     l2_bytes=62914560, memory_total_bytes=150754820096, compute_capability="9.0",
+                     pci_bus_id="00000000:19:00.0")
+PLAN = Plan("cuda", 0, PLANNED, GPU_QUICK_SETTINGS, BenchDevice("cuda", "NVIDIA H200 (probed)", 0),
+            notes=(Note("bench.compile_off"),))
+CEILING = CeilingRun("copy", "fp32", (1 << 28,), Timing.from_samples("cuda_graph", [505.0, 507.5, 506.1], 2))
+WINDOW = MonitorWindow(0.02, t_s=[0.0, 0.02], sm_mhz=[1980, 1755], power_w=[412.5, 699.0],
+                       reasons=((), ("sw_power_cap",)))
 
 
-def case_json(pc: PlannedCase, status: str = "pass") -> dict:
-    c = Case(pc.op, pc.impl, pc.dtype, pc.precision, pc.shape, "small", 12288, 1024, status,
-             gpu=Timing.from_samples("cuda_graph", [1.1, 1.2, 1.0]), tf32=pc.precision == "tf32")
-    return model.to_dict(c)
+def emit(ev: protocol.Event) -> dict:
+    return {"emit": json.loads(protocol.encode(ev))}
+
+
+def measured(pc: PlannedCase, window: int | None = None) -> Case:
+    return Case(pc.op, pc.impl, pc.dtype, pc.precision, pc.shape,
+                gpu=Timing.from_samples("cuda_graph", [1.1, 1.2, 1.0], 500),
+                launch=Timing.from_samples("cuda_events", [5.5, 5.7], 18),
+                accuracy=model.Accuracy(0.0, 0.0, 0.0, 0, 1024), window=window)
 
 
 def start() -> dict:
-    return {"emit": {"event": "start", "device": model.to_dict(DEVICE), "versions": {"torch": "2.11.0+cu130",
-                                                                                     "triton": "3.6.0"}}}
+    return emit(protocol.Started(DEVICE, {"torch": "2.11.0+cu130", "triton": "3.6.0"}))
 
 
-def run_script(tmp_path: Path, steps: list, timeout: float = 30.0, on_event=None, grace_s: float = 2.0):
+def play(cases, window: int | None = None) -> list:
+    steps = []
+    for pc in cases:
+        steps.append(emit(protocol.CaseStarted(PLANNED.index(pc), len(PLANNED), pc)))
+        steps.append(emit(protocol.Measured(measured(pc, window))))
+    return steps
+
+
+def run_script(tmp_path: Path, steps: list, timeout: float = 30.0, on_event=None, grace_s: float = 2.0,
+               plan: Plan = PLAN, **kw):
     script = tmp_path / "script.json"
     script.write_text(json.dumps(steps))
-    seen: list[dict] = []
+    seen: list = []
 
     def record(ev):
         seen.append(ev)
         if on_event:
             on_event(ev)
 
-    out = runner.run_worker(PLAN, record, timeout, command=[sys.executable, FAKE, str(script)], grace_s=grace_s)
+    out = runner.run_worker(plan, record, timeout, command=[sys.executable, FAKE, str(script)], grace_s=grace_s, **kw)
     return out, seen
 
 
-def play(cases, status="pass") -> list:
-    steps = []
-    for i, pc in enumerate(cases):
-        steps.append({"emit": {"event": "case_start", "i": i + 1, "n": len(PLANNED), "label": pc.label}})
-        steps.append({"emit": {"event": "case", "case": case_json(pc, status)}})
-    return steps
-
-
-def test_normal_run_collects_every_event_and_feeds_the_plan(tmp_path):
+def test_normal_run_collects_typed_events_and_feeds_the_plan(tmp_path):
     saved = tmp_path / "plan.json"
-    steps = [{"save_plan": str(saved)}, start(), {"emit": {"event": "ceiling", "ceiling": model.to_dict(CEILING)}},
-             *play(PLANNED[:3]),
-             {"emit": {"event": "skip", "skip": model.to_dict(Skip("matmul", "triton", "fp32", (512, 512, 512),
-                                                                   "TF32 arithmetic: no tensor cores"))}},
-             {"emit": {"event": "note", "text": "L2 flushed\nbetween samples"}},
-             {"stderr": "compiler chatter"}, {"emit": {"event": "done"}}]
+    steps = [{"save_plan": str(saved)}, start(), emit(protocol.CeilingMeasured(CEILING)),
+             *play(PLANNED[:1]), emit(protocol.WindowSampled(0, WINDOW)), *play(PLANNED[1:3], window=0),
+             emit(protocol.Skipped(PLANNED[3].skip(Note("skip.out_of_memory", {"need_bytes": 3, "free_bytes": 2})))),
+             emit(protocol.Noted(Note("bench.l2_cold", {"l2_bytes": 62914560}))),
+             {"stderr": "compiler chatter"}, emit(protocol.Done())]
     out, seen = run_script(tmp_path, steps)
-    assert json.loads(saved.read_text()) == PLAN.worker_input()
-    assert not out.partial and out.interrupted is None and out.done and out.returncode == 0
+    assert protocol.decode_plan(saved.read_text()) == protocol.WorkerPlan("cuda", 0, PLANNED, GPU_QUICK_SETTINGS)
+    assert out.stop is None and out.done and out.returncode == 0 and not out.interrupted
     assert [c.key for c in out.cases] == [pc.key for pc in PLANNED[:3]]
-    assert out.device == DEVICE and out.ceilings == [CEILING] and out.versions["triton"] == "3.6.0"
-    assert out.skips[0].reason == "TF32 arithmetic: no tensor cores"
-    assert out.notes == ["L2 flushed between samples"]
+    assert out.device == DEVICE and out.ceiling_runs == [CEILING] and out.windows == [WINDOW]
+    assert out.versions == {"torch": "2.11.0+cu130", "triton": "3.6.0"}
+    assert out.skips[0].reason.key == "skip.out_of_memory" and out.skips[0].precision == "tf32"
+    assert out.notes == [Note("bench.l2_cold", {"l2_bytes": 62914560})]
     assert out.stderr_tail == "compiler chatter"
-    assert [e["event"] for e in seen].count("case_start") == 3 and seen[-1] == {"event": "done"}
+    assert sum(isinstance(e, protocol.CaseStarted) for e in seen) == 3 and seen[-1] == protocol.Done()
 
-    bench = runner.assemble(PLAN, out, "2026-11-21T22:00:00Z", 12.3456)
+    bench = assemble.assemble(PLAN, out, "2026-11-22T22:00:00Z", 12.3456)
     assert bench.device == DEVICE and not bench.partial and bench.duration_s == 12.346
-    assert bench.notes == ("planned note", "L2 flushed between samples")
-    assert bench.settings["quick"] is True and bench.settings["rep_ms"] == 1
+    assert bench.notes == (Note("bench.compile_off"), Note("bench.l2_cold", {"l2_bytes": 62914560}))
+    assert bench.settings == GPU_QUICK_SETTINGS and bench.ceiling_runs == (CEILING,)
+    assert bench.window_of(bench.cases[1]) == WINDOW and bench.window_of(bench.cases[0]) is None
     assert len(bench.skipped) == 1  # the worker's own skip; nothing unrun
-    r = model.Report("0.1.0", "2026-11-21T22:00:00Z", "h", "run", model.Environment(), bench=bench)
+    r = model.Report("0.1.0", "2026-11-22T22:00:00Z", "h", "run", model.Environment(), benches=(bench,))
     assert model.loads(model.dumps(r)) == r
 
 
-def test_crash_mid_way_keeps_finished_cases_and_names_the_signal(tmp_path):
-    steps = [start(), *play(PLANNED[:2]),
-             {"emit": {"event": "case_start", "i": 3, "n": 4, "label": PLANNED[2].label}},
+def test_crash_mid_way_keeps_finished_cases_and_records_the_stop(tmp_path):
+    steps = [start(), *play(PLANNED[:2]), emit(protocol.CaseStarted(2, 4, PLANNED[2])),
              {"stderr": "Fatal Python error: Segmentation fault"}, {"signal": "SIGSEGV"}]
     out, _ = run_script(tmp_path, steps)
-    assert out.partial and out.returncode == -signal.SIGSEGV
-    assert out.interrupted == (f"benchmark worker crashed with SIGSEGV during {PLANNED[2].label!r} after 2 of 4 cases: "
-                               "Fatal Python error: Segmentation fault")
-    assert len(out.cases) == 2
-    bench = runner.assemble(PLAN, out, "2026-11-21T22:00:00Z", 1.0)
-    assert bench.partial and bench.interrupted == out.interrupted
-    unrun = [s for s in bench.skipped if "not run" in s.reason]
-    assert [(s.op, s.impl) for s in unrun] == [("matmul", "torch"), ("matmul", "triton")]
-    assert unrun[0].reason == "TF32 arithmetic: not run: benchmark worker crashed with SIGSEGV during " \
-                              f"{PLANNED[2].label!r}"
+    assert out.returncode == -signal.SIGSEGV and len(out.cases) == 2 and not out.interrupted
+    assert out.stop == model.Stop(StopCause.CRASHED, finished=2, planned=4, during=PLANNED[2].key, signal="SIGSEGV",
+                                  returncode=-signal.SIGSEGV, detail="Fatal Python error: Segmentation fault")
+    bench = assemble.assemble(PLAN, out, "2026-11-22T22:00:00Z", 1.0)
+    assert bench.partial and bench.stop == out.stop
+    unrun = [s for s in bench.skipped if s.reason.key == "skip.not_run"]
+    assert [(s.op, s.impl, s.precision) for s in unrun] == [("matmul", "torch", "tf32"), ("matmul", "triton", "tf32")]
+    assert unrun[0].reason.params == {"cause": "crashed"}
 
 
-def test_nonzero_exit_before_done_is_a_crash_with_the_last_stderr_line(tmp_path):
+def test_nonzero_exit_before_done_is_an_exit_with_the_last_stderr_line(tmp_path):
     steps = [{"stderr": "Traceback (most recent call last):"}, {"stderr": "ImportError: libcudart.so.13"},
              {"exit": 1}]
     out, _ = run_script(tmp_path, steps)
-    assert out.partial and out.interrupted == "benchmark worker exited with status 1 after 0 of 4 cases: " \
-                                              "ImportError: libcudart.so.13"
+    assert out.stop.cause == StopCause.EXITED and out.stop.returncode == 1 and out.stop.finished == 0
+    assert out.stop.detail == "ImportError: libcudart.so.13" and out.stop.during is None
 
 
 def test_timeout_stops_a_hung_worker(tmp_path):
-    steps = [start(), *play(PLANNED[:1]), {"sleep": 60}]
+    steps = [start(), *play(PLANNED[:1]), emit(protocol.CaseStarted(1, 4, PLANNED[1])), {"sleep": 60}]
     t0 = time.monotonic()
     out, _ = run_script(tmp_path, steps, timeout=1.5, grace_s=1.0)
     assert time.monotonic() - t0 < 10
-    assert out.partial and len(out.cases) == 1
-    assert out.interrupted == "benchmark worker timed out after 1.5 s after 1 of 4 cases (raise --timeout)"
-    assert out.returncode is not None  # reaped, not left running
+    assert out.stop.cause == StopCause.TIMEOUT and out.stop.timeout_s == 1.5 and out.stop.during == PLANNED[1].key
+    assert len(out.cases) == 1 and out.returncode is not None  # reaped, not left running
 
 
-def test_malformed_lines_are_ignored_with_a_note(tmp_path):
+def test_malformed_and_inconsistent_lines_are_ignored_with_a_note(tmp_path):
+    bad_window = json.loads(protocol.encode(protocol.WindowSampled(3, WINDOW)))  # sent as the first window
+    dangling = json.loads(protocol.encode(protocol.Measured(measured(PLANNED[0], window=0))))  # no window sent
     steps = [start(), {"raw": "Triton autotuning for function matmul_kernel finished"}, {"raw": "{\"event\": 3}"},
-             {"emit": {"event": "case", "case": {"op": "relu"}}}, *play(PLANNED), {"emit": {"event": "done"}}]
+             {"emit": {"event": "case", "case": {"op": "relu"}}}, {"emit": bad_window}, {"emit": dangling},
+             *play(PLANNED), emit(protocol.Done())]
     out, _ = run_script(tmp_path, steps)
-    assert not out.partial and len(out.cases) == 4
-    assert len(out.notes) == 1
-    assert out.notes[0].startswith("ignored 3 lines of benchmark worker output that were not protocol events: "
-                                   "'Triton autotuning")
+    assert out.stop is None and len(out.cases) == 4 and out.windows == []
+    (note,) = out.notes
+    assert note.key == "bench.ignored_output" and note.params["lines"] == 5
+    assert note.params["examples"][0] == "Triton autotuning for function matmul_kernel finished"
 
 
 def test_ctrl_c_stops_the_worker_and_keeps_what_finished(tmp_path):
     def interrupt_at_third(ev):
-        if ev["event"] == "case_start" and ev["i"] == 3:
+        if isinstance(ev, protocol.CaseStarted) and ev.i == 2:
             raise KeyboardInterrupt
 
-    steps = [start(), *play(PLANNED[:2]), {"emit": {"event": "case_start", "i": 3, "n": 4, "label": "x"}},
-             {"sleep": 60}]
+    steps = [start(), *play(PLANNED[:2]), emit(protocol.CaseStarted(2, 4, PLANNED[2])), {"sleep": 60}]
     t0 = time.monotonic()
     out, _ = run_script(tmp_path, steps, on_event=interrupt_at_third, grace_s=1.0)
     assert time.monotonic() - t0 < 10
-    assert out.by_user and out.partial and len(out.cases) == 2
-    assert out.interrupted == "interrupted by the user (Ctrl-C) after 2 of 4 cases"
+    assert out.interrupted and len(out.cases) == 2
+    assert (out.stop.cause, out.stop.signal, out.stop.finished, out.stop.planned) == (StopCause.USER, "SIGINT", 2, 4)
     assert out.returncode is not None and out.returncode < 0  # terminated by signal
-    bench = runner.assemble(PLAN, out, "2026-11-21T22:00:00Z", 1.0)
-    assert sum("not run: interrupted by the user (Ctrl-C)" in s.reason for s in bench.skipped) == 2
+    bench = assemble.assemble(PLAN, out, "2026-11-22T22:00:00Z", 1.0)
+    assert sum(s.reason == Note("skip.not_run", {"cause": "user"}) for s in bench.skipped) == 2
 
 
 def test_worker_that_cannot_start_is_reported_not_raised(tmp_path):
     out = runner.run_worker(PLAN, lambda ev: None, 5, command=[str(tmp_path / "no-such-program")])
-    assert out.partial and out.interrupted.startswith("benchmark worker could not start (FileNotFoundError")
-
-
-def test_exit_description_names_signals_and_statuses():
-    assert runner._exit_description(-11) == "crashed with SIGSEGV"
-    assert runner._exit_description(-9) == "crashed with SIGKILL"
-    assert runner._exit_description(3) == "exited with status 3"
-    assert runner._exit_description(0) == "exited before finishing"
-
-
-@pytest.mark.parametrize("device, name", [(None, "NVIDIA H200"), (DEVICE, "NVIDIA H200")])
-def test_assemble_falls_back_to_the_planned_device(device, name):
-    out = runner.BenchOutcome(device=device)
-    assert runner.assemble(PLAN, out, "2026-11-21T22:00:00Z", 0.0).device.name == name
+    assert out.stop.cause == StopCause.START_FAILED and out.stop.detail.startswith("FileNotFoundError")
+    bench = assemble.assemble(PLAN, out, "2026-11-22T22:00:00Z", 0.0)
+    assert bench.device.name == "NVIDIA H200 (probed)"  # the worker never said: the probes' name
+    assert len(bench.skipped) == 4
 
 
 def test_worker_hanging_at_exit_after_done_is_stopped_and_the_run_is_complete(tmp_path):
     """CUDA teardown can hang a worker that has reported everything: after "done" it gets a short
     drain, then is stopped; the run is neither timed out nor partial."""
-    steps = [start(), *play(PLANNED), {"emit": {"event": "done"}}, {"sleep": 60}]
+    steps = [start(), *play(PLANNED), emit(protocol.Done()), {"sleep": 60}]
     t0 = time.monotonic()
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps(steps))
-    out = runner.run_worker(PLAN, lambda ev: None, 8.0, command=[sys.executable, FAKE, str(script)], grace_s=1.0,
-                            done_drain_s=0.5)
+    out, _ = run_script(tmp_path, steps, timeout=8.0, grace_s=1.0, done_drain_s=0.5)
     assert time.monotonic() - t0 < 6  # well before the 8 s timeout
-    assert out.done and not out.partial and out.interrupted is None and not out.by_user
-    assert len(out.cases) == 4 and out.returncode is not None  # stopped and reaped
-    assert any("did not exit after reporting all cases" in n for n in out.notes)
-    bench = runner.assemble(PLAN, out, "2026-11-21T22:00:00Z", 1.0)
-    assert not bench.partial and bench.interrupted is None and bench.skipped == ()
+    assert out.done and out.stop is None and len(out.cases) == 4 and out.returncode is not None
+    assert out.notes == [Note("bench.worker_hung_at_exit")]
+    bench = assemble.assemble(PLAN, out, "2026-11-22T22:00:00Z", 1.0)
+    assert not bench.partial and bench.skipped == ()
 
 
 def test_worker_timing_out_after_done_is_not_partial(tmp_path):
-    steps = [start(), *play(PLANNED), {"emit": {"event": "done"}}, {"sleep": 60}]
+    steps = [start(), *play(PLANNED), emit(protocol.Done()), {"sleep": 60}]
     out, _ = run_script(tmp_path, steps, timeout=1.5, grace_s=1.0)
-    assert out.done and not out.partial and out.interrupted is None and len(out.cases) == 4
+    assert out.done and out.stop is None and len(out.cases) == 4
+
+
+def test_a_worker_exiting_normally_after_done_is_not_stopped(tmp_path):
+    steps = [start(), *play(PLANNED), emit(protocol.Done()), {"sleep": 0.3}]
+    out, _ = run_script(tmp_path, steps)
+    assert out.returncode == 0 and out.notes == []  # waited for, not sent SIGTERM as it closed its output
+
+
+def test_a_worker_failing_after_done_leaves_a_note(tmp_path):
+    steps = [start(), *play(PLANNED), emit(protocol.Done()), {"exit": 3}]
+    out, _ = run_script(tmp_path, steps)
+    assert out.stop is None and out.notes == [Note("bench.worker_exit_after_done", {"returncode": 3, "signal": None})]
+
+
+def test_a_helper_process_in_its_own_session_is_stopped_with_the_worker(tmp_path):
+    """torch.compile and libraries start helpers; one that left the worker's process group must
+    not outlive a stopped run."""
+    pid_file = tmp_path / "child.pid"
+    steps = [start(), {"spawn": str(pid_file)}, {"sleep": 60}]
+    out, _ = run_script(tmp_path, steps, timeout=2.0, grace_s=1.0)
+    assert out.stop.cause == StopCause.TIMEOUT
+    child = int(pid_file.read_text())
+    assert _gone(child), "the helper process outlived the worker"
 
 
 def test_a_skip_of_one_precision_leaves_the_other_precision_unrun():
     """matmul fp32 as TF32 skipped for memory, then a crash before the IEEE fp32 case: the IEEE
     case must still show as not run (it was neither a case nor a skip)."""
     shape = (8192, 8192, 8192)
-    planned = (PlannedCase("matmul", "torch", "fp32", "tf32", shape),
-               PlannedCase("matmul", "torch", "fp32", "fp32", shape))
-    plan = Plan("cuda", 0, planned, dict(PLAN.settings), dict(PLAN.gpu))
-    out = runner.BenchOutcome(skips=[Skip("matmul", "torch", "fp32", shape, "out of memory", precision="tf32")],
-                              interrupted="benchmark worker crashed with SIGSEGV after 1 of 2 cases", partial=True)
-    (unrun,) = runner.unrun_skips(plan, out)
-    assert (unrun.op, unrun.dtype, unrun.precision, unrun.shape) == ("matmul", "fp32", "fp32", shape)
-    assert unrun.reason == "not run: benchmark worker crashed with SIGSEGV"
-    # The TF32 case left unrun is named with its precision too.
-    out2 = runner.BenchOutcome(skips=[Skip("matmul", "torch", "fp32", shape, "oom", precision="fp32")],
-                               interrupted="stopped after 1 of 2 cases", partial=True)
-    (unrun2,) = runner.unrun_skips(plan, out2)
-    assert unrun2.precision == "tf32" and unrun2.reason == "TF32 arithmetic: not run: stopped"
-    # A skip that names no precision (older workers) still stands for every precision.
-    legacy = runner.BenchOutcome(skips=[Skip("matmul", "torch", "fp32", shape, "oom")], interrupted="x", partial=True)
-    assert runner.unrun_skips(plan, legacy) == []
+    tf32, ieee = PlannedCase("matmul", "torch", "fp32", "tf32", shape), PlannedCase("matmul", "torch", "fp32", "fp32",
+                                                                                    shape)
+    plan = Plan("cuda", 0, (tf32, ieee), GPU_QUICK_SETTINGS, DEVICE)
+    out = runner.BenchOutcome(skips=[tf32.skip(Note("skip.out_of_memory"))],
+                              stop=model.Stop(StopCause.CRASHED, 1, 2, signal="SIGSEGV"))
+    (unrun,) = assemble.unrun_skips(plan, out)
+    assert unrun == ieee.skip(Note("skip.not_run", {"cause": "crashed"}))
+    # A skip that names no precision (schema-1 workers) stands for every precision.
+    legacy = runner.BenchOutcome(skips=[Skip("matmul", "torch", "fp32", shape, Note("x"))],
+                                 stop=model.Stop(StopCause.USER))
+    assert assemble.unrun_skips(plan, legacy) == []
+
+
+def _gone(pid: int, wait_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+# --------------------------------------------------------------------------- signals to envcheck run
+
+RUNNER_SCRIPT = """
+import json, sys
+sys.path.insert(0, {root!r})
+from envcheck.bench import runner
+from envcheck.bench.suite import GPU_QUICK_SETTINGS, Plan, PlannedCase
+from envcheck.model import BenchDevice
+planned = tuple(PlannedCase("vector_add", impl, "fp32", "fp32", (n,))
+                for n in (1024, 2048) for impl in ("torch", "triton"))
+plan = Plan("cuda", 0, planned, GPU_QUICK_SETTINGS, BenchDevice("cuda", "GPU", 0))
+def progress(ev):
+    print(type(ev).__name__, flush=True)
+out = runner.run_worker(plan, progress, 60, command=[sys.executable, {fake!r}, {script!r}], grace_s=1.0)
+stop = out.stop
+print(json.dumps({{"cause": stop.cause.value, "signal": stop.signal, "finished": stop.finished,
+                  "cases": len(out.cases), "interrupted": out.interrupted}}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_sighup_to_envcheck_run_stops_the_worker_and_keeps_what_finished(tmp_path, sig):
+    """What a batch scheduler sends at the end of a job: the runner must stop the worker's
+    process group (no orphan), keep the finished cases and record the signal."""
+    pid_file = tmp_path / "worker.pid"
+    planned = [PlannedCase("vector_add", impl, "fp32", "fp32", (n,)) for n in (1024, 2048) for impl in ("torch", "triton")]
+    steps = [{"pid_file": str(pid_file)}, start(), {"play_plan": 2},
+             emit(protocol.CaseStarted(2, 4, planned[2])), {"sleep": 60}]
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(steps))
+    code = RUNNER_SCRIPT.format(root=str(ROOT), fake=FAKE, script=str(script))
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen = []
+        assert proc.stdout is not None
+        while len([s for s in seen if s == "CaseStarted"]) < 3:
+            line = proc.stdout.readline()
+            assert line, f"runner ended early: {proc.stderr.read() if proc.stderr else ''}"
+            seen.append(line.strip())
+        worker_pid = int(pid_file.read_text())
+        assert psutil.pid_exists(worker_pid)
+        os.kill(proc.pid, sig)
+        stdout, stderr = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, stderr[-2000:]
+    result = json.loads(stdout.strip().splitlines()[-1])
+    assert result == {"cause": "signal", "signal": signal.Signals(sig).name, "finished": 2, "cases": 2,
+                      "interrupted": True}
+    assert _gone(worker_pid), "the worker was orphaned"

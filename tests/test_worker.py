@@ -1,84 +1,109 @@
-"""The worker protocol and the worker end to end on the CPU backend."""
+"""The worker protocol, the worker end to end on the CPU backend, and the worker's steps
+(group preparation, interleaved sampling) with fakes where a GPU would be needed."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 
 import pytest
 
 from envcheck.bench import protocol
-from envcheck.model import Case, Ceiling, MonitorSummary, NumericError, Skip, Timing
+from envcheck.bench.suite import CPU_QUICK_SETTINGS, PlannedCase
+from envcheck.model import (
+    Accuracy,
+    BenchDevice,
+    Case,
+    CeilingRun,
+    MonitorWindow,
+    Note,
+    Settings,
+    Skip,
+    Timing,
+)
 
-FAST = {"warmup_ms": 1, "rep_ms": 2, "min_samples": 3, "max_samples": 5, "cold_l2": False, "seed": 0}
+FAST = Settings(warmup_ms=1, rep_ms=2, min_samples=3, max_samples=5, cold_l2=False, threads=1)
 
 
-def _plan(cases: list[dict], device: str = "cpu") -> dict:
-    return {"device": device, "index": 0, "cases": cases, "settings": FAST, "gpu": {}}
+def _plan(cases: list[PlannedCase], backend: str = "cpu", settings: Settings = FAST) -> protocol.WorkerPlan:
+    return protocol.WorkerPlan(backend, 0, tuple(cases), settings)
 
 
-def _case(op: str, impl: str = "torch", dtype: str = "fp32", precision: str | None = None, shape=(1024,)) -> dict:
-    return {"op": op, "impl": impl, "dtype": dtype, "precision": precision or dtype, "shape": list(shape)}
+def _case(op: str, impl: str = "torch", dtype: str = "fp32", precision: str | None = None,
+          shape: tuple[int, ...] = (1024,)) -> PlannedCase:
+    return PlannedCase(op, impl, dtype, precision or dtype, shape)
 
 
 # --------------------------------------------------------------------------- protocol
 
+EVENTS = [
+    protocol.Started(BenchDevice("cuda", "NVIDIA H200", 0, uuid="GPU-8d0f", pci_bus_id="00000000:19:00.0"),
+                     {"torch": "2.11.0+cu130"}),
+    protocol.CeilingMeasured(CeilingRun("matmul", "bf16", (8192, 8192, 8192),
+                                        Timing.from_samples("cuda_graph", [1500.0, 1510.0]), "bf16")),
+    protocol.CaseStarted(3, 10, _case("matmul", "triton", "fp32", "tf32", (512, 512, 512))),
+    protocol.WindowSampled(0, MonitorWindow(0.02, [0.0, 0.02], sm_mhz=[1980, 1980], reasons=((), ("sw_power_cap",)))),
+    protocol.Measured(Case("matmul", "triton", "fp32", "tf32", (512, 512, 512),
+                           gpu=Timing.from_samples("cuda_graph", [32.0, 33.0, 31.5], 31), compile_s=1.4,
+                           accuracy=Accuracy(7.7e-4, 0.08, 1.2e-3, 0, 262144), window=0, kernel="pointer 64x128x32 s4 w4",
+                           notes=(Note("case.l2_not_cold", {"sets": 15, "set_bytes": 12582912}),))),
+    protocol.Skipped(Skip("relu", "triton", "fp16", (1 << 28,), Note("skip.out_of_memory", {"need_bytes": 3 << 30}),
+                          "fp16")),
+    protocol.Noted(Note("bench.l2_cold", {"l2_bytes": 62914560, "l2_multiple": 3})),
+    protocol.Done(),
+]
 
-def test_encode_decode_round_trip_of_a_case() -> None:
-    case = Case("matmul", "triton", "fp32", "tf32", (512, 512, 512), "medium", 3145728, 268435456, "pass",
-                gpu=Timing.from_samples("cuda_graph", [32.0, 33.0, 31.5]), compile_s=1.4,
-                error=NumericError(7.7e-4, 0.08, 2.9e-3, "tf32", True), monitor=MonitorSummary(4),
-                flags=("l2_resident",), tf32=True, gbps=96.0, tflops=8.2, speedup=0.28)
-    line = protocol.encode({"event": "case", "case": case})
+
+@pytest.mark.parametrize("event", EVENTS, ids=lambda e: e.kind)
+def test_every_event_round_trips_as_one_json_line(event) -> None:
+    line = protocol.encode(event)
     assert line.endswith("\n") and "\n" not in line[:-1]
-    back = protocol.case_from_event(protocol.decode(line))
-    assert back == case
+    assert json.loads(line)["event"] == event.kind
+    assert protocol.decode(line) == event
 
 
-def test_encode_maps_non_finite_floats_to_null() -> None:
-    line = protocol.encode({"event": "ceiling", "ceiling": Ceiling("bandwidth", "measured", float("inf"), "GB/s", "x")})
-    assert json.loads(line)["ceiling"]["value"] is None
-
-
-def test_decode_rejects_stray_output() -> None:
-    for bad in ("compiling kernel...", '{"event": "bogus"}', "[1, 2]", '{"event": "case"'):
+def test_decode_rejects_stray_output_and_malformed_payloads() -> None:
+    for bad in ("compiling kernel...", '{"event": "bogus"}', "[1, 2]", '{"event": "case"', '{"event": "case"}',
+                '{"event": "case", "case": {"op": "relu"}}', '{"event": "case_start", "i": 0, "n": 1, "case": '
+                '{"op": "relu", "impl": "torch", "dtype": "fp32", "precision": "fp32", "shape": [1, 2]}}'):
         with pytest.raises(protocol.ProtocolError):
             protocol.decode(bad)
     with pytest.raises(protocol.ProtocolError):
-        protocol.encode({"event": "progress"})
+        protocol.encode({"event": "note"})  # type: ignore[arg-type]
 
 
-def test_skip_and_label() -> None:
-    ev = protocol.decode(protocol.encode({"event": "skip", "skip": Skip("relu", "triton", "fp16", (1 << 28,), "oom")}))
-    assert protocol.skip_from_event(ev) == Skip("relu", "triton", "fp16", (1 << 28,), "oom")
-    assert protocol.case_label(_case("matmul", "triton", "bf16", shape=(4096, 4096, 4096))) == \
-        "matmul bf16 4096x4096x4096 triton"
-    assert protocol.case_label(_case("matmul", "torch", "fp32", "tf32", shape=(512, 512, 512))) == \
-        "matmul fp32/tf32 512x512x512 torch"
+def test_plan_round_trips_and_bad_plans_name_the_problem() -> None:
+    plan = _plan([_case("relu", dtype="fp16"), _case("matmul", "triton", "fp32", "tf32", (64, 64, 64))], "cuda",
+                 CPU_QUICK_SETTINGS)
+    assert protocol.decode_plan(protocol.encode_plan(plan)) == plan
+    good = json.loads(protocol.encode_plan(plan))
+    for patch, fragment in [
+        ({"backend": "tpu"}, "backend"),
+        ({"index": -1}, "index"),
+        ({"cases": [{**good["cases"][0], "op": "conv"}]}, "unknown op"),
+        ({"cases": [{**good["cases"][0], "shape": [4, 4]}]}, "1 positive integer"),
+        ({"settings": {"min_samples": 0}}, "min_samples"),
+    ]:
+        with pytest.raises(protocol.ProtocolError, match=fragment):
+            protocol.decode_plan(json.dumps({**good, **patch}))
+    with pytest.raises(protocol.ProtocolError, match="not valid JSON"):
+        protocol.decode_plan("{not json")
 
 
-@pytest.mark.parametrize("plan, fragment", [
-    ({"device": "tpu", "cases": []}, "device"),
-    ({"device": "cpu", "cases": [{"op": "conv", "impl": "torch", "dtype": "fp32", "shape": [4]}]}, "unknown op"),
-    ({"device": "cpu", "cases": [{"op": "matmul", "impl": "torch", "dtype": "fp32", "shape": [4, 4]}]}, "3 positive"),
-    ({"device": "cpu", "index": -1, "cases": []}, "index"),
-])
-def test_validate_plan_names_the_problem(plan: dict, fragment: str) -> None:
-    with pytest.raises(protocol.ProtocolError, match=fragment):
-        protocol.validate_plan(plan)
-
-
-def test_validate_plan_fills_defaults() -> None:
-    plan = protocol.validate_plan({"device": "cpu", "cases": [{"op": "relu", "impl": "torch", "dtype": "fp16",
-                                                               "shape": [8]}]})
-    assert plan["cases"][0]["precision"] == "fp16"
-    assert plan["settings"]["warmup_ms"] == 25 and plan["index"] == 0
+def test_planned_case_names_its_group() -> None:
+    c = _case("matmul", "torch", "fp32", "tf32", (512, 512, 512))
+    assert c.group == ("matmul", "fp32", "tf32", (512, 512, 512))
+    assert c.group_label == "matmul fp32/tf32 512x512x512" and c.label == "matmul fp32/tf32 512x512x512 torch"
+    assert _case("relu", shape=(1 << 20,)).group_label == "relu fp32 2^20"
+    with pytest.raises(ValueError):
+        PlannedCase("relu", "torch", "fp32", "fp32", (4, 4))
 
 
 # --------------------------------------------------------------------------- the worker, end to end
 
 
-def _run_worker(stdin: str, timeout: float = 60) -> subprocess.CompletedProcess:
+def _run_worker(stdin: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(protocol.worker_argv(), input=stdin, capture_output=True, text=True, timeout=timeout,
                           start_new_session=True)
 
@@ -86,39 +111,38 @@ def _run_worker(stdin: str, timeout: float = 60) -> subprocess.CompletedProcess:
 def test_worker_subprocess_on_cpu() -> None:
     pytest.importorskip("torch")
     cases = [
-        _case("vector_add", shape=(4096,)),
-        _case("vector_add", "triton", shape=(4096,)),  # no Triton on CPU tensors: an error case, not a crash
+        _case("vector_add", shape=(4097,)),
+        _case("vector_add", "triton", shape=(4097,)),  # no Triton on CPU tensors: a failure, not a crash
         _case("relu", dtype="bf16", shape=(3000,)),
-        _case("softmax", shape=(16, 64)),
-        _case("row_sum", dtype="fp16", shape=(16, 64)),
-        _case("matmul", shape=(32, 16, 24)),
+        _case("softmax", shape=(16, 65)),
+        _case("row_sum", dtype="fp16", shape=(16, 65)),
+        _case("matmul", shape=(33, 17, 25)),
     ]
-    proc = _run_worker(json.dumps(_plan(cases)))
+    proc = _run_worker(protocol.encode_plan(_plan(cases)))
     assert proc.returncode == 0, proc.stderr[-2000:]
     events = [protocol.decode(line) for line in proc.stdout.splitlines()]  # every stdout line is an event
-    kinds = [e["event"] for e in events]
-    assert kinds[0] == "start" and kinds[-1] == "done"
-    assert protocol.device_from_event(events[0]).backend == "cpu"
-    assert any(e["event"] == "note" and e["text"].startswith("CPU baseline: PyTorch timed with a host clock") for e in events)
-    assert [e["i"] for e in events if e["event"] == "case_start"] == list(range(len(cases)))
-    got = [protocol.case_from_event(e) for e in events if e["event"] == "case"]
-    assert len(got) == len(cases)
+    assert isinstance(events[0], protocol.Started) and events[0].device.backend == "cpu"
+    assert isinstance(events[-1], protocol.Done)
+    assert protocol.Noted(Note("bench.cpu_timing", {"threads": 1})) in events
+    assert [e.i for e in events if isinstance(e, protocol.CaseStarted)] == list(range(len(cases)))
+    got = [e.case for e in events if isinstance(e, protocol.Measured)]
+    assert [c.key for c in got] == [c.key for c in cases]
     triton = got[1]
-    assert triton.impl == "triton" and triton.status == "error" and triton.message and "\n" not in triton.message
+    assert triton.failure is not None and triton.failure.stage == "first_call" and "\n" not in triton.failure.detail
+    assert triton.launch is None and triton.gpu is None
     for c in got[:1] + got[2:]:
-        assert c.status == "pass", c
-        assert c.gpu is None and c.launch is not None and c.launch.method == "host_clock"
-        assert c.launch.n >= 3 and c.launch.median_us > 0
-        assert c.error is not None and c.error.passed and c.error.rel_l2 < c.error.tolerance
-        assert c.gbps and c.gbps > 0
-    assert got[2].dtype == "bf16" and got[2].error.precision == "bf16"
+        assert c.failure is None and c.gpu is None and c.window is None
+        assert c.launch is not None and c.launch.method == "host_clock" and 3 <= c.launch.n <= 5
+        acc = c.accuracy
+        assert acc is not None and acc.nonfinite == 0
+        bound = 1e-2 if c.dtype in ("fp16", "bf16") else 1e-5
+        assert acc.max_rel_elem < bound and acc.rel_l2 < bound, c.key
+    assert got[0].accuracy.elements == 4097 and got[4].accuracy.elements == 16
 
 
 def test_worker_rejects_a_bad_plan_with_exit_2() -> None:
     proc = _run_worker("{not json")
-    assert proc.returncode == 2
-    assert proc.stdout == ""
-    assert "bad plan" in proc.stderr
+    assert proc.returncode == 2 and proc.stdout == "" and "not valid JSON" in proc.stderr
 
 
 # --------------------------------------------------------------------------- failures inside one case
@@ -132,16 +156,20 @@ def worker_mod():
     return worker
 
 
-def _run_in_process(worker_mod, cases: list[dict]) -> list[dict]:
-    events: list[dict] = []
-    worker_mod.Worker(_plan(cases), events.append).run()
-    return [json.loads(protocol.encode(e)) for e in events]
+def _run_in_process(worker_mod, cases: list[PlannedCase], settings: Settings = FAST) -> list:
+    events: list = []
+    worker_mod.Worker(_plan(cases, settings=settings), events.append).run()
+    return [protocol.decode(protocol.encode(e)) for e in events]  # what the parent would read
 
 
-def test_a_failing_impl_becomes_an_error_case_and_the_run_goes_on(worker_mod, monkeypatch) -> None:
-    from envcheck.bench import ops
+def _measured(events: list) -> list[Case]:
+    return [e.case for e in events if isinstance(e, protocol.Measured)]
 
-    real = ops.torch_impl
+
+def test_a_failing_impl_becomes_a_failed_case_and_the_run_goes_on(worker_mod, monkeypatch) -> None:
+    from envcheck.bench import impls
+
+    real = impls.torch_impl
 
     def broken(op, inputs, out):
         if op == "relu":
@@ -150,144 +178,172 @@ def test_a_failing_impl_becomes_an_error_case_and_the_run_goes_on(worker_mod, mo
             return fail
         return real(op, inputs, out)
 
-    monkeypatch.setattr(ops, "torch_impl", broken)
+    monkeypatch.setattr(impls, "torch_impl", broken)
     events = _run_in_process(worker_mod, [_case("relu"), _case("vector_add")])
-    cases = [protocol.case_from_event(e) for e in events if e["event"] == "case"]
-    assert [c.status for c in cases] == ["error", "pass"]
-    assert cases[0].message == "first call failed: RuntimeError: CUDA error: an illegal memory access was encountered"
-    assert events[-1]["event"] == "done"
+    relu, add = _measured(events)
+    assert relu.failure.stage == "first_call"
+    assert relu.failure.detail == "RuntimeError: CUDA error: an illegal memory access was encountered"
+    assert add.failure is None and add.launch is not None
+    assert isinstance(events[-1], protocol.Done)
 
 
-def test_wrong_results_are_a_fail_not_a_pass(worker_mod, monkeypatch) -> None:
-    from envcheck.bench import ops
+def test_an_unwritten_output_shows_in_the_statistics(worker_mod, monkeypatch) -> None:
+    from envcheck.bench import impls
 
-    def lazy(op, inputs, out):
-        return lambda: out  # writes nothing: the NaN poison stays
-
-    monkeypatch.setattr(ops, "torch_impl", lazy)
-    events = _run_in_process(worker_mod, [_case("vector_add", shape=(2048,))])
-    (case,) = [protocol.case_from_event(e) for e in events if e["event"] == "case"]
-    assert case.status == "fail"
-    assert case.error is not None and not case.error.passed and case.error.rel_l2 == pytest.approx(1.0)
-    assert "2048 of 2048 outputs are NaN/inf" in case.message
+    monkeypatch.setattr(impls, "torch_impl", lambda op, inputs, out: lambda: out)  # writes nothing
+    (case,) = _measured(_run_in_process(worker_mod, [_case("vector_add", shape=(2048,))]))
+    assert case.failure is None  # measured: whether it passes is the analysis's verdict
+    assert case.accuracy.nonfinite == 2048 and case.accuracy.elements == 2048
+    assert case.accuracy.rel_l2 == pytest.approx(1.0)
 
 
 def test_out_of_memory_becomes_a_skip(worker_mod, monkeypatch) -> None:
     import torch
 
-    from envcheck.bench import ops
+    from envcheck.bench import impls
 
     def oom(op, inputs, out):
         def fail():
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 3.00 GiB")
         return fail
 
-    monkeypatch.setattr(ops, "torch_impl", oom)
+    monkeypatch.setattr(impls, "torch_impl", oom)
     events = _run_in_process(worker_mod, [_case("vector_add", shape=(1 << 12,)), _case("relu", shape=(64,))])
-    skips = [protocol.skip_from_event(e) for e in events if e["event"] == "skip"]
-    assert len(skips) == 2
-    assert skips[0].reason.startswith("out of memory at 2^12 elements: needs ")
-    assert events[-1]["event"] == "done"
+    skips = [e.skip for e in events if isinstance(e, protocol.Skipped)]
+    assert len(skips) == 2 and skips[0].precision == "fp32"
+    assert skips[0].reason.key == "skip.out_of_memory"
+    assert skips[0].reason.params["need_bytes"] > 3 * 4096 * 4 and skips[0].reason.params["free_bytes"] is None
+    assert isinstance(events[-1], protocol.Done)
 
 
-def test_speedup_is_relative_to_torch_in_the_same_group(worker_mod, monkeypatch) -> None:
-    from envcheck.bench import ops
-
-    monkeypatch.setattr(ops, "compile_impl", lambda op, inputs: ops.torch_impl(op, inputs, inputs["x"].clone()))
-    events = _run_in_process(worker_mod, [_case("relu", shape=(4096,)), _case("relu", "compile", shape=(4096,))])
-    torch_case, other = [protocol.case_from_event(e) for e in events if e["event"] == "case"]
-    assert torch_case.speedup is None
-    assert other.speedup == pytest.approx(torch_case.launch.median_us / other.launch.median_us)
-    assert other.compile_s is not None and torch_case.compile_s is None
-
-
-def test_one_line_keeps_the_first_line_only(worker_mod) -> None:
-    assert worker_mod.one_line(ValueError("bad\nworse")) == "ValueError: bad"
-    assert worker_mod.one_line(KeyError()) == "KeyError"
-    assert len(worker_mod.one_line(RuntimeError("x" * 1000))) == 300
-
-
-def test_matmul_precision_scales_sizes_to_free_memory(worker_mod) -> None:
-    assert list(worker_mod.ceilings_sizes(80 << 30, 2)) == [8192, 4096, 2048]
-    assert list(worker_mod.ceilings_sizes(300 << 20, 4)) == [2048]
-    assert worker_mod.oom_reason("vector_add", (1 << 28,), 3 << 30, int(1.2 * (1 << 30))) == \
-        "out of memory at 2^28 elements: needs 3.0 GiB, 1.2 GiB free"
-
-
-def test_cuda_plan_without_a_gpu_skips_every_case(worker_mod) -> None:
+def test_cuda_plan_without_a_gpu_skips_every_case_with_the_reason(worker_mod) -> None:
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("a CUDA GPU is visible")
-    events: list[dict] = []
-    worker_mod.Worker(_plan([_case("relu"), _case("relu", "triton")], device="cuda"), events.append).run()
-    kinds = [e["event"] for e in events]
-    assert kinds[0] == "start" and kinds[-1] == "done"
-    skips = [e["skip"] for e in events if e["event"] == "skip"]
-    assert len(skips) == 2 and all("no usable CUDA GPU" in s.reason for s in skips)
+    events: list = []
+    worker_mod.Worker(_plan([_case("relu"), _case("relu", "triton")], "cuda"), events.append).run()
+    assert isinstance(events[0], protocol.Started) and isinstance(events[-1], protocol.Done)
+    (note,) = [e.note for e in events if isinstance(e, protocol.Noted)]
+    assert note.key.startswith("bench.no_cuda.")
+    skips = [e.skip for e in events if isinstance(e, protocol.Skipped)]
+    assert len(skips) == 2 and all(s.reason == note for s in skips)
 
 
 def test_a_group_is_prepared_then_measured_together_in_plan_order(worker_mod, monkeypatch) -> None:
-    from envcheck.bench import ops
+    from envcheck.bench import impls
 
-    monkeypatch.setattr(ops, "compile_impl", lambda op, inputs: ops.torch_impl(op, inputs, inputs["x"].clone()))
-    cases = [_case("relu", shape=(4096,)), _case("relu", "triton", shape=(4096,)),  # no Triton on CPU: error
+    monkeypatch.setattr(impls, "compiled_on_sets",
+                        lambda op, sets: [impls.torch_impl(op, s, s["x"].clone()) for s in sets])
+    cases = [_case("relu", shape=(4096,)), _case("relu", "triton", shape=(4096,)),  # no Triton on CPU: failure
              _case("relu", "compile", shape=(4096,)), _case("vector_add", shape=(2048,))]
     events = _run_in_process(worker_mod, cases)
-    order = [(e["event"], e.get("i", e.get("case", {}).get("impl"))) for e in events
-             if e["event"] in ("case_start", "case")]
+    order = [(type(e).__name__, e.i if isinstance(e, protocol.CaseStarted) else e.case.impl) for e in events
+             if isinstance(e, (protocol.CaseStarted, protocol.Measured))]
     # Every implementation of the relu group is prepared before any is measured; the results
     # come out in plan order, torch first.
-    assert order == [("case_start", 0), ("case_start", 1), ("case_start", 2),
-                     ("case", "torch"), ("case", "triton"), ("case", "compile"),
-                     ("case_start", 3), ("case", "torch")]
-    torch_case, triton_case, compiled, _ = [protocol.case_from_event(e) for e in events if e["event"] == "case"]
-    assert triton_case.status == "error" and triton_case.message.startswith("first call failed")
-    assert torch_case.status == compiled.status == "pass"
-    assert compiled.speedup == pytest.approx(torch_case.launch.median_us / compiled.launch.median_us)
+    assert order == [("CaseStarted", 0), ("CaseStarted", 1), ("CaseStarted", 2),
+                     ("Measured", "torch"), ("Measured", "triton"), ("Measured", "compile"),
+                     ("CaseStarted", 3), ("Measured", "torch")]
+    torch_case, triton_case, compiled, _ = _measured(events)
+    assert triton_case.failure.stage == "first_call" and compiled.failure is None
+    assert compiled.compile_s is not None and torch_case.compile_s is None
+    # The compiled stand-in returns its own output, not the group's: checked on a poisoned block.
+    assert Note("case.output_not_poisoned") not in compiled.notes and compiled.accuracy.nonfinite == 0
 
 
 def test_an_impl_failing_while_sampled_loses_only_its_own_case(worker_mod, monkeypatch) -> None:
-    from envcheck.bench import ops
+    from envcheck.bench import impls, sampling
 
     armed = {"on": False}
 
-    def flaky(op, inputs):
-        x = inputs["x"]
+    def flaky(op, sets):
+        x = sets[0]["x"]
 
         def fn():
             if armed["on"]:
                 raise RuntimeError("device lost\nmore")
             return x.clamp_min(0.0)
-        return fn
+        return [fn]
 
-    monkeypatch.setattr(ops, "compile_impl", flaky)
-    real = worker_mod.Worker._sample
+    monkeypatch.setattr(impls, "compiled_on_sets", flaky)
+    real = sampling.sample
 
-    def arm_before_sampling(self, ready):  # the failure comes in the interleaved sampling
+    def arm_before_sampling(rt, ready):  # the failure comes in the interleaved sampling
         armed["on"] = True
-        real(self, ready)
+        real(rt, ready)
 
-    monkeypatch.setattr(worker_mod.Worker, "_sample", arm_before_sampling)
+    monkeypatch.setattr(worker_mod, "sample", arm_before_sampling)
     events = _run_in_process(worker_mod, [_case("relu", shape=(4096,)), _case("relu", "compile", shape=(4096,))])
-    torch_case, compiled = [protocol.case_from_event(e) for e in events if e["event"] == "case"]
-    assert torch_case.status == "pass" and torch_case.launch is not None
-    assert compiled.status == "error" and compiled.message == "RuntimeError: device lost"
-    assert events[-1]["event"] == "done"
+    torch_case, compiled = _measured(events)
+    assert torch_case.failure is None and torch_case.launch is not None
+    assert compiled.failure.stage == "sample" and compiled.failure.detail == "RuntimeError: device lost"
+    assert isinstance(events[-1], protocol.Done)
+
+
+def test_cpu_threads_are_set_from_the_settings(worker_mod) -> None:
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        events = _run_in_process(worker_mod, [_case("relu", shape=(256,))], dataclasses.replace(FAST, threads=1))
+        assert torch.get_num_threads() == 1
+        assert protocol.Noted(Note("bench.cpu_timing", {"threads": 1})) in events
+    finally:
+        torch.set_num_threads(before)
 
 
 # --------------------------------------------------------------------------- rotating buffers
 
 
-def test_rotation_checks_the_first_set_then_cycles_through_all(worker_mod, monkeypatch) -> None:
-    """Rotating buffers (forced on the CPU backend here): the first call and the checked call
-    use the group's first set; warm-up and launch-time calls then cycle through every set."""
+def _runtime(backend: str = "cpu", l2: int | None = 60 << 20, cold: bool = True, free: int | None = None,
+             timer=None):
+    """A Runtime on the CPU; ``backend="cuda"`` makes it act as a GPU for the steps that ask
+    (rotation on, free memory from the test) while its tensors stay on the CPU."""
     import torch
 
-    from envcheck.bench import ops
+    from envcheck.bench.device import Runtime
+    from envcheck.bench.timer import Timer
 
-    monkeypatch.setattr(worker_mod.Worker, "_rotation_sets", lambda self, op, shape, dtype, spare: 3)
-    real = ops.torch_impl
+    class GpuLike(Runtime):
+        cuda = True  # type: ignore[assignment]
+
+        def free_bytes(self) -> int | None:
+            return free
+
+        def after_failure(self) -> None:
+            pass
+
+    settings = dataclasses.replace(FAST, cold_l2=cold)
+    cls = GpuLike if backend == "cuda" else Runtime
+    return cls(torch, "cpu", 0, BenchDevice(backend, "dev", l2_bytes=l2), timer or Timer("cpu", settings), settings)
+
+
+def test_rotation_sets_follow_l2_and_free_memory_with_a_note(worker_mod) -> None:
+    from envcheck.bench.group import open_group
+
+    vec = _case("vector_add", shape=(1 << 20,))  # 12 MiB: 15 sets on an H200
+    assert open_group(_runtime("cuda", free=8 << 30), vec, 0).sets == 15
+    assert open_group(_runtime("cuda", free=8 << 30), vec, 0).notes == ()
+    assert open_group(_runtime("cuda", free=8 << 30), _case("relu", shape=(1 << 10,)), 0).sets == 1  # small
+    mm = _case("matmul", shape=(256, 256, 256))
+    assert open_group(_runtime("cuda", free=8 << 30), mm, 0).sets == 1  # compute-bound
+    assert open_group(_runtime("cuda", free=8 << 30, cold=False), vec, 0).sets == 1  # cold_l2 off
+    short = open_group(_runtime("cuda", free=300 << 20), vec, 0)  # 168 MiB of extra sets do not fit
+    assert short.sets == 1 and short.notes == (Note("case.l2_not_cold", {"sets": 15, "set_bytes": 12 << 20}),)
+    assert open_group(_runtime("cuda", free=10 << 20), vec, 0).skip.key == "skip.out_of_memory"
+
+
+def test_rotation_checks_the_first_set_then_cycles_through_all(worker_mod, monkeypatch) -> None:
+    """The first call and the checked call use the group's first set; warm-up and launch-time
+    calls then cycle through every set."""
+    import torch
+
+    from envcheck.bench import group as group_mod
+    from envcheck.bench import impls
+
+    monkeypatch.setattr(group_mod, "rotation_sets", lambda *a, **kw: 3)
+    real = impls.torch_impl
     outs: list[int] = []
     bound: list[tuple[int, int]] = []
 
@@ -300,131 +356,85 @@ def test_rotation_checks_the_first_set_then_cycles_through_all(worker_mod, monke
             return fn()
         return call
 
-    monkeypatch.setattr(ops, "torch_impl", recording)
-    seen_groups = []
-    real_group_for = worker_mod.Worker._group_for
-
-    def group_for(self, spec):
-        g = real_group_for(self, spec)
-        seen_groups.append(g)
-        return g
-
-    monkeypatch.setattr(worker_mod.Worker, "_group_for", group_for)
-    events = _run_in_process(worker_mod, [_case("vector_add", shape=(4096,))])
-    (case,) = [protocol.case_from_event(e) for e in events if e["event"] == "case"]
-    assert case.status == "pass" and case.error.passed
-    group = seen_groups[0]
-    assert len(group.extra_sets) == 2
-    firsts = [group.out.data_ptr()] + [o.data_ptr() for _, o in group.extra_sets]
+    monkeypatch.setattr(impls, "torch_impl", recording)
+    rt = _runtime()
+    g = group_mod.open_group(rt, _case("vector_add", shape=(4096,)), 0)
+    assert g.sets == 3
+    prepared = group_mod.prepare(rt, _case("vector_add", shape=(4096,)), g)
+    assert isinstance(prepared, group_mod.Prepared) and prepared.rotation_sets == 3
+    assert prepared.accuracy.nonfinite == 0 and prepared.accuracy.max_rel_elem < 1e-6
+    firsts = [g.out.data_ptr()] + [o.data_ptr() for _, o in g.extra_sets]
     assert len(set(firsts)) == 3 and [o for _, o in bound] == firsts  # one impl per set, the checked first
-    assert bound[0][0] == group.inputs["x"].data_ptr()
+    assert bound[0][0] == g.inputs["x"].data_ptr()
     # Fresh random inputs for the extra sets, not copies of the first.
-    assert not torch.equal(group.inputs["x"], group.extra_sets[0][0]["x"])
+    assert not torch.equal(g.inputs["x"], g.extra_sets[0][0]["x"])
     assert outs[:2] == [firsts[0], firsts[0]]  # the first (compile) call and the checked call
     rotated = outs[2:]
-    assert len(rotated) > 6 and rotated == [firsts[i % 3] for i in range(len(rotated))]
+    assert len(rotated) >= 3 and rotated == [firsts[i % 3] for i in range(len(rotated))]
 
 
-def _cuda_worker(worker_mod, l2: int | None, cold_l2: bool = True):
-    from envcheck.model import BenchDevice
-
-    events: list[dict] = []
-    w = worker_mod.Worker({**_plan([], device="cuda"), "settings": {**FAST, "cold_l2": cold_l2}}, events.append)
-    w.device = BenchDevice("cuda", "NVIDIA H200", 0, l2_bytes=l2)
-    return w, events
+# --------------------------------------------------------------------------- sampling with a fake GPU
 
 
-def test_cold_l2_note_describes_rotation(worker_mod) -> None:
-    w, events = _cuda_worker(worker_mod, 60 << 20)
-    w._setup_cold_l2()
-    assert w.cold_l2
-    (note,) = [e["text"] for e in events]
-    assert note.startswith("L2 kept cold for memory-bound cases from 1 MiB to 3x L2 (60 MiB L2) by rotating buffers")
-    assert "R = ceil(3x L2 / working set) >= 2 sets of inputs and outputs (R = 15 for 12 MiB)" in note
-    assert "replay time / calls" in note and "the first set is the one checked" in note
-    assert "cases of 1 MiB and less are L2-resident (flagged)" in note and "flush" not in note
-    off, events = _cuda_worker(worker_mod, 60 << 20, cold_l2=False)
-    off._setup_cold_l2()
-    assert not off.cold_l2 and events[0]["text"].startswith("L2 not kept cold (cold_l2 off)")
-    assert off._rotation_sets("vector_add", (1 << 20,), "fp32", None) == 1
+class DriftingDevice:
+    """A fake GPU clock whose speed drifts: 1.5x slower at the start, back to 1.0x after 50 ms of work."""
+
+    def __init__(self) -> None:
+        self.t_us = 0.0
+
+    def mark(self) -> float:
+        return self.t_us
+
+    def elapsed_us(self, start: float, end: float) -> float:
+        return end - start
+
+    def synchronize(self) -> None:
+        pass
+
+    def host_s(self) -> float:
+        return self.t_us / 1e6
+
+    def kernel(self, cost_us: float, gap_us: float = 0.0):
+        def call() -> None:
+            self.t_us += gap_us + cost_us * max(1.0, 1.5 - self.t_us / 100_000.0)
+        return call
 
 
-def test_rotation_sets_honour_free_memory_with_a_note(worker_mod) -> None:
-    w, events = _cuda_worker(worker_mod, 60 << 20)
-    w.cold_l2 = True
-    assert w._rotation_sets("vector_add", (1 << 20,), "fp32", 1 << 30) == 15
-    assert w._rotation_sets("matmul", (1024, 1024, 1024), "fp32", 1 << 30) == 1  # compute-bound: unchanged
-    assert w._rotation_sets("relu", (1 << 10,), "fp32", 1 << 30) == 1  # small
-    assert events == []
-    assert w._rotation_sets("vector_add", (1 << 20,), "fp32", 100 << 20) == 1  # 168 MiB of extra sets
-    (note,) = [e["text"] for e in events]
-    assert note == ("vector_add fp32 2^20 elements: 15 rotating buffer sets of 12.0 MiB do not fit in free "
-                    "memory; timed on one set (may be served partly from L2)")
+def _prepared(op_case: PlannedCase, fn, graph=None):
+    from envcheck.bench.group import Prepared
 
-
-def test_flags_say_l2_resident_only_when_not_kept_cold() -> None:
-    from envcheck.bench import flags
-
-    gpu = Timing.from_samples("cuda_graph", [5.0] * 5)
-    launch = Timing.from_samples("cuda_events", [6.0] * 5)
-    kw = {"gpu": gpu, "launch": launch, "monitor": None, "l2_bytes": 60 << 20}
-    assert flags.case_flags(working_set_bytes=12 << 20, cold=True, **kw) == ()
-    assert flags.case_flags(working_set_bytes=12 << 20, cold=False, **kw) == ("l2_resident",)
-    assert flags.case_flags(working_set_bytes=800 << 10, cold=False, **kw) == ("l2_resident",)
+    p = Prepared(op_case, fn, None, Accuracy(0.0, 0.0, 0.0, 0, 1), rotation_sets=1)
+    p.graph = graph
+    return p
 
 
 def test_gpu_and_launch_time_are_sampled_in_one_window_under_drift(worker_mod, monkeypatch) -> None:
-    """A power-capped GPU whose speed drifts (here: recovering from a slow start). Sampled in two
-    windows, graphs then eager batches, the eager call (the same kernel plus a launch gap) came
-    out faster than its graph replay: H200 matmul fp16 8192, GPU 1.89 ms, launch 1.73 ms. In one
-    interleaved window launch >= GPU for every implementation."""
-    from envcheck.bench.timer import Region, Timer, TimerSettings
-    from envcheck.model import BenchDevice
+    """Sampled in two windows, graphs then eager batches, the eager call (the same kernel plus a
+    launch gap) came out faster than its graph replay: H200 matmul fp16 8192, GPU 1.89 ms,
+    launch 1.73 ms. In one interleaved window launch >= GPU for every implementation."""
+    from envcheck.bench.sampling import sample
+    from envcheck.bench.timer import Region, Timer
 
-    class Device:
-        def __init__(self) -> None:
-            self.t_us = 0.0
-
-        def mark(self) -> float:
-            return self.t_us
-
-        def elapsed_us(self, start: float, end: float) -> float:
-            return end - start
-
-        def synchronize(self) -> None:
-            pass
-
-        def host_s(self) -> float:
-            return self.t_us / 1e6
-
-        def kernel(self, cost_us: float, gap_us: float = 0.0):
-            def call() -> None:  # 1.5x slower at the start, back to 1.0x after 50 ms of work
-                self.t_us += gap_us + cost_us * max(1.0, 1.5 - self.t_us / 100_000.0)
-            return call
-
-    dev = Device()
+    dev = DriftingDevice()
     monkeypatch.setattr(Timer, "clock_factory", staticmethod(lambda backend: dev))
-    settings = TimerSettings(warmup_ms=1, rep_ms=20, min_samples=10, max_samples=500)
+    settings = Settings(warmup_ms=1, rep_ms=20, min_samples=10, max_samples=200)
+    mm = (8192, 8192, 8192)
 
     def prepared(impl: str, cost: float):
-        spec = {"op": "matmul", "impl": impl, "dtype": "fp16", "precision": "fp16", "shape": [8192, 8192, 8192]}
-        p = worker_mod._Prepared(spec, dev.kernel(cost, gap_us=0.01 * cost), None, None)
-        p.graph = Region(dev.kernel(cost), "cuda_graph", 1)
-        return p
+        return _prepared(_case("matmul", impl, "fp16", shape=mm), dev.kernel(cost, gap_us=0.01 * cost),
+                         Region(dev.kernel(cost), "cuda_graph", 1))
 
     # The bug, reproduced: GPU time in one window, launch time in the next.
     timer = Timer("cuda", settings)
     a = prepared("torch", 1000.0)
-    gpu = timer.measure(a.graph.run, method="cuda_graph")
-    launch = timer.measure(a.fn, method="cuda_events")
+    gpu = timer.measure(a.graph)
+    launch = timer.measure(Region(a.fn, "cuda_events", 1))
     assert launch.median_us < gpu.median_us
 
     dev.t_us = 0.0
-    w = worker_mod.Worker({**_plan([], device="cuda")}, lambda ev: None)
-    w.timer = Timer("cuda", settings)
-    w.device = BenchDevice("cuda", "NVIDIA H200", 0)
+    rt = _runtime(timer=Timer("cuda", settings))
     ready = [prepared("torch", 1000.0), prepared("triton", 1200.0)]
-    w._sample(ready)
+    sample(rt, ready)
     for r in ready:
         assert r.failure is None and r.graph is None  # graphs freed after sampling
         assert r.gpu is not None and r.gpu.method == "cuda_graph"
@@ -435,51 +445,99 @@ def test_gpu_and_launch_time_are_sampled_in_one_window_under_drift(worker_mod, m
 
 
 def test_one_window_keeps_failures_per_implementation(worker_mod, monkeypatch) -> None:
-    """A graph replay failing in the shared window costs that implementation its GPU time only;
-    an eager failure makes its case an error; the other implementation is measured all the same."""
-    from envcheck.bench.timer import Region, Timer, TimerSettings
-    from envcheck.model import BenchDevice
+    """A graph replay failing in the shared window costs that implementation its GPU time only
+    (a note says why); the other implementation is measured all the same."""
+    from envcheck.bench.sampling import sample, to_case
+    from envcheck.bench.timer import Region, Timer
 
-    class Device:
-        t_us = 0.0
-
-        def mark(self):
-            return self.t_us
-
-        def elapsed_us(self, s, e):
-            return e - s
-
-        def synchronize(self):
-            pass
-
-        def host_s(self):
-            return self.t_us / 1e6
-
-    dev = Device()
+    dev = DriftingDevice()
     monkeypatch.setattr(Timer, "clock_factory", staticmethod(lambda backend: dev))
     calls = {"n": 0}
-
-    def ok():
-        dev.t_us += 100.0
+    ok = dev.kernel(100.0)
 
     def replay_breaks():
         calls["n"] += 1
-        dev.t_us += 100.0
+        ok()
         if calls["n"] > 8:
             raise RuntimeError("replay failed\ndetail")
 
-    def spec(impl):
-        return {"op": "relu", "impl": impl, "dtype": "fp32", "precision": "fp32", "shape": [1 << 20]}
-
-    w = worker_mod.Worker({**_plan([], device="cuda")}, lambda ev: None)
-    w.backend = "cpu"  # _after_failure touches no CUDA
-    w.timer = Timer("cuda", TimerSettings(warmup_ms=1, rep_ms=2, min_samples=5, max_samples=50))
-    w.device = BenchDevice("cuda", "NVIDIA H200", 0)
-    a = worker_mod._Prepared(spec("torch"), ok, None, None)
-    a.graph = Region(ok, "cuda_graph", 1)
-    b = worker_mod._Prepared(spec("triton"), ok, None, None)
-    b.graph = Region(replay_breaks, "cuda_graph", 1)
-    w._sample([a, b])
+    rt = _runtime(timer=Timer("cuda", Settings(warmup_ms=1, rep_ms=2, min_samples=5, max_samples=50)))
+    a = _prepared(_case("relu", shape=(1 << 20,)), ok, Region(ok, "cuda_graph", 1))
+    b = _prepared(_case("relu", "triton", shape=(1 << 20,)), ok, Region(replay_breaks, "cuda_graph", 1))
+    sample(rt, [a, b])
     assert a.gpu is not None and a.launch is not None and a.failure is None
     assert b.gpu is None and b.launch is not None and b.failure is None
-    assert b.message == "no GPU time: CUDA graph replay failed (RuntimeError: replay failed)"
+    case = to_case(b, window=2)
+    assert case.window == 2 and case.gpu is None and case.launch is not None
+    assert case.notes == (Note("case.no_gpu_time", {"stage": "replay", "detail": "RuntimeError: replay failed"}),)
+
+
+# --------------------------------------------------------------------------- the device
+
+
+def _fake_torch(uuid: str = "8d0ff531-a2cd-2527-7669-e66277d6bc28", **pci):
+    import types
+
+    props = types.SimpleNamespace(name="NVIDIA H200", uuid=uuid, multi_processor_count=132, L2_cache_size=62914560,
+                                  total_memory=150754820096, major=9, minor=0, **pci)
+    return types.SimpleNamespace(cuda=types.SimpleNamespace(get_device_properties=lambda i: props))
+
+
+def test_the_gpu_is_named_by_nvmls_uuid_and_pci_bus_id() -> None:
+    from fake_nvml import FakeNvml
+
+    from envcheck.bench.device import cuda_device
+
+    nvml = FakeNvml.fixture("h200")
+    nvml.init()
+    d = cuda_device(_fake_torch(), 0, nvml)
+    assert d == BenchDevice("cuda", "NVIDIA H200", 0, uuid="GPU-8d0ff531-a2cd-2527-7669-e66277d6bc28", sm_count=132,
+                            l2_bytes=62914560, memory_total_bytes=150754820096, compute_capability="9.0",
+                            pci_bus_id="00000000:00:06.0")
+    # Without NVML torch's PCI numbers stand in, in NVML's form; without those, none.
+    assert cuda_device(_fake_torch(pci_domain_id=0, pci_bus_id=0x19, pci_device_id=0), 0).pci_bus_id == \
+        "00000000:19:00.0"
+    assert cuda_device(_fake_torch(), 0).pci_bus_id is None
+    assert cuda_device(_fake_torch(uuid="GPU-abc"), 0).uuid == "GPU-abc"
+
+
+def test_cpu_name_from_proc_cpuinfo() -> None:
+    from envcheck.bench.device import cpu_name
+
+    assert cpu_name(lambda path: "processor\t: 0\nmodel name\t: AMD EPYC 9654 96-Core Processor\n") == \
+        "AMD EPYC 9654 96-Core Processor"
+    assert cpu_name(lambda path: "") != ""
+
+
+def test_ceiling_windows_report_runs_and_say_what_could_not_be_measured(worker_mod, monkeypatch) -> None:
+    from envcheck.bench import ceilings
+
+    run = CeilingRun("copy", "fp32", (1 << 28,), Timing.from_samples("cuda_graph", [500.0, 501.0], 2))
+    broken = ceilings.Kernel("matmul", "fp32", (8192, 8192, 16384), lambda: None, "tf32")
+
+    def measure(timer, kernels):
+        if not kernels:
+            return
+        yield run
+        yield broken, RuntimeError("CUBLAS_STATUS_NOT_SUPPORTED\nmore")
+
+    monkeypatch.setattr(ceilings, "measure", measure)
+    events: list = []
+    w = worker_mod.Worker(_plan([_case("matmul", "torch", "fp32", "tf32", (64, 64, 64))], "cuda"), events.append)
+    rt = _runtime("cuda", free=80 << 30)
+    w._ceiling_window(rt, lambda free: [broken], "matmul")
+    w._ceiling_window(rt, lambda free: [], "bandwidth")
+
+    def boom(free):
+        raise RuntimeError("CUDA error: out of memory")
+
+    w._ceiling_window(rt, boom, "bandwidth")
+    assert events == [
+        protocol.CeilingMeasured(run),
+        protocol.Noted(Note("ceiling.failed", {"kernel": "matmul", "dtype": "fp32", "shape": (8192, 8192, 16384),
+                                               "detail": "RuntimeError: CUBLAS_STATUS_NOT_SUPPORTED",
+                                               "precision": "tf32"})),
+        protocol.Noted(Note("ceiling.no_memory", {"ceiling": "bandwidth", "free_bytes": 80 << 30})),
+        protocol.Noted(Note("ceiling.window_failed", {"ceiling": "bandwidth",
+                                                      "detail": "RuntimeError: CUDA error: out of memory"})),
+    ]

@@ -1,142 +1,184 @@
-"""Numeric error of an output against a float64 reference, judged for the arithmetic used.
+"""How far an output is from its float64 reference: statistics only, no verdict.
 
-Two numbers per output: the relative L2 error ``||out - ref|| / ||ref||`` (one number for the
-whole tensor, robust to a few unlucky elements) and the max absolute error (shows a single
-wrong element or a tile written with garbage).
+Every output is compared with the op computed in float64 from the *same rounded inputs*
+(input rounding is never counted), chunk by chunk along the first dimension, so a 2^28-element
+vector or a 16384^2 matmul never needs its float64 output whole. The statistics
+(``model.Accuracy``):
 
-Tolerance, from unit roundoffs (u = 2^-p for p explicit mantissa bits + 1):
+* ``rel_l2`` = ||out - ref|| / ||ref|| over the whole output (||out - ref|| where ref is all
+  zero): robust to a few unlucky elements, and blind to them.
+* ``max_abs`` = max |out - ref|.
+* ``max_rel_elem`` = max over elements of |out - ref| / mag, where mag is the op applied to the
+  absolute values of its inputs, in float64 beside the reference: |a| @ |b| for matmul,
+  |x| + |y| for vector_add, |x| for relu, the row sum of |x| for row_sum, the reference itself
+  for softmax (already non-negative). It is the scale the rounding error of each element grows
+  with (a dot product's error is bounded by u x sum |a_k||b_k|, not by |sum a_k b_k|), so a
+  correct kernel keeps it near the precision's unit roundoff on every element, and a few wrong
+  elements stand out however large the output: a few sign-flipped matmul outputs, a zeroed
+  block of 2000 elements in 2^24, a dropped K tile, a row shifted by one. mag is floored at the
+  output dtype's smallest normal number: below it the storage rounding error is absolute (half
+  the subnormal spacing = unit roundoff x smallest normal), so a correctly underflowed fp16
+  softmax element reads at most the unit roundoff, not 1. The floor also means no element is
+  divided by zero: an error where the op's magnitude is exactly zero (relu of 0) reads as
+  error / smallest normal, a huge finite number that fails any bound and stays JSON-safe.
+* ``nonfinite``: outputs that are NaN or inf (left unwritten after the NaN poison fill, or
+  overflowed, as a softmax that forgets to subtract the row max does on envcheck's inputs).
+  They count as zeros in the three statistics above, which so stay finite and say how much
+  of the output is missing (an output never written has rel_l2 = 1).
+* ``elements``: outputs compared.
 
-    fp32 (IEEE)  u = 2^-24 = 5.96e-8     tf32  u = 2^-11 = 4.88e-4
-    fp16         u = 2^-11 = 4.88e-4     bf16  u = 2^-8  = 3.91e-3
+The tolerances and the pass/fail verdict are the analysis layer's (envcheck/analysis).
 
-An output element goes through three kinds of rounding:
-
-* rounding inside the op's arithmetic, ``c_op`` roundings of the *compute* precision: a TF32
-  matmul rounds both inputs to TF32 before multiplying (c = 2); an IEEE fp32 matmul rounds
-  each product (c = 1); fp16/bf16 matmul products are exact in the fp32 accumulator (c = 0);
-  softmax does a subtraction, an exp (a few ulp with the fast exp2 GPUs use) and a division
-  in fp32 (c = 8 covers them); vector_add, relu and row_sum do nothing beyond the next two.
-* accumulation of K terms in fp32 (matmul's K, the row length of softmax and row_sum): the
-  rounding errors of a long sum of random-signed terms add like a random walk, so they grow
-  like sqrt(K) u_fp32 relative to the result (the probabilistic bound of Higham and Mary,
-  2019; worst-case bounds grow like K u and would hide real bugs).
-* the final rounding to the storage dtype: u_out.
-
-    tolerance = SAFETY x (c_op x u_compute + sqrt(K) x u_fp32 + u_out),   SAFETY = 3
-
-Inputs are random and zero-mean, so the input-rounding errors of a dot product add randomly
-too and do not grow with K. The reference is computed from the *same rounded inputs*, so
-rounding the inputs to the dtype is never counted. Checks against the reference
-measurements: TF32 matmul 512^3 measured 7.7e-4, tolerance 2.9e-3; IEEE fp32 matmul 512^3
-measured 2e-7, tolerance 4.4e-6; bf16 matmul measured ~2.4e-3, tolerance 1.2e-2. A wrong
-tile, a dropped K block or a row left unwritten gives errors of 1e-2 to 1, far above each.
-
-Non-finite outputs (NaN from the poison fill left unwritten, inf from overflow) always fail.
-They count as zeros in both norms, so the numbers stay finite and JSON-safe and say how much
-of the output is missing (an output never written has rel_l2 = 1.0).
+Unwritten elements must show: every output is filled with NaN before its checked call
+(``checked_call``). An implementation that allocates its own output (torch.compile) is
+called twice: the first result is filled with NaN and freed, and the caching allocator hands
+the same block back to the second call of the same size on the same stream, which is the call
+checked; whether it did is verified by the data pointer, and reported (``poisoned``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from envcheck.model import NumericError
+from envcheck.model import Accuracy
+from envcheck.ops import REFERENCE_CHUNK_ELEMENTS
 
-UNIT_ROUNDOFF = {"fp32": 2.0**-24, "tf32": 2.0**-11, "fp16": 2.0**-11, "bf16": 2.0**-8}
-SAFETY = 3.0
-
-# Roundings in the compute precision per output element, beyond accumulation and storage.
-_OP_ROUNDINGS = {"vector_add": 0, "relu": 0, "row_sum": 0, "softmax": 8}
-_MATMUL_ROUNDINGS = {"fp32": 1, "tf32": 2, "fp16": 0, "bf16": 0}
-
-
-def compute_precision(op: str, dtype: str, precision: str) -> str:
-    """The arithmetic actually used: TF32 only for fp32 matmuls asked to use it; element-wise
-    and reduction ops compute fp16/bf16 inputs in fp32 (PyTorch and our kernels upcast)."""
-    if op == "matmul":
-        return precision
-    return "fp32" if dtype in ("fp16", "bf16") else dtype
-
-
-def tolerance(op: str, dtype: str, precision: str, accumulation: int) -> float:
-    """Bound on the relative L2 error of ``op`` (see the module docstring for the derivation)."""
-    if dtype not in UNIT_ROUNDOFF or precision not in UNIT_ROUNDOFF:
-        raise ValueError(f"unknown dtype/precision {dtype}/{precision}")
-    if op == "matmul":
-        c, u_c = _MATMUL_ROUNDINGS[precision], UNIT_ROUNDOFF[precision]
-    else:
-        c, u_c = _OP_ROUNDINGS[op], UNIT_ROUNDOFF[compute_precision(op, dtype, precision)]
-    u32 = UNIT_ROUNDOFF["fp32"]
-    k = max(1, int(accumulation))
-    return SAFETY * (c * u_c + math.sqrt(k) * u32 + UNIT_ROUNDOFF[dtype])
+# Smallest normal number of each output dtype (torch.finfo(dtype).tiny).
+SMALLEST_NORMAL = {"fp32": 2.0**-126, "fp16": 2.0**-14, "bf16": 2.0**-126}
 
 
 @dataclass(frozen=True)
-class Comparison:
-    """Result of comparing one output with its reference."""
+class RefChunk:
+    """The float64 reference of ``out[rows]`` and the magnitude its rounding error scales with."""
 
-    error: NumericError
-    elements: int
-    nonfinite: int  # outputs that were NaN or inf (unwritten, or overflowed)
-
-    @property
-    def message(self) -> str | None:
-        """One line for the Case when the output is wrong, else None."""
-        if self.nonfinite:
-            return (f"{self.nonfinite} of {self.elements} outputs are NaN/inf "
-                    "(left unwritten after the NaN poison fill, or overflowed)")
-        if not self.error.passed:
-            return (f"relative error {self.error.rel_l2:.2e} exceeds the {self.error.precision} "
-                    f"tolerance {self.error.tolerance:.1e}")
-        return None
+    rows: slice
+    ref: Any
+    mag: Any
 
 
-def judge(err_sq: float, ref_sq: float, max_abs: float, nonfinite: int, elements: int,
-          precision: str, tol: float) -> Comparison:
-    """A Comparison from accumulated sums of squares (pure: the tests feed it numbers)."""
-    if ref_sq > 0:
-        rel = math.sqrt(err_sq / ref_sq)
-    else:
-        # An all-zero reference (relu of all-negative input) has no scale: the absolute norm
-        # of the error stands in, so anything nonzero still shows.
-        rel = math.sqrt(err_sq)
-    passed = nonfinite == 0 and math.isfinite(rel) and rel <= tol
-    return Comparison(NumericError(rel_l2=rel, max_abs=max_abs, tolerance=tol, precision=precision, passed=passed),
-                      elements, nonfinite)
+def reference_chunks(op: str, inputs: dict[str, Any],
+                     chunk_elements: int = REFERENCE_CHUNK_ELEMENTS) -> Iterator[RefChunk]:
+    """Float64 reference pieces covering the output along its first dimension.
+
+    Computed on the inputs' device, chunk by chunk: softmax and row_sum chunk whole rows (a
+    row is never split); matmul chunks rows of ``a`` against all of ``b``.
+    """
+    import torch
+
+    if op in ("vector_add", "relu"):
+        x = inputs["x"]
+        n = x.shape[0]
+        step = max(1, chunk_elements)
+        for lo in range(0, n, step):
+            sl = slice(lo, min(n, lo + step))
+            xd = x[sl].double()
+            if op == "vector_add":
+                yd = inputs["y"][sl].double()
+                yield RefChunk(sl, xd + yd, xd.abs() + yd.abs())
+            else:
+                yield RefChunk(sl, torch.clamp_min(xd, 0.0), xd.abs())
+        return
+    if op in ("softmax", "row_sum"):
+        x = inputs["x"]
+        rows, cols = x.shape
+        step = max(1, chunk_elements // max(1, cols))
+        for lo in range(0, rows, step):
+            sl = slice(lo, min(rows, lo + step))
+            xd = x[sl].double()
+            if op == "softmax":
+                ref = torch.softmax(xd, dim=-1)
+                yield RefChunk(sl, ref, ref)
+            else:
+                yield RefChunk(sl, xd.sum(dim=-1), xd.abs().sum(dim=-1))
+        return
+    if op != "matmul":
+        raise ValueError(f"unknown op {op!r}")
+    a, b = inputs["a"], inputs["b"]
+    m, k = a.shape
+    n = b.shape[1]
+    bd = b.double()
+    bd_abs = bd.abs()
+    step = max(1, chunk_elements // max(n, k))
+    for lo in range(0, m, step):
+        sl = slice(lo, min(m, lo + step))
+        ad = a[sl].double()
+        yield RefChunk(sl, ad @ bd, ad.abs() @ bd_abs)
 
 
-def compare(out: Any, reference: Iterable[tuple[slice, Any]], precision: str, tol: float) -> Comparison:
-    """Compare ``out`` (a torch tensor) with float64 reference chunks ``(slice, tensor)`` along dim 0.
+def compare(out: Any, chunks: Iterable[RefChunk], dtype: str) -> Accuracy:
+    """The statistics of ``out`` (a tensor of ``dtype``) against its reference chunks.
 
-    The sums are accumulated in float64 on the output's device, one chunk at a time, so the
-    comparison needs one chunk of float64 memory, never a float64 copy of the whole output.
+    Sums are accumulated in float64 on the output's device, one chunk at a time.
     """
     import torch
 
     err_sq = ref_sq = 0.0
-    max_abs = 0.0
-    nonfinite = 0
-    elements = 0
-    for sl, ref in reference:
-        o = out[sl].double()
+    max_abs = max_rel = 0.0
+    nonfinite = elements = 0
+    floor = SMALLEST_NORMAL[dtype]
+    for chunk in chunks:
+        o = out[chunk.rows].double()
         bad = ~torch.isfinite(o)
         n_bad = int(bad.sum().item())
         if n_bad:
             o = torch.where(bad, torch.zeros_like(o), o)
-        diff = o - ref
+        diff = (o - chunk.ref).abs()
         err_sq += float(torch.sum(diff * diff).item())
-        ref_sq += float(torch.sum(ref * ref).item())
+        ref_sq += float(torch.sum(chunk.ref * chunk.ref).item())
         if diff.numel():
-            max_abs = max(max_abs, float(diff.abs().max().item()))
+            max_abs = max(max_abs, float(diff.max().item()))
+            max_rel = max(max_rel, float((diff / torch.clamp_min(chunk.mag, floor)).max().item()))
         nonfinite += n_bad
         elements += o.numel()
-    return judge(err_sq, ref_sq, max_abs, nonfinite, elements, precision, tol)
+    return statistics(err_sq, ref_sq, max_abs, max_rel, nonfinite, elements)
+
+
+def statistics(err_sq: float, ref_sq: float, max_abs: float, max_rel: float, nonfinite: int,
+               elements: int) -> Accuracy:
+    """An Accuracy from accumulated sums (pure: the tests feed it numbers)."""
+    # An all-zero reference (relu of all-negative input) has no scale: the absolute norm of
+    # the error stands in, so anything nonzero still shows.
+    rel = math.sqrt(err_sq / ref_sq) if ref_sq > 0 else math.sqrt(err_sq)
+    return Accuracy(rel_l2=_finite(rel), max_abs=_finite(max_abs), max_rel_elem=_finite(max_rel),
+                    nonfinite=nonfinite, elements=elements)
+
+
+LARGEST = 1.7976931348623157e308  # float64's largest: fails any bound, and JSON can hold it
+
+
+def _finite(x: float) -> float:
+    # A NaN (a reference that is itself broken) or an overflow must never reach the report as
+    # "no error", nor as a number JSON cannot hold.
+    return LARGEST if math.isnan(x) else min(x, LARGEST)
 
 
 def poison(out: Any) -> None:
     """Fill a floating-point output with NaN so elements a kernel fails to write stay visible."""
     if out.is_floating_point():
         out.fill_(float("nan"))
+
+
+def checked_call(fn: Callable[[], Any], out: Any) -> tuple[Any, bool]:
+    """One call of ``fn`` whose output started as NaN: ``(output, poisoned)``.
+
+    ``out`` is the preallocated output the implementation is bound to. An implementation that
+    returns another tensor (it allocates its own) gets the two-call treatment of the module
+    docstring; ``poisoned`` is False when the allocator did not hand the poisoned block back,
+    so an unwritten element of that output could have passed unseen.
+    """
+    poison(out)
+    result = fn()
+    if _same_memory(result, out):
+        return result, True
+    ptr = result.data_ptr()
+    poison(result)
+    del result
+    result = fn()
+    return result, result.data_ptr() == ptr
+
+
+def _same_memory(a: Any, b: Any) -> bool:
+    return a.data_ptr() == b.data_ptr() and a.shape == b.shape

@@ -1,11 +1,15 @@
-"""NVML sampling while a benchmark case runs: clocks, temperature, power, clock-event reasons.
+"""NVML sampling while a group of benchmark cases runs: clocks, temperature, power, clock-event reasons.
 
-A case measured while the GPU was power- or heat-limited is not the GPU's real
-speed; the summary says so (``MonitorSummary.throttle_reasons``) so the report
-can flag the row. The sampler runs in a daemon thread and costs one NVML call per
-quantity per sample (ctypes releases the GIL during each call, so the thread
-barely touches the Python that launches kernels). It never raises: without NVML
-the summary simply has no samples.
+A case measured while the GPU was power- or heat-limited is not the GPU's real speed. The
+monitor keeps every sample of its window raw (``model.MonitorWindow``); the analysis decides
+what counts as throttled. The sampler runs in a daemon thread and costs one NVML call per
+quantity per sample (ctypes releases the GIL during each call, so the thread barely touches
+the Python that launches kernels). It never raises: without NVML the window has no samples.
+
+Samples stay aligned (one entry per sample in every quantity of the window): a quantity NVML
+refuses for good (Not Supported, No Permission), or that failed in most samples (a timeout on
+every call), is left out of the window; a sample that missed a quantity kept in it (a
+transient NVML error) is left out of the window.
 """
 
 from __future__ import annotations
@@ -13,11 +17,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from envcheck.model import MonitorSummary
+from envcheck.model import MonitorWindow
 from envcheck.probes.nvml import (
     CLOCK_MEM,
     CLOCK_SM,
@@ -37,13 +41,23 @@ _EVENTS_OLD = "nvmlDeviceGetCurrentClocksThrottleReasons"  # drivers before R535
 
 @dataclass
 class _Quantity:
-    """One sampled NVML query and the extremes seen so far."""
+    """One sampled NVML query."""
 
     call: str
     args: tuple[Any, ...]
     scale: float = 1.0
     live: bool = True
-    values: list[float] = field(default_factory=list)
+
+
+# MonitorWindow's field for each quantity.
+_FIELDS = {"sm_clock": "sm_mhz", "mem_clock": "mem_mhz", "temperature": "temperature_c", "power": "power_w"}
+
+
+@dataclass
+class _Row:
+    t_s: float
+    values: dict[str, float]
+    reasons: tuple[str, ...] | None  # None: this driver gives no clock-event reasons
 
 
 class Monitor:
@@ -59,7 +73,7 @@ class Monitor:
     ``sleep`` are the time seam: by default ``time.monotonic`` and a wait on the
     monitor's stop event (so leaving the block never waits out an interval). A
     sample is also taken on enter and on exit, so even a case shorter than one
-    interval gets two.
+    interval gets two. ``window()`` gives every sample taken, across repeated blocks.
     """
 
     def __init__(
@@ -83,8 +97,8 @@ class Monitor:
         self._thread: threading.Thread | None = None
         self._handle: Any = None
         self._events_call: str | None = None
-        self._reasons: set[str] = set()
-        self._samples = 0
+        self._rows: list[_Row] = []
+        self._t0 = 0.0
         self._quantities: dict[str, _Quantity] = {
             "sm_clock": _Quantity("nvmlDeviceGetClockInfo", (CLOCK_SM,)),
             "mem_clock": _Quantity("nvmlDeviceGetClockInfo", (CLOCK_MEM,)),
@@ -108,6 +122,8 @@ class Monitor:
         if self._thread is not None:
             return
         self._stop.clear()
+        if not self._rows:  # a monitor entered again keeps one window: times from its first start
+            self._t0 = self._clock()
         self._handle = self._open()
         if self._handle is None:
             return
@@ -126,28 +142,23 @@ class Monitor:
 
     # -- results
 
-    def summary(self) -> MonitorSummary:
-        """What was seen so far: extremes of each quantity and the union of slowing reasons."""
+    def window(self) -> MonitorWindow | None:
+        """Every sample so far, raw; None when there is none (no NVML, or the GPU was lost at once)."""
         with self._lock:
-            if not self._samples:
-                return MonitorSummary(samples=0)
-            q = self._quantities
-            return MonitorSummary(
-                samples=self._samples,
-                sm_clock_mhz_min=_lo(q["sm_clock"]),
-                sm_clock_mhz_max=_hi(q["sm_clock"]),
-                mem_clock_mhz_min=_lo(q["mem_clock"]),
-                mem_clock_mhz_max=_hi(q["mem_clock"]),
-                temperature_c_max=_hi(q["temperature"]),
-                power_w_max=_hi(q["power"]),
-                throttle_reasons=tuple(sorted(self._reasons)),
-            )
+            rows = list(self._rows)
 
-    def means(self) -> dict[str, float]:
-        """Mean of each quantity sampled so far (``sm_clock`` MHz, ``mem_clock`` MHz,
-        ``temperature`` C, ``power`` W): the state a measurement ran in, beyond its extremes."""
-        with self._lock:
-            return {k: sum(q.values) / len(q.values) for k, q in self._quantities.items() if q.values}
+        def mostly(present: Callable[[_Row], bool]) -> bool:
+            hits = sum(map(present, rows))
+            return hits > 0 and 2 * hits >= len(rows)
+
+        keys = [k for k, q in self._quantities.items() if q.live and mostly(lambda r, k=k: k in r.values)]
+        with_reasons = mostly(lambda r: r.reasons is not None)
+        rows = [r for r in rows if all(k in r.values for k in keys) and (r.reasons is not None or not with_reasons)]
+        if not rows:
+            return None
+        columns = {_FIELDS[k]: [r.values[k] for r in rows] for k in keys}
+        reasons = tuple(r.reasons or () for r in rows) if with_reasons else ()
+        return MonitorWindow(interval_s=self.interval_s, t_s=[r.t_s for r in rows], reasons=reasons, **columns)
 
     # -- sampling
 
@@ -187,6 +198,7 @@ class Monitor:
         handle = self._handle
         if handle is None:
             return
+        t_s = self._clock() - self._t0
         readings: dict[str, float] = {}
         for key, q in self._quantities.items():
             if not q.live:
@@ -198,21 +210,19 @@ class Monitor:
                 q.live = False
             elif isinstance(value, (int, float)):
                 readings[key] = float(value) * q.scale
-        mask = None
+        reasons: tuple[str, ...] | None = None
         if self._events_call is not None:
             mask = self._read(self._events_call, handle)
             if mask is _LOST:
                 return
             if mask is _FAILED_FOR_GOOD:
                 self._events_call = None
-        if not readings and not isinstance(mask, int):
+            elif isinstance(mask, int):
+                reasons = tuple(sorted(slowing(reason_names(mask))))
+        if not readings and reasons is None:
             return
         with self._lock:
-            self._samples += 1
-            for key, value in readings.items():
-                self._quantities[key].values.append(value)
-            if isinstance(mask, int):
-                self._reasons.update(slowing(reason_names(mask)))
+            self._rows.append(_Row(t_s, readings, reasons))
 
     def _read(self, name: str, *args: Any) -> Any:
         try:
@@ -242,11 +252,3 @@ def _handle_call(device: int | str) -> tuple[str, int | str]:
 
 _LOST = object()
 _FAILED_FOR_GOOD = object()
-
-
-def _lo(q: _Quantity) -> float | None:
-    return min(q.values) if q.values else None
-
-
-def _hi(q: _Quantity) -> float | None:
-    return max(q.values) if q.values else None

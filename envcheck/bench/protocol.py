@@ -1,62 +1,54 @@
-"""The contract between ``envcheck run`` and its isolated benchmark worker.
+"""The isolated benchmark worker and its contract with ``envcheck run`` (the one description).
 
-The parent starts ``[sys.executable, "-m", "envcheck.bench.worker"]`` (see ``worker_argv``)
-with ``start_new_session=True``, writes ONE JSON object (the plan) to its stdin and closes
-it, then reads JSON lines from its stdout, one event per line. Human diagnostics
-(tracebacks, compiler chatter) go to the worker's stderr.
+Why a worker: the benchmark imports torch, initialises CUDA and compiles Triton kernels and
+``torch.compile`` graphs, and any of those can segfault or hang on a broken install. So it
+runs in its own process (``python -m envcheck.bench.worker``, see ``worker_argv``), started
+by the runner with ``start_new_session=True``: its own session and process group, so Ctrl-C in
+the terminal reaches only ``envcheck run``, which then stops the worker's whole process tree
+(torch.compile's compile workers included) and keeps what finished. Human diagnostics
+(tracebacks, compiler chatter, anything a library prints, from C as well as Python) go to the
+worker's stderr; its stdout carries events only.
 
-Plan::
+The plan: the runner writes ONE JSON object on the worker's stdin and closes it, a
+``WorkerPlan`` (``backend``, ``index``, ``cases``: ``PlannedCase`` objects, ``settings``: the
+run's ``Settings``) in the report's JSON form (model/codec.py). Within each group (op, dtype,
+precision, shape) the cases are consecutive, torch first.
 
-    {"device": "cuda" | "cpu", "index": 0,
-     "cases": [{"op": "vector_add" | "relu" | "matmul" | "softmax" | "row_sum",
-                "impl": "torch" | "triton" | "compile", "dtype": "fp32" | "fp16" | "bf16",
-                "precision": "fp32" | "tf32" | "fp16" | "bf16", "shape": [...]}, ...],
-     "settings": {"warmup_ms": 25, "rep_ms": 100, "min_samples": 30, "max_samples": 200,
-                  "cold_l2": true, "seed": 0},
-     "gpu": {"theoretical_bandwidth_gbps": float | null, "bandwidth_source": str | null,
-             "sm_count": int | null, "sm_clock_max_mhz": int | null,
-             "compute_capability": "9.0" | null, "name": str | null}}
+The events: one JSON object per stdout line, ``{"event": <kind>, ...fields}``, each a frozen
+dataclass below, in this order::
 
-Within each group (op, dtype, precision, shape) the torch case comes first: the others'
-speedups are relative to it.
-
-Events, in order::
-
-    {"event": "start", "device": <BenchDevice>, "versions": {"torch", "triton", "cuda"}}
-    {"event": "ceiling", "ceiling": <Ceiling>}            (any number)
+    start            Started(device, versions)
+    ceiling          CeilingMeasured(run)             any number: the measured ceilings' kernels
     then for each group, in plan order:
-      {"event": "case_start", "i": k, "n": total, "label": "matmul bf16 4096x4096x4096 torch"}
-      {"event": "case_start", "i": k + 1, "n": total, "label": "matmul bf16 4096x4096x4096 triton"}
-      ...                                                  (one per case of the group, as each is prepared)
-      {"event": "case", "case": <Case>}  or  {"event": "skip", "skip": <Skip>}
-      ...                                                  (one per case of the group, same order)
-    {"event": "note", "text": "one line"}                  (any time)
-    {"event": "done"}
+      case_start     CaseStarted(i, n, case)           one per case of the group, as each is prepared
+      window         WindowSampled(index, window)      the NVML samples of the group's sampling window
+      case / skip    Measured(case) / Skipped(skip)    one per case of the group, same order
+    note             Noted(note)                       any time: a key and parameters, never a sentence
+    done             Done()
 
-``i`` is the case's 0-based index in the plan. A group's implementations are sampled
-interleaved (worker.py), so none of its cases is complete before the whole group is: its
-``case`` / ``skip`` events come together after its ``case_start`` events. A worker that exits
-without ``done`` crashed or was stopped: the cases received so far stand; those of the group
-it was in are lost (the runner records every unreported case as not run).
+``i`` is the case's 0-based index in the plan; ``index`` numbers windows from 0 in the order
+sent, and a case's ``window`` is that number (``Bench.windows`` keeps them in the same order).
+A group's implementations are sampled interleaved (sampling.py), so none of its cases is
+complete before the whole group is: its results come together after its ``case_start``
+events. A worker that exits without ``done`` crashed or was stopped: the cases received so
+far stand, those of the group it was in are lost, and the runner records every unreported
+case as not run, with the ``StopCause``. Exit statuses: 0 after ``done``, 1 when the worker
+itself failed (a ``note`` with key ``bench.worker_failed`` says why), 2 for a bad plan.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import sys
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
-from envcheck.bench.ops import OPS
-from envcheck.model import IMPLS, BenchDevice, Case, Ceiling, Skip, build, to_dict
+from envcheck.bench.suite import PlannedCase
+from envcheck.model import BenchDevice, Case, CeilingRun, MonitorWindow, Note, Settings, Skip, build, to_dict
 
 WORKER_MODULE = "envcheck.bench.worker"
-EVENTS = ("start", "ceiling", "case_start", "case", "skip", "note", "done")
-DTYPES = ("fp32", "fp16", "bf16")
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
-DEFAULT_SETTINGS: dict[str, Any] = {"warmup_ms": 25, "rep_ms": 100, "min_samples": 30, "max_samples": 200,
-                                    "cold_l2": True, "seed": 0}
-SHAPE_RANK = {"vector_add": 1, "relu": 1, "softmax": 2, "row_sum": 2, "matmul": 3}
+BACKENDS = ("cuda", "cpu")
 
 
 class ProtocolError(ValueError):
@@ -68,110 +60,119 @@ def worker_argv() -> list[str]:
     return [sys.executable, "-m", WORKER_MODULE]
 
 
-def _clean(obj: Any) -> Any:
-    # json.dumps would write NaN/Infinity, which is not JSON; model.to_dict already maps
-    # non-finite floats to null, this does the same for plain dicts.
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    return obj
+@dataclass(frozen=True)
+class WorkerPlan:
+    """What the worker measures: the cases, on which device, with which settings."""
+
+    backend: str
+    index: int
+    cases: tuple[PlannedCase, ...]
+    settings: Settings
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.index < 0:
+            raise ValueError(f"index must be a non-negative integer, got {self.index!r}")
 
 
-def encode(event: dict[str, Any]) -> str:
-    """One event as a JSON line (with the newline); model objects inside become plain data."""
-    if event.get("event") not in EVENTS:
-        raise ProtocolError(f"unknown event {event.get('event')!r}")
-    return json.dumps(_clean(to_dict(event)), ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
+@dataclass(frozen=True)
+class Started:
+    kind: ClassVar[str] = "start"
+    device: BenchDevice
+    versions: Mapping[str, str] = field(default_factory=dict)
 
 
-def decode(line: str) -> dict[str, Any]:
-    """The event on one stdout line; ProtocolError for anything else (stray output, truncation)."""
+@dataclass(frozen=True)
+class CeilingMeasured:
+    kind: ClassVar[str] = "ceiling"
+    run: CeilingRun
+
+
+@dataclass(frozen=True)
+class CaseStarted:
+    kind: ClassVar[str] = "case_start"
+    i: int
+    n: int
+    case: PlannedCase
+
+
+@dataclass(frozen=True)
+class WindowSampled:
+    kind: ClassVar[str] = "window"
+    index: int
+    window: MonitorWindow
+
+
+@dataclass(frozen=True)
+class Measured:
+    kind: ClassVar[str] = "case"
+    case: Case
+
+
+@dataclass(frozen=True)
+class Skipped:
+    kind: ClassVar[str] = "skip"
+    skip: Skip
+
+
+@dataclass(frozen=True)
+class Noted:
+    kind: ClassVar[str] = "note"
+    note: Note
+
+
+@dataclass(frozen=True)
+class Done:
+    kind: ClassVar[str] = "done"
+
+
+Event = Started | CeilingMeasured | CaseStarted | WindowSampled | Measured | Skipped | Noted | Done
+EVENTS: dict[str, type] = {cls.kind: cls for cls in (Started, CeilingMeasured, CaseStarted, WindowSampled,
+                                                      Measured, Skipped, Noted, Done)}
+
+
+def _line(data: dict[str, Any]) -> str:
+    # allow_nan=False: model objects hold finite numbers only (their constructors check), and a
+    # line JSON cannot read would be a protocol error in the parent, not a result.
+    return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
+
+
+def encode(event: Event) -> str:
+    """One event as a JSON line (with the newline)."""
+    if type(event) not in EVENTS.values():
+        raise ProtocolError(f"not a worker event: {type(event).__name__}")
+    return _line({"event": event.kind, **to_dict(event)})
+
+
+def decode(line: str) -> Event:
+    """The event on one stdout line; ProtocolError for anything else (stray output, truncation,
+    a payload that is not a valid model object)."""
     text = line.strip()
     try:
-        ev = json.loads(text)
-    except json.JSONDecodeError:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
         raise ProtocolError(f"not a worker event: {text[:120]!r}") from None
-    if not isinstance(ev, dict) or ev.get("event") not in EVENTS:
+    if not isinstance(data, dict) or data.get("event") not in EVENTS:
         raise ProtocolError(f"not a worker event: {text[:120]!r}")
-    return ev
-
-
-def case_from_event(ev: dict[str, Any]) -> Case:
+    cls = EVENTS[data["event"]]
     try:
-        return build(Case, ev["case"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise ProtocolError(f"malformed case event: {e}") from None
+        return build(cls, {k: v for k, v in data.items() if k != "event"})  # type: ignore[no-any-return]
+    except (ValueError, TypeError) as e:  # the codec names the field
+        raise ProtocolError(f"malformed {data['event']} event: {e}") from None
 
 
-def skip_from_event(ev: dict[str, Any]) -> Skip:
+def encode_plan(plan: WorkerPlan) -> str:
+    return _line(to_dict(plan))
+
+
+def decode_plan(text: str) -> WorkerPlan:
+    """The plan the worker read on stdin, validated (ProtocolError naming the first problem)."""
     try:
-        return build(Skip, ev["skip"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise ProtocolError(f"malformed skip event: {e}") from None
-
-
-def ceiling_from_event(ev: dict[str, Any]) -> Ceiling:
-    try:
-        return build(Ceiling, ev["ceiling"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise ProtocolError(f"malformed ceiling event: {e}") from None
-
-
-def device_from_event(ev: dict[str, Any]) -> BenchDevice:
-    try:
-        return build(BenchDevice, ev["device"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise ProtocolError(f"malformed start event: {e}") from None
-
-
-def case_label(spec: dict[str, Any]) -> str:
-    """``matmul bf16 4096x4096x4096 triton``; the precision is added when it differs (``fp32/tf32``)."""
-    dtype, precision = spec["dtype"], spec["precision"]
-    prec = dtype if precision == dtype else f"{dtype}/{precision}"
-    shape = "x".join(str(d) for d in spec["shape"])
-    return f"{spec['op']} {prec} {shape} {spec['impl']}"
-
-
-def validate_plan(plan: Any) -> dict[str, Any]:
-    """The plan with defaults filled in; ProtocolError naming the first problem."""
-    if not isinstance(plan, dict):
-        raise ProtocolError("the plan is not a JSON object")
-    device = plan.get("device")
-    if device not in ("cuda", "cpu"):
-        raise ProtocolError(f"plan device must be 'cuda' or 'cpu', got {device!r}")
-    index = plan.get("index", 0)
-    if not isinstance(index, int) or index < 0:
-        raise ProtocolError(f"plan index must be a non-negative integer, got {index!r}")
-    cases = plan.get("cases")
-    if not isinstance(cases, list):
-        raise ProtocolError("plan cases must be a list")
-    clean_cases = []
-    for i, c in enumerate(cases):
-        if not isinstance(c, dict):
-            raise ProtocolError(f"case {i} is not an object")
-        op, impl, dtype = c.get("op"), c.get("impl"), c.get("dtype")
-        precision = c.get("precision", dtype)
-        shape = c.get("shape")
-        if op not in OPS or impl not in IMPLS or dtype not in DTYPES or precision not in PRECISIONS:
-            raise ProtocolError(f"case {i} has an unknown op/impl/dtype/precision: {c!r}")
-        if (not isinstance(shape, list) or len(shape) != SHAPE_RANK[op]
-                or not all(isinstance(d, int) and d > 0 for d in shape)):
-            raise ProtocolError(f"case {i} ({op}) needs a shape of {SHAPE_RANK[op]} positive integers, got {shape!r}")
-        clean_cases.append({"op": op, "impl": impl, "dtype": dtype, "precision": precision, "shape": list(shape)})
-    settings = {**DEFAULT_SETTINGS, **(plan.get("settings") or {})}
-    gpu = plan.get("gpu") or {}
-    if not isinstance(gpu, dict):
-        raise ProtocolError("plan gpu must be an object")
-    return {"device": device, "index": index, "cases": clean_cases, "settings": settings, "gpu": gpu}
-
-
-def decode_plan(text: str) -> dict[str, Any]:
-    """The plan the worker read on stdin, validated (ProtocolError otherwise)."""
-    try:
-        plan = json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ProtocolError(f"the plan is not valid JSON ({e.msg} at line {e.lineno})") from None
-    return validate_plan(plan)
+    try:
+        return build(WorkerPlan, data)  # type: ignore[no-any-return]
+    except (ValueError, TypeError) as e:
+        raise ProtocolError(f"bad plan: {e}") from None

@@ -21,13 +21,10 @@ import re
 from collections.abc import Iterable
 
 from envcheck.errors import UsageError
+from envcheck.ops import spec
 
 # Beyond this no single benchmark tensor fits any GPU made (2^40 elements is 4 TiB in fp32).
 MAX_DIM = 1 << 40
-
-VECTOR_OPS = ("vector_add", "relu")
-ROW_OPS = ("softmax", "row_sum")
-MATMUL_OPS = ("matmul",)
 
 EXAMPLES = "examples: 1024, 2^20, 1M, 4096x4096, 4096x11008x4096"
 
@@ -97,17 +94,14 @@ def shape_for(op: str, size: tuple[int, ...], matmul_square: bool) -> tuple[int,
     user named matmul in ``--ops``; otherwise ``--sizes 1M`` would plan a matmul of 2^60
     multiply-adds).
     """
-    if op in VECTOR_OPS:
-        return size if len(size) == 1 else None
-    if op in ROW_OPS:
-        return size if len(size) == 2 else None
-    if op in MATMUL_OPS:
+    family = spec(op).family
+    if family == "matmul":
         if len(size) == 3:
             return size
         if len(size) == 1 and matmul_square:
             return (size[0],) * 3
         return None
-    raise ValueError(f"unknown op {op!r}")
+    return size if len(size) == spec(op).rank else None
 
 
 def describe(shape: tuple[int, ...]) -> str:

@@ -1,22 +1,27 @@
 """The benchmark suite: which (op, implementation, dtype, precision, shape) cases to run.
 
-``plan`` turns the command line and the probed environment into a ``Plan``: the cases
-the isolated worker runs, its timing settings, the GPU facts it judges results with,
-and the cases planned but skipped (not enough memory, Triton unusable, ...) with the
-reason. Planning never measures and never imports torch: it only reads probe facts.
+``plan`` turns the command line and the probed environment into a ``Plan``: the cases the
+isolated worker runs, the run's ``Settings`` (one of the presets below, with what the options
+chose), and the cases planned but skipped (not enough memory, Triton unusable, ...) with the
+reason as a note. Planning never measures and never imports torch: it only reads probe facts.
+
+Every suite has ragged shapes (sizes no block size divides: 1000003 elements, 1000x4097
+rows, a 1000x1001x999 matmul) beside the powers of two, so the kernels' tail masking is
+measured and checked, not only their fast path.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from envcheck.bench import sizes as sz
-from envcheck.bench.ops import ITEMSIZE, OPS, REFERENCE_CHUNK_ELEMENTS
-from envcheck.bench.protocol import DTYPES
+from envcheck.bench.device import cpu_threads
 from envcheck.errors import UsageError
-from envcheck.model import Environment, Skip
+from envcheck.model import BenchDevice, Case, CaseKey, Environment, Failure, Note, Settings, Skip
+from envcheck.ops import DTYPES, OP_NAMES, spec, variant
 
 # What users type, mapped to (dtype, precision-or-None). ``tf32`` asks for fp32 matmuls with
 # TF32 arithmetic only; ``fp32`` asks for both the TF32 and the IEEE fp32 matmul.
@@ -31,45 +36,47 @@ SEED_VECTOR = (1024, 10240, 102400)
 SEED_MATMUL = (512, 1024, 2048)
 
 # Full suite on a CUDA GPU.
-VECTOR_SIZES = (1 << 10, 10240, 102400, 1 << 16, 1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28)
-VECTOR_HALF_SIZES = (1 << 20, 1 << 24, 1 << 28)  # fp16 / bf16 at a few sizes
-ROW_SHAPES = ((4096, 1024), (8192, 4096), (16384, 8192), (4096, 32768))
-MATMUL_SHAPES = tuple((n, n, n) for n in (256, 512, 1024, 2048, 4096, 8192)) + ((1000, 1000, 1000), (4096, 11008, 4096))
+VECTOR_SIZES = (1 << 10, 10240, 102400, 1 << 16, 1 << 20, 1_000_003, 1 << 22, 1 << 24, 1 << 26, 1 << 28)
+VECTOR_HALF_SIZES = (1 << 20, 1_000_003, 1 << 24, 1 << 28)  # fp16 / bf16 at a few sizes
+ROW_SHAPES = ((4096, 1024), (1000, 4097), (8192, 4096), (16384, 8192), (4096, 32768))
+MATMUL_SHAPES = (tuple((n, n, n) for n in (256, 512, 1024, 2048, 4096, 8192))
+                 + ((1000, 1000, 1000), (1000, 1001, 999), (4096, 11008, 4096)))
 # IEEE fp32 matmul runs on CUDA cores (no tensor cores): a Triton kernel takes seconds at 8192^3.
 IEEE_MATMUL_MAX_DIM = 4096
-# torch.compile recompiles per shape (several seconds each): it is measured at these only.
-COMPILE_VECTOR_SIZES = (1 << 10, 1 << 20, 1 << 24, 1 << 28)
+# torch.compile recompiles per shape (several seconds each): it is measured at these only,
+# a ragged vector and matmul among them.
+COMPILE_VECTOR_SIZES = (1 << 10, 1 << 20, 1_000_003, 1 << 24, 1 << 28)
 COMPILE_ROW_SHAPES = ((4096, 1024), (8192, 4096))
-COMPILE_MATMUL_SHAPES = ((1024, 1024, 1024), (4096, 4096, 4096))
+COMPILE_MATMUL_SHAPES = ((1024, 1024, 1024), (1000, 1001, 999), (4096, 4096, 4096))
 
 # Quick suite on a CUDA GPU: under a minute on an H100, compile and autotune included.
-QUICK_VECTOR_SIZES = (1 << 10, 10240, 102400, 1 << 20, 1 << 26)
-QUICK_ROW_SHAPES = ((8192, 4096),)
-QUICK_MATMUL_HALF = ((512, 512, 512), (2048, 2048, 2048), (4096, 4096, 4096))
+QUICK_VECTOR_SIZES = (1 << 10, 10240, 102400, 1 << 20, 1_000_003, 1 << 26)
+QUICK_ROW_SHAPES = ((1000, 4097), (8192, 4096))
+QUICK_MATMUL_HALF = ((512, 512, 512), (1000, 1001, 999), (2048, 2048, 2048), (4096, 4096, 4096))
 QUICK_MATMUL_FP32 = ((1024, 1024, 1024),)
-QUICK_COMPILE_VECTOR_SIZES = (1 << 10, 1 << 20, 1 << 26)
+QUICK_COMPILE_VECTOR_SIZES = (1 << 10, 1 << 20, 1_000_003, 1 << 26)
 
 # CPU baseline (no usable CUDA GPU): PyTorch only, sizes a laptop core handles in seconds.
-CPU_VECTOR_SIZES = (1 << 10, 10240, 102400, 1 << 16, 1 << 20, 1 << 22)
-CPU_ROW_SHAPES = ((1024, 1024), (4096, 1024))
-CPU_MATMUL_SHAPES = ((128, 128, 128), (256, 256, 256), (512, 512, 512))
-CPU_QUICK_VECTOR_SIZES = (1 << 10, 10240, 102400, 1 << 20)
-CPU_QUICK_ROW_SHAPES = ((1024, 1024),)
-CPU_QUICK_MATMUL_SHAPES = ((256, 256, 256), (512, 512, 512))
+CPU_VECTOR_SIZES = (1 << 10, 10240, 102400, 100_003, 1 << 16, 1 << 20, 1 << 22)
+CPU_ROW_SHAPES = ((1024, 1024), (257, 1025), (4096, 1024))
+CPU_MATMUL_SHAPES = ((128, 128, 128), (255, 257, 253), (256, 256, 256), (512, 512, 512))
+CPU_QUICK_VECTOR_SIZES = (1 << 10, 10240, 100_003, 102400, 1 << 20)
+CPU_QUICK_ROW_SHAPES = ((257, 1025), (1024, 1024))
+CPU_QUICK_MATMUL_SHAPES = ((255, 257, 253), (256, 256, 256), (512, 512, 512))
 
-GPU_SETTINGS = {"warmup_ms": 25, "rep_ms": 100, "min_samples": 10, "max_samples": 1000, "cold_l2": True, "seed": 0}
-GPU_QUICK_SETTINGS = {"warmup_ms": 10, "rep_ms": 40, "min_samples": 10, "max_samples": 500, "cold_l2": True, "seed": 0}
-CPU_SETTINGS = {"warmup_ms": 20, "rep_ms": 100, "min_samples": 5, "max_samples": 200, "cold_l2": False, "seed": 0}
-CPU_QUICK_SETTINGS = {"warmup_ms": 5, "rep_ms": 30, "min_samples": 5, "max_samples": 100, "cold_l2": False, "seed": 0}
+# The presets: how samples are taken (timer.py states the rule). At most 150 samples per
+# timing keeps every raw sample of the full suite (~260 cases, 2 timings each, and the NVML
+# windows) in a report under 1 MB; ~1 ms graph replays over rep_ms = 100 give about 100.
+GPU_SETTINGS = Settings(warmup_ms=25, rep_ms=100, min_samples=10, max_samples=150, cold_l2=True)
+GPU_QUICK_SETTINGS = Settings(warmup_ms=10, rep_ms=40, min_samples=10, max_samples=100, cold_l2=True)
+# The CPU warms longer (thread pools, page faults of fresh buffers) and takes at least 20
+# samples: a host clock around a shared machine's work needs more of them than CUDA events.
+CPU_SETTINGS = Settings(warmup_ms=50, rep_ms=100, min_samples=20, max_samples=200, cold_l2=False)
+CPU_QUICK_SETTINGS = Settings(warmup_ms=20, rep_ms=40, min_samples=20, max_samples=100, cold_l2=False)
 
 # Share of free memory a case may use: the CUDA context, the allocator's slack and the
 # rotating buffers that keep L2 cold need the rest.
 MEMORY_HEADROOM = 0.8
-
-TORCH_INSTALL_HINT = (
-    "install it with `pip install torch` (on a GPU machine pick the CUDA build for your driver: "
-    "https://pytorch.org/get-started/locally/)"
-)
 
 
 class RunOptions(Protocol):
@@ -85,7 +92,8 @@ class RunOptions(Protocol):
 
 @dataclass(frozen=True)
 class PlannedCase:
-    """One case the worker is asked to measure."""
+    """One case the worker is asked to measure (the one definition: the plan, the worker
+    protocol and the runner all carry it)."""
 
     op: str
     impl: str
@@ -93,42 +101,58 @@ class PlannedCase:
     precision: str
     shape: tuple[int, ...]
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.shape, tuple):
+            object.__setattr__(self, "shape", tuple(self.shape))
+        # The model's checks: a case that could not be reported is refused where it is planned.
+        Case(self.op, self.impl, self.dtype, self.precision, self.shape, failure=Failure("run", "-"))
+
     @property
-    def key(self) -> tuple[str, str, str, str, tuple[int, ...]]:
+    def key(self) -> CaseKey:
         """Same identity as ``model.Case.key``."""
         return (self.op, self.impl, self.dtype, self.precision, self.shape)
 
     @property
-    def label(self) -> str:
-        prec = self.dtype if self.precision == self.dtype else f"{self.dtype}/{self.precision}"
-        return f"{self.op} {self.impl} {prec} {sz.describe(self.shape)}"
+    def group(self) -> tuple[str, str, str, tuple[int, ...]]:
+        """The cases measured together: every implementation of one (op, dtype, precision, shape)."""
+        return (self.op, self.dtype, self.precision, self.shape)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"op": self.op, "impl": self.impl, "dtype": self.dtype, "precision": self.precision,
-                "shape": list(self.shape)}
+    @property
+    def group_label(self) -> str:
+        """``matmul fp32/tf32 4096x4096x4096``: the group, as progress lines name it."""
+        return f"{self.op} {variant(self.dtype, self.precision)} {sz.describe(self.shape)}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.group_label} {self.impl}"
+
+    def skip(self, reason: Note) -> Skip:
+        return Skip(self.op, self.impl, self.dtype, self.shape, reason, precision=self.precision)
+
+    def failed(self, stage: str, detail: str, compile_s: float | None = None) -> Case:
+        return Case(self.op, self.impl, self.dtype, self.precision, self.shape, compile_s=compile_s,
+                    failure=Failure(stage, detail))
 
 
 @dataclass(frozen=True)
 class Plan:
-    """What ``envcheck run`` measures. ``device`` is None when nothing can be measured."""
+    """What ``envcheck run`` measures. ``backend`` is None when nothing can be measured.
 
-    device: str | None  # cuda | cpu | None
+    ``device``: the device as the probes saw it, named in the report when the worker never
+    says (it could not start, or crashed first).
+    """
+
+    backend: str | None  # cuda | cpu | None
     index: int
     cases: tuple[PlannedCase, ...]
-    settings: dict[str, Any]  # the worker's timing settings
-    gpu: dict[str, Any]  # facts the worker judges results with
+    settings: Settings
+    device: BenchDevice
     skips: tuple[Skip, ...] = ()
-    notes: tuple[str, ...] = ()
-    recorded: dict[str, Any] = field(default_factory=dict)  # extra settings stored in the report
+    notes: tuple[Note, ...] = ()
 
     @property
     def runnable(self) -> bool:
-        return self.device is not None and bool(self.cases)
-
-    def worker_input(self) -> dict[str, Any]:
-        """The JSON document the worker reads on stdin."""
-        return {"device": self.device, "index": self.index, "cases": [c.to_json() for c in self.cases],
-                "settings": dict(self.settings), "gpu": dict(self.gpu)}
+        return self.backend is not None and bool(self.cases)
 
 
 # --------------------------------------------------------------------------- options
@@ -149,11 +173,11 @@ def select(options: RunOptions) -> Selection:
     ops_given = bool(options.ops)
     if options.ops:
         ops = tuple(dict.fromkeys(o.strip().lower() for o in options.ops))
-        unknown = [o for o in ops if o not in OPS]
+        unknown = [o for o in ops if o not in OP_NAMES]
         if unknown:
-            raise UsageError(f"--ops: unknown op {unknown[0]!r} (valid: {', '.join(OPS)})")
+            raise UsageError(f"--ops: unknown op {unknown[0]!r} (valid: {', '.join(OP_NAMES)})")
     else:
-        ops = OPS
+        ops = OP_NAMES
     dtypes = None
     if options.dtypes:
         picked: dict[tuple[str, str | None], None] = {}
@@ -178,144 +202,132 @@ def select(options: RunOptions) -> Selection:
     return Selection(ops, ops_given, dtypes, sizes)
 
 
+def _device_count(env: Environment) -> int:
+    """CUDA devices ``--device`` may name: torch's count where the probe ran torch (it honours
+    CUDA_VISIBLE_DEVICES, as the worker does), else NVML's."""
+    count = env.get("torch_runtime", "device_count")
+    if isinstance(count, int):
+        return max(count, 0) if count or not env.gpus else len(env.gpus)
+    return len(env.gpus)
+
+
+def check_device(index: int, env: Environment) -> None:
+    """``--device N`` names a GPU this machine has, whatever runs (UsageError otherwise)."""
+    count = _device_count(env)
+    if index == 0 and count == 0:
+        return  # the default, on a machine without a GPU: the CPU baseline runs
+    if not 0 <= index < count:
+        if count == 0:
+            raise UsageError(f"--device {index}: this machine has no CUDA GPU")
+        listed = ", ".join(str(i) for i in range(count))
+        raise UsageError(f"--device {index}: this machine has {count} CUDA GPU{'s' if count != 1 else ''} ({listed})")
+
+
 # --------------------------------------------------------------------------- the device
 
 
-def _first_line(text: Any, limit: int = 160) -> str:
+def _first_line(text: Any, limit: int = 300) -> str:
     line = next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def torch_missing_reason(env: Environment) -> str | None:
+def torch_missing(env: Environment) -> Note | None:
     """Why PyTorch cannot run at all (not installed, or its import fails), else None."""
     if env.get("torch", "installed") is False:
-        return f"PyTorch is not installed: no benchmark was run; {TORCH_INSTALL_HINT}"
+        return Note("bench.no_torch")
     if env.get("torch_runtime", "import_ok") is False:
         err = env.get("torch_runtime", "error")
-        why = f" ({_first_line(err)})" if err else ""
-        return f"PyTorch fails to import{why}: no benchmark was run; run `envcheck check` for the cause and the fix"
+        return Note("bench.torch_import_failed", {"detail": _first_line(err) if err else None})
     return None
 
 
-def cuda_unusable_reasons(env: Environment) -> list[str]:
+def cuda_unusable(env: Environment) -> list[Note]:
     """Why there is no usable CUDA GPU, from the probe facts; [] when there is one."""
     if env.get("torch_runtime", "cuda_available") is True and env.get("torch_runtime", "smoke_ok") is not False:
         return []
     reasons = []
     nvml_error = env.get("driver", "nvml_error")
     if nvml_error:
-        reasons.append(f"no NVIDIA GPU found (NVML: {_first_line(nvml_error)})")
+        reasons.append(Note("bench.no_cuda.nvml_error", {"detail": _first_line(nvml_error)}))
     elif env.get("driver", "gpu_count") == 0:
-        reasons.append("no NVIDIA GPU found (NVML reports 0 GPUs)")
-    if env.get("torch", "build") == "cpu":
-        reasons.append(f"PyTorch is a CPU-only build ({env.get('torch', 'version') or 'version unknown'})")
-    elif env.get("torch", "build") == "rocm":
-        reasons.append(f"PyTorch is a ROCm build ({env.get('torch', 'version')}): envcheck measures NVIDIA GPUs")
+        reasons.append(Note("bench.no_cuda.no_gpus"))
+    build = env.get("torch", "build")
+    if build in ("cpu", "rocm"):
+        reasons.append(Note(f"bench.no_cuda.{build}_build", {"torch_version": env.get("torch", "version")}))
     runtime_error = env.get("torch_runtime", "error")
     if runtime_error:
-        reasons.append(f"CUDA is not usable from PyTorch: {_first_line(runtime_error)}")
+        reasons.append(Note("bench.no_cuda.runtime_error", {"detail": _first_line(runtime_error)}))
     if env.get("torch_runtime", "cuda_available") is True and env.get("torch_runtime", "smoke_ok") is False:
-        reasons.append("a tiny CUDA operation failed in PyTorch (see the torch_runtime checks)")
+        reasons.append(Note("bench.no_cuda.smoke_failed"))
     if not reasons:
         if env.get("torch_runtime", "cuda_available") is False:
-            reasons.append("PyTorch reports no usable CUDA device (torch.cuda.is_available() is False)")
+            reasons.append(Note("bench.no_cuda.unavailable"))
         else:
-            why = env.fact("torch_runtime", "cuda_available").reason or "unknown"
-            reasons.append(f"whether CUDA works is unknown ({why})")
+            why = env.fact("torch_runtime", "cuda_available").reason
+            reasons.append(Note("bench.no_cuda.unknown", {"detail": _first_line(why) if why else None}))
     return reasons
 
 
-def triton_unusable_reason(env: Environment) -> str | None:
+def triton_unusable(env: Environment) -> Note | None:
     """Why Triton (and torch.compile, whose GPU code is Triton) cannot run, else None."""
     if env.get("triton", "installed") is False:
-        return "Triton is not installed (pip install triton; CUDA builds of PyTorch pull in the matching version)"
+        return Note("bench.triton_unusable.not_installed")
     if env.get("triton_runtime", "smoke_ok") is False:
         err = env.get("triton_runtime", "error")
-        detail = f": {_first_line(err)}" if err else ""
-        return f"the Triton smoke kernel failed{detail} (run `envcheck check` for the fix)"
+        return Note("bench.triton_unusable.smoke_failed", {"detail": _first_line(err) if err else None})
     return None
 
 
-def _gpu_facts(env: Environment, index: int) -> dict[str, Any]:
-    gpu = next((g for g in env.gpus if g.index == index), None)
-    get = gpu.get if gpu is not None else (lambda key: None)
-    mem_clock, bus = get("mem_clock_max_mhz"), get("memory_bus_width_bits")
-    bw = get("theoretical_bandwidth_gbps")
-    if bw and mem_clock and bus:
-        source = f"NVML: 2 x {mem_clock} MHz x {bus} bit / 8"
-    elif bw:
-        source = "NVML"
-    else:
-        source = None
-    runtime_dev = next((d for d in (env.get("torch_runtime", "devices") or []) if d.get("index") == index), {})
-    return {
-        "theoretical_bandwidth_gbps": bw,
-        "bandwidth_source": source,
-        "sm_count": get("sm_count") or runtime_dev.get("sm_count"),
-        "sm_clock_max_mhz": get("sm_clock_max_mhz"),
-        "compute_capability": get("compute_capability") or runtime_dev.get("capability"),
-        "name": get("name") or runtime_dev.get("name"),
-    }
+def probed_device(env: Environment, backend: str | None, index: int) -> BenchDevice:
+    """The device as the probes describe it (the worker describes it better once it runs)."""
+    if backend == "cuda":
+        gpu = next((g for g in env.gpus if g.index == index), None)
+        get = gpu.get if gpu is not None else (lambda key: None)
+        runtime = next((d for d in (env.get("torch_runtime", "devices") or []) if d.get("index") == index), {})
+        return BenchDevice("cuda", str(get("name") or runtime.get("name") or f"CUDA device {index}"), index,
+                           uuid=get("uuid"), sm_count=get("sm_count") or runtime.get("sm_count"),
+                           memory_total_bytes=get("memory_total_bytes"),
+                           compute_capability=get("compute_capability") or runtime.get("capability"),
+                           pci_bus_id=get("pci_bus_id"))
+    cpu = env.get("system", "cpu_model")
+    return BenchDevice("cpu", str(cpu) if cpu else "CPU")
 
 
-def free_memory_bytes(env: Environment, device: str, index: int) -> tuple[int | None, str]:
-    """Memory a case may use on the device, and a name for it in skip reasons."""
-    if device == "cpu":
+def free_memory(env: Environment, backend: str, index: int) -> tuple[int | None, dict[str, Any]]:
+    """Memory a case may use on the device, and how a skip names that memory."""
+    if backend == "cpu":
         avail = env.get("system", "ram_available_bytes")
-        return (int(avail) if avail else None), "RAM available"
+        return (int(avail) if avail else None), {"memory": "ram"}
     gpu = next((g for g in env.gpus if g.index == index), None)
     total = gpu.get("memory_total_bytes") if gpu else None
     used = gpu.get("memory_used_bytes") if gpu else None
     if total is None:
         dev = next((d for d in (env.get("torch_runtime", "devices") or []) if d.get("index") == index), {})
         total = dev.get("memory_bytes")
+    where = {"memory": "gpu", "gpu_index": index}
     if total is None:
-        return None, f"free on GPU {index}"
-    return int(total) - int(used or 0), f"free on GPU {index}"
-
-
-def footprint_bytes(op: str, dtype: str, shape: tuple[int, ...]) -> int:
-    """Memory one case needs on the device: inputs and output, plus the float64 reference.
-
-    The worker compares elementwise and row ops with the reference in chunks of
-    ``REFERENCE_CHUNK_ELEMENTS``; a matmul reference is whole (float64 copies of A, B, C).
-    """
-    size = ITEMSIZE[dtype]
-    if op in ("vector_add", "relu"):
-        n = shape[0]
-        tensors = 3 if op == "vector_add" else 2
-        return tensors * (n * size + min(n, REFERENCE_CHUNK_ELEMENTS) * 8)
-    if op in ("softmax", "row_sum"):
-        rows, cols = shape
-        out = rows * cols if op == "softmax" else rows
-        return (rows * cols + out) * size + (min(rows * cols, REFERENCE_CHUNK_ELEMENTS) + out) * 8
-    m, n, k = shape
-    return (m * k + k * n + m * n) * (size + 8)
-
-
-def _gib(n: float) -> str:
-    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+        return None, where
+    return int(total) - int(used or 0), where
 
 
 # --------------------------------------------------------------------------- the suite
 
 
-def _default_shapes(op: str, device: str, quick: bool) -> list[tuple[str, str, tuple[int, ...]]]:
+Triple = tuple[str, str, tuple[int, ...]]  # dtype, precision, shape
+
+
+def _default_shapes(op: str, backend: str, quick: bool) -> list[Triple]:
     """(dtype, precision, shape) of the built-in suite for one op."""
-    out: list[tuple[str, str, tuple[int, ...]]] = []
-    if device == "cpu":
+    family = spec(op).family
+    if backend == "cpu":
         vec = CPU_QUICK_VECTOR_SIZES if quick else CPU_VECTOR_SIZES
         rows = CPU_QUICK_ROW_SHAPES if quick else CPU_ROW_SHAPES
         mm = CPU_QUICK_MATMUL_SHAPES if quick else CPU_MATMUL_SHAPES
-        if op in sz.VECTOR_OPS:
-            out += [("fp32", "fp32", (n,)) for n in vec]
-        elif op in sz.ROW_OPS:
-            out += [("fp32", "fp32", s) for s in rows]
-        else:
-            # TF32 is a GPU tensor-core mode: a CPU fp32 matmul is IEEE.
-            out += [("fp32", "fp32", s) for s in mm]
-        return out
-    if op in sz.VECTOR_OPS:
+        # TF32 is a GPU tensor-core mode: a CPU fp32 matmul is IEEE.
+        shapes = [(n,) for n in vec] if family == "vector" else list(rows) if family == "rows" else list(mm)
+        return [("fp32", "fp32", s) for s in shapes]
+    out: list[Triple] = []
+    if family == "vector":
         if quick:
             return [("fp32", "fp32", (n,)) for n in QUICK_VECTOR_SIZES]
         for n in VECTOR_SIZES:
@@ -323,13 +335,13 @@ def _default_shapes(op: str, device: str, quick: bool) -> list[tuple[str, str, t
             if n in VECTOR_HALF_SIZES:
                 out += [("fp16", "fp16", (n,)), ("bf16", "bf16", (n,))]
         return out
-    if op in sz.ROW_OPS:
+    if family == "rows":
         shapes = QUICK_ROW_SHAPES if quick else ROW_SHAPES
         dts = ("fp32",) if quick else DTYPES
         return [(d, d, s) for s in shapes for d in dts]
     if quick:
         out += [(d, d, s) for s in QUICK_MATMUL_HALF for d in ("fp16", "bf16")]
-        out += [(p_dt, prec, s) for s in QUICK_MATMUL_FP32 for p_dt, prec in (("fp32", "tf32"), ("fp32", "fp32"))]
+        out += [("fp32", prec, s) for s in QUICK_MATMUL_FP32 for prec in ("tf32", "fp32")]
         return sorted(out, key=lambda t: t[2])
     for s in MATMUL_SHAPES:
         out += [("fp16", "fp16", s), ("bf16", "bf16", s), ("fp32", "tf32", s)]
@@ -338,18 +350,18 @@ def _default_shapes(op: str, device: str, quick: bool) -> list[tuple[str, str, t
     return out
 
 
-def _all_dtype_shapes(op: str, device: str, quick: bool, shapes: Sequence[tuple[int, ...]],
-                      dtypes: Sequence[tuple[str, str | None]], user_sizes: bool) -> list[tuple[str, str, tuple[int, ...]]]:
+def _all_dtype_shapes(op: str, backend: str, shapes: Sequence[tuple[int, ...]],
+                      dtypes: Sequence[tuple[str, str | None]], user_sizes: bool) -> list[Triple]:
     """(dtype, precision, shape) for explicit dtypes and/or sizes."""
     out = []
     for shape in shapes:
         for dtype, only in dtypes:
             if op == "matmul" and dtype == "fp32":
-                precisions = ("fp32",) if device == "cpu" else ("tf32", "fp32")
+                precisions = ("fp32",) if backend == "cpu" else ("tf32", "fp32")
                 if only:
                     precisions = tuple(p for p in precisions if p == only)
                 for prec in precisions:
-                    if prec == "fp32" and device != "cpu" and not user_sizes and max(shape) > IEEE_MATMUL_MAX_DIM:
+                    if prec == "fp32" and backend != "cpu" and not user_sizes and max(shape) > IEEE_MATMUL_MAX_DIM:
                         continue
                     out.append((dtype, prec, shape))
             elif only is None:  # tf32 means nothing outside matmul
@@ -358,100 +370,83 @@ def _all_dtype_shapes(op: str, device: str, quick: bool, shapes: Sequence[tuple[
 
 
 def _compile_shapes(op: str, quick: bool) -> tuple[tuple[int, ...], ...]:
-    if op in sz.VECTOR_OPS:
+    family = spec(op).family
+    if family == "vector":
         return tuple((n,) for n in (QUICK_COMPILE_VECTOR_SIZES if quick else COMPILE_VECTOR_SIZES))
     if quick:
         return ()
-    return COMPILE_ROW_SHAPES if op in sz.ROW_OPS else COMPILE_MATMUL_SHAPES
+    return COMPILE_ROW_SHAPES if family == "rows" else COMPILE_MATMUL_SHAPES
 
 
 def plan(options: RunOptions, env: Environment) -> Plan:
-    """The cases to run for these options on this machine (raises UsageError on bad options)."""
+    """The cases to run for these options on this machine (raises UsageError on bad options).
+
+    ``--quick`` with ``--sizes`` runs the given sizes with the quick settings (shorter
+    sampling); the suite's own sizes are what ``--sizes`` replaces.
+    """
     sel = select(options)
     quick = bool(options.quick)
-    recorded: dict[str, Any] = {"quick": quick, "ops": list(sel.ops)}
+    check_device(options.device, env)
 
-    no_torch = torch_missing_reason(env)
+    no_torch = torch_missing(env)
     if no_torch:
-        return Plan(None, 0, (), {}, {}, notes=(no_torch,), recorded=recorded)
+        settings = dataclasses.replace(GPU_QUICK_SETTINGS if quick else GPU_SETTINGS, quick=quick, ops=sel.ops)
+        return Plan(None, 0, (), settings, probed_device(env, None, 0), notes=(no_torch,))
 
-    notes: list[str] = []
-    cuda_reasons = cuda_unusable_reasons(env)
-    device = "cpu" if cuda_reasons else "cuda"
-    index = 0
-    if device == "cuda":
-        count = max(len(env.gpus), int(env.get("torch_runtime", "device_count") or 0))
-        index = options.device
-        if not 0 <= index < count:
-            listed = ", ".join(str(i) for i in range(count))
-            raise UsageError(f"--device {index}: this machine has {count} CUDA GPU{'s' if count != 1 else ''} ({listed})")
+    notes: list[Note] = []
+    cuda_reasons = cuda_unusable(env)
+    backend = "cpu" if cuda_reasons else "cuda"
+    index = options.device if backend == "cuda" else 0
+    triton_reason: Note | None = None
+    if backend == "cuda":
         lost = next((g.lost for g in env.gpus if g.index == index and g.lost), None)
         if lost:
-            notes.append(f"GPU {index} could not be queried through NVML ({lost}): its ceilings are unknown")
-        impls = ["torch", "triton"]
-        triton_reason = triton_unusable_reason(env)
-        if not options.no_compile:
-            impls.append("compile")
-        settings = dict(GPU_QUICK_SETTINGS if quick else GPU_SETTINGS)
-        gpu = _gpu_facts(env, index)
+            notes.append(Note("bench.gpu_lost", {"gpu_index": index, "detail": _first_line(lost)}))
+        impls = ["torch", "triton"] + ([] if options.no_compile else ["compile"])
+        triton_reason = triton_unusable(env)
+        settings = GPU_QUICK_SETTINGS if quick else GPU_SETTINGS
     else:
         impls = ["torch"]
-        triton_reason = None
-        notes.append(
-            "Triton and torch.compile were not measured: " + "; ".join(cuda_reasons)
-            + ". PyTorch ran on the CPU as a baseline."
-        )
-        settings = dict(CPU_QUICK_SETTINGS if quick else CPU_SETTINGS)
-        gpu = {}
-    recorded.update({"device": device, "impls": list(impls)})
+        notes.append(Note("bench.cpu_baseline"))
+        notes += cuda_reasons
+        settings = dataclasses.replace(CPU_QUICK_SETTINGS if quick else CPU_SETTINGS, threads=cpu_threads())
+    settings = dataclasses.replace(settings, quick=quick, ops=sel.ops, impls=tuple(impls))
 
-    budget, budget_name = free_memory_bytes(env, device, index)
+    budget, where = free_memory(env, backend, index)
     cases: list[PlannedCase] = []
     skips: list[Skip] = []
-    compile_recorded: dict[str, list[str]] = {}
+    compile_sizes: dict[str, list[tuple[int, ...]]] = {}
     for op in sel.ops:
+        shapes = None
         if sel.sizes is not None:
             shapes = [s for s in (sz.shape_for(op, size, sel.ops_given) for size in sel.sizes) if s]
-        else:
-            shapes = None
         if shapes is None and sel.dtypes is None:
-            triples = _default_shapes(op, device, quick)
+            triples = _default_shapes(op, backend, quick)
         else:
             if shapes is None:
-                shapes = list(dict.fromkeys(s for _, _, s in _default_shapes(op, device, quick)))
-            dtypes = sel.dtypes or (("fp32", None),)
-            triples = _all_dtype_shapes(op, device, quick, shapes, dtypes, user_sizes=sel.sizes is not None)
+                shapes = list(dict.fromkeys(s for _, _, s in _default_shapes(op, backend, quick)))
+            triples = _all_dtype_shapes(op, backend, shapes, sel.dtypes or (("fp32", None),),
+                                        user_sizes=sel.sizes is not None)
         compile_at = set(shapes) if (sel.sizes is not None and shapes) else set(_compile_shapes(op, quick))
         if "compile" in impls and compile_at:
-            compile_recorded[op] = [sz.describe(s) for s in sorted(compile_at)]
+            compile_sizes[op] = sorted(compile_at)
         for dtype, precision, shape in triples:
-            need = footprint_bytes(op, dtype, shape)
+            need = spec(op).memory_needed_bytes(shape, dtype)
             for impl in impls:
                 if impl == "compile" and shape not in compile_at:
                     continue
+                planned = PlannedCase(op, impl, dtype, precision, shape)
                 if budget is not None and need > MEMORY_HEADROOM * budget:
-                    reason = (f"needs about {_gib(need)} with its float64 reference; "
-                              f"{_gib(budget)} {budget_name}")
-                    skips.append(Skip(op, impl, dtype, shape, _with_precision(reason, dtype, precision)))
-                    continue
-                if impl != "torch" and triton_reason:
-                    skips.append(Skip(op, impl, dtype, shape, _with_precision(triton_reason, dtype, precision)))
-                    continue
-                cases.append(PlannedCase(op, impl, dtype, precision, shape))
-    if compile_recorded:
-        recorded["compile_sizes"] = compile_recorded
-        notes.append("torch.compile measured at a reduced set of sizes to bound compile time: "
-                     + "; ".join(f"{op} {', '.join(v)}" for op, v in compile_recorded.items()))
-    elif device == "cuda" and options.no_compile:
-        notes.append("torch.compile not measured (--no-compile)")
-    if triton_reason and device == "cuda":
-        notes.append(f"Triton and torch.compile were not measured: {triton_reason}")
-    n_mem = sum("needs about" in s.reason for s in skips)
-    if n_mem:
-        notes.append(f"{n_mem} planned case{'s' if n_mem != 1 else ''} skipped: not enough memory ({budget_name})")
-    return Plan(device, index, tuple(cases), settings, gpu, tuple(skips), tuple(notes), recorded)
-
-
-def _with_precision(reason: str, dtype: str, precision: str) -> str:
-    # Skip has no precision field: a TF32 fp32 matmul says so in its reason.
-    return reason if precision == dtype else f"{precision.upper()} arithmetic: {reason}"
+                    skips.append(planned.skip(Note("skip.memory", {"need_bytes": need, "free_bytes": budget,
+                                                                   **where})))
+                elif impl != "torch" and triton_reason:
+                    skips.append(planned.skip(triton_reason))
+                else:
+                    cases.append(planned)
+    for op, at in compile_sizes.items():
+        notes.append(Note("bench.compile_sizes", {"op": op, "shapes": tuple("x".join(map(str, s)) for s in at)}))
+    if backend == "cuda" and options.no_compile:
+        notes.append(Note("bench.compile_off"))
+    if triton_reason and backend == "cuda":
+        notes.append(triton_reason)
+    return Plan(backend, index, tuple(cases), settings, probed_device(env, backend, index), tuple(skips), tuple(notes))

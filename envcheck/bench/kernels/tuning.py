@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from envcheck.model import Settings
+
 POINTER = "pointer"
 TMA = "tma"
 TMA_PERSISTENT = "tma_persistent"
@@ -32,7 +34,7 @@ KINDS = (POINTER, TMA, TMA_PERSISTENT)
 # candidates run in turns for ``warmup_ms``: a large matmul then meets the GPU at its power cap,
 # as the benchmark will. Raced on a cool GPU, bf16 4096^3 chose the pointer kernel (0.96x of
 # cuBLAS once capped) over persistent TMA (0.995x), which draws fewer watts for the same work.
-RACE_SETTINGS = {"warmup_ms": 300.0, "rep_ms": 25.0, "min_samples": 10, "max_samples": 200}
+RACE_SETTINGS = Settings(warmup_ms=300.0, rep_ms=25.0, min_samples=10, max_samples=200)
 
 # GPU time per call (us) of each callable, or the exception that stopped it.
 Measure = Callable[[list[Callable[[], Any]]], list["float | BaseException"]]
@@ -103,9 +105,10 @@ def fastest(candidates: Mapping[Tile, Callable[[], Any]], measure: Measure | Non
 
 def graph_times(fns: list[Callable[[], Any]]) -> list[float | BaseException]:
     """Median GPU time per call of each (compiled) callable: CUDA-graph replays, interleaved."""
-    from envcheck.bench.timer import Timer, TimerSettings, graph_region
+    from envcheck.bench.graphs import graph_region
+    from envcheck.bench.timer import Timer
 
-    timer = Timer("cuda", TimerSettings(**RACE_SETTINGS))
+    timer = Timer("cuda", RACE_SETTINGS)
     regions: list[Any] = []
     out: list[float | BaseException] = []
     for fn in fns:

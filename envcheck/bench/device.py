@@ -1,0 +1,149 @@
+"""The device the worker measures on: whether CUDA is usable, what the GPU (or CPU) is, the
+NVML handle that names the same GPU, and the CPU thread count.
+
+Inside the worker only (imports torch); ``cpu_threads`` alone is also read by the planner.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+from collections.abc import Callable
+from typing import Any
+
+from envcheck.model import BenchDevice, Note
+
+# On a machine this small the harness (the worker's own Python, the parent, NVML's thread) needs
+# a core of its own: torch's thread pool fighting it for the cores made the CPU baseline swing
+# 100x between runs on a 2-core VM (vector_add 102400: 16 ms, then 7,976 us).
+SMALL_MACHINE_CORES = 4
+
+
+def cpu_threads(physical: Callable[[], int | None] | None = None,
+                logical: Callable[[], int | None] | None = None) -> int:
+    """Threads torch uses for the CPU baseline: the physical cores, less one on small machines.
+
+    Hyper-threads share a core's arithmetic units, so counting them (torch's default) only
+    adds contention to element-wise and BLAS work. ``physical`` / ``logical`` are psutil's
+    counts (the seam tests replace).
+    """
+    import psutil
+
+    cores = (physical or (lambda: psutil.cpu_count(logical=False)))()
+    if not cores:
+        cores = (logical or (lambda: psutil.cpu_count(logical=True)))() or 1
+    return max(1, cores - 1) if cores <= SMALL_MACHINE_CORES else cores
+
+
+def versions(torch: Any) -> dict[str, str]:
+    """torch / triton / CUDA versions the run used (only those known)."""
+    found = {"torch": str(torch.__version__), "cuda": torch.version.cuda}
+    try:
+        found["triton"] = importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    return {k: str(v) for k, v in found.items() if v}
+
+
+def cuda_unusable(torch: Any, index: int) -> Note | None:
+    """Why CUDA device ``index`` cannot be measured from this torch, else None."""
+    if torch.version.cuda is None:
+        return Note("bench.no_cuda.cpu_build", {"torch_version": str(torch.__version__)})
+    if not torch.cuda.is_available():
+        return Note("bench.no_cuda.unavailable")
+    count = torch.cuda.device_count()
+    if index >= count:
+        return Note("bench.no_cuda.no_device", {"gpu_index": index, "gpus": count})
+    return None
+
+
+def nvml_uuid(props: Any) -> str | None:
+    """The GPU's UUID in NVML's form (``GPU-8d0ff531-...``); torch prints it without the prefix."""
+    uuid = getattr(props, "uuid", None)
+    if not uuid:
+        return None
+    text = str(uuid)
+    return text if text.upper().startswith(("GPU-", "MIG-")) else f"GPU-{text}"
+
+
+def torch_pci_bus_id(props: Any) -> str | None:
+    """``00000000:19:00.0`` (NVML's form) from torch's PCI domain, bus and device numbers."""
+    try:
+        return f"{int(props.pci_domain_id):08X}:{int(props.pci_bus_id):02X}:{int(props.pci_device_id):02X}.0"
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def cuda_device(torch: Any, index: int, nvml: Any = None) -> BenchDevice:
+    """The GPU as the report names it; the PCI bus id from NVML when it answers (it is what
+    nvidia-smi prints), else from torch."""
+    props = torch.cuda.get_device_properties(index)
+    uuid = nvml_uuid(props)
+    bus_id = None
+    if nvml is not None and uuid:
+        try:
+            handle = nvml.call("nvmlDeviceGetHandleByUUID", uuid)
+            info = nvml.call("nvmlDeviceGetPciInfo", handle)
+            bus_id = info.get("busId") if isinstance(info, dict) else None
+        except Exception:  # noqa: BLE001 - NVML is optional here: torch's numbers stand in
+            bus_id = None
+    return BenchDevice(
+        backend="cuda", name=str(props.name), index=index, uuid=uuid,
+        sm_count=int(props.multi_processor_count),
+        l2_bytes=int(getattr(props, "L2_cache_size", 0)) or None,
+        memory_total_bytes=int(props.total_memory), compute_capability=f"{props.major}.{props.minor}",
+        pci_bus_id=str(bus_id) if bus_id else torch_pci_bus_id(props),
+    )
+
+
+def cpu_name(read: Callable[[str], str] | None = None) -> str:
+    """The CPU's model name from /proc/cpuinfo, else what ``platform`` knows."""
+    try:
+        text = (read or _read_text)("/proc/cpuinfo")
+    except OSError:
+        text = ""
+    for line in text.splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine() or "CPU"
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+class Runtime:
+    """What every step of the worker shares: torch, the backend and device, the timer, the
+    settings, and the two things a failed step needs (free memory, a clean-up)."""
+
+    def __init__(self, torch: Any, backend: str, index: int, device: BenchDevice, timer: Any, settings: Any) -> None:
+        self.torch = torch
+        self.backend = backend
+        self.index = index
+        self.device = device
+        self.timer = timer
+        self.settings = settings
+        # torch.OutOfMemoryError is new in torch 2.4; older versions only have the cuda alias.
+        self.oom: type[BaseException] = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
+        self.where = "cuda" if backend == "cuda" else "cpu"
+
+    @property
+    def cuda(self) -> bool:
+        return self.backend == "cuda"
+
+    def free_bytes(self) -> int | None:
+        """Free device memory (None on the CPU, where the planner checked available RAM)."""
+        if not self.cuda:
+            return None
+        free, _total = self.torch.cuda.mem_get_info(self.index)
+        return int(free)
+
+    def after_failure(self) -> None:
+        """Let a failed step's queued work finish and its memory go, so the next step starts clean."""
+        if self.cuda:
+            for step in (self.torch.cuda.synchronize, self.torch.cuda.empty_cache):
+                try:
+                    step()
+                except Exception:  # noqa: BLE001 - a sticky CUDA error shows in the next step's own failure
+                    pass

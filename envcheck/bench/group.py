@@ -1,0 +1,174 @@
+"""Preparing one group of cases: the tensors its implementations share, and each
+implementation made ready to sample.
+
+A group is every implementation of one (op, dtype, precision, shape): torch, Triton,
+torch.compile on the same inputs. ``open_group`` draws the inputs (and, for memory-bound cases
+kept out of L2, R - 1 further sets: l2.py), or says why the group cannot fit. ``prepare``
+takes one implementation through, in order:
+
+1. its first call, timed on the host until done: ``compile_s`` for Triton (JIT + the matmul
+   race) and torch.compile (graph capture + Inductor), kept apart from every measurement;
+2. the checked call on NaN-poisoned output, compared with the float64 reference
+   (accuracy.py): the statistics go in the case, the verdict is the analysis's;
+3. warm-up calls for ``warmup_ms`` (at least 3), cycling through the sets from here on;
+4. on a GPU, the CUDA graph its GPU time replays (graphs.py). A graph that cannot be captured
+   costs the case its GPU time only (a note says why); its launch time still stands.
+A failure in steps 1-2 is that case's failure (stage ``compile`` or ``first_call``, then
+``check``); out of memory anywhere is a skip (failure.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from envcheck.bench import accuracy, impls
+from envcheck.bench.device import Runtime
+from envcheck.bench.failure import log, one_line
+from envcheck.bench.graphs import graph_region
+from envcheck.bench.l2 import Rotation, rotation_sets
+from envcheck.bench.suite import PlannedCase
+from envcheck.bench.timer import Region
+from envcheck.model import Accuracy, Case, Note, Timing
+from envcheck.ops import spec
+
+# Share of free device memory one group of cases may use (the CUDA context, allocator slack
+# and cuBLAS workspaces need the rest). Rotating buffers get half of what the group leaves
+# of it: the other half stays for the outputs an allocating implementation (torch.compile)
+# keeps per set, and for the graphs' pools.
+MEMORY_FRACTION = 0.8
+
+
+@dataclass
+class Group:
+    """Tensors shared by the cases of one group: same inputs for every implementation.
+
+    ``extra_sets``: further (inputs, output) sets for rotating buffers (empty: timed on the
+    first set only); the first set is ``inputs`` / ``out``, the one checked. ``skip``: why
+    the group could not be set up (then it has no tensors). ``notes``: said of every case.
+    """
+
+    key: tuple[Any, ...]
+    inputs: dict[str, Any] = field(default_factory=dict)
+    out: Any = None
+    extra_sets: list[tuple[dict[str, Any], Any]] = field(default_factory=list)
+    skip: Note | None = None
+    notes: tuple[Note, ...] = ()
+
+    @property
+    def sets(self) -> int:
+        return 1 + len(self.extra_sets)
+
+
+@dataclass
+class Prepared:
+    """One implementation of a group, made ready; its timings land here when sampled."""
+
+    planned: PlannedCase
+    fn: Any  # one call of the op (a Rotation over the sets, or the bound call)
+    compile_s: float | None
+    accuracy: Accuracy
+    rotation_sets: int
+    notes: list[Note] = field(default_factory=list)
+    kernel: str | None = None
+    graph: Region | None = None  # the captured graph to replay, until the GPU time is taken
+    gpu: Timing | None = None
+    launch: Timing | None = None
+    failure: BaseException | None = None  # raised while sampling: the case's failure, or skip if OOM
+
+
+def open_group(rt: Runtime, first: PlannedCase, seed: int) -> Group:
+    """The tensors of ``first``'s group, drawn from a generator seeded with ``seed``."""
+    op, dtype, shape = first.op, first.dtype, first.shape
+    group = Group(first.group)
+    need = spec(op).memory_needed_bytes(shape, dtype)
+    free = rt.free_bytes()
+    spare: float | None = None
+    if free is not None:
+        if need > MEMORY_FRACTION * free:
+            group.skip = Note("skip.out_of_memory", {"need_bytes": need, "free_bytes": free})
+            return group
+        spare = (MEMORY_FRACTION * free - need) / 2
+    gen = rt.torch.Generator(device=rt.where).manual_seed(seed)
+    try:
+        group.inputs = impls.make_inputs(op, shape, dtype, rt.where, gen)
+        group.out = impls.make_output(op, shape, dtype, rt.where)
+    except rt.oom:
+        group.inputs, group.out = {}, None
+        rt.after_failure()
+        group.skip = Note("skip.out_of_memory", {"need_bytes": need, "free_bytes": rt.free_bytes()})
+        return group
+    ws = spec(op).working_set_bytes(shape, dtype)
+    cold = rt.settings.cold_l2 and rt.cuda
+    memory_bound = not spec(op).compute_bound
+    wanted = rotation_sets(ws, rt.device.l2_bytes, memory_bound=memory_bound, enabled=cold)
+    sets = rotation_sets(ws, rt.device.l2_bytes, memory_bound=memory_bound, enabled=cold, spare_bytes=spare)
+    try:
+        # Fresh random data for every set from the group's generator (never copies of the
+        # first set), drawn here, outside every timed region.
+        for _ in range(sets - 1):
+            group.extra_sets.append((impls.make_inputs(op, shape, dtype, rt.where, gen),
+                                     impls.make_output(op, shape, dtype, rt.where)))
+    except rt.oom:
+        group.extra_sets = []
+        rt.after_failure()
+    if wanted > group.sets:
+        group.notes = (Note("case.l2_not_cold", {"sets": wanted, "set_bytes": ws}),)
+    return group
+
+
+def _bound(rt: Runtime, planned: PlannedCase, group: Group) -> list[Any]:
+    """The implementation bound to each set of the group, the checked (first) set first."""
+    op, impl = planned.op, planned.impl
+    sets = [(group.inputs, group.out), *group.extra_sets]
+    if impl == "torch":
+        return [impls.torch_impl(op, inputs, out) for inputs, out in sets]
+    if impl == "triton":
+        return [impls.triton_impl(op, inputs, out, planned.precision) for inputs, out in sets]
+    return impls.compiled_on_sets(op, [inputs for inputs, _ in sets])
+
+
+def prepare(rt: Runtime, planned: PlannedCase, group: Group) -> Prepared | Case:
+    """Steps 1-4 of one implementation (out of memory propagates: see failure.guarded)."""
+    timer = rt.timer
+    try:
+        fns = _bound(rt, planned, group)
+        first_s = timer.first_call_s(fns[0])
+    except rt.oom:
+        raise
+    except Exception as e:  # noqa: BLE001 - a compile or launch failure of this implementation
+        log(f"{planned.label}: first call failed:", e)
+        rt.after_failure()
+        return planned.failed("compile" if planned.impl == "compile" else "first_call", one_line(e))
+    compile_s = first_s if planned.impl != "torch" else None
+
+    notes = list(group.notes)
+    try:
+        result, poisoned = accuracy.checked_call(fns[0], group.out)
+        timer.clock.synchronize()
+        stats = accuracy.compare(result, accuracy.reference_chunks(planned.op, group.inputs), planned.dtype)
+        del result
+    except rt.oom:
+        raise
+    except Exception as e:  # noqa: BLE001 - the checked call or the comparison raised
+        log(f"{planned.label}: checked call failed:", e)
+        rt.after_failure()
+        return planned.failed("check", one_line(e), compile_s)
+    if not poisoned:
+        notes.append(Note("case.output_not_poisoned"))
+
+    run = Rotation(fns) if len(fns) > 1 else fns[0]
+    timer.warmup(run)
+    prepared = Prepared(planned, run, compile_s, stats, rotation_sets=len(fns), notes=notes,
+                        kernel=impls.triton_kernel(planned.op, planned.shape, planned.dtype, planned.precision)
+                        if planned.impl == "triton" else None)
+    if rt.cuda:
+        try:
+            prepared.graph = graph_region(timer, run, len(fns))
+        except rt.oom:
+            raise
+        except Exception as e:  # noqa: BLE001 - e.g. an op that cannot be captured: launch time still stands
+            log(f"{planned.label}: CUDA graph capture failed:", e)
+            rt.after_failure()
+            prepared.notes.append(Note("case.no_gpu_time", {"stage": "capture", "detail": one_line(e)}))
+    return prepared
