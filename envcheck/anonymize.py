@@ -174,11 +174,35 @@ class Anonymizer:
             fix=self.text(check.fix) if check.fix else check.fix,
             details=self.text(check.details) if check.details else check.details)
 
+    def model(self, obj: Any, field_name: str | None = None) -> Any:
+        """Any part of a report (a bench, a node, a fleet, a check) with every string anonymised:
+        facts as :meth:`fact`, a bare GPU UUID field (torch's form, without ``GPU-``) as a GPU UUID,
+        host fields as :meth:`host`, numbers and samples as they are."""
+        if isinstance(obj, Fact):
+            return self.fact(obj)
+        if isinstance(obj, Environment):
+            return self.environment(obj)
+        if isinstance(obj, str):
+            if field_name == "uuid" and re.fullmatch(_UUID, obj):
+                return self._uuid("GPU", obj)[len("GPU-"):]
+            if field_name == "host":
+                return self.host(obj)
+            return self.value(obj, field_name)
+        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            changes = {f.name: self.model(getattr(obj, f.name), f.name) for f in dataclasses.fields(obj)}
+            return dataclasses.replace(obj, **changes)
+        if isinstance(obj, tuple):
+            return tuple(self.model(x, field_name) for x in obj)
+        if isinstance(obj, dict):
+            return {k: self.model(v, k) for k, v in obj.items()}
+        return obj
+
     def report(self, report: Report) -> Report:
-        """The environment, host and checks of ``report`` anonymised (a benchmark part is left as is)."""
-        return dataclasses.replace(report, host=self.host(report.host),
-                                   environment=self.environment(report.environment),
-                                   checks=tuple(self.check(c) for c in report.checks))
+        """``report`` anonymised: host, environment, checks, every bench, node and fleet section."""
+        return dataclasses.replace(
+            report, host=self.host(report.host), environment=self.environment(report.environment),
+            checks=tuple(self.check(c) for c in report.checks), benches=self.model(report.benches),
+            node=self.model(report.node), fleet=self.model(report.fleet), anonymized=True)
 
 
 def users_in(environ: Mapping[str, Any]) -> set[str]:

@@ -110,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated outputs among json,md,html (default: all three; json is always written)")
     p.add_argument("--timeout", type=_positive_float, default=1800.0, metavar="S",
                    help="limit for the whole benchmark subprocess in seconds (default: 1800)")
+    p.add_argument("--anonymize", action="store_true",
+                   help="replace host name, user names, home paths, IP addresses, GPU UUIDs and serials in the "
+                        "report with stable pseudonyms (the same machine keeps the same ones), for sharing")
     _add_lang(p)
     p.set_defaults(handler="envcheck.commands.run:main")
 

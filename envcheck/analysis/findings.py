@@ -291,7 +291,8 @@ def findings(bench: Bench, results: Sequence[CaseResult], ceils: Ceilings) -> tu
     out += launch_overhead(results)
     out += l2_resident(results)
     out += bandwidth_best(results)
-    out += compute_best(results, ceils)
+    if bench.device.backend == "cuda":  # a CPU baseline has no peak to hold FLOP/s against
+        out += compute_best(results, ceils)
     out += speedup_large(results)
     out += tf32(results)
     return tuple(out)

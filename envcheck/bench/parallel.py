@@ -1,26 +1,27 @@
 """The per-GPU suite on several GPUs at once: one isolated worker per GPU (``runner.run_worker``, each in
 its own thread), so a node's GPUs take about as long as one.
 
-Every worker gets the node's child environment (NVLink multicast off). Ctrl-C stops every worker's
-process group and keeps what each finished; a worker that crashes or hangs costs only its own GPU.
+Every worker gets the node's child environment (NVLink multicast off). Ctrl-C, SIGTERM and SIGHUP
+stop every worker's process tree and keep what each finished; a worker that crashes or hangs costs
+only its own GPU.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import signal
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
 from envcheck.bench import runner, suite
+from envcheck.bench.assemble import assemble
+from envcheck.bench.process import stop_tree
 from envcheck.errors import UsageError
-from envcheck.model import Bench, Environment
+from envcheck.model import Bench, Environment, Stop, StopCause
 from envcheck.node.launch import child_env
 
 OnGpuEvent = Callable[[int, runner.Event], None]
@@ -57,14 +58,16 @@ def plan_gpus(options: Any, env: Environment, gpus: Sequence[int]) -> tuple[suit
 
 @dataclass
 class _Procs:
-    """The worker processes started so far, so Ctrl-C can stop them all."""
+    """The worker processes started so far, so an interrupt can stop them all (each worker runs
+    in its own session: Ctrl-C in the terminal reaches envcheck alone, which decides)."""
 
+    start: Callable[..., subprocess.Popen[str]] = subprocess.Popen
     procs: list[subprocess.Popen[str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def popen(self, *args: Any, **kwargs: Any) -> subprocess.Popen[str]:
         kwargs["env"] = child_env()
-        proc: subprocess.Popen[str] = subprocess.Popen(*args, **kwargs)
+        proc: subprocess.Popen[str] = self.start(*args, **kwargs)
         with self.lock:
             self.procs.append(proc)
         return proc
@@ -72,23 +75,11 @@ class _Procs:
     def stop(self) -> None:
         with self.lock:
             procs = list(self.procs)
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            for p in procs:
-                if p.poll() is None:
-                    _signal_group(p, sig)
-            deadline = time.monotonic() + runner.TERMINATE_GRACE_S
-            while time.monotonic() < deadline and any(p.poll() is None for p in procs):
-                time.sleep(0.05)
-
-
-def _signal_group(proc: subprocess.Popen[str], sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)  # the worker runs in its own session: this reaches its compile workers too
-    except (ProcessLookupError, PermissionError):
-        try:
-            proc.send_signal(sig)
-        except ProcessLookupError:
-            pass
+        stoppers = [threading.Thread(target=stop_tree, args=(p, runner.TERMINATE_GRACE_S), daemon=True) for p in procs]
+        for t in stoppers:
+            t.start()
+        for t in stoppers:
+            t.join()
 
 
 def _utc() -> str:
@@ -105,16 +96,25 @@ class GpuRun:
     bench: Bench
 
 
+@dataclass(frozen=True)
+class ParallelRun:
+    """Every GPU's suite; ``stopped``: Ctrl-C (``user``) or SIGTERM/SIGHUP (``signal``) ended them."""
+
+    runs: tuple[GpuRun, ...]
+    stopped: StopCause | None = None
+    signal: str | None = None
+
+
 def run_gpus(plans: Sequence[suite.Plan], timeout: float, on_event: OnGpuEvent | None = None, *,
              command: Sequence[str] = runner.WORKER_COMMAND,
-             popen: Callable[..., subprocess.Popen[str]] | None = None) -> tuple[GpuRun, ...]:
+             popen: Callable[..., subprocess.Popen[str]] | None = None) -> ParallelRun:
     """Run every plan's worker at once and wait for all; one ``GpuRun`` per plan, in plan order.
 
-    Raises KeyboardInterrupt after Ctrl-C only once every worker is stopped and its results kept in
-    ``interrupted_runs`` of the exception (``exc.args[0]``), so the caller can still write a report.
+    Ctrl-C, SIGTERM and SIGHUP (a batch scheduler's end of job) stop every worker's process tree
+    and keep what each finished; each unfinished GPU's bench records the stop. Never raises for
+    what a worker does.
     """
-    procs = _Procs()
-    starter = popen or procs.popen
+    procs = _Procs(popen or subprocess.Popen)
     outcomes: list[runner.BenchOutcome | None] = [None] * len(plans)
     started: list[str] = [""] * len(plans)
     durations: list[float] = [0.0] * len(plans)
@@ -128,31 +128,41 @@ def run_gpus(plans: Sequence[suite.Plan], timeout: float, on_event: OnGpuEvent |
 
         started[k] = _utc()
         t0 = time.monotonic()
-        outcomes[k] = runner.run_worker(plan, seen, timeout, starter, command=command)
+        outcomes[k] = runner.run_worker(plan, seen, timeout, procs.popen, command=command)
         durations[k] = time.monotonic() - t0
 
     threads = [threading.Thread(target=work, args=(k, p), daemon=True) for k, p in enumerate(plans) if p.runnable]
     for t in threads:
         t.start()
-    interrupted = False
-    try:
-        while any(t.is_alive() for t in threads):
-            for t in threads:
-                t.join(timeout=0.2)
-    except KeyboardInterrupt:
-        interrupted = True
+    stopped: tuple[StopCause, str | None] | None = None
+    # Signal handlers exist in the main thread only: the workers' threads cannot see a SIGTERM,
+    # so this thread turns it (and Ctrl-C) into stopping every worker.
+    signals = runner.StopSignals()
+    with signals.installed():
+        try:
+            while any(t.is_alive() for t in threads):
+                for t in threads:
+                    t.join(timeout=0.2)
+        except KeyboardInterrupt:
+            stopped = (StopCause.USER, "SIGINT")
+        except runner.Signalled as s:
+            stopped = (StopCause.SIGNAL, s.name)
+        finally:
+            signals.armed = False
+    if stopped is None and signals.received is not None:
+        stopped = (StopCause.SIGNAL, signals.received)
+    if stopped is not None:
         procs.stop()
         for t in threads:
             t.join(timeout=runner.TERMINATE_GRACE_S * 2)
     runs = []
     for k, plan in enumerate(plans):
-        out = outcomes[k] or runner.BenchOutcome(partial=True, interrupted=None if plan.runnable else "not runnable")
-        if interrupted and not out.done:
-            out.by_user = True
-            out.partial = True
-            out.interrupted = f"interrupted by the user (Ctrl-C) after {out.finished} of {len(plan.cases)} cases"
-        bench = runner.assemble(plan, out, started[k] or _utc(), durations[k])
+        out = outcomes[k] or runner.BenchOutcome(stop=Stop(StopCause.START_FAILED, 0, len(plan.cases)))
+        if stopped is not None and not out.done:
+            # The worker died of the SIGTERM this process sent it: the cause is what reached envcheck.
+            base = out.stop or Stop(stopped[0], out.finished, len(plan.cases))
+            out.stop = replace(base, cause=stopped[0], signal=stopped[1], finished=out.finished,
+                               planned=len(plan.cases), returncode=None)
+        bench = assemble(plan, out, started[k] or _utc(), durations[k])
         runs.append(GpuRun(plan.index, plan, out, bench))
-    if interrupted:
-        raise KeyboardInterrupt(tuple(runs))
-    return tuple(runs)
+    return ParallelRun(tuple(runs), stopped[0] if stopped else None, stopped[1] if stopped else None)

@@ -81,19 +81,7 @@ class WorkerProcess:
             return False
 
     def stop(self, grace_s: float) -> None:
-        """SIGTERM to the worker's process tree, SIGKILL after ``grace_s``: a worker stuck in a
-        CUDA call ignores SIGTERM. Children that left the worker's process group (a new
-        session of their own) are found through psutil and stopped too."""
-        tree = _descendants(self.proc.pid)
-        if self.proc.poll() is None:
-            _signal_tree(self.proc, tree, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=grace_s)
-            except (subprocess.TimeoutExpired, KeyboardInterrupt):  # a second Ctrl-C means now
-                pass
-        # Children may outlive a worker that exited on SIGTERM: the tree goes either way.
-        _signal_tree(self.proc, tree + _descendants(self.proc.pid), signal.SIGKILL)
-        self.wait(grace_s)
+        stop_tree(self.proc, grace_s)
 
     def join_readers(self, timeout: float = 1.0) -> None:
         for t in self._readers:
@@ -101,6 +89,25 @@ class WorkerProcess:
 
     def last_stderr_line(self) -> str | None:
         return next((ln.strip() for ln in reversed(self.tail) if ln.strip()), None)
+
+
+def stop_tree(proc: subprocess.Popen[str], grace_s: float) -> None:
+    """SIGTERM to a worker's process tree, SIGKILL after ``grace_s``: a worker stuck in a CUDA
+    call ignores SIGTERM. Children that left the worker's process group (a new session of
+    their own) are found through psutil and stopped too."""
+    tree = _descendants(proc.pid)
+    if proc.poll() is None:
+        _signal_tree(proc, tree, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace_s)
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):  # a second Ctrl-C means now
+            pass
+    # Children may outlive a worker that exited on SIGTERM: the tree goes either way.
+    _signal_tree(proc, tree + _descendants(proc.pid), signal.SIGKILL)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 def _pump(stream: IO[str], sink: Callable[[str], None]) -> None:

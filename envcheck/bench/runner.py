@@ -99,7 +99,7 @@ class BenchOutcome:
             self.done = True
 
 
-class _Signalled(BaseException):
+class Signalled(BaseException):
     """SIGTERM or SIGHUP reached ``envcheck run``: unwinds like KeyboardInterrupt does."""
 
     def __init__(self, signum: int) -> None:
@@ -107,8 +107,8 @@ class _Signalled(BaseException):
         self.name = signal.Signals(signum).name
 
 
-class _StopSignals:
-    """While armed, SIGTERM and SIGHUP raise ``_Signalled`` in the main thread, as Ctrl-C raises
+class StopSignals:
+    """While armed, SIGTERM and SIGHUP raise ``Signalled`` in the main thread, as Ctrl-C raises
     KeyboardInterrupt. Disarmed (while what finished is being saved) they are only recorded,
     so a second signal never cuts the saving short. In a thread other than the main one the
     handlers cannot be installed and stay as they are."""
@@ -123,10 +123,10 @@ class _StopSignals:
             self.received = signal.Signals(signum).name
         if self.armed:
             self.armed = False
-            raise _Signalled(signum)
+            raise Signalled(signum)
 
     @contextmanager
-    def installed(self) -> Iterator[_StopSignals]:
+    def installed(self) -> Iterator[StopSignals]:
         if threading.current_thread() is threading.main_thread():
             self._previous = {sig: signal.signal(sig, self._handle) for sig in STOP_SIGNALS}
         self.armed = True
@@ -181,7 +181,7 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float, popen: Popen | Non
     exited_at: float | None = None
     done_at: float | None = None
     eof = False
-    signals = _StopSignals()
+    signals = StopSignals()
     with signals.installed():
         try:
             proc.send(protocol.encode_plan(WorkerPlan(plan.backend, plan.index, plan.cases, plan.settings)))
@@ -210,7 +210,7 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float, popen: Popen | Non
                 handle(line)
         except KeyboardInterrupt:
             ended_by = (StopCause.USER, "SIGINT")
-        except _Signalled as s:
+        except Signalled as s:
             ended_by = (StopCause.SIGNAL, s.name)
         finally:
             signals.armed = False

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ from envcheck.bench import assemble, runner, suite
 from envcheck.bench.protocol import CaseStarted, Event, Measured, Skipped
 from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from envcheck.model import Check, Environment, Report
+from envcheck.node.launch import child_env
 
 FORMATS = ("json", "md", "html")
 RUNTIME_PROBE_TIMEOUT_S = 120.0
@@ -157,35 +160,19 @@ def _utc(dt: datetime) -> str:
     return dt.astimezone(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def exit_status(report: Report, outcome: runner.BenchOutcome | None) -> int:
-    """See the module docstring. Whether a measured case passed is the analysis's verdict
-    (envcheck/analysis: the lead wires it here); until then a case fails when it has no
-    measurement or non-finite outputs."""
-    if outcome is not None and outcome.interrupted:
+def exit_status(report: Report, stopped: bool, node_problems: int = 0) -> int:
+    """See the module docstring: whether a case passed is the analysis's verdict."""
+    if stopped:
         return EXIT_INTERRUPTED
-    if report.verdict == "fail":
+    if report.verdict == "fail" or node_problems:
         return EXIT_FAIL
-    bench = report.bench
-    if bench is None or not bench.cases or bench.partial:
+    if not report.benches or any(not b.cases or b.partial for b in report.benches):
         return EXIT_FAIL
-    if any(c.failure is not None or (c.accuracy is not None and c.accuracy.nonfinite) for c in bench.cases):
+    from envcheck.analysis import analyse
+
+    if any(r.status != "pass" for b in analyse(report).benches for r in b.results):
         return EXIT_FAIL
     return EXIT_OK
-
-
-def _new_report(deps: Collaborators, env: Environment, checks: tuple[Check, ...], bench: model.Bench) -> Report:
-    try:
-        return deps.new_report("run", env, checks, bench)
-    except TypeError:
-        # probes/collect.new_report still builds schema 1's single ``bench=`` (its owner moves it
-        # to ``benches``): stamped the same way here until then. Remove with that change.
-        import socket
-
-        from envcheck import __version__
-
-        return Report(tool_version=__version__, created=_utc(datetime.now(timezone.utc)),
-                      host=socket.gethostname() or "unknown", kind="run", environment=env, checks=tuple(checks),
-                      benches=(bench,))
 
 
 def write_outputs(report: Report, out_dir: Path, formats: Sequence[str], lang: str, when: datetime,
@@ -224,24 +211,44 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
 
     when = datetime.now(timezone.utc)
     started = _utc(when)
-    outcome: runner.BenchOutcome | None = None
-    if plan.runnable:
+    stopped = False
+    sections: dict[str, Any] = {}
+    problems = 0
+    if getattr(args, "gpus", None):
+        from envcheck.analysis.node import node_problems
+        from envcheck.node.run import run_node_suite
+        from envcheck.probes.collect import hostname
+
+        stem = reportname.report_stem(when, hostname(), None)
+        _say(f"running the suite on GPUs {args.gpus} at once, then the node tests (Ctrl-C stops and keeps "
+             "what finished)", err_stream)
+        result = run_node_suite(args, env, work_dir=str(out_dir / f"{stem}_node"), worker_command=deps.worker_command)
+        benches, checks, stopped = result.benches, checks + result.checks, result.interrupted
+        sections["node"] = result.node
+        problems = len(node_problems(result.node, result.benches))
+    elif plan.runnable:
         where = f"GPU {plan.index}" if plan.backend == "cuda" else "the CPU"
         _say(f"running {len(plan.cases)} cases on {where} (Ctrl-C stops and keeps what finished)", err_stream)
         t0 = time.monotonic()
         with ProgressView(len(plan.cases), err_stream) as view:
-            outcome = runner.run_worker(plan, view, args.timeout, command=deps.worker_command)
-        bench = assemble.assemble(plan, outcome, started, time.monotonic() - t0)
+            outcome = runner.run_worker(plan, view, args.timeout, partial(subprocess.Popen, env=child_env()),
+                                        command=deps.worker_command)
+        benches = (assemble.assemble(plan, outcome, started, time.monotonic() - t0),)
+        stopped = outcome.interrupted
         if outcome.stop is not None:
             stop = outcome.stop
             _say(f"stopped early ({stop.cause.value}{f', {stop.signal}' if stop.signal else ''}) after "
                  f"{stop.finished} of {stop.planned} cases", err_stream)
     else:
-        bench = assemble.no_bench(plan, started)
+        benches = (assemble.no_bench(plan, started),)
         for note in plan.notes:
             _say(note.key, err_stream)
 
-    report = _new_report(deps, env, checks, bench)
+    report = deps.new_report("run", env, checks, benches=benches, **sections)
+    if getattr(args, "anonymize", False):
+        from envcheck.anonymize import for_this_machine
+
+        report = for_this_machine(report.host).report(report)
     written = write_outputs(report, out_dir, formats, args.lang, when, deps.write_documents, err_stream)
 
     from rich.console import Console
@@ -256,7 +263,7 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
         print_run(console, report, written)
     except Exception as e:  # noqa: BLE001 -- the JSON is the report; a summary bug must not lose the exit status
         _say(f"warning: summary not printed ({type(e).__name__}: {e}); the report is {written[0]}", err_stream)
-    return exit_status(report, outcome)
+    return exit_status(report, stopped, problems)
 
 
 def main(args: argparse.Namespace) -> int:

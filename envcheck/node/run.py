@@ -194,12 +194,9 @@ def run_node_suite(args: argparse.Namespace, env: Environment, work_dir: str,
     gpus = parallel.parse_gpus(str(args.gpus), count)
     plans = parallel.plan_gpus(args, env, gpus)
     device = plans[0].device if plans and plans[0].device else "cpu"
-    interrupted = False
-    try:
-        runs = parallel.run_gpus(plans, float(args.timeout), on_event, command=worker_command or runner.WORKER_COMMAND)
-    except KeyboardInterrupt as e:
-        runs = e.args[0] if e.args else ()
-        interrupted = True
+    done = parallel.run_gpus(plans, float(args.timeout), on_event, command=worker_command or runner.WORKER_COMMAND)
+    runs = done.runs
+    interrupted = done.stopped is not None
     benches = tuple(r.bench for r in runs)
     options = NodeOptions(gpus, work_dir, device, quick_sweep(device), PeerPlan() if device == "cuda" else None,
                           outlier_margin=float(getattr(args, "outlier_margin", 0.05) or 0.05))

@@ -21,10 +21,11 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
+from typing import Any
 
 from envcheck import __version__
 from envcheck.model import Bench, Check, Environment, Facts, Gpu, Report, missing
-from envcheck.probes import torch_probe, triton_probe
+from envcheck.probes import links_probe, torch_probe, triton_probe
 from envcheck.probes.host import Host, default_host, terminate_children
 
 # The fact key contract: every key below is present in its section after collect().
@@ -191,7 +192,8 @@ def _collect(host: Host, nvml: object, runtime: bool, timeout: float, reports_di
     skipped: dict[str, Facts] = {}
     if runtime:
         probes = {"torch_runtime": (torch_probe.probe_torch_runtime, torch_probe.not_run),
-                  "triton_runtime": (triton_probe.probe_triton_runtime, triton_probe.not_run)}
+                  "triton_runtime": (triton_probe.probe_triton_runtime, triton_probe.not_run),
+                  links_probe.SECTION: (links_probe.probe_links_isolated, links_probe.not_run)}
         for section, (probe, not_run) in probes.items():
             if _replayable(host, section):
                 background.append(_Background(section, lambda probe=probe: probe(host, timeout)))
@@ -215,6 +217,8 @@ def _collect(host: Host, nvml: object, runtime: bool, timeout: float, reports_di
         sections["torch_runtime"] = torch_probe.not_run()
         sections["triton_runtime"] = triton_probe.not_run()
     ordered = {name: sections[name] for name in SECTIONS}
+    if links_probe.SECTION in sections:  # per-GPU keys: not part of the fixed key contract above
+        ordered[links_probe.SECTION] = sections[links_probe.SECTION]
     return Environment(sections=ordered, gpus=gpus, probe_s=round(time.perf_counter() - start, 3))
 
 
@@ -231,10 +235,11 @@ def hostname() -> str:
 
 
 def new_report(kind: str, environment: Environment, checks: tuple[Check, ...] = (),
-               bench: Bench | None = None, host: str | None = None) -> Report:
+               benches: tuple[Bench, ...] = (), host: str | None = None, **sections: Any) -> Report:
     """A report stamped with a host name (this machine's unless ``host``: a replayed snapshot's),
-    the time and envcheck's version (probe, check and run alike)."""
+    the time and envcheck's version (probe, check, run and fleet alike). ``sections``: the
+    report's ``node`` or ``fleet``."""
     hostname_ = host or hostname()
     return Report(tool_version=__version__, created=utc_now(), host=hostname_, kind=kind,
-                  environment=environment, checks=tuple(checks), bench=bench)
+                  environment=environment, checks=tuple(checks), benches=tuple(benches), **sections)
 

@@ -1,0 +1,42 @@
+"""The ``links`` section (error counters, NVLink and PCIe health, Xid events) read in a child.
+
+``envcheck.node.counters.probe_links`` asks NVML for every GPU's PCIe replay count, NVLink
+error counters and row-remap state. NVML is a C library that can segfault or hang on a
+broken install, so, like the GPU facts (``nvml_isolated.py``), it is asked in a child
+process under a timeout, and only its answers come back; a crash or hang becomes the
+section's ``error`` fact, which the link checks report. Only ``check`` and ``run`` read it:
+``probe`` stays fast.
+"""
+
+from __future__ import annotations
+
+from envcheck.model import Fact, Facts, build, missing
+from envcheck.probes import isolate
+from envcheck.probes.host import Host
+from envcheck.probes.nvml_isolated import _package_root
+
+SECTION = "links"
+
+_CODE = """
+import sys
+sys.path[:0] = [{root!r}]
+from envcheck.model import to_dict
+from envcheck.node.counters import probe_links
+emit({{"facts": to_dict(probe_links())}})
+"""
+
+
+def probe_links_isolated(host: Host, timeout: float) -> Facts:
+    """The ``links`` section from a child; ``error`` holds what went wrong when it did not report."""
+    iso = isolate.run_python(host, _CODE.format(root=_package_root()), timeout, name=SECTION)
+    raw = (iso.data or {}).get("facts")
+    if isinstance(raw, dict):
+        try:
+            return {str(k): build(Fact, v, f"links.{k}") for k, v in raw.items()}
+        except ValueError as e:
+            return {"error": missing(f"the links probe answered something unreadable: {e}")}
+    return {"error": missing(iso.error or "the links probe reported nothing")}
+
+
+def not_run(reason: str = isolate.NOT_RUN) -> Facts:
+    return {"error": missing(reason)}
