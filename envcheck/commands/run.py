@@ -235,15 +235,11 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
     report = deps.new_report("run", env, checks, bench)
     written = write_outputs(report, out_dir, formats, args.lang, when, deps.write_documents, err_stream)
 
-    from rich.console import Console
+    from envcheck.analysis import analyse
+    from envcheck.render.terminal.console import make_console
+    from envcheck.render.terminal.run import print_run
 
-    from envcheck.terminal.bench import print_run
-
-    out = stdout if stdout is not None else sys.stdout
-    tty = bool(getattr(out, "isatty", lambda: False)())
-    # Logs and CI read wide tables better unwrapped than folded at 80 columns.
-    console = Console(file=out, width=None if tty else 160, highlight=False)
-    print_run(console, report, written)
+    print_run(make_console(stdout), report, analyse(report), written, args.lang)
     return exit_status(report, outcome)
 
 

@@ -24,6 +24,8 @@ BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069
 # Zero-width and other invisible format characters that hide text or split words unseen.
 INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff"
 _UNSAFE = re.compile(f"[\x00-\x1f\x7f-\x9f{BIDI}{INVISIBLE}\u2028\u2029]")
+# The same without newline and tab: for text that is already laid out in lines (a template's output).
+_UNSAFE_INLINE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI}{INVISIBLE}\u2028\u2029]")
 
 
 def _show(m: re.Match[str]) -> str:
@@ -32,10 +34,12 @@ def _show(m: re.Match[str]) -> str:
     return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
 
 
-def visible(text: Any) -> str:
-    """``text`` with every control, bidi and invisible format character written as an escape."""
+def visible(text: Any, lines: bool = False) -> str:
+    """``text`` with every control, bidi and invisible format character written as an escape
+    (newline and tab kept with ``lines``: for a template's own layout, never for machine text)."""
     s = str(text)
-    return _UNSAFE.sub(_show, s) if _UNSAFE.search(s) else s
+    pattern = _UNSAFE_INLINE if lines else _UNSAFE
+    return pattern.sub(_show, s) if pattern.search(s) else s
 
 
 def unsafe(text: str) -> bool:
@@ -54,8 +58,12 @@ _MD_BLOCK_START = re.compile(r"^(\s*)([#>+\-=]|\d+[.)])")
 
 def md_text(text: Any) -> str:
     """Literal text in Markdown, inline or in a table cell: no markup, no raw HTML, one line."""
-    s = _MD_INLINE.sub(r"\\\1", visible(text))
-    return _MD_BLOCK_START.sub(_escape_block, s, count=1)
+    return _MD_INLINE.sub(r"\\\1", visible(text))
+
+
+def md_lead(text: Any) -> str:
+    """Escaped text (``md_text``) that begins a line: a leading ``#``, ``>``, ``-``, ``1.`` would open a block."""
+    return _MD_BLOCK_START.sub(_escape_block, str(text), count=1)
 
 
 def _escape_block(m: re.Match[str]) -> str:

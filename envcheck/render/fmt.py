@@ -6,11 +6,13 @@ medium escapes it (``render.escape``).
 
 Conventions:
 
-* sizes of vector ops are element counts, written with binary prefixes when they are exact
-  multiples (``1 Ki``, ``10 Ki``, ``100 Ki``, ``1 Mi``, ``256 Mi``) and as plain integers
-  otherwise; shapes of other ops are their dimensions joined by ``×``; rows sort by element
-  count (``shape_key``), never by run order;
-* errors and tolerances: two significant digits, ``7.7e-4`` below 0.01;
+* sizes of vector ops are element counts, written with the binary prefixes the charts' size
+  axes use (``render.axes``: upper-case K = 1024) when they are exact multiples (``1K``,
+  ``10K``, ``100K``, ``1M``, ``256M``) and as plain integers otherwise; shapes of other ops are
+  their dimensions joined by ``×``; rows sort by element count (``shape_key``), never by run
+  order;
+* errors and tolerances: two significant digits in exponent form (``7.7e-4``, ``1.2e-2``), so a
+  column of them lines up;
 * speedups ``1.02×`` (two decimals), time ratios of a diff ``0.864×`` (three: they compare
   close numbers), percentages whole above 10 and with one decimal below;
 * no digit grouping: ``4814 GB/s`` stays one token for anyone parsing piped output.
@@ -22,10 +24,10 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from envcheck.ops import OPS, variant
+from envcheck.ops import variant
 
 DASH = "–"  # where a number does not exist (not measured, not applicable)
-_BINARY = (("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10))
+_BINARY = (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10))
 
 
 def num(x: Any, digits: int = 3) -> str:
@@ -58,14 +60,14 @@ def exp(x: float, digits: int = 2) -> str:
 
 
 def sci(x: Any) -> str:
-    """A numeric error or a tolerance: two significant digits, exponent form below 0.01."""
+    """A numeric error or a tolerance: two significant digits in exponent form."""
     if x is None:
         return DASH
     if x == 0:
         return "0"
     if not math.isfinite(x):
         return DASH
-    return exp(x, 2) if abs(x) < 0.01 else num(x, 2)
+    return exp(x, 2)
 
 
 def nbytes(x: Any) -> str:
@@ -134,10 +136,10 @@ def rate(x: Any, unit: str) -> str:
 
 
 def count(n: int) -> str:
-    """An element count: ``1 Ki``, ``10 Ki``, ``1 Mi`` when an exact binary multiple, else the integer."""
+    """An element count: ``1K``, ``10K``, ``1M`` (K = 1024) when an exact binary multiple, else the integer."""
     for prefix, unit in _BINARY:
         if n >= unit and n % unit == 0:
-            return f"{n // unit} {prefix}"
+            return f"{n // unit}{prefix}"
     return str(n)
 
 
@@ -174,10 +176,6 @@ def first_line(text: Any, limit: int = 200) -> str:
     return ""
 
 
-def is_op(name: str) -> bool:
-    return name in OPS
-
-
 # --------------------------------------------------------------------------- parameters by unit
 
 
@@ -209,7 +207,7 @@ def param(name: str, v: Any) -> str:
         return count(int(v))
     if name.endswith("_mhz"):
         return num(v, 4)
-    return num(v, 4) if isinstance(v, float) else str(v)
+    return num(v) if isinstance(v, float) else str(v)
 
 
 def params(values: Mapping[str, Any], escape: Callable[[str], str] = str) -> dict[str, str]:

@@ -73,12 +73,14 @@ class _Dashes(dict):  # type: ignore[type-arg]
         return fmt.DASH
 
 
-def phrase(lang: str, key: str, params: Mapping[str, Any] | None = None, escape: Escape = _same) -> str:
-    """A data-supplied key phrased in ``lang``; ``escape`` is applied to each parameter's text."""
+def phrase(lang: str, key: str, params: Mapping[str, Any] | None = None, escape: Escape = _same,
+           raw: Mapping[str, str] | None = None) -> str:
+    """A data-supplied key phrased in ``lang``; ``escape`` is applied to each parameter's text.
+    ``raw``: parameters that are text of this medium already (a phrase inside a phrase)."""
     params = dict(params or {})
     if key == LEGACY_TEXT:
         return escape(str(params.get("text", "")))
-    values = fmt.params(params, escape)
+    values = fmt.params(params, escape) | dict(raw or {})
     # A nested reason (a missing ceiling inside a finding) is phrased first, with the same parameters.
     if "reason_key" in params:
         inner = {k: v for k, v in params.items() if k != "reason_key"}
@@ -88,6 +90,11 @@ def phrase(lang: str, key: str, params: Mapping[str, Any] | None = None, escape:
         shown = ", ".join(f"{k}={values[k]}" for k in sorted(values))
         return f"{escape(key)} ({shown})" if shown else escape(key)
     return message.format_map(_Dashes(values))
+
+
+def document_stem(stem: str, lang: str) -> str:
+    """The file stem of a document rendered in ``lang`` from the report ``<stem>.json``."""
+    return stem if lang == DEFAULT_LANG else f"{stem}.{lang}"
 
 
 def translator(lang: str) -> Callable[..., str]:

@@ -21,7 +21,7 @@ import jinja2
 from markupsafe import Markup
 
 from envcheck.render import fmt
-from envcheck.render.escape import md_code, md_code_cell, md_text, visible
+from envcheck.render.escape import md_code, md_code_cell, md_lead, md_text, visible
 from envcheck.render.i18n import translate
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
@@ -35,7 +35,7 @@ def _t(ctx: jinja2.runtime.Context, key: str, **params: Any) -> str:
 def _finalize(value: Any) -> Any:
     if isinstance(value, Markup) or not isinstance(value, str):
         return value
-    return visible(value)
+    return visible(value, lines=True)
 
 
 FILTERS = {
@@ -49,6 +49,7 @@ FILTERS = {
     "ratio": fmt.ratio,
     "general": fmt.general,
     "md": md_text,
+    "lead": md_lead,
     "code": md_code,
     "code_cell": md_code_cell,
 }

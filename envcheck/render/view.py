@@ -27,7 +27,7 @@ from envcheck.analysis.peaks import Source
 from envcheck.analysis.summary import Tally
 from envcheck.checks import worst_first
 from envcheck.model import CaseKey, Check, Fact, Note, Report, Skip
-from envcheck.ops import IMPLS, spec
+from envcheck.ops import IMPLS, PRECISIONS, spec
 from envcheck.probes.envvars import REDACTED, is_secret_name
 from envcheck.render import fmt
 from envcheck.render.i18n import phrase, translate
@@ -61,6 +61,8 @@ GPU_FACTS: tuple[str, ...] = (
 # One letter per flag for tables where words do not fit; every layout that uses them prints the legend.
 FLAG_ABBR = {fl.LAUNCH_BOUND: "L", fl.L2_RESIDENT: "C", fl.THROTTLED: "T", "power_capped": "P", fl.NOISY: "N",
              fl.ABOVE_CEILING: "^"}
+# The order flags are shown in, in cells and legends.
+FLAG_ORDER = (fl.LAUNCH_BOUND, fl.L2_RESIDENT, fl.THROTTLED, "power_capped", fl.NOISY, fl.ABOVE_CEILING)
 # Findings whose rows carry a flag: the terminal points at the flag instead of listing rows.
 FINDING_FLAG = {"finding.throttled": fl.THROTTLED, "finding.power_capped": "power_capped", "finding.noisy": fl.NOISY,
                 "finding.above_ceiling": fl.ABOVE_CEILING, "finding.above_ceiling_cached": fl.ABOVE_CEILING,
@@ -146,6 +148,7 @@ class CaseRow:
     throughput: str  # number only; the unit is in the header
     pct_theoretical: str
     pct_measured: str
+    share: float | None  # pct_theoretical as the analysis gave it (to pick the best of a row)
     error: str
     tolerance: str
     error_ratio: float | None  # worst of (error / its bound): at most 1 passes
@@ -191,6 +194,17 @@ class TallyRow:
 
 
 @dataclass(frozen=True)
+class SpeedupRow:
+    """One implementation of one op: its geometric-mean speedup per precision (None: not run)."""
+
+    op: str
+    impl: str
+    cells: tuple[str | None, ...]  # "1.01×", per ``BenchView.precisions``
+    ranges: tuple[str | None, ...]  # "1.00×–1.03×"
+    values: tuple[float | None, ...]  # the geometric means behind ``cells``
+
+
+@dataclass(frozen=True)
 class SkipGroup:
     reason: str
     count: int
@@ -224,7 +238,8 @@ class BenchView:
     findings: tuple[FindingView, ...]  # run-wide ones; op ones are in their sections
     recommendations: tuple[str, ...]
     tallies: tuple[TallyRow, ...]  # per op, then overall
-    speedups: tuple[TallyRow, ...]  # per op, implementation and precision
+    precisions: tuple[str, ...]  # the columns of ``speedups``
+    speedups: tuple[SpeedupRow, ...]  # per op and implementation, one cell per precision
     sections: tuple[OpSection, ...]
     skipped: tuple[SkipGroup, ...]
     skipped_count: int
@@ -267,8 +282,8 @@ class _Phraser:
     def note(self, note: Note) -> str:
         return phrase(self.lang, note.key, note.params, self.escape)
 
-    def key(self, key: str, params: Any = None) -> str:
-        return phrase(self.lang, key, params, self.escape)
+    def key(self, key: str, params: Any = None, raw: dict[str, str] | None = None) -> str:
+        return phrase(self.lang, key, params, self.escape, raw)
 
     def source(self, source: Source) -> str:
         text = self.key(f"peak_source.{source.kind}", source.params)
@@ -287,20 +302,28 @@ def _flag(name: str, r: CaseResult | None, p: _Phraser) -> Flag:
 
 
 def _row_groups(keys: Sequence[CaseKey]) -> tuple[str, ...]:
-    """Rows compacted per op, implementation and precision, sizes in numeric order."""
-    groups: dict[tuple[str, str, str], list[tuple[int, ...]]] = {}
+    """Rows compacted: per op and precision, implementations that share the same sizes on one line,
+    sizes in numeric order ("matmul fp16 torch, triton: 2048×2048×2048, 4096×4096×4096")."""
+    sizes: dict[tuple[str, str], dict[str, list[tuple[int, ...]]]] = {}
     for op, impl, dtype, precision, dims in keys:
-        groups.setdefault((op, impl, fmt.precision_label(dtype, precision)), []).append(tuple(dims))
-    return tuple(f"{op} {impl} {v}: {', '.join(fmt.shape(d) for d in sorted(set(ds), key=fmt.shape_key))}"
-                 for (op, impl, v), ds in groups.items())
+        by_impl = sizes.setdefault((op, fmt.precision_label(dtype, precision)), {})
+        by_impl.setdefault(impl, []).append(tuple(dims))
+    out = []
+    for (op, variant), by_impl in sizes.items():
+        same: dict[tuple[tuple[int, ...], ...], list[str]] = {}
+        for impl, ds in by_impl.items():
+            same.setdefault(tuple(sorted(set(ds), key=fmt.shape_key)), []).append(impl)
+        for ds, impls in same.items():
+            out.append(f"{op} {variant} {', '.join(impls)}: {', '.join(fmt.shape(d) for d in ds)}")
+    return tuple(out)
 
 
-def _finding(f: Finding, p: _Phraser, key: str | None = None,
-             params: dict[str, Any] | None = None, rows: Sequence[CaseKey] | None = None) -> FindingView:
+def _finding(f: Finding, p: _Phraser, key: str | None = None, params: dict[str, Any] | None = None,
+             rows: Sequence[CaseKey] | None = None, raw: dict[str, str] | None = None) -> FindingView:
     rows = tuple(f.rows if rows is None else rows)
     flag_name = FINDING_FLAG.get(f.key)
     flag = _flag(flag_name, None, p) if flag_name else None
-    return FindingView(f.key, f.level, p.key(key or f.key, f.params if params is None else params),
+    return FindingView(f.key, f.level, p.key(key or f.key, f.params if params is None else params, raw),
                        tuple(RowRef(fmt.case_label(k), anchor(k)) for k in rows), _row_groups(rows), flag)
 
 
@@ -324,13 +347,13 @@ def _findings(ba: BenchAnalysis, p: _Phraser) -> tuple[list[FindingView], dict[s
     for op, fs in launch.items():
         parts = p.join([p.key("finding.launch_bound.part", f.params) for f in fs])
         rows = [k for f in fs for k in f.rows]
-        per_op.setdefault(op, []).insert(0, _finding(fs[0], p, "finding.launch_bound",
-                                                     {"op": op, "parts": parts, "count": len(rows)}, rows))
+        per_op.setdefault(op, []).insert(0, _finding(fs[0], p, "finding.launch_bound", {"op": op, "count": len(rows)},
+                                                     rows, {"parts": parts}))
     for (op, impl), fs in speed.items():
         parts = p.join([p.key("finding.speedup_large.part", f.params) for f in fs])
         rows = [k for f in fs for k in f.rows]
-        per_op.setdefault(op, []).append(_finding(fs[0], p, "finding.speedup_large",
-                                                  {"op": op, "impl": impl, "parts": parts}, rows))
+        per_op.setdefault(op, []).append(_finding(fs[0], p, "finding.speedup_large", {"op": op, "impl": impl},
+                                                  rows, {"parts": parts}))
     return run, per_op
 
 
@@ -370,9 +393,9 @@ def _case_row(r: CaseResult, p: _Phraser) -> CaseRow:
         launch_time=fmt.duration_us(c.launch.median_us if c.launch else None),
         first_call=fmt.seconds(c.compile_s), speedup=r.speedup, speedup_text=fmt.speedup(r.speedup),
         throughput=fmt.num(r.tflops if compute else r.gbps),
-        pct_theoretical=fmt.pct(r.pct_theoretical), pct_measured=fmt.pct(r.pct_measured),
+        pct_theoretical=fmt.pct(r.pct_theoretical), pct_measured=fmt.pct(r.pct_measured), share=r.pct_theoretical,
         error=err, tolerance=tol, error_ratio=ratio, status=r.status, detail=_detail(r, p),
-        flags=tuple(_flag(f, r, p) for f in r.flags),
+        flags=tuple(sorted((_flag(f, r, p) for f in r.flags), key=lambda f: FLAG_ORDER.index(f.name))),
     )
 
 
@@ -396,10 +419,24 @@ def _sections(ba: BenchAnalysis, p: _Phraser, op_findings: dict[str, list[Findin
     return out
 
 
-def _tally_row(t: Tally, p: _Phraser) -> TallyRow:
+def _tally_row(t: Tally, p: _Phraser | None) -> TallyRow:
     rng = fmt.DASH if t.speedup_min is None else f"{fmt.speedup(t.speedup_min)}–{fmt.speedup(t.speedup_max)}"
-    return TallyRow(t.op or p.t("summary.all"), t.impl, t.precision, t.cases, t.passed, t.failed, t.errors,
+    name = t.op or (p.t("summary.all") if p else "")
+    return TallyRow(name, t.impl, t.precision, t.cases, t.passed, t.failed, t.errors,
                     fmt.ratio_pct(t.success_rate), fmt.speedup(t.speedup_geomean), rng)
+
+
+def _speedups(ba: BenchAnalysis) -> tuple[tuple[str, ...], tuple[SpeedupRow, ...]]:
+    tallies = ba.summary.by_op_impl_precision
+    precisions = tuple(x for x in PRECISIONS if any(t.precision == x for t in tallies))
+    rows = []
+    for op, impl in dict.fromkeys((t.op, t.impl) for t in tallies):
+        mine = {t.precision: t for t in tallies if t.op == op and t.impl == impl}
+        cells = tuple(fmt.speedup(mine[x].speedup_geomean) if x in mine else None for x in precisions)
+        ranges = tuple(_tally_row(mine[x], None).speedup_range if x in mine else None for x in precisions)
+        values = tuple(mine[x].speedup_geomean if x in mine else None for x in precisions)
+        rows.append(SpeedupRow(str(op), str(impl), cells, ranges, values))
+    return precisions, tuple(rows)
 
 
 def _tiles(ba: BenchAnalysis, p: _Phraser) -> list[Tile]:
@@ -525,15 +562,16 @@ def bench_view(ba: BenchAnalysis, lang: str, escape: Escape) -> BenchView:
     run_findings, op_findings = _findings(ba, p)
     sections = _sections(ba, p, op_findings)
     seen = {f.name: f for s in sections for r in s.rows for f in r.flags}
-    legend = tuple(seen[n] for n in (*fl.FLAGS[:3], "power_capped", *fl.FLAGS[3:]) if n in seen)
+    legend = tuple(seen[n] for n in FLAG_ORDER if n in seen)
     s = ba.summary
+    precisions, speedups = _speedups(ba)
     return BenchView(
         backend=ba.bench.device.backend, device=ba.bench.device.name, stop=_stop(ba, p),
         tiles=tuple(_tiles(ba, p)),
         findings=tuple(f for f in run_findings if not f.key.startswith("finding.stopped.")),
         recommendations=tuple(p.key(r.key, r.params) for r in ba.recommendations),
         tallies=tuple(_tally_row(t, p) for t in (*s.by_op, s.overall)),
-        speedups=tuple(_tally_row(t, p) for t in s.by_op_impl_precision),
+        precisions=precisions, speedups=speedups,
         sections=tuple(sections), skipped=tuple(_skipped(ba.bench.skipped, p)),
         skipped_count=len(ba.bench.skipped), notes=tuple(p.note(n) for n in ba.bench.notes),
         methodology=_methodology(ba, p), flag_legend=legend,
