@@ -10,23 +10,23 @@ from __future__ import annotations
 import random
 
 from envcheck.model import (
+    Accuracy,
     Bench,
     BenchDevice,
     Case,
-    Ceiling,
+    CeilingRun,
     Check,
     Environment,
     Gpu,
-    MonitorSummary,
-    NumericError,
+    MonitorWindow,
+    Note,
     Report,
+    Settings,
     Skip,
     Timing,
     known,
     missing,
 )
-
-TOLERANCE = {"fp32": 1e-5, "tf32": 5e-3, "fp16": 5e-3, "bf16": 3e-2}
 
 
 def environment(gpu_name: str = "NVIDIA H200", driver: str = "580.159.04", torch: str = "2.11.0+cu130",
@@ -79,78 +79,81 @@ def environment(gpu_name: str = "NVIDIA H200", driver: str = "580.159.04", torch
     )
 
 
-def _timing(rng: random.Random, method: str, median_us: float, n: int = 50, noise: float = 0.01) -> Timing:
-    return Timing.from_samples(method, [median_us * (1 + rng.gauss(0, noise)) for _ in range(n)])
+def _timing(rng: random.Random, method: str, median_us: float, n: int = 50, noise: float = 0.01,
+            calls: int = 1) -> Timing:
+    return Timing.from_samples(method, [median_us * (1 + rng.gauss(0, noise)) for _ in range(n)], calls)
+
+
+def _window(rng: random.Random, power_w: float, capped: bool) -> MonitorWindow:
+    n = 20
+    return MonitorWindow(
+        0.02, [0.02 * i for i in range(n)],
+        sm_mhz=[1755.0 if capped else 1980.0] * n, mem_mhz=[3201.0] * n,
+        temperature_c=[41 + rng.random() for _ in range(n)], power_w=[power_w * (1 + 0.01 * rng.random()) for _ in range(n)],
+        reasons=tuple(("sw_power_cap",) if capped else () for _ in range(n)),
+    )
 
 
 def bench(gpu_name: str = "NVIDIA H200", bandwidth_gbps: float = 4814.4, scale: float = 1.0,
           seed: int = 0, sizes: tuple[int, ...] = (1024, 10240, 102400, 1 << 20, 1 << 24, 1 << 26, 1 << 28)) -> Bench:
-    """Cases for every op; ``scale`` multiplies every time (2.0 = twice as slow)."""
+    """Raw results for every op, shaped like an H200 run; ``scale`` multiplies every time (2.0 =
+    twice as slow). Matmul groups at 2048 and up ran at the power cap (their NVML windows say so)."""
     rng = random.Random(seed)
-    measured_bw = bandwidth_gbps * 0.888
-    ceilings = (
-        Ceiling("bandwidth", "theoretical", bandwidth_gbps, "GB/s", "NVML: 2 x 3201 MHz x 6016 bit / 8"),
-        Ceiling("bandwidth", "measured", measured_bw, "GB/s", "device-to-device copy of 2 GiB in this run"),
-        Ceiling("fp16", "theoretical", 989.4, "TFLOP/s", "spec table: H100/H200 SXM dense fp16"),
-        Ceiling("bf16", "theoretical", 989.4, "TFLOP/s", "spec table: H100/H200 SXM dense bf16"),
-        Ceiling("tf32", "theoretical", 494.7, "TFLOP/s", "spec table: H100/H200 SXM dense tf32"),
-        Ceiling("fp32", "theoretical", 66.9, "TFLOP/s", "132 SMs x 1980 MHz x 256 FLOP/clk/SM"),
-    )
-    peak = {c.name: c.value for c in ceilings if c.kind == "theoretical" and c.unit == "TFLOP/s"}
+    l2 = 62914560
     cases: list[Case] = []
+    windows: list[MonitorWindow] = []
 
-    def add(op, impl, dtype, precision, shape, nbytes, flops, gpu_us, launch_us, err, tol, *, speedup, compile_s=None,
-            flags=(), kernel=None):
-        gpu = _timing(rng, "cuda_graph", gpu_us * scale)
-        launch = _timing(rng, "cuda_events", launch_us * scale, noise=0.05)
-        t = gpu.median_us * 1e-6
-        gbps = nbytes / t / 1e9
-        tflops = flops / t / 1e12 if flops else None
-        n = shape[0] if len(shape) == 1 else shape[0] * shape[1]
-        category = "small" if n < 1 << 16 else "medium" if n < 1 << 22 else "large" if n < 1 << 27 else "xlarge"
-        is_mm = op == "matmul"
-        cases.append(Case(
-            op=op, impl=impl, dtype=dtype, precision=precision, shape=shape, category=category, bytes=nbytes,
-            flops=flops, status="pass" if err <= tol else "fail", gpu=gpu, launch=launch, compile_s=compile_s,
-            error=NumericError(err, err * 40, tol, precision, err <= tol),
-            monitor=MonitorSummary(20, 1980, 1980, 3201, 3201, 41, 612.0),
-            flags=tuple(flags), tf32=precision == "tf32", gbps=gbps, tflops=tflops,
-            # As the worker records them: compute-bound matmul against its precision's peaks.
-            pct_theoretical=100 * tflops / peak[precision] if is_mm else 100 * gbps / bandwidth_gbps,
-            pct_measured=None if is_mm else 100 * gbps / measured_bw,
-            speedup=speedup, kernel=kernel,
-        ))
+    def group(op, dtype, precision, shape, impls, capped=False, power_w=420.0):
+        windows.append(_window(rng, 699.0 if capped else power_w, capped))
+        w = len(windows) - 1
+        for impl, gpu_us, launch_us, err, compile_s, kernel in impls:
+            ws = (3 if op == "vector_add" else 2) * 4 * shape[0] if len(shape) == 1 else 0
+            rotation = max(2, -(-3 * l2 // ws)) if (1 << 20) < ws < 3 * l2 else 1
+            calls = max(1, round(1000 / max(gpu_us, 1e-3)))
+            cases.append(Case(
+                op, impl, dtype, precision, shape,
+                gpu=_timing(rng, "cuda_graph", gpu_us * scale, calls=min(calls, 1000)),
+                launch=_timing(rng, "cuda_events", launch_us * scale, noise=0.05, calls=min(100, calls)),
+                compile_s=compile_s, accuracy=Accuracy(err, err * 40, err * 3, 0, 1 << 20), window=w,
+                rotation_sets=rotation, kernel=kernel,
+            ))
 
     for op, reads in (("vector_add", 2), ("relu", 1)):
         for n in sizes:
             nbytes = (reads + 1) * 4 * n
             gpu_us = max(1.1, nbytes / (bandwidth_gbps * 0.9e3))
-            flags = ("launch_bound",) if gpu_us < 5 else ()
-            flags += ("l2_resident",) if nbytes < 60 * 2**20 else ()
-            add(op, "torch", "fp32", "fp32", (n,), nbytes, n if reads == 2 else n, gpu_us, gpu_us + 4.2, 0.0, 1e-5,
-                speedup=None, flags=flags)
             t_us = gpu_us * (1 + rng.uniform(-0.02, 0.02))
-            add(op, "triton", "fp32", "fp32", (n,), nbytes, n, t_us, t_us + 18.0, 0.0, 1e-5,
-                speedup=gpu_us / t_us, compile_s=0.35, flags=flags)
+            group(op, "fp32", "fp32", (n,), [("torch", gpu_us, gpu_us + 4.2, 0.0, None, None),
+                                             ("triton", t_us, t_us + 18.0, 0.0, 0.35, None)])
     for size in (512, 1024, 2048, 4096):
         for dtype, prec, rate, err in (("fp16", "fp16", 683, 3e-4), ("bf16", "bf16", 704, 2.4e-3),
                                        ("fp32", "tf32", 380, 7.7e-4), ("fp32", "fp32", 50, 2e-7)):
-            flops = 2 * size**3
-            nbytes = 3 * size * size * (4 if dtype == "fp32" else 2)
             eff = min(1.0, size / 4096)
-            t_torch = flops / (rate * eff * 1e6)
+            t_torch = 2 * size**3 / (rate * eff * 1e6)
             t_triton = t_torch / rng.uniform(0.88, 1.02)
-            add("matmul", "torch", dtype, prec, (size, size, size), nbytes, flops, t_torch, t_torch + 5, err / 2,
-                TOLERANCE[prec], speedup=None)
-            add("matmul", "triton", dtype, prec, (size, size, size), nbytes, flops, t_triton, t_triton + 20, err,
-                TOLERANCE[prec], speedup=t_torch / t_triton, compile_s=4.2,
-                kernel="tma_persistent 128x256x64 s4 w8" if size >= 2048 else "pointer 64x128x64 s4 w4")
-    skipped = (Skip("vector_add", "compile", "fp32", (1 << 28,), "torch.compile unavailable: no C compiler"),)
+            kernel = "tma_persistent 128x256x64 s4 w8" if size >= 2048 else "pointer 64x128x64 s4 w4"
+            group("matmul", dtype, prec, (size, size, size),
+                  [("torch", t_torch, t_torch + 5, err / 2, None, None),
+                   ("triton", t_triton, t_triton + 20, err, 4.2, kernel)], capped=size >= 2048 and prec != "fp32")
+    ceiling_runs = (
+        CeilingRun("copy", "fp32", (1 << 28,), _timing(rng, "cuda_graph", 2 * 4 * 2**28 / (bandwidth_gbps * 0.888e3) * scale,
+                                                       calls=2)),
+        CeilingRun("read", "fp32", (1 << 28,), _timing(rng, "cuda_graph", 4 * 2**28 / (bandwidth_gbps * 0.93e3) * scale,
+                                                       calls=4)),
+        CeilingRun("matmul", "bf16", (8192, 8192, 8192), _timing(rng, "cuda_graph", 2 * 8192**3 / 720e6 * scale), "bf16"),
+        CeilingRun("matmul", "fp16", (8192, 8192, 8192), _timing(rng, "cuda_graph", 2 * 8192**3 / 715e6 * scale), "fp16"),
+    )
+    skipped = (Skip("vector_add", "compile", "fp32", (1 << 28,),
+                    Note("bench.triton_unusable.smoke_failed", {"detail": "RuntimeError: Failed to find C compiler"}),
+                    "fp32"),)
     return Bench(
-        device=BenchDevice("cuda", gpu_name, 0, 132, 62914560, 150754820096, "9.0"),
-        settings={"quick": False, "warmup_ms": 25, "rep": 50},
-        ceilings=ceilings, cases=tuple(cases), skipped=skipped,
-        notes=("L2 kept cold for memory-bound cases from 1 MiB to 3x L2 (60 MiB L2) by rotating buffers",),
+        device=BenchDevice("cuda", gpu_name, 0, uuid="GPU-8d0ff531-a2cd-2527-7669-e66277d6bc28", sm_count=132,
+                           l2_bytes=l2, memory_total_bytes=150754820096, compute_capability="9.0",
+                           pci_bus_id="00000000:19:00.0"),
+        settings=Settings(warmup_ms=25, rep_ms=100, min_samples=10, max_samples=200, ops=("vector_add", "relu", "matmul"),
+                          impls=("torch", "triton")),
+        cases=tuple(cases), skipped=skipped, ceiling_runs=ceiling_runs, windows=tuple(windows),
+        notes=(Note("bench.l2_cold", {"l2_bytes": l2, "l2_multiple": 3, "min_bytes": 1 << 20}),),
         started="2026-11-21T22:00:00Z", duration_s=212.5, versions={"torch": "2.11.0+cu130", "triton": "3.6.0"},
     )
 
@@ -169,5 +172,5 @@ def report(gpu_name: str = "NVIDIA H200", host: str = "gpu-box-1", created: str 
     return Report(
         tool_version="0.1.0", created=created, host=host, kind="run",
         environment=environment(gpu_name=gpu_name, driver=driver, torch=torch), checks=checks,
-        bench=bench(gpu_name=gpu_name, scale=scale, seed=seed),
+        benches=(bench(gpu_name=gpu_name, scale=scale, seed=seed),),
     )

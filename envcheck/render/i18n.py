@@ -87,7 +87,7 @@ def phrase(lang: str, key: str, params: Mapping[str, Any] | None = None, escape:
         values["reason"] = phrase(lang, str(params["reason_key"]), inner, escape)
     message = catalog(lang).get(key)
     if message is None:
-        shown = ", ".join(f"{k}={values[k]}" for k in sorted(values))
+        shown = ", ".join(f"{escape(k)}={values[k]}" for k in sorted(values))
         return f"{escape(key)} ({shown})" if shown else escape(key)
     return message.format_map(_Dashes(values))
 

@@ -165,6 +165,7 @@ class OpSection:
     has_gpu: bool
     has_launch: bool
     has_compile: bool
+    has_theoretical: bool
     has_measured: bool
     has_speedup: bool
     rows: tuple[CaseRow, ...]
@@ -412,6 +413,7 @@ def _sections(ba: BenchAnalysis, p: _Phraser, op_findings: dict[str, list[Findin
             op=op, compute_bound=compute, unit="TFLOP/s" if compute else "GB/s",
             has_gpu=any(r.case.gpu for r in rs), has_launch=any(r.case.launch for r in rs),
             has_compile=any(r.case.compile_s is not None for r in rs),
+            has_theoretical=any(r.pct_theoretical is not None for r in rs),
             has_measured=any(r.pct_measured is not None for r in rs),
             has_speedup=any(r.speedup is not None for r in rs),
             rows=tuple(_case_row(r, p) for r in rs), findings=tuple(op_findings.get(op, ())),
@@ -459,14 +461,24 @@ def _tiles(ba: BenchAnalysis, p: _Phraser) -> list[Tile]:
         value = fmt.DASH
         lines = []
         f = best.get(op)
+        compute = spec(op).compute_bound
         if f is not None and f.key == "finding.bandwidth_best":
             value = f"{fmt.num(f.params['gbps'])} GB/s"
             lines.append(p.t("tile.best_bw", pct=fmt.pct(f.params.get("theoretical_pct")),
                              impl=p.escape(f.params["impl"]), size=p.escape(fmt.shape(f.params["shape"]))))
-        elif f is not None:
+        elif f is not None and f.params.get("peak_pct") is not None:
             value = f"{fmt.num(f.params['tflops'])} TFLOP/s"
             lines.append(p.t("tile.best_flops", precision=p.escape(f.params["precision"]),
                              pct=fmt.pct(f.params.get("peak_pct")), impl=p.escape(f.params["impl"])))
+        else:
+            # No ceiling to hold it against (a CPU run): the fastest row, as measured.
+            rated = [r for r in ba.results if r.case.op == op and r.rate is not None]
+            if rated:
+                top = max(rated, key=lambda r: r.rate or 0.0)
+                value = f"{fmt.num(top.rate)} {'TFLOP/s' if compute else 'GB/s'}"
+                lines.append(p.t("tile.best", impl=p.escape(top.case.impl),
+                                 variant=p.escape(fmt.precision_label(top.case.dtype, top.case.precision)),
+                                 size=p.escape(fmt.shape(top.case.shape))))
         for impl in dict.fromkeys(t.impl for t in ba.summary.by_op_impl_precision if t.op == op):
             parts = [f"{t.precision} {fmt.speedup(t.speedup_geomean)}" for t in ba.summary.by_op_impl_precision
                      if t.op == op and t.impl == impl and t.speedup_geomean is not None]

@@ -16,7 +16,7 @@ from envcheck.render import fmt
 from envcheck.render.compare_view import ComparisonView, DiffView, HistoryView, diff_view, history_view
 from envcheck.render.escape import term
 from envcheck.render.i18n import translate
-from envcheck.render.terminal.console import table, wide
+from envcheck.render.terminal.console import bullets, table, wide
 
 MAX_ROWS = 40  # significant-change rows shown in the terminal; the documents list them all
 VERDICT_STYLE = {"slower": "red", "faster": "green", "not comparable": "yellow", "uncertain": "yellow"}
@@ -47,19 +47,20 @@ def _comparison(console: Console, cmp: ComparisonView, v: DiffView, lang: str) -
             console.print(tab)
         else:
             console.print(f"[bold]{t('diff.env')}[/]")
-            for c in cmp.env:
-                console.print(f"  {term(c.what)}: {term(c.before)} → {term(c.after)}")
+            bullets(console, [("-", f"{term(c.what)}: {term(c.before)} → {term(c.after)}") for c in cmp.env])
     else:
         console.print(t("diff.env.none"))
     if cmp.checks:
         console.print(f"[bold]{t('diff.health')}[/]")
+        lines = []
         for c in cmp.checks:
             style = "bold red" if c.kind == "new_fail" else "green" if c.kind == "fixed" else ""
             head = f"[{style}]{c.kind_text}[/]" if style else c.kind_text
-            line = f"  {head}: {term(c.title)} ({term(c.before)} → {term(c.after)}): {term(c.finding)}"
+            line = f"{head}: {term(c.title)} ({term(c.before)} → {term(c.after)}): {term(c.finding)}"
             if c.fix:
-                line += f" [cyan]{term(t('diff.health.fix', fix=c.fix))}[/]"
-            console.print(line)
+                line += f"\n[cyan]{term(t('diff.health.fix', fix=c.fix))}[/]"
+            lines.append(("-", line))
+        bullets(console, lines)
     else:
         console.print(t("diff.health.none"))
     if not cmp.has_cases:
@@ -74,6 +75,7 @@ def _comparison(console: Console, cmp: ComparisonView, v: DiffView, lang: str) -
     for g in cmp.ops:
         tab.add_row(term(g.name), g.ratio, g.interval, str(g.count), str(g.slower), str(g.faster), str(g.same),
                     str(g.not_comparable), _v(g.verdict, g.verdict_text))
+    console.print()
     console.print(tab)
     if cmp.significant:
         shown = cmp.significant[:MAX_ROWS]
@@ -92,6 +94,7 @@ def _comparison(console: Console, cmp: ComparisonView, v: DiffView, lang: str) -
             cells += [c.base, c.other, _v(c.verdict, c.ratio), c.interval]
             cells += [c.base_pct, c.other_pct] if is_wide else []
             tab.add_row(*cells)
+        console.print()
         console.print(tab)
     else:
         console.print(v.significant_none)
@@ -103,18 +106,18 @@ def _comparison(console: Console, cmp: ComparisonView, v: DiffView, lang: str) -
         tab.add_column(t("diff.col.change"), no_wrap=True)
         for n in cmp.numeric:
             tab.add_row(term(n.name), n.base, n.other, n.change)
+        console.print()
         console.print(tab)
     if cmp.not_comparable:
         console.print(f"[bold]{t('diff.not_comparable')}[/] ({len(cmp.not_comparable)})")
-        for name, reasons in cmp.not_comparable[:MAX_ROWS]:
-            console.print(f"  {term(name)}: [yellow]{term(reasons)}[/]")
+        lines = [("-", f"{term(name)}: [yellow]{term(reasons)}[/]") for name, reasons in cmp.not_comparable[:MAX_ROWS]]
         if len(cmp.not_comparable) > MAX_ROWS:
-            console.print(f"  {t('term.more_rows', count=len(cmp.not_comparable) - MAX_ROWS)}")
+            lines.append(("…", t("term.more_rows", count=len(cmp.not_comparable) - MAX_ROWS)))
+        bullets(console, lines)
     for title, refs in ((cmp.only_base_title, cmp.only_base), (cmp.only_other_title, cmp.only_other)):
         if refs:
             console.print(f"[bold]{title}[/]")
-            for line in refs:
-                console.print(f"  {term(line)}")
+            bullets(console, [("-", term(line)) for line in refs])
 
 
 def print_diff(console: Console, d: Any, lang: str = "en") -> None:
@@ -139,6 +142,7 @@ def print_diff(console: Console, d: Any, lang: str = "en") -> None:
         cells += [term(r.gpu), t(f"status.{r.verdict}") if r.verdict in ("pass", "warn", "fail") else term(r.verdict),
                   str(r.cases)]
         tab.add_row(*cells)
+    console.print()
     console.print(tab)
     for cmp in v.comparisons:
         _comparison(console, cmp, v, lang)
@@ -158,6 +162,7 @@ def _history_tables(console: Console, v: HistoryView, lang: str) -> None:
     for r in v.rows:
         cells = [(f"{c.ratio} {c.interval}" if wide(console) else c.ratio) if c else fmt.DASH for c in r.trend]
         trend.add_row(term(r.label), *cells, r.copy_gbps)
+    console.print()
     console.print(trend)
     peaks = table(console, title=t("history.peaks"), caption=None if wide(console) else t("term.peaks_units"))
     peaks.add_column(t("diff.col.report"), no_wrap=True)
@@ -165,6 +170,7 @@ def _history_tables(console: Console, v: HistoryView, lang: str) -> None:
         peaks.add_column(term(op), justify="right", no_wrap=True)
     for r in v.rows:
         peaks.add_row(term(r.label), *(r.peaks if wide(console) else r.peaks_short))
+    console.print()
     console.print(peaks)
 
 
@@ -181,8 +187,7 @@ def print_history(console: Console, h: Any, lang: str = "en") -> None:
     _history_tables(console, v, lang)
     if v.steps:
         console.print(f"[bold]{t('history.steps')}[/]")
-        for s in v.steps:
-            console.print("  " + _v(s.direction, s.text))
+        bullets(console, [("-", _v(s.direction, s.text)) for s in v.steps])
     else:
         console.print(v.steps_none)
     console.print()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import io
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import IO
 
 from rich import box
@@ -79,3 +79,13 @@ def heading(console: Console, text: str) -> None:
     """A section heading (``text`` is markup: escape machine strings in it)."""
     console.print()
     console.print(f"[bold underline]{text}[/]")
+
+
+def bullets(console: Console, items: Sequence[tuple[str, str]]) -> None:
+    """(mark, text) lines, each text wrapping under itself: a hanging indent, not a table cell."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for mark, text in items:
+        grid.add_row(f" {mark}", text)
+    console.print(grid)

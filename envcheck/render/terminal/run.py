@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from envcheck.analysis import Analysis
 from envcheck.model import STATUSES, Report
@@ -22,7 +21,7 @@ from envcheck.ops import IMPLS
 from envcheck.render import fmt
 from envcheck.render.escape import term
 from envcheck.render.i18n import translate
-from envcheck.render.terminal.console import heading, table, wide
+from envcheck.render.terminal.console import bullets, heading, table, wide
 from envcheck.render.view import FLAG_ORDER, BenchView, CaseRow, FindingView, OpSection, bench_view
 
 STATUS_STYLE = {"fail": "bold red", "error": "bold red", "warn": "yellow", "pass": "green", "skip": "dim"}
@@ -53,16 +52,18 @@ def _time(r: CaseRow | None, s: OpSection) -> str:
     return _styled(text, "red" if r.status == "error" else "")
 
 
-def _error_cell(rows: dict[str, CaseRow]) -> str:
+def _error_cell(rows: dict[str, CaseRow], values: bool = False) -> str:
+    """The row's worst error: as a share of its tolerance, or (``values``) the error and the tolerance."""
     errored = [r for r in rows.values() if r.status == "error"]
     if errored:
         return _styled("error", "bold red")
-    ratios = [r.error_ratio for r in rows.values() if r.error_ratio is not None]
-    if not ratios:
+    judged = [r for r in rows.values() if r.error_ratio is not None]
+    if not judged:
         return fmt.DASH
-    worst = max(ratios)
+    worst = max(judged, key=lambda r: r.error_ratio or 0.0)
     failed = any(r.status == "fail" for r in rows.values())
-    return _styled(fmt.pct(100 * worst), "bold red" if failed else "")
+    text = f"{worst.error} / {worst.tolerance}" if values else fmt.pct(100 * (worst.error_ratio or 0.0))
+    return _styled(text, "bold red" if failed else "")
 
 
 def _best_pct(rows: dict[str, CaseRow]) -> str:
@@ -79,7 +80,8 @@ def op_table(console: Console, b: BenchView, s: OpSection, lang: str) -> None:
     others = [i for i in impls if i != "torch"]
     is_wide = wide(console)
     time_label = t("col.gpu_time") if s.has_gpu else t("col.host_time" if b.backend == "cpu" else "col.launch_time")
-    tab = table(console, title=term(s.op), caption=t("term.op_caption", time=time_label))
+    caption = t("term.op_caption" if s.has_speedup else "term.op_caption_plain", time=time_label)
+    tab = table(console)
     tab.add_column(t("col.size"), justify="right", no_wrap=True)
     tab.add_column(t("col.dtype"), no_wrap=True)
     for impl in impls:
@@ -89,11 +91,17 @@ def op_table(console: Console, b: BenchView, s: OpSection, lang: str) -> None:
             tab.add_column(f"×{term(impl)}", justify="right", no_wrap=True)
     if is_wide:
         tab.add_column(f"{s.unit} ({'/'.join(impls)})", justify="right", no_wrap=True)
-        tab.add_column(f"{t('col.pct_theoretical')} ({'/'.join(impls)})", justify="right", no_wrap=True)
+        if s.has_theoretical:
+            tab.add_column(f"{t('col.pct_theoretical')} ({'/'.join(impls)})", justify="right", no_wrap=True)
     else:
-        tab.add_column(t("term.col.best_pct"), justify="right", no_wrap=True)
-    tab.add_column(t("term.col.err_tol"), justify="right", no_wrap=True)
-    tab.add_column(t("col.flags"), no_wrap=True)
+        if len(impls) == 1:  # room for the throughput: one implementation, no speedup columns
+            tab.add_column(s.unit, justify="right", no_wrap=True)
+        if s.has_theoretical:
+            tab.add_column(t("term.col.best_pct"), justify="right", no_wrap=True)
+    tab.add_column(t("col.error") if is_wide else t("term.col.err_tol"), justify="right", no_wrap=True)
+    has_flags = any(r.flags for r in s.rows)
+    if has_flags:
+        tab.add_column(t("col.flags"), no_wrap=True)
     for variant, size, rows in _groups(s):
         cells = [term(size), term(variant)]
         cells += [_time(rows.get(i), s) for i in impls]
@@ -102,27 +110,24 @@ def op_table(console: Console, b: BenchView, s: OpSection, lang: str) -> None:
                       for i in others]
         if is_wide:
             cells.append(" / ".join(rows[i].throughput if i in rows else fmt.DASH for i in impls))
-            cells.append(" / ".join(rows[i].pct_theoretical if i in rows else fmt.DASH for i in impls))
+            if s.has_theoretical:
+                cells.append(" / ".join(rows[i].pct_theoretical if i in rows else fmt.DASH for i in impls))
         else:
-            cells.append(_best_pct(rows))
-        cells.append(_error_cell(rows))
+            if len(impls) == 1:
+                cells.append(rows[impls[0]].throughput if impls[0] in rows else fmt.DASH)
+            if s.has_theoretical:
+                cells.append(_best_pct(rows))
+        cells.append(_error_cell(rows, values=is_wide))
         seen = {f.name: f for r in rows.values() for f in r.flags}
         flags = {n: seen[n] for n in FLAG_ORDER if n in seen}
         text = ", ".join(f.label for f in flags.values()) if is_wide else " ".join(f.abbr for f in flags.values())
-        cells.append(_styled(term(text), "yellow" if flags else ""))
+        if has_flags:
+            cells.append(_styled(term(text), "yellow" if flags else ""))
         tab.add_row(*cells)
     console.print()
+    # The heading is a line of its own: as a table title it would wrap at the table's width.
+    console.print(f"[bold]{term(s.op)}[/]  [dim]{caption}[/]")
     console.print(tab)
-
-
-def bullets(console: Console, items: Sequence[tuple[str, str]]) -> None:
-    """(mark, text) lines, each text wrapping under itself: a hanging indent, not a table cell."""
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(no_wrap=True)
-    grid.add_column(overflow="fold")
-    for mark, text in items:
-        grid.add_row(f" {mark}", text)
-    console.print(grid)
 
 
 def _finding_lines(console: Console, items: Sequence[FindingView], lang: str) -> None:
@@ -144,7 +149,8 @@ def legend(console: Console, b: BenchView, lang: str) -> None:
     if wide(console):
         return
     parts = [f"{f.abbr} {f.label}" for f in b.flag_legend]
-    console.print(f"[dim]{translate(lang, 'term.legend', flags=', '.join(parts) or fmt.DASH)}[/]")
+    key = "term.legend" if parts else "term.legend_noflags"
+    console.print(f"[dim]{translate(lang, key, flags=', '.join(parts))}[/]")
 
 
 def totals(console: Console, b: BenchView, lang: str) -> None:
@@ -233,13 +239,15 @@ def check_lines(console: Console, report: Report, lang: str) -> None:
     console.print()
     console.print(_styled(translate(lang, "term.checks", verdict=translate(lang, f"status.{verdict}"), counts=parts),
                           STATUS_STYLE.get(verdict, "")))
+    lines = []
     for c in report.checks:
         if c.status in ("fail", "warn"):
-            line = f"  {_styled(translate(lang, f'status.{c.status}').upper(), STATUS_STYLE[c.status])} "
-            line += f"{term(c.title)}: {term(c.finding)}"
+            text = f"{term(c.title)}: {term(c.finding)}"
             if c.fix:
-                line += f"  [cyan]{term(translate(lang, 'term.fix', fix=c.fix))}[/]"
-            console.print(line)
+                text += f"\n[cyan]{term(translate(lang, 'term.fix', fix=c.fix))}[/]"
+            lines.append((_styled(translate(lang, f"status.{c.status}").upper(), STATUS_STYLE[c.status]), text))
+    if lines:
+        bullets(console, lines)
 
 
 def written_lines(paths: Sequence[Path]) -> list[str]:
