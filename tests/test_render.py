@@ -237,7 +237,7 @@ def test_unknown_keys_are_shown_generically_and_legacy_text_as_recorded():
     notes = (Note("bench.some_future_note", {"size_bytes": 1 << 20, "op": "relu"}), legacy("as it was <recorded>"))
     bench = dataclasses.replace(r.bench, notes=notes)
     md = render_markdown(dataclasses.replace(r, benches=(bench,)))
-    assert "- bench.some\\_future\\_note (op=relu, size\\_bytes=1.00 MiB)" in md
+    assert "- bench.some\\_future\\_note (op=relu, size\\_bytes=1.0 MiB)" in md
     assert "- as it was \\<recorded\\>" in md
 
 

@@ -137,6 +137,42 @@ def test_the_console_policy_reads_columns_in_a_pipe(monkeypatch):
     assert make_console(io.StringIO()).width == 120
 
 
+# --------------------------------------------------------------------------- what the run summary says
+
+
+def test_wide_summary_shows_throughput_shares_errors_ceilings_and_notes():
+    r = factories.report()
+    text = capture(lambda c: print_run(c, r, analyse(r), [Path("reports/x.json")]), width=200)
+    assert "×triton" in text and "GB/s (torch/triton)" in text and "TFLOP/s (torch/triton)" in text
+    assert "% theor. (torch/triton)" in text and "launch-bound, L2-resident" in text
+    assert "NVML: 2 × 3201 MHz max memory clock × 6016-bit bus / 8" in text  # each ceiling with its source
+    assert "bench.l2_cold" in text  # a note this version has no sentence for, shown generically
+    assert "1 × bench.triton_unusable.smoke_failed" in text  # skip reasons grouped
+    assert "reports/x.json" in text and "256M" in text and "4096×4096×4096" in text
+    assert "Checks: warn" in text and "fix: stop the other process" in text
+
+
+def test_written_files_list_documents_by_name_and_chart_folders_by_count():
+    from envcheck.render.writing import written_lines
+
+    paths = [Path("r/a.json"), Path("r/a.md"), Path("r/a_charts/x.svg"), Path("r/a_charts/y.svg"), Path("r/a.html")]
+    assert written_lines(paths) == ["r/a.json", "r/a.md", "r/a.html", "r/a_charts/ (2)"]
+
+
+def test_a_case_over_tolerance_is_marked_and_counted():
+    r = factories.report()
+    cases = list(r.bench.cases)
+    i = next(k for k, c in enumerate(cases) if c.op == "matmul" and c.impl == "triton" and c.precision == "fp32")
+    cases[i] = dataclasses.replace(cases[i], accuracy=dataclasses.replace(cases[i].accuracy, rel_l2=7.7e-4))
+    r = dataclasses.replace(r, benches=(dataclasses.replace(r.bench, cases=tuple(cases)),))
+    narrow = capture(lambda c: print_run(c, r, analyse(r)), width=100)
+    row = next(ln for ln in narrow.splitlines() if re.match(r"\s*512×512×512\s+fp32 ", ln))
+    assert re.search(r"\b\d{3,}%", row)  # the error as a share of its tolerance, far over 100%
+    assert "1 row exceeds its error tolerance." in narrow
+    wide = capture(lambda c: print_run(c, r, analyse(r)), width=200)
+    assert "7.7e-4 / " in wide
+
+
 # --------------------------------------------------------------------------- machine text is never markup or control
 
 

@@ -15,8 +15,7 @@ from envcheck.errors import EXIT_OK, UsageError
 
 def main(args: argparse.Namespace) -> int:
     from envcheck.model import load
-    from envcheck.render.terminal.run import written_lines
-    from envcheck.render.writing import write_documents
+    from envcheck.render.writing import write_documents, written_lines
 
     report = load(args.report)  # a foreign, corrupt or future-schema file raises ReportError: one line, exit 2
     out_dir = Path(args.out) if args.out else None

@@ -71,13 +71,13 @@ def sci(x: Any) -> str:
 
 
 def nbytes(x: Any) -> str:
-    """Bytes in binary units (GiB for memory sizes, as nvidia-smi shows MiB)."""
+    """Bytes in binary units with one decimal (``140.4 GiB``, ``60.0 MiB``), as nvidia-smi shows MiB."""
     if x is None:
         return DASH
     v = float(x)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(v) < 1024 or unit == "TiB":
-            return f"{v:.0f} {unit}" if unit == "B" else f"{num(v, 3)} {unit}"
+            return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
         v /= 1024
     return DASH  # unreachable: the loop returns at TiB
 

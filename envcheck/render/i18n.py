@@ -62,9 +62,16 @@ def has(lang: str, key: str) -> bool:
     return key in catalog(lang)
 
 
+def _singular(lang: str, key: str, params: Mapping[str, Any]) -> str:
+    """``key.one`` where the sentence has a count of one and the catalogue has a singular form of it."""
+    if str(params.get("count")) == "1" and f"{key}.one" in catalog(lang):
+        return f"{key}.one"
+    return key
+
+
 def translate(lang: str, key: str, **params: Any) -> str:
     """The message ``key`` in ``lang`` with ``params`` (already text) filled in; KeyError when unknown."""
-    message = catalog(lang)[key]
+    message = catalog(lang)[_singular(lang, key, params)]
     return message.format(**params) if params else message
 
 
@@ -85,7 +92,7 @@ def phrase(lang: str, key: str, params: Mapping[str, Any] | None = None, escape:
     if "reason_key" in params:
         inner = {k: v for k, v in params.items() if k != "reason_key"}
         values["reason"] = phrase(lang, str(params["reason_key"]), inner, escape)
-    message = catalog(lang).get(key)
+    message = catalog(lang).get(_singular(lang, key, params))
     if message is None:
         shown = ", ".join(f"{escape(k)}={values[k]}" for k in sorted(values))
         return f"{escape(key)} ({shown})" if shown else escape(key)

@@ -111,3 +111,18 @@ def render_after_run(report: Report, json_path: Path, formats: Sequence[str],
         return DocumentsOutcome((), error=str(e), retry=retry)
     except Exception as e:  # noqa: BLE001 -- the JSON is the report; a rendering failure must not lose the run
         return DocumentsOutcome((), error=f"{type(e).__name__}: {e}", retry=retry)
+
+
+def written_lines(paths: Sequence[Path]) -> list[str]:
+    """The files written: the report and its documents by name, their charts as a folder."""
+    paths = [Path(p) for p in paths]
+    if not paths:
+        return []
+    home = paths[0].parent
+    lines = [str(p) for p in paths if p.parent == home]
+    folders: dict[Path, int] = {}
+    for p in paths:
+        if p.parent != home:
+            folders[p.parent] = folders.get(p.parent, 0) + 1
+    lines += [f"{d}/ ({n})" for d, n in folders.items()]
+    return lines

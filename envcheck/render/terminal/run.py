@@ -23,6 +23,7 @@ from envcheck.render.escape import term
 from envcheck.render.i18n import translate
 from envcheck.render.terminal.console import bullets, heading, table, wide
 from envcheck.render.view import FLAG_ORDER, BenchView, CaseRow, FindingView, OpSection, bench_view
+from envcheck.render.writing import written_lines
 
 STATUS_STYLE = {"fail": "bold red", "error": "bold red", "warn": "yellow", "pass": "green", "skip": "dim"}
 
@@ -248,21 +249,6 @@ def check_lines(console: Console, report: Report, lang: str) -> None:
             lines.append((_styled(translate(lang, f"status.{c.status}").upper(), STATUS_STYLE[c.status]), text))
     if lines:
         bullets(console, lines)
-
-
-def written_lines(paths: Sequence[Path]) -> list[str]:
-    """The files written: the report and its documents by name, their charts as a folder."""
-    paths = [Path(p) for p in paths]
-    if not paths:
-        return []
-    home = paths[0].parent
-    lines = [str(p) for p in paths if p.parent == home]
-    folders: dict[Path, int] = {}
-    for p in paths:
-        if p.parent != home:
-            folders[p.parent] = folders.get(p.parent, 0) + 1
-    lines += [f"{d}/ ({n})" for d, n in folders.items()]
-    return lines
 
 
 def print_run(console: Console, report: Report, analysis: Analysis, written: Sequence[Path] = (),
