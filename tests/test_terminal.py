@@ -58,8 +58,10 @@ def tables(text: str) -> list[list[str]]:
 
 
 def assert_fits(text: str, width: int = 100) -> None:
-    wide = [ln for ln in text.splitlines() if cell_len(ln.rstrip()) > width]
+    """No line wider than the terminal, none with trailing blanks (the padding rich adds to cells)."""
+    wide = [ln for ln in text.splitlines() if cell_len(ln) > width]
     assert not wide, wide[:3]
+    assert all(ln == ln.rstrip() for ln in text.splitlines())
 
 
 def test_run_summary_at_100_columns_has_one_line_per_row(h200):

@@ -177,7 +177,10 @@ class Tile:
     label: str
     value: str
     lines: tuple[str, ...] = ()
-    status: str | None = None  # a badge status when the value is a verdict
+    status: str | None = None  # fail: the value is bad news
+    op: str | None = None  # the section the tile sums up
+    precisions: tuple[str, ...] = ()  # the columns of ``speedups``
+    speedups: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (impl, speedup per precision) per non-torch impl
 
 
 @dataclass(frozen=True)
@@ -479,12 +482,13 @@ def _tiles(ba: BenchAnalysis, p: _Phraser) -> list[Tile]:
                 lines.append(p.t("tile.best", impl=p.escape(top.case.impl),
                                  variant=p.escape(fmt.precision_label(top.case.dtype, top.case.precision)),
                                  size=p.escape(fmt.shape(top.case.shape))))
-        for impl in dict.fromkeys(t.impl for t in ba.summary.by_op_impl_precision if t.op == op):
-            parts = [f"{t.precision} {fmt.speedup(t.speedup_geomean)}" for t in ba.summary.by_op_impl_precision
-                     if t.op == op and t.impl == impl and t.speedup_geomean is not None]
-            if parts:
-                lines.append(p.t("tile.speedups", impl=p.escape(impl or ""), parts=" · ".join(parts)))
-        tiles.append(Tile(op, value, tuple(lines)))
+        mine = [t for t in ba.summary.by_op_impl_precision if t.op == op and t.speedup_geomean is not None]
+        precisions = tuple(dict.fromkeys(str(t.precision) for t in mine))
+        speedups = tuple((str(impl), tuple(next((fmt.speedup(t.speedup_geomean) for t in mine
+                                                 if t.impl == impl and t.precision == x), fmt.DASH)
+                                            for x in precisions))
+                         for impl in dict.fromkeys(t.impl for t in mine))
+        tiles.append(Tile(op, value, tuple(lines), op=op, precisions=precisions, speedups=speedups))
     return tiles
 
 

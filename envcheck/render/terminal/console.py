@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import IO
@@ -37,6 +38,24 @@ def _pipe_width() -> int:
         return PIPE_WIDTH
 
 
+_TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)(?=\n)")
+
+
+class _Trimmed:
+    """A stream that drops the spaces rich pads table cells and lines with at the end of a line, so
+    output piped to a file or a diff has no trailing whitespace (colour codes after them are kept)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(_TRAILING.sub(r"\1", text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
+
+
 def make_console(file: IO[str] | None = None, width: int | None = None, terminal: bool | None = None) -> Console:
     """A Console for ``file`` (stdout by default). ``width``/``terminal`` override detection (tests, ``--out``)."""
     stream = file if file is not None else sys.stdout
@@ -44,7 +63,7 @@ def make_console(file: IO[str] | None = None, width: int | None = None, terminal
     if width is None and not tty:
         width = _pipe_width()
     return Console(
-        file=stream,
+        file=_Trimmed(stream),  # type: ignore[arg-type]
         force_terminal=tty,
         no_color=not tty or "NO_COLOR" in os.environ,
         color_system="auto" if tty else None,
