@@ -23,7 +23,7 @@ from envcheck.render.documents import render_html, render_markdown
 from envcheck.render.i18n import LANGS, catalog, placeholders
 from envcheck.render.terminal.console import capture
 from envcheck.render.terminal.run import print_run
-from envcheck.render.writing import render_after_run, write_documents
+from envcheck.render.writing import outcome_message, render_after_run, write_documents
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "reports" / "2026-11-22_0104Z_vm_h200.json"
@@ -425,6 +425,9 @@ def test_ctrl_c_while_rendering_after_a_run_leaves_nothing_and_the_retry_works(t
     monkeypatch.setattr(writing, "render_html", interrupted)
     outcome = render_after_run(report, json_path, ["md", "html"])
     assert outcome.interrupted and not outcome.written and outcome.retry == f"envcheck render {json_path}"
+    message = outcome_message(outcome, json_path)
+    assert message is not None and f"The report JSON is complete and saved in {json_path}" in message
+    assert message.endswith(f"write them with: envcheck render {json_path}") and "none of them was written" in message
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
     monkeypatch.setattr(writing, "render_html", real)
     res = subprocess.run([sys.executable, "-m", "envcheck", *outcome.retry.split()[1:]], capture_output=True,

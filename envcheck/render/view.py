@@ -638,8 +638,9 @@ def _machine(report: Report, p: _Phraser) -> str:
     """One line naming the stack: what a reader checks first when numbers surprise."""
     env = report.environment
     parts = []
-    for label, section, key in (("driver", "driver", "driver_version"), ("CUDA", "driver", "cuda_driver_version"),
-                                ("PyTorch", "torch", "version"), ("Triton", "triton", "version")):
+    for label, section, key in ((p.t("term.env.driver"), "driver", "driver_version"),
+                                ("CUDA", "driver", "cuda_driver_version"), ("PyTorch", "torch", "version"),
+                                ("Triton", "triton", "version")):
         v = env.get(section, key)
         if v:
             parts.append(f"{label} {p.escape(str(v))}")

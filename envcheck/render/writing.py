@@ -113,6 +113,18 @@ def render_after_run(report: Report, json_path: Path, formats: Sequence[str],
         return DocumentsOutcome((), error=f"{type(e).__name__}: {e}", retry=retry)
 
 
+def outcome_message(outcome: DocumentsOutcome, json_path: Path, lang: str = DEFAULT_LANG) -> str | None:
+    """What to tell the user after ``render_after_run`` when the documents were not written (None when they
+    were): the JSON is complete and saved, none of the documents exists, and the command that writes them."""
+    from envcheck.render.escape import visible
+    from envcheck.render.i18n import translate
+
+    if outcome.ok:
+        return None
+    key = "run.documents.interrupted" if outcome.interrupted else "run.documents.failed"
+    return visible(translate(lang, key, json=str(json_path), error=outcome.error or "", command=outcome.retry or ""))
+
+
 def written_lines(paths: Sequence[Path]) -> list[str]:
     """The files written: the report and its documents by name, their charts as a folder."""
     paths = [Path(p) for p in paths]
