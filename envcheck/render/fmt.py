@@ -24,6 +24,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from envcheck.errors import first_line as first_line  # the one definition; presentation reads it from here
 from envcheck.ops import variant
 
 DASH = "–"  # where a number does not exist (not measured, not applicable)
@@ -165,15 +166,6 @@ def case_label(key: Sequence[Any]) -> str:
     """One case: ``matmul triton fp32/tf32 4096×4096×4096`` (a ``CaseKey``)."""
     op, impl, dtype, precision, dims = key
     return f"{op} {impl} {precision_label(dtype, precision)} {shape(dims)}"
-
-
-def first_line(text: Any, limit: int = 200) -> str:
-    """The first non-empty line of a message (an exception, a worker's stderr), shortened."""
-    for line in str(text or "").splitlines():
-        line = line.strip()
-        if line:
-            return line if len(line) <= limit else line[: limit - 1] + "…"
-    return ""
 
 
 # --------------------------------------------------------------------------- parameters by unit
