@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envcheck.render import fmt
-from envcheck.render.i18n import phrase, translate
+from envcheck.render.i18n import catalog, phrase, translate
 
 Escape = Callable[[str], str]
 VERDICTS = ("faster", "slower", "same", "uncertain", "not comparable", "none")
@@ -108,7 +108,7 @@ class ComparisonView:
     significant: tuple[CaseRow, ...]
     compared: tuple[CaseRow, ...]
     numeric: tuple[NumericRow, ...]
-    not_comparable: tuple[tuple[str, str], ...]
+    not_comparable: tuple[tuple[str, str], ...]  # (case, why: a sentence escaped for the medium)
     only_base: tuple[str, ...]
     only_other: tuple[str, ...]
     only_base_title: str
@@ -147,16 +147,44 @@ def _group_row(g: Any, lang: str) -> GroupRow:
 
 
 def _case_row(c: Any, lang: str) -> CaseRow:
-    return CaseRow(c.name, c.timing or fmt.DASH, fmt.duration_us(c.base_us), fmt.duration_us(c.other_us),
+    return CaseRow(case_name(c), c.timing or fmt.DASH, fmt.duration_us(c.base_us), fmt.duration_us(c.other_us),
                    fmt.ratio(c.ratio), fmt.interval(c.low, c.high), fmt.pct(c.base_pct), fmt.pct(c.other_pct),
                    c.verdict, verdict_text(lang, c.verdict))
+
+
+def _shape(shape: Any) -> str:
+    """A size as every table shows it; text as the comparison gave it where it is text already."""
+    return fmt.shape(shape) if isinstance(shape, tuple) else str(shape)
+
+
+def case_name(c: Any) -> str:
+    """One compared case, with the one label every view uses when the comparison carries its key."""
+    key = getattr(c, "key", None)
+    if isinstance(key, tuple) and getattr(c, "other_precision", None) is None:
+        return fmt.case_label(key)
+    return str(c.name)
+
+
+def reasons_text(reasons: Sequence[Any], lang: str, escape: Escape) -> str:
+    """Why a pair was not compared: reasons given as keys are phrased, text is shown as given."""
+    parts = [phrase(lang, r.key, r.params, escape) if hasattr(r, "key") else escape(str(r)) for r in reasons]
+    return "; ".join(parts)
+
+
+def _env_label(c: Any, lang: str) -> str:
+    key = getattr(c, "key", "")
+    label_key = f"fact.{key}"
+    if key and label_key in catalog(lang):
+        label = translate(lang, label_key)
+        return f"GPU {c.gpu} {label}" if c.gpu is not None else label
+    return str(c.title)
 
 
 def _refs(refs: Sequence[Any]) -> tuple[str, ...]:
     """Cases present on one side only, compacted per op, implementation and precision."""
     groups: dict[str, list[str]] = {}
     for r in refs:
-        groups.setdefault(f"{r.op} {r.impl} {fmt.precision_label(r.dtype, r.precision)}", []).append(str(r.shape))
+        groups.setdefault(f"{r.op} {r.impl} {fmt.precision_label(r.dtype, r.precision)}", []).append(_shape(r.shape))
     return tuple(f"{k}: {', '.join(v)}" for k, v in groups.items())
 
 
@@ -195,7 +223,7 @@ def comparison_view(cmp: Any, d: Any, lang: str, escape: Escape) -> ComparisonVi
         gpus_differ=None if cmp.same_gpu else t("diff.different_gpus",
                                                 baseline_gpu=escape(cmp.base.gpu_name or fmt.DASH),
                                                 other_gpu=escape(cmp.other.gpu_name or fmt.DASH)),
-        env=tuple(EnvRow(c.title, c.before, c.after) for c in cmp.env),
+        env=tuple(EnvRow(_env_label(c, lang), c.before, c.after) for c in cmp.env),
         checks=tuple(CheckRow(c.kind, t(f"diff.health.{c.kind}"), c.title, c.before or fmt.DASH, c.after or fmt.DASH,
                               c.finding, c.fix) for c in cmp.checks),
         has_cases=bool(cmp.cases),
@@ -207,9 +235,9 @@ def comparison_view(cmp: Any, d: Any, lang: str, escape: Escape) -> ComparisonVi
         ops=tuple(_group_row(o, lang) for o in cmp.ops),
         significant=tuple(_case_row(c, lang) for c in sig),
         compared=tuple(_case_row(c, lang) for c in cmp.compared),
-        numeric=tuple(NumericRow(c.name, fmt.sci(c.numeric.base_rel_l2), fmt.sci(c.numeric.other_rel_l2),
+        numeric=tuple(NumericRow(case_name(c), fmt.sci(c.numeric.base_rel_l2), fmt.sci(c.numeric.other_rel_l2),
                                  numeric_label(c, lang)) for c in cmp.numeric_changes if c.numeric),
-        not_comparable=tuple((c.name, "; ".join(c.reasons)) for c in cmp.not_comparable),
+        not_comparable=tuple((case_name(c), reasons_text(c.reasons, lang, escape)) for c in cmp.not_comparable),
         only_base=_refs(cmp.only_base), only_other=_refs(cmp.only_other),
         only_base_title=t("diff.only_base", count=len(cmp.only_base)),
         only_other_title=t("diff.only_other", label=escape(cmp.other.label), count=len(cmp.only_other)),

@@ -12,8 +12,9 @@ Two ways in:
   finding, a ceiling's source). Its parameters are formatted by the unit their names carry
   and escaped for the medium; a key this version does not know (a newer worker's note) is
   shown generically, key and parameters, instead of failing the render; a placeholder the
-  data did not supply shows as a dash. ``legacy.text`` (a schema-1 report's English) is shown
-  as it was recorded.
+  data did not supply shows as a dash; a parameter of a small vocabulary (``VOCABULARY``: which
+  side of a comparison, which stage of a case) is phrased too. ``legacy.text`` (a schema-1
+  report's English) is shown as it was recorded.
 """
 
 from __future__ import annotations
@@ -75,6 +76,10 @@ def translate(lang: str, key: str, **params: Any) -> str:
     return message.format(**params) if params else message
 
 
+# Parameters whose values are words of a small vocabulary, phrased in the reader's language.
+VOCABULARY = {"side": "diff.side.", "stage": "stage."}
+
+
 class _Dashes(dict):  # type: ignore[type-arg]
     def __missing__(self, key: str) -> str:
         return fmt.DASH
@@ -88,6 +93,9 @@ def phrase(lang: str, key: str, params: Mapping[str, Any] | None = None, escape:
     if key == LEGACY_TEXT:
         return escape(str(params.get("text", "")))
     values = fmt.params(params, escape) | dict(raw or {})
+    for name, prefix in VOCABULARY.items():
+        if isinstance(params.get(name), str) and f"{prefix}{params[name]}" in catalog(lang):
+            values[name] = translate(lang, f"{prefix}{params[name]}")
     # A nested reason (a missing ceiling inside a finding) is phrased first, with the same parameters.
     if "reason_key" in params:
         inner = {k: v for k, v in params.items() if k != "reason_key"}

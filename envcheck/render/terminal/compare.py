@@ -110,7 +110,7 @@ def _comparison(console: Console, cmp: ComparisonView, v: DiffView, lang: str) -
         console.print(tab)
     if cmp.not_comparable:
         console.print(f"[bold]{t('diff.not_comparable')}[/] ({len(cmp.not_comparable)})")
-        lines = [("-", f"{term(name)}: [yellow]{term(reasons)}[/]") for name, reasons in cmp.not_comparable[:MAX_ROWS]]
+        lines = [("-", f"{term(name)}: [yellow]{reasons}[/]") for name, reasons in cmp.not_comparable[:MAX_ROWS]]
         if len(cmp.not_comparable) > MAX_ROWS:
             lines.append(("…", t("term.more_rows", count=len(cmp.not_comparable) - MAX_ROWS)))
         bullets(console, lines)
