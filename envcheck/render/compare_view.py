@@ -15,7 +15,6 @@ from envcheck.render import fmt
 from envcheck.render.i18n import catalog, phrase, translate
 
 Escape = Callable[[str], str]
-VERDICTS = ("faster", "slower", "same", "uncertain", "not comparable", "none")
 
 
 @dataclass(frozen=True)
@@ -133,8 +132,15 @@ def _t(lang: str) -> Callable[..., str]:
     return t
 
 
+def word(lang: str, prefix: str, value: str) -> str:
+    """A value of a small vocabulary the comparison hands over (a verdict, a kind of change), in
+    ``lang``; a value this version has no word for is shown as it is."""
+    key = f"{prefix}{value}"
+    return translate(lang, key) if key in catalog(lang) else value
+
+
 def verdict_text(lang: str, verdict: str) -> str:
-    return translate(lang, f"diff.verdict.{verdict}") if verdict in VERDICTS else verdict
+    return word(lang, "diff.verdict.", verdict)
 
 
 def _info_row(i: Any, baseline: bool) -> ReportRow:
@@ -194,7 +200,7 @@ def numeric_label(c: Any, lang: str) -> str:
         return ""
     if n.kind == "grew":
         return translate(lang, "diff.numeric.grew", factor=f"{n.factor:.0f}×" if n.factor else "")
-    return translate(lang, f"diff.numeric.{n.kind}")
+    return word(lang, "diff.numeric.", n.kind)
 
 
 def _kind(kind: str, lang: str) -> str:
@@ -224,7 +230,7 @@ def comparison_view(cmp: Any, d: Any, lang: str, escape: Escape) -> ComparisonVi
                                                 baseline_gpu=escape(cmp.base.gpu_name or fmt.DASH),
                                                 other_gpu=escape(cmp.other.gpu_name or fmt.DASH)),
         env=tuple(EnvRow(_env_label(c, lang), c.before, c.after) for c in cmp.env),
-        checks=tuple(CheckRow(c.kind, t(f"diff.health.{c.kind}"), c.title, c.before or fmt.DASH, c.after or fmt.DASH,
+        checks=tuple(CheckRow(c.kind, word(lang, "diff.health.", c.kind), c.title, c.before or fmt.DASH, c.after or fmt.DASH,
                               c.finding, c.fix) for c in cmp.checks),
         has_cases=bool(cmp.cases),
         overall=t("diff.overall", ratio=fmt.ratio(g.geomean), interval=fmt.interval(g.low, g.high), count=g.count,
