@@ -115,6 +115,13 @@ def test_diff_at_100_columns_has_one_line_per_row():
     assert sizes[:3] == [len(d.reports), len(cmp.ops), len(sig)]
 
 
+def test_reasons_given_as_keys_are_phrased_in_the_reader_s_language():
+    d = compare_data.diff()
+    assert "the baseline run was slowed by hw_slowdown, baseline throttled" in capture(lambda c: print_diff(c, d),
+                                                                                       width=100)
+    assert "基准运行时因 hw_slowdown" in capture(lambda c: print_diff(c, d, "zh-CN"), width=100)
+
+
 def test_history_at_100_columns_fits():
     h = compare_data.history()
     text = capture(lambda c: print_history(c, h), width=100)
