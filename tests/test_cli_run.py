@@ -4,7 +4,6 @@ Also the dated, never-overwriting report names (the terminal summary is tested i
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import os
@@ -14,9 +13,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-import factories
 import pytest
-from rich.console import Console
 from test_suite import cpu_env, with_facts
 
 from envcheck import cli, model, reportname
