@@ -183,7 +183,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler = getattr(importlib.import_module(module_name), func_name)
         return int(handler(args))
     except (UsageError, ReportError) as e:
-        print(f"envcheck {args.command}: error: {e}", file=sys.stderr)
+        from envcheck.render.escape import visible
+
+        print(visible(f"envcheck {args.command}: error: {e}"), file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"envcheck {args.command}: interrupted", file=sys.stderr)

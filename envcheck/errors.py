@@ -14,3 +14,13 @@ EXIT_INTERRUPTED = 130  # Ctrl-C or SIGTERM: what finished was kept
 
 class UsageError(Exception):
     """Bad input from the user: printed as one line, exit status 2."""
+
+
+def first_line(text: object, limit: int = 200) -> str:
+    """The first non-empty line of a message (an exception, a subprocess's stderr), shortened to ``limit``:
+    the one place any layer cuts a machine message down to what fits in a sentence or a table cell."""
+    for line in str(text or "").splitlines():
+        line = line.strip()
+        if line:
+            return line if len(line) <= limit else line[: limit - 1] + "…"
+    return ""

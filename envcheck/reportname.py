@@ -1,9 +1,10 @@
 """Dated report file names that sort by time and never replace an existing report.
 
 ``2026-11-21_2215Z_gpu-box-1_h200.json``: UTC stamp (minutes), host, and the GPU the
-benchmark ran on (or ``cpu``). A name already used, by the JSON or by the Markdown /
-HTML rendered beside it, gets ``-2``, ``-3``, ... so two runs in the same minute both
-survive.
+benchmark ran on (or ``cpu``). A name already used by anything a report set holds (the JSON,
+the Markdown, HTML and charts folder rendered beside it, in any language), even by a dangling
+symlink, gets ``-2``, ``-3``, ... so two runs in the same minute both survive and the renders
+of the new one are never refused for a name an old one took.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from envcheck import model
+from envcheck.files import exists
+from envcheck.render.i18n import LANGS, document_stem
 
-SIBLING_SUFFIXES = (".json", ".md", ".html")  # what the renderers write beside the JSON
+SIBLING_SUFFIXES = (".json", ".md", ".html", "_charts")  # what a render writes beside the JSON
 MAX_ATTEMPTS = 1000
 _VENDOR_WORDS = ("nvidia", "geforce")  # in every NVIDIA name: they make file names long, not distinct
 
@@ -53,11 +56,11 @@ def _candidates(stem: str) -> Iterable[str]:
 
 
 def _taken(out_dir: Path, name: str) -> bool:
-    return any((out_dir / f"{name}{suffix}").exists() for suffix in SIBLING_SUFFIXES)
+    return any(exists(out_dir / f"{document_stem(name, lang)}{suffix}") for lang in LANGS for suffix in SIBLING_SUFFIXES)
 
 
 def free_path(out_dir: Path, stem: str) -> Path:
-    """The first ``stem[-k].json`` in ``out_dir`` whose JSON, Markdown and HTML names are all free."""
+    """The first ``stem[-k].json`` in ``out_dir`` whose whole report set's names are free."""
     for name in _candidates(stem):
         if not _taken(out_dir, name):
             return out_dir / f"{name}.json"
@@ -71,6 +74,6 @@ def write_report(out_dir: Path, stem: str, content: str) -> Path:
             continue
         try:
             return model.write_new(out_dir / f"{name}.json", content)
-        except FileExistsError:  # another run took the name between the check and the link
+        except FileExistsError:  # another run took the name between the check and the write
             continue
     raise model.ReportError(f"{out_dir}: {MAX_ATTEMPTS} reports named {stem}* already exist")

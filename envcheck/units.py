@@ -1,6 +1,6 @@
 """Byte sizes as plain text, one spelling for the terminal, the checks and ``envcheck diff``.
 
-The documents format numbers with the Jinja filters in ``render.jinja`` instead.
+What envcheck shows is formatted by ``render.fmt`` instead.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 #
 #   scripts/screenshot_report.sh REPORT.html [OUT_DIR]
 #
-# Writes OUT_DIR/<name>.desktop.png (1280 px wide) and OUT_DIR/<name>.phone.png (390 px).
+# Writes OUT_DIR/<name>.desktop.png (1400 px wide) and OUT_DIR/<name>.phone.png (390 px).
 # The browser is $CHROMIUM, else the first of chromium, chromium-browser, google-chrome on PATH.
 # Exit status: 0 on success, 2 on bad usage, 3 when no browser is found, 1 when a screenshot failed.
 set -euo pipefail
@@ -54,5 +54,5 @@ shoot() {  # shoot WIDTH LABEL
   echo "$png"
 }
 
-shoot 1280 desktop
+shoot 1400 desktop
 shoot 390 phone

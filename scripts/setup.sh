@@ -33,7 +33,17 @@ if ! has torch; then
     echo "setup: no PyTorch here. This machine has an NVIDIA GPU: install the CUDA build of torch that matches your driver, then run envcheck again (envcheck check will tell you which)." >&2
   else
     echo "setup: no PyTorch here; installing the CPU build ($TORCH_CPU)"
-    pip install -q "$TORCH_CPU" || pip install -q "$TORCH_CPU" --extra-index-url "$TORCH_CPU_INDEX"
+    # The indexes pip is configured with come first (a local mirror or wheel folder may hold the
+    # build); PyPI has no +cpu builds, so "no matching distribution" there means: ask PyTorch's CPU
+    # index. That expected miss is not shown; any other failure is.
+    if ! log=$(pip install -q "$TORCH_CPU" 2>&1); then
+      if grep -q "No matching distribution found" <<<"$log"; then
+        pip install -q "$TORCH_CPU" --extra-index-url "$TORCH_CPU_INDEX"
+      else
+        printf '%s\n' "$log" >&2
+        exit 1
+      fi
+    fi
   fi
 fi
 if [ $want_test = 1 ] && ! has triton; then

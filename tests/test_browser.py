@@ -1,28 +1,100 @@
-"""The HTML report in a real browser: headless Chromium renders it at laptop and phone widths.
+"""The HTML reports in a real browser: headless Chromium lays them out at a laptop's 1400 px and a phone's 390 px.
+
+At 1400 px no table may be wider than its container (everything important visible without scrolling
+sideways); at 390 px the page itself must not scroll sideways, and only the per-case tables (their
+size column pinned) may scroll inside their frame. The report is laid out in an iframe of the
+wanted width, so the measurement does not depend on the smallest window Chromium allows, and a
+script in the test's wrapper page (never in the report, which has none) writes what it measured
+into the DOM that ``--dump-dom`` prints.
 
 Skipped where no Chromium is installed (``apt-get install -y chromium``).
 """
 
 from __future__ import annotations
 
+import html
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
+import compare_data
+import factories_cpu
 import pytest
-from factories import report
 
-from envcheck.render import render_html
+from envcheck.model import load
+from envcheck.render.documents import render_diff, render_history, render_html
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "screenshot_report.sh"
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "screenshot_report.sh"
 BROWSER = os.environ.get("CHROMIUM") or next(
     (b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
 
 pytestmark = [
     pytest.mark.browser,
+    pytest.mark.slow,
     pytest.mark.skipif(BROWSER is None, reason="no Chromium on PATH (apt-get install -y chromium)"),
 ]
+
+MEASURE = """<!DOCTYPE html><html><body style="margin:0">
+<iframe id="f" style="border:0" width="{width}" height="900" srcdoc="{doc}"></iframe>
+<script>
+document.getElementById('f').onload = function () {{
+  var d = this.contentDocument, win = this.contentWindow, out = [];
+  d.querySelectorAll('.table-wrap').forEach(function (w) {{
+    if (w.scrollWidth > w.clientWidth + 1)
+      out.push(w.querySelector('table').className + ' ' + w.scrollWidth + '>' + w.clientWidth);
+  }});
+  document.body.setAttribute('data-page', d.documentElement.scrollWidth + '/' + win.innerWidth);
+  document.body.setAttribute('data-overflow', out.join('|'));
+}};
+</script></body></html>"""
+
+
+def measure(doc: str, width: int, tmp_path: Path) -> tuple[int, int, list[str]]:
+    """(page width, viewport width, tables wider than their frame as "class scrollWidth>clientWidth")."""
+    page = tmp_path / f"measure_{width}.html"
+    page.write_text(MEASURE.format(width=width, doc=html.escape(doc, quote=True)), encoding="utf-8")
+    profile = tmp_path / f"profile_{width}"
+    res = subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                          "--disable-component-update", "--disable-sync", "--no-first-run",
+                          f"--user-data-dir={profile}", "--window-size=1600,1000", "--virtual-time-budget=15000",
+                          "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=300)
+    m = re.search(r'data-page="(\d+)/(\d+)" data-overflow="([^"]*)"', res.stdout)
+    assert m, res.stderr[-2000:]
+    overflow = [x for x in html.unescape(m.group(3)).split("|") if x]
+    return int(m.group(1)), int(m.group(2)), overflow
+
+
+def documents() -> dict[str, str]:
+    report = load(ROOT / "reports" / "2026-11-22_0104Z_vm_h200.json")
+    return {
+        "h200": render_html(report),
+        "h200.zh-CN": render_html(report, "zh-CN"),
+        "cpu": render_html(factories_cpu.report()),
+        "diff": render_diff(compare_data.diff(), "html"),
+        "history": render_history(compare_data.history(), "html"),
+    }
+
+
+@pytest.fixture(scope="module")
+def docs():
+    return documents()
+
+
+@pytest.mark.parametrize("name", ["h200", "h200.zh-CN", "cpu", "diff", "history"])
+def test_nothing_is_wider_than_its_container_at_1400_px(docs, name, tmp_path):
+    page, viewport, overflow = measure(docs[name], 1400, tmp_path)
+    assert viewport == 1400 and page <= viewport
+    assert not overflow, overflow
+
+
+@pytest.mark.parametrize("name", ["h200", "cpu", "diff"])
+def test_at_phone_width_only_the_case_tables_scroll_inside_their_frame(docs, name, tmp_path):
+    page, viewport, overflow = measure(docs[name], 390, tmp_path)
+    assert viewport == 390 and page <= viewport, "the page scrolls sideways"
+    assert all(o.startswith("cases ") for o in overflow), overflow
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -31,14 +103,14 @@ def png_size(path: Path) -> tuple[int, int]:
     return int.from_bytes(header[16:20], "big"), int.from_bytes(header[20:24], "big")
 
 
-def test_screenshots_at_laptop_and_phone_width(tmp_path):
-    html = tmp_path / "report.html"
-    html.write_text(render_html(report()), encoding="utf-8")
-    res = subprocess.run(["bash", str(SCRIPT), str(html), str(tmp_path / "shots")], capture_output=True, text=True,
+def test_screenshots_at_laptop_and_phone_width(docs, tmp_path):
+    page = tmp_path / "report.html"
+    page.write_text(docs["h200"], encoding="utf-8")
+    res = subprocess.run(["bash", str(SCRIPT), str(page), str(tmp_path / "shots")], capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 0, res.stderr
     desktop, phone = tmp_path / "shots" / "report.desktop.png", tmp_path / "shots" / "report.phone.png"
-    assert png_size(desktop) == (1280, 2400)
+    assert png_size(desktop) == (1400, 2400)
     assert png_size(phone) == (390, 2400)
     # a blank page compresses to almost nothing; a rendered report does not
     assert desktop.stat().st_size > 50_000 and phone.stat().st_size > 30_000

@@ -1,92 +1,113 @@
-"""Charts: the right charts for the data, deterministic SVG bytes, no external references."""
+"""The charts of a run, a diff and a history: axes that say what is plotted, nothing drawn with nothing to show."""
 
 from __future__ import annotations
 
-import dataclasses
-import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
 
+import compare_data
+import factories
+import factories_cpu
 import pytest
-from factories import bench, report
 
+from envcheck.analysis import analyse
+from envcheck.model import load
 from envcheck.render import charts as ch
+from envcheck.render import svgchart as sc
+from envcheck.render.i18n import translate
+
+ROOT = Path(__file__).resolve().parent.parent
+H200 = ROOT / "reports" / "2026-11-22_0104Z_vm_h200.json"
 
 
 @pytest.fixture(scope="module")
-def factory_report():
-    return report()
+def h200():
+    a = analyse(load(H200))
+    return a, ch.run_charts(a.bench, "en")
 
 
-def test_plan_for_factory_run(factory_report):
-    names = [p.name for p in ch.plan(factory_report)]
-    assert names == [
-        "vector_add_time", "vector_add_speedup", "vector_add_bandwidth",
-        "relu_time", "relu_speedup", "relu_bandwidth",
-        "matmul_time", "matmul_speedup", "matmul_tflops",
-        "roofline",
-    ]
+def test_every_axis_label_and_every_x_come_from_one_definition(h200):
+    a, drawn = h200
+    for d in drawn:
+        for panel in d.spec.panels:
+            assert panel.x.label == translate("en", d.x.label) and panel.y.label == translate("en", d.y.label)
+        if d.op is None:
+            continue
+        assert d.x is ch.size_quantity(d.op)
+        expected = {d.x.value(r) for r in a.bench.results if r.case.op == d.op}
+        xs = {p.x for panel in d.spec.panels for s in panel.series for p in s.points}
+        assert xs <= expected, d.name
 
 
-def test_plan_without_bench_or_speedups():
-    r = report()
-    assert ch.plan(dataclasses.replace(r, bench=None)) == []
-    torch_only = dataclasses.replace(r.bench, cases=tuple(c for c in r.bench.cases if c.impl == "torch"))
-    kinds = {p.kind for p in ch.plan(dataclasses.replace(r, bench=torch_only))}
-    assert "speedup" not in kinds and "time" in kinds
+def test_matmul_is_plotted_at_flop_for_every_shape(h200):
+    a, drawn = h200
+    tflops = next(d for d in drawn if d.name == "matmul_tflops")
+    xs = {p.x for panel in tflops.spec.panels for s in panel.series for p in s.points}
+    assert 2.0 * 4096 * 11008 * 4096 in xs and 2.0 * 4096**3 in xs and 2.0 * 256**3 in xs
+    assert 4096 not in xs and 256 not in xs  # never a matrix side on a FLOP axis
+    assert tflops.spec.panels[0].x.label == "work per call (FLOP = 2·M·N·K)"
 
 
-@pytest.mark.parametrize("name", ["vector_add_bandwidth", "matmul_tflops", "roofline"])
-def test_drawing_twice_gives_identical_bytes(factory_report, name):
-    (p,) = [p for p in ch.plan(factory_report) if p.name == name]
-    assert ch.draw(factory_report, p).svg == ch.draw(factory_report, p).svg
+def test_throughput_charts_draw_both_ceilings_and_the_roofline_its_measured_roofs(h200):
+    _, drawn = h200
+    bw = next(d for d in drawn if d.name == "vector_add_bandwidth")
+    assert {r.label for r in bw.spec.panels[0].refs} == {"theoretical 4814 GB/s", "measured 4253 GB/s"}
+    roof = next(d for d in drawn if d.name == "roofline")
+    roofs = roof.spec.panels[0].roofs
+    assert any(isinstance(r, sc.MemoryRoof) and r.measured for r in roofs)
+    assert any(isinstance(r, sc.ComputeRoof) and r.measured for r in roofs)
+    assert roof.spec.panels[0].x.label == "arithmetic intensity (FLOP/byte)"
 
 
-def test_svg_is_standalone_and_has_no_date_or_external_reference(factory_report):
-    chart = ch.draw(factory_report, ch.plan(factory_report)[0])
-    svg = chart.svg
-    assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
-    assert "<?xml" not in svg and "<!DOCTYPE" not in svg and "<metadata>" not in svg
-    assert "<dc:date>" not in svg and "Matplotlib v" not in svg
-    # the only URLs left are XML namespace names, never fetched
-    urls = set(re.findall(r'https?://[^"\s]+', svg))
-    assert urls <= {"http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"}
-    assert not re.search(r'(?:xlink:)?href="(?!#)', svg)  # internal references only
-    assert "<text" not in svg  # glyphs are paths: identical wherever it is viewed
+def test_no_chart_has_a_panel_with_fewer_than_two_sizes():
+    for report in (factories.report(), factories_cpu.report(), load(H200)):
+        for d in ch.run_charts(analyse(report).bench, "en"):
+            for panel in d.spec.panels:
+                assert len({p.x for s in panel.series for p in s.points}) >= 2, d.name
 
 
-def test_implementations_keep_their_colour_in_every_chart(factory_report):
-    for p in ch.plan(factory_report):
-        svg = ch.draw(factory_report, p).svg.lower()
-        assert ch.IMPL_COLORS["triton"].lower() in svg, p.name
-        assert ch.IMPL_COLORS["torch"].lower() in svg, p.name
+def test_a_cpu_run_draws_no_roofline_and_no_single_point_chart():
+    names = {d.name for d in ch.run_charts(analyse(factories_cpu.report()).bench, "en")}
+    assert "roofline" not in names and not any(n.startswith("matmul") for n in names)
+    assert "vector_add_time" in names
 
 
-def test_zh_cn_charts_keep_english_text_but_translated_title(factory_report):
-    p = ch.plan(factory_report)[0]
-    en, zh = ch.draw(factory_report, p, "en"), ch.draw(factory_report, p, "zh-CN")
-    assert en.svg == zh.svg  # DejaVu Sans has no CJK glyphs: the chart text stays English
-    assert zh.title != en.title and "vector_add" in zh.title
+def test_axes_cannot_exaggerate_a_tiny_difference():
+    """The CPU report's matmul chart once showed 1.597x10^4 .. 1.5956x10^4: a 0.1% difference as a cliff."""
+    pts = tuple(sc.Point(x, 15960 + (x % 3)) for x in (1 << 20, 1 << 22, 1 << 24))
+    facet = ch.Facet("fp32", (sc.Series("torch", pts, ch.IMPL_COLORS["torch"]),))
+    chart = ch.facet_chart("t", "d", [facet], ch.ELEMENTS, ch.TIME, "en")
+    svg = sc.to_svg(chart)
+    assert "1.597" not in svg and "×10" not in svg
+    plan = sc.placed_labels(chart)
+    ticks = [lab.text for lab in plan if lab.role == "tick"]
+    assert "10k" in ticks or "20k" in ticks  # the axis spans a decade, the points sit on one line
 
 
-def test_bandwidth_chart_draws_both_ceilings(factory_report):
-    b = factory_report.bench
-    (p,) = [p for p in ch.plan(factory_report) if p.name == "vector_add_bandwidth"]
-    svg_both = ch.draw(factory_report, p).svg
-    no_measured = dataclasses.replace(b, ceilings=tuple(c for c in b.ceilings if c.kind != "measured"))
-    svg_one = ch.draw(dataclasses.replace(factory_report, bench=no_measured), p).svg
-    assert svg_both != svg_one
-    assert ch.MEASURED_COLOR.lower() in svg_both.lower() and ch.MEASURED_COLOR.lower() not in svg_one.lower()
+def test_diff_and_history_charts_say_what_they_plot():
+    d = compare_data.diff()
+    ratio = ch.ratio_chart(d.comparisons[0], "en")
+    assert ratio is not None and ratio.spec.panels[0].x.label == "baseline time per call (µs)"
+    xs = {p.x for panel in ratio.spec.panels for s in panel.series for p in s.points}
+    assert xs <= {c.base_us for c in d.comparisons[0].compared}
+    hist = ch.history_chart(compare_data.history(), "en")
+    assert hist is not None and hist.spec.panels[0].x.label == "days since the first report"
+    assert {p.x for s in hist.spec.panels[0].series for p in s.points} == {0.0, 1.0, 2.0}
 
 
-def test_peaks_with_equal_values_share_one_roof():
-    peaks = ch._peaks(bench().ceilings)
-    assert [p.name for p in peaks] == ["fp16/bf16", "tf32", "fp32"]
+@pytest.mark.parametrize("label", ["$\\undefinedmacro$", "<script>alert(1)</script>", "a & b \u202e", "]]>"])
+def test_chart_text_is_escaped(label):
+    """Machine text in charts (report labels in a diff) is text: matplotlib's mathtext once crashed on $\\x$."""
+    s = compare_data.Strings(base_label=label, other_label=label + "2", impl=label)
+    d = ch.ratio_chart(compare_data.diff(s).comparisons[0], "en")
+    assert d is not None
+    root = ET.fromstring(d.svg)  # well-formed XML
+    text = "".join(root.itertext())
+    assert "\u202e" not in d.svg and "<script>" not in d.svg
+    assert label.replace("\u202e", "").strip() in text
 
 
-def test_errored_cases_without_times_are_left_out():
-    r = report()
-    b = r.bench
-    first = b.cases[0]
-    broken = dataclasses.replace(first, status="error", gpu=None, launch=None, gbps=None, message="compile failed")
-    r2 = dataclasses.replace(r, bench=dataclasses.replace(b, cases=(broken, *b.cases[1:])))
-    for p in ch.plan(r2):
-        assert ch.draw(r2, p).svg.startswith("<svg")
+def test_charts_in_chinese():
+    drawn = ch.run_charts(analyse(factories.report()).bench, "zh-CN")
+    assert len(drawn) == 10
+    assert "每次调用时间（µs）" in drawn[0].svg and "规模（元素数）" in drawn[0].svg

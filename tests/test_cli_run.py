@@ -1,10 +1,9 @@
 """``envcheck run`` end to end: the real command on this machine, and the command with a
 scripted worker for the paths a healthy machine never takes (crash, Ctrl-C, no torch).
-Also the dated, never-overwriting report names and the terminal summary."""
+Also the dated, never-overwriting report names (the terminal summary is tested in test_terminal.py)."""
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import os
@@ -14,15 +13,12 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-import factories
 import pytest
-from rich.console import Console
 from test_suite import cpu_env, with_facts
 
 from envcheck import cli, model, reportname
 from envcheck.commands import run as run_cmd
 from envcheck.model import Check, known
-from envcheck.terminal.bench import print_run, written_lines
 
 FAKE = str(Path(__file__).with_name("fake_worker.py"))
 REPO = Path(__file__).resolve().parents[1]
@@ -196,56 +192,6 @@ def test_out_dir_that_is_a_file_is_refused(tmp_path, capsys):
     assert cli.main(["run", "--out-dir", str(f)]) == 2
     assert capsys.readouterr().err == f"envcheck run: error: --out-dir: {f} is a file, not a folder\n"
     assert f.read_text() == "a user's file"
-
-
-# --------------------------------------------------------------------------- the terminal summary
-
-
-def test_summary_shows_tables_totals_ceilings_and_notes():
-    report = factories.report()
-    buf = io.StringIO()
-    print_run(Console(file=buf, width=200, color_system=None), report, [Path("reports/x.json")])
-    text = buf.getvalue()
-    assert "vector_add" in text and "matmul" in text and "fp32/tf32" in text
-    assert "triton speedup" in text and "GB/s (torch/triton)" in text and "TFLOP/s (torch/triton)" in text
-    assert "NVML: 2 x 3201 MHz x 6016 bit / 8" in text  # ceiling with its source
-    assert "L2 kept cold for memory-bound cases" in text
-    assert "torch.compile unavailable: no C compiler" in text  # skip reason
-    assert "launch-bound" in text
-    assert "reports/x.json" in text
-    assert "2^28" in text and "4096x4096x4096" in text
-    # Matmul rows are judged against the precision's FLOP/s ceiling: 685 and 637 of 989 TFLOP/s.
-    assert "685 / 637" in text and "69% / 64%" in text
-    assert "Checks: warn" in text and "fix: stop the other process" in text
-
-
-def test_written_files_list_renderings_by_name_and_chart_folders_by_count():
-    paths = [Path("r/a.json"), Path("r/a.md"), Path("r/a_charts/x.svg"), Path("r/a_charts/y.svg"), Path("r/a.html")]
-    assert written_lines(paths) == ["r/a.json", "r/a.md", "r/a.html", "r/a_charts/ (2 files)"]
-
-
-def test_summary_marks_a_case_over_tolerance():
-    report = factories.report()
-    bench = report.bench
-    cases = list(bench.cases)
-    i = next(k for k, c in enumerate(cases) if c.op == "matmul" and c.impl == "triton" and c.precision == "fp32")
-    c = cases[i]
-    cases[i] = dataclasses.replace(c, status="fail", error=dataclasses.replace(c.error, rel_l2=7.7e-4, passed=False))
-    report = dataclasses.replace(report, bench=dataclasses.replace(bench, cases=tuple(cases)))
-    buf = io.StringIO()
-    print_run(Console(file=buf, width=200, color_system=None), report)
-    text = buf.getvalue()
-    assert "triton 7.7e-04 > 1e-05" in text
-    assert "1 over tolerance" in text
-
-
-def test_summary_never_reads_machine_text_as_markup():
-    report = factories.report()
-    report = dataclasses.replace(report, bench=dataclasses.replace(report.bench,
-                                                                   notes=("[bold red]injected[/] [link=x]",)))
-    buf = io.StringIO()
-    print_run(Console(file=buf, width=200, color_system=None), report)
-    assert "[bold red]injected[/] [link=x]" in buf.getvalue()
 
 
 # --------------------------------------------------------------------------- the real command

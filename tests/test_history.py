@@ -8,8 +8,9 @@ import re
 import factories
 import pytest
 
-from envcheck.compare import document, i18n
 from envcheck.compare.history import history
+from envcheck.render import documents as document
+from envcheck.render.compare_view import step_sentence
 
 
 def timeline():
@@ -35,7 +36,7 @@ def test_driver_update_step_is_found_and_tied_to_the_driver_change():
     assert step.ratio == pytest.approx(0.93, rel=0.01)
     assert step.change_pct == pytest.approx(7.0, abs=0.3)
     assert [(c.label, c.before, c.after) for c in step.changes] == [("driver", "575.57", "580.159.04")]
-    sentence = i18n.step_sentence(step, i18n.translator("en"))
+    sentence = step_sentence(step, "en", str)
     assert sentence == "matmul torch bf16 got 7.0% faster at 2026-12-01 when driver 575.57 -> 580.159.04"
     assert h.mixed is False
 
@@ -73,7 +74,7 @@ def test_change_without_environment_change_says_so():
     h = history([("a", factories.report(created="2026-11-01T00:00:00Z")),
                  ("b", factories.report(created="2026-11-02T00:00:00Z", scale=1.2))])
     assert h.steps and all(s.direction == "slower" and s.changes == () for s in h.steps)
-    assert i18n.step_sentence(h.steps[0], i18n.translator("en")).endswith("with no recorded environment change")
+    assert step_sentence(h.steps[0], "en", str).endswith("with no recorded environment change")
 
 
 def test_mixed_hosts_and_gpus_are_named():
@@ -112,7 +113,7 @@ def test_single_report_history_is_a_flat_line():
 def test_large_changes_read_as_factors():
     h = history([("a", factories.report(created="2026-11-01T00:00:00Z")),
                  ("b", factories.report(created="2026-11-02T00:00:00Z", scale=3.0))])
-    sentence = i18n.step_sentence(h.steps[0], i18n.translator("en"))
+    sentence = step_sentence(h.steps[0], "en", str)
     assert "got 3× slower at 2026-11-02" in sentence
 
 

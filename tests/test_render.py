@@ -1,44 +1,63 @@
-"""Markdown and HTML reports: content from the JSON alone, escaping, structure, files and the CLI."""
+"""Markdown and HTML reports: content from the report and its analysis, escaping, language, files, the CLI."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
+import string
 import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
+import factories
+import factories_cpu
 import pytest
-from factories import report
+from markdown_it import MarkdownIt
 
+from envcheck.analysis import analyse
 from envcheck.errors import UsageError
-from envcheck.model import Check, dump, known, missing
-from envcheck.render import jinja as jj
-from envcheck.render import render_html, render_markdown, write_documents
+from envcheck.model import Check, Note, Stop, StopCause, dump, known, legacy, load
+from envcheck.render import fmt
+from envcheck.render.documents import render_html, render_markdown
+from envcheck.render.i18n import LANGS, catalog, placeholders
+from envcheck.render.terminal.console import capture
+from envcheck.render.terminal.run import print_run
+from envcheck.render.writing import outcome_message, render_after_run, write_documents
 
 ROOT = Path(__file__).resolve().parent.parent
+H200 = ROOT / "reports" / "2026-11-22_0104Z_vm_h200.json"
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 
 
-class NestingChecker(HTMLParser):
-    """Fails on a closing tag that does not match the open one: well-formed nesting, HTML or inline SVG."""
+class Parsed(HTMLParser):
+    """Tags, attributes, ids, links and text of a document; nesting errors recorded."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.stack: list[str] = []
         self.errors: list[str] = []
         self.tags: set[str] = set()
+        self.attrs: set[tuple[str, str]] = set()
+        self.ids: list[str] = []
+        self.hrefs: list[str] = []
         self.text: list[str] = []
 
     def handle_starttag(self, tag, attrs):
         self.tags.add(tag)
+        for k, v in attrs:
+            self.attrs.add((tag, k))
+            if k == "id":
+                self.ids.append(v)
+            if k == "href":
+                self.hrefs.append(v)
         if tag not in VOID:
             self.stack.append(tag)
 
     def handle_startendtag(self, tag, attrs):
         self.tags.add(tag)
+        for k, _ in attrs:
+            self.attrs.add((tag, k))
 
     def handle_endtag(self, tag):
         if not self.stack or self.stack[-1] != tag:
@@ -50,279 +69,432 @@ class NestingChecker(HTMLParser):
         self.text.append(data)
 
 
-def parse(html: str) -> NestingChecker:
-    p = NestingChecker()
+def parse(html: str) -> Parsed:
+    p = Parsed()
     p.feed(html)
     p.close()
     return p
 
 
 @pytest.fixture(scope="module")
-def hostile():
-    """A report whose machine strings try to be markup."""
-    r = report(host="<script>alert(1)</script>", gpu_name="A&B <b>")
-    checks = (
-        Check("x.pipe", "fail", "Pipes | in <i>title</i>", "value a|b with `tick` and *stars*", fix="run `x` | tee"),
-        *r.checks,
-    )
-    sections = dict(r.environment.sections)
-    sections["env"] = {"variables": known({"GITHUB_TOKEN": "ghp_secretvalue", "PIP_INDEX_URL":
-                                           "https://user:hunter2@example.org/simple"})}
-    env = dataclasses.replace(r.environment, sections=sections)
-    return dataclasses.replace(r, checks=checks, environment=env)
+def h200():
+    return load(H200)
 
 
 @pytest.fixture(scope="module")
-def factory_html():
-    return render_html(report())
+def h200_html(h200):
+    return render_html(h200)
 
 
-def test_html_escapes_machine_strings(hostile):
-    html = render_html(hostile)
-    assert "<script>" not in html.lower()
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
-    assert "A&amp;B &lt;b&gt;" in html
-    assert "<b>" not in html and "<i>title</i>" not in html
-    text = "".join(parse(html).text)
-    assert "<script>alert(1)</script>" in text  # shown to the reader as text
+@pytest.fixture(scope="module")
+def h200_md(h200):
+    return render_markdown(h200)
 
 
-def test_markdown_neutralises_html_and_table_syntax(hostile):
+def with_env(report, variables=None, checks=None, host=None, gpu=None):
+    sections = dict(report.environment.sections)
+    if variables is not None:
+        sections["env"] = {"variables": known(variables)}
+    env = dataclasses.replace(report.environment, sections=sections)
+    out = dataclasses.replace(report, environment=env)
+    if checks is not None:
+        out = dataclasses.replace(out, checks=checks)
+    if host is not None:
+        out = dataclasses.replace(out, host=host)
+    return out
+
+
+# --------------------------------------------------------------------------- escaping
+
+
+INJECTION = {
+    # The two cases the issue reports: a double backtick closing the code span, a CR ending the row.
+    "CUDA_LAUNCH_BLOCKING": "0``<img src=x onerror=alert(5)>``",
+    "NCCL_DEBUG": "INFO\r# injected heading\r\n| a | b |",
+    "PIP_INDEX_URL": "https://user:hunter2@example.org/simple",
+    "GITHUB_TOKEN": "ghp_secretvalue",
+}
+
+
+@pytest.fixture(scope="module")
+def hostile():
+    r = factories.report()
+    checks = (Check("x.pipe", "fail", "Pipes | in <i>title</i>", "value a|b with `tick` and *stars*",
+                    fix="run ``x`` | tee <img src=y onerror=alert(6)>"), *r.checks)
+    return with_env(r, INJECTION, checks, host="<script>alert(1)</script>\u202egnp.exe")
+
+
+def test_markdown_code_spans_and_rows_cannot_be_broken_out_of(hostile):
     md = render_markdown(hostile)
-    assert "<script>" not in md and "<b>" not in md and "<i>" not in md
-    assert r"\<script\>alert(1)\</script\>" in md
-    assert "A&amp;B \\<b\\>" in md
-    (row,) = [line for line in md.splitlines() if "x.pipe" in line or "Pipes" in line]
-    assert len(re.findall(r"(?<!\\)\|", row)) == 5  # 4 columns: the pipes inside cells are escaped
+    html = MarkdownIt("commonmark").enable("table").render(md)
+    doc = parse(html)
+    assert "script" not in doc.tags and "i" not in doc.tags
+    assert not [a for a in doc.attrs if a[1].startswith("on")]
+    assert set(re.findall(r'<img src="([^"]+)"', html)) <= {f"charts/{n}.svg" for n in re.findall(r"charts/(\w+)\.svg", md)}
+    assert not re.search(r"<h\d>[^<]*injected heading", html)
+    assert "injected heading" in "".join(doc.text)  # shown, as text inside the code span
+    assert "<img src=x onerror=alert(5)>" in "".join(doc.text)  # literally
+    assert "\r" not in md and "\u202e" not in md
+
+
+def test_markdown_tables_keep_their_columns(hostile):
+    md = render_markdown(hostile)
+    for block in re.split(r"\n\n", md):
+        lines = [ln for ln in block.splitlines() if ln.startswith("|")]
+        if len(lines) < 2:
+            continue
+        widths = {len(re.findall(r"(?<!\\)\|", re.sub(r"(`+).*?\1", "", ln))) for ln in lines}
+        assert len(widths) == 1, lines
+
+
+def test_html_escapes_machine_strings_and_neutralises_bidi(hostile):
+    html = render_html(hostile)
+    doc = parse(html)
+    assert "script" not in doc.tags and "img" not in doc.tags and "i" not in doc.tags
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "\u202e" not in html and "\\u202e" in html
+    assert not doc.errors
 
 
 def test_secrets_never_reach_the_documents(hostile):
     for text in (render_html(hostile), render_markdown(hostile)):
         assert "ghp_secretvalue" not in text and "hunter2" not in text
-        assert "https://&lt;redacted&gt;@example.org/simple" in text or "https://<redacted>@example.org/simple" in text
 
 
-def test_html_is_well_formed_and_self_contained(factory_html):
-    p = parse(factory_html)
-    assert p.errors == [] and p.stack == []
-    assert "script" not in p.tags and "link" not in p.tags and "img" not in p.tags and "iframe" not in p.tags
-    assert "svg" in p.tags and "style" in p.tags
-    assert not re.search(r'\b(?:src|href)="(?!#)', factory_html)
-    assert "@import" not in factory_html and not re.search(r"url\((?!#)", factory_html)
+def test_html_is_well_formed_and_self_contained(h200_html):
+    doc = parse(h200_html)
+    assert not doc.errors and not doc.stack
+    assert not {"script", "link", "img", "iframe"} & doc.tags
+    assert not [h for h in doc.hrefs if not h.startswith("#")]
+    assert len(doc.ids) == len(set(doc.ids)), "an id repeats"
+    assert all(h[1:] in doc.ids for h in doc.hrefs), "a link to a row that is not there"
 
 
-def test_inline_chart_ids_are_unique_and_resolve(factory_html):
-    ids = re.findall(r'\bid="([^"]+)"', factory_html)
-    assert len(ids) == len(set(ids)) and len(ids) > 100
-    refs = set(re.findall(r'(?:href="#|url\(#)([^")]+)', factory_html))
-    assert refs and refs <= set(ids)
+# --------------------------------------------------------------------------- what the report says
 
 
-def test_html_responsive_basics(factory_html):
-    assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in factory_html
-    assert ".table-wrap { overflow-x: auto" in factory_html
-    assert "max-width: 100%" in factory_html
-    assert factory_html.count('<div class="table-wrap">') >= factory_html.count("<table") - 0
+def test_findings_are_one_sentence_with_a_count_and_their_rows_folded(h200, h200_html, h200_md):
+    power = analyse(h200).bench.findings
+    capped = next(f for f in power if f.key == "finding.power_capped")
+    li = re.search(r'<li class="level-info">27 rows ran at the GPU&#39;s software power cap.*?</details>', h200_html, re.S)
+    assert li, "the power-cap finding is one list item starting with its count"
+    sentence, details = li.group(0).split("<details>", 1)
+    assert sentence.count("×") == 0 and "4096" not in sentence  # no row inline in the sentence
+    assert len(re.findall(r'<li><a href="#case-', details)) == len(capped.rows) == 27
+    # Markdown: the sentence, then the rows compacted under it.
+    block = h200_md.split("- 27 rows ran at the GPU's software power cap", 1)[1].split("\n- ", 1)[0]
+    assert "  - matmul fp16 torch, triton: 2048×2048×2048, 4096×4096×4096, 4096×11008×4096, 8192×8192×8192" in block
 
 
-def test_contents_of_both_formats():
-    r = report()
-    md, html = render_markdown(r), render_html(r)
-    for text in (md, html):
-        assert "NVIDIA H200" in text and "gpu-box-1" in text and "2026-11-21" in text
-        assert "580.159.04" in text and "2.11.0+cu130" in text and "4 814 GB/s" in text
-        assert "not supported on this GPU (NVML: Not Supported)" in text  # a missing fact shows its reason
-        assert "torch.compile unavailable: no C compiler" in text  # skipped case
-        assert "L2 kept cold for memory-bound cases" in text  # run notes
-        assert "device-to-device copy of 2 GiB in this run" in text  # ceiling source
-        assert "is launch-bound at small sizes" in text and "torch 1 048 576" in text
-        assert "TF32" in text
-        assert "persistent 128x256x64 s4 w8" in text  # the kernel a Triton matmul ran
-    assert '<td class="val missing">not supported on this GPU' in html
+def test_tiles_give_speedups_per_precision(h200_md):
+    line = next(ln for ln in h200_md.splitlines() if ln.startswith("- **matmul:"))
+    assert "triton vs torch: fp16 0.91× · bf16 0.92× · tf32 0.95× · fp32 0.32×" in line
+    assert "0.75×" not in line  # the all-precision mean the issue complained about
 
 
-def test_checks_are_listed_failures_first():
-    r = report(checks=(Check("a", "pass", "A ok", "fine"), Check("b", "warn", "B", "hmm", fix="b-fix"),
-                       Check("c", "fail", "C broken", "bad", fix="c-fix")))
+def test_sizes_in_numeric_order_and_one_notation(h200_md):
+    section = h200_md.split("## Benchmark: vector\\_add", 1)[1].split("\n## ", 1)[0]
+    rows = [ln.split(" | ") for ln in section.splitlines() if re.match(r"\| \d", ln)]
+    sizes = [(r[2], r[0].strip("| ")) for r in rows]  # (dtype, size) in the order shown
+    for dtype in ("fp32", "fp16", "bf16"):
+        shown = [s for d, s in sizes if d == dtype]
+        assert shown == sorted(shown, key=lambda s: int(s[:-1]) << {"K": 10, "M": 20, "G": 30}[s[-1]]
+                               if s[-1] in "KMG" else int(s))
+    assert "2^" not in section and "1024" not in section.split("|---", 1)[1].split("![")[0]
+    assert sizes[0][1] == "1K" and ("fp32", "100K") in sizes and ("fp32", "256M") in sizes
+
+
+def test_tolerances_read_the_same_in_every_layout(h200, h200_md):
+    wide = capture(lambda c: print_run(c, h200, analyse(h200)), width=170)
+    for text in (h200_md, wide):
+        assert "2.8e-8 / 3.6e-7" in text
+        assert "e-07" not in text and "4e-07" not in text
+
+
+def test_cpu_report_reads_as_a_cpu_report():
+    r = factories_cpu.report()
+    a = analyse(r)
+    for text in (render_markdown(r), render_html(r), capture(lambda c: print_run(c, r, a), width=100)):
+        assert "GPU time" not in text and "Launch time" not in text
+        assert "nvidia-smi" not in text  # no advice about GPU processes
+        assert "L2 kept cold" not in text and "cold_l2" not in text
+        assert "Roofline" not in text
     md = render_markdown(r)
-    assert md.index("C broken") < md.index("| B |") < md.index("A ok")
-    assert "Broken:" in md
+    assert "`threads=16`" in md and "Time (host clock)" in md
+    assert "matmul_time.svg" not in md  # one size per precision: nothing a chart shows better than the table
 
 
-def test_probe_report_without_bench_renders_environment_only():
-    r = dataclasses.replace(report(), bench=None, checks=(), kind="probe")
-    md, html = render_markdown(r), render_html(r)
-    assert "## Environment" in md and "## Summary" not in md and "## Methodology" not in md
-    assert parse(html).errors == []
-    assert "No health checks" in md
+def test_a_stopped_run_says_how_it_stopped_once():
+    r = factories.report()
+    bench = dataclasses.replace(r.bench, stop=Stop(StopCause.USER, finished=12, planned=208))
+    html = render_html(dataclasses.replace(r, benches=(bench,)))
+    assert "stopped with Ctrl-C after 12 of 208 cases" in html
+    assert "interrupted (interrupted" not in html and html.count("stopped with Ctrl-C") == 1
 
 
-def test_wsl_details_only_on_wsl():
-    r = report()
-    assert "WSL version" not in render_markdown(r)
-    sections = dict(r.environment.sections)
-    sections["wsl"] = {"is_wsl": known(True), "wsl_version": known(2), "distro_name": missing("WSL_DISTRO_NAME unset")}
-    r2 = dataclasses.replace(r, environment=dataclasses.replace(r.environment, sections=sections))
-    md = render_markdown(r2)
-    assert "| WSL version | 2 |" in md and "*WSL\\_DISTRO\\_NAME unset*" in md
+def test_unknown_keys_are_shown_generically_and_legacy_text_as_recorded():
+    r = factories.report()
+    notes = (Note("bench.some_future_note", {"size_bytes": 1 << 20, "op": "relu"}), legacy("as it was <recorded>"))
+    bench = dataclasses.replace(r.bench, notes=notes)
+    md = render_markdown(dataclasses.replace(r, benches=(bench,)))
+    assert "- bench.some\\_future\\_note (op=relu, size\\_bytes=1.0 MiB)" in md
+    assert "- as it was \\<recorded\\>" in md
 
 
-def test_chinese_report_is_translated():
-    md = render_markdown(report(), "zh-CN")
-    assert md.startswith("# envcheck 报告：gpu-box-1 上的 NVIDIA H200，2026-11-21")
-    assert "## 环境" in md and "## 测量方法" in md
-    assert "4 814 GB/s" in md  # numbers and units stay the same
+def test_probe_report_renders_environment_and_no_benchmark():
+    r = dataclasses.replace(factories.report(), kind="probe", checks=(), benches=())
+    md = render_markdown(r)
+    assert "## Environment" in md and "## Benchmark" not in md and "## Findings" not in md
 
 
-# --------------------------------------------------------------------------- filters
+# --------------------------------------------------------------------------- languages
+
+
+def test_catalogues_have_the_same_keys_and_placeholders():
+    en = catalog("en")
+    for lang in LANGS:
+        other = catalog(lang)
+        assert set(other) == set(en), f"{lang}: {set(en) ^ set(other)}"
+        for key, message in en.items():
+            assert placeholders(other[key]) == placeholders(message), f"{lang} {key}"
+
+
+def _code_keys() -> set[str]:
+    """Keys the analysis hands to the presentation as data: every one must be phrased."""
+    from envcheck.analysis import flags as fl
+    from envcheck.analysis import peaks
+
+    src = "".join((ROOT / "envcheck" / "analysis" / name).read_text() for name in
+                  ("findings.py", "peaks.py", "ceilings.py"))
+    keys = set(re.findall(r'"((?:finding|rec|peak|ceiling)\.[a-z_]+[a-z])"', src))
+    keys |= {f"finding.stopped.{c.value}" for c in StopCause}
+    keys |= {f"flag.{f}" for f in fl.FLAGS} | {f"flag.{f}.explain" for f in fl.FLAGS}
+    kinds = set(re.findall(r'Source\("([a-z_]+[a-z])"', src)) | set(re.findall(r'kind = "([a-z_]+)"', src))
+    kinds |= {"datasheet_computed", "datasheet_computed_up_to", "derived_geforce", "derived_tensor_clock"}
+    kinds |= {f"measured_{k}" for k in ("copy", "read", "fill", "triad", "matmul")}
+    keys |= {f"peak_source.{k}" for k in kinds}
+    assert peaks.compute_peaks  # the module the peak keys come from
+    return keys - {"finding.stopped."}
+
+
+def test_every_key_the_analysis_uses_is_in_the_catalogue():
+    missing = sorted(k for k in _code_keys() if k not in catalog("en"))
+    assert not missing
+
+
+def test_every_key_a_template_names_is_in_the_catalogue():
+    used = set()
+    for path in (ROOT / "envcheck" / "templates").glob("*.j2"):
+        used |= {k for k in re.findall(r't\("([^"]+)"', path.read_text()) if not k.endswith(".")}
+    for path in (ROOT / "envcheck" / "render").rglob("*.py"):
+        used |= {k for k in re.findall(r'["\']((?:term|col|chart|diff|history|tile|section|method)\.[a-z_.]+)["\']',
+                                        path.read_text()) if not k.endswith(".")}
+    assert not sorted(k for k in used if k not in catalog("en"))
+
+
+def _english_fragments() -> list[str]:
+    """Pieces of English catalogue text long enough that finding one in a render means it was not translated."""
+    en, zh = catalog("en"), catalog("zh-CN")
+    out = []
+    for key, message in en.items():
+        if message == zh[key]:
+            continue
+        for literal, *_ in string.Formatter().parse(message):
+            literal = literal.strip(" .,:;()")
+            if len(literal) >= 14 and literal.count(" ") >= 2:
+                out.append(literal)
+    return out
+
+
+def test_a_chinese_render_has_no_english_catalogue_sentence(h200):
+    a = analyse(h200)
+    texts = [render_markdown(h200, "zh-CN", analysis=a), render_html(h200, "zh-CN", analysis=a),
+             capture(lambda c: print_run(c, h200, a, lang="zh-CN"), width=100),
+             render_markdown(factories_cpu.report(), "zh-CN")]
+    # What the machine wrote in English (check findings, notes of old reports) may contain a phrase.
+    machine = " ".join([c.finding for c in h200.checks] + [n.params.get("text", "") for n in h200.bench.notes])
+    fragments = [f for f in _english_fragments() if f not in machine]
+    assert len(fragments) > 200
+    for text in texts:
+        found = [f for f in fragments if f in text]
+        assert not found, found[:5]
+
+
+def test_chinese_charts_are_in_chinese(h200):
+    svgs = "".join(re.findall(r"<svg.*?</svg>", render_html(h200, "zh-CN"), re.S))
+    assert "每次调用时间（µs）" in svgs and "规模（元素数）" in svgs
+    assert "time per call" not in svgs and "size (elements)" not in svgs
+
+
+# --------------------------------------------------------------------------- numbers as text
 
 
 @pytest.mark.parametrize(("value", "expected"), [
-    (None, "–"), (0, "0"), (1.1, "1.10"), (18.04, "18.0"), (744.2, "744"), (4348.3, "4 348"), (1 << 20, "1 048 576"),
-    (2e-7, "2.00e-07"), (12, "12"),
+    (None, "–"), (0, "0"), (4814.304, "4814"), (0.5, "0.500"), (12.3456, "12.3"), (9.996, "10.0"), (2.5e-5, "2.50e-5"),
 ])
 def test_num(value, expected):
-    assert jj.num(value) == expected
+    assert fmt.num(value) == expected
 
 
-@pytest.mark.parametrize(("us", "expected"), [(1.104, "1.10 µs"), (744.0, "744 µs"), (4_200.0, "4.20 ms"),
-                                              (2.5e6, "2.50 s"), (None, "–")])
-def test_duration(us, expected):
-    assert jj.duration_us(us) == expected
+@pytest.mark.parametrize(("value", "expected"), [(3.6e-7, "3.6e-7"), (0.0117, "1.2e-2"), (0.0029327, "2.9e-3"),
+                                                 (0, "0"), (None, "–")])
+def test_errors_and_tolerances_have_one_notation(value, expected):
+    assert fmt.sci(value) == expected
 
 
-def test_pct_keeps_small_shares_visible():
-    assert jj.pct(0.23) == "0.2%" and jj.pct(90.4) == "90%" and jj.pct(None) == "–"
+@pytest.mark.parametrize(("n", "expected"), [(1024, "1K"), (10240, "10K"), (102400, "100K"), (1 << 20, "1M"),
+                                             (1 << 28, "256M"), (1000, "1000"), (1536, "1536")])
+def test_counts_use_the_binary_prefixes_of_the_chart_axes(n, expected):
+    assert fmt.count(n) == expected
 
 
-def test_md_escape():
-    assert jj.md("a|b") == r"a\|b"
-    assert jj.md("x_y *z*") == r"x\_y \*z\*"
-    assert jj.md("line\nbreak") == "line break"
-    assert jj.md("&lt;") == "&amp;lt;"
+def test_first_line_and_case_label_are_one_each():
+    assert fmt.first_line("\n  RuntimeError: boom\n  at x\n") == "RuntimeError: boom"
+    assert fmt.case_label(("matmul", "triton", "fp32", "tf32", (4096, 4096, 4096))) == \
+        "matmul triton fp32/tf32 4096×4096×4096"
 
 
 # --------------------------------------------------------------------------- files
 
 
+def test_rendering_twice_gives_identical_bytes(tmp_path):
+    report = factories.report()
+    a = write_documents(report, tmp_path / "a" / "r.json", ["md", "html"])
+    b = write_documents(report, tmp_path / "b" / "r.json", ["md", "html"])
+    assert len(a) == len(b) > 3
+    for x, y in zip(a, b, strict=True):
+        assert x.name == y.name and x.read_bytes() == y.read_bytes(), x.name
+
+
 def test_write_documents_layout_and_relative_chart_links(tmp_path):
-    r = report()
-    src = tmp_path / "run.json"
-    dump(r, src)
-    written = write_documents(r, src, ["md", "html"])
+    written = write_documents(factories.report(), tmp_path / "r.json", ["md", "html"])
     names = {p.relative_to(tmp_path).as_posix() for p in written}
-    assert {"run.md", "run.html", "run_charts/roofline.svg"} <= names
-    md = (tmp_path / "run.md").read_text(encoding="utf-8")
-    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
-    assert links and all((tmp_path / link).is_file() for link in links)
-    assert all(not Path(link).is_absolute() for link in links)
+    assert {"r.md", "r.html", "r_charts/vector_add_time.svg", "r_charts/roofline.svg"} <= names
+    md = (tmp_path / "r.md").read_text()
+    for link in re.findall(r"\]\((r_charts/[^)]+)\)", md):
+        assert (tmp_path / link).is_file()
 
 
-def test_write_documents_refuses_to_replace_without_force(tmp_path):
-    r = report()
-    src = tmp_path / "run.json"
-    (tmp_path / "run.html").write_text("mine", encoding="utf-8")
-    with pytest.raises(UsageError, match=r"run\.html already exists.*--force replaces it"):
-        write_documents(r, src, ["md", "html"])
-    assert not (tmp_path / "run.md").exists()  # nothing written when refused
-    assert (tmp_path / "run.html").read_text(encoding="utf-8") == "mine"
-    write_documents(r, src, ["html"], force=True)
-    assert (tmp_path / "run.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+def test_a_refusal_writes_nothing_and_force_replaces_the_whole_set(tmp_path):
+    report = factories.report()
+    (tmp_path / "r.html").write_text("old html")
+    (tmp_path / "r_charts").mkdir()
+    (tmp_path / "r_charts" / "stale.svg").write_text("old chart")
+    with pytest.raises(UsageError, match="already exists"):
+        write_documents(report, tmp_path / "r.json", ["md", "html"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.html", "r_charts"]  # no r.md written meanwhile
+    write_documents(report, tmp_path / "r.json", ["md", "html"], force=True)
+    assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
+    assert not (tmp_path / "r_charts" / "stale.svg").exists()  # the folder is the render's, replaced whole
+    assert not [p for p in tmp_path.rglob(".*")], "temporary files left behind"
 
 
-def test_write_documents_language_suffix_and_out_dir(tmp_path):
-    r = report()
-    out = tmp_path / "docs"
-    written = write_documents(r, tmp_path / "run.json", ["md"], lang="zh-CN", out_dir=out)
-    assert out / "run.zh-CN.md" in written
-    assert "](run.zh-CN_charts/" in (out / "run.zh-CN.md").read_text(encoding="utf-8")
+def test_force_over_a_dangling_symlink_replaces_the_link(tmp_path):
+    (tmp_path / "r.md").symlink_to(tmp_path / "nowhere" / "r.md")
+    with pytest.raises(UsageError):
+        write_documents(factories.report(), tmp_path / "r.json", ["md"])
+    write_documents(factories.report(), tmp_path / "r.json", ["md"], force=True)
+    assert not (tmp_path / "r.md").is_symlink() and (tmp_path / "r.md").read_text().startswith("# envcheck")
 
 
-@pytest.mark.parametrize(("formats", "lang", "message"), [
-    (["pdf"], "en", "unknown format 'pdf'"), ([], "en", "no format"), (["md"], "fr", "unknown language 'fr'")])
+def test_language_suffix_and_out_dir(tmp_path):
+    written = write_documents(factories.report(), tmp_path / "in" / "r.json", ["html"], lang="zh-CN",
+                              out_dir=tmp_path / "out")
+    assert [p.relative_to(tmp_path).as_posix() for p in written] == ["out/r.zh-CN.html"]
+
+
+@pytest.mark.parametrize(("formats", "lang", "message"), [(["pdf"], "en", "unknown format"), ([], "en", "no format"),
+                                                         (["md"], "fr", "unknown language")])
 def test_write_documents_validates_input(tmp_path, formats, lang, message):
     with pytest.raises(UsageError, match=message):
-        write_documents(report(), tmp_path / "r.json", formats, lang=lang)
+        write_documents(factories.report(), tmp_path / "r.json", formats, lang=lang)
+    assert not list(tmp_path.iterdir())
 
 
-# --------------------------------------------------------------------------- the command line
+def test_ctrl_c_while_rendering_after_a_run_leaves_nothing_and_the_retry_works(tmp_path, monkeypatch):
+    report = factories.report()
+    json_path = tmp_path / "r.json"
+    dump(report, json_path)
+    import envcheck.render.writing as writing
+
+    real = writing.render_html
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(writing, "render_html", interrupted)
+    outcome = render_after_run(report, json_path, ["md", "html"])
+    assert outcome.interrupted and not outcome.written and outcome.retry == f"envcheck render {json_path}"
+    message = outcome_message(outcome, json_path)
+    assert message is not None and f"The report JSON is complete and saved in {json_path}" in message
+    assert message.endswith(f"write them with: envcheck render {json_path}") and "none of them was written" in message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+    monkeypatch.setattr(writing, "render_html", real)
+    res = subprocess.run([sys.executable, "-m", "envcheck", *outcome.retry.split()[1:]], capture_output=True,
+                         text=True, cwd=ROOT, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "r.html").is_file() and (tmp_path / "r.md").is_file()
 
 
-def envcheck(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def test_a_disk_error_while_rendering_is_reported_with_what_exists(tmp_path, monkeypatch):
+    report = factories.report()
+    json_path = tmp_path / "r.json"
+    dump(report, json_path)
+    import envcheck.files as files
+
+    real = files._write_file
+    calls = []
+
+    def full_disk(path, data):
+        calls.append(path)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        real(path, data)
+
+    monkeypatch.setattr(files, "_write_file", full_disk)
+    outcome = render_after_run(report, json_path, ["md", "html"])
+    assert not outcome.written and "No space left" in (outcome.error or "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+
+
+def run_cli(*args, cwd=ROOT):
     return subprocess.run([sys.executable, "-m", "envcheck", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+                          timeout=300)
 
 
 def test_cli_render_writes_then_refuses_then_forces(tmp_path):
-    dump(report(), tmp_path / "r.json")
-    first = envcheck("render", "r.json", "--format", "html", cwd=tmp_path)
+    json_path = tmp_path / "r.json"
+    dump(factories.report(), json_path)
+    first = run_cli("render", str(json_path))
     assert first.returncode == 0, first.stderr
-    assert (tmp_path / "r.html").is_file()
-    again = envcheck("render", "r.json", "--format", "html", cwd=tmp_path)
-    assert again.returncode == 2
-    assert again.stderr.count("\n") == 1 and "envcheck render: error:" in again.stderr and "--force" in again.stderr
-    assert envcheck("render", "r.json", "--format", "html", "--force", cwd=tmp_path).returncode == 0
+    assert first.stdout.splitlines() == [str(tmp_path / "r.md"), str(tmp_path / "r.html"), f"{tmp_path / 'r_charts'}/ (10)"]
+    again = run_cli("render", str(json_path))
+    assert again.returncode == 2 and "already exists" in again.stderr and "--force" in again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1
+    assert run_cli("render", str(json_path), "--force").returncode == 0
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    ('{"hello": 1}', "not an envcheck report"),
-    ('{"format": "envcheck-report", "schema_version": 99}', "newer than this envcheck understands"),
-    ("{not json", "not valid JSON"),
-])
+@pytest.mark.parametrize(("content", "message"), [("{", "not valid JSON"), ("[]", "not an envcheck report")])
 def test_cli_render_rejects_bad_files_with_one_line(tmp_path, content, message):
-    (tmp_path / "bad.json").write_text(content, encoding="utf-8")
-    res = envcheck("render", "bad.json", cwd=tmp_path)
-    assert res.returncode == 2
-    assert res.stderr.count("\n") == 1 and message in res.stderr and "Traceback" not in res.stderr
-    assert not list(tmp_path.glob("bad.*html")) and not (tmp_path / "bad.md").exists()
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    res = run_cli("render", str(bad))
+    assert res.returncode == 2 and message in res.stderr and len(res.stderr.strip().splitlines()) == 1
 
 
-def test_cli_render_bad_format_is_one_line(tmp_path):
-    dump(report(), tmp_path / "r.json")
-    res = envcheck("render", "r.json", "--format", "md,pdf", cwd=tmp_path)
-    assert res.returncode == 2 and "unknown format 'pdf'" in res.stderr and res.stderr.count("\n") == 1
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["2026-11-21_2341Z_vm_h200.json", "2026-11-22_0057Z_vm_h100-80gb-hbm3.json",
+                                  "2026-11-22_0104Z_vm_h200.json"])
+def test_every_committed_report_renders_and_renders_the_same_twice(tmp_path, name):
+    for lang in LANGS:
+        for out in ("a", "b"):
+            res = run_cli("render", str(ROOT / "reports" / name), "--out", str(tmp_path / out), "--lang", lang)
+            assert res.returncode == 0, res.stderr
+    a = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file())
+    b = sorted(p.relative_to(tmp_path / "b") for p in (tmp_path / "b").rglob("*") if p.is_file())
+    assert a == b and len(a) > 10
+    for rel in a:
+        assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
+    html = (tmp_path / "a" / name.replace(".json", ".html")).read_bytes()
+    assert len(html) <= 1_000_000, f"{len(html)} bytes"
 
-
-def test_rendering_reads_the_json_alone(tmp_path):
-    """The JSON round trip renders exactly like the in-memory report."""
-    r = report()
-    dump(r, tmp_path / "r.json")
-    from envcheck.model import load
-
-    assert render_markdown(load(tmp_path / "r.json")) == render_markdown(r)
-    assert json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["host"] == "gpu-box-1"
-
-
-def _h200_context(lang: str = "en"):
-    from envcheck.model import load
-    from envcheck.render.context import build
-
-    path = Path(__file__).resolve().parent.parent / "reports" / "2026-11-21_2341Z_vm_h200.json"
-    return build(load(path), lang, str)
-
-
-def test_tolerances_are_a_range_per_precision_not_the_first_seen():
-    """fp32 tolerances run from vector_add's 3.6e-07 to IEEE matmul's (they grow with sqrt K); IEEE matmul reaches 3.4e-05."""
-    m = _h200_context()["methodology"]
-    tol = {p: (lo, hi) for p, lo, hi, _ in m["tolerances"]}
-    assert tol["fp32"][0] == pytest.approx(3.5762786865234375e-07)
-    ctx = _h200_context()
-    fp32 = [c.error.tolerance for c in ctx["bench"].cases if c.error and c.error.precision == "fp32"]
-    assert tol["fp32"][1] == max(fp32) > 30 * tol["fp32"][0]  # IEEE matmul's, not vector_add's
-
-
-@pytest.mark.parametrize("lang, first_call, copy", [("en", "First call", "copy bandwidth (measured)"),
-                                                    ("zh-CN", "首次调用", "拷贝带宽（实测）")])
-def test_first_call_column_tolerance_ranges_and_copy_bandwidth_in_documents(lang, first_call, copy):
-    from envcheck.model import load
-    from envcheck.render.i18n import translate
-
-    path = Path(__file__).resolve().parent.parent / "reports" / "2026-11-21_2341Z_vm_h200.json"
-    r = load(path)
-    md, html = render_markdown(r, lang=lang), render_html(r, lang=lang, charts=[])
-    for text in (md, html):
-        assert first_call in text and translate(lang, "method.first_call") in text
-        assert translate(lang, "method.copy_ceiling") in text
-        assert re.search(r"fp32 3\.6e-07–[0-9.]+e-05", text)
-        assert copy in text  # the bandwidth finding names the measured ceiling as a copy
-    assert "| Compile |" not in md and "| 编译 |" not in md

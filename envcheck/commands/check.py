@@ -73,13 +73,14 @@ def main(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.write(text)
     else:
-        from envcheck.terminal.checks import print_checks
-        from envcheck.terminal.console import make_console
-        from envcheck.terminal.environment import print_environment
+        from envcheck.render.escape import term
+        from envcheck.render.terminal.checks import print_checks
+        from envcheck.render.terminal.console import make_console
+        from envcheck.render.terminal.environment import print_environment
 
         console = make_console()
         print_environment(console, env)
         print_checks(console, checks, env.probe_s)
         if out is not None:
-            console.print(f"report written to {out}", markup=False)
+            console.print(f"report written to {term(out)}")
     return EXIT_FAIL if any(c.status == "fail" for c in checks) else EXIT_OK

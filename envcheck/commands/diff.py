@@ -40,27 +40,23 @@ def emit(text: str, out: str | None) -> None:
 
 
 def terminal_text(draw: Callable[[Any], None], *, to_file: bool) -> str:
-    """What ``draw`` prints, captured: colours only on a real terminal, a wide page otherwise."""
-    import io
-
-    from rich.console import Console
+    """What ``draw`` prints, captured under the one console policy: a terminal's width and colours
+    when stdout is one and no ``--out`` was given, else plain text at the pipe width."""
+    from envcheck.render.terminal.console import capture
 
     tty = not to_file and sys.stdout.isatty()
-    buf = io.StringIO()
-    console = Console(file=buf, force_terminal=tty, no_color=not tty, width=None if tty else 160,
-                      highlight=False, soft_wrap=False)
     if tty:
         import shutil
 
-        console.width = shutil.get_terminal_size((120, 40)).columns
-    draw(console)
-    return buf.getvalue()
+        return capture(draw, width=shutil.get_terminal_size((100, 40)).columns, terminal=True)
+    return capture(draw)
 
 
 def main(args: argparse.Namespace) -> int:
-    from envcheck.compare import document, text
     from envcheck.compare.diff import diff
     from envcheck.model import load
+    from envcheck.render.documents import render_diff
+    from envcheck.render.terminal.compare import print_diff
 
     if len(args.reports) < 2:
         raise UsageError("diff needs at least two reports: a baseline and one or more to compare with it")
@@ -68,15 +64,18 @@ def main(args: argparse.Namespace) -> int:
     reports = [(label, load(p)) for label, p in zip(labels(args.reports), args.reports, strict=True)]
     d = diff(reports)
     if args.format == "text":
-        out = terminal_text(lambda console: text.print_diff(console, d, args.lang), to_file=bool(args.out))
+        out = terminal_text(lambda console: print_diff(console, d, args.lang), to_file=bool(args.out))
     else:
-        out = document.render_diff(d, args.format, args.lang)
+        out = render_diff(d, args.format, args.lang)
     emit(out, args.out)
     if args.fail_on_regression is not None:
         regressions = d.regressions(args.fail_on_regression)
+        from envcheck.render import fmt
+        from envcheck.render.escape import visible
+
         for cmp, c in regressions:
-            print(f"envcheck diff: regression: {c.name}: {c.ratio:.3f}x the time "
-                  f"[{c.low:.3f}, {c.high:.3f}] in {cmp.other.label} vs {cmp.base.label}", file=sys.stderr)
+            print(visible(f"envcheck diff: regression: {c.name}: {fmt.ratio(c.ratio)} the time "
+                          f"{fmt.interval(c.low, c.high)} in {cmp.other.label} vs {cmp.base.label}"), file=sys.stderr)
         if regressions:
             print(f"envcheck diff: {len(regressions)} case(s) slower by more than {args.fail_on_regression:g}%",
                   file=sys.stderr)

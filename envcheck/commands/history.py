@@ -51,17 +51,19 @@ def collect(paths: list[str]) -> tuple[list[tuple[str, Report]], list[str]]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from envcheck.compare import document, text
     from envcheck.compare.history import history
+    from envcheck.render.documents import render_history
+    from envcheck.render.escape import visible
+    from envcheck.render.terminal.compare import print_history
 
     check_out(args.out)
     reports, notes = collect(args.paths)
     for note in notes:
-        print(f"envcheck history: note: {note}", file=sys.stderr)
+        print(visible(f"envcheck history: note: {note}"), file=sys.stderr)
     h = history(reports)
     if args.format == "text":
-        out = terminal_text(lambda console: text.print_history(console, h, args.lang), to_file=bool(args.out))
+        out = terminal_text(lambda console: print_history(console, h, args.lang), to_file=bool(args.out))
     else:
-        out = document.render_history(h, args.format, args.lang)
+        out = render_history(h, args.format, args.lang)
     emit(out, args.out)
     return EXIT_OK

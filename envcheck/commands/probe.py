@@ -25,8 +25,8 @@ def main(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.write(model.dumps(report))
         return EXIT_OK
-    from envcheck.terminal.console import make_console
-    from envcheck.terminal.environment import print_environment
+    from envcheck.render.terminal.console import make_console
+    from envcheck.render.terminal.environment import print_environment
 
     print_environment(make_console(), env)
     return EXIT_OK

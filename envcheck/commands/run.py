@@ -19,6 +19,7 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -45,7 +46,6 @@ class Collaborators:
     collect: Callable[..., Environment]
     evaluate: Callable[[Environment], Sequence[Check]]
     new_report: Callable[..., Report]
-    write_documents: Callable[..., list[Path]] | None
     worker_command: Sequence[str] = runner.WORKER_COMMAND
 
 
@@ -58,11 +58,7 @@ def collaborators() -> Collaborators:
     except ImportError:  # checks not installed in this build: the report carries facts only
         def evaluate(env: Environment) -> tuple[Check, ...]:
             return ()
-    try:
-        from envcheck.render import write_documents
-    except ImportError:
-        write_documents = None
-    return Collaborators(collect=collect, evaluate=evaluate, new_report=new_report, write_documents=write_documents)
+    return Collaborators(collect=collect, evaluate=evaluate, new_report=new_report)
 
 
 # --------------------------------------------------------------------------- options
@@ -175,24 +171,56 @@ def exit_status(report: Report, stopped: bool, node_problems: int = 0) -> int:
     return EXIT_OK
 
 
+def fallback_dirs() -> list[Path]:
+    """Where a finished run's JSON goes when ``--out-dir`` refuses it (full disk, read-only,
+    gone): the user's state folder, then the system's temporary folder."""
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return [Path(state) / "envcheck" / "reports", Path(tempfile.gettempdir()) / "envcheck-reports"]
+
+
+def save_json(report: Report, out_dir: Path, stem: str, stderr: Any = None) -> Path | None:
+    """The report JSON under a fresh name in ``out_dir``, else in a fallback folder (and said so).
+    None only when nowhere would take it; then the JSON goes to stdout, so a finished run is
+    never lost. ``write_new`` leaves no temporary file behind on any failure."""
+    content = model.dumps(report)
+    tried: list[str] = []
+    for folder in [out_dir, *fallback_dirs()]:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = reportname.write_report(folder, stem, content)
+        except (OSError, model.ReportError) as e:
+            tried.append(f"{folder} ({getattr(e, 'strerror', None) or e})")
+            continue
+        if folder != out_dir:
+            _say(f"warning: could not write the report in {tried[0]}; saved it in {folder} instead", stderr)
+        return path
+    _say("error: the report could not be written anywhere (" + "; ".join(tried) + "); its JSON follows on "
+         "stdout: save it with `envcheck run ... > report.json`", stderr)
+    sys.stdout.write(content)
+    sys.stdout.flush()
+    return None
+
+
 def write_outputs(report: Report, out_dir: Path, formats: Sequence[str], lang: str, when: datetime,
-                  write_documents: Callable[..., list[Path]] | None, stderr: Any = None) -> list[Path]:
-    """The JSON under a fresh dated name, then the requested renderings beside it."""
+                  stderr: Any = None) -> tuple[list[Path], bool]:
+    """The JSON under a fresh dated name, then the requested renderings beside it, as a set (all
+    or none). Returns what exists, and whether Ctrl-C stopped the rendering (the JSON is whole)."""
     bench = report.bench
     gpu = bench.device.name if bench is not None and bench.device.backend == "cuda" else None
-    stem = reportname.report_stem(when, report.host, gpu)
-    json_path = reportname.write_report(out_dir, stem, model.dumps(report))
+    json_path = save_json(report, out_dir, reportname.report_stem(when, report.host, gpu), stderr)
+    if json_path is None:
+        return [], False
     written = [json_path]
-    if formats:
-        if write_documents is None:
-            _say("warning: Markdown/HTML not written (the renderer is not available in this install)", stderr)
-        else:
-            try:
-                written += list(write_documents(report, json_path, formats, lang=lang))
-            except Exception as e:  # noqa: BLE001 -- the JSON is the report; a rendering bug must not lose the run
-                _say(f"warning: {'/'.join(formats)} not written ({type(e).__name__}: {e}); "
-                     f"retry with: envcheck render {json_path}", stderr)
-    return written
+    if not formats:
+        return written, False
+    from envcheck.render.writing import outcome_message, render_after_run
+
+    outcome = render_after_run(report, json_path, formats, lang)
+    written += outcome.written
+    message = outcome_message(outcome, json_path, lang)
+    if message:
+        _say(message, stderr)
+    return written, outcome.interrupted
 
 
 def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr: Any = None,
@@ -249,20 +277,14 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
         from envcheck.anonymize import for_this_machine
 
         report = for_this_machine(report.host).report(report)
-    written = write_outputs(report, out_dir, formats, args.lang, when, deps.write_documents, err_stream)
+    written, render_stopped = write_outputs(report, out_dir, formats, args.lang, when, err_stream)
+    stopped = stopped or render_stopped
 
-    from rich.console import Console
+    from envcheck.analysis import analyse
+    from envcheck.render.terminal.console import make_console
+    from envcheck.render.terminal.run import print_run
 
-    from envcheck.terminal.bench import print_run
-
-    out = stdout if stdout is not None else sys.stdout
-    tty = bool(getattr(out, "isatty", lambda: False)())
-    # Logs and CI read wide tables better unwrapped than folded at 80 columns.
-    console = Console(file=out, width=None if tty else 160, highlight=False)
-    try:
-        print_run(console, report, written)
-    except Exception as e:  # noqa: BLE001 -- the JSON is the report; a summary bug must not lose the exit status
-        _say(f"warning: summary not printed ({type(e).__name__}: {e}); the report is {written[0]}", err_stream)
+    print_run(make_console(stdout), report, analyse(report), written, args.lang)
     return exit_status(report, stopped, problems)
 
 

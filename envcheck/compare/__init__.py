@@ -2,6 +2,6 @@
 
 Data flows one way: ``match`` pairs cases, ``stats`` puts intervals on their
 ratios, ``envdiff`` lists what changed in the environment and health checks,
-``diff`` and ``history`` assemble pure-data results, and ``text``, ``document``
-and ``charts`` render them. Nothing here probes or measures.
+``diff`` and ``history`` assemble pure-data results, which ``envcheck.render``
+shows (terminal, Markdown, HTML, charts). Nothing here probes, measures or renders.
 """

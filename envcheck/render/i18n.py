@@ -1,9 +1,20 @@
-"""Message catalogues: every sentence a rendered document shows, per language.
+"""The message catalogue: every sentence envcheck shows, per language, and how keys become text.
 
-One flat JSON file per language under ``catalog/`` (``en.json``, ``zh-CN.json``),
-keys identical across languages, placeholders in ``str.format`` style
-(``{size}``). Numbers are formatted before they are passed in, so they read the
-same in every language.
+One flat JSON file per language under ``catalog/`` (``en.json``, ``zh-CN.json``), the same keys
+in both, placeholders in ``str.format`` style. Terminal, Markdown, HTML and charts of a run,
+a diff and a history all read it.
+
+Two ways in:
+
+* ``translate(lang, key, **params)``: a key the presentation code names itself; a missing key
+  is a programming error (KeyError), so a typo fails the tests instead of reaching a user;
+* ``phrase(lang, key, params, escape)``: a key that came from data (a note, a skip reason, a
+  finding, a ceiling's source). Its parameters are formatted by the unit their names carry
+  and escaped for the medium; a key this version does not know (a newer worker's note) is
+  shown generically, key and parameters, instead of failing the render; a placeholder the
+  data did not supply shows as a dash; a parameter of a small vocabulary (``VOCABULARY``: which
+  side of a comparison, which stage of a case) is phrased too. ``legacy.text`` (a schema-1
+  report's English) is shown as it was recorded.
 """
 
 from __future__ import annotations
@@ -11,11 +22,22 @@ from __future__ import annotations
 import functools
 import json
 import string
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
+
+from envcheck.render import fmt
 
 LANGS: tuple[str, ...] = ("en", "zh-CN")
 DEFAULT_LANG = "en"
-_CATALOG_DIR = Path(__file__).with_name("catalog")
+CATALOG_DIR = Path(__file__).with_name("catalog")
+LEGACY_TEXT = "legacy.text"
+
+Escape = Callable[[str], str]
+
+
+def _same(text: str) -> str:
+    return text
 
 
 class UnknownLanguage(ValueError):
@@ -23,21 +45,13 @@ class UnknownLanguage(ValueError):
 
 
 @functools.cache
-def load_catalog(directory: Path, lang: str) -> dict[str, str]:
-    """The messages of ``lang`` in ``directory`` (cached: catalogues are read-only package data).
-
-    Keys starting with ``_`` are notes for translators, not messages.
-    """
+def catalog(lang: str) -> Mapping[str, str]:
+    """The messages of ``lang`` (cached: read-only package data). Keys starting with ``_`` are notes for translators."""
     if lang not in LANGS:
         raise UnknownLanguage(f"unknown language {lang!r} (choose from {', '.join(LANGS)})")
-    with (directory / f"{lang}.json").open(encoding="utf-8") as f:
+    with (CATALOG_DIR / f"{lang}.json").open(encoding="utf-8") as f:
         data = json.load(f)
     return {k: v for k, v in data.items() if not k.startswith("_")}
-
-
-def catalog(lang: str) -> dict[str, str]:
-    """The messages of ``lang`` for the report documents."""
-    return load_catalog(_CATALOG_DIR, lang)
 
 
 def placeholders(message: str) -> set[str]:
@@ -45,11 +59,59 @@ def placeholders(message: str) -> set[str]:
     return {name for _, name, _, _ in string.Formatter().parse(message) if name}
 
 
-def translate(lang: str, key: str, **params: object) -> str:
-    """The message ``key`` in ``lang`` with ``params`` filled in.
+def has(lang: str, key: str) -> bool:
+    return key in catalog(lang)
 
-    A key missing from the catalogue is a programming error and raises KeyError,
-    so a typo fails the tests instead of shipping a raw key to users.
-    """
-    message = catalog(lang)[key]
+
+def _singular(lang: str, key: str, params: Mapping[str, Any]) -> str:
+    """``key.one`` where the sentence has a count of one and the catalogue has a singular form of it."""
+    if str(params.get("count")) == "1" and f"{key}.one" in catalog(lang):
+        return f"{key}.one"
+    return key
+
+
+def translate(lang: str, key: str, **params: Any) -> str:
+    """The message ``key`` in ``lang`` with ``params`` (already text) filled in; KeyError when unknown."""
+    message = catalog(lang)[_singular(lang, key, params)]
     return message.format(**params) if params else message
+
+
+# Parameters whose values are words of a small vocabulary, phrased in the reader's language.
+VOCABULARY = {"side": "diff.side.", "stage": "stage."}
+
+
+class _Dashes(dict):  # type: ignore[type-arg]
+    def __missing__(self, key: str) -> str:
+        return fmt.DASH
+
+
+def phrase(lang: str, key: str, params: Mapping[str, Any] | None = None, escape: Escape = _same,
+           raw: Mapping[str, str] | None = None) -> str:
+    """A data-supplied key phrased in ``lang``; ``escape`` is applied to each parameter's text.
+    ``raw``: parameters that are text of this medium already (a phrase inside a phrase)."""
+    params = dict(params or {})
+    if key == LEGACY_TEXT:
+        return escape(str(params.get("text", "")))
+    values = fmt.params(params, escape) | dict(raw or {})
+    for name, prefix in VOCABULARY.items():
+        if isinstance(params.get(name), str) and f"{prefix}{params[name]}" in catalog(lang):
+            values[name] = translate(lang, f"{prefix}{params[name]}")
+    # A nested reason (a missing ceiling inside a finding) is phrased first, with the same parameters.
+    if "reason_key" in params:
+        inner = {k: v for k, v in params.items() if k != "reason_key"}
+        values["reason"] = phrase(lang, str(params["reason_key"]), inner, escape)
+    message = catalog(lang).get(_singular(lang, key, params))
+    if message is None:
+        shown = ", ".join(f"{escape(k)}={values[k]}" for k in sorted(values))
+        return f"{escape(key)} ({shown})" if shown else escape(key)
+    return message.format_map(_Dashes(values))
+
+
+def document_stem(stem: str, lang: str) -> str:
+    """The file stem of a document rendered in ``lang`` from the report ``<stem>.json``."""
+    return stem if lang == DEFAULT_LANG else f"{stem}.{lang}"
+
+
+def translator(lang: str) -> Callable[..., str]:
+    """``t(key, **params)`` bound to ``lang``."""
+    return functools.partial(translate, lang)

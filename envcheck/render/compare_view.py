@@ -1,0 +1,357 @@
+"""What a diff and a history show, phrased once for the terminal, Markdown and HTML.
+
+Reads the comparison data of ``envcheck.compare`` (``Diff``, ``History``) as it is; derives no
+ratio, interval or verdict (``compare`` did). ``escape`` is applied to machine-supplied strings
+placed inside catalogue sentences, as in ``render.view``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from envcheck.render import fmt
+from envcheck.render.i18n import catalog, phrase, translate
+
+Escape = Callable[[str], str]
+
+
+@dataclass(frozen=True)
+class ReportRow:
+    label: str
+    host: str
+    created: str
+    gpu: str
+    kind: str
+    verdict: str  # pass | warn | fail
+    cases: int
+    baseline: bool
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    name: str
+    ratio: str
+    interval: str
+    count: int
+    slower: int
+    faster: int
+    same: int
+    not_comparable: int
+    verdict: str  # the raw verdict (a CSS class, a colour)
+    verdict_text: str
+
+
+@dataclass(frozen=True)
+class CaseRow:
+    name: str
+    timing: str
+    base: str
+    other: str
+    ratio: str
+    interval: str
+    base_pct: str
+    other_pct: str
+    verdict: str
+    verdict_text: str
+
+
+@dataclass(frozen=True)
+class EnvRow:
+    what: str
+    before: str
+    after: str
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    kind: str
+    kind_text: str
+    title: str
+    before: str
+    after: str
+    finding: str
+    fix: str | None
+
+
+@dataclass(frozen=True)
+class NumericRow:
+    name: str
+    base: str
+    other: str
+    change: str
+
+
+@dataclass(frozen=True)
+class CeilingRow:
+    name: str
+    base: str
+    other: str
+    source: str
+
+
+@dataclass(frozen=True)
+class ComparisonView:
+    title: str
+    base_label: str
+    other_label: str
+    gpus_differ: str | None
+    env: tuple[EnvRow, ...]
+    checks: tuple[CheckRow, ...]
+    has_cases: bool
+    overall: str
+    overall_verdict: str
+    split: str
+    ops: tuple[GroupRow, ...]
+    significant: tuple[CaseRow, ...]
+    compared: tuple[CaseRow, ...]
+    numeric: tuple[NumericRow, ...]
+    not_comparable: tuple[tuple[str, str], ...]  # (case, why: a sentence escaped for the medium)
+    only_base: tuple[str, ...]
+    only_other: tuple[str, ...]
+    only_base_title: str
+    only_other_title: str
+    ceilings: tuple[CeilingRow, ...]
+
+
+@dataclass(frozen=True)
+class DiffView:
+    lang: str
+    title: str
+    reports: tuple[ReportRow, ...]
+    comparisons: tuple[ComparisonView, ...]
+    method: str
+    significant_none: str
+
+
+def _t(lang: str) -> Callable[..., str]:
+    def t(key: str, **params: Any) -> str:
+        return translate(lang, key, **params)
+
+    return t
+
+
+def word(lang: str, prefix: str, value: str) -> str:
+    """A value of a small vocabulary the comparison hands over (a verdict, a kind of change), in
+    ``lang``; a value this version has no word for is shown as it is."""
+    key = f"{prefix}{value}"
+    return translate(lang, key) if key in catalog(lang) else value
+
+
+def verdict_text(lang: str, verdict: str) -> str:
+    return word(lang, "diff.verdict.", verdict)
+
+
+def _info_row(i: Any, baseline: bool) -> ReportRow:
+    return ReportRow(i.label, i.host, i.created, i.gpu_name or fmt.DASH, i.kind, i.verdict, i.cases, baseline)
+
+
+def _group_row(g: Any, lang: str) -> GroupRow:
+    return GroupRow(g.name, fmt.ratio(g.geomean), fmt.interval(g.low, g.high), g.count, g.slower, g.faster, g.same,
+                    g.not_comparable, g.verdict, verdict_text(lang, g.verdict))
+
+
+def _case_row(c: Any, lang: str) -> CaseRow:
+    return CaseRow(case_name(c), c.timing or fmt.DASH, fmt.duration_us(c.base_us), fmt.duration_us(c.other_us),
+                   fmt.ratio(c.ratio), fmt.interval(c.low, c.high), fmt.pct(c.base_pct), fmt.pct(c.other_pct),
+                   c.verdict, verdict_text(lang, c.verdict))
+
+
+def _shape(shape: Any) -> str:
+    """A size as every table shows it; text as the comparison gave it where it is text already."""
+    return fmt.shape(shape) if isinstance(shape, tuple) else str(shape)
+
+
+def case_name(c: Any) -> str:
+    """One compared case, with the one label every view uses when the comparison carries its key."""
+    key = getattr(c, "key", None)
+    if isinstance(key, tuple) and getattr(c, "other_precision", None) is None:
+        return fmt.case_label(key)
+    return str(c.name)
+
+
+def reasons_text(reasons: Sequence[Any], lang: str, escape: Escape) -> str:
+    """Why a pair was not compared: reasons given as keys are phrased, text is shown as given."""
+    parts = [phrase(lang, r.key, r.params, escape) if hasattr(r, "key") else escape(str(r)) for r in reasons]
+    return "; ".join(parts)
+
+
+def _env_label(c: Any, lang: str) -> str:
+    key = getattr(c, "key", "")
+    label_key = f"fact.{key}"
+    if key and label_key in catalog(lang):
+        label = translate(lang, label_key)
+        return f"GPU {c.gpu} {label}" if c.gpu is not None else label
+    return str(c.title)
+
+
+def _refs(refs: Sequence[Any]) -> tuple[str, ...]:
+    """Cases present on one side only, compacted per op, implementation and precision."""
+    groups: dict[str, list[str]] = {}
+    for r in refs:
+        groups.setdefault(f"{r.op} {r.impl} {fmt.precision_label(r.dtype, r.precision)}", []).append(_shape(r.shape))
+    return tuple(f"{k}: {', '.join(v)}" for k, v in groups.items())
+
+
+def numeric_label(c: Any, lang: str) -> str:
+    n = c.numeric
+    if n is None:
+        return ""
+    if n.kind == "grew":
+        return translate(lang, "diff.numeric.grew", factor=f"{n.factor:.0f}×" if n.factor else "")
+    return word(lang, "diff.numeric.", n.kind)
+
+
+def _kind(kind: str, lang: str) -> str:
+    return translate(lang, f"ceiling.{kind}") if kind in ("theoretical", "measured") else kind
+
+
+def _source(source: Any, lang: str, escape: Escape) -> str:
+    """A ceiling's source: an analysis ``Source`` phrased, or the text an older comparison carried."""
+    if source is None:
+        return fmt.DASH
+    if hasattr(source, "kind") and hasattr(source, "params"):
+        text = phrase(lang, f"peak_source.{source.kind}", source.params, escape)
+        if not getattr(source, "verified", True):
+            text += translate(lang, "list.sep") + translate(lang, "peak_source.unverified")
+        return text
+    return escape(str(source))
+
+
+def comparison_view(cmp: Any, d: Any, lang: str, escape: Escape) -> ComparisonView:
+    t = _t(lang)
+    g = cmp.overall
+    sig = sorted((c for c in cmp.cases if c.verdict in ("slower", "faster")), key=lambda c: -(c.ratio or 0))
+    return ComparisonView(
+        title=t("diff.vs", other=escape(cmp.other.label), baseline=escape(cmp.base.label)),
+        base_label=cmp.base.label, other_label=cmp.other.label,
+        gpus_differ=None if cmp.same_gpu else t("diff.different_gpus",
+                                                baseline_gpu=escape(cmp.base.gpu_name or fmt.DASH),
+                                                other_gpu=escape(cmp.other.gpu_name or fmt.DASH)),
+        env=tuple(EnvRow(_env_label(c, lang), c.before, c.after) for c in cmp.env),
+        checks=tuple(CheckRow(c.kind, word(lang, "diff.health.", c.kind), c.title, c.before or fmt.DASH, c.after or fmt.DASH,
+                              c.finding, c.fix) for c in cmp.checks),
+        has_cases=bool(cmp.cases),
+        overall=t("diff.overall", ratio=fmt.ratio(g.geomean), interval=fmt.interval(g.low, g.high), count=g.count,
+                  verdict=verdict_text(lang, g.verdict)),
+        overall_verdict=g.verdict,
+        split=t("diff.split", slower=g.slower, faster=g.faster, same=g.same, uncertain=g.uncertain,
+                not_comparable=g.not_comparable),
+        ops=tuple(_group_row(o, lang) for o in cmp.ops),
+        significant=tuple(_case_row(c, lang) for c in sig),
+        compared=tuple(_case_row(c, lang) for c in cmp.compared),
+        numeric=tuple(NumericRow(case_name(c), fmt.sci(c.numeric.base_rel_l2), fmt.sci(c.numeric.other_rel_l2),
+                                 numeric_label(c, lang)) for c in cmp.numeric_changes if c.numeric),
+        not_comparable=tuple((case_name(c), reasons_text(c.reasons, lang, escape)) for c in cmp.not_comparable),
+        only_base=_refs(cmp.only_base), only_other=_refs(cmp.only_other),
+        only_base_title=t("diff.only_base", count=len(cmp.only_base)),
+        only_other_title=t("diff.only_other", label=escape(cmp.other.label), count=len(cmp.only_other)),
+        ceilings=tuple(CeilingRow(f"{c.name} {_kind(c.kind, lang)} ({c.unit})", fmt.num(c.base), fmt.num(c.other),
+                                  _source(c.other_source or c.base_source, lang, escape)) for c in cmp.ceilings),
+    )
+
+
+def diff_view(d: Any, lang: str, escape: Escape) -> DiffView:
+    t = _t(lang)
+    return DiffView(
+        lang=lang,
+        title=t("diff.title", count=len(d.reports), baseline=escape(d.baseline.label)),
+        reports=tuple(_info_row(i, n == 0) for n, i in enumerate(d.reports)),
+        comparisons=tuple(comparison_view(c, d, lang, escape) for c in d.comparisons),
+        method=t("diff.method", confidence=fmt.general(d.confidence * 100), resamples=d.resamples,
+                 threshold=fmt.general(d.practical_pct)),
+        significant_none=t("diff.significant.none", threshold=fmt.general(d.practical_pct)),
+    )
+
+
+# --------------------------------------------------------------------------- history
+
+
+@dataclass(frozen=True)
+class TrendCell:
+    ratio: str
+    interval: str
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    label: str
+    created: str
+    host: str
+    gpu: str
+    verdict: str
+    cases: int
+    trend: tuple[TrendCell | None, ...]  # per op
+    peaks: tuple[str, ...]  # per op: "4376 GB/s (91%)"
+    peaks_short: tuple[str, ...]  # per op, without the unit: "4376 (91%)"
+    copy_gbps: str
+
+
+@dataclass(frozen=True)
+class StepRow:
+    direction: str
+    text: str
+
+
+@dataclass(frozen=True)
+class HistoryView:
+    lang: str
+    title: str
+    warnings: tuple[str, ...]
+    ops: tuple[str, ...]
+    rows: tuple[HistoryRow, ...]
+    steps: tuple[StepRow, ...]
+    steps_none: str
+    method: str
+
+
+def step_sentence(s: Any, lang: str, escape: Escape) -> str:
+    """"matmul triton bf16 got 7.0% faster at 2026-12-01 when driver 575.57 -> 580.159"."""
+    from envcheck.compare.envdiff import version_story
+
+    t = _t(lang)
+    when = escape(s.created[:10])
+    if s.factor >= 2:  # "281× slower" reads better than "28024% slower"
+        head = t(f"history.step.{s.direction}_x", group=escape(s.group), factor=fmt.num(s.factor), when=when)
+    else:
+        head = t(f"history.step.{s.direction}", group=escape(s.group), pct=f"{s.change_pct:.1f}", when=when)
+    story = version_story(list(s.changes))
+    return head + (t("history.step.when", changes=escape(story)) if story else t("history.step.nochange"))
+
+
+def _peak(o: Any, unit: bool = True) -> str:
+    if o is None or (o.peak_gbps is None and o.peak_tflops is None):
+        return fmt.DASH
+    if o.peak_tflops is not None:
+        value, name, share = o.peak_tflops, "TFLOP/s", o.peak_tflops_pct
+    else:
+        value, name, share = o.peak_gbps, "GB/s", o.peak_gbps_pct
+    return f"{fmt.num(value)}{' ' + name if unit else ''} ({fmt.pct(share)})"
+
+
+def history_view(h: Any, lang: str, escape: Escape) -> HistoryView:
+    t = _t(lang)
+    warnings = []
+    for key, groups in (("history.mixed_hosts", h.hosts), ("history.mixed_gpus", h.gpus)):
+        if groups:
+            text = "; ".join(f"{name}: {', '.join(labels)}" for name, labels in groups)
+            warnings.append(t(key, groups=escape(text)))
+    rows = []
+    for p in h.points:
+        trend = []
+        for op in h.ops:
+            o = p.op(op)
+            trend.append(TrendCell(fmt.ratio(o.ratio), fmt.interval(o.low, o.high)) if o else None)
+        rows.append(HistoryRow(p.info.label, p.info.created, p.info.host, p.info.gpu_name or fmt.DASH,
+                               p.info.verdict, p.info.cases, tuple(trend), tuple(_peak(p.op(op)) for op in h.ops),
+                               tuple(_peak(p.op(op), unit=False) for op in h.ops), fmt.num(p.copy_gbps)))
+    return HistoryView(
+        lang=lang,
+        title=t("history.title", count=len(h.points), first=escape(h.points[0].info.created),
+                last=escape(h.points[-1].info.created)),
+        warnings=tuple(warnings), ops=tuple(h.ops), rows=tuple(rows),
+        steps=tuple(StepRow(s.direction, step_sentence(s, lang, escape)) for s in h.steps),
+        steps_none=t("history.steps.none", threshold=fmt.general(h.practical_pct)),
+        method=t("history.method", threshold=fmt.general(h.practical_pct)),
+    )

@@ -1,0 +1,103 @@
+"""Machine-supplied text made safe for each medium it is shown in.
+
+Everything a report carries from the machine (host and GPU names, environment variables,
+check findings and fixes, notes, exception lines) is untrusted: a value may hold Markdown
+or HTML, rich markup, terminal escape sequences or bidirectional-override characters that
+make text read differently than it is. Each medium has one function here:
+
+* ``visible``: control characters (C0, DEL, C1), bidi controls and invisible format
+  characters become visible escapes (``\\x1b``, ``\\u202e``); the base of every other one;
+* ``md_text`` / ``md_code``: Markdown (CommonMark + GFM tables);
+* ``term``: rich markup for the terminal;
+* HTML is escaped by Jinja's autoescape; ``visible`` runs on every value a template prints
+  (the environment's ``finalize``), so bidi controls are neutralised there too;
+* SVG text is XML-escaped by the chart writer.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# U+061C, U+200E/F: marks; U+202A-U+202E: embeddings and overrides; U+2066-U+2069: isolates.
+BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+# Zero-width and other invisible format characters that hide text or split words unseen.
+INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff"
+_UNSAFE = re.compile(f"[\x00-\x1f\x7f-\x9f{BIDI}{INVISIBLE}\u2028\u2029]")
+# The same without newline and tab: for text that is already laid out in lines (a template's output).
+_UNSAFE_INLINE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI}{INVISIBLE}\u2028\u2029]")
+
+
+def _show(m: re.Match[str]) -> str:
+    c = m.group(0)
+    o = ord(c)
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
+
+
+def visible(text: Any, lines: bool = False) -> str:
+    """``text`` with every control, bidi and invisible format character written as an escape
+    (newline and tab kept with ``lines``: for a template's own layout, never for machine text)."""
+    s = str(text)
+    pattern = _UNSAFE_INLINE if lines else _UNSAFE
+    return pattern.sub(_show, s) if pattern.search(s) else s
+
+
+def unsafe(text: str) -> bool:
+    """Whether ``text`` holds a character ``visible`` would rewrite."""
+    return _UNSAFE.search(text) is not None
+
+
+# --------------------------------------------------------------------------- Markdown
+
+# Everywhere: characters that start inline markup (emphasis, code, links, raw HTML, entities,
+# GFM strikethrough and table cells, math on code hosts) and the escape character itself.
+_MD_INLINE = re.compile(r"([\\`*_\[\]<>&|~$])")
+# At the start of text only: what would open a block (heading, quote, list, thematic break).
+_MD_BLOCK_START = re.compile(r"^(\s*)([#>+\-=]|\d+[.)])")
+
+
+def md_text(text: Any) -> str:
+    """Literal text in Markdown, inline or in a table cell: no markup, no raw HTML, one line."""
+    return _MD_INLINE.sub(r"\\\1", visible(text))
+
+
+def md_lead(text: Any) -> str:
+    """Escaped text (``md_text``) that begins a line: a leading ``#``, ``>``, ``-``, ``1.`` would open a block."""
+    return _MD_BLOCK_START.sub(_escape_block, str(text), count=1)
+
+
+def _escape_block(m: re.Match[str]) -> str:
+    lead, mark = m.group(1), m.group(2)
+    # A backslash escapes punctuation only: "1." is kept a number by escaping its dot.
+    return f"{lead}{mark[:-1]}\\{mark[-1]}" if mark[0].isdigit() else f"{lead}\\{mark}"
+
+
+def md_code(text: Any, in_table: bool = False) -> str:
+    """A Markdown code span holding ``text`` literally.
+
+    The fence is one backtick longer than the longest backtick run inside, so no run can close
+    it; a space pads a content that starts or ends with a backtick (CommonMark strips one).
+    In a GFM table a ``|`` ends the cell even inside a code span, unless escaped: the table
+    parser removes the backslash again, so the span still shows ``|``.
+    """
+    s = visible(text)
+    if in_table:
+        s = s.replace("|", "\\|")
+    longest = max((len(r) for r in re.findall(r"`+", s)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if s.startswith(("`", " ")) or s.endswith(("`", " ")) or not s else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
+
+
+def md_code_cell(text: Any) -> str:
+    return md_code(text, in_table=True)
+
+
+# --------------------------------------------------------------------------- terminal
+
+
+def term(text: Any) -> str:
+    """Text for rich with markup on: brackets escaped, controls and bidi characters visible."""
+    from rich.markup import escape
+
+    return escape(visible(text))

@@ -1,0 +1,227 @@
+"""Numbers and labels as people read them: the one place a value becomes text.
+
+Terminal, Markdown, HTML and charts all format through these functions, so a tolerance,
+a size or a speedup reads with the same digits everywhere. They return plain text; the
+medium escapes it (``render.escape``).
+
+Conventions:
+
+* sizes of vector ops are element counts, written with the binary prefixes the charts' size
+  axes use (``render.axes``: upper-case K = 1024) when they are exact multiples (``1K``,
+  ``10K``, ``100K``, ``1M``, ``256M``) and as plain integers otherwise; shapes of other ops are
+  their dimensions joined by ``×``; rows sort by element count (``shape_key``), never by run
+  order;
+* errors and tolerances: two significant digits in exponent form (``7.7e-4``, ``1.2e-2``), so a
+  column of them lines up;
+* speedups ``1.02×`` (two decimals), time ratios of a diff ``0.864×`` (three: they compare
+  close numbers), percentages whole above 10 and with one decimal below;
+* no digit grouping: ``4814 GB/s`` stays one token for anyone parsing piped output.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from envcheck.errors import first_line as first_line  # the one definition; presentation reads it from here
+from envcheck.ops import variant
+
+DASH = "–"  # where a number does not exist (not measured, not applicable)
+_BINARY = (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10))
+
+
+def num(x: Any, digits: int = 3) -> str:
+    """A number with ``digits`` significant digits; integers as they are; exponent only far from 1."""
+    if x is None:
+        return DASH
+    if isinstance(x, bool):
+        return str(x).lower()
+    if isinstance(x, int):
+        return str(x)
+    if not math.isfinite(x):
+        return DASH
+    if x == 0:
+        return "0"
+    mag = math.floor(math.log10(abs(x)))
+    if mag >= 7 or mag < -3:
+        return exp(x, digits)
+    decimals = max(digits - 1 - mag, 0)
+    text = f"{x:.{decimals}f}"
+    # Rounding can add a digit (9.996 -> "10.00"): say it with the digits asked for.
+    if decimals and len(text.replace("-", "").replace(".", "").lstrip("0")) > digits:
+        text = f"{x:.{decimals - 1}f}"
+    return text
+
+
+def exp(x: float, digits: int = 2) -> str:
+    """Exponent form without the padding zero: ``7.7e-4``, ``1.2e+9`` -> ``1.2e9``."""
+    mant, _, e = f"{x:.{max(digits - 1, 0)}e}".partition("e")
+    return f"{mant}e{int(e)}"
+
+
+def sci(x: Any) -> str:
+    """A numeric error or a tolerance: two significant digits in exponent form."""
+    if x is None:
+        return DASH
+    if x == 0:
+        return "0"
+    if not math.isfinite(x):
+        return DASH
+    return exp(x, 2)
+
+
+def nbytes(x: Any) -> str:
+    """Bytes in binary units with one decimal (``140.4 GiB``, ``60.0 MiB``), as nvidia-smi shows MiB."""
+    if x is None:
+        return DASH
+    v = float(x)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(v) < 1024 or unit == "TiB":
+            return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
+        v /= 1024
+    return DASH  # unreachable: the loop returns at TiB
+
+
+def duration_us(x: Any) -> str:
+    """A time given in microseconds, in the unit that keeps three significant digits readable."""
+    if x is None:
+        return DASH
+    if x >= 1e6:
+        return f"{num(x / 1e6)} s"
+    if x >= 1e3:
+        return f"{num(x / 1e3)} ms"
+    return f"{num(x)} µs"
+
+
+def seconds(x: Any) -> str:
+    return DASH if x is None else duration_us(x * 1e6)
+
+
+def pct(x: Any) -> str:
+    """A share already scaled to 0..100: whole numbers, one decimal below 10 so small shares are not "0%"."""
+    if x is None:
+        return DASH
+    digits = 1 if 0 < abs(x) < 9.95 else 0
+    return f"{x:.{digits}f}%"
+
+
+def ratio_pct(x: Any) -> str:
+    """A ratio 0..1 as a percentage."""
+    return DASH if x is None else pct(100 * x)
+
+
+def speedup(x: Any) -> str:
+    return DASH if x is None else f"{x:.2f}×"
+
+
+def ratio(x: Any) -> str:
+    """A diff's time ratio (other / baseline)."""
+    return DASH if x is None else f"{x:.3f}×"
+
+
+def interval(low: Any, high: Any) -> str:
+    return DASH if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
+
+
+def general(x: float) -> str:
+    """A setting such as a threshold or a confidence level: its shortest exact form (2, 95, 2.5)."""
+    return f"{x:g}"
+
+
+def rate(x: Any, unit: str) -> str:
+    return DASH if x is None else f"{num(x)} {unit}"
+
+
+# --------------------------------------------------------------------------- sizes and labels
+
+
+def count(n: int) -> str:
+    """An element count: ``1K``, ``10K``, ``1M`` (K = 1024) when an exact binary multiple, else the integer."""
+    for prefix, unit in _BINARY:
+        if n >= unit and n % unit == 0:
+            return f"{n // unit}{prefix}"
+    return str(n)
+
+
+def shape(dims: Sequence[int]) -> str:
+    """What a size column shows: an element count for vectors, ``4096×11008×4096`` otherwise."""
+    dims = tuple(dims)
+    if len(dims) == 1:
+        return count(dims[0])
+    return "×".join(str(d) for d in dims)
+
+
+def shape_key(dims: Sequence[int]) -> tuple[int, tuple[int, ...]]:
+    """Numeric order of sizes: by elements, then by dimensions (16384×8192 before 4096×32768 is arbitrary but fixed)."""
+    return (math.prod(dims), tuple(dims))
+
+
+def precision_label(dtype: str, precision: str | None) -> str:
+    """``fp32``, or ``fp32/tf32`` when the arithmetic differs from the dtype."""
+    return variant(dtype, precision or dtype)
+
+
+def case_label(key: Sequence[Any]) -> str:
+    """One case: ``matmul triton fp32/tf32 4096×4096×4096`` (a ``CaseKey``)."""
+    op, impl, dtype, precision, dims = key
+    return f"{op} {impl} {precision_label(dtype, precision)} {shape(dims)}"
+
+
+# --------------------------------------------------------------------------- parameters by unit
+
+
+def param(name: str, v: Any) -> str:
+    """A note's, finding's or source's parameter, formatted by the unit its name carries."""
+    if v is None:
+        return DASH
+    if isinstance(v, bool):
+        return str(v).lower()
+    if name.endswith("shape") or name == "size_dims":
+        return shape(v) if isinstance(v, (tuple, list)) else str(v)
+    if isinstance(v, (tuple, list)):
+        return ", ".join(param(name, x) for x in v)
+    if not isinstance(v, (int, float)):
+        return str(v)
+    if name.endswith("_us"):
+        return duration_us(v)
+    if name.endswith("_s"):
+        return seconds(v)
+    if name.endswith("_bytes"):
+        return nbytes(v)
+    if name.endswith("_pct"):
+        return pct(v)
+    if name.endswith(("_err", "_tol")):
+        return sci(v)
+    if name.endswith("_x"):
+        return speedup(v)
+    if name in ("elements",) or name.endswith("_elements"):
+        return count(int(v))
+    if name.endswith("_mhz"):
+        return num(v, 4)
+    return num(v) if isinstance(v, float) else str(v)
+
+
+def params(values: Mapping[str, Any], escape: Callable[[str], str] = str) -> dict[str, str]:
+    """Every parameter formatted (``param``) and then escaped for the medium."""
+    return {k: escape(param(k, v)) for k, v in values.items()}
+
+
+def fact_value(key: str, v: Any, words: Callable[[str], str]) -> str:
+    """A probed fact's value, formatted by the unit its key names; ``words`` translates yes/no/none."""
+    if isinstance(v, bool):
+        return words("yes") if v else words("no")
+    if isinstance(v, (int, float)):
+        if key.endswith("_bytes"):
+            return nbytes(v)
+        for suffix, unit in (("_mhz", "MHz"), ("_bits", "bit"), ("_gbps", "GB/s"), ("_w", "W"), ("_c", "°C")):
+            if key.endswith(suffix):
+                return f"{num(v, 4)} {unit}"
+        if key.endswith("_s"):
+            return seconds(v)
+        return num(v, 4) if isinstance(v, float) else str(v)
+    if isinstance(v, (list, tuple)):
+        return ", ".join(fact_value(key, x, words) for x in v) if v else words("none")
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={x}" for k, x in v.items())
+    return str(v)

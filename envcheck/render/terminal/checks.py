@@ -1,0 +1,100 @@
+"""The checks (worst first), what failed subprocesses printed, and the one-line verdict.
+
+From ``console.WIDE_FROM`` columns on, the checks are a table (status, check, finding / fix);
+below it a list, one check per line with its finding after the title and the fix under it,
+continuation lines indented past the status, so nothing is squeezed into a narrow column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from envcheck.model import Check
+from envcheck.render.escape import term
+from envcheck.render.i18n import translate
+from envcheck.render.terminal.console import heading, table, wide
+
+STYLE = {"fail": "bold red", "warn": "yellow", "pass": "green", "skip": "dim"}
+DETAIL_LINES = 15
+
+
+def status_text(status: str, lang: str = "en") -> str:
+    return f"[{STYLE.get(status, '')}]{translate(lang, f'status.{status}').upper()}[/]"
+
+
+def checks_table(console: Console, checks: Sequence[Check], lang: str = "en") -> Table:
+    """Every check but the skipped ones: status, check, finding with the fix under it."""
+    def t(key: str, **kw: object) -> str:
+        return translate(lang, key, **kw)
+
+    if wide(console):
+        tab = table(console)
+        tab.add_column(t("col.status"), no_wrap=True)
+        tab.add_column(t("col.check"), overflow="fold", max_width=36)
+        tab.add_column(f"{t('col.finding')} / {t('col.fix')}", overflow="fold")
+        for c in checks:
+            if c.status == "skip":
+                continue
+            cell = term(c.finding)
+            if c.fix and c.status != "pass":
+                cell += f"\n[bold]{term(t('term.fix', fix=c.fix))}[/]"
+            tab.add_row(status_text(c.status, lang), term(c.title), cell)
+        return tab
+    # A list: the status in its own column, the rest one paragraph that wraps under itself.
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for c in checks:
+        if c.status == "skip":
+            continue
+        text = f"[bold]{term(c.title)}[/]: {term(c.finding)}"
+        if c.fix and c.status != "pass":
+            text += f"\n[cyan]{term(t('term.fix', fix=c.fix))}[/]"
+        grid.add_row(status_text(c.status, lang), text)
+    return grid
+
+
+def skipped_lines(console: Console, checks: Sequence[Check], lang: str = "en") -> None:
+    skipped = [c for c in checks if c.status == "skip"]
+    if not skipped:
+        return
+    console.print(f"[bold]{translate(lang, 'term.checks_skipped', count=len(skipped))}[/]")
+    for c in skipped:
+        console.print(f"  [dim]{term(c.title)}: {term(c.finding)}[/]")
+
+
+def details_lines(console: Console, checks: Sequence[Check], lang: str = "en") -> None:
+    """The captured output of failed checks, last lines only: enough to search the error for."""
+    for c in checks:
+        if c.status not in ("fail", "warn") or not c.details:
+            continue
+        lines = c.details.strip().splitlines()
+        shown = lines[-DETAIL_LINES:]
+        key = "term.details_cut" if len(lines) > DETAIL_LINES else "term.details"
+        console.print(f"[bold]{translate(lang, key, check=term(c.id), shown=len(shown), total=len(lines))}[/]")
+        for ln in shown:
+            console.print(f"  [dim]{term(ln)}[/]")
+
+
+def verdict_line(checks: Sequence[Check], probe_s: float | None = None, lang: str = "en") -> str:
+    """``FAIL: 1 failed, 2 warned, 14 passed, 5 skipped in 5.2 s``: the worst status first."""
+    n = {s: sum(c.status == s for c in checks) for s in ("fail", "warn", "pass", "skip")}
+    worst = "fail" if n["fail"] else "warn" if n["warn"] else "pass"
+    counts = translate(lang, "list.sep").join(translate(lang, f"checks.count.{s}", count=n[s])
+                                              for s in ("fail", "warn", "pass", "skip") if n[s])
+    took = translate(lang, "term.took", seconds=f"{probe_s:.1f}") if probe_s is not None else ""
+    head = translate(lang, f"term.verdict.{worst}")
+    return f"[{STYLE[worst]} bold]{head}[/]: {counts}{took}"
+
+
+def print_checks(console: Console, checks: Sequence[Check], probe_s: float | None = None, lang: str = "en") -> None:
+    heading(console, translate(lang, "section.health"))
+    if any(c.status != "skip" for c in checks):
+        console.print(checks_table(console, checks, lang))
+    skipped_lines(console, checks, lang)
+    details_lines(console, checks, lang)
+    console.print()
+    console.print(verdict_line(checks, probe_s, lang))

@@ -1,0 +1,110 @@
+"""The one console policy of every envcheck command: width, colour, table style, markup.
+
+* On a terminal: its width, colours, Unicode table rules.
+* Not a terminal (a pipe, a file, CI logs): no ANSI codes, ASCII table rules, and a fixed width
+  (``COLUMNS`` when set, else ``PIPE_WIDTH``) so lines do not wrap at 80 and tests see what a
+  user sees.
+* Layouts choose by width: ``wide(console)`` is true from ``WIDE_FROM`` columns on; below it the
+  tables drop columns and abbreviate (with a legend) so no cell wraps at 100 columns.
+* Everything is printed as rich markup; every machine-supplied string goes through
+  ``render.escape.term`` first (brackets escaped, control and bidi characters made visible).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import sys
+from collections.abc import Callable, Sequence
+from typing import IO
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+# A rule under the header and nothing else: columns are told apart by two spaces, so a row stays
+# one line at 100 columns and a pipe gets plain ASCII.
+RULE_UNDER_HEAD = box.Box("    \n    \n ── \n    \n    \n    \n    \n    \n")
+ASCII_RULE_UNDER_HEAD = box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
+PIPE_WIDTH = 120  # a pipe has no width: wide enough for a log line, narrow enough for a log viewer
+WIDE_FROM = 130  # columns from which the wide layouts are used
+
+
+def _pipe_width() -> int:
+    try:
+        return max(40, int(os.environ.get("COLUMNS", ""))) or PIPE_WIDTH
+    except ValueError:
+        return PIPE_WIDTH
+
+
+_TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)(?=\n)")
+
+
+class _Trimmed:
+    """A stream that drops the spaces rich pads table cells and lines with at the end of a line, so
+    output piped to a file or a diff has no trailing whitespace (colour codes after them are kept)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(_TRAILING.sub(r"\1", text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
+
+
+def make_console(file: IO[str] | None = None, width: int | None = None, terminal: bool | None = None) -> Console:
+    """A Console for ``file`` (stdout by default). ``width``/``terminal`` override detection (tests, ``--out``)."""
+    stream = file if file is not None else sys.stdout
+    tty = bool(getattr(stream, "isatty", lambda: False)()) if terminal is None else terminal
+    if width is None and not tty:
+        width = _pipe_width()
+    return Console(
+        file=_Trimmed(stream),  # type: ignore[arg-type]
+        force_terminal=tty,
+        no_color=not tty or "NO_COLOR" in os.environ,
+        color_system="auto" if tty else None,
+        width=width,
+        highlight=False,
+        emoji=False,
+        markup=True,
+        soft_wrap=False,
+    )
+
+
+def capture(draw: Callable[[Console], None], *, width: int | None = None, terminal: bool = False) -> str:
+    """What ``draw`` prints, as text: for ``--out FILE`` and tests."""
+    buf = io.StringIO()
+    console = make_console(buf, width=width or _pipe_width(), terminal=terminal)
+    draw(console)
+    return buf.getvalue()
+
+
+def wide(console: Console) -> bool:
+    return console.width >= WIDE_FROM
+
+
+def table(console: Console, title: str | None = None, caption: str | None = None) -> Table:
+    """The one table style: a rule under the header, no frame, two spaces between columns; ASCII in a pipe."""
+    return Table(title=title, caption=caption, box=RULE_UNDER_HEAD if console.is_terminal else ASCII_RULE_UNDER_HEAD,
+                 show_edge=False, pad_edge=False, collapse_padding=True, title_justify="left",
+                 caption_justify="left", title_style="bold", caption_style="dim")
+
+
+def heading(console: Console, text: str) -> None:
+    """A section heading (``text`` is markup: escape machine strings in it)."""
+    console.print()
+    console.print(f"[bold underline]{text}[/]")
+
+
+def bullets(console: Console, items: Sequence[tuple[str, str]]) -> None:
+    """(mark, text) lines, each text wrapping under itself: a hanging indent, not a table cell."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for mark, text in items:
+        grid.add_row(f" {mark}", text)
+    console.print(grid)

@@ -1,0 +1,679 @@
+"""What a run report shows, decided once for every medium: the view of a report and its analysis.
+
+``run_view(report, analysis, lang, escape)`` turns the raw report and the numbers the analysis
+derived into text in reading order: tiles, findings with the rows they speak of, the summary
+per op, implementation and precision, the checks, one table per op, skipped cases, notes,
+the environment and the methodology. Markdown, HTML and the terminal lay the same view out
+in their own markup; none of them computes a throughput, a share, a speedup, a flag or a
+verdict (the analysis did), and none phrases a sentence (this module did, from the catalogue).
+
+``escape`` is applied to every machine-supplied string placed inside a catalogue sentence:
+Markdown escaping for ``.md``, rich-markup escaping for the terminal, identity for HTML (whose
+autoescaping then covers the whole sentence).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from envcheck.analysis import Analysis, BenchAnalysis, CaseResult
+from envcheck.analysis import flags as fl
+from envcheck.analysis.ceilings import MEASURED, THEORETICAL, Ceiling, MissingCeiling
+from envcheck.analysis.findings import Finding
+from envcheck.analysis.peaks import Source
+from envcheck.analysis.summary import Tally
+from envcheck.checks import worst_first
+from envcheck.model import CaseKey, Check, Fact, Note, Report, Skip
+from envcheck.ops import IMPLS, PRECISIONS, spec
+from envcheck.probes.envvars import REDACTED, is_secret_name
+from envcheck.render import fmt
+from envcheck.render.i18n import phrase, translate
+
+Escape = Callable[[str], str]
+
+# Facts shown in the environment table, in reading order: (section, key).
+ENV_FACTS: tuple[tuple[str, str], ...] = (
+    ("system", "os_name"), ("system", "kernel"), ("system", "arch"), ("system", "cpu_model"),
+    ("system", "cpu_cores_logical"), ("system", "ram_total_bytes"), ("system", "container"),
+    ("wsl", "is_wsl"), ("wsl", "wsl_version"), ("wsl", "distro_name"),
+    ("system", "python_version"), ("system", "python_env"), ("system", "python_executable"),
+    ("torch", "version"), ("torch", "build"), ("torch", "cuda_version"),
+    ("torch_runtime", "cuda_available"), ("torch_runtime", "tf32_matmul"), ("torch_runtime", "float32_matmul_precision"),
+    ("driver", "driver_version"), ("driver", "cuda_driver_version"), ("driver", "nvml_error"),
+    ("cuda", "nvcc_version"), ("cuda", "toolkit_path"),
+    ("triton", "version"), ("triton", "ptxas_version"), ("triton_runtime", "smoke_ok"), ("triton_runtime", "compile_s"),
+)
+# Shown only when they hold a value: their absence is the normal case.
+ONLY_WHEN_KNOWN = {("driver", "nvml_error"), ("torch_runtime", "error"), ("triton_runtime", "error")}
+# WSL details are noise on a machine that is not WSL.
+WSL_DETAILS = {("wsl", "wsl_version"), ("wsl", "distro_name")}
+
+GPU_FACTS: tuple[str, ...] = (
+    "name", "architecture", "compute_capability", "memory_total_bytes", "sm_count", "sm_clock_max_mhz",
+    "mem_clock_max_mhz", "memory_bus_width_bits", "theoretical_bandwidth_gbps", "pcie_gen_max", "pcie_width_max",
+    "power_limit_w", "ecc_mode_current", "ecc_uncorrected_volatile", "retired_pages_pending", "remapped_rows_pending",
+    "mig_mode", "throttled", "pci_bus_id", "uuid", "vbios_version",
+)
+
+# One letter per flag for tables where words do not fit; every layout that uses them prints the legend.
+FLAG_ABBR = {fl.LAUNCH_BOUND: "L", fl.L2_RESIDENT: "C", fl.THROTTLED: "T", "power_capped": "P", fl.NOISY: "N",
+             fl.ABOVE_CEILING: "^"}
+# The order flags are shown in, in cells and legends.
+FLAG_ORDER = (fl.LAUNCH_BOUND, fl.L2_RESIDENT, fl.THROTTLED, "power_capped", fl.NOISY, fl.ABOVE_CEILING)
+# Findings whose rows carry a flag: the terminal points at the flag instead of listing rows.
+FINDING_FLAG = {"finding.throttled": fl.THROTTLED, "finding.power_capped": "power_capped", "finding.noisy": fl.NOISY,
+                "finding.above_ceiling": fl.ABOVE_CEILING, "finding.above_ceiling_cached": fl.ABOVE_CEILING,
+                "finding.l2_resident": fl.L2_RESIDENT, "finding.launch_bound": fl.LAUNCH_BOUND}
+# Findings about one op are shown with that op's table; the others open the report.
+OP_FINDINGS = ("finding.launch_bound", "finding.bandwidth_best", "finding.compute_best",
+               "finding.compute_best_nopeak", "finding.speedup_large")
+
+# A second line of defence: probes redact secrets, but a report written by another
+# tool version must not leak one through a rendered document either.
+_URL_CREDENTIALS = re.compile(r"(\w[\w+.-]*://)[^/@\s]+@")
+
+
+def redact(name: str, value: str) -> str:
+    if is_secret_name(name):
+        return REDACTED
+    return _URL_CREDENTIALS.sub(rf"\1{REDACTED}@", value)
+
+
+def anchor(key: CaseKey) -> str:
+    """A stable HTML id for one case row (op, impl, dtype and precision come from registries)."""
+    op, impl, dtype, precision, dims = key
+    return f"case-{op}-{impl}-{dtype}-{precision}-{'x'.join(str(d) for d in dims)}"
+
+
+# --------------------------------------------------------------------------- view objects
+
+
+@dataclass(frozen=True)
+class Row:
+    """One label/value line of a facts table; ``reason`` replaces ``value`` when the fact is missing."""
+
+    label: str
+    value: str | None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    name: str
+    lost: str | None
+    rows: tuple[Row, ...]
+
+
+@dataclass(frozen=True)
+class Flag:
+    name: str  # an analysis flag, or ``power_capped`` (throttled by the power cap alone)
+    abbr: str
+    label: str
+
+
+@dataclass(frozen=True)
+class RowRef:
+    label: str
+    anchor: str
+
+
+@dataclass(frozen=True)
+class FindingView:
+    key: str
+    level: str  # info | warn | fail
+    text: str
+    rows: tuple[RowRef, ...]
+    groups: tuple[str, ...]  # the rows compacted: "matmul triton fp16: 2048×2048×2048, 4096×4096×4096"
+    flag: Flag | None  # the flag its rows carry in the tables, when there is one
+
+
+@dataclass(frozen=True)
+class CaseRow:
+    key: CaseKey
+    anchor: str
+    impl: str
+    variant: str
+    size: str
+    kernel: str | None
+    gpu_time: str
+    gpu_iqr: str
+    launch_time: str
+    first_call: str
+    speedup: float | None
+    speedup_text: str
+    throughput: str  # number only; the unit is in the header
+    pct_theoretical: str
+    pct_measured: str
+    share: float | None  # pct_theoretical as the analysis gave it (to pick the best of a row)
+    error: str
+    tolerance: str
+    error_ratio: float | None  # worst of (error / its bound): at most 1 passes
+    status: str  # pass | fail | error
+    detail: str  # why a row failed or could not run, and its notes
+    flags: tuple[Flag, ...]
+
+
+@dataclass(frozen=True)
+class OpSection:
+    op: str
+    compute_bound: bool
+    unit: str  # of the throughput column
+    has_gpu: bool
+    has_launch: bool
+    has_compile: bool
+    has_theoretical: bool
+    has_measured: bool
+    has_speedup: bool
+    rows: tuple[CaseRow, ...]
+    findings: tuple[FindingView, ...]
+
+
+@dataclass(frozen=True)
+class Tile:
+    label: str
+    value: str
+    lines: tuple[str, ...] = ()
+    status: str | None = None  # fail: the value is bad news
+    op: str | None = None  # the section the tile sums up
+    precisions: tuple[str, ...] = ()  # the columns of ``speedups``
+    speedups: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (impl, speedup per precision) per non-torch impl
+
+
+@dataclass(frozen=True)
+class TallyRow:
+    op: str
+    impl: str | None
+    precision: str | None
+    cases: int
+    passed: int
+    failed: int
+    errors: int
+    success: str
+    speedup: str
+    speedup_range: str
+
+
+@dataclass(frozen=True)
+class SpeedupRow:
+    """One implementation of one op: its geometric-mean speedup per precision (None: not run)."""
+
+    op: str
+    impl: str
+    cells: tuple[str | None, ...]  # "1.01×", per ``BenchView.precisions``
+    ranges: tuple[str | None, ...]  # "1.00×–1.03×"
+    values: tuple[float | None, ...]  # the geometric means behind ``cells``
+
+
+@dataclass(frozen=True)
+class SkipGroup:
+    reason: str
+    count: int
+    cases: tuple[str, ...]  # compacted like finding rows
+
+
+@dataclass(frozen=True)
+class CeilingRow:
+    name: str
+    kind: str
+    value: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Methodology:
+    timing: tuple[str, ...]
+    notes: tuple[str, ...]  # how cases were measured, only what applies to this run
+    settings: tuple[tuple[str, str], ...]
+    versions: tuple[tuple[str, str], ...]
+    tolerances: tuple[tuple[str, str], ...]  # precision -> range
+    ceilings: tuple[CeilingRow, ...]
+
+
+@dataclass(frozen=True)
+class BenchView:
+    backend: str
+    device: str
+    stop: str | None
+    tiles: tuple[Tile, ...]
+    findings: tuple[FindingView, ...]  # run-wide ones; op ones are in their sections
+    recommendations: tuple[str, ...]
+    tallies: tuple[TallyRow, ...]  # per op, then overall
+    precisions: tuple[str, ...]  # the columns of ``speedups``
+    speedups: tuple[SpeedupRow, ...]  # per op and implementation, one cell per precision
+    sections: tuple[OpSection, ...]
+    skipped: tuple[SkipGroup, ...]
+    skipped_count: int
+    notes: tuple[str, ...]
+    methodology: Methodology
+    flag_legend: tuple[Flag, ...]  # flags that occur, for the legends of compact layouts
+    roofline: bool
+
+
+@dataclass(frozen=True)
+class RunView:
+    lang: str
+    title: str
+    subtitle: str
+    machine: str
+    verdict: str | None  # worst check status; None without checks
+    verdict_text: str
+    check_counts: str
+    checks: tuple[Check, ...]
+    env_rows: tuple[Row, ...]
+    env_variables: tuple[tuple[str, str], ...]
+    gpus: tuple[Gpu, ...]
+    bench: BenchView | None
+    footer: str
+
+
+# --------------------------------------------------------------------------- building
+
+
+class _Phraser:
+    """Phrasing for one language and one escaping rule."""
+
+    def __init__(self, lang: str, escape: Escape) -> None:
+        self.lang = lang
+        self.escape = escape
+
+    def t(self, key: str, **params: Any) -> str:
+        return translate(self.lang, key, **params)
+
+    def note(self, note: Note) -> str:
+        return phrase(self.lang, note.key, note.params, self.escape)
+
+    def key(self, key: str, params: Any = None, raw: dict[str, str] | None = None) -> str:
+        return phrase(self.lang, key, params, self.escape, raw)
+
+    def source(self, source: Source) -> str:
+        text = self.key(f"peak_source.{source.kind}", source.params)
+        if not source.verified:
+            text += self.t("list.sep") + self.t("peak_source.unverified")
+        return text
+
+    def join(self, parts: Sequence[str]) -> str:
+        return self.t("list.sep").join(parts)
+
+
+def _flag(name: str, r: CaseResult | None, p: _Phraser) -> Flag:
+    if name == fl.THROTTLED and r is not None and r.conditions is not None and r.conditions.power_capped_only:
+        name = "power_capped"
+    return Flag(name, FLAG_ABBR.get(name, "?"), p.t(f"flag.{name}"))
+
+
+def _row_groups(keys: Sequence[CaseKey]) -> tuple[str, ...]:
+    """Rows compacted: per op and precision, implementations that share the same sizes on one line,
+    sizes in numeric order ("matmul fp16 torch, triton: 2048×2048×2048, 4096×4096×4096")."""
+    sizes: dict[tuple[str, str], dict[str, list[tuple[int, ...]]]] = {}
+    for op, impl, dtype, precision, dims in keys:
+        by_impl = sizes.setdefault((op, fmt.precision_label(dtype, precision)), {})
+        by_impl.setdefault(impl, []).append(tuple(dims))
+    out = []
+    for (op, variant), by_impl in sizes.items():
+        same: dict[tuple[tuple[int, ...], ...], list[str]] = {}
+        for impl, ds in by_impl.items():
+            same.setdefault(tuple(sorted(set(ds), key=fmt.shape_key)), []).append(impl)
+        for ds, impls in same.items():
+            out.append(f"{op} {variant} {', '.join(impls)}: {', '.join(fmt.shape(d) for d in ds)}")
+    return tuple(out)
+
+
+def _finding(f: Finding, p: _Phraser, key: str | None = None, params: dict[str, Any] | None = None,
+             rows: Sequence[CaseKey] | None = None, raw: dict[str, str] | None = None) -> FindingView:
+    rows = tuple(f.rows if rows is None else rows)
+    flag_name = FINDING_FLAG.get(f.key)
+    flag = _flag(flag_name, None, p) if flag_name else None
+    return FindingView(f.key, f.level, p.key(key or f.key, f.params if params is None else params, raw),
+                       tuple(RowRef(fmt.case_label(k), anchor(k)) for k in rows), _row_groups(rows), flag)
+
+
+def _findings(ba: BenchAnalysis, p: _Phraser) -> tuple[list[FindingView], dict[str, list[FindingView]]]:
+    """Run-wide findings, and per op the findings about it (several per implementation merged into one sentence)."""
+    run: list[FindingView] = []
+    per_op: dict[str, list[FindingView]] = {}
+    launch: dict[str, list[Finding]] = {}
+    speed: dict[tuple[str, str], list[Finding]] = {}
+    for f in ba.findings:
+        if f.key == "finding.launch_bound":
+            launch.setdefault(f.params["op"], []).append(f)
+        elif f.key == "finding.speedup_large":
+            speed.setdefault((f.params["op"], f.params["impl"]), []).append(f)
+        elif f.key == "finding.bandwidth_best" and f.params.get("measured_pct") is None:
+            per_op.setdefault(f.params["op"], []).append(_finding(f, p, "finding.bandwidth_best_nomeasured"))
+        elif f.key in OP_FINDINGS:
+            per_op.setdefault(f.params["op"], []).append(_finding(f, p))
+        else:
+            run.append(_finding(f, p))
+    for op, fs in launch.items():
+        parts = p.join([p.key("finding.launch_bound.part", f.params) for f in fs])
+        rows = [k for f in fs for k in f.rows]
+        per_op.setdefault(op, []).insert(0, _finding(fs[0], p, "finding.launch_bound", {"op": op, "count": len(rows)},
+                                                     rows, {"parts": parts}))
+    for (op, impl), fs in speed.items():
+        parts = p.join([p.key("finding.speedup_large.part", f.params) for f in fs])
+        rows = [k for f in fs for k in f.rows]
+        per_op.setdefault(op, []).append(_finding(fs[0], p, "finding.speedup_large", {"op": op, "impl": impl},
+                                                  rows, {"parts": parts}))
+    return run, per_op
+
+
+def _error(r: CaseResult) -> tuple[str, str, float | None]:
+    acc = r.case.accuracy
+    if acc is None:
+        return fmt.DASH, fmt.DASH, None
+    worst = acc.rel_l2 / r.tolerance.rel_l2 if r.tolerance.rel_l2 else None
+    if acc.max_rel_elem is not None and r.tolerance.element:
+        elem = acc.max_rel_elem / r.tolerance.element
+        worst = elem if worst is None else max(worst, elem)
+    return fmt.sci(acc.rel_l2), fmt.sci(r.tolerance.rel_l2), worst
+
+
+def _detail(r: CaseResult, p: _Phraser) -> str:
+    parts = []
+    if r.case.failure is not None:
+        parts.append(p.t("case.failure", stage=p.key(f"stage.{r.case.failure.stage}"),
+                         detail=p.escape(fmt.first_line(r.case.failure.detail))))
+    if r.verdict is not None and r.verdict.broken:
+        parts.append(p.t("case.broken", bounds=p.join([p.t(f"bound.{b}") for b in r.verdict.broken])))
+    elif r.status == "fail" and r.verdict is None:
+        parts.append(p.t("case.unchecked"))
+    parts += [p.note(n) for n in r.case.notes]
+    return p.join(parts)
+
+
+def _case_row(r: CaseResult, p: _Phraser) -> CaseRow:
+    c = r.case
+    err, tol, ratio = _error(r)
+    compute = spec(c.op).compute_bound
+    return CaseRow(
+        key=c.key, anchor=anchor(c.key), impl=c.impl, variant=fmt.precision_label(c.dtype, c.precision),
+        size=fmt.shape(c.shape), kernel=c.kernel,
+        gpu_time=fmt.duration_us(c.gpu.median_us if c.gpu else None),
+        gpu_iqr=fmt.duration_us(c.gpu.iqr_us if c.gpu else None),
+        launch_time=fmt.duration_us(c.launch.median_us if c.launch else None),
+        first_call=fmt.seconds(c.compile_s), speedup=r.speedup, speedup_text=fmt.speedup(r.speedup),
+        throughput=fmt.num(r.tflops if compute else r.gbps),
+        pct_theoretical=fmt.pct(r.pct_theoretical), pct_measured=fmt.pct(r.pct_measured), share=r.pct_theoretical,
+        error=err, tolerance=tol, error_ratio=ratio, status=r.status, detail=_detail(r, p),
+        flags=tuple(sorted((_flag(f, r, p) for f in r.flags), key=lambda f: FLAG_ORDER.index(f.name))),
+    )
+
+
+def _sections(ba: BenchAnalysis, p: _Phraser, op_findings: dict[str, list[FindingView]]) -> list[OpSection]:
+    impl_order = {i: n for n, i in enumerate(IMPLS)}
+    out = []
+    for op in dict.fromkeys(r.case.op for r in ba.results):
+        rs = [r for r in ba.results if r.case.op == op]
+        variants = list(dict.fromkeys(fmt.precision_label(r.case.dtype, r.case.precision) for r in rs))
+        rs.sort(key=lambda r: (variants.index(fmt.precision_label(r.case.dtype, r.case.precision)),
+                               fmt.shape_key(r.case.shape), impl_order.get(r.case.impl, 9)))
+        compute = spec(op).compute_bound
+        out.append(OpSection(
+            op=op, compute_bound=compute, unit="TFLOP/s" if compute else "GB/s",
+            has_gpu=any(r.case.gpu for r in rs), has_launch=any(r.case.launch for r in rs),
+            has_compile=any(r.case.compile_s is not None for r in rs),
+            has_theoretical=any(r.pct_theoretical is not None for r in rs),
+            has_measured=any(r.pct_measured is not None for r in rs),
+            has_speedup=any(r.speedup is not None for r in rs),
+            rows=tuple(_case_row(r, p) for r in rs), findings=tuple(op_findings.get(op, ())),
+        ))
+    return out
+
+
+def _tally_row(t: Tally, p: _Phraser | None) -> TallyRow:
+    rng = fmt.DASH if t.speedup_min is None else f"{fmt.speedup(t.speedup_min)}–{fmt.speedup(t.speedup_max)}"
+    name = t.op or (p.t("summary.all") if p else "")
+    return TallyRow(name, t.impl, t.precision, t.cases, t.passed, t.failed, t.errors,
+                    fmt.ratio_pct(t.success_rate), fmt.speedup(t.speedup_geomean), rng)
+
+
+def _speedups(ba: BenchAnalysis) -> tuple[tuple[str, ...], tuple[SpeedupRow, ...]]:
+    tallies = ba.summary.by_op_impl_precision
+    precisions = tuple(x for x in PRECISIONS if any(t.precision == x for t in tallies))
+    rows = []
+    for op, impl in dict.fromkeys((t.op, t.impl) for t in tallies):
+        mine = {t.precision: t for t in tallies if t.op == op and t.impl == impl}
+        cells = tuple(fmt.speedup(mine[x].speedup_geomean) if x in mine else None for x in precisions)
+        ranges = tuple(_tally_row(mine[x], None).speedup_range if x in mine else None for x in precisions)
+        values = tuple(mine[x].speedup_geomean if x in mine else None for x in precisions)
+        rows.append(SpeedupRow(str(op), str(impl), cells, ranges, values))
+    return precisions, tuple(rows)
+
+
+def _tiles(ba: BenchAnalysis, p: _Phraser) -> list[Tile]:
+    s = ba.summary.overall
+    cases = p.t("tile.cases.value", passed=s.passed, cases=s.cases)
+    lines = []
+    if s.failed:
+        lines.append(p.t("tile.cases.failed", count=s.failed))
+    if s.errors:
+        lines.append(p.t("tile.cases.errors", count=s.errors))
+    tiles = [Tile(p.t("tile.cases"), cases, tuple(lines), "pass" if s.passed == s.cases and s.cases else "fail")]
+    best: dict[str, Finding] = {}
+    for f in ba.findings:
+        if f.key in ("finding.bandwidth_best", "finding.compute_best", "finding.compute_best_nopeak"):
+            op = f.params["op"]
+            # Compute-bound ops have one best row per precision: the tile quotes the fastest.
+            if op not in best or (f.params.get("tflops") or 0) > (best[op].params.get("tflops") or 0):
+                best[op] = f
+    for op in dict.fromkeys(r.case.op for r in ba.results):
+        value = fmt.DASH
+        lines = []
+        f = best.get(op)
+        compute = spec(op).compute_bound
+        if f is not None and f.key == "finding.bandwidth_best":
+            value = f"{fmt.num(f.params['gbps'])} GB/s"
+            lines.append(p.t("tile.best_bw", pct=fmt.pct(f.params.get("theoretical_pct")),
+                             impl=p.escape(f.params["impl"]), size=p.escape(fmt.shape(f.params["shape"]))))
+        elif f is not None and f.params.get("peak_pct") is not None:
+            value = f"{fmt.num(f.params['tflops'])} TFLOP/s"
+            lines.append(p.t("tile.best_flops", precision=p.escape(f.params["precision"]),
+                             pct=fmt.pct(f.params.get("peak_pct")), impl=p.escape(f.params["impl"])))
+        else:
+            # No ceiling to hold it against (a CPU run): the fastest row, as measured.
+            rated = [r for r in ba.results if r.case.op == op and r.rate is not None]
+            if rated:
+                top = max(rated, key=lambda r: r.rate or 0.0)
+                value = f"{fmt.num(top.rate)} {'TFLOP/s' if compute else 'GB/s'}"
+                lines.append(p.t("tile.best", impl=p.escape(top.case.impl),
+                                 variant=p.escape(fmt.precision_label(top.case.dtype, top.case.precision)),
+                                 size=p.escape(fmt.shape(top.case.shape))))
+        mine = [t for t in ba.summary.by_op_impl_precision if t.op == op and t.speedup_geomean is not None]
+        precisions = tuple(dict.fromkeys(str(t.precision) for t in mine))
+        speedups = tuple((str(impl), tuple(next((fmt.speedup(t.speedup_geomean) for t in mine
+                                                 if t.impl == impl and t.precision == x), fmt.DASH)
+                                            for x in precisions))
+                         for impl in dict.fromkeys(t.impl for t in mine))
+        tiles.append(Tile(op, value, tuple(lines), op=op, precisions=precisions, speedups=speedups))
+    return tiles
+
+
+def _skipped(skips: Sequence[Skip], p: _Phraser) -> list[SkipGroup]:
+    by_reason: dict[str, list[CaseKey]] = {}
+    for s in skips:
+        by_reason.setdefault(p.note(s.reason), []).append(s.key)
+    groups = [SkipGroup(reason, len(keys), _row_groups(keys)) for reason, keys in by_reason.items()]
+    return sorted(groups, key=lambda g: -g.count)
+
+
+def _ceiling_rows(ba: BenchAnalysis, p: _Phraser) -> list[CeilingRow]:
+    rows = []
+    order = {THEORETICAL: 0, MEASURED: 1}
+    items: list[Ceiling | MissingCeiling] = [*ba.ceilings.found, *ba.ceilings.missing]
+    names = list(dict.fromkeys(c.name for c in items))
+    items.sort(key=lambda c: (names.index(c.name), order.get(c.kind, 2)))
+    for c in items:
+        kind = p.t(f"ceiling.{c.kind}")
+        if isinstance(c, Ceiling):
+            rows.append(CeilingRow(c.name, kind, f"{fmt.num(c.value, 4)} {c.unit}", p.source(c.source)))
+        else:
+            rows.append(CeilingRow(c.name, kind, fmt.DASH, p.t("ceiling.missing", reason=p.key(c.key, c.params))))
+    return rows
+
+
+def _methodology(ba: BenchAnalysis, p: _Phraser) -> Methodology:
+    bench = ba.bench
+    methods: dict[str, list[int]] = {}
+    for c in bench.cases:
+        for tm in (c.gpu, c.launch):
+            if tm:
+                methods.setdefault(tm.method, []).append(tm.n)
+    timing = []
+    for m, ns in methods.items():
+        samples = str(min(ns)) if min(ns) == max(ns) else f"{min(ns)}–{max(ns)}"
+        timing.append(p.t(f"method.{m}", samples=samples))
+    notes = [p.t("method.median")]
+    cuda = bench.device.backend == "cuda"
+    if cuda and bench.settings.cold_l2:
+        notes.append(p.t("method.cold_l2"))
+    elif cuda:
+        notes.append(p.t("method.warm_l2"))
+    if any(c.compile_s is not None for c in bench.cases):
+        notes.append(p.t("method.first_call"))
+    if ba.ceilings.get("bandwidth", MEASURED) is not None:
+        notes.append(p.t("method.measured_ceiling"))
+    st = bench.settings
+    settings: list[tuple[str, str]] = [
+        ("warmup_ms", fmt.num(st.warmup_ms)), ("rep_ms", fmt.num(st.rep_ms)),
+        ("samples", f"{st.min_samples}–{st.max_samples}"), ("seed", str(st.seed)),
+        ("quick", p.t("yes") if st.quick else p.t("no")),
+    ]
+    if cuda:
+        settings.insert(3, ("cold_l2", p.t("yes") if st.cold_l2 else p.t("no")))
+    else:
+        settings.insert(3, ("threads", str(st.threads) if st.threads is not None else p.t("unknown")))
+    if st.ops:
+        settings.append(("ops", ",".join(st.ops)))
+    if st.impls:
+        settings.append(("impls", ",".join(st.impls)))
+    tol: dict[str, tuple[float, float]] = {}
+    for r in ba.results:
+        if r.case.accuracy is None:
+            continue
+        t = r.tolerance
+        lo, hi = tol.get(t.precision, (t.rel_l2, t.rel_l2))
+        tol[t.precision] = (min(lo, t.rel_l2), max(hi, t.rel_l2))
+    tolerances = tuple((prec, fmt.sci(lo) if fmt.sci(lo) == fmt.sci(hi) else f"{fmt.sci(lo)}–{fmt.sci(hi)}")
+                       for prec, (lo, hi) in sorted(tol.items(), key=lambda kv: kv[1]))
+    return Methodology(tuple(timing), tuple(notes), tuple(settings), tuple(sorted(bench.versions.items())),
+                       tolerances, tuple(_ceiling_rows(ba, p)))
+
+
+def _stop(ba: BenchAnalysis, p: _Phraser) -> str | None:
+    for f in ba.findings:
+        if f.key.startswith("finding.stopped."):
+            text = p.key(f.key, f.params)
+            if f.params.get("detail") and f.key != "finding.stopped.legacy":
+                text += " " + p.t("stop.detail", detail=p.escape(fmt.first_line(f.params["detail"])))
+            return text
+    return None
+
+
+def bench_view(ba: BenchAnalysis, lang: str, escape: Escape) -> BenchView:
+    p = _Phraser(lang, escape)
+    run_findings, op_findings = _findings(ba, p)
+    sections = _sections(ba, p, op_findings)
+    seen = {f.name: f for s in sections for r in s.rows for f in r.flags}
+    legend = tuple(seen[n] for n in FLAG_ORDER if n in seen)
+    s = ba.summary
+    precisions, speedups = _speedups(ba)
+    return BenchView(
+        backend=ba.bench.device.backend, device=ba.bench.device.name, stop=_stop(ba, p),
+        tiles=tuple(_tiles(ba, p)),
+        findings=tuple(f for f in run_findings if not f.key.startswith("finding.stopped.")),
+        recommendations=tuple(p.key(r.key, r.params) for r in ba.recommendations),
+        tallies=tuple(_tally_row(t, p) for t in (*s.by_op, s.overall)),
+        precisions=precisions, speedups=speedups,
+        sections=tuple(sections), skipped=tuple(_skipped(ba.bench.skipped, p)),
+        skipped_count=len(ba.bench.skipped), notes=tuple(p.note(n) for n in ba.bench.notes),
+        methodology=_methodology(ba, p), flag_legend=legend,
+        roofline=any(r.gbps and r.tflops for r in ba.results),
+    )
+
+
+def _env_rows(report: Report, p: _Phraser) -> list[Row]:
+    env = report.environment
+    is_wsl = env.get("wsl", "is_wsl") is True
+    rows = []
+    for section, key in ENV_FACTS:
+        f = env.sections.get(section, {}).get(key)
+        if f is None:
+            continue  # not part of this report (an older or partial probe): nothing to explain
+        if (section, key) in ONLY_WHEN_KNOWN and not f.ok:
+            continue
+        if (section, key) in WSL_DETAILS and not is_wsl:
+            continue
+        rows.append(_fact_row(p, f"fact.{section}.{key}", key, f))
+    rows.append(Row(p.t("fact.report.created"), report.created))
+    return rows
+
+
+def _fact_row(p: _Phraser, label_key: str, key: str, f: Fact) -> Row:
+    label = p.t(label_key)
+    if f.ok:
+        return Row(label, fmt.fact_value(key, f.value, p.t))
+    return Row(label, None, f.reason or p.t("unknown"))
+
+
+def _env_variables(report: Report) -> list[tuple[str, str]]:
+    v = report.environment.get("env", "variables")
+    if not isinstance(v, dict):
+        return []
+    return [(str(k), redact(str(k), str(x))) for k, x in sorted(v.items())]
+
+
+def _gpus(report: Report, p: _Phraser) -> list[Gpu]:
+    out = []
+    for g in report.environment.gpus:
+        rows = tuple(_fact_row(p, f"fact.gpu.{k}", k, g.facts[k]) for k in GPU_FACTS if k in g.facts)
+        out.append(Gpu(g.index, str(g.get("name") or f"GPU {g.index}"), g.lost, rows))
+    return out
+
+
+def _machine(report: Report, p: _Phraser) -> str:
+    """One line naming the stack: what a reader checks first when numbers surprise."""
+    env = report.environment
+    parts = []
+    for label, section, key in ((p.t("term.env.driver"), "driver", "driver_version"),
+                                ("CUDA", "driver", "cuda_driver_version"), ("PyTorch", "torch", "version"),
+                                ("Triton", "triton", "version")):
+        v = env.get(section, key)
+        if v:
+            parts.append(f"{label} {p.escape(str(v))}")
+    gpu = report.gpu_name
+    head = p.escape(gpu) if gpu else p.t("no_gpu")
+    return " · ".join([head, *parts])
+
+
+def _counts(checks: Sequence[Check], p: _Phraser) -> str:
+    n = {s: sum(c.status == s for c in checks) for s in ("fail", "warn", "pass", "skip")}
+    return p.join([p.t(f"checks.count.{s}", count=n[s]) for s in ("fail", "warn", "pass", "skip") if n[s]])
+
+
+def run_view(report: Report, analysis: Analysis, lang: str, escape: Escape) -> RunView:
+    p = _Phraser(lang, escape)
+    gpu = report.gpu_name
+    name = escape(gpu) if gpu else p.t("no_gpu")
+    verdict = report.verdict if report.checks else None
+    return RunView(
+        lang=lang,
+        title=p.t("report.title", gpu=name, host=escape(report.host), date=escape(report.created[:10])),
+        subtitle=p.t("report.subtitle", kind=p.t(f"kind.{report.kind}") if report.kind in ("probe", "check", "run")
+                     else escape(report.kind), created=escape(report.created), version=escape(report.tool_version)),
+        machine=_machine(report, p),
+        verdict=verdict, verdict_text=p.t(f"verdict.{verdict}") if verdict else p.t("health.none"),
+        check_counts=_counts(report.checks, p), checks=worst_first(report.checks),
+        env_rows=tuple(_env_rows(report, p)), env_variables=tuple(_env_variables(report)),
+        gpus=tuple(_gpus(report, p)),
+        bench=bench_view(analysis.bench, lang, escape) if analysis.bench else None,
+        footer=p.t("report.footer", version=escape(report.tool_version), schema=report.schema_version),
+    )
+
+
+__all__ = ["FLAG_ABBR", "BenchView", "CaseRow", "FindingView", "OpSection", "RunView", "anchor", "bench_view",
+           "run_view"]
+

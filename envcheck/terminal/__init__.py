@@ -1,1 +1,0 @@
-"""Terminal output: rich renderings of facts, checks and benchmark runs."""

@@ -1,0 +1,161 @@
+"""Hostile strings in every field a report carries from the machine: rendering never crashes, never obeys them.
+
+Host names, environment variable values, GPU names, the labels and parameters of notes, check titles,
+findings and fixes, failure details, report file names in a diff: each is drawn from fragments that
+mean something somewhere (Markdown, HTML, rich markup, terminal escapes, bidi overrides, TeX) and
+the renders must show them as text:
+
+* run, diff and history render to Markdown, HTML and the terminal without an exception;
+* the HTML has no element or attribute the templates and the chart writer do not write;
+* the Markdown, rendered by a CommonMark parser, has no raw HTML: only the elements Markdown itself
+  makes, no event-handler attribute, images only of the report's own charts;
+* the terminal output holds no ESC and no bidi control.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import compare_data
+import factories
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
+
+from envcheck.analysis import analyse
+from envcheck.model import Case, Check, Failure, Gpu, Note, known, legacy
+from envcheck.render import charts
+from envcheck.render.documents import render_diff, render_history, render_html, render_markdown
+from envcheck.render.terminal.compare import print_diff, print_history
+from envcheck.render.terminal.console import capture
+from envcheck.render.terminal.run import print_run
+
+ROOT = Path(__file__).resolve().parent.parent
+BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+FRAGMENTS = ["``", "`", "<img src=x onerror=alert(1)>", "<script>", "</td>", "&lt;", "&amp;", "[/]", "[bold red]",
+             "[link=http://x]", "\x1b[2J", "\x1b]0;title\x07", "\x9b", "\r", "\n", "\r\n", "\t", "\x00", "\u202e",
+             "\u2066", "\u200b", "|", "||", "\\", "$\\undefinedmacro$", "$$", "# h", "> q", "- l", "1. n", "***",
+             "_x_", "]]>", "<!--", "{x}", "{", "%s", "\"'", "java\tscript:", "[a](javascript:alert(1))", "![i](x)",
+             "=", ":smile:", "\ud7ff", "中文", " "]
+hostile = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=4)), min_size=1, max_size=6).map("".join)
+
+
+def _source_names() -> tuple[set[str], set[tuple[str, str]]]:
+    """Elements and attributes the templates write, and those the chart writer writes for a benign run."""
+    src = "".join(p.read_text() for p in (ROOT / "envcheck" / "templates").glob("*.html.j2"))
+    tags = {t.lower() for t in re.findall(r"<([a-zA-Z][a-zA-Z0-9]*)", src)}
+    attrs = {(t, a.lower()) for t in tags for a in re.findall(r'\s([a-zA-Z][a-zA-Z-]*)=["{]', src)}
+    svg = collect("".join(d.svg for d in charts.run_charts(analyse(factories.report()).bench, "en")))
+    return tags | svg.tags, attrs | svg.attrs
+
+
+MD_TAGS = {"h1", "h2", "h3", "h4", "p", "ul", "ol", "li", "table", "thead", "tbody", "tr", "th", "td", "code",
+           "strong", "em", "hr", "img", "blockquote", "a", "br"}
+
+
+class Collect(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: set[str] = set()
+        self.attrs: set[tuple[str, str]] = set()
+        self.srcs: list[str] = []
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.add(tag)
+        for k, v in attrs:
+            self.attrs.add((tag, k))
+            if k == "src":
+                self.srcs.append(v or "")
+            if k == "href":
+                self.hrefs.append(v or "")
+
+    handle_startendtag = handle_starttag
+
+
+def collect(html: str) -> Collect:
+    c = Collect()
+    c.feed(html)
+    c.close()
+    return c
+
+
+TAGS, ATTRS = _source_names()
+
+
+def check_html(html: str) -> None:
+    c = collect(html)
+    assert c.tags <= TAGS, c.tags - TAGS
+    assert c.attrs <= ATTRS, c.attrs - ATTRS
+    assert all(h.startswith("#") for h in c.hrefs), c.hrefs
+    assert not any(ch in html for ch in BIDI)
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", html)
+
+
+def check_markdown(md: str) -> None:
+    html = MarkdownIt("commonmark").enable("table").render(md)
+    c = collect(html)
+    assert c.tags <= MD_TAGS, c.tags - MD_TAGS
+    assert not [a for a in c.attrs if a[1].startswith("on") or a[1] in ("style",) and a[0] != "td" and a[0] != "th"]
+    assert all(re.fullmatch(r"[\w.-]+_charts/\w+\.svg", s) for s in c.srcs), c.srcs
+    assert not [h for h in c.hrefs if not h.startswith("#")], c.hrefs  # a link from machine text
+    assert "\r" not in md and not any(ch in md for ch in BIDI)
+
+
+def check_terminal(text: str) -> None:
+    assert "\x1b" not in text and "\x07" not in text and "\x9b" not in text
+    assert not any(ch in text for ch in BIDI)
+
+
+def hostile_report(host, gpu, env_value, note_label, title, finding, fix, detail):
+    r = factories.report(host=host, gpu_name=gpu)
+    sections = dict(r.environment.sections)
+    sections["env"] = {"variables": known({"CUDA_LAUNCH_BLOCKING": env_value, note_label[:20] or "X": fix})}
+    gpus = tuple(Gpu(g.index, {**g.facts, "name": known(gpu)}) for g in r.environment.gpus)
+    env = dataclasses.replace(r.environment, sections=sections, gpus=gpus)
+    bench = r.bench
+    cases = list(bench.cases)
+    cases[0] = dataclasses.replace(cases[0], notes=(Note(f"bench.{note_label}" if note_label else "x",
+                                                         {"op": note_label, "detail": detail}),))
+    cases[1] = Case(cases[1].op, cases[1].impl, cases[1].dtype, cases[1].precision, cases[1].shape,
+                    failure=Failure("compile", detail))
+    bench = dataclasses.replace(bench, cases=tuple(cases),
+                                notes=(legacy(detail), Note(note_label or "y", {"label": note_label})),
+                                skipped=(dataclasses.replace(bench.skipped[0], reason=Note("bench.skip", {"why": detail})),))
+    checks = (Check("x", "fail", title, finding, fix=fix), *r.checks)
+    return dataclasses.replace(r, environment=env, checks=checks, benches=(bench,))
+
+
+@pytest.mark.slow
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(host=hostile, gpu=hostile, env_value=hostile, note_label=hostile, title=hostile, finding=hostile, fix=hostile,
+       detail=hostile)
+def test_run_renders_never_obey_machine_text(host, gpu, env_value, note_label, title, finding, fix, detail):
+    finding = finding.replace("\n", " ")  # a check finding is one line by the model's rule
+    r = hostile_report(host, gpu, env_value, note_label, title, finding, fix, detail)
+    a = analyse(r)
+    for lang in ("en", "zh-CN"):
+        check_html(render_html(r, lang, analysis=a))
+        check_markdown(render_markdown(r, lang, "r_charts", analysis=a))
+    check_terminal(capture(lambda c: print_run(c, r, a), width=100))
+
+
+@pytest.mark.slow
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(label=hostile, host=hostile, gpu=hostile, value=hostile, title=hostile, fix=hostile, reason=hostile,
+       impl=hostile)
+def test_diff_and_history_renders_never_obey_machine_text(label, host, gpu, value, title, fix, reason, impl):
+    s = compare_data.Strings(base_label=label, other_label=label + "2", host=host, base_gpu=gpu, other_gpu=gpu + "x",
+                             env_value=value, check_title=title, check_finding=title, check_fix=fix, reason=reason,
+                             impl=impl, extra={"gpus": "mixed"})
+    d, h = compare_data.diff(s), compare_data.history(s)
+    check_html(render_diff(d, "html"))
+    check_html(render_history(h, "html"))
+    check_markdown(render_diff(d, "md"))
+    check_markdown(render_history(h, "md"))
+    check_terminal(capture(lambda c: print_diff(c, d), width=100))
+    check_terminal(capture(lambda c: print_history(c, h), width=100))

@@ -1,0 +1,219 @@
+"""The terminal: readable at 100 columns (no wrapped cell), plain in a pipe, never driven by machine text."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import compare_data
+import factories
+import factories_cpu
+import pytest
+from rich.cells import cell_len
+
+from envcheck.analysis import analyse
+from envcheck.model import Check, load
+from envcheck.render.escape import term, visible
+from envcheck.render.terminal.checks import print_checks
+from envcheck.render.terminal.compare import print_diff, print_history
+from envcheck.render.terminal.console import capture, make_console
+from envcheck.render.terminal.environment import print_environment
+from envcheck.render.terminal.run import print_run
+from envcheck.render.view import bench_view
+
+ROOT = Path(__file__).resolve().parent.parent
+H200 = ROOT / "reports" / "2026-11-22_0104Z_vm_h200.json"
+RULE = re.compile(r"^[-─]{8,}$")
+BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+
+LONG_CHECKS = (
+    Check("torch.build", "fail", "PyTorch build matches the hardware",
+          "2.11.0+cpu is a CPU-only build on a machine with 1 NVIDIA GPU(s) and driver 580.159.04 (CUDA 13.0)",
+          fix="pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu130"),
+    Check("triton.smoke", "pass", "Triton kernel compiles and runs",
+          "masked vector add exact: first call (JIT compile) 1.47 s, second call 0.11 ms"),
+    Check("wsl.gpu", "skip", "WSL2 GPU path", "not WSL: the WSL2 checks do not apply"),
+)
+
+
+@pytest.fixture(scope="module")
+def h200():
+    return load(H200)
+
+
+def tables(text: str) -> list[list[str]]:
+    """The rows of every table: the lines after a header rule, up to the first line that is not a row."""
+    lines = text.splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        if RULE.match(line.strip()) and i > 0:
+            rows = []
+            for row in lines[i + 1:]:
+                if not row.strip() or row.startswith((" -", " !", "Flags", "%theor", "GB/s (")) or RULE.match(row.strip()):
+                    break
+                rows.append(row)
+            out.append(rows)
+    return out
+
+
+def assert_fits(text: str, width: int = 100) -> None:
+    """No line wider than the terminal, none with trailing blanks (the padding rich adds to cells)."""
+    wide = [ln for ln in text.splitlines() if cell_len(ln) > width]
+    assert not wide, wide[:3]
+    assert all(ln == ln.rstrip() for ln in text.splitlines())
+
+
+def test_run_summary_at_100_columns_has_one_line_per_row(h200):
+    a = analyse(h200)
+    text = capture(lambda c: print_run(c, h200, a), width=100)
+    assert_fits(text)
+    view = bench_view(a.bench, "en", term)
+    expected = [len({(r.variant, r.size) for r in s.rows}) for s in view.sections]
+    op_tables = tables(text)[:len(expected)]
+    assert [len(t) for t in op_tables] == expected  # a wrapped cell would add lines
+    for rows in op_tables:
+        assert all(re.match(r"^\s*\d", row) for row in rows), rows  # every line starts with a size: no continuation
+    assert "Flags: L launch-bound, C L2-resident, P power cap, N noisy, ^ above ceiling." in text
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_cpu_and_factory_runs_fit_100_columns(lang):
+    for r in (factories.report(), factories_cpu.report()):
+        assert_fits(capture(lambda c, r=r: print_run(c, r, analyse(r), lang=lang), width=100))
+
+
+def test_chinese_run_summary_fits_100_columns(h200):
+    text = capture(lambda c: print_run(c, h200, analyse(h200), lang="zh-CN"), width=100)
+    assert_fits(text)
+    assert "相对 torch 的加速比" in text
+
+
+def test_checks_at_100_columns_are_a_list_that_keeps_the_fix_whole():
+    text = capture(lambda c: print_checks(c, LONG_CHECKS, 5.2), width=100)
+    assert_fits(text)
+    lines = text.splitlines()
+    fix = next(i for i, ln in enumerate(lines) if "fix:" in ln)
+    assert "https://download.pytorch.org/whl/cu130" in lines[fix]  # a command is never cut across lines
+    assert lines[fix].index("fix:") == lines[fix - 1].index("and driver") or lines[fix].startswith("     ")
+    assert re.search(r"^FAIL +PyTorch build matches the hardware: ", text, re.M)
+    assert text.rstrip().endswith("FAIL: 1 failed, 1 passed, 1 skipped in 5.2 s")
+
+
+def test_checks_on_a_wide_terminal_are_a_table():
+    text = capture(lambda c: print_checks(c, LONG_CHECKS), width=160)
+    assert re.search(r"^Status +Check +Finding / Fix", text, re.M)
+
+
+def test_diff_at_100_columns_has_one_line_per_row():
+    d = compare_data.diff()
+    text = capture(lambda c: print_diff(c, d), width=100)
+    assert_fits(text)
+    cmp = d.comparisons[0]
+    sig = [c for c in cmp.cases if c.verdict in ("faster", "slower")]
+    sizes = [len(t) for t in tables(text)]
+    assert sizes[:3] == [len(d.reports), len(cmp.ops), len(sig)]
+
+
+def test_reasons_given_as_keys_are_phrased_in_the_reader_s_language():
+    d = compare_data.diff()
+    assert "the baseline run was slowed by hw_slowdown, baseline throttled" in capture(lambda c: print_diff(c, d),
+                                                                                       width=100)
+    assert "基准运行时因 hw_slowdown" in capture(lambda c: print_diff(c, d, "zh-CN"), width=100)
+
+
+def test_history_at_100_columns_fits():
+    h = compare_data.history()
+    text = capture(lambda c: print_history(c, h), width=100)
+    assert_fits(text)
+    assert [len(t) for t in tables(text)][:2] == [len(h.points), len(h.points)]
+
+
+def test_a_pipe_gets_plain_ascii_and_a_terminal_gets_colour(h200):
+    a = analyse(h200)
+    plain = capture(lambda c: print_run(c, h200, a), width=100)
+    assert "\x1b" not in plain and "─" not in plain
+    coloured = capture(lambda c: print_run(c, h200, a), width=100, terminal=True)
+    assert "\x1b[" in coloured
+
+
+def test_the_console_policy_reads_columns_in_a_pipe(monkeypatch):
+    import io
+
+    monkeypatch.setenv("COLUMNS", "100")
+    assert make_console(io.StringIO()).width == 100
+    monkeypatch.setenv("COLUMNS", "junk")
+    assert make_console(io.StringIO()).width == 120
+
+
+# --------------------------------------------------------------------------- what the run summary says
+
+
+def test_wide_summary_shows_throughput_shares_errors_ceilings_and_notes():
+    r = factories.report()
+    text = capture(lambda c: print_run(c, r, analyse(r), [Path("reports/x.json")]), width=200)
+    assert "×triton" in text and "GB/s (torch/triton)" in text and "TFLOP/s (torch/triton)" in text
+    assert "% theor. (torch/triton)" in text and "launch-bound, L2-resident" in text
+    assert "NVML: 2 × 3201 MHz max memory clock × 6016-bit bus / 8" in text  # each ceiling with its source
+    assert "bench.l2_cold" in text  # a note this version has no sentence for, shown generically
+    assert "1 × bench.triton_unusable.smoke_failed" in text  # skip reasons grouped
+    assert "reports/x.json" in text and "256M" in text and "4096×4096×4096" in text
+    assert "Checks: warn" in text and "fix: stop the other process" in text
+
+
+def test_written_files_list_documents_by_name_and_chart_folders_by_count():
+    from envcheck.render.writing import written_lines
+
+    paths = [Path("r/a.json"), Path("r/a.md"), Path("r/a_charts/x.svg"), Path("r/a_charts/y.svg"), Path("r/a.html")]
+    assert written_lines(paths) == ["r/a.json", "r/a.md", "r/a.html", "r/a_charts/ (2)"]
+
+
+def test_a_case_over_tolerance_is_marked_and_counted():
+    r = factories.report()
+    cases = list(r.bench.cases)
+    i = next(k for k, c in enumerate(cases) if c.op == "matmul" and c.impl == "triton" and c.precision == "fp32")
+    cases[i] = dataclasses.replace(cases[i], accuracy=dataclasses.replace(cases[i].accuracy, rel_l2=7.7e-4))
+    r = dataclasses.replace(r, benches=(dataclasses.replace(r.bench, cases=tuple(cases)),))
+    narrow = capture(lambda c: print_run(c, r, analyse(r)), width=100)
+    row = next(ln for ln in narrow.splitlines() if re.match(r"\s*512×512×512\s+fp32 ", ln))
+    assert re.search(r"\b\d{3,}%", row)  # the error as a share of its tolerance, far over 100%
+    assert "1 row exceeds its error tolerance." in narrow
+    wide = capture(lambda c: print_run(c, r, analyse(r)), width=200)
+    assert "7.7e-4 / " in wide
+
+
+# --------------------------------------------------------------------------- machine text is never markup or control
+
+
+HOSTILE = "[/] [bold red]red?[/bold red] \x1b[2J\x1b]0;pwned\x07 \u202egnp.exe \u2066x\u2069"
+
+
+def _clean(text: str) -> None:
+    assert "\x1b" not in text and "\x07" not in text
+    assert not any(c in text for c in BIDI)
+
+
+def test_hostile_report_strings_are_shown_not_obeyed():
+    r = factories.report(host=HOSTILE, gpu_name=HOSTILE)
+    r = dataclasses.replace(r, checks=(Check("x", "fail", HOSTILE, HOSTILE, fix=HOSTILE),))
+    text = capture(lambda c: print_run(c, r, analyse(r)), width=100)
+    _clean(text)
+    assert "[bold red]red?[/bold red]" in text and "\\x1b[2J" in text and "\\u202e" in text
+    text = capture(lambda c: print_environment(c, r.environment), width=100)
+    _clean(text)
+    assert "[bold red]red?[/bold red]" in text
+
+
+def test_hostile_diff_and_history_strings_are_shown_not_obeyed():
+    s = compare_data.Strings(base_label=HOSTILE, other_label="[/]", host="[/]", base_gpu=HOSTILE, other_gpu="[b]x",
+                             env_value=HOSTILE, check_title=HOSTILE, check_finding=HOSTILE, check_fix=HOSTILE,
+                             reason=HOSTILE, impl="[/]", extra={"gpus": "mixed"})
+    for text in (capture(lambda c: print_diff(c, compare_data.diff(s, comparisons=2)), width=100),
+                 capture(lambda c: print_history(c, compare_data.history(s)), width=100)):
+        _clean(text)
+        assert "[/]" in text
+
+
+def test_visible_names_every_hidden_character():
+    assert visible("a\x1bb\u202ec\u200bd\x00") == "a\\x1bb\\u202ec\\u200bd\\x00"
+    assert term("[bold]x[/bold]") == "\\[bold]x\\[/bold]"
