@@ -76,7 +76,7 @@ def _f(x: float | None, digits: int = 1) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
-def torch_copy_gbps(src: int, dst: int, size_bytes: int, iters: int = 20) -> float:
+def torch_bandwidth_gbps(src: int, dst: int, size_bytes: int, iters: int = 20) -> float:
     """A plain ``dst.copy_(src)`` across devices, CUDA events on the source's stream, median of ``iters``."""
     import torch
 
@@ -107,7 +107,7 @@ def copy_lines(node: Node, torch_copy: bool) -> tuple[list[str], bool]:
     for r in an.copy_rows(node.peer, node.topology):
         plain = ratio = "-"
         if torch_copy and r.kind == "d2d" and r.method == "copy_engine" and r.directions == 1 and r.gbps:
-            g = torch_copy_gbps(r.src, r.dst, node.peer.settings.get("size_bytes", 1 << 28))
+            g = torch_bandwidth_gbps(r.src, r.dst, node.peer.settings.get("size_bytes", 1 << 28))
             plain, ratio = f"{g:.1f}", f"{r.gbps / g:.3f}"
             ok = ok and abs(r.gbps / g - 1) <= COPY_TOLERANCE
         src = "host" if r.src is None else f"GPU {r.src}"
@@ -130,7 +130,7 @@ def node_lines(env: Environment, checks: tuple[Check, ...], benches: tuple[Bench
     margin = float(node.settings.get("outlier_margin", 0.05))
     for b in benches:
         r = an.gpu_rates(b)
-        out.append(f"- GPU {r.index}: copy {_f(r.copy_gbps)} GB/s, matmul {_f(r.matmul_tflops)} TFLOP/s "
+        out.append(f"- GPU {r.index}: copy {_f(r.bandwidth_gbps)} GB/s, matmul {_f(r.matmul_tflops)} TFLOP/s "
                    f"({r.matmul_key}), {len(b.cases)} cases, {b.duration_s} s")
     for o in an.outliers(benches, margin):
         c = an.gpu_condition(env, o.gpu)

@@ -10,7 +10,8 @@ worker, then plays the script's steps in order:
 - ``{"play_plan": true}``: ``case_start`` + a measured ``case`` for every planned case
   (``{"play_plan": N}``: for the first N only)
 - ``{"save_plan": "PATH"}``: write the plan received to PATH
-- ``{"pid_file": "PATH"}``: write this process's pid to PATH (to check it was stopped)
+- ``{"pid_file": "PATH"}``: write this process's pid to PATH (to check it was stopped); ``{pid}``
+  in PATH becomes the pid, so several workers playing one script write apart
 - ``{"spawn": "PATH"}``: start a sleeping child in a session of its own (out of the worker's
   process group, as a library's helper process may be) and write its pid to PATH
 - ``{"exit": N}``: exit with status N now
@@ -63,7 +64,7 @@ def main() -> int:
         elif "sleep" in step:
             time.sleep(step["sleep"])
         elif "pid_file" in step:
-            with open(step["pid_file"], "w", encoding="utf-8") as f:
+            with open(step["pid_file"].replace("{pid}", str(os.getpid())), "w", encoding="utf-8") as f:
                 f.write(str(os.getpid()))
         elif "spawn" in step:
             child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)

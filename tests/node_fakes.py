@@ -18,6 +18,7 @@ from typing import Any
 
 from fake_nvml import FakeNvml, load_table
 
+from envcheck.model import Bench, BenchDevice, CeilingRun, Timing
 from envcheck.model.node import Launch
 
 NODE = Path(__file__).parent / "fixtures" / "node"
@@ -79,9 +80,9 @@ def nvml_table() -> dict[str, Any]:
     for p in cap["pairs"]:
         for a, b in ((p["a"], p["b"]), (p["b"], p["a"])):
             t = table["gpus"][a]
-            t[f"nvmlDeviceGetTopologyCommonAncestor[FakeHandle(index={b})]"] = p["common_ancestor"]
+            t[f"nvmlDeviceGetTopologyCommonAncestor[TableHandle({b})]"] = p["common_ancestor"]
             for idx, cname in enumerate(("READ", "WRITE", "NVLINK", "ATOMICS")):
-                t[f"nvmlDeviceGetP2PStatus[FakeHandle(index={b}),{idx}]"] = p[f"p2p[{cname}]"]
+                t[f"nvmlDeviceGetP2PStatus[TableHandle({b}),{idx}]"] = p[f"p2p[{cname}]"]
     return table
 
 
@@ -136,3 +137,12 @@ class ScriptedLauncher:
         except KeyboardInterrupt:
             return Launch(tuple(argv), None, timeout, 0.01, interrupted=True)
         return Launch(tuple(argv), rc, timeout, 0.01)
+
+
+def bench_with_bandwidth(gpu: int, gbps: float) -> Bench:
+    """A GPU's bench whose measured bandwidth ceiling is ``gbps``: one copy kernel run (1 GiB read
+    and written) timed at what that bandwidth takes."""
+    n = 1 << 28
+    us = 2 * n * 4 / (gbps * 1e9) * 1e6
+    return Bench(BenchDevice("cuda", "NVIDIA H200", gpu),
+                 ceiling_runs=(CeilingRun("copy", "fp32", (n,), Timing.from_samples("cuda_graph", [us] * 5)),))

@@ -100,7 +100,7 @@ def test_check_text_has_a_verdict(tmp_path: Path) -> None:
     res = envcheck("check", "--out", str(out))
     assert res.returncode in (0, 1), res.stderr
     lines = res.stdout.splitlines()
-    assert "Checks" in lines
+    assert "Health" in lines
     verdict = [line for line in lines if line.startswith(("FAIL:", "OK:", "OK with warnings:"))]
     assert verdict and (verdict[0].startswith("FAIL") == (res.returncode == 1))
     assert f"report written to {out}" in res.stdout

@@ -2,33 +2,33 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from node_fakes import bench_with_bandwidth
 
+from envcheck import model
 from envcheck.cli import build_parser
 from envcheck.commands import fleet as cmd
 from envcheck.errors import UsageError
-from envcheck.model import Bench, BenchDevice, Ceiling, build, to_dict
+from envcheck.model import Environment, Report
 from envcheck.model.fleet import Fleet, FleetNode, RankStatus, Rule
 
 
 def _fleet() -> Fleet:
-    bench = Bench(BenchDevice("cuda", "NVIDIA H200", 0), ceilings=(Ceiling("bandwidth", "measured", 4200.0, "GB/s", "c"),))
+    bench = bench_with_bandwidth(0, 4200.0)
     return Fleet(2, 2, "torchrun", (FleetNode("n0", (0,), benches=(bench,)), FleetNode("n1", (1,))),
                  (RankStatus(0, "ok", "n0"), RankStatus(1, "timeout", "n1", given_s=900.0)))
 
 
 def test_fleet_options_parse():
-    args = build_parser().parse_args(["fleet", "--baseline", "b.json", "--rule", "gpu.copy_gbps:higher:0.1",
+    args = build_parser().parse_args(["fleet", "--baseline", "b.json", "--rule", "gpu.bandwidth_gbps:higher:0.1",
                                       "--sweep-sizes", "1M..1G", "--cpu"])
     assert args.handler == "envcheck.commands.fleet:main" and args.cpu and args.rank_timeout == 900.0
-    assert cmd.parse_rule(args.rule[0]) == Rule("gpu.copy_gbps", "higher", 0.1)
+    assert cmd.parse_rule(args.rule[0]) == Rule("gpu.bandwidth_gbps", "higher", 0.1)
     assert cmd.parse_sweep_sizes(args.sweep_sizes) == (1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28, 1 << 30)
     assert cmd.parse_sweep_sizes("64K,1M") == (1 << 16, 1 << 20)
 
 
-@pytest.mark.parametrize("text", ["gpu.copy_gbps:higher", "x:sideways:0.1", "x:higher:2"])
+@pytest.mark.parametrize("text", ["gpu.bandwidth_gbps:higher", "x:sideways:0.1", "x:higher:2"])
 def test_bad_rules_are_usage_errors(text):
     with pytest.raises(UsageError, match="--rule"):
         cmd.parse_rule(text)
@@ -43,19 +43,26 @@ def test_run_takes_gpus_and_an_outlier_margin():
 
 def test_a_fleet_report_is_a_baseline_for_the_next(tmp_path):
     path = cmd.write_fleet_report(_fleet(), tmp_path, None)
-    doc = json.loads(path.read_text())
-    assert doc["kind"] == "fleet" and build(Fleet, doc["fleet"]) == _fleet()
+    report = model.load(path)
+    assert report.kind == "fleet" and report.fleet == _fleet()
     base = cmd.load_baseline(str(path))
-    assert {r.metric: r.value for r in base.values} == {"gpu.copy_gbps": 4200.0, "checks.failed": 0.0}
+    assert {r.metric: r.value for r in base.values} == pytest.approx({"gpu.bandwidth_gbps": 4200.0, "checks.failed": 0.0})
     again = cmd.write_fleet_report(_fleet(), tmp_path, None)
     assert again != path  # never replaced
 
 
 def test_a_single_node_report_is_a_baseline_too(tmp_path):
-    bench = Bench(BenchDevice("cuda", "NVIDIA H200", 0), ceilings=(Ceiling("bandwidth", "measured", 4300.0, "GB/s", "c"),))
     p = tmp_path / "one.json"
-    p.write_text(json.dumps({"format": "envcheck-report", "host": "box", "bench": to_dict(bench), "checks": []}))
-    assert {r.metric: r.value for r in cmd.load_baseline(str(p)).values}["gpu.copy_gbps"] == 4300.0
+    model.dump(Report("0", "t", "box", "run", Environment(), benches=(bench_with_bandwidth(0, 4300.0),)), p)
+    values = {r.metric: r.value for r in cmd.load_baseline(str(p)).values}
+    assert values["gpu.bandwidth_gbps"] == pytest.approx(4300.0)
+
+
+def test_a_baseline_that_is_no_report_is_one_line(tmp_path):
+    p = tmp_path / "bad.json"
+    p.write_text('{"format": "envcheck-report", "schema_version": 2, "host": 3}')
+    with pytest.raises(UsageError, match="--baseline .*bad.json"):
+        cmd.load_baseline(str(p))
 
 
 def test_an_unreadable_baseline_is_a_usage_error(tmp_path):

@@ -9,11 +9,11 @@ import time
 from dataclasses import replace
 
 import pytest
-from node_fakes import MemoryTransport
+from node_fakes import MemoryTransport, bench_with_bandwidth
 
 from envcheck.analysis.fleet import DEFAULT_RULES, judge, node_metrics, to_drain
 from envcheck.errors import UsageError
-from envcheck.model import Bench, BenchDevice, Ceiling, Check, Environment, build, to_dict
+from envcheck.model import Bench, BenchDevice, Check, Environment, build, to_dict
 from envcheck.model.fleet import Baseline, Fleet, FleetNode, Reference, Rule
 from envcheck.model.node import Node
 from envcheck.node.collective_run import SweepPlan
@@ -29,8 +29,7 @@ from envcheck.node.fleet import (
 
 
 def _bench(gpu: int, gbps: float = 4200.0) -> Bench:
-    return Bench(BenchDevice("cuda", "NVIDIA H200", gpu), ceilings=(Ceiling("bandwidth", "measured", gbps, "GB/s",
-                                                                             "copy"),))
+    return bench_with_bandwidth(gpu, gbps)
 
 
 def _ctx(rank: int, world: int, per_node: int) -> RankContext:
@@ -114,7 +113,7 @@ def test_a_node_below_the_fleet_median_is_taken_out_of_service():
     bad = verdicts["host2"]
     assert bad.status == "fail"
     (f,) = bad.findings
-    assert (f.metric, f.source) == ("gpu.copy_gbps", "fleet_median")
+    assert (f.metric, f.source) == ("gpu.bandwidth_gbps", "fleet_median")
     assert f.shortfall == pytest.approx(1 - 3800 / 4200)
     assert verdicts["host0"].status == verdicts["host1"].status == "pass"
     assert [v.host for v in to_drain(fleet)] == ["host2"]
@@ -122,10 +121,10 @@ def test_a_node_below_the_fleet_median_is_taken_out_of_service():
 
 def test_a_baseline_replaces_the_median():
     fleet, _ = _fleet({})
-    strict = replace(fleet, baseline=Baseline("old.json", (Reference("gpu.copy_gbps", 5000.0),)))
+    strict = replace(fleet, baseline=Baseline("old.json", (Reference("gpu.bandwidth_gbps", 5000.0),)))
     assert {v.status for v in judge(strict)} == {"fail"}
-    lax = replace(fleet, rules=(Rule("gpu.copy_gbps", "higher", 0.2),),
-                  baseline=Baseline("old.json", (Reference("gpu.copy_gbps", 5000.0),)))
+    lax = replace(fleet, rules=(Rule("gpu.bandwidth_gbps", "higher", 0.2),),
+                  baseline=Baseline("old.json", (Reference("gpu.bandwidth_gbps", 5000.0),)))
     assert {v.status for v in judge(lax)} == {"pass"}
 
 
@@ -133,7 +132,7 @@ def test_an_unmeasured_metric_never_passes():
     node = FleetNode("h", (0,), benches=(Bench(BenchDevice("cuda", "NVIDIA H200", 0)),))
     fleet = Fleet(1, 1, "torchrun", (node,))
     (v,) = judge(fleet)
-    assert v.status == "incomplete" and v.findings[0].kind == "missing" and v.findings[0].metric == "gpu.copy_gbps"
+    assert v.status == "incomplete" and v.findings[0].kind == "missing" and v.findings[0].metric == "gpu.bandwidth_gbps"
     assert to_drain(fleet) == (v,)
 
 
@@ -145,8 +144,8 @@ def test_failed_checks_count_against_a_node():
 
 def test_metrics_of_a_node():
     names = {m.name for m in node_metrics(FleetNode("h", (0,), benches=(_bench(0),)))}
-    assert names == {"gpu.copy_gbps", "checks.failed"}  # no matmul planned: no finding about it
-    assert {r.metric for r in DEFAULT_RULES} >= {"gpu.copy_gbps", "node.", "peer."}
+    assert names == {"gpu.bandwidth_gbps", "checks.failed"}  # no matmul planned: no finding about it
+    assert {r.metric for r in DEFAULT_RULES} >= {"gpu.bandwidth_gbps", "node.", "peer."}
 
 
 def test_rank_context_from_torchrun_and_from_srun():
@@ -181,7 +180,7 @@ def test_a_sweep_that_never_ran_and_copies_that_failed_are_not_passes():
     (v,) = judge(fleet)
     missing = {f.metric: f.reason for f in v.findings if f.kind == "missing"}
     assert missing["peer.d2d_gbps"] == "timed_out" and missing["node.all_reduce.busbw_gbps"] == "not_run"
-    assert missing["gpu.copy_gbps"] == "no_bench"
+    assert missing["gpu.bandwidth_gbps"] == "no_bench"
     assert v.status == "incomplete"
     crashed = Node("h", (0, 1), skipped=(NodeSkip("collectives", "crashed: OSError: x"),))
     (v2,) = judge(Fleet(1, 1, "torchrun", (FleetNode("h", (0, 1), node=crashed),)))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,6 +17,7 @@ from node_fakes import ScriptedLauncher
 from envcheck.bench import parallel
 from envcheck.bench.suite import Plan, PlannedCase
 from envcheck.errors import UsageError
+from envcheck.model import BenchDevice, Settings, StopCause
 from envcheck.node.collective_run import Placement, SweepPlan, launch_sweep
 from envcheck.node.launch import NO_MULTICAST, SubprocessLauncher, child_env, torchrun_argv
 from envcheck.node.peer import PeerPlan, run_peer_copies
@@ -99,8 +102,8 @@ def test_a_program_that_cannot_start_is_a_launch_error():
 
 def _plan(index: int) -> Plan:
     cases = (PlannedCase("vector_add", "torch", "fp32", "fp32", (1024,)),)
-    return Plan("cuda", index, cases, {"warmup_ms": 1, "rep_ms": 1, "min_samples": 1, "max_samples": 2,
-                                       "cold_l2": True, "seed": 0}, {"name": "NVIDIA H200"})
+    return Plan("cuda", index, cases, Settings(warmup_ms=1, rep_ms=1, min_samples=1, max_samples=2),
+                BenchDevice("cuda", "NVIDIA H200", index))
 
 
 def test_gpus_run_at_the_same_time_each_in_its_own_worker(tmp_path):
@@ -108,13 +111,13 @@ def test_gpus_run_at_the_same_time_each_in_its_own_worker(tmp_path):
     script.write_text(json.dumps([{"sleep": 1.5}, {"play_plan": True}, {"emit": {"event": "done"}}]))
     seen: list[tuple[int, str]] = []
     t0 = time.monotonic()
-    runs = parallel.run_gpus([_plan(0), _plan(1), _plan(2)], 30, lambda g, ev: seen.append((g, ev["event"])),
+    done = parallel.run_gpus([_plan(0), _plan(1), _plan(2)], 30, lambda g, ev: seen.append((g, ev.kind)),
                              command=[sys.executable, FAKE, str(script)])
     wall = time.monotonic() - t0
     assert wall < 4.0  # three 1.5 s workers side by side, not 4.5 s one after another
-    assert [r.gpu for r in runs] == [0, 1, 2]
-    assert all(len(r.bench.cases) == 1 and not r.bench.partial for r in runs)
-    assert {g for g, ev in seen if ev == "case"} == {0, 1, 2}
+    assert [r.gpu for r in done.runs] == [0, 1, 2] and done.stopped is None
+    assert all(len(r.bench.cases) == 1 and not r.bench.partial for r in done.runs)
+    assert {g for g, kind in seen if kind == "case"} == {0, 1, 2}
 
 
 def test_workers_get_multicast_off(tmp_path):
@@ -132,13 +135,37 @@ def test_one_crashing_gpu_costs_only_its_own_results(tmp_path):
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
     good.write_text(json.dumps([{"play_plan": True}, {"emit": {"event": "done"}}]))
     bad.write_text(json.dumps([{"stderr": "CUDA error: uncorrectable ECC error encountered"}, {"exit": 3}]))
-
-    def command_for(plan_index):
-        return [sys.executable, FAKE, str(bad if plan_index == 1 else good)]
-
-    runs = [parallel.run_gpus([_plan(i)], 30, command=command_for(i))[0] for i in (0, 1)]
+    runs = [parallel.run_gpus([_plan(i)], 30, command=[sys.executable, FAKE, str(bad if i == 1 else good)]).runs[0]
+            for i in (0, 1)]
     assert not runs[0].bench.partial and runs[1].bench.partial
-    assert "exited with status 3" in runs[1].bench.interrupted
+    stop = runs[1].bench.stop
+    assert stop.cause is StopCause.EXITED and stop.returncode == 3 and "ECC" in (stop.detail or "")
+
+
+@pytest.mark.slow
+def test_sigterm_stops_every_gpu_worker_and_keeps_what_finished(tmp_path):
+    """The main thread turns SIGTERM into stopping every worker (the workers' threads cannot see it)."""
+    script = tmp_path / "script.json"
+    pids = tmp_path / "pids"
+    script.write_text(json.dumps([{"pid_file": str(pids) + "-{pid}"}, {"play_plan": 1}, {"sleep": 60}]))
+    code = ("import json, sys\n"
+            f"sys.path[:0] = [{str(Path(__file__).parent)!r}]\n"
+            "from test_node_launch import _plan\n"
+            "from envcheck.bench import parallel\n"
+            f"done = parallel.run_gpus([_plan(0), _plan(1)], 60, command=[sys.executable, {FAKE!r}, {str(script)!r}])\n"
+            "print(json.dumps([done.stopped.value, done.signal, [r.bench.stop.cause.value for r in done.runs]]))\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    deadline = time.monotonic() + 30
+    while len(list(tmp_path.glob("pids*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert json.loads(out.splitlines()[-1]) == ["signal", "SIGTERM", ["signal", "signal"]], err
+    for f in tmp_path.glob("pids*"):
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(f.read_text()), 0)
 
 
 @pytest.mark.parametrize(("text", "expected"), [("all", (0, 1, 2, 3)), ("0,2", (0, 2)), ("2, 0,2", (2, 0))])

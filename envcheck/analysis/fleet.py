@@ -24,7 +24,7 @@ from envcheck.model.node import Collectives
 # GPU (the H200 reports in reports/), so 5 % is a real shortfall; links and collectives vary more
 # with NCCL's channel setup and placement, hence 10 %. Failed checks and wrong results: none allowed.
 DEFAULT_RULES: tuple[Rule, ...] = (
-    Rule("gpu.copy_gbps", "higher", 0.05),
+    Rule("gpu.bandwidth_gbps", "higher", 0.05),
     Rule("gpu.matmul_tflops", "higher", 0.05),
     Rule("peer.", "higher", 0.10),
     Rule("node.", "higher", 0.10),
@@ -56,7 +56,7 @@ def node_metrics(node: FleetNode) -> tuple[Metric, ...]:
     rates = [gpu_rates(b) for b in node.benches]
     on_gpu = any(getattr(b.device, "backend", None) == "cuda" for b in node.benches)
     matmul_planned = any(c.op == "matmul" for b in node.benches for c in (*b.cases, *b.skipped))
-    for name, attr, planned in (("gpu.copy_gbps", "copy_gbps", on_gpu),
+    for name, attr, planned in (("gpu.bandwidth_gbps", "bandwidth_gbps", on_gpu),
                                 ("gpu.matmul_tflops", "matmul_tflops", matmul_planned)):
         # A metric of a test nobody asked for (a CPU run, --ops without matmul) is no finding; one that
         # was planned and is missing is.

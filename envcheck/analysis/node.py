@@ -9,7 +9,6 @@ measures or renders, and nothing else computes these numbers.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -358,15 +357,11 @@ class CopyRow:
     via: str | None = None
 
 
-def _median(xs: Sequence[float]) -> float:
-    return statistics.median(xs)
-
-
 def copy_row(c: Copy, topology: Topology | None) -> CopyRow:
     directions = 2 if c.bidirectional else 1
     gbps = None
     if c.timing is not None and len(c.timing.samples_us):
-        t = _median(list(c.timing.samples_us))
+        t = c.timing.median_us
         gbps = c.bytes_per_direction * directions / (t * 1e-6) / 1e9 if t > 0 else None
     expected = via = None
     if topology is not None:
@@ -395,49 +390,36 @@ DEFAULT_OUTLIER_MARGIN = 0.05
 
 @dataclass(frozen=True)
 class GpuRates:
-    """What one GPU's suite says of its speed: measured copy bandwidth and the best torch matmul rate."""
+    """What one GPU's suite says of its speed: its measured bandwidth ceiling (the best of the
+    copy, read, fill and triad kernels) and its best torch matmul rate, both as the analysis
+    derives them (``analysis/ceilings.py``, ``analysis/results.py``)."""
 
     index: int | None
-    copy_gbps: float | None
+    bandwidth_gbps: float | None
     matmul_tflops: float | None
     matmul_key: str | None  # which case the rate comes from, e.g. "bf16 4096x4096x4096"
 
 
-def _copy_gbps(bench: Any) -> float | None:
-    # Schema-1 benches carry the measured copy ceiling as a number; later ones carry its raw run.
-    for c in getattr(bench, "ceilings", ()) or ():
-        if getattr(c, "name", None) == "bandwidth" and getattr(c, "kind", None) == "measured":
-            return float(c.value)
-    best = None
-    for run in getattr(bench, "ceiling_runs", ()) or ():
-        if getattr(run, "kernel", None) != "copy" or not len(run.timing.samples_us):
-            continue
-        elems = math.prod(run.shape)
-        size = {"fp32": 4, "fp16": 2, "bf16": 2}.get(run.dtype, 4)
-        t = _median(list(run.timing.samples_us))
-        gbps = 2 * elems * size / (t * 1e-6) / 1e9  # read + write
-        best = gbps if best is None else max(best, gbps)
-    return best
-
-
 def gpu_rates(bench: Any) -> GpuRates:
-    """Rates from one bench's raw cases: the largest torch matmul (2MNK / GPU time) and the copy ceiling."""
+    """The rates of one bench: the largest torch matmul with a GPU time, and the measured bandwidth."""
+    from envcheck.analysis.ceilings import BANDWIDTH, MEASURED, ceilings
+    from envcheck.analysis.results import case_results
+    from envcheck.model import Environment
+
+    ceils = ceilings(Environment(), bench)  # measured limits need nothing from the environment
     best: tuple[int, float, str] | None = None
-    for c in bench.cases:
-        if c.op != "matmul" or c.impl != "torch" or c.gpu is None or not len(c.gpu.samples_us):
-            continue
-        if getattr(c, "status", "pass") == "error":
+    for r in case_results(bench, ceils):
+        c = r.case
+        if c.op != "matmul" or c.impl != "torch" or c.gpu is None or r.status == "error" or r.tflops is None:
             continue
         m, n, k = c.shape
-        flops = 2 * m * n * k
-        t = _median(list(c.gpu.samples_us))
-        rate = flops / (t * 1e-6) / 1e12
         label = f"{c.dtype} {m}x{n}x{k}" + ("" if c.precision == c.dtype else f" {c.precision}")
         # The largest problem is the one closest to the GPU's peak; among equals, the fastest precision.
-        cand = (flops, rate, label)
+        cand = (r.traffic.flops, r.tflops, label)
         if best is None or (cand[0], cand[1]) > (best[0], best[1]):
             best = cand
-    return GpuRates(getattr(bench.device, "index", None), _copy_gbps(bench),
+    bw = ceils.get(BANDWIDTH, MEASURED)
+    return GpuRates(getattr(bench.device, "index", None), bw.value if bw else None,
                     best[1] if best else None, best[2] if best else None)
 
 
@@ -446,7 +428,7 @@ class Outlier:
     """A GPU more than ``margin`` below the median of its siblings on one metric."""
 
     gpu: int | None
-    metric: str  # copy_gbps | matmul_tflops
+    metric: str  # bandwidth_gbps | matmul_tflops
     value: float
     siblings_median: float
     shortfall: float  # fraction below the median
@@ -460,7 +442,7 @@ def outliers(benches: Sequence[Any], margin: float = DEFAULT_OUTLIER_MARGIN) -> 
     """
     rates = [gpu_rates(b) for b in benches]
     out: list[Outlier] = []
-    for metric in ("copy_gbps", "matmul_tflops"):
+    for metric in ("bandwidth_gbps", "matmul_tflops"):
         for i, r in enumerate(rates):
             value = getattr(r, metric)
             if value is None:

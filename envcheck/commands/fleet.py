@@ -13,7 +13,6 @@ Exit status (rank 0; the other ranks exit 0 once rank 0 is done):
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from envcheck.errors import EXIT_FAIL, EXIT_OK, UsageError
-from envcheck.model import Bench, BenchDevice, Check, Environment, build, to_dict
+from envcheck.model import Bench, Check, Environment, Report
 from envcheck.model.fleet import Baseline, Fleet, FleetNode, Rule
 from envcheck.model.node import Launch, Node
 
@@ -33,7 +32,7 @@ def parse_rule(text: str) -> Rule:
     """``--rule node.all_reduce:higher:0.1`` (metric prefix, direction, margin as a fraction)."""
     parts = text.split(":")
     if len(parts) != 3:
-        raise UsageError(f"--rule {text!r}: expected METRIC:higher|lower:MARGIN, e.g. gpu.copy_gbps:higher:0.05")
+        raise UsageError(f"--rule {text!r}: expected METRIC:higher|lower:MARGIN, e.g. gpu.bandwidth_gbps:higher:0.05")
     try:
         return Rule(parts[0], parts[1], float(parts[2]))
     except ValueError as e:
@@ -64,31 +63,22 @@ def parse_sweep_sizes(text: str) -> tuple[int, ...]:
 # --------------------------------------------------------------------------- baseline
 
 
-def _node_from_doc(doc: dict[str, Any], source: str) -> list[FleetNode]:
-    """The nodes a baseline file describes: a fleet report's nodes, or one machine's report."""
-    if isinstance(doc.get("fleet"), dict):
-        return list(build(Fleet, doc["fleet"]).nodes)
-    benches = [build(Bench, b) for b in doc.get("benches") or ([doc["bench"]] if doc.get("bench") else [])]
-    node = build(Node, doc["node"]) if isinstance(doc.get("node"), dict) else None
-    env = build(Environment, doc["environment"]) if isinstance(doc.get("environment"), dict) else None
-    checks = tuple(build(Check, c) for c in doc.get("checks") or ())
-    return [FleetNode(str(doc.get("host") or source), (), env, checks, tuple(benches), node)]
+def nodes_of(report: Report) -> list[FleetNode]:
+    """The nodes a baseline report describes: a fleet report's nodes, or one machine's report as one node."""
+    if report.fleet is not None:
+        return list(report.fleet.nodes)
+    return [FleetNode(report.host, (), report.environment, report.checks, report.benches, report.node)]
 
 
 def load_baseline(path: str) -> Baseline:
     from envcheck.analysis.fleet import baseline_from_nodes
+    from envcheck.model import ReportError, load
 
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise UsageError(f"--baseline {path}: cannot read ({e})") from None
-    if not isinstance(doc, dict):
-        raise UsageError(f"--baseline {path}: not an envcheck report")
-    try:
-        nodes = _node_from_doc(doc, path)
-    except (TypeError, ValueError, KeyError, AttributeError) as e:
-        raise UsageError(f"--baseline {path}: malformed report ({e})") from None
-    return baseline_from_nodes(nodes, path, doc.get("host"), doc.get("created"))
+        report = load(path)
+    except ReportError as e:
+        raise UsageError(f"--baseline {e}") from None
+    return baseline_from_nodes(nodes_of(report), path, report.host, report.created)
 
 
 # --------------------------------------------------------------------------- the real collaborators
@@ -96,7 +86,7 @@ def load_baseline(path: str) -> Baseline:
 
 def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) -> Any:
     """Each rank's work as envcheck does it for real: subprocess workers, torchrun, NVML."""
-    from envcheck.bench import runner, suite
+    from envcheck.bench import assemble, runner, suite
     from envcheck.checks import evaluate
     from envcheck.node.collective_run import Placement, launch_sweep, read_outputs
     from envcheck.node.counters import LINKS_SECTION, probe_links
@@ -124,8 +114,7 @@ def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) ->
         plan = suite.plan(options, env)
         started = datetime.now(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
         if not plan.runnable:
-            return Bench(BenchDevice("cpu", "CPU"), settings={**plan.settings, **plan.recorded},
-                         skipped=plan.skips, notes=plan.notes, started=started, duration_s=0.0)
+            return assemble.no_bench(plan, started)
         t0 = time.monotonic()
 
         def popen(*a: Any, **k: Any) -> Any:
@@ -134,7 +123,7 @@ def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) ->
             return subprocess.Popen(*a, **{**k, "env": child_env()})
 
         outcome = runner.run_worker(plan, lambda ev: None, args.timeout, popen)
-        return runner.assemble(plan, outcome, started, time.monotonic() - t0)
+        return assemble.assemble(plan, outcome, started, time.monotonic() - t0)
 
     def probe() -> tuple[Environment, tuple[Check, ...]]:
         env = environment()
@@ -162,19 +151,15 @@ def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) ->
 
 
 def write_fleet_report(fleet: Fleet, out_dir: Path, environment: Environment | None) -> Path:
-    """The dated fleet report: the report's usual header, rank 0's environment, and the fleet body."""
-    from envcheck import __version__, reportname
-    from envcheck.model import SCHEMA_VERSION
-    from envcheck.model.codec import FORMAT_NAME
+    """The dated fleet report: rank 0's environment and the fleet body, never replacing a file."""
+    from envcheck import model, reportname
+    from envcheck.probes.collect import new_report
 
     now = datetime.now(timezone.utc)
     host = fleet.nodes[0].host if fleet.nodes else "fleet"
-    doc = {"format": FORMAT_NAME, "schema_version": SCHEMA_VERSION, "tool_version": __version__,
-           "created": now.replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ"), "host": host, "kind": "fleet",
-           "environment": to_dict(environment or Environment()), "checks": [], "fleet": to_dict(fleet)}
+    report = new_report("fleet", environment or Environment(), host=host, fleet=fleet)
     stem = f"{reportname.stamp(now)}_fleet-{fleet.nnodes}x_{reportname.slug(host, 'host')}"
-    text = json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False, default=str) + "\n"
-    return reportname.write_report(out_dir, stem, text)
+    return reportname.write_report(out_dir, stem, model.dumps(report))
 
 
 def summary_lines(fleet: Fleet) -> list[str]:

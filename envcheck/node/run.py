@@ -193,7 +193,7 @@ def run_node_suite(args: argparse.Namespace, env: Environment, work_dir: str,
     count = max(len(env.gpus), int(env.get("torch_runtime", "device_count") or 0))
     gpus = parallel.parse_gpus(str(args.gpus), count)
     plans = parallel.plan_gpus(args, env, gpus)
-    device = plans[0].device if plans and plans[0].device else "cpu"
+    device = plans[0].backend if plans and plans[0].backend else "cpu"
     done = parallel.run_gpus(plans, float(args.timeout), on_event, command=worker_command or runner.WORKER_COMMAND)
     runs = done.runs
     interrupted = done.stopped is not None

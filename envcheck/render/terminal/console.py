@@ -16,6 +16,7 @@ import io
 import os
 import re
 import sys
+import weakref
 from collections.abc import Callable, Sequence
 from typing import IO
 
@@ -94,9 +95,15 @@ def table(console: Console, title: str | None = None, caption: str | None = None
                  caption_justify="left", title_style="bold", caption_style="dim")
 
 
+_HEADED: weakref.WeakSet[Console] = weakref.WeakSet()
+
+
 def heading(console: Console, text: str) -> None:
-    """A section heading (``text`` is markup: escape machine strings in it)."""
-    console.print()
+    """A section heading (``text`` is markup: escape machine strings in it), a blank line above
+    it unless it is the first thing a command prints."""
+    if console in _HEADED:
+        console.print()
+    _HEADED.add(console)
     console.print(f"[bold underline]{text}[/]")
 
 
