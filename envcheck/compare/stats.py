@@ -51,15 +51,16 @@ covers within-run noise only (``source`` ``none``).
 
 Measured on the committed negative control (two H200 runs on two physical GPUs, same
 PyTorch; only envcheck's Triton matmul kernels changed): 2 of the 84 PyTorch rows are called
-faster or slower and 4 intervals exclude 1, against 8 and 16 with within-run intervals only.
-A 10% slowdown planted in copies of the later run is found (called slower) in 95% of the
-rows when it hits a quarter of the Triton rows and Triton is marked as upgraded, 81% when
-it hits a quarter of the PyTorch rows and PyTorch is marked as upgraded, 84% when it hits a
-quarter of the PyTorch rows with nothing marked changed (the slowed rows are then controls
-themselves), 100% when it hits one PyTorch row in ten; every relu row 30% slower: all found.
-Rows with a wide floor of their own (torch.compile at 1 MiB varies by 15% between runs)
-are where a 10% change goes unseen. A floor measured by repetitions inside each report
-would not need controls, nor lean on the other kinds.
+faster or slower and 4 intervals exclude 1, against 8 and 71 of 84 with within-run intervals
+only. A 10% slowdown planted in copies of the later run (20 draws each) is found (called
+slower) in 93% of the slowed rows when it hits a quarter of the Triton rows and Triton is
+marked as upgraded, 81% when it hits a quarter of the PyTorch rows and PyTorch is marked as
+upgraded, 83% when it hits a quarter of the PyTorch rows with nothing marked changed (the
+slowed rows are then controls themselves), 92% when it hits one PyTorch row in ten; every
+relu row 30% slower: all 40 found; every row 10% slower: 89%. Rows with a wide floor of
+their own (torch.compile at 1 MiB varies by 15% between runs) are where a 10% change goes
+unseen. A floor measured by repetitions inside each report would not need controls, nor lean
+on the other kinds.
 
 **Geometric means** (per op, overall) use the same two-level model: the cases of one kind
 share its shift, so within a kind their shift standard deviations add, while across kinds,
@@ -213,15 +214,19 @@ def _median_pairs(n: int, resamples: int, seed: int) -> tuple[np.ndarray, np.nda
     return pairs // n, pairs % n, counts / resamples
 
 
-def median_log_se(timings: Sequence[np.ndarray], *, resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:
+def median_log_se(timings: Sequence[np.ndarray], *, lengths: Sequence[int] | None = None,
+                  resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:
     """Bootstrap standard error of log(median) of each array of samples (NaN for fewer than
     ``MIN_SAMPLES``). Arrays of one length are handled together; every array of length n
-    uses the same resampling pattern, so results are reproducible and independent of order."""
-    out = np.full(len(timings), np.nan)
+    uses the same resampling pattern, so results are reproducible and independent of order.
+    ``lengths``: the arrays' lengths, when ``timings`` makes each array only as it is read
+    (then only one batch of them is ever held at once)."""
+    sizes = lengths if lengths is not None else [len(x) for x in timings]
+    out = np.full(len(sizes), np.nan)
     by_n: dict[int, list[int]] = {}
-    for i, xs in enumerate(timings):
-        if len(xs) >= MIN_SAMPLES:
-            by_n.setdefault(len(xs), []).append(i)
+    for i, n in enumerate(sizes):
+        if n >= MIN_SAMPLES:
+            by_n.setdefault(n, []).append(i)
     for n, idx in by_n.items():
         lo, hi, w = _median_pairs(n, resamples, seed)
         for start in range(0, len(idx), _CHUNK):
