@@ -18,7 +18,6 @@ in 10 s and 500 MB, on a 2-core machine.
 from __future__ import annotations
 
 import argparse
-import gc
 import math
 import os
 import random
@@ -69,7 +68,8 @@ def _groups(count: int):
             shape = (1024 + 8 * (step // 3), 4096)
         else:
             dtype, precision = VARIANTS[step % 3]
-            shape = (1024 << (step % 19) if step < 19 * 3 else 1024 + 64 * step,)
+            # Powers of two first, then sizes that are never a power of two: every key distinct.
+            shape = (1024 << (step % 19) if step < 19 * 3 else 1000 + 64 * step,)
         yield op, dtype, precision, shape
         made += len(IMPLS)
         i += 1
@@ -125,18 +125,18 @@ def synthesise(cases: int, seed: int, template: Report, *, shift: float = 0.0, s
 
 
 def _child_run(args: list[str]) -> tuple[float, float, int]:
-    """Wall seconds and peak RSS (MiB) of one child process, and its exit status."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    """Wall seconds, peak RSS (MiB, of this child alone: ``wait4``) and exit status of a child."""
     start = time.perf_counter()
-    proc = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.stderr is not None
+    err = proc.stderr.read()  # small: one line per regression at most
+    _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux: the largest child so far
+    proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode not in (0, 1):
-        print(proc.stderr, file=sys.stderr)
-    if peak <= before:
-        print("  (peak RSS of this child is below an earlier child's: the figure is an upper bound)")
-    return wall, peak / 1024, proc.returncode
+        print(err, file=sys.stderr)
+    return wall, usage.ru_maxrss / 1024, proc.returncode  # KiB on Linux
 
 
 def stages(a: Path, b: Path) -> None:
@@ -155,41 +155,58 @@ def stages(a: Path, b: Path) -> None:
     to_json(d)
     t4 = time.perf_counter()
     cmp = d.comparisons[0]
-    planted = sum(c.verdict == "slower" for c in cmp.cases)
+    # The second report slowed every 20th case (in plan order, which the pairs keep) by 10%.
+    planted = [c for i, c in enumerate(cmp.cases) if i % 20 == 0]
+    rest = [c for i, c in enumerate(cmp.cases) if i % 20]
     print(f"  stages in-process: load {t1 - t0:.2f} s, analyse {t2 - t1:.2f} s, compare {t3 - t2:.2f} s, "
-          f"json {t4 - t3:.2f} s; {len(cmp.cases)} rows, {planted} called slower "
-          f"(1 in 20 planted 10% slower), peak RSS of this process "
+          f"json {t4 - t3:.2f} s; peak RSS of this process "
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    print(f"  planted 10% slowdowns called slower: {sum(c.verdict == 'slower' for c in planted)} of {len(planted)}; "
+          f"other rows called slower or faster: {sum(c.verdict in ('slower', 'faster') for c in rest)} of {len(rest)} "
+          f"(1% run-to-run noise per case)")
 
 
-def bench(cases: int, folder: Path, with_stages: bool) -> None:
+def write(cases: int, folder: Path) -> tuple[Path, Path]:
     template = model.load(TEMPLATE)
     start = time.perf_counter()
-    a = synthesise(cases, 1, template)
-    b = synthesise(cases, 2, template, shift=0.01, slow_every=20)
     pa, pb = folder / f"a_{cases}.json", folder / f"b_{cases}.json"
     for p in (pa, pb):
         if p.exists():
             p.unlink()
-    model.dump(a, pa)
-    model.dump(b, pb)
-    size = pa.stat().st_size / 2**20
-    del a, b
-    gc.collect()
+    model.dump(synthesise(cases, 1, template), pa)
+    model.dump(synthesise(cases, 2, template, shift=0.01, slow_every=20), pb)
     print(f"{cases} cases per report: synthesised and written in {time.perf_counter() - start:.1f} s "
-          f"({size:.0f} MiB each)")
+          f"({pa.stat().st_size / 2**20:.0f} MiB each)", flush=True)
+    return pa, pb
+
+
+def bench(cases: int, folder: Path, with_stages: bool) -> None:
+    # Each step in a child of this small process: a child's peak RSS counts the memory of the
+    # process it was forked from (Linux keeps the high-water mark across exec), so the
+    # reports are never synthesised here.
+    me = [sys.executable, str(Path(__file__).resolve())]
+    subprocess.run([*me, "--write", str(cases), str(folder)], check=True)
+    pa, pb = folder / f"a_{cases}.json", folder / f"b_{cases}.json"
     wall, rss, rc = _child_run([sys.executable, "-m", "envcheck", "diff", str(pa), str(pb), "--format", "json"])
-    print(f"  envcheck diff --format json: {wall:.2f} s wall, peak RSS {rss:.0f} MiB (exit {rc})")
+    print(f"  envcheck diff --format json: {wall:.2f} s wall, peak RSS {rss:.0f} MiB (exit {rc})", flush=True)
     if with_stages:
-        stages(pa, pb)
+        subprocess.run([*me, "--stages-of", str(pa), str(pb)], check=True)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=int, action="append", help="cases per report (repeatable; default 230 and 20000)")
     ap.add_argument("--keep", type=Path, help="write the reports here and keep them (default: a temporary folder)")
-    ap.add_argument("--stages", action="store_true", help="also time each stage in this process")
+    ap.add_argument("--stages", action="store_true", help="also time each stage in a process of its own")
+    ap.add_argument("--write", nargs=2, metavar=("CASES", "DIR"), help=argparse.SUPPRESS)
+    ap.add_argument("--stages-of", nargs=2, type=Path, metavar=("A", "B"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.write:
+        write(int(args.write[0]), Path(args.write[1]))
+        return 0
+    if args.stages_of:
+        stages(*args.stages_of)
+        return 0
     sizes = args.cases or [230, 20000]
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
