@@ -154,7 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("diff", help="compare two or more reports; the first is the baseline")
     p.add_argument("reports", nargs="+", metavar="REPORT.json")
-    p.add_argument("--format", choices=["text", "md", "html"], default="text")
+    p.add_argument("--format", choices=["text", "md", "html", "json"], default="text",
+                   help="json: the comparison as data for CI (format in envcheck/compare/export.py)")
     p.add_argument("--out", metavar="FILE", help="write to FILE instead of the terminal (never overwritten)")
     p.add_argument("--fail-on-regression", type=_positive_float, metavar="PCT",
                    help="exit 1 when any significant slowdown exceeds PCT percent")

@@ -1,4 +1,5 @@
-"""envcheck diff / history end to end in a subprocess: exit codes, one-line errors, files never overwritten."""
+"""envcheck diff / history end to end in a subprocess: the JSON document, exit codes, one-line errors,
+files never overwritten."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import factories
+import compare_fixtures as fx
 import pytest
 
 from envcheck import model
@@ -32,38 +33,47 @@ def one_line_error(proc: subprocess.CompletedProcess[str], command: str, *needle
         assert n in lines[0]
 
 
-@pytest.fixture()
-def pair(tmp_path: Path) -> tuple[Path, Path, Path]:
-    base = model.dump(factories.report(), tmp_path / "base.json")
-    same = model.dump(factories.report(created="2026-11-22T22:00:00Z"), tmp_path / "same.json")
-    slow = model.dump(factories.report(scale=1.1, created="2026-11-23T22:00:00Z", driver="580.200.01"),
-                      tmp_path / "slow.json")
-    return base, same, slow
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory) -> tuple[Path, Path, Path]:
+    """The committed H200 runs, and the later one with its relu rows 30% slower."""
+    tmp = tmp_path_factory.mktemp("diff")
+    slow = fx.scaled(fx.h200_after(), 1.3, fx.keys(fx.h200_after(), op="relu"))
+    return fx.H200_BEFORE, fx.H200_AFTER, model.dump(slow, tmp / "slow.json")
 
 
-def test_text_diff_of_a_slowdown(pair):
-    base, _, slow = pair
-    proc = envcheck("diff", str(base), str(slow))
+def test_json_diff_is_the_documented_document(pair):
+    before, after, _ = pair
+    proc = envcheck("diff", str(before), str(after), "--format", "json")
     assert proc.returncode == 0, proc.stderr
-    assert "slow.json vs base.json" in proc.stdout
-    assert "580.159.04" in proc.stdout and "580.200.01" in proc.stdout
-    assert "\x1b[" not in proc.stdout  # not a terminal: plain text
+    doc = json.loads(proc.stdout)
+    assert (doc["format"], doc["version"]) == ("envcheck-diff", 1)
+    (cmp,) = doc["comparisons"]
+    assert cmp["same_machine"] is False and [e["key"] for e in cmp["environment"]] == ["gpu.uuid"]
+    torch = [c for c in cmp["cases"] if c["impl"] == "torch"]
+    assert sum(c["verdict"] in ("slower", "faster") for c in torch) <= 4  # the negative control, in CI's hands
+    assert {f["source"] for f in cmp["noise_floors"]} <= {"controls", "spread"}
 
 
-def test_fail_on_regression_exit_codes(pair):
-    base, same, slow = pair
-    failing = envcheck("diff", str(base), str(slow), "--fail-on-regression", "5")
+def test_fail_on_regression_exit_codes_use_the_honest_intervals(pair):
+    before, after, slow = pair
+    failing = envcheck("diff", str(after), str(slow), "--format", "json", "--fail-on-regression", "20")
     assert failing.returncode == 1
-    assert "regression: matmul" in failing.stderr and "slower by more than 5%" in failing.stderr
-    assert envcheck("diff", str(base), str(slow), "--fail-on-regression", "20").returncode == 0
-    assert envcheck("diff", str(base), str(same), "--fail-on-regression", "1").returncode == 0
+    assert "regression: relu" in failing.stderr and "slower by more than 20%" in failing.stderr
+    doc = json.loads(failing.stdout)
+    assert doc["regression_pct"] == 20 and {r["op"] for r in doc["comparisons"][0]["regressions"]} == {"relu"}
+    assert envcheck("diff", str(after), str(slow), "--format", "json", "--fail-on-regression", "40").returncode == 0
+    # Same PyTorch, another H200: within-run intervals failed this at 5% (matmul torch tf32 +5.8%).
+    quiet = envcheck("diff", str(before), str(after), "--format", "json", "--fail-on-regression", "5")
+    assert "torch" not in quiet.stderr
 
 
 def test_three_reports_compare_each_with_the_first(pair):
-    base, same, slow = pair
-    proc = envcheck("diff", str(base), str(same), str(slow), "--format", "md")
+    before, after, slow = pair
+    proc = envcheck("diff", str(before), str(after), str(slow), "--format", "json")
     assert proc.returncode == 0, proc.stderr
-    assert "## same.json vs base.json" in proc.stdout and "## slow.json vs base.json" in proc.stdout
+    doc = json.loads(proc.stdout)
+    assert [(c["baseline"], c["other"]) for c in doc["comparisons"]] == [
+        (before.name, after.name), (before.name, "slow.json")]
 
 
 def test_missing_file(pair, tmp_path):
@@ -87,41 +97,27 @@ def test_a_single_report_is_a_usage_error(pair):
 
 
 def test_out_never_overwrites(pair, tmp_path):
-    base, _, slow = pair
-    out = tmp_path / "diff.html"
+    before, after, _ = pair
+    out = tmp_path / "diff.json"
     out.write_text("precious")
-    one_line_error(envcheck("diff", str(base), str(slow), "--format", "html", "--out", str(out)),
+    one_line_error(envcheck("diff", str(before), str(after), "--format", "json", "--out", str(out)),
                    "diff", str(out), "already exists")
     assert out.read_text() == "precious"
-    fresh = tmp_path / "new" / "diff.html"
-    proc = envcheck("diff", str(base), str(slow), "--format", "html", "--out", str(fresh))
+    fresh = tmp_path / "new" / "diff.json"
+    proc = envcheck("diff", str(before), str(after), "--format", "json", "--out", str(fresh))
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == ""
-    assert fresh.read_text().startswith("<!DOCTYPE html>")
+    assert proc.stdout == "" and json.loads(fresh.read_text())["format"] == "envcheck-diff"
 
 
-def test_history_of_a_folder_skips_foreign_json_with_a_note(tmp_path):
+def test_history_of_check_reports_only_says_why_there_is_nothing(tmp_path):
     folder = tmp_path / "reports"
-    model.dump(factories.report(created="2026-11-01T00:00:00Z", driver="575.57"), folder / "r1.json")
-    model.dump(factories.report(created="2026-11-15T00:00:00Z", driver="575.57"), folder / "r2.json")
-    model.dump(factories.report(created="2026-12-01T00:00:00Z", scale=0.93), folder / "r3.json")
-    (folder / "settings.json").write_text("{}")
+    folder.mkdir()
+    (folder / "check.json").write_text(fx.H200_CHECK.read_text())
+    (folder / "broken.json").write_text("{")
     proc = envcheck("history", str(folder))
-    assert proc.returncode == 0, proc.stderr
-    assert "note: skipped" in proc.stderr and "settings.json" in proc.stderr
-    assert "matmul torch bf16 got 7.0% faster at 2026-12-01 when driver 575.57 -> 580.159.04" in proc.stdout
-    one_line_error(envcheck("history", str(folder / "r1.json"), str(folder / "settings.json")),
-                   "history", "settings.json", "not an envcheck report")
-    one_line_error(envcheck("history", str(tmp_path / "empty-missing")), "history", "empty-missing")
-    md = envcheck("history", str(folder), "--format", "md", "--lang", "zh-CN")
-    assert md.returncode == 0 and "阶跃变化" in md.stdout
-
-
-def test_text_footers_warn_that_intervals_miss_run_to_run_drift(pair):
-    base, same, slow = pair
-    proc = envcheck("diff", str(base), str(slow))
-    assert proc.returncode == 0, proc.stderr
-    assert "within-run sampling noise only" in " ".join(proc.stdout.split())
-    proc = envcheck("history", str(base), str(same), str(slow))
-    assert proc.returncode == 0, proc.stderr
-    assert "within-run sampling noise only" in " ".join(proc.stdout.split())
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1].startswith("envcheck history: error: no benchmark results")
+    assert any("left out check.json" in x for x in lines) and any("broken.json" in x and "not valid JSON" in x
+                                                                  for x in lines)
+    assert "Traceback" not in proc.stderr

@@ -1,89 +1,114 @@
-"""Case pairing and the reasons a pair is not compared."""
+"""Case pairing, the reasons a pair is not compared, and which pairs are controls, on the committed H200 run."""
 
 from __future__ import annotations
 
 import dataclasses
 
-import factories
+import compare_fixtures as fx
 
-from envcheck.compare import match
-from envcheck.model import MonitorSummary, Timing
+from envcheck.analysis import CaseResult, analyse
+from envcheck.compare import controls, match
+from envcheck.compare.envdiff import EnvChange
+from envcheck.model import Case, Failure, MonitorSummary, Report, Timing
 
 
-def bench():
-    return factories.bench()
+def results(r: Report) -> tuple[CaseResult, ...]:
+    return analyse(r).bench.results
+
+
+def edited(r: Report, i: int, **changes: object) -> Report:
+    cases = list(r.benches[0].cases)
+    cases[i] = dataclasses.replace(cases[i], **changes)
+    return fx.with_cases(r, tuple(cases))
 
 
 def test_pairs_every_case_of_identical_runs():
-    b = bench()
-    m = match.match(b, factories.bench())
-    assert len(m.pairs) == len(b.cases)
+    rs = results(fx.h200_after())
+    m = match.match(rs, rs)
+    assert len(m.pairs) == len(rs) == 208
     assert all(x.key == y.key for x, y in m.pairs)
     assert m.only_base == m.only_other == m.precision_pairs == ()
 
 
-def test_one_sided_cases_are_listed_per_side():
-    a = bench()
-    b = dataclasses.replace(a, cases=tuple(c for c in a.cases if c.op != "relu"))
+def test_one_sided_cases_are_listed_per_side_and_an_empty_side_pairs_nothing():
+    r = fx.h200_after()
+    a = results(r)
+    b = results(fx.with_cases(r, tuple(c for c in r.benches[0].cases if c.op != "relu")))
     m = match.match(a, b)
-    assert {c.op for c in m.only_base} == {"relu"}
-    assert m.only_other == ()
-    assert len(m.pairs) == len(b.cases)
-    none = match.match(None, b)
-    assert none.pairs == () and len(none.only_other) == len(b.cases)
+    assert {x.case.op for x in m.only_base} == {"relu"} and len(m.only_base) == 40
+    assert m.only_other == () and len(m.pairs) == len(b)
+    none = match.match((), b)
+    assert none.pairs == () and len(none.only_other) == len(b)
 
 
 def test_precision_mismatch_is_paired_but_kept_apart():
-    full = bench()
-    a = dataclasses.replace(full, cases=tuple(c for c in full.cases if c.precision != "tf32"))
-    b = dataclasses.replace(a, cases=tuple(
-        dataclasses.replace(c, precision="tf32", tf32=True) if c.op == "matmul" and c.dtype == "fp32" else c
-        for c in a.cases))
+    r = fx.h200_after()
+    ieee = [c for c in r.benches[0].cases if c.precision == "fp32" and c.op == "matmul"]
+    a = results(fx.with_cases(r, tuple(c for c in r.benches[0].cases if c.precision != "tf32")))
+    b = results(fx.with_cases(r, tuple(dataclasses.replace(c, precision="tf32") if c in ieee else c
+                                       for c in r.benches[0].cases if c.precision != "tf32")))
     m = match.match(a, b)
-    assert len(m.precision_pairs) == 8  # 4 sizes x (torch, triton)
+    assert len(m.precision_pairs) == len(ieee) > 0
     assert m.only_base == m.only_other == ()
     for x, y in m.precision_pairs:
-        assert (x.op, x.impl, x.dtype, x.shape) == (y.op, y.impl, y.dtype, y.shape)
-        assert (x.precision, y.precision) == ("fp32", "tf32")
-        reasons = match.comparability(x, y)
-        assert "precision differs (fp32 vs tf32)" in reasons
-        assert "TF32 differs (baseline off, other on)" in reasons
+        assert (x.case.precision, y.case.precision) == ("fp32", "tf32")
+        assert match.Note(match.PRECISION_DIFFERS, {"baseline": "fp32", "other": "tf32"}) in match.comparability(x, y)
 
 
-def test_both_sides_at_the_power_cap_still_compare_but_one_side_does_not():
-    c = factories.bench().cases[0]
-    capped = dataclasses.replace(c, flags=("throttled",), monitor=MonitorSummary(10, throttle_reasons=("sw_power_cap",)))
+def _capped(c: Case, *reasons: str) -> Case:
+    return dataclasses.replace(c, monitor=MonitorSummary(10, throttle_reasons=reasons))
+
+
+def test_both_sides_at_the_power_cap_still_compare_but_one_side_or_heat_does_not():
+    r = fx.h200_after()
+    i = next(k for k, c in enumerate(r.benches[0].cases) if c.op == "vector_add")
+    c = r.benches[0].cases[i]
+    plain = results(r)[i]
+    capped = results(edited(r, i, monitor=_capped(c, "sw_power_cap").monitor))[i]
+    hot = results(edited(r, i, monitor=_capped(c, "sw_power_cap", "hw_thermal_slowdown").monitor))[i]
     assert match.comparability(capped, capped) == []
-    assert match.comparability(c, capped) == ["other throttled (sw_power_cap)"]
-    hot = dataclasses.replace(c, flags=("throttled",),
-                              monitor=MonitorSummary(10, throttle_reasons=("sw_power_cap", "hw_thermal_slowdown")))
-    assert match.comparability(capped, hot) == ["baseline throttled (sw_power_cap)",
-                                                "other throttled (sw_power_cap, hw_thermal_slowdown)"]
-
-
-def test_throttled_side_is_named_with_its_reasons():
-    c = bench().cases[0]
-    hot = dataclasses.replace(c, monitor=MonitorSummary(10, throttle_reasons=("sw_thermal_slowdown",)))
-    reasons = match.comparability(c, hot)
-    assert reasons == ["other throttled (sw_thermal_slowdown)"]
-    flagged = dataclasses.replace(c, flags=("throttled",), monitor=None)
-    assert match.comparability(flagged, c) == ["baseline throttled (throttled)"]
+    assert match.comparability(plain, capped) == [match.Note(match.THROTTLED,
+                                                             {"side": "other", "reasons": ("sw_power_cap",)})]
+    assert [n.params["side"] for n in match.comparability(capped, hot)] == ["baseline", "other"]
 
 
 def test_gpu_time_preferred_then_launch_and_methods_never_mixed():
-    c = bench().cases[0]
-    which, ta, tb, reasons = match.timings(c, c)
+    r = fx.h200_after()
+    c = r.benches[0].cases[0]
+    base = results(r)[0]
+    which, ta, _, reasons = match.timings(base, base)
     assert which == "gpu" and ta is c.gpu and reasons == []
-    no_graph = dataclasses.replace(c, gpu=None)
-    which, ta, tb, reasons = match.timings(no_graph, c)
+    no_graph = results(edited(r, 0, gpu=None))[0]
+    which, ta, _, reasons = match.timings(no_graph, base)
     assert which == "launch" and ta is c.launch and reasons == []
-    host = dataclasses.replace(c, gpu=None, launch=Timing.from_samples("host_clock", [5.0] * 10))
-    assert match.comparability(host, no_graph) == ["timing methods differ (host_clock vs cuda_events)"]
-    nothing = dataclasses.replace(c, gpu=None, launch=None, status="pass")
-    assert "no common timing" in match.comparability(nothing, c)[0]
+    host = results(edited(r, 0, gpu=None, launch=Timing.from_samples("host_clock", [5.0] * 10)))[0]
+    assert match.comparability(host, no_graph) == [
+        match.Note(match.METHODS_DIFFER, {"baseline": "host_clock", "other": "cuda_events"})]
 
 
-def test_error_status_is_not_compared_and_says_why():
-    c = bench().cases[0]
-    broken = dataclasses.replace(c, status="error", gpu=None, launch=None, message="CompilationError: out of resources")
-    assert match.comparability(c, broken) == ["other could not run: CompilationError: out of resources"]
+def test_a_failed_case_is_not_compared_and_says_where_it_failed():
+    r = fx.h200_after()
+    broken = results(edited(r, 0, gpu=None, launch=None, failure=Failure("compile", "CompilationError: out of resources")))
+    (reason,) = match.comparability(results(r)[0], broken[0])
+    assert reason.key == match.FAILED
+    assert reason.params == {"side": "other", "stage": "compile", "detail": "CompilationError: out of resources"}
+
+
+def test_controls_are_the_implementations_nothing_recorded_has_changed_for():
+    def change(area: str, key: str) -> EnvChange:
+        return EnvChange(area, key, "a", "b", key=key)
+
+    assert controls.unchanged_impls([]) == {"torch", "triton", "compile"}
+    assert controls.unchanged_impls([change("gpu", "gpu.uuid")]) == {"torch", "triton", "compile"}
+    assert controls.unchanged_impls([change("torch", "torch.version")]) == {"triton"}
+    assert controls.unchanged_impls([change("triton", "triton.version")]) == {"torch"}
+    assert controls.unchanged_impls([change("driver", "driver.driver_version")]) == frozenset()
+    assert controls.unchanged_impls([change("gpu", "gpu.name")]) == frozenset()
+    rs = {x.key: x for x in results(fx.h200_after())}
+    before = {x.key: x for x in results(fx.h200_before())}
+    # The matmul race picked TMA kernels after the change: another kernel, not a control.
+    mm = next(k for k in rs if k[0] == "matmul" and k[1] == "triton")
+    assert not controls.is_control(before[mm], rs[mm], frozenset({"torch", "triton", "compile"}))
+    add = next(k for k in rs if k[0] == "vector_add" and k[1] == "triton")
+    assert controls.is_control(before[add], rs[add], frozenset({"triton"}))
+    assert not controls.is_control(before[add], rs[add], frozenset({"torch"}))

@@ -1,14 +1,17 @@
-"""Ratio-of-medians intervals: exactness on identical data, power on real shifts, restraint on noise."""
+"""Ratios, intervals, noise floors and geometric means: exactness, power on real shifts, restraint on noise."""
 
 from __future__ import annotations
 
 import math
 import random
 import statistics
+import time
 
+import numpy as np
 import pytest
 
 from envcheck.compare import stats
+from envcheck.compare.stats import FloorRow, NoiseFloor
 
 
 def samples(median: float, n: int = 50, noise: float = 0.01, seed: int = 0) -> list[float]:
@@ -16,57 +19,82 @@ def samples(median: float, n: int = 50, noise: float = 0.01, seed: int = 0) -> l
     return [median * (1 + rng.gauss(0, noise)) for _ in range(n)]
 
 
+# --------------------------------------------------------------------------- within-run noise
+
+
+@pytest.mark.parametrize("n", [5, 6, 51, 200, 999])
+def test_median_log_se_is_the_bootstrap_standard_error(n):
+    """The order-statistic shortcut gives what resampling and taking medians gives."""
+    rng = np.random.default_rng(n)
+    xs = np.exp(rng.normal(0.0, 0.05, n)) * 10
+    draws = rng.integers(0, n, size=(20000, n))
+    brute = float(np.std(np.log(np.median(xs[draws], axis=1))))
+    (fast,) = stats.median_log_se([xs], resamples=20000)
+    assert fast == pytest.approx(brute, rel=0.05)
+
+
+def test_median_log_se_is_reproducible_and_independent_of_order_and_company():
+    a, b = np.array(samples(10.0, seed=1)), np.array(samples(20.0, n=7, seed=2))
+    se = stats.median_log_se([a, b, np.array([1.0, 2.0])])
+    assert math.isnan(se[2])  # fewer than MIN_SAMPLES: no standard error
+    assert se[0] == stats.median_log_se([a[::-1]])[0]
+    assert se[1] == stats.median_log_se([b])[0]
+    assert stats.median_log_se([a], seed=1)[0] != stats.median_log_se([a], seed=2)[0]
+
+
+@pytest.mark.slow
+def test_forty_thousand_timings_take_seconds_not_minutes():
+    rng = np.random.default_rng(0)
+    timings = [rng.lognormal(0, 0.02, int(n)).astype(np.float32) for n in rng.integers(10, 1000, 40000)]
+    start = time.perf_counter()
+    se = stats.median_log_se(timings)
+    elapsed = time.perf_counter() - start
+    assert np.isfinite(se).all()
+    assert elapsed < 8.0, elapsed  # 1 to 2 s on a busy shared 2-core box; drawing per resample took minutes
+
+
 def test_identical_samples_give_ratio_exactly_one_and_an_interval_around_it():
     xs = samples(10.0)
-    iv = stats.ratio_interval(xs, list(xs))
+    iv = stats.within_interval(xs, list(xs))
     assert iv.ratio == 1.0
-    assert iv.low is not None and iv.high is not None
-    assert iv.low <= 1.0 <= iv.high and iv.low < iv.high
+    assert iv.low < 1.0 < iv.high
     assert stats.verdict(iv) == "same"
 
 
 def test_point_estimate_is_the_ratio_of_medians_for_odd_and_even_counts():
     a, b = samples(10.0, n=51), samples(12.0, n=50, seed=1)
-    iv = stats.ratio_interval(a, b)
+    iv = stats.within_interval(a, b)
     assert iv.ratio == pytest.approx(statistics.median(b) / statistics.median(a), rel=1e-12)
     assert (iv.n_base, iv.n_other) == (51, 50)
 
 
 def test_clear_ten_percent_slowdown_is_slower_and_the_interval_covers_it():
-    iv = stats.ratio_interval(samples(10.0), samples(11.0, seed=1))
+    iv = stats.within_interval(samples(10.0), samples(11.0, seed=1))
     assert stats.verdict(iv) == "slower"
     assert 1.0 < iv.low < 1.10 < iv.high < 1.2
-    faster = stats.ratio_interval(samples(11.0, seed=1), samples(10.0))
+    faster = stats.within_interval(samples(11.0, seed=1), samples(10.0))
     assert stats.verdict(faster) == "faster" and faster.high < 1.0
 
 
 def test_noisy_samples_with_a_five_percent_median_change_stay_same_within_noise():
     a = samples(10.0, n=15, noise=0.25, seed=3)
     b = [x * 1.05 for x in samples(10.0, n=15, noise=0.25, seed=4)]
-    iv = stats.ratio_interval(a, b)
-    assert iv.high - iv.low > 0.2  # wide: the data cannot tell
-    assert iv.low < 1.0 < iv.high
+    iv = stats.within_interval(a, b)
+    assert iv.low < 1.0 < iv.high and iv.high - iv.low > 0.2
     assert stats.verdict(iv) == "same"
 
 
 def test_tiny_but_significant_change_is_not_called_a_regression():
-    # 20000 very stable samples: a 0.5% shift is statistically certain but below the 2% practical threshold.
     a = samples(10.0, n=20000, noise=0.001, seed=5)
     b = samples(10.05, n=20000, noise=0.001, seed=6)
-    iv = stats.ratio_interval(a, b)
+    iv = stats.within_interval(a, b)
     assert iv.excludes_one()
     assert stats.verdict(iv) == "same"
     assert stats.verdict(iv, practical=0.001) == "slower"
 
 
-def test_seeded_intervals_are_reproducible_and_seed_dependent():
-    a, b = samples(10.0, seed=7), samples(10.3, seed=8)
-    assert stats.ratio_interval(a, b) == stats.ratio_interval(a, b)
-    assert stats.ratio_interval(a, b, seed=1) != stats.ratio_interval(a, b, seed=2)
-
-
 def test_too_few_samples_give_no_interval_and_no_verdict():
-    iv = stats.ratio_interval([1.0, 1.1, 0.9], [2.0, 2.1, 1.9])
+    iv = stats.within_interval([1.0, 1.1, 0.9], [2.0, 2.1, 1.9])
     assert iv.ratio == pytest.approx(2.0)
     assert not iv.has_interval
     assert stats.verdict(iv) == "uncertain"
@@ -75,83 +103,144 @@ def test_too_few_samples_give_no_interval_and_no_verdict():
 @pytest.mark.parametrize("bad", [[], [0.0, 1.0], [-1.0], [math.inf]])
 def test_invalid_samples_are_rejected(bad):
     with pytest.raises(ValueError):
-        stats.ratio_interval(bad, [1.0] * 10)
+        stats.within_interval(bad, [1.0] * 10)
 
 
-def test_interval_coverage_under_no_change_is_near_nominal():
-    """Across 200 pairs drawn from one distribution, the 95% interval should contain 1 most of the time."""
+def test_within_run_coverage_under_no_change_is_near_nominal():
     covered = 0
     for k in range(200):
-        iv = stats.ratio_interval(samples(5.0, n=40, noise=0.05, seed=2 * k),
-                                  samples(5.0, n=40, noise=0.05, seed=2 * k + 1))
+        iv = stats.within_interval(samples(5.0, n=40, noise=0.05, seed=2 * k),
+                                   samples(5.0, n=40, noise=0.05, seed=2 * k + 1))
         covered += iv.low <= 1.0 <= iv.high
-    assert covered / 200 >= 0.88
+    assert covered / 200 >= 0.9
 
 
-def test_geomean_combines_ratios_and_counts_them():
-    ivs = [stats.ratio_interval(samples(10.0, seed=s), samples(10.0 * f, seed=s + 100))
-           for s, f in ((1, 1.1), (2, 1.2), (3, 0.9))]
-    g = stats.geomean(ivs)
-    assert g is not None and g.count == 3
-    assert g.ratio == pytest.approx(math.exp(sum(math.log(iv.ratio) for iv in ivs) / 3))
-    assert g.low < g.ratio < g.high
-    assert stats.geomean([]) is None
-    no_interval = stats.ratio_interval([1.0], [1.1])
-    assert stats.geomean([no_interval]).low is None
-    assert stats.geomean_verdict(stats.geomean([no_interval])) == "uncertain"
+# --------------------------------------------------------------------------- run-to-run noise
 
 
-def _iv(ratio: float, se: float = 0.001) -> stats.RatioInterval:
-    """A case with a tight bootstrap interval around ``ratio``."""
-    return stats.RatioInterval(ratio, ratio * math.exp(-1.96 * se), ratio * math.exp(1.96 * se), se, 50, 50)
+def row(lr: float, kind: tuple[str, ...] = ("matmul", "large"), control: bool = True, se: float = 0.001) -> FloorRow:
+    return FloorRow(lr, se, (kind, kind[:1], ()), control)
 
 
-def test_geomean_interval_follows_the_between_case_spread():
-    """Same geomean, same per-case SE: agreeing cases give a tight interval, scattered ones a wide one."""
-    tight = [_iv(1.1 * f) for f in (0.99, 1.01, 0.995, 1.005, 1.0, 1.0)]
-    wide = [_iv(1.1 * f) for f in (0.6, 1.0 / 0.6, 0.8, 1.0 / 0.8, 1.0, 1.0)]
-    gt, gw = stats.geomean(tight), stats.geomean(wide)
-    assert gt.ratio == pytest.approx(1.1, rel=1e-3) and gw.ratio == pytest.approx(1.1)
-    wt, ww = math.log(gt.high / gt.low), math.log(gw.high / gw.low)
-    assert ww > 20 * wt
-    assert gw.low < 1.0 < gw.high and stats.geomean_verdict(gw) == "same"
-    assert gt.low > 1.0 and stats.geomean_verdict(gt) == "slower"
-    # Exactly a t-interval on the mean log ratio with n-1 degrees of freedom.
-    logs = [math.log(iv.ratio) for iv in wide]
-    half = 2.5705818366147395 * statistics.stdev(logs) / math.sqrt(len(logs))  # t(0.975, 5)
-    assert gw.low == pytest.approx(math.exp(statistics.fmean(logs) - half), rel=1e-9)
-    assert gw.high == pytest.approx(math.exp(statistics.fmean(logs) + half), rel=1e-9)
+def kinds_of_controls(shifts: list[float], per_kind: int = 3, centre: float = 0.0) -> list[FloorRow]:
+    """Controls in one kind per shift, each kind's rows exactly at its shift (no scatter)."""
+    return [row(centre + x, kind=("op", f"k{i}")) for i, x in enumerate(shifts) for _ in range(per_kind)]
 
 
-def test_geomean_of_many_precise_cases_does_not_collapse():
-    """Hundreds of cases with tiny per-case SE but real scatter: the old sum-of-variances gave a zero-width interval."""
-    rng = random.Random(7)
-    ivs = [_iv(0.86 * math.exp(rng.gauss(0, 0.15)), se=0.0003) for _ in range(200)]
-    g = stats.geomean(ivs)
-    assert math.log(g.high / g.low) > 0.03  # ~2 * 1.97 * 0.15 / sqrt(200) = 0.042
+def test_scatter_is_robust_and_stands_in_alone_without_controls():
+    lrs = [0.01, -0.01, 0.005, -0.005, 0.0, 0.3, 0.3]  # two rows really 35% slower
+    floors = stats.noise_floors([row(x, control=False) for x in lrs])
+    expect = math.sqrt((1.4826 * statistics.median(abs(x - statistics.median(lrs)) for x in lrs)) ** 2 - 0.001**2)
+    assert {f.source for f in floors} == {"spread"}
+    assert floors[0].log_sd == pytest.approx(expect)
+    assert expect < 0.02  # the two changes do not widen everyone's interval
+    assert (floors[0].shift_sd, floors[0].cases, floors[0].df) == (0.0, 7, 2)  # 0.37 x 6: the MAD's efficiency
 
 
-def test_geomean_of_identical_runs_is_exactly_one():
-    ivs = [stats.ratio_interval(xs, list(xs)) for xs in (samples(10.0, seed=s) for s in range(5))]
-    assert all(iv.log_se and iv.log_se > 0 for iv in ivs)
-    g = stats.geomean(ivs)
-    assert (g.ratio, g.low, g.high) == (1.0, 1.0, 1.0)
-    assert stats.geomean_verdict(g) == "same"
+def test_kind_shift_is_the_robust_scatter_of_the_kinds_of_controls():
+    shifts = [0.02, -0.02, 0.01, -0.01, 0.0, 0.03]
+    floors = stats.noise_floors(kinds_of_controls(shifts))
+    centre = statistics.median(shifts)
+    expect = 1.4826 * statistics.median(abs(x - centre) for x in shifts)
+    f = floors[0]
+    assert (f.source, f.kinds) == ("controls", 6)
+    assert f.shift_sd == pytest.approx(expect) and f.log_sd == pytest.approx(math.hypot(f.spread_sd, f.shift_sd))
+    # Without enough kinds of controls the shift cannot be measured: scatter only.
+    assert stats.noise_floors(kinds_of_controls(shifts[:4], per_kind=5))[0].source == "spread"
+
+
+def test_a_whole_run_moving_together_is_a_finding_not_noise():
+    """Every control 10% slower: the kinds agree, so the floor stays small and the move shows."""
+    rows = kinds_of_controls([0.001, -0.001, 0.0, 0.002, -0.002, 0.0], centre=math.log(1.1))
+    f = stats.noise_floors(rows)[0]
+    assert f.log_sd < 0.005
+    assert stats.verdict(stats.interval(1.1, 0.001, f, 100, 100)) == "slower"
+
+
+def test_one_kind_moving_alone_stands_out_against_the_others():
+    rows = kinds_of_controls([0.004, -0.004, 0.002, -0.002, 0.0, 0.001]) + [row(0.26, kind=("relu", "small"))] * 3
+    floors = stats.noise_floors(rows)
+    assert max(f.log_sd for f in floors) < 0.02
+    assert stats.verdict(stats.interval(math.exp(0.26), 0.001, floors[-1], 100, 100)) == "slower"
+
+
+def test_a_kind_with_too_few_rows_borrows_its_ops_scatter_and_none_is_said_when_nothing_can():
+    rows = [row(0.01 * k, kind=("relu", "small"), control=False) for k in range(3)]
+    rows += [row(0.02, kind=("relu", "large"), control=False)] * 3
+    floors = stats.noise_floors(rows)
+    assert {f.kind for f in floors} == {("relu",)} and {f.cases for f in floors} == {6}
+    few = stats.noise_floors([row(0.01), row(-0.01)])
+    assert few == [stats.NO_FLOOR, stats.NO_FLOOR] and few[0].df is None
+
+
+def test_interval_adds_the_floor_and_uses_its_degrees_of_freedom():
+    floor = NoiseFloor(0.02, "controls", ("matmul", "large"), 6, 6, 0.0, 0.02, 8)
+    iv = stats.interval(1.05, 0.001, floor, 100, 100)
+    half = stats.t_quantile(0.95, 6) * math.hypot(0.001, 0.02)
+    assert iv.low == pytest.approx(1.05 * math.exp(-half)) and iv.high == pytest.approx(1.05 * math.exp(half))
+    assert stats.verdict(iv) == "same"  # 5% inside a 2% floor on 6 rows: not evidence
+    assert stats.verdict(stats.interval(1.10, 0.001, floor, 100, 100)) == "slower"
+    bare = stats.interval(1.05, 0.001, stats.NO_FLOOR, 100, 100)
+    assert bare.high - bare.low < 0.01 and stats.verdict(bare) == "slower"
+
+
+# --------------------------------------------------------------------------- geometric means
+
+
+def _iv(ratio: float, floor: float = 0.0, se: float = 0.001, df: int | None = 30) -> stats.RatioInterval:
+    """A case whose floor is all kind shift (shared with the other cases of its kind)."""
+    f = NoiseFloor(floor, "controls", ("k",), 31, df, 0.0, floor, 10) if floor else stats.NO_FLOOR
+    return stats.interval(ratio, se, f, 50, 50)
 
 
 def test_geomean_of_one_case_is_its_own_interval():
-    iv = stats.ratio_interval(samples(10.0, seed=1), samples(11.0, seed=2))
-    g = stats.geomean([iv], confidence=0.8)
-    assert (g.ratio, g.low, g.high, g.count) == (iv.ratio, iv.low, iv.high, 1)
+    iv = _iv(1.1, floor=0.02)
+    g = stats.geomean([iv], ["k"])
+    assert (g.ratio, g.count, g.clusters) == (iv.ratio, 1, 1)
+    assert g.low == pytest.approx(iv.low) and g.high == pytest.approx(iv.high)
+
+
+def test_cases_of_one_kind_move_together_so_more_of_them_do_not_narrow_the_interval():
+    """200 cases of one kind with a 2% kind shift: a rerun moves them together, the mean by about 2%."""
+    ivs = [_iv(1.0, floor=0.02) for _ in range(200)]
+    one_kind = stats.geomean(ivs, ["matmul/large"] * 200)
+    many_kinds = stats.geomean(ivs, [f"kind{k}" for k in range(200)])
+    w_one = math.log(one_kind.high / one_kind.low) / 2
+    w_many = math.log(many_kinds.high / many_kinds.low) / 2
+    assert w_one == pytest.approx(stats.t_quantile(0.95, 30) * math.sqrt(0.02**2 + 0.001**2 / 200), rel=1e-6)
+    assert w_many == pytest.approx(w_one / math.sqrt(200), rel=0.01)
+    assert (one_kind.clusters, many_kinds.clusters) == (1, 200)
+    # Scatter within a kind is each case's own: it averages out.
+    scatter = NoiseFloor(0.02, "controls", ("k",), 31, 30, 0.02, 0.0, 10)
+    g = stats.geomean([stats.interval(1.0, 0.001, scatter, 50, 50)] * 200, ["k"] * 200)
+    assert math.log(g.high / g.low) / 2 == pytest.approx(w_many, rel=1e-6)
+
+
+def test_geomean_combines_ratios_counts_them_and_refuses_an_interval_when_one_case_has_none():
+    ivs = [_iv(f) for f in (1.1, 1.2, 0.9)]
+    g = stats.geomean(ivs)
+    assert g.count == 3 and g.ratio == pytest.approx(math.exp(statistics.fmean(math.log(x) for x in (1.1, 1.2, 0.9))))
+    assert stats.geomean([]) is None
+    no_interval = stats.within_interval([1.0], [1.1])
+    assert stats.geomean([no_interval, *ivs]).low is None
+    assert stats.geomean_verdict(stats.geomean([no_interval])) == "uncertain"
 
 
 def test_geomean_width_follows_the_confidence_level():
-    """Levels other than 90/95/99% used to fall back silently to 95%."""
-    ivs = [_iv(1.1 * f) for f in (0.9, 1.1, 0.95, 1.05)]
-    widths = [math.log(g.high / g.low) for g in (stats.geomean(ivs, c) for c in (0.8, 0.95, 0.995))]
+    ivs = [_iv(1.1 * f, floor=0.01) for f in (0.9, 1.1, 0.95, 1.05)]
+    widths = [math.log(g.high / g.low) for g in (stats.geomean(ivs, None, c) for c in (0.8, 0.95, 0.995))]
     assert widths[0] < widths[1] < widths[2]
-    ratio80 = widths[0] / widths[1]
-    assert ratio80 == pytest.approx(stats.t_quantile(0.8, 3) / stats.t_quantile(0.95, 3), rel=1e-9)
+    assert widths[0] / widths[1] == pytest.approx(stats.t_quantile(0.8, 30) / stats.t_quantile(0.95, 30), rel=1e-9)
+
+
+def test_geomean_verdict_needs_significance_and_size():
+    assert stats.geomean_verdict(stats.geomean([_iv(1.1)] * 5)) == "slower"
+    assert stats.geomean_verdict(stats.geomean([_iv(0.9)] * 5)) == "faster"
+    assert stats.geomean_verdict(stats.geomean([_iv(1.01)] * 5)) == "same"
+    assert stats.geomean_verdict(stats.geomean([_iv(1.1, floor=0.1)] * 5, ["k"] * 5)) == "same"
+
+
+# --------------------------------------------------------------------------- quantiles
 
 
 @pytest.mark.parametrize(("confidence", "df", "expected"), [

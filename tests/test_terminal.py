@@ -155,8 +155,8 @@ def test_wide_summary_shows_throughput_shares_errors_ceilings_and_notes():
     assert "×triton" in text and "GB/s (torch/triton)" in text and "TFLOP/s (torch/triton)" in text
     assert "% theor. (torch/triton)" in text and "launch-bound, L2-resident" in text
     assert "NVML: 2 × 3201 MHz max memory clock × 6016-bit bus / 8" in text  # each ceiling with its source
-    assert "bench.l2_cold" in text  # a note this version has no sentence for, shown generically
-    assert "1 × bench.triton_unusable.smoke_failed" in text  # skip reasons grouped
+    assert "L2 kept cold" in text  # the worker's note, phrased from its key
+    assert "1 × the Triton smoke kernel failed" in text  # skip reasons grouped
     assert "reports/x.json" in text and "256M" in text and "4096×4096×4096" in text
     assert "Checks: warn" in text and "fix: stop the other process" in text
 

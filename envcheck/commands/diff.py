@@ -52,18 +52,28 @@ def terminal_text(draw: Callable[[Any], None], *, to_file: bool) -> str:
     return capture(draw)
 
 
-def main(args: argparse.Namespace) -> int:
-    from envcheck.compare.diff import diff
+def load_analysed(paths: list[str]) -> list[tuple[str, Any]]:
+    """(label, analysis) of each report, loaded and analysed once."""
+    from envcheck.analysis import analyse
     from envcheck.model import load
+
+    return [(label, analyse(load(p))) for label, p in zip(labels(paths), paths, strict=True)]
+
+
+def main(args: argparse.Namespace) -> int:
+    from envcheck.compare.diff import diff_analysed
     from envcheck.render.documents import render_diff
     from envcheck.render.terminal.compare import print_diff
 
     if len(args.reports) < 2:
         raise UsageError("diff needs at least two reports: a baseline and one or more to compare with it")
     check_out(args.out)
-    reports = [(label, load(p)) for label, p in zip(labels(args.reports), args.reports, strict=True)]
-    d = diff(reports)
-    if args.format == "text":
+    d = diff_analysed(load_analysed(args.reports))
+    if args.format == "json":
+        from envcheck.compare.export import to_json
+
+        out = to_json(d, args.fail_on_regression)
+    elif args.format == "text":
         out = terminal_text(lambda console: print_diff(console, d, args.lang), to_file=bool(args.out))
     else:
         out = render_diff(d, args.format, args.lang)
@@ -75,7 +85,8 @@ def main(args: argparse.Namespace) -> int:
 
         for cmp, c in regressions:
             print(visible(f"envcheck diff: regression: {c.name}: {fmt.ratio(c.ratio)} the time "
-                          f"{fmt.interval(c.low, c.high)} in {cmp.other.label} vs {cmp.base.label}"), file=sys.stderr)
+                          f"{fmt.interval(c.low, c.high)} (run-to-run noise included) in {cmp.other.label} vs "
+                          f"{cmp.base.label}"), file=sys.stderr)
         if regressions:
             print(f"envcheck diff: {len(regressions)} case(s) slower by more than {args.fail_on_regression:g}%",
                   file=sys.stderr)

@@ -1,8 +1,9 @@
-"""``envcheck history DIR|FILES...``: one machine's reports over time."""
+"""``envcheck history DIR|FILES...``: each machine's reports over time."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -11,30 +12,42 @@ from envcheck.commands.diff import check_out, emit, labels, terminal_text
 from envcheck.errors import EXIT_OK, UsageError
 
 if TYPE_CHECKING:
+    from envcheck.compare.history import Histories, LeftOut
     from envcheck.model import Report
 
 
-def collect(paths: list[str]) -> tuple[list[tuple[str, Report]], list[str]]:
-    """Reports from folders (every ``*.json`` in them) and files, plus notes on skipped files.
+def _folder(p: Path) -> list[Path]:
+    """Every ``*.json`` entry of a folder, whatever it is: a pipe, a device or a folder so named
+    is refused by the loader (never opened for reading) and noted, not silently passed over."""
+    try:
+        return sorted(q for q in p.iterdir() if q.name.endswith(".json"))
+    except OSError as e:
+        raise UsageError(f"cannot list {p}: {e.strerror or e}") from None
 
-    A folder may hold other JSON (rendered data, configs): those are skipped with a
-    note. A file named explicitly must be a report: anything else is an error.
+
+def collect(paths: list[str]) -> tuple[list[tuple[str, Report]], list[LeftOut]]:
+    """Reports from folders (every ``*.json`` in them) and files, and what was left out.
+
+    A folder may hold other JSON (rendered data, configs), a truncated report, one that fails
+    validation or a pipe: each is left out with its one-line error and the rest go on. A file
+    named explicitly must be a report: anything else is an error.
     """
+    from envcheck.compare.history import UNREADABLE, LeftOut
     from envcheck.model import ReportError, load
 
     files: list[Path] = []
     explicit: set[Path] = set()
     for p in map(Path, paths):
         if p.is_dir():
-            files.extend(sorted(q for q in p.glob("*.json") if q.is_file()))
+            files.extend(_folder(p))
         else:
             files.append(p)
             explicit.add(p)
-    notes: list[str] = []
+    left_out: list[LeftOut] = []
     loaded = []
-    seen: set[Path] = set()
+    seen: set[str] = set()
     for f in files:
-        key = f.resolve()
+        key = os.path.realpath(f)
         if key in seen:
             continue
         seen.add(key)
@@ -43,27 +56,50 @@ def collect(paths: list[str]) -> tuple[list[tuple[str, Report]], list[str]]:
         except ReportError as e:
             if f in explicit:
                 raise
-            notes.append(f"skipped {e}")
+            left_out.append(LeftOut(f.name, UNREADABLE, str(e)))
     if not loaded:
         raise UsageError(f"no envcheck reports found in {', '.join(paths)}")
     names = labels([str(f) for f, _ in loaded])
-    return [(name, r) for name, (_, r) in zip(names, loaded, strict=True)], notes
+    return [(name, r) for name, (_, r) in zip(names, loaded, strict=True)], left_out
+
+
+def _note(x: LeftOut) -> str:
+    from envcheck.compare.history import NO_BENCHMARK
+
+    if x.reason == NO_BENCHMARK:
+        return f"left out {x.label}: a {x.detail} report without benchmark results"
+    return f"skipped {x.detail}"
+
+
+def render(hs: Histories, fmt: str, lang: str, to_file: bool) -> str:
+    """Every machine's history in one output: a section per machine."""
+    if fmt == "text":
+        from envcheck.render.terminal.compare import print_history
+
+        def draw(console: object) -> None:
+            for h in hs.machines:
+                print_history(console, h, lang)  # type: ignore[arg-type]
+
+        return terminal_text(draw, to_file=to_file)
+    from envcheck.render.documents import render_histories
+
+    return render_histories(hs.machines, fmt, lang)
 
 
 def main(args: argparse.Namespace) -> int:
-    from envcheck.compare.history import history
-    from envcheck.render.documents import render_history
+    from envcheck.compare.history import histories
     from envcheck.render.escape import visible
-    from envcheck.render.terminal.compare import print_history
 
     check_out(args.out)
-    reports, notes = collect(args.paths)
-    for note in notes:
-        print(visible(f"envcheck history: note: {note}"), file=sys.stderr)
-    h = history(reports)
-    if args.format == "text":
-        out = terminal_text(lambda console: print_history(console, h, args.lang), to_file=bool(args.out))
-    else:
-        out = render_history(h, args.format, args.lang)
-    emit(out, args.out)
+    reports, left_out = collect(args.paths)
+    hs = histories(reports, left_out)
+    for x in hs.left_out:
+        print(visible(f"envcheck history: note: {_note(x)}"), file=sys.stderr)
+    if not hs.machines:
+        raise UsageError(f"no benchmark results among the reports in {', '.join(args.paths)}: "
+                         "history needs reports of envcheck run")
+    if len(hs.machines) > 1:
+        print(f"envcheck history: note: {len(hs.machines)} machines (told apart by GPU UUID), one history each",
+              file=sys.stderr)
+    emit(render(hs, args.format, args.lang, bool(args.out)), args.out)
     return EXIT_OK

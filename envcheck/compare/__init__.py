@@ -1,7 +1,11 @@
-"""Comparisons of reports: ``envcheck diff`` (machines, runs) and ``envcheck history`` (one machine over time).
+"""Comparisons of reports: ``envcheck diff`` (machines, runs) and ``envcheck history`` (each machine over time).
 
-Data flows one way: ``match`` pairs cases, ``stats`` puts intervals on their
-ratios, ``envdiff`` lists what changed in the environment and health checks,
-``diff`` and ``history`` assemble pure-data results, which ``envcheck.render``
-shows (terminal, Markdown, HTML, charts). Nothing here probes, measures or renders.
+Pure data, built from reports and their analyses (``envcheck.analysis``: every per-report
+number), one way: ``match`` pairs case results and says which pairs may not be compared,
+``controls`` says which pairs can measure run-to-run noise, ``stats`` holds what only a
+comparison has (ratios, intervals with their noise floors, verdicts, geometric means),
+``envdiff`` lists what changed in the environment and health checks, ``machine`` tells
+machines apart by their GPUs, ``diff`` and ``history`` assemble the results and ``export``
+writes a diff as versioned JSON. The presentation (terminal, Markdown, HTML, charts) renders
+them; nothing here probes, measures, derives a per-report number or phrases a sentence.
 """

@@ -1,7 +1,11 @@
-"""The result of ``envcheck diff``: pure data, built from reports, rendered elsewhere.
+"""The result of ``envcheck diff``: pure data, built from reports and their analyses, rendered elsewhere.
 
-The first report is the baseline; every other report becomes one ``Comparison``
-against it. A ratio is always other / baseline time: above 1.0 is slower.
+The first report is the baseline; every other report becomes one ``Comparison`` against it.
+A ratio is always other / baseline time: above 1.0 is slower. Every per-side number
+(throughput, shares of the ceilings, flags, the numeric verdict, throttling, the ceilings
+themselves) is read from ``envcheck.analysis``; what only a comparison has (ratios, their
+intervals and noise floors, verdicts, geometric means) comes from ``compare/stats.py``.
+Single-device views: each report's first bench is compared.
 """
 
 from __future__ import annotations
@@ -10,12 +14,20 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
+from envcheck.analysis import Analysis, BenchAnalysis, CaseResult, analyse
+from envcheck.analysis.ceilings import Ceiling
+from envcheck.analysis.peaks import Source
+from envcheck.compare import controls, stats
 from envcheck.compare import match as matching
-from envcheck.compare import stats
 from envcheck.compare.envdiff import CheckChange, EnvChange, check_changes, report_env_changes
-from envcheck.model import Bench, Case, Report
+from envcheck.compare.machine import MachineId, machine_of, same_machine
+from envcheck.model import CaseKey, Note, Report, Timing
+from envcheck.ops import variant
 
 NUMERIC_JUMP = 10.0  # relative error that grows (or shrinks) by this factor is reported
+VERDICTS = ("faster", "slower", "same", "uncertain", "not comparable")
 
 
 @dataclass(frozen=True)
@@ -29,10 +41,12 @@ class ReportInfo:
     gpu_name: str | None
     verdict: str
     cases: int
+    machine: MachineId | None = None
 
     @classmethod
     def of(cls, label: str, r: Report) -> ReportInfo:
-        return cls(label, r.host, r.created, r.kind, r.gpu_name, r.verdict, len(r.bench.cases) if r.bench else 0)
+        return cls(label, r.host, r.created, r.kind, r.gpu_name, r.verdict, sum(len(b.cases) for b in r.benches),
+                   machine_of(r))
 
 
 @dataclass(frozen=True)
@@ -52,54 +66,48 @@ class NumericChange:
         return None
 
 
-def numeric_change(a: Case, b: Case) -> NumericChange | None:
-    if a.error is None or b.error is None:
+def numeric_change(a: CaseResult, b: CaseResult) -> NumericChange | None:
+    """The change in a pair's numeric error, judged by the analysis' verdicts and tolerances."""
+    ea, eb = a.case.accuracy, b.case.accuracy
+    if ea is None or eb is None or a.verdict is None or b.verdict is None:
         return None
-    ea, eb = a.error, b.error
+    pa, pb = a.verdict.passed, b.verdict.passed
     kind = None
-    if ea.passed and not eb.passed:
+    if pa and not pb:
         kind = "pass->fail"
-    elif eb.passed and not ea.passed:
+    elif pb and not pa:
         kind = "fail->pass"
     elif ea.rel_l2 > 0 and eb.rel_l2 >= ea.rel_l2 * NUMERIC_JUMP:
         kind = "grew"
-    elif ea.rel_l2 == 0 and eb.rel_l2 > 0 and eb.rel_l2 >= ea.tolerance / NUMERIC_JUMP:
+    elif ea.rel_l2 == 0 and eb.rel_l2 > 0 and eb.rel_l2 >= a.tolerance.rel_l2 / NUMERIC_JUMP:
         kind = "grew"  # from exact to a visible fraction of the tolerance
     elif eb.rel_l2 > 0 and ea.rel_l2 >= eb.rel_l2 * NUMERIC_JUMP:
         kind = "shrank"
     if kind is None:
         return None
-    return NumericChange(ea.rel_l2, eb.rel_l2, ea.passed, eb.passed, kind)
-
-
-def pct_of_ceiling(c: Case, bench: Bench) -> float | None:
-    """This case's throughput as % of its own machine's theoretical ceiling.
-
-    Memory-bound cases carry their % of theoretical bandwidth; the others (matmul)
-    are judged on FLOP/s against the peak of the precision they used. Each machine
-    is judged on its own limits: that is what lets an H100 and an H200 compare fairly.
-    """
-    if c.pct_theoretical is not None:
-        return c.pct_theoretical
-    if c.tflops is not None:
-        ceil = bench.ceiling(c.precision, "theoretical")
-        if ceil and ceil.value > 0:
-            return 100.0 * c.tflops / ceil.value
-    return None
+    return NumericChange(ea.rel_l2, eb.rel_l2, pa, pb, kind)
 
 
 @dataclass(frozen=True)
 class CaseDiff:
-    """One case on both sides. ``verdict``: faster | slower | same | uncertain | not comparable."""
+    """One case on both sides. ``verdict``: faster | slower | same | uncertain | not comparable.
+
+    ``base_pct`` / ``other_pct``: share of each machine's own theoretical ceiling (bandwidth,
+    or the precision's FLOP/s for matmul), ``*_pct_measured`` of its measured one; ``low`` /
+    ``high``: the interval of ``ratio`` with run-to-run noise included (``floor``), of which
+    ``within_log_se`` is the part the samples alone show. ``control``: the implementation
+    did not change between the reports (controls.py). ``cluster``: the kind of case the
+    geometric means treat as moving together.
+    """
 
     op: str
     impl: str
     dtype: str
     precision: str
-    shape: str
+    shape: tuple[int, ...]
     category: str
     verdict: str
-    reasons: tuple[str, ...] = ()  # why not comparable
+    reasons: tuple[Note, ...] = ()  # why not comparable: keys of match.py with parameters
     timing: str | None = None  # gpu | launch
     method: str | None = None
     base_us: float | None = None
@@ -113,17 +121,41 @@ class CaseDiff:
     other_gbps: float | None = None
     base_tflops: float | None = None
     other_tflops: float | None = None
-    base_pct: float | None = None  # % of the baseline machine's own ceiling
-    other_pct: float | None = None  # % of the other machine's own ceiling
+    base_pct: float | None = None
+    other_pct: float | None = None
     numeric: NumericChange | None = None
     other_precision: str | None = None  # set for precision-mismatched pairs
     log_se: float | None = None
+    base_pct_measured: float | None = None
+    other_pct_measured: float | None = None
+    base_flags: tuple[str, ...] = ()
+    other_flags: tuple[str, ...] = ()
+    base_speedup: float | None = None  # over PyTorch in the same run (analysis)
+    other_speedup: float | None = None
+    within_log_se: float | None = None
+    floor: stats.NoiseFloor | None = None
+    control: bool = False
+    cluster: str = ""
+
+    @property
+    def key(self) -> CaseKey:
+        return (self.op, self.impl, self.dtype, self.precision, self.shape)
+
+    @property
+    def shape_label(self) -> str:
+        return "x".join(str(d) for d in self.shape)
 
     @property
     def name(self) -> str:
-        prec = self.precision if self.other_precision is None else f"{self.precision}/{self.other_precision}"
-        p = f" ({prec})" if prec != self.dtype else ""
-        return f"{self.op} {self.impl} {self.dtype}{p} {self.shape}"
+        """A compact identifier of the row ("matmul triton fp32/tf32 4096x4096x4096")."""
+        v = variant(self.dtype, self.precision)
+        if self.other_precision is not None:
+            v = f"{v}/{self.other_precision}"
+        return f"{self.op} {self.impl} {v} {self.shape_label}"
+
+    @property
+    def compared(self) -> bool:
+        return self.ratio is not None and self.verdict != "not comparable"
 
     @property
     def change_pct(self) -> float | None:
@@ -132,7 +164,8 @@ class CaseDiff:
     def interval(self) -> stats.RatioInterval | None:
         if self.ratio is None:
             return None
-        return stats.RatioInterval(self.ratio, self.low, self.high, self.log_se, self.n_base, self.n_other)
+        return stats.RatioInterval(self.ratio, self.low, self.high, self.log_se, self.n_base, self.n_other,
+                                   self.within_log_se, self.floor)
 
 
 @dataclass(frozen=True)
@@ -143,17 +176,23 @@ class CaseRef:
     impl: str
     dtype: str
     precision: str
-    shape: str
-    status: str
+    shape: tuple[int, ...]
+    status: str  # pass | fail | error, from the analysis
 
     @classmethod
-    def of(cls, c: Case) -> CaseRef:
-        return cls(c.op, c.impl, c.dtype, c.precision, c.shape_label, c.status)
+    def of(cls, r: CaseResult) -> CaseRef:
+        c = r.case
+        return cls(c.op, c.impl, c.dtype, c.precision, c.shape, r.status)
+
+    @property
+    def shape_label(self) -> str:
+        return "x".join(str(d) for d in self.shape)
 
 
 @dataclass(frozen=True)
 class GroupSummary:
-    """Geometric-mean ratio of one group's comparable cases, and how the verdicts split."""
+    """Geometric-mean ratio of one group's comparable cases, and how the verdicts split.
+    ``clusters``: the kinds of case behind the interval (stats.geomean)."""
 
     name: str
     geomean: float | None
@@ -166,19 +205,20 @@ class GroupSummary:
     uncertain: int
     not_comparable: int
     verdict: str  # of the geomean, as for a single case; "none" when nothing was comparable
+    clusters: int = 0
 
 
 @dataclass(frozen=True)
 class CeilingRow:
-    """A physical limit on both machines (each its own)."""
+    """A physical limit on both machines (each its own), as the analysis found it."""
 
     name: str
     kind: str
     unit: str
     base: float | None
     other: float | None
-    base_source: str | None
-    other_source: str | None
+    base_source: Source | None
+    other_source: Source | None
 
     @property
     def ratio(self) -> float | None:
@@ -199,11 +239,14 @@ class Comparison:
     ops: tuple[GroupSummary, ...]
     overall: GroupSummary
     ceilings: tuple[CeilingRow, ...]
-    same_gpu: bool
+    same_gpu: bool  # same GPU model
+    same_machine: bool | None = None  # same physical GPUs (None: the reports cannot tell)
+    floors: tuple[stats.NoiseFloor, ...] = ()  # every distinct noise floor used, largest first
+    controls: int = 0  # compared rows that served as controls
 
     @property
     def compared(self) -> tuple[CaseDiff, ...]:
-        return tuple(c for c in self.cases if c.ratio is not None and c.verdict != "not comparable")
+        return tuple(c for c in self.cases if c.compared)
 
     @property
     def not_comparable(self) -> tuple[CaseDiff, ...]:
@@ -217,6 +260,13 @@ class Comparison:
         """Significant slowdowns larger than ``pct`` percent, worst first."""
         out = [c for c in self.cases if c.verdict == "slower" and c.ratio is not None and c.ratio > 1 + pct / 100]
         return sorted(out, key=lambda c: -(c.ratio or 0))
+
+    def biggest_changes(self, n: int) -> tuple[CaseDiff, ...]:
+        """The ``n`` largest significant slowdowns (largest first), then the ``n`` largest
+        significant speedups (largest first): both directions, whatever the balance."""
+        slower = sorted((c for c in self.cases if c.verdict == "slower"), key=lambda c: -(c.ratio or 0))
+        faster = sorted((c for c in self.cases if c.verdict == "faster"), key=lambda c: c.ratio or 0)
+        return tuple(slower[:n]) + tuple(faster[:n])
 
 
 @dataclass(frozen=True)
@@ -235,80 +285,158 @@ class Diff:
         return [(cmp, c) for cmp in self.comparisons for c in cmp.regressions(pct)]
 
 
-def _case_diff(a: Case, b: Case, bench_a: Bench, bench_b: Bench, *, seed: int, resamples: int,
-               practical: float, confidence: float = stats.CONFIDENCE) -> CaseDiff:
-    reasons = matching.comparability(a, b)
-    which, ta, tb, _ = matching.timings(a, b)
-    common = dict(
-        op=a.op, impl=a.impl, dtype=a.dtype, precision=a.precision, shape=a.shape_label, category=a.category,
+def _kinds(r: CaseResult) -> tuple[tuple[str, ...], ...]:
+    """The kinds of a case, most specific first: op and size category, op, category, all."""
+    op, cat = r.case.op, r.category
+    return ((op, cat), (op,), (cat,), ())
+
+
+def _sides(a: CaseResult, b: CaseResult) -> dict[str, object]:
+    """What each side's analysis says of the pair."""
+    ca = a.case
+    return dict(
+        op=ca.op, impl=ca.impl, dtype=ca.dtype, precision=ca.precision, shape=ca.shape, category=a.category,
         base_gbps=a.gbps, other_gbps=b.gbps, base_tflops=a.tflops, other_tflops=b.tflops,
-        base_pct=pct_of_ceiling(a, bench_a), other_pct=pct_of_ceiling(b, bench_b), numeric=numeric_change(a, b),
-        other_precision=b.precision if b.precision != a.precision else None,
+        base_pct=a.pct_theoretical, other_pct=b.pct_theoretical,
+        base_pct_measured=a.pct_measured, other_pct_measured=b.pct_measured,
+        base_flags=a.flags, other_flags=b.flags, base_speedup=a.speedup, other_speedup=b.speedup,
+        numeric=numeric_change(a, b), other_precision=b.case.precision if b.case.precision != ca.precision else None,
+        cluster="/".join(_kinds(a)[0]),
     )
-    if reasons or ta is None or tb is None:
-        return CaseDiff(verdict="not comparable", reasons=tuple(reasons), timing=which,
-                        base_us=ta.median_us if ta else None, other_us=tb.median_us if tb else None, **common)
-    # Samples are per call already; divide by calls_per_sample only if a timing stored totals.
-    # The interval covers within-run sampling noise only (see envcheck.compare.stats).
-    iv = stats.ratio_interval(ta.samples_us, tb.samples_us, confidence=confidence, resamples=resamples, seed=seed)
-    return CaseDiff(
-        verdict=stats.verdict(iv, practical), timing=which, method=ta.method,
-        base_us=ta.median_us, other_us=tb.median_us, ratio=iv.ratio, low=iv.low, high=iv.high,
-        n_base=iv.n_base, n_other=iv.n_other, log_se=iv.log_se, **common,
-    )
+
+
+class _Samples(Sequence[np.ndarray]):
+    """The samples of timings as float32 arrays, each made when read: a 20,000-case diff
+    never holds a second copy of every sample."""
+
+    def __init__(self, timings: Sequence[Timing]) -> None:
+        self._timings = timings
+
+    def __len__(self) -> int:
+        return len(self._timings)
+
+    def __getitem__(self, i: int) -> np.ndarray:  # type: ignore[override]
+        return np.frombuffer(self._timings[i].samples_us.to_bytes(), dtype="<f4")
+
+
+def _case_diffs(m: matching.Matching, unchanged: frozenset[str], *,
+                practical: float, confidence: float, resamples: int,
+                seed: int) -> tuple[list[CaseDiff], list[stats.NoiseFloor], int]:
+    out: list[CaseDiff | None] = []
+    todo = []  # (slot, a, b, which, ta, tb) of the comparable pairs
+    for a, b in (*m.pairs, *m.precision_pairs):
+        reasons = matching.comparability(a, b)
+        which, ta, tb, _ = matching.timings(a, b)
+        if reasons or ta is None or tb is None:
+            out.append(CaseDiff(verdict="not comparable", reasons=tuple(reasons), timing=which,
+                                base_us=ta.median_us if ta else None, other_us=tb.median_us if tb else None,
+                                **_sides(a, b)))  # type: ignore[arg-type]
+        else:
+            todo.append((len(out), a, b, which, ta, tb))
+            out.append(None)
+    timings = [t for _, _, _, _, ta, tb in todo for t in (ta, tb)]
+    ses = stats.median_log_se(_Samples(timings), lengths=[t.n for t in timings], resamples=resamples, seed=seed)
+    rows = []
+    for k, (_, a, b, _, ta, tb) in enumerate(todo):
+        within = math.hypot(ses[2 * k], ses[2 * k + 1])
+        rows.append(stats.FloorRow(math.log(tb.median_us / ta.median_us), within, _kinds(a),
+                                   controls.is_control(a, b, unchanged)))
+    # Only rows with an interval of their own say anything about the noise.
+    usable = [i for i, r in enumerate(rows) if math.isfinite(r.within_se)]
+    floors = stats.noise_floors([rows[i] for i in usable])
+    floor_of = dict(zip(usable, floors, strict=True))
+    for k, (slot, a, b, which, ta, tb) in enumerate(todo):
+        row = rows[k]
+        floor = floor_of.get(k, stats.NO_FLOOR)
+        iv = stats.interval(tb.median_us / ta.median_us, row.within_se if k in floor_of else None, floor,
+                            ta.n, tb.n, confidence)
+        out[slot] = CaseDiff(
+            verdict=stats.verdict(iv, practical), timing=which, method=ta.method, base_us=ta.median_us,
+            other_us=tb.median_us, ratio=iv.ratio, low=iv.low, high=iv.high, n_base=iv.n_base, n_other=iv.n_other,
+            log_se=iv.log_se, within_log_se=iv.within_log_se, floor=iv.floor, control=row.control,
+            **_sides(a, b),  # type: ignore[arg-type]
+        )
+    distinct = sorted(set(floors), key=lambda f: (-f.log_sd, f.source, f.kind))
+    return [c for c in out if c is not None], distinct, sum(r.control for r in rows)
 
 
 def summarise(name: str, cases: Sequence[CaseDiff], practical: float, confidence: float) -> GroupSummary:
-    ivs = [c.interval() for c in cases if c.ratio is not None and c.verdict != "not comparable"]
-    g = stats.geomean([iv for iv in ivs if iv is not None], confidence)
-    count = {v: sum(c.verdict == v for c in cases) for v in ("faster", "slower", "same", "uncertain", "not comparable")}
+    """Geometric mean and verdict split of ``cases``, clustered by kind of case."""
+    comparable = [c for c in cases if c.compared]
+    ivs = [c.interval() for c in comparable]
+    g = stats.geomean([iv for iv in ivs if iv is not None], [c.cluster for c in comparable], confidence)
+    count = {v: sum(c.verdict == v for c in cases) for v in VERDICTS}
     return GroupSummary(
         name=name, geomean=g.ratio if g else None, low=g.low if g else None, high=g.high if g else None,
         count=g.count if g else 0, faster=count["faster"], slower=count["slower"], same=count["same"],
         uncertain=count["uncertain"], not_comparable=count["not comparable"],
-        verdict=stats.geomean_verdict(g, practical) if g else "none",
+        verdict=stats.geomean_verdict(g, practical) if g else "none", clusters=g.clusters if g else 0,
     )
 
 
-def _ceilings(a: Bench | None, b: Bench | None) -> tuple[CeilingRow, ...]:
+def _ceilings(a: BenchAnalysis | None, b: BenchAnalysis | None) -> tuple[CeilingRow, ...]:
     rows: dict[tuple[str, str], CeilingRow] = {}
-    for bench in (a, b):
-        for c in bench.ceilings if bench else ():
+    for side in (a, b):
+        for c in side.ceilings.found if side else ():
             if (c.name, c.kind) in rows:
                 continue
-            ca = a.ceiling(c.name, c.kind) if a else None
-            cb = b.ceiling(c.name, c.kind) if b else None
+            ca: Ceiling | None = a.ceilings.get(c.name, c.kind) if a else None
+            cb: Ceiling | None = b.ceilings.get(c.name, c.kind) if b else None
             rows[(c.name, c.kind)] = CeilingRow(c.name, c.kind, c.unit, ca.value if ca else None,
                                                cb.value if cb else None, ca.source if ca else None,
                                                cb.source if cb else None)
     return tuple(rows.values())
 
 
-def compare(base: tuple[str, Report], other: tuple[str, Report], *, practical: float = stats.PRACTICAL,
-            confidence: float = stats.CONFIDENCE, resamples: int = stats.RESAMPLES,
-            seed: int = stats.SEED) -> Comparison:
-    """One report against the baseline."""
-    (la, a), (lb, b) = base, other
-    m = matching.match(a.bench, b.bench)
+def compare_analysed(base: tuple[str, Analysis], other: tuple[str, Analysis], *, practical: float = stats.PRACTICAL,
+                     confidence: float = stats.CONFIDENCE, resamples: int = stats.RESAMPLES,
+                     seed: int = stats.SEED) -> Comparison:
+    """One analysed report against the analysed baseline."""
+    (la, aa), (lb, ab) = base, other
+    a, b = aa.report, ab.report
+    ba, bb = aa.bench, ab.bench
+    m = matching.match(ba.results if ba else (), bb.results if bb else ())
+    env = tuple(report_env_changes(a, b))
+    ia, ib = ReportInfo.of(la, a), ReportInfo.of(lb, b)
+    same = same_machine(ia.machine, ib.machine) if ia.machine and ib.machine else None
     cases: list[CaseDiff] = []
-    if a.bench and b.bench:
-        for x, y in m.pairs:
-            cases.append(_case_diff(x, y, a.bench, b.bench, seed=seed, resamples=resamples, practical=practical,
-                                    confidence=confidence))
-        for x, y in m.precision_pairs:
-            cases.append(_case_diff(x, y, a.bench, b.bench, seed=seed, resamples=resamples, practical=practical,
-                                    confidence=confidence))
+    floors: list[stats.NoiseFloor] = []
+    n_controls = 0
+    if ba and bb:
+        cases, floors, n_controls = _case_diffs(m, controls.unchanged_impls(env), practical=practical,
+                                                confidence=confidence, resamples=resamples, seed=seed)
     ops = list(dict.fromkeys(c.op for c in cases))
-    op_rows = tuple(summarise(op, [c for c in cases if c.op == op], practical, confidence) for op in ops)
-    ga, gb = a.gpu_name, b.gpu_name
     return Comparison(
-        base=ReportInfo.of(la, a), other=ReportInfo.of(lb, b),
-        env=tuple(report_env_changes(a, b)), checks=tuple(check_changes(a.checks, b.checks)),
-        cases=tuple(cases), only_base=tuple(CaseRef.of(c) for c in m.only_base),
-        only_other=tuple(CaseRef.of(c) for c in m.only_other), ops=op_rows,
-        overall=summarise("all", cases, practical, confidence), ceilings=_ceilings(a.bench, b.bench),
-        same_gpu=ga == gb,
+        base=ia, other=ib, env=env, checks=tuple(check_changes(a.checks, b.checks, same)),
+        cases=tuple(cases), only_base=tuple(CaseRef.of(r) for r in m.only_base),
+        only_other=tuple(CaseRef.of(r) for r in m.only_other),
+        ops=tuple(summarise(op, [c for c in cases if c.op == op], practical, confidence) for op in ops),
+        overall=summarise("all", cases, practical, confidence), ceilings=_ceilings(ba, bb),
+        same_gpu=a.gpu_name == b.gpu_name, same_machine=same, floors=tuple(floors), controls=n_controls,
     )
+
+
+def compare(base: tuple[str, Report], other: tuple[str, Report], **kw: float | int) -> Comparison:
+    """One report against the baseline (each analysed here)."""
+    return compare_analysed((base[0], analyse(base[1])), (other[0], analyse(other[1])), **kw)  # type: ignore[arg-type]
+
+
+def _check(practical: float, confidence: float) -> None:
+    if not (0 < confidence < 1) or practical < 0 or not math.isfinite(practical):
+        raise ValueError("confidence must be in (0, 1) and the practical threshold non-negative")
+
+
+def diff_analysed(analysed: Sequence[tuple[str, Analysis]], *, practical: float = stats.PRACTICAL,
+                  confidence: float = stats.CONFIDENCE, resamples: int = stats.RESAMPLES,
+                  seed: int = stats.SEED) -> Diff:
+    """Compare every analysed report with the first. ``analysed``: (label, analysis), at least two."""
+    if len(analysed) < 2:
+        raise ValueError("diff needs at least two reports")
+    _check(practical, confidence)
+    comps = tuple(compare_analysed(analysed[0], x, practical=practical, confidence=confidence, resamples=resamples,
+                                   seed=seed) for x in analysed[1:])
+    infos = (comps[0].base, *(c.other for c in comps))
+    return Diff(infos, comps, practical * 100, confidence, resamples)
 
 
 def diff(reports: Sequence[tuple[str, Report]], *, practical: float = stats.PRACTICAL,
@@ -316,8 +444,6 @@ def diff(reports: Sequence[tuple[str, Report]], *, practical: float = stats.PRAC
     """Compare every report with the first. ``reports``: (label, report) pairs, at least two."""
     if len(reports) < 2:
         raise ValueError("diff needs at least two reports")
-    if not (0 < confidence < 1) or practical < 0 or not math.isfinite(practical):
-        raise ValueError("confidence must be in (0, 1) and the practical threshold non-negative")
-    comps = tuple(compare(reports[0], r, practical=practical, confidence=confidence, resamples=resamples, seed=seed)
-                  for r in reports[1:])
-    return Diff(tuple(ReportInfo.of(label, r) for label, r in reports), comps, practical * 100, confidence, resamples)
+    _check(practical, confidence)
+    return diff_analysed([(label, analyse(r)) for label, r in reports], practical=practical, confidence=confidence,
+                         resamples=resamples, seed=seed)

@@ -1,12 +1,15 @@
 """What differs between two environments, and between two sets of health checks.
 
 Only facts that explain a performance difference or a health change are
-compared (versions, GPU model and limits, clocks, power, ECC, MIG); facts that
-differ on every run (free memory, temperature, PIDs) would bury them.
+compared (versions, GPU model, identity and limits, clocks, power, ECC, MIG); facts
+that differ on every run (free memory, temperature, PIDs) would bury them. Every change
+carries the ``key`` of the fact it is about (``driver.driver_version``, ``gpu.uuid``,
+``setting.quick``), so a reader of the data never has to parse a label.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -62,13 +65,16 @@ SECTION_FIELDS: tuple[tuple[str, str, str, str, Formatter], ...] = (
 
 GPU_FIELDS: tuple[tuple[str, str, str, Formatter], ...] = (
     ("gpu", "name", "model", _plain),
+    # Another physical GPU of the same model: the commonest hidden difference between two
+    # cloud runs ("vm" both times), and one that moves numbers by a few percent.
+    ("gpu", "uuid", "UUID", _plain),
+    ("gpu", "serial", "serial number", _plain),
     ("gpu", "memory_total_bytes", "memory", _gib),
     ("gpu", "compute_capability", "compute capability", _plain),
     ("gpu", "sm_count", "SM count", _plain),
     ("gpu", "sm_clock_max_mhz", "max SM clock", _unit("MHz")),
     ("gpu", "mem_clock_max_mhz", "max memory clock", _unit("MHz")),
     ("gpu", "memory_bus_width_bits", "memory bus width", _unit("bit")),
-    ("gpu", "theoretical_bandwidth_gbps", "theoretical bandwidth", _unit("GB/s")),
     ("gpu", "power_limit_w", "power limit", _unit("W")),
     ("gpu", "ecc_mode_current", "ECC", _plain),
     ("gpu", "mig_mode", "MIG", _plain),
@@ -83,11 +89,17 @@ GPU_FIELDS: tuple[tuple[str, str, str, Formatter], ...] = (
 class EnvChange:
     """One fact that differs. ``before``/``after`` are display text (a value, or "— (reason)")."""
 
-    area: str  # os, kernel, driver, cuda, torch, triton, python, gpu, ...
+    area: str  # os, kernel, driver, cuda, torch, triton, python, gpu, envcheck, ...
     label: str
     before: str
     after: str
     gpu: int | None = None  # GPU index for GPU facts
+    key: str = ""  # the fact: "<section>.<key>", "gpu.<key>", "bench.<name>", "envcheck.version", "setting.<name>"
+
+    @property
+    def identity(self) -> bool:
+        """A change of which physical GPU it is, not of what the GPU is or runs."""
+        return self.key in IDENTITY_KEYS
 
     @property
     def title(self) -> str:
@@ -120,7 +132,7 @@ def env_changes(a: Environment, b: Environment) -> list[EnvChange]:
             continue
         fa, fb = a.fact(section, key), b.fact(section, key)
         if _compare_fact(fa, fb):
-            out.append(EnvChange(area, label, _show(fa, fmt), _show(fb, fmt)))
+            out.append(EnvChange(area, label, _show(fa, fmt), _show(fb, fmt), key=f"{section}.{key}"))
     gpus_a = {g.index: g for g in a.gpus}
     gpus_b = {g.index: g for g in b.gpus}
     for idx in sorted(set(gpus_a) | set(gpus_b)):
@@ -129,21 +141,23 @@ def env_changes(a: Environment, b: Environment) -> list[EnvChange]:
             present = ga or gb
             name = present.get("name") if present else None
             what = str(name or "a GPU")
-            out.append(EnvChange("gpu", "present", what if ga else "—", what if gb else "—", idx))
+            out.append(EnvChange("gpu", "present", what if ga else "—", what if gb else "—", idx, key="gpu.present"))
             continue
         if ga.lost or gb.lost:
             if (ga.lost or "") != (gb.lost or ""):
                 out.append(EnvChange("gpu", "state", f"lost: {ga.lost}" if ga.lost else "ok",
-                                     f"lost: {gb.lost}" if gb.lost else "ok", idx))
+                                     f"lost: {gb.lost}" if gb.lost else "ok", idx, key="gpu.lost"))
             continue
         for area, key, label, fmt in GPU_FIELDS:
             fa, fb = ga.facts.get(key), gb.facts.get(key)
             if fa is None or fb is None:
                 continue
             if _compare_fact(fa, fb):
-                out.append(EnvChange(area, label, _show(fa, fmt), _show(fb, fmt), idx))
+                out.append(EnvChange(area, label, _show(fa, fmt), _show(fb, fmt), idx, key=f"gpu.{key}"))
     return out
 
+
+IDENTITY_KEYS = frozenset({"gpu.uuid", "gpu.serial", "bench.uuid"})
 
 _RANK = {"pass": 0, "skip": 0, "warn": 1, "fail": 2}
 
@@ -152,7 +166,9 @@ _RANK = {"pass": 0, "skip": 0, "warn": 1, "fail": 2}
 class CheckChange:
     """A health check whose verdict differs. ``kind``: ``new_fail`` (now failing, was not),
     ``worse`` (pass -> warn, or a new check that warns), ``fixed`` (fail/warn -> pass), ``better``
-    (fail -> warn), ``removed`` (a failing or warning check no longer run)."""
+    (fail -> warn), ``removed`` (a failing or warning check no longer run), or ``different``:
+    the two reports come from different machines, where nothing was fixed or broken, the
+    machines just differ."""
 
     id: str
     title: str
@@ -163,8 +179,12 @@ class CheckChange:
     fix: str | None
 
 
-def check_changes(a: tuple[Check, ...], b: tuple[Check, ...]) -> list[CheckChange]:
-    """Verdict changes from checks ``a`` to ``b``; newly failing checks first."""
+CHECK_ORDER = {"new_fail": 0, "worse": 1, "different": 2, "fixed": 3, "better": 4, "removed": 5}
+
+
+def check_changes(a: tuple[Check, ...], b: tuple[Check, ...], same_machine: bool | None = True) -> list[CheckChange]:
+    """Verdict changes from checks ``a`` to ``b``; newly failing checks first. ``same_machine``:
+    False when the reports come from different machines (every change is then ``different``)."""
     ca = {c.id: c for c in a}
     cb = {c.id: c for c in b}
     out: list[CheckChange] = []
@@ -190,50 +210,60 @@ def check_changes(a: tuple[Check, ...], b: tuple[Check, ...]) -> list[CheckChang
             kind = "fixed" if _RANK[y.status] == 0 else "better"
         else:
             continue  # pass <-> skip: not a health change
+        if same_machine is False:
+            kind = "different"
         ref = y or x
         assert ref is not None
         out.append(CheckChange(cid, ref.title, kind, x.status if x else None, y.status if y else None,
                                ref.finding, y.fix if y else None))
-    order = {"new_fail": 0, "worse": 1, "fixed": 2, "better": 3, "removed": 4}
-    out.sort(key=lambda c: order[c.kind])
+    out.sort(key=lambda c: CHECK_ORDER[c.kind])
     return out
+
+
+STORY_AREAS = frozenset({"driver", "cuda", "torch", "triton", "kernel", "gpu", "os", "python"})
 
 
 def version_story(changes: list[EnvChange]) -> str:
     """A short phrase naming what changed ("driver 575.57 -> 580.159, PyTorch 2.10.0 -> 2.11.0")."""
-    keep = [c for c in changes if c.area in ("driver", "cuda", "torch", "triton", "kernel", "gpu", "os", "python")
-            or c.label == "envcheck version"]
+    keep = [c for c in changes if c.area in STORY_AREAS or c.key == "envcheck.version"]
     parts = [f"{c.title} {c.before} -> {c.after}" for c in keep]
-    settings = [c.label.removeprefix("run setting ") for c in changes if c.label.startswith("run setting ")]
+    settings = [c.key.removeprefix("setting.") for c in changes if c.key.startswith("setting.")]
     if settings:
         parts.append(f"envcheck run settings changed ({', '.join(settings)})")
     return ", ".join(parts)
 
 
 def report_env_changes(a: Report, b: Report) -> list[EnvChange]:
-    """``env_changes`` plus the versions the benchmark itself recorded, when they disagree with the probes."""
+    """``env_changes`` plus what the benchmarks themselves recorded: the versions they ran
+    with where the probes do not already show a change, the benchmarked GPU's UUID where
+    NVML gave none, envcheck's own version and the run settings."""
     out = env_changes(a.environment, b.environment)
-    shown = {c.label for c in out}
-    va = a.bench.versions if a.bench else {}
-    vb = b.bench.versions if b.bench else {}
+    shown = {c.key for c in out}
+    ba, bb = a.bench, b.bench
+    va = ba.versions if ba else {}
+    vb = bb.versions if bb else {}
     for name, label in (("torch", "PyTorch"), ("triton", "Triton")):
-        if label not in shown and va.get(name) and vb.get(name) and va[name] != vb[name]:
-            out.append(EnvChange(name, f"{label} (benchmark)", va[name], vb[name]))
+        if f"{name}.version" not in shown and va.get(name) and vb.get(name) and va[name] != vb[name]:
+            out.append(EnvChange(name, f"{label} (benchmark)", va[name], vb[name], key=f"bench.{name}"))
+    if ba and bb and "gpu.uuid" not in shown:
+        ua, ub = ba.device.uuid, bb.device.uuid
+        if ua and ub and ua != ub:
+            out.append(EnvChange("gpu", "UUID (benchmark)", ua, ub, ba.device.index, key="bench.uuid"))
     # How envcheck itself measured: a new envcheck or other run settings can move the numbers
     # as much as a driver update, and a history must not blame the machine for it.
     if a.tool_version != b.tool_version:
-        out.append(EnvChange("envcheck", "envcheck version", a.tool_version, b.tool_version))
-    sa = a.bench.settings if a.bench else {}
-    sb = b.bench.settings if b.bench else {}
-    if sa and sb:
-        for key in sorted(set(sa) | set(sb)):
-            if key not in UNSHOWN_SETTINGS and sa.get(key) != sb.get(key):
-                out.append(EnvChange("envcheck", f"run setting {key}", _setting(sa.get(key)), _setting(sb.get(key))))
+        out.append(EnvChange("envcheck", "envcheck version", a.tool_version, b.tool_version, key="envcheck.version"))
+    if ba and bb:
+        for f in dataclasses.fields(ba.settings):
+            x, y = getattr(ba.settings, f.name), getattr(bb.settings, f.name)
+            if f.name not in UNSHOWN_SETTINGS and x != y:
+                out.append(EnvChange("envcheck", f"run setting {f.name}", _setting(x), _setting(y),
+                                     key=f"setting.{f.name}"))
     return out
 
 
-# Settings that only list what was run (shown by the cases themselves) or are too long to read.
-UNSHOWN_SETTINGS = frozenset({"ops", "compile_sizes", "sizes", "dtypes"})
+# Settings that only list what was run (shown by the cases themselves).
+UNSHOWN_SETTINGS = frozenset({"ops", "impls"})
 
 
 def _setting(value: object) -> str:

@@ -1,11 +1,15 @@
-"""The result of ``envcheck history``: one machine's reports over time, as trends and steps.
+"""The result of ``envcheck history``: each machine's reports over time, as trends and steps.
 
-Each op's trend is its geometric-mean time ratio to the *first* report (cases
-matched as in ``diff``). A step is a change between *consecutive* reports, for
-one (op, impl, dtype, precision) group, that is significant as in ``diff`` (the
-geomean interval excludes 1.0) and larger than the practical threshold; each
-step carries what changed in the environment at that point, so a reader sees
-"matmul triton bf16 got 7% faster at 2026-12-01 when the driver went 575.57 -> 580.159".
+Reports are grouped by machine (``compare/machine.py``: the GPUs' UUIDs, not the host name,
+which is ``vm`` on many cloud boxes); reports without benchmark results (``envcheck check``
+and ``probe`` reports) have nothing to trend and are left out with a note, so one can never
+be a baseline. Within a machine, each op's trend is its geometric-mean time ratio to the
+machine's *first* report (cases matched as in ``diff``). A step is a change between
+*consecutive* reports, for one (op, impl, dtype, precision) group, that is significant as in
+``diff`` (the geometric mean's interval, run-to-run noise included, excludes 1.0) and larger
+than the practical threshold; each step carries what changed in the environment at that
+point, so a reader sees "matmul triton bf16 got 7% faster at 2026-12-01 when the driver went
+575.57 -> 580.159". Peaks and ceilings are the analysis' numbers for each report.
 """
 
 from __future__ import annotations
@@ -14,10 +18,27 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from envcheck.analysis import Analysis, analyse
+from envcheck.analysis.ceilings import BANDWIDTH, MEASURED, THEORETICAL
 from envcheck.compare import stats
-from envcheck.compare.diff import CaseDiff, ReportInfo, compare, pct_of_ceiling, summarise
+from envcheck.compare.diff import CaseDiff, ReportInfo, compare_analysed, summarise
 from envcheck.compare.envdiff import EnvChange
-from envcheck.model import Case, Report
+from envcheck.compare.machine import MachineId, machine_of
+from envcheck.model import Report
+from envcheck.ops import spec, variant
+
+# Why a report is not in any machine's history (``LeftOut.reason``).
+NO_BENCHMARK = "no_benchmark"  # a check or probe report, or a run that measured nothing
+UNREADABLE = "unreadable"  # not a report, or one that fails validation: ``detail`` is the error
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A file or report left out of the history, and why (``detail``: the one-line error)."""
+
+    label: str
+    reason: str
+    detail: str | None = None
 
 
 @dataclass(frozen=True)
@@ -39,7 +60,7 @@ class OpPoint:
 class Point:
     info: ReportInfo
     ops: tuple[OpPoint, ...]
-    copy_gbps: float | None  # measured device-to-device copy bandwidth of the run
+    copy_gbps: float | None  # measured bandwidth ceiling of the run (analysis)
     theoretical_gbps: float | None
 
     def op(self, name: str) -> OpPoint | None:
@@ -76,16 +97,29 @@ class Step:
 
 @dataclass(frozen=True)
 class History:
+    """One machine's reports in time order. ``hosts`` / ``gpus``: host names and GPU models
+    with the labels of their reports, listed only when there is more than one."""
+
     points: tuple[Point, ...]
     ops: tuple[str, ...]
     steps: tuple[Step, ...]
-    hosts: tuple[tuple[str, tuple[str, ...]], ...]  # host -> labels of its reports, when more than one host
-    gpus: tuple[tuple[str, tuple[str, ...]], ...]  # GPU model -> labels, when more than one model
+    hosts: tuple[tuple[str, tuple[str, ...]], ...]
+    gpus: tuple[tuple[str, tuple[str, ...]], ...]
     practical_pct: float
+    machine: MachineId | None = None
 
     @property
     def mixed(self) -> bool:
         return len(self.hosts) > 1 or len(self.gpus) > 1
+
+
+@dataclass(frozen=True)
+class Histories:
+    """``envcheck history`` of a set of reports: one history per machine (most reports
+    first), and what was left out."""
+
+    machines: tuple[History, ...]
+    left_out: tuple[LeftOut, ...] = ()
 
 
 def _when(r: Report) -> tuple[int, float, str]:
@@ -97,32 +131,23 @@ def _when(r: Report) -> tuple[int, float, str]:
 
 
 def group_name(c: CaseDiff) -> str:
-    prec = f" ({c.precision})" if c.precision != c.dtype else ""
-    return f"{c.op} {c.impl} {c.dtype}{prec}"
+    return f"{c.op} {c.impl} {variant(c.dtype, c.precision)}"
 
 
-
-
-def _memory_bound(c: Case) -> bool:
-    return not c.compute_bound
-
-
-def _op_point(op: str, r: Report, vs_first: Sequence[CaseDiff] | None) -> OpPoint:
-    bench = r.bench
-    cases = [c for c in (bench.cases if bench else ()) if c.op == op and c.status != "error"]
-    bw = [c for c in cases if _memory_bound(c) and c.gbps is not None]
-    fl = [c for c in cases if not _memory_bound(c) and c.tflops is not None]
-    top_bw = max(bw, key=lambda c: c.gbps or 0.0) if bw else None
-    top_fl = max(fl, key=lambda c: c.tflops or 0.0) if fl else None
+def _op_point(op: str, a: Analysis, vs_first: Sequence[CaseDiff] | None) -> OpPoint:
+    bench = a.bench
+    results = [r for r in (bench.results if bench else ()) if r.case.op == op and r.status != "error"]
+    top = max((r for r in results if r.rate is not None), key=lambda r: r.rate or 0.0, default=None)
     if vs_first is None:  # the first report: every ratio is 1 by definition
-        ratio, low, high, count = 1.0, 1.0, 1.0, len(cases)
+        ratio, low, high, count = 1.0, 1.0, 1.0, len(results)
     else:
         g = summarise(op, vs_first, 0.0, stats.CONFIDENCE)
         ratio, low, high, count = g.geomean, g.low, g.high, g.count
+    bound = spec(op).compute_bound
     return OpPoint(
         op, ratio, low, high, count,
-        top_bw.gbps if top_bw else None, top_bw.pct_theoretical if top_bw else None,
-        top_fl.tflops if top_fl else None, pct_of_ceiling(top_fl, bench) if top_fl and bench else None,
+        top.gbps if top and not bound else None, top.pct_theoretical if top and not bound else None,
+        top.tflops if top and bound else None, top.pct_theoretical if top and bound else None,
     )
 
 
@@ -133,39 +158,68 @@ def _mixed(infos: Sequence[ReportInfo], attr: str) -> tuple[tuple[str, tuple[str
     return tuple((k, tuple(v)) for k, v in groups.items()) if len(groups) > 1 else ()
 
 
-def history(reports: Sequence[tuple[str, Report]], *, practical: float = stats.PRACTICAL,
-            resamples: int = stats.RESAMPLES, seed: int = stats.SEED) -> History:
-    """Trends and steps of ``reports`` ((label, report) pairs, any order: sorted by ``created`` here)."""
-    if not reports:
+def _ceiling(a: Analysis, kind: str) -> float | None:
+    c = a.bench.ceilings.get(BANDWIDTH, kind) if a.bench else None
+    return c.value if c else None
+
+
+def history_analysed(analysed: Sequence[tuple[str, Analysis]], *, practical: float = stats.PRACTICAL,
+                     resamples: int = stats.RESAMPLES, seed: int = stats.SEED) -> History:
+    """Trends and steps of analysed reports of one machine (any order: sorted by ``created`` here)."""
+    if not analysed:
         raise ValueError("history needs at least one report")
-    ordered = sorted(reports, key=lambda lr: _when(lr[1]))
+    ordered = sorted(analysed, key=lambda la: _when(la[1].report))
     first = ordered[0]
     ops: dict[str, None] = {}
-    for _, r in ordered:
-        for c in r.bench.cases if r.bench else ():
-            ops.setdefault(c.op, None)
+    for _, a in ordered:
+        for b in a.report.benches[:1]:
+            for c in b.cases:
+                ops.setdefault(c.op, None)
+    kw = {"practical": practical, "resamples": resamples, "seed": seed}
     points: list[Point] = []
     steps: list[Step] = []
-    for i, (label, r) in enumerate(ordered):
-        vs_first = compare(first, (label, r), practical=practical, resamples=resamples, seed=seed) if i else None
-        bench = r.bench
-        copy = bench.ceiling("bandwidth", "measured") if bench else None
-        theo = bench.ceiling("bandwidth", "theoretical") if bench else None
+    for i, (label, a) in enumerate(ordered):
+        vs_first = compare_analysed(first, (label, a), **kw) if i else None  # type: ignore[arg-type]
         points.append(Point(
-            ReportInfo.of(label, r),
-            tuple(_op_point(op, r, [c for c in vs_first.cases if c.op == op] if vs_first else None) for op in ops),
-            copy.value if copy else None, theo.value if theo else None,
+            vs_first.other if vs_first else ReportInfo.of(label, a.report),
+            tuple(_op_point(op, a, [c for c in vs_first.cases if c.op == op] if vs_first else None) for op in ops),
+            _ceiling(a, MEASURED), _ceiling(a, THEORETICAL),
         ))
         if i == 0:
             continue
-        step_cmp = compare(ordered[i - 1], (label, r), practical=practical, resamples=resamples, seed=seed)
+        step_cmp = compare_analysed(ordered[i - 1], (label, a), **kw)  # type: ignore[arg-type]
         groups: dict[str, list[CaseDiff]] = {}
         for c in step_cmp.cases:
             groups.setdefault(group_name(c), []).append(c)
         for name, cases in groups.items():
             g = summarise(name, cases, practical, stats.CONFIDENCE)
             if g.verdict in ("faster", "slower") and g.geomean is not None:
-                steps.append(Step(i, r.created, name, g.geomean, g.low, g.high, g.count, g.verdict, step_cmp.env))
+                steps.append(Step(i, a.report.created, name, g.geomean, g.low, g.high, g.count, g.verdict,
+                                  step_cmp.env))
     infos = [p.info for p in points]
     return History(tuple(points), tuple(ops), tuple(steps), _mixed(infos, "host"), _mixed(infos, "gpu_name"),
-                   practical * 100)
+                   practical * 100, machine_of(first[1].report))
+
+
+def history(reports: Sequence[tuple[str, Report]], *, practical: float = stats.PRACTICAL,
+            resamples: int = stats.RESAMPLES, seed: int = stats.SEED) -> History:
+    """Trends and steps of ``reports`` ((label, report) pairs of one machine, any order)."""
+    return history_analysed([(label, analyse(r)) for label, r in reports], practical=practical,
+                            resamples=resamples, seed=seed)
+
+
+def histories(reports: Sequence[tuple[str, Report]], left_out: Sequence[LeftOut] = (), *,
+              practical: float = stats.PRACTICAL, resamples: int = stats.RESAMPLES,
+              seed: int = stats.SEED) -> Histories:
+    """One history per machine of ``reports``; reports without benchmark results are left
+    out (added to ``left_out``, after what the caller already left out)."""
+    skipped = list(left_out)
+    by_machine: dict[tuple[str, tuple[str, ...]], list[tuple[str, Report]]] = {}
+    for label, r in reports:
+        if not any(b.cases for b in r.benches):
+            skipped.append(LeftOut(label, NO_BENCHMARK, r.kind))
+            continue
+        by_machine.setdefault(machine_of(r).key, []).append((label, r))
+    groups = sorted(by_machine.values(), key=lambda g: -len(g))  # stable: equal sizes keep their order
+    return Histories(tuple(history(g, practical=practical, resamples=resamples, seed=seed) for g in groups),
+                     tuple(skipped))

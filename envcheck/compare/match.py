@@ -1,126 +1,123 @@
 """Pairing the cases of two benchmark runs, and deciding whether a pair may be compared.
 
-Cases pair on ``Case.key`` (op, impl, dtype, precision, shape). A pair is compared
-only when both sides were timed the same way on comparable terms; otherwise it
-is kept, with the reason, so a reader sees *why* a row has no ratio instead of
-the row silently disappearing or, worse, being compared anyway.
+Cases pair on their key (op, impl, dtype, precision, shape). A pair is compared only when
+both sides were timed the same way on comparable terms; otherwise it is kept, with the
+reasons, so a reader sees *why* a row has no ratio instead of the row silently disappearing
+or, worse, being compared anyway. Reasons are keys with parameters (``Note``), phrased by
+the presentation. Everything judged here (status, throttling) is read from the analysis.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from envcheck.model import THROTTLED, Bench, Case, Timing
+from envcheck.analysis import CaseResult
+from envcheck.model import CaseKey, Note, Timing
 
-Key = tuple[str, str, str, str, tuple[int, ...]]
+# Reason keys (the presentation's catalogue phrases them).
+FAILED = "compare.failed"  # side, stage, detail
+PRECISION_DIFFERS = "compare.precision_differs"  # baseline, other
+NO_COMMON_TIMING = "compare.no_common_timing"  # baseline, other: the methods each side has
+METHODS_DIFFER = "compare.methods_differ"  # baseline, other
+THROTTLED = "compare.throttled"  # side, reasons (NVML names)
+
+LooseKey = tuple[str, str, str, tuple[int, ...]]
 
 
 @dataclass(frozen=True)
 class Matching:
-    """Cases of a baseline run and another run, paired.
+    """Results of a baseline run and another run, paired.
 
-    ``pairs``: same key on both sides. ``precision_pairs``: same op, impl, dtype and
-    shape but a different precision mode (e.g. IEEE fp32 vs TF32): never compared,
-    listed so the mismatch is visible. ``only_base`` / ``only_other``: the rest.
+    ``pairs``: same key on both sides. ``precision_pairs``: same op, impl, dtype and shape
+    but a different precision (e.g. IEEE fp32 vs TF32): never compared, listed so the
+    mismatch is visible. ``only_base`` / ``only_other``: the rest.
     """
 
-    pairs: tuple[tuple[Case, Case], ...]
-    precision_pairs: tuple[tuple[Case, Case], ...]
-    only_base: tuple[Case, ...]
-    only_other: tuple[Case, ...]
+    pairs: tuple[tuple[CaseResult, CaseResult], ...]
+    precision_pairs: tuple[tuple[CaseResult, CaseResult], ...]
+    only_base: tuple[CaseResult, ...]
+    only_other: tuple[CaseResult, ...]
 
 
-def _first_by_key(cases: tuple[Case, ...]) -> dict[Key, Case]:
-    # A report holds one case per key; if a future multi-GPU report repeats keys,
-    # the first one measured is the one compared.
-    out: dict[Key, Case] = {}
-    for c in cases:
-        out.setdefault(c.key, c)
+def _first_by_key(results: tuple[CaseResult, ...]) -> dict[CaseKey, CaseResult]:
+    # A bench holds one case per key; if one ever repeats a key, the first measured is compared.
+    out: dict[CaseKey, CaseResult] = {}
+    for r in results:
+        out.setdefault(r.key, r)
     return out
 
 
-def match(base: Bench | None, other: Bench | None) -> Matching:
-    """Pair the cases of two runs (either may be None: a probe/check report has no bench)."""
-    a = _first_by_key(base.cases if base else ())
-    b = _first_by_key(other.cases if other else ())
+def _loose(r: CaseResult) -> LooseKey:
+    c = r.case
+    return (c.op, c.impl, c.dtype, c.shape)
+
+
+def match(base: tuple[CaseResult, ...], other: tuple[CaseResult, ...]) -> Matching:
+    """Pair the results of two runs (either may be empty: a probe or check report has none).
+    Dictionary lookups only: linear in the number of cases."""
+    a = _first_by_key(base)
+    b = _first_by_key(other)
     pairs = tuple((a[k], b[k]) for k in a if k in b)
-    rest_a = [c for k, c in a.items() if k not in b]
-    rest_b = [c for k, c in b.items() if k not in a]
-
-    def loose(c: Case) -> tuple[str, str, str, tuple[int, ...]]:
-        return (c.op, c.impl, c.dtype, c.shape)
-
-    by_loose_b: dict[tuple[str, str, str, tuple[int, ...]], Case] = {}
-    for c in rest_b:
-        by_loose_b.setdefault(loose(c), c)
+    rest_b = [r for k, r in b.items() if k not in a]
+    by_loose_b: dict[LooseKey, CaseResult] = {}
+    for r in rest_b:
+        by_loose_b.setdefault(_loose(r), r)
     precision_pairs = []
-    used_b: set[int] = set()
+    used_b: set[CaseKey] = set()
     only_a = []
-    for c in rest_a:
-        d = by_loose_b.get(loose(c))
-        if d is not None and id(d) not in used_b:
-            precision_pairs.append((c, d))
-            used_b.add(id(d))
+    for k, r in a.items():
+        if k in b:
+            continue
+        d = by_loose_b.get(_loose(r))
+        if d is not None and d.key not in used_b:
+            precision_pairs.append((r, d))
+            used_b.add(d.key)
         else:
-            only_a.append(c)
-    only_b = [c for c in rest_b if id(c) not in used_b]
+            only_a.append(r)
+    only_b = [r for r in rest_b if r.key not in used_b]
     return Matching(pairs, tuple(precision_pairs), tuple(only_a), tuple(only_b))
 
 
-POWER_CAP = "sw_power_cap"
-
-
-def _is_throttled(c: Case) -> list[str]:
-    reasons = list(c.monitor.throttle_reasons) if c.monitor else []
-    if THROTTLED in c.flags or reasons:
-        return reasons or ["throttled"]
-    return []
-
-
-def timings(a: Case, b: Case) -> tuple[str | None, Timing | None, Timing | None, list[str]]:
+def timings(a: CaseResult, b: CaseResult) -> tuple[str | None, Timing | None, Timing | None, list[Note]]:
     """Which timing the pair is compared on (``gpu`` or ``launch``), the two timings, and any
     reasons the pair cannot be compared.
 
-    GPU time (graph replay) is preferred when both sides have it; otherwise
-    launch time when both have it. Timings taken by different methods (graph replay
-    vs events vs a host clock) measure different things and are never mixed.
+    GPU time (graph replay) is preferred when both sides have it; otherwise launch time when
+    both have it. Timings taken by different methods (graph replay vs events vs a host clock)
+    measure different things and are never mixed.
     """
-    reasons: list[str] = []
-    if a.status == "error" or b.status == "error":
-        for side, c in (("baseline", a), ("other", b)):
-            if c.status == "error":
-                reasons.append(f"{side} could not run" + (f": {c.message}" if c.message else ""))
+    reasons = [Note(FAILED, {"side": side, "stage": r.case.failure.stage, "detail": r.case.failure.detail})
+               for side, r in (("baseline", a), ("other", b)) if r.case.failure is not None]
+    if reasons:
         return None, None, None, reasons
-    if a.gpu and b.gpu:
-        which, ta, tb = "gpu", a.gpu, b.gpu
-    elif a.launch and b.launch:
-        which, ta, tb = "launch", a.launch, b.launch
+    ca, cb = a.case, b.case
+    if ca.gpu and cb.gpu:
+        which, ta, tb = "gpu", ca.gpu, cb.gpu
+    elif ca.launch and cb.launch:
+        which, ta, tb = "launch", ca.launch, cb.launch
     else:
-        ma = a.best_time.method if a.best_time else "none"
-        mb = b.best_time.method if b.best_time else "none"
-        return None, None, None, [f"no common timing (baseline {ma}, other {mb})"]
+        ma = ca.best_time.method if ca.best_time else None
+        mb = cb.best_time.method if cb.best_time else None
+        return None, None, None, [Note(NO_COMMON_TIMING, {"baseline": ma, "other": mb})]
     if ta.method != tb.method:
-        reasons.append(f"timing methods differ ({ta.method} vs {tb.method})")
+        reasons.append(Note(METHODS_DIFFER, {"baseline": ta.method, "other": tb.method}))
     return which, ta, tb, reasons
 
 
-def comparability(a: Case, b: Case) -> list[str]:
+def comparability(a: CaseResult, b: CaseResult) -> list[Note]:
     """Reasons a paired (baseline, other) case must not be compared; empty when it may be."""
-    reasons: list[str] = []
-    if a.precision != b.precision:
-        reasons.append(f"precision differs ({a.precision} vs {b.precision})")
-    if a.tf32 != b.tf32:
-        reasons.append(f"TF32 differs (baseline {'on' if a.tf32 else 'off'}, other {'on' if b.tf32 else 'off'})")
-    elif a.error and b.error and a.error.precision != b.error.precision:
-        reasons.append(f"arithmetic differs ({a.error.precision} vs {b.error.precision})")
-    ta, tb = _is_throttled(a), _is_throttled(b)
+    reasons: list[Note] = []
+    if a.case.precision != b.case.precision:
+        reasons.append(Note(PRECISION_DIFFERS, {"baseline": a.case.precision, "other": b.case.precision}))
+    ca, cb = a.conditions, b.conditions
     # Both sides at their software power cap is the normal state of a GPU under a full
     # tensor-core load (an H100 / H200 reaches 700 W on a large matmul): each ran at its rated
     # power, so the pair compares what the two machines deliver. Any other throttling, or
     # throttling on one side only, means one side ran below what its hardware can do.
-    if not (set(ta) == set(tb) == {POWER_CAP}):
-        for side, t in (("baseline", ta), ("other", tb)):
-            if t:
-                reasons.append(f"{side} throttled ({', '.join(t)})")
+    both_capped = ca is not None and cb is not None and ca.power_capped_only and cb.power_capped_only
+    if not both_capped:
+        for side, c in (("baseline", ca), ("other", cb)):
+            if c is not None and c.throttled:
+                reasons.append(Note(THROTTLED, {"side": side, "reasons": tuple(c.reasons)}))
     reasons.extend(timings(a, b)[3])
     return reasons

@@ -1,31 +1,87 @@
-"""Confidence intervals for the ratio of two medians (other / baseline).
+"""The statistics only a comparison has: time ratios, their intervals, verdicts, geometric means.
 
-Method: percentile bootstrap of the ratio of medians, each side resampled
-independently (Efron & Tibshirani, ch. 13). Timing samples are skewed and carry
-outliers (a preempted launch, a clock dip), so the median is the location we
-quote and a t-test's normality assumption does not hold.
+Every other number a diff shows (throughput, shares of ceilings, flags, conditions) comes from
+``envcheck.analysis``. This module knows nothing of reports: it takes samples, log ratios and
+labels, and returns numbers.
 
-Speed: a resampled median depends only on the *ranks* drawn, not on the values.
-With the samples sorted, the median of a resample is the value at the middle
-order statistic(s) of the drawn indices. Those index order statistics are drawn
-once per (sample count, side) and reused by every case of that size, so a case
-costs two gathers of ``resamples`` values instead of ``resamples`` sorts: three
-thousand cases take well under a second. Cases of equal size therefore share
-resampling patterns; each interval is still a valid bootstrap interval on its
-own, but intervals of different cases are not independent draws.
+**What a ratio's interval has to cover.** A case's time ratio (other / baseline median) moves
+for two reasons besides a real change:
 
-What a per-case interval covers: the samples of one case are taken back to back
-in one run, and the bootstrap treats them as independent draws. The interval
-therefore reflects within-run sampling noise only; run-to-run drift (clocks
-under a power cap, thermals, another tenant) is usually larger and is not in
-it. A tight [1.059, 1.059] says the two runs differed, not that a rerun would.
+1. *within-run noise*: the median of one run's samples is itself uncertain. Measured here by
+   bootstrapping each side's samples (``median_log_se``).
+2. *run-to-run noise*: a second run of the same code on the same kind of machine lands a
+   little elsewhere: another physical GPU, clocks under a power cap, the host's launch
+   latency, the state the GPU was left in. This is usually the larger of the two, and the
+   samples of one run cannot show it: the samples of a case are taken back to back, in one
+   window. An interval built from (1) alone says "these two runs differed", not "a rerun
+   would differ"; that is how a diff of two runs of the same PyTorch called 8 of 84 PyTorch
+   rows significant (up to +5.8%) with intervals 0.13% wide.
 
-Geometric means (per op, overall) take their interval from the spread of the
-per-case log ratios *between* cases: a Student-t interval on the mean log ratio
-with n-1 degrees of freedom. The sample variance of the log ratios contains each
-case's own sampling noise as well as real case-to-case differences, so it is the
-honest spread; summing per-case bootstrap variances instead would treat hundreds
-of cases as repeated measurements of one number and collapse the interval.
+So each ratio gets a **noise floor**, the standard deviation (log scale) of its run-to-run
+noise, in two parts, both estimated from the comparison itself (two reports of one run each
+hold no repetitions):
+
+* **scatter**: cases of one *kind* (op and size category: a 1 us launch-bound vector add
+  and a power-capped 8192^3 matmul drift very differently) scatter around the kind's median
+  ratio. Measured robustly, as 1.4826 x the median absolute deviation of the kind's log
+  ratios less the typical within-run variance, so a minority of real changes in the kind
+  does not inflate it. Taken over the kind when it has at least ``MIN_FLOOR_CASES`` rows,
+  else over its op, else its size category, else every row.
+* **shift**: a kind as a whole moves between runs (another physical GPU launches 2% faster;
+  the power cap lands elsewhere), and every case of the kind shares that move. Measured on
+  **controls**, rows whose implementation did not change between the reports (same PyTorch
+  for torch rows, same Triton and kernel for Triton rows, both for torch.compile; same
+  driver, CUDA, GPU model, envcheck and settings; another physical GPU of the same model is
+  allowed, since a rerun meets exactly that: ``compare/controls.py``). Each kind's median
+  control ratio is taken against the median of all controls, and the robust scatter of those
+  kind medians is the shift. The controls' common move is not noise: a whole machine 10%
+  slower with nothing changed is a finding, and relu alone 30% slower stands out against
+  the other kinds. Without controls (another GPU model, a new driver) the shift is unknown
+  and left out: ``NoiseFloor.source`` says ``spread`` instead of ``controls``.
+
+A case's interval is then
+
+    log ratio +- t(confidence, df) x sqrt(within_se^2 + scatter^2 + shift^2)
+
+where df counts what the floor was estimated from at the MAD's efficiency (0.37 of the rows
+or kinds: a median absolute deviation is as precise as a standard deviation from about a
+third as many normal values), so a floor estimated from few rows gives a wider interval.
+With fewer than ``MIN_FLOOR_CASES`` comparable rows there is no floor, and the interval
+covers within-run noise only (``source`` ``none``).
+
+Measured on the committed negative control (two H200 runs on two physical GPUs, same
+PyTorch; only envcheck's Triton matmul kernels changed): 2 of the 84 PyTorch rows are called
+faster or slower and 4 intervals exclude 1, against 8 and 71 of 84 with within-run intervals
+only. A 10% slowdown planted in copies of the later run (20 draws each) is found (called
+slower) in 93% of the slowed rows when it hits a quarter of the Triton rows and Triton is
+marked as upgraded, 81% when it hits a quarter of the PyTorch rows and PyTorch is marked as
+upgraded, 83% when it hits a quarter of the PyTorch rows with nothing marked changed (the
+slowed rows are then controls themselves), 92% when it hits one PyTorch row in ten; every
+relu row 30% slower: all 40 found; every row 10% slower: 89%. Rows with a wide floor of
+their own (torch.compile at 1 MiB varies by 15% between runs) are where a 10% change goes
+unseen. A floor measured by repetitions inside each report would not need controls, nor lean
+on the other kinds.
+
+**Geometric means** (per op, overall) use the same two-level model: the cases of one kind
+share its shift, so within a kind their shift standard deviations add, while across kinds,
+and for each case's own scatter and within-run noise, variances add::
+
+    var(mean log ratio) = (sum over kinds of (n_kind x shift)^2 + sum over cases of
+                           (scatter^2 + within_se^2)) / n^2
+
+so 200 cases of a handful of kinds are never taken for 200 independent measurements, and a
+kind that moved together moves the mean by its whole shift. A shift common to every kind of
+one run (the whole machine a little slower) cannot be told from a real change by two
+reports; repetitions would measure it.
+
+**Within-run standard errors, fast.** A resampled median depends only on which order
+statistics of the sorted samples are drawn. For n samples the resample's median is the
+m-th order statistic of n uniform draws, ``U(m) ~ Beta(m, n - m + 1)``, mapped to the index
+``floor(n U(m))``; for even n the next one is ``U(m) + (1 - U(m)) Beta(1, n - m)``. So the
+``RESAMPLES`` index pairs are drawn once per sample count n (not n draws per resample), kept
+as the distinct pairs with their weights, and every case with n samples costs one gather of
+those pairs and a weighted variance: exactly the percentile bootstrap's variance of the log
+median, for a 20,000-case report in well under a second.
 """
 
 from __future__ import annotations
@@ -33,7 +89,7 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,7 +99,11 @@ CONFIDENCE = 0.95
 SEED = 20261121
 MIN_SAMPLES = 5  # below this an interval from the samples means little: no verdict is given
 PRACTICAL = 0.02  # a change smaller than 2% is never called faster/slower, however significant
-
+MIN_FLOOR_CASES = 5  # rows (or kinds) a noise-floor estimate needs
+MIN_KIND_CONTROLS = 3  # controls a kind needs for its median to count towards the kind shift
+MAD_TO_SD = 1.4826  # MAD x this = the standard deviation, for normal data
+MAD_EFFICIENCY = 0.37  # the MAD's asymptotic efficiency against the standard deviation, normal data
+_CHUNK = 256  # timings gathered at once: bounds the temporary (chunk x distinct pairs) array
 
 
 def normal_quantile(confidence: float) -> float:
@@ -86,6 +146,7 @@ def _t_central(t: float, df: int) -> float:
 _T_SERIES_MAX_DF = 200
 
 
+@functools.lru_cache(maxsize=1024)
 def t_quantile(confidence: float, df: int) -> float:
     """Two-sided Student-t critical value: t with P(|T| < t) = confidence, for integer ``df`` >= 1.
 
@@ -123,12 +184,182 @@ def t_quantile(confidence: float, df: int) -> float:
     return (lo + hi) / 2.0
 
 
+def _quantile(confidence: float, df: int | None) -> float:
+    """t for ``df`` degrees of freedom; the normal quantile when df is None (nothing estimated)."""
+    return normal_quantile(confidence) if df is None else t_quantile(confidence, df)
+
+
+# --------------------------------------------------------------------------- within-run noise
+
+
+@functools.lru_cache(maxsize=4096)
+def _median_pairs(n: int, resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct (lower, upper) middle order-statistic indices of ``resamples`` bootstrap
+    resamples of n values, and the share of resamples drawing each pair (see the module
+    docstring). For odd n the two indices are equal."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, n]))
+    if n % 2:
+        m = (n + 1) // 2
+        lo = np.minimum((rng.beta(m, n - m + 1, resamples) * n).astype(np.int64), n - 1)
+        hi = lo
+    else:
+        m = n // 2
+        u = rng.beta(m, n - m + 1, resamples)
+        # The next order statistic: the smallest of the n - m draws above u, i.e. u plus
+        # (1 - u) x Beta(1, n - m), whose inverse CDF is 1 - v^(1/(n-m)).
+        u2 = u + (1.0 - u) * -np.expm1(np.log(rng.random(resamples)) / (n - m))
+        lo = np.minimum((u * n).astype(np.int64), n - 1)
+        hi = np.minimum((u2 * n).astype(np.int64), n - 1)
+    pairs, counts = np.unique(lo * n + hi, return_counts=True)
+    return pairs // n, pairs % n, counts / resamples
+
+
+def median_log_se(timings: Sequence[np.ndarray], *, lengths: Sequence[int] | None = None,
+                  resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:
+    """Bootstrap standard error of log(median) of each array of samples (NaN for fewer than
+    ``MIN_SAMPLES``). Arrays of one length are handled together; every array of length n
+    uses the same resampling pattern, so results are reproducible and independent of order.
+    ``lengths``: the arrays' lengths, when ``timings`` makes each array only as it is read
+    (then only one batch of them is ever held at once)."""
+    sizes = lengths if lengths is not None else [len(x) for x in timings]
+    out = np.full(len(sizes), np.nan)
+    by_n: dict[int, list[int]] = {}
+    for i, n in enumerate(sizes):
+        if n >= MIN_SAMPLES:
+            by_n.setdefault(n, []).append(i)
+    for n, idx in by_n.items():
+        lo, hi, w = _median_pairs(n, resamples, seed)
+        for start in range(0, len(idx), _CHUNK):
+            part = idx[start:start + _CHUNK]
+            # float32 as stored: sorting and gathering need no wider type; the logs do.
+            x = np.stack([timings[i] for i in part]).astype(np.float32, copy=False)
+            x.sort(axis=1)
+            logs = np.log((x[:, lo].astype(np.float64) + x[:, hi]) * 0.5)
+            mean = logs @ w
+            var = ((logs - mean[:, None]) ** 2) @ w
+            out[part] = np.sqrt(np.maximum(var, 0.0))
+    return out
+
+
+# --------------------------------------------------------------------------- run-to-run noise
+
+
+@dataclass(frozen=True)
+class NoiseFloor:
+    """The run-to-run noise of one case, as a standard deviation of its log time ratio.
+
+    Two parts (module docstring): ``spread_sd``, how the cases of its kind scatter around the
+    kind's median, and ``shift_sd``, how far a kind as a whole moves between runs, which every
+    case of the kind shares. ``log_sd`` combines them. ``source``: ``controls`` (the shift was
+    measured on rows whose implementation did not change), ``spread`` (no controls: only the
+    scatter is covered) or ``none`` (too few rows: only within-run noise is covered).
+    ``kind``: what the scatter was estimated over, most specific first (("matmul", "large"),
+    ("matmul",), ("large",), or () for every row), over ``cases`` rows; ``kinds``: the kinds
+    the shift was estimated over; ``df``: degrees of freedom of the estimate.
+    """
+
+    log_sd: float
+    source: str
+    kind: tuple[str, ...]
+    cases: int
+    df: int | None
+    spread_sd: float = 0.0
+    shift_sd: float = 0.0
+    kinds: int = 0
+
+    @property
+    def pct(self) -> float:
+        """The floor as a percentage of the time (one standard deviation)."""
+        return math.expm1(self.log_sd) * 100.0
+
+
+NO_FLOOR = NoiseFloor(0.0, "none", (), 0, None)
+
+
+@dataclass(frozen=True)
+class FloorRow:
+    """One comparable case, as the floor estimate sees it. ``kinds``: the kinds it belongs to,
+    most specific first (each a tuple of labels; () is every row). ``control``: its
+    implementation did not change between the two reports."""
+
+    log_ratio: float
+    within_se: float
+    kinds: tuple[tuple[str, ...], ...]
+    control: bool
+
+
+def _mad_df(n: int) -> int:
+    """Degrees of freedom of a MAD-based scale from n values: the MAD is as precise as a
+    standard deviation from ``MAD_EFFICIENCY`` times as many normal values."""
+    return max(1, round(MAD_EFFICIENCY * (n - 1)))
+
+
+def _spread(rows: Sequence[FloorRow]) -> tuple[float, int]:
+    """Robust scatter of the rows' log ratios around their median, less within-run noise."""
+    lr = np.array([r.log_ratio for r in rows])
+    se = np.array([r.within_se for r in rows])
+    mad_sd = MAD_TO_SD * float(np.median(np.abs(lr - np.median(lr))))
+    return math.sqrt(max(0.0, mad_sd**2 - float(np.median(se**2)))), _mad_df(len(rows))
+
+
+def _shift(rows: Sequence[FloorRow]) -> tuple[float, int, int] | None:
+    """How far kinds of controls move as a whole: the robust scatter of each kind's median
+    control log ratio around the median of all controls (sd, df, kinds), or None when fewer
+    than ``MIN_FLOOR_CASES`` kinds have ``MIN_KIND_CONTROLS`` controls."""
+    controls = [r for r in rows if r.control]
+    if not controls:
+        return None
+    centre = float(np.median([r.log_ratio for r in controls]))
+    by_kind: dict[tuple[str, ...], list[float]] = {}
+    for r in controls:
+        by_kind.setdefault(r.kinds[0], []).append(r.log_ratio)
+    medians = np.array([np.median(v) for v in by_kind.values() if len(v) >= MIN_KIND_CONTROLS]) - centre
+    if len(medians) < MIN_FLOOR_CASES:
+        return None
+    return MAD_TO_SD * float(np.median(np.abs(medians))), _mad_df(len(medians)), len(medians)
+
+
+def noise_floors(rows: Sequence[FloorRow]) -> list[NoiseFloor]:
+    """The noise floor of every row (see the module docstring), in order."""
+    members: dict[tuple[str, ...], list[FloorRow]] = {}
+    for r in rows:
+        for k in r.kinds:
+            members.setdefault(k, []).append(r)
+    spreads: dict[tuple[str, ...], tuple[float, int] | None] = {}
+
+    def spread(kind: tuple[str, ...]) -> tuple[float, int] | None:
+        if kind not in spreads:
+            pool = members[kind]
+            spreads[kind] = _spread(pool) if len(pool) >= MIN_FLOOR_CASES else None
+        return spreads[kind]
+
+    shift = _shift(rows)
+    out = []
+    for r in rows:
+        kind = next((k for k in r.kinds if spread(k) is not None), None)
+        if kind is None and shift is None:
+            out.append(NO_FLOOR)
+            continue
+        sp_sd, sp_df = spread(kind) if kind is not None else (0.0, None)  # type: ignore[misc]
+        sh_sd, sh_df, kinds = shift if shift is not None else (0.0, None, 0)
+        dfs = [d for d in (sp_df, sh_df) if d is not None]
+        out.append(NoiseFloor(math.hypot(sp_sd, sh_sd), "controls" if shift is not None else "spread",
+                              kind if kind is not None else (), len(members[kind]) if kind is not None else 0,
+                              min(dfs), sp_sd, sh_sd, kinds))
+    return out
+
+
+# --------------------------------------------------------------------------- one case
+
+
 @dataclass(frozen=True)
 class RatioInterval:
-    """``ratio`` = median(other) / median(baseline) with its bootstrap interval [low, high].
+    """``ratio`` = median(other) / median(baseline), with its interval [low, high].
 
-    ``low``/``high`` are None when either side has fewer than ``MIN_SAMPLES`` samples.
-    ``log_se`` is the bootstrap standard error of log(ratio), used to combine cases.
+    ``within_log_se``: standard error of log(ratio) from the two runs' own samples (None when
+    either side has fewer than ``MIN_SAMPLES``: then there is no interval); ``floor``: the
+    run-to-run noise added to it; ``log_se``: the two combined, what ``low``/``high`` are
+    built from.
     """
 
     ratio: float
@@ -137,6 +368,8 @@ class RatioInterval:
     log_se: float | None
     n_base: int
     n_other: int
+    within_log_se: float | None = None
+    floor: NoiseFloor | None = None
 
     @property
     def has_interval(self) -> bool:
@@ -146,56 +379,34 @@ class RatioInterval:
         return self.has_interval and (self.low > 1.0 or self.high < 1.0)  # type: ignore[operator]
 
 
-@functools.lru_cache(maxsize=256)
-def _median_index_table(n: int, side: int, resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Middle order statistics (lower, upper) of ``resamples`` draws of n indices from range(n).
-
-    For odd n both are the same index; for even n the median is their mean, as in
-    ``statistics.median`` and numpy's linear interpolation.
-    """
-    rng = np.random.default_rng(np.random.SeedSequence([seed, n, side]))
-    idx = rng.integers(0, n, size=(resamples, n), dtype=np.int32)
-    lo_k, hi_k = (n - 1) // 2, n // 2
-    part = np.partition(idx, (lo_k, hi_k) if lo_k != hi_k else lo_k, axis=1)
-    return part[:, lo_k].copy(), part[:, hi_k].copy()
-
-
-def _median(sorted_xs: np.ndarray) -> float:
-    n = len(sorted_xs)
-    return float((sorted_xs[(n - 1) // 2] + sorted_xs[n // 2]) / 2)
+def interval(ratio: float, within_se: float | None, floor: NoiseFloor, n_base: int, n_other: int,
+             confidence: float = CONFIDENCE) -> RatioInterval:
+    """The interval of one ratio: within-run and run-to-run noise combined (module docstring)."""
+    if within_se is None or not math.isfinite(within_se):
+        return RatioInterval(ratio, None, None, None, n_base, n_other, None, floor)
+    se = math.sqrt(within_se**2 + floor.log_sd**2)
+    half = _quantile(confidence, floor.df) * se
+    log_r = math.log(ratio)
+    # Keep the point estimate inside its interval against rounding in exp().
+    low = min(math.exp(log_r - half), ratio)
+    high = max(math.exp(log_r + half), ratio)
+    return RatioInterval(ratio, low, high, se, n_base, n_other, within_se, floor)
 
 
-def _boot_medians(sorted_xs: np.ndarray, side: int, resamples: int, seed: int) -> np.ndarray:
-    lo, hi = _median_index_table(len(sorted_xs), side, resamples, seed)
-    return (sorted_xs[lo] + sorted_xs[hi]) / 2
-
-
-def ratio_interval(
-    base: Sequence[float],
-    other: Sequence[float],
-    *,
-    confidence: float = CONFIDENCE,
-    resamples: int = RESAMPLES,
-    seed: int = SEED,
-) -> RatioInterval:
-    """Ratio of medians other/base with a percentile bootstrap interval (seeded: same input, same answer)."""
-    if not base or not other:
+def within_interval(base: Sequence[float], other: Sequence[float], *, confidence: float = CONFIDENCE,
+                    resamples: int = RESAMPLES, seed: int = SEED) -> RatioInterval:
+    """Ratio of medians other/base with an interval for within-run noise only (no floor):
+    what two sets of samples alone can say."""
+    a = np.asarray(base, dtype=np.float64)
+    b = np.asarray(other, dtype=np.float64)
+    if not len(a) or not len(b):
         raise ValueError("both sides need at least one sample")
-    a = np.sort(np.asarray(base, dtype=np.float64))
-    b = np.sort(np.asarray(other, dtype=np.float64))
-    if a[0] <= 0 or b[0] <= 0 or not (np.isfinite(a[-1]) and np.isfinite(b[-1])):
+    if min(a.min(), b.min()) <= 0 or not (np.isfinite(a).all() and np.isfinite(b).all()):
         raise ValueError("timing samples must be positive and finite")
-    ratio = _median(b) / _median(a)
-    if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
-        return RatioInterval(ratio, None, None, None, len(a), len(b))
-    log_r = np.log(_boot_medians(b, 1, resamples, seed)) - np.log(_boot_medians(a, 0, resamples, seed))
-    alpha = (1 - confidence) / 2
-    q_lo, q_hi = np.quantile(log_r, [alpha, 1 - alpha])
-    # The point estimate must lie inside its interval even when the bootstrap
-    # distribution is lumpy (few distinct values): widen rather than mislead.
-    low = min(math.exp(float(q_lo)), ratio)
-    high = max(math.exp(float(q_hi)), ratio)
-    return RatioInterval(ratio, low, high, float(np.std(log_r)), len(a), len(b))
+    ratio = float(np.median(b) / np.median(a))
+    se_a, se_b = median_log_se([a, b], resamples=resamples, seed=seed)
+    within = float(math.hypot(se_a, se_b)) if math.isfinite(se_a) and math.isfinite(se_b) else None
+    return interval(ratio, within, NO_FLOOR, len(a), len(b), confidence)
 
 
 def verdict(iv: RatioInterval, practical: float = PRACTICAL) -> str:
@@ -214,44 +425,52 @@ def verdict(iv: RatioInterval, practical: float = PRACTICAL) -> str:
     return "same"
 
 
+# --------------------------------------------------------------------------- many cases
+
+
 @dataclass(frozen=True)
 class Geomean:
-    """Geometric mean of ratios, with an interval from the between-case spread.
-
-    The interval is a Student-t interval on the mean log ratio (n-1 degrees of
-    freedom, standard error = sample standard deviation of the log ratios / sqrt(n)),
-    exponentiated. Cases that agree give a tight interval, cases that scatter a wide
-    one, whatever each case's own bootstrap width; identical runs give exactly [1, 1].
-    With one case the interval is that case's own bootstrap interval.
-    ``count`` is how many ratios stand behind the number.
-    """
+    """Geometric mean of case ratios with an interval that treats the cases of one kind as
+    moving together (module docstring). ``count``: ratios behind it; ``clusters``: the kinds
+    they fall in."""
 
     ratio: float
     low: float | None
     high: float | None
     count: int
+    clusters: int = 1
 
     def excludes_one(self) -> bool:
         return self.low is not None and self.high is not None and (self.low > 1.0 or self.high < 1.0)
 
 
-def geomean(intervals: Sequence[RatioInterval], confidence: float = CONFIDENCE) -> Geomean | None:
-    """Geometric-mean ratio of several cases, or None when there are none."""
+def geomean(intervals: Sequence[RatioInterval], clusters: Sequence[Hashable] | None = None,
+            confidence: float = CONFIDENCE) -> Geomean | None:
+    """Geometric-mean ratio of several cases, or None when there are none. ``clusters``: the
+    kind of each case, whose shift its cases share (default: each case its own)."""
     if not intervals:
         return None
-    if len(intervals) == 1:  # one case: its own bootstrap interval, not a normal approximation of it
-        iv = intervals[0]
-        return Geomean(iv.ratio, iv.low, iv.high, 1)
-    logs = [math.log(iv.ratio) for iv in intervals]
-    n = len(logs)
-    mean = math.fsum(logs) / n
-    if any(not iv.has_interval for iv in intervals):  # an under-sampled case: no interval, as for a single case
-        return Geomean(math.exp(mean), None, None, n)
-    sd = statistics.stdev(logs)
-    half = t_quantile(confidence, n - 1) * sd / math.sqrt(n)
-    # Keep the point estimate inside its interval against rounding in exp().
+    labels: Sequence[Hashable] = clusters if clusters is not None else range(len(intervals))
+    if len(labels) != len(intervals):
+        raise ValueError("one cluster label per interval")
+    n = len(intervals)
+    mean = math.fsum(math.log(iv.ratio) for iv in intervals) / n
     ratio = math.exp(mean)
-    return Geomean(ratio, min(math.exp(mean - half), ratio), max(math.exp(mean + half), ratio), n)
+    shifts: dict[Hashable, float] = {}
+    for iv, c in zip(intervals, labels, strict=True):
+        shifts[c] = shifts.get(c, 0.0) + (iv.floor.shift_sd if iv.floor else 0.0)
+    if any(not iv.has_interval for iv in intervals):  # an under-sampled case: no interval for the group
+        return Geomean(ratio, None, None, n, len(shifts))
+    # A kind's shift moves all its cases together: within a kind the standard deviations add,
+    # across kinds the variances. The scatter within a kind and within-run noise are each
+    # case's own: their variances add.
+    own = math.fsum((iv.floor.spread_sd if iv.floor else 0.0) ** 2
+                    + (iv.within_log_se if iv.within_log_se is not None else iv.log_se or 0.0) ** 2
+                    for iv in intervals)
+    var = (math.fsum(s**2 for s in shifts.values()) + own) / n**2
+    dfs = [iv.floor.df for iv in intervals if iv.floor is not None and iv.floor.df is not None]
+    half = _quantile(confidence, min(dfs) if dfs else None) * math.sqrt(var)
+    return Geomean(ratio, min(math.exp(mean - half), ratio), max(math.exp(mean + half), ratio), n, len(shifts))
 
 
 def geomean_verdict(g: Geomean, practical: float = PRACTICAL) -> str:

@@ -75,6 +75,16 @@ def render_history(h: Any, fmt: str, lang: str = "en") -> str:
     """A history (``compare.history.History``) as ``md`` or ``html`` text; the HTML has the trend chart."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown document format {fmt!r}")
-    view = cv.history_view(h, lang, md_text if fmt == "md" else _same)
-    chart = ch.history_chart(h, lang) if fmt == "html" else None
-    return render(f"history.{fmt}.j2", lang=lang, v=view, chart=chart)
+    return render_histories([h], fmt, lang)
+
+
+def render_histories(hs: Any, fmt: str, lang: str = "en") -> str:
+    """Several machines' histories (``compare.history.History`` each) as one ``md`` or ``html``
+    document: a section per machine."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown document format {fmt!r}")
+    if fmt == "md":
+        return "\n".join(render("history.md.j2", lang=lang, v=cv.history_view(h, lang, md_text), chart=None)
+                         for h in hs)
+    machines = [{"v": cv.history_view(h, lang, _same), "chart": ch.history_chart(h, lang)} for h in hs]
+    return render("history.html.j2", lang=lang, machines=machines)

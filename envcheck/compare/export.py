@@ -1,0 +1,155 @@
+"""``envcheck diff --format json``: the comparison as stable, versioned JSON for CI pipelines.
+
+The document is built field by field from the data classes of ``compare/diff.py`` (not by
+dumping them), so renaming a field inside envcheck never changes it. A reader checks
+``format`` and ``version``; fields are only ever added within a version, and a version
+changes when one is removed or changes meaning.
+
+Version history:
+  1 - first format (2026-11-23).
+
+Layout (version 1). Times are microseconds per call; ratios are other / baseline time
+(above 1 is slower); intervals are at ``confidence`` and include run-to-run noise (see
+``compare/stats.py``); a number that could not be known is ``null``::
+
+    {
+      "format": "envcheck-diff", "version": 1,
+      "confidence": 0.95, "practical_pct": 2.0, "resamples": 2000,
+      "regression_pct": 5.0,                # the --fail-on-regression threshold (null: none given)
+      "reports": [                          # the baseline first
+        {"label", "host", "created", "kind", "gpu_name", "health", "cases",
+         "gpus": [{"index", "model", "uuid", "serial"}]}],
+      "comparisons": [{                     # one per report after the baseline
+        "baseline": "<label>", "other": "<label>",
+        "same_gpu_model": true, "same_machine": false,     # same_machine null: cannot tell
+        "environment": [{"key", "area", "label", "gpu", "before", "after"}],
+        "checks": [{"id", "title", "kind", "before", "after"}],   # kind: new_fail | worse |
+                                            # different | fixed | better | removed
+        "overall": GROUP, "ops": [GROUP],
+        "cases": [CASE],
+        "only_baseline": [REF], "only_other": [REF],
+        "ceilings": [{"name", "kind", "unit", "baseline", "other"}],
+        "noise_floors": [FLOOR],            # every distinct floor used, largest first
+        "controls": 178,                    # compared rows whose implementation did not change
+        "regressions": [REF + {"ratio", "low", "high"}]    # slower by more than regression_pct
+                                            # (or than practical_pct when none was given)
+      }]
+    }
+    GROUP: {"name", "geomean", "low", "high", "count", "clusters", "verdict",
+            "faster", "slower", "same", "uncertain", "not_comparable"}
+            verdict: faster | slower | same | uncertain | none
+    CASE:  {"op", "impl", "dtype", "precision", "shape": [..], "category", "verdict",
+            "timing", "method", "baseline_us", "other_us", "ratio", "low", "high",
+            "n_baseline", "n_other", "within_log_se", "floor": FLOOR, "control",
+            "baseline_gbps", "other_gbps", "baseline_tflops", "other_tflops",
+            "baseline_pct_theoretical", "other_pct_theoretical",
+            "baseline_pct_measured", "other_pct_measured",
+            "baseline_flags": [..], "other_flags": [..],
+            "other_precision", "reasons": [{"key", "params"}],
+            "numeric": {"kind", "baseline_rel_l2", "other_rel_l2", "baseline_passed", "other_passed"}}
+            verdict: faster | slower | same | uncertain | not comparable
+    FLOOR: {"log_sd", "pct", "source", "kind": [..], "cases", "df"}
+            source: controls | spread | none
+    REF:   {"op", "impl", "dtype", "precision", "shape": [..], "status"}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from envcheck.compare.diff import CaseDiff, CaseRef, Comparison, Diff, GroupSummary, ReportInfo
+from envcheck.compare.stats import NoiseFloor
+
+FORMAT = "envcheck-diff"
+VERSION = 1
+
+
+def _num(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def _report(r: ReportInfo) -> dict[str, Any]:
+    gpus = [{"index": g.index, "model": g.model, "uuid": g.uuid, "serial": g.serial}
+            for g in (r.machine.gpus if r.machine else ())]
+    return {"label": r.label, "host": r.host, "created": r.created, "kind": r.kind, "gpu_name": r.gpu_name,
+            "health": r.verdict, "cases": r.cases, "gpus": gpus}
+
+
+def _group(g: GroupSummary) -> dict[str, Any]:
+    return {"name": g.name, "geomean": _num(g.geomean), "low": _num(g.low), "high": _num(g.high), "count": g.count,
+            "clusters": g.clusters, "verdict": g.verdict, "faster": g.faster, "slower": g.slower, "same": g.same,
+            "uncertain": g.uncertain, "not_comparable": g.not_comparable}
+
+
+def _floor(f: NoiseFloor | None) -> dict[str, Any] | None:
+    if f is None:
+        return None
+    return {"log_sd": f.log_sd, "pct": f.pct, "source": f.source, "kind": list(f.kind), "cases": f.cases,
+            "df": f.df}
+
+
+def _ref(c: CaseRef | CaseDiff, status: str | None = None) -> dict[str, Any]:
+    return {"op": c.op, "impl": c.impl, "dtype": c.dtype, "precision": c.precision, "shape": list(c.shape),
+            "status": status if status is not None else getattr(c, "status", None)}
+
+
+def _param(v: Any) -> Any:
+    return list(v) if isinstance(v, tuple) else v
+
+
+def _case(c: CaseDiff) -> dict[str, Any]:
+    n = c.numeric
+    return {
+        "op": c.op, "impl": c.impl, "dtype": c.dtype, "precision": c.precision, "shape": list(c.shape),
+        "category": c.category, "verdict": c.verdict, "timing": c.timing, "method": c.method,
+        "baseline_us": _num(c.base_us), "other_us": _num(c.other_us), "ratio": _num(c.ratio), "low": _num(c.low),
+        "high": _num(c.high), "n_baseline": c.n_base, "n_other": c.n_other, "within_log_se": _num(c.within_log_se),
+        "floor": _floor(c.floor), "control": c.control,
+        "baseline_gbps": _num(c.base_gbps), "other_gbps": _num(c.other_gbps),
+        "baseline_tflops": _num(c.base_tflops), "other_tflops": _num(c.other_tflops),
+        "baseline_pct_theoretical": _num(c.base_pct), "other_pct_theoretical": _num(c.other_pct),
+        "baseline_pct_measured": _num(c.base_pct_measured), "other_pct_measured": _num(c.other_pct_measured),
+        "baseline_flags": list(c.base_flags), "other_flags": list(c.other_flags),
+        "other_precision": c.other_precision,
+        "reasons": [{"key": r.key, "params": {k: _param(v) for k, v in r.params.items()}} for r in c.reasons],
+        "numeric": None if n is None else {"kind": n.kind, "baseline_rel_l2": n.base_rel_l2,
+                                           "other_rel_l2": n.other_rel_l2, "baseline_passed": n.base_passed,
+                                           "other_passed": n.other_passed},
+    }
+
+
+def _comparison(cmp: Comparison, regression_pct: float) -> dict[str, Any]:
+    return {
+        "baseline": cmp.base.label, "other": cmp.other.label,
+        "same_gpu_model": cmp.same_gpu, "same_machine": cmp.same_machine,
+        "environment": [{"key": e.key, "area": e.area, "label": e.label, "gpu": e.gpu, "before": e.before,
+                         "after": e.after} for e in cmp.env],
+        "checks": [{"id": c.id, "title": c.title, "kind": c.kind, "before": c.before, "after": c.after}
+                   for c in cmp.checks],
+        "overall": _group(cmp.overall), "ops": [_group(g) for g in cmp.ops],
+        "cases": [_case(c) for c in cmp.cases],
+        "only_baseline": [_ref(r) for r in cmp.only_base], "only_other": [_ref(r) for r in cmp.only_other],
+        "ceilings": [{"name": c.name, "kind": c.kind, "unit": c.unit, "baseline": _num(c.base),
+                      "other": _num(c.other)} for c in cmp.ceilings],
+        "noise_floors": [_floor(f) for f in cmp.floors], "controls": cmp.controls,
+        "regressions": [{**_ref(c, "slower"), "ratio": c.ratio, "low": c.low, "high": c.high}
+                        for c in cmp.regressions(regression_pct)],
+    }
+
+
+def to_data(d: Diff, regression_pct: float | None = None) -> dict[str, Any]:
+    """The document as plain data (see the module docstring)."""
+    threshold = d.practical_pct if regression_pct is None else regression_pct
+    return {
+        "format": FORMAT, "version": VERSION, "confidence": d.confidence, "practical_pct": d.practical_pct,
+        "resamples": d.resamples, "regression_pct": regression_pct,
+        "reports": [_report(r) for r in d.reports],
+        "comparisons": [_comparison(c, threshold) for c in d.comparisons],
+    }
+
+
+def to_json(d: Diff, regression_pct: float | None = None) -> str:
+    # No indent: json then uses its C encoder, 10x faster on a 20,000-case diff.
+    return json.dumps(to_data(d, regression_pct), ensure_ascii=False, allow_nan=False) + "\n"
