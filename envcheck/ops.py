@@ -73,8 +73,8 @@ class OpSpec:
         return self.inputs * math.prod(shape)
 
     def traffic(self, shape: tuple[int, ...], dtype: str) -> Traffic:
-        """Bytes and FLOPs of one call at ``shape`` in ``dtype``."""
-        self.check_shape(shape)
+        """Bytes and FLOPs of one call at ``shape`` in ``dtype`` (a shape a Case or a planned
+        case accepted: they check it, once, where they are made)."""
         size = ITEMSIZE[dtype]
         nbytes = (self.input_elements(shape) + self.output_elements(shape)) * size
         if self.family == "matmul":

@@ -10,6 +10,7 @@ child), and, in this process, the time of each stage (load, analyse, compare, JS
 
     python scripts/bench_compare.py                    # 230 and 20,000 cases
     python scripts/bench_compare.py --cases 20000 --keep /tmp/big   # keep the reports
+    python scripts/bench_compare.py --samples schema1                # up to 1000 samples a timing
 
 Budget (README of the compare issue): 2 full-suite reports (~230 cases) in 2 s; 20,000 cases
 in 10 s and 500 MB, on a 2-core machine.
@@ -46,8 +47,16 @@ IMPLS = ("torch", "triton", "compile")
 BANDWIDTH_GBPS = 4300.0
 
 
+# Sample counts: ``current`` caps the committed runs' counts at what a timing of this version
+# holds (``Settings.max_samples``, 150: model/codec keeps every sample, so the cap is what keeps
+# a report small); ``schema1`` keeps them as the committed schema-1 runs had them (up to 1000).
+SAMPLE_CAPS = {"current": 150, "schema1": 1000}
+SAMPLE_CAP = SAMPLE_CAPS["current"]
+SAMPLE_NAME = "current"
+
+
 def _timing(rng: random.Random, method: str, median_us: float, counts: tuple[int, ...], cv: float) -> Timing:
-    n = rng.choice(counts)
+    n = min(rng.choice(counts), SAMPLE_CAP)
     return Timing.from_samples(method, [median_us * math.exp(rng.gauss(0.0, cv)) for _ in range(n)])
 
 
@@ -118,7 +127,7 @@ def synthesise(cases: int, seed: int, template: Report, *, shift: float = 0.0, s
     assert tb is not None
     device = BenchDevice("cuda", "NVIDIA H200", 0, None, 132, 62914560, 150109880320, "9.0")
     runs = (CeilingRun("copy", "fp32", (1 << 28,), Timing.from_samples("cuda_graph", [500.0 + rng.random() for _ in range(100)])),)
-    bench = Bench(device=device, settings=Settings(max_samples=1000), cases=tuple(out), ceiling_runs=runs,
+    bench = Bench(device=device, settings=Settings(max_samples=SAMPLE_CAP), cases=tuple(out), ceiling_runs=runs,
                   windows=tuple(windows), started=template.created, duration_s=3600.0, versions=dict(tb.versions))
     return Report(tool_version=template.tool_version, created=template.created, host=template.host, kind="run",
                   environment=template.environment, checks=template.checks, benches=(bench,))
@@ -185,7 +194,7 @@ def bench(cases: int, folder: Path, with_stages: bool) -> None:
     # process it was forked from (Linux keeps the high-water mark across exec), so the
     # reports are never synthesised here.
     me = [sys.executable, str(Path(__file__).resolve())]
-    subprocess.run([*me, "--write", str(cases), str(folder)], check=True)
+    subprocess.run([*me, "--write", str(cases), str(folder), "--samples", SAMPLE_NAME], check=True)
     pa, pb = folder / f"a_{cases}.json", folder / f"b_{cases}.json"
     wall, rss, rc = _child_run([sys.executable, "-m", "envcheck", "diff", str(pa), str(pb), "--format", "json"])
     print(f"  envcheck diff --format json: {wall:.2f} s wall, peak RSS {rss:.0f} MiB (exit {rc})", flush=True)
@@ -198,9 +207,14 @@ def main() -> int:
     ap.add_argument("--cases", type=int, action="append", help="cases per report (repeatable; default 230 and 20000)")
     ap.add_argument("--keep", type=Path, help="write the reports here and keep them (default: a temporary folder)")
     ap.add_argument("--stages", action="store_true", help="also time each stage in a process of its own")
+    ap.add_argument("--samples", choices=tuple(SAMPLE_CAPS), default="current",
+                    help="samples per timing: as this version writes them (at most 150, default), or as "
+                         "schema-1 reports had them (up to 1000)")
     ap.add_argument("--write", nargs=2, metavar=("CASES", "DIR"), help=argparse.SUPPRESS)
     ap.add_argument("--stages-of", nargs=2, type=Path, metavar=("A", "B"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    global SAMPLE_CAP, SAMPLE_NAME
+    SAMPLE_CAP, SAMPLE_NAME = SAMPLE_CAPS[args.samples], args.samples
     if args.write:
         write(int(args.write[0]), Path(args.write[1]))
         return 0

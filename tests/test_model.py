@@ -247,3 +247,18 @@ def test_samples_equality_and_hash():
     assert Samples.from_bytes(a.to_bytes()) == a
     with pytest.raises(ValueError):
         Samples.from_bytes(b"abc")
+
+
+def test_statistics_are_the_same_alone_or_in_any_batch():
+    import random
+
+    from envcheck.model.bench import compute_stats
+
+    rng = random.Random(3)
+    made = [[rng.lognormvariate(3, 0.2) for _ in range(rng.randint(1, 300))] for _ in range(200)]
+    alone = [Timing.from_samples("cuda_graph", xs).stats for xs in made]
+    together = [Timing.from_samples("cuda_graph", xs) for xs in made]
+    compute_stats(together)
+    assert [t.stats for t in together] == alone  # exactly: padding never enters a sum or a sort
+    t = Timing.from_samples("cuda_graph", [2.0, 1.0, 4.0, 3.0])
+    assert (t.q1_us, t.median_us, t.q3_us) == (1.75, 2.5, 3.25)  # numpy's linear interpolation

@@ -17,6 +17,7 @@ from envcheck.analysis.findings import Finding, Recommendation, findings, recomm
 from envcheck.analysis.results import CaseResult, case_results
 from envcheck.analysis.summary import Summary, summarise
 from envcheck.model import Bench, CaseKey, Gpu, Report
+from envcheck.model.codec import gc_paused
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,8 @@ def analyse_bench(report: Report, bench: Bench) -> BenchAnalysis:
 
 
 def analyse(report: Report) -> Analysis:
-    return Analysis(report, tuple(analyse_bench(report, b) for b in report.benches))
+    with gc_paused():  # many objects, no cycles: see model/codec.py
+        return Analysis(report, tuple(analyse_bench(report, b) for b in report.benches))
 
 
 __all__ = ["Analysis", "BenchAnalysis", "CaseResult", "Ceilings", "Finding", "Recommendation", "Summary", "analyse"]

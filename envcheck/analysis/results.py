@@ -18,6 +18,7 @@ from envcheck.analysis import flags as fl
 from envcheck.analysis.ceilings import BANDWIDTH, MEASURED, THEORETICAL, Ceilings
 from envcheck.analysis.tolerance import Tolerance, Verdict, judge, tolerance
 from envcheck.model import Bench, Case, CaseKey, Timing
+from envcheck.model.bench import compute_stats
 from envcheck.ops import Traffic, spec
 
 GroupKey = tuple[str, str, str, tuple[int, ...]]
@@ -89,15 +90,17 @@ def case_results(bench: Bench, ceils: Ceilings) -> tuple[CaseResult, ...]:
     """The results of every case of ``bench``, in its order."""
     backend = bench.device.backend
     l2 = bench.device.l2_bytes
+    compute_stats(t for c in bench.cases for t in (c.gpu, c.launch) if t is not None)  # all at once: fast
     torch_time: dict[GroupKey, Timing] = {}
     for c in bench.cases:
         if c.impl == "torch" and c.measured and c.best_time is not None:
             torch_time[group_key(c)] = c.best_time
+    windows: dict[int, cond.Conditions] = {}  # a group's cases share one window: summarised once
     out = []
     for c in bench.cases:
         op = spec(c.op)
         traffic = op.traffic(c.shape, c.dtype)
-        ws = op.working_set_bytes(c.shape, c.dtype)
+        ws = traffic.bytes  # every byte a call touches is moved once: the working set is the traffic
         tol = tolerance(c.op, c.dtype, c.precision, c.shape)
         time = c.best_time if c.measured else None
         gbps = tflops = None
@@ -120,7 +123,14 @@ def case_results(bench: Bench, ceils: Ceilings) -> tuple[CaseResult, ...]:
             status = "fail"  # measured but never checked is not a pass
         else:
             status = "pass"
-        conditions = cond.of_case(bench, c) if backend == "cuda" else None
+        conditions = None
+        if backend == "cuda":
+            if c.window is not None:
+                if c.window not in windows:
+                    windows[c.window] = cond.of_window(bench.windows[c.window])
+                conditions = windows[c.window]
+            else:
+                conditions = cond.of_case(bench, c)
         out.append(CaseResult(
             case=c, status=status, traffic=traffic, working_set_bytes=ws, category=fl.category(ws, l2),
             time=time, gbps=gbps, tflops=tflops, ceiling_name=name, pct_theoretical=pct_t, pct_measured=pct_m,

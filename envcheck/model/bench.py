@@ -16,16 +16,19 @@ the machine said it, in ``detail`` fields.
 from __future__ import annotations
 
 import math
+import sys
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from functools import cached_property
 from typing import Any
 
 from envcheck.ops import DTYPES, IMPLS, OPS, PRECISIONS
 
 TIMING_METHODS = ("cuda_graph", "cuda_events", "host_clock")
+# How many samples ``compute_stats`` works on at once: bounds its padded arrays' memory.
+STATS_BATCH_SAMPLES = 1 << 21
+LITTLE_ENDIAN = sys.byteorder == "little"
 BACKENDS = ("cuda", "cpu")
 
 ParamValue = str | int | float | bool | None | tuple[str | int | float, ...]
@@ -55,14 +58,14 @@ class Samples:
         s = cls.__new__(cls)
         a = array("f")
         a.frombytes(data)
-        if array("I", [1]).tobytes()[0] != 1:  # big-endian host: the encoding is little-endian
+        if not LITTLE_ENDIAN:  # the encoding is little-endian
             a.byteswap()
         s._a = a
         return s
 
     def to_bytes(self) -> bytes:
         a = self._a
-        if array("I", [1]).tobytes()[0] != 1:
+        if not LITTLE_ENDIAN:
             a = array("f", a)
             a.byteswap()
         return a.tobytes()
@@ -86,17 +89,18 @@ class Samples:
     def __hash__(self) -> int:
         return hash(self._a.tobytes())
 
+    def numpy(self) -> Any:
+        """The samples as a read-only float32 numpy array sharing this object's memory (imported
+        here, not at the top: probes and checks load the model without ever needing numpy)."""
+        import numpy as np
+
+        a = np.frombuffer(self._a, dtype=np.float32)
+        a.flags.writeable = False
+        return a
+
     def __repr__(self) -> str:
         shown = ", ".join(f"{x:g}" for x in self._a[:4])
         return f"Samples([{shown}{', ...' if len(self._a) > 4 else ''}], n={len(self._a)})"
-
-
-def quantile(sorted_xs: list[float], q: float) -> float:
-    """Linear-interpolation quantile (numpy's default) of already sorted values."""
-    pos = (len(sorted_xs) - 1) * q
-    lo = math.floor(pos)
-    hi = math.ceil(pos)
-    return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
 
 
 @dataclass(frozen=True)
@@ -129,7 +133,9 @@ class Timing:
             raise ValueError(f"unknown timing method {self.method!r}")
         if not len(self.samples_us):
             raise ValueError("a timing needs at least one sample")
-        if not all(math.isfinite(x) and x > 0 for x in self.samples_us):
+        # min() and sum() loop in C: a NaN or infinity makes the sum non-finite (float32 samples
+        # cannot add up to an overflow of a Python float), a zero or negative sample the minimum.
+        if not (math.isfinite(sum(self.samples_us)) and min(self.samples_us) > 0):
             raise ValueError("timing samples must be finite and positive")
         if self.calls_per_sample < 1:
             raise ValueError("calls_per_sample must be at least 1")
@@ -138,13 +144,13 @@ class Timing:
     def from_samples(cls, method: str, samples_us: Iterable[float], calls_per_sample: int = 1) -> Timing:
         return cls(method, Samples(samples_us), calls_per_sample)
 
-    @cached_property
+    @property
     def stats(self) -> TimingStats:
-        xs = sorted(self.samples_us)
-        mean = math.fsum(xs) / len(xs)
-        var = math.fsum((x - mean) ** 2 for x in xs) / len(xs)
-        cv = math.sqrt(var) / mean if len(xs) > 1 else 0.0
-        return TimingStats(quantile(xs, 0.5), quantile(xs, 0.25), quantile(xs, 0.75), mean, cv)
+        cached = self.__dict__.get("_stats")
+        if cached is None:
+            compute_stats((self,))
+            cached = self.__dict__["_stats"]
+        return cached
 
     @property
     def n(self) -> int:
@@ -169,6 +175,53 @@ class Timing:
     @property
     def cv(self) -> float:
         return self.stats.cv
+
+
+def compute_stats(timings: Iterable[Timing]) -> None:
+    """Compute the statistics of many timings at once and keep each with its timing.
+
+    A large report holds tens of thousands of timings; numpy over all of them together takes
+    a fraction of the time of one call each. Timings go in batches of similar length, each a
+    2-D array, one timing a row, padded with +inf: sorting a row puts the padding last, and
+    sums are read from a running sum (``cumsum``) at the row's last sample, so padding never
+    changes a result and a timing gets the same statistics in any batch, alone or with forty
+    thousand others.
+    """
+    todo = sorted((t for t in timings if "_stats" not in t.__dict__), key=lambda t: len(t.samples_us))
+    start = 0
+    while start < len(todo):
+        end = start + 1
+        while end < len(todo) and (end + 1 - start) * len(todo[end].samples_us) <= STATS_BATCH_SAMPLES:
+            end += 1  # sorted by length: the last one added is the widest row of the batch
+        batch = todo[start:end]
+        for t, stats in zip(batch, _row_stats([t.samples_us for t in batch]), strict=True):
+            t.__dict__["_stats"] = stats
+        start = end
+
+
+def _row_stats(rows_of: list[Samples]) -> list[TimingStats]:
+    import numpy as np
+
+    n = np.array([len(x) for x in rows_of])
+    rows = np.full((len(rows_of), int(n.max())), np.inf)
+    for i, x in enumerate(rows_of):
+        rows[i, :len(x)] = x.numpy()
+    rows.sort(axis=1)
+    idx = np.arange(len(rows_of))
+    last = n - 1
+    finite = np.where(np.isfinite(rows), rows, 0.0)
+    mean = np.cumsum(finite, axis=1)[idx, last] / n
+    var = np.maximum(np.cumsum(finite * finite, axis=1)[idx, last] / n - mean * mean, 0.0)
+    cv = np.where(n > 1, np.sqrt(var) / mean, 0.0)
+    quartiles = []
+    for frac in (0.25, 0.5, 0.75):  # linear interpolation between order statistics: numpy's default
+        pos = last * frac
+        lo, hi = np.floor(pos).astype(int), np.ceil(pos).astype(int)
+        low, high = rows[idx, lo], rows[idx, hi]
+        quartiles.append(low + (high - low) * (pos - lo))
+    q1, med, q3 = quartiles
+    return [TimingStats(float(med[i]), float(q1[i]), float(q3[i]), float(mean[i]), float(cv[i]))
+            for i in range(len(rows_of))]
 
 
 def _check_params(params: Mapping[str, Any]) -> None:
