@@ -1,0 +1,59 @@
+"""Reports that parse as JSON but are malformed: ``render``, ``diff`` and ``history`` answer each with
+one line naming the file and the field, exit status 2 (``history`` of a folder skips the file with
+that line and goes on), never a traceback and never a hang."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from test_model import HOSTILE, _mutated, small_report
+
+from envcheck import cli, model
+
+GOOD = small_report()
+
+# What the hardening review fed the tools, beyond HOSTILE's per-field damage.
+WHOLE = [
+    ("schema true", '{"format": "envcheck-report", "schema_version": true}'),
+    ("nesting", '{"format": "envcheck-report", "schema_version": 2, "host": ' + "[" * 200_000 + "]" * 200_000 + "}"),
+    ("a list", "[1, 2]"),
+    ("NaN literal", json.dumps({"format": "envcheck-report", "schema_version": 2}).replace("}", ', "x": NaN}')),
+]
+
+
+def _cases() -> list[tuple[str, str]]:
+    return [(name, _mutated(mutate)) for name, mutate, _ in HOSTILE] + WHOLE
+
+
+@pytest.mark.parametrize("name, text", _cases(), ids=[c[0] for c in _cases()])
+def test_render_and_diff_refuse_malformed_reports_in_one_line(tmp_path, capsys, name, text):
+    bad = tmp_path / "bad.json"
+    bad.write_text(text)
+    good = tmp_path / "good.json"
+    model.dump(GOOD, good)
+    for argv in (["render", str(bad), "--out", str(tmp_path / "out")], ["diff", str(good), str(bad)],
+                 ["diff", str(bad), str(good), "--format", "json"]):
+        assert cli.main(argv) == 2, (name, argv)
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "bad.json" in err and "Traceback" not in err, (name, argv, err)
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())  # nothing half-written
+
+
+def test_history_of_a_folder_skips_a_bad_file_and_goes_on(tmp_path, capsys):
+    model.dump(GOOD, tmp_path / "a.json")
+    model.dump(GOOD, tmp_path / "b.json")
+    (tmp_path / "c.json").write_text(_mutated(HOSTILE[0][1]))
+    os.mkfifo(tmp_path / "d.json")  # would block forever if opened
+    assert cli.main(["history", str(tmp_path), "--format", "md"]) == 0
+    captured = capsys.readouterr()
+    assert "c.json" in captured.err and "d.json" in captured.err and "Traceback" not in captured.err
+
+
+def test_render_refuses_a_fifo(tmp_path, capsys):
+    fifo = Path(tmp_path / "r.json")
+    os.mkfifo(fifo)
+    assert cli.main(["render", str(fifo)]) == 2
+    assert "not a regular file" in capsys.readouterr().err
