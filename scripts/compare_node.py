@@ -8,33 +8,31 @@
   timed here with CUDA events (``--torch-copy``), and against the link's expected bandwidth;
 - the topology, per-GPU outliers, the link checks and how long the node run took.
 
-``NODE.json`` is what ``python -m envcheck.node.run`` writes. Exit status 0 when every comparison
+``NODE.json`` is the report ``envcheck run --gpus all --format json`` writes. Exit status 0 when every comparison
 agrees, 1 otherwise (the table says which).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
-from typing import Any
 
 from envcheck.analysis import node as an
-from envcheck.model import Bench, Check, Environment, build
+from envcheck.model import Bench, Check, Environment, load
 from envcheck.model.node import Node
 from envcheck.node import nccl_tests
 
 COPY_TOLERANCE = 0.03
 
 
-def load_node_doc(path: str) -> tuple[Environment, tuple[Check, ...], tuple[Bench, ...], Node, dict[str, Any]]:
-    doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    env = build(Environment, doc["environment"])
-    checks = tuple(build(Check, c) for c in doc.get("checks") or ())
-    benches = tuple(build(Bench, b) for b in doc.get("benches") or ())
-    return env, checks, benches, build(Node, doc["node"]), doc
+def load_node_report(path: str) -> tuple[Environment, tuple[Check, ...], tuple[Bench, ...], Node]:
+    """The report ``envcheck run --gpus`` wrote (read and validated by the model)."""
+    report = load(path)
+    if report.node is None:
+        raise SystemExit(f"{path}: no node section (was it written by envcheck run --gpus?)")
+    return report.environment, report.checks, report.benches, report.node
 
 
 def collective_lines(node: Node, rows: tuple[nccl_tests.NcclTestsRow, ...]) -> tuple[list[str], bool]:
@@ -118,9 +116,9 @@ def copy_lines(node: Node, torch_copy: bool) -> tuple[list[str], bool]:
 
 
 def node_lines(env: Environment, checks: tuple[Check, ...], benches: tuple[Bench, ...], node: Node,
-               doc: dict[str, Any]) -> list[str]:
+               wall_s: float | None) -> list[str]:
     out = ["## Node", "", f"host {node.host}, GPUs {list(node.gpus)}, node tests {node.duration_s} s, "
-                          f"whole run {doc.get('wall_s')} s", ""]
+                          f"whole run {wall_s} s", ""]
     if node.topology is not None:
         for p in an.pair_paths(node.topology):
             out.append(f"- GPU {p.a} <-> GPU {p.b}: {p.via}, {p.nvlinks} NVLinks x {_f(p.link_gbps, 3)} GB/s = "
@@ -152,13 +150,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nccl-tests", required=True)
     p.add_argument("--torch-copy", action="store_true")
     p.add_argument("--out", required=True)
+    p.add_argument("--wall-s", type=float, help="how long the node run took (the caller timed it)")
     a = p.parse_args(argv)
-    env, checks, benches, node, doc = load_node_doc(a.node)
+    env, checks, benches, node = load_node_report(a.node)
     rows = nccl_tests.parse(Path(a.nccl_tests).read_text(encoding="utf-8", errors="replace"))
     coll, coll_ok = collective_lines(node, rows)
     copies, copy_ok = copy_lines(node, a.torch_copy)
     lines = ["# envcheck node tests against nccl-tests and a plain torch copy", ""] + coll + [""] + copies + [""]
-    lines += node_lines(env, checks, benches, node, doc)
+    lines += node_lines(env, checks, benches, node, a.wall_s)
     lines += ["", f"collectives agree: {coll_ok}; copies agree: {copy_ok}"]
     Path(a.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))

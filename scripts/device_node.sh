@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The node and fleet evidence on a multi-GPU machine, in one go (about 6 minutes on 2 x H200):
-#   1. envcheck's node run: the quick per-GPU suite on every GPU at once, topology, peer copies,
-#      the collective sweep 1 MiB .. 4 GiB (python -m envcheck.node.run until `envcheck run --gpus` is wired);
+#   1. `envcheck run --gpus all --quick`: the quick per-GPU suite on every GPU at once, then topology,
+#      error counters, peer copies and the collective sweep 1 MiB .. 4 GiB;
 #   2. nccl-tests built from .nccl-tests/ (built while 1 runs) and run on the same GPUs, right after;
 #   3. the comparison: busbw at >= 1 GiB within 3 %, copies against a plain torch copy;
 #   4. a fleet of two nodes simulated on this machine: two torchrun launchers, one GPU each.
@@ -41,11 +41,12 @@ build_pid=$!
 say "GPU tests of the node workers"
 timeout 150 "$py" -m pytest -q -m gpu -p no:cacheprovider tests/test_node_gpu.py 2>&1 | tail -n 15 | tee -a "$log"
 
-say "envcheck node run: per-GPU quick suites on all $ngpu GPUs at once, then the node tests"
+say "envcheck run --gpus all --quick: per-GPU quick suites on all $ngpu GPUs at once, then the node tests"
 t0=$SECONDS
-timeout -s INT 300 "$py" -m envcheck.node.run --gpus all --quick --out-dir "$work/node" 2>&1 | tail -n 40 | tee -a "$log"
+timeout -s TERM 300 "$py" -m envcheck run --gpus all --quick --format json --out-dir "$work/node" 2>&1 | tail -n 60 | tee -a "$log"
 echo "exit status: ${PIPESTATUS[0]}; wall $((SECONDS - t0)) s" | tee -a "$log"
-node_json=$(ls "$work"/node/node_*.json 2>/dev/null | head -n 1)
+node_wall=$((SECONDS - t0))
+node_json=$(ls "$work"/node/*.json 2>/dev/null | head -n 1)
 [ -n "$node_json" ] && cp "$node_json" "$out/node.json"
 
 say "nccl-tests run (-b 1M -e 4G -f 4 -g $ngpu, as the capture)"
@@ -61,7 +62,7 @@ grep -E "Collective test starting| 4294967296 " "$out/nccl_tests.txt" | tee -a "
 say "comparison"
 if [ -n "$node_json" ]; then
   "$py" scripts/compare_node.py --node "$node_json" --nccl-tests "$out/nccl_tests.txt" --torch-copy \
-    --out "$out/comparison.md" > "$work/compare.out" 2>&1
+    --wall-s "$node_wall" --out "$out/comparison.md" > "$work/compare.out" 2>&1
   echo "exit status: $?" | tee -a "$log"
   grep -E "^\| (all_|reduce_|broadcast)|agree" "$out/comparison.md" | head -n 20 | tee -a "$log"
 else

@@ -4,13 +4,13 @@ busbw computed from samples that match nccl-tests' times agree; 5 % slower ones 
 from __future__ import annotations
 
 import importlib.util
-import json
 from pathlib import Path
 
 from node_fakes import NODE, capture, fake_nvml
 
+from envcheck import model
 from envcheck.analysis import node as an
-from envcheck.model import Environment, Timing, to_dict
+from envcheck.model import Environment, Report, Timing
 from envcheck.model.node import CollectiveResult, Collectives, Node, RankTiming
 from envcheck.node import nccl_tests
 from envcheck.node.topology import probe_topology
@@ -36,10 +36,8 @@ def _node_doc(tmp_path: Path, slower: float) -> Path:
     cap = capture()
     topo = probe_topology(fake_nvml(), (0, 1), cap["topo_m"]["stdout"], cap["nvlink_s"]["stdout"])
     node = Node("vm", (0, 1), topo, collectives=(Collectives("node", "nccl", 2, ("vm", "vm"), results=tuple(results)),))
-    doc = {"format": "envcheck-node", "environment": to_dict(Environment()), "checks": [], "benches": [],
-           "node": to_dict(node), "wall_s": 1.0}
     p = tmp_path / "node.json"
-    p.write_text(json.dumps(doc))
+    model.dump(Report("0", "2026-11-22T00:00:00Z", "vm", "run", Environment(), node=node), p)
     return p
 
 
