@@ -166,7 +166,9 @@ def node(host: str = "vm", trouble: bool = False) -> Node:
         c = replace(c, results=tuple(results), error="timed_out",
                     launch=Launch(("python", "-m", "torch.distributed.run"), None, 480.0, 480.0, timed_out=True))
         cells = tuple(TopoCell(x.a, x.b, "NV12") for x in topo.smi_cells)
-        topo = replace(topo, smi_cells=cells)
+        # GPU 1's PCIe link trained at x8 (as its condition in the environment says).
+        gpus = tuple(replace(g, pcie_width=known(8)) if g.index == 1 else g for g in topo.gpus)
+        topo = replace(topo, smi_cells=cells, gpus=gpus)
         skipped = (NodeSkip("xid", f"{an.CRASHED}: PermissionError: [Errno 1] Operation not permitted: '/dev/kmsg'"),)
         xid = XidScan("journalctl -k", (XidEvent(79, "0000:00:07.0", "NVRM: Xid (PCI:0000:00:07): 79, pid=0, GPU has "
                                                  "fallen off the bus.", 86431.2),))
