@@ -40,11 +40,13 @@ Escape = Callable[[str], str]
 @dataclass(frozen=True)
 class Cell:
     """One table cell: ``text``, an optional second line (``sub``, muted), and ``status`` (``pass``,
-    ``warn``, ``fail``: coloured; ``muted``: not applicable)."""
+    ``warn``, ``fail``: coloured; ``muted``: not applicable); ``badge``: the text is a status word, shown
+    as a badge where the medium has them."""
 
     text: str
     sub: str = ""
     status: str = ""
+    badge: bool = False
 
 
 @dataclass(frozen=True)
@@ -375,9 +377,9 @@ def _copy_name(r: an.CopyRow, p: _P) -> str:
 
 def _status_cell(row: an.CollectiveRow, result: Any, p: _P) -> Cell:
     if row.status == "skipped":
-        return Cell(p.word("node.size_skip.", result.skipped), status="warn")
+        return Cell(p.word("node.size_skip.", result.skipped), status="warn", badge=True)
     status = {"ok": "pass", "wrong": "fail", "error": "fail", "unverified": "warn"}.get(row.status, "")
-    return Cell(p.t(f"node.coll.status.{row.status}"), status=status)
+    return Cell(p.t(f"node.coll.status.{row.status}"), status=status, badge=True)
 
 
 def _algo_cell(row: an.CollectiveRow, p: _P) -> Cell:
@@ -476,7 +478,8 @@ def narrowing(sa: an.SweepAnalysis, p: _P, links: bool = True) -> tuple[list[Lin
         share = ((Cell(fmt.pct(pct)) if pct is not None else DASH),) if links else ()
         rows.append((Cell(", ".join(map(str, row.ranks))), Cell(p.escape(where)), Cell(fmt.num(row.busbw_gbps)),
                      *share, Cell(p.t(f"node.coll.status.{row.status}"),
-                                  status={"ok": "pass", "wrong": "fail", "error": "fail"}.get(row.status, ""))))
+                                  status={"ok": "pass", "wrong": "fail", "error": "fail"}.get(row.status, ""),
+                                  badge=True)))
     cols = (p.t("node.col.ranks"), p.t("node.col.hosts"), p.t("node.col.busbw"),
             *((p.t("node.col.pct_links"),) if links else ()), p.t("col.status"))
     k = sa.conclusion
@@ -716,8 +719,8 @@ def _verdict_section(fa: af.FleetAnalysis, p: _P) -> Section:
             sorted({str(r) for f in v.findings for r in f.ranks}))
         status = {"pass": "pass", "fail": "fail", "incomplete": "warn"}.get(v.status, "")
         reasons = p.t("fleet.reasons", count=len(v.findings)) if v.findings else fmt.DASH
-        rows.append((Cell(p.escape(v.host)), Cell(ranks), Cell(p.t(f"fleet.verdict.{v.status}"), status=status),
-                     Cell(reasons)))
+        rows.append((Cell(p.escape(v.host)), Cell(ranks),
+                     Cell(p.t(f"fleet.verdict.{v.status}"), status=status, badge=True), Cell(reasons)))
     cols = (p.t("fleet.col.node"), p.t("node.col.ranks"), p.t("fleet.col.verdict"), p.t("fleet.col.reasons"))
     table = Table("verdicts", cols, (False, False, False, True), tuple(rows))
     if fa.drain:
@@ -746,7 +749,8 @@ def _ranks_section(fa: af.FleetAnalysis, p: _P) -> Section:
             continue
         status = {"error": "fail", "timeout": "fail", "missing": "fail"}.get(r.status, "warn")
         label = p.t("fleet.rank.slow") if r.status == "ok" else p.t(f"fleet.rank.{r.status}")
-        rows.append((Cell(str(r.rank)), Cell(p.escape(r.host or "?")), Cell(_gpu(r.gpu)), Cell(label, status=status),
+        rows.append((Cell(str(r.rank)), Cell(p.escape(r.host or "?")), Cell(_gpu(r.gpu)),
+                     Cell(label, status=status, badge=True),
                      Cell(fmt.seconds(r.elapsed_s)), Cell(fmt.seconds(r.given_s))))
     lines = [Line(p.t("fleet.ranks.summary", ok=sum(r.status == "ok" for r in f.ranks), count=len(f.ranks),
                       launcher=p.escape(f.launcher), nodes=fmt.num(f.nnodes)),
