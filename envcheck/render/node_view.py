@@ -195,7 +195,8 @@ def gpus_part(na: an.NodeAnalysis, p: _P, pid: str = "gpus") -> Part | None:
             flag = Cell(short, status="fail")
         tally = Cell(f"{g.passed}/{g.cases}", status="pass" if g.cases and g.passed == g.cases else
                      "fail" if g.failed or g.errors else "")
-        rows.append((Cell(_gpu(g.index)), Cell(p.escape(g.name)), Cell(_gbps(g.rates.bandwidth_gbps)),
+        rows.append((Cell(_gpu(g.index) if g.backend == "cuda" else p.t("node.cpu")), Cell(p.escape(g.name)),
+                     Cell(_gbps(g.rates.bandwidth_gbps)),
                      Cell(fmt.num(g.rates.matmul_tflops), p.escape(g.rates.matmul_key or "")), tally,
                      Cell(str(g.failed), status="fail" if g.failed else ""),
                      Cell(str(g.errors), status="fail" if g.errors else ""), flag))
@@ -445,10 +446,11 @@ def sweep_part(sa: an.SweepAnalysis, p: _P, section: str, pid: str) -> Part:
         narrow_lines, table = narrowing(sa, p, links)
         lines += narrow_lines
         tables.append(table)
+    backend = "NCCL" if c.backend == "nccl" else c.backend
+    if c.nccl_version and c.backend == "nccl":
+        backend += f" {c.nccl_version}"
     title = p.t(f"node.coll.title.{c.scope}" if p.has(f"node.coll.title.{c.scope}") else "node.coll.title.node",
-                backend=p.escape(c.backend.upper() if c.backend == "nccl" else c.backend),
-                version=p.escape(c.nccl_version or ""), ranks=fmt.num(c.world_size),
-                hosts=fmt.num(len(hosts)))
+                backend=p.escape(backend), ranks=fmt.num(c.world_size), count=len(hosts))
     return Part(pid, title, tuple(lines), tuple(tables))
 
 
@@ -815,7 +817,7 @@ def fleet_view(report: Report, analysis: Analysis, lang: str, escape: Escape) ->
     for k, n in enumerate(fa.nodes):
         prefix = f"n{k}-"
         lines = [Line(p.t("fleet.node.ranks", ranks=", ".join(map(str, n.node.ranks)) or fmt.DASH,
-                          verdict=p.t(f"fleet.verdict.{n.verdict.status}")),
+                          verdict=p.t(f"fleet.verdict.{n.verdict.status}"), count=len(n.node.ranks)),
                       {"pass": "pass", "fail": "fail"}.get(n.verdict.status, "warn"))]
         failed = [c for c in n.node.checks if c.status == "fail"]
         if failed:
