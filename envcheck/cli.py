@@ -142,6 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--join-timeout", type=_positive_float, default=120.0, metavar="S",
                    help="how long ranks wait to join and for rank 0's store (default: 120)")
     p.add_argument("--out-dir", default="reports", metavar="DIR", help="where rank 0 writes the fleet report")
+    p.add_argument("--format", type=_csv, default=["json", "md", "html"], metavar="FORMATS",
+                   help="comma-separated outputs among json,md,html (default: all three; json is always written)")
+    _add_lang(p)
     p.set_defaults(handler="envcheck.commands.fleet:main")
 
     p = sub.add_parser("render", help="regenerate Markdown / HTML from a report JSON (no GPU needed)")

@@ -1,8 +1,8 @@
 """The HTML reports in a real browser: headless Chromium lays them out at a laptop's 1400 px and a phone's 390 px.
 
 At 1400 px no table may be wider than its container (everything important visible without scrolling
-sideways); at 390 px the page itself must not scroll sideways, and only the per-case tables (their
-size column pinned) may scroll inside their frame. The report is laid out in an iframe of the
+sideways); at 390 px the page itself must not scroll sideways, and only the per-case tables and the
+GPU x GPU matrices of a node report (their first column pinned) may scroll inside their frame. The report is laid out in an iframe of the
 wanted width, so the measurement does not depend on the smallest window Chromium allows, and a
 script in the test's wrapper page (never in the report, which has none) writes what it measured
 into the DOM that ``--dump-dom`` prints.
@@ -21,6 +21,7 @@ from pathlib import Path
 
 import compare_data
 import factories_cpu
+import node_reports
 import pytest
 
 from envcheck.model import load
@@ -73,6 +74,9 @@ def documents() -> dict[str, str]:
         "h200": render_html(report),
         "h200.zh-CN": render_html(report, "zh-CN"),
         "cpu": render_html(factories_cpu.report()),
+        "node": render_html(node_reports.node_report(trouble=True)),
+        "node.zh-CN": render_html(node_reports.node_report(trouble=True), "zh-CN"),
+        "fleet": render_html(node_reports.fleet_report()),
         "diff": render_diff(compare_data.diff(), "html"),
         "history": render_history(compare_data.history(), "html"),
     }
@@ -83,18 +87,19 @@ def docs():
     return documents()
 
 
-@pytest.mark.parametrize("name", ["h200", "h200.zh-CN", "cpu", "diff", "history"])
+@pytest.mark.parametrize("name", ["h200", "h200.zh-CN", "cpu", "node", "node.zh-CN", "fleet", "diff", "history"])
 def test_nothing_is_wider_than_its_container_at_1400_px(docs, name, tmp_path):
     page, viewport, overflow = measure(docs[name], 1400, tmp_path)
     assert viewport == 1400 and page <= viewport
     assert not overflow, overflow
 
 
-@pytest.mark.parametrize("name", ["h200", "cpu", "diff"])
+@pytest.mark.parametrize("name", ["h200", "cpu", "node", "fleet", "diff"])
 def test_at_phone_width_only_the_case_tables_scroll_inside_their_frame(docs, name, tmp_path):
     page, viewport, overflow = measure(docs[name], 390, tmp_path)
     assert viewport == 390 and page <= viewport, "the page scrolls sideways"
-    assert all(o.startswith("cases ") for o in overflow), overflow
+    # The per-case tables and the GPU x GPU matrices keep their grid (first column pinned).
+    assert all(o.startswith(("cases ", "matrix ")) for o in overflow), overflow
 
 
 def png_size(path: Path) -> tuple[int, int]:

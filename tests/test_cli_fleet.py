@@ -71,6 +71,33 @@ def test_an_unreadable_baseline_is_a_usage_error(tmp_path):
 
 
 def test_summary_names_the_rank_that_timed_out_and_the_nodes_to_drain():
-    lines = cmd.summary_lines(_fleet())
-    assert "  rank 1 (n1): timeout after 900 s" in lines
-    assert "  node n1: fail" in lines
+    import io
+
+    from envcheck.analysis import analyse
+
+    report = cmd.fleet_report(_fleet(), None)
+    out = io.StringIO()
+    cmd.print_summary(report, analyse(report), [], "en", out)
+    text = out.getvalue()
+    assert "Rank 1 on n1 sent nothing in the 900 s it was given." in text
+    assert "Take out of service: n1." in text
+    assert "n1    1      take out of service" in text
+
+
+def test_the_summary_is_phrased_in_the_reader_s_language():
+    import io
+
+    from envcheck.analysis import analyse
+
+    report = cmd.fleet_report(_fleet(), None)
+    out = io.StringIO()
+    cmd.print_summary(report, analyse(report), [], "zh-CN", out)
+    assert "需下线：n1。" in out.getvalue() and "Take out of service" not in out.getvalue()
+
+
+def test_rank_0_writes_the_documents_beside_the_json(tmp_path):
+    report = cmd.fleet_report(_fleet(), None)
+    path = cmd.write_fleet_report(_fleet(), tmp_path, None, report)
+    written = cmd.write_documents(report, path, ["md", "html"], "en")
+    assert {p.suffix for p in written} == {".md", ".html"} and all(p.parent == tmp_path for p in written)
+    assert "Take out of service: n1." in path.with_suffix(".md").read_text()

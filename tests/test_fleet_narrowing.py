@@ -90,3 +90,16 @@ def test_conclusion_from_stored_steps_matches_the_live_walk():
     assert narrowing_conclusion(replayed, WORLD, HOSTS) == narrowing_conclusion(steps, WORLD, HOSTS)
     # A walk cut short (a timeout) is inconclusive, never a clean bill
     assert narrowing_conclusion(steps[:2], WORLD, HOSTS).kind == "inconclusive"
+
+
+def test_two_nodes_of_two_blame_the_slow_rank_not_the_network():
+    """Inside a node NVLink is ~10x the network: a pair across nodes is held only to pairs across nodes,
+    so the reference rank's slow link to the suspect's member names that member."""
+    hosts, world = ("a", "a", "b", "b"), (0, 1, 2, 3)
+
+    def measure(group):
+        bw = 300.0 if len({hosts[r] for r in group}) == 1 else 40.0
+        return bw / 4 if 3 in group else bw
+
+    c = narrowing_conclusion(run_narrowing(measure, world, hosts), world, hosts)
+    assert (c.kind, c.ranks, c.hosts) == ("rank", (3,), ("b",))

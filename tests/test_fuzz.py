@@ -5,7 +5,8 @@ findings and fixes, failure details, report file names in a diff: each is drawn 
 mean something somewhere (Markdown, HTML, rich markup, terminal escapes, bidi overrides, TeX) and
 the renders must show them as text:
 
-* run, diff and history render to Markdown, HTML and the terminal without an exception;
+* run, diff and history render to Markdown, HTML and the terminal without an exception, and so do a
+  node run's and a fleet's reports (host names, errors, reasons, Xid lines, NCCL's names, baseline);
 * the HTML has no element or attribute the templates and the chart writer do not write;
 * the Markdown, rendered by a CommonMark parser, has no raw HTML: only the elements Markdown itself
   makes, no event-handler attribute, images only of the report's own charts;
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import compare_data
 import factories
+import node_reports
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -159,3 +161,74 @@ def test_diff_and_history_renders_never_obey_machine_text(label, host, gpu, valu
     check_markdown(render_history(h, "md"))
     check_terminal(capture(lambda c: print_diff(c, d), width=100))
     check_terminal(capture(lambda c: print_history(c, h), width=100))
+
+
+# --------------------------------------------------------------------------- node and fleet reports
+
+
+def hostile_node(report, host, error, line, name, algo):
+    """A node report whose every machine-supplied string is hostile: host, errors and reasons the runner
+    stored as text, the kernel's Xid line, NVML's reasons, the GPU's name, NCCL's algorithm names."""
+    from envcheck.model.node import AlgoChoice, NodeSkip, XidEvent, XidScan
+
+    r = node_reports.with_hosts(report, host)
+    n = r.node
+    topo = dataclasses.replace(n.topology, smi_reason=error, gpus=(
+        n.topology.gpus[0], dataclasses.replace(n.topology.gpus[1], lost=error)))
+    sweep = n.collectives[0]
+    results = list(sweep.results)
+    results[1] = dataclasses.replace(results[1], error=error)
+    results[2] = dataclasses.replace(results[2], skipped=error)
+    choices = (*sweep.choices, AlgoChoice(0, "AllReduce", results[3].size_bytes, algo, algo, nranks=2))
+    sweep = dataclasses.replace(sweep, results=tuple(results), choices=choices, error=error, nccl_version=algo,
+                                ranks=(dataclasses.replace(sweep.ranks[0], status="error", error=error, host=host),
+                                       sweep.ranks[1]))
+    copies = list(n.peer.copies)
+    copies[0] = dataclasses.replace(copies[0], error=error, timing=None)
+    peer = dataclasses.replace(n.peer, copies=tuple(copies), error=error)
+    node = dataclasses.replace(n, topology=topo, collectives=(sweep,), peer=peer,
+                               skipped=(NodeSkip("xid", f"crashed: {error}"), NodeSkip("counters", error)),
+                               xid=XidScan(line, (XidEvent(79, line, line, 1.0),)))
+    benches = tuple(dataclasses.replace(b, device=dataclasses.replace(b.device, name=name)) for b in r.benches)
+    checks = (Check("x", "fail", name, line.replace("\n", " "), fix=error), *r.checks)
+    return dataclasses.replace(r, node=node, benches=benches, checks=checks)
+
+
+def hostile_fleet(host, error, line, name, algo):
+    from envcheck.model.fleet import Baseline, Reference, Rule
+
+    r = node_reports.with_hosts(node_reports.fleet_report(), host)
+    f = r.fleet
+    bad = hostile_node(node_reports.node_report(trouble=True), host + "1", error, line, name, algo)
+    nodes = (f.nodes[0], dataclasses.replace(f.nodes[1], node=bad.node, checks=bad.checks, benches=bad.benches[1:]))
+    ranks = tuple(dataclasses.replace(x, error=error if x.status == "error" else x.error) for x in f.ranks)
+    base = Baseline(line, (*f.baseline.values, Reference(name, 1.0, algo)), host, error)
+    world = dataclasses.replace(f.collectives[0], error=error, nccl_version=algo)
+    fleet = dataclasses.replace(f, nodes=nodes, ranks=ranks, baseline=base, collectives=(world,), launcher=name,
+                                rules=(Rule(name, "higher", 0.1), Rule("gpu.bandwidth_gbps", "higher", 0.05)))
+    return dataclasses.replace(r, fleet=fleet)
+
+
+NODE_FRAGMENTS = ["[/]", "[bold red]", "<script>alert(1)</script>", "`", "``", "\u202e", "\u2066", "\x1b[2J",
+                  "\x1b]0;t\x07", "|", "\\", "# h", "\r\n", "中文", "*x*"]
+node_hostile = st.lists(st.one_of(st.sampled_from(NODE_FRAGMENTS), st.text(max_size=3)), min_size=1,
+                        max_size=5).map("".join)
+
+
+@pytest.mark.slow
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(host=node_hostile, error=node_hostile, line=node_hostile, name=node_hostile, algo=node_hostile)
+def test_node_and_fleet_renders_never_obey_machine_text(host, error, line, name, algo):
+    from envcheck.render.terminal.node import print_fleet
+
+    node = hostile_node(node_reports.node_report(trouble=True), host, error, line, name, algo)
+    fleet = hostile_fleet(host, error, line, name, algo)
+    for r, printer in ((node, print_run), (fleet, print_fleet)):
+        a = analyse(r)
+        for lang in ("en", "zh-CN"):
+            check_html(render_html(r, lang, analysis=a))
+            check_markdown(render_markdown(r, lang, "r_charts", analysis=a))
+        text = capture(lambda c, r=r, a=a, printer=printer: printer(c, r, a), width=100)
+        check_terminal(text)
+        if "[/]" in host:
+            assert "[/]" in text  # shown, not taken for markup

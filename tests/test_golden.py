@@ -13,12 +13,14 @@ import re
 from pathlib import Path
 
 import factories_cpu
+import node_reports
 import pytest
 
 from envcheck.analysis import analyse
 from envcheck.model import dumps, load, loads
 from envcheck.render.documents import render_html, render_markdown
 from envcheck.render.terminal.console import capture
+from envcheck.render.terminal.node import print_fleet
 from envcheck.render.terminal.run import print_run
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -38,6 +40,10 @@ def _terminal(r, lang="en"):
     return capture(lambda c: print_run(c, r, analyse(r), lang=lang), width=100)
 
 
+def _fleet_terminal(r, lang="en"):
+    return capture(lambda c: print_fleet(c, r, analyse(r), lang=lang), width=100)
+
+
 CASES = [
     ("h200_small.md", "h200_small.json", lambda r: render_markdown(r, "en", "h200_small_charts")),
     ("h200_small.html", "h200_small.json", lambda r: render_html(r, "en")),
@@ -45,7 +51,17 @@ CASES = [
     ("h200_small.txt", "h200_small.json", _terminal),
     ("cpu_small.md", "cpu_small.json", lambda r: render_markdown(r, "en", "cpu_small_charts")),
     ("cpu_small.txt", "cpu_small.json", _terminal),
+    ("node_x2.md", "node_x2.json", lambda r: render_markdown(r, "en", "node_x2_charts")),
+    ("node_x2.html", "node_x2.json", lambda r: render_html(r, "en")),
+    ("node_x2.txt", "node_x2.json", _terminal),
+    ("fleet_2x.md", "fleet_2x.json", lambda r: render_markdown(r, "en", "fleet_2x_charts")),
+    ("fleet_2x.zh-CN.md", "fleet_2x.json", lambda r: render_markdown(r, "zh-CN", "fleet_2x.zh-CN_charts")),
+    ("fleet_2x.html", "fleet_2x.json", lambda r: render_html(r, "en")),
+    ("fleet_2x.txt", "fleet_2x.json", _fleet_terminal),
 ]
+
+# Node and fleet reports built from the real 2 x H200 capture (tests/node_reports.py), regenerated with the goldens.
+BUILT = {"node_x2.json": lambda: node_reports.node_report(trouble=True), "fleet_2x.json": node_reports.fleet_report}
 
 
 def test_cpu_golden_json_is_the_cpu_factory():
@@ -54,6 +70,14 @@ def test_cpu_golden_json_is_the_cpu_factory():
     if UPDATE:
         path.write_text(dumps(factories_cpu.report()), encoding="utf-8")
     assert loads(path.read_text(encoding="utf-8")) == factories_cpu.report()
+
+
+@pytest.mark.parametrize("name", sorted(BUILT))
+def test_node_and_fleet_golden_json_is_the_builder(name):
+    path = GOLDEN / name
+    if UPDATE:
+        path.write_text(dumps(BUILT[name]()), encoding="utf-8")
+    assert loads(path.read_text(encoding="utf-8")) == BUILT[name]()
 
 
 @pytest.mark.parametrize(("name", "source", "render"), CASES, ids=[c[0] for c in CASES])

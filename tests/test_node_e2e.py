@@ -87,3 +87,8 @@ def test_fleet_of_two_simulated_nodes_writes_one_report(tmp_path):
     rows = an.collective_rows(world)
     assert rows and {r.status for r in rows} == {"ok"} and all(r.wrong == 0 for r in rows)
     assert os.path.isdir(tmp_path / "fleet_work" / "world")
+    # Rank 0 wrote the documents beside the JSON and printed the summary through the presentation layer.
+    stem = reports[0].stem
+    assert (tmp_path / f"{stem}.md").exists() and (tmp_path / f"{stem}.html").exists()
+    summary = next(o for o in outs if "envcheck fleet report: 2 nodes, 2 ranks" in o)
+    assert "Verdicts" in summary and f"{stem}.html" in summary

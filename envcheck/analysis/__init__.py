@@ -3,8 +3,11 @@
 ``analyse(report)`` returns an ``Analysis``: per benchmarked device, its ceilings (theoretical
 and measured, each with its source), every case's derived numbers (``CaseResult``: GB/s,
 TFLOP/s, shares of the ceilings, speedup, verdict, flags, NVML conditions), findings,
-recommendations and totals. Terminal, Markdown, HTML, charts, diff and history read these;
-none of them computes a throughput, a share, a speedup, a flag or a verdict itself.
+recommendations and totals; for a node run (``report.node``) the node's analysis (``node``:
+per-GPU rates and outliers, link paths, copies, collectives, counters, problems); for a fleet
+report the fleet's (``fleet``: each node analysed the same way, verdicts, world collectives).
+Terminal, Markdown, HTML, charts, diff and history read these; none of them computes a
+throughput, a share, a speedup, a flag or a verdict itself.
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ from functools import cached_property
 
 from envcheck.analysis.ceilings import Ceilings, ceilings, env_gpu
 from envcheck.analysis.findings import Finding, Recommendation, findings, recommendations
+from envcheck.analysis.fleet import FleetAnalysis, analyse_fleet
+from envcheck.analysis.node import NodeAnalysis, analyse_node
 from envcheck.analysis.results import CaseResult, case_results
 from envcheck.analysis.summary import Summary, summarise
-from envcheck.model import Bench, CaseKey, Gpu, Report
+from envcheck.model import Bench, CaseKey, Environment, Gpu, Report
 from envcheck.model.codec import gc_paused
 
 
@@ -42,6 +47,8 @@ class BenchAnalysis:
 class Analysis:
     report: Report
     benches: tuple[BenchAnalysis, ...]
+    node: NodeAnalysis | None = None  # a run with --gpus: the node's results against its links
+    fleet: FleetAnalysis | None = None  # a fleet report
 
     @property
     def bench(self) -> BenchAnalysis | None:
@@ -50,16 +57,25 @@ class Analysis:
 
 
 def analyse_bench(report: Report, bench: Bench) -> BenchAnalysis:
-    ceils = ceilings(report.environment, bench)
+    return analyse_bench_in(report.environment, bench)
+
+
+def analyse_bench_in(env: Environment, bench: Bench) -> BenchAnalysis:
+    """One bench against the environment it ran in (a fleet node's own, for instance)."""
+    ceils = ceilings(env, bench)
     results = case_results(bench, ceils)
     found = findings(bench, results, ceils)
-    return BenchAnalysis(bench, env_gpu(report.environment, bench), ceils, results, found,
-                         recommendations(found), summarise(results))
+    return BenchAnalysis(bench, env_gpu(env, bench), ceils, results, found, recommendations(found),
+                         summarise(results))
 
 
 def analyse(report: Report) -> Analysis:
     with gc_paused():  # many objects, no cycles: see model/codec.py
-        return Analysis(report, tuple(analyse_bench(report, b) for b in report.benches))
+        benches = tuple(analyse_bench(report, b) for b in report.benches)
+        node = analyse_node(report.node, benches, report.environment) if report.node is not None else None
+        fleet = analyse_fleet(report.fleet, analyse_bench_in) if report.fleet is not None else None
+    return Analysis(report, benches, node, fleet)
 
 
-__all__ = ["Analysis", "BenchAnalysis", "CaseResult", "Ceilings", "Finding", "Recommendation", "Summary", "analyse"]
+__all__ = ["Analysis", "BenchAnalysis", "CaseResult", "Ceilings", "Finding", "FleetAnalysis", "NodeAnalysis",
+           "Recommendation", "Summary", "analyse"]

@@ -9,12 +9,14 @@ Pure functions of the raw results. A metric that could not be measured never pas
 from __future__ import annotations
 
 import itertools
+import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from envcheck.analysis.node import collective_rows, copy_rows, gpu_rates
-from envcheck.model.fleet import Baseline, Fleet, FleetNode, Reference, Rule
+from envcheck.analysis.node import GpuRates, collective_rows, copy_rows, gpu_rates
+from envcheck.model.fleet import Baseline, Fleet, FleetNode, RankStatus, Reference, Rule
 from envcheck.model.node import Collectives
 
 # --------------------------------------------------------------------------- metrics
@@ -47,13 +49,14 @@ class Metric:
     algo: str | None = None  # NCCL's algorithm/protocol behind a busbw
 
 
-def node_metrics(node: FleetNode) -> tuple[Metric, ...]:
+def node_metrics(node: FleetNode, rates: Sequence[GpuRates] | None = None) -> tuple[Metric, ...]:
     """A node's metrics: its slowest GPU, its slowest peer link, its collectives at their largest size.
 
     The slowest member stands for the node, because a job runs at the pace of its slowest GPU.
+    ``rates``: its GPUs' rates already derived (one per bench), else they are derived here.
     """
     out: list[Metric] = []
-    rates = [gpu_rates(b) for b in node.benches]
+    rates = list(rates) if rates is not None else [gpu_rates(b) for b in node.benches]
     on_gpu = any(getattr(b.device, "backend", None) == "cuda" for b in node.benches)
     matmul_planned = any(c.op == "matmul" for b in node.benches for c in (*b.cases, *b.skipped))
     for name, attr, planned in (("gpu.bandwidth_gbps", "bandwidth_gbps", on_gpu),
@@ -124,12 +127,14 @@ def _rule_for(name: str, rules: Sequence[Rule]) -> Rule | None:
     return best
 
 
-def _references(nodes: Sequence[FleetNode]) -> tuple[Reference, ...]:
+def _references(nodes: Sequence[FleetNode],
+                metrics: Sequence[Sequence[Metric]] | None = None) -> tuple[Reference, ...]:
     """Each metric's median over the nodes that measured it. A busbw's median is taken over the nodes
-    whose NCCL chose the most common algorithm for it, and carries that algorithm."""
+    whose NCCL chose the most common algorithm for it, and carries that algorithm. ``metrics``: each
+    node's metrics already derived, in node order."""
     values: dict[str, list[tuple[float, str | None]]] = {}
-    for node in nodes:
-        for m in node_metrics(node):
+    for i, node in enumerate(nodes):
+        for m in (metrics[i] if metrics is not None else node_metrics(node)):
             if m.value is not None:
                 values.setdefault(m.name, []).append((m.value, m.algo))
     out = []
@@ -141,9 +146,22 @@ def _references(nodes: Sequence[FleetNode]) -> tuple[Reference, ...]:
     return tuple(out)
 
 
-def fleet_medians(fleet: Fleet) -> tuple[Reference, ...]:
+def fleet_medians(fleet: Fleet, metrics: Sequence[Sequence[Metric]] | None = None) -> tuple[Reference, ...]:
     """Each metric's median over the fleet's nodes (see :func:`_references`)."""
-    return _references(fleet.nodes)
+    return _references(fleet.nodes, metrics)
+
+
+def rules_in_force(fleet: Fleet) -> tuple[Rule, ...]:
+    """The rules the verdicts were judged by: the fleet's own, else the defaults."""
+    return fleet.rules or DEFAULT_RULES
+
+
+def references(fleet: Fleet, metrics: Sequence[Sequence[Metric]] | None = None) -> tuple[tuple[Reference, ...], str]:
+    """The values each node is held to and where they come from: the baseline's (``baseline``) when the
+    fleet has one, else the fleet's medians (``fleet_median``)."""
+    if fleet.baseline is not None and fleet.baseline.values:
+        return fleet.baseline.values, "baseline"
+    return fleet_medians(fleet, metrics), "fleet_median"
 
 
 @dataclass(frozen=True)
@@ -153,6 +171,7 @@ class Finding:
     ``kind``: ``worse`` (``value`` vs ``reference`` from ``source``: ``baseline`` or ``fleet_median``,
     ``shortfall`` the fraction worse), ``missing`` (``reason``), ``rank_failed`` (``ranks``),
     ``algorithm_differs`` (a busbw whose NCCL algorithm is not the reference's: ``reason`` names both).
+    ``margin``: the rule's allowance the metric was held to (``direction`` says which way is better).
     """
 
     kind: str
@@ -163,6 +182,8 @@ class Finding:
     shortfall: float | None = None
     reason: str | None = None
     ranks: tuple[int, ...] = ()
+    margin: float | None = None
+    direction: str | None = None
 
 
 @dataclass(frozen=True)
@@ -175,17 +196,18 @@ class NodeVerdict:
 
 
 def judge_node(node: FleetNode, references: Sequence[Reference], source: str, rules: Sequence[Rule],
-               failed_ranks: Sequence[int] = ()) -> NodeVerdict:
+               failed_ranks: Sequence[int] = (), metrics: Sequence[Metric] | None = None) -> NodeVerdict:
     refs = {r.metric: r for r in references}
     findings: list[Finding] = []
     if failed_ranks:
         findings.append(Finding("rank_failed", ranks=tuple(failed_ranks)))
-    for m in node_metrics(node):
+    metrics = node_metrics(node) if metrics is None else metrics
+    for m in metrics:
         rule = _rule_for(m.name, rules)
         if rule is None:
             continue
         if m.value is None:
-            findings.append(Finding("missing", m.name, reason=m.reason))
+            findings.append(Finding("missing", m.name, reason=m.reason, margin=rule.margin, direction=rule.direction))
             continue
         reference = refs.get(m.name)
         if reference is None:
@@ -194,7 +216,8 @@ def judge_node(node: FleetNode, references: Sequence[Reference], source: str, ru
         if m.algo and reference.algo and m.algo != reference.algo:
             # Not like with like: say so, whatever the numbers.
             findings.append(Finding("algorithm_differs", m.name, m.value, ref, source,
-                                    reason=f"{m.algo} vs {reference.algo}"))
+                                    reason=f"{m.algo} vs {reference.algo}", margin=rule.margin,
+                                    direction=rule.direction))
         if rule.direction == "higher":
             worse = m.value < ref * (1 - rule.margin)
             short = 1 - m.value / ref if ref else None
@@ -202,7 +225,16 @@ def judge_node(node: FleetNode, references: Sequence[Reference], source: str, ru
             worse = m.value > ref * (1 + rule.margin)
             short = (m.value / ref - 1) if ref else None
         if worse:
-            findings.append(Finding("worse", m.name, m.value, ref, source, short))
+            findings.append(Finding("worse", m.name, m.value, ref, source, short, margin=rule.margin,
+                                    direction=rule.direction))
+    # A reference the node has no metric for (a size it could not reach, a test that never ran) was not
+    # measured: never a pass.
+    measured = {m.name for m in metrics}
+    for ref_name in sorted(set(refs) - measured):
+        rule = _rule_for(ref_name, rules)
+        if rule is not None:
+            findings.append(Finding("missing", ref_name, reference=refs[ref_name].value, source=source,
+                                    reason="not_measured", margin=rule.margin, direction=rule.direction))
     if any(f.kind in ("worse", "rank_failed") for f in findings):
         status = "fail"
     elif findings:
@@ -212,18 +244,17 @@ def judge_node(node: FleetNode, references: Sequence[Reference], source: str, ru
     return NodeVerdict(node.host, status, tuple(findings))
 
 
-def judge(fleet: Fleet) -> tuple[NodeVerdict, ...]:
-    """Every node's verdict: against the baseline's values when the fleet has one, else the fleet median."""
-    rules = fleet.rules or DEFAULT_RULES
-    if fleet.baseline is not None and fleet.baseline.values:
-        refs, source = fleet.baseline.values, "baseline"
-    else:
-        refs, source = fleet_medians(fleet), "fleet_median"
+def judge(fleet: Fleet, metrics: Sequence[Sequence[Metric]] | None = None) -> tuple[NodeVerdict, ...]:
+    """Every node's verdict: against the baseline's values when the fleet has one, else the fleet median.
+    ``metrics``: each node's metrics already derived, in node order."""
+    rules = rules_in_force(fleet)
+    refs, source = references(fleet, metrics)
     failed: dict[str, list[int]] = {}
     for r in fleet.ranks:
         if r.status != "ok":
             failed.setdefault(r.host or "?", []).append(r.rank)
-    out = [judge_node(n, refs, source, rules, failed.get(n.host, ())) for n in fleet.nodes]
+    out = [judge_node(n, refs, source, rules, failed.get(n.host, ()), metrics[i] if metrics is not None else None)
+           for i, n in enumerate(fleet.nodes)]
     known = {n.host for n in fleet.nodes}
     for host, ranks in sorted(failed.items()):
         if host not in known:
@@ -330,6 +361,7 @@ def _walk(steps: Sequence[NarrowStep], world: tuple[int, ...], hosts: Sequence[s
         return None, Conclusion("none")
     # Pairs settle it: within the suspect, plus a reference rank from outside for a lone pair.
     members = suspect
+    ref = None
     if len(members) == 2:
         same = [r for r in world if r not in members and hosts[r] == hosts[members[0]]]
         other = [r for r in world if r not in members]
@@ -339,11 +371,23 @@ def _walk(steps: Sequence[NarrowStep], world: tuple[int, ...], hosts: Sequence[s
     for p in pairs:
         if p not in bw:
             return p, None
-    best = max((bw[p] for p in pairs if bw[p] is not None), default=None)
-    slow = [p for p in pairs if _slower(bw[p], best, margin)]
+
+    # A pair inside a node runs on NVLink, one across nodes on the network, ~10x slower on an H200
+    # node: each pair is held only to the best pair of its own kind.
+    def best_of(p: tuple[int, ...]) -> float | None:
+        kind = len(_hosts_of(p, hosts))
+        alike = [bw[q] for q in pairs if len(_hosts_of(q, hosts)) == kind and bw[q] is not None]
+        return max(alike or [bw[q] for q in pairs if bw[q] is not None], default=None)
+
+    slow = [p for p in pairs if _slower(bw[p], best_of(p), margin)]
     if not slow:
         return None, (Conclusion("group", suspect, (), _hosts_of(suspect, hosts)) if descended else Conclusion("none"))
     if len(slow) == 1:
+        if ref is not None and descended and ref in slow[0]:
+            # The suspect pair was slower than its sibling, and of the reference's links to it only the one
+            # to this member is slow: the member is the cause.
+            r = next(x for x in slow[0] if x != ref)
+            return None, Conclusion("rank", (r,), (), (hosts[r],))
         return None, Conclusion("link", slow[0], (), _hosts_of(slow[0], hosts))
     common = set(slow[0]).intersection(*slow[1:])
     if len(common) == 1:
@@ -384,3 +428,137 @@ def collective_narrowing(collectives: Collectives) -> Conclusion | None:
         str(r) for r in range(collectives.world_size))
     margin = float(collectives.settings.get("narrow_margin", DEFAULT_NARROW_MARGIN))
     return narrowing_conclusion(narrowing_steps(collectives), tuple(range(collectives.world_size)), hosts, margin)
+
+
+# --------------------------------------------------------------------------- keys and metric names
+
+# Every key this module hands to the presentation, each phrased in the catalogues.
+FINDING_KINDS = ("worse", "missing", "rank_failed", "algorithm_differs")
+CONCLUSION_KINDS = ("none", "rank", "link", "between", "group", "inconclusive", "not_applicable")
+VERDICT_STATUSES = ("pass", "fail", "incomplete")
+SOURCES = ("baseline", "fleet_median")
+# Why a metric has no value (Metric.reason); a node test's error or skip reason may stand there too
+# (envcheck.analysis.node.RUN_ERRORS, SKIP_REASONS), or an exception's last line.
+MISSING_REASONS = ("no_bench", "not_measured", "not_measured_on_every_gpu", "copy_failed_or_wrong", "not_run",
+                   "not_verified",
+                   *(f"collective_{s}" for s in ("ok", "error", "wrong", "unverified")))
+# What a metric name stands for (describe_metric), and the unit of its value.
+METRIC_KEYS = ("gpu_bandwidth", "gpu_matmul", "peer", "busbw", "wrong_elements", "checks_failed", "collectives",
+               "other")
+_METRIC_PATTERNS = (
+    (re.compile(r"gpu\.bandwidth_gbps"), "gpu_bandwidth", "GB/s"),
+    (re.compile(r"gpu\.matmul_tflops"), "gpu_matmul", "TFLOP/s"),
+    (re.compile(r"peer\.(?P<kind>[a-z0-9]+)_gbps"), "peer", "GB/s"),
+    (re.compile(r"node\.(?P<op>[a-z_]+)\.busbw_gbps(?:@(?P<size_bytes>\d+))?"), "busbw", "GB/s"),
+    (re.compile(r"wrong\.collective_elements"), "wrong_elements", ""),
+    (re.compile(r"checks\.failed"), "checks_failed", ""),
+    (re.compile(r"node\.collectives"), "collectives", ""),
+)
+
+
+@dataclass(frozen=True)
+class MetricName:
+    """What a metric name (as :func:`node_metrics` writes it) stands for: a key of ``METRIC_KEYS``, its
+    parameters (``kind`` of copy, collective ``op`` and ``size_bytes``) and the unit of its values."""
+
+    key: str
+    params: tuple[tuple[str, Any], ...] = ()
+    unit: str = ""
+
+
+def describe_metric(name: str) -> MetricName:
+    """The inverse of the names :func:`node_metrics` builds; an unknown name (a newer baseline's) is
+    ``other`` with the name itself as its parameter."""
+    for pattern, key, unit in _METRIC_PATTERNS:
+        m = pattern.fullmatch(name)
+        if m:
+            params = tuple((k, int(v) if k == "size_bytes" else v) for k, v in m.groupdict().items() if v is not None)
+            return MetricName(key, params, unit)
+    return MetricName("other", (("name", name),))
+
+
+# --------------------------------------------------------------------------- ranks
+
+# A rank that reported in time but took this much longer than the median of the others: worth naming,
+# since the rank timeout is set for the slowest machine a fleet may hold, not for this one.
+SLOW_RANK_FACTOR = 1.5
+
+
+@dataclass(frozen=True)
+class SlowRank:
+    rank: int
+    host: str | None
+    elapsed_s: float
+    others_median_s: float
+
+
+def slow_ranks(ranks: Sequence[RankStatus], factor: float = SLOW_RANK_FACTOR) -> tuple[SlowRank, ...]:
+    """Ranks that reported in time but took more than ``factor`` times the median of the other ranks."""
+    timed = [r for r in ranks if r.status == "ok" and r.elapsed_s is not None]
+    out = []
+    for r in timed:
+        others = [x.elapsed_s for x in timed if x.rank != r.rank and x.elapsed_s is not None]
+        if len(others) < 1 or r.elapsed_s is None:
+            continue
+        med = statistics.median(others)
+        if med > 0 and r.elapsed_s > factor * med:
+            out.append(SlowRank(r.rank, r.host, r.elapsed_s, med))
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------- a fleet, analysed once
+
+
+@dataclass(frozen=True)
+class FleetNodeAnalysis:
+    """One node of a fleet: its GPUs' analyses (``benches``: ``BenchAnalysis``), its node analysis, its
+    metrics, its verdict and how its ranks ended."""
+
+    node: FleetNode
+    benches: tuple[Any, ...]
+    analysis: Any  # envcheck.analysis.node.NodeAnalysis
+    metrics: tuple[Metric, ...]
+    verdict: NodeVerdict
+    ranks: tuple[RankStatus, ...]
+
+
+@dataclass(frozen=True)
+class FleetAnalysis:
+    """Everything derived from a fleet report. ``verdicts``: one per node, and one per host whose ranks
+    failed before it sent anything; ``drain``: those not passing; ``references`` and ``source``: what
+    the nodes were held to; ``sweeps``: the world collectives with their narrowing."""
+
+    fleet: Fleet
+    nodes: tuple[FleetNodeAnalysis, ...]
+    verdicts: tuple[NodeVerdict, ...]
+    rules: tuple[Rule, ...]
+    references: tuple[Reference, ...]
+    source: str
+    sweeps: tuple[Any, ...]  # envcheck.analysis.node.SweepAnalysis
+    failed_ranks: tuple[RankStatus, ...]
+    slow: tuple[SlowRank, ...]
+
+    @property
+    def drain(self) -> tuple[NodeVerdict, ...]:
+        return tuple(v for v in self.verdicts if v.status != "pass")
+
+
+def analyse_fleet(fleet: Fleet, analyse_bench: Callable[[Any, Any], Any]) -> FleetAnalysis:
+    """``analyse_bench(environment, bench)`` gives a ``BenchAnalysis`` (``envcheck.analysis``)."""
+    from envcheck.analysis.node import analyse_node, analyse_sweep, rates_from
+    from envcheck.model import Environment
+
+    per_node = []
+    for n in fleet.nodes:
+        env = n.environment or Environment()
+        benches = tuple(analyse_bench(env, b) for b in n.benches)
+        rates = [rates_from(ba.bench, ba.ceilings, ba.results) for ba in benches]
+        per_node.append((n, benches, analyse_node(n.node, benches, env), node_metrics(n, rates)))
+    metrics = [m for *_, m in per_node]
+    verdicts = judge(fleet, metrics)
+    refs, source = references(fleet, metrics)
+    nodes = tuple(FleetNodeAnalysis(n, b, a, m, verdicts[i], tuple(r for r in fleet.ranks if r.rank in n.ranks))
+                  for i, (n, b, a, m) in enumerate(per_node))
+    return FleetAnalysis(fleet, nodes, verdicts, rules_in_force(fleet), refs, source,
+                         tuple(analyse_sweep(c) for c in fleet.collectives),
+                         tuple(r for r in fleet.ranks if r.status != "ok"), slow_ranks(fleet.ranks))

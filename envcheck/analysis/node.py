@@ -215,7 +215,8 @@ class PairPath:
     ``via``: ``nvlink`` (direct links), ``nvswitch`` (both GPUs' links end on NVSwitches: the pair
     gets the smaller of the two GPUs' link sets), or ``pcie``. ``nvlinks``: active links the pair
     can use. ``expected_gbps``: per direction (active links x per-link speed, or the slower PCIe
-    link's generation x width with its encoding). ``source`` names the facts it came from.
+    link's generation x width with its encoding). ``source``: a key (``PATH_SOURCES``) naming the
+    facts it came from, phrased by the presentation.
     """
 
     a: int
@@ -272,8 +273,7 @@ def pair_path(topology: Topology, a: int, b: int) -> PairPath | None:
     if direct:
         speed = _link_speed_gbps(direct)
         expected = speed * len(direct) if speed is not None else None
-        return PairPath(a, b, "nvlink", len(direct), speed, expected, level,
-                        "active NVLinks x per-link speed (NVML)")
+        return PairPath(a, b, "nvlink", len(direct), speed, expected, level, "nvlink_links")
     sw_a = [lk for lk in _active(ga) if lk.remote_type.value == "switch"]
     sw_b = [lk for lk in _active(gb) if lk.remote_type.value == "switch"]
     if sw_a and sw_b:
@@ -281,10 +281,26 @@ def pair_path(topology: Topology, a: int, b: int) -> PairPath | None:
         speeds = [s for s in (_link_speed_gbps(sw_a), _link_speed_gbps(sw_b)) if s is not None]
         speed = min(speeds) if speeds else None
         return PairPath(a, b, "nvswitch", n, speed, speed * n if speed is not None else None, level,
-                        "NVSwitch: the smaller GPU's active NVLinks x per-link speed (NVML)")
+                        "nvswitch_links")
     pa, pb = _gpu_pcie_gbps(ga), _gpu_pcie_gbps(gb)
     expected = min(pa, pb) if pa is not None and pb is not None else None
-    return PairPath(a, b, "pcie", 0, None, expected, level, "the slower GPU's PCIe generation x width (NVML)")
+    return PairPath(a, b, "pcie", 0, None, expected, level, "pcie_link")
+
+
+# Where a pair's expected bandwidth comes from: active NVLinks x per-link speed; for NVSwitch the
+# smaller GPU's active NVLinks x per-link speed; the slower GPU's PCIe generation x width (all NVML).
+PATH_SOURCES = ("nvlink_links", "nvswitch_links", "pcie_link")
+# ``nvidia-smi topo -m``'s names for NVML's PCIe levels (PCIE_LEVELS), so the matrix reads like its output.
+SMI_LEVEL_NAMES = {"internal": "X", "single": "PIX", "multiple": "PXB", "hostbridge": "PHB", "node": "NODE",
+                   "system": "SYS"}
+
+
+def topo_label(p: PairPath) -> str:
+    """The pair as ``nvidia-smi topo -m`` would print it: ``NV18`` for a bonded set of NVLinks
+    (direct or through NVSwitches), else the PCIe level's name (``SYS``, ``NODE``, ``PHB``...)."""
+    if p.nvlinks:
+        return f"NV{p.nvlinks}"
+    return SMI_LEVEL_NAMES.get(p.pcie_level or "", "?")
 
 
 def _same_bus(x: str, y: str) -> bool:
@@ -402,13 +418,20 @@ class GpuRates:
 
 def gpu_rates(bench: Any) -> GpuRates:
     """The rates of one bench: the largest torch matmul with a GPU time, and the measured bandwidth."""
-    from envcheck.analysis.ceilings import BANDWIDTH, MEASURED, ceilings
+    from envcheck.analysis.ceilings import ceilings
     from envcheck.analysis.results import case_results
     from envcheck.model import Environment
 
     ceils = ceilings(Environment(), bench)  # measured limits need nothing from the environment
+    return rates_from(bench, ceils, case_results(bench, ceils))
+
+
+def rates_from(bench: Any, ceils: Any, results: Sequence[Any]) -> GpuRates:
+    """:func:`gpu_rates` from a bench's ceilings and case results already derived (``BenchAnalysis``)."""
+    from envcheck.analysis.ceilings import BANDWIDTH, MEASURED
+
     best: tuple[int, float, str] | None = None
-    for r in case_results(bench, ceils):
+    for r in results:
         c = r.case
         if c.op != "matmul" or c.impl != "torch" or c.gpu is None or r.status == "error" or r.tflops is None:
             continue
@@ -440,7 +463,11 @@ def outliers(benches: Sequence[Any], margin: float = DEFAULT_OUTLIER_MARGIN) -> 
     Matmul rates are compared only between GPUs whose best case is the same problem, so a GPU that
     skipped a size for memory is not called slow for it.
     """
-    rates = [gpu_rates(b) for b in benches]
+    return outliers_from_rates([gpu_rates(b) for b in benches], margin)
+
+
+def outliers_from_rates(rates: Sequence[GpuRates], margin: float = DEFAULT_OUTLIER_MARGIN) -> tuple[Outlier, ...]:
+    """:func:`outliers` from rates already derived."""
     out: list[Outlier] = []
     for metric in ("bandwidth_gbps", "matmul_tflops"):
         for i, r in enumerate(rates):
@@ -609,36 +636,64 @@ def against_nccl_tests(collectives: Collectives, rows: Sequence[Any], min_bytes:
 
 # Node tests that were skipped because they do not apply here, not because something failed.
 NOT_APPLICABLE = ("no_cuda", "not_requested", "single_gpu")
+# A node test that raised: ``envcheck.node.run`` records ``f"{CRASHED}: {exception}"`` as its reason.
+CRASHED = "crashed"
+
+# Every key the node runner and this module hand to the presentation, each phrased in the catalogues
+# (tests/test_node_view.py holds them against the string literals of the modules that write them).
+PROBLEM_KEYS = ("step_failed", "peer_failed", "copy_failed", "copy_wrong", "sweep_failed", "collective_wrong",
+                "collective_failed", "collective_not_run", "outlier")
+NODE_TESTS = ("topology", "counters", "peer_copies", "collectives", "xid")
+SKIP_REASONS = (*NOT_APPLICABLE, CRASHED)
+# A size not run (CollectiveResult.skipped) and why no algorithm is known for a row (CollectiveRow.algo_reason).
+SIZE_SKIPS = ("out_of_memory", "not_run")
+ALGO_REASONS = ("backend_not_nccl", "no_nccl_log", "nccl_p2p", "not_in_nccl_log")
+# Errors recorded as keys by the copy worker's and the sweep's runners; any other error is an exception's last line.
+RUN_ERRORS = ("interrupted", "timed_out", "launch_failed", "exit_status", "ranks_failed", "no_done_event",
+              "no_peer_access")
+COLLECTIVE_STATUSES = ("ok", "wrong", "error", "skipped", "unverified")
+OUTLIER_METRICS = ("bandwidth_gbps", "matmul_tflops")
+
+
+def skip_reason(reason: str) -> tuple[str, str | None]:
+    """A ``NodeSkip`` reason as (key, detail): ``crashed: OSError: x`` is (``crashed``, ``OSError: x``)."""
+    head, sep, detail = reason.partition(": ")
+    if head == CRASHED and sep:
+        return CRASHED, detail
+    return reason, None
 
 
 @dataclass(frozen=True)
 class NodeProblem:
     """Something about a node run a user must hear about: a key and its parameters (rendered later).
 
-    Keys: ``collective_wrong`` (op, size_bytes, wrong), ``collective_failed`` (op, size_bytes, status),
-    ``collective_not_run`` (op, size_bytes), ``sweep_failed`` (scope, error), ``copy_wrong`` /
-    ``copy_failed`` (kind, method, src, dst), ``peer_failed`` (error), ``step_failed`` (test, reason),
-    ``outlier`` (gpu, metric, shortfall).
+    Keys (``PROBLEM_KEYS``): ``collective_wrong`` (op, size_bytes, wrong), ``collective_failed`` (op,
+    size_bytes, status), ``collective_not_run`` (op, size_bytes), ``sweep_failed`` (scope, error),
+    ``copy_wrong`` (kind, method, src, dst, wrong), ``copy_failed`` (kind, method, src, dst, error),
+    ``peer_failed`` (error), ``step_failed`` (test, reason, detail), ``outlier`` (gpu, metric, shortfall).
     """
 
     key: str
     params: tuple[tuple[str, Any], ...] = ()
 
 
-def node_problems(node: Any, benches: Sequence[Any] = (), margin: float | None = None) -> tuple[NodeProblem, ...]:
+def node_problems(node: Any, benches: Sequence[Any] = (), margin: float | None = None,
+                  found: Sequence[Outlier] | None = None) -> tuple[NodeProblem, ...]:
     """Everything that keeps a node run from passing; empty when all its tests ran clean. A size
-    skipped for memory is no problem (the sweep stops where memory does); one never reached is."""
+    skipped for memory is no problem (the sweep stops where memory does); one never reached is.
+    ``found``: the outliers already derived from ``benches`` (then they are not derived again)."""
     out: list[NodeProblem] = []
     for s in node.skipped:
         if s.reason not in NOT_APPLICABLE:
-            out.append(NodeProblem("step_failed", (("test", s.test), ("reason", s.reason))))
+            key, detail = skip_reason(s.reason)
+            out.append(NodeProblem("step_failed", (("test", s.test), ("reason", key), ("detail", detail))))
     if node.peer is not None:
         if node.peer.error:
             out.append(NodeProblem("peer_failed", (("error", node.peer.error),)))
         for c in node.peer.copies:
             where = (("kind", c.kind), ("method", c.method), ("src", c.src), ("dst", c.dst))
             if c.error and c.error != "no_peer_access":
-                out.append(NodeProblem("copy_failed", where))
+                out.append(NodeProblem("copy_failed", (*where, ("error", c.error))))
             elif c.wrong:
                 out.append(NodeProblem("copy_wrong", (*where, ("wrong", c.wrong))))
     for sweep in node.collectives:
@@ -653,10 +708,14 @@ def node_problems(node: Any, benches: Sequence[Any] = (), margin: float | None =
             elif r.status == "skipped" and not any(
                     x.skipped == "out_of_memory" for x in sweep.results if x.op == r.op and x.size_bytes == r.size_bytes):
                 out.append(NodeProblem("collective_not_run", at))
-    m = float(node.settings.get("outlier_margin", DEFAULT_OUTLIER_MARGIN)) if margin is None else margin
-    for o in outliers(benches, m):
+    for o in (outliers(benches, outlier_margin(node, margin)) if found is None else found):
         out.append(NodeProblem("outlier", (("gpu", o.gpu), ("metric", o.metric), ("shortfall", round(o.shortfall, 4)))))
     return tuple(out)
+
+
+def outlier_margin(node: Any, margin: float | None = None) -> float:
+    """The margin a node run was judged with: the one given, else the run's setting, else the default."""
+    return float(node.settings.get("outlier_margin", DEFAULT_OUTLIER_MARGIN)) if margin is None else margin
 
 
 def ring_expectation(topology: Topology, gpus: Sequence[int]) -> float | None:
@@ -680,3 +739,181 @@ def pct_of_links(row: CollectiveRow, expectation: float | None) -> float | None:
     if row.busbw_gbps is None or not expectation:
         return None
     return 100 * row.busbw_gbps / expectation
+
+
+# --------------------------------------------------------------------------- a node, analysed once
+
+COUNTER_ORDER = ("pcie_replay", "pcie_replay_rollover", *("replay", "recovery", "crc_flit", "crc_data", "ecc_data"))
+
+
+@dataclass(frozen=True)
+class CounterRow:
+    """One error counter of one GPU, summed over its links (``links``: how many were read).
+
+    ``before`` / ``after``: the totals at the two readings around the node tests; ``delta`` and
+    ``per_s``: their growth over ``interval_s``; ``boot_per_s``: the total since boot as a rate.
+    ``over_limit``: a link's growth during the tests is past DCGM's limit; ``boot_over_limit``: a
+    link's rate since boot is.
+    """
+
+    gpu: int
+    name: str
+    links: int
+    before: int | None
+    after: int | None
+    delta: int | None
+    per_s: float | None
+    boot_per_s: float | None
+    over_limit: bool
+    boot_over_limit: bool
+
+
+@dataclass(frozen=True)
+class UnreadCounter:
+    gpu: int
+    name: str
+    link: int | None
+    reason: str
+
+
+def counter_rows(before: CounterSnapshot | None, after: CounterSnapshot | None
+                 ) -> tuple[tuple[CounterRow, ...], tuple[CounterChange, ...], tuple[UnreadCounter, ...]]:
+    """Per GPU and counter, the totals and rates (rows); the per-link changes past their limit during the
+    tests; the counters that could not be read, with NVML's reason."""
+    last = after or before
+    if last is None:
+        return (), (), ()
+
+    def totals(snap: CounterSnapshot | None) -> dict[tuple[int, str], int]:
+        out: dict[tuple[int, str], int] = {}
+        for c in (snap.counters if snap else ()):
+            if c.value is not None:
+                out[(c.gpu, c.name)] = out.get((c.gpu, c.name), 0) + c.value
+        return out
+
+    b, a = totals(before), totals(after)
+    changes = counter_deltas(before, after) if before is not None and after is not None else ()
+    boot = counter_rates(last)
+    keys = sorted({(c.gpu, c.name) for c in last.counters if c.value is not None},
+                  key=lambda k: (k[0], COUNTER_ORDER.index(k[1]) if k[1] in COUNTER_ORDER else 99, k[1]))
+    rows = []
+    for gpu, name in keys:
+        mine = [c for c in changes if (c.gpu, c.name) == (gpu, name)]
+        booted = [c for c in boot if (c.gpu, c.name) == (gpu, name)]
+        delta = sum(c.delta for c in mine) if mine else None
+        interval = mine[0].interval_s if mine else None
+        rows.append(CounterRow(
+            gpu, name, sum(1 for c in last.counters if (c.gpu, c.name) == (gpu, name) and c.value is not None),
+            b.get((gpu, name)), a.get((gpu, name)), delta,
+            delta / interval if delta is not None and interval else None,
+            sum(c.per_s for c in booted) if booted else None,
+            any(counter_over_limit(c) for c in mine), any(counter_over_limit(c) for c in booted)))
+    unread = tuple(UnreadCounter(c.gpu, c.name, c.link, c.reason or "") for c in last.counters if c.value is None)
+    return tuple(rows), tuple(c for c in changes if counter_over_limit(c)), unread
+
+
+@dataclass(frozen=True)
+class SweepAnalysis:
+    """One collective sweep with its numbers: ``rows`` parallel to ``collectives.results``, each row's
+    share of what the links allow (``pct_links``, against ``expectation_gbps``: the slowest hop of a
+    ring through the sweep's GPUs, None where the topology is unknown, as across nodes), NCCL's
+    algorithm changes, the narrowing runs and where they point."""
+
+    collectives: Collectives
+    rows: tuple[CollectiveRow, ...]
+    pct_links: tuple[float | None, ...]
+    expectation_gbps: float | None
+    changes: tuple[tuple[str, int, str | None, str | None], ...]
+    narrowing: tuple[CollectiveRow, ...]
+    narrowing_pct: tuple[float | None, ...]
+    conclusion: Any = None  # envcheck.analysis.fleet.Conclusion
+
+    @property
+    def ops(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(r.op for r in self.rows))
+
+
+def analyse_sweep(collectives: Collectives, topology: Topology | None = None,
+                  gpus: Sequence[int] = ()) -> SweepAnalysis:
+    """``gpus``: the machine's GPU of each rank, by rank (a node sweep); empty across nodes."""
+    from envcheck.analysis.fleet import collective_narrowing
+
+    def expect(ranks: Sequence[int]) -> float | None:
+        if topology is None or not gpus or any(r >= len(gpus) for r in ranks):
+            return None
+        return ring_expectation(topology, [gpus[r] for r in ranks])
+
+    rows = collective_rows(collectives)
+    narrow = collective_rows(collectives, narrowing=True)
+    whole = expect(tuple(range(collectives.world_size)))
+    return SweepAnalysis(collectives, rows, tuple(pct_of_links(r, expect(r.ranks)) for r in rows), whole,
+                         algorithm_changes(rows), narrow, tuple(pct_of_links(r, expect(r.ranks)) for r in narrow),
+                         collective_narrowing(collectives))
+
+
+@dataclass(frozen=True)
+class GpuRow:
+    """One GPU of a node: its rates, its cases' tally, whether it fell behind its siblings, and, when it
+    did, its condition as probed."""
+
+    index: int | None
+    name: str
+    backend: str
+    rates: GpuRates
+    cases: int
+    passed: int
+    failed: int
+    errors: int
+    outliers: tuple[Outlier, ...] = ()
+    condition: GpuCondition | None = None
+
+
+@dataclass(frozen=True)
+class NodeAnalysis:
+    """Everything derived from one node's results (``node`` None: a fleet node whose node tests did
+    not report; its GPUs still have rows). ``status``: ``pass`` when ``problems`` is empty."""
+
+    node: Any
+    gpus: tuple[GpuRow, ...]
+    margin: float
+    outliers: tuple[Outlier, ...]
+    paths: tuple[PairPath, ...]
+    disagreements: tuple[tuple[int, int, str, str], ...]
+    copies: tuple[CopyRow, ...]
+    sweeps: tuple[SweepAnalysis, ...]
+    counters: tuple[CounterRow, ...]
+    counters_over_limit: tuple[CounterChange, ...]
+    counters_unread: tuple[UnreadCounter, ...]
+    problems: tuple[NodeProblem, ...]
+
+    @property
+    def status(self) -> str:
+        return "fail" if self.problems else "pass"
+
+    def path(self, a: int, b: int) -> PairPath | None:
+        return next((p for p in self.paths if {p.a, p.b} == {a, b}), None)
+
+
+def analyse_node(node: Any, benches: Sequence[Any], env: Any, margin: float | None = None) -> NodeAnalysis:
+    """``benches``: the node's ``BenchAnalysis`` per GPU (their ceilings and results are reused, not
+    derived again); ``env``: the environment the GPUs' conditions are read from."""
+    m = outlier_margin(node, margin) if node is not None else (DEFAULT_OUTLIER_MARGIN if margin is None else margin)
+    rates = [rates_from(ba.bench, ba.ceilings, ba.results) for ba in benches]
+    found = outliers_from_rates(rates, m)
+    rows = []
+    for ba, r in zip(benches, rates, strict=True):
+        mine = tuple(o for o in found if o.gpu == r.index and r.index is not None)
+        t = ba.summary.overall
+        cond = gpu_condition(env, r.index) if mine and env is not None and r.index is not None else None
+        rows.append(GpuRow(r.index, ba.bench.device.name, ba.bench.device.backend, r, t.cases, t.passed, t.failed,
+                           t.errors, mine, cond))
+    if node is None:
+        return NodeAnalysis(None, tuple(rows), m, found, (), (), (), (), (), (), (), ())
+    topo = node.topology
+    counters, over, unread = counter_rows(node.counters_before, node.counters_after)
+    sweeps = tuple(analyse_sweep(c, topo, node.gpus if c.scope == "node" else ()) for c in node.collectives)
+    return NodeAnalysis(
+        node, tuple(rows), m, found,
+        pair_paths(topo) if topo is not None else (), smi_disagreements(topo) if topo is not None else (),
+        copy_rows(node.peer, topo) if node.peer is not None else (), sweeps, counters, over, unread,
+        node_problems(node, (), m, found))

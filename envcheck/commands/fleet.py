@@ -1,7 +1,7 @@
 """``envcheck fleet``, run by every rank of a launch:
 ``torchrun --nnodes N --nproc-per-node G -m envcheck fleet [--baseline FILE] [--out-dir DIR]``
-(or under ``srun``). Rank 0 writes one dated fleet report and prints which nodes to take out of
-service and why.
+(or under ``srun``). Rank 0 writes one dated fleet report (JSON, and its Markdown and HTML beside it)
+and prints which nodes to take out of service and why.
 
 Exit status (rank 0; the other ranks exit 0 once rank 0 is done):
   0    every node passed its rules and every rank reported
@@ -150,58 +150,57 @@ def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) ->
 # --------------------------------------------------------------------------- the report
 
 
-def write_fleet_report(fleet: Fleet, out_dir: Path, environment: Environment | None) -> Path:
-    """The dated fleet report: rank 0's environment and the fleet body, never replacing a file."""
-    from envcheck import model, reportname
+def fleet_report(fleet: Fleet, environment: Environment | None) -> Report:
+    """The fleet report: rank 0's environment and the fleet body."""
     from envcheck.probes.collect import new_report
 
-    now = datetime.now(timezone.utc)
     host = fleet.nodes[0].host if fleet.nodes else "fleet"
-    report = new_report("fleet", environment or Environment(), host=host, fleet=fleet)
+    return new_report("fleet", environment or Environment(), host=host, fleet=fleet)
+
+
+def write_fleet_report(fleet: Fleet, out_dir: Path, environment: Environment | None,
+                       report: Report | None = None) -> Path:
+    """The dated fleet report's JSON, never replacing a file."""
+    from envcheck import model, reportname
+
+    now = datetime.now(timezone.utc)
+    report = report or fleet_report(fleet, environment)
+    host = fleet.nodes[0].host if fleet.nodes else "fleet"
     stem = f"{reportname.stamp(now)}_fleet-{fleet.nnodes}x_{reportname.slug(host, 'host')}"
     return reportname.write_report(out_dir, stem, model.dumps(report))
 
 
-def summary_lines(fleet: Fleet) -> list[str]:
-    """What rank 0 prints: ranks that failed, each node's verdict, the world sweep and its narrowing."""
-    from envcheck.analysis.fleet import collective_narrowing, judge
-    from envcheck.analysis.node import collective_rows
+def print_summary(report: Report, analysis: Any, written: list[Path], lang: str = "en", stdout: Any = None) -> None:
+    """What rank 0 prints: the verdicts and their reasons, the ranks that failed, hung or were slow, the
+    world sweep and where its slowness comes from, each node's GPUs, and the files written."""
+    from envcheck.render.terminal.console import make_console
+    from envcheck.render.terminal.node import print_fleet
 
-    lines = [f"fleet: {fleet.nnodes} node(s), {fleet.world_size} rank(s), launched by {fleet.launcher}"]
-    for r in fleet.ranks:
-        if r.status != "ok":
-            extra = f" after {r.given_s:g} s" if r.status == "timeout" and r.given_s else ""
-            lines.append(f"  rank {r.rank} ({r.host or '?'}): {r.status}{extra}{': ' + r.error if r.error else ''}")
-    for v in judge(fleet):
-        lines.append(f"  node {v.host}: {v.status}")
-        for f in v.findings:
-            if f.kind == "worse":
-                lines.append(f"    {f.metric}: {f.value:.4g} vs {f.source} {f.reference:.4g} "
-                             f"({100 * (f.shortfall or 0):.1f}% worse)")
-            elif f.kind == "missing":
-                lines.append(f"    {f.metric}: not measured ({f.reason})")
-            elif f.kind == "algorithm_differs":
-                lines.append(f"    {f.metric}: NCCL algorithm {f.reason}: not compared like with like")
-            else:
-                lines.append(f"    ranks {', '.join(map(str, f.ranks))} failed or did not report")
-    for c in fleet.collectives:
-        lines.append(f"  world sweep ({c.backend}, {c.world_size} ranks){': ' + c.error if c.error else ''}")
-        for row in collective_rows(c):
-            if row.busbw_gbps is not None:
-                lines.append(f"    {row.op:<15} {row.size_bytes:>12} B  busbw {row.busbw_gbps:9.2f} GB/s  "
-                             f"{row.algo_label or '-':<14} wrong {row.wrong}")
-        n = collective_narrowing(c)
-        if n is not None:
-            lines.append(f"    narrowing: {n.kind} {list(n.ranks)} {list(n.other) or ''} {list(n.hosts)}")
-    return lines
+    print_fleet(make_console(stdout), report, analysis, written, lang)
+
+
+def write_documents(report: Report, path: Path, formats: list[str], lang: str) -> list[Path]:
+    """The Markdown and HTML beside the fleet report's JSON, as one set, never raising (the JSON is the
+    report): what was written, and on stderr what was not and the command that writes it later."""
+    if not formats:
+        return []
+    from envcheck.render.writing import outcome_message, render_after_run
+
+    outcome = render_after_run(report, path, formats, lang)
+    message = outcome_message(outcome, path, lang)
+    if message:
+        print(f"envcheck fleet: {message}", file=sys.stderr)
+    return list(outcome.written)
 
 
 def main(args: argparse.Namespace) -> int:
-    from envcheck.analysis.fleet import to_drain
+    from envcheck.analysis import analyse
+    from envcheck.commands.run import output_formats
     from envcheck.node.collective_run import SweepPlan
     from envcheck.node.fleet import FleetOptions, export_for_torch, finish, local_gpus, rank_context, run_rank
     from envcheck.node.transport import open_store_transport
 
+    formats = output_formats(args.format)  # a bad --format fails here, before any rank starts work
     ctx = rank_context(os.environ)
     cpu = bool(args.cpu) or not _has_gpu()
     baseline = load_baseline(args.baseline) if args.baseline else None
@@ -226,17 +225,22 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_OK
     try:
         env0 = fleet.nodes[0].environment if fleet.nodes else None
-        path = write_fleet_report(fleet, out_dir, env0)
-        for line in summary_lines(fleet):
-            print(line)
-        print(f"fleet report: {path}")
+        report = fleet_report(fleet, env0)
+        path = write_fleet_report(fleet, out_dir, env0, report)
+        written = [path, *write_documents(report, path, formats, args.lang)]
+        analysis = analyse(report)
+        print_summary(report, analysis, written, args.lang)
     finally:
         finish(transport)
         time.sleep(0.5)  # the others read "done" from this rank's store before it goes
         transport.close()
-    drain = to_drain(fleet)
+    drain = analysis.fleet.drain if analysis.fleet is not None else ()
     if drain:
-        print("take out of service: " + ", ".join(v.host for v in drain), file=sys.stderr)
+        from envcheck.render.escape import visible
+        from envcheck.render.i18n import translate
+
+        hosts = ", ".join(v.host for v in drain)
+        print(visible(translate(args.lang, "fleet.drain", hosts=hosts, count=len(drain))), file=sys.stderr)
     return EXIT_FAIL if drain or any(r.status != "ok" for r in fleet.ranks) else EXIT_OK
 
 

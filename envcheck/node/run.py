@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from envcheck.analysis.node import CRASHED
 from envcheck.model import Bench, Check, Environment
 from envcheck.model.node import Collectives, CounterSnapshot, Node, NodeSkip, PeerCopies, Topology, XidScan
 from envcheck.node.collective_run import SweepPlan, sizes
@@ -88,7 +89,7 @@ def _guard(what: str, skipped: list[NodeSkip], fn: Callable[[], Any]) -> Any:
     except KeyboardInterrupt:
         raise
     except Exception as e:  # noqa: BLE001 - one step's bug must not cost the other steps
-        skipped.append(NodeSkip(what, f"crashed: {type(e).__name__}: {e}".splitlines()[0][:200]))
+        skipped.append(NodeSkip(what, f"{CRASHED}: {type(e).__name__}: {e}".splitlines()[0][:200]))
         return None
 
 

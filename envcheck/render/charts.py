@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -111,7 +111,8 @@ def facet_chart(title: str, description: str, facets: Sequence[Facet], x: Quanti
 
 @dataclass(frozen=True)
 class Drawn:
-    """A chart ready to place: ``name`` is its file stem, ``op`` its section (None: the whole run)."""
+    """A chart ready to place: ``name`` is its file stem, ``op`` its op within ``section`` (None: the whole
+    run, as the roofline)."""
 
     name: str
     op: str | None
@@ -121,6 +122,7 @@ class Drawn:
     x: Quantity = field(repr=False)
     y: Quantity = field(repr=False)
     wide: bool = False
+    section: str = ""  # which part of the document: "" (a single run), a GPU's bench, a sweep
 
 
 def draw(name: str, op: str | None, chart: sc.Chart | None, x: Quantity, y: Quantity) -> Drawn | None:
@@ -250,8 +252,9 @@ def _roofline(ba: BenchAnalysis, lang: str) -> Drawn | None:
     return draw("roofline", None, chart, INTENSITY, TFLOPS_LOG)
 
 
-def run_charts(ba: BenchAnalysis, lang: str) -> list[Drawn]:
-    """The charts of one device's run, in the order the report shows them."""
+def run_charts(ba: BenchAnalysis, lang: str, section: str = "") -> list[Drawn]:
+    """The charts of one device's run, in the order the report shows them; with ``section`` (a GPU of a
+    node run) their file names start with it, so the charts of several GPUs share a folder."""
     out: list[Drawn | None] = []
     backend = ba.bench.device.backend
     measured = [r for r in ba.results if r.time is not None]
@@ -262,7 +265,7 @@ def run_charts(ba: BenchAnalysis, lang: str) -> list[Drawn]:
         out.append(_throughput_chart(op, rs, ba, lang))
     if backend == "cuda":
         out.append(_roofline(ba, lang))
-    return [d for d in out if d is not None]
+    return [replace(d, name=f"{section}{d.name}", section=section) if section else d for d in out if d is not None]
 
 
 # --------------------------------------------------------------------------- diff and history charts
@@ -318,3 +321,51 @@ def history_chart(h: Any, lang: str) -> Drawn | None:
     chart = facet_chart(translate(lang, "chart.title.history"), translate(lang, "chart.desc.history"),
                         [Facet("", tuple(series), (same,))], x, RATIO, lang)
     return draw("history", None, chart, x, RATIO)
+
+
+# --------------------------------------------------------------------------- node charts
+
+SIZE_BYTES = Quantity("chart.axis.size_bytes", "log2")
+BUSBW = Quantity("chart.axis.busbw", "linear")
+BUSBW_COLOR = sc.BLUE
+# One colour and marker per NCCL algorithm/protocol, in the order they first appear in a sweep.
+ALGO_STYLES = tuple(zip((sc.VERMILLION, sc.BLUISH_GREEN, sc.REDDISH_PURPLE, sc.ORANGE, sc.SKY_BLUE, sc.BLACK),
+                        ("square", "triangle", "diamond", "cross", "plus", "circle"), strict=True))
+
+
+def busbw_chart(sweep: Any, op: str, section: str, lang: str) -> Drawn | None:
+    """One op's bus bandwidth against message size (a ``analysis.node.SweepAnalysis``): the curve, each
+    size marked by the algorithm and protocol NCCL chose for it (a change of marker is where NCCL
+    switched), and what the links allow when the topology is known."""
+    rows = [r for r in sweep.rows if r.op == op and r.busbw_gbps is not None and r.size_bytes > 0]
+    if len(rows) < 2:
+        return None
+
+    def tip(r: Any) -> str:
+        algo = f" ({r.algo_label})" if r.algo_label else ""
+        return f"{fmt.size_bytes(r.size_bytes)}: {fmt.rate(r.busbw_gbps, 'GB/s')}{algo}"
+
+    curve = sc.Series(translate(lang, "chart.series.busbw"),
+                      tuple(sc.Point(r.size_bytes, r.busbw_gbps, tip(r)) for r in rows), BUSBW_COLOR, "circle")
+    series = [curve]
+    algos = list(dict.fromkeys(r.algo_label for r in sweep.rows if r.algo_label))
+    legend = [sc.Key(curve.name, BUSBW_COLOR, "circle")]
+    for label, (color, marker) in zip(algos, ALGO_STYLES, strict=False):
+        pts = tuple(sc.Point(r.size_bytes, r.busbw_gbps, tip(r)) for r in rows if r.algo_label == label)
+        if pts:
+            series.append(sc.Series(label, pts, color, marker, connect=False))
+            legend.append(sc.Key(label, color, marker, line=False))
+    refs = ()
+    if sweep.expectation_gbps is not None:
+        refs = (sc.RefLine(sweep.expectation_gbps, translate(lang, "chart.ref.links",
+                                                             value=fmt.num(sweep.expectation_gbps)), sc.GREY),)
+    changes = [c for c in sweep.changes if c[0] == op]
+    desc = translate(lang, "chart.desc.busbw", op=op)
+    if changes:
+        desc += " " + translate(lang, "list.sep").join(
+            translate(lang, "chart.desc.algo_change", size=fmt.size_bytes(s), before=b or "", after=a or "")
+            for _, s, b, a in changes)
+    chart = facet_chart(translate(lang, "chart.title.busbw", op=op), desc, [Facet("", tuple(series), refs)],
+                        SIZE_BYTES, BUSBW, lang, legend)
+    d = draw(f"{section}_{op}_busbw", op, chart, SIZE_BYTES, BUSBW)
+    return None if d is None else replace(d, section=section)

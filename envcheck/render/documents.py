@@ -16,6 +16,7 @@ from envcheck.render import charts as ch
 from envcheck.render import compare_view as cv
 from envcheck.render.escape import md_text
 from envcheck.render.jinja import render
+from envcheck.render.node_view import fleet_view
 from envcheck.render.view import run_view
 
 FORMATS: tuple[str, ...] = ("md", "html")
@@ -35,7 +36,25 @@ class ChartLink:
 
 
 def report_charts(analysis: Analysis, lang: str) -> list[ch.Drawn]:
-    return ch.run_charts(analysis.bench, lang) if analysis.bench else []
+    """Every chart of a report, in reading order: each GPU's run charts (named by GPU on a node run), then
+    a busbw chart per op of every collective sweep (a node's, a fleet's world and its nodes')."""
+    from envcheck.render.node_view import sweep_sections
+    from envcheck.render.view import bench_prefix
+
+    out: list[ch.Drawn] = []
+    for i, ba in enumerate(analysis.benches):
+        out += ch.run_charts(ba, lang, bench_prefix(analysis, i))
+    for section, sa in sweep_sections(analysis):
+        out += [d for op in sa.ops if (d := ch.busbw_chart(sa, op, section, lang)) is not None]
+    return out
+
+
+def _by_place(items: Sequence[ch.Drawn], make: Any = None) -> dict[tuple[str, str | None], list[Any]]:
+    """Charts by where a document places them: (section, op); ``make`` turns each into what the medium shows."""
+    out: dict[tuple[str, str | None], list[Any]] = {}
+    for c in items:
+        out.setdefault((c.section, c.op), []).append(make(c) if make else c)
+    return out
 
 
 def render_markdown(report: Report, lang: str = "en", charts_dir: str = "charts",
@@ -43,9 +62,9 @@ def render_markdown(report: Report, lang: str = "en", charts_dir: str = "charts"
     """The Markdown text; charts are linked as ``<charts_dir>/<name>.svg`` (written beside it by ``writing``)."""
     analysis = analysis or analyse(report)
     drawn = report_charts(analysis, lang) if charts is None else charts
-    links: dict[str | None, list[ChartLink]] = {}
-    for c in drawn:
-        links.setdefault(c.op, []).append(ChartLink(c.title, f"{charts_dir}/{c.name}.svg"))
+    links = _by_place(drawn, lambda c: ChartLink(c.title, f"{charts_dir}/{c.name}.svg"))
+    if report.fleet is not None:
+        return render("fleet.md.j2", lang=lang, v=fleet_view(report, analysis, lang, md_text), charts=links)
     v = run_view(report, analysis, lang, md_text)
     return render("report.md.j2", lang=lang, v=v, b=v.bench, charts=links)
 
@@ -55,11 +74,11 @@ def render_html(report: Report, lang: str = "en", analysis: Analysis | None = No
     """The HTML text, charts inlined as SVG."""
     analysis = analysis or analyse(report)
     drawn = report_charts(analysis, lang) if charts is None else charts
-    by_op: dict[str | None, list[ch.Drawn]] = {}
-    for c in drawn:
-        by_op.setdefault(c.op, []).append(c)
+    by_place = _by_place(drawn)
+    if report.fleet is not None:
+        return render("fleet.html.j2", lang=lang, v=fleet_view(report, analysis, lang, _same), charts=by_place)
     v = run_view(report, analysis, lang, _same)
-    return render("report.html.j2", lang=lang, v=v, b=v.bench, charts=by_op)
+    return render("report.html.j2", lang=lang, v=v, b=v.bench, charts=by_place)
 
 
 def render_diff(d: Any, fmt: str, lang: str = "en") -> str:

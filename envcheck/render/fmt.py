@@ -94,6 +94,18 @@ def duration_us(x: Any) -> str:
     return f"{num(x)} µs"
 
 
+def size_bytes(x: Any) -> str:
+    """A message or buffer size as nccl-tests' sizes are chosen: ``1 MiB``, ``64 MiB``, ``4 GiB`` when an
+    exact binary multiple, else ``nbytes``' one decimal."""
+    if x is None:
+        return DASH
+    n = int(x)
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return nbytes(n)
+
+
 def seconds(x: Any) -> str:
     return DASH if x is None else duration_us(x * 1e6)
 

@@ -82,10 +82,11 @@ def redact(name: str, value: str) -> str:
     return _URL_CREDENTIALS.sub(rf"\1{REDACTED}@", value)
 
 
-def anchor(key: CaseKey) -> str:
-    """A stable HTML id for one case row (op, impl, dtype and precision come from registries)."""
+def anchor(key: CaseKey, prefix: str = "") -> str:
+    """A stable HTML id for one case row (op, impl, dtype and precision come from registries); ``prefix``
+    tells apart the same case on several GPUs of one report."""
     op, impl, dtype, precision, dims = key
-    return f"case-{op}-{impl}-{dtype}-{precision}-{'x'.join(str(d) for d in dims)}"
+    return f"{prefix}case-{op}-{impl}-{dtype}-{precision}-{'x'.join(str(d) for d in dims)}"
 
 
 # --------------------------------------------------------------------------- view objects
@@ -238,6 +239,8 @@ class BenchView:
     backend: str
     device: str
     stop: str | None
+    prefix: str  # of its HTML ids and chart names: "" for a run's only bench, "gpu<i>-" for one of several
+    title: str  # its heading where a report has several: "GPU 1: NVIDIA H200"
     tiles: tuple[Tile, ...]
     findings: tuple[FindingView, ...]  # run-wide ones; op ones are in their sections
     recommendations: tuple[str, ...]
@@ -266,8 +269,16 @@ class RunView:
     env_rows: tuple[Row, ...]
     env_variables: tuple[tuple[str, str], ...]
     gpus: tuple[Gpu, ...]
-    bench: BenchView | None
+    bench: BenchView | None  # the first (or only) device's
     footer: str
+    benches: tuple[BenchView, ...] = ()  # every device's, in report order
+    node: Any = None  # render.node_view.Section: the node tests of a run with --gpus
+    node_tiles: tuple[Tile, ...] = ()
+
+    @property
+    def several(self) -> bool:
+        """Laid out per GPU: a node run, or a report with more than one bench."""
+        return self.node is not None or len(self.benches) > 1
 
 
 # --------------------------------------------------------------------------- building
@@ -276,9 +287,10 @@ class RunView:
 class _Phraser:
     """Phrasing for one language and one escaping rule."""
 
-    def __init__(self, lang: str, escape: Escape) -> None:
+    def __init__(self, lang: str, escape: Escape, prefix: str = "") -> None:
         self.lang = lang
         self.escape = escape
+        self.prefix = prefix  # of the HTML ids of one GPU's bench in a report of several
 
     def t(self, key: str, **params: Any) -> str:
         return translate(self.lang, key, **params)
@@ -328,7 +340,7 @@ def _finding(f: Finding, p: _Phraser, key: str | None = None, params: dict[str, 
     flag_name = FINDING_FLAG.get(f.key)
     flag = _flag(flag_name, None, p) if flag_name else None
     return FindingView(f.key, f.level, p.key(key or f.key, f.params if params is None else params, raw),
-                       tuple(RowRef(fmt.case_label(k), anchor(k)) for k in rows), _row_groups(rows), flag)
+                       tuple(RowRef(fmt.case_label(k), anchor(k, p.prefix)) for k in rows), _row_groups(rows), flag)
 
 
 def _findings(ba: BenchAnalysis, p: _Phraser) -> tuple[list[FindingView], dict[str, list[FindingView]]]:
@@ -390,7 +402,7 @@ def _case_row(r: CaseResult, p: _Phraser) -> CaseRow:
     err, tol, ratio = _error(r)
     compute = spec(c.op).compute_bound
     return CaseRow(
-        key=c.key, anchor=anchor(c.key), impl=c.impl, variant=fmt.precision_label(c.dtype, c.precision),
+        key=c.key, anchor=anchor(c.key, p.prefix), impl=c.impl, variant=fmt.precision_label(c.dtype, c.precision),
         size=fmt.shape(c.shape), kernel=c.kernel,
         gpu_time=fmt.duration_us(c.gpu.median_us if c.gpu else None),
         gpu_iqr=fmt.duration_us(c.gpu.iqr_us if c.gpu else None),
@@ -573,8 +585,8 @@ def _stop(ba: BenchAnalysis, p: _Phraser) -> str | None:
     return None
 
 
-def bench_view(ba: BenchAnalysis, lang: str, escape: Escape) -> BenchView:
-    p = _Phraser(lang, escape)
+def bench_view(ba: BenchAnalysis, lang: str, escape: Escape, prefix: str = "") -> BenchView:
+    p = _Phraser(lang, escape, prefix)
     run_findings, op_findings = _findings(ba, p)
     sections = _sections(ba, p, op_findings)
     seen = {f.name: f for s in sections for r in s.rows for f in r.flags}
@@ -582,7 +594,9 @@ def bench_view(ba: BenchAnalysis, lang: str, escape: Escape) -> BenchView:
     s = ba.summary
     precisions, speedups = _speedups(ba)
     return BenchView(
-        backend=ba.bench.device.backend, device=ba.bench.device.name, stop=_stop(ba, p),
+        backend=ba.bench.device.backend, device=ba.bench.device.name, stop=_stop(ba, p), prefix=prefix,
+        title=p.t("gpu.heading", index=ba.bench.device.index if ba.bench.device.index is not None else fmt.DASH,
+                  name=escape(ba.bench.device.name)),
         tiles=tuple(_tiles(ba, p)),
         findings=tuple(f for f in run_findings if not f.key.startswith("finding.stopped.")),
         recommendations=tuple(p.key(r.key, r.params) for r in ba.recommendations),
@@ -644,9 +658,7 @@ def _machine(report: Report, p: _Phraser) -> str:
         v = env.get(section, key)
         if v:
             parts.append(f"{label} {p.escape(str(v))}")
-    gpu = report.gpu_name
-    head = p.escape(gpu) if gpu else p.t("no_gpu")
-    return " · ".join([head, *parts])
+    return " · ".join([_gpu_label(report, p), *parts])
 
 
 def _counts(checks: Sequence[Check], p: _Phraser) -> str:
@@ -654,11 +666,31 @@ def _counts(checks: Sequence[Check], p: _Phraser) -> str:
     return p.join([p.t(f"checks.count.{s}", count=n[s]) for s in ("fail", "warn", "pass", "skip") if n[s]])
 
 
-def run_view(report: Report, analysis: Analysis, lang: str, escape: Escape) -> RunView:
-    p = _Phraser(lang, escape)
+def bench_prefix(analysis: Analysis, position: int) -> str:
+    """The prefix of one bench's HTML ids and chart files: none for a run's only bench; ``gpu<i>_`` for one
+    of several (``dev<n>_`` for a device without an index)."""
+    if len(analysis.benches) <= 1 and analysis.node is None:
+        return ""
+    index = analysis.benches[position].bench.device.index
+    return f"gpu{index}_" if index is not None else f"dev{position}_"
+
+
+def _gpu_label(report: Report, p: _Phraser) -> str:
+    names = [b.device.name for b in report.benches if b.device.backend == "cuda"]
+    if len(names) > 1:
+        distinct = list(dict.fromkeys(names))
+        return f"{len(names)} × {p.escape(distinct[0])}" if len(distinct) == 1 else p.escape(" + ".join(distinct))
     gpu = report.gpu_name
-    name = escape(gpu) if gpu else p.t("no_gpu")
+    return p.escape(gpu) if gpu else p.t("no_gpu")
+
+
+def run_view(report: Report, analysis: Analysis, lang: str, escape: Escape) -> RunView:
+    from envcheck.render.node_view import node_section, node_tiles
+
+    p = _Phraser(lang, escape)
+    name = _gpu_label(report, p)
     verdict = report.verdict if report.checks else None
+    benches = tuple(bench_view(ba, lang, escape, bench_prefix(analysis, i)) for i, ba in enumerate(analysis.benches))
     return RunView(
         lang=lang,
         title=p.t("report.title", gpu=name, host=escape(report.host), date=escape(report.created[:10])),
@@ -669,8 +701,11 @@ def run_view(report: Report, analysis: Analysis, lang: str, escape: Escape) -> R
         check_counts=_counts(report.checks, p), checks=worst_first(report.checks),
         env_rows=tuple(_env_rows(report, p)), env_variables=tuple(_env_variables(report)),
         gpus=tuple(_gpus(report, p)),
-        bench=bench_view(analysis.bench, lang, escape) if analysis.bench else None,
+        bench=benches[0] if benches else None,
         footer=p.t("report.footer", version=escape(report.tool_version), schema=report.schema_version),
+        benches=benches,
+        node=node_section(analysis.node, lang, escape) if analysis.node is not None else None,
+        node_tiles=node_tiles(analysis.node, lang, escape) if analysis.node is not None else (),
     )
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 
 from envcheck.analysis import Analysis
-from envcheck.model import STATUSES, Report
+from envcheck.model import STATUSES, Bench, Report
 from envcheck.ops import IMPLS
 from envcheck.render import fmt
 from envcheck.render.escape import term
@@ -185,11 +185,12 @@ def totals(console: Console, b: BenchView, lang: str) -> None:
         console.print(sp)
 
 
-def bench_lines(console: Console, report: Report, b: BenchView, lang: str) -> None:
+def bench_lines(console: Console, report: Report, b: BenchView, lang: str, bench: Bench | None = None) -> None:
+    """One device's tables and findings; ``bench``: which of the report's (default: the first)."""
     def t(key: str, **kw: object) -> str:
         return translate(lang, key, **kw)
 
-    bench = report.bench
+    bench = bench if bench is not None else report.bench
     assert bench is not None
     versions = ", ".join(f"{k} {v}" for k, v in sorted(bench.versions.items()))
     where = f"GPU {bench.device.index}" if bench.device.backend == "cuda" and bench.device.index is not None else \
@@ -253,11 +254,29 @@ def check_lines(console: Console, report: Report, lang: str) -> None:
 
 def print_run(console: Console, report: Report, analysis: Analysis, written: Sequence[Path] = (),
               lang: str = "en") -> None:
-    """Everything ``envcheck run`` prints after the run."""
-    if analysis.bench is not None and report.bench is not None:
+    """Everything ``envcheck run`` prints after the run: with several GPUs (``--gpus``), the node's
+    verdict and tests first, then each GPU's tables under its own heading."""
+    if analysis.node is not None or len(analysis.benches) > 1:
+        _print_node_run(console, report, analysis, lang)
+    elif analysis.bench is not None and report.bench is not None:
         bench_lines(console, report, bench_view(analysis.bench, lang, term), lang)
     check_lines(console, report, lang)
     if written:
         heading(console, translate(lang, "term.report"))
         for line in written_lines(written):
             console.print(f"  {term(line)}")
+
+
+def _print_node_run(console: Console, report: Report, analysis: Analysis, lang: str) -> None:
+    from envcheck.render.terminal.node import MARK, print_section
+    from envcheck.render.view import run_view
+
+    v = run_view(report, analysis, lang, term)
+    heading(console, v.title)
+    bullets(console, [(MARK.get(x.status or "", "-"), f"{x.label}: [bold]{x.value}[/]"
+                       + (f" [dim]({'; '.join(x.lines)})[/]" if x.lines else "")) for x in v.node_tiles])
+    if v.node is not None:
+        print_section(console, v.node, lang)
+    for bv, ba in zip(v.benches, analysis.benches, strict=True):
+        heading(console, bv.title)
+        bench_lines(console, report, bv, lang, ba.bench)

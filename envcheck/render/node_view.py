@@ -1,0 +1,865 @@
+"""What a node run (``envcheck run --gpus``) and a fleet report show, decided once for every medium.
+
+``node_sections`` turns a node's analysis (``analysis.node.NodeAnalysis``) into sections in reading
+order: the verdict with every problem as a sentence, one row per GPU (outliers with their
+conditions), the topology as ``nvidia-smi topo -m`` draws it with the bandwidth each pair allows,
+the peer-copy matrices, the collectives per op (nccl-tests' numbers, the share of what the links
+allow, NCCL's algorithm; sizes not run and why), the error counters around the tests. ``fleet_view``
+does the same for a fleet: verdicts with their reasons, the ranks that failed, hung or were slow,
+the world collectives and where their slowness comes from, each node shaped like a node report,
+the rules and the baseline.
+
+The building blocks are generic (``Section`` > ``Part`` > ``Table`` of ``Cell``s, ``Line``s of
+text) so Markdown, HTML and the terminal lay out the same content with one macro each. Every
+number was derived by the analysis; this module formats it (``render.fmt``) and phrases keys from
+the catalogue, escaping machine text with the medium's ``escape`` (like ``render.view``). Table
+cells stay short (a number, a word, a key's short phrase); reasons and errors are sentences in
+``Line``s, so no terminal cell wraps at 100 columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from envcheck.analysis import Analysis
+from envcheck.analysis import fleet as af
+from envcheck.analysis import node as an
+from envcheck.model import Report
+from envcheck.model.node import COPY_METHODS
+from envcheck.render import fmt
+from envcheck.render.i18n import catalog, phrase, translate
+from envcheck.render.view import Tile
+
+Escape = Callable[[str], str]
+
+# --------------------------------------------------------------------------- building blocks
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One table cell: ``text``, an optional second line (``sub``, muted), and ``status`` (``pass``,
+    ``warn``, ``fail``: coloured; ``muted``: not applicable); ``badge``: the text is a status word, shown
+    as a badge where the medium has them."""
+
+    text: str
+    sub: str = ""
+    status: str = ""
+    badge: bool = False
+
+
+@dataclass(frozen=True)
+class Line:
+    text: str
+    level: str = "info"  # info | warn | fail | pass
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table; ``layout``: ``stack`` (label/value blocks on a phone), ``matrix`` (a GPU x GPU grid that
+    keeps its shape and scrolls inside its frame on a phone) or ``facts`` (label and value: a list in the
+    terminal, where a value may be long). ``notes`` follow it; ``charts``: the key of
+    the charts placed after it (``(section, op)``, see ``render.documents``)."""
+
+    key: str
+    cols: tuple[str, ...]
+    right: tuple[bool, ...]
+    rows: tuple[tuple[Cell, ...], ...]
+    title: str = ""
+    layout: str = "stack"
+    notes: tuple[Line, ...] = ()
+    charts: tuple[str, str] | None = None
+    # A narrow terminal drops these columns and, unless ``subs`` is ``always``, the cells' second lines.
+    detail: tuple[int, ...] = ()
+    subs: str = "wide"
+
+
+@dataclass(frozen=True)
+class Part:
+    id: str
+    title: str
+    lines: tuple[Line, ...] = ()
+    tables: tuple[Table, ...] = ()
+
+
+@dataclass(frozen=True)
+class Section:
+    id: str
+    title: str
+    lines: tuple[Line, ...] = ()
+    parts: tuple[Part, ...] = ()
+    status: str | None = None  # pass | fail | incomplete: shown as a badge beside the title
+
+
+def _cell(text: Any, sub: str = "", status: str = "") -> Cell:
+    return Cell(str(text), sub, status)
+
+
+DASH = Cell(fmt.DASH, status="muted")
+
+
+class _P:
+    """Phrasing for one language and one escaping rule."""
+
+    def __init__(self, lang: str, escape: Escape) -> None:
+        self.lang = lang
+        self.escape = escape
+
+    def t(self, key: str, **params: Any) -> str:
+        return translate(self.lang, key, **params)
+
+    def key(self, key: str, params: Any = None, raw: dict[str, str] | None = None) -> str:
+        return phrase(self.lang, key, dict(params or {}), self.escape, raw)
+
+    def has(self, key: str) -> bool:
+        return key in catalog(self.lang)
+
+    def reason(self, text: str | None) -> str:
+        """A reason or an error the model stores: a key of the node vocabulary phrased, ``crashed: ...``
+        phrased with its detail, anything else (an exception's last line, NVML's text) shown as it is."""
+        if text is None:
+            return fmt.DASH
+        key, detail = an.skip_reason(text)
+        if detail is not None:
+            return self.t("node.reason.crashed", detail=self.escape(fmt.first_line(detail)))
+        if self.has(f"node.reason.{key}"):
+            return self.t(f"node.reason.{key}")
+        return self.escape(fmt.first_line(text))
+
+    def word(self, prefix: str, value: str | None) -> str:
+        """A word of a small vocabulary (``node.via.nvswitch``); an unknown one as it is."""
+        if value is None:
+            return fmt.DASH
+        return self.t(f"{prefix}{value}") if self.has(f"{prefix}{value}") else self.escape(value)
+
+    def join(self, parts: Sequence[str]) -> str:
+        return self.t("list.sep").join(parts)
+
+
+def _gbps(x: float | None) -> str:
+    return fmt.num(x)
+
+
+def _gpu(i: int | None) -> str:
+    return fmt.DASH if i is None else f"GPU{i}"
+
+
+# --------------------------------------------------------------------------- GPUs
+
+
+def _condition_rows(c: an.GpuCondition, p: _P) -> tuple[tuple[Cell, ...], ...]:
+    def both(cur: Any, top: Any, unit: str) -> str:
+        if cur is None and top is None:
+            return fmt.DASH
+        return f"{fmt.num(cur, 4) if cur is not None else fmt.DASH} / {fmt.num(top, 4) if top is not None else fmt.DASH}" \
+               f" {unit}".rstrip()
+
+    link = fmt.DASH
+    if c.pcie_gen is not None or c.pcie_width is not None:
+        link = p.t("node.cond.pcie_value", gen=fmt.num(c.pcie_gen), width=fmt.num(c.pcie_width),
+                   gen_max=fmt.num(c.pcie_gen_max), width_max=fmt.num(c.pcie_width_max))
+    throttle = c.throttle_reasons
+    throttle_text = (p.escape(", ".join(str(x) for x in throttle)) if isinstance(throttle, (list, tuple)) and throttle
+                     else p.t("none") if isinstance(throttle, (list, tuple)) else fmt.DASH)
+    errors = c.nvlink_errors
+    errors_text = (p.join([f"{p.word('node.counter.', k)} {v}" for k, v in errors.items()]) if isinstance(errors, dict)
+                   and errors else fmt.DASH)
+    rows = [
+        ("node.cond.sm_clock", both(c.sm_clock_mhz, c.sm_clock_max_mhz, "MHz")),
+        ("node.cond.temperature", f"{fmt.num(c.temperature_c)} °C" if c.temperature_c is not None else fmt.DASH),
+        ("node.cond.power_limit", f"{fmt.num(c.power_limit_w)} W" if c.power_limit_w is not None else fmt.DASH),
+        ("node.cond.pcie", link),
+        ("node.cond.throttle", throttle_text),
+        ("node.cond.pcie_replay", fmt.num(c.pcie_replay) if c.pcie_replay is not None else fmt.DASH),
+        ("node.cond.nvlink_errors", errors_text),
+    ]
+    return tuple((Cell(p.t(k)), Cell(v)) for k, v in rows)
+
+
+def _outlier_line(o: an.Outlier, p: _P) -> Line:
+    unit = "GB/s" if o.metric == "bandwidth_gbps" else "TFLOP/s"
+    return Line(p.t(f"node.outlier.{o.metric}", gpu=fmt.num(o.gpu), value=fmt.num(o.value), unit=unit,
+                    median=fmt.num(o.siblings_median), shortfall=fmt.ratio_pct(o.shortfall)), "fail")
+
+
+def gpus_part(na: an.NodeAnalysis, p: _P, pid: str = "gpus") -> Part | None:
+    if not na.gpus:
+        return None
+    rows = []
+    for g in na.gpus:
+        flag = DASH
+        if g.outliers:
+            short = p.join([p.t(f"node.outlier.short.{o.metric}", shortfall=fmt.ratio_pct(o.shortfall))
+                            for o in g.outliers])
+            flag = Cell(short, status="fail")
+        tally = Cell(f"{g.passed}/{g.cases}", status="pass" if g.cases and g.passed == g.cases else
+                     "fail" if g.failed or g.errors else "")
+        rows.append((Cell(_gpu(g.index) if g.backend == "cuda" else p.t("node.cpu")), Cell(p.escape(g.name)),
+                     Cell(_gbps(g.rates.bandwidth_gbps)),
+                     Cell(fmt.num(g.rates.matmul_tflops), p.escape(g.rates.matmul_key or "")), tally,
+                     Cell(str(g.failed), status="fail" if g.failed else ""),
+                     Cell(str(g.errors), status="fail" if g.errors else ""), flag))
+    cols = (p.t("node.col.gpu"), p.t("node.col.name"), p.t("node.col.bandwidth"), p.t("node.col.matmul"),
+            p.t("node.col.passed"), p.t("col.failed"), p.t("col.errors"), p.t("node.col.outlier"))
+    tables = [Table("gpus", cols, (False, False, True, True, True, True, True, False), tuple(rows), detail=(1,))]
+    lines = [Line(p.t("node.gpus.explain", margin=fmt.ratio_pct(na.margin)))]
+    for g in na.gpus:
+        if g.outliers:
+            for o in g.outliers:
+                lines.append(_outlier_line(o, p))
+            if g.condition is not None:
+                tables.append(Table(f"condition-{g.index}", (p.t("col.item"), p.t("col.value")), (False, False),
+                                    _condition_rows(g.condition, p), p.t("node.cond.title", gpu=fmt.num(g.index)),
+                                    "facts"))
+    return Part(pid, p.t("node.part.gpus"), tuple(lines), tuple(tables))
+
+
+# --------------------------------------------------------------------------- topology
+
+
+def _pcie(g: Any, p: _P) -> str:
+    def v(f: Any) -> Any:
+        return f.value if f.ok else None
+
+    gen, width, gmax, wmax = v(g.pcie_gen), v(g.pcie_width), v(g.pcie_gen_max), v(g.pcie_width_max)
+    if gen is None and gmax is None:
+        return fmt.DASH
+    return p.t("node.pcie_link", gen=fmt.num(gen if gen is not None else gmax),
+               width=fmt.num(width if width is not None else wmax))
+
+
+def _nvlinks(g: Any, p: _P) -> Cell:
+    active = [lk for lk in g.nvlinks if lk.active]
+    total = g.nvlink_count.value if g.nvlink_count.ok else len(g.nvlinks)
+    if not g.nvlinks and not active:
+        return DASH
+    speeds = [lk.speed_mbps.value for lk in active if lk.speed_mbps.ok]
+    sub = p.t("node.per_link", gbps=fmt.num(min(speeds) / 1000)) if speeds else ""
+    return Cell(f"{len(active)}/{fmt.num(total)}", sub, "" if len(active) == total else "warn")
+
+
+def topology_part(na: an.NodeAnalysis, p: _P, pid: str = "topology") -> Part | None:
+    node = na.node
+    topo = node.topology if node is not None else None
+    if topo is None:
+        return None
+    lines = []
+    if topo.reason:
+        lines.append(Line(p.t("node.topology.nvml_failed", reason=p.reason(topo.reason)), "fail"))
+    gpus = sorted(topo.gpus, key=lambda g: g.index)
+    tables = []
+    if gpus:
+        heads = tuple(_gpu(g.index) for g in gpus)
+        rows = []
+        for g in gpus:
+            cells = []
+            for h in gpus:
+                if h.index == g.index:
+                    cells.append(Cell("X", status="muted"))
+                    continue
+                path = na.path(g.index, h.index)
+                if path is None:
+                    cells.append(DASH)
+                else:
+                    sub = f"{fmt.num(path.expected_gbps)} GB/s" if path.expected_gbps is not None else ""
+                    cells.append(Cell(an.topo_label(path), sub))
+            if g.lost:
+                cells = [Cell(p.t("node.gpu_lost"), status="fail")] + [DASH] * (len(gpus) - 1)
+            numa = g.numa_node.value if g.numa_node.ok else None
+            rows.append((Cell(_gpu(g.index)), *cells, Cell(_pcie(g, p)), Cell(fmt.num(numa)) if numa is not None
+                         else DASH, _nvlinks(g, p)))
+        cols = ("", *heads, p.t("node.col.pcie"), p.t("node.col.numa"), p.t("node.col.nvlinks"))
+        tables.append(Table("topology", cols, (False,) * (len(heads) + 1) + (False, True, True), tuple(rows),
+                            layout="matrix", notes=(Line(p.t("node.topology.legend")),)))
+        for g in gpus:
+            if g.lost:
+                lines.append(Line(p.t("node.topology.lost", gpu=fmt.num(g.index), reason=p.reason(g.lost)), "fail"))
+    if na.paths:
+        rows = []
+        for x in na.paths:
+            rows.append((Cell(f"GPU{x.a} ↔ GPU{x.b}"), Cell(p.word("node.via.", x.via)),
+                         Cell(str(x.nvlinks) if x.nvlinks else fmt.DASH),
+                         Cell(fmt.num(x.link_gbps) if x.link_gbps is not None else fmt.DASH),
+                         Cell(fmt.num(x.expected_gbps)),
+                         Cell(an.SMI_LEVEL_NAMES.get(x.pcie_level or "", fmt.DASH))))
+        cols = (p.t("node.col.pair"), p.t("node.col.path"), p.t("node.col.nvlinks"), p.t("node.col.link_gbps"),
+                p.t("node.col.expected"), p.t("node.col.pcie_level"))
+        sources = dict.fromkeys(x.source for x in na.paths)
+        notes = tuple(Line(p.t("node.topology.source", via=p.word("node.via.", next(x.via for x in na.paths
+                                                                                      if x.source == s)),
+                               source=p.word("node.source.", s))) for s in sources)
+        tables.append(Table("pairs", cols, (False, False, True, True, True, False), tuple(rows),
+                            p.t("node.pairs.title"), notes=notes))
+    for a, b, ours, smi in na.disagreements:
+        lines.append(Line(p.t("node.topology.disagree", a=fmt.num(a), b=fmt.num(b), nvml=p.escape(ours),
+                              smi=p.escape(smi)), "warn"))
+    if topo.smi_cells and not na.disagreements:
+        lines.append(Line(p.t("node.topology.smi_agrees")))
+    elif topo.smi_reason:
+        lines.append(Line(p.t("node.topology.smi_failed", reason=p.reason(topo.smi_reason)), "warn"))
+    return Part(pid, p.t("node.part.topology"), tuple(lines), tuple(tables))
+
+
+# --------------------------------------------------------------------------- peer copies
+
+
+def _copy_cell(r: an.CopyRow, p: _P) -> Cell:
+    if r.error:
+        short = r.error if r.error in an.RUN_ERRORS else "failed"
+        return Cell(p.t(f"node.copy.cell.{short}"), status="muted" if r.error == "no_peer_access" else "fail")
+    if r.wrong:
+        return Cell(fmt.num(r.gbps), p.t("node.copy.wrong_cell", count=r.wrong), "fail")
+    return Cell(fmt.num(r.gbps), fmt.pct(r.pct_expected) if r.pct_expected is not None else "")
+
+
+def copies_part(na: an.NodeAnalysis, p: _P, pid: str = "copies") -> Part | None:
+    node = na.node
+    peer = node.peer if node is not None else None
+    if peer is None:
+        return None
+    lines = []
+    if peer.error:
+        lines.append(Line(p.t("node.copies.failed", reason=p.reason(peer.error)), "fail"))
+    st = peer.settings
+    if st.get("size_bytes"):
+        lines.append(Line(p.t("node.copies.method", size=fmt.size_bytes(int(st["size_bytes"])),
+                              iters=fmt.num(st.get("iters")), warmup=fmt.num(st.get("warmup")))))
+    tables = []
+    gpus = sorted({g for r in na.copies for g in (r.src, r.dst) if g is not None} | set(node.gpus))
+    d2d = [r for r in na.copies if r.kind == "d2d"]
+    for method in COPY_METHODS:
+        for directions in (1, 2):
+            mine = {(r.src, r.dst): r for r in d2d if r.method == method and r.directions == directions}
+            if not mine:
+                continue
+            rows = []
+            for a in gpus:
+                cells = []
+                for b in gpus:
+                    r = mine.get((a, b))
+                    cells.append(Cell("X", status="muted") if a == b else _copy_cell(r, p) if r else DASH)
+                rows.append((Cell(_gpu(a)), *cells))
+            title = p.t(f"node.copies.d2d.{directions}", method=p.word("node.method.", method))
+            tables.append(Table(f"d2d-{method}-{directions}", (p.t("node.col.src_dst"), *(_gpu(g) for g in gpus)),
+                                (False,) + (True,) * len(gpus), tuple(rows), title, "matrix", subs="always"))
+    host = [r for r in na.copies if r.kind in ("h2d", "d2h")]
+    if host:
+        rows = []
+        for g in gpus:
+            h2d = next((r for r in host if r.kind == "h2d" and r.dst == g and r.directions == 1), None)
+            d2h = next((r for r in host if r.kind == "d2h" and r.src == g and r.directions == 1), None)
+            if h2d is None and d2h is None:
+                continue
+            expected = (h2d or d2h).expected_gbps if (h2d or d2h) else None
+            rows.append((Cell(_gpu(g)), _copy_cell(h2d, p) if h2d else DASH, _copy_cell(d2h, p) if d2h else DASH,
+                         Cell(fmt.num(expected))))
+        cols = (p.t("node.col.gpu"), p.t("node.copies.col.h2d"), p.t("node.copies.col.d2h"), p.t("node.col.expected"))
+        tables.append(Table("host", cols, (False, True, True, True), tuple(rows), p.t("node.copies.host"),
+                            subs="always"))
+    if tables:
+        lines.append(Line(p.t("node.copies.cells")))
+    access = [a for a in peer.access if not a.allowed]
+    for a in access:
+        lines.append(Line(p.t("node.copies.no_access", a=fmt.num(a.a), b=fmt.num(a.b))))
+    for r in na.copies:
+        if r.error and r.error != "no_peer_access":
+            lines.append(Line(p.t("node.copies.copy_failed", what=_copy_name(r, p), reason=p.reason(r.error)), "fail"))
+    return Part(pid, p.t("node.part.copies"), tuple(lines), tuple(tables))
+
+
+def _copy_name(r: an.CopyRow, p: _P) -> str:
+    return p.t(f"node.copy.name.{r.kind}", src=fmt.num(r.src), dst=fmt.num(r.dst),
+               method=p.word("node.method.", r.method))
+
+
+# --------------------------------------------------------------------------- collectives
+
+
+def _status_cell(row: an.CollectiveRow, result: Any, p: _P) -> Cell:
+    if row.status == "skipped":
+        return Cell(p.word("node.size_skip.", result.skipped), status="warn", badge=True)
+    status = {"ok": "pass", "wrong": "fail", "error": "fail", "unverified": "warn"}.get(row.status, "")
+    return Cell(p.t(f"node.coll.status.{row.status}"), status=status, badge=True)
+
+
+def _algo_cell(row: an.CollectiveRow, p: _P) -> Cell:
+    if row.algo_label:
+        return Cell(p.escape(row.algo_label))
+    return Cell(fmt.DASH, status="muted")
+
+
+def sweep_part(sa: an.SweepAnalysis, p: _P, section: str, pid: str) -> Part:
+    c = sa.collectives
+    lines = []
+    hosts = list(dict.fromkeys(c.hosts))
+    if c.error:
+        lines.append(Line(p.t("node.coll.failed", reason=p.reason(c.error)), "fail"))
+    for o in c.ranks:
+        if o.status != "ok":
+            lines.append(Line(p.t(f"node.coll.rank.{o.status}", rank=fmt.num(o.rank), host=p.escape(o.host or "?"),
+                                  error=p.escape(fmt.first_line(o.error or ""))), "fail"))
+    if sa.expectation_gbps is not None:
+        lines.append(Line(p.t("node.coll.expectation", gbps=fmt.num(sa.expectation_gbps))))
+    elif c.scope == "world":
+        lines.append(Line(p.t("node.coll.no_expectation")))
+    st = c.settings
+    if st.get("iters"):
+        lines.append(Line(p.t("node.coll.method", iters=fmt.num(st.get("iters")), warmup=fmt.num(st.get("warmup")))))
+    if c.backend != "nccl" or not c.choices:
+        why = "backend_not_nccl" if c.backend != "nccl" else (c.choices_reason or "no_nccl_log")
+        lines.append(Line(p.t("node.coll.no_algo", reason=p.reason(why))))
+    tables = []
+    links = any(x is not None for x in (*sa.pct_links, *sa.narrowing_pct))  # a share of the links is known
+    for op in sa.ops:
+        rows, notes = [], []
+        for row, pct, res in zip(sa.rows, sa.pct_links, c.results, strict=True):
+            if row.op != op:
+                continue
+            wrong = (Cell(str(row.wrong), status="fail" if row.wrong else "") if row.wrong is not None else DASH)
+            share = ((Cell(fmt.pct(pct)) if pct is not None else DASH),) if links else ()
+            rows.append((Cell(fmt.size_bytes(row.size_bytes)), Cell(fmt.duration_us(row.time_us)),
+                         Cell(fmt.num(row.algbw_gbps)), Cell(fmt.num(row.busbw_gbps)), *share, _algo_cell(row, p),
+                         wrong, _status_cell(row, res, p)))
+            if row.status == "skipped" and res is not None:
+                notes.append(Line(_skip_sentence(row, res, p), "warn" if res.skipped != "out_of_memory" else "info"))
+            elif row.status in ("error", "unverified") and res is not None:
+                detail = res.error or (p.t("node.coll.absent", ranks=", ".join(map(str, res.absent_ranks)))
+                                       if res.absent_ranks else "")
+                notes.append(Line(p.t(f"node.coll.note.{row.status}", size=fmt.size_bytes(row.size_bytes),
+                                      detail=p.reason(detail) if detail else fmt.DASH), "fail"))
+        for op_, size, before, after in sa.changes:
+            if op_ == op:
+                notes.append(Line(p.t("node.coll.algo_change", size=fmt.size_bytes(size), before=p.escape(before or ""),
+                                      after=p.escape(after or ""))))
+        reasons = dict.fromkeys(r.algo_reason for r in sa.rows if r.op == op and not r.algos and r.algo_reason
+                                and c.backend == "nccl" and c.choices)
+        for why in reasons:
+            notes.append(Line(p.t("node.coll.algo_unknown", reason=p.reason(why))))
+        cols = (p.t("node.col.size"), p.t("node.col.time"), p.t("node.col.algbw"), p.t("node.col.busbw"),
+                *((p.t("node.col.pct_links"),) if links else ()), p.t("node.col.algo"), p.t("node.col.wrong"),
+                p.t("col.status"))
+        right = (True, True, True, True, *((True,) if links else ()), False, True, False)
+        tables.append(Table(f"coll-{op}", cols, right, tuple(rows), p.escape(op), notes=tuple(notes),
+                            charts=(section, op)))
+    if sa.narrowing:
+        narrow_lines, table = narrowing(sa, p, links)
+        lines += narrow_lines
+        tables.append(table)
+    backend = "NCCL" if c.backend == "nccl" else c.backend
+    if c.nccl_version and c.backend == "nccl":
+        backend += f" {c.nccl_version}"
+    title = p.t(f"node.coll.title.{c.scope}" if p.has(f"node.coll.title.{c.scope}") else "node.coll.title.node",
+                backend=p.escape(backend), ranks=fmt.num(c.world_size), count=len(hosts))
+    return Part(pid, title, tuple(lines), tuple(tables))
+
+
+def _skip_sentence(row: an.CollectiveRow, res: Any, p: _P) -> str:
+    size = fmt.size_bytes(row.size_bytes)
+    if res.skipped == "out_of_memory":
+        return p.t("node.coll.oom", size=size, need=fmt.nbytes(res.need_bytes), free=fmt.nbytes(res.free_bytes))
+    return p.t("node.coll.skipped", size=size, reason=p.reason(res.skipped))
+
+
+def conclusion_text(sa: an.SweepAnalysis, p: _P) -> str | None:
+    k = sa.conclusion
+    if k is None:
+        return None
+    op = sa.narrowing[0].op if sa.narrowing else "all_reduce"
+    size = sa.narrowing[0].size_bytes if sa.narrowing else None
+    return p.t(f"fleet.narrowing.{k.kind}", op=p.escape(op), size=fmt.size_bytes(size) if size else fmt.DASH,
+               ranks=", ".join(map(str, k.ranks)), other=", ".join(map(str, k.other)),
+               hosts=p.escape(", ".join(k.hosts)), count=len(k.ranks))
+
+
+def narrowing(sa: an.SweepAnalysis, p: _P, links: bool = True) -> tuple[list[Line], Table]:
+    hosts = sa.collectives.hosts
+    rows = []
+    for row, pct in zip(sa.narrowing, sa.narrowing_pct, strict=True):
+        where = ", ".join(dict.fromkeys(hosts[r] for r in row.ranks if r < len(hosts)))
+        share = ((Cell(fmt.pct(pct)) if pct is not None else DASH),) if links else ()
+        rows.append((Cell(", ".join(map(str, row.ranks))), Cell(p.escape(where)), Cell(fmt.num(row.busbw_gbps)),
+                     *share, Cell(p.t(f"node.coll.status.{row.status}"),
+                                  status={"ok": "pass", "wrong": "fail", "error": "fail"}.get(row.status, ""),
+                                  badge=True)))
+    cols = (p.t("node.col.ranks"), p.t("node.col.hosts"), p.t("node.col.busbw"),
+            *((p.t("node.col.pct_links"),) if links else ()), p.t("col.status"))
+    k = sa.conclusion
+    level = "fail" if k is not None and k.kind in ("rank", "link", "between", "group") else "info"
+    text = conclusion_text(sa, p)
+    lines = [Line(text, level)] if text else []
+    right = (False, False, True, *((True,) if links else ()), False)
+    return lines, Table("narrowing", cols, right, tuple(rows), p.t("node.coll.narrowing"))
+
+
+# --------------------------------------------------------------------------- counters
+
+
+def counters_part(na: an.NodeAnalysis, p: _P, pid: str = "counters") -> Part | None:
+    node = na.node
+    if node is None or (node.counters_before is None and node.counters_after is None and node.xid is None):
+        return None
+    lines = []
+    before, after = node.counters_before, node.counters_after
+    if before is not None and after is not None and before.uptime_s is not None and after.uptime_s is not None:
+        lines.append(Line(p.t("node.counters.interval", seconds=fmt.seconds(after.uptime_s - before.uptime_s),
+                              uptime=fmt.seconds(before.uptime_s))))
+    elif after is None:
+        lines.append(Line(p.t("node.counters.no_after"), "warn"))
+    for ch in na.counters_over_limit:
+        lines.append(Line(p.t("node.counters.over", gpu=fmt.num(ch.gpu), counter=p.word("node.counter.", ch.name),
+                              link=fmt.num(ch.link), delta=fmt.num(ch.delta), rate=fmt.num(ch.per_s)), "fail"))
+    tables = []
+    shown = [r for r in na.counters if r.delta or r.after or r.before or r.over_limit or r.boot_over_limit]
+    quiet = len(na.counters) - len(shown)
+    if shown:
+        rows = []
+        for r in shown:
+            rows.append((Cell(_gpu(r.gpu)), Cell(p.word("node.counter.", r.name)),
+                         Cell(fmt.num(r.links)), Cell(fmt.num(r.before)), Cell(fmt.num(r.after)),
+                         Cell(fmt.num(r.delta), status="fail" if r.over_limit else ""),
+                         Cell(fmt.num(r.per_s), status="fail" if r.over_limit else ""),
+                         Cell(fmt.sci(r.boot_per_s) if r.boot_per_s else fmt.num(r.boot_per_s),
+                              status="fail" if r.boot_over_limit else "")))
+        cols = (p.t("node.col.gpu"), p.t("node.col.counter"), p.t("node.col.links"), p.t("node.col.before"),
+                p.t("node.col.after"), p.t("node.col.delta"), p.t("node.col.per_s"), p.t("node.col.boot_per_s"))
+        tables.append(Table("counters", cols, (False, False, True, True, True, True, True, True), tuple(rows),
+                            notes=(Line(p.t("node.counters.limits", pcie=fmt.general(an.PCIE_REPLAY_PER_MIN_LIMIT),
+                                            crc=fmt.general(an.NVLINK_CRC_PER_S_LIMIT))),)))
+    if quiet:
+        lines.append(Line(p.t("node.counters.quiet", count=quiet)))
+    unread = {(u.name, u.reason) for u in na.counters_unread}
+    for name, reason in sorted(unread):
+        lines.append(Line(p.t("node.counters.unread", counter=p.word("node.counter.", name), reason=p.reason(reason))))
+    xid = node.xid
+    if xid is not None:
+        if xid.source is None:
+            lines.append(Line(p.t("node.xid.unread", reason=p.escape("; ".join(xid.reasons) or fmt.DASH)), "warn"))
+        elif not xid.events:
+            lines.append(Line(p.t("node.xid.none", source=p.escape(xid.source))))
+        else:
+            lines.append(Line(p.t("node.xid.some", count=len(xid.events), source=p.escape(xid.source)), "fail"))
+            for e in xid.events:
+                lines.append(Line(p.t("node.xid.event", xid=fmt.num(e.xid), bus=p.escape(e.pci_bus_id or "?"),
+                                      line=p.escape(fmt.first_line(e.line))), "fail"))
+    return Part(pid, p.t("node.part.counters"), tuple(lines), tuple(tables))
+
+
+# --------------------------------------------------------------------------- problems and the node
+
+
+def problem_text(pr: an.NodeProblem, p: _P) -> str:
+    params = dict(pr.params)
+    raw: dict[str, str] = {}
+    if "reason" in params:
+        raw["reason"] = p.reason(params["reason"]) if params.get("detail") is None else p.t(
+            "node.reason.crashed", detail=p.escape(fmt.first_line(str(params["detail"]))))
+    if "error" in params:
+        raw["error"] = p.reason(params["error"])
+    if "test" in params:
+        raw["test"] = p.word("node.test.", params["test"])
+    if "method" in params:
+        raw["method"] = p.word("node.method.", params["method"])
+    if "status" in params:
+        raw["status"] = p.word("node.coll.status.", params["status"])
+    if "metric" in params:
+        raw["metric"] = p.word("node.metric.", params["metric"])
+    if "size_bytes" in params:
+        raw["size"] = fmt.size_bytes(int(params["size_bytes"]))
+    if "shortfall" in params:
+        raw["shortfall"] = fmt.ratio_pct(params["shortfall"])
+    if "kind" in params:
+        raw["what"] = p.t(f"node.copy.name.{params['kind']}", src=fmt.num(params.get("src")),
+                          dst=fmt.num(params.get("dst")), method=raw.get("method", ""))
+    return p.key(f"node.problem.{pr.key}", params, raw)
+
+
+def verdict_lines(na: an.NodeAnalysis, p: _P) -> tuple[Line, ...]:
+    if not na.problems:
+        return (Line(p.t("node.verdict.pass"), "pass"),)
+    return (Line(p.t("node.verdict.fail", count=len(na.problems))),
+            *(Line(problem_text(x, p), "fail") for x in na.problems))
+
+
+def node_parts(na: an.NodeAnalysis, p: _P, prefix: str, section: str) -> tuple[Part, ...]:
+    """The parts of one node's section; ``prefix`` makes their ids unique in a page, ``section`` keys their charts."""
+    parts = [gpus_part(na, p, f"{prefix}gpus"), topology_part(na, p, f"{prefix}topology"),
+             copies_part(na, p, f"{prefix}copies")]
+    node = na.node
+    if node is not None:
+        for i, sa in enumerate(na.sweeps):
+            parts.append(sweep_part(sa, p, f"{section}{i}", f"{prefix}collectives{i}"))
+        skipped = [s for s in node.skipped if s.reason in an.NOT_APPLICABLE]
+        if skipped:
+            parts.append(Part(f"{prefix}not-run", p.t("node.part.not_run"), tuple(
+                Line(p.t("node.not_run", test=p.word("node.test.", s.test), reason=p.reason(s.reason)))
+                for s in skipped)))
+    parts.append(counters_part(na, p, f"{prefix}counters"))
+    return tuple(x for x in parts if x is not None)
+
+
+def sweep_sections(analysis: Analysis) -> list[tuple[str, an.SweepAnalysis]]:
+    """Every sweep of a report with the key of its charts' section (and the stem of their files): a node
+    run's ``node<i>``, a fleet's world sweeps ``world<i>`` and node k's sweeps ``n<k>_<i>``."""
+    out: list[tuple[str, an.SweepAnalysis]] = []
+    if analysis.node is not None:
+        out += [(f"node{i}", sa) for i, sa in enumerate(analysis.node.sweeps)]
+    if analysis.fleet is not None:
+        out += [(f"world{i}", sa) for i, sa in enumerate(analysis.fleet.sweeps)]
+        for k, n in enumerate(analysis.fleet.nodes):
+            out += [(f"n{k}_{i}", sa) for i, sa in enumerate(n.analysis.sweeps)]
+    return out
+
+
+def node_section(na: an.NodeAnalysis, lang: str, escape: Escape) -> Section:
+    """The node tests of ``envcheck run --gpus`` as one section (its parts: GPUs, topology, ...)."""
+    p = _P(lang, escape)
+    node = na.node
+    took = []
+    if node is not None and node.duration_s is not None:
+        took.append(Line(p.t("node.took", gpus=", ".join(map(str, node.gpus)), seconds=fmt.seconds(node.duration_s))))
+    if node is not None and node.settings.get("interrupted"):
+        took.append(Line(p.t("node.interrupted"), "fail"))
+    return Section("node", p.t("node.section"), (*verdict_lines(na, p), *took), node_parts(na, p, "node-", "node"),
+                   na.status)
+
+
+def node_tiles(na: an.NodeAnalysis, lang: str, escape: Escape) -> tuple[Tile, ...]:
+    """The cards of a node run: the node's verdict, its GPUs, its fastest peer link and collective."""
+    p = _P(lang, escape)
+    tiles = [Tile(p.t("node.card.node"), p.t(f"node.status.{na.status}"),
+                  (p.t("node.card.problems", count=len(na.problems)),) if na.problems else (),
+                  "fail" if na.problems else "pass")]
+    names = list(dict.fromkeys(g.name for g in na.gpus))
+    if na.gpus:
+        outl = {g.index for g in na.gpus if g.outliers}
+        tiles.append(Tile(p.t("node.card.gpus"), f"{len(na.gpus)} × {escape(names[0])}" if len(names) == 1
+                          else str(len(na.gpus)),
+                          (p.t("node.card.outliers", count=len(outl)),) if outl else (p.t("node.card.no_outliers"),),
+                          "fail" if outl else None))
+    d2d = [r for r in na.copies if r.kind == "d2d" and r.directions == 1 and r.gbps is not None]
+    if d2d:
+        worst = min(d2d, key=lambda r: r.gbps or 0.0)
+        tiles.append(Tile(p.t("node.card.peer"), f"{fmt.num(worst.gbps)} GB/s",
+                          (p.t("node.card.peer_line", pct=fmt.pct(worst.pct_expected), src=fmt.num(worst.src),
+                               dst=fmt.num(worst.dst), method=p.word("node.method.", worst.method)),)))
+    for sa in na.sweeps:
+        ok = [(r, pct) for r, pct in zip(sa.rows, sa.pct_links, strict=True)
+              if r.op == "all_reduce" and r.busbw_gbps is not None and r.status == "ok"]
+        if ok:
+            r, pct = max(ok, key=lambda x: x[0].size_bytes)
+            line = p.t("node.card.busbw_line", size=fmt.size_bytes(r.size_bytes), pct=fmt.pct(pct),
+                       algo=p.escape(r.algo_label or fmt.DASH))
+            tiles.append(Tile(p.t("node.card.busbw"), f"{fmt.num(r.busbw_gbps)} GB/s", (line,)))
+            break
+    return tuple(tiles)
+
+
+# --------------------------------------------------------------------------- fleet
+
+
+@dataclass(frozen=True)
+class FleetView:
+    lang: str
+    title: str
+    subtitle: str
+    machine: str
+    tiles: tuple[Tile, ...]
+    sections: tuple[Section, ...]
+    footer: str
+
+
+def metric_label(name: str | None, p: _P) -> str:
+    if name is None:
+        return fmt.DASH
+    m = af.describe_metric(name)
+    params = dict(m.params)
+    raw = {}
+    if "size_bytes" in params:
+        raw["size"] = fmt.size_bytes(int(params["size_bytes"]))
+    if "kind" in params:
+        raw["kind"] = p.word("node.copy.kind.", params["kind"])
+    key = f"fleet.metric.{m.key}" + (".sized" if m.key == "busbw" and "size_bytes" in params else "")
+    return p.key(key, params, raw)
+
+
+def _value(name: str | None, v: float | None) -> str:
+    if v is None:
+        return fmt.DASH
+    unit = af.describe_metric(name).unit if name else ""
+    if not unit and float(v).is_integer():
+        return str(int(v))  # a count: wrong elements, failed checks
+    return f"{fmt.num(v)} {unit}".rstrip()
+
+
+def finding_text(f: af.Finding, p: _P) -> str:
+    if f.kind == "missing":
+        # Why a metric has no value: the fleet's words for it, else a node test's error or skip reason.
+        reason = p.t(f"fleet.missing.{f.reason}") if p.has(f"fleet.missing.{f.reason}") else p.reason(f.reason)
+    else:
+        reason = p.escape(f.reason or "")  # algorithm_differs: the two NCCL algorithm/protocol names
+    raw = {"metric": metric_label(f.metric, p), "value": _value(f.metric, f.value),
+           "reference": _value(f.metric, f.reference), "source": p.word("fleet.source.", f.source),
+           "margin": fmt.ratio_pct(f.margin), "shortfall": fmt.ratio_pct(f.shortfall),
+           "ranks": ", ".join(map(str, f.ranks)), "direction": p.word("fleet.direction.", f.direction),
+           "reason": reason}
+    key = f"fleet.finding.{f.kind}"
+    if f.kind == "worse" and f.shortfall is None:
+        key += ".from_zero"
+    if f.kind == "missing" and f.reference is not None:
+        key += ".with_reference"
+    return p.key(key, {"count": len(f.ranks)}, raw)
+
+
+def _verdict_section(fa: af.FleetAnalysis, p: _P) -> Section:
+    rows = []
+    lines = []
+    nodes = {n.node.host: n for n in fa.nodes}
+    for v in fa.verdicts:
+        n = nodes.get(v.host)
+        ranks = ", ".join(map(str, n.node.ranks)) if n else ", ".join(
+            sorted({str(r) for f in v.findings for r in f.ranks}))
+        status = {"pass": "pass", "fail": "fail", "incomplete": "warn"}.get(v.status, "")
+        reasons = p.t("fleet.reasons", count=len(v.findings)) if v.findings else fmt.DASH
+        rows.append((Cell(p.escape(v.host)), Cell(ranks),
+                     Cell(p.t(f"fleet.verdict.{v.status}"), status=status, badge=True), Cell(reasons)))
+    cols = (p.t("fleet.col.node"), p.t("node.col.ranks"), p.t("fleet.col.verdict"), p.t("fleet.col.reasons"))
+    table = Table("verdicts", cols, (False, False, False, True), tuple(rows))
+    if fa.drain:
+        lines.append(Line(p.t("fleet.drain", hosts=p.escape(", ".join(v.host for v in fa.drain)),
+                              count=len(fa.drain)), "fail"))
+    else:
+        lines.append(Line(p.t("fleet.all_pass"), "pass"))
+    lines.append(Line(p.t(f"fleet.judged.{fa.source}", count=len(fa.rules))))
+    parts = []
+    for v in fa.verdicts:
+        if v.findings:
+            parts.append(Part(f"verdict-{_slug(v.host)}", p.t("fleet.verdict.of", host=p.escape(v.host),
+                                                              verdict=p.t(f"fleet.verdict.{v.status}")),
+                              tuple(Line(finding_text(f, p), "fail" if f.kind in ("worse", "rank_failed", "missing")
+                                         else "warn") for f in v.findings)))
+    return Section("verdicts", p.t("fleet.section.verdicts"), (*lines,), (Part("verdict-table", "", (), (table,)),
+                                                                          *parts))
+
+
+def _ranks_section(fa: af.FleetAnalysis, p: _P) -> Section:
+    f = fa.fleet
+    slow = {s.rank: s for s in fa.slow}
+    rows = []
+    for r in f.ranks:
+        if r.status == "ok" and r.rank not in slow:
+            continue
+        status = {"error": "fail", "timeout": "fail", "missing": "fail"}.get(r.status, "warn")
+        label = p.t("fleet.rank.slow") if r.status == "ok" else p.t(f"fleet.rank.{r.status}")
+        rows.append((Cell(str(r.rank)), Cell(p.escape(r.host or "?")), Cell(_gpu(r.gpu)),
+                     Cell(label, status=status, badge=True),
+                     Cell(fmt.seconds(r.elapsed_s)), Cell(fmt.seconds(r.given_s))))
+    lines = [Line(p.t("fleet.ranks.summary", ok=sum(r.status == "ok" for r in f.ranks), count=len(f.ranks),
+                      launcher=p.escape(f.launcher), nodes=fmt.num(f.nnodes)),
+                  "pass" if not fa.failed_ranks else "fail")]
+    for r in f.ranks:
+        if r.status == "error":
+            lines.append(Line(p.t("fleet.rank.error.line", rank=fmt.num(r.rank), host=p.escape(r.host or "?"),
+                                  error=p.escape(fmt.first_line(r.error or ""))), "fail"))
+        elif r.status == "timeout":
+            lines.append(Line(p.t("fleet.rank.timeout.line", rank=fmt.num(r.rank), host=p.escape(r.host or "?"),
+                                  given=fmt.seconds(r.given_s)), "fail"))
+        elif r.status == "missing":
+            lines.append(Line(p.t("fleet.rank.missing.line", rank=fmt.num(r.rank), given=fmt.seconds(r.given_s)),
+                              "fail"))
+    for s in fa.slow:
+        lines.append(Line(p.t("fleet.rank.slow.line", rank=fmt.num(s.rank), host=p.escape(s.host or "?"),
+                              elapsed=fmt.seconds(s.elapsed_s), median=fmt.seconds(s.others_median_s)), "warn"))
+    tables = ()
+    if rows:
+        cols = (p.t("fleet.col.rank"), p.t("fleet.col.host"), p.t("node.col.gpu"), p.t("col.status"),
+                p.t("fleet.col.elapsed"), p.t("fleet.col.given"))
+        tables = (Table("ranks", cols, (True, False, False, False, True, True), tuple(rows)),)
+    return Section("ranks", p.t("fleet.section.ranks"), tuple(lines), (Part("ranks-table", "", (), tables),)
+                   if tables else ())
+
+
+def _rules_section(fa: af.FleetAnalysis, p: _P) -> Section:
+    f = fa.fleet
+    rows = tuple((Cell(p.escape(r.metric)), Cell(metric_label(r.metric, p) if af.describe_metric(r.metric).key != "other"
+                                                 else p.t("fleet.rule.prefix", prefix=p.escape(r.metric))),
+                  Cell(p.t(f"fleet.direction.{r.direction}")), Cell(fmt.ratio_pct(r.margin))) for r in fa.rules)
+    cols = (p.t("fleet.col.rule"), p.t("fleet.col.means"), p.t("fleet.col.better"), p.t("fleet.col.margin"))
+    lines = [Line(p.t("fleet.rules.default" if not f.rules else "fleet.rules.given"))]
+    if f.baseline is not None:
+        lines.append(Line(p.t("fleet.baseline", source=p.escape(f.baseline.source), host=p.escape(f.baseline.host or "?"),
+                              created=p.escape(f.baseline.created or fmt.DASH))))
+    else:
+        lines.append(Line(p.t("fleet.no_baseline")))
+    refs = tuple((Cell(metric_label(r.metric, p)), Cell(_value(r.metric, r.value)),
+                  Cell(p.escape(r.algo)) if r.algo else DASH) for r in fa.references)
+    ref_cols = (p.t("fleet.col.metric"), p.t(f"fleet.col.reference.{fa.source}"), p.t("node.col.algo"))
+    tables = (Table("rules", cols, (False, False, False, True), rows, p.t("fleet.rules.title")),
+              Table("references", ref_cols, (False, True, False), refs, p.t(f"fleet.references.{fa.source}")))
+    return Section("rules", p.t("fleet.section.rules"), tuple(lines), (Part("rules-tables", "", (), tables),))
+
+
+def _slug(text: str) -> str:
+    return "".join(ch if ch.isalnum() else "-" for ch in text)[:40] or "x"
+
+
+def fleet_view(report: Report, analysis: Analysis, lang: str, escape: Escape) -> FleetView:
+    fa = analysis.fleet
+    assert fa is not None
+    f = fa.fleet
+    p = _P(lang, escape)
+    sections = [_verdict_section(fa, p), _ranks_section(fa, p)]
+    if fa.sweeps:
+        parts = []
+        for i, sa in enumerate(fa.sweeps):
+            parts.append(sweep_part(sa, p, f"world{i}", f"world{i}"))
+        sections.append(Section("world", p.t("fleet.section.world"), (), tuple(parts)))
+    for k, n in enumerate(fa.nodes):
+        prefix = f"n{k}-"
+        lines = [Line(p.t("fleet.node.ranks", ranks=", ".join(map(str, n.node.ranks)) or fmt.DASH,
+                          verdict=p.t(f"fleet.verdict.{n.verdict.status}"), count=len(n.node.ranks)),
+                      {"pass": "pass", "fail": "fail"}.get(n.verdict.status, "warn"))]
+        failed = [c for c in n.node.checks if c.status == "fail"]
+        if failed:
+            lines.append(Line(p.t("fleet.node.checks_failed", count=len(failed),
+                                  checks=p.escape("; ".join(f"{c.title}: {c.finding}" for c in failed))), "fail"))
+        if n.node.node is None:
+            lines.append(Line(p.t("fleet.node.no_node_tests"), "warn"))
+        else:
+            lines += verdict_lines(n.analysis, p)
+        sections.append(Section(f"node-{_slug(n.node.host)}", p.t("fleet.section.node", host=p.escape(n.node.host)),
+                                tuple(lines), node_parts(n.analysis, p, prefix, f"n{k}_"), n.verdict.status))
+    sections.append(_rules_section(fa, p))
+    drain = fa.drain
+    tiles = [Tile(p.t("fleet.card.nodes"), p.t("fleet.card.nodes_value", ok=len(fa.verdicts) - len(drain),
+                                              count=len(fa.verdicts)),
+                  (p.t("fleet.card.drain", hosts=escape(", ".join(v.host for v in drain))),) if drain else (),
+                  "fail" if drain else "pass"),
+             Tile(p.t("fleet.card.ranks"), p.t("fleet.card.ranks_value", ok=sum(r.status == "ok" for r in f.ranks),
+                                              count=f.world_size),
+                  (p.t("fleet.card.slow", count=len(fa.slow)),) if fa.slow else (),
+                  "fail" if fa.failed_ranks else None)]
+    for sa in fa.sweeps:
+        ok = [r for r in sa.rows if r.busbw_gbps is not None and r.status == "ok"]
+        if ok:
+            r = max(ok, key=lambda x: x.size_bytes)
+            lines_ = (p.t("fleet.card.world_line", op=escape(r.op), size=fmt.size_bytes(r.size_bytes)),)
+            text = conclusion_text(sa, p)
+            tiles.append(Tile(p.t("fleet.card.world"), f"{fmt.num(r.busbw_gbps)} GB/s",
+                              lines_ + ((text,) if text else ()),
+                              "fail" if sa.conclusion is not None and sa.conclusion.kind in ("rank", "link", "between",
+                                                                                             "group") else None))
+            break
+    return FleetView(
+        lang=lang,
+        title=p.t("fleet.title", nodes=fmt.num(f.nnodes), ranks=fmt.num(f.world_size), date=escape(report.created[:10])),
+        subtitle=p.t("report.subtitle", kind=p.t("kind.fleet"), created=escape(report.created),
+                     version=escape(report.tool_version)),
+        machine=p.t("fleet.machine", launcher=escape(f.launcher), took=fmt.seconds(f.duration_s),
+                    hosts=escape(", ".join(n.node.host for n in fa.nodes))),
+        tiles=tuple(tiles), sections=tuple(sections),
+        footer=p.t("report.footer", version=escape(report.tool_version), schema=report.schema_version),
+    )
+
+
+__all__ = ["Cell", "FleetView", "Line", "Part", "Section", "Table", "fleet_view", "node_section", "node_tiles"]

@@ -1,0 +1,109 @@
+"""The terminal of a node run and a fleet: the same sections as the documents (``render.node_view``),
+laid out by the console policy.
+
+A section is a heading with its sentences as a list (each wraps under itself); a part is a bold
+title; a table keeps one line per row: below ``console.WIDE_FROM`` columns it drops the columns the
+view marks as detail and the cells' second lines (the share under a bandwidth stays in the copy
+matrices), and an item/value table becomes a list, so no cell wraps at 100 columns. Charts are the
+documents'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from envcheck.analysis import Analysis
+from envcheck.model import Report
+from envcheck.render.escape import term
+from envcheck.render.i18n import translate
+from envcheck.render.node_view import Cell, Line, Part, Section, Table, fleet_view
+from envcheck.render.terminal.console import bullets, heading, table, wide
+from envcheck.render.writing import written_lines
+
+STYLE = {"fail": "bold red", "warn": "yellow", "pass": "green", "muted": "dim"}
+MARK = {"fail": "[bold red]✗[/]", "warn": "[yellow]![/]", "pass": "[green]✓[/]"}
+
+
+def _styled(text: str, status: str) -> str:
+    style = STYLE.get(status, "")
+    return f"[{style}]{text}[/]" if style and text else text
+
+
+def line_items(console: Console, items: Sequence[Line]) -> None:
+    if items:
+        bullets(console, [(MARK.get(x.level, "-"), x.text) for x in items])
+
+
+def _cell(c: Cell, subs: bool) -> str:
+    text = _styled(c.text, c.status)
+    return f"{text} [dim]{c.sub}[/]" if subs and c.sub else text
+
+
+def print_table(console: Console, tbl: Table) -> None:
+    is_wide = wide(console)
+    if tbl.title:
+        console.print()
+        console.print(f"[bold]{tbl.title}[/]")
+    if tbl.layout == "facts":
+        bullets(console, [("-", f"{row[0].text}: {_cell(row[1], True)}") for row in tbl.rows])
+    else:
+        keep = [i for i in range(len(tbl.cols)) if is_wide or i not in tbl.detail]
+        subs = is_wide or tbl.subs == "always"
+        tab = table(console)
+        for i in keep:
+            tab.add_column(tbl.cols[i], justify="right" if tbl.right[i] else "left", no_wrap=True)
+        for row in tbl.rows:
+            tab.add_row(*(_cell(row[i], subs) for i in keep))
+        if not tbl.title:
+            console.print()
+        console.print(tab)
+    line_items(console, tbl.notes)
+
+
+def print_part(console: Console, part: Part) -> None:
+    if part.title:
+        console.print()
+        console.print(f"[bold underline]{part.title}[/]")
+    line_items(console, part.lines)
+    for tbl in part.tables:
+        print_table(console, tbl)
+
+
+def print_section(console: Console, sec: Section, lang: str) -> None:
+    title = sec.title
+    if sec.status:
+        status = {"pass": "pass", "fail": "fail"}.get(sec.status, "warn")
+        title += " " + _styled(translate(lang, f"node.status.{sec.status}").upper(), status)
+    heading(console, title)
+    line_items(console, sec.lines)
+    for part in sec.parts:
+        print_part(console, part)
+
+
+def print_fleet(console: Console, report: Report, analysis: Analysis, written: Sequence[Path] = (),
+                lang: str = "en", full: bool = False) -> None:
+    """What ``envcheck fleet``'s rank 0 prints: the verdicts and their reasons, the ranks, the collectives
+    across nodes, and per node its verdict, its problems and its GPUs (``full``: every part of every
+    node, as the documents have them)."""
+    v = fleet_view(report, analysis, lang, term)
+    heading(console, v.title)
+    console.print(f"[dim]{v.machine}[/]")
+    bullets(console, [(MARK.get(t.status or "", "-"), f"{t.label}: [bold]{t.value}[/]"
+                       + (f" [dim]({'; '.join(t.lines)})[/]" if t.lines else "")) for t in v.tiles])
+    nodes = [sec for sec in v.sections if sec.id.startswith("node-")]
+    for sec in v.sections:
+        if full or sec not in nodes:
+            print_section(console, sec, lang)
+        else:
+            print_section(console, Section(sec.id, sec.title, sec.lines,
+                                           tuple(p for p in sec.parts if p.id.endswith("gpus")), sec.status), lang)
+    if nodes and not full:
+        console.print()
+        console.print(f"[dim]{translate(lang, 'fleet.node.details')}[/]")
+    if written:
+        heading(console, translate(lang, "term.report"))
+        for line in written_lines(written):
+            console.print(f"  {term(line)}")
