@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from envcheck.bench import impls, l2
+from envcheck.model import Case, Failure
 from envcheck.ops import spec
 
 
@@ -42,12 +43,15 @@ def test_matmul_minimum_bytes_and_two_mnk_flops() -> None:
 
 
 def test_bad_shapes_are_value_errors() -> None:
+    # Checked once, where a case or a planned case is made; traffic() then trusts the shape.
     with pytest.raises(ValueError):
-        spec("matmul").traffic((4096, 4096), "fp16")
+        spec("matmul").check_shape((4096, 4096))
     with pytest.raises(ValueError):
-        spec("relu").traffic((0,), "fp32")
+        spec("relu").check_shape((0,))
     with pytest.raises(ValueError):
-        spec("conv").traffic((3,), "fp32")
+        spec("conv")
+    with pytest.raises(ValueError, match="shape"):
+        Case("relu", "torch", "fp32", "fp32", (0,), failure=Failure("run", "x"))
 
 
 def test_memory_needed_bounds_the_reference() -> None:
