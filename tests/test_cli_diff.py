@@ -121,3 +121,21 @@ def test_history_of_check_reports_only_says_why_there_is_nothing(tmp_path):
     assert any("left out check.json" in x for x in lines) and any("broken.json" in x and "not valid JSON" in x
                                                                   for x in lines)
     assert "Traceback" not in proc.stderr
+
+
+def test_diff_reads_a_fleet_report_as_one_report_per_node(capsys):
+    """A fleet report (here the real one from two nodes simulated on a 2 x H200 machine) is
+    compared node by node, each labelled file:host, shaped like that node's own report."""
+    from pathlib import Path
+
+    from envcheck import cli
+
+    reports = Path(__file__).resolve().parents[1] / "reports"
+    fleet = reports / "2026-11-22_2149Z_fleet-2x_vm.json"
+    assert cli.main(["diff", str(fleet), "--format", "json"]) == 0
+    import json
+
+    doc = json.loads(capsys.readouterr().out)
+    labels = [r["label"] for r in doc["reports"]]
+    assert labels == [f"{fleet.name}:vm/0", f"{fleet.name}:vm/1"]
+    assert doc["comparisons"][0]["overall"]["count"] > 0

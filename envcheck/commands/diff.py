@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from envcheck.errors import EXIT_FAIL, EXIT_OK, UsageError
+from envcheck.model import Report
 
 
 def labels(paths: list[str]) -> list[str]:
@@ -52,12 +54,28 @@ def terminal_text(draw: Callable[[Any], None], *, to_file: bool) -> str:
     return capture(draw)
 
 
+def per_node(label: str, report: Report) -> list[tuple[str, Report]]:
+    """A fleet report as one report per node (``label:host``), each shaped like that node's own
+    ``envcheck run --gpus`` report; any other report as it is."""
+    if report.fleet is None:
+        return [(label, report)]
+    out = []
+    for node in report.fleet.nodes:
+        out.append((f"{label}:{node.host}", dataclasses.replace(
+            report, kind="run", host=node.host, environment=node.environment or report.environment,
+            checks=node.checks, benches=node.benches, node=node.node, fleet=None)))
+    return out
+
+
 def load_analysed(paths: list[str]) -> list[tuple[str, Any]]:
-    """(label, analysis) of each report, loaded and analysed once."""
+    """(label, analysis) of each report, loaded and analysed once; a fleet report gives one per node."""
     from envcheck.analysis import analyse
     from envcheck.model import load
 
-    return [(label, analyse(load(p))) for label, p in zip(labels(paths), paths, strict=True)]
+    out = []
+    for label, p in zip(labels(paths), paths, strict=True):
+        out += [(name, analyse(r)) for name, r in per_node(label, load(p))]
+    return out
 
 
 def main(args: argparse.Namespace) -> int:
@@ -65,10 +83,12 @@ def main(args: argparse.Namespace) -> int:
     from envcheck.render.documents import render_diff
     from envcheck.render.terminal.compare import print_diff
 
-    if len(args.reports) < 2:
-        raise UsageError("diff needs at least two reports: a baseline and one or more to compare with it")
     check_out(args.out)
-    d = diff_analysed(load_analysed(args.reports))
+    analysed = load_analysed(args.reports)
+    if len(analysed) < 2:
+        raise UsageError("diff needs at least two reports (a fleet report counts one per node): a baseline "
+                         "and one or more to compare with it")
+    d = diff_analysed(analysed)
     if args.format == "json":
         from envcheck.compare.export import to_json
 
