@@ -31,7 +31,6 @@ from envcheck.model import (
 
 def environment(gpu_name: str = "NVIDIA H200", driver: str = "580.159.04", torch: str = "2.11.0+cu130",
                 mem_clock: int = 3201, bus: int = 6016, memory_bytes: int = 150754820096) -> Environment:
-    bw = 2 * mem_clock * 1e6 * bus / 8 / 1e9
     return Environment(
         sections={
             "system": {
@@ -68,7 +67,6 @@ def environment(gpu_name: str = "NVIDIA H200", driver: str = "580.159.04", torch
                 "sm_clock_max_mhz": known(1980),
                 "mem_clock_max_mhz": known(mem_clock),
                 "memory_bus_width_bits": known(bus),
-                "theoretical_bandwidth_gbps": known(round(bw, 1)),
                 "power_limit_w": known(700.0),
                 "ecc_mode_current": known(True),
                 "mig_mode": known(False),

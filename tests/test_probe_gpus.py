@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from fake_nvml import FakeNvml, load_table
 
+from envcheck.analysis.ceilings import theoretical_bandwidth_gbps
 from envcheck.model import Environment, Gpu, dumps, to_dict
 from envcheck.probes import gpus as g
 from envcheck.probes import nvml as n
@@ -58,7 +59,9 @@ def test_machines(fixture, driver, cuda, name, arch, cc, sms, gbps, reasons_call
     assert gpu.get("compute_capability") == cc
     assert gpu.get("sm_count") == sms
     assert str(gpu.get("cuda_cores")) in gpu.get("sm_count_source")
-    assert gpu.get("theoretical_bandwidth_gbps") == pytest.approx(gbps, abs=0.05)
+    # The probe reports what NVML says; the bandwidth it implies is the analysis's (one formula).
+    assert theoretical_bandwidth_gbps(gpu.get("mem_clock_max_mhz"), gpu.get("memory_bus_width_bits")) == \
+        pytest.approx(gbps, abs=0.05)
     assert gpu.get("throttle_reasons") == ["gpu_idle"]  # idle when captured: not a slowdown
     assert gpu.get("throttled") is False
     called = [c[0] for c in fake.calls]
@@ -143,8 +146,6 @@ def test_missing_inputs_explain_derived_facts():
     fake.set(0, "nvmlDeviceGetPerformanceState", {"value": n.PSTATE_UNKNOWN})
     _, (gpu,) = facts_of(fake)
     assert gpu.facts["memory_bus_width_bits"].reason == "no permission (NVML: Insufficient Permissions)"
-    assert gpu.facts["theoretical_bandwidth_gbps"].reason == (
-        "memory bus width unknown: no permission (NVML: Insufficient Permissions)")
     assert gpu.facts["sm_count"].reason == f"CUDA core count unknown: {NOT_SUPPORTED}"
     assert gpu.facts["sm_count_source"].reason == gpu.facts["sm_count"].reason
     assert gpu.facts["pstate"].reason.startswith("unknown")
@@ -199,7 +200,7 @@ def test_lost_gpu_keeps_what_could_be_read_and_others_still_appear():
     assert set(lost.facts) == set(g.GPU_KEYS)
     assert lost.get("pci_bus_id") == "00000000:00:07.0"
     assert lost.facts["name"].reason == LOST
-    assert lost.facts["theoretical_bandwidth_gbps"].reason.endswith(LOST)
+    assert lost.facts["memory_bus_width_bits"].reason.endswith(LOST)
 
 
 def test_gpu_lost_before_a_handle():
@@ -235,8 +236,9 @@ def test_init_failure_lands_in_nvml_error(error, text):
 
 
 def test_theoretical_bandwidth():
-    assert g.theoretical_bandwidth_gbps(3201, 6016) == pytest.approx(4814.304)
-    assert g.theoretical_bandwidth_gbps(1593, 5120) == pytest.approx(2039.04)
+    assert theoretical_bandwidth_gbps(3201, 6016) == pytest.approx(4814.304)
+    assert theoretical_bandwidth_gbps(1593, 5120) == pytest.approx(2039.04)  # A100 40GB
+    assert "theoretical_bandwidth_gbps" not in g.GPU_KEYS  # derived, so not a probed fact
 
 
 @pytest.mark.parametrize(("cores", "cc", "sms"), [
@@ -380,7 +382,7 @@ def test_real_nvml_agrees_with_torch():
         assert gpu is not None, props.name
         assert gpu.get("sm_count") == props.multi_processor_count
         assert gpu.get("compute_capability") == f"{props.major}.{props.minor}"
-        assert gpu.get("theoretical_bandwidth_gbps") > 100
+        assert theoretical_bandwidth_gbps(gpu.get("mem_clock_max_mhz"), gpu.get("memory_bus_width_bits")) > 100
 
 
 def test_a_surprising_value_stays_with_its_gpu():

@@ -150,6 +150,15 @@ def algos_for(result: CollectiveResult, collectives: Collectives) -> tuple[tuple
     return tuple(found), (None if found else "not_in_nccl_log")
 
 
+def bandwidths_gbps(op: str, size_bytes: int, n: int, time_us: float | None) -> tuple[float | None, float | None]:
+    """nccl-tests' (algbw, busbw) in GB/s of one call of ``time_us``: algbw = S / t, busbw = algbw x
+    factor(op, n). The one place they are computed (the worker's narrowing reads it too)."""
+    if not time_us:
+        return None, None
+    algbw = size_bytes / (time_us * 1e-6) / 1e9
+    return algbw, algbw * busbw_factor(op, n)
+
+
 def collective_row(result: CollectiveResult, collectives: Collectives) -> CollectiveRow:
     """nccl-tests' algbw = S / t and busbw = algbw x factor(op, n), with t from :func:`mean_time_us`."""
     n = len(result.ranks)
@@ -158,8 +167,7 @@ def collective_row(result: CollectiveResult, collectives: Collectives) -> Collec
         return CollectiveRow(result.op, result.size_bytes, result.ranks, None, None, None, None, None, "skipped",
                              algos, why)
     t = mean_time_us(result)
-    algbw = result.size_bytes / (t * 1e-6) / 1e9 if t else None
-    busbw = algbw * busbw_factor(result.op, n) if algbw is not None else None
+    algbw, busbw = bandwidths_gbps(result.op, result.size_bytes, n, t)
     if result.error:
         status = "error"
     elif result.wrong is None:

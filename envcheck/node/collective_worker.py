@@ -81,7 +81,7 @@ def run(plan: dict[str, Any], out_dir: str, emit: Emitter) -> None:
     import torch.distributed as dist
 
     from envcheck.analysis.fleet import DEFAULT_NARROW_MARGIN
-    from envcheck.analysis.node import busbw_factor, layout
+    from envcheck.analysis.node import bandwidths_gbps, layout
     from envcheck.node.collective_bench import CollectiveBench
     from envcheck.node.narrowing import run_narrowing
 
@@ -134,8 +134,7 @@ def run(plan: dict[str, Any], out_dir: str, emit: Emitter) -> None:
             if any(x <= 0 for x in member):
                 return None
             t = statistics.fmean(member)
-            size_s = layout(op, size, len(group), 4).size_bytes
-            return size_s / (t * 1e-6) / 1e9 * busbw_factor(op, len(group))
+            return bandwidths_gbps(op, layout(op, size, len(group), 4).size_bytes, len(group), t)[1]
 
         run_narrowing(measure_group, everyone, [str(h) for h in hosts], margin)
     dist.barrier()

@@ -45,7 +45,7 @@ NVML_PROCESS_OK = "the NVML probe process finished"
 GPU_KEYS = (
     "name", "uuid", "pci_bus_id", "architecture", "memory_total_bytes", "memory_used_bytes",
     "compute_capability", "cuda_cores", "sm_count", "sm_count_source", "sm_clock_mhz", "sm_clock_max_mhz",
-    "mem_clock_mhz", "mem_clock_max_mhz", "memory_bus_width_bits", "theoretical_bandwidth_gbps",
+    "mem_clock_mhz", "mem_clock_max_mhz", "memory_bus_width_bits",
     "pcie_gen", "pcie_gen_max", "pcie_width", "pcie_width_max", "power_w", "power_limit_w", "temperature_c",
     "pstate", "ecc_mode_current", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate",
     "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure", "mig_mode", "persistence_mode",
@@ -85,16 +85,6 @@ def sm_count_from_cores(cores: int, cc: str) -> int | None:
     if not per_sm or cores <= 0 or cores % per_sm:
         return None
     return cores // per_sm
-
-
-def theoretical_bandwidth_gbps(mem_clock_max_mhz: float, bus_width_bits: int) -> float:
-    """Peak DRAM bandwidth in GB/s: double data rate x max memory clock x bus width / 8.
-
-    NVML's memory clock is the command clock; data moves on both edges (HBM and
-    GDDR alike as NVML reports them), hence the factor 2. H200: 3201 MHz x 6016
-    bit -> 4814.3 GB/s.
-    """
-    return 2 * mem_clock_max_mhz * 1e6 * bus_width_bits / 8 / 1e9
 
 
 def cuda_version_text(version: int) -> str:
@@ -259,7 +249,6 @@ def _gpu_facts(r: _Reader) -> Facts:
     f["mem_clock_mhz"] = r.fact("nvmlDeviceGetClockInfo", CLOCK_MEM)  # Clocks: Memory
     f["mem_clock_max_mhz"] = r.fact("nvmlDeviceGetMaxClockInfo", CLOCK_MEM)  # Max Clocks: Memory
     f["memory_bus_width_bits"] = r.fact("nvmlDeviceGetMemoryBusWidth")
-    f["theoretical_bandwidth_gbps"] = _bandwidth(f["mem_clock_max_mhz"], f["memory_bus_width_bits"])
 
     # PCI: GPU Link Info: PCIe Generation Current / Device Max, Link Width Current / Max
     f["pcie_gen"] = r.fact("nvmlDeviceGetCurrPcieLinkGeneration")
@@ -327,14 +316,6 @@ def _sm_count(cores: Any, cores_why: str | None, cc: str | None, cc_why: str | N
         return missing(why), missing(why)
     source = f"{cores} CUDA cores (NVML) / {cores_per_sm(cc)} cores per SM for compute capability {cc}"
     return known(sms), known(source)
-
-
-def _bandwidth(clock: Fact, bus: Fact) -> Fact:
-    if not clock.ok:
-        return missing(f"max memory clock unknown: {clock.reason}")
-    if not bus.ok:
-        return missing(f"memory bus width unknown: {bus.reason}")
-    return known(round(theoretical_bandwidth_gbps(clock.value, bus.value), 1))
 
 
 def _clock_events(r: _Reader) -> tuple[Fact, Fact]:

@@ -21,12 +21,12 @@ from typing import Any
 
 from envcheck.analysis import Analysis, BenchAnalysis, CaseResult
 from envcheck.analysis import flags as fl
-from envcheck.analysis.ceilings import MEASURED, THEORETICAL, Ceiling, MissingCeiling
+from envcheck.analysis.ceilings import MEASURED, THEORETICAL, Ceiling, MissingCeiling, theoretical_bandwidth_gbps
 from envcheck.analysis.findings import Finding
 from envcheck.analysis.peaks import Source
 from envcheck.analysis.summary import Tally
 from envcheck.checks import worst_first
-from envcheck.model import CaseKey, Check, Fact, Note, Report, Skip
+from envcheck.model import CaseKey, Check, Fact, Note, Report, Skip, known
 from envcheck.ops import IMPLS, PRECISIONS, spec
 from envcheck.probes.envvars import REDACTED, is_secret_name
 from envcheck.render import fmt
@@ -53,7 +53,7 @@ WSL_DETAILS = {("wsl", "wsl_version"), ("wsl", "distro_name")}
 
 GPU_FACTS: tuple[str, ...] = (
     "name", "architecture", "compute_capability", "memory_total_bytes", "sm_count", "sm_clock_max_mhz",
-    "mem_clock_max_mhz", "memory_bus_width_bits", "theoretical_bandwidth_gbps", "pcie_gen_max", "pcie_width_max",
+    "mem_clock_max_mhz", "memory_bus_width_bits", "pcie_gen_max", "pcie_width_max",
     "power_limit_w", "ecc_mode_current", "ecc_uncorrected_volatile", "retired_pages_pending", "remapped_rows_pending",
     "mig_mode", "throttled", "pci_bus_id", "uuid", "vbios_version",
 )
@@ -644,6 +644,9 @@ def _gpus(report: Report, p: _Phraser) -> list[Gpu]:
     out = []
     for g in report.environment.gpus:
         rows = tuple(_fact_row(p, f"fact.gpu.{k}", k, g.facts[k]) for k in GPU_FACTS if k in g.facts)
+        bw = theoretical_bandwidth_gbps(g.get("mem_clock_max_mhz"), g.get("memory_bus_width_bits"))
+        if bw is not None:  # the analysis's formula: a value stored by an old report is never shown
+            rows += (_fact_row(p, "fact.gpu.theoretical_bandwidth_gbps", "theoretical_bandwidth_gbps", known(bw)),)
         out.append(Gpu(g.index, str(g.get("name") or f"GPU {g.index}"), g.lost, rows))
     return out
 

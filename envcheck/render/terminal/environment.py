@@ -11,6 +11,7 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.table import Table
 
+from envcheck.analysis.ceilings import theoretical_bandwidth_gbps
 from envcheck.model import Environment, Gpu
 from envcheck.render import fmt
 from envcheck.render.escape import term
@@ -135,7 +136,7 @@ def gpu_line(gpu: Gpu, t: T) -> str:
     g = gpu.get
     clock, clock_max = g("sm_clock_mhz"), g("sm_clock_max_mhz")
     power, limit = g("power_w"), g("power_limit_w")
-    bw = g("theoretical_bandwidth_gbps")
+    bw = theoretical_bandwidth_gbps(g("mem_clock_max_mhz"), g("memory_bus_width_bits"))
     used = g("memory_used_bytes")
     total = g("memory_total_bytes")
     memory = None
