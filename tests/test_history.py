@@ -90,13 +90,24 @@ def test_a_whole_machine_slower_with_nothing_changed_is_a_step_without_a_cause()
     assert h.steps and all(s.direction == "slower" and s.changes == () for s in h.steps)
 
 
-def test_the_committed_reports_are_three_machines_and_check_reports_are_left_out():
-    reports = [(p.name, fx.load(p)) for p in sorted(fx.REPORTS.glob("*.json"))]
+SCHEMA_1 = ("2026-11-21_2341Z_vm_h200", "2026-11-22_0057Z_vm_h100-80gb-hbm3", "2026-11-22_0104Z_vm_h200")
+
+
+def test_the_schema_1_reports_are_three_machines_and_check_reports_are_left_out():
+    names = [f"{stem}{suffix}.json" for stem in SCHEMA_1 for suffix in ("", "_check")]
+    reports = [(name, fx.load(fx.REPORTS / name)) for name in names]
     hs = histories(reports)
     assert len(hs.machines) == 3  # two H200s (two physical GPUs, both "vm") and an H100
     assert all(len(m.points) == 1 for m in hs.machines)
     assert sorted(x.label for x in hs.left_out) == sorted(p for p, r in reports if r.kind == "check")
     assert {(x.reason, x.detail) for x in hs.left_out} == {(NO_BENCHMARK, "check")}
+
+
+def test_two_runs_on_one_gpu_are_one_machine_with_two_points():
+    names = ("2026-11-22_2139Z_vm_h200.json", "2026-11-22_2143Z_vm_h200.json", "2026-11-22_0104Z_vm_h200.json")
+    hs = histories([(n, fx.load(fx.REPORTS / n)) for n in names])
+    # Same host name ("vm") and model on all three; the GPU UUIDs say the first two are one GPU.
+    assert sorted(len(m.points) for m in hs.machines) == [1, 2]
 
 
 def test_a_check_report_is_never_the_baseline():

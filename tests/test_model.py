@@ -31,7 +31,16 @@ from envcheck.model import (
 )
 
 REPORTS = Path(__file__).resolve().parent.parent / "reports"
-SCHEMA_1 = sorted(REPORTS.glob("*.json")) + [Path(__file__).parent / "golden" / "h200_small.json"]
+def _schema(path: Path) -> int | None:
+    try:
+        return json.loads(path.read_text()).get("schema_version")
+    except (ValueError, AttributeError):
+        return None
+
+
+COMMITTED = sorted(REPORTS.glob("*.json"))
+SCHEMA_1 = [p for p in COMMITTED if _schema(p) == 1] + [Path(__file__).parent / "golden" / "h200_small.json"]
+SCHEMA_2 = [p for p in COMMITTED if _schema(p) == 2]
 
 
 def small_report() -> Report:
@@ -226,6 +235,12 @@ def test_every_committed_schema_1_report_upgrades(path):
         measured = [c for c in bench_1["ceilings"] if c["kind"] == "measured"]
         assert [c.value for c in b.recorded_ceilings] == [c["value"] for c in measured]
     assert model.loads(model.dumps(r)) == r
+
+
+@pytest.mark.parametrize("path", SCHEMA_2, ids=lambda p: p.name)
+def test_every_committed_schema_2_report_loads_and_writes_back_the_same(path):
+    r = model.load(path)
+    assert json.loads(model.dumps(r)) == json.loads(path.read_text())  # nothing lost, nothing added
 
 
 def test_schema_1_upgrade_keeps_cold_l2_and_interruptions():
