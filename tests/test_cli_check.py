@@ -60,6 +60,7 @@ def test_probe_never_imports_torch() -> None:
     assert res.stdout.strip() == "0 []", res.stderr
 
 
+@pytest.mark.slow
 def test_probe_is_fast_and_collect_env_comparison_is_recorded(record_property: Callable[[str, object], None]) -> None:
     """Guard against a torch import sneaking into ``probe``. The comparison with collect_env, which the README
     quotes, goes to the test report's properties (``pytest --junitxml``), not into pytest's progress line."""
@@ -95,6 +96,7 @@ def test_check_json_exit_status_matches_the_checks(check_json: subprocess.Comple
     assert "Traceback" not in check_json.stderr
 
 
+@pytest.mark.slow
 def test_check_text_has_a_verdict(tmp_path: Path) -> None:
     out = tmp_path / "sub" / "check.json"
     res = envcheck("check", "--out", str(out))

@@ -54,6 +54,7 @@ def test_json_diff_is_the_documented_document(pair):
     assert {f["source"] for f in cmp["noise_floors"]} <= {"controls", "spread"}
 
 
+@pytest.mark.slow
 def test_fail_on_regression_exit_codes_use_the_honest_intervals(pair):
     before, after, slow = pair
     failing = envcheck("diff", str(after), str(slow), "--format", "json", "--fail-on-regression", "20")

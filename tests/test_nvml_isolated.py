@@ -137,6 +137,7 @@ def test_a_crash_on_one_gpu_keeps_the_gpus_read_before_it(tmp_path: Path, mode: 
     assert c.status == "fail" and "GPU 1" in c.finding and "nvidia-smi -q -i 1" in c.fix
 
 
+@pytest.mark.slow
 def test_envcheck_check_survives_a_segfaulting_libnvidia_ml(tmp_path: Path) -> None:
     """End to end: before isolation this exited with status -11 (139 in a shell) and printed nothing."""
     folder = fake_pynvml(tmp_path, "init_segv")

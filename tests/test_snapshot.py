@@ -93,6 +93,7 @@ def test_a_replay_host_answers_like_the_file_system_it_was_recorded_from(tmp_pat
         replay.disk_free(str(tmp_path))
 
 
+@pytest.mark.slow
 def test_snapshot_command_writes_a_new_file_and_never_overwrites(tmp_path: Path) -> None:
     out = tmp_path / "mine.json"
     res = envcheck("snapshot", "--out", str(out), "--timeout", "120", cwd=tmp_path)
