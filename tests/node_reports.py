@@ -26,7 +26,8 @@ from fakes import FakeHost
 from node_fakes import capture, fake_nvml, text
 
 from envcheck.analysis import node as an
-from envcheck.analysis.fleet import NarrowStep, baseline_from_nodes, next_narrowing_group
+from envcheck.analysis.fleet import baseline_from_nodes
+from envcheck.analysis.narrowing import NarrowStep, next_narrowing_group
 from envcheck.checks.links import delta_checks
 from envcheck.model import Check, Environment, Report, Timing, known
 from envcheck.model.fleet import Fleet, FleetNode, RankStatus

@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from envcheck.analysis.fleet import NarrowStep, halves, narrowing_conclusion
+from envcheck.analysis.narrowing import NarrowStep, halves, narrowing_conclusion
 from envcheck.node.narrowing import run_narrowing
 
 HOSTS = ("a",) * 4 + ("b",) * 4  # two nodes of four GPUs

@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 from envcheck.analysis import node as an
-from envcheck.analysis.fleet import collective_narrowing
+from envcheck.analysis.node import collective_narrowing
+from envcheck.child_env import child_env
 from envcheck.model import build
 from envcheck.model.fleet import Fleet
 from envcheck.node.collective_run import Placement, SweepPlan, run_sweep
-from envcheck.node.launch import SubprocessLauncher, child_env
+from envcheck.node.launch import SubprocessLauncher
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,10 +16,11 @@ from node_fakes import ScriptedLauncher
 
 from envcheck.bench import parallel
 from envcheck.bench.suite import Plan, PlannedCase
+from envcheck.child_env import NO_MULTICAST, child_env
 from envcheck.errors import UsageError
 from envcheck.model import BenchDevice, Settings, StopCause
 from envcheck.node.collective_run import Placement, SweepPlan, launch_sweep
-from envcheck.node.launch import NO_MULTICAST, SubprocessLauncher, child_env, torchrun_argv
+from envcheck.node.launch import SubprocessLauncher, torchrun_argv
 from envcheck.node.peer import PeerPlan, run_peer_copies
 
 FAKE = str(Path(__file__).with_name("fake_worker.py"))
@@ -177,3 +178,14 @@ def test_gpu_selection(text, expected):
 def test_bad_gpu_selection_is_a_usage_error(text):
     with pytest.raises(UsageError, match="--gpus"):
         parallel.parse_gpus(text, 4)
+
+
+def test_probe_subprocesses_get_multicast_off_too(tmp_path):
+    """The probes' Host seam starts nvidia-smi, ldconfig and the torch/Triton children: with the same
+    environment rule as every other child of envcheck, even when a caller passes its own."""
+    from envcheck.probes.host import Host
+
+    res = Host().run([sys.executable, "-c", "import json, os; print(json.dumps(dict(os.environ)))"], timeout=30,
+                     env={"PATH": os.environ.get("PATH", ""), "NCCL_NVLS_ENABLE": "1"})
+    seen = json.loads(res.stdout)
+    assert {k: seen[k] for k in MULTICAST_OFF} == MULTICAST_OFF

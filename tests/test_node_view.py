@@ -12,7 +12,7 @@ import node_reports as nr
 import pytest
 from rich.cells import cell_len
 
-from envcheck.analysis import analyse
+from envcheck.analysis import analyse, narrowing
 from envcheck.analysis import fleet as af
 from envcheck.analysis import node as an
 from envcheck.model import dump, load
@@ -54,7 +54,7 @@ def _keys() -> set[str]:
         "node.copy.cell.": (*an.RUN_ERRORS, "failed"), "node.counter.": an.COUNTER_ORDER,
         "node.metric.": an.OUTLIER_METRICS, "node.outlier.": an.OUTLIER_METRICS,
         "node.outlier.short.": an.OUTLIER_METRICS, "node.status.": af.VERDICT_STATUSES,
-        "fleet.finding.": af.FINDING_KINDS, "fleet.narrowing.": af.CONCLUSION_KINDS,
+        "fleet.finding.": af.FINDING_KINDS, "fleet.narrowing.": narrowing.CONCLUSION_KINDS,
         "fleet.verdict.": af.VERDICT_STATUSES, "fleet.source.": af.SOURCES, "fleet.missing.": af.MISSING_REASONS,
         "fleet.metric.": af.METRIC_KEYS, "fleet.rank.": RANK_STATUSES, "fleet.direction.": DIRECTIONS,
         "fleet.judged.": af.SOURCES, "fleet.references.": af.SOURCES, "fleet.col.reference.": af.SOURCES,
@@ -83,7 +83,7 @@ def test_the_registries_hold_every_key_the_code_writes():
     phrased), or this fails."""
     assert _literals(r'NodeProblem\("(\w+)"', "envcheck/analysis/node.py") == set(an.PROBLEM_KEYS)
     assert _literals(r'Finding\("(\w+)"', "envcheck/analysis/fleet.py") <= set(af.FINDING_KINDS)
-    assert _literals(r'Conclusion\("(\w+)"', "envcheck/analysis/fleet.py") == set(af.CONCLUSION_KINDS)
+    assert _literals(r'Conclusion\("(\w+)"', "envcheck/analysis/narrowing.py") == set(narrowing.CONCLUSION_KINDS)
     assert _literals(r'"(\w+_links?)"\)', "envcheck/analysis/node.py") == set(an.PATH_SOURCES)
     assert _literals(r'status = "(\w+)"', "envcheck/analysis/node.py") <= set(an.COLLECTIVE_STATUSES)
     assert _literals(r'status = "(\w+)"', "envcheck/analysis/fleet.py") <= set(af.VERDICT_STATUSES)

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from envcheck.analysis.narrowing import DEFAULT_NARROW_MARGIN, Conclusion, NarrowStep, narrowing_conclusion
 from envcheck.model.node import (
     CollectiveResult,
     Collectives,
@@ -844,8 +845,6 @@ class SweepAnalysis:
 def analyse_sweep(collectives: Collectives, topology: Topology | None = None,
                   gpus: Sequence[int] = ()) -> SweepAnalysis:
     """``gpus``: the machine's GPU of each rank, by rank (a node sweep); empty across nodes."""
-    from envcheck.analysis.fleet import collective_narrowing
-
     def expect(ranks: Sequence[int]) -> float | None:
         if topology is None or not gpus or any(r >= len(gpus) for r in ranks):
             return None
@@ -925,3 +924,23 @@ def analyse_node(node: Any, benches: Sequence[Any], env: Any, margin: float | No
         pair_paths(topo) if topo is not None else (), smi_disagreements(topo) if topo is not None else (),
         copy_rows(node.peer, topo) if node.peer is not None else (), sweeps, counters, over, unread,
         node_problems(node, (), m, found))
+
+
+# --------------------------------------------------------------------------- narrowing a sweep's slowness
+
+
+def narrowing_steps(collectives: Collectives) -> tuple[NarrowStep, ...]:
+    """The sub-group runs of a sweep as bisection steps (their busbw from the stored samples)."""
+    return tuple(NarrowStep(r.ranks, r.busbw_gbps if r.status in ("ok", "unverified") else None)
+                 for r in collective_rows(collectives, narrowing=True))
+
+
+def collective_narrowing(collectives: Collectives) -> Conclusion | None:
+    """Where a sweep's slowness comes from, re-derived from its stored sub-group runs; None when it
+    ran no narrowing."""
+    if not collectives.narrowing:
+        return None
+    hosts = collectives.hosts if len(collectives.hosts) == collectives.world_size else tuple(
+        str(r) for r in range(collectives.world_size))
+    margin = float(collectives.settings.get("narrow_margin", DEFAULT_NARROW_MARGIN))
+    return narrowing_conclusion(narrowing_steps(collectives), tuple(range(collectives.world_size)), hosts, margin)

@@ -20,9 +20,9 @@ from typing import Any
 from envcheck.bench import runner, suite
 from envcheck.bench.assemble import assemble
 from envcheck.bench.process import stop_tree
+from envcheck.child_env import child_env
 from envcheck.errors import UsageError
 from envcheck.model import Bench, Environment, Stop, StopCause
-from envcheck.node.launch import child_env
 
 OnGpuEvent = Callable[[int, runner.Event], None]
 

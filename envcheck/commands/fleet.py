@@ -88,10 +88,11 @@ def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) ->
     """Each rank's work as envcheck does it for real: subprocess workers, torchrun, NVML."""
     from envcheck.bench import assemble, runner, suite
     from envcheck.checks import evaluate
+    from envcheck.child_env import child_env
     from envcheck.node.collective_run import Placement, launch_sweep, read_outputs
     from envcheck.node.counters import LINKS_SECTION, probe_links
     from envcheck.node.fleet import FleetDeps
-    from envcheck.node.launch import SubprocessLauncher, child_env
+    from envcheck.node.launch import SubprocessLauncher
     from envcheck.node.peer import PeerPlan
     from envcheck.node.run import NodeOptions, run_node
     from envcheck.probes.collect import collect

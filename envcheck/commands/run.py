@@ -31,9 +31,9 @@ from typing import Any
 from envcheck import model, reportname
 from envcheck.bench import assemble, runner, suite
 from envcheck.bench.protocol import CaseStarted, Event, Measured, Skipped
+from envcheck.child_env import child_env
 from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from envcheck.model import Check, Environment, Report
-from envcheck.node.launch import child_env
 
 FORMATS = ("json", "md", "html")
 RUNTIME_PROBE_TIMEOUT_S = 120.0

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envcheck.analysis.fleet import DEFAULT_NARROW_MARGIN
+from envcheck.analysis.narrowing import DEFAULT_NARROW_MARGIN
+from envcheck.child_env import child_env
 from envcheck.model.bench import Timing
 from envcheck.model.node import COLLECTIVES, AlgoChoice, CollectiveResult, Collectives, Launch, RankOutcome, RankTiming
-from envcheck.node.launch import Launcher, child_env, torchrun_argv
+from envcheck.node.launch import Launcher, torchrun_argv
 from envcheck.node.nccl_log import distinct, nccl_version, parse_choices
 
 WORKER_MODULE = "envcheck.node.collective_worker"

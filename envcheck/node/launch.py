@@ -24,19 +24,8 @@ from envcheck.model.node import Launch
 
 # NVLink multicast stays off in every child: the lent multi-GPU machines must not create multicast
 # objects (NCCL's NVLS algorithms, torch symmetric memory, NVSHMEM all create them).
-NO_MULTICAST: dict[str, str] = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-                                "NVSHMEM_DISABLE_NVLS": "1"}
 TERMINATE_GRACE_S = 10.0
 TAIL_LINES = 40
-
-
-def child_env(extra: Mapping[str, str] | None = None, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of a child: ``base`` (this process's by default) plus ``extra``, with the
-    multicast switches always set last so nothing can turn multicast back on."""
-    env = dict(os.environ if base is None else base)
-    env.update(extra or {})
-    env.update(NO_MULTICAST)
-    return env
 
 
 def torchrun_argv(nproc: int, module: str, args: Sequence[str] = (), *, nnodes: int = 1, node_rank: int = 0,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from envcheck.analysis.fleet import DEFAULT_NARROW_MARGIN, NarrowStep, next_narrowing_group
+from envcheck.analysis.narrowing import DEFAULT_NARROW_MARGIN, NarrowStep, next_narrowing_group
 
 MeasureGroup = Callable[[tuple[int, ...]], float | None]  # busbw in GB/s, None when the run failed
 

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envcheck.child_env import child_env
 from envcheck.model.bench import Timing
 from envcheck.model.node import Copy, PeerAccess, PeerCopies
 from envcheck.node.collective_run import _pythonpath
-from envcheck.node.launch import Launcher, child_env
+from envcheck.node.launch import Launcher
 
 WORKER_MODULE = "envcheck.node.peer_worker"
 

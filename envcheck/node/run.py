@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from envcheck.analysis.node import CRASHED
+from envcheck.child_env import child_env
 from envcheck.model import Bench, Check, Environment
 from envcheck.model.node import Collectives, CounterSnapshot, Node, NodeSkip, PeerCopies, Topology, XidScan
 from envcheck.node.collective_run import SweepPlan, sizes
-from envcheck.node.launch import Launcher, SubprocessLauncher, child_env
+from envcheck.node.launch import Launcher, SubprocessLauncher
 from envcheck.node.peer import PeerPlan
 from envcheck.probes.gpus import NvmlLike
 from envcheck.probes.host import Host

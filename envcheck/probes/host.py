@@ -33,6 +33,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from envcheck.child_env import child_env
 from envcheck.probes.packages import PackageInfo, find_package
 from envcheck.redact import Redactor
 
@@ -145,7 +146,8 @@ class Host:
         """Run ``argv`` (no shell) and collect its output, secrets redacted; never raises
         (KeyboardInterrupt aside, after killing the child).
 
-        ``env`` replaces the whole environment of the child when given. ``name`` gives the run
+        ``env`` replaces the whole environment of the child when given (NVLink multicast stays
+        off either way: ``envcheck/child_env.py``). ``name`` gives the run
         a stable identity in snapshots (``torch_runtime``): the Python code of a runtime probe
         changes between envcheck versions, its purpose does not.
         """
@@ -168,7 +170,7 @@ class Host:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                env=env,
+                env=child_env(base=env),
                 start_new_session=True,
             )
         except FileNotFoundError:

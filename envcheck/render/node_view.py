@@ -30,7 +30,7 @@ from envcheck.model import Report
 from envcheck.model.node import COPY_METHODS
 from envcheck.render import fmt
 from envcheck.render.i18n import catalog, phrase, translate
-from envcheck.render.view import Tile
+from envcheck.render.tiles import Tile
 
 Escape = Callable[[str], str]
 

@@ -31,6 +31,8 @@ from envcheck.ops import IMPLS, PRECISIONS, spec
 from envcheck.probes.envvars import REDACTED, is_secret_name
 from envcheck.render import fmt
 from envcheck.render.i18n import phrase, translate
+from envcheck.render.node_view import node_section, node_tiles
+from envcheck.render.tiles import Tile
 
 Escape = Callable[[str], str]
 
@@ -171,17 +173,6 @@ class OpSection:
     has_speedup: bool
     rows: tuple[CaseRow, ...]
     findings: tuple[FindingView, ...]
-
-
-@dataclass(frozen=True)
-class Tile:
-    label: str
-    value: str
-    lines: tuple[str, ...] = ()
-    status: str | None = None  # fail: the value is bad news
-    op: str | None = None  # the section the tile sums up
-    precisions: tuple[str, ...] = ()  # the columns of ``speedups``
-    speedups: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (impl, speedup per precision) per non-torch impl
 
 
 @dataclass(frozen=True)
@@ -688,8 +679,6 @@ def _gpu_label(report: Report, p: _Phraser) -> str:
 
 
 def run_view(report: Report, analysis: Analysis, lang: str, escape: Escape) -> RunView:
-    from envcheck.render.node_view import node_section, node_tiles
-
     p = _Phraser(lang, escape)
     name = _gpu_label(report, p)
     verdict = report.verdict if report.checks else None
