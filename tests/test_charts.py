@@ -98,7 +98,7 @@ def test_diff_and_history_charts_say_what_they_plot():
 @pytest.mark.parametrize("label", ["$\\undefinedmacro$", "<script>alert(1)</script>", "a & b \u202e", "]]>"])
 def test_chart_text_is_escaped(label):
     """Machine text in charts (report labels in a diff) is text: matplotlib's mathtext once crashed on $\\x$."""
-    s = compare_data.Strings(base_label=label, other_label=label + "2", impl=label)
+    s = compare_data.Strings(base_label=label, other_label=label + "2", base_gpu=label)
     d = ch.ratio_chart(compare_data.diff(s).comparisons[0], "en")
     assert d is not None
     root = ET.fromstring(d.svg)  # well-formed XML
