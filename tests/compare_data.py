@@ -15,8 +15,10 @@ from dataclasses import dataclass
 
 import factories
 
-from envcheck.compare.diff import Diff, diff as compare_diff
-from envcheck.compare.history import History, history as compare_history
+from envcheck.compare.diff import Diff
+from envcheck.compare.diff import diff as compare_diff
+from envcheck.compare.history import History
+from envcheck.compare.history import history as compare_history
 from envcheck.model import Accuracy, Check, Report
 
 
