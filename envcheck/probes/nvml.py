@@ -197,7 +197,21 @@ def _library_from_maps(maps_text: str) -> str | None:
 # --------------------------------------------------------------------------- the seam
 
 
-class Nvml:
+class NvmlSeam:
+    """What every NVML seam (live, table, recording) shares: ``query`` on top of its ``call``."""
+
+    def call(self, name: str, *args: Any) -> Any:
+        raise NotImplementedError
+
+    def query(self, name: str, *args: Any) -> tuple[Any, str | None]:
+        """``(value, None)``, or ``(None, reason)`` when the call failed. Never raises."""
+        try:
+            return self.call(name, *args), None
+        except NvmlCallError as e:
+            return None, e.reason
+
+
+class Nvml(NvmlSeam):
     """NVML through pynvml, every failure turned into data.
 
     ``init`` must succeed before ``call``; ``query`` never raises. Device handles
@@ -261,13 +275,6 @@ class Nvml:
         if name.startswith("nvmlDeviceGetHandleBy"):
             return value  # an opaque pointer: keep as is
         return plain(value)
-
-    def query(self, name: str, *args: Any) -> tuple[Any, str | None]:
-        """``(value, None)``, or ``(None, reason)`` when the call failed. Never raises."""
-        try:
-            return self.call(name, *args), None
-        except NvmlCallError as e:
-            return None, e.reason
 
     def library_path(self) -> tuple[str | None, str | None]:
         """``(path, None)`` of the libnvidia-ml this process loaded, or ``(None, reason)``."""

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from envcheck.probes import nvml as n
-from envcheck.probes.nvml import PROBE_FAILED, NvmlCallError
+from envcheck.probes.nvml import PROBE_FAILED, NvmlCallError, NvmlSeam
 
 # Enum arguments -> the names tables use for them.
 _CLOCKS = {n.CLOCK_GRAPHICS: "GRAPHICS", n.CLOCK_SM: "SM", n.CLOCK_MEM: "MEM", n.CLOCK_VIDEO: "VIDEO"}
@@ -110,7 +110,7 @@ class TableHandle:
         return f"TableHandle({self.index})"
 
 
-class TableNvml:
+class TableNvml(NvmlSeam):
     """The NVML seam's interface (``init``, ``call``, ``query``, ``library_path``, ``shutdown``),
     answered from a table. ``absent``: the NVML error (class name, text) for a query the table
     lacks; snapshots use ``NOT_CAPTURED`` so a probe newer than the snapshot says so."""
@@ -200,12 +200,6 @@ class TableNvml:
                 return self.call(HANDLE_BY_INDEX, index)
         raise NvmlCallError(name, "NVMLError_NotFound", "Not Found")
 
-    def query(self, name: str, *args: Any) -> tuple[Any, str | None]:
-        try:
-            return self.call(name, *args), None
-        except NvmlCallError as e:
-            return None, e.reason
-
     def library_path(self) -> tuple[str | None, str | None]:
         if not self._ready:
             return None, "NVML is not loaded"
@@ -224,7 +218,7 @@ class TableNvml:
 Listener = Callable[[str, "int | None", "dict[str, Any] | None"], None]
 
 
-class RecordingNvml:
+class RecordingNvml(NvmlSeam):
     """Wraps a live NVML seam and writes every answer into ``table`` as the probes ask.
 
     ``listener(event, gpu, entry)`` hears ``("calling", gpu, {"key": ...})`` before each call
@@ -292,12 +286,6 @@ class RecordingNvml:
         else:
             self._store(gpu, key, {"value": value})
         return value
-
-    def query(self, name: str, *args: Any) -> tuple[Any, str | None]:
-        try:
-            return self.call(name, *args), None
-        except NvmlCallError as e:
-            return None, e.reason
 
     def library_path(self) -> tuple[str | None, str | None]:
         path, why = self.live.library_path()
