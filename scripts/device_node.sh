@@ -14,9 +14,7 @@ cd "$(dirname "$0")/.."
 out=${OUT:-out}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-# NVLink multicast stays off for everything started below (envcheck also sets these in every child).
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+source scripts/device_env.sh
 py=${PYTHON:-python3}
 work=${WORK:-/tmp/envcheck-node}
 rm -rf "$work" && mkdir -p "$work"
@@ -33,7 +31,7 @@ NH=$("$py" -c "import nvidia.nccl as m; print(list(m.__path__)[0])")
 mkdir -p /tmp/nx/lib
 ln -sfn "$NH/include" /tmp/nx/include
 ln -sf "$NH/lib/libnccl.so.2" /tmp/nx/lib/libnccl.so
-( timeout 300 make -C .nccl-tests -j16 MPI=0 CUDA_HOME=/usr/local/cuda NCCL_HOME=/tmp/nx \
+( timeout 300 make --no-print-directory -C .nccl-tests -j16 MPI=0 CUDA_HOME=/usr/local/cuda NCCL_HOME=/tmp/nx \
     NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" BUILDDIR=/tmp/ntb > "$work/nccl-tests-build.log" 2>&1;
   echo "build exit status $?" >> "$work/nccl-tests-build.log" ) &
 build_pid=$!

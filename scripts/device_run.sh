@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 out=${OUT:-out}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+source scripts/device_env.sh
 py=${PYTHON:-python3}
 log="$out/device.log"
 budget=${BUDGET_S:-570}

@@ -1,0 +1,7 @@
+# Sourced by the device scripts from the project root: the environment every step on a lent machine starts from.
+# NVLink multicast stays off for everything started below (envcheck also sets these in every child).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# The copied tree is imported through a link of this name, so a report's PYTHONPATH shows the name,
+# never the folder the tree was copied to.
+ln -sfn "$PWD" /tmp/envcheck-tree
+export PYTHONPATH="/tmp/envcheck-tree${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
