@@ -230,6 +230,15 @@ def test_flags_from_raw_results():
     assert "finding.power_capped" in keys and "finding.throttled" not in keys
 
 
+@pytest.mark.parametrize(("method", "rec"), [("cuda_graph", "rec.noisy"), ("host_clock", "rec.noisy.cpu")])
+def test_noisy_rows_get_the_advice_of_the_clock_that_timed_them(method, rec):
+    """GPU rows: other GPU processes; the CPU baseline: other busy processes (no nvidia-smi on a CPU box)."""
+    noisy = Case("relu", "torch", "fp32", "fp32", (1 << 26,), gpu=Timing.from_samples(method, [150, 150, 225, 150]),
+                 accuracy=acc())
+    b = analysed(noisy)
+    assert [r.key for r in b.recommendations if r.key.startswith("rec.noisy")] == [rec]
+
+
 def test_rotated_buffers_are_not_l2_resident():
     ws_fits = case(shape=(1 << 20,), gpu=5.0, rotation_sets=15)
     assert fl.L2_RESIDENT not in analysed(ws_fits).results[0].flags

@@ -114,7 +114,9 @@ def noisy(results: Sequence[CaseResult]) -> list[Finding]:
     if not rows:
         return []
     worst = max((r.time.cv for r in rows if r.time), default=0.0)
-    return [Finding("finding.noisy", {"count": len(rows), "cv_pct": 100 * worst}, "warn", _keys(rows))]
+    host_clock = all(r.time is not None and r.time.method == "host_clock" for r in rows)  # the CPU baseline
+    return [Finding("finding.noisy", {"count": len(rows), "cv_pct": 100 * worst, "host_clock": host_clock}, "warn",
+                    _keys(rows))]
 
 
 def launch_bound(results: Sequence[CaseResult]) -> list[Finding]:
@@ -313,8 +315,9 @@ def recommendations(found: Sequence[Finding]) -> tuple[Recommendation, ...]:
         out.append(Recommendation("rec.failures", {"ops": ",".join(ops_failing)}))
     if "finding.throttled" in keys:
         out.append(Recommendation("rec.throttled"))
-    if "finding.noisy" in keys:
-        out.append(Recommendation("rec.noisy"))
+    for f in found:
+        if f.key == "finding.noisy":
+            out.append(Recommendation("rec.noisy.cpu" if f.params["host_clock"] else "rec.noisy"))
     # PyTorch eager's limit: what users pay without Triton (Triton's own launcher stays launch-bound longer).
     torch_bound = [f for f in found if f.key == "finding.launch_bound" and f.params["impl"] == "torch"
                    and spec(f.params["op"]).family == "vector"]
