@@ -107,6 +107,40 @@ def test_a_slow_rank_within_its_time_is_ok():
     assert fleet.ranks[2].status == "ok" and fleet.ranks[2].elapsed_s >= 0.3
 
 
+def test_node_tests_wait_for_every_gpu_of_their_node_to_finish_its_suite():
+    """Peer copies and collectives over GPUs still being benchmarked would disturb both measurements."""
+    world, per_node = 4, 2
+    transports = MemoryTransport.fleet(world)
+    bench_done: dict[int, float] = {}
+    node_started: dict[int, float] = {}
+
+    def run(rank: int) -> None:
+        ctx = _ctx(rank, world, per_node)
+
+        def bench(gpu: int) -> Bench:
+            time.sleep(0.4 if ctx.local_rank == 1 else 0.0)  # the leader's sibling is the slow one
+            bench_done[rank] = time.monotonic()
+            return _bench(gpu)
+
+        def node(gpus, d) -> Node:
+            node_started[ctx.node_rank] = time.monotonic()
+            return Node(ctx.host, gpus)
+
+        deps = FleetDeps(transports[rank], bench, lambda: (Environment(), ()), node, lambda *a: ((), None))
+        opts = FleetOptions("/tmp/unused", SweepPlan(), world=False, rank_timeout_s=5.0, join_timeout_s=1.0,
+                            world_timeout_s=1.0)
+        run_rank(ctx, opts, deps, (0, 1))
+
+    threads = [threading.Thread(target=run, args=(r,), daemon=True) for r in range(world)]
+    for th in threads:
+        th.start()
+    threads[0].join(20)
+    transports[0].put("done", "1")
+    for th in threads[1:]:
+        th.join(5)
+    assert node_started[0] >= bench_done[1] and node_started[1] >= bench_done[3]
+
+
 def test_a_node_below_the_fleet_median_is_taken_out_of_service():
     fleet, _ = _fleet({}, world=6, gbps={4: 3800.0})  # 3800 vs 4200: 9.5 % below, margin 5 %
     verdicts = {v.host: v for v in judge(fleet)}

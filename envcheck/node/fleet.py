@@ -255,8 +255,10 @@ def run_rank(ctx: RankContext, options: FleetOptions, deps: FleetDeps, gpus: tup
         last, detail = _error_text(e)
         report = RankReport(ctx.rank, error=last, detail=detail, elapsed_s=round(clock() - t0, 3))
     t.put(f"rank/{ctx.rank}", _dump(report))
+    t.put(f"benched/{ctx.node_rank}/{ctx.local_rank}", "1")
 
-    # 2. the node (its leader)
+    # 2. the node (its leader), once every GPU of the node is done with its suite: peer copies and
+    # collectives on GPUs still being timed would disturb both measurements
     if ctx.leader:
         node_dir = os.path.join(options.work_dir, f"node{ctx.node_rank}")
         env: Environment | None = None
@@ -265,6 +267,9 @@ def run_rank(ctx: RankContext, options: FleetOptions, deps: FleetDeps, gpus: tup
         error = None
         try:
             env, checks = deps.probe()
+            deadline = clock() + options.rank_timeout_s
+            for local in range(1, ctx.local_world_size):
+                t.get(f"benched/{ctx.node_rank}/{local}", max(deadline - clock(), 0.001))
             node = deps.node(gpus, node_dir)
         except Exception as e:  # noqa: BLE001 - the error is the node's result
             error = _error_text(e)[0]
