@@ -151,7 +151,8 @@ def test_run_renders_never_obey_machine_text(host, gpu, env_value, note_label, t
 @given(label=hostile, host=hostile, gpu=hostile, value=hostile, title=hostile, fix=hostile, reason=hostile)
 def test_diff_and_history_renders_never_obey_machine_text(label, host, gpu, value, title, fix, reason):
     s = compare_data.Strings(base_label=label, other_label=label + "2", host=host, base_gpu=gpu, other_gpu=gpu + "x",
-                             env_value=value, check_title=title, check_finding=title, check_fix=fix, reason=reason,
+                             env_value=value, check_title=title, check_finding=title.replace("\n", " "), check_fix=fix,
+                             reason=reason,
                              mixed_gpus=True)
     d, h = compare_data.diff(s), compare_data.history(s)
     check_html(render_diff(d, "html"))
