@@ -5,6 +5,13 @@ from __future__ import annotations
 import functools
 
 import pytest
+from hypothesis import settings
+
+# Property tests draw the same examples on every run, so a CI failure reproduces as it was;
+# `pytest --hypothesis-profile=explore` draws fresh ones.
+settings.register_profile("repeatable", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile("repeatable")
 
 
 @functools.cache
