@@ -100,6 +100,25 @@ def test_scripted_run_writes_a_dated_report_renders_it_and_prints_the_summary(tm
     assert "[1/" in err  # plain progress lines when stderr is not a terminal
 
 
+def test_a_run_analyses_its_report_once_for_the_documents_the_summary_and_the_exit_status(tmp_path, monkeypatch):
+    import envcheck.analysis
+    import envcheck.render.writing
+
+    calls = []
+
+    def counted(report):
+        calls.append(report)
+        return real(report)
+
+    real = envcheck.analysis.analyse
+    monkeypatch.setattr(envcheck.analysis, "analyse", counted)
+    monkeypatch.setattr(envcheck.render.writing, "analyse", counted)
+    rc, _, err = execute(parse("--quick", "--ops", "relu", "--out-dir", str(tmp_path / "r"), "--format", "json,md,html"),
+                         deps(tmp_path, None))
+    assert rc == 0, err
+    assert len(calls) == 1
+
+
 def test_second_run_in_the_same_minute_does_not_overwrite(tmp_path):
     out_dir = tmp_path / "r"
     for _ in range(2):

@@ -18,12 +18,15 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envcheck.errors import EXIT_FAIL, EXIT_OK, UsageError
 from envcheck.model import Bench, Check, Environment, Report
 from envcheck.model.fleet import Baseline, Fleet, FleetNode, Rule
 from envcheck.model.node import Launch, Node
+
+if TYPE_CHECKING:
+    from envcheck.analysis import Analysis
 
 DEFAULT_SWEEP_SIZES = "1M..4G"
 
@@ -180,14 +183,15 @@ def print_summary(report: Report, analysis: Any, written: list[Path], lang: str 
     print_fleet(make_console(stdout), report, analysis, written, lang)
 
 
-def write_documents(report: Report, path: Path, formats: list[str], lang: str) -> list[Path]:
+def write_documents(report: Report, path: Path, formats: list[str], lang: str,
+                    analysis: Analysis | None = None) -> list[Path]:
     """The Markdown and HTML beside the fleet report's JSON, as one set, never raising (the JSON is the
     report): what was written, and on stderr what was not and the command that writes it later."""
     if not formats:
         return []
     from envcheck.render.writing import outcome_message, render_after_run
 
-    outcome = render_after_run(report, path, formats, lang)
+    outcome = render_after_run(report, path, formats, lang, analysis)
     message = outcome_message(outcome, path, lang)
     if message:
         print(f"envcheck fleet: {message}", file=sys.stderr)
@@ -228,8 +232,8 @@ def main(args: argparse.Namespace) -> int:
         env0 = fleet.nodes[0].environment if fleet.nodes else None
         report = fleet_report(fleet, env0)
         path = write_fleet_report(fleet, out_dir, env0, report)
-        written = [path, *write_documents(report, path, formats, args.lang)]
         analysis = analyse(report)
+        written = [path, *write_documents(report, path, formats, args.lang, analysis)]
         print_summary(report, analysis, written, args.lang)
     finally:
         finish(transport)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envcheck import model, reportname
 from envcheck.bench import assemble, runner, suite
@@ -34,6 +34,9 @@ from envcheck.bench.protocol import CaseStarted, Event, Measured, Skipped
 from envcheck.child_env import child_env
 from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from envcheck.model import Check, Environment, Report
+
+if TYPE_CHECKING:
+    from envcheck.analysis import Analysis
 
 FORMATS = ("json", "md", "html")
 RUNTIME_PROBE_TIMEOUT_S = 120.0
@@ -156,8 +159,9 @@ def _utc(dt: datetime) -> str:
     return dt.astimezone(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def exit_status(report: Report, stopped: bool, node_problems: int = 0) -> int:
-    """See the module docstring: whether a case passed is the analysis's verdict."""
+def exit_status(report: Report, stopped: bool, node_problems: int = 0, analysis: Analysis | None = None) -> int:
+    """See the module docstring: whether a case passed is the analysis's verdict (``analysis``: the
+    report's, when the caller already has it)."""
     if stopped:
         return EXIT_INTERRUPTED
     if report.verdict == "fail" or node_problems:
@@ -166,7 +170,7 @@ def exit_status(report: Report, stopped: bool, node_problems: int = 0) -> int:
         return EXIT_FAIL
     from envcheck.analysis import analyse
 
-    if any(r.status != "pass" for b in analyse(report).benches for r in b.results):
+    if any(r.status != "pass" for b in (analysis or analyse(report)).benches for r in b.results):
         return EXIT_FAIL
     return EXIT_OK
 
@@ -202,7 +206,7 @@ def save_json(report: Report, out_dir: Path, stem: str, stderr: Any = None) -> P
 
 
 def write_outputs(report: Report, out_dir: Path, formats: Sequence[str], lang: str, when: datetime,
-                  stderr: Any = None) -> tuple[list[Path], bool]:
+                  stderr: Any = None, analysis: Analysis | None = None) -> tuple[list[Path], bool]:
     """The JSON under a fresh dated name, then the requested renderings beside it, as a set (all
     or none). Returns what exists, and whether Ctrl-C stopped the rendering (the JSON is whole)."""
     bench = report.bench
@@ -215,7 +219,7 @@ def write_outputs(report: Report, out_dir: Path, formats: Sequence[str], lang: s
         return written, False
     from envcheck.render.writing import outcome_message, render_after_run
 
-    outcome = render_after_run(report, json_path, formats, lang)
+    outcome = render_after_run(report, json_path, formats, lang, analysis)
     written += outcome.written
     message = outcome_message(outcome, json_path, lang)
     if message:
@@ -277,15 +281,17 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
         from envcheck.anonymize import for_this_machine
 
         report = for_this_machine(report.host).report(report)
-    written, render_stopped = write_outputs(report, out_dir, formats, args.lang, when, err_stream)
+    from envcheck.analysis import analyse
+
+    analysis = analyse(report)
+    written, render_stopped = write_outputs(report, out_dir, formats, args.lang, when, err_stream, analysis)
     stopped = stopped or render_stopped
 
-    from envcheck.analysis import analyse
     from envcheck.render.terminal.console import make_console
     from envcheck.render.terminal.run import print_run
 
-    print_run(make_console(stdout), report, analyse(report), written, args.lang)
-    return exit_status(report, stopped, problems)
+    print_run(make_console(stdout), report, analysis, written, args.lang)
+    return exit_status(report, stopped, problems, analysis)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from envcheck.analysis import analyse
+from envcheck.analysis import Analysis, analyse
 from envcheck.errors import UsageError
 from envcheck.files import FileSet, SetExistsError, write_set
 from envcheck.model import Report
@@ -33,12 +33,13 @@ def validate(formats: Sequence[str], lang: str) -> list[str]:
 
 
 def document_set(report: Report, json_path: Path, formats: Sequence[str], lang: str = DEFAULT_LANG,
-                 out_dir: Path | None = None) -> FileSet:
-    """Every file of the render, in memory: the Markdown, its charts folder, the HTML."""
+                 out_dir: Path | None = None, analysis: Analysis | None = None) -> FileSet:
+    """Every file of the render, in memory: the Markdown, its charts folder, the HTML (``analysis``:
+    the report's, when the caller already has it)."""
     fmts = validate(formats, lang)
     folder = Path(out_dir) if out_dir is not None else Path(json_path).parent
     stem = document_stem(Path(json_path).stem, lang)
-    analysis = analyse(report)
+    analysis = analysis or analyse(report)
     charts = report_charts(analysis, lang)
     out = FileSet()
     if "md" in fmts:
@@ -51,7 +52,7 @@ def document_set(report: Report, json_path: Path, formats: Sequence[str], lang: 
 
 
 def write_documents(report: Report, json_path: Path, formats: Sequence[str], lang: str = DEFAULT_LANG,
-                    out_dir: Path | None = None, force: bool = False) -> list[Path]:
+                    out_dir: Path | None = None, force: bool = False, analysis: Analysis | None = None) -> list[Path]:
     """Render and write the documents of ``report``; the paths written (each chart file included).
 
     UsageError (nothing written) when a target exists and ``force`` is not given, or when the
@@ -60,7 +61,7 @@ def write_documents(report: Report, json_path: Path, formats: Sequence[str], lan
     folder = Path(out_dir) if out_dir is not None else Path(json_path).parent
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"{folder} is not a folder")
-    files = document_set(report, json_path, formats, lang, out_dir)
+    files = document_set(report, json_path, formats, lang, out_dir, analysis)
     try:
         return write_set(files, force=force)
     except SetExistsError as e:
@@ -95,8 +96,8 @@ class DocumentsOutcome:
         return self.error is None and not self.interrupted
 
 
-def render_after_run(report: Report, json_path: Path, formats: Sequence[str],
-                     lang: str = DEFAULT_LANG) -> DocumentsOutcome:
+def render_after_run(report: Report, json_path: Path, formats: Sequence[str], lang: str = DEFAULT_LANG,
+                     analysis: Analysis | None = None) -> DocumentsOutcome:
     """Write the documents of a report whose JSON is saved; never raises, Ctrl-C included.
 
     The set is written all or none, so after a failure none of its files exists and ``retry``
@@ -104,7 +105,7 @@ def render_after_run(report: Report, json_path: Path, formats: Sequence[str],
     """
     retry = render_command(json_path, formats, lang)
     try:
-        return DocumentsOutcome(tuple(write_documents(report, json_path, formats, lang)))
+        return DocumentsOutcome(tuple(write_documents(report, json_path, formats, lang, analysis=analysis)))
     except KeyboardInterrupt:
         return DocumentsOutcome((), interrupted=True, retry=retry)
     except UsageError as e:
