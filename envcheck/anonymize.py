@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from envcheck.errors import UsageError
 from envcheck.model import Check, Environment, Fact, Gpu, Report
 
 KEY_FILE = "anonymize.key"
@@ -73,6 +74,15 @@ def load_key(path: Path | None = None) -> bytes:
     with os.fdopen(fd, "w", encoding="ascii") as f:
         f.write(key.hex() + "\n")
     return key
+
+
+def command_key() -> bytes:
+    """``load_key`` for a command with ``--anonymize``, called before it does any work: a key that cannot
+    be read or made is the user's one-line error then, not a traceback after a finished run."""
+    try:
+        return load_key()
+    except OSError as e:
+        raise UsageError(f"cannot read or make the anonymisation key: {e}") from None
 
 
 class Anonymizer:

@@ -93,3 +93,31 @@ def test_check_anonymize_end_to_end(tmp_path: Path) -> None:
 @pytest.mark.parametrize("text", ["", "nothing to hide here: CUDA 12.8, driver 570.124.06"])
 def test_harmless_text_is_unchanged(text: str) -> None:
     assert Anonymizer(KEY).text(text) == text
+
+
+@pytest.mark.parametrize("command", ["run", "check", "snapshot"])
+def test_an_unusable_key_is_one_line_before_any_work(tmp_path: Path, monkeypatch, capsys, command: str) -> None:
+    """A key file that is not a key stops --anonymize before probing or benchmarking (a finished run
+    would otherwise be lost to the error), and the file is left as it was."""
+    from envcheck import cli
+    from envcheck.commands import check as check_cmd
+    from envcheck.commands import run as run_cmd
+
+    key = tmp_path / "config" / "envcheck" / "anonymize.key"
+    key.parent.mkdir(parents=True)
+    key.write_text("not-hex\n")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.chdir(tmp_path)
+
+    def no_work(*a, **kw):
+        raise AssertionError("work started before the key was checked")
+
+    monkeypatch.setattr(run_cmd, "collaborators", no_work)
+    monkeypatch.setattr(check_cmd, "seams", no_work)
+    monkeypatch.setattr(snapshot, "capture", no_work)
+    argv = {"run": ["run", "--quick", "--out-dir", str(tmp_path / "r")], "check": ["check"], "snapshot": ["snapshot"]}
+    rc = cli.main([*argv[command], "--anonymize"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "anonymisation key" in err and "Traceback" not in err
+    assert key.read_text() == "not-hex\n"
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())

@@ -49,17 +49,19 @@ def main(args: argparse.Namespace) -> int:
     from envcheck.probes.collect import collect, new_report
 
     out = _check_out(getattr(args, "out", None))
+    key = None
+    if getattr(args, "anonymize", False):
+        from envcheck.anonymize import command_key
+
+        key = command_key()
     host, nvml, hostname = seams(args)
     env = collect(host=host, nvml=nvml, runtime=True, timeout=args.timeout)  # type: ignore[arg-type]
     checks = evaluate(env)
     report = new_report("check", env, checks, host=hostname)
-    if getattr(args, "anonymize", False):
+    if key is not None:
         from envcheck.anonymize import for_this_machine
 
-        try:
-            report = for_this_machine(report.host).report(report)
-        except OSError as e:
-            raise UsageError(f"cannot read or make the anonymisation key: {e}") from None
+        report = for_this_machine(report.host, key).report(report)
         env, checks = report.environment, report.checks
     text = model.dumps(report)
     if out is not None:

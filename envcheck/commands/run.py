@@ -233,6 +233,11 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
     formats = output_formats(args.format)
     suite.select(args)  # bad --ops/--sizes/--dtypes fail here, before the probes
     out_dir = output_dir(args.out_dir)
+    key = None
+    if getattr(args, "anonymize", False):
+        from envcheck.anonymize import command_key
+
+        key = command_key()  # before the run: a bad key must not cost a finished run
     deps = deps or collaborators()
     err_stream = stderr if stderr is not None else sys.stderr
 
@@ -251,7 +256,12 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
         from envcheck.node.run import run_node_suite
         from envcheck.probes.collect import hostname
 
-        stem = reportname.report_stem(when, hostname(), None)
+        host = hostname()
+        if key is not None:  # the node's work folder sits beside the reports: no real host name in it
+            from envcheck.anonymize import for_this_machine
+
+            host = for_this_machine(host, key).host(host)
+        stem = reportname.report_stem(when, host, None)
         _say(f"running the suite on GPUs {args.gpus} at once, then the node tests (Ctrl-C stops and keeps "
              "what finished)", err_stream)
         result = run_node_suite(args, env, work_dir=str(out_dir / f"{stem}_node"), worker_command=deps.worker_command)
@@ -277,10 +287,10 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
             _say(note.key, err_stream)
 
     report = deps.new_report("run", env, checks, benches=benches, **sections)
-    if getattr(args, "anonymize", False):
+    if key is not None:
         from envcheck.anonymize import for_this_machine
 
-        report = for_this_machine(report.host).report(report)
+        report = for_this_machine(report.host, key).report(report)
     from envcheck.analysis import analyse
 
     analysis = analyse(report)

@@ -13,7 +13,7 @@ import re
 import sys
 from pathlib import Path
 
-from envcheck.cli import EXIT_OK, UsageError
+from envcheck.errors import EXIT_OK, UsageError
 
 
 def default_name(hostname: str, when: str) -> str:
@@ -27,14 +27,16 @@ def main(args: argparse.Namespace) -> int:
     from envcheck.commands.check import _check_out
 
     out = _check_out(getattr(args, "out", None))
-    snap = snapshot.capture(timeout=args.timeout)
+    key = None
     if getattr(args, "anonymize", False):
+        from envcheck.anonymize import command_key
+
+        key = command_key()
+    snap = snapshot.capture(timeout=args.timeout)
+    if key is not None:
         from envcheck.anonymize import anonymize_snapshot, for_this_machine
 
-        try:
-            snap = anonymize_snapshot(snap, for_this_machine(snap.hostname))
-        except OSError as e:
-            raise UsageError(f"cannot read or make the anonymisation key: {e}") from None
+        snap = anonymize_snapshot(snap, for_this_machine(snap.hostname, key))
     path = out or Path(default_name(snap.hostname, str(snap.meta.get("captured") or "")))
     try:
         model.write_new(path, snapshot.dumps(snap))
