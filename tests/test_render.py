@@ -397,6 +397,19 @@ def test_force_over_a_dangling_symlink_replaces_the_link(tmp_path):
     assert not (tmp_path / "r.md").is_symlink() and (tmp_path / "r.md").read_text().startswith("# envcheck")
 
 
+@pytest.mark.parametrize("name", ["r.md", "r.html"])
+def test_a_report_is_never_replaced_by_its_own_rendering(tmp_path, name):
+    """A report saved as r.md (or r.html) is itself a target of its render: refused even with --force."""
+    src = tmp_path / name
+    dump(factories.report(), src)
+    before = src.read_bytes()
+    for force in (False, True):
+        with pytest.raises(UsageError, match="replaced by its own rendering"):
+            write_documents(factories.report(), src, ["md", "html"], force=force)
+    assert src.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == [name]
+    assert write_documents(factories.report(), src, ["md", "html"], out_dir=tmp_path / "out")
+
+
 def test_language_suffix_and_out_dir(tmp_path):
     written = write_documents(factories.report(), tmp_path / "in" / "r.json", ["html"], lang="zh-CN",
                               out_dir=tmp_path / "out")

@@ -62,6 +62,10 @@ def write_documents(report: Report, json_path: Path, formats: Sequence[str], lan
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"{folder} is not a folder")
     files = document_set(report, json_path, formats, lang, out_dir, analysis)
+    source = Path(json_path).resolve()
+    if any(p.resolve() == source for p in (*files.files, *files.folders)):
+        raise UsageError(f"{json_path} would be replaced by its own rendering: rename the report to end in .json, "
+                         "or render into another folder with --out DIR")
     try:
         return write_set(files, force=force)
     except SetExistsError as e:
