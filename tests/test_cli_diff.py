@@ -140,3 +140,19 @@ def test_diff_reads_a_fleet_report_as_one_report_per_node(capsys):
     labels = [r["label"] for r in doc["reports"]]
     assert labels == [f"{fleet.name}:vm/0", f"{fleet.name}:vm/1"]
     assert doc["comparisons"][0]["overall"]["count"] > 0
+
+
+def test_history_reads_a_fleet_report_as_one_report_per_node(capsys):
+    """history, like diff, takes a fleet report node by node (it was left out as "without benchmark
+    results"); each node joins the history of its machine, and one report is "1 report"."""
+    from envcheck import cli
+
+    reports = Path(__file__).resolve().parents[1] / "reports"
+    fleet = reports / "2026-11-22_2149Z_fleet-2x_vm.json"
+    assert cli.main(["history", str(fleet)]) == 0
+    out, err = capsys.readouterr()
+    assert "left out" not in err
+    assert f"{fleet.name}:vm/0" in out and f"{fleet.name}:vm/1" in out
+    assert cli.main(["history", str(reports / "2026-11-21_2341Z_vm_h200.json")]) == 0
+    out, _ = capsys.readouterr()
+    assert "1 report, " in out and "1 reports" not in out

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envcheck.commands.diff import check_out, emit, labels, terminal_text
+from envcheck.commands.diff import check_out, emit, labels, per_node, terminal_text
 from envcheck.errors import EXIT_OK, UsageError
 
 if TYPE_CHECKING:
@@ -26,7 +26,8 @@ def _folder(p: Path) -> list[Path]:
 
 
 def collect(paths: list[str]) -> tuple[list[tuple[str, Report]], list[LeftOut]]:
-    """Reports from folders (every ``*.json`` in them) and files, and what was left out.
+    """Reports from folders (every ``*.json`` in them) and files, and what was left out; a fleet
+    report is one report per node (``label:host``), as in ``diff``.
 
     A folder may hold other JSON (rendered data, configs), a truncated report, one that fails
     validation or a pipe: each is left out with its one-line error and the rest go on. A file
@@ -60,7 +61,7 @@ def collect(paths: list[str]) -> tuple[list[tuple[str, Report]], list[LeftOut]]:
     if not loaded:
         raise UsageError(f"no envcheck reports found in {', '.join(paths)}")
     names = labels([str(f) for f, _ in loaded])
-    return [(name, r) for name, (_, r) in zip(names, loaded, strict=True)], left_out
+    return [nr for name, (_, r) in zip(names, loaded, strict=True) for nr in per_node(name, r)], left_out
 
 
 def _note(x: LeftOut) -> str:

@@ -348,7 +348,7 @@ def history_view(h: Any, lang: str, escape: Escape) -> HistoryView:
                                tuple(_peak(p.op(op), unit=False) for op in h.ops), fmt.num(p.copy_gbps)))
     return HistoryView(
         lang=lang,
-        title=t("history.title", count=len(h.points), first=escape(h.points[0].info.created),
+        title=t("history.title.one" if len(h.points) == 1 else "history.title", count=len(h.points), first=escape(h.points[0].info.created),
                 last=escape(h.points[-1].info.created)),
         warnings=tuple(warnings), ops=tuple(h.ops), rows=tuple(rows),
         steps=tuple(StepRow(s.direction, step_sentence(s, lang, escape)) for s in h.steps),
