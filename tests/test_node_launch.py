@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from node_fakes import ScriptedLauncher
 
-from envcheck.bench import parallel
+from envcheck.bench import parallel, runner
 from envcheck.bench.suite import Plan, PlannedCase
 from envcheck.child_env import NO_MULTICAST, child_env
 from envcheck.errors import UsageError
@@ -128,6 +128,19 @@ def test_workers_get_multicast_off(tmp_path):
               "sys.stdin.read()\n"
               "print(json.dumps({'event': 'done'}), flush=True)\n")
     parallel.run_gpus([_plan(0)], 30, command=[sys.executable, "-c", worker])
+    seen = json.loads(dump.read_text())
+    assert {k: seen[k] for k in MULTICAST_OFF} == MULTICAST_OFF
+
+
+def test_a_single_worker_gets_multicast_off_without_any_wrapper(tmp_path):
+    # envcheck run (one GPU) and each fleet rank start their worker through run_worker with no popen:
+    # WorkerProcess.start alone gives it the child environment.
+    dump = tmp_path / "env.json"
+    worker = ("import json, os, sys\n"
+              f"json.dump(dict(os.environ), open({str(dump)!r}, 'w'))\n"
+              "sys.stdin.read()\n"
+              "print(json.dumps({'event': 'done'}), flush=True)\n")
+    runner.run_worker(_plan(0), lambda ev: None, 30, command=[sys.executable, "-c", worker])
     seen = json.loads(dump.read_text())
     assert {k: seen[k] for k in MULTICAST_OFF} == MULTICAST_OFF
 
