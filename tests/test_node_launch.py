@@ -33,6 +33,13 @@ def test_child_env_turns_multicast_off_whatever_it_is_given():
     assert env["FOO"] == "bar" and env["PATH"] == "/bin"
 
 
+def test_child_env_orders_cuda_devices_as_nvml_does_unless_the_user_chose_an_order():
+    # CUDA's default order (fastest first) can differ from NVML's: a child's cuda:i must be NVML GPU i.
+    assert child_env(base={"PATH": "/bin"})["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert child_env(base={"CUDA_DEVICE_ORDER": "FASTEST_FIRST"})["CUDA_DEVICE_ORDER"] == "FASTEST_FIRST"
+    assert child_env({"CUDA_DEVICE_ORDER": "FASTEST_FIRST"}, base={})["CUDA_DEVICE_ORDER"] == "FASTEST_FIRST"
+
+
 def test_collective_and_peer_jobs_carry_multicast_off(tmp_path):
     launcher = ScriptedLauncher()
     launch_sweep(SweepPlan(), Placement(2, (0, 2)), tmp_path / "c", launcher, 10)
@@ -143,6 +150,7 @@ def test_a_single_worker_gets_multicast_off_without_any_wrapper(tmp_path):
     runner.run_worker(_plan(0), lambda ev: None, 30, command=[sys.executable, "-c", worker])
     seen = json.loads(dump.read_text())
     assert {k: seen[k] for k in MULTICAST_OFF} == MULTICAST_OFF
+    assert seen["CUDA_DEVICE_ORDER"] == os.environ.get("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
 
 
 def test_one_crashing_gpu_costs_only_its_own_results(tmp_path):
