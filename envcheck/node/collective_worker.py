@@ -2,7 +2,7 @@
 ``python -m torch.distributed.run ... -m envcheck.node.collective_worker --plan PLAN.json --out DIR``.
 
 Protocol (the parent is ``envcheck.node.collective_run``): the plan is a JSON file
-(:func:`envcheck.node.collective_run.plan_json` writes it); each rank appends JSON lines to
+(``SweepPlan.to_json``, written by :func:`envcheck.node.collective_run.launch_sweep`); each rank appends JSON lines to
 ``DIR/rank<r>.jsonl`` as it goes, so whatever finished before a crash, a hang or a timeout is kept:
 
     {"event": "start", "rank", "local_rank", "world_size", "host", "pid"}        first, before torch
@@ -68,6 +68,15 @@ def _slow_hook(bench: Any, rank: int) -> None:
     bench._call = slow_call
 
 
+def _destroy_group(dist: Any, sub: Any) -> None:
+    """Free a narrowing sub-group (each one holds a communicator: NCCL memory, sockets). Its
+    measurement is already shared, so a failure to free it is not the rank's result."""
+    try:
+        dist.destroy_process_group(sub)
+    except Exception as e:  # noqa: BLE001
+        print(f"envcheck: could not destroy a narrowing sub-group ({type(e).__name__}: {e})", file=sys.stderr)
+
+
 def run(plan: dict[str, Any], out_dir: str, emit: Emitter) -> None:
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
@@ -120,6 +129,7 @@ def run(plan: dict[str, Any], out_dir: str, emit: Emitter) -> None:
         margin = float(narrow.get("margin", DEFAULT_NARROW_MARGIN))
 
         def measure_group(group: tuple[int, ...]) -> float | None:
+            # Every rank creates (and destroys) each sub-group, members or not; torch requires it.
             sub = dist.new_group(ranks=list(group))
             mean = 0.0
             if rank in group:
@@ -130,6 +140,7 @@ def run(plan: dict[str, Any], out_dir: str, emit: Emitter) -> None:
             means = torch.zeros(world, dtype=torch.float64, device=device)
             means[rank] = mean
             dist.all_reduce(means)
+            _destroy_group(dist, sub)
             member = [float(means[r]) for r in group]
             if any(x <= 0 for x in member):
                 return None
