@@ -27,21 +27,15 @@ import socket
 import statistics
 import sys
 from datetime import timedelta
-from typing import IO, Any
+from typing import Any
+
+from envcheck.bench.failure import one_line
+from envcheck.node.events import Emitter
 
 NCCL_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,TUNING,COLL"}
 # Test hook: slow every collective of one global rank by this many microseconds (narrowing tests
 # on the CPU need a rank that is really slow).
 SLOW_RANK_ENV = "ENVCHECK_TEST_SLOW_RANK"
-
-
-class Emitter:
-    def __init__(self, stream: IO[str]) -> None:
-        self.stream = stream
-
-    def __call__(self, event: dict[str, Any]) -> None:
-        self.stream.write(json.dumps(event, separators=(",", ":")) + "\n")
-        self.stream.flush()
 
 
 def _measured_event(m: Any, phase: str) -> dict[str, Any]:
@@ -167,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
                 plan = json.load(pf)
             run(plan, args.out, emit)
         except BaseException as e:  # noqa: BLE001 - the parent reads the reason from the file
-            text = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+            text = one_line(e)
             emit({"event": "error", "text": text})
             print(f"rank {rank}: {text}", file=sys.stderr)
             return 1

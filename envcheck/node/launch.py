@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import IO, Protocol
 
 from envcheck.bench.process import stop_tree
@@ -41,6 +42,15 @@ def torchrun_argv(nproc: int, module: str, args: Sequence[str] = (), *, nnodes: 
         argv += [f"--nnodes={nnodes}", f"--nproc-per-node={nproc}", f"--node-rank={node_rank}",
                  f"--master-addr={master_addr}", f"--master-port={master_port}"]
     return argv + ["-m", module, *args]
+
+
+def envcheck_pythonpath(extra: str | None) -> str:
+    """A worker's PYTHONPATH: envcheck's own folder first, then ``extra`` (the user's), so the workers
+    import this envcheck wherever torchrun starts them."""
+    import envcheck
+
+    root = str(Path(envcheck.__file__).resolve().parent.parent)
+    return os.pathsep.join(p for p in (root, extra) if p)
 
 
 class Launcher(Protocol):
