@@ -69,8 +69,9 @@ class Copier:
 
     def sm_copy(self, src: Any, dst: Any) -> None:
         """A Triton kernel on ``dst``'s device pulling ``src`` over peer access."""
+        import triton
+
         if self._kernel is None:
-            import triton
             import triton.language as tl
 
             @triton.jit
@@ -82,7 +83,7 @@ class Copier:
             self._kernel = pull
         block = 4096
         # Launched on the current device and stream, which the caller set to the destination's.
-        self._kernel[(triton_cdiv(self.n, block),)](src, dst, self.n, BLOCK=block, num_warps=8)
+        self._kernel[(triton.cdiv(self.n, block),)](src, dst, self.n, BLOCK=block, num_warps=8)
 
     # ----------------------------------------------------------------- timing
 
@@ -176,10 +177,6 @@ class Copier:
         t.cuda.synchronize(gpu)
         samples = self._timed([(gpu, None, lambda: dst.copy_(src, non_blocking=True))])
         return {"samples_us": samples, "wrong": self.wrong(dst)}
-
-
-def triton_cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def run(plan: dict[str, Any], emit: Emitter) -> None:
