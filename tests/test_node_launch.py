@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from node_fakes import ScriptedLauncher
 
-from envcheck.bench import parallel
+from envcheck.bench import parallel, runner
 from envcheck.bench.suite import Plan, PlannedCase
 from envcheck.child_env import NO_MULTICAST, child_env
 from envcheck.errors import UsageError
@@ -31,6 +31,13 @@ def test_child_env_turns_multicast_off_whatever_it_is_given():
     env = child_env({"NCCL_NVLS_ENABLE": "1", "FOO": "bar"}, base={"NVSHMEM_DISABLE_NVLS": "0", "PATH": "/bin"})
     assert {k: env[k] for k in MULTICAST_OFF} == MULTICAST_OFF == NO_MULTICAST
     assert env["FOO"] == "bar" and env["PATH"] == "/bin"
+
+
+def test_child_env_orders_cuda_devices_as_nvml_does_unless_the_user_chose_an_order():
+    # CUDA's default order (fastest first) can differ from NVML's: a child's cuda:i must be NVML GPU i.
+    assert child_env(base={"PATH": "/bin"})["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert child_env(base={"CUDA_DEVICE_ORDER": "FASTEST_FIRST"})["CUDA_DEVICE_ORDER"] == "FASTEST_FIRST"
+    assert child_env({"CUDA_DEVICE_ORDER": "FASTEST_FIRST"}, base={})["CUDA_DEVICE_ORDER"] == "FASTEST_FIRST"
 
 
 def test_collective_and_peer_jobs_carry_multicast_off(tmp_path):
@@ -130,6 +137,20 @@ def test_workers_get_multicast_off(tmp_path):
     parallel.run_gpus([_plan(0)], 30, command=[sys.executable, "-c", worker])
     seen = json.loads(dump.read_text())
     assert {k: seen[k] for k in MULTICAST_OFF} == MULTICAST_OFF
+
+
+def test_a_single_worker_gets_multicast_off_without_any_wrapper(tmp_path):
+    # envcheck run (one GPU) and each fleet rank start their worker through run_worker with no popen:
+    # WorkerProcess.start alone gives it the child environment.
+    dump = tmp_path / "env.json"
+    worker = ("import json, os, sys\n"
+              f"json.dump(dict(os.environ), open({str(dump)!r}, 'w'))\n"
+              "sys.stdin.read()\n"
+              "print(json.dumps({'event': 'done'}), flush=True)\n")
+    runner.run_worker(_plan(0), lambda ev: None, 30, command=[sys.executable, "-c", worker])
+    seen = json.loads(dump.read_text())
+    assert {k: seen[k] for k in MULTICAST_OFF} == MULTICAST_OFF
+    assert seen["CUDA_DEVICE_ORDER"] == os.environ.get("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
 
 
 def test_one_crashing_gpu_costs_only_its_own_results(tmp_path):

@@ -1,9 +1,9 @@
 """The per-GPU suite on several GPUs at once: one isolated worker per GPU (``runner.run_worker``, each in
 its own thread), so a node's GPUs take about as long as one.
 
-Every worker gets the node's child environment (NVLink multicast off). Ctrl-C, SIGTERM and SIGHUP
-stop every worker's process tree and keep what each finished; a worker that crashes or hangs costs
-only its own GPU.
+Every worker gets envcheck's child environment (NVLink multicast off), as every worker does, from
+``WorkerProcess.start``. Ctrl-C, SIGTERM and SIGHUP stop every worker's process tree and keep what
+each finished; a worker that crashes or hangs costs only its own GPU.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from typing import Any
 from envcheck.bench import runner, suite
 from envcheck.bench.assemble import assemble
 from envcheck.bench.process import stop_tree
-from envcheck.child_env import child_env
 from envcheck.errors import UsageError
 from envcheck.model import Bench, Environment, Stop, StopCause
 
@@ -66,7 +65,6 @@ class _Procs:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def popen(self, *args: Any, **kwargs: Any) -> subprocess.Popen[str]:
-        kwargs["env"] = child_env()
         proc: subprocess.Popen[str] = self.start(*args, **kwargs)
         with self.lock:
             self.procs.append(proc)

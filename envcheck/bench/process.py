@@ -1,7 +1,8 @@
 """The worker's process: started in its own session, read line by line, stopped with its whole tree.
 
 Nothing here knows the protocol: lines in, lines out, and a process that may crash, hang, or
-leave children behind (torch.compile starts compile workers; a library may start more).
+leave children behind (torch.compile starts compile workers; a library may start more). Every
+worker is started here, so this is where it gets envcheck's child environment (``child_env``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import IO, Any
 
+from envcheck.child_env import child_env
 from envcheck.model import StopCause
 
 STDERR_TAIL_LINES = 40
@@ -46,9 +48,11 @@ class WorkerProcess:
     @classmethod
     def start(cls, command: Sequence[str], popen: Popen = subprocess.Popen) -> WorkerProcess:
         """Start ``command`` in a new session (Ctrl-C in the terminal then reaches only this
-        process, which decides what to stop). Raises OSError when it cannot start."""
+        process, which decides what to stop) with envcheck's child environment. Raises OSError
+        when it cannot start."""
         proc = popen(list(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                     text=True, encoding="utf-8", errors="replace", bufsize=1, start_new_session=True)
+                     text=True, encoding="utf-8", errors="replace", bufsize=1, start_new_session=True,
+                     env=child_env())
         return cls(proc)
 
     @property

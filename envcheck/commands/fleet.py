@@ -91,7 +91,6 @@ def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) ->
     """Each rank's work as envcheck does it for real: subprocess workers, torchrun, NVML."""
     from envcheck.bench import assemble, runner, suite
     from envcheck.checks import evaluate
-    from envcheck.child_env import child_env
     from envcheck.node.collective_run import Placement, launch_sweep, read_outputs
     from envcheck.node.counters import LINKS_SECTION, probe_links
     from envcheck.node.fleet import FleetDeps
@@ -120,13 +119,7 @@ def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) ->
         if not plan.runnable:
             return assemble.no_bench(plan, started)
         t0 = time.monotonic()
-
-        def popen(*a: Any, **k: Any) -> Any:
-            import subprocess
-
-            return subprocess.Popen(*a, **{**k, "env": child_env()})
-
-        outcome = runner.run_worker(plan, lambda ev: None, args.timeout, popen)
+        outcome = runner.run_worker(plan, lambda ev: None, args.timeout)
         return assemble.assemble(plan, outcome, started, time.monotonic() - t0)
 
     def probe() -> tuple[Environment, tuple[Check, ...]]:

@@ -17,21 +17,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envcheck import model, reportname
 from envcheck.bench import assemble, runner, suite
 from envcheck.bench.protocol import CaseStarted, Event, Measured, Skipped
-from envcheck.child_env import child_env
 from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from envcheck.model import Check, Environment, Report
 
@@ -273,8 +270,7 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
         _say(f"running {len(plan.cases)} cases on {where} (Ctrl-C stops and keeps what finished)", err_stream)
         t0 = time.monotonic()
         with ProgressView(len(plan.cases), err_stream) as view:
-            outcome = runner.run_worker(plan, view, args.timeout, partial(subprocess.Popen, env=child_env()),
-                                        command=deps.worker_command)
+            outcome = runner.run_worker(plan, view, args.timeout, command=deps.worker_command)
         benches = (assemble.assemble(plan, outcome, started, time.monotonic() - t0),)
         stopped = outcome.interrupted
         if outcome.stop is not None:

@@ -20,7 +20,8 @@ from envcheck.analysis.narrowing import DEFAULT_NARROW_MARGIN
 from envcheck.child_env import child_env
 from envcheck.model.bench import Timing
 from envcheck.model.node import COLLECTIVES, AlgoChoice, CollectiveResult, Collectives, Launch, RankOutcome, RankTiming
-from envcheck.node.launch import Launcher, torchrun_argv
+from envcheck.node.events import launch_error, read_events
+from envcheck.node.launch import Launcher, envcheck_pythonpath, torchrun_argv
 from envcheck.node.nccl_log import distinct, nccl_version, parse_choices
 
 WORKER_MODULE = "envcheck.node.collective_worker"
@@ -98,23 +99,11 @@ def read_outputs(out_dir: str | os.PathLike[str]) -> tuple[RankOutput, ...]:
     return tuple(outs)
 
 
-def _events(text: str) -> list[dict[str, Any]]:
-    out = []
-    for line in text.splitlines():
-        try:
-            ev = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut short by a kill
-        if isinstance(ev, dict) and isinstance(ev.get("event"), str):
-            out.append(ev)
-    return out
-
-
 def worker_pids(out_dir: str | os.PathLike[str]) -> list[int]:
     """Pids the workers reported, still running this module (a recycled pid is left alone)."""
     pids = []
     for out in read_outputs(out_dir):
-        for ev in _events(out.events_text):
+        for ev in read_events(out.events_text):
             if ev["event"] == "start" and isinstance(ev.get("pid"), int):
                 try:
                     cmd = Path(f"/proc/{ev['pid']}/cmdline").read_bytes()
@@ -128,7 +117,7 @@ def worker_pids(out_dir: str | os.PathLike[str]) -> list[int]:
 def assemble(outputs: Sequence[RankOutput], plan: SweepPlan, world_size: int, scope: str,
              launch: Launch | None) -> Collectives:
     """A ``Collectives`` from the ranks' raw outputs (pure: the fleet run merges outputs of many nodes)."""
-    by_rank = {o.rank: _events(o.events_text) for o in outputs}
+    by_rank = {o.rank: read_events(o.events_text) for o in outputs}
     hosts = ["?"] * world_size
     outcomes: list[RankOutcome] = []
     backend = None
@@ -196,23 +185,14 @@ def assemble(outputs: Sequence[RankOutput], plan: SweepPlan, world_size: int, sc
         reason = "backend_not_nccl"
     elif not choices:
         reason = "no_nccl_log"
-    error = None
-    if launch is not None and (launch.timed_out or launch.error or launch.interrupted):
-        error = "interrupted" if launch.interrupted else ("timed_out" if launch.timed_out else "launch_failed")
-    elif launch is not None and launch.returncode not in (0, None):
-        error = "exit_status"
-    elif any(o.status != "ok" for o in outcomes):
-        error = "ranks_failed"
+    error = launch_error(launch) if launch is not None else None
+    if error is None:
+        if launch is not None and launch.returncode not in (0, None):
+            error = "exit_status"
+        elif any(o.status != "ok" for o in outcomes):
+            error = "ranks_failed"
     return Collectives(scope, backend, world_size, tuple(hosts), plan.settings(), tuple(sweep), tuple(narrowing),
                        choices, reason, version, tuple(outcomes), launch, error)
-
-
-def _pythonpath(extra: str | None) -> str:
-    """envcheck's own folder first, so the workers import this envcheck wherever torchrun starts them."""
-    import envcheck
-
-    root = str(Path(envcheck.__file__).resolve().parent.parent)
-    return os.pathsep.join(p for p in (root, extra) if p)
 
 
 @dataclass(frozen=True)
@@ -239,7 +219,7 @@ def launch_sweep(plan: SweepPlan, placement: Placement, out_dir: str | os.PathLi
     extra = dict(placement.extra_env)
     if placement.gpus is not None:
         extra["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in placement.gpus)
-    extra["PYTHONPATH"] = _pythonpath(os.environ.get("PYTHONPATH"))
+    extra["PYTHONPATH"] = envcheck_pythonpath(os.environ.get("PYTHONPATH"))
     argv = torchrun_argv(placement.nproc, WORKER_MODULE, ["--plan", str(plan_path), "--out", str(d)],
                          nnodes=placement.nnodes, node_rank=placement.node_rank, master_addr=placement.master_addr,
                          master_port=placement.master_port)

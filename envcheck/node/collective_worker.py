@@ -2,7 +2,7 @@
 ``python -m torch.distributed.run ... -m envcheck.node.collective_worker --plan PLAN.json --out DIR``.
 
 Protocol (the parent is ``envcheck.node.collective_run``): the plan is a JSON file
-(:func:`envcheck.node.collective_run.plan_json` writes it); each rank appends JSON lines to
+(``SweepPlan.to_json``, written by :func:`envcheck.node.collective_run.launch_sweep`); each rank appends JSON lines to
 ``DIR/rank<r>.jsonl`` as it goes, so whatever finished before a crash, a hang or a timeout is kept:
 
     {"event": "start", "rank", "local_rank", "world_size", "host", "pid"}        first, before torch
@@ -27,21 +27,15 @@ import socket
 import statistics
 import sys
 from datetime import timedelta
-from typing import IO, Any
+from typing import Any
+
+from envcheck.bench.failure import one_line
+from envcheck.node.events import Emitter
 
 NCCL_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,TUNING,COLL"}
 # Test hook: slow every collective of one global rank by this many microseconds (narrowing tests
 # on the CPU need a rank that is really slow).
 SLOW_RANK_ENV = "ENVCHECK_TEST_SLOW_RANK"
-
-
-class Emitter:
-    def __init__(self, stream: IO[str]) -> None:
-        self.stream = stream
-
-    def __call__(self, event: dict[str, Any]) -> None:
-        self.stream.write(json.dumps(event, separators=(",", ":")) + "\n")
-        self.stream.flush()
 
 
 def _measured_event(m: Any, phase: str) -> dict[str, Any]:
@@ -66,6 +60,15 @@ def _slow_hook(bench: Any, rank: int) -> None:
         call(*a, **k)
 
     bench._call = slow_call
+
+
+def _destroy_group(dist: Any, sub: Any) -> None:
+    """Free a narrowing sub-group (each one holds a communicator: NCCL memory, sockets). Its
+    measurement is already shared, so a failure to free it is not the rank's result."""
+    try:
+        dist.destroy_process_group(sub)
+    except Exception as e:  # noqa: BLE001
+        print(f"envcheck: could not destroy a narrowing sub-group ({type(e).__name__}: {e})", file=sys.stderr)
 
 
 def run(plan: dict[str, Any], out_dir: str, emit: Emitter) -> None:
@@ -120,6 +123,7 @@ def run(plan: dict[str, Any], out_dir: str, emit: Emitter) -> None:
         margin = float(narrow.get("margin", DEFAULT_NARROW_MARGIN))
 
         def measure_group(group: tuple[int, ...]) -> float | None:
+            # Every rank creates (and destroys) each sub-group, members or not; torch requires it.
             sub = dist.new_group(ranks=list(group))
             mean = 0.0
             if rank in group:
@@ -130,6 +134,7 @@ def run(plan: dict[str, Any], out_dir: str, emit: Emitter) -> None:
             means = torch.zeros(world, dtype=torch.float64, device=device)
             means[rank] = mean
             dist.all_reduce(means)
+            _destroy_group(dist, sub)
             member = [float(means[r]) for r in group]
             if any(x <= 0 for x in member):
                 return None
@@ -156,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
                 plan = json.load(pf)
             run(plan, args.out, emit)
         except BaseException as e:  # noqa: BLE001 - the parent reads the reason from the file
-            text = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+            text = one_line(e)
             emit({"event": "error", "text": text})
             print(f"rank {rank}: {text}", file=sys.stderr)
             return 1

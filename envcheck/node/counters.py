@@ -13,14 +13,13 @@ from typing import Any
 
 from envcheck.model.facts import Facts, known, missing
 from envcheck.model.node import NVLINK_COUNTERS, Counter, CounterSnapshot, XidScan
-from envcheck.node.topology import DEFAULT_MAX_LINKS, field_value
+from envcheck.node.topology import active_links, field_value
 from envcheck.probes.gpus import NvmlLike
 from envcheck.probes.host import Host
 from envcheck.probes.nvml import NvmlCallError
 
 # nvmlNvLinkErrorCounter_t, in NVLINK_COUNTERS order
 NVLINK_COUNTER_IDS = {name: i for i, name in enumerate(NVLINK_COUNTERS)}
-FI_NVLINK_LINK_COUNT = 91
 FI_PCIE_REPLAY_ROLLOVER = 95
 
 LINKS_SECTION = "links"
@@ -38,22 +37,6 @@ def read_uptime(host: Host) -> tuple[float | None, str | None]:
         return None, f"unexpected /proc/uptime: {text[:40]!r}"
 
 
-def _active_links(nvml: NvmlLike, handle: Any) -> tuple[list[int], str | None]:
-    count, _ = field_value(nvml, handle, FI_NVLINK_LINK_COUNT)
-    limit = count if isinstance(count, int) else DEFAULT_MAX_LINKS
-    active = []
-    for link in range(limit):
-        try:
-            if nvml.call("nvmlDeviceGetNvLinkState", handle, link):
-                active.append(link)
-        except NvmlCallError as e:
-            if link == 0 and not active:
-                return [], e.reason  # no NVLink on this GPU (a PCIe card says Not Supported)
-            if not isinstance(count, int):
-                break
-    return active, None
-
-
 def _gpu_counters(nvml: NvmlLike, index: int) -> list[Counter]:
     try:
         handle = nvml.call("nvmlDeviceGetHandleByIndex", index)
@@ -68,8 +51,7 @@ def _gpu_counters(nvml: NvmlLike, index: int) -> list[Counter]:
     value, why = field_value(nvml, handle, FI_PCIE_REPLAY_ROLLOVER)
     out.append(Counter(index, "pcie_replay_rollover", value=int(value)) if isinstance(value, int)
                else Counter(index, "pcie_replay_rollover", reason=why))
-    links, _ = _active_links(nvml, handle)
-    for link in links:
+    for link in active_links(nvml, handle):
         for name, cid in NVLINK_COUNTER_IDS.items():
             try:
                 v = nvml.call("nvmlDeviceGetNvLinkErrorCounter", handle, link, cid)

@@ -18,8 +18,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import IO, Protocol
 
+from envcheck.bench.process import stop_tree
 from envcheck.model.node import Launch
 
 # NVLink multicast stays off in every child: the lent multi-GPU machines must not create multicast
@@ -42,6 +44,15 @@ def torchrun_argv(nproc: int, module: str, args: Sequence[str] = (), *, nnodes: 
     return argv + ["-m", module, *args]
 
 
+def envcheck_pythonpath(extra: str | None) -> str:
+    """A worker's PYTHONPATH: envcheck's own folder first, then ``extra`` (the user's), so the workers
+    import this envcheck wherever torchrun starts them."""
+    import envcheck
+
+    root = str(Path(envcheck.__file__).resolve().parent.parent)
+    return os.pathsep.join(p for p in (root, extra) if p)
+
+
 class Launcher(Protocol):
     """Runs one job to its end or its time limit; never raises for anything the job does."""
 
@@ -49,14 +60,17 @@ class Launcher(Protocol):
             orphans: Callable[[], Iterable[int]] | None = None) -> Launch: ...
 
 
-def _signal_group(pid: int, sig: int) -> None:
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
+def _kill_orphans(orphans: Callable[[], Iterable[int]] | None) -> None:
+    """SIGKILL to each orphan's process group (a torchrun worker leads a session of its own), or to
+    the orphan alone when it leads none."""
+    for pid in (orphans() if orphans is not None else ()):
         try:
-            os.kill(pid, sig)
+            os.killpg(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
-            pass
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 class SubprocessLauncher:
@@ -102,10 +116,9 @@ class SubprocessLauncher:
             interrupted = True
         if timed_out or interrupted:
             self._stop(proc, orphans)
-        elif orphans is not None:
+        else:
             # A job that exited can still leave workers behind (torchrun killed by the OOM killer).
-            for pid in orphans():
-                _signal_group(pid, signal.SIGKILL)
+            _kill_orphans(orphans)
         reader.join(timeout=2.0)
         if log:
             log.close()
@@ -113,16 +126,7 @@ class SubprocessLauncher:
                       interrupted=interrupted, stderr_tail="\n".join(tail))
 
     def _stop(self, proc: subprocess.Popen[str], orphans: Callable[[], Iterable[int]] | None) -> None:
-        # SIGTERM first: torchrun forwards it to its workers and tears them down itself.
-        _signal_group(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=self.grace_s)
-        except (subprocess.TimeoutExpired, KeyboardInterrupt):
-            pass
-        _signal_group(proc.pid, signal.SIGKILL)
-        for pid in (orphans() if orphans is not None else ()):
-            _signal_group(pid, signal.SIGKILL)
-        try:
-            proc.wait(timeout=self.grace_s)
-        except subprocess.TimeoutExpired:
-            pass
+        # SIGTERM first (torchrun forwards it to its workers and tears them down itself), SIGKILL to
+        # the whole tree after the grace; workers in sessions of their own are then stopped by id.
+        stop_tree(proc, self.grace_s)
+        _kill_orphans(orphans)

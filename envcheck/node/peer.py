@@ -15,8 +15,8 @@ from typing import Any
 from envcheck.child_env import child_env
 from envcheck.model.bench import Timing
 from envcheck.model.node import Copy, PeerAccess, PeerCopies
-from envcheck.node.collective_run import _pythonpath
-from envcheck.node.launch import Launcher
+from envcheck.node.events import launch_error, read_events_file
+from envcheck.node.launch import Launcher, envcheck_pythonpath
 
 WORKER_MODULE = "envcheck.node.peer_worker"
 
@@ -35,20 +35,6 @@ class PeerPlan:
     def to_json(self) -> dict[str, Any]:
         return {"size_bytes": self.size_bytes, "warmup": self.warmup, "iters": self.iters,
                 "bidirectional": self.bidirectional, "methods": list(self.methods)}
-
-
-def _events(path: Path) -> list[dict[str, Any]]:
-    out = []
-    if not path.exists():
-        return out
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            ev = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(ev, dict) and isinstance(ev.get("event"), str):
-            out.append(ev)
-    return out
 
 
 def assemble(events: list[dict[str, Any]], gpus: tuple[int, ...], plan: PeerPlan, error: str | None,
@@ -82,14 +68,7 @@ def run_peer_copies(plan: PeerPlan, gpus: tuple[int, ...], out_dir: str | os.Pat
     plan_path, events_path = d / "peer_plan.json", d / "peer_events.jsonl"
     plan_path.write_text(json.dumps(plan.to_json()), encoding="utf-8")
     env = child_env({"CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in gpus),
-                     "PYTHONPATH": _pythonpath(os.environ.get("PYTHONPATH"))})
+                     "PYTHONPATH": envcheck_pythonpath(os.environ.get("PYTHONPATH"))})
     argv = [sys.executable, "-m", WORKER_MODULE, "--plan", str(plan_path), "--out", str(events_path)]
     launch = launcher.run(argv, env, timeout, log_path=str(d / "peer_worker.log"))
-    error = None
-    if launch.interrupted:
-        error = "interrupted"
-    elif launch.timed_out:
-        error = "timed_out"
-    elif launch.error:
-        error = "launch_failed"
-    return assemble(_events(events_path), gpus, plan, error, launch.wall_s)
+    return assemble(read_events_file(events_path), gpus, plan, launch_error(launch), launch.wall_s)

@@ -29,15 +29,13 @@ import argparse
 import json
 import os
 import sys
-from typing import IO, Any
+from typing import Any
+
+from envcheck.bench.failure import one_line
+from envcheck.node.events import Emitter
 
 PATTERN_MOD = 251
 CHUNK = 1 << 25
-
-
-def _emit(f: IO[str], ev: dict[str, Any]) -> None:
-    f.write(json.dumps(ev, separators=(",", ":")) + "\n")
-    f.flush()
 
 
 class Copier:
@@ -71,8 +69,9 @@ class Copier:
 
     def sm_copy(self, src: Any, dst: Any) -> None:
         """A Triton kernel on ``dst``'s device pulling ``src`` over peer access."""
+        import triton
+
         if self._kernel is None:
-            import triton
             import triton.language as tl
 
             @triton.jit
@@ -84,7 +83,7 @@ class Copier:
             self._kernel = pull
         block = 4096
         # Launched on the current device and stream, which the caller set to the destination's.
-        self._kernel[(triton_cdiv(self.n, block),)](src, dst, self.n, BLOCK=block, num_warps=8)
+        self._kernel[(triton.cdiv(self.n, block),)](src, dst, self.n, BLOCK=block, num_warps=8)
 
     # ----------------------------------------------------------------- timing
 
@@ -180,22 +179,18 @@ class Copier:
         return {"samples_us": samples, "wrong": self.wrong(dst)}
 
 
-def triton_cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def run(plan: dict[str, Any], f: IO[str]) -> None:
+def run(plan: dict[str, Any], emit: Emitter) -> None:
     import torch
 
     n_dev = torch.cuda.device_count()
-    _emit(f, {"event": "devices", "devices": n_dev})
+    emit({"event": "devices", "devices": n_dev})
     size = int(plan.get("size_bytes", 1 << 28))
     c = Copier(torch, size // 4, int(plan.get("warmup", 3)), int(plan.get("iters", 20)))
     methods = plan.get("methods", ["copy_engine", "sm_kernel"])
     for a in range(n_dev):
         for b in range(n_dev):
             if a != b:
-                _emit(f, {"event": "access", "a": a, "b": b, "allowed": bool(torch.cuda.can_device_access_peer(a, b))})
+                emit({"event": "access", "a": a, "b": b, "allowed": bool(torch.cuda.can_device_access_peer(a, b))})
 
     def record(kind: str, method: str, src: int | None, dst: int | None, both: bool, fn: Any,
                pinned: bool | None = None) -> None:
@@ -204,10 +199,10 @@ def run(plan: dict[str, Any], f: IO[str]) -> None:
         try:
             ev.update(fn())
         except Exception as e:  # noqa: BLE001 - one failed copy is a result; the others still run
-            ev["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
+            ev["error"] = one_line(e)
         finally:
             torch.cuda.empty_cache()
-        _emit(f, ev)
+        emit(ev)
 
     for method in methods:
         for a in range(n_dev):
@@ -229,14 +224,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     with open(args.out, "a", encoding="utf-8") as f:
-        _emit(f, {"event": "start", "pid": os.getpid()})
+        emit = Emitter(f)
+        emit({"event": "start", "pid": os.getpid()})
         try:
             with open(args.plan, encoding="utf-8") as pf:
-                run(json.load(pf), f)
+                run(json.load(pf), emit)
         except BaseException as e:  # noqa: BLE001 - the parent reads the reason from the file
-            _emit(f, {"event": "error", "text": f"{type(e).__name__}: {e}".splitlines()[0][:300]})
+            emit({"event": "error", "text": one_line(e)})
             return 1
-        _emit(f, {"event": "done"})
+        emit({"event": "done"})
     return 0
 
 

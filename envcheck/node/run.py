@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from envcheck.analysis.node import CRASHED
-from envcheck.child_env import child_env
 from envcheck.model import Bench, Check, Environment
 from envcheck.model.node import Collectives, CounterSnapshot, Node, NodeSkip, PeerCopies, Topology, XidScan
 from envcheck.node.collective_run import SweepPlan, sizes
@@ -72,7 +71,7 @@ def _utc() -> str:
 
 
 def _smi(host: Host, argv: list[str]) -> tuple[str | None, str | None]:
-    r = host.run(argv, timeout=SMI_TIMEOUT_S, env=child_env())
+    r = host.run(argv, timeout=SMI_TIMEOUT_S)  # Host.run gives every child the child environment
     return (r.stdout, None) if r.ok else (None, r.describe())
 
 

@@ -112,20 +112,36 @@ def _speed(nvml: NvmlLike, handle: Any, link: int, smi: dict[int, float | None])
     return missing(f"NVLINK_GET_SPEED: {why}; NVLINK_SPEED_MBPS_COMMON: {why2}"), None
 
 
-def _nvlinks(nvml: NvmlLike, handle: Any, count: Fact, smi: dict[int, float | None]) -> tuple[NvLink, ...]:
+def link_states(nvml: NvmlLike, handle: Any, count: Fact) -> list[tuple[int, bool | NvmlCallError]]:
+    """Each NVLink of a GPU with its state (``nvmlDeviceGetNvLinkState``; nvidia-smi nvlink -s):
+    True active, False inactive, or the error reading it raised. ``count`` is the GPU's link count;
+    when NVML could not give it, links are tried up to ``DEFAULT_MAX_LINKS`` and the first Not
+    Supported or Invalid Argument ends the list."""
     limit = count.value if count.ok else DEFAULT_MAX_LINKS
-    links: list[NvLink] = []
+    states: list[tuple[int, bool | NvmlCallError]] = []
     for link in range(limit):
         try:
-            state = nvml.call("nvmlDeviceGetNvLinkState", handle, link)
+            states.append((link, bool(nvml.call("nvmlDeviceGetNvLinkState", handle, link))))
         except NvmlCallError as e:
             if e.error_name in ("NVMLError_NotSupported", "NVMLError_InvalidArgument") and not count.ok:
                 break  # no NVLink on this GPU, or past its last link
-            links.append(NvLink(link, False, version=missing(e.reason), speed_mbps=missing(e.reason),
-                                remote_type=missing(e.reason), remote_pci_bus_id=missing(e.reason)))
+            states.append((link, e))
+    return states
+
+
+def active_links(nvml: NvmlLike, handle: Any) -> tuple[int, ...]:
+    """The GPU's active NVLinks (none on a GPU without NVLink, or whose link states cannot be read)."""
+    return tuple(link for link, state in link_states(nvml, handle, _link_count(nvml, handle)) if state is True)
+
+
+def _nvlinks(nvml: NvmlLike, handle: Any, count: Fact, smi: dict[int, float | None]) -> tuple[NvLink, ...]:
+    links: list[NvLink] = []
+    for link, state in link_states(nvml, handle, count):
+        if isinstance(state, NvmlCallError):
+            links.append(NvLink(link, False, version=missing(state.reason), speed_mbps=missing(state.reason),
+                                remote_type=missing(state.reason), remote_pci_bus_id=missing(state.reason)))
             continue
-        active = bool(state)
-        if not active:
+        if not state:
             links.append(NvLink(link, False, version=missing("link inactive"), speed_mbps=missing("link inactive"),
                                 remote_type=missing("link inactive"), remote_pci_bus_id=missing("link inactive")))
             continue

@@ -1,0 +1,61 @@
+"""The JSON-lines files through which the node workers (``collective_worker``, ``peer_worker``) report
+to their parents (``collective_run``, ``peer``): one JSON object per line, each with an ``event``
+name. The worker writes and flushes every event as it happens, so whatever finished before a crash,
+a hang or a timeout is on disk; the parent skips lines that are not events (one cut short by a kill).
+Which events each worker writes is in its own docstring.
+
+Kept light (no torch, no envcheck.model at run time): a worker imports this before anything that can
+fail, so that its first event gets written.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from envcheck.model.node import Launch
+
+
+class Emitter:
+    """Writes one event per line on ``stream`` and flushes it at once."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        self.stream.write(json.dumps(event, separators=(",", ":")) + "\n")
+        self.stream.flush()
+
+
+def read_events(text: str) -> list[dict[str, Any]]:
+    """The events in ``text``, in order; other lines are skipped."""
+    out = []
+    for line in text.splitlines():
+        try:
+            ev = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut short by a kill
+        if isinstance(ev, dict) and isinstance(ev.get("event"), str):
+            out.append(ev)
+    return out
+
+
+def read_events_file(path: Path) -> list[dict[str, Any]]:
+    """The events in the file at ``path``; none when the worker never created it."""
+    if not path.exists():
+        return []
+    return read_events(path.read_text(encoding="utf-8", errors="replace"))
+
+
+def launch_error(launch: Launch) -> str | None:
+    """Why a worker's launch ended before the worker did: ``interrupted`` (Ctrl-C), ``timed_out``
+    or ``launch_failed`` (it could not start); None when the worker ran to its own end."""
+    if launch.interrupted:
+        return "interrupted"
+    if launch.timed_out:
+        return "timed_out"
+    if launch.error:
+        return "launch_failed"
+    return None
