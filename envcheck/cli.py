@@ -53,6 +53,18 @@ def _fraction(value: str) -> float:
     return x
 
 
+def _gpus(value: str) -> str:
+    """``--gpus``: its form is checked here, before any work; which GPUs exist, once probed."""
+    from envcheck.bench.parallel import parse_gpus
+
+    text = value.strip().lower()
+    try:
+        parse_gpus(text, 1 << 16)
+    except UsageError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--gpus: ")) from None
+    return text
+
+
 def _add_lang(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lang", default="en", choices=["en", "zh-CN"], help="report language (default: en)")
 
@@ -99,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtypes", type=_csv, metavar="DTYPES", help="comma-separated dtypes (fp32,fp16,bf16)")
     p.add_argument("--device", type=int, default=0, metavar="N",
                    help="CUDA device index (default: 0); an index this machine lacks is an error")
-    p.add_argument("--gpus", metavar="all|0,2",
+    p.add_argument("--gpus", type=_gpus, metavar="all|0,2",
                    help="the suite on several GPUs at once, one worker each, then the node tests (topology, "
                         "peer copies, collectives); outliers flagged against their siblings")
     p.add_argument("--outlier-margin", type=_fraction, default=0.05, metavar="F",

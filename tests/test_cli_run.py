@@ -256,6 +256,16 @@ def test_bad_options_fail_fast_with_one_line(tmp_path, capsys, argv, message):
     assert not reports_in(tmp_path / "r") if (tmp_path / "r").exists() else True
 
 
+@pytest.mark.parametrize("gpus", ["0,x", "", "-1", "0,,"])
+def test_a_malformed_gpus_list_is_refused_before_probing(tmp_path, capsys, monkeypatch, gpus):
+    monkeypatch.setattr(run_cmd, "collaborators", lambda: pytest.fail("probed before --gpus was checked"))
+    with pytest.raises(SystemExit) as e:
+        cli.main(["run", "--gpus", gpus, "--out-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.startswith("envcheck run: error: argument --gpus: ") and err.count("\n") == 1
+    assert not (tmp_path / "r").exists()
+
+
 def test_out_dir_that_is_a_file_is_refused(tmp_path, capsys):
     f = tmp_path / "taken"
     f.write_text("a user's file")
