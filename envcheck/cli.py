@@ -53,6 +53,12 @@ def _fraction(value: str) -> float:
     return x
 
 
+def _index(value: str) -> int:
+    if not value.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"not a GPU index: {value!r}")
+    return int(value)
+
+
 def _gpus(value: str) -> str:
     """``--gpus``: its form is checked here, before any work; which GPUs exist, once probed."""
     from envcheck.bench.parallel import parse_gpus
@@ -174,6 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE", help="write to FILE instead of the terminal (never overwritten)")
     p.add_argument("--fail-on-regression", type=_positive_float, metavar="PCT",
                    help="exit 1 when any significant slowdown exceeds PCT percent")
+    p.add_argument("--gpu", type=_index, metavar="N",
+                   help="reports of several GPUs (run --gpus, fleet): compare GPU N's suite of each "
+                        "(default: each report's first)")
     _add_lang(p)
     p.set_defaults(handler="envcheck.commands.diff:main")
 

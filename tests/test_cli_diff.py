@@ -156,3 +156,27 @@ def test_history_reads_a_fleet_report_as_one_report_per_node(capsys):
     assert cli.main(["history", str(reports / "2026-11-21_2341Z_vm_h200.json")]) == 0
     out, _ = capsys.readouterr()
     assert "1 report, " in out and "1 reports" not in out
+
+
+def test_diff_of_node_reports_compares_the_gpu_asked_for(capsys):
+    """A node report holds one suite per GPU: without --gpu the first is compared and a note says so;
+    --gpu N compares GPU N of each; a GPU a report lacks is one line, exit 2."""
+    import json
+
+    from envcheck import cli
+
+    node = str(Path(__file__).resolve().parents[1] / "reports" / "2026-11-22_2147Z_vm_2x-h200_node.json")
+
+    def times(*extra):
+        assert cli.main(["diff", node, node, "--format", "json", *extra]) == 0
+        out, err = capsys.readouterr()
+        return [c["baseline_us"] for c in json.loads(out)["comparisons"][0]["cases"]], err
+
+    first, note = times()
+    gpu0, none0 = times("--gpu", "0")
+    gpu1, none1 = times("--gpu", "1")
+    assert "holds the suites of 2 GPUs" in note and "--gpu N" in note and not none0 and not none1
+    assert first == gpu0 and gpu1 != gpu0 and len(gpu1) > 0
+    assert cli.main(["diff", node, node, "--gpu", "3"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has no results of GPU 3 (its GPUs: 0, 1)" in err

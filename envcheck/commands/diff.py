@@ -67,14 +67,41 @@ def per_node(label: str, report: Report) -> list[tuple[str, Report]]:
     return out
 
 
-def load_analysed(paths: list[str]) -> list[tuple[str, Any]]:
-    """(label, analysis) of each report, loaded and analysed once; a fleet report gives one per node."""
+def on_gpu(label: str, report: Report, index: int | None) -> Report:
+    """The report as diff compares it: with ``--gpu N`` only GPU N's suite (a node report, or a fleet
+    report's node, holds one per GPU), else as it is (its first suite is compared)."""
+    if index is None:
+        return report
+    cuda = [b for b in report.benches if b.device.backend == "cuda"]
+    chosen = [b for b in cuda if b.device.index == index]
+    if not chosen:
+        have = sorted({b.device.index for b in cuda if b.device.index is not None})
+        where = f"its GPUs: {', '.join(map(str, have))}" if have else "it ran on no GPU"
+        raise UsageError(f"--gpu {index}: {label} has no results of GPU {index} ({where})")
+    return dataclasses.replace(report, benches=(chosen[0],), node=None)
+
+
+def several_gpus(analysed: list[tuple[str, Any]]) -> str | None:
+    """The note that a comparison without ``--gpu`` reads each report's first GPU only, when a report
+    holds the suites of several."""
+    many = [(label, len(a.report.benches)) for label, a in analysed if len(a.report.benches) > 1]
+    if not many:
+        return None
+    label, n = many[0]
+    more = f" (and {len(many) - 1} more reports)" if len(many) > 1 else ""
+    return (f"{label} holds the suites of {n} GPUs{more}; each report's first is compared: --gpu N compares "
+            "GPU N of each")
+
+
+def load_analysed(paths: list[str], gpu: int | None = None) -> list[tuple[str, Any]]:
+    """(label, analysis) of each report, loaded and analysed once; a fleet report gives one per node;
+    ``gpu``: compare that GPU's suite of each (``on_gpu``)."""
     from envcheck.analysis import analyse
     from envcheck.model import load
 
     out = []
     for label, p in zip(labels(paths), paths, strict=True):
-        out += [(name, analyse(r)) for name, r in per_node(label, load(p))]
+        out += [(name, analyse(on_gpu(name, r, gpu))) for name, r in per_node(label, load(p))]
     return out
 
 
@@ -84,11 +111,17 @@ def main(args: argparse.Namespace) -> int:
     from envcheck.render.terminal.compare import print_diff
 
     check_out(args.out)
-    analysed = load_analysed(args.reports)
+    gpu = getattr(args, "gpu", None)
+    analysed = load_analysed(args.reports, gpu)
     if len(analysed) < 2:
         raise UsageError("diff needs at least two reports (a fleet report counts one per node): a baseline "
                          "and one or more to compare with it")
     d = diff_analysed(analysed)
+    note = several_gpus(analysed) if gpu is None else None
+    if note:
+        from envcheck.render.escape import visible
+
+        print(visible(f"envcheck diff: note: {note}"), file=sys.stderr)
     if args.format == "json":
         from envcheck.compare.export import to_json
 
