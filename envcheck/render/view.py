@@ -14,7 +14,6 @@ autoescaping then covers the whole sentence).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +27,7 @@ from envcheck.analysis.summary import Tally
 from envcheck.checks import worst_first
 from envcheck.model import CaseKey, Check, Fact, Note, Report, Skip, known
 from envcheck.ops import IMPLS, PRECISIONS, spec
-from envcheck.probes.envvars import REDACTED, is_secret_name
+from envcheck.redact import redact_value
 from envcheck.render import fmt
 from envcheck.render.i18n import phrase, translate
 from envcheck.render.node_view import node_section, node_tiles
@@ -72,16 +71,6 @@ FINDING_FLAG = {"finding.throttled": fl.THROTTLED, "finding.power_capped": "powe
 # Findings about one op are shown with that op's table; the others open the report.
 OP_FINDINGS = ("finding.launch_bound", "finding.bandwidth_best", "finding.compute_best",
                "finding.compute_best_nopeak", "finding.speedup_large")
-
-# A second line of defence: probes redact secrets, but a report written by another
-# tool version must not leak one through a rendered document either.
-_URL_CREDENTIALS = re.compile(r"(\w[\w+.-]*://)[^/@\s]+@")
-
-
-def redact(name: str, value: str) -> str:
-    if is_secret_name(name):
-        return REDACTED
-    return _URL_CREDENTIALS.sub(rf"\1{REDACTED}@", value)
 
 
 def anchor(key: CaseKey, prefix: str = "") -> str:
@@ -628,7 +617,9 @@ def _env_variables(report: Report) -> list[tuple[str, str]]:
     v = report.environment.get("env", "variables")
     if not isinstance(v, dict):
         return []
-    return [(str(k), redact(str(k), str(x))) for k, x in sorted(v.items())]
+    # A second line of defence: probes redact secrets, but a report written by another tool
+    # version must not leak one through a rendered document either; the probes' own rule applies.
+    return [(str(k), redact_value(str(k), str(x))) for k, x in sorted(v.items())]
 
 
 def _gpus(report: Report, p: _Phraser) -> list[Gpu]:
