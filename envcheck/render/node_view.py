@@ -229,14 +229,11 @@ def _pcie(g: Any, p: _P) -> str:
                width=fmt.num(width if width is not None else wmax))
 
 
-def _nvlinks(g: Any, p: _P) -> Cell:
-    active = [lk for lk in g.nvlinks if lk.active]
-    total = g.nvlink_count.value if g.nvlink_count.ok else len(g.nvlinks)
-    if not g.nvlinks and not active:
+def _nvlinks(g: Any, nv: an.GpuNvlinks | None, p: _P) -> Cell:
+    if not g.nvlinks or nv is None:
         return DASH
-    speeds = [lk.speed_mbps.value for lk in active if lk.speed_mbps.ok]
-    sub = p.t("node.per_link", gbps=fmt.num(min(speeds) / 1000)) if speeds else ""
-    return Cell(f"{len(active)}/{fmt.num(total)}", sub, "" if len(active) == total else "warn")
+    sub = p.t("node.per_link", gbps=fmt.num(nv.per_link_gbps)) if nv.per_link_gbps is not None else ""
+    return Cell(f"{nv.active}/{fmt.num(nv.total)}", sub, "" if nv.active == nv.total else "warn")
 
 
 def topology_part(na: an.NodeAnalysis, p: _P, pid: str = "topology") -> Part | None:
@@ -268,7 +265,7 @@ def topology_part(na: an.NodeAnalysis, p: _P, pid: str = "topology") -> Part | N
                 cells = [Cell(p.t("node.gpu_lost"), status="fail")] + [DASH] * (len(gpus) - 1)
             numa = g.numa_node.value if g.numa_node.ok else None
             rows.append((Cell(_gpu(g.index)), *cells, Cell(_pcie(g, p)), Cell(fmt.num(numa)) if numa is not None
-                         else DASH, _nvlinks(g, p)))
+                         else DASH, _nvlinks(g, na.gpu_nvlinks(g.index), p)))
         cols = ("", *heads, p.t("node.col.pcie"), p.t("node.col.numa"), p.t("node.col.nvlinks"))
         tables.append(Table("topology", cols, (False,) * (len(heads) + 1) + (False, True, True), tuple(rows),
                             layout="matrix", notes=(Line(p.t("node.topology.legend")),)))
@@ -501,11 +498,13 @@ def counters_part(na: an.NodeAnalysis, p: _P, pid: str = "counters") -> Part | N
         return None
     lines = []
     before, after = node.counters_before, node.counters_after
-    if before is not None and after is not None and before.uptime_s is not None and after.uptime_s is not None:
-        lines.append(Line(p.t("node.counters.interval", seconds=fmt.seconds(after.uptime_s - before.uptime_s),
+    if na.counters_interval_s is not None:
+        lines.append(Line(p.t("node.counters.interval", seconds=fmt.seconds(na.counters_interval_s),
                               uptime=fmt.seconds(before.uptime_s))))
     elif after is None:
         lines.append(Line(p.t("node.counters.no_after"), "warn"))
+    elif before is not None and before.uptime_s is not None and after.uptime_s is not None:
+        lines.append(Line(p.t("node.counters.no_interval"), "warn"))
     for ch in na.counters_over_limit:
         lines.append(Line(p.t("node.counters.over", gpu=fmt.num(ch.gpu), counter=p.word("node.counter.", ch.name),
                               link=fmt.num(ch.link), delta=fmt.num(ch.delta), rate=fmt.num(ch.per_s)), "fail"))
