@@ -143,7 +143,7 @@ class CaseRow:
     share: float | None  # pct_theoretical as the analysis gave it (to pick the best of a row)
     error: str
     tolerance: str
-    error_ratio: float | None  # worst of (error / its bound): at most 1 passes
+    error_ratio: float | None  # the verdict's worst error over its bound (None: not judged)
     status: str  # pass | fail | error
     detail: str  # why a row failed or could not run, and its notes
     flags: tuple[Flag, ...]
@@ -353,15 +353,11 @@ def _findings(ba: BenchAnalysis, p: _Phraser) -> tuple[list[FindingView], dict[s
     return run, per_op
 
 
-def _error(r: CaseResult) -> tuple[str, str, float | None]:
+def _error(r: CaseResult) -> tuple[str, str]:
     acc = r.case.accuracy
     if acc is None:
-        return fmt.DASH, fmt.DASH, None
-    worst = acc.rel_l2 / r.tolerance.rel_l2 if r.tolerance.rel_l2 else None
-    if acc.max_rel_elem is not None and r.tolerance.element:
-        elem = acc.max_rel_elem / r.tolerance.element
-        worst = elem if worst is None else max(worst, elem)
-    return fmt.sci(acc.rel_l2), fmt.sci(r.tolerance.rel_l2), worst
+        return fmt.DASH, fmt.DASH
+    return fmt.sci(acc.rel_l2), fmt.sci(r.tolerance.rel_l2)
 
 
 def _detail(r: CaseResult, p: _Phraser) -> str:
@@ -379,7 +375,7 @@ def _detail(r: CaseResult, p: _Phraser) -> str:
 
 def _case_row(r: CaseResult, p: _Phraser) -> CaseRow:
     c = r.case
-    err, tol, ratio = _error(r)
+    err, tol = _error(r)
     compute = spec(c.op).compute_bound
     return CaseRow(
         key=c.key, anchor=anchor(c.key, p.prefix), impl=c.impl, variant=fmt.precision_label(c.dtype, c.precision),
@@ -390,7 +386,8 @@ def _case_row(r: CaseResult, p: _Phraser) -> CaseRow:
         first_call=fmt.seconds(c.compile_s), speedup=r.speedup, speedup_text=fmt.speedup(r.speedup),
         throughput=fmt.num(r.tflops if compute else r.gbps),
         pct_theoretical=fmt.pct(r.pct_theoretical), pct_measured=fmt.pct(r.pct_measured), share=r.pct_theoretical,
-        error=err, tolerance=tol, error_ratio=ratio, status=r.status, detail=_detail(r, p),
+        error=err, tolerance=tol, error_ratio=r.verdict.ratio if r.verdict is not None else None,
+        status=r.status, detail=_detail(r, p),
         flags=tuple(sorted((_flag(f, r, p) for f in r.flags), key=lambda f: FLAG_ORDER.index(f.name))),
     )
 

@@ -63,7 +63,7 @@ def _error_cell(rows: dict[str, CaseRow], values: bool = False) -> str:
         return fmt.DASH
     worst = max(judged, key=lambda r: r.error_ratio or 0.0)
     failed = any(r.status == "fail" for r in rows.values())
-    text = f"{worst.error} / {worst.tolerance}" if values else fmt.pct(100 * (worst.error_ratio or 0.0))
+    text = f"{worst.error} / {worst.tolerance}" if values else fmt.ratio_pct(worst.error_ratio)
     return _styled(text, "bold red" if failed else "")
 
 
