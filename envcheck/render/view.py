@@ -29,7 +29,7 @@ from envcheck.model import CaseKey, Check, Fact, Note, Report, Skip, known
 from envcheck.ops import IMPLS, PRECISIONS, spec
 from envcheck.redact import redact_value
 from envcheck.render import fmt
-from envcheck.render.i18n import phrase, translate
+from envcheck.render.i18n import check_counts, join, phrase, translate
 from envcheck.render.node_view import node_section, node_tiles
 from envcheck.render.tiles import Tile
 
@@ -288,7 +288,7 @@ class _Phraser:
         return text
 
     def join(self, parts: Sequence[str]) -> str:
-        return self.t("list.sep").join(parts)
+        return join(self.lang, parts)
 
 
 def _flag(name: str, r: CaseResult | None, p: _Phraser) -> Flag:
@@ -643,11 +643,6 @@ def _machine(report: Report, p: _Phraser) -> str:
     return " · ".join([_gpu_label(report, p), *parts])
 
 
-def _counts(checks: Sequence[Check], p: _Phraser) -> str:
-    n = {s: sum(c.status == s for c in checks) for s in ("fail", "warn", "pass", "skip")}
-    return p.join([p.t(f"checks.count.{s}", count=n[s]) for s in ("fail", "warn", "pass", "skip") if n[s]])
-
-
 def bench_prefix(analysis: Analysis, position: int) -> str:
     """The prefix of one bench's HTML ids and chart files: none for a run's only bench; ``gpu<i>_`` for one
     of several (``dev<n>_`` for a device without an index)."""
@@ -678,7 +673,7 @@ def run_view(report: Report, analysis: Analysis, lang: str, escape: Escape) -> R
                      else escape(report.kind), created=escape(report.created), version=escape(report.tool_version)),
         machine=_machine(report, p),
         verdict=verdict, verdict_text=p.t(f"verdict.{verdict}") if verdict else p.t("health.none"),
-        check_counts=_counts(report.checks, p), checks=worst_first(report.checks),
+        check_counts=check_counts(lang, report.checks), checks=worst_first(report.checks),
         env_rows=tuple(_env_rows(report, p)), env_variables=tuple(_env_variables(report)),
         gpus=tuple(_gpus(report, p)),
         bench=benches[0] if benches else None,
