@@ -167,15 +167,11 @@ class OpSection:
 @dataclass(frozen=True)
 class TallyRow:
     op: str
-    impl: str | None
-    precision: str | None
     cases: int
     passed: int
     failed: int
     errors: int
     success: str
-    speedup: str
-    speedup_range: str
 
 
 @dataclass(frozen=True)
@@ -413,11 +409,12 @@ def _sections(ba: BenchAnalysis, p: _Phraser, op_findings: dict[str, list[Findin
     return out
 
 
-def _tally_row(t: Tally, p: _Phraser | None) -> TallyRow:
-    rng = fmt.DASH if t.speedup_min is None else f"{fmt.speedup(t.speedup_min)}–{fmt.speedup(t.speedup_max)}"
-    name = t.op or (p.t("summary.all") if p else "")
-    return TallyRow(name, t.impl, t.precision, t.cases, t.passed, t.failed, t.errors,
-                    fmt.ratio_pct(t.success_rate), fmt.speedup(t.speedup_geomean), rng)
+def _tally_row(t: Tally, p: _Phraser) -> TallyRow:
+    return TallyRow(t.op or p.t("summary.all"), t.cases, t.passed, t.failed, t.errors, fmt.ratio_pct(t.success_rate))
+
+
+def _speedup_range(t: Tally) -> str:
+    return fmt.DASH if t.speedup_min is None else f"{fmt.speedup(t.speedup_min)}–{fmt.speedup(t.speedup_max)}"
 
 
 def _speedups(ba: BenchAnalysis) -> tuple[tuple[str, ...], tuple[SpeedupRow, ...]]:
@@ -427,7 +424,7 @@ def _speedups(ba: BenchAnalysis) -> tuple[tuple[str, ...], tuple[SpeedupRow, ...
     for op, impl in dict.fromkeys((t.op, t.impl) for t in tallies):
         mine = {t.precision: t for t in tallies if t.op == op and t.impl == impl}
         cells = tuple(fmt.speedup(mine[x].speedup_geomean) if x in mine else None for x in precisions)
-        ranges = tuple(_tally_row(mine[x], None).speedup_range if x in mine else None for x in precisions)
+        ranges = tuple(_speedup_range(mine[x]) if x in mine else None for x in precisions)
         values = tuple(mine[x].speedup_geomean if x in mine else None for x in precisions)
         rows.append(SpeedupRow(str(op), str(impl), cells, ranges, values))
     return precisions, tuple(rows)
