@@ -347,6 +347,16 @@ def test_the_topology_shows_each_gpus_nvlinks_as_the_analysis_counted_them(node_
     assert "| 18/18 (26.6 GB/s each) |" in render_markdown(node_trouble)
 
 
+def test_an_unverified_narrowing_run_is_marked_as_in_the_sweep_table(fleet_report):
+    from envcheck.render.node_view import _P, narrowing
+
+    sa = analyse(fleet_report).fleet.sweeps[0]
+    rows = (dataclasses.replace(sa.narrowing[0], status="unverified"), *sa.narrowing[1:])
+    _, table = narrowing(dataclasses.replace(sa, narrowing=rows), _P("en", str))
+    status = table.rows[0][-1]
+    assert (status.text, status.status) == ("unverified", "warn")
+
+
 def test_a_fleet_report_round_trips_and_its_hosts_can_be_anything(fleet_report):
     odd = nr.with_hosts(fleet_report, "[n/]")
     assert {n.host for n in odd.fleet.nodes} == {"[n/]0", "[n/]1"}

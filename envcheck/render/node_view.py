@@ -373,11 +373,14 @@ def _copy_name(r: an.CopyRow, p: _P) -> str:
 # --------------------------------------------------------------------------- collectives
 
 
+# The badge of a collective's status (an.COLLECTIVE_STATUSES), in the sweep tables and the narrowing table alike.
+COLLECTIVE_STYLE = {"ok": "pass", "wrong": "fail", "error": "fail", "unverified": "warn"}
+
+
 def _status_cell(row: an.CollectiveRow, result: Any, p: _P) -> Cell:
     if row.status == "skipped":
         return Cell(p.word("node.size_skip.", result.skipped), status="warn", badge=True)
-    status = {"ok": "pass", "wrong": "fail", "error": "fail", "unverified": "warn"}.get(row.status, "")
-    return Cell(p.t(f"node.coll.status.{row.status}"), status=status, badge=True)
+    return Cell(p.t(f"node.coll.status.{row.status}"), status=COLLECTIVE_STYLE.get(row.status, ""), badge=True)
 
 
 def _algo_cell(row: an.CollectiveRow, p: _P) -> Cell:
@@ -477,7 +480,7 @@ def narrowing(sa: an.SweepAnalysis, p: _P, links: bool = True) -> tuple[list[Lin
         share = ((Cell(fmt.pct(pct)) if pct is not None else DASH),) if links else ()
         rows.append((Cell(", ".join(map(str, row.ranks))), Cell(p.escape(where)), Cell(fmt.num(row.busbw_gbps)),
                      *share, Cell(p.t(f"node.coll.status.{row.status}"),
-                                  status={"ok": "pass", "wrong": "fail", "error": "fail"}.get(row.status, ""),
+                                  status=COLLECTIVE_STYLE.get(row.status, ""),
                                   badge=True)))
     cols = (p.t("node.col.ranks"), p.t("node.col.hosts"), p.t("node.col.busbw"),
             *((p.t("node.col.pct_links"),) if links else ()), p.t("col.status"))
