@@ -485,7 +485,7 @@ def narrowing(sa: an.SweepAnalysis, p: _P, links: bool = True) -> tuple[list[Lin
     cols = (p.t("node.col.ranks"), p.t("node.col.hosts"), p.t("node.col.busbw"),
             *((p.t("node.col.pct_links"),) if links else ()), p.t("col.status"))
     k = sa.conclusion
-    level = "fail" if k is not None and k.kind in ("rank", "link", "between", "group") else "info"
+    level = "fail" if k is not None and k.located else "info"
     text = conclusion_text(sa, p)
     lines = [Line(text, level)] if text else []
     right = (False, False, True, *((True,) if links else ()), False)
@@ -849,8 +849,7 @@ def fleet_view(report: Report, analysis: Analysis, lang: str, escape: Escape) ->
             text = conclusion_text(sa, p)
             tiles.append(Tile(p.t("fleet.card.world"), f"{fmt.num(r.busbw_gbps)} GB/s",
                               lines_ + ((text,) if text else ()),
-                              "fail" if sa.conclusion is not None and sa.conclusion.kind in ("rank", "link", "between",
-                                                                                             "group") else None))
+                              "fail" if sa.conclusion is not None and sa.conclusion.located else None))
             break
     return FleetView(
         lang=lang,
