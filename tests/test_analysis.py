@@ -126,6 +126,13 @@ def test_nonfinite_outputs_always_fail_and_old_reports_are_judged_globally():
     assert judge(Accuracy(tol.rel_l2 / 2, 1.0), tol).passed  # schema 1: no element statistic recorded
 
 
+def test_the_verdict_gives_the_worst_error_as_a_share_of_its_bound():
+    tol = tolerance("softmax", "fp32", "fp32", (64, 4097))
+    assert judge(Accuracy(tol.rel_l2 / 2, 1.0), tol).ratio == pytest.approx(0.5)  # schema 1: whole output only
+    v = judge(Accuracy(tol.rel_l2 / 4, 1.0, 3 * tol.element, 0, 100), tol)
+    assert v.broken == ("element",) and v.ratio == pytest.approx(3.0)
+
+
 def test_tolerances_grow_with_accumulation_and_precision():
     fp32 = tolerance("matmul", "fp32", "fp32", (512, 512, 512))
     tf32 = tolerance("matmul", "fp32", "tf32", (512, 512, 512))

@@ -324,6 +324,39 @@ def test_counter_rows_sum_links_and_flag_what_grew_past_its_limit(node_trouble):
     assert {(c.gpu, c.name, c.link) for c in n.counters_over_limit} == {(1, "crc_data", 3), (1, "recovery", 3)}
 
 
+def test_a_reboot_between_the_counter_readings_leaves_the_interval_unknown_not_negative(node_trouble):
+    # The uptime restarts at a reboot: the readings' difference is no interval, and no growth is derived.
+    node = node_trouble.node
+    rebooted = dataclasses.replace(node.counters_after, uptime_s=60.0)
+    report = dataclasses.replace(node_trouble, node=dataclasses.replace(node, counters_after=rebooted))
+    n = analyse(report).node
+    assert analyse(node_trouble).node.counters_interval_s == pytest.approx(72.0)
+    assert n.counters_interval_s is None and not n.counters_over_limit
+    assert all(r.delta is None and r.per_s is None for r in n.counters)
+    md = render_markdown(report)
+    counters = md.split("### Error counters", 1)[1].split("\n### ", 1)[0]
+    assert "The uptime did not grow between the readings" in counters and "apart" not in counters
+    zh = capture(lambda c: print_run(c, report, analyse(report), lang="zh-CN"), width=100)
+    assert "开机时长没有增加" in zh
+
+
+def test_the_topology_shows_each_gpus_nvlinks_as_the_analysis_counted_them(node_trouble):
+    # H200 x2: 18 NVLinks per GPU, all active, 26.562 GB/s each (NVML's speed in MB/s).
+    n = analyse(node_trouble).node
+    assert n.nvlinks == (an.GpuNvlinks(0, 18, 18, 26.562), an.GpuNvlinks(1, 18, 18, 26.562))
+    assert "| 18/18 (26.6 GB/s each) |" in render_markdown(node_trouble)
+
+
+def test_an_unverified_narrowing_run_is_marked_as_in_the_sweep_table(fleet_report):
+    from envcheck.render.node_view import _P, narrowing
+
+    sa = analyse(fleet_report).fleet.sweeps[0]
+    rows = (dataclasses.replace(sa.narrowing[0], status="unverified"), *sa.narrowing[1:])
+    _, table = narrowing(dataclasses.replace(sa, narrowing=rows), _P("en", str))
+    status = table.rows[0][-1]
+    assert (status.text, status.status) == ("unverified", "warn")
+
+
 def test_a_fleet_report_round_trips_and_its_hosts_can_be_anything(fleet_report):
     odd = nr.with_hosts(fleet_report, "[n/]")
     assert {n.host for n in odd.fleet.nodes} == {"[n/]0", "[n/]1"}

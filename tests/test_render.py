@@ -161,6 +161,19 @@ def test_secrets_never_reach_the_documents(hostile):
         assert "ghp_secretvalue" not in text and "hunter2" not in text
 
 
+def test_documents_redact_by_the_probes_rule_also_a_token_under_a_harmless_name():
+    # A report written by another tool may carry a token-shaped value under a name that marks no
+    # secret; the documents apply envcheck.redact's rule, not a weaker one of their own.
+    token = "hf_abcdefghijklmnopqrstuvwxyz0123"
+    r = with_env(factories.report(), {"PYTORCH_HUB_ARGS": f"--token {token}",
+                                      "PIP_INDEX_URL": "postgres://u:p4ss@h/db"})
+    html, md = render_html(r), render_markdown(r)
+    for text in (html, md):
+        assert token not in text and "p4ss" not in text
+    assert "`PYTORCH_HUB_ARGS=<redacted>`" in md and "`PIP_INDEX_URL=postgres://<redacted>@h/db`" in md
+    assert "<code>PYTORCH_HUB_ARGS=&lt;redacted&gt;</code>" in html
+
+
 def test_html_is_well_formed_and_self_contained(h200_html):
     doc = parse(h200_html)
     assert not doc.errors and not doc.stack

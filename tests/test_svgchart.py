@@ -148,6 +148,16 @@ def test_hostile_strings_come_out_as_inert_text(bad):
     assert shown in texts(root)  # the legend entry, at least
 
 
+def test_chart_labels_lose_every_bidi_and_invisible_character_the_escape_module_names():
+    from envcheck.render.escape import BIDI, INVISIBLE
+
+    label = "gpu\u202e0\u200b-\u200ematmul\u2060\ufeff"
+    series = sc.Series(label, (sc.Point(1, 2, label), sc.Point(10, 30)), sc.BLUE)
+    svg = sc.to_svg(sc.Chart(label, (sc.Panel(label, sc.Axis("x"), sc.Axis("y"), (series,)),), label))
+    assert not set(BIDI + INVISIBLE) & set(svg)
+    assert parse(svg).find(f"{NS}title").text == "gpu0-matmul"
+
+
 def test_clean_keeps_tab_newline_and_cjk():
     assert sc.clean("a\tb\nc 中文 µs") == "a\tb\nc 中文 µs"
     assert sc.clean("\x00a\x7f\x85\u2066b\ud800") == "ab"

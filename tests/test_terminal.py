@@ -89,6 +89,17 @@ def test_chinese_run_summary_fits_100_columns(h200):
     assert "相对 torch 的加速比" in text
 
 
+def test_the_run_summary_and_the_verdict_list_check_counts_with_the_languages_separator():
+    r = factories.report()
+    counts = {s: sum(c.status == s for c in r.checks) for s in ("fail", "warn", "pass", "skip")}
+    assert sum(1 for n in counts.values() if n) >= 2  # a list to join
+    zh = capture(lambda c: print_run(c, r, analyse(r), lang="zh-CN"), width=100)
+    line = next(ln for ln in zh.splitlines() if ln.startswith("检查："))
+    assert "项" in line and "，" in line and ", " not in line
+    verdict = capture(lambda c: print_checks(c, r.checks, 1.0, lang="zh-CN"), width=100).rstrip().splitlines()[-1]
+    assert "，" in verdict and ", " not in verdict
+
+
 def test_checks_at_100_columns_are_a_list_that_keeps_the_fix_whole():
     text = capture(lambda c: print_checks(c, LONG_CHECKS, 5.2), width=100)
     assert_fits(text)

@@ -43,6 +43,11 @@ class Conclusion:
     other: tuple[int, ...] = ()
     hosts: tuple[str, ...] = ()
 
+    @property
+    def located(self) -> bool:
+        """Whether the bisection named where the slowness is (a rank, a link, a connection or a group)."""
+        return self.kind in LOCATED_KINDS
+
 
 def halves(group: tuple[int, ...], hosts: Sequence[str]) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """A group split in two: by nodes while it spans several (so a node is never cut), else by ranks."""
@@ -150,3 +155,4 @@ def narrowing_conclusion(steps: Sequence[NarrowStep], world: tuple[int, ...], ho
     return Conclusion("inconclusive", group or (), (), _hosts_of(group or (), hosts))
 
 CONCLUSION_KINDS = ("none", "rank", "link", "between", "group", "inconclusive", "not_applicable")
+LOCATED_KINDS = ("rank", "link", "between", "group")

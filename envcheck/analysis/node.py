@@ -248,6 +248,23 @@ def _link_speed_gbps(links: Iterable[Any]) -> float | None:
     return min(speeds) / 1000 if speeds else None
 
 
+@dataclass(frozen=True)
+class GpuNvlinks:
+    """One GPU's NVLinks as the topology table shows them: ``active`` of ``total`` links, and the speed
+    per link of the active set (its slowest; None when NVML gave no speed)."""
+
+    gpu: int
+    active: int
+    total: int
+    per_link_gbps: float | None
+
+
+def gpu_nvlinks(g: GpuLinks) -> GpuNvlinks:
+    active = _active(g)
+    total = g.nvlink_count.value if g.nvlink_count.ok else len(g.nvlinks)
+    return GpuNvlinks(g.index, len(active), total, _link_speed_gbps(active))
+
+
 def _gpu_pcie_gbps(g: GpuLinks) -> float | None:
     gen = g.pcie_gen_max.value if g.pcie_gen_max.ok else g.pcie_gen.value
     width = g.pcie_width_max.value if g.pcie_width_max.ok else g.pcie_width.value
@@ -516,11 +533,19 @@ class CounterChange:
     per_s: float
 
 
+def counter_interval_s(before: CounterSnapshot | None, after: CounterSnapshot | None) -> float | None:
+    """Seconds between two readings, from their uptimes; None when either is missing or the uptime did
+    not grow (a reboot between the readings restarted it: no interval is known)."""
+    if before is None or after is None or before.uptime_s is None or after.uptime_s is None:
+        return None
+    return after.uptime_s - before.uptime_s if after.uptime_s > before.uptime_s else None
+
+
 def counter_deltas(before: CounterSnapshot, after: CounterSnapshot) -> tuple[CounterChange, ...]:
     """Growth of each counter read in both snapshots (a counter that went down was reset: skipped)."""
-    if before.uptime_s is None or after.uptime_s is None or after.uptime_s <= before.uptime_s:
+    interval = counter_interval_s(before, after)
+    if interval is None:
         return ()
-    interval = after.uptime_s - before.uptime_s
     old = {(c.gpu, c.name, c.link): c.value for c in before.counters if c.value is not None}
     out = []
     for c in after.counters:
@@ -892,6 +917,9 @@ class NodeAnalysis:
     counters_over_limit: tuple[CounterChange, ...]
     counters_unread: tuple[UnreadCounter, ...]
     problems: tuple[NodeProblem, ...]
+    # Seconds between the counter readings around the node tests (None: not both read, or a reboot between).
+    counters_interval_s: float | None = None
+    nvlinks: tuple[GpuNvlinks, ...] = ()  # per GPU of the topology, in its order
 
     @property
     def status(self) -> str:
@@ -899,6 +927,9 @@ class NodeAnalysis:
 
     def path(self, a: int, b: int) -> PairPath | None:
         return next((p for p in self.paths if {p.a, p.b} == {a, b}), None)
+
+    def gpu_nvlinks(self, gpu: int) -> GpuNvlinks | None:
+        return next((g for g in self.nvlinks if g.gpu == gpu), None)
 
 
 def analyse_node(node: Any, benches: Sequence[Any], env: Any, margin: float | None = None) -> NodeAnalysis:
@@ -923,7 +954,8 @@ def analyse_node(node: Any, benches: Sequence[Any], env: Any, margin: float | No
         node, tuple(rows), m, found,
         pair_paths(topo) if topo is not None else (), smi_disagreements(topo) if topo is not None else (),
         copy_rows(node.peer, topo) if node.peer is not None else (), sweeps, counters, over, unread,
-        node_problems(node, (), m, found))
+        node_problems(node, (), m, found), counter_interval_s(node.counters_before, node.counters_after),
+        tuple(gpu_nvlinks(g) for g in topo.gpus) if topo is not None else ())
 
 
 # --------------------------------------------------------------------------- narrowing a sweep's slowness

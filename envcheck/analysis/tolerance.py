@@ -84,10 +84,12 @@ def tolerance(op: str, dtype: str, precision: str, shape: tuple[int, ...]) -> To
 
 @dataclass(frozen=True)
 class Verdict:
-    """``passed``, and which bounds an output broke: ``nonfinite``, ``rel_l2``, ``element``."""
+    """``passed``, and which bounds an output broke: ``nonfinite``, ``rel_l2``, ``element``.
+    ``ratio``: the worst of each judged error over its bound (at most 1 keeps within both)."""
 
     passed: bool
     broken: tuple[str, ...]
+    ratio: float | None = None
 
 
 def judge(acc: Accuracy, tol: Tolerance) -> Verdict:
@@ -101,4 +103,8 @@ def judge(acc: Accuracy, tol: Tolerance) -> Verdict:
         broken.append("rel_l2")
     if acc.max_rel_elem is not None and not acc.max_rel_elem <= tol.element:
         broken.append("element")
-    return Verdict(not broken, tuple(broken))
+    ratio = acc.rel_l2 / tol.rel_l2 if tol.rel_l2 else None
+    if acc.max_rel_elem is not None and tol.element:
+        elem = acc.max_rel_elem / tol.element
+        ratio = elem if ratio is None else max(ratio, elem)
+    return Verdict(not broken, tuple(broken), ratio)

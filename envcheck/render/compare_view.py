@@ -219,7 +219,7 @@ def _source(source: Any, lang: str, escape: Escape) -> str:
     return escape(str(source))
 
 
-def comparison_view(cmp: Any, d: Any, lang: str, escape: Escape) -> ComparisonView:
+def comparison_view(cmp: Any, lang: str, escape: Escape) -> ComparisonView:
     t = _t(lang)
     g = cmp.overall
     sig = sorted((c for c in cmp.cases if c.verdict in ("slower", "faster")), key=lambda c: -(c.ratio or 0))
@@ -258,7 +258,7 @@ def diff_view(d: Any, lang: str, escape: Escape) -> DiffView:
         lang=lang,
         title=t("diff.title", count=len(d.reports), baseline=escape(d.baseline.label)),
         reports=tuple(_info_row(i, n == 0) for n, i in enumerate(d.reports)),
-        comparisons=tuple(comparison_view(c, d, lang, escape) for c in d.comparisons),
+        comparisons=tuple(comparison_view(c, lang, escape) for c in d.comparisons),
         method=t("diff.method", confidence=fmt.general(d.confidence * 100), resamples=d.resamples,
                  threshold=fmt.general(d.practical_pct)),
         significant_none=t("diff.significant.none", threshold=fmt.general(d.practical_pct)),

@@ -12,14 +12,13 @@ from typing import Any
 
 from envcheck.analysis import Analysis, analyse
 from envcheck.model import Report
+from envcheck.render import FORMATS
 from envcheck.render import charts as ch
 from envcheck.render import compare_view as cv
 from envcheck.render.escape import md_text
 from envcheck.render.jinja import render
 from envcheck.render.node_view import fleet_view
 from envcheck.render.view import run_view
-
-FORMATS: tuple[str, ...] = ("md", "html")
 
 
 def _same(text: str) -> str:

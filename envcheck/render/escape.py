@@ -42,11 +42,6 @@ def visible(text: Any, lines: bool = False) -> str:
     return pattern.sub(_show, s) if pattern.search(s) else s
 
 
-def unsafe(text: str) -> bool:
-    """Whether ``text`` holds a character ``visible`` would rewrite."""
-    return _UNSAFE.search(text) is not None
-
-
 # --------------------------------------------------------------------------- Markdown
 
 # Everywhere: characters that start inline markup (emphasis, code, links, raw HTML, entities,

@@ -22,10 +22,11 @@ from __future__ import annotations
 import functools
 import json
 import string
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from envcheck.model.facts import STATUSES, Check
 from envcheck.render import fmt
 
 LANGS: tuple[str, ...] = ("en", "zh-CN")
@@ -105,6 +106,17 @@ def phrase(lang: str, key: str, params: Mapping[str, Any] | None = None, escape:
         shown = ", ".join(f"{escape(k)}={values[k]}" for k in sorted(values))
         return f"{escape(key)} ({shown})" if shown else escape(key)
     return message.format_map(_Dashes(values))
+
+
+def join(lang: str, parts: Sequence[str]) -> str:
+    """``parts`` as one list in ``lang`` (its separator is the catalogue's ``list.sep``)."""
+    return translate(lang, "list.sep").join(parts)
+
+
+def check_counts(lang: str, checks: Sequence[Check]) -> str:
+    """``1 failed, 14 passed``: how many checks have each status, worst first, none of those with none."""
+    n = {s: sum(c.status == s for c in checks) for s in STATUSES}
+    return join(lang, [translate(lang, f"checks.count.{s}", count=n[s]) for s in STATUSES if n[s]])
 
 
 def document_stem(stem: str, lang: str) -> str:

@@ -8,7 +8,8 @@
   Values marked safe (SVG the chart writer drew) pass as they are.
 * ``t(key, **params)`` looks a message up in the catalogue of the ``lang`` variable the
   template was rendered with.
-* Number filters are the functions of ``render.fmt``, so documents and terminal agree.
+* Templates format no numbers: the views (``render.view`` and the others) hand them text made
+  by ``render.fmt``, so documents and terminal agree.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import jinja2
 import jinja2.bccache
 from markupsafe import Markup
 
-from envcheck.render import fmt
 from envcheck.render.escape import md_code, md_code_cell, md_lead, md_text, visible
 from envcheck.render.i18n import translate
 
@@ -41,15 +41,6 @@ def _finalize(value: Any) -> Any:
 
 
 FILTERS = {
-    "num": fmt.num,
-    "sci": fmt.sci,
-    "bytes": fmt.nbytes,
-    "duration_us": fmt.duration_us,
-    "seconds": fmt.seconds,
-    "pct": fmt.pct,
-    "speedup": fmt.speedup,
-    "ratio": fmt.ratio,
-    "general": fmt.general,
     "md": md_text,
     "lead": md_lead,
     "code": md_code,
@@ -103,7 +94,6 @@ def environment() -> jinja2.Environment:
     )
     env.filters.update(FILTERS)
     env.globals["t"] = _t
-    env.globals["interval"] = fmt.interval
     return env
 
 

@@ -229,14 +229,11 @@ def _pcie(g: Any, p: _P) -> str:
                width=fmt.num(width if width is not None else wmax))
 
 
-def _nvlinks(g: Any, p: _P) -> Cell:
-    active = [lk for lk in g.nvlinks if lk.active]
-    total = g.nvlink_count.value if g.nvlink_count.ok else len(g.nvlinks)
-    if not g.nvlinks and not active:
+def _nvlinks(g: Any, nv: an.GpuNvlinks | None, p: _P) -> Cell:
+    if not g.nvlinks or nv is None:
         return DASH
-    speeds = [lk.speed_mbps.value for lk in active if lk.speed_mbps.ok]
-    sub = p.t("node.per_link", gbps=fmt.num(min(speeds) / 1000)) if speeds else ""
-    return Cell(f"{len(active)}/{fmt.num(total)}", sub, "" if len(active) == total else "warn")
+    sub = p.t("node.per_link", gbps=fmt.num(nv.per_link_gbps)) if nv.per_link_gbps is not None else ""
+    return Cell(f"{nv.active}/{fmt.num(nv.total)}", sub, "" if nv.active == nv.total else "warn")
 
 
 def topology_part(na: an.NodeAnalysis, p: _P, pid: str = "topology") -> Part | None:
@@ -268,7 +265,7 @@ def topology_part(na: an.NodeAnalysis, p: _P, pid: str = "topology") -> Part | N
                 cells = [Cell(p.t("node.gpu_lost"), status="fail")] + [DASH] * (len(gpus) - 1)
             numa = g.numa_node.value if g.numa_node.ok else None
             rows.append((Cell(_gpu(g.index)), *cells, Cell(_pcie(g, p)), Cell(fmt.num(numa)) if numa is not None
-                         else DASH, _nvlinks(g, p)))
+                         else DASH, _nvlinks(g, na.gpu_nvlinks(g.index), p)))
         cols = ("", *heads, p.t("node.col.pcie"), p.t("node.col.numa"), p.t("node.col.nvlinks"))
         tables.append(Table("topology", cols, (False,) * (len(heads) + 1) + (False, True, True), tuple(rows),
                             layout="matrix", notes=(Line(p.t("node.topology.legend")),)))
@@ -376,11 +373,14 @@ def _copy_name(r: an.CopyRow, p: _P) -> str:
 # --------------------------------------------------------------------------- collectives
 
 
+# The badge of a collective's status (an.COLLECTIVE_STATUSES), in the sweep tables and the narrowing table alike.
+COLLECTIVE_STYLE = {"ok": "pass", "wrong": "fail", "error": "fail", "unverified": "warn"}
+
+
 def _status_cell(row: an.CollectiveRow, result: Any, p: _P) -> Cell:
     if row.status == "skipped":
         return Cell(p.word("node.size_skip.", result.skipped), status="warn", badge=True)
-    status = {"ok": "pass", "wrong": "fail", "error": "fail", "unverified": "warn"}.get(row.status, "")
-    return Cell(p.t(f"node.coll.status.{row.status}"), status=status, badge=True)
+    return Cell(p.t(f"node.coll.status.{row.status}"), status=COLLECTIVE_STYLE.get(row.status, ""), badge=True)
 
 
 def _algo_cell(row: an.CollectiveRow, p: _P) -> Cell:
@@ -480,12 +480,12 @@ def narrowing(sa: an.SweepAnalysis, p: _P, links: bool = True) -> tuple[list[Lin
         share = ((Cell(fmt.pct(pct)) if pct is not None else DASH),) if links else ()
         rows.append((Cell(", ".join(map(str, row.ranks))), Cell(p.escape(where)), Cell(fmt.num(row.busbw_gbps)),
                      *share, Cell(p.t(f"node.coll.status.{row.status}"),
-                                  status={"ok": "pass", "wrong": "fail", "error": "fail"}.get(row.status, ""),
+                                  status=COLLECTIVE_STYLE.get(row.status, ""),
                                   badge=True)))
     cols = (p.t("node.col.ranks"), p.t("node.col.hosts"), p.t("node.col.busbw"),
             *((p.t("node.col.pct_links"),) if links else ()), p.t("col.status"))
     k = sa.conclusion
-    level = "fail" if k is not None and k.kind in ("rank", "link", "between", "group") else "info"
+    level = "fail" if k is not None and k.located else "info"
     text = conclusion_text(sa, p)
     lines = [Line(text, level)] if text else []
     right = (False, False, True, *((True,) if links else ()), False)
@@ -501,11 +501,13 @@ def counters_part(na: an.NodeAnalysis, p: _P, pid: str = "counters") -> Part | N
         return None
     lines = []
     before, after = node.counters_before, node.counters_after
-    if before is not None and after is not None and before.uptime_s is not None and after.uptime_s is not None:
-        lines.append(Line(p.t("node.counters.interval", seconds=fmt.seconds(after.uptime_s - before.uptime_s),
+    if na.counters_interval_s is not None:
+        lines.append(Line(p.t("node.counters.interval", seconds=fmt.seconds(na.counters_interval_s),
                               uptime=fmt.seconds(before.uptime_s))))
     elif after is None:
         lines.append(Line(p.t("node.counters.no_after"), "warn"))
+    elif before is not None and before.uptime_s is not None and after.uptime_s is not None:
+        lines.append(Line(p.t("node.counters.no_interval"), "warn"))
     for ch in na.counters_over_limit:
         lines.append(Line(p.t("node.counters.over", gpu=fmt.num(ch.gpu), counter=p.word("node.counter.", ch.name),
                               link=fmt.num(ch.link), delta=fmt.num(ch.delta), rate=fmt.num(ch.per_s)), "fail"))
@@ -847,8 +849,7 @@ def fleet_view(report: Report, analysis: Analysis, lang: str, escape: Escape) ->
             text = conclusion_text(sa, p)
             tiles.append(Tile(p.t("fleet.card.world"), f"{fmt.num(r.busbw_gbps)} GB/s",
                               lines_ + ((text,) if text else ()),
-                              "fail" if sa.conclusion is not None and sa.conclusion.kind in ("rank", "link", "between",
-                                                                                             "group") else None))
+                              "fail" if sa.conclusion is not None and sa.conclusion.located else None))
             break
     return FleetView(
         lang=lang,

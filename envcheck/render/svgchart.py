@@ -24,7 +24,7 @@ What the layout guarantees, and why:
   by a vertical line that would read as a jump: the line breaks around them, and every point after
   the first at that x is drawn with the opposite fill (hollow on a filled series). To keep a line
   through them, split the series (one per row length, say) before building the chart.
-* **Every string is escaped**, control characters and bidi overrides removed, so a label such as
+* **Every string is escaped**, control, bidi and invisible format characters removed, so a label such as
   ``<script>``, ``$\\x$`` or a right-to-left override is shown as itself and cannot change the document.
 * **No ids**: several charts inlined in one HTML page would repeat them. The accessible name is on
   the root (``role="img"``, ``aria-label``), with ``<title>`` and ``<desc>``; each marker carries a
@@ -45,6 +45,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from envcheck.render.axes import AxisPlan, Scale, plan_axis, resolve_scale
+from envcheck.render.escape import BIDI, INVISIBLE
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable with every common colour-vision deficiency.
 BLACK = "#000000"
@@ -310,9 +311,10 @@ def text_width(text: str, size: float, bold: bool = False) -> float:
     return total * size * _SAFETY / 100
 
 
-# Control characters (tab and newline kept), bidi embeddings / overrides / isolates, lone surrogates and
-# the two non-characters XML refuses: removed, so a label cannot break the document or reorder what follows.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
+# Control characters (tab and newline kept), the bidi controls and invisible format characters the
+# escape module names, lone surrogates and the two non-characters XML refuses: removed, so a label cannot
+# break the document, reorder what follows or hide a character unseen.
+_UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI}{INVISIBLE}\ud800-\udfff\ufffe\uffff]")
 _TEXT_ESC = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 _ATTR_ESC = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&apos;",
                            "\n": "&#10;", "\t": "&#9;"})

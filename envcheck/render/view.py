@@ -14,7 +14,6 @@ autoescaping then covers the whole sentence).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,9 +27,9 @@ from envcheck.analysis.summary import Tally
 from envcheck.checks import worst_first
 from envcheck.model import CaseKey, Check, Fact, Note, Report, Skip, known
 from envcheck.ops import IMPLS, PRECISIONS, spec
-from envcheck.probes.envvars import REDACTED, is_secret_name
+from envcheck.redact import redact_value
 from envcheck.render import fmt
-from envcheck.render.i18n import phrase, translate
+from envcheck.render.i18n import check_counts, join, phrase, translate
 from envcheck.render.node_view import node_section, node_tiles
 from envcheck.render.tiles import Tile
 
@@ -72,16 +71,6 @@ FINDING_FLAG = {"finding.throttled": fl.THROTTLED, "finding.power_capped": "powe
 # Findings about one op are shown with that op's table; the others open the report.
 OP_FINDINGS = ("finding.launch_bound", "finding.bandwidth_best", "finding.compute_best",
                "finding.compute_best_nopeak", "finding.speedup_large")
-
-# A second line of defence: probes redact secrets, but a report written by another
-# tool version must not leak one through a rendered document either.
-_URL_CREDENTIALS = re.compile(r"(\w[\w+.-]*://)[^/@\s]+@")
-
-
-def redact(name: str, value: str) -> str:
-    if is_secret_name(name):
-        return REDACTED
-    return _URL_CREDENTIALS.sub(rf"\1{REDACTED}@", value)
 
 
 def anchor(key: CaseKey, prefix: str = "") -> str:
@@ -154,7 +143,7 @@ class CaseRow:
     share: float | None  # pct_theoretical as the analysis gave it (to pick the best of a row)
     error: str
     tolerance: str
-    error_ratio: float | None  # worst of (error / its bound): at most 1 passes
+    error_ratio: float | None  # the verdict's worst error over its bound (None: not judged)
     status: str  # pass | fail | error
     detail: str  # why a row failed or could not run, and its notes
     flags: tuple[Flag, ...]
@@ -178,15 +167,11 @@ class OpSection:
 @dataclass(frozen=True)
 class TallyRow:
     op: str
-    impl: str | None
-    precision: str | None
     cases: int
     passed: int
     failed: int
     errors: int
     success: str
-    speedup: str
-    speedup_range: str
 
 
 @dataclass(frozen=True)
@@ -299,7 +284,7 @@ class _Phraser:
         return text
 
     def join(self, parts: Sequence[str]) -> str:
-        return self.t("list.sep").join(parts)
+        return join(self.lang, parts)
 
 
 def _flag(name: str, r: CaseResult | None, p: _Phraser) -> Flag:
@@ -364,15 +349,11 @@ def _findings(ba: BenchAnalysis, p: _Phraser) -> tuple[list[FindingView], dict[s
     return run, per_op
 
 
-def _error(r: CaseResult) -> tuple[str, str, float | None]:
+def _error(r: CaseResult) -> tuple[str, str]:
     acc = r.case.accuracy
     if acc is None:
-        return fmt.DASH, fmt.DASH, None
-    worst = acc.rel_l2 / r.tolerance.rel_l2 if r.tolerance.rel_l2 else None
-    if acc.max_rel_elem is not None and r.tolerance.element:
-        elem = acc.max_rel_elem / r.tolerance.element
-        worst = elem if worst is None else max(worst, elem)
-    return fmt.sci(acc.rel_l2), fmt.sci(r.tolerance.rel_l2), worst
+        return fmt.DASH, fmt.DASH
+    return fmt.sci(acc.rel_l2), fmt.sci(r.tolerance.rel_l2)
 
 
 def _detail(r: CaseResult, p: _Phraser) -> str:
@@ -390,7 +371,7 @@ def _detail(r: CaseResult, p: _Phraser) -> str:
 
 def _case_row(r: CaseResult, p: _Phraser) -> CaseRow:
     c = r.case
-    err, tol, ratio = _error(r)
+    err, tol = _error(r)
     compute = spec(c.op).compute_bound
     return CaseRow(
         key=c.key, anchor=anchor(c.key, p.prefix), impl=c.impl, variant=fmt.precision_label(c.dtype, c.precision),
@@ -401,7 +382,8 @@ def _case_row(r: CaseResult, p: _Phraser) -> CaseRow:
         first_call=fmt.seconds(c.compile_s), speedup=r.speedup, speedup_text=fmt.speedup(r.speedup),
         throughput=fmt.num(r.tflops if compute else r.gbps),
         pct_theoretical=fmt.pct(r.pct_theoretical), pct_measured=fmt.pct(r.pct_measured), share=r.pct_theoretical,
-        error=err, tolerance=tol, error_ratio=ratio, status=r.status, detail=_detail(r, p),
+        error=err, tolerance=tol, error_ratio=r.verdict.ratio if r.verdict is not None else None,
+        status=r.status, detail=_detail(r, p),
         flags=tuple(sorted((_flag(f, r, p) for f in r.flags), key=lambda f: FLAG_ORDER.index(f.name))),
     )
 
@@ -427,11 +409,12 @@ def _sections(ba: BenchAnalysis, p: _Phraser, op_findings: dict[str, list[Findin
     return out
 
 
-def _tally_row(t: Tally, p: _Phraser | None) -> TallyRow:
-    rng = fmt.DASH if t.speedup_min is None else f"{fmt.speedup(t.speedup_min)}–{fmt.speedup(t.speedup_max)}"
-    name = t.op or (p.t("summary.all") if p else "")
-    return TallyRow(name, t.impl, t.precision, t.cases, t.passed, t.failed, t.errors,
-                    fmt.ratio_pct(t.success_rate), fmt.speedup(t.speedup_geomean), rng)
+def _tally_row(t: Tally, p: _Phraser) -> TallyRow:
+    return TallyRow(t.op or p.t("summary.all"), t.cases, t.passed, t.failed, t.errors, fmt.ratio_pct(t.success_rate))
+
+
+def _speedup_range(t: Tally) -> str:
+    return fmt.DASH if t.speedup_min is None else f"{fmt.speedup(t.speedup_min)}–{fmt.speedup(t.speedup_max)}"
 
 
 def _speedups(ba: BenchAnalysis) -> tuple[tuple[str, ...], tuple[SpeedupRow, ...]]:
@@ -441,7 +424,7 @@ def _speedups(ba: BenchAnalysis) -> tuple[tuple[str, ...], tuple[SpeedupRow, ...
     for op, impl in dict.fromkeys((t.op, t.impl) for t in tallies):
         mine = {t.precision: t for t in tallies if t.op == op and t.impl == impl}
         cells = tuple(fmt.speedup(mine[x].speedup_geomean) if x in mine else None for x in precisions)
-        ranges = tuple(_tally_row(mine[x], None).speedup_range if x in mine else None for x in precisions)
+        ranges = tuple(_speedup_range(mine[x]) if x in mine else None for x in precisions)
         values = tuple(mine[x].speedup_geomean if x in mine else None for x in precisions)
         rows.append(SpeedupRow(str(op), str(impl), cells, ranges, values))
     return precisions, tuple(rows)
@@ -628,7 +611,9 @@ def _env_variables(report: Report) -> list[tuple[str, str]]:
     v = report.environment.get("env", "variables")
     if not isinstance(v, dict):
         return []
-    return [(str(k), redact(str(k), str(x))) for k, x in sorted(v.items())]
+    # A second line of defence: probes redact secrets, but a report written by another tool
+    # version must not leak one through a rendered document either; the probes' own rule applies.
+    return [(str(k), redact_value(str(k), str(x))) for k, x in sorted(v.items())]
 
 
 def _gpus(report: Report, p: _Phraser) -> list[Gpu]:
@@ -653,11 +638,6 @@ def _machine(report: Report, p: _Phraser) -> str:
         if v:
             parts.append(f"{label} {p.escape(str(v))}")
     return " · ".join([_gpu_label(report, p), *parts])
-
-
-def _counts(checks: Sequence[Check], p: _Phraser) -> str:
-    n = {s: sum(c.status == s for c in checks) for s in ("fail", "warn", "pass", "skip")}
-    return p.join([p.t(f"checks.count.{s}", count=n[s]) for s in ("fail", "warn", "pass", "skip") if n[s]])
 
 
 def bench_prefix(analysis: Analysis, position: int) -> str:
@@ -690,7 +670,7 @@ def run_view(report: Report, analysis: Analysis, lang: str, escape: Escape) -> R
                      else escape(report.kind), created=escape(report.created), version=escape(report.tool_version)),
         machine=_machine(report, p),
         verdict=verdict, verdict_text=p.t(f"verdict.{verdict}") if verdict else p.t("health.none"),
-        check_counts=_counts(report.checks, p), checks=worst_first(report.checks),
+        check_counts=check_counts(lang, report.checks), checks=worst_first(report.checks),
         env_rows=tuple(_env_rows(report, p)), env_variables=tuple(_env_variables(report)),
         gpus=tuple(_gpus(report, p)),
         bench=benches[0] if benches else None,

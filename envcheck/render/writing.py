@@ -17,7 +17,8 @@ from envcheck.analysis import Analysis, analyse
 from envcheck.errors import UsageError
 from envcheck.files import FileSet, SetExistsError, write_set
 from envcheck.model import Report
-from envcheck.render.documents import FORMATS, render_html, render_markdown, report_charts
+from envcheck.render import FORMATS
+from envcheck.render.documents import render_html, render_markdown, report_charts
 from envcheck.render.i18n import DEFAULT_LANG, LANGS, document_stem
 
 

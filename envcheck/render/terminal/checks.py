@@ -14,7 +14,7 @@ from rich.table import Table
 
 from envcheck.model import Check
 from envcheck.render.escape import term
-from envcheck.render.i18n import translate
+from envcheck.render.i18n import check_counts, translate
 from envcheck.render.terminal.console import heading, table, wide
 
 STYLE = {"fail": "bold red", "warn": "yellow", "pass": "green", "skip": "dim"}
@@ -81,10 +81,8 @@ def details_lines(console: Console, checks: Sequence[Check], lang: str = "en") -
 
 def verdict_line(checks: Sequence[Check], probe_s: float | None = None, lang: str = "en") -> str:
     """``FAIL: 1 failed, 2 warned, 14 passed, 5 skipped in 5.2 s``: the worst status first."""
-    n = {s: sum(c.status == s for c in checks) for s in ("fail", "warn", "pass", "skip")}
-    worst = "fail" if n["fail"] else "warn" if n["warn"] else "pass"
-    counts = translate(lang, "list.sep").join(translate(lang, f"checks.count.{s}", count=n[s])
-                                              for s in ("fail", "warn", "pass", "skip") if n[s])
+    worst = next((s for s in ("fail", "warn") if any(c.status == s for c in checks)), "pass")
+    counts = check_counts(lang, checks)
     took = translate(lang, "term.took", seconds=f"{probe_s:.1f}") if probe_s is not None else ""
     head = translate(lang, f"term.verdict.{worst}")
     return f"[{STYLE[worst]} bold]{head}[/]: {counts}{took}"

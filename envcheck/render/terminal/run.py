@@ -16,11 +16,11 @@ from pathlib import Path
 from rich.console import Console
 
 from envcheck.analysis import Analysis
-from envcheck.model import STATUSES, Bench, Report
+from envcheck.model import Bench, Report
 from envcheck.ops import IMPLS
 from envcheck.render import fmt
 from envcheck.render.escape import term
-from envcheck.render.i18n import translate
+from envcheck.render.i18n import check_counts, translate
 from envcheck.render.terminal.console import bullets, heading, table, wide
 from envcheck.render.view import FLAG_ORDER, BenchView, CaseRow, FindingView, OpSection, bench_view
 from envcheck.render.writing import written_lines
@@ -63,7 +63,7 @@ def _error_cell(rows: dict[str, CaseRow], values: bool = False) -> str:
         return fmt.DASH
     worst = max(judged, key=lambda r: r.error_ratio or 0.0)
     failed = any(r.status == "fail" for r in rows.values())
-    text = f"{worst.error} / {worst.tolerance}" if values else fmt.pct(100 * (worst.error_ratio or 0.0))
+    text = f"{worst.error} / {worst.tolerance}" if values else fmt.ratio_pct(worst.error_ratio)
     return _styled(text, "bold red" if failed else "")
 
 
@@ -235,11 +235,10 @@ def check_lines(console: Console, report: Report, lang: str) -> None:
     """The checks that did not pass, one line each with the fix (``envcheck check`` shows all)."""
     if not report.checks:
         return
-    counts = {s: sum(c.status == s for c in report.checks) for s in STATUSES}
     verdict = report.verdict
-    parts = ", ".join(translate(lang, f"checks.count.{s}", count=counts[s]) for s in STATUSES if counts[s])
     console.print()
-    console.print(_styled(translate(lang, "term.checks", verdict=translate(lang, f"status.{verdict}"), counts=parts),
+    console.print(_styled(translate(lang, "term.checks", verdict=translate(lang, f"status.{verdict}"),
+                                    counts=check_counts(lang, report.checks)),
                           STATUS_STYLE.get(verdict, "")))
     lines = []
     for c in report.checks:
