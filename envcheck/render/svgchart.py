@@ -311,10 +311,10 @@ def text_width(text: str, size: float, bold: bool = False) -> float:
     return total * size * _SAFETY / 100
 
 
-# Control characters (tab and newline kept), the bidi controls and invisible format characters the
-# escape module names, lone surrogates and the two non-characters XML refuses: removed, so a label cannot
-# break the document, reorder what follows or hide a character unseen.
-_UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI}{INVISIBLE}\ud800-\udfff\ufffe\uffff]")
+# Control characters (tab and newline kept), the bidi controls, invisible format characters and line/paragraph
+# separators the escape module names, lone surrogates and the two non-characters XML refuses: removed, so a label
+# cannot break the document, reorder what follows or hide a character unseen.
+_UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI}{INVISIBLE}\u2028\u2029\ud800-\udfff\ufffe\uffff]")
 _TEXT_ESC = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 _ATTR_ESC = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&apos;",
                            "\n": "&#10;", "\t": "&#9;"})
