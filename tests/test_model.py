@@ -182,6 +182,12 @@ HOSTILE = [
     ("kind unknown", lambda d: d.update(kind="party"), "kind"),
     ("settings inverted", lambda d: _bench(d)["settings"].update(min_samples=9, max_samples=2), "settings"),
     ("note params nested", lambda d: _bench(d)["notes"][0]["params"].update(x={"y": 1}), "notes[0].params.x"),
+    # A list or an object where one of a few words belongs (unhashable: not a TypeError from ``in``).
+    ("check status a list", lambda d: d.update(checks=[{"id": "x", "status": ["pass"], "title": "t", "finding": "f"}]),
+     "checks[0].status"),
+    ("check status an object", lambda d: d.update(checks=[{"id": "x", "status": {}, "title": "t", "finding": "f"}]),
+     "checks[0].status"),
+    ("stop cause a list", lambda d: _bench(d)["stop"].update(cause=["user"]), "stop.cause"),
 ]
 
 

@@ -310,6 +310,9 @@ def _builder(tp: Any) -> Builder:
         allowed = set(args)
 
         def build_literal(data: Any) -> Any:
+            # A list or an object is not hashable: ``in`` a set would raise TypeError, not refuse it.
+            if not isinstance(data, (str, int, float)):
+                raise _Bad("", f"expected one of {', '.join(map(str, args))}, got {_kind(data)}")
             if data not in allowed:
                 raise _Bad("", f"unknown value {data!r} (known: {', '.join(map(str, args))})")
             return data
