@@ -20,6 +20,7 @@ WHOLE = [
     ("schema true", '{"format": "envcheck-report", "schema_version": true}'),
     ("nesting", '{"format": "envcheck-report", "schema_version": 2, "host": ' + "[" * 200_000 + "]" * 200_000 + "}"),
     ("a list", "[1, 2]"),
+    ("integer of 5000 digits", '{"format": "envcheck-report", "schema_version": 2, "x": ' + "9" * 5000 + "}"),
     ("NaN literal", json.dumps({"format": "envcheck-report", "schema_version": 2}).replace("}", ', "x": NaN}')),
 ]
 
@@ -57,3 +58,13 @@ def test_render_refuses_a_fifo(tmp_path, capsys):
     os.mkfifo(fifo)
     assert cli.main(["render", str(fifo)]) == 2
     assert "not a regular file" in capsys.readouterr().err
+
+
+def test_history_of_a_folder_leaves_out_a_report_with_a_huge_integer(tmp_path, capsys):
+    model.dump(GOOD, tmp_path / "good.json")
+    data = json.loads(model.dumps(GOOD))
+    data["benches"][0]["device"]["sm_count"] = 10**400
+    (tmp_path / "huge.json").write_text(json.dumps(data))
+    assert cli.main(["history", str(tmp_path), "--format", "md"]) == 0
+    err = capsys.readouterr().err
+    assert "huge.json" in err and "sm_count" in err and "Traceback" not in err, err

@@ -188,6 +188,13 @@ HOSTILE = [
     ("check status an object", lambda d: d.update(checks=[{"id": "x", "status": {}, "title": "t", "finding": "f"}]),
      "checks[0].status"),
     ("stop cause a list", lambda d: _bench(d)["stop"].update(cause=["user"]), "stop.cause"),
+    # Integers beyond 64 bits: float() of one overflows, and the analysis's arithmetic would.
+    ("float field a huge integer", lambda d: _bench(d).update(duration_s=10**400), "benches[0].duration_s"),
+    ("sm_count a huge integer", lambda d: _bench(d)["device"].update(sm_count=10**400), "device.sm_count"),
+    ("shape a huge integer", lambda d: _bench(d)["cases"][0].update(shape=[2**70, 512, 512]), "shape[0]"),
+    ("ceiling shape a huge integer", lambda d: _bench(d)["ceiling_runs"][0].update(shape=[2**64]), "ceiling_runs[0].shape"),
+    ("samples a huge integer", lambda d: _bench(d)["cases"][0]["gpu"].update(samples_us=[10**400]), "samples_us[0]"),
+    ("note param a huge integer", lambda d: _bench(d)["notes"][0]["params"].update(x=-(10**400)), "notes[0].params.x"),
 ]
 
 

@@ -59,6 +59,9 @@ from envcheck.ops import OPS, spec
 FORMAT_NAME = "envcheck-report"
 SAMPLES_KEY = "f32le_b64"
 MAX_REPORT_BYTES = 512 << 20  # a report this large is not one envcheck wrote
+# Integers a report holds (counts, sizes, shapes) fit in 64 bits; a larger one would overflow the
+# analysis's float arithmetic (an OverflowError, not a ReportError), so it is refused at load.
+MAX_INT = 2**63
 
 
 # --------------------------------------------------------------------------- writing
@@ -155,8 +158,8 @@ def _samples(data: Any) -> Samples:
         try:
             if not (True in data or False in data):
                 return Samples(data)
-        except TypeError:
-            pass
+        except (TypeError, OverflowError):
+            pass  # checked item by item below, which names the item
         return Samples(_each(_number, data))
     raise _Bad("", f"expected samples ({{{SAMPLES_KEY!r}: ...}} or a list of numbers), got {_kind(data)}")
 
@@ -164,7 +167,10 @@ def _samples(data: Any) -> Samples:
 def _number(data: Any) -> float:
     if isinstance(data, bool) or not isinstance(data, (int, float)):
         raise _Bad("", f"expected a number, got {_kind(data)}")
-    x = float(data)
+    try:
+        x = float(data)
+    except OverflowError:
+        raise _Bad("", "expected a finite number, got an integer too large for one") from None
     if not math.isfinite(x):
         raise _Bad("", "expected a finite number")
     return x
@@ -173,8 +179,10 @@ def _number(data: Any) -> float:
 def _param(data: Any) -> Any:
     if isinstance(data, list):
         return tuple(_each(_param, data))
-    if data is None or isinstance(data, (str, bool, int)):
+    if data is None or isinstance(data, (str, bool)):
         return data
+    if isinstance(data, int):
+        return _int(data)
     if isinstance(data, float):
         return _number(data)
     raise _Bad("", f"a note parameter must be a string, number, true/false, null or a list, got {_kind(data)}")
@@ -193,6 +201,8 @@ def _each(b: Builder, items: list[Any]) -> list[Any]:
 def _int(data: Any) -> int:
     if isinstance(data, bool) or not isinstance(data, int):
         raise _Bad("", f"expected an integer, got {_kind(data)}")
+    if not -MAX_INT < data < MAX_INT:
+        raise _Bad("", "integer out of range (more than 64 bits)")
     return data
 
 
@@ -448,11 +458,17 @@ def from_dict(data: Any) -> Report:
         raise ReportError("nested too deeply to be a report") from None
 
 
+def _first_line(e: Exception) -> str:
+    return str(e).split(";")[0].splitlines()[0] if str(e) else e.__class__.__name__
+
+
 def loads(text: str) -> Report:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ReportError(f"not valid JSON ({e.msg} at line {e.lineno})") from None
+    except ValueError as e:  # an integer literal of thousands of digits (int's string conversion limit)
+        raise ReportError(f"not a report ({_first_line(e)})") from None
     except RecursionError:
         raise ReportError("nested too deeply to be a report") from None
     return from_dict(data)
@@ -481,6 +497,8 @@ def load(path: str | os.PathLike[str]) -> Report:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ReportError(f"{p}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    except ValueError as e:  # an integer literal of thousands of digits (int's string conversion limit)
+        raise ReportError(f"{p}: not a report ({_first_line(e)})") from None
     except RecursionError:
         raise ReportError(f"{p}: nested too deeply to be a report") from None
     del text  # the text of a large report is as big as the model it becomes: not both at once
