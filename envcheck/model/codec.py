@@ -374,7 +374,12 @@ def _upgrade_bench_1(b: dict[str, Any]) -> dict[str, Any]:
                               for c in _list(b, "ceilings") if isinstance(c, dict) and c.get("kind") == "measured"],
     }
     l2 = (b.get("device") or {}).get("l2_bytes") if isinstance(b.get("device"), dict) else None
-    out["cases"] = [_upgrade_case_1(c, l2) for c in _list(b, "cases")]
+    out["cases"] = []
+    for i, c in enumerate(_list(b, "cases")):
+        try:
+            out["cases"].append(_upgrade_case_1(c, l2))
+        except _Bad as e:
+            raise e.at(f"bench.cases[{i}]") from None
     if b.get("partial") or b.get("interrupted"):
         out["stop"] = {"cause": "legacy", "detail": b.get("interrupted")}
     return {k: v for k, v in out.items() if v is not None}
@@ -391,7 +396,7 @@ def _list(d: dict[str, Any], key: str) -> list[Any]:
 
 def _upgrade_case_1(c: Any, l2_bytes: Any) -> dict[str, Any]:
     if not isinstance(c, dict):
-        raise _Bad("bench.cases", f"expected objects, got {_kind(c)}")
+        raise _Bad("", f"expected an object, got {_kind(c)}")
     out = {k: c[k] for k in ("op", "impl", "dtype", "precision", "shape", "compile_s", "monitor", "kernel")
            if c.get(k) is not None}
     for t in ("gpu", "launch"):
@@ -405,14 +410,20 @@ def _upgrade_case_1(c: Any, l2_bytes: Any) -> dict[str, Any]:
         out["failure"] = {"stage": "run", "detail": str(message or "unknown")}
     elif message:
         out["notes"] = [_legacy(message)]
-    flags = c.get("flags") or []
+    # Every value read here is checked before it is used as what it should be: the fields the
+    # upgrade copies are validated by the schema-2 builder, but these only steer the upgrade.
+    flags = c.get("flags")
+    if flags is not None and (not isinstance(flags, list) or not all(isinstance(f, str) for f in flags)):
+        raise _Bad("flags", f"expected a list of strings, got {_kind(flags)}")
     op, shape, dtype = c.get("op"), c.get("shape"), c.get("dtype")
-    if (op in OPS and not spec(op).compute_bound and isinstance(shape, list) and "l2_resident" not in flags
-            and isinstance(l2_bytes, int) and isinstance(dtype, str)):
+    if (isinstance(op, str) and op in OPS and not spec(op).compute_bound and isinstance(shape, list)
+            and "l2_resident" not in (flags or []) and isinstance(l2_bytes, int) and not isinstance(l2_bytes, bool)
+            and isinstance(dtype, str)):
         try:
+            spec(op).check_shape(tuple(shape))
             if spec(op).working_set_bytes(tuple(shape), dtype) <= l2_bytes:
                 out["rotation_sets"] = 2
-        except (ValueError, KeyError):
+        except (ValueError, KeyError, TypeError, OverflowError):
             pass  # the case itself will be refused with the field named
     return out
 
