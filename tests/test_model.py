@@ -194,6 +194,14 @@ HOSTILE = [
     ("shape a huge integer", lambda d: _bench(d)["cases"][0].update(shape=[2**70, 512, 512]), "shape[0]"),
     ("ceiling shape a huge integer", lambda d: _bench(d)["ceiling_runs"][0].update(shape=[2**64]), "ceiling_runs[0].shape"),
     ("samples a huge integer", lambda d: _bench(d)["cases"][0]["gpu"].update(samples_us=[10**400]), "samples_us[0]"),
+    # A measured-ceiling run the analysis could not look up or index.
+    ("ceiling dtype unknown", lambda d: _bench(d)["ceiling_runs"][0].update(dtype="fp8"), "ceiling_runs[0]"),
+    ("ceiling precision unknown", lambda d: _bench(d)["ceiling_runs"][0].update(kernel="matmul", shape=[8, 8, 8],
+                                                                                 precision="int4"), "ceiling_runs[0]"),
+    ("ceiling shape empty", lambda d: _bench(d)["ceiling_runs"][0].update(shape=[]), "ceiling_runs[0]"),
+    ("ceiling shape zero", lambda d: _bench(d)["ceiling_runs"][0].update(shape=[0]), "ceiling_runs[0]"),
+    ("ceiling matmul shape short", lambda d: _bench(d)["ceiling_runs"][0].update(kernel="matmul", shape=[8, 8]),
+     "ceiling_runs[0]"),
     ("note param a huge integer", lambda d: _bench(d)["notes"][0]["params"].update(x=-(10**400)), "notes[0].params.x"),
 ]
 
