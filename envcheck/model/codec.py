@@ -26,8 +26,9 @@ Encodings: timing and monitor samples are ``{"f32le_b64": "<base64>"}``, the lit
 IEEE-754 float32 bytes of the samples (a plain list of numbers is read too). Fields holding
 None, an empty tuple or an empty mapping, where that is also their default, are left out.
 
-Reading validates every field (type, finiteness, ranges, what each dataclass checks in
-``__post_init__``); a problem is one ``ReportError`` line naming the file and the field, e.g.
+Reading validates every field (type, finiteness, ranges, integers within 64 bits, what each
+dataclass checks in ``__post_init__``, and the type of each fact value the analysis reads:
+``model/facts.py``'s table); a problem is one ``ReportError`` line naming the file and the field, e.g.
 ``r.json: benches[0].cases[3].gpu.samples_us: timing samples must be finite and positive``.
 """
 
@@ -52,7 +53,15 @@ from typing import Any, Literal
 
 from envcheck.files import write_new
 from envcheck.model.bench import LEGACY_TEXT, Note, Samples
-from envcheck.model.facts import ReportError
+from envcheck.model.facts import (
+    GPU_FACT_RANGES,
+    GPU_FACT_TYPES,
+    Environment,
+    Gpu,
+    ReportError,
+    fact_type_problem,
+    section_fact_type,
+)
 from envcheck.model.report import SCHEMA_VERSION, Report
 from envcheck.ops import OPS, spec
 
@@ -245,10 +254,42 @@ def _dataclass_builder(tp: type) -> Builder:
             elif required:
                 raise _Bad(name, "missing")
         try:
-            return tp(**kwargs)
+            obj = tp(**kwargs)
         except (TypeError, ValueError, AttributeError, KeyError) as e:
             raise _Bad("", str(e)) from None
+        check = _CHECKS.get(tp)
+        if check is not None:
+            check(obj)
+        return obj
     return build_dataclass
+
+
+def _check_facts(facts: Mapping[str, Any], type_of: Callable[[str], Any],
+                 ranges: Mapping[str, tuple[float, float]] | None = None) -> None:
+    for key, f in facts.items():
+        kind = type_of(key)
+        problem = fact_type_problem(kind, f.value, ranges.get(key) if ranges else None) if kind else None
+        if problem:
+            raise _Bad("value", problem).at(key)
+
+
+def _check_gpu(gpu: Gpu) -> None:
+    try:
+        _check_facts(gpu.facts, GPU_FACT_TYPES.get, GPU_FACT_RANGES)
+    except _Bad as e:
+        raise e.at("facts") from None
+
+
+def _check_environment(env: Environment) -> None:
+    for section, facts in env.sections.items():
+        try:
+            _check_facts(facts, lambda key, section=section: section_fact_type(section, key))
+        except _Bad as e:
+            raise e.at(section).at("sections") from None
+
+
+# Checks of a built object beyond its fields' types: the fact values the analysis reads (facts.py's table).
+_CHECKS: dict[type, Callable[[Any], None]] = {Gpu: _check_gpu, Environment: _check_environment}
 
 
 @functools.cache
