@@ -160,6 +160,11 @@ def _bench(d):
     return d["benches"][0]
 
 
+def _gpu_facts(d, **values):
+    d["environment"]["gpus"] = [{"index": 0, "facts": {"name": {"value": "NVIDIA H200"}, "uuid": {"value": "GPU-1"}}}]
+    d["environment"]["gpus"][0]["facts"].update({k: {"value": v} for k, v in values.items()})
+
+
 HOSTILE = [
     # (what is wrong, mutation, the field the message must name)
     ("samples NaN", lambda d: _bench(d)["cases"][0]["gpu"].update(samples_us=[1.0, float("nan")]), "cases[0].gpu"),
@@ -182,6 +187,48 @@ HOSTILE = [
     ("kind unknown", lambda d: d.update(kind="party"), "kind"),
     ("settings inverted", lambda d: _bench(d)["settings"].update(min_samples=9, max_samples=2), "settings"),
     ("note params nested", lambda d: _bench(d)["notes"][0]["params"].update(x={"y": 1}), "notes[0].params.x"),
+    # A list or an object where one of a few words belongs (unhashable: not a TypeError from ``in``).
+    ("check status a list", lambda d: d.update(checks=[{"id": "x", "status": ["pass"], "title": "t", "finding": "f"}]),
+     "checks[0].status"),
+    ("check status an object", lambda d: d.update(checks=[{"id": "x", "status": {}, "title": "t", "finding": "f"}]),
+     "checks[0].status"),
+    ("stop cause a list", lambda d: _bench(d)["stop"].update(cause=["user"]), "stop.cause"),
+    # Integers beyond 64 bits: float() of one overflows, and the analysis's arithmetic would.
+    ("float field a huge integer", lambda d: _bench(d).update(duration_s=10**400), "benches[0].duration_s"),
+    ("sm_count a huge integer", lambda d: _bench(d)["device"].update(sm_count=10**400), "device.sm_count"),
+    ("shape a huge integer", lambda d: _bench(d)["cases"][0].update(shape=[2**70, 512, 512]), "shape[0]"),
+    ("ceiling shape a huge integer", lambda d: _bench(d)["ceiling_runs"][0].update(shape=[2**64]), "ceiling_runs[0].shape"),
+    ("samples a huge integer", lambda d: _bench(d)["cases"][0]["gpu"].update(samples_us=[10**400]), "samples_us[0]"),
+    # Fact values the analysis and the renderers read have a type (facts.py's table); others are free-form.
+    ("GPU name a number", lambda d: _gpu_facts(d, name=7), "environment.gpus[0].facts.name.value"),
+    ("GPU clock a string", lambda d: _gpu_facts(d, mem_clock_max_mhz="x", memory_bus_width_bits=5120),
+     "gpus[0].facts.mem_clock_max_mhz.value"),
+    ("sm_count a string", lambda d: _gpu_facts(d, sm_count="132"), "gpus[0].facts.sm_count.value"),
+    ("sm_count a float", lambda d: _gpu_facts(d, sm_count=132.5), "gpus[0].facts.sm_count.value"),
+    ("sm_count negative", lambda d: _gpu_facts(d, sm_count=-1), "gpus[0].facts.sm_count.value"),
+    ("GPU clock tiny", lambda d: _gpu_facts(d, mem_clock_max_mhz=1e-300, memory_bus_width_bits=5120),
+     "gpus[0].facts.mem_clock_max_mhz.value"),
+    ("GPU clock enormous", lambda d: _gpu_facts(d, sm_clock_max_mhz=1e308), "gpus[0].facts.sm_clock_max_mhz.value"),
+    ("compute capability a list", lambda d: _gpu_facts(d, compute_capability=[9, 0]),
+     "gpus[0].facts.compute_capability.value"),
+    ("GPU fact a huge integer", lambda d: _gpu_facts(d, memory_total_bytes=10**40), "facts.memory_total_bytes.value"),
+    ("RAM a huge integer", lambda d: d["environment"]["sections"]["system"].update(ram_total_bytes={"value": 10**40}),
+     "environment.sections.system.ram_total_bytes.value"),
+    ("nvlink errors not objects", lambda d: d["environment"]["sections"].update(
+        links={"gpu0.nvlink_errors": {"value": [1, 2]}}), "sections.links.gpu0.nvlink_errors.value"),
+    ("pcie replays a string", lambda d: d["environment"]["sections"].update(links={"gpu3.pcie_replay": {"value": "7"}}),
+     "sections.links.gpu3.pcie_replay.value"),
+    ("env variables a list", lambda d: d["environment"]["sections"].update(env={"variables": {"value": ["A=1"]}}),
+     "sections.env.variables.value"),
+    # A measured-ceiling run the analysis could not look up or index.
+    ("ceiling dtype unknown", lambda d: _bench(d)["ceiling_runs"][0].update(dtype="fp8"), "ceiling_runs[0]"),
+    ("ceiling precision unknown", lambda d: _bench(d)["ceiling_runs"][0].update(kernel="matmul", shape=[8, 8, 8],
+                                                                                 precision="int4"), "ceiling_runs[0]"),
+    ("ceiling shape empty", lambda d: _bench(d)["ceiling_runs"][0].update(shape=[]), "ceiling_runs[0]"),
+    ("ceiling shape zero", lambda d: _bench(d)["ceiling_runs"][0].update(shape=[0]), "ceiling_runs[0]"),
+    ("ceiling matmul shape short", lambda d: _bench(d)["ceiling_runs"][0].update(kernel="matmul", shape=[8, 8]),
+     "ceiling_runs[0]"),
+    ("note param a huge integer", lambda d: _bench(d)["notes"][0]["params"].update(x=-(10**400)), "notes[0].params.x"),
 ]
 
 
@@ -193,6 +240,15 @@ def test_malformed_reports_are_one_line_errors_naming_the_field(tmp_path, what, 
         model.load(p)
     msg = str(e.value)
     assert "\n" not in msg and str(p) in msg and field in msg, msg
+
+
+def test_free_form_and_missing_facts_still_load():
+    data = json.loads(model.dumps(small_report()))
+    _gpu_facts(data, sm_count=None, some_future_key=[{"x": 10**30}], name=None)
+    data["environment"]["gpus"][0]["facts"]["sm_clock_max_mhz"] = {"reason": "Not Supported"}
+    r = model.loads(json.dumps(data))
+    assert r.environment.gpus[0].get("some_future_key") == [{"x": 10**30}]
+    assert r.environment.gpus[0].facts["sm_clock_max_mhz"].reason == "Not Supported"
 
 
 def test_deep_nesting_is_refused_not_a_crash(tmp_path):

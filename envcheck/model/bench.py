@@ -448,6 +448,20 @@ class CeilingRun:
     timing: Timing
     precision: str | None = None
 
+    def __post_init__(self) -> None:
+        # The analysis looks the dtype and precision up in its tables and reads the shape's
+        # items (elements, or M, N, K): what it would trip over is refused here, at load.
+        if self.dtype not in DTYPES:
+            raise ValueError(f"unknown dtype {self.dtype!r} (known: {', '.join(DTYPES)})")
+        if self.precision is not None and self.precision not in PRECISIONS:
+            raise ValueError(f"unknown precision {self.precision!r} (known: {', '.join(PRECISIONS)})")
+        if not isinstance(self.shape, tuple):
+            object.__setattr__(self, "shape", tuple(self.shape))
+        if self.kernel == "matmul":
+            OPS["matmul"].check_shape(self.shape)
+        elif not self.shape or any(not isinstance(d, int) or isinstance(d, bool) or d <= 0 for d in self.shape):
+            raise ValueError(f"a {self.kernel} run needs a shape of positive integers, got {self.shape}")
+
 
 @dataclass(frozen=True)
 class RecordedCeiling:

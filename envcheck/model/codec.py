@@ -26,8 +26,9 @@ Encodings: timing and monitor samples are ``{"f32le_b64": "<base64>"}``, the lit
 IEEE-754 float32 bytes of the samples (a plain list of numbers is read too). Fields holding
 None, an empty tuple or an empty mapping, where that is also their default, are left out.
 
-Reading validates every field (type, finiteness, ranges, what each dataclass checks in
-``__post_init__``); a problem is one ``ReportError`` line naming the file and the field, e.g.
+Reading validates every field (type, finiteness, ranges, integers within 64 bits, what each
+dataclass checks in ``__post_init__``, and the type of each fact value the analysis reads:
+``model/facts.py``'s table); a problem is one ``ReportError`` line naming the file and the field, e.g.
 ``r.json: benches[0].cases[3].gpu.samples_us: timing samples must be finite and positive``.
 """
 
@@ -52,13 +53,24 @@ from typing import Any, Literal
 
 from envcheck.files import write_new
 from envcheck.model.bench import LEGACY_TEXT, Note, Samples
-from envcheck.model.facts import ReportError
+from envcheck.model.facts import (
+    GPU_FACT_RANGES,
+    GPU_FACT_TYPES,
+    Environment,
+    Gpu,
+    ReportError,
+    fact_type_problem,
+    section_fact_type,
+)
 from envcheck.model.report import SCHEMA_VERSION, Report
 from envcheck.ops import OPS, spec
 
 FORMAT_NAME = "envcheck-report"
 SAMPLES_KEY = "f32le_b64"
 MAX_REPORT_BYTES = 512 << 20  # a report this large is not one envcheck wrote
+# Integers a report holds (counts, sizes, shapes) fit in 64 bits; a larger one would overflow the
+# analysis's float arithmetic (an OverflowError, not a ReportError), so it is refused at load.
+MAX_INT = 2**63
 
 
 # --------------------------------------------------------------------------- writing
@@ -155,8 +167,8 @@ def _samples(data: Any) -> Samples:
         try:
             if not (True in data or False in data):
                 return Samples(data)
-        except TypeError:
-            pass
+        except (TypeError, OverflowError):
+            pass  # checked item by item below, which names the item
         return Samples(_each(_number, data))
     raise _Bad("", f"expected samples ({{{SAMPLES_KEY!r}: ...}} or a list of numbers), got {_kind(data)}")
 
@@ -164,7 +176,10 @@ def _samples(data: Any) -> Samples:
 def _number(data: Any) -> float:
     if isinstance(data, bool) or not isinstance(data, (int, float)):
         raise _Bad("", f"expected a number, got {_kind(data)}")
-    x = float(data)
+    try:
+        x = float(data)
+    except OverflowError:
+        raise _Bad("", "expected a finite number, got an integer too large for one") from None
     if not math.isfinite(x):
         raise _Bad("", "expected a finite number")
     return x
@@ -173,8 +188,10 @@ def _number(data: Any) -> float:
 def _param(data: Any) -> Any:
     if isinstance(data, list):
         return tuple(_each(_param, data))
-    if data is None or isinstance(data, (str, bool, int)):
+    if data is None or isinstance(data, (str, bool)):
         return data
+    if isinstance(data, int):
+        return _int(data)
     if isinstance(data, float):
         return _number(data)
     raise _Bad("", f"a note parameter must be a string, number, true/false, null or a list, got {_kind(data)}")
@@ -193,6 +210,8 @@ def _each(b: Builder, items: list[Any]) -> list[Any]:
 def _int(data: Any) -> int:
     if isinstance(data, bool) or not isinstance(data, int):
         raise _Bad("", f"expected an integer, got {_kind(data)}")
+    if not -MAX_INT < data < MAX_INT:
+        raise _Bad("", "integer out of range (more than 64 bits)")
     return data
 
 
@@ -235,10 +254,42 @@ def _dataclass_builder(tp: type) -> Builder:
             elif required:
                 raise _Bad(name, "missing")
         try:
-            return tp(**kwargs)
+            obj = tp(**kwargs)
         except (TypeError, ValueError, AttributeError, KeyError) as e:
             raise _Bad("", str(e)) from None
+        check = _CHECKS.get(tp)
+        if check is not None:
+            check(obj)
+        return obj
     return build_dataclass
+
+
+def _check_facts(facts: Mapping[str, Any], type_of: Callable[[str], Any],
+                 ranges: Mapping[str, tuple[float, float]] | None = None) -> None:
+    for key, f in facts.items():
+        kind = type_of(key)
+        problem = fact_type_problem(kind, f.value, ranges.get(key) if ranges else None) if kind else None
+        if problem:
+            raise _Bad("value", problem).at(key)
+
+
+def _check_gpu(gpu: Gpu) -> None:
+    try:
+        _check_facts(gpu.facts, GPU_FACT_TYPES.get, GPU_FACT_RANGES)
+    except _Bad as e:
+        raise e.at("facts") from None
+
+
+def _check_environment(env: Environment) -> None:
+    for section, facts in env.sections.items():
+        try:
+            _check_facts(facts, lambda key, section=section: section_fact_type(section, key))
+        except _Bad as e:
+            raise e.at(section).at("sections") from None
+
+
+# Checks of a built object beyond its fields' types: the fact values the analysis reads (facts.py's table).
+_CHECKS: dict[type, Callable[[Any], None]] = {Gpu: _check_gpu, Environment: _check_environment}
 
 
 @functools.cache
@@ -310,6 +361,9 @@ def _builder(tp: Any) -> Builder:
         allowed = set(args)
 
         def build_literal(data: Any) -> Any:
+            # A list or an object is not hashable: ``in`` a set would raise TypeError, not refuse it.
+            if not isinstance(data, (str, int, float)):
+                raise _Bad("", f"expected one of {', '.join(map(str, args))}, got {_kind(data)}")
             if data not in allowed:
                 raise _Bad("", f"unknown value {data!r} (known: {', '.join(map(str, args))})")
             return data
@@ -361,7 +415,12 @@ def _upgrade_bench_1(b: dict[str, Any]) -> dict[str, Any]:
                               for c in _list(b, "ceilings") if isinstance(c, dict) and c.get("kind") == "measured"],
     }
     l2 = (b.get("device") or {}).get("l2_bytes") if isinstance(b.get("device"), dict) else None
-    out["cases"] = [_upgrade_case_1(c, l2) for c in _list(b, "cases")]
+    out["cases"] = []
+    for i, c in enumerate(_list(b, "cases")):
+        try:
+            out["cases"].append(_upgrade_case_1(c, l2))
+        except _Bad as e:
+            raise e.at(f"bench.cases[{i}]") from None
     if b.get("partial") or b.get("interrupted"):
         out["stop"] = {"cause": "legacy", "detail": b.get("interrupted")}
     return {k: v for k, v in out.items() if v is not None}
@@ -378,7 +437,7 @@ def _list(d: dict[str, Any], key: str) -> list[Any]:
 
 def _upgrade_case_1(c: Any, l2_bytes: Any) -> dict[str, Any]:
     if not isinstance(c, dict):
-        raise _Bad("bench.cases", f"expected objects, got {_kind(c)}")
+        raise _Bad("", f"expected an object, got {_kind(c)}")
     out = {k: c[k] for k in ("op", "impl", "dtype", "precision", "shape", "compile_s", "monitor", "kernel")
            if c.get(k) is not None}
     for t in ("gpu", "launch"):
@@ -392,14 +451,20 @@ def _upgrade_case_1(c: Any, l2_bytes: Any) -> dict[str, Any]:
         out["failure"] = {"stage": "run", "detail": str(message or "unknown")}
     elif message:
         out["notes"] = [_legacy(message)]
-    flags = c.get("flags") or []
+    # Every value read here is checked before it is used as what it should be: the fields the
+    # upgrade copies are validated by the schema-2 builder, but these only steer the upgrade.
+    flags = c.get("flags")
+    if flags is not None and (not isinstance(flags, list) or not all(isinstance(f, str) for f in flags)):
+        raise _Bad("flags", f"expected a list of strings, got {_kind(flags)}")
     op, shape, dtype = c.get("op"), c.get("shape"), c.get("dtype")
-    if (op in OPS and not spec(op).compute_bound and isinstance(shape, list) and "l2_resident" not in flags
-            and isinstance(l2_bytes, int) and isinstance(dtype, str)):
+    if (isinstance(op, str) and op in OPS and not spec(op).compute_bound and isinstance(shape, list)
+            and "l2_resident" not in (flags or []) and isinstance(l2_bytes, int) and not isinstance(l2_bytes, bool)
+            and isinstance(dtype, str)):
         try:
+            spec(op).check_shape(tuple(shape))
             if spec(op).working_set_bytes(tuple(shape), dtype) <= l2_bytes:
                 out["rotation_sets"] = 2
-        except (ValueError, KeyError):
+        except (ValueError, KeyError, TypeError, OverflowError):
             pass  # the case itself will be refused with the field named
     return out
 
@@ -445,11 +510,17 @@ def from_dict(data: Any) -> Report:
         raise ReportError("nested too deeply to be a report") from None
 
 
+def _first_line(e: Exception) -> str:
+    return str(e).split(";")[0].splitlines()[0] if str(e) else e.__class__.__name__
+
+
 def loads(text: str) -> Report:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ReportError(f"not valid JSON ({e.msg} at line {e.lineno})") from None
+    except ValueError as e:  # an integer literal of thousands of digits (int's string conversion limit)
+        raise ReportError(f"not a report ({_first_line(e)})") from None
     except RecursionError:
         raise ReportError("nested too deeply to be a report") from None
     return from_dict(data)
@@ -478,6 +549,8 @@ def load(path: str | os.PathLike[str]) -> Report:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ReportError(f"{p}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    except ValueError as e:  # an integer literal of thousands of digits (int's string conversion limit)
+        raise ReportError(f"{p}: not a report ({_first_line(e)})") from None
     except RecursionError:
         raise ReportError(f"{p}: nested too deeply to be a report") from None
     del text  # the text of a large report is as big as the model it becomes: not both at once

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -41,6 +43,83 @@ def missing(reason: str) -> Fact:
 
 
 Facts = dict[str, Fact]
+
+# The type of each fact value that the analysis, the renderers or the comparisons read, by key.
+# Loading a report refuses a value of another type (a number where a GPU's name belongs, a string
+# clock) with the field named, instead of the analysis tripping over it later. Keys not listed
+# here are free-form: shown as recorded. ``int`` and ``number`` values fit in 64 bits.
+FactType = Literal["str", "int", "number", "bool", "list", "object", "objects"]  # objects: a list of them
+
+GPU_FACT_TYPES: dict[str, FactType] = {
+    "name": "str", "uuid": "str", "serial": "str", "architecture": "str", "compute_capability": "str",
+    "pci_bus_id": "str", "vbios_version": "str",
+    "memory_total_bytes": "int", "sm_count": "int", "memory_bus_width_bits": "int",
+    "pcie_gen": "int", "pcie_gen_max": "int", "pcie_width": "int", "pcie_width_max": "int",
+    "ecc_uncorrected_volatile": "int",
+    "sm_clock_mhz": "number", "sm_clock_max_mhz": "number", "mem_clock_max_mhz": "number",
+    "power_limit_w": "number", "temperature_c": "number",
+    "ecc_mode_current": "bool", "retired_pages_pending": "bool", "remapped_rows_pending": "bool", "mig_mode": "bool",
+    "throttled": "bool", "throttle_reasons": "list",
+}
+
+SECTION_FACT_TYPES: dict[str, dict[str, FactType]] = {
+    "system": {"os_name": "str", "kernel": "str", "arch": "str", "cpu_model": "str", "cpu_cores_logical": "int",
+               "ram_total_bytes": "int", "container": "str", "python_version": "str", "python_env": "str",
+               "python_env_path": "str", "python_executable": "str"},
+    "wsl": {"is_wsl": "bool", "wsl_version": "int", "distro_name": "str"},
+    "torch": {"version": "str", "build": "str", "cuda_version": "str"},
+    "torch_runtime": {"cuda_available": "bool", "tf32_matmul": "bool", "float32_matmul_precision": "str"},
+    "driver": {"driver_version": "str", "cuda_driver_version": "str", "nvml_error": "str"},
+    "cuda": {"nvcc_version": "str", "toolkit_path": "str"},
+    "triton": {"version": "str", "ptxas_version": "str"},
+    "triton_runtime": {"smoke_ok": "bool", "compile_s": "number"},
+    "env": {"variables": "object"},
+}
+# What the peaks and the theoretical bandwidth multiply: 0 (not known, as NVML says under WSL2) or
+# a physical magnitude; a negative, tiny or enormous one would draw a roof off every chart.
+GPU_FACT_RANGES: dict[str, tuple[float, float]] = dict.fromkeys(
+    ("sm_count", "memory_bus_width_bits", "sm_clock_mhz", "sm_clock_max_mhz", "mem_clock_max_mhz"), (1, 1e6))
+
+# The ``links`` section's keys are per GPU, ``gpu<i>.<counter>``: typed by the counter.
+LINKS_FACT_TYPES: dict[str, FactType] = {"nvlink_errors": "objects", "pcie_replay": "int"}
+_LINKS_KEY = re.compile(r"gpu\d+\.(.+)")
+MAX_FACT_INT = 2**63
+
+
+def section_fact_type(section: str, key: str) -> FactType | None:
+    if section == "links":
+        m = _LINKS_KEY.fullmatch(key)
+        return LINKS_FACT_TYPES.get(m.group(1)) if m else None
+    return SECTION_FACT_TYPES.get(section, {}).get(key)
+
+
+def fact_type_problem(kind: FactType, value: Any, bounds: tuple[float, float] | None = None) -> str | None:
+    """What is wrong with ``value`` as a fact of type ``kind`` (None: nothing; a missing value is never
+    wrong); a number with ``bounds`` must be 0 or within them."""
+    if value is None:
+        return None
+    got = {dict: "an object", list: "a list", str: "a string", bool: "true/false"}.get(type(value), "a number")
+    if kind == "str":
+        return None if isinstance(value, str) else f"expected a string, got {got}"
+    if kind == "bool":
+        return None if isinstance(value, bool) else f"expected true/false, got {got}"
+    if kind in ("int", "number"):
+        if isinstance(value, bool) or not isinstance(value, int if kind == "int" else (int, float)):
+            return f"expected {'an integer' if kind == 'int' else 'a number'}, got {got}"
+        if isinstance(value, int) and not -MAX_FACT_INT < value < MAX_FACT_INT:
+            return "integer out of range (more than 64 bits)"
+        if isinstance(value, float) and not math.isfinite(value):
+            return "expected a finite number"
+        if bounds and value != 0 and not bounds[0] <= value < bounds[1]:
+            return f"out of range (0, or from {bounds[0]:g} to {bounds[1]:g})"
+        return None
+    if kind == "object":
+        return None if isinstance(value, dict) else f"expected an object, got {got}"
+    if not isinstance(value, list):
+        return f"expected a list, got {got}"
+    if kind == "objects" and not all(isinstance(x, dict) for x in value):
+        return "expected a list of objects"
+    return None
 
 
 @dataclass(frozen=True)
