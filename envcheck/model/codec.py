@@ -514,16 +514,20 @@ def _first_line(e: Exception) -> str:
     return str(e).split(";")[0].splitlines()[0] if str(e) else e.__class__.__name__
 
 
-def loads(text: str) -> Report:
+def _parse(text: str, where: str = "") -> Any:
+    """The JSON value of ``text``; a ReportError (its message after ``where``) when it is none."""
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as e:
-        raise ReportError(f"not valid JSON ({e.msg} at line {e.lineno})") from None
+        raise ReportError(f"{where}not valid JSON ({e.msg} at line {e.lineno})") from None
     except ValueError as e:  # an integer literal of thousands of digits (int's string conversion limit)
-        raise ReportError(f"not a report ({_first_line(e)})") from None
+        raise ReportError(f"{where}not a report ({_first_line(e)})") from None
     except RecursionError:
-        raise ReportError("nested too deeply to be a report") from None
-    return from_dict(data)
+        raise ReportError(f"{where}nested too deeply to be a report") from None
+
+
+def loads(text: str) -> Report:
+    return from_dict(_parse(text))
 
 
 def load(path: str | os.PathLike[str]) -> Report:
@@ -545,14 +549,7 @@ def load(path: str | os.PathLike[str]) -> Report:
         raise ReportError(f"{p}: no such file") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ReportError(f"{p}: cannot read ({e.__class__.__name__}: {e})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ReportError(f"{p}: not valid JSON ({e.msg} at line {e.lineno})") from None
-    except ValueError as e:  # an integer literal of thousands of digits (int's string conversion limit)
-        raise ReportError(f"{p}: not a report ({_first_line(e)})") from None
-    except RecursionError:
-        raise ReportError(f"{p}: nested too deeply to be a report") from None
+    data = _parse(text, f"{p}: ")
     del text  # the text of a large report is as big as the model it becomes: not both at once
     try:
         return from_dict(data)
