@@ -4,32 +4,16 @@ interleaved window (a fake clock and fake graphs stand in for the GPU)."""
 from __future__ import annotations
 
 import pytest
+from fake_clock import FakeClock
 
 from envcheck.bench import ceilings
 from envcheck.bench.timer import GRAPH, Region, Timer
 from envcheck.model import CeilingRun, Note, Settings
 
 
-class FakeDevice:
-    def __init__(self) -> None:
-        self.t_us = 0.0
-
-    def mark(self) -> float:
-        return self.t_us
-
-    def elapsed_us(self, start: float, end: float) -> float:
-        return end - start
-
-    def synchronize(self) -> None:
-        pass
-
-    def host_s(self) -> float:
-        return self.t_us / 1e6
-
-
 @pytest.fixture
-def device(monkeypatch: pytest.MonkeyPatch) -> FakeDevice:
-    dev = FakeDevice()
+def device(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    dev = FakeClock()
     monkeypatch.setattr(Timer, "clock_factory", staticmethod(lambda backend: dev))
     return dev
 
@@ -60,7 +44,7 @@ def test_no_bandwidth_kernels_when_no_buffer_far_past_l2_fits() -> None:
     assert ceilings.bandwidth_kernels(300 << 20, 50 << 20) == []
 
 
-def test_each_kernel_is_sampled_in_one_warmed_window_and_failures_stay_its_own(device: FakeDevice) -> None:
+def test_each_kernel_is_sampled_in_one_warmed_window_and_failures_stay_its_own(device: FakeClock) -> None:
     costs = {"copy": 500.0, "read": 260.0, "fill": 250.0, "triad": 760.0}
     kernels = [ceilings.Kernel(name, "fp32", (1 << 28,), lambda: None) for name in (*costs, "broken")]
     warm_at: list[float] = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from fake_clock import FakeClock
 
 from envcheck.bench import graphs, l2
 from envcheck.bench.l2 import Rotation
@@ -17,25 +18,12 @@ def settings(warmup_ms: float = 25, rep_ms: float = 100, min_samples: int = 10,
     return Settings(warmup_ms=warmup_ms, rep_ms=rep_ms, min_samples=min_samples, max_samples=max_samples)
 
 
-class FakeDevice:
+class FakeDevice(FakeClock):
     """A device whose clock advances only when work "runs": each op call costs ``cost_us`` plus noise."""
 
     def __init__(self, seed: int = 0) -> None:
-        self.t_us = 0.0
+        super().__init__()
         self.rng = random.Random(seed)
-        self.syncs = 0
-
-    def mark(self) -> float:
-        return self.t_us
-
-    def elapsed_us(self, start: float, end: float) -> float:
-        return end - start
-
-    def synchronize(self) -> None:
-        self.syncs += 1
-
-    def host_s(self) -> float:
-        return self.t_us / 1e6
 
     def op(self, cost_us: float, noise: float = 0.02):
         def call() -> None:

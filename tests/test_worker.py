@@ -8,6 +8,7 @@ import json
 import subprocess
 
 import pytest
+from fake_clock import FakeClock
 
 from envcheck.bench import protocol
 from envcheck.bench.suite import CPU_QUICK_SETTINGS, PlannedCase
@@ -376,24 +377,8 @@ def test_rotation_checks_the_first_set_then_cycles_through_all(worker_mod, monke
 # --------------------------------------------------------------------------- sampling with a fake GPU
 
 
-class DriftingDevice:
+class DriftingDevice(FakeClock):
     """A fake GPU clock whose speed drifts: 1.5x slower at the start, back to 1.0x after 50 ms of work."""
-
-    def __init__(self) -> None:
-        self.t_us = 0.0
-
-    def mark(self) -> float:
-        return self.t_us
-
-    def elapsed_us(self, start: float, end: float) -> float:
-        return end - start
-
-    def synchronize(self) -> None:
-        pass
-
-    def host_s(self) -> float:
-        return self.t_us / 1e6
-
     def kernel(self, cost_us: float, gap_us: float = 0.0):
         def call() -> None:
             self.t_us += gap_us + cost_us * max(1.0, 1.5 - self.t_us / 100_000.0)
