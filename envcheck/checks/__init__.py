@@ -14,7 +14,7 @@ Rule = Callable[[Environment], list[Check]]
 
 
 def _rules() -> tuple[tuple[str, Rule], ...]:
-    from envcheck.checks import driver, env, gpu, links, torch, triton, wsl
+    from envcheck.checks import driver, env, gpu, links, operator, torch, triton, wsl
 
     return (
         ("driver", driver.checks),
@@ -24,6 +24,7 @@ def _rules() -> tuple[tuple[str, Rule], ...]:
         ("triton", triton.checks),
         ("env", env.checks),
         ("links", links.checks),
+        ("operator", operator.checks),
     )
 
 

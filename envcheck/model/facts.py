@@ -60,6 +60,9 @@ GPU_FACT_TYPES: dict[str, FactType] = {
     "power_limit_w": "number", "temperature_c": "number",
     "ecc_mode_current": "bool", "retired_pages_pending": "bool", "remapped_rows_pending": "bool", "mig_mode": "bool",
     "throttled": "bool", "throttle_reasons": "list",
+    "compute_mode": "str", "fabric_state": "str", "fabric_status": "str", "clock_event_ns": "object",
+    "temperature_margin_c": "number", "temperature_slowdown_c": "number", "temperature_shutdown_c": "number", "temperature_memory_c": "number",
+    "temperature_memory_max_c": "number",
 }
 
 SECTION_FACT_TYPES: dict[str, dict[str, FactType]] = {
@@ -74,6 +77,9 @@ SECTION_FACT_TYPES: dict[str, dict[str, FactType]] = {
     "triton": {"version": "str", "ptxas_version": "str"},
     "triton_runtime": {"smoke_ok": "bool", "compile_s": "number"},
     "env": {"variables": "object"},
+    "platform": {"kernel_cmdline_iommu": "list", "iommu_groups": "int", "gpu_iommu_domains": "object",
+                 "acs_redirect": "objects", "infiniband_ports": "objects", "gpudirect_rdma_module": "str",
+                 "fabricmanager": "str", "python_packages": "objects"},
 }
 # What the peaks and the theoretical bandwidth multiply: 0 (not known, as NVML says under WSL2) or
 # a physical magnitude; a negative, tiny or enormous one would draw a roof off every chart.

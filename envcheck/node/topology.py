@@ -17,6 +17,7 @@ from envcheck.model.node import GpuLinks, GpuPair, NvLink, Topology
 from envcheck.node.smi_text import LinkSpeed, parse_nvlink_speeds, parse_topo_matrix
 from envcheck.probes.gpus import NvmlLike
 from envcheck.probes.nvml import NvmlCallError
+from envcheck.probes.nvml_fields import field_value
 
 # nvmlGpuTopologyLevel_t -> the model's names (nvidia-smi topo -m: X, PIX, PXB, PHB, NODE, SYS)
 TOPOLOGY_LEVELS = {0: "internal", 10: "single", 20: "multiple", 30: "hostbridge", 40: "node", 50: "system"}
@@ -31,41 +32,8 @@ P2P_STATUS = {0: "ok", 1: "chipset_not_supported", 2: "gpu_not_supported", 3: "t
 FI_NVLINK_SPEED_MBPS_COMMON = 90
 FI_NVLINK_LINK_COUNT = 91
 FI_NVLINK_GET_SPEED = 164  # scope: the link; MB/s per direction
-# nvmlReturn_t names for field values that failed individually
-_RETURN_NAMES = {1: "Uninitialized", 2: "Invalid Argument", 3: "Not Supported", 4: "Insufficient Permissions",
-                 6: "Not Found", 13: "Function Not Found", 15: "GPU is lost", 999: "Unknown Error"}
 # Links probed when NVML cannot say how many a GPU has (NVML_NVLINK_MAX_LINKS up to Hopper)
 DEFAULT_MAX_LINKS = 18
-
-# nvmlValueType_t -> the union member holding the value; the capture script's short names too
-_VALUE_KEYS = {0: ("dVal", "d"), 1: ("uiVal", "ui"), 2: ("ulVal", "ul"), 3: ("ullVal", "ull"),
-               4: ("sllVal", "sll"), 5: ("siVal", "si"), 6: ("usVal", "us")}
-
-
-def field_value(nvml: NvmlLike, handle: Any, field_id: int, scope: int = 0) -> tuple[Any, str | None]:
-    """One NVML field value (``nvmlDeviceGetFieldValues``): ``(value, None)`` or ``(None, reason)``.
-
-    The call succeeds as a whole and fails per field (``nvmlReturn`` of each entry), so both levels
-    are turned into reasons.
-    """
-    try:
-        answer = nvml.call("nvmlDeviceGetFieldValues", handle, [(field_id, scope)])
-    except NvmlCallError as e:
-        return None, e.reason
-    entry = answer[0] if isinstance(answer, list) and answer else answer
-    if not isinstance(entry, dict):
-        return None, f"unexpected field value {entry!r:.80}"
-    ret = entry.get("nvmlReturn", 0)
-    if ret:
-        return None, f"field {field_id}: {_RETURN_NAMES.get(ret, f'NVML error {ret}')}"
-    union = entry.get("value")
-    keys = _VALUE_KEYS.get(entry.get("valueType"), ())
-    if isinstance(union, dict):
-        for k in keys:
-            if k in union:
-                return union[k], None
-    return None, f"field {field_id}: value of unknown type {entry.get('valueType')!r}"
-
 
 def _fact(nvml: NvmlLike, name: str, *args: Any, convert: Any = None) -> Fact:
     try:

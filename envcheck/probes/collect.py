@@ -25,7 +25,7 @@ from typing import Any
 
 from envcheck import __version__
 from envcheck.model import Bench, Check, Environment, Facts, Gpu, Report, missing
-from envcheck.probes import links_probe, torch_probe, triton_probe
+from envcheck.probes import links_probe, platform, torch_probe, triton_probe
 from envcheck.probes.host import Host, default_host, terminate_children
 
 # The fact key contract: every key below is present in its section after collect().
@@ -45,6 +45,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "torch_runtime": torch_probe.RUNTIME_KEYS,
     "triton": triton_probe.TRITON_KEYS,
     "triton_runtime": triton_probe.RUNTIME_KEYS,
+    "platform": platform.KEYS,
 }
 SECTIONS = tuple(SECTION_KEYS)
 
@@ -209,6 +210,8 @@ def _collect(host: Host, nvml: object, runtime: bool, timeout: float, reports_di
     sections["torch"] = guarded("torch", lambda: torch_probe.probe_torch(host))
     sections["triton"] = guarded("triton", lambda: triton_probe.probe_triton(host))
     sections["driver"], gpus = nvml_bg.result()
+    bus_ids = [b for b in (g.get("pci_bus_id") for g in gpus) if isinstance(b, str)]
+    sections["platform"] = guarded("platform", lambda: platform.probe_platform(host, bus_ids))
     if runtime:
         for bg in background:
             sections[bg.section] = bg.result()

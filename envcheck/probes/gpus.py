@@ -11,17 +11,24 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from envcheck.model import Fact, Facts, Gpu, known, missing
+from envcheck.probes import nvml_fields
 from envcheck.probes.nvml import (
     ARCHITECTURES,
     CLOCK_MEM,
     CLOCK_SM,
+    COMPUTE_MODES,
     ECC_COUNTER_AGGREGATE,
     ECC_COUNTER_VOLATILE,
+    FABRIC_STATES,
     GPU_IS_LOST,
     MEMORY_ERROR_UNCORRECTED,
     PROBE_FAILED,
     PSTATE_UNKNOWN,
     TEMPERATURE_GPU,
+    TEMPERATURE_THRESHOLD_GPU_MAX,
+    TEMPERATURE_THRESHOLD_MEM_MAX,
+    TEMPERATURE_THRESHOLD_SHUTDOWN,
+    TEMPERATURE_THRESHOLD_SLOWDOWN,
     NvmlCallError,
     reason_names,
     slowing,
@@ -50,6 +57,10 @@ GPU_KEYS = (
     "pstate", "ecc_mode_current", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate",
     "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure", "mig_mode", "persistence_mode",
     "throttle_reasons", "throttled", "processes", "utilization_gpu_pct", "vbios_version",
+    # what an operator accepting a node checks (envcheck check: checks/operator.py)
+    "compute_mode", "temperature_margin_c", "temperature_slowdown_c", "temperature_shutdown_c", "temperature_gpu_max_c",
+    "temperature_memory_c", "temperature_memory_max_c", "fabric_state", "fabric_status", "fabric_clique_id",
+    "clock_event_ns",
 )
 
 # FP32 CUDA cores per SM by compute capability (CUDA C Programming Guide,
@@ -287,7 +298,58 @@ def _gpu_facts(r: _Reader) -> Facts:
     util, why = r.get("nvmlDeviceGetUtilizationRates")  # Utilization: GPU
     f["utilization_gpu_pct"] = _derived(util.get("gpu") if isinstance(util, dict) else None, why)
     f["vbios_version"] = r.fact("nvmlDeviceGetVbiosVersion")  # VBIOS Version
+    f.update(_operator_facts(r))
     return f
+
+
+def _operator_facts(r: _Reader) -> Facts:
+    """Compute mode, temperature thresholds, NVSwitch fabric state and clock-event time since boot."""
+    f: Facts = {}
+    mode, why = r.get("nvmlDeviceGetComputeMode")  # Compute Mode
+    f["compute_mode"] = _derived(COMPUTE_MODES.get(mode, f"unknown_{mode}") if isinstance(mode, int) else None, why)
+    # Temperature: GPU T.Limit Temp: degrees left before the slowdown threshold (drivers r535+; Hopper and
+    # newer report thresholds relative to it, and may refuse the absolute ones below)
+    f["temperature_margin_c"] = r.fact("nvmlDeviceGetMarginTemperature")
+    # Temperature: GPU Slowdown Temp / GPU Shutdown Temp / GPU Max Operating Temp / Memory Max Operating Temp
+    f["temperature_slowdown_c"] = r.fact("nvmlDeviceGetTemperatureThreshold", TEMPERATURE_THRESHOLD_SLOWDOWN)
+    f["temperature_shutdown_c"] = r.fact("nvmlDeviceGetTemperatureThreshold", TEMPERATURE_THRESHOLD_SHUTDOWN)
+    f["temperature_gpu_max_c"] = r.fact("nvmlDeviceGetTemperatureThreshold", TEMPERATURE_THRESHOLD_GPU_MAX)
+    f["temperature_memory_max_c"] = r.fact("nvmlDeviceGetTemperatureThreshold", TEMPERATURE_THRESHOLD_MEM_MAX)
+    f["temperature_memory_c"] = _derived(*_field(r, nvml_fields.FI_MEMORY_TEMP))  # Memory Current Temp
+    # Fabric: State / Status / CliqueId (NVSwitch systems; "N/A" elsewhere)
+    fabric, why = r.get("nvmlDeviceGetGpuFabricInfo")
+    if isinstance(fabric, dict) and isinstance(fabric.get("state"), int):
+        state = FABRIC_STATES.get(fabric["state"], f"unknown_{fabric['state']}")
+        f["fabric_state"] = known(state)
+        status = fabric.get("status")
+        # status is an nvmlReturn_t: 0 is NVML_SUCCESS; it only means something once registration ended
+        f["fabric_status"] = (known("success" if status == 0 else f"nvml_error_{status}")
+                              if state == "completed" and isinstance(status, int) else missing(f"fabric state {state}"))
+        f["fabric_clique_id"] = (known(fabric["cliqueId"]) if state == "completed"
+                                 and isinstance(fabric.get("cliqueId"), int) else missing(f"fabric state {state}"))
+    else:
+        why = why or "no value"
+        f["fabric_state"], f["fabric_status"], f["fabric_clique_id"] = missing(why), missing(why), missing(why)
+    f["clock_event_ns"] = _clock_event_counters(r)
+    return f
+
+
+def _field(r: _Reader, field_id: int) -> tuple[Any, str | None]:
+    return nvml_fields.field_value(r.nvml, r.handle, field_id)
+
+
+def _clock_event_counters(r: _Reader) -> Fact:
+    """Clocks Event Reasons Counters (nvidia-smi -q -d PERFORMANCE): ns spent in each reason since the driver
+    loaded. A reason the driver does not count is left out; none counted is a missing fact with the reason."""
+    counted: dict[str, int] = {}
+    why = None
+    for name, field_id in nvml_fields.CLOCK_EVENT_COUNTERS.items():
+        value, why_one = _field(r, field_id)
+        if isinstance(value, int) and not isinstance(value, bool):
+            counted[name] = value
+        else:
+            why = why or why_one
+    return known(counted) if counted else missing(why or "no value")
 
 
 def _watts(milliwatts: Any) -> float:

@@ -31,6 +31,19 @@ CLOCK_VIDEO = 3
 # nvmlTemperatureSensors_t
 TEMPERATURE_GPU = 0
 
+# nvmlTemperatureThresholds_t (nvidia-smi -q: Temperature: GPU Shutdown / Slowdown / Max Operating / Memory Max)
+TEMPERATURE_THRESHOLD_SHUTDOWN = 0
+TEMPERATURE_THRESHOLD_SLOWDOWN = 1
+TEMPERATURE_THRESHOLD_MEM_MAX = 2
+TEMPERATURE_THRESHOLD_GPU_MAX = 3
+
+# nvmlComputeMode_t (nvidia-smi -q: Compute Mode)
+COMPUTE_MODES: dict[int, str] = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
+
+# nvmlGpuFabricState_t (nvidia-smi -q: Fabric: State): NVSwitch systems register each GPU with the
+# fabric manager; other systems answer "not supported".
+FABRIC_STATES: dict[int, str] = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
+
 # nvmlMemoryErrorType_t
 MEMORY_ERROR_CORRECTED = 0
 MEMORY_ERROR_UNCORRECTED = 1
@@ -211,6 +224,11 @@ class NvmlSeam:
             return None, e.reason
 
 
+# Queries that fill a structure the caller passes (pynvml takes it as an argument): the seam makes
+# the structure and answers with its fields, so tables and fakes hold plain data like any query.
+STRUCT_QUERIES: dict[str, str] = {"nvmlDeviceGetGpuFabricInfo": "c_nvmlGpuFabricInfo_t"}
+
+
 class Nvml(NvmlSeam):
     """NVML through pynvml, every failure turned into data.
 
@@ -268,7 +286,14 @@ class Nvml(NvmlSeam):
         if fn is None:
             # An older nvidia-ml-py lacks bindings for newer NVML functions.
             raise NvmlCallError(name, "MissingBinding", f"pynvml has no {name}; pip install -U nvidia-ml-py")
+        struct_type = getattr(self._lib, STRUCT_QUERIES[name], None) if name in STRUCT_QUERIES else None
+        if name in STRUCT_QUERIES and struct_type is None:
+            raise NvmlCallError(name, "MissingBinding", f"pynvml has no {STRUCT_QUERIES[name]}; pip install -U nvidia-ml-py")
         try:
+            if struct_type is not None:
+                out = struct_type()
+                fn(*args, ctypes.byref(out))
+                return plain(out)
             value = fn(*args)
         except Exception as e:  # noqa: BLE001 - NVMLError subclasses and binding mismatches alike
             raise NvmlCallError(name, type(e).__name__, str(e) or type(e).__name__) from None

@@ -22,6 +22,7 @@ import sys
 from typing import Any
 
 from envcheck.probes import nvml as n
+from envcheck.probes import nvml_fields as fi
 
 # System-wide questions; both CUDA-version calls (older drivers have only the first version).
 SYSTEM_QUERIES: tuple[str, ...] = (
@@ -30,7 +31,7 @@ SYSTEM_QUERIES: tuple[str, ...] = (
 )
 
 # Per-GPU questions with their arguments after the handle, in the order gpus.py reads them.
-DEVICE_QUERIES: tuple[tuple[str, tuple[int, ...]], ...] = (
+DEVICE_QUERIES: tuple[tuple[str, tuple[Any, ...]], ...] = (
     ("nvmlDeviceGetName", ()),
     ("nvmlDeviceGetUUID", ()),
     ("nvmlDeviceGetPciInfo", ()),
@@ -64,6 +65,15 @@ DEVICE_QUERIES: tuple[tuple[str, tuple[int, ...]], ...] = (
     ("nvmlDeviceGetGraphicsRunningProcesses", ()),
     ("nvmlDeviceGetUtilizationRates", ()),
     ("nvmlDeviceGetVbiosVersion", ()),
+    ("nvmlDeviceGetComputeMode", ()),
+    ("nvmlDeviceGetMarginTemperature", ()),
+    ("nvmlDeviceGetTemperatureThreshold", (n.TEMPERATURE_THRESHOLD_SLOWDOWN,)),
+    ("nvmlDeviceGetTemperatureThreshold", (n.TEMPERATURE_THRESHOLD_SHUTDOWN,)),
+    ("nvmlDeviceGetTemperatureThreshold", (n.TEMPERATURE_THRESHOLD_GPU_MAX,)),
+    ("nvmlDeviceGetTemperatureThreshold", (n.TEMPERATURE_THRESHOLD_MEM_MAX,)),
+    ("nvmlDeviceGetFieldValues", ([(fi.FI_MEMORY_TEMP, 0)],)),
+    ("nvmlDeviceGetGpuFabricInfo", ()),
+    *(("nvmlDeviceGetFieldValues", ([(field_id, 0)],)) for field_id in fi.CLOCK_EVENT_COUNTERS.values()),
 )
 PROCESS_LISTS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses")
 

@@ -43,6 +43,9 @@ LABELS: dict[str, tuple[dict[int, str], ...]] = {
         {n.ECC_COUNTER_VOLATILE: "VOLATILE", n.ECC_COUNTER_AGGREGATE: "AGGREGATE"},
     ),
     "nvmlDeviceGetRetiredPages": ({n.PAGE_RETIREMENT_MULTIPLE_SINGLE_BIT: "SBE", n.PAGE_RETIREMENT_DOUBLE_BIT: "DBE"},),
+    "nvmlDeviceGetTemperatureThreshold": ({
+        n.TEMPERATURE_THRESHOLD_SHUTDOWN: "SHUTDOWN", n.TEMPERATURE_THRESHOLD_SLOWDOWN: "SLOWDOWN",
+        n.TEMPERATURE_THRESHOLD_MEM_MAX: "MEM_MAX", n.TEMPERATURE_THRESHOLD_GPU_MAX: "GPU_MAX"},),
 }
 
 HANDLE_BY_INDEX = "nvmlDeviceGetHandleByIndex"

@@ -235,5 +235,7 @@ def fact_value(key: str, v: Any, words: Callable[[str], str]) -> str:
     if isinstance(v, (list, tuple)):
         return ", ".join(fact_value(key, x, words) for x in v) if v else words("none")
     if isinstance(v, dict):
+        if "name" in v and "version" in v:  # an installed package (platform.python_packages)
+            return f"{v['name']} {v['version'] if v['version'] is not None else words('none')}"
         return ", ".join(f"{k}={x}" for k, x in v.items())
     return str(v)

@@ -46,6 +46,7 @@ ENV_FACTS: tuple[tuple[str, str], ...] = (
     ("driver", "driver_version"), ("driver", "cuda_driver_version"), ("driver", "nvml_error"),
     ("cuda", "nvcc_version"), ("cuda", "toolkit_path"),
     ("triton", "version"), ("triton", "ptxas_version"), ("triton_runtime", "smoke_ok"), ("triton_runtime", "compile_s"),
+    ("platform", "python_packages"),
 )
 # Shown only when they hold a value: their absence is the normal case.
 ONLY_WHEN_KNOWN = {("driver", "nvml_error"), ("torch_runtime", "error"), ("triton_runtime", "error")}
@@ -57,6 +58,7 @@ GPU_FACTS: tuple[str, ...] = (
     "mem_clock_max_mhz", "memory_bus_width_bits", "pcie_gen_max", "pcie_width_max",
     "power_limit_w", "ecc_mode_current", "ecc_uncorrected_volatile", "retired_pages_pending", "remapped_rows_pending",
     "mig_mode", "throttled", "pci_bus_id", "uuid", "vbios_version",
+    "compute_mode", "temperature_margin_c", "fabric_state",
 )
 
 # One letter per flag for tables where words do not fit; every layout that uses them prints the legend.

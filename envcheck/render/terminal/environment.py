@@ -171,6 +171,10 @@ def environment_lines(env: Environment, lang: str = "en") -> list[tuple[str, str
         ("PyTorch", torch_line(env, t)),
         ("Triton", triton_line(env, t)),
     ]
+    packages = env.get("platform", "python_packages")
+    if isinstance(packages, list) and packages:
+        rows.append((t("term.env.packages"), ", ".join(
+            _v(fmt.fact_value("python_packages", p, t)) for p in packages if isinstance(p, dict))))
     rows += [(f"GPU {gpu.index}", gpu_line(gpu, t)) for gpu in env.gpus]
     if not env.gpus:
         rows.append(("GPUs", t("term.env.no_gpus")))
