@@ -89,7 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler="envcheck.commands.probe:main")
 
     p = sub.add_parser("check", help="facts plus health checks with fixes (exit 1 when a check fails)")
-    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--format", choices=["text", "json", "junit", "prometheus", "health"], default="text",
+                   help="text (default), json, junit (XML for CI), prometheus (a node_exporter textfile) or health "
+                        "(one line for Slurm and node-problem-detector: OK, or [node_problem] <reason>)")
+    p.add_argument("--slurm-drain", action="store_true",
+                   help="with --format health: drain this node in Slurm (scontrol update ... State=DRAIN "
+                        "Reason=...) when a check fails")
     p.add_argument("--timeout", type=_positive_float, default=120.0, metavar="S",
                    help="limit for each isolated runtime probe in seconds (default: 120)")
     p.add_argument("--out", metavar="FILE", help="also write the check report JSON to FILE (never overwritten)")
@@ -123,9 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--outlier-margin", type=_fraction, default=0.05, metavar="F",
                    help="with --gpus: a GPU this fraction below its siblings' median is an outlier (default: 0.05)")
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile as a third implementation")
-    p.add_argument("--out-dir", default="reports", metavar="DIR", help="where the dated report goes (default: reports)")
+    p.add_argument("--out-dir", metavar="DIR",
+                   help="where the dated report goes (default: ~/.local/share/envcheck/reports, or "
+                        "$ENVCHECK_REPORTS_DIR: never inside a source tree)")
     p.add_argument("--format", type=_csv, default=["json", "md", "html"], metavar="FORMATS",
-                   help="comma-separated outputs among json,md,html (default: all three; json is always written)")
+                   help="comma-separated outputs among json,md,html,junit,prometheus (default: json,md,html; json "
+                        "is always written; junit: <name>.junit.xml for CI, prometheus: <name>.prom for node_exporter)")
     p.add_argument("--timeout", type=_positive_float, default=1800.0, metavar="S",
                    help="limit for the whole benchmark subprocess in seconds (default: 1800)")
     p.add_argument("--anonymize", action="store_true",
@@ -159,19 +167,34 @@ def build_parser() -> argparse.ArgumentParser:
                    help="limit for the collectives across all nodes (default: 600)")
     p.add_argument("--join-timeout", type=_positive_float, default=120.0, metavar="S",
                    help="how long ranks wait to join and for rank 0's store (default: 120)")
-    p.add_argument("--out-dir", default="reports", metavar="DIR", help="where rank 0 writes the fleet report")
+    p.add_argument("--out-dir", metavar="DIR",
+                   help="where rank 0 writes the fleet report (default: ~/.local/share/envcheck/reports, or "
+                        "$ENVCHECK_REPORTS_DIR)")
     p.add_argument("--format", type=_csv, default=["json", "md", "html"], metavar="FORMATS",
-                   help="comma-separated outputs among json,md,html (default: all three; json is always written)")
+                   help="comma-separated outputs among json,md,html,junit,prometheus (default: json,md,html; json "
+                        "is always written)")
     _add_lang(p)
     p.set_defaults(handler="envcheck.commands.fleet:main")
 
     p = sub.add_parser("render", help="regenerate Markdown / HTML from a report JSON (no GPU needed)")
     p.add_argument("report", metavar="REPORT.json")
-    p.add_argument("--format", type=_csv, default=["md", "html"], metavar="FORMATS", help="md,html (default: both)")
+    p.add_argument("--format", type=_csv, default=["md", "html"], metavar="FORMATS",
+                   help="md,html (default: both); also junit, prometheus")
     p.add_argument("--out", metavar="DIR", help="output folder (default: beside the report)")
     p.add_argument("--force", action="store_true", help="replace existing rendered files")
     _add_lang(p)
     p.set_defaults(handler="envcheck.commands.render:main")
+
+    p = sub.add_parser("export", help="a saved report for CI, Prometheus or a scheduler's health check")
+    p.add_argument("report", metavar="REPORT.json")
+    p.add_argument("--format", choices=["junit", "prometheus", "health"], required=True,
+                   help="junit (XML for CI), prometheus (node_exporter textfile), health (one line and an exit "
+                        "status for Slurm and node-problem-detector)")
+    p.add_argument("--out", metavar="FILE",
+                   help="write to FILE instead of stdout (junit: never overwritten; prometheus: replaced whole, "
+                        "as node_exporter's textfile collector expects)")
+    _add_lang(p)
+    p.set_defaults(handler="envcheck.commands.export:main")
 
     p = sub.add_parser("diff", help="compare two or more reports; the first is the baseline")
     p.add_argument("reports", nargs="+", metavar="REPORT.json")
@@ -187,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler="envcheck.commands.diff:main")
 
     p = sub.add_parser("history", help="trends of one machine's reports over time")
-    p.add_argument("paths", nargs="+", metavar="DIR|REPORT.json")
+    p.add_argument("paths", nargs="*", metavar="DIR|REPORT.json",
+                   help="report files or folders (default: the folder envcheck run writes to)")
     p.add_argument("--format", choices=["text", "md", "html"], default="text")
     p.add_argument("--out", metavar="FILE", help="write to FILE instead of the terminal (never overwritten)")
     _add_lang(p)

@@ -243,7 +243,7 @@ def test_without_torch_the_report_has_probes_checks_and_how_to_install(tmp_path)
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--format", "json,pdf"], "envcheck run: error: --format: unknown format 'pdf' (valid: json, md, html)"),
+        (["--format", "json,pdf"], "envcheck run: error: --format: unknown format 'pdf' (valid: json, md, html, junit, prometheus)"),
         (["--ops", "gemm"], "envcheck run: error: --ops: unknown op 'gemm'"),
         (["--sizes", "abc"], "envcheck run: error: --sizes: 'abc' is not a size"),
         (["--dtypes", "int8"], "envcheck run: error: --dtypes: unknown dtype 'int8'"),

@@ -48,6 +48,8 @@ def main(args: argparse.Namespace) -> int:
     from envcheck.checks import evaluate
     from envcheck.probes.collect import collect, new_report
 
+    if getattr(args, "slurm_drain", False) and args.format != "health":
+        raise UsageError("--slurm-drain goes with --format health")
     out = _check_out(getattr(args, "out", None))
     key = None
     if getattr(args, "anonymize", False):
@@ -72,6 +74,13 @@ def main(args: argparse.Namespace) -> int:
                 from None
         except OSError as e:
             raise UsageError(f"cannot write {out}: {e.strerror or e}") from None
+    if args.format in ("junit", "prometheus", "health"):
+        from envcheck.analysis import analyse
+        from envcheck.commands.export import emit
+
+        status = emit(analyse(report), args.format, slurm_drain=getattr(args, "slurm_drain", False))
+        # Whatever the format, the exit status says whether a check failed, as in text and json.
+        return max(status, EXIT_FAIL if any(c.status == "fail" for c in checks) else EXIT_OK)
     if args.format == "json":
         sys.stdout.write(text)
     else:

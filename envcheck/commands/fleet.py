@@ -199,6 +199,9 @@ def main(args: argparse.Namespace) -> int:
     from envcheck.node.transport import open_store_transport
 
     formats = output_formats(args.format)  # a bad --format fails here, before any rank starts work
+    from envcheck.userdirs import out_dir as default_out_dir
+
+    args.out_dir = default_out_dir(args.out_dir)
     ctx = rank_context(os.environ)
     cpu = bool(args.cpu) or not _has_gpu()
     baseline = load_baseline(args.baseline) if args.baseline else None

@@ -92,6 +92,10 @@ def main(args: argparse.Namespace) -> int:
     from envcheck.render.escape import visible
 
     check_out(args.out)
+    if not args.paths:
+        from envcheck.userdirs import reports_dir
+
+        args.paths = [str(reports_dir())]
     reports, left_out = collect(args.paths)
     hs = histories(reports, left_out)
     for x in hs.left_out:

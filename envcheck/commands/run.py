@@ -35,7 +35,7 @@ from envcheck.model import Check, Environment, Report
 if TYPE_CHECKING:
     from envcheck.analysis import Analysis
 
-FORMATS = ("json", "md", "html")
+FORMATS = ("json", "md", "html", "junit", "prometheus")
 RUNTIME_PROBE_TIMEOUT_S = 120.0
 
 
@@ -161,15 +161,13 @@ def exit_status(report: Report, stopped: bool, node_problems: int = 0, analysis:
     report's, when the caller already has it)."""
     if stopped:
         return EXIT_INTERRUPTED
-    if report.verdict == "fail" or node_problems:
-        return EXIT_FAIL
-    if not report.benches or any(not b.cases or b.partial for b in report.benches):
+    if node_problems:
         return EXIT_FAIL
     from envcheck.analysis import analyse
+    from envcheck.analysis.verdict import verdict
 
-    if any(r.status != "pass" for b in (analysis or analyse(report)).benches for r in b.results):
-        return EXIT_FAIL
-    return EXIT_OK
+    # The same verdict the JUnit, Prometheus and health outputs give (analysis/verdict.py).
+    return EXIT_OK if verdict(analysis or analyse(report)).ok else EXIT_FAIL
 
 
 def fallback_dirs() -> list[Path]:
@@ -229,7 +227,9 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
     """``envcheck run`` with its collaborators injectable (``main`` uses the real ones)."""
     formats = output_formats(args.format)
     suite.select(args)  # bad --ops/--sizes/--dtypes fail here, before the probes
-    out_dir = output_dir(args.out_dir)
+    from envcheck.userdirs import out_dir as default_out_dir
+
+    out_dir = output_dir(default_out_dir(args.out_dir))
     key = None
     if getattr(args, "anonymize", False):
         from envcheck.anonymize import command_key

@@ -9,6 +9,7 @@ Reads a report and its analysis (``envcheck.analysis``) or a comparison's data
 * ``charts`` on ``svgchart`` / ``axes``: the chart style and the facet-chart function;
 * ``view`` (a run) and ``compare_view`` (a diff, a history): what a document shows, phrased;
 * ``documents``: Markdown and HTML text; ``writing``: a render's files written as one set;
+* ``junit``, ``prometheus``, ``health``: the report for CI, node_exporter and schedulers;
 * ``terminal``: the console policy and the terminal layouts.
 
 The heavy modules load on first use, so ``envcheck.render.i18n`` stays cheap to import.
@@ -21,6 +22,8 @@ from typing import Any
 from envcheck.render.i18n import LANGS
 
 FORMATS: tuple[str, ...] = ("md", "html")
+# For the systems around a fleet (CI, node_exporter): written beside the documents when asked for.
+MACHINE_FORMATS: tuple[str, ...] = ("junit", "prometheus")
 
 _LAZY = {
     "render_markdown": "envcheck.render.documents",
@@ -32,7 +35,7 @@ _LAZY = {
     "DocumentsOutcome": "envcheck.render.writing",
 }
 
-__all__ = ["FORMATS", "LANGS", *_LAZY]
+__all__ = ["FORMATS", "LANGS", "MACHINE_FORMATS", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

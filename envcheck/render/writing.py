@@ -17,17 +17,18 @@ from envcheck.analysis import Analysis, analyse
 from envcheck.errors import UsageError
 from envcheck.files import FileSet, SetExistsError, write_set
 from envcheck.model import Report
-from envcheck.render import FORMATS
+from envcheck.render import FORMATS, MACHINE_FORMATS
 from envcheck.render.documents import render_html, render_markdown, report_charts
 from envcheck.render.i18n import DEFAULT_LANG, LANGS, document_stem
 
 
 def validate(formats: Sequence[str], lang: str) -> list[str]:
-    unknown = [f for f in formats if f not in FORMATS]
+    known = (*FORMATS, *MACHINE_FORMATS)
+    unknown = [f for f in formats if f not in known]
     if unknown:
-        raise UsageError(f"unknown format {unknown[0]!r}: choose from {', '.join(FORMATS)}")
+        raise UsageError(f"unknown format {unknown[0]!r}: choose from {', '.join(known)}")
     if not formats:
-        raise UsageError(f"no format given: choose from {', '.join(FORMATS)}")
+        raise UsageError(f"no format given: choose from {', '.join(known)}")
     if lang not in LANGS:
         raise UsageError(f"unknown language {lang!r}: choose from {', '.join(LANGS)}")
     return list(dict.fromkeys(formats))
@@ -35,14 +36,25 @@ def validate(formats: Sequence[str], lang: str) -> list[str]:
 
 def document_set(report: Report, json_path: Path, formats: Sequence[str], lang: str = DEFAULT_LANG,
                  out_dir: Path | None = None, analysis: Analysis | None = None) -> FileSet:
-    """Every file of the render, in memory: the Markdown, its charts folder, the HTML (``analysis``:
-    the report's, when the caller already has it)."""
+    """Every file of the render, in memory: the Markdown, its charts folder, the HTML, the JUnit XML
+    (``<stem>.junit.xml``) and the Prometheus textfile (``<stem>.prom``) asked for (``analysis``: the
+    report's, when the caller already has it)."""
     fmts = validate(formats, lang)
     folder = Path(out_dir) if out_dir is not None else Path(json_path).parent
     stem = document_stem(Path(json_path).stem, lang)
     analysis = analysis or analyse(report)
-    charts = report_charts(analysis, lang)
     out = FileSet()
+    if "junit" in fmts:
+        from envcheck.render.junit import junit_xml
+
+        out.files[folder / f"{stem}.junit.xml"] = junit_xml(analysis, lang)
+    if "prometheus" in fmts:
+        from envcheck.render.prometheus import prometheus_text
+
+        out.files[folder / f"{Path(json_path).stem}.prom"] = prometheus_text(analysis)
+    if "md" not in fmts and "html" not in fmts:
+        return out
+    charts = report_charts(analysis, lang)
     if "md" in fmts:
         out.files[folder / f"{stem}.md"] = render_markdown(report, lang, f"{stem}_charts", analysis, charts)
         if charts:

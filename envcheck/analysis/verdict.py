@@ -1,0 +1,103 @@
+"""One verdict per report, with its reasons: what every machine-facing output says first.
+
+The JUnit file, the Prometheus textfile and the one-line health check (Slurm, node-problem-detector)
+are views of the same analysed report; they all read the verdict from here, so they never disagree
+about whether a machine passed. The rule is the one ``envcheck run`` exits by:
+
+- a ``check`` report fails when a check fails;
+- a ``run`` report also fails when a GPU's suite is missing, empty or stopped early, when a case is
+  not a pass (a broken tolerance or a case that could not be measured), or when the node tests
+  found a problem;
+- a ``fleet`` report fails when a node does not pass (a failed rule, a lost rank, a missing
+  measurement) or a world collective found a problem.
+
+Reasons are keys and parameters (``verdict.reason.<key>`` in the catalogues), worst first; a check's
+own finding is carried as recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from envcheck.analysis import Analysis
+
+REASON_KEYS = ("check_failed", "bench_missing", "bench_empty", "bench_stopped", "case_failed", "node_problem",
+               "fleet_node", "fleet_ranks_failed")
+
+
+@dataclass(frozen=True)
+class Reason:
+    key: str
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.key not in REASON_KEYS:
+            raise ValueError(f"unknown verdict reason {self.key!r}")
+
+    @property
+    def values(self) -> dict[str, Any]:
+        return dict(self.params)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``status`` ``pass`` or ``fail``; ``reasons`` empty exactly when it passes."""
+
+    status: str
+    reasons: tuple[Reason, ...]
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "pass"
+
+
+def _r(key: str, **params: Any) -> Reason:
+    return Reason(key, tuple(params.items()))
+
+
+def _bench_reasons(analysis: Analysis) -> list[Reason]:
+    out: list[Reason] = []
+    report = analysis.report
+    if not report.benches:
+        return [_r("bench_missing")]
+    for ba in analysis.benches:
+        gpu = ba.bench.device.index
+        if not ba.bench.cases:
+            out.append(_r("bench_empty", gpu=gpu))
+            continue
+        if ba.bench.partial:
+            stop = ba.bench.stop
+            out.append(_r("bench_stopped", gpu=gpu, cause=stop.cause.value if stop is not None else "partial"))
+        bad = [r for r in ba.results if r.status != "pass"]
+        if bad:
+            first = bad[0].case
+            out.append(_r("case_failed", gpu=gpu, count=len(bad), op=first.op, impl=first.impl, dtype=first.dtype,
+                          shape="x".join(str(s) for s in first.shape), status=bad[0].status))
+    if analysis.node is not None and analysis.node.problems:
+        first_problem = analysis.node.problems[0]
+        out.append(_r("node_problem", count=len(analysis.node.problems), problem=first_problem.key))
+    return out
+
+
+def _fleet_reasons(analysis: Analysis) -> list[Reason]:
+    fleet = analysis.fleet
+    if fleet is None:
+        return []
+    out = [_r("fleet_node", host=v.host, status=v.status) for v in fleet.verdicts if v.status != "pass"]
+    lost = [r for r in fleet.failed_ranks if r.status != "ok"]
+    if lost and not out:
+        out.append(_r("fleet_ranks_failed", count=len(lost)))
+    return out
+
+
+def verdict(analysis: Analysis) -> Verdict:
+    """The report's verdict and why (see the module docstring)."""
+    report = analysis.report
+    reasons = [_r("check_failed", check=c.id, finding=c.finding) for c in report.checks if c.status == "fail"]
+    if report.kind == "run":
+        reasons += _bench_reasons(analysis)
+    elif report.kind == "fleet":
+        reasons += _fleet_reasons(analysis)
+    return Verdict("fail" if reasons else "pass", tuple(reasons))

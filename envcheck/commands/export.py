@@ -1,0 +1,76 @@
+"""``envcheck export REPORT.json --format junit|prometheus|health``: a saved report for the systems around a fleet.
+
+Any report (check, run, node run, fleet) becomes JUnit XML for CI, a Prometheus textfile for
+node_exporter, or the one-line health verdict Slurm and node-problem-detector read (exit 0 OK, 1 a
+problem, 2 bad usage). ``envcheck check --format ...`` prints the same for the machine it just checked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from envcheck.analysis import Analysis
+from envcheck.errors import EXIT_OK, UsageError
+
+
+def _write_new(path: Path, text: str) -> None:
+    from envcheck.files import write_new
+
+    try:
+        write_new(path, text)
+    except FileExistsError:
+        raise UsageError(f"{path} already exists: choose a new file name (envcheck never overwrites a report)") \
+            from None
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def emit(analysis: Analysis, fmt: str, lang: str = "en", out: str | None = None, slurm_drain: bool = False) -> int:
+    """Print (or write to ``out``) ``analysis`` as ``fmt``; the exit status (health: the verdict's)."""
+    if fmt == "junit":
+        from envcheck.render.junit import junit_xml
+
+        text = junit_xml(analysis, lang)
+        if out:
+            _write_new(Path(out), text)
+        else:
+            sys.stdout.write(text)
+        return EXIT_OK
+    if fmt == "prometheus":
+        from envcheck.render.prometheus import prometheus_text, write_textfile
+
+        if out:
+            path = Path(out)
+            if path.is_dir():
+                raise UsageError(f"{path} is a folder: name the textfile, e.g. {path / 'envcheck.prom'}")
+            try:
+                write_textfile(analysis, path)
+            except OSError as e:
+                raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
+        else:
+            sys.stdout.write(prometheus_text(analysis))
+        return EXIT_OK
+    if fmt == "health":
+        from envcheck.render.health import drain_reason, health_line
+
+        line, status = health_line(analysis, lang)
+        reason = drain_reason(analysis, lang)
+        if slurm_drain and reason is not None:
+            from envcheck import slurm
+
+            slurm.drain(reason)
+        if out:
+            _write_new(Path(out), line + "\n")
+        print(line)
+        return status
+    raise UsageError(f"unknown format {fmt!r}")
+
+
+def main(args: argparse.Namespace) -> int:
+    from envcheck import model
+    from envcheck.analysis import analyse
+
+    report = model.load(args.report)
+    return emit(analyse(report), args.format, args.lang, args.out)

@@ -1,0 +1,223 @@
+"""JUnit XML: a report as the test results CI systems read (Jenkins, GitLab, GitHub Actions' reporters).
+
+One ``<testsuite>`` per part of the report, one ``<testcase>`` per thing judged:
+
+- ``envcheck.checks``: each health check (``fail`` -> ``<failure>``, ``skip`` -> ``<skipped>``, ``warn``
+  passes with its finding and fix in ``<system-out>``);
+- ``envcheck.gpu<N>``: each benchmark case (``classname`` the op, ``name`` impl/dtype/shape, ``time`` its
+  median GPU time in seconds); a broken tolerance is a ``<failure>``, a case that could not be measured
+  an ``<error>``; throughput and shares of the ceilings in ``<system-out>``;
+- ``envcheck.node``: each collective size and peer copy, and one ``node.problems`` case failing with
+  what keeps the node from passing;
+- ``envcheck.fleet``: one case per node of a fleet, failing with its verdict.
+
+The first suite, ``envcheck.verdict``, holds one case: the report's verdict (analysis/verdict.py).
+Valid against the JUnit schema Jenkins' xUnit plugin ships (tests/fixtures/junit/junit-10.xsd). Machine
+text is made visible (control and bidirectional characters shown as escapes) before it becomes XML,
+so the file always parses.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Sequence
+
+from envcheck.analysis import Analysis, BenchAnalysis, CaseResult
+from envcheck.analysis.verdict import Verdict, verdict
+from envcheck.render import fmt
+from envcheck.render.escape import visible
+from envcheck.render.i18n import translate
+
+# Characters XML 1.0 cannot hold at all (lone surrogates, U+FFFE/U+FFFF): shown as escapes like controls.
+_NOT_XML = re.compile("[\ud800-\udfff\ufffe\uffff]")
+
+
+def _text(x: object) -> str:
+    """One line of machine text, safe as XML: controls, bidi and invisible characters shown as escapes."""
+    s = visible(str(x))
+    return _NOT_XML.sub(lambda m: f"\\u{ord(m.group()):04x}", s) if _NOT_XML.search(s) else s
+
+
+def _lines(parts: Sequence[object]) -> str:
+    return "\n".join(_text(p) for p in parts)
+
+
+class _Suite:
+    def __init__(self, name: str) -> None:
+        self.el = ET.Element("testsuite", name=name)
+        self.tests = self.failures = self.errors = self.skipped = 0
+        self.time = 0.0
+
+    def case(self, classname: str, name: str, *, failure: str | None = None, error: str | None = None,
+             skipped: str | None = None, out: Sequence[object] = (), detail: Sequence[object] = (),
+             time_s: float | None = None) -> None:
+        tc = ET.SubElement(self.el, "testcase", classname=_text(classname), name=_text(name))
+        if time_s is not None:
+            tc.set("time", f"{time_s:.9f}")
+            self.time += time_s
+        self.tests += 1
+        if failure is not None:
+            self.failures += 1
+            f = ET.SubElement(tc, "failure", message=_text(failure), type="fail")
+            f.text = _lines(detail) if detail else None
+        elif error is not None:
+            self.errors += 1
+            e = ET.SubElement(tc, "error", message=_text(error), type="error")
+            e.text = _lines(detail) if detail else None
+        elif skipped is not None:
+            self.skipped += 1
+            ET.SubElement(tc, "skipped", message=_text(skipped))
+        if out:
+            ET.SubElement(tc, "system-out").text = _lines(out)
+
+    def done(self, timestamp: str, hostname: str) -> ET.Element:
+        self.el.set("tests", str(self.tests))
+        self.el.set("failures", str(self.failures))
+        self.el.set("errors", str(self.errors))
+        self.el.set("skipped", str(self.skipped))
+        self.el.set("time", f"{self.time:.6f}")
+        self.el.set("timestamp", timestamp)
+        self.el.set("hostname", _text(hostname))
+        return self.el
+
+
+def reason_text(v: Verdict, lang: str = "en") -> list[str]:
+    """Each reason of the verdict as one sentence, from the catalogue."""
+    return [translate(lang, f"verdict.reason.{r.key}", **r.values) for r in v.reasons]
+
+
+def _verdict_suite(a: Analysis, lang: str) -> _Suite:
+    v = verdict(a)
+    s = _Suite("envcheck.verdict")
+    lines = reason_text(v, lang)
+    s.case("envcheck", f"{a.report.kind}", failure=lines[0] if lines else None, detail=lines)
+    return s
+
+
+def _checks_suite(a: Analysis) -> _Suite | None:
+    if not a.report.checks:
+        return None
+    s = _Suite("envcheck.checks")
+    for c in a.report.checks:
+        subject = c.id.split(".", 1)[0]
+        name = f"{c.id}: {c.title}"
+        detail = [c.finding, *([f"fix: {c.fix}"] if c.fix else []), *(c.details.splitlines() if c.details else [])]
+        if c.status == "fail":
+            s.case(f"envcheck.check.{subject}", name, failure=c.finding, detail=detail)
+        elif c.status == "skip":
+            s.case(f"envcheck.check.{subject}", name, skipped=c.finding)
+        else:
+            s.case(f"envcheck.check.{subject}", name, out=[f"{c.status.upper()}: {c.finding}", *detail[1:]])
+    return s
+
+
+def case_name(r: CaseResult) -> str:
+    c = r.case
+    return f"{c.impl} {c.dtype}/{c.precision} {'x'.join(str(d) for d in c.shape)}"
+
+
+def _numbers(r: CaseResult) -> str:
+    parts = []
+    if r.time is not None:
+        parts.append(f"median {fmt.num(r.time.stats.median, 4)} us ({r.time.method})")
+    if r.gbps is not None:
+        parts.append(f"{fmt.num(r.gbps, 4)} GB/s")
+    if r.tflops is not None:
+        parts.append(f"{fmt.num(r.tflops, 4)} TFLOP/s")
+    for label, pct in (("theoretical", r.pct_theoretical), ("measured", r.pct_measured)):
+        if pct is not None:
+            parts.append(f"{fmt.num(pct, 3)}% of the {label} {r.ceiling_name} ceiling")
+    if r.speedup is not None:
+        parts.append(f"{fmt.num(r.speedup, 3)}x the reference implementation")
+    if r.flags:
+        parts.append("flags: " + ", ".join(r.flags))
+    return "; ".join(parts)
+
+
+def _bench_suite(ba: BenchAnalysis) -> _Suite:
+    dev = ba.bench.device
+    s = _Suite(f"envcheck.gpu{dev.index}" if dev.index is not None else f"envcheck.{dev.backend}")
+    props = ET.SubElement(s.el, "properties")
+    for k, val in (("device", dev.name), ("uuid", dev.uuid), ("backend", dev.backend)):
+        if val:
+            ET.SubElement(props, "property", name=k, value=_text(val))
+    for r in ba.results:
+        time_s = r.time.stats.median * 1e-6 if r.time is not None else None
+        if r.status == "error":
+            failure = r.case.failure
+            s.case(r.case.op, case_name(r), error=f"not measured ({failure.stage})" if failure else "not measured",
+                   detail=[failure.detail] if failure else ())
+        elif r.status != "pass":
+            broken = ", ".join(r.verdict.broken) if r.verdict else r.status
+            s.case(r.case.op, case_name(r), failure=f"accuracy bound broken: {broken}", detail=[_numbers(r)],
+                   time_s=time_s)
+        else:
+            s.case(r.case.op, case_name(r), out=[_numbers(r)], time_s=time_s)
+    if ba.bench.stop is not None:
+        st = ba.bench.stop
+        s.case("envcheck.run", "finished every planned case",
+               failure=f"stopped ({st.cause.value}) after {st.finished} of {st.planned} cases")
+    return s
+
+
+def _node_suite(a: Analysis, lang: str) -> _Suite | None:
+    node = a.node
+    if node is None:
+        return None
+    s = _Suite("envcheck.node")
+    for sweep in node.sweeps:
+        for row in sweep.rows:
+            name = f"{row.op} {fmt.nbytes(row.size_bytes)}"
+            out = [f"busbw {fmt.num(row.busbw_gbps, 4)} GB/s"] if row.busbw_gbps is not None else []
+            if row.status in ("wrong", "error"):
+                s.case("envcheck.collective", name, failure=f"collective {row.status}", detail=out)
+            elif row.status == "skipped":
+                s.case("envcheck.collective", name, skipped="not run")
+            else:
+                s.case("envcheck.collective", name, out=out)
+    for c in node.copies:
+        name = f"{c.kind} {c.method} {c.src}->{c.dst}"
+        out = [f"{fmt.num(c.gbps, 4)} GB/s"] if c.gbps is not None else []
+        if c.error or c.wrong:
+            s.case("envcheck.copy", name, failure=c.error or f"{c.wrong} wrong elements", detail=out)
+        else:
+            s.case("envcheck.copy", name, out=out)
+    problems = [translate(lang, "junit.node_problem", problem=p.key, params=", ".join(
+        f"{k}={v}" for k, v in p.params)) for p in node.problems]
+    s.case("envcheck.node", "node.problems", failure=problems[0] if problems else None, detail=problems)
+    return s
+
+
+def _fleet_suite(a: Analysis) -> _Suite | None:
+    if a.fleet is None:
+        return None
+    s = _Suite("envcheck.fleet")
+    for v in a.fleet.verdicts:
+        kinds = ", ".join(f.kind + (f" {f.metric}" if f.metric else "") for f in v.findings)
+        s.case("envcheck.fleet.node", v.host, failure=None if v.status == "pass" else f"{v.status}: {kinds}")
+    return s
+
+
+def junit_xml(a: Analysis, lang: str = "en") -> str:
+    """The whole report as one ``<testsuites>`` document (UTF-8 text with its XML declaration)."""
+    report = a.report
+    suites: Iterable[_Suite | None] = (
+        _verdict_suite(a, lang), _checks_suite(a), *(_bench_suite(ba) for ba in a.benches), _node_suite(a, lang),
+        _fleet_suite(a))
+    root = ET.Element("testsuites", name=f"envcheck {report.kind} {_text(report.host)}")
+    totals = {"tests": 0, "failures": 0, "errors": 0}
+    time_s = 0.0
+    for s in suites:
+        if s is None:
+            continue
+        root.append(s.done(report.created, report.host))
+        totals["tests"] += s.tests
+        totals["failures"] += s.failures
+        totals["errors"] += s.errors
+        time_s += s.time
+    for k, n in totals.items():
+        root.set(k, str(n))
+    root.set("time", f"{time_s:.6f}")
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

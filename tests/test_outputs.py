@@ -1,0 +1,211 @@
+"""Outputs for the systems around a fleet: JUnit XML for CI, a Prometheus textfile for node_exporter and the
+one-line health verdict for Slurm and node-problem-detector, each checked with a real parser (xmlschema
+against the JUnit schema CI systems read, prometheus_client's text parser) on committed reports."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import xmlschema
+from prometheus_client.parser import text_string_to_metric_families
+
+from envcheck import model
+from envcheck.analysis import analyse
+from envcheck.analysis.verdict import verdict
+from envcheck.cli import main
+from envcheck.commands.run import exit_status
+from envcheck.model import Check
+from envcheck.render.health import MAX_LINE, health_line
+from envcheck.render.junit import junit_xml
+from envcheck.render.prometheus import prometheus_text
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = xmlschema.XMLSchema(str(ROOT / "tests" / "fixtures" / "junit" / "junit-10.xsd"))
+REPORTS = [ROOT / "tests" / "golden" / n for n in ("cpu_small.json", "h200_small.json", "node_x2.json",
+                                                    "fleet_2x.json")] + [
+    ROOT / "tests" / "fixtures" / "torch" / "h200_check_report.json",
+    ROOT / "reports" / "2026-11-22_2139Z_vm_h200.json",
+    ROOT / "reports" / "2026-11-22_2326Z_vm_2x-h200_node.json",
+]
+SNAPSHOTS = ROOT / "tests" / "fixtures" / "snapshots" / "corpus"
+
+
+def _families(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    return {f.name: [(s.labels, s.value) for s in f.samples] for f in text_string_to_metric_families(text)}
+
+
+@pytest.mark.parametrize("path", REPORTS, ids=lambda p: p.name)
+def test_every_output_parses_and_tells_the_same_verdict(path: Path) -> None:
+    a = analyse(model.load(path))
+    v = verdict(a)
+    xml = junit_xml(a)
+    SCHEMA.validate(xml)
+    doc = SCHEMA.to_dict(xml)
+    first = doc["testsuite"][0]
+    assert first["@name"] == "envcheck.verdict"
+    assert (first["@failures"] == "0") == v.ok
+    fams = _families(prometheus_text(a))
+    assert fams["envcheck_verdict_ok"][0][1] == (1.0 if v.ok else 0.0)
+    line, status = health_line(a)
+    assert (line == "OK") == v.ok and status == (0 if v.ok else 1)
+    assert len(line) <= MAX_LINE and "\n" not in line
+    if a.report.kind == "run":
+        assert exit_status(a.report, stopped=False, analysis=a) == status
+
+
+def test_junit_counts_each_failed_check_and_case() -> None:
+    a = analyse(model.load(ROOT / "tests" / "golden" / "cpu_small.json"))
+    doc = SCHEMA.to_dict(junit_xml(a))
+    checks = next(s for s in doc["testsuite"] if s["@name"] == "envcheck.checks")
+    assert int(checks["@tests"]) == len(a.report.checks)
+    assert int(checks["@failures"]) == sum(c.status == "fail" for c in a.report.checks)
+    assert int(checks["@skipped"]) == sum(c.status == "skip" for c in a.report.checks)
+    bench = next(s for s in doc["testsuite"] if s["@name"].startswith("envcheck.cpu"))
+    results = a.benches[0].results
+    assert int(bench["@tests"]) == len(results)
+    assert int(bench["@failures"]) + int(bench["@errors"]) == sum(r.status != "pass" for r in results)
+
+
+def test_junit_survives_hostile_machine_text() -> None:
+    report = model.load(ROOT / "tests" / "fixtures" / "torch" / "h200_check_report.json")
+    evil = "<b>&amp;\x1b[31m\x00\u202e\ud800\uffff]]></b>"
+    report = dataclasses.replace(report, host=evil, checks=(
+        Check("gpu.ecc.0", "fail", f"title {evil}", f"finding {evil}", fix=f"fix {evil}", details=f"a\n{evil}"),))
+    xml = junit_xml(analyse(report))
+    SCHEMA.validate(xml)
+    xml.encode("utf-8")  # no lone surrogate reaches the file
+    assert "\x1b" not in xml and "\u202e" not in xml and "\x00" not in xml
+    assert "\\x1b[31m" in xml and "&lt;b&gt;&amp;amp;" in xml
+
+
+def test_prometheus_numbers_are_the_analysis_numbers_in_base_units() -> None:
+    a = analyse(model.load(ROOT / "reports" / "2026-11-22_2139Z_vm_h200.json"))
+    fams = _families(prometheus_text(a))
+    r = next(r for r in a.benches[0].results if r.gbps is not None and r.case.op == "vector_add"
+             and r.case.impl == "triton")
+    shape = "x".join(str(d) for d in r.case.shape)
+    [(labels, value)] = [(lb, val) for lb, val in fams["envcheck_case_bandwidth_bytes_per_second"]
+                         if lb["op"] == "vector_add" and lb["impl"] == "triton" and lb["shape"] == shape
+                         and lb["dtype"] == r.case.dtype]
+    assert value == pytest.approx(r.gbps * 1e9)
+    assert labels["gpu"] == "0"
+    ok = [val for lb, val in fams["envcheck_case_ok"]]
+    assert len(ok) == len(a.benches[0].results)
+    statuses = {lb["check"]: lb["status"] for lb, _ in fams["envcheck_check_status"]}
+    assert statuses == {c.id: c.status for c in a.report.checks}
+
+
+def test_prometheus_node_and_fleet_series() -> None:
+    node = analyse(model.load(ROOT / "reports" / "2026-11-22_2326Z_vm_2x-h200_node.json"))
+    fams = _families(prometheus_text(node))
+    busbw = {(lb["op"], lb["size_bytes"]): val for lb, val in fams["envcheck_collective_busbw_bytes_per_second"]}
+    row = node.node.sweeps[0].rows[-1]
+    assert busbw[(row.op, str(row.size_bytes))] == pytest.approx(row.busbw_gbps * 1e9)
+    assert fams["envcheck_node_ok"][0][1] == (0.0 if node.node.problems else 1.0)
+    fleet = analyse(model.load(ROOT / "tests" / "golden" / "fleet_2x.json"))
+    hosts = {lb["host"]: val for lb, val in _families(prometheus_text(fleet))["envcheck_fleet_node_ok"]}
+    assert hosts == {v.host: (1.0 if v.status == "pass" else 0.0) for v in fleet.fleet.verdicts}
+
+
+def test_health_line_names_the_first_problem_in_one_short_line() -> None:
+    a = analyse(model.load(ROOT / "tests" / "golden" / "cpu_small.json"))
+    line, status = health_line(a)
+    assert status == 1 and line.startswith("[node_problem] driver.nvml: ")
+    assert len(line) <= MAX_LINE
+
+
+# --------------------------------------------------------------------------- the commands
+
+
+def test_export_writes_each_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = str(ROOT / "tests" / "golden" / "node_x2.json")
+    assert main(["export", src, "--format", "junit", "--out", str(tmp_path / "r.xml")]) == 0
+    SCHEMA.validate(str(tmp_path / "r.xml"))
+    assert main(["export", src, "--format", "junit", "--out", str(tmp_path / "r.xml")]) == 2  # never overwritten
+    assert "already exists" in capsys.readouterr().err
+    prom = tmp_path / "envcheck.prom"
+    prom.write_text("old\n")
+    assert main(["export", src, "--format", "prometheus", "--out", str(prom)]) == 0
+    assert "envcheck_verdict_ok" in prom.read_text()  # a textfile is replaced whole, as node_exporter expects
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    assert main(["export", src, "--format", "prometheus", "--out", str(tmp_path)]) == 2
+    capsys.readouterr()
+    assert main(["export", src, "--format", "health"]) == 1
+    assert capsys.readouterr().out.startswith("[node_problem] ")
+    assert main(["export", str(ROOT / "tests" / "golden" / "h200_small.json"), "--format", "health"]) == 0
+    assert capsys.readouterr().out == "OK\n"
+
+
+def test_render_writes_junit_and_prometheus_beside_the_report(tmp_path: Path) -> None:
+    src = tmp_path / "r.json"
+    src.write_bytes((ROOT / "tests" / "golden" / "h200_small.json").read_bytes())
+    assert main(["render", str(src), "--format", "junit,prometheus"]) == 0
+    SCHEMA.validate(str(tmp_path / "r.junit.xml"))
+    assert "envcheck_case_ok" in (tmp_path / "r.prom").read_text()
+
+
+def _fake_scontrol(folder: Path, rc: int = 0) -> Path:
+    log = folder / "scontrol.args"
+    script = folder / "scontrol"
+    script.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {log}\nexit {rc}\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return log
+
+
+def _check(args: list[str], path: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": path, **(env_extra or {})}
+    return subprocess.run([sys.executable, "-m", "envcheck", "check", *args], capture_output=True, text=True,
+                          env=env, timeout=300, cwd=ROOT)
+
+
+def test_check_health_drains_a_slurm_node_with_the_reason(tmp_path: Path) -> None:
+    log = _fake_scontrol(tmp_path)
+    snap = str(SNAPSHOTS / "linux-libcuda-so-missing.json")
+    done = _check(["--replay", snap, "--format", "health", "--slurm-drain"], f"{tmp_path}:{os.environ['PATH']}",
+                  {"SLURMD_NODENAME": "gpu-n17"})
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.startswith("[node_problem] ") and len(done.stdout.strip()) <= MAX_LINE
+    args = log.read_text().splitlines()
+    assert args[:3] == ["update", "NodeName=gpu-n17", "State=DRAIN"]
+    assert args[3].startswith("Reason=envcheck: ")
+
+
+def test_slurm_drain_without_scontrol_or_without_health_is_a_usage_error(tmp_path: Path) -> None:
+    snap = str(SNAPSHOTS / "linux-libcuda-so-missing.json")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    os.symlink(sys.executable, bin_dir / "python3")
+    done = _check(["--replay", snap, "--format", "health", "--slurm-drain"], str(bin_dir))
+    assert done.returncode == 2 and "scontrol is not on PATH" in done.stderr and "Traceback" not in done.stderr
+    done = _check(["--replay", snap, "--slurm-drain"], os.environ["PATH"])
+    assert done.returncode == 2 and "--slurm-drain goes with --format health" in done.stderr
+
+
+def test_check_formats_for_ci_and_prometheus(tmp_path: Path) -> None:
+    snap = str(SNAPSHOTS / "linux-libcuda-so-missing.json")
+    done = _check(["--replay", snap, "--format", "junit"], os.environ["PATH"])
+    assert done.returncode == 1, done.stderr  # a check failed, whatever the format
+    SCHEMA.validate(done.stdout)
+    done = _check(["--replay", snap, "--format", "prometheus"], os.environ["PATH"])
+    fams = _families(done.stdout)
+    assert fams["envcheck_verdict_ok"][0][1] == 0.0
+
+
+def test_run_and_history_default_to_the_users_data_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from envcheck import userdirs
+
+    monkeypatch.delenv(userdirs.ENV_VAR, raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert userdirs.reports_dir() == tmp_path / "data" / "envcheck" / "reports"
+    monkeypatch.setenv(userdirs.ENV_VAR, str(tmp_path / "mine"))
+    assert userdirs.out_dir(None) == str(tmp_path / "mine")
+    assert userdirs.out_dir("here") == "here"
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "a.json").write_bytes((ROOT / "reports" / "2026-11-22_2139Z_vm_h200.json").read_bytes())
+    assert main(["history"]) == 0
