@@ -13,6 +13,7 @@ from typing import Any
 
 from envcheck.render import fmt
 from envcheck.render.i18n import catalog, phrase, translate
+from envcheck.render.node_compare_view import NodeCompareView, node_compare_view, unmatched_lines
 
 Escape = Callable[[str], str]
 
@@ -113,6 +114,7 @@ class ComparisonView:
     only_base_title: str
     only_other_title: str
     ceilings: tuple[CeilingRow, ...]
+    node: NodeCompareView | None = None  # the node tests, when both reports ran them
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,8 @@ class DiffView:
     comparisons: tuple[ComparisonView, ...]
     method: str
     significant_none: str
+    unmatched: tuple[str, ...] = ()  # fleet nodes without a partner, and why
+    node_significant_none: str = ""
 
 
 def _t(lang: str) -> Callable[..., str]:
@@ -249,6 +253,7 @@ def comparison_view(cmp: Any, lang: str, escape: Escape) -> ComparisonView:
         only_other_title=t("diff.only_other", label=escape(cmp.other.label), count=len(cmp.only_other)),
         ceilings=tuple(CeilingRow(f"{c.name} {_kind(c.kind, lang)} ({c.unit})", fmt.num(c.base), fmt.num(c.other),
                                   _source(c.other_source or c.base_source, lang, escape)) for c in cmp.ceilings),
+        node=node_compare_view(cmp.node, lang, escape) if getattr(cmp, "node", None) is not None else None,
     )
 
 
@@ -262,6 +267,8 @@ def diff_view(d: Any, lang: str, escape: Escape) -> DiffView:
         method=t("diff.method", confidence=fmt.general(d.confidence * 100), resamples=d.resamples,
                  threshold=fmt.general(d.practical_pct)),
         significant_none=t("diff.significant.none", threshold=fmt.general(d.practical_pct)),
+        unmatched=unmatched_lines(getattr(d, "unmatched", ()), lang, escape),
+        node_significant_none=t("diff.node.significant.none", threshold=fmt.general(d.practical_pct)),
     )
 
 
