@@ -56,14 +56,14 @@ def nodes_of(label: str, report: Report) -> tuple[NodeReport, ...]:
     ``envcheck run --gpus`` report with its machine's host name (a node simulated on a shared host
     is labelled ``host/N`` by the fleet, its host is still ``host``); any other report as it is."""
     if report.fleet is None:
-        return (NodeReport(label, report, NodeId(label, report.host, _uuids(report, ()))),)
+        return (NodeReport(label, report, NodeId(label, report.host, _uuids(report, ()), report.host)),)
     out = []
     for node in report.fleet.nodes:
         host = node.node.host if node.node is not None and node.node.host else node.host
         r = dataclasses.replace(report, kind="run", host=host, environment=node.environment or report.environment,
                                 checks=node.checks, benches=node.benches, node=node.node, fleet=None)
         name = f"{label}:{node.host}"
-        out.append(NodeReport(name, r, NodeId(name, host, _uuids(r, _node_gpus(report, node))), fleet=True))
+        out.append(NodeReport(name, r, NodeId(name, host, _uuids(r, _node_gpus(report, node)), node.host), fleet=True))
     return tuple(out)
 
 

@@ -130,7 +130,8 @@ NO_PARTNER = "compare.node_unmatched"  # side: no node of the other side has its
 # How a pair of nodes was matched (``NodePair.by``).
 BY_IDENTITY = "identity"  # same host and same GPU UUIDs
 BY_GPUS = "gpus"  # same GPU UUIDs under another host name
-BY_HOST = "host"  # same host, other GPUs (or GPUs without UUIDs): compared, and said so
+BY_NAME = "name"  # same node name in its fleet (``host`` or ``host/N``), other GPUs
+BY_HOST = "host"  # same host, other GPUs (or GPUs without UUIDs)
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,7 @@ class NodeId:
     label: str
     host: str
     uuids: frozenset[str]
+    name: str = ""  # the node's name in its fleet: its host, or ``host/N`` for nodes sharing one
 
 
 @dataclass(frozen=True)
@@ -163,13 +165,15 @@ class NodePair:
 
 def pair_nodes(base: tuple[NodeId, ...], other: tuple[NodeId, ...]) -> tuple[tuple[NodePair, ...], tuple[Unmatched, ...]]:
     """Pair the nodes of two reports by who they are, never by position: the same host and GPUs
-    first, then the same GPUs, then the same host; each node pairs at most once. What is left on
-    either side is returned as unmatched."""
+    first, then the same GPUs, then the same node name, then the same host (a machine whose GPUs
+    were swapped, or a cloud host handed other GPUs); each node pairs at most once. What is left
+    on either side is returned as unmatched."""
     used_a: set[int] = set()
     used_b: set[int] = set()
     pairs: list[NodePair] = []
     tests = ((BY_IDENTITY, lambda x, y: x.host == y.host and bool(x.uuids) and x.uuids == y.uuids),
              (BY_GPUS, lambda x, y: bool(x.uuids) and x.uuids == y.uuids),
+             (BY_NAME, lambda x, y: bool(x.name) and x.name == y.name),
              (BY_HOST, lambda x, y: x.host == y.host))
     for by, same in tests:
         for j, y in enumerate(other):
