@@ -302,6 +302,17 @@ class StepRow:
 
 
 @dataclass(frozen=True)
+class NodeSeriesRow:
+    """One report's node numbers: all_reduce busbw at the smallest and largest size ("14.6 at 1 MiB"),
+    the slowest pair's one-way peer copy."""
+
+    label: str
+    small: str
+    large: str
+    p2p: str
+
+
+@dataclass(frozen=True)
 class HistoryView:
     lang: str
     title: str
@@ -311,6 +322,9 @@ class HistoryView:
     steps: tuple[StepRow, ...]
     steps_none: str
     method: str
+    machine: str = ""  # "vm · 2 × NVIDIA H200 (GPU-1d0eb562, GPU-5ce748fb)"
+    single: str | None = None  # one report: why there is no trend
+    node: tuple[NodeSeriesRow, ...] = ()  # empty: no report of this machine ran node tests
 
 
 def step_sentence(s: Any, lang: str, escape: Escape) -> str:
@@ -337,6 +351,35 @@ def _peak(o: Any, unit: bool = True) -> str:
     return f"{fmt.num(value)}{' ' + name if unit else ''} ({fmt.pct(share)})"
 
 
+def short_uuid(uuid: str | None) -> str:
+    """``GPU-1d0eb562``: the UUID's first group, enough to tell a machine's GPUs apart at a glance."""
+    return uuid[:12] if uuid else fmt.DASH
+
+
+def machine_name(m: Any) -> str:
+    """A machine as the history heads name it: host, GPU count and model, short UUIDs."""
+    if m is None:
+        return fmt.DASH
+    models: dict[str, int] = {}
+    for g in m.gpus:
+        models[g.model or "GPU"] = models.get(g.model or "GPU", 0) + 1
+    gpus = ", ".join(f"{n} × {model}" if n > 1 else model for model, n in models.items())
+    ids = ", ".join(short_uuid(g.uuid) for g in m.gpus if g.uuid)
+    return " · ".join(x for x in (m.host, gpus) if x) + (f" ({ids})" if ids else "")
+
+
+def _node_series(p: Any) -> NodeSeriesRow | None:
+    n = p.node
+    if n is None:
+        return None
+
+    def at(bw: float | None, size: int | None) -> str:
+        return fmt.DASH if bw is None else f"{fmt.num(bw)} @ {fmt.size_bytes(size)}"
+
+    return NodeSeriesRow(p.info.label, at(n.small_busbw, n.small_bytes), at(n.large_busbw, n.large_bytes),
+                         fmt.num(n.p2p_gbps))
+
+
 def history_view(h: Any, lang: str, escape: Escape) -> HistoryView:
     t = _t(lang)
     warnings = []
@@ -345,18 +388,26 @@ def history_view(h: Any, lang: str, escape: Escape) -> HistoryView:
             text = "; ".join(f"{name}: {', '.join(labels)}" for name, labels in groups)
             warnings.append(t(key, groups=escape(text)))
     rows = []
+    trend_known = getattr(h, "trend", True)
     for p in h.points:
         trend = []
         for op in h.ops:
             o = p.op(op)
-            trend.append(TrendCell(fmt.ratio(o.ratio), fmt.interval(o.low, o.high)) if o else None)
-        rows.append(HistoryRow(p.info.label, p.info.created, p.info.host, p.info.gpu_name or fmt.DASH,
+            # One report is a starting point: a column of 1.000× would read as a measured trend.
+            trend.append(TrendCell(fmt.ratio(o.ratio), fmt.interval(o.low, o.high)) if o and trend_known else None)
+        gpu = p.info.gpu_name or fmt.DASH
+        if getattr(p, "gpu_uuid", None):
+            gpu = f"{gpu} ({short_uuid(p.gpu_uuid)})"
+        rows.append(HistoryRow(p.info.label, p.info.created, p.info.host, gpu,
                                p.info.verdict, p.info.cases, tuple(trend), tuple(_peak(p.op(op)) for op in h.ops),
                                tuple(_peak(p.op(op), unit=False) for op in h.ops), fmt.num(p.copy_gbps)))
+    machine = escape(machine_name(getattr(h, "machine", None)))
+    node = tuple(r for r in (_node_series(p) for p in h.points if getattr(p, "node", None) is not None) if r)
     return HistoryView(
         lang=lang,
-        title=t("history.title.one" if len(h.points) == 1 else "history.title", count=len(h.points), first=escape(h.points[0].info.created),
+        title=t("history.title.machine", machine=machine, count=len(h.points), first=escape(h.points[0].info.created),
                 last=escape(h.points[-1].info.created)),
+        machine=machine, single=None if trend_known else t("history.single"), node=node,
         warnings=tuple(warnings), ops=tuple(h.ops), rows=tuple(rows),
         steps=tuple(StepRow(s.direction, step_sentence(s, lang, escape)) for s in h.steps),
         steps_none=t("history.steps.none", threshold=fmt.general(h.practical_pct)),

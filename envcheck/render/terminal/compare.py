@@ -211,6 +211,15 @@ def _history_tables(console: Console, v: HistoryView, lang: str) -> None:
         trend.add_row(term(r.label), *cells, r.copy_gbps)
     console.print()
     console.print(trend)
+    if v.node:
+        node = table(console, title=t("history.node"))
+        node.add_column(t("diff.col.report"), no_wrap=True)
+        for col in ("history.col.ar_small", "history.col.ar_large", "history.col.p2p"):
+            node.add_column(t(col), justify="right")
+        for n in v.node:
+            node.add_row(term(n.label), n.small, n.large, n.p2p)
+        console.print()
+        console.print(node)
     peaks = table(console, title=t("history.peaks"), caption=None if wide(console) else t("term.peaks_units"))
     peaks.add_column(t("diff.col.report"), no_wrap=True)
     for op in v.ops:
@@ -229,6 +238,8 @@ def print_history(console: Console, h: Any, lang: str = "en") -> None:
         return translate(lang, key, **kw)
 
     console.print(f"[bold]{v.title}[/]")
+    if v.single:
+        console.print(f"[dim]{v.single}[/]")
     for w in v.warnings:
         console.print(f"[bold yellow]{w}[/]")
     _history_tables(console, v, lang)
