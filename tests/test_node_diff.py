@@ -182,3 +182,7 @@ def test_cli_diff_of_two_fleets_pairs_nodes_by_identity():
     pairs = [(c["baseline"].split(":")[1], c["other"].split(":")[1]) for c in doc["comparisons"]]
     assert pairs == [("vm/0", "vm/0"), ("vm/1", "vm/1")]
     assert all(c["node"] is not None for c in doc["comparisons"])
+    (world,) = doc["worlds"]  # the collectives across both nodes, fleet against fleet
+    assert (world["baseline"], world["other"]) == (nf.FLEET_BEFORE.name, nf.FLEET_AFTER.name)
+    assert len(world["collectives"]) == 30 and {c["scope"] for c in world["collectives"]} == {"world"}
+    assert {c["op"] for c in world["collectives"]} >= {"all_reduce", "broadcast"}

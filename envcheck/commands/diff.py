@@ -91,14 +91,21 @@ def several_gpus(analysed: list[tuple[str, Any]]) -> str | None:
 def load_nodes(paths: list[str], gpu: int | None = None) -> list[list[tuple[Any, Any]]]:
     """Per file, (node, analysis) of each of its nodes (one for a report that is not a fleet's),
     loaded and analysed once; ``gpu``: compare that GPU's suite of each (``on_gpu``)."""
+    return [nodes for nodes, _ in load_files(paths, gpu)]
+
+
+def load_files(paths: list[str], gpu: int | None = None) -> list[tuple[list[tuple[Any, Any]], tuple[str, Any]]]:
+    """Per file, its nodes as ``load_nodes`` gives them, and (label, its collectives across the fleet's
+    nodes as a comparison reads them: None unless a fleet ran them)."""
     from envcheck.analysis import analyse
-    from envcheck.compare.fleet_nodes import nodes_of
+    from envcheck.compare.fleet_nodes import nodes_of, world_of
     from envcheck.model import load
 
     out = []
     for label, p in zip(labels(paths), paths, strict=True):
-        nodes = nodes_of(label, load(p))
-        out.append([(n, analyse(on_gpu(n.label, n.report, gpu))) for n in nodes])
+        report = load(p)
+        nodes = nodes_of(label, report)
+        out.append(([(n, analyse(on_gpu(n.label, n.report, gpu))) for n in nodes], (label, world_of(report))))
     return out
 
 
@@ -116,14 +123,15 @@ def main(args: argparse.Namespace) -> int:
 
     check_out(args.out)
     gpu = getattr(args, "gpu", None)
-    per_file = load_nodes(args.reports, gpu)
+    files = load_files(args.reports, gpu)
+    per_file = [nodes for nodes, _ in files]
     analysed = [(n.label, a) for nodes in per_file for n, a in nodes]
     if len(analysed) < 2:
         raise UsageError("diff needs at least two reports (a fleet report counts one per node): a baseline "
                          "and one or more to compare with it")
     fleets = any(n.fleet for nodes in per_file for n, _ in nodes)
     # Fleets: each node against the baseline's node that is the same machine, never by position.
-    d = diff_nodes(per_file) if fleets and len(per_file) > 1 else diff_analysed(analysed)
+    d = diff_nodes(per_file, [w for _, w in files]) if fleets and len(per_file) > 1 else diff_analysed(analysed)
     note = several_gpus(analysed) if gpu is None else None
     if note:
         from envcheck.render.escape import visible
@@ -152,10 +160,10 @@ def main(args: argparse.Namespace) -> int:
             print(f"envcheck diff: {len(regressions)} case(s) slower by more than {args.fail_on_regression:g}%",
                   file=sys.stderr)
         node_regressions = d.node_regressions(args.fail_on_regression)
-        for cmp, r in node_regressions:
+        for base, other, r in node_regressions:
             print(visible(f"envcheck diff: node regression: {node_row_name(r)}: {fmt.ratio(r.change.ratio)} the time "
                           f"{fmt.interval(r.change.low, r.change.high)} (run-to-run noise included) in "
-                          f"{cmp.other.label} vs {cmp.base.label}"), file=sys.stderr)
+                          f"{other} vs {base}"), file=sys.stderr)
         if node_regressions:
             print(f"envcheck diff: {len(node_regressions)} node test(s) slower by more than "
                   f"{args.fail_on_regression:g}%", file=sys.stderr)

@@ -23,7 +23,7 @@ from envcheck.compare import controls, stats
 from envcheck.compare import match as matching
 from envcheck.compare.envdiff import CheckChange, EnvChange, check_changes, report_env_changes
 from envcheck.compare.machine import MachineId, machine_of, same_machine
-from envcheck.compare.node_diff import CollectiveDiff, CopyDiff, NodeComparison, compare_nodes
+from envcheck.compare.node_diff import CollectiveDiff, CopyDiff, NodeComparison, WorldComparison, compare_nodes
 from envcheck.model import CaseKey, Note, Report, Timing
 from envcheck.ops import variant
 
@@ -279,6 +279,7 @@ class Diff:
     confidence: float
     resamples: int
     unmatched: tuple[matching.Unmatched, ...] = ()  # fleet nodes with no partner, and why
+    worlds: tuple[WorldComparison, ...] = ()  # fleets' collectives across their nodes, against the baseline's
 
     @property
     def baseline(self) -> ReportInfo:
@@ -287,8 +288,11 @@ class Diff:
     def regressions(self, pct: float) -> list[tuple[Comparison, CaseDiff]]:
         return [(cmp, c) for cmp in self.comparisons for c in cmp.regressions(pct)]
 
-    def node_regressions(self, pct: float) -> list[tuple[Comparison, CollectiveDiff | CopyDiff]]:
-        return [(cmp, r) for cmp in self.comparisons if cmp.node is not None for r in cmp.node.regressions(pct)]
+    def node_regressions(self, pct: float) -> list[tuple[str, str, CollectiveDiff | CopyDiff]]:
+        """(baseline label, other label, row) of every node row (and fleet-wide collective) slower by more than ``pct``."""
+        out = [(cmp.base.label, cmp.other.label, r) for cmp in self.comparisons if cmp.node is not None
+               for r in cmp.node.regressions(pct)]
+        return out + [(w.base, w.other, r) for w in self.worlds for r in w.node.regressions(pct)]
 
 
 def _kinds(r: CaseResult) -> tuple[tuple[str, ...], ...]:

@@ -8,7 +8,8 @@ changes when one is removed or changes meaning.
 Version history:
   1 - first format (2026-11-23). Added within version 1 (2026-11-25): each comparison's
       ``node`` (the node tests side by side; null unless both reports ran them) and the
-      document's ``unmatched`` (fleet nodes without a partner).
+      document's ``unmatched`` (fleet nodes without a partner) and ``worlds`` (fleets'
+      collectives across their nodes).
 
 Layout (version 1). Times are microseconds per call; ratios are other / baseline time
 (above 1 is slower); intervals are at ``confidence`` and include run-to-run noise (see
@@ -37,8 +38,9 @@ Layout (version 1). Times are microseconds per call; ratios are other / baseline
                                             # (or than practical_pct when none was given)
         "node": NODE | null                 # both reports ran the node tests (run --gpus, fleet)
       }],
-      "unmatched": [{"label", "side", "host", "gpus": [uuid], "reason"}]   # fleet nodes with no
+      "unmatched": [{"label", "side", "host", "gpus": [uuid], "reason"}],  # fleet nodes with no
                                             # partner (paired by host and GPU UUIDs, never by position)
+      "worlds": [{"baseline", "other", **NODE}]   # fleets: the collectives across all their nodes
     }
     GROUP: {"name", "geomean", "low", "high", "count", "clusters", "verdict",
             "faster", "slower", "same", "uncertain", "not_comparable"}
@@ -215,6 +217,7 @@ def to_data(d: Diff, regression_pct: float | None = None) -> dict[str, Any]:
         "reports": [_report(r) for r in d.reports],
         "comparisons": [_comparison(c, threshold) for c in d.comparisons],
         "unmatched": [_unmatched(u) for u in d.unmatched],
+        "worlds": [{"baseline": w.base, "other": w.other, **(_node(w.node, threshold) or {})} for w in d.worlds],
     }
 
 

@@ -15,10 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from envcheck.analysis import Analysis
+from envcheck.analysis.node import analyse_sweep
 from envcheck.compare import stats
 from envcheck.compare.diff import Diff, ReportInfo, compare_analysed
 from envcheck.compare.machine import machine_of
 from envcheck.compare.match import NodeId, Unmatched, pair_nodes
+from envcheck.compare.node_diff import WorldComparison, compare_sides
+from envcheck.compare.node_read import NodeSide, world_side
 from envcheck.model import Report
 from envcheck.model.fleet import FleetNode
 
@@ -67,11 +70,22 @@ def nodes_of(label: str, report: Report) -> tuple[NodeReport, ...]:
     return tuple(out)
 
 
-def diff_nodes(reports: Sequence[Sequence[tuple[NodeReport, Analysis]]], *, practical: float = stats.PRACTICAL,
+def world_of(report: Report) -> NodeSide | None:
+    """A fleet report's collectives across all its nodes, as a comparison reads them (None: not a
+    fleet, or it ran none)."""
+    if report.fleet is None:
+        return None
+    return world_side(tuple(analyse_sweep(c) for c in report.fleet.collectives))
+
+
+def diff_nodes(reports: Sequence[Sequence[tuple[NodeReport, Analysis]]],
+               worlds: Sequence[tuple[str, NodeSide | None]] = (), *, practical: float = stats.PRACTICAL,
                confidence: float = stats.CONFIDENCE, resamples: int = stats.RESAMPLES,
                seed: int = stats.SEED) -> Diff:
     """Every node of every report after the first against the first report's node that is the same
-    machine (``match.pair_nodes``); nodes with no partner are listed in ``Diff.unmatched``."""
+    machine (``match.pair_nodes``); nodes with no partner are listed in ``Diff.unmatched``.
+    ``worlds``: per report, (label, its collectives across the fleet: ``world_of``), compared with
+    the first report's in ``Diff.worlds``."""
     if len(reports) < 2:
         raise ValueError("diff needs at least two reports")
     base = list(reports[0])
@@ -84,6 +98,12 @@ def diff_nodes(reports: Sequence[Sequence[tuple[NodeReport, Analysis]]], *, prac
             (nb, ab), (no, ao) = base[p.base], other[p.other]
             comps.append(compare_analysed((nb.label, ab), (no.label, ao), practical=practical,
                                           confidence=confidence, resamples=resamples, seed=seed))
+    kw = {"practical": practical, "confidence": confidence, "resamples": resamples, "seed": seed}
+    world_cmps = []
+    if worlds and worlds[0][1] is not None:
+        for label, side in worlds[1:]:
+            if side is not None:
+                world_cmps.append(WorldComparison(worlds[0][0], label, compare_sides(worlds[0][1], side, **kw)))  # type: ignore[arg-type]
     infos = [n for n, _ in base] + [n for o in reports[1:] for n, _ in o]
     return Diff(tuple(ReportInfo.of(n.label, n.report) for n in infos), tuple(comps), practical * 100, confidence,
-                resamples, tuple(unmatched))
+                resamples, tuple(unmatched), tuple(world_cmps))

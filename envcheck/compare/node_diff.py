@@ -174,6 +174,15 @@ class NodeComparison:
         return sorted(out, key=lambda r: -(r.change.ratio or 0))
 
 
+@dataclass(frozen=True)
+class WorldComparison:
+    """The collectives across all nodes of two fleet reports (``base`` / ``other``: their labels)."""
+
+    base: str
+    other: str
+    node: NodeComparison
+
+
 def _mean_log_se(xs: Sequence[float]) -> float:
     """Standard error of log(mean) of ``xs`` (delta method); inf with too few samples."""
     if len(xs) < stats.MIN_SAMPLES:

@@ -116,3 +116,12 @@ def node_side(na: NodeAnalysis | None) -> NodeSide | None:
         nccl_versions=tuple((sa.collectives.scope, sa.collectives.nccl_version) for sa in na.sweeps),
         copies=_copies(na), counters=na.counters, pairs=tuple(_pair(p) for p in na.paths), nvlinks=na.nvlinks,
     )
+
+
+def world_side(sweeps: Sequence[SweepAnalysis]) -> NodeSide | None:
+    """A fleet's collectives across all its nodes (``analysis.fleet``'s world sweeps) as a side of a
+    comparison: collectives and NCCL versions only; None when the fleet ran none."""
+    if not sweeps:
+        return None
+    return NodeSide(tuple(p for sa in sweeps for p in _points(sa)),
+                    tuple((sa.collectives.scope, sa.collectives.nccl_version) for sa in sweeps), (), (), (), ())

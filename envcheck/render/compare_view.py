@@ -127,6 +127,7 @@ class DiffView:
     significant_none: str
     unmatched: tuple[str, ...] = ()  # fleet nodes without a partner, and why
     node_significant_none: str = ""
+    worlds: tuple[tuple[str, NodeCompareView], ...] = ()  # (title, the fleets' collectives across nodes)
 
 
 def _t(lang: str) -> Callable[..., str]:
@@ -269,6 +270,8 @@ def diff_view(d: Any, lang: str, escape: Escape) -> DiffView:
         significant_none=t("diff.significant.none", threshold=fmt.general(d.practical_pct)),
         unmatched=unmatched_lines(getattr(d, "unmatched", ()), lang, escape),
         node_significant_none=t("diff.node.significant.none", threshold=fmt.general(d.practical_pct)),
+        worlds=tuple((t("diff.world", other=escape(w.other), baseline=escape(w.base)),
+                      node_compare_view(w.node, lang, escape)) for w in getattr(d, "worlds", ())),
     )
 
 

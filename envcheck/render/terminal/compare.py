@@ -121,7 +121,7 @@ def _comparison(console: Console, cmp: ComparisonView, v: DiffView, lang: str) -
             bullets(console, [("-", term(line)) for line in refs])
 
 
-def _node(console: Console, n: NodeCompareView, v: DiffView, lang: str) -> None:
+def _node(console: Console, n: NodeCompareView, v: DiffView, lang: str, heading: str | None = None) -> None:
     """The node tests' digest: what changed in the wiring and NCCL, the significant rows, the
     counters that moved; every row is in ``--format md`` / ``html`` / ``json``. The view's texts
     are escaped for the terminal already."""
@@ -129,7 +129,7 @@ def _node(console: Console, n: NodeCompareView, v: DiffView, lang: str) -> None:
         return translate(lang, key, **kw)
 
     console.print()
-    console.print(f"[bold]{t('diff.node')}[/]")
+    console.print(f"[bold]{heading or t('diff.node')}[/]")
     if n.changes:
         bullets(console, [("-", f"{c.what}: {c.before} → {c.after}") for c in n.changes])
     else:
@@ -189,6 +189,8 @@ def print_diff(console: Console, d: Any, lang: str = "en") -> None:
         console.print()
         console.print(f"[bold yellow]{t('diff.unmatched', count=len(v.unmatched))}[/]")
         bullets(console, [("-", line) for line in v.unmatched])
+    for title, world in v.worlds:
+        _node(console, world, v, lang, heading=title)
     for cmp in v.comparisons:
         _comparison(console, cmp, v, lang)
         if cmp.node is not None:
