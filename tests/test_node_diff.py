@@ -7,6 +7,7 @@ Built on the committed 2 x H200 node and fleet runs; each changed copy differs i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import node_compare_fixtures as nf
@@ -15,10 +16,13 @@ from test_cli_diff import envcheck
 
 from envcheck import model
 from envcheck.analysis import analyse
+from envcheck.analysis.node import CollectiveRow
 from envcheck.compare.diff import compare, diff
 from envcheck.compare.export import to_data
 from envcheck.compare.fleet_nodes import diff_nodes, nodes_of
 from envcheck.compare.match import BY_IDENTITY, NodeId, pair_nodes
+from envcheck.compare.node_diff import compare_sides
+from envcheck.compare.node_read import node_side
 from envcheck.render.documents import render_diff
 
 GIB = 1 << 30
@@ -186,3 +190,23 @@ def test_cli_diff_of_two_fleets_pairs_nodes_by_identity():
     assert (world["baseline"], world["other"]) == (nf.FLEET_BEFORE.name, nf.FLEET_AFTER.name)
     assert len(world["collectives"]) == 30 and {c["scope"] for c in world["collectives"]} == {"world"}
     assert {c["op"] for c in world["collectives"]} >= {"all_reduce", "broadcast"}
+
+
+def test_the_adapter_prefers_a_gpu_time_and_never_mixes_it_with_the_per_call_time():
+    """The node analysis may add a GPU time beside the per-call time of a collective: the comparison
+    then uses it, and a pair timed differently on the two sides is not compared (with the reason)."""
+    @dataclasses.dataclass(frozen=True)
+    class RowWithGpuTime(CollectiveRow):
+        gpu_time_us: float | None = None
+
+    na = analyse(nf.load(nf.NODE_BEFORE)).node
+    sweep = na.sweeps[0]
+    rows = tuple(RowWithGpuTime(**{f.name: getattr(r, f.name) for f in dataclasses.fields(r)},
+                                gpu_time_us=r.time_us * 0.9) for r in sweep.rows)
+    gpu_side = node_side(dataclasses.replace(na, sweeps=(dataclasses.replace(sweep, rows=rows),)))
+    call_side = node_side(na)
+    assert {p.timing for p in gpu_side.collectives} == {"gpu"}
+    assert gpu_side.collectives[0].time_us == pytest.approx(0.9 * call_side.collectives[0].time_us)
+    n = compare_sides(call_side, gpu_side)
+    assert all(c.change.verdict == "not comparable" for c in n.collectives)
+    assert {r.key for c in n.collectives for r in c.change.reasons} == {"compare.methods_differ"}
