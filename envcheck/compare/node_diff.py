@@ -38,7 +38,6 @@ from envcheck.model import Note
 NODE_FAILED = "compare.node_failed"  # side, status
 RANKS_DIFFER = "compare.ranks_differ"  # baseline, other
 TIMING_DIFFERS = "compare.methods_differ"  # baseline, other (the key of match.METHODS_DIFFER)
-NO_SAMPLES = "compare.no_samples"  # side
 
 MEASURED = ("ok", "unverified")  # collective statuses whose time is a measurement of the call
 
@@ -267,6 +266,10 @@ def _copy_label(k: tuple[str, str, int | None, int | None, int]) -> str:
     return f"{kind} {method} {ends}"
 
 
+def _coll_label(k: tuple[str, str, int]) -> str:
+    return f"{k[0]} {k[1]} {k[2]}"
+
+
 def _changes(a: NodeSide, b: NodeSide) -> list[Change]:
     out: list[Change] = []
     pa = {(p.a, p.b): p.label for p in a.pairs}
@@ -306,7 +309,7 @@ def compare_sides(a: NodeSide, b: NodeSide, *, practical: float = stats.PRACTICA
     collectives = tuple(
         CollectiveDiff(x.scope, x.op, x.size_bytes, x.ranks, x.timing, x.time_us, y.time_us, x.busbw_gbps,
                        y.busbw_gbps, x.algo, y.algo, x.status, y.status, r)
-        for (x, y), r in zip(((ca[k], cb[k]) for k in coll_keys), rows, strict=False))
+        for (x, y), r in zip(((ca[k], cb[k]) for k in coll_keys), rows[:len(coll_keys)], strict=True))
     copies = tuple(
         CopyDiff(x.row.kind, x.row.method, x.row.src, x.row.dst, x.row.directions, x.row.gbps, y.row.gbps,
                  x.row.pct_expected, y.row.pct_expected, r)
@@ -321,16 +324,10 @@ def compare_sides(a: NodeSide, b: NodeSide, *, practical: float = stats.PRACTICA
             y.per_s if y else None, x.boot_per_s if x else None, y.boot_per_s if y else None,
             bool(x and x.over_limit), bool(y and y.over_limit)))
 
-    def only(keys_a: dict, keys_b: dict, label) -> tuple[str, ...]:  # type: ignore[type-arg, no-untyped-def]
-        return tuple(label(k) for k in keys_a if k not in keys_b)
-
-    def coll_label(k: tuple[str, str, int]) -> str:
-        return f"{k[0]} {k[1]} {k[2]}"
-
-    return NodeComparison(
-        collectives, copies, tuple(counters), tuple(_changes(a, b)),
-        only(ca, cb, coll_label) + only(xa, xb, _copy_label), only(cb, ca, coll_label) + only(xb, xa, _copy_label),
-        tuple(floors))
+    only_base = tuple(_coll_label(k) for k in ca if k not in cb) + tuple(_copy_label(k) for k in xa if k not in xb)
+    only_other = tuple(_coll_label(k) for k in cb if k not in ca) + tuple(_copy_label(k) for k in xb if k not in xa)
+    return NodeComparison(collectives, copies, tuple(counters), tuple(_changes(a, b)), only_base, only_other,
+                          tuple(floors))
 
 
 def compare_nodes(a: NodeAnalysis | None, b: NodeAnalysis | None, **kw: float | int) -> NodeComparison | None:
