@@ -81,14 +81,14 @@ def fleet_reordered(r: Report) -> Report:
     return dataclasses.replace(r, fleet=dataclasses.replace(r.fleet, nodes=tuple(reversed(r.fleet.nodes))))
 
 
-def fleet_with_stranger(r: Report) -> Report:
-    """The fleet with its last node replaced by a node of another host with other GPUs."""
+def fleet_with_stranger(r: Report, host: str = "rack7-node3") -> Report:
+    """The fleet with its last node replaced by a node of another host (``host``) with other GPUs."""
     assert r.fleet is not None
     last = r.fleet.nodes[-1]
     env = last.environment
     assert env is not None
     gpus = tuple(dataclasses.replace(g, facts={**g.facts, "uuid": known(f"GPU-0000000{i}-0000-0000-0000-000000000000")})
                  for i, g in enumerate(env.gpus))
-    stranger = dataclasses.replace(last, host="rack7-node3", environment=dataclasses.replace(env, gpus=gpus),
-                                   node=dataclasses.replace(last.node, host="rack7-node3") if last.node else None)
+    stranger = dataclasses.replace(last, host=host, environment=dataclasses.replace(env, gpus=gpus),
+                                   node=dataclasses.replace(last.node, host=host) if last.node else None)
     return dataclasses.replace(r, fleet=dataclasses.replace(r.fleet, nodes=(*r.fleet.nodes[:-1], stranger)))

@@ -210,3 +210,15 @@ def test_the_adapter_prefers_a_gpu_time_and_never_mixes_it_with_the_per_call_tim
     n = compare_sides(call_side, gpu_side)
     assert all(c.change.verdict == "not comparable" for c in n.collectives)
     assert {r.key for c in n.collectives for r in c.change.reasons} == {"compare.methods_differ"}
+
+
+def test_an_unmatched_nodes_host_is_escaped_for_each_medium():
+    before = nf.load(nf.FLEET_BEFORE)
+    after = nf.fleet_with_stranger(before, host="<img src=x>|*x*")
+    per_file = [[(n, analyse(n.report)) for n in nodes_of(label, r)] for label, r in (("a", before), ("b", after))]
+    d = diff_nodes(per_file)
+    html = render_diff(d, "html")
+    assert "<img src=x>" not in html and "&lt;img src=x&gt;" in html
+    md = render_diff(d, "md")
+    line = next(x for x in md.splitlines() if x.startswith("- b:"))
+    assert "\\|" in line and "\\*x\\*" in line
