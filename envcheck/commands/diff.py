@@ -56,15 +56,10 @@ def terminal_text(draw: Callable[[Any], None], *, to_file: bool) -> str:
 
 def per_node(label: str, report: Report) -> list[tuple[str, Report]]:
     """A fleet report as one report per node (``label:host``), each shaped like that node's own
-    ``envcheck run --gpus`` report; any other report as it is."""
-    if report.fleet is None:
-        return [(label, report)]
-    out = []
-    for node in report.fleet.nodes:
-        out.append((f"{label}:{node.host}", dataclasses.replace(
-            report, kind="run", host=node.host, environment=node.environment or report.environment,
-            checks=node.checks, benches=node.benches, node=node.node, fleet=None)))
-    return out
+    ``envcheck run --gpus`` report; any other report as it is (``compare.fleet_nodes``)."""
+    from envcheck.compare.fleet_nodes import nodes_of
+
+    return [(n.label, n.report) for n in nodes_of(label, report)]
 
 
 def on_gpu(label: str, report: Report, index: int | None) -> Report:
@@ -93,30 +88,50 @@ def several_gpus(analysed: list[tuple[str, Any]]) -> str | None:
             "GPU N of each")
 
 
-def load_analysed(paths: list[str], gpu: int | None = None) -> list[tuple[str, Any]]:
-    """(label, analysis) of each report, loaded and analysed once; a fleet report gives one per node;
-    ``gpu``: compare that GPU's suite of each (``on_gpu``)."""
+def load_nodes(paths: list[str], gpu: int | None = None) -> list[list[tuple[Any, Any]]]:
+    """Per file, (node, analysis) of each of its nodes (one for a report that is not a fleet's),
+    loaded and analysed once; ``gpu``: compare that GPU's suite of each (``on_gpu``)."""
+    return [nodes for nodes, _ in load_files(paths, gpu)]
+
+
+def load_files(paths: list[str], gpu: int | None = None) -> list[tuple[list[tuple[Any, Any]], tuple[str, Any]]]:
+    """Per file, its nodes as ``load_nodes`` gives them, and (label, its collectives across the fleet's
+    nodes as a comparison reads them: None unless a fleet ran them)."""
     from envcheck.analysis import analyse
+    from envcheck.compare.fleet_nodes import nodes_of, world_of
     from envcheck.model import load
 
     out = []
     for label, p in zip(labels(paths), paths, strict=True):
-        out += [(name, analyse(on_gpu(name, r, gpu))) for name, r in per_node(label, load(p))]
+        report = load(p)
+        nodes = nodes_of(label, report)
+        out.append(([(n, analyse(on_gpu(n.label, n.report, gpu))) for n in nodes], (label, world_of(report))))
     return out
+
+
+def load_analysed(paths: list[str], gpu: int | None = None) -> list[tuple[str, Any]]:
+    """(label, analysis) of each report, loaded and analysed once; a fleet report gives one per node;
+    ``gpu``: compare that GPU's suite of each (``on_gpu``)."""
+    return [(n.label, a) for per_file in load_nodes(paths, gpu) for n, a in per_file]
 
 
 def main(args: argparse.Namespace) -> int:
     from envcheck.compare.diff import diff_analysed
+    from envcheck.compare.fleet_nodes import diff_nodes
     from envcheck.render.documents import render_diff
     from envcheck.render.terminal.compare import print_diff
 
     check_out(args.out)
     gpu = getattr(args, "gpu", None)
-    analysed = load_analysed(args.reports, gpu)
+    files = load_files(args.reports, gpu)
+    per_file = [nodes for nodes, _ in files]
+    analysed = [(n.label, a) for nodes in per_file for n, a in nodes]
     if len(analysed) < 2:
         raise UsageError("diff needs at least two reports (a fleet report counts one per node): a baseline "
                          "and one or more to compare with it")
-    d = diff_analysed(analysed)
+    fleets = any(n.fleet for nodes in per_file for n, _ in nodes)
+    # Fleets: each node against the baseline's node that is the same machine, never by position.
+    d = diff_nodes(per_file, [w for _, w in files]) if fleets and len(per_file) > 1 else diff_analysed(analysed)
     note = several_gpus(analysed) if gpu is None else None
     if note:
         from envcheck.render.escape import visible
@@ -135,6 +150,7 @@ def main(args: argparse.Namespace) -> int:
         regressions = d.regressions(args.fail_on_regression)
         from envcheck.render import fmt
         from envcheck.render.escape import visible
+        from envcheck.render.node_compare_view import node_row_name
 
         for cmp, c in regressions:
             print(visible(f"envcheck diff: regression: {c.name}: {fmt.ratio(c.ratio)} the time "
@@ -143,5 +159,14 @@ def main(args: argparse.Namespace) -> int:
         if regressions:
             print(f"envcheck diff: {len(regressions)} case(s) slower by more than {args.fail_on_regression:g}%",
                   file=sys.stderr)
+        node_regressions = d.node_regressions(args.fail_on_regression)
+        for base, other, r in node_regressions:
+            print(visible(f"envcheck diff: node regression: {node_row_name(r)}: {fmt.ratio(r.change.ratio)} the time "
+                          f"{fmt.interval(r.change.low, r.change.high)} (run-to-run noise included) in "
+                          f"{other} vs {base}"), file=sys.stderr)
+        if node_regressions:
+            print(f"envcheck diff: {len(node_regressions)} node test(s) slower by more than "
+                  f"{args.fail_on_regression:g}%", file=sys.stderr)
+        if regressions or node_regressions:
             return EXIT_FAIL
     return EXIT_OK

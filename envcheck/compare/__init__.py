@@ -5,7 +5,9 @@ number), one way: ``match`` pairs case results and says which pairs may not be c
 ``controls`` says which pairs can measure run-to-run noise, ``stats`` holds what only a
 comparison has (ratios, intervals with their noise floors, verdicts, geometric means),
 ``envdiff`` lists what changed in the environment and health checks, ``machine`` tells
-machines apart by their GPUs, ``diff`` and ``history`` assemble the results and ``export``
-writes a diff as versioned JSON. The presentation (terminal, Markdown, HTML, charts) renders
+machines apart by their GPUs, ``node_diff`` compares two nodes' tests (read through the one
+adapter ``node_read``), ``fleet_nodes`` splits fleet reports into nodes and pairs them by
+identity, ``diff`` and ``history`` assemble the results and ``export`` writes a diff as
+versioned JSON. The presentation (terminal, Markdown, HTML, charts) renders
 them; nothing here probes, measures, derives a per-report number or phrases a sentence.
 """

@@ -23,6 +23,7 @@ from envcheck.compare import controls, stats
 from envcheck.compare import match as matching
 from envcheck.compare.envdiff import CheckChange, EnvChange, check_changes, report_env_changes
 from envcheck.compare.machine import MachineId, machine_of, same_machine
+from envcheck.compare.node_diff import CollectiveDiff, CopyDiff, NodeComparison, WorldComparison, compare_nodes
 from envcheck.model import CaseKey, Note, Report, Timing
 from envcheck.ops import variant
 
@@ -243,6 +244,7 @@ class Comparison:
     same_machine: bool | None = None  # same physical GPUs (None: the reports cannot tell)
     floors: tuple[stats.NoiseFloor, ...] = ()  # every distinct noise floor used, largest first
     controls: int = 0  # compared rows that served as controls
+    node: NodeComparison | None = None  # the node tests side by side, when both reports ran them
 
     @property
     def compared(self) -> tuple[CaseDiff, ...]:
@@ -276,6 +278,8 @@ class Diff:
     practical_pct: float
     confidence: float
     resamples: int
+    unmatched: tuple[matching.Unmatched, ...] = ()  # fleet nodes with no partner, and why
+    worlds: tuple[WorldComparison, ...] = ()  # fleets' collectives across their nodes, against the baseline's
 
     @property
     def baseline(self) -> ReportInfo:
@@ -283,6 +287,12 @@ class Diff:
 
     def regressions(self, pct: float) -> list[tuple[Comparison, CaseDiff]]:
         return [(cmp, c) for cmp in self.comparisons for c in cmp.regressions(pct)]
+
+    def node_regressions(self, pct: float) -> list[tuple[str, str, CollectiveDiff | CopyDiff]]:
+        """(baseline label, other label, row) of every node row (and fleet-wide collective) slower by more than ``pct``."""
+        out = [(cmp.base.label, cmp.other.label, r) for cmp in self.comparisons if cmp.node is not None
+               for r in cmp.node.regressions(pct)]
+        return out + [(w.base, w.other, r) for w in self.worlds for r in w.node.regressions(pct)]
 
 
 def _kinds(r: CaseResult) -> tuple[tuple[str, ...], ...]:
@@ -413,6 +423,8 @@ def compare_analysed(base: tuple[str, Analysis], other: tuple[str, Analysis], *,
         ops=tuple(summarise(op, [c for c in cases if c.op == op], practical, confidence) for op in ops),
         overall=summarise("all", cases, practical, confidence), ceilings=_ceilings(ba, bb),
         same_gpu=a.gpu_name == b.gpu_name, same_machine=same, floors=tuple(floors), controls=n_controls,
+        node=compare_nodes(aa.node, ab.node, practical=practical, confidence=confidence, resamples=resamples,
+                           seed=seed),
     )
 
 

@@ -6,7 +6,10 @@ dumping them), so renaming a field inside envcheck never changes it. A reader ch
 changes when one is removed or changes meaning.
 
 Version history:
-  1 - first format (2026-11-23).
+  1 - first format (2026-11-23). Added within version 1 (2026-11-25): each comparison's
+      ``node`` (the node tests side by side; null unless both reports ran them) and the
+      document's ``unmatched`` (fleet nodes without a partner) and ``worlds`` (fleets'
+      collectives across their nodes).
 
 Layout (version 1). Times are microseconds per call; ratios are other / baseline time
 (above 1 is slower); intervals are at ``confidence`` and include run-to-run noise (see
@@ -31,9 +34,13 @@ Layout (version 1). Times are microseconds per call; ratios are other / baseline
         "ceilings": [{"name", "kind", "unit", "baseline", "other"}],
         "noise_floors": [FLOOR],            # every distinct floor used, largest first
         "controls": 178,                    # compared rows whose implementation did not change
-        "regressions": [REF + {"ratio", "low", "high"}]    # slower by more than regression_pct
+        "regressions": [REF + {"ratio", "low", "high"}],   # slower by more than regression_pct
                                             # (or than practical_pct when none was given)
-      }]
+        "node": NODE | null                 # both reports ran the node tests (run --gpus, fleet)
+      }],
+      "unmatched": [{"label", "side", "host", "gpus": [uuid], "reason"}],  # fleet nodes with no
+                                            # partner (paired by host and GPU UUIDs, never by position)
+      "worlds": [{"baseline", "other", **NODE}]   # fleets: the collectives across all their nodes
     }
     GROUP: {"name", "geomean", "low", "high", "count", "clusters", "verdict",
             "faster", "slower", "same", "uncertain", "not_comparable"}
@@ -51,6 +58,20 @@ Layout (version 1). Times are microseconds per call; ratios are other / baseline
     FLOOR: {"log_sd", "pct", "source", "kind": [..], "cases", "df"}
             source: controls | spread | none
     REF:   {"op", "impl", "dtype", "precision", "shape": [..], "status"}
+    NODE:  {"collectives": [{"scope", "op", "size_bytes", "ranks", "timing", "baseline_us", "other_us",
+                             "baseline_busbw_gbps", "other_busbw_gbps", "baseline_algo", "other_algo",
+                             "baseline_status", "other_status", **RATIO}],
+            "copies": [{"kind", "method", "src", "dst", "directions", "host_link", "baseline_gbps",
+                        "other_gbps", "baseline_pct_expected", "other_pct_expected", **RATIO}],
+            "counters": [{"gpu", "name", "baseline_delta", "other_delta", "baseline_per_s", "other_per_s",
+                          "baseline_boot_per_s", "other_boot_per_s", "baseline_over_limit",
+                          "other_over_limit"}],
+            "changes": [{"what", "gpus": [..], "scope", "op", "size_bytes", "before", "after"}],
+                        # what: path | nvlinks | nccl | algorithm
+            "only_baseline": [..], "only_other": [..], "noise_floors": [FLOOR],
+            "regressions": [{"test", "ratio", "low", "high"}]}
+    RATIO: "verdict", "ratio", "low", "high", "n_baseline", "n_other", "within_log_se", "floor": FLOOR,
+           "reasons": [{"key", "params"}]        (ratio: other / baseline time, above 1 is slower)
 """
 
 from __future__ import annotations
@@ -60,6 +81,8 @@ import math
 from typing import Any
 
 from envcheck.compare.diff import CaseDiff, CaseRef, Comparison, Diff, GroupSummary, ReportInfo
+from envcheck.compare.match import Unmatched
+from envcheck.compare.node_diff import CollectiveDiff, CopyDiff, NodeComparison, RatioRow
 from envcheck.compare.stats import NoiseFloor
 
 FORMAT = "envcheck-diff"
@@ -120,6 +143,51 @@ def _case(c: CaseDiff) -> dict[str, Any]:
     }
 
 
+def _ratio(r: RatioRow) -> dict[str, Any]:
+    return {"verdict": r.verdict, "ratio": _num(r.ratio), "low": _num(r.low), "high": _num(r.high),
+            "n_baseline": r.n_base, "n_other": r.n_other, "within_log_se": _num(r.within_log_se),
+            "floor": _floor(r.floor),
+            "reasons": [{"key": n.key, "params": {k: _param(v) for k, v in n.params.items()}} for n in r.reasons]}
+
+
+def _node_test(r: CollectiveDiff | CopyDiff) -> str:
+    if isinstance(r, CollectiveDiff):
+        return f"{r.scope} {r.op} {r.size_bytes}"
+    return f"{r.kind} {r.method} {r.src}->{r.dst} x{r.directions}"
+
+
+def _node(n: NodeComparison | None, regression_pct: float) -> dict[str, Any] | None:
+    if n is None:
+        return None
+    return {
+        "collectives": [{"scope": c.scope, "op": c.op, "size_bytes": c.size_bytes, "ranks": c.ranks,
+                         "timing": c.timing, "baseline_us": _num(c.base_us), "other_us": _num(c.other_us),
+                         "baseline_busbw_gbps": _num(c.base_busbw), "other_busbw_gbps": _num(c.other_busbw),
+                         "baseline_algo": c.base_algo, "other_algo": c.other_algo,
+                         "baseline_status": c.base_status, "other_status": c.other_status, **_ratio(c.change)}
+                        for c in n.collectives],
+        "copies": [{"kind": c.kind, "method": c.method, "src": c.src, "dst": c.dst, "directions": c.directions,
+                    "host_link": c.host_link, "baseline_gbps": _num(c.base_gbps), "other_gbps": _num(c.other_gbps),
+                    "baseline_pct_expected": _num(c.base_pct_expected),
+                    "other_pct_expected": _num(c.other_pct_expected), **_ratio(c.change)} for c in n.copies],
+        "counters": [{"gpu": c.gpu, "name": c.name, "baseline_delta": c.base_delta, "other_delta": c.other_delta,
+                      "baseline_per_s": _num(c.base_per_s), "other_per_s": _num(c.other_per_s),
+                      "baseline_boot_per_s": _num(c.base_boot_per_s), "other_boot_per_s": _num(c.other_boot_per_s),
+                      "baseline_over_limit": c.base_over_limit, "other_over_limit": c.other_over_limit}
+                     for c in n.counters],
+        "changes": [{"what": c.what, "gpus": list(c.gpus), "scope": c.scope, "op": c.op, "size_bytes": c.size_bytes,
+                     "before": c.before, "after": c.after} for c in n.changes],
+        "only_baseline": list(n.only_base), "only_other": list(n.only_other),
+        "noise_floors": [_floor(f) for f in n.floors],
+        "regressions": [{"test": _node_test(r), "ratio": r.change.ratio, "low": r.change.low,
+                         "high": r.change.high} for r in n.regressions(regression_pct)],
+    }
+
+
+def _unmatched(u: Unmatched) -> dict[str, Any]:
+    return {"label": u.label, "side": u.side, "host": u.host, "gpus": list(u.uuids), "reason": u.reason}
+
+
 def _comparison(cmp: Comparison, regression_pct: float) -> dict[str, Any]:
     return {
         "baseline": cmp.base.label, "other": cmp.other.label,
@@ -136,6 +204,7 @@ def _comparison(cmp: Comparison, regression_pct: float) -> dict[str, Any]:
         "noise_floors": [_floor(f) for f in cmp.floors], "controls": cmp.controls,
         "regressions": [{**_ref(c, "slower"), "ratio": c.ratio, "low": c.low, "high": c.high}
                         for c in cmp.regressions(regression_pct)],
+        "node": _node(cmp.node, regression_pct),
     }
 
 
@@ -147,6 +216,8 @@ def to_data(d: Diff, regression_pct: float | None = None) -> dict[str, Any]:
         "resamples": d.resamples, "regression_pct": regression_pct,
         "reports": [_report(r) for r in d.reports],
         "comparisons": [_comparison(c, threshold) for c in d.comparisons],
+        "unmatched": [_unmatched(u) for u in d.unmatched],
+        "worlds": [{"baseline": w.base, "other": w.other, **(_node(w.node, threshold) or {})} for w in d.worlds],
     }
 
 

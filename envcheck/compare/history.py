@@ -4,7 +4,10 @@ Reports are grouped by machine (``compare/machine.py``: the GPUs' UUIDs, not the
 which is ``vm`` on many cloud boxes); reports without benchmark results (``envcheck check``
 and ``probe`` reports) have nothing to trend and are left out with a note, so one can never
 be a baseline. Within a machine, each op's trend is its geometric-mean time ratio to the
-machine's *first* report (cases matched as in ``diff``). A step is a change between
+machine's *first* report (cases matched as in ``diff``); a machine with one report has no
+trend yet (``History.trend``). A node (a host and its GPUs: a ``run --gpus`` report, or the
+nodes of a fleet simulated on it) is one machine, and its node tests give node-level series
+beside the per-GPU ones (``NodePoint``). A step is a change between
 *consecutive* reports, for one (op, impl, dtype, precision) group, that is significant as in
 ``diff`` (the geometric mean's interval, run-to-run noise included, excludes 1.0) and larger
 than the practical threshold; each step carries what changed in the environment at that
@@ -14,16 +17,20 @@ point, so a reader sees "matmul triton bf16 got 7% faster at 2026-12-01 when the
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from envcheck.analysis import Analysis, analyse
-from envcheck.analysis.ceilings import BANDWIDTH, MEASURED, THEORETICAL
+from envcheck.analysis.ceilings import BANDWIDTH, THEORETICAL
+from envcheck.analysis.ceilings import MEASURED as MEASURED_CEILING
 from envcheck.compare import stats
 from envcheck.compare.diff import CaseDiff, ReportInfo, compare_analysed, summarise
 from envcheck.compare.envdiff import EnvChange
 from envcheck.compare.machine import MachineId, machine_of
+from envcheck.compare.node_diff import MEASURED
+from envcheck.compare.node_read import node_side
 from envcheck.model import Report
 from envcheck.ops import spec, variant
 
@@ -57,11 +64,27 @@ class OpPoint:
 
 
 @dataclass(frozen=True)
+class NodePoint:
+    """A node's own numbers in one report (its node tests, as the node analysis gives them): NCCL
+    all_reduce bus bandwidth at the sweep's smallest and largest size, and the slowest GPU pair's
+    one-way peer copy (copy engine): the numbers a cable, a switch tray, a driver or NCCL moves."""
+
+    small_bytes: int | None
+    small_busbw: float | None
+    large_bytes: int | None
+    large_busbw: float | None
+    p2p_gbps: float | None
+    p2p_pairs: int
+
+
+@dataclass(frozen=True)
 class Point:
     info: ReportInfo
     ops: tuple[OpPoint, ...]
     copy_gbps: float | None  # measured bandwidth ceiling of the run (analysis)
     theoretical_gbps: float | None
+    node: NodePoint | None = None  # the node tests (run --gpus, a fleet's node)
+    gpu_uuid: str | None = None  # the GPU whose suite the per-op trend compares (the report's first)
 
     def op(self, name: str) -> OpPoint | None:
         return next((o for o in self.ops if o.op == name), None)
@@ -112,6 +135,15 @@ class History:
     def mixed(self) -> bool:
         return len(self.hosts) > 1 or len(self.gpus) > 1
 
+    @property
+    def trend(self) -> bool:
+        """Two reports or more: one report is a starting point, not a trend."""
+        return len(self.points) > 1
+
+    @property
+    def has_node(self) -> bool:
+        return any(p.node is not None for p in self.points)
+
 
 @dataclass(frozen=True)
 class Histories:
@@ -158,6 +190,39 @@ def _mixed(infos: Sequence[ReportInfo], attr: str) -> tuple[tuple[str, tuple[str
     return tuple((k, tuple(v)) for k, v in groups.items()) if len(groups) > 1 else ()
 
 
+def node_point(a: Analysis) -> NodePoint | None:
+    """The node series' values of one analysed report (None without node tests)."""
+    side = node_side(a.node)
+    if side is None:
+        return None
+    ar = sorted((p for p in side.collectives if p.scope == "node" and p.op == "all_reduce"
+                 and p.busbw_gbps is not None and p.status in MEASURED), key=lambda p: p.size_bytes)
+    p2p = [c.row.gbps for c in side.copies if c.row.kind == "d2d" and c.row.method == "copy_engine"
+           and c.row.directions == 1 and c.row.gbps is not None and not c.row.error]
+    if not ar and not p2p:  # a one-GPU node: no collective within it, no pair to copy between
+        return None
+    return NodePoint(ar[0].size_bytes if ar else None, ar[0].busbw_gbps if ar else None,
+                     ar[-1].size_bytes if ar else None, ar[-1].busbw_gbps if ar else None,
+                     min(p2p) if p2p else None, len(p2p))
+
+
+def _first_gpu(a: Analysis) -> str | None:
+    b = a.report.benches[0] if a.report.benches else None
+    return b.device.uuid if b is not None else None
+
+
+def on_gpu(a: Analysis, uuid: str | None) -> Analysis:
+    """``a`` as a history compares it with a report whose first suite ran on GPU ``uuid``: that
+    GPU's suite when ``a`` holds one (a node report holds one per GPU), else ``a`` as it is; so a
+    fleet node simulated on GPU 1 is trended against GPU 1 of the node run, not against GPU 0."""
+    if uuid is None or _first_gpu(a) == uuid:
+        return a
+    mine = next((ba for ba in a.benches if ba.bench.device.uuid == uuid), None)
+    if mine is None:
+        return a
+    return Analysis(dataclasses.replace(a.report, benches=(mine.bench,)), (mine,), a.node, a.fleet)
+
+
 def _ceiling(a: Analysis, kind: str) -> float | None:
     c = a.bench.ceilings.get(BANDWIDTH, kind) if a.bench else None
     return c.value if c else None
@@ -179,15 +244,17 @@ def history_analysed(analysed: Sequence[tuple[str, Analysis]], *, practical: flo
     points: list[Point] = []
     steps: list[Step] = []
     for i, (label, a) in enumerate(ordered):
-        vs_first = compare_analysed(first, (label, a), **kw) if i else None  # type: ignore[arg-type]
+        gpu = _first_gpu(a)
+        vs_first = compare_analysed((first[0], on_gpu(first[1], gpu)), (label, a), **kw) if i else None  # type: ignore[arg-type]
         points.append(Point(
             vs_first.other if vs_first else ReportInfo.of(label, a.report),
             tuple(_op_point(op, a, [c for c in vs_first.cases if c.op == op] if vs_first else None) for op in ops),
-            _ceiling(a, MEASURED), _ceiling(a, THEORETICAL),
+            _ceiling(a, MEASURED_CEILING), _ceiling(a, THEORETICAL), node_point(a), _first_gpu(a),
         ))
         if i == 0:
             continue
-        step_cmp = compare_analysed(ordered[i - 1], (label, a), **kw)  # type: ignore[arg-type]
+        previous = ordered[i - 1]
+        step_cmp = compare_analysed((previous[0], on_gpu(previous[1], gpu)), (label, a), **kw)  # type: ignore[arg-type]
         groups: dict[str, list[CaseDiff]] = {}
         for c in step_cmp.cases:
             groups.setdefault(group_name(c), []).append(c)

@@ -121,3 +121,71 @@ def comparability(a: CaseResult, b: CaseResult) -> list[Note]:
                 reasons.append(Note(THROTTLED, {"side": side, "reasons": tuple(c.reasons)}))
     reasons.extend(timings(a, b)[3])
     return reasons
+
+
+# --------------------------------------------------------------------------- nodes of fleets
+
+# Why a node has no partner (``Unmatched.reason``).
+NO_PARTNER = "compare.node_unmatched"  # side: no node of the other side has its host or its GPUs
+# How a pair of nodes was matched (``NodePair.by``).
+BY_IDENTITY = "identity"  # same host and same GPU UUIDs
+BY_GPUS = "gpus"  # same GPU UUIDs under another host name
+BY_NAME = "name"  # same node name in its fleet (``host`` or ``host/N``), other GPUs
+BY_HOST = "host"  # same host, other GPUs (or GPUs without UUIDs)
+
+
+@dataclass(frozen=True)
+class NodeId:
+    """Who a node is: its host (the machine's own name, not the ``host/N`` label of a node
+    simulated on a shared host) and its GPUs' UUIDs (empty when unknown)."""
+
+    label: str
+    host: str
+    uuids: frozenset[str]
+    name: str = ""  # the node's name in its fleet: its host, or ``host/N`` for nodes sharing one
+
+
+@dataclass(frozen=True)
+class Unmatched:
+    """A node of one side that no node of the other side matches: listed, never compared."""
+
+    label: str
+    side: str  # baseline | other
+    host: str
+    uuids: tuple[str, ...]
+    reason: str = NO_PARTNER
+
+
+@dataclass(frozen=True)
+class NodePair:
+    base: int  # index into the baseline's nodes
+    other: int  # index into the other's nodes
+    by: str  # identity | gpus | host
+
+
+def pair_nodes(base: tuple[NodeId, ...], other: tuple[NodeId, ...]) -> tuple[tuple[NodePair, ...], tuple[Unmatched, ...]]:
+    """Pair the nodes of two reports by who they are, never by position: the same host and GPUs
+    first, then the same GPUs, then the same node name, then the same host (a machine whose GPUs
+    were swapped, or a cloud host handed other GPUs); each node pairs at most once. What is left
+    on either side is returned as unmatched."""
+    used_a: set[int] = set()
+    used_b: set[int] = set()
+    pairs: list[NodePair] = []
+    tests = ((BY_IDENTITY, lambda x, y: x.host == y.host and bool(x.uuids) and x.uuids == y.uuids),
+             (BY_GPUS, lambda x, y: bool(x.uuids) and x.uuids == y.uuids),
+             (BY_NAME, lambda x, y: bool(x.name) and x.name == y.name),
+             (BY_HOST, lambda x, y: x.host == y.host))
+    for by, same in tests:
+        for j, y in enumerate(other):
+            if j in used_b:
+                continue
+            i = next((i for i, x in enumerate(base) if i not in used_a and same(x, y)), None)
+            if i is not None:
+                pairs.append(NodePair(i, j, by))
+                used_a.add(i)
+                used_b.add(j)
+    left = [Unmatched(x.label, "baseline", x.host, tuple(sorted(x.uuids))) for i, x in enumerate(base)
+            if i not in used_a]
+    left += [Unmatched(y.label, "other", y.host, tuple(sorted(y.uuids))) for j, y in enumerate(other)
+             if j not in used_b]
+    return tuple(sorted(pairs, key=lambda p: p.other)), tuple(left)

@@ -13,6 +13,7 @@ from typing import Any
 
 from envcheck.render import fmt
 from envcheck.render.i18n import catalog, phrase, translate
+from envcheck.render.node_compare_view import NodeCompareView, node_compare_view, unmatched_lines
 
 Escape = Callable[[str], str]
 
@@ -113,6 +114,7 @@ class ComparisonView:
     only_base_title: str
     only_other_title: str
     ceilings: tuple[CeilingRow, ...]
+    node: NodeCompareView | None = None  # the node tests, when both reports ran them
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,9 @@ class DiffView:
     comparisons: tuple[ComparisonView, ...]
     method: str
     significant_none: str
+    unmatched: tuple[str, ...] = ()  # fleet nodes without a partner, and why
+    node_significant_none: str = ""
+    worlds: tuple[tuple[str, NodeCompareView], ...] = ()  # (title, the fleets' collectives across nodes)
 
 
 def _t(lang: str) -> Callable[..., str]:
@@ -249,6 +254,7 @@ def comparison_view(cmp: Any, lang: str, escape: Escape) -> ComparisonView:
         only_other_title=t("diff.only_other", label=escape(cmp.other.label), count=len(cmp.only_other)),
         ceilings=tuple(CeilingRow(f"{c.name} {_kind(c.kind, lang)} ({c.unit})", fmt.num(c.base), fmt.num(c.other),
                                   _source(c.other_source or c.base_source, lang, escape)) for c in cmp.ceilings),
+        node=node_compare_view(cmp.node, lang, escape) if getattr(cmp, "node", None) is not None else None,
     )
 
 
@@ -262,6 +268,10 @@ def diff_view(d: Any, lang: str, escape: Escape) -> DiffView:
         method=t("diff.method", confidence=fmt.general(d.confidence * 100), resamples=d.resamples,
                  threshold=fmt.general(d.practical_pct)),
         significant_none=t("diff.significant.none", threshold=fmt.general(d.practical_pct)),
+        unmatched=unmatched_lines(getattr(d, "unmatched", ()), lang, escape),
+        node_significant_none=t("diff.node.significant.none", threshold=fmt.general(d.practical_pct)),
+        worlds=tuple((t("diff.world", other=escape(w.other), baseline=escape(w.base)),
+                      node_compare_view(w.node, lang, escape)) for w in getattr(d, "worlds", ())),
     )
 
 
@@ -295,6 +305,17 @@ class StepRow:
 
 
 @dataclass(frozen=True)
+class NodeSeriesRow:
+    """One report's node numbers: all_reduce busbw at the smallest and largest size ("14.6 at 1 MiB"),
+    the slowest pair's one-way peer copy."""
+
+    label: str
+    small: str
+    large: str
+    p2p: str
+
+
+@dataclass(frozen=True)
 class HistoryView:
     lang: str
     title: str
@@ -304,6 +325,9 @@ class HistoryView:
     steps: tuple[StepRow, ...]
     steps_none: str
     method: str
+    machine: str = ""  # "vm · 2 × NVIDIA H200 (GPU-1d0eb562, GPU-5ce748fb)"
+    single: str | None = None  # one report: why there is no trend
+    node: tuple[NodeSeriesRow, ...] = ()  # empty: no report of this machine ran node tests
 
 
 def step_sentence(s: Any, lang: str, escape: Escape) -> str:
@@ -330,6 +354,35 @@ def _peak(o: Any, unit: bool = True) -> str:
     return f"{fmt.num(value)}{' ' + name if unit else ''} ({fmt.pct(share)})"
 
 
+def short_uuid(uuid: str | None) -> str:
+    """``GPU-1d0eb562``: the UUID's first group, enough to tell a machine's GPUs apart at a glance."""
+    return uuid[:12] if uuid else fmt.DASH
+
+
+def machine_name(m: Any) -> str:
+    """A machine as the history heads name it: host, GPU count and model, short UUIDs."""
+    if m is None:
+        return fmt.DASH
+    models: dict[str, int] = {}
+    for g in m.gpus:
+        models[g.model or "GPU"] = models.get(g.model or "GPU", 0) + 1
+    gpus = ", ".join(f"{n} × {model}" if n > 1 else model for model, n in models.items())
+    ids = ", ".join(short_uuid(g.uuid) for g in m.gpus if g.uuid)
+    return " · ".join(x for x in (m.host, gpus) if x) + (f" ({ids})" if ids else "")
+
+
+def _node_series(p: Any) -> NodeSeriesRow | None:
+    n = p.node
+    if n is None:
+        return None
+
+    def at(bw: float | None, size: int | None) -> str:
+        return fmt.DASH if bw is None else f"{fmt.num(bw)} @ {fmt.size_bytes(size)}"
+
+    return NodeSeriesRow(p.info.label, at(n.small_busbw, n.small_bytes), at(n.large_busbw, n.large_bytes),
+                         fmt.num(n.p2p_gbps))
+
+
 def history_view(h: Any, lang: str, escape: Escape) -> HistoryView:
     t = _t(lang)
     warnings = []
@@ -338,18 +391,26 @@ def history_view(h: Any, lang: str, escape: Escape) -> HistoryView:
             text = "; ".join(f"{name}: {', '.join(labels)}" for name, labels in groups)
             warnings.append(t(key, groups=escape(text)))
     rows = []
+    trend_known = getattr(h, "trend", True)
     for p in h.points:
         trend = []
         for op in h.ops:
             o = p.op(op)
-            trend.append(TrendCell(fmt.ratio(o.ratio), fmt.interval(o.low, o.high)) if o else None)
-        rows.append(HistoryRow(p.info.label, p.info.created, p.info.host, p.info.gpu_name or fmt.DASH,
+            # One report is a starting point: a column of 1.000× would read as a measured trend.
+            trend.append(TrendCell(fmt.ratio(o.ratio), fmt.interval(o.low, o.high)) if o and trend_known else None)
+        gpu = p.info.gpu_name or fmt.DASH
+        if getattr(p, "gpu_uuid", None):
+            gpu = f"{gpu} ({short_uuid(p.gpu_uuid)})"
+        rows.append(HistoryRow(p.info.label, p.info.created, p.info.host, gpu,
                                p.info.verdict, p.info.cases, tuple(trend), tuple(_peak(p.op(op)) for op in h.ops),
                                tuple(_peak(p.op(op), unit=False) for op in h.ops), fmt.num(p.copy_gbps)))
+    machine = escape(machine_name(getattr(h, "machine", None)))
+    node = tuple(r for r in (_node_series(p) for p in h.points if getattr(p, "node", None) is not None) if r)
     return HistoryView(
         lang=lang,
-        title=t("history.title.one" if len(h.points) == 1 else "history.title", count=len(h.points), first=escape(h.points[0].info.created),
+        title=t("history.title.machine", machine=machine, count=len(h.points), first=escape(h.points[0].info.created),
                 last=escape(h.points[-1].info.created)),
+        machine=machine, single=None if trend_known else t("history.single"), node=node,
         warnings=tuple(warnings), ops=tuple(h.ops), rows=tuple(rows),
         steps=tuple(StepRow(s.direction, step_sentence(s, lang, escape)) for s in h.steps),
         steps_none=t("history.steps.none", threshold=fmt.general(h.practical_pct)),

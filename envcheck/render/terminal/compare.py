@@ -16,6 +16,7 @@ from envcheck.render import fmt
 from envcheck.render.compare_view import ComparisonView, DiffView, HistoryView, diff_view, history_view
 from envcheck.render.escape import term
 from envcheck.render.i18n import translate
+from envcheck.render.node_compare_view import NodeCompareView
 from envcheck.render.terminal.console import bullets, table, wide
 
 MAX_ROWS = 40  # significant-change rows shown in the terminal; the documents list them all
@@ -120,6 +121,46 @@ def _comparison(console: Console, cmp: ComparisonView, v: DiffView, lang: str) -
             bullets(console, [("-", term(line)) for line in refs])
 
 
+def _node(console: Console, n: NodeCompareView, v: DiffView, lang: str, heading: str | None = None) -> None:
+    """The node tests' digest: what changed in the wiring and NCCL, the significant rows, the
+    counters that moved; every row is in ``--format md`` / ``html`` / ``json``. The view's texts
+    are escaped for the terminal already."""
+    def t(key: str, **kw: object) -> str:
+        return translate(lang, key, **kw)
+
+    console.print()
+    console.print(f"[bold]{heading or t('diff.node')}[/]")
+    if n.changes:
+        bullets(console, [("-", f"{c.what}: {c.before} → {c.after}") for c in n.changes])
+    else:
+        console.print(t("diff.node.changes.none"))
+    if n.significant:
+        tab = table(console, title=t("diff.node.significant"))
+        tab.add_column(t("diff.node.col.test"), no_wrap=True)
+        for col in ("diff.node.col.base", "diff.node.col.other", "diff.node.col.change", "diff.col.ratio",
+                    "diff.col.interval"):
+            tab.add_column(t(col), justify="right", no_wrap=True)
+        for r in n.significant[:MAX_ROWS]:
+            tab.add_row(r.name, r.base, r.other, _v(r.verdict, r.change), r.ratio, r.interval)
+        console.print()
+        console.print(tab)
+    else:
+        console.print(v.node_significant_none)
+    rows = len(n.collectives) + len(n.peer) + len(n.host)
+    console.print(t("term.node_rows", count=rows))
+    if n.counters:
+        tab = table(console, title=t("diff.node.counters"))
+        tab.add_column(t("diff.node.col.counter"), no_wrap=True)
+        for col in ("diff.node.col.base_rate", "diff.node.col.other_rate", "diff.node.col.base_boot",
+                    "diff.node.col.other_boot"):
+            tab.add_column(t(col), justify="right", no_wrap=True)
+        for c in n.counters:
+            name = f"{c.name} [red]{t('diff.node.over_limit')}[/]" if c.over_limit else c.name
+            tab.add_row(name, c.base, c.other, c.base_boot, c.other_boot)
+        console.print()
+        console.print(tab)
+
+
 def print_diff(console: Console, d: Any, lang: str = "en") -> None:
     """A diff (``compare.diff.Diff``) for the terminal."""
     v = diff_view(d, lang, term)
@@ -144,8 +185,16 @@ def print_diff(console: Console, d: Any, lang: str = "en") -> None:
         tab.add_row(*cells)
     console.print()
     console.print(tab)
+    if v.unmatched:
+        console.print()
+        console.print(f"[bold yellow]{t('diff.unmatched', count=len(v.unmatched))}[/]")
+        bullets(console, [("-", line) for line in v.unmatched])
+    for title, world in v.worlds:
+        _node(console, world, v, lang, heading=title)
     for cmp in v.comparisons:
         _comparison(console, cmp, v, lang)
+        if cmp.node is not None:
+            _node(console, cmp.node, v, lang)
     console.print()
     console.print(f"[dim]{v.method}[/]")
 
@@ -164,6 +213,15 @@ def _history_tables(console: Console, v: HistoryView, lang: str) -> None:
         trend.add_row(term(r.label), *cells, r.copy_gbps)
     console.print()
     console.print(trend)
+    if v.node:
+        node = table(console, title=t("history.node"))
+        node.add_column(t("diff.col.report"), no_wrap=True)
+        for col in ("history.col.ar_small", "history.col.ar_large", "history.col.p2p"):
+            node.add_column(t(col), justify="right")
+        for n in v.node:
+            node.add_row(term(n.label), n.small, n.large, n.p2p)
+        console.print()
+        console.print(node)
     peaks = table(console, title=t("history.peaks"), caption=None if wide(console) else t("term.peaks_units"))
     peaks.add_column(t("diff.col.report"), no_wrap=True)
     for op in v.ops:
@@ -182,6 +240,8 @@ def print_history(console: Console, h: Any, lang: str = "en") -> None:
         return translate(lang, key, **kw)
 
     console.print(f"[bold]{v.title}[/]")
+    if v.single:
+        console.print(f"[dim]{v.single}[/]")
     for w in v.warnings:
         console.print(f"[bold yellow]{w}[/]")
     _history_tables(console, v, lang)

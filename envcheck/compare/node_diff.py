@@ -1,0 +1,338 @@
+"""What changed between two nodes: the node tests of two reports side by side, as pure data.
+
+Read from each side's node analysis through ``node_read`` (every bandwidth, path and counter rate
+is the analysis'); what only a comparison has (ratios, their intervals, verdicts, what changed in
+the topology, NCCL and its algorithms) is built here with ``compare/stats.py``'s functions, as for
+the kernel cases:
+
+* **collectives** pair on (scope, op, size). A ratio is other / baseline time of one call (above 1
+  is slower; busbw moves the other way by the same factor, the ranks being equal). The time is the
+  mean of the per-iteration times (nccl-tests' ``-a 1``), so its within-run standard error is the
+  standard error of that mean; the run-to-run floor is measured over the collective rows of the
+  comparison (``stats.noise_floors``: how rows of one op scatter around the op's median move).
+* **copies** (peer copies, and host links: ``h2d`` / ``d2h``) pair on (kind, method, source,
+  destination, directions). Their bandwidth is over the median time, so the within-run error is
+  the bootstrap one of the median (``stats.median_log_se``).
+* **counters**: each GPU's error-counter rate during the node tests (and since boot), both sides.
+* **topology**: each GPU pair's path (``NV18``, ``SYS``...), each GPU's active NVLinks, the NCCL
+  version of each sweep and the NCCL algorithm at each (op, size): every difference is listed.
+
+GPU indices are the node's own NVML indices on each side.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from envcheck.analysis.node import NodeAnalysis
+from envcheck.compare import stats
+from envcheck.compare.node_read import CollectivePoint, CopyPoint, NodeSide, node_side
+from envcheck.model import Note
+
+# Reason keys (the presentation's catalogue phrases them).
+NODE_FAILED = "compare.node_failed"  # side, status
+RANKS_DIFFER = "compare.ranks_differ"  # baseline, other
+TIMING_DIFFERS = "compare.methods_differ"  # baseline, other (the key of match.METHODS_DIFFER)
+
+MEASURED = ("ok", "unverified")  # collective statuses whose time is a measurement of the call
+
+
+@dataclass(frozen=True)
+class RatioRow:
+    """What a node row's ratio carries: other / baseline time, its interval (run-to-run noise
+    included, ``floor``) and the verdict; ``reasons``: why it was not compared."""
+
+    verdict: str  # faster | slower | same | uncertain | not comparable
+    ratio: float | None = None
+    low: float | None = None
+    high: float | None = None
+    n_base: int = 0
+    n_other: int = 0
+    within_log_se: float | None = None
+    floor: stats.NoiseFloor | None = None
+    reasons: tuple[Note, ...] = ()
+
+    @property
+    def compared(self) -> bool:
+        return self.ratio is not None and self.verdict != "not comparable"
+
+
+@dataclass(frozen=True)
+class CollectiveDiff:
+    scope: str  # node | world
+    op: str
+    size_bytes: int
+    ranks: int
+    timing: str  # gpu | call
+    base_us: float | None
+    other_us: float | None
+    base_busbw: float | None
+    other_busbw: float | None
+    base_algo: str | None
+    other_algo: str | None
+    base_status: str
+    other_status: str
+    change: RatioRow
+
+    @property
+    def busbw_change_pct(self) -> float | None:
+        if self.base_busbw and self.other_busbw is not None:
+            return (self.other_busbw / self.base_busbw - 1) * 100
+        return None
+
+
+@dataclass(frozen=True)
+class CopyDiff:
+    kind: str  # d2d | h2d | d2h
+    method: str
+    src: int | None
+    dst: int | None
+    directions: int
+    base_gbps: float | None
+    other_gbps: float | None
+    base_pct_expected: float | None
+    other_pct_expected: float | None
+    change: RatioRow
+
+    @property
+    def host_link(self) -> bool:
+        return self.kind in ("h2d", "d2h")
+
+    @property
+    def gbps_change_pct(self) -> float | None:
+        if self.base_gbps and self.other_gbps is not None:
+            return (self.other_gbps / self.base_gbps - 1) * 100
+        return None
+
+
+@dataclass(frozen=True)
+class CounterDiff:
+    """One GPU's error counter (summed over its links) on both sides; rates per second during
+    the node tests, and since boot."""
+
+    gpu: int
+    name: str
+    base_delta: int | None
+    other_delta: int | None
+    base_per_s: float | None
+    other_per_s: float | None
+    base_boot_per_s: float | None
+    other_boot_per_s: float | None
+    base_over_limit: bool
+    other_over_limit: bool
+
+    @property
+    def nonzero(self) -> bool:
+        return any(x for x in (self.base_delta, self.other_delta, self.base_boot_per_s, self.other_boot_per_s))
+
+
+@dataclass(frozen=True)
+class Change:
+    """A difference in how the node is wired or driven. ``what``: ``path`` (the path of the GPU
+    pair ``gpus``), ``nvlinks`` (active / total links of GPU ``gpus[0]``), ``nccl`` (the NCCL
+    version of the ``scope`` sweep), ``algorithm`` (NCCL's algorithm/protocol for ``op`` at
+    ``size_bytes`` in the ``scope`` sweep); ``before`` / ``after`` as each side recorded it (None:
+    absent)."""
+
+    what: str
+    before: str | None
+    after: str | None
+    gpus: tuple[int, ...] = ()
+    scope: str | None = None
+    op: str | None = None
+    size_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class NodeComparison:
+    collectives: tuple[CollectiveDiff, ...]
+    copies: tuple[CopyDiff, ...]  # peer copies and host links, in the baseline's order
+    counters: tuple[CounterDiff, ...]
+    changes: tuple[Change, ...]
+    only_base: tuple[str, ...] = ()  # rows measured on one side only, as "scope op size" / "kind method src->dst"
+    only_other: tuple[str, ...] = ()
+    floors: tuple[stats.NoiseFloor, ...] = ()
+
+    @property
+    def peer_copies(self) -> tuple[CopyDiff, ...]:
+        return tuple(c for c in self.copies if not c.host_link)
+
+    @property
+    def host_links(self) -> tuple[CopyDiff, ...]:
+        return tuple(c for c in self.copies if c.host_link)
+
+    def regressions(self, pct: float) -> list[CollectiveDiff | CopyDiff]:
+        """Significant slowdowns (lower bandwidth) larger than ``pct`` percent of the time, worst first."""
+        rows: list[CollectiveDiff | CopyDiff] = [*self.collectives, *self.copies]
+        out = [r for r in rows if r.change.verdict == "slower" and (r.change.ratio or 0) > 1 + pct / 100]
+        return sorted(out, key=lambda r: -(r.change.ratio or 0))
+
+
+@dataclass(frozen=True)
+class WorldComparison:
+    """The collectives across all nodes of two fleet reports (``base`` / ``other``: their labels)."""
+
+    base: str
+    other: str
+    node: NodeComparison
+
+
+def _mean_log_se(xs: Sequence[float]) -> float:
+    """Standard error of log(mean) of ``xs`` (delta method); inf with too few samples."""
+    if len(xs) < stats.MIN_SAMPLES:
+        return math.inf
+    m = statistics.fmean(xs)
+    return statistics.stdev(xs) / (m * math.sqrt(len(xs))) if m > 0 else math.inf
+
+
+def _median_log_se(a: Sequence[float], b: Sequence[float], resamples: int, seed: int) -> float:
+    if min(len(a), len(b)) < stats.MIN_SAMPLES:
+        return math.inf
+    ses = stats.median_log_se([np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32)],
+                              resamples=resamples, seed=seed)
+    return math.hypot(float(ses[0]), float(ses[1]))
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A pair with a ratio, before its floor is known."""
+
+    ratio: float
+    within_se: float
+    kinds: tuple[tuple[str, ...], ...]
+    n_base: int
+    n_other: int
+
+
+def _finish(pending: Sequence[_Pending | RatioRow], practical: float,
+            confidence: float) -> tuple[list[RatioRow], list[stats.NoiseFloor]]:
+    """Floors for the rows with an interval of their own, then each row's interval and verdict."""
+    todo = [(i, p) for i, p in enumerate(pending) if isinstance(p, _Pending)]
+    usable = [(i, p) for i, p in todo if math.isfinite(p.within_se)]
+    floors = stats.noise_floors([stats.FloorRow(math.log(p.ratio), p.within_se, p.kinds, False) for _, p in usable])
+    floor_of = {i: f for (i, _), f in zip(usable, floors, strict=True)}
+    out: list[RatioRow] = []
+    for i, p in enumerate(pending):
+        if isinstance(p, RatioRow):
+            out.append(p)
+            continue
+        floor = floor_of.get(i, stats.NO_FLOOR)
+        iv = stats.interval(p.ratio, p.within_se if i in floor_of else None, floor, p.n_base, p.n_other, confidence)
+        out.append(RatioRow(stats.verdict(iv, practical), iv.ratio, iv.low, iv.high, iv.n_base, iv.n_other,
+                            iv.within_log_se, iv.floor))
+    return out, sorted(set(floors), key=lambda f: (-f.log_sd, f.source, f.kind))
+
+
+def _collective_pending(a: CollectivePoint, b: CollectivePoint) -> _Pending | RatioRow:
+    reasons = [Note(NODE_FAILED, {"side": side, "status": p.status})
+               for side, p in (("baseline", a), ("other", b)) if p.status not in MEASURED]
+    if a.ranks != b.ranks:
+        reasons.append(Note(RANKS_DIFFER, {"baseline": a.ranks, "other": b.ranks}))
+    if a.timing != b.timing:
+        reasons.append(Note(TIMING_DIFFERS, {"baseline": a.timing, "other": b.timing}))
+    if reasons or not a.time_us or not b.time_us:
+        return RatioRow("not comparable", reasons=tuple(reasons))
+    within = math.hypot(_mean_log_se(a.samples_us), _mean_log_se(b.samples_us))
+    return _Pending(b.time_us / a.time_us, within, ((a.scope, a.op), (a.scope,), ()), len(a.samples_us),
+                    len(b.samples_us))
+
+
+def _copy_pending(a: CopyPoint, b: CopyPoint, resamples: int, seed: int) -> _Pending | RatioRow:
+    reasons = [Note(NODE_FAILED, {"side": side, "status": "error" if p.row.error else "wrong"})
+               for side, p in (("baseline", a), ("other", b)) if p.row.error or p.row.wrong]
+    if reasons or not a.row.gbps or not b.row.gbps:
+        return RatioRow("not comparable", reasons=tuple(reasons))
+    # Bandwidth over the median time: the time ratio is the inverse bandwidth ratio.
+    within = _median_log_se(a.samples_us, b.samples_us, resamples, seed)
+    kind = "host" if a.row.kind in ("h2d", "d2h") else "peer"
+    return _Pending(a.row.gbps / b.row.gbps, within, (("copy", kind, a.row.method), ("copy", kind), ("copy",)),
+                    len(a.samples_us), len(b.samples_us))
+
+
+def _copy_key(p: CopyPoint) -> tuple[str, str, int | None, int | None, int]:
+    r = p.row
+    return (r.kind, r.method, r.src, r.dst, r.directions)
+
+
+def _copy_label(k: tuple[str, str, int | None, int | None, int]) -> str:
+    kind, method, src, dst, directions = k
+    arrow = "<->" if directions == 2 else "->"
+    ends = {"h2d": f"host{arrow}GPU{dst}", "d2h": f"GPU{src}{arrow}host"}.get(kind, f"GPU{src}{arrow}GPU{dst}")
+    return f"{kind} {method} {ends}"
+
+
+def _coll_label(k: tuple[str, str, int]) -> str:
+    return f"{k[0]} {k[1]} {k[2]}"
+
+
+def _changes(a: NodeSide, b: NodeSide) -> list[Change]:
+    out: list[Change] = []
+    pa = {(p.a, p.b): p.label for p in a.pairs}
+    pb = {(p.a, p.b): p.label for p in b.pairs}
+    for k in dict.fromkeys([*pa, *pb]):
+        if pa.get(k) != pb.get(k):
+            out.append(Change("path", pa.get(k), pb.get(k), gpus=k))
+    la = {g.gpu: f"{g.active}/{g.total}" for g in a.nvlinks}
+    lb = {g.gpu: f"{g.active}/{g.total}" for g in b.nvlinks}
+    for gpu in dict.fromkeys([*la, *lb]):
+        if la.get(gpu) != lb.get(gpu):
+            out.append(Change("nvlinks", la.get(gpu), lb.get(gpu), gpus=(gpu,)))
+    va, vb = dict(a.nccl_versions), dict(b.nccl_versions)
+    for scope in dict.fromkeys([*va, *vb]):
+        if scope in va and scope in vb and va[scope] != vb[scope]:
+            out.append(Change("nccl", va[scope], vb[scope], scope=scope))
+    ca = {(p.scope, p.op, p.size_bytes): p.algo for p in a.collectives}
+    for p in b.collectives:
+        before = ca.get((p.scope, p.op, p.size_bytes))
+        if (p.scope, p.op, p.size_bytes) in ca and before is not None and p.algo is not None and before != p.algo:
+            out.append(Change("algorithm", before, p.algo, scope=p.scope, op=p.op, size_bytes=p.size_bytes))
+    return out
+
+
+def compare_sides(a: NodeSide, b: NodeSide, *, practical: float = stats.PRACTICAL,
+                  confidence: float = stats.CONFIDENCE, resamples: int = stats.RESAMPLES,
+                  seed: int = stats.SEED) -> NodeComparison:
+    ca = {(p.scope, p.op, p.size_bytes): p for p in a.collectives}
+    cb = {(p.scope, p.op, p.size_bytes): p for p in b.collectives}
+    coll_keys = [k for k in ca if k in cb]
+    xa = {_copy_key(p): p for p in a.copies}
+    xb = {_copy_key(p): p for p in b.copies}
+    copy_keys = [k for k in xa if k in xb]
+    pending: list[_Pending | RatioRow] = [_collective_pending(ca[k], cb[k]) for k in coll_keys]
+    pending += [_copy_pending(xa[k], xb[k], resamples, seed) for k in copy_keys]
+    rows, floors = _finish(pending, practical, confidence)
+    collectives = tuple(
+        CollectiveDiff(x.scope, x.op, x.size_bytes, x.ranks, x.timing, x.time_us, y.time_us, x.busbw_gbps,
+                       y.busbw_gbps, x.algo, y.algo, x.status, y.status, r)
+        for (x, y), r in zip(((ca[k], cb[k]) for k in coll_keys), rows[:len(coll_keys)], strict=True))
+    copies = tuple(
+        CopyDiff(x.row.kind, x.row.method, x.row.src, x.row.dst, x.row.directions, x.row.gbps, y.row.gbps,
+                 x.row.pct_expected, y.row.pct_expected, r)
+        for (x, y), r in zip(((xa[k], xb[k]) for k in copy_keys), rows[len(coll_keys):], strict=True))
+    ka = {(c.gpu, c.name): c for c in a.counters}
+    kb = {(c.gpu, c.name): c for c in b.counters}
+    counters = []
+    for k in dict.fromkeys([*ka, *kb]):
+        x, y = ka.get(k), kb.get(k)
+        counters.append(CounterDiff(
+            k[0], k[1], x.delta if x else None, y.delta if y else None, x.per_s if x else None,
+            y.per_s if y else None, x.boot_per_s if x else None, y.boot_per_s if y else None,
+            bool(x and x.over_limit), bool(y and y.over_limit)))
+
+    only_base = tuple(_coll_label(k) for k in ca if k not in cb) + tuple(_copy_label(k) for k in xa if k not in xb)
+    only_other = tuple(_coll_label(k) for k in cb if k not in ca) + tuple(_copy_label(k) for k in xb if k not in xa)
+    return NodeComparison(collectives, copies, tuple(counters), tuple(_changes(a, b)), only_base, only_other,
+                          tuple(floors))
+
+
+def compare_nodes(a: NodeAnalysis | None, b: NodeAnalysis | None, **kw: float | int) -> NodeComparison | None:
+    """The node tests of two analysed reports compared; None unless both ran them."""
+    sa, sb = node_side(a), node_side(b)
+    if sa is None or sb is None:
+        return None
+    return compare_sides(sa, sb, **kw)  # type: ignore[arg-type]

@@ -1,0 +1,127 @@
+"""What a node comparison reads of one analysed node: the one adapter between ``analysis/node.py``
+and ``compare/node_diff.py``.
+
+Kept small and in one place so a change in the node analysis' shape (split into modules, a GPU
+time beside the per-call time of a collective) touches this file alone. Nothing here derives a
+per-node number: every bandwidth, path and counter rate is the analysis'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from envcheck.analysis.node import CopyRow, CounterRow, GpuNvlinks, NodeAnalysis, PairPath, SweepAnalysis, topo_label
+from envcheck.model.node import RankTiming
+
+
+@dataclass(frozen=True)
+class CollectivePoint:
+    """One collective at one size on one node, as the analysis gives it.
+
+    ``time_us``: the time a comparison uses: the GPU time when the analysis has one, else the
+    per-call time (``timing`` says which); ``samples_us``: per-iteration times behind it, each the
+    mean over the ranks (what nccl-tests' ``-a 1`` averages).
+    """
+
+    scope: str
+    op: str
+    size_bytes: int
+    ranks: int
+    time_us: float | None
+    busbw_gbps: float | None
+    samples_us: tuple[float, ...]
+    timing: str  # gpu | call
+    status: str
+    algo: str | None
+
+
+@dataclass(frozen=True)
+class CopyPoint:
+    """One peer or host copy: the analysis' row and the per-iteration times behind its median."""
+
+    row: CopyRow
+    samples_us: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class TopologyPair:
+    a: int
+    b: int
+    label: str  # as nvidia-smi topo -m prints it: NV18, SYS...
+    via: str  # nvlink | nvswitch | pcie
+    expected_gbps: float | None
+
+
+@dataclass(frozen=True)
+class NodeSide:
+    """One node's results as the comparison reads them."""
+
+    collectives: tuple[CollectivePoint, ...]
+    nccl_versions: tuple[tuple[str, str | None], ...]  # (scope, version) per sweep
+    copies: tuple[CopyPoint, ...]
+    counters: tuple[CounterRow, ...]
+    pairs: tuple[TopologyPair, ...]
+    nvlinks: tuple[GpuNvlinks, ...]
+
+
+def _per_iteration(timings: Sequence[RankTiming]) -> tuple[float, ...]:
+    """Iteration i's time averaged over the ranks that have an i-th sample."""
+    series = [list(t.timing.samples_us) for t in timings if len(t.timing.samples_us)]
+    if not series:
+        return ()
+    n = max(len(s) for s in series)
+    out = []
+    for i in range(n):
+        xs = [s[i] for s in series if i < len(s)]
+        out.append(sum(xs) / len(xs))
+    return tuple(out)
+
+
+def _points(sa: SweepAnalysis) -> tuple[CollectivePoint, ...]:
+    out = []
+    for row, result in zip(sa.rows, sa.collectives.results, strict=True):
+        # The GPU time (without host overhead), where the node analysis records one beside the per-call time.
+        gpu_us = getattr(row, "gpu_time_us", None)
+        if gpu_us is not None:
+            t, timing = gpu_us, "gpu"
+            busbw = getattr(row, "gpu_busbw_gbps", None) or row.busbw_gbps
+            samples = _per_iteration(getattr(result, "gpu_timings", None) or ())
+        else:
+            t, timing, busbw, samples = row.time_us, "call", row.busbw_gbps, _per_iteration(result.timings)
+        out.append(CollectivePoint(sa.collectives.scope, row.op, row.size_bytes, row.n, t, busbw, samples, timing,
+                                   row.status, row.algo_label))
+    return tuple(out)
+
+
+def _pair(p: PairPath) -> TopologyPair:
+    return TopologyPair(p.a, p.b, topo_label(p), p.via, p.expected_gbps)
+
+
+def _copies(na: NodeAnalysis) -> tuple[CopyPoint, ...]:
+    peer = na.node.peer
+    copies = peer.copies if peer is not None else ()
+    if len(copies) != len(na.copies):  # rows are one per copy (analysis.node.copy_rows); never mis-pair
+        return tuple(CopyPoint(r, ()) for r in na.copies)
+    return tuple(CopyPoint(r, tuple(c.timing.samples_us) if c.timing is not None else ())
+                 for r, c in zip(na.copies, copies, strict=True))
+
+
+def node_side(na: NodeAnalysis | None) -> NodeSide | None:
+    """The comparison's view of one analysed node; None for a run without node tests."""
+    if na is None or na.node is None:
+        return None
+    return NodeSide(
+        collectives=tuple(p for sa in na.sweeps for p in _points(sa)),
+        nccl_versions=tuple((sa.collectives.scope, sa.collectives.nccl_version) for sa in na.sweeps),
+        copies=_copies(na), counters=na.counters, pairs=tuple(_pair(p) for p in na.paths), nvlinks=na.nvlinks,
+    )
+
+
+def world_side(sweeps: Sequence[SweepAnalysis]) -> NodeSide | None:
+    """A fleet's collectives across all its nodes (``analysis.fleet``'s world sweeps) as a side of a
+    comparison: collectives and NCCL versions only; None when the fleet ran none."""
+    if not sweeps:
+        return None
+    return NodeSide(tuple(p for sa in sweeps for p in _points(sa)),
+                    tuple((sa.collectives.scope, sa.collectives.nccl_version) for sa in sweeps), (), (), (), ())

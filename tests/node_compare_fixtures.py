@@ -1,0 +1,94 @@
+"""Node and fleet reports for the node-comparison tests: the committed 2 x H200 runs, and copies
+changed in one known way (a collective or a copy slower, an NVLink down, another NCCL)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import compare_fixtures as fx
+
+from envcheck.model import Report, Timing, known
+from envcheck.model.node import Collectives, Node
+
+REPORTS = fx.REPORTS
+NODE_BEFORE = REPORTS / "2026-11-22_2147Z_vm_2x-h200_node.json"
+NODE_AFTER = REPORTS / "2026-11-22_2326Z_vm_2x-h200_node.json"
+FLEET_BEFORE = REPORTS / "2026-11-22_2149Z_fleet-2x_vm.json"
+FLEET_AFTER = REPORTS / "2026-11-22_2330Z_fleet-2x_vm-0.json"
+
+
+def load(path: Path) -> Report:
+    return fx.load(path)
+
+
+def _scaled(t: Timing, factor: float) -> Timing:
+    return Timing(t.method, [x * factor for x in t.samples_us], t.calls_per_sample)
+
+
+def with_node(r: Report, **changes: object) -> Report:
+    assert r.node is not None
+    return dataclasses.replace(r, node=dataclasses.replace(r.node, **changes))
+
+
+def _sweep(node: Node) -> Collectives:
+    return node.collectives[0]
+
+
+def collective_slowed(r: Report, op: str, size_bytes: int, factor: float) -> Report:
+    """Every rank's samples of ``op`` at ``size_bytes`` multiplied by ``factor`` (busbw / factor)."""
+    assert r.node is not None
+    sweep = _sweep(r.node)
+    results = tuple(dataclasses.replace(x, timings=tuple(dataclasses.replace(t, timing=_scaled(t.timing, factor))
+                                                         for t in x.timings))
+                    if (x.op, x.size_bytes) == (op, size_bytes) else x for x in sweep.results)
+    return with_node(r, collectives=(dataclasses.replace(sweep, results=results), *r.node.collectives[1:]))
+
+
+def copy_slowed(r: Report, kind: str, factor: float) -> Report:
+    """Every copy of ``kind`` (d2d, h2d, d2h) ``factor`` times slower."""
+    assert r.node is not None and r.node.peer is not None
+    copies = tuple(dataclasses.replace(c, timing=_scaled(c.timing, factor)) if c.kind == kind and c.timing else c
+                   for c in r.node.peer.copies)
+    return with_node(r, peer=dataclasses.replace(r.node.peer, copies=copies))
+
+
+def nvlinks_down(r: Report, gpu: int, down: int) -> Report:
+    """``down`` of GPU ``gpu``'s NVLinks inactive, as NVML would report a dead cable or tray slot."""
+    assert r.node is not None and r.node.topology is not None
+    topo = r.node.topology
+    gpus = []
+    for g in topo.gpus:
+        if g.index == gpu:
+            links = tuple(dataclasses.replace(lk, active=False) if i < down else lk for i, lk in enumerate(g.nvlinks))
+            g = dataclasses.replace(g, nvlinks=links)
+        gpus.append(g)
+    return with_node(r, topology=dataclasses.replace(topo, gpus=tuple(gpus)))
+
+
+def nccl_changed(r: Report, version: str, algo: str) -> Report:
+    """Another NCCL version that picked ``algo`` wherever the original logged RING."""
+    assert r.node is not None
+    sweep = _sweep(r.node)
+    choices = tuple(dataclasses.replace(c, algo=algo) if c.algo == "RING" else c for c in sweep.choices)
+    return with_node(r, collectives=(dataclasses.replace(sweep, nccl_version=version, choices=choices),
+                                     *r.node.collectives[1:]))
+
+
+def fleet_reordered(r: Report) -> Report:
+    """The same fleet with its nodes listed in the other order (ranks renumbered by a launcher)."""
+    assert r.fleet is not None
+    return dataclasses.replace(r, fleet=dataclasses.replace(r.fleet, nodes=tuple(reversed(r.fleet.nodes))))
+
+
+def fleet_with_stranger(r: Report, host: str = "rack7-node3") -> Report:
+    """The fleet with its last node replaced by a node of another host (``host``) with other GPUs."""
+    assert r.fleet is not None
+    last = r.fleet.nodes[-1]
+    env = last.environment
+    assert env is not None
+    gpus = tuple(dataclasses.replace(g, facts={**g.facts, "uuid": known(f"GPU-0000000{i}-0000-0000-0000-000000000000")})
+                 for i, g in enumerate(env.gpus))
+    stranger = dataclasses.replace(last, host=host, environment=dataclasses.replace(env, gpus=gpus),
+                                   node=dataclasses.replace(last.node, host=host) if last.node else None)
+    return dataclasses.replace(r, fleet=dataclasses.replace(r.fleet, nodes=(*r.fleet.nodes[:-1], stranger)))

@@ -1,0 +1,224 @@
+"""envcheck diff of node and fleet reports: the node tests side by side (collectives per op and
+size, peer copies, host links, error counters, topology, NCCL and its algorithms), fleet nodes
+paired by identity, --fail-on-regression on node rows, and the JSON, Markdown and HTML of it.
+
+Built on the committed 2 x H200 node and fleet runs; each changed copy differs in one known way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import node_compare_fixtures as nf
+import pytest
+from test_cli_diff import envcheck
+
+from envcheck import model
+from envcheck.analysis import analyse
+from envcheck.analysis.node import CollectiveRow
+from envcheck.compare.diff import compare, diff
+from envcheck.compare.export import to_data
+from envcheck.compare.fleet_nodes import diff_nodes, nodes_of
+from envcheck.compare.match import BY_IDENTITY, NodeId, pair_nodes
+from envcheck.compare.node_diff import compare_sides
+from envcheck.compare.node_read import node_side
+from envcheck.render.documents import render_diff
+
+GIB = 1 << 30
+
+
+@pytest.fixture(scope="module")
+def real():
+    """The two committed node runs, compared as ``envcheck diff`` compares them."""
+    return compare(("before", nf.load(nf.NODE_BEFORE)), ("after", nf.load(nf.NODE_AFTER)))
+
+
+def test_node_diff_has_every_node_test_of_both_runs(real):
+    n = real.node
+    assert n is not None
+    ops = {c.op for c in n.collectives}
+    assert ops == {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"}
+    assert len(n.collectives) == 35  # 5 ops x 7 sizes, 1 MiB .. 4 GiB
+    assert {(c.kind, c.method, c.src, c.dst, c.directions) for c in n.peer_copies} >= {
+        ("d2d", "copy_engine", 0, 1, 1), ("d2d", "copy_engine", 1, 0, 1), ("d2d", "sm_kernel", 0, 1, 2)}
+    assert {(c.kind, c.src, c.dst) for c in n.host_links} == {("h2d", None, 0), ("d2h", 0, None),
+                                                               ("h2d", None, 1), ("d2h", 1, None)}
+    assert {(c.gpu, c.name) for c in n.counters} >= {(0, "crc_data"), (1, "ecc_data"), (0, "pcie_replay")}
+
+
+def test_node_numbers_are_the_analysis_numbers(real):
+    """busbw, copy bandwidth and counter rates are read from each side's node analysis, not derived again."""
+    a, b = analyse(nf.load(nf.NODE_BEFORE)).node, analyse(nf.load(nf.NODE_AFTER)).node
+    row = next(c for c in real.node.collectives if (c.op, c.size_bytes) == ("all_reduce", 4 * GIB))
+    ra = next(r for r in a.sweeps[0].rows if (r.op, r.size_bytes) == ("all_reduce", 4 * GIB))
+    rb = next(r for r in b.sweeps[0].rows if (r.op, r.size_bytes) == ("all_reduce", 4 * GIB))
+    assert (row.base_busbw, row.other_busbw) == (ra.busbw_gbps, rb.busbw_gbps)
+    assert row.change.ratio == pytest.approx(rb.time_us / ra.time_us)
+    assert row.change.low < row.change.ratio < row.change.high and row.change.n_base == 20
+    crc = next(c for c in real.node.counters if (c.gpu, c.name) == (0, "crc_data"))
+    assert crc.base_per_s == next(c.per_s for c in a.counters if (c.gpu, c.name) == (0, "crc_data"))
+
+
+def test_identical_node_runs_call_nothing():
+    """The negative control: a node run against itself changes nothing and calls nothing."""
+    r = nf.load(nf.NODE_BEFORE)
+    n = compare(("a", r), ("b", r)).node
+    assert n is not None and not n.changes
+    assert all(c.change.verdict == "same" for c in (*n.collectives, *n.copies))
+    assert n.regressions(0.0) == []
+
+
+def test_a_slower_collective_is_called_slower():
+    base = nf.load(nf.NODE_BEFORE)
+    slow = nf.collective_slowed(base, "all_reduce", GIB, 1.3)
+    n = compare(("a", base), ("b", slow)).node
+    row = next(c for c in n.collectives if (c.op, c.size_bytes) == ("all_reduce", GIB))
+    assert row.change.verdict == "slower" and row.change.ratio == pytest.approx(1.3, rel=1e-3)
+    assert row.busbw_change_pct == pytest.approx((1 / 1.3 - 1) * 100, rel=1e-3)
+    others = [c for c in n.collectives if c is not row]
+    assert all(c.change.verdict == "same" for c in others)
+    assert [r.op for r in n.regressions(10)] == ["all_reduce"]
+
+
+def test_slower_peer_copies_and_host_links_are_called_slower():
+    base = nf.load(nf.NODE_BEFORE)
+    n = compare(("a", base), ("b", nf.copy_slowed(nf.copy_slowed(base, "d2d", 1.25), "h2d", 1.25))).node
+    assert all(c.change.verdict == "slower" for c in n.peer_copies)
+    assert {c.kind: c.change.verdict for c in n.host_links} == {"h2d": "slower", "d2h": "same"}
+
+
+def test_topology_nccl_and_algorithm_changes_are_listed():
+    base = nf.load(nf.NODE_BEFORE)
+    other = nf.nccl_changed(nf.nvlinks_down(base, 1, 6), "2.29.1", "TREE")
+    n = compare(("a", base), ("b", other)).node
+    what = {(c.what, c.before, c.after) for c in n.changes}
+    assert ("nvlinks", "18/18", "12/18") in what
+    assert ("path", "NV18", "NV12") in what
+    assert ("nccl", "2.28.9", "2.29.1") in what
+    algo = [c for c in n.changes if c.what == "algorithm"]
+    assert algo and all(c.before.startswith("RING/") and c.after.startswith("TREE/") for c in algo)
+    assert ("all_reduce", GIB) in {(c.op, c.size_bytes) for c in algo}
+
+
+def test_fleet_nodes_pair_by_identity_not_position():
+    """Today's bug: every node was compared with the baseline's first node."""
+    before = nf.load(nf.FLEET_BEFORE)
+    after = nf.fleet_reordered(before)
+    per_file = [[(n, analyse(n.report)) for n in nodes_of(label, r)] for label, r in (("a", before), ("b", after))]
+    d = diff_nodes(per_file)
+    assert [(c.base.label, c.other.label) for c in d.comparisons] == [("a:vm/1", "b:vm/1"), ("a:vm/0", "b:vm/0")]
+    assert all(c.same_machine for c in d.comparisons)
+    assert d.unmatched == ()
+
+
+def test_fleet_node_with_no_partner_is_listed_with_the_reason():
+    before = nf.load(nf.FLEET_BEFORE)
+    after = nf.fleet_with_stranger(before)
+    per_file = [[(n, analyse(n.report)) for n in nodes_of(label, r)] for label, r in (("a", before), ("b", after))]
+    d = diff_nodes(per_file)
+    assert [(c.base.label, c.other.label) for c in d.comparisons] == [("a:vm/0", "b:vm/0")]
+    assert {(u.label, u.side) for u in d.unmatched} == {("b:rack7-node3", "other"), ("a:vm/1", "baseline")}
+    doc = to_data(d)
+    assert {u["label"] for u in doc["unmatched"]} == {"b:rack7-node3", "a:vm/1"}
+    assert all(u["reason"] == "compare.node_unmatched" for u in doc["unmatched"])
+    md = render_diff(d, "md")
+    assert "Nodes not compared (2)" in md and "rack7-node3" in md
+
+
+def test_simulated_fleet_nodes_carry_the_machines_host_and_their_own_gpus():
+    nodes = nodes_of("f", nf.load(nf.FLEET_BEFORE))
+    assert [(n.label, n.report.host, n.id.name) for n in nodes] == [("f:vm/0", "vm", "vm/0"), ("f:vm/1", "vm", "vm/1")]
+    assert len(nodes[0].id.uuids) == 1 and nodes[0].id.uuids != nodes[1].id.uuids
+
+
+def test_pair_nodes_prefers_identity_and_never_pairs_twice():
+    a = (NodeId("a0", "h1", frozenset({"GPU-1"}), "h1"), NodeId("a1", "h2", frozenset({"GPU-2"}), "h2"))
+    b = (NodeId("b0", "h2", frozenset({"GPU-2"}), "h2"), NodeId("b1", "h1", frozenset({"GPU-1"}), "h1"),
+         NodeId("b2", "h1", frozenset({"GPU-9"}), "h1"))
+    pairs, left = pair_nodes(a, b)
+    assert [(p.base, p.other, p.by) for p in pairs] == [(1, 0, BY_IDENTITY), (0, 1, BY_IDENTITY)]
+    assert [u.label for u in left] == ["b2"]
+
+
+def test_json_has_the_node_comparison():
+    d = diff([("before", nf.load(nf.NODE_BEFORE)), ("after", nf.load(nf.NODE_AFTER))])
+    doc = json.loads(json.dumps(to_data(d)))
+    node = doc["comparisons"][0]["node"]
+    ar = next(c for c in node["collectives"] if (c["op"], c["size_bytes"]) == ("all_reduce", 4 * GIB))
+    assert ar["baseline_busbw_gbps"] > 300 and ar["other_busbw_gbps"] > 300 and ar["baseline_algo"] == "RING/SIMPLE"
+    assert ar["verdict"] in ("same", "faster", "slower") and ar["low"] <= ar["ratio"] <= ar["high"]
+    assert sum(c["host_link"] for c in node["copies"]) == 4
+    assert {c["name"] for c in node["counters"]} >= {"crc_data", "ecc_data"}
+    assert node["changes"] == []
+
+
+@pytest.mark.parametrize("fmt", ["md", "html"])
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_documents_show_the_node_tests(fmt, lang):
+    d = diff([("before", nf.load(nf.NODE_BEFORE)), ("after", nf.load(nf.NODE_AFTER))])
+    text = render_diff(d, fmt, lang)
+    heads = {"en": ("Node tests", "Peer copies", "Host links", "Error counters"),
+             "zh-CN": ("节点测试", "GPU 间拷贝", "主机链路", "错误计数器")}[lang]
+    for h in heads:
+        assert h in text
+    plain = text.replace("\\_", "_")  # Markdown escapes the underscore
+    assert "all_reduce 4 GiB" in plain and "RING/SIMPLE" in plain
+
+
+def test_fail_on_regression_covers_node_numbers(tmp_path):
+    """A collective 30% slower fails --fail-on-regression 10, named on stderr; the run against itself passes."""
+    base = nf.NODE_BEFORE
+    slow = model.dump(nf.collective_slowed(nf.load(base), "all_reduce", GIB, 1.3), tmp_path / "slow.json")
+    failing = envcheck("diff", str(base), str(slow), "--format", "json", "--fail-on-regression", "10")
+    assert failing.returncode == 1, failing.stderr
+    assert "node regression: all_reduce 1 GiB" in failing.stderr and "Traceback" not in failing.stderr
+    doc = json.loads(failing.stdout)
+    assert [r["test"] for r in doc["comparisons"][0]["node"]["regressions"]] == [f"node all_reduce {GIB}"]
+    passing = envcheck("diff", str(base), str(base), "--format", "json", "--fail-on-regression", "10")
+    assert passing.returncode == 0, passing.stderr
+
+
+def test_cli_diff_of_two_fleets_pairs_nodes_by_identity():
+    proc = envcheck("diff", str(nf.FLEET_BEFORE), str(nf.FLEET_AFTER), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    pairs = [(c["baseline"].split(":")[1], c["other"].split(":")[1]) for c in doc["comparisons"]]
+    assert pairs == [("vm/0", "vm/0"), ("vm/1", "vm/1")]
+    assert all(c["node"] is not None for c in doc["comparisons"])
+    (world,) = doc["worlds"]  # the collectives across both nodes, fleet against fleet
+    assert (world["baseline"], world["other"]) == (nf.FLEET_BEFORE.name, nf.FLEET_AFTER.name)
+    assert len(world["collectives"]) == 30 and {c["scope"] for c in world["collectives"]} == {"world"}
+    assert {c["op"] for c in world["collectives"]} >= {"all_reduce", "broadcast"}
+
+
+def test_the_adapter_prefers_a_gpu_time_and_never_mixes_it_with_the_per_call_time():
+    """The node analysis may add a GPU time beside the per-call time of a collective: the comparison
+    then uses it, and a pair timed differently on the two sides is not compared (with the reason)."""
+    @dataclasses.dataclass(frozen=True)
+    class RowWithGpuTime(CollectiveRow):
+        gpu_time_us: float | None = None
+
+    na = analyse(nf.load(nf.NODE_BEFORE)).node
+    sweep = na.sweeps[0]
+    rows = tuple(RowWithGpuTime(**{f.name: getattr(r, f.name) for f in dataclasses.fields(r)},
+                                gpu_time_us=r.time_us * 0.9) for r in sweep.rows)
+    gpu_side = node_side(dataclasses.replace(na, sweeps=(dataclasses.replace(sweep, rows=rows),)))
+    call_side = node_side(na)
+    assert {p.timing for p in gpu_side.collectives} == {"gpu"}
+    assert gpu_side.collectives[0].time_us == pytest.approx(0.9 * call_side.collectives[0].time_us)
+    n = compare_sides(call_side, gpu_side)
+    assert all(c.change.verdict == "not comparable" for c in n.collectives)
+    assert {r.key for c in n.collectives for r in c.change.reasons} == {"compare.methods_differ"}
+
+
+def test_an_unmatched_nodes_host_is_escaped_for_each_medium():
+    before = nf.load(nf.FLEET_BEFORE)
+    after = nf.fleet_with_stranger(before, host="<img src=x>|*x*")
+    per_file = [[(n, analyse(n.report)) for n in nodes_of(label, r)] for label, r in (("a", before), ("b", after))]
+    d = diff_nodes(per_file)
+    html = render_diff(d, "html")
+    assert "<img src=x>" not in html and "&lt;img src=x&gt;" in html
+    md = render_diff(d, "md")
+    line = next(x for x in md.splitlines() if x.startswith("- b:"))
+    assert "\\|" in line and "\\*x\\*" in line
