@@ -84,10 +84,10 @@ def test_the_registries_hold_every_key_the_code_writes():
     assert _literals(r'NodeProblem\("(\w+)"', "envcheck/analysis/node.py") == set(an.PROBLEM_KEYS)
     assert _literals(r'Finding\("(\w+)"', "envcheck/analysis/fleet.py") <= set(af.FINDING_KINDS)
     assert _literals(r'Conclusion\("(\w+)"', "envcheck/analysis/narrowing.py") == set(narrowing.CONCLUSION_KINDS)
-    assert _literals(r'"(\w+_links?)"\)', "envcheck/analysis/node.py") == set(an.PATH_SOURCES)
-    assert _literals(r'status = "(\w+)"', "envcheck/analysis/node.py") <= set(an.COLLECTIVE_STATUSES)
+    assert _literals(r'"(\w+_links?)"\)', "envcheck/analysis/links.py") == set(an.PATH_SOURCES)
+    assert _literals(r'status = "(\w+)"', "envcheck/analysis/collectives.py") <= set(an.COLLECTIVE_STATUSES)
     assert _literals(r'status = "(\w+)"', "envcheck/analysis/fleet.py") <= set(af.VERDICT_STATUSES)
-    assert _literals(r'(?:return \(\), |or )"(\w+)"', "envcheck/analysis/node.py") | {"not_in_nccl_log"} == set(an.ALGO_REASONS)
+    assert _literals(r'(?:return \(\), |or )"(\w+)"', "envcheck/analysis/collectives.py") | {"not_in_nccl_log"} == set(an.ALGO_REASONS)
     reasons = _literals(r'Metric\([^()]*?, None, "(\w+)"\)', "envcheck/analysis/fleet.py") | _literals(
         r'reason="(\w+)"', "envcheck/analysis/fleet.py")
     assert reasons <= set(af.MISSING_REASONS), reasons - set(af.MISSING_REASONS)
