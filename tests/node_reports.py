@@ -12,7 +12,7 @@ What comes from the capture, as it was measured or answered:
 What the capture does not hold, and is therefore representative rather than measured: the per-GPU
 suites (``factories.bench``, shaped like the committed H200 reports), the peer copies (no peer-copy
 worker ran on the pair yet: the rates are what NVLink 4 through NVSwitch and PCIe Gen5 x16 give,
-about 80 % of the links' 478 and 63 GB/s) and everything about a second node, a slow rank or a
+about 80 % of the links' 450 and 63 GB/s) and everything about a second node, a slow rank or a
 failure (``trouble``), which no lent machine has shown.
 """
 

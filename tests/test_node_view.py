@@ -84,7 +84,7 @@ def test_the_registries_hold_every_key_the_code_writes():
     assert _literals(r'NodeProblem\("(\w+)"', "envcheck/analysis/node.py") == set(an.PROBLEM_KEYS)
     assert _literals(r'Finding\("(\w+)"', "envcheck/analysis/fleet.py") <= set(af.FINDING_KINDS)
     assert _literals(r'Conclusion\("(\w+)"', "envcheck/analysis/narrowing.py") == set(narrowing.CONCLUSION_KINDS)
-    assert _literals(r'"(\w+_links?)"\)', "envcheck/analysis/links.py") == set(an.PATH_SOURCES)
+    assert _literals(r'"(\w+_links?)"(?:\)|, gen)', "envcheck/analysis/links.py") == set(an.PATH_SOURCES)
     assert _literals(r'status = "(\w+)"', "envcheck/analysis/collectives.py") <= set(an.COLLECTIVE_STATUSES)
     assert _literals(r'status = "(\w+)"', "envcheck/analysis/fleet.py") <= set(af.VERDICT_STATUSES)
     assert _literals(r'(?:return \(\), |or )"(\w+)"', "envcheck/analysis/collectives.py") | {"not_in_nccl_log"} == set(an.ALGO_REASONS)
@@ -208,7 +208,7 @@ def test_a_timed_out_rank_says_how_long_it_was_given(fleet_report):
 def test_node_documents_show_every_part(node_trouble):
     md = render_markdown(node_trouble, "en", "x_charts")
     for text in ("## Node tests (fail)", "### GPUs", "### Topology", "### Peer copies", "### Error counters",
-                 "| GPU0 | X | NV18 (478 GB/s) | Gen5 x16 | – | 18/18 (26.6 GB/s each) |",
+                 "| GPU0 | X | NV18 (450 GB/s) | Gen5 x16 | – | 18/18 (26.6 GB/s each, NVML signalling) |",
                  "| GPU1 | no peer access | X |", "**GPU 1 as probed**", "| PCIe link | Gen5 x8 (max Gen5 x16) |",
                  "| 4 GiB | – | – | – | – | – | – | out of memory |",
                  "NCCL switched from RING/LL to RING/SIMPLE at 64 MiB",
@@ -344,7 +344,7 @@ def test_the_topology_shows_each_gpus_nvlinks_as_the_analysis_counted_them(node_
     # H200 x2: 18 NVLinks per GPU, all active, 26.562 GB/s each (NVML's speed in MB/s).
     n = analyse(node_trouble).node
     assert n.nvlinks == (an.GpuNvlinks(0, 18, 18, 26.562), an.GpuNvlinks(1, 18, 18, 26.562))
-    assert "| 18/18 (26.6 GB/s each) |" in render_markdown(node_trouble)
+    assert "| 18/18 (26.6 GB/s each, NVML signalling) |" in render_markdown(node_trouble)
 
 
 def test_an_unverified_narrowing_run_is_marked_as_in_the_sweep_table(fleet_report):

@@ -3,10 +3,11 @@ and the bandwidth per direction that gives. Pure functions of ``envcheck.model.n
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from envcheck.analysis.link_specs import NVLINK, nvlink_generation, pcie_gbps
 from envcheck.model.node import (
     GpuLinks,
     Topology,
@@ -14,29 +15,20 @@ from envcheck.model.node import (
 
 # --------------------------------------------------------------------------- link bandwidth from the topology
 
-# PCIe transfer rate per lane (GT/s) and line-code efficiency by generation: 8b/10b for Gen1-2,
-# 128b/130b for Gen3-5, FLIT mode for Gen6 (242 payload bytes per 256-byte flit).
-PCIE_GTPS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
-PCIE_ENCODING = {1: 8 / 10, 2: 8 / 10, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130, 6: 242 / 256}
-
-
-def pcie_gbps(gen: int, width: int) -> float | None:
-    """Theoretical PCIe bandwidth per direction, GB/s: GT/s per lane x lanes x encoding / 8.
-    Gen5 x16: 32 x 16 x 128/130 / 8 = 63.0 GB/s."""
-    if gen not in PCIE_GTPS or width <= 0:
-        return None
-    return PCIE_GTPS[gen] * width * PCIE_ENCODING[gen] / 8
-
-
 @dataclass(frozen=True)
 class PairPath:
     """How two GPUs reach each other, and the bandwidth per direction that allows.
 
     ``via``: ``nvlink`` (direct links), ``nvswitch`` (both GPUs' links end on NVSwitches: the pair
     gets the smaller of the two GPUs' link sets), or ``pcie``. ``nvlinks``: active links the pair
-    can use. ``expected_gbps``: per direction (active links x per-link speed, or the slower PCIe
-    link's generation x width with its encoding). ``source``: a key (``PATH_SOURCES``) naming the
-    facts it came from, phrased by the presentation.
+    can use. ``link_gbps``: what one of them carries per direction, from the datasheet of its
+    generation (``envcheck.analysis.link_specs``); ``expected_gbps``: per direction (active links x
+    that, or the slower PCIe link's generation x width after its line code). ``source``: a key
+    (``PATH_SOURCES``) naming the facts it came from, phrased by the presentation.
+    ``generation``: the NVLink generation (None: unknown, or PCIe); ``reference``: ``datasheet``, or
+    ``nvml_signalling`` when the generation is unknown and NVML's signalling rate is all there is
+    (then the shares of it are understated). ``signalling_gbps``: NVML's per-link rate, a fact shown
+    beside the reference and never used as one.
     """
 
     a: int
@@ -47,10 +39,31 @@ class PairPath:
     expected_gbps: float | None
     pcie_level: str | None
     source: str
+    generation: int | None = None
+    reference: str | None = None
+    signalling_gbps: float | None = None
+
+
+# What a pair's per-link reference rests on (PairPath.reference).
+LINK_REFERENCES = ("datasheet", "nvml_signalling")
 
 
 def _active(g: GpuLinks) -> list[Any]:
     return [lk for lk in g.nvlinks if lk.active]
+
+
+def _nvlink_rate(links: Sequence[Any]) -> tuple[float | None, int | None, str | None, float | None]:
+    """(payload GB/s per link per direction, generation, reference, NVML's signalling GB/s) of a
+    bonded set of links: the datasheet of its generation when NVML names one (the oldest, should
+    they differ), else NVML's signalling rate, marked as such."""
+    signalling = _link_speed_gbps(links)
+    gens = [g for g in (nvlink_generation(lk.version.value) for lk in links if lk.version.ok) if g is not None]
+    spec = NVLINK.get(min(gens)) if gens else None
+    if spec is not None:
+        return spec.link_gbps, spec.generation, "datasheet", signalling
+    if signalling is not None:
+        return signalling, None, "nvml_signalling", signalling
+    return None, None, None, None
 
 
 def _link_speed_gbps(links: Iterable[Any]) -> float | None:
@@ -108,24 +121,24 @@ def pair_path(topology: Topology, a: int, b: int) -> PairPath | None:
         direct = [lk for lk in _active(gb) if lk.remote_pci_bus_id.ok
                   and _same_bus(str(lk.remote_pci_bus_id.value), bus_a)]
     if direct:
-        speed = _link_speed_gbps(direct)
+        speed, gen, ref, signalling = _nvlink_rate(direct)
         expected = speed * len(direct) if speed is not None else None
-        return PairPath(a, b, "nvlink", len(direct), speed, expected, level, "nvlink_links")
+        return PairPath(a, b, "nvlink", len(direct), speed, expected, level, "nvlink_links", gen, ref, signalling)
     sw_a = [lk for lk in _active(ga) if lk.remote_type.value == "switch"]
     sw_b = [lk for lk in _active(gb) if lk.remote_type.value == "switch"]
     if sw_a and sw_b:
         n = min(len(sw_a), len(sw_b))
-        speeds = [s for s in (_link_speed_gbps(sw_a), _link_speed_gbps(sw_b)) if s is not None]
-        speed = min(speeds) if speeds else None
+        speed, gen, ref, signalling = _nvlink_rate(sw_a + sw_b)
         return PairPath(a, b, "nvswitch", n, speed, speed * n if speed is not None else None, level,
-                        "nvswitch_links")
+                        "nvswitch_links", gen, ref, signalling)
     pa, pb = _gpu_pcie_gbps(ga), _gpu_pcie_gbps(gb)
     expected = min(pa, pb) if pa is not None and pb is not None else None
     return PairPath(a, b, "pcie", 0, None, expected, level, "pcie_link")
 
 
-# Where a pair's expected bandwidth comes from: active NVLinks x per-link speed; for NVSwitch the
-# smaller GPU's active NVLinks x per-link speed; the slower GPU's PCIe generation x width (all NVML).
+# Where a pair's expected bandwidth comes from: active NVLinks x what one carries; for NVSwitch the
+# smaller GPU's active NVLinks x that; the slower GPU's PCIe generation x width (counts from NVML,
+# rates from envcheck.analysis.link_specs).
 PATH_SOURCES = ("nvlink_links", "nvswitch_links", "pcie_link")
 # ``nvidia-smi topo -m``'s names for NVML's PCIe levels (PCIE_LEVELS), so the matrix reads like its output.
 SMI_LEVEL_NAMES = {"internal": "X", "single": "PIX", "multiple": "PXB", "hostbridge": "PHB", "node": "NODE",

@@ -59,10 +59,10 @@ from envcheck.analysis.counters import (  # re-exported: envcheck.analysis.node 
     counter_rows,
     counters_of,
 )
+from envcheck.analysis.link_specs import NVLINK, PCIE, pcie_gbps  # re-exported
 from envcheck.analysis.links import (  # re-exported: envcheck.analysis.node is the node analysis' public face
+    LINK_REFERENCES,
     PATH_SOURCES,
-    PCIE_ENCODING,
-    PCIE_GTPS,
     SMI_LEVEL_NAMES,
     GpuNvlinks,
     PairPath,
@@ -70,7 +70,6 @@ from envcheck.analysis.links import (  # re-exported: envcheck.analysis.node is 
     host_link_gbps,
     pair_path,
     pair_paths,
-    pcie_gbps,
     smi_disagreements,
     topo_label,
 )
@@ -248,6 +247,9 @@ def analyse_node(node: Any, benches: Sequence[Any], env: Any, margin: float | No
 
 
 __all__ = [  # this module's own names and those of the modules it was split into
+    "NVLINK",
+    "PCIE",
+    "LINK_REFERENCES",
     "ALGO_REASONS",
     "Agreement",
     "COLLECTIVE_STATUSES",
@@ -276,8 +278,6 @@ __all__ = [  # this module's own names and those of the modules it was split int
     "OUTLIER_METRICS",
     "Outlier",
     "PATH_SOURCES",
-    "PCIE_ENCODING",
-    "PCIE_GTPS",
     "PCIE_REPLAY_PER_MIN_LIMIT",
     "PROBLEM_KEYS",
     "PairPath",

@@ -236,6 +236,16 @@ def _nvlinks(g: Any, nv: an.GpuNvlinks | None, p: _P) -> Cell:
     return Cell(f"{nv.active}/{fmt.num(nv.total)}", sub, "" if nv.active == nv.total else "warn")
 
 
+def _reference_line(x: an.PairPath, p: _P) -> Line:
+    """Where a pair's per-link rate comes from: the datasheet of its NVLink generation, or (generation
+    unknown) NVML's signalling rate, which understates every share of it."""
+    if x.reference == "datasheet" and x.generation is not None:
+        spec = an.NVLINK[x.generation]
+        return Line(p.t("node.reference.datasheet", gen=fmt.num(x.generation), gbps=fmt.num(x.link_gbps),
+                        doc=p.escape(spec.doc.title), signalling=fmt.num(x.signalling_gbps)))
+    return Line(p.t("node.reference.nvml_signalling", signalling=fmt.num(x.signalling_gbps)), "warn")
+
+
 def topology_part(na: an.NodeAnalysis, p: _P, pid: str = "topology") -> Part | None:
     node = na.node
     topo = node.topology if node is not None else None
@@ -278,15 +288,17 @@ def topology_part(na: an.NodeAnalysis, p: _P, pid: str = "topology") -> Part | N
             rows.append((Cell(f"GPU{x.a} ↔ GPU{x.b}"), Cell(p.word("node.via.", x.via)),
                          Cell(str(x.nvlinks) if x.nvlinks else fmt.DASH),
                          Cell(fmt.num(x.link_gbps) if x.link_gbps is not None else fmt.DASH),
+                         Cell(fmt.num(x.signalling_gbps) if x.signalling_gbps is not None else fmt.DASH),
                          Cell(fmt.num(x.expected_gbps)),
                          Cell(an.SMI_LEVEL_NAMES.get(x.pcie_level or "", fmt.DASH))))
         cols = (p.t("node.col.pair"), p.t("node.col.path"), p.t("node.col.nvlinks"), p.t("node.col.link_gbps"),
-                p.t("node.col.expected"), p.t("node.col.pcie_level"))
+                p.t("node.col.signalling_gbps"), p.t("node.col.expected"), p.t("node.col.pcie_level"))
         sources = dict.fromkeys(x.source for x in na.paths)
         notes = tuple(Line(p.t("node.topology.source", via=p.word("node.via.", next(x.via for x in na.paths
                                                                                       if x.source == s)),
                                source=p.word("node.source.", s))) for s in sources)
-        tables.append(Table("pairs", cols, (False, False, True, True, True, False), tuple(rows),
+        notes += tuple(_reference_line(x, p) for x in dict((x.reference, x) for x in na.paths if x.reference).values())
+        tables.append(Table("pairs", cols, (False, False, True, True, True, True, False), tuple(rows),
                             p.t("node.pairs.title"), notes=notes))
     for a, b, ours, smi in na.disagreements:
         lines.append(Line(p.t("node.topology.disagree", a=fmt.num(a), b=fmt.num(b), nvml=p.escape(ours),
