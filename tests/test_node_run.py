@@ -51,14 +51,19 @@ def _play(argv, env):
                                                 copy, h2d, sm, {"event": "done"}])
         return 0
     out = Path(_arg(argv, "--out"))
+    learn = "--learn" in argv  # the untimed launch: NCCL's log, no timings that count
     for rank in (0, 1):
         res = {"event": "result", "phase": "sweep", "op": "all_reduce", "size_bytes": MiB, "count": MiB // 4,
-               "ranks": [0, 1], "samples_us": [15.0, 15.5], "method": "cuda_events", "wrong": 0}
-        _write_lines(out / f"rank{rank}.jsonl", [
+               "ranks": [0, 1], "samples_us": [45.0, 46.5], "method": "cuda_events", "wrong": 0,
+               "gpu_samples_us": [15.0, 15.5], "gpu_calls": 20}
+        if learn:
+            res = {**res, "samples_us": [900.0], "gpu_samples_us": [], "gpu_reason": "not_captured"}
+        _write_lines(out / f"{'learn.' if learn else ''}rank{rank}.jsonl", [
             {"event": "start", "rank": rank, "local_rank": rank, "world_size": 2, "host": "vm", "pid": 1},
             {"event": "ready", "backend": "nccl", "device": f"cuda:{rank}", "nccl_version": "2.28.9"}, res,
             {"event": "done"}])
-    (out / "nccl.rank0.log").write_text(text("nccl_sweep_x2.log"))
+    if learn:
+        (out / "nccl.rank0.log").write_text(text("nccl_sweep_x2.log"))
     return 0
 
 
@@ -80,8 +85,13 @@ def test_node_tests_run_in_order_and_keep_every_result(tmp_path):
     (sweep,) = node.collectives
     row = an.collective_rows(sweep)[0]
     assert row.algos == (("RING", "LL"),) and row.status == "ok"
+    # NCCL's algorithms come from an untimed launch of their own (debug log on); the timed one runs without it.
     assert [job[0][1:3] for job in launcher.jobs] == [("-m", "envcheck.node.peer_worker"),
-                                                      ("-m", "torch.distributed.run")]
+                                                      ("-m", "torch.distributed.run"), ("-m", "torch.distributed.run")]
+    assert ["--learn" in job[0] for job in launcher.jobs[1:]] == [True, False]
+    # The timed launch's numbers, not the learning one's: GPU time from the graph replays, per call beside it.
+    assert row.time_basis == "gpu" and row.gpu_time_us == pytest.approx(15.25)
+    assert row.call_time_us == pytest.approx(45.75) and row.launch_bound
     assert build(Node, to_dict(node)) == node
 
 
