@@ -197,7 +197,9 @@ def collective_row(result: CollectiveResult, collectives: Collectives) -> Collec
     algbw, busbw = bandwidths_gbps(result.op, result.size_bytes, n, t)
     call_busbw = bandwidths_gbps(result.op, result.size_bytes, n, call)[1]
     launch_bound = gpu is not None and call is not None and call > LAUNCH_BOUND_RATIO * gpu
-    no_gpu = None if gpu is not None else (result.gpu_reason or "not_recorded") if call is not None else None
+    no_gpu = None
+    if gpu is None and call is not None:
+        no_gpu = result.gpu_reason if result.gpu_reason is not None else "not_recorded"
     if result.error:
         status = "error"
     elif result.wrong is None:
