@@ -181,7 +181,9 @@ class CollectiveBench:
             torch.cuda.current_stream().wait_stream(side)
             torch.cuda.synchronize()
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
+            # thread_local: ProcessGroupNCCL's watchdog thread keeps querying its events during the
+            # capture; in the default global mode those queries would invalidate it.
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                 for _ in range(calls):
                     self._call(op, send, recv, group, root)
         except Exception as e:  # noqa: BLE001 - a refused capture is a recorded reason, not a crash
