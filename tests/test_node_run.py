@@ -14,7 +14,7 @@ from node_fakes import ScriptedLauncher, capture, fake_nvml, text
 from envcheck.analysis import node as an
 from envcheck.model import build, to_dict
 from envcheck.model.node import Node
-from envcheck.node.collective_run import SweepPlan
+from envcheck.node.collective_run import Placement, SweepPlan, run_sweep
 from envcheck.node.peer import PeerPlan
 from envcheck.node.run import NodeDeps, NodeOptions, run_node
 
@@ -153,3 +153,33 @@ def test_node_problems_name_what_kept_the_run_from_passing(tmp_path):
     worse = replace(node, collectives=(bad,), skipped=(NodeSkip("xid", "crashed: OSError: x"),))
     keys = [p.key for p in an.node_problems(worse)]
     assert keys == ["step_failed", "collective_wrong", "collective_not_run"]
+
+
+def test_a_failed_learning_launch_costs_the_algorithms_not_the_sweep(tmp_path):
+    def play(argv, env):
+        if "--learn" in argv:
+            raise TimeoutError  # the untimed launch ran past its share of the time limit
+        return _play(argv, env)
+
+    launcher = ScriptedLauncher(play)
+    c = run_sweep(SweepPlan(ops=("all_reduce",), sizes=(MiB,)), Placement(2), tmp_path, launcher, 100.0)
+    assert [("--learn" in j[0]) for j in launcher.jobs] == [True, False]
+    assert c.error is None and c.choices == () and c.choices_reason == "no_nccl_log"
+    (row,) = an.collective_rows(c)
+    assert row.status == "ok" and row.time_basis == "gpu" and row.algo_reason == "no_nccl_log"
+
+
+def test_ctrl_c_during_the_learning_launch_stops_the_sweep(tmp_path):
+    def play(argv, env):
+        raise KeyboardInterrupt
+
+    launcher = ScriptedLauncher(play)
+    c = run_sweep(SweepPlan(ops=("all_reduce",), sizes=(MiB,)), Placement(2), tmp_path, launcher, 100.0)
+    assert len(launcher.jobs) == 1 and c.error == "interrupted"
+    assert [r.skipped for r in c.results] == ["not_run"]
+
+
+def test_the_gloo_sweep_is_one_launch_without_learning(tmp_path):
+    launcher = ScriptedLauncher(_play)
+    run_sweep(SweepPlan(ops=("all_reduce",), sizes=(MiB,), device="cpu"), Placement(2), tmp_path, launcher, 100.0)
+    assert len(launcher.jobs) == 1 and "--learn" not in launcher.jobs[0][0]

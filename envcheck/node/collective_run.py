@@ -83,7 +83,7 @@ class SweepPlan:
                 "narrow_size_bytes": self.narrow_size if self.narrow else None, "narrow_margin": self.narrow_margin,
                 "timing": "mean of per-iteration times per rank, averaged over ranks (nccl-tests -a 1)",
                 "gpu_time": "cuda_graph" if self.device == "cuda" else None,
-                "algorithms": "learned in an untimed launch" if self.device == "cuda" else None}
+                "algorithms": "learn_launch" if self.device == "cuda" else None}
 
 
 @dataclass(frozen=True)
