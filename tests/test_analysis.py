@@ -281,3 +281,40 @@ def test_recorded_ceilings_of_old_reports_are_used_as_recorded():
     b = analysed(case(gpu=100.0), recorded_ceilings=(RecordedCeiling("bandwidth", 4253.0, "GB/s", "copy"),))
     assert b.ceilings.get("bandwidth", "measured").source.kind == "recorded"
     assert b.results[0].pct_measured is not None
+
+
+def test_a_matmul_above_its_flops_ceiling_is_a_compute_finding_counted_with_the_faster_rows():
+    """Issue 17 item 4: the committed H200 run's matmul torch fp32 2048^3 (101.3% of the measured FP32
+    FLOP/s ceiling, its working set fits L2) was called a row that "exceeds a bandwidth ceiling because
+    its working set was served from L2", and left out of the rows faster than a ceiling."""
+    from envcheck.analysis.findings import above_ceiling
+    from envcheck.model import load
+
+    ba = analyse(load("reports/2026-11-22_2139Z_vm_h200.json")).benches[0]
+    row = next(r for r in ba.results if r.case.op == "matmul" and r.case.impl == "torch" and r.case.dtype == "fp32"
+               and r.case.precision == "fp32" and r.case.shape == (2048, 2048, 2048))
+    assert row.pct_measured == pytest.approx(101.3, abs=0.05) and fl.ABOVE_CEILING in row.flags
+    found = {f.key: f for f in ba.findings if f.key.startswith("finding.above")}
+    assert set(found) == {"finding.above_ceiling_compute"}  # no "served from L2" for a compute-bound row
+    f = found["finding.above_ceiling_compute"]
+    assert row.key in f.rows and f.params["count"] == 3 and f.params["compute"] == 3 and f.params["bandwidth"] == 0
+
+    # With a bandwidth row above its ceiling too, one finding counts both and names each kind.
+    n = 1 << 26
+    run = CeilingRun("copy", "fp32", (1 << 28,), timing(2 * (1 << 30) / 4000e9 * 1e6))
+    fast = analysed(case(gpu=3 * 4 * n / 4300e9 * 1e6), ceiling_runs=(run,)).results[0]
+    mixed = above_ceiling((*ba.results, fast))
+    assert [(m.key, m.params["count"], m.params["bandwidth"], m.params["compute"]) for m in mixed] == [
+        ("finding.above_ceiling_mixed", 4, 1, 3)]
+
+
+def test_every_above_ceiling_finding_is_phrased_in_both_languages():
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    for lang in ("en", "zh-CN"):
+        cat = json.loads((root / "envcheck" / "render" / "catalog" / f"{lang}.json").read_text(encoding="utf-8"))
+        for key in ("finding.above_ceiling", "finding.above_ceiling_compute", "finding.above_ceiling_mixed",
+                    "finding.above_ceiling_cached"):
+            assert key in cat and "{count}" in cat[key]

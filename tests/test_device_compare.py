@@ -25,14 +25,19 @@ def _script():
     return mod
 
 
-def _node_doc(tmp_path: Path, slower: float) -> Path:
+def _node_doc(tmp_path: Path, slower: float, gpu: bool = False, per_call_floor_us: float = 0.0) -> Path:
+    """A node report whose times are nccl-tests' times x ``slower``: per call only, or (``gpu``) as GPU
+    times with per-call times no lower than ``per_call_floor_us`` beside them."""
     rows = nccl_tests.parse((NODE / "nccl_tests_x2.txt").read_text())
     results = []
     for r in rows:
         col = r.in_place if r.op in an.IN_PLACE_OPS else r.out_of_place
         t = col.time_us * slower
-        timings = tuple(RankTiming(k, Timing.from_samples("cuda_events", [t * 0.99, t * 1.01])) for k in (0, 1))
-        results.append(CollectiveResult(r.op, r.size_bytes, r.count, "float32", (0, 1), timings, 0))
+        call = max(t, per_call_floor_us)
+        timings = tuple(RankTiming(k, Timing.from_samples("cuda_events", [call * 0.99, call * 1.01])) for k in (0, 1))
+        gpu_t = tuple(RankTiming(k, Timing.from_samples("cuda_graph", [t * 0.99, t * 1.01], 20)) for k in (0, 1))
+        results.append(CollectiveResult(r.op, r.size_bytes, r.count, "float32", (0, 1), timings, 0,
+                                        gpu_timings=gpu_t if gpu else ()))
     cap = capture()
     topo = probe_topology(fake_nvml(), (0, 1), cap["topo_m"]["stdout"], cap["nvlink_s"]["stdout"])
     node = Node("vm", (0, 1), topo, collectives=(Collectives("node", "nccl", 2, ("vm", "vm"), results=tuple(results)),))
@@ -46,7 +51,10 @@ def test_matching_times_agree_within_three_percent(tmp_path):
     rc = _script().main(["--node", str(_node_doc(tmp_path, 1.0)), "--nccl-tests", str(NODE / "nccl_tests_x2.txt"),
                          "--out", str(out)])
     text = out.read_text()
-    assert "| all_reduce | 4096 MiB | in_place | 342.6 |" in text
+    assert "| all_reduce | 4096 MiB | in_place | 342.6 | per_call | 342.6 | eager | 1.000 | 2 % | yes |" in text
+    assert "| all_reduce | 1 MiB | in_place |" in text  # every size, not only >= 1 GiB
+    assert len([ln for ln in text.splitlines() if ln.startswith("| ") and " MiB | " in ln and "_place" in ln]) == 35
+    assert "verdict: PASS: 35 of 35 (op, size) within the bar" in text
     assert "GPU 0 <-> GPU 1: nvswitch, 18 NVLinks" in text
     assert "collectives agree: True" in text
     assert rc == 1  # the copies part has no peer copies in this report, which never counts as agreement
@@ -57,3 +65,27 @@ def test_five_percent_slower_does_not_agree(tmp_path):
     _script().main(["--node", str(_node_doc(tmp_path, 1.05)), "--nccl-tests", str(NODE / "nccl_tests_x2.txt"),
                     "--out", str(out)])
     assert "collectives agree: False" in out.read_text() and "| NO |" in out.read_text()
+
+
+def test_gpu_time_goes_against_nccl_tests_graph_mode_and_the_per_call_floor_is_no_failure(tmp_path):
+    """GPU times equal to nccl-tests' pass at every size even with a 45 us per-call floor beside them (the
+    floor is the caller's cost, shown, not judged); a nccl-tests -G file makes the graph column the reference."""
+    graph = tmp_path / "graph.txt"
+    graph.write_text((NODE / "nccl_tests_x2.txt").read_text())  # the same capture stands in for -G here
+    out = tmp_path / "table.md"
+    _script().main(["--node", str(_node_doc(tmp_path, 1.0, gpu=True, per_call_floor_us=45.0)),
+                    "--nccl-tests", str(NODE / "nccl_tests_x2.txt"), "--nccl-tests-graph", str(graph),
+                    "--out", str(out)])
+    text = out.read_text()
+    assert "verdict: PASS: 35 of 35" in text and "collectives agree: True" in text
+    row = next(ln for ln in text.splitlines() if ln.startswith("| all_reduce | 1 MiB | in_place |"))
+    assert "| gpu | " in row and "| graph | " in row and "| yes |" in row
+
+
+def test_three_percent_off_passes_small_sizes_and_fails_from_64_mib(tmp_path):
+    out = tmp_path / "table.md"
+    _script().main(["--node", str(_node_doc(tmp_path, 1.03, gpu=True)), "--nccl-tests", str(NODE / "nccl_tests_x2.txt"),
+                    "--out", str(out)])
+    text = out.read_text()
+    assert "verdict: FAIL: 15 of 35" in text  # 1, 4, 16 MiB of five ops within 5 %; 64 MiB and up outside 2 %
+    assert "collectives agree: False" in text

@@ -36,6 +36,11 @@ def test_gloo_sweep_under_torchrun_verifies_every_result(tmp_path):
         assert res.wrong == 0 and len(res.timings) == 2 and all(t.timing.n == 4 for t in res.timings)
         mean = sum(sum(t.timing.samples_us) / 4 for t in res.timings) / 2
         assert r.busbw_gbps == pytest.approx(res.size_bytes / (mean * 1e-6) / 1e9 * an.busbw_factor(r.op, 2))
+        # No CUDA graphs on gloo: no GPU time, the per-call (host clock) time is used and labelled so.
+        assert res.gpu_timings == () and res.gpu_reason == "no_cuda_graphs"
+        assert r.time_basis == "per_call" and r.gpu_reason == "no_cuda_graphs" and not r.launch_bound
+    # The CPU sweep is one launch: no NCCL log to learn from, so no learning launch either.
+    assert not list(tmp_path.glob("learn.rank*.jsonl")) and not list(tmp_path.glob("torchrun.learn.*"))
 
 
 def test_narrowing_finds_a_slow_rank_among_three(tmp_path):

@@ -42,3 +42,23 @@ def test_nccl_sweep_reports_busbw_and_the_algorithm(tmp_path):
     rows = an.collective_rows(c)
     assert {r.status for r in rows} == {"ok"} and all(r.busbw_gbps > 0 for r in rows)
     assert all(r.algos for r in rows if r.op != "all_to_all")
+
+
+def test_nccl_sweep_times_graph_replays_and_eager_calls(tmp_path):
+    """The GPU time comes from CUDA-graph replays on every size, the per-call time from eager calls beside
+    it; the algorithms from the untimed learning launch, whose debug log the timed launch does not write."""
+    n = _count()
+    if n < 2:
+        pytest.skip("needs two GPUs")
+    plan = SweepPlan(ops=("all_reduce", "all_to_all"), sizes=(1 << 20, 1 << 28), iters=10, narrow=False)
+    c = run_sweep(plan, Placement(n), tmp_path, SubprocessLauncher(), 300)
+    assert c.error is None, c.launch.stderr_tail
+    rows = an.collective_rows(c)
+    for r, res in zip(rows, c.results, strict=True):
+        assert r.status == "ok" and r.time_basis == "gpu", (res.gpu_reason, res.gpu_error)
+        assert all(t.timing.method == "cuda_graph" for t in res.gpu_timings) and len(res.gpu_timings) == n
+        assert 0 < r.gpu_time_us <= 1.1 * r.call_time_us  # the host's overhead only ever adds
+    assert all(r.algos for r in rows if r.op == "all_reduce")
+    assert list(tmp_path.glob("learn.rank*.jsonl")) and list(tmp_path.glob("nccl.rank*.log"))
+    big = next(r for r in rows if r.op == "all_reduce" and r.size_bytes == 1 << 28)
+    assert big.call_time_us == pytest.approx(big.gpu_time_us, rel=0.15)  # at 256 MiB the host hides behind the GPU

@@ -14,7 +14,7 @@ from node_fakes import ScriptedLauncher, capture, fake_nvml, text
 from envcheck.analysis import node as an
 from envcheck.model import build, to_dict
 from envcheck.model.node import Node
-from envcheck.node.collective_run import SweepPlan
+from envcheck.node.collective_run import Placement, SweepPlan, run_sweep
 from envcheck.node.peer import PeerPlan
 from envcheck.node.run import NodeDeps, NodeOptions, run_node
 
@@ -51,14 +51,19 @@ def _play(argv, env):
                                                 copy, h2d, sm, {"event": "done"}])
         return 0
     out = Path(_arg(argv, "--out"))
+    learn = "--learn" in argv  # the untimed launch: NCCL's log, no timings that count
     for rank in (0, 1):
         res = {"event": "result", "phase": "sweep", "op": "all_reduce", "size_bytes": MiB, "count": MiB // 4,
-               "ranks": [0, 1], "samples_us": [15.0, 15.5], "method": "cuda_events", "wrong": 0}
-        _write_lines(out / f"rank{rank}.jsonl", [
+               "ranks": [0, 1], "samples_us": [45.0, 46.5], "method": "cuda_events", "wrong": 0,
+               "gpu_samples_us": [15.0, 15.5], "gpu_calls": 20}
+        if learn:
+            res = {**res, "samples_us": [900.0], "gpu_samples_us": [], "gpu_reason": "not_captured"}
+        _write_lines(out / f"{'learn.' if learn else ''}rank{rank}.jsonl", [
             {"event": "start", "rank": rank, "local_rank": rank, "world_size": 2, "host": "vm", "pid": 1},
             {"event": "ready", "backend": "nccl", "device": f"cuda:{rank}", "nccl_version": "2.28.9"}, res,
             {"event": "done"}])
-    (out / "nccl.rank0.log").write_text(text("nccl_sweep_x2.log"))
+    if learn:
+        (out / "nccl.rank0.log").write_text(text("nccl_sweep_x2.log"))
     return 0
 
 
@@ -80,8 +85,13 @@ def test_node_tests_run_in_order_and_keep_every_result(tmp_path):
     (sweep,) = node.collectives
     row = an.collective_rows(sweep)[0]
     assert row.algos == (("RING", "LL"),) and row.status == "ok"
+    # NCCL's algorithms come from an untimed launch of their own (debug log on); the timed one runs without it.
     assert [job[0][1:3] for job in launcher.jobs] == [("-m", "envcheck.node.peer_worker"),
-                                                      ("-m", "torch.distributed.run")]
+                                                      ("-m", "torch.distributed.run"), ("-m", "torch.distributed.run")]
+    assert ["--learn" in job[0] for job in launcher.jobs[1:]] == [True, False]
+    # The timed launch's numbers, not the learning one's: GPU time from the graph replays, per call beside it.
+    assert row.time_basis == "gpu" and row.gpu_time_us == pytest.approx(15.25)
+    assert row.call_time_us == pytest.approx(45.75) and row.launch_bound
     assert build(Node, to_dict(node)) == node
 
 
@@ -98,8 +108,8 @@ def test_copy_rows_on_the_h200_pair(tmp_path):
     opts = NodeOptions((0, 1), str(tmp_path), "cuda", SweepPlan(ops=("all_reduce",), sizes=(MiB,)), PeerPlan())
     node = run_node(opts, NodeDeps(fake_nvml, _host(), ScriptedLauncher(_play), kmsg=lambda: ""))
     ce, h2d, _ = an.copy_rows(node.peer, node.topology)
-    assert ce.via == "nvswitch" and ce.expected_gbps == pytest.approx(478.116)
-    assert ce.pct_expected == pytest.approx(100 * (256 * MiB / 700e-6 / 1e9) / 478.116)
+    assert ce.via == "nvswitch" and ce.expected_gbps == pytest.approx(450.0)
+    assert ce.pct_expected == pytest.approx(100 * (256 * MiB / 700e-6 / 1e9) / 450.0)
     assert h2d.via == "pcie" and h2d.expected_gbps == pytest.approx(63.015, abs=1e-3)
 
 
@@ -143,3 +153,33 @@ def test_node_problems_name_what_kept_the_run_from_passing(tmp_path):
     worse = replace(node, collectives=(bad,), skipped=(NodeSkip("xid", "crashed: OSError: x"),))
     keys = [p.key for p in an.node_problems(worse)]
     assert keys == ["step_failed", "collective_wrong", "collective_not_run"]
+
+
+def test_a_failed_learning_launch_costs_the_algorithms_not_the_sweep(tmp_path):
+    def play(argv, env):
+        if "--learn" in argv:
+            raise TimeoutError  # the untimed launch ran past its share of the time limit
+        return _play(argv, env)
+
+    launcher = ScriptedLauncher(play)
+    c = run_sweep(SweepPlan(ops=("all_reduce",), sizes=(MiB,)), Placement(2), tmp_path, launcher, 100.0)
+    assert [("--learn" in j[0]) for j in launcher.jobs] == [True, False]
+    assert c.error is None and c.choices == () and c.choices_reason == "no_nccl_log"
+    (row,) = an.collective_rows(c)
+    assert row.status == "ok" and row.time_basis == "gpu" and row.algo_reason == "no_nccl_log"
+
+
+def test_ctrl_c_during_the_learning_launch_stops_the_sweep(tmp_path):
+    def play(argv, env):
+        raise KeyboardInterrupt
+
+    launcher = ScriptedLauncher(play)
+    c = run_sweep(SweepPlan(ops=("all_reduce",), sizes=(MiB,)), Placement(2), tmp_path, launcher, 100.0)
+    assert len(launcher.jobs) == 1 and c.error == "interrupted"
+    assert [r.skipped for r in c.results] == ["not_run"]
+
+
+def test_the_gloo_sweep_is_one_launch_without_learning(tmp_path):
+    launcher = ScriptedLauncher(_play)
+    run_sweep(SweepPlan(ops=("all_reduce",), sizes=(MiB,), device="cpu"), Placement(2), tmp_path, launcher, 100.0)
+    assert len(launcher.jobs) == 1 and "--learn" not in launcher.jobs[0][0]

@@ -28,7 +28,11 @@ def test_h200_pair_reaches_over_18_nvswitch_links_at_26_562_mbps():
     assert g0.nvlinks[0].speed_mbps.value == 26562 and g0.nvlinks[0].speed_source == "nvml"
     path = an.pair_path(topo, 0, 1)
     assert path.via == "nvswitch" and path.nvlinks == 18
-    assert path.expected_gbps == pytest.approx(18 * 26.562)  # 478 GB/s per direction, from NVML alone
+    # NVML names NVLink 4 (version 6): 18 links x 25 GB/s per direction from the datasheet (900 GB/s
+    # bidirectional), not NVML's 18 x 26.562 = 478 GB/s signalling rate, which stays beside it as a fact.
+    assert path.generation == 4 and path.reference == "datasheet"
+    assert path.link_gbps == 25.0 and path.expected_gbps == pytest.approx(450.0)
+    assert path.signalling_gbps == pytest.approx(26.562)
     assert path.pcie_level == "hostbridge"  # the VM's GPUs meet at a PCIe host bridge (topo: PHB under NV18)
 
 
@@ -97,7 +101,7 @@ def test_nvlink_speeds_parse_every_line():
 
 
 @pytest.mark.parametrize(("gen", "width", "gbps"), [(5, 16, 63.015), (4, 16, 31.508), (3, 16, 15.754),
-                                                    (2, 8, 4.0), (1, 1, 0.25)])
+                                                    (2, 8, 4.0), (1, 1, 0.25), (6, 16, 121.0)])
 def test_pcie_bandwidth_per_direction(gen, width, gbps):
     assert an.pcie_gbps(gen, width) == pytest.approx(gbps, abs=1e-3)
 
@@ -117,4 +121,37 @@ def test_direct_nvlinks_count_only_links_to_the_peer():
     a = GpuLinks(0, pci_bus_id=known("00000000:07:00.0"), nvlinks=links("0000:0B:00.0"))
     b = GpuLinks(1, pci_bus_id=known("00000000:0B:00.0"), nvlinks=links("0000:07:00.0"))
     p = an.pair_path(Topology((a, b)), 0, 1)
+    # No generation from NVML: the signalling rate is the only reference, and says so.
     assert p.via == "nvlink" and p.nvlinks == 4 and p.expected_gbps == pytest.approx(100.0)
+    assert p.reference == "nvml_signalling" and p.generation is None
+
+
+@pytest.mark.parametrize(("nvml_version", "gen", "per_link"), [(2, 2, 25.0), (3, 2, 25.0), (4, 3, 25.0), (5, 3, 25.0),
+                                                             (6, 4, 25.0), (7, 5, 50.0)])
+def test_nvlink_reference_is_the_datasheet_payload_of_the_generation_nvml_names(nvml_version, gen, per_link):
+    def links(peer_bus):
+        return tuple(NvLink(i, True, version=known(nvml_version), speed_mbps=known(26562), remote_type=known("gpu"),
+                            remote_pci_bus_id=known(peer_bus)) for i in range(18))
+
+    a = GpuLinks(0, pci_bus_id=known("00000000:07:00.0"), nvlinks=links("0000:0B:00.0"))
+    b = GpuLinks(1, pci_bus_id=known("00000000:0B:00.0"), nvlinks=links("0000:07:00.0"))
+    p = an.pair_path(Topology((a, b)), 0, 1)
+    assert (p.generation, p.link_gbps, p.reference) == (gen, per_link, "datasheet")
+    assert p.expected_gbps == pytest.approx(18 * per_link) and p.signalling_gbps == pytest.approx(26.562)
+
+
+def test_link_table_matches_the_datasheets_bidirectional_totals():
+    # H100/H200 SXM: 900 GB/s over 18 links; A100: 600 over 12; V100: 300 over 6; B200: 1800 over 18.
+    assert 2 * 18 * an.NVLINK[4].link_gbps == 900
+    assert 2 * 12 * an.NVLINK[3].link_gbps == 600
+    assert 2 * 6 * an.NVLINK[2].link_gbps == 300
+    assert 2 * 18 * an.NVLINK[5].link_gbps == 1800
+    assert all(s.doc.url.startswith("https://") for s in (*an.NVLINK.values(), *an.PCIE.values()))
+
+
+def test_committed_2x_h200_topology_gives_450_gbps_per_direction():
+    from envcheck.model import load
+
+    node = load("reports/2026-11-22_2326Z_vm_2x-h200_node.json").node
+    assert an.topo_label(an.pair_path(node.topology, 0, 1)) == "NV18"
+    assert an.ring_expectation(node.topology, node.gpus) == pytest.approx(450.0)

@@ -84,10 +84,10 @@ def test_the_registries_hold_every_key_the_code_writes():
     assert _literals(r'NodeProblem\("(\w+)"', "envcheck/analysis/node.py") == set(an.PROBLEM_KEYS)
     assert _literals(r'Finding\("(\w+)"', "envcheck/analysis/fleet.py") <= set(af.FINDING_KINDS)
     assert _literals(r'Conclusion\("(\w+)"', "envcheck/analysis/narrowing.py") == set(narrowing.CONCLUSION_KINDS)
-    assert _literals(r'"(\w+_links?)"\)', "envcheck/analysis/node.py") == set(an.PATH_SOURCES)
-    assert _literals(r'status = "(\w+)"', "envcheck/analysis/node.py") <= set(an.COLLECTIVE_STATUSES)
+    assert _literals(r'"(\w+_links?)"(?:\)|, gen)', "envcheck/analysis/links.py") == set(an.PATH_SOURCES)
+    assert _literals(r'status = "(\w+)"', "envcheck/analysis/collectives.py") <= set(an.COLLECTIVE_STATUSES)
     assert _literals(r'status = "(\w+)"', "envcheck/analysis/fleet.py") <= set(af.VERDICT_STATUSES)
-    assert _literals(r'(?:return \(\), |or )"(\w+)"', "envcheck/analysis/node.py") | {"not_in_nccl_log"} == set(an.ALGO_REASONS)
+    assert _literals(r'(?:return \(\), |or )"(\w+)"', "envcheck/analysis/collectives.py") | {"not_in_nccl_log"} == set(an.ALGO_REASONS)
     reasons = _literals(r'Metric\([^()]*?, None, "(\w+)"\)', "envcheck/analysis/fleet.py") | _literals(
         r'reason="(\w+)"', "envcheck/analysis/fleet.py")
     assert reasons <= set(af.MISSING_REASONS), reasons - set(af.MISSING_REASONS)
@@ -154,7 +154,8 @@ def test_a_two_gpu_node_report_fits_100_columns_one_line_per_row(node_trouble, l
     assert row_counts(text)[:len(expected)] == expected
     if lang == "en":
         assert "GPU1             3856             653   24/24       0       0  GB/s −14%, TFLOP/s −7.1%" in text
-        assert "  4 GiB        –           –           –           –  –                    –  out of memory" in text
+        assert "  4 GiB         –         –           –           –           –  –                   –  out of memo…" in text
+        assert "  1 MiB   14.6 µs   45.0 µs        71.8        71.8         16%  RING/LL             0  ok" in text
         assert "✗ GPU 1 NVLink 3: NVLink CRC (data) grew by 51234 during the tests (712 per s), past its limit." in text
         # Each GPU's bench under its own heading, both complete.
         assert text.count("vector_add  GPU time per call") == 2
@@ -208,9 +209,10 @@ def test_a_timed_out_rank_says_how_long_it_was_given(fleet_report):
 def test_node_documents_show_every_part(node_trouble):
     md = render_markdown(node_trouble, "en", "x_charts")
     for text in ("## Node tests (fail)", "### GPUs", "### Topology", "### Peer copies", "### Error counters",
-                 "| GPU0 | X | NV18 (478 GB/s) | Gen5 x16 | – | 18/18 (26.6 GB/s each) |",
+                 "| GPU0 | X | NV18 (450 GB/s) | Gen5 x16 | – | 18/18 (26.6 GB/s each, NVML signalling) |",
                  "| GPU1 | no peer access | X |", "**GPU 1 as probed**", "| PCIe link | Gen5 x8 (max Gen5 x16) |",
-                 "| 4 GiB | – | – | – | – | – | – | out of memory |",
+                 "| 4 GiB | – | – | – | – | – | – | – | out of memory |",
+                 "| 1 MiB | 14.6 µs | 45.0 µs (launch-bound) | 71.8 | 71.8 | 16% | RING/LL | 0 | ok |",
                  "NCCL switched from RING/LL to RING/SIMPLE at 64 MiB",
                  "![all\\_reduce: bus bandwidth by message size](x_charts/node0_all_reduce_busbw.svg)",
                  "## Benchmark on GPU 0: NVIDIA H200", "## Benchmark on GPU 1: NVIDIA H200",
@@ -344,7 +346,7 @@ def test_the_topology_shows_each_gpus_nvlinks_as_the_analysis_counted_them(node_
     # H200 x2: 18 NVLinks per GPU, all active, 26.562 GB/s each (NVML's speed in MB/s).
     n = analyse(node_trouble).node
     assert n.nvlinks == (an.GpuNvlinks(0, 18, 18, 26.562), an.GpuNvlinks(1, 18, 18, 26.562))
-    assert "| 18/18 (26.6 GB/s each) |" in render_markdown(node_trouble)
+    assert "| 18/18 (26.6 GB/s each, NVML signalling) |" in render_markdown(node_trouble)
 
 
 def test_an_unverified_narrowing_run_is_marked_as_in_the_sweep_table(fleet_report):
@@ -361,3 +363,13 @@ def test_a_fleet_report_round_trips_and_its_hosts_can_be_anything(fleet_report):
     odd = nr.with_hosts(fleet_report, "[n/]")
     assert {n.host for n in odd.fleet.nodes} == {"[n/]0", "[n/]1"}
     assert isinstance(odd.fleet, Fleet) and analyse(odd).fleet.drain[0].host == "[n/]1"
+
+
+def test_every_reason_for_no_gpu_time_is_phrased_in_both_languages():
+    from envcheck.model.node import GPU_TIME_REASONS
+    from envcheck.render.i18n import catalog
+
+    assert set(GPU_TIME_REASONS) | {"not_recorded"} == set(an.NO_GPU_TIME)
+    for lang in ("en", "zh-CN"):
+        for why in an.NO_GPU_TIME:
+            assert f"node.gpu_time.{why}" in catalog(lang)

@@ -168,18 +168,32 @@ def l2_resident(results: Sequence[CaseResult]) -> list[Finding]:
 
 
 def above_ceiling(results: Sequence[CaseResult]) -> list[Finding]:
-    """Rows faster than a ceiling they are held against. Served from L2, they say nothing of
-    DRAM; otherwise the ceiling kernels left bandwidth or FLOP/s unused, which the reader must
-    know before trusting any share of that ceiling."""
+    """Rows faster than a ceiling they are held against, each named with the ceiling it beat and why.
+
+    * Memory-bound rows served from L2 (``finding.above_ceiling_cached``) beat a *bandwidth* ceiling
+      because they measure the cache, not memory.
+    * Every other row counts in "N rows are faster than a ceiling" (``finding.above_ceiling``, or
+      ``_compute`` / ``_mixed`` by the kinds of ceiling beaten; ``bandwidth`` and ``compute`` count
+      each kind). Above a bandwidth ceiling, the kernels that measured it left bandwidth unused. Above
+      a *compute* ceiling (a precision's measured FLOP/s), the cause is the ceiling's own matmuls: timed
+      once, at their own shapes, under the GPU's power cap, they ran at lower clocks than the row did,
+      so the row beats them. L2 residency says nothing about a compute-bound row (its time is
+      arithmetic), so it never moves one into the cached finding.
+    """
     rows = _flagged(results, fl.ABOVE_CEILING)
     if not rows:
         return []
-    cached = [r for r in rows if fl.L2_RESIDENT in r.flags]
-    other = [r for r in rows if fl.L2_RESIDENT not in r.flags]
+    compute = [r for r in rows if spec(r.case.op).compute_bound]
+    cached = [r for r in rows if r not in compute and fl.L2_RESIDENT in r.flags]
+    bandwidth = [r for r in rows if r not in compute and r not in cached]
+    faster = bandwidth + compute
     out = []
-    if other:
-        worst = max(max(r.pct_measured or 0.0, r.pct_theoretical or 0.0) for r in other)
-        out.append(Finding("finding.above_ceiling", {"count": len(other), "worst_pct": worst}, "warn", _keys(other)))
+    if faster:
+        worst = max(max(r.pct_measured or 0.0, r.pct_theoretical or 0.0) for r in faster)
+        key = ("finding.above_ceiling_mixed" if bandwidth and compute else
+               "finding.above_ceiling_compute" if compute else "finding.above_ceiling")
+        out.append(Finding(key, {"count": len(faster), "worst_pct": worst, "bandwidth": len(bandwidth),
+                                 "compute": len(compute)}, "warn", _keys(faster)))
     if cached:
         out.append(Finding("finding.above_ceiling_cached", {"count": len(cached)}, "info", _keys(cached)))
     return out

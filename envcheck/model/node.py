@@ -199,6 +199,10 @@ class PeerCopies:
 # --------------------------------------------------------------------------- collectives
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+# Why a collective has no GPU time: ``no_cuda_graphs`` (gloo on the CPU: CUDA graphs exist only on
+# GPUs), ``capture_failed`` (NCCL or torch refused the graph capture; ``gpu_error`` says how),
+# ``not_captured`` (a check or a size that did not run got as far as the capture).
+GPU_TIME_REASONS = ("no_cuda_graphs", "capture_failed", "not_captured")
 
 
 @dataclass(frozen=True)
@@ -221,6 +225,13 @@ class CollectiveResult:
     check could not run. ``skipped``: a key saying why the size was not run (``out_of_memory``:
     ``need_bytes`` per rank against the smallest ``free_bytes`` of the group; ``not_run``: planned,
     never reached), with no timings.
+
+    Two times per call, as for single-GPU ops: ``timings`` holds each rank's *per-call* samples
+    (eager ``torch.distributed`` calls back to back, a CUDA event between consecutive calls, or the
+    host clock on the CPU: what a Python caller pays, host overhead included); ``gpu_timings`` the
+    *GPU time* (the calls captured in a CUDA graph and replayed, each sample one replay divided by
+    its calls: what NCCL and the links do, launch gaps removed). Without a GPU time,
+    ``gpu_reason`` says why (``GPU_TIME_REASONS``) and ``gpu_error`` holds the capture's exception.
     """
 
     op: str
@@ -235,10 +246,15 @@ class CollectiveResult:
     need_bytes: int | None = None
     free_bytes: int | None = None
     absent_ranks: tuple[int, ...] = ()  # member ranks that reported nothing for this call
+    gpu_timings: tuple[RankTiming, ...] = ()
+    gpu_reason: str | None = None
+    gpu_error: str | None = None
 
     def __post_init__(self) -> None:
         if self.op not in COLLECTIVES:
             raise ValueError(f"unknown collective {self.op!r}")
+        if self.gpu_reason is not None and self.gpu_reason not in GPU_TIME_REASONS:
+            raise ValueError(f"unknown reason for no GPU time {self.gpu_reason!r}")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,16 @@
-"""One collective at one size on one group of ranks, measured the way nccl-tests measures it:
-warm-up calls, then timed iterations back to back (a CUDA event between consecutive calls on a GPU,
-the host clock between synchronous calls on the CPU), then a separate call on freshly written inputs whose output
-is checked element by element against the exact expected values (nccl-tests' #wrong).
+"""One collective at one size on one group of ranks, timed twice as single-GPU ops are, then checked:
+
+1. **per call**: warm-up calls, then timed iterations back to back (a CUDA event between consecutive
+   calls on a GPU, the host clock between synchronous calls on the CPU), the way nccl-tests times its
+   eager loop: what a ``torch.distributed`` caller pays, Python and launch overhead included;
+2. **GPU time** (GPUs only): the same call captured ``calls`` times in one CUDA graph (NCCL supports
+   capture; the communicator is warm from step 1), the graph replayed back to back with a CUDA event
+   between replays, each sample one replay divided by its calls: what NCCL and the links do with the
+   host out of the way, the counterpart of nccl-tests' CUDA-graph mode (``-G``). Every member of the
+   group captures or none replays (a graph replayed on one rank alone would wait for its peers for
+   ever); a refused capture is recorded with its reason and the per-call time stands alone;
+3. a separate call on freshly written inputs whose output is checked element by element against the
+   exact expected values (nccl-tests' #wrong).
 
 Runs inside a torchrun worker (``envcheck.node.collective_worker``) with a process group already up.
 The same code drives NCCL on GPUs and gloo on the CPU: only the device of the tensors and the clock
@@ -19,11 +28,13 @@ output is exact and the check is equality, not a tolerance:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from envcheck.analysis.node import layout
 
+GRAPH_REPLAY_US = 1000.0  # a replay should last about this long: calls per graph = this / per-call time, 1..iters
 CHUNK_ELEMS = 1 << 25  # 128 MiB of float32 per step when writing inputs and checking outputs
 MEMORY_HEADROOM = 0.85  # share of the free memory a size may use (NCCL's own buffers need the rest)
 MiB = 1 << 20
@@ -44,6 +55,18 @@ class Measured:
     skipped: str | None = None
     need_bytes: int | None = None
     free_bytes: int | None = None
+    gpu_samples_us: tuple[float, ...] = ()  # one per graph replay, already divided by gpu_calls
+    gpu_calls: int = 1
+    gpu_reason: str | None = None  # a model.node.GPU_TIME_REASONS key when there is no GPU time
+    gpu_error: str | None = None
+
+
+def calls_per_graph(per_call_us: float, iters: int) -> int:
+    """How many calls one graph holds: enough for a replay of about GRAPH_REPLAY_US (so the replay's
+    own launch is hidden behind the previous one), at least 1 and at most ``iters``."""
+    if per_call_us <= 0:
+        return max(1, iters)
+    return max(1, min(iters, math.ceil(GRAPH_REPLAY_US / per_call_us)))
 
 
 def need_bytes(op: str, size_bytes: int, n: int, element_bytes: int = 4) -> int:
@@ -142,11 +165,55 @@ class CollectiveBench:
         else:
             raise ValueError(f"unknown collective {op!r}")
 
+    def _gpu_time(self, op: str, send: Any, recv: Any, group: Any, root: int, calls: int,
+                  replays: int) -> tuple[tuple[float, ...], str | None, str | None]:
+        """(samples per call, reason, error) of ``calls`` calls captured in one CUDA graph and replayed
+        ``replays`` times back to back. Every member calls it; none replays unless all captured."""
+        torch = self.torch
+        graph = None
+        error = None
+        try:
+            # torch's recipe for capture: one call on a side stream first (lazy state settles there).
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                self._call(op, send, recv, group, root)
+            torch.cuda.current_stream().wait_stream(side)
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            # thread_local: ProcessGroupNCCL's watchdog thread keeps querying its events during the
+            # capture; in the default global mode those queries would invalidate it.
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                for _ in range(calls):
+                    self._call(op, send, recv, group, root)
+        except Exception as e:  # noqa: BLE001 - a refused capture is a recorded reason, not a crash
+            error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
+            graph = None
+        if not self._min_over(int(graph is not None), group):
+            if graph is not None:
+                graph.reset()
+            return (), "capture_failed", error or "another rank's capture failed"
+        assert graph is not None
+        try:
+            graph.replay()  # untimed: on an idle GPU the first replay's start event fires before its launch
+            events = [torch.cuda.Event(enable_timing=True) for _ in range(replays + 1)]
+            events[0].record()
+            for i in range(replays):
+                graph.replay()
+                events[i + 1].record()
+            torch.cuda.synchronize()
+            samples = tuple(max(a.elapsed_time(b) * 1e3 / calls, 1e-3) for a, b in zip(events[:-1], events[1:],
+                                                                                      strict=True))
+        finally:
+            graph.reset()
+        return samples, None, None
+
     def measure(self, op: str, size_bytes: int, ranks: tuple[int, ...], group: Any, warmup: int,
-                iters: int) -> Measured:
+                iters: int, graph: bool = True) -> Measured:
         """Measure ``op`` at nccl-tests' size ``size_bytes`` on the group of global ``ranks`` (this
-        rank among them). Errors inside the call are caught and returned; after one, the process
-        group may be unusable and the caller stops."""
+        rank among them): per call, then (on a GPU, with ``graph``) the GPU time of graph replays.
+        Errors inside the call are caught and returned; after one, the process group may be unusable
+        and the caller stops."""
         n = len(ranks)
         me = ranks.index(self.rank)
         lay = layout(op, size_bytes, n, 4)
@@ -185,6 +252,14 @@ class CollectiveBench:
                 marks.append(self.clock.mark())
             self.clock.synchronize()
             samples = tuple(max(self.clock.elapsed_us(a, b), 1e-3) for a, b in zip(marks[:-1], marks[1:], strict=True))
+            gpu: tuple[float, ...] = ()
+            calls = 1
+            gpu_reason, gpu_error = ("not_captured" if self.cuda else "no_cuda_graphs"), None
+            if self.cuda and graph:
+                # The calls per graph must be the same on every rank: the group's largest per-call time decides.
+                slowest = -self._min_over(-round(sum(samples) / len(samples)), group)
+                calls = calls_per_graph(float(slowest), iters)
+                gpu, gpu_reason, gpu_error = self._gpu_time(op, send, recv, group, root, calls, iters)
             # The check runs on fresh inputs: timed all_reduce iterations summed in place.
             self._fill(send, value_in)
             if recv is not None:
@@ -192,7 +267,8 @@ class CollectiveBench:
             self._call(op, send, recv, group, root)
             self.clock.synchronize()
             wrong = self._count_wrong(recv if recv is not None else send, value_out)
-            return _replace(base, samples_us=samples, wrong=wrong)
+            return _replace(base, samples_us=samples, wrong=wrong, gpu_samples_us=gpu, gpu_calls=calls,
+                            gpu_reason=gpu_reason, gpu_error=gpu_error)
         except Exception as e:  # noqa: BLE001 - a failed collective is a result, reported by the caller
             return _replace(base, error=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300])
         finally:

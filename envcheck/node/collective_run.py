@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,17 @@ from typing import Any
 from envcheck.analysis.narrowing import DEFAULT_NARROW_MARGIN
 from envcheck.child_env import child_env
 from envcheck.model.bench import Timing
-from envcheck.model.node import COLLECTIVES, AlgoChoice, CollectiveResult, Collectives, Launch, RankOutcome, RankTiming
+from envcheck.model.node import (
+    COLLECTIVES,
+    GPU_TIME_REASONS,
+    AlgoChoice,
+    CollectiveResult,
+    Collectives,
+    Launch,
+    RankOutcome,
+    RankTiming,
+)
+from envcheck.node.collective_worker import LEARN_PREFIX
 from envcheck.node.events import launch_error, read_events
 from envcheck.node.launch import Launcher, envcheck_pythonpath, torchrun_argv
 from envcheck.node.nccl_log import distinct, nccl_version, parse_choices
@@ -70,7 +81,9 @@ class SweepPlan:
         return {"ops": list(self.ops), "sizes": list(self.sizes), "warmup": self.warmup, "iters": self.iters,
                 "dtype": "float32", "narrow_op": self.narrow_op if self.narrow else None,
                 "narrow_size_bytes": self.narrow_size if self.narrow else None, "narrow_margin": self.narrow_margin,
-                "timing": "mean of per-iteration times per rank, averaged over ranks (nccl-tests -a 1)"}
+                "timing": "mean of per-iteration times per rank, averaged over ranks (nccl-tests -a 1)",
+                "gpu_time": "cuda_graph" if self.device == "cuda" else None,
+                "algorithms": "learn_launch" if self.device == "cuda" else None}
 
 
 @dataclass(frozen=True)
@@ -99,11 +112,12 @@ def read_outputs(out_dir: str | os.PathLike[str]) -> tuple[RankOutput, ...]:
     return tuple(outs)
 
 
-def worker_pids(out_dir: str | os.PathLike[str]) -> list[int]:
-    """Pids the workers reported, still running this module (a recycled pid is left alone)."""
+def worker_pids(out_dir: str | os.PathLike[str], prefix: str = "") -> list[int]:
+    """Pids the workers reported (in ``<prefix>rank<r>.jsonl``), still running this module (a recycled
+    pid is left alone)."""
     pids = []
-    for out in read_outputs(out_dir):
-        for ev in read_events(out.events_text):
+    for p in sorted(Path(out_dir).glob(f"{prefix}rank*.jsonl")):
+        for ev in read_events(p.read_text(encoding="utf-8", errors="replace")):
             if ev["event"] == "start" and isinstance(ev.get("pid"), int):
                 try:
                     cmd = Path(f"/proc/{ev['pid']}/cmdline").read_bytes()
@@ -158,6 +172,16 @@ def assemble(outputs: Sequence[RankOutput], plan: SweepPlan, world_size: int, sc
         first = next(iter(got.values()))
         timings = tuple(RankTiming(r, Timing.from_samples(str(e.get("method") or "cuda_events"), e["samples_us"]))
                         for r, e in sorted(got.items()) if e.get("samples_us"))
+        gpu_timings = tuple(RankTiming(r, Timing.from_samples("cuda_graph", e["gpu_samples_us"],
+                                                              int(e.get("gpu_calls") or 1)))
+                            for r, e in sorted(got.items()) if e.get("gpu_samples_us"))
+        # Every member must have a GPU time for the call to have one; else the first reason given.
+        if len(gpu_timings) != len(timings) or not timings:
+            gpu_timings = ()
+        gpu_reason = None if gpu_timings else next(
+            (str(e["gpu_reason"]) for e in got.values() if e.get("gpu_reason") in GPU_TIME_REASONS), "not_captured")
+        gpu_error = None if gpu_timings else next((str(e["gpu_error"]) for e in got.values() if e.get("gpu_error")),
+                                                  None)
         missing = tuple(r for r in ranks if r not in got)
         wrongs = [got[r].get("wrong") for r in ranks if r in got]
         wrong = sum(wrongs) if wrongs and not missing and all(isinstance(w, int) for w in wrongs) else None
@@ -165,7 +189,8 @@ def assemble(outputs: Sequence[RankOutput], plan: SweepPlan, world_size: int, sc
         skipped = next((str(e["skipped"]) for e in got.values() if e.get("skipped")), None)
         free = [e.get("free_bytes") for e in got.values() if isinstance(e.get("free_bytes"), int)]
         res = CollectiveResult(op, size, int(first.get("count", 0)), "float32", ranks, timings, wrong, error, skipped,
-                               first.get("need_bytes"), min(free) if free else None, missing)
+                               first.get("need_bytes"), min(free) if free else None, missing, gpu_timings,
+                               gpu_reason if timings else None, gpu_error)
         (narrowing if phase == "narrow" else sweep).append(res)
     # Planned sizes nobody reported (a crash or the time limit came first) are listed as not run.
     from envcheck.analysis.node import layout
@@ -210,8 +235,10 @@ class Placement:
 
 
 def launch_sweep(plan: SweepPlan, placement: Placement, out_dir: str | os.PathLike[str], launcher: Launcher,
-                 timeout: float) -> Launch:
-    """Start the ranks of this node and wait for them (or the time limit); outputs land in ``out_dir``."""
+                 timeout: float, learn: bool = False) -> Launch:
+    """Start the ranks of this node and wait for them (or the time limit); outputs land in ``out_dir``.
+    ``learn``: the untimed launch that only learns NCCL's algorithms (its debug log on); run it before
+    the timed one, into the same ``out_dir``, where :func:`read_outputs` finds its logs."""
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
     plan_path = d / "plan.json"
@@ -220,15 +247,29 @@ def launch_sweep(plan: SweepPlan, placement: Placement, out_dir: str | os.PathLi
     if placement.gpus is not None:
         extra["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in placement.gpus)
     extra["PYTHONPATH"] = envcheck_pythonpath(os.environ.get("PYTHONPATH"))
-    argv = torchrun_argv(placement.nproc, WORKER_MODULE, ["--plan", str(plan_path), "--out", str(d)],
+    args = ["--plan", str(plan_path), "--out", str(d), *(["--learn"] if learn else [])]
+    argv = torchrun_argv(placement.nproc, WORKER_MODULE, args,
                          nnodes=placement.nnodes, node_rank=placement.node_rank, master_addr=placement.master_addr,
                          master_port=placement.master_port)
-    return launcher.run(argv, child_env(extra), timeout, log_path=str(d / f"torchrun.node{placement.node_rank}.log"),
-                        orphans=lambda: worker_pids(d))
+    prefix = LEARN_PREFIX if learn else ""
+    log = d / f"torchrun.{prefix}node{placement.node_rank}.log"
+    return launcher.run(argv, child_env(extra), timeout, log_path=str(log), orphans=lambda: worker_pids(d, prefix))
+
+
+# Share of a sweep's time limit the learning launch may use (it runs each size once, untimed).
+LEARN_SHARE = 0.25
 
 
 def run_sweep(plan: SweepPlan, placement: Placement, out_dir: str | os.PathLike[str], launcher: Launcher,
               timeout: float, scope: str = "node") -> Collectives:
-    """One node's sweep from launch to ``Collectives``."""
+    """One node's sweep from launch to ``Collectives``: on GPUs, first an untimed launch that learns
+    NCCL's algorithms with its debug log on, then the timed sweep with the log off (a failed learning
+    launch costs the algorithms, never the sweep)."""
+    if plan.device == "cuda":
+        t0 = time.monotonic()
+        learned = launch_sweep(plan, placement, out_dir, launcher, timeout * LEARN_SHARE, learn=True)
+        if learned.interrupted:
+            return assemble(read_outputs(out_dir), plan, placement.nproc * placement.nnodes, scope, learned)
+        timeout = max(timeout - (time.monotonic() - t0), 1.0)
     launch = launch_sweep(plan, placement, out_dir, launcher, timeout)
     return assemble(read_outputs(out_dir), plan, placement.nproc * placement.nnodes, scope, launch)

@@ -8,14 +8,21 @@ Protocol (the parent is ``envcheck.node.collective_run``): the plan is a JSON fi
     {"event": "start", "rank", "local_rank", "world_size", "host", "pid"}        first, before torch
     {"event": "ready", "backend", "device", "nccl_version"}                      process group up
     {"event": "result", "phase": "sweep" | "narrow", "op", "size_bytes", "count", "ranks",
-     "samples_us", "method", "wrong", "error", "skipped", "need_bytes", "free_bytes"}
+     "samples_us", "method", "wrong", "error", "skipped", "need_bytes", "free_bytes",
+     "gpu_samples_us", "gpu_calls", "gpu_reason", "gpu_error"}
     {"event": "error", "text"}                                                   an exception, last line
     {"event": "done"}
 
-On a GPU each rank writes NCCL's own debug output to ``DIR/nccl.rank<r>.log`` (NCCL_DEBUG=INFO,
-NCCL_DEBUG_SUBSYS=INIT,TUNING,COLL: the tuning line names the algorithm and protocol of each call,
-the COLL line before it names the communicator and its rank count). Rank r uses device LOCAL_RANK
-among those CUDA_VISIBLE_DEVICES shows it.
+``samples_us`` are per-call times (eager calls), ``gpu_samples_us`` GPU times (CUDA-graph replays, per
+call); see ``envcheck.node.collective_bench``.
+
+With ``--learn`` the ranks only learn NCCL's algorithms: each (op, size) runs once, untimed, with
+NCCL's debug output on (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,TUNING,COLL) written to
+``DIR/nccl.rank<r>.log`` (the tuning line names the algorithm and protocol of each call, the COLL
+line before it names the communicator and its rank count), events to ``DIR/learn.rank<r>.jsonl``. NCCL
+reads its debug settings once per process, so the timed sweep runs in a launch of its own with them
+off: a log line per call would be timed with every call. Rank r uses device LOCAL_RANK among those
+CUDA_VISIBLE_DEVICES shows it.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from typing import Any
 from envcheck.bench.failure import one_line
 from envcheck.node.events import Emitter
 
+LEARN_PREFIX = "learn."  # the learning launch's event files: learn.rank<r>.jsonl
 NCCL_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,TUNING,COLL"}
 # Test hook: slow every collective of one global rank by this many microseconds (narrowing tests
 # on the CPU need a rank that is really slow).
@@ -41,7 +49,9 @@ SLOW_RANK_ENV = "ENVCHECK_TEST_SLOW_RANK"
 def _measured_event(m: Any, phase: str) -> dict[str, Any]:
     return {"event": "result", "phase": phase, "op": m.op, "size_bytes": m.size_bytes, "count": m.count,
             "ranks": list(m.ranks), "samples_us": list(m.samples_us), "method": m.method, "wrong": m.wrong,
-            "error": m.error, "skipped": m.skipped, "need_bytes": m.need_bytes, "free_bytes": m.free_bytes}
+            "error": m.error, "skipped": m.skipped, "need_bytes": m.need_bytes, "free_bytes": m.free_bytes,
+            "gpu_samples_us": list(m.gpu_samples_us), "gpu_calls": m.gpu_calls, "gpu_reason": m.gpu_reason,
+            "gpu_error": m.gpu_error}
 
 
 def _slow_hook(bench: Any, rank: int) -> None:
@@ -71,15 +81,19 @@ def _destroy_group(dist: Any, sub: Any) -> None:
         print(f"envcheck: could not destroy a narrowing sub-group ({type(e).__name__}: {e})", file=sys.stderr)
 
 
-def run(plan: dict[str, Any], out_dir: str, emit: Emitter) -> None:
+def run(plan: dict[str, Any], out_dir: str, emit: Emitter, learn: bool = False) -> None:
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     cuda = plan.get("device") == "cuda"
-    if cuda:
+    if cuda and learn:
         # Before the first NCCL call: NCCL reads its debug settings once, at initialisation.
         os.environ.update(NCCL_DEBUG_ENV)
         os.environ["NCCL_DEBUG_FILE"] = os.path.join(out_dir, f"nccl.rank{rank}.log")
+    elif cuda:
+        # The timed sweep: no debug output from NCCL (a parent's NCCL_DEBUG would be timed with every call).
+        for k in (*NCCL_DEBUG_ENV, "NCCL_DEBUG_FILE"):
+            os.environ.pop(k, None)
     import torch
     import torch.distributed as dist
 
@@ -106,10 +120,12 @@ def run(plan: dict[str, Any], out_dir: str, emit: Emitter) -> None:
     _slow_hook(bench, rank)
     everyone = tuple(range(world))
     warmup, iters = int(plan.get("warmup", 5)), int(plan.get("iters", 20))
+    if learn:
+        warmup, iters = 0, 1  # one logged call per (op, size): NCCL decides per call, nothing is timed here
     broken = False
     for op in plan["ops"]:
         for size in plan["sizes"]:
-            m = bench.measure(op, int(size), everyone, None, warmup, iters)
+            m = bench.measure(op, int(size), everyone, None, warmup, iters, graph=not learn)
             emit(_measured_event(m, "sweep"))
             if m.error:
                 broken = True  # a failed collective can leave the communicator unusable
@@ -118,7 +134,7 @@ def run(plan: dict[str, Any], out_dir: str, emit: Emitter) -> None:
             break
 
     narrow = plan.get("narrow") or {}
-    if not broken and narrow.get("enabled") and world >= 3:
+    if not broken and not learn and narrow.get("enabled") and world >= 3:
         op, size = narrow.get("op", "all_reduce"), int(narrow.get("size_bytes", 1 << 28))
         margin = float(narrow.get("margin", DEFAULT_NARROW_MARGIN))
 
@@ -129,7 +145,9 @@ def run(plan: dict[str, Any], out_dir: str, emit: Emitter) -> None:
             if rank in group:
                 m = bench.measure(op, size, group, sub, warmup, iters)
                 emit(_measured_event(m, "narrow"))
-                mean = statistics.fmean(m.samples_us) if m.samples_us else 0.0
+                # The GPU time where there is one (the links, not the host), as the sweep's busbw.
+                timed = m.gpu_samples_us or m.samples_us
+                mean = statistics.fmean(timed) if timed else 0.0
             # Every rank learns every member's mean time, so every rank takes the same next step.
             means = torch.zeros(world, dtype=torch.float64, device=device)
             means[rank] = mean
@@ -150,16 +168,18 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="envcheck.node.collective_worker")
     p.add_argument("--plan", required=True)
     p.add_argument("--out", required=True)
+    p.add_argument("--learn", action="store_true", help="only learn NCCL's algorithms (debug output on, untimed)")
     args = p.parse_args(argv)
     rank = int(os.environ.get("RANK", "0"))
-    with open(os.path.join(args.out, f"rank{rank}.jsonl"), "a", encoding="utf-8") as f:
+    events = f"{LEARN_PREFIX if args.learn else ''}rank{rank}.jsonl"
+    with open(os.path.join(args.out, events), "a", encoding="utf-8") as f:
         emit = Emitter(f)
         emit({"event": "start", "rank": rank, "local_rank": int(os.environ.get("LOCAL_RANK", "0")),
               "world_size": int(os.environ.get("WORLD_SIZE", "1")), "host": socket.gethostname(), "pid": os.getpid()})
         try:
             with open(args.plan, encoding="utf-8") as pf:
                 plan = json.load(pf)
-            run(plan, args.out, emit)
+            run(plan, args.out, emit, learn=args.learn)
         except BaseException as e:  # noqa: BLE001 - the parent reads the reason from the file
             text = one_line(e)
             emit({"event": "error", "text": text})

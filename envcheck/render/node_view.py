@@ -236,6 +236,16 @@ def _nvlinks(g: Any, nv: an.GpuNvlinks | None, p: _P) -> Cell:
     return Cell(f"{nv.active}/{fmt.num(nv.total)}", sub, "" if nv.active == nv.total else "warn")
 
 
+def _reference_line(x: an.PairPath, p: _P) -> Line:
+    """Where a pair's per-link rate comes from: the datasheet of its NVLink generation, or (generation
+    unknown) NVML's signalling rate, which understates every share of it."""
+    if x.reference == "datasheet" and x.generation is not None:
+        spec = an.NVLINK[x.generation]
+        return Line(p.t("node.reference.datasheet", gen=fmt.num(x.generation), gbps=fmt.num(x.link_gbps),
+                        doc=p.escape(spec.doc.title), signalling=fmt.num(x.signalling_gbps)))
+    return Line(p.t("node.reference.nvml_signalling", signalling=fmt.num(x.signalling_gbps)), "warn")
+
+
 def topology_part(na: an.NodeAnalysis, p: _P, pid: str = "topology") -> Part | None:
     node = na.node
     topo = node.topology if node is not None else None
@@ -278,15 +288,17 @@ def topology_part(na: an.NodeAnalysis, p: _P, pid: str = "topology") -> Part | N
             rows.append((Cell(f"GPU{x.a} ↔ GPU{x.b}"), Cell(p.word("node.via.", x.via)),
                          Cell(str(x.nvlinks) if x.nvlinks else fmt.DASH),
                          Cell(fmt.num(x.link_gbps) if x.link_gbps is not None else fmt.DASH),
+                         Cell(fmt.num(x.signalling_gbps) if x.signalling_gbps is not None else fmt.DASH),
                          Cell(fmt.num(x.expected_gbps)),
                          Cell(an.SMI_LEVEL_NAMES.get(x.pcie_level or "", fmt.DASH))))
         cols = (p.t("node.col.pair"), p.t("node.col.path"), p.t("node.col.nvlinks"), p.t("node.col.link_gbps"),
-                p.t("node.col.expected"), p.t("node.col.pcie_level"))
+                p.t("node.col.signalling_gbps"), p.t("node.col.expected"), p.t("node.col.pcie_level"))
         sources = dict.fromkeys(x.source for x in na.paths)
         notes = tuple(Line(p.t("node.topology.source", via=p.word("node.via.", next(x.via for x in na.paths
                                                                                       if x.source == s)),
                                source=p.word("node.source.", s))) for s in sources)
-        tables.append(Table("pairs", cols, (False, False, True, True, True, False), tuple(rows),
+        notes += tuple(_reference_line(x, p) for x in dict((x.reference, x) for x in na.paths if x.reference).values())
+        tables.append(Table("pairs", cols, (False, False, True, True, True, True, False), tuple(rows),
                             p.t("node.pairs.title"), notes=notes))
     for a, b, ours, smi in na.disagreements:
         lines.append(Line(p.t("node.topology.disagree", a=fmt.num(a), b=fmt.num(b), nvml=p.escape(ours),
@@ -406,6 +418,8 @@ def sweep_part(sa: an.SweepAnalysis, p: _P, section: str, pid: str) -> Part:
     st = c.settings
     if st.get("iters"):
         lines.append(Line(p.t("node.coll.method", iters=fmt.num(st.get("iters")), warmup=fmt.num(st.get("warmup")))))
+    gpu_times = any(r.time_basis == "gpu" for r in sa.rows)  # a per-call column beside the GPU time
+    lines += _times_lines(sa, gpu_times, p)
     if c.backend != "nccl" or not c.choices:
         why = "backend_not_nccl" if c.backend != "nccl" else (c.choices_reason or "no_nccl_log")
         lines.append(Line(p.t("node.coll.no_algo", reason=p.reason(why))))
@@ -418,7 +432,8 @@ def sweep_part(sa: an.SweepAnalysis, p: _P, section: str, pid: str) -> Part:
                 continue
             wrong = (Cell(str(row.wrong), status="fail" if row.wrong else "") if row.wrong is not None else DASH)
             share = ((Cell(fmt.pct(pct)) if pct is not None else DASH),) if links else ()
-            rows.append((Cell(fmt.size_bytes(row.size_bytes)), Cell(fmt.duration_us(row.time_us)),
+            per_call = (_per_call_cell(row, p),) if gpu_times else ()
+            rows.append((Cell(fmt.size_bytes(row.size_bytes)), Cell(fmt.duration_us(row.time_us)), *per_call,
                          Cell(fmt.num(row.algbw_gbps)), Cell(fmt.num(row.busbw_gbps)), *share, _algo_cell(row, p),
                          wrong, _status_cell(row, res, p)))
             if row.status == "skipped" and res is not None:
@@ -436,10 +451,12 @@ def sweep_part(sa: an.SweepAnalysis, p: _P, section: str, pid: str) -> Part:
                                 and c.backend == "nccl" and c.choices)
         for why in reasons:
             notes.append(Line(p.t("node.coll.algo_unknown", reason=p.reason(why))))
-        cols = (p.t("node.col.size"), p.t("node.col.time"), p.t("node.col.algbw"), p.t("node.col.busbw"),
+        cols = (p.t("node.col.size"), p.t("node.col.gpu_time" if gpu_times else "node.col.time"),
+                *((p.t("node.col.per_call"),) if gpu_times else ()), p.t("node.col.algbw"), p.t("node.col.busbw"),
                 *((p.t("node.col.pct_links"),) if links else ()), p.t("node.col.algo"), p.t("node.col.wrong"),
                 p.t("col.status"))
-        right = (True, True, True, True, *((True,) if links else ()), False, True, False)
+        right = (True, True, *((True,) if gpu_times else ()), True, True, *((True,) if links else ()), False, True,
+                 False)
         tables.append(Table(f"coll-{op}", cols, right, tuple(rows), p.escape(op), notes=tuple(notes),
                             charts=(section, op)))
     if sa.narrowing:
@@ -452,6 +469,32 @@ def sweep_part(sa: an.SweepAnalysis, p: _P, section: str, pid: str) -> Part:
     title = p.t(f"node.coll.title.{c.scope}" if p.has(f"node.coll.title.{c.scope}") else "node.coll.title.node",
                 backend=p.escape(backend), ranks=fmt.num(c.world_size), count=len(hosts))
     return Part(pid, title, tuple(lines), tuple(tables))
+
+
+def _times_lines(sa: an.SweepAnalysis, gpu_times: bool, p: _P) -> list[Line]:
+    """What the sweep's times mean, in one line: the GPU time beside the per-call time (and how many
+    sizes are launch-bound), or the per-call time alone and why there is no GPU time."""
+    out = []
+    if gpu_times:
+        bound = [r for r in sa.rows if r.launch_bound]
+        out.append(Line(p.t("node.coll.times.gpu", count=len(bound))))
+    missing = dict.fromkeys(r.gpu_reason for r in sa.rows if r.time_basis == "per_call" and r.gpu_reason)
+    for why in missing:
+        out.append(Line(p.t("node.coll.times.per_call", reason=p.word("node.gpu_time.", why)),
+                        "warn" if why == "capture_failed" else ""))
+    errors = dict.fromkeys(r.gpu_error for r in sa.collectives.results if r.gpu_error)
+    for e in errors:
+        out.append(Line(p.t("node.coll.times.capture_error", error=p.escape(fmt.first_line(e or ""))), "warn"))
+    return out
+
+
+def _per_call_cell(row: an.CollectiveRow, p: _P) -> Cell:
+    """The per-call time, marked where it is launch-bound (over 1.5 x the GPU time: the host's cost)."""
+    if row.call_time_us is None:
+        return DASH
+    if row.launch_bound:
+        return Cell(fmt.duration_us(row.call_time_us), p.t("flag.launch_bound"), "warn")
+    return Cell(fmt.duration_us(row.call_time_us))
 
 
 def _skip_sentence(row: an.CollectiveRow, res: Any, p: _P) -> str:

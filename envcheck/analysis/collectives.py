@@ -1,0 +1,393 @@
+"""Derived numbers of a collective sweep: nccl-tests' definitions (layout, algbw, busbw), NCCL's
+algorithm per size, the share of what the links allow, the agreement with nccl-tests and where a slow
+sweep's slowness comes from. Pure functions of the raw results in ``envcheck.model.node``."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from envcheck.analysis.flags import LAUNCH_BOUND_RATIO
+from envcheck.analysis.links import pair_path
+from envcheck.analysis.narrowing import DEFAULT_NARROW_MARGIN, Conclusion, NarrowStep, narrowing_conclusion
+from envcheck.model.node import (
+    CollectiveResult,
+    Collectives,
+    RankTiming,
+    Topology,
+)
+
+# --------------------------------------------------------------------------- nccl-tests' definitions
+
+ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32": 4, "int8": 1}
+
+# NCCL's names for the collectives, as its debug lines print them.
+NCCL_NAMES = {"all_reduce": "AllReduce", "all_gather": "AllGather", "reduce_scatter": "ReduceScatter",
+              "all_to_all": "AlltoAll", "broadcast": "Broadcast"}
+
+
+def busbw_factor(op: str, n: int) -> float:
+    """nccl-tests' correction from algbw to busbw (doc/PERFORMANCE.md, "Summary")."""
+    if n < 1:
+        raise ValueError("a group has at least one rank")
+    if op == "all_reduce":
+        return 2 * (n - 1) / n
+    if op in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) / n
+    if op == "broadcast":
+        return 1.0
+    raise ValueError(f"unknown collective {op!r}")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The buffers of one collective at nccl-tests' size S on ``n`` ranks, in elements.
+
+    ``count``: nccl-tests' "count" column; ``send`` / ``recv``: each rank's input and output;
+    ``size_bytes``: S after nccl-tests' rounding (per-rank chunks aligned to 16 bytes);
+    ``nccl_bytes``: the size NCCL's tuning line prints for the call (count x element size, per
+    rank for AllGather / ReduceScatter), None for all_to_all (NCCL runs it as send/recv and
+    prints no algorithm).
+    """
+
+    count: int
+    send: int
+    recv: int
+    size_bytes: int
+    nccl_bytes: int | None
+
+
+def layout(op: str, size_bytes: int, n: int, element_bytes: int = 4) -> Layout:
+    """Buffers as nccl-tests' ``*GetCollByteCount`` sizes them for ``-b``/``-e`` size S (src/*.cu)."""
+    elems = size_bytes // element_bytes
+    if op in ("all_reduce", "broadcast"):
+        return Layout(elems, elems, elems, elems * element_bytes, elems * element_bytes)
+    # (count/nranks) & ~(16/eltSize - 1): per-rank chunks stay 16-byte aligned.
+    per = (elems // n) & ~(max(16 // element_bytes, 1) - 1)
+    total = per * n * element_bytes
+    if op == "all_gather":
+        return Layout(per, per, per * n, total, per * element_bytes)
+    if op == "reduce_scatter":
+        return Layout(per, per * n, per, total, per * element_bytes)
+    if op == "all_to_all":
+        return Layout(per, per * n, per * n, total, None)
+    raise ValueError(f"unknown collective {op!r}")
+
+
+def _mean_over_ranks(timings: Sequence[RankTiming]) -> float | None:
+    per_rank = [statistics.fmean(t.timing.samples_us) for t in timings if len(t.timing.samples_us)]
+    return statistics.fmean(per_rank) if per_rank else None
+
+
+def mean_time_us(result: CollectiveResult) -> float | None:
+    """Per-call time of one call as nccl-tests reports it by default (``-a 1``): each rank's mean
+    iteration time, averaged over the ranks. None without samples."""
+    return _mean_over_ranks(result.timings)
+
+
+def gpu_time_us(result: CollectiveResult) -> float | None:
+    """GPU time of one call (CUDA-graph replays), each rank's mean averaged over the ranks, as
+    nccl-tests' graph mode (``-G``) reports it. None where there is none (``result.gpu_reason``)."""
+    return _mean_over_ranks(result.gpu_timings)
+
+
+def _cv(timings: Sequence[RankTiming]) -> float | None:
+    xs = [x for t in timings for x in t.timing.samples_us]
+    if len(xs) < 2:
+        return None
+    mean = statistics.fmean(xs)
+    return statistics.pstdev(xs) / mean if mean > 0 else None
+
+
+# Which time a row's bandwidths and shares use: the GPU time, or (none: gloo, a refused capture, a
+# report from before GPU times) the per-call time, labelled so.
+TIME_BASES = ("gpu", "per_call")
+# Why a row has no GPU time: the model's reasons, and ``not_recorded`` for a report that predates them.
+NO_GPU_TIME = ("no_cuda_graphs", "capture_failed", "not_captured", "not_recorded")
+
+
+@dataclass(frozen=True)
+class CollectiveRow:
+    """One collective at one size, with nccl-tests' numbers and the algorithm NCCL chose.
+
+    ``algos``: the distinct (algorithm, protocol) pairs NCCL's rank 0 logged for this call, e.g.
+    ``(("RING", "SIMPLE"),)``; empty when unknown (``algo_reason``). ``status``: ``ok``, ``wrong``
+    (elements differed), ``error``, ``skipped`` or ``unverified`` (measured, not checked).
+
+    Two times, as for single-GPU ops: ``gpu_time_us`` (CUDA-graph replays: NCCL and the links alone)
+    and ``call_time_us`` (eager calls: what a ``torch.distributed`` caller pays). ``time_us``,
+    ``algbw_gbps``, ``busbw_gbps`` and ``cv`` are those of ``time_basis``: the GPU time where there is
+    one, else the per-call time (``gpu_reason``, one of ``NO_GPU_TIME``, says why). ``launch_bound``:
+    the per-call time is more than ``flags.LAUNCH_BOUND_RATIO`` x the GPU time, so a caller's cost at
+    this size is the host's, not the links'. ``call_busbw_gbps``: the busbw a caller sees per call.
+    """
+
+    op: str
+    size_bytes: int
+    ranks: tuple[int, ...]
+    time_us: float | None
+    algbw_gbps: float | None
+    busbw_gbps: float | None
+    cv: float | None
+    wrong: int | None
+    status: str
+    algos: tuple[tuple[str, str], ...] = ()
+    algo_reason: str | None = None
+    time_basis: str = "per_call"
+    gpu_time_us: float | None = None
+    call_time_us: float | None = None
+    call_busbw_gbps: float | None = None
+    launch_bound: bool = False
+    gpu_reason: str | None = None
+
+    @property
+    def n(self) -> int:
+        return len(self.ranks)
+
+    @property
+    def algo_label(self) -> str | None:
+        return "+".join(f"{a}/{p}" for a, p in self.algos) or None
+
+
+def algos_for(result: CollectiveResult, collectives: Collectives) -> tuple[tuple[tuple[str, str], ...], str | None]:
+    """The (algorithm, protocol) pairs NCCL logged for ``result``'s calls, and why none when empty."""
+    if collectives.backend != "nccl":
+        return (), "backend_not_nccl"
+    if not collectives.choices:
+        return (), collectives.choices_reason or "no_nccl_log"
+    if result.op == "all_to_all":
+        return (), "nccl_p2p"  # NCCL runs all-to-all as grouped send/recv: no collective algorithm
+    n = len(result.ranks)
+    lay = layout(result.op, result.size_bytes, n, ELEMENT_BYTES.get(result.dtype, 4))
+    name = NCCL_NAMES[result.op]
+    found: list[tuple[str, str]] = []
+    for c in collectives.choices:
+        if c.nccl_op != name or c.nccl_bytes != lay.nccl_bytes:
+            continue
+        if c.nranks is not None and c.nranks != n:
+            continue
+        pair = (c.algo, c.proto)
+        if pair not in found:
+            found.append(pair)
+    return tuple(found), (None if found else "not_in_nccl_log")
+
+
+def bandwidths_gbps(op: str, size_bytes: int, n: int, time_us: float | None) -> tuple[float | None, float | None]:
+    """nccl-tests' (algbw, busbw) in GB/s of one call of ``time_us``: algbw = S / t, busbw = algbw x
+    factor(op, n). The one place they are computed (the worker's narrowing reads it too)."""
+    if not time_us:
+        return None, None
+    algbw = size_bytes / (time_us * 1e-6) / 1e9
+    return algbw, algbw * busbw_factor(op, n)
+
+
+def collective_row(result: CollectiveResult, collectives: Collectives) -> CollectiveRow:
+    """nccl-tests' algbw = S / t and busbw = algbw x factor(op, n), with t from :func:`mean_time_us`."""
+    n = len(result.ranks)
+    algos, why = algos_for(result, collectives)
+    if result.skipped:
+        return CollectiveRow(result.op, result.size_bytes, result.ranks, None, None, None, None, None, "skipped",
+                             algos, why)
+    call = mean_time_us(result)
+    gpu = gpu_time_us(result)
+    basis = "gpu" if gpu is not None else "per_call"
+    t = gpu if gpu is not None else call
+    algbw, busbw = bandwidths_gbps(result.op, result.size_bytes, n, t)
+    call_busbw = bandwidths_gbps(result.op, result.size_bytes, n, call)[1]
+    launch_bound = gpu is not None and call is not None and call > LAUNCH_BOUND_RATIO * gpu
+    no_gpu = None
+    if gpu is None and call is not None:
+        no_gpu = result.gpu_reason if result.gpu_reason is not None else "not_recorded"
+    if result.error:
+        status = "error"
+    elif result.wrong is None:
+        status = "unverified"
+    elif result.wrong:
+        status = "wrong"
+    else:
+        status = "ok"
+    cv = _cv(result.gpu_timings if gpu is not None else result.timings)
+    return CollectiveRow(result.op, result.size_bytes, result.ranks, t, algbw, busbw, cv, result.wrong,
+                         status, algos, why, basis, gpu, call, call_busbw, launch_bound, no_gpu)
+
+
+def collective_rows(collectives: Collectives, narrowing: bool = False) -> tuple[CollectiveRow, ...]:
+    """Every sweep result (or, with ``narrowing``, every sub-group run) of one sweep, in run order."""
+    source = collectives.narrowing if narrowing else collectives.results
+    return tuple(collective_row(r, collectives) for r in source)
+
+
+def algorithm_changes(rows: Sequence[CollectiveRow]) -> tuple[tuple[str, int, str | None, str | None], ...]:
+    """(op, size, before, after) wherever NCCL switched algorithm between two consecutive sizes of
+    one op: the places where a busbw curve may step for a reason that is not the hardware."""
+    out = []
+    last: dict[str, str | None] = {}
+    for r in sorted(rows, key=lambda r: (r.op, r.size_bytes)):
+        label = r.algo_label
+        if r.op in last and label is not None and last[r.op] is not None and label != last[r.op]:
+            out.append((r.op, r.size_bytes, last[r.op], label))
+        if label is not None:
+            last[r.op] = label
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------- against nccl-tests
+
+# torch.distributed's all_reduce and broadcast work in place; its all_gather, reduce_scatter and
+# all_to_all write a separate output: each is compared with nccl-tests' column of the same placement
+# (all_to_all out of place: nccl-tests' in-place alltoall is another operation, and unchecked).
+IN_PLACE_OPS = ("all_reduce", "broadcast")
+NCCL_TESTS_MIN_BYTES = 0  # every size both ran
+# The bar (issue 17): within 5 % at every size, within 2 % from 64 MiB up, where the links dominate.
+NCCL_TESTS_TOLERANCE = 0.05
+NCCL_TESTS_TOLERANCE_LARGE = 0.02
+NCCL_TESTS_LARGE_BYTES = 64 << 20
+
+
+def nccl_tests_tolerance(size_bytes: int) -> float:
+    return NCCL_TESTS_TOLERANCE_LARGE if size_bytes >= NCCL_TESTS_LARGE_BYTES else NCCL_TESTS_TOLERANCE
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """envcheck's busbw for one op and size against nccl-tests' (``ratio`` = envcheck / nccl-tests).
+
+    Like is held against like: envcheck's GPU time (graph replays) against nccl-tests' CUDA-graph
+    mode (``-G``; ``theirs_mode`` ``graph``), or, where envcheck has only a per-call time (gloo, a
+    refused capture) or nccl-tests ran only eagerly, the per-call time against nccl-tests' default
+    eager loop (``eager``); ``basis`` says which of envcheck's times it is. ``within``: the ratio is
+    within ``tolerance`` (:func:`nccl_tests_tolerance` of the size). ``call_gbps`` / ``eager_gbps``:
+    envcheck's per-call busbw and nccl-tests' eager one, shown beside (no bar: a Python caller pays
+    more per call than nccl-tests' C loop, most at small sizes).
+    """
+
+    op: str
+    size_bytes: int
+    placement: str  # in_place | out_of_place
+    ours_gbps: float | None
+    theirs_gbps: float
+    ratio: float | None
+    within: bool
+    ours_algo: str | None = None
+    tolerance: float = NCCL_TESTS_TOLERANCE
+    basis: str | None = None
+    theirs_mode: str = "eager"
+    call_gbps: float | None = None
+    eager_gbps: float | None = None
+
+
+def _column(t: Any, placement: str) -> float:
+    return (t.in_place if placement == "in_place" else t.out_of_place).busbw_gbps
+
+
+def against_nccl_tests(collectives: Collectives, rows: Sequence[Any], graph_rows: Sequence[Any] = (),
+                       min_bytes: int = NCCL_TESTS_MIN_BYTES) -> tuple[Agreement, ...]:
+    """Every size at or above ``min_bytes`` that nccl-tests ran, with whether envcheck agrees.
+
+    ``rows``: ``envcheck.node.nccl_tests.NcclTestsRow`` of nccl-tests' default (eager) run on the same
+    GPUs; ``graph_rows``: of its CUDA-graph run (``-G``), when there is one. nccl-tests' S and
+    envcheck's ``size_bytes`` are the same quantity, so rows match on (op, size).
+    """
+    ours = {(r.op, r.size_bytes): r for r in collective_rows(collectives)}
+    graph = {(t.op, t.size_bytes): t for t in graph_rows}
+    out = []
+    for t in rows:
+        if t.size_bytes < min_bytes:
+            continue
+        placement = "in_place" if t.op in IN_PLACE_OPS else "out_of_place"
+        eager = _column(t, placement)
+        mine = ours.get((t.op, t.size_bytes))
+        g = graph.get((t.op, t.size_bytes))
+        use_graph = g is not None and (mine is None or mine.time_basis == "gpu")
+        theirs = _column(g, placement) if use_graph else eager
+        value = mine.busbw_gbps if mine is not None else None
+        ratio = value / theirs if value is not None and theirs > 0 else None
+        tol = nccl_tests_tolerance(t.size_bytes)
+        within = ratio is not None and abs(ratio - 1) <= tol
+        out.append(Agreement(t.op, t.size_bytes, placement, value, theirs, ratio, within,
+                             mine.algo_label if mine is not None else None, tol,
+                             mine.time_basis if mine is not None else None, "graph" if use_graph else "eager",
+                             mine.call_busbw_gbps if mine is not None else None, eager))
+    return tuple(out)
+
+
+def ring_expectation(topology: Topology, gpus: Sequence[int]) -> float | None:
+    """The bus bandwidth the links allow a collective over ``gpus``, GB/s per direction: the slowest
+    hop of the ring through them in order (busbw is defined so that it reaches the bottleneck link's
+    bandwidth at best, doc/PERFORMANCE.md). None when a hop's bandwidth is unknown."""
+    if len(gpus) < 2:
+        return None
+    hops = []
+    for i, a in enumerate(gpus):
+        b = gpus[(i + 1) % len(gpus)]
+        p = pair_path(topology, a, b)
+        if p is None or p.expected_gbps is None:
+            return None
+        hops.append(p.expected_gbps)
+    return min(hops)
+
+
+def pct_of_links(row: CollectiveRow, expectation: float | None) -> float | None:
+    """A busbw as a share of what the links allow (a ring's bottleneck hop)."""
+    if row.busbw_gbps is None or not expectation:
+        return None
+    return 100 * row.busbw_gbps / expectation
+
+
+@dataclass(frozen=True)
+class SweepAnalysis:
+    """One collective sweep with its numbers: ``rows`` parallel to ``collectives.results``, each row's
+    share of what the links allow (``pct_links``, against ``expectation_gbps``: the slowest hop of a
+    ring through the sweep's GPUs, None where the topology is unknown, as across nodes), NCCL's
+    algorithm changes, the narrowing runs and where they point."""
+
+    collectives: Collectives
+    rows: tuple[CollectiveRow, ...]
+    pct_links: tuple[float | None, ...]
+    expectation_gbps: float | None
+    changes: tuple[tuple[str, int, str | None, str | None], ...]
+    narrowing: tuple[CollectiveRow, ...]
+    narrowing_pct: tuple[float | None, ...]
+    conclusion: Any = None  # envcheck.analysis.fleet.Conclusion
+
+    @property
+    def ops(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(r.op for r in self.rows))
+
+
+def analyse_sweep(collectives: Collectives, topology: Topology | None = None,
+                  gpus: Sequence[int] = ()) -> SweepAnalysis:
+    """``gpus``: the machine's GPU of each rank, by rank (a node sweep); empty across nodes."""
+    def expect(ranks: Sequence[int]) -> float | None:
+        if topology is None or not gpus or any(r >= len(gpus) for r in ranks):
+            return None
+        return ring_expectation(topology, [gpus[r] for r in ranks])
+
+    rows = collective_rows(collectives)
+    narrow = collective_rows(collectives, narrowing=True)
+    whole = expect(tuple(range(collectives.world_size)))
+    return SweepAnalysis(collectives, rows, tuple(pct_of_links(r, expect(r.ranks)) for r in rows), whole,
+                         algorithm_changes(rows), narrow, tuple(pct_of_links(r, expect(r.ranks)) for r in narrow),
+                         collective_narrowing(collectives))
+
+
+# --------------------------------------------------------------------------- narrowing a sweep's slowness
+
+
+def narrowing_steps(collectives: Collectives) -> tuple[NarrowStep, ...]:
+    """The sub-group runs of a sweep as bisection steps (their busbw from the stored samples)."""
+    return tuple(NarrowStep(r.ranks, r.busbw_gbps if r.status in ("ok", "unverified") else None)
+                 for r in collective_rows(collectives, narrowing=True))
+
+
+def collective_narrowing(collectives: Collectives) -> Conclusion | None:
+    """Where a sweep's slowness comes from, re-derived from its stored sub-group runs; None when it
+    ran no narrowing."""
+    if not collectives.narrowing:
+        return None
+    hosts = collectives.hosts if len(collectives.hosts) == collectives.world_size else tuple(
+        str(r) for r in range(collectives.world_size))
+    margin = float(collectives.settings.get("narrow_margin", DEFAULT_NARROW_MARGIN))
+    return narrowing_conclusion(narrowing_steps(collectives), tuple(range(collectives.world_size)), hosts, margin)

@@ -1,0 +1,199 @@
+"""Link bandwidth a node's topology allows: how two GPUs reach each other (NVLink, NVSwitch, PCIe)
+and the bandwidth per direction that gives. Pure functions of ``envcheck.model.node.Topology``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from envcheck.analysis.link_specs import NVLINK, nvlink_generation, pcie_gbps
+from envcheck.model.node import (
+    GpuLinks,
+    Topology,
+)
+
+# --------------------------------------------------------------------------- link bandwidth from the topology
+
+@dataclass(frozen=True)
+class PairPath:
+    """How two GPUs reach each other, and the bandwidth per direction that allows.
+
+    ``via``: ``nvlink`` (direct links), ``nvswitch`` (both GPUs' links end on NVSwitches: the pair
+    gets the smaller of the two GPUs' link sets), or ``pcie``. ``nvlinks``: active links the pair
+    can use. ``link_gbps``: what one of them carries per direction, from the datasheet of its
+    generation (``envcheck.analysis.link_specs``); ``expected_gbps``: per direction (active links x
+    that, or the slower PCIe link's generation x width after its line code). ``source``: a key
+    (``PATH_SOURCES``) naming the facts it came from, phrased by the presentation.
+    ``generation``: the NVLink generation (None: unknown, or PCIe); ``reference``: ``datasheet``, or
+    ``nvml_signalling`` when the generation is unknown and NVML's signalling rate is all there is
+    (then the shares of it are understated). ``signalling_gbps``: NVML's per-link rate, a fact shown
+    beside the reference and never used as one.
+    """
+
+    a: int
+    b: int
+    via: str
+    nvlinks: int
+    link_gbps: float | None
+    expected_gbps: float | None
+    pcie_level: str | None
+    source: str
+    generation: int | None = None
+    reference: str | None = None
+    signalling_gbps: float | None = None
+
+
+# What a pair's per-link reference rests on (PairPath.reference).
+LINK_REFERENCES = ("datasheet", "nvml_signalling")
+
+
+def _active(g: GpuLinks) -> list[Any]:
+    return [lk for lk in g.nvlinks if lk.active]
+
+
+def _nvlink_rate(links: Sequence[Any]) -> tuple[float | None, int | None, str | None, float | None]:
+    """(payload GB/s per link per direction, generation, reference, NVML's signalling GB/s) of a
+    bonded set of links: the datasheet of its generation when NVML names one (the oldest, should
+    they differ), else NVML's signalling rate, marked as such."""
+    signalling = _link_speed_gbps(links)
+    gens = [g for g in (nvlink_generation(lk.version.value) for lk in links if lk.version.ok) if g is not None]
+    spec = NVLINK.get(min(gens)) if gens else None
+    if spec is not None:
+        return spec.link_gbps, spec.generation, "datasheet", signalling
+    if signalling is not None:
+        return signalling, None, "nvml_signalling", signalling
+    return None, None, None, None
+
+
+def _link_speed_gbps(links: Iterable[Any]) -> float | None:
+    speeds = [lk.speed_mbps.value for lk in links if lk.speed_mbps.ok]
+    # MB/s -> GB/s; a bonded set runs at its slowest link
+    return min(speeds) / 1000 if speeds else None
+
+
+@dataclass(frozen=True)
+class GpuNvlinks:
+    """One GPU's NVLinks as the topology table shows them: ``active`` of ``total`` links, and the speed
+    per link of the active set (its slowest; None when NVML gave no speed)."""
+
+    gpu: int
+    active: int
+    total: int
+    per_link_gbps: float | None
+
+
+def gpu_nvlinks(g: GpuLinks) -> GpuNvlinks:
+    active = _active(g)
+    total = g.nvlink_count.value if g.nvlink_count.ok else len(g.nvlinks)
+    return GpuNvlinks(g.index, len(active), total, _link_speed_gbps(active))
+
+
+def _gpu_pcie_gbps(g: GpuLinks) -> float | None:
+    gen = g.pcie_gen_max.value if g.pcie_gen_max.ok else g.pcie_gen.value
+    width = g.pcie_width_max.value if g.pcie_width_max.ok else g.pcie_width.value
+    if not isinstance(gen, int) or not isinstance(width, int):
+        return None
+    return pcie_gbps(gen, width)
+
+
+def host_link_gbps(topology: Topology, gpu: int) -> float | None:
+    """Expected host <-> GPU bandwidth per direction: the GPU's PCIe link at its maximum generation
+    and width (an idle GPU lowers the current ones to save power)."""
+    g = next((x for x in topology.gpus if x.index == gpu), None)
+    return _gpu_pcie_gbps(g) if g is not None else None
+
+
+def pair_path(topology: Topology, a: int, b: int) -> PairPath | None:
+    """How GPUs ``a`` and ``b`` connect, from NVML's answers alone (no per-model table)."""
+    ga = next((g for g in topology.gpus if g.index == a), None)
+    gb = next((g for g in topology.gpus if g.index == b), None)
+    if ga is None or gb is None:
+        return None
+    pair = next((p for p in topology.pairs if {p.a, p.b} == {a, b}), None)
+    level = pair.pcie_level.value if pair is not None and pair.pcie_level.ok else None
+    bus_b = str(gb.pci_bus_id.value).lower() if gb.pci_bus_id.ok else None
+    bus_a = str(ga.pci_bus_id.value).lower() if ga.pci_bus_id.ok else None
+    direct = [lk for lk in _active(ga) if lk.remote_pci_bus_id.ok and bus_b
+              and _same_bus(str(lk.remote_pci_bus_id.value), bus_b)]
+    if not direct and bus_a:
+        # NVML may answer the remote end only from one side (or the binding may lack it on one GPU).
+        direct = [lk for lk in _active(gb) if lk.remote_pci_bus_id.ok
+                  and _same_bus(str(lk.remote_pci_bus_id.value), bus_a)]
+    if direct:
+        speed, gen, ref, signalling = _nvlink_rate(direct)
+        expected = speed * len(direct) if speed is not None else None
+        return PairPath(a, b, "nvlink", len(direct), speed, expected, level, "nvlink_links", gen, ref, signalling)
+    sw_a = [lk for lk in _active(ga) if lk.remote_type.value == "switch"]
+    sw_b = [lk for lk in _active(gb) if lk.remote_type.value == "switch"]
+    if sw_a and sw_b:
+        n = min(len(sw_a), len(sw_b))
+        speed, gen, ref, signalling = _nvlink_rate(sw_a + sw_b)
+        return PairPath(a, b, "nvswitch", n, speed, speed * n if speed is not None else None, level,
+                        "nvswitch_links", gen, ref, signalling)
+    pa, pb = _gpu_pcie_gbps(ga), _gpu_pcie_gbps(gb)
+    expected = min(pa, pb) if pa is not None and pb is not None else None
+    return PairPath(a, b, "pcie", 0, None, expected, level, "pcie_link")
+
+
+# Where a pair's expected bandwidth comes from: active NVLinks x what one carries; for NVSwitch the
+# smaller GPU's active NVLinks x that; the slower GPU's PCIe generation x width (counts from NVML,
+# rates from envcheck.analysis.link_specs).
+PATH_SOURCES = ("nvlink_links", "nvswitch_links", "pcie_link")
+# ``nvidia-smi topo -m``'s names for NVML's PCIe levels (PCIE_LEVELS), so the matrix reads like its output.
+SMI_LEVEL_NAMES = {"internal": "X", "single": "PIX", "multiple": "PXB", "hostbridge": "PHB", "node": "NODE",
+                   "system": "SYS"}
+
+
+def topo_label(p: PairPath) -> str:
+    """The pair as ``nvidia-smi topo -m`` would print it: ``NV18`` for a bonded set of NVLinks
+    (direct or through NVSwitches), else the PCIe level's name (``SYS``, ``NODE``, ``PHB``...)."""
+    if p.nvlinks:
+        return f"NV{p.nvlinks}"
+    return SMI_LEVEL_NAMES.get(p.pcie_level or "", "?")
+
+
+def _same_bus(x: str, y: str) -> bool:
+    """Bus ids compare without NVML's 8- vs 4-digit domain prefix (00000000:00:06.0 vs 0000:00:06.0)."""
+    def norm(s: str) -> str:
+        parts = s.lower().split(":")
+        if len(parts) == 3:
+            parts[0] = parts[0][-4:].rjust(4, "0")
+        return ":".join(parts)
+    return norm(x) == norm(y)
+
+
+def pair_paths(topology: Topology) -> tuple[PairPath, ...]:
+    idx = sorted(g.index for g in topology.gpus)
+    out = []
+    for i, a in enumerate(idx):
+        for b in idx[i + 1:]:
+            p = pair_path(topology, a, b)
+            if p is not None:
+                out.append(p)
+    return tuple(out)
+
+
+def smi_disagreements(topology: Topology) -> tuple[tuple[int, int, str, str], ...]:
+    """(a, b, what NVML implies, what ``nvidia-smi topo -m`` printed) where they differ on the NVLink count.
+
+    NVML and nvidia-smi read the same driver, so a difference means envcheck misread one of them.
+    """
+    out = []
+    for cell in topology.smi_cells:
+        if cell.a >= cell.b:
+            continue
+        p = pair_path(topology, cell.a, cell.b)
+        if p is None:
+            continue
+        printed = cell.text.strip().upper()
+        if printed.startswith("NV"):
+            try:
+                n_smi = int(printed[2:])
+            except ValueError:
+                continue
+            if p.nvlinks != n_smi:
+                out.append((cell.a, cell.b, f"NV{p.nvlinks}" if p.nvlinks else p.via, cell.text))
+        elif p.nvlinks:
+            out.append((cell.a, cell.b, f"NV{p.nvlinks}", cell.text))
+    return tuple(out)
