@@ -16,7 +16,6 @@ from test_cli_diff import envcheck
 
 from envcheck import model
 from envcheck.analysis import analyse
-from envcheck.analysis.node import CollectiveRow
 from envcheck.compare.diff import compare, diff
 from envcheck.compare.export import to_data
 from envcheck.compare.fleet_nodes import diff_nodes, nodes_of
@@ -195,14 +194,10 @@ def test_cli_diff_of_two_fleets_pairs_nodes_by_identity():
 def test_the_adapter_prefers_a_gpu_time_and_never_mixes_it_with_the_per_call_time():
     """The node analysis may add a GPU time beside the per-call time of a collective: the comparison
     then uses it, and a pair timed differently on the two sides is not compared (with the reason)."""
-    @dataclasses.dataclass(frozen=True)
-    class RowWithGpuTime(CollectiveRow):
-        gpu_time_us: float | None = None
-
     na = analyse(nf.load(nf.NODE_BEFORE)).node
     sweep = na.sweeps[0]
-    rows = tuple(RowWithGpuTime(**{f.name: getattr(r, f.name) for f in dataclasses.fields(r)},
-                                gpu_time_us=r.time_us * 0.9) for r in sweep.rows)
+    # The committed reports predate the GPU time: give every row one, as a graph-timed sweep records it.
+    rows = tuple(dataclasses.replace(r, time_basis="gpu", gpu_time_us=r.time_us * 0.9) for r in sweep.rows)
     gpu_side = node_side(dataclasses.replace(na, sweeps=(dataclasses.replace(sweep, rows=rows),)))
     call_side = node_side(na)
     assert {p.timing for p in gpu_side.collectives} == {"gpu"}

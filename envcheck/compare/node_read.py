@@ -82,11 +82,10 @@ def _points(sa: SweepAnalysis) -> tuple[CollectivePoint, ...]:
     out = []
     for row, result in zip(sa.rows, sa.collectives.results, strict=True):
         # The GPU time (without host overhead), where the node analysis records one beside the per-call time.
-        gpu_us = getattr(row, "gpu_time_us", None)
-        if gpu_us is not None:
-            t, timing = gpu_us, "gpu"
-            busbw = getattr(row, "gpu_busbw_gbps", None) or row.busbw_gbps
-            samples = _per_iteration(getattr(result, "gpu_timings", None) or ())
+        # busbw_gbps is that of the row's time basis: the GPU time's where the row has one.
+        if row.time_basis == "gpu" and row.gpu_time_us is not None:
+            t, timing, busbw = row.gpu_time_us, "gpu", row.busbw_gbps
+            samples = _per_iteration(result.gpu_timings)
         else:
             t, timing, busbw, samples = row.time_us, "call", row.busbw_gbps, _per_iteration(result.timings)
         out.append(CollectivePoint(sa.collectives.scope, row.op, row.size_bytes, row.n, t, busbw, samples, timing,
