@@ -124,7 +124,7 @@ def _bound(rt: Runtime, planned: PlannedCase, group: Group) -> list[Any]:
     if impl == "torch":
         return [impls.torch_impl(op, inputs, out) for inputs, out in sets]
     if impl == "triton":
-        return [impls.triton_impl(op, inputs, out, planned.precision) for inputs, out in sets]
+        return [impls.triton_impl(op, inputs, out, planned.precision, rt.settings.control) for inputs, out in sets]
     return impls.compiled_on_sets(op, [inputs for inputs, _ in sets])
 
 

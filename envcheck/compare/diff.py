@@ -371,7 +371,7 @@ def _case_diffs(m: matching.Matching, unchanged: frozenset[str], *,
     floors = stats.noise_floors([rows[i] for i in usable])
     floor_of = dict(zip(usable, floors, strict=True))
     ivs: list[stats.RatioInterval] = []
-    for k, (_, a, b, _, ta, tb) in enumerate(todo):
+    for k, (_, _, _, _, ta, tb) in enumerate(todo):
         row = rows[k]
         ratio = tb.median_us / ta.median_us
         ra, rb = _repeats(ta), _repeats(tb)

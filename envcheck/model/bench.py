@@ -531,11 +531,11 @@ class Settings:
     ops: tuple[str, ...] = ()
     impls: tuple[str, ...] = ()
     threads: int | None = None
-    repeat: int = 1
+    repeat: int | None = None  # None: one run (left out of the JSON, as in reports before repeats)
     control: str | None = None
 
     def __post_init__(self) -> None:
-        if self.repeat < 1:
+        if self.repeat is not None and self.repeat < 1:
             raise ValueError("repeat must be at least 1")
         if self.control is not None and self.control not in CONTROLS:
             raise ValueError(f"unknown control {self.control!r} (known: {', '.join(CONTROLS)})")
