@@ -381,8 +381,6 @@ def _case_diffs(m: matching.Matching, unchanged: frozenset[str], *,
             # The ratio of the repeats' geometric-mean medians: the estimate the repeats' spread is of.
             ratio = math.exp((rb.mean_log if rb else math.log(tb.median_us))
                              - (ra.mean_log if ra else math.log(ta.median_us)))
-            if within is None:
-                within = math.nan  # an interval all the same: the repeats carry its whole spread
         else:
             floor = (model_floors.floor(row.kinds) if model_floors is not None else None) or floor_of.get(
                 k, stats.NO_FLOOR)
@@ -396,9 +394,8 @@ def _case_diffs(m: matching.Matching, unchanged: frozenset[str], *,
         out[slot] = CaseDiff(
             verdict=stats.verdict(iv, practical, significant[k]), timing=which, method=ta.method,
             base_us=ta.median_us, other_us=tb.median_us, ratio=iv.ratio, low=iv.low, high=iv.high, n_base=iv.n_base,
-            n_other=iv.n_other, log_se=iv.log_se,
-            within_log_se=iv.within_log_se if iv.within_log_se is not None and math.isfinite(iv.within_log_se)
-            else None, floor=iv.floor, control=rows[k].control,
+            n_other=iv.n_other, log_se=iv.log_se, within_log_se=iv.within_log_se, floor=iv.floor,
+            control=rows[k].control,
             **_sides(a, b),  # type: ignore[arg-type]
         )
     count: dict[str, int] = {}

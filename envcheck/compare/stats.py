@@ -446,9 +446,13 @@ class RatioInterval:
 def interval(ratio: float, within_se: float | None, floor: NoiseFloor, n_base: int, n_other: int,
              confidence: float = CONFIDENCE) -> RatioInterval:
     """The interval of one ratio: within-run and run-to-run noise combined (module docstring)."""
-    if within_se is None or not math.isfinite(within_se):
+    has_within = within_se is not None and math.isfinite(within_se)
+    if not has_within and not floor.includes_within:
         return RatioInterval(ratio, None, None, None, n_base, n_other, None, floor)
-    se = floor.log_sd if floor.includes_within else math.sqrt(within_se**2 + floor.log_sd**2)
+    # Repeats measured the spread of whole medians: within-run noise is already in their floor,
+    # and an interval stands even where one repeat had too few samples for a bootstrap.
+    se = floor.log_sd if floor.includes_within else math.sqrt(within_se**2 + floor.log_sd**2)  # type: ignore[operator]
+    within_se = within_se if has_within else None
     half = _quantile(confidence, floor.df) * se
     log_r = math.log(ratio)
     # Keep the point estimate inside its interval against rounding in exp().
