@@ -227,14 +227,13 @@ def write_outputs(report: Report, out_dir: Path, formats: Sequence[str], lang: s
 
 def _run_repeats(plan: suite.Plan, view: ProgressView, timeout: float, repeats: int,
                  command: Sequence[str]) -> runner.BenchOutcome:
-    """The worker on ``plan`` ``repeats`` times, one whole pass after another, within one time
-    limit for all of them (bench/repeat.py says why); a stop ends the repeats and keeps what
+    """The worker on ``plan`` (its settings already those of one repeat) ``repeats`` times, one
+    whole pass after another, within one time limit for all of them (bench/repeat.py says why); a stop ends the repeats and keeps what
     finished."""
     if repeats == 1:
         return runner.run_worker(plan, view, timeout, command=command)
     from envcheck.bench import repeat
 
-    plan = dataclasses.replace(plan, settings=repeat.pass_settings(plan.settings, repeats))
     deadline = time.monotonic() + timeout
     outcomes = []
     for _ in range(repeats):
@@ -294,6 +293,10 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
         times = f", {repeats} independent repeats" if repeats > 1 else ""
         _say(f"running {len(plan.cases)} cases on {where}{times} (Ctrl-C stops and keeps what finished)", err_stream)
         t0 = time.monotonic()
+        if repeats > 1:  # each repeat's settings, as the report records them
+            from envcheck.bench.repeat import pass_settings
+
+            plan = dataclasses.replace(plan, settings=pass_settings(plan.settings, repeats))
         with ProgressView(len(plan.cases) * repeats, err_stream) as view:
             outcome = _run_repeats(plan, view, args.timeout, repeats, deps.worker_command)
         benches = (assemble.assemble(plan, outcome, started, time.monotonic() - t0),)
