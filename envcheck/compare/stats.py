@@ -18,8 +18,21 @@ for two reasons besides a real change:
    rows significant (up to +5.8%) with intervals 0.13% wide.
 
 So each ratio gets a **noise floor**, the standard deviation (log scale) of its run-to-run
-noise, in two parts, both estimated from the comparison itself (two reports of one run each
-hold no repetitions):
+noise, from the first of these that is at hand (``NoiseFloor.source``):
+
+1. ``repeats``: the reports' own independent repeats of the case (``envcheck run --repeat N``:
+   N fresh workers in interleaved passes, each repeat's samples kept; bench/repeat.py). Each
+   repeat is a run, so the spread of the repeats' log medians *is* run-to-run noise, within-run
+   noise included, measured without looking at the other report. The ratio is that of the two
+   sides' mean log medians, its variance ``s_a^2/N_a + s_b^2/N_b`` with Welch's degrees of
+   freedom; a side without repeats is taken to vary as much as one repeat of the other.
+2. ``shipped``: the floor of this GPU model and kind of case learned from committed
+   back-to-back controls (``compare/shipped.py``, ``noise_floors.json``), for two reports of
+   one physical GPU without repeats. Added to the within-run noise below.
+3. With neither, the floor is estimated from the two runs being judged (the scheme below,
+   ``controls`` / ``spread`` / ``none``): the least trustworthy, named as such in the output.
+
+The estimate from the pair has two parts:
 
 * **scatter**: cases of one *kind* (op and size category: a 1 us launch-bound vector add
   and a power-capped 8192^3 matmul drift very differently) scatter around the kind's median
@@ -41,26 +54,35 @@ hold no repetitions):
 
 A case's interval is then
 
-    log ratio +- t(confidence, df) x sqrt(within_se^2 + scatter^2 + shift^2)
+    log ratio +- t(confidence, df) x sqrt(within_se^2 + floor^2)     (repeats: x floor alone)
 
-where df counts what the floor was estimated from at the MAD's efficiency (0.37 of the rows
-or kinds: a median absolute deviation is as precise as a standard deviation from about a
-third as many normal values), so a floor estimated from few rows gives a wider interval.
-With fewer than ``MIN_FLOOR_CASES`` comparable rows there is no floor, and the interval
-covers within-run noise only (``source`` ``none``).
+where df counts what the floor was estimated from (the repeats; the shipped floor's rows; for
+the pair's estimate, the rows or kinds at the MAD's efficiency, 0.37: a median absolute
+deviation is as precise as a standard deviation from about a third as many normal values), so
+a floor estimated from little gives a wider interval. With fewer than ``MIN_FLOOR_CASES``
+comparable rows and nothing else there is no floor, and the interval covers within-run noise
+only (``source`` ``none``).
 
-Measured on the committed negative control (two H200 runs on two physical GPUs, same
-PyTorch; only envcheck's Triton matmul kernels changed): 2 of the 84 PyTorch rows are called
-faster or slower and 4 intervals exclude 1, against 8 and 71 of 84 with within-run intervals
-only. A 10% slowdown planted in copies of the later run (20 draws each) is found (called
-slower) in 93% of the slowed rows when it hits a quarter of the Triton rows and Triton is
-marked as upgraded, 81% when it hits a quarter of the PyTorch rows and PyTorch is marked as
-upgraded, 83% when it hits a quarter of the PyTorch rows with nothing marked changed (the
-slowed rows are then controls themselves), 92% when it hits one PyTorch row in ten; every
-relu row 30% slower: all 40 found; every row 10% slower: 89%. Rows with a wide floor of
-their own (torch.compile at 1 MiB varies by 15% between runs) are where a 10% change goes
-unseen. A floor measured by repetitions inside each report would not need controls, nor lean
-on the other kinds.
+**Many rows at once.** A diff tests every row: at 95%, 250 rows where nothing changed give
+about 12 intervals excluding 1 by chance. The rows with an interval are one family; each row's
+p-value (``p_value``, from the same t as its interval) goes through Benjamini-Hochberg
+(``bh_significant``) at a false discovery rate of 1 - confidence, and only a row significant
+after that, and beyond the practical threshold, is called faster or slower. When nothing
+changed, the chance of calling any row is then at most 5% however many rows there are; when
+some did, most of them are still found (tests/test_diff_noise.py plants both). The intervals
+shown are each row's own, before the correction.
+
+Measured on the committed negative control of 2026-11-22 (two H200 runs on two physical GPUs,
+same PyTorch; only envcheck's Triton matmul kernels changed), with the estimate from the pair:
+2 of the 84 PyTorch rows were called faster or slower and 4 intervals excluded 1, against 8 and
+71 of 84 with within-run intervals only. A 10% slowdown planted in copies of the later run
+(3 draws each, calls corrected over the ~250 rows) is found (called slower) in 97% of the slowed
+rows when it hits a quarter of the Triton rows and Triton is marked as upgraded, 75% when it
+hits a quarter of the PyTorch rows and PyTorch is marked as upgraded, 76% of a quarter of the
+PyTorch rows and 6 of 8 of one row in ten with nothing marked changed; every relu row 30%
+slower: all 40 found. Rows with a wide
+floor of their own (torch.compile at 1 MiB varies by 15% between runs) are where a 10% change
+goes unseen.
 
 **Geometric means** (per op, overall) use the same two-level model: the cases of one kind
 share its shift, so within a kind their shift standard deviations add, while across kinds,
