@@ -187,3 +187,18 @@ def test_the_positive_controls_kernel_reads_twelve_percent_more_elements_and_giv
     for dt, r in got.items():
         assert r["same"] and r["finite"], dt  # bit for bit the plain kernel's output, every element written
         assert r["extra"] == r["want"] == math.ceil(1025 * 0.12)
+
+
+@pytest.mark.parametrize("control", [None, "vector_add_extra_bytes"])
+def test_the_worker_binds_the_control_only_in_a_run_that_set_it(monkeypatch, control):
+    from types import SimpleNamespace
+
+    from envcheck.bench import group, impls
+    from envcheck.bench.suite import PlannedCase
+
+    seen = []
+    monkeypatch.setattr(impls, "triton_impl", lambda *a, **kw: seen.append(kw) or (lambda: None))
+    rt = SimpleNamespace(settings=Settings(control=control))
+    g = SimpleNamespace(inputs={}, out=None, extra_sets=[({}, None)])
+    group._bound(rt, PlannedCase("vector_add", "triton", "fp32", "fp32", (1024,)), g)
+    assert seen == [{"control": control}] * 2 if control else seen == [{}, {}]
