@@ -1,7 +1,9 @@
 """Learn the noise floors envcheck ships (envcheck/compare/noise_floors.json) from committed controls.
 
-Each argument pair is a negative control: two independent runs of one GPU model, back to back,
-nothing changed (same envcheck, PyTorch, Triton, driver and settings). Every compared row's log
+Each argument pair is a negative control: two independent runs on one GPU, back to back,
+nothing changed (same envcheck, PyTorch, Triton, driver and settings). Runs with repeats
+(``run --repeat``, e.g. scripts/device_controls.sh's baseline.json and rerun.json) count as
+their first repeat: the floors are what a single run moves by. Every compared row's log
 time ratio and within-run standard error go into its kinds (op and size category, op, size
 category, every row); compare/shipped.py says how a kind's floor is computed from them and how a
 diff uses it. The file records the pairs by file name, so where a floor came from is in the data.
@@ -15,13 +17,28 @@ Regenerate it when new controls are committed (e.g. the runs of scripts/device_c
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
 from pathlib import Path
 
 from envcheck.compare import diff, shipped
-from envcheck.model import load
+from envcheck.model import Report, Timing, load
+
+
+def first_repeat(r: Report) -> Report:
+    """A report of runs with repeats (``run --repeat``) cut to its first repeat: the floors are
+    for reports without repeats, so they are learned from single runs."""
+
+    def cut(t: Timing | None) -> Timing | None:
+        if t is None or not t.passes:
+            return t
+        return Timing(t.method, list(t.samples_us)[:t.passes[0]], t.calls_per_sample)
+
+    benches = tuple(dataclasses.replace(b, cases=tuple(dataclasses.replace(c, gpu=cut(c.gpu), launch=cut(c.launch))
+                                                       for c in b.cases)) for b in r.benches)
+    return dataclasses.replace(r, benches=benches)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,9 +55,11 @@ def main(argv: list[str] | None = None) -> int:
         model, model_b = ra.benches[0].device.name, rb.benches[0].device.name
         if model != model_b:
             p.error(f"{base} and {other} ran on different GPU models ({model}, {model_b}): not a control")
-        cmp = diff.compare((Path(base).name, ra), (Path(other).name, rb))
+        cmp = diff.compare((Path(base).name, first_repeat(ra)), (Path(other).name, first_repeat(rb)))
         if cmp.env:
             p.error(f"{base} and {other} differ in {', '.join(e.key for e in cmp.env)}: not a control")
+        if cmp.same_machine is not True:
+            p.error(f"{base} and {other} did not run on one physical GPU: the shipped floors are for reruns on one")
         pairs.setdefault(model, []).append({"baseline": Path(base).name, "other": Path(other).name,
                                             "created": f"{ra.created} / {rb.created}"})
         for c in cmp.compared:

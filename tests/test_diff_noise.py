@@ -312,3 +312,33 @@ def test_the_shipped_data_file_is_what_the_script_makes_from_the_committed_contr
 def test_a_malformed_floor_file_is_refused():
     with pytest.raises(ValueError, match="envcheck-noise-floors"):
         shipped.parse({"format": "something", "version": 1})
+
+
+def test_floors_learned_from_runs_with_repeats_find_the_planted_between_run_noise(tmp_path):
+    """The generator on a pair of runs with repeats (as scripts/device_controls.sh writes them):
+    it learns from their first repeats, and the floor of every-row comes out near the between-run
+    noise planted (the committed H200 one, per kind), not near zero and not near the repeats' sum."""
+    import runpy
+    import sys
+
+    from envcheck import model
+
+    rng = np.random.default_rng(12)
+    paths = []
+    for name in ("a.json", "b.json"):
+        path = tmp_path / name
+        path.write_text(model.dumps(with_repeats(h200(), rng)))
+        paths.append(str(path))
+    out = tmp_path / "floors.json"
+    argv = sys.argv
+    sys.argv = ["noise_floors.py", *paths, "--out", str(out)]
+    try:
+        with pytest.raises(SystemExit) as e:
+            runpy.run_path(str(REPORTS.parent / "scripts" / "noise_floors.py"), run_name="__main__")
+        assert e.value.code == 0
+    finally:
+        sys.argv = argv
+    learned = shipped.parse(json.loads(out.read_text()))["NVIDIA H200"]
+    planted = shipped.for_model("NVIDIA H200").kinds
+    assert learned.pairs == (("a.json", "b.json"),)
+    assert 0.5 * planted[""].log_sd < learned.kinds[""].log_sd < 1.5 * planted[""].log_sd
