@@ -132,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=_repeat, default=1, metavar="N",
                    help="N independent repeats of every case in one report, each a fresh worker, in interleaved "
                         "passes; diffs then measure run-to-run noise from them (default: 1; one GPU only)")
+    # The names of model.bench.CONTROLS, spelt out: importing the model here would cost every
+    # command (and --help) a quarter of a second (a test keeps the two lists equal).
     p.add_argument("--control", choices=["vector_add_extra_bytes"], metavar="NAME",
                    help="the diff's positive control: vector_add_extra_bytes makes envcheck's Triton vector add "
                         "move 4%% more bytes (recorded in the report; never for real measurements)")

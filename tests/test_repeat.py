@@ -202,3 +202,11 @@ def test_the_worker_binds_the_control_only_in_a_run_that_set_it(monkeypatch, con
     g = SimpleNamespace(inputs={}, out=None, extra_sets=[({}, None)])
     group._bound(rt, PlannedCase("vector_add", "triton", "fp32", "fp32", (1024,)), g)
     assert seen == [{"control": control}] * 2 if control else seen == [{}, {}]
+
+
+def test_the_command_line_offers_exactly_the_controls_the_model_knows():
+    from envcheck.model.bench import CONTROLS
+
+    run = next(a for a in cli.build_parser()._subparsers._group_actions[0].choices["run"]._actions
+               if a.dest == "control")
+    assert tuple(run.choices) == CONTROLS
