@@ -59,6 +59,12 @@ def _index(value: str) -> int:
     return int(value)
 
 
+def _repeat(value: str) -> int:
+    if not value.strip().isdigit() or not 1 <= int(value) <= 20:
+        raise argparse.ArgumentTypeError(f"must be a whole number of repeats from 1 to 20: {value!r}")
+    return int(value)
+
+
 def _gpus(value: str) -> str:
     """``--gpus``: its form is checked here, before any work; which GPUs exist, once probed."""
     from envcheck.bench.parallel import parse_gpus
@@ -128,6 +134,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--outlier-margin", type=_fraction, default=0.05, metavar="F",
                    help="with --gpus: a GPU this fraction below its siblings' median is an outlier (default: 0.05)")
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile as a third implementation")
+    p.add_argument("--repeat", type=_repeat, default=1, metavar="N",
+                   help="N independent repeats of every case in one report, each a fresh worker, in interleaved "
+                        "passes; diffs then measure run-to-run noise from them (default: 1; one GPU only)")
+    # The names of model.bench.CONTROLS, spelt out: importing the model here would cost every
+    # command (and --help) a quarter of a second (a test keeps the two lists equal).
+    p.add_argument("--control", choices=["vector_add_extra_bytes"], metavar="NAME",
+                   help="the diff's positive control: vector_add_extra_bytes makes envcheck's Triton vector add "
+                        "move 4%% more bytes (recorded in the report; never for real measurements)")
     p.add_argument("--out-dir", metavar="DIR",
                    help="where the dated report goes (default: ~/.local/share/envcheck/reports, or "
                         "$ENVCHECK_REPORTS_DIR: never inside a source tree)")

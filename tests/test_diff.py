@@ -95,10 +95,11 @@ def test_planted_ten_percent_slowdown_of_triton_rows_after_a_triton_change_is_fo
     assert min(rates) >= 0.8 and sum(rates) / len(rates) >= 0.9
 
 
-@pytest.mark.parametrize(("share", "least"), [(10, 0.85), (4, 0.75)])
+@pytest.mark.parametrize(("share", "least"), [(10, 0.75), (4, 0.75)])
 def test_planted_slowdown_with_nothing_changed_is_found_in_most_rows(share, least):
     """One PyTorch row in ten (in four) 10% slower with nothing recorded as changed: the
-    slowed rows are controls themselves, yet most are found."""
+    slowed rows are controls themselves, yet most are found. (One in ten: 6 of the 8 planted
+    rows, against 7 before the calls were corrected for testing 250 rows at once.)"""
     pool = fx.keys(fx.h200_after(), impl="torch")
     planted = set(random.Random(share).sample(pool, len(pool) // share))
     assert _detected(fx.h200_before(), fx.scaled(fx.h200_after(), 1.10, planted), planted) >= least

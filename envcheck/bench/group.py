@@ -124,7 +124,9 @@ def _bound(rt: Runtime, planned: PlannedCase, group: Group) -> list[Any]:
     if impl == "torch":
         return [impls.torch_impl(op, inputs, out) for inputs, out in sets]
     if impl == "triton":
-        return [impls.triton_impl(op, inputs, out, planned.precision) for inputs, out in sets]
+        # The positive control's switch goes only to the runs that set it: every other run binds as before.
+        control = {"control": rt.settings.control} if rt.settings.control else {}
+        return [impls.triton_impl(op, inputs, out, planned.precision, **control) for inputs, out in sets]
     return impls.compiled_on_sets(op, [inputs for inputs, _ in sets])
 
 

@@ -109,13 +109,19 @@ def torch_impl(op: str, inputs: Inputs, out: Any) -> Impl:
     return lambda: torch.matmul(a, b, out=out)
 
 
-def triton_impl(op: str, inputs: Inputs, out: Any, precision: str) -> Impl:
-    """envcheck's Triton kernel for ``op`` (imports Triton: call inside the worker only)."""
+def triton_impl(op: str, inputs: Inputs, out: Any, precision: str, control: str | None = None) -> Impl:
+    """envcheck's Triton kernel for ``op`` (imports Triton: call inside the worker only).
+    ``control``: the run's positive-control switch (model.CONTROLS), None in ordinary runs."""
     from envcheck.bench import kernels
 
     fn = getattr(kernels, op)
     if op == "vector_add":
         x, y = inputs["x"], inputs["y"]
+        if control == "vector_add_extra_bytes":
+            from envcheck.bench.kernels.vector_add import extra_buffer
+
+            extra = extra_buffer(x)  # one per set of inputs: it rotates with them, L2 stays cold
+            return lambda: fn(x, y, out, extra)
         return lambda: fn(x, y, out)
     if op in ("relu", "softmax", "row_sum"):
         x = inputs["x"]

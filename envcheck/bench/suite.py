@@ -410,7 +410,10 @@ def plan(options: RunOptions, env: Environment) -> Plan:
         notes.append(Note("bench.cpu_baseline"))
         notes += cuda_reasons
         settings = dataclasses.replace(CPU_QUICK_SETTINGS if quick else CPU_SETTINGS, threads=cpu_threads())
-    settings = dataclasses.replace(settings, quick=quick, ops=sel.ops, impls=tuple(impls))
+    # --control: the diff's positive control, recorded in the settings (and so in every diff's
+    # environment differences): never silently active.
+    settings = dataclasses.replace(settings, quick=quick, ops=sel.ops, impls=tuple(impls),
+                                   control=getattr(options, "control", None))
 
     budget, where = free_memory(env, backend, index)
     cases: list[PlannedCase] = []

@@ -16,6 +16,7 @@ Exit status:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import tempfile
@@ -222,11 +223,33 @@ def write_outputs(report: Report, out_dir: Path, formats: Sequence[str], lang: s
     return written, outcome.interrupted
 
 
+def _run_repeats(plan: suite.Plan, view: ProgressView, timeout: float, repeats: int,
+                 command: Sequence[str]) -> runner.BenchOutcome:
+    """The worker on ``plan`` (its settings already those of one repeat) ``repeats`` times, one
+    whole pass after another, within one time limit for all of them (bench/repeat.py says why); a stop ends the repeats and keeps what
+    finished."""
+    if repeats == 1:
+        return runner.run_worker(plan, view, timeout, command=command)
+    from envcheck.bench import repeat
+
+    deadline = time.monotonic() + timeout
+    outcomes = []
+    for _ in range(repeats):
+        outcome = runner.run_worker(plan, view, max(deadline - time.monotonic(), 0.001), command=command)
+        outcomes.append(outcome)
+        if outcome.stop is not None:
+            break
+    return repeat.merge(outcomes)
+
+
 def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr: Any = None,
             stdout: Any = None) -> int:
     """``envcheck run`` with its collaborators injectable (``main`` uses the real ones)."""
     formats = output_formats(args.format)
     suite.select(args)  # bad --ops/--sizes/--dtypes fail here, before the probes
+    repeats = getattr(args, "repeat", 1) or 1
+    if repeats > 1 and getattr(args, "gpus", None):
+        raise UsageError("--repeat runs one GPU's suite N times; it cannot be combined with --gpus")
     from envcheck.userdirs import out_dir as default_out_dir
 
     out_dir = output_dir(default_out_dir(args.out_dir))
@@ -267,10 +290,15 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
         problems = len(node_problems(result.node, result.benches))
     elif plan.runnable:
         where = f"GPU {plan.index}" if plan.backend == "cuda" else "the CPU"
-        _say(f"running {len(plan.cases)} cases on {where} (Ctrl-C stops and keeps what finished)", err_stream)
+        times = f", {repeats} independent repeats" if repeats > 1 else ""
+        _say(f"running {len(plan.cases)} cases on {where}{times} (Ctrl-C stops and keeps what finished)", err_stream)
         t0 = time.monotonic()
-        with ProgressView(len(plan.cases), err_stream) as view:
-            outcome = runner.run_worker(plan, view, args.timeout, command=deps.worker_command)
+        if repeats > 1:  # each repeat's settings, as the report records them
+            from envcheck.bench.repeat import pass_settings
+
+            plan = dataclasses.replace(plan, settings=pass_settings(plan.settings, repeats))
+        with ProgressView(len(plan.cases) * repeats, err_stream) as view:
+            outcome = _run_repeats(plan, view, args.timeout, repeats, deps.worker_command)
         benches = (assemble.assemble(plan, outcome, started, time.monotonic() - t0),)
         stopped = outcome.interrupted
         if outcome.stop is not None:

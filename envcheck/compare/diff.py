@@ -19,7 +19,7 @@ import numpy as np
 from envcheck.analysis import Analysis, BenchAnalysis, CaseResult, analyse
 from envcheck.analysis.ceilings import Ceiling
 from envcheck.analysis.peaks import Source
-from envcheck.compare import controls, stats
+from envcheck.compare import controls, shipped, stats
 from envcheck.compare import match as matching
 from envcheck.compare.envdiff import CheckChange, EnvChange, check_changes, report_env_changes
 from envcheck.compare.machine import MachineId, machine_of, same_machine
@@ -245,6 +245,11 @@ class Comparison:
     floors: tuple[stats.NoiseFloor, ...] = ()  # every distinct noise floor used, largest first
     controls: int = 0  # compared rows that served as controls
     node: NodeComparison | None = None  # the node tests side by side, when both reports ran them
+    tested: int = 0  # rows with an interval: the family the multiple-testing correction covers
+    correction: str = stats.CORRECTION
+    sources: tuple[tuple[str, int], ...] = ()  # (allowance source, rows using it), most trusted first
+    shipped_model: str | None = None  # the GPU model whose shipped floors were used
+    shipped_pairs: tuple[tuple[str, str], ...] = ()  # the committed controls they were learned from
 
     @property
     def compared(self) -> tuple[CaseDiff, ...]:
@@ -329,9 +334,29 @@ class _Samples(Sequence[np.ndarray]):
         return np.frombuffer(self._timings[i].samples_us.to_bytes(), dtype="<f4")
 
 
+def _repeats(t: Timing) -> stats.Repeats | None:
+    return stats.repeats_of(t.samples_us.numpy(), t.passes) if len(t.passes) >= 2 else None
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """What ``_case_diffs`` found: the rows, the distinct floors, and the family's bookkeeping."""
+
+    cases: list[CaseDiff]
+    floors: list[stats.NoiseFloor]
+    controls: int
+    tested: int
+    sources: tuple[tuple[str, int], ...]
+    shipped_used: bool
+
+
 def _case_diffs(m: matching.Matching, unchanged: frozenset[str], *,
                 practical: float, confidence: float, resamples: int,
-                seed: int) -> tuple[list[CaseDiff], list[stats.NoiseFloor], int]:
+                seed: int, model_floors: shipped.ModelFloors | None = None) -> _Rows:
+    """Every pair's row. A row's run-to-run allowance comes, most trusted first, from the
+    reports' own repeats of the case, from the floor shipped for this GPU model and kind of
+    case, or, with neither, from the two runs themselves (``stats.noise_floors``). The rows
+    with an interval are one family: their calls are corrected together (Benjamini-Hochberg)."""
     out: list[CaseDiff | None] = []
     todo = []  # (slot, a, b, which, ta, tb) of the comparable pairs
     for a, b in (*m.pairs, *m.precision_pairs):
@@ -355,19 +380,41 @@ def _case_diffs(m: matching.Matching, unchanged: frozenset[str], *,
     usable = [i for i, r in enumerate(rows) if math.isfinite(r.within_se)]
     floors = stats.noise_floors([rows[i] for i in usable])
     floor_of = dict(zip(usable, floors, strict=True))
-    for k, (slot, a, b, which, ta, tb) in enumerate(todo):
+    ivs: list[stats.RatioInterval] = []
+    for k, (_, _, _, _, ta, tb) in enumerate(todo):
         row = rows[k]
-        floor = floor_of.get(k, stats.NO_FLOOR)
-        iv = stats.interval(tb.median_us / ta.median_us, row.within_se if k in floor_of else None, floor,
-                            ta.n, tb.n, confidence)
+        ratio = tb.median_us / ta.median_us
+        ra, rb = _repeats(ta), _repeats(tb)
+        floor = stats.repeat_floor(ra, rb)
+        within: float | None = row.within_se if k in floor_of else None
+        if floor is not None:
+            # The ratio of the repeats' geometric-mean medians: the estimate the repeats' spread is of.
+            ratio = math.exp((rb.mean_log if rb else math.log(tb.median_us))
+                             - (ra.mean_log if ra else math.log(ta.median_us)))
+        else:
+            floor = (model_floors.floor(row.kinds) if model_floors is not None else None) or floor_of.get(
+                k, stats.NO_FLOOR)
+        ivs.append(stats.interval(ratio, within, floor, ta.n, tb.n, confidence))
+    significant = stats.bh_significant([stats.p_value(iv) for iv in ivs], 1.0 - confidence)
+    used: list[stats.NoiseFloor] = []
+    for k, (slot, a, b, which, ta, tb) in enumerate(todo):
+        iv = ivs[k]
+        if iv.floor is not None and iv.has_interval:
+            used.append(iv.floor)
         out[slot] = CaseDiff(
-            verdict=stats.verdict(iv, practical), timing=which, method=ta.method, base_us=ta.median_us,
-            other_us=tb.median_us, ratio=iv.ratio, low=iv.low, high=iv.high, n_base=iv.n_base, n_other=iv.n_other,
-            log_se=iv.log_se, within_log_se=iv.within_log_se, floor=iv.floor, control=row.control,
+            verdict=stats.verdict(iv, practical, significant[k]), timing=which, method=ta.method,
+            base_us=ta.median_us, other_us=tb.median_us, ratio=iv.ratio, low=iv.low, high=iv.high, n_base=iv.n_base,
+            n_other=iv.n_other, log_se=iv.log_se, within_log_se=iv.within_log_se, floor=iv.floor,
+            control=rows[k].control,
             **_sides(a, b),  # type: ignore[arg-type]
         )
-    distinct = sorted(set(floors), key=lambda f: (-f.log_sd, f.source, f.kind))
-    return [c for c in out if c is not None], distinct, sum(r.control for r in rows)
+    count: dict[str, int] = {}
+    for f in used:
+        count[f.source] = count.get(f.source, 0) + 1
+    sources = tuple((s, count[s]) for s in stats.ALLOWANCE_SOURCES if s in count)
+    distinct = sorted(set(used), key=lambda f: (-f.log_sd, f.source, f.kind))
+    return _Rows([c for c in out if c is not None], distinct, sum(r.control for r in rows),
+                 sum(iv.has_interval for iv in ivs), sources, "shipped" in count)
 
 
 def summarise(name: str, cases: Sequence[CaseDiff], practical: float, confidence: float) -> GroupSummary:
@@ -409,12 +456,17 @@ def compare_analysed(base: tuple[str, Analysis], other: tuple[str, Analysis], *,
     env = tuple(report_env_changes(a, b))
     ia, ib = ReportInfo.of(la, a), ReportInfo.of(lb, b)
     same = same_machine(ia.machine, ib.machine) if ia.machine and ib.machine else None
-    cases: list[CaseDiff] = []
-    floors: list[stats.NoiseFloor] = []
-    n_controls = 0
+    found = _Rows([], [], 0, 0, (), False)
+    model_floors = None
     if ba and bb:
-        cases, floors, n_controls = _case_diffs(m, controls.unchanged_impls(env), practical=practical,
-                                                confidence=confidence, resamples=resamples, seed=seed)
+        # Shipped floors were learned from reruns on one physical GPU: they hold for the same GPU
+        # again, never across models, nor across two GPUs of one model (another H200 launched
+        # small kernels 3-5% faster in the committed two-GPU pair: a floor that does not cover).
+        name_a, name_b = ba.bench.device.name, bb.bench.device.name
+        model_floors = shipped.for_model(name_a) if name_a == name_b and same is True else None
+        found = _case_diffs(m, controls.unchanged_impls(env), practical=practical, confidence=confidence,
+                            resamples=resamples, seed=seed, model_floors=model_floors)
+    cases = found.cases
     ops = list(dict.fromkeys(c.op for c in cases))
     return Comparison(
         base=ia, other=ib, env=env, checks=tuple(check_changes(a.checks, b.checks, same)),
@@ -422,7 +474,10 @@ def compare_analysed(base: tuple[str, Analysis], other: tuple[str, Analysis], *,
         only_other=tuple(CaseRef.of(r) for r in m.only_other),
         ops=tuple(summarise(op, [c for c in cases if c.op == op], practical, confidence) for op in ops),
         overall=summarise("all", cases, practical, confidence), ceilings=_ceilings(ba, bb),
-        same_gpu=a.gpu_name == b.gpu_name, same_machine=same, floors=tuple(floors), controls=n_controls,
+        same_gpu=a.gpu_name == b.gpu_name, same_machine=same, floors=tuple(found.floors), controls=found.controls,
+        tested=found.tested, sources=found.sources,
+        shipped_model=model_floors.model if found.shipped_used and model_floors else None,
+        shipped_pairs=model_floors.pairs if found.shipped_used and model_floors else (),
         node=compare_nodes(aa.node, ab.node, practical=practical, confidence=confidence, resamples=resamples,
                            seed=seed),
     )

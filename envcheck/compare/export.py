@@ -34,6 +34,10 @@ Layout (version 1). Times are microseconds per call; ratios are other / baseline
         "ceilings": [{"name", "kind", "unit", "baseline", "other"}],
         "noise_floors": [FLOOR],            # every distinct floor used, largest first
         "controls": 178,                    # compared rows whose implementation did not change
+        "tested": 247,                      # rows with an interval: the family the correction covers
+        "correction": "benjamini-hochberg", # how the calls are corrected for testing them at once
+        "allowance_sources": {"repeats": 0, "shipped": 247},   # rows per source of the allowance
+        "shipped_floors": {"model", "pairs": [["<baseline>", "<other>"]]} | null,
         "regressions": [REF + {"ratio", "low", "high"}],   # slower by more than regression_pct
                                             # (or than practical_pct when none was given)
         "node": NODE | null                 # both reports ran the node tests (run --gpus, fleet)
@@ -56,7 +60,7 @@ Layout (version 1). Times are microseconds per call; ratios are other / baseline
             "numeric": {"kind", "baseline_rel_l2", "other_rel_l2", "baseline_passed", "other_passed"}}
             verdict: faster | slower | same | uncertain | not comparable
     FLOOR: {"log_sd", "pct", "source", "kind": [..], "cases", "df"}
-            source: controls | spread | none
+            source: repeats | shipped | controls | spread | none (compare/stats.py NoiseFloor)
     REF:   {"op", "impl", "dtype", "precision", "shape": [..], "status"}
     NODE:  {"collectives": [{"scope", "op", "size_bytes", "ranks", "timing", "baseline_us", "other_us",
                              "baseline_busbw_gbps", "other_busbw_gbps", "baseline_algo", "other_algo",
@@ -202,6 +206,9 @@ def _comparison(cmp: Comparison, regression_pct: float) -> dict[str, Any]:
         "ceilings": [{"name": c.name, "kind": c.kind, "unit": c.unit, "baseline": _num(c.base),
                       "other": _num(c.other)} for c in cmp.ceilings],
         "noise_floors": [_floor(f) for f in cmp.floors], "controls": cmp.controls,
+        "tested": cmp.tested, "correction": cmp.correction, "allowance_sources": dict(cmp.sources),
+        "shipped_floors": None if cmp.shipped_model is None else {
+            "model": cmp.shipped_model, "pairs": [list(p) for p in cmp.shipped_pairs]},
         "regressions": [{**_ref(c, "slower"), "ratio": c.ratio, "low": c.low, "high": c.high}
                         for c in cmp.regressions(regression_pct)],
         "node": _node(cmp.node, regression_pct),

@@ -18,8 +18,21 @@ for two reasons besides a real change:
    rows significant (up to +5.8%) with intervals 0.13% wide.
 
 So each ratio gets a **noise floor**, the standard deviation (log scale) of its run-to-run
-noise, in two parts, both estimated from the comparison itself (two reports of one run each
-hold no repetitions):
+noise, from the first of these that is at hand (``NoiseFloor.source``):
+
+1. ``repeats``: the reports' own independent repeats of the case (``envcheck run --repeat N``:
+   N fresh workers in interleaved passes, each repeat's samples kept; bench/repeat.py). Each
+   repeat is a run, so the spread of the repeats' log medians *is* run-to-run noise, within-run
+   noise included, measured without looking at the other report. The ratio is that of the two
+   sides' mean log medians, its variance ``s_a^2/N_a + s_b^2/N_b`` with Welch's degrees of
+   freedom; a side without repeats is taken to vary as much as one repeat of the other.
+2. ``shipped``: the floor of this GPU model and kind of case learned from committed
+   back-to-back controls (``compare/shipped.py``, ``noise_floors.json``), for two reports of
+   one physical GPU without repeats. Added to the within-run noise below.
+3. With neither, the floor is estimated from the two runs being judged (the scheme below,
+   ``controls`` / ``spread`` / ``none``): the least trustworthy, named as such in the output.
+
+The estimate from the pair has two parts:
 
 * **scatter**: cases of one *kind* (op and size category: a 1 us launch-bound vector add
   and a power-capped 8192^3 matmul drift very differently) scatter around the kind's median
@@ -41,26 +54,35 @@ hold no repetitions):
 
 A case's interval is then
 
-    log ratio +- t(confidence, df) x sqrt(within_se^2 + scatter^2 + shift^2)
+    log ratio +- t(confidence, df) x sqrt(within_se^2 + floor^2)     (repeats: x floor alone)
 
-where df counts what the floor was estimated from at the MAD's efficiency (0.37 of the rows
-or kinds: a median absolute deviation is as precise as a standard deviation from about a
-third as many normal values), so a floor estimated from few rows gives a wider interval.
-With fewer than ``MIN_FLOOR_CASES`` comparable rows there is no floor, and the interval
-covers within-run noise only (``source`` ``none``).
+where df counts what the floor was estimated from (the repeats; the shipped floor's rows; for
+the pair's estimate, the rows or kinds at the MAD's efficiency, 0.37: a median absolute
+deviation is as precise as a standard deviation from about a third as many normal values), so
+a floor estimated from little gives a wider interval. With fewer than ``MIN_FLOOR_CASES``
+comparable rows and nothing else there is no floor, and the interval covers within-run noise
+only (``source`` ``none``).
 
-Measured on the committed negative control (two H200 runs on two physical GPUs, same
-PyTorch; only envcheck's Triton matmul kernels changed): 2 of the 84 PyTorch rows are called
-faster or slower and 4 intervals exclude 1, against 8 and 71 of 84 with within-run intervals
-only. A 10% slowdown planted in copies of the later run (20 draws each) is found (called
-slower) in 93% of the slowed rows when it hits a quarter of the Triton rows and Triton is
-marked as upgraded, 81% when it hits a quarter of the PyTorch rows and PyTorch is marked as
-upgraded, 83% when it hits a quarter of the PyTorch rows with nothing marked changed (the
-slowed rows are then controls themselves), 92% when it hits one PyTorch row in ten; every
-relu row 30% slower: all 40 found; every row 10% slower: 89%. Rows with a wide floor of
-their own (torch.compile at 1 MiB varies by 15% between runs) are where a 10% change goes
-unseen. A floor measured by repetitions inside each report would not need controls, nor lean
-on the other kinds.
+**Many rows at once.** A diff tests every row: at 95%, 250 rows where nothing changed give
+about 12 intervals excluding 1 by chance. The rows with an interval are one family; each row's
+p-value (``p_value``, from the same t as its interval) goes through Benjamini-Hochberg
+(``bh_significant``) at a false discovery rate of 1 - confidence, and only a row significant
+after that, and beyond the practical threshold, is called faster or slower. When nothing
+changed, the chance of calling any row is then at most 5% however many rows there are; when
+some did, most of them are still found (tests/test_diff_noise.py plants both). The intervals
+shown are each row's own, before the correction.
+
+Measured on the committed negative control of 2026-11-22 (two H200 runs on two physical GPUs,
+same PyTorch; only envcheck's Triton matmul kernels changed), with the estimate from the pair:
+2 of the 84 PyTorch rows were called faster or slower and 4 intervals excluded 1, against 8 and
+71 of 84 with within-run intervals only. A 10% slowdown planted in copies of the later run
+(3 draws each, calls corrected over the ~250 rows) is found (called slower) in 97% of the slowed
+rows when it hits a quarter of the Triton rows and Triton is marked as upgraded, 75% when it
+hits a quarter of the PyTorch rows and PyTorch is marked as upgraded, 76% of a quarter of the
+PyTorch rows and 6 of 8 of one row in ten with nothing marked changed; every relu row 30%
+slower: all 40 found. Rows with a wide
+floor of their own (torch.compile at 1 MiB varies by 15% between runs) are where a 10% change
+goes unseen.
 
 **Geometric means** (per op, overall) use the same two-level model: the cases of one kind
 share its shift, so within a kind their shift standard deviations add, while across kinds,
@@ -102,6 +124,9 @@ PRACTICAL = 0.02  # a change smaller than 2% is never called faster/slower, howe
 MIN_FLOOR_CASES = 5  # rows (or kinds) a noise-floor estimate needs
 MIN_KIND_CONTROLS = 3  # controls a kind needs for its median to count towards the kind shift
 MAD_TO_SD = 1.4826  # MAD x this = the standard deviation, for normal data
+# Where a row's run-to-run allowance came from, most trusted first (NoiseFloor.source).
+ALLOWANCE_SOURCES = ("repeats", "shipped", "controls", "spread", "none")
+CORRECTION = "benjamini-hochberg"  # how a family of rows is controlled for multiple testing
 MAD_EFFICIENCY = 0.37  # the MAD's asymptotic efficiency against the standard deviation, normal data
 _CHUNK = 256  # timings gathered at once: bounds the temporary (chunk x distinct pairs) array
 
@@ -250,9 +275,14 @@ class NoiseFloor:
 
     Two parts (module docstring): ``spread_sd``, how the cases of its kind scatter around the
     kind's median, and ``shift_sd``, how far a kind as a whole moves between runs, which every
-    case of the kind shares. ``log_sd`` combines them. ``source``: ``controls`` (the shift was
-    measured on rows whose implementation did not change), ``spread`` (no controls: only the
-    scatter is covered) or ``none`` (too few rows: only within-run noise is covered).
+    case of the kind shares. ``log_sd`` combines them. ``source``, most trusted first:
+    ``repeats`` (the reports' own independent repeats of the case: ``log_sd`` is the whole
+    standard error of the log ratio, within-run noise included; ``cases`` counts the repeats),
+    ``shipped`` (the noise floor of this GPU model and kind of case learned from committed
+    back-to-back controls, ``noise_floors.json``), then, estimated from the two runs judged
+    (neither of the above at hand): ``controls`` (the shift was measured on rows whose
+    implementation did not change), ``spread`` (no controls: only the scatter is covered) or
+    ``none`` (too few rows: only within-run noise is covered).
     ``kind``: what the scatter was estimated over, most specific first (("matmul", "large"),
     ("matmul",), ("large",), or () for every row), over ``cases`` rows; ``kinds``: the kinds
     the shift was estimated over; ``df``: degrees of freedom of the estimate.
@@ -271,6 +301,11 @@ class NoiseFloor:
     def pct(self) -> float:
         """The floor as a percentage of the time (one standard deviation)."""
         return math.expm1(self.log_sd) * 100.0
+
+    @property
+    def includes_within(self) -> bool:
+        """Repeats measure the run-to-run spread of whole medians: within-run noise is in it."""
+        return self.source == "repeats"
 
 
 NO_FLOOR = NoiseFloor(0.0, "none", (), 0, None)
@@ -349,6 +384,57 @@ def noise_floors(rows: Sequence[FloorRow]) -> list[NoiseFloor]:
     return out
 
 
+# --------------------------------------------------------------------------- repeats
+
+
+@dataclass(frozen=True)
+class Repeats:
+    """One side's independent repeats of a case: the mean and sample variance of the log
+    median of each repeat, over ``count`` repeats (at least 2)."""
+
+    mean_log: float
+    var_log: float
+    count: int
+
+
+def repeats_of(samples: np.ndarray, passes: Sequence[int]) -> Repeats | None:
+    """The repeats of one timing, its samples split in ``passes`` (lengths, in order), or None
+    for fewer than two repeats."""
+    if len(passes) < 2:
+        return None
+    bounds = np.cumsum((0, *passes))
+    if bounds[-1] != len(samples):
+        raise ValueError(f"passes add up to {bounds[-1]} samples, the timing has {len(samples)}")
+    logs = np.array([math.log(float(np.median(samples[lo:hi]))) for lo, hi in zip(bounds[:-1], bounds[1:],
+                                                                                  strict=True)])
+    return Repeats(float(logs.mean()), float(logs.var(ddof=1)), len(logs))
+
+
+def repeat_floor(base: Repeats | None, other: Repeats | None) -> NoiseFloor | None:
+    """The run-to-run noise of a log ratio from the repeats (None when neither side has any).
+
+    Both sides: the variance of the difference of two means of repeat medians, with Welch's
+    degrees of freedom. One side only: the other side's single run is taken to vary as much
+    as one of its repeats, so var = v (1 + 1/n) with n - 1 degrees of freedom."""
+    if base is None and other is None:
+        return None
+    if base is not None and other is not None:
+        va, vb = base.var_log / base.count, other.var_log / other.count
+        var = va + vb
+        denom = va**2 / (base.count - 1) + vb**2 / (other.count - 1)
+        df = max(1, math.floor(var**2 / denom)) if denom > 0 else base.count + other.count - 2
+        count = base.count + other.count
+    else:
+        one = base if base is not None else other
+        assert one is not None
+        var = one.var_log * (1.0 + 1.0 / one.count)
+        df, count = one.count - 1, one.count
+    sd = math.sqrt(var)
+    # Every case of a kind is taken to share its repeats' moves (a whole pass a little slower):
+    # the geometric means then never count a kind's cases as independent (``geomean``).
+    return NoiseFloor(sd, "repeats", (), count, df, 0.0, sd, 0)
+
+
 # --------------------------------------------------------------------------- one case
 
 
@@ -382,9 +468,13 @@ class RatioInterval:
 def interval(ratio: float, within_se: float | None, floor: NoiseFloor, n_base: int, n_other: int,
              confidence: float = CONFIDENCE) -> RatioInterval:
     """The interval of one ratio: within-run and run-to-run noise combined (module docstring)."""
-    if within_se is None or not math.isfinite(within_se):
+    has_within = within_se is not None and math.isfinite(within_se)
+    if not has_within and not floor.includes_within:
         return RatioInterval(ratio, None, None, None, n_base, n_other, None, floor)
-    se = math.sqrt(within_se**2 + floor.log_sd**2)
+    # Repeats measured the spread of whole medians: within-run noise is already in their floor,
+    # and an interval stands even where one repeat had too few samples for a bootstrap.
+    se = floor.log_sd if floor.includes_within else math.sqrt(within_se**2 + floor.log_sd**2)  # type: ignore[operator]
+    within_se = within_se if has_within else None
     half = _quantile(confidence, floor.df) * se
     log_r = math.log(ratio)
     # Keep the point estimate inside its interval against rounding in exp().
@@ -409,20 +499,65 @@ def within_interval(base: Sequence[float], other: Sequence[float], *, confidence
     return interval(ratio, within, NO_FLOOR, len(a), len(b), confidence)
 
 
-def verdict(iv: RatioInterval, practical: float = PRACTICAL) -> str:
-    """``slower`` / ``faster`` when the interval excludes 1.0 AND the change exceeds ``practical``;
-    ``same`` otherwise; ``uncertain`` when there are too few samples for an interval.
+def verdict(iv: RatioInterval, practical: float = PRACTICAL, significant: bool | None = None) -> str:
+    """``slower`` / ``faster`` when the change is significant AND exceeds ``practical``; ``same``
+    otherwise; ``uncertain`` when there are too few samples for an interval.
 
-    The practical threshold keeps rows with thousands of very stable samples from
-    being called slower over a 0.3% shift nobody can act on.
+    ``significant``: the row's call after the family's multiple-testing correction
+    (``bh_significant``); when not given, the row alone: its interval excludes 1.0. The
+    practical threshold keeps rows with thousands of very stable samples from being called
+    slower over a 0.3% shift nobody can act on.
     """
     if not iv.has_interval:
         return "uncertain"
-    if iv.low > 1.0 and iv.ratio > 1.0 + practical:  # type: ignore[operator]
+    if significant is None:
+        significant = iv.excludes_one()
+    if significant and iv.ratio > 1.0 + practical:
         return "slower"
-    if iv.high < 1.0 and iv.ratio < 1.0 / (1.0 + practical):  # type: ignore[operator]
+    if significant and iv.ratio < 1.0 / (1.0 + practical):
         return "faster"
     return "same"
+
+
+# --------------------------------------------------------------------------- many rows at once
+
+
+def p_value(iv: RatioInterval) -> float | None:
+    """Two-sided p-value of "nothing changed" (log ratio 0) for one row: the t (or normal, when
+    nothing was estimated) tail beyond |log ratio| / se, with the interval's own degrees of
+    freedom. None without an interval."""
+    if not iv.has_interval or iv.log_se is None:
+        return None
+    if iv.log_se <= 0.0:
+        return 0.0 if iv.ratio != 1.0 else 1.0
+    z = abs(math.log(iv.ratio)) / iv.log_se
+    df = iv.floor.df if iv.floor is not None else None
+    if df is None:
+        return 2.0 * (1.0 - statistics.NormalDist().cdf(z))
+    if df > _T_SERIES_MAX_DF:  # the series needs ~df terms; the normal tail is within 1e-3 there
+        return 2.0 * (1.0 - statistics.NormalDist().cdf(z))
+    return max(0.0, 1.0 - _t_central(z, df))
+
+
+def bh_significant(pvalues: Sequence[float | None], level: float = 1.0 - CONFIDENCE) -> list[bool]:
+    """Benjamini-Hochberg: which of a family of rows are significant with the false discovery
+    rate held at ``level`` (None: a row without an interval, never significant and not counted
+    as tested). When nothing changed anywhere, the chance of calling any row is at most
+    ``level``, however many rows are tested; when some rows did change it calls far more of
+    them than a per-row Bonferroni or Holm bound would."""
+    idx = [i for i, p in enumerate(pvalues) if p is not None]
+    m = len(idx)
+    out = [False] * len(pvalues)
+    if not m:
+        return out
+    order = sorted(idx, key=lambda i: pvalues[i])  # type: ignore[arg-type, return-value]
+    cut = 0
+    for rank, i in enumerate(order, start=1):
+        if pvalues[i] <= level * rank / m:  # type: ignore[operator]
+            cut = rank
+    for i in order[:cut]:
+        out[i] = True
+    return out
 
 
 # --------------------------------------------------------------------------- many cases
@@ -465,7 +600,8 @@ def geomean(intervals: Sequence[RatioInterval], clusters: Sequence[Hashable] | N
     # across kinds the variances. The scatter within a kind and within-run noise are each
     # case's own: their variances add.
     own = math.fsum((iv.floor.spread_sd if iv.floor else 0.0) ** 2
-                    + (iv.within_log_se if iv.within_log_se is not None else iv.log_se or 0.0) ** 2
+                    + (0.0 if iv.floor is not None and iv.floor.includes_within
+                       else iv.within_log_se if iv.within_log_se is not None else iv.log_se or 0.0) ** 2
                     for iv in intervals)
     var = (math.fsum(s**2 for s in shifts.values()) + own) / n**2
     dfs = [iv.floor.df for iv in intervals if iv.floor is not None and iv.floor.df is not None]

@@ -30,6 +30,10 @@ TIMING_METHODS = ("cuda_graph", "cuda_events", "host_clock")
 STATS_BATCH_SAMPLES = 1 << 21
 LITTLE_ENDIAN = sys.byteorder == "little"
 BACKENDS = ("cuda", "cpu")
+# Deliberate slowdowns for the diff's positive control (``run --control``), recorded in Settings:
+# ``vector_add_extra_bytes``: envcheck's Triton vector add also reads a zero-filled buffer of 12% of
+# its elements (4% more bytes: kernels/vector_add.py).
+CONTROLS = ("vector_add_extra_bytes",)
 
 ParamValue = str | int | float | bool | None | tuple[str | int | float, ...]
 
@@ -120,11 +124,15 @@ class Timing:
     calls between events: what a Python caller pays) or ``host_clock`` (CPU baseline,
     perf_counter around synchronous work). ``calls_per_sample``: calls timed together in
     one sample (each sample is already divided by it).
+    ``passes``: with ``run --repeat N``, how many samples each of the N independent repeats
+    took, in order (the samples are the repeats' samples one after the other); empty for a
+    single run.
     """
 
     method: str
     samples_us: Samples
     calls_per_sample: int = 1
+    passes: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.samples_us, Samples):
@@ -139,6 +147,8 @@ class Timing:
             raise ValueError("timing samples must be finite and positive")
         if self.calls_per_sample < 1:
             raise ValueError("calls_per_sample must be at least 1")
+        if self.passes and (min(self.passes) < 1 or sum(self.passes) != len(self.samples_us)):
+            raise ValueError(f"passes {self.passes} must be positive and add up to the {len(self.samples_us)} samples")
 
     @classmethod
     def from_samples(cls, method: str, samples_us: Iterable[float], calls_per_sample: int = 1) -> Timing:
@@ -506,7 +516,10 @@ class Stop:
 @dataclass(frozen=True)
 class Settings:
     """How a run measured: the one definition, read by the planner, the worker, the timer and
-    the report. ``threads``: CPU threads torch used (CPU baseline only)."""
+    the report. ``threads``: CPU threads torch used (CPU baseline only). ``repeat``: independent
+    repeats of every case (``run --repeat``; the sample counts are then per repeat).
+    ``control``: a deliberate, documented change to one kernel for the diff's positive
+    control (``CONTROLS``), None in every ordinary run."""
 
     warmup_ms: float = 25.0
     rep_ms: float = 100.0
@@ -518,8 +531,14 @@ class Settings:
     ops: tuple[str, ...] = ()
     impls: tuple[str, ...] = ()
     threads: int | None = None
+    repeat: int | None = None  # None: one run (left out of the JSON, as in reports before repeats)
+    control: str | None = None
 
     def __post_init__(self) -> None:
+        if self.repeat is not None and self.repeat < 1:
+            raise ValueError("repeat must be at least 1")
+        if self.control is not None and self.control not in CONTROLS:
+            raise ValueError(f"unknown control {self.control!r} (known: {', '.join(CONTROLS)})")
         for name in ("warmup_ms", "rep_ms"):
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0):

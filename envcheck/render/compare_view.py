@@ -104,6 +104,7 @@ class ComparisonView:
     overall: str
     overall_verdict: str
     split: str
+    noise: str  # where the run-to-run allowance came from, and the multiple-testing correction
     ops: tuple[GroupRow, ...]
     significant: tuple[CaseRow, ...]
     compared: tuple[CaseRow, ...]
@@ -224,7 +225,31 @@ def _source(source: Any, lang: str, escape: Escape) -> str:
     return escape(str(source))
 
 
-def comparison_view(cmp: Any, lang: str, escape: Escape) -> ComparisonView:
+def _noise(cmp: Any, lang: str, escape: Escape, fdr: str) -> str:
+    """One sentence: each allowance source with its rows, then the family tested."""
+    t = _t(lang)
+    counts = dict(cmp.sources)
+    parts = []
+    if counts.get("repeats"):
+        parts.append(t("diff.noise.repeats", count=counts["repeats"]))
+    if counts.get("shipped"):
+        pairs = translate(lang, "list.sep").join(f"{escape(a)} / {escape(b)}" for a, b in cmp.shipped_pairs)
+        parts.append(t("diff.noise.shipped", model=escape(cmp.shipped_model or fmt.DASH), pairs=pairs,
+                       count=counts["shipped"]))
+    pair = counts.get("controls", 0) + counts.get("spread", 0)
+    if pair:
+        parts.append(t("diff.noise.pair", count=pair))
+    if counts.get("none"):
+        parts.append(t("diff.noise.within", count=counts["none"]))
+    sources = translate(lang, "list.sep").join(parts) if parts else t("diff.noise.none")
+    return t("diff.noise", sources=sources, tested=cmp.tested, fdr=fdr)
+
+
+def _fdr(confidence: float) -> str:
+    return fmt.general(round((1.0 - confidence) * 100, 6))
+
+
+def comparison_view(cmp: Any, lang: str, escape: Escape, confidence: float = 0.95) -> ComparisonView:
     t = _t(lang)
     g = cmp.overall
     sig = sorted((c for c in cmp.cases if c.verdict in ("slower", "faster")), key=lambda c: -(c.ratio or 0))
@@ -243,6 +268,7 @@ def comparison_view(cmp: Any, lang: str, escape: Escape) -> ComparisonView:
         overall_verdict=g.verdict,
         split=t("diff.split", slower=g.slower, faster=g.faster, same=g.same, uncertain=g.uncertain,
                 not_comparable=g.not_comparable),
+        noise=_noise(cmp, lang, escape, _fdr(confidence)),
         ops=tuple(_group_row(o, lang) for o in cmp.ops),
         significant=tuple(_case_row(c, lang) for c in sig),
         compared=tuple(_case_row(c, lang) for c in cmp.compared),
@@ -264,9 +290,9 @@ def diff_view(d: Any, lang: str, escape: Escape) -> DiffView:
         lang=lang,
         title=t("diff.title", count=len(d.reports), baseline=escape(d.baseline.label)),
         reports=tuple(_info_row(i, n == 0) for n, i in enumerate(d.reports)),
-        comparisons=tuple(comparison_view(c, lang, escape) for c in d.comparisons),
+        comparisons=tuple(comparison_view(c, lang, escape, d.confidence) for c in d.comparisons),
         method=t("diff.method", confidence=fmt.general(d.confidence * 100), resamples=d.resamples,
-                 threshold=fmt.general(d.practical_pct)),
+                 threshold=fmt.general(d.practical_pct), fdr=_fdr(d.confidence)),
         significant_none=t("diff.significant.none", threshold=fmt.general(d.practical_pct)),
         unmatched=unmatched_lines(getattr(d, "unmatched", ()), lang, escape),
         node_significant_none=t("diff.node.significant.none", threshold=fmt.general(d.practical_pct)),

@@ -68,6 +68,7 @@ def _comparison(console: Console, cmp: ComparisonView, v: DiffView, lang: str) -
         console.print(t("diff.perf.none"))
         return
     console.print(_v(cmp.overall_verdict, cmp.overall) + " " + cmp.split)
+    console.print(f"[dim]{cmp.noise}[/]")
     tab = table(console, title=t("diff.by_op"))
     for col, right in (("diff.col.op", False), ("diff.col.ratio", True), ("diff.col.interval", True),
                        ("diff.col.count", True), ("diff.col.slower", True), ("diff.col.faster", True),

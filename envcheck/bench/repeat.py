@@ -1,0 +1,105 @@
+"""``envcheck run --repeat N``: N independent repeats of every case, kept in one report.
+
+Why: a diff can only tell a real change from run-to-run noise if it knows how far a rerun
+moves, and the samples of one run cannot show that (they are taken back to back, in one
+window). So the suite runs N times, each repeat a fresh worker process (its own CUDA context,
+allocations, compiled-kernel load and matmul tile race: what a rerun changes), one after the
+other over the whole plan: the cases run in N interleaved passes, so a drift over the run
+(a GPU warming towards its power cap) spreads over every case's repeats instead of landing on
+the cases measured last.
+
+The report stays the size of one run: each repeat takes ``max_samples // N`` samples of a
+timing at most, and a case keeps all of them in one ``Timing`` whose ``passes`` says how many
+each repeat took (compare/stats.py turns them into the allowance). What else a repeat found is
+merged without loss of a failure: the worst numeric error of any repeat, every note, and a note
+``case.repeat_failed`` for each repeat in which a case measured elsewhere failed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from envcheck.bench.runner import BenchOutcome
+from envcheck.model import Accuracy, Case, CaseKey, Note, Settings, Timing
+
+
+def pass_settings(settings: Settings, repeat: int) -> Settings:
+    """The settings each repeat runs with: the per-timing sample cap shared between the repeats."""
+    if repeat < 1:
+        raise ValueError("repeat must be at least 1")
+    if repeat == 1:
+        return settings
+    per = max(1, settings.max_samples // repeat)
+    return dataclasses.replace(settings, max_samples=per, min_samples=min(settings.min_samples, per), repeat=repeat)
+
+
+def _join(timings: Sequence[Timing]) -> Timing:
+    """One timing of several repeats' samples, in order, with each repeat's count."""
+    first = timings[0]
+    if len(timings) == 1:
+        return first
+    samples = [x for t in timings for x in t.samples_us]
+    return Timing(first.method, samples, first.calls_per_sample, tuple(t.n for t in timings))
+
+
+def _worst(accuracies: Sequence[Accuracy | None]) -> Accuracy | None:
+    """The accuracy of the repeat that erred most: a verdict never passes what failed once."""
+    got = [a for a in accuracies if a is not None]
+    if not got:
+        return None
+    return max(got, key=lambda a: (a.nonfinite or 0, a.rel_l2, a.max_rel_elem or 0.0, a.max_abs))
+
+
+def merge_cases(repeats: Sequence[tuple[int, Case]]) -> Case:
+    """One case from its repeats: (repeat number from 1, the case as that repeat reported it)."""
+    measured = [(i, c) for i, c in repeats if c.measured]
+    if not measured:
+        return repeats[0][1]
+    first = measured[0][1]
+    notes = list(dict.fromkeys(n for _, c in measured for n in c.notes))
+    notes += [Note("case.repeat_failed", {"repeat": i, "stage": c.failure.stage})
+              for i, c in repeats if c.failure is not None]
+    # The timing method of a region can differ between repeats only if a graph failed in one:
+    # repeats are joined per method, and the GPU time keeps only the repeats that had it.
+    gpus = [c.gpu for _, c in measured if c.gpu is not None and c.gpu.method == (first.gpu.method if first.gpu else "")]
+    launches = [c.launch for _, c in measured
+                if c.launch is not None and first.launch is not None and c.launch.method == first.launch.method]
+    return dataclasses.replace(
+        first, gpu=_join(gpus) if gpus else None, launch=_join(launches) if launches else None,
+        accuracy=_worst([c.accuracy for _, c in measured]), notes=tuple(notes))
+
+
+def merge(outcomes: Sequence[BenchOutcome]) -> BenchOutcome:
+    """The outcome of every repeat as one: cases merged by key (in the first repeat's order),
+    monitor windows one after the other (each case keeps its first measured repeat's window),
+    the measured ceilings of the first repeat, every note, and the first stop."""
+    if not outcomes:
+        raise ValueError("nothing to merge")
+    if len(outcomes) == 1:
+        return outcomes[0]
+    out = BenchOutcome(device=outcomes[0].device, versions=dict(outcomes[0].versions))
+    by_key: dict[CaseKey, list[tuple[int, Case]]] = {}
+    for i, o in enumerate(outcomes, start=1):
+        offset = len(out.windows)
+        out.windows.extend(o.windows)
+        for c in o.cases:
+            if c.window is not None:
+                c = dataclasses.replace(c, window=c.window + offset)
+            by_key.setdefault(c.key, []).append((i, c))
+        out.notes.extend(o.notes)
+    out.cases = [merge_cases(v) for v in by_key.values()]
+    seen: set[CaseKey] = set(by_key)
+    for o in outcomes:
+        for s in o.skips:
+            if s.key not in seen:
+                seen.add(s.key)
+                out.skips.append(s)
+    out.ceiling_runs = list(outcomes[0].ceiling_runs)
+    out.notes = list(dict.fromkeys(out.notes))
+    stopped = [o for o in outcomes if o.stop is not None]
+    if stopped:
+        out.stop = stopped[0].stop
+    last = outcomes[-1]
+    out.stderr_tail, out.returncode, out.done = last.stderr_tail, last.returncode, all(o.done for o in outcomes)
+    return out

@@ -1,0 +1,112 @@
+"""Noise floors shipped with envcheck: how far a row moves between two runs where nothing changed.
+
+Two reports without repeats cannot show their own run-to-run noise, and estimating it from
+the very two runs being judged lets a real change hide in its own allowance (or a quiet pair
+of runs make every wobble significant). So for each GPU model envcheck has committed
+back-to-back controls of (two independent runs, nothing changed), ``scripts/noise_floors.py``
+learns one floor per kind of case and writes ``noise_floors.json`` beside this module, with
+the reports it came from. A diff of two reports without repeats on that GPU model uses the
+floor of each row's kind, and says so.
+
+The floor of a kind is the standard deviation of a single row's log time ratio between two
+runs, beyond the within-run noise of the two medians: ``sqrt(max(0, mean(log ratio^2) -
+mean(within^2)))`` over the kind's rows: the spread around *no change* (a kind that moved as a
+whole between the runs is noise too). A mean square, not a robust scale: run-to-run noise is
+heavy-tailed (on the committed H200 control most rows move by 0.1% and a few Triton fp32 matmuls
+by 3-6%), and a robust scale that ignores the tail left 28 of 247 intervals excluding 1 where
+nothing changed, against 11 with the mean square. Kinds are the diff's: op and size category,
+op, size category, every row (most specific first); one needs ``stats.MIN_FLOOR_CASES`` rows.
+Its degrees of freedom are its rows, over every control pair of the model. Learned and then
+judged on the same pair, those 11 are in-sample: the device controls are the test.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from envcheck.compare import stats
+
+FORMAT = "envcheck-noise-floors"
+VERSION = 1
+DATA_FILE = "noise_floors.json"
+
+
+@dataclass(frozen=True)
+class KindFloor:
+    """The floor of one kind of case on one GPU model: a log-scale standard deviation, from
+    ``rows`` rows with ``df`` degrees of freedom."""
+
+    log_sd: float
+    rows: int
+    df: int
+
+
+@dataclass(frozen=True)
+class ModelFloors:
+    """The floors of one GPU model and where they came from (``pairs``: the committed report
+    file names of each control pair, baseline first)."""
+
+    model: str
+    pairs: tuple[tuple[str, str], ...]
+    kinds: Mapping[str, KindFloor]
+
+    def floor(self, kinds: Sequence[tuple[str, ...]]) -> stats.NoiseFloor | None:
+        """The floor of the most specific of ``kinds`` that has one (None when none has)."""
+        for k in kinds:
+            f = self.kinds.get(kind_label(k))
+            if f is not None and f.rows >= stats.MIN_FLOOR_CASES:
+                # Taken as shared by every case of the kind: the geometric means then never count
+                # a kind's cases as independent (stats.geomean).
+                return stats.NoiseFloor(f.log_sd, "shipped", k, f.rows, f.df, 0.0, f.log_sd, 0)
+        return None
+
+
+def kind_label(kind: tuple[str, ...]) -> str:
+    """A kind as stored: "matmul/large", "matmul", "large", "" (every row)."""
+    return "/".join(kind)
+
+
+def kind_floor(log_ratios: Sequence[float], within_se: Sequence[float]) -> KindFloor:
+    """The floor of one kind from the rows of one control pair (module docstring)."""
+    lr = [x for x, s in zip(log_ratios, within_se, strict=True) if math.isfinite(s)]
+    se = [s for s in within_se if math.isfinite(s)]
+    if not lr:
+        raise ValueError("a floor needs rows with an interval")
+    spread2 = math.fsum(x * x for x in lr) / len(lr)
+    within2 = math.fsum(s * s for s in se) / len(se)
+    return KindFloor(math.sqrt(max(0.0, spread2 - within2)), len(lr), len(lr))
+
+
+def _median(xs: Sequence[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2.0
+
+
+def parse(data: Any) -> dict[str, ModelFloors]:
+    """The floors of every model from the data file's JSON (ValueError when it is not one)."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("version") != VERSION:
+        raise ValueError(f"not an {FORMAT} file of version {VERSION}")
+    out = {}
+    for model, m in data["models"].items():
+        kinds = {k: KindFloor(float(v["log_sd"]), int(v["rows"]), int(v["df"])) for k, v in m["kinds"].items()}
+        out[model] = ModelFloors(model, tuple((p["baseline"], p["other"]) for p in m["pairs"]), kinds)
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def shipped() -> dict[str, ModelFloors]:
+    """The floors shipped in the package, by GPU model name (as NVML names it)."""
+    text = resources.files("envcheck.compare").joinpath(DATA_FILE).read_text(encoding="utf-8")
+    return parse(json.loads(text))
+
+
+def for_model(name: str | None) -> ModelFloors | None:
+    """The shipped floors of one GPU model, or None when none were learned for it."""
+    return shipped().get(name) if name else None

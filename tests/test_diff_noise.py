@@ -1,0 +1,344 @@
+"""Diffs that do not cry wolf: run-to-run noise from repeats or shipped floors, never from the pair
+judged alone, the family of rows corrected for multiple testing, and the coverage the intervals
+promise, checked on synthetic controls whose noise is drawn like the committed H200 runs'."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+from pathlib import Path
+
+import compare_fixtures as fx
+import numpy as np
+import pytest
+
+from envcheck.compare import diff, export, shipped, stats
+from envcheck.model import Report, Timing
+
+REPORTS = Path(__file__).resolve().parent.parent / "reports"
+BACK_TO_BACK = ("2026-11-22_2139Z_vm_h200.json", "2026-11-22_2143Z_vm_h200.json")
+REPEATS = 5
+PER_REPEAT = 40  # the default cap of 200 samples a timing, shared by 5 repeats
+
+
+@functools.cache
+def h200() -> Report:
+    return fx.load(REPORTS / BACK_TO_BACK[0])
+
+
+@functools.cache
+def h200_noise() -> tuple[np.ndarray, np.ndarray]:
+    """What the committed H200 runs' noise looks like: the within-run spread (sd of log samples)
+    of every measured row of the baseline run, and the between-run shift (sd of a row's log
+    ratio between the two back-to-back runs, beyond within-run noise) of every kind of row,
+    as shipped for the H200."""
+    within = np.array([float(np.std(np.log(c.best_time.samples_us.numpy())))
+                       for c in h200().benches[0].cases if c.best_time is not None])
+    kinds = shipped.for_model("NVIDIA H200").kinds
+    between = np.array([k.log_sd for label, k in kinds.items() if "/" in label])  # op and size category
+    return within, between
+
+
+def draw_runs(rng: np.random.Generator, median: float, within: float, between: float, runs: int,
+              n: int = PER_REPEAT) -> Timing:
+    """``runs`` independent runs of one row, each shifted by the between-run noise, as one timing."""
+    samples = [median * math.exp(rng.normal(0.0, between)) * np.exp(rng.normal(0.0, within, n)) for _ in range(runs)]
+    return Timing("cuda_graph", np.concatenate(samples).tolist(), 1, (n,) * runs if runs > 1 else ())
+
+
+def repeat_interval(base: Timing, other: Timing) -> stats.RatioInterval:
+    ra = stats.repeats_of(base.samples_us.numpy(), base.passes)
+    rb = stats.repeats_of(other.samples_us.numpy(), other.passes)
+    floor = stats.repeat_floor(ra, rb)
+    return stats.interval(math.exp(rb.mean_log - ra.mean_log), math.nan, floor, base.n, other.n)
+
+
+# --------------------------------------------------------------------------- coverage
+
+
+def test_repeat_intervals_cover_95_percent_of_1000_synthetic_negative_controls():
+    """1,000 negative controls, nothing changed: each a family of 10 rows whose within-run and
+    between-run noise are drawn from the committed H200 runs'; each side 5 independent runs
+    (each with its own between-run shift). The 95% intervals cover a ratio of 1 in 95% +- 2% of
+    the rows, and the corrected calls fire in at most 5% of the controls (plus sampling slack)."""
+    rng = np.random.default_rng(20261125)
+    within, between = h200_noise()
+    covered = rows = controls_called = 0
+    for _ in range(1000):
+        ivs = []
+        for _ in range(10):
+            w, b = rng.choice(within), rng.choice(between)
+            ivs.append(repeat_interval(draw_runs(rng, 10.0, w, b, REPEATS), draw_runs(rng, 10.0, w, b, REPEATS)))
+        covered += sum(iv.low <= 1.0 <= iv.high for iv in ivs)
+        rows += len(ivs)
+        called = stats.bh_significant([stats.p_value(iv) for iv in ivs])
+        controls_called += any(stats.verdict(iv, 0.0, s) != "same" for iv, s in zip(ivs, called, strict=True))
+    assert 0.93 <= covered / rows <= 0.97, covered / rows
+    assert controls_called / 1000 <= 0.065, controls_called
+
+
+def test_shipped_floor_intervals_cover_95_percent_of_1000_synthetic_negative_controls():
+    """Reports without repeats, judged with the floor shipped for their kind of row: one run a
+    side, its between-run shift drawn with the floor's own spread, within-run noise as in the
+    committed runs. 95% +- 2% of the intervals cover 1."""
+    rng = np.random.default_rng(17)
+    within, _ = h200_noise()
+    floors = [f for label, f in shipped.for_model("NVIDIA H200").kinds.items() if "/" in label and f.rows >= 5]
+    covered = 0
+    for _ in range(1000):
+        f = floors[rng.integers(len(floors))]
+        w = rng.choice(within)
+        a = draw_runs(rng, 10.0, w, f.log_sd / math.sqrt(2), 1, 100)  # the floor is of the ratio: two runs
+        b = draw_runs(rng, 10.0, w, f.log_sd / math.sqrt(2), 1, 100)
+        se = stats.median_log_se([a.samples_us.numpy(), b.samples_us.numpy()])
+        floor = stats.NoiseFloor(f.log_sd, "shipped", ("k",), f.rows, f.df, 0.0, f.log_sd, 0)
+        iv = stats.interval(b.median_us / a.median_us, math.hypot(*se), floor, a.n, b.n)
+        covered += iv.low <= 1.0 <= iv.high
+    assert 0.93 <= covered / 1000 <= 0.97, covered / 1000
+
+
+def test_intervals_from_the_samples_alone_do_not_cover_when_runs_shift():
+    """Why the allowance is needed: the same controls judged on the samples alone (the pair, no
+    repeats, no floor) exclude 1 far more often than 5% of the time."""
+    rng = np.random.default_rng(3)
+    within, between = h200_noise()
+    covered = 0
+    for _ in range(300):
+        w, b = rng.choice(within), rng.choice(between)
+        iv = stats.within_interval(draw_runs(rng, 10.0, w, b, 1, 200).samples_us,
+                                   draw_runs(rng, 10.0, w, b, 1, 200).samples_us)
+        covered += iv.low <= 1.0 <= iv.high
+    assert covered / 300 < 0.85
+
+
+# --------------------------------------------------------------------------- power
+
+
+def test_a_four_percent_slowdown_is_found_in_at_least_90_percent_of_the_slowed_rows():
+    """The positive control in simulation: a family of 40 rows, 8 of them 4% slower (the Triton
+    vector add moving 4% more bytes), 5 repeats a side with the committed runs' noise of the
+    memory-bound kinds. At least 90% of the slowed rows are called slower after the correction;
+    at most 5% of the unchanged ones are called at all."""
+    rng = np.random.default_rng(4)
+    within, _ = h200_noise()
+    kinds = shipped.for_model("NVIDIA H200").kinds
+    between = [kinds[k].log_sd for k in ("vector_add/large", "vector_add/xlarge", "relu/large", "relu/xlarge",
+                                         "vector_add/medium")]
+    quiet = within[within < np.percentile(within, 75)]  # memory-bound large rows are the quiet ones
+    found = planted = false = unchanged = 0
+    for _ in range(100):
+        ivs, slowed = [], []
+        for i in range(40):
+            w, b = rng.choice(quiet), between[i % len(between)]
+            factor = 1.04 if i < 8 else 1.0
+            ivs.append(repeat_interval(draw_runs(rng, 10.0, w, b, REPEATS), draw_runs(rng, 10.0 * factor, w, b, REPEATS)))
+            slowed.append(i < 8)
+        sig = stats.bh_significant([stats.p_value(iv) for iv in ivs])
+        verdicts = [stats.verdict(iv, stats.PRACTICAL, s) for iv, s in zip(ivs, sig, strict=True)]
+        found += sum(v == "slower" for v, s in zip(verdicts, slowed, strict=True) if s)
+        planted += sum(slowed)
+        false += sum(v != "same" for v, s in zip(verdicts, slowed, strict=True) if not s)
+        unchanged += sum(not s for s in slowed)
+    assert found / planted >= 0.90, found / planted
+    assert false / unchanged <= 0.05, false / unchanged
+
+
+# --------------------------------------------------------------------------- multiple testing
+
+
+def test_benjamini_hochberg_on_planted_families():
+    """Families of 100 p-values, 10 from real changes (z = 4) and 90 from nothing: the share of
+    false calls among the calls stays under 5% on average, nearly every real change is called,
+    and a family of nulls alone calls anything at most about 5% of the time."""
+    rng = np.random.default_rng(11)
+    from statistics import NormalDist
+
+    nd = NormalDist()
+    fdp, power, any_null = [], [], 0
+    for _ in range(500):
+        z = np.concatenate([rng.normal(4.0, 1.0, 10), rng.normal(0.0, 1.0, 90)])
+        p = [2 * (1 - nd.cdf(abs(x))) for x in z]
+        sig = stats.bh_significant(p)
+        calls = sum(sig)
+        fdp.append(sum(sig[10:]) / calls if calls else 0.0)
+        power.append(sum(sig[:10]) / 10)
+        null = [2 * (1 - nd.cdf(abs(x))) for x in rng.normal(0.0, 1.0, 100)]
+        any_null += any(stats.bh_significant(null))
+    assert np.mean(fdp) <= 0.05
+    assert np.mean(power) >= 0.8
+    assert any_null / 500 <= 0.07
+
+
+def test_benjamini_hochberg_step_up_and_rows_without_an_interval():
+    # Step-up: p(3) = 0.03 <= 0.05 * 3/4 carries p(1) and p(2) with it, though p(2) > 0.05 * 2/4.
+    assert stats.bh_significant([0.01, 0.026, 0.03, 0.9]) == [True, True, True, False]
+    assert stats.bh_significant([0.02, 0.04, 0.9, None]) == [False, False, False, False]  # m = 3: 0.02 > 0.05/3
+    assert stats.bh_significant([0.001, None]) == [True, False]
+    assert stats.bh_significant([None, None]) == [False, False]
+
+
+def test_p_value_agrees_with_the_interval():
+    """A row's interval excludes 1 exactly when its p-value is below 1 - confidence."""
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        df = int(rng.integers(1, 300))
+        floor = stats.NoiseFloor(0.01, "repeats", (), 10, df, 0.0, 0.01, 0)
+        iv = stats.interval(math.exp(rng.normal(0, 0.03)), 0.0, floor, 50, 50)
+        p = stats.p_value(iv)
+        assert (p < 0.05) == iv.excludes_one() or abs(p - 0.05) < 1e-6
+
+
+# --------------------------------------------------------------------------- repeats
+
+
+def test_repeats_of_splits_samples_by_pass_and_refuses_a_wrong_split():
+    x = np.array([1.0, 1.0, 1.0, 2.0, 2.0, 4.0, 4.0, 4.0])
+    r = stats.repeats_of(x, (3, 2, 3))
+    assert r.count == 3
+    assert r.mean_log == pytest.approx(math.log(2.0))
+    assert r.var_log == pytest.approx(np.var(np.log([1.0, 2.0, 4.0]), ddof=1))
+    assert stats.repeats_of(x, (8,)) is None
+    with pytest.raises(ValueError, match="add up"):
+        stats.repeats_of(x, (3, 3))
+
+
+def test_repeat_floor_one_side_only_borrows_that_sides_spread():
+    r = stats.Repeats(0.0, 0.0004, 5)
+    one = stats.repeat_floor(None, r)
+    assert one.source == "repeats" and one.df == 4
+    assert one.log_sd == pytest.approx(math.sqrt(0.0004 * 1.2))
+    both = stats.repeat_floor(r, r)
+    assert both.log_sd == pytest.approx(math.sqrt(0.0004 * 2 / 5)) and both.df == 8
+    assert stats.repeat_floor(None, None) is None
+
+
+# --------------------------------------------------------------------------- through envcheck diff
+
+
+def with_repeats(r: Report, rng: np.random.Generator, factor: dict | None = None) -> Report:
+    """A copy of a committed run whose GPU times are 5 independent repeats drawn around each row's
+    median with its own within-run spread and a between-run shift of its kind's shipped size."""
+    kinds = shipped.for_model("NVIDIA H200").kinds
+    cases = []
+    for c in r.benches[0].cases:
+        if c.gpu is None:
+            cases.append(c)
+            continue
+        x = np.log(c.gpu.samples_us.numpy())
+        between = kinds[f"{c.op}/{_category(c)}"].log_sd if f"{c.op}/{_category(c)}" in kinds else kinds[""].log_sd
+        f = (factor or {}).get(c.key, 1.0)
+        t = draw_runs(rng, float(np.exp(np.median(x))) * f, float(np.std(x)), between / math.sqrt(2), REPEATS)
+        cases.append(dataclasses.replace(c, gpu=t))
+    return fx.with_cases(r, tuple(cases))
+
+
+@functools.cache
+def _categories() -> dict:
+    from envcheck.analysis import analyse
+
+    return {res.key: res.category for res in analyse(h200()).bench.results}
+
+
+def _category(c) -> str:
+    return _categories()[c.key]
+
+
+def test_diff_of_repeated_runs_calls_nothing_and_names_its_allowance():
+    rng = np.random.default_rng(8)
+    a, b = with_repeats(h200(), rng), with_repeats(h200(), rng)
+    cmp = diff.diff([("a.json", a), ("b.json", b)]).comparisons[0]
+    assert dict(cmp.sources)["repeats"] == cmp.tested > 200
+    assert not [c for c in cmp.cases if c.verdict in ("slower", "faster")]
+    excluding = sum(c.low > 1 or c.high < 1 for c in cmp.compared if c.low is not None)
+    assert excluding <= 0.05 * cmp.tested
+    data = export.to_data(diff.diff([("a.json", a), ("b.json", b)]))["comparisons"][0]
+    assert data["correction"] == "benjamini-hochberg" and data["tested"] == cmp.tested
+    assert data["allowance_sources"]["repeats"] == cmp.tested
+
+
+def test_diff_of_repeated_runs_finds_the_positive_control():
+    """The Triton vector add rows at memory-bound sizes 4% slower (the control's extra bytes):
+    at least 90% of them are called slower, no other row is."""
+    rng = np.random.default_rng(9)
+    slowed = {c.key for c in h200().benches[0].cases
+              if c.op == "vector_add" and c.impl == "triton" and c.shape[0] >= 1 << 20}
+    a = with_repeats(h200(), rng)
+    b = with_repeats(h200(), rng, {k: 1.04 for k in slowed})
+    cmp = diff.diff([("a.json", a), ("b.json", b)]).comparisons[0]
+    called = {c.key for c in cmp.cases if c.verdict == "slower"}
+    assert len(called & slowed) >= 0.9 * len(slowed) and len(slowed) >= 5
+    assert not {c.key for c in cmp.cases if c.verdict in ("slower", "faster")} - slowed
+
+
+def test_the_committed_back_to_back_control_uses_the_shipped_floors_and_calls_nothing():
+    a, b = (fx.load(REPORTS / name) for name in BACK_TO_BACK)
+    cmp = diff.diff([(BACK_TO_BACK[0], a), (BACK_TO_BACK[1], b)]).comparisons[0]
+    assert cmp.shipped_model == "NVIDIA H200" and cmp.shipped_pairs == (BACK_TO_BACK,)
+    assert dict(cmp.sources) == {"shipped": cmp.tested}
+    assert not [c for c in cmp.cases if c.verdict in ("slower", "faster")]
+    # In-sample (the floors were learned from this pair), but the robust floors it replaced left
+    # 28 of 247 intervals excluding 1, and the pair's own estimate 24.
+    assert sum(c.low > 1 or c.high < 1 for c in cmp.compared) <= 0.05 * cmp.tested
+
+
+def test_shipped_floors_never_cross_gpu_models_or_physical_gpus():
+    """The H100 against an H200, and two H200s with different UUIDs: the pair's own estimate."""
+    cmp = diff.diff([("a.json", fx.h100()), ("b.json", fx.h200_before())]).comparisons[0]
+    assert cmp.shipped_model is None and "shipped" not in dict(cmp.sources)
+    cmp = diff.diff([("a.json", fx.h200_before()), ("b.json", fx.h200_after())]).comparisons[0]
+    assert not cmp.same_machine and "shipped" not in dict(cmp.sources)
+
+
+def test_the_shipped_data_file_is_what_the_script_makes_from_the_committed_controls(tmp_path):
+    """Provenance: regenerating from the committed pair gives the file shipped."""
+    import runpy
+    import sys
+
+    out = tmp_path / "floors.json"
+    argv = sys.argv
+    sys.argv = ["noise_floors.py", *(str(REPORTS / n) for n in BACK_TO_BACK), "--out", str(out)]
+    try:
+        with pytest.raises(SystemExit) as e:
+            runpy.run_path(str(REPORTS.parent / "scripts" / "noise_floors.py"), run_name="__main__")
+        assert e.value.code == 0
+    finally:
+        sys.argv = argv
+    shipped_text = (REPORTS.parent / "envcheck" / "compare" / "noise_floors.json").read_text()
+    assert json.loads(out.read_text()) == json.loads(shipped_text)
+
+
+def test_a_malformed_floor_file_is_refused():
+    with pytest.raises(ValueError, match="envcheck-noise-floors"):
+        shipped.parse({"format": "something", "version": 1})
+
+
+def test_floors_learned_from_runs_with_repeats_find_the_planted_between_run_noise(tmp_path):
+    """The generator on a pair of runs with repeats (as scripts/device_controls.sh writes them):
+    it learns from their first repeats, and the floor of every-row comes out near the between-run
+    noise planted (the committed H200 one, per kind), not near zero and not near the repeats' sum."""
+    import runpy
+    import sys
+
+    from envcheck import model
+
+    rng = np.random.default_rng(12)
+    paths = []
+    for name in ("a.json", "b.json"):
+        path = tmp_path / name
+        path.write_text(model.dumps(with_repeats(h200(), rng)))
+        paths.append(str(path))
+    out = tmp_path / "floors.json"
+    argv = sys.argv
+    sys.argv = ["noise_floors.py", *paths, "--out", str(out)]
+    try:
+        with pytest.raises(SystemExit) as e:
+            runpy.run_path(str(REPORTS.parent / "scripts" / "noise_floors.py"), run_name="__main__")
+        assert e.value.code == 0
+    finally:
+        sys.argv = argv
+    learned = shipped.parse(json.loads(out.read_text()))["NVIDIA H200"]
+    planted = shipped.for_model("NVIDIA H200").kinds
+    assert learned.pairs == (("a.json", "b.json"),)
+    assert 0.5 * planted[""].log_sd < learned.kinds[""].log_sd < 1.5 * planted[""].log_sd
