@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from envcheck.model.bench import Bench
+from envcheck.model.burn import Burn
 from envcheck.model.facts import Check, Environment
 from envcheck.model.fleet import Fleet
 from envcheck.model.node import Node
 
 SCHEMA_VERSION = 2
-KINDS = ("probe", "check", "run", "fleet")
+KINDS = ("probe", "check", "run", "fleet", "burn")
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class Report:
     benches: tuple[Bench, ...] = ()
     node: Node | None = None
     fleet: Fleet | None = None
+    burn: Burn | None = None  # envcheck burn, run --burn: the burn-in (model/burn.py)
     anonymized: bool = False
     schema_version: int = SCHEMA_VERSION
 
