@@ -282,6 +282,13 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
         for note in plan.notes:
             _say(note.key, err_stream)
 
+    if getattr(args, "burn", None) and not stopped:
+        from envcheck.commands.burn import burn_devices, select_gpus
+
+        gpus = select_gpus(args.gpus, env) if getattr(args, "gpus", None) else (plan.index,)
+        _say(f"burn-in: {args.burn:g} min on GPU(s) {', '.join(map(str, gpus))} at once", err_stream)
+        sections["burn"] = burn_devices(gpus, args.burn, stream=err_stream)
+        stopped = sections["burn"].stopped is not None
     report = deps.new_report("run", env, checks, benches=benches, **sections)
     if key is not None:
         from envcheck.anonymize import for_this_machine
@@ -297,6 +304,8 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
     from envcheck.render.terminal.run import print_run
 
     print_run(make_console(stdout), report, analysis, written, args.lang)
+    if analysis.burn is not None and analysis.burn.verdict == "fail":
+        problems += 1  # a GPU failed the burn-in (--burn): the run fails
     return exit_status(report, stopped, problems, analysis)
 
 
