@@ -53,8 +53,14 @@ STEADY = [700.0] * 20
 POWER_OK = {"nvmlDeviceGetPowerUsage": [690_000], "nvmlDeviceGetCurrentClocksEventReasons": [4]}  # sw_power_cap
 
 
+def stream(started: float) -> tuple[PhaseRun, PhaseRun]:
+    """The bandwidth and memory test phases, finished."""
+    return tuple(PhaseRun(p, "fp32", (1 << 30,), "byte", started + k, 1.0, [started + k + 1], [1.0], [3e12], 1, True)
+                 for k, p in enumerate(("bandwidth", "memtest")))
+
+
 def gpu(telemetry=None, rates=STEADY, device=H200, **kw) -> BurnGpu:
-    return BurnGpu(device.index, device, (gemm(rates),), telemetry, **kw)
+    return BurnGpu(device.index, device, (gemm(rates), *stream(len(rates) + 1.0)), telemetry, **kw)
 
 
 def burn(*gpus: BurnGpu, xids=()) -> Burn:
@@ -157,6 +163,13 @@ def test_sdc_and_a_stopped_worker_fail_and_an_interrupted_one_does_not():
     b = Burn(0.5, "x", 3.0, (gpu(replay(POWER_OK), stop=user),), stopped=StopCause.USER, signal="SIGINT")
     a = analyse_burn(b)
     assert a.gpus[0].findings == () and a.verdict == "stopped"
+
+
+def test_a_worker_done_without_its_phases_proved_nothing_and_fails():
+    g = BurnGpu(0, H200, (gemm(STEADY),), replay(POWER_OK))
+    a = analyse_burn(burn(g))
+    assert [f.key for f in a.gpus[0].findings] == ["incomplete"] and a.gpus[0].findings[0].params["phases"] == (
+        "bandwidth", "memtest")
 
 
 def test_drift_is_the_fitted_change_over_the_span():

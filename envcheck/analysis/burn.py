@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from envcheck.model import Stop, StopCause
-from envcheck.model.burn import Burn, BurnGpu, PhaseRun, Telemetry
+from envcheck.model.burn import PHASES, Burn, BurnGpu, PhaseRun, Telemetry
 from envcheck.model.node import XidEvent
 
 
@@ -293,6 +293,11 @@ def analyse_gpu(g: BurnGpu, xids: tuple[XidEvent, ...]) -> GpuBurn:
             found.append(f)
     elif tel is not None and tel.lost_s is not None:
         found.append(BurnFinding("gpu_lost", {"t_s": tel.lost_s}))
+    else:
+        # A worker that said "done" without every phase (CUDA unusable on this GPU, say) proved nothing.
+        missing = tuple(p for p in PHASES if not any(r.phase == p and r.finished for r in g.phases))
+        if missing:
+            found.append(BurnFinding("incomplete", {"phases": missing}))
     return GpuBurn(g, rates, power_max, limit, share, tmax, mtmax, sm_med, clock, tshare, reasons, ecc_u, ecc_c,
                    replays, pending, xids, tuple(found))
 
