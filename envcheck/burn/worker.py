@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from envcheck.burn import gemm as gemm_mod
 from envcheck.burn import memtest
-from envcheck.burn.clock import Stopwatch, next_count
+from envcheck.burn.clock import Laps, Stopwatch, next_count
 from envcheck.burn.protocol import (
     BurnPlan,
     Done,
@@ -134,18 +134,19 @@ class BurnWorker:
         checker.first(out)
         checker.fp64(out, 0, self.now())
         checker.iterations = 1
-        sw = Stopwatch(torch, self.cuda)
+        laps = Laps(torch, self.cuda)
         count = 1
         while self.now() - start < plan.gemm_s:
             sums = torch.empty(count, dtype=torch.int64, device=self.device)
             first = checker.iterations
-            sw.start()
             for j in range(count):
+                laps.begin()
                 out = g()
+                laps.end()
                 if self.corrupt is not None:
                     self.corrupt(first + j, out)
                 sums[j] = checker.checksum(out)
-            dt = sw.stop()
+            dt = laps.total()
             t = self.now()
             checker.iterations += count
             checker.check_sums(sums, first, t)
