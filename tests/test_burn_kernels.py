@@ -97,6 +97,8 @@ def _run(plan: BurnPlan, **seams) -> Burn:
 
 
 PLAN = BurnPlan("cpu", 0, gemm_s=0.3, bandwidth_s=0.1, memtest_s=0.1, gemm_n=32, max_bytes=1 << 16, interval_s=0.05)
+# Long enough for iteration 2 on a loaded machine (iteration 0 is the reference, 1 the first interval).
+LONGER = BurnPlan("cpu", 0, gemm_s=1.5, bandwidth_s=0.1, memtest_s=0.1, gemm_n=32, max_bytes=1 << 16, interval_s=0.05)
 
 
 def test_a_clean_cpu_burn_passes_with_every_check_done():
@@ -114,20 +116,21 @@ def test_a_clean_cpu_burn_passes_with_every_check_done():
 
 def test_a_result_corrupted_once_mid_run_fails_the_gpu_at_that_iteration():
     def corrupt(iteration, out):
-        if iteration == 6:
+        if iteration == 2:
             out.view(-1)[7] += 1.0
-    a = analyse_burn(_run(PLAN, corrupt=corrupt))
+    a = analyse_burn(_run(LONGER, corrupt=corrupt))
     g = a.gpus[0]
     assert a.verdict == "fail" and [f.key for f in g.findings] == ["sdc"]
     m = g.gpu.sdc.mismatches[0]
-    assert (m.check, m.iteration) == ("checksum", 6) and g.findings[0].params["iteration"] == 6
+    assert (m.check, m.iteration) == ("checksum", 2) and g.findings[0].params["iteration"] == 2
+    assert {x.iteration for x in g.gpu.sdc.mismatches} == {2}  # that iteration only: the later ones were right
 
 
 def test_a_result_corrupted_from_then_on_is_located_to_its_element():
     def corrupt(iteration, out):
-        if iteration >= 6:
+        if iteration >= 2:
             out.view(-1)[37] += 4.0
-    g = analyse_burn(_run(PLAN, corrupt=corrupt)).gpus[0]
+    g = analyse_burn(_run(LONGER, corrupt=corrupt)).gpus[0]
     full = [m for m in g.gpu.sdc.mismatches if m.check == "full"]
     assert full and {m.element for m in full} == {37}
     assert full[0].got - full[0].expected == pytest.approx(4.0, abs=0.1)
