@@ -186,3 +186,17 @@ def run_burn_model() -> Burn:
     from tests.test_burn_analysis import POWER_OK, gpu, replay
 
     return Burn(1.0, "2026-11-25T00:00:00Z", 60.0, (gpu(replay(POWER_OK)),), "/dev/kmsg")
+
+
+@pytest.mark.slow
+def test_run_with_burn_adds_the_burn_section_and_its_verdict_decides_the_exit(tmp_path):
+    from test_cli_run import deps, execute, parse
+
+    out_dir = tmp_path / "reports"
+    rc, out, err = execute(parse("--quick", "--ops", "relu", "--burn", "0.02", "--out-dir", str(out_dir),
+                                 "--format", "json,md"), deps(tmp_path, None))
+    assert rc == 0, err[-3000:]
+    (path,) = sorted(out_dir.glob("*.json"))
+    r = model.load(path)
+    assert r.kind == "run" and r.bench.cases and r.burn is not None and r.burn.gpus[0].memtest is not None
+    assert "## Burn-in" in path.with_suffix(".md").read_text(encoding="utf-8")

@@ -235,6 +235,17 @@ def new_xids(before: XidScan, after: XidScan) -> tuple[XidEvent, ...]:
     return tuple(e for e in after.events if (e.uptime_s, e.line) not in seen)
 
 
+def burn_node(gpus: Sequence[int], minutes: float, *, cpu: bool = False, on_event: OnEvent | None = None,
+              command: Sequence[str] = WORKER_COMMAND, **options: object) -> Burn:
+    """The burn of this machine's ``gpus`` for ``minutes`` each, all at once: what ``envcheck burn``,
+    ``run --burn`` and a fleet's node call. ``options``: BurnPlan fields (tiny sizes in tests);
+    ``cpu``: the CPU at tiny sizes instead (CI)."""
+    from envcheck.burn.plan import CPU_OPTIONS, plans
+
+    opts = {**(CPU_OPTIONS if cpu else {}), **options}
+    return burn_gpus(plans(gpus, minutes, "cpu" if cpu else "cuda", **opts), minutes, on_event, command=command)
+
+
 def burn_gpus(plans: Sequence[BurnPlan], minutes: float, on_event: OnEvent | None = None, *,
               command: Sequence[str] = WORKER_COMMAND, popen: Popen | None = None,
               xid_scanner: XidScanner | None = default_xid_scanner, stall_s: float = STALL_S,

@@ -27,8 +27,6 @@ from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from envcheck.model import Environment, Report
 from envcheck.model.burn import Burn
 
-# A CPU burn (--cpu: CI and tests, no GPU needed) runs tiny sizes: the point is the pipeline.
-CPU_OPTIONS = {"gemm_n": 128, "max_bytes": 4 << 20, "interval_s": 0.25}
 MAX_MINUTES = 24 * 60.0
 
 
@@ -53,17 +51,11 @@ def progress(stream: Any) -> Any:
     return on_event
 
 
-def burn_devices(gpus: Sequence[int], minutes: float, *, cpu: bool = False, stream: Any = None,
-                 command: Sequence[str] | None = None, **options: Any) -> Burn:
-    """The burn of ``gpus`` for ``minutes`` each, all at once: what the command, ``run --burn`` and a
-    fleet's node call. ``options``: BurnPlan fields (tiny sizes in tests)."""
-    from envcheck.burn.plan import plans
-    from envcheck.burn.run import WORKER_COMMAND, burn_gpus
+def burn_devices(gpus: Sequence[int], minutes: float, *, cpu: bool = False, stream: Any = None) -> Burn:
+    """``burn.run.burn_node`` with one progress line per GPU and phase on ``stream`` (stderr)."""
+    from envcheck.burn.run import burn_node
 
-    backend = "cpu" if cpu else "cuda"
-    opts = {**(CPU_OPTIONS if cpu else {}), **options}
-    return burn_gpus(plans(gpus, minutes, backend, **opts), minutes,
-                     progress(stream if stream is not None else sys.stderr), command=command or WORKER_COMMAND)
+    return burn_node(gpus, minutes, cpu=cpu, on_event=progress(stream if stream is not None else sys.stderr))
 
 
 def exit_status(verdict: str) -> int:

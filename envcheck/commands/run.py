@@ -285,9 +285,11 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
     if getattr(args, "burn", None) and not stopped:
         from envcheck.commands.burn import burn_devices, select_gpus
 
-        gpus = select_gpus(args.gpus, env) if getattr(args, "gpus", None) else (plan.index,)
-        _say(f"burn-in: {args.burn:g} min on GPU(s) {', '.join(map(str, gpus))} at once", err_stream)
-        sections["burn"] = burn_devices(gpus, args.burn, stream=err_stream)
+        cpu = plan.backend == "cpu" and not getattr(args, "gpus", None)  # no GPU: the CPU at tiny sizes
+        gpus = select_gpus(args.gpus, env) if getattr(args, "gpus", None) else (plan.index or 0,)
+        _say(f"burn-in: {args.burn:g} min on {'the CPU' if cpu else 'GPU(s) ' + ', '.join(map(str, gpus))}",
+             err_stream)
+        sections["burn"] = burn_devices(gpus, args.burn, cpu=cpu, stream=err_stream)
         stopped = sections["burn"].stopped is not None
     report = deps.new_report("run", env, checks, benches=benches, **sections)
     if key is not None:
