@@ -175,3 +175,18 @@ def test_a_worker_done_without_its_phases_proved_nothing_and_fails():
 def test_drift_is_the_fitted_change_over_the_span():
     d = drift([0.0, 1.0, 2.0, 3.0, 4.0, 5.0], [100.0, 99.0, 98.0, 97.0, 96.0, 95.0])
     assert d.change == pytest.approx(-5 / 97.5) and d.t == -float("inf") and d.falling
+
+
+def test_every_finding_threshold_and_anchor_is_phrased_in_every_language():
+    import re
+    from pathlib import Path
+
+    from envcheck.render.i18n import LANGS, catalog
+
+    src = (Path(__file__).resolve().parents[1] / "envcheck" / "analysis" / "burn.py").read_text()
+    findings = set(re.findall(r'BurnFinding\("([a-z_]+)"', src)) | {f"worker_{c.value}" for c in StopCause}
+    assert {"sdc", "bit_errors", "throttled", "power_short", "clock_falling", "xids"} <= findings
+    keys = {f"burn.{kind}.{f}" for f in findings for kind in ("finding", "fix")}
+    keys |= {f"burn.threshold.{k}" for k in THRESHOLDS} | {f"burn.anchor.{t.anchor}" for t in THRESHOLDS.values()}
+    for lang in LANGS:
+        assert not sorted(k for k in keys if k not in catalog(lang)), lang
