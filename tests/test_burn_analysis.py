@@ -184,7 +184,7 @@ def test_every_finding_threshold_and_anchor_is_phrased_in_every_language():
     from envcheck.render.i18n import LANGS, catalog
 
     src = (Path(__file__).resolve().parents[1] / "envcheck" / "analysis" / "burn.py").read_text()
-    findings = set(re.findall(r'BurnFinding\("([a-z_]+)"', src)) | {f"worker_{c.value}" for c in StopCause}
+    findings = set(re.findall(r'BurnFinding\("([a-z_]*[a-z])"', src)) | {f"worker_{c.value}" for c in StopCause}
     assert {"sdc", "bit_errors", "throttled", "power_short", "clock_falling", "xids"} <= findings
     keys = {f"burn.{kind}.{f}" for f in findings for kind in ("finding", "fix")}
     keys |= {f"burn.threshold.{k}" for k in THRESHOLDS} | {f"burn.anchor.{t.anchor}" for t in THRESHOLDS.values()}
