@@ -142,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="minutes of load per GPU, all GPUs at once (default: 3)")
     p.add_argument("--gpus", type=_gpus, default="all", metavar="all|0,2", help="which GPUs (default: all)")
     p.add_argument("--cpu", action="store_true", help="burn the CPU at tiny sizes instead (CI; no GPU needed)")
+    p.add_argument("--anonymize", action="store_true",
+                   help="replace host and user names, addresses, GPU UUIDs and serials with stable pseudonyms")
     p.add_argument("--out-dir", default="reports", metavar="DIR", help="where the dated report goes (default: reports)")
     p.add_argument("--format", type=_csv, default=["json", "md", "html"], metavar="FORMATS",
                    help="comma-separated outputs among json,md,html (default: all three; json is always written)")

@@ -200,3 +200,14 @@ def test_run_with_burn_adds_the_burn_section_and_its_verdict_decides_the_exit(tm
     r = model.load(path)
     assert r.kind == "run" and r.bench.cases and r.burn is not None and r.burn.gpus[0].memtest is not None
     assert "## Burn-in" in path.with_suffix(".md").read_text(encoding="utf-8")
+
+
+def test_an_anonymized_burn_report_names_no_host_and_no_gpu_uuid():
+    from envcheck.anonymize import Anonymizer
+
+    uuid = "GPU-8d0ff531-a2cd-2527-7669-e66277d6bc28"
+    dev = BenchDevice("cuda", "NVIDIA H200", 0, uuid=uuid, pci_bus_id="00000000:00:06.0")
+    r = Report("0.1", "2026-11-25T00:00:00Z", "rack7-node3", "burn", environment(),
+               burn=Burn(1.0, "2026-11-25T00:00:00Z", 60.0, (BurnGpu(0, dev),)))
+    text = model.dumps(Anonymizer(b"k" * 32, hosts=["rack7-node3"]).report(r))
+    assert "rack7-node3" not in text and "8d0ff531" not in text and '"anonymized": true' in text

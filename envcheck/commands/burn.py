@@ -89,6 +89,11 @@ def execute(args: argparse.Namespace, collect: Any = None, stderr: Any = None, s
     if args.minutes > MAX_MINUTES:
         raise UsageError(f"--minutes: at most {MAX_MINUTES:.0f} (a day) per burn")
     out_dir = output_dir(args.out_dir)
+    key = None
+    if getattr(args, "anonymize", False):
+        from envcheck.anonymize import command_key
+
+        key = command_key()  # before the burn: a bad key must not cost a finished burn
     err = stderr if stderr is not None else sys.stderr
     if collect is None:
         from envcheck.probes.collect import collect
@@ -102,6 +107,10 @@ def execute(args: argparse.Namespace, collect: Any = None, stderr: Any = None, s
     from envcheck.probes.collect import new_report
 
     report = new_report("burn", env, burn=burn)
+    if key is not None:
+        from envcheck.anonymize import for_this_machine
+
+        report = for_this_machine(report.host, key).report(report)
     analysis = analyse(report)
     written = write(report, out_dir, formats, args.lang, when, err, analysis)
     from envcheck.render.terminal.burn import print_burn
