@@ -211,3 +211,21 @@ def test_an_anonymized_burn_report_names_no_host_and_no_gpu_uuid():
                burn=Burn(1.0, "2026-11-25T00:00:00Z", 60.0, (BurnGpu(0, dev),)))
     text = model.dumps(Anonymizer(b"k" * 32, hosts=["rack7-node3"]).report(r))
     assert "rack7-node3" not in text and "8d0ff531" not in text and '"anonymized": true' in text
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_the_burn_html_is_well_formed_with_its_charts_and_a_verdict_per_gpu(lang):
+    from test_render import parse
+
+    from envcheck.node.xid import parse_xids
+    from tests.test_burn_analysis import KMSG_AFTER, POWER_OK, SECOND, gpu, replay
+
+    b = Burn(1.0, "2026-11-25T00:00:00Z", 60.0,
+             (gpu(replay(POWER_OK)), gpu(replay({**POWER_OK, "nvmlDeviceGetPowerUsage": [300_000]}), device=SECOND)),
+             "/dev/kmsg", (), parse_xids(KMSG_AFTER)[1:])
+    r = Report("0.1", "2026-11-25T00:00:00Z", "h", "burn", environment(), burn=b)
+    p = parse(render_html(r, lang))
+    assert p.errors == [] and p.stack == []
+    assert p.text.count("GPU 0") >= 1 and "burn" in p.ids
+    assert render_html(r, lang).count("<svg") == 4  # clocks, power, temperature, TFLOP/s (no streaming data)
+    assert analyse(r).burn.verdict == "fail"  # GPU 1 short of power, GPU 0 an Xid

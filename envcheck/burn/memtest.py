@@ -22,7 +22,7 @@ from envcheck.model.burn import BitErrorRange
 
 PATTERNS = ("walking_ones", "walking_zeros", "address", "random")
 WORD_BYTES = 4
-CHUNK_WORDS = 1 << 26  # 256 MiB of int32 per chunk
+CHUNK_WORDS = 1 << 24  # 64 MiB of int32 per chunk: its temporaries (about 5 chunks) fit in the 10% left free
 MAX_RANGES = 256  # ranges kept per test; the bit count covers all
 
 
