@@ -4,6 +4,8 @@ errors and address faults, the GEMM's checks find a corrupted result, and a clea
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
@@ -162,9 +164,6 @@ def test_the_events_survive_their_json_encoding():
     assert isinstance(events[-1], Done)
     assert all(decode(encode(e)) == e for e in events)
 
-
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 
 @settings(max_examples=40, deadline=None)
