@@ -8,7 +8,8 @@ the Markdown / HTML beside it, then print the summary on stdout.
 Exit status:
   0    every check passed or warned, and every measured case passed
   1    a check failed, a case failed numerically or could not run, the worker crashed or
-       timed out (the partial report is still written), or nothing could be measured
+       timed out (the partial report is still written), nothing could be measured, or (--burn)
+       a GPU failed the burn-in
   130  Ctrl-C, SIGTERM or SIGHUP during the benchmark (the partial report is written first)
   2    bad options (one line on stderr; nothing is run)
 """
@@ -305,9 +306,13 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
     from envcheck.render.terminal.console import make_console
     from envcheck.render.terminal.run import print_run
 
-    print_run(make_console(stdout), report, analysis, written, args.lang)
-    if analysis.burn is not None and analysis.burn.verdict == "fail":
-        problems += 1  # a GPU failed the burn-in (--burn): the run fails
+    console = make_console(stdout)
+    print_run(console, report, analysis, written, args.lang)
+    if analysis.burn is not None:  # --burn: its verdicts too, and a GPU that failed them fails the run
+        from envcheck.render.terminal.burn import print_burn
+
+        print_burn(console, analysis.burn, (), args.lang)
+        problems += analysis.burn.verdict == "fail"
     return exit_status(report, stopped, problems, analysis)
 
 
