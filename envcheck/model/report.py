@@ -19,7 +19,8 @@ class Report:
     """What one envcheck command found. ``benches``: one per benchmarked device (GPU or CPU),
     in device order. ``node``: the links between this machine's GPUs and what was measured
     over them. ``fleet`` (kind ``fleet``): every node of a multi-node launch, each shaped like a
-    single-node report. ``anonymized``: identifying values were replaced by stable pseudonyms."""
+    single-node report. ``burn`` (kind ``burn``, or a run with ``--burn``): the burn-in of the
+    selected GPUs. ``anonymized``: identifying values were replaced by stable pseudonyms."""
 
     tool_version: str
     created: str  # ISO 8601, UTC, seconds
