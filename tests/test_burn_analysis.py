@@ -102,6 +102,13 @@ def test_a_falling_clock_slope_fails_and_noise_around_a_flat_clock_does_not():
     assert keys(burn(gpu(replay({**POWER_OK, "nvmlDeviceGetClockInfo[SM]": flat})))) == []
 
 
+def test_clocks_settling_while_the_gpu_heats_up_are_not_a_fall():
+    rng = random.Random(2)
+    settle = [round(max(1980 - 20 * k, 1780) + rng.uniform(-8, 8)) for k in range(N)]  # 10% down in 5 s, then flat
+    assert settle[0] > 1950 and settle[-1] < 1800
+    assert keys(burn(gpu(replay({**POWER_OK, "nvmlDeviceGetClockInfo[SM]": settle})))) == []
+
+
 def test_a_falling_throughput_slope_fails_and_a_single_slow_interval_does_not():
     falling = [700.0 - 3 * k for k in range(30)]
     one_dip = [700.0] * 14 + [600.0] + [700.0] * 15

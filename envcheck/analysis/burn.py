@@ -6,8 +6,9 @@ report shows them. A finding is a key plus parameters (catalogue ``burn.finding.
 cause, ``burn.fix.<key>`` for the fix); any finding fails its GPU: a burn-in passes only what held.
 
 What is not a fault: the SW power cap (how a GPU runs at full load) and a GPU's clocks settling
-in the first seconds; only thermal and hardware slowdowns count as throttling, and a fall counts
-only as a fitted slope across the phase, larger than the margin and well outside its noise.
+while it heats up (the first third of the phase); only thermal and hardware slowdowns count as
+throttling, and a fall counts only as a fitted slope over the rest of the phase, larger than the
+margin and well outside its noise.
 """
 
 from __future__ import annotations
@@ -176,13 +177,24 @@ def drift(t: Sequence[float], y: Sequence[float]) -> Drift | None:
     return Drift(slope * (max(t) - min(t)) / my, tstat, n)
 
 
+def settled(t: Sequence[float], y: Sequence[float]) -> Drift | None:
+    """The drift after the first third of the span: a GPU reaching its temperature at the power cap
+    lowers its clocks for a minute or so (leakage grows with heat), which is how it settles, not a
+    fault; a fall that goes on after that is one."""
+    if not t:
+        return None
+    cut = min(t) + (max(t) - min(t)) / 3
+    keep = [(a, b) for a, b in zip(t, y, strict=True) if a >= cut]
+    return drift([a for a, _ in keep], [b for _, b in keep])
+
+
 def phase_rates(p: PhaseRun) -> PhaseRates:
     rates = tuple(w / dt / SCALE[p.unit] for w, dt in zip(p.work, p.dt_s, strict=True))
     ts = tuple(p.t_s)
-    # The first interval holds the warm-up (clocks ramping, allocator): not part of the trend.
-    body_t, body_r = (ts[1:], rates[1:]) if len(rates) > 2 else (ts, rates)
+    # The first interval holds the warm-up (clocks ramping, allocator): not part of the median.
+    body_r = rates[1:] if len(rates) > 2 else rates
     return PhaseRates(p, ts, rates, _median(body_r), max(rates) if rates else None,
-                      drift(body_t, body_r) if p.phase == "gemm" else None)
+                      settled(ts, rates) if p.phase == "gemm" else None)
 
 
 def _window(tel: Telemetry, phase: PhaseRun | None) -> list[int]:
@@ -239,8 +251,7 @@ def analyse_gpu(g: BurnGpu, xids: tuple[XidEvent, ...]) -> GpuBurn:
         if tel.sm_mhz is not None and idx:
             sm = [tel.sm_mhz[i] for i in idx]
             sm_med = _median(sm)
-            skip = idx[1:] if len(idx) > 2 else idx
-            clock = drift([tel.t_s[i] for i in skip], [tel.sm_mhz[i] for i in skip])
+            clock = settled([tel.t_s[i] for i in idx], sm)
         if tel.reasons:
             hit = [set(r) & FAULT_REASONS for r in tel.reasons]
             tshare = sum(1 for h in hit if h) / len(hit)
