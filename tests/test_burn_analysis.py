@@ -157,7 +157,8 @@ def test_a_gpu_more_than_the_margin_below_its_best_sibling_fails_alone():
 
 
 def test_a_gpu_far_below_its_own_best_interval_fails():
-    rates = [700.0, 700.0] + [620.0] * 20  # held only at the start
+    rates = [700.0, 700.0] + [580.0] * 20  # held only at the start: 17% below
+    assert "below_own_ceiling" not in keys(burn(gpu(replay(POWER_OK), [700.0, 700.0] + [640.0] * 20)))  # settling
     assert "below_own_ceiling" in keys(burn(gpu(replay(POWER_OK), rates)))
 
 

@@ -37,8 +37,10 @@ class Threshold:
 THRESHOLDS: Mapping[str, Threshold] = {t.key: t for t in (
     # gpu-fryer: a GPU more than 10% below the best one fails.
     Threshold("sibling_margin", 0.10, "gpu_fryer"),
-    # DCGM diag r3 targeted_stress: sustained >= 0.95 of the target (here: the GPU's own best interval).
-    Threshold("ceiling_margin", 0.05, "dcgm_r3"),
+    # DCGM diag r3 targeted_stress sustains >= 0.95 of a per-model target. Here the target is the GPU's
+    # own best interval, which it reaches cold, before the power cap and its heat settle in: 15% allows
+    # for that settling and still catches a GPU that cannot hold its own speed.
+    Threshold("ceiling_margin", 0.15, "dcgm_r3_own"),
     # DCGM diag r3 targeted_power: >= 75% of the power limit.
     Threshold("power_share", 0.75, "dcgm_r3"),
     # DCGM diag r3 "no clock drop": a fitted fall across the phase larger than this share...
