@@ -134,6 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--outlier-margin", type=_fraction, default=0.05, metavar="F",
                    help="with --gpus: a GPU this fraction below its siblings' median is an outlier (default: 0.05)")
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile as a third implementation")
+    p.add_argument("--burn", type=_positive_float, metavar="M",
+                   help="after the suite, burn the same GPUs for M minutes each (as envcheck burn)")
     p.add_argument("--repeat", type=_repeat, default=1, metavar="N",
                    help="N independent repeats of every case in one report, each a fresh worker, in interleaved "
                         "passes; diffs then measure run-to-run noise from them (default: 1; one GPU only)")
@@ -155,6 +157,23 @@ def build_parser() -> argparse.ArgumentParser:
                         "report with stable pseudonyms (the same machine keeps the same ones), for sharing")
     _add_lang(p)
     p.set_defaults(handler="envcheck.commands.run:main")
+
+    p = sub.add_parser("burn", help="burn-in: every selected GPU under sustained load at once (GEMM at the power "
+                                     "limit with SDC checks, streaming, memory test), telemetry, verdicts")
+    p.add_argument("--minutes", type=_positive_float, default=3.0, metavar="M",
+                   help="minutes of load per GPU, all GPUs at once (default: 3)")
+    p.add_argument("--gpus", type=_gpus, default="all", metavar="all|0,2", help="which GPUs (default: all)")
+    p.add_argument("--cpu", action="store_true", help="burn the CPU at tiny sizes instead (CI; no GPU needed)")
+    p.add_argument("--anonymize", action="store_true",
+                   help="replace host and user names, addresses, GPU UUIDs and serials with stable pseudonyms")
+    p.add_argument("--out-dir", metavar="DIR",
+                   help="where the dated report goes (default: ~/.local/share/envcheck/reports, or "
+                        "$ENVCHECK_REPORTS_DIR)")
+    p.add_argument("--format", type=_csv, default=["json", "md", "html"], metavar="FORMATS",
+                   help="comma-separated outputs among json,md,html,junit,prometheus (default: json,md,html; json "
+                        "is always written)")
+    _add_lang(p)
+    p.set_defaults(handler="envcheck.commands.burn:main")
 
     p = sub.add_parser("fleet", help="every rank of a torchrun / srun launch: per-GPU suites, node tests, "
                                       "collectives across all nodes; rank 0 writes one fleet report")

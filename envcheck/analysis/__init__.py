@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+from envcheck.analysis.burn import BurnAnalysis, analyse_burn
 from envcheck.analysis.ceilings import Ceilings, ceilings, env_gpu
 from envcheck.analysis.findings import Finding, Recommendation, findings, recommendations
 from envcheck.analysis.fleet import FleetAnalysis, analyse_fleet
@@ -49,6 +50,7 @@ class Analysis:
     benches: tuple[BenchAnalysis, ...]
     node: NodeAnalysis | None = None  # a run with --gpus: the node's results against its links
     fleet: FleetAnalysis | None = None  # a fleet report
+    burn: BurnAnalysis | None = None  # envcheck burn / run --burn: the burn-in's numbers and verdicts
 
     @property
     def bench(self) -> BenchAnalysis | None:
@@ -74,7 +76,8 @@ def analyse(report: Report) -> Analysis:
         benches = tuple(analyse_bench(report, b) for b in report.benches)
         node = analyse_node(report.node, benches, report.environment) if report.node is not None else None
         fleet = analyse_fleet(report.fleet, analyse_bench_in) if report.fleet is not None else None
-    return Analysis(report, benches, node, fleet)
+        burn = analyse_burn(report.burn) if report.burn is not None else None
+    return Analysis(report, benches, node, fleet, burn)
 
 
 __all__ = ["Analysis", "BenchAnalysis", "CaseResult", "Ceilings", "Finding", "FleetAnalysis", "NodeAnalysis",

@@ -8,7 +8,8 @@ the Markdown / HTML beside it, then print the summary on stdout.
 Exit status:
   0    every check passed or warned, and every measured case passed
   1    a check failed, a case failed numerically or could not run, the worker crashed or
-       timed out (the partial report is still written), or nothing could be measured
+       timed out (the partial report is still written), nothing could be measured, or (--burn)
+       a GPU failed the burn-in
   130  Ctrl-C, SIGTERM or SIGHUP during the benchmark (the partial report is written first)
   2    bad options (one line on stderr; nothing is run)
 """
@@ -310,6 +311,15 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
         for note in plan.notes:
             _say(note.key, err_stream)
 
+    if getattr(args, "burn", None) and not stopped:
+        from envcheck.commands.burn import burn_devices, select_gpus
+
+        cpu = plan.backend == "cpu" and not getattr(args, "gpus", None)  # no GPU: the CPU at tiny sizes
+        gpus = select_gpus(args.gpus, env) if getattr(args, "gpus", None) else (plan.index or 0,)
+        _say(f"burn-in: {args.burn:g} min on {'the CPU' if cpu else 'GPU(s) ' + ', '.join(map(str, gpus))}",
+             err_stream)
+        sections["burn"] = burn_devices(gpus, args.burn, cpu=cpu, stream=err_stream)
+        stopped = sections["burn"].stopped is not None
     report = deps.new_report("run", env, checks, benches=benches, **sections)
     if key is not None:
         from envcheck.anonymize import for_this_machine
@@ -324,7 +334,13 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
     from envcheck.render.terminal.console import make_console
     from envcheck.render.terminal.run import print_run
 
-    print_run(make_console(stdout), report, analysis, written, args.lang)
+    console = make_console(stdout)
+    print_run(console, report, analysis, written, args.lang)
+    if analysis.burn is not None:  # --burn: its verdicts too, and a GPU that failed them fails the run
+        from envcheck.render.terminal.burn import print_burn
+
+        print_burn(console, analysis.burn, (), args.lang)
+        problems += analysis.burn.verdict == "fail"
     return exit_status(report, stopped, problems, analysis)
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from envcheck.model.bench import Bench
+from envcheck.model.burn import Burn
 from envcheck.model.facts import Check, Environment
 from envcheck.model.fleet import Fleet
 from envcheck.model.node import Node
 
 SCHEMA_VERSION = 2
-KINDS = ("probe", "check", "run", "fleet")
+KINDS = ("probe", "check", "run", "fleet", "burn")
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,8 @@ class Report:
     """What one envcheck command found. ``benches``: one per benchmarked device (GPU or CPU),
     in device order. ``node``: the links between this machine's GPUs and what was measured
     over them. ``fleet`` (kind ``fleet``): every node of a multi-node launch, each shaped like a
-    single-node report. ``anonymized``: identifying values were replaced by stable pseudonyms."""
+    single-node report. ``burn`` (kind ``burn``, or a run with ``--burn``): the burn-in of the
+    selected GPUs. ``anonymized``: identifying values were replaced by stable pseudonyms."""
 
     tool_version: str
     created: str  # ISO 8601, UTC, seconds
@@ -29,6 +31,7 @@ class Report:
     benches: tuple[Bench, ...] = ()
     node: Node | None = None
     fleet: Fleet | None = None
+    burn: Burn | None = None  # envcheck burn, run --burn: the burn-in (model/burn.py)
     anonymized: bool = False
     schema_version: int = SCHEMA_VERSION
 

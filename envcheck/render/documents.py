@@ -45,7 +45,34 @@ def report_charts(analysis: Analysis, lang: str) -> list[ch.Drawn]:
         out += ch.run_charts(ba, lang, bench_prefix(analysis, i))
     for section, sa in sweep_sections(analysis):
         out += [d for op in sa.ops if (d := ch.busbw_chart(sa, op, section, lang)) is not None]
+    if analysis.burn is not None:
+        from envcheck.render.burn_charts import burn_charts
+
+        out += burn_charts(analysis.burn, lang)
     return out
+
+
+def _burn(analysis: Analysis, lang: str, escape: Any) -> Any:
+    """The burn section's view, or None (a report without a burn)."""
+    if analysis.burn is None:
+        return None
+    from envcheck.render.burn_view import burn_view
+
+    return burn_view(analysis.burn, lang, escape)
+
+
+def _burn_page(report: Report, analysis: Analysis, lang: str, escape: Any) -> dict[str, Any]:
+    """What burn.md.j2 / burn.html.j2 read besides the charts: a burn report's header and footer."""
+    from envcheck.render.i18n import translate
+
+    names = [g.device.name for g in report.burn.gpus if g.device] if report.burn else []
+    return {"title": translate(lang, "burn.title", gpu=escape(names[0]) if names else translate(lang, "no_gpu"),
+                               host=escape(report.host), date=escape(report.created[:10])),
+            "subtitle": translate(lang, "report.subtitle", kind=translate(lang, "kind.burn"),
+                                  created=escape(report.created), version=escape(report.tool_version)),
+            "footer": translate(lang, "report.footer", version=escape(report.tool_version),
+                                schema=report.schema_version),
+            "burn": _burn(analysis, lang, escape)}
 
 
 def _by_place(items: Sequence[ch.Drawn], make: Any = None) -> dict[tuple[str, str | None], list[Any]]:
@@ -64,8 +91,10 @@ def render_markdown(report: Report, lang: str = "en", charts_dir: str = "charts"
     links = _by_place(drawn, lambda c: ChartLink(c.title, f"{charts_dir}/{c.name}.svg"))
     if report.fleet is not None:
         return render("fleet.md.j2", lang=lang, v=fleet_view(report, analysis, lang, md_text), charts=links)
+    if report.kind == "burn":
+        return render("burn.md.j2", lang=lang, charts=links, **_burn_page(report, analysis, lang, md_text))
     v = run_view(report, analysis, lang, md_text)
-    return render("report.md.j2", lang=lang, v=v, b=v.bench, charts=links)
+    return render("report.md.j2", lang=lang, v=v, b=v.bench, charts=links, burn=_burn(analysis, lang, md_text))
 
 
 def render_html(report: Report, lang: str = "en", analysis: Analysis | None = None,
@@ -76,8 +105,10 @@ def render_html(report: Report, lang: str = "en", analysis: Analysis | None = No
     by_place = _by_place(drawn)
     if report.fleet is not None:
         return render("fleet.html.j2", lang=lang, v=fleet_view(report, analysis, lang, _same), charts=by_place)
+    if report.kind == "burn":
+        return render("burn.html.j2", lang=lang, charts=by_place, **_burn_page(report, analysis, lang, _same))
     v = run_view(report, analysis, lang, _same)
-    return render("report.html.j2", lang=lang, v=v, b=v.bench, charts=by_place)
+    return render("report.html.j2", lang=lang, v=v, b=v.bench, charts=by_place, burn=_burn(analysis, lang, _same))
 
 
 def render_diff(d: Any, fmt: str, lang: str = "en") -> str:

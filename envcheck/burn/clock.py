@@ -1,0 +1,79 @@
+"""Device time for the burn's intervals: CUDA events on a GPU, the host clock on a CPU (where
+every torch call is synchronous, so the host clock is the device's)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+
+class Stopwatch:
+    """``start()`` then ``stop()`` -> seconds of device work between them (synchronises)."""
+
+    def __init__(self, torch: Any, cuda: bool) -> None:
+        self.torch = torch
+        self.cuda = cuda
+        self._t0 = 0.0
+        self._start: Any = None
+
+    def start(self) -> None:
+        if self.cuda:
+            self._start = self.torch.cuda.Event(enable_timing=True)
+            self._start.record()
+        else:
+            self._t0 = time.perf_counter()
+
+    def stop(self) -> float:
+        if self.cuda:
+            end = self.torch.cuda.Event(enable_timing=True)
+            end.record()
+            end.synchronize()
+            return max(float(self._start.elapsed_time(end)) / 1e3, 1e-9)
+        return max(time.perf_counter() - self._t0, 1e-9)
+
+
+class Laps:
+    """Device time of the GEMM calls alone: an event pair (a host clock on a CPU) around each call,
+    summed when the interval ends. The checksum between two calls keeps the GPU busy but is not
+    the GEMM's work, so the interval's TFLOP/s is the GEMM's, as a plain matmul loop measures it."""
+
+    def __init__(self, torch: Any, cuda: bool) -> None:
+        self.torch = torch
+        self.cuda = cuda
+        self._pairs: list[tuple[Any, Any]] = []
+        self._host = 0.0
+        self._t0 = 0.0
+
+    def begin(self) -> None:
+        if self.cuda:
+            e = self.torch.cuda.Event(enable_timing=True)
+            e.record()
+            self._pairs.append((e, None))
+        else:
+            self._t0 = time.perf_counter()
+
+    def end(self) -> None:
+        if self.cuda:
+            e = self.torch.cuda.Event(enable_timing=True)
+            e.record()
+            self._pairs[-1] = (self._pairs[-1][0], e)
+        else:
+            self._host += time.perf_counter() - self._t0
+
+    def total(self) -> float:
+        """Seconds of every call since the last total (synchronises)."""
+        if self.cuda:
+            if self._pairs:
+                self._pairs[-1][1].synchronize()
+            took = sum(float(a.elapsed_time(b)) for a, b in self._pairs) / 1e3
+            self._pairs = []
+        else:
+            took, self._host = self._host, 0.0
+        return max(took, 1e-9)
+
+
+def next_count(count: int, took_s: float, target_s: float) -> int:
+    """Iterations for the next interval so it lasts about ``target_s`` (never more than 4x the last)."""
+    if took_s <= 0:
+        return count * 2
+    return max(1, min(count * 4, int(count * target_s / took_s)))

@@ -1,0 +1,32 @@
+"""How a burn of M minutes per GPU is spent, and each GPU's worker plan.
+
+The GEMM gets most of the time: it is what heats the GPU and draws its power limit, and where a
+slow thermal or clock drift shows (DCGM's targeted_power runs 120 s and its diagnostic 180 s). The
+memory test gets a quarter (enough for several full passes of every pattern over an 80 GB GPU),
+the streaming phase the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from envcheck.burn.protocol import BurnPlan
+
+SHARES = {"gemm": 0.60, "bandwidth": 0.15, "memtest": 0.25}
+DEFAULT_MINUTES = 3.0
+# A CPU burn (CI and tests, no GPU needed) runs tiny sizes: the point is the pipeline.
+CPU_OPTIONS = {"gemm_n": 128, "max_bytes": 4 << 20, "interval_s": 0.25}
+
+
+def phase_seconds(minutes: float) -> dict[str, float]:
+    """Seconds per phase for ``minutes`` of load per GPU."""
+    total = minutes * 60.0
+    return {phase: total * share for phase, share in SHARES.items()}
+
+
+def plans(gpus: Sequence[int], minutes: float, backend: str = "cuda", seed: int = 0, **options: Any) -> tuple[BurnPlan, ...]:
+    """One plan per GPU, the same phases for each (``options``: BurnPlan's other fields, e.g. tiny
+    sizes in tests)."""
+    s = phase_seconds(minutes)
+    return tuple(BurnPlan(backend, g, s["gemm"], s["bandwidth"], s["memtest"], seed=seed, **options) for g in gpus)

@@ -1,0 +1,170 @@
+"""The burn worker's contract with ``envcheck burn`` (the one description).
+
+The worker (``python -m envcheck.burn.worker``) runs in its own session, like the benchmark
+worker (``bench/protocol.py`` says why); the parent writes ONE JSON ``BurnPlan`` on its stdin and
+closes it. The worker answers one JSON object per stdout line, ``{"event": <kind>, ...}``:
+
+    start        Started(device)
+    sample       Sampled(sample)              about twice a second, from the telemetry thread, throughout
+    then for each phase of the plan, in order (gemm, bandwidth, memtest; a phase of 0 s is left out):
+      phase      PhaseStarted(...)            dtype, shape, unit, when it started, its planned seconds
+      interval   IntervalDone(...)            one per interval of about ``interval_s``: device time and work
+      phase_end  PhaseEnded(phase, sdc, memtest)   the GEMM's checks / the memory test's record
+    note         Noted(note)                  any time: a key and parameters
+    done         Done()
+
+Samples keep coming while a phase hangs; the parent judges a worker hung when no interval has
+come for ``stall_s`` (run.py). A worker that exits without ``done`` crashed or was stopped: what
+it sent stands. Exit statuses: 0 after ``done``, 1 when it failed (a ``burn.worker_failed``
+note says why), 2 for a bad plan.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from envcheck.burn.telemetry import TelemetrySample
+from envcheck.model import BenchDevice, Note, build, to_dict
+from envcheck.model.burn import MemtestRecord, SdcRecord
+
+WORKER_MODULE = "envcheck.burn.worker"
+
+
+class ProtocolError(ValueError):
+    """A line or plan that does not follow the protocol (one-line message)."""
+
+
+def worker_argv() -> list[str]:
+    return [sys.executable, "-m", WORKER_MODULE]
+
+
+@dataclass(frozen=True)
+class BurnPlan:
+    """What one worker runs. Seconds per phase; ``gemm_n``: the square GEMM's side; ``dtype``:
+    None picks the GPU's best (gemm.best_dtype); ``memory_fraction``: share of the free memory the
+    memory test covers, ``stream_fraction`` the bandwidth phase's; ``max_bytes`` caps both (tests
+    run tiny); ``interval_s``: how long each measured interval lasts."""
+
+    backend: str
+    index: int
+    gemm_s: float
+    bandwidth_s: float
+    memtest_s: float
+    seed: int = 0
+    gemm_n: int = 8192
+    dtype: str | None = None
+    allow_fp8: bool = True
+    memory_fraction: float = 0.9
+    stream_fraction: float = 0.8
+    max_bytes: int | None = None
+    interval_s: float = 1.0
+    telemetry_interval_s: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.backend not in ("cuda", "cpu"):
+            raise ValueError(f"backend must be cuda or cpu, got {self.backend!r}")
+        if min(self.gemm_s, self.bandwidth_s, self.memtest_s) < 0 or self.index < 0 or self.gemm_n < 1:
+            raise ValueError("phase seconds, index and gemm_n must not be negative")
+        if not 0 < self.memory_fraction <= 1 or not 0 < self.stream_fraction <= 1:
+            raise ValueError("memory fractions must be in (0, 1]")
+        if self.interval_s <= 0 or self.telemetry_interval_s <= 0:
+            raise ValueError("intervals must be positive")
+
+    @property
+    def seconds(self) -> float:
+        return self.gemm_s + self.bandwidth_s + self.memtest_s
+
+
+@dataclass(frozen=True)
+class Started:
+    kind: ClassVar[str] = "start"
+    device: BenchDevice
+
+
+@dataclass(frozen=True)
+class Sampled:
+    kind: ClassVar[str] = "sample"
+    sample: TelemetrySample
+
+
+@dataclass(frozen=True)
+class PhaseStarted:
+    kind: ClassVar[str] = "phase"
+    phase: str
+    dtype: str
+    shape: tuple[int, ...]
+    unit: str
+    started_s: float
+    planned_s: float
+
+
+@dataclass(frozen=True)
+class IntervalDone:
+    kind: ClassVar[str] = "interval"
+    phase: str
+    t_s: float
+    dt_s: float
+    work: float
+    iterations: int
+
+
+@dataclass(frozen=True)
+class PhaseEnded:
+    kind: ClassVar[str] = "phase_end"
+    phase: str
+    sdc: SdcRecord | None = None
+    memtest: MemtestRecord | None = None
+
+
+@dataclass(frozen=True)
+class Noted:
+    kind: ClassVar[str] = "note"
+    note: Note
+
+
+@dataclass(frozen=True)
+class Done:
+    kind: ClassVar[str] = "done"
+
+
+Event = Started | Sampled | PhaseStarted | IntervalDone | PhaseEnded | Noted | Done
+EVENTS: dict[str, type] = {c.kind: c for c in (Started, Sampled, PhaseStarted, IntervalDone, PhaseEnded, Noted, Done)}
+
+
+def _line(data: dict[str, Any]) -> str:
+    return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
+
+
+def encode(event: Event) -> str:
+    return _line({"event": event.kind, **to_dict(event)})
+
+
+def decode(line: str) -> Event:
+    """The event on one stdout line; ProtocolError for anything else."""
+    text = line.strip()
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        raise ProtocolError(f"not a burn event: {text[:120]!r}") from None
+    if not isinstance(data, dict) or data.get("event") not in EVENTS:
+        raise ProtocolError(f"not a burn event: {text[:120]!r}")
+    try:
+        return build(EVENTS[data["event"]], {k: v for k, v in data.items() if k != "event"})  # type: ignore[no-any-return]
+    except (ValueError, TypeError) as e:
+        raise ProtocolError(f"malformed {data['event']} event: {e}") from None
+
+
+def encode_plan(plan: BurnPlan) -> str:
+    return _line(to_dict(plan))
+
+
+def decode_plan(text: str) -> BurnPlan:
+    try:
+        return build(BurnPlan, json.loads(text))  # type: ignore[no-any-return]
+    except json.JSONDecodeError as e:
+        raise ProtocolError(f"the plan is not valid JSON ({e.msg})") from None
+    except (ValueError, TypeError) as e:
+        raise ProtocolError(f"bad plan: {e}") from None

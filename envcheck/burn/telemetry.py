@@ -1,0 +1,191 @@
+"""NVML telemetry of one GPU for the whole burn, about twice a second, in the burn's worker.
+
+The sampler runs in a daemon thread beside the load (ctypes releases the GIL in each NVML call,
+and a CUDA call stuck in the driver does too), so samples keep coming while a phase hangs: what
+the GPU did before it stopped answering is in the report. Each sample reads every quantity of
+``model.burn.Telemetry`` once; a quantity NVML refuses for good (Not Supported, No Permission)
+is not asked again, a transient error leaves it out of that sample, and "GPU is lost" ends the
+sampling with a sample that says so (the GPU fell off the bus). ``to_telemetry`` aligns the
+samples into the model's columns, as ``bench.monitor`` does for a window.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from envcheck.model.burn import TELEMETRY_FIELDS, Telemetry
+from envcheck.node.topology import field_value
+from envcheck.probes.nvml import (
+    CLOCK_MEM,
+    CLOCK_SM,
+    ECC_COUNTER_VOLATILE,
+    GPU_IS_LOST,
+    MEMORY_ERROR_CORRECTED,
+    MEMORY_ERROR_UNCORRECTED,
+    PERMANENT_ERRORS,
+    TEMPERATURE_GPU,
+    NvmlCallError,
+    reason_names,
+)
+
+INTERVAL_S = 0.5  # twice a second: "at least once a second" even when a call runs late
+FI_DEV_MEMORY_TEMP = 82  # NVML_FI_DEV_MEMORY_TEMP: HBM temperature (nvidia-smi -q: Memory Current Temp)
+
+
+@dataclass(frozen=True)
+class TelemetrySample:
+    """One sample: seconds since the burn started, the quantities read (``TELEMETRY_FIELDS`` names),
+    the active clock-event reasons (None: this driver gives none), and whether the GPU was lost."""
+
+    t_s: float
+    values: dict[str, float] = field(default_factory=dict)
+    reasons: tuple[str, ...] | None = None
+    lost: bool = False
+
+
+_LOST = object()
+_GONE = object()  # refused for good
+
+
+def _remap(nvml: Any, handle: Any) -> tuple[float, float]:
+    rows = nvml.call("nvmlDeviceGetRemappedRows", handle)  # [correctable, uncorrectable, pending, failure]
+    return float(bool(rows[2])), float(rows[1])
+
+
+# Each quantity: how to read it from a handle (a number, or a pair for the two remap columns).
+READERS: dict[str, Callable[[Any, Any], Any]] = {
+    "sm_mhz": lambda n, h: n.call("nvmlDeviceGetClockInfo", h, CLOCK_SM),
+    "mem_mhz": lambda n, h: n.call("nvmlDeviceGetClockInfo", h, CLOCK_MEM),
+    "power_w": lambda n, h: n.call("nvmlDeviceGetPowerUsage", h) / 1e3,  # nvidia-smi: Power Draw (mW)
+    "power_limit_w": lambda n, h: n.call("nvmlDeviceGetEnforcedPowerLimit", h) / 1e3,  # Enforced Power Limit
+    "temperature_c": lambda n, h: n.call("nvmlDeviceGetTemperature", h, TEMPERATURE_GPU),
+    "mem_temperature_c": lambda n, h: _field(n, h, FI_DEV_MEMORY_TEMP),
+    "ecc_corrected": lambda n, h: n.call("nvmlDeviceGetTotalEccErrors", h, MEMORY_ERROR_CORRECTED,
+                                         ECC_COUNTER_VOLATILE),
+    "ecc_uncorrected": lambda n, h: n.call("nvmlDeviceGetTotalEccErrors", h, MEMORY_ERROR_UNCORRECTED,
+                                           ECC_COUNTER_VOLATILE),
+    "pcie_replays": lambda n, h: n.call("nvmlDeviceGetPcieReplayCounter", h),
+    "remap": _remap,
+}
+_EVENTS = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
+
+
+def _field(nvml: Any, handle: Any, field_id: int) -> Any:
+    value, why = field_value(nvml, handle, field_id)
+    if value is None:
+        raise NvmlCallError("nvmlDeviceGetFieldValues", "NVMLError_NotSupported", why or "no value")
+    return value
+
+
+class Sampler:
+    """Samples GPU ``target`` (NVML index, UUID or PCI bus id) every ``interval_s`` into ``sink``
+    from ``start()`` until ``stop()``. Never raises; without NVML it samples nothing."""
+
+    def __init__(self, nvml: Any, handle: Any, sink: Callable[[TelemetrySample], None], t0: float,
+                 interval_s: float = INTERVAL_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self.nvml = nvml
+        self.handle = handle
+        self.sink = sink
+        self.t0 = t0
+        self.interval_s = interval_s
+        self.clock = clock
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._dead: set[str] = set()
+        self._events: str | None = _EVENTS[0]
+        self.lost = False
+
+    def sample(self) -> TelemetrySample | None:
+        """One sample, handed to the sink (None once the GPU is lost or without a handle)."""
+        if self.handle is None or self.lost:
+            return None
+        t_s = self.clock() - self.t0
+        values: dict[str, float] = {}
+        for name, read in READERS.items():
+            if name in self._dead:
+                continue
+            got = self._read(name, lambda read=read: read(self.nvml, self.handle))
+            if got is _LOST:
+                return self._lost(t_s)
+            if got is _GONE:
+                self._dead.add(name)
+            elif isinstance(got, tuple):
+                values["remap_pending"], values["remapped_uncorrectable"] = got
+            elif isinstance(got, (int, float)):
+                values[name] = float(got)
+        reasons: tuple[str, ...] | None = None
+        while self._events is not None:
+            mask = self._read(self._events, lambda: self.nvml.call(self._events, self.handle))
+            if mask is _LOST:
+                return self._lost(t_s)
+            if mask is _GONE:  # drivers before R535 have only the old name
+                self._events = _EVENTS[1] if self._events == _EVENTS[0] else None
+                continue
+            if isinstance(mask, int):
+                reasons = tuple(sorted(reason_names(mask)))
+            break
+        s = TelemetrySample(t_s, values, reasons)
+        self.sink(s)
+        return s
+
+    def _lost(self, t_s: float) -> TelemetrySample:
+        self.lost = True
+        s = TelemetrySample(t_s, {}, None, lost=True)
+        self.sink(s)
+        return s
+
+    def _read(self, name: str, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except NvmlCallError as e:
+            if e.error_name == GPU_IS_LOST:
+                return _LOST
+            if e.error_name in PERMANENT_ERRORS or e.error_name == "NVMLError_FunctionNotFound":
+                return _GONE
+            return None
+        except Exception:  # noqa: BLE001 - a malformed answer leaves the quantity out of this sample
+            return None
+
+    def start(self) -> None:
+        self.sample()
+        self._thread = threading.Thread(target=self._run, name="envcheck-burn-telemetry", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        next_at = self.clock() + self.interval_s
+        while not self._stop.wait(max(0.0, next_at - self.clock())):
+            if self.lost:
+                return
+            self.sample()
+            next_at = max(next_at + self.interval_s, self.clock())
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5 * self.interval_s + 1)
+            self._thread = None
+        self.sample()
+
+
+def to_telemetry(samples: Sequence[TelemetrySample], interval_s: float) -> Telemetry | None:
+    """The samples as aligned columns: a quantity present in most samples is kept, and a sample
+    missing a kept quantity is left out (a transient NVML error). None without a sample."""
+    lost = next((s.t_s for s in samples if s.lost), None)
+    rows = [s for s in samples if not s.lost]
+
+    def mostly(present: Callable[[TelemetrySample], bool]) -> bool:
+        hits = sum(map(present, rows))
+        return hits > 0 and 2 * hits >= len(rows)
+
+    keys = [k for k in TELEMETRY_FIELDS if mostly(lambda s, k=k: k in s.values)]
+    with_reasons = mostly(lambda s: s.reasons is not None)
+    rows = [s for s in rows if all(k in s.values for k in keys) and (s.reasons is not None or not with_reasons)]
+    if not rows and lost is None:
+        return None
+    columns = {k: [s.values[k] for s in rows] for k in keys}
+    reasons = tuple(s.reasons or () for s in rows) if with_reasons and rows else ()
+    return Telemetry(interval_s, [s.t_s for s in rows], reasons=reasons, lost_s=lost, **columns)  # type: ignore[arg-type]

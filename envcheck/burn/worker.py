@@ -1,0 +1,281 @@
+"""The isolated burn worker: ``python -m envcheck.burn.worker`` (its contract: protocol.py).
+
+One GPU (or, in tests, the CPU at tiny sizes): the telemetry thread (telemetry.py) from start to
+end, then the phases in order, each for its planned seconds in intervals of about
+``plan.interval_s``: the GEMM with its correctness checks (gemm.py), streaming copies, the memory
+test (memtest.py). Determinism is set before torch starts CUDA: cuBLAS's fixed workspace and
+torch's deterministic algorithms, so every GEMM iteration runs the same kernel the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from envcheck.burn import gemm as gemm_mod
+from envcheck.burn import memtest
+from envcheck.burn.clock import Laps, Stopwatch, next_count
+from envcheck.burn.protocol import (
+    BurnPlan,
+    Done,
+    Event,
+    IntervalDone,
+    Noted,
+    PhaseEnded,
+    PhaseStarted,
+    ProtocolError,
+    Sampled,
+    Started,
+    decode_plan,
+    encode,
+)
+from envcheck.burn.telemetry import Sampler, TelemetrySample
+from envcheck.model import BenchDevice, Note
+from envcheck.model.burn import MemtestRecord
+
+Emit = Callable[[Event], None]
+Corrupt = Callable[[int, Any], None]  # (iteration, output): the tests' planted fault
+Read = Callable[[Any], Any]
+CPU_BYTES = 16 << 20  # the CPU backend's memory when the plan gives no max_bytes
+
+
+class BurnWorker:
+    """Runs one plan. ``corrupt`` and ``read`` are the fault seams (tests only): the first may change
+    a GEMM output after each iteration, the second is the memory test's read-back."""
+
+    def __init__(self, plan: BurnPlan, emit: Emit, *, corrupt: Corrupt | None = None, read: Read | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.plan = plan
+        self.emit = emit
+        self.corrupt = corrupt
+        self.read = read or (lambda t: t)
+        self.clock = clock
+        self.t0 = clock()
+        self.torch: Any = None
+        self.cuda = plan.backend == "cuda"
+        self.device: Any = "cpu"
+
+    def now(self) -> float:
+        return self.clock() - self.t0
+
+    def run(self) -> None:
+        import torch
+
+        self.torch = torch
+        plan = self.plan
+        nvml: Any = None
+        sampler: Sampler | None = None
+        if self.cuda:
+            from envcheck.bench import device
+
+            reason = device.cuda_unusable(torch, plan.index)
+            if reason:
+                self.emit(Started(BenchDevice("cuda", f"CUDA device {plan.index}", plan.index)))
+                self.emit(Noted(reason))
+                self.emit(Done())
+                return
+            torch.cuda.set_device(plan.index)
+            self.device = torch.device("cuda", plan.index)
+            nvml = _open_nvml()
+            dev = device.cuda_device(torch, plan.index, nvml)
+            sampler = _sampler(nvml, dev, plan, lambda s: self.emit(Sampled(s)), self.t0, self.clock)
+            if nvml is None:
+                self.emit(Noted(Note("burn.no_telemetry")))
+        else:
+            from envcheck.bench.device import cpu_name
+
+            dev = BenchDevice("cpu", cpu_name())
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        self.emit(Started(dev))
+        if sampler is not None:
+            sampler.start()
+        try:
+            if plan.gemm_s > 0:
+                self.gemm_phase()
+            if plan.bandwidth_s > 0:
+                self.bandwidth_phase()
+            if plan.memtest_s > 0:
+                self.memtest_phase()
+        finally:
+            if sampler is not None:
+                sampler.stop()
+            if nvml is not None:
+                with contextlib.suppress(Exception):
+                    nvml.shutdown()
+        self.emit(Done())
+
+    # ----------------------------------------------------------------------- phases
+
+    def _free_bytes(self) -> int:
+        if self.cuda:
+            self.torch.cuda.empty_cache()
+            free = int(self.torch.cuda.mem_get_info(self.plan.index)[0])
+        else:
+            free = CPU_BYTES
+        return min(free, self.plan.max_bytes) if self.plan.max_bytes else free
+
+    def gemm_phase(self) -> None:
+        torch, plan = self.torch, self.plan
+        dtype = plan.dtype or gemm_mod.best_dtype(torch, self.cuda, plan.allow_fp8)
+        n = plan.gemm_n
+        k = gemm_mod.gemm_k(dtype, n)
+        g = gemm_mod.Gemm.make(torch, dtype, n, k, self.device, plan.seed)
+        start = self.now()
+        self.emit(PhaseStarted("gemm", dtype, (n, n, k), "flop", start, plan.gemm_s))
+        checker = gemm_mod.SdcChecker(torch, g, plan.seed)
+        out = g()
+        if self.corrupt is not None:
+            self.corrupt(0, out)
+        checker.first(out)
+        checker.fp64(out, 0, self.now())
+        checker.iterations = 1
+        laps = Laps(torch, self.cuda)
+        count = 1
+        while self.now() - start < plan.gemm_s:
+            sums = torch.empty(count, dtype=torch.int64, device=self.device)
+            first = checker.iterations
+            for j in range(count):
+                laps.begin()
+                out = g()
+                laps.end()
+                if self.corrupt is not None:
+                    self.corrupt(first + j, out)
+                sums[j] = checker.checksum(out)
+            dt = laps.total()
+            t = self.now()
+            checker.iterations += count
+            checker.check_sums(sums, first, t)
+            checker.full(out, first + count - 1, t)
+            checker.fp64(out, first + count - 1, t)
+            self.emit(IntervalDone("gemm", t, dt, float(g.flop * count), count))
+            count = next_count(count, dt, plan.interval_s)
+        self.emit(PhaseEnded("gemm", sdc=checker.record()))
+        del g, out, checker
+
+    def bandwidth_phase(self) -> None:
+        torch, plan = self.torch, self.plan
+        half = int(self._free_bytes() * plan.stream_fraction) // 2 // 4 * 4
+        src = torch.ones(half // 4, dtype=torch.float32, device=self.device)
+        dst = torch.empty_like(src)
+        start = self.now()
+        self.emit(PhaseStarted("bandwidth", "fp32", (half * 2,), "byte", start, plan.bandwidth_s))
+        sw = Stopwatch(torch, self.cuda)
+        count = 1
+        while self.now() - start < plan.bandwidth_s:
+            sw.start()
+            for _ in range(count):
+                dst.copy_(src)
+                src, dst = dst, src
+            dt = sw.stop()
+            # Each copy reads one half and writes the other.
+            self.emit(IntervalDone("bandwidth", self.now(), dt, float(2 * half * count), count))
+            count = next_count(count, dt, plan.interval_s)
+        self.emit(PhaseEnded("bandwidth"))
+        del src, dst
+
+    def memtest_phase(self) -> None:
+        torch, plan = self.torch, self.plan
+        free = self._free_bytes()
+        words = memtest.words_for(free, plan.memory_fraction)
+        buf = torch.empty(words, dtype=torch.int32, device=self.device)
+        start = self.now()
+        self.emit(PhaseStarted("memtest", "int32", (words * memtest.WORD_BYTES,), "byte", start, plan.memtest_s))
+        writes = [w for name in memtest.PATTERNS for w in memtest.sub_patterns(name)]
+        sw = Stopwatch(torch, self.cuda)
+        ranges: list[Any] = []
+        bits = passes = 0
+        done = False
+        while not done:
+            for j, (name, arg) in enumerate(writes):
+                sw.start()
+                found = memtest.check_pattern(torch, buf, name, arg, plan.seed, passes, self.read,
+                                              budget=memtest.MAX_RANGES - len(ranges))
+                dt = sw.stop()
+                ranges += found.ranges
+                bits += found.bits
+                self.emit(IntervalDone("memtest", self.now(), dt, float(2 * words * memtest.WORD_BYTES), 1))
+                if self.now() - start >= plan.memtest_s and (passes or j == len(writes) - 1):
+                    done = True
+                    passes += j == len(writes) - 1
+                    break
+            else:
+                passes += 1
+                done = self.now() - start >= plan.memtest_s
+        record = MemtestRecord(words * memtest.WORD_BYTES, free, memtest.PATTERNS, passes, self.now() - start,
+                               tuple(ranges), bits)
+        self.emit(PhaseEnded("memtest", memtest=record))
+        del buf
+
+
+def _open_nvml() -> Any:
+    try:
+        from envcheck.probes.nvml import Nvml
+
+        nvml = Nvml()
+        return None if nvml.init() else nvml
+    except Exception:  # noqa: BLE001 - no NVML: no telemetry, the load still runs
+        return None
+
+
+def _sampler(nvml: Any, dev: BenchDevice, plan: BurnPlan, sink: Callable[[TelemetrySample], None], t0: float,
+             clock: Callable[[], float]) -> Sampler | None:
+    if nvml is None:
+        return None
+    from envcheck.bench.monitor import _handle_call
+
+    try:
+        # NVML orders GPUs by PCI bus and ignores CUDA_VISIBLE_DEVICES: the UUID names the same GPU.
+        handle = nvml.call(*_handle_call(dev.uuid or dev.pci_bus_id or plan.index))
+    except Exception:  # noqa: BLE001
+        return None
+    return Sampler(nvml, handle, sink, t0, plan.telemetry_interval_s, clock)
+
+
+def _protocol_stream() -> TextIO:
+    """The real stdout, kept for events; anything else written to fd 1 goes to stderr (a library's
+    chatter would otherwise be a protocol error in the parent)."""
+    sys.stdout.flush()
+    fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return os.fdopen(fd, "w", encoding="utf-8", buffering=1)
+
+
+def main() -> int:
+    # Before torch initialises cuBLAS: a fixed workspace makes its GEMMs deterministic (cuBLAS docs,
+    # "Results reproducibility"), so a healthy GPU gives the same bits every iteration.
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    stream = _protocol_stream()
+    import threading
+
+    lock = threading.Lock()
+
+    def emit(event: Event) -> None:
+        with lock:  # the telemetry thread and the load both emit
+            stream.write(encode(event))
+            stream.flush()
+
+    try:
+        plan = decode_plan(sys.stdin.read())
+    except ProtocolError as e:
+        print(f"envcheck burn worker: {e}", file=sys.stderr)
+        return 2
+    try:
+        BurnWorker(plan, emit).run()
+    except Exception as e:  # noqa: BLE001 - the parent gets a note; the traceback goes to stderr
+        traceback.print_exc(file=sys.stderr)
+        from envcheck.errors import first_line
+
+        with contextlib.suppress(Exception):
+            emit(Noted(Note("burn.worker_failed", {"detail": first_line(e)})))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""``envcheck burn``: every selected GPU under sustained load at once, then a dated burn report.
+
+Steps: validate the options (before anything slow), probe the machine (no runtime probes: the
+workers import torch), run one isolated worker per GPU (``burn.run.burn_gpus``) with a line of
+progress per phase on stderr, write ``<out-dir>/<stamp>_<host>_<gpu>_burn.json`` (never replacing a
+file) and the Markdown / HTML beside it, then print the verdicts on stdout.
+
+Exit status:
+  0    every GPU passed every verdict
+  1    a GPU failed a verdict, or its worker crashed, hung or timed out (the report is written)
+  130  Ctrl-C, SIGTERM or SIGHUP (what was seen is written first)
+  2    bad options (one line on stderr; nothing is run)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from envcheck import reportname
+from envcheck.burn.protocol import Event, PhaseStarted, Started
+from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
+from envcheck.model import Environment, Report
+from envcheck.model.burn import Burn
+
+MAX_MINUTES = 24 * 60.0
+
+
+def _say(text: str, stream: Any) -> None:
+    print(f"envcheck burn: {text}", file=stream, flush=True)
+
+
+def select_gpus(text: str, env: Environment) -> tuple[int, ...]:
+    from envcheck.bench.parallel import parse_gpus
+
+    return parse_gpus(text, len(env.gpus))
+
+
+def progress(stream: Any) -> Any:
+    """One line per GPU per phase on stderr (each phase lasts minutes: no bar needed)."""
+
+    def on_event(gpu: int, ev: Event) -> None:
+        if isinstance(ev, Started):
+            _say(f"GPU {gpu}: {ev.device.name}", stream)
+        elif isinstance(ev, PhaseStarted):
+            _say(f"GPU {gpu}: {ev.phase} ({ev.dtype}, {ev.planned_s:.0f} s)", stream)
+    return on_event
+
+
+def burn_devices(gpus: Sequence[int], minutes: float, *, cpu: bool = False, stream: Any = None) -> Burn:
+    """``burn.run.burn_node`` with one progress line per GPU and phase on ``stream`` (stderr)."""
+    from envcheck.burn.run import burn_node
+
+    return burn_node(gpus, minutes, cpu=cpu, on_event=progress(stream if stream is not None else sys.stderr))
+
+
+def exit_status(verdict: str) -> int:
+    return {"pass": EXIT_OK, "stopped": EXIT_INTERRUPTED}.get(verdict, EXIT_FAIL)
+
+
+def write(report: Report, out_dir: Path, formats: Sequence[str], lang: str, when: datetime, stderr: Any,
+          analysis: Any) -> list[Path]:
+    from envcheck.commands.run import save_json
+    from envcheck.render.writing import outcome_message, render_after_run
+
+    names = [g.device.name for g in report.burn.gpus if g.device is not None] if report.burn else []
+    stem = reportname.report_stem(when, report.host, names[0] if names else None) + "_burn"
+    path = save_json(report, out_dir, stem, stderr)
+    if path is None:
+        return []
+    written = [path]
+    if formats:
+        outcome = render_after_run(report, path, formats, lang, analysis)
+        written += outcome.written
+        message = outcome_message(outcome, path, lang)
+        if message:
+            _say(message, stderr)
+    return written
+
+
+def execute(args: argparse.Namespace, collect: Any = None, stderr: Any = None, stdout: Any = None) -> int:
+    from envcheck.commands.run import output_dir, output_formats
+
+    formats = output_formats(args.format)
+    if args.minutes > MAX_MINUTES:
+        raise UsageError(f"--minutes: at most {MAX_MINUTES:.0f} (a day) per burn")
+    from envcheck.userdirs import out_dir as default_out_dir
+
+    out_dir = output_dir(default_out_dir(args.out_dir))
+    key = None
+    if getattr(args, "anonymize", False):
+        from envcheck.anonymize import command_key
+
+        key = command_key()  # before the burn: a bad key must not cost a finished burn
+    err = stderr if stderr is not None else sys.stderr
+    if collect is None:
+        from envcheck.probes.collect import collect
+    env = collect(runtime=False, reports_dir=str(out_dir))
+    gpus = (0,) if args.cpu else select_gpus(args.gpus, env)
+    where = "the CPU (tiny sizes)" if args.cpu else f"GPU{'s' if len(gpus) > 1 else ''} {', '.join(map(str, gpus))}"
+    _say(f"{args.minutes:g} min on {where} at once (Ctrl-C stops and keeps what was seen)", err)
+    when = datetime.now(timezone.utc)
+    burn = burn_devices(gpus, args.minutes, cpu=args.cpu, stream=err)
+    from envcheck.analysis import analyse
+    from envcheck.probes.collect import new_report
+
+    report = new_report("burn", env, burn=burn)
+    if key is not None:
+        from envcheck.anonymize import for_this_machine
+
+        report = for_this_machine(report.host, key).report(report)
+    analysis = analyse(report)
+    written = write(report, out_dir, formats, args.lang, when, err, analysis)
+    from envcheck.render.terminal.burn import print_burn
+    from envcheck.render.terminal.console import make_console
+
+    assert analysis.burn is not None
+    print_burn(make_console(stdout), analysis.burn, written, args.lang)
+    return exit_status(analysis.burn.verdict)
+
+
+def main(args: argparse.Namespace) -> int:
+    return execute(args)

@@ -1,0 +1,88 @@
+"""The burn-in's charts: clocks, power, temperature and achieved throughput over time, one series
+per GPU in each (so a GPU that falls behind its siblings shows), through the same chart entry
+points as every other chart (``charts.facet_chart`` and ``charts.draw``). Declarative: each chart is
+a ``BurnChart`` spec (what to read from the analysis, which axis); every number comes from the
+burn's analysis or the raw telemetry it analysed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from envcheck.analysis.burn import BurnAnalysis, GpuBurn
+from envcheck.render import charts as ch
+from envcheck.render import fmt
+from envcheck.render import svgchart as sc
+from envcheck.render.i18n import translate
+
+SECTION = "burn"
+MAX_POINTS = 240  # per series: enough to see a trend; every sample stays in the JSON
+SECONDS = ch.Quantity("chart.axis.burn_seconds", "linear")
+
+Points = Callable[[GpuBurn], Sequence[tuple[float, float]]]
+
+
+def _tel(field: str) -> Points:
+    def points(g: GpuBurn) -> Sequence[tuple[float, float]]:
+        tel = g.gpu.telemetry
+        ys = getattr(tel, field) if tel is not None else None
+        return list(zip(tel.t_s, ys, strict=True)) if tel is not None and ys is not None else []
+    return points
+
+
+def _rates(phase: str) -> Points:
+    def points(g: GpuBurn) -> Sequence[tuple[float, float]]:
+        r = g.rates.get(phase)
+        return list(zip(r.t_s, r.rates, strict=True)) if r is not None else []
+    return points
+
+
+@dataclass(frozen=True)
+class BurnChart:
+    """One chart: its file name, title key, y axis and what each GPU's series shows."""
+
+    name: str
+    title: str
+    y: ch.Quantity
+    points: Points
+    limit: Callable[[GpuBurn], float | None] | None = None  # a reference line (the power limit)
+
+
+CHARTS = (
+    BurnChart("clocks", "chart.title.burn_clocks", ch.Quantity("chart.axis.mhz", "linear"), _tel("sm_mhz")),
+    BurnChart("power", "chart.title.burn_power", ch.Quantity("chart.axis.watts", "linear"), _tel("power_w"),
+              lambda g: g.power_limit_w),
+    BurnChart("temperature", "chart.title.burn_temperature", ch.Quantity("chart.axis.celsius", "linear"),
+              _tel("temperature_c")),
+    BurnChart("tflops", "chart.title.burn_tflops", ch.TFLOPS, _rates("gemm")),
+    BurnChart("gbps", "chart.title.burn_gbps", ch.GBPS, _rates("bandwidth")),
+)
+
+
+def _thin(pts: Sequence[tuple[float, float]]) -> Sequence[tuple[float, float]]:
+    step = max(1, -(-len(pts) // MAX_POINTS))
+    return pts[::step]
+
+
+def burn_charts(a: BurnAnalysis, lang: str) -> list[ch.Drawn]:
+    out: list[ch.Drawn] = []
+    for spec in CHARTS:
+        series, refs = [], []
+        for k, g in enumerate(a.gpus):
+            color = sc.PALETTE[k % len(sc.PALETTE)]
+            name = translate(lang, "burn.gpu", index=g.gpu.index)
+            pts = tuple(sc.Point(x, y, f"{name}: {fmt.num(x)} s, {fmt.num(y)}") for x, y in _thin(spec.points(g)))
+            if pts:
+                series.append(sc.Series(name, pts, color, "circle"))
+            value = spec.limit(g) if spec.limit else None
+            if value and not any(r.value == value for r in refs):
+                refs.append(sc.RefLine(value, translate(lang, "chart.ref.power_limit", value=fmt.num(value)), sc.GREY,
+                                       dashed=True))
+        desc = translate(lang, "chart.desc.burn", what=translate(lang, spec.title))
+        chart = ch.facet_chart(translate(lang, spec.title), desc, [ch.Facet("", tuple(series), tuple(refs))],
+                               SECONDS, spec.y, lang)
+        d = ch.draw(f"burn_{spec.name}", None, chart, SECONDS, spec.y)
+        if d is not None:
+            out.append(replace(d, section=SECTION))
+    return out

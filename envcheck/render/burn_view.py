@@ -1,0 +1,161 @@
+"""The burn-in as every medium shows it: phrased rows and verdicts from the burn's analysis.
+
+One view for the terminal, Markdown and HTML (each passes its own ``escape`` for machine text),
+so they say the same thing. Every number comes from ``analysis.burn``; nothing is derived here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from envcheck.analysis.burn import BurnAnalysis, BurnFinding, GpuBurn
+from envcheck.render import fmt
+from envcheck.render.i18n import phrase, translate
+
+Escape = Callable[[str], str]
+RATE_UNIT = {"gemm": "TFLOP/s", "bandwidth": "GB/s", "memtest": "GB/s"}
+
+
+@dataclass(frozen=True)
+class FindingRow:
+    gpu: str
+    cause: str
+    fix: str
+    threshold: str  # the threshold and its anchor, or ""
+
+
+@dataclass(frozen=True)
+class GpuRow:
+    gpu: str
+    name: str
+    status: str
+    cells: tuple[str, ...]  # in BurnView.columns order
+
+
+@dataclass(frozen=True)
+class DetailRow:
+    gpu: str
+    cells: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BurnView:
+    verdict: str
+    verdict_text: str
+    summary: str
+    columns: tuple[str, ...]
+    gpus: tuple[GpuRow, ...]
+    findings: tuple[FindingRow, ...]
+    thresholds: tuple[tuple[str, str, str], ...]  # (what, limit, anchor)
+    memtest_columns: tuple[str, ...]
+    memtest: tuple[DetailRow, ...]
+    errors_columns: tuple[str, ...]
+    bit_errors: tuple[DetailRow, ...]
+    sdc_columns: tuple[str, ...]
+    sdc: tuple[DetailRow, ...]
+    mismatches_columns: tuple[str, ...]
+    mismatches: tuple[DetailRow, ...]
+    xids: tuple[str, ...]
+    notes: tuple[str, ...]
+    method: str
+
+
+def _gpu_label(lang: str, g: GpuBurn) -> str:
+    return translate(lang, "burn.gpu", index=g.gpu.index)
+
+
+def _limit(key: str, value: float) -> str:
+    if key in ("sibling_margin", "ceiling_margin", "power_share", "drift", "throttle_share"):
+        return fmt.pct(100 * value)
+    return fmt.num(value)
+
+
+def threshold_text(lang: str, a: BurnAnalysis, key: str) -> str:
+    th = a.thresholds[key]
+    return translate(lang, "burn.threshold.with_anchor", limit=_limit(key, th.value),
+                     anchor=translate(lang, f"burn.anchor.{th.anchor}"))
+
+
+def _finding(lang: str, a: BurnAnalysis, gpu: str, f: BurnFinding, escape: Escape) -> FindingRow:
+    return FindingRow(gpu, phrase(lang, f"burn.finding.{f.key}", f.params, escape),
+                      translate(lang, f"burn.fix.{f.key}"), threshold_text(lang, a, f.threshold) if f.threshold else "")
+
+
+def _rate(g: GpuBurn, phase: str) -> str:
+    r = g.rates.get(phase)
+    if r is None or r.median is None:
+        return fmt.DASH
+    return f"{fmt.rate(r.median, RATE_UNIT[phase])} ({fmt.num(r.best)})"
+
+
+def _gpu_cells(lang: str, g: GpuBurn) -> tuple[str, ...]:
+    power = fmt.DASH
+    if g.power_max_w is not None:
+        power = f"{fmt.num(g.power_max_w)} / {fmt.num(g.power_limit_w)} W"
+        if g.power_share is not None:
+            power += f" ({fmt.pct(100 * g.power_share)})"
+    temps = f"{fmt.num(g.temperature_max_c)} / {fmt.num(g.mem_temperature_max_c)} °C"
+    clock = fmt.rate(g.sm_mhz_median, "MHz")
+    if g.clock_drift is not None:
+        clock += f" ({'+' if g.clock_drift.change >= 0 else ''}{fmt.pct(100 * g.clock_drift.change)})"
+    gr = g.rates.get("gemm")
+    gemm = _rate(g, "gemm")
+    if gr is not None and gr.drift is not None:
+        gemm += f" ({'+' if gr.drift.change >= 0 else ''}{fmt.pct(100 * gr.drift.change)})"
+    throttle = fmt.DASH if g.throttle_share is None else fmt.pct(100 * g.throttle_share)
+    counters = translate(lang, "burn.counters", ecc=fmt.num(g.ecc_uncorrected), corrected=fmt.num(g.ecc_corrected),
+                         replays=fmt.num(g.pcie_replays), xids=len(g.xids))
+    dtype = gr.phase.dtype if gr is not None else fmt.DASH
+    return (dtype, gemm, _rate(g, "bandwidth"), power, temps, clock, throttle, counters)
+
+
+def burn_view(a: BurnAnalysis, lang: str, escape: Escape) -> BurnView:
+    t = lambda key, **p: translate(lang, key, **p)  # noqa: E731
+    columns = tuple(t(f"burn.col.{c}") for c in ("dtype", "gemm", "bandwidth", "power", "temperature", "clock",
+                                                 "throttle", "counters"))
+    rows, findings, memtest, errors, sdc, mism = [], [], [], [], [], []
+    for g in a.gpus:
+        label = _gpu_label(lang, g)
+        name = escape(g.gpu.device.name) if g.gpu.device else fmt.DASH
+        rows.append(GpuRow(label, name, g.status, _gpu_cells(lang, g)))
+        findings += [_finding(lang, a, label, f, escape) for f in g.findings]
+        m = g.gpu.memtest
+        if m is not None:
+            memtest.append(DetailRow(label, (fmt.nbytes(m.bytes_tested), fmt.pct(100 * m.bytes_tested / m.free_bytes)
+                                             if m.free_bytes else fmt.DASH,
+                                             escape(", ".join(m.patterns)), str(m.passes), fmt.seconds(m.duration_s),
+                                             str(m.error_bits))))
+            for r in m.errors:
+                errors.append(DetailRow(label, (escape(r.pattern), str(r.pass_index), f"{r.start_address:#x}",
+                                                f"{r.end_address:#x}", str(r.words), str(r.bits))))
+        s = g.gpu.sdc
+        if s is not None:
+            sdc.append(DetailRow(label, (str(s.iterations), str(s.checksums), str(s.full_compares),
+                                         t("burn.fp64_checks", checks=s.fp64_checks, elements=s.fp64_elements),
+                                         fmt.num(s.fp64_max_error), str(s.mismatch_count))))
+            for x in s.mismatches:
+                mism.append(DetailRow(label, (t(f"burn.check.{x.check}"), str(x.iteration), fmt.seconds(x.t_s),
+                                              str(x.element) if x.element >= 0 else fmt.DASH, fmt.num(x.expected),
+                                              fmt.num(x.got))))
+    findings += [_finding(lang, a, t("burn.host"), f, escape) for f in a.findings]
+    burn = a.burn
+    xids = tuple(escape(x.line) for x in burn.new_xids)
+    notes = [phrase(lang, n.key, n.params, escape) for g in a.gpus for n in g.gpu.notes]
+    if burn.xid_source is None:
+        notes.append(t("burn.no_xid_source", reasons=escape("; ".join(burn.xid_reasons)) or fmt.DASH))
+    thresholds = tuple((t(f"burn.threshold.{k}"), _limit(k, th.value), t(f"burn.anchor.{th.anchor}"))
+                       for k, th in a.thresholds.items())
+    verdict = a.verdict
+    summary = t("burn.summary", gpus=len(a.gpus), minutes=fmt.general(burn.minutes), seconds=fmt.seconds(burn.duration_s),
+                started=escape(burn.started))
+    return BurnView(
+        verdict, t(f"burn.verdict.{verdict}", failed=sum(g.status == "fail" for g in a.gpus), gpus=len(a.gpus)),
+        summary, columns, tuple(rows), tuple(findings), thresholds,
+        tuple(t(f"burn.memtest.col.{c}") for c in ("bytes", "coverage", "patterns", "passes", "time", "bits")),
+        tuple(memtest),
+        tuple(t(f"burn.errors.col.{c}") for c in ("pattern", "pass", "start", "end", "words", "bits")), tuple(errors),
+        tuple(t(f"burn.sdc.col.{c}") for c in ("iterations", "checksums", "full", "fp64", "fp64_error",
+                                                "mismatches")), tuple(sdc),
+        tuple(t(f"burn.mismatch.col.{c}") for c in ("check", "iteration", "time", "element", "expected", "got")),
+        tuple(mism), xids, tuple(notes), t("burn.method"))
