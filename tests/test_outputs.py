@@ -209,3 +209,23 @@ def test_run_and_history_default_to_the_users_data_folder(tmp_path: Path, monkey
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "a.json").write_bytes((ROOT / "reports" / "2026-11-22_2139Z_vm_h200.json").read_bytes())
     assert main(["history"]) == 0
+
+
+@pytest.mark.slow
+def test_a_cpu_burn_writes_junit_and_prometheus_with_its_verdict(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "envcheck", "burn", "--cpu", "--minutes", "0.05", "--out-dir",
+                           str(tmp_path), "--format", "json,junit,prometheus"], capture_output=True, text=True,
+                          env=env, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    [xml] = tmp_path.glob("*.junit.xml")
+    doc = SCHEMA.to_dict(str(xml))
+    burn = next(s for s in doc["testsuite"] if s["@name"] == "envcheck.burn")
+    assert burn["@tests"] == "1" and burn["@failures"] == "0"
+    [prom] = tmp_path.glob("*.prom")
+    fams = _families(prom.read_text())
+    assert fams["envcheck_burn_gpu_ok"][0][1] == 1.0
+    assert fams["envcheck_verdict_ok"][0] == ({"kind": "burn"}, 1.0)
+    [report] = tmp_path.glob("*.json")
+    line, status = health_line(analyse(model.load(report)))
+    assert (line, status) == ("OK", 0)

@@ -9,7 +9,10 @@ about whether a machine passed. The rule is the one ``envcheck run`` exits by:
   not a pass (a broken tolerance or a case that could not be measured), or when the node tests
   found a problem;
 - a ``fleet`` report fails when a node does not pass (a failed rule, a lost rank, a missing
-  measurement) or a world collective found a problem.
+  measurement) or a world collective found a problem;
+- a burn-in (``burn`` report, or a run with ``--burn``) fails when a GPU does not hold (any finding of
+  analysis/burn.py, or a GPU that did not finish), when the host logged an Xid on no GPU of the burn, or
+  when it was stopped before the end.
 
 Reasons are keys and parameters (``verdict.reason.<key>`` in the catalogues), worst first; a check's
 own finding is carried as recorded.
@@ -24,7 +27,7 @@ if TYPE_CHECKING:
     from envcheck.analysis import Analysis
 
 REASON_KEYS = ("check_failed", "bench_missing", "bench_empty", "bench_stopped", "case_failed", "node_problem",
-               "fleet_node", "fleet_ranks_failed")
+               "fleet_node", "fleet_ranks_failed", "burn_gpu", "burn_host", "burn_stopped")
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,18 @@ def _fleet_reasons(analysis: Analysis) -> list[Reason]:
     return out
 
 
+def _burn_reasons(analysis: Analysis) -> list[Reason]:
+    burn = analysis.burn
+    if burn is None:
+        return []
+    out = [_r("burn_gpu", gpu=g.gpu.index, status=g.status, finding=g.findings[0].key if g.findings else g.status)
+           for g in burn.gpus if g.status != "pass"]
+    out += [_r("burn_host", finding=f.key) for f in burn.findings]
+    if burn.interrupted or not burn.gpus:
+        out.append(_r("burn_stopped"))
+    return out
+
+
 def verdict(analysis: Analysis) -> Verdict:
     """The report's verdict and why (see the module docstring)."""
     report = analysis.report
@@ -100,4 +115,5 @@ def verdict(analysis: Analysis) -> Verdict:
         reasons += _bench_reasons(analysis)
     elif report.kind == "fleet":
         reasons += _fleet_reasons(analysis)
+    reasons += _burn_reasons(analysis)
     return Verdict("fail" if reasons else "pass", tuple(reasons))

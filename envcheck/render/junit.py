@@ -27,7 +27,7 @@ from envcheck.analysis import Analysis, BenchAnalysis, CaseResult
 from envcheck.analysis.verdict import Verdict, verdict
 from envcheck.render import fmt
 from envcheck.render.escape import visible
-from envcheck.render.i18n import translate
+from envcheck.render.i18n import phrase, translate
 
 # Characters XML 1.0 cannot hold at all (lone surrogates, U+FFFE/U+FFFF): shown as escapes like controls.
 _NOT_XML = re.compile("[\ud800-\udfff\ufffe\uffff]")
@@ -199,12 +199,29 @@ def _fleet_suite(a: Analysis) -> _Suite | None:
     return s
 
 
+def _burn_suite(a: Analysis, lang: str) -> _Suite | None:
+    if a.burn is None:
+        return None
+    s = _Suite("envcheck.burn")
+    for g in a.burn.gpus:
+        found = [phrase(lang, f"burn.finding.{f.key}", f.params) for f in g.findings]
+        numbers = [f"{phase}: median {fmt.num(g.rate(phase), 4)}" for phase in g.rates if g.rate(phase) is not None]
+        if g.status == "pass":
+            s.case("envcheck.burn.gpu", f"GPU {g.gpu.index}", out=numbers)
+        else:
+            s.case("envcheck.burn.gpu", f"GPU {g.gpu.index}", failure=found[0] if found else g.status,
+                   detail=[*found, *numbers])
+    for f in a.burn.findings:
+        s.case("envcheck.burn.host", f.key, failure=f.key)
+    return s
+
+
 def junit_xml(a: Analysis, lang: str = "en") -> str:
     """The whole report as one ``<testsuites>`` document (UTF-8 text with its XML declaration)."""
     report = a.report
     suites: Iterable[_Suite | None] = (
         _verdict_suite(a, lang), _checks_suite(a), *(_bench_suite(ba) for ba in a.benches), _node_suite(a, lang),
-        _fleet_suite(a))
+        _fleet_suite(a), _burn_suite(a, lang))
     root = ET.Element("testsuites", name=f"envcheck {report.kind} {_text(report.host)}")
     totals = {"tests": 0, "failures": 0, "errors": 0}
     time_s = 0.0

@@ -21,6 +21,10 @@ them) and listed here:
 | ``envcheck_collective_busbw_bytes_per_second`` | ``op``, ``size_bytes``, ``scope`` | nccl-tests' bus bandwidth |
 | ``envcheck_peer_copy_bytes_per_second`` | ``kind``, ``method``, ``src``, ``dst`` | copy bandwidth |
 | ``envcheck_fleet_node_ok`` | ``host`` | 1 when the fleet's verdict on the node is pass |
+| ``envcheck_burn_gpu_ok`` | ``gpu`` | 1 when the GPU held through the burn-in |
+| ``envcheck_burn_gemm_flops`` | ``gpu`` | median sustained FLOP/s of the burn's GEMM phase |
+| ``envcheck_burn_bandwidth_bytes_per_second`` | ``gpu`` | median of the streaming phase |
+| ``envcheck_burn_power_ratio`` | ``gpu`` | highest power over the enforced limit |
 
 Units are base units (seconds, bytes per second, FLOP/s), as Prometheus' naming guide asks. Label
 values are the report's own strings (prometheus_client escapes them); ``--anonymize`` reports carry
@@ -81,6 +85,7 @@ class _ReportCollector(Collector):
         yield from self._cases()
         yield from self._node()
         yield from self._fleet()
+        yield from self._burn()
 
     def _checks(self) -> Iterator[GaugeMetricFamily]:
         checks = self.a.report.checks
@@ -152,6 +157,28 @@ class _ReportCollector(Collector):
         for v in fleet.verdicts:
             nodes.add_metric([v.host], 1 if v.status == "pass" else 0)
         yield nodes
+
+
+    def _burn(self) -> Iterator[GaugeMetricFamily]:
+        burn = self.a.burn
+        if burn is None:
+            return
+        ok = GaugeMetricFamily("envcheck_burn_gpu_ok", "1 when the GPU held through the burn-in", labels=["gpu"])
+        flops = GaugeMetricFamily("envcheck_burn_gemm_flops", "median sustained GEMM FLOP/s", labels=["gpu"])
+        bw = GaugeMetricFamily("envcheck_burn_bandwidth_bytes_per_second", "median streaming bandwidth",
+                               labels=["gpu"])
+        power = GaugeMetricFamily("envcheck_burn_power_ratio", "highest power over the enforced limit",
+                                  labels=["gpu"])
+        for g in burn.gpus:
+            gpu = str(g.gpu.index)
+            ok.add_metric([gpu], 1 if g.status == "pass" else 0)
+            if (tf := g.rate("gemm")) is not None:
+                flops.add_metric([gpu], tf * 1e12)
+            if (gb := g.rate("bandwidth")) is not None:
+                bw.add_metric([gpu], gb * 1e9)
+            if g.power_share is not None:
+                power.add_metric([gpu], g.power_share)
+        yield from (ok, flops, bw, power)
 
 
 def registry(analysis: Analysis) -> CollectorRegistry:
