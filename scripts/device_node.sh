@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The node and fleet evidence on a multi-GPU machine, in one go (the previous version took 241 s on 2 x H200;
-# this one about 5-6 minutes; the fleet step, up to 200 s, is skipped once 330 s have passed):
+# this one about 5-6 minutes; the fleet step, up to 200 s, is skipped once FLEET_AFTER_S (330) seconds have passed):
 #   1. the node GPU tests (tests/test_node_gpu.py: peer copies, the NCCL sweep, graph-timed collectives);
 #   2. `envcheck run --gpus all --quick`: the quick per-GPU suite on every GPU at once, then topology,
 #      error counters, peer copies and the collective sweep 1 MiB .. 4 GiB (an untimed launch learns
@@ -80,7 +80,7 @@ else
   echo "no node report: nothing to compare" | tee -a "$log"
 fi
 
-if [ "$SECONDS" -gt 330 ]; then
+if [ "$SECONDS" -gt "${FLEET_AFTER_S:-330}" ]; then
   say "fleet skipped: $SECONDS s used, the call must end well inside 600 s"
 else
 say "fleet: two nodes simulated on this machine (torchrun --nnodes 2 --nproc-per-node 1, one GPU each)"
