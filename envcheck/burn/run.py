@@ -14,7 +14,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from envcheck.bench.process import Popen, WorkerProcess, exit_cause
@@ -55,8 +55,9 @@ class _Phase:
 
     def model(self) -> PhaseRun:
         s = self.started
-        return PhaseRun(s.phase, s.dtype, s.shape, s.unit, s.started_s, s.planned_s, self.t_s, self.dt_s, self.work,
-                        self.iterations, self.finished)
+        n = min(len(self.t_s), len(self.dt_s), len(self.work))  # a copy taken while intervals still arrive
+        return PhaseRun(s.phase, s.dtype, s.shape, s.unit, s.started_s, s.planned_s, self.t_s[:n], self.dt_s[:n],
+                        self.work[:n], self.iterations, self.finished)
 
 
 @dataclass
@@ -103,12 +104,13 @@ class Collected:
         return True
 
     def gpu(self, stop: Stop | None) -> BurnGpu:
+        """What was gathered so far (copies: a worker's thread may still be adding to it)."""
         notes = list(self.notes)
         if self.ignored:
             notes.append(Note("burn.ignored_output", {"lines": self.ignored}))
-        return BurnGpu(self.plan.index, self.device, tuple(p.model() for p in self.phases),
-                       to_telemetry(self.samples, self.plan.telemetry_interval_s), self.sdc, self.memtest, stop,
-                       tuple(notes))
+        return BurnGpu(self.plan.index, self.device, tuple(p.model() for p in list(self.phases)),
+                       to_telemetry(list(self.samples), self.plan.telemetry_interval_s), self.sdc, self.memtest,
+                       stop, tuple(notes))
 
     @property
     def planned_phases(self) -> int:
@@ -146,9 +148,10 @@ class _Workers:
 def run_worker(plan: BurnPlan, on_event: Callable[[Event], None], *, command: Sequence[str] = WORKER_COMMAND,
                popen: Popen | None = None, workers: _Workers | None = None, stall_s: float = STALL_S,
                start_s: float = START_S, slack_s: float = SLACK_S,
-               clock: Callable[[], float] = time.monotonic) -> BurnGpu:
-    """One GPU's worker, start to end; never raises for what the worker does."""
-    got = Collected(plan)
+               clock: Callable[[], float] = time.monotonic, got: Collected | None = None) -> BurnGpu:
+    """One GPU's worker, start to end; never raises for what the worker does. ``got``: where what it
+    sends is gathered (the caller's, so what was seen survives even if this thread is cut short)."""
+    got = got if got is not None else Collected(plan)
     try:
         proc = WorkerProcess.start(command, popen) if popen else WorkerProcess.start(command)
     except OSError as e:
@@ -255,6 +258,7 @@ def burn_gpus(plans: Sequence[BurnPlan], minutes: float, on_event: OnEvent | Non
     before = xid_scanner() if xid_scanner else XidScan(None)
     workers = _Workers()
     results: list[BurnGpu | None] = [None] * len(plans)
+    collected = [Collected(p) for p in plans]
     lock = threading.Lock()
     started, t0 = _utc(), time.monotonic()
 
@@ -265,7 +269,7 @@ def burn_gpus(plans: Sequence[BurnPlan], minutes: float, on_event: OnEvent | Non
                     on_event(plan.index, ev)
 
         results[k] = run_worker(plan, seen, command=command, popen=popen, workers=workers, stall_s=stall_s,
-                                start_s=start_s)
+                                start_s=start_s, got=collected[k])
 
     threads = [threading.Thread(target=work, args=(k, p), daemon=True) for k, p in enumerate(plans)]
     for t in threads:
@@ -290,12 +294,12 @@ def burn_gpus(plans: Sequence[BurnPlan], minutes: float, on_event: OnEvent | Non
         for t in threads:
             t.join(timeout=TERMINATE_GRACE_S * 2)
     gpus = []
-    for k, plan in enumerate(plans):
-        g = results[k] or BurnGpu(plan.index, stop=Stop(StopCause.START_FAILED))
-        if stopped is not None and (g.stop is not None or results[k] is None):
-            g = BurnGpu(g.index, g.device, g.phases, g.telemetry, g.sdc, g.memtest,
-                        Stop(stopped[0], g.stop.finished if g.stop else 0, g.stop.planned if g.stop else 0,
-                             signal=stopped[1]), g.notes)
+    for k, got in enumerate(collected):
+        g = results[k]
+        if g is None:  # its thread did not finish in time: what it gathered still stands
+            g = got.gpu(Stop(StopCause.HUNG, got.finished_phases, got.planned_phases))
+        if stopped is not None and g.stop is not None:
+            g = replace(g, stop=Stop(stopped[0], g.stop.finished, g.stop.planned, signal=stopped[1]))
         gpus.append(g)
     after = xid_scanner() if xid_scanner else XidScan(None)
     return Burn(minutes, started, time.monotonic() - t0, tuple(gpus), after.source, after.reasons,
