@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 # Integers in a snapshot are counts, sizes, clocks and return codes: 64 bits hold them all; a
@@ -65,6 +66,15 @@ def number(value: Any, where: str) -> None:
         integer(value, where)
     elif not math.isfinite(value):
         raise SchemaError(where, "expected a finite number")
+
+
+def timestamp(value: Any, where: str) -> None:
+    """An ISO 8601 time (``2026-11-25T21:30:00Z``): it becomes a replayed report's ``created``."""
+    string(value, where)
+    try:
+        datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise SchemaError(where, "expected an ISO 8601 time such as 2026-11-25T21:30:00Z") from None
 
 
 def boolean(value: Any, where: str) -> None:
@@ -155,7 +165,7 @@ def _join(where: str, name: str) -> str:
 # --------------------------------------------------------------------------- meta
 
 META = Obj({
-    "id": optional(string), "title": optional(string), "captured": optional(string),
+    "id": optional(string), "title": optional(string), "captured": optional(timestamp),
     "envcheck_version": optional(string), "host": optional(string),
     "sources": list_of(string), "derived": list_of(string), "hand_written": list_of(string),
     "notes": optional(either(string, list_of(string), expected="a string or a list of strings")),
