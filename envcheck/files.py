@@ -57,8 +57,12 @@ def _host_tag() -> str:
     return hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:6]
 
 
-# Temporaries of this version (process id and host tag) and of older ones (random part only).
-TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.(?:(?P<pid>\d+)-(?P<host>[0-9a-f]{6})-)?[0-9a-f]{8}\.(?P<tag>tmp|old)$")
+# Temporaries of this version (process id and host tag: distinctive, whatever the target's name)
+# and of older ones (a random part only: recognised for the names a report set has, so that a
+# user's own ".notes.0123abcd.tmp" is never taken for one).
+TEMP_NAME = re.compile(
+    r"^\.(?:(?P<name>.+)\.(?P<pid>\d+)-(?P<host>[0-9a-f]{6})-[0-9a-f]{8}"
+    r"|(?P<old_name>.+(?:\.json|\.md|\.html|_charts))\.[0-9a-f]{8})\.(?P<tag>tmp|old)$")
 # A temporary whose writer cannot be asked (another host on a shared folder, an older envcheck)
 # is stale once untouched this long: a render or a report write takes seconds.
 STALE_AFTER_S = 3600.0
@@ -112,7 +116,7 @@ def clean_stale(folder: Path) -> list[Path]:
         path = folder / name
         if not _stale(path, m, now):
             continue
-        target = folder / m.group("name")
+        target = folder / (m.group("name") or m.group("old_name"))
         with contextlib.suppress(OSError):
             if m.group("tag") == "old" and not exists(target):
                 os.rename(path, target)  # the old version is all there is: it goes back

@@ -147,3 +147,17 @@ def test_envcheck_render_killed_mid_render_then_run_again(tmp_path: Path) -> Non
                          text=True, env=env, timeout=600)
     assert res.returncode == 0, res.stderr
     assert hidden(tmp_path) == []
+
+
+def test_an_older_envcheck_temporary_goes_once_stale_and_a_users_lookalike_stays(tmp_path: Path) -> None:
+    """Temporaries of the older naming (no process id) are judged by age; only report-set names count."""
+    old = time.time() - 2 * files.STALE_AFTER_S
+    stale = tmp_path / ".r.html.0123abcd.tmp"
+    fresh = tmp_path / ".r.md.0123abcd.tmp"
+    users = tmp_path / ".notes.0123abcd.tmp"
+    for p in (stale, fresh, users):
+        p.write_text("x")
+    for p in (stale, users):
+        os.utime(p, (old, old))
+    files.write_new(tmp_path / "r.json", "{}")
+    assert not stale.exists() and fresh.exists() and users.exists()

@@ -148,3 +148,16 @@ def test_an_integer_past_64_bits_inside_any_answer_is_refused(tmp_path: Path) ->
     path.write_text(json.dumps(data))
     with pytest.raises(snapshot.SnapshotError, match=r"nvmlDeviceGetFieldValues\.value\[0\]\.v: integer out of range"):
         snapshot.load(path)
+
+
+def test_real_nvml_captures_pass_the_schema() -> None:
+    """The NVML answer types are those of real machines: every captured table in the fixtures fits."""
+    from envcheck.probes.nvml_table import load_table_file
+    from envcheck.snapshot_schema import NVML
+
+    fixtures = Path(__file__).parent / "fixtures"
+    tables = [load_table_file(p) for p in sorted((fixtures / "nvml").glob("*.json"))]
+    tables.append(json.loads((fixtures / "h200_capture.json").read_text())["nvml"])
+    assert len(tables) > 5
+    for table in tables:
+        NVML(table, "nvml")
