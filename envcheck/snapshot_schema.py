@@ -22,6 +22,12 @@ from typing import Any
 # Integers in a snapshot are counts, sizes, clocks and return codes: 64 bits hold them all; a
 # larger one would overflow the probes' float arithmetic.
 MAX_INT = 2**63
+# A snapshot nests a few levels (section, GPU, query, answer, a structure in it); replaying copies
+# answers recursively, so a deeper value could exhaust Python's stack there: refused here instead.
+MAX_DEPTH = 32
+# The probes read every GPU NVML counts, one after the other: a count of a billion would be
+# a billion GPUs to make. No machine has more than this many.
+MAX_GPUS = 1024
 
 
 class SchemaError(Exception):
@@ -57,6 +63,15 @@ def integer(value: Any, where: str) -> None:
         _fail(where, "an integer", value)
     if not -MAX_INT < value < MAX_INT:
         raise SchemaError(where, "integer out of range (more than 64 bits)")
+
+
+def integer_in(low: int, high: int) -> Check:
+    def check_range(value: Any, where: str) -> None:
+        integer(value, where)
+        if not low <= value <= high:
+            raise SchemaError(where, f"expected an integer from {low} to {high}, found {value}")
+
+    return check_range
 
 
 def number(value: Any, where: str) -> None:
@@ -181,7 +196,7 @@ _RUN_FIELDS: dict[str, Check] = {
 
 HOST = Obj({
     "machine": optional(string),
-    "cpu_count": optional(integer),
+    "cpu_count": optional(integer_in(0, 1 << 20)),
     "cwd": optional(string),
     "python": Obj({k: optional(string) for k in ("executable", "version", "prefix", "base_prefix", "include_dir")}),
     "environ": map_of(string),
@@ -215,8 +230,9 @@ _PROCESSES = list_of(Obj({"pid": integer, "usedGpuMemory": optional(integer)}))
 # without its arguments (``nvmlDeviceGetClockInfo[SM]`` is ``nvmlDeviceGetClockInfo``). A query not
 # listed may answer any JSON value.
 NVML_VALUES: dict[str, Check] = {
+    "nvmlDeviceGetCount": integer_in(0, MAX_GPUS),
     **{name: integer for name in (
-        "nvmlSystemGetCudaDriverVersion", "nvmlSystemGetCudaDriverVersion_v2", "nvmlDeviceGetCount",
+        "nvmlSystemGetCudaDriverVersion", "nvmlSystemGetCudaDriverVersion_v2",
         "nvmlDeviceGetArchitecture", "nvmlDeviceGetNumGpuCores", "nvmlDeviceGetClockInfo",
         "nvmlDeviceGetMaxClockInfo", "nvmlDeviceGetMemoryBusWidth", "nvmlDeviceGetCurrPcieLinkGeneration",
         "nvmlDeviceGetMaxPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkWidth", "nvmlDeviceGetMaxPcieLinkWidth",
@@ -265,7 +281,7 @@ NVML = Obj({
     "library": optional(string),
     "library_error": optional(string),
     "init_error": Obj({"error": optional(string), "text": optional(string)}),
-    "count": optional(integer),
+    "count": optional(integer_in(0, MAX_GPUS)),
     "failure": Obj({"error": optional(string), "during": optional(string)}),
     "gpus": list_of(_answers),
 }, rest=lambda key: _answer(key) if key.startswith("nvml") else any_json)  # queries are named nvml*
@@ -273,7 +289,22 @@ NVML = Obj({
 SECTIONS: dict[str, Check] = {"meta": META, "host": HOST, "nvml": NVML}
 
 
+def check_depth(value: Any, where: str, limit: int = MAX_DEPTH) -> None:
+    """SchemaError when ``value`` nests deeper than ``limit`` (checked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            raise SchemaError(where, f"nested more than {limit} levels deep, which no snapshot is")
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+
+
 def check_sections(sections: Mapping[str, Any]) -> None:
     """Every section against its schema; SchemaError naming the first field of the wrong type."""
+    for name, value in sections.items():
+        check_depth(value, name)
     for name, check in SECTIONS.items():
         check(sections.get(name, {}), name)

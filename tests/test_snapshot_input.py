@@ -161,3 +161,26 @@ def test_real_nvml_captures_pass_the_schema() -> None:
     assert len(tables) > 5
     for table in tables:
         NVML(table, "nvml")
+
+
+@pytest.mark.parametrize(("path", "value", "problem"), [
+    # Replaying copies answers recursively: 600 levels passed the parser but exhausted the stack there.
+    (("nvml", "gpus", 0, "nvmlDeviceGetFieldValues"), {"value": json.loads("[" * 600 + "]" * 600)},
+     "nested more than 32 levels deep"),
+    # A GPU count of a billion was a billion GPUs to probe: memory without end.
+    (("nvml", "count"), 10**9, "nvml.count: expected an integer from 0 to 1024"),
+    (("nvml", "count"), -5, "nvml.count: expected an integer from 0 to 1024"),
+    (("nvml", "gpus", 0, "nvmlDeviceGetTemperature[GPU]"), {"values": [41, "hot"]}, "values[1]: expected an integer"),
+    (("version",), True, "version: expected an integer"),
+])
+def test_values_that_would_exhaust_the_replay_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          path: tuple[Any, ...], value: Any, problem: str) -> None:
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps(set_path(base(), path, value)))
+    rc, out, err = run_cli(["probe", "--replay", str(snap), "--format", "json"], capsys)
+    assert rc == 2 and problem in one_line(err)
+
+
+def one_line(err: str) -> str:
+    [line] = err.strip().splitlines()
+    return line
