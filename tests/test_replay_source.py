@@ -71,3 +71,14 @@ def test_a_report_without_replayed_from_loads_as_before() -> None:
     """The field is optional: every committed report still loads, without it."""
     for path in sorted((Path(__file__).resolve().parents[1] / "reports").glob("*_check.json")):
         assert model.load(path).replayed_from is None
+
+
+def test_anonymize_hides_the_snapshot_host_in_the_file_name_too(tmp_path: Path, capsys, monkeypatch) -> None:
+    snap = dated(tmp_path, host="labbox7")
+    named = snap.rename(tmp_path / "envcheck-snapshot-labbox7-20260304T050607Z.json")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    cli.main(["check", "--replay", str(named), "--anonymize", "--format", "json"])
+    out = capsys.readouterr().out
+    report = model.loads(out)
+    assert "labbox7" not in out and report.replayed_from.host == report.host != "labbox7"
+    assert report.replayed_from.file.startswith("envcheck-snapshot-host-")

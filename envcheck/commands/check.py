@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,8 +104,12 @@ def anonymized(report: Report, anon: Anonymizer) -> Report:
     if report.replayed_from is None:
         return report
     src = report.replayed_from
-    return dataclasses.replace(report, replayed_from=dataclasses.replace(
-        src, file=anon.text(src.file), host=anon.host(src.host)))
+    # The default snapshot name holds the host between dashes (envcheck-snapshot-HOST-TIME.json),
+    # where the word rule of free text does not see it.
+    file = anon.text(src.file)
+    if src.host and src.host not in ("unknown", "localhost"):
+        file = re.sub(re.escape(src.host), anon.host(src.host), file, flags=re.IGNORECASE)
+    return dataclasses.replace(report, replayed_from=dataclasses.replace(src, file=file, host=anon.host(src.host)))
 
 
 def main(args: argparse.Namespace) -> int:
