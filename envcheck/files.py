@@ -94,7 +94,8 @@ def _stale(path: Path, m: re.Match[str], now: float) -> bool:
     if pid is not None and host == _host_tag():
         return not _pid_alive(int(pid))
     try:
-        return now - os.lstat(path).st_mtime > STALE_AFTER_S
+        # ctime, not mtime: a file renamed aside keeps the old mtime of the document it was.
+        return now - os.lstat(path).st_ctime > STALE_AFTER_S
     except OSError:
         return False
 

@@ -149,15 +149,26 @@ def test_envcheck_render_killed_mid_render_then_run_again(tmp_path: Path) -> Non
     assert hidden(tmp_path) == []
 
 
-def test_an_older_envcheck_temporary_goes_once_stale_and_a_users_lookalike_stays(tmp_path: Path) -> None:
+def test_an_older_envcheck_temporary_goes_once_stale_and_a_users_lookalike_stays(tmp_path: Path,
+                                                                                   monkeypatch) -> None:
     """Temporaries of the older naming (no process id) are judged by age; only report-set names count."""
-    old = time.time() - 2 * files.STALE_AFTER_S
     stale = tmp_path / ".r.html.0123abcd.tmp"
     fresh = tmp_path / ".r.md.0123abcd.tmp"
     users = tmp_path / ".notes.0123abcd.tmp"
     for p in (stale, fresh, users):
         p.write_text("x")
-    for p in (stale, users):
-        os.utime(p, (old, old))
+    old = {stale.name, users.name}
+    real_lstat = os.lstat
+
+    class Aged:  # an hour and more since these were last touched (ctime cannot be set back)
+        def __init__(self, st: os.stat_result) -> None:
+            self.st_ctime = st.st_ctime - 2 * files.STALE_AFTER_S
+            self.st_mode = st.st_mode
+
+    def lstat(path, *args, **kwargs):
+        st = real_lstat(path, *args, **kwargs)
+        return Aged(st) if os.path.basename(path) in old else st
+
+    monkeypatch.setattr(files.os, "lstat", lstat)
     files.write_new(tmp_path / "r.json", "{}")
     assert not stale.exists() and fresh.exists() and users.exists()
