@@ -22,6 +22,12 @@ Format (``format``: ``envcheck-snapshot``)::
               "packages": {name: {version, location, requires} or null}},
      "nvml": <an NVML table, see probes/nvml_table.py>}
 
+Reading one (``load``) has the report reader's discipline: regular files of at most
+``MAX_SNAPSHOT_BYTES`` only (a pipe or a device is refused without being read), integers and
+nesting bounded, and every field the replay reads checked against ``envcheck/snapshot_schema.py``
+(the one schema: a new probe adds what it reads there). Every failure is one ``SnapshotError``
+line naming the file and the field.
+
 Format history (``version``):
   1 - first format (2026-11).
 """
