@@ -121,15 +121,22 @@ def _read(p: Path) -> str:
         raise SnapshotError(f"{p}: is a directory, not a snapshot file") from None
     except OSError as e:
         raise SnapshotError(f"{p}: cannot read ({e.strerror or e})") from None
+    try:
+        st = os.fstat(fd)
+    except OSError as e:
+        os.close(fd)
+        raise SnapshotError(f"{p}: cannot read ({e.strerror or e})") from None
+    problem = None
+    if stat.S_ISDIR(st.st_mode):
+        problem = "is a directory, not a snapshot file"
+    elif not stat.S_ISREG(st.st_mode):
+        problem = "not a regular file (a pipe, socket or device), not a snapshot"
+    elif st.st_size > MAX_SNAPSHOT_BYTES:
+        problem = f"{st.st_size} bytes, too large to be a snapshot (at most {MAX_SNAPSHOT_BYTES >> 20} MiB)"
+    if problem is not None:
+        os.close(fd)
+        raise SnapshotError(f"{p}: {problem}")
     with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if stat.S_ISDIR(st.st_mode):
-            raise SnapshotError(f"{p}: is a directory, not a snapshot file")
-        if not stat.S_ISREG(st.st_mode):
-            raise SnapshotError(f"{p}: not a regular file (a pipe, socket or device), not a snapshot")
-        if st.st_size > MAX_SNAPSHOT_BYTES:
-            raise SnapshotError(f"{p}: {st.st_size} bytes, too large to be a snapshot "
-                                f"(at most {MAX_SNAPSHOT_BYTES >> 20} MiB)")
         try:
             data = f.read(MAX_SNAPSHOT_BYTES + 1)
         except OSError as e:

@@ -184,3 +184,18 @@ def test_values_that_would_exhaust_the_replay_are_refused(tmp_path: Path, capsys
 def one_line(err: str) -> str:
     [line] = err.strip().splitlines()
     return line
+
+
+@pytest.mark.parametrize(("kind", "problem"), [("folder", "is a directory"), ("link to /dev/zero", "not a regular file"),
+                                               ("missing", "no such file")])
+def test_what_is_not_a_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str,
+                                        problem: str) -> None:
+    path = tmp_path / "snap.json"
+    if kind == "folder":
+        path.mkdir()
+    elif kind == "link to /dev/zero":
+        if not os.path.exists("/dev/zero"):
+            pytest.skip("no /dev/zero here")
+        path.symlink_to("/dev/zero")
+    rc, out, err = run_cli(["check", "--replay", str(path)], capsys)
+    assert rc == 2 and problem in one_line(err)
