@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from factories import report as make_report
 
-from envcheck import files, model, reportname
+from envcheck import destination, model, reportname
 from envcheck.commands import run as run_cmd
-from envcheck.files import DestinationError, private_folder
+from envcheck.destination import DestinationError, private_folder
 
 
 def refuse_out_dir(monkeypatch: pytest.MonkeyPatch, out_dir: Path) -> None:
@@ -72,6 +72,6 @@ def test_a_folder_that_is_not_ours_alone_is_refused(tmp_path, kind) -> None:
 def test_a_folder_of_another_user_is_refused(tmp_path, monkeypatch) -> None:
     folder = tmp_path / "envcheck-reports"
     folder.mkdir(mode=0o700)
-    monkeypatch.setattr(files.os, "geteuid", lambda: os.lstat(folder).st_uid + 1)
+    monkeypatch.setattr(destination.os, "geteuid", lambda: os.lstat(folder).st_uid + 1)
     with pytest.raises(DestinationError, match="belongs to another user"):
         private_folder(folder)

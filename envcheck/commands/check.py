@@ -34,7 +34,7 @@ def _check_out(path: str | None) -> Path | None:
     file, cannot be made or cannot be written."""
     if not path:
         return None
-    from envcheck.files import DestinationError, prepare_destination
+    from envcheck.destination import DestinationError, prepare_destination
 
     p = Path(path)
     try:

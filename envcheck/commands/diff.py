@@ -24,7 +24,7 @@ def check_out(out: str | None) -> None:
     a folder that is a file, cannot be made or written."""
     if not out:
         return
-    from envcheck.files import DestinationError, prepare_destination
+    from envcheck.destination import DestinationError, prepare_destination
 
     try:
         prepare_destination(Path(out))

@@ -20,7 +20,7 @@ def main(args: argparse.Namespace) -> int:
     report = load(args.report)  # a foreign, corrupt or future-schema file raises ReportError: one line, exit 2
     out_dir = Path(args.out) if args.out else None
     if out_dir is not None:
-        from envcheck.files import DestinationError, prepare_folder
+        from envcheck.destination import DestinationError, prepare_folder
 
         try:
             prepare_folder(out_dir, create=False)

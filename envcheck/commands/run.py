@@ -175,7 +175,7 @@ def exit_status(report: Report, stopped: bool, node_problems: int = 0, analysis:
 def fallback_dirs() -> list[Path]:
     """Where a finished run's JSON goes when ``--out-dir`` refuses it (full disk, read-only,
     gone): the user's state folder, then the system's temporary folder. Each is used only once
-    ``files.private_folder`` has made or verified it as this user's own (mode 0700, not a symlink)."""
+    ``destination.private_folder`` has made or verified it as this user's own (mode 0700, not a symlink)."""
     state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return [Path(state) / "envcheck" / "reports", Path(tempfile.gettempdir()) / "envcheck-reports"]
 
@@ -184,7 +184,7 @@ def save_json(report: Report, out_dir: Path, stem: str, stderr: Any = None) -> P
     """The report JSON under a fresh name in ``out_dir``, else in a fallback folder (and said so).
     None only when nowhere would take it; then the JSON goes to stdout, so a finished run is
     never lost. ``write_new`` leaves no temporary file behind on any failure."""
-    from envcheck.files import DestinationError, private_folder
+    from envcheck.destination import DestinationError, private_folder
 
     content = model.dumps(report)
     tried: list[str] = []

@@ -46,7 +46,7 @@ def main(args: argparse.Namespace) -> int:
 
     out = _check_out(getattr(args, "out", None))
     if out is None:
-        from envcheck.files import DestinationError, prepare_folder
+        from envcheck.destination import DestinationError, prepare_folder
 
         try:
             prepare_folder(Path("."))  # the current folder takes the snapshot: checked before probing
