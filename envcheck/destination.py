@@ -59,7 +59,7 @@ def prepare_folder(folder: Path, create: bool = True) -> None:
 
 def private_folder(folder: Path) -> None:
     """``folder`` made (mode 0700) if missing, then verified as this user's own: a real folder (not a
-    symlink), owned by this user, writable by nobody else. DestinationError otherwise, naming why:
+    symlink), owned by this user, writable by nobody else (one of ours open to others is closed to 0700). DestinationError otherwise, naming why:
     in a shared place (the temporary folder) anyone may have made the name first, as a symlink to a
     folder of theirs or as a folder they can read, to collect what is written there."""
     try:
@@ -79,5 +79,13 @@ def private_folder(folder: Path) -> None:
         raise DestinationError(f"{folder} is not a folder")
     if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
         raise DestinationError(f"{folder} belongs to another user (uid {st.st_uid})")
-    if st.st_mode & 0o022:
-        raise DestinationError(f"{folder} is writable by other users (mode {stat.S_IMODE(st.st_mode):o})")
+    if st.st_mode & 0o077:
+        # Ours, but open to others (made by an older envcheck, or under a loose umask): a report in
+        # it names the host, its GPUs and its environment, so it is closed before use.
+        try:
+            os.chmod(folder, 0o700, follow_symlinks=False)
+        except (OSError, NotImplementedError):
+            pass
+        mode = stat.S_IMODE(os.lstat(folder).st_mode)
+        if mode & 0o022:
+            raise DestinationError(f"{folder} is writable by other users (mode {mode:o})")

@@ -54,18 +54,36 @@ def test_a_fallback_folder_is_made_private(tmp_path) -> None:
     assert stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.geteuid()
 
 
-@pytest.mark.parametrize("kind", ["symlink", "group-writable", "file"])
+@pytest.mark.parametrize("kind", ["symlink", "file"])
 def test_a_folder_that_is_not_ours_alone_is_refused(tmp_path, kind) -> None:
     folder = tmp_path / "envcheck-reports"
     if kind == "symlink":
         (tmp_path / "elsewhere").mkdir(mode=0o700)
         folder.symlink_to(tmp_path / "elsewhere")
-    elif kind == "group-writable":
-        folder.mkdir()
-        folder.chmod(0o777)
     else:
         folder.write_text("x")
     with pytest.raises(DestinationError):
+        private_folder(folder)
+
+
+def test_a_folder_of_ours_open_to_others_is_closed_before_use(tmp_path) -> None:
+    folder = tmp_path / "envcheck-reports"
+    folder.mkdir()
+    folder.chmod(0o777)
+    private_folder(folder)
+    assert stat.S_IMODE(os.lstat(folder).st_mode) == 0o700
+
+
+def test_a_group_writable_folder_that_cannot_be_closed_is_refused(tmp_path, monkeypatch) -> None:
+    folder = tmp_path / "envcheck-reports"
+    folder.mkdir()
+    folder.chmod(0o777)
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(destination.os, "chmod", refuse)
+    with pytest.raises(DestinationError, match="writable by other users"):
         private_folder(folder)
 
 
