@@ -1,7 +1,6 @@
 """Stable pseudonyms for what identifies a machine or a person, in reports, snapshots and free text.
 
-``--anonymize`` replaces the host name, user names (in home paths and ``user@host``), IP and
-MAC addresses, GPU and MIG UUIDs and GPU serial numbers with pseudonyms such as
+``--anonymize`` replaces the host name, user names, IP and MAC addresses, GPU and MIG UUIDs and GPU serial numbers with pseudonyms such as
 ``host-5c1e09a2d4``, ``/home/user-81f0c2b7aa/`` or ``GPU-3f2a...``. PCI bus ids stay: the same
 ``00000000:01:00.0`` is on millions of machines, and it is what ties a GPU to its checks.
 
@@ -11,6 +10,16 @@ by that user only. The same machine therefore maps to the same pseudonyms in eve
 ``envcheck diff`` and ``history`` still match one machine's reports, while nobody without the key
 can test a guess ("is this host-5c1e09a2d4 the box called gpu-lab-3?"). Deleting the key starts
 new pseudonyms.
+
+Where a known name is replaced (the host name; the user names of ``USER``, ``LOGNAME``,
+``USERNAME`` and the last part of ``HOME``):
+
+* everywhere it appears as a whole word (not inside a longer run of letters, digits or ``_``),
+  when it has at least ``MIN_WORD`` characters and is not a common word (``COMMON_NAMES``: a user
+  called ``user`` or ``test`` is not hunted through every message);
+* for every name, however short or common, where it can only be that name: in home paths
+  (``/home/NAME``, ``/Users/NAME``, and under the recorded ``HOME`` wherever it lives, such as
+  ``/scratch/u/NAME``), in ``NAME@host``, and in the report's host field.
 
 Two entry points, so whole reports can be treated the same way: :meth:`Anonymizer.text` for
 free text, and :meth:`Anonymizer.value` for JSON-like data (keys included, so a snapshot's file
@@ -48,6 +57,17 @@ _IPV6 = re.compile(r"(?<![\w:.])(?:[0-9a-fA-F]{0,4}:){2,7}[0-9a-fA-F]{0,4}(?![\w
 _MAC = re.compile(r"(?<![\w:-])(?:[0-9a-fA-F]{2}([:-]))(?:[0-9a-fA-F]{2}\1){4}[0-9a-fA-F]{2}(?![\w:-])")
 _SERIAL = re.compile(r"(?P<label>Serial Number\s*:\s*)(?P<serial>[0-9A-Za-z]{6,})")
 _SERIAL_KEYS = frozenset({"nvmlDeviceGetSerial", "serial"})
+# A name shorter than this, or one of these words, is replaced only where it can only be a name
+# (home paths, ``name@``, the host field): "a" or "test" as a word is everywhere in a report.
+MIN_WORD = 3
+COMMON_NAMES = frozenset({
+    "admin", "administrator", "build", "cuda", "data", "default", "dev", "docker", "guest", "gpu", "home",
+    "host", "jenkins", "linux", "local", "localhost", "main", "node", "nvidia", "opt", "python", "root",
+    "runner", "server", "shared", "test", "tmp", "ubuntu", "unknown", "user", "usr", "work", "workspace"})
+
+
+def _is_word_name(name: str) -> bool:
+    return len(name) >= MIN_WORD and name.lower() not in COMMON_NAMES
 
 
 def key_path(environ: Mapping[str, str] | None = None) -> Path:
@@ -86,13 +106,16 @@ def command_key() -> bytes:
 
 
 class Anonymizer:
-    """Pseudonyms under one key. ``hosts``: host names to replace wherever they appear as a word;
-    ``users``: user names to replace in ``user@`` and home paths (home paths are found anyway)."""
+    """Pseudonyms under one key. ``hosts`` and ``users``: names to replace (where: the module
+    docstring); ``homes``: home folders wherever they are (``/scratch/u/bob``), whose last part is
+    replaced wherever the folder appears in a path."""
 
-    def __init__(self, key: bytes, hosts: Iterable[str] = (), users: Iterable[str] = ()) -> None:
+    def __init__(self, key: bytes, hosts: Iterable[str] = (), users: Iterable[str] = (),
+                 homes: Iterable[str] = ()) -> None:
         self._key = key
         self.hosts = sorted({h for h in hosts if h and h not in ("unknown", "localhost")}, key=len, reverse=True)
         self.users = sorted({u for u in users if u and u not in _NOT_PEOPLE}, key=len, reverse=True)
+        self.homes = sorted({h.rstrip("/") for h in homes if _home_name(h)}, key=len, reverse=True)
 
     def _digest(self, kind: str, value: str) -> str:
         return hmac.new(self._key, f"{kind}\0{value}".encode(), hashlib.sha256).hexdigest()
@@ -143,13 +166,19 @@ class Anonymizer:
         text = _GPU_UUID.sub(lambda m: self._uuid(m.group("kind"), m.group("uuid")), text)
         text = _SERIAL.sub(lambda m: m.group("label") + self.pseudonym("serial", m.group("serial")), text)
         text = _HOME.sub(self._home, text)
+        for home in self.homes:
+            parent, name = home.rsplit("/", 1)
+            text = re.sub(rf"(?<![\w.-]){re.escape(home)}(?![\w.-])", f"{parent}/{self.pseudonym('user', name)}", text)
         text = _MAC.sub(lambda m: self.pseudonym("mac", m.group(0).lower().replace("-", ":")), text)
         text = _IPV4.sub(self._ipv4, text)
         text = _IPV6.sub(self._ipv6, text)
         for user in self.users:
-            text = re.sub(rf"(?<![\w.-]){re.escape(user)}(?=@)", self.pseudonym("user", user), text)
+            where = rf"(?<![\w]){re.escape(user)}(?![\w])" if _is_word_name(user) else \
+                rf"(?<![\w.-]){re.escape(user)}(?=@)"
+            text = re.sub(where, self.pseudonym("user", user), text)
         for host in self.hosts:
-            text = re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", self.host(host), text, flags=re.IGNORECASE)
+            if _is_word_name(host) or "." in host or "-" in host:
+                text = re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", self.host(host), text, flags=re.IGNORECASE)
         return text
 
     def value(self, value: Any, key: str | None = None) -> Any:
@@ -216,19 +245,33 @@ class Anonymizer:
             anonymized=True)
 
 
+def _home_name(home: str) -> str:
+    """The user-name part of a home folder (``/scratch/u/bob`` -> ``bob``); "" for ``/``, ``/root``
+    and the like, which name nobody."""
+    home = str(home or "").rstrip("/")
+    name = home.rsplit("/", 1)[-1] if home.startswith("/") and home.count("/") >= 2 else ""
+    return "" if name in _NOT_PEOPLE else name
+
+
 def users_in(environ: Mapping[str, Any]) -> set[str]:
-    """User names a recorded environment names (USER, LOGNAME, USERNAME, the last part of HOME)."""
+    """User names a recorded environment names (USER, LOGNAME, USERNAME, the last part of HOME wherever it is)."""
     found = {str(environ[k]) for k in ("USER", "LOGNAME", "USERNAME") if environ.get(k)}
     home = str(environ.get("HOME") or "")
-    if home.startswith(("/home/", "/Users/")):
+    if home.startswith(("/home/", "/Users/")) or (_home_name(home) and _home_name(home) in found):
         found.add(home.rstrip("/").rsplit("/", 1)[-1])
     return found
 
 
+def homes_in(environ: Mapping[str, Any]) -> list[str]:
+    """The home folder a recorded environment names, wherever it lives."""
+    home = str(environ.get("HOME") or "")
+    return [home] if _home_name(home) else []
+
+
 def for_this_machine(host: str, key: bytes | None = None) -> Anonymizer:
     """An anonymizer for reports of this machine: its host name and the user running envcheck."""
-    users = users_in(os.environ)
-    return Anonymizer(key if key is not None else load_key(), hosts=[host], users=users)
+    return Anonymizer(key if key is not None else load_key(), hosts=[host], users=users_in(os.environ),
+                      homes=homes_in(os.environ))
 
 
 def anonymize_snapshot(snap: Any, anonymizer: Anonymizer) -> Any:
@@ -236,8 +279,10 @@ def anonymize_snapshot(snap: Any, anonymizer: Anonymizer) -> Any:
     serials replaced, consistently in file names and contents, so it still replays."""
     meta = dict(snap.meta)
     host = str(meta.get("host") or "")
+    environ = snap.host.get("environ") or {}
     anonymizer = Anonymizer(anonymizer._key, hosts=[*anonymizer.hosts, host],
-                            users=[*anonymizer.users, *users_in(snap.host.get("environ") or {})])
+                            users=[*anonymizer.users, *users_in(environ)],
+                            homes=[*anonymizer.homes, *homes_in(environ)])
     sources = meta.pop("sources", None)
     meta = anonymizer.value(meta)
     meta["host"] = anonymizer.host(host) if host else host

@@ -2,12 +2,14 @@
 
 No hard links anywhere: vfat/exFAT and many network shares refuse them. What the functions rely
 on instead is what every such filesystem does: ``O_CREAT | O_EXCL`` (creation fails when the
-name exists) and ``rename`` within one folder (atomic, replacing the target).
+name exists) and ``rename`` within one folder (atomic).
 
-* ``write_new``: one new file. The name is claimed with an empty ``O_EXCL`` placeholder, the
-  content written and flushed to a temporary file beside it, and the temporary renamed over the
-  placeholder: a reader sees no file, an empty one or the whole file, never part of it, and a
-  file someone else created meanwhile is never touched.
+* ``write_new``: one new file. The content is written and flushed (fsync) to a hidden temporary
+  beside the target, then renamed to the target with ``RENAME_NOREPLACE`` (Linux ``renameat2``),
+  which fails when the name exists: the name appears only with the whole file behind it, even
+  under ``kill -9``, and a file someone else created meanwhile is never touched. Where the
+  filesystem has no ``RENAME_NOREPLACE`` the name is first claimed with an empty ``O_EXCL`` file
+  and the temporary renamed over it (the only case where a kill at that instant leaves an empty file).
 * ``write_set``: files and folders that belong together (a report's Markdown, its charts folder
   and its HTML) appear all or not at all. Every new file is written to a temporary name first, so
   a full disk or an error fails before anything visible changes; then each target is moved into
@@ -15,14 +17,24 @@ name exists) and ``rename`` within one folder (atomic, replacing the target).
   is in place, restored when anything fails. Symlinks are replaced, never followed.
 
 On every failure, Ctrl-C included, the temporaries are removed and what existed before is back.
+A process killed outright (``kill -9``, a power cut) cannot clean up: its temporaries carry its
+process id and this host's tag in their names (``.<name>.<pid>-<host>-<random>.tmp``), and the
+next write into the same folder (``clean_stale``) removes those of a process that no longer
+runs, and puts back a file it had renamed aside (``.old``) whose new version never arrived.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
+import hashlib
 import os
+import re
 import secrets
 import shutil
+import socket
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,8 +52,122 @@ def _mode() -> int:
     return 0o666 & ~umask
 
 
+def _host_tag() -> str:
+    return hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:6]
+
+
+# Temporaries of this version (process id and host tag: distinctive, whatever the target's name)
+# and of older ones (a random part only: recognised for the names a report set has, so that a
+# user's own ".notes.0123abcd.tmp" is never taken for one).
+TEMP_NAME = re.compile(
+    r"^\.(?:(?P<name>.+)\.(?P<pid>\d+)-(?P<host>[0-9a-f]{6})-[0-9a-f]{8}"
+    r"|(?P<old_name>.+(?:\.json|\.md|\.html|_charts))\.[0-9a-f]{8})\.(?P<tag>tmp|old)$")
+# A temporary whose writer cannot be asked (another host on a shared folder, an older envcheck)
+# is stale once untouched this long: a render or a report write takes seconds.
+STALE_AFTER_S = 3600.0
+
+
 def _temp_name(target: Path, tag: str = "tmp") -> Path:
-    return target.with_name(f".{target.name}.{secrets.token_hex(4)}.{tag}")
+    return target.with_name(f".{target.name}.{os.getpid()}-{_host_tag()}-{secrets.token_hex(4)}.{tag}")
+
+
+def is_temporary(name: str) -> bool:
+    """Whether ``name`` is one of envcheck's own temporaries (never a report, never the user's)."""
+    return TEMP_NAME.match(name) is not None
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # alive, another user's (EPERM): not ours to judge
+    return True
+
+
+def _stale(path: Path, m: re.Match[str], now: float) -> bool:
+    pid, host = m.group("pid"), m.group("host")
+    if pid is not None and host == _host_tag():
+        return not _pid_alive(int(pid))
+    try:
+        # ctime, not mtime: a file renamed aside keeps the old mtime of the document it was.
+        return now - os.lstat(path).st_ctime > STALE_AFTER_S
+    except OSError:
+        return False
+
+
+def clean_stale(folder: Path) -> list[Path]:
+    """Remove the temporaries a killed envcheck left in ``folder`` (see the module docstring); put
+    back a file renamed aside whose replacement never arrived. Returns what was removed or restored.
+    Never raises: a folder that cannot be listed or cleaned is left as it is."""
+    done: list[Path] = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return done
+    now = time.time()
+    for name in names:
+        m = TEMP_NAME.match(name)
+        if m is None:
+            continue
+        path = folder / name
+        if not _stale(path, m, now):
+            continue
+        target = folder / (m.group("name") or m.group("old_name"))
+        with contextlib.suppress(OSError):
+            if m.group("tag") == "old" and not exists(target):
+                os.rename(path, target)  # the old version is all there is: it goes back
+            else:
+                _remove(path)
+            done.append(path)
+    return done
+
+
+# renameat2(2) flags and the "at the current folder" descriptor, from <linux/fs.h> / <fcntl.h>.
+_RENAME_NOREPLACE = 1
+_AT_FDCWD = -100
+_UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP}
+
+
+def _renameat2() -> object | None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):  # not glibc >= 2.28 (or not Linux)
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_RENAMEAT2 = _renameat2()
+
+
+def rename_noreplace(src: Path, dst: Path) -> bool:
+    """Rename ``src`` to ``dst`` atomically, failing with FileExistsError when ``dst`` exists (even as a
+    dangling symlink). False when this system or filesystem cannot promise that (the caller falls back)."""
+    if _RENAMEAT2 is None:
+        return False
+    rc = _RENAMEAT2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE)  # type: ignore[operator]
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in _UNSUPPORTED:
+        return False
+    raise OSError(err, os.strerror(err), str(dst))
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (a power cut after it keeps the new name)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _write_file(path: Path, data: bytes) -> None:
@@ -65,19 +191,35 @@ def _remove(path: Path) -> None:
             path.unlink()
 
 
+def _publish(tmp: Path, target: Path) -> None:
+    """Give the complete ``tmp`` the name ``target``, never replacing anything that has it."""
+    if rename_noreplace(tmp, target):
+        return
+    _write_file(target, b"")  # no RENAME_NOREPLACE here: claim the name, then rename over our claim
+    try:
+        os.replace(tmp, target)
+    except BaseException:
+        _remove(target)
+        raise
+
+
 def write_new(path: str | os.PathLike[str], content: Content) -> Path:
     """Write ``content`` to a new file ``path``; FileExistsError when the name is taken (even by a dangling symlink)."""
     p = Path(path)
+    if exists(p.parent) and not p.parent.is_dir():
+        raise NotADirectoryError(20, "Not a directory", str(p.parent))
     p.parent.mkdir(parents=True, exist_ok=True)
-    _write_file(p, b"")  # the claim: fails if anything, a dangling symlink included, has the name
+    clean_stale(p.parent)
+    if exists(p):
+        raise FileExistsError(17, "File exists", str(p))
     tmp = _temp_name(p)
     try:
         _write_file(tmp, _bytes(content))
-        os.replace(tmp, p)
+        _publish(tmp, p)
     except BaseException:
         _remove(tmp)
-        _remove(p)  # our empty placeholder
         raise
+    _fsync_folder(p.parent)
     return p
 
 
@@ -121,6 +263,8 @@ def write_set(files: FileSet, force: bool = False) -> list[Path]:
     written; with it, existing targets are replaced, but only once every new file is complete.
     """
     targets = files.targets()
+    for folder in dict.fromkeys(t.parent for t in targets):
+        clean_stale(folder)
     existing = [t for t in targets if exists(t)]
     if existing and not force:
         raise SetExistsError(existing)
@@ -182,12 +326,13 @@ def _place(s: _Staged, force: bool) -> None:
             raise SetExistsError([s.target])  # appeared since the check: someone else's, left alone
         s.aside = _temp_name(s.target, "old")
         os.rename(s.target, s.aside)
-    elif s.temp.is_file():
-        # Claim the name exclusively, so a file created meanwhile by someone else is never replaced.
-        _write_file(s.target, b"")
-        s.claimed = True
     s.moving = True
-    os.replace(s.temp, s.target)  # a folder's name is free here: the old one, if any, was moved aside
+    if not rename_noreplace(s.temp, s.target):
+        if s.temp.is_file():
+            # Claim the name exclusively, so a file created meanwhile by someone else is never replaced.
+            _write_file(s.target, b"")
+            s.claimed = True
+        os.replace(s.temp, s.target)  # a folder's name is free here: the old one, if any, was moved aside
 
 
 def _undo(s: _Staged) -> None:

@@ -22,6 +22,12 @@ Format (``format``: ``envcheck-snapshot``)::
               "packages": {name: {version, location, requires} or null}},
      "nvml": <an NVML table, see probes/nvml_table.py>}
 
+Reading one (``load``) has the report reader's discipline: regular files of at most
+``MAX_SNAPSHOT_BYTES`` only (a pipe or a device is refused without being read), integers and
+nesting bounded, and every field the replay reads checked against ``envcheck/snapshot_schema.py``
+(the one schema: a new probe adds what it reads there). Every failure is one ``SnapshotError``
+line naming the file and the field.
+
 Format history (``version``):
   1 - first format (2026-11).
 """
@@ -30,12 +36,18 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from envcheck.errors import first_line
+
 FORMAT = "envcheck-snapshot"
 VERSION = 1
+# A snapshot holds the text of a few hundred small files and command outputs: kilobytes to a few
+# megabytes. Anything past this limit is not one, and is refused before it is read.
+MAX_SNAPSHOT_BYTES = 32 << 20
 
 
 class SnapshotError(Exception):
@@ -62,20 +74,26 @@ def dumps(snap: Snapshot) -> str:
 
 
 def from_dict(data: Any) -> Snapshot:
+    """A Snapshot from its JSON form; every field the replay reads is checked (``snapshot_schema``)."""
+    from envcheck.snapshot_schema import SchemaError, check_sections
+
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise SnapshotError(f"not an envcheck snapshot (no 'format': '{FORMAT}' field)")
     version = data.get("version")
-    if not isinstance(version, int):
-        raise SnapshotError("snapshot has no integer version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise SnapshotError("version: expected an integer")
     if version > VERSION:
         raise SnapshotError(f"snapshot version {version} is newer than this envcheck understands ({VERSION}): "
                             "upgrade envcheck (pip install -U envcheck)")
     if version < 1:
         raise SnapshotError(f"unknown snapshot version {version}")
-    sections = {k: data.get(k) or {} for k in ("meta", "host", "nvml")}
-    for name, value in sections.items():
-        if not isinstance(value, dict):
-            raise SnapshotError(f"snapshot section {name!r} is not an object")
+    sections = {k: {} if data.get(k) is None else data.get(k) for k in ("meta", "host", "nvml")}
+    try:
+        check_sections(sections)
+    except SchemaError as e:
+        raise SnapshotError(str(e)) from None
+    except RecursionError:
+        raise SnapshotError("nested too deeply to be a snapshot") from None
     return Snapshot(**sections)
 
 
@@ -84,20 +102,57 @@ def loads(text: str) -> Snapshot:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise SnapshotError(f"not valid JSON ({e.msg} at line {e.lineno})") from None
+    except ValueError as e:  # an integer literal of thousands of digits (int's string conversion limit)
+        raise SnapshotError(f"not a snapshot ({first_line(e)})") from None
+    except RecursionError:
+        raise SnapshotError("nested too deeply to be a snapshot") from None
     return from_dict(data)
 
 
-def load(path: str | os.PathLike[str]) -> Snapshot:
-    """Read a snapshot; every failure is a SnapshotError whose message names the file."""
-    p = Path(path)
+def _read(p: Path) -> str:
+    """The text of a regular file of at most MAX_SNAPSHOT_BYTES, without ever blocking on a pipe or
+    reading a device without end: opened non-blocking, then checked on the open file itself (so a
+    file swapped for a pipe between a check and the open is caught too)."""
     try:
-        text = p.read_text(encoding="utf-8")
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except FileNotFoundError:
         raise SnapshotError(f"{p}: no such file") from None
     except IsADirectoryError:
         raise SnapshotError(f"{p}: is a directory, not a snapshot file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise SnapshotError(f"{p}: cannot read ({e.__class__.__name__}: {e})") from None
+    except OSError as e:
+        raise SnapshotError(f"{p}: cannot read ({e.strerror or e})") from None
+    try:
+        st = os.fstat(fd)
+    except OSError as e:
+        os.close(fd)
+        raise SnapshotError(f"{p}: cannot read ({e.strerror or e})") from None
+    problem = None
+    if stat.S_ISDIR(st.st_mode):
+        problem = "is a directory, not a snapshot file"
+    elif not stat.S_ISREG(st.st_mode):
+        problem = "not a regular file (a pipe, socket or device), not a snapshot"
+    elif st.st_size > MAX_SNAPSHOT_BYTES:
+        problem = f"{st.st_size} bytes, too large to be a snapshot (at most {MAX_SNAPSHOT_BYTES >> 20} MiB)"
+    if problem is not None:
+        os.close(fd)
+        raise SnapshotError(f"{p}: {problem}")
+    with os.fdopen(fd, "rb") as f:
+        try:
+            data = f.read(MAX_SNAPSHOT_BYTES + 1)
+        except OSError as e:
+            raise SnapshotError(f"{p}: cannot read ({e.strerror or e})") from None
+    if len(data) > MAX_SNAPSHOT_BYTES:  # a file that grew while it was read
+        raise SnapshotError(f"{p}: too large to be a snapshot (at most {MAX_SNAPSHOT_BYTES >> 20} MiB)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SnapshotError(f"{p}: not UTF-8 text (byte {e.start}), not a snapshot") from None
+
+
+def load(path: str | os.PathLike[str]) -> Snapshot:
+    """Read a snapshot; every failure is a SnapshotError whose message names the file (and the field)."""
+    p = Path(path)
+    text = _read(p)
     try:
         return loads(text)
     except SnapshotError as e:

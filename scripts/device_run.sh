@@ -78,6 +78,23 @@ say "envcheck check"
 (cd "$out" && timeout -s TERM "$(share 40 10)" "$py" -m envcheck check --out check.json) 2>&1 | tee -a "$log"
 echo "exit status: ${PIPESTATUS[0]}" | tee -a "$log"
 
+say "envcheck snapshot of this GPU machine, read back and replayed (the snapshot schema on real answers)"
+snapdir=$(mktemp -d)
+(cd "$snapdir" && timeout -s TERM "$(share 60 30)" "$py" -m envcheck snapshot --out snap.json \
+  && "$py" -m envcheck check --replay snap.json --format json > replay.json; echo "replay exit status: $?"
+  "$py" - "$out/check.json" replay.json <<'PY'
+import sys
+from envcheck import model
+live, replay = (model.load(p) for p in sys.argv[1:3])
+same = {c.id for c in live.checks if c.status in ("pass", "warn", "fail")}
+differ = [(c.id, c.status, r.status) for c in live.checks for r in replay.checks if c.id == r.id and c.id in same
+          and c.status != r.status]
+print(f"replayed_from {replay.replayed_from}; created {replay.created}; live {live.verdict}, replay {replay.verdict}; "
+      f"{len(replay.environment.gpus)} GPU(s) replayed; checks that differ (live, replay): {differ}")
+PY
+) 2>&1 | tee -a "$log"
+rm -rf "$snapdir"
+
 say "probe wall time vs python -m torch.utils.collect_env"
 timeout -s TERM "$(share 30 0)" "$py" - <<'PY' 2>&1 | tee -a "$log"
 import subprocess, sys, time

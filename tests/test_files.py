@@ -87,13 +87,14 @@ def test_write_set_refuses_before_writing_anything(tmp_path):
 
 @pytest.mark.parametrize("error", [OSError(5, "Input/output error"), KeyboardInterrupt()])
 @pytest.mark.parametrize("force", [False, True])
-def test_a_set_is_all_or_none_even_when_moving_into_place_fails(tmp_path, monkeypatch, error, force):
+@pytest.mark.parametrize("noreplace", [True, False], ids=["renameat2", "no-renameat2"])
+def test_a_set_is_all_or_none_even_when_moving_into_place_fails(tmp_path, monkeypatch, error, force, noreplace):
     if force:
         (tmp_path / "r.md").write_text("old md")
         (tmp_path / "r_charts").mkdir()
         (tmp_path / "r_charts" / "old.svg").write_text("old chart")
     before = {p.relative_to(tmp_path): p.read_text() for p in tmp_path.rglob("*") if p.is_file()}
-    real = os.replace
+    real = files.rename_noreplace if noreplace else os.replace
     calls = []
 
     def second_fails(src, dst):
@@ -102,7 +103,11 @@ def test_a_set_is_all_or_none_even_when_moving_into_place_fails(tmp_path, monkey
             raise error
         return real(src, dst)
 
-    monkeypatch.setattr(files.os, "replace", second_fails)
+    if noreplace:
+        monkeypatch.setattr(files, "rename_noreplace", second_fails)
+    else:  # a filesystem without RENAME_NOREPLACE: the name is claimed, then renamed over
+        monkeypatch.setattr(files, "rename_noreplace", lambda src, dst: False)
+        monkeypatch.setattr(files.os, "replace", second_fails)
     with pytest.raises(type(error)):
         write_set(_set(tmp_path), force=force)
     after = {p.relative_to(tmp_path): p.read_text() for p in tmp_path.rglob("*") if p.is_file()}

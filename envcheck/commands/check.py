@@ -1,52 +1,122 @@
 """``envcheck check``: facts, isolated runtime probes and health checks with exact fixes.
 
 Exit status 0 when no check fails (warnings allowed), 1 when one does: scripts can gate GPU
-work on it. ``--out`` writes the report JSON and never replaces an existing file.
-``--replay SNAPSHOT`` checks a machine recorded by ``envcheck snapshot`` instead of this one;
-``--anonymize`` replaces what identifies the machine and its users (``envcheck/anonymize.py``).
+work on it. ``--out`` writes the report JSON and never replaces an existing file; the
+destination is checked before anything is probed.
+``--replay SNAPSHOT`` checks a machine recorded by ``envcheck snapshot`` instead of this one: the
+output says so (a banner naming the snapshot's host and capture time; ``replayed_from`` in the
+JSON, whose ``created`` is then the capture's time). ``--anonymize`` replaces what identifies the
+machine and its users (``envcheck/anonymize.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from envcheck.errors import EXIT_FAIL, EXIT_OK, UsageError
 
+if TYPE_CHECKING:
+    from envcheck.anonymize import Anonymizer
+    from envcheck.model import ReplaySource, Report
+    from envcheck.probes.host import Host
+    from envcheck.probes.nvml import NvmlSeam
+    from envcheck.snapshot import Snapshot
+
 
 def _check_out(path: str | None) -> Path | None:
-    """Refuse a bad --out before probing for a minute, not after."""
+    """Refuse a bad --out before probing for a minute, not after: a taken name, a folder that is a
+    file, cannot be made or cannot be written."""
     if not path:
         return None
+    from envcheck.destination import DestinationError, prepare_destination
+
     p = Path(path)
-    if p.exists():
-        raise UsageError(f"{p} already exists: choose a new file name (envcheck never overwrites a report)")
-    parent = p.parent if str(p.parent) else Path(".")
-    if parent.exists() and not parent.is_dir():
-        raise UsageError(f"{parent} is not a folder")
+    try:
+        prepare_destination(p)
+    except FileExistsError:
+        raise UsageError(f"{p} already exists: choose a new file name (envcheck never overwrites a report)") from None
+    except DestinationError as e:
+        raise UsageError(str(e)) from None
     return p
 
 
-def seams(args: argparse.Namespace) -> tuple[object | None, object | None, str | None]:
-    """(host, nvml, host name) to probe: this machine (None, None, None) or a ``--replay`` snapshot."""
+@dataclass(frozen=True)
+class Seams:
+    """What to probe: this machine (all None) or a ``--replay`` snapshot's recorded seams."""
+
+    host: Host | None = None
+    nvml: NvmlSeam | None = None
+    snapshot: Snapshot | None = None
+    source: ReplaySource | None = None
+
+    @property
+    def hostname(self) -> str | None:
+        return self.source.host if self.source is not None else None
+
+
+def seams(args: argparse.Namespace) -> Seams:
+    """This machine's seams, or those of the ``--replay`` snapshot (read with every field checked)."""
     path = getattr(args, "replay", None)
     if not path:
-        return None, None, None
+        return Seams()
     from envcheck import snapshot
+    from envcheck.model import ReplaySource
+    from envcheck.probes.collect import utc_now
 
     try:
         snap = snapshot.load(path)
     except snapshot.SnapshotError as e:
         raise UsageError(str(e)) from None
     host, nvml = snapshot.replay(snap)
-    return host, nvml, snap.hostname
+    captured = snap.meta.get("captured")
+    source = ReplaySource(file=Path(path).name, host=snap.hostname, replayed=utc_now(),
+                          captured=str(captured) if captured else None)
+    return Seams(host, nvml, snap, source)
+
+
+def replayed(report: Report, s: Seams) -> Report:
+    """A report made from a snapshot: it says so, and its time is the capture's when the snapshot has one."""
+    if s.source is None:
+        return report
+    return dataclasses.replace(report, created=s.source.captured or report.created, replayed_from=s.source)
+
+
+def anonymizer(host: str, key: bytes, s: Seams) -> Anonymizer:
+    """This machine's anonymizer, with a replayed snapshot's users and home folder added."""
+    from envcheck.anonymize import Anonymizer, for_this_machine, homes_in, users_in
+
+    mine = for_this_machine(host, key)
+    if s.snapshot is None:
+        return mine
+    environ = s.snapshot.host.get("environ") or {}
+    return Anonymizer(key, hosts=mine.hosts + [host], users=[*mine.users, *users_in(environ)],
+                      homes=[*mine.homes, *homes_in(environ)])
+
+
+def anonymized(report: Report, anon: Anonymizer) -> Report:
+    report = anon.report(report)
+    if report.replayed_from is None:
+        return report
+    src = report.replayed_from
+    # The default snapshot name holds the host between dashes (envcheck-snapshot-HOST-TIME.json),
+    # where the word rule of free text does not see it.
+    file = anon.text(src.file)
+    if src.host and src.host not in ("unknown", "localhost"):
+        file = re.sub(re.escape(src.host), anon.host(src.host), file, flags=re.IGNORECASE)
+    return dataclasses.replace(report, replayed_from=dataclasses.replace(src, file=file, host=anon.host(src.host)))
 
 
 def main(args: argparse.Namespace) -> int:
     from envcheck import model
     from envcheck.checks import evaluate
     from envcheck.probes.collect import collect, new_report
+    from envcheck.render.escape import json_text
 
     if getattr(args, "slurm_drain", False) and args.format != "health":
         raise UsageError("--slurm-drain goes with --format health")
@@ -56,16 +126,14 @@ def main(args: argparse.Namespace) -> int:
         from envcheck.anonymize import command_key
 
         key = command_key()
-    host, nvml, hostname = seams(args)
-    env = collect(host=host, nvml=nvml, runtime=True, timeout=args.timeout)  # type: ignore[arg-type]
+    s = seams(args)
+    env = collect(host=s.host, nvml=s.nvml, runtime=True, timeout=args.timeout)  # type: ignore[arg-type]
     checks = evaluate(env)
-    report = new_report("check", env, checks, host=hostname)
+    report = replayed(new_report("check", env, checks, host=s.hostname), s)
     if key is not None:
-        from envcheck.anonymize import for_this_machine
-
-        report = for_this_machine(report.host, key).report(report)
+        report = anonymized(report, anonymizer(report.host, key, s))
         env, checks = report.environment, report.checks
-    text = model.dumps(report)
+    text = json_text(model.dumps(report))
     if out is not None:
         try:
             model.write_new(out, text)
@@ -88,9 +156,11 @@ def main(args: argparse.Namespace) -> int:
         from envcheck.render.terminal.checks import print_checks
         from envcheck.render.terminal.console import make_console
         from envcheck.render.terminal.environment import print_environment
+        from envcheck.render.terminal.replay import print_replay_banner
 
         console = make_console()
-        print_environment(console, env)
+        print_replay_banner(console, report.replayed_from)
+        print_environment(console, env, replayed=report.replayed_from is not None)
         print_checks(console, checks, env.probe_s)
         if out is not None:
             console.print(f"report written to {term(out)}")

@@ -20,9 +20,18 @@ def labels(paths: list[str]) -> list[str]:
 
 
 def check_out(out: str | None) -> None:
-    """Refuse an existing --out file before any work is done (the write itself re-checks atomically)."""
-    if out and Path(out).exists():
-        raise UsageError(f"{out} already exists: envcheck never overwrites a file; choose another --out")
+    """Refuse a bad --out before any work is done: a taken name (the write itself re-checks atomically),
+    a folder that is a file, cannot be made or written."""
+    if not out:
+        return
+    from envcheck.destination import DestinationError, prepare_destination
+
+    try:
+        prepare_destination(Path(out))
+    except FileExistsError:
+        raise UsageError(f"{out} already exists: envcheck never overwrites a file; choose another --out") from None
+    except DestinationError as e:
+        raise UsageError(f"--out: {e}") from None
 
 
 def emit(text: str, out: str | None) -> None:
@@ -139,8 +148,9 @@ def main(args: argparse.Namespace) -> int:
         print(visible(f"envcheck diff: note: {note}"), file=sys.stderr)
     if args.format == "json":
         from envcheck.compare.export import to_json
+        from envcheck.render.escape import json_text
 
-        out = to_json(d, args.fail_on_regression)
+        out = json_text(to_json(d, args.fail_on_regression))
     elif args.format == "text":
         out = terminal_text(lambda console: print_diff(console, d, args.lang), to_file=bool(args.out))
     else:

@@ -19,6 +19,13 @@ def main(args: argparse.Namespace) -> int:
 
     report = load(args.report)  # a foreign, corrupt or future-schema file raises ReportError: one line, exit 2
     out_dir = Path(args.out) if args.out else None
+    if out_dir is not None:
+        from envcheck.destination import DestinationError, prepare_folder
+
+        try:
+            prepare_folder(out_dir, create=False)
+        except DestinationError as e:
+            raise UsageError(f"--out: {e}; nothing was written") from None
     try:
         written = write_documents(report, Path(args.report), args.format, lang=args.lang, out_dir=out_dir,
                                   force=args.force)

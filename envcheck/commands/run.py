@@ -174,7 +174,8 @@ def exit_status(report: Report, stopped: bool, node_problems: int = 0, analysis:
 
 def fallback_dirs() -> list[Path]:
     """Where a finished run's JSON goes when ``--out-dir`` refuses it (full disk, read-only,
-    gone): the user's state folder, then the system's temporary folder."""
+    gone): the user's state folder, then the system's temporary folder. Each is used only once
+    ``destination.private_folder`` has made or verified it as this user's own (mode 0700, not a symlink)."""
     state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return [Path(state) / "envcheck" / "reports", Path(tempfile.gettempdir()) / "envcheck-reports"]
 
@@ -183,17 +184,26 @@ def save_json(report: Report, out_dir: Path, stem: str, stderr: Any = None) -> P
     """The report JSON under a fresh name in ``out_dir``, else in a fallback folder (and said so).
     None only when nowhere would take it; then the JSON goes to stdout, so a finished run is
     never lost. ``write_new`` leaves no temporary file behind on any failure."""
+    from envcheck.destination import DestinationError, private_folder
+
     content = model.dumps(report)
     tried: list[str] = []
     for folder in [out_dir, *fallback_dirs()]:
         try:
-            folder.mkdir(parents=True, exist_ok=True)
+            if folder == out_dir:
+                folder.mkdir(parents=True, exist_ok=True)
+            else:
+                private_folder(folder)  # a planted symlink or someone else's folder is skipped
             path = reportname.write_report(folder, stem, content)
+        except DestinationError as e:
+            tried.append(str(e))
+            continue
         except (OSError, model.ReportError) as e:
             tried.append(f"{folder} ({getattr(e, 'strerror', None) or e})")
             continue
         if folder != out_dir:
-            _say(f"warning: could not write the report in {tried[0]}; saved it in {folder} instead", stderr)
+            _say(f"warning: could not write the report in {tried[0]}; saved it in {path.parent} instead"
+                 + (f" (skipped: {'; '.join(tried[1:])})" if len(tried) > 1 else ""), stderr)
         return path
     _say("error: the report could not be written anywhere (" + "; ".join(tried) + "); its JSON follows on "
          "stdout: save it with `envcheck run ... > report.json`", stderr)

@@ -32,13 +32,13 @@ from envcheck.model.bench import (
 )
 from envcheck.model.codec import FORMAT_NAME, build, dump, dumps, from_dict, load, loads, to_dict
 from envcheck.model.facts import STATUSES, Check, Environment, Fact, Facts, Gpu, ReportError, Status, known, missing
-from envcheck.model.report import KINDS, SCHEMA_VERSION, Report
+from envcheck.model.report import KINDS, SCHEMA_VERSION, ReplaySource, Report
 from envcheck.ops import IMPLS
 
 __all__ = [
     "FORMAT_NAME", "IMPLS", "KINDS", "LEGACY_TEXT", "SCHEMA_VERSION", "STATUSES", "Accuracy", "Bench", "BenchDevice",
     "Case", "CaseKey", "CeilingRun", "Check", "Environment", "Fact", "Facts", "Failure", "Gpu", "MonitorSummary",
-    "MonitorWindow", "Note", "RecordedCeiling", "Report", "ReportError", "Samples", "Settings", "Skip", "Status",
+    "MonitorWindow", "Note", "RecordedCeiling", "ReplaySource", "Report", "ReportError", "Samples", "Settings", "Skip", "Status",
     "Stop", "StopCause", "Timing", "build", "dump", "dumps", "from_dict", "known", "legacy", "load", "loads",
     "missing", "to_dict", "write_new",
 ]

@@ -15,12 +15,26 @@ KINDS = ("probe", "check", "run", "fleet", "burn")
 
 
 @dataclass(frozen=True)
+class ReplaySource:
+    """The snapshot a replayed report (``check`` / ``probe --replay``) was made from: the file's name
+    (not its path, which names a folder of the machine replaying it), the recorded machine's host,
+    when it was captured (ISO 8601; None when the snapshot does not say) and when it was replayed."""
+
+    file: str
+    host: str
+    replayed: str
+    captured: str | None = None
+
+
+@dataclass(frozen=True)
 class Report:
     """What one envcheck command found. ``benches``: one per benchmarked device (GPU or CPU),
     in device order. ``node``: the links between this machine's GPUs and what was measured
     over them. ``fleet`` (kind ``fleet``): every node of a multi-node launch, each shaped like a
     single-node report. ``burn`` (kind ``burn``, or a run with ``--burn``): the burn-in of the
-    selected GPUs. ``anonymized``: identifying values were replaced by stable pseudonyms."""
+    selected GPUs. ``anonymized``: identifying values were replaced by stable pseudonyms.
+    ``replayed_from``: the facts are a snapshot's, not this machine's (``created`` is then the
+    capture's time when the snapshot records it)."""
 
     tool_version: str
     created: str  # ISO 8601, UTC, seconds
@@ -33,6 +47,7 @@ class Report:
     fleet: Fleet | None = None
     burn: Burn | None = None  # envcheck burn, run --burn: the burn-in (model/burn.py)
     anonymized: bool = False
+    replayed_from: ReplaySource | None = None
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:

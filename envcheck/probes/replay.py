@@ -96,7 +96,8 @@ class ReplayHost(Host):
 
     @classmethod
     def from_section(cls, section: Mapping[str, Any]) -> ReplayHost:
-        """A host from a snapshot's ``host`` section (see ``envcheck/snapshot.py`` for the format)."""
+        """A host from a snapshot's ``host`` section (see ``envcheck/snapshot.py`` for the format), whose
+        types ``envcheck/snapshot_schema.py`` checked when the snapshot was read."""
         files: dict[str, str | None | OSError] = dict(section.get("files") or {})
         for path, err in (section.get("errors") or {}).items():
             files[path] = OSError(int(err.get("errno") or 5), str(err.get("strerror") or "I/O error"), path)

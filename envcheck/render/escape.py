@@ -96,3 +96,18 @@ def term(text: Any) -> str:
     from rich.markup import escape
 
     return escape(visible(text))
+
+
+# --------------------------------------------------------------------------- JSON
+
+# What a JSON text may hold raw (RFC 8259 escapes only C0, quote and backslash) but a terminal
+# or a log viewer must not receive: C1 controls (U+009B is CSI, a whole escape sequence in one
+# character), bidi controls, invisible format characters and the Unicode line separators.
+_JSON_UNSAFE = re.compile(f"[\x7f-\x9f{BIDI}{INVISIBLE}\u2028\u2029]")
+
+
+def json_text(text: str) -> str:
+    """A JSON document (from ``json.dumps(..., ensure_ascii=False)``) with those characters written as
+    ``\\uXXXX`` escapes: still valid JSON, and it reads back to the same strings. Outside strings JSON
+    holds none of them, so every match is inside a string, where ``\\uXXXX`` means the same character."""
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)

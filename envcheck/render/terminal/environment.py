@@ -181,8 +181,10 @@ def environment_lines(env: Environment, lang: str = "en") -> list[tuple[str, str
     return rows
 
 
-def print_environment(console: Console, env: Environment, lang: str = "en") -> None:
-    took = translate(lang, "term.env.probed", seconds=f"{env.probe_s:.2f}") if env.probe_s is not None else ""
+def print_environment(console: Console, env: Environment, lang: str = "en", replayed: bool = False) -> None:
+    """``replayed``: the facts come from a snapshot, so the time is the replay's, not a probe of this machine."""
+    key = "term.env.replayed" if replayed else "term.env.probed"
+    took = translate(lang, key, seconds=f"{env.probe_s:.2f}") if env.probe_s is not None else ""
     heading(console, translate(lang, "section.environment") + took)
     grid = Table.grid(padding=(0, 2))
     grid.add_column(no_wrap=True, style="bold")
