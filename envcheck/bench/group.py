@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from envcheck.bench import accuracy, impls
+from envcheck.bench import accuracy, impls, jax_impl
 from envcheck.bench.device import Runtime
 from envcheck.bench.failure import log, one_line
 from envcheck.bench.graphs import graph_region
@@ -121,11 +121,14 @@ def _bound(rt: Runtime, planned: PlannedCase, group: Group) -> list[Any]:
     """The implementation bound to each set of the group, the checked (first) set first."""
     op, impl = planned.op, planned.impl
     sets = [(group.inputs, group.out), *group.extra_sets]
+    shape = planned.shape
     if impl == "torch":
-        return [impls.torch_impl(op, inputs, out) for inputs, out in sets]
+        return [impls.torch_impl(op, inputs, out, shape) for inputs, out in sets]
     if impl == "triton":
-        return [impls.triton_impl(op, inputs, out, planned.precision) for inputs, out in sets]
-    return impls.compiled_on_sets(op, [inputs for inputs, _ in sets])
+        return [impls.triton_impl(op, inputs, out, planned.precision, shape) for inputs, out in sets]
+    if impl == "jax":
+        return jax_impl.on_sets(op, sets, planned.precision, shape)
+    return impls.compiled_on_sets(op, [inputs for inputs, _ in sets], shape, [out for _, out in sets])
 
 
 def prepare(rt: Runtime, planned: PlannedCase, group: Group) -> Prepared | Case:
@@ -146,7 +149,7 @@ def prepare(rt: Runtime, planned: PlannedCase, group: Group) -> Prepared | Case:
     try:
         result, poisoned = accuracy.checked_call(fns[0], group.out)
         timer.clock.synchronize()
-        stats = accuracy.compare(result, accuracy.reference_chunks(planned.op, group.inputs), planned.dtype)
+        stats = accuracy.compare(result, accuracy.reference_chunks(planned.op, group.inputs, shape=planned.shape), planned.dtype)
         del result
     except rt.oom:
         raise
@@ -162,7 +165,10 @@ def prepare(rt: Runtime, planned: PlannedCase, group: Group) -> Prepared | Case:
     prepared = Prepared(planned, run, compile_s, stats, rotation_sets=len(fns), notes=notes,
                         kernel=impls.triton_kernel(planned.op, planned.shape, planned.dtype, planned.precision)
                         if planned.impl == "triton" else None)
-    if rt.cuda:
+    if rt.cuda and planned.impl == "jax":
+        # JAX launches on its own streams, which a torch CUDA graph cannot capture (jax_impl.py).
+        prepared.notes.append(Note("case.jax_host_timed"))
+    elif rt.cuda:
         try:
             prepared.graph = graph_region(timer, run, len(fns))
         except rt.oom:

@@ -38,7 +38,8 @@ SEED_MATMUL = (512, 1024, 2048)
 # Full suite on a CUDA GPU.
 VECTOR_SIZES = (1 << 10, 10240, 102400, 1 << 16, 1 << 20, 1_000_003, 1 << 22, 1 << 24, 1 << 26, 1 << 28)
 VECTOR_HALF_SIZES = (1 << 20, 1_000_003, 1 << 24, 1 << 28)  # fp16 / bf16 at a few sizes
-ROW_SHAPES = ((4096, 1024), (1000, 4097), (8192, 4096), (16384, 8192), (4096, 32768))
+# (256, 65536): rows past softmax's single-tile limit (32768 columns), so its online kernel runs.
+ROW_SHAPES = ((4096, 1024), (1000, 4097), (8192, 4096), (16384, 8192), (4096, 32768), (256, 65536))
 MATMUL_SHAPES = (tuple((n, n, n) for n in (256, 512, 1024, 2048, 4096, 8192))
                  + ((1000, 1000, 1000), (1000, 1001, 999), (4096, 11008, 4096)))
 # IEEE fp32 matmul runs on CUDA cores (no tensor cores): a Triton kernel takes seconds at 8192^3.
@@ -63,6 +64,63 @@ CPU_MATMUL_SHAPES = ((128, 128, 128), (255, 257, 253), (256, 256, 256), (512, 51
 CPU_QUICK_VECTOR_SIZES = (1 << 10, 10240, 100_003, 102400, 1 << 20)
 CPU_QUICK_ROW_SHAPES = ((257, 1025), (1024, 1024))
 CPU_QUICK_MATMUL_SHAPES = ((255, 257, 253), (256, 256, 256), (512, 512, 512))
+
+
+
+@dataclass(frozen=True)
+class OpSizes:
+    """The suite of one of the first users' workloads (issue 22): shapes of the full and quick
+    GPU suites, of the CPU baseline, and those torch.compile runs at. ``quick_dtypes``: the
+    quick suite's dtypes (fp16 for the compute-bound ops, which tensor cores run)."""
+
+    full: tuple[tuple[int, ...], ...]
+    quick: tuple[tuple[int, ...], ...]
+    cpu: tuple[tuple[int, ...], ...]
+    cpu_quick: tuple[tuple[int, ...], ...]
+    compile: tuple[tuple[int, ...], ...]
+    quick_dtypes: tuple[str, ...] = ("fp32",)
+
+
+# conv2d (N, C, H, W, K, R, stride): inputs of 32 to 128 pixels, kernels 3, 5 and 7, strides 1
+# and 2 (the third user's comparison), and a ragged input no tile divides.
+_CONV_SIZES = OpSizes(
+    full=((32, 64, 32, 32, 64, 3, 1), (32, 64, 32, 32, 64, 5, 1), (32, 64, 32, 32, 64, 7, 1),
+          (16, 64, 64, 64, 64, 3, 2), (16, 64, 64, 64, 128, 5, 2), (8, 32, 128, 128, 64, 7, 2),
+          (8, 32, 127, 129, 48, 3, 1)),
+    quick=((32, 64, 32, 32, 64, 3, 1), (8, 32, 128, 128, 64, 7, 2)),
+    cpu=((4, 16, 32, 32, 16, 3, 1), (2, 8, 33, 31, 8, 5, 2), (2, 8, 64, 64, 8, 7, 2)),
+    cpu_quick=((4, 16, 32, 32, 16, 3, 1), (2, 8, 33, 31, 8, 5, 2)),
+    compile=((32, 64, 32, 32, 64, 3, 1), (8, 32, 128, 128, 64, 7, 2)),
+    quick_dtypes=("fp16",))
+# Row-wise training ops (rows, cols): up to softmax's single-tile limit of 32768 columns.
+_ROW_OP_SIZES = OpSizes(
+    full=((4096, 1024), (1000, 4097), (8192, 4096), (4096, 8192), (1024, 32768)),
+    quick=((1000, 4097), (8192, 4096)),
+    cpu=((1024, 1024), (257, 1025), (4096, 1024)),
+    cpu_quick=((257, 1025), (1024, 1024)),
+    compile=((4096, 1024), (8192, 4096)))
+# Reductions of (a, b, c): the second user's (4, 512, 896), a large power of two, a ragged one.
+_REDUCE_SIZES = OpSizes(
+    full=((4, 512, 896), (64, 1024, 1024), (16, 4096, 4096), (1000, 3, 4097)),
+    quick=((4, 512, 896), (64, 1024, 1024)),
+    cpu=((4, 512, 896), (3, 100, 1001), (16, 256, 256)),
+    cpu_quick=((4, 512, 896), (3, 100, 1001)),
+    compile=((4, 512, 896), (64, 1024, 1024)))
+# Linear layer forward + backward (M, N, K): x is M x K, W is N x K.
+_LINEAR_SIZES = OpSizes(
+    full=((1024, 1024, 1024), (4096, 4096, 4096), (8192, 4096, 4096), (1000, 1001, 999)),
+    quick=((2048, 2048, 2048), (1000, 1001, 999)),
+    cpu=((128, 128, 128), (255, 257, 253), (256, 256, 256)),
+    cpu_quick=((255, 257, 253), (256, 256, 256)),
+    compile=((1024, 1024, 1024), (1000, 1001, 999)),
+    quick_dtypes=("fp16",))
+OP_SIZES: dict[str, OpSizes] = {
+    "conv2d": _CONV_SIZES,
+    "layer_norm": _ROW_OP_SIZES,
+    "softmax_fwbw": _ROW_OP_SIZES,
+    **{f"{how}_{over}": _REDUCE_SIZES for how in ("sum", "max") for over in ("all", "inner", "lead")},
+    "linear_fwbw": _LINEAR_SIZES,
+}
 
 # The presets: how samples are taken (timer.py states the rule). At most 150 samples per
 # timing keeps every raw sample of the full suite (~260 cases, 2 timings each, and the NVML
@@ -194,7 +252,8 @@ def select(options: RunOptions) -> Selection:
             if not any(sz.shape_for(op, size, matmul_square=ops_given) for op in ops):
                 raise UsageError(
                     f"--sizes: {'x'.join(map(str, size))} fits none of the selected ops "
-                    "(vector_add, relu: N; softmax, row_sum: ROWSxCOLS; matmul: MxNxK, or N with --ops matmul)"
+                    "(vector_add, relu: N; softmax, row_sum, layer_norm, softmax_fwbw: ROWSxCOLS; matmul, "
+                    "linear_fwbw: MxNxK, or N with --ops matmul; sum_*, max_*: AxBxC; conv2d: NxCxHxWxKxRxSTRIDE)"
                 )
         if not ops_given:
             # Without --ops, the sizes choose the ops: 1M alone means the vector ops only.
@@ -319,6 +378,8 @@ Triple = tuple[str, str, tuple[int, ...]]  # dtype, precision, shape
 def _default_shapes(op: str, backend: str, quick: bool) -> list[Triple]:
     """(dtype, precision, shape) of the built-in suite for one op."""
     family = spec(op).family
+    if op in OP_SIZES:
+        return _op_sizes_shapes(op, backend, quick)
     if backend == "cpu":
         vec = CPU_QUICK_VECTOR_SIZES if quick else CPU_VECTOR_SIZES
         rows = CPU_QUICK_ROW_SHAPES if quick else CPU_ROW_SHAPES
@@ -350,13 +411,34 @@ def _default_shapes(op: str, backend: str, quick: bool) -> list[Triple]:
     return out
 
 
+def _op_sizes_shapes(op: str, backend: str, quick: bool) -> list[Triple]:
+    """(dtype, precision, shape) of an op with its own OpSizes: the CPU in fp32; the quick GPU
+    suite in its quick dtypes; the full one in every dtype, fp32 matmul-family ops in TF32 and
+    (up to IEEE_MATMUL_MAX_DIM) IEEE, as matmul."""
+    sizes = OP_SIZES[op]
+    if backend == "cpu":
+        return [("fp32", "fp32", s) for s in (sizes.cpu_quick if quick else sizes.cpu)]
+    if quick:
+        return [(d, d, s) for s in sizes.quick for d in sizes.quick_dtypes]
+    out: list[Triple] = []
+    for s in sizes.full:
+        for d in DTYPES:
+            if d == "fp32" and spec(op).family == "matmul":
+                out.append(("fp32", "tf32", s))
+                if max(s) <= IEEE_MATMUL_MAX_DIM:
+                    out.append(("fp32", "fp32", s))
+            else:
+                out.append((d, d, s))
+    return out
+
+
 def _all_dtype_shapes(op: str, backend: str, shapes: Sequence[tuple[int, ...]],
                       dtypes: Sequence[tuple[str, str | None]], user_sizes: bool) -> list[Triple]:
     """(dtype, precision, shape) for explicit dtypes and/or sizes."""
     out = []
     for shape in shapes:
         for dtype, only in dtypes:
-            if op == "matmul" and dtype == "fp32":
+            if spec(op).family == "matmul" and dtype == "fp32":
                 precisions = ("fp32",) if backend == "cpu" else ("tf32", "fp32")
                 if only:
                     precisions = tuple(p for p in precisions if p == only)
@@ -371,6 +453,8 @@ def _all_dtype_shapes(op: str, backend: str, shapes: Sequence[tuple[int, ...]],
 
 def _compile_shapes(op: str, quick: bool) -> tuple[tuple[int, ...], ...]:
     family = spec(op).family
+    if op in OP_SIZES:
+        return () if quick else OP_SIZES[op].compile
     if family == "vector":
         return tuple((n,) for n in (QUICK_COMPILE_VECTOR_SIZES if quick else COMPILE_VECTOR_SIZES))
     if quick:
