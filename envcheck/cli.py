@@ -123,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--outlier-margin", type=_fraction, default=0.05, metavar="F",
                    help="with --gpus: a GPU this fraction below its siblings' median is an outlier (default: 0.05)")
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile as a third implementation")
+    p.add_argument("--no-jax", action="store_true", help="skip JAX (measured where jax is installed)")
     p.add_argument("--out-dir", default="reports", metavar="DIR", help="where the dated report goes (default: reports)")
     p.add_argument("--format", type=_csv, default=["json", "md", "html"], metavar="FORMATS",
                    help="comma-separated outputs among json,md,html (default: all three; json is always written)")

@@ -121,14 +121,19 @@ def _bound(rt: Runtime, planned: PlannedCase, group: Group) -> list[Any]:
     """The implementation bound to each set of the group, the checked (first) set first."""
     op, impl = planned.op, planned.impl
     sets = [(group.inputs, group.out), *group.extra_sets]
-    shape = planned.shape
+    # conv2d's stride lives in its shape, and a compiled linear_fwbw writes into the set's output:
+    # only such ops get the shape and outputs (the other bindings depend on their tensors alone).
+    more = spec(op).family == "conv" or spec(op).backward
+    shape: dict[str, Any] = {"shape": planned.shape} if more else {}
     if impl == "torch":
-        return [impls.torch_impl(op, inputs, out, shape) for inputs, out in sets]
+        return [impls.torch_impl(op, inputs, out, **shape) for inputs, out in sets]
     if impl == "triton":
-        return [impls.triton_impl(op, inputs, out, planned.precision, shape) for inputs, out in sets]
+        return [impls.triton_impl(op, inputs, out, planned.precision, **shape) for inputs, out in sets]
     if impl == "jax":
-        return jax_impl.on_sets(op, sets, planned.precision, shape)
-    return impls.compiled_on_sets(op, [inputs for inputs, _ in sets], shape, [out for _, out in sets])
+        return jax_impl.on_sets(op, sets, planned.precision, planned.shape)
+    if more:
+        return impls.compiled_on_sets(op, [inputs for inputs, _ in sets], planned.shape, [out for _, out in sets])
+    return impls.compiled_on_sets(op, [inputs for inputs, _ in sets])
 
 
 def prepare(rt: Runtime, planned: PlannedCase, group: Group) -> Prepared | Case:
@@ -149,7 +154,8 @@ def prepare(rt: Runtime, planned: PlannedCase, group: Group) -> Prepared | Case:
     try:
         result, poisoned = accuracy.checked_call(fns[0], group.out)
         timer.clock.synchronize()
-        stats = accuracy.compare(result, accuracy.reference_chunks(planned.op, group.inputs, shape=planned.shape), planned.dtype)
+        stats = accuracy.compare(result, accuracy.reference_chunks(planned.op, group.inputs, **(
+            {"shape": planned.shape} if spec(planned.op).family == "conv" else {})), planned.dtype)
         del result
     except rt.oom:
         raise

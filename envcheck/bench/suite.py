@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from envcheck.bench import jax_impl
 from envcheck.bench import sizes as sz
 from envcheck.bench.device import cpu_threads
 from envcheck.errors import UsageError
@@ -38,8 +39,10 @@ SEED_MATMUL = (512, 1024, 2048)
 # Full suite on a CUDA GPU.
 VECTOR_SIZES = (1 << 10, 10240, 102400, 1 << 16, 1 << 20, 1_000_003, 1 << 22, 1 << 24, 1 << 26, 1 << 28)
 VECTOR_HALF_SIZES = (1 << 20, 1_000_003, 1 << 24, 1 << 28)  # fp16 / bf16 at a few sizes
-# (256, 65536): rows past softmax's single-tile limit (32768 columns), so its online kernel runs.
-ROW_SHAPES = ((4096, 1024), (1000, 4097), (8192, 4096), (16384, 8192), (4096, 32768), (256, 65536))
+ROW_SHAPES = ((4096, 1024), (1000, 4097), (8192, 4096), (16384, 8192), (4096, 32768))
+# Rows past softmax's single-tile limit (32768 columns): its online kernel runs only there
+# (test_ops_new_plan.py checks that every kernel path shipped is reached by a suite case).
+SOFTMAX_ONLINE_SHAPES = ((256, 65536),)
 MATMUL_SHAPES = (tuple((n, n, n) for n in (256, 512, 1024, 2048, 4096, 8192))
                  + ((1000, 1000, 1000), (1000, 1001, 999), (4096, 11008, 4096)))
 # IEEE fp32 matmul runs on CUDA cores (no tensor cores): a Triton kernel takes seconds at 8192^3.
@@ -226,16 +229,25 @@ class Selection:
     sizes: tuple[tuple[int, ...], ...] | None
 
 
+# What runs without --ops: the machine-health suite. The first users' workloads (issue 22)
+# run when named, one by one or as the group ``workloads`` (``--ops workloads``): they would
+# triple the default suite's cases and time.
+DEFAULT_OPS: tuple[str, ...] = ("vector_add", "relu", "matmul", "softmax", "row_sum")
+OP_GROUPS: dict[str, tuple[str, ...]] = {"workloads": tuple(op for op in OP_NAMES if op not in DEFAULT_OPS)}
+
+
 def select(options: RunOptions) -> Selection:
     """Validate ``--ops/--dtypes/--sizes`` (a UsageError names the valid values)."""
     ops_given = bool(options.ops)
     if options.ops:
-        ops = tuple(dict.fromkeys(o.strip().lower() for o in options.ops))
+        named = [o.strip().lower() for o in options.ops]
+        ops = tuple(dict.fromkeys(op for o in named for op in OP_GROUPS.get(o, (o,))))
         unknown = [o for o in ops if o not in OP_NAMES]
         if unknown:
-            raise UsageError(f"--ops: unknown op {unknown[0]!r} (valid: {', '.join(OP_NAMES)})")
+            valid = ", ".join((*OP_NAMES, *OP_GROUPS))
+            raise UsageError(f"--ops: unknown op {unknown[0]!r} (valid: {valid})")
     else:
-        ops = OP_NAMES
+        ops = DEFAULT_OPS
     dtypes = None
     if options.dtypes:
         picked: dict[tuple[str, str | None], None] = {}
@@ -252,8 +264,10 @@ def select(options: RunOptions) -> Selection:
             if not any(sz.shape_for(op, size, matmul_square=ops_given) for op in ops):
                 raise UsageError(
                     f"--sizes: {'x'.join(map(str, size))} fits none of the selected ops "
-                    "(vector_add, relu: N; softmax, row_sum, layer_norm, softmax_fwbw: ROWSxCOLS; matmul, "
-                    "linear_fwbw: MxNxK, or N with --ops matmul; sum_*, max_*: AxBxC; conv2d: NxCxHxWxKxRxSTRIDE)"
+                    + ("(vector_add, relu: N; softmax, row_sum: ROWSxCOLS; matmul: MxNxK, or N with --ops matmul)"
+                       if not ops_given else
+                       "(vector_add, relu: N; softmax, row_sum, layer_norm, softmax_fwbw: ROWSxCOLS; matmul, "
+                       "linear_fwbw: MxNxK, or N with --ops matmul; sum_*, max_*: AxBxC; conv2d: NxCxHxWxKxRxSTRIDE)")
                 )
         if not ops_given:
             # Without --ops, the sizes choose the ops: 1M alone means the vector ops only.
@@ -337,6 +351,15 @@ def triton_unusable(env: Environment) -> Note | None:
     return None
 
 
+def jax_unusable(options: RunOptions) -> Note | None:
+    """Why JAX is not measured (``--no-jax``, or not installed), else None."""
+    if getattr(options, "no_jax", False):
+        return Note("bench.jax_off")
+    if not jax_impl.installed():
+        return Note("bench.jax_missing")
+    return None
+
+
 def probed_device(env: Environment, backend: str | None, index: int) -> BenchDevice:
     """The device as the probes describe it (the worker describes it better once it runs)."""
     if backend == "cuda":
@@ -397,7 +420,7 @@ def _default_shapes(op: str, backend: str, quick: bool) -> list[Triple]:
                 out += [("fp16", "fp16", (n,)), ("bf16", "bf16", (n,))]
         return out
     if family == "rows":
-        shapes = QUICK_ROW_SHAPES if quick else ROW_SHAPES
+        shapes = QUICK_ROW_SHAPES if quick else ROW_SHAPES + (SOFTMAX_ONLINE_SHAPES if op == "softmax" else ())
         dts = ("fp32",) if quick else DTYPES
         return [(d, d, s) for s in shapes for d in dts]
     if quick:
@@ -487,6 +510,11 @@ def plan(options: RunOptions, env: Environment) -> Plan:
         if lost:
             notes.append(Note("bench.gpu_lost", {"gpu_index": index, "detail": _first_line(lost)}))
         impls = ["torch", "triton"] + ([] if options.no_compile else ["compile"])
+        jax_note = jax_unusable(options)
+        if jax_note is None:
+            impls.append("jax")
+        else:
+            notes.append(jax_note)
         triton_reason = triton_unusable(env)
         settings = GPU_QUICK_SETTINGS if quick else GPU_SETTINGS
     else:
@@ -512,18 +540,18 @@ def plan(options: RunOptions, env: Environment) -> Plan:
             triples = _all_dtype_shapes(op, backend, shapes, sel.dtypes or (("fp32", None),),
                                         user_sizes=sel.sizes is not None)
         compile_at = set(shapes) if (sel.sizes is not None and shapes) else set(_compile_shapes(op, quick))
-        if "compile" in impls and compile_at:
+        if ("compile" in impls or "jax" in impls) and compile_at:
             compile_sizes[op] = sorted(compile_at)
         for dtype, precision, shape in triples:
             need = spec(op).memory_needed_bytes(shape, dtype)
             for impl in impls:
-                if impl == "compile" and shape not in compile_at:
-                    continue
+                if impl in ("compile", "jax") and shape not in compile_at:
+                    continue  # both compile per shape: measured at the compile sizes
                 planned = PlannedCase(op, impl, dtype, precision, shape)
                 if budget is not None and need > MEMORY_HEADROOM * budget:
                     skips.append(planned.skip(Note("skip.memory", {"need_bytes": need, "free_bytes": budget,
                                                                    **where})))
-                elif impl != "torch" and triton_reason:
+                elif impl in ("triton", "compile") and triton_reason:
                     skips.append(planned.skip(triton_reason))
                 else:
                     cases.append(planned)
