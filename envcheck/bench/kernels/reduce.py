@@ -134,9 +134,10 @@ def _plan(shape: tuple[int, ...], over: str) -> tuple[int, int, int]:
 
 def workspace(x: torch.Tensor, over: str) -> torch.Tensor | None:
     """The fp32 partials a reduction of ``x`` over ``over`` needs (None for ``inner``)."""
-    if path(over) == "inner" or x.dim() != 3:
+    kind = path(over)
+    if kind == "inner" or x.dim() != 3:
         return None
-    splits, _, columns = _plan(tuple(x.shape), over)
+    splits, _, columns = _plan(tuple(x.shape), kind)
     return torch.empty(splits * columns, dtype=torch.float32, device=x.device)
 
 
@@ -161,7 +162,8 @@ def reduce(x: torch.Tensor, out: torch.Tensor, how: str, over: str,
         raise ValueError(f"reduce needs a non-empty x, got shape {tuple(x.shape)}")
     is_max = how == "max"
     int64 = x.numel() >= _INT32_LIMIT
-    if over == "inner":
+    kind = path(over)
+    if kind == "inner":
         rows, cols = a * b, c
         block_cols = min(triton.next_power_of_2(cols), 8192 // x.element_size())
         block_rows = max(1, min(8192 // x.element_size() // block_cols, triton.next_power_of_2(rows)))
@@ -171,13 +173,13 @@ def reduce(x: torch.Tensor, out: torch.Tensor, how: str, over: str,
             x, out, rows, cols, cols, IS_MAX=is_max, BLOCK_ROWS=block_rows, BLOCK_COLS=block_cols, INT64=int64,
             num_warps=4)
         return out
-    splits, chunk, columns = _plan((a, b, c), over)
+    splits, chunk, columns = _plan((a, b, c), kind)
     if work is None:
-        work = workspace(x, over)
+        work = workspace(x, kind)
     if work is None or work.dtype != torch.float32 or work.numel() < splits * columns:
         raise ValueError(f"reduce over {over} of {tuple(x.shape)} needs an fp32 workspace of {splits * columns} "
                          "elements (reduce.workspace makes one)")
-    if over == "lead":
+    if kind == "lead":
         blocks = triton.cdiv(c, _LEAD_BLOCK_C)
         _lead_kernel[(blocks, splits)](x, work, a * b, c, chunk, IS_MAX=is_max, BLOCK_B=_LEAD_BLOCK_B,
                                        BLOCK_C=_LEAD_BLOCK_C, INT64=int64, num_warps=4)
