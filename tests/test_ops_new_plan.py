@@ -243,7 +243,7 @@ def test_new_message_keys_have_english_and_chinese_text():
 
 
 def test_every_op_in_the_registry_can_size_its_memory():
-    for op, s in OPS.items():
+    for s in OPS.values():
         shape = {"vector": (1000,), "rows": (7, 300), "matmul": (9, 7, 11), "reduce": (3, 5, 7),
                  "conv": (2, 3, 9, 10, 4, 3, 2)}[s.family]
         need = s.memory_needed_bytes(shape, "fp32")
