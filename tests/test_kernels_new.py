@@ -179,19 +179,22 @@ def _plant(case: Case) -> list[tuple[Any, str, Any]]:
     return patches
 
 
-def run_case(case: Case) -> dict[str, Any]:
+def run_case(case: Case, device: str = "cpu") -> dict[str, Any]:
+    """One case through the worker's path on ``device`` (shared with test_kernels_new_gpu.py)."""
     import torch
 
     from envcheck.analysis.tolerance import judge, tolerance
     from envcheck.bench import accuracy, impls
 
-    gen = torch.Generator().manual_seed(sum(map(ord, case.id.rsplit("-", 1)[0])))
-    inputs = impls.make_inputs(case.op, case.shape, case.dtype, "cpu", gen)
-    out = impls.make_output(case.op, case.shape, case.dtype, "cpu")
+    gen = torch.Generator(device=device).manual_seed(sum(map(ord, case.id.rsplit("-", 1)[0])))
+    inputs = impls.make_inputs(case.op, case.shape, case.dtype, device, gen)
+    out = impls.make_output(case.op, case.shape, case.dtype, device)
     patches = _plant(case) if case.plant else []
     try:
         fn = impls.triton_impl(case.op, inputs, out, case.precision, shape=case.shape)
         result, poisoned = accuracy.checked_call(fn, out)
+        if device != "cpu":
+            torch.cuda.synchronize()
     finally:
         for mod, name, old in reversed(patches):
             setattr(mod, name, old)
