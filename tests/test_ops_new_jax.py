@@ -114,3 +114,15 @@ def test_the_worker_measures_the_new_ops_with_torch_and_jax_on_the_cpu() -> None
         if c.impl == "jax":
             assert c.compile_s is not None and c.compile_s > 0  # trace + XLA compile + first run
             assert Note("case.jax_host_timed") not in c.notes  # a CPU baseline has no GPU time to miss
+
+
+def test_a_cpu_only_jaxlib_on_cuda_inputs_is_a_recorded_skip_reason() -> None:
+    """jax's CPU build cannot take CUDA tensors: NoDevice (prepare makes it a skip, skip.jax_no_gpu)."""
+    from envcheck.bench import jax_impl
+
+    class CudaTensor:
+        is_cuda = True
+
+    with pytest.raises(jax_impl.NoDevice) as info:
+        jax_impl.on_sets("relu", [({"x": CudaTensor()}, None)], "fp32", (4,))
+    assert info.value.backend == "cpu"

@@ -237,7 +237,7 @@ def test_unknown_op_names_the_new_ops_and_the_group():
 def test_new_message_keys_have_english_and_chinese_text():
     en = json.loads((ROOT / "envcheck/render/catalog/en.json").read_text())
     zh = json.loads((ROOT / "envcheck/render/catalog/zh-CN.json").read_text())
-    for key in ("bench.jax_missing", "bench.jax_off", "case.jax_host_timed"):
+    for key in ("bench.jax_missing", "bench.jax_off", "case.jax_host_timed", "skip.jax_no_gpu"):
         assert en[key] and zh[key] and en[key] != zh[key]
         assert any("\u4e00" <= ch <= "\u9fff" for ch in zh[key])
 

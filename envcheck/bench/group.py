@@ -29,7 +29,7 @@ from envcheck.bench.graphs import graph_region
 from envcheck.bench.l2 import Rotation, rotation_sets
 from envcheck.bench.suite import PlannedCase
 from envcheck.bench.timer import Region
-from envcheck.model import Accuracy, Case, Note, Timing
+from envcheck.model import Accuracy, Case, Note, Skip, Timing
 from envcheck.ops import spec
 
 # Share of free device memory one group of cases may use (the CUDA context, allocator slack
@@ -136,7 +136,7 @@ def _bound(rt: Runtime, planned: PlannedCase, group: Group) -> list[Any]:
     return impls.compiled_on_sets(op, [inputs for inputs, _ in sets])
 
 
-def prepare(rt: Runtime, planned: PlannedCase, group: Group) -> Prepared | Case:
+def prepare(rt: Runtime, planned: PlannedCase, group: Group) -> Prepared | Case | Skip:
     """Steps 1-4 of one implementation (out of memory propagates: see failure.guarded)."""
     timer = rt.timer
     try:
@@ -144,6 +144,8 @@ def prepare(rt: Runtime, planned: PlannedCase, group: Group) -> Prepared | Case:
         first_s = timer.first_call_s(fns[0])
     except rt.oom:
         raise
+    except jax_impl.NoDevice as e:  # a CPU-only jaxlib on a GPU machine: JAX cannot run here, not a failure
+        return planned.skip(Note("skip.jax_no_gpu", {"backend": e.backend}))
     except Exception as e:  # noqa: BLE001 - a compile or launch failure of this implementation
         log(f"{planned.label}: first call failed:", e)
         rt.after_failure()

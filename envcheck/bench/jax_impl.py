@@ -34,6 +34,14 @@ Impl = Callable[[], Any]
 LAYER_NORM_EPS = 1e-5
 
 
+class NoDevice(Exception):
+    """JAX has no backend for the inputs' device (a CPU-only jaxlib on a GPU machine)."""
+
+    def __init__(self, backend: str) -> None:
+        super().__init__(f"JAX's backend is {backend}: it cannot run on CUDA tensors")
+        self.backend = backend
+
+
 def installed() -> bool:
     """Whether ``jax`` can be found (without importing it: planning stays fast)."""
     return importlib.util.find_spec("jax") is not None
@@ -119,9 +127,11 @@ def on_sets(op: str, sets: list[tuple[Inputs, Any]], precision: str, shape: tupl
     import torch
 
     jax = _import()
-    jitted = jax.jit(function(op, shape, precision))
     if any(t.is_cuda for inputs, _ in sets for t in inputs.values()):
+        if jax.default_backend() != "gpu":
+            raise NoDevice(jax.default_backend())
         torch.cuda.synchronize()  # the inputs were drawn on torch's stream; JAX reads them on its own
+    jitted = jax.jit(function(op, shape, precision))
     backward = spec(op).backward
 
     def bind(inputs: Inputs) -> Impl:
