@@ -248,3 +248,27 @@ def test_every_op_in_the_registry_can_size_its_memory():
                  "conv": (2, 3, 9, 10, 4, 3, 2)}[s.family]
         need = s.memory_needed_bytes(shape, "fp32")
         assert need >= s.working_set_bytes(shape, "fp32") > 0 and math.isfinite(need)
+
+
+def test_verify_ops_picks_each_new_ops_largest_measured_case():
+    """scripts/verify_ops.py's headline: per new op, the measured torch case moving the most."""
+    import importlib.util
+
+    from envcheck.model import Case, Failure, Timing
+
+    loaded = importlib.util.spec_from_file_location("verify_ops", ROOT / "scripts" / "verify_ops.py")
+    verify_ops = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(verify_ops)
+    t = Timing.from_samples("cuda_graph", [10.0, 11.0])
+
+    def case(op, shape, impl="torch", **kw):
+        return Case(op, impl, "fp16", "fp16", shape, **({"gpu": t} | kw))
+
+    cases = [case("sum_lead", (4, 512, 896)), case("sum_lead", (64, 4096, 4096)),
+             case("sum_lead", (128, 4096, 4096), gpu=None, failure=Failure("run", "x")),  # failed: not a headline
+             case("linear_fwbw", (4, 512, 896)), case("linear_fwbw", (4096, 4096, 4096)),
+             case("linear_fwbw", (8192, 8192, 8192), impl="triton"),  # torch picks the headline
+             case("matmul", (8192, 8192, 8192))]  # not a new op
+    heads = verify_ops.headline(cases)
+    assert set(heads) == {"sum_lead", "linear_fwbw"}
+    assert heads["sum_lead"].shape == (64, 4096, 4096) and heads["linear_fwbw"].shape == (4096, 4096, 4096)
