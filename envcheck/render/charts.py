@@ -83,9 +83,10 @@ HOURS = Quantity("chart.axis.hours", "linear")
 
 
 def size_quantity(op: str) -> Quantity:
-    """The x of an op's charts: elements for vector and row ops, FLOP per call for matmul (every
-    matmul shape, square or not, at one quantity; the tooltip names the shape)."""
-    return FLOP if spec(op).family == "matmul" else ELEMENTS
+    """The x of an op's charts: elements for vector, row and reduction ops, FLOP per call for the
+    compute-bound ones, matmul and conv2d (every shape at one quantity; the tooltip names the
+    shape: a conv shape's product of dimensions would mean nothing)."""
+    return FLOP if spec(op).compute_bound else ELEMENTS
 
 
 @dataclass(frozen=True)
