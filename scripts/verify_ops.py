@@ -12,10 +12,12 @@ compared with the report's time for the case:
 * torch and Triton: the report's GPU time (CUDA-graph replay, launch gaps removed). Headline
   cases run for hundreds of microseconds, long enough that do_bench's per-call launch gaps hide
   behind the GPU work, so both timers should see the same kernel time;
-* JAX: the report's launch time (one synchronised call between events, jax_impl.py), which is
-  what do_bench measures of a call that blocks until its result is ready.
+* JAX: the report's launch time (one synchronised call between events, jax_impl.py), beside
+  do_bench of the same blocking call. Printed for information, not judged: both are host wall
+  times of a call that waits for its result, and do_bench's L2 flush on torch's stream overlaps
+  JAX's work on its own.
 
-Each row must agree within 3%. Exit status: 0 all within, 1 one is not (or a headline case is
+Each torch and Triton row must agree within 3%. Exit status: 0 all within, 1 one is not (or a headline case is
 missing from the reports), 2 no CUDA GPU / torch / Triton, or a report that does not load.
 """
 
@@ -120,9 +122,13 @@ def main(paths: list[str]) -> int:
                     triton.testing.do_bench(fn, warmup=50, rep=200, return_mode="median") for _ in range(ROUNDS))
             ratio = ours / theirs
             ok = abs(ratio - 1.0) <= TOLERANCE
-            if not ok:
-                bad.append(f"{op}/{impl}")
-            print(f"{label:<52} {impl:<7} {ours:>12.1f} {theirs:>12.1f} {ratio:>7.3f}  {'ok' if ok else 'DIFFERS'}")
+            if impl == "jax":
+                verdict = "info"
+            else:
+                verdict = "ok" if ok else "DIFFERS"
+                if not ok:
+                    bad.append(f"{op}/{impl}")
+            print(f"{label:<52} {impl:<7} {ours:>12.1f} {theirs:>12.1f} {ratio:>7.3f}  {verdict}")
             del fn
             torch.cuda.empty_cache()
     print(f"{'all within' if not bad else 'not within'} {TOLERANCE:.0%}" + (f": {', '.join(bad)}" if bad else ""))
