@@ -1,6 +1,7 @@
 """The implementations of each op (PyTorch, envcheck's Triton kernel, ``torch.compile``, and
-JAX where it is installed: jax_impl.py) and the tensors they run on. What an op costs and what shapes it takes is envcheck/ops.py;
-its float64 reference is accuracy.py.
+JAX where it is installed: jax_impl.py) and the tensors they run on. What an op costs and
+what shapes it takes is envcheck/ops.py; its float64 reference is accuracy.py (reference_ops.py
+for the first users' workloads).
 
 Torch is imported inside the functions: the worker alone calls them.
 """
@@ -218,7 +219,10 @@ def triton_impl(op: str, inputs: Inputs, out: Any, precision: str, shape: tuple[
     fn = getattr(kernels, op)
     if spec(op).family == "reduce":
         x = inputs["x"]
-        work = kernels.reduce.workspace(x, spec(op).reduce_over)
+        import importlib
+
+        reduce = importlib.import_module("envcheck.bench.kernels.reduce")  # the module of the six reductions
+        work = reduce.workspace(x, spec(op).reduce_over)
         return lambda: fn(x, out, work)
     if op == "layer_norm":
         x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
