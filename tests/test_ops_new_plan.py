@@ -189,6 +189,15 @@ def test_jax_not_installed_is_a_recorded_reason_and_no_case(monkeypatch: pytest.
     assert Note("bench.jax_off") in off.notes and not any(c.impl == "jax" for c in off.cases)
 
 
+def test_jax_stays_off_over_several_gpus_with_its_reason():
+    """--gpus (a worker per GPU), and node or fleet callers that offer no --no-jax: no JAX cases."""
+    many = suite.plan(opts(gpus="all"), gpu_env())
+    assert Note("bench.jax_multi_gpu") in many.notes and not any(c.impl == "jax" for c in many.cases)
+    fleet = argparse.Namespace(quick=True, ops=["layer_norm"], sizes=None, dtypes=None, device=0, no_compile=False)
+    p = suite.plan(fleet, gpu_env())
+    assert Note("bench.jax_multi_gpu") in p.notes and {c.impl for c in p.cases} == {"torch", "triton"}
+
+
 def test_jax_is_planned_beside_torch_without_triton(monkeypatch: pytest.MonkeyPatch):
     """A broken Triton skips Triton and torch.compile (whose GPU code is Triton), not JAX."""
     from envcheck.model import known
@@ -237,7 +246,8 @@ def test_unknown_op_names_the_new_ops_and_the_group():
 def test_new_message_keys_have_english_and_chinese_text():
     en = json.loads((ROOT / "envcheck/render/catalog/en.json").read_text())
     zh = json.loads((ROOT / "envcheck/render/catalog/zh-CN.json").read_text())
-    for key in ("bench.jax_missing", "bench.jax_off", "case.jax_host_timed", "skip.jax_no_gpu"):
+    for key in ("bench.jax_missing", "bench.jax_off", "bench.jax_multi_gpu", "case.jax_host_timed",
+                "skip.jax_no_gpu"):
         assert en[key] and zh[key] and en[key] != zh[key]
         assert any("\u4e00" <= ch <= "\u9fff" for ch in zh[key])
 

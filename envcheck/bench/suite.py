@@ -352,9 +352,15 @@ def triton_unusable(env: Environment) -> Note | None:
 
 
 def jax_unusable(options: RunOptions) -> Note | None:
-    """Why JAX is not measured (``--no-jax``, or not installed), else None."""
+    """Why JAX is not measured (``--no-jax``, a run over several GPUs, or not installed), else None.
+
+    JAX runs in single-GPU ``envcheck run`` only: over several GPUs (``--gpus``, a node or a
+    fleet: callers that offer no ``no_jax``) every GPU has its own worker, and each JAX client
+    would open a context on every visible GPU beside the other workers."""
     if getattr(options, "no_jax", False):
         return Note("bench.jax_off")
+    if getattr(options, "gpus", None) or not hasattr(options, "no_jax"):
+        return Note("bench.jax_multi_gpu")
     if not jax_impl.installed():
         return Note("bench.jax_missing")
     return None
