@@ -282,3 +282,25 @@ def test_verify_ops_picks_each_new_ops_largest_measured_case():
     heads = verify_ops.headline(cases)
     assert set(heads) == {"sum_lead", "linear_fwbw"}
     assert heads["sum_lead"].shape == (64, 4096, 4096) and heads["linear_fwbw"].shape == (4096, 4096, 4096)
+
+
+def test_the_precision_switch_covers_cudnn_convolutions_too():
+    """cuDNN runs fp32 convolutions in TF32 by default: an IEEE fp32 conv2d case turns it off
+    (and a TF32 one on) for every side, and the switch is restored after."""
+    torch = pytest.importorskip("torch")
+    from envcheck.bench.impls import tf32_matmul
+
+    before = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cudnn.allow_tf32 = True
+        with tf32_matmul("fp32"):
+            assert torch.backends.cudnn.allow_tf32 is False and torch.backends.cuda.matmul.allow_tf32 is False
+        assert torch.backends.cudnn.allow_tf32 is True
+        torch.backends.cudnn.allow_tf32 = False
+        with tf32_matmul("tf32"):
+            assert torch.backends.cudnn.allow_tf32 is True
+        with tf32_matmul("fp16"):
+            assert torch.backends.cudnn.allow_tf32 is False  # half precisions leave it as it is
+        assert torch.backends.cudnn.allow_tf32 is False
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before
