@@ -210,8 +210,12 @@ def test_jax_is_planned_beside_torch_without_triton(monkeypatch: pytest.MonkeyPa
 
 
 def test_the_default_suite_is_unchanged_by_the_new_ops():
-    p = suite.plan(opts(ops=None, no_jax=True), gpu_env())
+    p = suite.plan(opts(ops=None), gpu_env())
     assert {c.op for c in p.cases} == set(suite.DEFAULT_OPS)
+    assert {c.impl for c in p.cases} == {"torch", "triton", "compile"}  # JAX for named ops only
+    assert Note("bench.jax_named_ops") in p.notes
+    named = suite.plan(opts(ops=["matmul"]), gpu_env())
+    assert "jax" in {c.impl for c in named.cases}
     assert sum(1 for c in p.cases if c.op == "softmax" and c.shape == (256, 65536)) == 6  # the online path
 
 
@@ -246,7 +250,7 @@ def test_unknown_op_names_the_new_ops_and_the_group():
 def test_new_message_keys_have_english_and_chinese_text():
     en = json.loads((ROOT / "envcheck/render/catalog/en.json").read_text())
     zh = json.loads((ROOT / "envcheck/render/catalog/zh-CN.json").read_text())
-    for key in ("bench.jax_missing", "bench.jax_off", "bench.jax_multi_gpu", "case.jax_host_timed",
+    for key in ("bench.jax_missing", "bench.jax_off", "bench.jax_multi_gpu", "bench.jax_named_ops", "case.jax_host_timed",
                 "skip.jax_no_gpu"):
         assert en[key] and zh[key] and en[key] != zh[key]
         assert any("\u4e00" <= ch <= "\u9fff" for ch in zh[key])

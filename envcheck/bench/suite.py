@@ -351,18 +351,23 @@ def triton_unusable(env: Environment) -> Note | None:
     return None
 
 
-def jax_unusable(options: RunOptions) -> Note | None:
-    """Why JAX is not measured (``--no-jax``, a run over several GPUs, or not installed), else None.
+def jax_unusable(options: RunOptions, ops_given: bool) -> Note | None:
+    """Why JAX is not measured (``--no-jax``, a run over several GPUs, not installed, or the
+    default suite), else None.
 
     JAX runs in single-GPU ``envcheck run`` only: over several GPUs (``--gpus``, a node or a
     fleet: callers that offer no ``no_jax``) every GPU has its own worker, and each JAX client
-    would open a context on every visible GPU beside the other workers."""
+    would open a context on every visible GPU beside the other workers. It runs for the ops
+    named with ``--ops``: the default suite (the machine's health) keeps its three
+    implementations and its time."""
     if getattr(options, "no_jax", False):
         return Note("bench.jax_off")
     if getattr(options, "gpus", None) or not hasattr(options, "no_jax"):
         return Note("bench.jax_multi_gpu")
     if not jax_impl.installed():
         return Note("bench.jax_missing")
+    if not ops_given:
+        return Note("bench.jax_named_ops")
     return None
 
 
@@ -516,7 +521,7 @@ def plan(options: RunOptions, env: Environment) -> Plan:
         if lost:
             notes.append(Note("bench.gpu_lost", {"gpu_index": index, "detail": _first_line(lost)}))
         impls = ["torch", "triton"] + ([] if options.no_compile else ["compile"])
-        jax_note = jax_unusable(options)
+        jax_note = jax_unusable(options, sel.ops_given)
         if jax_note is None:
             impls.append("jax")
         else:
