@@ -144,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--control", choices=["vector_add_extra_bytes"], metavar="NAME",
                    help="the diff's positive control: vector_add_extra_bytes makes envcheck's Triton vector add "
                         "move 4%% more bytes (recorded in the report; never for real measurements)")
+    p.add_argument("--no-jax", action="store_true", help="skip JAX (measured where jax is installed)")
     p.add_argument("--out-dir", metavar="DIR",
                    help="where the dated report goes (default: ~/.local/share/envcheck/reports, or "
                         "$ENVCHECK_REPORTS_DIR: never inside a source tree)")

@@ -14,6 +14,19 @@ does; for the memory-bound ops they are informational (those ops are judged on b
 Shapes: ``(n,)`` for vector_add and relu, ``(rows, cols)`` for softmax and row_sum (reducing
 over ``cols``), ``(M, N, K)`` for matmul (``a`` is M x K, ``b`` is K x N). Plain Python: no
 torch, so the parent process and the analysis use it freely.
+
+The first users' workloads (issue 22) add three families and two training ops:
+
+- ``reduce``: ``(a, b, c)`` reduced by ``sum`` or ``max`` over every axis (``*_all``, one output),
+  the inner axis (``*_inner``: over c, a x b outputs) or the two leading axes (``*_lead``: over a
+  and b, c outputs), the (4, 512, 896) tensor among them;
+- ``conv``: ``(N, C, H, W, K, R, stride)``: an NCHW input of N x C x H x W, K filters of C x R x R,
+  padding R // 2 ("same" at stride 1), output N x K x P x Q;
+- ``layer_norm`` (rows, forward, eps 1e-5, with weight and bias);
+- forward + backward (``_fwbw``) of softmax (rows) and of a linear layer without bias (matmul
+  family: x is M x K, W is N x K, y = x W^T is M x N). Their output is the gradient(s) the
+  backward pass gives, judged against float64 gradients: dx for softmax, dx stacked over dW
+  ((M + N) x K) for linear. The forward output is written too (autograd keeps it) and counted.
 """
 
 from __future__ import annotations
@@ -25,11 +38,17 @@ DTYPES: tuple[str, ...] = ("fp32", "fp16", "bf16")
 # The arithmetic a case uses: its dtype, or TF32 for an fp32 matmul on tensor cores.
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16")
 ITEMSIZE: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2}
-IMPLS: tuple[str, ...] = ("torch", "triton", "compile")
+IMPLS: tuple[str, ...] = ("torch", "triton", "compile", "jax")
 
 # FLOPs per element of softmax: max (1 compare), subtract the max (1), exp (1), sum (1 add),
 # divide by the sum (1). Exp is counted as one operation, as roofline models usually do.
 SOFTMAX_FLOPS_PER_ELEMENT = 5
+
+# layer_norm per element: mean (1), subtract (1), square and add (2), scale by rstd (1), weight
+# and bias (2). softmax_fwbw adds to softmax's 5 the backward y * dy (1), its row sum (1),
+# dy - sum (1) and the product with y (1). Informational: both are judged on bandwidth.
+LAYER_NORM_FLOPS_PER_ELEMENT = 7
+SOFTMAX_FWBW_FLOPS_PER_ELEMENT = 9
 
 # The float64 reference is compared in chunks of at most this many elements: a 2^28-element
 # vector would need 2 GiB per float64 copy, more than a smaller GPU can spare beside the case.
@@ -54,8 +73,21 @@ class OpSpec:
     rank: int
     compute_bound: bool  # judged on FLOP/s against the precision's peak; else on bandwidth
     inputs: int  # tensors read, each of the full input shape (matmul: a and b)
+    reduce_over: str = ""  # reduce family: "all", "inner" or "lead" (the axes reduced)
+    backward: bool = False  # a forward + backward (autograd) op: the output is the gradient
 
     def check_shape(self, shape: tuple[int, ...]) -> None:
+        self._check_rank(shape)
+        if self.family == "conv" and shape[6] > shape[5]:
+            raise ValueError(f"{self.name} needs a stride no larger than the kernel, got {tuple(shape)}")
+
+    def conv_output(self, shape: tuple[int, ...]) -> tuple[int, int]:
+        """(P, Q): the output height and width of a conv shape (padding R // 2)."""
+        _, _, h, w, _, r, stride = shape
+        pad = r // 2
+        return (h + 2 * pad - r) // stride + 1, (w + 2 * pad - r) // stride + 1
+
+    def _check_rank(self, shape: tuple[int, ...]) -> None:
         if len(shape) != self.rank or any(not isinstance(d, int) or isinstance(d, bool) or d <= 0 for d in shape):
             raise ValueError(f"{self.name} needs a shape of {self.rank} positive integer(s), got {tuple(shape)}")
 
@@ -63,25 +95,53 @@ class OpSpec:
         if self.family == "vector":
             return shape[0]
         if self.family == "rows":
-            return shape[0] * shape[1] if self.name == "softmax" else shape[0]
+            return shape[0] if self.name == "row_sum" else shape[0] * shape[1]
+        if self.family == "reduce":
+            a, b, c = shape
+            return {"all": 1, "inner": a * b, "lead": c}[self.reduce_over]
+        if self.family == "conv":
+            p, q = self.conv_output(shape)
+            return shape[0] * shape[4] * p * q
+        if self.backward:  # linear: dx (M x K) over dW (N x K)
+            m, n, k = shape
+            return (m + n) * k
         return shape[0] * shape[1]
 
     def input_elements(self, shape: tuple[int, ...]) -> int:
         if self.family == "matmul":
             m, n, k = shape
-            return m * k + k * n
+            return m * k + k * n + (m * n if self.backward else 0)  # linear_fwbw also reads dy
+        if self.family == "conv":
+            n, c, h, w, k, r, _ = shape
+            return n * c * h * w + k * c * r * r
+        if self.name == "layer_norm":
+            return math.prod(shape) + 2 * shape[1]  # x, weight and bias
         return self.inputs * math.prod(shape)
+
+    def forward_elements(self, shape: tuple[int, ...]) -> int:
+        """Elements of the forward output a forward + backward op also writes (autograd keeps
+        it for the backward pass): y of softmax, y = x W^T of linear; 0 for the other ops."""
+        if not self.backward:
+            return 0
+        return shape[0] * shape[1]
 
     def traffic(self, shape: tuple[int, ...], dtype: str) -> Traffic:
         """Bytes and FLOPs of one call at ``shape`` in ``dtype`` (a shape a Case or a planned
         case accepted: they check it, once, where they are made)."""
         size = ITEMSIZE[dtype]
-        nbytes = (self.input_elements(shape) + self.output_elements(shape)) * size
+        nbytes = (self.input_elements(shape) + self.output_elements(shape) + self.forward_elements(shape)) * size
         if self.family == "matmul":
             m, n, k = shape
-            flops = 2 * m * n * k
+            flops = (6 if self.backward else 2) * m * n * k  # forward, dx and dW: three matmuls
+        elif self.family == "conv":
+            _, c, _, _, _, r, _ = shape
+            flops = 2 * self.output_elements(shape) * c * r * r
         elif self.name == "softmax":
             flops = SOFTMAX_FLOPS_PER_ELEMENT * math.prod(shape)
+        elif self.name == "softmax_fwbw":
+            flops = SOFTMAX_FWBW_FLOPS_PER_ELEMENT * math.prod(shape)
+        elif self.name == "layer_norm":
+            flops = LAYER_NORM_FLOPS_PER_ELEMENT * math.prod(shape)
         else:
             flops = math.prod(shape)  # one add or one max per element read
         return Traffic(nbytes, flops)
@@ -95,9 +155,16 @@ class OpSpec:
         """Terms summed into one output element: matmul's K, the row length of softmax and
         row_sum, 1 for element-wise ops. Rounding error grows with it."""
         if self.family == "matmul":
-            return shape[2]
+            # linear_fwbw's gradients sum over N (dx) and over M (dW).
+            return max(shape[0], shape[1]) if self.backward else shape[2]
         if self.family == "rows":
             return shape[1]
+        if self.family == "reduce":
+            # A max rounds nothing: whatever it reads, its result is one of its inputs.
+            return 1 if self.name.startswith("max") else math.prod(shape) // self.output_elements(shape)
+        if self.family == "conv":
+            _, c, _, _, _, r, _ = shape
+            return c * r * r
         return 1
 
     def memory_needed_bytes(self, shape: tuple[int, ...], dtype: str) -> int:
@@ -114,9 +181,13 @@ class OpSpec:
         out = self.output_elements(shape) * size
         chunk = min(REFERENCE_CHUNK_ELEMENTS, max(1, self.output_elements(shape)))
         ref = 8 * 4 * chunk  # reference, magnitude reference, and the float64 output chunk
-        if self.family == "matmul":
+        if self.name == "matmul":
             _, n, k = shape
             ref += 2 * 8 * k * n
+        elif self.backward or self.family in ("conv", "reduce") or self.name == "layer_norm":
+            # The new ops' references hold float64 copies of the inputs (and their absolute
+            # values) and of the forward output whole.
+            ref += 2 * 8 * (self.input_elements(shape) + self.forward_elements(shape))
         return ws + out + ref
 
 
@@ -127,6 +198,12 @@ OPS: dict[str, OpSpec] = {
         OpSpec("matmul", "matmul", 3, True, inputs=2),
         OpSpec("softmax", "rows", 2, False, inputs=1),
         OpSpec("row_sum", "rows", 2, False, inputs=1),
+        OpSpec("conv2d", "conv", 7, True, inputs=2),
+        OpSpec("layer_norm", "rows", 2, False, inputs=1),
+        *(OpSpec(f"{how}_{over}", "reduce", 3, False, inputs=1, reduce_over=over)
+          for how in ("sum", "max") for over in ("all", "inner", "lead")),
+        OpSpec("softmax_fwbw", "rows", 2, False, inputs=2, backward=True),
+        OpSpec("linear_fwbw", "matmul", 3, True, inputs=3, backward=True),
     )
 }
 OP_NAMES: tuple[str, ...] = tuple(OPS)

@@ -15,7 +15,9 @@ from envcheck.ops import OP_NAMES
 
 
 def opts(**kw) -> argparse.Namespace:
-    base = {"quick": False, "ops": None, "sizes": None, "dtypes": None, "device": 0, "no_compile": False}
+    # JAX's planning is tested in test_ops_new_plan.py; here it is off, so the cases stay the three.
+    base = {"quick": False, "ops": None, "sizes": None, "dtypes": None, "device": 0, "no_compile": False,
+            "no_jax": True}
     base.update(kw)
     return argparse.Namespace(**base)
 
@@ -53,7 +55,7 @@ def keys(plan: suite.Plan) -> set[tuple]:
 def test_full_gpu_plan_covers_every_op_with_torch_first_then_triton_then_compile():
     p = suite.plan(opts(), gpu_env())
     assert p.backend == "cuda" and p.index == 0 and p.runnable
-    assert [op for op in OP_NAMES if any(c.op == op for c in p.cases)] == list(OP_NAMES)
+    assert [op for op in OP_NAMES if any(c.op == op for c in p.cases)] == list(suite.DEFAULT_OPS)
     # Within one (op, dtype, precision, shape), torch comes first: speedups are against it.
     groups: dict[tuple, list[str]] = {}
     for c in p.cases:
@@ -67,7 +69,7 @@ def test_full_gpu_plan_covers_every_op_with_torch_first_then_triton_then_compile
             assert c.group not in seen
             seen.append(c.group)
     assert p.settings.cold_l2 and not p.settings.quick and p.settings.threads is None
-    assert p.settings.impls == ("torch", "triton", "compile") and p.settings.ops == OP_NAMES
+    assert p.settings.impls == ("torch", "triton", "compile") and p.settings.ops == suite.DEFAULT_OPS
     assert p.settings.max_samples <= 150  # every raw sample kept, the report under 1 MB
 
 
@@ -192,7 +194,7 @@ def test_one_number_means_a_square_matmul_when_matmul_is_named():
 @pytest.mark.parametrize(
     "kw, message",
     [
-        ({"ops": ["gemm"]}, "--ops: unknown op 'gemm' (valid: vector_add, relu, matmul, softmax, row_sum)"),
+        ({"ops": ["gemm"]}, "--ops: unknown op 'gemm' (valid: vector_add, relu, matmul, softmax, row_sum, conv2d"),
         ({"dtypes": ["fp8"]}, "--dtypes: unknown dtype 'fp8' (valid: fp32, fp16, bf16, tf32)"),
         ({"sizes": ["abc"]}, "--sizes: 'abc' is not a size"),
         ({"ops": ["relu"], "sizes": ["64x64"]}, "--sizes: 64x64 fits none of the selected ops"),
@@ -229,7 +231,7 @@ def test_cpu_machine_plans_torch_only_small_sizes_and_says_why():
     p = suite.plan(opts(), cpu_env())
     assert p.backend == "cpu" and p.runnable
     assert {c.impl for c in p.cases} == {"torch"}
-    assert {c.op for c in p.cases} == set(OP_NAMES)
+    assert {c.op for c in p.cases} == set(suite.DEFAULT_OPS)
     assert max(c.shape[0] for c in p.cases if c.op in ("vector_add", "relu")) <= 1 << 22
     assert max(max(c.shape) for c in p.cases if c.op == "matmul") <= 512
     assert {c.precision for c in p.cases if c.op == "matmul"} == {"fp32"}  # no TF32 on a CPU

@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from envcheck.bench import reference_ops
 from envcheck.model import Accuracy
 from envcheck.ops import REFERENCE_CHUNK_ELEMENTS
 
@@ -60,14 +61,18 @@ class RefChunk:
 
 
 def reference_chunks(op: str, inputs: dict[str, Any],
-                     chunk_elements: int = REFERENCE_CHUNK_ELEMENTS) -> Iterator[RefChunk]:
+                     chunk_elements: int = REFERENCE_CHUNK_ELEMENTS, shape: tuple[int, ...] = ()) -> Iterator[RefChunk]:
     """Float64 reference pieces covering the output along its first dimension.
 
     Computed on the inputs' device, chunk by chunk: softmax and row_sum chunk whole rows (a
-    row is never split); matmul chunks rows of ``a`` against all of ``b``.
+    row is never split); matmul chunks rows of ``a`` against all of ``b``. The first users'
+    workloads (conv2d, layer_norm, reductions, forward + backward) are reference_ops.py's.
     """
     import torch
 
+    if op in reference_ops.OPS:
+        yield from reference_ops.chunks(op, inputs, shape, chunk_elements, RefChunk)
+        return
     if op in ("vector_add", "relu"):
         x = inputs["x"]
         n = x.shape[0]

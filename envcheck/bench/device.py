@@ -36,12 +36,14 @@ def cpu_threads(physical: Callable[[], int | None] | None = None,
 
 
 def versions(torch: Any) -> dict[str, str]:
-    """torch / triton / CUDA versions the run used (only those known)."""
+    """torch / triton / CUDA / jax versions the run used (only those known; jax's from its
+    metadata, not imported: it is imported only where a JAX case runs)."""
     found = {"torch": str(torch.__version__), "cuda": torch.version.cuda}
-    try:
-        found["triton"] = importlib.metadata.version("triton")
-    except importlib.metadata.PackageNotFoundError:
-        pass
+    for name in ("triton", "jax"):
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
     return {k: str(v) for k, v in found.items() if v}
 
 

@@ -22,14 +22,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from envcheck.bench import accuracy, impls
+from envcheck.bench import accuracy, impls, jax_impl
 from envcheck.bench.device import Runtime
 from envcheck.bench.failure import log, one_line
 from envcheck.bench.graphs import graph_region
 from envcheck.bench.l2 import Rotation, rotation_sets
 from envcheck.bench.suite import PlannedCase
 from envcheck.bench.timer import Region
-from envcheck.model import Accuracy, Case, Note, Timing
+from envcheck.model import Accuracy, Case, Note, Skip, Timing
 from envcheck.ops import spec
 
 # Share of free device memory one group of cases may use (the CUDA context, allocator slack
@@ -121,16 +121,24 @@ def _bound(rt: Runtime, planned: PlannedCase, group: Group) -> list[Any]:
     """The implementation bound to each set of the group, the checked (first) set first."""
     op, impl = planned.op, planned.impl
     sets = [(group.inputs, group.out), *group.extra_sets]
+    # conv2d's stride lives in its shape, and a compiled linear_fwbw writes into the set's output:
+    # only such ops get the shape and outputs (the other bindings depend on their tensors alone).
+    more = spec(op).family == "conv" or spec(op).backward
+    shape: dict[str, Any] = {"shape": planned.shape} if more else {}
     if impl == "torch":
-        return [impls.torch_impl(op, inputs, out) for inputs, out in sets]
+        return [impls.torch_impl(op, inputs, out, **shape) for inputs, out in sets]
     if impl == "triton":
         # The positive control's switch goes only to the runs that set it: every other run binds as before.
         control = {"control": rt.settings.control} if rt.settings.control else {}
-        return [impls.triton_impl(op, inputs, out, planned.precision, **control) for inputs, out in sets]
+        return [impls.triton_impl(op, inputs, out, planned.precision, **shape, **control) for inputs, out in sets]
+    if impl == "jax":
+        return jax_impl.on_sets(op, sets, planned.precision, planned.shape)
+    if more:
+        return impls.compiled_on_sets(op, [inputs for inputs, _ in sets], planned.shape, [out for _, out in sets])
     return impls.compiled_on_sets(op, [inputs for inputs, _ in sets])
 
 
-def prepare(rt: Runtime, planned: PlannedCase, group: Group) -> Prepared | Case:
+def prepare(rt: Runtime, planned: PlannedCase, group: Group) -> Prepared | Case | Skip:
     """Steps 1-4 of one implementation (out of memory propagates: see failure.guarded)."""
     timer = rt.timer
     try:
@@ -138,6 +146,8 @@ def prepare(rt: Runtime, planned: PlannedCase, group: Group) -> Prepared | Case:
         first_s = timer.first_call_s(fns[0])
     except rt.oom:
         raise
+    except jax_impl.NoDevice as e:  # a CPU-only jaxlib on a GPU machine: JAX cannot run here, not a failure
+        return planned.skip(Note("skip.jax_no_gpu", {"backend": e.backend}))
     except Exception as e:  # noqa: BLE001 - a compile or launch failure of this implementation
         log(f"{planned.label}: first call failed:", e)
         rt.after_failure()
@@ -148,7 +158,8 @@ def prepare(rt: Runtime, planned: PlannedCase, group: Group) -> Prepared | Case:
     try:
         result, poisoned = accuracy.checked_call(fns[0], group.out)
         timer.clock.synchronize()
-        stats = accuracy.compare(result, accuracy.reference_chunks(planned.op, group.inputs), planned.dtype)
+        stats = accuracy.compare(result, accuracy.reference_chunks(planned.op, group.inputs, **(
+            {"shape": planned.shape} if spec(planned.op).family == "conv" else {})), planned.dtype)
         del result
     except rt.oom:
         raise
@@ -164,7 +175,10 @@ def prepare(rt: Runtime, planned: PlannedCase, group: Group) -> Prepared | Case:
     prepared = Prepared(planned, run, compile_s, stats, rotation_sets=len(fns), notes=notes,
                         kernel=impls.triton_kernel(planned.op, planned.shape, planned.dtype, planned.precision)
                         if planned.impl == "triton" else None)
-    if rt.cuda:
+    if rt.cuda and planned.impl == "jax":
+        # JAX launches on its own streams, which a torch CUDA graph cannot capture (jax_impl.py).
+        prepared.notes.append(Note("case.jax_host_timed"))
+    elif rt.cuda:
         try:
             prepared.graph = graph_region(timer, run, len(fns))
         except rt.oom:

@@ -1,6 +1,7 @@
-"""The three implementations of each op (PyTorch, envcheck's Triton kernel, ``torch.compile``)
-and the tensors they run on. What an op costs and what shapes it takes is envcheck/ops.py;
-its float64 reference is accuracy.py.
+"""The implementations of each op (PyTorch, envcheck's Triton kernel, ``torch.compile``, and
+JAX where it is installed: jax_impl.py) and the tensors they run on. What an op costs and
+what shapes it takes is envcheck/ops.py; its float64 reference is accuracy.py (reference_ops.py
+for the first users' workloads).
 
 Torch is imported inside the functions: the worker alone calls them.
 """
@@ -58,9 +59,20 @@ def make_inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, genera
         return {"x": randn(shape[0])}
     if op == "softmax":
         return {"x": randn(*shape, scale=SOFTMAX_SPREAD, offset=SOFTMAX_OFFSET)}
-    if op == "row_sum":
+    if op == "row_sum" or spec(op).family == "reduce":
         return {"x": randn(*shape)}
+    if op == "layer_norm":
+        return {"x": randn(*shape), "weight": randn(shape[1]), "bias": randn(shape[1])}
+    if op == "softmax_fwbw":
+        return {"x": randn(*shape, scale=SOFTMAX_SPREAD, offset=SOFTMAX_OFFSET), "dy": randn(*shape)}
+    if op == "conv2d":
+        nb, c, h, w, k, r, _ = shape
+        return {"x": randn(nb, c, h, w), "weight": randn(k, c, r, r, scale=1.0 / float(c * r * r) ** 0.5)}
     m, n, k = shape
+    if op == "linear_fwbw":
+        # y = x W^T and the gradients stay O(1): W scaled by 1/sqrt(K), dy by 1/sqrt(max(M, N)).
+        return {"x": randn(m, k), "w": randn(n, k, scale=1.0 / float(k) ** 0.5),
+                "dy": randn(m, n, scale=1.0 / float(max(m, n)) ** 0.5)}
     s = 1.0 / float(k) ** 0.5
     if dtype == "fp32":
         # B as nn.Linear stores it: W of shape (N, K), used as W.T (K-major). Hopper's TF32
@@ -77,14 +89,19 @@ def make_output(op: str, shape: tuple[int, ...], dtype: str, device: str) -> Any
     s = spec(op)
     s.check_shape(shape)
     tdt = torch_dtype(dtype)
-    if op == "softmax":
+    if op in ("softmax", "layer_norm", "softmax_fwbw"):
         return torch.empty(*shape, dtype=tdt, device=device)
+    if op == "conv2d":
+        p, q = s.conv_output(shape)
+        return torch.empty(shape[0], shape[4], p, q, dtype=tdt, device=device)
+    if op == "linear_fwbw":
+        return torch.empty(shape[0] + shape[1], shape[2], dtype=tdt, device=device)
     if op == "matmul":
         return torch.empty(shape[0], shape[1], dtype=tdt, device=device)
     return torch.empty(s.output_elements(shape), dtype=tdt, device=device)
 
 
-def torch_impl(op: str, inputs: Inputs, out: Any) -> Impl:
+def torch_impl(op: str, inputs: Inputs, out: Any, shape: tuple[int, ...] = ()) -> Impl:
     """The PyTorch call a user would write, writing into ``out`` where ATen has an out= form.
 
     relu is ATen's ``clamp_min(x, 0)`` (what ``torch.relu`` dispatches to) and softmax is
@@ -105,16 +122,124 @@ def torch_impl(op: str, inputs: Inputs, out: Any) -> Impl:
     if op == "row_sum":
         x = inputs["x"]
         return lambda: torch.sum(x, dim=-1, out=out)
+    if op == "conv2d":
+        return _conv2d(inputs, out, stride=shape[6])
+    if op in _NEW_TORCH:
+        return _NEW_TORCH[op](inputs, out)
     a, b = inputs["a"], inputs["b"]
     return lambda: torch.matmul(a, b, out=out)
 
 
-def triton_impl(op: str, inputs: Inputs, out: Any, precision: str, control: str | None = None) -> Impl:
+def _reduction(how: str, over: str) -> Callable[[Inputs, Any], Impl]:
+    """torch.sum / torch.amax over the op's axes, into ``out`` viewed as the result's shape."""
+    def bind(inputs: Inputs, out: Any) -> Impl:
+        import torch
+
+        x = inputs["x"]
+        a, b, c = x.shape
+        dims, view = {"all": ((0, 1, 2), ()), "inner": ((2,), (a, b)), "lead": ((0, 1), (c,))}[over]
+        fn = torch.sum if how == "sum" else torch.amax
+        shaped = out.view(view)
+
+        def call() -> Any:
+            fn(x, dim=dims, out=shaped)
+            return out  # flat, as the reference and the other implementations give it
+
+        return call
+
+    return bind
+
+
+def _layer_norm(inputs: Inputs, out: Any) -> Impl:
+    """``F.layer_norm`` as users call it: it allocates its output (ATen's out= form also wants
+    the mean and rstd buffers, in a dtype that differs between CPU and CUDA)."""
+    import torch
+
+    x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
+    return lambda: torch.nn.functional.layer_norm(x, (x.shape[1],), w, b, 1e-5)
+
+
+def _conv2d(inputs: Inputs, out: Any, stride: int) -> Impl:
+    """``F.conv2d`` (cuDNN on a GPU; it allocates its output), padding R // 2."""
+    import torch
+
+    x, w = inputs["x"], inputs["weight"]
+    pad = w.shape[2] // 2
+    return lambda: torch.nn.functional.conv2d(x, w, stride=stride, padding=pad)
+
+
+def _softmax_fwbw(inputs: Inputs, out: Any) -> Impl:
+    """Autograd: forward, then the backward pass for the upstream gradient dy; returns dx
+    (autograd allocates it: accuracy.checked_call's allocating path)."""
+    import torch
+
+    x = inputs["x"].detach().requires_grad_()
+    dy = inputs["dy"]
+
+    def call() -> Any:
+        y = torch.softmax(x, dim=-1)
+        return torch.autograd.grad(y, x, dy)[0]
+
+    return call
+
+
+def _linear_fwbw(inputs: Inputs, out: Any, forward: Callable[..., Any] | None = None) -> Impl:
+    """Autograd: y = x W^T, then dx and dW for dy, written into ``out`` (dx over dW). The copy
+    into ``out`` moves (M + N) K elements, small beside the three matmuls' 6 MNK FLOPs."""
+    import torch
+
+    x = inputs["x"].detach().requires_grad_()
+    w = inputs["w"].detach().requires_grad_()
+    dy = inputs["dy"]
+    fwd = forward or torch.nn.functional.linear
+
+    def call() -> Any:
+        y = fwd(x, w)
+        dx, dw = torch.autograd.grad(y, (x, w), dy)
+        return torch.cat((dx, dw), out=out)
+
+    return call
+
+
+_NEW_TORCH: dict[str, Callable[[Inputs, Any], Impl]] = {
+    "layer_norm": _layer_norm,
+    "softmax_fwbw": _softmax_fwbw,
+    "linear_fwbw": _linear_fwbw,
+    **{f"{how}_{over}": _reduction(how, over) for how in ("sum", "max") for over in ("all", "inner", "lead")},
+}
+
+
+def triton_impl(op: str, inputs: Inputs, out: Any, precision: str, shape: tuple[int, ...] = (),
+                control: str | None = None) -> Impl:
     """envcheck's Triton kernel for ``op`` (imports Triton: call inside the worker only).
-    ``control``: the run's positive-control switch (model.CONTROLS), None in ordinary runs."""
+    ``control``: the run's positive-control switch (model.CONTROLS), None in ordinary runs.
+
+    Workspaces a kernel needs (the reductions' partials, the forward output y of the
+    forward + backward ops) are made here, once, outside every timed region."""
     from envcheck.bench import kernels
 
     fn = getattr(kernels, op)
+    if spec(op).family == "reduce":
+        x = inputs["x"]
+        import importlib
+
+        reduce = importlib.import_module("envcheck.bench.kernels.reduce")  # the module of the six reductions
+        work = reduce.workspace(x, spec(op).reduce_over)
+        return lambda: fn(x, out, work)
+    if op == "layer_norm":
+        x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
+        return lambda: fn(x, w, b, out)
+    if op == "conv2d":
+        x, w = inputs["x"], inputs["weight"]
+        return lambda: fn(x, w, out, shape[6], precision)
+    if op == "softmax_fwbw":
+        x, dy = inputs["x"], inputs["dy"]
+        y = x.new_empty(x.shape)
+        return lambda: fn(x, dy, y, out)
+    if op == "linear_fwbw":
+        x, w, dy = inputs["x"], inputs["w"], inputs["dy"]
+        y = x.new_empty(x.shape[0], w.shape[0])
+        return lambda: fn(x, w, dy, y, out, precision)
     if op == "vector_add":
         x, y = inputs["x"], inputs["y"]
         if control == "vector_add_extra_bytes":
@@ -143,20 +268,33 @@ def triton_kernel(op: str, shape: tuple[int, ...], dtype: str, precision: str) -
     return tile.label if tile is not None else None
 
 
-def eager(op: str) -> Callable[..., Any]:
-    """The out-of-place PyTorch function torch.compile traces (out= forms do not compile well)."""
+def eager(op: str, shape: tuple[int, ...] = ()) -> Callable[..., Any]:
+    """The out-of-place PyTorch function torch.compile traces (out= forms do not compile well).
+    For the forward + backward ops: the forward only (the backward is autograd's, compiled by
+    AOTAutograd with it). Reductions return their result flat, as ``out`` holds it."""
     import torch
 
+    if spec(op).family == "reduce":
+        dims = {"all": (0, 1, 2), "inner": (2,), "lead": (0, 1)}[spec(op).reduce_over]
+        fn = torch.sum if op.startswith("sum") else torch.amax
+        return lambda x: fn(x, dim=dims).reshape(-1)
+    if op == "conv2d":
+        stride, pad = shape[6], shape[5] // 2
+        return lambda x, w: torch.nn.functional.conv2d(x, w, stride=stride, padding=pad)
     return {
         "vector_add": lambda x, y: x + y,
         "relu": torch.relu,
         "softmax": lambda x: torch.softmax(x, dim=-1),
         "row_sum": lambda x: x.sum(dim=-1),
         "matmul": torch.matmul,
+        "layer_norm": lambda x, w, b: torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, 1e-5),
+        "softmax_fwbw": lambda x: torch.softmax(x, dim=-1),
+        "linear_fwbw": torch.nn.functional.linear,
     }[op]
 
 
-def compiled_on_sets(op: str, sets: list[Inputs]) -> list[Impl]:
+def compiled_on_sets(op: str, sets: list[Inputs], shape: tuple[int, ...] = (),
+                     outs: list[Any] | None = None) -> list[Impl]:
     """``torch.compile`` of the eager op with static shapes, ONCE, bound to each set's inputs;
     compiling happens on the first call.
 
@@ -170,12 +308,23 @@ def compiled_on_sets(op: str, sets: list[Inputs]) -> list[Impl]:
 
     with contextlib.suppress(Exception):  # a private API; resetting protects the measurement, it is not required
         torch._dynamo.reset()
-    compiled = torch.compile(eager(op), dynamic=False)
+    compiled = torch.compile(eager(op, shape), dynamic=False)
+    if op == "softmax_fwbw":
+        def softmax_fwbw(inputs: Inputs) -> Impl:
+            x = inputs["x"].detach().requires_grad_()
+            dy = inputs["dy"]
+            return lambda: torch.autograd.grad(compiled(x), x, dy)[0]
+
+        return [softmax_fwbw(inputs) for inputs in sets]
+    if op == "linear_fwbw":
+        return [_linear_fwbw(inputs, out, forward=compiled) for inputs, out in zip(sets, outs or [], strict=True)]
     return [functools.partial(compiled, *inputs.values()) for inputs in sets]
 
 
 class tf32_matmul:  # noqa: N801 - used like the torch context managers it mirrors
-    """Context manager: ``torch.backends.cuda.matmul.allow_tf32`` set for ``precision``, restored after.
+    """Context manager: ``torch.backends.cuda.matmul.allow_tf32`` and cuDNN's
+    ``torch.backends.cudnn.allow_tf32`` (convolutions: on by default in PyTorch) set for
+    ``precision``, restored after.
 
     ``fp32`` -> IEEE (False), ``tf32`` -> True; fp16/bf16 matmuls ignore the switch (left as is).
     Both the PyTorch and the compiled implementation read it, so both sides of a TF32 row use TF32.
@@ -184,13 +333,16 @@ class tf32_matmul:  # noqa: N801 - used like the torch context managers it mirro
     def __init__(self, precision: str) -> None:
         self.precision = precision
         self._saved: bool | None = None
+        self._saved_cudnn: bool | None = None
 
     def __enter__(self) -> tf32_matmul:
         import torch
 
         self._saved = torch.backends.cuda.matmul.allow_tf32
+        self._saved_cudnn = torch.backends.cudnn.allow_tf32
         if self.precision in ("fp32", "tf32"):
             torch.backends.cuda.matmul.allow_tf32 = self.precision == "tf32"
+            torch.backends.cudnn.allow_tf32 = self.precision == "tf32"
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -198,3 +350,5 @@ class tf32_matmul:  # noqa: N801 - used like the torch context managers it mirro
 
         if self._saved is not None:
             torch.backends.cuda.matmul.allow_tf32 = self._saved
+        if self._saved_cudnn is not None:
+            torch.backends.cudnn.allow_tf32 = self._saved_cudnn

@@ -7,7 +7,10 @@ Grammar of one item:
   (2^10, 2^20, 2^30) because GPU sizes are: ``1M`` is 1,048,576 elements, the same
   as ``2^20``. Write ``1e6`` for a decimal million.
 - ``RxC``: rows x columns, for softmax and row_sum (``4096x4096``).
-- ``MxNxK``: a matmul of an (M, K) by a (K, N) matrix (``4096x11008x4096``).
+- ``MxNxK``: a matmul of an (M, K) by a (K, N) matrix (``4096x11008x4096``); also the
+  (a, b, c) tensor the reductions take (``4x512x896``) and linear_fwbw's (M, N, K).
+- ``NxCxHxWxKxRxSTRIDE``: a conv2d of an N x C x H x W input by K filters of R x R
+  (``32x64x32x32x64x3x1``).
 
 Which ops a size feeds is decided by ``shape_for``: ``N`` is the element count of the
 vector ops and, for matmul, an N x N x N square; ``RxC`` feeds softmax and row_sum;
@@ -72,9 +75,9 @@ def parse_count(text: str, item: str | None = None) -> int:
 
 
 def parse_size(item: str) -> tuple[int, ...]:
-    """One ``--sizes`` item as a shape of 1, 2 or 3 dimensions."""
+    """One ``--sizes`` item as a shape of 1, 2, 3 or 7 (conv2d) dimensions."""
     parts = item.strip().lower().split("x")
-    if not 1 <= len(parts) <= 3 or any(not p.strip() for p in parts):
+    if not (1 <= len(parts) <= 3 or len(parts) == 7) or any(not p.strip() for p in parts):
         raise _not_a_size(item)
     return tuple(parse_count(p, item) for p in parts)
 
@@ -101,7 +104,13 @@ def shape_for(op: str, size: tuple[int, ...], matmul_square: bool) -> tuple[int,
         if len(size) == 1 and matmul_square:
             return (size[0],) * 3
         return None
-    return size if len(size) == spec(op).rank else None
+    if len(size) != spec(op).rank:
+        return None
+    try:
+        spec(op).check_shape(size)  # e.g. a conv2d stride larger than its kernel
+    except ValueError:
+        return None
+    return size
 
 
 def describe(shape: tuple[int, ...]) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from envcheck.bench import jax_impl
 from envcheck.bench import sizes as sz
 from envcheck.bench.device import cpu_threads
 from envcheck.errors import UsageError
@@ -39,6 +40,9 @@ SEED_MATMUL = (512, 1024, 2048)
 VECTOR_SIZES = (1 << 10, 10240, 102400, 1 << 16, 1 << 20, 1_000_003, 1 << 22, 1 << 24, 1 << 26, 1 << 28)
 VECTOR_HALF_SIZES = (1 << 20, 1_000_003, 1 << 24, 1 << 28)  # fp16 / bf16 at a few sizes
 ROW_SHAPES = ((4096, 1024), (1000, 4097), (8192, 4096), (16384, 8192), (4096, 32768))
+# Rows past softmax's single-tile limit (32768 columns): its online kernel runs only there
+# (test_ops_new_plan.py checks that every kernel path shipped is reached by a suite case).
+SOFTMAX_ONLINE_SHAPES = ((256, 65536),)
 MATMUL_SHAPES = (tuple((n, n, n) for n in (256, 512, 1024, 2048, 4096, 8192))
                  + ((1000, 1000, 1000), (1000, 1001, 999), (4096, 11008, 4096)))
 # IEEE fp32 matmul runs on CUDA cores (no tensor cores): a Triton kernel takes seconds at 8192^3.
@@ -63,6 +67,63 @@ CPU_MATMUL_SHAPES = ((128, 128, 128), (255, 257, 253), (256, 256, 256), (512, 51
 CPU_QUICK_VECTOR_SIZES = (1 << 10, 10240, 100_003, 102400, 1 << 20)
 CPU_QUICK_ROW_SHAPES = ((257, 1025), (1024, 1024))
 CPU_QUICK_MATMUL_SHAPES = ((255, 257, 253), (256, 256, 256), (512, 512, 512))
+
+
+
+@dataclass(frozen=True)
+class OpSizes:
+    """The suite of one of the first users' workloads (issue 22): shapes of the full and quick
+    GPU suites, of the CPU baseline, and those torch.compile runs at. ``quick_dtypes``: the
+    quick suite's dtypes (fp16 for the compute-bound ops, which tensor cores run)."""
+
+    full: tuple[tuple[int, ...], ...]
+    quick: tuple[tuple[int, ...], ...]
+    cpu: tuple[tuple[int, ...], ...]
+    cpu_quick: tuple[tuple[int, ...], ...]
+    compile: tuple[tuple[int, ...], ...]
+    quick_dtypes: tuple[str, ...] = ("fp32",)
+
+
+# conv2d (N, C, H, W, K, R, stride): inputs of 32 to 128 pixels, kernels 3, 5 and 7, strides 1
+# and 2 (the third user's comparison), and a ragged input no tile divides.
+_CONV_SIZES = OpSizes(
+    full=((32, 64, 32, 32, 64, 3, 1), (32, 64, 32, 32, 64, 5, 1), (32, 64, 32, 32, 64, 7, 1),
+          (16, 64, 64, 64, 64, 3, 2), (16, 64, 64, 64, 128, 5, 2), (8, 32, 128, 128, 64, 7, 2),
+          (8, 32, 127, 129, 48, 3, 1)),
+    quick=((32, 64, 32, 32, 64, 3, 1), (8, 32, 128, 128, 64, 7, 2)),
+    cpu=((4, 16, 32, 32, 16, 3, 1), (2, 8, 33, 31, 8, 5, 2), (2, 8, 64, 64, 8, 7, 2)),
+    cpu_quick=((4, 16, 32, 32, 16, 3, 1), (2, 8, 33, 31, 8, 5, 2)),
+    compile=((32, 64, 32, 32, 64, 3, 1), (8, 32, 128, 128, 64, 7, 2)),
+    quick_dtypes=("fp16",))
+# Row-wise training ops (rows, cols): up to softmax's single-tile limit of 32768 columns.
+_ROW_OP_SIZES = OpSizes(
+    full=((4096, 1024), (1000, 4097), (8192, 4096), (4096, 8192), (1024, 32768)),
+    quick=((1000, 4097), (8192, 4096)),
+    cpu=((1024, 1024), (257, 1025), (4096, 1024)),
+    cpu_quick=((257, 1025), (1024, 1024)),
+    compile=((4096, 1024), (8192, 4096)))
+# Reductions of (a, b, c): the second user's (4, 512, 896), a large power of two, a ragged one.
+_REDUCE_SIZES = OpSizes(
+    full=((4, 512, 896), (64, 1024, 1024), (16, 4096, 4096), (1000, 3, 4097)),
+    quick=((4, 512, 896), (64, 1024, 1024)),
+    cpu=((4, 512, 896), (3, 100, 1001), (16, 256, 256)),
+    cpu_quick=((4, 512, 896), (3, 100, 1001)),
+    compile=((4, 512, 896), (64, 1024, 1024)))
+# Linear layer forward + backward (M, N, K): x is M x K, W is N x K.
+_LINEAR_SIZES = OpSizes(
+    full=((1024, 1024, 1024), (4096, 4096, 4096), (8192, 4096, 4096), (1000, 1001, 999)),
+    quick=((2048, 2048, 2048), (1000, 1001, 999)),
+    cpu=((128, 128, 128), (255, 257, 253), (256, 256, 256)),
+    cpu_quick=((255, 257, 253), (256, 256, 256)),
+    compile=((1024, 1024, 1024), (1000, 1001, 999)),
+    quick_dtypes=("fp16",))
+OP_SIZES: dict[str, OpSizes] = {
+    "conv2d": _CONV_SIZES,
+    "layer_norm": _ROW_OP_SIZES,
+    "softmax_fwbw": _ROW_OP_SIZES,
+    **{f"{how}_{over}": _REDUCE_SIZES for how in ("sum", "max") for over in ("all", "inner", "lead")},
+    "linear_fwbw": _LINEAR_SIZES,
+}
 
 # The presets: how samples are taken (timer.py states the rule). At most 150 samples per
 # timing keeps every raw sample of the full suite (~260 cases, 2 timings each, and the NVML
@@ -168,16 +229,25 @@ class Selection:
     sizes: tuple[tuple[int, ...], ...] | None
 
 
+# What runs without --ops: the machine-health suite. The first users' workloads (issue 22)
+# run when named, one by one or as the group ``workloads`` (``--ops workloads``): they would
+# triple the default suite's cases and time.
+DEFAULT_OPS: tuple[str, ...] = ("vector_add", "relu", "matmul", "softmax", "row_sum")
+OP_GROUPS: dict[str, tuple[str, ...]] = {"workloads": tuple(op for op in OP_NAMES if op not in DEFAULT_OPS)}
+
+
 def select(options: RunOptions) -> Selection:
     """Validate ``--ops/--dtypes/--sizes`` (a UsageError names the valid values)."""
     ops_given = bool(options.ops)
     if options.ops:
-        ops = tuple(dict.fromkeys(o.strip().lower() for o in options.ops))
+        named = [o.strip().lower() for o in options.ops]
+        ops = tuple(dict.fromkeys(op for o in named for op in OP_GROUPS.get(o, (o,))))
         unknown = [o for o in ops if o not in OP_NAMES]
         if unknown:
-            raise UsageError(f"--ops: unknown op {unknown[0]!r} (valid: {', '.join(OP_NAMES)})")
+            valid = ", ".join((*OP_NAMES, *OP_GROUPS))
+            raise UsageError(f"--ops: unknown op {unknown[0]!r} (valid: {valid})")
     else:
-        ops = OP_NAMES
+        ops = DEFAULT_OPS
     dtypes = None
     if options.dtypes:
         picked: dict[tuple[str, str | None], None] = {}
@@ -194,7 +264,10 @@ def select(options: RunOptions) -> Selection:
             if not any(sz.shape_for(op, size, matmul_square=ops_given) for op in ops):
                 raise UsageError(
                     f"--sizes: {'x'.join(map(str, size))} fits none of the selected ops "
-                    "(vector_add, relu: N; softmax, row_sum: ROWSxCOLS; matmul: MxNxK, or N with --ops matmul)"
+                    + ("(vector_add, relu: N; softmax, row_sum: ROWSxCOLS; matmul: MxNxK, or N with --ops matmul)"
+                       if not ops_given else
+                       "(vector_add, relu: N; softmax, row_sum, layer_norm, softmax_fwbw: ROWSxCOLS; matmul, "
+                       "linear_fwbw: MxNxK, or N with --ops matmul; sum_*, max_*: AxBxC; conv2d: NxCxHxWxKxRxSTRIDE)")
                 )
         if not ops_given:
             # Without --ops, the sizes choose the ops: 1M alone means the vector ops only.
@@ -278,6 +351,26 @@ def triton_unusable(env: Environment) -> Note | None:
     return None
 
 
+def jax_unusable(options: RunOptions, ops_given: bool) -> Note | None:
+    """Why JAX is not measured (``--no-jax``, a run over several GPUs, not installed, or the
+    default suite), else None.
+
+    JAX runs in single-GPU ``envcheck run`` only: over several GPUs (``--gpus``, a node or a
+    fleet: callers that offer no ``no_jax``) every GPU has its own worker, and each JAX client
+    would open a context on every visible GPU beside the other workers. It runs for the ops
+    named with ``--ops``: the default suite (the machine's health) keeps its three
+    implementations and its time."""
+    if getattr(options, "no_jax", False):
+        return Note("bench.jax_off")
+    if getattr(options, "gpus", None) or not hasattr(options, "no_jax"):
+        return Note("bench.jax_multi_gpu")
+    if not jax_impl.installed():
+        return Note("bench.jax_missing")
+    if not ops_given:
+        return Note("bench.jax_named_ops")
+    return None
+
+
 def probed_device(env: Environment, backend: str | None, index: int) -> BenchDevice:
     """The device as the probes describe it (the worker describes it better once it runs)."""
     if backend == "cuda":
@@ -319,6 +412,8 @@ Triple = tuple[str, str, tuple[int, ...]]  # dtype, precision, shape
 def _default_shapes(op: str, backend: str, quick: bool) -> list[Triple]:
     """(dtype, precision, shape) of the built-in suite for one op."""
     family = spec(op).family
+    if op in OP_SIZES:
+        return _op_sizes_shapes(op, backend, quick)
     if backend == "cpu":
         vec = CPU_QUICK_VECTOR_SIZES if quick else CPU_VECTOR_SIZES
         rows = CPU_QUICK_ROW_SHAPES if quick else CPU_ROW_SHAPES
@@ -336,7 +431,7 @@ def _default_shapes(op: str, backend: str, quick: bool) -> list[Triple]:
                 out += [("fp16", "fp16", (n,)), ("bf16", "bf16", (n,))]
         return out
     if family == "rows":
-        shapes = QUICK_ROW_SHAPES if quick else ROW_SHAPES
+        shapes = QUICK_ROW_SHAPES if quick else ROW_SHAPES + (SOFTMAX_ONLINE_SHAPES if op == "softmax" else ())
         dts = ("fp32",) if quick else DTYPES
         return [(d, d, s) for s in shapes for d in dts]
     if quick:
@@ -350,13 +445,34 @@ def _default_shapes(op: str, backend: str, quick: bool) -> list[Triple]:
     return out
 
 
+def _op_sizes_shapes(op: str, backend: str, quick: bool) -> list[Triple]:
+    """(dtype, precision, shape) of an op with its own OpSizes: the CPU in fp32; the quick GPU
+    suite in its quick dtypes; the full one in every dtype, fp32 matmul-family ops in TF32 and
+    (up to IEEE_MATMUL_MAX_DIM) IEEE, as matmul."""
+    sizes = OP_SIZES[op]
+    if backend == "cpu":
+        return [("fp32", "fp32", s) for s in (sizes.cpu_quick if quick else sizes.cpu)]
+    if quick:
+        return [(d, d, s) for s in sizes.quick for d in sizes.quick_dtypes]
+    out: list[Triple] = []
+    for s in sizes.full:
+        for d in DTYPES:
+            if d == "fp32" and spec(op).family == "matmul":
+                out.append(("fp32", "tf32", s))
+                if max(s) <= IEEE_MATMUL_MAX_DIM:
+                    out.append(("fp32", "fp32", s))
+            else:
+                out.append((d, d, s))
+    return out
+
+
 def _all_dtype_shapes(op: str, backend: str, shapes: Sequence[tuple[int, ...]],
                       dtypes: Sequence[tuple[str, str | None]], user_sizes: bool) -> list[Triple]:
     """(dtype, precision, shape) for explicit dtypes and/or sizes."""
     out = []
     for shape in shapes:
         for dtype, only in dtypes:
-            if op == "matmul" and dtype == "fp32":
+            if spec(op).family == "matmul" and dtype == "fp32":
                 precisions = ("fp32",) if backend == "cpu" else ("tf32", "fp32")
                 if only:
                     precisions = tuple(p for p in precisions if p == only)
@@ -371,6 +487,8 @@ def _all_dtype_shapes(op: str, backend: str, shapes: Sequence[tuple[int, ...]],
 
 def _compile_shapes(op: str, quick: bool) -> tuple[tuple[int, ...], ...]:
     family = spec(op).family
+    if op in OP_SIZES:
+        return () if quick else OP_SIZES[op].compile
     if family == "vector":
         return tuple((n,) for n in (QUICK_COMPILE_VECTOR_SIZES if quick else COMPILE_VECTOR_SIZES))
     if quick:
@@ -403,6 +521,11 @@ def plan(options: RunOptions, env: Environment) -> Plan:
         if lost:
             notes.append(Note("bench.gpu_lost", {"gpu_index": index, "detail": _first_line(lost)}))
         impls = ["torch", "triton"] + ([] if options.no_compile else ["compile"])
+        jax_note = jax_unusable(options, sel.ops_given)
+        if jax_note is None:
+            impls.append("jax")
+        else:
+            notes.append(jax_note)
         triton_reason = triton_unusable(env)
         settings = GPU_QUICK_SETTINGS if quick else GPU_SETTINGS
     else:
@@ -431,18 +554,18 @@ def plan(options: RunOptions, env: Environment) -> Plan:
             triples = _all_dtype_shapes(op, backend, shapes, sel.dtypes or (("fp32", None),),
                                         user_sizes=sel.sizes is not None)
         compile_at = set(shapes) if (sel.sizes is not None and shapes) else set(_compile_shapes(op, quick))
-        if "compile" in impls and compile_at:
+        if ("compile" in impls or "jax" in impls) and compile_at:
             compile_sizes[op] = sorted(compile_at)
         for dtype, precision, shape in triples:
             need = spec(op).memory_needed_bytes(shape, dtype)
             for impl in impls:
-                if impl == "compile" and shape not in compile_at:
-                    continue
+                if impl in ("compile", "jax") and shape not in compile_at:
+                    continue  # both compile per shape: measured at the compile sizes
                 planned = PlannedCase(op, impl, dtype, precision, shape)
                 if budget is not None and need > MEMORY_HEADROOM * budget:
                     skips.append(planned.skip(Note("skip.memory", {"need_bytes": need, "free_bytes": budget,
                                                                    **where})))
-                elif impl != "torch" and triton_reason:
+                elif impl in ("triton", "compile") and triton_reason:
                     skips.append(planned.skip(triton_reason))
                 else:
                     cases.append(planned)

@@ -38,6 +38,7 @@ from envcheck.bench.sampling import sample, to_case
 from envcheck.bench.suite import PlannedCase
 from envcheck.bench.timer import Timer
 from envcheck.model import BenchDevice, Case, MonitorWindow, Note, Skip
+from envcheck.ops import spec
 
 Emit = Callable[[Event], None]
 # NVML's power reading is itself an average over tens of ms to a second (driver-dependent), and
@@ -224,7 +225,7 @@ class Worker:
                 self.emit(Measured(pc.failed("run", one_line(e))))
             return
         results: list[Case | Skip | Prepared] = []
-        with tf32_matmul(head.precision) if head.op == "matmul" else contextlib.nullcontext():
+        with tf32_matmul(head.precision) if spec(head.op).compute_bound else contextlib.nullcontext():
             for j, pc in enumerate(cases):
                 self.emit(CaseStarted(first + j, total, pc))
                 if group.skip is not None:

@@ -28,9 +28,12 @@ from envcheck.render.i18n import translate
 # --------------------------------------------------------------------------- the style
 
 # One colour and marker per implementation in every chart; ops are told apart by marker on the roofline.
-IMPL_COLORS = {"torch": sc.BLUE, "triton": sc.VERMILLION, "compile": sc.BLUISH_GREEN}
-IMPL_MARKERS = {"torch": "circle", "triton": "square", "compile": "triangle"}
-OP_MARKERS = dict(zip(OPS, ("circle", "square", "diamond", "triangle", "cross"), strict=True))
+IMPL_COLORS = {"torch": sc.BLUE, "triton": sc.VERMILLION, "compile": sc.BLUISH_GREEN, "jax": sc.REDDISH_PURPLE}
+IMPL_MARKERS = {"torch": "circle", "triton": "square", "compile": "triangle", "jax": "diamond"}
+# The first five ops keep their markers; ops added later (issue 22) take the markers in turn.
+_OP_MARKER_ORDER = ("circle", "square", "diamond", "triangle", "cross")
+OP_MARKERS = {op: _OP_MARKER_ORDER[i] if i < len(_OP_MARKER_ORDER) else sc.MARKERS[i % len(sc.MARKERS)]
+              for i, op in enumerate(OPS)}
 MEASURED_COLOR = sc.REDDISH_PURPLE  # ceilings measured in the run; theoretical ones are sc.GREY
 VERDICT_COLORS = {"faster": sc.BLUISH_GREEN, "slower": sc.VERMILLION}
 SERIES_COLORS = sc.PALETTE
@@ -80,9 +83,10 @@ HOURS = Quantity("chart.axis.hours", "linear")
 
 
 def size_quantity(op: str) -> Quantity:
-    """The x of an op's charts: elements for vector and row ops, FLOP per call for matmul (every
-    matmul shape, square or not, at one quantity; the tooltip names the shape)."""
-    return FLOP if spec(op).family == "matmul" else ELEMENTS
+    """The x of an op's charts: elements for vector, row and reduction ops, FLOP per call for the
+    compute-bound ones, matmul and conv2d (every shape at one quantity; the tooltip names the
+    shape: a conv shape's product of dimensions would mean nothing)."""
+    return FLOP if spec(op).compute_bound else ELEMENTS
 
 
 @dataclass(frozen=True)

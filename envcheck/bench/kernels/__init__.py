@@ -9,6 +9,14 @@ capture in a CUDA graph, and its host-side cost is only validation plus the laun
 - ``row_sum(x, out)``: sum over the last dim of a 2-D tensor into ``out`` of shape (rows,).
 - ``matmul(a, b, out, precision)``: ``out = a @ b``; precision ``fp32`` (IEEE), ``tf32``,
   ``fp16`` or ``bf16``.
+- ``conv2d(x, weight, out, stride, precision)``: NCHW convolution, padding R // 2.
+- ``layer_norm(x, weight, bias, out)``: layer norm over the last dim of a 2-D tensor.
+- ``sum_all`` / ``sum_inner`` / ``sum_lead`` / ``max_*`` ``(x, out, work)``: reductions of a
+  3-D tensor (module ``reduce``; ``work`` is the two-stage paths' workspace).
+- ``softmax_fwbw(x, dy, y, out)``, ``linear_fwbw(x, w, dy, y, out, precision)``: forward and
+  backward, ``out`` the gradient(s).
+
+Exceptions to "allocates nothing": the reductions make their workspace when none is given.
 
 Bad arguments raise ``ValueError`` with a one-line message before anything is launched.
 
@@ -26,7 +34,11 @@ from collections.abc import Callable
 from typing import Any
 
 # op name -> module that defines a function of the same name
-OPS: tuple[str, ...] = ("vector_add", "relu", "matmul", "softmax", "row_sum")
+OPS: tuple[str, ...] = ("vector_add", "relu", "matmul", "softmax", "row_sum", "conv2d", "layer_norm",
+                        "sum_all", "sum_inner", "sum_lead", "max_all", "max_inner", "max_lead",
+                        "softmax_fwbw", "linear_fwbw")
+# Ops defined in a module of another name (one module for the six reductions).
+MODULES: dict[str, str] = {f"{how}_{over}": "reduce" for how in ("sum", "max") for over in ("all", "inner", "lead")}
 
 __all__ = ["KERNELS", "OPS", "triton_available", *OPS]
 
@@ -47,7 +59,7 @@ def triton_available() -> str | None:
 
 
 def _load(op: str) -> Callable[..., Any]:
-    module = importlib.import_module(f"{__name__}.{op}")
+    module = importlib.import_module(f"{__name__}.{MODULES.get(op, op)}")
     return getattr(module, op)
 
 

@@ -27,6 +27,12 @@ _ONLINE_BLOCK_COLS = 4096
 _INT32_LIMIT = 2**31
 
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+PATHS: tuple[str, ...] = ("tile", "online")
+
+
+def path(cols: int) -> str:
+    """The kernel a row of ``cols`` takes: ``tile`` up to _MAX_SINGLE_BLOCK_COLS, else ``online``."""
+    return "tile" if cols <= _MAX_SINGLE_BLOCK_COLS else "online"
 
 
 @triton.jit
@@ -100,7 +106,7 @@ def softmax(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     sxr, sxc = x.stride()
     sor, soc = out.stride()
     int64 = x.numel() >= _INT32_LIMIT or max(sxr, sor) * rows >= _INT32_LIMIT
-    if cols <= _MAX_SINGLE_BLOCK_COLS:
+    if path(cols) == "tile":
         block_rows, block_cols, warps = _tile_config(rows, cols)
         _softmax_tile_kernel[(triton.cdiv(rows, block_rows),)](
             x, out, rows, cols, sxr, sxc, sor, soc,

@@ -1,0 +1,148 @@
+"""JAX as another implementation of every op, where ``jax`` is installed.
+
+Each op is the ``jax.numpy`` / ``jax.lax`` function a JAX user would write, ``jax.jit``-compiled
+once per group (static shapes), on the group's own tensors shared through DLPack (no copy:
+the same inputs as the other implementations; the float64 reference is computed from them).
+Arithmetic is held to what the other implementations do: fp16/bf16 reductions and matmuls
+accumulate in fp32 and round once; an fp32 matmul or convolution runs in IEEE fp32 (``fp32``)
+or TF32 (``tf32``) as asked, never in XLA's default, which on recent GPUs is TF32 for both. The
+forward + backward ops use ``jax.vjp`` and return the forward output beside the gradients, so
+XLA cannot drop the forward pass as dead code (autograd runs it too).
+
+What the timing measures: JAX launches on its own CUDA streams, which a torch CUDA graph cannot
+capture, so a JAX case has no CUDA-graph GPU time; its launch time is one call through
+``block_until_ready`` between CUDA events: the dispatch, the device work and the wait, what a
+Python caller of the jitted function pays per synchronised call (the note ``case.jax_host_timed``
+says so on every JAX row). Its first call (trace + XLA compile + run) is ``compile_s``.
+
+XLA would take 75% of GPU memory at import; ``XLA_PYTHON_CLIENT_PREALLOCATE=false`` (set before
+the import unless the user set it) makes it allocate what it uses, beside torch's allocator.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Callable
+from typing import Any
+
+from envcheck.ops import spec
+
+Inputs = dict[str, Any]
+Impl = Callable[[], Any]
+
+LAYER_NORM_EPS = 1e-5
+
+
+class NoDevice(Exception):
+    """JAX has no backend for the inputs' device (a CPU-only jaxlib on a GPU machine)."""
+
+    def __init__(self, backend: str) -> None:
+        super().__init__(f"JAX's backend is {backend}: it cannot run on CUDA tensors")
+        self.backend = backend
+
+
+def installed() -> bool:
+    """Whether ``jax`` can be found (without importing it: planning stays fast)."""
+    return importlib.util.find_spec("jax") is not None
+
+
+def _import() -> Any:
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    import jax
+
+    return jax
+
+
+def function(op: str, shape: tuple[int, ...], precision: str) -> Callable[..., Any]:
+    """The JAX function of ``op`` (not jitted), taking the inputs in ``impls.make_inputs``'s
+    order; it returns the output, or (forward output, gradient) for the forward + backward ops."""
+    jax = _import()
+    jnp = jax.numpy
+    lax = jax.lax
+    f32 = jnp.float32
+    # The arithmetic of fp32 dots and convolutions, set while tracing (see the module docstring).
+    dot_precision = {"fp32": "float32", "tf32": "tensorfloat32"}.get(precision, "bfloat16")
+
+    def traced(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any) -> Any:
+            with jax.default_matmul_precision(dot_precision):
+                return fn(*args)
+
+        return run
+
+    s = spec(op)
+    if s.family == "reduce":
+        axes = {"all": (0, 1, 2), "inner": (2,), "lead": (0, 1)}[s.reduce_over]
+        if op.startswith("sum"):
+            return lambda x: jnp.sum(x, axis=axes, dtype=f32).astype(x.dtype).reshape(-1)
+        return lambda x: jnp.max(x, axis=axes).reshape(-1)
+    if op == "vector_add":
+        return lambda x, y: x + y
+    if op == "relu":
+        return lambda x: jnp.maximum(x, 0)
+    if op == "softmax":
+        return lambda x: jax.nn.softmax(x.astype(f32), axis=-1).astype(x.dtype)
+    if op == "row_sum":
+        return lambda x: jnp.sum(x, axis=-1, dtype=f32).astype(x.dtype)
+    if op == "layer_norm":
+        def layer_norm(x: Any, w: Any, b: Any) -> Any:
+            xf = x.astype(f32)
+            mean = jnp.mean(xf, axis=-1, keepdims=True)
+            centred = xf - mean
+            var = jnp.mean(centred * centred, axis=-1, keepdims=True)
+            return (centred * lax.rsqrt(var + LAYER_NORM_EPS) * w.astype(f32) + b.astype(f32)).astype(x.dtype)
+
+        return layer_norm
+    if op == "matmul":
+        return traced(lambda a, b: jnp.matmul(a, b, preferred_element_type=f32).astype(a.dtype))
+    if op == "conv2d":
+        stride, pad = shape[6], shape[5] // 2
+
+        def conv2d(x: Any, w: Any) -> Any:
+            y = lax.conv_general_dilated(x, w, (stride, stride), ((pad, pad), (pad, pad)),
+                                         dimension_numbers=("NCHW", "OIHW", "NCHW"), preferred_element_type=f32)
+            return y.astype(x.dtype)
+
+        return traced(conv2d)
+    if op == "softmax_fwbw":
+        def softmax_fwbw(x: Any, dy: Any) -> Any:
+            y, vjp = jax.vjp(lambda v: jax.nn.softmax(v.astype(f32), axis=-1).astype(v.dtype), x)
+            return y, vjp(dy)[0]
+
+        return softmax_fwbw
+    if op == "linear_fwbw":
+        def linear_fwbw(x: Any, w: Any, dy: Any) -> Any:
+            y, vjp = jax.vjp(lambda a, b: jnp.matmul(a, b.T, preferred_element_type=f32).astype(a.dtype), x, w)
+            dx, dw = vjp(dy)
+            return y, jnp.concatenate([dx, dw], axis=0)
+
+        return traced(linear_fwbw)
+    raise ValueError(f"no JAX implementation of {op!r}")
+
+
+def on_sets(op: str, sets: list[tuple[Inputs, Any]], precision: str, shape: tuple[int, ...]) -> list[Impl]:
+    """The jitted op bound to each set's inputs (shared through DLPack); each call blocks until
+    its result is ready and returns it as a torch tensor (DLPack again, no copy)."""
+    import torch
+
+    jax = _import()
+    if any(t.is_cuda for inputs, _ in sets for t in inputs.values()):
+        if jax.default_backend() != "gpu":
+            raise NoDevice(jax.default_backend())
+        torch.cuda.synchronize()  # the inputs were drawn on torch's stream; JAX reads them on its own
+    jitted = jax.jit(function(op, shape, precision))
+    backward = spec(op).backward
+
+    def bind(inputs: Inputs) -> Impl:
+        # DLPack hands JAX row-major buffers only: a transposed view (fp32 matmul's K-major b)
+        # is made contiguous here, once, outside every timed region.
+        args = [jax.dlpack.from_dlpack(t if t.is_contiguous() else t.contiguous()) for t in inputs.values()]
+
+        def call() -> Any:
+            result = jax.block_until_ready(jitted(*args))
+            return torch.from_dlpack(result[1] if backward else result)
+
+        return call
+
+    return [bind(inputs) for inputs, _ in sets]

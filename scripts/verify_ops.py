@@ -1,0 +1,142 @@
+"""Check the new ops' headline numbers in an ``envcheck run`` report against ``triton.testing.do_bench``.
+
+    python scripts/verify_ops.py REPORT.json [REPORT.json ...]
+
+For every op of issue 22 (conv2d, layer_norm, the six reductions, softmax_fwbw, linear_fwbw) in
+the reports, its headline case is the one that moves the most (memory-bound ops: bytes;
+compute-bound: FLOPs). Its torch and Triton implementations (and JAX's, where it ran) are
+timed again here, in this process, with ``triton.testing.do_bench`` (median of CUDA events
+around single calls, L2 flushed before each), on fresh inputs of the same shape and dtype, and
+compared with the report's time for the case:
+
+* torch and Triton: the report's GPU time (CUDA-graph replay, launch gaps removed). Headline
+  cases run for hundreds of microseconds, long enough that do_bench's per-call launch gaps hide
+  behind the GPU work, so both timers should see the same kernel time;
+* JAX: the report's launch time (one synchronised call between events, jax_impl.py), beside
+  do_bench of the same blocking call. Printed for information, not judged: both are host wall
+  times of a call that waits for its result, and do_bench's L2 flush on torch's stream overlaps
+  JAX's work on its own.
+
+Each torch and Triton row must agree within 3%. Exit status: 0 all within, 1 one is not (or a headline case is
+missing from the reports), 2 no CUDA GPU / torch / Triton, or a report that does not load.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+# Run from a checkout without installing: the package sits beside this folder.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+TOLERANCE = 0.03
+NEW_OPS = ("conv2d", "layer_norm", "sum_all", "sum_inner", "sum_lead", "max_all", "max_inner", "max_lead",
+           "softmax_fwbw", "linear_fwbw")
+ROUNDS = 3  # do_bench runs this many times; its median is compared
+
+
+def headline(cases: list[Any]) -> dict[str, Any]:
+    """op -> the measured torch case that moves the most (its key names the group)."""
+    from envcheck.ops import spec
+
+    best: dict[str, Any] = {}
+    for c in cases:
+        if c.op not in NEW_OPS or c.impl != "torch" or c.failure is not None or c.gpu is None:
+            continue
+        t = spec(c.op).traffic(c.shape, c.dtype)
+        size = t.flops if spec(c.op).compute_bound else t.bytes
+        if c.op not in best or size > best[c.op][0]:
+            best[c.op] = (size, c)
+    return {op: c for op, (_, c) in best.items()}
+
+
+def bound_call(impl: str, op: str, dtype: str, precision: str, shape: tuple[int, ...]) -> Any:
+    import torch
+
+    from envcheck.bench import impls, jax_impl
+
+    gen = torch.Generator(device="cuda").manual_seed(1234)
+    inputs = impls.make_inputs(op, shape, dtype, "cuda", gen)
+    out = impls.make_output(op, shape, dtype, "cuda")
+    if impl == "torch":
+        return impls.torch_impl(op, inputs, out, shape)
+    if impl == "triton":
+        return impls.triton_impl(op, inputs, out, precision, shape)
+    return jax_impl.on_sets(op, [(inputs, out)], precision, shape)[0]
+
+
+def main(paths: list[str]) -> int:
+    try:
+        import torch
+        import triton.testing
+    except Exception as e:  # noqa: BLE001 - any import failure means nothing can be checked
+        print(f"cannot check: {type(e).__name__}: {e}")
+        return 2
+    if not torch.cuda.is_available():
+        print("cannot check: no CUDA GPU")
+        return 2
+    from envcheck import model
+    from envcheck.bench.impls import tf32_matmul
+    from envcheck.ops import spec
+
+    cases = []
+    for path in paths:
+        try:
+            report = model.load(path)
+        except Exception as e:  # noqa: BLE001 - a report that does not load is bad input
+            print(f"{path}: does not load: {e}")
+            return 2
+        cases += [c for b in report.benches for c in b.cases]
+    heads = headline(cases)
+    by_key = {c.key: c for c in cases}
+    print(f"{torch.cuda.get_device_name()}; torch {torch.__version__}, triton {triton.__version__}")
+    print(f"{'case':<52} {'impl':<7} {'envcheck us':>12} {'do_bench us':>12} {'ratio':>7}  verdict")
+    bad = [op for op in NEW_OPS if op not in heads]
+    for op in NEW_OPS:
+        head = heads.get(op)
+        if head is None:
+            print(f"{op}: no measured torch case in the reports")
+            continue
+        label = f"{op} {head.dtype}/{head.precision} {'x'.join(map(str, head.shape))}"
+        for impl in ("torch", "triton", "jax"):
+            case = by_key.get((op, impl, head.dtype, head.precision, head.shape))
+            if case is None or case.failure is not None:
+                if impl != "jax":
+                    print(f"{label:<52} {impl:<7} not measured in the report")
+                    bad.append(f"{op}/{impl}")
+                continue
+            timing = case.launch if impl == "jax" else case.gpu
+            if timing is None:
+                print(f"{label:<52} {impl:<7} no {'launch' if impl == 'jax' else 'GPU'} time in the report")
+                bad.append(f"{op}/{impl}")
+                continue
+            ours = timing.stats.median
+            with tf32_matmul(head.precision) if spec(op).compute_bound else contextlib.nullcontext():
+                fn = bound_call(impl, op, head.dtype, head.precision, head.shape)
+                fn()
+                torch.cuda.synchronize()
+                theirs = 1000.0 * statistics.median(
+                    triton.testing.do_bench(fn, warmup=50, rep=200, return_mode="median") for _ in range(ROUNDS))
+            ratio = ours / theirs
+            ok = abs(ratio - 1.0) <= TOLERANCE
+            if impl == "jax":
+                verdict = "info"
+            else:
+                verdict = "ok" if ok else "DIFFERS"
+                if not ok:
+                    bad.append(f"{op}/{impl}")
+            print(f"{label:<52} {impl:<7} {ours:>12.1f} {theirs:>12.1f} {ratio:>7.3f}  {verdict}")
+            del fn
+            torch.cuda.empty_cache()
+    print(f"{'all within' if not bad else 'not within'} {TOLERANCE:.0%}" + (f": {', '.join(bad)}" if bad else ""))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        print(__doc__.strip().splitlines()[2].strip())
+        sys.exit(2)
+    sys.exit(main(sys.argv[1:]))
