@@ -44,10 +44,6 @@ import glob, os, statistics, sys, time
 import torch
 from envcheck import model
 from envcheck.analysis import analyse
-from envcheck.analysis.ceilings import run_rate
-from envcheck.bench import ceilings
-from envcheck.bench.timer import Timer
-from envcheck.model import Settings
 
 path = sorted(glob.glob(os.path.join(sys.argv[1], "*_burn.json")))[-1]
 report = model.load(path)
@@ -89,13 +85,33 @@ def independent(dtype: str, n: int, k: int, index: int, seconds: float = 15.0) -
     return statistics.median(rates)
 
 
+CEILING = """
+import sys
+from envcheck.analysis.ceilings import run_rate
+from envcheck.bench import ceilings
+from envcheck.bench.timer import Timer
+from envcheck.model import Settings
+precision, n, k = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+kernel = ceilings.matmul_kernel(precision, (n, n, k), 1)
+for got in ceilings.measure(Timer("cuda", Settings()), [kernel]):
+    print(run_rate(got) if not isinstance(got, tuple) else "")
+    break
+"""
+
+
 def suite_ceiling(dtype: str, n: int, k: int, index: int) -> float | None:
+    """The suite's cuBLAS ceiling in a child that sees only GPU ``index`` (as a suite worker does: its
+    timer's streams and graphs then live on that GPU)."""
+    import subprocess
     precision = "bf16" if dtype == "fp8" else dtype  # the suite has no fp8 matmul: its bf16 is the reference
-    torch.cuda.set_device(index)
-    kernel = ceilings.matmul_kernel(precision, (n, n, k if dtype != "fp8" else n), 1)
-    for got in ceilings.measure(Timer("cuda", Settings()), [kernel]):
-        return run_rate(got) if not isinstance(got, tuple) else None
-    return None
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": str(index)}
+    done = subprocess.run([sys.executable, "-c", CEILING, precision, str(n), str(k if dtype != "fp8" else n)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    try:
+        return float(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        print(f"  ceiling on GPU {index} failed: {(done.stderr or done.stdout).strip()[-300:]}")
+        return None
 
 
 # Every GPU's independent loop at once, as the burn loaded them (a GPU's sustained rate depends on its
@@ -122,6 +138,9 @@ for g in a.gpus:
     indep = loops[gpu.index]
     ceiling = suite_ceiling(gr.phase.dtype, n, k, gpu.index)
     gap = 100 * (sustained - indep) / indep
+    wall = [b - x for x, b in zip([gr.phase.started_s, *list(gr.phase.t_s)[:-1]], gr.phase.t_s)]
+    duty = statistics.median(d / w for d, w in zip(gr.phase.dt_s, wall) if w > 0)
+    print(f"  GEMM share of the phase's wall time (the rest: checksums, compares, syncs): {100 * duty:.1f}%")
     print(f"  GEMM {gr.phase.dtype} {n}x{n}x{k}: sustained {sustained:.1f} TFLOP/s (best interval {gr.best:.1f}, "
           f"{len(gr.rates)} intervals, trend {100 * gr.drift.change if gr.drift else float('nan'):+.1f}%); "
           f"independent loop {indep:.1f} TFLOP/s: {gap:+.2f}% ({'within' if abs(gap) <= 3 else 'OUTSIDE'} 3%)")

@@ -128,7 +128,14 @@ class SdcChecker:
     _exact: Any = None  # (float64 values, error bound) of the sampled elements
 
     def checksum(self, out: Any) -> Any:
-        return bits_view(self.torch, out).sum(dtype=self.torch.int64)
+        """The output's bits summed as 64-bit words (wrapping): one read of the output, no cast. The
+        first burn on an H100 summed int16 words into int64, which casts the whole output first: 0.6 ms
+        of every 2.3 ms iteration went to the checksum, and the GEMM ran 73% of the time."""
+        torch = self.torch
+        bits = bits_view(torch, out)
+        if (bits.numel() * bits.element_size()) % 8 == 0 and bits.is_contiguous():
+            return bits.view(torch.int64).sum()
+        return bits.sum(dtype=torch.int64)
 
     def first(self, out: Any) -> None:
         self.reference = out.clone()
