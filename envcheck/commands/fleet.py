@@ -103,7 +103,7 @@ def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) ->
     from envcheck.checks import evaluate
     from envcheck.node.collective_run import Placement, launch_sweep, read_outputs
     from envcheck.node.counters import LINKS_SECTION, probe_links
-    from envcheck.node.fleet import FleetDeps
+    from envcheck.node.fleet import FleetDeps, local_gpus
     from envcheck.node.launch import SubprocessLauncher
     from envcheck.node.peer import PeerPlan
     from envcheck.node.run import NodeOptions, run_node
@@ -111,6 +111,7 @@ def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) ->
 
     cache: dict[str, Environment] = {}
     launcher = SubprocessLauncher()
+    gpus = local_gpus(ctx, os.environ)
 
     def environment() -> Environment:
         if "env" not in cache:
@@ -131,7 +132,7 @@ def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) ->
             return assemble.no_bench(plan, started)
         t0 = time.monotonic()
         outcome = runner.run_worker(plan, lambda ev: None, args.timeout)
-        bench_ = assemble.assemble(plan, outcome, started, time.monotonic() - t0)
+        bench_ = _machine_index(assemble.assemble(plan, outcome, started, time.monotonic() - t0), gpu, gpus)
         if outcome.interrupted:
             # run_worker took the signal (its own handlers were installed): the rank stops here, with
             # what its suite finished.
@@ -158,6 +159,15 @@ def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) ->
         return read_outputs(d), launch
 
     return FleetDeps(transport, bench, probe, node, world)
+
+
+def _machine_index(bench: Bench, ordinal: int, gpus: tuple[int, ...]) -> Bench:
+    """The bench named by its GPU's index on the machine (NVML's, as the node's topology, copies and
+    conditions name it), not by its CUDA ordinal among the rank's visible devices: two nodes simulated
+    on one machine each see their GPU as CUDA device 0."""
+    if bench.device.backend != "cuda" or ordinal >= len(gpus) or bench.device.index == gpus[ordinal]:
+        return bench
+    return replace(bench, device=replace(bench.device, index=gpus[ordinal]))
 
 
 # --------------------------------------------------------------------------- the report
