@@ -311,3 +311,28 @@ def test_parse_keeps_old_rank_statuses_loading():
     fleet = Fleet(2, 2, "torchrun", (FleetNode("n0", (0,)), FleetNode("n1", (1,))), (RankStatus(0, "ok", "n0"), r))
     assert [(x.rank, x.phase) for x in lost_ranks(fleet)] == [(1, "suite")]
 
+
+
+def test_a_failed_check_never_passes_even_when_every_node_failed_it():
+    from envcheck.model import Check
+
+    bad = Check("gpu.ecc.0", "fail", "ECC", "uncorrectable errors")
+    nodes = tuple(FleetNode(h, (i,), checks=(bad,), benches=(bench_with_bandwidth(0, 4200.0),))
+                  for i, h in enumerate(("a", "b")))
+    verdicts = judge(Fleet(2, 2, "torchrun", nodes))  # the median of failed checks is 1 here
+    assert {v.status for v in verdicts} == {"fail"}
+    (f,) = verdicts[0].findings
+    assert (f.metric, f.value, f.reference, f.source) == ("checks.failed", 1.0, 0.0, "zero")
+
+
+def test_the_gpu_driver_check_does_not_apply_to_a_node_timed_on_the_cpu():
+    from envcheck.analysis.fleet import failed_checks
+    from envcheck.model import Check
+
+    no_driver = Check("driver.nvml", "fail", "NVIDIA driver (NVML)", "no NVIDIA driver")
+    cpu = FleetNode("vm", (0,), checks=(no_driver,), benches=(Bench(BenchDevice("cpu", "CPU", 0)),))
+    assert failed_checks(cpu) == ()
+    (v,) = judge(Fleet(1, 1, "torchrun", (cpu,)))
+    assert v.status == "pass"
+    gpu = FleetNode("g", (0,), checks=(no_driver,), benches=(bench_with_bandwidth(0, 4200.0),))
+    assert failed_checks(gpu) == (no_driver,)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envcheck.analysis.node import GpuRates, collective_rows, copy_rows, gpu_rates
+from envcheck.model.facts import Check
 from envcheck.model.fleet import Baseline, Fleet, FleetNode, RankStatus, Reference, Rule
 from envcheck.model.node import Collectives
 
@@ -115,8 +116,20 @@ def node_metrics(node: FleetNode, rates: Sequence[GpuRates] | None = None) -> tu
         crashed = [sk.reason for sk in n.skipped if sk.test == "collectives" and sk.reason not in NOT_ASKED]
         if crashed:
             out.append(Metric("node.collectives", None, crashed[0]))
-    out.append(Metric("checks.failed", float(sum(c.status == "fail" for c in node.checks))))
+    out.append(Metric("checks.failed", float(len(failed_checks(node)))))
     return tuple(out)
+
+
+# Checks of the GPU driver stack say nothing about a node whose suites ran on the CPU (``fleet --cpu`` on
+# a machine without a GPU: the smoke test a CI runs); there they do not apply, like its GPU metrics.
+GPU_STACK_CHECKS = ("driver.",)
+
+
+def failed_checks(node: FleetNode) -> tuple[Check, ...]:
+    """The node's failed health checks that count against it."""
+    cpu_only = bool(node.benches) and all(getattr(b.device, "backend", None) != "cuda" for b in node.benches)
+    return tuple(c for c in node.checks
+                 if c.status == "fail" and not (cpu_only and c.id.startswith(GPU_STACK_CHECKS)))
 
 
 def _rule_for(name: str, rules: Sequence[Rule]) -> Rule | None:
@@ -211,6 +224,13 @@ def judge_node(node: FleetNode, references: Sequence[Reference], source: str, ru
             findings.append(Finding("missing", m.name, reason=m.reason, margin=rule.margin, direction=rule.direction))
             continue
         reference = refs.get(m.name)
+        if rule.direction == "lower" and rule.margin == 0.0:
+            # A count that must be zero (failed checks, wrong elements) is held to zero, not to a
+            # median or a baseline that may have failed as well.
+            if m.value > 0:
+                findings.append(Finding("worse", m.name, m.value, 0.0, ZERO_SOURCE, None, margin=0.0,
+                                        direction=rule.direction))
+            continue
         if reference is None:
             continue
         ref = reference.value
@@ -369,6 +389,7 @@ def baseline_from_nodes(nodes: Sequence[FleetNode], source: str, host: str | Non
 FINDING_KINDS = ("worse", "missing", "rank_failed", "algorithm_differs")
 VERDICT_STATUSES = ("pass", "fail", "incomplete")
 SOURCES = ("baseline", "fleet_median")
+ZERO_SOURCE = "zero"  # a finding's source where a count is held to zero whatever the reference
 # Why a metric has no value (Metric.reason); a node test's error or skip reason may stand there too
 # (envcheck.analysis.node.RUN_ERRORS, SKIP_REASONS), or an exception's last line.
 MISSING_REASONS = ("no_bench", "not_measured", "not_measured_on_every_gpu", "copy_failed_or_wrong", "not_run",

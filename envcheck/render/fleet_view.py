@@ -217,7 +217,7 @@ def fleet_view(report: Report, analysis: Analysis, lang: str, escape: Escape) ->
         lines = [Line(p.t("fleet.node.ranks", ranks=", ".join(map(str, n.node.ranks)) or fmt.DASH,
                           verdict=p.t(f"fleet.verdict.{n.verdict.status}"), count=len(n.node.ranks)),
                       {"pass": "pass", "fail": "fail"}.get(n.verdict.status, "warn"))]
-        failed = [c for c in n.node.checks if c.status == "fail"]
+        failed = af.failed_checks(n.node)
         if failed:
             lines.append(Line(p.t("fleet.node.checks_failed", count=len(failed),
                                   checks=p.escape("; ".join(f"{c.title}: {c.finding}" for c in failed))), "fail"))
