@@ -30,7 +30,7 @@ for g in 0 1; do
   CUDA_VISIBLE_DEVICES=$g TMPDIR="$work/tmp" ENVCHECK_TEST_SLOW_RANK=1:200000 timeout -s TERM 170 \
     "$py" -m torch.distributed.run --nnodes=2 --nproc-per-node=1 --rdzv-backend=c10d \
     --rdzv-endpoint=127.0.0.1:$port --rdzv-id=envcheck-lost -m envcheck fleet --ops vector_add --no-compile \
-    --sweep-sizes 1M..64M --no-narrow --rank-timeout 90 --world-timeout 45 --join-timeout 20 \
+    --sweep-sizes 1M..64M --no-narrow --rank-timeout 90 --world-timeout 40 --join-timeout 15 \
     --out-dir "$work/fleet" > "$work/launcher$g.log" 2>&1 &
   pids+=($!)
 done
@@ -52,7 +52,7 @@ echo "launcher of rank 0: exit status $rc0; launcher of rank 1: exit status $rc1
 grep -vE "^\s*$" "$work/launcher0.log" | grep -E "fleet report|Nodes passing|Ranks reported|Rank 1|take out|Take out|pass|FAIL" \
   | head -n 30 | tee -a "$log"
 sleep 5
-left=$(ps -eo pid,args | grep -E "envcheck (fleet|\.node)" | grep -v grep || true)
+left=$(ps -eo pid,args | grep -E "envcheck( fleet|\.node)" | grep -v grep || true)
 echo "envcheck processes left 5 s after the launchers: ${left:-none}" | tee -a "$log"
 report=$(ls "$work"/fleet/*_fleet-2x_*.json 2>/dev/null | head -n 1)
 if [ -n "$report" ]; then

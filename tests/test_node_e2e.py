@@ -233,3 +233,23 @@ def test_sigterm_to_the_launcher_writes_the_partial_report_and_stops_every_child
     assert len(fleet.nodes) == 1 and len(fleet.nodes[0].benches) == 2
     assert "The run was stopped (SIGTERM)" in out
     _none_left(tmp_path, 20)
+
+
+def test_a_rank_killed_under_one_torchrun_still_gives_a_report(tmp_path):
+    """``torchrun --nproc-per-node 3``, rank 2 killed during the node's sweep: torchrun sends SIGTERM to
+    the other ranks, and rank 0 writes the partial report (none at all before) and exits non-zero."""
+    procs = _launch(tmp_path, 1, 3, FAST, {"ENVCHECK_TEST_SLOW_RANK": "1:300000"})
+    try:
+        _wait_for("envcheck-fleet-r0*/node0/collectives/rank1.jsonl", tmp_path / "tmp", '"event":"result"')
+        ranks = [c for c in psutil.Process(procs[0].pid).children()
+                 if "torch.distributed.run" not in " ".join(c.cmdline())]
+        victim = next(c for c in ranks if c.environ().get("RANK") == "2")
+        victim.kill()
+        (out,) = _finish(procs, 120)
+    finally:
+        _finish(procs, 5)
+    assert procs[0].returncode != 0
+    _, fleet = _report(tmp_path, [out])
+    assert fleet.settings.get("interrupted") == "SIGTERM", out[-3000:]
+    assert len(fleet.nodes[0].benches) == 3 and fleet.nodes[0].node is not None
+    _none_left(tmp_path, 20)

@@ -8,7 +8,11 @@ The ranks themselves never touch a GPU: every benchmark and collective runs in c
 limits, so a rank can only fail by a bug of envcheck's (caught and sent as data) or by dying. Rank 0
 waits for each rank's hand-over at most ``rank_timeout_s`` after its own part; a rank that never
 answers is reported as ``timeout`` with that time, one that never joined as ``missing``, and the
-rest of the fleet is reported all the same.
+rest of the fleet is reported all the same. Each rank's status names the phase whose hand-over failed
+or never came (``suite``; ``node`` and ``world`` for a node's leader): a leader silent after its suite
+is lost all the same. Once rank 0's own share of the world sweep has ended, it waits ``join_timeout_s``
+for the other leaders' shares (the sweep is one job: they end together), not the sweep's whole limit.
+A stop signal (KeyboardInterrupt) makes rank 0 gather at once what was handed over (``run_rank``).
 
 Hand-over keys (``envcheck.node.transport``), all JSON of model objects:
   join/<rank>            RankJoin, first thing each rank does
