@@ -252,7 +252,9 @@ class _StopSignals:
 
 
 def main(args: argparse.Namespace) -> int:
-    formats = output_formats_of(args)  # a bad --format fails here, before any rank starts work
+    from envcheck.commands.run import output_formats
+
+    formats = output_formats(args.format)  # a bad --format fails here, before any rank starts work
     stops = _StopSignals()
     stops.install()
     try:
@@ -261,12 +263,6 @@ def main(args: argparse.Namespace) -> int:
         # A rank other than 0 stopped (rank 0 returns its report): its children were stopped by the
         # code that started them; rank 0 writes what it gathered.
         return EXIT_INTERRUPTED
-
-
-def output_formats_of(args: argparse.Namespace) -> list[str]:
-    from envcheck.commands.run import output_formats
-
-    return output_formats(args.format)
 
 
 def _main(args: argparse.Namespace, formats: list[str], stops: _StopSignals) -> int:
