@@ -336,3 +336,40 @@ def test_the_gpu_driver_check_does_not_apply_to_a_node_timed_on_the_cpu():
     assert v.status == "pass"
     gpu = FleetNode("g", (0,), checks=(no_driver,), benches=(bench_with_bandwidth(0, 4200.0),))
     assert failed_checks(gpu) == (no_driver,)
+
+
+def test_a_launched_child_is_stopped_when_its_rank_is_killed_outright(tmp_path):
+    """A rank killed with SIGKILL cannot stop its children: the kernel sends them SIGTERM instead
+    (the torchrun sub-launch then stops its workers), rather than leaving them to run unowned."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import psutil
+
+    root = Path(__file__).resolve().parent.parent
+    pid_file = tmp_path / "child.pid"
+    child = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+    rank = (f"from envcheck.node.launch import SubprocessLauncher\n"
+            f"SubprocessLauncher().run([{sys.executable!r}, '-c', {child!r}], dict(__import__('os').environ), 120)\n")
+    proc = subprocess.Popen([sys.executable, "-c", rank], env={**os.environ, "PYTHONPATH": str(root)})
+    try:
+        deadline = time.monotonic() + 120
+        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        pid = int(pid_file.read_text())
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+        deadline = time.monotonic() + 30
+        while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)
+        alive = psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        if alive:
+            os.kill(pid, signal.SIGKILL)
+        assert not alive
+    finally:
+        if proc.poll() is None:
+            proc.kill()
