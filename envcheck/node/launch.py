@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Protocol
 
-from envcheck.bench.process import stop_tree
+from envcheck.bench.process import parent_death_signal, stop_tree
 from envcheck.model.node import Launch
 
 # NVLink multicast stays off in every child: the lent multi-GPU machines must not create multicast
@@ -73,26 +73,6 @@ def _kill_orphans(orphans: Callable[[], Iterable[int]] | None) -> None:
                 pass
 
 
-def _parent_death_signal() -> Callable[[], None] | None:
-    """Linux: the child gets SIGTERM when the process that started it dies, even by SIGKILL (a fleet
-    rank killed with ``kill -9`` or by the OOM killer), and torchrun then stops its workers, instead of
-    running on unowned until its own end. None elsewhere."""
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
-
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl  # loaded before the fork: the child only calls it
-    except (OSError, AttributeError):
-        return None
-    pr_set_pdeathsig = 1
-
-    def set_it() -> None:
-        prctl(pr_set_pdeathsig, int(signal.SIGTERM))
-
-    return set_it
-
-
 class SubprocessLauncher:
     """The real launcher: ``subprocess.Popen`` in a new session, output into ``log_path`` (or a pipe)."""
 
@@ -107,7 +87,7 @@ class SubprocessLauncher:
         try:
             proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, env=dict(env), text=True, encoding="utf-8",
-                                    errors="replace", start_new_session=True, preexec_fn=_parent_death_signal())
+                                    errors="replace", start_new_session=True, preexec_fn=parent_death_signal())
         except OSError as e:
             if log:
                 log.close()
