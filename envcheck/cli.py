@@ -186,10 +186,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sizes", type=_csv, metavar="SIZES", help="per-GPU suite sizes, as for run")
     p.add_argument("--dtypes", type=_csv, metavar="DTYPES", help="per-GPU suite dtypes, as for run")
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile in the per-GPU suite")
-    p.add_argument("--sweep-sizes", default="1M..4G", metavar="LO..HI|S,S",
-                   help="collective sizes as nccl-tests' S (default: 1M..4G, times 4)")
-    p.add_argument("--iters", type=int, default=20, metavar="N", help="timed calls per collective and size (default: 20)")
-    p.add_argument("--warmup", type=int, default=5, metavar="N", help="warm-up calls (default: 5)")
+    p.add_argument("--sweep-sizes", metavar="LO..HI|S,S",
+                   help="collective sizes as nccl-tests' S (default: 1M..4G, times 4; on the CPU 64K..4M)")
+    p.add_argument("--iters", type=int, metavar="N",
+                   help="timed calls per collective and size (default: 20; on the CPU 5)")
+    p.add_argument("--warmup", type=int, metavar="N", help="warm-up calls (default: 5; on the CPU 2)")
     p.add_argument("--no-world", action="store_true", help="skip the collectives across all nodes")
     p.add_argument("--no-narrow", action="store_true", help="skip narrowing a slow collective to a rank, link or node")
     p.add_argument("--cpu", action="store_true", help="collectives on gloo with CPU tensors (CI; no GPU needed)")

@@ -79,7 +79,7 @@ def test_summary_names_the_rank_that_timed_out_and_the_nodes_to_drain():
     out = io.StringIO()
     cmd.print_summary(report, analyse(report), [], "en", out)
     text = out.getvalue()
-    assert "Rank 1 on n1 sent nothing in the 900 s it was given." in text
+    assert "Rank 1 on n1 sent nothing from its own suite in the 900 s it was given." in text
     assert "Take out of service: n1." in text
     assert "n1    1      take out of service" in text
 

@@ -5,12 +5,14 @@ launchers on one machine. Slow: each starts several Python processes that import
 from __future__ import annotations
 
 import json
-import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from envcheck.analysis import node as an
@@ -61,40 +63,198 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_fleet_of_two_simulated_nodes_writes_one_report(tmp_path):
-    port = _free_port()
-    env = child_env({"PYTHONPATH": str(ROOT)})
-    argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
-            "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=envcheck-test",
-            "-m", "envcheck", "fleet", "--cpu", "--ops", "vector_add", "--sizes", "1024", "--sweep-sizes", "64K,256K",
-            "--iters", "3", "--warmup", "1", "--no-narrow", "--out-dir", str(tmp_path), "--rank-timeout", "240",
-            "--world-timeout", "240"]
-    procs = [subprocess.Popen(argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for _ in range(2)]
+# Small per-GPU suite and sweep: the plumbing is under test, not the numbers. The limits are wide: a
+# busy 2-core CI machine starts every Python process (each importing torch) at a crawl.
+FAST = ["--cpu", "--ops", "vector_add", "--sizes", "1024", "--sweep-sizes", "64K,256K", "--iters", "3",
+        "--warmup", "1", "--no-narrow", "--rank-timeout", "300", "--world-timeout", "300", "--join-timeout", "60"]
+
+
+def _launch(tmp_path: Path, nnodes: int, nproc: int, args: list[str], env_extra: dict[str, str] | None = None
+            ) -> list[subprocess.Popen[str]]:
+    """``nnodes`` torchrun launchers on this machine (simulated nodes), ``nproc`` ranks each; the ranks'
+    temporary work folders go under ``tmp_path/tmp`` (TMPDIR), where the test can watch them."""
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    env = child_env({"PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path / "tmp"), **(env_extra or {})})
+    if nnodes == 1:
+        where = ["--standalone", f"--nproc-per-node={nproc}"]
+    else:
+        where = [f"--nnodes={nnodes}", f"--nproc-per-node={nproc}", "--rdzv-backend=c10d",
+                 f"--rdzv-endpoint=127.0.0.1:{_free_port()}", "--rdzv-id=envcheck-test"]
+    argv = [sys.executable, "-m", "torch.distributed.run", *where, "-m", "envcheck", "fleet",
+            "--out-dir", str(tmp_path / "out"), *args]
+    return [subprocess.Popen(argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for _ in range(nnodes)]
+
+
+def _finish(procs: list[subprocess.Popen[str]], timeout: float = 600) -> list[str]:
     outs = []
     try:
         for p in procs:
-            outs.append(p.communicate(timeout=400)[0])
+            outs.append(p.communicate(timeout=timeout)[0])
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
-    reports = list(tmp_path.glob("*_fleet-2x_*.json"))
+    return outs
+
+
+def _report(tmp_path: Path, outs: list[str]) -> tuple[Path, Fleet]:
+    reports = list((tmp_path / "out").glob("*_fleet-*.json"))
     assert len(reports) == 1, "\n".join(o[-3000:] for o in outs)
     doc = json.loads(reports[0].read_text())
     assert doc["kind"] == "fleet" and doc["format"] == "envcheck-report"
-    fleet = build(Fleet, doc["fleet"])
+    return reports[0], build(Fleet, doc["fleet"])
+
+
+def _ours(tmp_path: Path) -> list[psutil.Process]:
+    """Processes of this test still running: every one names a path under ``tmp_path`` (the output
+    folder, the work folders under TMPDIR) in its command line."""
+    mine = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if str(tmp_path) in " ".join(proc.info["cmdline"] or ()) and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                mine.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return mine
+
+
+def _none_left(tmp_path: Path, within_s: float = 30.0) -> None:
+    deadline = time.monotonic() + within_s
+    while _ours(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    left = [(p.pid, " ".join(p.cmdline())[:200]) for p in _ours(tmp_path)]
+    for p in _ours(tmp_path):
+        p.kill()
+    assert not left
+
+
+def _fleet_rank(launcher: subprocess.Popen[str]) -> psutil.Process:
+    """The ``envcheck fleet`` rank a torchrun launcher started (not the launcher, not its children)."""
+    for child in psutil.Process(launcher.pid).children(recursive=True):
+        cmd = " ".join(child.cmdline())
+        if "envcheck" in cmd and "fleet" in cmd and "torch.distributed.run" not in cmd:
+            return child
+    raise AssertionError("no fleet rank under the launcher")
+
+
+def _wait_for(pattern: str, where: Path, text: str, timeout: float = 400) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for f in where.glob(pattern):
+            if text in f.read_text(errors="replace"):
+                return
+        time.sleep(0.5)
+    raise AssertionError(f"{pattern} never held {text!r}")
+
+
+@pytest.mark.parametrize("nproc", [2, 3])
+def test_ranks_sharing_one_host_pass_with_the_default_cpu_sweep(tmp_path, nproc):
+    """``torchrun --nproc-per-node N -m envcheck fleet --cpu``: every rank times the CPU, the node's
+    gloo sweep has the CPU's default sizes, and a passing run leaves no work files and no process."""
+    args = ["--cpu", "--ops", "vector_add", "--sizes", "1024", "--rank-timeout", "300", "--join-timeout", "60"]
+    procs = _launch(tmp_path, 1, nproc, args)
+    (out,) = _finish(procs)
+    assert procs[0].returncode == 0, out[-3000:]
+    _, fleet = _report(tmp_path, [out])
+    assert [r.status for r in fleet.ranks] == ["ok"] * nproc
+    (node,) = fleet.nodes
+    assert len(node.benches) == nproc and {b.device.backend for b in node.benches} == {"cpu"}
+    (sweep,) = node.node.collectives
+    assert sweep.world_size == nproc and max(r.size_bytes for r in sweep.results) <= 4 << 20
+    assert "envcheck fleet report: 1 node, " in out and "Traceback" not in out
+    assert not (tmp_path / "out" / "fleet_work").exists() and not list((tmp_path / "tmp").glob("envcheck-fleet-*"))
+    _none_left(tmp_path)
+
+
+def test_fleet_of_two_simulated_nodes_writes_one_report(tmp_path):
+    procs = _launch(tmp_path, 2, 1, FAST)
+    outs = _finish(procs)
+    path, fleet = _report(tmp_path, outs)
     assert (fleet.nnodes, fleet.world_size, fleet.launcher) == (2, 2, "torchrun")
-    assert [r.status for r in fleet.ranks] == ["ok", "ok"]
+    assert [r.status for r in fleet.ranks] == ["ok", "ok"] and [r.world_rank for r in fleet.ranks] == [0, 1]
     assert len(fleet.nodes) == 2 and all(len(n.benches) == 1 and n.environment is not None for n in fleet.nodes)
     assert all(n.node is not None for n in fleet.nodes)
     (world,) = fleet.collectives
     assert world.scope == "world" and world.world_size == 2 and world.backend == "gloo"
     rows = an.collective_rows(world)
     assert rows and {r.status for r in rows} == {"ok"} and all(r.wrong == 0 for r in rows)
-    assert os.path.isdir(tmp_path / "fleet_work" / "world")
     # Rank 0 wrote the documents beside the JSON and printed the summary through the presentation layer.
-    stem = reports[0].stem
-    assert (tmp_path / f"{stem}.md").exists() and (tmp_path / f"{stem}.html").exists()
+    stem = path.stem
+    assert (path.parent / f"{stem}.md").exists() and (path.parent / f"{stem}.html").exists()
     summary = next(o for o in outs if "envcheck fleet report: 2 nodes, 2 ranks" in o)
     assert "Verdicts" in summary and f"{stem}.html" in summary
+    assert [p.returncode for p in procs] == [0, 0]
+    assert not (tmp_path / "out" / "fleet_work").exists() and not list((tmp_path / "tmp").glob("envcheck-fleet-*"))
+    _none_left(tmp_path)
+
+
+@pytest.mark.parametrize("how", ["kill", "stop"])
+def test_a_rank_killed_or_stopped_during_the_world_collectives_fails_its_node(tmp_path, how):
+    """Three simulated nodes; rank 2 (node 2's only rank) is killed (SIGKILL) or stopped (SIGSTOP) while
+    the collectives across nodes run (world rank 2 is slowed so that they last): node 2 fails, named
+    with its phase, rank 0 exits non-zero, and nothing is left running."""
+    procs = _launch(tmp_path, 3, 1, FAST, {"ENVCHECK_TEST_SLOW_RANK": "2:300000"})
+    stopped = None
+    try:
+        # The world sweep of node 2 has timed a first size: the collectives are under way.
+        _wait_for("envcheck-fleet-r*/world/node2/rank2.jsonl", tmp_path / "tmp", '"event":"result"')
+        stopped = _fleet_rank(procs[2])
+        stopped.send_signal(signal.SIGKILL if how == "kill" else signal.SIGSTOP)
+        out0 = procs[0].communicate(timeout=600)[0]
+    finally:
+        if stopped is not None and how == "stop":
+            stopped.kill()  # nothing can run in a stopped process: the operator's kill, after rank 0
+        outs = _finish(procs, 120)
+    assert procs[0].returncode not in (0, None), out0[-3000:]
+    _, fleet = _report(tmp_path, [out0, *outs])
+    r2 = fleet.ranks[2]
+    assert (r2.status, r2.phase, r2.host) == ("timeout", "world", f"{socket.gethostname()}/2"), r2
+    assert [r.status for r in fleet.ranks[:2]] == ["ok", "ok"]
+    from envcheck.analysis import analyse
+    from envcheck.commands.fleet import fleet_report
+
+    fa = analyse(fleet_report(fleet, None)).fleet
+    verdicts = {v.host: v.status for v in fa.verdicts}
+    assert verdicts[r2.host] == "fail" and not fa.passed
+    assert "Rank 2 was lost in the collectives across nodes" in out0
+    assert "the link between" not in out0
+    _none_left(tmp_path)
+
+
+def test_sigterm_to_the_launcher_writes_the_partial_report_and_stops_every_child(tmp_path):
+    """What torchrun or Slurm does when a job ends: SIGTERM. Rank 0 writes what finished (the suites)
+    and says the run was stopped; the node's gloo sweep under way is stopped with its workers."""
+    procs = _launch(tmp_path, 1, 2, FAST, {"ENVCHECK_TEST_SLOW_RANK": "1:300000"})
+    try:
+        _wait_for("envcheck-fleet-r0*/node0/collectives/rank1.jsonl", tmp_path / "tmp", '"event":"result"')
+        procs[0].send_signal(signal.SIGTERM)
+        (out,) = _finish(procs, 120)
+    finally:
+        _finish(procs, 5)
+    assert procs[0].returncode != 0
+    _, fleet = _report(tmp_path, [out])
+    assert fleet.settings.get("interrupted") == "SIGTERM", out[-3000:]
+    assert len(fleet.nodes) == 1 and len(fleet.nodes[0].benches) == 2
+    assert "The run was stopped (SIGTERM)" in out
+    _none_left(tmp_path, 20)
+
+
+def test_a_rank_killed_under_one_torchrun_still_gives_a_report(tmp_path):
+    """``torchrun --nproc-per-node 3``, rank 2 killed during the node's sweep: torchrun sends SIGTERM to
+    the other ranks, and rank 0 writes the partial report (none at all before) and exits non-zero."""
+    procs = _launch(tmp_path, 1, 3, FAST, {"ENVCHECK_TEST_SLOW_RANK": "1:300000"})
+    try:
+        _wait_for("envcheck-fleet-r0*/node0/collectives/rank1.jsonl", tmp_path / "tmp", '"event":"result"')
+        ranks = [c for c in psutil.Process(procs[0].pid).children()
+                 if "torch.distributed.run" not in " ".join(c.cmdline())]
+        victim = next(c for c in ranks if c.environ().get("RANK") == "2")
+        victim.kill()
+        (out,) = _finish(procs, 120)
+    finally:
+        _finish(procs, 5)
+    assert procs[0].returncode != 0
+    _, fleet = _report(tmp_path, [out])
+    assert fleet.settings.get("interrupted") == "SIGTERM", out[-3000:]
+    assert len(fleet.nodes[0].benches) == 3 and fleet.nodes[0].node is not None
+    _none_left(tmp_path, 20)

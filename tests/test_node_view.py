@@ -19,8 +19,8 @@ from envcheck.model import dump, load
 from envcheck.model.fleet import DIRECTIONS, RANK_STATUSES, Fleet
 from envcheck.model.node import COPY_KINDS, COPY_METHODS
 from envcheck.render.documents import render_html, render_markdown
+from envcheck.render.fleet_view import fleet_view
 from envcheck.render.i18n import LANGS, catalog
-from envcheck.render.node_view import fleet_view
 from envcheck.render.terminal.console import capture
 from envcheck.render.terminal.node import print_fleet
 from envcheck.render.terminal.run import print_run
@@ -178,7 +178,7 @@ def test_a_two_node_fleet_report_fits_100_columns_one_line_per_row(fleet_report,
 def test_the_fleet_summary_names_the_slow_rank_the_failures_and_each_reason(fleet_report):
     text = capture(lambda c: print_fleet(c, fleet_report, analyse(fleet_report)), width=100)
     assert "The all_reduce slowness follows rank 3 on host n1: its GPU or its own links." in text
-    assert "Rank 2 on n1 failed: RuntimeError: CUDA error: uncorrectable ECC error encountered" in text
+    assert "Rank 2 on n1 failed in its own suite: RuntimeError: CUDA error: uncorrectable ECC" in text
     assert "Rank 3 on n1 reported in time but took 132 s, against a median of 61.0 s for the others." in text
     assert ("GPU bandwidth (slowest GPU): 3856 GB/s against 4474 GB/s (baseline), 14% worse; 5.0% allowed."
             in text)
@@ -199,7 +199,7 @@ def test_a_timed_out_rank_says_how_long_it_was_given(fleet_report):
     ranks = (*f.ranks[:3], dataclasses.replace(f.ranks[3], status="timeout", given_s=900.0, elapsed_s=None))
     r = dataclasses.replace(fleet_report, fleet=dataclasses.replace(f, ranks=ranks))
     text = capture(lambda c: print_fleet(c, r, analyse(r), lang="en"), width=100)
-    assert "Rank 3 on n1 sent nothing in the 900 s it was given." in text
+    assert "Rank 3 on n1 sent nothing from its own suite in the 900 s it was given." in text
     assert re.search(r"3  n1    GPU1  hung\s+–\s+900 s", text)
 
 

@@ -11,7 +11,13 @@ from typing import Any
 
 from envcheck.analysis.flags import LAUNCH_BOUND_RATIO
 from envcheck.analysis.links import pair_path
-from envcheck.analysis.narrowing import DEFAULT_NARROW_MARGIN, Conclusion, NarrowStep, narrowing_conclusion
+from envcheck.analysis.narrowing import (
+    DEFAULT_NARROW_MARGIN,
+    Conclusion,
+    NarrowStep,
+    lost_conclusion,
+    narrowing_conclusion,
+)
 from envcheck.model.node import (
     CollectiveResult,
     Collectives,
@@ -387,6 +393,9 @@ def collective_narrowing(collectives: Collectives) -> Conclusion | None:
     ran no narrowing."""
     if not collectives.narrowing:
         return None
+    lost = tuple(o.rank for o in collectives.ranks if o.status != "ok")
+    if lost:  # a lost rank is named as lost: its sub-group runs say nothing about a link
+        return lost_conclusion(lost)
     hosts = collectives.hosts if len(collectives.hosts) == collectives.world_size else tuple(
         str(r) for r in range(collectives.world_size))
     margin = float(collectives.settings.get("narrow_margin", DEFAULT_NARROW_MARGIN))

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from envcheck.analysis.node import GpuRates, collective_rows, copy_rows, gpu_rates
+from envcheck.model.facts import Check
 from envcheck.model.fleet import Baseline, Fleet, FleetNode, RankStatus, Reference, Rule
+from envcheck.model.node import Collectives
 
 # --------------------------------------------------------------------------- metrics
 
@@ -56,11 +58,12 @@ def node_metrics(node: FleetNode, rates: Sequence[GpuRates] | None = None) -> tu
     out: list[Metric] = []
     rates = list(rates) if rates is not None else [gpu_rates(b) for b in node.benches]
     on_gpu = any(getattr(b.device, "backend", None) == "cuda" for b in node.benches)
-    matmul_planned = any(c.op == "matmul" for b in node.benches for c in (*b.cases, *b.skipped))
+    matmul_planned = on_gpu and any(c.op == "matmul" for b in node.benches for c in (*b.cases, *b.skipped))
     for name, attr, planned in (("gpu.bandwidth_gbps", "bandwidth_gbps", on_gpu),
                                 ("gpu.matmul_tflops", "matmul_tflops", matmul_planned)):
-        # A metric of a test nobody asked for (a CPU run, --ops without matmul) is no finding; one that
-        # was planned and is missing is.
+        # A metric of a test nobody asked for (--ops without matmul) or that does not apply (a suite run
+        # on the CPU has no GPU rates: ``fleet --cpu`` on a machine without one) is no finding; one that
+        # was planned on a GPU and is missing is.
         if node.benches and not planned:
             continue
         vals = [getattr(r, attr) for r in rates if getattr(r, attr) is not None]
@@ -113,8 +116,20 @@ def node_metrics(node: FleetNode, rates: Sequence[GpuRates] | None = None) -> tu
         crashed = [sk.reason for sk in n.skipped if sk.test == "collectives" and sk.reason not in NOT_ASKED]
         if crashed:
             out.append(Metric("node.collectives", None, crashed[0]))
-    out.append(Metric("checks.failed", float(sum(c.status == "fail" for c in node.checks))))
+    out.append(Metric("checks.failed", float(len(failed_checks(node)))))
     return tuple(out)
+
+
+# Checks of the GPU driver stack say nothing about a node whose suites ran on the CPU (``fleet --cpu`` on
+# a machine without a GPU: the smoke test a CI runs); there they do not apply, like its GPU metrics.
+GPU_STACK_CHECKS = ("driver.",)
+
+
+def failed_checks(node: FleetNode) -> tuple[Check, ...]:
+    """The node's failed health checks that count against it."""
+    cpu_only = bool(node.benches) and all(getattr(b.device, "backend", None) != "cuda" for b in node.benches)
+    return tuple(c for c in node.checks
+                 if c.status == "fail" and not (cpu_only and c.id.startswith(GPU_STACK_CHECKS)))
 
 
 def _rule_for(name: str, rules: Sequence[Rule]) -> Rule | None:
@@ -167,7 +182,8 @@ class Finding:
     """Why a node is not passing: a metric worse than its reference, or one that is missing.
 
     ``kind``: ``worse`` (``value`` vs ``reference`` from ``source``: ``baseline`` or ``fleet_median``,
-    ``shortfall`` the fraction worse), ``missing`` (``reason``), ``rank_failed`` (``ranks``),
+    ``shortfall`` the fraction worse), ``missing`` (``reason``), ``rank_failed`` (``ranks``, lost in the
+    phase ``reason``: ``LOST_PHASES``; None in findings of older code: their suite),
     ``algorithm_differs`` (a busbw whose NCCL algorithm is not the reference's: ``reason`` names both).
     ``margin``: the rule's allowance the metric was held to (``direction`` says which way is better).
     """
@@ -208,6 +224,13 @@ def judge_node(node: FleetNode, references: Sequence[Reference], source: str, ru
             findings.append(Finding("missing", m.name, reason=m.reason, margin=rule.margin, direction=rule.direction))
             continue
         reference = refs.get(m.name)
+        if rule.direction == "lower" and rule.margin == 0.0:
+            # A count that must be zero (failed checks, wrong elements) is held to zero, not to a
+            # median or a baseline that may have failed as well.
+            if m.value > 0:
+                findings.append(Finding("worse", m.name, m.value, 0.0, ZERO_SOURCE, None, margin=0.0,
+                                        direction=rule.direction))
+            continue
         if reference is None:
             continue
         ref = reference.value
@@ -242,22 +265,109 @@ def judge_node(node: FleetNode, references: Sequence[Reference], source: str, ru
     return NodeVerdict(node.host, status, tuple(findings))
 
 
-def judge(fleet: Fleet, metrics: Sequence[Sequence[Metric]] | None = None) -> tuple[NodeVerdict, ...]:
-    """Every node's verdict: against the baseline's values when the fleet has one, else the fleet median.
-    ``metrics``: each node's metrics already derived, in node order."""
-    rules = rules_in_force(fleet)
-    refs, source = references(fleet, metrics)
-    failed: dict[str, list[int]] = {}
+# Where rank 0 stopped hearing from a rank: it never joined, or a phase's hand-over failed or never came.
+LOST_PHASES = ("join", "suite", "node", "world")
+
+
+@dataclass(frozen=True)
+class LostRank:
+    """A rank that failed, hung, died or never reported, and the phase it was lost in (``LOST_PHASES``).
+
+    ``status``: the rank's own (``error``, ``timeout``, ``missing``: ``envcheck.model.fleet``), or, lost
+    inside the collectives across nodes, its worker's outcome there (``error``, ``missing``: no word).
+    """
+
+    rank: int
+    host: str | None
+    phase: str
+    status: str
+    error: str | None = None
+    given_s: float | None = None
+
+
+def world_culprits(collectives: Collectives) -> tuple[int, ...]:
+    """The ranks of a sweep across nodes that stopped it, by their outcomes.
+
+    A sweep that ended by itself: the ranks that died without a word (``missing``: killed, crashed)
+    while the others noticed and said so; when none did, those that failed (``error``). A sweep
+    stopped at its time limit: the ranks that failed before it (the others were still waiting on
+    them); when none did, nobody can be named (every rank was still waiting: one of them hung).
+    """
+    bad = [o for o in collectives.ranks if o.status != "ok"]
+    if not bad:
+        return ()
+    errors = tuple(o.rank for o in bad if o.status == "error")
+    if collectives.error == "timed_out":
+        return errors
+    return tuple(o.rank for o in bad if o.status == "missing") or errors
+
+
+def lost_ranks(fleet: Fleet) -> tuple[LostRank, ...]:
+    """Every rank lost in any phase: those whose own hand-over failed or never came, and those whose
+    worker stopped the collectives across nodes (``world_culprits``, mapped back by ``world_rank``)."""
+    out: dict[int, LostRank] = {}
     for r in fleet.ranks:
         if r.status != "ok":
-            failed.setdefault(r.host or "?", []).append(r.rank)
-    out = [judge_node(n, refs, source, rules, failed.get(n.host, ()), metrics[i] if metrics is not None else None)
-           for i, n in enumerate(fleet.nodes)]
+            phase = "join" if r.status == "missing" else (r.phase or "suite")
+            out[r.rank] = LostRank(r.rank, r.host, phase, r.status, r.error, r.given_s)
+    by_world = {r.world_rank: r for r in fleet.ranks if r.world_rank is not None}
+    for c in fleet.collectives:
+        outcomes = {o.rank: o for o in c.ranks}
+        for w in world_culprits(c):
+            r = by_world.get(w)
+            if r is not None and r.rank not in out:
+                out[r.rank] = LostRank(r.rank, r.host, "world", outcomes[w].status, outcomes[w].error)
+    return tuple(out[k] for k in sorted(out))
+
+
+def _unfinished_world(fleet: Fleet, lost: Sequence[LostRank]) -> dict[str, str]:
+    """Host -> why: the nodes that took part in a sweep across nodes that did not finish while no rank
+    of it could be named (every rank was still waiting at the limit). No node of it is vouched for."""
+    named = {x.rank for x in lost if x.phase == "world"}
+    out: dict[str, str] = {}
+    for c in fleet.collectives:
+        if c.error is None:
+            continue
+        taking_part = [r for r in fleet.ranks if r.world_rank is not None and r.world_rank < c.world_size]
+        if any(r.rank in named for r in taking_part):
+            continue
+        for r in taking_part:
+            out.setdefault(r.host or "?", c.error)
+    return out
+
+
+def judge(fleet: Fleet, metrics: Sequence[Sequence[Metric]] | None = None) -> tuple[NodeVerdict, ...]:
+    """Every node's verdict: against the baseline's values when the fleet has one, else the fleet median.
+    A rank lost in any phase fails its node (a finding per phase, naming the ranks); a host whose ranks
+    were lost before it sent anything gets a verdict of its own. ``metrics``: each node's metrics already
+    derived, in node order."""
+    rules = rules_in_force(fleet)
+    refs, source = references(fleet, metrics)
+    lost = lost_ranks(fleet)
+    failed: dict[str, dict[str, list[int]]] = {}
+    for x in lost:
+        failed.setdefault(x.host or "?", {}).setdefault(x.phase, []).append(x.rank)
+    unfinished = _unfinished_world(fleet, lost)
+    out = []
+    for i, n in enumerate(fleet.nodes):
+        v = judge_node(n, refs, source, rules, (), metrics[i] if metrics is not None else None)
+        extra = _lost_findings(failed.get(n.host, {}))
+        if n.host in unfinished:
+            extra += (Finding("missing", "world.collectives", reason=unfinished[n.host]),)
+        if extra:
+            findings = extra + v.findings
+            status = "fail" if any(f.kind in ("worse", "rank_failed") for f in findings) else "incomplete"
+            v = NodeVerdict(n.host, status, findings)
+        out.append(v)
     known = {n.host for n in fleet.nodes}
-    for host, ranks in sorted(failed.items()):
+    for host, phases in sorted(failed.items()):
         if host not in known:
-            out.append(NodeVerdict(host, "fail", (Finding("rank_failed", ranks=tuple(ranks)),)))
+            out.append(NodeVerdict(host, "fail", _lost_findings(phases)))
     return tuple(out)
+
+
+def _lost_findings(phases: dict[str, list[int]]) -> tuple[Finding, ...]:
+    return tuple(Finding("rank_failed", ranks=tuple(phases[p]), reason=p) for p in LOST_PHASES if p in phases)
 
 
 def to_drain(fleet: Fleet) -> tuple[NodeVerdict, ...]:
@@ -279,6 +389,7 @@ def baseline_from_nodes(nodes: Sequence[FleetNode], source: str, host: str | Non
 FINDING_KINDS = ("worse", "missing", "rank_failed", "algorithm_differs")
 VERDICT_STATUSES = ("pass", "fail", "incomplete")
 SOURCES = ("baseline", "fleet_median")
+ZERO_SOURCE = "zero"  # a finding's source where a count is held to zero whatever the reference
 # Why a metric has no value (Metric.reason); a node test's error or skip reason may stand there too
 # (envcheck.analysis.node.RUN_ERRORS, SKIP_REASONS), or an exception's last line.
 MISSING_REASONS = ("no_bench", "not_measured", "not_measured_on_every_gpu", "copy_failed_or_wrong", "not_run",
@@ -286,7 +397,7 @@ MISSING_REASONS = ("no_bench", "not_measured", "not_measured_on_every_gpu", "cop
                    *(f"collective_{s}" for s in ("ok", "error", "wrong", "unverified")))
 # What a metric name stands for (describe_metric), and the unit of its value.
 METRIC_KEYS = ("gpu_bandwidth", "gpu_matmul", "peer", "busbw", "wrong_elements", "checks_failed", "collectives",
-               "other")
+               "world_collectives", "other")
 _METRIC_PATTERNS = (
     (re.compile(r"gpu\.bandwidth_gbps"), "gpu_bandwidth", "GB/s"),
     (re.compile(r"gpu\.matmul_tflops"), "gpu_matmul", "TFLOP/s"),
@@ -295,6 +406,7 @@ _METRIC_PATTERNS = (
     (re.compile(r"wrong\.collective_elements"), "wrong_elements", ""),
     (re.compile(r"checks\.failed"), "checks_failed", ""),
     (re.compile(r"node\.collectives"), "collectives", ""),
+    (re.compile(r"world\.collectives"), "world_collectives", ""),
 )
 
 
@@ -379,10 +491,17 @@ class FleetAnalysis:
     sweeps: tuple[Any, ...]  # envcheck.analysis.node.SweepAnalysis
     failed_ranks: tuple[RankStatus, ...]
     slow: tuple[SlowRank, ...]
+    lost: tuple[LostRank, ...] = ()
+    interrupted: bool = False  # stopped by SIGTERM, SIGHUP or Ctrl-C: what finished, and who was lost
 
     @property
     def drain(self) -> tuple[NodeVerdict, ...]:
         return tuple(v for v in self.verdicts if v.status != "pass")
+
+    @property
+    def passed(self) -> bool:
+        """The fleet's verdict: every node passed, no rank was lost, and the run was not stopped."""
+        return not self.drain and not self.lost and not self.interrupted
 
 
 def analyse_fleet(fleet: Fleet, analyse_bench: Callable[[Any, Any], Any]) -> FleetAnalysis:
@@ -403,4 +522,5 @@ def analyse_fleet(fleet: Fleet, analyse_bench: Callable[[Any, Any], Any]) -> Fle
                   for i, (n, b, a, m) in enumerate(per_node))
     return FleetAnalysis(fleet, nodes, verdicts, rules_in_force(fleet), refs, source,
                          tuple(analyse_sweep(c) for c in fleet.collectives),
-                         tuple(r for r in fleet.ranks if r.status != "ok"), slow_ranks(fleet.ranks))
+                         tuple(r for r in fleet.ranks if r.status != "ok"), slow_ranks(fleet.ranks),
+                         lost_ranks(fleet), bool(fleet.settings.get("interrupted")))

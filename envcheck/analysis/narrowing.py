@@ -154,5 +154,12 @@ def narrowing_conclusion(steps: Sequence[NarrowStep], world: tuple[int, ...], ho
         return conclusion
     return Conclusion("inconclusive", group or (), (), _hosts_of(group or (), hosts))
 
-CONCLUSION_KINDS = ("none", "rank", "link", "between", "group", "inconclusive", "not_applicable")
+
+def lost_conclusion(ranks: Sequence[int]) -> Conclusion:
+    """A sweep a rank of which died or never reported (``ranks``): the groups holding it have no
+    measurement, and the bisection would blame whatever link it tried last, not the lost rank."""
+    return Conclusion("lost", ranks=tuple(ranks))
+
+
+CONCLUSION_KINDS = ("none", "rank", "link", "between", "group", "inconclusive", "not_applicable", "lost")
 LOCATED_KINDS = ("rank", "link", "between", "group")

@@ -12,6 +12,7 @@ import os
 import queue
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import IO, Any
@@ -52,7 +53,7 @@ class WorkerProcess:
         when it cannot start."""
         proc = popen(list(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                      text=True, encoding="utf-8", errors="replace", bufsize=1, start_new_session=True,
-                     env=child_env())
+                     env=child_env(), preexec_fn=parent_death_signal())
         return cls(proc)
 
     @property
@@ -93,6 +94,26 @@ class WorkerProcess:
 
     def last_stderr_line(self) -> str | None:
         return next((ln.strip() for ln in reversed(self.tail) if ln.strip()), None)
+
+
+def parent_death_signal() -> Callable[[], None] | None:
+    """A ``preexec_fn`` for Linux: the child gets SIGTERM when the process that started it dies, even by
+    SIGKILL (``kill -9``, the OOM killer), instead of running on unowned until its own end (a worker
+    timing a GPU nobody reads; a torchrun sub-launch, which then stops its workers). None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # loaded before the fork: the child only calls it
+    except (OSError, AttributeError):
+        return None
+    pr_set_pdeathsig = 1
+
+    def set_it() -> None:
+        prctl(pr_set_pdeathsig, int(signal.SIGTERM))
+
+    return set_it
 
 
 def stop_tree(proc: subprocess.Popen[str], grace_s: float) -> None:

@@ -4,31 +4,41 @@
 and prints which nodes to take out of service and why.
 
 Exit status (rank 0; the other ranks exit 0 once rank 0 is done):
-  0    every node passed its rules and every rank reported
-  1    a node failed a rule, could not be measured, or a rank failed, hung or never joined
+  0    every node passed its rules and every rank reported in every phase
+  1    a node failed a rule, could not be measured, or a rank failed, hung, died or never joined
   2    bad options, or not started by a launcher (one line on stderr)
-  130  Ctrl-C
+  130  Ctrl-C, SIGTERM or SIGHUP (what torchrun sends the other ranks when one dies, and Slurm at the
+       end of a job): every rank stops its children; rank 0 first writes the partial fleet report
+
+Each rank's working files (node tests, the collectives' outputs and logs) go to a folder of its own
+under the system's temporary folder: removed when the fleet passed, kept (and named on stderr) when
+it did not, for whoever looks into the failure.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import signal
 import sys
+import tempfile
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from envcheck.errors import EXIT_FAIL, EXIT_OK, UsageError
+from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from envcheck.model import Bench, Check, Environment, Report
 from envcheck.model.fleet import Baseline, Fleet, FleetNode, Rule
 from envcheck.model.node import Launch, Node
 
 if TYPE_CHECKING:
     from envcheck.analysis import Analysis
+    from envcheck.node.collective_run import SweepPlan
 
-DEFAULT_SWEEP_SIZES = "1M..4G"
+DEFAULT_SWEEP_SIZES = "1M..4G"  # on GPUs (NCCL); on the CPU the node tests' small gloo sweep
 
 
 def parse_rule(text: str) -> Rule:
@@ -93,7 +103,7 @@ def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) ->
     from envcheck.checks import evaluate
     from envcheck.node.collective_run import Placement, launch_sweep, read_outputs
     from envcheck.node.counters import LINKS_SECTION, probe_links
-    from envcheck.node.fleet import FleetDeps
+    from envcheck.node.fleet import FleetDeps, local_gpus
     from envcheck.node.launch import SubprocessLauncher
     from envcheck.node.peer import PeerPlan
     from envcheck.node.run import NodeOptions, run_node
@@ -101,6 +111,7 @@ def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) ->
 
     cache: dict[str, Environment] = {}
     launcher = SubprocessLauncher()
+    gpus = local_gpus(ctx, os.environ)
 
     def environment() -> Environment:
         if "env" not in cache:
@@ -112,15 +123,21 @@ def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) ->
 
     def bench(gpu: int) -> Bench:
         env = environment()
+        # Without a GPU every rank of the host times the CPU (device 0), sharing it.
         options = argparse.Namespace(quick=not args.full, ops=args.ops, sizes=args.sizes, dtypes=args.dtypes,
-                                     device=gpu, no_compile=args.no_compile)
+                                     device=gpu if device() == "cuda" else 0, no_compile=args.no_compile)
         plan = suite.plan(options, env)
         started = datetime.now(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
         if not plan.runnable:
             return assemble.no_bench(plan, started)
         t0 = time.monotonic()
         outcome = runner.run_worker(plan, lambda ev: None, args.timeout)
-        return assemble.assemble(plan, outcome, started, time.monotonic() - t0)
+        bench_ = _machine_index(assemble.assemble(plan, outcome, started, time.monotonic() - t0), gpu, gpus)
+        if outcome.interrupted:
+            # run_worker took the signal (its own handlers were installed): the rank stops here, with
+            # what its suite finished.
+            raise KeyboardInterrupt(bench_)
+        return bench_
 
     def probe() -> tuple[Environment, tuple[Check, ...]]:
         env = environment()
@@ -142,6 +159,15 @@ def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) ->
         return read_outputs(d), launch
 
     return FleetDeps(transport, bench, probe, node, world)
+
+
+def _machine_index(bench: Bench, ordinal: int, gpus: tuple[int, ...]) -> Bench:
+    """The bench named by its GPU's index on the machine (NVML's, as the node's topology, copies and
+    conditions name it), not by its CUDA ordinal among the rank's visible devices: two nodes simulated
+    on one machine each see their GPU as CUDA device 0."""
+    if bench.device.backend != "cuda" or ordinal >= len(gpus) or bench.device.index == gpus[ordinal]:
+        return bench
+    return replace(bench, device=replace(bench.device, index=gpus[ordinal]))
 
 
 # --------------------------------------------------------------------------- the report
@@ -191,14 +217,58 @@ def write_documents(report: Report, path: Path, formats: list[str], lang: str,
     return list(outcome.written)
 
 
-def main(args: argparse.Namespace) -> int:
-    from envcheck.analysis import analyse
-    from envcheck.commands.run import output_formats
+def sweep_plan(args: argparse.Namespace, cpu: bool) -> SweepPlan:
+    """The collectives' plan: nccl-tests' sweep on GPUs; on the CPU the node tests' small gloo sweep
+    (gloo moves about 1 GB/s, shared by every rank of the host: seconds, where 1M..4G takes minutes),
+    each overridden by the options given."""
     from envcheck.node.collective_run import SweepPlan
-    from envcheck.node.fleet import FleetOptions, export_for_torch, finish, local_gpus, rank_context, run_rank
-    from envcheck.node.transport import open_store_transport
+    from envcheck.node.run import quick_sweep
+
+    base = quick_sweep("cpu") if cpu else SweepPlan(sizes=parse_sweep_sizes(DEFAULT_SWEEP_SIZES))
+    return replace(base, sizes=parse_sweep_sizes(args.sweep_sizes) if args.sweep_sizes else base.sizes,
+                   narrow=base.narrow and not args.no_narrow,
+                   iters=args.iters if args.iters is not None else base.iters,
+                   warmup=args.warmup if args.warmup is not None else base.warmup)
+
+
+class _StopSignals:
+    """SIGTERM and SIGHUP (torchrun stopping the ranks when one died, Slurm at the end of a job)
+    handled like Ctrl-C: KeyboardInterrupt in the main thread, once; while the report is being written
+    they are only noted, so a second signal never cuts the writing short."""
+
+    def __init__(self) -> None:
+        self.armed = True
+        self.received: str | None = None
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.received = self.received or signal.Signals(signum).name
+        if self.armed:
+            self.armed = False
+            raise KeyboardInterrupt(self.received)
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, self)
+
+
+def main(args: argparse.Namespace) -> int:
+    from envcheck.commands.run import output_formats
 
     formats = output_formats(args.format)  # a bad --format fails here, before any rank starts work
+    stops = _StopSignals()
+    stops.install()
+    try:
+        return _main(args, formats, stops)
+    except KeyboardInterrupt:
+        # A rank other than 0 stopped (rank 0 returns its report): its children were stopped by the
+        # code that started them; rank 0 writes what it gathered.
+        return EXIT_INTERRUPTED
+
+
+def _main(args: argparse.Namespace, formats: list[str], stops: _StopSignals) -> int:
+    from envcheck.analysis import analyse
+    from envcheck.node.fleet import FleetOptions, export_for_torch, finish, local_gpus, rank_context, run_rank
+    from envcheck.node.transport import open_store_transport
     from envcheck.userdirs import out_dir as default_out_dir
 
     args.out_dir = default_out_dir(args.out_dir)
@@ -206,35 +276,53 @@ def main(args: argparse.Namespace) -> int:
     cpu = bool(args.cpu) or not _has_gpu()
     baseline = load_baseline(args.baseline) if args.baseline else None
     rules = tuple(parse_rule(r) for r in args.rule or ())
-    sweep = SweepPlan(sizes=parse_sweep_sizes(args.sweep_sizes), narrow=not args.no_narrow,
-                      device="cpu" if cpu else "cuda", iters=args.iters, warmup=args.warmup)
+    sweep = sweep_plan(args, cpu)
     out_dir = Path(args.out_dir)
     if ctx.rank == 0:
         out_dir.mkdir(parents=True, exist_ok=True)
     export_for_torch(ctx, os.environ)  # type: ignore[arg-type]
     transport = open_store_transport(ctx.rank, ctx.world_size, ctx.master_addr, args.join_timeout)
-    work_dir = str(out_dir / "fleet_work")
+    work_dir = tempfile.mkdtemp(prefix=f"envcheck-fleet-r{ctx.rank}-")
     deps = real_deps(args, ctx, transport, sweep)
     if cpu:
         deps = _cpu_deps(deps, sweep)
     options = FleetOptions(work_dir, sweep, not args.no_world, args.rank_timeout, args.world_timeout,
                            args.join_timeout, baseline, rules,
                            {"quick": not args.full, "sweep_sizes": list(sweep.sizes)})
-    fleet = run_rank(ctx, options, deps, local_gpus(ctx, os.environ))
-    if fleet is None:
+    try:
+        fleet = run_rank(ctx, options, deps, local_gpus(ctx, os.environ))
+    except KeyboardInterrupt:
         transport.close()
+        _keep(work_dir, ctx.rank, args.lang)
+        raise
+    if fleet is None:
+        verdict = transport.get("done", 0.0)
+        transport.close()
+        if verdict == "pass":
+            shutil.rmtree(work_dir, ignore_errors=True)
+        else:
+            _keep(work_dir, ctx.rank, args.lang)
         return EXIT_OK
+    stops.armed = False  # the report is written whatever arrives now
+    if fleet.settings.get("interrupted"):
+        fleet = replace(fleet, settings={**fleet.settings, "interrupted": stops.received or "SIGINT"})
+    passed = False
     try:
         env0 = fleet.nodes[0].environment if fleet.nodes else None
         report = fleet_report(fleet, env0)
         path = write_fleet_report(fleet, out_dir, env0, report)
         analysis = analyse(report)
+        passed = analysis.fleet is not None and analysis.fleet.passed
         written = [path, *write_documents(report, path, formats, args.lang, analysis)]
         print_summary(report, analysis, written, args.lang)
     finally:
-        finish(transport)
+        finish(transport, passed)
         time.sleep(0.5)  # the others read "done" from this rank's store before it goes
         transport.close()
+    if passed:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    else:
+        _keep(work_dir, ctx.rank, args.lang)
     drain = analysis.fleet.drain if analysis.fleet is not None else ()
     if drain:
         from envcheck.render.escape import visible
@@ -242,7 +330,20 @@ def main(args: argparse.Namespace) -> int:
 
         hosts = ", ".join(v.host for v in drain)
         print(visible(translate(args.lang, "fleet.drain", hosts=hosts, count=len(drain))), file=sys.stderr)
-    return EXIT_FAIL if drain or any(r.status != "ok" for r in fleet.ranks) else EXIT_OK
+    if fleet.settings.get("interrupted"):
+        return EXIT_INTERRUPTED
+    return EXIT_OK if passed else EXIT_FAIL
+
+
+def _keep(work_dir: str, rank: int, lang: str) -> None:
+    """A run that did not pass keeps the rank's working files (the children's logs and outputs); say where."""
+    from envcheck.render.escape import visible
+    from envcheck.render.i18n import translate
+
+    if os.path.isdir(work_dir) and os.listdir(work_dir):
+        print(visible(translate(lang, "fleet.work_kept", rank=rank, path=work_dir)), file=sys.stderr)
+    else:
+        shutil.rmtree(work_dir, ignore_errors=True)
 
 
 def _has_gpu() -> bool:
@@ -262,8 +363,6 @@ def _has_gpu() -> bool:
 def _cpu_deps(deps: Any, sweep: Any) -> Any:
     """``--cpu``: the collectives on gloo with CPU tensors, whatever GPUs the machine has (CI, and a
     check of the fleet plumbing without touching a GPU)."""
-    from dataclasses import replace
-
     from envcheck.node.run import NodeOptions, run_node
 
     def node(gpus: tuple[int, ...], work_dir: str) -> Node:

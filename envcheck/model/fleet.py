@@ -16,6 +16,10 @@ from envcheck.model.facts import Check, Environment
 from envcheck.model.node import Collectives, Node
 
 RANK_STATUSES = ("ok", "error", "timeout", "missing")
+# The phase of a fleet run whose hand-over rank 0 did not get: the rank's own suite, its node's tests
+# (the node's leader), its node's share of the collectives across nodes (the leader), or the run was
+# stopped (SIGTERM, SIGHUP, Ctrl-C) before it came.
+RANK_PHASES = ("suite", "node", "world")
 DIRECTIONS = ("higher", "lower")  # which way is better
 
 
@@ -25,7 +29,10 @@ class RankStatus:
 
     ``ok``: it reported in time. ``error``: it caught an exception and sent it (``error`` holds its
     last line). ``timeout``: rank 0 gave it ``given_s`` seconds and heard nothing. ``missing``: it
-    never joined. ``elapsed_s``: how long its own part took, as it measured.
+    never joined. ``elapsed_s``: how long its own part took, as it measured. ``phase``: for a rank
+    not ``ok``, the phase whose hand-over failed or never came (``RANK_PHASES``; None in reports
+    written before phases were recorded: its suite). ``world_rank``: its rank in the collectives
+    across nodes (None: it took no part), how those collectives' per-rank outcomes map back to it.
     """
 
     rank: int
@@ -36,10 +43,14 @@ class RankStatus:
     error: str | None = None
     given_s: float | None = None
     elapsed_s: float | None = None
+    phase: str | None = None
+    world_rank: int | None = None
 
     def __post_init__(self) -> None:
         if self.status not in RANK_STATUSES:
             raise ValueError(f"unknown rank status {self.status!r}")
+        if self.phase is not None and self.phase not in RANK_PHASES:
+            raise ValueError(f"unknown rank phase {self.phase!r}")
 
 
 @dataclass(frozen=True)

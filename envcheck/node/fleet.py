@@ -8,7 +8,11 @@ The ranks themselves never touch a GPU: every benchmark and collective runs in c
 limits, so a rank can only fail by a bug of envcheck's (caught and sent as data) or by dying. Rank 0
 waits for each rank's hand-over at most ``rank_timeout_s`` after its own part; a rank that never
 answers is reported as ``timeout`` with that time, one that never joined as ``missing``, and the
-rest of the fleet is reported all the same.
+rest of the fleet is reported all the same. Each rank's status names the phase whose hand-over failed
+or never came (``suite``; ``node`` and ``world`` for a node's leader): a leader silent after its suite
+is lost all the same. Once rank 0's own share of the world sweep has ended, it waits ``join_timeout_s``
+for the other leaders' shares (the sweep is one job: they end together), not the sweep's whole limit.
+A stop signal (KeyboardInterrupt) makes rank 0 gather at once what was handed over (``run_rank``).
 
 Hand-over keys (``envcheck.node.transport``), all JSON of model objects:
   join/<rank>            RankJoin, first thing each rank does
@@ -29,7 +33,7 @@ import socket
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from envcheck.errors import UsageError
@@ -238,19 +242,69 @@ def _utc() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+@dataclass
+class _Progress:
+    """What this rank has done so far: what rank 0 gathers from, also after a stop signal."""
+
+    join: RankJoin
+    go: WorldGo | None = None
+    world_done: float | None = None  # when this node's share of the world sweep ended (clock)
+
+
 def run_rank(ctx: RankContext, options: FleetOptions, deps: FleetDeps, gpus: tuple[int, ...]) -> Fleet | None:
     """This rank's part of the fleet run; rank 0 returns the Fleet, the others None. Never raises for
-    what its own work does."""
+    what its own work does.
+
+    KeyboardInterrupt (Ctrl-C, and SIGTERM / SIGHUP once ``envcheck fleet`` turned them into it: what
+    torchrun and Slurm send) stops the rank's work where it is; the children are stopped by the code
+    that started them. Rank 0 then gathers at once what the ranks had handed over and returns the
+    partial fleet (``settings["interrupted"]``); any other rank raises KeyboardInterrupt again.
+    """
     t = deps.transport
     clock = deps.clock
     t0 = clock()
     started = _utc()
     my_gpu = gpus[ctx.local_rank] if ctx.local_rank < len(gpus) else None
-    t.put(f"join/{ctx.rank}", _dump(RankJoin(ctx.rank, ctx.host, ctx.local_rank, ctx.node_rank, my_gpu)))
+    progress = _Progress(RankJoin(ctx.rank, ctx.host, ctx.local_rank, ctx.node_rank, my_gpu))
+    interrupted = False
+    try:
+        _work(ctx, options, deps, gpus, progress, t0)
+    except KeyboardInterrupt:
+        if ctx.rank != 0:
+            raise
+        interrupted = True
+    if ctx.rank != 0:
+        # Rank 0 hosts the store: stay until it has read everything (or give up after the same wait).
+        t.get("done", options.rank_timeout_s + options.world_timeout_s + options.join_timeout_s)
+        return None
+    try:
+        fleet = _gather(ctx, options, deps, progress, t0, started, patient=not interrupted)
+    except KeyboardInterrupt:
+        # Stopped while waiting for the others: what they had handed over, without waiting again.
+        interrupted = True
+        fleet = _gather(ctx, options, deps, progress, t0, started, patient=False)
+    if interrupted:
+        fleet = replace(fleet, settings={**fleet.settings, "interrupted": True})
+    return fleet
+
+
+def _work(ctx: RankContext, options: FleetOptions, deps: FleetDeps, gpus: tuple[int, ...], progress: _Progress,
+          t0: float) -> None:
+    """This rank's own part: its suite, its node's tests (leaders), its node's share of the world sweep."""
+    t = deps.transport
+    clock = deps.clock
+    t.put(f"join/{ctx.rank}", _dump(progress.join))
 
     # 1. this rank's GPU
     try:
         report = RankReport(ctx.rank, bench=deps.bench(ctx.local_rank), elapsed_s=round(clock() - t0, 3))
+    except KeyboardInterrupt as stop:
+        # Stopped during its suite: hand over what the suite finished (``bench`` raises it with the
+        # partial bench), then stop.
+        if stop.args and isinstance(stop.args[0], Bench):
+            t.put(f"rank/{ctx.rank}", _dump(RankReport(ctx.rank, bench=stop.args[0], error="interrupted",
+                                                       elapsed_s=round(clock() - t0, 3))))
+        raise
     except Exception as e:  # noqa: BLE001 - the error is the rank's result
         last, detail = _error_text(e)
         report = RankReport(ctx.rank, error=last, detail=detail, elapsed_s=round(clock() - t0, 3))
@@ -271,13 +325,16 @@ def run_rank(ctx: RankContext, options: FleetOptions, deps: FleetDeps, gpus: tup
             for local in range(1, ctx.local_world_size):
                 t.get(f"benched/{ctx.node_rank}/{local}", max(deadline - clock(), 0.001))
             node = deps.node(gpus, node_dir)
+        except KeyboardInterrupt as stop:
+            # The node tests return what they finished with the interrupt: hand that over, then stop.
+            if stop.args and isinstance(stop.args[0], Node):
+                t.put(f"node/{ctx.node_rank}", _dump(NodeReport(ctx.node_rank, ctx.host, env, checks, stop.args[0])))
+            raise
         except Exception as e:  # noqa: BLE001 - the error is the node's result
             error = _error_text(e)[0]
         t.put(f"node/{ctx.node_rank}", _dump(NodeReport(ctx.node_rank, ctx.host, env, checks, node, error)))
 
     # 3. the world sweep, started by every leader at once
-    world_outputs: list[WorldOutputs] = []
-    go: WorldGo | None = None
     # One node's own sweep already covers its ranks: the world sweep is for two nodes or more.
     if options.world and ctx.nnodes >= 2 and ctx.world_size >= 2:
         if ctx.leader:
@@ -286,10 +343,11 @@ def run_rank(ctx: RankContext, options: FleetOptions, deps: FleetDeps, gpus: tup
             deadline = clock() + options.rank_timeout_s
             ready = tuple(n for n in range(ctx.nnodes)
                           if t.get(f"world/ready/{n}", max(deadline - clock(), 0.001)) is not None)
-            go = WorldGo(ready, ctx.master_addr, free_port())
-            t.put("world/go", _dump(go))
+            progress.go = WorldGo(ready, ctx.master_addr, free_port())
+            t.put("world/go", _dump(progress.go))
         elif ctx.leader:
-            go = _load(WorldGo, t.get("world/go", options.rank_timeout_s + options.join_timeout_s))
+            progress.go = _load(WorldGo, t.get("world/go", options.rank_timeout_s + options.join_timeout_s))
+        go = progress.go
         if ctx.leader and go is not None and ctx.node_rank in go.nodes:
             try:
                 outs, launch = deps.world(go, go.nodes.index(ctx.node_rank), ctx, gpus,
@@ -298,67 +356,100 @@ def run_rank(ctx: RankContext, options: FleetOptions, deps: FleetDeps, gpus: tup
             except Exception as e:  # noqa: BLE001
                 mine = WorldOutputs(ctx.node_rank, error=_error_text(e)[0])
             t.put(f"world/out/{ctx.node_rank}", _dump(mine))
+            progress.world_done = clock()
+            if mine.launch is not None and mine.launch.interrupted:
+                raise KeyboardInterrupt  # the launcher took the signal and stopped the sweep: stop too
 
-    if ctx.rank != 0:
-        # Rank 0 hosts the store: stay until it has read everything (or give up after the same wait).
-        t.get("done", options.rank_timeout_s + options.world_timeout_s + options.join_timeout_s)
-        return None
 
-    # 4. rank 0 gathers
-    mine_done = clock()
-    deadline = mine_done + options.rank_timeout_s
-    joins: dict[int, RankJoin] = {}
-    for r in range(ctx.world_size):
-        j = _load(RankJoin, t.get(f"join/{r}", options.join_timeout_s if r else 0.001))
+def _gather(ctx: RankContext, options: FleetOptions, deps: FleetDeps, progress: _Progress, t0: float, started: str,
+            patient: bool) -> Fleet:
+    """Rank 0: everything the ranks handed over, each hand-over waited for at most its time limit
+    (``patient``) or not at all (after a stop signal: only what is already there). A rank whose
+    hand-over of some phase failed or never came is reported with that phase."""
+    t = deps.transport
+    clock = deps.clock
+    deadline = clock() + options.rank_timeout_s
+
+    def wait(limit: float) -> float:
+        return max(limit, 0.001) if patient else 0.001
+
+    joins: dict[int, RankJoin] = {0: progress.join}
+    for r in range(1, ctx.world_size):
+        j = _load(RankJoin, t.get(f"join/{r}", wait(options.join_timeout_s)))
         if j is not None:
             joins[r] = j
     names = _node_names(joins)
     reports: dict[int, RankReport] = {}
-    statuses: list[RankStatus] = []
+    statuses: dict[int, RankStatus] = {}
     for r in range(ctx.world_size):
         j = joins.get(r)
         if j is None:
-            statuses.append(RankStatus(r, "missing", given_s=options.join_timeout_s))
+            statuses[r] = RankStatus(r, "missing", given_s=options.join_timeout_s)
             continue
-        rep = _load(RankReport, t.get(f"rank/{r}", max(deadline - clock(), 0.001)))
+        rep = _load(RankReport, t.get(f"rank/{r}", wait(deadline - clock())))
         host = names.get(j.node_rank, j.host)
         if rep is None:
-            statuses.append(RankStatus(r, "timeout", host, j.local_rank, j.gpu,
-                                       given_s=round(options.rank_timeout_s, 3)))
+            statuses[r] = RankStatus(r, "timeout", host, j.local_rank, j.gpu, given_s=round(options.rank_timeout_s, 3),
+                                     phase="suite")
             continue
         reports[r] = rep
-        statuses.append(RankStatus(r, "error" if rep.error else "ok", host, j.local_rank, j.gpu, rep.error,
-                                   elapsed_s=rep.elapsed_s))
+        statuses[r] = RankStatus(r, "error" if rep.error else "ok", host, j.local_rank, j.gpu, rep.error,
+                                 elapsed_s=rep.elapsed_s, phase="suite" if rep.error else None)
+    leaders = {j.node_rank: r for r, j in sorted(joins.items(), reverse=True) if j.local_rank == 0}
+
+    def lost(r: int | None, phase: str, error: str | None, given_s: float) -> None:
+        """A leader whose node's hand-over of ``phase`` failed (``error``) or never came."""
+        if r is None or statuses[r].status != "ok":
+            return
+        statuses[r] = replace(statuses[r], status="error" if error else "timeout", error=error, phase=phase,
+                              given_s=None if error else round(given_s, 3))
+
     node_reports: dict[int, NodeReport] = {}
     for n in sorted({j.node_rank for j in joins.values()}):
-        rep_n = _load(NodeReport, t.get(f"node/{n}", max(deadline - clock(), 0.001)))
+        rep_n = _load(NodeReport, t.get(f"node/{n}", wait(deadline - clock())))
         if rep_n is not None:
             node_reports[n] = rep_n
+            if rep_n.error:
+                lost(leaders.get(n), "node", rep_n.error, 0.0)
+        else:
+            lost(leaders.get(n), "node", None, options.rank_timeout_s)
     collectives: list[Collectives] = []
+    go = progress.go
     if go is not None:
         from envcheck.node.collective_run import assemble
 
+        nproc = ctx.local_world_size
         outs: list[RankOutput] = []
         launch: Launch | None = None
         for n in go.nodes:
-            w = _load(WorldOutputs, t.get(f"world/out/{n}", options.world_timeout_s))
-            if w is not None:
-                world_outputs.append(w)
-                outs.extend(w.outputs)
-                launch = launch or w.launch
-        nproc = ctx.local_world_size
-        c = assemble(outs, options.sweep, nproc * len(go.nodes), "world", launch)
-        collectives.append(c)
-    fleet = Fleet(ctx.world_size, ctx.nnodes, ctx.launcher, _nodes(joins, reports, node_reports), tuple(statuses),
-                  tuple(collectives), options.rules, options.baseline,
-                  {**options.settings, "rank_timeout_s": options.rank_timeout_s,
-                   "world_timeout_s": options.world_timeout_s}, started, round(clock() - t0, 3))
-    return fleet
+            # The world sweep is one job: once this node's share ended, the others' end within moments
+            # (their collectives wait on each other); a leader silent for the join time after that is
+            # lost, and is not waited for up to the whole sweep's limit.
+            limit = (options.join_timeout_s - (clock() - progress.world_done) if progress.world_done is not None
+                     else options.world_timeout_s)
+            w = _load(WorldOutputs, t.get(f"world/out/{n}", wait(limit)))
+            if w is None:
+                lost(leaders.get(n), "world", None, options.join_timeout_s if progress.world_done is not None
+                     else options.world_timeout_s)
+                continue
+            if w.error:
+                lost(leaders.get(n), "world", w.error, 0.0)
+            outs.extend(w.outputs)
+            launch = launch or w.launch
+        for r, j in joins.items():
+            if j.node_rank in go.nodes:
+                statuses[r] = replace(statuses[r], world_rank=go.nodes.index(j.node_rank) * nproc + j.local_rank)
+        collectives.append(assemble(outs, options.sweep, nproc * len(go.nodes), "world", launch))
+    return Fleet(ctx.world_size, ctx.nnodes, ctx.launcher, _nodes(joins, reports, node_reports),
+                 tuple(statuses[r] for r in range(ctx.world_size)), tuple(collectives), options.rules,
+                 options.baseline, {**options.settings, "rank_timeout_s": options.rank_timeout_s,
+                                    "world_timeout_s": options.world_timeout_s}, started, round(clock() - t0, 3))
 
 
-def finish(transport: Transport) -> None:
-    """Rank 0, after the report is written: let the other ranks go."""
-    transport.put("done", "1")
+def finish(transport: Transport, passed: bool = False) -> None:
+    """Rank 0, after the report is written: let the other ranks go, telling them whether the fleet
+    passed (they keep their working files when it did not)."""
+    transport.put("done", "pass" if passed else "fail")
 
 
 def _node_names(joins: dict[int, RankJoin]) -> dict[int, str]:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Protocol
 
-from envcheck.bench.process import stop_tree
+from envcheck.bench.process import parent_death_signal, stop_tree
 from envcheck.model.node import Launch
 
 # NVLink multicast stays off in every child: the lent multi-GPU machines must not create multicast
@@ -87,7 +87,7 @@ class SubprocessLauncher:
         try:
             proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, env=dict(env), text=True, encoding="utf-8",
-                                    errors="replace", start_new_session=True)
+                                    errors="replace", start_new_session=True, preexec_fn=parent_death_signal())
         except OSError as e:
             if log:
                 log.close()

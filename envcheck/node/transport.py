@@ -11,8 +11,11 @@ that answered are still reported. Values are JSON text of model objects.
 from __future__ import annotations
 
 import socket
+import time
 from datetime import timedelta
 from typing import Any, Protocol
+
+POLL_S = 0.2  # how often a waiting rank asks the store for a key
 
 
 class Transport(Protocol):
@@ -41,10 +44,20 @@ class StoreTransport:
         self.store.set(key, value)
 
     def get(self, key: str, timeout_s: float) -> str | None:
+        # Polled rather than ``store.wait``-ed: a key already there is read however slowly the store
+        # answers (a 1 ms wait for rank 0's own join, long set, timed out about once in a hundred on a
+        # loaded 2-core machine, and the rank was reported missing although it had answered), and a
+        # signal (SIGTERM from torchrun or Slurm) is handled within a poll, not after a wait of many
+        # minutes inside the store's C++ code.
+        deadline = time.monotonic() + max(timeout_s, 0.0)
         try:
-            self.store.wait([key], timedelta(seconds=max(timeout_s, 0.001)))
+            while not self.store.check([key]):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                time.sleep(min(POLL_S, left))
             data = self.store.get(key)
-        except Exception:  # noqa: BLE001 - DistStoreError on timeout, or the store's host is gone
+        except Exception:  # noqa: BLE001 - the store's host is gone
             return None
         return data.decode("utf-8") if isinstance(data, bytes) else str(data)
 

@@ -16,8 +16,8 @@ from envcheck.render import FORMATS
 from envcheck.render import charts as ch
 from envcheck.render import compare_view as cv
 from envcheck.render.escape import md_text
+from envcheck.render.fleet_view import fleet_view
 from envcheck.render.jinja import render
-from envcheck.render.node_view import fleet_view
 from envcheck.render.view import run_view
 
 

@@ -18,8 +18,9 @@ from rich.console import Console
 from envcheck.analysis import Analysis
 from envcheck.model import Report
 from envcheck.render.escape import term
+from envcheck.render.fleet_view import fleet_view
 from envcheck.render.i18n import translate
-from envcheck.render.node_view import Cell, Line, Part, Section, Table, fleet_view
+from envcheck.render.node_view import Cell, Line, Part, Section, Table
 from envcheck.render.terminal.console import bullets, heading, table, wide
 from envcheck.render.writing import written_lines
 
