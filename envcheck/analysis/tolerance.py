@@ -44,7 +44,7 @@ import math
 from dataclasses import dataclass
 
 from envcheck.model import Accuracy
-from envcheck.ops import spec
+from envcheck.ops import OpSpec, spec
 
 UNIT_ROUNDOFF = {"fp32": 2.0**-24, "tf32": 2.0**-11, "fp16": 2.0**-11, "bf16": 2.0**-8}
 SAFETY = 3.0
@@ -54,32 +54,46 @@ _OP_ROUNDINGS = {"vector_add": 0, "relu": 0, "row_sum": 0, "softmax": 8}
 _MATMUL_ROUNDINGS = {"fp32": 1, "tf32": 2, "fp16": 0, "bf16": 0}
 
 
-def compute_precision(op: str, dtype: str, precision: str) -> str:
+def _spec(op: OpSpec | str) -> OpSpec:
+    return op if isinstance(op, OpSpec) else spec(op)
+
+
+def compute_precision(op: OpSpec | str, dtype: str, precision: str) -> str:
     """The arithmetic actually used: TF32 only for fp32 matmuls asked to use it; element-wise
     and reduction ops compute fp16/bf16 inputs in fp32 (PyTorch and our kernels upcast)."""
-    if spec(op).compute_bound:
+    if _spec(op).compute_bound:
         return precision
     return "fp32" if dtype in ("fp16", "bf16") else dtype
 
 
+def _roundings(op: OpSpec, precision: str) -> int:
+    if op.declared is not None:
+        return op.declared.roundings
+    return _MATMUL_ROUNDINGS[precision] if op.compute_bound else _OP_ROUNDINGS[op.name]
+
+
 @dataclass(frozen=True)
 class Tolerance:
-    """Both bounds of one case, and the precision they were derived for."""
+    """Both bounds of one case, the precision they were derived for, and the floor of the
+    relative criterion (``relative_floor``: see ``relative_allowance``)."""
 
     rel_l2: float
     element: float
     precision: str  # the compute precision (``compute_precision``)
+    relative_floor: float = 0.0
 
 
-def tolerance(op: str, dtype: str, precision: str, shape: tuple[int, ...]) -> Tolerance:
+def tolerance(op: OpSpec | str, dtype: str, precision: str, shape: tuple[int, ...]) -> Tolerance:
     if dtype not in UNIT_ROUNDOFF or precision not in UNIT_ROUNDOFF:
         raise ValueError(f"unknown dtype/precision {dtype}/{precision}")
+    op = _spec(op)
     compute = compute_precision(op, dtype, precision)
-    c = _MATMUL_ROUNDINGS[precision] if spec(op).compute_bound else _OP_ROUNDINGS[op]
+    c = _roundings(op, precision)
     u_c, u32, u_out = UNIT_ROUNDOFF[compute], UNIT_ROUNDOFF["fp32"], UNIT_ROUNDOFF[dtype]
-    k = max(1, spec(op).accumulation(shape))
+    k = max(1, op.accumulation(shape))
     return Tolerance(rel_l2=SAFETY * (c * u_c + math.sqrt(k) * u32 + u_out),
-                     element=SAFETY * (c * u_c + k * u32 + u_out), precision=compute)
+                     element=SAFETY * (c * u_c + k * u32 + u_out), precision=compute,
+                     relative_floor=c * u_c + math.sqrt(k) * u32)
 
 
 @dataclass(frozen=True)
