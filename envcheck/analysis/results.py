@@ -17,7 +17,7 @@ from envcheck.analysis import conditions as cond
 from envcheck.analysis import flags as fl
 from envcheck.analysis.ceilings import BANDWIDTH, MEASURED, THEORETICAL, Ceilings
 from envcheck.analysis.tolerance import Tolerance, Verdict, judge, tolerance
-from envcheck.model import Bench, Case, CaseKey, Timing
+from envcheck.model import Accuracy, Bench, Case, CaseKey, Timing
 from envcheck.model.bench import compute_stats
 from envcheck.ops import OpSpec, Traffic
 
@@ -93,9 +93,13 @@ def case_results(bench: Bench, ceils: Ceilings) -> tuple[CaseResult, ...]:
     l2 = bench.device.l2_bytes
     compute_stats(t for c in bench.cases for t in (c.gpu, c.launch) if t is not None)  # all at once: fast
     torch_time: dict[GroupKey, Timing] = {}
+    base_accuracy: dict[GroupKey, Accuracy] = {}  # the baseline's error on the group's inputs
     for c in bench.cases:
-        if c.impl == bench.spec(c.op).baseline and c.measured and c.best_time is not None:
-            torch_time[group_key(c)] = c.best_time
+        if c.impl == bench.spec(c.op).baseline and c.measured:
+            if c.best_time is not None:
+                torch_time[group_key(c)] = c.best_time
+            if c.accuracy is not None:
+                base_accuracy[group_key(c)] = c.accuracy
     windows: dict[int, cond.Conditions] = {}  # a group's cases share one window: summarised once
     out = []
     for c in bench.cases:
@@ -117,7 +121,8 @@ def case_results(bench: Bench, ceils: Ceilings) -> tuple[CaseResult, ...]:
         base = torch_time.get(group_key(c))
         if c.impl != op.baseline and time is not None and base is not None and base.method == time.method:
             speedup = base.median_us / time.median_us
-        verdict = judge(c.accuracy, tol) if c.measured and c.accuracy is not None else None
+        baseline = base_accuracy.get(group_key(c)) if c.impl != op.baseline else None
+        verdict = judge(c.accuracy, tol, baseline) if c.measured and c.accuracy is not None else None
         if not c.measured:
             status = "error"
         elif verdict is None or not verdict.passed:

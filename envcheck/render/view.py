@@ -372,6 +372,10 @@ def _detail(r: CaseResult, p: _Phraser) -> str:
 def _case_row(r: CaseResult, p: _Phraser) -> CaseRow:
     c = r.case
     err, tol = _error(r)
+    if r.verdict is not None and r.verdict.relative is not None:
+        # The relative criterion beside the bound: this error as a multiple of the baseline's.
+        tol = p.join([tol, p.t("case.relative", ratio=fmt.speedup(r.verdict.relative),
+                                baseline=p.escape(r.spec.baseline))])
     compute = r.spec.compute_bound
     return CaseRow(
         key=c.key, anchor=anchor(c.key, p.prefix), impl=c.impl, variant=fmt.precision_label(c.dtype, c.precision),
