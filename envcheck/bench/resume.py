@@ -3,9 +3,13 @@
 ``envcheck run`` measures envcheck's own kernels: a worker that dies ends the run, and what
 finished is kept (runner.py). ``envcheck bench`` measures a user's code, where a crash
 (``os._exit``, a segfault) or a hang is a property of one case, not of the machine: the case
-the worker was on, and the rest of its group (measured together), fail with the cause, and a
-fresh worker goes on with the cases left, without measuring the ceilings again. A stop by the
-user, a signal, the run's own time limit or a worker that cannot start still ends the run.
+the worker was on fails with the cause, and a fresh worker goes on with the cases left (the
+rest of that group included: a group is measured together, so its results died with the
+worker), without measuring the ceilings again. A crash while the group's shared inputs were
+drawn (no case started) fails the whole group. A case that crashes only while the group is
+sampled is blamed on the group's last-started case; run again, the real culprit crashes again
+and is blamed in turn, so every restart removes at least one case and the loop ends. A stop
+by the user, a signal, the run's own time limit or a worker that cannot start ends the run.
 
 The restarted workers' monitor windows are renumbered after the earlier ones', so every case
 still points at its own window in the one ``Bench``.
@@ -58,17 +62,20 @@ def run_resuming(plan: Plan, on_event: OnEvent, timeout: float, stall_s: float, 
             if stop is not None:
                 merged.stop = dataclasses.replace(stop, finished=merged.finished, planned=len(plan.cases))
             break
-        # The worker goes through the plan in order: it was on the group of its first unreported
-        # case (``during`` says so too once that group's first case started).
-        on = next(pc for pc in remaining if pc.key not in reported)
-        group = on.group if stop.during is None else (stop.during[0], stop.during[2], stop.during[3], stop.during[4])
+        # The worker goes through the plan in order: with no case started, it was drawing the
+        # inputs of the group of its first unreported case.
+        if stop.during is None:
+            group = next(pc for pc in remaining if pc.key not in reported).group
+            culprits = {pc.key for pc in remaining if pc.group == group and pc.key not in reported}
+        else:
+            culprits = {stop.during}
         failure = _cause(out)
         for pc in remaining:
-            if pc.group == group and pc.key not in reported:
+            if pc.key in culprits:
                 case = pc.failed(failure.stage, failure.detail)
                 merged.cases.append(case)
                 on_event(Measured(case))
-        remaining = tuple(pc for pc in remaining if pc.key not in reported and pc.group != group)
+        remaining = tuple(pc for pc in remaining if pc.key not in reported and pc.key not in culprits)
         first = False
     return merged
 
