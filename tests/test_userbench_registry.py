@@ -113,3 +113,21 @@ def test_a_declaration_is_validated_where_it_is_made(bad):
 def test_a_cost_is_validated_where_it_is_made(bad):
     with pytest.raises(ValueError):
         Cost(**{**dict(shape=SHAPE, dtype="fp16", bytes=1, flops=1), **bad})
+
+
+def test_a_declared_baseline_not_named_torch_is_what_speedups_and_the_summary_compare_with():
+    declared = Declared(impls=("fallback", "mine"), baseline="fallback",
+                        costs=(Cost(SHAPE, "fp16", bytes=1 << 20, flops=0, accumulation=1024),), roundings=8)
+    spec = declared_op("wsum2", False, declared)
+    acc = Accuracy(2e-4, 1e-3, 1e-3, 0, 4096)
+    cases = (Case("wsum2", "fallback", "fp16", "fp16", SHAPE, gpu=Timing.from_samples("cuda_graph", [30.0] * 3),
+                  accuracy=acc),
+             Case("wsum2", "mine", "fp16", "fp16", SHAPE, gpu=Timing.from_samples("cuda_graph", [10.0] * 3),
+                  accuracy=Accuracy(6e-4, 1e-3, 1e-3, 0, 4096)))
+    base = factories.report()
+    bench = dataclasses.replace(base.benches[0], ops=(spec,), cases=cases)
+    a = analyse(dataclasses.replace(base, benches=(bench,))).bench
+    mine = next(r for r in a.results if r.case.impl == "mine")
+    assert mine.speedup == pytest.approx(3.0)
+    assert mine.verdict.relative == pytest.approx(3.0) and "relative" in mine.verdict.broken  # 3x fallback's error
+    assert [t.impl for t in a.summary.by_op_impl] == ["mine"]

@@ -147,9 +147,9 @@ def launch_overhead(results: Sequence[CaseResult]) -> list[Finding]:
     launch time is the whole cost of a call.
     """
     measured = [r for r in _measured(results) if r.case.launch]
-    torch_rows = {group_key(r.case): r for r in measured if r.case.impl == "torch"}
+    torch_rows = {group_key(r.case): r for r in measured if r.case.impl == r.spec.baseline}
     out = []
-    for impl in dict.fromkeys(r.case.impl for r in results if r.case.impl != "torch"):
+    for impl in dict.fromkeys(r.case.impl for r in results if r.case.impl != r.spec.baseline):
         pairs = [(r, torch_rows[group_key(r.case)]) for r in measured
                  if r.case.impl == impl and fl.LAUNCH_BOUND in r.flags and group_key(r.case) in torch_rows]
         if not pairs:
@@ -232,7 +232,7 @@ def speedup_large(results: Sequence[CaseResult]) -> list[Finding]:
     far behind cuBLAS) does not hide that every tensor-core precision is at parity."""
     out = []
     for op in _ops(results):
-        impls = dict.fromkeys(r.case.impl for r in results if r.case.op == op and r.case.impl != "torch")
+        impls = dict.fromkeys(r.case.impl for r in results if r.case.op == op and r.case.impl != r.spec.baseline)
         for impl in impls:
             rows = [r for r in _measured(results) if r.case.op == op and r.case.impl == impl
                     and r.category in LARGE and r.speedup is not None]
