@@ -112,9 +112,12 @@ def test_the_floor_keeps_a_near_exact_baseline_from_failing_a_correct_kernel():
     # TF32: Triton truncates inputs, cuBLAS rounds to nearest: 2.6x cuBLAS's error (H200), floored.
     tol = tolerance("matmul", "fp32", "tf32", (4096, 4096, 4096))
     cublas = Accuracy(2.939e-4, 0.02, 1e-3, 0, 100)
-    assert judge(Accuracy(7.778e-4, 0.08, 1e-3, 0, 100), tol, cublas).passed
+    v = judge(Accuracy(7.778e-4, 0.08, 1e-3, 0, 100), tol, cublas)
+    assert v.passed and v.relative == pytest.approx(2.646, rel=1e-3)  # 2.6x cuBLAS's error ...
+    assert v.relative_limit == pytest.approx(RELATIVE_RATIO * tol.relative_floor / 2.939e-4)  # ... within 6.6x
     assert relative_allowance(cublas, tol) == pytest.approx(RELATIVE_RATIO * tol.relative_floor)
     # An exact baseline (relu): the floor is the fp32 unit roundoff, never zero.
     exact = tolerance("relu", "fp32", "fp32", (1024,))
-    assert judge(Accuracy(0.0, 0.0, 0.0, 0, 10), exact, Accuracy(0.0, 0.0, 0.0, 0, 10)).passed
+    v = judge(Accuracy(0.0, 0.0, 0.0, 0, 10), exact, Accuracy(0.0, 0.0, 0.0, 0, 10))
+    assert v.passed and v.relative is None and v.relative_allowed == pytest.approx(RELATIVE_RATIO * 2.0**-24)
     assert not judge(Accuracy(1e-6, 0.0, 0.0, 0, 10), exact, Accuracy(0.0, 0.0, 0.0, 0, 10)).passed

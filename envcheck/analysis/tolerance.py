@@ -140,15 +140,17 @@ def relative_allowance(baseline: Accuracy, tol: Tolerance) -> float:
 class Verdict:
     """``passed``, and which bounds an output broke: ``nonfinite``, ``rel_l2``, ``element``,
     ``relative``. ``ratio``: the worst of each judged error over its bound (at most 1 keeps
-    within all). ``relative``: this rel_l2 over the baseline's, floored as the criterion is
-    (``max(baseline, floor)``; None where not judged: the baseline itself, or no baseline
-    measured), and ``relative_allowed``: the largest rel_l2 that criterion passes."""
+    within all). ``relative_allowed``: the largest rel_l2 the relative criterion passes (None
+    where it is not judged: the baseline itself, or no baseline measured); ``relative``: this
+    rel_l2 over the baseline's and ``relative_limit``: the allowance over the baseline's (the
+    RELATIVE_RATIO, or more where the floor decides), both None when the baseline is exact."""
 
     passed: bool
     broken: tuple[str, ...]
     ratio: float | None = None
     relative: float | None = None
     relative_allowed: float | None = None
+    relative_limit: float | None = None
 
 
 def judge(acc: Accuracy, tol: Tolerance, baseline: Accuracy | None = None) -> Verdict:
@@ -167,12 +169,13 @@ def judge(acc: Accuracy, tol: Tolerance, baseline: Accuracy | None = None) -> Ve
     if acc.max_rel_elem is not None and tol.element:
         elem = acc.max_rel_elem / tol.element
         ratio = elem if ratio is None else max(ratio, elem)
-    relative = allowed = None
+    relative = allowed = limit = None
     if baseline is not None:
         allowed = relative_allowance(baseline, tol)
-        relative = acc.rel_l2 / (allowed / RELATIVE_RATIO) if allowed > 0 else None
+        if baseline.rel_l2 > 0:
+            relative, limit = acc.rel_l2 / baseline.rel_l2, allowed / baseline.rel_l2
         if not acc.rel_l2 <= allowed:
             broken.append("relative")
         if allowed > 0:
             ratio = acc.rel_l2 / allowed if ratio is None else max(ratio, acc.rel_l2 / allowed)
-    return Verdict(not broken, tuple(broken), ratio, relative, allowed)
+    return Verdict(not broken, tuple(broken), ratio, relative, allowed, limit)

@@ -375,7 +375,7 @@ def _case_row(r: CaseResult, p: _Phraser) -> CaseRow:
     if r.verdict is not None and r.verdict.relative is not None:
         # The relative criterion beside the bound: this error as a multiple of the baseline's.
         tol = p.join([tol, p.t("case.relative", ratio=fmt.speedup(r.verdict.relative),
-                                baseline=p.escape(r.spec.baseline))])
+                                limit=fmt.speedup(r.verdict.relative_limit), baseline=p.escape(r.spec.baseline))])
     compute = r.spec.compute_bound
     return CaseRow(
         key=c.key, anchor=anchor(c.key, p.prefix), impl=c.impl, variant=fmt.precision_label(c.dtype, c.precision),
