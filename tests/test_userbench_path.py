@@ -60,3 +60,19 @@ def test_a_user_op_the_worker_cannot_find_fails_its_cases_not_the_run(tmp_path):
     assert measured["double"].failure.detail == "ImportError: gone since discovery"
     assert measured["relu"].measured
     assert isinstance(events[-1], protocol.Done)
+
+
+def test_a_restarted_worker_s_monitor_windows_are_numbered_after_the_earlier_ones():
+    from envcheck.bench.resume import _merge
+    from envcheck.bench.runner import BenchOutcome
+    from envcheck.model import Case, MonitorWindow, Timing
+
+    def outcome(op: str) -> BenchOutcome:
+        w = MonitorWindow(0.05, [0.0, 0.05], sm_mhz=[1980.0, 1980.0])
+        case = Case(op, "torch", "fp32", "fp32", (64,), gpu=Timing.from_samples("cuda_graph", [1.0]), window=0)
+        return BenchOutcome(cases=[case], windows=[w])
+
+    merged = BenchOutcome()
+    for op in ("relu", "vector_add", "relu"):
+        _merge(merged, outcome(op))
+    assert [c.window for c in merged.cases] == [0, 1, 2] and len(merged.windows) == 3

@@ -22,7 +22,11 @@ from typing import Any
 
 from envcheck.bench import assemble
 from envcheck.commands import run as run_command
-from envcheck.commands.run import Collaborators, ProgressView, _say, _utc, exit_status, write_outputs
+from envcheck.commands.run import Collaborators, ProgressView, _utc, exit_status, write_outputs
+
+
+def _say(text: str, stream: Any = None) -> None:
+    print(f"envcheck bench: {text}", file=stream if stream is not None else sys.stderr, flush=True)
 
 
 def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr: Any = None,
@@ -52,7 +56,7 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
         _say(f"running {len(the_plan.cases)} cases of {len(ops)} declared op(s) on {where} "
              "(Ctrl-C stops and keeps what finished)", err_stream)
         t0 = time.monotonic()
-        with ProgressView(len(the_plan.cases), err_stream) as view:
+        with ProgressView(len(the_plan.cases), err_stream, "envcheck bench") as view:
             outcome = run_resuming(the_plan, view, args.timeout, args.case_timeout, command=deps.worker_command)
         bench = assemble.assemble(the_plan, outcome, started, time.monotonic() - t0)
         stopped = outcome.interrupted
