@@ -176,6 +176,24 @@ def build_parser() -> argparse.ArgumentParser:
     _add_lang(p)
     p.set_defaults(handler="envcheck.commands.burn:main")
 
+    p = sub.add_parser("bench", help="your own ops (declared with envcheck.userbench.Op), measured and "
+                                      "reported like the built-in suite")
+    p.add_argument("source", metavar="FILE.py|module:object", help="the file or object declaring the ops")
+    p.add_argument("--quick", action="store_true", help="shorter sampling")
+    p.add_argument("--device", type=int, default=0, metavar="N", help="CUDA device index (default: 0)")
+    p.add_argument("--out-dir", metavar="DIR",
+                   help="where the dated report goes (default: ~/.local/share/envcheck/reports, or "
+                        "$ENVCHECK_REPORTS_DIR)")
+    p.add_argument("--format", type=_csv, default=["json", "md", "html"], metavar="FORMATS",
+                   help="comma-separated outputs among json,md,html,junit,prometheus (default: json,md,html; json "
+                        "is always written)")
+    p.add_argument("--timeout", type=_positive_float, default=1800.0, metavar="S",
+                   help="limit for the whole benchmark in seconds (default: 1800)")
+    p.add_argument("--case-timeout", type=_positive_float, default=300.0, metavar="S",
+                   help="a case with no result for this long hangs: it fails, the others go on (default: 300)")
+    _add_lang(p)
+    p.set_defaults(handler="envcheck.commands.bench:main")
+
     p = sub.add_parser("fleet", help="every rank of a torchrun / srun launch: per-GPU suites, node tests, "
                                       "collectives across all nodes; rank 0 writes one fleet report")
     p.add_argument("--baseline", metavar="FILE", help="judge each node against this report (default: the fleet median)")

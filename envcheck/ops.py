@@ -27,11 +27,19 @@ The first users' workloads (issue 22) add three families and two training ops:
   family: x is M x K, W is N x K, y = x W^T is M x N). Their output is the gradient(s) the
   backward pass gives, judged against float64 gradients: dx for softmax, dx stacked over dW
   ((M + N) x K) for linear. The forward output is written too (autograd keeps it) and counted.
+
+A user's own op (``envcheck bench FILE.py``) is an ``OpSpec`` too, of family ``declared``:
+no formula knows its cost, so it carries what the user declared (``Declared``: the bytes,
+FLOPs and accumulation length of one call at each declared shape and dtype, its
+implementations and which of them is the baseline). Its spec travels in the report
+(``Bench.ops``), and ``lookup`` finds a built-in op here or a declared one there: every layer
+after that reads the same ``OpSpec`` methods, whoever wrote the op.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 DTYPES: tuple[str, ...] = ("fp32", "fp16", "bf16")
@@ -64,9 +72,77 @@ class Traffic:
 
 
 @dataclass(frozen=True)
+class Cost:
+    """What one call of a declared op moves and computes at one (shape, dtype), as its author
+    declared it (``accumulation``: terms summed into one output element, what the rounding
+    error of a correct implementation grows with)."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    bytes: int
+    flops: int
+    accumulation: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.shape, tuple):
+            object.__setattr__(self, "shape", tuple(self.shape))
+        if not self.shape or any(not _positive_int(d) for d in self.shape):
+            raise ValueError(f"a declared shape needs positive integers, got {self.shape}")
+        if self.dtype not in ITEMSIZE:
+            raise ValueError(f"unknown dtype {self.dtype!r} (known: {', '.join(ITEMSIZE)})")
+        if not (_positive_int(self.bytes) and _non_negative_int(self.flops) and _positive_int(self.accumulation)):
+            raise ValueError("bytes and accumulation must be positive integers, flops a non-negative integer")
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What a user declared of their own op: its implementations (names they chose), which one
+    speedups and the relative accuracy judge compare with (``baseline``), the roundings in the
+    compute precision each output element goes through beyond accumulation and storage (as
+    analysis/tolerance.py counts them for the built-in ops), and its cost at each declared
+    (shape, dtype)."""
+
+    impls: tuple[str, ...]
+    baseline: str
+    costs: tuple[Cost, ...]
+    roundings: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.impls or any(not valid_name(i) for i in self.impls) or len(set(self.impls)) != len(self.impls):
+            raise ValueError(f"implementations need distinct names of letters, digits and _.- (got {self.impls})")
+        if self.baseline not in self.impls:
+            raise ValueError(f"the baseline {self.baseline!r} is not one of the implementations")
+        if not self.costs:
+            raise ValueError("a declared op needs at least one (shape, dtype) cost")
+        if len({(c.shape, c.dtype) for c in self.costs}) != len(self.costs):
+            raise ValueError("each (shape, dtype) of a declared op is declared once")
+        if not _non_negative_int(self.roundings):
+            raise ValueError("roundings must be a non-negative integer")
+
+    def cost(self, shape: tuple[int, ...], dtype: str) -> Cost | None:
+        return next((c for c in self.costs if c.shape == tuple(shape) and c.dtype == dtype), None)
+
+
+def _positive_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x > 0
+
+
+def _non_negative_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+def valid_name(name: object) -> bool:
+    """Names a user gives an op or an implementation: what a report, a file name and every
+    output format carry without escaping surprises (at most 64 of letters, digits and _.-)."""
+    return isinstance(name, str) and 0 < len(name) <= 64 and all(ch.isascii() and (ch.isalnum() or ch in "_.-")
+                                                                   for ch in name)
+
+
+@dataclass(frozen=True)
 class OpSpec:
     """What one op is. ``family`` groups ops that take the same shapes (and the same sizes on
-    the command line): ``vector`` (n,), ``rows`` (rows, cols), ``matmul`` (M, N, K)."""
+    the command line): ``vector`` (n,), ``rows`` (rows, cols), ``matmul`` (M, N, K), and
+    ``declared`` for a user's op, whose costs are its ``declared`` table (rank 0: any)."""
 
     name: str
     family: str
@@ -75,8 +151,23 @@ class OpSpec:
     inputs: int  # tensors read, each of the full input shape (matmul: a and b)
     reduce_over: str = ""  # reduce family: "all", "inner" or "lead" (the axes reduced)
     backward: bool = False  # a forward + backward (autograd) op: the output is the gradient
+    declared: Declared | None = None  # a user's op: its declaration
+
+    @property
+    def impls(self) -> tuple[str, ...]:
+        """The implementations the op may have."""
+        return self.declared.impls if self.declared is not None else IMPLS
+
+    @property
+    def baseline(self) -> str:
+        """The implementation others are compared with (speedup, relative error)."""
+        return self.declared.baseline if self.declared is not None else "torch"
 
     def check_shape(self, shape: tuple[int, ...]) -> None:
+        if self.declared is not None:
+            if not any(c.shape == tuple(shape) for c in self.declared.costs):
+                raise ValueError(f"{self.name} declares no case of shape {tuple(shape)}")
+            return
         self._check_rank(shape)
         if self.family == "conv" and shape[6] > shape[5]:
             raise ValueError(f"{self.name} needs a stride no larger than the kernel, got {tuple(shape)}")
@@ -128,6 +219,9 @@ class OpSpec:
     def traffic(self, shape: tuple[int, ...], dtype: str) -> Traffic:
         """Bytes and FLOPs of one call at ``shape`` in ``dtype`` (a shape a Case or a planned
         case accepted: they check it, once, where they are made)."""
+        if self.declared is not None:
+            cost = self._cost(shape, dtype)
+            return Traffic(cost.bytes, cost.flops)
         size = ITEMSIZE[dtype]
         nbytes = (self.input_elements(shape) + self.output_elements(shape) + self.forward_elements(shape)) * size
         if self.family == "matmul":
@@ -153,7 +247,10 @@ class OpSpec:
 
     def accumulation(self, shape: tuple[int, ...]) -> int:
         """Terms summed into one output element: matmul's K, the row length of softmax and
-        row_sum, 1 for element-wise ops. Rounding error grows with it."""
+        row_sum, 1 for element-wise ops (a declared op: what its author declared, the longest
+        over its dtypes). Rounding error grows with it."""
+        if self.declared is not None:
+            return max(c.accumulation for c in self.declared.costs if c.shape == tuple(shape))
         if self.family == "matmul":
             # linear_fwbw's gradients sum over N (dx) and over M (dW).
             return max(shape[0], shape[1]) if self.backward else shape[2]
@@ -176,6 +273,10 @@ class OpSpec:
         ``REFERENCE_CHUNK_ELEMENTS``; matmul also holds ``b`` in float64 whole, and the
         magnitude reference |a||b| beside it).
         """
+        if self.declared is not None:
+            # Unknown layout: the inputs and outputs, again for a second output, and float64
+            # copies of them for the reference (4x an fp16 output's bytes).
+            return 4 * self._cost(shape, dtype).bytes
         size = ITEMSIZE[dtype]
         ws = self.working_set_bytes(shape, dtype)
         out = self.output_elements(shape) * size
@@ -189,6 +290,22 @@ class OpSpec:
             # values) and of the forward output whole.
             ref += 2 * 8 * (self.input_elements(shape) + self.forward_elements(shape))
         return ws + out + ref
+
+    def _cost(self, shape: tuple[int, ...], dtype: str) -> Cost:
+        assert self.declared is not None
+        cost = self.declared.cost(shape, dtype)
+        if cost is None:
+            raise ValueError(f"{self.name} declares no case of shape {tuple(shape)} in {dtype}")
+        return cost
+
+
+def declared_op(name: str, compute_bound: bool, declared: Declared) -> OpSpec:
+    """The spec of a user's op (ValueError if its name is a built-in op's or not a valid name)."""
+    if not valid_name(name):
+        raise ValueError(f"op name {name!r}: use at most 64 letters, digits and _.-")
+    if name in OPS:
+        raise ValueError(f"op name {name!r} is a built-in op's: choose another")
+    return OpSpec(name, "declared", 0, compute_bound, 0, declared)
 
 
 OPS: dict[str, OpSpec] = {
@@ -214,6 +331,17 @@ def spec(op: str) -> OpSpec:
         return OPS[op]
     except KeyError:
         raise ValueError(f"unknown op {op!r} (known: {', '.join(OPS)})") from None
+
+
+def lookup(op: str, declared: Iterable[OpSpec] = ()) -> OpSpec:
+    """The spec of ``op``: a built-in one, else one of the ``declared`` ops (a report's
+    ``Bench.ops``); ValueError if neither has it."""
+    if op in OPS:
+        return OPS[op]
+    for s in declared:
+        if s.name == op:
+            return s
+    raise ValueError(f"unknown op {op!r} (known: {', '.join((*OPS, *(s.name for s in declared)))})")
 
 
 def variant(dtype: str, precision: str) -> str:

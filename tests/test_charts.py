@@ -33,7 +33,7 @@ def test_every_axis_label_and_every_x_come_from_one_definition(h200):
             assert panel.x.label == translate("en", d.x.label) and panel.y.label == translate("en", d.y.label)
         if d.op is None:
             continue
-        assert d.x is ch.size_quantity(d.op)
+        assert d.x is ch.size_quantity(a.bench.bench.spec(d.op))
         expected = {d.x.value(r) for r in a.bench.results if r.case.op == d.op}
         xs = {p.x for panel in d.spec.panels for s in panel.series for p in s.points}
         assert xs <= expected, d.name

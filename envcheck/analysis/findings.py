@@ -24,7 +24,7 @@ from envcheck.analysis.ceilings import BANDWIDTH, MEASURED, THEORETICAL, Ceiling
 from envcheck.analysis.results import CaseResult, group_key
 from envcheck.analysis.summary import geomean
 from envcheck.model import Bench, CaseKey, StopCause
-from envcheck.ops import spec
+from envcheck.ops import OPS, OpSpec
 
 LARGE = ("large", "xlarge")
 LOW_BANDWIDTH_PCT = 70.0  # of the measured ceiling: below this a memory-bound kernel is leaving a lot behind
@@ -49,6 +49,10 @@ class Recommendation:
 
 def _ops(results: Sequence[CaseResult]) -> list[str]:
     return list(dict.fromkeys(r.case.op for r in results))
+
+
+def _spec(results: Sequence[CaseResult], op: str) -> OpSpec:
+    return next(r.spec for r in results if r.case.op == op)
 
 
 def _measured(results: Sequence[CaseResult]) -> list[CaseResult]:
@@ -143,9 +147,9 @@ def launch_overhead(results: Sequence[CaseResult]) -> list[Finding]:
     launch time is the whole cost of a call.
     """
     measured = [r for r in _measured(results) if r.case.launch]
-    torch_rows = {group_key(r.case): r for r in measured if r.case.impl == "torch"}
+    torch_rows = {group_key(r.case): r for r in measured if r.case.impl == r.spec.baseline}
     out = []
-    for impl in dict.fromkeys(r.case.impl for r in results if r.case.impl != "torch"):
+    for impl in dict.fromkeys(r.case.impl for r in results if r.case.impl != r.spec.baseline):
         pairs = [(r, torch_rows[group_key(r.case)]) for r in measured
                  if r.case.impl == impl and fl.LAUNCH_BOUND in r.flags and group_key(r.case) in torch_rows]
         if not pairs:
@@ -161,7 +165,7 @@ def launch_overhead(results: Sequence[CaseResult]) -> list[Finding]:
 def l2_resident(results: Sequence[CaseResult]) -> list[Finding]:
     """Memory-bound rows whose working set fits in L2 (their GB/s measure the cache).
     Compute-bound ops are left out: judged in FLOP/s, L2 residency is no bandwidth concern."""
-    rows = [r for r in _flagged(results, fl.L2_RESIDENT) if not spec(r.case.op).compute_bound]
+    rows = [r for r in _flagged(results, fl.L2_RESIDENT) if not r.spec.compute_bound]
     if not rows:
         return []
     return [Finding("finding.l2_resident", {"count": len(rows)}, "info", _keys(rows))]
@@ -183,7 +187,7 @@ def above_ceiling(results: Sequence[CaseResult]) -> list[Finding]:
     rows = _flagged(results, fl.ABOVE_CEILING)
     if not rows:
         return []
-    compute = [r for r in rows if spec(r.case.op).compute_bound]
+    compute = [r for r in rows if r.spec.compute_bound]
     cached = [r for r in rows if r not in compute and fl.L2_RESIDENT in r.flags]
     bandwidth = [r for r in rows if r not in compute and r not in cached]
     faster = bandwidth + compute
@@ -203,7 +207,7 @@ def bandwidth_best(results: Sequence[CaseResult]) -> list[Finding]:
     """Per memory-bound op: the best share of the bandwidth ceilings, at sizes that reach DRAM."""
     out = []
     for op in _ops(results):
-        if spec(op).compute_bound:
+        if _spec(results, op).compute_bound:
             continue
         rows = [r for r in _measured(results) if r.case.op == op and r.pct_theoretical is not None
                 and fl.L2_RESIDENT not in r.flags and fl.LAUNCH_BOUND not in r.flags]
@@ -220,7 +224,7 @@ def compute_best(results: Sequence[CaseResult], ceils: Ceilings) -> list[Finding
     """Per compute-bound op and precision: the best share of that precision's FLOP/s peak."""
     out = []
     for op in _ops(results):
-        if not spec(op).compute_bound:
+        if not _spec(results, op).compute_bound:
             continue
         rows = [r for r in _measured(results) if r.case.op == op and r.tflops]
         for prec in dict.fromkeys(r.case.precision for r in rows):
@@ -242,7 +246,7 @@ def speedup_large(results: Sequence[CaseResult]) -> list[Finding]:
     far behind cuBLAS) does not hide that every tensor-core precision is at parity."""
     out = []
     for op in _ops(results):
-        impls = dict.fromkeys(r.case.impl for r in results if r.case.op == op and r.case.impl != "torch")
+        impls = dict.fromkeys(r.case.impl for r in results if r.case.op == op and r.case.impl != r.spec.baseline)
         for impl in impls:
             rows = [r for r in _measured(results) if r.case.op == op and r.case.impl == impl
                     and r.category in LARGE and r.speedup is not None]
@@ -334,7 +338,8 @@ def recommendations(found: Sequence[Finding]) -> tuple[Recommendation, ...]:
             out.append(Recommendation("rec.noisy.cpu" if f.params["host_clock"] else "rec.noisy"))
     # PyTorch eager's limit: what users pay without Triton (Triton's own launcher stays launch-bound longer).
     torch_bound = [f for f in found if f.key == "finding.launch_bound" and f.params["impl"] == "torch"
-                   and spec(f.params["op"]).family == "vector"]
+                   and OPS.get(str(f.params["op"])) is not None
+                   and OPS[str(f.params["op"])].family == "vector"]
     if torch_bound:
         out.append(Recommendation("rec.small_tensors",
                                   {"elements": max(math.prod(f.params["top_shape"]) for f in torch_bound)}))

@@ -17,9 +17,9 @@ from envcheck.analysis import conditions as cond
 from envcheck.analysis import flags as fl
 from envcheck.analysis.ceilings import BANDWIDTH, MEASURED, THEORETICAL, Ceilings
 from envcheck.analysis.tolerance import Tolerance, Verdict, judge, tolerance
-from envcheck.model import Bench, Case, CaseKey, Timing
+from envcheck.model import Accuracy, Bench, Case, CaseKey, Timing
 from envcheck.model.bench import compute_stats
-from envcheck.ops import Traffic, spec
+from envcheck.ops import OpSpec, Traffic
 
 GroupKey = tuple[str, str, str, tuple[int, ...]]
 
@@ -36,6 +36,7 @@ class CaseResult:
     measured: see ``case.failure``)."""
 
     case: Case
+    spec: OpSpec  # what its op is (built-in, or declared by the user in ``Bench.ops``)
     status: str
     traffic: Traffic
     working_set_bytes: int
@@ -59,7 +60,7 @@ class CaseResult:
     @property
     def rate(self) -> float | None:
         """The throughput the case is judged on: TFLOP/s if compute-bound, else GB/s."""
-        return self.tflops if spec(self.case.op).compute_bound else self.gbps
+        return self.tflops if self.spec.compute_bound else self.gbps
 
 
 def _pct(value: float | None, ceils: Ceilings, name: str, kind: str) -> float | None:
@@ -92,16 +93,20 @@ def case_results(bench: Bench, ceils: Ceilings) -> tuple[CaseResult, ...]:
     l2 = bench.device.l2_bytes
     compute_stats(t for c in bench.cases for t in (c.gpu, c.launch) if t is not None)  # all at once: fast
     torch_time: dict[GroupKey, Timing] = {}
+    base_accuracy: dict[GroupKey, Accuracy] = {}  # the baseline's error on the group's inputs
     for c in bench.cases:
-        if c.impl == "torch" and c.measured and c.best_time is not None:
-            torch_time[group_key(c)] = c.best_time
+        if c.impl == bench.spec(c.op).baseline and c.measured:
+            if c.best_time is not None:
+                torch_time[group_key(c)] = c.best_time
+            if c.accuracy is not None:
+                base_accuracy[group_key(c)] = c.accuracy
     windows: dict[int, cond.Conditions] = {}  # a group's cases share one window: summarised once
     out = []
     for c in bench.cases:
-        op = spec(c.op)
+        op = bench.spec(c.op)
         traffic = op.traffic(c.shape, c.dtype)
         ws = traffic.bytes  # every byte a call touches is moved once: the working set is the traffic
-        tol = tolerance(c.op, c.dtype, c.precision, c.shape)
+        tol = tolerance(op, c.dtype, c.precision, c.shape)
         time = c.best_time if c.measured else None
         gbps = tflops = None
         if time is not None:
@@ -114,9 +119,10 @@ def case_results(bench: Bench, ceils: Ceilings) -> tuple[CaseResult, ...]:
         pct_m = _pct(rate, ceils, name, MEASURED)
         speedup = None
         base = torch_time.get(group_key(c))
-        if c.impl != "torch" and time is not None and base is not None and base.method == time.method:
+        if c.impl != op.baseline and time is not None and base is not None and base.method == time.method:
             speedup = base.median_us / time.median_us
-        verdict = judge(c.accuracy, tol) if c.measured and c.accuracy is not None else None
+        baseline = base_accuracy.get(group_key(c)) if c.impl != op.baseline else None
+        verdict = judge(c.accuracy, tol, baseline) if c.measured and c.accuracy is not None else None
         if not c.measured:
             status = "error"
         elif verdict is None or not verdict.passed:
@@ -132,7 +138,7 @@ def case_results(bench: Bench, ceils: Ceilings) -> tuple[CaseResult, ...]:
             else:
                 conditions = cond.of_case(bench, c)
         out.append(CaseResult(
-            case=c, status=status, traffic=traffic, working_set_bytes=ws, category=fl.category(ws, l2),
+            case=c, spec=op, status=status, traffic=traffic, working_set_bytes=ws, category=fl.category(ws, l2),
             time=time, gbps=gbps, tflops=tflops, ceiling_name=name, pct_theoretical=pct_t, pct_measured=pct_m,
             speedup=speedup, tolerance=tol, verdict=verdict,
             flags=_flags(c, backend, time, ws, l2, conditions, pct_t, pct_m) if time is not None else (),

@@ -54,7 +54,7 @@ def tally(rows: Sequence[CaseResult], op: str | None = None, impl: str | None = 
           precision: str | None = None) -> Tally:
     """Totals of ``rows``."""
     rs = list(rows)
-    speedups = [r.speedup for r in rs if r.case.impl != "torch" and r.speedup is not None]
+    speedups = [r.speedup for r in rs if r.case.impl != r.spec.baseline and r.speedup is not None]
     return Tally(
         op, impl, precision, len(rs),
         passed=sum(r.status == "pass" for r in rs),
@@ -71,7 +71,7 @@ def summarise(results: Sequence[CaseResult]) -> Summary:
     by_impl = []
     by_prec = []
     for op in ops:
-        mine = [r for r in results if r.case.op == op and r.case.impl != "torch"]
+        mine = [r for r in results if r.case.op == op and r.case.impl != r.spec.baseline]
         for impl in dict.fromkeys(r.case.impl for r in mine):
             rows = [r for r in mine if r.case.impl == impl]
             by_impl.append(tally(rows, op, impl))

@@ -126,6 +126,9 @@ def compare(out: Any, chunks: Iterable[RefChunk], dtype: str) -> Accuracy:
     floor = SMALLEST_NORMAL[dtype]
     for chunk in chunks:
         o = out[chunk.rows].double()
+        if o.shape != chunk.ref.shape:  # broadcasting would compare something else, silently
+            raise ValueError(f"output of shape {tuple(out.shape)} against a reference of shape "
+                             f"{tuple(chunk.ref.shape)}")
         bad = ~torch.isfinite(o)
         n_bad = int(bad.sum().item())
         if n_bad:
@@ -174,9 +177,10 @@ def checked_call(fn: Callable[[], Any], out: Any) -> tuple[Any, bool]:
     docstring; ``poisoned`` is False when the allocator did not hand the poisoned block back,
     so an unwritten element of that output could have passed unseen.
     """
-    poison(out)
+    if out is not None:
+        poison(out)
     result = fn()
-    if _same_memory(result, out):
+    if out is not None and _same_memory(result, out):
         return result, True
     ptr = result.data_ptr()
     poison(result)

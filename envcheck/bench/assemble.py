@@ -41,10 +41,11 @@ def assemble(plan: Plan, outcome: BenchOutcome, started: str, duration_s: float)
         started=started,
         duration_s=round(duration_s, 3),
         versions=dict(outcome.versions),
+        ops=plan.ops,
     )
 
 
 def no_bench(plan: Plan, started: str) -> Bench:
     """The Bench of a run where nothing could be measured: the reason, and no cases."""
     return Bench(device=plan.device, settings=plan.settings, skipped=plan.skips, notes=plan.notes,
-                 started=started, duration_s=0.0)
+                 started=started, duration_s=0.0, ops=plan.ops)

@@ -9,9 +9,13 @@ from __future__ import annotations
 import importlib.metadata
 import platform
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envcheck.model import BenchDevice, Note
+from envcheck.ops import OPS, OpSpec, lookup
+
+if TYPE_CHECKING:
+    from envcheck.bench.code import OpCode
 
 # On a machine this small the harness (the worker's own Python, the parent, NVML's thread) needs
 # a core of its own: torch's thread pool fighting it for the cores made the CPU baseline swing
@@ -119,7 +123,8 @@ class Runtime:
     """What every step of the worker shares: torch, the backend and device, the timer, the
     settings, and the two things a failed step needs (free memory, a clean-up)."""
 
-    def __init__(self, torch: Any, backend: str, index: int, device: BenchDevice, timer: Any, settings: Any) -> None:
+    def __init__(self, torch: Any, backend: str, index: int, device: BenchDevice, timer: Any, settings: Any,
+                 ops: tuple[OpSpec, ...] = (), source: str | None = None) -> None:
         self.torch = torch
         self.backend = backend
         self.index = index
@@ -129,6 +134,27 @@ class Runtime:
         # torch.OutOfMemoryError is new in torch 2.4; older versions only have the cuda alias.
         self.oom: type[BaseException] = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
         self.where = "cuda" if backend == "cuda" else "cpu"
+        self.ops = ops  # the user's declared ops, and the file or module:object declaring them
+        self.source = source
+        self._codes: dict[str, OpCode] = {}
+
+    def spec(self, op: str) -> OpSpec:
+        return lookup(op, self.ops)
+
+    def code(self, op: str) -> OpCode:
+        """What runs for ``op``: envcheck's own code, or the user's (imported on first use, here,
+        in the worker: an import that fails is the failure of the cases that need it)."""
+        if op in OPS:
+            from envcheck.bench.code import BuiltinCode  # not at the top: code.py imports the suite, which imports this
+
+            return BuiltinCode(op, self.settings.control)
+        if op not in self._codes:
+            from envcheck.userbench.code import user_code
+
+            if self.source is None:
+                raise ValueError(f"op {op!r} is declared by no source")
+            self._codes[op] = user_code(self.source, op)
+        return self._codes[op]
 
     @property
     def cuda(self) -> bool:

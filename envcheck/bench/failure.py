@@ -16,7 +16,6 @@ from typing import TypeVar
 from envcheck.bench.device import Runtime
 from envcheck.bench.suite import PlannedCase
 from envcheck.model import Case, Note, Skip
-from envcheck.ops import spec
 
 T = TypeVar("T")
 MAX_DETAIL = 300
@@ -39,7 +38,7 @@ def log(what: str, exc: BaseException | None = None) -> None:
 
 def oom_skip(rt: Runtime, planned: PlannedCase) -> Skip:
     free = rt.free_bytes()
-    need = spec(planned.op).memory_needed_bytes(planned.shape, planned.dtype)
+    need = rt.spec(planned.op).memory_needed_bytes(planned.shape, planned.dtype)
     return planned.skip(Note("skip.out_of_memory", {"need_bytes": need, "free_bytes": free}))
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from envcheck.bench import accuracy, impls, jax_impl
+from envcheck.bench import accuracy, jax_impl
 from envcheck.bench.device import Runtime
 from envcheck.bench.failure import log, one_line
 from envcheck.bench.graphs import graph_region
@@ -30,7 +30,6 @@ from envcheck.bench.l2 import Rotation, rotation_sets
 from envcheck.bench.suite import PlannedCase
 from envcheck.bench.timer import Region
 from envcheck.model import Accuracy, Case, Note, Skip, Timing
-from envcheck.ops import spec
 
 # Share of free device memory one group of cases may use (the CUDA context, allocator slack
 # and cuBLAS workspaces need the rest). Rotating buffers get half of what the group leaves
@@ -81,7 +80,9 @@ def open_group(rt: Runtime, first: PlannedCase, seed: int) -> Group:
     """The tensors of ``first``'s group, drawn from a generator seeded with ``seed``."""
     op, dtype, shape = first.op, first.dtype, first.shape
     group = Group(first.group)
-    need = spec(op).memory_needed_bytes(shape, dtype)
+    spec = rt.spec(op)
+    code = rt.code(op)  # a user's op: importing their file here, inside the group's guard
+    need = spec.memory_needed_bytes(shape, dtype)
     free = rt.free_bytes()
     spare: float | None = None
     if free is not None:
@@ -91,24 +92,24 @@ def open_group(rt: Runtime, first: PlannedCase, seed: int) -> Group:
         spare = (MEMORY_FRACTION * free - need) / 2
     gen = rt.torch.Generator(device=rt.where).manual_seed(seed)
     try:
-        group.inputs = impls.make_inputs(op, shape, dtype, rt.where, gen)
-        group.out = impls.make_output(op, shape, dtype, rt.where)
+        group.inputs = code.make_inputs(shape, dtype, rt.where, gen)
+        group.out = code.make_output(shape, dtype, rt.where)
     except rt.oom:
         group.inputs, group.out = {}, None
         rt.after_failure()
         group.skip = Note("skip.out_of_memory", {"need_bytes": need, "free_bytes": rt.free_bytes()})
         return group
-    ws = spec(op).working_set_bytes(shape, dtype)
+    ws = spec.working_set_bytes(shape, dtype)
     cold = rt.settings.cold_l2 and rt.cuda
-    memory_bound = not spec(op).compute_bound
+    memory_bound = not spec.compute_bound
     wanted = rotation_sets(ws, rt.device.l2_bytes, memory_bound=memory_bound, enabled=cold)
     sets = rotation_sets(ws, rt.device.l2_bytes, memory_bound=memory_bound, enabled=cold, spare_bytes=spare)
     try:
         # Fresh random data for every set from the group's generator (never copies of the
         # first set), drawn here, outside every timed region.
         for _ in range(sets - 1):
-            group.extra_sets.append((impls.make_inputs(op, shape, dtype, rt.where, gen),
-                                     impls.make_output(op, shape, dtype, rt.where)))
+            group.extra_sets.append((code.make_inputs(shape, dtype, rt.where, gen),
+                                     code.make_output(shape, dtype, rt.where)))
     except rt.oom:
         group.extra_sets = []
         rt.after_failure()
@@ -119,23 +120,7 @@ def open_group(rt: Runtime, first: PlannedCase, seed: int) -> Group:
 
 def _bound(rt: Runtime, planned: PlannedCase, group: Group) -> list[Any]:
     """The implementation bound to each set of the group, the checked (first) set first."""
-    op, impl = planned.op, planned.impl
-    sets = [(group.inputs, group.out), *group.extra_sets]
-    # conv2d's stride lives in its shape, and a compiled linear_fwbw writes into the set's output:
-    # only such ops get the shape and outputs (the other bindings depend on their tensors alone).
-    more = spec(op).family == "conv" or spec(op).backward
-    shape: dict[str, Any] = {"shape": planned.shape} if more else {}
-    if impl == "torch":
-        return [impls.torch_impl(op, inputs, out, **shape) for inputs, out in sets]
-    if impl == "triton":
-        # The positive control's switch goes only to the runs that set it: every other run binds as before.
-        control = {"control": rt.settings.control} if rt.settings.control else {}
-        return [impls.triton_impl(op, inputs, out, planned.precision, **shape, **control) for inputs, out in sets]
-    if impl == "jax":
-        return jax_impl.on_sets(op, sets, planned.precision, planned.shape)
-    if more:
-        return impls.compiled_on_sets(op, [inputs for inputs, _ in sets], planned.shape, [out for _, out in sets])
-    return impls.compiled_on_sets(op, [inputs for inputs, _ in sets])
+    return rt.code(planned.op).bound(planned, [(group.inputs, group.out), *group.extra_sets])
 
 
 def prepare(rt: Runtime, planned: PlannedCase, group: Group) -> Prepared | Case | Skip:
@@ -158,8 +143,8 @@ def prepare(rt: Runtime, planned: PlannedCase, group: Group) -> Prepared | Case 
     try:
         result, poisoned = accuracy.checked_call(fns[0], group.out)
         timer.clock.synchronize()
-        stats = accuracy.compare(result, accuracy.reference_chunks(planned.op, group.inputs, **(
-            {"shape": planned.shape} if spec(planned.op).family == "conv" else {})), planned.dtype)
+        stats = accuracy.compare(result, rt.code(planned.op).reference_chunks(group.inputs, planned.shape),
+                                 planned.dtype)
         del result
     except rt.oom:
         raise
@@ -173,8 +158,7 @@ def prepare(rt: Runtime, planned: PlannedCase, group: Group) -> Prepared | Case 
     run = Rotation(fns) if len(fns) > 1 else fns[0]
     timer.warmup(run)
     prepared = Prepared(planned, run, compile_s, stats, rotation_sets=len(fns), notes=notes,
-                        kernel=impls.triton_kernel(planned.op, planned.shape, planned.dtype, planned.precision)
-                        if planned.impl == "triton" else None)
+                        kernel=rt.code(planned.op).kernel(planned))
     if rt.cuda and planned.impl == "jax":
         # JAX launches on its own streams, which a torch CUDA graph cannot capture (jax_impl.py).
         prepared.notes.append(Note("case.jax_host_timed"))

@@ -11,7 +11,9 @@ worker's stderr; its stdout carries events only.
 
 The plan: the runner writes ONE JSON object on the worker's stdin and closes it, a
 ``WorkerPlan`` (``backend``, ``index``, ``cases``: ``PlannedCase`` objects, ``settings``: the
-run's ``Settings``) in the report's JSON form (model/codec.py). Within each group (op, dtype,
+run's ``Settings``; for ``envcheck bench``, ``ops``: the user's declared ops and ``source``:
+the file or ``module:object`` the worker imports them from; ``ceilings``: false when a
+restarted worker goes on without measuring them again) in the report's JSON form (model/codec.py). Within each group (op, dtype,
 precision, shape) the cases are consecutive, torch first.
 
 The events: one JSON object per stdout line, ``{"event": <kind>, ...fields}``, each a frozen
@@ -46,6 +48,7 @@ from typing import Any, ClassVar
 
 from envcheck.bench.suite import PlannedCase
 from envcheck.model import BenchDevice, Case, CeilingRun, MonitorWindow, Note, Settings, Skip, build, to_dict
+from envcheck.ops import OpSpec, lookup
 
 WORKER_MODULE = "envcheck.bench.worker"
 BACKENDS = ("cuda", "cpu")
@@ -68,12 +71,21 @@ class WorkerPlan:
     index: int
     cases: tuple[PlannedCase, ...]
     settings: Settings
+    ops: tuple[OpSpec, ...] = ()  # the user's declared ops the cases may name
+    source: str | None = None  # the file or module:object declaring them
+    ceilings: bool = True  # measure the ceilings before the cases
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if self.index < 0:
             raise ValueError(f"index must be a non-negative integer, got {self.index!r}")
+        for c in self.cases:  # a declared op's case names one of ``ops``, with its implementation and shape
+            op = lookup(c.op, self.ops)
+            if op.declared is not None:
+                if c.impl not in op.impls:
+                    raise ValueError(f"{c.op} declares no implementation {c.impl!r}")
+                op.check_shape(c.shape)
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,7 @@ class BenchOutcome:
     stderr_tail: str = ""
     returncode: int | None = None
     done: bool = False
+    stalled: bool = False  # stopped because no event came for ``stall_s``: the current case hung
 
     @property
     def finished(self) -> int:
@@ -140,13 +141,16 @@ class StopSignals:
 
 def run_worker(plan: Plan, on_event: OnEvent, timeout: float, popen: Popen | None = None, *,
                command: Sequence[str] = WORKER_COMMAND, grace_s: float = TERMINATE_GRACE_S,
-               clock: Callable[[], float] = time.monotonic, done_drain_s: float = DONE_DRAIN_S) -> BenchOutcome:
+               clock: Callable[[], float] = time.monotonic, done_drain_s: float = DONE_DRAIN_S,
+               stall_s: float | None = None) -> BenchOutcome:
     """Run the worker on ``plan``; ``on_event`` sees every decoded event as it arrives.
 
     Never raises for anything the worker does. Ctrl-C (KeyboardInterrupt, here or in
     ``on_event``), SIGTERM and SIGHUP stop the worker and return what finished, with ``stop``
     saying why. Once the worker has sent ``done`` it gets ``done_drain_s`` to exit; one that
-    hangs past that (CUDA teardown) is stopped, and the run is complete all the same.
+    hangs past that (CUDA teardown) is stopped, and the run is complete all the same. With
+    ``stall_s``, a worker that sends no event for that long is stopped as timed out, with
+    ``stalled`` set (``envcheck bench``: a user's case that hangs; bench/resume.py goes on).
     """
     assert plan.backend is not None, "a plan without a device has nothing to run"
     out = BenchOutcome()
@@ -161,7 +165,8 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float, popen: Popen | Non
     ended_by: tuple[StopCause, str | None] | None = None  # stopped here, and by which signal
 
     def handle(line: str) -> None:
-        nonlocal current
+        nonlocal current, last_event
+        last_event = clock()
         text = line.strip()
         if not text:
             return
@@ -178,17 +183,23 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float, popen: Popen | Non
         on_event(ev)
 
     deadline = clock() + timeout
+    last_event = clock()
     exited_at: float | None = None
     done_at: float | None = None
     eof = False
     signals = StopSignals()
     with signals.installed():
         try:
-            proc.send(protocol.encode_plan(WorkerPlan(plan.backend, plan.index, plan.cases, plan.settings)))
+            proc.send(protocol.encode_plan(WorkerPlan(plan.backend, plan.index, plan.cases, plan.settings,
+                                                      plan.ops, plan.source, plan.ceilings)))
             while True:
                 now = clock()
                 if now >= deadline:
                     ended_by = (StopCause.TIMEOUT, None)
+                    break
+                if stall_s is not None and not out.done and now - last_event >= stall_s:
+                    ended_by = (StopCause.TIMEOUT, None)
+                    out.stalled = True
                     break
                 if out.done:
                     done_at = now if done_at is None else done_at
@@ -238,7 +249,7 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float, popen: Popen | Non
     if ignored:
         out.notes.append(Note("bench.ignored_output", {"lines": len(ignored),
                                                        "examples": tuple(s[:80] for s in ignored[:MAX_IGNORED_SHOWN])}))
-    out.stop = _stop(plan, out, proc, ended_by, current, timeout)
+    out.stop = _stop(plan, out, proc, ended_by, current, stall_s if out.stalled and stall_s else timeout)
     return out
 
 

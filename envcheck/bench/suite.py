@@ -22,7 +22,7 @@ from envcheck.bench import sizes as sz
 from envcheck.bench.device import cpu_threads
 from envcheck.errors import UsageError
 from envcheck.model import BenchDevice, Case, CaseKey, Environment, Failure, Note, Settings, Skip
-from envcheck.ops import DTYPES, OP_NAMES, spec, variant
+from envcheck.ops import DTYPES, OP_NAMES, OpSpec, spec, variant
 
 # What users type, mapped to (dtype, precision-or-None). ``tf32`` asks for fp32 matmuls with
 # TF32 arithmetic only; ``fp32`` asks for both the TF32 and the IEEE fp32 matmul.
@@ -210,6 +210,9 @@ class Plan:
     device: BenchDevice
     skips: tuple[Skip, ...] = ()
     notes: tuple[Note, ...] = ()
+    ops: tuple[OpSpec, ...] = ()  # the user's declared ops (envcheck bench), and their source
+    source: str | None = None
+    ceilings: bool = True  # measure the ceilings first (a restarted worker has them already)
 
     @property
     def runnable(self) -> bool:

@@ -38,7 +38,7 @@ from envcheck.bench.sampling import sample, to_case
 from envcheck.bench.suite import PlannedCase
 from envcheck.bench.timer import Timer
 from envcheck.model import BenchDevice, Case, MonitorWindow, Note, Skip
-from envcheck.ops import spec
+from envcheck.ops import lookup
 
 Emit = Callable[[Event], None]
 # NVML's power reading is itself an average over tens of ms to a second (driver-dependent), and
@@ -126,13 +126,15 @@ class Worker:
             if plan.settings.threads:
                 torch.set_num_threads(plan.settings.threads)
             dev = BenchDevice("cpu", device.cpu_name())
-        rt = device.Runtime(torch, plan.backend, plan.index, dev, Timer(plan.backend, plan.settings), plan.settings)
+        rt = device.Runtime(torch, plan.backend, plan.index, dev, Timer(plan.backend, plan.settings), plan.settings,
+                            ops=plan.ops, source=plan.source)
         self.emit(Started(dev, device.versions(torch)))
         try:
             if rt.cuda:
                 self._start_monitoring(dev)
-                self._l2_note(rt)
-                self._measure_ceilings(rt)
+                if plan.ceilings:
+                    self._l2_note(rt)
+                    self._measure_ceilings(rt)
             else:
                 self.note(Note("bench.cpu_timing", {"threads": int(torch.get_num_threads())}))
             seed = plan.settings.seed
@@ -182,7 +184,8 @@ class Worker:
 
     def _measure_ceilings(self, rt: device.Runtime) -> None:
         """The bandwidth window, then the matmul window (ceilings.py says why two, and when)."""
-        precisions = tuple(dict.fromkeys(c.precision for c in self.plan.cases if c.op == "matmul"))
+        precisions = tuple(dict.fromkeys(c.precision for c in self.plan.cases
+                                         if lookup(c.op, self.plan.ops).compute_bound))
         self._ceiling_window(rt, lambda free: ceilings.bandwidth_kernels(free, rt.device.l2_bytes), "bandwidth")
         if precisions:
             self._ceiling_window(rt, lambda free: ceilings.matmul_kernels(precisions, free, CEILING_SEED), "matmul")
@@ -225,7 +228,7 @@ class Worker:
                 self.emit(Measured(pc.failed("run", one_line(e))))
             return
         results: list[Case | Skip | Prepared] = []
-        with tf32_matmul(head.precision) if spec(head.op).compute_bound else contextlib.nullcontext():
+        with tf32_matmul(head.precision) if lookup(head.op, self.plan.ops).compute_bound else contextlib.nullcontext():
             for j, pc in enumerate(cases):
                 self.emit(CaseStarted(first + j, total, pc))
                 if group.skip is not None:

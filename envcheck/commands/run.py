@@ -98,8 +98,9 @@ def output_dir(text: str) -> Path:
 class ProgressView:
     """Progress of the worker on stderr: a rich bar on a terminal, plain lines otherwise."""
 
-    def __init__(self, total: int, stream: Any = None) -> None:
+    def __init__(self, total: int, stream: Any = None, command: str = "envcheck run") -> None:
         self.total = total
+        self.command = command
         self.stream = stream if stream is not None else sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.done = 0
@@ -114,7 +115,7 @@ class ProgressView:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self._progress = Progress(TextColumn("[bold]envcheck run[/]"), BarColumn(), MofNCompleteColumn(),
+            self._progress = Progress(TextColumn(f"[bold]{self.command}[/]"), BarColumn(), MofNCompleteColumn(),
                                       TimeElapsedColumn(), TextColumn("{task.fields[label]}"),
                                       console=Console(file=self.stream), transient=True)
             self._progress.start()
@@ -140,7 +141,7 @@ class ProgressView:
                 self._group, self._group_done = group, self.done
                 k = min(self.done + 1, self.total)
                 elapsed = time.monotonic() - self.start
-                print(f"envcheck run: [{k}/{self.total}] {group} ({elapsed:.0f} s)", file=self.stream, flush=True)
+                print(f"{self.command}: [{k}/{self.total}] {group} ({elapsed:.0f} s)", file=self.stream, flush=True)
         elif isinstance(ev, (Measured, Skipped)):
             self.done += 1
             if self._progress is not None:

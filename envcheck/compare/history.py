@@ -32,7 +32,7 @@ from envcheck.compare.machine import MachineId, machine_of
 from envcheck.compare.node_diff import MEASURED
 from envcheck.compare.node_read import node_side
 from envcheck.model import Report
-from envcheck.ops import spec, variant
+from envcheck.ops import lookup, variant
 
 # Why a report is not in any machine's history (``LeftOut.reason``).
 NO_BENCHMARK = "no_benchmark"  # a check or probe report, or a run that measured nothing
@@ -175,7 +175,7 @@ def _op_point(op: str, a: Analysis, vs_first: Sequence[CaseDiff] | None) -> OpPo
     else:
         g = summarise(op, vs_first, 0.0, stats.CONFIDENCE)
         ratio, low, high, count = g.geomean, g.low, g.high, g.count
-    bound = spec(op).compute_bound
+    bound = lookup(op, bench.bench.ops if bench else ()).compute_bound
     return OpPoint(
         op, ratio, low, high, count,
         top.gbps if top and not bound else None, top.pct_theoretical if top and not bound else None,

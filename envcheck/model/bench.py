@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from envcheck.ops import DTYPES, IMPLS, OPS, PRECISIONS
+from envcheck.ops import DTYPES, IMPLS, OPS, PRECISIONS, OpSpec, lookup, valid_name
 
 TIMING_METHODS = ("cuda_graph", "cuda_events", "host_clock")
 # How many samples ``compute_stats`` works on at once: bounds its padded arrays' memory.
@@ -392,15 +392,21 @@ class Case:
     monitor: MonitorSummary | None = None  # schema-1 reports only; see ``window``
 
     def __post_init__(self) -> None:
-        if self.op not in OPS:
+        # A built-in op is checked against the registry here; a declared (user's) op only for
+        # the form of its names and shape: its declaration is the Bench's (``Bench.ops``).
+        builtin = self.op in OPS
+        if not builtin and not valid_name(self.op):
             raise ValueError(f"unknown op {self.op!r}")
-        if self.impl not in IMPLS:
+        if not (self.impl in IMPLS if builtin else valid_name(self.impl)):
             raise ValueError(f"unknown implementation {self.impl!r}")
         if self.dtype not in DTYPES or self.precision not in PRECISIONS:
             raise ValueError(f"unknown dtype/precision {self.dtype!r}/{self.precision!r}")
         if not isinstance(self.shape, tuple):
             object.__setattr__(self, "shape", tuple(self.shape))
-        OPS[self.op].check_shape(self.shape)
+        if builtin:
+            OPS[self.op].check_shape(self.shape)
+        elif not self.shape or any(not isinstance(d, int) or isinstance(d, bool) or d <= 0 for d in self.shape):
+            raise ValueError(f"{self.op} needs a shape of positive integers, got {self.shape}")
         if self.failure is None and self.gpu is None and self.launch is None:
             raise ValueError("a case is measured (a timing) or failed (a failure)")
         if self.compile_s is not None and not (self.compile_s >= 0 and math.isfinite(self.compile_s)):
@@ -582,11 +588,29 @@ class Bench:
     duration_s: float | None = None
     versions: dict[str, str] = field(default_factory=dict)  # torch / triton / cuda used for the run
     recorded_ceilings: tuple[RecordedCeiling, ...] = ()  # schema-1 reports only
+    ops: tuple[OpSpec, ...] = ()  # the user's own ops (``envcheck bench``): their declarations
 
     def __post_init__(self) -> None:
         for c in self.cases:
             if c.window is not None and not 0 <= c.window < len(self.windows):
                 raise ValueError(f"case window {c.window} is not one of the {len(self.windows)} monitor windows")
+        names = [s.name for s in self.ops]
+        if len(set(names)) != len(names):
+            raise ValueError("a declared op is declared once")
+        for s in self.ops:
+            if s.declared is None or s.name in OPS or not valid_name(s.name):
+                raise ValueError(f"op {s.name!r} is not a declared op")
+        for item in (*self.cases, *self.skipped):
+            if item.op in OPS:
+                continue
+            op = self.spec(item.op)  # ValueError naming the op if it was never declared
+            if item.impl not in op.impls:
+                raise ValueError(f"{item.op} declares no implementation {item.impl!r}")
+            op.check_shape(item.shape)
+
+    def spec(self, op: str) -> OpSpec:
+        """What ``op`` is: a built-in op, or one this bench declared."""
+        return lookup(op, self.ops)
 
     @property
     def partial(self) -> bool:

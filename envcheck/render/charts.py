@@ -20,7 +20,7 @@ from typing import Any
 
 from envcheck.analysis import BenchAnalysis, CaseResult
 from envcheck.analysis.ceilings import BANDWIDTH, MEASURED, THEORETICAL
-from envcheck.ops import IMPLS, OPS, spec
+from envcheck.ops import IMPLS, OPS, OpSpec
 from envcheck.render import fmt
 from envcheck.render import svgchart as sc
 from envcheck.render.i18n import translate
@@ -82,11 +82,11 @@ DAYS = Quantity("chart.axis.days", "linear")
 HOURS = Quantity("chart.axis.hours", "linear")
 
 
-def size_quantity(op: str) -> Quantity:
+def size_quantity(op: OpSpec) -> Quantity:
     """The x of an op's charts: elements for vector, row and reduction ops, FLOP per call for the
-    compute-bound ones, matmul and conv2d (every shape at one quantity; the tooltip names the
-    shape: a conv shape's product of dimensions would mean nothing)."""
-    return FLOP if spec(op).compute_bound else ELEMENTS
+    compute-bound ones (matmul and conv2d: every shape at one quantity, the tooltip names the shape;
+    a conv shape's product of dimensions would mean nothing) and for a declared compute-bound op."""
+    return FLOP if op.compute_bound else ELEMENTS
 
 
 @dataclass(frozen=True)
@@ -166,12 +166,12 @@ def _points(rs: Sequence[CaseResult], x: Quantity, y: Callable[[CaseResult], flo
 
 
 def _time_chart(op: str, rs: Sequence[CaseResult], backend: str, lang: str) -> Drawn | None:
-    x = size_quantity(op)
+    x = size_quantity(rs[0].spec)
     facets = []
     for variant, vrs in _variants(rs):
         series = []
         for impl, irs in _by_impl(vrs):
-            color, marker = IMPL_COLORS[impl], IMPL_MARKERS[impl]
+            color, marker = IMPL_COLORS.get(impl, sc.BLACK), IMPL_MARKERS.get(impl, "diamond")
             gpu = _points(irs, x, lambda r: r.case.gpu.median_us if r.case.gpu else None, fmt.duration_us)
             launch = _points(irs, x, lambda r: r.case.launch.median_us if r.case.launch else None, fmt.duration_us)
             if gpu:
@@ -187,11 +187,12 @@ def _time_chart(op: str, rs: Sequence[CaseResult], backend: str, lang: str) -> D
 
 
 def _speedup_chart(op: str, rs: Sequence[CaseResult], lang: str) -> Drawn | None:
-    x = size_quantity(op)
+    x = size_quantity(rs[0].spec)
     facets = []
     for variant, vrs in _variants(rs):
-        series = [sc.Series(impl, _points(irs, x, lambda r: r.speedup, fmt.speedup), IMPL_COLORS[impl],
-                            IMPL_MARKERS[impl]) for impl, irs in _by_impl(vrs) if impl != "torch"]
+        series = [sc.Series(impl, _points(irs, x, lambda r: r.speedup, fmt.speedup), IMPL_COLORS.get(impl, sc.BLACK),
+                            IMPL_MARKERS.get(impl, "diamond")) for impl, irs in _by_impl(vrs)
+                  if impl != rs[0].spec.baseline]
         parity = sc.RefLine(1.0, translate(lang, "chart.ref.parity"), IMPL_COLORS["torch"], dashed=True)
         facets.append(Facet(variant, tuple(series), (parity,)))
     title = translate(lang, "chart.title.speedup", op=op)
@@ -200,14 +201,14 @@ def _speedup_chart(op: str, rs: Sequence[CaseResult], lang: str) -> Drawn | None
 
 
 def _throughput_chart(op: str, rs: Sequence[CaseResult], ba: BenchAnalysis, lang: str) -> Drawn | None:
-    x = size_quantity(op)
-    compute = spec(op).compute_bound
+    x = size_quantity(rs[0].spec)
+    compute = rs[0].spec.compute_bound
     y = TFLOPS if compute else GBPS
     unit = "TFLOP/s" if compute else "GB/s"
     facets = []
     for variant, vrs in _variants(rs):
         series = [sc.Series(impl, _points(irs, x, lambda r: r.tflops if compute else r.gbps,
-                                          lambda v: fmt.rate(v, unit)), IMPL_COLORS[impl], IMPL_MARKERS[impl])
+                                          lambda v: fmt.rate(v, unit)), IMPL_COLORS.get(impl, sc.BLACK), IMPL_MARKERS.get(impl, "diamond"))
                   for impl, irs in _by_impl(vrs)]
         name = vrs[0].case.precision if compute else BANDWIDTH
         refs = []
@@ -248,9 +249,10 @@ def _roofline(ba: BenchAnalysis, lang: str) -> Drawn | None:
             pts = _points([r for r in irs if r.case.op == op], INTENSITY, lambda r: r.tflops,
                           lambda v: fmt.rate(v, "TFLOP/s"))
             series.append(sc.Series(f"{impl} {op}", tuple(sc.Point(p.x, p.y, f"{op} {p.label}") for p in pts),
-                                    IMPL_COLORS[impl], OP_MARKERS[op], connect=False))
-    legend = [sc.Key(impl, IMPL_COLORS[impl], None, line=True) for impl, _ in _by_impl(rs)]
-    legend += [sc.Key(op, sc.GREY, OP_MARKERS[op], line=False) for op in dict.fromkeys(r.case.op for r in rs)]
+                                    IMPL_COLORS.get(impl, sc.BLACK), OP_MARKERS.get(op, "cross"),
+                                    connect=False))
+    legend = [sc.Key(impl, IMPL_COLORS.get(impl, sc.BLACK), None, line=True) for impl, _ in _by_impl(rs)]
+    legend += [sc.Key(op, sc.GREY, OP_MARKERS.get(op, "cross"), line=False) for op in dict.fromkeys(r.case.op for r in rs)]
     chart = facet_chart(translate(lang, "chart.title.roofline"), translate(lang, "chart.desc.roofline"),
                         [Facet("", tuple(series), roofs=tuple(roofs))], INTENSITY, TFLOPS_LOG, lang, legend)
     return draw("roofline", None, chart, INTENSITY, TFLOPS_LOG)

@@ -26,7 +26,7 @@ from envcheck.analysis.peaks import Source
 from envcheck.analysis.summary import Tally
 from envcheck.checks import worst_first
 from envcheck.model import CaseKey, Check, Fact, Note, Report, Skip, known
-from envcheck.ops import IMPLS, PRECISIONS, spec
+from envcheck.ops import IMPLS, PRECISIONS
 from envcheck.redact import redact_value
 from envcheck.render import fmt
 from envcheck.render.i18n import check_counts, join, phrase, translate
@@ -374,7 +374,11 @@ def _detail(r: CaseResult, p: _Phraser) -> str:
 def _case_row(r: CaseResult, p: _Phraser) -> CaseRow:
     c = r.case
     err, tol = _error(r)
-    compute = spec(c.op).compute_bound
+    if r.verdict is not None and r.verdict.relative is not None:
+        # The relative criterion beside the bound: this error as a multiple of the baseline's.
+        tol = p.join([tol, p.t("case.relative", ratio=fmt.speedup(r.verdict.relative),
+                                limit=fmt.speedup(r.verdict.relative_limit), baseline=p.escape(r.spec.baseline))])
+    compute = r.spec.compute_bound
     return CaseRow(
         key=c.key, anchor=anchor(c.key, p.prefix), impl=c.impl, variant=fmt.precision_label(c.dtype, c.precision),
         size=fmt.shape(c.shape), kernel=c.kernel,
@@ -398,7 +402,7 @@ def _sections(ba: BenchAnalysis, p: _Phraser, op_findings: dict[str, list[Findin
         variants = list(dict.fromkeys(fmt.precision_label(r.case.dtype, r.case.precision) for r in rs))
         rs.sort(key=lambda r: (variants.index(fmt.precision_label(r.case.dtype, r.case.precision)),
                                fmt.shape_key(r.case.shape), impl_order.get(r.case.impl, 9)))
-        compute = spec(op).compute_bound
+        compute = rs[0].spec.compute_bound
         out.append(OpSection(
             op=op, compute_bound=compute, unit="TFLOP/s" if compute else "GB/s",
             has_gpu=any(r.case.gpu for r in rs), has_launch=any(r.case.launch for r in rs),
@@ -452,7 +456,7 @@ def _tiles(ba: BenchAnalysis, p: _Phraser) -> list[Tile]:
         value = fmt.DASH
         lines = []
         f = best.get(op)
-        compute = spec(op).compute_bound
+        compute = next(r.spec for r in ba.results if r.case.op == op).compute_bound
         if f is not None and f.key == "finding.bandwidth_best":
             value = f"{fmt.num(f.params['gbps'])} GB/s"
             lines.append(p.t("tile.best_bw", pct=fmt.pct(f.params.get("theoretical_pct")),

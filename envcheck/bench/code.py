@@ -1,0 +1,75 @@
+"""What the worker runs for one op, behind one seam: its inputs, its implementations bound to
+them, its float64 reference. group.py asks the runtime for an ``OpCode`` and prepares, checks
+and times every op the same way, whoever wrote it: envcheck's built-in ops (``BuiltinCode``:
+impls.py and accuracy.py) and a user's declared ops (envcheck/userbench/code.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from envcheck.bench import accuracy, impls
+from envcheck.bench.impls import Impl, Inputs
+from envcheck.bench.suite import PlannedCase
+from envcheck.ops import spec
+
+
+class OpCode(Protocol):
+    def make_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs:
+        """Fresh random inputs of one case, drawn from ``generator``."""
+
+    def make_output(self, shape: tuple[int, ...], dtype: str, device: str) -> Any:
+        """The preallocated output the implementations write into; None where they allocate."""
+
+    def bound(self, planned: PlannedCase, sets: list[tuple[Inputs, Any]]) -> list[Impl]:
+        """``planned``'s implementation bound to each (inputs, output) set, the checked one first."""
+
+    def reference_chunks(self, inputs: Inputs, shape: tuple[int, ...] = ()) -> Iterable[accuracy.RefChunk]:
+        """The float64 reference of the output of ``inputs`` (a case of ``shape``), in pieces."""
+
+    def kernel(self, planned: PlannedCase) -> str | None:
+        """Which kernel ran, once it ran (None: nothing to say)."""
+
+
+@dataclass(frozen=True)
+class BuiltinCode:
+    """One of envcheck's own ops. ``control``: the run's positive-control switch (model.CONTROLS), given
+    to the Triton binding only when set: every other run binds as before."""
+
+    op: str
+    control: str | None = None
+
+    def make_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs:
+        return impls.make_inputs(self.op, shape, dtype, device, generator)
+
+    def make_output(self, shape: tuple[int, ...], dtype: str, device: str) -> Any:
+        return impls.make_output(self.op, shape, dtype, device)
+
+    def bound(self, planned: PlannedCase, sets: list[tuple[Inputs, Any]]) -> list[Impl]:
+        op, impl = self.op, planned.impl
+        # conv2d's stride lives in its shape, and a compiled linear_fwbw writes into the set's output:
+        # only such ops get the shape and outputs (the other bindings depend on their tensors alone).
+        more = spec(op).family == "conv" or spec(op).backward
+        shape: dict[str, Any] = {"shape": planned.shape} if more else {}
+        if impl == "torch":
+            return [impls.torch_impl(op, inputs, out, **shape) for inputs, out in sets]
+        if impl == "triton":
+            control = {"control": self.control} if self.control else {}
+            return [impls.triton_impl(op, inputs, out, planned.precision, **shape, **control) for inputs, out in sets]
+        if impl == "jax":
+            from envcheck.bench import jax_impl
+
+            return jax_impl.on_sets(op, sets, planned.precision, planned.shape)
+        if more:
+            return impls.compiled_on_sets(op, [inputs for inputs, _ in sets], planned.shape, [out for _, out in sets])
+        return impls.compiled_on_sets(op, [inputs for inputs, _ in sets])
+
+    def reference_chunks(self, inputs: Inputs, shape: tuple[int, ...] = ()) -> Iterable[accuracy.RefChunk]:
+        return accuracy.reference_chunks(self.op, inputs, **({"shape": shape} if spec(self.op).family == "conv" else {}))
+
+    def kernel(self, planned: PlannedCase) -> str | None:
+        if planned.impl != "triton":
+            return None
+        return impls.triton_kernel(self.op, planned.shape, planned.dtype, planned.precision)

@@ -1,0 +1,152 @@
+"""Declaring your own op for ``envcheck bench FILE.py``: the one public API.
+
+A file (or ``module:object``) declares one or more ``Op`` values: what the op is called, its
+implementations, a float64 reference, how to draw its inputs, at which shapes and dtypes, and
+what one call moves and computes. Everything else is envcheck's, exactly as for the built-in
+ops: GPU time by CUDA-graph replay and launch time, cold L2, the NVML monitor, the accuracy
+judged at the precision used (also against the baseline implementation's own error),
+ceilings, flags, findings, the dated report, ``render``, ``diff`` and ``history``::
+
+    import torch
+    from envcheck.userbench import Op
+
+    def inputs(shape, dtype, device, generator):
+        (n,) = shape
+        x = torch.randn(n, generator=generator, device=device, dtype=torch.float32).to(dtype)
+        return (x,)
+
+    SCALE = Op(
+        name="scale2",
+        impls={"torch": lambda x: x * 2, "mine": my_triton_scale},   # the first is the baseline
+        reference=lambda x: x * 2,                                  # gets float64 copies of the inputs
+        inputs=inputs,
+        shapes=[(1 << 20,), (1 << 24,)],
+        dtypes=["fp32", "fp16"],
+        bytes=lambda shape, dtype: 2 * shape[0] * (4 if dtype == "fp32" else 2),
+    )
+
+Contract of each callable (all run in envcheck's isolated worker, never in ``envcheck bench``
+itself, so an exception, a crash or a hang in them is that case's failure, not the run's):
+
+* ``inputs(shape, dtype, device, generator) -> tuple of tensors``: fresh random inputs (never
+  zeros), drawn from ``generator`` (a ``torch.Generator`` seeded by envcheck) on ``device``
+  (``"cuda"`` or ``"cpu"``); ``dtype`` is the ``torch.dtype`` of the case.
+* each implementation: ``fn(*inputs) -> tensor``, the output of one call (allocated or not).
+  A ``"module:function"`` string is imported in the worker when first needed.
+* ``reference(*inputs) -> tensor``: the op in float64; it gets float64 copies of the inputs'
+  rounded values (floating inputs only), so input rounding never counts as error.
+* ``magnitude(*inputs) -> tensor`` (optional): per output element, the scale its rounding error
+  grows with (for a sum, the sum of the terms' absolute values). Default: ``reference`` on the
+  inputs' absolute values, right for sums and products of the inputs.
+* ``bytes(shape, dtype) -> int``: the minimum bytes one call must move (inputs read once,
+  outputs written once), so GB/s can be held against the memory ceilings; ``dtype`` is
+  ``"fp32"``, ``"fp16"`` or ``"bf16"``. ``flops(shape, dtype) -> int`` likewise (default 0).
+* ``accumulation(shape) -> int`` (optional): terms summed into one output element (a
+  reduction's length, a matmul's K); the error bound grows with it. Default 1.
+
+``roundings``: roundings in the compute precision each output element goes through besides
+accumulation and the final store (envcheck counts 8 for softmax: subtract, exp, divide);
+``compute_bound``: judge the op on FLOP/s against the precision's peak instead of bandwidth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from envcheck.ops import ITEMSIZE, OPS, Cost, Declared, OpSpec, declared_op, valid_name
+
+Shape = tuple[int, ...]
+
+
+class DeclarationError(ValueError):
+    """A declaration envcheck cannot run (one line, naming the op and the field)."""
+
+
+def _is_shape(s: object) -> bool:
+    return (isinstance(s, tuple) and len(s) > 0
+            and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in s))
+
+
+def _count(value: object, what: str, name: str, positive: bool) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < (1 if positive else 0):
+        raise DeclarationError(f"op {name!r}: {what} must return a {'positive' if positive else 'non-negative'} "
+                               f"integer, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Op:
+    """One op of your own (see the module docstring for every field's contract)."""
+
+    name: str
+    impls: Mapping[str, Callable[..., Any] | str]
+    reference: Callable[..., Any]
+    inputs: Callable[..., Sequence[Any]]
+    shapes: Sequence[Shape]
+    bytes: Callable[[Shape, str], int]
+    flops: Callable[[Shape, str], int] | None = None
+    dtypes: Sequence[str] = ("fp32",)
+    baseline: str | None = None  # the implementation others are compared with (default: the first)
+    accumulation: Callable[[Shape], int] | None = None
+    magnitude: Callable[..., Any] | None = None
+    roundings: int = 0
+    compute_bound: bool = False
+
+    def __post_init__(self) -> None:
+        name = self.name
+        if not valid_name(name):
+            raise DeclarationError(f"op name {name!r}: use 1 to 64 letters, digits and _.-")
+        if name in OPS:
+            raise DeclarationError(f"op name {name!r} is a built-in op's: choose another")
+        if not isinstance(self.impls, Mapping) or not self.impls:
+            raise DeclarationError(f"op {name!r}: impls must be a non-empty mapping of name -> callable")
+        for impl, fn in self.impls.items():
+            if not valid_name(impl):
+                raise DeclarationError(f"op {name!r}: implementation name {impl!r}: use letters, digits and _.-")
+            if not (callable(fn) or (isinstance(fn, str) and fn.count(":") == 1)):
+                raise DeclarationError(f"op {name!r}: implementation {impl!r} must be a callable or "
+                                       f"a 'module:function' string, got {type(fn).__name__}")
+        for what in ("reference", "inputs", "bytes"):
+            if not callable(getattr(self, what)):
+                raise DeclarationError(f"op {name!r}: {what} must be a callable")
+        for what in ("flops", "accumulation", "magnitude"):
+            if getattr(self, what) is not None and not callable(getattr(self, what)):
+                raise DeclarationError(f"op {name!r}: {what} must be a callable or None")
+        object.__setattr__(self, "shapes", self._shapes(self.shapes, "shapes"))
+        dtypes = tuple(self.dtypes) if not isinstance(self.dtypes, str) else (self.dtypes,)
+        if not dtypes or any(d not in ITEMSIZE for d in dtypes) or len(set(dtypes)) != len(dtypes):
+            raise DeclarationError(f"op {name!r}: dtypes must be distinct among {', '.join(ITEMSIZE)}, got {dtypes}")
+        object.__setattr__(self, "dtypes", dtypes)
+        baseline = self.baseline if self.baseline is not None else next(iter(self.impls))
+        if baseline not in self.impls:
+            raise DeclarationError(f"op {name!r}: baseline {baseline!r} is not one of its implementations")
+        object.__setattr__(self, "baseline", baseline)
+        if not isinstance(self.roundings, int) or isinstance(self.roundings, bool) or self.roundings < 0:
+            raise DeclarationError(f"op {name!r}: roundings must be a non-negative integer")
+        if not isinstance(self.compute_bound, bool):
+            raise DeclarationError(f"op {name!r}: compute_bound must be True or False")
+
+    def _shapes(self, shapes: Any, what: str) -> tuple[Shape, ...]:
+        try:
+            out = tuple(tuple(s) for s in shapes)
+        except TypeError:
+            out = ()
+        if not out or not all(_is_shape(s) for s in out) or len(set(out)) != len(out):
+            raise DeclarationError(f"op {self.name!r}: {what} must be distinct tuples of positive integers")
+        return out
+
+    def spec(self) -> OpSpec:
+        """The op as the registry and the report know it: its declared cost at every shape and
+        dtype (this calls ``bytes``, ``flops`` and ``accumulation``)."""
+        costs = []
+        for shape in self.shapes:
+            k = _count(self.accumulation(shape), "accumulation", self.name, True) if self.accumulation else 1
+            for dtype in self.dtypes:
+                nbytes = _count(self.bytes(shape, dtype), "bytes", self.name, True)
+                flops = _count(self.flops(shape, dtype), "flops", self.name, False) if self.flops else 0
+                costs.append(Cost(shape, dtype, nbytes, flops, k))
+        assert self.baseline is not None
+        return declared_op(self.name, self.compute_bound,
+                           Declared(tuple(self.impls), self.baseline, tuple(costs), self.roundings))

@@ -1,0 +1,88 @@
+"""A user's declared op as the benchmark worker runs it (the ``OpCode`` of envcheck/bench/code.py).
+
+Inside the worker only: the user's file is imported here (``discover.load``), once per
+worker, and each op's callables are called as api.py's contract says. Whatever they raise is
+the failure of the case that called them (group.py guards every step); a crash or a hang ends
+the worker, and the runner restarts it for the cases left (bench/resume.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Iterator
+from typing import Any
+
+from envcheck.bench.accuracy import RefChunk
+from envcheck.bench.impls import Impl, Inputs, torch_dtype
+from envcheck.bench.suite import PlannedCase
+from envcheck.userbench.api import DeclarationError, Op
+
+
+@functools.cache
+def _declared(source: str) -> dict[str, Op]:
+    from envcheck.userbench.discover import load
+
+    return {op.name: op for op in load(source)}
+
+
+def user_code(source: str, name: str) -> UserCode:
+    ops = _declared(source)
+    if name not in ops:
+        raise DeclarationError(f"{source} no longer declares op {name!r}")
+    return UserCode(ops[name])
+
+
+def _resolve(fn: Any) -> Any:
+    """A callable, or the function a ``"module:function"`` string names (imported now)."""
+    if callable(fn):
+        return fn
+    module, attr = str(fn).split(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+class UserCode:
+    """One declared op's callables, checked where they hand envcheck something."""
+
+    def __init__(self, op: Op) -> None:
+        self.op = op
+
+    def make_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs:
+        import torch
+
+        got = self.op.inputs(tuple(shape), torch_dtype(dtype), device, generator)
+        if isinstance(got, torch.Tensor):
+            got = (got,)
+        if not isinstance(got, (tuple, list)) or not got or not all(isinstance(t, torch.Tensor) for t in got):
+            raise DeclarationError(f"{self.op.name}: inputs() must return a tuple of tensors, got {type(got).__name__}")
+        return {f"arg{i}": t for i, t in enumerate(got)}
+
+    def make_output(self, shape: tuple[int, ...], dtype: str, device: str) -> Any:
+        return None  # a user's implementation returns its output (checked_call poisons it)
+
+    def bound(self, planned: PlannedCase, sets: list[tuple[Inputs, Any]]) -> list[Impl]:
+        fn = _resolve(self.op.impls[planned.impl])
+        return [functools.partial(fn, *inputs.values()) for inputs, _ in sets]
+
+    def reference_chunks(self, inputs: Inputs, shape: tuple[int, ...] = ()) -> Iterator[RefChunk]:
+        import torch
+
+        def wide(t: Any) -> Any:
+            return t.double() if t.is_floating_point() else t
+
+        args = [wide(t) for t in inputs.values()]
+        ref = self.op.reference(*args)
+        if self.op.magnitude is not None:
+            mag = self.op.magnitude(*args)
+        else:
+            mag = self.op.reference(*[t.abs() if t.is_floating_point() else t for t in args])
+        for what, t in (("reference", ref), ("magnitude", mag)):
+            if not isinstance(t, torch.Tensor):
+                raise DeclarationError(f"{self.op.name}: {what}() must return a tensor, got {type(t).__name__}")
+        if mag.shape != ref.shape:
+            raise DeclarationError(f"{self.op.name}: magnitude() has shape {tuple(mag.shape)}, "
+                                   f"reference() {tuple(ref.shape)}")
+        yield RefChunk(slice(None), ref.double(), mag.double().abs())
+
+    def kernel(self, planned: PlannedCase) -> str | None:
+        return None

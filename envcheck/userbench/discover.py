@@ -1,0 +1,153 @@
+"""Finding the ops a user declared: ``FILE.py`` (every top-level ``Op``, and lists of them) or
+``module:object`` (that ``Op``, or a list of them).
+
+Importing a user's file runs their code, which may raise, crash or hang: ``envcheck bench``
+never imports it itself. ``discover`` runs ``python -m envcheck.userbench.discover SOURCE`` in
+a subprocess with a time limit; the child prints one JSON line, ``{"ops": [OpSpec, ...]}`` (the
+declarations with their costs evaluated) or ``{"error": "<one line>"}``. Anything else (a
+crash, a hang, garbage) becomes one ``UsageError`` line too: a source that cannot be declared
+is a bad argument (exit 2). The worker imports the same source again with ``load`` (code.py).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from envcheck.child_env import child_env
+from envcheck.errors import UsageError
+from envcheck.model import build, to_dict
+from envcheck.userbench.api import DeclarationError, Op
+
+DISCOVER_MODULE = "envcheck.userbench.discover"
+DISCOVER_TIMEOUT_S = 120.0
+MODULE_OBJECT = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
+MAX_LINE = 300
+
+
+def source_argument(text: str) -> str:
+    """``FILE.py`` (made absolute: the worker may import it from anywhere) or ``module:object``;
+    a UsageError naming the problem otherwise."""
+    if MODULE_OBJECT.match(text) and not text.endswith(".py"):
+        return text
+    path = Path(text).expanduser()
+    if not path.exists():
+        raise UsageError(f"{text}: no such file (give FILE.py or module:object)")
+    if not path.is_file():
+        raise UsageError(f"{text}: not a file (give FILE.py or module:object)")
+    if path.suffix != ".py":
+        raise UsageError(f"{text}: not a Python file (.py)")
+    return str(path.resolve())
+
+
+def _ops_in(value: Any, where: str) -> list[Op]:
+    if isinstance(value, Op):
+        return [value]
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, Op) for v in value):
+        return list(value)
+    raise DeclarationError(f"{where} is not an envcheck.userbench.Op or a list of them "
+                           f"(it is {type(value).__name__})")
+
+
+def load(source: str) -> list[Op]:
+    """The ops ``source`` declares, in the order it declares them (imports the user's code)."""
+    if source.endswith(".py"):
+        path = Path(source)
+        # The file's folder first on the path, as `python FILE.py` would have it: its own
+        # modules (a kernels.py beside it) import.
+        sys.path.insert(0, str(path.parent))
+        name = "envcheck_user_" + re.sub(r"\W", "_", path.stem)
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise DeclarationError(f"{source}: cannot be imported as a Python file")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        ops: list[Op] = []
+        for key, value in vars(module).items():
+            if key.startswith("_"):
+                continue
+            if isinstance(value, Op) or (isinstance(value, (list, tuple)) and value
+                                         and all(isinstance(v, Op) for v in value)):
+                ops += [op for op in _ops_in(value, key) if op not in ops]
+        if not ops:
+            raise DeclarationError(f"{path.name} declares no envcheck.userbench.Op at its top level")
+    else:
+        module_name, attr = source.split(":")
+        if "" not in sys.path and os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        module = importlib.import_module(module_name)
+        if not hasattr(module, attr):
+            raise DeclarationError(f"module {module_name} has no {attr!r}")
+        ops = _ops_in(getattr(module, attr), source)
+    names = [op.name for op in ops]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup is not None:
+        raise DeclarationError(f"two ops are named {dup!r}")
+    return ops
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, SyntaxError):
+        where = f"{Path(exc.filename).name}, line {exc.lineno}" if exc.filename else f"line {exc.lineno}"
+        line = f"SyntaxError: {exc.msg} ({where})"
+    elif isinstance(exc, DeclarationError):
+        line = str(exc)
+    else:
+        text = str(exc).strip()
+        first = text.splitlines()[0].strip() if text else ""
+        line = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return line if len(line) <= MAX_LINE else line[: MAX_LINE - 3] + "..."
+
+
+def main(argv: list[str]) -> int:
+    stream = sys.stdout
+    sys.stdout = sys.stderr  # whatever the user's code prints stays out of the answer
+    try:
+        specs = [to_dict(op.spec()) for op in load(argv[0])]
+        answer: dict[str, Any] = {"ops": specs}
+    except BaseException as e:  # noqa: BLE001 - any failure of the user's code is the answer
+        answer = {"error": _one_line(e)}
+    stream.write(json.dumps(answer) + "\n")
+    stream.flush()
+    return 0 if "ops" in answer else 2
+
+
+def discover(source: str, timeout: float = DISCOVER_TIMEOUT_S) -> tuple[Any, ...]:
+    """The declared ops' ``OpSpec`` values, from a subprocess; UsageError (one line) otherwise."""
+    from envcheck.ops import OpSpec
+
+    try:
+        done = subprocess.run([sys.executable, "-m", DISCOVER_MODULE, source], capture_output=True, text=True,
+                              encoding="utf-8", errors="replace", timeout=timeout, env=child_env(),
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"{source}: importing it did not finish within {timeout:g} s") from None
+    except OSError as e:
+        raise UsageError(f"{source}: could not start Python to import it ({e})") from None
+    lines = [ln for ln in done.stdout.splitlines() if ln.strip()]
+    try:
+        answer = json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        answer = None
+    if not isinstance(answer, dict):
+        last = next((ln.strip() for ln in reversed(done.stderr.splitlines()) if ln.strip()), "")
+        how = f"signal {-done.returncode}" if done.returncode < 0 else f"exit status {done.returncode}"
+        raise UsageError(f"{source}: importing it ended the process ({how}){': ' + last[:200] if last else ''}")
+    if "error" in answer:
+        raise UsageError(f"{source}: {answer['error']}")
+    try:
+        return tuple(build(OpSpec, s) for s in answer["ops"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise UsageError(f"{source}: its declarations cannot be read ({e})") from None
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

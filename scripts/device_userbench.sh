@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# GPU evidence for `envcheck bench` in one call on 1 GPU (well under 240 s): the worked example
+# measured by envcheck, its report checked to load and rendered, then the same kernels timed
+# independently with triton.testing.do_bench (scripts/userbench_do_bench.py, within 3%).
+#
+#   OUT=some/dir bash scripts/device_userbench.sh
+#
+# Writes to $OUT: the report JSON, userbench.log (everything printed), do_bench.txt.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-out}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+source scripts/device_env.sh
+py=${PYTHON:-python3}
+log="$out/userbench.log"
+say() { printf '\n== %s (%d s in)\n' "$*" "$SECONDS" | tee -a "$log"; }
+
+say "machine"
+{ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
+  "$py" -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'; } 2>&1 | tee -a "$log"
+
+say "envcheck bench examples/softmax_wsum.py"
+timeout -s TERM 150 "$py" -m envcheck bench examples/softmax_wsum.py --format json --out-dir "$out" 2>&1 | tee -a "$log"
+echo "exit status: ${PIPESTATUS[0]}" | tee -a "$log"
+report=$(ls -t "$out"/*.json 2>/dev/null | head -1)
+
+say "the report loads and renders"
+timeout 30 "$py" -m envcheck render "$report" --format md --out "$out/rendered" >>"$log" 2>&1 \
+  && echo "render: ok" | tee -a "$log" && cat "$out"/rendered/*.md >>"$log" && rm -rf "$out/rendered"
+
+say "do_bench on the same kernels"
+timeout -s TERM 60 "$py" scripts/userbench_do_bench.py "$report" 2>&1 | tee "$out/do_bench.txt" | tee -a "$log"
+echo "exit status: ${PIPESTATUS[0]}" | tee -a "$log"
+say "done"

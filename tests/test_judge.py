@@ -1,0 +1,123 @@
+"""The relative accuracy criterion: an output judged against the baseline implementation's own
+error on the same inputs at the same precision, beside the worst-case bounds.
+
+Two bugs the bounds pass are planted in Triton kernels run under the interpreter (in a child
+process: tests/judge_child.py); both must fail, and envcheck's correct kernels must pass.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envcheck.analysis.ceilings import ceilings
+from envcheck.analysis.results import case_results
+from envcheck.analysis.tolerance import RELATIVE_RATIO, judge, relative_allowance, tolerance
+from envcheck.model import Accuracy, Bench, BenchDevice, Case, Timing
+from tests import factories_cpu
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _child(mode: str) -> list[dict]:
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "judge_child.py"), mode], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+def _bench(rows: list[dict]) -> Bench:
+    """The statistics as a CPU bench's cases (a 'planted' implementation stands in as Triton)."""
+    cases = []
+    for r in rows:
+        acc = Accuracy(r["rel_l2"], r["max_abs"], r["max_rel_elem"], r["nonfinite"], r["elements"])
+        cases.append(Case(r["op"], "compile" if r["impl"] == "planted" else r["impl"], r["dtype"], r["precision"],
+                          tuple(r["shape"]), launch=Timing.from_samples("host_clock", [1.0, 1.1]), accuracy=acc))
+    return Bench(BenchDevice("cpu", "CPU"), cases=tuple(cases))
+
+
+def _results(rows: list[dict]):
+    bench = _bench(rows)
+    return case_results(bench, ceilings(factories_cpu.environment(), bench))
+
+
+@pytest.fixture(scope="module")
+def planted() -> list[dict]:
+    return _child("planted")
+
+
+def test_both_planted_bugs_pass_the_bounds_and_fail_the_relative_criterion(planted):
+    results = _results(planted)
+    bugs = [r for r in results if r.case.impl == "compile"]  # the planted kernels
+    caught = [r for r in bugs if r.case.shape != (128, 128, 128)]
+    assert {r.case.op for r in caught} == {"matmul", "row_sum"} and len(caught) == 4
+    for r in caught:
+        # What the old judge said: within both worst-case bounds ...
+        old = judge(r.case.accuracy, r.tolerance)
+        assert old.passed, (r.case.key, old)
+        # ... and what it says now: several times torch's error, a failure.
+        assert r.status == "fail" and r.verdict.broken == ("relative",), (r.case.key, r.verdict)
+        assert r.verdict.relative > RELATIVE_RATIO
+        assert r.verdict.ratio > 1.0
+    row_sum = next(r for r in caught if r.case.shape == (256, 8192))
+    assert row_sum.case.accuracy.rel_l2 == pytest.approx(8192**-0.5, rel=0.05)  # 1/sqrt(8192), under the bound
+    assert row_sum.case.accuracy.rel_l2 < row_sum.tolerance.rel_l2
+
+
+def test_correct_kernels_pass_every_criterion_beside_the_planted_ones(planted):
+    for r in _results(planted):
+        if r.case.impl in ("torch", "triton"):
+            assert r.status == "pass", (r.case.key, r.verdict)
+    triton = [r for r in _results(planted) if r.case.impl == "triton"]
+    assert all(r.verdict.relative is not None for r in triton)  # judged against torch, not skipped
+
+
+@pytest.mark.slow
+def test_every_correct_kernel_of_the_suite_passes_the_relative_criterion_under_the_interpreter():
+    rows = _child("sweep")
+    results = _results(rows)
+    assert {r.case.op for r in results} == {"vector_add", "relu", "softmax", "row_sum", "matmul"}
+    assert {r.case.precision for r in results} == {"fp32", "tf32", "fp16", "bf16"}
+    for r in results:
+        assert r.status == "pass", (r.case.key, r.case.accuracy, r.verdict)
+
+
+# --------------------------------------------------------------------------- the rule itself
+
+BASE = Accuracy(2e-4, 1e-3, 1e-4, 0, 100)
+
+
+def test_the_baseline_is_not_judged_against_itself_and_a_group_without_one_is_not_judged_relatively():
+    tol = tolerance("matmul", "fp16", "fp16", (256, 256, 256))
+    assert judge(Accuracy(5e-4, 1e-3, 1e-4, 0, 100), tol).relative is None
+    v = judge(Accuracy(5e-4, 1e-3, 1e-4, 0, 100), tol, BASE)
+    assert v.relative == pytest.approx(2.5) and v.relative_allowed == pytest.approx(5e-4) and v.passed
+
+
+@pytest.mark.parametrize(("mine", "passed"), [(4.9e-4, True), (5.0e-4, True), (5.1e-4, False), (1e-2, False)])
+def test_the_criterion_is_ratio_times_the_baseline_error(mine, passed):
+    tol = tolerance("matmul", "fp16", "fp16", (256, 256, 256))
+    v = judge(Accuracy(mine, 1e-3, 1e-4, 0, 100), tol, BASE)
+    assert v.passed is passed
+    assert ("relative" in v.broken) is not passed
+
+
+def test_the_floor_keeps_a_near_exact_baseline_from_failing_a_correct_kernel():
+    # TF32: Triton truncates inputs, cuBLAS rounds to nearest: 2.6x cuBLAS's error (H200), floored.
+    tol = tolerance("matmul", "fp32", "tf32", (4096, 4096, 4096))
+    cublas = Accuracy(2.939e-4, 0.02, 1e-3, 0, 100)
+    v = judge(Accuracy(7.778e-4, 0.08, 1e-3, 0, 100), tol, cublas)
+    assert v.passed and v.relative == pytest.approx(2.646, rel=1e-3)  # 2.6x cuBLAS's error ...
+    assert v.relative_limit == pytest.approx(RELATIVE_RATIO * tol.relative_floor / 2.939e-4)  # ... within 6.6x
+    assert relative_allowance(cublas, tol) == pytest.approx(RELATIVE_RATIO * tol.relative_floor)
+    # An exact baseline (relu): the floor is the fp32 unit roundoff, never zero.
+    exact = tolerance("relu", "fp32", "fp32", (1024,))
+    v = judge(Accuracy(0.0, 0.0, 0.0, 0, 10), exact, Accuracy(0.0, 0.0, 0.0, 0, 10))
+    assert v.passed and v.relative is None and v.relative_allowed == pytest.approx(RELATIVE_RATIO * 2.0**-24)
+    assert not judge(Accuracy(1e-6, 0.0, 0.0, 0, 10), exact, Accuracy(0.0, 0.0, 0.0, 0, 10)).passed

@@ -1,0 +1,91 @@
+"""``envcheck bench`` end to end on the CPU, with the real isolated worker: a user's failures
+become failed cases with their cause while the rest is measured; the worked example runs its
+Triton kernel under the interpreter and its report goes through ``render``, ``diff`` and
+``history`` like any other."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+import pytest
+
+from envcheck import cli, model
+from envcheck.bench import runner
+from envcheck.commands import bench as bench_cmd
+from envcheck.commands import run as run_cmd
+from tests.test_suite import cpu_env
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def deps() -> run_cmd.Collaborators:
+    def new_report(kind, e, c, benches=(), **sections):
+        return model.Report("0.1.0", "2026-11-25T22:00:00Z", "box", kind, e, tuple(c), tuple(benches), **sections)
+
+    return run_cmd.Collaborators(collect=lambda **kw: cpu_env(), evaluate=lambda e: (), new_report=new_report,
+                                 worker_command=runner.WORKER_COMMAND)
+
+
+def bench(tmp_path: Path, source: str, *extra: str) -> tuple[int, model.Report, str]:
+    out_dir = tmp_path / "reports"
+    args = cli.build_parser().parse_args(["bench", source, "--quick", "--out-dir", str(out_dir), "--format", "json",
+                                          *extra])
+    err, out = io.StringIO(), io.StringIO()
+    rc = bench_cmd.execute(args, deps(), stderr=err, stdout=out)
+    (path,) = sorted(out_dir.glob("*.json"))
+    return rc, model.load(path), err.getvalue()
+
+
+def test_every_way_a_user_s_code_fails_is_that_case_s_failure_and_the_rest_is_measured(tmp_path):
+    rc, report, err = bench(tmp_path, str(ROOT / "tests" / "userbench_files" / "hazards.py"), "--case-timeout", "45")
+    assert rc == 1  # failed cases: the exit status says so
+    cases = {(c.op, c.impl): c for c in report.bench.cases}
+    assert len(cases) == 14 and not report.bench.skipped and report.bench.stop is None
+    for op in ("fine", "raises", "lazy_import", "crashes", "hangs", "wrong_shape"):
+        assert cases[(op, "torch")].measured, op  # the baseline of every group still measured
+    assert cases[("fine", "bad")].measured
+    failure = {op: cases[(op, "bad")].failure for op in ("raises", "lazy_import", "crashes", "hangs", "wrong_shape")}
+    assert (failure["raises"].stage, failure["raises"].detail) == ("first_call", "RuntimeError: kernel exploded")
+    assert failure["lazy_import"].detail == "ModuleNotFoundError: No module named 'no_such_module_for_envcheck'"
+    assert (failure["crashes"].stage, failure["crashes"].detail) == ("crash", "about to die")
+    assert (failure["hangs"].stage, failure["hangs"].detail) == ("hang", "no result within 45 s")
+    assert failure["wrong_shape"].stage == "check" and "reference of shape (256,)" in failure["wrong_shape"].detail
+    for impl in ("torch", "bad"):
+        assert cases[("bad_inputs", impl)].failure.detail == "ValueError: no inputs today"
+    assert "Traceback" not in err
+    from envcheck.analysis import analyse
+
+    statuses = {(r.case.op, r.case.impl): r.status for r in analyse(report).bench.results}
+    assert statuses[("fine", "bad")] == "pass" and statuses[("crashes", "bad")] == "error"
+
+
+def test_the_worked_example_end_to_end_and_its_report_renders_diffs_and_has_a_history(tmp_path, monkeypatch):
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    rc, report, err = bench(tmp_path, str(ROOT / "examples" / "softmax_wsum.py"))
+    from envcheck.analysis import analyse
+
+    results = list(analyse(report).bench.results)
+    assert {(r.case.impl, r.case.dtype) for r in results} == {(i, d) for i in ("torch", "triton")
+                                                             for d in ("fp32", "fp16")}
+    assert all(r.status == "pass" for r in results), [(r.case.key, r.case.failure, r.verdict) for r in results]
+    assert rc == 0, err
+    triton = [r for r in results if r.case.impl == "triton"]
+    assert all(r.verdict.relative is not None and r.speedup is not None for r in triton)
+    assert all(r.gbps and r.traffic.bytes == (2 * r.case.shape[0] * r.case.shape[1] + r.case.shape[0]) *
+               (4 if r.case.dtype == "fp32" else 2) for r in results)
+    assert report.bench.ops[0].name == "softmax_wsum"
+
+    (first,) = sorted((tmp_path / "reports").glob("*.json"))
+    second = tmp_path / "reports" / "2026-11-26_0000Z_box_cpu.json"
+    shutil.copy(first, second)
+    for argv in (["render", str(first), "--format", "md,html"],
+                 ["diff", str(first), str(second), "--format", "md", "--out", str(tmp_path / "d.md")],
+                 ["history", str(first), str(second), "--format", "md", "--out", str(tmp_path / "h.md")]):
+        assert cli.main(argv) == 0, argv
+    for written in (first.with_suffix(".md"), first.with_suffix(".html"), tmp_path / "d.md", tmp_path / "h.md"):
+        assert "softmax_wsum" in written.read_text().replace("\\_", "_"), written  # Markdown escapes _
+    assert "8 same within noise" in (tmp_path / "d.md").read_text()  # every case matched its copy
