@@ -305,7 +305,7 @@ def declared_op(name: str, compute_bound: bool, declared: Declared) -> OpSpec:
         raise ValueError(f"op name {name!r}: use at most 64 letters, digits and _.-")
     if name in OPS:
         raise ValueError(f"op name {name!r} is a built-in op's: choose another")
-    return OpSpec(name, "declared", 0, compute_bound, 0, declared)
+    return OpSpec(name, "declared", 0, compute_bound, 0, declared=declared)
 
 
 OPS: dict[str, OpSpec] = {

@@ -194,11 +194,14 @@ def test_the_worker_binds_the_control_only_in_a_run_that_set_it(monkeypatch, con
     from types import SimpleNamespace
 
     from envcheck.bench import group, impls
+    from envcheck.bench.code import BuiltinCode
     from envcheck.bench.suite import PlannedCase
 
     seen = []
     monkeypatch.setattr(impls, "triton_impl", lambda *a, **kw: seen.append(kw) or (lambda: None))
-    rt = SimpleNamespace(settings=Settings(control=control))
+    settings = Settings(control=control)
+    # The runtime hands out the op's code with the run's control, as Runtime.code does.
+    rt = SimpleNamespace(settings=settings, code=lambda op: BuiltinCode(op, settings.control))
     g = SimpleNamespace(inputs={}, out=None, extra_sets=[({}, None)])
     group._bound(rt, PlannedCase("vector_add", "triton", "fp32", "fp32", (1024,)), g)
     assert seen == [{"control": control}] * 2 if control else seen == [{}, {}]
