@@ -17,6 +17,12 @@ def has_gpu(env: Environment) -> bool:
     return gpu_count(env) > 0 or bool(env.gpus)
 
 
+def cpu_only(env: Environment) -> bool:
+    """No NVIDIA GPU to be seen: NVML found none (or no driver answers) and no WSL2 GPU device is
+    passed in. GPU-only advice (install Triton, fix its JIT) does not apply to such a machine."""
+    return not has_gpu(env) and not (is_wsl(env) and env.get("wsl", "dxg_present") is True)
+
+
 def nvml_error(env: Environment) -> str | None:
     err = env.get("driver", "nvml_error")
     return err if isinstance(err, str) and err else None
