@@ -76,22 +76,16 @@ def container(env: Environment) -> str | None:
     return found if isinstance(found, str) and found not in ("", "none") else None
 
 
-def driver_fix(cuda: cuda_versions.Version, wsl: bool, in_container: str | None = None) -> str:
-    """How to get a driver that runs CUDA ``cuda``. Under WSL2 the driver is Windows'; in a container
-    it is the host's (nothing installed inside the container changes it)."""
+def driver_fix(cuda: cuda_versions.Version, wsl: bool, in_container: str | None = None) -> dict[str, str]:
+    """How to get a driver that runs CUDA ``cuda``, as a fix's parameters (``driver_key`` and the version
+    needed). Under WSL2 the driver is Windows'; in a container it is the host's (nothing installed inside
+    the container changes it)."""
     need = cuda_versions.min_driver(cuda)
-    at_least = f" {need} or newer" if need else " a newer one"
-    if wsl:
-        return (f"update the NVIDIA driver on Windows (not inside WSL) to{at_least}, then run `wsl --shutdown` "
-                "from Windows")
-    if in_container == "kubernetes":
-        return (f"upgrade the NVIDIA driver on the node to{at_least} (a pod uses its node's driver: on a managed "
-                "cluster such as GKE, a node image or driver installer that has it), then restart the pod")
-    if in_container:
-        return (f"upgrade the NVIDIA driver on the host to{at_least} (a container uses the host's driver), then "
-                "restart the container")
-    return f"upgrade the NVIDIA driver to{at_least} (Ubuntu: sudo ubuntu-drivers install), then reboot"
+    where = "wsl" if wsl else "k8s" if in_container == "kubernetes" else "container" if in_container else "host"
+    if need:
+        return {"driver_key": f"check.driver.upgrade.{where}.need", "need": need}
+    return {"driver_key": f"check.driver.upgrade.{where}"}
 
 
-def driver_fix_for(env: Environment, cuda: cuda_versions.Version) -> str:
+def driver_fix_for(env: Environment, cuda: cuda_versions.Version) -> dict[str, str]:
     return driver_fix(cuda, is_wsl(env), container(env))

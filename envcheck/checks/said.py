@@ -27,6 +27,16 @@ def _english() -> Mapping[str, str]:
     return json.loads(text)
 
 
+class _Blank(dict):  # type: ignore[type-arg]
+    def __missing__(self, key: str) -> str:
+        return ""
+
+
+def nested_keys(params: Mapping[str, str]) -> dict[str, str]:
+    """Parameters ``<name>_key``: a catalogue key phrased (with the same parameters) into ``<name>``."""
+    return {k[:-4]: v for k, v in params.items() if k.endswith("_key") and v.startswith("check.")}
+
+
 def title_key(check_id: str) -> str:
     """``check.title.gpu.ecc`` for ``gpu.ecc.3``: one title per rule, whichever GPU it judged."""
     return f"check.title.{_GPU_INDEX.sub('', check_id)}"
@@ -37,6 +47,8 @@ def said(check_id: str, status: Status, key: str, fix: str | None = None, detail
     """The check ``check_id`` with finding ``check.<key>`` and fix ``check.<fix>``, both given ``params``."""
     en = _english()
     text = {k: str(v) for k, v in params.items()}
+    for name, nested in nested_keys(text).items():  # a phrase inside the fix: a driver upgrade, an install
+        text[name] = en[nested].format_map(_Blank(text))
     finding_key = f"check.{key}"
     if text.get("count") == "1" and f"{finding_key}.one" in en:  # the singular form, as the renderers pick it
         finding_key = f"{finding_key}.one"

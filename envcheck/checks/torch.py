@@ -31,9 +31,10 @@ def check_installed(env: Environment) -> Check:
                     location=env.get("torch", "location"))
     reason = env.fact("torch", "version").reason or "not installed"
     driver_cuda = machine.driver_cuda(env)
-    fix = (cv.install_for_driver(driver_cuda, force=False) if driver_cuda and machine.has_gpu(env) else None) \
-        or "pip install torch"
-    return said("torch.installed", "warn", "torch.missing", "cmd", reason=reason, cmd=fix)
+    install = cv.install_for_driver(driver_cuda, force=False) if driver_cuda and machine.has_gpu(env) else None
+    if install is None:
+        return said("torch.installed", "warn", "torch.missing", "cmd", reason=reason, cmd="pip install torch")
+    return said("torch.installed", "warn", "torch.missing", "install.fix", reason=reason, **install)
 
 
 def check_cpu_build(env: Environment) -> Check:
@@ -47,11 +48,13 @@ def check_cpu_build(env: Environment) -> Check:
     driver_cuda = machine.driver_cuda(env)
     drv = {"driver": env.get("driver", "driver_version"), "cuda": cv.text(driver_cuda)} if driver_cuda else {}
     if driver_cuda is None:
-        fix = cv.pick_index_by_hand()
+        fix, how = "torch.pick_index.fix", cv.pick_index_by_hand()
+    elif (install := cv.install_for_driver(driver_cuda)) is not None:
+        fix, how = "install.fix", install
     else:
-        fix = cv.install_for_driver(driver_cuda) or cv.pip_install(cv.WHEEL_CUDA[-1]) + " (after a driver upgrade)"
+        fix, how = "install.after_upgrade.fix", {"pip": cv.pip_install(cv.WHEEL_CUDA[-1])}
     return said("torch.cpu_build_with_gpu", "fail", "torch.cpu_with_gpu.driver" if drv else "torch.cpu_with_gpu",
-                "cmd", version=_version(env), count=machine.gpu_count(env), cmd=fix, **drv)
+                fix, version=_version(env), count=machine.gpu_count(env), **drv, **how)
 
 
 def check_driver_compat(env: Environment) -> Check:
@@ -70,15 +73,21 @@ def check_driver_compat(env: Environment) -> Check:
     if torch_cuda[0] > driver_cuda[0]:
         # No compatibility across CUDA majors: torch.cuda.is_available() is False
         # ("The NVIDIA driver on your system is too old").
-        install = cv.install_for_driver(driver_cuda)
-        alt = f"; or keep the driver and {install}" if install else ""
-        return said(cid, "fail", "torch.driver_too_old", "cmd", cmd=machine.driver_fix_for(env, torch_cuda) + alt, **both)
-    alt = f"; or {cv.pip_install(wheel)}" if wheel else ""
+        fix, how = _driver_or_keep(env, torch_cuda, driver_cuda)
+        return said(cid, "fail", "torch.driver_too_old", fix, **(both | how))
+    upgrade = machine.driver_fix_for(env, torch_cuda)
+    fix, how = ("driver_or_pip.fix", upgrade | {"pip": cv.pip_install(wheel)}) if wheel else ("driver.fix", upgrade)
     if _runtime_says_too_old(env):
         # Minor-version compatibility did not carry: torch itself refused this driver.
-        return said(cid, "fail", "torch.driver_refused", "cmd", cmd=machine.driver_fix_for(env, torch_cuda) + alt, **both)
-    return said(cid, "warn", "torch.driver_minor_compat", "cmd", cmd=machine.driver_fix_for(env, torch_cuda) + alt,
-                **both)
+        return said(cid, "fail", "torch.driver_refused", fix, **(both | how))
+    return said(cid, "warn", "torch.driver_minor_compat", fix, **(both | how))
+
+
+def _driver_or_keep(env: Environment, need: cv.Version, driver_cuda: cv.Version | None) -> tuple[str, dict[str, str]]:
+    """Upgrade the driver for CUDA ``need``, or keep it and install the torch build it runs (when one does)."""
+    upgrade = machine.driver_fix_for(env, need)
+    install = cv.install_for_driver(driver_cuda) if driver_cuda else None
+    return ("driver_or_keep.fix", upgrade | install) if install else ("driver.fix", upgrade)
 
 
 def _runtime_text(env: Environment) -> str:
@@ -149,15 +158,14 @@ def check_arch(env: Environment) -> list[Check]:
         else:
             wheel = cv.wheel_for_arch(cc, machine.driver_cuda(env))
             if wheel:
-                fix = cv.pip_install(wheel)
+                fix, how = "cmd", {"cmd": cv.pip_install(wheel)}
             else:
                 need = cv.LAST_WHEEL_FOR_OLD_ARCH if cc < (7, 5) else cv.arch_min_cuda(cc)
-                fix = f"{machine.driver_fix_for(env, need)}; then {cv.pip_install(need)}"
+                fix, how = "driver_then_pip.fix", machine.driver_fix_for(env, need) | {"pip": cv.pip_install(need)}
             if kind == "ptx":
-                out.append(said(cid, "warn", "torch.arch_ptx", "cmd", cmd=fix, **who))
+                out.append(said(cid, "warn", "torch.arch_ptx", fix, **who, **how))
             else:
-                out.append(said(cid, "fail", "torch.arch_none", "cmd", cmd=fix, version=_version(env), listed=listed,
-                                **who))
+                out.append(said(cid, "fail", "torch.arch_none", fix, version=_version(env), listed=listed, **who, **how))
     return out
 
 
@@ -264,10 +272,8 @@ def check_cuda_available(env: Environment) -> Check:
                     value=repr(cvd))
     if "too old" in text:
         need = cv.parse(env.get("torch", "cuda_version")) or cv.WHEEL_CUDA[-1]
-        driver_cuda = machine.driver_cuda(env)
-        install = cv.install_for_driver(driver_cuda) if driver_cuda else None
-        fix = machine.driver_fix_for(env, need) + (f"; or keep the driver and {install}" if install else "")
-        return said(cid, "fail", "torch.unavailable.old_driver", "cmd", _details(env), count=count, cmd=fix)
+        fix, how = _driver_or_keep(env, need, machine.driver_cuda(env))
+        return said(cid, "fail", "torch.unavailable.old_driver", fix, _details(env), count=count, **how)
     if "unknown error" in text:
         return said(cid, "fail", "torch.unavailable.unknown_error", "torch.unavailable.uvm.fix", _details(env),
                     count=count)

@@ -177,6 +177,7 @@ class CheckChange:
     after: str | None
     finding: str  # the newer finding (the older one when the check was removed)
     fix: str | None
+    said: Check | None = None  # the check whose finding this is, with its keys: the renderers phrase it
 
 
 CHECK_ORDER = {"new_fail": 0, "worse": 1, "different": 2, "fixed": 3, "better": 4, "removed": 5}
@@ -215,7 +216,7 @@ def check_changes(a: tuple[Check, ...], b: tuple[Check, ...], same_machine: bool
         ref = y or x
         assert ref is not None
         out.append(CheckChange(cid, ref.title, kind, x.status if x else None, y.status if y else None,
-                               ref.finding, y.fix if y else None))
+                               ref.finding, y.fix if y else None, ref))
     out.sort(key=lambda c: CHECK_ORDER[c.kind])
     return out
 

@@ -11,7 +11,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from envcheck.compare.envdiff import CheckChange
 from envcheck.render import fmt
+from envcheck.render.checktext import localized
 from envcheck.render.i18n import catalog, phrase, translate
 from envcheck.render.node_compare_view import NodeCompareView, node_compare_view, unmatched_lines
 
@@ -191,6 +193,15 @@ def _env_label(c: Any, lang: str) -> str:
     return str(c.title)
 
 
+def _check_row(c: CheckChange, lang: str) -> CheckRow:
+    """One changed check, its title, finding and fix phrased in ``lang`` (the fix only when the newer report has one)."""
+    said = localized(c.said, lang) if c.said is not None else None
+    title, finding = (said.title, said.finding) if said else (c.title, c.finding)
+    fix = (said.fix if said else c.fix) if c.fix else None
+    return CheckRow(c.kind, word(lang, "diff.health.", c.kind), title, c.before or fmt.DASH, c.after or fmt.DASH,
+                    finding, fix)
+
+
 def _refs(refs: Sequence[Any]) -> tuple[str, ...]:
     """Cases present on one side only, compacted per op, implementation and precision."""
     groups: dict[str, list[str]] = {}
@@ -235,8 +246,7 @@ def comparison_view(cmp: Any, lang: str, escape: Escape) -> ComparisonView:
                                                 baseline_gpu=escape(cmp.base.gpu_name or fmt.DASH),
                                                 other_gpu=escape(cmp.other.gpu_name or fmt.DASH)),
         env=tuple(EnvRow(_env_label(c, lang), c.before, c.after) for c in cmp.env),
-        checks=tuple(CheckRow(c.kind, word(lang, "diff.health.", c.kind), c.title, c.before or fmt.DASH, c.after or fmt.DASH,
-                              c.finding, c.fix) for c in cmp.checks),
+        checks=tuple(_check_row(c, lang) for c in cmp.checks),
         has_cases=bool(cmp.cases),
         overall=t("diff.overall", ratio=fmt.ratio(g.geomean), interval=fmt.interval(g.low, g.high), count=g.count,
                   verdict=verdict_text(lang, g.verdict)),

@@ -29,6 +29,7 @@ from envcheck.analysis import node as an
 from envcheck.model import Report
 from envcheck.model.node import COPY_METHODS
 from envcheck.render import fmt
+from envcheck.render.checktext import all_localized
 from envcheck.render.i18n import catalog, phrase, translate
 from envcheck.render.tiles import Tile
 
@@ -824,7 +825,7 @@ def fleet_view(report: Report, analysis: Analysis, lang: str, escape: Escape) ->
         failed = [c for c in n.node.checks if c.status == "fail"]
         if failed:
             lines.append(Line(p.t("fleet.node.checks_failed", count=len(failed),
-                                  checks=p.escape("; ".join(f"{c.title}: {c.finding}" for c in failed))), "fail"))
+                                  checks=p.escape("; ".join(f"{c.title}: {c.finding}" for c in all_localized(failed, p.lang)))), "fail"))
         if n.node.node is None:
             lines.append(Line(p.t("fleet.node.no_node_tests"), "warn"))
         else:

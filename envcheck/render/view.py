@@ -21,6 +21,7 @@ from typing import Any
 from envcheck.analysis import Analysis, BenchAnalysis, CaseResult
 from envcheck.analysis import flags as fl
 from envcheck.analysis.ceilings import MEASURED, THEORETICAL, Ceiling, MissingCeiling, theoretical_bandwidth_gbps
+from envcheck.analysis.checks import keyed
 from envcheck.analysis.findings import Finding
 from envcheck.analysis.peaks import Source
 from envcheck.analysis.summary import Tally
@@ -29,6 +30,7 @@ from envcheck.model import CaseKey, Check, Fact, Note, Report, Skip, known
 from envcheck.ops import IMPLS, PRECISIONS, spec
 from envcheck.redact import redact_value
 from envcheck.render import fmt
+from envcheck.render.checktext import all_localized
 from envcheck.render.i18n import check_counts, join, phrase, translate
 from envcheck.render.node_view import node_section, node_tiles
 from envcheck.render.tiles import Tile
@@ -672,7 +674,7 @@ def run_view(report: Report, analysis: Analysis, lang: str, escape: Escape) -> R
                      else escape(report.kind), created=escape(report.created), version=escape(report.tool_version)),
         machine=_machine(report, p),
         verdict=verdict, verdict_text=p.t(f"verdict.{verdict}") if verdict else p.t("health.none"),
-        check_counts=check_counts(lang, report.checks), checks=worst_first(report.checks),
+        check_counts=check_counts(lang, report.checks), checks=worst_first(all_localized(keyed(report.checks, report.environment), lang)),
         env_rows=tuple(_env_rows(report, p)), env_variables=tuple(_env_variables(report)),
         gpus=tuple(_gpus(report, p)),
         bench=benches[0] if benches else None,

@@ -16,9 +16,11 @@ from pathlib import Path
 from rich.console import Console
 
 from envcheck.analysis import Analysis
+from envcheck.analysis.checks import keyed
 from envcheck.model import Bench, Report
 from envcheck.ops import IMPLS
 from envcheck.render import fmt
+from envcheck.render.checktext import all_localized
 from envcheck.render.escape import term
 from envcheck.render.i18n import check_counts, translate
 from envcheck.render.terminal.console import bullets, heading, table, wide
@@ -241,7 +243,7 @@ def check_lines(console: Console, report: Report, lang: str) -> None:
                                     counts=check_counts(lang, report.checks)),
                           STATUS_STYLE.get(verdict, "")))
     lines = []
-    for c in report.checks:
+    for c in all_localized(keyed(report.checks, report.environment), lang):
         if c.status in ("fail", "warn"):
             text = f"{term(c.title)}: {term(c.finding)}"
             if c.fix:
