@@ -29,6 +29,7 @@ import pytest
 
 from envcheck import snapshot
 from envcheck.analysis import analyse
+from envcheck.analysis.checks import keyed
 from envcheck.checks import evaluate
 from envcheck.compare.diff import diff
 from envcheck.compare.history import history
@@ -55,14 +56,19 @@ ALLOWED = {
     "iB", "KiB", "MiB", "GiB", "TiB", "GB", "TB", "TFLOP", "GFLOP", "MHz", "W", "C", "bit",  # units
     "IQR", "CV",  # the statistics' names, as Chinese papers write them
     "NVIDIA", "PyTorch", "Triton", "CUDA", "NCCL", "NVLink", "PCIe", "WSL", "GPU", "CPU", "SM", "L2", "HBM",  # products
+    "SXM",  # the form factor in product names (H200 SXM), as NVIDIA's Chinese pages write it
     "JSON", "HTML", "Markdown", "SVG",  # file formats
 }
 
 WORD = re.compile(r"[A-Za-z][A-Za-z]+")
 PLACEHOLDER = re.compile(r"\{[^}]*\}")
-QUOTED = re.compile(r"“[^”]*”")
+# Quoted verbatim: an error message as the program prints it (“...”), a published title (《...》).
+QUOTED = re.compile(r"“[^”]*”|《[^》]*》")
 CJK = re.compile(r"[\u4e00-\u9fff]")
 URL = re.compile(r"https?://[^\s）)，,;；]+")  # a link's address
+PATH = re.compile(r"[^\s（(“]*[A-Za-z0-9.~*]/[^\s）)，,;；”]*")  # a file or folder: /usr/lib/wsl/lib, ~/.bashrc, send/receive
+ALNUM = re.compile(r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[\w-]+")  # a name with digits: H200, cu121, GPU-96f2ad0b
+FLAG = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")  # a command-line flag: --index-url, -lcuda
 # Identifiers: snake_case or dotted names (check ids, metric and rule names, ops, NVML counters,
 # torch attributes: gpu.bandwidth_gbps, vector_add, crc_data, tl.dot). Never prose.
 IDENTIFIER = re.compile(r"[A-Za-z0-9]*(?:[A-Za-z0-9]_|_[A-Za-z0-9]|[A-Za-z0-9]\.[A-Za-z]|[A-Za-z]\.(?=\s|$))[\w.]*")
@@ -79,8 +85,15 @@ def _catalog(lang: str) -> dict[str, str]:
 def _kept_by_translator() -> frozenset[str]:
     words: set[str] = set()
     for v in _catalog("zh-CN").values():
-        words.update(WORD.findall(QUOTED.sub(" ", PLACEHOLDER.sub(" ", v))))
+        words.update(WORD.findall(_plain(PLACEHOLDER.sub(" ", v))))
     return frozenset(words)
+
+
+def _plain(text: str) -> str:
+    """``text`` without what is never prose: quotations, links, identifiers, paths and command-line flags."""
+    for pattern in (QUOTED, URL, PATH, FLAG, IDENTIFIER, ALNUM):
+        text = pattern.sub(" ", text)
+    return text
 
 
 def _machine_strings(data: Any, out: set[str], key: str = "") -> set[str]:
@@ -140,14 +153,26 @@ def _flat(text: str) -> str:
     return " ".join(text.replace("\\", "").split())
 
 
+def _shortened(text: str, strings: list[str]) -> str:
+    """Without machine strings that a narrow view cut short with an ellipsis (``/home/u/ve…``)."""
+    while (end := text.find("…")) >= 0:
+        before = text[:end]
+        cut = max((k for s in strings for k in range(min(len(s), end), 5, -1) if before.endswith(s[:k])), default=0)
+        text = before[:end - cut] + " " + text[end + 1:]
+    return text
+
+
 def english_words(text: str, machine: set[str]) -> list[str]:
     """Latin words in ``text`` that neither the machine said nor the Chinese catalogue keeps."""
     text = _flat(text)
-    for s in sorted({_flat(m) for m in machine}, key=len, reverse=True):
+    strings = sorted({_flat(m) for m in machine}, key=len, reverse=True)
+    for s in strings:
         if len(s) > 1 and s in text:
-            # Whole words only: a machine's "check" must not eat the middle of "envcheck".
-            text = re.sub(rf"(?<![A-Za-z]){re.escape(s)}(?![A-Za-z])", " ", text)
-    text = IDENTIFIER.sub(" ", URL.sub(" ", QUOTED.sub(" ", text)))
+            # Whole names only: a machine's "check" must not eat the middle of "envcheck", nor its
+            # "torch" the head of the identifier torch.cuda.graphs.
+            text = re.sub(rf"(?<![\w.]){re.escape(s)}(?![\w]|\.\w)", " ", text)
+    text = _shortened(text, strings)
+    text = _plain(text)
     kept = _kept_by_translator() | ALLOWED
     return sorted({w for w in WORD.findall(text) if w not in kept})
 
@@ -161,7 +186,9 @@ def _renders(report: Report) -> dict[str, str]:
 
 
 def _problems(report: Report, renders: dict[str, str], extra: set[str] | None = None) -> dict[str, list[str]]:
-    machine = _machine_strings(to_dict(report), set()) | (extra or set())
+    # The parameters of checks an older report recorded as text come from the rules run again on its facts.
+    again = keyed(report.checks, report.environment, report.node)
+    machine = _machine_strings(to_dict(report), set()) | {v for c in again for v in c.params.values()} | (extra or set())
     found = {medium: english_words(text, machine) for medium, text in renders.items()}
     return {m: w for m, w in found.items() if w}
 
@@ -226,8 +253,9 @@ def test_english_text_is_found_where_it_is_left() -> None:
     assert english_words("驱动 535.1 未加载 because the module is missing", set()) == \
         ["because", "is", "missing", "module", "the"]
     assert english_words("错误：CUDA unknown error", {"CUDA unknown error"}) == []
-    assert english_words("运行 `pip install torch`", set()) != []  # markdown_text drops code, not this
-    assert english_words(markdown_text("运行 `pip install torch`"), set()) == []
+    assert english_words("运行 `because it fails`", set()) != []  # markdown_text drops code spans, not this
+    assert english_words(markdown_text("运行 `because it fails`"), set()) == []
+    assert english_words("H200 SXM 的 /usr/lib/wsl/lib 与 --index-url、torch.cuda.is_available()", set()) == []
 
 
 def test_chinese_messages_are_translated() -> None:

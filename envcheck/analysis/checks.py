@@ -12,14 +12,17 @@ import dataclasses
 from collections.abc import Sequence
 
 from envcheck.checks import evaluate
+from envcheck.checks.links import delta_checks
 from envcheck.model import Check, Environment
+from envcheck.model.node import Node
 
 
-def keyed(checks: Sequence[Check], env: Environment | None) -> tuple[Check, ...]:
-    """``checks`` with keys wherever the rules, run again on ``env``, agree with the recorded status."""
+def keyed(checks: Sequence[Check], env: Environment | None, node: Node | None = None) -> tuple[Check, ...]:
+    """``checks`` with keys wherever the rules, run again on ``env`` (and on ``node``'s counters, for
+    the checks of a node run), agree with the recorded status."""
     if all(c.key for c in checks) or env is None or not env.sections:
         return tuple(checks)
-    today = {c.id: c for c in evaluate(env)}
+    today = {c.id: c for c in (*evaluate(env), *(delta_checks(node) if node is not None else ()))}
     return tuple(c if c.key else _agreeing(c, today.get(c.id)) for c in checks)
 
 

@@ -202,7 +202,7 @@ def checks(env: Environment) -> list[Check]:
 
 def _describe(change: CounterChange) -> str:
     """NVML's counter name, its growth and the interval: identifiers and numbers, the same in every language."""
-    where = f"link {change.link} " if change.link is not None else ""
+    where = f"NVLink {change.link} " if change.link is not None else ""
     return f"{where}{change.name} +{change.delta} / {_span(change.interval_s)}"
 
 

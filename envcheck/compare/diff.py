@@ -418,7 +418,7 @@ def compare_analysed(base: tuple[str, Analysis], other: tuple[str, Analysis], *,
                                                 confidence=confidence, resamples=resamples, seed=seed)
     ops = list(dict.fromkeys(c.op for c in cases))
     return Comparison(
-        base=ia, other=ib, env=env, checks=tuple(check_changes(keyed(a.checks, a.environment), keyed(b.checks, b.environment), same)),
+        base=ia, other=ib, env=env, checks=tuple(check_changes(keyed(a.checks, a.environment, a.node), keyed(b.checks, b.environment, b.node), same)),
         cases=tuple(cases), only_base=tuple(CaseRef.of(r) for r in m.only_base),
         only_other=tuple(CaseRef.of(r) for r in m.only_other),
         ops=tuple(summarise(op, [c for c in cases if c.op == op], practical, confidence) for op in ops),

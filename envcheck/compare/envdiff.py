@@ -224,16 +224,6 @@ def check_changes(a: tuple[Check, ...], b: tuple[Check, ...], same_machine: bool
 STORY_AREAS = frozenset({"driver", "cuda", "torch", "triton", "kernel", "gpu", "os", "python"})
 
 
-def version_story(changes: list[EnvChange]) -> str:
-    """A short phrase naming what changed ("driver 575.57 -> 580.159, PyTorch 2.10.0 -> 2.11.0")."""
-    keep = [c for c in changes if c.area in STORY_AREAS or c.key == "envcheck.version"]
-    parts = [f"{c.title} {c.before} -> {c.after}" for c in keep]
-    settings = [c.key.removeprefix("setting.") for c in changes if c.key.startswith("setting.")]
-    if settings:
-        parts.append(f"envcheck run settings changed ({', '.join(settings)})")
-    return ", ".join(parts)
-
-
 def report_env_changes(a: Report, b: Report) -> list[EnvChange]:
     """``env_changes`` plus what the benchmarks themselves recorded: the versions they ran
     with where the probes do not already show a change, the benchmarked GPU's UUID where

@@ -11,11 +11,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from envcheck.compare.envdiff import CheckChange
+from envcheck.compare.envdiff import STORY_AREAS, CheckChange, EnvChange
 from envcheck.render import fmt
 from envcheck.render.checktext import localized
 from envcheck.render.i18n import catalog, phrase, translate
 from envcheck.render.node_compare_view import NodeCompareView, node_compare_view, unmatched_lines
+from envcheck.render.view import ceiling_name
 
 Escape = Callable[[str], str]
 
@@ -262,7 +263,7 @@ def comparison_view(cmp: Any, lang: str, escape: Escape) -> ComparisonView:
         only_base=_refs(cmp.only_base), only_other=_refs(cmp.only_other),
         only_base_title=t("diff.only_base", count=len(cmp.only_base)),
         only_other_title=t("diff.only_other", label=escape(cmp.other.label), count=len(cmp.only_other)),
-        ceilings=tuple(CeilingRow(f"{c.name} {_kind(c.kind, lang)} ({c.unit})", fmt.num(c.base), fmt.num(c.other),
+        ceilings=tuple(CeilingRow(f"{ceiling_name(lang, c.name)} {_kind(c.kind, lang)} ({c.unit})", fmt.num(c.base), fmt.num(c.other),
                                   _source(c.other_source or c.base_source, lang, escape)) for c in cmp.ceilings),
         node=node_compare_view(cmp.node, lang, escape) if getattr(cmp, "node", None) is not None else None,
     )
@@ -340,17 +341,25 @@ class HistoryView:
     node: tuple[NodeSeriesRow, ...] = ()  # empty: no report of this machine ran node tests
 
 
+def _story(changes: Sequence[EnvChange], lang: str) -> str:
+    """What changed at a step, in ``lang`` ("driver 575.57 -> 580.159, PyTorch 2.10.0 -> 2.11.0")."""
+    keep = [c for c in changes if c.area in STORY_AREAS or c.key == "envcheck.version"]
+    parts = [f"{_env_label(c, lang)} {c.before} -> {c.after}" for c in keep]
+    settings = [c.key.removeprefix("setting.") for c in changes if c.key.startswith("setting.")]
+    if settings:
+        parts.append(translate(lang, "history.step.settings", names=", ".join(settings)))
+    return translate(lang, "list.sep").join(parts)
+
+
 def step_sentence(s: Any, lang: str, escape: Escape) -> str:
     """"matmul triton bf16 got 7.0% faster at 2026-12-01 when driver 575.57 -> 580.159"."""
-    from envcheck.compare.envdiff import version_story
-
     t = _t(lang)
     when = escape(s.created[:10])
     if s.factor >= 2:  # "281× slower" reads better than "28024% slower"
         head = t(f"history.step.{s.direction}_x", group=escape(s.group), factor=fmt.num(s.factor), when=when)
     else:
         head = t(f"history.step.{s.direction}", group=escape(s.group), pct=f"{s.change_pct:.1f}", when=when)
-    story = version_story(list(s.changes))
+    story = _story(list(s.changes), lang)
     return head + (t("history.step.when", changes=escape(story)) if story else t("history.step.nochange"))
 
 

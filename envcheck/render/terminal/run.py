@@ -243,7 +243,7 @@ def check_lines(console: Console, report: Report, lang: str) -> None:
                                     counts=check_counts(lang, report.checks)),
                           STATUS_STYLE.get(verdict, "")))
     lines = []
-    for c in all_localized(keyed(report.checks, report.environment), lang):
+    for c in all_localized(keyed(report.checks, report.environment, report.node), lang):
         if c.status in ("fail", "warn"):
             text = f"{term(c.title)}: {term(c.finding)}"
             if c.fix:
