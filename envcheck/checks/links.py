@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from envcheck import units
 from envcheck.analysis.node import (
     NVLINK_CRC_PER_S_LIMIT,
     PCIE_REPLAY_PER_MIN_LIMIT,
@@ -61,23 +62,6 @@ def _label(env: Environment, i: int) -> str:
     return f"GPU {i} ({name})" if name else f"GPU {i}"
 
 
-def _span(seconds: float) -> str:
-    """A counting interval in the plain unit that fits it: ``45 s``, ``12 min``, ``5.2 h``, ``3.1 d``."""
-    for unit, size, limit in (("s", 1, 120), ("min", 60, 7200), ("h", 3600, 172800)):
-        if seconds < limit:
-            return f"{seconds / size:.2g} {unit}" if seconds / size < 10 else f"{seconds / size:.0f} {unit}"
-    return f"{seconds / 86400:.1f} d"
-
-
-def _rate(count: float, seconds: float) -> str:
-    """``count`` over ``seconds`` as a plain number per the unit that keeps it readable (no exponents)."""
-    for unit, size in (("s", 1), ("min", 60), ("h", 3600), ("d", 86400)):
-        per = count / seconds * size
-        if per >= 1 or unit == "d":
-            return f"{per:,.0f}/{unit}" if per >= 100 else f"{per:.3g}/{unit}"
-    return ""  # unreachable: the last unit always answers
-
-
 def check_pcie_replay(env: Environment, i: int) -> Check:
     cid = f"links.pcie_replay.{i}"
     label = _label(env, i)
@@ -123,7 +107,7 @@ def check_nvlink(env: Environment, i: int) -> Check:
         return said(cid, "pass", "links.nvlink_clean", gpu=label, count=n)
     if isinstance(uptime, (int, float)) and uptime > 0:
         return said(cid, "pass", "links.nvlink_counts.rate", gpu=label, count=n, counts=counts, limit=limit,
-                    rate=_rate(sum(totals.values()), uptime), span=_span(uptime))
+                    rate=units.per_unit(sum(totals.values()), uptime), span=units.span(uptime))
     return said(cid, "pass", "links.nvlink_counts", gpu=label, count=n, counts=counts, limit=limit)
 
 
@@ -203,7 +187,7 @@ def checks(env: Environment) -> list[Check]:
 def _describe(change: CounterChange) -> str:
     """NVML's counter name, its growth and the interval: identifiers and numbers, the same in every language."""
     where = f"NVLink {change.link} " if change.link is not None else ""
-    return f"{where}{change.name} +{change.delta} / {_span(change.interval_s)}"
+    return f"{where}{change.name} +{change.delta} / {units.span(change.interval_s)}"
 
 
 def delta_checks(node: Node) -> list[Check]:

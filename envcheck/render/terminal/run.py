@@ -151,9 +151,13 @@ def _finding_lines(console: Console, items: Sequence[FindingView], lang: str) ->
 def legend(console: Console, b: BenchView, lang: str) -> None:
     if wide(console):
         return
-    parts = [f"{f.abbr} {f.label}" for f in b.flag_legend]
-    key = "term.legend" if parts else "term.legend_noflags"
-    console.print(f"[dim]{translate(lang, key, flags=', '.join(parts))}[/]")
+    # Only what the tables above show: a CPU run has no theoretical ceiling, so no "%theor" column.
+    flags = [f"{f.abbr} {f.label}" for f in b.flag_legend]
+    parts = [translate(lang, "term.legend.flags", flags=", ".join(flags))] if flags else []
+    if any(s.has_theoretical for s in b.sections):
+        parts.append(translate(lang, "term.legend.theor"))
+    parts.append(translate(lang, "term.legend.err_tol"))
+    console.print(f"[dim]{' '.join(parts)}[/]")
 
 
 def totals(console: Console, b: BenchView, lang: str) -> None:
