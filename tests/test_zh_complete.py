@@ -72,8 +72,9 @@ FLAG = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")  # a command-line flag: --inde
 # Identifiers: snake_case or dotted names (check ids, metric and rule names, ops, NVML counters,
 # torch attributes: gpu.bandwidth_gbps, vector_add, crc_data, tl.dot). Never prose.
 IDENTIFIER = re.compile(r"[A-Za-z0-9]*(?:[A-Za-z0-9]_|_[A-Za-z0-9]|[A-Za-z0-9]\.[A-Za-z]|[A-Za-z]\.(?=\s|$))[\w.]*")
-# Our own sentences in a report's JSON: recorded English that the renderers phrase anew (or mark).
-OWN_TEXT = {"title", "finding", "fix", "text"}
+# Our own words in a report's JSON: recorded English that the renderers phrase anew (or mark), and
+# statuses, which they translate.
+OWN_TEXT = {"title", "finding", "fix", "text", "status"}
 
 
 def _catalog(lang: str) -> dict[str, str]:

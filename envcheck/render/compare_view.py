@@ -199,8 +199,9 @@ def _check_row(c: CheckChange, lang: str) -> CheckRow:
     said = localized(c.said, lang) if c.said is not None else None
     title, finding = (said.title, said.finding) if said else (c.title, c.finding)
     fix = (said.fix if said else c.fix) if c.fix else None
-    return CheckRow(c.kind, word(lang, "diff.health.", c.kind), title, c.before or fmt.DASH, c.after or fmt.DASH,
-                    finding, fix)
+    before = translate(lang, f"status.{c.before}") if c.before else fmt.DASH
+    after = translate(lang, f"status.{c.after}") if c.after else fmt.DASH
+    return CheckRow(c.kind, word(lang, "diff.health.", c.kind), title, before, after, finding, fix)
 
 
 def _refs(refs: Sequence[Any]) -> tuple[str, ...]:
