@@ -19,6 +19,7 @@ MIN_SECTIONS = 3
 _HTML_HEADING = re.compile(r'<section id="([^"]+)"[^>]*>\s*<h(2)[^>]*>(.*?)</h2>|<h([23]) id="([^"]+)"[^>]*>(.*?)</h\4>',
                            re.DOTALL)
 _TAG = re.compile(r"<[^>]+>")
+_BADGE = re.compile(r'<span class="badge[^"]*">.*?</span>', re.DOTALL)  # a status beside a heading: not its name
 _MD_HEADING = re.compile(r"^(##|###) (.+?)\s*$", re.MULTILINE)
 _MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>])")
 
@@ -36,7 +37,7 @@ def html_toc(page: str, lang: str) -> str:
     if len(entries) < MIN_SECTIONS:
         return page
     title = html.escape(translate(lang, "toc.title"))
-    items = "".join(f'<li class="toc-{level}"><a href="#{sid}">{_TAG.sub("", text).strip()}</a></li>'
+    items = "".join(f'<li class="toc-{level}"><a href="#{sid}">{_TAG.sub("", _BADGE.sub("", text)).strip()}</a></li>'
                     for level, sid, text in entries)
     nav = f'<nav class="toc" aria-label="{title}"><div class="label">{title}</div><ol>{items}</ol></nav>\n'
     first = _HTML_HEADING.search(page)
