@@ -50,7 +50,6 @@ CATALOG = ROOT / "envcheck/render/catalog"
 
 ALLOWED = {
     "envcheck",  # the program's own name, shown as a command and in the footer
-    "dtype",  # the column of dtype names (fp32, bf16): a PyTorch identifier, as torch.float32 is
     "x",  # the multiplication sign of shapes (4096 x 4096) and of speedups (1.9x)
     "us", "ns", "ms", "min", "h", "d",  # time units beside their numbers
     "iB", "KiB", "MiB", "GiB", "TiB", "GB", "TB", "TFLOP", "GFLOP", "MHz", "W", "C", "bit",  # units
@@ -284,3 +283,15 @@ def test_old_report_checks_are_said_anew_or_marked() -> None:
     stale = Check("gpu.ecc.0", "fail", "ECC", "GPU 0: 2 uncorrectable ECC errors")
     shown = localized(keyed((stale,), old.environment)[0], "zh-CN")
     assert shown.title == "无不可纠正的显存错误" and shown.finding.endswith("（原始英文记录）")
+
+
+def test_the_words_the_issue_named_are_chinese():
+    """The column header "dtype", "bandwidth" in the ceilings table and the datasheet's name (cited as a
+    title, 《...》, the way Chinese cites a document in another language)."""
+    report = _load(ROOT / "reports" / "2026-11-22_0104Z_vm_h200.json")
+    assert report is not None
+    page = html_text(render_html(report, "zh-CN"))
+    assert "数据类型" in page and "带宽" in page
+    assert re.search(r"《NVIDIA H200[^》]*datasheet》", page)
+    md = render_markdown(report, "zh-CN")
+    assert "| bandwidth |" not in md and "| dtype |" not in md
