@@ -211,7 +211,9 @@ class Anonymizer:
         return dataclasses.replace(
             check, finding=self.text(check.finding),
             fix=self.text(check.fix) if check.fix else check.fix,
-            details=self.text(check.details) if check.details else check.details)
+            details=self.text(check.details) if check.details else check.details,
+            # The parameters are the machine's words (paths, names, errors) that the sentences are built from.
+            params={k: self.text(v) for k, v in check.params.items()})
 
     def model(self, obj: Any, field_name: str | None = None) -> Any:
         """Any part of a report (a bench, a node, a fleet, a check) with every string anonymised:

@@ -107,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--replay", metavar="SNAPSHOT", help="check the machine recorded by envcheck snapshot instead")
     p.add_argument("--anonymize", action="store_true",
                    help="replace host and user names, addresses, GPU UUIDs and serials with stable pseudonyms")
+    _add_lang(p)
     p.set_defaults(handler="envcheck.commands.check:main")
 
     p = sub.add_parser("snapshot", help="record what the probes read on this machine, to replay anywhere")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 
+from envcheck.checks.said import said
 from envcheck.model import (
     Accuracy,
     Bench,
@@ -161,11 +162,10 @@ def report(gpu_name: str = "NVIDIA H200", host: str = "gpu-box-1", created: str 
            checks: tuple[Check, ...] | None = None) -> Report:
     if checks is None:
         checks = (
-            Check("gpu.throttle", "pass", "GPU clocks", "GPU 0 (NVIDIA H200) is not throttled"),
-            Check("gpu.processes", "warn", "Other processes on the GPU",
-                  "GPU 0 runs 1 other process (python, 1.2 GiB): benchmarks may be noisy",
-                  fix="stop the other process (nvidia-smi --query-compute-apps=pid,name --format=csv) and run again"),
-            Check("triton.smoke", "pass", "Triton smoke kernel", "compiled in 0.41 s and ran correctly"),
+            said("gpu.throttle", "pass", "gpu.calm", gpu="GPU 0 (NVIDIA H200)", clock=1980, clock_max=1980),
+            said("gpu.processes", "warn", "gpu.shared", "gpu.shared.fix", gpu="GPU 0 (NVIDIA H200)", count=1,
+                 shown="python (pid 4242, 1.2 GiB)"),
+            said("triton.smoke", "pass", "triton.smoke.compile", compile="0.41"),
         )
     return Report(
         tool_version="0.1.0", created=created, host=host, kind="run",

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import random
 
+from envcheck.checks.said import said
 from envcheck.model import (
     Accuracy,
     Bench,
     BenchDevice,
     Case,
-    Check,
     Environment,
     Note,
     Report,
@@ -78,9 +78,9 @@ def bench(seed: int = 0) -> Bench:
 
 def report() -> Report:
     checks = (
-        Check("driver.nvml", "fail", "NVIDIA driver (NVML)", "no NVIDIA driver: libnvidia-ml.so.1 not found",
-              fix="install the NVIDIA driver for your GPU (https://www.nvidia.com/Download/index.aspx)"),
-        Check("torch.installed", "pass", "PyTorch installed", "2.13.0+cpu (cpu build)"),
+        said("driver.nvml", "fail", "nvml.none", "nvml.none.fix", err="libnvidia-ml.so.1 not found"),
+        said("torch.installed", "pass", "torch.installed.build", version="2.13.0+cpu", build="cpu",
+             location="/usr/lib/python3/site-packages/torch"),
     )
     return Report(tool_version="0.1.0", created="2026-11-22T09:00:31Z", host="cpu-box", kind="run",
                   environment=environment(), checks=checks, benches=(bench(),))

@@ -125,3 +125,61 @@ def test_script_usage_errors(tmp_path):
     res = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "missing.html")], capture_output=True, text=True,
                          timeout=30)
     assert res.returncode == 2 and "no such file" in res.stderr
+
+
+TOKENS = """<!DOCTYPE html><html><body style="margin:0">
+<iframe id="f" style="border:0" width="{width}" height="900" srcdoc="{doc}"></iframe>
+<script>
+document.getElementById('f').onload = function () {{
+  var d = this.contentDocument, split = [], seen = 0;
+  d.querySelectorAll('code.fix').forEach(function (code) {{
+    // A token: a run of a command's characters between spaces (CJK text may break anywhere).
+    var text = code.textContent, re = /[^\\s\\u3000-\\u303f\\u4e00-\\u9fff\\uff00-\\uffef]+/g, m;
+    var walker = d.createTreeWalker(code, NodeFilter.SHOW_TEXT), nodes = [], n, at = 0;
+    while ((n = walker.nextNode())) {{ nodes.push([n, at]); at += n.textContent.length; }}
+    function point(i) {{ for (var k = nodes.length - 1; k >= 0; k--) if (nodes[k][1] <= i) return [nodes[k][0], i - nodes[k][1]]; }}
+    while ((m = re.exec(text)) !== null) {{
+      var a = point(m.index), b = point(m.index + m[0].length - 1);
+      var r = d.createRange(); r.setStart(a[0], a[1]); r.setEnd(b[0], b[1] + 1);
+      var tops = {{}}; Array.prototype.forEach.call(r.getClientRects(), function (c) {{ tops[Math.round(c.top)] = 1; }});
+      seen += 1;
+      if (Object.keys(tops).length > 1) split.push(m[0]);
+    }}
+  }});
+  document.body.setAttribute('data-tokens', seen + '');
+  document.body.setAttribute('data-split', split.join(' '));
+}};
+</script></body></html>"""
+
+
+def split_tokens(doc: str, width: int, tmp_path: Path) -> tuple[int, list[str]]:
+    """(tokens of fix commands laid out, those drawn over more than one line) at ``width`` px."""
+    page = tmp_path / f"tokens_{width}.html"
+    page.write_text(TOKENS.format(width=width, doc=html.escape(doc, quote=True)), encoding="utf-8")
+    res = subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                          "--disable-component-update", "--disable-sync", "--no-first-run",
+                          f"--user-data-dir={tmp_path / 'profile_tokens'}", "--window-size=1600,1000",
+                          "--virtual-time-budget=15000", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=300)
+    m = re.search(r'data-tokens="(\d+)" data-split="([^"]*)"', res.stdout)
+    assert m, res.stderr[-2000:]
+    return int(m.group(1)), [x for x in html.unescape(m.group(2)).split(" ") if x]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_fix_commands_wrap_only_between_tokens_at_phone_width(lang, tmp_path):
+    """A fix with a long flag and URL (the CPU-only torch on a GPU machine) is pasted whole: at 390 px it
+    wraps at its spaces, and neither ``--index-url`` nor ``https://download.pytorch.org/...`` is split."""
+    from envcheck import snapshot
+    from envcheck.checks import evaluate
+    from envcheck.model import Report
+    from envcheck.probes.collect import collect
+
+    host, nvml = snapshot.replay(snapshot.load(ROOT / "tests/fixtures/snapshots/corpus/wsl-cpu-torch-wheel.json"))
+    env = collect(host=host, nvml=nvml, runtime=True, timeout=60)
+    report = Report(tool_version="0", created="2026-11-25T00:00:00Z", host="h", kind="check", environment=env,
+                    checks=evaluate(env))
+    assert any("https://download.pytorch.org" in (c.fix or "") for c in report.checks)
+    seen, split = split_tokens(render_html(report, lang), 390, tmp_path)
+    assert seen > 20
+    assert not split, split

@@ -150,7 +150,7 @@ def _snap(uptime, crc):
 def test_counters_that_grow_fast_during_the_node_tests_fail():
     node = Node("vm", (0,), counters_before=_snap(1000.0, 3), counters_after=_snap(1060.0, 3 + 60 * 150))
     (c,) = links.delta_checks(node)
-    assert c.status == "fail" and "link 2 crc_data +9000 in 60 s" in c.finding
+    assert c.status == "fail" and "NVLink 2 crc_data +9000 / 60 s" in c.finding
 
 
 def test_a_few_errors_during_the_tests_are_within_limits():

@@ -102,7 +102,7 @@ def test_time_in_thermal_slowdown_since_boot_warns_and_the_power_cap_does_not() 
             "nvmlDeviceGetFieldValues[[(270, 0)]]": {"value": _field(12_500_000_000)}}
     c = operator.check_clock_events(_gpu(over))
     assert c.status == "warn"
-    assert "hw thermal slowdown 12.5 s" in c.finding and "3,600 s at the SW power cap" in c.finding
+    assert "hw_thermal_slowdown 12.5 s" in c.finding and "3,600 s at the SW power cap" in c.finding
     only_cap = operator.check_clock_events(_gpu({"nvmlDeviceGetFieldValues[[(74, 0)]]": {"value": _field(10**12)}}))
     assert only_cap.status == "pass"
 
@@ -125,7 +125,7 @@ def test_fabric_registration_states() -> None:
     done = operator.check_fabric(_gpu(_fabric(3)), "active")
     assert done.status == "pass" and "clique 7" in done.finding
     waiting = operator.check_fabric(_gpu(_fabric(2)), "inactive")
-    assert waiting.status == "fail" and "in progress" in waiting.finding and "nvidia-fabricmanager is inactive" \
+    assert waiting.status == "fail" and "in_progress" in waiting.finding and "nvidia-fabricmanager is inactive" \
         in waiting.finding
     failed = operator.check_fabric(_gpu(_fabric(3, status=999)), "active")
     assert failed.status == "fail" and "nvml_error_999" in failed.finding
@@ -271,7 +271,7 @@ def test_a_cuda_wheel_that_differs_from_torchs_pin_warns_with_the_pip_command() 
     host = _host(packages={"nvidia-nccl-cu13": PackageInfo("nvidia-nccl-cu13", "2.27.7", "/site")})
     env = Environment(sections={"platform": platform.probe_platform(host, [])})
     c = _by_id(operator.checks(env))["platform.python_packages"]
-    assert c.status == "warn" and "nvidia-nccl-cu13 2.27.7 (torch needs 2.28.3)" in c.finding
+    assert c.status == "warn" and "nvidia-nccl-cu13 2.27.7 (torch: 2.28.3)" in c.finding
     assert c.fix is not None and "pip install 'nvidia-nccl-cu13==2.28.3'" in c.fix
 
 

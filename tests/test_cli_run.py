@@ -19,6 +19,7 @@ import pytest
 from test_suite import cpu_env, with_facts
 
 from envcheck import cli, model, reportname
+from envcheck.checks.said import said
 from envcheck.commands import run as run_cmd
 from envcheck.model import Check, StopCause, known
 
@@ -221,7 +222,9 @@ def test_nowhere_to_write_puts_the_json_on_stdout(tmp_path, monkeypatch, capsys)
 
 
 def test_failing_check_or_failing_case_exits_1(tmp_path):
-    bad = (Check("driver.nvml", "fail", "NVML", "NVML cannot talk to the driver", fix="sudo reboot"),)
+    # As every rule says it now: keys and parameters (a check without them is re-said from the facts).
+    bad = (said("driver.nvml", "fail", "nvml.cannot_start", "cmd", err="NVML cannot talk to the driver",
+                cmd="sudo reboot"),)
     rc, out, _ = execute(parse("--quick", "--ops", "relu", "--out-dir", str(tmp_path / "a")),
                          deps(tmp_path, None, checks=bad))
     assert rc == 1 and "FAIL" in out and "sudo reboot" in out

@@ -170,7 +170,7 @@ def test_wide_summary_shows_throughput_shares_errors_ceilings_and_notes():
     assert "L2 kept cold" in text  # the worker's note, phrased from its key
     assert "1 × the Triton smoke kernel failed" in text  # skip reasons grouped
     assert "reports/x.json" in text and "256M" in text and "4096×4096×4096" in text
-    assert "Checks: warn" in text and "fix: stop the other process" in text
+    assert "Checks: warn" in text and "fix: nvidia-smi --query-compute-apps" in text
 
 
 def test_written_files_list_documents_by_name_and_chart_folders_by_count():

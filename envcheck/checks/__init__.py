@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from envcheck.checks.said import said
 from envcheck.model import STATUSES, Check, Environment
 
 Rule = Callable[[Environment], list[Check]]
@@ -35,9 +36,8 @@ def evaluate(env: Environment) -> tuple[Check, ...]:
         try:
             found.extend(rule(env))
         except Exception as e:  # noqa: BLE001 - a buggy rule must not hide the others' verdicts
-            found.append(Check(f"{subject}.internal", "warn", f"{subject} checks",
-                               f"the {subject} checks crashed: {type(e).__name__}: {e}".splitlines()[0],
-                               fix="report this as an envcheck bug, with the output of `envcheck probe --format json`"))
+            found.append(said(f"{subject}.internal", "warn", "internal", "internal.fix", subject=subject,
+                              error=f"{type(e).__name__}: {e}".splitlines()[0]))
     return worst_first(found)
 
 

@@ -85,23 +85,23 @@ def compat_wheel_for_driver(driver_cuda: Version) -> Version | None:
     return same_major[0] if same_major else None
 
 
-def install_for_driver(driver_cuda: Version, force: bool = True) -> str | None:
-    """The pip command for the build :func:`compat_wheel_for_driver` picks, saying so when it relies on
-    minor-version compatibility; None when no build runs under this driver."""
+def install_for_driver(driver_cuda: Version, force: bool = True) -> dict[str, str] | None:
+    """How to install the build :func:`compat_wheel_for_driver` picks, as a fix's parameters: the pip
+    command, and ``install_key`` saying so when it relies on minor-version compatibility; None when no
+    build runs under this driver."""
     wheel = compat_wheel_for_driver(driver_cuda)
     if wheel is None:
         return None
-    cmd = pip_install(wheel, force=force)
+    said = {"pip": pip_install(wheel, force=force), "install_key": "check.install"}
     if wheel > driver_cuda:
-        cmd += f" (CUDA {text(wheel)} runs on this CUDA {text(driver_cuda)} driver by minor-version compatibility)"
-    return cmd
+        said |= {"install_key": "check.install.compat", "wheel": text(wheel), "driver_cuda": text(driver_cuda)}
+    return said
 
 
-def pick_index_by_hand() -> str:
-    """The install command when the driver's CUDA version is unknown: which index to take, not a guess."""
-    tags = ", ".join(tag(w) for w in WHEEL_CUDA)
-    return (f"pip install --force-reinstall torch --index-url {INDEX_URL.format(tag='cu<XY>')}, cu<XY> the newest of "
-            f"{tags} at or below the CUDA version `nvidia-smi` prints (the driver's CUDA is not known here)")
+def pick_index_by_hand() -> dict[str, str]:
+    """The parameters of the fix "torch.pick_index.fix", when the driver's CUDA version is unknown:
+    which index to take, not a guess."""
+    return {"url": INDEX_URL.format(tag="cu<XY>"), "tags": ", ".join(tag(w) for w in WHEEL_CUDA)}
 
 
 def min_driver(cuda: Version) -> str | None:

@@ -10,58 +10,36 @@ says plainly "no NVIDIA driver" or "no GPU". Everything that needs a GPU then re
 from __future__ import annotations
 
 from envcheck.checks import machine, wsl
+from envcheck.checks.said import said
 from envcheck.model import Check, Environment
-
-TITLE_NVML = "NVIDIA driver (NVML)"
-TITLE_GPUS = "NVIDIA GPUs"
 
 
 def _nvml_process_failure(what: str, env: Environment) -> Check:
     """The child that read NVML crashed or hung: the library itself is broken or the GPU is stuck."""
     hung = what.startswith("hung")
-    finding = (f"NVML {what}: envcheck read it in a separate process, which it killed; nvidia-smi and every CUDA "
-               "program load the same library")
     if hung:
-        fix = ("a GPU stuck in a bad state hangs NVML: sudo dmesg | grep -iE 'nvrm|xid' shows why; reboot"
-               if not machine.is_wsl(env) else
-               "a GPU stuck in a bad state hangs NVML: `wsl --shutdown` from Windows, then update the NVIDIA driver on "
-               "Windows if it happens again")
-    elif machine.is_wsl(env):
-        fix = ("reinstall the NVIDIA driver on Windows (clean install of the current one: a crashing libnvidia-ml is a "
-               "known fault of some drivers under WSL2, microsoft/WSL#11277), then `wsl --shutdown` from Windows")
+        fix = "nvml.hung.wsl.fix" if machine.is_wsl(env) else "nvml.hung.fix"
     else:
-        fix = ("reinstall the NVIDIA driver (Ubuntu: sudo apt install --reinstall nvidia-driver-<version>, or the .run "
-               "installer again), then reboot; `nvidia-smi` crashes the same way until then")
-    return Check("driver.nvml", "fail", TITLE_NVML, finding, fix=fix)
+        fix = "nvml.crashed.wsl.fix" if machine.is_wsl(env) else "nvml.crashed.fix"
+    return said("driver.nvml", "fail", "nvml.process", fix, what=what)
 
 
 def _wsl_nvml_failure(err: str, env: Environment) -> Check | None:
     """Under WSL2 the cause is usually visible in the wsl facts: say that one, not a generic guess."""
     if wsl.shadows(env):
-        return Check("driver.nvml", "fail", TITLE_NVML,
-                     f"NVML cannot start: {err} (LD_LIBRARY_PATH loads another driver's libraries: see the WSL2 loader "
-                     "check)", fix=wsl.shadow_fix(env))
+        return said("driver.nvml", "fail", "nvml.shadowed", "wsl.shadow.fix", err=err, **wsl.shadow_params(env))
     if wsl.linux_driver_evidence(env):
-        return Check("driver.nvml", "fail", TITLE_NVML,
-                     f"NVML cannot start: {err} (a Linux NVIDIA driver inside WSL2 answers instead of the Windows one)",
-                     fix=wsl.purge_fix(env))
+        return said("driver.nvml", "fail", "nvml.linux_driver", "wsl.purge.fix", err=err, **wsl.purge_params(env))
     low = err.lower()
     if "library not found" in low or "shared library" in low:
         files = env.get("wsl", "lib_dir_files")
         if isinstance(files, list) and "libnvidia-ml.so.1" in files and env.get("wsl", "loader_path_has_wsl_lib") is False:
-            return Check("driver.nvml", "fail", TITLE_NVML,
-                         f"libnvidia-ml.so.1 is in {wsl.WSL_LIB} but the loader does not search there ({err})",
-                         fix=wsl.LOADER_FIX)
+            return said("driver.nvml", "fail", "nvml.not_searched", "wsl.loader.fix", err=err, lib=wsl.WSL_LIB)
         if env.get("wsl", "lib_dir_present") is True:
-            return Check("driver.nvml", "fail", TITLE_NVML,
-                         f"no libnvidia-ml.so.1 in {wsl.WSL_LIB} ({err}): the Windows driver is too old for WSL2 or "
-                         "incompletely installed", fix=wsl.WINDOWS_DRIVER_FIX)
+            return said("driver.nvml", "fail", "nvml.no_wsl_lib", "wsl.windows_driver.fix", err=err, lib=wsl.WSL_LIB)
         return None
     if "blocked by the operating system" in low:
-        return Check("driver.nvml", "fail", TITLE_NVML,
-                     f"NVML cannot start: {err} (the Windows driver refuses WSL2 access to this GPU)",
-                     fix="update the NVIDIA driver on Windows and WSL itself (`wsl --update`), then `wsl --shutdown`; a "
-                         "GPU in TCC mode or a data-center GPU without WSL support stays blocked")
+        return said("driver.nvml", "fail", "nvml.blocked", "nvml.blocked.fix", err=err)
     return None
 
 
@@ -73,43 +51,18 @@ def _nvml_failure(err: str, env: Environment) -> Check:
             return found
     low = err.lower()
     if "mismatch" in low:
-        return Check(
-            "driver.nvml", "fail", TITLE_NVML,
-            f"NVML cannot start: {err} (the loaded kernel module and the user-space library differ)",
-            fix="reboot (the kernel module and the user-space NVML library are different versions after a driver "
-                "upgrade); `cat /proc/driver/nvidia/version` shows the module's version until then",
-        )
+        return said("driver.nvml", "fail", "nvml.mismatch", "nvml.mismatch.fix", err=err)
     if "library not found" in low or "shared library" in low or "not installed" in low:
         if "nvidia-ml-py" in low:
-            return Check("driver.nvml", "fail", TITLE_NVML, f"NVML cannot start: {err}", fix="pip install nvidia-ml-py")
+            return said("driver.nvml", "fail", "nvml.cannot_start", "cmd", err=err, cmd="pip install nvidia-ml-py")
         if wsl_:
-            return Check(
-                "driver.nvml", "fail", TITLE_NVML,
-                f"no NVIDIA driver visible in WSL2: libnvidia-ml.so.1 not found ({err})",
-                fix=wsl.WINDOWS_DRIVER_FIX,
-            )
-        return Check(
-            "driver.nvml", "fail", TITLE_NVML,
-            f"no NVIDIA driver: libnvidia-ml.so.1 not found ({err})",
-            fix="install the NVIDIA driver (Ubuntu: sudo ubuntu-drivers install, then reboot); "
-                "`lspci | grep -i nvidia` shows whether this machine has an NVIDIA GPU at all",
-        )
+            return said("driver.nvml", "fail", "nvml.none.wsl", "wsl.windows_driver.fix", err=err, lib=wsl.WSL_LIB)
+        return said("driver.nvml", "fail", "nvml.none", "nvml.none.fix", err=err)
     if "driver not loaded" in low:
-        return Check(
-            "driver.nvml", "fail", TITLE_NVML,
-            f"the NVIDIA kernel module is not loaded ({err})",
-            fix="sudo modprobe nvidia (if it fails, `sudo dmesg | grep -i nvidia` says why: Secure Boot signing or "
-                "a kernel upgrade without the matching module); reboot after a fresh driver install",
-        )
+        return said("driver.nvml", "fail", "nvml.not_loaded", "nvml.not_loaded.fix", err=err)
     if "insufficient permissions" in low or "no permission" in low:
-        return Check(
-            "driver.nvml", "fail", TITLE_NVML, f"NVML cannot start: {err}",
-            fix="ls -l /dev/nvidia*: your user needs read/write access (in a container: run it with --gpus all)",
-        )
-    return Check(
-        "driver.nvml", "fail", TITLE_NVML, f"NVML cannot start: {err}",
-        fix="run `nvidia-smi` for the driver's own message; `sudo dmesg | grep -iE 'nvrm|xid'` shows kernel errors",
-    )
+        return said("driver.nvml", "fail", "nvml.cannot_start", "nvml.permissions.fix", err=err)
+    return said("driver.nvml", "fail", "nvml.cannot_start", "nvml.other.fix", err=err)
 
 
 def check_nvml(env: Environment) -> Check:
@@ -121,52 +74,40 @@ def check_nvml(env: Environment) -> Check:
         return _nvml_failure(err, env)
     version = env.get("driver", "driver_version")
     if version is None:
-        return Check("driver.nvml", "skip", TITLE_NVML,
-                     f"driver not probed: {env.fact('driver', 'driver_version').reason}")
+        return said("driver.nvml", "skip", "nvml.not_probed", reason=env.fact("driver", "driver_version").reason)
     cuda = env.get("driver", "cuda_driver_version")
-    cuda_part = f", runs CUDA up to {cuda}" if cuda else ""
-    return Check("driver.nvml", "pass", TITLE_NVML, f"driver {version}{cuda_part}")
+    if cuda:
+        return said("driver.nvml", "pass", "nvml.ok.cuda", version=version, cuda=cuda)
+    return said("driver.nvml", "pass", "nvml.ok", version=version)
 
 
 def check_gpus(env: Environment) -> Check:
     if machine.nvml_error(env):
-        return Check("driver.gpus", "skip", TITLE_GPUS, "NVML unavailable: see the driver check")
+        return said("driver.gpus", "skip", "gpus.no_nvml")
     count = machine.gpu_count(env)
     process = env.get("driver", "nvml_process_error")
     if count == 0 and isinstance(process, str):
-        return Check("driver.gpus", "fail", TITLE_GPUS, f"GPUs not read: the NVML probe process {process}",
-                     fix="nvidia-smi (the same library: if it crashes or hangs too, the driver install is at fault); "
-                         "`sudo dmesg | grep -iE 'nvrm|xid'`")
+        return said("driver.gpus", "fail", "gpus.process", "gpus.process.fix", what=process)
     if count == 0:
         fact = env.fact("driver", "gpu_count")
         if fact.reason and not fact.reason.startswith("NVML"):
-            return Check("driver.gpus", "skip", TITLE_GPUS, f"GPU count unknown: {fact.reason}")
-        return Check(
-            "driver.gpus", "fail", TITLE_GPUS, "the NVIDIA driver is loaded but sees no GPU",
-            fix="`nvidia-smi -L` lists GPUs; in a container run it with --gpus all (NVIDIA Container Toolkit); "
-                "`sudo dmesg | grep -iE 'nvrm|xid'` shows a GPU that fell off the bus",
-        )
+            return said("driver.gpus", "skip", "gpus.unknown", reason=fact.reason)
+        return said("driver.gpus", "fail", "gpus.none", "gpus.none.fix")
     lost = [g for g in env.gpus if g.lost]
     names = sorted({str(g.get("name")) for g in env.gpus if g.get("name")})
-    what = f"{count} GPU{'s' if count != 1 else ''}" + (f": {', '.join(names)}" if names else "")
+    seen = {"count": count, "names": ", ".join(names)}
+    shape = "gpus.named" if names else "gpus.count"
     if lost:
         first = lost[0]
         if isinstance(env.get("driver", "nvml_process_error"), str) and machine.is_wsl(env):
-            fix = ("update the NVIDIA driver on Windows (some drivers' libnvidia-ml crashes under WSL2: "
-                   f"microsoft/WSL#11277), then `wsl --shutdown` from Windows; nvidia-smi -q -i {first.index} crashes "
-                   "the same way until then")
+            fix = "gpus.lost.wsl.fix"
         elif isinstance(env.get("driver", "nvml_process_error"), str):
-            fix = (f"nvidia-smi -q -i {first.index} (the same library: if it crashes or hangs too, the driver install or "
-                   "this GPU is at fault); `sudo dmesg | grep -iE 'nvrm|xid'`")
+            fix = "gpus.lost.process.fix"
         else:
-            fix = (f"nvidia-smi -q -i {first.index}; `sudo dmesg | grep -i xid` (Xid 79: fell off the bus: reboot, "
-                   "then reseat or replace it if it recurs)")
-        return Check(
-            "driver.gpus", "fail", TITLE_GPUS,
-            f"{what}; {len(lost)} cannot be queried (GPU {first.index}: {first.lost})",
-            fix=fix,
-        )
-    return Check("driver.gpus", "pass", TITLE_GPUS, what)
+            fix = "gpus.lost.fix"
+        return said("driver.gpus", "fail", f"{shape}.lost", fix, **seen, lost=len(lost), index=first.index,
+                    why=first.lost)
+    return said("driver.gpus", "pass", shape, **seen)
 
 
 def checks(env: Environment) -> list[Check]:

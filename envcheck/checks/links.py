@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from envcheck import units
 from envcheck.analysis.node import (
     NVLINK_CRC_PER_S_LIMIT,
     PCIE_REPLAY_PER_MIN_LIMIT,
@@ -18,6 +19,8 @@ from envcheck.analysis.node import (
     counter_deltas,
     counter_over_limit,
 )
+from envcheck.checks.machine import has_gpu
+from envcheck.checks.said import said
 from envcheck.model import Check, Environment
 from envcheck.model.node import Node
 
@@ -59,88 +62,71 @@ def _label(env: Environment, i: int) -> str:
     return f"GPU {i} ({name})" if name else f"GPU {i}"
 
 
-def _per_hour(count: int, uptime_s: float) -> str:
-    return f"{count / (uptime_s / 3600):.3g}/h"
-
-
 def check_pcie_replay(env: Environment, i: int) -> Check:
-    cid, title = f"links.pcie_replay.{i}", "PCIe replays within limits"
+    cid = f"links.pcie_replay.{i}"
     label = _label(env, i)
     count, uptime = _get(env, f"gpu{i}.pcie_replay"), _get(env, "uptime_s")
     if not isinstance(count, int):
-        return Check(cid, "skip", title, f"{label}: {_reason(env, f'gpu{i}.pcie_replay')}")
+        return said(cid, "skip", "gpu.skip", gpu=label, reason=_reason(env, f"gpu{i}.pcie_replay"))
     if not isinstance(uptime, (int, float)) or uptime <= 0:
-        return Check(cid, "skip", title, f"{label}: {count} replays, uptime unknown ({_reason(env, 'uptime_s')})")
+        return said(cid, "skip", "links.replay_no_uptime", gpu=label, count=count, reason=_reason(env, "uptime_s"))
     per_min = count / (uptime / 60)
+    limit = f"{PCIE_REPLAY_PER_MIN_LIMIT:g}/min"
     if per_min > PCIE_REPLAY_PER_MIN_LIMIT:
-        return Check(cid, "fail", title,
-                     f"{label}: {count} PCIe replays since boot, {per_min:.1f}/min (limit "
-                     f"{PCIE_REPLAY_PER_MIN_LIMIT:g}/min): the link retransmits, transfers slow down",
-                     fix=f"nvidia-smi -q -d PCIE -i {i}; reseat the GPU or its riser, check the slot's link "
-                         "training in the BIOS; if replays keep growing, have the board serviced")
-    return Check(cid, "pass", title, f"{label}: {count} PCIe replays since boot ({per_min:.2g}/min, limit "
-                                     f"{PCIE_REPLAY_PER_MIN_LIMIT:g}/min)")
+        return said(cid, "fail", "links.replay_high", "links.replay_high.fix", gpu=label, count=count,
+                    rate=f"{per_min:.1f}/min", limit=limit, index=i)
+    return said(cid, "pass", "links.replay_ok", gpu=label, count=count, rate=f"{per_min:.2g}/min", limit=limit)
 
 
 def check_nvlink(env: Environment, i: int) -> Check:
-    cid, title = f"links.nvlink.{i}", "NVLink error rates within limits"
+    cid = f"links.nvlink.{i}"
     label = _label(env, i)
     links = _get(env, f"gpu{i}.nvlink_errors")
     uptime = _get(env, "uptime_s")
     if not isinstance(links, list):
-        return Check(cid, "skip", title, f"{label}: {_reason(env, f'gpu{i}.nvlink_errors')}")
+        return said(cid, "skip", "gpu.skip", gpu=label, reason=_reason(env, f"gpu{i}.nvlink_errors"))
     if not links:
-        return Check(cid, "skip", title, f"{label}: no active NVLink")
+        return said(cid, "skip", "links.no_nvlink", gpu=label)
     totals = {k: sum(int(lk.get(k) or 0) for lk in links) for k in ("crc_flit", "crc_data", "replay", "recovery",
                                                                        "ecc_data")}
     recovering = [lk["link"] for lk in links if (lk.get("recovery") or 0) > 0]
-    counts = ", ".join(f"{k} {v}" for k, v in totals.items() if v)
+    counts = ", ".join(f"{k} {v}" for k, v in totals.items() if v)  # NVML's counter names: identifiers
+    limit = f"{NVLINK_CRC_PER_S_LIMIT:g}/s"
     if isinstance(uptime, (int, float)) and uptime > 0:
         hot = [(lk["link"], k, lk[k] / uptime) for lk in links for k in ("crc_flit", "crc_data", "replay", "ecc_data")
                if isinstance(lk.get(k), int) and lk[k] / uptime > NVLINK_CRC_PER_S_LIMIT]
         if hot:
             link, k, rate = max(hot, key=lambda h: h[2])
-            return Check(cid, "fail", title,
-                         f"{label}: link {link} {k} errors at {rate:.0f}/s since boot (limit "
-                         f"{NVLINK_CRC_PER_S_LIMIT:g}/s): the link is degrading",
-                         fix=f"nvidia-smi nvlink -e -i {i}; drain the node, reset the GPU (sudo nvidia-smi -r -i {i}) "
-                             "and watch the counters; if they climb again, have the NVLink / NVSwitch serviced")
+            return said(cid, "fail", "links.nvlink_hot", "links.nvlink_hot.fix", gpu=label, link=link, counter=k,
+                        rate=f"{rate:.0f}/s", limit=limit, index=i)
     if recovering:
-        return Check(cid, "warn", title,
-                     f"{label}: NVLink recovery on link(s) {', '.join(map(str, recovering))} since boot: the link "
-                     "retrained at least once",
-                     fix=f"nvidia-smi nvlink -e -i {i} (watch whether recovery errors grow; envcheck run --gpus all "
-                         "counts them during its own tests)")
+        return said(cid, "warn", "links.nvlink_recovery", "links.nvlink_recovery.fix", gpu=label,
+                    links=", ".join(map(str, recovering)), index=i)
     n = len(links)
     if not counts:
-        return Check(cid, "pass", title, f"{label}: {n} active links, no errors since boot")
-    rate = (f" ({_per_hour(sum(totals.values()), uptime)} over {uptime / 3600:.1f} h)"
-            if isinstance(uptime, (int, float)) and uptime > 0 else "")
-    return Check(cid, "pass", title,
-                 f"{label}: {n} active links, {counts} since boot{rate}: normal below "
-                 f"{NVLINK_CRC_PER_S_LIMIT:g}/s")
+        return said(cid, "pass", "links.nvlink_clean", gpu=label, count=n)
+    if isinstance(uptime, (int, float)) and uptime > 0:
+        return said(cid, "pass", "links.nvlink_counts.rate", gpu=label, count=n, counts=counts, limit=limit,
+                    rate=units.per_unit(sum(totals.values()), uptime), span=units.span(uptime))
+    return said(cid, "pass", "links.nvlink_counts", gpu=label, count=n, counts=counts, limit=limit)
 
 
 def check_row_remap(env: Environment, i: int) -> Check:
-    cid, title = f"links.row_remap.{i}", "Row remapping healthy"
+    cid = f"links.row_remap.{i}"
     label = _label(env, i)
     rows = _get(env, f"gpu{i}.remapped_rows")
     if not isinstance(rows, dict):
-        return Check(cid, "skip", title, f"{label}: {_reason(env, f'gpu{i}.remapped_rows')}")
+        return said(cid, "skip", "gpu.skip", gpu=label, reason=_reason(env, f"gpu{i}.remapped_rows"))
     if rows.get("failure"):
-        return Check(cid, "fail", title, f"{label}: a row remapping failed: memory errors can no longer be repaired",
-                     fix="take the GPU out of service and have it replaced; nvidia-smi -q -d ROW_REMAPPER")
+        return said(cid, "fail", "links.remap_failed", "links.remap_failed.fix", gpu=label)
     if rows.get("pending"):
-        return Check(cid, "warn", title, f"{label}: a row remap is pending until the GPU is reset",
-                     fix=f"sudo nvidia-smi -r -i {i} with no processes on it, or reboot")
+        return said(cid, "warn", "gpu.remap_pending", "links.remap_pending.fix", gpu=label, index=i)
     unc = rows.get("uncorrectable") or 0
     cor = rows.get("correctable") or 0
     if unc:
-        return Check(cid, "warn", title,
-                     f"{label}: {unc} row(s) remapped after uncorrectable errors ({cor} after correctable ones)",
-                     fix=f"nvidia-smi -q -d ROW_REMAPPER -i {i}: watch the count and the bank availability histogram")
-    return Check(cid, "pass", title, f"{label}: {cor} row(s) remapped after correctable errors, none after "
-                                     "uncorrectable ones")
+        return said(cid, "warn", "links.remap_uncorrectable", "links.remap_uncorrectable.fix", gpu=label, count=unc,
+                    correctable=cor, index=i)
+    return said(cid, "pass", "links.remap_ok", gpu=label, count=cor)
 
 
 def _pci_key(bus: str) -> str:
@@ -162,33 +148,28 @@ def _gpu_of_pci(env: Environment, pci: str | None) -> int | None:
 
 
 def check_xid(env: Environment) -> Check:
-    cid, title = "links.xid", "No Xid errors since boot"
+    cid = "links.xid"
+    if not _indices(env) and not has_gpu(env):
+        return said(cid, "skip", "links.xid_no_gpu")  # no NVIDIA driver: no Xid can be logged, none to pass
     events = _get(env, "xid_events")
     source = _get(env, "xid_source")
     if not isinstance(events, list) or not source:
-        return Check(cid, "skip", title, f"kernel log not readable: {_reason(env, 'xid_source')}",
-                     fix="run as a user that may read the kernel log (sudo, or the adm / systemd-journal group), "
-                         "or sudo sysctl kernel.dmesg_restrict=0")
+        return said(cid, "skip", "links.xid_unreadable", "links.xid_unreadable.fix", reason=_reason(env, "xid_source"))
     if not events:
-        return Check(cid, "pass", title, f"no Xid in the kernel log ({source})")
+        return said(cid, "pass", "links.xid_none", source=source)
     by_xid: dict[int, int] = {}
     for e in events:
         by_xid[int(e["xid"])] = by_xid.get(int(e["xid"]), 0) + 1
     serious = sorted(x for x in by_xid if x in SERVICE_XIDS)
     gpus = sorted({g for g in (_gpu_of_pci(env, e.get("pci_bus_id")) for e in events) if g is not None})
-    where = f" on GPU {', '.join(map(str, gpus))}" if gpus else ""
     listed = ", ".join(f"Xid {x} x{n}" for x, n in sorted(by_xid.items()))
     last = str(events[-1].get("line", ""))[:120]
+    where = {"gpus": ", ".join(map(str, gpus))} if gpus else {}
+    shape = ".gpus" if gpus else ""
     if serious:
-        return Check(cid, "fail", title, f"{listed}{where} since boot ({source}): Xid "
-                                         f"{', '.join(map(str, serious))} mean(s) the GPU needs a reset or service",
-                     fix="look up each Xid at https://docs.nvidia.com/deploy/xid-errors/ ; drain the node, reset the "
-                         "GPU or reboot, and replace it if the Xid returns",
-                     details=last)
-    return Check(cid, "warn", title, f"{listed}{where} since boot ({source}): usually an application fault",
-                 fix="look up each Xid at https://docs.nvidia.com/deploy/xid-errors/ ; "
-                     "journalctl -k | grep Xid shows when and which process",
-                 details=last)
+        return said(cid, "fail", f"links.xid_serious{shape}", "links.xid_serious.fix", last, listed=listed,
+                    source=source, serious=", ".join(map(str, serious)), **where)
+    return said(cid, "warn", f"links.xid_app{shape}", "links.xid_app.fix", last, listed=listed, source=source, **where)
 
 
 def checks(env: Environment) -> list[Check]:
@@ -204,8 +185,9 @@ def checks(env: Environment) -> list[Check]:
 
 
 def _describe(change: CounterChange) -> str:
-    where = f"link {change.link} " if change.link is not None else ""
-    return f"{where}{change.name} +{change.delta} in {change.interval_s:.0f} s"
+    """NVML's counter name, its growth and the interval: identifiers and numbers, the same in every language."""
+    where = f"NVLink {change.link} " if change.link is not None else ""
+    return f"{where}{change.name} +{change.delta} / {units.span(change.interval_s)}"
 
 
 def delta_checks(node: Node) -> list[Check]:
@@ -220,19 +202,17 @@ def delta_checks(node: Node) -> list[Check]:
     out = []
     for gpu in node.gpus:
         mine = [c for c in changes if c.gpu == gpu]
-        cid, title = f"links.during_tests.{gpu}", "No link errors during the node tests"
+        cid = f"links.during_tests.{gpu}"
         if not mine:
-            out.append(Check(cid, "skip", title, f"GPU {gpu}: counters not read before and after the tests"))
+            out.append(said(cid, "skip", "links.delta_unread", index=gpu))
             continue
         bad = [c for c in mine if counter_over_limit(c)]
         grew = [c for c in mine if c.delta > 0]
         if bad:
-            out.append(Check(cid, "fail", title, f"GPU {gpu}: {'; '.join(_describe(c) for c in bad[:3])} under load",
-                             fix=f"nvidia-smi nvlink -e -i {gpu}; nvidia-smi -q -d PCIE -i {gpu}; drain the node and "
-                                 "have the link serviced if a rerun shows the same"))
+            out.append(said(cid, "fail", "links.delta_bad", "links.delta_bad.fix", index=gpu,
+                            what="; ".join(_describe(c) for c in bad[:3])))
         elif grew:
-            out.append(Check(cid, "pass", title, f"GPU {gpu}: {'; '.join(_describe(c) for c in grew[:3])}: within "
-                                                 "limits"))
+            out.append(said(cid, "pass", "links.delta_grew", index=gpu, what="; ".join(_describe(c) for c in grew[:3])))
         else:
-            out.append(Check(cid, "pass", title, f"GPU {gpu}: no counter grew during the tests"))
+            out.append(said(cid, "pass", "links.delta_none", index=gpu))
     return out

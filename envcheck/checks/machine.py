@@ -17,6 +17,12 @@ def has_gpu(env: Environment) -> bool:
     return gpu_count(env) > 0 or bool(env.gpus)
 
 
+def cpu_only(env: Environment) -> bool:
+    """No NVIDIA GPU to be seen: NVML found none (or no driver answers) and no WSL2 GPU device is
+    passed in. GPU-only advice (install Triton, fix its JIT) does not apply to such a machine."""
+    return not has_gpu(env) and not (is_wsl(env) and env.get("wsl", "dxg_present") is True)
+
+
 def nvml_error(env: Environment) -> str | None:
     err = env.get("driver", "nvml_error")
     return err if isinstance(err, str) and err else None
@@ -70,22 +76,16 @@ def container(env: Environment) -> str | None:
     return found if isinstance(found, str) and found not in ("", "none") else None
 
 
-def driver_fix(cuda: cuda_versions.Version, wsl: bool, in_container: str | None = None) -> str:
-    """How to get a driver that runs CUDA ``cuda``. Under WSL2 the driver is Windows'; in a container
-    it is the host's (nothing installed inside the container changes it)."""
+def driver_fix(cuda: cuda_versions.Version, wsl: bool, in_container: str | None = None) -> dict[str, str]:
+    """How to get a driver that runs CUDA ``cuda``, as a fix's parameters (``driver_key`` and the version
+    needed). Under WSL2 the driver is Windows'; in a container it is the host's (nothing installed inside
+    the container changes it)."""
     need = cuda_versions.min_driver(cuda)
-    at_least = f" {need} or newer" if need else " a newer one"
-    if wsl:
-        return (f"update the NVIDIA driver on Windows (not inside WSL) to{at_least}, then run `wsl --shutdown` "
-                "from Windows")
-    if in_container == "kubernetes":
-        return (f"upgrade the NVIDIA driver on the node to{at_least} (a pod uses its node's driver: on a managed "
-                "cluster such as GKE, a node image or driver installer that has it), then restart the pod")
-    if in_container:
-        return (f"upgrade the NVIDIA driver on the host to{at_least} (a container uses the host's driver), then "
-                "restart the container")
-    return f"upgrade the NVIDIA driver to{at_least} (Ubuntu: sudo ubuntu-drivers install), then reboot"
+    where = "wsl" if wsl else "k8s" if in_container == "kubernetes" else "container" if in_container else "host"
+    if need:
+        return {"driver_key": f"check.driver.upgrade.{where}.need", "need": need}
+    return {"driver_key": f"check.driver.upgrade.{where}"}
 
 
-def driver_fix_for(env: Environment, cuda: cuda_versions.Version) -> str:
+def driver_fix_for(env: Environment, cuda: cuda_versions.Version) -> dict[str, str]:
     return driver_fix(cuda, is_wsl(env), container(env))

@@ -8,13 +8,14 @@ import re
 from envcheck.checks import cuda_versions as cv
 from envcheck.checks import machine
 from envcheck.checks.env import visible_devices_problem
+from envcheck.checks.said import said
 from envcheck.model import Check, Environment
 
 # A torch CUDA build runs on an older driver of the same CUDA major (minor-version
 # compatibility, CUDA 11+), except for code that needs the newer driver: PTX JIT of code
 # built by the newer toolkit fails with "the provided PTX was compiled with an unsupported
-# toolchain", and APIs added in the newer minor release return "not supported".
-MINOR_COMPAT_CAVEAT = "PTX JIT and newer-driver features fail ('the provided PTX was compiled with an unsupported toolchain')"
+# toolchain", and APIs added in the newer minor release return "not supported"
+# (the finding "torch.driver_minor_compat" says so).
 
 
 def _version(env: Environment) -> str:
@@ -22,74 +23,71 @@ def _version(env: Environment) -> str:
 
 
 def check_installed(env: Environment) -> Check:
-    title = "PyTorch installed"
     if env.get("torch", "installed"):
         build = env.get("torch", "build")
         cuda = env.get("torch", "cuda_version")
-        what = f"{_version(env)} ({build} build{', CUDA ' + cuda if cuda else ''})" if build else _version(env)
-        return Check("torch.installed", "pass", title, f"{what} at {env.get('torch', 'location')}")
+        shape = ("torch.installed.cuda" if cuda else "torch.installed.build") if build else "torch.installed"
+        return said("torch.installed", "pass", shape, version=_version(env), build=build, cuda=cuda,
+                    location=env.get("torch", "location"))
     reason = env.fact("torch", "version").reason or "not installed"
     driver_cuda = machine.driver_cuda(env)
-    fix = (cv.install_for_driver(driver_cuda, force=False) if driver_cuda and machine.has_gpu(env) else None) \
-        or "pip install torch"
-    return Check("torch.installed", "warn", title, f"{reason}: envcheck run needs it to benchmark",
-                 fix=fix)
+    install = cv.install_for_driver(driver_cuda, force=False) if driver_cuda and machine.has_gpu(env) else None
+    if install is None:
+        return said("torch.installed", "warn", "torch.missing", "cmd", reason=reason, cmd="pip install torch")
+    return said("torch.installed", "warn", "torch.missing", "install.fix", reason=reason, **install)
 
 
 def check_cpu_build(env: Environment) -> Check:
-    title = "PyTorch build matches the hardware"
     build = env.get("torch", "build")
     if not env.get("torch", "installed") or build is None:
-        return Check("torch.cpu_build_with_gpu", "skip", title, "PyTorch build unknown")
+        return said("torch.cpu_build_with_gpu", "skip", "torch.build_unknown")
     if build != "cpu":
-        return Check("torch.cpu_build_with_gpu", "pass", title, f"{_version(env)} is a {build.upper()} build")
+        return said("torch.cpu_build_with_gpu", "pass", "torch.build", version=_version(env), build=build.upper())
     if not machine.has_gpu(env):
-        return Check("torch.cpu_build_with_gpu", "skip", title,
-                     f"{_version(env)} is a CPU-only build, and no NVIDIA GPU is visible")
+        return said("torch.cpu_build_with_gpu", "skip", "torch.cpu_no_gpu", version=_version(env))
     driver_cuda = machine.driver_cuda(env)
-    drv = f"driver {env.get('driver', 'driver_version')} (CUDA {cv.text(driver_cuda)})" if driver_cuda else "a driver"
+    drv = {"driver": env.get("driver", "driver_version"), "cuda": cv.text(driver_cuda)} if driver_cuda else {}
     if driver_cuda is None:
-        fix = cv.pick_index_by_hand()
+        fix, how = "torch.pick_index.fix", cv.pick_index_by_hand()
+    elif (install := cv.install_for_driver(driver_cuda)) is not None:
+        fix, how = "install.fix", install
     else:
-        fix = cv.install_for_driver(driver_cuda) or cv.pip_install(cv.WHEEL_CUDA[-1]) + " (after a driver upgrade)"
-    return Check(
-        "torch.cpu_build_with_gpu", "fail", title,
-        f"{_version(env)} is a CPU-only build on a machine with {machine.gpu_count(env)} NVIDIA GPU(s) and {drv}",
-        fix=fix,
-    )
+        fix, how = "install.after_upgrade.fix", {"pip": cv.pip_install(cv.WHEEL_CUDA[-1])}
+    return said("torch.cpu_build_with_gpu", "fail", "torch.cpu_with_gpu.driver" if drv else "torch.cpu_with_gpu",
+                fix, version=_version(env), count=machine.gpu_count(env), **drv, **how)
 
 
 def check_driver_compat(env: Environment) -> Check:
-    title = "Driver runs torch's CUDA"
     cid = "torch.driver_too_old"
     torch_cuda = cv.parse(env.get("torch", "cuda_version"))
     driver_cuda = machine.driver_cuda(env)
     if env.get("torch", "build") != "cuda" or torch_cuda is None:
-        return Check(cid, "skip", title, "not a CUDA build of torch")
+        return said(cid, "skip", "torch.not_cuda")
     if driver_cuda is None:
-        return Check(cid, "skip", title, "driver CUDA version unknown")
-    drv = f"driver {env.get('driver', 'driver_version')} runs CUDA up to {cv.text(driver_cuda)}"
-    need = f"{_version(env)} is built for CUDA {cv.text(torch_cuda)}"
+        return said(cid, "skip", "torch.driver_cuda_unknown")
+    both = {"driver": env.get("driver", "driver_version"), "driver_cuda": cv.text(driver_cuda),
+            "version": _version(env), "cuda": cv.text(torch_cuda)}
     if torch_cuda <= driver_cuda:
-        return Check(cid, "pass", title, f"{drv}; {need}")
+        return said(cid, "pass", "torch.driver_ok", **both)
     wheel = cv.wheel_for_driver(driver_cuda)
     if torch_cuda[0] > driver_cuda[0]:
         # No compatibility across CUDA majors: torch.cuda.is_available() is False
         # ("The NVIDIA driver on your system is too old").
-        install = cv.install_for_driver(driver_cuda)
-        alt = f"; or keep the driver and {install}" if install else ""
-        return Check(cid, "fail", title, f"{drv}, but {need}: CUDA does not start (driver too old)",
-                     fix=machine.driver_fix_for(env, torch_cuda) + alt)
-    alt = f"; or {cv.pip_install(wheel)}" if wheel else ""
+        fix, how = _driver_or_keep(env, torch_cuda, driver_cuda)
+        return said(cid, "fail", "torch.driver_too_old", fix, **(both | how))
+    upgrade = machine.driver_fix_for(env, torch_cuda)
+    fix, how = ("driver_or_pip.fix", upgrade | {"pip": cv.pip_install(wheel)}) if wheel else ("driver.fix", upgrade)
     if _runtime_says_too_old(env):
         # Minor-version compatibility did not carry: torch itself refused this driver.
-        return Check(cid, "fail", title, f"{drv}, but {need}: torch reports the driver too old and CUDA does not start",
-                     fix=machine.driver_fix_for(env, torch_cuda) + alt)
-    return Check(
-        cid, "warn", title,
-        f"{drv}, but {need}: runs by CUDA minor-version compatibility, yet {MINOR_COMPAT_CAVEAT}",
-        fix=machine.driver_fix_for(env, torch_cuda) + alt,
-    )
+        return said(cid, "fail", "torch.driver_refused", fix, **(both | how))
+    return said(cid, "warn", "torch.driver_minor_compat", fix, **(both | how))
+
+
+def _driver_or_keep(env: Environment, need: cv.Version, driver_cuda: cv.Version | None) -> tuple[str, dict[str, str]]:
+    """Upgrade the driver for CUDA ``need``, or keep it and install the torch build it runs (when one does)."""
+    upgrade = machine.driver_fix_for(env, need)
+    install = cv.install_for_driver(driver_cuda) if driver_cuda else None
+    return ("driver_or_keep.fix", upgrade | install) if install else ("driver.fix", upgrade)
 
 
 def _runtime_text(env: Environment) -> str:
@@ -137,43 +135,37 @@ def arch_support(cc: cv.Version, arch_list: list[str]) -> tuple[str, str | None]
 
 
 def check_arch(env: Environment) -> list[Check]:
-    title = "GPU architecture in torch's build"
     arch_list = env.get("torch_runtime", "arch_list")
     if not isinstance(arch_list, list) or not arch_list:
         reason = env.fact("torch_runtime", "arch_list").reason or "empty arch list"
-        return [Check("torch.arch", "skip", title, f"torch's arch list unknown: {reason}")]
+        return [said("torch.arch", "skip", "torch.arch_unknown", reason=reason)]
     if not env.gpus:
-        return [Check("torch.arch", "skip", title, "no GPU to compare with")]
+        return [said("torch.arch", "skip", "torch.arch_no_gpu")]
     out = []
     listed = " ".join(arch_list)
     for gpu in env.gpus:
         cc = machine.capability(gpu)
         cid = f"torch.arch.{gpu.index}"
         if cc is None:
-            out.append(Check(cid, "skip", title, f"{machine.gpu_label(gpu)}: compute capability unknown"))
+            out.append(said(cid, "skip", "torch.cc_unknown", gpu=machine.gpu_label(gpu)))
             continue
         kind, entry = arch_support(cc, arch_list)
-        sm = machine.sm_name(cc)
-        who = f"{machine.gpu_label(gpu)} is {sm}"
+        who = {"gpu": machine.gpu_label(gpu), "sm": machine.sm_name(cc), "entry": entry}
         if kind == "sass":
-            out.append(Check(cid, "pass", title, f"{who}; torch ships {entry} code"))
+            out.append(said(cid, "pass", "torch.arch_sass", **who))
         elif kind == "compatible":
-            out.append(Check(cid, "pass", title, f"{who}; torch's {entry} code runs on it unchanged"))
+            out.append(said(cid, "pass", "torch.arch_compatible", **who))
         else:
             wheel = cv.wheel_for_arch(cc, machine.driver_cuda(env))
             if wheel:
-                fix = cv.pip_install(wheel)
+                fix, how = "cmd", {"cmd": cv.pip_install(wheel)}
             else:
                 need = cv.LAST_WHEEL_FOR_OLD_ARCH if cc < (7, 5) else cv.arch_min_cuda(cc)
-                fix = f"{machine.driver_fix_for(env, need)}; then {cv.pip_install(need)}"
+                fix, how = "driver_then_pip.fix", machine.driver_fix_for(env, need) | {"pip": cv.pip_install(need)}
             if kind == "ptx":
-                out.append(Check(cid, "warn", title,
-                                 f"{who}; torch has only {entry} PTX for it: the driver JIT-compiles every kernel at "
-                                 "first use (minutes of start-up, slower code)", fix=fix))
+                out.append(said(cid, "warn", "torch.arch_ptx", fix, **who, **how))
             else:
-                out.append(Check(cid, "fail", title,
-                                 f"{who}, not in {_version(env)}'s arch list ({listed}): CUDA kernels cannot run",
-                                 fix=fix))
+                out.append(said(cid, "fail", "torch.arch_none", fix, version=_version(env), listed=listed, **who, **how))
     return out
 
 
@@ -204,19 +196,19 @@ def shadow(env: Environment) -> tuple[str, str] | None:
 
 
 def check_shadowed(env: Environment) -> Check:
-    title = "import torch loads the installed torch"
     found = shadow(env)
     if found is None:
         loaded = env.get("torch_runtime", "location")
         if isinstance(loaded, str):
-            return Check("torch.location", "pass", title, f"import torch loads {loaded}")
+            return said("torch.location", "pass", "torch.loads", where=loaded)
         if not env.get("torch", "installed"):
-            return Check("torch.location", "skip", title, "PyTorch is not installed")
-        return Check("torch.location", "pass", title, f"nothing on PYTHONPATH hides {env.get('torch', 'location')}")
+            return said("torch.location", "skip", "torch.not_installed")
+        return said("torch.location", "pass", "torch.not_hidden", location=env.get("torch", "location"))
     where, fix = found
-    installed = env.get("torch", "location")
-    what = f"the installed {_version(env)} at {installed}" if env.get("torch", "installed") else "no installed torch"
-    return Check("torch.location", "fail", title, f"import torch loads {where}, not {what}", fix=fix)
+    if env.get("torch", "installed"):
+        return said("torch.location", "fail", "torch.shadowed", "cmd", where=where, version=_version(env),
+                    location=env.get("torch", "location"), cmd=fix)
+    return said("torch.location", "fail", "torch.shadowed.none", "cmd", where=where, cmd=fix)
 
 
 def _details(env: Environment) -> str | None:
@@ -233,93 +225,80 @@ def _first_line(text: str) -> str:
 
 
 def check_import(env: Environment) -> Check:
-    title = "import torch (isolated)"
     if not env.get("torch", "installed"):
-        return Check("torch.import", "skip", title, "PyTorch is not installed")
+        return said("torch.import", "skip", "torch.not_installed")
     if not machine.runtime_ran(env, "torch_runtime"):
-        return Check("torch.import", "skip", title, machine.not_run_reason(env, "torch_runtime"))
+        return said("torch.import", "skip", "reason", reason=machine.not_run_reason(env, "torch_runtime"))
     if env.get("torch_runtime", "import_ok"):
         secs = env.get("torch_runtime", "import_s")
-        return Check("torch.import", "pass", title,
-                     f"imported in {secs:.1f} s" if isinstance(secs, (int, float)) else "imported")
+        if isinstance(secs, (int, float)):
+            return said("torch.import", "pass", "torch.imported.time", seconds=f"{secs:.1f}")
+        return said("torch.import", "pass", "torch.imported")
     error = str(env.get("torch_runtime", "error") or "failed")
     shadowed = shadow(env)
     if shadowed is not None:
         where, fix = shadowed
-        return Check("torch.import", "fail", title, f"import torch failed: {_first_line(error)} (it loads {where})",
-                     fix=fix, details=_details(env))
+        return said("torch.import", "fail", "torch.import_failed.where", "cmd", _details(env), error=_first_line(error),
+                    where=where, cmd=fix)
     if "timed out" in error:
-        fix = ("nvidia-smi (a GPU stuck in a bad state hangs CUDA init: reboot); python -X importtime -c 'import torch' "
-               "shows where the import waits")
+        fix = "torch.import_hung.fix"
     elif "crashed with" in error:
-        fix = "python -X faulthandler -c 'import torch' (shows where it crashes); " + \
-              "pip install --force-reinstall torch (with the --index-url you installed it from)"
+        fix = "torch.import_crashed.fix"
     elif "No module named" in error:
-        fix = "pip install --force-reinstall torch (the installed files are incomplete)"
+        fix = "torch.import_incomplete.fix"
     else:
-        fix = "pip install --force-reinstall torch (with the --index-url you installed it from)"
-    return Check("torch.import", "fail", title, f"import torch failed: {_first_line(error)}", fix=fix,
-                 details=_details(env))
+        fix = "torch.reinstall.fix"
+    return said("torch.import", "fail", "torch.import_failed", fix, _details(env), error=_first_line(error))
 
 
 def check_cuda_available(env: Environment) -> Check:
-    title = "torch sees the GPU"
     cid = "torch.cuda_available"
     if env.get("torch", "build") != "cuda":
-        return Check(cid, "skip", title, "not a CUDA build of torch")
+        return said(cid, "skip", "torch.not_cuda")
     if not machine.runtime_ran(env, "torch_runtime"):
-        return Check(cid, "skip", title, machine.not_run_reason(env, "torch_runtime"))
+        return said(cid, "skip", "reason", reason=machine.not_run_reason(env, "torch_runtime"))
     avail = env.get("torch_runtime", "cuda_available")
     if avail is None:
-        return Check(cid, "skip", title, f"unknown: {env.fact('torch_runtime', 'cuda_available').reason}")
+        return said(cid, "skip", "torch.available_unknown", reason=env.fact("torch_runtime", "cuda_available").reason)
     if avail:
-        n = env.get("torch_runtime", "device_count")
-        return Check(cid, "pass", title, f"torch.cuda.is_available() is True, {n} device(s)")
+        return said(cid, "pass", "torch.available", count=env.get("torch_runtime", "device_count"))
     if not machine.has_gpu(env):
-        return Check(cid, "skip", title, "torch.cuda.is_available() is False, and NVML sees no GPU either")
+        return said(cid, "skip", "torch.unavailable_no_gpu")
     text = _runtime_text(env)
     cvd = machine.variables(env).get("CUDA_VISIBLE_DEVICES")
-    why = ""
-    if cvd is not None and visible_devices_problem(cvd, machine.gpu_count(env)):
-        why = f": CUDA_VISIBLE_DEVICES={cvd!r} hides every GPU"
-        fix = "unset CUDA_VISIBLE_DEVICES (or list valid indexes or UUIDs from `nvidia-smi -L`)"
-    elif "too old" in text:
-        why = ": the NVIDIA driver is too old for this torch"
+    count = machine.gpu_count(env)
+    if cvd is not None and visible_devices_problem(cvd, count):
+        return said(cid, "fail", "torch.unavailable.cvd", "torch.unavailable.cvd.fix", _details(env), count=count,
+                    value=repr(cvd))
+    if "too old" in text:
         need = cv.parse(env.get("torch", "cuda_version")) or cv.WHEEL_CUDA[-1]
-        driver_cuda = machine.driver_cuda(env)
-        install = cv.install_for_driver(driver_cuda) if driver_cuda else None
-        fix = machine.driver_fix_for(env, need) + (f"; or keep the driver and {install}" if install else "")
-    elif "unknown error" in text:
-        why = ": CUDA initialization reported 'CUDA unknown error'"
-        fix = ("sudo rmmod nvidia_uvm && sudo modprobe nvidia_uvm (the UVM module is often left broken after "
-               "suspend/resume), or reboot")
-    else:
-        fix = "python -c 'import torch; torch.cuda.init()' prints CUDA's own error"
-    return Check(cid, "fail", title,
-                 f"torch.cuda.is_available() is False on a machine with {machine.gpu_count(env)} NVIDIA GPU(s){why}",
-                 fix=fix, details=_details(env))
+        fix, how = _driver_or_keep(env, need, machine.driver_cuda(env))
+        return said(cid, "fail", "torch.unavailable.old_driver", fix, _details(env), count=count, **how)
+    if "unknown error" in text:
+        return said(cid, "fail", "torch.unavailable.unknown_error", "torch.unavailable.uvm.fix", _details(env),
+                    count=count)
+    return said(cid, "fail", "torch.unavailable", "torch.unavailable.fix", _details(env), count=count)
 
 
 def check_smoke(env: Environment) -> Check:
-    title = "torch GPU op"
     if not machine.runtime_ran(env, "torch_runtime"):
-        return Check("torch.smoke", "skip", title, machine.not_run_reason(env, "torch_runtime"))
+        return said("torch.smoke", "skip", "reason", reason=machine.not_run_reason(env, "torch_runtime"))
     ok = env.get("torch_runtime", "smoke_ok")
     if ok is None:
-        return Check("torch.smoke", "skip", title, f"not run: {env.fact('torch_runtime', 'smoke_ok').reason}")
+        return said("torch.smoke", "skip", "not_run", reason=env.fact("torch_runtime", "smoke_ok").reason)
     if ok:
         secs = env.get("torch_runtime", "smoke_s")
-        took = f" in {secs * 1000:.0f} ms" if isinstance(secs, (int, float)) else ""
-        return Check("torch.smoke", "pass", title, f"(2x+1).sum() over 1024 floats on cuda:0 gave 1048576{took}")
+        if isinstance(secs, (int, float)):
+            return said("torch.smoke", "pass", "torch.smoke.time", ms=f"{secs * 1000:.0f}")
+        return said("torch.smoke", "pass", "torch.smoke")
     error = str(env.get("torch_runtime", "error") or "wrong result")
     if "no kernel image" in error:
-        fix = "install a torch built for this GPU (see the architecture check)"
+        fix = "torch.smoke_arch.fix"
     elif "out of memory" in error:
-        fix = "nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv (free the GPU's memory)"
+        fix = "torch.smoke_oom.fix"
     else:
-        fix = "nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER; sudo dmesg | grep -i xid (driver errors)"
-    return Check("torch.smoke", "fail", title, f"a tiny op on the GPU failed: {_first_line(error)}", fix=fix,
-                 details=_details(env))
+        fix = "torch.smoke_other.fix"
+    return said("torch.smoke", "fail", "torch.smoke_failed", fix, _details(env), error=_first_line(error))
 
 
 def checks(env: Environment) -> list[Check]:

@@ -7,33 +7,36 @@ import posixpath
 
 from envcheck.checks import cuda_versions as cv
 from envcheck.checks import machine
+from envcheck.checks.said import said
 from envcheck.model import Check, Environment
 from envcheck.probes.cuda import WSL_LIB_DIR
 
 MIN_CC = (7, 0)  # Triton 3.x generates code for Volta and newer only
 
 
+Fix = tuple[str, dict[str, str]]  # a fix's key (under check.) and its parameters
+
+
 def _installed(env: Environment) -> bool:
     return env.get("triton", "installed") is True
 
 
-def _skip(cid: str, title: str) -> Check:
-    return Check(cid, "skip", title, "Triton is not installed")
-
-
-NO_GPU = "no usable NVIDIA GPU (see the driver check): Triton's JIT runs only for one"
+def _skip(cid: str) -> Check:
+    return said(cid, "skip", "triton.not_installed")
 
 
 def check_installed(env: Environment) -> Check:
-    title = "Triton installed"
     if _installed(env):
-        return Check("triton.installed", "pass", title,
-                     f"Triton {env.get('triton', 'version')} at {env.get('triton', 'location')}")
+        return said("triton.installed", "pass", "triton.installed", version=env.get("triton", "version"),
+                    location=env.get("triton", "location"))
+    if machine.cpu_only(env):
+        # Triton's kernels need an NVIDIA GPU: on a CPU-only machine its absence is no problem to fix.
+        return said("triton.installed", "skip", "triton.not_installed.no_gpu")
     pin = env.get("torch", "triton_pin")
-    fix = f"pip install triton=={pin} (the version torch {env.get('torch', 'version')} pins)" if pin else \
-        "pip install triton"
-    return Check("triton.installed", "warn", title, "Triton is not installed: envcheck run benchmarks Triton kernels",
-                 fix=fix)
+    if pin:
+        return said("triton.installed", "warn", "triton.missing", "triton.install_pin.fix", pin=pin,
+                    torch=env.get("torch", "version"))
+    return said("triton.installed", "warn", "triton.missing", "cmd", cmd="pip install triton")
 
 
 def _base(version: str) -> str:
@@ -41,123 +44,97 @@ def _base(version: str) -> str:
 
 
 def check_pin(env: Environment) -> Check:
-    title = "Triton matches torch"
     pin = env.get("torch", "triton_pin")
     version = env.get("triton", "version")
     if not _installed(env):
-        return _skip("triton.version_pin", title)
+        return _skip("triton.version_pin")
     if not pin or not version:
-        return Check("triton.version_pin", "skip", title, "torch pins no Triton version")
+        return said("triton.version_pin", "skip", "triton.no_pin")
     if _base(str(pin)) == _base(str(version)):
-        return Check("triton.version_pin", "pass", title, f"Triton {version} is the version torch pins")
-    return Check(
-        "triton.version_pin", "warn", title,
-        f"torch {env.get('torch', 'version')} was built against Triton {pin}, but {version} is installed: "
-        "torch.compile may fail to generate kernels",
-        fix=f"pip install triton=={pin}",
-    )
+        return said("triton.version_pin", "pass", "triton.pinned", version=version)
+    return said("triton.version_pin", "warn", "triton.pin_differs", "cmd", torch=env.get("torch", "version"), pin=pin,
+                version=version, cmd=f"pip install triton=={pin}")
 
 
 def check_compiler(env: Environment) -> Check:
-    title = "C compiler for Triton"
     if not _installed(env):
-        return _skip("triton.c_compiler", title)
+        return _skip("triton.c_compiler")
     cc = env.get("cuda", "cc_path")
     if not cc and not machine.has_gpu(env):
-        return Check("triton.c_compiler", "skip", title, NO_GPU)
+        return said("triton.c_compiler", "skip", "triton.no_gpu")
     if cc:
-        return Check("triton.c_compiler", "pass", title, f"{cc} (Triton builds its launcher with it)")
-    return Check(
-        "triton.c_compiler", "fail", title,
-        f"no C compiler ({env.fact('cuda', 'cc_path').reason}): Triton compiles a small C launcher at first use",
-        fix="sudo apt install build-essential (or export CC=/path/to/gcc)",
-    )
+        return said("triton.c_compiler", "pass", "triton.cc", path=cc)
+    return said("triton.c_compiler", "fail", "triton.no_cc", "triton.cc.fix", reason=env.fact("cuda", "cc_path").reason)
 
 
 def check_headers(env: Environment) -> Check:
-    title = "Python headers for Triton"
     if not _installed(env):
-        return _skip("triton.python_headers", title)
+        return _skip("triton.python_headers")
     headers = env.get("cuda", "python_headers")
     if not headers and not machine.has_gpu(env):
-        return Check("triton.python_headers", "skip", title, NO_GPU)
+        return said("triton.python_headers", "skip", "triton.no_gpu")
     if headers:
-        return Check("triton.python_headers", "pass", title, str(headers))
+        return said("triton.python_headers", "pass", "path", path=headers)
     version = str(env.get("system", "python_version") or "")
-    return Check(
-        "triton.python_headers", "fail", title,
-        f"Python.h missing for Python {version or '?'} ({env.fact('cuda', 'python_headers').reason}): "
-        "Triton's launcher build fails with 'Python.h: No such file or directory'",
-        fix=headers_fix(env),
-    )
+    fix, params = headers_fix(env)
+    return said("triton.python_headers", "fail", "triton.no_headers", fix, version=version or "?",
+                reason=env.fact("cuda", "python_headers").reason, **params)
 
 
-def headers_fix(env: Environment) -> str:
+def headers_fix(env: Environment) -> Fix:
     version = str(env.get("system", "python_version") or "")
     mm = ".".join(version.split(".")[:2]) or "3"
     if env.get("system", "python_env") == "conda":
-        return f"conda install python={mm} (conda's Python ships its headers; the env is incomplete)"
-    return f"sudo apt install python{mm}-dev (for the system Python a venv is built on)"
+        return "triton.headers_conda.fix", {"mm": mm}
+    return "triton.headers_apt.fix", {"mm": mm}
 
 
-def libcuda_fix(env: Environment) -> str:
+def libcuda_fix(env: Environment) -> Fix:
     """Make Triton find libcuda.so.1 (it asks `ldconfig -p`, then LD_LIBRARY_PATH)."""
     if machine.is_wsl(env):
-        from envcheck.checks.wsl import LOADER_FIX
-
-        return LOADER_FIX
+        return "wsl.loader.fix", {"lib": WSL_LIB_DIR}
     path = env.get("cuda", "libcuda_path")
     folder = posixpath.dirname(str(path)) if path else "<folder holding libcuda.so.1>"
-    return f"sudo ldconfig (or export TRITON_LIBCUDA_PATH={folder})"
+    return "triton.libcuda.fix", {"folder": folder}
 
 
-def link_fix(env: Environment) -> str:
+def link_fix(env: Environment) -> Fix:
     """Give the linker the libcuda.so that ``-lcuda`` needs, beside the libcuda.so.1 Triton found."""
     dirs = env.get("cuda", "triton_libcuda_dirs")
     folder = str(dirs[0]) if isinstance(dirs, list) and dirs else posixpath.dirname(str(env.get("cuda", "libcuda_path")))
     if machine.is_wsl(env) and folder == WSL_LIB_DIR:
         files = env.get("wsl", "lib_dir_files")
         real = "libcuda.so.1.1" if isinstance(files, list) and "libcuda.so.1.1" in files else "libcuda.so.1"
-        return f"cd {WSL_LIB_DIR} && sudo ln -sf {real} libcuda.so && sudo ldconfig"
-    return f"sudo ln -s libcuda.so.1 {folder}/libcuda.so && sudo ldconfig"
+        return "cmd", {"cmd": f"cd {WSL_LIB_DIR} && sudo ln -sf {real} libcuda.so && sudo ldconfig"}
+    return "cmd", {"cmd": f"sudo ln -s libcuda.so.1 {folder}/libcuda.so && sudo ldconfig"}
 
 
 def check_libcuda(env: Environment) -> Check:
     """What Triton's launcher build needs from the driver: libcuda.so.1 found the way Triton looks for
     it, and a libcuda.so beside it for ``-lcuda`` (torch.compile builds through Triton the same way)."""
-    title = "libcuda for Triton"
+    cid = "triton.libcuda"
     if not _installed(env):
-        return _skip("triton.libcuda", title)
+        return _skip(cid)
     path = env.get("cuda", "libcuda_path")
     if not path and not machine.has_gpu(env):
-        return Check("triton.libcuda", "skip", title, "no NVIDIA driver or GPU: see the driver check")
+        return said(cid, "skip", "triton.libcuda_no_gpu")
     if not path:
-        return Check(
-            "triton.libcuda", "fail", title,
-            f"libcuda.so.1 not found ({env.fact('cuda', 'libcuda_path').reason}): Triton fails with "
-            "'libcuda.so cannot found!'",
-            fix=libcuda_fix(env),
-        )
+        fix, params = libcuda_fix(env)
+        return said(cid, "fail", "triton.libcuda_missing", fix, reason=env.fact("cuda", "libcuda_path").reason, **params)
     cuda = env.sections.get("cuda", {})
     if "triton_libcuda_dirs" not in cuda or "libcuda_link" not in cuda:
         # A report from before envcheck looked at Triton's own search: libcuda.so.1 is what it knows.
-        return Check("triton.libcuda", "pass", title, f"libcuda.so.1 resolves to {path}")
+        return said(cid, "pass", "triton.libcuda_found", path=path)
     if env.get("cuda", "triton_libcuda_dirs") is None:
-        return Check(
-            "triton.libcuda", "fail", title,
-            f"libcuda.so.1 is at {path}, but Triton looks only in `ldconfig -p` and LD_LIBRARY_PATH "
-            f"({env.fact('cuda', 'triton_libcuda_dirs').reason}): it fails with 'libcuda.so cannot found!'",
-            fix=libcuda_fix(env),
-        )
+        fix, params = libcuda_fix(env)
+        return said(cid, "fail", "triton.libcuda_unsearched", fix, path=path,
+                    reason=env.fact("cuda", "triton_libcuda_dirs").reason, **params)
     link = env.get("cuda", "libcuda_link")
     if not link:
-        return Check(
-            "triton.libcuda", "fail", title,
-            f"libcuda.so.1 is at {path}, but {env.fact('cuda', 'libcuda_link').reason}: Triton and torch.compile "
-            "stop with '/usr/bin/ld: cannot find -lcuda'",
-            fix=link_fix(env),
-        )
-    return Check("triton.libcuda", "pass", title, f"libcuda.so.1 resolves to {path}; -lcuda links {link}")
+        fix, params = link_fix(env)
+        return said(cid, "fail", "triton.libcuda_no_link", fix, path=path, reason=env.fact("cuda", "libcuda_link").reason,
+                    **params)
+    return said(cid, "pass", "triton.libcuda_ok", path=path, link=link)
 
 
 def _ptxas_for(env: Environment, sm: int) -> tuple[int | None, str | None, str]:
@@ -170,47 +147,41 @@ def _ptxas_for(env: Environment, sm: int) -> tuple[int | None, str | None, str]:
 
 def check_gpu_support(env: Environment) -> list[Check]:
     """Per GPU: compute capability Triton supports, and a ptxas that can target it."""
-    title = "Triton can target the GPU"
     if not _installed(env):
-        return [_skip("triton.gpu", title)]
+        return [_skip("triton.gpu")]
     if not env.gpus:
-        return [Check("triton.gpu", "skip", title, "no GPU")]
+        return [said("triton.gpu", "skip", "triton.gpu_none")]
     out = []
     for gpu in env.gpus:
         cid = f"triton.gpu.{gpu.index}"
         cc = machine.capability(gpu)
         label = machine.gpu_label(gpu)
         if cc is None:
-            out.append(Check(cid, "skip", title, f"{label}: compute capability unknown"))
+            out.append(said(cid, "skip", "torch.cc_unknown", gpu=label))
             continue
         sm = cc[0] * 10 + cc[1]
         if cc < MIN_CC:
-            out.append(Check(cid, "fail", title,
-                             f"{label} has compute capability {cv.text(cc)}: Triton {env.get('triton', 'version')} "
-                             "needs 7.0 (Volta) or newer",
-                             fix="benchmark torch only on this GPU (envcheck run skips Triton cases), or use a newer GPU"))
+            out.append(said(cid, "fail", "triton.too_old_gpu", "triton.too_old_gpu.fix", gpu=label, cc=cv.text(cc),
+                            version=env.get("triton", "version")))
             continue
         max_sm, version, var = _ptxas_for(env, sm)
         if not isinstance(max_sm, int):
-            out.append(Check(cid, "skip", title, f"{label}: ptxas version unknown"))
+            out.append(said(cid, "skip", "triton.ptxas_unknown", gpu=label))
             continue
         if max_sm >= sm:
-            out.append(Check(cid, "pass", title, f"{label} is sm_{sm}; Triton's ptxas {version} targets up to "
-                                                 f"sm_{max_sm}"))
+            out.append(said(cid, "pass", "triton.ptxas_ok", gpu=label, sm=sm, version=version, max_sm=max_sm))
             continue
         override = machine.variables(env).get(var)
-        fix = f"unset {var} (it points at an older ptxas)" if override else "pip install -U triton"
-        need = cv.arch_min_cuda(cc)
-        out.append(Check(cid, "fail", title,
-                         f"{label} is sm_{sm}, but the ptxas Triton uses ({version}) targets only up to sm_{max_sm}",
-                         fix=f"{fix}; or export {var}=<ptxas of CUDA {cv.text(need)} or newer>"))
+        need = cv.text(cv.arch_min_cuda(cc))
+        out.append(said(cid, "fail", "triton.ptxas_old", "triton.ptxas_override.fix" if override else "triton.ptxas_old.fix",
+                        gpu=label, sm=sm, version=version, max_sm=max_sm, var=var, need=need))
     return out
 
 
-def _smoke_fix(error: str, env: Environment) -> str:
+def _smoke_fix(error: str, env: Environment) -> Fix:
     low = error.lower()
     if "c compiler" in low:
-        return "sudo apt install build-essential (or export CC=/path/to/gcc)"
+        return "triton.cc.fix", {}
     if "python.h" in low:
         return headers_fix(env)
     if "cannot find -lcuda" in low:
@@ -218,43 +189,42 @@ def _smoke_fix(error: str, env: Environment) -> str:
             return link_fix(env)
         # The libcuda.so is there but this Triton's search missed it (Triton 2.0 used `whereis`,
         # which never looks in /usr/lib/wsl/lib): gcc also searches LIBRARY_PATH for -l.
-        return f"export LIBRARY_PATH={posixpath.dirname(str(env.get('cuda', 'libcuda_link')))}:$LIBRARY_PATH"
+        folder = posixpath.dirname(str(env.get("cuda", "libcuda_link")))
+        return "cmd", {"cmd": f"export LIBRARY_PATH={folder}:$LIBRARY_PATH"}
     if "libcuda" in low:
         return libcuda_fix(env)
     if "ptxas" in low or "ptx" in low:
-        return "pip install -U triton (its bundled ptxas must know the GPU); unset TRITON_PTXAS_PATH if set"
+        return "triton.smoke_ptxas.fix", {}
     if "timed out" in low:
-        return "nvidia-smi (is the GPU responsive?); run again with a longer --timeout"
-    return "pip install --force-reinstall triton" + (f"=={env.get('torch', 'triton_pin')}"
-                                                     if env.get("torch", "triton_pin") else "")
+        return "triton.smoke_hung.fix", {}
+    pin = env.get("torch", "triton_pin")
+    return "cmd", {"cmd": "pip install --force-reinstall triton" + (f"=={pin}" if pin else "")}
 
 
 def check_smoke(env: Environment) -> Check:
-    title = "Triton kernel compiles and runs"
     if not _installed(env):
-        return _skip("triton.smoke", title)
+        return _skip("triton.smoke")
     if not machine.runtime_ran(env, "triton_runtime"):
-        return Check("triton.smoke", "skip", title, machine.not_run_reason(env, "triton_runtime"))
+        return said("triton.smoke", "skip", "reason", reason=machine.not_run_reason(env, "triton_runtime"))
     ok = env.get("triton_runtime", "smoke_ok")
     if ok is None:
-        return Check("triton.smoke", "skip", title, env.fact("triton_runtime", "smoke_ok").reason or "not run")
+        return said("triton.smoke", "skip", "reason", reason=env.fact("triton_runtime", "smoke_ok").reason or "not run")
     error = str(env.get("triton_runtime", "error") or "")
     details = "\n".join(str(x) for x in (error, env.get("triton_runtime", "output_tail")) if x) or None
     if ok and env.get("triton_runtime", "run_ok") is not False:
         compile_s = env.get("triton_runtime", "compile_s")
         run_s = env.get("triton_runtime", "run_s")
-        parts = []
+        if isinstance(compile_s, (int, float)) and isinstance(run_s, (int, float)):
+            return said("triton.smoke", "pass", "triton.smoke.both", compile=f"{compile_s:.2f}", run=f"{run_s * 1e3:.2f}")
         if isinstance(compile_s, (int, float)):
-            parts.append(f"first call (JIT compile) {compile_s:.2f} s")
+            return said("triton.smoke", "pass", "triton.smoke.compile", compile=f"{compile_s:.2f}")
         if isinstance(run_s, (int, float)):
-            parts.append(f"second call {run_s * 1e3:.2f} ms")
-        return Check("triton.smoke", "pass", title,
-                     "masked vector add exact" + (": " + ", ".join(parts) if parts else ""))
+            return said("triton.smoke", "pass", "triton.smoke.run", run=f"{run_s * 1e3:.2f}")
+        return said("triton.smoke", "pass", "triton.smoke")
     first = " ".join(error.strip().splitlines()[0].split()) if error.strip() else "wrong result"
-    what = "compiled but the second call failed" if ok else "failed"
-    return Check("triton.smoke", "fail", title, f"masked vector add {what}: {first}",
-                 fix=_smoke_fix(error + "\n" + str(env.get("triton_runtime", "output_tail") or ""), env),
-                 details=details)
+    fix, params = _smoke_fix(error + "\n" + str(env.get("triton_runtime", "output_tail") or ""), env)
+    return said("triton.smoke", "fail", "triton.smoke_second_failed" if ok else "triton.smoke_failed", fix, details,
+                error=first, **params)
 
 
 def checks(env: Environment) -> list[Check]:

@@ -64,12 +64,30 @@ def collect(paths: list[str]) -> tuple[list[tuple[str, Report]], list[LeftOut]]:
     return [nr for name, (_, r) in zip(names, loaded, strict=True) for nr in per_node(name, r)], left_out
 
 
-def _note(x: LeftOut) -> str:
+def _note(x: LeftOut, lang: str) -> str:
     from envcheck.compare.history import NO_BENCHMARK
+    from envcheck.render.i18n import translate
 
     if x.reason == NO_BENCHMARK:
-        return f"left out {x.label}: a {x.detail} report without benchmark results"
-    return f"skipped {x.detail}"
+        return translate(lang, "history.note.left_out", label=x.label, kind=x.detail)
+    return translate(lang, "history.note.skipped", detail=x.detail)
+
+
+def _tell(text: str) -> None:
+    """A note on stderr, wrapped to the terminal's width (``COLUMNS``, else the terminal stderr is,
+    else 100) at spaces only, so a path or a file name stays whole."""
+    import os
+    import textwrap
+
+    from envcheck.render.escape import visible
+
+    try:
+        width = int(os.environ.get("COLUMNS", "")) or os.get_terminal_size(sys.stderr.fileno()).columns
+    except (ValueError, OSError):
+        width = 100
+    lines = textwrap.wrap(visible(text), width=max(width, 20), subsequent_indent="  ", break_long_words=False,
+                          break_on_hyphens=False)
+    print("\n".join(lines), file=sys.stderr)
 
 
 def render(hs: Histories, fmt: str, lang: str, to_file: bool) -> str:
@@ -89,7 +107,7 @@ def render(hs: Histories, fmt: str, lang: str, to_file: bool) -> str:
 
 def main(args: argparse.Namespace) -> int:
     from envcheck.compare.history import histories
-    from envcheck.render.escape import visible
+    from envcheck.render.i18n import translate
 
     check_out(args.out)
     if not args.paths:
@@ -99,12 +117,12 @@ def main(args: argparse.Namespace) -> int:
     reports, left_out = collect(args.paths)
     hs = histories(reports, left_out)
     for x in hs.left_out:
-        print(visible(f"envcheck history: note: {_note(x)}"), file=sys.stderr)
+        _tell(translate(args.lang, "history.note", note=_note(x, args.lang)))
     if not hs.machines:
         raise UsageError(f"no benchmark results among the reports in {', '.join(args.paths)}: "
                          "history needs reports of envcheck run")
     if len(hs.machines) > 1:
-        print(f"envcheck history: note: {len(hs.machines)} machines (told apart by GPU UUID), one history each",
-              file=sys.stderr)
+        _tell(translate(args.lang, "history.note", note=translate(args.lang, "history.note.machines",
+                                                                      count=len(hs.machines))))
     emit(render(hs, args.format, args.lang, bool(args.out)), args.out)
     return EXIT_OK

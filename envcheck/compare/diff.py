@@ -18,6 +18,7 @@ import numpy as np
 
 from envcheck.analysis import Analysis, BenchAnalysis, CaseResult, analyse
 from envcheck.analysis.ceilings import Ceiling
+from envcheck.analysis.checks import keyed
 from envcheck.analysis.peaks import Source
 from envcheck.compare import controls, shipped, stats
 from envcheck.compare import match as matching
@@ -469,7 +470,7 @@ def compare_analysed(base: tuple[str, Analysis], other: tuple[str, Analysis], *,
     cases = found.cases
     ops = list(dict.fromkeys(c.op for c in cases))
     return Comparison(
-        base=ia, other=ib, env=env, checks=tuple(check_changes(a.checks, b.checks, same)),
+        base=ia, other=ib, env=env, checks=tuple(check_changes(keyed(a.checks, a.environment, a.node), keyed(b.checks, b.environment, b.node), same)),
         cases=tuple(cases), only_base=tuple(CaseRef.of(r) for r in m.only_base),
         only_other=tuple(CaseRef.of(r) for r in m.only_other),
         ops=tuple(summarise(op, [c for c in cases if c.op == op], practical, confidence) for op in ops),

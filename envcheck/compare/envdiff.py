@@ -177,6 +177,7 @@ class CheckChange:
     after: str | None
     finding: str  # the newer finding (the older one when the check was removed)
     fix: str | None
+    said: Check | None = None  # the check whose finding this is, with its keys: the renderers phrase it
 
 
 CHECK_ORDER = {"new_fail": 0, "worse": 1, "different": 2, "fixed": 3, "better": 4, "removed": 5}
@@ -215,22 +216,12 @@ def check_changes(a: tuple[Check, ...], b: tuple[Check, ...], same_machine: bool
         ref = y or x
         assert ref is not None
         out.append(CheckChange(cid, ref.title, kind, x.status if x else None, y.status if y else None,
-                               ref.finding, y.fix if y else None))
+                               ref.finding, y.fix if y else None, ref))
     out.sort(key=lambda c: CHECK_ORDER[c.kind])
     return out
 
 
 STORY_AREAS = frozenset({"driver", "cuda", "torch", "triton", "kernel", "gpu", "os", "python"})
-
-
-def version_story(changes: list[EnvChange]) -> str:
-    """A short phrase naming what changed ("driver 575.57 -> 580.159, PyTorch 2.10.0 -> 2.11.0")."""
-    keep = [c for c in changes if c.area in STORY_AREAS or c.key == "envcheck.version"]
-    parts = [f"{c.title} {c.before} -> {c.after}" for c in keep]
-    settings = [c.key.removeprefix("setting.") for c in changes if c.key.startswith("setting.")]
-    if settings:
-        parts.append(f"envcheck run settings changed ({', '.join(settings)})")
-    return ", ".join(parts)
 
 
 def report_env_changes(a: Report, b: Report) -> list[EnvChange]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -168,9 +169,22 @@ class Check:
     finding: str
     fix: str | None = None
     details: str | None = None  # what a crashed subprocess printed, trimmed
+    # What the rule said, as catalogue keys and their parameters (text: versions, paths, commands,
+    # errors, already formatted by the rule): ``key`` is the finding, ``fix_key`` the fix; the title's
+    # key follows from the id (``check.title.<id without a GPU index>``). title/finding/fix above keep
+    # the English, for readers of the JSON and for reports written before checks carried keys.
+    key: str | None = None
+    fix_key: str | None = None
+    params: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"unknown check status {self.status!r}")
+        if any(not isinstance(k, str) or not isinstance(v, str) for k, v in self.params.items()):
+            raise ValueError("a check's parameters are text")
         if "\n" in self.finding:
             raise ValueError("a finding is one line")
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.status, self.title, self.finding, self.fix, self.details, self.key,
+                     self.fix_key, tuple(sorted(self.params.items()))))

@@ -11,9 +11,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from envcheck.compare.envdiff import STORY_AREAS, CheckChange, EnvChange
 from envcheck.render import fmt
+from envcheck.render.checktext import localized
 from envcheck.render.i18n import catalog, phrase, translate
 from envcheck.render.node_compare_view import NodeCompareView, node_compare_view, unmatched_lines
+from envcheck.render.view import ceiling_name
 
 Escape = Callable[[str], str]
 
@@ -192,6 +195,16 @@ def _env_label(c: Any, lang: str) -> str:
     return str(c.title)
 
 
+def _check_row(c: CheckChange, lang: str) -> CheckRow:
+    """One changed check, its title, finding and fix phrased in ``lang`` (the fix only when the newer report has one)."""
+    said = localized(c.said, lang) if c.said is not None else None
+    title, finding = (said.title, said.finding) if said else (c.title, c.finding)
+    fix = (said.fix if said else c.fix) if c.fix else None
+    before = translate(lang, f"status.{c.before}") if c.before else fmt.DASH
+    after = translate(lang, f"status.{c.after}") if c.after else fmt.DASH
+    return CheckRow(c.kind, word(lang, "diff.health.", c.kind), title, before, after, finding, fix)
+
+
 def _refs(refs: Sequence[Any]) -> tuple[str, ...]:
     """Cases present on one side only, compacted per op, implementation and precision."""
     groups: dict[str, list[str]] = {}
@@ -260,8 +273,7 @@ def comparison_view(cmp: Any, lang: str, escape: Escape, confidence: float = 0.9
                                                 baseline_gpu=escape(cmp.base.gpu_name or fmt.DASH),
                                                 other_gpu=escape(cmp.other.gpu_name or fmt.DASH)),
         env=tuple(EnvRow(_env_label(c, lang), c.before, c.after) for c in cmp.env),
-        checks=tuple(CheckRow(c.kind, word(lang, "diff.health.", c.kind), c.title, c.before or fmt.DASH, c.after or fmt.DASH,
-                              c.finding, c.fix) for c in cmp.checks),
+        checks=tuple(_check_row(c, lang) for c in cmp.checks),
         has_cases=bool(cmp.cases),
         overall=t("diff.overall", ratio=fmt.ratio(g.geomean), interval=fmt.interval(g.low, g.high), count=g.count,
                   verdict=verdict_text(lang, g.verdict)),
@@ -278,7 +290,7 @@ def comparison_view(cmp: Any, lang: str, escape: Escape, confidence: float = 0.9
         only_base=_refs(cmp.only_base), only_other=_refs(cmp.only_other),
         only_base_title=t("diff.only_base", count=len(cmp.only_base)),
         only_other_title=t("diff.only_other", label=escape(cmp.other.label), count=len(cmp.only_other)),
-        ceilings=tuple(CeilingRow(f"{c.name} {_kind(c.kind, lang)} ({c.unit})", fmt.num(c.base), fmt.num(c.other),
+        ceilings=tuple(CeilingRow(f"{ceiling_name(lang, c.name)} {_kind(c.kind, lang)} ({c.unit})", fmt.num(c.base), fmt.num(c.other),
                                   _source(c.other_source or c.base_source, lang, escape)) for c in cmp.ceilings),
         node=node_compare_view(cmp.node, lang, escape) if getattr(cmp, "node", None) is not None else None,
     )
@@ -356,17 +368,25 @@ class HistoryView:
     node: tuple[NodeSeriesRow, ...] = ()  # empty: no report of this machine ran node tests
 
 
+def _story(changes: Sequence[EnvChange], lang: str) -> str:
+    """What changed at a step, in ``lang`` ("driver 575.57 -> 580.159, PyTorch 2.10.0 -> 2.11.0")."""
+    keep = [c for c in changes if c.area in STORY_AREAS or c.key == "envcheck.version"]
+    parts = [f"{_env_label(c, lang)} {c.before} -> {c.after}" for c in keep]
+    settings = [c.key.removeprefix("setting.") for c in changes if c.key.startswith("setting.")]
+    if settings:
+        parts.append(translate(lang, "history.step.settings", names=", ".join(settings)))
+    return translate(lang, "list.sep").join(parts)
+
+
 def step_sentence(s: Any, lang: str, escape: Escape) -> str:
     """"matmul triton bf16 got 7.0% faster at 2026-12-01 when driver 575.57 -> 580.159"."""
-    from envcheck.compare.envdiff import version_story
-
     t = _t(lang)
     when = escape(s.created[:10])
     if s.factor >= 2:  # "281× slower" reads better than "28024% slower"
         head = t(f"history.step.{s.direction}_x", group=escape(s.group), factor=fmt.num(s.factor), when=when)
     else:
         head = t(f"history.step.{s.direction}", group=escape(s.group), pct=f"{s.change_pct:.1f}", when=when)
-    story = version_story(list(s.changes))
+    story = _story(list(s.changes), lang)
     return head + (t("history.step.when", changes=escape(story)) if story else t("history.step.nochange"))
 
 

@@ -18,6 +18,7 @@ from envcheck.render import compare_view as cv
 from envcheck.render.escape import md_text
 from envcheck.render.fleet_view import fleet_view
 from envcheck.render.jinja import render
+from envcheck.render.toc import html_toc, markdown_toc
 from envcheck.render.view import run_view
 
 
@@ -90,11 +91,14 @@ def render_markdown(report: Report, lang: str = "en", charts_dir: str = "charts"
     drawn = report_charts(analysis, lang) if charts is None else charts
     links = _by_place(drawn, lambda c: ChartLink(c.title, f"{charts_dir}/{c.name}.svg"))
     if report.fleet is not None:
-        return render("fleet.md.j2", lang=lang, v=fleet_view(report, analysis, lang, md_text), charts=links)
+        return markdown_toc(render("fleet.md.j2", lang=lang, v=fleet_view(report, analysis, lang, md_text),
+                                   charts=links), lang)
     if report.kind == "burn":
-        return render("burn.md.j2", lang=lang, charts=links, **_burn_page(report, analysis, lang, md_text))
+        return markdown_toc(render("burn.md.j2", lang=lang, charts=links, **_burn_page(report, analysis, lang, md_text)),
+                            lang)
     v = run_view(report, analysis, lang, md_text)
-    return render("report.md.j2", lang=lang, v=v, b=v.bench, charts=links, burn=_burn(analysis, lang, md_text))
+    return markdown_toc(render("report.md.j2", lang=lang, v=v, b=v.bench, charts=links,
+                               burn=_burn(analysis, lang, md_text)), lang)
 
 
 def render_html(report: Report, lang: str = "en", analysis: Analysis | None = None,
@@ -104,11 +108,14 @@ def render_html(report: Report, lang: str = "en", analysis: Analysis | None = No
     drawn = report_charts(analysis, lang) if charts is None else charts
     by_place = _by_place(drawn)
     if report.fleet is not None:
-        return render("fleet.html.j2", lang=lang, v=fleet_view(report, analysis, lang, _same), charts=by_place)
+        return html_toc(render("fleet.html.j2", lang=lang, v=fleet_view(report, analysis, lang, _same),
+                               charts=by_place), lang)
     if report.kind == "burn":
-        return render("burn.html.j2", lang=lang, charts=by_place, **_burn_page(report, analysis, lang, _same))
+        return html_toc(render("burn.html.j2", lang=lang, charts=by_place, **_burn_page(report, analysis, lang, _same)),
+                        lang)
     v = run_view(report, analysis, lang, _same)
-    return render("report.html.j2", lang=lang, v=v, b=v.bench, charts=by_place, burn=_burn(analysis, lang, _same))
+    return html_toc(render("report.html.j2", lang=lang, v=v, b=v.bench, charts=by_place,
+                           burn=_burn(analysis, lang, _same)), lang)
 
 
 def render_diff(d: Any, fmt: str, lang: str = "en") -> str:
@@ -117,7 +124,7 @@ def render_diff(d: Any, fmt: str, lang: str = "en") -> str:
         raise ValueError(f"unknown document format {fmt!r}")
     view = cv.diff_view(d, lang, md_text if fmt == "md" else _same)
     charts = [ch.ratio_chart(c, lang) if fmt == "html" else None for c in d.comparisons]
-    return render(f"diff.{fmt}.j2", lang=lang, v=view, charts=charts)
+    return _with_toc(render(f"diff.{fmt}.j2", lang=lang, v=view, charts=charts), fmt, lang)
 
 
 def render_history(h: Any, fmt: str, lang: str = "en") -> str:
@@ -133,7 +140,11 @@ def render_histories(hs: Any, fmt: str, lang: str = "en") -> str:
     if fmt not in FORMATS:
         raise ValueError(f"unknown document format {fmt!r}")
     if fmt == "md":
-        return "\n".join(render("history.md.j2", lang=lang, v=cv.history_view(h, lang, md_text), chart=None)
-                         for h in hs)
+        return markdown_toc("\n".join(render("history.md.j2", lang=lang, v=cv.history_view(h, lang, md_text),
+                                             chart=None) for h in hs), lang)
     machines = [{"v": cv.history_view(h, lang, _same), "chart": ch.history_chart(h, lang)} for h in hs]
-    return render("history.html.j2", lang=lang, machines=machines)
+    return html_toc(render("history.html.j2", lang=lang, machines=machines), lang)
+
+
+def _with_toc(text: str, fmt: str, lang: str) -> str:
+    return markdown_toc(text, lang) if fmt == "md" else html_toc(text, lang)

@@ -16,8 +16,11 @@ make text read differently than it is. Each medium has one function here:
 
 from __future__ import annotations
 
+import html
 import re
 from typing import Any
+
+from markupsafe import Markup
 
 # U+061C, U+200E/F: marks; U+202A-U+202E: embeddings and overrides; U+2066-U+2069: isolates.
 BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
@@ -111,3 +114,21 @@ def json_text(text: str) -> str:
     ``\\uXXXX`` escapes: still valid JSON, and it reads back to the same strings. Outside strings JSON
     holds none of them, so every match is inside a string, where ``\\uXXXX`` means the same character."""
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+
+
+# A run of a command's characters between spaces (and between CJK text, which may break anywhere).
+_TOKEN = re.compile(r"[^\s\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]+")
+
+
+def html_command(text: Any) -> Markup:
+    """A fix for HTML, laid out so that it wraps only between its tokens: each run of a command's
+    characters (``--index-url``, ``https://download.pytorch.org/whl/cu121``) is one unbreakable box.
+    CSS alone cannot say it: browsers also break after a hyphen and, with overflow-wrap, anywhere."""
+    shown = visible(str(text), lines=True)
+    out, end = [], 0
+    for m in _TOKEN.finditer(shown):
+        out.append(html.escape(shown[end:m.start()], quote=False))
+        out.append(f'<span class="tok">{html.escape(m.group(), quote=False)}</span>')
+        end = m.end()
+    out.append(html.escape(shown[end:], quote=False))
+    return Markup("".join(out))

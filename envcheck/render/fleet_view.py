@@ -12,6 +12,7 @@ from envcheck.analysis import Analysis
 from envcheck.analysis import fleet as af
 from envcheck.model import Report
 from envcheck.render import fmt
+from envcheck.render.checktext import all_localized
 from envcheck.render.node_view import (
     _P,
     DASH,
@@ -220,7 +221,8 @@ def fleet_view(report: Report, analysis: Analysis, lang: str, escape: Escape) ->
         failed = af.failed_checks(n.node)
         if failed:
             lines.append(Line(p.t("fleet.node.checks_failed", count=len(failed),
-                                  checks=p.escape("; ".join(f"{c.title}: {c.finding}" for c in failed))), "fail"))
+                                  checks=p.escape("; ".join(f"{c.title}: {c.finding}" for c in all_localized(failed, p.lang)))),
+                              "fail"))
         if n.node.node is None:
             lines.append(Line(p.t("fleet.node.no_node_tests"), "warn"))
         elif n.verdict.status == "pass" or n.analysis.problems:

@@ -60,6 +60,22 @@ def exp(x: float, digits: int = 2) -> str:
     return f"{mant}e{int(e)}"
 
 
+RATE_UNITS = (("s", 1.0), ("min", 60.0), ("h", 3600.0), ("d", 86400.0))
+
+
+def counter_rate(per_s: Any) -> str:
+    """A count per second as a plain number per the first unit that makes it at least 1 (``12/s``,
+    ``3.4/min``, ``0.52/d``): counters read by people, never in exponent form."""
+    if per_s is None or not isinstance(per_s, (int, float)) or not math.isfinite(per_s):
+        return DASH
+    if per_s == 0:
+        return "0"
+    for unit, size in RATE_UNITS:
+        if per_s * size >= 1 or unit == "d":
+            return f"{num(per_s * size)}/{unit}"
+    return DASH  # unreachable: the last unit always answers
+
+
 def sci(x: Any) -> str:
     """A numeric error or a tolerance: two significant digits in exponent form."""
     if x is None:

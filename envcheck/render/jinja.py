@@ -23,7 +23,7 @@ import jinja2
 import jinja2.bccache
 from markupsafe import Markup
 
-from envcheck.render.escape import md_code, md_code_cell, md_lead, md_text, visible
+from envcheck.render.escape import html_command, md_code, md_code_cell, md_lead, md_text, visible
 from envcheck.render.i18n import translate
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
@@ -45,6 +45,7 @@ FILTERS = {
     "lead": md_lead,
     "code": md_code,
     "code_cell": md_code_cell,
+    "command": html_command,
 }
 
 

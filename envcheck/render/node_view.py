@@ -559,9 +559,8 @@ def counters_part(na: an.NodeAnalysis, p: _P, pid: str = "counters") -> Part | N
             rows.append((Cell(_gpu(r.gpu)), Cell(p.word("node.counter.", r.name)),
                          Cell(fmt.num(r.links)), Cell(fmt.num(r.before)), Cell(fmt.num(r.after)),
                          Cell(fmt.num(r.delta), status="fail" if r.over_limit else ""),
-                         Cell(fmt.num(r.per_s), status="fail" if r.over_limit else ""),
-                         Cell(fmt.sci(r.boot_per_s) if r.boot_per_s else fmt.num(r.boot_per_s),
-                              status="fail" if r.boot_over_limit else "")))
+                         Cell(fmt.counter_rate(r.per_s), status="fail" if r.over_limit else ""),
+                         Cell(fmt.counter_rate(r.boot_per_s), status="fail" if r.boot_over_limit else "")))
         cols = (p.t("node.col.gpu"), p.t("node.col.counter"), p.t("node.col.links"), p.t("node.col.before"),
                 p.t("node.col.after"), p.t("node.col.delta"), p.t("node.col.per_s"), p.t("node.col.boot_per_s"))
         tables.append(Table("counters", cols, (False, False, True, True, True, True, True, True), tuple(rows),

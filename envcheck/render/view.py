@@ -21,6 +21,7 @@ from typing import Any
 from envcheck.analysis import Analysis, BenchAnalysis, CaseResult
 from envcheck.analysis import flags as fl
 from envcheck.analysis.ceilings import MEASURED, THEORETICAL, Ceiling, MissingCeiling, theoretical_bandwidth_gbps
+from envcheck.analysis.checks import keyed
 from envcheck.analysis.findings import Finding
 from envcheck.analysis.peaks import Source
 from envcheck.analysis.summary import Tally
@@ -29,7 +30,8 @@ from envcheck.model import CaseKey, Check, Fact, Note, Report, Skip, known
 from envcheck.ops import IMPLS, PRECISIONS
 from envcheck.redact import redact_value
 from envcheck.render import fmt
-from envcheck.render.i18n import check_counts, join, phrase, translate
+from envcheck.render.checktext import all_localized
+from envcheck.render.i18n import check_counts, has, join, phrase, translate
 from envcheck.render.node_view import node_section, node_tiles
 from envcheck.render.tiles import Tile
 
@@ -492,6 +494,11 @@ def _skipped(skips: Sequence[Skip], p: _Phraser) -> list[SkipGroup]:
     return sorted(groups, key=lambda g: -g.count)
 
 
+def ceiling_name(lang: str, name: str) -> str:
+    """A ceiling's name: ``bandwidth`` in the reader's words, a precision (fp32, tf32) as its identifier."""
+    return translate(lang, f"ceiling.name.{name}") if has(lang, f"ceiling.name.{name}") else name
+
+
 def _ceiling_rows(ba: BenchAnalysis, p: _Phraser) -> list[CeilingRow]:
     rows = []
     order = {THEORETICAL: 0, MEASURED: 1}
@@ -500,10 +507,11 @@ def _ceiling_rows(ba: BenchAnalysis, p: _Phraser) -> list[CeilingRow]:
     items.sort(key=lambda c: (names.index(c.name), order.get(c.kind, 2)))
     for c in items:
         kind = p.t(f"ceiling.{c.kind}")
+        name = ceiling_name(p.lang, c.name)
         if isinstance(c, Ceiling):
-            rows.append(CeilingRow(c.name, kind, f"{fmt.num(c.value, 4)} {c.unit}", p.source(c.source)))
+            rows.append(CeilingRow(name, kind, f"{fmt.num(c.value, 4)} {c.unit}", p.source(c.source)))
         else:
-            rows.append(CeilingRow(c.name, kind, fmt.DASH, p.t("ceiling.missing", reason=p.key(c.key, c.params))))
+            rows.append(CeilingRow(name, kind, fmt.DASH, p.t("ceiling.missing", reason=p.key(c.key, c.params))))
     return rows
 
 
@@ -676,7 +684,7 @@ def run_view(report: Report, analysis: Analysis, lang: str, escape: Escape) -> R
                      else escape(report.kind), created=escape(report.created), version=escape(report.tool_version)),
         machine=_machine(report, p),
         verdict=verdict, verdict_text=p.t(f"verdict.{verdict}") if verdict else p.t("health.none"),
-        check_counts=check_counts(lang, report.checks), checks=worst_first(report.checks),
+        check_counts=check_counts(lang, report.checks), checks=worst_first(all_localized(keyed(report.checks, report.environment, report.node), lang)),
         env_rows=tuple(_env_rows(report, p)), env_variables=tuple(_env_variables(report)),
         gpus=tuple(_gpus(report, p)),
         bench=benches[0] if benches else None,

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from envcheck.model import Check
+from envcheck.render.checktext import all_localized
 from envcheck.render.escape import term
 from envcheck.render.i18n import check_counts, translate
 from envcheck.render.terminal.console import heading, table, wide
@@ -89,6 +90,7 @@ def verdict_line(checks: Sequence[Check], probe_s: float | None = None, lang: st
 
 
 def print_checks(console: Console, checks: Sequence[Check], probe_s: float | None = None, lang: str = "en") -> None:
+    checks = all_localized(checks, lang)
     heading(console, translate(lang, "section.health"))
     if any(c.status != "skip" for c in checks):
         console.print(checks_table(console, checks, lang))

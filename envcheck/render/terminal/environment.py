@@ -147,7 +147,7 @@ def gpu_line(gpu: Gpu, t: T) -> str:
     return _join(
         _v(g("name")) if g("name") else t("term.env.unknown_gpu"),
         memory,
-        f"cc {_v(g('compute_capability'))}" if g("compute_capability") else None,
+        t("term.env.cc", cc=_v(g("compute_capability"))) if g("compute_capability") else None,
         t("term.env.sms", count=_v(g("sm_count"))) if g("sm_count") else None,
         f"SM {_v(clock)}/{_v(clock_max)} MHz" if clock is not None and clock_max is not None else None,
         f"{fmt.num(bw, 4)} GB/s" if isinstance(bw, (int, float)) else None,
@@ -177,7 +177,7 @@ def environment_lines(env: Environment, lang: str = "en") -> list[tuple[str, str
             _v(fmt.fact_value("python_packages", p, t)) for p in packages if isinstance(p, dict))))
     rows += [(f"GPU {gpu.index}", gpu_line(gpu, t)) for gpu in env.gpus]
     if not env.gpus:
-        rows.append(("GPUs", t("term.env.no_gpus")))
+        rows.append((t("term.env.gpus"), t("term.env.no_gpus")))
     return rows
 
 

@@ -16,9 +16,11 @@ from pathlib import Path
 from rich.console import Console
 
 from envcheck.analysis import Analysis
+from envcheck.analysis.checks import keyed
 from envcheck.model import Bench, Report
 from envcheck.ops import IMPLS
 from envcheck.render import fmt
+from envcheck.render.checktext import all_localized
 from envcheck.render.escape import term
 from envcheck.render.i18n import check_counts, translate
 from envcheck.render.terminal.console import bullets, heading, table, wide
@@ -149,9 +151,13 @@ def _finding_lines(console: Console, items: Sequence[FindingView], lang: str) ->
 def legend(console: Console, b: BenchView, lang: str) -> None:
     if wide(console):
         return
-    parts = [f"{f.abbr} {f.label}" for f in b.flag_legend]
-    key = "term.legend" if parts else "term.legend_noflags"
-    console.print(f"[dim]{translate(lang, key, flags=', '.join(parts))}[/]")
+    # Only what the tables above show: a CPU run has no theoretical ceiling, so no "%theor" column.
+    flags = [f"{f.abbr} {f.label}" for f in b.flag_legend]
+    parts = [translate(lang, "term.legend.flags", flags=", ".join(flags))] if flags else []
+    if any(s.has_theoretical for s in b.sections):
+        parts.append(translate(lang, "term.legend.theor"))
+    parts.append(translate(lang, "term.legend.err_tol"))
+    console.print(f"[dim]{' '.join(parts)}[/]")
 
 
 def totals(console: Console, b: BenchView, lang: str) -> None:
@@ -241,7 +247,7 @@ def check_lines(console: Console, report: Report, lang: str) -> None:
                                     counts=check_counts(lang, report.checks)),
                           STATUS_STYLE.get(verdict, "")))
     lines = []
-    for c in report.checks:
+    for c in all_localized(keyed(report.checks, report.environment, report.node), lang):
         if c.status in ("fail", "warn"):
             text = f"{term(c.title)}: {term(c.finding)}"
             if c.fix:

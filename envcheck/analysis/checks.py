@@ -1,0 +1,32 @@
+"""A report's checks as keys and parameters, also for reports written before checks carried keys.
+
+Checks only read facts, so the rules can be run again on a report's recorded facts. A recorded
+check without a key takes the keys of the rule's verdict today when that verdict has the same id
+and the same status; otherwise it stays as recorded (its English text), and the renderers say so.
+The verdict a report recorded is never changed here: only how it is said.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from envcheck.checks import evaluate
+from envcheck.checks.links import delta_checks
+from envcheck.model import Check, Environment
+from envcheck.model.node import Node
+
+
+def keyed(checks: Sequence[Check], env: Environment | None, node: Node | None = None) -> tuple[Check, ...]:
+    """``checks`` with keys wherever the rules, run again on ``env`` (and on ``node``'s counters, for
+    the checks of a node run), agree with the recorded status."""
+    if all(c.key for c in checks) or env is None or not env.sections:
+        return tuple(checks)
+    today = {c.id: c for c in (*evaluate(env), *(delta_checks(node) if node is not None else ()))}
+    return tuple(c if c.key else _agreeing(c, today.get(c.id)) for c in checks)
+
+
+def _agreeing(recorded: Check, today: Check | None) -> Check:
+    if today is None or today.status != recorded.status or today.key is None:
+        return recorded
+    return dataclasses.replace(recorded, key=today.key, fix_key=today.fix_key, params=today.params)

@@ -1,0 +1,58 @@
+"""How a rule says its verdict: catalogue keys and their parameters, plus the English for readers of the JSON.
+
+A rule names a finding key (``check.<key>`` in the message catalogues) and, when not passing, a
+fix key; both share one set of parameters, text the rule has already formatted (a version, a
+path, an error, a command). The title's key follows from the check id. The English sentences are
+filled in here from the English catalogue, so JUnit, the health line, the diff and older readers
+of the JSON keep plain text; every human view phrases the keys in the reader's language instead.
+The catalogue is read as package data: checks never import the renderers.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Mapping
+from importlib import resources
+
+from envcheck.model import Check, Status
+
+_GPU_INDEX = re.compile(r"\.\d+$")
+
+
+@functools.cache
+def _english() -> Mapping[str, str]:
+    text = resources.files("envcheck.render").joinpath("catalog", "en.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+class _Blank(dict):  # type: ignore[type-arg]
+    def __missing__(self, key: str) -> str:
+        return ""
+
+
+def nested_keys(params: Mapping[str, str]) -> dict[str, str]:
+    """Parameters ``<name>_key``: a catalogue key phrased (with the same parameters) into ``<name>``."""
+    return {k[:-4]: v for k, v in params.items() if k.endswith("_key") and v.startswith("check.")}
+
+
+def title_key(check_id: str) -> str:
+    """``check.title.gpu.ecc`` for ``gpu.ecc.3``: one title per rule, whichever GPU it judged."""
+    return f"check.title.{_GPU_INDEX.sub('', check_id)}"
+
+
+def said(check_id: str, status: Status, key: str, fix: str | None = None, details: str | None = None, /,
+         **params: object) -> Check:
+    """The check ``check_id`` with finding ``check.<key>`` and fix ``check.<fix>``, both given ``params``."""
+    en = _english()
+    text = {k: str(v) for k, v in params.items()}
+    for name, nested in nested_keys(text).items():  # a phrase inside the fix: a driver upgrade, an install
+        text[name] = en[nested].format_map(_Blank(text))
+    finding_key = f"check.{key}"
+    if text.get("count") == "1" and f"{finding_key}.one" in en:  # the singular form, as the renderers pick it
+        finding_key = f"{finding_key}.one"
+    fix_key = f"check.{fix}" if fix else None
+    return Check(check_id, status, en[title_key(check_id)], en[finding_key].format(**text),
+                 fix=en[fix_key].format(**text) if fix_key else None, details=details,
+                 key=finding_key, fix_key=fix_key, params=text)

@@ -1,0 +1,297 @@
+"""zh-CN is complete: every committed report, and every snapshot of the corpus checked, renders in
+Chinese without English words of ours.
+
+Generic on purpose: it walks whatever reports/ holds (runs, nodes, fleets, check reports, and a
+diff and a history of them) and whatever snapshots the corpus holds, so a view another engineer
+adds is held to the same rule once its reports are committed. For each one: the Markdown (code
+spans left out: they hold commands), the HTML's text (code, scripts, styles and charts left out)
+and the terminal view at 100 columns.
+
+What may stay Latin:
+- what the machine said: every string of the report's JSON but our own sentences (versions, paths,
+  GPU and host names, errors, probe reasons as recorded), and every check's parameters;
+- what the Chinese catalogue keeps verbatim: its Latin words (commands, product names, units,
+  identifiers: a translator kept them on purpose), once quoted error messages (“...”) are set aside;
+  ``test_chinese_messages_are_translated`` keeps that list honest;
+- the short ``ALLOWED`` list below, each word with its reason.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from envcheck import snapshot
+from envcheck.analysis import analyse
+from envcheck.analysis.checks import keyed
+from envcheck.checks import evaluate
+from envcheck.compare.diff import diff
+from envcheck.compare.history import history
+from envcheck.model import SCHEMA_VERSION, Report, load, to_dict
+from envcheck.probes.collect import collect
+from envcheck.render.documents import render_diff, render_history, render_html, render_markdown
+from envcheck.render.terminal.checks import print_checks
+from envcheck.render.terminal.compare import print_diff
+from envcheck.render.terminal.console import capture
+from envcheck.render.terminal.environment import print_environment
+from envcheck.render.terminal.node import print_fleet
+from envcheck.render.terminal.run import print_run
+
+ROOT = Path(__file__).resolve().parent.parent
+REPORTS = sorted((ROOT / "reports").glob("*.json"))
+SNAPSHOTS = sorted((ROOT / "tests/fixtures/snapshots/corpus").glob("*.json"))
+CATALOG = ROOT / "envcheck/render/catalog"
+
+ALLOWED = {
+    "envcheck",  # the program's own name, shown as a command and in the footer
+    "x",  # the multiplication sign of shapes (4096 x 4096) and of speedups (1.9x)
+    "us", "ns", "ms", "min", "h", "d",  # time units beside their numbers
+    "iB", "KiB", "MiB", "GiB", "TiB", "GB", "TB", "TFLOP", "GFLOP", "MHz", "W", "C", "bit",  # units
+    "IQR", "CV",  # the statistics' names, as Chinese papers write them
+    "NVIDIA", "PyTorch", "Triton", "CUDA", "NCCL", "NVLink", "PCIe", "WSL", "GPU", "CPU", "SM", "L2", "HBM",  # products
+    "SXM",  # the form factor in product names (H200 SXM), as NVIDIA's Chinese pages write it
+    "JSON", "HTML", "Markdown", "SVG",  # file formats
+}
+
+WORD = re.compile(r"[A-Za-z][A-Za-z]+")
+PLACEHOLDER = re.compile(r"\{[^}]*\}")
+# Quoted verbatim: an error message as the program prints it (“...”), a published title (《...》).
+QUOTED = re.compile(r"“[^”]*”|《[^》]*》")
+CJK = re.compile(r"[\u4e00-\u9fff]")
+URL = re.compile(r"https?://[^\s）)，,;；]+")  # a link's address
+PATH = re.compile(r"[^\s（(“]*[A-Za-z0-9.~*]/[^\s）)，,;；”]*")  # a file or folder: /usr/lib/wsl/lib, ~/.bashrc, send/receive
+ALNUM = re.compile(r"(?<![\w-])(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[\w-]+")  # a name with digits: H200, cu121, GPU-96f2ad0b
+FLAG = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")  # a command-line flag: --index-url, -lcuda
+# Identifiers: snake_case or dotted names (check ids, metric and rule names, ops, NVML counters,
+# torch attributes: gpu.bandwidth_gbps, vector_add, crc_data, tl.dot). Never prose.
+IDENTIFIER = re.compile(r"[A-Za-z0-9]*(?:[A-Za-z0-9]_|_[A-Za-z0-9]|[A-Za-z0-9]\.[A-Za-z]|[A-Za-z]\.(?=\s|$))[\w.]*")
+# Our own words in a report's JSON: recorded English that the renderers phrase anew (or mark), and
+# statuses, which they translate.
+OWN_TEXT = {"title", "finding", "fix", "text", "status"}
+
+
+def _catalog(lang: str) -> dict[str, str]:
+    data = json.loads((CATALOG / f"{lang}.json").read_text(encoding="utf-8"))
+    return {k: v for k, v in data.items() if not k.startswith("_")}
+
+
+@functools.cache
+def _kept_by_translator() -> frozenset[str]:
+    words: set[str] = set()
+    for v in _catalog("zh-CN").values():
+        words.update(WORD.findall(_plain(PLACEHOLDER.sub(" ", v))))
+    return frozenset(words)
+
+
+def _plain(text: str) -> str:
+    """``text`` without what is never prose: quotations, links, identifiers, paths and command-line flags."""
+    for pattern in (QUOTED, URL, PATH, FLAG, IDENTIFIER, ALNUM):
+        text = pattern.sub(" ", text)
+    return text
+
+
+def _machine_strings(data: Any, out: set[str], key: str = "") -> set[str]:
+    if isinstance(data, str):
+        if key not in OWN_TEXT:
+            out.add(data)
+    elif isinstance(data, dict):
+        for k, v in data.items():
+            if k == "params" and isinstance(v, dict):  # a check's or a note's parameters: machine text
+                out.update(str(x) for x in v.values())
+            else:
+                _machine_strings(v, out, str(k))
+    elif isinstance(data, (list, tuple)):
+        for v in data:
+            _machine_strings(v, out, key)
+    return out
+
+
+class _Text(HTMLParser):
+    """An HTML page's visible text, without code, scripts, styles and charts."""
+
+    SKIP = {"code", "pre", "script", "style", "svg", "title"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+        self.depth = 0
+
+    def handle_starttag(self, tag: str, attrs: Any) -> None:
+        if tag in self.SKIP:
+            self.depth += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self.SKIP and self.depth:
+            self.depth -= 1
+
+    def handle_data(self, data: str) -> None:
+        if not self.depth:
+            self.parts.append(data)
+
+
+def html_text(page: str) -> str:
+    parser = _Text()
+    parser.feed(page)
+    return " ".join(parser.parts)
+
+
+def markdown_text(doc: str) -> str:
+    doc = re.sub(r"```.*?```", " ", doc, flags=re.DOTALL)
+    doc = re.sub(r"<svg\b.*?</svg>", " ", doc, flags=re.DOTALL)
+    doc = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", doc)  # a link's target is a path
+    return re.sub(r"`[^`]*`", " ", doc)
+
+
+def _flat(text: str) -> str:
+    """One space for any run of whitespace (a terminal wraps long lines), no Markdown escapes."""
+    return " ".join(text.replace("\\", "").split())
+
+
+def _shortened(text: str, strings: list[str]) -> str:
+    """Without machine strings that a narrow view cut short with an ellipsis (``/home/u/ve…``)."""
+    while (end := text.find("…")) >= 0:
+        before = text[:end]
+        cut = max((k for s in strings for k in range(min(len(s), end), 5, -1) if before.endswith(s[:k])), default=0)
+        text = before[:end - cut] + " " + text[end + 1:]
+    return text
+
+
+def english_words(text: str, machine: set[str]) -> list[str]:
+    """Latin words in ``text`` that neither the machine said nor the Chinese catalogue keeps."""
+    text = _flat(text)
+    strings = sorted({_flat(m) for m in machine}, key=len, reverse=True)
+    for s in strings:
+        if len(s) > 1 and s in text:
+            # Whole names only: a machine's "check" must not eat the middle of "envcheck", nor its
+            # "torch" the head of the identifier torch.cuda.graphs.
+            text = re.sub(rf"(?<![\w.]){re.escape(s)}(?![\w]|\.\w)", " ", text)
+    text = _shortened(text, strings)
+    text = _plain(text)
+    kept = _kept_by_translator() | ALLOWED
+    return sorted({w for w in WORD.findall(text) if w not in kept})
+
+
+def _renders(report: Report) -> dict[str, str]:
+    a = analyse(report)
+    term = print_fleet if report.fleet is not None else print_run
+    return {"md": markdown_text(render_markdown(report, "zh-CN", analysis=a)),
+            "html": html_text(render_html(report, "zh-CN", analysis=a)),
+            "terminal": capture(lambda c: term(c, report, a, lang="zh-CN"), width=100)}
+
+
+def _problems(report: Report, renders: dict[str, str], extra: set[str] | None = None) -> dict[str, list[str]]:
+    # The parameters of checks an older report recorded as text come from the rules run again on its facts.
+    again = keyed(report.checks, report.environment, report.node)
+    machine = _machine_strings(to_dict(report), set()) | {v for c in again for v in c.params.values()} | (extra or set())
+    found = {medium: english_words(text, machine) for medium, text in renders.items()}
+    return {m: w for m, w in found.items() if w}
+
+
+def test_the_walk_finds_what_it_must() -> None:
+    loadable = [p for p in REPORTS if _load(p) is not None]
+    assert len(loadable) >= 10 and len(SNAPSHOTS) >= 15
+
+
+def _load(path: Path) -> Report | None:
+    """A committed report; None for the JSON of a diff (an output, rendered below from its reports)."""
+    try:
+        return load(path)
+    except Exception:  # noqa: BLE001 - the diffs' JSON is not a report; test_the_walk counts the rest
+        return None
+
+
+@pytest.mark.parametrize("path", [p for p in REPORTS if _load(p) is not None], ids=lambda p: p.stem)
+def test_every_committed_report_renders_in_chinese(path: Path) -> None:
+    report = _load(path)
+    assert report is not None and report.schema_version <= SCHEMA_VERSION
+    problems = _problems(report, _renders(report))
+    assert not problems, problems
+
+
+def test_a_diff_and_a_history_of_committed_reports_render_in_chinese() -> None:
+    runs = [(p.stem, r) for p in REPORTS if (r := _load(p)) is not None and r.kind == "run" and r.node is None
+            and r.fleet is None and r.benches]
+    assert len(runs) >= 3
+    d = diff(runs[:2])
+    h = history(runs)
+    machine: set[str] = set()
+    for _, r in runs:
+        _machine_strings(to_dict(r), machine)
+    machine.update(name for name, _ in runs)
+    renders = {"diff.md": markdown_text(render_diff(d, "md", "zh-CN")),
+               "diff.html": html_text(render_diff(d, "html", "zh-CN")),
+               "diff.terminal": capture(lambda c: print_diff(c, d, lang="zh-CN"), width=100),
+               "history.md": markdown_text(render_history(h, "md", "zh-CN")),
+               "history.html": html_text(render_history(h, "html", "zh-CN"))}
+    found = {m: english_words(t, machine) for m, t in renders.items()}
+    assert not {m: w for m, w in found.items() if w}
+
+
+@pytest.mark.parametrize("path", SNAPSHOTS, ids=lambda p: p.stem)
+def test_every_corpus_snapshot_checks_in_chinese(path: Path) -> None:
+    host, nvml = snapshot.replay(snapshot.load(path))
+    env = collect(host=host, nvml=nvml, runtime=True, timeout=60)
+    checks = evaluate(env)
+    report = Report(tool_version="0", created="2026-11-25T00:00:00Z", host="replayed", kind="check",
+                    environment=env, checks=checks)
+    renders = {"md": markdown_text(render_markdown(report, "zh-CN")),
+               "html": html_text(render_html(report, "zh-CN")),
+               "terminal": capture(lambda c: (print_environment(c, env, "zh-CN"),
+                                              print_checks(c, checks, None, "zh-CN")), width=100)}
+    problems = _problems(report, renders)
+    assert not problems, problems
+
+
+def test_english_text_is_found_where_it_is_left() -> None:
+    """The detector itself: an English sentence of ours is caught, a machine string is not."""
+    assert english_words("驱动 535.1 未加载 because the module is missing", set()) == \
+        ["because", "is", "missing", "module", "the"]
+    assert english_words("错误：CUDA unknown error", {"CUDA unknown error"}) == []
+    assert english_words("运行 `because it fails`", set()) != []  # markdown_text drops code spans, not this
+    assert english_words(markdown_text("运行 `because it fails`"), set()) == []
+    assert english_words("H200 SXM 的 /usr/lib/wsl/lib 与 --index-url、torch.cuda.is_available()", set()) == []
+
+
+def test_chinese_messages_are_translated() -> None:
+    """A Chinese message with English prose in its English original has Chinese in it: the words the
+    catalogue keeps verbatim (trusted above) are commands and names, never an untranslated sentence."""
+    en, zh = _catalog("en"), _catalog("zh-CN")
+    prose = {"the", "a", "an", "is", "of", "to", "and", "or", "not", "no", "with", "for", "in", "on", "at", "by",
+             "be", "it", "this", "that", "from", "are", "was", "has", "have", "see", "its", "their"}
+    untranslated = [k for k, v in zh.items() if not CJK.search(v)
+                    and set(re.findall(r"[a-z]+", PLACEHOLDER.sub(" ", en[k]))) & prose]
+    assert not untranslated, untranslated[:10]
+
+
+def test_old_report_checks_are_said_anew_or_marked() -> None:
+    """A report written before checks carried keys: its checks are phrased from the rules' keys where the
+    rules today agree with the recorded status, and marked as recorded where they do not."""
+    from envcheck.analysis.checks import keyed
+    from envcheck.model import Check
+    from envcheck.render.checktext import localized
+
+    old = next(r for p in REPORTS if (r := _load(p)) is not None and r.checks and not any(c.key for c in r.checks))
+    again = keyed(old.checks, old.environment)
+    assert [c.status for c in again] == [c.status for c in old.checks]  # the verdicts stay as recorded
+    assert sum(c.key is not None for c in again) >= len(again) // 2
+    stale = Check("gpu.ecc.0", "fail", "ECC", "GPU 0: 2 uncorrectable ECC errors")
+    shown = localized(keyed((stale,), old.environment)[0], "zh-CN")
+    assert shown.title == "无不可纠正的显存错误" and shown.finding.endswith("（原始英文记录）")
+
+
+def test_the_words_the_issue_named_are_chinese():
+    """The column header "dtype", "bandwidth" in the ceilings table and the datasheet's name (cited as a
+    title, 《...》, the way Chinese cites a document in another language)."""
+    report = _load(ROOT / "reports" / "2026-11-22_0104Z_vm_h200.json")
+    assert report is not None
+    page = html_text(render_html(report, "zh-CN"))
+    assert "数据类型" in page and "带宽" in page
+    assert re.search(r"《NVIDIA H200[^》]*datasheet》", page)
+    md = render_markdown(report, "zh-CN")
+    assert "| bandwidth |" not in md and "| dtype |" not in md
