@@ -12,8 +12,8 @@ import pytest
 
 from envcheck.analysis import analyse
 from envcheck.model import load
-from envcheck.render import charts as ch
 from envcheck.render import chart_spec as cs
+from envcheck.render import charts as ch
 from envcheck.render.chart_draw import figure
 from envcheck.render.i18n import translate
 

@@ -11,10 +11,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from envcheck.analysis.burn import BurnAnalysis, GpuBurn
-from envcheck.render import charts as ch
-from envcheck.render import fmt
 from envcheck.render import chart_spec as cs
 from envcheck.render import chart_style as st
+from envcheck.render import charts as ch
+from envcheck.render import fmt
 from envcheck.render.i18n import translate
 
 SECTION = "burn"

@@ -29,8 +29,18 @@ from typing import TYPE_CHECKING, Any
 
 from envcheck.render import chart_style as st
 from envcheck.render import fmt
-from envcheck.render.chart_spec import Chart, ComputeRoof, Key, MemoryRoof, Panel, Point, Series, clean, \
-    roof_segments, scales, y_values
+from envcheck.render.chart_spec import (
+    Chart,
+    Key,
+    MemoryRoof,
+    Panel,
+    Point,
+    Series,
+    clean,
+    roof_segments,
+    scales,
+    y_values,
+)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -1,9 +1,9 @@
-"""Every chart envcheck draws (run, diff, history): one style, one facet-chart function, on ``svgchart``.
+"""Every chart envcheck draws (run, diff, history, node): what each shows, as ``chart_spec`` data drawn by ``chart_draw``.
 
 A chart is built from ``Quantity`` definitions: the text of an axis label and the number each
 point is placed at come from the same object, so an axis can never say "FLOP" while its points
 sit at a matrix side. ``facet_chart`` turns facets (one panel per dtype/precision, or per op)
-into an ``svgchart.Chart``, leaving out panels with nothing to show (fewer than two sizes) and
+into a ``chart_spec.Chart``, leaving out panels with nothing to show (fewer than two sizes) and
 returning None when no panel is left: no single-point chart, no roofline without roofs.
 
 The run charts read every number from the analysis (``CaseResult``): times, GB/s, TFLOP/s,
@@ -15,16 +15,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from datetime import datetime
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from envcheck.analysis import BenchAnalysis, CaseResult
 from envcheck.analysis.ceilings import BANDWIDTH, MEASURED, THEORETICAL
 from envcheck.ops import IMPLS, OPS, spec
-from envcheck.render import fmt
 from envcheck.render import chart_spec as cs
 from envcheck.render import chart_style as st
+from envcheck.render import fmt
 from envcheck.render.i18n import translate
 
 if TYPE_CHECKING:
