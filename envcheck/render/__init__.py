@@ -24,6 +24,8 @@ from envcheck.render.i18n import LANGS
 FORMATS: tuple[str, ...] = ("md", "html")
 # For the systems around a fleet (CI, node_exporter): written beside the documents when asked for.
 MACHINE_FORMATS: tuple[str, ...] = ("junit", "prometheus")
+# Each chart as an image to paste into an issue: <stem>_charts/<name>.png, beside the SVGs.
+IMAGE_FORMATS: tuple[str, ...] = ("png",)
 
 _LAZY = {
     "render_markdown": "envcheck.render.documents",
@@ -35,7 +37,7 @@ _LAZY = {
     "DocumentsOutcome": "envcheck.render.writing",
 }
 
-__all__ = ["FORMATS", "LANGS", "MACHINE_FORMATS", *_LAZY]
+__all__ = ["FORMATS", "IMAGE_FORMATS", "LANGS", "MACHINE_FORMATS", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:
