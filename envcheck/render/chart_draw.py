@@ -176,31 +176,77 @@ def _limits(values: Sequence[float], scale: str, zero: bool) -> tuple[float, flo
     return lo / pad, hi * pad
 
 
-def _axis(ax: Axes, which: str, scale: str, values: Sequence[float], zero: bool) -> None:
+def _locator(scale: str, lo: float, hi: float) -> Any:
+    """matplotlib's tick locator for the axis: nice linear steps, or powers of the base (with 2x/5x or 3x
+    between them on a base-10 axis of few decades)."""
     from matplotlib import ticker
 
-    axis = ax.xaxis if which == "x" else ax.yaxis
-    lo, hi = _limits(values, scale, zero)
-    (ax.set_xlim if which == "x" else ax.set_ylim)(lo, hi)
     if scale == "linear":
-        (ax.set_xscale if which == "x" else ax.set_yscale)("linear")
-        axis.set_major_locator(ticker.MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10]))
-        si = max(abs(lo), abs(hi)) >= 1e4
-        axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: _decimal(v, si)))
-        return
+        return ticker.MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10])
     base = 2 if scale == "log2" else 10
-    (ax.set_xscale if which == "x" else ax.set_yscale)("log", base=base)
     decades = math.log10(hi / lo)
     subs: tuple[float, ...] = (1.0,)
     if base == 10 and decades < 2.2:
         subs = (1.0, 2.0, 5.0)
     elif base == 10 and decades < 4:
         subs = (1.0, 3.0)
-    axis.set_major_locator(ticker.LogLocator(base=base, subs=subs, numticks=MAX_TICKS))
+    return ticker.LogLocator(base=base, subs=subs, numticks=MAX_TICKS)
+
+
+def _label(scale: str, lo: float, hi: float) -> Any:
+    """How the axis writes a tick value (``fmt``'s notation)."""
+    if scale == "log2":
+        return _binary
+    si = max(abs(lo), abs(hi)) >= 1e4
+    return lambda v: _decimal(v, si)
+
+
+def _axis(ax: Axes, which: str, scale: str, values: Sequence[float], zero: bool) -> list[tuple[float, str]]:
+    """Set the axis' scale and limits; its ticks as (value, label). matplotlib's own tick artists are switched
+    off and the ticks drawn by ``_ticks`` instead: five artists per tick were most of a chart's drawing time."""
+    from matplotlib import ticker
+
+    lo, hi = _limits(values, scale, zero)
+    if scale == "linear":
+        (ax.set_xscale if which == "x" else ax.set_yscale)("linear")
+    else:
+        (ax.set_xscale if which == "x" else ax.set_yscale)("log", base=2 if scale == "log2" else 10)
+    (ax.set_xlim if which == "x" else ax.set_ylim)(lo, hi)
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    axis.set_major_locator(ticker.NullLocator())
     axis.set_minor_locator(ticker.NullLocator())
-    si = hi >= 1e4
-    axis.set_major_formatter(ticker.FuncFormatter(
-        (lambda v, _: _binary(v)) if base == 2 else (lambda v, _: _decimal(v, si))))
+    ticks = [float(t) for t in _locator(scale, lo, hi).tick_values(lo, hi) if lo <= t <= hi]
+    label = _label(scale, lo, hi)
+    return [(t, label(t)) for t in ticks]
+
+
+def _ticks(ax: Axes, xt: Sequence[tuple[float, str]], yt: Sequence[tuple[float, str]], panel: Panel) -> None:
+    """Grid lines, tick marks, tick labels and axis labels, as a few collections and texts."""
+    from matplotlib import markers
+    from matplotlib.transforms import offset_copy
+
+    fig = ax.figure
+    xs, ys = [t for t, _ in xt], [t for t, _ in yt]
+    xa, ya = ax.get_xaxis_transform(), ax.get_yaxis_transform()
+    ax.vlines(xs, 0, 1, transform=xa, colors=st.GRID, lw=0.8, zorder=0.4)
+    ax.hlines(ys, 0, 1, transform=ya, colors=st.GRID, lw=0.8, zorder=0.4)
+    ax.plot(xs, [0.0] * len(xs), ls="none", marker=markers.TICKDOWN, ms=4, mew=0.8, color=st.MUTED, transform=xa,
+            clip_on=False)
+    ax.plot([0.0] * len(ys), ys, ls="none", marker=markers.TICKLEFT, ms=4, mew=0.8, color=st.MUTED, transform=ya,
+            clip_on=False)
+    below = offset_copy(xa, fig=fig, y=-7, units="points")
+    left = offset_copy(ya, fig=fig, x=-7, units="points")
+    # Texts of the figure, not of the axes: the axes would give each a clip path, which costs more than the text.
+    for x, text in xt:
+        fig.text(x, 0, text, transform=below, ha="center", va="top", fontsize=st.TICK_SIZE, color=st.INK)
+    for y, text in yt:
+        fig.text(0, y, text, transform=left, ha="right", va="center", fontsize=st.TICK_SIZE, color=st.INK)
+    fig.text(0.5, 0, _wrap(clean(panel.x.label), st.LABEL_SIZE, st.PANEL_W - _LEFT, 1),
+            transform=offset_copy(ax.transAxes, fig=fig, y=-26, units="points"), ha="center", va="top",
+            fontsize=st.LABEL_SIZE, color=st.INK)
+    fig.text(0, 0.5, _wrap(clean(panel.y.label), st.LABEL_SIZE, st.PANEL_H - _TOP - _BOTTOM, 1),
+            transform=offset_copy(ax.transAxes, fig=fig, x=-(_LEFT - 4), units="points"), ha="left",
+            va="center", rotation=90, fontsize=st.LABEL_SIZE, color=st.INK)
 
 
 # --------------------------------------------------------------------------- drawing
@@ -228,8 +274,8 @@ def _series(ax: Axes, s: Series) -> None:
 def _panel(ax: Axes, panel: Panel) -> None:
     sx, sy = scales(panel)
     xs = [p.x for s in panel.series for p in s.points] + list(panel.x.include)
-    _axis(ax, "x", sx, xs, panel.x.zero)
-    _axis(ax, "y", sy, y_values(panel), panel.y.zero)
+    xt = _axis(ax, "x", sx, xs, panel.x.zero)
+    yt = _axis(ax, "y", sy, y_values(panel), panel.y.zero)
     if panel.band is not None:
         ax.axhspan(panel.band.low, panel.band.high, color=st.BAND, lw=0, zorder=0.5)
     for ref in panel.refs:
@@ -241,9 +287,7 @@ def _panel(ax: Axes, panel: Panel) -> None:
     ax.set_xlim(x_lo, x_hi)
     for s in panel.series:
         _series(ax, s)
-    ax.set_xlabel(_wrap(clean(panel.x.label), st.LABEL_SIZE, st.PANEL_W - _LEFT, 1))
-    ax.set_ylabel(_wrap(clean(panel.y.label), st.LABEL_SIZE, st.PANEL_H - _TOP - _BOTTOM, 1))
-    ax.tick_params(which="both", length=4)
+    _ticks(ax, xt, yt, panel)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
 
@@ -325,6 +369,8 @@ def _tidy(svg: str, chart: Chart) -> str:
     """matplotlib's SVG made fit to inline: no prolog, metadata or page-wide style; only referenced ids; an
     accessible name and description on the root."""
     svg = svg[svg.index("<svg"):]
+    # Natural size in px (matplotlib writes pt): the page shows a chart at the size its text was set for.
+    svg = re.sub(r'(<svg[^>]*? width=")([\d.]+)pt(" height=")([\d.]+)pt"', r'\1\2\3\4"', svg, count=1)
     svg = re.sub(r"\s*<metadata>.*?</metadata>", "", svg, flags=re.S)
     svg = re.sub(r'\s*<defs>\s*<style type="text/css">[^<]*</style>\s*</defs>', "", svg)
     used = set(_REF.findall(svg))
@@ -343,13 +389,24 @@ def _salt(chart: Chart, name: str) -> str:
     return f"{st.SALT}-{re.sub(r'[^A-Za-z0-9_]', '', name)}-{len(chart.title)}"
 
 
-def _rc(**more: Any) -> dict[str, Any]:
-    """The style's settings, with the font list cut to the fonts this machine has: matplotlib measures text with
-    them (and would log every font it lacks, on every label); the SVG names the whole list (``_FONT_CSS``)."""
+def _texts(chart: Chart) -> str:
+    parts = [chart.title, *(k.label for k in legend_keys(chart)), *_bands(chart)]
+    for p in chart.panels:
+        parts += [p.title, p.x.label, p.y.label]
+    return "".join(parts)
+
+
+def _rc(chart: Chart, **more: Any) -> dict[str, Any]:
+    """The style's settings, with the font list cut to the fonts this machine has (matplotlib measures text with
+    them, and would log every font it lacks on every label), and to the first alone when the chart has no wide
+    (CJK) character: each font of the list is looked up again for every text. The SVG names the whole list."""
     from matplotlib import font_manager
 
     installed = {f.name for f in font_manager.fontManager.ttflist}
-    return st.rc() | {"font.family": [f for f in st.FONTS if f in installed] or ["DejaVu Sans"]} | more
+    fonts = [f for f in st.FONTS if f in installed] or ["DejaVu Sans"]
+    if not any(unicodedata.east_asian_width(c) in "WF" for c in _texts(chart)):
+        fonts = fonts[:1]
+    return st.rc() | {"font.family": fonts} | more
 
 
 _FONT_CSS = "font-family: " + ", ".join(f"'{f}'" if " " in f else f for f in st.FONTS)
@@ -360,7 +417,7 @@ def to_svg(chart: Chart, name: str = "chart") -> str:
     """The chart as SVG text, the same bytes for the same chart and ``name`` on every run."""
     import matplotlib
 
-    with matplotlib.rc_context(_rc(**{"svg.hashsalt": _salt(chart, name)})):
+    with matplotlib.rc_context(_rc(chart, **{"svg.hashsalt": _salt(chart, name)})):
         fig = figure(chart)
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
@@ -371,8 +428,37 @@ def to_png(chart: Chart, dpi: int = 144) -> bytes:
     """The chart as PNG (twice its natural size by default: sharp when pasted into an issue)."""
     import matplotlib
 
-    with matplotlib.rc_context(_rc()):
+    with matplotlib.rc_context(_rc(chart)):
         fig = figure(chart)
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None}, facecolor="white")
     return buf.getvalue()
+
+
+def _svg_job(job: tuple[Chart, str]) -> str:
+    return to_svg(*job)
+
+
+def to_svgs(jobs: Sequence[tuple[Chart, str]]) -> list[str]:
+    """``to_svg`` of each (chart, name), the same bytes as one by one: across worker processes where the
+    machine has several cores and the platform forks (Linux, WSL2), since a report's charts are independent
+    and matplotlib's drawing is most of a render's time. A worker that fails makes the whole batch fall back
+    to this process, so a broken pool costs time, never a chart."""
+    import os
+    import sys
+
+    workers = min(os.cpu_count() or 1, 4, len(jobs) // 3)
+    if workers < 2 or not sys.platform.startswith("linux"):
+        return [to_svg(*j) for j in jobs]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    import matplotlib.figure  # noqa: F401 -- imported once here, inherited by every forked worker
+    from matplotlib import font_manager
+
+    font_manager.fontManager.ttflist  # noqa: B018 -- the font list loaded before the fork, not in each worker
+    try:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            return list(pool.map(_svg_job, jobs, chunksize=1))
+    except Exception:  # noqa: BLE001 -- a pool that cannot start or lost a worker: draw here instead
+        return [to_svg(*j) for j in jobs]

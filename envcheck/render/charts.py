@@ -140,6 +140,15 @@ class Drawn:
         return to_png(self.spec)
 
 
+def draw_all(charts: Sequence[Drawn]) -> None:
+    """Draw the SVG of every chart not drawn yet, all at once (``chart_draw.to_svgs``: in parallel where it can)."""
+    from envcheck.render.chart_draw import to_svgs
+
+    todo = [d for d in charts if "svg" not in d.__dict__]
+    for d, svg in zip(todo, to_svgs([(d.spec, d.name) for d in todo]), strict=True):
+        d.__dict__["svg"] = svg  # the cached_property's own slot: as if ``d.svg`` had been read
+
+
 def draw(name: str, op: str | None, chart: cs.Chart | None, x: Quantity, y: Quantity) -> Drawn | None:
     if chart is None:
         return None

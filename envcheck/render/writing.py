@@ -58,6 +58,9 @@ def document_set(report: Report, json_path: Path, formats: Sequence[str], lang: 
     if not {"md", "html", "png"} & set(fmts):
         return out
     charts = report_charts(analysis, lang)
+    from envcheck.render.charts import draw_all
+
+    draw_all(charts)
     if "md" in fmts:
         out.files[folder / f"{stem}.md"] = render_markdown(report, lang, f"{stem}_charts", analysis, charts)
     if charts and ("md" in fmts or "png" in fmts):
