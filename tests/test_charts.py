@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -14,7 +15,8 @@ from envcheck.analysis import analyse
 from envcheck.model import load
 from envcheck.render import chart_spec as cs
 from envcheck.render import charts as ch
-from envcheck.render.chart_draw import figure
+from envcheck.render import fmt
+from envcheck.render.chart_draw import INTERVAL, figure
 from envcheck.render.i18n import translate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,9 +85,8 @@ def test_axes_cannot_exaggerate_a_tiny_difference():
     ax = figure(chart).axes[0]
     lo, hi = ax.get_ylim()
     assert hi / lo >= 10  # the axis spans a decade, the points sit on one line
-    ticks = [ax.yaxis.get_major_formatter()(t, 0) for t in ax.yaxis.get_major_locator().tick_values(lo, hi)
-             if lo <= t <= hi]
-    assert "10k" in ticks or "20k" in ticks
+    shown = {"".join(t.itertext()) for t in ET.fromstring(d.svg).iter("{http://www.w3.org/2000/svg}text")}
+    assert "10k" in shown or "20k" in shown
 
 
 def test_diff_and_history_charts_say_what_they_plot():
@@ -115,3 +116,39 @@ def test_charts_in_chinese():
     drawn = ch.run_charts(analyse(factories.report()).bench, "zh-CN")
     assert len(drawn) == 10
     assert "每次调用时间（µs）" in drawn[0].svg and "规模（元素数）" in drawn[0].svg
+
+
+def test_diff_ratio_chart_follows_its_data_and_draws_each_interval_and_the_practical_band():
+    """The ratio charts once fixed y at 0.4 .. 2.5 with every point within ±10% and drew no interval."""
+    d = compare_data.diff()
+    drawn = ch.ratio_chart(d.comparisons[0], "en", d.practical_pct)
+    assert drawn is not None
+    points = [p for panel in drawn.spec.panels for s in panel.series for p in s.points]
+    assert points and all(p.low is not None and p.low <= p.y <= p.high for p in points)
+    assert all(panel.band is not None and panel.band.high == pytest.approx(1 + d.practical_pct / 100)
+               for panel in drawn.spec.panels)
+    for ax, panel in zip(figure(drawn.spec).axes, drawn.spec.panels, strict=True):
+        lo, hi = ax.get_ylim()
+        pts = [p for s in panel.series for p in s.points]
+        assert lo <= min(p.low for p in pts) and hi >= max(p.high for p in pts)
+        assert lo > 0.5 and hi < 1.5  # scaled to the data, not a fixed 0.4 .. 2.5
+        bars = sorted((seg[0][0], seg[0][1], seg[1][1]) for c in ax.collections if c.get_gid() == INTERVAL
+                      for seg in c.get_segments())
+        assert bars == sorted((p.x, p.low, p.high) for p in pts)  # one error bar per row, its interval
+    assert "practical band (±" in drawn.svg
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_the_diff_page_has_a_headline_card(lang):
+    from envcheck.render.documents import render_diff
+
+    d = compare_data.diff()
+    html = render_diff(d, "html", lang)
+    g = d.comparisons[0].overall
+    cards = re.search(r'<div class="cards">(.*?)</div>\n', html, flags=re.S)
+    assert cards is not None
+    text = re.sub(r"<[^>]+>", " ", cards.group(1))
+    assert fmt.ratio(g.geomean) in text and fmt.interval(g.low, g.high) in text
+    assert translate(lang, "diff.card.calls_value", slower=g.slower, faster=g.faster) in text
+    assert translate(lang, "diff.card.testing_value", tested=d.comparisons[0].tested) in text
+    assert html.index('<div class="cards">') < html.index("<svg")  # the verdict first, then the chart

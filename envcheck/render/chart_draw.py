@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+INTERVAL = "interval"
 RAGGED = 1.2  # x within this factor of a neighbour's: the same size, ragged, not a step along the line
 MIN_LOG_RATIO = 10.0
 MIN_REL_SPAN = 0.2
@@ -68,10 +69,10 @@ def _power_of_two(x: float) -> bool:
     return x > 0 and m == 0.5
 
 
-def split_ragged(points: Sequence[Point]) -> tuple[list[Point], list[Point]]:
-    """(points the line joins, points drawn alone), both sorted by x. Points within ``RAGGED`` of each other
-    in x form a group; a group's point at a power of two stays on the line, the others stand alone (and a
-    group with none breaks the line): a line through them would be a vertical cliff, not a trend."""
+def split_ragged(points: Sequence[Point]) -> tuple[list[list[Point]], list[Point]]:
+    """(runs of the line, points drawn alone), sorted by x. Points within ``RAGGED`` of each other in x form a
+    group; a group's point at a power of two stays on the line and the others stand alone; a group with none
+    breaks the line: a line through them would be a vertical cliff, not a trend."""
     pts = sorted(points, key=lambda p: p.x)
     groups: list[list[Point]] = []
     for p in pts:
@@ -79,27 +80,16 @@ def split_ragged(points: Sequence[Point]) -> tuple[list[Point], list[Point]]:
             groups[-1].append(p)
         else:
             groups.append([p])
-    joined: list[Point] = []
+    runs: list[list[Point]] = [[]]
     alone: list[Point] = []
     for g in groups:
-        if len(g) == 1:
-            joined.append(g[0])
-            continue
-        keep = next((p for p in g if _power_of_two(p.x)), None)
-        joined += [keep] if keep is not None else []
+        keep = g[0] if len(g) == 1 else next((p for p in g if _power_of_two(p.x)), None)
         alone += [p for p in g if p is not keep]
-    return joined, alone
-
-
-def _runs(joined: Sequence[Point], alone: Sequence[Point]) -> list[list[Point]]:
-    """The joined points as runs of the line: a run breaks where a group without a power of two sat."""
-    breaks = sorted(p.x for p in alone)
-    runs: list[list[Point]] = [[]]
-    for p in joined:
-        if runs[-1] and any(runs[-1][-1].x < b < p.x for b in breaks):
+        if keep is not None:
+            runs[-1].append(keep)
+        elif runs[-1]:
             runs.append([])
-        runs[-1].append(p)
-    return [r for r in runs if r]
+    return [r for r in runs if r], alone
 
 
 # --------------------------------------------------------------------------- text
@@ -256,8 +246,8 @@ def _series(ax: Axes, s: Series) -> None:
     code = st.MARKER_CODES[s.marker]
     ls = "--" if s.dashed else "-"
     fill, other = ("white", s.color) if s.hollow else (s.color, "white")
-    joined, alone = split_ragged(s.points) if s.connect else ([], sorted(s.points, key=lambda p: p.x))
-    for run in _runs(joined, alone) if s.connect else []:
+    runs, alone = split_ragged(s.points) if s.connect else ([], sorted(s.points, key=lambda p: p.x))
+    for run in runs:
         ax.plot([p.x for p in run], [p.y for p in run], color=s.color, ls=ls, lw=st.LINE_WIDTH, marker=code,
                 ms=st.MARKER_SIZE, mfc=fill, mec=s.color, solid_joinstyle="round")
     if alone:
@@ -266,9 +256,11 @@ def _series(ax: Axes, s: Series) -> None:
                 mfc=fill if not s.connect else other, mec=s.color)
     bars = [p for p in s.points if p.low is not None and p.high is not None]
     if bars:
-        ax.errorbar([p.x for p in bars], [p.y for p in bars],
-                    yerr=[[p.y - p.low for p in bars], [p.high - p.y for p in bars]],  # type: ignore[operator]
-                    fmt="none", ecolor=s.color, elinewidth=1.2, capsize=3)
+        drawn = ax.errorbar([p.x for p in bars], [p.y for p in bars],
+                            yerr=[[p.y - p.low for p in bars], [p.high - p.y for p in bars]],  # type: ignore[operator]
+                            fmt="none", ecolor=s.color, elinewidth=1.2, capsize=3)
+        for c in drawn.lines[2]:
+            c.set_gid(INTERVAL)  # what tests find the intervals by (the SVG keeps no unreferenced id)
 
 
 def _panel(ax: Axes, panel: Panel) -> None:
