@@ -365,6 +365,9 @@ def _tidy(svg: str, chart: Chart) -> str:
     svg = re.sub(r'(<svg[^>]*? width=")([\d.]+)pt(" height=")([\d.]+)pt"', r'\1\2\3\4"', svg, count=1)
     svg = re.sub(r"\s*<metadata>.*?</metadata>", "", svg, flags=re.S)
     svg = re.sub(r'\s*<defs>\s*<style type="text/css">[^<]*</style>\s*</defs>', "", svg)
+    svg = re.sub(r' transform="rotate\(-0 [^"]*\)"', "", svg)  # level text: no rotation to write
+    svg = re.sub(r' d="([^"]*)"', lambda m: ' d="' + " ".join(m.group(1).split()) + '"', svg)  # path data on one line
+    svg = re.sub(r"\n +<", "\n<", svg)  # no indentation: a report inlines dozens of charts
     used = set(_REF.findall(svg))
     svg = _ID.sub(lambda m: m.group(0) if m.group(1) in used else "", svg)
     head_end = svg.index(">") + 1
@@ -372,7 +375,7 @@ def _tidy(svg: str, chart: Chart) -> str:
 
     name, desc = clean(chart.title), clean(chart.description)
     head = svg[:head_end - 1] + f' role="img" aria-label={quoteattr(f"{name}. {desc}")}' \
-        ' style="stroke-linejoin:round;stroke-linecap:butt">'
+        f' style="stroke-linejoin:round;stroke-linecap:butt;{_FONT_CSS}">'
     return (head + f"<title>{escape(name)}</title><desc>{escape(desc)}</desc>"
             + svg[head_end:]).rstrip() + "\n"
 
@@ -401,8 +404,9 @@ def _rc(chart: Chart, **more: Any) -> dict[str, Any]:
     return st.rc() | {"font.family": fonts} | more
 
 
-_FONT_CSS = "font-family: " + ", ".join(f"'{f}'" if " " in f else f for f in st.FONTS)
-_FONT_FAMILY = re.compile(r"font-family: [^;\"]*")
+# The font list once, on the root (every text inherits it), not matplotlib's list of this machine's fonts on each.
+_FONT_CSS = "font-family:" + ",".join(f"'{f}'" if " " in f else f for f in st.FONTS)
+_FONT_FAMILY = re.compile(r"(?:; )?font-family: [^;\"]*")
 
 
 def to_svg(chart: Chart, name: str = "chart") -> str:
@@ -413,7 +417,7 @@ def to_svg(chart: Chart, name: str = "chart") -> str:
         fig = figure(chart)
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
-    return _tidy(_FONT_FAMILY.sub(_FONT_CSS, buf.getvalue()), chart)
+    return _tidy(_FONT_FAMILY.sub("", buf.getvalue()), chart)
 
 
 def to_png(chart: Chart, dpi: int = 144) -> bytes:
