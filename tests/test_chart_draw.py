@@ -313,3 +313,15 @@ def test_text_stays_legible_on_a_phone():
 def test_png_is_a_png():
     png = cd.to_png(time_chart())
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def test_drawing_in_workers_gives_the_same_bytes():
+    jobs = [(time_chart(), f"c{i}") for i in range(6)] + [(roofline_chart(), "r")]
+    assert cd.to_svgs(jobs) == [cd.to_svg(c, n) for c, n in jobs]
+
+
+def test_a_glyph_no_font_has_is_kept_as_text_without_a_warning(recwarn):
+    s = cs.Series("gpu \U0009489c", (cs.Point(1, 2), cs.Point(10, 30)), st.BLUE)
+    svg = cd.to_svg(cs.Chart("t", (cs.Panel("", cs.Axis("x"), cs.Axis("y"), (s,)),), "d"))
+    assert "gpu \U0009489c" in texts(parse(svg))
+    assert not [w for w in recwarn if "Glyph" in str(w.message)]

@@ -20,11 +20,13 @@ What the drawing guarantees, and why:
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import re
 import unicodedata
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from envcheck.render import chart_style as st
@@ -409,11 +411,20 @@ _FONT_CSS = "font-family:" + ",".join(f"'{f}'" if " " in f else f for f in st.FO
 _FONT_FAMILY = re.compile(r"(?:; )?font-family: [^;\"]*")
 
 
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Without matplotlib's warning for a glyph no installed font has (a machine string in a GPU name, say): the
+    SVG keeps the character as text for the browser's fonts, so it is no news to print on every render."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from font", category=UserWarning)
+        yield
+
+
 def to_svg(chart: Chart, name: str = "chart") -> str:
     """The chart as SVG text, the same bytes for the same chart and ``name`` on every run."""
     import matplotlib
 
-    with matplotlib.rc_context(_rc(chart, **{"svg.hashsalt": _salt(chart, name)})):
+    with matplotlib.rc_context(_rc(chart, **{"svg.hashsalt": _salt(chart, name)})), _quiet():
         fig = figure(chart)
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
@@ -424,7 +435,7 @@ def to_png(chart: Chart, dpi: int = 144) -> bytes:
     """The chart as PNG (twice its natural size by default: sharp when pasted into an issue)."""
     import matplotlib
 
-    with matplotlib.rc_context(_rc(chart)):
+    with matplotlib.rc_context(_rc(chart)), _quiet():
         fig = figure(chart)
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None}, facecolor="white")
@@ -442,9 +453,11 @@ def to_svgs(jobs: Sequence[tuple[Chart, str]]) -> list[str]:
     to this process, so a broken pool costs time, never a chart."""
     import os
     import sys
+    import threading
 
     workers = min(os.cpu_count() or 1, 4, len(jobs) // 3)
-    if workers < 2 or not sys.platform.startswith("linux"):
+    # Forking a process with other threads can copy a held lock into the child: draw here then.
+    if workers < 2 or not sys.platform.startswith("linux") or threading.active_count() > 1:
         return [to_svg(*j) for j in jobs]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
