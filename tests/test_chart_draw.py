@@ -325,3 +325,13 @@ def test_a_glyph_no_font_has_is_kept_as_text_without_a_warning(recwarn):
     svg = cd.to_svg(cs.Chart("t", (cs.Panel("", cs.Axis("x"), cs.Axis("y"), (s,)),), "d"))
     assert "gpu \U0009489c" in texts(parse(svg))
     assert not [w for w in recwarn if "Glyph" in str(w.message)]
+
+
+def test_a_time_series_on_a_linear_axis_stays_one_line():
+    """Telemetry one second apart (a burn's clocks) is close in ratio but not ragged: one unbroken line."""
+    pts = tuple(cs.Point(t, 1980.0 - t % 3) for t in range(1, 120))
+    runs, alone = cd.split_ragged(pts, log=False)
+    assert not alone and [len(r) for r in runs] == [len(pts)]
+    panel = cs.Panel("", cs.Axis("s", "linear"), cs.Axis("MHz", "linear"), (cs.Series("gpu 0", pts, st.BLUE),))
+    joined = [ln for ln in _lines(cd.figure(cs.Chart("t", (panel,), "d"))) if len(ln.get_xdata()) == len(pts)]
+    assert len(joined) == 1

@@ -71,14 +71,15 @@ def _power_of_two(x: float) -> bool:
     return x > 0 and m == 0.5
 
 
-def split_ragged(points: Sequence[Point]) -> tuple[list[list[Point]], list[Point]]:
-    """(runs of the line, points drawn alone), sorted by x. Points within ``RAGGED`` of each other in x form a
-    group; a group's point at a power of two stays on the line and the others stand alone; a group with none
-    breaks the line: a line through them would be a vertical cliff, not a trend."""
+def split_ragged(points: Sequence[Point], log: bool = True) -> tuple[list[list[Point]], list[Point]]:
+    """(runs of the line, points drawn alone), sorted by x. Points within ``RAGGED`` of each other in x (on a
+    linear axis, at the same x: there neighbours of a time series are close by nature) form a group; a group's
+    point at a power of two stays on the line and the others stand alone; a group with none breaks the line:
+    a line through them would be a vertical cliff, not a trend."""
     pts = sorted(points, key=lambda p: p.x)
     groups: list[list[Point]] = []
     for p in pts:
-        if groups and p.x <= groups[-1][-1].x * RAGGED:
+        if groups and (p.x <= groups[-1][-1].x * RAGGED if log else p.x == groups[-1][-1].x):
             groups[-1].append(p)
         else:
             groups.append([p])
@@ -244,11 +245,11 @@ def _ticks(ax: Axes, xt: Sequence[tuple[float, str]], yt: Sequence[tuple[float, 
 # --------------------------------------------------------------------------- drawing
 
 
-def _series(ax: Axes, s: Series) -> None:
+def _series(ax: Axes, s: Series, log_x: bool) -> None:
     code = st.MARKER_CODES[s.marker]
     ls = "--" if s.dashed else "-"
     fill, other = ("white", s.color) if s.hollow else (s.color, "white")
-    runs, alone = split_ragged(s.points) if s.connect else ([], sorted(s.points, key=lambda p: p.x))
+    runs, alone = split_ragged(s.points, log_x) if s.connect else ([], sorted(s.points, key=lambda p: p.x))
     for run in runs:
         ax.plot([p.x for p in run], [p.y for p in run], color=s.color, ls=ls, lw=st.LINE_WIDTH, marker=code,
                 ms=st.MARKER_SIZE, mfc=fill, mec=s.color, solid_joinstyle="round")
@@ -280,7 +281,7 @@ def _panel(ax: Axes, panel: Panel) -> None:
         ax.plot((a, b), ys, color=roof.color, ls="--" if roof.measured else "-", lw=1.5, zorder=1.5)
     ax.set_xlim(x_lo, x_hi)
     for s in panel.series:
-        _series(ax, s)
+        _series(ax, s, sx != "linear")
     _ticks(ax, xt, yt, panel)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
