@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 INTERVAL = "interval"
+MAX_MARKED = 60  # points of a line beyond which it is drawn without markers
 RAGGED = 1.2  # x within this factor of a neighbour's: the same size, ragged, not a step along the line
 MIN_LOG_RATIO = 10.0
 MIN_REL_SPAN = 0.2
@@ -250,8 +251,10 @@ def _series(ax: Axes, s: Series, log_x: bool) -> None:
     ls = "--" if s.dashed else "-"
     fill, other = ("white", s.color) if s.hollow else (s.color, "white")
     runs, alone = split_ragged(s.points, log_x) if s.connect else ([], sorted(s.points, key=lambda p: p.x))
+    dense = len(s.points) > MAX_MARKED  # telemetry every second: the line says it all, markers would be a smear
     for run in runs:
-        ax.plot([p.x for p in run], [p.y for p in run], color=s.color, ls=ls, lw=st.LINE_WIDTH, marker=code,
+        ax.plot([p.x for p in run], [p.y for p in run], color=s.color, ls=ls, lw=st.LINE_WIDTH,
+                marker=None if dense else code,
                 ms=st.MARKER_SIZE, mfc=fill, mec=s.color, solid_joinstyle="round")
     if alone:
         # Markers of a scatter keep the series' fill; ragged points of a line take the opposite one.
