@@ -301,6 +301,10 @@ def test_every_marker_draws_and_the_legend_names_each_series_once():
     chart = cs.Chart("m", (cs.Panel("a", cs.Axis("x"), cs.Axis("y"), series),
                            cs.Panel("b", cs.Axis("x"), cs.Axis("y"), series)), "d")
     assert [k.label for k in cd.legend_keys(chart)] == list(st.MARKERS)
+    a, b = (cs.Series(n, (cs.Point(1, 1), cs.Point(2, 2)), c) for n, c in (("a", st.BLUE), ("b", st.ORANGE)))
+    mixed = cs.Chart("m", (cs.Panel("1", cs.Axis("x"), cs.Axis("y"), (a, b)), cs.Panel("2", cs.Axis("x"), cs.Axis("y"),
+                                                                                      (b, a))), "d")
+    assert [k.label for k in cd.legend_keys(mixed)] == ["a", "b"]
     markers = {ln.get_marker() for ln in _lines(cd.figure(chart))}
     assert set(st.MARKER_CODES.values()) <= markers
 

@@ -9,7 +9,7 @@ What the drawing guarantees, and why:
   ``$\\x$`` is shown as itself; every string loses the characters ``chart_spec.clean`` removes and
   matplotlib escapes the rest for XML.
 * **Ragged sizes are points, not cliffs**: where points of a series sit within ``RAGGED`` of each
-  other in x (1000003 elements next to 2^20, 1000×1001×999 next to 1024³), the line keeps only the one
+  other on a log x axis (1000003 elements next to 2^20, 1000×1001×999 next to 1024³), the line keeps only the one
   at a power of two and the others are markers with the opposite fill, never joined.
 * **Axes that cannot exaggerate**: a log axis spans at least a decade, a linear axis includes zero
   unless told otherwise and is then at least ±10 % of its largest value wide; ticks are written in the
@@ -301,7 +301,10 @@ def legend_keys(chart: Chart) -> list[Key]:
     for p in chart.panels:
         keys += [Key(r.label, r.color, None, r.dashed) for r in p.refs]
         keys += [Key(r.label, r.color, None, r.measured) for r in p.roofs]
-    return list({k.label: k for k in reversed(keys)}.values())[::-1]
+    first: dict[str, Key] = {}
+    for k in keys:
+        first.setdefault(k.label, k)  # one entry per label, where and as it first appears
+    return list(first.values())
 
 
 def _bands(chart: Chart) -> list[str]:
