@@ -152,3 +152,13 @@ def test_the_diff_page_has_a_headline_card(lang):
     assert translate(lang, "diff.card.calls_value", slower=g.slower, faster=g.faster) in text
     assert translate(lang, "diff.card.testing_value", tested=d.comparisons[0].tested) in text
     assert html.index('<div class="cards">') < html.index("<svg")  # the verdict first, then the chart
+
+
+def test_ceilings_that_differ_by_panel_name_their_panel_in_the_legend(h200):
+    _, drawn = h200
+    tflops = next(d for d in drawn if d.name == "matmul_tflops")
+    labels = [r.label for panel in tflops.spec.panels for r in panel.refs]
+    assert all(r.label.startswith(f"{panel.title}: ") for panel in tflops.spec.panels for r in panel.refs)
+    assert len(set(labels)) == len(labels)  # one legend entry per panel's ceiling, none merged away
+    bw = next(d for d in drawn if d.name == "vector_add_bandwidth")  # one pair of ceilings for every dtype
+    assert {r.label for panel in bw.spec.panels for r in panel.refs} == {"theoretical 4814 GB/s", "measured 4253 GB/s"}

@@ -339,7 +339,8 @@ def figure(chart: Chart) -> Figure:
     title_h = _TITLE_ROOM * (title.count("\n") + 1)
     height = title_h + rows * st.PANEL_H + legend_rows * st.LEGEND_ROW + (10 if legend_rows else 0)
     fig = Figure(figsize=(width / 72, height / 72), dpi=72)
-    fig.suptitle(title, x=0.5, y=1 - 8 / height, va="top", fontsize=st.TITLE_SIZE, color=st.INK)
+    # Title and legend start at the left edge: a phone scrolling a wide chart sideways starts there.
+    fig.suptitle(title, x=12 / width, y=1 - 8 / height, ha="left", va="top", fontsize=st.TITLE_SIZE, color=st.INK)
     for i, panel in enumerate(chart.panels):
         r, c = divmod(i, cols)
         left = c * st.PANEL_W + _LEFT
@@ -357,8 +358,8 @@ def figure(chart: Chart) -> Figure:
                    mfc="white" if k.hollow else k.color, mec=k.color) for k in keys]
         handles += [Patch(facecolor=st.BAND, edgecolor="none") for _ in bands]
         per_row = math.ceil(len(labels) / legend_rows)
-        fig.legend(handles, [clean(t) for t in labels], loc="lower center", ncol=per_row,
-                   bbox_to_anchor=(0.5, 4 / height), handlelength=2.2, columnspacing=1.4, borderaxespad=0)
+        fig.legend(handles, [clean(t) for t in labels], loc="lower left", ncol=per_row,
+                   bbox_to_anchor=(12 / width, 4 / height), handlelength=2.2, columnspacing=1.4, borderaxespad=0)
     return fig
 
 

@@ -110,6 +110,11 @@ def facet_chart(title: str, description: str, facets: Sequence[Facet], x: Quanti
         return None
     if len(panels) == 1 and len(facets) == 1:
         panels[0] = replace(panels[0], title="")
+    if len({p.refs for p in panels}) > 1:
+        # Each panel its own ceilings (a precision's peaks): the one legend says which panel each belongs to.
+        panels = [replace(p, refs=tuple(replace(r, label=translate(lang, "chart.ref.panel", panel=p.title,
+                                                                   label=r.label)) for r in p.refs))
+                  for p in panels]
     return cs.Chart(title, tuple(panels), description, tuple(legend) if legend is not None else None)
 
 
