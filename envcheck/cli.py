@@ -233,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("render", help="regenerate Markdown / HTML from a report JSON (no GPU needed)")
     p.add_argument("report", metavar="REPORT.json")
     p.add_argument("--format", type=_csv, default=["md", "html"], metavar="FORMATS",
-                   help="md,html (default: both); also junit, prometheus")
+                   help="md,html (default: both); also junit, prometheus, png (each chart, into <stem>_charts/)")
     p.add_argument("--out", metavar="DIR", help="output folder (default: beside the report)")
     p.add_argument("--force", action="store_true", help="replace existing rendered files")
     _add_lang(p)

@@ -524,3 +524,21 @@ def test_every_committed_report_renders_and_renders_the_same_twice(tmp_path, nam
     html = (tmp_path / "a" / name.replace(".json", ".html")).read_bytes()
     assert len(html) <= 1_000_000, f"{len(html)} bytes"
 
+
+
+def test_cli_render_png_writes_each_chart_beside_its_svg_as_one_set(tmp_path):
+    """``--format png``: every chart as a PNG to paste into an issue, in the charts folder with the SVGs the
+    Markdown links to (the folder is replaced whole, so a png render after a md one must keep them)."""
+    json_path = tmp_path / "r.json"
+    dump(factories.report(), json_path)
+    assert run_cli("render", str(json_path), "--format", "md").returncode == 0
+    svgs = sorted(p.name for p in (tmp_path / "r_charts").glob("*.svg"))
+    res = run_cli("render", str(json_path), "--format", "png", "--force")
+    assert res.returncode == 0, res.stderr
+    pngs = sorted(p.name for p in (tmp_path / "r_charts").glob("*.png"))
+    assert len(pngs) == len(svgs) == 10 and [p[:-4] for p in pngs] == [s[:-4] for s in svgs]
+    assert all((tmp_path / "r_charts" / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+    md = (tmp_path / "r.md").read_text()
+    assert all((tmp_path / link).is_file() for link in re.findall(r"\]\((r_charts/[^)]+)\)", md))
+    bad = run_cli("render", str(json_path), "--format", "gif")
+    assert bad.returncode == 2 and "png" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

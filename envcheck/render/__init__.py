@@ -6,7 +6,7 @@ Reads a report and its analysis (``envcheck.analysis``) or a comparison's data
 * ``i18n`` and ``catalog/``: the message catalogue per language, and phrasing of keys from data;
 * ``fmt``: numbers, sizes and labels as text; ``escape``: machine text made safe per medium;
 * ``jinja`` and ``templates/``: the Jinja environment of every document;
-* ``charts`` on ``svgchart`` / ``axes``: the chart style and the facet-chart function;
+* ``charts`` (what each chart shows) on ``chart_spec`` (the data), ``chart_style`` and ``chart_draw`` (matplotlib);
 * ``view`` (a run) and ``compare_view`` (a diff, a history): what a document shows, phrased;
 * ``documents``: Markdown and HTML text; ``writing``: a render's files written as one set;
 * ``junit``, ``prometheus``, ``health``: the report for CI, node_exporter and schedulers;
@@ -24,6 +24,8 @@ from envcheck.render.i18n import LANGS
 FORMATS: tuple[str, ...] = ("md", "html")
 # For the systems around a fleet (CI, node_exporter): written beside the documents when asked for.
 MACHINE_FORMATS: tuple[str, ...] = ("junit", "prometheus")
+# Each chart as an image to paste into an issue: <stem>_charts/<name>.png, beside the SVGs.
+IMAGE_FORMATS: tuple[str, ...] = ("png",)
 
 _LAZY = {
     "render_markdown": "envcheck.render.documents",
@@ -35,7 +37,7 @@ _LAZY = {
     "DocumentsOutcome": "envcheck.render.writing",
 }
 
-__all__ = ["FORMATS", "LANGS", "MACHINE_FORMATS", *_LAZY]
+__all__ = ["FORMATS", "IMAGE_FORMATS", "LANGS", "MACHINE_FORMATS", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

@@ -11,9 +11,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from envcheck.analysis.burn import BurnAnalysis, GpuBurn
+from envcheck.render import chart_spec as cs
+from envcheck.render import chart_style as st
 from envcheck.render import charts as ch
 from envcheck.render import fmt
-from envcheck.render import svgchart as sc
 from envcheck.render.i18n import translate
 
 SECTION = "burn"
@@ -70,14 +71,14 @@ def burn_charts(a: BurnAnalysis, lang: str) -> list[ch.Drawn]:
     for spec in CHARTS:
         series, refs = [], []
         for k, g in enumerate(a.gpus):
-            color = sc.PALETTE[k % len(sc.PALETTE)]
+            color = st.PALETTE[k % len(st.PALETTE)]
             name = translate(lang, "burn.gpu", index=g.gpu.index)
-            pts = tuple(sc.Point(x, y, f"{name}: {fmt.num(x)} s, {fmt.num(y)}") for x, y in _thin(spec.points(g)))
+            pts = tuple(cs.Point(x, y, f"{name}: {fmt.num(x)} s, {fmt.num(y)}") for x, y in _thin(spec.points(g)))
             if pts:
-                series.append(sc.Series(name, pts, color, "circle"))
+                series.append(cs.Series(name, pts, color, "circle"))
             value = spec.limit(g) if spec.limit else None
             if value and not any(r.value == value for r in refs):
-                refs.append(sc.RefLine(value, translate(lang, "chart.ref.power_limit", value=fmt.num(value)), sc.GREY,
+                refs.append(cs.RefLine(value, translate(lang, "chart.ref.power_limit", value=fmt.num(value)), st.GREY,
                                        dashed=True))
         desc = translate(lang, "chart.desc.burn", what=translate(lang, spec.title))
         chart = ch.facet_chart(translate(lang, spec.title), desc, [ch.Facet("", tuple(series), tuple(refs))],

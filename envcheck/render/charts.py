@@ -1,9 +1,9 @@
-"""Every chart envcheck draws (run, diff, history): one style, one facet-chart function, on ``svgchart``.
+"""Every chart envcheck draws (run, diff, history, node): what each shows, as ``chart_spec`` data drawn by ``chart_draw``.
 
 A chart is built from ``Quantity`` definitions: the text of an axis label and the number each
 point is placed at come from the same object, so an axis can never say "FLOP" while its points
 sit at a matrix side. ``facet_chart`` turns facets (one panel per dtype/precision, or per op)
-into an ``svgchart.Chart``, leaving out panels with nothing to show (fewer than two sizes) and
+into a ``chart_spec.Chart``, leaving out panels with nothing to show (fewer than two sizes) and
 returning None when no panel is left: no single-point chart, no roofline without roofs.
 
 The run charts read every number from the analysis (``CaseResult``): times, GB/s, TFLOP/s,
@@ -16,29 +16,31 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from envcheck.analysis import BenchAnalysis, CaseResult
 from envcheck.analysis.ceilings import BANDWIDTH, MEASURED, THEORETICAL
 from envcheck.ops import IMPLS, OPS, OpSpec
+from envcheck.render import chart_spec as cs
+from envcheck.render import chart_style as st
 from envcheck.render import fmt
-from envcheck.render import svgchart as sc
 from envcheck.render.i18n import translate
+
+if TYPE_CHECKING:
+    from envcheck.compare.diff import Comparison
 
 # --------------------------------------------------------------------------- the style
 
 # One colour and marker per implementation in every chart; ops are told apart by marker on the roofline.
-IMPL_COLORS = {"torch": sc.BLUE, "triton": sc.VERMILLION, "compile": sc.BLUISH_GREEN, "jax": sc.REDDISH_PURPLE}
+IMPL_COLORS = {"torch": st.BLUE, "triton": st.VERMILLION, "compile": st.BLUISH_GREEN, "jax": st.REDDISH_PURPLE}
 IMPL_MARKERS = {"torch": "circle", "triton": "square", "compile": "triangle", "jax": "diamond"}
 # The first five ops keep their markers; ops added later (issue 22) take the markers in turn.
 _OP_MARKER_ORDER = ("circle", "square", "diamond", "triangle", "cross")
-OP_MARKERS = {op: _OP_MARKER_ORDER[i] if i < len(_OP_MARKER_ORDER) else sc.MARKERS[i % len(sc.MARKERS)]
-              for i, op in enumerate(OPS)}
-MEASURED_COLOR = sc.REDDISH_PURPLE  # ceilings measured in the run; theoretical ones are sc.GREY
-VERDICT_COLORS = {"faster": sc.BLUISH_GREEN, "slower": sc.VERMILLION}
-SERIES_COLORS = sc.PALETTE
-WIDTH = 740  # px: a one-panel chart's natural width; the HTML scales charts to their column
-WIDE = 1000  # px: a chart of several panels, given a whole row
+OP_MARKERS = {op: _OP_MARKER_ORDER[i % len(_OP_MARKER_ORDER)] for i, op in enumerate(OPS)}
+MEASURED_COLOR = st.REDDISH_PURPLE  # ceilings measured in the run; theoretical ones are st.GREY
+VERDICT_COLORS = {"faster": st.BLUISH_GREEN, "slower": st.VERMILLION}
+SERIES_COLORS = st.PALETTE
 
 
 @dataclass(frozen=True)
@@ -51,8 +53,8 @@ class Quantity:
     include: tuple[float, ...] = ()
     value: Callable[[CaseResult], float | None] | None = None
 
-    def axis(self, lang: str) -> sc.Axis:
-        return sc.Axis(translate(lang, self.label), self.scale, self.zero, self.include)  # type: ignore[arg-type]
+    def axis(self, lang: str) -> cs.Axis:
+        return cs.Axis(translate(lang, self.label), self.scale, self.zero, self.include)  # type: ignore[arg-type]
 
 
 def _elements(r: CaseResult) -> float:
@@ -76,7 +78,7 @@ SPEEDUP = Quantity("chart.axis.speedup", "linear", zero=False, include=(1.0,))
 GBPS = Quantity("chart.axis.gbps", "linear")
 TFLOPS = Quantity("chart.axis.tflops", "linear")
 TFLOPS_LOG = Quantity("chart.axis.tflops", "log10")
-RATIO = Quantity("chart.axis.ratio", "log10", include=(1.0,))
+RATIO = Quantity("chart.axis.ratio", "auto", zero=False, include=(1.0,))  # log only past 1.5 decades
 BASE_TIME = Quantity("chart.axis.base_time_us", "log10")
 DAYS = Quantity("chart.axis.days", "linear")
 HOURS = Quantity("chart.axis.hours", "linear")
@@ -92,48 +94,73 @@ def size_quantity(op: OpSpec) -> Quantity:
 @dataclass(frozen=True)
 class Facet:
     title: str
-    series: tuple[sc.Series, ...]
-    refs: tuple[sc.RefLine, ...] = ()
-    roofs: tuple[sc.Roof, ...] = ()
+    series: tuple[cs.Series, ...]
+    refs: tuple[cs.RefLine, ...] = ()
+    roofs: tuple[cs.Roof, ...] = ()
+    band: cs.Band | None = None
 
 
 def facet_chart(title: str, description: str, facets: Sequence[Facet], x: Quantity, y: Quantity, lang: str,
-                legend: Sequence[sc.Key] | None = None) -> sc.Chart | None:
+                legend: Sequence[cs.Key] | None = None) -> cs.Chart | None:
     """One chart of panels sharing both quantities; None when no panel has two distinct x to show."""
     panels = []
     for f in facets:
         series = tuple(s for s in f.series if s.points)
-        panel = sc.Panel(f.title, x.axis(lang), y.axis(lang), series, f.refs, f.roofs)
-        if sc.worth_drawing(panel):
+        panel = cs.Panel(f.title, x.axis(lang), y.axis(lang), series, f.refs, f.roofs, f.band)
+        if cs.worth_drawing(panel):
             panels.append(panel)
     if not panels:
         return None
     if len(panels) == 1 and len(facets) == 1:
-        panels[0] = sc.Panel("", panels[0].x, panels[0].y, panels[0].series, panels[0].refs, panels[0].roofs)
-    return sc.Chart(title, tuple(panels), description, tuple(legend) if legend is not None else None)
+        panels[0] = replace(panels[0], title="")
+    if len({p.refs for p in panels}) > 1:
+        # Each panel its own ceilings (a precision's peaks): the one legend says which panel each belongs to.
+        panels = [replace(p, refs=tuple(replace(r, label=translate(lang, "chart.ref.panel", panel=p.title,
+                                                                   label=r.label)) for r in p.refs))
+                  for p in panels]
+    return cs.Chart(title, tuple(panels), description, tuple(legend) if legend is not None else None)
 
 
 @dataclass(frozen=True)
 class Drawn:
     """A chart ready to place: ``name`` is its file stem, ``op`` its op within ``section`` (None: the whole
-    run, as the roofline)."""
+    run, as the roofline). Its SVG (and PNG) are drawn from ``spec`` when first asked for: a render that
+    writes no document draws nothing."""
 
     name: str
     op: str | None
     title: str
-    svg: str
-    spec: sc.Chart = field(repr=False)
+    spec: cs.Chart = field(repr=False)
     x: Quantity = field(repr=False)
     y: Quantity = field(repr=False)
     wide: bool = False
     section: str = ""  # which part of the document: "" (a single run), a GPU's bench, a sweep
 
+    @cached_property
+    def svg(self) -> str:
+        from envcheck.render.chart_draw import to_svg
 
-def draw(name: str, op: str | None, chart: sc.Chart | None, x: Quantity, y: Quantity) -> Drawn | None:
+        return to_svg(self.spec, self.name)
+
+    def png(self) -> bytes:
+        from envcheck.render.chart_draw import to_png
+
+        return to_png(self.spec)
+
+
+def draw_all(charts: Sequence[Drawn]) -> None:
+    """Draw the SVG of every chart not drawn yet, all at once (``chart_draw.to_svgs``: in parallel where it can)."""
+    from envcheck.render.chart_draw import to_svgs
+
+    todo = [d for d in charts if "svg" not in d.__dict__]
+    for d, svg in zip(todo, to_svgs([(d.spec, d.name) for d in todo]), strict=True):
+        d.__dict__["svg"] = svg  # the cached_property's own slot: as if ``d.svg`` had been read
+
+
+def draw(name: str, op: str | None, chart: cs.Chart | None, x: Quantity, y: Quantity) -> Drawn | None:
     if chart is None:
         return None
-    wide = len(chart.panels) > 1
-    return Drawn(name, op, chart.title, sc.to_svg(chart, width=WIDE if wide else WIDTH), chart, x, y, wide=wide)
+    return Drawn(name, op, chart.title, chart, x, y, wide=len(chart.panels) > 1)
 
 
 # --------------------------------------------------------------------------- run charts
@@ -155,13 +182,13 @@ def _tip(r: CaseResult, value: str) -> str:
 
 
 def _points(rs: Sequence[CaseResult], x: Quantity, y: Callable[[CaseResult], float | None],
-            show: Callable[[float], str]) -> tuple[sc.Point, ...]:
+            show: Callable[[float], str]) -> tuple[cs.Point, ...]:
     out = []
     assert x.value is not None
     for r in rs:
         xv, yv = x.value(r), y(r)
         if xv is not None and yv is not None and xv > 0 and math.isfinite(yv):
-            out.append(sc.Point(xv, yv, _tip(r, show(yv))))
+            out.append(cs.Point(xv, yv, _tip(r, show(yv))))
     return tuple(out)
 
 
@@ -171,14 +198,14 @@ def _time_chart(op: str, rs: Sequence[CaseResult], backend: str, lang: str) -> D
     for variant, vrs in _variants(rs):
         series = []
         for impl, irs in _by_impl(vrs):
-            color, marker = IMPL_COLORS.get(impl, sc.BLACK), IMPL_MARKERS.get(impl, "diamond")
+            color, marker = IMPL_COLORS.get(impl, st.GREY), IMPL_MARKERS.get(impl, "diamond")
             gpu = _points(irs, x, lambda r: r.case.gpu.median_us if r.case.gpu else None, fmt.duration_us)
             launch = _points(irs, x, lambda r: r.case.launch.median_us if r.case.launch else None, fmt.duration_us)
             if gpu:
-                series.append(sc.Series(translate(lang, "chart.series.gpu_time", impl=impl), gpu, color, marker))
+                series.append(cs.Series(translate(lang, "chart.series.gpu_time", impl=impl), gpu, color, marker))
             if launch:
                 key = "chart.series.launch_time" if backend == "cuda" else "chart.series.host_time"
-                series.append(sc.Series(translate(lang, key, impl=impl), launch, color, marker,
+                series.append(cs.Series(translate(lang, key, impl=impl), launch, color, marker,
                                         dashed=bool(gpu), hollow=bool(gpu)))
         facets.append(Facet(variant, tuple(series)))
     title = translate(lang, "chart.title.time", op=op)
@@ -190,10 +217,10 @@ def _speedup_chart(op: str, rs: Sequence[CaseResult], lang: str) -> Drawn | None
     x = size_quantity(rs[0].spec)
     facets = []
     for variant, vrs in _variants(rs):
-        series = [sc.Series(impl, _points(irs, x, lambda r: r.speedup, fmt.speedup), IMPL_COLORS.get(impl, sc.BLACK),
+        series = [cs.Series(impl, _points(irs, x, lambda r: r.speedup, fmt.speedup), IMPL_COLORS.get(impl, st.GREY),
                             IMPL_MARKERS.get(impl, "diamond")) for impl, irs in _by_impl(vrs)
                   if impl != rs[0].spec.baseline]
-        parity = sc.RefLine(1.0, translate(lang, "chart.ref.parity"), IMPL_COLORS["torch"], dashed=True)
+        parity = cs.RefLine(1.0, translate(lang, "chart.ref.parity"), IMPL_COLORS["torch"], dashed=True)
         facets.append(Facet(variant, tuple(series), (parity,)))
     title = translate(lang, "chart.title.speedup", op=op)
     return draw(f"{op}_speedup", op, facet_chart(title, translate(lang, "chart.desc.speedup", op=op), facets, x,
@@ -207,15 +234,16 @@ def _throughput_chart(op: str, rs: Sequence[CaseResult], ba: BenchAnalysis, lang
     unit = "TFLOP/s" if compute else "GB/s"
     facets = []
     for variant, vrs in _variants(rs):
-        series = [sc.Series(impl, _points(irs, x, lambda r: r.tflops if compute else r.gbps,
-                                          lambda v: fmt.rate(v, unit)), IMPL_COLORS.get(impl, sc.BLACK), IMPL_MARKERS.get(impl, "diamond"))
+        series = [cs.Series(impl, _points(irs, x, lambda r: r.tflops if compute else r.gbps,
+                                          lambda v: fmt.rate(v, unit)), IMPL_COLORS.get(impl, st.GREY),
+                            IMPL_MARKERS.get(impl, "diamond"))
                   for impl, irs in _by_impl(vrs)]
         name = vrs[0].case.precision if compute else BANDWIDTH
         refs = []
-        for kind, color, dashed in ((THEORETICAL, sc.GREY, False), (MEASURED, MEASURED_COLOR, True)):
+        for kind, color, dashed in ((THEORETICAL, st.GREY, False), (MEASURED, MEASURED_COLOR, True)):
             c = ba.ceilings.get(name, kind)
             if c is not None:
-                refs.append(sc.RefLine(c.value, translate(lang, f"chart.ref.{kind}", value=fmt.num(c.value), unit=unit),
+                refs.append(cs.RefLine(c.value, translate(lang, f"chart.ref.{kind}", value=fmt.num(c.value), unit=unit),
                                        color, dashed))
         facets.append(Facet(variant, tuple(series), tuple(refs)))
     title = translate(lang, "chart.title.tflops" if compute else "chart.title.bandwidth", op=op)
@@ -226,11 +254,11 @@ def _throughput_chart(op: str, rs: Sequence[CaseResult], ba: BenchAnalysis, lang
 def _roofline(ba: BenchAnalysis, lang: str) -> Drawn | None:
     """Every measured case by arithmetic intensity and TFLOP/s under the memory and compute roofs,
     theoretical (solid) and measured in this run (dashed)."""
-    roofs: list[sc.Roof] = []
-    for kind, color in ((THEORETICAL, sc.GREY), (MEASURED, MEASURED_COLOR)):
+    roofs: list[cs.Roof] = []
+    for kind, color in ((THEORETICAL, st.GREY), (MEASURED, MEASURED_COLOR)):
         bw = ba.ceilings.get(BANDWIDTH, kind)
         if bw is not None:
-            roofs.append(sc.MemoryRoof(bw.value / 1e3, translate(lang, f"chart.roof.memory_{kind}",
+            roofs.append(cs.MemoryRoof(bw.value / 1e3, translate(lang, f"chart.roof.memory_{kind}",
                                                                 value=fmt.num(bw.value)), color, kind == MEASURED))
         # Precisions sharing a peak share one roof and one label.
         peaks: dict[float, list[str]] = {}
@@ -238,9 +266,9 @@ def _roofline(ba: BenchAnalysis, lang: str) -> Drawn | None:
             if c.kind == kind and c.name != BANDWIDTH:
                 peaks.setdefault(round(c.value, 1), []).append(c.name)
         for value, names in sorted(peaks.items(), reverse=True):
-            roofs.append(sc.ComputeRoof(value, translate(lang, f"chart.roof.compute_{kind}", precision="/".join(names),
+            roofs.append(cs.ComputeRoof(value, translate(lang, f"chart.roof.compute_{kind}", precision="/".join(names),
                                                          value=fmt.num(value)), color, kind == MEASURED))
-    if not any(isinstance(r, sc.MemoryRoof) for r in roofs):
+    if not any(isinstance(r, cs.MemoryRoof) for r in roofs):
         return None  # without a memory roof the chart has nothing to hold the points against
     series = []
     rs = [r for r in ba.results if r.tflops]
@@ -248,11 +276,10 @@ def _roofline(ba: BenchAnalysis, lang: str) -> Drawn | None:
         for op in dict.fromkeys(r.case.op for r in irs):
             pts = _points([r for r in irs if r.case.op == op], INTENSITY, lambda r: r.tflops,
                           lambda v: fmt.rate(v, "TFLOP/s"))
-            series.append(sc.Series(f"{impl} {op}", tuple(sc.Point(p.x, p.y, f"{op} {p.label}") for p in pts),
-                                    IMPL_COLORS.get(impl, sc.BLACK), OP_MARKERS.get(op, "cross"),
-                                    connect=False))
-    legend = [sc.Key(impl, IMPL_COLORS.get(impl, sc.BLACK), None, line=True) for impl, _ in _by_impl(rs)]
-    legend += [sc.Key(op, sc.GREY, OP_MARKERS.get(op, "cross"), line=False) for op in dict.fromkeys(r.case.op for r in rs)]
+            series.append(cs.Series(f"{impl} {op}", tuple(cs.Point(p.x, p.y, f"{op} {p.label}") for p in pts),
+                                    IMPL_COLORS.get(impl, st.GREY), OP_MARKERS.get(op, "cross"), connect=False))
+    legend = [cs.Key(impl, IMPL_COLORS.get(impl, st.GREY), None, line=True) for impl, _ in _by_impl(rs)]
+    legend += [cs.Key(op, st.GREY, OP_MARKERS.get(op, "cross"), line=False) for op in dict.fromkeys(r.case.op for r in rs)]
     chart = facet_chart(translate(lang, "chart.title.roofline"), translate(lang, "chart.desc.roofline"),
                         [Facet("", tuple(series), roofs=tuple(roofs))], INTENSITY, TFLOPS_LOG, lang, legend)
     return draw("roofline", None, chart, INTENSITY, TFLOPS_LOG)
@@ -277,22 +304,29 @@ def run_charts(ba: BenchAnalysis, lang: str, section: str = "") -> list[Drawn]:
 # --------------------------------------------------------------------------- diff and history charts
 
 
-def ratio_chart(cmp: Any, lang: str) -> Drawn | None:
-    """Each compared case's time ratio (other / baseline) against its baseline time, one panel per op.
+def ratio_chart(cmp: Comparison, lang: str, practical_pct: float | None = None) -> Drawn | None:
+    """Each compared case's time ratio (other / baseline) with its interval, against its baseline time, one
+    panel per op, over the 1.0 line and the practical band (``practical_pct``: changes inside it are too
+    small to call, whatever their interval). The y axis follows the ratios and their intervals.
 
     The baseline time orders the cases of an op from launch-bound calls to long ones, which is where
     ratios usually differ; the x axis says that is what it shows."""
+    band = None
+    if practical_pct:
+        p = practical_pct / 100
+        band = cs.Band(1 / (1 + p), 1 + p, translate(lang, "chart.band.practical", pct=fmt.general(practical_pct)))
     facets = []
     for op in dict.fromkeys(c.op for c in cmp.compared):
         cases = [c for c in cmp.compared if c.op == op and c.base_us and c.ratio]
         series = []
         for impl in dict.fromkeys(c.impl for c in cases):
-            pts = tuple(sc.Point(c.base_us, c.ratio, f"{c.name}: {fmt.ratio(c.ratio)}")
+            pts = tuple(cs.Point(c.base_us, c.ratio, f"{c.name}: {fmt.ratio(c.ratio)}",  # type: ignore[arg-type]
+                                 *((c.low, c.high) if c.low is not None and c.high is not None else ()))
                         for c in cases if c.impl == impl)
-            series.append(sc.Series(impl, pts, IMPL_COLORS.get(impl, sc.BLACK), IMPL_MARKERS.get(impl, "diamond"),
+            series.append(cs.Series(impl, pts, IMPL_COLORS.get(impl, st.BLACK), IMPL_MARKERS.get(impl, "diamond"),
                                     connect=False))
-        same = sc.RefLine(1.0, translate(lang, "chart.ref.same"), sc.GREY, dashed=True)
-        facets.append(Facet(op, tuple(series), (same,)))
+        same = cs.RefLine(1.0, translate(lang, "chart.ref.same"), st.GREY, dashed=True)
+        facets.append(Facet(op, tuple(series), (same,), band=band))
     title = translate(lang, "chart.title.ratio", other=cmp.other.label, baseline=cmp.base.label)
     chart = facet_chart(title, translate(lang, "chart.desc.ratio"), facets, BASE_TIME, RATIO, lang)
     return draw("ratio", None, chart, BASE_TIME, RATIO)
@@ -320,10 +354,10 @@ def history_chart(h: Any, lang: str) -> Drawn | None:
             o = p.op(op)
             if o is not None and o.ratio is not None and o.ratio > 0:
                 since = (t - t0).total_seconds() / unit_s  # type: ignore[operator]
-                pts.append(sc.Point(since, o.ratio, f"{op} {p.info.label}: {fmt.ratio(o.ratio)}"))
-        series.append(sc.Series(op, tuple(pts), SERIES_COLORS[i % len(SERIES_COLORS)],
-                                OP_MARKERS.get(op, sc.MARKERS[i % len(sc.MARKERS)])))
-    same = sc.RefLine(1.0, translate(lang, "chart.ref.first"), sc.GREY, dashed=True)
+                pts.append(cs.Point(since, o.ratio, f"{op} {p.info.label}: {fmt.ratio(o.ratio)}"))
+        series.append(cs.Series(op, tuple(pts), SERIES_COLORS[i % len(SERIES_COLORS)],
+                                OP_MARKERS.get(op, st.MARKERS[i % len(st.MARKERS)])))
+    same = cs.RefLine(1.0, translate(lang, "chart.ref.first"), st.GREY, dashed=True)
     chart = facet_chart(translate(lang, "chart.title.history"), translate(lang, "chart.desc.history"),
                         [Facet("", tuple(series), (same,))], x, RATIO, lang)
     return draw("history", None, chart, x, RATIO)
@@ -333,9 +367,9 @@ def history_chart(h: Any, lang: str) -> Drawn | None:
 
 SIZE_BYTES = Quantity("chart.axis.size_bytes", "log2")
 BUSBW = Quantity("chart.axis.busbw", "linear")
-BUSBW_COLOR = sc.BLUE
+BUSBW_COLOR = st.BLUE
 # One colour and marker per NCCL algorithm/protocol, in the order they first appear in a sweep.
-ALGO_STYLES = tuple(zip((sc.VERMILLION, sc.BLUISH_GREEN, sc.REDDISH_PURPLE, sc.ORANGE, sc.SKY_BLUE, sc.BLACK),
+ALGO_STYLES = tuple(zip((st.VERMILLION, st.BLUISH_GREEN, st.REDDISH_PURPLE, st.ORANGE, st.SKY_BLUE, st.BLACK),
                         ("square", "triangle", "diamond", "cross", "plus", "circle"), strict=True))
 
 
@@ -351,20 +385,20 @@ def busbw_chart(sweep: Any, op: str, section: str, lang: str) -> Drawn | None:
         algo = f" ({r.algo_label})" if r.algo_label else ""
         return f"{fmt.size_bytes(r.size_bytes)}: {fmt.rate(r.busbw_gbps, 'GB/s')}{algo}"
 
-    curve = sc.Series(translate(lang, "chart.series.busbw"),
-                      tuple(sc.Point(r.size_bytes, r.busbw_gbps, tip(r)) for r in rows), BUSBW_COLOR, "circle")
+    curve = cs.Series(translate(lang, "chart.series.busbw"),
+                      tuple(cs.Point(r.size_bytes, r.busbw_gbps, tip(r)) for r in rows), BUSBW_COLOR, "circle")
     series = [curve]
     algos = list(dict.fromkeys(r.algo_label for r in sweep.rows if r.algo_label))
-    legend = [sc.Key(curve.name, BUSBW_COLOR, "circle")]
+    legend = [cs.Key(curve.name, BUSBW_COLOR, "circle")]
     for label, (color, marker) in zip(algos, ALGO_STYLES, strict=False):
-        pts = tuple(sc.Point(r.size_bytes, r.busbw_gbps, tip(r)) for r in rows if r.algo_label == label)
+        pts = tuple(cs.Point(r.size_bytes, r.busbw_gbps, tip(r)) for r in rows if r.algo_label == label)
         if pts:
-            series.append(sc.Series(label, pts, color, marker, connect=False))
-            legend.append(sc.Key(label, color, marker, line=False))
+            series.append(cs.Series(label, pts, color, marker, connect=False))
+            legend.append(cs.Key(label, color, marker, line=False))
     refs = ()
     if sweep.expectation_gbps is not None:
-        refs = (sc.RefLine(sweep.expectation_gbps, translate(lang, "chart.ref.links",
-                                                             value=fmt.num(sweep.expectation_gbps)), sc.GREY),)
+        refs = (cs.RefLine(sweep.expectation_gbps, translate(lang, "chart.ref.links",
+                                                             value=fmt.num(sweep.expectation_gbps)), st.GREY),)
     changes = [c for c in sweep.changes if c[0] == op]
     desc = translate(lang, "chart.desc.busbw", op=op)
     if changes:

@@ -16,6 +16,7 @@ from envcheck.render import fmt
 from envcheck.render.checktext import localized
 from envcheck.render.i18n import catalog, phrase, translate
 from envcheck.render.node_compare_view import NodeCompareView, node_compare_view, unmatched_lines
+from envcheck.render.tiles import Tile
 from envcheck.render.view import ceiling_name
 
 Escape = Callable[[str], str]
@@ -119,6 +120,7 @@ class ComparisonView:
     only_other_title: str
     ceilings: tuple[CeilingRow, ...]
     node: NodeCompareView | None = None  # the node tests, when both reports ran them
+    headline: tuple[Tile, ...] = ()  # the cards at the head of a comparison: overall ratio, calls, testing
 
 
 @dataclass(frozen=True)
@@ -262,7 +264,28 @@ def _fdr(confidence: float) -> str:
     return fmt.general(round((1.0 - confidence) * 100, 6))
 
 
-def comparison_view(cmp: Any, lang: str, escape: Escape, confidence: float = 0.95) -> ComparisonView:
+def _headline(cmp: Any, lang: str, confidence: float, practical_pct: float | None) -> tuple[Tile, ...]:
+    """The comparison at a glance, like a run's tiles: the overall ratio with its interval and verdict, the rows
+    called slower and faster, and the family the multiple-testing correction covered."""
+    if not cmp.cases:
+        return ()
+    t = _t(lang)
+    g = cmp.overall
+    overall = Tile(t("diff.card.overall"), fmt.ratio(g.geomean),
+                   (t("diff.card.interval", confidence=fmt.general(confidence * 100), interval=fmt.interval(g.low, g.high)),
+                    verdict_text(lang, g.verdict)), "fail" if g.verdict == "slower" else None)
+    calls = Tile(t("diff.card.calls"), t("diff.card.calls_value", slower=g.slower, faster=g.faster),
+                 (t("diff.card.calls_rest", same=g.same, uncertain=g.uncertain, not_comparable=g.not_comparable),),
+                 "fail" if g.slower else None)
+    lines = [t("diff.card.testing_line", fdr=_fdr(confidence))]
+    if practical_pct is not None:
+        lines.append(t("diff.card.practical", pct=fmt.general(practical_pct)))
+    testing = Tile(t("diff.card.testing"), t("diff.card.testing_value", tested=cmp.tested), tuple(lines))
+    return overall, calls, testing
+
+
+def comparison_view(cmp: Any, lang: str, escape: Escape, confidence: float = 0.95,
+                    practical_pct: float | None = None) -> ComparisonView:
     t = _t(lang)
     g = cmp.overall
     sig = sorted((c for c in cmp.cases if c.verdict in ("slower", "faster")), key=lambda c: -(c.ratio or 0))
@@ -293,6 +316,7 @@ def comparison_view(cmp: Any, lang: str, escape: Escape, confidence: float = 0.9
         ceilings=tuple(CeilingRow(f"{ceiling_name(lang, c.name)} {_kind(c.kind, lang)} ({c.unit})", fmt.num(c.base), fmt.num(c.other),
                                   _source(c.other_source or c.base_source, lang, escape)) for c in cmp.ceilings),
         node=node_compare_view(cmp.node, lang, escape) if getattr(cmp, "node", None) is not None else None,
+        headline=_headline(cmp, lang, confidence, practical_pct),
     )
 
 
@@ -302,7 +326,7 @@ def diff_view(d: Any, lang: str, escape: Escape) -> DiffView:
         lang=lang,
         title=t("diff.title", count=len(d.reports), baseline=escape(d.baseline.label)),
         reports=tuple(_info_row(i, n == 0) for n, i in enumerate(d.reports)),
-        comparisons=tuple(comparison_view(c, lang, escape, d.confidence) for c in d.comparisons),
+        comparisons=tuple(comparison_view(c, lang, escape, d.confidence, d.practical_pct) for c in d.comparisons),
         method=t("diff.method", confidence=fmt.general(d.confidence * 100), resamples=d.resamples,
                  threshold=fmt.general(d.practical_pct), fdr=_fdr(d.confidence)),
         significant_none=t("diff.significant.none", threshold=fmt.general(d.practical_pct)),

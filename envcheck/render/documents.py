@@ -123,7 +123,7 @@ def render_diff(d: Any, fmt: str, lang: str = "en") -> str:
     if fmt not in FORMATS:
         raise ValueError(f"unknown document format {fmt!r}")
     view = cv.diff_view(d, lang, md_text if fmt == "md" else _same)
-    charts = [ch.ratio_chart(c, lang) if fmt == "html" else None for c in d.comparisons]
+    charts = [ch.ratio_chart(c, lang, d.practical_pct) if fmt == "html" else None for c in d.comparisons]
     return _with_toc(render(f"diff.{fmt}.j2", lang=lang, v=view, charts=charts), fmt, lang)
 
 

@@ -7,7 +7,7 @@ medium escapes it (``render.escape``).
 Conventions:
 
 * sizes of vector ops are element counts, written with the binary prefixes the charts' size
-  axes use (``render.axes``: upper-case K = 1024) when they are exact multiples (``1K``,
+  axes use (``render.chart_draw``: upper-case K = 1024) when they are exact multiples (``1K``,
   ``10K``, ``100K``, ``1M``, ``256M``) and as plain integers otherwise; shapes of other ops are
   their dimensions joined by ``×``; rows sort by element count (``shape_key``), never by run
   order;

@@ -15,15 +15,15 @@ from pathlib import Path
 
 from envcheck.analysis import Analysis, analyse
 from envcheck.errors import UsageError
-from envcheck.files import FileSet, SetExistsError, write_set
+from envcheck.files import Content, FileSet, SetExistsError, write_set
 from envcheck.model import Report
-from envcheck.render import FORMATS, MACHINE_FORMATS
+from envcheck.render import FORMATS, IMAGE_FORMATS, MACHINE_FORMATS
 from envcheck.render.documents import render_html, render_markdown, report_charts
 from envcheck.render.i18n import DEFAULT_LANG, LANGS, document_stem
 
 
 def validate(formats: Sequence[str], lang: str) -> list[str]:
-    known = (*FORMATS, *MACHINE_FORMATS)
+    known = (*FORMATS, *MACHINE_FORMATS, *IMAGE_FORMATS)
     unknown = [f for f in formats if f not in known]
     if unknown:
         raise UsageError(f"unknown format {unknown[0]!r}: choose from {', '.join(known)}")
@@ -37,8 +37,11 @@ def validate(formats: Sequence[str], lang: str) -> list[str]:
 def document_set(report: Report, json_path: Path, formats: Sequence[str], lang: str = DEFAULT_LANG,
                  out_dir: Path | None = None, analysis: Analysis | None = None) -> FileSet:
     """Every file of the render, in memory: the Markdown, its charts folder, the HTML, the JUnit XML
-    (``<stem>.junit.xml``) and the Prometheus textfile (``<stem>.prom``) asked for (``analysis``: the
-    report's, when the caller already has it)."""
+    (``<stem>.junit.xml``), the Prometheus textfile (``<stem>.prom``) and each chart as PNG asked for
+    (``analysis``: the report's, when the caller already has it).
+
+    PNGs go into the charts folder with the SVGs: the folder is replaced whole, so it always holds
+    what the Markdown links to."""
     fmts = validate(formats, lang)
     folder = Path(out_dir) if out_dir is not None else Path(json_path).parent
     stem = document_stem(Path(json_path).stem, lang)
@@ -52,13 +55,19 @@ def document_set(report: Report, json_path: Path, formats: Sequence[str], lang: 
         from envcheck.render.prometheus import prometheus_text
 
         out.files[folder / f"{Path(json_path).stem}.prom"] = prometheus_text(analysis)
-    if "md" not in fmts and "html" not in fmts:
+    if not {"md", "html", "png"} & set(fmts):
         return out
     charts = report_charts(analysis, lang)
+    from envcheck.render.charts import draw_all
+
+    draw_all(charts)
     if "md" in fmts:
         out.files[folder / f"{stem}.md"] = render_markdown(report, lang, f"{stem}_charts", analysis, charts)
-        if charts:
-            out.folders[folder / f"{stem}_charts"] = {f"{c.name}.svg": c.svg for c in charts}
+    if charts and ("md" in fmts or "png" in fmts):
+        files: dict[str, Content] = {f"{c.name}.svg": c.svg for c in charts}
+        if "png" in fmts:
+            files |= {f"{c.name}.png": c.png() for c in charts}
+        out.folders[folder / f"{stem}_charts"] = files
     if "html" in fmts:
         out.files[folder / f"{stem}.html"] = render_html(report, lang, analysis, charts)
     return out
