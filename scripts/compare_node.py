@@ -14,10 +14,15 @@
 Which nccl-tests column is the counterpart of which envcheck time:
 
 - envcheck's **GPU time** (its calls captured in a CUDA graph and replayed) is held against nccl-tests'
-  **CUDA-graph mode** (``-G N``: the timed loop captured once and launched N times). Both take the host
-  out of the loop, so what remains is NCCL's kernels and the links on both sides: the same quantity,
-  which is why the bar applies to it at every size. nccl-tests' default eager loop is the same quantity
-  only where the GPU time hides its (C, ~5 us) launch cost, i.e. from a few MiB up.
+  **CUDA-graph mode** (``-G N``: the timed loop captured once and launched N times) run with
+  ``NCCL_GRAPH_REGISTER=0``. Both take the host out of the loop, so what remains is NCCL's kernels and
+  the links on both sides, which is why the bar applies at every size. Registration must be off on
+  nccl-tests' side: in a captured graph NCCL registers nccl-tests' cudaMalloc buffers and copies
+  all_gather, reduce_scatter and all_to_all through them directly, while torch's captured calls run on
+  caching-allocator buffers it does not register. Measured on 2 x H100 (2026-11-25): all_gather 64 MiB
+  211.9 GB/s busbw with registration off, 270.2 with it on, 211.1 eager, envcheck's GPU time 207.5.
+  nccl-tests' default eager loop is the same quantity only where the GPU time hides its (C, ~5 us)
+  launch cost, i.e. from a few MiB up.
 - envcheck's **per-call time** (eager ``torch.distributed`` calls) is shown beside nccl-tests' **eager**
   loop, without a bar: both launch each call from the host, but a Python caller pays torch's
   dispatch on top of nccl-tests' C launch, so below ~16 MiB the per-call busbw is lower by design.

@@ -7,7 +7,10 @@
 #      NCCL's algorithms with its debug log on; the timed launch runs with it off and records each
 #      size's GPU time from CUDA-graph replays and its per-call time from eager calls);
 #   3. nccl-tests built from .nccl-tests/ (built while 2 runs) and run on the same GPUs right after,
-#      twice: its default eager loop, and its CUDA-graph mode (-G 5), the counterpart of envcheck's GPU
+#      twice: its default eager loop, and its CUDA-graph mode (-G 5) with NCCL's user-buffer registration off
+#      (NCCL_GRAPH_REGISTER=0: torch's captured calls run on unregistered caching-allocator buffers; see
+#      scripts/compare_node.py and reports/device-logs/2026-11-25_2212Z_2x-h100_nccl-tests_graph_register.txt),
+#      the counterpart of envcheck's GPU
 #      time (see scripts/compare_node.py for why);
 #   4. the comparison at every size: GPU-time busbw within 5 % of nccl-tests -G at every size and 2 %
 #      from 64 MiB, per call beside the eager loop; copies against a plain torch copy;
@@ -55,7 +58,7 @@ node_wall=$((SECONDS - t0))
 node_json=$(ls "$work"/node/*.json 2>/dev/null | head -n 1)
 [ -n "$node_json" ] && cp "$node_json" "$out/node.json"
 
-say "nccl-tests run (-b 1M -e 4G -f 4 -g $ngpu: eager, then CUDA-graph mode -G 5)"
+say "nccl-tests run (-b 1M -e 4G -f 4 -g $ngpu: eager, then CUDA-graph mode -G 5 with NCCL_GRAPH_REGISTER=0)"
 wait "$build_pid"
 tail -n 3 "$work/nccl-tests-build.log" | tee -a "$log"
 : > "$out/nccl_tests.txt"
@@ -63,7 +66,7 @@ tail -n 3 "$work/nccl-tests-build.log" | tee -a "$log"
 for t in all_reduce all_gather reduce_scatter alltoall broadcast; do
   LD_LIBRARY_PATH="$NH/lib:${LD_LIBRARY_PATH:-}" timeout 60 /tmp/ntb/${t}_perf -b 1M -e 4G -f 4 -g "$ngpu" \
     >> "$out/nccl_tests.txt" 2>&1
-  LD_LIBRARY_PATH="$NH/lib:${LD_LIBRARY_PATH:-}" timeout 60 /tmp/ntb/${t}_perf -b 1M -e 4G -f 4 -g "$ngpu" -G 5 \
+  NCCL_GRAPH_REGISTER=0 LD_LIBRARY_PATH="$NH/lib:${LD_LIBRARY_PATH:-}" timeout 60 /tmp/ntb/${t}_perf -b 1M -e 4G -f 4 -g "$ngpu" -G 5 \
     >> "$out/nccl_tests_graph.txt" 2>&1
 done
 grep -E "Collective test starting| 1048576 | 4294967296 " "$out/nccl_tests.txt" | tee -a "$log"

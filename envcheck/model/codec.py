@@ -10,6 +10,15 @@ JSON format history (``schema_version``):
       measured ceilings are the samples of their kernels (``ceiling_runs``); notes, skip
       reasons and stops are keys plus parameters; ``settings`` is typed; ``anonymized``;
       ``node`` (topology, counters, peer copies, collectives) and ``fleet`` (kind ``fleet``).
+  3 - additions only, so a schema-2 report reads as it is (2026-11-25): ``burn`` (kind ``burn``, or
+      a run with ``--burn``: model/burn.py); ``replayed_from`` (a check of a replayed snapshot);
+      checks carry ``key``, ``fix_key`` and ``params`` (phrased at render time; the English text
+      stays); ``benches[].ops`` (a user's declared ops, ``envcheck bench``); ``Timing.passes``
+      and ``settings.repeat`` (``run --repeat``), ``settings.control`` (the diff's positive
+      control); a collective's ``gpu_timings`` / ``gpu_reason`` / ``gpu_error`` (its GPU time
+      from CUDA-graph replays beside the per-call ``timings``); op names of the new built-in ops
+      and the implementation ``jax``. The bump makes an older envcheck say it is too old instead
+      of refusing a field it does not know.
 
 Upgrading schema 1 (``_upgrade_1``): derived numbers are dropped and recomputed by the
 analysis; ``error`` keeps its two statistics; a case with status ``error`` gets a
