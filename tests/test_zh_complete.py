@@ -162,9 +162,17 @@ def _shortened(text: str, strings: list[str]) -> str:
     return text
 
 
+def _rejoined(text: str, machine: set[str]) -> str:
+    """A terminal folds a long line of Chinese where it runs out of columns, inside a Latin word too
+    ("compi" / "le"): a word cut at a line end is joined again when the two pieces make a word we keep."""
+    kept = _kept_by_translator() | ALLOWED | machine
+    return re.sub(r"([A-Za-z]+)\n([A-Za-z]+)",
+                  lambda m: m.group(1) + m.group(2) if m.group(1) + m.group(2) in kept else m.group(0), text)
+
+
 def english_words(text: str, machine: set[str]) -> list[str]:
     """Latin words in ``text`` that neither the machine said nor the Chinese catalogue keeps."""
-    text = _flat(text)
+    text = _flat(_rejoined(text, machine))
     strings = sorted({_flat(m) for m in machine}, key=len, reverse=True)
     for s in strings:
         if len(s) > 1 and s in text:

@@ -84,11 +84,21 @@ def _bench_reasons(analysis: Analysis) -> list[Reason]:
     return out
 
 
+def _finding(findings: tuple[Any, ...]) -> str:
+    """The first of a node's findings in a few words: its kind, the metric, the ranks it names."""
+    if not findings:
+        return "-"
+    f = findings[0]
+    ranks = getattr(f, "ranks", ())
+    return " ".join(x for x in (f.kind, f.metric or "", f"rank {','.join(map(str, ranks))}" if ranks else "") if x)
+
+
 def _fleet_reasons(analysis: Analysis) -> list[Reason]:
     fleet = analysis.fleet
     if fleet is None:
         return []
-    out = [_r("fleet_node", host=v.host, status=v.status) for v in fleet.verdicts if v.status != "pass"]
+    out = [_r("fleet_node", host=v.host, status=v.status, finding=_finding(v.findings))
+           for v in fleet.verdicts if v.status != "pass"]
     lost = [r for r in fleet.failed_ranks if r.status != "ok"]
     if lost and not out:
         out.append(_r("fleet_ranks_failed", count=len(lost)))

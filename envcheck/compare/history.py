@@ -32,7 +32,7 @@ from envcheck.compare.machine import MachineId, machine_of
 from envcheck.compare.node_diff import MEASURED
 from envcheck.compare.node_read import node_side
 from envcheck.model import Report
-from envcheck.ops import lookup, variant
+from envcheck.ops import OpSpec, lookup, variant
 
 # Why a report is not in any machine's history (``LeftOut.reason``).
 NO_BENCHMARK = "no_benchmark"  # a check or probe report, or a run that measured nothing
@@ -166,7 +166,9 @@ def group_name(c: CaseDiff) -> str:
     return f"{c.op} {c.impl} {variant(c.dtype, c.precision)}"
 
 
-def _op_point(op: str, a: Analysis, vs_first: Sequence[CaseDiff] | None) -> OpPoint:
+def _op_point(op: str, a: Analysis, vs_first: Sequence[CaseDiff] | None, declared: Sequence[OpSpec] = ()) -> OpPoint:
+    """``declared``: the user ops declared by any report of the history (a report that did not run one
+    has no declaration of it, and the op's point there is empty, not an error)."""
     bench = a.bench
     results = [r for r in (bench.results if bench else ()) if r.case.op == op and r.status != "error"]
     top = max((r for r in results if r.rate is not None), key=lambda r: r.rate or 0.0, default=None)
@@ -175,7 +177,7 @@ def _op_point(op: str, a: Analysis, vs_first: Sequence[CaseDiff] | None) -> OpPo
     else:
         g = summarise(op, vs_first, 0.0, stats.CONFIDENCE)
         ratio, low, high, count = g.geomean, g.low, g.high, g.count
-    bound = lookup(op, bench.bench.ops if bench else ()).compute_bound
+    bound = lookup(op, (*(bench.bench.ops if bench else ()), *declared)).compute_bound
     return OpPoint(
         op, ratio, low, high, count,
         top.gbps if top and not bound else None, top.pct_theoretical if top and not bound else None,
@@ -241,6 +243,7 @@ def history_analysed(analysed: Sequence[tuple[str, Analysis]], *, practical: flo
             for c in b.cases:
                 ops.setdefault(c.op, None)
     kw = {"practical": practical, "resamples": resamples, "seed": seed}
+    declared = tuple({s.name: s for _, a in ordered for b in a.report.benches for s in b.ops}.values())
     points: list[Point] = []
     steps: list[Step] = []
     for i, (label, a) in enumerate(ordered):
@@ -248,7 +251,8 @@ def history_analysed(analysed: Sequence[tuple[str, Analysis]], *, practical: flo
         vs_first = compare_analysed((first[0], on_gpu(first[1], gpu)), (label, a), **kw) if i else None  # type: ignore[arg-type]
         points.append(Point(
             vs_first.other if vs_first else ReportInfo.of(label, a.report),
-            tuple(_op_point(op, a, [c for c in vs_first.cases if c.op == op] if vs_first else None) for op in ops),
+            tuple(_op_point(op, a, [c for c in vs_first.cases if c.op == op] if vs_first else None, declared)
+                  for op in ops),
             _ceiling(a, MEASURED_CEILING), _ceiling(a, THEORETICAL), node_point(a), _first_gpu(a),
         ))
         if i == 0:
