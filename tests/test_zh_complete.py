@@ -182,7 +182,8 @@ def english_words(text: str, machine: set[str]) -> list[str]:
     kept = _kept_by_translator() | ALLOWED
     # A word of ours that a narrow terminal column cut short ("NVLi…" of NVLink, "bootstra…"): the cell's
     # layout, not English left untranslated (the whole word is judged wherever it is shown whole).
-    text = re.sub(r"([A-Za-z]+)…", lambda m: " " if any(k.startswith(m.group(1)) for k in kept) else m.group(0), text)
+    whole = kept | {w for m in machine for w in WORD.findall(m)}
+    text = re.sub(r"([A-Za-z]+)…", lambda m: " " if any(k.startswith(m.group(1)) for k in whole) else m.group(0), text)
     text = _shortened(text, strings)
     text = _plain(text)
     return sorted({w for w in WORD.findall(text) if w not in kept})
