@@ -186,7 +186,7 @@ def test_a_stop_signal_while_rank_0_waits_gives_the_partial_fleet():
     fleet, _, _ = _run_fleet(3, node_hangs={2}, interrupt_rank0_on="node/2")
     assert fleet.settings["interrupted"] is True
     assert [r.status for r in fleet.ranks[:2]] == ["ok", "ok"]
-    assert (fleet.ranks[2].status, fleet.ranks[2].phase) == ("timeout", "node")
+    assert (fleet.ranks[2].status, fleet.ranks[2].phase, fleet.ranks[2].given_s) == ("timeout", "node", 5.0)
     assert len(fleet.nodes) == 3 and all(n.benches for n in fleet.nodes)
     assert build(Fleet, to_dict(fleet)) == fleet
 

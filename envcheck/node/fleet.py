@@ -242,6 +242,11 @@ def _utc() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# After a stop signal, how long rank 0 still takes for the hand-overs in flight (torchrun gives its
+# workers 30 s between SIGTERM and SIGKILL; the report must be written well inside that).
+STOP_GRACE_S = 5.0
+
+
 @dataclass
 class _Progress:
     """What this rank has done so far: what rank 0 gathers from, also after a stop signal."""
@@ -364,14 +369,20 @@ def _work(ctx: RankContext, options: FleetOptions, deps: FleetDeps, gpus: tuple[
 def _gather(ctx: RankContext, options: FleetOptions, deps: FleetDeps, progress: _Progress, t0: float, started: str,
             patient: bool) -> Fleet:
     """Rank 0: everything the ranks handed over, each hand-over waited for at most its time limit
-    (``patient``) or not at all (after a stop signal: only what is already there). A rank whose
+    (``patient``), or, after a stop signal, all of them together at most ``STOP_GRACE_S`` (the other
+    ranks got the signal too and hand over what they finished at once). A rank whose
     hand-over of some phase failed or never came is reported with that phase."""
     t = deps.transport
     clock = deps.clock
     deadline = clock() + options.rank_timeout_s
 
+    grace_end = clock() + STOP_GRACE_S
+
     def wait(limit: float) -> float:
-        return max(limit, 0.001) if patient else 0.001
+        return max(limit, 0.001) if patient else max(min(limit, grace_end - clock()), 0.001)
+
+    def given(limit: float) -> float:
+        return limit if patient else STOP_GRACE_S
 
     joins: dict[int, RankJoin] = {0: progress.join}
     for r in range(1, ctx.world_size):
@@ -384,12 +395,12 @@ def _gather(ctx: RankContext, options: FleetOptions, deps: FleetDeps, progress: 
     for r in range(ctx.world_size):
         j = joins.get(r)
         if j is None:
-            statuses[r] = RankStatus(r, "missing", given_s=options.join_timeout_s)
+            statuses[r] = RankStatus(r, "missing", given_s=given(options.join_timeout_s))
             continue
         rep = _load(RankReport, t.get(f"rank/{r}", wait(deadline - clock())))
         host = names.get(j.node_rank, j.host)
         if rep is None:
-            statuses[r] = RankStatus(r, "timeout", host, j.local_rank, j.gpu, given_s=round(options.rank_timeout_s, 3),
+            statuses[r] = RankStatus(r, "timeout", host, j.local_rank, j.gpu, given_s=round(given(options.rank_timeout_s), 3),
                                      phase="suite")
             continue
         reports[r] = rep
@@ -402,7 +413,7 @@ def _gather(ctx: RankContext, options: FleetOptions, deps: FleetDeps, progress: 
         if r is None or statuses[r].status != "ok":
             return
         statuses[r] = replace(statuses[r], status="error" if error else "timeout", error=error, phase=phase,
-                              given_s=None if error else round(given_s, 3))
+                              given_s=None if error else round(given(given_s), 3))
 
     node_reports: dict[int, NodeReport] = {}
     for n in sorted({j.node_rank for j in joins.values()}):
