@@ -212,6 +212,13 @@ def test_platform_probe_reads_every_fact_from_the_host() -> None:
     assert "optree" not in pkgs and "filelock" not in pkgs
 
 
+def test_a_one_gpu_machine_is_spared_the_lspci_run() -> None:
+    host = _host()
+    facts = platform.probe_platform(host, ["00000000:18:00.0"])
+    assert facts["acs_redirect"].value is None and "two or more GPUs" in (facts["acs_redirect"].reason or "")
+    assert not any(call[0] == "lspci" for call in host.calls)
+
+
 def test_a_snapshot_from_before_the_platform_probe_says_so_on_every_key() -> None:
     facts = platform.probe_platform(ReplayHost(files={"/etc/os-release": "ID=ubuntu"}), [])
     assert set(facts) == set(platform.KEYS)
@@ -220,7 +227,7 @@ def test_a_snapshot_from_before_the_platform_probe_says_so_on_every_key() -> Non
 
 def test_lspci_without_root_is_a_reason_not_a_clean_bill() -> None:
     text = "18:00.0 3D controller: NVIDIA Corporation GH100\n\tCapabilities: <access denied>\n"
-    facts = platform.probe_platform(_host(lspci=text), [])
+    facts = platform.probe_platform(_host(lspci=text), ["00000000:18:00.0", "00000000:2A:00.0"])
     assert facts["acs_redirect"].value is None and "root" in (facts["acs_redirect"].reason or "")
 
 

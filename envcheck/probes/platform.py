@@ -58,7 +58,9 @@ def probe_platform(host: Host, gpu_bus_ids: list[str]) -> Facts:
     f["kernel_cmdline_iommu"] = _cmdline_iommu(host)
     f["iommu_groups"] = _iommu_groups(host)
     f["gpu_iommu_domains"] = _gpu_domains(host, gpu_bus_ids)
-    f["acs_redirect"] = _acs_redirect(host)
+    # ACS only matters between GPUs: a one-GPU machine (a laptop) is spared the lspci run.
+    f["acs_redirect"] = _acs_redirect(host) if len(gpu_bus_ids) >= 2 else missing(
+        "not read: ACS redirection matters only between two or more GPUs")
     f["infiniband_ports"] = _infiniband_ports(host)
     f["gpudirect_rdma_module"] = _peermem(host)
     f["fabricmanager"] = _fabricmanager(host)
