@@ -48,7 +48,11 @@ hostile = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=4)), m
 
 def _source_names() -> tuple[set[str], set[tuple[str, str]]]:
     """Elements and attributes the templates write, and those the chart writer writes for a benign run."""
-    src = "".join(p.read_text() for p in (ROOT / "envcheck" / "templates").glob("*.html.j2"))
+    # The templates, and the two render modules that write HTML of their own (the table of contents,
+    # the token boxes of fix commands).
+    src = "".join(p.read_text() for p in [*(ROOT / "envcheck" / "templates").glob("*.html.j2"),
+                                          ROOT / "envcheck" / "render" / "toc.py",
+                                          ROOT / "envcheck" / "render" / "escape.py"])
     tags = {t.lower() for t in re.findall(r"<([a-zA-Z][a-zA-Z0-9]*)", src)}
     attrs = {(t, a.lower()) for t in tags for a in re.findall(r'\s([a-zA-Z][a-zA-Z-]*)=["{]', src)}
     svg = collect("".join(d.svg for d in charts.run_charts(analyse(factories.report()).bench, "en")))
