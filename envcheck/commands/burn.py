@@ -22,40 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from envcheck import reportname
-from envcheck.burn.protocol import Event, PhaseStarted, Started
+from envcheck.commands.burning import burn_devices, say, select_gpus
 from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
-from envcheck.model import Environment, Report
-from envcheck.model.burn import Burn
+from envcheck.model import Report
 
 MAX_MINUTES = 24 * 60.0
-
-
-def _say(text: str, stream: Any) -> None:
-    print(f"envcheck burn: {text}", file=stream, flush=True)
-
-
-def select_gpus(text: str, env: Environment) -> tuple[int, ...]:
-    from envcheck.bench.parallel import parse_gpus
-
-    return parse_gpus(text, len(env.gpus))
-
-
-def progress(stream: Any) -> Any:
-    """One line per GPU per phase on stderr (each phase lasts minutes: no bar needed)."""
-
-    def on_event(gpu: int, ev: Event) -> None:
-        if isinstance(ev, Started):
-            _say(f"GPU {gpu}: {ev.device.name}", stream)
-        elif isinstance(ev, PhaseStarted):
-            _say(f"GPU {gpu}: {ev.phase} ({ev.dtype}, {ev.planned_s:.0f} s)", stream)
-    return on_event
-
-
-def burn_devices(gpus: Sequence[int], minutes: float, *, cpu: bool = False, stream: Any = None) -> Burn:
-    """``burn.run.burn_node`` with one progress line per GPU and phase on ``stream`` (stderr)."""
-    from envcheck.burn.run import burn_node
-
-    return burn_node(gpus, minutes, cpu=cpu, on_event=progress(stream if stream is not None else sys.stderr))
 
 
 def exit_status(verdict: str) -> int:
@@ -78,7 +49,7 @@ def write(report: Report, out_dir: Path, formats: Sequence[str], lang: str, when
         written += outcome.written
         message = outcome_message(outcome, path, lang)
         if message:
-            _say(message, stderr)
+            say(message, stderr)
     return written
 
 
@@ -102,7 +73,7 @@ def execute(args: argparse.Namespace, collect: Any = None, stderr: Any = None, s
     env = collect(runtime=False, reports_dir=str(out_dir))
     gpus = (0,) if args.cpu else select_gpus(args.gpus, env)
     where = "the CPU (tiny sizes)" if args.cpu else f"GPU{'s' if len(gpus) > 1 else ''} {', '.join(map(str, gpus))}"
-    _say(f"{args.minutes:g} min on {where} at once (Ctrl-C stops and keeps what was seen)", err)
+    say(f"{args.minutes:g} min on {where} at once (Ctrl-C stops and keeps what was seen)", err)
     when = datetime.now(timezone.utc)
     burn = burn_devices(gpus, args.minutes, cpu=args.cpu, stream=err)
     from envcheck.analysis import analyse

@@ -323,7 +323,7 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
             _say(note.key, err_stream)
 
     if getattr(args, "burn", None) and not stopped:
-        from envcheck.commands.burn import burn_devices, select_gpus
+        from envcheck.commands.burning import burn_devices, select_gpus
 
         cpu = plan.backend == "cpu" and not getattr(args, "gpus", None)  # no GPU: the CPU at tiny sizes
         gpus = select_gpus(args.gpus, env) if getattr(args, "gpus", None) else (plan.index or 0,)

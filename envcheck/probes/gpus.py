@@ -8,7 +8,7 @@ check a report against the tool they already trust.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 from envcheck.model import Fact, Facts, Gpu, known, missing
 from envcheck.probes import nvml_fields
@@ -30,20 +30,10 @@ from envcheck.probes.nvml import (
     TEMPERATURE_THRESHOLD_SHUTDOWN,
     TEMPERATURE_THRESHOLD_SLOWDOWN,
     NvmlCallError,
+    NvmlLike,
     reason_names,
     slowing,
 )
-
-
-class NvmlLike(Protocol):
-    """What the probes need from :class:`envcheck.probes.nvml.Nvml` (and its test fake)."""
-
-    def init(self) -> str | None: ...
-    def call(self, name: str, *args: Any) -> Any: ...
-    def query(self, name: str, *args: Any) -> tuple[Any, str | None]: ...
-    def library_path(self) -> tuple[str | None, str | None]: ...
-    def shutdown(self) -> None: ...
-
 
 DRIVER_KEYS = ("driver_version", "cuda_driver_version", "nvml_version", "nvml_library", "nvml_error", "gpu_count",
                "nvml_process_error")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ctypes
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 # --------------------------------------------------------------------------- NVML enums (nvml.h)
 
@@ -208,6 +208,16 @@ def _library_from_maps(maps_text: str) -> str | None:
 
 
 # --------------------------------------------------------------------------- the seam
+
+
+class NvmlLike(Protocol):
+    """What the probes need from :class:`Nvml` (and its test fake)."""
+
+    def init(self) -> str | None: ...
+    def call(self, name: str, *args: Any) -> Any: ...
+    def query(self, name: str, *args: Any) -> tuple[Any, str | None]: ...
+    def library_path(self) -> tuple[str | None, str | None]: ...
+    def shutdown(self) -> None: ...
 
 
 class NvmlSeam:

@@ -6,12 +6,9 @@ probes (clock-event counters, memory temperature) and the node topology (NVLink 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from envcheck.probes.nvml import NvmlCallError
-
-if TYPE_CHECKING:  # probes.gpus imports this module
-    from envcheck.probes.gpus import NvmlLike
+from envcheck.probes.nvml import NvmlCallError, NvmlLike
 
 # NVML field ids (nvml.h) the GPU probes read
 FI_MEMORY_TEMP = 82  # NVML_FI_DEV_MEMORY_TEMP: HBM temperature, C (nvidia-smi: Memory Current Temp)

@@ -1,0 +1,40 @@
+"""Burning the selected GPUs with progress on stderr: what ``envcheck burn`` and ``envcheck run --burn`` share
+(each command module imports it; neither imports the other for it)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from envcheck.burn.protocol import Event, PhaseStarted, Started
+from envcheck.model import Environment
+from envcheck.model.burn import Burn
+
+
+def say(text: str, stream: Any) -> None:
+    print(f"envcheck burn: {text}", file=stream, flush=True)
+
+
+def select_gpus(text: str, env: Environment) -> tuple[int, ...]:
+    from envcheck.bench.parallel import parse_gpus
+
+    return parse_gpus(text, len(env.gpus))
+
+
+def progress(stream: Any) -> Any:
+    """One line per GPU per phase on stderr (each phase lasts minutes: no bar needed)."""
+
+    def on_event(gpu: int, ev: Event) -> None:
+        if isinstance(ev, Started):
+            say(f"GPU {gpu}: {ev.device.name}", stream)
+        elif isinstance(ev, PhaseStarted):
+            say(f"GPU {gpu}: {ev.phase} ({ev.dtype}, {ev.planned_s:.0f} s)", stream)
+    return on_event
+
+
+def burn_devices(gpus: Sequence[int], minutes: float, *, cpu: bool = False, stream: Any = None) -> Burn:
+    """``burn.run.burn_node`` with one progress line per GPU and phase on ``stream`` (stderr)."""
+    from envcheck.burn.run import burn_node
+
+    return burn_node(gpus, minutes, cpu=cpu, on_event=progress(stream if stream is not None else sys.stderr))
