@@ -132,27 +132,7 @@ def run_gpus(plans: Sequence[suite.Plan], timeout: float, on_event: OnGpuEvent |
     threads = [threading.Thread(target=work, args=(k, p), daemon=True) for k, p in enumerate(plans) if p.runnable]
     for t in threads:
         t.start()
-    stopped: tuple[StopCause, str | None] | None = None
-    # Signal handlers exist in the main thread only: the workers' threads cannot see a SIGTERM,
-    # so this thread turns it (and Ctrl-C) into stopping every worker.
-    signals = runner.StopSignals()
-    with signals.installed():
-        try:
-            while any(t.is_alive() for t in threads):
-                for t in threads:
-                    t.join(timeout=0.2)
-        except KeyboardInterrupt:
-            stopped = (StopCause.USER, "SIGINT")
-        except runner.Signalled as s:
-            stopped = (StopCause.SIGNAL, s.name)
-        finally:
-            signals.armed = False
-    if stopped is None and signals.received is not None:
-        stopped = (StopCause.SIGNAL, signals.received)
-    if stopped is not None:
-        procs.stop()
-        for t in threads:
-            t.join(timeout=runner.TERMINATE_GRACE_S * 2)
+    stopped = runner.wait_for(threads, procs.stop)
     runs = []
     for k, plan in enumerate(plans):
         out = outcomes[k] or runner.BenchOutcome(stop=Stop(StopCause.START_FAILED, 0, len(plan.cases)))

@@ -275,3 +275,30 @@ def _stop(plan: Plan, out: BenchOutcome, proc: WorkerProcess, ended_by: tuple[St
         return Stop(StopCause.HUNG, returncode=proc.returncode, detail=detail, **base)  # type: ignore[arg-type]
     cause, sig = exit_cause(proc.returncode)
     return Stop(cause, signal=sig, returncode=proc.returncode, detail=detail, **base)  # type: ignore[arg-type]
+
+
+def wait_for(threads: Sequence[threading.Thread], stop: Callable[[], None]) -> tuple[StopCause, str | None] | None:
+    """Wait in the main thread for the threads that drive the workers, one per GPU; None once they all
+    finished. Signal handlers exist in the main thread only, so this is where Ctrl-C, SIGTERM and SIGHUP
+    arrive: the first of them calls ``stop`` (every worker stopped), waits for the threads to hand over what
+    they gathered, and is returned as the cause (``USER``, or ``SIGNAL`` with its name)."""
+    stopped: tuple[StopCause, str | None] | None = None
+    signals = StopSignals()
+    with signals.installed():
+        try:
+            while any(t.is_alive() for t in threads):
+                for t in threads:
+                    t.join(timeout=0.2)
+        except KeyboardInterrupt:
+            stopped = (StopCause.USER, "SIGINT")
+        except Signalled as s:
+            stopped = (StopCause.SIGNAL, s.name)
+        finally:
+            signals.armed = False
+    if stopped is None and signals.received is not None:
+        stopped = (StopCause.SIGNAL, signals.received)
+    if stopped is not None:
+        stop()
+        for t in threads:
+            t.join(timeout=TERMINATE_GRACE_S * 2)
+    return stopped

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from envcheck.bench.process import Popen, WorkerProcess, exit_cause
-from envcheck.bench.runner import TERMINATE_GRACE_S, Signalled, StopSignals
+from envcheck.bench.runner import TERMINATE_GRACE_S, wait_for
 from envcheck.burn import protocol
 from envcheck.burn.protocol import (
     BurnPlan,
@@ -274,25 +274,7 @@ def burn_gpus(plans: Sequence[BurnPlan], minutes: float, on_event: OnEvent | Non
     threads = [threading.Thread(target=work, args=(k, p), daemon=True) for k, p in enumerate(plans)]
     for t in threads:
         t.start()
-    stopped: tuple[StopCause, str | None] | None = None
-    signals = StopSignals()
-    with signals.installed():
-        try:
-            while any(t.is_alive() for t in threads):
-                for t in threads:
-                    t.join(timeout=0.2)
-        except KeyboardInterrupt:
-            stopped = (StopCause.USER, "SIGINT")
-        except Signalled as s:
-            stopped = (StopCause.SIGNAL, s.name)
-        finally:
-            signals.armed = False
-    if stopped is None and signals.received is not None:
-        stopped = (StopCause.SIGNAL, signals.received)
-    if stopped is not None:
-        workers.stop_all()
-        for t in threads:
-            t.join(timeout=TERMINATE_GRACE_S * 2)
+    stopped = wait_for(threads, workers.stop_all)
     gpus = []
     for k, got in enumerate(collected):
         g = results[k]
