@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from envcheck.bench import accuracy, impls
 from envcheck.bench.impls import Impl, Inputs
-from envcheck.bench.suite import PlannedCase
 from envcheck.ops import spec
+
+if TYPE_CHECKING:  # annotations only: the suite imports the runtime, which imports this module
+    from envcheck.bench.suite import PlannedCase
 
 
 class OpCode(Protocol):

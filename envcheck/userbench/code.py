@@ -11,12 +11,14 @@ from __future__ import annotations
 import functools
 import importlib
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envcheck.bench.accuracy import RefChunk
 from envcheck.bench.impls import Impl, Inputs, torch_dtype
-from envcheck.bench.suite import PlannedCase
 from envcheck.userbench.api import DeclarationError, Op
+
+if TYPE_CHECKING:  # annotations only: the suite imports the runtime, which imports this module
+    from envcheck.bench.suite import PlannedCase
 
 
 @functools.cache
