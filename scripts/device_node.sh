@@ -1,23 +1,39 @@
 #!/usr/bin/env bash
-# The node and fleet evidence on a multi-GPU machine, in one go (the previous version took 241 s on 2 x H200;
-# this one about 5-6 minutes; the fleet step, up to 200 s, is skipped once FLEET_AFTER_S (330) seconds have passed):
+# The node evidence on a multi-GPU machine, in one call of about 6 minutes on 2 x H200
+# (NODE_GPU_TESTS=0 skips step 1, about a minute):
 #   1. the node GPU tests (tests/test_node_gpu.py: peer copies, the NCCL sweep, graph-timed collectives);
-#   2. `envcheck run --gpus all --quick`: the quick per-GPU suite on every GPU at once, then topology,
-#      error counters, peer copies and the collective sweep 1 MiB .. 4 GiB (an untimed launch learns
-#      NCCL's algorithms with its debug log on; the timed launch runs with it off and records each
-#      size's GPU time from CUDA-graph replays and its per-call time from eager calls);
-#   3. nccl-tests built from .nccl-tests/ (built while 2 runs) and run on the same GPUs right after,
-#      twice: its default eager loop, and its CUDA-graph mode (-G 5) with NCCL's user-buffer registration off
-#      (NCCL_GRAPH_REGISTER=0: torch's captured calls run on unregistered caching-allocator buffers; see
-#      scripts/compare_node.py and reports/device-logs/2026-11-25_2212Z_2x-h100_nccl-tests_graph_register.txt),
-#      the counterpart of envcheck's GPU
-#      time (see scripts/compare_node.py for why);
-#   4. the comparison at every size: GPU-time busbw within 5 % of nccl-tests -G at every size and 2 %
-#      from 64 MiB, per call beside the eager loop; copies against a plain torch copy;
-#   5. a fleet of two nodes simulated on this machine: two torchrun launchers, one GPU each.
+#   2. node run A: `envcheck run --gpus all --quick`: the quick per-GPU suite on every GPU at once, then
+#      topology, error counters, peer copies and the collective sweep 1 MiB .. 4 GiB (an untimed launch
+#      learns NCCL's algorithms with its debug log on; the timed launch records each size's GPU time from
+#      CUDA-graph replays and its per-call time from eager calls);
+#   3. nccl-tests built from .nccl-tests/ (built while A runs), run on the same GPUs right after A with
+#      -w 5 -n 40, three ways per collective:
+#        eager            its default loop: the counterpart of envcheck's per-call time (no bar);
+#        graph            CUDA-graph mode (-G 100 below 64 MiB, -G 5 from there: see below) with the NCCL settings
+#                         envcheck's timed sweep runs with: the
+#                         reference for envcheck's GPU time. NCCL_GRAPH_MIXING_SUPPORT=0 (envcheck never has
+#                         eager calls in flight during a replay; see GRAPH_TIMING_ENV in
+#                         envcheck/node/collective_worker.py). NCCL_GRAPH_REGISTER=0: torch's captured calls
+#                         run on caching-allocator buffers NCCL does not register
+#                         (reports/device-logs/2026-11-25_2212Z_2x-h100_nccl-tests_graph_register.txt).
+#                         NCCL_P2P_DIRECT_DISABLE=1: torch runs one process per GPU, nccl-tests (built without
+#                         MPI) drives every GPU from one, where NCCL reaches the peer's buffers directly
+#                         ("P2P/direct pointer") unless told not to; across processes it goes through its
+#                         staging buffers ("P2P/CUMEM"), which this gives one process too;
+#        graph_defaults   the same with NCCL's graph-mixing support left on: compared too (comparison_defaults.md);
+#      NCCL's transport lines (NCCL_DEBUG=INFO at 1 MiB, direct access on and off); then
+#      scripts/diag_graph_calls.py with each of envcheck's two graph settings alone (graph_calls.txt);
+#   4. node run B, the same as A, right after nccl-tests;
+#   5. the comparisons at every size (scripts/compare_node.py): A and B against nccl-tests (GPU-time busbw
+#      within 5 % at every size and 2 % from 64 MiB), copies against a plain torch copy;
+#   6. `envcheck diff A B`: two back-to-back node runs, nothing changed, a negative control for node rows;
+#   7. with FLEET=1, a fleet of two nodes simulated on this machine (two torchrun launchers, one GPU each;
+#      up to 200 s more; its reports go into work.tgz).
 # Runs from a source tree with the machine's own python3; writes 8 files to $OUT:
-#   device_node.log, comparison.md, nccl_tests.txt, nccl_tests_graph.txt, node.json, fleet.json, fleet.log,
-#   work.tgz
+#   device_node.log, comparison.md, node.json (A), node_b.json, node_diff.md, node_diff.json,
+#   nccl_tests.tgz (the three nccl-tests outputs, the transport lines, graph_calls.txt, comparison_b.md,
+#   comparison_defaults.md),
+#   work.tgz (rank outputs, NCCL logs, torchrun logs)
 #
 #   OUT=some/dir bash scripts/device_node.sh
 set -uo pipefail
@@ -28,7 +44,8 @@ out=$(cd "$out" && pwd)
 source scripts/device_env.sh
 py=${PYTHON:-python3}
 work=${WORK:-/tmp/envcheck-node}
-rm -rf "$work" && mkdir -p "$work"
+rm -rf "$work" && mkdir -p "$work/nccl_tests"
+nt="$work/nccl_tests"
 log="$out/device_node.log"
 say() { printf '\n== %s (%s s)\n' "$*" "$SECONDS" | tee -a "$log"; }
 ngpu=$(nvidia-smi -L | wc -l)
@@ -47,62 +64,106 @@ ln -sf "$NH/lib/libnccl.so.2" /tmp/nx/lib/libnccl.so
   echo "build exit status $?" >> "$work/nccl-tests-build.log" ) &
 build_pid=$!
 
-say "GPU tests of the node workers"
-timeout 180 "$py" -m pytest -q -m gpu -p no:cacheprovider tests/test_node_gpu.py 2>&1 | tail -n 15 | tee -a "$log"
+if [ "${NODE_GPU_TESTS:-1}" = 1 ]; then
+  say "GPU tests of the node workers"
+  timeout 180 "$py" -m pytest -q -m gpu -p no:cacheprovider tests/test_node_gpu.py 2>&1 | tail -n 15 | tee -a "$log"
+fi
 
-say "envcheck run --gpus all --quick: per-GPU quick suites on all $ngpu GPUs at once, then the node tests"
-t0=$SECONDS
-timeout -s TERM 300 "$py" -m envcheck run --gpus all --quick --format json --out-dir "$work/node" 2>&1 | tail -n 60 | tee -a "$log"
-echo "exit status: ${PIPESTATUS[0]}; wall $((SECONDS - t0)) s" | tee -a "$log"
-node_wall=$((SECONDS - t0))
-node_json=$(ls "$work"/node/*.json 2>/dev/null | head -n 1)
-[ -n "$node_json" ] && cp "$node_json" "$out/node.json"
+node_run() {  # node_run NAME: envcheck run --gpus all --quick into $work/NAME, the report copied to $out
+  say "node run $1: envcheck run --gpus all --quick (per-GPU quick suites on all $ngpu GPUs at once, then the node tests)"
+  local t0=$SECONDS
+  timeout -s TERM 280 "$py" -m envcheck run --gpus all --quick --format json --out-dir "$work/$1" 2>&1 \
+    | tail -n 60 | tee -a "$log"
+  echo "exit status: ${PIPESTATUS[0]}; wall $((SECONDS - t0)) s" | tee -a "$log"
+  echo $((SECONDS - t0)) > "$work/$1.wall"
+  local json
+  json=$(ls "$work/$1"/*.json 2>/dev/null | head -n 1)
+  [ -n "$json" ] && cp "$json" "$out/$2"
+}
+node_run a node.json
 
-say "nccl-tests run (-b 1M -e 4G -f 4 -g $ngpu: eager, then CUDA-graph mode -G 5 with NCCL_GRAPH_REGISTER=0)"
+say "nccl-tests (-b 1M -e 4G -f 4 -g $ngpu -w 5 -n 40): eager; -G (100 below 64 MiB, else 5) with envcheck's NCCL settings, and with NCCL's defaults"
 wait "$build_pid"
 tail -n 3 "$work/nccl-tests-build.log" | tee -a "$log"
-: > "$out/nccl_tests.txt"
-: > "$out/nccl_tests_graph.txt"
+: > "$nt/nccl_tests_eager.txt"; : > "$nt/nccl_tests_graph.txt"; : > "$nt/nccl_tests_graph_defaults.txt"
+export LD_LIBRARY_PATH="$NH/lib:${LD_LIBRARY_PATH:-}"
+args=(-b 1M -e 4G -f 4 -g "$ngpu" -w 5 -n 40)
+# In -G mode nccl-tests' clock runs from the first launch of a freshly instantiated graph to the end of the
+# last (its src/common.cu): the first launch's upload and the final synchronisation are shared by -n x -G
+# calls. Below 64 MiB, 40 x 5 calls of ~12 us make that share a few us a call, so small sizes get -G 100.
+small=(-b 1M -e 16M -f 4 -g "$ngpu" -w 5 -n 40 -G 100)
+large=(-b 64M -e 4G -f 4 -g "$ngpu" -w 5 -n 40 -G 5)
 for t in all_reduce all_gather reduce_scatter alltoall broadcast; do
-  LD_LIBRARY_PATH="$NH/lib:${LD_LIBRARY_PATH:-}" timeout 60 /tmp/ntb/${t}_perf -b 1M -e 4G -f 4 -g "$ngpu" \
-    >> "$out/nccl_tests.txt" 2>&1
-  NCCL_GRAPH_REGISTER=0 LD_LIBRARY_PATH="$NH/lib:${LD_LIBRARY_PATH:-}" timeout 60 /tmp/ntb/${t}_perf -b 1M -e 4G -f 4 -g "$ngpu" -G 5 \
-    >> "$out/nccl_tests_graph.txt" 2>&1
+  timeout 90 /tmp/ntb/${t}_perf "${args[@]}" >> "$nt/nccl_tests_eager.txt" 2>&1
+  for range in small large; do
+    declare -n r=$range
+    NCCL_GRAPH_MIXING_SUPPORT=0 NCCL_GRAPH_REGISTER=0 NCCL_P2P_DIRECT_DISABLE=1 timeout 90 /tmp/ntb/${t}_perf "${r[@]}" \
+      >> "$nt/nccl_tests_graph.txt" 2>&1
+    NCCL_GRAPH_REGISTER=0 NCCL_P2P_DIRECT_DISABLE=1 timeout 90 /tmp/ntb/${t}_perf "${r[@]}" \
+      >> "$nt/nccl_tests_graph_defaults.txt" 2>&1
+    unset -n r
+  done
 done
-grep -E "Collective test starting| 1048576 | 4294967296 " "$out/nccl_tests.txt" | tee -a "$log"
-grep -E "Collective test starting| 1048576 | 4294967296 " "$out/nccl_tests_graph.txt" | tee -a "$log"
+for way in direct_on direct_off; do
+  extra=(); [ "$way" = direct_off ] && extra=(env NCCL_P2P_DIRECT_DISABLE=1)
+  echo "== all_gather 1 MiB, NCCL_DEBUG=INFO, $way" >> "$nt/nccl_transport.txt"
+  "${extra[@]}" env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P timeout 60 /tmp/ntb/all_gather_perf -b 1M -e 1M -g "$ngpu" \
+    -w 1 -n 1 2>&1 | grep -E "via P2P|NCCL version" | sort | uniq -c | head -n 8 >> "$nt/nccl_transport.txt"
+done
+cat "$nt/nccl_transport.txt" | tee -a "$log"
+grep -E "Collective test starting| 1048576 | 4294967296 " "$nt/nccl_tests_graph.txt" | tee -a "$log"
 
-say "comparison at every size"
-if [ -n "$node_json" ]; then
-  "$py" scripts/compare_node.py --node "$node_json" --nccl-tests "$out/nccl_tests.txt" \
-    --nccl-tests-graph "$out/nccl_tests_graph.txt" --torch-copy \
-    --wall-s "$node_wall" --out "$out/comparison.md" > "$work/compare.out" 2>&1
-  echo "exit status: $?" | tee -a "$log"
-  grep -E "^\| (all_|reduce_|broadcast)|verdict|agree|no GPU time" "$out/comparison.md" | head -n 50 | tee -a "$log"
-else
-  echo "no node report: nothing to compare" | tee -a "$log"
+say "calls per graph against GPU time per call, with each of envcheck's two graph settings alone (scripts/diag_graph_calls.py)"
+for v in NCCL_GRAPH_MIXING_SUPPORT=0 TORCH_FR_BUFFER_SIZE=0; do
+  echo "=== only $v" >> "$nt/graph_calls.txt"
+  env "$v" timeout 100 "$py" -m torch.distributed.run --standalone --nproc-per-node "$ngpu" scripts/diag_graph_calls.py 2>&1 \
+    | grep -E "^(NVIDIA|all_reduce|broadcast)" >> "$nt/graph_calls.txt"
+done
+cat "$nt/graph_calls.txt" | tee -a "$log"
+
+node_run b node_b.json
+
+say "comparisons at every size (A and B against nccl-tests -G with envcheck's NCCL settings; A against -G with NCCL's defaults)"
+compare() {  # compare NODE_JSON WALL GRAPH_FILE OUT_MD
+  "$py" scripts/compare_node.py --node "$1" --nccl-tests "$nt/nccl_tests_eager.txt" --nccl-tests-graph "$3" \
+    --torch-copy --wall-s "$2" --out "$4" > /dev/null 2>&1
+  echo "$(basename "$4"): exit status $?" | tee -a "$log"
+  grep -E "^verdict|agree" "$4" | tee -a "$log"
+}
+if [ -f "$out/node.json" ]; then
+  compare "$out/node.json" "$(cat "$work/a.wall")" "$nt/nccl_tests_graph.txt" "$out/comparison.md"
+  grep -E "^\| (all_|reduce_|broadcast)" "$out/comparison.md" | head -n 35 | tee -a "$log"
+  compare "$out/node.json" "$(cat "$work/a.wall")" "$nt/nccl_tests_graph_defaults.txt" "$nt/comparison_defaults.md"
+fi
+[ -f "$out/node_b.json" ] && compare "$out/node_b.json" "$(cat "$work/b.wall")" "$nt/nccl_tests_graph.txt" \
+  "$nt/comparison_b.md"
+
+say "envcheck diff A B (two back-to-back node runs; Markdown, JSON with --fail-on-regression 10)"
+if [ -f "$out/node.json" ] && [ -f "$out/node_b.json" ]; then
+  "$py" -m envcheck diff "$out/node.json" "$out/node_b.json" --format md --out "$out/node_diff.md" 2>&1 | tee -a "$log"
+  "$py" -m envcheck diff "$out/node.json" "$out/node_b.json" --format json --fail-on-regression 10 \
+    --out "$out/node_diff.json" 2>&1 | tee -a "$log"
+  echo "diff --fail-on-regression 10 exit status: ${PIPESTATUS[0]}" | tee -a "$log"
+  "$py" -m envcheck diff "$out/node.json" "$out/node_b.json" 2>&1 | sed -n '/Node tests/,$p' | head -n 50 | tee -a "$log"
 fi
 
-if [ "$SECONDS" -gt "${FLEET_AFTER_S:-330}" ]; then
-  say "fleet skipped: $SECONDS s used, the call must end well inside 600 s"
-else
-say "fleet: two nodes simulated on this machine (torchrun --nnodes 2 --nproc-per-node 1, one GPU each)"
-port=$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-t0=$SECONDS
-for g in 0 1; do
-  CUDA_VISIBLE_DEVICES=$g timeout 200 "$py" -m torch.distributed.run --nnodes=2 --nproc-per-node=1 \
-    --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:$port --rdzv-id=envcheck-device \
-    -m envcheck fleet --sweep-sizes 1M..1G --no-compile --out-dir "$work/fleet" > "$work/fleet.launcher$g.log" 2>&1 &
-done
-wait
-echo "fleet wall $((SECONDS - t0)) s" | tee -a "$log"
-cat "$work"/fleet.launcher*.log > "$out/fleet.log"
-grep -E "^(fleet|  |take out)" "$out/fleet.log" | head -n 40 | tee -a "$log"
-fleet_json=$(ls "$work"/fleet/*_fleet-2x_*.json 2>/dev/null | head -n 1)
-[ -n "$fleet_json" ] && cp "$fleet_json" "$out/fleet.json"
+if [ "${FLEET:-0}" = 1 ]; then
+  say "fleet: two nodes simulated on this machine (torchrun --nnodes 2 --nproc-per-node 1, one GPU each)"
+  port=$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  t0=$SECONDS
+  for g in 0 1; do
+    CUDA_VISIBLE_DEVICES=$g timeout 200 "$py" -m torch.distributed.run --nnodes=2 --nproc-per-node=1 \
+      --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:$port --rdzv-id=envcheck-device \
+      -m envcheck fleet --sweep-sizes 1M..1G --no-compile --out-dir "$work/fleet" > "$work/fleet.launcher$g.log" 2>&1 &
+  done
+  wait
+  echo "fleet wall $((SECONDS - t0)) s" | tee -a "$log"
+  cat "$work"/fleet.launcher*.log | grep -E "^(fleet|  |take out)" | head -n 40 | tee -a "$log"
 fi
 
-say "packing the work folder (rank outputs, NCCL logs, torchrun logs)"
+say "packing the work folder (rank outputs, NCCL logs, torchrun logs) and nccl-tests' outputs"
+tar -czf "$out/nccl_tests.tgz" -C "$work" nccl_tests
+rm -rf "$nt"
 # NCCL's COLL lines repeat for every call: the head and tail of each log are enough to read.
 find "$work" -name 'nccl.rank*.log' -size +2M -exec sh -c 'for f; do (head -c 1000000 "$f"; echo "[...]"; tail -c 1000000 "$f") > "$f.cut" && mv "$f.cut" "$f"; done' _ {} +
 tar -czf "$out/work.tgz" -C "$(dirname "$work")" "$(basename "$work")" 2>/dev/null

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The first users' workloads (issue 22) on one GPU, in one call of under 300 s: `envcheck run` of
+# The first users' workloads (issue 22) on one GPU, in one call (BUDGET_S seconds, 290 by default): `envcheck run` of
 # the new ops (torch, Triton, torch.compile and JAX at every size given), their headline numbers
-# checked against triton.testing.do_bench in the same call (scripts/verify_ops.py, within 3%),
-# and the GPU tests of the new kernels. Runs from a source tree with the machine's own python3.
+# checked against triton.testing.do_bench_cudagraph in the same call (scripts/verify_ops.py, within
+# 3%; do_bench beside), and the GPU tests of the new kernels (about 210; they need 4-5 minutes of their
+# own: BUDGET_S=560 in a call of its own). Runs from a source tree with the machine's own python3.
 #
 #   OUT=some/dir [BUDGET_S=290] bash scripts/device_ops.sh
 #
@@ -12,7 +13,8 @@
 #   run/<dated>.json        report 1: conv2d, layer_norm, softmax_fwbw and the six reductions
 #   run/<dated>[-1].json    report 2 (the next free name): linear_fwbw, and sum_lead / max_lead
 #                           at the second user's 4x512x896
-#   verify-ops.txt          scripts/verify_ops.py's table: envcheck vs do_bench per headline case
+#   verify-ops.txt          scripts/verify_ops.py's table: envcheck vs do_bench_cudagraph (and do_bench)
+#                           per headline case
 #   gpu-tests.log           pytest -m gpu tests/test_kernels_new_gpu.py
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +35,7 @@ say "machine"
   "$py" -c 'import jax; print("jax", jax.__version__, jax.devices())' ; } 2>&1 | tee -a "$log"
 
 # fp16 throughout (bf16, fp32 and TF32 are the GPU tests' and the interpreter tests'). Each
-# headline shape runs hundreds of microseconds, so do_bench's launch gaps hide behind the work:
+# headline shape runs hundreds of microseconds:
 # layer_norm and softmax_fwbw at 32768x8192, reductions of 64x4096x4096, conv2d 64x64x128x128
 # by 64 filters of 7x7 at stride 2 (and 32x64x32x32 by 3x3 at stride 1), linear 4096^3. With
 # --sizes, torch.compile and JAX run at every size given (each compiles once per shape).

@@ -262,10 +262,10 @@ def test_assemble_keeps_both_times_and_a_gpu_time_needs_every_member():
     assert build(Collectives, to_dict(c)) == c
 
 
-def test_calls_per_graph_fill_about_a_millisecond_within_the_iterations():
-    from envcheck.node.collective_bench import calls_per_graph
+def test_calls_per_graph_fill_about_a_millisecond():
+    from envcheck.node.collective_bench import MAX_GRAPH_CALLS, calls_per_graph
 
-    assert calls_per_graph(46.0, 20) == 20  # small sizes: the whole loop in one graph
-    assert calls_per_graph(250.0, 20) == 4
-    assert calls_per_graph(12500.0, 20) == 1  # 4 GiB: one call per replay, replays back to back
-    assert calls_per_graph(0.0, 20) == 20
+    assert calls_per_graph(12.5) == 80  # 1 MiB on NVLink: 80 calls make a replay of about 1 ms
+    assert calls_per_graph(250.0) == 4
+    assert calls_per_graph(12500.0) == 1  # 4 GiB: one call per replay, replays back to back
+    assert calls_per_graph(1.0) == calls_per_graph(0.0) == MAX_GRAPH_CALLS

@@ -6,7 +6,11 @@
 2. **GPU time** (GPUs only): the same call captured ``calls`` times in one CUDA graph (NCCL supports
    capture; the communicator is warm from step 1), the graph replayed back to back with a CUDA event
    between replays, each sample one replay divided by its calls: what NCCL and the links do with the
-   host out of the way, the counterpart of nccl-tests' CUDA-graph mode (``-G``). Every member of the
+   host out of the way, the counterpart of nccl-tests' CUDA-graph mode (``-G``). A replay must last
+   long enough (``GRAPH_REPLAY_US``) for each rank's host to queue the next one before it ends, or the
+   samples hold the host's gaps: ``calls`` is first sized from the per-call time and, where the GPU
+   turns out much quicker than that (small sizes, where a Python caller's cost dominates), sized again
+   from the GPU time and the graph captured and timed once more. Every member of the
    group captures or none replays (a graph replayed on one rank alone would wait for its peers for
    ever); a refused capture is recorded with its reason and the per-call time stands alone;
 3. a separate call on freshly written inputs whose output is checked element by element against the
@@ -29,12 +33,14 @@ output is exact and the check is equality, not a tolerance:
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
 from envcheck.analysis.node import layout
 
-GRAPH_REPLAY_US = 1000.0  # a replay should last about this long: calls per graph = this / per-call time, 1..iters
+GRAPH_REPLAY_US = 1000.0  # a replay should last about this long: calls per graph = this / time per call
+MAX_GRAPH_CALLS = 256  # at most this many calls in one graph (1 MiB collectives take ~12 us on NVLink)
 CHUNK_ELEMS = 1 << 25  # 128 MiB of float32 per step when writing inputs and checking outputs
 MEMORY_HEADROOM = 0.85  # share of the free memory a size may use (NCCL's own buffers need the rest)
 MiB = 1 << 20
@@ -61,12 +67,12 @@ class Measured:
     gpu_error: str | None = None
 
 
-def calls_per_graph(per_call_us: float, iters: int) -> int:
+def calls_per_graph(per_call_us: float) -> int:
     """How many calls one graph holds: enough for a replay of about GRAPH_REPLAY_US (so the replay's
-    own launch is hidden behind the previous one), at least 1 and at most ``iters``."""
+    own launch is hidden behind the previous one), at least 1 and at most MAX_GRAPH_CALLS."""
     if per_call_us <= 0:
-        return max(1, iters)
-    return max(1, min(iters, math.ceil(GRAPH_REPLAY_US / per_call_us)))
+        return MAX_GRAPH_CALLS
+    return max(1, min(MAX_GRAPH_CALLS, math.ceil(GRAPH_REPLAY_US / per_call_us)))
 
 
 def need_bytes(op: str, size_bytes: int, n: int, element_bytes: int = 4) -> int:
@@ -258,8 +264,13 @@ class CollectiveBench:
             if self.cuda and graph:
                 # The calls per graph must be the same on every rank: the group's largest per-call time decides.
                 slowest = -self._min_over(-round(sum(samples) / len(samples)), group)
-                calls = calls_per_graph(float(slowest), iters)
+                calls = calls_per_graph(float(slowest))
                 gpu, gpu_reason, gpu_error = self._gpu_time(op, send, recv, group, root, calls, iters)
+                if gpu:  # every member has samples or none has (the capture is agreed on)
+                    need = -self._min_over(-calls_per_graph(statistics.median(gpu)), group)
+                    if need > 2 * calls:  # the replays lasted under half of GRAPH_REPLAY_US: host gaps
+                        calls = need
+                        gpu, gpu_reason, gpu_error = self._gpu_time(op, send, recv, group, root, calls, iters)
             # The check runs on fresh inputs: timed all_reduce iterations summed in place.
             self._fill(send, value_in)
             if recv is not None:

@@ -30,7 +30,7 @@ from envcheck.model.node import (
     RankOutcome,
     RankTiming,
 )
-from envcheck.node.collective_worker import LEARN_PREFIX
+from envcheck.node.collective_worker import GRAPH_TIMING_ENV, LEARN_PREFIX
 from envcheck.node.events import launch_error, read_events
 from envcheck.node.launch import Launcher, envcheck_pythonpath, torchrun_argv
 from envcheck.node.nccl_log import distinct, nccl_version, parse_choices
@@ -83,6 +83,7 @@ class SweepPlan:
                 "narrow_size_bytes": self.narrow_size if self.narrow else None, "narrow_margin": self.narrow_margin,
                 "timing": "mean of per-iteration times per rank, averaged over ranks (nccl-tests -a 1)",
                 "gpu_time": "cuda_graph" if self.device == "cuda" else None,
+                "timed_env": dict(GRAPH_TIMING_ENV) if self.device == "cuda" else None,
                 "algorithms": "learn_launch" if self.device == "cuda" else None}
 
 

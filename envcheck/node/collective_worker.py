@@ -41,6 +41,17 @@ from envcheck.node.events import Emitter
 
 LEARN_PREFIX = "learn."  # the learning launch's event files: learn.rank<r>.jsonl
 NCCL_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,TUNING,COLL"}
+# The timed sweep's settings for its CUDA graphs (read at initialisation, so set before the first call):
+# - NCCL's support for graphs mixed with eager calls in flight at once puts synchronisation between
+#   consecutive captured calls; envcheck never has both in flight (it synchronises between its eager
+#   loop, its replays and its check), so it needs none;
+# - torch's flight recorder (a debugging trace of every call) off, under its current and older name.
+# On 2 x H200 (torch 2.11, NCCL 2.28.9) with both left on, all_reduce 1 MiB took 15.0 us a call in a
+# graph of 4 calls and 25.5 us in one of 100, the NCCL kernels 12 us each; with both off, 12.1 us in a
+# graph of 100 (reports/device-logs/2026-11-26_0008Z_2x-h200_graph_calls.txt). Mixing support is what
+# costs: off alone, 12.1 us; the flight recorder off alone, 23.1 us (graph_calls.txt in
+# reports/device-logs/2026-11-26_0019Z_2x-h200_nccl-tests.tgz).
+GRAPH_TIMING_ENV = {"NCCL_GRAPH_MIXING_SUPPORT": "0", "TORCH_FR_BUFFER_SIZE": "0", "TORCH_NCCL_TRACE_BUFFER_SIZE": "0"}
 # Test hook: slow every collective of one global rank by this many microseconds (narrowing tests
 # on the CPU need a rank that is really slow).
 SLOW_RANK_ENV = "ENVCHECK_TEST_SLOW_RANK"
@@ -94,6 +105,7 @@ def run(plan: dict[str, Any], out_dir: str, emit: Emitter, learn: bool = False) 
         # The timed sweep: no debug output from NCCL (a parent's NCCL_DEBUG would be timed with every call).
         for k in (*NCCL_DEBUG_ENV, "NCCL_DEBUG_FILE"):
             os.environ.pop(k, None)
+        os.environ.update(GRAPH_TIMING_ENV)
     import torch
     import torch.distributed as dist
 
