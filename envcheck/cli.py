@@ -192,6 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="limit for the whole benchmark in seconds (default: 1800)")
     p.add_argument("--case-timeout", type=_positive_float, default=300.0, metavar="S",
                    help="a case with no result for this long hangs: it fails, the others go on (default: 300)")
+    p.add_argument("--anonymize", action="store_true",
+                   help="replace host name, user names, home paths, IP addresses, GPU UUIDs and serials in the "
+                        "report with stable pseudonyms (the same machine keeps the same ones), for sharing")
     _add_lang(p)
     p.set_defaults(handler="envcheck.commands.bench:main")
 

@@ -95,7 +95,7 @@ def test_harmless_text_is_unchanged(text: str) -> None:
     assert Anonymizer(KEY).text(text) == text
 
 
-@pytest.mark.parametrize("command", ["run", "check", "snapshot"])
+@pytest.mark.parametrize("command", ["run", "check", "snapshot", "bench"])
 def test_an_unusable_key_is_one_line_before_any_work(tmp_path: Path, monkeypatch, capsys, command: str) -> None:
     """A key file that is not a key stops --anonymize before probing or benchmarking (a finished run
     would otherwise be lost to the error), and the file is left as it was."""
@@ -115,7 +115,11 @@ def test_an_unusable_key_is_one_line_before_any_work(tmp_path: Path, monkeypatch
     monkeypatch.setattr(run_cmd, "collaborators", no_work)
     monkeypatch.setattr(check_cmd, "seams", no_work)
     monkeypatch.setattr(snapshot, "capture", no_work)
-    argv = {"run": ["run", "--quick", "--out-dir", str(tmp_path / "r")], "check": ["check"], "snapshot": ["snapshot"]}
+    from envcheck.userbench import discover
+
+    monkeypatch.setattr(discover, "discover", no_work)  # bench: reading the user's ops is work too
+    argv = {"run": ["run", "--quick", "--out-dir", str(tmp_path / "r")], "check": ["check"], "snapshot": ["snapshot"],
+            "bench": ["bench", str(ROOT / "examples" / "softmax_wsum.py"), "--out-dir", str(tmp_path / "r")]}
     rc = cli.main([*argv[command], "--anonymize"])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "anonymisation key" in err and "Traceback" not in err

@@ -21,20 +21,20 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 
-def deps() -> run_cmd.Collaborators:
+def deps(host: str = "box") -> run_cmd.Collaborators:
     def new_report(kind, e, c, benches=(), **sections):
-        return model.Report("0.1.0", "2026-11-25T22:00:00Z", "box", kind, e, tuple(c), tuple(benches), **sections)
+        return model.Report("0.1.0", "2026-11-25T22:00:00Z", host, kind, e, tuple(c), tuple(benches), **sections)
 
     return run_cmd.Collaborators(collect=lambda **kw: cpu_env(), evaluate=lambda e: (), new_report=new_report,
                                  worker_command=runner.WORKER_COMMAND)
 
 
-def bench(tmp_path: Path, source: str, *extra: str) -> tuple[int, model.Report, str]:
+def bench(tmp_path: Path, source: str, *extra: str, host: str = "box") -> tuple[int, model.Report, str]:
     out_dir = tmp_path / "reports"
     args = cli.build_parser().parse_args(["bench", source, "--quick", "--out-dir", str(out_dir), "--format", "json",
                                           *extra])
     err, out = io.StringIO(), io.StringIO()
-    rc = bench_cmd.execute(args, deps(), stderr=err, stdout=out)
+    rc = bench_cmd.execute(args, deps(host), stderr=err, stdout=out)
     (path,) = sorted(out_dir.glob("*.json"))
     return rc, model.load(path), err.getvalue()
 
@@ -89,3 +89,27 @@ def test_the_worked_example_end_to_end_and_its_report_renders_diffs_and_has_a_hi
     for written in (first.with_suffix(".md"), first.with_suffix(".html"), tmp_path / "d.md", tmp_path / "h.md"):
         assert "softmax_wsum" in written.read_text().replace("\\_", "_"), written  # Markdown escapes _
     assert "8 same within noise" in (tmp_path / "d.md").read_text()  # every case matched its copy
+
+
+def test_anonymize_leaves_no_host_name_in_a_bench_report(tmp_path, monkeypatch):
+    """The host is replaced in the report and its renders, and the same key gives the same pseudonym again."""
+    host = "qzhostbench"
+    src = tmp_path / "my_ops.py"
+    src.write_text("import torch\nfrom envcheck.userbench import Op\n\n"
+                   "def inputs(shape, dtype, device, generator):\n"
+                   "    return (torch.randn(*shape, generator=generator, device=device).to(dtype),)\n\n"
+                   "OPS = [Op(name='twice', impls={'torch': lambda x: x * 2, 'mine': lambda x: x + x},\n"
+                   "          reference=lambda x: x * 2, inputs=inputs, shapes=[(256,)], bytes=lambda s, d: 8 * s[0])]\n")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    rc, plain, _ = bench(tmp_path / "plain", str(src), host=host)
+    assert rc == 0 and plain.host == host and not plain.anonymized
+    rc, report, err = bench(tmp_path, str(src), "--anonymize", "--format", "json,md,html", host=host)
+    assert rc == 0, err
+    assert report.anonymized and report.host.startswith("host-")
+    assert report.bench.ops[0].name == "twice" and all(c.measured for c in report.bench.cases)
+    rendered = [p for p in (tmp_path / "reports").iterdir() if p.is_file()]
+    assert {p.suffix for p in rendered} == {".json", ".md", ".html"}
+    for path in rendered:
+        assert host not in path.name and host not in path.read_text(encoding="utf-8"), path.name
+    _, again, _ = bench(tmp_path / "again", str(src), "--anonymize", host=host)
+    assert again.host == report.host

@@ -8,6 +8,8 @@ them in the isolated worker, restarting it past a case that crashes or hangs (be
 write the dated report and its renderings, print the summary. From the plan on, everything is
 ``envcheck run``'s own code: the worker, the timer, the judge, the report, the analysis.
 
+``--anonymize`` replaces what names the machine and its users, as for ``run``.
+
 Exit status: as ``envcheck run`` (0 every check and case passed, 1 a check or case failed or
 errored, 130 interrupted, 2 bad options or a bad source).
 """
@@ -36,6 +38,11 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
     formats = run_command.output_formats(args.format)
     source = discover.source_argument(args.source)
     out_dir = run_command.output_dir(args.out_dir)
+    key = None
+    if getattr(args, "anonymize", False):
+        from envcheck.anonymize import command_key
+
+        key = command_key()  # before any work: a bad key must not cost a finished run
     err_stream = stderr if stderr is not None else sys.stderr
     _say(f"reading the ops {args.source} declares (in a subprocess)", err_stream)
     ops = discover.discover(source)
@@ -65,6 +72,10 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
         for note in the_plan.notes:
             _say(note.key, err_stream)
     report = deps.new_report("run", env, checks, benches=(bench,))
+    if key is not None:  # the declared ops' source path too: a home folder names its user
+        from envcheck.anonymize import for_this_machine
+
+        report = for_this_machine(report.host, key).report(report)
     from envcheck.analysis import analyse
 
     analysis = analyse(report)
