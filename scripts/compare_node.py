@@ -27,7 +27,10 @@ Which nccl-tests column is the counterpart of which envcheck time:
   loop, without a bar: both launch each call from the host, but a Python caller pays torch's
   dispatch on top of nccl-tests' C launch, so below ~16 MiB the per-call busbw is lower by design.
 
-Without ``--nccl-tests-graph`` (or where envcheck has no GPU time) the eager column is the reference.
+Without ``--nccl-tests-graph`` (or where envcheck has no GPU time) the eager column is the reference. A file
+holding several nccl-tests runs of the same sizes is one reference: each size's median over the runs, the
+table naming how many and their lowest and highest busbw (nccl-tests' own spread between runs reached 2.6%
+at 1 GiB, as wide as the 2% bar).
 ``NODE.json`` is the report ``envcheck run --gpus all --format json`` writes. Exit status 0 when every
 comparison agrees, 1 otherwise (the table and its last lines say which).
 """
@@ -73,7 +76,7 @@ def collective_lines(node: Node, rows: tuple[nccl_tests.NcclTestsRow, ...],
         ours = f"{a.ours_gbps:.1f}" if a.ours_gbps is not None else "not measured"
         ratio = f"{a.ratio:.3f}" if a.ratio is not None else "-"
         out.append(f"| {a.op} | {_size(a.size_bytes)} | {a.placement} | {ours} | {a.basis or '-'} | "
-                   f"{a.theirs_gbps:.1f} | {a.theirs_mode} | {ratio} | {100 * a.tolerance:.0f} % | "
+                   f"{a.theirs_gbps:.1f} | {_mode(a)} | {ratio} | {100 * a.tolerance:.0f} % | "
                    f"{'yes' if a.within else 'NO'} | {_f(a.call_gbps)} | {_f(a.eager_gbps)} | {a.ours_algo or '-'} |")
     if agreements:
         worst = max((a for a in agreements if a.ratio is not None), key=lambda a: abs(a.ratio - 1), default=None)
@@ -104,6 +107,14 @@ def collective_lines(node: Node, rows: tuple[nccl_tests.NcclTestsRow, ...],
         out += ["", "NCCL changed algorithm between sizes: "
                 + "; ".join(f"{op} at {_size(size)}: {a} -> {b}" for op, size, a, b in changes)]
     return out, ok
+
+
+def _mode(a: an.Agreement) -> str:
+    """nccl-tests' mode, and where the reference is the median of several runs, how many and their spread."""
+    if a.theirs_runs < 2 or a.theirs_range is None:
+        return a.theirs_mode
+    lo, hi = a.theirs_range
+    return f"{a.theirs_mode}, median of {a.theirs_runs} ({lo:.1f}-{hi:.1f})"
 
 
 def _size(b: int) -> str:

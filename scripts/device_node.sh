@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# The node evidence on a multi-GPU machine, in one call of about 6 minutes on 2 x H200
-# (NODE_GPU_TESTS=0 skips step 1, about a minute):
-#   1. the node GPU tests (tests/test_node_gpu.py: peer copies, the NCCL sweep, graph-timed collectives);
+# The node evidence on a multi-GPU machine, in one call of about 8 minutes on 2 x H200:
+#   1. with NODE_GPU_TESTS=1 (about a minute more), the node GPU tests (tests/test_node_gpu.py: peer copies,
+#      the NCCL sweep, graph-timed collectives);
 #   2. node run A: `envcheck run --gpus all --quick`: the quick per-GPU suite on every GPU at once, then
 #      topology, error counters, peer copies and the collective sweep 1 MiB .. 4 GiB (an untimed launch
 #      learns NCCL's algorithms with its debug log on; the timed launch records each size's GPU time from
 #      CUDA-graph replays and its per-call time from eager calls);
 #   3. nccl-tests built from .nccl-tests/ (built while A runs), run on the same GPUs right after A with
-#      -w 5 -n 40, three ways per collective:
+#      -w 5 -n 40, per collective:
 #        eager            its default loop: the counterpart of envcheck's per-call time (no bar);
-#        graph            CUDA-graph mode (-G 100 below 64 MiB, -G 5 from there: see below) with the NCCL settings
-#                         envcheck's timed sweep runs with: the
+#        graph            CUDA-graph mode (-G 100 below 64 MiB, -G 5 from there: see below), NCCL_TESTS_RUNS (3)
+#                         times, with the NCCL settings envcheck's timed sweep runs with: the
 #                         reference for envcheck's GPU time. NCCL_GRAPH_MIXING_SUPPORT=0 (envcheck never has
 #                         eager calls in flight during a replay; see GRAPH_TIMING_ENV in
 #                         envcheck/node/collective_worker.py). NCCL_GRAPH_REGISTER=0: torch's captured calls
@@ -20,8 +20,9 @@
 #                         MPI) drives every GPU from one, where NCCL reaches the peer's buffers directly
 #                         ("P2P/direct pointer") unless told not to; across processes it goes through its
 #                         staging buffers ("P2P/CUMEM"), which this gives one process too;
-#        graph_defaults   the same with NCCL's graph-mixing support left on: compared too (comparison_defaults.md);
-#      NCCL's transport lines (NCCL_DEBUG=INFO at 1 MiB, direct access on and off); then
+#        graph_defaults   with GRAPH_DEFAULTS=1, once with NCCL's graph-mixing support left on, compared too
+#                         (comparison_defaults.md);
+#      NCCL's transport lines (NCCL_DEBUG=INFO at 1 MiB, direct access on and off); with DIAG=1,
 #      scripts/diag_graph_calls.py with each of envcheck's two graph settings alone (graph_calls.txt);
 #   4. node run B, the same as A, right after nccl-tests;
 #   5. the comparisons at every size (scripts/compare_node.py): A and B against nccl-tests (GPU-time busbw
@@ -31,8 +32,8 @@
 #      up to 200 s more; its reports go into work.tgz).
 # Runs from a source tree with the machine's own python3; writes 8 files to $OUT:
 #   device_node.log, comparison.md, node.json (A), node_b.json, node_diff.md, node_diff.json,
-#   nccl_tests.tgz (the three nccl-tests outputs, the transport lines, graph_calls.txt, comparison_b.md,
-#   comparison_defaults.md),
+#   nccl_tests.tgz (nccl-tests' outputs, the transport lines, comparison_b.md, and graph_calls.txt and
+#   comparison_defaults.md where asked for),
 #   work.tgz (rank outputs, NCCL logs, torchrun logs)
 #
 #   OUT=some/dir bash scripts/device_node.sh
@@ -64,7 +65,7 @@ ln -sf "$NH/lib/libnccl.so.2" /tmp/nx/lib/libnccl.so
   echo "build exit status $?" >> "$work/nccl-tests-build.log" ) &
 build_pid=$!
 
-if [ "${NODE_GPU_TESTS:-1}" = 1 ]; then
+if [ "${NODE_GPU_TESTS:-0}" = 1 ]; then
   say "GPU tests of the node workers"
   timeout 180 "$py" -m pytest -q -m gpu -p no:cacheprovider tests/test_node_gpu.py 2>&1 | tail -n 15 | tee -a "$log"
 fi
@@ -82,10 +83,10 @@ node_run() {  # node_run NAME: envcheck run --gpus all --quick into $work/NAME, 
 }
 node_run a node.json
 
-say "nccl-tests (-b 1M -e 4G -f 4 -g $ngpu -w 5 -n 40): eager; -G (100 below 64 MiB, else 5) with envcheck's NCCL settings, and with NCCL's defaults"
+say "nccl-tests (-b 1M -e 4G -f 4 -g $ngpu -w 5 -n 40): eager; -G (100 below 64 MiB, else 5) with envcheck's NCCL settings, ${NCCL_TESTS_RUNS:-3} runs"
 wait "$build_pid"
 tail -n 3 "$work/nccl-tests-build.log" | tee -a "$log"
-: > "$nt/nccl_tests_eager.txt"; : > "$nt/nccl_tests_graph.txt"; : > "$nt/nccl_tests_graph_defaults.txt"
+: > "$nt/nccl_tests_eager.txt"; : > "$nt/nccl_tests_graph.txt"
 export LD_LIBRARY_PATH="$NH/lib:${LD_LIBRARY_PATH:-}"
 args=(-b 1M -e 4G -f 4 -g "$ngpu" -w 5 -n 40)
 # In -G mode nccl-tests' clock runs from the first launch of a freshly instantiated graph to the end of the
@@ -93,14 +94,18 @@ args=(-b 1M -e 4G -f 4 -g "$ngpu" -w 5 -n 40)
 # calls. Below 64 MiB, 40 x 5 calls of ~12 us make that share a few us a call, so small sizes get -G 100.
 small=(-b 1M -e 16M -f 4 -g "$ngpu" -w 5 -n 40 -G 100)
 large=(-b 64M -e 4G -f 4 -g "$ngpu" -w 5 -n 40 -G 5)
+# The reference is run NCCL_TESTS_RUNS times (3): nccl-tests' own runs of one size scatter by up to 2.6% at
+# 1 GiB, as wide as the bar; compare_node.py holds envcheck against their median and shows their spread.
 for t in all_reduce all_gather reduce_scatter alltoall broadcast; do
   timeout 90 /tmp/ntb/${t}_perf "${args[@]}" >> "$nt/nccl_tests_eager.txt" 2>&1
   for range in small large; do
     declare -n r=$range
-    NCCL_GRAPH_MIXING_SUPPORT=0 NCCL_GRAPH_REGISTER=0 NCCL_P2P_DIRECT_DISABLE=1 timeout 90 /tmp/ntb/${t}_perf "${r[@]}" \
-      >> "$nt/nccl_tests_graph.txt" 2>&1
-    NCCL_GRAPH_REGISTER=0 NCCL_P2P_DIRECT_DISABLE=1 timeout 90 /tmp/ntb/${t}_perf "${r[@]}" \
-      >> "$nt/nccl_tests_graph_defaults.txt" 2>&1
+    for _ in $(seq "${NCCL_TESTS_RUNS:-3}"); do
+      NCCL_GRAPH_MIXING_SUPPORT=0 NCCL_GRAPH_REGISTER=0 NCCL_P2P_DIRECT_DISABLE=1 timeout 90 /tmp/ntb/${t}_perf \
+        "${r[@]}" >> "$nt/nccl_tests_graph.txt" 2>&1
+    done
+    [ "${GRAPH_DEFAULTS:-0}" = 1 ] && NCCL_GRAPH_REGISTER=0 NCCL_P2P_DIRECT_DISABLE=1 timeout 90 /tmp/ntb/${t}_perf \
+      "${r[@]}" >> "$nt/nccl_tests_graph_defaults.txt" 2>&1
     unset -n r
   done
 done
@@ -113,17 +118,19 @@ done
 cat "$nt/nccl_transport.txt" | tee -a "$log"
 grep -E "Collective test starting| 1048576 | 4294967296 " "$nt/nccl_tests_graph.txt" | tee -a "$log"
 
-say "calls per graph against GPU time per call, with each of envcheck's two graph settings alone (scripts/diag_graph_calls.py)"
-for v in NCCL_GRAPH_MIXING_SUPPORT=0 TORCH_FR_BUFFER_SIZE=0; do
-  echo "=== only $v" >> "$nt/graph_calls.txt"
-  env "$v" timeout 100 "$py" -m torch.distributed.run --standalone --nproc-per-node "$ngpu" scripts/diag_graph_calls.py 2>&1 \
-    | grep -E "^(NVIDIA|all_reduce|broadcast)" >> "$nt/graph_calls.txt"
-done
-cat "$nt/graph_calls.txt" | tee -a "$log"
+if [ "${DIAG:-0}" = 1 ]; then
+  say "calls per graph against GPU time per call, with each of envcheck's two graph settings alone (scripts/diag_graph_calls.py)"
+  for v in NCCL_GRAPH_MIXING_SUPPORT=0 TORCH_FR_BUFFER_SIZE=0; do
+    echo "=== only $v" >> "$nt/graph_calls.txt"
+    env "$v" timeout 100 "$py" -m torch.distributed.run --standalone --nproc-per-node "$ngpu" scripts/diag_graph_calls.py 2>&1 \
+      | grep -E "^(NVIDIA|all_reduce|broadcast)" >> "$nt/graph_calls.txt"
+  done
+  cat "$nt/graph_calls.txt" | tee -a "$log"
+fi
 
 node_run b node_b.json
 
-say "comparisons at every size (A and B against nccl-tests -G with envcheck's NCCL settings; A against -G with NCCL's defaults)"
+say "comparisons at every size (A and B against the median of nccl-tests' -G runs with envcheck's NCCL settings)"
 compare() {  # compare NODE_JSON WALL GRAPH_FILE OUT_MD
   "$py" scripts/compare_node.py --node "$1" --nccl-tests "$nt/nccl_tests_eager.txt" --nccl-tests-graph "$3" \
     --torch-copy --wall-s "$2" --out "$4" > /dev/null 2>&1
@@ -133,7 +140,8 @@ compare() {  # compare NODE_JSON WALL GRAPH_FILE OUT_MD
 if [ -f "$out/node.json" ]; then
   compare "$out/node.json" "$(cat "$work/a.wall")" "$nt/nccl_tests_graph.txt" "$out/comparison.md"
   grep -E "^\| (all_|reduce_|broadcast)" "$out/comparison.md" | head -n 35 | tee -a "$log"
-  compare "$out/node.json" "$(cat "$work/a.wall")" "$nt/nccl_tests_graph_defaults.txt" "$nt/comparison_defaults.md"
+  [ -s "$nt/nccl_tests_graph_defaults.txt" ] && compare "$out/node.json" "$(cat "$work/a.wall")" \
+    "$nt/nccl_tests_graph_defaults.txt" "$nt/comparison_defaults.md"
 fi
 [ -f "$out/node_b.json" ] && compare "$out/node_b.json" "$(cat "$work/b.wall")" "$nt/nccl_tests_graph.txt" \
   "$nt/comparison_b.md"

@@ -89,3 +89,15 @@ def test_three_percent_off_passes_small_sizes_and_fails_from_64_mib(tmp_path):
     text = out.read_text()
     assert "verdict: FAIL: 15 of 35" in text  # 1, 4, 16 MiB of five ops within 5 %; 64 MiB and up outside 2 %
     assert "collectives agree: False" in text
+
+
+def test_a_graph_file_of_three_runs_is_held_as_their_median_and_says_so(tmp_path):
+    graph = tmp_path / "graph.txt"
+    graph.write_text((NODE / "nccl_tests_x2.txt").read_text() * 3)  # three runs of the same sizes, one log
+    out = tmp_path / "table.md"
+    _script().main(["--node", str(_node_doc(tmp_path, 1.0, gpu=True)), "--nccl-tests", str(NODE / "nccl_tests_x2.txt"),
+                    "--nccl-tests-graph", str(graph), "--out", str(out)])
+    text = out.read_text()
+    assert "verdict: PASS: 35 of 35" in text
+    row = next(ln for ln in text.splitlines() if ln.startswith("| all_reduce | 1 MiB | in_place |"))
+    assert "| graph, median of 3 (" in row

@@ -229,3 +229,41 @@ def test_hostile_diff_and_history_strings_are_shown_not_obeyed():
 def test_visible_names_every_hidden_character():
     assert visible("a\x1bb\u202ec\u200bd\x00") == "a\\x1bb\\u202ec\\u200bd\\x00"
     assert term("[bold]x[/bold]") == "\\[bold]x\\[/bold]"
+
+
+@pytest.mark.parametrize("width", [80, 100])
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_no_cell_is_cut_at_any_width_a_table_too_wide_is_split_with_its_row_names(width, lang):
+    """Four implementations (JAX beside torch, Triton, torch.compile) and the node's link table made
+    rich cut cells at 100 columns ("23.6 …" for 23.6 µs, "%the…"); a table too wide is now printed as
+    several, each repeating the columns that name a row, and no value is lost."""
+    for name in ("2026-11-26_0024Z_vm_h200_workloads.json", "2026-11-26_0019Z_vm_2x-h200_node.json",
+                 "2026-11-22_2139Z_vm_h200.json"):
+        r = load(ROOT / "reports" / name)
+        text = capture(lambda c, r=r: print_run(c, r, analyse(r), lang=lang), width=width)
+        assert_fits(text, width)
+        assert "…" not in text, (name, [ln for ln in text.splitlines() if "…" in ln][:2])
+    wide_text = capture(lambda c, r=r: print_run(c, r, analyse(r), lang=lang), width=200)
+    narrow = capture(lambda c, r=r: print_run(c, r, analyse(r), lang=lang), width=80)
+    for cell in ("1.08 µs", "1.04×", "2.44 ms"):
+        assert (cell in wide_text) == (cell in narrow), cell
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-CN"])
+def test_diff_and_history_at_80_columns_cut_no_cell_and_no_title(lang):
+    """At 80 columns the diff's per-op table, the history's trend and peaks, and the comparison's rule
+    title were cut ("time ra…", "4373 (91…", "…_node.j…"); now split or put on a line of their own."""
+    from envcheck.compare import diff as diff_mod
+    from envcheck.compare import history as history_mod
+
+    node = [(n, load(ROOT / "reports" / n)) for n in ("2026-11-26_0019Z_vm_2x-h200_node.json",
+                                                       "2026-11-26_0023Z_vm_2x-h200_node.json")]
+    pair = [(n, load(ROOT / "reports" / n)) for n in ("2026-11-22_2139Z_vm_h200.json", "2026-11-22_2143Z_vm_h200.json")]
+    diffs = [diff_mod.diff(p) for p in (node, pair)]
+    texts = [capture(lambda c, d=d: print_diff(c, d, lang), width=80) for d in diffs]
+    texts.append(capture(lambda c: print_history(c, history_mod.history(pair + node[:1]), lang), width=80))
+    texts.append(capture(lambda c: print_diff(c, compare_data.diff(), lang), width=80))
+    for text in texts:
+        assert_fits(text, 80)
+        assert "…" not in text, [ln for ln in text.splitlines() if "…" in ln][:3]
+    assert "2026-11-26_0019Z_vm_2x-h200_node.json" in texts[0]

@@ -264,7 +264,8 @@ class Agreement:
     mode (``-G``; ``theirs_mode`` ``graph``), or, where envcheck has only a per-call time (gloo, a
     refused capture) or nccl-tests ran only eagerly, the per-call time against nccl-tests' default
     eager loop (``eager``); ``basis`` says which of envcheck's times it is. ``within``: the ratio is
-    within ``tolerance`` (:func:`nccl_tests_tolerance` of the size). ``call_gbps`` / ``eager_gbps``:
+    within ``tolerance`` (:func:`nccl_tests_tolerance` of the size); ``theirs_runs`` / ``theirs_range``: how
+    many nccl-tests runs the reference is the median of, and their spread. ``call_gbps`` / ``eager_gbps``:
     envcheck's per-call busbw and nccl-tests' eager one, shown beside (no bar: a Python caller pays
     more per call than nccl-tests' C loop, most at small sizes).
     """
@@ -282,6 +283,8 @@ class Agreement:
     theirs_mode: str = "eager"
     call_gbps: float | None = None
     eager_gbps: float | None = None
+    theirs_runs: int = 1  # nccl-tests runs the reference is the median of
+    theirs_range: tuple[float, float] | None = None  # their busbw, lowest and highest run, where several
 
 
 def _column(t: Any, placement: str) -> float:
@@ -294,12 +297,15 @@ def against_nccl_tests(collectives: Collectives, rows: Sequence[Any], graph_rows
 
     ``rows``: ``envcheck.node.nccl_tests.NcclTestsRow`` of nccl-tests' default (eager) run on the same
     GPUs; ``graph_rows``: of its CUDA-graph run (``-G``), when there is one. nccl-tests' S and
-    envcheck's ``size_bytes`` are the same quantity, so rows match on (op, size).
+    envcheck's ``size_bytes`` are the same quantity, so rows match on (op, size). Several runs of the
+    same sizes count as one, each column their median (``nccl_tests.medians``).
     """
+    from envcheck.node.nccl_tests import medians
+
     ours = {(r.op, r.size_bytes): r for r in collective_rows(collectives)}
-    graph = {(t.op, t.size_bytes): t for t in graph_rows}
+    graph = {(t.op, t.size_bytes): t for t in medians(graph_rows)}
     out = []
-    for t in rows:
+    for t in medians(rows):
         if t.size_bytes < min_bytes:
             continue
         placement = "in_place" if t.op in IN_PLACE_OPS else "out_of_place"
@@ -312,10 +318,12 @@ def against_nccl_tests(collectives: Collectives, rows: Sequence[Any], graph_rows
         ratio = value / theirs if value is not None and theirs > 0 else None
         tol = nccl_tests_tolerance(t.size_bytes)
         within = ratio is not None and abs(ratio - 1) <= tol
+        ref = g if use_graph else t
+        span = None if ref.busbw_range is None else ref.busbw_range[placement == "in_place"]
         out.append(Agreement(t.op, t.size_bytes, placement, value, theirs, ratio, within,
                              mine.algo_label if mine is not None else None, tol,
                              mine.time_basis if mine is not None else None, "graph" if use_graph else "eager",
-                             mine.call_busbw_gbps if mine is not None else None, eager))
+                             mine.call_busbw_gbps if mine is not None else None, eager, ref.runs, span))
     return tuple(out)
 
 

@@ -15,7 +15,7 @@ from envcheck.analysis.burn import BurnAnalysis
 from envcheck.render.burn_view import burn_view
 from envcheck.render.escape import term
 from envcheck.render.i18n import translate
-from envcheck.render.terminal.console import bullets, heading, table
+from envcheck.render.terminal.console import bullets, heading, print_fitted, table
 from envcheck.render.writing import written_lines
 
 STATUS_STYLE = {"fail": "bold red", "stopped": "yellow", "pass": "green"}
@@ -30,7 +30,7 @@ def print_burn(console: Console, a: BurnAnalysis, written: Sequence[Path], lang:
     for r in v.gpus:
         style = STATUS_STYLE.get(r.status, "")
         t.add_row(f"{r.gpu} {r.name}", f"[{style}]{translate(lang, f'burn.status.{r.status}')}[/]", *r.cells)
-    console.print(t)
+    print_fitted(console, t)
     if v.findings:
         bullets(console, [("✗" if console.is_terminal else "-",
                            f"{f.gpu}: {f.cause}" + (f" ({f.threshold})" if f.threshold else "")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console
 
 from envcheck.render import fmt
@@ -17,7 +18,7 @@ from envcheck.render.compare_view import ComparisonView, DiffView, HistoryView, 
 from envcheck.render.escape import term
 from envcheck.render.i18n import translate
 from envcheck.render.node_compare_view import NodeCompareView
-from envcheck.render.terminal.console import bullets, table, wide
+from envcheck.render.terminal.console import bullets, print_fitted, table, wide
 
 MAX_ROWS = 40  # significant-change rows shown in the terminal; the documents list them all
 VERDICT_STYLE = {"slower": "red", "faster": "green", "not comparable": "yellow", "uncertain": "yellow"}
@@ -34,7 +35,11 @@ def _comparison(console: Console, cmp: ComparisonView, v: DiffView, lang: str) -
 
     is_wide = wide(console)
     console.print()
-    console.rule(cmp.title)
+    if cell_len(cmp.title) + 6 <= console.width:
+        console.rule(cmp.title)
+    else:  # a rule would cut the title (the reports' names)
+        console.print(f"[bold]{cmp.title}[/]")
+        console.rule()
     if cmp.gpus_differ:
         console.print(f"[yellow]{cmp.gpus_differ}[/]")
     if cmp.env:
@@ -78,7 +83,7 @@ def _comparison(console: Console, cmp: ComparisonView, v: DiffView, lang: str) -
         tab.add_row(term(g.name), g.ratio, g.interval, str(g.count), str(g.slower), str(g.faster), str(g.same),
                     str(g.not_comparable), _v(g.verdict, g.verdict_text))
     console.print()
-    console.print(tab)
+    print_fitted(console, tab)
     if cmp.significant:
         shown = cmp.significant[:MAX_ROWS]
         more = f" ({len(shown)}/{len(cmp.significant)})" if len(cmp.significant) > len(shown) else ""
@@ -97,7 +102,7 @@ def _comparison(console: Console, cmp: ComparisonView, v: DiffView, lang: str) -
             cells += [c.base_pct, c.other_pct] if is_wide else []
             tab.add_row(*cells)
         console.print()
-        console.print(tab)
+        print_fitted(console, tab)
     else:
         console.print(v.significant_none)
     if cmp.numeric:
@@ -109,7 +114,7 @@ def _comparison(console: Console, cmp: ComparisonView, v: DiffView, lang: str) -
         for n in cmp.numeric:
             tab.add_row(term(n.name), n.base, n.other, n.change)
         console.print()
-        console.print(tab)
+        print_fitted(console, tab)
     if cmp.not_comparable:
         console.print(f"[bold]{t('diff.not_comparable')}[/] ({len(cmp.not_comparable)})")
         lines = [("-", f"{term(name)}: [yellow]{reasons}[/]") for name, reasons in cmp.not_comparable[:MAX_ROWS]]
@@ -144,7 +149,7 @@ def _node(console: Console, n: NodeCompareView, v: DiffView, lang: str, heading:
         for r in n.significant[:MAX_ROWS]:
             tab.add_row(r.name, r.base, r.other, _v(r.verdict, r.change), r.ratio, r.interval)
         console.print()
-        console.print(tab)
+        print_fitted(console, tab)
     else:
         console.print(v.node_significant_none)
     rows = len(n.collectives) + len(n.peer) + len(n.host)
@@ -159,7 +164,7 @@ def _node(console: Console, n: NodeCompareView, v: DiffView, lang: str, heading:
             name = f"{c.name} [red]{t('diff.node.over_limit')}[/]" if c.over_limit else c.name
             tab.add_row(name, c.base, c.other, c.base_boot, c.other_boot)
         console.print()
-        console.print(tab)
+        print_fitted(console, tab)
 
 
 def print_diff(console: Console, d: Any, lang: str = "en") -> None:
@@ -185,7 +190,7 @@ def print_diff(console: Console, d: Any, lang: str = "en") -> None:
                   str(r.cases)]
         tab.add_row(*cells)
     console.print()
-    console.print(tab)
+    print_fitted(console, tab)
     if v.unmatched:
         console.print()
         console.print(f"[bold yellow]{t('diff.unmatched', count=len(v.unmatched))}[/]")
@@ -213,7 +218,7 @@ def _history_tables(console: Console, v: HistoryView, lang: str) -> None:
         cells = [(f"{c.ratio} {c.interval}" if wide(console) else c.ratio) if c else fmt.DASH for c in r.trend]
         trend.add_row(term(r.label), *cells, r.copy_gbps)
     console.print()
-    console.print(trend)
+    print_fitted(console, trend)
     if v.node:
         node = table(console, title=t("history.node"))
         node.add_column(t("diff.col.report"), no_wrap=True)
@@ -222,7 +227,7 @@ def _history_tables(console: Console, v: HistoryView, lang: str) -> None:
         for n in v.node:
             node.add_row(term(n.label), n.small, n.large, n.p2p)
         console.print()
-        console.print(node)
+        print_fitted(console, node)
     peaks = table(console, title=t("history.peaks"), caption=None if wide(console) else t("term.peaks_units"))
     peaks.add_column(t("diff.col.report"), no_wrap=True)
     for op in v.ops:
@@ -230,7 +235,7 @@ def _history_tables(console: Console, v: HistoryView, lang: str) -> None:
     for r in v.rows:
         peaks.add_row(term(r.label), *(r.peaks if wide(console) else r.peaks_short))
     console.print()
-    console.print(peaks)
+    print_fitted(console, peaks)
 
 
 def print_history(console: Console, h: Any, lang: str = "en") -> None:

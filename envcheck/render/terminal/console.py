@@ -5,7 +5,8 @@
   (``COLUMNS`` when set, else ``PIPE_WIDTH``) so lines do not wrap at 80 and tests see what a
   user sees.
 * Layouts choose by width: ``wide(console)`` is true from ``WIDE_FROM`` columns on; below it the
-  tables drop columns and abbreviate (with a legend) so no cell wraps at 100 columns.
+  tables drop columns and abbreviate (with a legend) so no cell wraps at 100 columns, and a table
+  still too wide is printed as several (``print_fitted``), so no cell is ever cut at 80.
 * Everything is printed as rich markup; every machine-supplied string goes through
   ``render.escape.term`` first (brackets escaped, control and bidi characters made visible).
 """
@@ -22,6 +23,7 @@ from typing import IO
 
 from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 # A rule under the header and nothing else: columns are told apart by two spaces, so a row stays
@@ -93,6 +95,50 @@ def table(console: Console, title: str | None = None, caption: str | None = None
     return Table(title=title, caption=caption, box=RULE_UNDER_HEAD if console.is_terminal else ASCII_RULE_UNDER_HEAD,
                  show_edge=False, pad_edge=False, collapse_padding=True, title_justify="left",
                  caption_justify="left", title_style="bold", caption_style="dim")
+
+
+def _natural_width(console: Console, tab: Table) -> int:
+    """How wide ``tab`` is with no cell cut (measured against an unbounded width)."""
+    return Measurement.get(console, console.options.update_width(1 << 16), tab).maximum
+
+
+def _columns(tab: Table, picked: Sequence[int], title: bool = True, caption: bool = True) -> Table:
+    """A table of the same style holding the columns ``picked`` of ``tab`` (headers, cells, settings),
+    with its title and caption where asked."""
+    out = Table(title=tab.title if title else None, caption=tab.caption if caption else None, box=tab.box,
+                show_edge=tab.show_edge, pad_edge=tab.pad_edge, collapse_padding=tab.collapse_padding,
+                title_justify=tab.title_justify, caption_justify=tab.caption_justify, title_style=tab.title_style,
+                caption_style=tab.caption_style)
+    cells = [list(c.cells) for c in tab.columns]
+    for i in picked:
+        c = tab.columns[i]
+        out.add_column(c.header, justify=c.justify, no_wrap=c.no_wrap, overflow=c.overflow, style=c.style)
+    for r in range(tab.row_count):
+        out.add_row(*(cells[i][r] for i in picked))
+    return out
+
+
+def print_fitted(console: Console, tab: Table, keep: int = 1) -> None:
+    """Print ``tab`` without cutting a cell: where it is wider than the console, as several tables of
+    its columns, each as wide as fits, the first ``keep`` columns (what names a row) repeated in each.
+    A number cut to "23.6 …" loses its unit and a header cut to "%the…" its meaning; a second table
+    loses neither. Only a column too wide on its own beside the ``keep`` ones is left to rich."""
+    if _natural_width(console, tab) <= console.width or len(tab.columns) <= keep + 1:
+        console.print(tab)
+        return
+    head = list(range(keep))
+    groups: list[list[int]] = []
+    current: list[int] = []
+    for i in range(keep, len(tab.columns)):
+        if current and _natural_width(console, _columns(tab, head + current + [i])) > console.width:
+            groups.append(current)
+            current = []
+        current.append(i)
+    groups.append(current)
+    for n, group in enumerate(groups):
+        if n:
+            console.print()
+        console.print(_columns(tab, head + group, title=n == 0, caption=n == len(groups) - 1))
 
 
 _HEADED: weakref.WeakSet[Console] = weakref.WeakSet()

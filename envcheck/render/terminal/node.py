@@ -21,7 +21,7 @@ from envcheck.render.escape import term
 from envcheck.render.fleet_view import fleet_view
 from envcheck.render.i18n import translate
 from envcheck.render.node_view import Cell, Line, Part, Section, Table
-from envcheck.render.terminal.console import bullets, heading, table, wide
+from envcheck.render.terminal.console import bullets, heading, print_fitted, table, wide
 from envcheck.render.writing import written_lines
 
 STYLE = {"fail": "bold red", "warn": "yellow", "pass": "green", "muted": "dim"}
@@ -60,7 +60,7 @@ def print_table(console: Console, tbl: Table) -> None:
             tab.add_row(*(_cell(row[i], subs) for i in keep))
         if not tbl.title:
             console.print()
-        console.print(tab)
+        print_fitted(console, tab)
     line_items(console, tbl.notes)
 
 

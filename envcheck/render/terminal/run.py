@@ -23,7 +23,7 @@ from envcheck.render import fmt
 from envcheck.render.checktext import all_localized
 from envcheck.render.escape import term
 from envcheck.render.i18n import check_counts, translate
-from envcheck.render.terminal.console import bullets, heading, table, wide
+from envcheck.render.terminal.console import bullets, heading, print_fitted, table, wide
 from envcheck.render.view import FLAG_ORDER, BenchView, CaseRow, FindingView, OpSection, bench_view
 from envcheck.render.writing import written_lines
 
@@ -130,7 +130,7 @@ def op_table(console: Console, b: BenchView, s: OpSection, lang: str) -> None:
     console.print()
     # The heading is a line of its own: as a table title it would wrap at the table's width.
     console.print(f"[bold]{term(s.op)}[/]  [dim]{caption}[/]")
-    console.print(tab)
+    print_fitted(console, tab, keep=2)  # size and dtype name a row
 
 
 def _finding_lines(console: Console, items: Sequence[FindingView], lang: str) -> None:
@@ -176,7 +176,7 @@ def totals(console: Console, b: BenchView, lang: str) -> None:
                     _styled(str(row.failed), "bold red" if row.failed else ""),
                     _styled(str(row.errors), "bold red" if row.errors else ""))
     console.print()
-    console.print(tab)
+    print_fitted(console, tab)
     if b.speedups:
         sp = table(console, title=t("term.speedups"), caption=t("term.speedups_caption"))
         sp.add_column(t("col.op"), no_wrap=True)
@@ -188,7 +188,7 @@ def totals(console: Console, b: BenchView, lang: str) -> None:
                      for cell, value in zip(row.cells, row.values, strict=True)]
             sp.add_row(term(row.op), term(row.impl), *cells)
         console.print()
-        console.print(sp)
+        print_fitted(console, sp, keep=2)
 
 
 def bench_lines(console: Console, report: Report, b: BenchView, lang: str, bench: Bench | None = None) -> None:
