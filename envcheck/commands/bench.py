@@ -72,7 +72,7 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
         for note in the_plan.notes:
             _say(note.key, err_stream)
     report = deps.new_report("run", env, checks, benches=(bench,))
-    if key is not None:  # the declared ops' source path too: a home folder names its user
+    if key is not None:  # host, environment, checks and the bench with its declared ops
         from envcheck.anonymize import for_this_machine
 
         report = for_this_machine(report.host, key).report(report)
