@@ -7,7 +7,7 @@
 #
 #   OUT=some/dir [BUDGET_S=290] bash scripts/device_ops.sh
 #
-# Writes to $OUT (5 files; the Markdown, HTML and charts come from the JSON anywhere, with
+# Writes to $OUT (6 files; the Markdown, HTML and charts come from the JSON anywhere, with
 # `envcheck render`):
 #   ops.log                 everything below, in order, with each step's exit status
 #   run/<dated>.json        report 1: conv2d, layer_norm, softmax_fwbw and the six reductions
@@ -15,6 +15,7 @@
 #                           at the second user's 4x512x896
 #   verify-ops.txt          scripts/verify_ops.py's table: envcheck vs do_bench_cudagraph (and do_bench)
 #                           per headline case
+#   verify-timer.txt        scripts/verify_timer.py --workloads: the same cases, both timers in one process
 #   gpu-tests.log           pytest -m gpu tests/test_kernels_new_gpu.py
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -53,6 +54,10 @@ echo "exit status: ${PIPESTATUS[0]}" | tee -a "$log"
 
 say "headline numbers vs triton.testing.do_bench (scripts/verify_ops.py)"
 timeout -s TERM "$(share 40 45)" "$py" scripts/verify_ops.py "$out"/run/*.json 2>&1 | tee "$out/verify-ops.txt" | tee -a "$log"
+echo "exit status: ${PIPESTATUS[0]}" | tee -a "$log"
+
+say "the same cases, envcheck's timer against do_bench_cudagraph in one process (scripts/verify_timer.py --workloads)"
+timeout -s TERM "$(share 90 45)" "$py" scripts/verify_timer.py --workloads 2>&1 | tee "$out/verify-timer.txt" | tee -a "$log"
 echo "exit status: ${PIPESTATUS[0]}" | tee -a "$log"
 
 say "GPU tests of the new kernels"

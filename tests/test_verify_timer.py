@@ -99,3 +99,15 @@ def test_every_row_is_printed_with_its_ratio_noise_and_the_verdict(script, capsy
     assert any(ln.startswith("largest deviation from do_bench_cudagraph:") for ln in lines)
     assert any(ln.startswith("rows the noisy flag fires on") for ln in lines)
     assert "failed" not in out
+
+
+def test_workloads_rows_are_the_first_users_headline_cases_at_3_percent(script, capsys, monkeypatch) -> None:
+    """``--workloads``: the issue-22 headline cases through the same path, judged at 3%."""
+    monkeypatch.setattr(script, "WORKLOAD_ROWS", (("layer_norm", "fp32", (64, 96)), ("sum_lead", "fp32", (4, 8, 16))))
+    status = script.main(["--workloads"])
+    out = capsys.readouterr().out
+    assert status in (0, 1)
+    for label in ("layer_norm fp32 64x96", "sum_lead fp32 4x8x16"):
+        assert [ln.split()[3] for ln in out.splitlines() if ln.startswith(label)] == ["torch", "triton"], out
+    assert "(allowed 3%)" in out
+    assert script.main(["--bogus"]) == 2
