@@ -37,9 +37,9 @@ class FakeCuda:
     """torch.cuda as the capture path uses it: a replay advances the fake GPU clock by ``us_per_call``
     for each call captured in its graph. ``capture_error``: raised at the end of a capture."""
 
-    def __init__(self, log, us_per_call=15.0, capture_error=None):
+    def __init__(self, log, us_per_call=15.0, capture_error=None, error_from=1):
         self.log, self.us_per_call, self.capture_error, self.now_ms = log, us_per_call, capture_error, 0.0
-        self.capturing, self.captured = False, 0
+        self.capturing, self.captured, self.error_from, self.captures = False, 0, error_from, 0
 
     def mem_get_info(self, device):
         return (1 << 40, 1 << 40)
@@ -83,12 +83,13 @@ class FakeCuda:
     def graph(self, g, capture_error_mode="global"):
         self.log.append(("capture", capture_error_mode))
         self.capturing, self.captured = True, 0
+        self.captures += 1
         try:
             yield
         finally:
             self.capturing = False
             g.calls = self.captured
-        if self.capture_error is not None:
+        if self.capture_error is not None and self.captures >= self.error_from:
             raise self.capture_error
 
     def Event(self, enable_timing=False):  # noqa: N802
@@ -155,3 +156,11 @@ def test_without_a_graph_the_reason_is_recorded():
     assert m.gpu_reason == "not_captured" and m.gpu_samples_us == ()
     cpu = CollectiveBench(torch, FakeDist([]), "cpu", 0, 1)
     assert cpu.measure("all_reduce", 1 << 12, (0,), None, warmup=0, iters=2).gpu_reason == "no_cuda_graphs"
+
+
+def test_a_refused_second_capture_keeps_the_first_graph_s_samples():
+    cuda = FakeCuda([], us_per_call=12.0, capture_error=RuntimeError("out of graph memory"), error_from=2)
+    b, _ = _bench(cuda, host_s=0.001)
+    m = b.measure("all_reduce", 1 << 12, (0,), None, warmup=1, iters=6)
+    assert cuda.captures == 2 and m.gpu_reason is None and m.gpu_error is None
+    assert m.gpu_calls == 1 and m.gpu_samples_us == pytest.approx([12.0] * 6)  # the first graph's calls

@@ -269,8 +269,9 @@ class CollectiveBench:
                 if gpu:  # every member has samples or none has (the capture is agreed on)
                     need = -self._min_over(-calls_per_graph(statistics.median(gpu)), group)
                     if need > 2 * calls:  # the replays lasted under half of GRAPH_REPLAY_US: host gaps
-                        calls = need
-                        gpu, gpu_reason, gpu_error = self._gpu_time(op, send, recv, group, root, calls, iters)
+                        again = self._gpu_time(op, send, recv, group, root, need, iters)
+                        if again[0]:  # a refused second capture keeps the first graph's samples
+                            calls, (gpu, gpu_reason, gpu_error) = need, again
             # The check runs on fresh inputs: timed all_reduce iterations summed in place.
             self._fill(send, value_in)
             if recv is not None:
