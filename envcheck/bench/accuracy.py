@@ -75,10 +75,7 @@ def reference_chunks(op: str, inputs: dict[str, Any],
         return
     if op in ("vector_add", "relu"):
         x = inputs["x"]
-        n = x.shape[0]
-        step = max(1, chunk_elements)
-        for lo in range(0, n, step):
-            sl = slice(lo, min(n, lo + step))
+        for sl in reference_ops.slices(x.shape[0], 1, chunk_elements):
             xd = x[sl].double()
             if op == "vector_add":
                 yd = inputs["y"][sl].double()
@@ -88,10 +85,7 @@ def reference_chunks(op: str, inputs: dict[str, Any],
         return
     if op in ("softmax", "row_sum"):
         x = inputs["x"]
-        rows, cols = x.shape
-        step = max(1, chunk_elements // max(1, cols))
-        for lo in range(0, rows, step):
-            sl = slice(lo, min(rows, lo + step))
+        for sl in reference_ops.slices(x.shape[0], x.shape[1], chunk_elements):
             xd = x[sl].double()
             if op == "softmax":
                 ref = torch.softmax(xd, dim=-1)
@@ -106,9 +100,7 @@ def reference_chunks(op: str, inputs: dict[str, Any],
     n = b.shape[1]
     bd = b.double()
     bd_abs = bd.abs()
-    step = max(1, chunk_elements // max(n, k))
-    for lo in range(0, m, step):
-        sl = slice(lo, min(m, lo + step))
+    for sl in reference_ops.slices(m, max(n, k), chunk_elements):
         ad = a[sl].double()
         yield RefChunk(sl, ad @ bd, ad.abs() @ bd_abs)
 

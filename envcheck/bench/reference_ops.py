@@ -23,6 +23,14 @@ OPS: frozenset[str] = frozenset({"conv2d", "layer_norm", "softmax_fwbw", "linear
                                  *(f"{how}_{over}" for how in ("sum", "max") for over in ("all", "inner", "lead"))})
 
 
+def slices(n: int, per_item: int, chunk_elements: int) -> Iterator[slice]:
+    """Slices of a first dimension of ``n`` items of ``per_item`` elements each, about
+    ``chunk_elements`` elements a slice and never less than one item (a row is never split)."""
+    step = max(1, chunk_elements // max(1, per_item))
+    for lo in range(0, n, step):
+        yield slice(lo, min(n, lo + step))
+
+
 def chunks(op: str, inputs: dict[str, Any], shape: tuple[int, ...], chunk_elements: int,
            ref_chunk: Any) -> Iterator[Any]:
     """``ref_chunk(rows, ref, mag)`` pieces covering ``op``'s output along its first dimension."""
@@ -40,10 +48,7 @@ def chunks(op: str, inputs: dict[str, Any], shape: tuple[int, ...], chunk_elemen
         return
     if op in ("layer_norm", "softmax_fwbw"):
         x = inputs["x"]
-        rows, cols = x.shape
-        step = max(1, chunk_elements // max(1, cols))
-        for lo in range(0, rows, step):
-            sl = slice(lo, min(rows, lo + step))
+        for sl in slices(x.shape[0], x.shape[1], chunk_elements):
             xd = x[sl].double()
             if op == "layer_norm":
                 wd, bd = inputs["weight"].double(), inputs["bias"].double()
@@ -64,10 +69,7 @@ def chunks(op: str, inputs: dict[str, Any], shape: tuple[int, ...], chunk_elemen
         stride, pad = shape[6], shape[5] // 2
         wd = w.double()
         wd_abs = wd.abs()
-        per_image = max(1, x[0].numel())
-        step = max(1, chunk_elements // per_image)
-        for lo in range(0, x.shape[0], step):
-            sl = slice(lo, min(x.shape[0], lo + step))
+        for sl in slices(x.shape[0], x[0].numel(), chunk_elements):
             xd = x[sl].double()
             ref = torch.nn.functional.conv2d(xd, wd, stride=stride, padding=pad)
             mag = torch.nn.functional.conv2d(xd.abs(), wd_abs, stride=stride, padding=pad)
