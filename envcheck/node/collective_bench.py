@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envcheck.analysis.node import layout
+from envcheck.bench.failure import one_line
 
 GRAPH_REPLAY_US = 1000.0  # a replay should last about this long: calls per graph = this / time per call
 MAX_GRAPH_CALLS = 256  # at most this many calls in one graph (1 MiB collectives take ~12 us on NVLink)
@@ -193,7 +194,7 @@ class CollectiveBench:
                 for _ in range(calls):
                     self._call(op, send, recv, group, root)
         except Exception as e:  # noqa: BLE001 - a refused capture is a recorded reason, not a crash
-            error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
+            error = one_line(e)
             graph = None
         if not self._min_over(int(graph is not None), group):
             if graph is not None:
@@ -282,7 +283,7 @@ class CollectiveBench:
             return _replace(base, samples_us=samples, wrong=wrong, gpu_samples_us=gpu, gpu_calls=calls,
                             gpu_reason=gpu_reason, gpu_error=gpu_error)
         except Exception as e:  # noqa: BLE001 - a failed collective is a result, reported by the caller
-            return _replace(base, error=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300])
+            return _replace(base, error=one_line(e))
         finally:
             del send, recv
             if self.cuda:
