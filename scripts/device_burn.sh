@@ -19,11 +19,7 @@
 # (both GPUs' loops at once, then each ceiling), about 45 s for step 4: about 420 s in all (limit 540 s).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-out}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
 source scripts/device_env.sh
-py=${PYTHON:-python3}
 log="$out/device_burn.log"
 minutes=${MINUTES:-5}
 say() { printf '\n== %s (%d s in)\n' "$*" "$SECONDS" | tee -a "$log"; }

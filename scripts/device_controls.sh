@@ -17,11 +17,7 @@
 # fresh workers, so the Triton kernels compile once per machine and load from the cache after.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-out}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
 source scripts/device_env.sh
-py=${PYTHON:-python3}
 log="$out/controls.log"
 budget=${BUDGET_S:-420}
 repeat=${REPEAT:-5}

@@ -5,3 +5,9 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 # never the folder the tree was copied to.
 ln -sfn "$PWD" /tmp/envcheck-tree
 export PYTHONPATH="/tmp/envcheck-tree${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+# Where the call's files go ($OUT on a lent machine, ./out elsewhere), made and absolute, and the python3
+# every step runs with (the machine's own unless PYTHON names another).
+out=${OUT:-out}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+py=${PYTHON:-python3}

@@ -11,11 +11,7 @@
 #   OUT=some/dir bash scripts/device_fleet_lost.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-out}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
 source scripts/device_env.sh
-py=${PYTHON:-python3}
 work=${WORK:-/tmp/envcheck-fleet-lost}
 rm -rf "$work" && mkdir -p "$work/tmp"
 log="$out/fleet_lost.log"

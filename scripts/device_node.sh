@@ -39,11 +39,7 @@
 #   OUT=some/dir bash scripts/device_node.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-out}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
 source scripts/device_env.sh
-py=${PYTHON:-python3}
 work=${WORK:-/tmp/envcheck-node}
 rm -rf "$work" && mkdir -p "$work/nccl_tests"
 nt="$work/nccl_tests"

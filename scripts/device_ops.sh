@@ -19,11 +19,8 @@
 #   gpu-tests.log           pytest -m gpu tests/test_kernels_new_gpu.py
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-out}
-mkdir -p "$out/run"
-out=$(cd "$out" && pwd)
 source scripts/device_env.sh
-py=${PYTHON:-python3}
+mkdir -p "$out/run"
 log="$out/ops.log"
 budget=${BUDGET_S:-290}
 say() { printf '\n== %s (%d s in)\n' "$*" "$SECONDS" | tee -a "$log"; }

@@ -15,11 +15,7 @@
 # when one call cannot hold them all).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-out}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
 source scripts/device_env.sh
-py=${PYTHON:-python3}
 log="$out/device.log"
 budget=${BUDGET_S:-570}
 steps=" ${STEPS:-run tests timer check} "

@@ -8,11 +8,7 @@
 # Writes to $OUT: the report JSON, userbench.log (everything printed), do_bench.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-out}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
 source scripts/device_env.sh
-py=${PYTHON:-python3}
 log="$out/userbench.log"
 say() { printf '\n== %s (%d s in)\n' "$*" "$SECONDS" | tee -a "$log"; }
 
