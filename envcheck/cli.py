@@ -81,6 +81,22 @@ def _add_lang(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lang", default="en", choices=["en", "zh-CN"], help="report language (default: en)")
 
 
+def _add_anonymize(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--anonymize", action="store_true",
+                   help="replace host name, user names, home paths, IP addresses, GPU UUIDs and serials with stable "
+                        "pseudonyms (the same machine keeps the same ones), for sharing")
+
+
+def _add_report_outputs(p: argparse.ArgumentParser, what: str = "the dated report goes") -> None:
+    """``--out-dir`` and ``--format`` of a command that writes a dated report (run, bench, burn, fleet)."""
+    p.add_argument("--out-dir", metavar="DIR",
+                   help=f"where {what} (default: ~/.local/share/envcheck/reports, or $ENVCHECK_REPORTS_DIR: never "
+                        "inside a source tree)")
+    p.add_argument("--format", type=_csv, default=["json", "md", "html"], metavar="FORMATS",
+                   help="comma-separated outputs among json,md,html,junit,prometheus (default: json,md,html; json "
+                        "is always written; junit: <name>.junit.xml for CI, prometheus: <name>.prom for node_exporter)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="envcheck",
@@ -105,16 +121,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="limit for each isolated runtime probe in seconds (default: 120)")
     p.add_argument("--out", metavar="FILE", help="also write the check report JSON to FILE (never overwritten)")
     p.add_argument("--replay", metavar="SNAPSHOT", help="check the machine recorded by envcheck snapshot instead")
-    p.add_argument("--anonymize", action="store_true",
-                   help="replace host and user names, addresses, GPU UUIDs and serials with stable pseudonyms")
+    _add_anonymize(p)
     _add_lang(p)
     p.set_defaults(handler="envcheck.commands.check:main")
 
     p = sub.add_parser("snapshot", help="record what the probes read on this machine, to replay anywhere")
     p.add_argument("--out", metavar="FILE", help="where to write it (default: envcheck-snapshot-<host>-<time>.json; "
                                                  "never overwritten)")
-    p.add_argument("--anonymize", action="store_true",
-                   help="replace host and user names, addresses, GPU UUIDs and serials with stable pseudonyms")
+    _add_anonymize(p)
     p.add_argument("--timeout", type=_positive_float, default=120.0, metavar="S",
                    help="limit for each isolated runtime probe in seconds (default: 120)")
     p.set_defaults(handler="envcheck.commands.snapshot:main")
@@ -146,17 +160,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the diff's positive control: vector_add_extra_bytes makes envcheck's Triton vector add "
                         "move 4%% more bytes (recorded in the report; never for real measurements)")
     p.add_argument("--no-jax", action="store_true", help="skip JAX (measured where jax is installed)")
-    p.add_argument("--out-dir", metavar="DIR",
-                   help="where the dated report goes (default: ~/.local/share/envcheck/reports, or "
-                        "$ENVCHECK_REPORTS_DIR: never inside a source tree)")
-    p.add_argument("--format", type=_csv, default=["json", "md", "html"], metavar="FORMATS",
-                   help="comma-separated outputs among json,md,html,junit,prometheus (default: json,md,html; json "
-                        "is always written; junit: <name>.junit.xml for CI, prometheus: <name>.prom for node_exporter)")
+    _add_report_outputs(p)
     p.add_argument("--timeout", type=_positive_float, default=1800.0, metavar="S",
                    help="limit for the whole benchmark subprocess in seconds (default: 1800)")
-    p.add_argument("--anonymize", action="store_true",
-                   help="replace host name, user names, home paths, IP addresses, GPU UUIDs and serials in the "
-                        "report with stable pseudonyms (the same machine keeps the same ones), for sharing")
+    _add_anonymize(p)
     _add_lang(p)
     p.set_defaults(handler="envcheck.commands.run:main")
 
@@ -166,14 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="minutes of load per GPU, all GPUs at once (default: 3)")
     p.add_argument("--gpus", type=_gpus, default="all", metavar="all|0,2", help="which GPUs (default: all)")
     p.add_argument("--cpu", action="store_true", help="burn the CPU at tiny sizes instead (CI; no GPU needed)")
-    p.add_argument("--anonymize", action="store_true",
-                   help="replace host and user names, addresses, GPU UUIDs and serials with stable pseudonyms")
-    p.add_argument("--out-dir", metavar="DIR",
-                   help="where the dated report goes (default: ~/.local/share/envcheck/reports, or "
-                        "$ENVCHECK_REPORTS_DIR)")
-    p.add_argument("--format", type=_csv, default=["json", "md", "html"], metavar="FORMATS",
-                   help="comma-separated outputs among json,md,html,junit,prometheus (default: json,md,html; json "
-                        "is always written)")
+    _add_anonymize(p)
+    _add_report_outputs(p)
     _add_lang(p)
     p.set_defaults(handler="envcheck.commands.burn:main")
 
@@ -182,19 +183,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("source", metavar="FILE.py|module:object", help="the file or object declaring the ops")
     p.add_argument("--quick", action="store_true", help="shorter sampling")
     p.add_argument("--device", type=int, default=0, metavar="N", help="CUDA device index (default: 0)")
-    p.add_argument("--out-dir", metavar="DIR",
-                   help="where the dated report goes (default: ~/.local/share/envcheck/reports, or "
-                        "$ENVCHECK_REPORTS_DIR)")
-    p.add_argument("--format", type=_csv, default=["json", "md", "html"], metavar="FORMATS",
-                   help="comma-separated outputs among json,md,html,junit,prometheus (default: json,md,html; json "
-                        "is always written)")
+    _add_report_outputs(p)
     p.add_argument("--timeout", type=_positive_float, default=1800.0, metavar="S",
                    help="limit for the whole benchmark in seconds (default: 1800)")
     p.add_argument("--case-timeout", type=_positive_float, default=300.0, metavar="S",
                    help="a case with no result for this long hangs: it fails, the others go on (default: 300)")
-    p.add_argument("--anonymize", action="store_true",
-                   help="replace host name, user names, home paths, IP addresses, GPU UUIDs and serials in the "
-                        "report with stable pseudonyms (the same machine keeps the same ones), for sharing")
+    _add_anonymize(p)
     _add_lang(p)
     p.set_defaults(handler="envcheck.commands.bench:main")
 
@@ -224,12 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="limit for the collectives across all nodes (default: 600)")
     p.add_argument("--join-timeout", type=_positive_float, default=120.0, metavar="S",
                    help="how long ranks wait to join and for rank 0's store (default: 120)")
-    p.add_argument("--out-dir", metavar="DIR",
-                   help="where rank 0 writes the fleet report (default: ~/.local/share/envcheck/reports, or "
-                        "$ENVCHECK_REPORTS_DIR)")
-    p.add_argument("--format", type=_csv, default=["json", "md", "html"], metavar="FORMATS",
-                   help="comma-separated outputs among json,md,html,junit,prometheus (default: json,md,html; json "
-                        "is always written)")
+    _add_report_outputs(p, "rank 0 writes the fleet report")
     _add_lang(p)
     p.set_defaults(handler="envcheck.commands.fleet:main")
 
