@@ -269,10 +269,10 @@ def main() -> int:
         BurnWorker(plan, emit).run()
     except Exception as e:  # noqa: BLE001 - the parent gets a note; the traceback goes to stderr
         traceback.print_exc(file=sys.stderr)
-        from envcheck.errors import first_line
+        from envcheck.bench.failure import one_line
 
         with contextlib.suppress(Exception):
-            emit(Noted(Note("burn.worker_failed", {"detail": first_line(e)})))
+            emit(Noted(Note("burn.worker_failed", {"detail": one_line(e)})))
         return 1
     return 0
 
