@@ -1,6 +1,6 @@
 """Check envcheck's GPU timer against ``triton.testing.do_bench_cudagraph`` on the same callables.
 
-    python scripts/verify_timer.py [--workloads]
+    python scripts/verify_timer.py [--workloads | --user FILE.py]
 
 Each row is one group of the suite (op, dtype, shape) with its torch and Triton
 implementations, taken through the worker's own path: the group's tensors (``open_group``),
@@ -27,21 +27,42 @@ reductions over leading axes, softmax and linear forward + backward), within 3%:
 report and ``scripts/verify_ops.py`` (two processes, minutes apart) can be told from one between
 the timers.
 
-Exit status: 0 every row within the tolerance (1%, 3% with ``--workloads``), 1 one is not, 2 no CUDA
-GPU / torch / Triton.
+``--user FILE.py`` (or ``module:object``, as ``envcheck bench`` takes it): a user's ops declared with
+``envcheck.userbench.Op`` instead, found the way ``envcheck bench`` finds them (userbench/discover.py, in
+a subprocess: a missing file, one that cannot be imported or one declaring no ``Op`` is the same one
+line, exit status 2). One row per op and dtype it declares, at its largest shape (by element count)
+and only where that shape's working set is at least 3x this GPU's L2 (as
+``scripts/userbench_do_bench.py`` compares; the rows left out are named; none left: exit status 2), with
+every implementation the op declares, its baseline first. Each row is measured twice through envcheck's
+path, with this script's sampling window both times: with L2 not kept cold as above, then with cold L2
+as ``envcheck bench`` runs it (``cold_l2=True``: rotating buffer sets; those rows' labels end in
+``cold-L2``, and the ``sets`` column gives the rotation sets used: l2.py rotates only working sets below
+3x L2, so at these rows expect 1). ``do_bench_cudagraph`` is the reference of both, within 3%; the
+cold-L2 rows are printed, but only the others decide the exit status. So a difference between a report
+of ``envcheck bench`` and ``scripts/userbench_do_bench.py`` (a second process, minutes later) can be told
+from one between the timers.
+
+Exit status: 0 every judged row within the tolerance (1%, 3% with ``--workloads`` or ``--user``), 1 one
+is not (or failed), 2 a usage error (one line on stderr: bad flags, a missing file or one declaring no
+``Op``, no row at 3x L2 or an unknown L2 size) or no CUDA GPU / torch / Triton.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import math
+import os
 import statistics
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 # Run from a checkout without installing: the package sits beside this folder.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 TOLERANCE = 0.01
 NOISY_CV = 0.05  # the analysis's definition of a noisy row
@@ -72,6 +93,81 @@ WORKLOAD_ROWS: tuple[tuple[str, str, tuple[int, ...]], ...] = (
     ("linear_fwbw", "fp16", (4096, 4096, 4096)),
 )
 WORKLOAD_TOLERANCE = 0.03
+BUILTIN_IMPLS = ("torch", "triton")
+# --user: rows whose working set is at least this multiple of L2, where envcheck's cold L2 and
+# do_bench_cudagraph's one set of buffers both read DRAM (as scripts/userbench_do_bench.py compares).
+USER_L2_MULTIPLE = 3
+USER_TOLERANCE = WORKLOAD_TOLERANCE
+COLD = " cold-L2"  # the label suffix of the rows measured as `envcheck bench` runs (cold_l2=True)
+USAGE = "usage: python scripts/verify_timer.py [--workloads | --user FILE.py]"
+
+# One row: op, dtype, shape and the implementations measured (the baseline first).
+Row = tuple[str, str, tuple[int, ...], tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class Args:
+    """What the command line asks for: ``mode`` is ``suite``, ``workloads`` or ``user``; ``source``
+    (``user`` only) the file, made absolute as ``envcheck bench`` makes it, or ``module:object``."""
+
+    mode: str
+    source: str | None = None
+
+
+def parse_args(argv: Sequence[str]) -> Args | str:
+    """The mode ``argv`` asks for, or the one line to print on stderr (exit status 2)."""
+    from envcheck.errors import UsageError
+    from envcheck.userbench.discover import source_argument
+
+    args = list(argv)
+    if not args:
+        return Args("suite")
+    if args == ["--workloads"]:
+        return Args("workloads")
+    if len(args) == 1 and args[0].startswith("--user="):
+        args = ["--user", args[0].removeprefix("--user=")]
+    if len(args) == 2 and args[0] == "--user" and args[1]:
+        try:
+            return Args("user", source_argument(args[1]))
+        except UsageError as e:
+            return f"verify_timer: {e}"
+    return USAGE
+
+
+def discover_ops(source: str) -> tuple[Any, ...] | str:
+    """The ``OpSpec`` of every op ``source`` declares, found as ``envcheck bench`` finds them (a
+    subprocess, userbench/discover.py), or its one-line error."""
+    from envcheck.errors import UsageError
+    from envcheck.userbench.discover import discover
+
+    # The subprocess imports envcheck too: from this checkout, installed or not.
+    path = os.environ.get("PYTHONPATH", "")
+    if not any(Path(p).resolve() == ROOT for p in path.split(os.pathsep) if p):
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), path) if p)
+    try:
+        return discover(source)
+    except UsageError as e:
+        return f"verify_timer: {e}"
+
+
+def largest_shapes(ops: Sequence[Any]) -> list[tuple[Row, int]]:
+    """Every declared (op, dtype) at its largest shape (by element count; the first declared of
+    equals), with its working set in bytes; the implementations the op declares, baseline first."""
+    out: list[tuple[Row, int]] = []
+    for spec in ops:
+        assert spec.declared is not None, f"{spec.name} is not a declared op"
+        impls = (spec.baseline, *(i for i in spec.impls if i != spec.baseline))
+        for dtype in dict.fromkeys(c.dtype for c in spec.declared.costs):
+            shapes = [c.shape for c in spec.declared.costs if c.dtype == dtype]
+            shape = max(shapes, key=math.prod)
+            out.append(((spec.name, dtype, shape, impls), spec.working_set_bytes(shape, dtype)))
+    return out
+
+
+def user_rows(ops: Sequence[Any], l2_bytes: int) -> list[Row]:
+    """The --user rows: of ``largest_shapes``, those whose working set is at least
+    USER_L2_MULTIPLE x ``l2_bytes`` (the others would read L2 in one timer and not the other)."""
+    return [row for row, ws in largest_shapes(ops) if ws >= USER_L2_MULTIPLE * l2_bytes]
 
 
 def _unusable() -> str | None:
@@ -110,6 +206,7 @@ class Result:
 
     label: str
     impl: str
+    rotation_sets: int = 1
     gpu: list[Any] = field(default_factory=list)
     launch: list[Any] = field(default_factory=list)
     theirs: list[float] = field(default_factory=list)
@@ -117,8 +214,10 @@ class Result:
     their_state: str = "n/a"
 
 
-def measure_row(rt: Any, nvml: Any, target: Any, op: str, dtype: str, shape: tuple[int, ...]) -> list[Result]:
-    """Both implementations of one group through the worker's own path, alternated with
+def measure_row(rt: Any, nvml: Any, target: Any, op: str, dtype: str, shape: tuple[int, ...],
+                impls: Sequence[str] = BUILTIN_IMPLS) -> list[Result]:
+    """The implementations ``impls`` of one group through the worker's own path (L2 kept cold or not
+    as ``rt.settings.cold_l2`` says: then the labels end in COLD), alternated with
     do_bench_cudagraph over ROUNDS rounds."""
     import triton.testing
 
@@ -132,14 +231,17 @@ def measure_row(rt: Any, nvml: Any, target: Any, op: str, dtype: str, shape: tup
     from envcheck.model import Settings
 
     settle = Timer("cuda", Settings(warmup_ms=SETTLE_MS))
-    planned = [PlannedCase(op, impl, dtype, dtype, shape) for impl in ("torch", "triton")]
-    results = {pc.impl: Result(planned[0].group_label, pc.impl) for pc in planned}
+    planned = [PlannedCase(op, impl, dtype, dtype, shape) for impl in impls]
+    label = planned[0].group_label + (COLD if rt.settings.cold_l2 else "")
+    results = {pc.impl: Result(label, pc.impl) for pc in planned}
     group = open_group(rt, planned[0], seed=0)
     with tf32_matmul(dtype) if op == "matmul" else contextlib.nullcontext():
         ready = [prepare(rt, pc, group) for pc in planned]
         if not all(isinstance(p, Prepared) for p in ready):
             raise RuntimeError(f"{planned[0].group_label}: could not be prepared: {ready}")
         prepared = [p for p in ready if isinstance(p, Prepared)]
+        for p in prepared:
+            results[p.planned.impl].rotation_sets = p.rotation_sets
         ours = Monitor(nvml, target, 0.01)
         theirs = {pc.impl: Monitor(nvml, target, 0.01) for pc in planned}
         for _ in range(ROUNDS):
@@ -165,11 +267,18 @@ def measure_row(rt: Any, nvml: Any, target: Any, op: str, dtype: str, shape: tup
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = argv or []
-    if args not in ([], ["--workloads"]):
-        print("usage: python scripts/verify_timer.py [--workloads]", file=sys.stderr)
+    args = parse_args(argv or [])
+    if isinstance(args, str):
+        print(args, file=sys.stderr)
         return 2
-    rows, tolerance = (WORKLOAD_ROWS, WORKLOAD_TOLERANCE) if args else (ROWS, TOLERANCE)
+    ops: tuple[Any, ...] = ()
+    if args.mode == "user":
+        assert args.source is not None
+        found = discover_ops(args.source)
+        if isinstance(found, str):
+            print(found, file=sys.stderr)
+            return 2
+        ops = found
     reason = _unusable()
     if reason:
         print(f"verify_timer: needs a CUDA GPU with torch and Triton: {reason}", file=sys.stderr)
@@ -178,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     import triton
 
     from envcheck.bench import device
+    from envcheck.bench.sizes import describe
     from envcheck.bench.timer import Timer
     from envcheck.model import Settings
     from envcheck.probes.nvml import Nvml
@@ -187,42 +297,87 @@ def main(argv: list[str] | None = None) -> int:
     nvml = Nvml()
     nvml.init()
     dev = device.cuda_device(torch, index, nvml)
-    rt = device.Runtime(torch, "cuda", index, dev, Timer("cuda", settings), settings)
+    user = args.mode == "user"
+    l2 = dev.l2_bytes or 0
+    rows: Sequence[Row]
+    if user:
+        rows = user_rows(ops, l2) if l2 else []
+        if not rows:
+            nvml.shutdown()
+            why = (f"no op's largest shape has a working set of at least {USER_L2_MULTIPLE}x this GPU's L2 "
+                   f"({l2 / 2**20:.0f} MiB)" if l2 else "this GPU's L2 size is unknown")
+            print(f"verify_timer: {args.source}: {why}: nothing to compare", file=sys.stderr)
+            return 2
+        tolerance = USER_TOLERANCE
+        # Like with like (one set of buffers, as do_bench_cudagraph replays), then as `envcheck bench` runs.
+        variants = (settings, dataclasses.replace(settings, cold_l2=True))
+    else:
+        table = WORKLOAD_ROWS if args.mode == "workloads" else ROWS
+        rows = [(op, dtype, shape, BUILTIN_IMPLS) for op, dtype, shape in table]
+        tolerance = WORKLOAD_TOLERANCE if args.mode == "workloads" else TOLERANCE
+        variants = (settings,)
+    runtimes = [device.Runtime(torch, "cuda", index, dev, Timer("cuda", s), s, ops=ops, source=args.source)
+                for s in variants]
 
     print(f"GPU: {dev.name} ({dev.pci_bus_id})  torch {torch.__version__}  triton {triton.__version__}")
-    print(f"{'case':<26} {'impl':<6} {'envcheck':>9} {'cudagraph':>9} {'ratio':>6}  {'n':>4} {'cv%':>5} {'iqr%':>5} "
-          f"{'spikes':>6}  {'launch':>8} {'cv%':>5}  {'noisy (gpu | launch)':<20} "
+    if user:
+        print(f"{args.source}: every declared op and dtype at its largest shape, where its working set is at least "
+              f"{USER_L2_MULTIPLE}x L2 ({l2 / 2**20:.0f} MiB); each measured with L2 not kept cold, then cold "
+              f"(rows labelled{COLD}, as `envcheck bench` runs: printed, not judged)")
+        for (op, dtype, shape, _), ws in largest_shapes(ops):
+            if (op, dtype, shape) not in {r[:3] for r in rows}:
+                size = f"{ws / 2**20:.1f} MiB" if ws >= 1 << 17 else f"{ws} bytes"
+                print(f"  left out: {op} {dtype} {describe(shape)} (working set {size})")
+    width = max(26, *(len(f"{op} {dtype} {describe(shape)}{COLD if user else ''}") for op, dtype, shape, _ in rows))
+    iw = max(6, *(len(i) for *_, impls in rows for i in impls))
+    sets_head = f" {'sets':>4}" if user else ""
+    print(f"{'case':<{width}} {'impl':<{iw}} {'envcheck':>9} {'cudagraph':>9} {'ratio':>6}{sets_head}  {'n':>4} "
+          f"{'cv%':>5} {'iqr%':>5} {'spikes':>6}  {'launch':>8} {'cv%':>5}  {'noisy (gpu | launch)':<20} "
           f"SM MHz / W (envcheck | cudagraph)")
-    worst = 0.0
+    worst = worst_cold = 0.0
     noisy_rows: list[str] = []
-    for op, dtype, shape in rows:
-        try:
-            results = measure_row(rt, nvml, dev.uuid or index, op, dtype, shape)
-        except Exception as e:  # noqa: BLE001 - one row's failure is printed; the others still run
-            print(f"{op} {dtype} {shape}: failed: {type(e).__name__}: {e}")
-            worst = max(worst, 1.0)
-            continue
-        finally:
-            rt.after_failure()
-        for r in results:
-            ours, ref = statistics.median(t.median_us for t in r.gpu), statistics.median(r.theirs)
-            ratio = ours / ref
-            worst = max(worst, abs(ratio - 1))
-            last = r.gpu[-1]
-            spikes = sum(1 for t in r.gpu for x in t.samples_us if x > SPIKE * t.median_us)
-            gpu_fired = [f for f in map(_noisy, r.gpu) if f]
-            launch_fired = [f for f in map(_noisy, r.launch) if f]
-            fired = f"{len(gpu_fired)}/{ROUNDS} | {len(launch_fired)}/{ROUNDS}"
-            if gpu_fired or launch_fired:
-                noisy_rows.append(f"{r.label} {r.impl}: GPU time {'; '.join(gpu_fired) or '-'} | "
-                                  f"launch time {'; '.join(launch_fired) or '-'}")
-            mark = "" if abs(ratio - 1) <= tolerance else f"  <-- off by more than {100 * tolerance:.0f}%"
-            print(f"{r.label:<26} {r.impl:<6} {ours:9.2f} {ref:9.2f} {ratio:6.3f}  {sum(t.n for t in r.gpu):4d} "
-                  f"{100 * last.cv:5.1f} {100 * last.iqr_us / last.median_us:5.1f} {spikes:6d}  "
-                  f"{r.launch[-1].median_us:8.2f} {100 * r.launch[-1].cv:5.1f}  {fired:<20} "
-                  f"{r.ours_state} | {r.their_state}{mark}")
+    for op, dtype, shape, impls in rows:
+        for rt in runtimes:
+            judged = not rt.settings.cold_l2
+            try:
+                results = measure_row(rt, nvml, dev.uuid or index, op, dtype, shape, impls)
+            except Exception as e:  # noqa: BLE001 - one row's failure is printed; the others still run
+                print(f"{op} {dtype} {shape}{'' if judged else COLD}: failed: {type(e).__name__}: {e}"
+                      f"{'' if judged else ' (not judged)'}")
+                if judged:
+                    worst = max(worst, 1.0)
+                continue
+            finally:
+                rt.after_failure()
+            for r in results:
+                ours, ref = statistics.median(t.median_us for t in r.gpu), statistics.median(r.theirs)
+                ratio = ours / ref
+                if judged:
+                    worst = max(worst, abs(ratio - 1))
+                else:
+                    worst_cold = max(worst_cold, abs(ratio - 1))
+                last = r.gpu[-1]
+                spikes = sum(1 for t in r.gpu for x in t.samples_us if x > SPIKE * t.median_us)
+                gpu_fired = [f for f in map(_noisy, r.gpu) if f]
+                launch_fired = [f for f in map(_noisy, r.launch) if f]
+                fired = f"{len(gpu_fired)}/{ROUNDS} | {len(launch_fired)}/{ROUNDS}"
+                if gpu_fired or launch_fired:
+                    noisy_rows.append(f"{r.label} {r.impl}: GPU time {'; '.join(gpu_fired) or '-'} | "
+                                      f"launch time {'; '.join(launch_fired) or '-'}")
+                mark = "" if abs(ratio - 1) <= tolerance else f"  <-- off by more than {100 * tolerance:.0f}%"
+                if mark and not judged:
+                    mark += " (not judged)"
+                sets = f" {r.rotation_sets:4d}" if user else ""
+                print(f"{r.label:<{width}} {r.impl:<{iw}} {ours:9.2f} {ref:9.2f} {ratio:6.3f}{sets}  "
+                      f"{sum(t.n for t in r.gpu):4d} {100 * last.cv:5.1f} {100 * last.iqr_us / last.median_us:5.1f} "
+                      f"{spikes:6d}  {r.launch[-1].median_us:8.2f} {100 * r.launch[-1].cv:5.1f}  {fired:<20} "
+                      f"{r.ours_state} | {r.their_state}{mark}")
     nvml.shutdown()
-    print(f"largest deviation from do_bench_cudagraph: {100 * worst:.2f}% (allowed {100 * tolerance:.0f}%)")
+    judged_rows = "; only the rows with L2 not kept cold decide" if user else ""
+    print(f"largest deviation from do_bench_cudagraph: {100 * worst:.2f}% (allowed {100 * tolerance:.0f}%"
+          f"{judged_rows})")
+    if user:
+        print(f"largest deviation of the{COLD} rows: {100 * worst_cold:.2f}% (printed, not judged)")
     print(f"rows the noisy flag fires on (CV > {100 * NOISY_CV:.0f}% or IQR > {100 * NOISY_IQR:.0f}% of the median, "
           f"GPU or launch time, in any of {ROUNDS} rounds): {len(noisy_rows)}")
     for row in noisy_rows:
