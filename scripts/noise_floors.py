@@ -6,7 +6,8 @@ nothing changed (same envcheck, PyTorch, Triton, driver and settings). Runs with
 their first repeat: the floors are what a single run moves by. Every compared row's log
 time ratio and within-run standard error go into its kinds (op and size category, op, size
 category, every row); compare/shipped.py says how a kind's floor is computed from them and how a
-diff uses it. The file records the pairs by file name, so where a floor came from is in the data.
+diff uses it. The file records the pairs by file name, and the implementations their rows measured
+(the only ones a floor is used for), so where a floor came from is in the data.
 
     PYTHONPATH=. python scripts/noise_floors.py reports/A.json reports/B.json [C.json D.json ...] \
         --out envcheck/compare/noise_floors.json
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("reports come in pairs (baseline, other)")
     rows: dict[str, dict[str, list[tuple[float, float]]]] = {}  # model -> kind -> (log ratio, within se)
     pairs: dict[str, list[dict[str, str]]] = {}
+    impls: dict[str, set[str]] = {}  # model -> the implementations its floors are for
     for base, other in zip(args.reports[::2], args.reports[1::2], strict=True):
         ra, rb = load(base), load(other)
         model, model_b = ra.benches[0].device.name, rb.benches[0].device.name
@@ -65,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         for c in cmp.compared:
             if c.ratio is None or c.within_log_se is None:
                 continue
+            impls.setdefault(model, set()).add(c.impl)
             for kind in ((c.op, c.category), (c.op,), (c.category,), ()):
                 rows.setdefault(model, {}).setdefault(shipped.kind_label(kind), []).append(
                     (math.log(c.ratio), c.within_log_se))
@@ -74,10 +77,10 @@ def main(argv: list[str] | None = None) -> int:
         for label, xs in sorted(kinds.items()):
             f = shipped.kind_floor([x for x, _ in xs], [s for _, s in xs])
             floors[label] = {"log_sd": round(f.log_sd, 6), "rows": f.rows, "df": f.df}
-        models[model] = {"pairs": pairs[model], "kinds": floors}
+        models[model] = {"pairs": pairs[model], "impls": sorted(impls[model]), "kinds": floors}
     doc = {"format": shipped.FORMAT, "version": shipped.VERSION, "generated_by": "scripts/noise_floors.py",
-           "method": "per kind: sqrt(max(0, (1.4826 median |log ratio|)^2 - median(within-run se^2))) over the "
-                     "rows of back-to-back controls (compare/shipped.py)",
+           "method": "per kind: sqrt(max(0, mean(log ratio^2) - mean(within-run se^2))) over the rows of "
+                     "back-to-back controls, used for the implementations listed (compare/shipped.py)",
            "models": models}
     text = json.dumps(doc, indent=1) + "\n"
     if args.out:

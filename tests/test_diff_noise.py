@@ -19,6 +19,7 @@ from envcheck.model import Report, Timing
 
 REPORTS = Path(__file__).resolve().parent.parent / "reports"
 BACK_TO_BACK = ("2026-11-22_2139Z_vm_h200.json", "2026-11-22_2143Z_vm_h200.json")
+BACK_TO_BACK_H100 = ("2026-11-26_0245Z_vm_h100.json", "2026-11-26_0248Z_vm_h100.json")
 REPEATS = 5
 PER_REPEAT = 40  # the default cap of 200 samples a timing, shared by 5 repeats
 
@@ -283,6 +284,41 @@ def test_the_committed_back_to_back_control_uses_the_shipped_floors_and_calls_no
     assert sum(c.low > 1 or c.high < 1 for c in cmp.compared) <= 0.05 * cmp.tested
 
 
+def test_the_committed_h100_back_to_back_control_uses_its_floors_and_calls_nothing(monkeypatch):
+    """The H100's full-suite pair: no row called with the floors learned from it, and fewer
+    intervals excluding 1 than the pair's own estimate leaves (in-sample: 13 and 26 of 253)."""
+    a, b = (fx.load(REPORTS / name) for name in BACK_TO_BACK_H100)
+    cmp = diff.diff([(BACK_TO_BACK_H100[0], a), (BACK_TO_BACK_H100[1], b)]).comparisons[0]
+    assert cmp.shipped_model == "NVIDIA H100 80GB HBM3" and cmp.shipped_pairs == (BACK_TO_BACK_H100,)
+    assert dict(cmp.sources) == {"shipped": cmp.tested}
+    assert not [c for c in cmp.cases if c.verdict in ("slower", "faster")]
+    excluding = sum(c.low > 1 or c.high < 1 for c in cmp.compared)
+    monkeypatch.setattr(shipped, "for_model", lambda name: None)
+    own = diff.diff([(BACK_TO_BACK_H100[0], a), (BACK_TO_BACK_H100[1], b)]).comparisons[0]
+    assert "shipped" not in dict(own.sources)
+    assert excluding < 0.6 * sum(c.low > 1 or c.high < 1 for c in own.compared)
+
+
+def test_a_shipped_floor_is_used_only_for_the_implementations_its_controls_measured():
+    """The H200's controls measured torch, Triton and torch.compile: the same rows under another
+    implementation's name (as JAX's would be) get the pair's own estimate, the rest the floor."""
+    assert shipped.for_model("NVIDIA H200").impls == {"torch", "triton", "compile"}
+
+    def renamed(r: Report) -> Report:
+        benches = tuple(dataclasses.replace(bench, cases=tuple(
+            dataclasses.replace(c, impl="jax") if c.impl == "torch" and c.op == "vector_add" else c
+            for c in bench.cases)) for bench in r.benches)
+        return dataclasses.replace(r, benches=benches)
+
+    a, b = (renamed(fx.load(REPORTS / name)) for name in BACK_TO_BACK)
+    cmp = diff.diff([(BACK_TO_BACK[0], a), (BACK_TO_BACK[1], b)]).comparisons[0]
+    jax = [c for c in cmp.compared if c.impl == "jax"]
+    others = [c for c in cmp.compared if c.impl != "jax"]
+    assert len(jax) >= 10 and others
+    assert all(c.floor is not None and c.floor.source != "shipped" for c in jax)
+    assert all(c.floor is not None and c.floor.source == "shipped" for c in others)
+
+
 def test_shipped_floors_never_cross_gpu_models_or_physical_gpus():
     """The H100 against an H200, and two H200s with different UUIDs: the pair's own estimate."""
     cmp = diff.diff([("a.json", fx.h100()), ("b.json", fx.h200_before())]).comparisons[0]
@@ -292,13 +328,13 @@ def test_shipped_floors_never_cross_gpu_models_or_physical_gpus():
 
 
 def test_the_shipped_data_file_is_what_the_script_makes_from_the_committed_controls(tmp_path):
-    """Provenance: regenerating from the committed pair gives the file shipped."""
+    """Provenance: regenerating from the committed pairs (H200, H100) gives the file shipped."""
     import runpy
     import sys
 
     out = tmp_path / "floors.json"
     argv = sys.argv
-    sys.argv = ["noise_floors.py", *(str(REPORTS / n) for n in BACK_TO_BACK), "--out", str(out)]
+    sys.argv = ["noise_floors.py", *(str(REPORTS / n) for n in BACK_TO_BACK + BACK_TO_BACK_H100), "--out", str(out)]
     try:
         with pytest.raises(SystemExit) as e:
             runpy.run_path(str(REPORTS.parent / "scripts" / "noise_floors.py"), run_name="__main__")

@@ -382,7 +382,7 @@ def _case_diffs(m: matching.Matching, unchanged: frozenset[str], *,
     floors = stats.noise_floors([rows[i] for i in usable])
     floor_of = dict(zip(usable, floors, strict=True))
     ivs: list[stats.RatioInterval] = []
-    for k, (_, _, _, _, ta, tb) in enumerate(todo):
+    for k, (_, a, _, _, ta, tb) in enumerate(todo):
         row = rows[k]
         ratio = tb.median_us / ta.median_us
         ra, rb = _repeats(ta), _repeats(tb)
@@ -393,7 +393,7 @@ def _case_diffs(m: matching.Matching, unchanged: frozenset[str], *,
             ratio = math.exp((rb.mean_log if rb else math.log(tb.median_us))
                              - (ra.mean_log if ra else math.log(ta.median_us)))
         else:
-            floor = (model_floors.floor(row.kinds) if model_floors is not None else None) or floor_of.get(
+            floor = (model_floors.floor(row.kinds, a.case.impl) if model_floors is not None else None) or floor_of.get(
                 k, stats.NO_FLOOR)
         ivs.append(stats.interval(ratio, within, floor, ta.n, tb.n, confidence))
     significant = stats.bh_significant([stats.p_value(iv) for iv in ivs], 1.0 - confidence)

@@ -16,6 +16,11 @@ heavy-tailed (on the committed H200 control most rows move by 0.1% and a few Tri
 by 3-6%), and a robust scale that ignores the tail left 28 of 247 intervals excluding 1 where
 nothing changed, against 11 with the mean square. Kinds are the diff's: op and size category,
 op, size category, every row (most specific first); one needs ``stats.MIN_FLOOR_CASES`` rows.
+A floor is used only for the implementations its controls measured (``impls``): the kinds do
+not name the implementation, and a JAX row given the floor learned from torch and Triton rows
+is called changed where nothing changed (single runs of the committed H100 controls of
+2026-11-25: the JAX rows moved by 0.61-1.50x, 16 of 72 rows called); such a row gets the
+pair's own estimate.
 Its degrees of freedom are its rows, over every control pair of the model. Learned and then
 judged on the same pair, those 11 are in-sample: the device controls are the test.
 """
@@ -33,7 +38,7 @@ from typing import Any
 from envcheck.compare import stats
 
 FORMAT = "envcheck-noise-floors"
-VERSION = 1
+VERSION = 2
 DATA_FILE = "noise_floors.json"
 
 
@@ -50,14 +55,19 @@ class KindFloor:
 @dataclass(frozen=True)
 class ModelFloors:
     """The floors of one GPU model and where they came from (``pairs``: the committed report
-    file names of each control pair, baseline first)."""
+    file names of each control pair, baseline first; ``impls``: the implementations their rows
+    measured)."""
 
     model: str
     pairs: tuple[tuple[str, str], ...]
     kinds: Mapping[str, KindFloor]
+    impls: frozenset[str]
 
-    def floor(self, kinds: Sequence[tuple[str, ...]]) -> stats.NoiseFloor | None:
-        """The floor of the most specific of ``kinds`` that has one (None when none has)."""
+    def floor(self, kinds: Sequence[tuple[str, ...]], impl: str) -> stats.NoiseFloor | None:
+        """The floor of the most specific of ``kinds`` that has one (None when none has, or when
+        the controls never measured ``impl``)."""
+        if impl not in self.impls:
+            return None
         for k in kinds:
             f = self.kinds.get(kind_label(k))
             if f is not None and f.rows >= stats.MIN_FLOOR_CASES:
@@ -96,7 +106,8 @@ def parse(data: Any) -> dict[str, ModelFloors]:
     out = {}
     for model, m in data["models"].items():
         kinds = {k: KindFloor(float(v["log_sd"]), int(v["rows"]), int(v["df"])) for k, v in m["kinds"].items()}
-        out[model] = ModelFloors(model, tuple((p["baseline"], p["other"]) for p in m["pairs"]), kinds)
+        out[model] = ModelFloors(model, tuple((p["baseline"], p["other"]) for p in m["pairs"]), kinds,
+                                 frozenset(str(i) for i in m["impls"]))
     return out
 
 
