@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The node evidence on a multi-GPU machine, in one call of about 8 minutes on 2 x H200:
+# The node evidence on a multi-GPU machine, in one call of about 7 minutes on 2 x H200 (402 s on 2026-11-26):
 #   1. with NODE_GPU_TESTS=1 (about a minute more), the node GPU tests (tests/test_node_gpu.py: peer copies,
 #      the NCCL sweep, graph-timed collectives);
 #   2. node run A: `envcheck run --gpus all --quick`: the quick per-GPU suite on every GPU at once, then
