@@ -4,86 +4,20 @@ does not find a typo: every row printed, the noisy statistics and the verdict li
 
 from __future__ import annotations
 
-import importlib.util
-import statistics
-import sys
-import time
-from pathlib import Path
-
 import pytest
+from verify_timer_fakes import fake_gpu, load_script
 
 torch = pytest.importorskip("torch")
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "verify_timer.py"
 
 
 @pytest.fixture
 def script(monkeypatch: pytest.MonkeyPatch):
-    spec = importlib.util.spec_from_file_location("verify_timer", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "verify_timer", module)  # dataclasses look their module up
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    from envcheck.bench import impls
 
-    from envcheck.bench import device, graphs, impls
-    from envcheck.bench.timer import HostClock, Timer
-    from envcheck.model import BenchDevice
-
-    class CpuAsGpu(device.Runtime):
-        """A Runtime that takes the GPU's path with CPU tensors."""
-
-        def __init__(self, *args, **kwargs) -> None:
-            super().__init__(*args, **kwargs)
-            self.where = "cpu"
-
-        def free_bytes(self) -> int | None:
-            return 8 << 30
-
-        def after_failure(self) -> None:
-            pass
-
-    class Graph:
-        def __init__(self, fn, calls: int) -> None:
-            self.fn, self.calls = fn, calls
-
-        def replay(self) -> None:
-            for _ in range(self.calls):
-                self.fn()
-
-    class NoNvml:
-        def init(self) -> str:
-            return "no NVML in this test"
-
-        def call(self, name: str, *args):  # pragma: no cover - never reached without init
-            raise RuntimeError(name)
-
-        def shutdown(self) -> None:
-            pass
-
-    def do_bench_cudagraph(fn, rep: int, return_mode: str) -> float:
-        times = []
-        for _ in range(10):
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(times)
-
-    monkeypatch.setattr(module, "_unusable", lambda: None)
+    module = load_script(monkeypatch)
+    fake_gpu(monkeypatch, module)
     monkeypatch.setattr(module, "ROWS", (("vector_add", "fp32", (4097,)), ("matmul", "bf16", (32, 33, 31))))
-    monkeypatch.setattr(module, "WINDOW_MS", 20)
-    monkeypatch.setattr(module, "SETTLE_MS", 2.0)
-    monkeypatch.setattr(device, "Runtime", CpuAsGpu)
-    monkeypatch.setattr(device, "cuda_device", lambda torch, index, nvml: BenchDevice("cuda", "Fake GPU", 0))
-    monkeypatch.setattr(graphs, "capture_graph", lambda fn, calls: Graph(fn, calls))
-    monkeypatch.setattr(graphs, "MAX_GRAPH_CALLS", 20)
     monkeypatch.setattr(impls, "triton_impl", lambda op, inputs, out, precision: impls.torch_impl(op, inputs, out))
-    monkeypatch.setattr(Timer, "clock_factory", staticmethod(lambda backend: HostClock()))
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    from envcheck.probes import nvml
-
-    monkeypatch.setattr(nvml, "Nvml", NoNvml)
-    import triton.testing
-
-    monkeypatch.setattr(triton.testing, "do_bench_cudagraph", do_bench_cudagraph)
     return module
 
 

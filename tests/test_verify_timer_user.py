@@ -1,29 +1,21 @@
 """scripts/verify_timer.py --user: the command line, the rows a user's file gives, the usage errors
 (one line, exit status 2, before any GPU is looked for) and the mode end to end on the CPU with the
-GPU's pieces faked as tests/test_verify_timer.py fakes them."""
+GPU's pieces faked (tests/verify_timer_fakes.py)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import statistics
-import sys
-import time
 from pathlib import Path
 
 import pytest
+from verify_timer_fakes import fake_gpu, load_script
 
 from envcheck.userbench import Op
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "verify_timer.py"
 
 
 @pytest.fixture
 def script(monkeypatch: pytest.MonkeyPatch):
-    spec = importlib.util.spec_from_file_location("verify_timer", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "verify_timer", module)  # dataclasses look their module up
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    module = load_script(monkeypatch)
     # discover_ops puts the checkout on PYTHONPATH for its subprocess: undone after each test.
     monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
     return module
@@ -125,62 +117,10 @@ SMALL = Op(name="small", impls={"torch": lambda x, v: x + v}, reference=lambda x
 
 @pytest.fixture
 def faked(script, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
-    """The script with the GPU's pieces faked (CPU tensors, graphs that replay the call, a host clock)
-    and a user file of two ops: ``wsum`` (512x512 fp32: 2 MiB) and ``small`` (4x4)."""
-    torch = pytest.importorskip("torch")
-    triton_testing = pytest.importorskip("triton.testing")
-    from envcheck.bench import device, graphs
-    from envcheck.bench.timer import HostClock, Timer
-    from envcheck.model import BenchDevice
-    from envcheck.probes import nvml
-
-    class CpuAsGpu(device.Runtime):
-        def __init__(self, *args, **kwargs) -> None:
-            super().__init__(*args, **kwargs)
-            self.where = "cpu"
-
-        def free_bytes(self) -> int | None:
-            return 8 << 30
-
-        def after_failure(self) -> None:
-            pass
-
-    class Graph:
-        def __init__(self, fn, calls: int) -> None:
-            self.fn, self.calls = fn, calls
-
-        def replay(self) -> None:
-            for _ in range(self.calls):
-                self.fn()
-
-    class NoNvml:
-        def init(self) -> str:
-            return "no NVML in this test"
-
-        def shutdown(self) -> None:
-            pass
-
-    def do_bench_cudagraph(fn, rep: int, return_mode: str) -> float:
-        times = []
-        for _ in range(10):
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(times)
-
+    """The script with the GPU's pieces faked (verify_timer_fakes) and a user file of two ops:
+    ``wsum`` (512x512 fp32: 2 MiB) and ``small`` (4x4)."""
     l2 = {"bytes": 1 << 20}
-    monkeypatch.setattr(script, "_unusable", lambda: None)
-    monkeypatch.setattr(script, "WINDOW_MS", 20)
-    monkeypatch.setattr(script, "SETTLE_MS", 2.0)
-    monkeypatch.setattr(device, "Runtime", CpuAsGpu)
-    monkeypatch.setattr(device, "cuda_device",
-                        lambda torch, index, nvml: BenchDevice("cuda", "Fake GPU", 0, l2_bytes=l2["bytes"]))
-    monkeypatch.setattr(graphs, "capture_graph", lambda fn, calls: Graph(fn, calls))
-    monkeypatch.setattr(graphs, "MAX_GRAPH_CALLS", 20)
-    monkeypatch.setattr(Timer, "clock_factory", staticmethod(lambda backend: HostClock()))
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(nvml, "Nvml", NoNvml)
-    monkeypatch.setattr(triton_testing, "do_bench_cudagraph", do_bench_cudagraph)
+    fake_gpu(monkeypatch, script, l2)
     user = tmp_path / "two_ops.py"
     user.write_text(USER_FILE)
     return script, user, l2
