@@ -4,8 +4,8 @@ Each argument pair is a negative control: two independent runs on one GPU, back 
 nothing changed (same envcheck, PyTorch, Triton, driver and settings). Runs with repeats
 (``run --repeat``, e.g. scripts/device_controls.sh's baseline.json and rerun.json) count as
 their first repeat: the floors are what a single run moves by. Every compared row's log
-time ratio and within-run standard error go into its kinds (op and size category, op, size
-category, every row); compare/shipped.py says how a kind's floor is computed from them and how a
+time ratio and within-run standard error go into its kinds (``diff.case_kinds``: op and size
+category, op, size category, every row, each of one timing: GPU or launch time); compare/shipped.py says how a kind's floor is computed from them and how a
 diff uses it. The file records the pairs by file name, and the implementations their rows measured
 (the only ones a floor is used for), so where a floor came from is in the data.
 
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             if c.ratio is None or c.within_log_se is None:
                 continue
             impls.setdefault(model, set()).add(c.impl)
-            for kind in ((c.op, c.category), (c.op,), (c.category,), ()):
+            for kind in diff.case_kinds(c.timing, c.op, c.category):
                 rows.setdefault(model, {}).setdefault(shipped.kind_label(kind), []).append(
                     (math.log(c.ratio), c.within_log_se))
     models = {}

@@ -301,13 +301,18 @@ class Diff:
         return out + [(w.base, w.other, r) for w in self.worlds for r in w.node.regressions(pct)]
 
 
-def _kinds(r: CaseResult) -> tuple[tuple[str, ...], ...]:
-    """The kinds of a case, most specific first: op and size category, op, category, all."""
-    op, cat = r.case.op, r.category
-    return ((op, cat), (op,), (cat,), ())
+def case_kinds(timing: str | None, op: str, category: str) -> tuple[tuple[str, ...], ...]:
+    """The kinds of a compared case, most specific first: op and size category, op, category, all,
+    each of the rows compared on the same time (``gpu`` or ``launch``). A launch time carries the
+    host's calls and moves between runs far more than a GPU time: the two never share a run-to-run
+    allowance (JAX's rows, launch time only, moved by 0.61-1.50x between two single runs on an H100
+    where nothing changed; judged with the GPU-time rows' allowance 16 of that pair's 72 rows were
+    called, with their own 3)."""
+    t = timing or ""
+    return ((t, op, category), (t, op), (t, category), (t,))
 
 
-def _sides(a: CaseResult, b: CaseResult) -> dict[str, object]:
+def _sides(a: CaseResult, b: CaseResult, timing: str | None) -> dict[str, object]:
     """What each side's analysis says of the pair."""
     ca = a.case
     return dict(
@@ -317,7 +322,7 @@ def _sides(a: CaseResult, b: CaseResult) -> dict[str, object]:
         base_pct_measured=a.pct_measured, other_pct_measured=b.pct_measured,
         base_flags=a.flags, other_flags=b.flags, base_speedup=a.speedup, other_speedup=b.speedup,
         numeric=numeric_change(a, b), other_precision=b.case.precision if b.case.precision != ca.precision else None,
-        cluster="/".join(_kinds(a)[0]),
+        cluster="/".join(case_kinds(timing, ca.op, a.category)[0]),
     )
 
 
@@ -366,17 +371,17 @@ def _case_diffs(m: matching.Matching, unchanged: frozenset[str], *,
         if reasons or ta is None or tb is None:
             out.append(CaseDiff(verdict="not comparable", reasons=tuple(reasons), timing=which,
                                 base_us=ta.median_us if ta else None, other_us=tb.median_us if tb else None,
-                                **_sides(a, b)))  # type: ignore[arg-type]
+                                **_sides(a, b, which)))  # type: ignore[arg-type]
         else:
             todo.append((len(out), a, b, which, ta, tb))
             out.append(None)
     timings = [t for _, _, _, _, ta, tb in todo for t in (ta, tb)]
     ses = stats.median_log_se(_Samples(timings), lengths=[t.n for t in timings], resamples=resamples, seed=seed)
     rows = []
-    for k, (_, a, b, _, ta, tb) in enumerate(todo):
+    for k, (_, a, b, which, ta, tb) in enumerate(todo):
         within = math.hypot(ses[2 * k], ses[2 * k + 1])
-        rows.append(stats.FloorRow(math.log(tb.median_us / ta.median_us), within, _kinds(a),
-                                   controls.is_control(a, b, unchanged)))
+        rows.append(stats.FloorRow(math.log(tb.median_us / ta.median_us), within,
+                                   case_kinds(which, a.case.op, a.category), controls.is_control(a, b, unchanged)))
     # Only rows with an interval of their own say anything about the noise.
     usable = [i for i, r in enumerate(rows) if math.isfinite(r.within_se)]
     floors = stats.noise_floors([rows[i] for i in usable])
@@ -407,7 +412,7 @@ def _case_diffs(m: matching.Matching, unchanged: frozenset[str], *,
             base_us=ta.median_us, other_us=tb.median_us, ratio=iv.ratio, low=iv.low, high=iv.high, n_base=iv.n_base,
             n_other=iv.n_other, log_se=iv.log_se, within_log_se=iv.within_log_se, floor=iv.floor,
             control=rows[k].control,
-            **_sides(a, b),  # type: ignore[arg-type]
+            **_sides(a, b, which),  # type: ignore[arg-type]
         )
     count: dict[str, int] = {}
     for f in used:

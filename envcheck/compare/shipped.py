@@ -14,13 +14,12 @@ mean(within^2)))`` over the kind's rows: the spread around *no change* (a kind t
 whole between the runs is noise too). A mean square, not a robust scale: run-to-run noise is
 heavy-tailed (on the committed H200 control most rows move by 0.1% and a few Triton fp32 matmuls
 by 3-6%), and a robust scale that ignores the tail left 28 of 247 intervals excluding 1 where
-nothing changed, against 11 with the mean square. Kinds are the diff's: op and size category,
-op, size category, every row (most specific first); one needs ``stats.MIN_FLOOR_CASES`` rows.
+nothing changed, against 11 with the mean square. Kinds are the diff's (``diff.case_kinds``): op
+and size category, op, size category, every row (most specific first), each of the rows compared on
+one timing (GPU or launch time); one needs ``stats.MIN_FLOOR_CASES`` rows.
 A floor is used only for the implementations its controls measured (``impls``): the kinds do
-not name the implementation, and a JAX row given the floor learned from torch and Triton rows
-is called changed where nothing changed (single runs of the committed H100 controls of
-2026-11-25: the JAX rows moved by 0.61-1.50x, 16 of 72 rows called); such a row gets the
-pair's own estimate.
+not name the implementation, and a floor learned from torch, Triton and torch.compile says
+nothing of another implementation's run-to-run noise; such a row gets the pair's own estimate.
 Its degrees of freedom are its rows, over every control pair of the model. Learned and then
 judged on the same pair, those 11 are in-sample: the device controls are the test.
 """
@@ -78,7 +77,7 @@ class ModelFloors:
 
 
 def kind_label(kind: tuple[str, ...]) -> str:
-    """A kind as stored: "matmul/large", "matmul", "large", "" (every row)."""
+    """A kind as stored: "gpu/matmul/large", "gpu/matmul", "gpu/large", "gpu" (every row of its timing)."""
     return "/".join(kind)
 
 
