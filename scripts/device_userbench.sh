@@ -4,9 +4,8 @@
 # triton.testing.do_bench_cudagraph in a process of its own (scripts/userbench_do_bench.py, within 3%),
 # then envcheck's timer and do_bench_cudagraph on the same callables in one process, with L2 not kept
 # cold and cold as `envcheck bench` runs (scripts/verify_timer.py --user, within 3%): the timer told
-# apart from two processes or rotating buffers. About 2 minutes (58 s on an H200 before the last step,
-# which takes about a minute more); the steps' time limits add up to 390 s, well under 400 only when
-# they are not all hit.
+# apart from two processes or rotating buffers. 141 s on an H200 and on an H100 (2026-11-26; the last
+# step 88-89 s of it); the steps' time limits add up to 390 s.
 #
 #   OUT=some/dir bash scripts/device_userbench.sh
 #

@@ -5,9 +5,10 @@ nothing changed (same envcheck, PyTorch, Triton, driver and settings). Runs with
 (``run --repeat``, e.g. scripts/device_controls.sh's baseline.json and rerun.json) count as
 their first repeat: the floors are what a single run moves by. Every compared row's log
 time ratio and within-run standard error go into its kinds (``diff.case_kinds``: op and size
-category, op, size category, every row, each of one timing: GPU or launch time); compare/shipped.py says how a kind's floor is computed from them and how a
-diff uses it. The file records the pairs by file name, and the implementations their rows measured
-(the only ones a floor is used for), so where a floor came from is in the data.
+category, op, size category, every row, each of one timing: GPU or launch time);
+compare/shipped.py says how a kind's floor is computed from them and how a diff uses it. The file
+records the pairs by file name, and the implementations their rows measured (the only ones a floor
+is used for), so where a floor came from is in the data.
 
     PYTHONPATH=. python scripts/noise_floors.py reports/A.json reports/B.json [C.json D.json ...] \
         --out envcheck/compare/noise_floors.json
