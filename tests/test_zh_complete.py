@@ -309,3 +309,16 @@ def test_the_words_the_issue_named_are_chinese():
     assert re.search(r"《NVIDIA H200[^》]*datasheet》", page)
     md = render_markdown(report, "zh-CN")
     assert "| bandwidth |" not in md and "| dtype |" not in md
+
+
+def test_every_fact_an_environment_diff_names_has_a_label_in_every_language() -> None:
+    """A changed fact is titled from the catalog (``fact.<key>``), else from the English label in
+    compare/envdiff.py: "GPU count 2 -> 1" and "GPU 1 present" stood in the Chinese history of
+    the committed runs."""
+    from envcheck.compare import envdiff
+    from envcheck.render.i18n import catalog
+
+    keys = [f"{section}.{key}" for _, section, key, _, _ in envdiff.SECTION_FIELDS]
+    keys += [f"gpu.{key}" for _, key, _, _ in envdiff.GPU_FIELDS] + ["gpu.present", "gpu.lost"]
+    for lang in ("en", "zh-CN"):
+        assert not [k for k in keys if f"fact.{k}" not in catalog(lang)], lang
