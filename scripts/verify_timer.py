@@ -108,10 +108,12 @@ Row = tuple[str, str, tuple[int, ...], tuple[str, ...]]
 @dataclass(frozen=True)
 class Args:
     """What the command line asks for: ``mode`` is ``suite``, ``workloads`` or ``user``; ``source``
-    (``user`` only) the file, made absolute as ``envcheck bench`` makes it, or ``module:object``."""
+    (``user`` only) the file, made absolute as ``envcheck bench`` makes it, or ``module:object``;
+    ``given``: the argument as typed, the one printed (an absolute path would name this machine's folders)."""
 
     mode: str
     source: str | None = None
+    given: str | None = None
 
 
 def parse_args(argv: Sequence[str]) -> Args | str:
@@ -128,7 +130,7 @@ def parse_args(argv: Sequence[str]) -> Args | str:
         args = ["--user", args[0].removeprefix("--user=")]
     if len(args) == 2 and args[0] == "--user" and args[1]:
         try:
-            return Args("user", source_argument(args[1]))
+            return Args("user", source_argument(args[1]), args[1])
         except UsageError as e:
             return f"verify_timer: {e}"
     return USAGE
@@ -306,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
             nvml.shutdown()
             why = (f"no op's largest shape has a working set of at least {USER_L2_MULTIPLE}x this GPU's L2 "
                    f"({l2 / 2**20:.0f} MiB)" if l2 else "this GPU's L2 size is unknown")
-            print(f"verify_timer: {args.source}: {why}: nothing to compare", file=sys.stderr)
+            print(f"verify_timer: {args.given}: {why}: nothing to compare", file=sys.stderr)
             return 2
         tolerance = USER_TOLERANCE
         # Like with like (one set of buffers, as do_bench_cudagraph replays), then as `envcheck bench` runs.
@@ -321,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"GPU: {dev.name} ({dev.pci_bus_id})  torch {torch.__version__}  triton {triton.__version__}")
     if user:
-        print(f"{args.source}: every declared op and dtype at its largest shape, where its working set is at least "
+        print(f"{args.given}: every declared op and dtype at its largest shape, where its working set is at least "
               f"{USER_L2_MULTIPLE}x L2 ({l2 / 2**20:.0f} MiB); each measured with L2 not kept cold, then cold "
               f"(rows labelled{COLD}, as `envcheck bench` runs: printed, not judged)")
         for (op, dtype, shape, _), ws in largest_shapes(ops):

@@ -36,9 +36,9 @@ def test_parse_args_gives_the_mode_or_one_usage_line(script, tmp_path: Path) -> 
     (tmp_path / "notes.txt").write_text("")
     assert script.parse_args([]) == script.Args("suite")
     assert script.parse_args(["--workloads"]) == script.Args("workloads")
-    assert script.parse_args(["--user", str(user)]) == script.Args("user", str(user.resolve()))
-    assert script.parse_args([f"--user={user}"]) == script.Args("user", str(user.resolve()))
-    assert script.parse_args(["--user", "pkg.mod:OPS"]) == script.Args("user", "pkg.mod:OPS")
+    assert script.parse_args(["--user", str(user)]) == script.Args("user", str(user.resolve()), str(user))
+    assert script.parse_args([f"--user={user}"]) == script.Args("user", str(user.resolve()), str(user))
+    assert script.parse_args(["--user", "pkg.mod:OPS"]) == script.Args("user", "pkg.mod:OPS", "pkg.mod:OPS")
     for bad in (["--user"], ["--bogus"], ["--workloads", "--user", str(user)], ["--user", str(user), "x"],
                 ["--user="]):
         assert script.parse_args(bad) == script.USAGE, bad
@@ -131,11 +131,13 @@ def test_user_mode_measures_every_impl_warm_then_cold_and_judges_the_warm_rows(f
     # At 3x L2 (the script's rule) nothing rotates; at 1x, wsum's 2 MiB against a 1 MiB L2 is kept and
     # l2.py gives its cold-L2 measurement ceil(3 MiB / 2 MiB) = 2 sets: the two runs differ as they should.
     monkeypatch.setattr(script, "USER_L2_MULTIPLE", 1)
-    status = script.main(["--user", str(user)])
+    monkeypatch.chdir(user.parent)
+    status = script.main(["--user", user.name])
     out = capsys.readouterr().out
     assert status in (0, 1), out  # a host clock against a host clock need not agree within 3%
     lines = out.splitlines()
     assert lines[0].startswith("GPU: Fake GPU")
+    assert lines[1].startswith(f"{user.name}: every declared op") and str(user.parent) not in out, out
     assert any(ln.startswith("  left out: small fp32 4x4 (working set 144 bytes)") for ln in lines), out
     warm = [i for i, ln in enumerate(lines) if ln.startswith("wsum fp32 512x512 ") and "cold-L2" not in ln]
     cold = [i for i, ln in enumerate(lines) if ln.startswith("wsum fp32 512x512 cold-L2 ")]
