@@ -5,9 +5,10 @@
 Each row is one group of the suite (op, dtype, shape) with its torch and Triton
 implementations, taken through the worker's own path: the group's tensors (``open_group``),
 each implementation prepared (first call, checked call, warm-up, CUDA graph: ``prepare``),
-then GPU time and launch time of both sampled in one interleaved window (``sample``). Against
-it, ``do_bench_cudagraph`` (``return_mode="median"``) on the same bound call, in alternating
-rounds, each timer after ``SETTLE_MS`` of the call back to back, over about the same window.
+then each implementation settled and its GPU time and launch time sampled in a window of its own
+(``settle``, ``sample``). Against it, ``do_bench_cudagraph`` (``return_mode="median"``) on the same
+bound call after ``SETTLE_MS`` of the call back to back (it settles nothing itself), in alternating
+rounds, over about the same window.
 L2 is not kept cold here (``do_bench_cudagraph`` replays one set of buffers too): like is
 compared with like.
 
@@ -69,9 +70,9 @@ NOISY_CV = 0.05  # the analysis's definition of a noisy row
 NOISY_IQR = 0.10
 SPIKE = 1.05
 ROUNDS = 5
-# Before each timer runs, the call runs back to back this long: a power-capped GPU settles to
-# its steady clock within a few hundred ms, and each timer starts from that state instead of
-# whatever the previous timer (a shorter or gappier load) left behind.
+# Before do_bench_cudagraph runs, the call runs back to back this long: a power-capped GPU settles
+# to its steady clock within a few hundred ms, so the reference starts from that state instead of
+# whatever ran before it (envcheck's side settles as the worker does: Timer.settle).
 SETTLE_MS = 300.0
 WINDOW_MS = 300  # each region's sampling window; do_bench_cudagraph gets 10 replays of a tenth of it (a graph
 # sized to the whole window would hold 100,000 calls of a 3 us kernel and time the graph, not the kernel)
@@ -227,12 +228,12 @@ def measure_row(rt: Any, nvml: Any, target: Any, op: str, dtype: str, shape: tup
     from envcheck.bench.group import Prepared, open_group, prepare
     from envcheck.bench.impls import tf32_matmul
     from envcheck.bench.monitor import Monitor
-    from envcheck.bench.sampling import sample
+    from envcheck.bench.sampling import sample, settle
     from envcheck.bench.suite import PlannedCase
     from envcheck.bench.timer import Timer
     from envcheck.model import Settings
 
-    settle = Timer("cuda", Settings(warmup_ms=SETTLE_MS))
+    warm = Timer("cuda", Settings(warmup_ms=SETTLE_MS))  # do_bench_cudagraph has no settling of its own
     planned = [PlannedCase(op, impl, dtype, dtype, shape) for impl in impls]
     label = planned[0].group_label + (COLD if rt.settings.cold_l2 else "")
     results = {pc.impl: Result(label, pc.impl) for pc in planned}
@@ -244,27 +245,27 @@ def measure_row(rt: Any, nvml: Any, target: Any, op: str, dtype: str, shape: tup
         prepared = [p for p in ready if isinstance(p, Prepared)]
         for p in prepared:
             results[p.planned.impl].rotation_sets = p.rotation_sets
-        ours = Monitor(nvml, target, 0.01)
+        ours = {pc.impl: Monitor(nvml, target, 0.01) for pc in planned}
         theirs = {pc.impl: Monitor(nvml, target, 0.01) for pc in planned}
         for _ in range(ROUNDS):
-            # The worker's path: graphs captured, both implementations sampled in one window.
+            # The worker's path: each implementation's graph captured, settled, then sampled in a
+            # window of its own (sampling.settle, sampling.sample).
             for p in prepared:
                 p.graph = graph_region(rt.timer, p.fn, p.rotation_sets)
-            settle.warmup(lambda: [p.fn() for p in prepared])
-            with ours:
-                sample(rt, prepared)
-            for p in prepared:
+                settle(rt, p)
+                with ours[p.planned.impl]:
+                    sample(rt, p)
                 if p.gpu is None or p.launch is None:
                     raise RuntimeError(f"{p.planned.label}: not measured ({p.failure!r}, {p.notes})")
                 results[p.planned.impl].gpu.append(p.gpu)
                 results[p.planned.impl].launch.append(p.launch)
             for p in prepared:
-                settle.warmup(p.fn)
+                warm.warmup(p.fn)
                 with theirs[p.planned.impl]:
                     ms = triton.testing.do_bench_cudagraph(p.fn, rep=WINDOW_MS // 10, return_mode="median")
                 results[p.planned.impl].theirs.append(float(ms) * 1e3)
     for impl, r in results.items():
-        r.ours_state, r.their_state = _state(ours.window()), _state(theirs[impl].window())
+        r.ours_state, r.their_state = _state(ours[impl].window()), _state(theirs[impl].window())
     return list(results.values())
 
 

@@ -394,3 +394,48 @@ def test_a_failing_region_drops_out_and_the_others_are_measured(device: FakeDevi
                                          Region(flaky, "cuda_graph")])
     assert isinstance(ok, Timing) and ok.n == 100 and ok.median_us == pytest.approx(50.0)
     assert isinstance(bad, RuntimeError)
+
+
+# --------------------------------------------------------------------------- settling
+
+
+def test_settle_stops_after_two_blocks_when_the_time_holds(device: FakeDevice) -> None:
+    from envcheck.bench.timer import SETTLE_BLOCK_US, SETTLE_TOLERANCE
+
+    timer = Timer("cuda", settings())
+    blocks, settled = timer.settle(device.op(1000.0, noise=SETTLE_TOLERANCE / 10))
+    assert settled and blocks == 2
+    assert device.t_us < 3.5 * SETTLE_BLOCK_US  # the estimate and two blocks, nothing more
+
+
+def test_settle_waits_for_a_clock_that_falls_then_holds(device: FakeDevice) -> None:
+    """A power-capped GPU: each call 1.0 ms at first, 30% slower after 400 ms of work, falling
+    linearly in between. Settling runs until the fall is over; the samples after it read the
+    held time, where sampling straight away read the fall."""
+    def capped() -> None:
+        device.t_us += 1000.0 * (1.0 + 0.3 * min(1.0, device.t_us / 400_000.0))
+
+    timer = Timer("cuda", settings(warmup_ms=1, rep_ms=50, min_samples=10, max_samples=200))
+    early = timer.measure(Region(capped, GRAPH))
+    assert early.median_us < 1250.0
+    device.t_us = 0.0
+    blocks, settled = timer.settle(capped)
+    assert settled and device.t_us >= 400_000.0
+    assert timer.measure(Region(capped, GRAPH)).median_us == pytest.approx(1300.0, rel=0.005)
+
+
+def test_settle_gives_up_after_its_longest_wait_and_says_so(device: FakeDevice) -> None:
+    """A time that never holds (each call 0.02% slower than the one before, 5% a block) stops settling at
+    SETTLE_MAX_MS and reports it as not settled."""
+    from envcheck.bench.timer import SETTLE_BLOCK_US, SETTLE_MAX_MS
+
+    cost = [100.0]
+
+    def slowing() -> None:
+        device.t_us += cost[0]
+        cost[0] *= 1.0002
+
+    timer = Timer("cuda", settings())
+    blocks, settled = timer.settle(slowing)
+    assert not settled
+    assert SETTLE_MAX_MS * 1e3 <= device.t_us <= SETTLE_MAX_MS * 1e3 + 3 * SETTLE_BLOCK_US

@@ -396,8 +396,9 @@ def _prepared(op_case: PlannedCase, fn, graph=None):
 def test_gpu_and_launch_time_are_sampled_in_one_window_under_drift(worker_mod, monkeypatch) -> None:
     """Sampled in two windows, graphs then eager batches, the eager call (the same kernel plus a
     launch gap) came out faster than its graph replay: H200 matmul fp16 8192, GPU 1.89 ms,
-    launch 1.73 ms. In one interleaved window launch >= GPU for every implementation."""
-    from envcheck.bench.sampling import sample
+    launch 1.73 ms. In one interleaved window launch >= GPU for every implementation; settled
+    first, each implementation reads its steady time whatever order the group runs in."""
+    from envcheck.bench.sampling import sample, settle
     from envcheck.bench.timer import Region, Timer
 
     dev = DriftingDevice()
@@ -416,22 +417,42 @@ def test_gpu_and_launch_time_are_sampled_in_one_window_under_drift(worker_mod, m
     launch = timer.measure(Region(a.fn, "cuda_events", 1))
     assert launch.median_us < gpu.median_us
 
-    dev.t_us = 0.0
-    rt = _runtime(timer=Timer("cuda", settings))
-    ready = [prepared("torch", 1000.0), prepared("triton", 1200.0)]
-    sample(rt, ready)
-    for r in ready:
-        assert r.failure is None and r.graph is None  # graphs freed after sampling
-        assert r.gpu is not None and r.gpu.method == "cuda_graph"
-        assert r.launch is not None and r.launch.method == "cuda_events"
-        assert r.launch.median_us >= r.gpu.median_us
-        assert r.launch.median_us / r.gpu.median_us == pytest.approx(1.01, abs=0.01)
-    assert ready[1].gpu.median_us / ready[0].gpu.median_us == pytest.approx(1.2, rel=0.01)
+    for order in (("torch", "triton"), ("triton", "torch")):
+        dev.t_us = 0.0  # the drift starts again with the first implementation sampled
+        rt = _runtime(backend="cuda", timer=Timer("cuda", settings))
+        ready = {impl: prepared(impl, {"torch": 1000.0, "triton": 1200.0}[impl]) for impl in order}
+        for r in ready.values():
+            settle(rt, r)
+            sample(rt, r)
+        for r in ready.values():
+            assert r.failure is None and r.graph is None  # graphs freed after sampling
+            assert r.gpu is not None and r.gpu.method == "cuda_graph"
+            assert r.launch is not None and r.launch.method == "cuda_events"
+            assert r.launch.median_us >= r.gpu.median_us
+            assert r.launch.median_us / r.gpu.median_us == pytest.approx(1.01, abs=0.01)
+        assert ready["triton"].gpu.median_us / ready["torch"].gpu.median_us == pytest.approx(1.2, rel=0.01)
+
+
+def test_without_settling_the_first_implementation_reads_the_drift(worker_mod, monkeypatch) -> None:
+    """The control for the test above: sampled straight away, the implementation that meets the
+    drifting GPU first reads slower than it is."""
+    from envcheck.bench.sampling import sample
+    from envcheck.bench.timer import Region, Timer
+
+    dev = DriftingDevice()
+    monkeypatch.setattr(Timer, "clock_factory", staticmethod(lambda backend: dev))
+    settings = Settings(warmup_ms=1, rep_ms=20, min_samples=10, max_samples=200)
+    rt = _runtime(backend="cuda", timer=Timer("cuda", settings))
+    first, second = (_prepared(_case("matmul", impl, "fp16", shape=(64, 64, 64)), dev.kernel(1000.0),
+                               Region(dev.kernel(1000.0), "cuda_graph", 1)) for impl in ("torch", "triton"))
+    sample(rt, first)
+    sample(rt, second)
+    assert first.gpu.median_us > 1.05 * second.gpu.median_us
 
 
 def test_one_window_keeps_failures_per_implementation(worker_mod, monkeypatch) -> None:
-    """A graph replay failing in the shared window costs that implementation its GPU time only
-    (a note says why); the other implementation is measured all the same."""
+    """A graph replay failing in its window costs that implementation its GPU time only (a note
+    says why); the other implementation is measured all the same."""
     from envcheck.bench.sampling import sample, to_case
     from envcheck.bench.timer import Region, Timer
 
@@ -449,7 +470,8 @@ def test_one_window_keeps_failures_per_implementation(worker_mod, monkeypatch) -
     rt = _runtime(timer=Timer("cuda", Settings(warmup_ms=1, rep_ms=2, min_samples=5, max_samples=50)))
     a = _prepared(_case("relu", shape=(1 << 20,)), ok, Region(ok, "cuda_graph", 1))
     b = _prepared(_case("relu", "triton", shape=(1 << 20,)), ok, Region(replay_breaks, "cuda_graph", 1))
-    sample(rt, [a, b])
+    sample(rt, a)
+    sample(rt, b)
     assert a.gpu is not None and a.launch is not None and a.failure is None
     assert b.gpu is None and b.launch is not None and b.failure is None
     case = to_case(b, window=2)

@@ -1,15 +1,25 @@
-"""Sampling a prepared group: every implementation's GPU time and launch time in ONE window.
+"""Sampling a prepared implementation: its GPU time and launch time in ONE window, taken once
+the implementation has run back to back long enough to bring the GPU to the state it keeps under it.
 
-Every graph (GPU time: replays between CUDA events) and every eager batch (launch time:
-back-to-back calls between CUDA events, divided by the batch) of the group take their samples
-in turns over the same stretch of time (timer.measure_interleaved). Sampled in two windows
-(all graphs, then all eager batches), a power-capped GPU drifting between them gave launch
-times shorter than the GPU time of the same call (H200, matmul fp16 8192: GPU 1.89 ms, launch
-1.73 ms). The CPU backend has launch time only, from host-clock batches.
+The graph (GPU time: replays between CUDA events) and the eager batch (launch time: back-to-back
+calls between CUDA events, divided by the batch) of an implementation take their samples in
+turns over the same stretch of time (timer.measure_interleaved). Sampled in two windows (the
+graph, then the eager batch), a power-capped GPU drifting between them gave launch times shorter
+than the GPU time of the same call (H200, matmul fp16 8192: GPU 1.89 ms, launch 1.73 ms).
 
-Each region keeps its own sample count and calls per sample; a failure falls on its own
-implementation only: a graph that fails to replay costs its case the GPU time (a note), an
-eager batch that fails costs the case (its failure, or a skip when out of memory).
+The implementations of a group are sampled one after another, each in a window of its own (the
+worker monitors each), once its own graph replays' time has settled (``Timer.settle``: it stops
+moving between blocks of 25 ms, at most a second). Taken in turns in one shared
+window, they shared the GPU's power budget too: on an H100 at its 700 W cap, cuDNN's conv2d
+(64x64x128x128 by 64 7x7 filters at stride 2; 1799 MHz and 682 W on its own) ran between the turns
+of the lighter Triton conv2d at 1980 MHz and read 532.0 us, 6% under the 563.7 us it takes on its
+own back to back (triton.testing.do_bench_cudagraph: 568.3), and the Triton conv2d 2.4% over its
+own time (reports/device-logs/2026-11-26_0244Z_h100_conv_timer.txt). An implementation's time is
+now the one it keeps under its own load, as code that runs it sees and an independent timer reads.
+
+The CPU backend has launch time only, from host-clock batches, and nothing to settle. A failure
+falls on its own implementation only: a graph that fails to replay costs its case the GPU time
+(a note), an eager batch that fails costs the case (its failure, or a skip when out of memory).
 """
 
 from __future__ import annotations
@@ -31,35 +41,47 @@ def _repeat(fn: Callable[[], Any], calls: int) -> Callable[[], None]:
     return region
 
 
-def sample(rt: Runtime, ready: list[Prepared]) -> None:
-    """Take the GPU and launch times of ``ready``, interleaved; results land on each Prepared."""
+def settle(rt: Runtime, p: Prepared) -> None:
+    """Run one implementation back to back until its GPU time holds (``Timer.settle``; CUDA only),
+    before its window opens: the window's clocks and power are those of its samples."""
+    if not rt.cuda:
+        return
+    try:
+        blocks, settled = rt.timer.settle(p.graph.run if p.graph is not None else p.fn)
+    except Exception:  # noqa: BLE001 - sample() meets the same failure and records it
+        return
+    if not settled:
+        log(f"{p.planned.label}: GPU time still moving after {blocks} blocks of settling")
+
+
+def sample(rt: Runtime, p: Prepared) -> None:
+    """Take the GPU and launch times of one implementation, interleaved; results land on ``p``."""
     timer = rt.timer
     regions: list[Region] = []
-    owners: list[tuple[Prepared, str]] = []  # (implementation, "gpu" | "launch") per region
-    for p in ready:
-        # The eager batch is sized from the per-call GPU time where there is a graph: it only
-        # sets the batch length, not any reported number.
-        single: float | None = None
-        if p.graph is not None:
-            try:
-                single = timer.estimate_us(p.graph.run) / max(1, p.graph.calls_per_sample)
-            except Exception:  # noqa: BLE001 - the graph's own sampling reports this failure
-                single = None
+    kinds: list[str] = []  # "gpu" | "launch" per region
+    # The eager batch is sized from the per-call GPU time where there is a graph: it only sets
+    # the batch length, not any reported number.
+    single: float | None = None
+    if p.graph is not None:
         try:
-            if single is None:
-                single = timer.estimate_us(p.fn)
-        except Exception as e:  # noqa: BLE001 - becomes this case's failure (or skip) in to_case
-            p.failure, p.graph = e, None
-            continue
-        if p.graph is not None:
-            regions.append(p.graph)
-            owners.append((p, "gpu"))
-        batch = calls_per_sample(single)
-        regions.append(Region(_repeat(p.fn, batch), timer.eager_method, batch))
-        owners.append((p, "launch"))
-    results = timer.measure_interleaved(regions) if regions else []
+            single = timer.estimate_us(p.graph.run) / max(1, p.graph.calls_per_sample)
+        except Exception:  # noqa: BLE001 - the graph's own sampling reports this failure
+            single = None
+    try:
+        if single is None:
+            single = timer.estimate_us(p.fn)
+    except Exception as e:  # noqa: BLE001 - becomes this case's failure (or skip) in to_case
+        p.failure, p.graph = e, None
+        return
+    if p.graph is not None:
+        regions.append(p.graph)
+        kinds.append("gpu")
+    batch = calls_per_sample(single)
+    regions.append(Region(_repeat(p.fn, batch), timer.eager_method, batch))
+    kinds.append("launch")
+    results = timer.measure_interleaved(regions)
     failed = False
-    for (p, kind), got in zip(owners, results, strict=True):
+    for kind, got in zip(kinds, results, strict=True):
         if isinstance(got, Timing):
             setattr(p, kind, got)
         elif kind == "gpu" and not isinstance(got, rt.oom):
@@ -69,8 +91,7 @@ def sample(rt: Runtime, ready: list[Prepared]) -> None:
         else:
             p.failure = p.failure or got
             failed = True
-    for p in ready:
-        p.graph = None  # the graphs' memory goes with them
+    p.graph = None  # the graph's memory goes with it
     if failed:
         rt.after_failure()
 

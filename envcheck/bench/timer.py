@@ -15,13 +15,16 @@ estimated sample length (the median of three discarded samples), clamped to
 [``min_samples``, ``max_samples``]: a fixed sampling window with a cap, so a report keeps every
 raw sample and stays compact (200 samples of float32 are about 1 KiB of JSON).
 
-Comparisons are taken interleaved (``Timer.measure_interleaved``): the regions of one group
-(torch, Triton, torch.compile of the same op and shape; GPU time and launch time) take their
-samples in turns of about ``INTERLEAVE_TURN_US``, round-robin, forwards then backwards, until
-each has its count. A GPU at its power cap (an H200 at 700 W under tensor-core load) lowers
-its clocks by 20-30% within a second, so timing one implementation's samples as a block and
-then the next one's measures the order of the blocks, not the implementations; interleaved,
-each implementation's samples spread evenly over the same window and see the same drift.
+An implementation's two times are taken interleaved (``Timer.measure_interleaved``): its GPU
+time's graph and its launch time's eager batch take their samples in turns of about
+``INTERLEAVE_TURN_US``, round-robin, forwards then backwards, until each has its count, so both
+see the same drift. A GPU at its power cap (an H200 at 700 W under tensor-core load) lowers its
+clocks by 20-30% within a second; the implementations of a group are therefore not sampled in
+turns with each other (they would share one power budget: sampling.py) but one after another,
+each once it has settled (``Timer.settle``): its graph replayed back to back in blocks of
+``SETTLE_BLOCK_US`` until the median of a block is within ``SETTLE_TOLERANCE`` of the block
+before, at most ``SETTLE_MAX_MS``. Its samples then measure the state it keeps under its own
+load, whatever ran before it.
 
 Two rules at the turn boundaries, both applied before a sample is taken, none dropped after:
 
@@ -60,6 +63,12 @@ ESTIMATE_SAMPLES = 3
 # turn holds several 1 ms graph replays, so the spacer replay (one per round) costs a small
 # share of the window.
 INTERLEAVE_TURN_US = 5000.0
+# Settling (Timer.settle): blocks of about 25 ms, long enough that a block's median moves by less
+# than the tolerance when the clock holds (1 ms graph replays: 0.1-0.3% apart), short enough that
+# a clock still falling by 20-30% a second moves it by more; never more than a second in all.
+SETTLE_BLOCK_US = 25_000.0
+SETTLE_TOLERANCE = 0.005
+SETTLE_MAX_MS = 1000.0
 
 GRAPH = "cuda_graph"
 EAGER = "cuda_events"
@@ -186,6 +195,24 @@ class Timer:
                 self.clock.synchronize()
         self.clock.synchronize()
         return calls
+
+    def settle(self, region: Callable[[], Any]) -> tuple[int, bool]:
+        """Run ``region`` back to back in blocks of about ``SETTLE_BLOCK_US`` until the median of a
+        block is within ``SETTLE_TOLERANCE`` of the previous block's, or ``SETTLE_MAX_MS`` have
+        passed; returns the blocks run and whether the time settled (module docstring)."""
+        start = self.clock.host_s()
+        first = self._samples(region, ESTIMATE_SAMPLES)
+        n = max(1, math.ceil(SETTLE_BLOCK_US / max(statistics.median(first), 1e-3)))
+        before: float | None = None
+        blocks = 0
+        while True:
+            now = statistics.median(self._samples(region, n))
+            blocks += 1
+            if before is not None and abs(now - before) <= SETTLE_TOLERANCE * before:
+                return blocks, True
+            if (self.clock.host_s() - start) * 1e3 >= SETTLE_MAX_MS:
+                return blocks, False
+            before = now
 
     def _samples(self, region: Callable[[], Any], n: int) -> list[float]:
         marks = self._enqueue(region, n)

@@ -2,9 +2,9 @@
 
 Everything that can crash or hang happens here, never in the ``envcheck run`` process. The
 run, in order: the device (device.py), the measured ceilings (ceilings.py), then each group
-of cases: prepared one implementation at a time (group.py), sampled together under one NVML
-monitor window (sampling.py, monitor.py), reported in plan order. One case failing never
-ends the run (failure.py).
+of cases: prepared one implementation at a time (group.py), then sampled one implementation at a
+time, each under an NVML monitor window of its own (sampling.py, monitor.py), reported in plan
+order. One case failing never ends the run (failure.py).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from envcheck.bench.protocol import (
     WindowSampled,
     WorkerPlan,
 )
-from envcheck.bench.sampling import sample, to_case
+from envcheck.bench.sampling import sample, settle, to_case
 from envcheck.bench.suite import PlannedCase
 from envcheck.bench.timer import Timer
 from envcheck.model import BenchDevice, Case, MonitorWindow, Note, Skip
@@ -235,26 +235,30 @@ class Worker:
                     results.append(pc.skip(group.skip))
                 else:
                     results.append(guarded(rt, pc, "run", lambda pc=pc, g=group: prepare(rt, pc, g)))
-            ready = [r for r in results if isinstance(r, Prepared)]
-            window: int | None = None
-            if ready:
-                monitor = _SafeMonitor(self._monitor_factory if rt.cuda else None)
-                with monitor:
-                    try:
-                        sample(rt, ready)
-                    except Exception as e:  # noqa: BLE001 - the group's measurement failed as a whole
-                        log(f"{head.group_label}: sampling failed", e)
-                        for p in ready:
-                            p.failure = p.failure or e
-                samples = monitor.window()
-                if samples is not None:
-                    window = self._windows
-                    self._windows += 1
-                    self.emit(WindowSampled(window, samples))
+            windows = {id(r): self._sample(rt, r) for r in results if isinstance(r, Prepared)}
             for r in results:
                 if isinstance(r, Prepared):
-                    r = guarded(rt, r.planned, "sample", lambda p=r: to_case(p, window))
+                    r = guarded(rt, r.planned, "sample", lambda p=r: to_case(p, windows[id(p)]))
                 self.emit(Skipped(r) if isinstance(r, Skip) else Measured(r))
+
+    def _sample(self, rt: device.Runtime, p: Prepared) -> int | None:
+        """Settle one prepared implementation, then sample it under a monitor window of its own;
+        the window's index."""
+        settle(rt, p)
+        monitor = _SafeMonitor(self._monitor_factory if rt.cuda else None)
+        with monitor:
+            try:
+                sample(rt, p)
+            except Exception as e:  # noqa: BLE001 - this implementation's measurement failed as a whole
+                log(f"{p.planned.label}: sampling failed", e)
+                p.failure = p.failure or e
+        samples = monitor.window()
+        if samples is None:
+            return None
+        window = self._windows
+        self._windows += 1
+        self.emit(WindowSampled(window, samples))
+        return window
 
 
 def _protocol_stream() -> TextIO:
