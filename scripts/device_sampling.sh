@@ -31,7 +31,7 @@ say "machine"
 say "conv2d sampled in turns and by the worker's path (scripts/diag_conv_timer.py)"
 step 80 conv-timer.txt "$py" scripts/diag_conv_timer.py
 say "the worker's path against do_bench_cudagraph, the suite's rows (scripts/verify_timer.py)"
-step 110 verify-timer.txt "$py" scripts/verify_timer.py
+step 160 verify-timer.txt "$py" scripts/verify_timer.py
 say "the same, the workloads' headline rows (scripts/verify_timer.py --workloads)"
 step 130 verify-timer-workloads.txt "$py" scripts/verify_timer.py --workloads
 say "envcheck run of conv2d, then scripts/verify_ops.py on its report"

@@ -45,7 +45,7 @@ def in_turns(vt: Any, rt: Any, nvml: Any, target: Any) -> list[tuple[str, float,
 
     from envcheck.bench.graphs import graph_region
     from envcheck.bench.group import Prepared, open_group, prepare
-    from envcheck.bench.monitor import Monitor
+    from envcheck.bench.monitor import Monitor, window_state
     from envcheck.bench.suite import PlannedCase
     from envcheck.bench.timer import Region, Timer, calls_per_sample
     from envcheck.model import Settings, Timing
@@ -81,8 +81,8 @@ def in_turns(vt: Any, rt: Any, nvml: Any, target: Any) -> list[tuple[str, float,
             with their_mon[p.planned.impl]:
                 ms = triton.testing.do_bench_cudagraph(p.fn, rep=vt.WINDOW_MS // 10, return_mode="median")
             theirs[p.planned.impl].append(float(ms) * 1e3)
-    return [(impl, statistics.median(ours[impl]), statistics.median(theirs[impl]), vt._state(ours_mon.window()),
-             vt._state(their_mon[impl].window())) for impl in ours]
+    return [(impl, statistics.median(ours[impl]), statistics.median(theirs[impl]), window_state(ours_mon.window()),
+             window_state(their_mon[impl].window())) for impl in ours]
 
 
 def main() -> int:

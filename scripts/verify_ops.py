@@ -20,6 +20,11 @@ with the report's time for the case:
   times of a call that waits for its result, and do_bench's L2 flush on torch's stream overlaps
   JAX's work on its own.
 
+Beside each row, the mean SM clock and power of the report's monitor window for the case and of
+the reference's runs here (NVML): a power-capped kernel (cuDNN's conv2d on an H100 at its 700 W cap)
+runs at the clock its GPU's temperature and recent load allow, so two processes minutes apart can
+time the same kernel at clocks a few percent apart, and the clocks say when that is the difference.
+
 Exit status: 0 all within, 1 one is not (or a headline case is missing from the reports), 2 no
 CUDA GPU / torch / Triton, or a report that does not load.
 """
@@ -83,21 +88,29 @@ def main(paths: list[str]) -> int:
         return 2
     from envcheck import model
     from envcheck.bench.impls import tf32_matmul
+    from envcheck.bench.monitor import Monitor, window_state
     from envcheck.ops import spec
+    from envcheck.probes.nvml import Nvml
 
     cases = []
+    states: dict[Any, str] = {}  # case key -> its monitor window's clock and power
     for path in paths:
         try:
             report = model.load(path)
         except Exception as e:  # noqa: BLE001 - a report that does not load is bad input
             print(f"{path}: does not load: {e}")
             return 2
-        cases += [c for b in report.benches for c in b.cases]
+        for b in report.benches:
+            cases += b.cases
+            states.update((c.key, window_state(b.window_of(c))) for c in b.cases)
     heads = headline(cases)
     by_key = {c.key: c for c in cases}
     print(f"{torch.cuda.get_device_name()}; torch {torch.__version__}, triton {triton.__version__}")
+    nvml = Nvml()
+    nvml.init()
+    target = str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
     print(f"{'case':<52} {'impl':<7} {'envcheck us':>12} {'cudagraph us':>13} {'ratio':>7}  verdict"
-          f"  {'do_bench us':>12}")
+          f"  {'do_bench us':>12}  SM MHz / W (report | cudagraph)")
     bad = [op for op in NEW_OPS if op not in heads]
     for op in NEW_OPS:
         head = heads.get(op)
@@ -122,11 +135,18 @@ def main(paths: list[str]) -> int:
                 fn = bound_call(impl, op, head.dtype, head.precision, head.shape)
                 fn()
                 torch.cuda.synchronize()
-                eager = 1000.0 * statistics.median(
-                    triton.testing.do_bench(fn, warmup=50, rep=200, return_mode="median") for _ in range(ROUNDS))
+                eager_monitor, graph_monitor = Monitor(nvml, target, 0.01), Monitor(nvml, target, 0.01)
+                with eager_monitor:
+                    eager = 1000.0 * statistics.median(
+                        triton.testing.do_bench(fn, warmup=50, rep=200, return_mode="median") for _ in range(ROUNDS))
                 # JAX's own streams are not captured: do_bench only.
-                theirs = eager if impl == "jax" else 1000.0 * statistics.median(
-                    triton.testing.do_bench_cudagraph(fn, rep=200, return_mode="median") for _ in range(ROUNDS))
+                if impl == "jax":
+                    theirs, their_state = eager, window_state(eager_monitor.window())
+                else:
+                    with graph_monitor:
+                        theirs = 1000.0 * statistics.median(
+                            triton.testing.do_bench_cudagraph(fn, rep=200, return_mode="median") for _ in range(ROUNDS))
+                    their_state = window_state(graph_monitor.window())
             ratio = ours / theirs
             ok = abs(ratio - 1.0) <= TOLERANCE
             if impl == "jax":
@@ -135,9 +155,11 @@ def main(paths: list[str]) -> int:
                 verdict = "ok" if ok else "DIFFERS"
                 if not ok:
                     bad.append(f"{op}/{impl}")
-            print(f"{label:<52} {impl:<7} {ours:>12.1f} {theirs:>13.1f} {ratio:>7.3f}  {verdict:<7}  {eager:>12.1f}")
+            print(f"{label:<52} {impl:<7} {ours:>12.1f} {theirs:>13.1f} {ratio:>7.3f}  {verdict:<7}  {eager:>12.1f}"
+                  f"  {states.get(case.key, 'n/a')} | {their_state}")
             del fn
             torch.cuda.empty_cache()
+    nvml.shutdown()
     print(f"{'all within' if not bad else 'not within'} {TOLERANCE:.0%}" + (f": {', '.join(bad)}" if bad else ""))
     return 1 if bad else 0
 

@@ -20,6 +20,9 @@ What it shows, per row and implementation:
 * the sample statistics the analysis flags a row *noisy* on (CV above 5% or IQR above 10%
   of the median, for the GPU time and the launch time), and the GPU-time samples more than 5%
   above their median (``spikes``: the turn-boundary spikes the spacer rule removes, timer.py);
+* how far each timer's rounds spread (``spread% e|c``: (largest - smallest) / median of envcheck's
+  and of ``do_bench_cudagraph``'s rounds): where the reference's own rounds spread about as far as
+  the bar (a power-capped GPU's clock moving), the ratio says as much about the GPU as the timers;
 * the mean SM clock and power of each timer's runs (NVML): the state the GPU was in.
 
 ``--workloads``: the headline cases of the first users' workloads instead (conv2d, layer norm, the
@@ -196,11 +199,11 @@ def _noisy(t: Any) -> str:
     return ", ".join(fired)
 
 
-def _state(window: Any) -> str:
-    if window is None or window.sm_mhz is None:
-        return "n/a"
-    power = f" {statistics.fmean(window.power_w):.0f} W" if window.power_w is not None else ""
-    return f"{statistics.fmean(window.sm_mhz):.0f} MHz{power}"
+def spread_pct(values: Sequence[float]) -> float:
+    """How far one timer's rounds spread: (largest - smallest) / median, in percent. Where the
+    reference's own rounds spread about as far as the bar, the row's ratio says as much about the
+    GPU's state (a power-capped clock) as about either timer."""
+    return 100.0 * (max(values) - min(values)) / statistics.median(values)
 
 
 @dataclass
@@ -227,7 +230,7 @@ def measure_row(rt: Any, nvml: Any, target: Any, op: str, dtype: str, shape: tup
     from envcheck.bench.graphs import graph_region
     from envcheck.bench.group import Prepared, open_group, prepare
     from envcheck.bench.impls import tf32_matmul
-    from envcheck.bench.monitor import Monitor
+    from envcheck.bench.monitor import Monitor, window_state
     from envcheck.bench.sampling import sample, settle
     from envcheck.bench.suite import PlannedCase
     from envcheck.bench.timer import Timer
@@ -265,7 +268,7 @@ def measure_row(rt: Any, nvml: Any, target: Any, op: str, dtype: str, shape: tup
                     ms = triton.testing.do_bench_cudagraph(p.fn, rep=WINDOW_MS // 10, return_mode="median")
                 results[p.planned.impl].theirs.append(float(ms) * 1e3)
     for impl, r in results.items():
-        r.ours_state, r.their_state = _state(ours[impl].window()), _state(theirs[impl].window())
+        r.ours_state, r.their_state = window_state(ours[impl].window()), window_state(theirs[impl].window())
     return list(results.values())
 
 
@@ -334,7 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     width = max(26, *(len(f"{op} {dtype} {describe(shape)}{COLD if user else ''}") for op, dtype, shape, _ in rows))
     iw = max(6, *(len(i) for *_, impls in rows for i in impls))
     sets_head = f" {'sets':>4}" if user else ""
-    print(f"{'case':<{width}} {'impl':<{iw}} {'envcheck':>9} {'cudagraph':>9} {'ratio':>6}{sets_head}  {'n':>4} "
+    print(f"{'case':<{width}} {'impl':<{iw}} {'envcheck':>9} {'cudagraph':>9} {'ratio':>6}{sets_head} {'spread% e|c':>11}"
+          f"  {'n':>4} "
           f"{'cv%':>5} {'iqr%':>5} {'spikes':>6}  {'launch':>8} {'cv%':>5}  {'noisy (gpu | launch)':<20} "
           f"SM MHz / W (envcheck | cudagraph)")
     worst = worst_cold = 0.0
@@ -371,7 +375,8 @@ def main(argv: list[str] | None = None) -> int:
                 if mark and not judged:
                     mark += " (not judged)"
                 sets = f" {r.rotation_sets:4d}" if user else ""
-                print(f"{r.label:<{width}} {r.impl:<{iw}} {ours:9.2f} {ref:9.2f} {ratio:6.3f}{sets}  "
+                spread = f"{spread_pct([t.median_us for t in r.gpu]):.1f}|{spread_pct(r.theirs):.1f}"
+                print(f"{r.label:<{width}} {r.impl:<{iw}} {ours:9.2f} {ref:9.2f} {ratio:6.3f}{sets} {spread:>11}  "
                       f"{sum(t.n for t in r.gpu):4d} {100 * last.cv:5.1f} {100 * last.iqr_us / last.median_us:5.1f} "
                       f"{spikes:6d}  {r.launch[-1].median_us:8.2f} {100 * r.launch[-1].cv:5.1f}  {fired:<20} "
                       f"{r.ours_state} | {r.their_state}{mark}")

@@ -14,6 +14,7 @@ transient NVML error) is left out of the window.
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -33,7 +34,7 @@ from envcheck.probes.nvml import (
     slowing,
 )
 
-__all__ = ["Monitor", "reason_names"]
+__all__ = ["Monitor", "reason_names", "window_state"]
 
 _EVENTS = "nvmlDeviceGetCurrentClocksEventReasons"
 _EVENTS_OLD = "nvmlDeviceGetCurrentClocksThrottleReasons"  # drivers before R535
@@ -47,6 +48,15 @@ class _Quantity:
     args: tuple[Any, ...]
     scale: float = 1.0
     live: bool = True
+
+
+def window_state(window: MonitorWindow | None) -> str:
+    """The mean SM clock and power of a window, for the timer checks' logs (``1874 MHz 556 W``;
+    ``n/a`` without clock samples)."""
+    if window is None or window.sm_mhz is None:
+        return "n/a"
+    power = f" {statistics.fmean(window.power_w):.0f} W" if window.power_w is not None else ""
+    return f"{statistics.fmean(window.sm_mhz):.0f} MHz{power}"
 
 
 # MonitorWindow's field for each quantity.
