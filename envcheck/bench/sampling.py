@@ -15,7 +15,11 @@ window, they shared the GPU's power budget too: on an H100 at its 700 W cap, cuD
 of the lighter Triton conv2d at 1980 MHz and read 532.0 us, 6% under the 563.7 us it takes on its
 own back to back (triton.testing.do_bench_cudagraph: 568.3), and the Triton conv2d 2.4% over its
 own time (reports/device-logs/2026-11-26_0244Z_h100_conv_timer.txt). An implementation's time is
-now the one it keeps under its own load, as code that runs it sees and an independent timer reads.
+now the one it keeps under its own load, as code that runs it sees and an independent timer reads:
+on two H100s, cuDNN's conv2d 1.000 and 0.997 of do_bench_cudagraph this way, 0.958 and 0.944 in turns
+(reports/device-logs/2026-11-26_0420Z_h100_device_sampling.log, ..._0428Z_...). The cost: a large
+matmul at the power cap, sampled alone, catches its own phase of the cap, and moves more between two
+runs (run-to-run floor 4.4% on the H100, 1.5% sampled in turns; compare/noise_floors.json).
 
 The CPU backend has launch time only, from host-clock batches, and nothing to settle. A failure
 falls on its own implementation only: a graph that fails to replay costs its case the GPU time
