@@ -237,3 +237,15 @@ def test_one_window_across_repeated_blocks_with_times_from_the_first_start():
     w = m.window()
     assert list(w.t_s) == [0.0, 1.0, 1.0, 2.0]  # enter and exit of each block
     assert list(w.power_w) == pytest.approx([125.896] * 4)
+
+
+def test_window_state_is_the_mean_clock_and_power_or_says_it_has_none() -> None:
+    from envcheck.bench.monitor import window_state
+    from envcheck.model import MonitorWindow, Samples
+
+    t = Samples([0.0, 0.01, 0.02])
+    both = MonitorWindow(0.01, t, sm_mhz=Samples([1800.0, 1900.0, 1850.0]), power_w=Samples([500.0, 600.0, 700.0]))
+    assert window_state(both) == "1850 MHz 600 W"
+    assert window_state(MonitorWindow(0.01, t, sm_mhz=Samples([1980.0, 1980.0, 1977.0]))) == "1979 MHz"
+    assert window_state(MonitorWindow(0.01, t, power_w=Samples([500.0, 600.0, 700.0]))) == "n/a"
+    assert window_state(None) == "n/a"
