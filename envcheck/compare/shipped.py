@@ -12,16 +12,17 @@ The floor of a kind is the standard deviation of a single row's log time ratio b
 runs, beyond the within-run noise of the two medians: ``sqrt(max(0, mean(log ratio^2) -
 mean(within^2)))`` over the kind's rows: the spread around *no change* (a kind that moved as a
 whole between the runs is noise too). A mean square, not a robust scale: run-to-run noise is
-heavy-tailed (on the committed H200 control most rows move by 0.1% and a few Triton fp32 matmuls
-by 3-6%), and a robust scale that ignores the tail left 28 of 247 intervals excluding 1 where
-nothing changed, against 11 with the mean square. Kinds are the diff's (``diff.case_kinds``): op
+heavy-tailed (on the H200 pair of 2026-11-22 most rows move by 0.1% and a few Triton fp32 matmuls
+by 3-6%), and a robust scale that ignores the tail left 28 of 247 intervals excluding 1 there,
+against 11 with the mean square (both in-sample). Kinds are the diff's (``diff.case_kinds``): op
 and size category, op, size category, every row (most specific first), each of the rows compared on
 one timing (GPU or launch time); one needs ``stats.MIN_FLOOR_CASES`` rows.
 A floor is used only for the implementations its controls measured (``impls``): the kinds do
 not name the implementation, and a floor learned from torch, Triton and torch.compile says
 nothing of another implementation's run-to-run noise; such a row gets the pair's own estimate.
-Its degrees of freedom are its rows, over every control pair of the model. Learned and then
-judged on the same pair, those 11 are in-sample: the device controls are the test.
+Its degrees of freedom are its rows, over every control pair of the model. A pair judged with
+floors learned from it is in-sample; the controls with repeats and the earlier pairs (README) are
+the test.
 """
 
 from __future__ import annotations
