@@ -47,7 +47,7 @@ echo "exit status: ${PIPESTATUS[0]}" | tee -a "$log"
 
 # 4096x4096x4096 is too large for the reductions (a skip with the memory it needs, recorded).
 say "envcheck run: linear_fwbw, and the reductions over leading axes at 4x512x896"
-timeout -s TERM "$(share 45 90)" "$py" -m envcheck run --quick --format json --out-dir "$out/run" \
+timeout -s TERM "$(share 90 90)" "$py" -m envcheck run --quick --format json --out-dir "$out/run" \
   --ops linear_fwbw,sum_lead,max_lead --dtypes fp16 --sizes 4096x4096x4096,4x512x896 2>&1 | tee -a "$log"
 echo "exit status: ${PIPESTATUS[0]}" | tee -a "$log"
 
@@ -56,7 +56,7 @@ timeout -s TERM "$(share 200 60)" "$py" scripts/verify_ops.py "$out"/run/*.json 
 echo "exit status: ${PIPESTATUS[0]}" | tee -a "$log"
 
 say "the same cases, envcheck's timer against do_bench_cudagraph in one process (scripts/verify_timer.py --workloads)"
-timeout -s TERM "$(share 120 40)" "$py" scripts/verify_timer.py --workloads 2>&1 | tee "$out/verify-timer.txt" | tee -a "$log"
+timeout -s TERM "$(share 150 40)" "$py" scripts/verify_timer.py --workloads 2>&1 | tee "$out/verify-timer.txt" | tee -a "$log"
 echo "exit status: ${PIPESTATUS[0]}" | tee -a "$log"
 
 say "GPU tests of the new kernels"

@@ -8,7 +8,8 @@ each implementation prepared (first call, checked call, warm-up, CUDA graph: ``p
 then each implementation settled and its GPU time and launch time sampled in a window of its own
 (``settle``, ``sample``). Against it, ``do_bench_cudagraph`` (``return_mode="median"``) on the same
 bound call after ``SETTLE_MS`` of the call back to back (it settles nothing itself), in alternating
-rounds, over about the same window.
+rounds, over about the same window (for a compute-bound op, which envcheck samples sustained:
+``SUSTAIN_SETTLE_MS`` and ``SUSTAIN_WINDOW_MS`` of envcheck/bench/timer.py on both sides).
 L2 is not kept cold here (``do_bench_cudagraph`` replays one set of buffers too): like is
 compared with like.
 
@@ -233,10 +234,15 @@ def measure_row(rt: Any, nvml: Any, target: Any, op: str, dtype: str, shape: tup
     from envcheck.bench.monitor import Monitor, window_state
     from envcheck.bench.sampling import sample, settle
     from envcheck.bench.suite import PlannedCase
-    from envcheck.bench.timer import Timer
+    from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS, Timer
     from envcheck.model import Settings
+    from envcheck.ops import lookup
 
-    warm = Timer("cuda", Settings(warmup_ms=SETTLE_MS))  # do_bench_cudagraph has no settling of its own
+    # A compute-bound op is sampled sustained on envcheck's side (sampling.py): the reference gets the
+    # same settling and window.
+    sustain = lookup(op, rt.ops).compute_bound
+    settle_ms, window_ms = (SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS) if sustain else (SETTLE_MS, WINDOW_MS)
+    warm = Timer("cuda", Settings(warmup_ms=settle_ms))  # do_bench_cudagraph has no settling of its own
     planned = [PlannedCase(op, impl, dtype, dtype, shape) for impl in impls]
     label = planned[0].group_label + (COLD if rt.settings.cold_l2 else "")
     results = {pc.impl: Result(label, pc.impl) for pc in planned}
@@ -255,9 +261,9 @@ def measure_row(rt: Any, nvml: Any, target: Any, op: str, dtype: str, shape: tup
             # window of its own (sampling.settle, sampling.sample).
             for p in prepared:
                 p.graph = graph_region(rt.timer, p.fn, p.rotation_sets)
-                settle(rt, p)
+                settle(rt, p, sustain)
                 with ours[p.planned.impl]:
-                    sample(rt, p)
+                    sample(rt, p, sustain)
                 if p.gpu is None or p.launch is None:
                     raise RuntimeError(f"{p.planned.label}: not measured ({p.failure!r}, {p.notes})")
                 results[p.planned.impl].gpu.append(p.gpu)
@@ -265,7 +271,7 @@ def measure_row(rt: Any, nvml: Any, target: Any, op: str, dtype: str, shape: tup
             for p in prepared:
                 warm.warmup(p.fn)
                 with theirs[p.planned.impl]:
-                    ms = triton.testing.do_bench_cudagraph(p.fn, rep=WINDOW_MS // 10, return_mode="median")
+                    ms = triton.testing.do_bench_cudagraph(p.fn, rep=round(window_ms) // 10, return_mode="median")
                 results[p.planned.impl].theirs.append(float(ms) * 1e3)
     for impl, r in results.items():
         r.ours_state, r.their_state = window_state(ours[impl].window()), window_state(theirs[impl].window())

@@ -330,6 +330,39 @@ def test_the_h100_floors_out_of_sample_on_the_earlier_pair_call_nothing():
     assert _excluding(cmp) <= 0.05 * cmp.tested < _excluding(own)
 
 
+SUSTAINED_H100 = ("2026-11-26_0615Z_vm_h100_matmul_a.json", "2026-11-26_0615Z_vm_h100_matmul_b.json")
+
+
+def test_sustained_matmul_rows_move_less_between_runs_and_the_floors_call_none():
+    """Two matmul-only runs back to back on one H100 with compute-bound rows timed sustained: their
+    run-to-run change is under half the full-suite pair's over the 55 rows both diffs compare (1.05%
+    against 3.07% root mean square), and the shipped floors call no row and leave every interval they set
+    covering 1. (Five JAX rows, host-timed and without a floor, exclude it.)"""
+    import statistics
+
+    a, b = (fx.load(REPORTS / name) for name in SUSTAINED_H100)
+    assert all(any(n.key == "bench.sustained" for n in bench.notes) for r in (a, b) for bench in r.benches)
+    cmp = diff.diff([(SUSTAINED_H100[0], a), (SUSTAINED_H100[1], b)]).comparisons[0]
+    assert not [c for c in cmp.cases if c.verdict in ("slower", "faster")]
+    floored = [c for c in cmp.compared if c.floor is not None and c.floor.source == "shipped"]
+    assert len(floored) >= 70 and not [c for c in floored if c.low > 1 or c.high < 1]
+
+    def moves(pair: tuple[str, str]) -> dict[Any, float]:
+        x, y = (fx.load(REPORTS / name) for name in pair)
+        cmp = diff.diff([(pair[0], x), (pair[1], y)]).comparisons[0]
+        return {(c.impl, c.dtype, c.shape): math.log(c.ratio) for c in cmp.compared
+                if c.op == "matmul" and c.impl != "jax"}
+
+    now, before = moves(SUSTAINED_H100), moves(FLOORS_H100)
+    common = sorted(set(now) & set(before))
+    assert len(common) >= 50
+
+    def rms(m: dict[Any, float]) -> float:
+        return math.sqrt(statistics.fmean(m[k] ** 2 for k in common))
+
+    assert rms(now) < 0.5 * rms(before)
+
+
 def test_a_shipped_floor_is_used_only_for_the_implementations_its_controls_measured():
     """The H200's controls measured torch, Triton and torch.compile: the same rows under another
     implementation's name (as JAX's would be) get the pair's own estimate, the rest the floor."""

@@ -439,3 +439,48 @@ def test_settle_gives_up_after_its_longest_wait_and_says_so(device: FakeDevice) 
     blocks, settled = timer.settle(slowing)
     assert not settled
     assert SETTLE_MAX_MS * 1e3 <= device.t_us <= SETTLE_MAX_MS * 1e3 + 3 * SETTLE_BLOCK_US
+
+
+def test_settle_runs_at_least_its_minimum_before_it_stops(device: FakeDevice) -> None:
+    """A time that holds from the start still settles ``min_ms`` (the power limiter cuts in 100-250 ms
+    into a load: a held time before then says nothing), and stops at the first block after it."""
+    from envcheck.bench.timer import SETTLE_BLOCK_US, SETTLE_TOLERANCE, SUSTAIN_SETTLE_MS
+
+    timer = Timer("cuda", settings())
+    blocks, settled = timer.settle(device.op(1000.0, noise=SETTLE_TOLERANCE / 10), min_ms=SUSTAIN_SETTLE_MS)
+    assert settled
+    assert SUSTAIN_SETTLE_MS * 1e3 <= device.t_us <= SUSTAIN_SETTLE_MS * 1e3 + 2 * SETTLE_BLOCK_US
+
+
+def test_a_minimum_past_the_longest_wait_lengthens_the_wait(device: FakeDevice) -> None:
+    """``min_ms`` above SETTLE_MAX_MS is still honoured: settling gives up only at twice the minimum."""
+    from envcheck.bench.timer import SETTLE_BLOCK_US, SETTLE_MAX_MS
+
+    cost = [100.0]
+
+    def slowing() -> None:
+        device.t_us += cost[0]
+        cost[0] *= 1.00005  # 1.25% a block of 25 ms at first
+
+    timer = Timer("cuda", settings())
+    blocks, settled = timer.settle(slowing, min_ms=SETTLE_MAX_MS)
+    assert not settled
+    assert 2 * SETTLE_MAX_MS * 1e3 <= device.t_us <= 2 * SETTLE_MAX_MS * 1e3 + 4 * SETTLE_BLOCK_US  # the last block, by then about twice as long
+
+
+def test_a_region_with_its_own_window_and_spacer(device: FakeDevice) -> None:
+    """``Region.window_ms`` replaces ``rep_ms`` for that region's sample count, and its ``spacer``, not its
+    ``run``, is what an idle GPU gets before the first graph sample."""
+    timer = Timer("cuda", settings(rep_ms=10, min_samples=10, max_samples=1000))
+    assert timer.sample_count(100.0) == 100
+    assert timer.sample_count(100.0, window_ms=50.0) == 500
+    assert timer.sample_count(100.0, window_ms=500.0) == 1000  # the cap still holds
+    spaced: list[int] = []
+    op = device.op(100.0, noise=0.0)
+
+    def spacer() -> None:
+        spaced.append(1)
+        op()
+
+    t = timer.measure(Region(op, GRAPH, window_ms=50.0, spacer=spacer))
+    assert t.n == 500 and spaced == [1]

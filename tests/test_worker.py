@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import subprocess
+from typing import Any
 
 import pytest
 from fake_clock import FakeClock
@@ -270,9 +271,9 @@ def test_an_impl_failing_while_sampled_loses_only_its_own_case(worker_mod, monke
     monkeypatch.setattr(impls, "compiled_on_sets", flaky)
     real = sampling.sample
 
-    def arm_before_sampling(rt, ready):  # the failure comes in the interleaved sampling
+    def arm_before_sampling(rt, ready, sustain=False):  # the failure comes in the interleaved sampling
         armed["on"] = True
-        real(rt, ready)
+        real(rt, ready, sustain)
 
     monkeypatch.setattr(worker_mod, "sample", arm_before_sampling)
     events = _run_in_process(worker_mod, [_case("relu", shape=(4096,)), _case("relu", "compile", shape=(4096,))])
@@ -431,6 +432,60 @@ def test_gpu_and_launch_time_are_sampled_in_one_window_under_drift(worker_mod, m
             assert r.launch.median_us >= r.gpu.median_us
             assert r.launch.median_us / r.gpu.median_us == pytest.approx(1.01, abs=0.01)
         assert ready["triton"].gpu.median_us / ready["torch"].gpu.median_us == pytest.approx(1.2, rel=0.01)
+
+
+class LimitedDevice(FakeClock):
+    """A fake GPU at its power cap, shaped like an H100 under cuDNN's conv2d
+    (reports/device-logs/2026-11-26_0558Z_h100_power_ramp.txt): each call at the top clock for the
+    first 200 ms of work, then 30% slower, with a dip 6% slower still for 200 ms of every second (the
+    limiter's one-second power average reaching the cap), and 1% a second slower as the GPU warms."""
+    def kernel(self, cost_us: float, gap_us: float = 0.0):
+        def call() -> None:
+            t = self.t_us / 1e6
+            dip = 1.06 if (t - 0.2) % 1.0 >= 0.8 else 1.0
+            factor = 1.0 if t < 0.2 else 1.3 * dip * (1 + 0.01 * t)
+            self.t_us += gap_us + cost_us * factor
+        return call
+
+
+def test_a_compute_bound_implementation_is_timed_in_the_state_it_sustains(worker_mod, monkeypatch) -> None:
+    """Settled for 50 ms and sampled for 100 ms, a power-capped implementation reads the top clock of
+    its first 200 ms (the H100's conv2d: 533 us against 567 us sustained). Sustained (settled at least
+    SUSTAIN_SETTLE_MS, sampled over SUSTAIN_WINDOW_MS in at most max_samples samples), it reads the
+    time it holds, whatever phase of the limiter's swing its window starts in."""
+    from envcheck.bench.sampling import sample, settle
+    from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS, Region, Timer
+
+    dev = LimitedDevice()
+    monkeypatch.setattr(Timer, "clock_factory", staticmethod(lambda backend: dev))
+    settings = Settings(warmup_ms=1, rep_ms=100, min_samples=10, max_samples=150)
+    cost = 560.0
+
+    def run(sustain: bool, start_s: float) -> tuple[Any, float, float]:
+        dev.t_us = start_s * 1e6
+        rt = _runtime(backend="cuda", timer=Timer("cuda", settings))
+        p = _prepared(_case("conv2d", "torch", "fp16", shape=(64, 64, 128, 128, 64, 7, 2)),
+                      dev.kernel(cost, gap_us=5.0), Region(dev.kernel(cost), "cuda_graph", 1))
+        settle(rt, p, sustain)
+        opened = dev.t_us
+        sample(rt, p, sustain)
+        return p, opened, dev.t_us
+
+    burst, _, _ = run(False, 0.0)
+    assert burst.gpu is not None and burst.gpu.median_us < 1.05 * cost
+    held = []
+    for start in (0.0, 0.25, 0.5, 0.75):  # the load began that long before: any phase of the swing
+        p, opened, closed = run(True, start)
+        assert p.gpu is not None and p.launch is not None
+        assert opened - start * 1e6 >= SUSTAIN_SETTLE_MS * 1e3
+        assert closed - opened >= SUSTAIN_WINDOW_MS * 1e3
+        assert p.gpu.n <= settings.max_samples and p.gpu.calls_per_sample > 1
+        held.append(p.gpu.median_us)
+        # the held time: 1.3x, warming by 1% a second; the dips, a fifth of the window, leave the median
+        middle = (opened + closed) / 2e6
+        assert p.gpu.median_us == pytest.approx(cost * 1.3 * (1 + 0.01 * middle), rel=0.01)
+        assert p.launch.median_us >= 0.98 * p.gpu.median_us
+    assert max(held) / min(held) < 1.01
 
 
 def test_without_settling_the_first_implementation_reads_the_drift(worker_mod, monkeypatch) -> None:

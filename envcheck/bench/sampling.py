@@ -21,6 +21,15 @@ on two H100s, cuDNN's conv2d 1.000 and 0.997 of do_bench_cudagraph this way, 0.9
 matmul at the power cap, sampled alone, catches its own phase of the cap, and moves more between two
 runs (run-to-run floor 4.4% on the H100, 1.5% sampled in turns; compare/noise_floors.json).
 
+A compute-bound implementation (its op judged on FLOP/s: matmul, conv2d, linear forward + backward, a
+user's op declared so) is timed sustained: it settles at least ``SUSTAIN_SETTLE_MS`` and its GPU
+time's samples span ``SUSTAIN_WINDOW_MS`` (each sample replays its graph as often as the sample cap
+needs). Sampled 100 ms right after a 50 ms settle, such an implementation caught the top clock the GPU
+holds for the first 100-250 ms of a load, or the power limiter cutting in, or a phase of its
+one-second swing after that: cuDNN's conv2d 533 us 50 ms in and 567 us in the fourth second of one
+load on an H100 (reports/device-logs/2026-11-26_0558Z_h100_power_ramp.txt), its report 3% faster than
+do_bench_cudagraph minutes later, a large matmul 4.4% apart between two runs.
+
 The CPU backend has launch time only, from host-clock batches, and nothing to settle. A failure
 falls on its own implementation only: a graph that fails to replay costs its case the GPU time
 (a note), an eager batch that fails costs the case (its failure, or a skip when out of memory).
@@ -28,13 +37,14 @@ falls on its own implementation only: a graph that fails to replay costs its cas
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 from envcheck.bench.device import Runtime
 from envcheck.bench.failure import log, one_line
 from envcheck.bench.group import Prepared
-from envcheck.bench.timer import Region, calls_per_sample
+from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS, Region, calls_per_sample
 from envcheck.model import Case, Note, Timing
 
 
@@ -45,21 +55,34 @@ def _repeat(fn: Callable[[], Any], calls: int) -> Callable[[], None]:
     return region
 
 
-def settle(rt: Runtime, p: Prepared) -> None:
-    """Run one implementation back to back until its GPU time holds (``Timer.settle``; CUDA only),
-    before its window opens: the window's clocks and power are those of its samples."""
+def sustained(region: Region, replay_us: float, max_samples: int) -> Region:
+    """``region`` (a graph's replay of ``replay_us``) sampled over ``SUSTAIN_WINDOW_MS`` in at most
+    ``max_samples`` samples: each sample replays it as often as that needs, and one replay is the
+    spacer."""
+    r = max(1, math.ceil(SUSTAIN_WINDOW_MS * 1e3 / (max_samples * max(replay_us, 1e-3))))
+    return Region(_repeat(region.run, r), region.method, region.calls_per_sample * r,
+                  window_ms=SUSTAIN_WINDOW_MS, spacer=region.run)
+
+
+def settle(rt: Runtime, p: Prepared, sustain: bool = False) -> None:
+    """Run one implementation back to back until its GPU time holds (``Timer.settle``, at least
+    ``SUSTAIN_SETTLE_MS`` where ``sustain``; CUDA only), before its window opens: the window's
+    clocks and power are those of its samples."""
     if not rt.cuda:
         return
     try:
-        blocks, settled = rt.timer.settle(p.graph.run if p.graph is not None else p.fn)
+        blocks, settled = rt.timer.settle(p.graph.run if p.graph is not None else p.fn,
+                                          min_ms=SUSTAIN_SETTLE_MS if sustain else 0.0)
     except Exception:  # noqa: BLE001 - sample() meets the same failure and records it
         return
     if not settled:
         log(f"{p.planned.label}: GPU time still moving after {blocks} blocks of settling")
 
 
-def sample(rt: Runtime, p: Prepared) -> None:
-    """Take the GPU and launch times of one implementation, interleaved; results land on ``p``."""
+def sample(rt: Runtime, p: Prepared, sustain: bool = False) -> None:
+    """Take the GPU and launch times of one implementation, interleaved; results land on ``p``.
+    Where ``sustain`` (CUDA only), the time the case reports spans ``SUSTAIN_WINDOW_MS``."""
+    sustain = sustain and rt.cuda
     timer = rt.timer
     regions: list[Region] = []
     kinds: list[str] = []  # "gpu" | "launch" per region
@@ -77,11 +100,16 @@ def sample(rt: Runtime, p: Prepared) -> None:
     except Exception as e:  # noqa: BLE001 - becomes this case's failure (or skip) in to_case
         p.failure, p.graph = e, None
         return
+    cap = timer.settings.max_samples
     if p.graph is not None:
-        regions.append(p.graph)
+        regions.append(sustained(p.graph, single * p.graph.calls_per_sample, cap) if sustain else p.graph)
         kinds.append("gpu")
     batch = calls_per_sample(single)
-    regions.append(Region(_repeat(p.fn, batch), timer.eager_method, batch))
+    window: float | None = None
+    if sustain and p.graph is None:  # the launch time is the case's time: it gets the window
+        batch = max(batch, math.ceil(SUSTAIN_WINDOW_MS * 1e3 / (cap * max(single, 1e-3))))
+        window = SUSTAIN_WINDOW_MS
+    regions.append(Region(_repeat(p.fn, batch), timer.eager_method, batch, window_ms=window))
     kinds.append("launch")
     results = timer.measure_interleaved(regions)
     failed = False

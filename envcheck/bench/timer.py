@@ -24,7 +24,10 @@ turns with each other (they would share one power budget: sampling.py) but one a
 each once it has settled (``Timer.settle``): its graph replayed back to back in blocks of
 ``SETTLE_BLOCK_US`` until the median of a block is within ``SETTLE_TOLERANCE`` of the block
 before, at most ``SETTLE_MAX_MS``. Its samples then measure the state it keeps under its own
-load, whatever ran before it.
+load, whatever ran before it. A compute-bound one (``sampling.py``) settles at least
+``SUSTAIN_SETTLE_MS`` and its GPU time's samples span at least ``SUSTAIN_WINDOW_MS``: such a load
+holds the top clock for its first 100-250 ms, until the power limiter cuts in, and swings with a
+period of about a second after that.
 
 Two rules at the turn boundaries, both applied before a sample is taken, none dropped after:
 
@@ -65,10 +68,20 @@ ESTIMATE_SAMPLES = 3
 INTERLEAVE_TURN_US = 5000.0
 # Settling (Timer.settle): blocks of about 25 ms, long enough that a block's median moves by less
 # than the tolerance when the clock holds (1 ms graph replays: 0.1-0.3% apart), short enough that
-# a clock still falling by 20-30% a second moves it by more; never more than a second in all.
+# a clock still falling moves it by more; never more than a second in all (or twice the minimum).
 SETTLE_BLOCK_US = 25_000.0
 SETTLE_TOLERANCE = 0.005
 SETTLE_MAX_MS = 1000.0
+# A compute-bound implementation (tensor-core work near the power cap) is timed in the state it
+# holds under seconds of its own load. From an idle GPU its time holds for the first 100-250 ms at
+# the top clock, then the power limiter cuts in; after that the clock swings with a period of about a
+# second (NVML's one-second power average reaching the cap). On an H100 at its 700 W cap, cuDNN's
+# conv2d read 533 us 50 ms in, 551 us at 0.25-0.5 s and 567 us in the fourth second, linear
+# forward + backward 620, 673 and 686 us (reports/device-logs/2026-11-26_0558Z_h100_power_ramp.txt).
+# So it settles at least SUSTAIN_SETTLE_MS, and its samples span at least SUSTAIN_WINDOW_MS: one
+# period of the swing, not a phase of it.
+SUSTAIN_SETTLE_MS = 400.0
+SUSTAIN_WINDOW_MS = 1000.0
 
 GRAPH = "cuda_graph"
 EAGER = "cuda_events"
@@ -153,6 +166,10 @@ class Region:
     run: Callable[[], Any]
     method: str
     calls_per_sample: int = 1
+    # How long its samples span (None: the settings' ``rep_ms``), and the untimed run that puts
+    # GPU work ahead of its first sample after an idle GPU (None: ``run`` itself).
+    window_ms: float | None = None
+    spacer: Callable[[], Any] | None = None
 
 
 class Timer:
@@ -196,10 +213,12 @@ class Timer:
         self.clock.synchronize()
         return calls
 
-    def settle(self, region: Callable[[], Any]) -> tuple[int, bool]:
-        """Run ``region`` back to back in blocks of about ``SETTLE_BLOCK_US`` until the median of a
-        block is within ``SETTLE_TOLERANCE`` of the previous block's, or ``SETTLE_MAX_MS`` have
-        passed; returns the blocks run and whether the time settled (module docstring)."""
+    def settle(self, region: Callable[[], Any], min_ms: float = 0.0) -> tuple[int, bool]:
+        """Run ``region`` back to back in blocks of about ``SETTLE_BLOCK_US`` until, ``min_ms`` or
+        more into it, the median of a block is within ``SETTLE_TOLERANCE`` of the previous block's,
+        or ``max(SETTLE_MAX_MS, 2 min_ms)`` have passed; returns the blocks run and whether the
+        time settled (module docstring)."""
+        longest_ms = max(SETTLE_MAX_MS, 2 * min_ms)
         start = self.clock.host_s()
         first = self._samples(region, ESTIMATE_SAMPLES)
         n = max(1, math.ceil(SETTLE_BLOCK_US / max(statistics.median(first), 1e-3)))
@@ -208,9 +227,10 @@ class Timer:
         while True:
             now = statistics.median(self._samples(region, n))
             blocks += 1
-            if before is not None and abs(now - before) <= SETTLE_TOLERANCE * before:
+            ran_ms = (self.clock.host_s() - start) * 1e3
+            if before is not None and ran_ms >= min_ms and abs(now - before) <= SETTLE_TOLERANCE * before:
                 return blocks, True
-            if (self.clock.host_s() - start) * 1e3 >= SETTLE_MAX_MS:
+            if ran_ms >= longest_ms:
                 return blocks, False
             before = now
 
@@ -228,12 +248,13 @@ class Timer:
             marks.append((start, self.clock.mark()))
         return marks
 
-    def sample_count(self, estimate_us: float) -> int:
-        """``rep_ms`` of samples of ``estimate_us`` each, clamped to [min_samples, max_samples]."""
+    def sample_count(self, estimate_us: float, window_ms: float | None = None) -> int:
+        """``window_ms`` (default ``rep_ms``) of samples of ``estimate_us`` each, clamped to
+        [min_samples, max_samples]."""
         s = self.settings
         if not estimate_us > 0:
             return s.max_samples
-        n = math.ceil(s.rep_ms * 1e3 / estimate_us)
+        n = math.ceil((s.rep_ms if window_ms is None else window_ms) * 1e3 / estimate_us)
         return max(s.min_samples, min(s.max_samples, n))
 
     def estimate_us(self, region: Callable[[], Any]) -> float:
@@ -271,7 +292,7 @@ class Timer:
             except Exception as e:  # noqa: BLE001 - this region's failure, not the group's
                 results[i] = e
                 continue
-            counts[i] = self.sample_count(estimate)
+            counts[i] = self.sample_count(estimate, r.window_ms)
             busy_us = max(busy_us, counts[i] * max(estimate, 0.0))
         if counts:
             turns = max(1, min(min(counts.values()), math.ceil(busy_us / INTERLEAVE_TURN_US)))
@@ -290,7 +311,7 @@ class Timer:
                         if r.method == EAGER:
                             self.clock.synchronize()
                         elif r.method == GRAPH and idle:
-                            r.run()  # the spacer: see the module docstring
+                            (r.spacer or r.run)()  # the spacer: see the module docstring
                         marks[i] += self._enqueue(r.run, n * (t + 1) // turns - n * t // turns)
                     except Exception as e:  # noqa: BLE001
                         results[i] = e

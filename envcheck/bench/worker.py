@@ -36,7 +36,7 @@ from envcheck.bench.protocol import (
 )
 from envcheck.bench.sampling import sample, settle, to_case
 from envcheck.bench.suite import PlannedCase
-from envcheck.bench.timer import Timer
+from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS, Timer
 from envcheck.model import BenchDevice, Case, MonitorWindow, Note, Skip
 from envcheck.ops import lookup
 
@@ -132,6 +132,8 @@ class Worker:
         try:
             if rt.cuda:
                 self._start_monitoring(dev)
+                if any(lookup(c.op, plan.ops).compute_bound for c in plan.cases):
+                    self.note(Note("bench.sustained", {"settle_ms": round(SUSTAIN_SETTLE_MS), "window_ms": round(SUSTAIN_WINDOW_MS)}))
                 if plan.ceilings:
                     self._l2_note(rt)
                     self._measure_ceilings(rt)
@@ -242,13 +244,14 @@ class Worker:
                 self.emit(Skipped(r) if isinstance(r, Skip) else Measured(r))
 
     def _sample(self, rt: device.Runtime, p: Prepared) -> int | None:
-        """Settle one prepared implementation, then sample it under a monitor window of its own;
-        the window's index."""
-        settle(rt, p)
+        """Settle one prepared implementation, then sample it under a monitor window of its own
+        (sustained where its op is compute-bound: sampling.py); the window's index."""
+        sustain = lookup(p.planned.op, self.plan.ops).compute_bound
+        settle(rt, p, sustain)
         monitor = _SafeMonitor(self._monitor_factory if rt.cuda else None)
         with monitor:
             try:
-                sample(rt, p)
+                sample(rt, p, sustain)
             except Exception as e:  # noqa: BLE001 - this implementation's measurement failed as a whole
                 log(f"{p.planned.label}: sampling failed", e)
                 p.failure = p.failure or e
