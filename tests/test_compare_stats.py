@@ -261,3 +261,29 @@ def test_normal_quantile_is_exact_at_any_level():
         stats.t_quantile(1.0, 5)
     with pytest.raises(ValueError):
         stats.t_quantile(0.95, 0)
+
+
+def test_the_run_share_of_a_floor_is_what_the_repeats_do_not_already_hold():
+    """A single-run floor of 1% (variance 1e-4) over repeats whose per-repeat variance is 0.2e-4 a side:
+    2 s_run^2 = 0.6e-4 is added to the repeats' variance of the means; a floor the repeats already hold
+    adds nothing; within-run noise of one repeat's median is not taken for repeat-to-repeat noise."""
+    import math
+
+    from envcheck.compare.stats import NoiseFloor, Repeats, repeat_floor, with_run_share
+
+    a, b = Repeats(0.0, 0.2e-4, 5), Repeats(0.0, 0.2e-4, 5)
+    repeats = repeat_floor(a, b)
+    assert repeats is not None and repeats.log_sd**2 == pytest.approx(0.08e-4)
+    single = NoiseFloor(0.01, "shipped", ("gpu", "vector_add", "large"), 250, 250, 0.0, 0.01, 0)
+    both = with_run_share(repeats, a, b, single)
+    assert both.source == "repeats" and both.kind == single.kind
+    assert both.log_sd**2 == pytest.approx(0.6e-4 + 0.08e-4)
+    assert repeats.df is not None and repeats.df < both.df <= 250
+    held = NoiseFloor(math.sqrt(0.3e-4), "shipped", ("gpu",), 250, 250, 0.0, math.sqrt(0.3e-4), 0)
+    assert with_run_share(repeats, a, b, held) is repeats
+    # a repeat median's own within-run variance (se^2 x 5 = 0.1e-4 a side) is left out of the repeats' share
+    within = with_run_share(repeats, a, b, single, (math.sqrt(0.02e-4), math.sqrt(0.02e-4)))
+    assert within.log_sd**2 == pytest.approx(0.8e-4 + 0.08e-4)
+    # one side without repeats varies as one repeat of the other
+    assert with_run_share(repeat_floor(a, None), a, None, single).log_sd ** 2 == pytest.approx(
+        0.6e-4 + 0.2e-4 * 1.2)

@@ -17,6 +17,7 @@ import pytest
 
 from envcheck.compare import diff, export, shipped, stats
 from envcheck.model import Report, Timing
+from envcheck.render import compare_view
 
 REPORTS = Path(__file__).resolve().parent.parent / "reports"
 BACK_TO_BACK = ("2026-11-22_2139Z_vm_h200.json", "2026-11-22_2143Z_vm_h200.json")
@@ -83,6 +84,65 @@ def test_repeat_intervals_cover_95_percent_of_1000_synthetic_negative_controls()
         controls_called += any(stats.verdict(iv, 0.0, s) != "same" for iv, s in zip(ivs, called, strict=True))
     assert 0.93 <= covered / rows <= 0.97, covered / rows
     assert controls_called / 1000 <= 0.065, controls_called
+
+
+def test_repeats_with_the_run_share_of_a_floor_cover_95_percent_when_a_run_moves_as_a_whole():
+    """1,000 negative controls of 10 rows, 5 repeats a side, where part of the run-to-run noise moves a
+    whole run (every repeat of it alike; the committed controls with repeats of 2026-11-26 left 6 of 96
+    intervals excluding 1 that way). Each row's shipped floor F (of single runs: F^2 = 2 s_run^2 +
+    2 s_repeat^2) is drawn from the H200's, its run-level share from 20-80%. The repeats alone cover
+    1 in far fewer than 95% of the rows; with the floor's run-level share added (stats.with_run_share),
+    95% +- 2%."""
+    rng = np.random.default_rng(20261126)
+    within, between = h200_noise()
+    alone = shared = rows = 0
+
+    def side(w: float, s_run: float, s_rep: float) -> Timing:
+        run = rng.normal(0.0, s_run)
+        samples = [10.0 * math.exp(run + rng.normal(0.0, s_rep)) * np.exp(rng.normal(0.0, w, PER_REPEAT))
+                   for _ in range(REPEATS)]
+        return Timing("cuda_graph", np.concatenate(samples).tolist(), 1, (PER_REPEAT,) * REPEATS)
+
+    for _ in range(1000):
+        for _ in range(10):
+            w, f, share = rng.choice(within), rng.choice(between), rng.uniform(0.2, 0.8)
+            s_run, s_rep = f * math.sqrt(share / 2), f * math.sqrt((1 - share) / 2)
+            a, b = side(w, s_run, s_rep), side(w, s_run, s_rep)
+            ra = stats.repeats_of(a.samples_us.numpy(), a.passes)
+            rb = stats.repeats_of(b.samples_us.numpy(), b.passes)
+            repeats = stats.repeat_floor(ra, rb)
+            single = stats.NoiseFloor(f, "shipped", ("gpu", "k"), 250, 250, 0.0, f, 0)
+            ratio = math.exp(rb.mean_log - ra.mean_log)
+            se = stats.median_log_se([a.samples_us.numpy(), b.samples_us.numpy()])
+            for floor, hit in ((repeats, "alone"), (stats.with_run_share(repeats, ra, rb, single, se), "shared")):
+                iv = stats.interval(ratio, math.nan, floor, a.n, b.n)
+                if iv.low <= 1.0 <= iv.high:
+                    alone += hit == "alone"
+                    shared += hit == "shared"
+            rows += 1
+    assert alone / rows < 0.85, alone / rows
+    assert 0.93 <= shared / rows <= 0.97, shared / rows
+
+
+def test_the_committed_controls_with_repeats_meet_the_targets():
+    """The four committed controls with repeats (H100 and H200, both samplers of 2026-11-26), judged
+    with the floors' run-level share: no row of a negative control called, at most 5% of its 48
+    intervals excluding 1 (1, 1, 0 and 0; 3 of 48 on each of the first two with the repeats alone), and
+    every Triton vector add row of the positive control called slower with no other row called."""
+    for stamp, model in (("2026-11-26_0431Z", "h100"), ("2026-11-26_0515Z", "h200"), ("2026-11-26_0234Z", "h100"),
+                         ("2026-11-26_0024Z", "h200")):
+        names = [f"{stamp}_vm_{model}_controls_{k}.json" for k in ("baseline", "rerun", "control")]
+        base, rerun, control = (fx.load(REPORTS / n) for n in names)
+        negative = diff.diff([(names[0], base), (names[1], rerun)]).comparisons[0]
+        assert negative.shipped_model is not None and dict(negative.sources) == {"repeats": 48}
+        assert not [c for c in negative.cases if c.verdict in ("slower", "faster")]
+        assert _excluding(negative) <= 0.05 * negative.tested, (stamp, _excluding(negative))
+        said = compare_view._noise(negative, "en", str, "5")
+        assert "moves a whole run" in said and negative.shipped_model in said and "(48 rows)" in said
+        positive = diff.diff([(names[0], base), (names[2], control)]).comparisons[0]
+        called = {(c.impl, c.op) for c in positive.cases if c.verdict in ("slower", "faster")}
+        slowed = [c for c in positive.compared if c.impl == "triton" and c.op == "vector_add"]
+        assert called == {("triton", "vector_add")} and all(c.verdict == "slower" for c in slowed) and len(slowed) == 12
 
 
 def test_shipped_floor_intervals_cover_95_percent_of_1000_synthetic_negative_controls():

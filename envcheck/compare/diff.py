@@ -387,19 +387,23 @@ def _case_diffs(m: matching.Matching, unchanged: frozenset[str], *,
     floors = stats.noise_floors([rows[i] for i in usable])
     floor_of = dict(zip(usable, floors, strict=True))
     ivs: list[stats.RatioInterval] = []
+    run_share = False  # a shipped floor's run-level share went into a repeats row
     for k, (_, a, _, _, ta, tb) in enumerate(todo):
         row = rows[k]
         ratio = tb.median_us / ta.median_us
         ra, rb = _repeats(ta), _repeats(tb)
         floor = stats.repeat_floor(ra, rb)
         within: float | None = row.within_se if k in floor_of else None
+        single = model_floors.floor(row.kinds, a.case.impl) if model_floors is not None else None
         if floor is not None:
             # The ratio of the repeats' geometric-mean medians: the estimate the repeats' spread is of.
             ratio = math.exp((rb.mean_log if rb else math.log(tb.median_us))
                              - (ra.mean_log if ra else math.log(ta.median_us)))
+            if single is not None:  # what moves a whole run, which its repeats share
+                floor = stats.with_run_share(floor, ra, rb, single, (ses[2 * k], ses[2 * k + 1]))
+                run_share = run_share or floor.kind != ()
         else:
-            floor = (model_floors.floor(row.kinds, a.case.impl) if model_floors is not None else None) or floor_of.get(
-                k, stats.NO_FLOOR)
+            floor = single or floor_of.get(k, stats.NO_FLOOR)
         ivs.append(stats.interval(ratio, within, floor, ta.n, tb.n, confidence))
     significant = stats.bh_significant([stats.p_value(iv) for iv in ivs], 1.0 - confidence)
     used: list[stats.NoiseFloor] = []
@@ -420,7 +424,7 @@ def _case_diffs(m: matching.Matching, unchanged: frozenset[str], *,
     sources = tuple((s, count[s]) for s in stats.ALLOWANCE_SOURCES if s in count)
     distinct = sorted(set(used), key=lambda f: (-f.log_sd, f.source, f.kind))
     return _Rows([c for c in out if c is not None], distinct, sum(r.control for r in rows),
-                 sum(iv.has_interval for iv in ivs), sources, "shipped" in count)
+                 sum(iv.has_interval for iv in ivs), sources, "shipped" in count or run_share)
 
 
 def summarise(name: str, cases: Sequence[CaseDiff], practical: float, confidence: float) -> GroupSummary:

@@ -26,6 +26,13 @@ noise, from the first of these that is at hand (``NoiseFloor.source``):
    noise included, measured without looking at the other report. The ratio is that of the two
    sides' mean log medians, its variance ``s_a^2/N_a + s_b^2/N_b`` with Welch's degrees of
    freedom; a side without repeats is taken to vary as much as one repeat of the other.
+   Repeats of one run share what moves a whole run (the GPU's state, the process), which their
+   spread cannot show: where a floor is shipped for the GPU model and kind of case (2. below;
+   learned from single runs, so its variance is twice that run-level variance plus each side's
+   repeat-to-repeat variance), what is left of it after the repeats' own variances is added
+   (``with_run_share``). On the controls with repeats of 2026-11-26 (H100 and H200, 48 rows
+   each) the repeats alone left 3 of 48 intervals excluding 1 on each, against at most 5%; with
+   the run-level share 1 of 48 on each.
 2. ``shipped``: the floor of this GPU model and kind of case learned from committed
    back-to-back controls (``compare/shipped.py``, ``noise_floors.json``), for two reports of
    one physical GPU without repeats. Added to the within-run noise below.
@@ -433,6 +440,36 @@ def repeat_floor(base: Repeats | None, other: Repeats | None) -> NoiseFloor | No
     # Every case of a kind is taken to share its repeats' moves (a whole pass a little slower):
     # the geometric means then never count a kind's cases as independent (``geomean``).
     return NoiseFloor(sd, "repeats", (), count, df, 0.0, sd, 0)
+
+
+def with_run_share(repeats: NoiseFloor, base: Repeats | None, other: Repeats | None, single: NoiseFloor,
+                   within_se: tuple[float, float] = (math.nan, math.nan)) -> NoiseFloor:
+    """The repeats' allowance with the run-level share of ``single`` added (module docstring, 1.).
+
+    ``single``: how far one run's log time moves against another's beyond within-run noise (a
+    shipped floor), whose variance is ``2 s_run^2 + s_a^2 + s_b^2``: what moves a whole run, which
+    all its repeats share, twice, plus each side's repeat-to-repeat variance beyond within-run noise.
+    The latter is the repeats' ``var_log`` less the within-run variance of one repeat's median
+    (``within_se``: each side's standard error of its median over all its samples, so one repeat's is
+    ``within_se^2 x repeats``; NaN: not known, nothing taken off); a side without repeats varies as
+    much as one repeat of the other. What is left of ``single`` is ``2 s_run^2``, added to the variance
+    of the repeats' means; degrees of freedom by Satterthwaite. ``repeats`` unchanged when nothing is
+    left."""
+    sides = []
+    for r, se in zip((base, other), within_se, strict=True):
+        if r is not None:
+            sides.append(max(0.0, r.var_log - (se * se * r.count if math.isfinite(se) else 0.0)))
+    var_repeat = math.fsum(sides) * (2 / len(sides)) if sides else 0.0
+    run_var = max(0.0, single.log_sd**2 - var_repeat)
+    if run_var == 0.0:
+        return repeats
+    mean_var = repeats.log_sd**2
+    var = run_var + mean_var
+    parts = [(run_var, single.df), (mean_var, repeats.df)]
+    denom = math.fsum(v**2 / d for v, d in parts if d)
+    df = max(1, math.floor(var**2 / denom)) if denom > 0 else None
+    sd = math.sqrt(var)
+    return NoiseFloor(sd, "repeats", single.kind, repeats.cases, df, 0.0, sd, 0)
 
 
 # --------------------------------------------------------------------------- one case

@@ -245,10 +245,12 @@ def _noise(cmp: Any, lang: str, escape: Escape, fdr: str) -> str:
     t = _t(lang)
     counts = dict(cmp.sources)
     parts = []
-    if counts.get("repeats"):
+    pairs = translate(lang, "list.sep").join(f"{escape(a)} / {escape(b)}" for a, b in cmp.shipped_pairs)
+    if counts.get("repeats") and cmp.shipped_model:
+        parts.append(t("diff.noise.repeats_run", model=escape(cmp.shipped_model), pairs=pairs, count=counts["repeats"]))
+    elif counts.get("repeats"):
         parts.append(t("diff.noise.repeats", count=counts["repeats"]))
     if counts.get("shipped"):
-        pairs = translate(lang, "list.sep").join(f"{escape(a)} / {escape(b)}" for a, b in cmp.shipped_pairs)
         parts.append(t("diff.noise.shipped", model=escape(cmp.shipped_model or fmt.DASH), pairs=pairs,
                        count=counts["shipped"]))
     pair = counts.get("controls", 0) + counts.get("spread", 0)
