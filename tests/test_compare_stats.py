@@ -267,8 +267,6 @@ def test_the_run_share_of_a_floor_is_what_the_repeats_do_not_already_hold():
     """A single-run floor of 1% (variance 1e-4) over repeats whose per-repeat variance is 0.2e-4 a side:
     2 s_run^2 = 0.6e-4 is added to the repeats' variance of the means; a floor the repeats already hold
     adds nothing; within-run noise of one repeat's median is not taken for repeat-to-repeat noise."""
-    import math
-
     from envcheck.compare.stats import NoiseFloor, Repeats, repeat_floor, with_run_share
 
     a, b = Repeats(0.0, 0.2e-4, 5), Repeats(0.0, 0.2e-4, 5)
