@@ -58,25 +58,18 @@ def nvml_state(pynvml: Any, handle: Any) -> tuple[float, float, float, float]:
 
 
 def graphed(call: Any) -> Any:
-    """``call`` captured in a CUDA graph (its replay), or ``call`` itself where capture fails."""
+    """``call`` captured in a CUDA graph (its replay; envcheck's own capture), or ``call`` itself where
+    capture fails."""
     import torch
 
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            call()
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
+    from envcheck.bench.graphs import capture_graph
+
     try:
-        with torch.cuda.graph(graph):
-            call()
+        return capture_graph(call, 1).replay
     except RuntimeError as e:
         print(f"  (not captured: {str(e).splitlines()[0][:100]}; eager calls)")
         torch.cuda.synchronize()
         return call
-    return graph.replay
 
 
 def block(run: Any, n: int) -> list[float]:
