@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Two `envcheck run`s back to back on one GPU, nothing changed between them (a negative control for
 # the rows they hold), and `envcheck diff` of the two with the shipped noise floors, in one call
-# (at most BUDGET_S, default 580; each run gets up to half of it). The pair the noise floors are
+# (at most BUDGET_S, default 580; the first run gets at most half of it, the second what is left).
+# With compute-bound rows timed sustained a matmul-only run takes 220-280 s on an H100. The pair the noise floors are
 # checked on for a sampler change (scripts/noise_floors.py learns floors from such pairs).
 #
 #   OUT=some/dir [BUDGET_S=580] bash scripts/device_pair.sh [`envcheck run` arguments, e.g. --ops matmul]
