@@ -11,3 +11,12 @@ out=${OUT:-out}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 py=${PYTHON:-python3}
+
+# nccl_home: the NCCL that torch loads (pip's nvidia-nccl) as a NCCL_HOME for building nccl-tests against:
+# NH its folder, /tmp/nx its headers and an unversioned libnccl.so (make NCCL_HOME=/tmp/nx).
+nccl_home() {
+  NH=$("$py" -c "import nvidia.nccl as m; print(list(m.__path__)[0])")
+  mkdir -p /tmp/nx/lib
+  ln -sfn "$NH/include" /tmp/nx/include
+  ln -sf "$NH/lib/libnccl.so.2" /tmp/nx/lib/libnccl.so
+}

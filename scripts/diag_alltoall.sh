@@ -34,10 +34,7 @@ say "machine"
   "$py" -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'; } 2>&1 | tee -a "$log"
 
 say "alltoall_perf build (in the background)"
-NH=$("$py" -c "import nvidia.nccl as m; print(list(m.__path__)[0])")
-mkdir -p /tmp/nx/lib
-ln -sfn "$NH/include" /tmp/nx/include
-ln -sf "$NH/lib/libnccl.so.2" /tmp/nx/lib/libnccl.so
+nccl_home
 ( timeout 240 make --no-print-directory -C .nccl-tests/src -j16 MPI=0 CUDA_HOME=/usr/local/cuda NCCL_HOME=/tmp/nx \
     NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" BUILDDIR=/tmp/ntb os.build /tmp/ntb/alltoall_perf \
     > "$work/build.log" 2>&1; echo "build exit status $?" >> "$work/build.log" ) &

@@ -232,15 +232,14 @@ def measure_row(rt: Any, nvml: Any, target: Any, op: str, dtype: str, shape: tup
     from envcheck.bench.group import Prepared, open_group, prepare
     from envcheck.bench.impls import tf32_matmul
     from envcheck.bench.monitor import Monitor, window_state
-    from envcheck.bench.sampling import sample, settle
+    from envcheck.bench.sampling import sample, settle, sustains
     from envcheck.bench.suite import PlannedCase
     from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS, Timer
     from envcheck.model import Settings
-    from envcheck.ops import lookup
 
     # A compute-bound op is sampled sustained on envcheck's side (sampling.py): the reference gets the
     # same settling and window.
-    sustain = lookup(op, rt.ops).compute_bound
+    sustain = sustains(rt, op)
     settle_ms, window_ms = (SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS) if sustain else (SETTLE_MS, WINDOW_MS)
     warm = Timer("cuda", Settings(warmup_ms=settle_ms))  # do_bench_cudagraph has no settling of its own
     planned = [PlannedCase(op, impl, dtype, dtype, shape) for impl in impls]
@@ -261,9 +260,9 @@ def measure_row(rt: Any, nvml: Any, target: Any, op: str, dtype: str, shape: tup
             # window of its own (sampling.settle, sampling.sample).
             for p in prepared:
                 p.graph = graph_region(rt.timer, p.fn, p.rotation_sets)
-                settle(rt, p, sustain)
+                settle(rt, p)
                 with ours[p.planned.impl]:
-                    sample(rt, p, sustain)
+                    sample(rt, p)
                 if p.gpu is None or p.launch is None:
                     raise RuntimeError(f"{p.planned.label}: not measured ({p.failure!r}, {p.notes})")
                 results[p.planned.impl].gpu.append(p.gpu)

@@ -27,9 +27,9 @@ def test_one_worker_runs_built_in_and_user_cases_through_the_same_prepare_and_sa
         seen["prepare"].append(planned.op)
         return real_prepare(rt, planned, g)
 
-    def spy_sample(rt, p, sustain=False):
+    def spy_sample(rt, p):
         seen["sample"].append(p.planned.op)
-        return real_sample(rt, p, sustain)
+        return real_sample(rt, p)
 
     monkeypatch.setattr(worker, "prepare", spy_prepare)
     monkeypatch.setattr(worker, "sample", spy_sample)

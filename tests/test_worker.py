@@ -271,9 +271,9 @@ def test_an_impl_failing_while_sampled_loses_only_its_own_case(worker_mod, monke
     monkeypatch.setattr(impls, "compiled_on_sets", flaky)
     real = sampling.sample
 
-    def arm_before_sampling(rt, ready, sustain=False):  # the failure comes in the interleaved sampling
+    def arm_before_sampling(rt, ready):  # the failure comes in the interleaved sampling
         armed["on"] = True
-        real(rt, ready, sustain)
+        real(rt, ready)
 
     monkeypatch.setattr(worker_mod, "sample", arm_before_sampling)
     events = _run_in_process(worker_mod, [_case("relu", shape=(4096,)), _case("relu", "compile", shape=(4096,))])
@@ -461,21 +461,24 @@ def test_a_compute_bound_implementation_is_timed_in_the_state_it_sustains(worker
     settings = Settings(warmup_ms=1, rep_ms=100, min_samples=10, max_samples=150)
     cost = 560.0
 
-    def run(sustain: bool, start_s: float) -> tuple[Any, float, float]:
+    conv2d = _case("conv2d", "torch", "fp16", shape=(64, 64, 128, 128, 64, 7, 2))
+    # The same kernel under a memory-bound op's name: sampled the way a memory-bound op is.
+    as_memory_bound = _case("layer_norm", "torch", "fp16", shape=(32768, 8192))
+
+    def run(case: PlannedCase, start_s: float) -> tuple[Any, float, float]:
         dev.t_us = start_s * 1e6
         rt = _runtime(backend="cuda", timer=Timer("cuda", settings))
-        p = _prepared(_case("conv2d", "torch", "fp16", shape=(64, 64, 128, 128, 64, 7, 2)),
-                      dev.kernel(cost, gap_us=5.0), Region(dev.kernel(cost), "cuda_graph", 1))
-        settle(rt, p, sustain)
+        p = _prepared(case, dev.kernel(cost, gap_us=5.0), Region(dev.kernel(cost), "cuda_graph", 1))
+        settle(rt, p)
         opened = dev.t_us
-        sample(rt, p, sustain)
+        sample(rt, p)
         return p, opened, dev.t_us
 
-    burst, _, _ = run(False, 0.0)
+    burst, _, _ = run(as_memory_bound, 0.0)
     assert burst.gpu is not None and burst.gpu.median_us < 1.05 * cost
     held = []
     for start in (0.0, 0.25, 0.5, 0.75):  # the load began that long before: any phase of the swing
-        p, opened, closed = run(True, start)
+        p, opened, closed = run(conv2d, start)
         assert p.gpu is not None and p.launch is not None
         assert opened - start * 1e6 >= SUSTAIN_SETTLE_MS * 1e3
         assert closed - opened >= SUSTAIN_WINDOW_MS * 1e3
@@ -498,7 +501,7 @@ def test_without_settling_the_first_implementation_reads_the_drift(worker_mod, m
     monkeypatch.setattr(Timer, "clock_factory", staticmethod(lambda backend: dev))
     settings = Settings(warmup_ms=1, rep_ms=20, min_samples=10, max_samples=200)
     rt = _runtime(backend="cuda", timer=Timer("cuda", settings))
-    first, second = (_prepared(_case("matmul", impl, "fp16", shape=(64, 64, 64)), dev.kernel(1000.0),
+    first, second = (_prepared(_case("relu", impl, "fp16", shape=(1 << 20,)), dev.kernel(1000.0),
                                Region(dev.kernel(1000.0), "cuda_graph", 1)) for impl in ("torch", "triton"))
     sample(rt, first)
     sample(rt, second)

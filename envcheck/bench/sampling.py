@@ -46,6 +46,7 @@ from envcheck.bench.failure import log, one_line
 from envcheck.bench.group import Prepared
 from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS, Region, calls_per_sample
 from envcheck.model import Case, Note, Timing
+from envcheck.ops import lookup
 
 
 def _repeat(fn: Callable[[], Any], calls: int) -> Callable[[], None]:
@@ -64,25 +65,30 @@ def sustained(region: Region, replay_us: float, max_samples: int) -> Region:
                   window_ms=SUSTAIN_WINDOW_MS, spacer=region.run)
 
 
-def settle(rt: Runtime, p: Prepared, sustain: bool = False) -> None:
+def sustains(rt: Runtime, op: str) -> bool:
+    """Whether an implementation of ``op`` is timed sustained: a compute-bound op (built-in or declared) on a GPU."""
+    return rt.cuda and lookup(op, rt.ops).compute_bound
+
+
+def settle(rt: Runtime, p: Prepared) -> None:
     """Run one implementation back to back until its GPU time holds (``Timer.settle``, at least
-    ``SUSTAIN_SETTLE_MS`` where ``sustain``; CUDA only), before its window opens: the window's
+    ``SUSTAIN_SETTLE_MS`` where it ``sustains``; CUDA only), before its window opens: the window's
     clocks and power are those of its samples."""
     if not rt.cuda:
         return
     try:
         blocks, settled = rt.timer.settle(p.graph.run if p.graph is not None else p.fn,
-                                          min_ms=SUSTAIN_SETTLE_MS if sustain else 0.0)
+                                          min_ms=SUSTAIN_SETTLE_MS if sustains(rt, p.planned.op) else 0.0)
     except Exception:  # noqa: BLE001 - sample() meets the same failure and records it
         return
     if not settled:
         log(f"{p.planned.label}: GPU time still moving after {blocks} blocks of settling")
 
 
-def sample(rt: Runtime, p: Prepared, sustain: bool = False) -> None:
+def sample(rt: Runtime, p: Prepared) -> None:
     """Take the GPU and launch times of one implementation, interleaved; results land on ``p``.
-    Where ``sustain`` (CUDA only), the time the case reports spans ``SUSTAIN_WINDOW_MS``."""
-    sustain = sustain and rt.cuda
+    Where it ``sustains``, the time the case reports spans ``SUSTAIN_WINDOW_MS``."""
+    sustain = sustains(rt, p.planned.op)
     timer = rt.timer
     regions: list[Region] = []
     kinds: list[str] = []  # "gpu" | "launch" per region

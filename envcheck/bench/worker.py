@@ -246,12 +246,11 @@ class Worker:
     def _sample(self, rt: device.Runtime, p: Prepared) -> int | None:
         """Settle one prepared implementation, then sample it under a monitor window of its own
         (sustained where its op is compute-bound: sampling.py); the window's index."""
-        sustain = lookup(p.planned.op, self.plan.ops).compute_bound
-        settle(rt, p, sustain)
+        settle(rt, p)
         monitor = _SafeMonitor(self._monitor_factory if rt.cuda else None)
         with monitor:
             try:
-                sample(rt, p, sustain)
+                sample(rt, p)
             except Exception as e:  # noqa: BLE001 - this implementation's measurement failed as a whole
                 log(f"{p.planned.label}: sampling failed", e)
                 p.failure = p.failure or e
