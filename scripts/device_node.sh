@@ -28,7 +28,9 @@
 #   5. the comparisons at every size (scripts/compare_node.py): A and B against nccl-tests (GPU-time busbw
 #      within 5 % at every size and 2 % from 64 MiB), copies against a plain torch copy;
 #   6. `envcheck diff A B`: two back-to-back node runs, nothing changed, a negative control for node rows;
-#   7. with FLEET=1, a fleet of two nodes simulated on this machine (two torchrun launchers, one GPU each;
+#   7. with L2_HOT=1, nccl-tests' alltoall and all_reduce at 1, 4 and 16 MiB each run alone (-b S -e S), so
+#      that it reuses one set of buffers, L2 hot (nccl_tests_l2_hot.txt in nccl_tests.tgz, and the log);
+#   8. with FLEET=1, a fleet of two nodes simulated on this machine (two torchrun launchers, one GPU each;
 #      up to 200 s more; its reports go into work.tgz).
 # Runs from a source tree with the machine's own python3; writes 8 files to $OUT:
 #   device_node.log, comparison.md, node.json (A), node_b.json, node_diff.md, node_diff.json,
@@ -119,6 +121,20 @@ if [ "${DIAG:-0}" = 1 ]; then
       | grep -E "^(NVIDIA|all_reduce|broadcast)" >> "$nt/graph_calls.txt"
   done
   cat "$nt/graph_calls.txt" | tee -a "$log"
+fi
+
+if [ "${L2_HOT:-0}" = 1 ]; then
+  # nccl-tests shifts its buffers through its largest size at every iteration (src/common.cu's startColl):
+  # with -e 4G every call meets buffers L2 does not hold. Run alone at one size (-b S -e S), it uses one set
+  # of buffers, as envcheck did before it kept L2 cold for collectives too.
+  say "nccl-tests at one size each (-b S -e S: one set of buffers, L2 hot), -G 100, envcheck's NCCL settings"
+  for t in alltoall all_reduce; do
+    for s in 1M 4M 16M; do
+      NCCL_GRAPH_MIXING_SUPPORT=0 NCCL_GRAPH_REGISTER=0 NCCL_P2P_DIRECT_DISABLE=1 timeout 60 /tmp/ntb/${t}_perf \
+        -b "$s" -e "$s" -g "$ngpu" -w 5 -n 40 -G 100 >> "$nt/nccl_tests_l2_hot.txt" 2>&1
+    done
+  done
+  grep -E "Collective test starting|^ +[0-9]+ " "$nt/nccl_tests_l2_hot.txt" | tee -a "$log"
 fi
 
 # A lent machine's call ends at 600 s: run B only where it can finish in time (about 110 s, then the

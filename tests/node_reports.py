@@ -28,6 +28,7 @@ from node_fakes import capture, fake_nvml, text
 from envcheck.analysis import node as an
 from envcheck.analysis.fleet import baseline_from_nodes
 from envcheck.analysis.narrowing import NarrowStep, next_narrowing_group
+from envcheck.bench.l2 import rotation_sets
 from envcheck.checks.links import delta_checks
 from envcheck.model import Check, Environment, Report, Timing, known
 from envcheck.model.fleet import Fleet, FleetNode, RankStatus
@@ -48,6 +49,7 @@ from envcheck.model.node import (
     XidScan,
 )
 from envcheck.node import nccl_tests
+from envcheck.node.collective_bench import buffer_bytes
 from envcheck.node.counters import LINKS_SECTION, links_section, read_counters
 from envcheck.node.nccl_log import distinct, parse_choices
 from envcheck.node.topology import probe_topology
@@ -114,7 +116,10 @@ def _timed(op: str, size: int, time_us: float, ranks: tuple[int, ...], iters: in
     per_call = max(time_us, PER_CALL_FLOOR_US)
     timings = tuple(RankTiming(r, Timing.from_samples("cuda_events", [per_call] * iters)) for r in ranks)
     gpu = tuple(RankTiming(r, Timing.from_samples("cuda_graph", [time_us] * iters, iters)) for r in ranks)
-    return CollectiveResult(op, lay.size_bytes, lay.count, "float32", ranks, timings, 0, gpu_timings=gpu)
+    # L2 kept cold as the bench keeps it on an H100 (50 MiB of L2).
+    sets = rotation_sets(buffer_bytes(op, size, len(ranks)), 50 << 20, memory_bound=True)
+    return CollectiveResult(op, lay.size_bytes, lay.count, "float32", ranks, timings, 0, gpu_timings=gpu,
+                            rotation_sets=sets)
 
 
 def sweep() -> Collectives:

@@ -246,7 +246,7 @@ def test_busbw_against_what_the_h200_links_allow():
 def test_assemble_keeps_both_times_and_a_gpu_time_needs_every_member():
     plan = SweepPlan(ops=("all_reduce",), sizes=(1 << 20, 1 << 22), narrow=False)
     base = {"op": "all_reduce", "count": 1 << 18, "ranks": [0, 1], "samples_us": [45.0, 47.0], "wrong": 0}
-    both = {**base, "size_bytes": 1 << 20, "gpu_samples_us": [16.0, 17.0], "gpu_calls": 20}
+    both = {**base, "size_bytes": 1 << 20, "gpu_samples_us": [16.0, 17.0], "gpu_calls": 20, "rotation_sets": 75}
     # At 4 MiB rank 1's capture was refused: no GPU time for the call, the refusal kept.
     r0 = {**base, "size_bytes": 1 << 22, "count": 1 << 20, "gpu_samples_us": [30.0], "gpu_calls": 20}
     r1 = {**base, "size_bytes": 1 << 22, "count": 1 << 20, "gpu_samples_us": [], "gpu_reason": "capture_failed",
@@ -255,6 +255,7 @@ def test_assemble_keeps_both_times_and_a_gpu_time_needs_every_member():
     one, four = c.results
     assert [t.timing.method for t in one.gpu_timings] == ["cuda_graph", "cuda_graph"]
     assert one.gpu_timings[0].timing.calls_per_sample == 20 and one.gpu_reason is None
+    assert one.rotation_sets == 75 and four.rotation_sets == 1  # an event without the key: one set
     assert four.gpu_timings == () and four.gpu_reason == "capture_failed" and "refused" in four.gpu_error
     rows = an.collective_rows(c)
     assert [r.time_basis for r in rows] == ["gpu", "per_call"]

@@ -62,3 +62,21 @@ def test_nccl_sweep_times_graph_replays_and_eager_calls(tmp_path):
     assert list(tmp_path.glob("learn.rank*.jsonl")) and list(tmp_path.glob("nccl.rank*.log"))
     big = next(r for r in rows if r.op == "all_reduce" and r.size_bytes == 1 << 28)
     assert big.call_time_us == pytest.approx(big.gpu_time_us, rel=0.15)  # at 256 MiB the host hides behind the GPU
+
+
+def test_collectives_keep_l2_cold_where_their_buffers_fit_in_it(tmp_path):
+    """all_to_all at 4 MiB (8 MiB of buffers a rank) cycles through sets of buffers, checked right; at
+    1 MiB all_reduce (one 1 MiB buffer) and at 1 GiB (above 3 x L2) one set."""
+    n = _count()
+    if n < 2:
+        pytest.skip("needs two GPUs")
+    plan = SweepPlan(ops=("all_reduce", "all_to_all"), sizes=(1 << 20, 1 << 22, 1 << 30), iters=10, narrow=False)
+    c = run_sweep(plan, Placement(n), tmp_path, SubprocessLauncher(), 300)
+    assert c.error is None, c.launch.stderr_tail
+    sets = {(r.op, r.size_bytes): r.rotation_sets for r in c.results}
+    assert {r.wrong for r in c.results} == {0}
+    assert sets[("all_to_all", 1 << 22)] > 2 and sets[("all_reduce", 1 << 22)] > 2
+    assert sets[("all_reduce", 1 << 20)] == 1 and sets[("all_reduce", 1 << 30)] == 1
+    for r in c.results:
+        for t in r.gpu_timings:
+            assert t.timing.calls_per_sample % r.rotation_sets == 0  # whole cycles in every graph

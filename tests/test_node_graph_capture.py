@@ -32,17 +32,24 @@ class FakeDist:
         elif op is None and self.host_s:
             time.sleep(self.host_s)
 
+    def all_to_all_single(self, recv, send, group=None):
+        """One rank: its whole input is its own chunk. Records which buffers each call used."""
+        self.log.append(("all_to_all", send.data_ptr(), recv.data_ptr(),
+                         self.cuda is not None and self.cuda.capturing))
+        recv.copy_(send)
+
 
 class FakeCuda:
     """torch.cuda as the capture path uses it: a replay advances the fake GPU clock by ``us_per_call``
     for each call captured in its graph. ``capture_error``: raised at the end of a capture."""
 
-    def __init__(self, log, us_per_call=15.0, capture_error=None, error_from=1):
+    def __init__(self, log, us_per_call=15.0, capture_error=None, error_from=1, free=1 << 40):
         self.log, self.us_per_call, self.capture_error, self.now_ms = log, us_per_call, capture_error, 0.0
+        self.free = free
         self.capturing, self.captured, self.error_from, self.captures = False, 0, error_from, 0
 
     def mem_get_info(self, device):
-        return (1 << 40, 1 << 40)
+        return (self.free, 1 << 40)
 
     def empty_cache(self):
         pass
@@ -88,7 +95,7 @@ class FakeCuda:
             yield
         finally:
             self.capturing = False
-            g.calls = self.captured
+            g.calls = self.captured or sum(1 for e in self.log if isinstance(e, tuple) and e[-1] is True)
         if self.capture_error is not None and self.captures >= self.error_from:
             raise self.capture_error
 
@@ -107,8 +114,8 @@ class FakeCuda:
 
 def _bench(cuda, host_s=0.0):
     log = []
-    fake_torch = types.SimpleNamespace(**{k: getattr(torch, k) for k in ("empty", "arange", "tensor", "int64",
-                                                                          "float32", "device")}, cuda=cuda)
+    fake_torch = types.SimpleNamespace(**{k: getattr(torch, k) for k in ("empty", "empty_like", "arange", "tensor",
+                                                                          "int64", "float32", "device")}, cuda=cuda)
     b = CollectiveBench(torch, FakeDist(log, cuda, host_s), "cpu", 0, 1)  # the CPU build of torch holds the tensors
     b.torch, b.cuda = fake_torch, True  # ...and the capture path runs as on a GPU
     return b, log
@@ -164,3 +171,39 @@ def test_a_refused_second_capture_keeps_the_first_graph_s_samples():
     m = b.measure("all_reduce", 1 << 12, (0,), None, warmup=1, iters=6)
     assert cuda.captures == 2 and m.gpu_reason is None and m.gpu_error is None
     assert m.gpu_calls == 1 and m.gpu_samples_us == pytest.approx([12.0] * 6)  # the first graph's calls
+
+
+def _a2a_calls(log, captured):
+    return [e for e in log if isinstance(e, tuple) and e[0] == "all_to_all" and e[3] is captured]
+
+
+def test_a_size_that_fits_in_l2_cycles_through_sets_of_buffers_in_whole_cycles():
+    """all_to_all at 4 MiB on one rank: 8 MiB of buffers, under 3 x L2 (an H100's 50 MiB assumed where the
+    L2 is unknown), so 19 sets; left hot, half of its data (the rank's own chunk) came from L2."""
+    cuda = FakeCuda([], us_per_call=20.0)
+    b, log = _bench(cuda, host_s=0.0005)
+    m = b.measure("all_to_all", 4 << 20, (0,), None, warmup=2, iters=25)
+    assert m.error is None and m.wrong == 0 and m.rotation_sets == 19
+    eager = _a2a_calls(log, False)
+    sends = [e[1] for e in eager[:27]]  # warm-up and timed calls: one cycle from the first set on
+    assert len(set(sends)) == 19 and sends[19:27] == sends[:8]
+    assert len({e[2] for e in eager[:27]}) == 19  # an output buffer per set too
+    assert eager[-1][1:3] == eager[0][1:3]  # the check ran in the first set
+    captured = _a2a_calls(log, True)
+    assert m.gpu_calls % 19 == 0 and len(captured) % 19 == 0 and len(captured) >= m.gpu_calls
+    graph = [e[1] for e in captured[-m.gpu_calls:]]
+    assert graph == sends[:19] * (m.gpu_calls // 19)  # whole cycles, in the same order
+
+
+def test_a_size_left_in_l2_or_without_memory_to_spare_uses_one_set():
+    b, log = _bench(FakeCuda([]))
+    assert b.measure("all_to_all", 1 << 18, (0,), None, warmup=1, iters=3).rotation_sets == 1  # 512 KiB: in L2
+    need = (8 << 20) + (1 << 25) * 12  # 4 MiB in and out, and the check's chunks
+    tight = FakeCuda([], free=int((need + (16 << 20)) / 0.85))  # room for 2 more sets of the 18 wanted
+    b, log = _bench(tight)
+    m = b.measure("all_to_all", 4 << 20, (0,), None, warmup=1, iters=3)
+    assert m.error is None and m.wrong == 0 and m.rotation_sets == 1
+    assert len({e[1] for e in _a2a_calls(log, False)}) == 1
+    cpu = CollectiveBench(torch, FakeDist([]), "cpu", 0, 1)
+    cpu.dist.all_to_all_single = lambda recv, send, group=None: recv.copy_(send)
+    assert cpu.measure("all_to_all", 4 << 20, (0,), None, warmup=0, iters=2).rotation_sets == 1  # no L2 on the CPU

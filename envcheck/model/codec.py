@@ -16,7 +16,8 @@ JSON format history (``schema_version``):
       stays); ``benches[].ops`` (a user's declared ops, ``envcheck bench``); ``Timing.passes``
       and ``settings.repeat`` (``run --repeat``), ``settings.control`` (the diff's positive
       control); a collective's ``gpu_timings`` / ``gpu_reason`` / ``gpu_error`` (its GPU time
-      from CUDA-graph replays beside the per-call ``timings``); op names of the new built-in ops
+      from CUDA-graph replays beside the per-call ``timings``) and its ``rotation_sets`` (buffers cycled
+      through to keep L2 cold; absent: 1, as every earlier run used); op names of the new built-in ops
       and the implementation ``jax``. The bump makes an older envcheck say it is too old instead
       of refusing a field it does not know.
 

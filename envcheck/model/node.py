@@ -232,6 +232,9 @@ class CollectiveResult:
     *GPU time* (the calls captured in a CUDA graph and replayed, each sample one replay divided by
     its calls: what NCCL and the links do, launch gaps removed). Without a GPU time,
     ``gpu_reason`` says why (``GPU_TIME_REASONS``) and ``gpu_error`` holds the capture's exception.
+    ``rotation_sets``: how many sets of buffers each rank cycled through to keep L2 cold (1: one set,
+    L2 not kept cold: the CPU, a size above 3x L2 or of 1 MiB and less, or no memory to spare; reports
+    before 2026-11-26 always used one).
     """
 
     op: str
@@ -249,8 +252,11 @@ class CollectiveResult:
     gpu_timings: tuple[RankTiming, ...] = ()
     gpu_reason: str | None = None
     gpu_error: str | None = None
+    rotation_sets: int = 1
 
     def __post_init__(self) -> None:
+        if self.rotation_sets < 1:
+            raise ValueError(f"rotation_sets must be at least 1, not {self.rotation_sets}")
         if self.op not in COLLECTIVES:
             raise ValueError(f"unknown collective {self.op!r}")
         if self.gpu_reason is not None and self.gpu_reason not in GPU_TIME_REASONS:

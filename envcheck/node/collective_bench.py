@@ -16,6 +16,15 @@
 3. a separate call on freshly written inputs whose output is checked element by element against the
    exact expected values (nccl-tests' #wrong).
 
+On a GPU, L2 is kept cold as for single-GPU ops (``envcheck.bench.l2``): a size whose buffers (this
+rank's input and output) could stay in L2 between calls gets ``rotation_sets`` independent sets of
+buffers, every group member the same number, and the warm-up, the timed calls and the captured graph
+cycle through them (a graph holds whole cycles); the first set is the one checked. nccl-tests does the
+same by shifting its buffers through its largest size at every iteration (``startColl`` in
+src/common.cu). Left hot, all_to_all at 4 MiB read 6-11% above nccl-tests on four machines: half of
+its data is the rank's own chunk, a local copy L2 served
+(reports/device-logs/2026-11-26_0602Z_2x-h100_diag_alltoall_comparison_gpus.md).
+
 Runs inside a torchrun worker (``envcheck.node.collective_worker``) with a process group already up.
 The same code drives NCCL on GPUs and gloo on the CPU: only the device of the tensors and the clock
 differ. Every rank of the group must call :func:`measure` with the same arguments in the same
@@ -39,6 +48,7 @@ from typing import Any
 
 from envcheck.analysis.node import layout
 from envcheck.bench.failure import one_line
+from envcheck.bench.l2 import rotation_sets
 
 GRAPH_REPLAY_US = 1000.0  # a replay should last about this long: calls per graph = this / time per call
 MAX_GRAPH_CALLS = 256  # at most this many calls in one graph (1 MiB collectives take ~12 us on NVLink)
@@ -66,6 +76,13 @@ class Measured:
     gpu_calls: int = 1
     gpu_reason: str | None = None  # a model.node.GPU_TIME_REASONS key when there is no GPU time
     gpu_error: str | None = None
+    rotation_sets: int = 1  # sets of buffers cycled through to keep L2 cold (1: none)
+
+
+def whole_cycles(calls: int, sets: int) -> int:
+    """``calls`` rounded up to whole cycles through ``sets`` sets of buffers: every replay of a graph
+    then visits each set the same number of times, in the same order."""
+    return max(1, math.ceil(calls / sets)) * sets
 
 
 def calls_per_graph(per_call_us: float) -> int:
@@ -79,10 +96,15 @@ def calls_per_graph(per_call_us: float) -> int:
 def need_bytes(op: str, size_bytes: int, n: int, element_bytes: int = 4) -> int:
     """Device memory one rank needs for ``op`` at size S: its input and output buffers, plus one
     chunk of expected values and one of indices for the check."""
+    return buffer_bytes(op, size_bytes, n, element_bytes) + CHUNK_ELEMS * (element_bytes + 8)
+
+
+def buffer_bytes(op: str, size_bytes: int, n: int, element_bytes: int = 4) -> int:
+    """One rank's input and output buffers for ``op`` at size S (one buffer where the call is in place):
+    the working set L2 could keep between calls."""
     lay = layout(op, size_bytes, n, element_bytes)
     inplace = op in ("all_reduce", "broadcast")
-    buffers = lay.send if inplace else lay.send + lay.recv
-    return buffers * element_bytes + CHUNK_ELEMS * (element_bytes + 8)
+    return (lay.send if inplace else lay.send + lay.recv) * element_bytes
 
 
 class CollectiveBench:
@@ -95,8 +117,12 @@ class CollectiveBench:
         self.rank = rank
         self.world_size = world_size
         self.cuda = device.startswith("cuda")
+        self.l2_bytes: int | None = None  # None: rotation_sets assumes an H100's
         if self.cuda:
             from envcheck.bench.timer import CudaEventClock
+
+            self.l2_bytes = int(getattr(torch.cuda.get_device_properties(torch.device(device)), "L2_cache_size", 0)) \
+                or None
 
             self.clock: Any = CudaEventClock()
         else:
@@ -172,10 +198,11 @@ class CollectiveBench:
         else:
             raise ValueError(f"unknown collective {op!r}")
 
-    def _gpu_time(self, op: str, send: Any, recv: Any, group: Any, root: int, calls: int,
+    def _gpu_time(self, op: str, sets: list[tuple[Any, Any]], group: Any, root: int, calls: int,
                   replays: int) -> tuple[tuple[float, ...], str | None, str | None]:
-        """(samples per call, reason, error) of ``calls`` calls captured in one CUDA graph and replayed
-        ``replays`` times back to back. Every member calls it; none replays unless all captured."""
+        """(samples per call, reason, error) of ``calls`` calls (whole cycles through the ``sets`` of
+        (input, output) buffers) captured in one CUDA graph and replayed ``replays`` times back to back.
+        Every member calls it; none replays unless all captured."""
         torch = self.torch
         graph = None
         error = None
@@ -184,15 +211,15 @@ class CollectiveBench:
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
-                self._call(op, send, recv, group, root)
+                self._call(op, *sets[0], group, root)
             torch.cuda.current_stream().wait_stream(side)
             torch.cuda.synchronize()
             graph = torch.cuda.CUDAGraph()
             # thread_local: ProcessGroupNCCL's watchdog thread keeps querying its events during the
             # capture; in the default global mode those queries would invalidate it.
             with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                for _ in range(calls):
-                    self._call(op, send, recv, group, root)
+                for i in range(calls):
+                    self._call(op, *sets[i % len(sets)], group, root)
         except Exception as e:  # noqa: BLE001 - a refused capture is a recorded reason, not a crash
             error = one_line(e)
             graph = None
@@ -215,6 +242,27 @@ class CollectiveBench:
             graph.reset()
         return samples, None, None
 
+    def _more_sets(self, op: str, size_bytes: int, n: int, send: Any, recv: Any, free: int | None, need: int,
+                   group: Any) -> list[tuple[Any, Any]]:
+        """The extra sets of (input, output) buffers that keep L2 cold on a GPU (``envcheck.bench.l2``),
+        copies of the first set's input; as many on every member of the group (the fewest any member
+        can hold), none on the CPU or where a member cannot hold them all."""
+        if not self.cuda:
+            return []
+        spare = None if free is None else MEMORY_HEADROOM * free - need
+        mine = rotation_sets(buffer_bytes(op, size_bytes, n), self.l2_bytes, memory_bound=True, spare_bytes=spare)
+        count = self._min_over(mine, group)
+        extra: list[tuple[Any, Any]] = []
+        try:
+            for _ in range(count - 1):
+                extra.append((send.clone(), None if recv is None else self.torch.empty_like(recv)))
+            held = 1
+        except RuntimeError:  # out of memory after all (another process took some): no rotation
+            extra, held = [], 0
+        if not self._min_over(held, group):
+            return []
+        return extra
+
     def measure(self, op: str, size_bytes: int, ranks: tuple[int, ...], group: Any, warmup: int,
                 iters: int, graph: bool = True) -> Measured:
         """Measure ``op`` at nccl-tests' size ``size_bytes`` on the group of global ``ranks`` (this
@@ -234,6 +282,7 @@ class CollectiveBench:
                 return _replace(base, skipped="out_of_memory", need_bytes=need, free_bytes=least)
         torch = self.torch
         send = recv = None
+        sets: list[tuple[Any, Any]] = []
         try:
             try:
                 send = torch.empty(lay.send, dtype=torch.float32, device=self.device)
@@ -247,15 +296,16 @@ class CollectiveBench:
             root = ranks[0]
             value_in, value_out = self._patterns(op, n, me, lay.count)
             self._fill(send, value_in)
-            for _ in range(warmup):
-                self._call(op, send, recv, group, root)
+            sets = [(send, recv)] + self._more_sets(op, size_bytes, n, send, recv, free, need, group)
+            for i in range(warmup):
+                self._call(op, *sets[i % len(sets)], group, root)
             self.clock.synchronize()
             # One mark between consecutive calls, as nccl-tests times its loop: the samples add up to
             # the whole loop, so their mean is its time per call (the host runs ahead of the GPU on
             # large sizes; on small ones the samples show the launch cost a real caller pays too).
             marks = [self.clock.mark()]
-            for _ in range(iters):
-                self._call(op, send, recv, group, root)
+            for i in range(warmup, warmup + iters):  # the cycle goes on from the warm-up's
+                self._call(op, *sets[i % len(sets)], group, root)
                 marks.append(self.clock.mark())
             self.clock.synchronize()
             samples = tuple(max(self.clock.elapsed_us(a, b), 1e-3) for a, b in zip(marks[:-1], marks[1:], strict=True))
@@ -265,15 +315,15 @@ class CollectiveBench:
             if self.cuda and graph:
                 # The calls per graph must be the same on every rank: the group's largest per-call time decides.
                 slowest = -self._min_over(-round(sum(samples) / len(samples)), group)
-                calls = calls_per_graph(float(slowest))
-                gpu, gpu_reason, gpu_error = self._gpu_time(op, send, recv, group, root, calls, iters)
+                calls = whole_cycles(calls_per_graph(float(slowest)), len(sets))
+                gpu, gpu_reason, gpu_error = self._gpu_time(op, sets, group, root, calls, iters)
                 if gpu:  # every member has samples or none has (the capture is agreed on)
-                    need = -self._min_over(-calls_per_graph(statistics.median(gpu)), group)
-                    if need > 2 * calls:  # the replays lasted under half of GRAPH_REPLAY_US: host gaps
-                        again = self._gpu_time(op, send, recv, group, root, need, iters)
+                    more = whole_cycles(-self._min_over(-calls_per_graph(statistics.median(gpu)), group), len(sets))
+                    if more > 2 * calls:  # the replays lasted under half of GRAPH_REPLAY_US: host gaps
+                        again = self._gpu_time(op, sets, group, root, more, iters)
                         if again[0]:  # a refused second capture keeps the first graph's samples
-                            calls, (gpu, gpu_reason, gpu_error) = need, again
-            # The check runs on fresh inputs: timed all_reduce iterations summed in place.
+                            calls, (gpu, gpu_reason, gpu_error) = more, again
+            # The check runs on fresh inputs (timed all_reduce iterations summed in place), in the first set.
             self._fill(send, value_in)
             if recv is not None:
                 recv.fill_(-1.0)  # poison: an element the collective never wrote shows as wrong
@@ -281,11 +331,11 @@ class CollectiveBench:
             self.clock.synchronize()
             wrong = self._count_wrong(recv if recv is not None else send, value_out)
             return _replace(base, samples_us=samples, wrong=wrong, gpu_samples_us=gpu, gpu_calls=calls,
-                            gpu_reason=gpu_reason, gpu_error=gpu_error)
+                            gpu_reason=gpu_reason, gpu_error=gpu_error, rotation_sets=len(sets))
         except Exception as e:  # noqa: BLE001 - a failed collective is a result, reported by the caller
             return _replace(base, error=one_line(e))
         finally:
-            del send, recv
+            del send, recv, sets
             if self.cuda:
                 torch.cuda.empty_cache()
 

@@ -478,6 +478,11 @@ def _times_lines(sa: an.SweepAnalysis, gpu_times: bool, p: _P) -> list[Line]:
     for why in missing:
         out.append(Line(p.t("node.coll.times.per_call", reason=p.word("node.gpu_time.", why)),
                         "warn" if why == "capture_failed" else ""))
+    cold = [r.rotation_sets for r in sa.collectives.results if r.rotation_sets > 1]
+    if cold:
+        lo, hi = min(cold), max(cold)
+        out.append(Line(p.t("node.coll.l2_cold", count=len(cold), sets=fmt.num(lo) if lo == hi else
+                            f"{fmt.num(lo)}-{fmt.num(hi)}")))
     errors = dict.fromkeys(r.gpu_error for r in sa.collectives.results if r.gpu_error)
     for e in errors:
         out.append(Line(p.t("node.coll.times.capture_error", error=p.escape(fmt.first_line(e or ""))), "warn"))
