@@ -9,7 +9,8 @@
 #   3. nccl-tests built from .nccl-tests/ (built while A runs), run on the same GPUs right after A with
 #      -w 5 -n 40, per collective:
 #        eager            its default loop: the counterpart of envcheck's per-call time (no bar);
-#        graph            CUDA-graph mode (-G 100 below 64 MiB, -G 5 from there: see below), NCCL_TESTS_RUNS (3)
+#        graph            CUDA-graph mode (-G 100 below 64 MiB, run up to 256 MiB so that its buffers shift
+#                         through more than L2 holds; -G 5 from 64 MiB: see below), NCCL_TESTS_RUNS (3)
 #                         times, with the NCCL settings envcheck's timed sweep runs with: the
 #                         reference for envcheck's GPU time. NCCL_GRAPH_MIXING_SUPPORT=0 (envcheck never has
 #                         eager calls in flight during a replay; see GRAPH_TIMING_ENV in
@@ -78,7 +79,7 @@ node_run() {  # node_run NAME: envcheck run --gpus all --quick into $work/NAME, 
 }
 node_run a node.json
 
-say "nccl-tests (-b 1M -e 4G -f 4 -g $ngpu -w 5 -n 40): eager; -G (100 below 64 MiB, else 5) with envcheck's NCCL settings, ${NCCL_TESTS_RUNS:-3} runs"
+say "nccl-tests (-b 1M -e 4G -f 4 -g $ngpu -w 5 -n 40): eager; -G (100 below 64 MiB, run to 256 MiB; else 5) with envcheck's NCCL settings, ${NCCL_TESTS_RUNS:-3} runs"
 wait "$build_pid"
 tail -n 3 "$work/nccl-tests-build.log" | tee -a "$log"
 : > "$nt/nccl_tests_eager.txt"; : > "$nt/nccl_tests_graph.txt"
@@ -87,20 +88,27 @@ args=(-b 1M -e 4G -f 4 -g "$ngpu" -w 5 -n 40)
 # In -G mode nccl-tests' clock runs from the first launch of a freshly instantiated graph to the end of the
 # last (its src/common.cu): the first launch's upload and the final synchronisation are shared by -n x -G
 # calls. Below 64 MiB, 40 x 5 calls of ~12 us make that share a few us a call, so small sizes get -G 100.
-small=(-b 1M -e 16M -f 4 -g "$ngpu" -w 5 -n 40 -G 100)
+# nccl-tests shifts its buffers through its largest size (-e) at every iteration (startColl in src/common.cu):
+# run up to 256 MiB, each size below 64 MiB meets buffers L2 does not hold, as in its default 1M..4G sweep and
+# as envcheck keeps L2 cold (with -e 16M a 1-4 MiB call found part of its buffers in L2 and 16 MiB all of
+# them). Only its rows below 64 MiB are kept; the -G 5 runs give the rest.
+small=(-b 1M -e 256M -f 4 -g "$ngpu" -w 5 -n 40 -G 100)
 large=(-b 64M -e 4G -f 4 -g "$ngpu" -w 5 -n 40 -G 5)
 # The reference is run NCCL_TESTS_RUNS times (3): nccl-tests' own runs of one size scatter by up to 2.6% at
 # 1 GiB, as wide as the bar; compare_node.py holds envcheck against their median and shows their spread.
+below_64m() {  # below_64m RANGE: nccl-tests' output as it is, but the small range's rows of 64 MiB and more
+  if [ "$1" = small ]; then awk '!/^ +[0-9]+ / || $1 < 67108864'; else cat; fi
+}
 for t in all_reduce all_gather reduce_scatter alltoall broadcast; do
   timeout 90 /tmp/ntb/${t}_perf "${args[@]}" >> "$nt/nccl_tests_eager.txt" 2>&1
   for range in small large; do
     declare -n r=$range
     for _ in $(seq "${NCCL_TESTS_RUNS:-3}"); do
       NCCL_GRAPH_MIXING_SUPPORT=0 NCCL_GRAPH_REGISTER=0 NCCL_P2P_DIRECT_DISABLE=1 timeout 90 /tmp/ntb/${t}_perf \
-        "${r[@]}" >> "$nt/nccl_tests_graph.txt" 2>&1
+        "${r[@]}" 2>&1 | below_64m "$range" >> "$nt/nccl_tests_graph.txt"
     done
     [ "${GRAPH_DEFAULTS:-0}" = 1 ] && NCCL_GRAPH_REGISTER=0 NCCL_P2P_DIRECT_DISABLE=1 timeout 90 /tmp/ntb/${t}_perf \
-      "${r[@]}" >> "$nt/nccl_tests_graph_defaults.txt" 2>&1
+      "${r[@]}" 2>&1 | below_64m "$range" >> "$nt/nccl_tests_graph_defaults.txt"
     unset -n r
   done
 done

@@ -117,7 +117,7 @@ def _timed(op: str, size: int, time_us: float, ranks: tuple[int, ...], iters: in
     timings = tuple(RankTiming(r, Timing.from_samples("cuda_events", [per_call] * iters)) for r in ranks)
     gpu = tuple(RankTiming(r, Timing.from_samples("cuda_graph", [time_us] * iters, iters)) for r in ranks)
     # L2 kept cold as the bench keeps it on an H100 (50 MiB of L2).
-    sets = rotation_sets(buffer_bytes(op, size, len(ranks)), 50 << 20, memory_bound=True)
+    sets = rotation_sets(buffer_bytes(op, size, len(ranks)), 50 << 20, memory_bound=True, min_bytes=0)
     return CollectiveResult(op, lay.size_bytes, lay.count, "float32", ranks, timings, 0, gpu_timings=gpu,
                             rotation_sets=sets)
 

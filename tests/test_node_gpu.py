@@ -65,8 +65,8 @@ def test_nccl_sweep_times_graph_replays_and_eager_calls(tmp_path):
 
 
 def test_collectives_keep_l2_cold_where_their_buffers_fit_in_it(tmp_path):
-    """all_to_all at 4 MiB (8 MiB of buffers a rank) cycles through sets of buffers, checked right; at
-    1 MiB all_reduce (one 1 MiB buffer) and at 1 GiB (above 3 x L2) one set."""
+    """Every size from 1 MiB (all_reduce: one 1 MiB buffer) up to 3 x L2 cycles through sets of buffers,
+    checked right; at 1 GiB (above 3 x L2) one set."""
     n = _count()
     if n < 2:
         pytest.skip("needs two GPUs")
@@ -76,7 +76,7 @@ def test_collectives_keep_l2_cold_where_their_buffers_fit_in_it(tmp_path):
     sets = {(r.op, r.size_bytes): r.rotation_sets for r in c.results}
     assert {r.wrong for r in c.results} == {0}
     assert sets[("all_to_all", 1 << 22)] > 2 and sets[("all_reduce", 1 << 22)] > 2
-    assert sets[("all_reduce", 1 << 20)] == 1 and sets[("all_reduce", 1 << 30)] == 1
+    assert sets[("all_reduce", 1 << 20)] > 2 and sets[("all_reduce", 1 << 30)] == 1
     for r in c.results:
         for t in r.gpu_timings:
             assert t.timing.calls_per_sample % r.rotation_sets == 0  # whole cycles in every graph

@@ -197,7 +197,9 @@ def test_a_size_that_fits_in_l2_cycles_through_sets_of_buffers_in_whole_cycles()
 
 def test_a_size_left_in_l2_or_without_memory_to_spare_uses_one_set():
     b, log = _bench(FakeCuda([]))
-    assert b.measure("all_to_all", 1 << 18, (0,), None, warmup=1, iters=3).rotation_sets == 1  # 512 KiB: in L2
+    # 128 KiB of buffers: 1,200 sets would cover 3 x L2, more than a graph should hold; left in L2.
+    assert b.measure("all_to_all", 1 << 16, (0,), None, warmup=1, iters=3).rotation_sets == 1
+    assert b.measure("all_reduce", 1 << 20, (0,), None, warmup=1, iters=3).rotation_sets == 150  # 1 MiB: cold
     need = (8 << 20) + (1 << 25) * 12  # 4 MiB in and out, and the check's chunks
     tight = FakeCuda([], free=int((need + (16 << 20)) / 0.85))  # room for 2 more sets of the 18 wanted
     b, log = _bench(tight)

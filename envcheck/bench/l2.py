@@ -38,15 +38,17 @@ DEFAULT_L2_BYTES = 50 * (1 << 20)
 
 
 def rotation_sets(working_set_bytes: int, l2_bytes: int | None, *, memory_bound: bool, enabled: bool = True,
-                  spare_bytes: float | None = None) -> int:
+                  spare_bytes: float | None = None, min_bytes: int = SMALL_BYTES) -> int:
     """How many sets of inputs and outputs a case rotates through to keep L2 cold; 1 = none.
+    Working sets of ``min_bytes`` and less are left hot (collectives pass 0: MAX_ROTATION_SETS
+    alone bounds them).
 
     All or nothing: when the R - 1 extra sets would exceed 4x L2 or ``spare_bytes`` (free
     device memory the worker can give them), or R exceeds MAX_ROTATION_SETS, the case is
     measured on one set, never on a rotation too short to evict.
     """
     l2 = l2_bytes or DEFAULT_L2_BYTES
-    if not (enabled and memory_bound and SMALL_BYTES < working_set_bytes < ROTATE_L2_MULTIPLE * l2):
+    if not (enabled and memory_bound and min_bytes < working_set_bytes < ROTATE_L2_MULTIPLE * l2):
         return 1
     sets = max(2, math.ceil(ROTATE_L2_MULTIPLE * l2 / working_set_bytes))
     extra = (sets - 1) * working_set_bytes

@@ -19,11 +19,15 @@
 On a GPU, L2 is kept cold as for single-GPU ops (``envcheck.bench.l2``): a size whose buffers (this
 rank's input and output) could stay in L2 between calls gets ``rotation_sets`` independent sets of
 buffers, every group member the same number, and the warm-up, the timed calls and the captured graph
-cycle through them (a graph holds whole cycles); the first set is the one checked. nccl-tests does the
-same by shifting its buffers through its largest size at every iteration (``startColl`` in
-src/common.cu). Left hot, all_to_all at 4 MiB read 6-11% above nccl-tests on four machines: half of
-its data is the rank's own chunk, a local copy L2 served
-(reports/device-logs/2026-11-26_0602Z_2x-h100_diag_alltoall_comparison_gpus.md).
+cycle through them (a graph holds whole cycles); the first set is the one checked. Unlike single-GPU
+ops, sizes of 1 MiB and less are kept cold too wherever at most ``MAX_ROTATION_SETS`` sets cover
+3x L2 (from about 400 KiB of buffers on an H200): nccl-tests shifts its buffers through its largest
+size at every iteration (``startColl`` in src/common.cu), so its default sweep (1 MiB .. 4 GiB) meets
+cold buffers at every size, and a collective's GPU time of ~10 us is not launch-bound. Left hot,
+all_to_all at 4 MiB read 6-11% above nccl-tests on four machines (half of its data is the rank's own
+chunk, a local copy L2 served; reports/device-logs/2026-11-26_0602Z_2x-h100_diag_alltoall_comparison_gpus.md),
+as nccl-tests itself does when run at that size alone, with one set of buffers (115.8 against 111.1 GB/s
+on 2 x H200, reports/device-logs/2026-11-26_0748Z_2x-h200_device_node.log).
 
 Runs inside a torchrun worker (``envcheck.node.collective_worker``) with a process group already up.
 The same code drives NCCL on GPUs and gloo on the CPU: only the device of the tensors and the clock
@@ -250,7 +254,8 @@ class CollectiveBench:
         if not self.cuda:
             return []
         spare = None if free is None else MEMORY_HEADROOM * free - need
-        mine = rotation_sets(buffer_bytes(op, size_bytes, n), self.l2_bytes, memory_bound=True, spare_bytes=spare)
+        mine = rotation_sets(buffer_bytes(op, size_bytes, n), self.l2_bytes, memory_bound=True, spare_bytes=spare,
+                             min_bytes=0)
         count = self._min_over(mine, group)
         extra: list[tuple[Any, Any]] = []
         try:
