@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The node evidence on a multi-GPU machine, in one call of about 7 minutes on 2 x H200 (402 s on 2026-11-26):
+# The node evidence on a multi-GPU machine, in one call of about 9 minutes (550 s on 2 x H100, 2026-11-26 0759Z):
 #   1. with NODE_GPU_TESTS=1 (about a minute more), the node GPU tests (tests/test_node_gpu.py: peer copies,
 #      the NCCL sweep, graph-timed collectives);
 #   2. node run A: `envcheck run --gpus all --quick`: the quick per-GPU suite on every GPU at once, then
@@ -31,7 +31,9 @@
 #   6. `envcheck diff A B`: two back-to-back node runs, nothing changed, a negative control for node rows;
 #   7. with L2_HOT=1, nccl-tests' alltoall and all_reduce at 1, 4 and 16 MiB each run alone (-b S -e S), so
 #      that it reuses one set of buffers, L2 hot (nccl_tests_l2_hot.txt in nccl_tests.tgz, and the log);
-#   8. with FLEET=1, a fleet of two nodes simulated on this machine (two torchrun launchers, one GPU each;
+#   8. with PAIR_ONLY=1, only A and B, each with one small per-GPU case, and the diff (about 2 minutes on two
+#      GPUs): a negative control for node rows, out of sample for the node floors shipped before it ran;
+#   9. with FLEET=1, a fleet of two nodes simulated on this machine (two torchrun launchers, one GPU each;
 #      up to 200 s more; its reports go into work.tgz).
 # Runs from a source tree with the machine's own python3; writes 8 files to $OUT:
 #   device_node.log, comparison.md, node.json (A), node_b.json, node_diff.md, node_diff.json,
@@ -54,22 +56,27 @@ say "machine"
 { nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id --format=csv; nvidia-smi topo -m;
   "$py" -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'; } 2>&1 | tee -a "$log"
 
+pair_only=${PAIR_ONLY:-0}
+if [ "$pair_only" != 1 ]; then
 say "nccl-tests build (in the background)"
 nccl_home
 ( timeout 300 make --no-print-directory -C .nccl-tests -j16 MPI=0 CUDA_HOME=/usr/local/cuda NCCL_HOME=/tmp/nx \
     NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" BUILDDIR=/tmp/ntb > "$work/nccl-tests-build.log" 2>&1;
   echo "build exit status $?" >> "$work/nccl-tests-build.log" ) &
 build_pid=$!
+fi
 
 if [ "${NODE_GPU_TESTS:-0}" = 1 ]; then
   say "GPU tests of the node workers"
   timeout 180 "$py" -m pytest -q -m gpu -p no:cacheprovider tests/test_node_gpu.py 2>&1 | tail -n 15 | tee -a "$log"
 fi
 
+# PAIR_ONLY=1: each node run's per-GPU part is one small case (the node tests are all of it).
+node_args=(); [ "$pair_only" = 1 ] && node_args=(--ops vector_add --sizes 2^20 --dtypes fp32 --no-compile --no-jax)
 node_run() {  # node_run NAME: envcheck run --gpus all --quick into $work/NAME, the report copied to $out
   say "node run $1: envcheck run --gpus all --quick (per-GPU quick suites on all $ngpu GPUs at once, then the node tests)"
   local t0=$SECONDS
-  timeout -s TERM 280 "$py" -m envcheck run --gpus all --quick --format json --out-dir "$work/$1" 2>&1 \
+  timeout -s TERM 280 "$py" -m envcheck run --gpus all --quick "${node_args[@]}" --format json --out-dir "$work/$1" 2>&1 \
     | tail -n 60 | tee -a "$log"
   echo "exit status: ${PIPESTATUS[0]}; wall $((SECONDS - t0)) s" | tee -a "$log"
   echo $((SECONDS - t0)) > "$work/$1.wall"
@@ -78,6 +85,7 @@ node_run() {  # node_run NAME: envcheck run --gpus all --quick into $work/NAME, 
   [ -n "$json" ] && cp "$json" "$out/$2"
 }
 node_run a node.json
+if [ "$pair_only" != 1 ]; then
 
 say "nccl-tests (-b 1M -e 4G -f 4 -g $ngpu -w 5 -n 40): eager; -G (100 below 64 MiB, run to 256 MiB; else 5) with envcheck's NCCL settings, ${NCCL_TESTS_RUNS:-3} runs"
 wait "$build_pid"
@@ -145,6 +153,8 @@ if [ "${L2_HOT:-0}" = 1 ]; then
   grep -E "Collective test starting|^ +[0-9]+ " "$nt/nccl_tests_l2_hot.txt" | tee -a "$log"
 fi
 
+fi  # pair_only
+
 # A lent machine's call ends at 600 s: run B only where it can finish in time (about 110 s, then the
 # comparisons and the diff); otherwise A's evidence comes back complete without it.
 if [ "$SECONDS" -lt "${B_BEFORE_S:-420}" ]; then
@@ -153,6 +163,7 @@ else
   say "node run B skipped: $SECONDS s used, the call must end well inside 600 s"
 fi
 
+if [ "$pair_only" != 1 ]; then
 say "comparisons at every size (A and B against the median of nccl-tests' -G runs with envcheck's NCCL settings)"
 compare() {  # compare NODE_JSON WALL GRAPH_FILE OUT_MD
   "$py" scripts/compare_node.py --node "$1" --nccl-tests "$nt/nccl_tests_eager.txt" --nccl-tests-graph "$3" \
@@ -168,6 +179,7 @@ if [ -f "$out/node.json" ]; then
 fi
 [ -f "$out/node_b.json" ] && compare "$out/node_b.json" "$(cat "$work/b.wall")" "$nt/nccl_tests_graph.txt" \
   "$nt/comparison_b.md"
+fi  # pair_only
 
 say "envcheck diff A B (two back-to-back node runs; Markdown, JSON with --fail-on-regression 10)"
 if [ -f "$out/node.json" ] && [ -f "$out/node_b.json" ]; then

@@ -11,7 +11,11 @@ records the pairs by file name, and the implementations their rows measured (the
 is used for), so where a floor came from is in the data.
 
     PYTHONPATH=. python scripts/noise_floors.py reports/A.json reports/B.json [C.json D.json ...] \
-        --out envcheck/compare/noise_floors.json
+        [--node NODE_A.json NODE_B.json ...] --out envcheck/compare/noise_floors.json
+
+``--node`` pairs are back-to-back node runs (``envcheck run --gpus all``) on one machine: only their
+node rows (collectives, copies) go into the model's ``node/...`` kinds (``node_diff.floor_rows``), so
+the per-GPU quick suites they also ran leave the kernel floors as the positional pairs learned them.
 
 Regenerate it when new controls are committed (e.g. the runs of scripts/device_controls.sh).
 """
@@ -25,7 +29,9 @@ import math
 import sys
 from pathlib import Path
 
-from envcheck.compare import diff, shipped
+from envcheck.analysis import analyse
+from envcheck.compare import diff, node_diff, shipped
+from envcheck.compare.node_read import node_side
 from envcheck.model import Report, Timing, load
 
 
@@ -45,15 +51,19 @@ def first_repeat(r: Report) -> Report:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("reports", nargs="+", metavar="REPORT.json", help="pairs: baseline, then the other run")
+    p.add_argument("reports", nargs="*", metavar="REPORT.json", help="pairs: baseline, then the other run")
+    p.add_argument("--node", nargs=2, action="append", default=[], metavar=("BASELINE.json", "OTHER.json"),
+                   help="a pair of back-to-back node runs: only their node rows are learned from")
     p.add_argument("--out", metavar="FILE", help="write here once everything is computed (default: stdout)")
     args = p.parse_args(argv)
     if len(args.reports) % 2:
         p.error("reports come in pairs (baseline, other)")
     rows: dict[str, dict[str, list[tuple[float, float]]]] = {}  # model -> kind -> (log ratio, within se)
     pairs: dict[str, list[dict[str, str]]] = {}
+    node_pairs: dict[str, list[dict[str, str]]] = {}
     impls: dict[str, set[str]] = {}  # model -> the implementations its floors are for
-    for base, other in zip(args.reports[::2], args.reports[1::2], strict=True):
+
+    def control(base: str, other: str) -> tuple[str, Report, Report, diff.Comparison]:
         ra, rb = load(base), load(other)
         model, model_b = ra.benches[0].device.name, rb.benches[0].device.name
         if model != model_b:
@@ -63,6 +73,21 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"{base} and {other} differ in {', '.join(e.key for e in cmp.env)}: not a control")
         if cmp.same_machine is not True:
             p.error(f"{base} and {other} did not run on one physical GPU: the shipped floors are for reruns on one")
+        return model, ra, rb, cmp
+
+    for base, other in args.node:
+        model, ra, rb, _ = control(base, other)
+        sa, sb = node_side(analyse(ra).node), node_side(analyse(rb).node)
+        if sa is None or sb is None:
+            p.error(f"{base} and {other}: --node pairs are node runs (envcheck run --gpus all)")
+        node_pairs.setdefault(model, []).append({"baseline": Path(base).name, "other": Path(other).name,
+                                                 "created": f"{ra.created} / {rb.created}"})
+        for kinds, log_ratio, within in node_diff.floor_rows(sa, sb):
+            for kind in kinds:
+                rows.setdefault(model, {}).setdefault(shipped.kind_label(("node", *kind)), []).append(
+                    (log_ratio, within))
+    for base, other in zip(args.reports[::2], args.reports[1::2], strict=True):
+        model, ra, rb, cmp = control(base, other)
         pairs.setdefault(model, []).append({"baseline": Path(base).name, "other": Path(other).name,
                                             "created": f"{ra.created} / {rb.created}"})
         for c in cmp.compared:
@@ -78,10 +103,13 @@ def main(argv: list[str] | None = None) -> int:
         for label, xs in sorted(kinds.items()):
             f = shipped.kind_floor([x for x, _ in xs], [s for _, s in xs])
             floors[label] = {"log_sd": round(f.log_sd, 6), "rows": f.rows, "df": f.df}
-        models[model] = {"pairs": pairs[model], "impls": sorted(impls[model]), "kinds": floors}
+        models[model] = {"pairs": pairs.get(model, []), "impls": sorted(impls.get(model, ())), "kinds": floors}
+        if model in node_pairs:
+            models[model]["node_pairs"] = node_pairs[model]
     doc = {"format": shipped.FORMAT, "version": shipped.VERSION, "generated_by": "scripts/noise_floors.py",
            "method": "per kind: sqrt(max(0, mean(log ratio^2) - mean(within-run se^2))) over the rows of "
-                     "back-to-back controls, used for the implementations listed (compare/shipped.py)",
+                     "back-to-back controls, used for the implementations listed; node/... kinds from the "
+                     "node_pairs' node rows (compare/shipped.py)",
            "models": models}
     text = json.dumps(doc, indent=1) + "\n"
     if args.out:

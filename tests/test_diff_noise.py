@@ -26,6 +26,11 @@ BACK_TO_BACK_H100 = ("2026-11-26_0245Z_vm_h100.json", "2026-11-26_0248Z_vm_h100.
 # sampled in a window of its own (bench/sampling.py); the two pairs above are of the sampler before it.
 FLOORS_H200 = ("2026-11-26_0456Z_vm_h200.json", "2026-11-26_0459Z_vm_h200.json")
 FLOORS_H100 = ("2026-11-26_0449Z_vm_h100.json", "2026-11-26_0452Z_vm_h100.json")
+# Back-to-back node runs (run --gpus all) the shipped node floors come from, baseline first.
+NODE_FLOORS = (("2026-11-26_0759Z_vm_2x-h100_node.json", "2026-11-26_0806Z_vm_2x-h100_node.json"),
+               ("2026-11-26_0019Z_vm_2x-h200_node.json", "2026-11-26_0023Z_vm_2x-h200_node.json"),
+               ("2026-11-26_0213Z_vm_2x-h200_node.json", "2026-11-26_0217Z_vm_2x-h200_node.json"),
+               ("2026-11-26_0748Z_vm_2x-h200_node.json", "2026-11-26_0754Z_vm_2x-h200_node.json"))
 REPEATS = 5
 PER_REPEAT = 40  # the default cap of 200 samples a timing, shared by 5 repeats
 
@@ -452,13 +457,14 @@ def test_shipped_floors_never_cross_gpu_models_or_physical_gpus():
 
 
 def test_the_shipped_data_file_is_what_the_script_makes_from_the_committed_controls(tmp_path):
-    """Provenance: regenerating from the committed pairs (H200, H100) gives the file shipped."""
+    """Provenance: regenerating from the committed pairs (H200, H100) and node pairs gives the file shipped."""
     import runpy
     import sys
 
     out = tmp_path / "floors.json"
     argv = sys.argv
-    sys.argv = ["noise_floors.py", *(str(REPORTS / n) for n in FLOORS_H200 + FLOORS_H100), "--out", str(out)]
+    node = [x for a, b in NODE_FLOORS for x in ("--node", str(REPORTS / a), str(REPORTS / b))]
+    sys.argv = ["noise_floors.py", *(str(REPORTS / n) for n in FLOORS_H200 + FLOORS_H100), *node, "--out", str(out)]
     try:
         with pytest.raises(SystemExit) as e:
             runpy.run_path(str(REPORTS.parent / "scripts" / "noise_floors.py"), run_name="__main__")

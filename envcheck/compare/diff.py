@@ -469,9 +469,10 @@ def compare_analysed(base: tuple[str, Analysis], other: tuple[str, Analysis], *,
     found = _Rows([], [], 0, 0, (), False)
     model_floors = None
     if ba and bb:
-        # Shipped floors were learned from reruns on one physical GPU: they hold for the same GPU
-        # again, never across models, nor across two GPUs of one model (another H200 launched
-        # small kernels 3-5% faster in the committed two-GPU pair: a floor that does not cover).
+        # Shipped floors were learned from reruns on one physical GPU (one machine, for node rows):
+        # they hold for the same GPU again, never across models, nor across two GPUs of one model
+        # (another H200 launched small kernels 3-5% faster in the committed two-GPU pair: a floor
+        # that does not cover).
         name_a, name_b = ba.bench.device.name, bb.bench.device.name
         model_floors = shipped.for_model(name_a) if name_a == name_b and same is True else None
         found = _case_diffs(m, controls.unchanged_impls(env), practical=practical, confidence=confidence,
@@ -488,8 +489,8 @@ def compare_analysed(base: tuple[str, Analysis], other: tuple[str, Analysis], *,
         tested=found.tested, sources=found.sources,
         shipped_model=model_floors.model if found.shipped_used and model_floors else None,
         shipped_pairs=model_floors.pairs if found.shipped_used and model_floors else (),
-        node=compare_nodes(aa.node, ab.node, practical=practical, confidence=confidence, resamples=resamples,
-                           seed=seed),
+        node=compare_nodes(aa.node, ab.node, model_floors=model_floors, practical=practical, confidence=confidence,
+                           resamples=resamples, seed=seed),
     )
 
 

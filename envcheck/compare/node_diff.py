@@ -8,11 +8,17 @@ the kernel cases:
 * **collectives** pair on (scope, op, size). A ratio is other / baseline time of one call (above 1
   is slower; busbw moves the other way by the same factor, the ranks being equal). The time is the
   mean of the per-iteration times (nccl-tests' ``-a 1``), so its within-run standard error is the
-  standard error of that mean; the run-to-run floor is measured over the collective rows of the
-  comparison (``stats.noise_floors``: how rows of one op scatter around the op's median move).
+  standard error of that mean.
 * **copies** (peer copies, and host links: ``h2d`` / ``d2h``) pair on (kind, method, source,
   destination, directions). Their bandwidth is over the median time, so the within-run error is
   the bootstrap one of the median (``stats.median_log_se``).
+* **run-to-run floor**: for two runs on one machine whose GPU model has node floors shipped
+  (``compare/shipped.py``, learned from committed back-to-back node runs), each row's kind's shipped
+  floor; else one measured over the node rows of the comparison itself (``stats.noise_floors``:
+  how rows of one kind scatter around the kind's median move). Kinds: (scope, op, size class),
+  (scope, op), scope, every row for collectives; (copy, host or peer, method), (copy, host or
+  peer), copy for copies. The rows with an interval are one family, called after the
+  Benjamini-Hochberg correction, as the kernel cases are.
 * **counters**: each GPU's error-counter rate during the node tests (and since boot), both sides.
 * **topology**: each GPU pair's path (``NV18``, ``SYS``...), each GPU's active NVLinks, the NCCL
   version of each sweep and the NCCL algorithm at each (op, size): every difference is listed.
@@ -30,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from envcheck.analysis.node import NodeAnalysis
-from envcheck.compare import stats
+from envcheck.compare import shipped, stats
 from envcheck.compare.node_read import CollectivePoint, CopyPoint, NodeSide, node_side
 from envcheck.model import Note
 
@@ -40,6 +46,14 @@ RANKS_DIFFER = "compare.ranks_differ"  # baseline, other
 TIMING_DIFFERS = "compare.methods_differ"  # baseline, other (the key of match.METHODS_DIFFER)
 
 MEASURED = ("ok", "unverified")  # collective statuses whose time is a measurement of the call
+# Collectives from this size are "large" (nccl-tests' bar tightens there too): their run-to-run noise
+# differs from the small sizes' (all_gather and reduce_scatter at 1-4 GiB moved 3-10% between
+# back-to-back runs on 2 x H100 and 2 x H200, the small sizes' under 2%).
+LARGE_BYTES = 64 << 20
+
+
+def size_class(size_bytes: int) -> str:
+    return "large" if size_bytes >= LARGE_BYTES else "small"
 
 
 @dataclass(frozen=True)
@@ -209,23 +223,37 @@ class _Pending:
     n_other: int
 
 
-def _finish(pending: Sequence[_Pending | RatioRow], practical: float,
-            confidence: float) -> tuple[list[RatioRow], list[stats.NoiseFloor]]:
-    """Floors for the rows with an interval of their own, then each row's interval and verdict."""
+def _finish(pending: Sequence[_Pending | RatioRow], practical: float, confidence: float,
+            model_floors: shipped.ModelFloors | None) -> tuple[list[RatioRow], list[stats.NoiseFloor]]:
+    """Each row's floor (shipped for its kind where there is one, else measured over the rows
+    with an interval of their own), its interval, and its verdict, the rows with an interval
+    called as one family (Benjamini-Hochberg)."""
     todo = [(i, p) for i, p in enumerate(pending) if isinstance(p, _Pending)]
     usable = [(i, p) for i, p in todo if math.isfinite(p.within_se)]
     floors = stats.noise_floors([stats.FloorRow(math.log(p.ratio), p.within_se, p.kinds, False) for _, p in usable])
     floor_of = {i: f for (i, _), f in zip(usable, floors, strict=True)}
+    ivs: dict[int, stats.RatioInterval] = {}
+    for i, p in todo:
+        own = floor_of.get(i)
+        floor = (model_floors.node_floor(p.kinds) if model_floors is not None and own is not None else None) \
+            or own or stats.NO_FLOOR
+        ivs[i] = stats.interval(p.ratio, p.within_se if own is not None else None, floor, p.n_base, p.n_other,
+                                confidence)
+    keys = list(ivs)
+    significant = dict(zip(keys, stats.bh_significant([stats.p_value(ivs[i]) for i in keys], 1.0 - confidence),
+                           strict=True))
     out: list[RatioRow] = []
+    used: set[stats.NoiseFloor] = set()
     for i, p in enumerate(pending):
         if isinstance(p, RatioRow):
             out.append(p)
             continue
-        floor = floor_of.get(i, stats.NO_FLOOR)
-        iv = stats.interval(p.ratio, p.within_se if i in floor_of else None, floor, p.n_base, p.n_other, confidence)
-        out.append(RatioRow(stats.verdict(iv, practical), iv.ratio, iv.low, iv.high, iv.n_base, iv.n_other,
-                            iv.within_log_se, iv.floor))
-    return out, sorted(set(floors), key=lambda f: (-f.log_sd, f.source, f.kind))
+        iv = ivs[i]
+        if iv.floor is not None and iv.has_interval:
+            used.add(iv.floor)
+        out.append(RatioRow(stats.verdict(iv, practical, significant[i]), iv.ratio, iv.low, iv.high, iv.n_base,
+                            iv.n_other, iv.within_log_se, iv.floor))
+    return out, sorted(used, key=lambda f: (-f.log_sd, f.source, f.kind))
 
 
 def _collective_pending(a: CollectivePoint, b: CollectivePoint) -> _Pending | RatioRow:
@@ -238,8 +266,9 @@ def _collective_pending(a: CollectivePoint, b: CollectivePoint) -> _Pending | Ra
     if reasons or not a.time_us or not b.time_us:
         return RatioRow("not comparable", reasons=tuple(reasons))
     within = math.hypot(_mean_log_se(a.samples_us), _mean_log_se(b.samples_us))
-    return _Pending(b.time_us / a.time_us, within, ((a.scope, a.op), (a.scope,), ()), len(a.samples_us),
-                    len(b.samples_us))
+    return _Pending(b.time_us / a.time_us, within,
+                    ((a.scope, a.op, size_class(a.size_bytes)), (a.scope, a.op), (a.scope,), ()),
+                    len(a.samples_us), len(b.samples_us))
 
 
 def _copy_pending(a: CopyPoint, b: CopyPoint, resamples: int, seed: int) -> _Pending | RatioRow:
@@ -294,9 +323,10 @@ def _changes(a: NodeSide, b: NodeSide) -> list[Change]:
     return out
 
 
-def compare_sides(a: NodeSide, b: NodeSide, *, practical: float = stats.PRACTICAL,
-                  confidence: float = stats.CONFIDENCE, resamples: int = stats.RESAMPLES,
-                  seed: int = stats.SEED) -> NodeComparison:
+def _pending(a: NodeSide, b: NodeSide, resamples: int,
+             seed: int) -> tuple[list[tuple[str, str, int]], list[tuple[str, str, int | None, int | None, int]],
+                                 list[_Pending | RatioRow]]:
+    """The paired collective and copy keys, and each pair's ratio before its floor (or why none)."""
     ca = {(p.scope, p.op, p.size_bytes): p for p in a.collectives}
     cb = {(p.scope, p.op, p.size_bytes): p for p in b.collectives}
     coll_keys = [k for k in ca if k in cb]
@@ -305,7 +335,28 @@ def compare_sides(a: NodeSide, b: NodeSide, *, practical: float = stats.PRACTICA
     copy_keys = [k for k in xa if k in xb]
     pending: list[_Pending | RatioRow] = [_collective_pending(ca[k], cb[k]) for k in coll_keys]
     pending += [_copy_pending(xa[k], xb[k], resamples, seed) for k in copy_keys]
-    rows, floors = _finish(pending, practical, confidence)
+    return coll_keys, copy_keys, pending
+
+
+def floor_rows(a: NodeSide, b: NodeSide, *, resamples: int = stats.RESAMPLES,
+               seed: int = stats.SEED) -> list[tuple[tuple[tuple[str, ...], ...], float, float]]:
+    """(kinds, log ratio, within-run standard error) of every node row with an interval of its own:
+    what ``scripts/noise_floors.py`` learns the shipped node floors from."""
+    _, _, pending = _pending(a, b, resamples, seed)
+    return [(p.kinds, math.log(p.ratio), p.within_se) for p in pending
+            if isinstance(p, _Pending) and math.isfinite(p.within_se)]
+
+
+def compare_sides(a: NodeSide, b: NodeSide, *, practical: float = stats.PRACTICAL,
+                  confidence: float = stats.CONFIDENCE, resamples: int = stats.RESAMPLES,
+                  seed: int = stats.SEED, model_floors: shipped.ModelFloors | None = None) -> NodeComparison:
+    """``model_floors``: the shipped floors of the node's GPU model, for two runs on one machine."""
+    ca = {(p.scope, p.op, p.size_bytes): p for p in a.collectives}
+    cb = {(p.scope, p.op, p.size_bytes): p for p in b.collectives}
+    xa = {_copy_key(p): p for p in a.copies}
+    xb = {_copy_key(p): p for p in b.copies}
+    coll_keys, copy_keys, pending = _pending(a, b, resamples, seed)
+    rows, floors = _finish(pending, practical, confidence, model_floors)
     collectives = tuple(
         CollectiveDiff(x.scope, x.op, x.size_bytes, x.ranks, x.timing, x.time_us, y.time_us, x.busbw_gbps,
                        y.busbw_gbps, x.algo, y.algo, x.status, y.status, r)
@@ -330,9 +381,10 @@ def compare_sides(a: NodeSide, b: NodeSide, *, practical: float = stats.PRACTICA
                           tuple(floors))
 
 
-def compare_nodes(a: NodeAnalysis | None, b: NodeAnalysis | None, **kw: float | int) -> NodeComparison | None:
+def compare_nodes(a: NodeAnalysis | None, b: NodeAnalysis | None, *,
+                  model_floors: shipped.ModelFloors | None = None, **kw: float | int) -> NodeComparison | None:
     """The node tests of two analysed reports compared; None unless both ran them."""
     sa, sb = node_side(a), node_side(b)
     if sa is None or sb is None:
         return None
-    return compare_sides(sa, sb, **kw)  # type: ignore[arg-type]
+    return compare_sides(sa, sb, model_floors=model_floors, **kw)  # type: ignore[arg-type]

@@ -23,6 +23,13 @@ nothing of another implementation's run-to-run noise; such a row gets the pair's
 Its degrees of freedom are its rows, over every control pair of the model. A pair judged with
 floors learned from it is in-sample; the controls with repeats and the earlier pairs (README) are
 the test.
+
+Node rows (collectives and copies of ``envcheck run --gpus all``) get floors of their own, kinds
+prefixed ``node`` (``node/node/all_gather/large``, ``node/copy/peer``: ``node_diff``'s kinds), learned
+the same way from committed back-to-back node runs on one machine (``node_pairs``), for any number
+of ranks. Without them a node diff measures its floor over its own rows, which let one pair of
+runs where nothing changed call a collective that moved 4-10% between them (all_to_all 16 MiB,
+reduce_scatter 4 GiB) slower or faster in every committed node control.
 """
 
 from __future__ import annotations
@@ -62,12 +69,13 @@ class ModelFloors:
     pairs: tuple[tuple[str, str], ...]
     kinds: Mapping[str, KindFloor]
     impls: frozenset[str]
+    node_pairs: tuple[tuple[str, str], ...] = ()  # the node controls the ``node/...`` kinds came from
 
-    def floor(self, kinds: Sequence[tuple[str, ...]], impl: str) -> stats.NoiseFloor | None:
-        """The floor of the most specific of ``kinds`` that has one (None when none has, or when
-        the controls never measured ``impl``)."""
-        if impl not in self.impls:
-            return None
+    def node_floor(self, kinds: Sequence[tuple[str, ...]]) -> stats.NoiseFloor | None:
+        """The floor of the most specific of a node row's ``kinds`` (``node_diff``'s) that has one."""
+        return self._first(tuple(("node", *k) for k in kinds))
+
+    def _first(self, kinds: Sequence[tuple[str, ...]]) -> stats.NoiseFloor | None:
         for k in kinds:
             f = self.kinds.get(kind_label(k))
             if f is not None and f.rows >= stats.MIN_FLOOR_CASES:
@@ -75,6 +83,13 @@ class ModelFloors:
                 # a kind's cases as independent (stats.geomean).
                 return stats.NoiseFloor(f.log_sd, "shipped", k, f.rows, f.df, 0.0, f.log_sd, 0)
         return None
+
+    def floor(self, kinds: Sequence[tuple[str, ...]], impl: str) -> stats.NoiseFloor | None:
+        """The floor of the most specific of ``kinds`` that has one (None when none has, or when
+        the controls never measured ``impl``)."""
+        if impl not in self.impls:
+            return None
+        return self._first(kinds)
 
 
 def kind_label(kind: tuple[str, ...]) -> str:
@@ -107,7 +122,8 @@ def parse(data: Any) -> dict[str, ModelFloors]:
     for model, m in data["models"].items():
         kinds = {k: KindFloor(float(v["log_sd"]), int(v["rows"]), int(v["df"])) for k, v in m["kinds"].items()}
         out[model] = ModelFloors(model, tuple((p["baseline"], p["other"]) for p in m["pairs"]), kinds,
-                                 frozenset(str(i) for i in m["impls"]))
+                                 frozenset(str(i) for i in m["impls"]),
+                                 tuple((p["baseline"], p["other"]) for p in m.get("node_pairs", ())))
     return out
 
 
