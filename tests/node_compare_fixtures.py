@@ -36,11 +36,15 @@ def _sweep(node: Node) -> Collectives:
 
 
 def collective_slowed(r: Report, op: str, size_bytes: int, factor: float) -> Report:
-    """Every rank's samples of ``op`` at ``size_bytes`` multiplied by ``factor`` (busbw / factor)."""
+    """Every rank's samples of ``op`` at ``size_bytes`` (per call and GPU time) multiplied by ``factor``
+    (busbw / factor)."""
     assert r.node is not None
     sweep = _sweep(r.node)
-    results = tuple(dataclasses.replace(x, timings=tuple(dataclasses.replace(t, timing=_scaled(t.timing, factor))
-                                                         for t in x.timings))
+
+    def scaled(ts: tuple) -> tuple:
+        return tuple(dataclasses.replace(t, timing=_scaled(t.timing, factor)) for t in ts)
+
+    results = tuple(dataclasses.replace(x, timings=scaled(x.timings), gpu_timings=scaled(x.gpu_timings))
                     if (x.op, x.size_bytes) == (op, size_bytes) else x for x in sweep.results)
     return with_node(r, collectives=(dataclasses.replace(sweep, results=results), *r.node.collectives[1:]))
 

@@ -28,6 +28,8 @@ FLOORS_H200 = ("2026-11-26_0456Z_vm_h200.json", "2026-11-26_0459Z_vm_h200.json")
 FLOORS_H100 = ("2026-11-26_0449Z_vm_h100.json", "2026-11-26_0452Z_vm_h100.json")
 # Back-to-back node runs (run --gpus all) the shipped node floors come from, baseline first.
 NODE_FLOORS = (("2026-11-26_0759Z_vm_2x-h100_node.json", "2026-11-26_0806Z_vm_2x-h100_node.json"),
+               ("2026-11-26_0815Z_vm_2x-h100_node.json", "2026-11-26_0816Z_vm_2x-h100_node.json"),
+               ("2026-11-26_0817Z_vm_2x-h100_node.json", "2026-11-26_0818Z_vm_2x-h100_node.json"),
                ("2026-11-26_0019Z_vm_2x-h200_node.json", "2026-11-26_0023Z_vm_2x-h200_node.json"),
                ("2026-11-26_0213Z_vm_2x-h200_node.json", "2026-11-26_0217Z_vm_2x-h200_node.json"),
                ("2026-11-26_0748Z_vm_2x-h200_node.json", "2026-11-26_0754Z_vm_2x-h200_node.json"))

@@ -217,3 +217,61 @@ def test_an_unmatched_nodes_host_is_escaped_for_each_medium():
     md = render_diff(d, "md")
     line = next(x for x in md.splitlines() if x.startswith("- b:"))
     assert "\\|" in line and "\\*x\\*" in line
+
+
+# Back-to-back node runs on one machine, nothing changed (baseline first): the shipped node floors were
+# learned from them (tests/test_diff_noise.py checks the data file is what the script makes of them).
+NODE_CONTROLS = (("2026-11-26_0759Z_vm_2x-h100_node.json", "2026-11-26_0806Z_vm_2x-h100_node.json"),
+                 ("2026-11-26_0815Z_vm_2x-h100_node.json", "2026-11-26_0816Z_vm_2x-h100_node.json"),
+                 ("2026-11-26_0817Z_vm_2x-h100_node.json", "2026-11-26_0818Z_vm_2x-h100_node.json"),
+                 ("2026-11-26_0019Z_vm_2x-h200_node.json", "2026-11-26_0023Z_vm_2x-h200_node.json"),
+                 ("2026-11-26_0213Z_vm_2x-h200_node.json", "2026-11-26_0217Z_vm_2x-h200_node.json"),
+                 ("2026-11-26_0748Z_vm_2x-h200_node.json", "2026-11-26_0754Z_vm_2x-h200_node.json"))
+
+
+@pytest.fixture(scope="module")
+def controls():
+    return [(nf.load(nf.REPORTS / a), nf.load(nf.REPORTS / b)) for a, b in NODE_CONTROLS]
+
+
+def test_committed_back_to_back_node_runs_call_nothing(controls):
+    """Six negative controls (3 on 2 x H100, 3 on 2 x H200): no node row is called, and at most 5% of the
+    rows' 95% intervals exclude 1 before the practical threshold (12 of 270; without shipped floors and
+    the family correction the committed diffs called 1-2 rows of each: all_to_all 16 MiB, reduce_scatter
+    4 GiB, a host link)."""
+    rows = []
+    for a, b in controls:
+        n = compare(("a", a), ("b", b)).node
+        assert n is not None
+        moved = [r for r in (*n.collectives, *n.copies) if r.change.verdict in ("slower", "faster")]
+        assert moved == []
+        rows += [r.change for r in (*n.collectives, *n.copies) if r.change.low is not None]
+        assert all(r.change.floor is not None and r.change.floor.source == "shipped" for r in n.collectives)
+    excluding = sum(r.low > 1 or r.high < 1 for r in rows)
+    assert len(rows) == 270 and excluding <= 0.05 * len(rows)
+
+
+def test_shipped_node_floors_hold_on_one_machine_only(controls):
+    """Another machine (two reports whose GPUs differ) gets the comparison's own floor."""
+    a, _ = controls[0]
+    _, other = controls[3]  # an H200 node
+    n = compare(("a", a), ("b", other)).node
+    assert n is not None
+    assert all(r.change.floor is None or r.change.floor.source != "shipped" for r in (*n.collectives, *n.copies))
+    sa, sb = (node_side(analyse(r).node) for r in controls[1])
+    own = compare_sides(sa, sb)  # no model given: the rows' own floor
+    assert {r.change.floor.source for r in own.collectives if r.change.floor} <= {"spread", "none"}
+
+
+def test_a_five_percent_slower_collective_is_called_where_the_machine_holds_it_steady(controls):
+    """The positive control for node rows: all_reduce 256 MiB (its kind moved 0.6% between runs) 5% slower
+    is called slower; reduce_scatter 4 GiB 5% slower is not called: on 2 x H100 that size moved by 10%
+    between two runs where nothing changed, and its interval is as wide as that."""
+    base, again = controls[1]
+    n = compare(("a", base), ("b", nf.collective_slowed(again, "all_reduce", 256 << 20, 1.05))).node
+    row = next(c for c in n.collectives if (c.op, c.size_bytes) == ("all_reduce", 256 << 20))
+    assert row.change.verdict == "slower" and row.change.low > 1.02
+    assert [c for c in n.collectives if c.change.verdict != "same"] == [row]
+    n = compare(("a", base), ("b", nf.collective_slowed(again, "reduce_scatter", 4 * GIB, 1.05))).node
+    row = next(c for c in n.collectives if (c.op, c.size_bytes) == ("reduce_scatter", 4 * GIB))
+    assert row.change.verdict == "same" and row.change.high / row.change.low > 1.15

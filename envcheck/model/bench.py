@@ -268,6 +268,8 @@ class Note:
 
 
 LEGACY_TEXT = "legacy.text"
+# Field metadata: the report's JSON leaves the field out where it holds its default (model/codec.py).
+OMIT_DEFAULT = "omit_default"
 
 
 def legacy(text: str) -> Note:

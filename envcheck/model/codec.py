@@ -34,7 +34,10 @@ working set fits in L2 was kept cold (that is what the flag meant), so it gets
 
 Encodings: timing and monitor samples are ``{"f32le_b64": "<base64>"}``, the little-endian
 IEEE-754 float32 bytes of the samples (a plain list of numbers is read too). Fields holding
-None, an empty tuple or an empty mapping, where that is also their default, are left out.
+None, an empty tuple or an empty mapping, where that is also their default, are left out, as are
+fields marked ``OMIT_DEFAULT`` holding their default (an addition whose default is what every
+report written before it means, e.g. a collective's ``rotation_sets`` 1), so an older report
+written back stays as it was.
 
 Reading validates every field (type, finiteness, ranges, integers within 64 bits, what each
 dataclass checks in ``__post_init__``, and the type of each fact value the analysis reads:
@@ -62,7 +65,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from envcheck.files import write_new
-from envcheck.model.bench import LEGACY_TEXT, Note, Samples
+from envcheck.model.bench import LEGACY_TEXT, OMIT_DEFAULT, Note, Samples
 from envcheck.model.facts import (
     GPU_FACT_RANGES,
     GPU_FACT_TYPES,
@@ -87,6 +90,8 @@ MAX_INT = 2**63
 
 
 def _omit(f: dataclasses.Field[Any], value: Any) -> bool:
+    if f.metadata.get(OMIT_DEFAULT) and value == f.default:  # an addition whose default says "as before"
+        return True
     if value is None or (isinstance(value, (tuple, dict)) and not value):
         if f.default is not dataclasses.MISSING:
             return f.default == value or (f.default is None and value is None)

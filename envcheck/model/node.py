@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from envcheck.model.bench import Timing
+from envcheck.model.bench import OMIT_DEFAULT, Timing
 from envcheck.model.facts import Fact, missing
 
 # --------------------------------------------------------------------------- topology
@@ -252,7 +252,7 @@ class CollectiveResult:
     gpu_timings: tuple[RankTiming, ...] = ()
     gpu_reason: str | None = None
     gpu_error: str | None = None
-    rotation_sets: int = 1
+    rotation_sets: int = field(default=1, metadata={OMIT_DEFAULT: True})
 
     def __post_init__(self) -> None:
         if self.rotation_sets < 1:
