@@ -85,6 +85,12 @@ def collective_lines(node: Node, rows: tuple[nccl_tests.NcclTestsRow, ...],
                  if worst is not None else "")
         out += ["", f"verdict: {'PASS' if ok else 'FAIL'}: {n_ok} of {len(agreements)} (op, size) within the bar "
                     f"(5 % at every size, 2 % from 64 MiB){where}"]
+        unsteady = [a for a in agreements if not a.within and a.reference_unsteady]
+        if unsteady:
+            out.append(f"off the bar where nccl-tests' own runs lie further apart than it ({len(unsteady)} of "
+                       f"{len(agreements) - n_ok}): " + "; ".join(
+                           f"{a.op} {_size(a.size_bytes)} (runs {100 * (a.theirs_spread or 0):.1f} % apart)"
+                           for a in unsteady))
     links = an.ring_expectation(node.topology, node.gpus) if node.topology is not None else None
     out += ["", f"### envcheck's whole sweep (links allow {_f(links)} GB/s per direction)", "",
             "| op | size | busbw GB/s | % of links | algbw GB/s | GPU time us | per call us | launch-bound | cv |"

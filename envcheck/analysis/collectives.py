@@ -286,6 +286,20 @@ class Agreement:
     theirs_runs: int = 1  # nccl-tests runs the reference is the median of
     theirs_range: tuple[float, float] | None = None  # their busbw, lowest and highest run, where several
 
+    @property
+    def theirs_spread(self) -> float | None:
+        """How far nccl-tests' own runs lie apart (highest / lowest busbw - 1), where there are several."""
+        if self.theirs_range is None or self.theirs_range[0] <= 0:
+            return None
+        return self.theirs_range[1] / self.theirs_range[0] - 1
+
+    @property
+    def reference_unsteady(self) -> bool:
+        """nccl-tests' own runs lie further apart than the bar: held against their median, nccl-tests
+        itself would miss it."""
+        spread = self.theirs_spread
+        return spread is not None and spread > self.tolerance
+
 
 def _column(t: Any, placement: str) -> float:
     return (t.in_place if placement == "in_place" else t.out_of_place).busbw_gbps
