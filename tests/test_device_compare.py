@@ -92,13 +92,18 @@ def test_three_percent_off_passes_small_sizes_and_fails_from_64_mib(tmp_path):
     assert "off the bar where" not in text  # one nccl-tests run: nothing to say of its spread
 
 
-def test_a_graph_file_of_three_runs_is_held_as_their_median_and_says_so(tmp_path):
+def _against_graph_runs(tmp_path: Path, graph_text: str) -> str:
+    """The comparison table of a node report at nccl-tests' own times against ``graph_text`` as its -G runs."""
     graph = tmp_path / "graph.txt"
-    graph.write_text((NODE / "nccl_tests_x2.txt").read_text() * 3)  # three runs of the same sizes, one log
+    graph.write_text(graph_text)
     out = tmp_path / "table.md"
     _script().main(["--node", str(_node_doc(tmp_path, 1.0, gpu=True)), "--nccl-tests", str(NODE / "nccl_tests_x2.txt"),
                     "--nccl-tests-graph", str(graph), "--out", str(out)])
-    text = out.read_text()
+    return out.read_text()
+
+
+def test_a_graph_file_of_three_runs_is_held_as_their_median_and_says_so(tmp_path):
+    text = _against_graph_runs(tmp_path, (NODE / "nccl_tests_x2.txt").read_text() * 3)  # three runs, one log
     assert "verdict: PASS: 35 of 35" in text
     row = next(ln for ln in text.splitlines() if ln.startswith("| all_reduce | 1 MiB | in_place |"))
     assert "| graph, median of 3 (" in row
@@ -123,12 +128,7 @@ def test_a_miss_where_nccl_tests_own_runs_lie_further_apart_than_the_bar_is_name
     """Three nccl-tests runs 0 %, 3 % and 6 % slower: their median is 3 % slower than envcheck, which misses
     the 2 % bar from 64 MiB; the verdict fails, and names those misses as ones nccl-tests' own runs miss too."""
     base = (NODE / "nccl_tests_x2.txt").read_text()
-    graph = tmp_path / "graph.txt"
-    graph.write_text(base + _scaled_runs(base, 1.03) + _scaled_runs(base, 1.06))
-    out = tmp_path / "table.md"
-    _script().main(["--node", str(_node_doc(tmp_path, 1.0, gpu=True)), "--nccl-tests", str(NODE / "nccl_tests_x2.txt"),
-                    "--nccl-tests-graph", str(graph), "--out", str(out)])
-    text = out.read_text()
+    text = _against_graph_runs(tmp_path, base + _scaled_runs(base, 1.03) + _scaled_runs(base, 1.06))
     assert "verdict: FAIL: 15 of 35" in text
     line = next(ln for ln in text.splitlines() if ln.startswith("off the bar where nccl-tests' own runs"))
     assert "(20 of 20)" in line and "all_reduce 4096 MiB (runs 6.0 % apart)" in line
