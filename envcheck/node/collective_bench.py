@@ -21,10 +21,10 @@ rank's input and output) could stay in L2 between calls gets ``rotation_sets`` i
 buffers, every group member the same number, and the warm-up, the timed calls and the captured graph
 cycle through them (a graph holds whole cycles); the first set is the one checked. Unlike single-GPU
 ops, sizes of 1 MiB and less are kept cold too wherever at most ``MAX_ROTATION_SETS`` sets cover
-3x L2 (from about 400 KiB of buffers on an H200): nccl-tests shifts its buffers through its largest
+3x L2 (from about 370 KiB of buffers on an H200): nccl-tests shifts its buffers through its largest
 size at every iteration (``startColl`` in src/common.cu), so its default sweep (1 MiB .. 4 GiB) meets
 cold buffers at every size, and a collective's GPU time of ~10 us is not launch-bound. Left hot,
-all_to_all at 4 MiB read 6-11% above nccl-tests on four machines (half of its data is the rank's own
+all_to_all at 4 MiB read 5-11% above nccl-tests on four machines (half of its data is the rank's own
 chunk, a local copy L2 served; reports/device-logs/2026-11-26_0602Z_2x-h100_diag_alltoall_comparison_gpus.md),
 as nccl-tests itself does when run at that size alone, with one set of buffers (115.8 against 111.1 GB/s
 on 2 x H200, reports/device-logs/2026-11-26_0748Z_2x-h200_device_node.log).
@@ -55,7 +55,9 @@ from envcheck.bench.failure import one_line
 from envcheck.bench.l2 import rotation_sets
 
 GRAPH_REPLAY_US = 1000.0  # a replay should last about this long: calls per graph = this / time per call
-MAX_GRAPH_CALLS = 256  # at most this many calls in one graph (1 MiB collectives take ~12 us on NVLink)
+# At most this many calls in one graph (1 MiB collectives take ~12 us on NVLink), before the count is
+# rounded up to whole cycles through the sets of buffers (up to l2.MAX_ROTATION_SETS calls).
+MAX_GRAPH_CALLS = 256
 CHUNK_ELEMS = 1 << 25  # 128 MiB of float32 per step when writing inputs and checking outputs
 MEMORY_HEADROOM = 0.85  # share of the free memory a size may use (NCCL's own buffers need the rest)
 MiB = 1 << 20
