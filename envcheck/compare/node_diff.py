@@ -235,10 +235,11 @@ def _finish(pending: Sequence[_Pending | RatioRow], practical: float, confidence
     ivs: dict[int, stats.RatioInterval] = {}
     for i, p in todo:
         own = floor_of.get(i)
-        floor = (model_floors.node_floor(p.kinds) if model_floors is not None and own is not None else None) \
-            or own or stats.NO_FLOOR
-        ivs[i] = stats.interval(p.ratio, p.within_se if own is not None else None, floor, p.n_base, p.n_other,
-                                confidence)
+        if own is None:  # no within-run error: no interval
+            ivs[i] = stats.interval(p.ratio, None, stats.NO_FLOOR, p.n_base, p.n_other, confidence)
+            continue
+        floor = (model_floors.node_floor(p.kinds) if model_floors is not None else None) or own
+        ivs[i] = stats.interval(p.ratio, p.within_se, floor, p.n_base, p.n_other, confidence)
     keys = list(ivs)
     significant = dict(zip(keys, stats.bh_significant([stats.p_value(ivs[i]) for i in keys], 1.0 - confidence),
                            strict=True))
@@ -323,18 +324,26 @@ def _changes(a: NodeSide, b: NodeSide) -> list[Change]:
     return out
 
 
-def _pending(a: NodeSide, b: NodeSide, resamples: int,
+@dataclass(frozen=True)
+class _Keyed:
+    """One side's collectives by (scope, op, size) and copies by ``_copy_key``, in its order."""
+
+    collectives: dict[tuple[str, str, int], CollectivePoint]
+    copies: dict[tuple[str, str, int | None, int | None, int], CopyPoint]
+
+    @classmethod
+    def of(cls, side: NodeSide) -> _Keyed:
+        return cls({(p.scope, p.op, p.size_bytes): p for p in side.collectives}, {_copy_key(p): p for p in side.copies})
+
+
+def _pending(ka: _Keyed, kb: _Keyed, resamples: int,
              seed: int) -> tuple[list[tuple[str, str, int]], list[tuple[str, str, int | None, int | None, int]],
                                  list[_Pending | RatioRow]]:
     """The paired collective and copy keys, and each pair's ratio before its floor (or why none)."""
-    ca = {(p.scope, p.op, p.size_bytes): p for p in a.collectives}
-    cb = {(p.scope, p.op, p.size_bytes): p for p in b.collectives}
-    coll_keys = [k for k in ca if k in cb]
-    xa = {_copy_key(p): p for p in a.copies}
-    xb = {_copy_key(p): p for p in b.copies}
-    copy_keys = [k for k in xa if k in xb]
-    pending: list[_Pending | RatioRow] = [_collective_pending(ca[k], cb[k]) for k in coll_keys]
-    pending += [_copy_pending(xa[k], xb[k], resamples, seed) for k in copy_keys]
+    coll_keys = [k for k in ka.collectives if k in kb.collectives]
+    copy_keys = [k for k in ka.copies if k in kb.copies]
+    pending: list[_Pending | RatioRow] = [_collective_pending(ka.collectives[k], kb.collectives[k]) for k in coll_keys]
+    pending += [_copy_pending(ka.copies[k], kb.copies[k], resamples, seed) for k in copy_keys]
     return coll_keys, copy_keys, pending
 
 
@@ -342,7 +351,7 @@ def floor_rows(a: NodeSide, b: NodeSide, *, resamples: int = stats.RESAMPLES,
                seed: int = stats.SEED) -> list[tuple[tuple[tuple[str, ...], ...], float, float]]:
     """(kinds, log ratio, within-run standard error) of every node row with an interval of its own:
     what ``scripts/noise_floors.py`` learns the shipped node floors from."""
-    _, _, pending = _pending(a, b, resamples, seed)
+    _, _, pending = _pending(_Keyed.of(a), _Keyed.of(b), resamples, seed)
     return [(p.kinds, math.log(p.ratio), p.within_se) for p in pending
             if isinstance(p, _Pending) and math.isfinite(p.within_se)]
 
@@ -351,11 +360,9 @@ def compare_sides(a: NodeSide, b: NodeSide, *, practical: float = stats.PRACTICA
                   confidence: float = stats.CONFIDENCE, resamples: int = stats.RESAMPLES,
                   seed: int = stats.SEED, model_floors: shipped.ModelFloors | None = None) -> NodeComparison:
     """``model_floors``: the shipped floors of the node's GPU model, for two runs on one machine."""
-    ca = {(p.scope, p.op, p.size_bytes): p for p in a.collectives}
-    cb = {(p.scope, p.op, p.size_bytes): p for p in b.collectives}
-    xa = {_copy_key(p): p for p in a.copies}
-    xb = {_copy_key(p): p for p in b.copies}
-    coll_keys, copy_keys, pending = _pending(a, b, resamples, seed)
+    ka, kb = _Keyed.of(a), _Keyed.of(b)
+    ca, cb, xa, xb = ka.collectives, kb.collectives, ka.copies, kb.copies
+    coll_keys, copy_keys, pending = _pending(ka, kb, resamples, seed)
     rows, floors = _finish(pending, practical, confidence, model_floors)
     collectives = tuple(
         CollectiveDiff(x.scope, x.op, x.size_bytes, x.ranks, x.timing, x.time_us, y.time_us, x.busbw_gbps,
