@@ -7,11 +7,12 @@
 #      learns NCCL's algorithms with its debug log on; the timed launch records each size's GPU time from
 #      CUDA-graph replays and its per-call time from eager calls);
 #   3. nccl-tests built from .nccl-tests/ (built while A runs), run on the same GPUs right after A with
-#      -w 5 -n 40, per collective:
-#        eager            its default loop: the counterpart of envcheck's per-call time (no bar);
-#        graph            CUDA-graph mode (-G 100 below 64 MiB, run up to 256 MiB so that its buffers shift
-#                         through more than L2 holds; -G 5 from 64 MiB: see below), NCCL_TESTS_RUNS (3)
-#                         times, with the NCCL settings envcheck's timed sweep runs with: the
+#      -w 5, per collective:
+#        eager            its default loop (-n 20): the counterpart of envcheck's per-call time (no bar);
+#        graph            CUDA-graph mode, with the NCCL settings envcheck's timed sweep runs with: 1-16 MiB
+#                         with -n 40 -G 100, run up to 192 MiB so that its buffers shift through more than L2
+#                         holds, NCCL_TESTS_RUNS (3) times; 64 MiB-4 GiB with -n 20 -G 5,
+#                         NCCL_TESTS_LARGE_RUNS (7) times, a fresh allocation each (see below): the
 #                         reference for envcheck's GPU time. NCCL_GRAPH_MIXING_SUPPORT=0 (envcheck never has
 #                         eager calls in flight during a replay; see GRAPH_TIMING_ENV in
 #                         envcheck/node/collective_worker.py). NCCL_GRAPH_REGISTER=0: torch's captured calls
@@ -87,23 +88,29 @@ node_run() {  # node_run NAME: envcheck run --gpus all --quick into $work/NAME, 
 node_run a node.json
 if [ "$pair_only" != 1 ]; then
 
-say "nccl-tests (-b 1M -e 4G -f 4 -g $ngpu -w 5 -n 40): eager; -G (100 below 64 MiB, run to 256 MiB; else 5) with envcheck's NCCL settings, ${NCCL_TESTS_RUNS:-3} runs"
+say "nccl-tests (-b 1M -e 4G -f 4 -g $ngpu -w 5): eager -n 20; -n 40 -G 100 below 64 MiB (${NCCL_TESTS_RUNS:-3} runs), -n 20 -G 5 from 64 MiB (${NCCL_TESTS_LARGE_RUNS:-7} runs), envcheck's NCCL settings"
 wait "$build_pid"
 tail -n 3 "$work/nccl-tests-build.log" | tee -a "$log"
 : > "$nt/nccl_tests_eager.txt"; : > "$nt/nccl_tests_graph.txt"
 export LD_LIBRARY_PATH="$NH/lib:${LD_LIBRARY_PATH:-}"
-args=(-b 1M -e 4G -f 4 -g "$ngpu" -w 5 -n 40)
+args=(-b 1M -e 4G -f 4 -g "$ngpu" -w 5 -n 20)
 # In -G mode nccl-tests' clock runs from the first launch of a freshly instantiated graph to the end of the
 # last (its src/common.cu): the first launch's upload and the final synchronisation are shared by -n x -G
 # calls. Below 64 MiB, 40 x 5 calls of ~12 us make that share a few us a call, so small sizes get -G 100.
-# nccl-tests shifts its buffers through its largest size (-e) at every iteration (startColl in src/common.cu):
-# run up to 256 MiB, each size below 64 MiB meets buffers L2 does not hold, as in its default 1M..4G sweep and
-# as envcheck keeps L2 cold (with -e 16M a 1-4 MiB call found part of its buffers in L2 and 16 MiB all of
-# them). Only its rows below 64 MiB are kept; the -G 5 runs give the rest.
-small=(-b 1M -e 256M -f 4 -g "$ngpu" -w 5 -n 40 -G 100)
-large=(-b 64M -e 4G -f 4 -g "$ngpu" -w 5 -n 40 -G 5)
-# The reference is run NCCL_TESTS_RUNS times (3): nccl-tests' own runs of one size scatter by up to 2.6% at
-# 1 GiB, as wide as the bar; compare_node.py holds envcheck against their median and shows their spread.
+# nccl-tests shifts its buffers through its largest size (-e) at every iteration (startColl in src/common.cu),
+# one shift per iteration of the graph (-n): with -e 192M (sizes 1-64 MiB in buffers of 192 MiB, over 3x L2 on
+# an H100 or H200) and 40 iterations, each size below 64 MiB meets buffers L2 does not hold, as in its default
+# 1M..4G sweep and as envcheck keeps L2 cold (with -e 16M a 1-4 MiB call found part of its buffers in L2 and
+# 16 MiB all of them; with -n 10 a 1 MiB all_reduce read 9% faster, 2026-11-26 0935Z). Only its rows below
+# 64 MiB are kept; the large runs give the rest.
+small=(-b 1M -e 192M -f 4 -g "$ngpu" -w 5 -n 40 -G 100)
+large=(-b 64M -e 4G -f 4 -g "$ngpu" -w 5 -n 20 -G 5)
+# Where a buffer lands moves all_gather and reduce_scatter at 1-4 GiB by up to 14% on 2 x H100, while one
+# allocation holds within 1% (reports/device-logs/2026-11-26_0924Z_2x-h100_diag_large.log): each nccl-tests
+# process allocates once, so a run of the large sizes is one allocation's draw, as envcheck spreads its large
+# sizes over collective_bench.ALLOCATIONS (12). The large sizes are run NCCL_TESTS_LARGE_RUNS times (7), the
+# small ones NCCL_TESTS_RUNS times (3); compare_node.py holds envcheck against their median and shows their
+# spread.
 below_64m() {  # below_64m RANGE: nccl-tests' output as it is, but the small range's rows of 64 MiB and more
   if [ "$1" = small ]; then awk '!/^ +[0-9]+ / || $1 < 67108864'; else cat; fi
 }
@@ -111,7 +118,8 @@ for t in all_reduce all_gather reduce_scatter alltoall broadcast; do
   timeout 90 /tmp/ntb/${t}_perf "${args[@]}" >> "$nt/nccl_tests_eager.txt" 2>&1
   for range in small large; do
     declare -n r=$range
-    for _ in $(seq "${NCCL_TESTS_RUNS:-3}"); do
+    runs=${NCCL_TESTS_RUNS:-3}; [ "$range" = large ] && runs=${NCCL_TESTS_LARGE_RUNS:-7}
+    for _ in $(seq "$runs"); do
       NCCL_GRAPH_MIXING_SUPPORT=0 NCCL_GRAPH_REGISTER=0 NCCL_P2P_DIRECT_DISABLE=1 timeout 90 /tmp/ntb/${t}_perf \
         "${r[@]}" 2>&1 | below_64m "$range" >> "$nt/nccl_tests_graph.txt"
     done

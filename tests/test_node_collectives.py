@@ -248,14 +248,15 @@ def test_assemble_keeps_both_times_and_a_gpu_time_needs_every_member():
     base = {"op": "all_reduce", "count": 1 << 18, "ranks": [0, 1], "samples_us": [45.0, 47.0], "wrong": 0}
     both = {**base, "size_bytes": 1 << 20, "gpu_samples_us": [16.0, 17.0], "gpu_calls": 20, "rotation_sets": 75}
     # At 4 MiB rank 1's capture was refused: no GPU time for the call, the refusal kept.
-    r0 = {**base, "size_bytes": 1 << 22, "count": 1 << 20, "gpu_samples_us": [30.0], "gpu_calls": 20}
+    r0 = {**base, "size_bytes": 1 << 22, "count": 1 << 20, "gpu_samples_us": [30.0], "gpu_calls": 20, "allocations": 12}
     r1 = {**base, "size_bytes": 1 << 22, "count": 1 << 20, "gpu_samples_us": [], "gpu_reason": "capture_failed",
-          "gpu_error": "RuntimeError: capture refused"}
+          "gpu_error": "RuntimeError: capture refused", "allocations": 12}
     c = assemble((RankOutput(0, _events(0, [both, r0])), RankOutput(1, _events(1, [both, r1]))), plan, 2, "node", None)
     one, four = c.results
     assert [t.timing.method for t in one.gpu_timings] == ["cuda_graph", "cuda_graph"]
     assert one.gpu_timings[0].timing.calls_per_sample == 20 and one.gpu_reason is None
     assert one.rotation_sets == 75 and four.rotation_sets == 1  # an event without the key: one set
+    assert one.allocations == 1 and four.allocations == 12  # ... and one allocation
     assert four.gpu_timings == () and four.gpu_reason == "capture_failed" and "refused" in four.gpu_error
     rows = an.collective_rows(c)
     assert [r.time_basis for r in rows] == ["gpu", "per_call"]

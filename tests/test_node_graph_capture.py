@@ -12,7 +12,7 @@ import types
 import pytest
 import torch
 
-from envcheck.node.collective_bench import CollectiveBench, calls_per_graph
+from envcheck.node.collective_bench import ALLOCATIONS, CollectiveBench, calls_per_graph
 
 
 class FakeDist:
@@ -43,8 +43,9 @@ class FakeCuda:
     """torch.cuda as the capture path uses it: a replay advances the fake GPU clock by ``us_per_call``
     for each call captured in its graph. ``capture_error``: raised at the end of a capture."""
 
-    def __init__(self, log, us_per_call=15.0, capture_error=None, error_from=1, free=1 << 40):
+    def __init__(self, log, us_per_call=15.0, capture_error=None, error_from=1, free=1 << 40, us_by_capture=()):
         self.log, self.us_per_call, self.capture_error, self.now_ms = log, us_per_call, capture_error, 0.0
+        self.us_by_capture = us_by_capture  # the k-th graph's calls take this long each (else us_per_call)
         self.free = free
         self.capturing, self.captured, self.error_from, self.captures = False, 0, error_from, 0
 
@@ -52,7 +53,7 @@ class FakeCuda:
         return (self.free, 1 << 40)
 
     def empty_cache(self):
-        pass
+        self.log.append("empty_cache")
 
     def synchronize(self):
         pass
@@ -76,10 +77,11 @@ class FakeCuda:
 
         class Graph:
             calls = 0
+            us = None
 
             def replay(self):
                 cuda.log.append("replay")
-                cuda.now_ms += cuda.us_per_call * self.calls / 1e3
+                cuda.now_ms += (self.us or cuda.us_per_call) * self.calls / 1e3
 
             def reset(self):
                 cuda.log.append("reset")
@@ -91,6 +93,8 @@ class FakeCuda:
         self.log.append(("capture", capture_error_mode))
         self.capturing, self.captured = True, 0
         self.captures += 1
+        if self.captures <= len(self.us_by_capture):
+            g.us = self.us_by_capture[self.captures - 1]
         try:
             yield
         finally:
@@ -131,7 +135,7 @@ def test_graph_replays_give_the_gpu_time_per_call():
     # One capture (thread-local: NCCL's watchdog thread may query events meanwhile), one untimed replay
     # before the six timed ones, and the graph freed.
     assert cuda.log.count(("capture", "thread_local")) == 1
-    assert cuda.log.count("replay") == 7 and cuda.log[-1] == "reset"
+    assert cuda.log.count("replay") == 7 and cuda.log[-2:] == ["reset", "empty_cache"]  # then the buffers go
 
 
 def test_a_graph_sized_from_a_slow_caller_is_sized_again_from_the_gpu_time():
@@ -209,3 +213,41 @@ def test_a_size_left_in_l2_or_without_memory_to_spare_uses_one_set():
     cpu = CollectiveBench(torch, FakeDist([]), "cpu", 0, 1)
     cpu.dist.all_to_all_single = lambda recv, send, group=None: recv.copy_(send)
     assert cpu.measure("all_to_all", 4 << 20, (0,), None, warmup=0, iters=2).rotation_sets == 1  # no L2 on the CPU
+
+
+def test_a_size_above_3x_l2_spreads_its_timed_calls_over_fresh_allocations():
+    """2 x H100, 2026-11-26 0924Z: reduce_scatter 4 GiB read 6845-7838 us a call on ten fresh allocations and
+    7414-7500 on one allocation timed five times: one allocation's number is luck, so a size whose buffers
+    exceed 3 x L2 is timed on ALLOCATIONS of them in turn, each freed (the cache emptied) before the next."""
+    per_allocation = [7000.0 + 100 * k for k in range(ALLOCATIONS)]
+    cuda = FakeCuda([], us_by_capture=per_allocation)
+    b, _ = _bench(cuda)
+    b.l2_bytes = 1 << 20  # 3 x L2 = 3 MiB: a 4 MiB all_reduce (in place, one 4 MiB buffer) is above it
+    m = b.measure("all_reduce", 4 << 20, (0,), None, warmup=3, iters=2 * ALLOCATIONS)
+    assert m.error is None and m.wrong == 0 and m.rotation_sets == 1 and m.allocations == ALLOCATIONS
+    assert cuda.captures == ALLOCATIONS  # one graph per allocation, sized once (no second capture)
+    assert len(m.samples_us) == len(m.gpu_samples_us) == 2 * ALLOCATIONS  # the iterations split among them
+    assert sorted(m.gpu_samples_us) == pytest.approx(sorted(per_allocation * 2))  # every allocation, pooled
+    # Each later allocation comes after the previous buffers went back: the cache emptied in between.
+    captures = [i for i, e in enumerate(cuda.log) if e == ("capture", "thread_local")]
+    assert all("empty_cache" in cuda.log[a:c] for a, c in zip(captures, captures[1:], strict=False))
+
+
+def test_a_capture_refused_on_a_later_allocation_leaves_the_per_call_time_alone():
+    cuda = FakeCuda([], capture_error=RuntimeError("out of graph memory"), error_from=3)
+    b, _ = _bench(cuda)
+    b.l2_bytes = 1 << 20
+    m = b.measure("all_reduce", 4 << 20, (0,), None, warmup=1, iters=ALLOCATIONS)
+    assert m.error is None and m.wrong == 0 and len(m.samples_us) == ALLOCATIONS
+    assert m.gpu_samples_us == () and m.gpu_reason == "capture_failed" and "out of graph memory" in m.gpu_error
+    assert cuda.captures == 3  # no capture tried after the refusal
+
+
+def test_sizes_that_rotate_or_run_on_the_cpu_use_one_allocation():
+    b, _ = _bench(FakeCuda([]))
+    b.l2_bytes = 1 << 20
+    m = b.measure("all_to_all", 1 << 20, (0,), None, warmup=1, iters=4)  # 2 MiB of buffers: rotated
+    assert m.rotation_sets == 2 and m.allocations == 1
+    cpu = CollectiveBench(torch, FakeDist([]), "cpu", 0, 1)
+    cpu.dist.all_reduce = lambda t, op=None, group=None: None
+    assert cpu.measure("all_reduce", 4 << 20, (0,), None, warmup=0, iters=2).allocations == 1

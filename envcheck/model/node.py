@@ -234,7 +234,10 @@ class CollectiveResult:
     ``gpu_reason`` says why (``GPU_TIME_REASONS``) and ``gpu_error`` holds the capture's exception.
     ``rotation_sets``: how many sets of buffers each rank cycled through to keep L2 cold (1: one set,
     L2 not kept cold: the CPU, a size above 3x L2 or of 1 MiB and less, or no memory to spare; reports
-    before 2026-11-26 always used one).
+    before 2026-11-26 always used one). ``allocations``: how many fresh allocations of its buffers
+    each rank spread the timed calls over, freeing one before the next (1: one; a GPU size above 3x L2 gets
+    ``collective_bench.ALLOCATIONS``, as where a buffer lands moves large sizes by up to 14%; earlier
+    reports always used one).
     """
 
     op: str
@@ -253,10 +256,13 @@ class CollectiveResult:
     gpu_reason: str | None = None
     gpu_error: str | None = None
     rotation_sets: int = field(default=1, metadata={OMIT_DEFAULT: True})
+    allocations: int = field(default=1, metadata={OMIT_DEFAULT: True})
 
     def __post_init__(self) -> None:
         if self.rotation_sets < 1:
             raise ValueError(f"rotation_sets must be at least 1, not {self.rotation_sets}")
+        if self.allocations < 1:
+            raise ValueError(f"allocations must be at least 1, not {self.allocations}")
         if self.op not in COLLECTIVES:
             raise ValueError(f"unknown collective {self.op!r}")
         if self.gpu_reason is not None and self.gpu_reason not in GPU_TIME_REASONS:

@@ -29,6 +29,12 @@ chunk, a local copy L2 served; reports/device-logs/2026-11-26_0602Z_2x-h100_diag
 as nccl-tests itself does when run at that size alone, with one set of buffers (115.8 against 111.1 GB/s
 on 2 x H200, reports/device-logs/2026-11-26_0748Z_2x-h200_device_node.log).
 
+A size whose buffers exceed 3x L2 (one set) spreads its timed calls over ``ALLOCATIONS`` fresh allocations
+instead, each freed (the cache emptied) before the next is made, the warm-up, eager calls and graph repeated
+on each and the samples pooled; the last allocation is the one checked. Where a buffer lands moved
+reduce_scatter at 4 GiB by up to 14% on 2 x H100 while one allocation held within 1%; nccl-tests allocates
+once per process, so each of its runs is one such draw.
+
 Runs inside a torchrun worker (``envcheck.node.collective_worker``) with a process group already up.
 The same code drives NCCL on GPUs and gloo on the CPU: only the device of the tensors and the clock
 differ. Every rank of the group must call :func:`measure` with the same arguments in the same
@@ -52,7 +58,7 @@ from typing import Any
 
 from envcheck.analysis.node import layout
 from envcheck.bench.failure import one_line
-from envcheck.bench.l2 import rotation_sets
+from envcheck.bench.l2 import DEFAULT_L2_BYTES, ROTATE_L2_MULTIPLE, rotation_sets
 
 GRAPH_REPLAY_US = 1000.0  # a replay should last about this long: calls per graph = this / time per call
 # At most this many calls in one graph (1 MiB collectives take ~12 us on NVLink), before the count is
@@ -61,6 +67,12 @@ MAX_GRAPH_CALLS = 256
 CHUNK_ELEMS = 1 << 25  # 128 MiB of float32 per step when writing inputs and checking outputs
 MEMORY_HEADROOM = 0.85  # share of the free memory a size may use (NCCL's own buffers need the rest)
 MiB = 1 << 20
+# A size whose buffers exceed 3x L2 (one set, no rotation) has its timed calls spread over this many fresh
+# allocations, freed and allocated again in turn: where a buffer lands moves all_gather and reduce_scatter at
+# 1-4 GiB by up to 14% on 2 x H100, while one allocation holds within 1% (2026-11-26 0924Z,
+# reports/device-logs/2026-11-26_0924Z_2x-h100_diag_large.log), so one allocation's number is luck.
+ALLOCATIONS = 12
+ALLOCATION_WARMUP = 2  # warm-up calls on each allocation after the first (the communicator is warm)
 
 
 @dataclass(frozen=True)
@@ -83,6 +95,7 @@ class Measured:
     gpu_reason: str | None = None  # a model.node.GPU_TIME_REASONS key when there is no GPU time
     gpu_error: str | None = None
     rotation_sets: int = 1  # sets of buffers cycled through to keep L2 cold (1: none)
+    allocations: int = 1  # fresh allocations the timed calls were spread over (1: one)
 
 
 def whole_cycles(calls: int, sets: int) -> int:
@@ -97,6 +110,15 @@ def calls_per_graph(per_call_us: float) -> int:
     if per_call_us <= 0:
         return MAX_GRAPH_CALLS
     return max(1, min(MAX_GRAPH_CALLS, math.ceil(GRAPH_REPLAY_US / per_call_us)))
+
+
+def allocations_for(buffer_bytes: int, l2_bytes: int | None, sets: int) -> int:
+    """How many fresh allocations a size's timed calls are spread over on a GPU: ``ALLOCATIONS`` where one set
+    of buffers (``sets`` 1) exceeds 3x L2 (smaller sizes already rotate through as many sets as cover 3x L2),
+    else 1. Every member of a group gets the same count from the same arguments."""
+    if sets > 1 or buffer_bytes < ROTATE_L2_MULTIPLE * (l2_bytes or DEFAULT_L2_BYTES):
+        return 1
+    return ALLOCATIONS
 
 
 def need_bytes(op: str, size_bytes: int, n: int, element_bytes: int = 4) -> int:
@@ -270,6 +292,60 @@ class CollectiveBench:
             return []
         return extra
 
+    def _allocate(self, op: str, lay: Any, value_in: Any, group: Any) -> tuple[Any, Any] | None:
+        """A fresh (input, output) pair for ``op`` (no output where the call is in place), the input
+        written; None on every member of the group where any member ran out of memory."""
+        torch = self.torch
+        try:
+            send = torch.empty(lay.send, dtype=torch.float32, device=self.device)
+            recv = None if op in ("all_reduce", "broadcast") else \
+                torch.empty(lay.recv, dtype=torch.float32, device=self.device)
+            allocated = 1
+        except RuntimeError:  # torch.cuda.OutOfMemoryError is a RuntimeError
+            send = recv = None
+            allocated = 0
+        if self.cuda and not self._min_over(allocated, group):
+            return None
+        if send is None:  # the CPU: nothing to agree on, the error is this rank's
+            raise MemoryError(f"out of memory allocating {lay.send} float32 elements")
+        self._fill(send, value_in)
+        return send, recv
+
+    def _timed(self, op: str, sets: list[tuple[Any, Any]], group: Any, root: int, warmup: int, iters: int,
+               graph: bool, calls: int | None) -> tuple[tuple[float, ...], tuple[float, ...], int, str | None,
+                                                       str | None]:
+        """(per-call samples, GPU samples, calls per graph, reason, error) of ``op`` on ``sets``: ``warmup``
+        calls, ``iters`` eager calls timed back to back, then (on a GPU, with ``graph``) ``iters`` replays of a
+        graph of ``calls`` calls (sized here when None)."""
+        for i in range(warmup):
+            self._call(op, *sets[i % len(sets)], group, root)
+        self.clock.synchronize()
+        # One mark between consecutive calls, as nccl-tests times its loop: the samples add up to
+        # the whole loop, so their mean is its time per call (the host runs ahead of the GPU on
+        # large sizes; on small ones the samples show the launch cost a real caller pays too).
+        marks = [self.clock.mark()]
+        for i in range(warmup, warmup + iters):  # the cycle goes on from the warm-up's
+            self._call(op, *sets[i % len(sets)], group, root)
+            marks.append(self.clock.mark())
+        self.clock.synchronize()
+        samples = tuple(max(self.clock.elapsed_us(a, b), 1e-3) for a, b in zip(marks[:-1], marks[1:], strict=True))
+        if not (self.cuda and graph):
+            return samples, (), 1, ("not_captured" if self.cuda else "no_cuda_graphs"), None
+        if calls is not None:
+            gpu, reason, error = self._gpu_time(op, sets, group, root, calls, iters)
+            return samples, gpu, calls, reason, error
+        # The calls per graph must be the same on every rank: the group's largest per-call time decides.
+        slowest = -self._min_over(-round(sum(samples) / len(samples)), group)
+        calls = whole_cycles(calls_per_graph(float(slowest)), len(sets))
+        gpu, reason, error = self._gpu_time(op, sets, group, root, calls, iters)
+        if gpu:  # every member has samples or none has (the capture is agreed on)
+            more = whole_cycles(-self._min_over(-calls_per_graph(statistics.median(gpu)), group), len(sets))
+            if more > 2 * calls:  # the replays lasted under half of GRAPH_REPLAY_US: host gaps
+                again = self._gpu_time(op, sets, group, root, more, iters)
+                if again[0]:  # a refused second capture keeps the first graph's samples
+                    calls, (gpu, reason, error) = more, again
+        return samples, gpu, calls, reason, error
+
     def measure(self, op: str, size_bytes: int, ranks: tuple[int, ...], group: Any, warmup: int,
                 iters: int, graph: bool = True) -> Measured:
         """Measure ``op`` at nccl-tests' size ``size_bytes`` on the group of global ``ranks`` (this
@@ -288,61 +364,57 @@ class CollectiveBench:
                 least = self._min_over(free or 0, group)
                 return _replace(base, skipped="out_of_memory", need_bytes=need, free_bytes=least)
         torch = self.torch
-        send = recv = None
+        first: tuple[Any, Any] | None = None
         sets: list[tuple[Any, Any]] = []
+        send = recv = None
         try:
-            try:
-                send = torch.empty(lay.send, dtype=torch.float32, device=self.device)
-                if op not in ("all_reduce", "broadcast"):
-                    recv = torch.empty(lay.recv, dtype=torch.float32, device=self.device)
-                allocated = 1
-            except RuntimeError:  # torch.cuda.OutOfMemoryError is a RuntimeError
-                allocated = 0
-            if self.cuda and not self._min_over(allocated, group):
-                return _replace(base, skipped="out_of_memory", need_bytes=need, free_bytes=free)
             root = ranks[0]
             value_in, value_out = self._patterns(op, n, me, lay.count)
-            self._fill(send, value_in)
-            sets = [(send, recv)] + self._more_sets(op, size_bytes, n, send, recv, free, need, group)
-            for i in range(warmup):
-                self._call(op, *sets[i % len(sets)], group, root)
-            self.clock.synchronize()
-            # One mark between consecutive calls, as nccl-tests times its loop: the samples add up to
-            # the whole loop, so their mean is its time per call (the host runs ahead of the GPU on
-            # large sizes; on small ones the samples show the launch cost a real caller pays too).
-            marks = [self.clock.mark()]
-            for i in range(warmup, warmup + iters):  # the cycle goes on from the warm-up's
-                self._call(op, *sets[i % len(sets)], group, root)
-                marks.append(self.clock.mark())
-            self.clock.synchronize()
-            samples = tuple(max(self.clock.elapsed_us(a, b), 1e-3) for a, b in zip(marks[:-1], marks[1:], strict=True))
+            first = self._allocate(op, lay, value_in, group)
+            if first is None:
+                return _replace(base, skipped="out_of_memory", need_bytes=need, free_bytes=free)
+            sets = [first] + self._more_sets(op, size_bytes, n, *first, free, need, group)
+            allocations = allocations_for(buffer_bytes(op, size_bytes, n), self.l2_bytes, len(sets)) if self.cuda \
+                else 1
+            per = math.ceil(iters / allocations)
+            samples: tuple[float, ...] = ()
             gpu: tuple[float, ...] = ()
-            calls = 1
-            gpu_reason, gpu_error = ("not_captured" if self.cuda else "no_cuda_graphs"), None
-            if self.cuda and graph:
-                # The calls per graph must be the same on every rank: the group's largest per-call time decides.
-                slowest = -self._min_over(-round(sum(samples) / len(samples)), group)
-                calls = whole_cycles(calls_per_graph(float(slowest)), len(sets))
-                gpu, gpu_reason, gpu_error = self._gpu_time(op, sets, group, root, calls, iters)
-                if gpu:  # every member has samples or none has (the capture is agreed on)
-                    more = whole_cycles(-self._min_over(-calls_per_graph(statistics.median(gpu)), group), len(sets))
-                    if more > 2 * calls:  # the replays lasted under half of GRAPH_REPLAY_US: host gaps
-                        again = self._gpu_time(op, sets, group, root, more, iters)
-                        if again[0]:  # a refused second capture keeps the first graph's samples
-                            calls, (gpu, gpu_reason, gpu_error) = more, again
-            # The check runs on fresh inputs (timed all_reduce iterations summed in place), in the first set.
+            calls: int | None = None
+            reason = error = None
+            timed_graph = graph
+            for k in range(allocations):
+                if k:  # the previous buffers go back to the driver first, so the new ones land elsewhere
+                    sets, first = [], None
+                    if self.cuda:
+                        torch.cuda.empty_cache()
+                    first = self._allocate(op, lay, value_in, group)
+                    if first is None:
+                        raise MemoryError(f"out of memory on allocation {k + 1} of {allocations}")
+                    sets = [first]
+                eager, replays, calls, why, err = self._timed(
+                    op, sets, group, root, warmup if k == 0 else min(warmup, ALLOCATION_WARMUP), per, timed_graph,
+                    calls)
+                samples += eager
+                if replays:
+                    gpu += replays
+                elif k == 0 or timed_graph:  # no GPU time, or a later capture refused (every member agreed):
+                    gpu, timed_graph, reason, error = (), False, why, err  # the per-call time stands alone
+            send, recv = first
+            # The check runs on fresh inputs (timed all_reduce iterations summed in place), in the first set
+            # of the last allocation.
             self._fill(send, value_in)
             if recv is not None:
                 recv.fill_(-1.0)  # poison: an element the collective never wrote shows as wrong
             self._call(op, send, recv, group, root)
             self.clock.synchronize()
             wrong = self._count_wrong(recv if recv is not None else send, value_out)
-            return _replace(base, samples_us=samples, wrong=wrong, gpu_samples_us=gpu, gpu_calls=calls,
-                            gpu_reason=gpu_reason, gpu_error=gpu_error, rotation_sets=len(sets))
+            return _replace(base, samples_us=samples, wrong=wrong, gpu_samples_us=gpu,
+                            gpu_calls=calls or 1, gpu_reason=None if gpu else reason, gpu_error=None if gpu else error,
+                            rotation_sets=len(sets), allocations=allocations)
         except Exception as e:  # noqa: BLE001 - a failed collective is a result, reported by the caller
             return _replace(base, error=one_line(e))
         finally:
-            del send, recv, sets
+            first, sets, send, recv = None, [], None, None  # every buffer released before the cache is emptied
             if self.cuda:
                 torch.cuda.empty_cache()
 

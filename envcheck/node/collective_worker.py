@@ -9,12 +9,13 @@ Protocol (the parent is ``envcheck.node.collective_run``): the plan is a JSON fi
     {"event": "ready", "backend", "device", "nccl_version"}                      process group up
     {"event": "result", "phase": "sweep" | "narrow", "op", "size_bytes", "count", "ranks",
      "samples_us", "method", "wrong", "error", "skipped", "need_bytes", "free_bytes",
-     "gpu_samples_us", "gpu_calls", "gpu_reason", "gpu_error", "rotation_sets"}
+     "gpu_samples_us", "gpu_calls", "gpu_reason", "gpu_error", "rotation_sets", "allocations"}
     {"event": "error", "text"}                                                   an exception, last line
     {"event": "done"}
 
 ``samples_us`` are per-call times (eager calls), ``gpu_samples_us`` GPU times (CUDA-graph replays, per
-call), ``rotation_sets`` the sets of buffers cycled through to keep L2 cold; see
+call), ``rotation_sets`` the sets of buffers cycled through to keep L2 cold, ``allocations`` the fresh
+allocations the timed calls were spread over; see
 ``envcheck.node.collective_bench``.
 
 With ``--learn`` the ranks only learn NCCL's algorithms: each (op, size) runs once, untimed, with
@@ -63,7 +64,7 @@ def _measured_event(m: Any, phase: str) -> dict[str, Any]:
             "ranks": list(m.ranks), "samples_us": list(m.samples_us), "method": m.method, "wrong": m.wrong,
             "error": m.error, "skipped": m.skipped, "need_bytes": m.need_bytes, "free_bytes": m.free_bytes,
             "gpu_samples_us": list(m.gpu_samples_us), "gpu_calls": m.gpu_calls, "gpu_reason": m.gpu_reason,
-            "gpu_error": m.gpu_error, "rotation_sets": m.rotation_sets}
+            "gpu_error": m.gpu_error, "rotation_sets": m.rotation_sets, "allocations": m.allocations}
 
 
 def _slow_hook(bench: Any, rank: int) -> None:

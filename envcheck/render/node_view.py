@@ -483,6 +483,11 @@ def _times_lines(sa: an.SweepAnalysis, gpu_times: bool, p: _P) -> list[Line]:
         lo, hi = min(cold), max(cold)
         out.append(Line(p.t("node.coll.l2_cold", count=len(cold), sets=fmt.num(lo) if lo == hi else
                             f"{fmt.num(lo)}-{fmt.num(hi)}")))
+    spread = [r.allocations for r in sa.collectives.results if r.allocations > 1]
+    if spread:
+        lo, hi = min(spread), max(spread)
+        out.append(Line(p.t("node.coll.allocations", count=len(spread), allocations=fmt.num(lo) if lo == hi else
+                            f"{fmt.num(lo)}-{fmt.num(hi)}")))
     errors = dict.fromkeys(r.gpu_error for r in sa.collectives.results if r.gpu_error)
     for e in errors:
         out.append(Line(p.t("node.coll.times.capture_error", error=p.escape(fmt.first_line(e or ""))), "warn"))
