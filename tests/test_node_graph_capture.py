@@ -251,3 +251,21 @@ def test_sizes_that_rotate_or_run_on_the_cpu_use_one_allocation():
     cpu = CollectiveBench(torch, FakeDist([]), "cpu", 0, 1)
     cpu.dist.all_reduce = lambda t, op=None, group=None: None
     assert cpu.measure("all_reduce", 4 << 20, (0,), None, warmup=0, iters=2).allocations == 1
+
+
+def test_memory_taken_between_allocations_skips_the_size_for_want_of_memory():
+    """Another process takes the memory after the second allocation is freed: the third cannot be made, and the
+    size is recorded as skipped for want of memory (the sweep goes on), not as a failed collective."""
+    b, _ = _bench(FakeCuda([]))
+    b.l2_bytes = 1 << 20
+    made = []
+
+    def empty(*shape, **kw):
+        made.append(shape)
+        if len(made) == 3:
+            raise RuntimeError("CUDA out of memory")
+        return torch.empty(*shape, **kw)
+
+    b.torch.empty = empty
+    m = b.measure("all_reduce", 4 << 20, (0,), None, warmup=1, iters=ALLOCATIONS)
+    assert m.skipped == "out_of_memory" and m.error is None and m.samples_us == () and m.need_bytes > 0
