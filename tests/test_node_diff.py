@@ -253,6 +253,9 @@ def test_committed_back_to_back_node_runs_call_nothing(controls):
         assert moved == []
         rows += [r.change for r in (*n.collectives, *n.copies) if r.change.low is not None]
         assert all(r.change.floor is not None and r.change.floor.source == "shipped" for r in n.collectives)
+        # The diff names where its node floors came from: this model's committed node controls, this pair among them.
+        assert n.shipped_model == a.benches[0].device.name
+        assert (nf.REPORTS / n.shipped_pairs[0][0]).name in {x for x, _ in NODE_CONTROLS}
     excluding = sum(r.low > 1 or r.high < 1 for r in rows)
     assert len(rows) == 270 and excluding <= 0.05 * len(rows)
 
@@ -286,6 +289,7 @@ def test_shipped_node_floors_hold_on_one_machine_only(controls):
     n = compare(("a", a), ("b", other)).node
     assert n is not None
     assert all(r.change.floor is None or r.change.floor.source != "shipped" for r in (*n.collectives, *n.copies))
+    assert n.shipped_model is None and n.shipped_pairs == ()
     sa, sb = (node_side(analyse(r).node) for r in controls[1])
     own = compare_sides(sa, sb)  # no model given: the rows' own floor
     assert {r.change.floor.source for r in own.collectives if r.change.floor} <= {"spread", "none"}
@@ -307,3 +311,14 @@ def test_a_five_percent_slower_collective_is_called(controls):
             called += row.change.verdict == "slower"
             assert [c for c in n.collectives if c.change.verdict != "same" and c is not row] == []
     assert called >= 14
+
+
+def test_a_diff_names_the_node_controls_its_shipped_floors_came_from(controls):
+    """In JSON (the pairs of file names) and in Markdown (the method's last sentence, escaped)."""
+    a, b = controls[0]
+    d = diff([("a.json", a), ("b.json", b)])
+    data = to_data(d)["comparisons"][0]["node"]["shipped_floors"]
+    assert data["model"] == "NVIDIA H100 80GB HBM3" and [tuple(p) for p in data["pairs"]] == list(NODE_CONTROLS[:3])
+    md = render_diff(d, "md", "en")
+    assert "The node floors here are those shipped for the NVIDIA H100 80GB HBM3" in md
+    assert "2026-11-26\\_0935Z\\_vm\\_2x-h100\\_node.json / 2026-11-26\\_0941Z" in md

@@ -73,6 +73,7 @@ Layout (version 1). Times are microseconds per call; ratios are other / baseline
             "changes": [{"what", "gpus": [..], "scope", "op", "size_bytes", "before", "after"}],
                         # what: path | nvlinks | nccl | algorithm
             "only_baseline": [..], "only_other": [..], "noise_floors": [FLOOR],
+            "shipped_floors": {"model", "pairs": [["<baseline>", "<other>"]]} | null,   # the node controls
             "regressions": [{"test", "ratio", "low", "high"}]}
     RATIO: "verdict", "ratio", "low", "high", "n_baseline", "n_other", "within_log_se", "floor": FLOOR,
            "reasons": [{"key", "params"}]        (ratio: other / baseline time, above 1 is slower)
@@ -183,6 +184,8 @@ def _node(n: NodeComparison | None, regression_pct: float) -> dict[str, Any] | N
                      "before": c.before, "after": c.after} for c in n.changes],
         "only_baseline": list(n.only_base), "only_other": list(n.only_other),
         "noise_floors": [_floor(f) for f in n.floors],
+        "shipped_floors": None if n.shipped_model is None else {
+            "model": n.shipped_model, "pairs": [list(p) for p in n.shipped_pairs]},
         "regressions": [{"test": _node_test(r), "ratio": r.change.ratio, "low": r.change.low,
                          "high": r.change.high} for r in n.regressions(regression_pct)],
     }

@@ -171,6 +171,9 @@ class NodeComparison:
     only_base: tuple[str, ...] = ()  # rows measured on one side only, as "scope op size" / "kind method src->dst"
     only_other: tuple[str, ...] = ()
     floors: tuple[stats.NoiseFloor, ...] = ()
+    # Where some row's floor was shipped: the GPU model and the node controls its node floors came from.
+    shipped_model: str | None = None
+    shipped_pairs: tuple[tuple[str, str], ...] = ()
 
     @property
     def peer_copies(self) -> tuple[CopyDiff, ...]:
@@ -384,8 +387,10 @@ def compare_sides(a: NodeSide, b: NodeSide, *, practical: float = stats.PRACTICA
 
     only_base = tuple(_coll_label(k) for k in ca if k not in cb) + tuple(_copy_label(k) for k in xa if k not in xb)
     only_other = tuple(_coll_label(k) for k in cb if k not in ca) + tuple(_copy_label(k) for k in xb if k not in xa)
+    shipped_used = model_floors is not None and any(r.floor is not None and r.floor.source == "shipped" for r in rows)
     return NodeComparison(collectives, copies, tuple(counters), tuple(_changes(a, b)), only_base, only_other,
-                          tuple(floors))
+                          tuple(floors), model_floors.model if shipped_used and model_floors else None,
+                          model_floors.node_pairs if shipped_used and model_floors else ())
 
 
 def compare_nodes(a: NodeAnalysis | None, b: NodeAnalysis | None, *,

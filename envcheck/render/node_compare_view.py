@@ -142,8 +142,16 @@ def node_compare_view(n: NodeComparison, lang: str, escape: Escape) -> NodeCompa
         only_base=tuple(escape(x) for x in n.only_base), only_other=tuple(escape(x) for x in n.only_other),
         only_base_title=translate(lang, "diff.node.only_base", count=len(n.only_base)),
         only_other_title=translate(lang, "diff.node.only_other", count=len(n.only_other)),
-        method=translate(lang, "diff.node.method"),
+        method=translate(lang, "diff.node.method") + _floors_line(n, lang, escape),
     )
+
+
+def _floors_line(n: NodeComparison, lang: str, escape: Escape) -> str:
+    """Where the shipped node floors came from (a sentence after the method's), or nothing."""
+    if n.shipped_model is None:
+        return ""
+    pairs = translate(lang, "list.sep").join(f"{escape(a)} / {escape(b)}" for a, b in n.shipped_pairs)
+    return translate(lang, "diff.node.floors", model=escape(n.shipped_model), pairs=pairs or fmt.DASH)
 
 
 def unmatched_lines(items: Sequence[Unmatched], lang: str, escape: Escape) -> tuple[str, ...]:
