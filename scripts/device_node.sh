@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The node evidence on a multi-GPU machine, in one call of about 9 minutes (550 s on 2 x H100, 2026-11-26 0759Z):
+# The node evidence on a multi-GPU machine, in one call of about 8 minutes (456-473 s on 2 x H100, 2026-11-26 0935Z, 0945Z):
 #   1. with NODE_GPU_TESTS=1 (about a minute more), the node GPU tests (tests/test_node_gpu.py: peer copies,
 #      the NCCL sweep, graph-timed collectives);
 #   2. node run A: `envcheck run --gpus all --quick`: the quick per-GPU suite on every GPU at once, then
@@ -26,7 +26,8 @@
 #                         (comparison_defaults.md);
 #      NCCL's transport lines (NCCL_DEBUG=INFO at 1 MiB, direct access on and off); with DIAG=1,
 #      scripts/diag_graph_calls.py with each of envcheck's two graph settings alone (graph_calls.txt);
-#   4. node run B, the same as A, right after nccl-tests (skipped past B_BEFORE_S, 420 s);
+#   4. node run B, the same as A, right after nccl-tests (skipped past B_BEFORE_S, 420 s: at 0945Z A took 179 s and
+#      nccl-tests 263, and B was skipped);
 #   5. the comparisons at every size (scripts/compare_node.py): A and B against nccl-tests (GPU-time busbw
 #      within 5 % at every size and 2 % from 64 MiB), copies against a plain torch copy;
 #   6. `envcheck diff A B`: two back-to-back node runs, nothing changed, a negative control for node rows;
