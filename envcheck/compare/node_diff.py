@@ -387,10 +387,10 @@ def compare_sides(a: NodeSide, b: NodeSide, *, practical: float = stats.PRACTICA
 
     only_base = tuple(_coll_label(k) for k in ca if k not in cb) + tuple(_copy_label(k) for k in xa if k not in xb)
     only_other = tuple(_coll_label(k) for k in cb if k not in ca) + tuple(_copy_label(k) for k in xb if k not in xa)
-    shipped_used = model_floors is not None and any(r.floor is not None and r.floor.source == "shipped" for r in rows)
+    used = any(r.floor is not None and r.floor.source == "shipped" for r in rows)
+    source = model_floors if used else None  # the model whose node floors some row took
     return NodeComparison(collectives, copies, tuple(counters), tuple(_changes(a, b)), only_base, only_other,
-                          tuple(floors), model_floors.model if shipped_used and model_floors else None,
-                          model_floors.node_pairs if shipped_used and model_floors else ())
+                          tuple(floors), source.model if source else None, source.node_pairs if source else ())
 
 
 def compare_nodes(a: NodeAnalysis | None, b: NodeAnalysis | None, *,

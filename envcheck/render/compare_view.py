@@ -15,7 +15,7 @@ from envcheck.compare.envdiff import STORY_AREAS, CheckChange, EnvChange
 from envcheck.render import fmt
 from envcheck.render.checktext import localized
 from envcheck.render.i18n import catalog, phrase, translate
-from envcheck.render.node_compare_view import NodeCompareView, node_compare_view, unmatched_lines
+from envcheck.render.node_compare_view import NodeCompareView, control_pairs, node_compare_view, unmatched_lines
 from envcheck.render.tiles import Tile
 from envcheck.render.view import ceiling_name
 
@@ -245,7 +245,7 @@ def _noise(cmp: Any, lang: str, escape: Escape, fdr: str) -> str:
     t = _t(lang)
     counts = dict(cmp.sources)
     parts = []
-    pairs = translate(lang, "list.sep").join(f"{escape(a)} / {escape(b)}" for a, b in cmp.shipped_pairs)
+    pairs = control_pairs(cmp.shipped_pairs, lang, escape)
     if counts.get("repeats") and cmp.shipped_model:
         parts.append(t("diff.noise.repeats_run", model=escape(cmp.shipped_model), pairs=pairs, count=counts["repeats"]))
     elif counts.get("repeats"):

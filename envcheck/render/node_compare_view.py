@@ -146,12 +146,17 @@ def node_compare_view(n: NodeComparison, lang: str, escape: Escape) -> NodeCompa
     )
 
 
+def control_pairs(pairs: Sequence[tuple[str, str]], lang: str, escape: Escape) -> str:
+    """Committed control pairs as "baseline / other", listed in the language's way."""
+    return translate(lang, "list.sep").join(f"{escape(a)} / {escape(b)}" for a, b in pairs)
+
+
 def _floors_line(n: NodeComparison, lang: str, escape: Escape) -> str:
     """Where the shipped node floors came from (a sentence after the method's), or nothing."""
     if n.shipped_model is None:
         return ""
-    pairs = translate(lang, "list.sep").join(f"{escape(a)} / {escape(b)}" for a, b in n.shipped_pairs)
-    return translate(lang, "diff.node.floors", model=escape(n.shipped_model), pairs=pairs or fmt.DASH)
+    return translate(lang, "diff.node.floors", model=escape(n.shipped_model),
+                     pairs=control_pairs(n.shipped_pairs, lang, escape) or fmt.DASH)
 
 
 def unmatched_lines(items: Sequence[Unmatched], lang: str, escape: Escape) -> tuple[str, ...]:
