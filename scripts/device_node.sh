@@ -109,7 +109,10 @@ large=(-b 64M -e 4G -f 4 -g "$ngpu" -w 5 -n 20 -G 5)
 # Where a buffer lands moves all_gather and reduce_scatter at 1-4 GiB by up to 14% on 2 x H100, while one
 # allocation holds within 1% (reports/device-logs/2026-11-26_0924Z_2x-h100_diag_large.log): each nccl-tests
 # process allocates once, so a run of the large sizes is one allocation's draw, as envcheck spreads its large
-# sizes over collective_bench.ALLOCATIONS (12). The large sizes are run NCCL_TESTS_LARGE_RUNS times (7), the
+# sizes over collective_bench.ALLOCATIONS (12). Each process is also one communicator's draw: which communicator
+# a call goes through moved all_to_all 64 MiB by up to 8% (reports/device-logs/
+# 2026-11-26_1125Z_2x-h100_diag_communicators.log), and envcheck captures its graphs on
+# collective_bench.COMMUNICATORS (6) in turn. The large sizes are run NCCL_TESTS_LARGE_RUNS times (7), the
 # small ones NCCL_TESTS_RUNS times (3); compare_node.py holds envcheck against their median and shows their
 # spread.
 below_64m() {  # below_64m RANGE: nccl-tests' output as it is, but the small range's rows of 64 MiB and more

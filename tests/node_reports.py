@@ -49,7 +49,7 @@ from envcheck.model.node import (
     XidScan,
 )
 from envcheck.node import nccl_tests
-from envcheck.node.collective_bench import allocations_for, buffer_bytes
+from envcheck.node.collective_bench import CAPTURES, COMMUNICATORS, allocations_for, buffer_bytes
 from envcheck.node.counters import LINKS_SECTION, links_section, read_counters
 from envcheck.node.nccl_log import distinct, parse_choices
 from envcheck.node.topology import probe_topology
@@ -120,7 +120,8 @@ def _timed(op: str, size: int, time_us: float, ranks: tuple[int, ...], iters: in
     sets = rotation_sets(buffer_bytes(op, size, len(ranks)), 50 << 20, memory_bound=True, min_bytes=0)
     return CollectiveResult(op, lay.size_bytes, lay.count, "float32", ranks, timings, 0, gpu_timings=gpu,
                             rotation_sets=sets, allocations=allocations_for(buffer_bytes(op, size, len(ranks)),
-                                                                            50 << 20, sets))
+                                                                            50 << 20, sets), captures=CAPTURES,
+                            communicators=COMMUNICATORS)
 
 
 def sweep() -> Collectives:

@@ -139,6 +139,9 @@ def test_without_a_gpu_time_the_per_call_time_is_used_and_says_why():
     assert build(CollectiveResult, to_dict(refused)) == refused
     with pytest.raises(ValueError, match="no GPU time"):
         CollectiveResult("all_reduce", 1 << 20, 1 << 18, "float32", (0, 1), gpu_reason="because")
+    with pytest.raises(ValueError, match="communicators must be 1 to captures"):
+        CollectiveResult("all_reduce", 1 << 20, 1 << 18, "float32", (0, 1), gloo.timings, 0, captures=4,
+                         communicators=6)
 
 
 def test_the_committed_node_report_predates_gpu_times_and_still_loads_labelled_per_call():
@@ -246,7 +249,8 @@ def test_busbw_against_what_the_h200_links_allow():
 def test_assemble_keeps_both_times_and_a_gpu_time_needs_every_member():
     plan = SweepPlan(ops=("all_reduce",), sizes=(1 << 20, 1 << 22), narrow=False)
     base = {"op": "all_reduce", "count": 1 << 18, "ranks": [0, 1], "samples_us": [45.0, 47.0], "wrong": 0}
-    both = {**base, "size_bytes": 1 << 20, "gpu_samples_us": [16.0, 17.0], "gpu_calls": 20, "rotation_sets": 75}
+    both = {**base, "size_bytes": 1 << 20, "gpu_samples_us": [16.0, 17.0], "gpu_calls": 20, "rotation_sets": 75,
+            "captures": 12, "communicators": 6}
     # At 4 MiB rank 1's capture was refused: no GPU time for the call, the refusal kept.
     r0 = {**base, "size_bytes": 1 << 22, "count": 1 << 20, "gpu_samples_us": [30.0], "gpu_calls": 20, "allocations": 12}
     r1 = {**base, "size_bytes": 1 << 22, "count": 1 << 20, "gpu_samples_us": [], "gpu_reason": "capture_failed",
@@ -257,6 +261,8 @@ def test_assemble_keeps_both_times_and_a_gpu_time_needs_every_member():
     assert one.gpu_timings[0].timing.calls_per_sample == 20 and one.gpu_reason is None
     assert one.rotation_sets == 75 and four.rotation_sets == 1  # an event without the key: one set
     assert one.allocations == 1 and four.allocations == 12  # ... and one allocation
+    assert one.captures == 12 and four.captures == 1  # graphs pooled; none where there is no GPU time
+    assert one.communicators == 6 and four.communicators == 1
     assert four.gpu_timings == () and four.gpu_reason == "capture_failed" and "refused" in four.gpu_error
     rows = an.collective_rows(c)
     assert [r.time_basis for r in rows] == ["gpu", "per_call"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from envcheck.analysis import node as an
-from envcheck.node.collective_bench import ALLOCATIONS
+from envcheck.node.collective_bench import ALLOCATIONS, CAPTURES, COMMUNICATORS
 from envcheck.node.collective_run import Placement, SweepPlan, run_sweep
 from envcheck.node.launch import SubprocessLauncher
 from envcheck.node.peer import PeerPlan, run_peer_copies
@@ -67,7 +67,8 @@ def test_nccl_sweep_times_graph_replays_and_eager_calls(tmp_path):
 
 def test_collectives_keep_l2_cold_where_their_buffers_fit_in_it(tmp_path):
     """Every size from 1 MiB (all_reduce: one 1 MiB buffer) up to 3 x L2 cycles through sets of buffers,
-    checked right; at 1 GiB (above 3 x L2) one set, on ALLOCATIONS fresh allocations in turn."""
+    checked right; at 1 GiB (above 3 x L2) one set, on ALLOCATIONS fresh allocations in turn; every size's GPU time
+    pools CAPTURES graphs captured on COMMUNICATORS communicators."""
     n = _count()
     if n < 2:
         pytest.skip("needs two GPUs")
@@ -82,6 +83,9 @@ def test_collectives_keep_l2_cold_where_their_buffers_fit_in_it(tmp_path):
         for t in r.gpu_timings:
             assert t.timing.calls_per_sample % r.rotation_sets == 0  # whole cycles in every graph
         big = r.size_bytes == 1 << 30
-        assert r.allocations == (ALLOCATIONS if big else 1)
-        # The ten iterations split over the allocations, at least one each.
-        assert all(t.timing.n == (ALLOCATIONS if big else 10) for t in r.timings + r.gpu_timings)
+        assert r.allocations == (ALLOCATIONS if big else 1) and r.captures == CAPTURES
+        assert r.communicators == COMMUNICATORS  # the sweep's own and the extra ones, in turn
+        # The ten eager iterations split over the allocations, at least one each (all ten on one allocation);
+        # the graph replays over the captures, at least one each.
+        assert all(t.timing.n == (ALLOCATIONS if big else 10) for t in r.timings)
+        assert all(t.timing.n == CAPTURES for t in r.gpu_timings)

@@ -12,7 +12,7 @@ import types
 import pytest
 import torch
 
-from envcheck.node.collective_bench import ALLOCATIONS, CollectiveBench, calls_per_graph
+from envcheck.node.collective_bench import ALLOCATIONS, CAPTURES, CollectiveBench, calls_per_graph
 
 
 class FakeDist:
@@ -24,33 +24,51 @@ class FakeDist:
 
     def __init__(self, log, cuda=None, host_s=0.0):
         self.log, self.cuda, self.host_s = log, cuda, host_s
+        self.groups = []  # (captured or not, group) of each timed call
 
     def all_reduce(self, t, op=None, group=None):
         self.log.append(("all_reduce", op))
+        if op is None:
+            self.groups.append((self.cuda is not None and self.cuda.capturing, group))
         if self.cuda is not None and self.cuda.capturing:
             self.cuda.captured += op is None  # the timed calls; MIN is the group agreeing
         elif op is None and self.host_s:
             time.sleep(self.host_s)
 
+    def new_group(self, ranks):
+        """A communicator of ``ranks``: it takes ``cuda.group_bytes`` of the GPU's memory once connected."""
+        self.made = getattr(self, "made", 0) + 1
+        self.cuda.free -= self.cuda.group_bytes
+        return f"group {self.made}"
+
+    def destroy_process_group(self, group=None):
+        self.log.append(("destroyed", group))
+        self.cuda.free += self.cuda.group_bytes
+
     def all_to_all_single(self, recv, send, group=None):
         """One rank: its whole input is its own chunk. Records which buffers each call used."""
-        self.log.append(("all_to_all", send.data_ptr(), recv.data_ptr(),
-                         self.cuda is not None and self.cuda.capturing))
+        capturing = self.cuda is not None and self.cuda.capturing
+        self.log.append(("all_to_all", send.data_ptr(), recv.data_ptr(), capturing))
+        if capturing:
+            self.cuda.captured += 1
         recv.copy_(send)
 
 
 class FakeCuda:
     """torch.cuda as the capture path uses it: a replay advances the fake GPU clock by ``us_per_call``
-    for each call captured in its graph. ``capture_error``: raised at the end of a capture."""
+    for each call captured in its graph. ``capture_error``: raised at the end of the captures numbered
+    ``error_from`` to ``error_until`` (every later one when None)."""
 
-    def __init__(self, log, us_per_call=15.0, capture_error=None, error_from=1, free=1 << 40, us_by_capture=()):
+    def __init__(self, log, us_per_call=15.0, capture_error=None, error_from=1, free=1 << 40, us_by_capture=(),
+                 error_until=None, total=1 << 40, group_bytes=0):
         self.log, self.us_per_call, self.capture_error, self.now_ms = log, us_per_call, capture_error, 0.0
+        self.error_until, self.total, self.group_bytes = error_until, total, group_bytes
         self.us_by_capture = us_by_capture  # the k-th graph's calls take this long each (else us_per_call)
         self.free = free
         self.capturing, self.captured, self.error_from, self.captures = False, 0, error_from, 0
 
     def mem_get_info(self, device):
-        return (self.free, 1 << 40)
+        return (self.free, self.total)
 
     def empty_cache(self):
         self.log.append("empty_cache")
@@ -99,8 +117,8 @@ class FakeCuda:
             yield
         finally:
             self.capturing = False
-            g.calls = self.captured or sum(1 for e in self.log if isinstance(e, tuple) and e[-1] is True)
-        if self.capture_error is not None and self.captures >= self.error_from:
+            g.calls = self.captured
+        if self.capture_error is not None and self.error_from <= self.captures <= (self.error_until or self.captures):
             raise self.capture_error
 
     def Event(self, enable_timing=False):  # noqa: N802
@@ -128,14 +146,15 @@ def _bench(cuda, host_s=0.0):
 def test_graph_replays_give_the_gpu_time_per_call():
     cuda = FakeCuda([], us_per_call=700.0)
     b, _ = _bench(cuda, host_s=0.001)  # a caller pays about as much as the GPU takes: no second capture
-    m = b.measure("all_reduce", 1 << 12, (0,), None, warmup=1, iters=6)
-    assert m.error is None and m.wrong == 0 and len(m.samples_us) == 6  # per call, eager, host clock here
-    assert m.gpu_reason is None and m.gpu_calls == calls_per_graph(round(sum(m.samples_us) / 6)) == 1
-    assert len(m.gpu_samples_us) == 6 and m.gpu_samples_us == pytest.approx([700.0] * 6)
-    # One capture (thread-local: NCCL's watchdog thread may query events meanwhile), one untimed replay
-    # before the six timed ones, and the graph freed.
-    assert cuda.log.count(("capture", "thread_local")) == 1
-    assert cuda.log.count("replay") == 7 and cuda.log[-2:] == ["reset", "empty_cache"]  # then the buffers go
+    m = b.measure("all_reduce", 1 << 12, (0,), None, warmup=1, iters=2 * CAPTURES)
+    assert m.error is None and m.wrong == 0 and len(m.samples_us) == 2 * CAPTURES  # per call, eager, host clock
+    assert m.gpu_reason is None and m.gpu_calls == calls_per_graph(round(sum(m.samples_us) / len(m.samples_us))) == 1
+    assert len(m.gpu_samples_us) == 2 * CAPTURES and m.gpu_samples_us == pytest.approx([700.0] * 2 * CAPTURES)
+    # CAPTURES captures (thread-local: NCCL's watchdog thread may query events meanwhile), each with one untimed
+    # replay before its two timed ones, and each graph freed.
+    assert cuda.log.count(("capture", "thread_local")) == CAPTURES == m.captures
+    assert cuda.log.count("replay") == 3 * CAPTURES and cuda.log.count("reset") == CAPTURES
+    assert cuda.log[-2:] == ["reset", "empty_cache"]  # then the buffers go
 
 
 def test_a_graph_sized_from_a_slow_caller_is_sized_again_from_the_gpu_time():
@@ -143,11 +162,12 @@ def test_a_graph_sized_from_a_slow_caller_is_sized_again_from_the_gpu_time():
     calls (~40 us of GPU work) and the replays carried the hosts' gaps (samples 110 -> 16 us)."""
     cuda = FakeCuda([], us_per_call=12.0)
     b, _ = _bench(cuda, host_s=0.001)
-    m = b.measure("all_reduce", 1 << 12, (0,), None, warmup=1, iters=6)
-    assert cuda.log.count(("capture", "thread_local")) == 2  # sized from ~1 ms a call, then from 12 us
+    m = b.measure("all_reduce", 1 << 12, (0,), None, warmup=1, iters=CAPTURES)
+    # Sized from ~1 ms a call, then from 12 us; the other captures keep that size.
+    assert cuda.log.count(("capture", "thread_local")) == CAPTURES + 1 and m.captures == CAPTURES
     assert m.gpu_calls == calls_per_graph(12.0) == 84
-    assert m.gpu_samples_us == pytest.approx([12.0] * 6)
-    assert cuda.log.count("replay") == 14 and cuda.log.count("reset") == 2
+    assert m.gpu_samples_us == pytest.approx([12.0] * CAPTURES)
+    assert cuda.log.count("replay") == 2 * (CAPTURES + 1) and cuda.log.count("reset") == CAPTURES + 1
 
 
 def test_a_refused_capture_keeps_the_per_call_time_and_says_why():
@@ -159,6 +179,7 @@ def test_a_refused_capture_keeps_the_per_call_time_and_says_why():
     assert m.gpu_error.startswith("RuntimeError: CUDA error: operation not permitted")
     assert "replay" not in cuda.log  # nothing replayed: the group agreed (MIN over the members) first
     assert ("all_reduce", "min") in log
+    assert cuda.captures == 1 and m.captures == 1  # no capture tried after the refusal
 
 
 def test_without_a_graph_the_reason_is_recorded():
@@ -170,11 +191,81 @@ def test_without_a_graph_the_reason_is_recorded():
 
 
 def test_a_refused_second_capture_keeps_the_first_graph_s_samples():
-    cuda = FakeCuda([], us_per_call=12.0, capture_error=RuntimeError("out of graph memory"), error_from=2)
+    cuda = FakeCuda([], us_per_call=12.0, capture_error=RuntimeError("out of graph memory"), error_from=2,
+                    error_until=2)
     b, _ = _bench(cuda, host_s=0.001)
-    m = b.measure("all_reduce", 1 << 12, (0,), None, warmup=1, iters=6)
-    assert cuda.captures == 2 and m.gpu_reason is None and m.gpu_error is None
-    assert m.gpu_calls == 1 and m.gpu_samples_us == pytest.approx([12.0] * 6)  # the first graph's calls
+    m = b.measure("all_reduce", 1 << 12, (0,), None, warmup=1, iters=CAPTURES)
+    assert cuda.captures == CAPTURES + 1 and m.gpu_reason is None and m.gpu_error is None
+    assert m.gpu_calls == 1 and m.gpu_samples_us == pytest.approx([12.0] * CAPTURES)  # the first graph's calls
+
+
+def test_a_capture_refused_after_the_first_leaves_the_per_call_time_alone():
+    """Graphs pooled: one refused later drops the GPU time (the group agreed), never a share of it."""
+    cuda = FakeCuda([], us_per_call=700.0, capture_error=RuntimeError("out of graph memory"), error_from=4)
+    b, _ = _bench(cuda, host_s=0.001)
+    m = b.measure("all_reduce", 1 << 12, (0,), None, warmup=1, iters=CAPTURES)
+    assert m.error is None and m.wrong == 0 and len(m.samples_us) == CAPTURES
+    assert m.gpu_samples_us == () and m.gpu_reason == "capture_failed" and m.captures == 1
+    assert cuda.captures == 4
+
+
+def test_every_size_pools_graphs_captured_afresh_on_the_same_buffers():
+    """2 x H100, 2026-11-26 1106Z: all_to_all 64 MiB read 216-232 GB/s from one graph to the next on the same
+    buffers, and nccl-tests' own cycles 224-241 within one process: a graph's replays hold a pace the next
+    capture may not. Below 3 x L2 each size captures CAPTURES graphs on its rotating sets (no new allocation),
+    the eager calls timed once, and pools the replays."""
+    per_capture = [140.0 + (10.0 if k % 3 == 0 else 0.0) for k in range(CAPTURES)]  # a slow pace in a third
+    cuda = FakeCuda([], us_by_capture=per_capture)
+    b, log = _bench(cuda)
+    m = b.measure("all_to_all", 4 << 20, (0,), None, warmup=2, iters=2 * CAPTURES)
+    assert m.error is None and m.wrong == 0 and m.rotation_sets == 19 and m.allocations == 1
+    assert m.captures == cuda.captures == CAPTURES
+    assert len(m.samples_us) == 2 * CAPTURES  # the eager calls once, back to back
+    assert sorted(m.gpu_samples_us) == pytest.approx(sorted(per_capture * 2))  # every graph, pooled
+    assert "empty_cache" not in cuda.log[:-1]  # the same buffers throughout (emptied once, at the end)
+    captured = _a2a_calls(log, True)
+    assert len({e[1] for e in captured}) == 19  # every graph cycles through the same 19 sets
+    assert len({e[1] for e in _a2a_calls(log, False)}) == 19
+
+
+def test_the_captures_take_the_communicators_in_turn():
+    """2 x H100, 2026-11-26 1125Z: all_to_all 64 MiB read 224-244 GB/s busbw over eighteen communicators of the same
+    two GPUs, most within 1% over their own six rounds: the captures go round the communicators given, the eager
+    calls and the check stay on the sweep's own."""
+    cuda = FakeCuda([], us_by_capture=[100.0, 110.0, 120.0] * (CAPTURES // 3))
+    b, _ = _bench(cuda)
+    m = b.measure("all_reduce", 1 << 12, (0,), "own", warmup=1, iters=CAPTURES, more_groups=("second", "third"))
+    assert m.error is None and m.wrong == 0 and m.captures == CAPTURES and m.communicators == 3
+    captured = [g for c, g in b.dist.groups if c]
+    per_graph = len(captured) // CAPTURES
+    assert [captured[k * per_graph] for k in range(CAPTURES)] == ["own", "second", "third"] * (CAPTURES // 3)
+    eager = [g for c, g in b.dist.groups if not c]
+    assert eager[:1 + CAPTURES] == ["own"] * (1 + CAPTURES) and eager[-1] == "own"  # warm-up, timed calls, check
+    # Elsewhere only the one untimed call before each capture on that communicator (its connections made there).
+    assert eager.count("second") == eager.count("third") == CAPTURES // 3
+    assert sorted(m.gpu_samples_us) == pytest.approx(sorted([100.0, 110.0, 120.0] * (CAPTURES // 3)))
+
+
+def test_more_communicators_stop_short_of_a_tenth_of_the_gpu_memory():
+    """An extra communicator took 870 MiB of an H100 on two GPUs (2026-11-26 1128Z): they are made, each connected
+    by a call of every planned op, until one more would hold over COMMUNICATOR_MEMORY_SHARE of the GPU; that one
+    is freed. Off a GPU there are none."""
+    from envcheck.node.collective_bench import COMMUNICATOR_MEMORY_SHARE, COMMUNICATORS
+
+    total = 80 << 30
+    per = int(COMMUNICATOR_MEMORY_SHARE * total / 2.5)  # two fit, a third would not
+    cuda = FakeCuda([], free=total - (1 << 30), total=total, group_bytes=per)
+    b, log = _bench(cuda)
+    more = b.more_communicators((0,), ("all_reduce", "all_to_all"))
+    assert more == ("group 1", "group 2") and ("destroyed", "group 3") in log
+    assert [g for c, g in b.dist.groups if not c] == ["group 1", "group 2", "group 3"]  # connected when made
+    assert len(_a2a_calls(log, False)) == 3
+    roomy = FakeCuda([], total=total, group_bytes=1 << 20)
+    b, log = _bench(roomy)
+    assert len(b.more_communicators((0,), ("all_reduce",))) == COMMUNICATORS - 1
+    assert not any(e[0] == "destroyed" for e in log if isinstance(e, tuple))
+    cpu = CollectiveBench(torch, FakeDist([]), "cpu", 0, 1)
+    assert cpu.more_communicators((0,), ("all_reduce",)) == ()
 
 
 def _a2a_calls(log, captured):
@@ -225,7 +316,7 @@ def test_a_size_above_3x_l2_spreads_its_timed_calls_over_fresh_allocations():
     b.l2_bytes = 1 << 20  # 3 x L2 = 3 MiB: a 4 MiB all_reduce (in place, one 4 MiB buffer) is above it
     m = b.measure("all_reduce", 4 << 20, (0,), None, warmup=3, iters=2 * ALLOCATIONS)
     assert m.error is None and m.wrong == 0 and m.rotation_sets == 1 and m.allocations == ALLOCATIONS
-    assert cuda.captures == ALLOCATIONS  # one graph per allocation, sized once (no second capture)
+    assert cuda.captures == ALLOCATIONS == m.captures  # one graph per allocation, sized once (no second capture)
     assert len(m.samples_us) == len(m.gpu_samples_us) == 2 * ALLOCATIONS  # the iterations split among them
     assert sorted(m.gpu_samples_us) == pytest.approx(sorted(per_allocation * 2))  # every allocation, pooled
     # Each later allocation comes after the previous buffers went back: the cache emptied in between.

@@ -237,7 +237,10 @@ class CollectiveResult:
     before 2026-11-26 always used one). ``allocations``: how many fresh allocations of its buffers
     each rank spread the timed calls over, freeing one before the next (1: one; a GPU size above 3x L2 gets
     ``collective_bench.ALLOCATIONS``, as where a buffer lands moves large sizes by up to 14%; earlier
-    reports always used one).
+    reports always used one). ``captures``: how many graphs, each captured afresh, the ``gpu_timings`` pool
+    the replays of, and ``communicators``: over how many communicators of the same ranks those graphs were
+    captured in turn (1 and 1 in reports before 2026-11-26 11:34 UTC; on a GPU since, ``collective_bench.CAPTURES``
+    over ``COMMUNICATORS``, as which communicator a call goes through moved all_to_all 64 MiB by up to 8%).
     """
 
     op: str
@@ -257,12 +260,18 @@ class CollectiveResult:
     gpu_error: str | None = None
     rotation_sets: int = field(default=1, metadata={OMIT_DEFAULT: True})
     allocations: int = field(default=1, metadata={OMIT_DEFAULT: True})
+    captures: int = field(default=1, metadata={OMIT_DEFAULT: True})
+    communicators: int = field(default=1, metadata={OMIT_DEFAULT: True})
 
     def __post_init__(self) -> None:
         if self.rotation_sets < 1:
             raise ValueError(f"rotation_sets must be at least 1, not {self.rotation_sets}")
         if self.allocations < 1:
             raise ValueError(f"allocations must be at least 1, not {self.allocations}")
+        if self.captures < 1:
+            raise ValueError(f"captures must be at least 1, not {self.captures}")
+        if not 1 <= self.communicators <= self.captures:
+            raise ValueError(f"communicators must be 1 to captures ({self.captures}), not {self.communicators}")
         if self.op not in COLLECTIVES:
             raise ValueError(f"unknown collective {self.op!r}")
         if self.gpu_reason is not None and self.gpu_reason not in GPU_TIME_REASONS:

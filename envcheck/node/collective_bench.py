@@ -29,11 +29,21 @@ chunk, a local copy L2 served; reports/device-logs/2026-11-26_0602Z_2x-h100_diag
 as nccl-tests itself does when run at that size alone, with one set of buffers (115.8 against 111.1 GB/s
 on 2 x H200, reports/device-logs/2026-11-26_0748Z_2x-h200_device_node.log).
 
-A size whose buffers exceed 3x L2 (one set) spreads its timed calls over ``ALLOCATIONS`` fresh allocations
-instead, each freed (the cache emptied) before the next is made, the warm-up, eager calls and graph repeated
-on each and the samples pooled; the last allocation is the one checked. Where a buffer lands moved
-reduce_scatter at 4 GiB by up to 14% on 2 x H100 while one allocation held within 1%; nccl-tests allocates
-once per process, so each of its runs is one such draw.
+The GPU time of every size pools the replays of ``CAPTURES`` graphs, captured in turn on each of the
+communicators the caller passes (the sweep's own and up to ``COMMUNICATORS`` - 1 more of the same ranks, as many
+as hold at most ``COMMUNICATOR_MEMORY_SHARE`` of a GPU's memory, each made afresh by
+``torch.distributed.new_group``: NCCL's own buffers and connections). Which communicator a call goes
+through sets its pace: on 2 x H100, all_to_all at 64 MiB read 224-244 GB/s busbw on eighteen communicators
+(three processes of six), most holding within 1% over six rounds and some switching between 224 and 240,
+while neither the capture, the buffers, a skew between the ranks' starts, an idle GPU nor NVML's queries moved
+it (reports/device-logs/2026-11-26_1125Z_2x-h100_diag_communicators.log and the 1106Z-1124Z logs beside it).
+nccl-tests makes one communicator per process, so each of its runs is one such draw, as one communicator's
+number is envcheck's luck. A size whose buffers exceed 3x L2 (one set) also makes each capture on a fresh
+allocation (``allocations``), the previous one freed (the cache emptied) first, with the warm-up and eager
+calls repeated on each; the last allocation is the one checked. Where a buffer lands moved reduce_scatter at
+4 GiB by up to 14% on 2 x H100 while one allocation held within 1%; nccl-tests allocates once per process,
+so each of its runs is one such draw too. Smaller sizes time their eager calls once, on the sweep's
+communicator and their rotating sets, and capture again on the same buffers.
 
 Runs inside a torchrun worker (``envcheck.node.collective_worker``) with a process group already up.
 The same code drives NCCL on GPUs and gloo on the CPU: only the device of the tensors and the clock
@@ -67,11 +77,21 @@ MAX_GRAPH_CALLS = 256
 CHUNK_ELEMS = 1 << 25  # 128 MiB of float32 per step when writing inputs and checking outputs
 MEMORY_HEADROOM = 0.85  # share of the free memory a size may use (NCCL's own buffers need the rest)
 MiB = 1 << 20
-# A size whose buffers exceed 3x L2 (one set, no rotation) has its timed calls spread over this many fresh
-# allocations, freed and allocated again in turn: where a buffer lands moves all_gather and reduce_scatter at
-# 1-4 GiB by up to 14% on 2 x H100, while one allocation holds within 1% (2026-11-26 0924Z,
+# The GPU time pools the replays of this many graph captures, spread over the communicators the caller passes.
+CAPTURES = 12
+# How many communicators of the same ranks the node sweep spreads them over: which communicator a call goes
+# through moved all_to_all 64 MiB by up to 8% on 2 x H100, while most held within 1%
+# (reports/device-logs/2026-11-26_1125Z_2x-h100_diag_communicators.log)...
+COMMUNICATORS = 6
+# ...as long as the extra ones hold at most this share of a GPU's memory: each took 868-870 MiB of an H100 on two
+# GPUs, connected for all_reduce and all_to_all (reports/device-logs/2026-11-26_1128Z_2x-h100_comm_memory.log),
+# and NCCL's point-to-point buffers grow with the peers.
+COMMUNICATOR_MEMORY_SHARE = 0.1
+# A size whose buffers exceed 3x L2 (one set, no rotation) makes each capture on a fresh allocation, freed and
+# allocated again in turn: where a buffer lands moves all_gather and reduce_scatter at 1-4 GiB by up to 14% on
+# 2 x H100, while one allocation holds within 1% (2026-11-26 0924Z,
 # reports/device-logs/2026-11-26_0924Z_2x-h100_diag_large.log), so one allocation's number is luck.
-ALLOCATIONS = 12
+ALLOCATIONS = CAPTURES
 ALLOCATION_WARMUP = 2  # warm-up calls on each allocation after the first (the communicator is warm)
 
 
@@ -96,6 +116,8 @@ class Measured:
     gpu_error: str | None = None
     rotation_sets: int = 1  # sets of buffers cycled through to keep L2 cold (1: none)
     allocations: int = 1  # fresh allocations the timed calls were spread over (1: one)
+    captures: int = 1  # graphs captured afresh whose replays gpu_samples_us pools (1: one)
+    communicators: int = 1  # communicators those graphs were captured on (1: the one given)
 
 
 def whole_cycles(calls: int, sets: int) -> int:
@@ -208,6 +230,33 @@ class CollectiveBench:
                     (lambda i: 8 * ((i // per) * n + me) + 1 + (i % per) % 7))
         raise ValueError(f"unknown collective {op!r}")
 
+    def more_communicators(self, ranks: tuple[int, ...], ops: tuple[str, ...]) -> tuple[Any, ...]:
+        """Up to ``COMMUNICATORS`` - 1 more communicators of ``ranks`` (every rank of the world calls it, as
+        ``new_group`` requires), each connected now by one small call of each op in ``ops`` rather than inside a
+        timed size; the making stops, the last one freed, where the extra ones would hold more than
+        ``COMMUNICATOR_MEMORY_SHARE`` of some member's GPU memory. None off a GPU (gloo: one communicator)."""
+        if not self.cuda:
+            return ()
+        torch = self.torch
+        total = int(torch.cuda.mem_get_info(torch.device(self.device))[1])
+        before = self.free_bytes() or 0
+        made: list[Any] = []
+        for _ in range(COMMUNICATORS - 1):
+            group = self.dist.new_group(list(ranks))
+            for op in ops:
+                lay = layout(op, 1024 * len(ranks), len(ranks), 4)
+                send = torch.empty(lay.send, dtype=torch.float32, device=self.device).fill_(1.0)
+                recv = None if op in ("all_reduce", "broadcast") else \
+                    torch.empty(lay.recv, dtype=torch.float32, device=self.device)
+                self._call(op, send, recv, group, ranks[0])
+            torch.cuda.synchronize()
+            held = before - (self.free_bytes() or 0)
+            if not self._min_over(int(held <= COMMUNICATOR_MEMORY_SHARE * total), None):
+                self.dist.destroy_process_group(group)
+                break
+            made.append(group)
+        return tuple(made)
+
     # ----------------------------------------------------------------- the call
 
     def _call(self, op: str, send: Any, recv: Any, group: Any, root: int) -> None:
@@ -312,11 +361,11 @@ class CollectiveBench:
         return send, recv
 
     def _timed(self, op: str, sets: list[tuple[Any, Any]], group: Any, root: int, warmup: int, iters: int,
-               graph: bool, calls: int | None) -> tuple[tuple[float, ...], tuple[float, ...], int, str | None,
-                                                       str | None]:
+               graph: bool, calls: int | None, replays: int) -> tuple[tuple[float, ...], tuple[float, ...], int,
+                                                                       str | None, str | None]:
         """(per-call samples, GPU samples, calls per graph, reason, error) of ``op`` on ``sets``: ``warmup``
-        calls, ``iters`` eager calls timed back to back, then (on a GPU, with ``graph``) ``iters`` replays of a
-        graph of ``calls`` calls (sized here when None)."""
+        calls, ``iters`` eager calls timed back to back, then (on a GPU, with ``graph``) ``replays`` replays of a
+        graph of ``calls`` calls (sized here from the eager calls when None, so ``iters`` is then at least 1)."""
         for i in range(warmup):
             self._call(op, *sets[i % len(sets)], group, root)
         self.clock.synchronize()
@@ -332,24 +381,25 @@ class CollectiveBench:
         if not (self.cuda and graph):
             return samples, (), 1, ("not_captured" if self.cuda else "no_cuda_graphs"), None
         if calls is not None:
-            gpu, reason, error = self._gpu_time(op, sets, group, root, calls, iters)
+            gpu, reason, error = self._gpu_time(op, sets, group, root, calls, replays)
             return samples, gpu, calls, reason, error
         # The calls per graph must be the same on every rank: the group's largest per-call time decides.
         slowest = -self._min_over(-round(sum(samples) / len(samples)), group)
         calls = whole_cycles(calls_per_graph(float(slowest)), len(sets))
-        gpu, reason, error = self._gpu_time(op, sets, group, root, calls, iters)
+        gpu, reason, error = self._gpu_time(op, sets, group, root, calls, replays)
         if gpu:  # every member has samples or none has (the capture is agreed on)
             more = whole_cycles(-self._min_over(-calls_per_graph(statistics.median(gpu)), group), len(sets))
             if more > 2 * calls:  # the replays lasted under half of GRAPH_REPLAY_US: host gaps
-                again = self._gpu_time(op, sets, group, root, more, iters)
+                again = self._gpu_time(op, sets, group, root, more, replays)
                 if again[0]:  # a refused second capture keeps the first graph's samples
                     calls, (gpu, reason, error) = more, again
         return samples, gpu, calls, reason, error
 
     def measure(self, op: str, size_bytes: int, ranks: tuple[int, ...], group: Any, warmup: int,
-                iters: int, graph: bool = True) -> Measured:
+                iters: int, graph: bool = True, more_groups: tuple[Any, ...] = ()) -> Measured:
         """Measure ``op`` at nccl-tests' size ``size_bytes`` on the group of global ``ranks`` (this
-        rank among them): per call, then (on a GPU, with ``graph``) the GPU time of graph replays.
+        rank among them): per call, then (on a GPU, with ``graph``) the GPU time of graph replays, the
+        captures taken in turn on ``group`` and ``more_groups`` (other communicators of the same ranks).
         Errors inside the call are caught and returned; after one, the process group may be unusable
         and the caller stops."""
         n = len(ranks)
@@ -376,27 +426,38 @@ class CollectiveBench:
             sets = [first] + self._more_sets(op, size_bytes, n, *first, free, need, group)
             allocations = allocations_for(buffer_bytes(op, size_bytes, n), self.l2_bytes, len(sets)) if self.cuda \
                 else 1
-            per = math.ceil(iters / allocations)
+            # Rounds: one graph captured afresh in each (GPU time), the communicators taken in turn, on a fresh
+            # allocation in each where there are several; the eager calls split among the allocations, or all
+            # in the first round.
+            comms = (group, *more_groups) if self.cuda else (group,)
+            rounds = CAPTURES if self.cuda and (graph or allocations > 1) else 1
+            per = math.ceil(iters / rounds)
             samples: tuple[float, ...] = ()
             gpu: tuple[float, ...] = ()
             calls: int | None = None
             reason = error = None
             timed_graph = graph
-            for k in range(allocations):
-                if k:  # the previous buffers go back to the driver first, so the new ones land elsewhere
+            captures = 0
+            for k in range(rounds):
+                if k and allocations == 1 and not timed_graph:  # no graph: nothing left to time
+                    break
+                if k and allocations > 1:  # the previous buffers go back to the driver first: the new land elsewhere
                     sets, first = [], None
-                    if self.cuda:
-                        torch.cuda.empty_cache()
+                    torch.cuda.empty_cache()
                     first = self._allocate(op, lay, value_in, group)
                     if first is None:  # another process took the memory meanwhile: the size is not measured
                         return _replace(base, skipped="out_of_memory", need_bytes=need, free_bytes=self.free_bytes())
                     sets = [first]
-                eager, replays, calls, why, err = self._timed(
-                    op, sets, group, root, warmup if k == 0 else min(warmup, ALLOCATION_WARMUP), per, timed_graph,
-                    calls)
+                if allocations > 1:
+                    warm, eager_iters = (warmup if k == 0 else min(warmup, ALLOCATION_WARMUP)), per
+                else:
+                    warm, eager_iters = (warmup, iters) if k == 0 else (0, 0)
+                eager, replays, calls, why, err = self._timed(op, sets, comms[k % len(comms)], root, warm,
+                                                              eager_iters, timed_graph, calls, per)
                 samples += eager
                 if replays:
                     gpu += replays
+                    captures += 1
                 elif k == 0 or timed_graph:  # no GPU time, or a later capture refused (every member agreed):
                     gpu, timed_graph, reason, error = (), False, why, err  # the per-call time stands alone
             send, recv = first
@@ -410,7 +471,8 @@ class CollectiveBench:
             wrong = self._count_wrong(recv if recv is not None else send, value_out)
             return _replace(base, samples_us=samples, wrong=wrong, gpu_samples_us=gpu,
                             gpu_calls=calls or 1, gpu_reason=None if gpu else reason, gpu_error=None if gpu else error,
-                            rotation_sets=len(sets), allocations=allocations)
+                            rotation_sets=len(sets), allocations=allocations, captures=captures if gpu else 1,
+                            communicators=min(captures, len(comms)) if gpu else 1)
         except Exception as e:  # noqa: BLE001 - a failed collective is a result, reported by the caller
             return _replace(base, error=one_line(e))
         finally:

@@ -193,7 +193,9 @@ def assemble(outputs: Sequence[RankOutput], plan: SweepPlan, world_size: int, sc
                                first.get("need_bytes"), min(free) if free else None, missing, gpu_timings,
                                gpu_reason if timings else None, gpu_error,
                                max(1, int(first.get("rotation_sets") or 1)) if timings else 1,
-                               max(1, int(first.get("allocations") or 1)) if timings else 1)
+                               max(1, int(first.get("allocations") or 1)) if timings else 1,
+                               max(1, int(first.get("captures") or 1)) if gpu_timings else 1,
+                               max(1, int(first.get("communicators") or 1)) if gpu_timings else 1)
         (narrowing if phase == "narrow" else sweep).append(res)
     # Planned sizes nobody reported (a crash or the time limit came first) are listed as not run.
     from envcheck.analysis.node import layout

@@ -9,14 +9,15 @@ Protocol (the parent is ``envcheck.node.collective_run``): the plan is a JSON fi
     {"event": "ready", "backend", "device", "nccl_version"}                      process group up
     {"event": "result", "phase": "sweep" | "narrow", "op", "size_bytes", "count", "ranks",
      "samples_us", "method", "wrong", "error", "skipped", "need_bytes", "free_bytes",
-     "gpu_samples_us", "gpu_calls", "gpu_reason", "gpu_error", "rotation_sets", "allocations"}
+     "gpu_samples_us", "gpu_calls", "gpu_reason", "gpu_error", "rotation_sets", "allocations", "captures",
+     "communicators"}
     {"event": "error", "text"}                                                   an exception, last line
     {"event": "done"}
 
 ``samples_us`` are per-call times (eager calls), ``gpu_samples_us`` GPU times (CUDA-graph replays, per
 call), ``rotation_sets`` the sets of buffers cycled through to keep L2 cold, ``allocations`` the fresh
-allocations the timed calls were spread over; see
-``envcheck.node.collective_bench``.
+allocations the timed calls were spread over, ``captures`` the graphs whose replays ``gpu_samples_us`` pools and
+``communicators`` the communicators of the same ranks they were captured on; see ``envcheck.node.collective_bench``.
 
 With ``--learn`` the ranks only learn NCCL's algorithms: each (op, size) runs once, untimed, with
 NCCL's debug output on (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,TUNING,COLL) written to
@@ -64,7 +65,8 @@ def _measured_event(m: Any, phase: str) -> dict[str, Any]:
             "ranks": list(m.ranks), "samples_us": list(m.samples_us), "method": m.method, "wrong": m.wrong,
             "error": m.error, "skipped": m.skipped, "need_bytes": m.need_bytes, "free_bytes": m.free_bytes,
             "gpu_samples_us": list(m.gpu_samples_us), "gpu_calls": m.gpu_calls, "gpu_reason": m.gpu_reason,
-            "gpu_error": m.gpu_error, "rotation_sets": m.rotation_sets, "allocations": m.allocations}
+            "gpu_error": m.gpu_error, "rotation_sets": m.rotation_sets, "allocations": m.allocations,
+            "captures": m.captures, "communicators": m.communicators}
 
 
 def _slow_hook(bench: Any, rank: int) -> None:
@@ -86,12 +88,12 @@ def _slow_hook(bench: Any, rank: int) -> None:
 
 
 def _destroy_group(dist: Any, sub: Any) -> None:
-    """Free a narrowing sub-group (each one holds a communicator: NCCL memory, sockets). Its
-    measurement is already shared, so a failure to free it is not the rank's result."""
+    """Free a narrowing sub-group or one of the sweep's extra communicators (each holds NCCL memory and
+    sockets). Its measurements are already shared, so a failure to free it is not the rank's result."""
     try:
         dist.destroy_process_group(sub)
     except Exception as e:  # noqa: BLE001
-        print(f"envcheck: could not destroy a narrowing sub-group ({type(e).__name__}: {e})", file=sys.stderr)
+        print(f"envcheck: could not destroy a sub-group ({type(e).__name__}: {e})", file=sys.stderr)
 
 
 def run(plan: dict[str, Any], out_dir: str, emit: Emitter, learn: bool = False) -> None:
@@ -136,10 +138,13 @@ def run(plan: dict[str, Any], out_dir: str, emit: Emitter, learn: bool = False) 
     warmup, iters = int(plan.get("warmup", 5)), int(plan.get("iters", 20))
     if learn:
         warmup, iters = 0, 1  # one logged call per (op, size): NCCL decides per call, nothing is timed here
+    # More communicators of every rank for the timed sweep: its GPU times spread their captures over them (which
+    # communicator a call goes through sets its pace).
+    more = () if learn else bench.more_communicators(everyone, tuple(plan["ops"]))
     broken = False
     for op in plan["ops"]:
         for size in plan["sizes"]:
-            m = bench.measure(op, int(size), everyone, None, warmup, iters, graph=not learn)
+            m = bench.measure(op, int(size), everyone, None, warmup, iters, graph=not learn, more_groups=more)
             emit(_measured_event(m, "sweep"))
             if m.error:
                 broken = True  # a failed collective can leave the communicator unusable
@@ -174,6 +179,8 @@ def run(plan: dict[str, Any], out_dir: str, emit: Emitter, learn: bool = False) 
             return bandwidths_gbps(op, layout(op, size, len(group), 4).size_bytes, len(group), t)[1]
 
         run_narrowing(measure_group, everyone, [str(h) for h in hosts], margin)
+    for g in more:
+        _destroy_group(dist, g)
     dist.barrier()
     dist.destroy_process_group()
 

@@ -467,6 +467,12 @@ def sweep_part(sa: an.SweepAnalysis, p: _P, section: str, pid: str) -> Part:
     return Part(pid, title, tuple(lines), tuple(tables))
 
 
+def _span(counts: list[int]) -> str:
+    """A count, or the range of several: "12", "2-150"."""
+    lo, hi = min(counts), max(counts)
+    return fmt.num(lo) if lo == hi else f"{fmt.num(lo)}-{fmt.num(hi)}"
+
+
 def _times_lines(sa: an.SweepAnalysis, gpu_times: bool, p: _P) -> list[Line]:
     """What the sweep's times mean, in one line: the GPU time beside the per-call time (and how many
     sizes are launch-bound), or the per-call time alone and why there is no GPU time."""
@@ -480,14 +486,15 @@ def _times_lines(sa: an.SweepAnalysis, gpu_times: bool, p: _P) -> list[Line]:
                         "warn" if why == "capture_failed" else ""))
     cold = [r.rotation_sets for r in sa.collectives.results if r.rotation_sets > 1]
     if cold:
-        lo, hi = min(cold), max(cold)
-        out.append(Line(p.t("node.coll.l2_cold", count=len(cold), sets=fmt.num(lo) if lo == hi else
-                            f"{fmt.num(lo)}-{fmt.num(hi)}")))
+        out.append(Line(p.t("node.coll.l2_cold", count=len(cold), sets=_span(cold))))
     spread = [r.allocations for r in sa.collectives.results if r.allocations > 1]
     if spread:
-        lo, hi = min(spread), max(spread)
-        out.append(Line(p.t("node.coll.allocations", count=len(spread), allocations=fmt.num(lo) if lo == hi else
-                            f"{fmt.num(lo)}-{fmt.num(hi)}")))
+        out.append(Line(p.t("node.coll.allocations", count=len(spread), allocations=_span(spread))))
+    pooled = [r for r in sa.collectives.results if r.captures > 1]
+    if pooled:
+        out.append(Line(p.t("node.coll.captures", count=len(pooled),
+                            captures=_span([r.captures for r in pooled]),
+                            communicators=_span([r.communicators for r in pooled]))))
     errors = dict.fromkeys(r.gpu_error for r in sa.collectives.results if r.gpu_error)
     for e in errors:
         out.append(Line(p.t("node.coll.times.capture_error", error=p.escape(fmt.first_line(e or ""))), "warn"))
