@@ -20,3 +20,30 @@ nccl_home() {
   ln -sfn "$NH/include" /tmp/nx/include
   ln -sf "$NH/lib/libnccl.so.2" /tmp/nx/lib/libnccl.so
 }
+
+# build_nccl_tests LOG BINARY...: nccl-tests' BINARYs (e.g. alltoall_perf) built from .nccl-tests/ into /tmp/ntb
+# against that NCCL, in the background: the build's output and its exit status go to LOG, build_pid is its pid.
+build_nccl_tests() {
+  local blog=$1; shift
+  nccl_home
+  ( timeout 240 make --no-print-directory -C .nccl-tests/src -j16 MPI=0 CUDA_HOME=/usr/local/cuda NCCL_HOME=/tmp/nx \
+      NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" BUILDDIR=/tmp/ntb os.build "${@/#//tmp/ntb/}" \
+      > "$blog" 2>&1; echo "build exit status $?" >> "$blog" ) &
+  build_pid=$!
+}
+
+# diag_begin LOG: a diagnostic's start. work: a scratch folder; log: $out/LOG, where say writes a headed line with
+# the seconds since the start and the time; ngpu; the GPUs, torch and NCCL in the log; nvidia-smi dmon (power and
+# clocks every second) into $out/dmon.txt in the background, dmon_pid its pid.
+diag_begin() {
+  work=$(mktemp -d)
+  log="$out/$1"
+  ngpu=$(nvidia-smi -L | wc -l)
+  say "machine"
+  { nvidia-smi --query-gpu=index,name,driver_version,power.limit,clocks.max.sm --format=csv
+    "$py" -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'; } 2>&1 \
+    | tee -a "$log"
+  nvidia-smi dmon -s pc -d 1 -o T > "$out/dmon.txt" 2>&1 &
+  dmon_pid=$!
+}
+say() { printf '\n== %s (%s s, %s)\n' "$*" "$SECONDS" "$(date -u +%H:%M:%S)" | tee -a "$log"; }

@@ -34,11 +34,7 @@ say "machine"
   "$py" -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'; } 2>&1 | tee -a "$log"
 
 say "alltoall_perf build (in the background)"
-nccl_home
-( timeout 240 make --no-print-directory -C .nccl-tests/src -j16 MPI=0 CUDA_HOME=/usr/local/cuda NCCL_HOME=/tmp/nx \
-    NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" BUILDDIR=/tmp/ntb os.build /tmp/ntb/alltoall_perf \
-    > "$work/build.log" 2>&1; echo "build exit status $?" >> "$work/build.log" ) &
-build_pid=$!
+build_nccl_tests "$work/build.log" alltoall_perf
 
 for node in default off; do
   say "node run ($node registration): envcheck run --gpus all --quick, one small per-GPU case, then the node tests"

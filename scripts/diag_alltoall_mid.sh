@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Why nccl-tests' all_to_all at 64 MiB reads in two modes on 2 x H100 (237-241 GB/s busbw in four of seven runs,
 # 225-226 in three: reports/device-logs/2026-11-26_0945Z_2x-h100_node_vs_nccl-tests.md; 227-241 at 0935Z) while
-# envcheck read 242-243 in each of four runs, in one call of about 3 minutes:
+# envcheck read 242-243 in each of four runs, in one call of about 2 minutes (110-116 s on 2 x H100):
 #   1. scripts/diag_large_collectives.py (torchrun, one process per GPU) on all_to_all at 16, 64 and 256 MiB:
 #      envcheck's measure() as the node sweep calls it, one fresh set of buffers a round, one set for every
 #      round, and on that set one graph replayed in every round beside one captured afresh in each (held and
-#      new; the 1106Z call ran without them, and its measure() timed one graph a size), each round with the
-#      clocks, power and throttle reasons;
+#      new; the 1106Z call ran without them, and its measure() timed one graph a size; at 1119Z and since it
+#      pools 12 graphs, all on the one communicator), each round with the clocks, power and throttle reasons;
 #   2. nccl-tests' alltoall_perf (built from .nccl-tests/), scripts/device_node.sh's NCCL settings, each process
 #      with -N 3 (three cycles on the same allocation, so a process's own steadiness shows beside the spread
 #      between processes):
@@ -21,23 +21,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/device_env.sh
-work=$(mktemp -d)
-log="$out/alltoall_mid.log"
-say() { printf '\n== %s (%s s, %s)\n' "$*" "$SECONDS" "$(date -u +%H:%M:%S)" | tee -a "$log"; }
-ngpu=$(nvidia-smi -L | wc -l)
-
-say "machine"
-{ nvidia-smi --query-gpu=index,name,driver_version,power.limit,clocks.max.sm --format=csv
-  "$py" -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'; } 2>&1 | tee -a "$log"
-nvidia-smi dmon -s pc -d 1 -o T > "$out/dmon.txt" 2>&1 &
-dmon_pid=$!
+diag_begin alltoall_mid.log
 
 say "alltoall_perf build (in the background)"
-nccl_home
-( timeout 240 make --no-print-directory -C .nccl-tests/src -j16 MPI=0 CUDA_HOME=/usr/local/cuda NCCL_HOME=/tmp/nx \
-    NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" BUILDDIR=/tmp/ntb os.build /tmp/ntb/alltoall_perf \
-    > "$work/build.log" 2>&1; echo "build exit status $?" >> "$work/build.log" ) &
-build_pid=$!
+build_nccl_tests "$work/build.log" alltoall_perf
 
 diag() {
   say "envcheck at 16, 64 and 256 MiB, process $1 (scripts/diag_large_collectives.py)"

@@ -3,9 +3,11 @@
     torchrun --nproc-per-node 2 scripts/diag_alltoall_pace.py [--rounds 8] [--mib 16 64] [--ways W ...]
                                                              [--communicators K]
 
-Evidence (2 x H100, each process in turn in one call): 1123Z ``--skew-us 20`` then ``60`` (the first three ways,
-before the first replays were printed), 1124Z two processes of ``--ways loose idle5 idle50 nvml warm``, 1125Z
-three of ``--rounds 6 --mib 64 --ways loose --communicators 6``: reports/device-logs/2026-11-26_112[345]Z_*.
+Evidence (2 x H100, the processes of each call one after the other): 1123Z ``--skew-us 20`` then ``60`` (the
+first three ways; its lines did not yet show the first replays), 1124Z two processes of ``--ways loose idle5
+idle50 nvml warm``, 1125Z three of ``--rounds 6 --mib 64 --ways loose --communicators 6``, 1142Z four of
+``--rounds 4 --mib 64 --ways loose --communicators 6`` with ``--alloc torch``, ``nccl``, ``torch``, ``nccl``:
+reports/device-logs/2026-11-26_112[345]Z_* and 2026-11-26_1142Z_2x-h100_diag_alloc.log.
 
 reports/device-logs/2026-11-26_1119Z_2x-h100_diag_alltoall_mid.log: all_to_all at 64 MiB read about 241 or about
 225 GB/s busbw from one round to the next, one graph replayed in every round moving as much as graphs captured

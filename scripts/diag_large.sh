@@ -13,23 +13,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/device_env.sh
-work=$(mktemp -d)
-log="$out/diag_large.log"
-say() { printf '\n== %s (%s s, %s)\n' "$*" "$SECONDS" "$(date -u +%H:%M:%S)" | tee -a "$log"; }
-ngpu=$(nvidia-smi -L | wc -l)
-
-say "machine"
-{ nvidia-smi --query-gpu=index,name,driver_version,power.limit,clocks.max.sm --format=csv
-  "$py" -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'; } 2>&1 | tee -a "$log"
-nvidia-smi dmon -s pc -d 1 -o T > "$out/dmon.txt" 2>&1 &
-dmon_pid=$!
+diag_begin diag_large.log
 
 say "all_gather_perf and reduce_scatter_perf build (in the background)"
-nccl_home
-( timeout 240 make --no-print-directory -C .nccl-tests/src -j16 MPI=0 CUDA_HOME=/usr/local/cuda NCCL_HOME=/tmp/nx \
-    NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" BUILDDIR=/tmp/ntb os.build /tmp/ntb/all_gather_perf \
-    /tmp/ntb/reduce_scatter_perf > "$work/build.log" 2>&1; echo "build exit status $?" >> "$work/build.log" ) &
-build_pid=$!
+build_nccl_tests "$work/build.log" all_gather_perf reduce_scatter_perf
 
 diag() {
   say "envcheck's measure() at 1 and 4 GiB, process $1 (scripts/diag_large_collectives.py)"

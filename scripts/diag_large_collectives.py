@@ -6,8 +6,9 @@ On 2 x H100 (reports/device-logs/2026-11-26_0759Z_2x-h100_node_vs_nccl-tests.md)
 304.5 GB/s busbw in one node run and 275.5 in the next, nccl-tests' own three runs 283.4-289.6; all_gather at 1 GiB
 267.5 against 269.3-275.3. For each of the two ops at 1 and 4 GiB, rank 0 prints one line per round:
 
-- ``fresh``: ``CollectiveBench.measure`` as the node sweep calls it (its own buffers, allocated and freed each
-  round, cudaFree'd by ``empty_cache``): median GPU time per call and its busbw, the per-call (eager) median;
+- ``fresh``: ``CollectiveBench.measure`` as the node sweep calls it, on one communicator (its own buffers,
+  allocated and freed each round, cudaFree'd by ``empty_cache``): median GPU time per call and its busbw, the
+  per-call (eager) median;
 - ``single`` (with ``--single``): one fresh set of buffers a round (the last freed and the cache emptied first),
   no rotation, a one-call graph replayed ``REPLAYS`` times;
 - ``same``: one set of buffers for every round, a one-call graph replayed ``REPLAYS`` times a round;

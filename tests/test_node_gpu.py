@@ -84,7 +84,9 @@ def test_collectives_keep_l2_cold_where_their_buffers_fit_in_it(tmp_path):
             assert t.timing.calls_per_sample % r.rotation_sets == 0  # whole cycles in every graph
         big = r.size_bytes == 1 << 30
         assert r.allocations == (ALLOCATIONS if big else 1) and r.captures == CAPTURES
-        assert r.communicators == COMMUNICATORS  # the sweep's own and the extra ones, in turn
+        # The sweep's own and the extra ones, in turn: all of them where a tenth of the GPU's memory holds them
+        # (six on 2 x H100, 2026-11-26 1143Z), fewer on a small GPU.
+        assert 1 < r.communicators <= COMMUNICATORS
         # The ten eager iterations split over the allocations, at least one each (all ten on one allocation);
         # the graph replays over the captures, at least one each.
         assert all(t.timing.n == (ALLOCATIONS if big else 10) for t in r.timings)
