@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Why nccl-tests' all_to_all at 64 MiB reads in two modes on 2 x H100 (237-241 GB/s busbw in four of seven runs,
 # 225-226 in three: reports/device-logs/2026-11-26_0945Z_2x-h100_node_vs_nccl-tests.md; 227-241 at 0935Z) while
-# envcheck read 242-243 in each of four runs, in one call of about 2 minutes (110-116 s on 2 x H100):
+# envcheck's node runs read 241.7-243.0 (0935Z, 0941Z, 0945Z), in one call of about 2 minutes (110-116 s on 2 x H100):
 #   1. scripts/diag_large_collectives.py (torchrun, one process per GPU) on all_to_all at 16, 64 and 256 MiB:
 #      envcheck's measure() as the node sweep calls it, one fresh set of buffers a round, one set for every
 #      round, and on that set one graph replayed in every round beside one captured afresh in each (held and
