@@ -210,10 +210,9 @@ def test_a_capture_refused_after_the_first_leaves_the_per_call_time_alone():
 
 
 def test_every_size_pools_graphs_captured_afresh_on_the_same_buffers():
-    """2 x H100, 2026-11-26 1106Z: all_to_all 64 MiB read 216-232 GB/s from one graph to the next on the same
-    buffers, and nccl-tests' own cycles 224-241 within one process: a graph's replays hold a pace the next
-    capture may not. Below 3 x L2 each size captures CAPTURES graphs on its rotating sets (no new allocation),
-    the eager calls timed once, and pools the replays."""
+    """The GPU time pools CAPTURES graphs (so that they can go round the communicators, below). Below 3 x L2 each
+    size captures them on its rotating sets (no new allocation), the eager calls timed once, and pools every
+    graph's replays: one slower graph in three moves the pooled samples, not the whole number."""
     per_capture = [140.0 + (10.0 if k % 3 == 0 else 0.0) for k in range(CAPTURES)]  # a slow pace in a third
     cuda = FakeCuda([], us_by_capture=per_capture)
     b, log = _bench(cuda)
@@ -247,7 +246,7 @@ def test_the_captures_take_the_communicators_in_turn():
 
 
 def test_more_communicators_stop_short_of_a_tenth_of_the_gpu_memory():
-    """An extra communicator took 870 MiB of an H100 on two GPUs (2026-11-26 1128Z): they are made, each connected
+    """An extra communicator took 868-870 MiB of an H100 on two GPUs (2026-11-26 1128Z): they are made, each connected
     by a call of every planned op, until one more would hold over COMMUNICATOR_MEMORY_SHARE of the GPU; that one
     is freed. Off a GPU there are none."""
     from envcheck.node.collective_bench import COMMUNICATOR_MEMORY_SHARE, COMMUNICATORS
