@@ -27,7 +27,7 @@
 #      NCCL's transport lines (NCCL_DEBUG=INFO at 1 MiB, direct access on and off); with DIAG=1,
 #      scripts/diag_graph_calls.py with each of envcheck's two graph settings alone (graph_calls.txt);
 #   4. node run B, the same as A, right after nccl-tests (skipped past B_BEFORE_S, 420 s: at 0945Z A took 179 s and
-#      nccl-tests 263, and B was skipped);
+#      nccl-tests 263, and B was skipped; at 1132Z 146 and 250, and B ran, 563 s in all);
 #   5. the comparisons at every size (scripts/compare_node.py): A and B against nccl-tests (GPU-time busbw
 #      within 5 % at every size and 2 % from 64 MiB), copies against a plain torch copy;
 #   6. `envcheck diff A B`: two back-to-back node runs, nothing changed, a negative control for node rows;
