@@ -238,8 +238,7 @@ class CollectiveBench:
         if not self.cuda:
             return ()
         torch = self.torch
-        total = int(torch.cuda.mem_get_info(torch.device(self.device))[1])
-        before = self.free_bytes() or 0
+        before, total = (int(x) for x in torch.cuda.mem_get_info(torch.device(self.device)))
         made: list[Any] = []
         for _ in range(COMMUNICATORS - 1):
             group = self.dist.new_group(list(ranks))
