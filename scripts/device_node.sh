@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The node evidence on a multi-GPU machine, in one call of about 8 minutes (456-473 s on 2 x H100, 2026-11-26 0935Z, 0945Z):
+# The node evidence on a multi-GPU machine, in one call of 8-9 minutes (456-563 s on 2 x H100, 2026-11-26 0935Z-1132Z;
+# 489 s with NODE_ONLY=1 at 1308Z):
 #   1. with NODE_GPU_TESTS=1 (about a minute more), the node GPU tests (tests/test_node_gpu.py: peer copies,
 #      the NCCL sweep, graph-timed collectives);
 #   2. node run A: `envcheck run --gpus all --quick`: the quick per-GPU suite on every GPU at once, then
@@ -9,10 +10,10 @@
 #   3. nccl-tests built from .nccl-tests/ (built while A runs), run on the same GPUs right after A with
 #      -w 5, per collective:
 #        eager            its default loop (-n 20): the counterpart of envcheck's per-call time (no bar);
-#        graph            CUDA-graph mode, with the NCCL settings envcheck's timed sweep runs with: 1-16 MiB
+#        graph            CUDA-graph mode, with the NCCL settings envcheck's timed sweep runs with: 1-64 MiB
 #                         with -n 40 -G 100, run up to 192 MiB so that its buffers shift through more than L2
-#                         holds, NCCL_TESTS_RUNS (3) times; 64 MiB-4 GiB with -n 20 -G 5,
-#                         NCCL_TESTS_LARGE_RUNS (7) times, a fresh allocation each (see below): the
+#                         holds, NCCL_TESTS_RUNS (3) times of NCCL_TESTS_CYCLES (3) cycles; 256 MiB-4 GiB with
+#                         -n 20 -G 5, NCCL_TESTS_LARGE_RUNS (7) times, a fresh allocation each (see below): the
 #                         reference for envcheck's GPU time. NCCL_GRAPH_MIXING_SUPPORT=0 (envcheck never has
 #                         eager calls in flight during a replay; see GRAPH_TIMING_ENV in
 #                         envcheck/node/collective_worker.py). NCCL_GRAPH_REGISTER=0: torch's captured calls
@@ -27,7 +28,8 @@
 #      NCCL's transport lines (NCCL_DEBUG=INFO at 1 MiB, direct access on and off); with DIAG=1,
 #      scripts/diag_graph_calls.py with each of envcheck's two graph settings alone (graph_calls.txt);
 #   4. node run B, the same as A, right after nccl-tests (skipped past B_BEFORE_S, 420 s: at 0945Z A took 179 s and
-#      nccl-tests 263, and B was skipped; at 1132Z 146 and 250, and B ran, 563 s in all);
+#      nccl-tests 263, and B was skipped; at 1132Z 146 and 250, and B ran, 563 s in all); with NODE_ONLY=1 each
+#      node run's per-GPU part is one small case, as with PAIR_ONLY, so that B fits beside nccl-tests' cycles;
 #   5. the comparisons at every size (scripts/compare_node.py): A and B against nccl-tests (GPU-time busbw
 #      within 5 % at every size and 2 % from 64 MiB), copies against a plain torch copy;
 #   6. `envcheck diff A B`: two back-to-back node runs, nothing changed, a negative control for node rows;
@@ -73,8 +75,8 @@ if [ "${NODE_GPU_TESTS:-0}" = 1 ]; then
   timeout 180 "$py" -m pytest -q -m gpu -p no:cacheprovider tests/test_node_gpu.py 2>&1 | tail -n 15 | tee -a "$log"
 fi
 
-# PAIR_ONLY=1: each node run's per-GPU part is one small case (the node tests are all of it).
-node_args=(); [ "$pair_only" = 1 ] && node_args=(--ops vector_add --sizes 2^20 --dtypes fp32 --no-compile --no-jax)
+# PAIR_ONLY=1 or NODE_ONLY=1: each node run's per-GPU part is one small case (the node tests are all of it).
+node_args=(); [ "$pair_only" = 1 ] || [ "${NODE_ONLY:-0}" = 1 ] && node_args=(--ops vector_add --sizes 2^20 --dtypes fp32 --no-compile --no-jax)
 node_run() {  # node_run NAME: envcheck run --gpus all --quick into $work/NAME, the report copied to $out
   say "node run $1: envcheck run --gpus all --quick (per-GPU quick suites on all $ngpu GPUs at once, then the node tests)"
   local t0=$SECONDS
@@ -89,7 +91,7 @@ node_run() {  # node_run NAME: envcheck run --gpus all --quick into $work/NAME, 
 node_run a node.json
 if [ "$pair_only" != 1 ]; then
 
-say "nccl-tests (-b 1M -e 4G -f 4 -g $ngpu -w 5): eager -n 20; -n 40 -G 100 below 64 MiB (${NCCL_TESTS_RUNS:-3} runs), -n 20 -G 5 from 64 MiB (${NCCL_TESTS_LARGE_RUNS:-7} runs), envcheck's NCCL settings"
+say "nccl-tests (-b 1M -e 4G -f 4 -g $ngpu -w 5): eager -n 20; -n 40 -G 100 to 64 MiB (${NCCL_TESTS_RUNS:-3} runs of ${NCCL_TESTS_CYCLES:-3} cycles), -n 20 -G 5 from 256 MiB (${NCCL_TESTS_LARGE_RUNS:-7} runs), envcheck's NCCL settings"
 wait "$build_pid"
 tail -n 3 "$work/nccl-tests-build.log" | tee -a "$log"
 : > "$nt/nccl_tests_eager.txt"; : > "$nt/nccl_tests_graph.txt"
@@ -102,10 +104,17 @@ args=(-b 1M -e 4G -f 4 -g "$ngpu" -w 5 -n 20)
 # one shift per iteration of the graph (-n): with -e 192M (sizes 1-64 MiB in buffers of 192 MiB, over 3x L2 on
 # an H100 or H200) and 40 iterations, each size below 64 MiB meets buffers L2 does not hold, as in its default
 # 1M..4G sweep and as envcheck keeps L2 cold (with -e 16M a 1-4 MiB call found part of its buffers in L2 and
-# 16 MiB all of them; with -n 10 a 1 MiB all_reduce read 9% faster, 2026-11-26 0935Z). Only its rows below
-# 64 MiB are kept; the large runs give the rest.
-small=(-b 1M -e 192M -f 4 -g "$ngpu" -w 5 -n 40 -G 100)
-large=(-b 64M -e 4G -f 4 -g "$ngpu" -w 5 -n 20 -G 5)
+# 16 MiB all of them; with -n 10 a 1 MiB all_reduce read 9% faster, 2026-11-26 0935Z). Its sizes stop at 64 MiB
+# (-f 4); the large runs give the rest.
+# 64 MiB belongs to the small range. Timed over 100 calls a graph's launches (-n 20 -G 5, 14 ms at 64 MiB),
+# all_to_all read about 225 GB/s busbw out of place in 14 of 42 cycles and 237-241 in the rest; over 4000
+# (-n 40 -G 100, or -n 20 -G 200) 241.3-243.7 in all 21 (2 x H100, reports/device-logs/
+# 2026-11-26_1257Z_2x-h100_diag_alltoall_draws.log and 1302Z, scripts/diag_alltoall_draws.sh); envcheck's GPU
+# time is the median of its replays, a steady pace, which the long loop gives nccl-tests too.
+# Each small run times NCCL_TESTS_CYCLES (3) cycles (-N), a graph captured afresh in each: all_to_all at 16 MiB
+# read 155-166 from one cycle to the next there, so the median is of 9 draws, not 3.
+small=(-b 1M -e 192M -f 4 -g "$ngpu" -w 5 -n 40 -G 100 -N "${NCCL_TESTS_CYCLES:-3}")
+large=(-b 256M -e 4G -f 4 -g "$ngpu" -w 5 -n 20 -G 5)
 # Where a buffer lands moves all_gather and reduce_scatter at 1-4 GiB by up to 14% on 2 x H100, while one
 # allocation holds within 1% (reports/device-logs/2026-11-26_0924Z_2x-h100_diag_large.log): each nccl-tests
 # process allocates once, so a run of the large sizes is one allocation's draw, as envcheck spreads its large
@@ -113,11 +122,8 @@ large=(-b 64M -e 4G -f 4 -g "$ngpu" -w 5 -n 20 -G 5)
 # a call goes through moved all_to_all 64 MiB by up to 8% (reports/device-logs/
 # 2026-11-26_1125Z_2x-h100_diag_communicators.log), and envcheck captures its graphs on
 # collective_bench.COMMUNICATORS (6) in turn. The large sizes are run NCCL_TESTS_LARGE_RUNS times (7), the
-# small ones NCCL_TESTS_RUNS times (3); compare_node.py holds envcheck against their median and shows their
-# spread.
-below_64m() {  # below_64m RANGE: nccl-tests' output as it is, but the small range's rows of 64 MiB and more
-  if [ "$1" = small ]; then awk '!/^ +[0-9]+ / || $1 < 67108864'; else cat; fi
-}
+# small ones NCCL_TESTS_RUNS times (3) of NCCL_TESTS_CYCLES cycles; compare_node.py holds envcheck against the
+# median of every run's and cycle's row and shows their spread.
 for t in all_reduce all_gather reduce_scatter alltoall broadcast; do
   timeout 90 /tmp/ntb/${t}_perf "${args[@]}" >> "$nt/nccl_tests_eager.txt" 2>&1
   for range in small large; do
@@ -125,10 +131,10 @@ for t in all_reduce all_gather reduce_scatter alltoall broadcast; do
     runs=${NCCL_TESTS_RUNS:-3}; [ "$range" = large ] && runs=${NCCL_TESTS_LARGE_RUNS:-7}
     for _ in $(seq "$runs"); do
       NCCL_GRAPH_MIXING_SUPPORT=0 NCCL_GRAPH_REGISTER=0 NCCL_P2P_DIRECT_DISABLE=1 timeout 90 /tmp/ntb/${t}_perf \
-        "${r[@]}" 2>&1 | below_64m "$range" >> "$nt/nccl_tests_graph.txt"
+        "${r[@]}" >> "$nt/nccl_tests_graph.txt" 2>&1
     done
     [ "${GRAPH_DEFAULTS:-0}" = 1 ] && NCCL_GRAPH_REGISTER=0 NCCL_P2P_DIRECT_DISABLE=1 timeout 90 /tmp/ntb/${t}_perf \
-      "${r[@]}" 2>&1 | below_64m "$range" >> "$nt/nccl_tests_graph_defaults.txt"
+      "${r[@]}" >> "$nt/nccl_tests_graph_defaults.txt" 2>&1
     unset -n r
   done
 done

@@ -25,7 +25,8 @@ floors learned from it is in-sample; the controls with repeats and the earlier p
 the test.
 
 Node rows (collectives and copies of ``envcheck run --gpus all``) get floors of their own, kinds
-prefixed ``node`` (``node/node/all_gather/large``, ``node/copy/peer``: ``node_diff``'s kinds), learned
+prefixed ``node`` (``node/node/all_gather/large/67108864``, ``node/node/all_gather/large``, ``node/copy/peer``:
+``node_diff``'s kinds, a collective's size the most specific), learned
 the same way from committed back-to-back node runs on one machine (``node_pairs``), for any number
 of ranks. Without them a node diff measures its floor over its own rows, which let one pair of
 runs where nothing changed call a collective that moved 4-10% between them (all_to_all 16 MiB,
