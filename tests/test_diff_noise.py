@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import compare_fixtures as fx
+import node_compare_fixtures as nf
 import numpy as np
 import pytest
 
@@ -26,20 +27,8 @@ BACK_TO_BACK_H100 = ("2026-11-26_0245Z_vm_h100.json", "2026-11-26_0248Z_vm_h100.
 # sampled in a window of its own (bench/sampling.py); the two pairs above are of the sampler before it.
 FLOORS_H200 = ("2026-11-26_0456Z_vm_h200.json", "2026-11-26_0459Z_vm_h200.json")
 FLOORS_H100 = ("2026-11-26_0449Z_vm_h100.json", "2026-11-26_0452Z_vm_h100.json")
-# Back-to-back node runs (run --gpus all) the shipped node floors come from, baseline first: on 2 x H100 runs
-# whose large collectives spread over fresh allocations (collective_bench.ALLOCATIONS), on 2 x H200 earlier ones,
-# then 2 x H100 runs that also pool every size's graphs over communicators (collective_bench.COMMUNICATORS).
-NODE_FLOORS = (("2026-11-26_0935Z_vm_2x-h100_node.json", "2026-11-26_0941Z_vm_2x-h100_node.json"),
-               ("2026-11-26_0953Z_vm_2x-h100_node.json", "2026-11-26_0954Z_vm_2x-h100_node.json"),
-               ("2026-11-26_0957Z_vm_2x-h100_node.json", "2026-11-26_0958Z_vm_2x-h100_node.json"),
-               ("2026-11-26_0019Z_vm_2x-h200_node.json", "2026-11-26_0023Z_vm_2x-h200_node.json"),
-               ("2026-11-26_0213Z_vm_2x-h200_node.json", "2026-11-26_0217Z_vm_2x-h200_node.json"),
-               ("2026-11-26_0748Z_vm_2x-h200_node.json", "2026-11-26_0754Z_vm_2x-h200_node.json"),
-               ("2026-11-26_1134Z_vm_2x-h100_node.json", "2026-11-26_1141Z_vm_2x-h100_node.json"),
-               ("2026-11-26_1309Z_vm_2x-h100_node.json", "2026-11-26_1316Z_vm_2x-h100_node.json"),
-               ("2026-11-26_1319Z_vm_2x-h100_node.json", "2026-11-26_1320Z_vm_2x-h100_node.json"),
-               ("2026-11-26_1321Z_vm_2x-h100_node.json", "2026-11-26_1322Z_vm_2x-h100_node.json"),
-               ("2026-11-26_1325Z_vm_2x-h100_node.json", "2026-11-26_1326Z_vm_2x-h100_node.json"))
+# Back-to-back node runs (run --gpus all) the shipped node floors come from, baseline first.
+NODE_FLOORS = nf.NODE_CONTROLS
 REPEATS = 5
 PER_REPEAT = 40  # the default cap of 200 samples a timing, shared by 5 repeats
 

@@ -219,23 +219,7 @@ def test_an_unmatched_nodes_host_is_escaped_for_each_medium():
     assert "\\|" in line and "\\*x\\*" in line
 
 
-# Back-to-back node runs on one machine, nothing changed (baseline first): the shipped node floors were
-# learned from them (tests/test_diff_noise.py checks the data file is what the script makes of them). The
-# 2 x H100 pairs spread their large collectives over fresh allocations (collective_bench.ALLOCATIONS); the
-# 2 x H200 pairs came before; the last five (2 x H100) also pool every size's graphs over communicators
-# (collective_bench.COMMUNICATORS).
-NODE_CONTROLS = (("2026-11-26_0935Z_vm_2x-h100_node.json", "2026-11-26_0941Z_vm_2x-h100_node.json"),
-                 ("2026-11-26_0953Z_vm_2x-h100_node.json", "2026-11-26_0954Z_vm_2x-h100_node.json"),
-                 ("2026-11-26_0957Z_vm_2x-h100_node.json", "2026-11-26_0958Z_vm_2x-h100_node.json"),
-                 ("2026-11-26_0019Z_vm_2x-h200_node.json", "2026-11-26_0023Z_vm_2x-h200_node.json"),
-                 ("2026-11-26_0213Z_vm_2x-h200_node.json", "2026-11-26_0217Z_vm_2x-h200_node.json"),
-                 ("2026-11-26_0748Z_vm_2x-h200_node.json", "2026-11-26_0754Z_vm_2x-h200_node.json"),
-                 ("2026-11-26_1134Z_vm_2x-h100_node.json", "2026-11-26_1141Z_vm_2x-h100_node.json"),
-                 ("2026-11-26_1309Z_vm_2x-h100_node.json", "2026-11-26_1316Z_vm_2x-h100_node.json"),
-                 ("2026-11-26_1319Z_vm_2x-h100_node.json", "2026-11-26_1320Z_vm_2x-h100_node.json"),
-                 ("2026-11-26_1321Z_vm_2x-h100_node.json", "2026-11-26_1322Z_vm_2x-h100_node.json"),
-                 ("2026-11-26_1325Z_vm_2x-h100_node.json", "2026-11-26_1326Z_vm_2x-h100_node.json"))
-H100_CONTROLS = (0, 1, 2, 6, 7, 8, 9, 10)  # NODE_CONTROLS' 2 x H100 pairs
+NODE_CONTROLS, H100_CONTROLS = nf.NODE_CONTROLS, nf.H100_CONTROLS
 # The same machine's pairs from before, each large size timed on one allocation.
 ONE_ALLOCATION_H100 = (("2026-11-26_0759Z_vm_2x-h100_node.json", "2026-11-26_0806Z_vm_2x-h100_node.json"),
                        ("2026-11-26_0815Z_vm_2x-h100_node.json", "2026-11-26_0816Z_vm_2x-h100_node.json"),
