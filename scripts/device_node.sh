@@ -102,15 +102,16 @@ args=(-b 1M -e 4G -f 4 -g "$ngpu" -w 5 -n 20)
 # calls. Below 64 MiB, 40 x 5 calls of ~12 us make that share a few us a call, so small sizes get -G 100.
 # nccl-tests shifts its buffers through its largest size (-e) at every iteration (startColl in src/common.cu),
 # one shift per iteration of the graph (-n): with -e 192M (sizes 1-64 MiB in buffers of 192 MiB, over 3x L2 on
-# an H100 or H200) and 40 iterations, each size below 64 MiB meets buffers L2 does not hold, as in its default
+# an H100 or H200) and 40 iterations, each size to 64 MiB meets buffers L2 does not hold, as in its default
 # 1M..4G sweep and as envcheck keeps L2 cold (with -e 16M a 1-4 MiB call found part of its buffers in L2 and
 # 16 MiB all of them; with -n 10 a 1 MiB all_reduce read 9% faster, 2026-11-26 0935Z). Its sizes stop at 64 MiB
 # (-f 4); the large runs give the rest.
 # 64 MiB belongs to the small range. Timed over 100 calls a graph's launches (-n 20 -G 5, 14 ms at 64 MiB),
-# all_to_all read about 225 GB/s busbw out of place in 14 of 42 cycles and 237-241 in the rest; over 4000
+# all_to_all read 223.9-232.0 GB/s busbw out of place in 14 of 42 cycles and 234.9-241.2 in the rest; over 4000
 # (-n 40 -G 100, or -n 20 -G 200) 241.3-243.7 in all 21 (2 x H100, reports/device-logs/
-# 2026-11-26_1257Z_2x-h100_diag_alltoall_draws.log and 1302Z, scripts/diag_alltoall_draws.sh); envcheck's GPU
-# time is the median of its replays, a steady pace, which the long loop gives nccl-tests too.
+# 2026-11-26_1257Z_2x-h100_diag_alltoall_draws.log and 1302Z, scripts/diag_alltoall_draws.sh). The long loop
+# settles nccl-tests' pace; envcheck's GPU time (the median of 24 replays over 12 captures) still fell between
+# the two paces in 3 of 8 node runs at 1308Z-1326Z (README).
 # Each small run times NCCL_TESTS_CYCLES (3) cycles (-N), a graph captured afresh in each: all_to_all at 16 MiB
 # read 155-166 from one cycle to the next there, so the median is of 9 draws, not 3.
 small=(-b 1M -e 192M -f 4 -g "$ngpu" -w 5 -n 40 -G 100 -N "${NCCL_TESTS_CYCLES:-3}")
