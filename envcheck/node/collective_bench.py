@@ -33,14 +33,17 @@ The GPU time of every size pools the replays of ``CAPTURES`` graphs, captured in
 communicators the caller passes (the sweep's own and up to ``COMMUNICATORS`` - 1 more of the same ranks, as many
 as hold at most ``COMMUNICATOR_MEMORY_SHARE`` of a GPU's memory, each made afresh by
 ``torch.distributed.new_group``: NCCL's own buffers and connections). Which communicator a call goes
-through sets its pace: on 2 x H100, all_to_all at 64 MiB read 224-244 GB/s busbw on eighteen communicators
+through can set its pace: on 2 x H100, all_to_all at 64 MiB read 224-244 GB/s busbw on eighteen communicators
 (three processes of six), most holding within 1% over six rounds and some switching between 224 and 240,
 while neither the capture, the buffers, a skew between the ranks' starts, an idle GPU nor NVML's queries moved
 it (reports/device-logs/2026-11-26_1125Z_2x-h100_diag_communicators.log and the 1106Z-1124Z logs beside it).
 nccl-tests makes one communicator per process, so each of its runs is one such draw, as one communicator's
-number is envcheck's luck. A size whose buffers exceed 3x L2 (one set) also makes each capture on a fresh
-allocation (``allocations``), the previous one freed (the cache emptied) first, with the warm-up and eager
-calls repeated on each; the last allocation is the one checked. Where a buffer lands moved reduce_scatter at
+number is envcheck's luck. Pooling does not settle every run, though: a short burst moves between the two
+paces on one communicator too (nccl-tests' 100-call cycles in one process read 224-241, its 4000-call ones
+241-244 in all 21, reports/device-logs/2026-11-26_1257Z_2x-h100_diag_alltoall_draws.log), and in 3 of 8
+node runs at 1309Z-1326Z 11-13 of the 24 replays here ran at the slow pace, their median 232.6-234.9 GB/s.
+A size whose buffers exceed 3x L2 (one set) also makes each capture on a fresh allocation (``allocations``),
+the previous one freed (the cache emptied) first, with the warm-up and eager calls repeated on each; the last allocation is the one checked. Where a buffer lands moved reduce_scatter at
 4 GiB by up to 14% on 2 x H100 while one allocation held within 1%; nccl-tests allocates once per process,
 so each of its runs is one such draw too. Smaller sizes time their eager calls once, on the sweep's
 communicator and their rotating sets, and capture again on the same buffers.
