@@ -43,8 +43,9 @@ paces on one communicator too (nccl-tests' 100-call cycles in one process read 2
 241-244 in all 21, reports/device-logs/2026-11-26_1257Z_2x-h100_diag_alltoall_draws.log), and in 3 of 8
 node runs at 1309Z-1326Z 11-13 of the 24 replays here ran at the slow pace, their median 232.6-234.9 GB/s.
 A size whose buffers exceed 3x L2 (one set) also makes each capture on a fresh allocation (``allocations``),
-the previous one freed (the cache emptied) first, with the warm-up and eager calls repeated on each; the last allocation is the one checked. Where a buffer lands moved reduce_scatter at
-4 GiB by up to 14% on 2 x H100 while one allocation held within 1%; nccl-tests allocates once per process,
+the previous one freed (the cache emptied) first, with the warm-up and eager calls repeated on each; the last
+allocation is the one checked. Where a buffer lands moved reduce_scatter at 4 GiB by up to 14% on 2 x H100 while
+one allocation held within 1%; nccl-tests allocates once per process,
 so each of its runs is one such draw too. Smaller sizes time their eager calls once, on the sweep's
 communicator and their rotating sets, and capture again on the same buffers.
 
