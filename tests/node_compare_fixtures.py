@@ -20,8 +20,9 @@ FLEET_AFTER = REPORTS / "2026-11-22_2330Z_fleet-2x_vm-0.json"
 # Back-to-back node runs on one machine, nothing changed (baseline first): the shipped node floors were
 # learned from them (tests/test_diff_noise.py checks the data file is what the script makes of them). The
 # 2 x H100 pairs spread their large collectives over fresh allocations (collective_bench.ALLOCATIONS); the
-# 2 x H200 pairs came before; the last five (2 x H100) also pool every size's graphs over communicators
-# (collective_bench.COMMUNICATORS).
+# 2 x H200 pairs came before; the last eight (2 x H100) also pool every size's graphs over communicators
+# (collective_bench.COMMUNICATORS), and the last three warm each graph up before timing it
+# (collective_bench.GRAPH_WARM_US).
 NODE_CONTROLS = (("2026-11-26_0935Z_vm_2x-h100_node.json", "2026-11-26_0941Z_vm_2x-h100_node.json"),
                  ("2026-11-26_0953Z_vm_2x-h100_node.json", "2026-11-26_0954Z_vm_2x-h100_node.json"),
                  ("2026-11-26_0957Z_vm_2x-h100_node.json", "2026-11-26_0958Z_vm_2x-h100_node.json"),
@@ -32,8 +33,11 @@ NODE_CONTROLS = (("2026-11-26_0935Z_vm_2x-h100_node.json", "2026-11-26_0941Z_vm_
                  ("2026-11-26_1309Z_vm_2x-h100_node.json", "2026-11-26_1316Z_vm_2x-h100_node.json"),
                  ("2026-11-26_1319Z_vm_2x-h100_node.json", "2026-11-26_1320Z_vm_2x-h100_node.json"),
                  ("2026-11-26_1321Z_vm_2x-h100_node.json", "2026-11-26_1322Z_vm_2x-h100_node.json"),
-                 ("2026-11-26_1325Z_vm_2x-h100_node.json", "2026-11-26_1326Z_vm_2x-h100_node.json"))
-H100_CONTROLS = (0, 1, 2, 6, 7, 8, 9, 10)  # NODE_CONTROLS' 2 x H100 pairs
+                 ("2026-11-26_1325Z_vm_2x-h100_node.json", "2026-11-26_1326Z_vm_2x-h100_node.json"),
+                 ("2026-11-26_1458Z_vm_2x-h100_node.json", "2026-11-26_1505Z_vm_2x-h100_node.json"),
+                 ("2026-11-26_1506Z_vm_2x-h100_node.json", "2026-11-26_1508Z_vm_2x-h100_node.json"),
+                 ("2026-11-26_1509Z_vm_2x-h100_node.json", "2026-11-26_1511Z_vm_2x-h100_node.json"))
+H100_CONTROLS = (0, 1, 2, 6, 7, 8, 9, 10, 11, 12, 13)  # NODE_CONTROLS' 2 x H100 pairs
 
 
 def load(path: Path) -> Report:

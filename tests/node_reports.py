@@ -181,6 +181,11 @@ def node(host: str = "vm", trouble: bool = False) -> Node:
                 results[i] = replace(r, wrong=3)
             elif (r.op, r.size_bytes) == ("broadcast", 4 * GiB):
                 results[i] = CollectiveResult(r.op, r.size_bytes, r.count, r.dtype, r.ranks, skipped="not_run")
+            elif (r.op, r.size_bytes) == ("all_to_all", GiB // 16):  # half its replays at a slower pace (1508Z)
+                t = r.gpu_timings[0].timing.median_us
+                paced = [t * (1.075 if k % 4 in (1, 2) else 1.0) for k in range(24)]
+                results[i] = replace(r, gpu_timings=tuple(RankTiming(x.rank, Timing.from_samples("cuda_graph", paced, 8))
+                                                          for x in r.gpu_timings))
         c = replace(c, results=tuple(results), error="timed_out",
                     launch=Launch(("python", "-m", "torch.distributed.run"), None, 480.0, 480.0, timed_out=True))
         cells = tuple(TopoCell(x.a, x.b, "NV12") for x in topo.smi_cells)

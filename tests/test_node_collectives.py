@@ -301,3 +301,28 @@ def test_several_nccl_tests_runs_are_one_reference_their_median_with_the_spread(
     assert a.theirs_gbps == pytest.approx(m.out_of_place.busbw_gbps) and a.theirs_range == (lo, hi)
     (one,) = an.against_nccl_tests(_sweep([ours]), runs[:1], runs[:1])
     assert one.theirs_runs == 1 and one.theirs_range is None and not one.within  # 2.9% off the slowest run
+
+
+def _paced(samples_by_rank, allocations=1, op="all_to_all", size=64 << 20):
+    r = _result(op, size, 300.0, len(samples_by_rank))
+    gpu = tuple(RankTiming(k, Timing.from_samples("cuda_graph", list(xs), 8)) for k, xs in enumerate(samples_by_rank))
+    return CollectiveResult(r.op, r.size_bytes, r.count, r.dtype, r.ranks, r.timings, r.wrong, gpu_timings=gpu,
+                            allocations=allocations)
+
+
+def test_replays_at_two_paces_are_flagged_and_one_pace_with_its_jitter_is_not():
+    """The 2 x H100 run of 2026-11-26 1508Z: all_to_all 64 MiB, 12 of 24 replays at 147-151 us a call, the rest at
+    138-140 (rank 0's replays, as recorded). Its mean lies 4.3% above the fastest tenth; a size that kept one pace
+    (16 MiB of the run before, 53-55 us) stays under the 3% bar."""
+    two = [139, 139, 149, 149, 151, 147, 139, 140, 149, 150, 150, 148, 138, 139, 150, 150, 138, 138, 139, 138, 150,
+           148, 138, 138]
+    one = [53, 54, 54, 54, 53, 53, 54, 54, 54, 54, 53, 54, 54, 54, 54, 54, 54, 53, 54, 54, 54, 54, 54, 54]
+    split = an.collective_row(_paced([two, one]), _sweep([]))
+    assert split.pace_spread == pytest.approx(sum(two) / 24 / 138 - 1) and split.unsteady
+    steady = an.collective_row(_paced([one, one]), _sweep([]))
+    assert steady.pace_spread == pytest.approx(sum(one) / 24 / 53 - 1) and not steady.unsteady
+    # Spread over fresh allocations on purpose (where a buffer lands), or too few replays: no judgment.
+    assert an.collective_row(_paced([two, two], allocations=12), _sweep([])).pace_spread is None
+    assert an.collective_row(_paced([two[:9], two[:9]]), _sweep([])).pace_spread is None
+    # No GPU time (per-call rows): nothing to judge either.
+    assert an.collective_row(_result("all_to_all", 64 << 20, 140.0), _sweep([])).pace_spread is None

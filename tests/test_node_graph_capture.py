@@ -1,18 +1,20 @@
 """The GPU-time path of a collective measurement (CUDA-graph capture and replay) on the CPU: real torch
 tensors and a one-rank group, with torch.cuda replaced by a fake whose events read a fake clock, so the
-protocol is exercised here (calls per graph, one untimed replay, samples per call, a refused capture
+protocol is exercised here (calls per graph, untimed replays first, samples per call, a refused capture
 recorded with its reason and the per-call time kept). The real capture runs in tests/test_node_gpu.py."""
 
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 import types
 
 import pytest
 import torch
 
-from envcheck.node.collective_bench import ALLOCATIONS, CAPTURES, CollectiveBench, calls_per_graph
+from envcheck.node import collective_bench
+from envcheck.node.collective_bench import ALLOCATIONS, CAPTURES, CollectiveBench, calls_per_graph, warm_replays
 
 
 class FakeDist:
@@ -60,8 +62,10 @@ class FakeCuda:
     ``error_from`` to ``error_until`` (every later one when None)."""
 
     def __init__(self, log, us_per_call=15.0, capture_error=None, error_from=1, free=1 << 40, us_by_capture=(),
-                 error_until=None, total=1 << 40, group_bytes=0):
+                 error_until=None, total=1 << 40, group_bytes=0, ramp_ms=0.0, ramp_slower=1.0):
         self.log, self.us_per_call, self.capture_error, self.now_ms = log, us_per_call, capture_error, 0.0
+        # A burst's start: a graph's replays run ``ramp_slower`` times slower until it has replayed ``ramp_ms``.
+        self.ramp_ms, self.ramp_slower = ramp_ms, ramp_slower
         self.error_until, self.total, self.group_bytes = error_until, total, group_bytes
         self.us_by_capture = us_by_capture  # the k-th graph's calls take this long each (else us_per_call)
         self.free = free
@@ -96,10 +100,14 @@ class FakeCuda:
         class Graph:
             calls = 0
             us = None
+            ran_ms = 0.0
 
             def replay(self):
                 cuda.log.append("replay")
-                cuda.now_ms += (self.us or cuda.us_per_call) * self.calls / 1e3
+                ms = (self.us or cuda.us_per_call) * self.calls / 1e3
+                ms *= cuda.ramp_slower if self.ran_ms < cuda.ramp_ms else 1.0
+                self.ran_ms += ms
+                cuda.now_ms += ms
 
             def reset(self):
                 cuda.log.append("reset")
@@ -150,10 +158,11 @@ def test_graph_replays_give_the_gpu_time_per_call():
     assert m.error is None and m.wrong == 0 and len(m.samples_us) == 2 * CAPTURES  # per call, eager, host clock
     assert m.gpu_reason is None and m.gpu_calls == calls_per_graph(round(sum(m.samples_us) / len(m.samples_us))) == 1
     assert len(m.gpu_samples_us) == 2 * CAPTURES and m.gpu_samples_us == pytest.approx([700.0] * 2 * CAPTURES)
-    # CAPTURES captures (thread-local: NCCL's watchdog thread may query events meanwhile), each with one untimed
-    # replay before its two timed ones, and each graph freed.
+    # CAPTURES captures (thread-local: NCCL's watchdog thread may query events meanwhile), each with untimed
+    # replays for about GRAPH_WARM_US (one timed to size the rest) before its two timed ones, each graph freed.
     assert cuda.log.count(("capture", "thread_local")) == CAPTURES == m.captures
-    assert cuda.log.count("replay") == 3 * CAPTURES and cuda.log.count("reset") == CAPTURES
+    assert warm_replays(700.0) == 71  # 72 replays of 700 us: 50.4 ms
+    assert cuda.log.count("replay") == (1 + 71 + 2) * CAPTURES and cuda.log.count("reset") == CAPTURES
     assert cuda.log[-2:] == ["reset", "empty_cache"]  # then the buffers go
 
 
@@ -167,7 +176,8 @@ def test_a_graph_sized_from_a_slow_caller_is_sized_again_from_the_gpu_time():
     assert cuda.log.count(("capture", "thread_local")) == CAPTURES + 1 and m.captures == CAPTURES
     assert m.gpu_calls == calls_per_graph(12.0) == 84
     assert m.gpu_samples_us == pytest.approx([12.0] * CAPTURES)
-    assert cuda.log.count("replay") == 2 * (CAPTURES + 1) and cuda.log.count("reset") == CAPTURES + 1
+    warm = 1 + warm_replays(12.0) + 1 + CAPTURES * (1 + warm_replays(84 * 12.0) + 1)  # the first graph: 1 call
+    assert cuda.log.count("replay") == warm and cuda.log.count("reset") == CAPTURES + 1
 
 
 def test_a_refused_capture_keeps_the_per_call_time_and_says_why():
@@ -359,3 +369,32 @@ def test_memory_taken_between_allocations_skips_the_size_for_want_of_memory():
     b.torch.empty = empty
     m = b.measure("all_reduce", 4 << 20, (0,), None, warmup=1, iters=ALLOCATIONS)
     assert m.skipped == "out_of_memory" and m.error is None and m.samples_us == () and m.need_bytes > 0
+
+
+@pytest.mark.parametrize("warm_us", [50_000.0, 0.0])
+def test_the_timed_replays_follow_a_warm_up_that_outlasts_a_slow_start(monkeypatch, warm_us):
+    """2 x H100, 2026-11-26 1453Z (reports/device-logs/2026-11-26_1453Z_2x-h100_diag_alltoall_ramp.log): a burst of
+    all_to_all 64 MiB ran about 10% slower for its first 2 ms, and 2 timed replays right after one untimed one read
+    223-233 GB/s busbw in 6 of 6 rounds, against 241-242 after 50 ms of untimed replays. Here the fake GPU's
+    replays run 10% slower for their first 5 ms: with the warm-up every sample is the steady pace, without it the
+    first timed replays are slow (so the test can fail)."""
+    monkeypatch.setattr(collective_bench, "GRAPH_WARM_US", warm_us)
+    cuda = FakeCuda([], us_per_call=140.0, ramp_ms=5.0, ramp_slower=1.1)
+    b, _ = _bench(cuda, host_s=0.001)  # graphs of 1 call, then of 7 or 8 (sized again from the GPU time)
+    m = b.measure("all_reduce", 1 << 12, (0,), None, warmup=1, iters=2 * CAPTURES)
+    assert m.error is None and len(m.gpu_samples_us) == 2 * CAPTURES
+    if warm_us:
+        assert m.gpu_samples_us == pytest.approx([140.0] * 2 * CAPTURES)
+    else:
+        assert max(m.gpu_samples_us) == pytest.approx(154.0)
+
+
+def test_every_member_warms_up_as_long_as_the_slowest_replay_asks():
+    """The number of untimed replays is the same on every member (each replay holds collectives): it comes from the
+    group's longest first replay, agreed on with a MIN over negated values."""
+    cuda = FakeCuda([], us_per_call=700.0)
+    b, log = _bench(cuda, host_s=0.001)
+    b.measure("all_reduce", 1 << 12, (0,), None, warmup=1, iters=2 * CAPTURES)
+    agreed = [e for e in log if e == ("all_reduce", "min")]
+    assert len(agreed) >= 2 * CAPTURES  # at least one agreement on the capture and one on the warm-up per graph
+    assert warm_replays(1e9) == 0 and warm_replays(0.0) == math.ceil(collective_bench.GRAPH_WARM_US) - 1

@@ -107,6 +107,31 @@ def _cv(timings: Sequence[RankTiming]) -> float | None:
     return statistics.pstdev(xs) / mean if mean > 0 else None
 
 
+# A size's GPU replays ran at more than one pace where their mean lies this far above their fastest tenth (on some
+# rank). On 2 x H100 all_to_all 64 MiB ran at about 138-140 us a call on some communicators and 147-151 on others in
+# the same run: the mean landed 4.3% above the fastest tenth (2026-11-26 1508Z), while the other 119 sizes of one
+# allocation in the six node runs of 1458Z-1511Z stayed within 2.1% (reports/2026-11-26_1458Z-1511Z node JSON).
+UNSTEADY_RATIO = 1.03
+UNSTEADY_MIN_SAMPLES = 10  # fewer replays than this say nothing about a second pace
+
+
+def pace_spread(result: CollectiveResult) -> float | None:
+    """How far the GPU replays' mean lies above their fastest tenth, on the rank where it lies furthest (0.043:
+    4.3%); None without enough replays, or where the replays were spread over fresh allocations on purpose (where a
+    buffer lands moves a large size by several percent, envcheck.node.collective_bench.ALLOCATIONS)."""
+    if result.allocations > 1:
+        return None
+    spreads = []
+    for t in result.gpu_timings:
+        xs = sorted(t.timing.samples_us)
+        if len(xs) < UNSTEADY_MIN_SAMPLES:
+            continue
+        fastest = xs[len(xs) // 10 - 1]
+        if fastest > 0:
+            spreads.append(statistics.fmean(xs) / fastest - 1)
+    return max(spreads) if spreads else None
+
+
 # Which time a row's bandwidths and shares use: the GPU time, or (none: gloo, a refused capture, a
 # report from before GPU times) the per-call time, labelled so.
 TIME_BASES = ("gpu", "per_call")
@@ -128,6 +153,7 @@ class CollectiveRow:
     one, else the per-call time (``gpu_reason``, one of ``NO_GPU_TIME``, says why). ``launch_bound``:
     the per-call time is more than ``flags.LAUNCH_BOUND_RATIO`` x the GPU time, so a caller's cost at
     this size is the host's, not the links'. ``call_busbw_gbps``: the busbw a caller sees per call.
+    ``pace_spread``: how far the GPU replays' mean lies above their fastest tenth (:func:`pace_spread`).
     """
 
     op: str
@@ -147,6 +173,13 @@ class CollectiveRow:
     call_busbw_gbps: float | None = None
     launch_bound: bool = False
     gpu_reason: str | None = None
+    pace_spread: float | None = None
+
+    @property
+    def unsteady(self) -> bool:
+        """The GPU replays ran at more than one pace (:func:`pace_spread` over ``UNSTEADY_RATIO`` - 1): the time is
+        a mix, and a second run may read another."""
+        return self.pace_spread is not None and self.pace_spread > UNSTEADY_RATIO - 1
 
     @property
     def n(self) -> int:
@@ -216,7 +249,8 @@ def collective_row(result: CollectiveResult, collectives: Collectives) -> Collec
         status = "ok"
     cv = _cv(result.gpu_timings if gpu is not None else result.timings)
     return CollectiveRow(result.op, result.size_bytes, result.ranks, t, algbw, busbw, cv, result.wrong,
-                         status, algos, why, basis, gpu, call, call_busbw, launch_bound, no_gpu)
+                         status, algos, why, basis, gpu, call, call_busbw, launch_bound, no_gpu,
+                         pace_spread(result) if gpu is not None else None)
 
 
 def collective_rows(collectives: Collectives, narrowing: bool = False) -> tuple[CollectiveRow, ...]:

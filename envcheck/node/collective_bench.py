@@ -6,7 +6,11 @@
 2. **GPU time** (GPUs only): the same call captured ``calls`` times in one CUDA graph (NCCL supports
    capture; the communicator is warm from step 1), the graph replayed back to back with a CUDA event
    between replays, each sample one replay divided by its calls: what NCCL and the links do with the
-   host out of the way, the counterpart of nccl-tests' CUDA-graph mode (``-G``). A replay must last
+   host out of the way, the counterpart of nccl-tests' CUDA-graph mode (``-G``). The timed replays follow
+   untimed ones, back to back for about ``GRAPH_WARM_US``: a burst of all_to_all at 64 MiB on 2 x H100 ran about
+   10% slower for its first 2 ms, and two timed replays right after one untimed one read 223-233 GB/s busbw in
+   6 of 6 rounds, against 241-242 after 50 ms of untimed replays
+   (reports/device-logs/2026-11-26_1453Z_2x-h100_diag_alltoall_ramp.log). A replay must last
    long enough (``GRAPH_REPLAY_US``) for each rank's host to queue the next one before it ends, or the
    samples hold the host's gaps: ``calls`` is first sized from the per-call time and, where the GPU
    turns out much quicker than that (small sizes, where a Python caller's cost dominates), sized again
@@ -42,6 +46,12 @@ number is envcheck's luck. Pooling does not settle every run, though: a short bu
 paces on one communicator too (nccl-tests' 100-call cycles in one process read 224-241, its 4000-call ones
 241-244 in all 21, reports/device-logs/2026-11-26_1257Z_2x-h100_diag_alltoall_draws.log), and in 3 of 8
 node runs at 1309Z-1326Z 11-13 of the 24 replays here ran at the slow pace, their median 232.6-234.9 GB/s.
+Those runs had no warm-up; with it, one of the six node runs at 1458Z-1511Z had 12 of its 24 replays at the
+slow pace (234.0 GB/s), the other five none. Some communicators hold the slow pace through bursts of 250-600 ms
+(reports/device-logs/2026-11-26_1512Z_2x-h100_diag_alltoall_ramp_split.log: 3 of 16, the first made by the
+process group and the rest split from it, held it in over half of their windows past a burst's first 2 ms; in
+the process right after, none of 16 made afresh, _fresh.log: too few to tell the two kinds apart). The report
+flags a size whose replays ran at two paces (``envcheck.analysis.collectives.pace_spread``).
 A size whose buffers exceed 3x L2 (one set) also makes each capture on a fresh allocation (``allocations``),
 the previous one freed (the cache emptied) first, with the warm-up and eager calls repeated on each; the last
 allocation is the one checked. Where a buffer lands moved reduce_scatter at 4 GiB by up to 14% on 2 x H100 while
@@ -75,6 +85,7 @@ from envcheck.bench.failure import one_line
 from envcheck.bench.l2 import DEFAULT_L2_BYTES, ROTATE_L2_MULTIPLE, rotation_sets
 
 GRAPH_REPLAY_US = 1000.0  # a replay should last about this long: calls per graph = this / time per call
+GRAPH_WARM_US = 50_000.0  # untimed replays back to back for about this long before the timed ones of a capture
 # At most this many calls in one graph (1 MiB collectives take ~12 us on NVLink), before the count is
 # rounded up to whole cycles through the sets of buffers (up to l2.MAX_ROTATION_SETS calls).
 MAX_GRAPH_CALLS = 256
@@ -128,6 +139,12 @@ def whole_cycles(calls: int, sets: int) -> int:
     """``calls`` rounded up to whole cycles through ``sets`` sets of buffers: every replay of a graph
     then visits each set the same number of times, in the same order."""
     return max(1, math.ceil(calls / sets)) * sets
+
+
+def warm_replays(replay_us: float) -> int:
+    """Untimed replays of a graph, after the one that measured ``replay_us``, that keep the GPUs busy for about
+    GRAPH_WARM_US before the timed ones (none where a replay lasts that long)."""
+    return max(0, math.ceil(GRAPH_WARM_US / max(replay_us, 1.0)) - 1)
 
 
 def calls_per_graph(per_call_us: float) -> int:
@@ -309,7 +326,17 @@ class CollectiveBench:
             return (), "capture_failed", error or "another rank's capture failed"
         assert graph is not None
         try:
-            graph.replay()  # untimed: on an idle GPU the first replay's start event fires before its launch
+            # Untimed replays first, back to back for about GRAPH_WARM_US (the group's longest estimate of a
+            # replay decides how many, so every member replays as often): on an idle GPU the first replay's
+            # start event fires before its launch, and a burst of all_to_all can start at a slower pace.
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            graph.replay()
+            end.record()
+            torch.cuda.synchronize()
+            longest = -self._min_over(-max(1, math.ceil(start.elapsed_time(end) * 1e3)), group)
+            for _ in range(warm_replays(longest)):
+                graph.replay()
             events = [torch.cuda.Event(enable_timing=True) for _ in range(replays + 1)]
             events[0].record()
             for i in range(replays):

@@ -429,7 +429,7 @@ def sweep_part(sa: an.SweepAnalysis, p: _P, section: str, pid: str) -> Part:
             wrong = (Cell(str(row.wrong), status="fail" if row.wrong else "") if row.wrong is not None else DASH)
             share = ((Cell(fmt.pct(pct)) if pct is not None else DASH),) if links else ()
             per_call = (_per_call_cell(row, p),) if gpu_times else ()
-            rows.append((Cell(fmt.size_bytes(row.size_bytes)), Cell(fmt.duration_us(row.time_us)), *per_call,
+            rows.append((Cell(fmt.size_bytes(row.size_bytes)), _time_cell(row, p), *per_call,
                          Cell(fmt.num(row.algbw_gbps)), Cell(fmt.num(row.busbw_gbps)), *share, _algo_cell(row, p),
                          wrong, _status_cell(row, res, p)))
             if row.status == "skipped" and res is not None:
@@ -495,10 +495,22 @@ def _times_lines(sa: an.SweepAnalysis, gpu_times: bool, p: _P) -> list[Line]:
         out.append(Line(p.t("node.coll.captures", count=len(pooled),
                             captures=_span([r.captures for r in pooled]),
                             communicators=_span([r.communicators for r in pooled]))))
+    unsteady = [r for r in sa.rows if r.unsteady]
+    if unsteady:
+        out.append(Line(p.t("node.coll.unsteady", count=len(unsteady),
+                            sizes="; ".join(f"{p.escape(r.op)} {fmt.size_bytes(r.size_bytes)}: "
+                                            f"+{fmt.pct(100 * (r.pace_spread or 0.0))}" for r in unsteady)), "warn"))
     errors = dict.fromkeys(r.gpu_error for r in sa.collectives.results if r.gpu_error)
     for e in errors:
         out.append(Line(p.t("node.coll.times.capture_error", error=p.escape(fmt.first_line(e or ""))), "warn"))
     return out
+
+
+def _time_cell(row: an.CollectiveRow, p: _P) -> Cell:
+    """The row's time, marked where its GPU replays ran at more than one pace (a mix a second run may not repeat)."""
+    if row.unsteady:
+        return Cell(fmt.duration_us(row.time_us), p.t("flag.two_paces"), "warn")
+    return Cell(fmt.duration_us(row.time_us))
 
 
 def _per_call_cell(row: an.CollectiveRow, p: _P) -> Cell:
