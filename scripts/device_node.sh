@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The node evidence on a multi-GPU machine, in one call of 8-9 minutes (456-563 s on 2 x H100, 2026-11-26 0935Z-1132Z;
-# 489 s with NODE_ONLY=1 at 1308Z):
+# 489 s with NODE_ONLY=1 at 1308Z, 502 s with the warm-up and B_BEFORE_S=450 at 1456Z; on 4 x H100 406 s at 1522Z
+# with B_BEFORE_S=0 NCCL_TESTS_RUNS=2 NCCL_TESTS_LARGE_RUNS=3):
 #   1. with NODE_GPU_TESTS=1 (about a minute more), the node GPU tests (tests/test_node_gpu.py: peer copies,
 #      the NCCL sweep, graph-timed collectives);
 #   2. node run A: `envcheck run --gpus all --quick`: the quick per-GPU suite on every GPU at once, then
@@ -27,7 +28,7 @@
 #                         (comparison_defaults.md);
 #      NCCL's transport lines (NCCL_DEBUG=INFO at 1 MiB, direct access on and off); with DIAG=1,
 #      scripts/diag_graph_calls.py with each of envcheck's two graph settings alone (graph_calls.txt);
-#   4. node run B, the same as A, right after nccl-tests (skipped past B_BEFORE_S, 420 s: at 0945Z A took 179 s and
+#   4. node run B, the same as A, right after nccl-tests (skipped past B_BEFORE_S, 420 s unless given: at 0945Z A took 179 s and
 #      nccl-tests 263, and B was skipped; at 1132Z 146 and 250, and B ran, 563 s in all); with NODE_ONLY=1 each
 #      node run's per-GPU part is one small case, as with PAIR_ONLY, so that B fits beside nccl-tests' cycles;
 #   5. the comparisons at every size (scripts/compare_node.py): A and B against nccl-tests (GPU-time busbw
@@ -110,8 +111,9 @@ args=(-b 1M -e 4G -f 4 -g "$ngpu" -w 5 -n 20)
 # all_to_all read 223.9-232.0 GB/s busbw out of place in 14 of 42 cycles and 234.9-241.2 in the rest; over 4000
 # (-n 40 -G 100, or -n 20 -G 200) 241.3-243.7 in all 21 (2 x H100, reports/device-logs/
 # 2026-11-26_1257Z_2x-h100_diag_alltoall_draws.log and 1302Z, scripts/diag_alltoall_draws.sh). The long loop
-# settles nccl-tests' pace; envcheck's GPU time (the median of 24 replays over 12 captures) still fell between
-# the two paces in 3 of 8 node runs at 1308Z-1326Z (README).
+# settles nccl-tests' pace. envcheck's GPU time fell between the two paces in 3 of 8 node runs at 1308Z-1326Z;
+# with 50 ms of untimed replays before each capture's timed ones (collective_bench.GRAPH_WARM_US), in 1 of 6 at
+# 1458Z-1511Z, and the node page flags such a size (README).
 # Each small run times NCCL_TESTS_CYCLES (3) cycles (-N), a graph captured afresh in each: all_to_all at 16 MiB
 # read 155-166 from one cycle to the next there, so the median is of 9 draws, not 3.
 small=(-b 1M -e 192M -f 4 -g "$ngpu" -w 5 -n 40 -G 100 -N "${NCCL_TESTS_CYCLES:-3}")

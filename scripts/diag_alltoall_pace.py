@@ -36,7 +36,6 @@ the first three. A way that always lands in one pace tells what moves it.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -44,18 +43,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from diag_dist import alltoall_graph, start  # noqa: E402 - the project root is on the path first
+
 REPLAYS = 20
 CALLS = 8
 MiB = 1 << 20
 
 
 def main() -> int:
-    from envcheck.node.collective_worker import GRAPH_TIMING_ENV
-
-    os.environ.update(GRAPH_TIMING_ENV)
-    import torch
-    import torch.distributed as dist
-
     from envcheck.analysis.collectives import bandwidths_gbps, layout
 
     p = argparse.ArgumentParser()
@@ -66,9 +61,7 @@ def main() -> int:
     p.add_argument("--communicators", type=int, default=1)
     p.add_argument("--alloc", choices=("torch", "nccl"), default="torch")
     a = p.parse_args()
-    rank, world, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    torch, dist, rank, world, local = start()
     clock_khz = torch.cuda.get_device_properties(local).clock_rate  # the SM clock the sleep counts in
     gate = torch.zeros(1, device="cuda")
     import pynvml
@@ -93,12 +86,7 @@ def main() -> int:
             for i in range(4):
                 dist.all_to_all_single(sets[i % 2][1], sets[i % 2][0], group=group)
             torch.cuda.synchronize()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                for i in range(CALLS):
-                    dist.all_to_all_single(sets[i % 2][1], sets[i % 2][0], group=group)
-            graph.replay()
-            torch.cuda.synchronize()
+            graph = alltoall_graph(torch, dist, sets, CALLS, group)
             for i in range(a.rounds):
                 for way in a.ways:
                     dist.barrier()

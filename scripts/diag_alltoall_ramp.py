@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from diag_dist import start  # noqa: E402 - the project root is on the path first
+from diag_dist import alltoall_graph, start  # noqa: E402 - the project root is on the path first
 
 MiB = 1 << 20
 WINDOWS_MS = (0, 2, 5, 10, 20, 50, 100, 200, 400)
@@ -93,12 +93,7 @@ def main() -> int:
             torch.cuda.synchronize()
             per_call = agreed_max(math.ceil((time.perf_counter() - t0) / 20 * 1e6))
             calls = whole_cycles(calls_per_graph(float(per_call)), 2)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                for i in range(calls):
-                    dist.all_to_all_single(sets[i % 2][1], sets[i % 2][0], group=group)
-            graph.replay()
-            torch.cuda.synchronize()
+            graph = alltoall_graph(torch, dist, sets, calls, group)
             replays = agreed_max(math.ceil(a.burst_ms * 1e3 / (per_call * calls)))
             for trial in range(a.trials):
                 for idle in a.idle_ms:

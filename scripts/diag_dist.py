@@ -25,3 +25,16 @@ def start(split: bool = True) -> tuple[Any, Any, int, int, int]:
     torch.cuda.set_device(local)
     dist.init_process_group("nccl", **({"device_id": torch.device("cuda", local)} if split else {}))
     return torch, dist, rank, world, local
+
+
+def alltoall_graph(torch: Any, dist: Any, sets: list[tuple[Any, Any]], calls: int, group: Any) -> Any:
+    """A CUDA graph of ``calls`` all_to_all calls cycling through ``sets`` of (input, output) buffers on
+    ``group``, captured as the node sweep captures (thread-local) and replayed once, untimed."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+        for i in range(calls):
+            send, recv = sets[i % len(sets)]
+            dist.all_to_all_single(recv, send, group=group)
+    graph.replay()
+    torch.cuda.synchronize()
+    return graph

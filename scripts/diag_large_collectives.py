@@ -25,24 +25,20 @@ at 16-256 MiB for scripts/diag_alltoall_mid.sh).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from diag_dist import start  # noqa: E402 - the project root is on the path first
+
 REPLAYS = 20
 MiB = 1 << 20
 
 
 def main() -> int:
-    from envcheck.node.collective_worker import GRAPH_TIMING_ENV
-
-    os.environ.update(GRAPH_TIMING_ENV)
     import pynvml
-    import torch
-    import torch.distributed as dist
 
     from envcheck.analysis.collectives import bandwidths_gbps, layout
     from envcheck.node.collective_bench import CollectiveBench
@@ -54,9 +50,7 @@ def main() -> int:
     p.add_argument("--single", action="store_true")
     p.add_argument("--held", action="store_true")
     a = p.parse_args()
-    rank, world, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    torch, dist, rank, world, local = start()
     bench = CollectiveBench(torch, dist, f"cuda:{local}", rank, world)
     pynvml.nvmlInit()
     # This rank's GPU by its UUID (NVML counts every GPU; torch only the visible ones).
