@@ -94,6 +94,12 @@ def collective_lines(node: Node, rows: tuple[nccl_tests.NcclTestsRow, ...],
                        f"{len(agreements) - n_ok}): " + "; ".join(
                            f"{a.op} {_size(a.size_bytes)} (runs {100 * (a.theirs_spread or 0):.1f} % apart)"
                            for a in unsteady))
+        paced = [a for a in agreements if not a.within and a.ours_unsteady]
+        if paced:
+            out.append(f"off the bar where envcheck's GPU replays ran at two paces ({len(paced)} of "
+                       f"{len(agreements) - n_ok}; its node page flags them): " + "; ".join(
+                           f"{a.op} {_size(a.size_bytes)} (mean {100 * (a.ours_pace_spread or 0):.1f} % above the "
+                           f"fastest tenth)" for a in paced))
     links = an.ring_expectation(node.topology, node.gpus) if node.topology is not None else None
     out += ["", f"### envcheck's whole sweep (links allow {_f(links)} GB/s per direction)", "",
             "| op | size | busbw GB/s | % of links | algbw GB/s | GPU time us | per call us | launch-bound | cv |"

@@ -16,6 +16,7 @@ from envcheck.node import nccl_tests
 from envcheck.node.topology import probe_topology
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "compare_node.py"
+REPORTS = SCRIPT.parent.parent / "reports"
 
 
 def _script():
@@ -144,3 +145,29 @@ def test_a_miss_where_nccl_tests_own_runs_lie_further_apart_than_the_bar_is_name
     assert "verdict: FAIL: 15 of 35" in text
     line = next(ln for ln in text.splitlines() if ln.startswith("off the bar where nccl-tests' own runs"))
     assert "(20 of 20)" in line and "all_reduce 4096 MiB (runs 6.0 % apart)" in line
+
+
+def test_a_miss_where_envcheck_ran_at_two_paces_is_named_and_still_fails(tmp_path):
+    """The committed 2 x H100 run of 2026-11-26 1508Z (all_to_all 64 MiB: 12 of 24 replays at the slow pace,
+    233.0 GB/s busbw) against nccl-tests' runs of the 1456Z call on the same kind of machine (242.1): the miss is
+    named with envcheck's spread, and the verdict still fails. The 1505Z run, at one pace, passes that size."""
+    import tarfile
+
+    with tarfile.open(REPORTS / "device-logs" / "2026-11-26_1456Z_2x-h100_nccl-tests.tgz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    nt = tmp_path / "nccl_tests"
+    lines = {}
+    for run in ("1508Z", "1505Z"):
+        out = tmp_path / f"{run}.md"
+        _script().main(["--node", str(REPORTS / f"2026-11-26_{run}_vm_2x-h100_node.json"),
+                        "--nccl-tests", str(nt / "nccl_tests_eager.txt"), "--nccl-tests-graph",
+                        str(nt / "nccl_tests_graph.txt"), "--out", str(out)])
+        lines[run] = out.read_text().splitlines()
+    row = next(ln for ln in lines["1508Z"] if ln.startswith("| all_to_all | 64 MiB |"))
+    assert "| 233.0 | gpu | 242.1 |" in row and "| NO |" in row
+    named = [ln for ln in lines["1508Z"] if ln.startswith("off the bar where envcheck's GPU replays ran at two paces")]
+    assert named and "all_to_all 64 MiB (mean 4.3 % above the fastest tenth)" in named[0]
+    assert any(ln.startswith("verdict: FAIL") for ln in lines["1508Z"])
+    steady = next(ln for ln in lines["1505Z"] if ln.startswith("| all_to_all | 64 MiB |"))
+    assert "| yes |" in steady
+    assert not any("two paces" in ln for ln in lines["1505Z"])

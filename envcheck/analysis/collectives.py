@@ -109,8 +109,9 @@ def _cv(timings: Sequence[RankTiming]) -> float | None:
 
 # A size's GPU replays ran at more than one pace where their mean lies this far above their fastest tenth (on some
 # rank). On 2 x H100 all_to_all 64 MiB ran at about 138-140 us a call on some communicators and 147-151 on others in
-# the same run: the mean landed 4.3% above the fastest tenth (2026-11-26 1508Z), while the other 119 sizes of one
-# allocation in the six node runs of 1458Z-1511Z stayed within 2.1% (reports/2026-11-26_1458Z-1511Z node JSON).
+# the same run (2026-11-26 1508Z). Over the fourteen node runs of 1309Z-1511Z (reports/2026-11-26_*_vm_2x-h100_node
+# .json) the four where it read 232.6-234.9 GB/s busbw, between the paces, lie 3.4-4.3% above; the ten at 240.1-242.8
+# 0.4-1.3%; and the other 119 sizes of one allocation in the six runs of 1458Z-1511Z at most 2.1%.
 UNSTEADY_RATIO = 1.03
 UNSTEADY_MIN_SAMPLES = 10  # fewer replays than this say nothing about a second pace
 
@@ -130,6 +131,11 @@ def pace_spread(result: CollectiveResult) -> float | None:
         if fastest > 0:
             spreads.append(statistics.fmean(xs) / fastest - 1)
     return max(spreads) if spreads else None
+
+
+def is_unsteady(spread: float | None) -> bool:
+    """A :func:`pace_spread` over ``UNSTEADY_RATIO`` - 1: the replays ran at more than one pace."""
+    return spread is not None and spread > UNSTEADY_RATIO - 1
 
 
 # Which time a row's bandwidths and shares use: the GPU time, or (none: gloo, a refused capture, a
@@ -179,7 +185,7 @@ class CollectiveRow:
     def unsteady(self) -> bool:
         """The GPU replays ran at more than one pace (:func:`pace_spread` over ``UNSTEADY_RATIO`` - 1): the time is
         a mix, and a second run may read another."""
-        return self.pace_spread is not None and self.pace_spread > UNSTEADY_RATIO - 1
+        return is_unsteady(self.pace_spread)
 
     @property
     def n(self) -> int:
@@ -319,6 +325,12 @@ class Agreement:
     eager_gbps: float | None = None
     theirs_runs: int = 1  # nccl-tests runs the reference is the median of
     theirs_range: tuple[float, float] | None = None  # their busbw, lowest and highest run, where several
+    ours_pace_spread: float | None = None  # CollectiveRow.pace_spread of envcheck's row
+
+    @property
+    def ours_unsteady(self) -> bool:
+        """envcheck's GPU replays ran at more than one pace (``CollectiveRow.unsteady``): its time is a mix."""
+        return is_unsteady(self.ours_pace_spread)
 
     @property
     def theirs_spread(self) -> float | None:
@@ -371,7 +383,8 @@ def against_nccl_tests(collectives: Collectives, rows: Sequence[Any], graph_rows
         out.append(Agreement(t.op, t.size_bytes, placement, value, theirs, ratio, within,
                              mine.algo_label if mine is not None else None, tol,
                              mine.time_basis if mine is not None else None, "graph" if use_graph else "eager",
-                             mine.call_busbw_gbps if mine is not None else None, eager, ref.runs, span))
+                             mine.call_busbw_gbps if mine is not None else None, eager, ref.runs, span,
+                             mine.pace_spread if mine is not None else None))
     return tuple(out)
 
 

@@ -45,9 +45,9 @@ nccl-tests makes one communicator per process, so each of its runs is one such d
 number is envcheck's luck. Pooling does not settle every run, though: a short burst moves between the two
 paces on one communicator too (nccl-tests' 100-call cycles in one process read 224-241, its 4000-call ones
 241-244 in all 21, reports/device-logs/2026-11-26_1257Z_2x-h100_diag_alltoall_draws.log), and in 3 of 8
-node runs at 1309Z-1326Z 11-13 of the 24 replays here ran at the slow pace, their median 232.6-234.9 GB/s.
+node runs at 1309Z-1326Z 11-13 of the 24 replays here ran at the slow pace, and the size read 232.6-234.9 GB/s.
 Those runs had no warm-up; with it, one of the six node runs at 1458Z-1511Z had 12 of its 24 replays at the
-slow pace (234.0 GB/s), the other five none. Some communicators hold the slow pace through bursts of 250-600 ms
+slow pace (233.0 GB/s), the other five none. Some communicators hold the slow pace through bursts of 250-600 ms
 (reports/device-logs/2026-11-26_1512Z_2x-h100_diag_alltoall_ramp_split.log: 3 of 16, the first made by the
 process group and the rest split from it, held it in over half of their windows past a burst's first 2 ms; in
 the process right after, none of 16 made afresh, _fresh.log: too few to tell the two kinds apart). The report
