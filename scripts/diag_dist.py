@@ -1,5 +1,5 @@
-"""The start every torchrun diagnostic in scripts/ shares: the node sweep's graph-timing environment, this rank's
-GPU, and NCCL's process group up on it."""
+"""What the torchrun diagnostics in scripts/ that time graphs as the node sweep does share: their start (the
+sweep's graph-timing environment, this rank's GPU, NCCL's process group up on it) and an all_to_all graph."""
 
 from __future__ import annotations
 
