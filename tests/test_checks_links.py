@@ -65,6 +65,19 @@ def test_same_count_over_a_long_uptime_is_a_normal_rate():
     assert _by_id(_env(fake, uptime=30 * DAY))["links.nvlink.0"].status == "pass"
 
 
+def test_a_passing_sum_over_every_link_names_the_busiest_link_the_limit_is_for():
+    """The 2 x H100 of 2026-11-26 (tests/test_device_compare.py's node): 376/s summed over 18 links read beside
+    "normal below 100/s" as if over it. The limit is per link and counter, so the finding names the busiest."""
+    fake = fake_nvml()
+    for link in range(18):
+        fake.set(0, f"nvmlDeviceGetNvLinkErrorCounter[{link},4]", {"value": 20 * 3600})  # ecc_data, 20/s each
+    fake.set(0, "nvmlDeviceGetNvLinkErrorCounter[5,4]", {"value": 60 * 3600})
+    c = _by_id(_env(fake, uptime=3600.0))["links.nvlink.0"]
+    assert c.status == "pass"
+    assert "all links together" in c.finding and "the busiest, link 5 ecc_data, 60/s" in c.finding
+    assert c.finding.endswith("normal below 100/s on any one link")
+
+
 def test_a_recovery_since_boot_warns():
     fake = fake_nvml()
     fake.set(1, "nvmlDeviceGetNvLinkErrorCounter[7,1]", {"value": 1})
