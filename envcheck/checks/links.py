@@ -109,7 +109,7 @@ def check_nvlink(env: Environment, i: int) -> Check:
         # The limit is per link and counter: the busiest one is shown beside the sum over every link.
         busiest = max(((lk["link"], k, lk[k]) for lk in links for k in ("crc_flit", "crc_data", "replay", "ecc_data")
                        if isinstance(lk.get(k), int)), key=lambda b: b[2])
-        return said(cid, "pass", "links.nvlink_counts.rate", gpu=label, count=n, counts=counts, limit=limit,
+        return said(cid, "pass", "links.nvlink_counts.busiest", gpu=label, count=n, counts=counts, limit=limit,
                     rate=units.per_unit(sum(totals.values()), uptime), span=units.span(uptime),
                     link=busiest[0], counter=busiest[1], top=units.per_unit(busiest[2], uptime))
     return said(cid, "pass", "links.nvlink_counts", gpu=label, count=n, counts=counts, limit=limit)
