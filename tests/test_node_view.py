@@ -223,7 +223,7 @@ def test_node_documents_show_every_part(node_trouble):
                  "| 4 GiB | – | – | – | – | – | – | – | out of memory |",
                  "| 1 MiB | 14.6 µs | 45.0 µs (launch-bound) | 71.8 | 71.8 | 16% | RING/LL | 0 | ok |",
                  "NCCL switched from RING/LL to RING/SIMPLE at 64 MiB",
-                 "1 size ran at more than one pace: the mean of its GPU replays lies over 3% above their fastest tenth "
+                 "1 size ran at more than one pace: the mean of its GPU replays lies over 3.0% above their fastest tenth "
                  "(all\\_to\\_all 64 MiB: +3.7%).", "| 64 MiB | 144 µs (two paces) | 138 µs | 468 | 234 |",
                  "![all\\_reduce: bus bandwidth by message size](x_charts/node0_all_reduce_busbw.svg)",
                  "## Benchmark on GPU 0: NVIDIA H200", "## Benchmark on GPU 1: NVIDIA H200",

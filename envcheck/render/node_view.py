@@ -497,7 +497,7 @@ def _times_lines(sa: an.SweepAnalysis, gpu_times: bool, p: _P) -> list[Line]:
                             communicators=_span([r.communicators for r in pooled]))))
     unsteady = [r for r in sa.rows if r.unsteady]
     if unsteady:
-        out.append(Line(p.t("node.coll.unsteady", count=len(unsteady),
+        out.append(Line(p.t("node.coll.unsteady", count=len(unsteady), bar=fmt.pct(100 * (an.UNSTEADY_RATIO - 1)),
                             sizes="; ".join(f"{p.escape(r.op)} {fmt.size_bytes(r.size_bytes)}: "
                                             f"+{fmt.pct(100 * (r.pace_spread or 0.0))}" for r in unsteady)), "warn"))
     errors = dict.fromkeys(r.gpu_error for r in sa.collectives.results if r.gpu_error)
