@@ -37,7 +37,7 @@ NODE_CONTROLS = (("2026-11-26_0935Z_vm_2x-h100_node.json", "2026-11-26_0941Z_vm_
                  ("2026-11-26_1458Z_vm_2x-h100_node.json", "2026-11-26_1505Z_vm_2x-h100_node.json"),
                  ("2026-11-26_1506Z_vm_2x-h100_node.json", "2026-11-26_1508Z_vm_2x-h100_node.json"),
                  ("2026-11-26_1509Z_vm_2x-h100_node.json", "2026-11-26_1511Z_vm_2x-h100_node.json"))
-H100_CONTROLS = (0, 1, 2, 6, 7, 8, 9, 10, 11, 12, 13)  # NODE_CONTROLS' 2 x H100 pairs
+H100_CONTROLS = tuple(i for i, (a, _) in enumerate(NODE_CONTROLS) if "_2x-h100_" in a)  # the 2 x H100 pairs
 
 
 def load(path: Path) -> Report:
