@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The node evidence on a multi-GPU machine, in one call of 8-9 minutes (456-563 s on 2 x H100, 2026-11-26 0935Z-1132Z;
 # 489 s with NODE_ONLY=1 at 1308Z, 502 s with the warm-up and B_BEFORE_S=450 at 1456Z; on 4 x H100 406 s at 1522Z
-# with B_BEFORE_S=0 NCCL_TESTS_RUNS=2 NCCL_TESTS_LARGE_RUNS=3):
+# with B_BEFORE_S=0 NCCL_TESTS_RUNS=2 NCCL_TESTS_LARGE_RUNS=3; 452 s at 1722Z with twelve communicators and
+# B_BEFORE_S=430, B skipped at 446 s):
 #   1. with NODE_GPU_TESTS=1 (about a minute more), the node GPU tests (tests/test_node_gpu.py: peer copies,
 #      the NCCL sweep, graph-timed collectives);
 #   2. node run A: `envcheck run --gpus all --quick`: the quick per-GPU suite on every GPU at once, then
@@ -124,9 +125,9 @@ large=(-b 256M -e 4G -f 4 -g "$ngpu" -w 5 -n 20 -G 5)
 # sizes over collective_bench.ALLOCATIONS (12). Each process is also one communicator's draw: which communicator
 # a call goes through moved all_to_all 64 MiB by up to 8% (reports/device-logs/
 # 2026-11-26_1125Z_2x-h100_diag_communicators.log), and envcheck captures its graphs on
-# collective_bench.COMMUNICATORS (6) in turn. The large sizes are run NCCL_TESTS_LARGE_RUNS times (7), the
-# small ones NCCL_TESTS_RUNS times (3) of NCCL_TESTS_CYCLES cycles; compare_node.py holds envcheck against the
-# median of every run's and cycle's row and shows their spread.
+# collective_bench.COMMUNICATORS (12, one capture each) in turn. The large sizes are run NCCL_TESTS_LARGE_RUNS
+# times (7), the small ones NCCL_TESTS_RUNS times (3) of NCCL_TESTS_CYCLES cycles; compare_node.py holds envcheck
+# against the median of every run's and cycle's row and shows their spread.
 for t in all_reduce all_gather reduce_scatter alltoall broadcast; do
   timeout 90 /tmp/ntb/${t}_perf "${args[@]}" >> "$nt/nccl_tests_eager.txt" 2>&1
   for range in small large; do

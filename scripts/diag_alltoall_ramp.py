@@ -3,7 +3,7 @@ before the timed replays does to envcheck's GPU time.
 
     torchrun --nproc-per-node 2 scripts/diag_alltoall_ramp.py [--mib 16 64] [--trials 4] [--idle-ms 0 50 500]
                                                               [--burst-ms 600] [--communicators 3]
-                                                              [--warm-us 0 50000 ...] [--rounds 6]
+                                                              [--warm-us 0 50000 ...] [--rounds 6] [--clocks]
 
 nccl-tests' all_to_all at 64 MiB read the slow pace (about 225 GB/s busbw against 241) in 14 of 42 cycles of
 100 calls and in none of 21 cycles of 4000 (reports/device-logs/2026-11-26_1257Z_2x-h100_diag_alltoall_draws.log),
@@ -16,11 +16,15 @@ and envcheck's 24 replays of 8 calls split between the two paces in 3 of 8 node 
    median replay in each window of the burst (0-2, 2-5, 5-10, 10-20, 20-50, 50-100, 100-200, 200-400 and
    400 ms to the end) and the share of replays at the slow pace (over 3% slower than the burst's fastest
    decile).
+   With ``--clocks`` each rank reads its GPU's SM and memory clocks, clock event reasons and NVLink error counters
+   from NVML through every burst (``diag_clocks.Poller``), and rank 0 prints each rank's lowest SM clock, the
+   reasons seen and the link counters' growth in each window, then how the slow windows' clocks compare with the
+   fast ones'.
    With ``--no-split`` every communicator is made afresh (the process group is not bound to a GPU, so
    ``new_group`` does not split from the first; nccl-tests makes its one communicator so).
-2. ``measure``: ``CollectiveBench.measure`` as the node sweep calls it (six communicators), ``--rounds`` times for
-   each value of ``collective_bench.GRAPH_WARM_US`` in ``--warm-us`` in turn; rank 0 prints the median GPU time's
-   busbw, its replays' range and how many of them ran at the slow pace.
+2. ``measure``: ``CollectiveBench.measure`` as the node sweep calls it (``COMMUNICATORS`` of them), ``--rounds``
+   times for each value of ``collective_bench.GRAPH_WARM_US`` in ``--warm-us`` in turn; rank 0 prints the median
+   GPU time's busbw, its replays' range and how many of them ran at the slow pace.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -47,6 +52,50 @@ def slow_share(us: list[float]) -> tuple[int, int]:
     return sum(x > SLOW * fast for x in us), len(us)
 
 
+def clock_lines(dist: Any, rank: int, world: int, reads: list[Any], bws: list[float | None], end_ms: float,
+                seen: list[tuple[float, list[Any]]]) -> None:
+    """Each rank's clocks and link counters in each window of one burst, printed by rank 0 under its line; the
+    windows past the first 2 ms join ``seen``."""
+    from diag_clocks import LINK_COUNTERS, window
+
+    mine = [window(reads, lo, hi if hi != math.inf else end_ms + 1)
+            for lo, hi in zip(WINDOWS_MS, (*WINDOWS_MS[1:], math.inf), strict=True)]
+    every: list[Any] = [None] * world
+    dist.all_gather_object(every, mine)
+    if rank != 0:
+        return
+    for r, windows in enumerate(every):
+        sm = " ".join(f"{w[0]:5d}" if w else "   - " for w in windows)
+        mem = sorted({w[1] for w in windows if w})
+        reasons = sorted({w[2] for w in windows if w})
+        grew = [w[3] for w in windows if w and w[3]]
+        links = ({name: sum(g[i] for g in grew) for i, (name, _) in enumerate(LINK_COUNTERS)} if grew else "-")
+        print(f"     rank {r} sm MHz: {sm} | mem {mem} reasons {[hex(x) for x in reasons]} links {links}", flush=True)
+    for i, bw in enumerate(bws):
+        if bw is not None and WINDOWS_MS[i] >= 2 and all(w[i] for w in every):
+            seen.append((bw, [w[i] for w in every]))
+
+
+def clock_summary(seen: list[tuple[float, list[Any]]]) -> None:
+    """Slow windows (busbw over 3% below the fastest window's) against the rest: each rank's lowest SM clock,
+    the reasons seen and the link counters' growth."""
+    if not seen:
+        return
+    top = max(bw for bw, _ in seen)
+    for name, keep in (("slow", lambda bw: bw < top / SLOW), ("fast", lambda bw: bw >= top / SLOW)):
+        part = [ranks for bw, ranks in seen if keep(bw)]
+        if not part:
+            print(f"clocks {name} windows: none", flush=True)
+            continue
+        for r in range(len(part[0])):
+            sm = sorted(w[r][0] for w in part)
+            reasons = sorted({w[r][2] for w in part})
+            grew = [w[r][3] for w in part if w[r][3]]
+            print(f"clocks {name} windows ({len(part)}), rank {r}: lowest SM {sm[0]}-{sm[-1]} MHz "
+                  f"(median {sm[len(sm) // 2]}), reasons {[hex(x) for x in reasons]}, "
+                  f"windows with link counters growing {sum(any(g) for g in grew)}/{len(grew)}", flush=True)
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--mib", nargs="+", type=int, default=[16, 64])
@@ -58,6 +107,7 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--no-split", action="store_true",
                    help="make each communicator afresh (ncclCommInitRank) rather than split from the first")
+    p.add_argument("--clocks", action="store_true", help="read clocks and NVLink counters through every burst")
     a = p.parse_args()
     torch, dist, rank, world, local = start(split=not a.no_split)
 
@@ -65,6 +115,11 @@ def main() -> int:
     from envcheck.node import collective_bench
     from envcheck.node.collective_bench import CollectiveBench, calls_per_graph, whole_cycles
 
+    poller = None
+    if a.clocks:
+        from diag_clocks import Poller
+        poller = Poller(local)
+    seen: list[tuple[float, list[Any]]] = []  # (a window's busbw, each rank's diag_clocks.window there)
     bench = CollectiveBench(torch, dist, f"cuda:{local}", rank, world)
     ranks = tuple(range(world))
 
@@ -101,21 +156,27 @@ def main() -> int:
                     torch.cuda.synchronize()
                     time.sleep(idle / 1e3)
                     events = [torch.cuda.Event(enable_timing=True) for _ in range(replays + 1)]
+                    if poller is not None:
+                        poller.start()
                     events[0].record()
                     for j in range(replays):
                         graph.replay()
                         events[j + 1].record()
                     torch.cuda.synchronize()
+                    reads = poller.stop() if poller is not None else []
                     at_ms = [events[0].elapsed_time(e) for e in events[1:]]
                     us = [x.elapsed_time(y) * 1e3 / calls for x, y in zip(events[:-1], events[1:], strict=True)]
-                    cells = []
+                    cells, bws = [], []
                     for lo, hi in zip(WINDOWS_MS, (*WINDOWS_MS[1:], math.inf), strict=True):
                         inside = [u for t, u in zip(at_ms, us, strict=True) if lo <= t < hi]
-                        cells.append(f"{busbw(size, statistics.median(inside)):5.1f}" if inside else "   - ")
+                        bws.append(busbw(size, statistics.median(inside)) if inside else None)
+                        cells.append(f"{bws[-1]:5.1f}" if inside else "   - ")
                     slow, n = slow_share(us)
                     if rank == 0:
                         print(f"ramp comm {c} {size // MiB:>3} MiB x{calls:<3} idle {idle:5.0f} ms trial {trial}: "
                               + " ".join(cells) + f" | slow {slow:3d}/{n} | {at_ms[-1]:5.0f} ms", flush=True)
+                    if poller is not None:
+                        clock_lines(dist, rank, world, reads, bws, at_ms[-1], seen)
             graph.reset()
             del sets, graph
             torch.cuda.empty_cache()
@@ -123,6 +184,8 @@ def main() -> int:
             dist.destroy_process_group(group)
     if rank == 0:
         print("ramp windows (ms): " + " ".join(f"{lo}-" for lo in WINDOWS_MS), flush=True)
+        if poller is not None:
+            clock_summary(seen)
 
     more = bench.more_communicators(ranks, ("all_to_all",)) if a.warm_us else ()
     for warm in a.warm_us:

@@ -8,6 +8,7 @@ import json
 import pytest
 from node_fakes import text
 
+from envcheck.analysis import collectives
 from envcheck.analysis import node as an
 from envcheck.model import Timing, build, to_dict
 from envcheck.model.node import CollectiveResult, Collectives, RankTiming
@@ -303,11 +304,11 @@ def test_several_nccl_tests_runs_are_one_reference_their_median_with_the_spread(
     assert one.theirs_runs == 1 and one.theirs_range is None and not one.within  # 2.9% off the slowest run
 
 
-def _paced(samples_by_rank, allocations=1, op="all_to_all", size=64 << 20):
+def _paced(samples_by_rank, allocations=1, op="all_to_all", size=64 << 20, captures=1):
     r = _result(op, size, 300.0, len(samples_by_rank))
     gpu = tuple(RankTiming(k, Timing.from_samples("cuda_graph", list(xs), 8)) for k, xs in enumerate(samples_by_rank))
     return CollectiveResult(r.op, r.size_bytes, r.count, r.dtype, r.ranks, r.timings, r.wrong, gpu_timings=gpu,
-                            allocations=allocations)
+                            allocations=allocations, captures=captures, communicators=captures)
 
 
 def test_replays_at_two_paces_are_flagged_and_one_pace_with_its_jitter_is_not():
@@ -326,3 +327,35 @@ def test_replays_at_two_paces_are_flagged_and_one_pace_with_its_jitter_is_not():
     assert an.collective_row(_paced([two[:9], two[:9]]), _sweep([])).pace_spread is None
     # No GPU time (per-call rows): nothing to judge either.
     assert an.collective_row(_result("all_to_all", 64 << 20, 140.0), _sweep([])).pace_spread is None
+
+
+def test_the_gpu_time_is_the_median_of_the_captures_of_one_allocation_and_the_mean_of_fresh_ones():
+    """Twelve captures of two replays each, three of them ~7% slow (as at 2026-11-26 1736Z on 2 x H100, each on a
+    communicator of its own): the GPU time is a fast capture's, where the replays' mean would be pulled 1.7% up.
+    A rank's replays are its captures' runs one after the other; each capture's time is averaged over the
+    ranks before the median."""
+    fast, slow = [138.0, 139.0], [148.0, 150.0]
+    rank0 = [x for k in range(12) for x in (slow if k in (0, 1, 11) else fast)]
+    rank1 = [x + 1.0 for x in rank0]
+    r = _paced([rank0, rank1], captures=12)
+    assert collectives.capture_means_us(r) == pytest.approx([149.5 if k in (0, 1, 11) else 139.0 for k in range(12)])
+    assert collectives.gpu_time_us(r) == pytest.approx(139.0)
+    mean = (sum(rank0) + sum(rank1)) / 48
+    assert mean > 1.015 * collectives.gpu_time_us(r)
+    # Half the captures slow: the median lies between the paces, as the mean does (the 1508Z run).
+    half = [x for k in range(12) for x in (slow if k % 2 else fast)]
+    assert collectives.gpu_time_us(_paced([half, half], captures=12)) == pytest.approx((138.5 + 149.0) / 2)
+    # One capture (reports before captures were pooled), or replays that do not divide among the captures: the
+    # mean of every replay, as before.
+    assert collectives.gpu_time_us(_paced([rank0, rank1])) == pytest.approx(mean)
+    assert collectives.gpu_time_us(_paced([rank0[:23], rank1[:23]], captures=12)) == pytest.approx(
+        (sum(rank0[:23]) + sum(rank1[:23])) / 46)
+    assert collectives.capture_means_us(_result("all_to_all", 64 << 20, 140.0)) == ()
+    # Captures on fresh allocations each differ by where their buffers landed, a spread without two values: their
+    # mean, not their median.
+    spread = [x for k in range(12) for x in (274.0 + 4 * k, 274.0 + 4 * k)]
+    fresh = _paced([spread, spread], allocations=12, captures=12)
+    assert collectives.gpu_time_us(fresh) == pytest.approx(sum(spread) / 24)
+    skewed = [x for k in range(12) for x in ((300.0, 300.0) if k < 3 else (280.0, 280.0))]
+    assert collectives.gpu_time_us(_paced([skewed, skewed], allocations=12, captures=12)) == pytest.approx(285.0)
+    assert collectives.gpu_time_us(_paced([skewed, skewed], captures=12)) == pytest.approx(280.0)

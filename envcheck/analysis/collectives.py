@@ -93,10 +93,43 @@ def mean_time_us(result: CollectiveResult) -> float | None:
     return _mean_over_ranks(result.timings)
 
 
+def capture_means_us(result: CollectiveResult) -> tuple[float, ...]:
+    """Each graph capture's time of one call: its replays' mean on each rank, averaged over the ranks, in the order
+    the captures were taken. A rank's ``gpu_timings`` hold ``captures`` runs of equal length one after the other
+    (``envcheck.node.collective_bench.CollectiveBench.measure``); where they do not divide so (a report written
+    otherwise), or there was one capture, every replay counts as one capture's. Empty without GPU time."""
+    series = [t.timing.samples_us for t in result.gpu_timings if len(t.timing.samples_us)]
+    if not series:
+        return ()
+    k = result.captures if result.captures > 1 and all(len(s) % result.captures == 0 for s in series) else 1
+    per_rank = [[statistics.fmean(s[i * (len(s) // k):(i + 1) * (len(s) // k)]) for i in range(k)] for s in series]
+    return tuple(statistics.fmean(r[i] for r in per_rank) for i in range(k))
+
+
 def gpu_time_us(result: CollectiveResult) -> float | None:
-    """GPU time of one call (CUDA-graph replays), each rank's mean averaged over the ranks, as
-    nccl-tests' graph mode (``-G``) reports it. None where there is none (``result.gpu_reason``)."""
-    return _mean_over_ranks(result.gpu_timings)
+    """GPU time of one call (CUDA-graph replays), from each graph capture's mean (its replays' mean on each rank,
+    averaged over the ranks, as nccl-tests' graph mode (``-G``) reports one run); with one capture, that mean.
+
+    Each capture is a draw of what moves a collective's pace from one process to the next, and nccl-tests' run
+    is one such draw; ``scripts/compare_node.py`` holds envcheck against the median of several runs.
+
+    - Captures of one allocation differ by their communicator, and those draws take two values: all_to_all
+      64 MiB on 2 x H100 ran at about 138.5 us a call on most communicators and 145-150 on some. The GPU time is
+      the median of the captures, the pace of the typical communicator, as the reference's median is. Their mean
+      would move with how many slow ones a run drew: at 1736Z, 3 of 12 ran slow, and the mean read 237.5 GB/s
+      busbw against nccl-tests' 242.8 (0.978), the median 241.4 (0.994)
+      (reports/2026-11-26_1736Z_vm_2x-h100_node.json, tests/test_device_compare.py).
+    - Captures on fresh allocations each (sizes above 3x L2, ``result.allocations``) differ by where their
+      buffers landed, a spread without two values (reduce_scatter 4 GiB read 274-314 GB/s over ten
+      allocations): the GPU time is their mean. Over the 22 committed 2 x H100 and 4 x H100 runs of
+      1134Z-1736Z, the mean left 1 of 330 such rows over 2% from nccl-tests' median, the median 4
+      (reports/device-logs/2026-11-26_node_runs_mean_vs_median.md).
+
+    None where there is no GPU time (``result.gpu_reason``)."""
+    means = capture_means_us(result)
+    if not means:
+        return None
+    return statistics.fmean(means) if result.allocations > 1 else statistics.median(means)
 
 
 def _cv(timings: Sequence[RankTiming]) -> float | None:

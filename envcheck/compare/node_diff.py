@@ -8,7 +8,10 @@ the kernel cases:
 * **collectives** pair on (scope, op, size). A ratio is other / baseline time of one call (above 1
   is slower; busbw moves the other way by the same factor, the ranks being equal). The time is the
   mean of the per-iteration times (nccl-tests' ``-a 1``), so its within-run standard error is the
-  standard error of that mean.
+  standard error of that mean. A GPU time whose graph captures share one allocation is the median
+  of the captures' means (``analysis.collectives.gpu_time_us``); its within-run error is still taken
+  from the per-iteration times, and what the captures' draws (communicators) add is in the run-to-run
+  floor, learned with that same time from the committed controls.
 * **copies** (peer copies, and host links: ``h2d`` / ``d2h``) pair on (kind, method, source,
   destination, directions). Their bandwidth is over the median time, so the within-run error is
   the bootstrap one of the median (``stats.median_log_se``).
