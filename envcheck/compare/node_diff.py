@@ -24,7 +24,7 @@ the kernel cases:
   run-to-run noise is a property of its size, not of its class: on 2 x H100 all_to_all at 16 MiB
   moved 3% between runs and at 4 MiB 1%, all_gather at 4 GiB 0.05% and at 64 MiB 0.2%; a floor per
   op and size class let the quiet sizes' intervals exclude 1 in 6.4% of eight held-out back-to-back
-  pairs, a floor per size in 5.0% (and in 5.05% of eleven, tests/test_node_diff.py). The rows with an
+  pairs, a floor per size in 5.0% (and in 5.25% of eleven, tests/test_node_diff.py). The rows with an
   interval are one family, called after the Benjamini-Hochberg correction, as the kernel cases are.
 * **counters**: each GPU's error-counter rate during the node tests (and since boot), both sides.
 * **topology**: each GPU pair's path (``NV18``, ``SYS``...), each GPU's active NVLinks, the NCCL
