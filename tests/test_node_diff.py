@@ -259,7 +259,7 @@ def test_node_floors_learned_without_a_pair_hold_on_it(controls, tmp_path, monke
     out, scripts/noise_floors.py on the rest): no row is called, and 26 of the 495 held-out intervals exclude 1
     (5.25%: two rows over the issue's 5%, which is 24.75; 25 with the GPU time the mean of every replay, before
     the median of the captures of one allocation. Eight H100 pairs before the last three joined: 18 of 360; with
-    floors of a kind per op and size class, 23 of 360). The eight peer sm_kernel copies among the 26 exclude 1 by
+    floors of a kind per op and size class, 23 of 360). The seven peer sm_kernel copies among the 26 exclude 1 by
     at most 0.2%. The count may not grow. The two pairs of 1732Z-1736Z (twelve communicators, one capture each)
     are held out as the test of these floors: 3 of their 90 intervals exclude 1 and no row is called
     (reports/device-logs/2026-11-26_1732Z_2x-h100_node_diff_out-of-sample.md and _1735Z_). Joined to the
