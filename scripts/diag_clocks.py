@@ -85,7 +85,8 @@ class Poller:
 
 def window(reads: list[Read], lo_ms: float, hi_ms: float) -> tuple[int, int, int, tuple[int, ...] | None] | None:
     """(lowest SM clock, lowest memory clock, reasons seen, link counters' growth) over reads between ``lo_ms`` and
-    ``hi_ms`` since the start (the growth from the last link read at or before the window's start to the last inside it)."""
+    ``hi_ms`` since the start (the growth from the last link read at or before the window's start to the last
+    inside it)."""
     inside = [r for r in reads if lo_ms <= r.t * 1e3 < hi_ms]
     if not inside:
         return None
