@@ -38,7 +38,9 @@
 #   7. with L2_HOT=1, nccl-tests' alltoall and all_reduce at 1, 4 and 16 MiB each run alone (-b S -e S), so
 #      that it reuses one set of buffers, L2 hot (nccl_tests_l2_hot.txt in nccl_tests.tgz, and the log);
 #   8. with PAIR_ONLY=1, only A and B, each with one small per-GPU case, and the diff (about 2 minutes on two
-#      GPUs): a negative control for node rows, out of sample for the node floors shipped before it ran;
+#      GPUs): a negative control for node rows, out of sample for the node floors shipped before it ran. It
+#      leaves seven files in $OUT, and a lent machine brings back eight a call: for two pairs in one call, give
+#      each its own OUT and pack all but one pair's files into a tgz (at 1730Z the second pair's came back short);
 #   9. with FLEET=1, a fleet of two nodes simulated on this machine (two torchrun launchers, one GPU each;
 #      up to 200 s more; its reports go into work.tgz).
 # Runs from a source tree with the machine's own python3; writes 8 files to $OUT:
