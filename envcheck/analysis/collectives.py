@@ -101,9 +101,13 @@ def capture_means_us(result: CollectiveResult) -> tuple[float, ...]:
     series = [t.timing.samples_us for t in result.gpu_timings if len(t.timing.samples_us)]
     if not series:
         return ()
-    k = result.captures if result.captures > 1 and all(len(s) % result.captures == 0 for s in series) else 1
-    per_rank = [[statistics.fmean(s[i * (len(s) // k):(i + 1) * (len(s) // k)]) for i in range(k)] for s in series]
-    return tuple(statistics.fmean(r[i] for r in per_rank) for i in range(k))
+    k = result.captures if all(len(s) % result.captures == 0 for s in series) else 1
+
+    def by_capture(s: Sequence[float]) -> list[float]:
+        n = len(s) // k
+        return [statistics.fmean(s[i * n:(i + 1) * n]) for i in range(k)]
+
+    return tuple(statistics.fmean(one) for one in zip(*(by_capture(s) for s in series), strict=True))
 
 
 def gpu_time_us(result: CollectiveResult) -> float | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from envcheck import units
+from envcheck.analysis.counters import RATE_COUNTERS
 from envcheck.analysis.node import (
     NVLINK_CRC_PER_S_LIMIT,
     PCIE_REPLAY_PER_MIN_LIMIT,
@@ -92,23 +93,20 @@ def check_nvlink(env: Environment, i: int) -> Check:
     recovering = [lk["link"] for lk in links if (lk.get("recovery") or 0) > 0]
     counts = ", ".join(f"{k} {v}" for k, v in totals.items() if v)  # NVML's counter names: identifiers
     limit = f"{NVLINK_CRC_PER_S_LIMIT:g}/s"
-    if isinstance(uptime, (int, float)) and uptime > 0:
-        hot = [(lk["link"], k, lk[k] / uptime) for lk in links for k in ("crc_flit", "crc_data", "replay", "ecc_data")
-               if isinstance(lk.get(k), int) and lk[k] / uptime > NVLINK_CRC_PER_S_LIMIT]
-        if hot:
-            link, k, rate = max(hot, key=lambda h: h[2])
-            return said(cid, "fail", "links.nvlink_hot", "links.nvlink_hot.fix", gpu=label, link=link, counter=k,
-                        rate=f"{rate:.0f}/s", limit=limit, index=i)
+    timed = isinstance(uptime, (int, float)) and uptime > 0
+    # The limit is per link and counter: the busiest one is judged, and shown beside the sum over every link.
+    busiest = max(((lk["link"], k, lk[k]) for lk in links for k in RATE_COUNTERS if isinstance(lk.get(k), int)),
+                  key=lambda b: b[2], default=None)
+    if timed and busiest is not None and busiest[2] / uptime > NVLINK_CRC_PER_S_LIMIT:
+        return said(cid, "fail", "links.nvlink_hot", "links.nvlink_hot.fix", gpu=label, link=busiest[0],
+                    counter=busiest[1], rate=f"{busiest[2] / uptime:.0f}/s", limit=limit, index=i)
     if recovering:
         return said(cid, "warn", "links.nvlink_recovery", "links.nvlink_recovery.fix", gpu=label,
                     links=", ".join(map(str, recovering)), index=i)
     n = len(links)
     if not counts:
         return said(cid, "pass", "links.nvlink_clean", gpu=label, count=n)
-    if isinstance(uptime, (int, float)) and uptime > 0:
-        # The limit is per link and counter: the busiest one is shown beside the sum over every link.
-        busiest = max(((lk["link"], k, lk[k]) for lk in links for k in ("crc_flit", "crc_data", "replay", "ecc_data")
-                       if isinstance(lk.get(k), int)), key=lambda b: b[2])
+    if timed and busiest is not None:
         return said(cid, "pass", "links.nvlink_counts.busiest", gpu=label, count=n, counts=counts, limit=limit,
                     rate=units.per_unit(sum(totals.values()), uptime), span=units.span(uptime),
                     link=busiest[0], counter=busiest[1], top=units.per_unit(busiest[2], uptime))
