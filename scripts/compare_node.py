@@ -140,8 +140,21 @@ def _f(x: float | None, digits: int = 1) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
-def torch_bandwidth_gbps(src: int, dst: int, size_bytes: int, iters: int = 20) -> float:
-    """A plain ``dst.copy_(src)`` across devices, CUDA events on the source's stream, median of ``iters``."""
+def torch_bandwidth_gbps(src: int, dst: int, size_bytes: int, iters: int = 20, reps: int = 5) -> float:
+    """A plain ``dst.copy_(src)`` across devices on the source's stream: ``iters`` copies back to back between two
+    CUDA events, median over ``reps`` such loops.
+
+    The copies are queued without a wait between them, as envcheck's are, so each copy's host launch is hidden
+    behind the one before it. Timing each copy on its own, with a wait after it, as this did before, puts the
+    launch into the time when the host is slow to issue it: on 2 x H100 at 256 MiB it read 368.1 GB/s in the
+    1935Z call (reports/device-logs/2026-11-26_1935Z_2x-h100_node_vs_nccl-tests.md, envcheck 393.1: "copies agree:
+    False"), 382.5 at 1949Z, 384.3-388.2 before. Both ways side by side in six rounds
+    (reports/device-logs/2026-11-26_2001Z_2x-h100_torch_copy_reference.txt): a wait after each copy 384.8-388.0
+    GB/s, back to back 387.4-389.6, envcheck's copy engine 393.3-394.2. What is left, about 1.3% (9 us a copy),
+    is not explained here: envcheck times each copy between events of its own, on streams of its own, and takes
+    the median; this loop holds all that passes from its first copy's start to its last one's end on the current
+    streams. It is within COPY_TOLERANCE.
+    """
     import torch
 
     a = torch.ones(size_bytes // 4, device=f"cuda:{src}")
@@ -151,13 +164,14 @@ def torch_bandwidth_gbps(src: int, dst: int, size_bytes: int, iters: int = 20) -
         for _ in range(3):
             b.copy_(a)
         torch.cuda.synchronize(src)
-        for _ in range(iters):
+        for _ in range(reps):
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             s.record()
-            b.copy_(a, non_blocking=True)
+            for _ in range(iters):
+                b.copy_(a, non_blocking=True)
             e.record()
             e.synchronize()
-            times.append(s.elapsed_time(e) * 1e-3)
+            times.append(s.elapsed_time(e) * 1e-3 / iters)
     return size_bytes / statistics.median(times) / 1e9
 
 

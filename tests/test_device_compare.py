@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
 from node_fakes import NODE, capture, fake_nvml
 
 from envcheck import model
@@ -206,3 +207,39 @@ def test_a_few_slow_communicators_leave_the_median_of_the_captures_at_the_pace_o
     assert collectives.gpu_time_us(result) == statistics.median(captures) < 0.99 * mean
     busbw = collectives.bandwidths_gbps("all_to_all", result.size_bytes, 2, mean)[1]
     assert round(busbw, 1) == 237.5 and busbw / 242.8 < 0.98  # the mean's busbw: off the bar
+
+
+# Every 2 x H100 node run of this version (twelve communicators, the median of the captures of one allocation),
+# each against nccl-tests' runs of its own call, or of the call that ran just before it on the machine.
+THIS_VERSION_H100 = (("1724Z", "1722Z"), ("1732Z", "1722Z"), ("1733Z", "1722Z"), ("1735Z", "1722Z"),
+                     ("1736Z", "1722Z"), ("1937Z", "1935Z"), ("1947Z", "1935Z"), ("1949Z", "1935Z"),
+                     ("1951Z", "1949Z"), ("1958Z", "1949Z"), ("2000Z", "1949Z"))
+
+
+@pytest.fixture(scope="module")
+def nccl_tests_of_calls(tmp_path_factory):
+    """The committed nccl-tests outputs of each call, unpacked once."""
+    import tarfile
+
+    root = tmp_path_factory.mktemp("nccl_tests")
+    for call in sorted({c for _, c in THIS_VERSION_H100}):
+        with tarfile.open(REPORTS / "device-logs" / f"2026-11-26_{call}_2x-h100_nccl-tests.tgz") as tar:
+            tar.extractall(root / call, filter="data")
+    return root
+
+
+@pytest.mark.parametrize(("run", "call"), THIS_VERSION_H100)
+def test_every_node_run_of_this_version_agrees_with_nccl_tests_at_every_size(run, call, nccl_tests_of_calls,
+                                                                            tmp_path):
+    """The issue's bar on every committed 2 x H100 run of this version: GPU-time busbw within 5% of nccl-tests'
+    at every size and within 2% from 64 MiB, all 35 (op, size), and no size at two paces."""
+    nt = nccl_tests_of_calls / call / "nccl_tests"
+    out = tmp_path / f"{run}.md"
+    rc = _script().main(["--node", str(REPORTS / f"2026-11-26_{run}_vm_2x-h100_node.json"),
+                         "--nccl-tests", str(nt / "nccl_tests_eager.txt"),
+                         "--nccl-tests-graph", str(nt / "nccl_tests_graph.txt"), "--out", str(out)])
+    lines = out.read_text().splitlines()
+    assert rc == 0 and any(ln.startswith("verdict: PASS: 35 of 35") for ln in lines)
+    rows = [ln for ln in lines if ln.startswith("| ") and "| gpu |" in ln]
+    assert len(rows) == 35 and all("| yes |" in ln for ln in rows)
+    assert not any("two paces" in ln for ln in lines)

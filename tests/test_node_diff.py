@@ -262,8 +262,9 @@ def test_node_floors_learned_without_a_pair_hold_on_it(controls, tmp_path, monke
     floors of a kind per op and size class, 23 of 360). The seven peer sm_kernel copies among the 26 exclude 1 by
     at most 0.2%. The count may not grow. The two pairs of 1732Z-1736Z (twelve communicators, one capture each)
     are held out as the test of these floors: 3 of their 90 intervals exclude 1 and no row is called
-    (reports/device-logs/2026-11-26_1732Z_2x-h100_node_diff_out-of-sample.md and _1735Z_). Joined to the
-    controls they would make the count 39 of 585 (6.7%): two calm pairs shrink the floors of sizes that moved 4-20%
+    (reports/device-logs/2026-11-26_1732Z_2x-h100_node_diff_out-of-sample.md and _1735Z_); with the pairs of
+    1943Z and 1956Z, 6 of 180 (test_the_shipped_node_floors_hold_on_pairs_they_were_not_learned_from). The first
+    two, joined to the controls, would make the count 39 of 585 (6.7%): two calm pairs shrink the floors of sizes that moved 4-20%
     between earlier runs (all_to_all 16 and 64 MiB, a host link), which those runs, held out, then exceed."""
     import runpy
     import sys
@@ -295,6 +296,28 @@ def test_node_floors_learned_without_a_pair_hold_on_it(controls, tmp_path, monke
     finally:
         sys.argv = argv
     assert len(held) == 495 and excluding <= 26
+
+
+# 2 x H100 pairs of this version, never among the controls the shipped node floors were learned from.
+HELD_OUT_H100 = (("2026-11-26_1732Z_vm_2x-h100_node.json", "2026-11-26_1733Z_vm_2x-h100_node.json"),
+                 ("2026-11-26_1735Z_vm_2x-h100_node.json", "2026-11-26_1736Z_vm_2x-h100_node.json"),
+                 ("2026-11-26_1947Z_vm_2x-h100_node.json", "2026-11-26_1949Z_vm_2x-h100_node.json"),
+                 ("2026-11-26_1958Z_vm_2x-h100_node.json", "2026-11-26_2000Z_vm_2x-h100_node.json"))
+
+
+def test_the_shipped_node_floors_hold_on_pairs_they_were_not_learned_from():
+    """Out of sample, with the floors as shipped: the four held-out pairs (two at 1730Z, one at 1943Z, one at
+    1956Z, each diffed on the machine too) call no row, and at most 5% of their intervals exclude 1 (6 of 180:
+    0, 3, 2 and 1)."""
+    rows = []
+    for a, b in HELD_OUT_H100:
+        assert (a, b) not in NODE_CONTROLS
+        n = compare(("a", nf.load(nf.REPORTS / a)), ("b", nf.load(nf.REPORTS / b))).node
+        assert n is not None and n.shipped_pairs and not {a, b} & {x for pair in n.shipped_pairs for x in pair}
+        assert [r for r in (*n.collectives, *n.copies) if r.change.verdict in ("slower", "faster")] == []
+        rows += [r.change for r in (*n.collectives, *n.copies) if r.change.low is not None]
+    excluding = sum(r.low > 1 or r.high < 1 for r in rows)
+    assert len(rows) == 180 and excluding <= 0.05 * len(rows)
 
 
 def _busbw_ratio(a, b, op: str, size: int) -> float:
