@@ -10,16 +10,19 @@ how many rows lie outside the 2% bar (from 64 MiB) or 5% (below) with each.
 
 from __future__ import annotations
 
-import math
 import statistics
 import sys
 from collections import defaultdict
 
 from envcheck import model
-from envcheck.analysis.collectives import IN_PLACE_OPS, bandwidths_gbps, capture_means_us
+from envcheck.analysis.collectives import (
+    IN_PLACE_OPS,
+    NCCL_TESTS_LARGE_BYTES,
+    bandwidths_gbps,
+    capture_means_us,
+    nccl_tests_tolerance,
+)
 from envcheck.node import nccl_tests
-
-LARGE = 64 << 20  # the bar tightens from here, as in compare_node.py
 
 
 def rows(run: str, graph: str) -> list[tuple[str, str, int, float, float, float]]:
@@ -50,9 +53,9 @@ def main(argv: list[str]) -> int:
     for arg in argv:
         run, graph = arg.rsplit(":", 1)
         for kind, op, size, mean, median, theirs in rows(run, graph):
-            bar = 0.02 if size >= LARGE else 0.05
-            off = [abs(math.log(x / theirs)) > -math.log(1 - bar) for x in (mean, median)]
-            t = tally[f"{kind}, {'from' if size >= LARGE else 'below'} 64 MiB"]
+            # The bar and its test as analysis.collectives.agreements applies them.
+            off = [abs(x / theirs - 1) > nccl_tests_tolerance(size) for x in (mean, median)]
+            t = tally[f"{kind}, {'from' if size >= NCCL_TESTS_LARGE_BYTES else 'below'} 64 MiB"]
             t[0] += 1
             t[1] += off[0]
             t[2] += off[1]

@@ -148,23 +148,28 @@ def test_a_miss_where_nccl_tests_own_runs_lie_further_apart_than_the_bar_is_name
     assert "(20 of 20)" in line and "all_reduce 4096 MiB (runs 6.0 % apart)" in line
 
 
+def _against_call(run: str, call: str, tmp_path: Path) -> tuple[int, list[str]]:
+    """The script on a committed 2 x H100 node run of 2026-11-26 against the committed nccl-tests of a device call:
+    its exit status and the lines it wrote."""
+    import tarfile
+
+    nt = tmp_path / call / "nccl_tests"
+    if not nt.exists():
+        with tarfile.open(REPORTS / "device-logs" / f"2026-11-26_{call}_2x-h100_nccl-tests.tgz") as tar:
+            tar.extractall(tmp_path / call, filter="data")
+    out = tmp_path / f"{run}.md"
+    rc = _script().main(["--node", str(REPORTS / f"2026-11-26_{run}_vm_2x-h100_node.json"),
+                         "--nccl-tests", str(nt / "nccl_tests_eager.txt"),
+                         "--nccl-tests-graph", str(nt / "nccl_tests_graph.txt"), "--out", str(out)])
+    return rc, out.read_text().splitlines()
+
+
 def test_a_miss_where_envcheck_ran_at_two_paces_is_named_and_still_fails(tmp_path):
     """The committed 2 x H100 run of 2026-11-26 1508Z (all_to_all 64 MiB: 12 of 24 replays at the slow pace, six of
     its twelve captures, so the median of the captures reads 232.7 GB/s busbw, their mean 233.0) against
     nccl-tests' runs of the 1456Z call on the same kind of machine (242.1): the miss is named with envcheck's
     spread, and the verdict still fails. The 1505Z run, at one pace, passes that size."""
-    import tarfile
-
-    with tarfile.open(REPORTS / "device-logs" / "2026-11-26_1456Z_2x-h100_nccl-tests.tgz") as tar:
-        tar.extractall(tmp_path, filter="data")
-    nt = tmp_path / "nccl_tests"
-    lines = {}
-    for run in ("1508Z", "1505Z"):
-        out = tmp_path / f"{run}.md"
-        _script().main(["--node", str(REPORTS / f"2026-11-26_{run}_vm_2x-h100_node.json"),
-                        "--nccl-tests", str(nt / "nccl_tests_eager.txt"), "--nccl-tests-graph",
-                        str(nt / "nccl_tests_graph.txt"), "--out", str(out)])
-        lines[run] = out.read_text().splitlines()
+    lines = {run: _against_call(run, "1456Z", tmp_path)[1] for run in ("1508Z", "1505Z")}
     row = next(ln for ln in lines["1508Z"] if ln.startswith("| all_to_all | 64 MiB |"))
     assert "| 232.7 | gpu | 242.1 |" in row and "| NO |" in row
     named = [ln for ln in lines["1508Z"] if ln.startswith("off the bar where envcheck's GPU replays ran at two paces")]
@@ -181,18 +186,11 @@ def test_a_few_slow_communicators_leave_the_median_of_the_captures_at_the_pace_o
     its own, ran about 7% slow. The GPU time, the median of the captures, reads 241.4 and the size passes; the
     mean of the replays, what the GPU time was before, reads 237.5 (0.978), off the 2% bar."""
     import statistics
-    import tarfile
 
     from envcheck.analysis import collectives
 
-    with tarfile.open(REPORTS / "device-logs" / "2026-11-26_1722Z_2x-h100_nccl-tests.tgz") as tar:
-        tar.extractall(tmp_path, filter="data")
-    nt = tmp_path / "nccl_tests"
     node_json = REPORTS / "2026-11-26_1736Z_vm_2x-h100_node.json"
-    out = tmp_path / "1736Z.md"
-    rc = _script().main(["--node", str(node_json), "--nccl-tests", str(nt / "nccl_tests_eager.txt"),
-                         "--nccl-tests-graph", str(nt / "nccl_tests_graph.txt"), "--out", str(out)])
-    lines = out.read_text().splitlines()
+    rc, lines = _against_call("1736Z", "1722Z", tmp_path)
     row = next(ln for ln in lines if ln.startswith("| all_to_all | 64 MiB |"))
     assert "| 241.4 | gpu | 242.8 |" in row and "| yes |" in row
     assert rc == 0 and any(ln.startswith("verdict: PASS: 35 of 35") for ln in lines)
@@ -216,29 +214,11 @@ THIS_VERSION_H100 = (("1724Z", "1722Z"), ("1732Z", "1722Z"), ("1733Z", "1722Z"),
                      ("1951Z", "1949Z"), ("1958Z", "1949Z"), ("2000Z", "1949Z"))
 
 
-@pytest.fixture(scope="module")
-def nccl_tests_of_calls(tmp_path_factory):
-    """The committed nccl-tests outputs of each call, unpacked once."""
-    import tarfile
-
-    root = tmp_path_factory.mktemp("nccl_tests")
-    for call in sorted({c for _, c in THIS_VERSION_H100}):
-        with tarfile.open(REPORTS / "device-logs" / f"2026-11-26_{call}_2x-h100_nccl-tests.tgz") as tar:
-            tar.extractall(root / call, filter="data")
-    return root
-
-
 @pytest.mark.parametrize(("run", "call"), THIS_VERSION_H100)
-def test_every_node_run_of_this_version_agrees_with_nccl_tests_at_every_size(run, call, nccl_tests_of_calls,
-                                                                            tmp_path):
+def test_every_node_run_of_this_version_agrees_with_nccl_tests_at_every_size(run, call, tmp_path):
     """The issue's bar on every committed 2 x H100 run of this version: GPU-time busbw within 5% of nccl-tests'
     at every size and within 2% from 64 MiB, all 35 (op, size), and no size at two paces."""
-    nt = nccl_tests_of_calls / call / "nccl_tests"
-    out = tmp_path / f"{run}.md"
-    rc = _script().main(["--node", str(REPORTS / f"2026-11-26_{run}_vm_2x-h100_node.json"),
-                         "--nccl-tests", str(nt / "nccl_tests_eager.txt"),
-                         "--nccl-tests-graph", str(nt / "nccl_tests_graph.txt"), "--out", str(out)])
-    lines = out.read_text().splitlines()
+    rc, lines = _against_call(run, call, tmp_path)
     assert rc == 0 and any(ln.startswith("verdict: PASS: 35 of 35") for ln in lines)
     rows = [ln for ln in lines if ln.startswith("| ") and "| gpu |" in ln]
     assert len(rows) == 35 and all("| yes |" in ln for ln in rows)
