@@ -81,10 +81,11 @@ def seams(args: argparse.Namespace) -> Seams:
 
 
 def replayed(report: Report, s: Seams) -> Report:
-    """A report made from a snapshot: it says so, and its time is the capture's when the snapshot has one."""
+    """A report made from a snapshot: it says so, and its time is the capture's when the snapshot has
+    one, else the replay's (one reading of the clock, so the two never differ by the seconds between)."""
     if s.source is None:
         return report
-    return dataclasses.replace(report, created=s.source.captured or report.created, replayed_from=s.source)
+    return dataclasses.replace(report, created=s.source.captured or s.source.replayed, replayed_from=s.source)
 
 
 def anonymizer(host: str, key: bytes, s: Seams) -> Anonymizer:
