@@ -14,6 +14,8 @@ worker, then plays the script's steps in order:
   in PATH becomes the pid, so several workers playing one script write apart
 - ``{"spawn": "PATH"}``: start a sleeping child in a session of its own (out of the worker's
   process group, as a library's helper process may be) and write its pid to PATH
+- ``{"barrier": [DIR, N]}``: leave a file named by this pid in DIR, then wait (up to 60 s) until DIR
+  holds N files; exit with status 3 if it never does (workers run one after another never meet)
 - ``{"exit": N}``: exit with status N now
 - ``{"signal": "SIGSEGV"}``: die by that signal (what a broken CUDA install does)
 
@@ -79,6 +81,15 @@ def main() -> int:
             for i, c in enumerate(cases[:limit]):
                 emit({"event": "case_start", "i": i, "n": len(cases), "case": c})
                 emit({"event": "case", "case": measured_case(c)})
+        elif "barrier" in step:
+            folder, count = step["barrier"]
+            with open(os.path.join(folder, str(os.getpid())), "w", encoding="utf-8") as f:
+                f.write("here")
+            deadline = time.monotonic() + 60
+            while len(os.listdir(folder)) < count:
+                if time.monotonic() > deadline:
+                    return 3
+                time.sleep(0.05)
         elif "exit" in step:
             return int(step["exit"])
         elif "signal" in step:

@@ -115,14 +115,15 @@ def _plan(index: int) -> Plan:
 
 
 def test_gpus_run_at_the_same_time_each_in_its_own_worker(tmp_path):
+    # Each worker waits at a barrier for the other two: run one after another, none would pass it.
+    met = tmp_path / "met"
+    met.mkdir()
     script = tmp_path / "script.json"
-    script.write_text(json.dumps([{"sleep": 1.5}, {"play_plan": True}, {"emit": {"event": "done"}}]))
+    script.write_text(json.dumps([{"barrier": [str(met), 3]}, {"play_plan": True}, {"emit": {"event": "done"}}]))
     seen: list[tuple[int, str]] = []
-    t0 = time.monotonic()
-    done = parallel.run_gpus([_plan(0), _plan(1), _plan(2)], 30, lambda g, ev: seen.append((g, ev.kind)),
+    done = parallel.run_gpus([_plan(0), _plan(1), _plan(2)], 300, lambda g, ev: seen.append((g, ev.kind)),
                              command=[sys.executable, FAKE, str(script)])
-    wall = time.monotonic() - t0
-    assert wall < 4.0  # three 1.5 s workers side by side, not 4.5 s one after another
+    assert len(list(met.iterdir())) == 3
     assert [r.gpu for r in done.runs] == [0, 1, 2] and done.stopped is None
     assert all(len(r.bench.cases) == 1 and not r.bench.partial for r in done.runs)
     assert {g for g, kind in seen if kind == "case"} == {0, 1, 2}
