@@ -4,6 +4,7 @@ launchers on one machine. Slow: each starts several Python processes that import
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import socket
@@ -220,11 +221,13 @@ def test_a_rank_killed_or_stopped_during_the_world_collectives_fails_its_node(tm
         stopped.send_signal(signal.SIGKILL if how == "kill" else signal.SIGSTOP)
         out0 = procs[0].communicate(timeout=600)[0]
         if how == "stop":
-            stopped.kill()  # nothing can run in a stopped process: the operator's kill, after rank 0
+            with contextlib.suppress(psutil.NoSuchProcess):  # gone already if its launcher stopped it
+                stopped.kill()  # nothing can run in a stopped process: the operator's kill, after rank 0
         _none_left(tmp_path, 60, spare=frozenset(p.pid for p in procs))
     finally:
-        if stopped is not None and how == "stop" and stopped.is_running():
-            stopped.kill()
+        if stopped is not None and how == "stop":
+            with contextlib.suppress(psutil.NoSuchProcess):  # it may be reaped between a check and the kill
+                stopped.kill()
         outs = _end_launchers(procs)
     assert procs[0].returncode not in (0, None), out0[-3000:]
     _, fleet = _report(tmp_path, [out0, *outs])
