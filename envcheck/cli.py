@@ -173,6 +173,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="minutes of load per GPU, all GPUs at once (default: 3)")
     p.add_argument("--gpus", type=_gpus, default="all", metavar="all|0,2", help="which GPUs (default: all)")
     p.add_argument("--cpu", action="store_true", help="burn the CPU at tiny sizes instead (CI; no GPU needed)")
+    p.add_argument("--control", choices=["slow_gemm", "flip_bit"], metavar="NAME",
+                   help="a positive control of the verdicts on one GPU, recorded in the report (never for real "
+                        "burns): slow_gemm makes its GEMM 10%% slower, flip_bit flips one bit of one GEMM output; "
+                        "that GPU must fail and the others pass")
+    p.add_argument("--control-gpu", type=int, metavar="N", help="the GPU --control runs on (default: the first)")
     _add_anonymize(p)
     _add_report_outputs(p)
     _add_lang(p)

@@ -184,3 +184,43 @@ def test_every_wrong_word_is_in_exactly_one_range_and_every_wrong_bit_is_counted
                                                       (r.end_address - buf.data_ptr()) // 4)]
     assert sorted(covered) == sorted(flips)  # each wrong word once, nothing else
     assert found.bits == sum(bin(m).count("1") for m in flips.values()) == sum(r.bits for r in found.ranges)
+
+
+def test_the_flip_bit_control_is_caught_at_its_iteration_and_recorded_on_its_gpu():
+    from envcheck.burn.worker import FLIP_AT
+
+    plan = BurnPlan("cpu", 0, gemm_s=1.5, bandwidth_s=0.1, memtest_s=0.1, gemm_n=32, max_bytes=1 << 16,
+                    interval_s=0.05, control="flip_bit")
+    b = _run(plan)
+    g = analyse_burn(b).gpus[0]
+    assert b.gpus[0].control == "flip_bit"
+    assert [f.key for f in g.findings] == ["sdc"] and g.findings[0].params["iteration"] == FLIP_AT
+    assert {m.iteration for m in g.gpu.sdc.mismatches} == {FLIP_AT}
+
+
+def test_the_slow_gemm_control_runs_one_uncounted_gemm_after_every_nine(monkeypatch):
+    from envcheck.burn import gemm as gemm_mod
+    from envcheck.model.burn import SLOW_GEMM_EVERY
+
+    calls = []
+    real = gemm_mod.Gemm.__call__
+    monkeypatch.setattr(gemm_mod.Gemm, "__call__", lambda self: calls.append(1) or real(self))
+    plan = BurnPlan("cpu", 0, gemm_s=0.3, bandwidth_s=0.0, memtest_s=0.0, gemm_n=32, interval_s=0.05,
+                    control="slow_gemm")
+    b = _run(plan)
+    phase = b.gpus[0].phases[0]
+    counted = b.gpus[0].sdc.iterations  # the reference call, then every timed one
+    extra = sum(1 for i in range(1, counted) if i % SLOW_GEMM_EVERY == 0)
+    assert extra >= 1 and len(calls) == counted + extra
+    flop = 2 * 32 * 32 * 32
+    assert sum(phase.work) == pytest.approx(flop * (counted - 1))  # the extra calls are timed, never counted
+
+
+def test_a_control_runs_on_its_gpu_alone():
+    from envcheck.burn.plan import plans
+
+    assert [p.control for p in plans((0, 1, 2), 1.0, control="slow_gemm", control_gpu=1)] == [None, "slow_gemm", None]
+    assert [p.control for p in plans((2, 3), 1.0, control="flip_bit")] == ["flip_bit", None]
+    assert [p.control for p in plans((0, 1), 1.0)] == [None, None]
+    with pytest.raises(ValueError, match="unknown burn control"):
+        BurnPlan("cpu", 0, 1.0, 1.0, 1.0, control="nothing")

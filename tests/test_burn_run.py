@@ -21,6 +21,7 @@ from envcheck.burn import protocol
 from envcheck.burn.plan import plans
 from envcheck.burn.run import burn_gpus
 from envcheck.burn.telemetry import TelemetrySample
+from envcheck.errors import UsageError
 from envcheck.model import BenchDevice, Report, StopCause
 from envcheck.model.burn import Burn, BurnGpu, MemtestRecord
 from envcheck.model.node import XidScan
@@ -155,6 +156,12 @@ def test_bad_options_are_one_line_and_exit_2(tmp_path, capsys):
     with pytest.raises(Exception) as e:
         burn_cmd.execute(args, collect=lambda **kw: monkey_env)
     assert "--format" in str(e.value)
+    for argv, says in ((["--control", "slow_gemm"], "two GPUs or more"),
+                       (["--control", "flip_bit", "--control-gpu", "2"], "not one of the GPUs burned"),
+                       (["--control-gpu", "0"], "give --control too")):
+        args = cli.build_parser().parse_args(["burn", "--out-dir", str(tmp_path), *argv])
+        with pytest.raises(UsageError, match=says):
+            burn_cmd.execute(args, collect=lambda **kw: monkey_env)
 
 
 def _hostile_report() -> Report:

@@ -25,8 +25,12 @@ def phase_seconds(minutes: float) -> dict[str, float]:
     return {phase: total * share for phase, share in SHARES.items()}
 
 
-def plans(gpus: Sequence[int], minutes: float, backend: str = "cuda", seed: int = 0, **options: Any) -> tuple[BurnPlan, ...]:
+def plans(gpus: Sequence[int], minutes: float, backend: str = "cuda", seed: int = 0, *,
+          control: str | None = None, control_gpu: int | None = None, **options: Any) -> tuple[BurnPlan, ...]:
     """One plan per GPU, the same phases for each (``options``: BurnPlan's other fields, e.g. tiny
-    sizes in tests)."""
+    sizes in tests); ``control`` (a positive control) runs on ``control_gpu``, the first GPU when
+    None, and on no other."""
     s = phase_seconds(minutes)
-    return tuple(BurnPlan(backend, g, s["gemm"], s["bandwidth"], s["memtest"], seed=seed, **options) for g in gpus)
+    target = gpus[0] if control_gpu is None and gpus else control_gpu
+    return tuple(BurnPlan(backend, g, s["gemm"], s["bandwidth"], s["memtest"], seed=seed,
+                          control=control if g == target else None, **options) for g in gpus)

@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 from envcheck.burn.telemetry import TelemetrySample
 from envcheck.model import BenchDevice, Note, build, to_dict
-from envcheck.model.burn import MemtestRecord, SdcRecord
+from envcheck.model.burn import CONTROLS, MemtestRecord, SdcRecord
 
 WORKER_MODULE = "envcheck.burn.worker"
 
@@ -62,6 +62,7 @@ class BurnPlan:
     max_bytes: int | None = None
     interval_s: float = 1.0
     telemetry_interval_s: float = 0.5
+    control: str | None = None  # a positive control (model.burn.CONTROLS) this worker runs
 
     def __post_init__(self) -> None:
         if self.backend not in ("cuda", "cpu"):
@@ -72,6 +73,8 @@ class BurnPlan:
             raise ValueError("memory fractions must be in (0, 1]")
         if self.interval_s <= 0 or self.telemetry_interval_s <= 0:
             raise ValueError("intervals must be positive")
+        if self.control is not None and self.control not in CONTROLS:
+            raise ValueError(f"unknown burn control {self.control!r}")
 
     @property
     def seconds(self) -> float:

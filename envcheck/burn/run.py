@@ -110,7 +110,7 @@ class Collected:
             notes.append(Note("burn.ignored_output", {"lines": self.ignored}))
         return BurnGpu(self.plan.index, self.device, tuple(p.model() for p in list(self.phases)),
                        to_telemetry(list(self.samples), self.plan.telemetry_interval_s), self.sdc, self.memtest,
-                       stop, tuple(notes))
+                       stop, tuple(notes), self.plan.control)
 
     @property
     def planned_phases(self) -> int:

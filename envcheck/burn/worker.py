@@ -36,12 +36,21 @@ from envcheck.burn.protocol import (
 )
 from envcheck.burn.telemetry import Sampler, TelemetrySample
 from envcheck.model import BenchDevice, Note
-from envcheck.model.burn import MemtestRecord
+from envcheck.model.burn import SLOW_GEMM_EVERY, MemtestRecord
 
 Emit = Callable[[Event], None]
 Corrupt = Callable[[int, Any], None]  # (iteration, output): the tests' planted fault
 Read = Callable[[Any], Any]
 CPU_BYTES = 16 << 20  # the CPU backend's memory when the plan gives no max_bytes
+FLIP_AT = 5  # the iteration whose output the ``flip_bit`` control corrupts
+
+
+def flip_once(iteration: int, out: Any) -> None:
+    """The ``flip_bit`` control: the lowest bit of the first element of one output, once."""
+    if iteration == FLIP_AT:
+        import torch
+
+        gemm_mod.bits_view(torch, out).view(-1)[0] ^= 1
 
 
 class BurnWorker:
@@ -135,16 +144,20 @@ class BurnWorker:
         checker.fp64(out, 0, self.now())
         checker.iterations = 1
         laps = Laps(torch, self.cuda)
+        corrupt = self.corrupt or (flip_once if plan.control == "flip_bit" else None)
+        slow = plan.control == "slow_gemm"
         count = 1
         while self.now() - start < plan.gemm_s:
             sums = torch.empty(count, dtype=torch.int64, device=self.device)
             first = checker.iterations
             for j in range(count):
                 laps.begin()
+                if slow and (first + j) % SLOW_GEMM_EVERY == 0:
+                    g()  # the control's uncounted call: timed, never counted
                 out = g()
                 laps.end()
-                if self.corrupt is not None:
-                    self.corrupt(first + j, out)
+                if corrupt is not None:
+                    corrupt(first + j, out)
                 sums[j] = checker.checksum(out)
             dt = laps.total()
             t = self.now()

@@ -53,6 +53,23 @@ def write(report: Report, out_dir: Path, formats: Sequence[str], lang: str, when
     return written
 
 
+def check_control(args: argparse.Namespace, gpus: Sequence[int]) -> tuple[str | None, int | None]:
+    """``--control`` and ``--control-gpu``, checked before anything runs: the GPU must be one of the
+    burn's, and ``slow_gemm`` is judged against the GPU's siblings, so it needs two GPUs or more."""
+    control = getattr(args, "control", None)
+    target = getattr(args, "control_gpu", None)
+    if control is None:
+        if target is not None:
+            raise UsageError("--control-gpu: give --control too")
+        return None, None
+    target = gpus[0] if target is None else target
+    if target not in gpus:
+        raise UsageError(f"--control-gpu {target}: not one of the GPUs burned ({', '.join(map(str, gpus))})")
+    if control == "slow_gemm" and len(gpus) < 2:
+        raise UsageError("--control slow_gemm: a GPU's speed is judged against its siblings; burn two GPUs or more")
+    return control, target
+
+
 def execute(args: argparse.Namespace, collect: Any = None, stderr: Any = None, stdout: Any = None) -> int:
     from envcheck.commands.run import output_dir, output_formats
 
@@ -72,10 +89,13 @@ def execute(args: argparse.Namespace, collect: Any = None, stderr: Any = None, s
         from envcheck.probes.collect import collect
     env = collect(runtime=False, reports_dir=str(out_dir))
     gpus = (0,) if args.cpu else select_gpus(args.gpus, env)
+    control, control_gpu = check_control(args, gpus)
     where = "the CPU (tiny sizes)" if args.cpu else f"GPU{'s' if len(gpus) > 1 else ''} {', '.join(map(str, gpus))}"
     say(f"{args.minutes:g} min on {where} at once (Ctrl-C stops and keeps what was seen)", err)
+    if control is not None:
+        say(f"positive control {control} on GPU {control_gpu} (recorded in the report; that GPU must fail)", err)
     when = datetime.now(timezone.utc)
-    burn = burn_devices(gpus, args.minutes, cpu=args.cpu, stream=err)
+    burn = burn_devices(gpus, args.minutes, cpu=args.cpu, stream=err, control=control, control_gpu=control_gpu)
     from envcheck.analysis import analyse
     from envcheck.probes.collect import new_report
 

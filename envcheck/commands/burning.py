@@ -33,8 +33,11 @@ def progress(stream: Any) -> Any:
     return on_event
 
 
-def burn_devices(gpus: Sequence[int], minutes: float, *, cpu: bool = False, stream: Any = None) -> Burn:
-    """``burn.run.burn_node`` with one progress line per GPU and phase on ``stream`` (stderr)."""
+def burn_devices(gpus: Sequence[int], minutes: float, *, cpu: bool = False, stream: Any = None,
+                 control: str | None = None, control_gpu: int | None = None) -> Burn:
+    """``burn.run.burn_node`` with one progress line per GPU and phase on ``stream`` (stderr);
+    ``control``: a positive control on ``control_gpu`` (``burn --control``)."""
     from envcheck.burn.run import burn_node
 
-    return burn_node(gpus, minutes, cpu=cpu, on_event=progress(stream if stream is not None else sys.stderr))
+    return burn_node(gpus, minutes, cpu=cpu, on_event=progress(stream if stream is not None else sys.stderr),
+                     control=control, control_gpu=control_gpu)

@@ -18,6 +18,13 @@ from envcheck.model.node import XidEvent
 PHASES = ("gemm", "bandwidth", "memtest")
 UNITS = ("flop", "byte")
 SDC_CHECKS = ("checksum", "full", "fp64")
+# Positive controls of the burn's verdicts (``envcheck burn --control``), applied to one GPU and
+# recorded on it; never for real measurements. ``slow_gemm``: every ninth counted GEMM is followed by
+# one more that is timed but not counted, so the GPU's GEMM rate reads 10% low however its clocks
+# move (the extra call costs what a counted one costs); ``flip_bit``: one bit of one GEMM output is
+# flipped once, as silent data corruption would.
+CONTROLS = ("slow_gemm", "flip_bit")
+SLOW_GEMM_EVERY = 9
 # Telemetry quantities besides time, in the order they are sampled (Telemetry's Samples fields).
 TELEMETRY_FIELDS = ("sm_mhz", "mem_mhz", "power_w", "power_limit_w", "temperature_c", "mem_temperature_c",
                     "ecc_corrected", "ecc_uncorrected", "pcie_replays", "remap_pending", "remapped_uncorrectable")
@@ -161,7 +168,8 @@ class MemtestRecord:
 
 @dataclass(frozen=True)
 class BurnGpu:
-    """One GPU's burn. ``stop``: how its worker ended early (None: every phase finished)."""
+    """One GPU's burn. ``stop``: how its worker ended early (None: every phase finished);
+    ``control``: the positive control its worker ran (``CONTROLS``), if any."""
 
     index: int
     device: BenchDevice | None = None
@@ -171,6 +179,11 @@ class BurnGpu:
     memtest: MemtestRecord | None = None
     stop: Stop | None = None
     notes: tuple[Note, ...] = ()
+    control: str | None = None  # a positive control applied to this GPU (CONTROLS); None in every real burn
+
+    def __post_init__(self) -> None:
+        if self.control is not None and self.control not in CONTROLS:
+            raise ValueError(f"unknown burn control {self.control!r} (known: {', '.join(CONTROLS)})")
 
 
 @dataclass(frozen=True)

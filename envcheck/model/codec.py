@@ -20,7 +20,8 @@ JSON format history (``schema_version``):
       through to keep L2 cold; absent: 1, as every earlier run used) and ``allocations`` (fresh allocations
       its timed calls were spread over; absent: 1), ``captures`` (graphs its GPU time pools) and
       ``communicators`` (over how many communicators they were captured; both absent: 1);
-      op names of the new built-in ops and the implementation ``jax``. The bump makes an older
+      op names of the new built-in ops and the implementation ``jax``; a burn GPU's ``control`` (the
+      positive control it ran, ``burn --control``). The bump makes an older
       envcheck say it is too old instead of refusing a field it does not know.
 
 Upgrading schema 1 (``_upgrade_1``): derived numbers are dropped and recomputed by the

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from envcheck.analysis.burn import BurnAnalysis, BurnFinding, GpuBurn
+from envcheck.analysis.burn import BurnAnalysis, BurnFinding, GpuBurn, Margin
 from envcheck.render import fmt
 from envcheck.render.i18n import phrase, translate
 
@@ -59,14 +59,19 @@ class BurnView:
     xids: tuple[str, ...]
     notes: tuple[str, ...]
     method: str
+    margin_columns: tuple[str, ...] = ()  # the GPUs
+    margins: tuple[DetailRow, ...] = ()  # one row per rule (``gpu`` holds the rule), a cell per GPU
 
 
 def _gpu_label(lang: str, g: GpuBurn) -> str:
     return translate(lang, "burn.gpu", index=g.gpu.index)
 
 
+PCT_RULES = ("sibling_margin", "ceiling_margin", "power_share", "drift", "throttle_share")
+
+
 def _limit(key: str, value: float) -> str:
-    if key in ("sibling_margin", "ceiling_margin", "power_share", "drift", "throttle_share"):
+    if key in PCT_RULES:
         return fmt.pct(100 * value)
     return fmt.num(value)
 
@@ -110,6 +115,22 @@ def _gpu_cells(lang: str, g: GpuBurn) -> tuple[str, ...]:
     return (dtype, gemm, _rate(g, "bandwidth"), power, temps, clock, throttle, counters)
 
 
+def _margin_cell(lang: str, m: Margin | None) -> str:
+    if m is None:
+        return fmt.DASH
+    show = fmt.pct if m.threshold in PCT_RULES else fmt.num
+    return translate(lang, "burn.margin_cell", value=show(m.value), limit=show(m.limit),
+                     room=fmt.num(round(m.room, 2)))
+
+
+def _margins(lang: str, a: BurnAnalysis) -> tuple[DetailRow, ...]:
+    """Every rule judged on some GPU, in the order the analysis judged them, a cell per GPU."""
+    by_gpu = [{m.rule: m for m in g.margins} for g in a.gpus]
+    rules = list(dict.fromkeys(m.rule for g in a.gpus for m in g.margins))
+    return tuple(DetailRow(translate(lang, f"burn.rule.{r}"), tuple(_margin_cell(lang, ms.get(r)) for ms in by_gpu))
+                 for r in rules)
+
+
 def burn_view(a: BurnAnalysis, lang: str, escape: Escape) -> BurnView:
     t = lambda key, **p: translate(lang, key, **p)  # noqa: E731
     columns = tuple(t(f"burn.col.{c}") for c in ("dtype", "gemm", "bandwidth", "power", "temperature", "clock",
@@ -141,7 +162,9 @@ def burn_view(a: BurnAnalysis, lang: str, escape: Escape) -> BurnView:
     findings += [_finding(lang, a, t("burn.host"), f, escape) for f in a.findings]
     burn = a.burn
     xids = tuple(escape(x.line) for x in burn.new_xids)
-    notes = [phrase(lang, n.key, n.params, escape) for g in a.gpus for n in g.gpu.notes]
+    notes = [t("burn.control", gpu=_gpu_label(lang, g), control=g.gpu.control, what=t(f"burn.control.{g.gpu.control}"))
+             for g in a.gpus if g.gpu.control]
+    notes += [phrase(lang, n.key, n.params, escape) for g in a.gpus for n in g.gpu.notes]
     if burn.xid_source is None:
         notes.append(t("burn.no_xid_source", reasons=escape("; ".join(burn.xid_reasons)) or fmt.DASH))
     thresholds = tuple((t(f"burn.threshold.{k}"), _limit(k, th.value), t(f"burn.anchor.{th.anchor}"))
@@ -158,4 +181,5 @@ def burn_view(a: BurnAnalysis, lang: str, escape: Escape) -> BurnView:
         tuple(t(f"burn.sdc.col.{c}") for c in ("iterations", "checksums", "full", "fp64", "fp64_error",
                                                 "mismatches")), tuple(sdc),
         tuple(t(f"burn.mismatch.col.{c}") for c in ("check", "iteration", "time", "element", "expected", "got")),
-        tuple(mism), xids, tuple(notes), t("burn.method"))
+        tuple(mism), xids, tuple(notes), t("burn.method"), tuple(_gpu_label(lang, g) for g in a.gpus),
+        _margins(lang, a))
