@@ -10,6 +10,8 @@ name exists) and ``rename`` within one folder (atomic).
   under ``kill -9``, and a file someone else created meanwhile is never touched. Where the
   filesystem has no ``RENAME_NOREPLACE`` the name is first claimed with an empty ``O_EXCL`` file
   and the temporary renamed over it (the only case where a kill at that instant leaves an empty file).
+* ``replace_file``: one file that is meant to be refreshed (a Prometheus textfile): the same
+  temporary, fsync and rename, but the rename replaces what has the name.
 * ``write_set``: files and folders that belong together (a report's Markdown, its charts folder
   and its HTML) appear all or not at all. Every new file is written to a temporary name first, so
   a full disk or an error fails before anything visible changes; then each target is moved into
@@ -42,7 +44,16 @@ Content = str | bytes
 
 
 def _bytes(content: Content) -> bytes:
-    return content.encode("utf-8") if isinstance(content, str) else content
+    """UTF-8 of ``content``. A lone surrogate (a file name or variable that was not UTF-8, as Python
+    hands it over: ``bad\\xffdir`` reads as ``bad\\udcffdir``) is written as its escape ``\\udcff``:
+    a valid escape inside JSON (the report reads back the same string), plain text elsewhere, and
+    never an error after the work that produced the content is done."""
+    if isinstance(content, bytes):
+        return content
+    try:
+        return content.encode("utf-8")
+    except UnicodeEncodeError:
+        return content.encode("utf-8", "backslashreplace")
 
 
 def _mode() -> int:
@@ -76,12 +87,15 @@ def is_temporary(name: str) -> bool:
     return TEMP_NAME.match(name) is not None
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host runs (a number no process can have does not)."""
     if pid == os.getpid():
         return True
+    if pid <= 0:
+        return True  # 0 and below name groups, never a writer: not ours to judge
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return False
     except OSError:
         return True  # alive, another user's (EPERM): not ours to judge
@@ -91,7 +105,7 @@ def _pid_alive(pid: int) -> bool:
 def _stale(path: Path, m: re.Match[str], now: float) -> bool:
     pid, host = m.group("pid"), m.group("host")
     if pid is not None and host == _host_tag():
-        return not _pid_alive(int(pid))
+        return not pid_alive(int(pid))
     try:
         # ctime, not mtime: a file renamed aside keeps the old mtime of the document it was.
         return now - os.lstat(path).st_ctime > STALE_AFTER_S
@@ -216,6 +230,30 @@ def write_new(path: str | os.PathLike[str], content: Content) -> Path:
     try:
         _write_file(tmp, _bytes(content))
         _publish(tmp, p)
+    except BaseException:
+        _remove(tmp)
+        raise
+    _fsync_folder(p.parent)
+    return p
+
+
+def replace_file(path: str | os.PathLike[str], content: Content) -> Path:
+    """Replace ``path`` whole with ``content`` (a file meant to be refreshed, like a Prometheus
+    textfile): written and flushed to one of our temporaries beside it, then renamed over it, so a
+    reader sees the old file or the new one, never half of one, even under ``kill -9``; the
+    temporary a killed writer left is removed by the next write (``clean_stale``). A folder or a
+    symlink at ``path`` is refused (IsADirectoryError / the symlink replaced, never followed)."""
+    p = Path(path)
+    if exists(p.parent) and not p.parent.is_dir():
+        raise NotADirectoryError(20, "Not a directory", str(p.parent))
+    p.parent.mkdir(parents=True, exist_ok=True)
+    clean_stale(p.parent)
+    if p.is_dir() and not p.is_symlink():
+        raise IsADirectoryError(21, "Is a directory", str(p))
+    tmp = _temp_name(p)
+    try:
+        _write_file(tmp, _bytes(content))
+        os.replace(tmp, p)
     except BaseException:
         _remove(tmp)
         raise
