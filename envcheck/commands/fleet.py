@@ -182,15 +182,18 @@ def fleet_report(fleet: Fleet, environment: Environment | None) -> Report:
 
 
 def write_fleet_report(fleet: Fleet, out_dir: Path, environment: Environment | None,
-                       report: Report | None = None) -> Path:
-    """The dated fleet report's JSON, never replacing a file."""
-    from envcheck import model, reportname
+                       report: Report | None = None, stderr: Any = None) -> Path | None:
+    """The dated fleet report's JSON, never replacing a file; where ``out_dir`` refuses it (full,
+    read-only, gone since the start), in ``run``'s fallback folders, said in one line on stderr. None
+    only when nowhere took it: then its JSON went to stdout (``run.save_json``)."""
+    from envcheck import reportname
+    from envcheck.commands.run import save_json
 
     now = datetime.now(timezone.utc)
     report = report or fleet_report(fleet, environment)
     host = fleet.nodes[0].host if fleet.nodes else "fleet"
     stem = f"{reportname.stamp(now)}_fleet-{fleet.nnodes}x_{reportname.slug(host, 'host')}"
-    return reportname.write_report(out_dir, stem, model.dumps(report))
+    return save_json(report, out_dir, stem, stderr, command="fleet")
 
 
 def print_summary(report: Report, analysis: Any, written: list[Path], lang: str = "en", stdout: Any = None) -> None:
@@ -267,19 +270,20 @@ def main(args: argparse.Namespace) -> int:
 
 def _main(args: argparse.Namespace, formats: list[str], stops: _StopSignals) -> int:
     from envcheck.analysis import analyse
+    from envcheck.commands.run import output_dir
     from envcheck.node.fleet import FleetOptions, export_for_torch, finish, local_gpus, rank_context, run_rank
     from envcheck.node.transport import open_store_transport
     from envcheck.userdirs import out_dir as default_out_dir
 
     args.out_dir = default_out_dir(args.out_dir)
     ctx = rank_context(os.environ)
+    out_dir = Path(args.out_dir)
+    if ctx.rank == 0:  # the one that writes: a folder it cannot write is one line before any work
+        out_dir = output_dir(args.out_dir)
     cpu = bool(args.cpu) or not _has_gpu()
     baseline = load_baseline(args.baseline) if args.baseline else None
     rules = tuple(parse_rule(r) for r in args.rule or ())
     sweep = sweep_plan(args, cpu)
-    out_dir = Path(args.out_dir)
-    if ctx.rank == 0:
-        out_dir.mkdir(parents=True, exist_ok=True)
     export_for_torch(ctx, os.environ)  # type: ignore[arg-type]
     transport = open_store_transport(ctx.rank, ctx.world_size, ctx.master_addr, args.join_timeout)
     work_dir = tempfile.mkdtemp(prefix=f"envcheck-fleet-r{ctx.rank}-")
@@ -313,8 +317,11 @@ def _main(args: argparse.Namespace, formats: list[str], stops: _StopSignals) -> 
         path = write_fleet_report(fleet, out_dir, env0, report)
         analysis = analyse(report)
         passed = analysis.fleet is not None and analysis.fleet.passed
-        written = [path, *write_documents(report, path, formats, args.lang, analysis)]
-        print_summary(report, analysis, written, args.lang)
+        if path is None:  # the JSON went to stdout: the summary must not follow it there
+            print_summary(report, analysis, [], args.lang, sys.stderr)
+        else:
+            print_summary(report, analysis, [path, *write_documents(report, path, formats, args.lang, analysis)],
+                          args.lang)
     finally:
         finish(transport, passed)
         time.sleep(0.5)  # the others read "done" from this rank's store before it goes
