@@ -234,16 +234,33 @@ def sweep_plan(args: argparse.Namespace, cpu: bool) -> SweepPlan:
                    warmup=args.warmup if args.warmup is not None else base.warmup)
 
 
+# What the kernel sends a rank when its launcher dies (PR_SET_PDEATHSIG): a signal nothing else sends
+# it, so a launcher gone (``kill -9`` of torchrun) is told apart from torchrun's own SIGTERM.
+LAUNCHER_GONE = signal.SIGUSR2
+
+
 class _StopSignals:
     """SIGTERM and SIGHUP (torchrun stopping the ranks when one died, Slurm at the end of a job)
     handled like Ctrl-C: KeyboardInterrupt in the main thread, once; while the report is being written
-    they are only noted, so a second signal never cuts the writing short."""
+    they are only noted, so a second signal never cuts the writing short.
+
+    The launcher's death (``LAUNCHER_GONE``, from the kernel) stops the rank the same way, and
+    ``launcher_gone`` then tells rank 0 to write nothing: a job its owner killed has no verdict (its
+    ranks used to run on under PID 1 and write "every node passed" for it)."""
 
     def __init__(self) -> None:
         self.armed = True
         self.received: str | None = None
+        self.launcher_gone = False
+        self.launcher = os.getppid()
 
     def __call__(self, signum: int, frame: object) -> None:
+        if signum == LAUNCHER_GONE:
+            # The signal also comes when the launcher's thread that started this rank ends: only a
+            # launcher really gone (this rank re-parented) stops it.
+            if os.getppid() == self.launcher:
+                return
+            self.launcher_gone = True
         self.received = self.received or signal.Signals(signum).name
         if self.armed:
             self.armed = False
@@ -252,6 +269,17 @@ class _StopSignals:
     def install(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, self)
+        from envcheck.bench.process import parent_death_signal
+
+        ask = parent_death_signal(LAUNCHER_GONE)
+        if ask is None:
+            return
+        signal.signal(LAUNCHER_GONE, self)
+        ask()
+        if os.getppid() != self.launcher:  # gone before the kernel was asked to tell
+            self.launcher_gone = True
+            self.armed = False
+            raise KeyboardInterrupt(LAUNCHER_GONE.name)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -259,8 +287,8 @@ def main(args: argparse.Namespace) -> int:
 
     formats = output_formats(args.format)  # a bad --format fails here, before any rank starts work
     stops = _StopSignals()
-    stops.install()
     try:
+        stops.install()
         return _main(args, formats, stops)
     except KeyboardInterrupt:
         # A rank other than 0 stopped (rank 0 returns its report): its children were stopped by the
@@ -308,6 +336,12 @@ def _main(args: argparse.Namespace, formats: list[str], stops: _StopSignals) -> 
             _keep(work_dir, ctx.rank, args.lang)
         return EXIT_OK
     stops.armed = False  # the report is written whatever arrives now
+    if stops.launcher_gone:
+        transport.close()
+        _keep(work_dir, ctx.rank, args.lang)
+        print("envcheck fleet: the launcher is gone (killed): this rank stopped its work; no report is written "
+              "for a job that was killed", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if fleet.settings.get("interrupted"):
         fleet = replace(fleet, settings={**fleet.settings, "interrupted": stops.received or "SIGINT"})
     passed = False
