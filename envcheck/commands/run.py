@@ -81,11 +81,11 @@ def output_formats(formats: Sequence[str]) -> list[str]:
 def output_dir(text: str) -> Path:
     """``--out-dir`` created if needed, and checked writable, before a long run starts."""
     d = Path(text).expanduser()
-    if d.exists() and not d.is_dir():
-        raise UsageError(f"--out-dir: {d} is a file, not a folder")
     try:
+        if d.exists() and not d.is_dir():
+            raise UsageError(f"--out-dir: {d} is a file, not a folder")
         d.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
+    except OSError as e:  # a name the file system refuses (too long) as much as a folder it refuses
         raise UsageError(f"--out-dir: cannot create {d} ({e.strerror or e})") from None
     if not os.access(d, os.W_OK | os.X_OK):
         raise UsageError(f"--out-dir: {d} is not writable")
