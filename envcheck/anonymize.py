@@ -11,10 +11,11 @@ by that user only. The same machine therefore maps to the same pseudonyms in eve
 can test a guess ("is this host-5c1e09a2d4 the box called gpu-lab-3?"). Deleting the key starts
 new pseudonyms.
 
-Where a known name is replaced (the host name; the user names of ``USER``, ``LOGNAME``,
-``USERNAME`` and the last part of ``HOME``):
+Where a known name is replaced (the host name, and its short form when it is fully qualified; the
+user names of ``USER``, ``LOGNAME``, ``USERNAME`` and the last part of ``HOME``):
 
-* everywhere it appears as a whole word (not inside a longer run of letters, digits or ``_``),
+* everywhere it appears as a whole word, in any case (not inside a longer run of letters or digits:
+  ``_`` separates, so ``alice_matmul.py`` loses its ``alice``),
   when it has at least ``MIN_WORD`` characters and is not a common word (``COMMON_NAMES``: a user
   called ``user`` or ``test`` is not hunted through every message);
 * for every name, however short or common, where it can only be that name: in home paths
@@ -52,7 +53,12 @@ _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F
 _GPU_UUID = re.compile(rf"\b(?P<kind>GPU|MIG)-(?P<uuid>{_UUID})\b")
 # Four dotted numbers that are not part of a longer dotted or hyphenated word: a kernel
 # release (5.15.153.1-microsoft-standard-WSL2) or a VBIOS version (94.06.19.00.4a) is not an address.
-_IPV4 = re.compile(r"(?<![\w.-])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?![\w-]|\.\w)")
+# An address inside a file name (``run_10.1.2.4_x.log``, ``nccl_10.1.2.4.log``) or a range
+# (``10.1.2.5-10.1.2.6``) is one too: ``_`` and a dash between digits are separators here.
+_IPV4 = re.compile(r"(?<![A-Za-z0-9.])(?<![A-Za-z]-)(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})"
+                   r"(?![A-Za-z0-9]|\.\d|-[A-Za-z])")
+# EC2's host names spell the address with dashes (``ip-10-1-2-3``, ``ip-10-1-2-3.ec2.internal``).
+_EC2 = re.compile(r"(?<![A-Za-z0-9])ip-(\d{1,3})-(\d{1,3})-(\d{1,3})-(\d{1,3})(?![0-9])", re.IGNORECASE)
 _IPV6 = re.compile(r"(?<![\w:.])(?:[0-9a-fA-F]{0,4}:){2,7}[0-9a-fA-F]{0,4}(?![\w:])")
 _MAC = re.compile(r"(?<![\w:-])(?:[0-9a-fA-F]{2}([:-]))(?:[0-9a-fA-F]{2}\1){4}[0-9a-fA-F]{2}(?![\w:-])")
 _SERIAL = re.compile(r"(?P<label>Serial Number\s*:\s*)(?P<serial>[0-9A-Za-z]{6,})")
@@ -113,7 +119,10 @@ class Anonymizer:
     def __init__(self, key: bytes, hosts: Iterable[str] = (), users: Iterable[str] = (),
                  homes: Iterable[str] = ()) -> None:
         self._key = key
-        self.hosts = sorted({h for h in hosts if h and h not in ("unknown", "localhost")}, key=len, reverse=True)
+        named = {h for h in hosts if h and h not in ("unknown", "localhost")}
+        # A fully qualified name is also written short (logs, prompts, NCCL's "node1:1234:1234" lines).
+        named |= {h.split(".", 1)[0] for h in named if "." in h and not _IPV4.fullmatch(h)} - {""}
+        self.hosts = sorted(named, key=len, reverse=True)
         self.users = sorted({u for u in users if u and u not in _NOT_PEOPLE}, key=len, reverse=True)
         self.homes = sorted({h.rstrip("/") for h in homes if _home_name(h)}, key=len, reverse=True)
 
@@ -170,15 +179,19 @@ class Anonymizer:
             parent, name = home.rsplit("/", 1)
             text = re.sub(rf"(?<![\w.-]){re.escape(home)}(?![\w.-])", f"{parent}/{self.pseudonym('user', name)}", text)
         text = _MAC.sub(lambda m: self.pseudonym("mac", m.group(0).lower().replace("-", ":")), text)
+        text = _EC2.sub(self._ipv4, text)
         text = _IPV4.sub(self._ipv4, text)
         text = _IPV6.sub(self._ipv6, text)
+        # Names are found in any case (NCCL and BMCs upper-case host names) and inside file names,
+        # where ``_`` separates words (``alice_matmul.py``, ``run_node1_x.log``).
         for user in self.users:
-            where = rf"(?<![\w]){re.escape(user)}(?![\w])" if _is_word_name(user) else \
+            where = rf"(?<![A-Za-z0-9]){re.escape(user)}(?![A-Za-z0-9])" if _is_word_name(user) else \
                 rf"(?<![\w.-]){re.escape(user)}(?=@)"
-            text = re.sub(where, self.pseudonym("user", user), text)
+            text = re.sub(where, self.pseudonym("user", user), text, flags=re.IGNORECASE)
         for host in self.hosts:
             if _is_word_name(host) or "." in host or "-" in host:
-                text = re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", self.host(host), text, flags=re.IGNORECASE)
+                text = re.sub(rf"(?<![A-Za-z0-9.-]){re.escape(host)}(?![A-Za-z0-9-])", self.host(host), text,
+                              flags=re.IGNORECASE)
         return text
 
     def value(self, value: Any, key: str | None = None) -> Any:

@@ -10,6 +10,8 @@ name exists) and ``rename`` within one folder (atomic).
   under ``kill -9``, and a file someone else created meanwhile is never touched. Where the
   filesystem has no ``RENAME_NOREPLACE`` the name is first claimed with an empty ``O_EXCL`` file
   and the temporary renamed over it (the only case where a kill at that instant leaves an empty file).
+* ``replace_file``: one file that is meant to be refreshed (a Prometheus textfile): the same
+  temporary, fsync and rename, but the rename replaces what has the name.
 * ``write_set``: files and folders that belong together (a report's Markdown, its charts folder
   and its HTML) appear all or not at all. Every new file is written to a temporary name first, so
   a full disk or an error fails before anything visible changes; then each target is moved into
@@ -21,6 +23,12 @@ A process killed outright (``kill -9``, a power cut) cannot clean up: its tempor
 process id and this host's tag in their names (``.<name>.<pid>-<host>-<random>.tmp``), and the
 next write into the same folder (``clean_stale``) removes those of a process that no longer
 runs, and puts back a file it had renamed aside (``.old``) whose new version never arrived.
+
+A set is all or nothing across such a kill too: once every new file is complete and flushed, and
+before the first rename, ``write_set`` writes its plan (``.<first target>.<pid>-<host>-<random>.set``:
+each target with its temporary and its aside name). Killed before the plan exists, nothing visible
+changed and the temporaries go (rolled back); killed after, the next write into the folder
+finishes the plan (rolled forward: every new file in place, every old one removed), then removes it.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import contextlib
 import ctypes
 import errno
 import hashlib
+import json
 import os
 import re
 import secrets
@@ -42,7 +51,16 @@ Content = str | bytes
 
 
 def _bytes(content: Content) -> bytes:
-    return content.encode("utf-8") if isinstance(content, str) else content
+    """UTF-8 of ``content``. A lone surrogate (a file name or variable that was not UTF-8, as Python
+    hands it over: ``bad\\xffdir`` reads as ``bad\\udcffdir``) is written as its escape ``\\udcff``:
+    a valid escape inside JSON (the report reads back the same string), plain text elsewhere, and
+    never an error after the work that produced the content is done."""
+    if isinstance(content, bytes):
+        return content
+    try:
+        return content.encode("utf-8")
+    except UnicodeEncodeError:
+        return content.encode("utf-8", "backslashreplace")
 
 
 def _mode() -> int:
@@ -60,8 +78,8 @@ def _host_tag() -> str:
 # and of older ones (a random part only: recognised for the names a report set has, so that a
 # user's own ".notes.0123abcd.tmp" is never taken for one).
 TEMP_NAME = re.compile(
-    r"^\.(?:(?P<name>.+)\.(?P<pid>\d+)-(?P<host>[0-9a-f]{6})-[0-9a-f]{8}"
-    r"|(?P<old_name>.+(?:\.json|\.md|\.html|_charts))\.[0-9a-f]{8})\.(?P<tag>tmp|old)$")
+    r"^\.(?:(?P<name>.+)\.(?P<pid>\d+)-(?P<host>[0-9a-f]{6})-[0-9a-f]{8}\.(?P<tag>tmp|old|set)"
+    r"|(?P<old_name>.+(?:\.json|\.md|\.html|_charts))\.[0-9a-f]{8}\.(?P<old_tag>tmp|old))$")
 # A temporary whose writer cannot be asked (another host on a shared folder, an older envcheck)
 # is stale once untouched this long: a render or a report write takes seconds.
 STALE_AFTER_S = 3600.0
@@ -76,12 +94,15 @@ def is_temporary(name: str) -> bool:
     return TEMP_NAME.match(name) is not None
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host runs (a number no process can have does not)."""
     if pid == os.getpid():
         return True
+    if pid <= 0:
+        return True  # 0 and below name groups, never a writer: not ours to judge
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return False
     except OSError:
         return True  # alive, another user's (EPERM): not ours to judge
@@ -91,7 +112,7 @@ def _pid_alive(pid: int) -> bool:
 def _stale(path: Path, m: re.Match[str], now: float) -> bool:
     pid, host = m.group("pid"), m.group("host")
     if pid is not None and host == _host_tag():
-        return not _pid_alive(int(pid))
+        return not pid_alive(int(pid))
     try:
         # ctime, not mtime: a file renamed aside keeps the old mtime of the document it was.
         return now - os.lstat(path).st_ctime > STALE_AFTER_S
@@ -109,16 +130,25 @@ def clean_stale(folder: Path) -> list[Path]:
     except OSError:
         return done
     now = time.time()
+    # First the sets a killed writer had begun to put in place: finished, which uses their temporaries.
     for name in names:
         m = TEMP_NAME.match(name)
-        if m is None:
+        if m is not None and m.group("tag") == "set" and _stale(folder / name, m, now):
+            with contextlib.suppress(OSError):
+                _finish_set(folder / name)
+                done.append(folder / name)
+    with contextlib.suppress(OSError):
+        names = os.listdir(folder)
+    for name in names:
+        m = TEMP_NAME.match(name)
+        if m is None or m.group("tag") == "set":
             continue
         path = folder / name
         if not _stale(path, m, now):
             continue
         target = folder / (m.group("name") or m.group("old_name"))
         with contextlib.suppress(OSError):
-            if m.group("tag") == "old" and not exists(target):
+            if (m.group("tag") or m.group("old_tag")) == "old" and not exists(target):
                 os.rename(path, target)  # the old version is all there is: it goes back
             else:
                 _remove(path)
@@ -223,6 +253,30 @@ def write_new(path: str | os.PathLike[str], content: Content) -> Path:
     return p
 
 
+def replace_file(path: str | os.PathLike[str], content: Content) -> Path:
+    """Replace ``path`` whole with ``content`` (a file meant to be refreshed, like a Prometheus
+    textfile): written and flushed to one of our temporaries beside it, then renamed over it, so a
+    reader sees the old file or the new one, never half of one, even under ``kill -9``; the
+    temporary a killed writer left is removed by the next write (``clean_stale``). A folder or a
+    symlink at ``path`` is refused (IsADirectoryError / the symlink replaced, never followed)."""
+    p = Path(path)
+    if exists(p.parent) and not p.parent.is_dir():
+        raise NotADirectoryError(20, "Not a directory", str(p.parent))
+    p.parent.mkdir(parents=True, exist_ok=True)
+    clean_stale(p.parent)
+    if p.is_dir() and not p.is_symlink():
+        raise IsADirectoryError(21, "Is a directory", str(p))
+    tmp = _temp_name(p)
+    try:
+        _write_file(tmp, _bytes(content))
+        os.replace(tmp, p)
+    except BaseException:
+        _remove(tmp)
+        raise
+    _fsync_folder(p.parent)
+    return p
+
+
 def exists(path: Path) -> bool:
     """Whether anything has the name: a file, a folder, or a symlink whether or not it points anywhere."""
     return os.path.lexists(path)
@@ -233,6 +287,7 @@ class _Staged:
     target: Path
     temp: Path
     aside: Path | None = None  # the old target, renamed aside until the set is complete
+    aside_name: Path | None = None  # where the plan says it goes aside
     claimed: bool = False  # the target name was created empty by us
     moving: bool = False  # the temporary is being renamed to the target
 
@@ -275,6 +330,7 @@ def write_set(files: FileSet, force: bool = False) -> list[Path]:
             raise NotADirectoryError(f"{t} is a file, where the charts folder goes")
     staged: list[_Staged] = []
     made_dirs: list[Path] = []
+    journal: Path | None = None
     try:
         for path, content in files.files.items():
             made_dirs += _mkdirs(path.parent)
@@ -288,6 +344,9 @@ def write_set(files: FileSet, force: bool = False) -> list[Path]:
             s.temp.mkdir()
             for name, content in members.items():
                 _write_file(s.temp / name, _bytes(content))
+            _fsync_folder(s.temp)
+        if staged:
+            journal = _write_plan(staged)
         for s in staged:
             _place(s, force)
     except BaseException:
@@ -296,11 +355,18 @@ def write_set(files: FileSet, force: bool = False) -> list[Path]:
         for d in reversed(made_dirs):
             with contextlib.suppress(OSError):
                 d.rmdir()
+        if journal is not None:
+            _remove(journal)  # what it planned is undone: nothing left to finish
         raise
+    for folder in dict.fromkeys(s.target.parent for s in staged):
+        _fsync_folder(folder)  # the new names are durable before the old files and the plan go
     for s in staged:
         if s.aside is not None:
             with contextlib.suppress(OSError):
                 _remove(s.aside)
+    if journal is not None:
+        with contextlib.suppress(OSError):
+            _remove(journal)
     written = list(files.files)
     for path, members in files.folders.items():
         written += [path / name for name in members]
@@ -320,11 +386,56 @@ def _mkdirs(folder: Path) -> list[Path]:
     return list(reversed(missing))
 
 
+def _write_plan(staged: list[_Staged]) -> Path:
+    """The set's plan, complete and flushed (with the temporaries' names) before anything is renamed.
+    Names are relative to the plan's folder, so a folder moved whole keeps its plan."""
+    folder = staged[0].target.parent
+    for s in staged:
+        s.aside_name = _temp_name(s.target, "old")
+    plan = {"version": 1, "entries": [
+        {"target": os.path.relpath(s.target, folder), "temp": os.path.relpath(s.temp, folder),
+         "aside": os.path.relpath(s.aside_name, folder)} for s in staged]}
+    for f in dict.fromkeys(s.target.parent for s in staged):
+        _fsync_folder(f)  # the temporaries' names survive a power cut before the plan names them
+    journal = _temp_name(staged[0].target, "set")
+    _write_file(journal, json.dumps(plan).encode("ascii"))
+    _fsync_folder(folder)
+    return journal
+
+
+def _finish_set(journal: Path) -> None:
+    """Finish the set a killed writer planned in ``journal`` (see the module docstring), then remove the
+    plan. A plan that does not read whole was being written when the kill came: nothing had been
+    renamed yet, so there is nothing to finish (its temporaries go as any others)."""
+    folder = journal.parent
+    try:
+        entries = json.loads(journal.read_bytes().decode("ascii"))["entries"]
+        steps = [(folder / e["target"], folder / e["temp"], folder / e["aside"]) for e in entries]
+    except (ValueError, KeyError, TypeError):
+        steps = []
+    for target, temp, aside in steps:
+        if exists(temp):
+            if exists(target):
+                if exists(aside):
+                    _remove(target)  # the old one is aside already: this is the empty claim on the name
+                else:
+                    os.rename(target, aside)
+            os.rename(temp, target)
+        elif not exists(target) and exists(aside):
+            os.rename(aside, target)  # an undo the kill interrupted: the old file goes back
+    _fsync_folder(folder)
+    for target, _, aside in steps:
+        if exists(target) and exists(aside):
+            _remove(aside)
+    _remove(journal)
+    _fsync_folder(folder)
+
+
 def _place(s: _Staged, force: bool) -> None:
     if exists(s.target):
         if not force:
             raise SetExistsError([s.target])  # appeared since the check: someone else's, left alone
-        s.aside = _temp_name(s.target, "old")
+        s.aside = s.aside_name or _temp_name(s.target, "old")
         os.rename(s.target, s.aside)
     s.moving = True
     if not rename_noreplace(s.temp, s.target):

@@ -101,3 +101,58 @@ def test_rank_0_writes_the_documents_beside_the_json(tmp_path):
     written = cmd.write_documents(report, path, ["md", "html"], "en")
     assert {p.suffix for p in written} == {".md", ".html"} and all(p.parent == tmp_path for p in written)
     assert "Take out of service: n1." in path.with_suffix(".md").read_text()
+
+
+# --------------------------------------------------------------------------- a destination that refuses (issue 36, 11)
+
+
+def test_a_full_out_dir_at_the_end_sends_the_fleet_report_to_the_fallback_with_one_line(tmp_path, monkeypatch):
+    import errno
+    import io
+
+    from envcheck import reportname
+    from envcheck.commands import run as run_cmd
+
+    out_dir, fallback = tmp_path / "out", tmp_path / "fallback"
+    real = reportname.write_report
+
+    def full(folder, stem, content):
+        if folder == out_dir:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(folder, stem, content)
+
+    monkeypatch.setattr(reportname, "write_report", full)
+    monkeypatch.setattr(run_cmd, "fallback_dirs", lambda: [fallback])
+    err = io.StringIO()
+    path = cmd.write_fleet_report(_fleet(), out_dir, None, stderr=err)
+    assert path is not None and path.parent == fallback and model.load(path).fleet == _fleet()
+    [line] = err.getvalue().splitlines()
+    assert line.startswith("envcheck fleet: warning:") and "No space left on device" in line
+    assert f"saved it in {fallback}" in line
+
+
+@pytest.mark.parametrize("why", ["a file", "read-only"])
+def test_rank_0_refuses_an_out_dir_it_cannot_write_before_any_work(tmp_path, monkeypatch, capsys, why):
+    import os
+
+    from envcheck import cli
+    from envcheck.node import transport
+
+    def started(*args, **kwargs):
+        raise AssertionError("the fleet started before its destination was checked")
+
+    monkeypatch.setattr(transport, "open_store_transport", started)
+    monkeypatch.setattr(cmd, "_has_gpu", started)
+    for k, v in {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}.items():
+        monkeypatch.setenv(k, v)
+    if why == "a file":
+        (tmp_path / "f").write_text("mine")
+        out = tmp_path / "f" / "reports"
+    else:
+        out = tmp_path / "ro"
+        out.mkdir()
+        real = os.access
+        monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if str(p) == str(out) else real(p, mode, **kw))
+    assert cli.main(["fleet", "--cpu", "--out-dir", str(out)]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "--out-dir" in line and ("is a file" in line or "not writable" in line or "cannot create" in line)

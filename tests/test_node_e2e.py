@@ -281,3 +281,20 @@ def test_a_rank_killed_under_one_torchrun_still_gives_a_report(tmp_path):
     assert fleet.settings.get("interrupted") == "SIGTERM", out[-3000:]
     assert len(fleet.nodes[0].benches) == 3 and fleet.nodes[0].node is not None
     _none_left(tmp_path, 20)
+
+
+def test_kill_9_of_the_launcher_stops_its_ranks_and_writes_no_verdict(tmp_path):
+    """``kill -9`` of torchrun: its ranks (and their workers) used to run on under PID 1 and write "every
+    node passed" for a job that was killed. Each rank asked the kernel to tell it of its launcher's death:
+    it stops its work, rank 0 writes no report, and nothing of the job is left running."""
+    procs = _launch(tmp_path, 1, 2, FAST, {"ENVCHECK_TEST_SLOW_RANK": "1:300000"})
+    try:
+        _wait_for("envcheck-fleet-r0*/node0/collectives/rank1.jsonl", tmp_path / "tmp", '"event":"result"')
+        procs[0].send_signal(signal.SIGKILL)
+        procs[0].wait(30)
+        _none_left(tmp_path, 120)
+    finally:
+        for p in _ours(tmp_path):
+            p.kill()
+        _finish(procs, 5)
+    assert not list((tmp_path / "out").glob("*_fleet-*.json"))

@@ -96,10 +96,11 @@ class WorkerProcess:
         return next((ln.strip() for ln in reversed(self.tail) if ln.strip()), None)
 
 
-def parent_death_signal() -> Callable[[], None] | None:
-    """A ``preexec_fn`` for Linux: the child gets SIGTERM when the process that started it dies, even by
+def parent_death_signal(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
+    """A ``preexec_fn`` for Linux: the child gets ``sig`` when the process that started it dies, even by
     SIGKILL (``kill -9``, the OOM killer), instead of running on unowned until its own end (a worker
-    timing a GPU nobody reads; a torchrun sub-launch, which then stops its workers). None elsewhere."""
+    timing a GPU nobody reads; a torchrun sub-launch, which then stops its workers). None elsewhere.
+    Called in a process itself, it asks the same for that process (a fleet rank and its launcher)."""
     if not sys.platform.startswith("linux"):
         return None
     import ctypes
@@ -111,7 +112,7 @@ def parent_death_signal() -> Callable[[], None] | None:
     pr_set_pdeathsig = 1
 
     def set_it() -> None:
-        prctl(pr_set_pdeathsig, int(signal.SIGTERM))
+        prctl(pr_set_pdeathsig, int(sig))
 
     return set_it
 

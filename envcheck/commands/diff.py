@@ -47,7 +47,9 @@ def emit(text: str, out: str | None) -> None:
         raise UsageError(f"{out} already exists: envcheck never overwrites a file; choose another --out") from None
     except OSError as e:
         raise UsageError(f"cannot write {out}: {e.strerror or e}") from None
-    print(f"wrote {path}", file=sys.stderr)
+    from envcheck.render.escape import visible
+
+    print(visible(f"wrote {path}"), file=sys.stderr)
 
 
 def terminal_text(draw: Callable[[Any], None], *, to_file: bool) -> str:

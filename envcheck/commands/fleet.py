@@ -182,15 +182,18 @@ def fleet_report(fleet: Fleet, environment: Environment | None) -> Report:
 
 
 def write_fleet_report(fleet: Fleet, out_dir: Path, environment: Environment | None,
-                       report: Report | None = None) -> Path:
-    """The dated fleet report's JSON, never replacing a file."""
-    from envcheck import model, reportname
+                       report: Report | None = None, stderr: Any = None) -> Path | None:
+    """The dated fleet report's JSON, never replacing a file; where ``out_dir`` refuses it (full,
+    read-only, gone since the start), in ``run``'s fallback folders, said in one line on stderr. None
+    only when nowhere took it: then its JSON went to stdout (``run.save_json``)."""
+    from envcheck import reportname
+    from envcheck.commands.run import save_json
 
     now = datetime.now(timezone.utc)
     report = report or fleet_report(fleet, environment)
     host = fleet.nodes[0].host if fleet.nodes else "fleet"
     stem = f"{reportname.stamp(now)}_fleet-{fleet.nnodes}x_{reportname.slug(host, 'host')}"
-    return reportname.write_report(out_dir, stem, model.dumps(report))
+    return save_json(report, out_dir, stem, stderr, command="fleet")
 
 
 def print_summary(report: Report, analysis: Any, written: list[Path], lang: str = "en", stdout: Any = None) -> None:
@@ -231,16 +234,33 @@ def sweep_plan(args: argparse.Namespace, cpu: bool) -> SweepPlan:
                    warmup=args.warmup if args.warmup is not None else base.warmup)
 
 
+# What the kernel sends a rank when its launcher dies (PR_SET_PDEATHSIG): a signal nothing else sends
+# it, so a launcher gone (``kill -9`` of torchrun) is told apart from torchrun's own SIGTERM.
+LAUNCHER_GONE = signal.SIGUSR2
+
+
 class _StopSignals:
     """SIGTERM and SIGHUP (torchrun stopping the ranks when one died, Slurm at the end of a job)
     handled like Ctrl-C: KeyboardInterrupt in the main thread, once; while the report is being written
-    they are only noted, so a second signal never cuts the writing short."""
+    they are only noted, so a second signal never cuts the writing short.
+
+    The launcher's death (``LAUNCHER_GONE``, from the kernel) stops the rank the same way, and
+    ``launcher_gone`` then tells rank 0 to write nothing: a job its owner killed has no verdict (its
+    ranks used to run on under PID 1 and write "every node passed" for it)."""
 
     def __init__(self) -> None:
         self.armed = True
         self.received: str | None = None
+        self.launcher_gone = False
+        self.launcher = os.getppid()
 
     def __call__(self, signum: int, frame: object) -> None:
+        if signum == LAUNCHER_GONE:
+            # The signal also comes when the launcher's thread that started this rank ends: only a
+            # launcher really gone (this rank re-parented) stops it.
+            if os.getppid() == self.launcher:
+                return
+            self.launcher_gone = True
         self.received = self.received or signal.Signals(signum).name
         if self.armed:
             self.armed = False
@@ -249,6 +269,17 @@ class _StopSignals:
     def install(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, self)
+        from envcheck.bench.process import parent_death_signal
+
+        ask = parent_death_signal(LAUNCHER_GONE)
+        if ask is None:
+            return
+        signal.signal(LAUNCHER_GONE, self)
+        ask()
+        if os.getppid() != self.launcher:  # gone before the kernel was asked to tell
+            self.launcher_gone = True
+            self.armed = False
+            raise KeyboardInterrupt(LAUNCHER_GONE.name)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -256,8 +287,8 @@ def main(args: argparse.Namespace) -> int:
 
     formats = output_formats(args.format)  # a bad --format fails here, before any rank starts work
     stops = _StopSignals()
-    stops.install()
     try:
+        stops.install()
         return _main(args, formats, stops)
     except KeyboardInterrupt:
         # A rank other than 0 stopped (rank 0 returns its report): its children were stopped by the
@@ -267,19 +298,20 @@ def main(args: argparse.Namespace) -> int:
 
 def _main(args: argparse.Namespace, formats: list[str], stops: _StopSignals) -> int:
     from envcheck.analysis import analyse
+    from envcheck.commands.run import output_dir
     from envcheck.node.fleet import FleetOptions, export_for_torch, finish, local_gpus, rank_context, run_rank
     from envcheck.node.transport import open_store_transport
     from envcheck.userdirs import out_dir as default_out_dir
 
     args.out_dir = default_out_dir(args.out_dir)
     ctx = rank_context(os.environ)
+    out_dir = Path(args.out_dir)
+    if ctx.rank == 0:  # the one that writes: a folder it cannot write is one line before any work
+        out_dir = output_dir(args.out_dir)
     cpu = bool(args.cpu) or not _has_gpu()
     baseline = load_baseline(args.baseline) if args.baseline else None
     rules = tuple(parse_rule(r) for r in args.rule or ())
     sweep = sweep_plan(args, cpu)
-    out_dir = Path(args.out_dir)
-    if ctx.rank == 0:
-        out_dir.mkdir(parents=True, exist_ok=True)
     export_for_torch(ctx, os.environ)  # type: ignore[arg-type]
     transport = open_store_transport(ctx.rank, ctx.world_size, ctx.master_addr, args.join_timeout)
     work_dir = tempfile.mkdtemp(prefix=f"envcheck-fleet-r{ctx.rank}-")
@@ -304,6 +336,12 @@ def _main(args: argparse.Namespace, formats: list[str], stops: _StopSignals) -> 
             _keep(work_dir, ctx.rank, args.lang)
         return EXIT_OK
     stops.armed = False  # the report is written whatever arrives now
+    if stops.launcher_gone:
+        transport.close()
+        _keep(work_dir, ctx.rank, args.lang)
+        print("envcheck fleet: the launcher is gone (killed): this rank stopped its work; no report is written "
+              "for a job that was killed", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if fleet.settings.get("interrupted"):
         fleet = replace(fleet, settings={**fleet.settings, "interrupted": stops.received or "SIGINT"})
     passed = False
@@ -313,8 +351,11 @@ def _main(args: argparse.Namespace, formats: list[str], stops: _StopSignals) -> 
         path = write_fleet_report(fleet, out_dir, env0, report)
         analysis = analyse(report)
         passed = analysis.fleet is not None and analysis.fleet.passed
-        written = [path, *write_documents(report, path, formats, args.lang, analysis)]
-        print_summary(report, analysis, written, args.lang)
+        if path is None:  # the JSON went to stdout: the summary must not follow it there
+            print_summary(report, analysis, [], args.lang, sys.stderr)
+        else:
+            print_summary(report, analysis, [path, *write_documents(report, path, formats, args.lang, analysis)],
+                          args.lang)
     finally:
         finish(transport, passed)
         time.sleep(0.5)  # the others read "done" from this rank's store before it goes

@@ -81,11 +81,11 @@ def output_formats(formats: Sequence[str]) -> list[str]:
 def output_dir(text: str) -> Path:
     """``--out-dir`` created if needed, and checked writable, before a long run starts."""
     d = Path(text).expanduser()
-    if d.exists() and not d.is_dir():
-        raise UsageError(f"--out-dir: {d} is a file, not a folder")
     try:
+        if d.exists() and not d.is_dir():
+            raise UsageError(f"--out-dir: {d} is a file, not a folder")
         d.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
+    except OSError as e:  # a name the file system refuses (too long) as much as a folder it refuses
         raise UsageError(f"--out-dir: cannot create {d} ({e.strerror or e})") from None
     if not os.access(d, os.W_OK | os.X_OK):
         raise UsageError(f"--out-dir: {d} is not writable")
@@ -148,8 +148,8 @@ class ProgressView:
                 self._progress.update(self._task, completed=self.done)
 
 
-def _say(text: str, stream: Any = None) -> None:
-    print(f"envcheck run: {text}", file=stream if stream is not None else sys.stderr, flush=True)
+def _say(text: str, stream: Any = None, command: str = "run") -> None:
+    print(f"envcheck {command}: {text}", file=stream if stream is not None else sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------- the run
@@ -181,10 +181,11 @@ def fallback_dirs() -> list[Path]:
     return [Path(state) / "envcheck" / "reports", Path(tempfile.gettempdir()) / "envcheck-reports"]
 
 
-def save_json(report: Report, out_dir: Path, stem: str, stderr: Any = None) -> Path | None:
+def save_json(report: Report, out_dir: Path, stem: str, stderr: Any = None, command: str = "run") -> Path | None:
     """The report JSON under a fresh name in ``out_dir``, else in a fallback folder (and said so).
     None only when nowhere would take it; then the JSON goes to stdout, so a finished run is
-    never lost. ``write_new`` leaves no temporary file behind on any failure."""
+    never lost. ``write_new`` leaves no temporary file behind on any failure. ``command`` names the
+    command in what is said (``envcheck fleet: warning: ...``)."""
     from envcheck.destination import DestinationError, private_folder
 
     content = model.dumps(report)
@@ -204,10 +205,10 @@ def save_json(report: Report, out_dir: Path, stem: str, stderr: Any = None) -> P
             continue
         if folder != out_dir:
             _say(f"warning: could not write the report in {tried[0]}; saved it in {path.parent} instead"
-                 + (f" (skipped: {'; '.join(tried[1:])})" if len(tried) > 1 else ""), stderr)
+                 + (f" (skipped: {'; '.join(tried[1:])})" if len(tried) > 1 else ""), stderr, command)
         return path
     _say("error: the report could not be written anywhere (" + "; ".join(tried) + "); its JSON follows on "
-         "stdout: save it with `envcheck run ... > report.json`", stderr)
+         f"stdout: save it with `envcheck {command} ... > report.json`", stderr, command)
     sys.stdout.write(content)
     sys.stdout.flush()
     return None

@@ -72,5 +72,8 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"{out} already exists: choose a new file name (envcheck never overwrites a file)") from None
     except OSError as e:
         raise UsageError(f"cannot write {out or 'the snapshot'}: {e.strerror or e}") from None
-    print(f"snapshot written to {path}; replay it anywhere with: envcheck check --replay {path}", file=sys.stderr)
+    from envcheck.render.escape import visible
+
+    print(visible(f"snapshot written to {path}; replay it anywhere with: envcheck check --replay {path}"),
+          file=sys.stderr)
     return EXIT_OK

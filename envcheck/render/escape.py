@@ -26,9 +26,12 @@ from markupsafe import Markup
 BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 # Zero-width and other invisible format characters that hide text or split words unseen.
 INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff"
-_UNSAFE = re.compile(f"[\x00-\x1f\x7f-\x9f{BIDI}{INVISIBLE}\u2028\u2029]")
+# Lone surrogates: a file name or variable that was not UTF-8, as Python hands it over (no stream
+# can write one as it is).
+SURROGATES = "\ud800-\udfff"
+_UNSAFE = re.compile(f"[\x00-\x1f\x7f-\x9f{BIDI}{INVISIBLE}\u2028\u2029{SURROGATES}]")
 # The same without newline and tab: for text that is already laid out in lines (a template's output).
-_UNSAFE_INLINE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI}{INVISIBLE}\u2028\u2029]")
+_UNSAFE_INLINE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI}{INVISIBLE}\u2028\u2029{SURROGATES}]")
 
 
 def _show(m: re.Match[str]) -> str:

@@ -153,7 +153,8 @@ def outcome_message(outcome: DocumentsOutcome, json_path: Path, lang: str = DEFA
 
 
 def written_lines(paths: Sequence[Path]) -> list[str]:
-    """The files written: the report and its documents by name, their charts as a folder."""
+    """The files written: the report and its documents by name, their charts as a folder (escaped as
+    ``visible`` does: one printable line each)."""
     paths = [Path(p) for p in paths]
     if not paths:
         return []
@@ -164,4 +165,6 @@ def written_lines(paths: Sequence[Path]) -> list[str]:
         if p.parent != home:
             folders[p.parent] = folders.get(p.parent, 0) + 1
     lines += [f"{d}/ ({n})" for d, n in folders.items()]
-    return lines
+    from envcheck.render.escape import visible
+
+    return [visible(line) for line in lines]  # a name with a newline or bytes that are not UTF-8 stays one line
