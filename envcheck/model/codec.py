@@ -45,6 +45,8 @@ Reading validates every field (type, finiteness, ranges, integers within 64 bits
 dataclass checks in ``__post_init__``, and the type of each fact value the analysis reads:
 ``model/facts.py``'s table); a problem is one ``ReportError`` line naming the file and the field, e.g.
 ``r.json: benches[0].cases[3].gpu.samples_us: timing samples must be finite and positive``.
+Every string read is made encodable (``outside_text.encodable``: a lone surrogate, which JSON can spell
+and no UTF-8 writer accepts, becomes U+FFFD), so a report that loads can be written and shown.
 A check ``<subject>.internal`` (a rule that could not run) is a failure whatever status it was recorded
 with: envcheck before issue 36 recorded it as a warning, and a node whose rules did not run is not healthy.
 """
@@ -82,6 +84,7 @@ from envcheck.model.facts import (
 )
 from envcheck.model.report import SCHEMA_VERSION, Report
 from envcheck.ops import OPS, spec
+from envcheck.outside_text import json_value
 
 FORMAT_NAME = "envcheck-report"
 SAMPLES_KEY = "f32le_b64"
@@ -552,7 +555,7 @@ def _first_line(e: Exception) -> str:
 def _parse(text: str, where: str = "") -> Any:
     """The JSON value of ``text``; a ReportError (its message after ``where``) when it is none."""
     try:
-        return json.loads(text)
+        return json_value(text)
     except json.JSONDecodeError as e:
         raise ReportError(f"{where}not valid JSON ({e.msg} at line {e.lineno})") from None
     except ValueError as e:  # an integer literal of thousands of digits (int's string conversion limit)
