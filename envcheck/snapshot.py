@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from envcheck.errors import first_line
-from envcheck.outside_text import json_value
+from envcheck.outside_text import encodable, json_value
 
 FORMAT = "envcheck-snapshot"
 VERSION = 1
@@ -194,4 +194,6 @@ def capture(timeout: float = 120.0) -> Snapshot:
         "derived": [],
         "hand_written": [],
     }
-    return Snapshot(meta=meta, host=section, nvml=nvml.table)
+    # What the recording seams read (variables, file names and texts, children's output) may hold lone
+    # surrogates, Python's spelling of bytes that are not UTF-8: made encodable, as loads() does.
+    return Snapshot(meta=meta, host=encodable(section), nvml=encodable(nvml.table))

@@ -225,3 +225,20 @@ def test_a_lone_surrogate_in_a_snapshot_reaches_stdout_as_utf8(tmp_path: Path) -
     assert done.returncode == 1 and b"Traceback" not in done.stderr, done.stderr[-2000:]
     report = model.loads(done.stdout.decode("utf-8"))
     assert "\ufffd" in (report.environment.gpus[0].get("name") or "")
+
+
+def test_a_variable_that_is_not_utf8_is_recorded_and_probed_encodable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The live seams: Python reads bytes that are not UTF-8 (a variable, a file name) as lone surrogates;
+    ``snapshot`` and ``check`` write them as U+FFFD instead of ending in a UnicodeEncodeError."""
+    from envcheck import snapshot
+    from envcheck.probes import collect as collect_mod
+
+    real = collect_mod.collect
+    monkeypatch.setattr(collect_mod, "collect", lambda **kw: real(**{**kw, "runtime": False}))  # no torch child
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0\udcff\n")  # what os.environ holds for b"0\xff\n"
+    snap = snapshot.capture(timeout=60)
+    text = snapshot.dumps(snap)
+    text.encode("utf-8")
+    assert snapshot.loads(text).host["environ"]["CUDA_VISIBLE_DEVICES"] == "0\ufffd\n"
+    env = collect_mod.collect(runtime=False)
+    assert env.get("env", "variables")["CUDA_VISIBLE_DEVICES"] == "0\ufffd\n"
