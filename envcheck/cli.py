@@ -116,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(one line for Slurm and node-problem-detector: OK, or [node_problem] <reason>)")
     p.add_argument("--slurm-drain", action="store_true",
                    help="with --format health: drain this node in Slurm (scontrol update ... State=DRAIN "
-                        "Reason=...) when a check fails")
+                        "Reason=...) when a check fails (not with --replay: the findings are another machine's)")
     p.add_argument("--timeout", type=_positive_float, default=120.0, metavar="S",
                    help="limit for each isolated runtime probe in seconds (default: 120)")
     p.add_argument("--out", metavar="FILE", help="also write the check report JSON to FILE (never overwritten)")

@@ -26,7 +26,8 @@ Reading one (``load``) has the report reader's discipline: regular files of at m
 ``MAX_SNAPSHOT_BYTES`` only (a pipe or a device is refused without being read), integers and
 nesting bounded, and every field the replay reads checked against ``envcheck/snapshot_schema.py``
 (the one schema: a new probe adds what it reads there). Every failure is one ``SnapshotError``
-line naming the file and the field.
+line naming the file and the field. Every string is made encodable as it is read (a lone surrogate,
+which JSON can spell and no UTF-8 writer accepts, becomes U+FFFD): what is replayed can be written.
 
 Format history (``version``):
   1 - first format (2026-11).
@@ -42,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from envcheck.errors import first_line
+from envcheck.outside_text import encodable, json_value
 
 FORMAT = "envcheck-snapshot"
 VERSION = 1
@@ -98,8 +100,9 @@ def from_dict(data: Any) -> Snapshot:
 
 
 def loads(text: str) -> Snapshot:
+    """A Snapshot from its JSON text; every string in it made encodable (``outside_text.encodable``)."""
     try:
-        data = json.loads(text)
+        data = json_value(text)
     except json.JSONDecodeError as e:
         raise SnapshotError(f"not valid JSON ({e.msg} at line {e.lineno})") from None
     except ValueError as e:  # an integer literal of thousands of digits (int's string conversion limit)
@@ -191,4 +194,6 @@ def capture(timeout: float = 120.0) -> Snapshot:
         "derived": [],
         "hand_written": [],
     }
-    return Snapshot(meta=meta, host=section, nvml=nvml.table)
+    # What the recording seams read (variables, file names and texts, children's output) may hold lone
+    # surrogates, Python's spelling of bytes that are not UTF-8: made encodable, as loads() does.
+    return Snapshot(meta=meta, host=encodable(section), nvml=encodable(nvml.table))

@@ -36,7 +36,7 @@ def test_failures_come_first() -> None:
     assert any(c.id == "env.cuda_launch_blocking" and c.status == "warn" for c in checks)
 
 
-def test_a_crashing_rule_becomes_a_warning(monkeypatch) -> None:
+def test_a_crashing_rule_becomes_a_failure(monkeypatch) -> None:
     def boom(env: model.Environment) -> list[model.Check]:
         raise KeyError("gpu_count")
 
@@ -44,7 +44,7 @@ def test_a_crashing_rule_becomes_a_warning(monkeypatch) -> None:
     monkeypatch.setattr(checks_pkg, "_rules", lambda: (("driver", boom), *real[1:]))
     checks = evaluate(H200)
     crashed = [c for c in checks if c.id == "driver.internal"]
-    assert crashed and crashed[0].status == "warn" and "KeyError" in crashed[0].finding
+    assert crashed and crashed[0].status == "fail" and "KeyError" in crashed[0].finding
     assert any(c.id.startswith("gpu.") for c in checks)
 
 

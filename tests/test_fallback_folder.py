@@ -93,3 +93,20 @@ def test_a_folder_of_another_user_is_refused(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(destination.os, "geteuid", lambda: os.lstat(folder).st_uid + 1)
     with pytest.raises(DestinationError, match="belongs to another user"):
         private_folder(folder)
+
+
+def test_when_no_folder_takes_the_report_stdout_holds_its_json_alone(tmp_path, monkeypatch, capsys) -> None:
+    """The last resort (issue 36, item 8): the JSON on stdout and the summary on stderr, so what a user
+    saves from stdout (``envcheck run ... > report.json``) is the report, valid JSON, not JSON then text."""
+    from test_cli_run import deps, parse
+
+    def full(folder, stem, content):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(run_cmd, "fallback_dirs", lambda: [])
+    monkeypatch.setattr(reportname, "write_report", full)
+    rc = run_cmd.execute(parse("--quick", "--ops", "relu", "--out-dir", str(tmp_path / "out")), deps(tmp_path, None))
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert model.loads(out).kind == "run"  # the whole of stdout is the report
+    assert "could not be written anywhere" in err and "relu" in err  # the summary went to stderr

@@ -79,3 +79,24 @@ def test_run_gpus_all_measures_each_gpu_then_the_node(tmp_path):
     sweep = result.node.collectives[0]
     assert sweep.error == "ranks_failed" and {r.skipped for r in sweep.results} == {"not_run"}
     assert [c.id for c in result.checks] == ["links.during_tests.0", "links.during_tests.1"]
+
+
+def test_link_checks_that_cannot_run_fail_the_node_run(tmp_path, monkeypatch):
+    """A rule that cannot run is a failure of its own, here as in ``check`` (issue 36, item 1)."""
+    from envcheck.checks import links
+
+    def broken(node):
+        raise ValueError("a finding is one line")
+
+    monkeypatch.setattr(links, "delta_checks", broken)
+    script = tmp_path / "worker.json"
+    script.write_text(json.dumps([{"play_plan": True}, {"emit": {"event": "done"}}]))
+    args = argparse.Namespace(quick=True, ops=["vector_add"], sizes=["1024"], dtypes=None, device=0, no_compile=True,
+                              gpus="all", timeout=60.0, outlier_margin=0.05)
+    host = FakeHost(files={"/proc/uptime": "100.0 1.0\n"},
+                    commands={("nvidia-smi", "topo", "-m"): (0, capture()["topo_m"]["stdout"], "")})
+    deps = NodeDeps(fake_nvml, host, ScriptedLauncher(lambda argv, env: 0), kmsg=lambda: "")
+    result = run_node_suite(args, _two_gpu_env(), str(tmp_path / "work"), deps=deps,
+                            worker_command=[sys.executable, FAKE, str(script)])
+    assert [(c.id, c.status) for c in result.checks] == [("links.internal", "fail")]
+    assert "ValueError: a finding is one line" in result.checks[0].finding

@@ -164,27 +164,98 @@ def _check(args: list[str], path: str, env_extra: dict[str, str] | None = None) 
                           env=env, timeout=300, cwd=ROOT)
 
 
-def test_check_health_drains_a_slurm_node_with_the_reason(tmp_path: Path) -> None:
+@pytest.fixture
+def live_check(monkeypatch: pytest.MonkeyPatch):
+    """``check`` of "this machine" as a snapshot recorded it: --slurm-drain refuses a replay, so the
+    snapshot goes in behind collect's seams instead."""
+    from envcheck import snapshot
+    from envcheck.probes import collect as collect_mod
+
+    real = collect_mod.collect
+
+    def use(name: str) -> None:
+        host, nvml = snapshot.replay(snapshot.load(SNAPSHOTS / name))
+        monkeypatch.setattr(collect_mod, "collect", lambda **kw: real(**{**kw, "host": host, "nvml": nvml}))
+    return use
+
+
+def test_check_health_drains_a_slurm_node_with_the_reason(tmp_path: Path, capsys, monkeypatch, live_check) -> None:
     log = _fake_scontrol(tmp_path)
-    snap = str(SNAPSHOTS / "linux-libcuda-so-missing.json")
-    done = _check(["--replay", snap, "--format", "health", "--slurm-drain"], f"{tmp_path}:{os.environ['PATH']}",
-                  {"SLURMD_NODENAME": "gpu-n17"})
-    assert done.returncode == 1, done.stderr
-    assert done.stdout.startswith("[node_problem] ") and len(done.stdout.strip()) <= MAX_LINE
+    live_check("linux-libcuda-so-missing.json")
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setenv("SLURMD_NODENAME", "gpu-n17")
+    assert main(["check", "--format", "health", "--slurm-drain"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("[node_problem] ") and len(out.strip()) <= MAX_LINE
     args = log.read_text().splitlines()
     assert args[:3] == ["update", "NodeName=gpu-n17", "State=DRAIN"]
     assert args[3].startswith("Reason=envcheck: ")
 
 
-def test_slurm_drain_without_scontrol_or_without_health_is_a_usage_error(tmp_path: Path) -> None:
-    snap = str(SNAPSHOTS / "linux-libcuda-so-missing.json")
+def test_slurm_drain_without_scontrol_or_without_health_is_a_usage_error(tmp_path: Path, capsys, monkeypatch,
+                                                                          live_check) -> None:
+    live_check("linux-libcuda-so-missing.json")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    os.symlink(sys.executable, bin_dir / "python3")
-    done = _check(["--replay", snap, "--format", "health", "--slurm-drain"], str(bin_dir))
-    assert done.returncode == 2 and "scontrol is not on PATH" in done.stderr and "Traceback" not in done.stderr
-    done = _check(["--replay", snap, "--slurm-drain"], os.environ["PATH"])
-    assert done.returncode == 2 and "--slurm-drain goes with --format health" in done.stderr
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.setenv("SLURMD_NODENAME", "gpu-n17")
+    assert main(["check", "--format", "health", "--slurm-drain"]) == 2
+    err = capsys.readouterr().err
+    assert "scontrol is not on PATH" in err and err.count("\n") == 1
+    assert main(["check", "--slurm-drain"]) == 2
+    assert "--slurm-drain goes with --format health" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["n[1-100]", "ALL", "all", "-h", "--help", "gpu-n17\nState=RESUME", "n1,n2",
+                                  "n1 n2", " n1", "n1-", ".n1", "n1;reboot", "n1=x", "\u202en1", "n" * 200, "n1\x00"])
+def test_slurm_drain_refuses_what_is_not_one_node_name(tmp_path: Path, capsys, monkeypatch, live_check,
+                                                        name: str) -> None:
+    """A hostlist, ALL, an option or a second line in SLURMD_NODENAME would drain other nodes, or the
+    whole cluster: one line, exit 2, scontrol never run (issue 36, item 14)."""
+    log = _fake_scontrol(tmp_path)
+    live_check("linux-libcuda-so-missing.json")
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setattr(os, "environ", {**os.environ, "SLURMD_NODENAME": name})  # setenv refuses a NUL
+    assert main(["check", "--format", "health", "--slurm-drain"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and "not one node's name" in captured.err
+    assert "Traceback" not in captured.err and not log.exists()
+
+
+def test_slurm_drain_refuses_a_host_name_that_is_not_one_node_name(tmp_path: Path, capsys, monkeypatch,
+                                                                    live_check) -> None:
+    import socket
+
+    log = _fake_scontrol(tmp_path)
+    live_check("linux-libcuda-so-missing.json")
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.delenv("SLURMD_NODENAME", raising=False)
+    monkeypatch.setattr(socket, "gethostname", lambda: "n[1-4].cluster")
+    assert main(["check", "--format", "health", "--slurm-drain"]) == 2
+    assert "the host name" in capsys.readouterr().err and not log.exists()
+
+
+@pytest.mark.parametrize("name", ["gpu-n17", "node_01", "n1.rack2", "A100x8"])
+def test_one_node_name_is_drained(tmp_path: Path, monkeypatch, name: str) -> None:
+    from envcheck import slurm
+
+    log = _fake_scontrol(tmp_path)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setenv("SLURMD_NODENAME", name)
+    assert slurm.drain("envcheck: test") == name
+    assert log.read_text().splitlines()[1] == f"NodeName={name}"
+
+
+def test_slurm_drain_refuses_a_replay(tmp_path: Path, capsys, monkeypatch) -> None:
+    """``check --replay OTHER.json --slurm-drain`` would drain this node for another machine's findings."""
+    log = _fake_scontrol(tmp_path)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setenv("SLURMD_NODENAME", "gpu-n17")
+    snap = str(SNAPSHOTS / "linux-libcuda-so-missing.json")
+    assert main(["check", "--replay", snap, "--format", "health", "--slurm-drain"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and "--replay" in captured.err
+    assert not log.exists()
 
 
 def test_check_formats_for_ci_and_prometheus(tmp_path: Path) -> None:

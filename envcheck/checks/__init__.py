@@ -7,11 +7,14 @@ they never probe, so a report's checks can be recomputed from its JSON.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from envcheck.checks.said import said
+from envcheck.errors import first_line
 from envcheck.model import STATUSES, Check, Environment
 
 Rule = Callable[[Environment], list[Check]]
+T = TypeVar("T")
 
 
 def _rules() -> tuple[tuple[str, Rule], ...]:
@@ -33,12 +36,21 @@ def evaluate(env: Environment) -> tuple[Check, ...]:
     """Every check, worst first (fail, warn, pass, skip), subject order kept within a status. Never raises."""
     found: list[Check] = []
     for subject, rule in _rules():
-        try:
-            found.extend(rule(env))
-        except Exception as e:  # noqa: BLE001 - a buggy rule must not hide the others' verdicts
-            found.append(said(f"{subject}.internal", "warn", "internal", "internal.fix", subject=subject,
-                              error=f"{type(e).__name__}: {e}".splitlines()[0]))
+        found.extend(guarded(subject, rule, env))
     return worst_first(found)
+
+
+def guarded(subject: str, rule: Callable[[T], list[Check]], arg: T) -> list[Check]:
+    """``rule(arg)``'s checks; when the rule cannot run, one check ``<subject>.internal`` that FAILS
+    ("could not evaluate", with the exception's first line): the verdicts the rule would have given
+    are unknown, and a node none of whose rules ran is not a healthy node. A warning here once let a
+    failing architecture check read OK on the health line, in JUnit and in Prometheus (issue 36)."""
+    try:
+        return list(rule(arg))
+    except Exception as e:  # noqa: BLE001 - a buggy rule must not hide the others' verdicts
+        first = first_line(e)
+        return [said(f"{subject}.internal", "fail", "internal", "internal.fix", subject=subject,
+                     error=f"{type(e).__name__}: {first}" if first else type(e).__name__)]
 
 
 def worst_first(checks: Iterable[Check]) -> tuple[Check, ...]:

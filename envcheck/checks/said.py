@@ -6,6 +6,10 @@ path, an error, a command). The title's key follows from the check id. The Engli
 filled in here from the English catalogue, so JUnit, the health line, the diff and older readers
 of the JSON keep plain text; every human view phrases the keys in the reader's language instead.
 The catalogue is read as package data: checks never import the renderers.
+
+Parameters are machine text (a GPU name, a driver version, a path): each is made one line here
+(``outside_text.visible``: a newline is written ``\\x0a``) and bounded, so a hostile or broken value
+is shown as it is instead of stopping the rule that reports it.
 """
 
 from __future__ import annotations
@@ -17,8 +21,11 @@ from collections.abc import Mapping
 from importlib import resources
 
 from envcheck.model import Check, Status
+from envcheck.outside_text import visible
 
 _GPU_INDEX = re.compile(r"\.\d+$")
+# A parameter longer than this (a 100k-character "GPU name") is cut, marked "...".
+MAX_PARAM_CHARS = 2000
 
 
 @functools.cache
@@ -42,11 +49,18 @@ def title_key(check_id: str) -> str:
     return f"check.title.{_GPU_INDEX.sub('', check_id)}"
 
 
+def _param(value: object) -> str:
+    s = visible(value)
+    if len(s) <= MAX_PARAM_CHARS:
+        return s
+    return s[:MAX_PARAM_CHARS - 3] + "..."
+
+
 def said(check_id: str, status: Status, key: str, fix: str | None = None, details: str | None = None, /,
          **params: object) -> Check:
     """The check ``check_id`` with finding ``check.<key>`` and fix ``check.<fix>``, both given ``params``."""
     en = _english()
-    text = {k: str(v) for k, v in params.items()}
+    text = {k: _param(v) for k, v in params.items()}
     for name, nested in nested_keys(text).items():  # a phrase inside the fix: a driver upgrade, an install
         text[name] = en[nested].format_map(_Blank(text))
     finding_key = f"check.{key}"

@@ -24,7 +24,7 @@ from typing import Any
 
 from envcheck.bench import assemble
 from envcheck.commands import run as run_command
-from envcheck.commands.run import Collaborators, ProgressView, _utc, exit_status, write_outputs
+from envcheck.commands.run import Collaborators, ProgressView, _utc, exit_status, summary_stream, write_outputs
 
 
 def _say(text: str, stream: Any = None) -> None:
@@ -83,7 +83,7 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
     from envcheck.render.terminal.console import make_console
     from envcheck.render.terminal.run import print_run
 
-    print_run(make_console(stdout), report, analysis, written, args.lang)
+    print_run(make_console(summary_stream(written, stdout, err_stream)), report, analysis, written, args.lang)
     return exit_status(report, stopped or render_stopped, 0, analysis)
 
 

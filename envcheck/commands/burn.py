@@ -71,7 +71,7 @@ def check_control(args: argparse.Namespace, gpus: Sequence[int]) -> tuple[str | 
 
 
 def execute(args: argparse.Namespace, collect: Any = None, stderr: Any = None, stdout: Any = None) -> int:
-    from envcheck.commands.run import output_dir, output_formats
+    from envcheck.commands.run import output_dir, output_formats, summary_stream
 
     formats = output_formats(args.format)
     if args.minutes > MAX_MINUTES:
@@ -110,7 +110,7 @@ def execute(args: argparse.Namespace, collect: Any = None, stderr: Any = None, s
     from envcheck.render.terminal.console import make_console
 
     assert analysis.burn is not None
-    print_burn(make_console(stdout), analysis.burn, written, args.lang)
+    print_burn(make_console(summary_stream(written, stdout, err)), analysis.burn, written, args.lang)
     return exit_status(analysis.burn.verdict)
 
 

@@ -119,8 +119,15 @@ def main(args: argparse.Namespace) -> int:
     from envcheck.probes.collect import collect, new_report
     from envcheck.render.escape import json_text
 
-    if getattr(args, "slurm_drain", False) and args.format != "health":
-        raise UsageError("--slurm-drain goes with --format health")
+    if getattr(args, "slurm_drain", False):
+        if args.format != "health":
+            raise UsageError("--slurm-drain goes with --format health")
+        if getattr(args, "replay", None):
+            raise UsageError("--slurm-drain drains this node, and --replay checks another machine's snapshot: "
+                             "drop one of them")
+        from envcheck.slurm import node_name
+
+        node_name()  # a name that is not one node's is refused before anything is probed
     out = _check_out(getattr(args, "out", None))
     key = None
     if getattr(args, "anonymize", False):

@@ -214,6 +214,15 @@ def save_json(report: Report, out_dir: Path, stem: str, stderr: Any = None, comm
     return None
 
 
+def summary_stream(written: Sequence[Path], stdout: Any, stderr: Any) -> Any:
+    """Where the terminal summary goes: ``stdout`` (None: the real one), unless nothing was written
+    because the report's JSON went to stdout (``save_json``'s last resort): then ``stderr``, so what
+    a user saves from stdout is the JSON alone, valid, not the JSON followed by the summary."""
+    if written:
+        return stdout
+    return stderr if stderr is not None else sys.stderr
+
+
 def write_outputs(report: Report, out_dir: Path, formats: Sequence[str], lang: str, when: datetime,
                   stderr: Any = None, analysis: Analysis | None = None) -> tuple[list[Path], bool]:
     """The JSON under a fresh dated name, then the requested renderings beside it, as a set (all
@@ -346,7 +355,7 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
     from envcheck.render.terminal.console import make_console
     from envcheck.render.terminal.run import print_run
 
-    console = make_console(stdout)
+    console = make_console(summary_stream(written, stdout, err_stream))
     print_run(console, report, analysis, written, args.lang)
     if analysis.burn is not None:  # --burn: its verdicts too, and a GPU that failed them fails the run
         from envcheck.render.terminal.burn import print_burn

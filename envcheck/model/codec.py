@@ -46,6 +46,10 @@ Reading validates every field (type, finiteness, ranges, integers within 64 bits
 dataclass checks in ``__post_init__``, and the type of each fact value the analysis reads:
 ``model/facts.py``'s table); a problem is one ``ReportError`` line naming the file and the field, e.g.
 ``r.json: benches[0].cases[3].gpu.samples_us: timing samples must be finite and positive``.
+Every string read is made encodable (``outside_text.encodable``: a lone surrogate, which JSON can spell
+and no UTF-8 writer accepts, becomes U+FFFD), so a report that loads can be written and shown.
+A check ``<subject>.internal`` (a rule that could not run) is a failure whatever status it was recorded
+with: envcheck before issue 36 recorded it as a warning, and a node whose rules did not run is not healthy.
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ from envcheck.model.bench import LEGACY_TEXT, OMIT_DEFAULT, Note, Samples
 from envcheck.model.facts import (
     GPU_FACT_RANGES,
     GPU_FACT_TYPES,
+    Check,
     Environment,
     Gpu,
     ReportError,
@@ -80,6 +85,7 @@ from envcheck.model.facts import (
 )
 from envcheck.model.report import SCHEMA_VERSION, Report
 from envcheck.ops import OPS, spec
+from envcheck.outside_text import json_value
 
 FORMAT_NAME = "envcheck-report"
 SAMPLES_KEY = "f32le_b64"
@@ -271,6 +277,9 @@ def _dataclass_builder(tp: type) -> Builder:
                     raise e.at(name) from None
             elif required:
                 raise _Bad(name, "missing")
+        upgrade = _UPGRADES.get(tp)
+        if upgrade is not None:
+            kwargs = upgrade(kwargs)
         try:
             obj = tp(**kwargs)
         except (TypeError, ValueError, AttributeError, KeyError) as e:
@@ -304,6 +313,18 @@ def _check_environment(env: Environment) -> None:
             _check_facts(facts, lambda key, section=section: section_fact_type(section, key))
         except _Bad as e:
             raise e.at(section).at("sections") from None
+
+
+def _upgrade_check(fields: dict[str, Any]) -> dict[str, Any]:
+    cid = fields.get("id")
+    if isinstance(cid, str) and cid.endswith(INTERNAL_CHECK_SUFFIX) and fields.get("status") != "fail":
+        return {**fields, "status": "fail"}  # a rule that could not run (see the module docstring)
+    return fields
+
+
+# What a built object's fields become before it is made (a verdict an older envcheck got wrong).
+_UPGRADES: dict[type, Callable[[dict[str, Any]], dict[str, Any]]] = {Check: _upgrade_check}
+INTERNAL_CHECK_SUFFIX = ".internal"  # checks/__init__.py: ``<subject>.internal``
 
 
 # Checks of a built object beyond its fields' types: the fact values the analysis reads (facts.py's table).
@@ -535,7 +556,7 @@ def _first_line(e: Exception) -> str:
 def _parse(text: str, where: str = "") -> Any:
     """The JSON value of ``text``; a ReportError (its message after ``where``) when it is none."""
     try:
-        return json.loads(text)
+        return json_value(text)
     except json.JSONDecodeError as e:
         raise ReportError(f"{where}not valid JSON ({e.msg} at line {e.lineno})") from None
     except ValueError as e:  # an integer literal of thousands of digits (int's string conversion limit)

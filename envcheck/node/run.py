@@ -189,6 +189,7 @@ def run_node_suite(args: argparse.Namespace, env: Environment, work_dir: str,
     """``envcheck run --gpus ...`` after the probes and checks: every selected GPU's suite at once, then
     the node tests. ``args`` are run's options (``gpus``, ``quick``, ``timeout``, ``outlier_margin``...)."""
     from envcheck.bench import parallel, runner
+    from envcheck.checks import guarded
     from envcheck.checks.links import delta_checks
 
     count = max(len(env.gpus), int(env.get("torch_runtime", "device_count") or 0))
@@ -208,7 +209,7 @@ def run_node_suite(args: argparse.Namespace, env: Environment, work_dir: str,
     except KeyboardInterrupt as e:
         node = e.args[0] if e.args and isinstance(e.args[0], Node) else Node(socket.gethostname(), gpus)
         interrupted = True
-    return NodeRun(gpus, benches, node, tuple(delta_checks(node)), interrupted)
+    return NodeRun(gpus, benches, node, tuple(guarded("links", delta_checks, node)), interrupted)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,6 +10,9 @@ NVML (a child process: a broken libnvidia-ml may segfault or hang) and the two r
 probes read files, so ``envcheck probe`` costs about as long as the slower of NVML and the
 file probes, and ``envcheck check`` as long as the slower of the two runtime children.
 
+Every string of the result is made encodable (``outside_text.encodable``) here, once, whichever
+probe read it (a file, a variable, a subprocess, NVML).
+
 Ctrl-C reaches the main thread only: collect then kills every probe child still running
 (``host.terminate_children``) before letting the interrupt go on.
 """
@@ -24,7 +27,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from envcheck import __version__
-from envcheck.model import Bench, Check, Environment, Facts, Gpu, Report, missing
+from envcheck.model import Bench, Check, Environment, Fact, Facts, Gpu, Report, missing
+from envcheck.outside_text import encodable
 from envcheck.probes import links_probe, platform, torch_probe, triton_probe
 from envcheck.probes.host import Host, default_host, terminate_children
 
@@ -222,7 +226,16 @@ def _collect(host: Host, nvml: object, runtime: bool, timeout: float, reports_di
     ordered = {name: sections[name] for name in SECTIONS}
     if links_probe.SECTION in sections:  # per-GPU keys: not part of the fixed key contract above
         ordered[links_probe.SECTION] = sections[links_probe.SECTION]
-    return Environment(sections=ordered, gpus=gpus, probe_s=round(time.perf_counter() - start, 3))
+    return Environment(sections={name: _encodable(facts) for name, facts in ordered.items()},
+                       gpus=tuple(Gpu(g.index, _encodable(g.facts), encodable(g.lost)) for g in gpus),
+                       probe_s=round(time.perf_counter() - start, 3))
+
+
+def _encodable(facts: Facts) -> Facts:
+    """``facts`` with every string made encodable: a path, an environment variable or a child's output
+    may hold a lone surrogate (Python decodes undecodable bytes of file names and variables to them),
+    which no UTF-8 writer of the report accepts (``outside_text``)."""
+    return {key: Fact(encodable(f.value), encodable(f.reason)) for key, f in facts.items()}
 
 
 def utc_now() -> str:
@@ -232,7 +245,7 @@ def utc_now() -> str:
 
 def hostname() -> str:
     try:
-        return socket.gethostname() or "unknown"
+        return encodable(socket.gethostname()) or "unknown"  # decoded like a file name: may hold a surrogate
     except OSError:
         return "unknown"
 

@@ -6,7 +6,8 @@ or HTML, rich markup, terminal escape sequences or bidirectional-override charac
 make text read differently than it is. Each medium has one function here:
 
 * ``visible``: control characters (C0, DEL, C1), bidi controls and invisible format
-  characters become visible escapes (``\\x1b``, ``\\u202e``); the base of every other one;
+  characters become visible escapes (``\\x1b``, ``\\u202e``); the base of every other one
+  (``outside_text.visible``, which also keeps a check's finding on one line);
 * ``md_text`` / ``md_code``: Markdown (CommonMark + GFM tables);
 * ``term``: rich markup for the terminal;
 * HTML is escaped by Jinja's autoescape; ``visible`` runs on every value a template prints
@@ -22,30 +23,10 @@ from typing import Any
 
 from markupsafe import Markup
 
-# U+061C, U+200E/F: marks; U+202A-U+202E: embeddings and overrides; U+2066-U+2069: isolates.
-BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-# Zero-width and other invisible format characters that hide text or split words unseen.
-INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff"
-# Lone surrogates: a file name or variable that was not UTF-8, as Python hands it over (no stream
-# can write one as it is).
-SURROGATES = "\ud800-\udfff"
-_UNSAFE = re.compile(f"[\x00-\x1f\x7f-\x9f{BIDI}{INVISIBLE}\u2028\u2029{SURROGATES}]")
-# The same without newline and tab: for text that is already laid out in lines (a template's output).
-_UNSAFE_INLINE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI}{INVISIBLE}\u2028\u2029{SURROGATES}]")
+from envcheck.outside_text import BIDI, INVISIBLE, visible
 
-
-def _show(m: re.Match[str]) -> str:
-    c = m.group(0)
-    o = ord(c)
-    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
-
-
-def visible(text: Any, lines: bool = False) -> str:
-    """``text`` with every control, bidi and invisible format character written as an escape
-    (newline and tab kept with ``lines``: for a template's own layout, never for machine text)."""
-    s = str(text)
-    pattern = _UNSAFE_INLINE if lines else _UNSAFE
-    return pattern.sub(_show, s) if pattern.search(s) else s
+__all__ = ["BIDI", "INVISIBLE", "html_command", "json_text", "md_code", "md_code_cell", "md_lead", "md_text", "term",
+           "visible"]
 
 
 # --------------------------------------------------------------------------- Markdown
