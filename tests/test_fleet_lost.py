@@ -169,6 +169,21 @@ def test_a_world_sweep_that_hung_with_nobody_to_name_vouches_for_no_node():
     assert all(any(f.metric == "world.collectives" and f.reason == "timed_out" for f in x.findings) for x in v)
 
 
+def test_a_rank_killed_in_its_suite_blames_its_node_alone_though_the_world_sweep_never_finished():
+    # Two nodes, rank 1 killed in its suite: the world sweep then timed out with nobody to name in it.
+    outs = [RankOutput(r, _events(r, done=False)) for r in range(2)]
+    c = assemble(outs, PLAN, 2, "world", Launch(("torchrun",), None, 60.0, 60.0, timed_out=True))
+    ranks = (RankStatus(0, "ok", "vm/0", 0, 0, world_rank=0),
+             RankStatus(1, "error", "vm/1", 0, 0, world_rank=1, phase="suite", error="killed"))
+    nodes = tuple(FleetNode(f"vm/{r}", (r,), benches=(bench_with_bandwidth(0, 4200.0),)) for r in range(2))
+    fleet = Fleet(2, 2, "torchrun", nodes, ranks, (c,))
+    from envcheck.analysis.fleet import to_drain
+
+    assert [v.host for v in to_drain(fleet)] == ["vm/1"]
+    (x,) = lost_ranks(fleet)
+    assert (x.rank, x.host, x.phase) == (1, "vm/1", "suite")
+
+
 def test_a_lost_rank_is_not_narrowed_to_a_link():
     outs = [RankOutput(0, _events(0)), RankOutput(1, _events(1))]
     c = assemble(outs, SweepPlan(ops=("all_reduce",), sizes=(1 << 16,), device="cpu", narrow=True), 3, "world", None)

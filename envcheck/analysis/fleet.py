@@ -322,8 +322,10 @@ def lost_ranks(fleet: Fleet) -> tuple[LostRank, ...]:
 
 def _unfinished_world(fleet: Fleet, lost: Sequence[LostRank]) -> dict[str, str]:
     """Host -> why: the nodes that took part in a sweep across nodes that did not finish while no rank
-    of it could be named (every rank was still waiting at the limit). No node of it is vouched for."""
-    named = {x.rank for x in lost if x.phase == "world"}
+    of it could be named (every rank was still waiting at the limit). No node of it is vouched for.
+    A rank of the sweep lost in any phase (killed in its suite, say) is its cause: only that rank's
+    node is blamed, never the nodes that waited on it."""
+    named = {x.rank for x in lost}
     out: dict[str, str] = {}
     for c in fleet.collectives:
         if c.error is None:
