@@ -28,7 +28,7 @@ from envcheck.model import load
 from envcheck.render.documents import render_diff, render_history, render_html
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "scripts" / "screenshot_report.sh"
+SCRIPT = ROOT / "tools" / "dev" / "screenshot_report.sh"
 BROWSER = os.environ.get("CHROMIUM") or next(
     (b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
 

@@ -16,8 +16,8 @@ from envcheck.model.node import CollectiveResult, Collectives, Node, RankTiming
 from envcheck.node import nccl_tests
 from envcheck.node.topology import probe_topology
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "compare_node.py"
-REPORTS = SCRIPT.parent.parent / "reports"
+SCRIPT = Path(__file__).resolve().parent.parent / "tools" / "evidence" / "compare_node.py"
+REPORTS = SCRIPT.parents[2] / "reports"
 
 
 def _script():

@@ -465,7 +465,7 @@ def test_the_shipped_data_file_is_what_the_script_makes_from_the_committed_contr
     sys.argv = ["noise_floors.py", *(str(REPORTS / n) for n in FLOORS_H200 + FLOORS_H100), *node, "--out", str(out)]
     try:
         with pytest.raises(SystemExit) as e:
-            runpy.run_path(str(REPORTS.parent / "scripts" / "noise_floors.py"), run_name="__main__")
+            runpy.run_path(str(REPORTS.parent / "tools" / "evidence" / "noise_floors.py"), run_name="__main__")
         assert e.value.code == 0
     finally:
         sys.argv = argv
@@ -479,7 +479,7 @@ def test_a_malformed_floor_file_is_refused():
 
 
 def test_floors_learned_from_runs_with_repeats_find_the_planted_between_run_noise(tmp_path):
-    """The generator on a pair of runs with repeats (as scripts/device_controls.sh writes them):
+    """The generator on a pair of runs with repeats (as tools/evidence/controls.sh writes them):
     it learns from their first repeats, and the floor of every-row comes out near the between-run
     noise planted (the committed H200 one, per kind), not near zero and not near the repeats' sum."""
     import runpy
@@ -498,7 +498,7 @@ def test_floors_learned_from_runs_with_repeats_find_the_planted_between_run_nois
     sys.argv = ["noise_floors.py", *paths, "--out", str(out)]
     try:
         with pytest.raises(SystemExit) as e:
-            runpy.run_path(str(REPORTS.parent / "scripts" / "noise_floors.py"), run_name="__main__")
+            runpy.run_path(str(REPORTS.parent / "tools" / "evidence" / "noise_floors.py"), run_name="__main__")
         assert e.value.code == 0
     finally:
         sys.argv = argv
@@ -517,7 +517,7 @@ def test_rows_compared_on_launch_time_never_share_the_gpu_time_rows_allowance():
     without repeats cannot tell from a change.)"""
     import runpy
 
-    cut = runpy.run_path(str(REPORTS.parent / "scripts" / "noise_floors.py"))["first_repeat"]
+    cut = runpy.run_path(str(REPORTS.parent / "tools" / "evidence" / "noise_floors.py"))["first_repeat"]
     names = ("2026-11-25_2220Z_vm_h100_controls_baseline.json", "2026-11-25_2220Z_vm_h100_controls_rerun.json")
     a, b = (cut(fx.load(REPORTS / n)) for n in names)
     cmp = diff.diff([(names[0], a), (names[1], b)]).comparisons[0]

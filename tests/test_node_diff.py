@@ -256,7 +256,7 @@ def test_committed_back_to_back_node_runs_call_nothing(controls):
 
 def test_node_floors_learned_without_a_pair_hold_on_it(controls, tmp_path, monkeypatch):
     """Out of sample: each 2 x H100 pair judged with floors learned from the other pairs alone (leave one pair
-    out, scripts/noise_floors.py on the rest): no row is called, and 26 of the 495 held-out intervals exclude 1
+    out, tools/evidence/noise_floors.py on the rest): no row is called, and 26 of the 495 held-out intervals exclude 1
     (5.25%: two rows over the issue's 5%, which is 24.75; 25 with the GPU time the mean of every replay, before
     the median of the captures of one allocation. Eight H100 pairs before the last three joined: 18 of 360; with
     floors of a kind per op and size class, 23 of 360). The seven peer sm_kernel copies among the 26 exclude 1 by
@@ -283,7 +283,7 @@ def test_node_floors_learned_without_a_pair_hold_on_it(controls, tmp_path, monke
                         *(x for a, b in rest for x in ("--node", str(nf.REPORTS / a), str(nf.REPORTS / b))),
                         "--out", str(out)]
             with pytest.raises(SystemExit) as e:
-                runpy.run_path(str(nf.REPORTS.parent / "scripts" / "noise_floors.py"), run_name="__main__")
+                runpy.run_path(str(nf.REPORTS.parent / "tools" / "evidence" / "noise_floors.py"), run_name="__main__")
             assert e.value.code == 0
             floors = shipped.parse(json.loads(out.read_text()))
             monkeypatch.setattr(shipped, "shipped", lambda floors=floors: floors)

@@ -265,12 +265,12 @@ def test_every_op_in_the_registry_can_size_its_memory():
 
 
 def test_verify_ops_picks_each_new_ops_largest_measured_case():
-    """scripts/verify_ops.py's headline: per new op, the measured torch case moving the most."""
+    """tools/evidence/verify_ops.py's headline: per new op, the measured torch case moving the most."""
     import importlib.util
 
     from envcheck.model import Case, Failure, Timing
 
-    loaded = importlib.util.spec_from_file_location("verify_ops", ROOT / "scripts" / "verify_ops.py")
+    loaded = importlib.util.spec_from_file_location("verify_ops", ROOT / "tools" / "evidence" / "verify_ops.py")
     verify_ops = importlib.util.module_from_spec(loaded)
     loaded.loader.exec_module(verify_ops)
     t = Timing.from_samples("cuda_graph", [10.0, 11.0])

@@ -1,4 +1,4 @@
-"""scripts/verify_timer.py end to end on the CPU, with the GPU's pieces faked (CUDA graphs
+"""tools/evidence/verify_timer.py end to end on the CPU, with the GPU's pieces faked (CUDA graphs
 replay the call ``k`` times, do_bench_cudagraph times it with a host clock), so the device run
 does not find a typo: every row printed, the noisy statistics and the verdict line."""
 

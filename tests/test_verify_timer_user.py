@@ -1,4 +1,4 @@
-"""scripts/verify_timer.py --user: the command line, the rows a user's file gives, the usage errors
+"""tools/evidence/verify_timer.py --user: the command line, the rows a user's file gives, the usage errors
 (one line, exit status 2, before any GPU is looked for) and the mode end to end on the CPU with the
 GPU's pieces faked (tests/verify_timer_fakes.py)."""
 

@@ -1,4 +1,4 @@
-"""scripts/verify_timer.py loaded as a module, and its GPU's pieces faked for the CPU: CPU tensors
+"""tools/evidence/verify_timer.py loaded as a module, and its GPU's pieces faked for the CPU: CPU tensors
 on the GPU's path, CUDA graphs that replay the call ``k`` times, a host clock, no NVML, and
 ``do_bench_cudagraph`` timing ten calls with the host clock (tests/test_verify_timer*.py)."""
 
@@ -13,7 +13,7 @@ from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "verify_timer.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "evidence" / "verify_timer.py"
 
 
 def load_script(monkeypatch: pytest.MonkeyPatch) -> ModuleType:

@@ -115,7 +115,7 @@ def gpu_time_us(result: CollectiveResult) -> float | None:
     averaged over the ranks, as nccl-tests' graph mode (``-G``) reports one run); with one capture, that mean.
 
     Each capture is a draw of what moves a collective's pace from one process to the next, and nccl-tests' run
-    is one such draw; ``scripts/compare_node.py`` holds envcheck against the median of several runs.
+    is one such draw; ``tools/evidence/compare_node.py`` holds envcheck against the median of several runs.
 
     - Captures of one allocation differ by their communicator, and those draws take two values: all_to_all
       64 MiB on 2 x H100 ran at about 138.5 us a call on most communicators and 145-150 on some. The GPU time is

@@ -361,7 +361,7 @@ def _pending(ka: _Keyed, kb: _Keyed, resamples: int,
 def floor_rows(a: NodeSide, b: NodeSide, *, resamples: int = stats.RESAMPLES,
                seed: int = stats.SEED) -> list[tuple[tuple[tuple[str, ...], ...], float, float]]:
     """(kinds, log ratio, within-run standard error) of every node row with an interval of its own:
-    what ``scripts/noise_floors.py`` learns the shipped node floors from."""
+    what ``tools/evidence/noise_floors.py`` learns the shipped node floors from."""
     _, _, pending = _pending(_Keyed.of(a), _Keyed.of(b), resamples, seed)
     return [(p.kinds, math.log(p.ratio), p.within_se) for p in pending
             if isinstance(p, _Pending) and math.isfinite(p.within_se)]

@@ -3,7 +3,7 @@
 Two reports without repeats cannot show their own run-to-run noise, and estimating it from
 the very two runs being judged lets a real change hide in its own allowance (or a quiet pair
 of runs make every wobble significant). So for each GPU model envcheck has committed
-back-to-back controls of (two independent runs, nothing changed), ``scripts/noise_floors.py``
+back-to-back controls of (two independent runs, nothing changed), ``tools/evidence/noise_floors.py``
 learns one floor per kind of case and writes ``noise_floors.json`` beside this module, with
 the reports it came from. A diff of two reports without repeats on that GPU model uses the
 floor of each row's kind, and says so.

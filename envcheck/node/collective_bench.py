@@ -101,7 +101,7 @@ CAPTURES = 12
 # communicator a call goes through moved all_to_all 64 MiB by up to 8% on 2 x H100, while most held within 1%
 # (reports/device-logs/2026-11-26_1125Z_2x-h100_diag_communicators.log). A communicator's slow pace mostly holds
 # for all its bursts: of 96 bursts of 300 ms on 48 communicators with NCCL's defaults, 13 ran over 2% below their
-# process's median, on 8 communicators, 5 of them slow in both their bursts (scripts/ramp_bursts.py on
+# process's median, on 8 communicators, 5 of them slow in both their bursts (the ramp diagnostic of 2026-11-26 on
 # reports/device-logs/2026-11-26_1713Z_2x-h100_diag_alltoall_nccl_settings.log). So the communicators, not the
 # captures, are the independent draws, and twelve of them, one capture each, leave the GPU time less to one
 # communicator's luck than six of two each. (Neither the SM clock, at 1980 MHz in slow and fast windows alike, nor

@@ -1,6 +1,6 @@
 """How a collective's GPU time per call depends on how many calls one CUDA graph holds.
 
-    torchrun --nproc-per-node 2 scripts/diag_graph_calls.py
+    torchrun --nproc-per-node 2 tools/evidence/graph_calls.py
 
 For all_reduce and broadcast at 1 MiB and 16 MiB: graphs of 1, 4, 9, 20, 50 and 100 calls, each replayed 20
 times back to back with a CUDA event between replays (envcheck's GPU time); then one replay of a 20-call
@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from diag_collective_gaps import capture, per_call_us  # noqa: E402 - the same recipe as envcheck's
+from collective_gaps import capture, per_call_us  # noqa: E402 - the same recipe as envcheck's
 
 
 def main() -> int:

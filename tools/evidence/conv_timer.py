@@ -1,6 +1,6 @@
 """Where envcheck's timer and ``do_bench_cudagraph`` part on the conv2d headline case (issue 22).
 
-    python scripts/diag_conv_timer.py
+    python tools/evidence/conv_timer.py
 
 scripts/verify_timer.py --workloads found, on one H100, cuDNN's conv2d 64x64x128x128 by 64 7x7 filters
 at stride 2 3.7% faster in envcheck than in do_bench_cudagraph (SM clock 1980 against 1874 MHz, power
@@ -24,13 +24,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 CASE = ("conv2d", "fp16", (64, 64, 128, 128, 64, 7, 2))
 
 
 def _verify_timer() -> Any:
-    spec = importlib.util.spec_from_file_location("verify_timer", ROOT / "scripts" / "verify_timer.py")
+    spec = importlib.util.spec_from_file_location("verify_timer", ROOT / "tools" / "evidence" / "verify_timer.py")
     assert spec is not None and spec.loader is not None
     vt = importlib.util.module_from_spec(spec)
     sys.modules["verify_timer"] = vt  # its dataclasses look their module up while the class is made

@@ -2,7 +2,7 @@
 # Screenshot an envcheck HTML report with headless Chromium, at a laptop and a phone width,
 # to check by eye that it reads well and that nothing reaches the network.
 #
-#   scripts/screenshot_report.sh REPORT.html [OUT_DIR]
+#   tools/dev/screenshot_report.sh REPORT.html [OUT_DIR]
 #
 # Writes OUT_DIR/<name>.desktop.png (1400 px wide) and OUT_DIR/<name>.phone.png (390 px).
 # The browser is $CHROMIUM, else the first of chromium, chromium-browser, google-chrome on PATH.

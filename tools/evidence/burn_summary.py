@@ -4,7 +4,7 @@ positive control: CAUGHT when GPU N fails with the control's finding and every o
 ``--independent`` (on the GPU machine the burn ran on): an independent GEMM loop on every GPU at once, with
 the burn's dtype and shape, that the burn's sustained TFLOP/s must match within 3%.
 
-    python scripts/burn_summary.py REPORT.json [--control slow_gemm --control-gpu 1] [--independent]
+    python tools/evidence/burn_summary.py REPORT.json [--control slow_gemm --control-gpu 1] [--independent]
 """
 
 from __future__ import annotations

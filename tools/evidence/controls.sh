@@ -9,15 +9,15 @@
 # then the two diffs rendered by envcheck (negative.md/.json: rerun vs baseline; positive.md/.json:
 # control vs baseline) and a summary of the targets in controls.log. Writes 8 files to $OUT.
 #
-#   OUT=some/dir [BUDGET_S=420] [REPEAT=5] [SIZES=2^24,2^25,2^26,2^27] bash scripts/device_controls.sh
+#   OUT=some/dir [BUDGET_S=420] [REPEAT=5] [SIZES=2^24,2^25,2^26,2^27] bash tools/evidence/controls.sh
 #
 # Targets (issue 17): the negative control calls no row and has at most 5% of its rows' 95%
 # intervals excluding 1; the positive control calls at least 90% of the Triton vector add rows
 # slower. torch.compile is left out (its compiles would not fit the time); each run's repeats are
 # fresh workers, so the Triton kernels compile once per machine and load from the cache after.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-source scripts/device_env.sh
+cd "$(dirname "$0")/../.."
+source tools/evidence/env.sh
 log="$out/controls.log"
 budget=${BUDGET_S:-420}
 repeat=${REPEAT:-5}

@@ -8,9 +8,9 @@ twenty on the second side), writes them, then runs ``envcheck diff A B --format 
 child process and reports its wall time and peak resident memory (``ru_maxrss`` of the
 child), and, in this process, the time of each stage (load, analyse, compare, JSON).
 
-    python scripts/bench_compare.py                    # 230 and 20,000 cases
-    python scripts/bench_compare.py --cases 20000 --keep /tmp/big   # keep the reports
-    python scripts/bench_compare.py --samples schema1                # up to 1000 samples a timing
+    python tools/dev/bench_compare.py                    # 230 and 20,000 cases
+    python tools/dev/bench_compare.py --cases 20000 --keep /tmp/big   # keep the reports
+    python tools/dev/bench_compare.py --samples schema1                # up to 1000 samples a timing
 
 Budget (README of the compare issue): 2 full-suite reports (~230 cases) in 2 s; 20,000 cases
 in 10 s and 500 MB, on a 2-core machine.
@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from envcheck import model  # noqa: E402

@@ -2,7 +2,7 @@
 
 Each argument pair is a negative control: two independent runs on one GPU, back to back,
 nothing changed (same envcheck, PyTorch, Triton, driver and settings). Runs with repeats
-(``run --repeat``, e.g. scripts/device_controls.sh's baseline.json and rerun.json) count as
+(``run --repeat``, e.g. tools/evidence/controls.sh's baseline.json and rerun.json) count as
 their first repeat: the floors are what a single run moves by. Every compared row's log
 time ratio and within-run standard error go into its kinds (``diff.case_kinds``: op and size
 category, op, size category, every row, each of one timing: GPU or launch time);
@@ -10,14 +10,14 @@ compare/shipped.py says how a kind's floor is computed from them and how a diff 
 records the pairs by file name, and the implementations their rows measured (the only ones a floor
 is used for), so where a floor came from is in the data.
 
-    PYTHONPATH=. python scripts/noise_floors.py reports/A.json reports/B.json [C.json D.json ...] \
+    PYTHONPATH=. python tools/evidence/noise_floors.py reports/A.json reports/B.json [C.json D.json ...] \
         [--node NODE_A.json NODE_B.json ...] --out envcheck/compare/noise_floors.json
 
 ``--node`` pairs are back-to-back node runs (``envcheck run --gpus all``) on one machine: only their
 node rows (collectives, copies) go into the model's ``node/...`` kinds (``node_diff.floor_rows``), so
 the per-GPU quick suites they also ran leave the kernel floors as the positional pairs learned them.
 
-Regenerate it when new controls are committed (e.g. the runs of scripts/device_controls.sh).
+Regenerate it when new controls are committed (e.g. the runs of tools/evidence/controls.sh).
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         models[model] = {"pairs": pairs.get(model, []), "impls": sorted(impls.get(model, ())), "kinds": floors}
         if model in node_pairs:
             models[model]["node_pairs"] = node_pairs[model]
-    doc = {"format": shipped.FORMAT, "version": shipped.VERSION, "generated_by": "scripts/noise_floors.py",
+    doc = {"format": shipped.FORMAT, "version": shipped.VERSION, "generated_by": "tools/evidence/noise_floors.py",
            "method": "per kind: sqrt(max(0, mean(log ratio^2) - mean(within-run se^2))) over the rows of "
                      "back-to-back controls, used for the implementations listed; node/... kinds from the "
                      "node_pairs' node rows (compare/shipped.py)",

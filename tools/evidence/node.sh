@@ -28,11 +28,11 @@
 #        graph_defaults   with GRAPH_DEFAULTS=1, once with NCCL's graph-mixing support left on, compared too
 #                         (comparison_defaults.md);
 #      NCCL's transport lines (NCCL_DEBUG=INFO at 1 MiB, direct access on and off); with DIAG=1,
-#      scripts/diag_graph_calls.py with each of envcheck's two graph settings alone (graph_calls.txt);
+#      tools/evidence/graph_calls.py with each of envcheck's two graph settings alone (graph_calls.txt);
 #   4. node run B, the same as A, right after nccl-tests (skipped past B_BEFORE_S, 420 s unless given: at 0945Z A took 179 s and
 #      nccl-tests 263, and B was skipped; at 1132Z 146 and 250, and B ran, 563 s in all); with NODE_ONLY=1 each
 #      node run's per-GPU part is one small case, as with PAIR_ONLY, so that B fits beside nccl-tests' cycles;
-#   5. the comparisons at every size (scripts/compare_node.py): A and B against nccl-tests (GPU-time busbw
+#   5. the comparisons at every size (tools/evidence/compare_node.py): A and B against nccl-tests (GPU-time busbw
 #      within 5 % at every size and 2 % from 64 MiB), copies against a plain torch copy;
 #   6. `envcheck diff A B`: two back-to-back node runs, nothing changed, a negative control for node rows;
 #   7. with L2_HOT=1, nccl-tests' alltoall and all_reduce at 1, 4 and 16 MiB each run alone (-b S -e S), so
@@ -49,10 +49,10 @@
 #   comparison_defaults.md where asked for),
 #   work.tgz (rank outputs, NCCL logs, torchrun logs)
 #
-#   OUT=some/dir bash scripts/device_node.sh
+#   OUT=some/dir bash tools/evidence/node.sh
 set -uo pipefail
-cd "$(dirname "$0")/.."
-source scripts/device_env.sh
+cd "$(dirname "$0")/../.."
+source tools/evidence/env.sh
 work=${WORK:-/tmp/envcheck-node}
 rm -rf "$work" && mkdir -p "$work/nccl_tests"
 nt="$work/nccl_tests"
@@ -113,7 +113,7 @@ args=(-b 1M -e 4G -f 4 -g "$ngpu" -w 5 -n 20)
 # 64 MiB belongs to the small range. Timed over 100 calls a graph's launches (-n 20 -G 5, 14 ms at 64 MiB),
 # all_to_all read 223.9-232.0 GB/s busbw out of place in 14 of 42 cycles and 234.9-241.2 in the rest; over 4000
 # (-n 40 -G 100, or -n 20 -G 200) 241.3-243.7 in all 21 (2 x H100, reports/device-logs/
-# 2026-11-26_1257Z_2x-h100_diag_alltoall_draws.log and 1302Z, scripts/diag_alltoall_draws.sh). The long loop
+# 2026-11-26_1257Z_2x-h100_diag_alltoall_draws.log and 1302Z). The long loop
 # settles nccl-tests' pace. envcheck's GPU time fell between the two paces in 3 of 8 node runs at 1308Z-1326Z;
 # with 50 ms of untimed replays before each capture's timed ones (collective_bench.GRAPH_WARM_US), in 1 of 6 at
 # 1458Z-1511Z, and the node page flags such a size (README).
@@ -154,10 +154,10 @@ cat "$nt/nccl_transport.txt" | tee -a "$log"
 grep -E "Collective test starting| 1048576 | 4294967296 " "$nt/nccl_tests_graph.txt" | tee -a "$log"
 
 if [ "${DIAG:-0}" = 1 ]; then
-  say "calls per graph against GPU time per call, with each of envcheck's two graph settings alone (scripts/diag_graph_calls.py)"
+  say "calls per graph against GPU time per call, with each of envcheck's two graph settings alone (tools/evidence/graph_calls.py)"
   for v in NCCL_GRAPH_MIXING_SUPPORT=0 TORCH_FR_BUFFER_SIZE=0; do
     echo "=== only $v" >> "$nt/graph_calls.txt"
-    env "$v" timeout 100 "$py" -m torch.distributed.run --standalone --nproc-per-node "$ngpu" scripts/diag_graph_calls.py 2>&1 \
+    env "$v" timeout 100 "$py" -m torch.distributed.run --standalone --nproc-per-node "$ngpu" tools/evidence/graph_calls.py 2>&1 \
       | grep -E "^(NVIDIA|all_reduce|broadcast)" >> "$nt/graph_calls.txt"
   done
   cat "$nt/graph_calls.txt" | tee -a "$log"
@@ -190,7 +190,7 @@ fi
 if [ "$pair_only" != 1 ]; then
 say "comparisons at every size (A and B against the median of nccl-tests' -G runs with envcheck's NCCL settings)"
 compare() {  # compare NODE_JSON WALL GRAPH_FILE OUT_MD
-  "$py" scripts/compare_node.py --node "$1" --nccl-tests "$nt/nccl_tests_eager.txt" --nccl-tests-graph "$3" \
+  "$py" tools/evidence/compare_node.py --node "$1" --nccl-tests "$nt/nccl_tests_eager.txt" --nccl-tests-graph "$3" \
     --torch-copy --wall-s "$2" --out "$4" > /dev/null 2>&1
   echo "$(basename "$4"): exit status $?" | tee -a "$log"
   grep -E "^verdict|agree" "$4" | tee -a "$log"

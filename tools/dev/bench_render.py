@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Time ``envcheck render`` of full-suite reports and check the size of the HTML it writes.
 
-    python scripts/bench_render.py [REPORT.json ...] [--repeat N] [--lang en|zh-CN]
+    python tools/dev/bench_render.py [REPORT.json ...] [--repeat N] [--lang en|zh-CN]
                                    [--max-seconds S] [--max-html-bytes 1000000]
 
 Each repeat runs the command a user runs, ``python -m envcheck render REPORT --out TMP``, in a fresh
@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BUDGETS = {ROOT / "reports" / "2026-11-22_2139Z_vm_h200.json": 4.0,
            ROOT / "reports" / "2026-11-22_2326Z_vm_2x-h200_node.json": 8.0}
 

@@ -2,12 +2,12 @@
 # The first users' workloads (issue 22) on one GPU, in one call (BUDGET_S seconds, 580 by default: on an H100
 # verify_ops.py alone takes about 160 s, the GPU tests over 100 s with Triton's cache cold): `envcheck run` of
 # the new ops (torch, Triton, torch.compile and JAX at every size given), their headline numbers
-# checked against triton.testing.do_bench_cudagraph in the same call (scripts/verify_ops.py, within
+# checked against triton.testing.do_bench_cudagraph in the same call (tools/evidence/verify_ops.py, within
 # 3%; do_bench beside), and the GPU tests of the new kernels with what is left (209 of them: 107 s on an
 # H200 with Triton's cache cold, 18 s warm; on a 2-GPU machine they can run on the other GPU meanwhile).
 # Runs from a source tree with the machine's own python3.
 #
-#   OUT=some/dir [BUDGET_S=580] bash scripts/device_ops.sh
+#   OUT=some/dir [BUDGET_S=580] bash tools/evidence/ops.sh
 #
 # Writes to $OUT (6 files; the Markdown, HTML and charts come from the JSON anywhere, with
 # `envcheck render`):
@@ -15,13 +15,13 @@
 #   run/<dated>.json        report 1: conv2d, layer_norm, softmax_fwbw and the six reductions
 #   run/<dated>[-1].json    report 2 (the next free name): linear_fwbw, and sum_lead / max_lead
 #                           at the second user's 4x512x896
-#   verify-ops.txt          scripts/verify_ops.py's table: envcheck vs do_bench_cudagraph (and do_bench)
+#   verify-ops.txt          tools/evidence/verify_ops.py's table: envcheck vs do_bench_cudagraph (and do_bench)
 #                           per headline case
-#   verify-timer.txt        scripts/verify_timer.py --workloads: the same cases, both timers in one process
+#   verify-timer.txt        tools/evidence/verify_timer.py --workloads: the same cases, both timers in one process
 #   gpu-tests.log           pytest -m gpu tests/test_kernels_new_gpu.py
 set -uo pipefail
-cd "$(dirname "$0")/.."
-source scripts/device_env.sh
+cd "$(dirname "$0")/../.."
+source tools/evidence/env.sh
 mkdir -p "$out/run"
 log="$out/ops.log"
 budget=${BUDGET_S:-580}
@@ -51,12 +51,12 @@ timeout -s TERM "$(share 90 90)" "$py" -m envcheck run --quick --format json --o
   --ops linear_fwbw,sum_lead,max_lead --dtypes fp16 --sizes 4096x4096x4096,4x512x896 2>&1 | tee -a "$log"
 echo "exit status: ${PIPESTATUS[0]}" | tee -a "$log"
 
-say "headline numbers vs triton.testing.do_bench (scripts/verify_ops.py)"
-timeout -s TERM "$(share 200 60)" "$py" scripts/verify_ops.py "$out"/run/*.json 2>&1 | tee "$out/verify-ops.txt" | tee -a "$log"
+say "headline numbers vs triton.testing.do_bench (tools/evidence/verify_ops.py)"
+timeout -s TERM "$(share 200 60)" "$py" tools/evidence/verify_ops.py "$out"/run/*.json 2>&1 | tee "$out/verify-ops.txt" | tee -a "$log"
 echo "exit status: ${PIPESTATUS[0]}" | tee -a "$log"
 
-say "the same cases, envcheck's timer against do_bench_cudagraph in one process (scripts/verify_timer.py --workloads)"
-timeout -s TERM "$(share 150 40)" "$py" scripts/verify_timer.py --workloads 2>&1 | tee "$out/verify-timer.txt" | tee -a "$log"
+say "the same cases, envcheck's timer against do_bench_cudagraph in one process (tools/evidence/verify_timer.py --workloads)"
+timeout -s TERM "$(share 150 40)" "$py" tools/evidence/verify_timer.py --workloads 2>&1 | tee "$out/verify-timer.txt" | tee -a "$log"
 echo "exit status: ${PIPESTATUS[0]}" | tee -a "$log"
 
 say "GPU tests of the new kernels"

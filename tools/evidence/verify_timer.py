@@ -1,6 +1,6 @@
 """Check envcheck's GPU timer against ``triton.testing.do_bench_cudagraph`` on the same callables.
 
-    python scripts/verify_timer.py [--workloads | --user FILE.py]
+    python tools/evidence/verify_timer.py [--workloads | --user FILE.py]
 
 Each row is one group of the suite (op, dtype, shape) with its torch and Triton
 implementations, taken through the worker's own path: the group's tensors (``open_group``),
@@ -29,7 +29,7 @@ What it shows, per row and implementation:
 ``--workloads``: the headline cases of the first users' workloads instead (conv2d, layer norm, the
 reductions over leading axes, softmax and linear forward + backward), within 3%: envcheck's timer and
 ``do_bench_cudagraph`` on the same tensors in one process, alternated, so a difference between a
-report and ``scripts/verify_ops.py`` (two processes, minutes apart) can be told from one between
+report and ``tools/evidence/verify_ops.py`` (two processes, minutes apart) can be told from one between
 the timers.
 
 ``--user FILE.py`` (or ``module:object``, as ``envcheck bench`` takes it): a user's ops declared with
@@ -37,14 +37,14 @@ the timers.
 a subprocess: a missing file, one that cannot be imported or one declaring no ``Op`` is the same one
 line, exit status 2). One row per op and dtype it declares, at its largest shape (by element count)
 and only where that shape's working set is at least 3x this GPU's L2 (as
-``scripts/userbench_do_bench.py`` compares; the rows left out are named; none left: exit status 2), with
+``tools/evidence/userbench_do_bench.py`` compares; the rows left out are named; none left: exit status 2), with
 every implementation the op declares, its baseline first. Each row is measured twice through envcheck's
 path, with this script's sampling window both times: with L2 not kept cold as above, then with cold L2
 as ``envcheck bench`` runs it (``cold_l2=True``: rotating buffer sets; those rows' labels end in
 ``cold-L2``, and the ``sets`` column gives the rotation sets used: l2.py rotates only working sets below
 3x L2, so at these rows expect 1). ``do_bench_cudagraph`` is the reference of both, within 3%; the
 cold-L2 rows are printed, but only the others decide the exit status. So a difference between a report
-of ``envcheck bench`` and ``scripts/userbench_do_bench.py`` (a second process, minutes later) can be told
+of ``envcheck bench`` and ``tools/evidence/userbench_do_bench.py`` (a second process, minutes later) can be told
 from one between the timers.
 
 Exit status: 0 every judged row within the tolerance (1%, 3% with ``--workloads`` or ``--user``), 1 one
@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import Any
 
 # Run from a checkout without installing: the package sits beside this folder.
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 TOLERANCE = 0.01
@@ -100,11 +100,11 @@ WORKLOAD_ROWS: tuple[tuple[str, str, tuple[int, ...]], ...] = (
 WORKLOAD_TOLERANCE = 0.03
 BUILTIN_IMPLS = ("torch", "triton")
 # --user: rows whose working set is at least this multiple of L2, where envcheck's cold L2 and
-# do_bench_cudagraph's one set of buffers both read DRAM (as scripts/userbench_do_bench.py compares).
+# do_bench_cudagraph's one set of buffers both read DRAM (as tools/evidence/userbench_do_bench.py compares).
 USER_L2_MULTIPLE = 3
 USER_TOLERANCE = WORKLOAD_TOLERANCE
 COLD = " cold-L2"  # the label suffix of the rows measured as `envcheck bench` runs (cold_l2=True)
-USAGE = "usage: python scripts/verify_timer.py [--workloads | --user FILE.py]"
+USAGE = "usage: python tools/evidence/verify_timer.py [--workloads | --user FILE.py]"
 
 # One row: op, dtype, shape and the implementations measured (the baseline first).
 Row = tuple[str, str, tuple[int, ...], tuple[str, ...]]

@@ -1,6 +1,6 @@
 """Evidence for the node tests on a GPU machine: envcheck's numbers against independent ones.
 
-    python3 scripts/compare_node.py --node NODE.json --nccl-tests EAGER.txt [--nccl-tests-graph GRAPH.txt] \
+    python3 tools/evidence/compare_node.py --node NODE.json --nccl-tests EAGER.txt [--nccl-tests-graph GRAPH.txt] \
         [--torch-copy] --out TABLE.md
 
 - every collective at every size nccl-tests ran (1 MiB .. 4 GiB): envcheck's busbw against nccl-tests'

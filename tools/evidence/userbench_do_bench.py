@@ -1,6 +1,6 @@
 """Check ``envcheck bench``'s GPU times of the worked example against ``triton.testing.do_bench``.
 
-    python scripts/userbench_do_bench.py REPORT.json
+    python tools/evidence/userbench_do_bench.py REPORT.json
 
 REPORT.json: what ``envcheck bench examples/softmax_wsum.py`` wrote. For every case of the
 example at the shapes whose working set is at least 3x this GPU's L2 (there envcheck's
@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 TOLERANCE = 0.03
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def main(argv: list[str]) -> int:
@@ -32,7 +32,7 @@ def main(argv: list[str]) -> int:
     from envcheck.model import load
 
     if not torch.cuda.is_available() or len(argv) != 1:
-        print("usage: python scripts/userbench_do_bench.py REPORT.json (on a CUDA GPU)", file=sys.stderr)
+        print("usage: python tools/evidence/userbench_do_bench.py REPORT.json (on a CUDA GPU)", file=sys.stderr)
         return 2
     report = load(argv[0])
     bench = report.bench

@@ -3,15 +3,15 @@
 # the rows they hold), and `envcheck diff` of the two with the shipped noise floors, in one call
 # (at most BUDGET_S, default 580; the first run gets at most half of it, the second what is left).
 # With compute-bound rows timed sustained a matmul-only run takes 220-280 s on an H100. The pair the noise floors are
-# checked on for a sampler change (scripts/noise_floors.py learns floors from such pairs).
+# checked on for a sampler change (tools/evidence/noise_floors.py learns floors from such pairs).
 #
-#   OUT=some/dir [BUDGET_S=580] bash scripts/device_pair.sh [`envcheck run` arguments, e.g. --ops matmul]
+#   OUT=some/dir [BUDGET_S=580] bash tools/evidence/pair.sh [`envcheck run` arguments, e.g. --ops matmul]
 #
 # Writes to $OUT: pair.log (both runs' output, the diff's summary, each step's exit status),
 # a.json and b.json (the two reports), diff.md and diff.json (B against A).
 set -uo pipefail
-cd "$(dirname "$0")/.."
-source scripts/device_env.sh
+cd "$(dirname "$0")/../.."
+source tools/evidence/env.sh
 log="$out/pair.log"
 budget=${BUDGET_S:-580}
 work=$(mktemp -d)

@@ -1,11 +1,11 @@
 """How two ways of joining a size's graph captures into one GPU time agree with nccl-tests, over committed node runs:
 the mean of the captures' times and their median (each capture's time: its replays' mean on each rank, averaged
 over the ranks, ``analysis.collectives.capture_means_us``). For every run and every size with pooled captures, the
-busbw of each against nccl-tests' median over its CUDA-graph runs (the reference ``scripts/compare_node.py`` uses),
+busbw of each against nccl-tests' median over its CUDA-graph runs (the reference ``tools/evidence/compare_node.py`` uses),
 then, by kind of size (captures of one allocation, on several communicators; captures on fresh allocations each),
 how many rows lie outside the 2% bar (from 64 MiB) or 5% (below) with each.
 
-    PYTHONPATH=. python3 scripts/gpu_time_estimators.py RUN.json:GRAPH.txt [RUN.json:GRAPH.txt ...]
+    PYTHONPATH=. python3 tools/evidence/gpu_time_estimators.py RUN.json:GRAPH.txt [RUN.json:GRAPH.txt ...]
 """
 
 from __future__ import annotations

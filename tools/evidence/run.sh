@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Everything a GPU machine must show, in one call: a full `envcheck run` (its report checked to
 # load), the GPU tests, envcheck's timer against triton.testing.do_bench_cudagraph
-# (scripts/verify_timer.py), `envcheck check` and probe speed against collect_env. Runs from a
+# (tools/evidence/verify_timer.py), `envcheck check` and probe speed against collect_env. Runs from a
 # source tree with the machine's own python3 (torch, triton, ... installed); writes its logs
 # and reports to $OUT.
 #
-#   OUT=some/dir [BUDGET_S=570] [STEPS="run tests timer check"] bash scripts/device_run.sh [`envcheck run` arguments]
+#   OUT=some/dir [BUDGET_S=570] [STEPS="run tests timer check"] bash tools/evidence/run.sh [`envcheck run` arguments]
 #
 # BUDGET_S: the whole script's time (a device call allows 600 s). Each step gets a share and
 # at most what is left: the run first (the evidence the report is built from), then the tests,
@@ -14,8 +14,8 @@
 # STEPS picks steps (e.g. STEPS="tests timer" in one call and STEPS="run check" in another
 # when one call cannot hold them all).
 set -uo pipefail
-cd "$(dirname "$0")/.."
-source scripts/device_env.sh
+cd "$(dirname "$0")/../.."
+source tools/evidence/env.sh
 log="$out/device.log"
 budget=${BUDGET_S:-570}
 steps=" ${STEPS:-run tests timer check} "
@@ -63,8 +63,8 @@ if want tests; then
 fi
 
 if want timer; then
-  say "timer vs triton.testing.do_bench_cudagraph (scripts/verify_timer.py)"
-  timeout -s TERM "$(share 140 20)" "$py" scripts/verify_timer.py 2>&1 | tee "$out/verify-timer.txt" | tee -a "$log"
+  say "timer vs triton.testing.do_bench_cudagraph (tools/evidence/verify_timer.py)"
+  timeout -s TERM "$(share 140 20)" "$py" tools/evidence/verify_timer.py 2>&1 | tee "$out/verify-timer.txt" | tee -a "$log"
   echo "exit status: ${PIPESTATUS[0]}" | tee -a "$log"
 fi
 

@@ -8,10 +8,10 @@
 # Runs from a source tree with the machine's own python3; writes to $OUT (3 files):
 #   fleet_lost.log (what happened, with exit statuses), fleet_lost.json (the report), fleet_lost.md
 #
-#   OUT=some/dir bash scripts/device_fleet_lost.sh
+#   OUT=some/dir bash tools/evidence/fleet_lost.sh
 set -uo pipefail
-cd "$(dirname "$0")/.."
-source scripts/device_env.sh
+cd "$(dirname "$0")/../.."
+source tools/evidence/env.sh
 work=${WORK:-/tmp/envcheck-fleet-lost}
 rm -rf "$work" && mkdir -p "$work/tmp"
 log="$out/fleet_lost.log"

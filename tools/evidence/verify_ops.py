@@ -1,6 +1,6 @@
 """Check the new ops' headline numbers in an ``envcheck run`` report against ``triton.testing``'s timers.
 
-    python scripts/verify_ops.py REPORT.json [REPORT.json ...]
+    python tools/evidence/verify_ops.py REPORT.json [REPORT.json ...]
 
 For every op of issue 22 (conv2d, layer_norm, the six reductions, softmax_fwbw, linear_fwbw) in
 the reports, its headline case is the one that moves the most (memory-bound ops: bytes;
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 # Run from a checkout without installing: the package sits beside this folder.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 TOLERANCE = 0.03
 NEW_OPS = ("conv2d", "layer_norm", "sum_all", "sum_inner", "sum_lead", "max_all", "max_inner", "max_lead",
