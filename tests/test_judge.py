@@ -42,6 +42,12 @@ def _bench(rows: list[dict]) -> Bench:
     return Bench(BenchDevice("cpu", "CPU"), cases=tuple(cases))
 
 
+def judged(cases: list[Case]):
+    """The analysis's results of cases a worker measured on the CPU (as the CLI judges them)."""
+    bench = Bench(BenchDevice("cpu", "CPU"), cases=tuple(cases))
+    return case_results(bench, ceilings(factories_cpu.environment(), bench))
+
+
 def _results(rows: list[dict]):
     bench = _bench(rows)
     return case_results(bench, ceilings(factories_cpu.environment(), bench))
