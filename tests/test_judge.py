@@ -180,6 +180,8 @@ def test_no_false_alarm_on_any_correct_kernel_of_the_interpret_suite():
     assert {r.case.op for r in results} == set(OP_NAMES) and len(results) >= 80
     alarms = [(r.case.key, r.verdict) for r in results if r.status != "pass"]
     assert not alarms
+    # One-number outputs are judged over several seeded inputs (group.CHECK_ROUNDS)
+    assert {r.case.accuracy.elements for r in results if r.case.op in ("sum_all", "max_all")} == {8}
 
 
 # --------------------------------------------------------------------------- issue 37: the rules, in-process

@@ -42,7 +42,7 @@ from envcheck.model import Accuracy, Case, Note, OutputAccuracy, Skip, Timing
 MEMORY_FRACTION = 0.8
 # Checked calls of an op whose output has fewer than SMALL_OUTPUT elements (built-in ops).
 CHECK_ROUNDS = 8
-SMALL_OUTPUT = 64
+SMALL_OUTPUT = 16
 
 
 @dataclass
