@@ -1,6 +1,7 @@
 """The worker's own run of ``envcheck run --interpret`` cases, in this process, optionally with
 one of envcheck's Triton kernels replaced by a planted bug (tests/planted.py):
-``python tests/interpret_child.py RUN...``, each RUN ``OPS`` or ``OPS:PLANT`` (TRITON_INTERPRET
+``python tests/interpret_child.py RUN...``, each RUN ``OPS`` or ``OPS:PLANT``, optionally
+``@SEED`` (the run's input seed; default 0) (TRITON_INTERPRET
 is set here, before any kernel is decorated). Prints, per RUN, the measured cases as the
 report's JSON holds them (one object), for tests/test_judge.py to judge in-process with the
 analysis the CLI uses.
@@ -12,12 +13,13 @@ the path ``envcheck run`` takes, minus the process boundary.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from types import SimpleNamespace
 
 
-def run(ops: str, plant: str | None) -> list[dict]:
+def run(ops: str, plant: str | None, seed: int = 0) -> list[dict]:
     from envcheck.bench import kernels, suite
     from envcheck.bench.protocol import Measured, WorkerPlan
     from envcheck.bench.worker import Worker
@@ -27,6 +29,7 @@ def run(ops: str, plant: str | None) -> list[dict]:
     options = SimpleNamespace(quick=False, ops=ops.split(","), sizes=None, dtypes=None, device=0, no_compile=True,
                               interpret=True)
     plan = suite.plan(options, factories_cpu.environment())
+    settings = dataclasses.replace(plan.settings, seed=seed)
     cases: list[dict] = []
 
     def emit(event: object) -> None:
@@ -35,7 +38,7 @@ def run(ops: str, plant: str | None) -> list[dict]:
 
     op = planted.install(plant) if plant else None
     try:
-        Worker(WorkerPlan(plan.backend or "cpu", 0, plan.cases, plan.settings, ceilings=False), emit).run()
+        Worker(WorkerPlan(plan.backend or "cpu", 0, plan.cases, settings, ceilings=False), emit).run()
     finally:
         if op is not None:
             setattr(kernels, op, planted.real(op))
@@ -48,8 +51,9 @@ def main(runs: list[str]) -> None:
     interpret.enable()
     out = {}
     for spec in runs:
-        ops, _, plant = spec.partition(":")
-        out[spec] = run(ops, plant or None)
+        what, _, seed = spec.partition("@")
+        ops, _, plant = what.partition(":")
+        out[spec] = run(ops, plant or None, int(seed or 0))
     json.dump(out, sys.stdout)
 
 
