@@ -39,37 +39,35 @@ an overflow) always fail.
 
 **Relative to the baseline** (the op's ``baseline`` implementation, PyTorch for the built-in
 ops, measured on the same inputs at the same precision in the same group): the two bounds
-above are worst cases, so a kernel several times less accurate than the library still passes
-them. The third criterion::
+above are worst cases, the outer limit; a kernel is held to a small multiple of the library's
+own measured error, output by output (issue 37)::
 
-    rel_l2 <= RELATIVE_RATIO x max(baseline rel_l2, floor),   RELATIVE_RATIO = 2.5
-    floor = c_op x u_compute + sqrt(K) x u_fp32
+    rel_l2    <= RELATIVE_RATIO x max(baseline rel_l2, floor),          RELATIVE_RATIO = 2.5
+    excess_l2 <= RELATIVE_RATIO x max(baseline excess_l2, excess floor)
+    floor = u_fp32 (+ c x u_tf32 in TF32)
 
-The floor is the part of the error model where two *correct* implementations may differ: how
-they round inside the op (Triton's TF32 truncates its inputs where cuBLAS rounds to nearest:
-on an H200 Triton's TF32 matmul has 2.63-2.67x cuBLAS's rel_l2 at every size, 7.7e-4 against
-2.9e-4, inside 2.5 x 2 u_tf32 = 2.4e-3; its IEEE fp32 matmul 1.9x torch's, 4e-7 against a
-floor of 1.4e-6 at K = 512) and in which order they accumulate (sqrt(K) u_fp32, the random
-walk of a reordered fp32 sum). The storage rounding u_out is left out of the floor: every
-correct implementation pays it once, on nearly the same values, which is what makes the
-baseline's error the yardstick: the fp16 and bf16 outputs of every correct kernel in the
-committed H200 reports have 0.40-0.46 u_out, exactly torch's.
+The floor is only where two *correct* implementations round differently whatever the
+baseline's error: Triton's TF32 truncates its inputs where cuBLAS rounds to nearest (on an
+H200 2.62-2.67x cuBLAS's rel_l2 at every size, 7.7e-4 against 2.9e-4, inside 2.5 x 2 u_tf32);
+one fp32 rounding stands for a near-exact baseline (relu's is exact). Every other correct
+kernel of the committed H200 reports is within 1.37x of torch (IEEE fp32 matmul 1.95x), every
+one under the interpreter within 1.0x or under the floor (tests/test_judge.py's sweep through
+the worker, ``run --interpret``). The old floor, c u + sqrt(K) u_fp32, let a layer norm 72x and
+223x less accurate than torch pass in fp32.
 
-The ratio, 2.5: every correct kernel of the committed H200 reports is within 1.37x of torch
-where the floor does not decide; on the CPU under the Triton interpreter, every op, dtype and
-precision of the suite at sizes the interpreter runs (104 cases up to 2^20 elements, 1000x4097
-and 64x32768 rows, K = 1000; tests/test_judge.py's sweep) is within 1.00x of torch or under the
-floor. (The interpreter stores bf16 by truncation, NumPy having no bfloat16: 2.1-2.9x the RMS
-error of the round-to-nearest a GPU does, so the tests make it round to nearest.) Larger
-sizes only lengthen the accumulation, which the floor's sqrt(K) term follows, while fp16/bf16
-outputs stay dominated by the one storage rounding both sides share. 2.5 catches the bugs the
-bounds pass, planted on the CPU (tests/test_judge.py): a Triton fp16 matmul accumulating in
-fp16 (16-deep K tiles) has 3.2x torch's error at K = 256 and 5.8x at K = 1000, inside the
-rel_l2 bound up to K ~ 1000; a bf16 row_sum that drops the last column of each row has
-1/sqrt(cols) relative error, 6.8x torch's at 256x8192 and 3.8x at 64x32768 (~3.2x at the
-issue's 4096x32768), inside the bound (1.10e-2 against 1.173e-2 at 8192 columns; the issue's
-16384x8192 has 1.165e-2). Below ~2.5x (the same fp16 matmul at K = 128: 2.4x) a bug is not
-told from a legitimate difference in rounding, and passes.
+``excess_l2`` is the error beyond one rounding to the output's dtype (model.Accuracy): at short
+accumulations a 16-bit output's rel_l2 is its own rounding whatever the kernel did, so a
+16-bit accumulation hid there (fp16 matmul at K <= 256: under 2x torch's rel_l2). A correct
+output differs from round(ref) only where its compute error e = c u_c + sqrt(K) u_fp32 crosses
+a rounding boundary (probability e / u_out), by one ulp: the excess floor is 2 u_out
+sqrt(e / u_out + 4 / elements), the last term the few crossings a small output may show
+where its baseline's showed none. The planted fp16 accumulations read 4.7x (matmul, K = 200)
+and 4.8x (linear's dx) their allowance, a sample variance in layer norm 2.4-2.6x.
+
+An op with several outputs (linear_fwbw's y, dx and dW) is judged output by output, each
+against its own bounds (its own accumulation length) and its own baseline (``judge_outputs``);
+the case fails on any. Reports before schema 4 have one whole-output statistic and no excess:
+they are judged whole, on what they hold.
 """
 
 from __future__ import annotations
