@@ -149,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--outlier-margin", type=_fraction, default=0.05, metavar="F",
                    help="with --gpus: a GPU this fraction below its siblings' median is an outlier (default: 0.05)")
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile as a third implementation")
+    p.add_argument("--interpret", action="store_true",
+                   help="on a machine without a GPU: envcheck's Triton kernels beside PyTorch under Triton's CPU "
+                        "interpreter, at small shapes, judged for accuracy (slow; times mean nothing)")
     p.add_argument("--burn", type=_positive_float, metavar="M",
                    help="after the suite, burn the same GPUs for M minutes each (as envcheck burn)")
     p.add_argument("--repeat", type=_repeat, default=1, metavar="N",

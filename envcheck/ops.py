@@ -25,8 +25,9 @@ The first users' workloads (issue 22) add three families and two training ops:
 - ``layer_norm`` (rows, forward, eps 1e-5, with weight and bias);
 - forward + backward (``_fwbw``) of softmax (rows) and of a linear layer without bias (matmul
   family: x is M x K, W is N x K, y = x W^T is M x N). Their output is the gradient(s) the
-  backward pass gives, judged against float64 gradients: dx for softmax, dx stacked over dW
-  ((M + N) x K) for linear. The forward output is written too (autograd keeps it) and counted.
+  backward pass gives, judged against float64 gradients: dx for softmax; for linear y, dx and
+  dW flattened one after the other (M N + (M + N) K elements), each judged on its own
+  (``outputs``). The forward output is written too (autograd keeps it) and counted.
 
 A user's own op (``envcheck bench FILE.py``) is an ``OpSpec`` too, of family ``declared``:
 no formula knows its cost, so it carries what the user declared (``Declared``: the bytes,
@@ -244,6 +245,15 @@ class OpSpec:
         """Bytes of the tensors one call touches (inputs + output): what could sit in L2.
         Every byte is touched once per call, so it equals the traffic."""
         return self.traffic(shape, dtype).bytes
+
+    def outputs(self, shape: tuple[int, ...]) -> tuple[tuple[str, int], ...]:
+        """The outputs judged apart, each with its accumulation length: linear_fwbw's y = x W^T
+        (sums over K), dx = dy W (over N) and dW = dy^T x (over M); one unnamed output for
+        every other op."""
+        if self.backward and self.family == "matmul":
+            m, n, k = shape
+            return (("y", k), ("dx", n), ("dW", m))
+        return (("", self.accumulation(shape)),)
 
     def accumulation(self, shape: tuple[int, ...]) -> int:
         """Terms summed into one output element: matmul's K, the row length of softmax and

@@ -124,10 +124,15 @@ def test_every_kernel_path_shipped_is_reached_by_a_suite_case():
     """The online softmax kernel was never run by the suite (rows up to 32768): every path of
     every kernel module that picks one by shape is now reached by a full-suite Triton case."""
     pytest.importorskip("triton")
+    for quick in (False, True):  # issue 37: --quick reaches every path too
+        plans = [suite.plan(opts(ops=None, quick=quick), gpu_env()), suite.plan(opts(quick=quick), gpu_env())]
+        reached = {_path(c.op, c.shape) for p in plans for c in p.cases if c.impl == "triton"}
+        _every_shipped_path_in(reached)
+
+
+def _every_shipped_path_in(reached: set) -> None:
     from envcheck.bench import kernels
 
-    plans = [suite.plan(opts(ops=None), gpu_env()), suite.plan(opts(), gpu_env())]
-    reached = {_path(c.op, c.shape) for p in plans for c in p.cases if c.impl == "triton"}
     modules = {kernels.MODULES.get(op, op) for op in kernels.OPS}
     shipped = set()
     for name in modules:
@@ -154,7 +159,7 @@ def test_the_workloads_plan_every_new_op_with_four_implementations():
 def test_the_first_users_shapes_are_in_the_suite():
     p = suite.plan(opts(), gpu_env())
     conv = [c.shape for c in p.cases if c.op == "conv2d"]
-    assert {s[5] for s in conv} == {3, 5, 7} and {s[6] for s in conv} == {1, 2}
+    assert {s[5] for s in conv} == {3, 4, 5, 7} and {s[6] for s in conv} == {1, 2}  # 4: the ragged even kernel
     assert min(s[2] for s in conv) == 32 and max(s[2] for s in conv) == 128
     for op in ("sum_lead", "max_lead", "sum_all", "sum_inner"):
         assert any(c.shape == (4, 512, 896) for c in p.cases if c.op == op)
@@ -175,7 +180,8 @@ def test_quick_workloads_are_small_and_cpu_runs_torch_only():
     quick = suite.plan(opts(quick=True), gpu_env())
     assert {c.op for c in quick.cases} == set(NEW_OPS)
     assert {c.impl for c in quick.cases} == {"torch", "triton"}  # no compile sizes in the quick suite
-    assert len(quick.cases) <= 2 * 2 * len(NEW_OPS)
+    # two implementations, at most three shapes, every precision (issue 37)
+    assert len(quick.cases) <= 2 * 3 * 4 * len(NEW_OPS)
     cpu = suite.plan(opts(), cpu_env())
     assert {c.impl for c in cpu.cases} == {"torch"} and {c.op for c in cpu.cases} == set(NEW_OPS)
 
@@ -308,3 +314,35 @@ def test_the_precision_switch_covers_cudnn_convolutions_too():
         assert torch.backends.cudnn.allow_tf32 is False
     finally:
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before
+
+
+# --------------------------------------------------------------------------- issue 37: paths, precisions, ragged shapes
+
+
+def test_quick_reaches_every_precision_of_every_op():
+    for ops in (None, ["workloads"]):
+        p = suite.plan(opts(ops=ops, quick=True), gpu_env())
+        for op in {c.op for c in p.cases}:
+            want = {"fp32", "tf32", "fp16", "bf16"} if spec(op).family == "matmul" else {"fp32", "fp16", "bf16"}
+            assert {c.precision for c in p.cases if c.op == op and c.impl == "triton"} == want, op
+
+
+def test_ragged_shapes_reach_the_tails_in_the_default_and_quick_suites():
+    for quick in (False, True):
+        p = suite.plan(opts(quick=quick), gpu_env())
+        conv = {c.shape for c in p.cases if c.op == "conv2d"}
+        assert any(s[5] % 2 == 0 and s[6] == 2 and s[3] % 2 and (s[1] * s[5] ** 2) % 32 for s in conv), conv
+        red = {c.shape for c in p.cases if c.op == "sum_lead"}
+        assert any((s[0] * s[1]) % 32 and (s[0] * s[1] * s[2]) % 4096 for s in red), red
+
+
+def test_interpret_plans_triton_beside_torch_at_small_shapes_on_a_cpu():
+    p = suite.plan(opts(ops=["workloads", "softmax", "matmul"], interpret=True), cpu_env())
+    assert p.backend == "cpu" and p.settings.interpret
+    assert {c.impl for c in p.cases} == {"torch", "triton"}
+    assert {c.dtype for c in p.cases} == {"fp32", "fp16", "bf16"} and {c.precision for c in p.cases} == {
+        "fp32", "fp16", "bf16"}
+    assert max(spec(c.op).input_elements(c.shape) for c in p.cases) <= 80_000
+    assert ("softmax", "online") in {_path(c.op, c.shape) for c in p.cases}
+    with pytest.raises(UsageError, match="--interpret"):
+        suite.plan(opts(interpret=True), gpu_env())

@@ -122,7 +122,7 @@ def test_no_compile_drops_the_third_implementation():
 def test_quick_is_much_smaller_and_compiles_vector_ops_only():
     full = suite.plan(opts(), gpu_env())
     quick = suite.plan(opts(quick=True), gpu_env())
-    assert len(quick.cases) < len(full.cases) / 3
+    assert len(quick.cases) < len(full.cases) / 2  # every precision and path, at fewer sizes (issue 37)
     assert {c.op for c in quick.cases if c.impl == "compile"} == {"vector_add", "relu"}
     mm = {(c.dtype, c.precision, c.shape[0]) for c in quick.cases if c.op == "matmul"}
     assert mm == {(d, d, n) for d in ("fp16", "bf16") for n in (512, 1000, 2048, 4096)} | {

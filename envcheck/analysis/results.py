@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from envcheck.analysis import conditions as cond
 from envcheck.analysis import flags as fl
 from envcheck.analysis.ceilings import BANDWIDTH, MEASURED, THEORETICAL, Ceilings
-from envcheck.analysis.tolerance import Tolerance, Verdict, judge, tolerance
-from envcheck.model import Accuracy, Bench, Case, CaseKey, Timing
+from envcheck.analysis.tolerance import Tolerance, Verdict, judge, judge_outputs, tolerance
+from envcheck.model import Bench, Case, CaseKey, Timing
 from envcheck.model.bench import compute_stats
 from envcheck.ops import OpSpec, Traffic
 
@@ -87,26 +87,39 @@ def _flags(case: Case, backend: str, time: Timing | None, ws: int, l2: int | Non
     return tuple(out)
 
 
+def _verdict(c: Case, op: OpSpec, whole: Tolerance, baseline: Case | None) -> Verdict:
+    """Each output of an op with several judged on its own (reports before schema 4 recorded
+    only the whole output: judged whole, as then)."""
+    assert c.accuracy is not None
+    if not c.outputs:
+        return judge(c.accuracy, whole, baseline.accuracy if baseline is not None else None)
+    outputs = {o.name: o.accuracy for o in c.outputs}
+    tols = {o.name: tolerance(op, c.dtype, c.precision, c.shape, o.name, o.accuracy.elements) for o in c.outputs}
+    bases = {o.name: o.accuracy for o in baseline.outputs} if baseline is not None else None
+    return judge_outputs(outputs, tols, bases)
+
+
 def case_results(bench: Bench, ceils: Ceilings) -> tuple[CaseResult, ...]:
     """The results of every case of ``bench``, in its order."""
     backend = bench.device.backend
     l2 = bench.device.l2_bytes
     compute_stats(t for c in bench.cases for t in (c.gpu, c.launch) if t is not None)  # all at once: fast
     torch_time: dict[GroupKey, Timing] = {}
-    base_accuracy: dict[GroupKey, Accuracy] = {}  # the baseline's error on the group's inputs
+    base_accuracy: dict[GroupKey, Case] = {}  # the baseline, whose error on the group's inputs counts
     for c in bench.cases:
         if c.impl == bench.spec(c.op).baseline and c.measured:
             if c.best_time is not None:
                 torch_time[group_key(c)] = c.best_time
             if c.accuracy is not None:
-                base_accuracy[group_key(c)] = c.accuracy
+                base_accuracy[group_key(c)] = c
     windows: dict[int, cond.Conditions] = {}  # a group's cases share one window: summarised once
     out = []
     for c in bench.cases:
         op = bench.spec(c.op)
         traffic = op.traffic(c.shape, c.dtype)
         ws = traffic.bytes  # every byte a call touches is moved once: the working set is the traffic
-        tol = tolerance(op, c.dtype, c.precision, c.shape)
+        tol = tolerance(op, c.dtype, c.precision, c.shape,
+                        elements=c.accuracy.elements if c.accuracy is not None else None)
         time = c.best_time if c.measured else None
         gbps = tflops = None
         if time is not None:
@@ -122,7 +135,7 @@ def case_results(bench: Bench, ceils: Ceilings) -> tuple[CaseResult, ...]:
         if c.impl != op.baseline and time is not None and base is not None and base.method == time.method:
             speedup = base.median_us / time.median_us
         baseline = base_accuracy.get(group_key(c)) if c.impl != op.baseline else None
-        verdict = judge(c.accuracy, tol, baseline) if c.measured and c.accuracy is not None else None
+        verdict = _verdict(c, op, tol, baseline) if c.measured and c.accuracy is not None else None
         if not c.measured:
             status = "error"
         elif verdict is None or not verdict.passed:

@@ -39,42 +39,42 @@ an overflow) always fail.
 
 **Relative to the baseline** (the op's ``baseline`` implementation, PyTorch for the built-in
 ops, measured on the same inputs at the same precision in the same group): the two bounds
-above are worst cases, so a kernel several times less accurate than the library still passes
-them. The third criterion::
+above are worst cases, the outer limit; a kernel is held to a small multiple of the library's
+own measured error, output by output (issue 37)::
 
-    rel_l2 <= RELATIVE_RATIO x max(baseline rel_l2, floor),   RELATIVE_RATIO = 2.5
-    floor = c_op x u_compute + sqrt(K) x u_fp32
+    rel_l2    <= RELATIVE_RATIO x max(baseline rel_l2, floor),          RELATIVE_RATIO = 2.5
+    excess_l2 <= RELATIVE_RATIO x max(baseline excess_l2, excess floor)
+    floor = u_fp32 (+ c x u_tf32 in TF32)
 
-The floor is the part of the error model where two *correct* implementations may differ: how
-they round inside the op (Triton's TF32 truncates its inputs where cuBLAS rounds to nearest:
-on an H200 Triton's TF32 matmul has 2.63-2.67x cuBLAS's rel_l2 at every size, 7.7e-4 against
-2.9e-4, inside 2.5 x 2 u_tf32 = 2.4e-3; its IEEE fp32 matmul 1.9x torch's, 4e-7 against a
-floor of 1.4e-6 at K = 512) and in which order they accumulate (sqrt(K) u_fp32, the random
-walk of a reordered fp32 sum). The storage rounding u_out is left out of the floor: every
-correct implementation pays it once, on nearly the same values, which is what makes the
-baseline's error the yardstick: the fp16 and bf16 outputs of every correct kernel in the
-committed H200 reports have 0.40-0.46 u_out, exactly torch's.
+The floor is only where two *correct* implementations round differently whatever the
+baseline's error: Triton's TF32 truncates its inputs where cuBLAS rounds to nearest (on an
+H200 2.62-2.67x cuBLAS's rel_l2 at every size, 7.7e-4 against 2.9e-4, inside 2.5 x 2 u_tf32);
+one fp32 rounding stands for a near-exact baseline (relu's is exact). Every other correct
+kernel of the committed H200 reports is within 1.37x of torch (IEEE fp32 matmul 1.95x), every
+one under the interpreter within 1.0x or under the floor (tests/test_judge.py's sweep through
+the worker, ``run --interpret``). The old floor, c u + sqrt(K) u_fp32, let a layer norm 72x and
+223x less accurate than torch pass in fp32.
 
-The ratio, 2.5: every correct kernel of the committed H200 reports is within 1.37x of torch
-where the floor does not decide; on the CPU under the Triton interpreter, every op, dtype and
-precision of the suite at sizes the interpreter runs (104 cases up to 2^20 elements, 1000x4097
-and 64x32768 rows, K = 1000; tests/test_judge.py's sweep) is within 1.00x of torch or under the
-floor. (The interpreter stores bf16 by truncation, NumPy having no bfloat16: 2.1-2.9x the RMS
-error of the round-to-nearest a GPU does, so the tests make it round to nearest.) Larger
-sizes only lengthen the accumulation, which the floor's sqrt(K) term follows, while fp16/bf16
-outputs stay dominated by the one storage rounding both sides share. 2.5 catches the bugs the
-bounds pass, planted on the CPU (tests/test_judge.py): a Triton fp16 matmul accumulating in
-fp16 (16-deep K tiles) has 3.2x torch's error at K = 256 and 5.8x at K = 1000, inside the
-rel_l2 bound up to K ~ 1000; a bf16 row_sum that drops the last column of each row has
-1/sqrt(cols) relative error, 6.8x torch's at 256x8192 and 3.8x at 64x32768 (~3.2x at the
-issue's 4096x32768), inside the bound (1.10e-2 against 1.173e-2 at 8192 columns; the issue's
-16384x8192 has 1.165e-2). Below ~2.5x (the same fp16 matmul at K = 128: 2.4x) a bug is not
-told from a legitimate difference in rounding, and passes.
+``excess_l2`` is the error beyond one rounding to the output's dtype (model.Accuracy): at short
+accumulations a 16-bit output's rel_l2 is its own rounding whatever the kernel did, so a
+16-bit accumulation hid there (fp16 matmul at K <= 256: under 2x torch's rel_l2). A correct
+output differs from round(ref) only where its compute error e = c u_c + sqrt(K) u_fp32 crosses
+a rounding boundary (probability e / u_out), by one ulp: the excess floor is 2 u_out
+sqrt(e / u_out + 4 / elements), the last term the few crossings a small output may show
+where its baseline's showed none. The planted fp16 accumulations read 4.7x (matmul, K = 200)
+and 4.8x (linear's dx) their allowance, a sample variance in layer norm 2.4-2.6x.
+
+An op with several outputs (linear_fwbw's y, dx and dW) is judged output by output, each
+against its own bounds (its own accumulation length) and its own baseline (``judge_outputs``);
+the case fails on any. Reports before schema 4 have one whole-output statistic and no excess:
+they are judged whole, on what they hold.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from envcheck.model import Accuracy
@@ -118,27 +118,42 @@ def _roundings(op: OpSpec, precision: str) -> int:
 
 @dataclass(frozen=True)
 class Tolerance:
-    """Both bounds of one case, the precision they were derived for, and the floor of the
-    relative criterion (``relative_floor``: see ``relative_allowance``)."""
+    """Both bounds of one output of a case, the precision they were derived for, and the floors
+    of the relative criteria (``relative_floor`` for rel_l2, ``excess_floor`` for excess_l2:
+    see ``relative_allowance``)."""
 
     rel_l2: float
     element: float
     precision: str  # the compute precision (``compute_precision``)
     relative_floor: float = 0.0
+    excess_floor: float = 0.0
 
 
-def tolerance(op: OpSpec | str, dtype: str, precision: str, shape: tuple[int, ...]) -> Tolerance:
+def tolerance(op: OpSpec | str, dtype: str, precision: str, shape: tuple[int, ...], output: str = "",
+              elements: int | None = None) -> Tolerance:
+    """The bounds of ``output`` (an op's named output, ``ops.OpSpec.outputs``; "" for the whole)
+    of a case; ``elements``: how many were compared (the excess floor allows for the few
+    boundary crossings a small output may show where its baseline's showed none)."""
     if dtype not in UNIT_ROUNDOFF or precision not in UNIT_ROUNDOFF:
         raise ValueError(f"unknown dtype/precision {dtype}/{precision}")
     op = _spec(op)
     compute = compute_precision(op, dtype, precision)
     c = _roundings(op, precision)
     u_c, u32, u_out = UNIT_ROUNDOFF[compute], UNIT_ROUNDOFF["fp32"], UNIT_ROUNDOFF[dtype]
-    k = max(1, op.accumulation(shape))
-    u_out *= 1 + _STORED_ROUNDINGS.get(op.name, 0)
-    return Tolerance(rel_l2=SAFETY * (c * u_c + math.sqrt(k) * u32 + u_out),
-                     element=SAFETY * (c * u_c + k * u32 + u_out), precision=compute,
-                     relative_floor=c * u_c + math.sqrt(k) * u32)
+    k = max(1, dict(op.outputs(shape)).get(output, op.accumulation(shape)))
+    stored = u_out * (1 + _STORED_ROUNDINGS.get(op.name, 0))
+    # The relative floor: where two correct implementations may differ whatever the baseline's
+    # own error. TF32 rounds its inputs (c = 2) by truncation in Triton and to nearest in cuBLAS
+    # (2.6x cuBLAS's error on an H200); every other precision rounds alike, and one fp32
+    # rounding stands for a near-exact baseline (relu's is exact).
+    floor = (c * u_c if compute == "tf32" else 0.0) + u32
+    # The excess floor: a correct output differs from round(ref) only where its compute error e
+    # crosses a rounding boundary (probability about e / u_out), by one ulp (2 u_out relative).
+    e = c * u_c + math.sqrt(k) * u32
+    crossings = min(1.0, e / u_out) + (4.0 / elements if elements else 0.0)
+    return Tolerance(rel_l2=SAFETY * (c * u_c + math.sqrt(k) * u32 + stored),
+                     element=SAFETY * (c * u_c + k * u32 + stored), precision=compute,
+                     relative_floor=floor, excess_floor=max(2.0 * u_out * math.sqrt(min(1.0, crossings)), floor))
 
 
 def relative_allowance(baseline: Accuracy, tol: Tolerance) -> float:
@@ -146,14 +161,23 @@ def relative_allowance(baseline: Accuracy, tol: Tolerance) -> float:
     return RELATIVE_RATIO * max(baseline.rel_l2, tol.relative_floor)
 
 
+def excess_allowance(baseline: Accuracy, tol: Tolerance) -> float | None:
+    """The largest excess_l2 the excess criterion lets pass (None: the baseline has none)."""
+    if baseline.excess_l2 is None:
+        return None
+    return RELATIVE_RATIO * max(baseline.excess_l2, tol.excess_floor)
+
+
 @dataclass(frozen=True)
 class Verdict:
     """``passed``, and which bounds an output broke: ``nonfinite``, ``rel_l2``, ``element``,
-    ``relative``. ``ratio``: the worst of each judged error over its bound (at most 1 keeps
-    within all). ``relative_allowed``: the largest rel_l2 the relative criterion passes (None
-    where it is not judged: the baseline itself, or no baseline measured); ``relative``: this
-    rel_l2 over the baseline's and ``relative_limit``: the allowance over the baseline's (the
-    RELATIVE_RATIO, or more where the floor decides), both None when the baseline is exact."""
+    ``relative``, ``excess``. ``ratio``: the worst of each judged error over its bound (at most 1
+    keeps within all). ``relative_allowed``: the largest rel_l2 the relative criterion passes
+    (None where it is not judged: the baseline itself, or no baseline measured); ``relative``:
+    this rel_l2 over the baseline's and ``relative_limit``: the allowance over the baseline's
+    (the RELATIVE_RATIO, or more where the floor decides), both None when the baseline is exact.
+    For an op with several outputs each is judged on its own: ``failed_outputs`` names those
+    that broke a bound, and the numbers are the worst output's (the one of the largest ratio)."""
 
     passed: bool
     broken: tuple[str, ...]
@@ -161,13 +185,15 @@ class Verdict:
     relative: float | None = None
     relative_allowed: float | None = None
     relative_limit: float | None = None
+    failed_outputs: tuple[str, ...] = ()
 
 
 def judge(acc: Accuracy, tol: Tolerance, baseline: Accuracy | None = None) -> Verdict:
     """The verdict on one output; ``baseline``: the baseline implementation's statistics on the
-    same inputs (None: the relative criterion is not judged). Reports of schema 1 lack the
+    same inputs (None: the relative criteria are not judged). Reports of schema 1 lack the
     element statistic and the non-finite count: for them only the whole-output bound is judged
-    (their NaN outputs were counted as zeros there, which shows as a large rel_l2)."""
+    (their NaN outputs were counted as zeros there, which shows as a large rel_l2); reports
+    before schema 4 lack excess_l2, which is then not judged."""
     broken = []
     if acc.nonfinite:
         broken.append("nonfinite")
@@ -188,4 +214,20 @@ def judge(acc: Accuracy, tol: Tolerance, baseline: Accuracy | None = None) -> Ve
             broken.append("relative")
         if allowed > 0:
             ratio = acc.rel_l2 / allowed if ratio is None else max(ratio, acc.rel_l2 / allowed)
+        excess = excess_allowance(baseline, tol)
+        if excess is not None and acc.excess_l2 is not None:
+            if not acc.excess_l2 <= excess:
+                broken.append("excess")
+            ratio = acc.excess_l2 / excess if ratio is None else max(ratio, acc.excess_l2 / excess)
     return Verdict(not broken, tuple(broken), ratio, relative, allowed, limit)
+
+
+def judge_outputs(outputs: Mapping[str, Accuracy], tols: Mapping[str, Tolerance],
+                  baselines: Mapping[str, Accuracy] | None = None) -> Verdict:
+    """The verdict on a case of several outputs: each judged against its own bounds and its own
+    baseline, the case failing on any (``Verdict.failed_outputs``)."""
+    verdicts = {name: judge(acc, tols[name], (baselines or {}).get(name)) for name, acc in outputs.items()}
+    worst = max(verdicts.values(), key=lambda v: -1.0 if v.ratio is None else v.ratio)
+    broken = tuple(dict.fromkeys(b for v in verdicts.values() for b in v.broken))
+    failed = tuple(name for name, v in verdicts.items() if not v.passed)
+    return dataclasses.replace(worst, passed=not broken, broken=broken, failed_outputs=failed)

@@ -26,6 +26,11 @@ vector or a 16384^2 matmul never needs its float64 output whole. The statistics
   They count as zeros in the three statistics above, which so stay finite and say how much
   of the output is missing (an output never written has rel_l2 = 1).
 * ``elements``: outputs compared.
+* ``excess_l2``: ||out - round(ref)|| / ||ref||, round(ref) the reference rounded once to the
+  output's dtype: the error beyond the storage rounding (model.Accuracy says why).
+
+An op with several outputs (linear_fwbw's y, dx and dW) names each reference chunk's output;
+each named output gets its own statistics (``Tally.outputs``) beside the whole's.
 
 The tolerances and the pass/fail verdict are the analysis layer's (envcheck/analysis).
 
@@ -44,7 +49,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envcheck.bench import reference_ops
-from envcheck.model import Accuracy
+from envcheck.model import Accuracy, OutputAccuracy
 from envcheck.ops import REFERENCE_CHUNK_ELEMENTS
 
 # Smallest normal number of each output dtype (torch.finfo(dtype).tiny).
@@ -58,6 +63,7 @@ class RefChunk:
     rows: slice
     ref: Any
     mag: Any
+    output: str = ""  # which output of an op with several (``y``, ``dx``, ``dW``): judged apart
 
 
 def reference_chunks(op: str, inputs: dict[str, Any],
@@ -105,45 +111,97 @@ def reference_chunks(op: str, inputs: dict[str, Any],
         yield RefChunk(sl, ad @ bd, ad.abs() @ bd_abs)
 
 
+class Tally:
+    """Running sums of the statistics of the outputs checked so far: the whole output, and each
+    named output (``RefChunk.output``) of an op with several. Several checked calls (the rounds
+    of an op with a tiny output: group.py) add into one tally, as one longer output."""
+
+    def __init__(self, dtype: str) -> None:
+        self.dtype = dtype
+        self.whole = _Sums()
+        self.parts: dict[str, _Sums] = {}
+
+    def add(self, out: Any, chunks: Iterable[RefChunk]) -> Tally:
+        """Compare ``out`` (a tensor of ``dtype``) with its reference chunks; sums accumulate in
+        float64 on the output's device, one chunk at a time."""
+        import torch
+
+        from envcheck.bench.impls import torch_dtype
+
+        floor = SMALLEST_NORMAL[self.dtype]
+        tdt = torch_dtype(self.dtype)
+        for chunk in chunks:
+            o = out[chunk.rows].double()
+            if o.shape != chunk.ref.shape:  # broadcasting would compare something else, silently
+                raise ValueError(f"output of shape {tuple(out.shape)} against a reference of shape "
+                                 f"{tuple(chunk.ref.shape)}")
+            bad = ~torch.isfinite(o)
+            n_bad = int(bad.sum().item())
+            if n_bad:
+                o = torch.where(bad, torch.zeros_like(o), o)
+            diff = (o - chunk.ref).abs()
+            excess = o - chunk.ref.to(tdt).double()  # beyond the one rounding to the output's dtype
+            sums = (float(torch.sum(diff * diff).item()), float(torch.sum(chunk.ref * chunk.ref).item()),
+                    float(torch.sum(excess * excess).item()),
+                    float(diff.max().item()) if diff.numel() else 0.0,
+                    float((diff / torch.clamp_min(chunk.mag, floor)).max().item()) if diff.numel() else 0.0,
+                    n_bad, o.numel())
+            self.whole.add(*sums)
+            if chunk.output:
+                self.parts.setdefault(chunk.output, _Sums()).add(*sums)
+        return self
+
+    def accuracy(self) -> Accuracy:
+        return self.whole.accuracy()
+
+    def outputs(self) -> tuple[OutputAccuracy, ...]:
+        """Each named output's statistics (empty for an op with one output)."""
+        if len(self.parts) < 2:
+            return ()
+        return tuple(OutputAccuracy(name, sums.accuracy()) for name, sums in self.parts.items())
+
+
+@dataclass
+class _Sums:
+    err_sq: float = 0.0
+    ref_sq: float = 0.0
+    excess_sq: float = 0.0
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    nonfinite: int = 0
+    elements: int = 0
+
+    def add(self, err_sq: float, ref_sq: float, excess_sq: float, max_abs: float, max_rel: float,
+            nonfinite: int, elements: int) -> None:
+        self.err_sq += err_sq
+        self.ref_sq += ref_sq
+        self.excess_sq += excess_sq
+        self.max_abs = max(self.max_abs, max_abs)
+        self.max_rel = max(self.max_rel, max_rel)
+        self.nonfinite += nonfinite
+        self.elements += elements
+
+    def accuracy(self) -> Accuracy:
+        return statistics(self.err_sq, self.ref_sq, self.max_abs, self.max_rel, self.nonfinite, self.elements,
+                          self.excess_sq)
+
+
 def compare(out: Any, chunks: Iterable[RefChunk], dtype: str) -> Accuracy:
-    """The statistics of ``out`` (a tensor of ``dtype``) against its reference chunks.
-
-    Sums are accumulated in float64 on the output's device, one chunk at a time.
-    """
-    import torch
-
-    err_sq = ref_sq = 0.0
-    max_abs = max_rel = 0.0
-    nonfinite = elements = 0
-    floor = SMALLEST_NORMAL[dtype]
-    for chunk in chunks:
-        o = out[chunk.rows].double()
-        if o.shape != chunk.ref.shape:  # broadcasting would compare something else, silently
-            raise ValueError(f"output of shape {tuple(out.shape)} against a reference of shape "
-                             f"{tuple(chunk.ref.shape)}")
-        bad = ~torch.isfinite(o)
-        n_bad = int(bad.sum().item())
-        if n_bad:
-            o = torch.where(bad, torch.zeros_like(o), o)
-        diff = (o - chunk.ref).abs()
-        err_sq += float(torch.sum(diff * diff).item())
-        ref_sq += float(torch.sum(chunk.ref * chunk.ref).item())
-        if diff.numel():
-            max_abs = max(max_abs, float(diff.max().item()))
-            max_rel = max(max_rel, float((diff / torch.clamp_min(chunk.mag, floor)).max().item()))
-        nonfinite += n_bad
-        elements += o.numel()
-    return statistics(err_sq, ref_sq, max_abs, max_rel, nonfinite, elements)
+    """The statistics of ``out`` (a tensor of ``dtype``) against its reference chunks, whole."""
+    return Tally(dtype).add(out, chunks).accuracy()
 
 
 def statistics(err_sq: float, ref_sq: float, max_abs: float, max_rel: float, nonfinite: int,
-               elements: int) -> Accuracy:
+               elements: int, excess_sq: float | None = None) -> Accuracy:
     """An Accuracy from accumulated sums (pure: the tests feed it numbers)."""
     # An all-zero reference (relu of all-negative input) has no scale: the absolute norm of
     # the error stands in, so anything nonzero still shows.
-    rel = math.sqrt(err_sq / ref_sq) if ref_sq > 0 else math.sqrt(err_sq)
-    return Accuracy(rel_l2=_finite(rel), max_abs=_finite(max_abs), max_rel_elem=_finite(max_rel),
-                    nonfinite=nonfinite, elements=elements)
+    def rel(sq: float) -> float:
+        return math.sqrt(sq / ref_sq) if ref_sq > 0 else math.sqrt(sq)
+
+    excess = None if excess_sq is None else _finite(rel(excess_sq))
+    return Accuracy(rel_l2=_finite(rel(err_sq)), max_abs=_finite(max_abs), max_rel_elem=_finite(max_rel),
+                    nonfinite=nonfinite, elements=elements, excess_l2=excess)
 
 
 LARGEST = 1.7976931348623157e308  # float64's largest: fails any bound, and JSON can hold it

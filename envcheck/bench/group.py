@@ -9,7 +9,11 @@ takes one implementation through, in order:
 1. its first call, timed on the host until done: ``compile_s`` for Triton (JIT + the matmul
    race) and torch.compile (graph capture + Inductor), kept apart from every measurement;
 2. the checked call on NaN-poisoned output, compared with the float64 reference
-   (accuracy.py): the statistics go in the case, the verdict is the analysis's;
+   (accuracy.py): the statistics go in the case, the verdict is the analysis's. A built-in op
+   with a tiny output (``sum_all``, ``max_all``: one number) is checked over CHECK_ROUNDS
+   inputs drawn in turn into the group's tensors (seeded, the odd rounds of the op's second
+   kind: ``impls.make_inputs``'s ``variant``), then the first inputs are put back: one number
+   says little of how a sum rounds, and nothing of a max started at 0 on all-positive data;
 3. warm-up calls for ``warmup_ms`` (at least 3), cycling through the sets from here on;
 4. on a GPU, the CUDA graph its GPU time replays (graphs.py). A graph that cannot be captured
    costs the case its GPU time only (a note says why); its launch time still stands.
@@ -29,13 +33,16 @@ from envcheck.bench.graphs import graph_region
 from envcheck.bench.l2 import Rotation, rotation_sets
 from envcheck.bench.suite import PlannedCase
 from envcheck.bench.timer import Region
-from envcheck.model import Accuracy, Case, Note, Skip, Timing
+from envcheck.model import Accuracy, Case, Note, OutputAccuracy, Skip, Timing
 
 # Share of free device memory one group of cases may use (the CUDA context, allocator slack
 # and cuBLAS workspaces need the rest). Rotating buffers get half of what the group leaves
 # of it: the other half stays for the outputs an allocating implementation (torch.compile)
 # keeps per set, and for the graphs' pools.
 MEMORY_FRACTION = 0.8
+# Checked calls of an op whose output has fewer than SMALL_OUTPUT elements (built-in ops).
+CHECK_ROUNDS = 8
+SMALL_OUTPUT = 16
 
 
 @dataclass
@@ -53,6 +60,9 @@ class Group:
     extra_sets: list[tuple[dict[str, Any], Any]] = field(default_factory=list)
     skip: Note | None = None
     notes: tuple[Note, ...] = ()
+    seed: int = 0
+    rounds: int = 1  # checked calls per implementation (CHECK_ROUNDS for a tiny output)
+    first: dict[str, Any] = field(default_factory=dict)  # the checked inputs, kept while rounds redraw them
 
     @property
     def sets(self) -> int:
@@ -69,6 +79,7 @@ class Prepared:
     accuracy: Accuracy
     rotation_sets: int
     notes: list[Note] = field(default_factory=list)
+    outputs: tuple[OutputAccuracy, ...] = ()
     kernel: str | None = None
     graph: Region | None = None  # the captured graph to replay, until the GPU time is taken
     gpu: Timing | None = None
@@ -79,7 +90,7 @@ class Prepared:
 def open_group(rt: Runtime, first: PlannedCase, seed: int) -> Group:
     """The tensors of ``first``'s group, drawn from a generator seeded with ``seed``."""
     op, dtype, shape = first.op, first.dtype, first.shape
-    group = Group(first.group)
+    group = Group(first.group, seed=seed)
     spec = rt.spec(op)
     code = rt.code(op)  # a user's op: importing their file here, inside the group's guard
     need = spec.memory_needed_bytes(shape, dtype)
@@ -115,7 +126,41 @@ def open_group(rt: Runtime, first: PlannedCase, seed: int) -> Group:
         rt.after_failure()
     if wanted > group.sets:
         group.notes = (Note("case.l2_not_cold", {"sets": wanted, "set_bytes": ws}),)
+    if spec.declared is None and spec.output_elements(shape) < SMALL_OUTPUT:
+        group.rounds = CHECK_ROUNDS
+        group.first = {name: t.clone() for name, t in group.inputs.items()}
     return group
+
+
+def _draw_round(rt: Runtime, planned: PlannedCase, group: Group, r: int) -> None:
+    """Round ``r``'s inputs, drawn into the group's own tensors (the implementations are bound
+    to them); round 0 is the group's first draw, kept aside."""
+    if r == 0:
+        fresh = group.first
+    else:
+        gen = rt.torch.Generator(device=rt.where).manual_seed(group.seed * CHECK_ROUNDS + r)
+        fresh = rt.code(planned.op).make_inputs(planned.shape, planned.dtype, rt.where, gen, variant=r)
+    for name, t in group.inputs.items():
+        t.copy_(fresh[name])
+
+
+def _check(rt: Runtime, planned: PlannedCase, group: Group, fn: Any) -> tuple[accuracy.Tally, bool]:
+    """The checked call(s) of ``fn`` on the group's inputs, compared with their reference."""
+    tally = accuracy.Tally(planned.dtype)
+    poisoned = True
+    try:
+        for r in range(group.rounds):
+            if group.rounds > 1:
+                _draw_round(rt, planned, group, r)
+            result, ok = accuracy.checked_call(fn, group.out)
+            rt.timer.clock.synchronize()
+            tally.add(result, rt.code(planned.op).reference_chunks(group.inputs, planned.shape))
+            poisoned = poisoned and ok
+            del result
+    finally:
+        if group.rounds > 1:
+            _draw_round(rt, planned, group, 0)
+    return tally, poisoned
 
 
 def _bound(rt: Runtime, planned: PlannedCase, group: Group) -> list[Any]:
@@ -141,11 +186,7 @@ def prepare(rt: Runtime, planned: PlannedCase, group: Group) -> Prepared | Case 
 
     notes = list(group.notes)
     try:
-        result, poisoned = accuracy.checked_call(fns[0], group.out)
-        timer.clock.synchronize()
-        stats = accuracy.compare(result, rt.code(planned.op).reference_chunks(group.inputs, planned.shape),
-                                 planned.dtype)
-        del result
+        tally, poisoned = _check(rt, planned, group, fns[0])
     except rt.oom:
         raise
     except Exception as e:  # noqa: BLE001 - the checked call or the comparison raised
@@ -157,8 +198,8 @@ def prepare(rt: Runtime, planned: PlannedCase, group: Group) -> Prepared | Case 
 
     run = Rotation(fns) if len(fns) > 1 else fns[0]
     timer.warmup(run)
-    prepared = Prepared(planned, run, compile_s, stats, rotation_sets=len(fns), notes=notes,
-                        kernel=rt.code(planned.op).kernel(planned))
+    prepared = Prepared(planned, run, compile_s, tally.accuracy(), rotation_sets=len(fns), notes=notes,
+                        kernel=rt.code(planned.op).kernel(planned), outputs=tally.outputs())
     if rt.cuda and planned.impl == "jax":
         # JAX launches on its own streams, which a torch CUDA graph cannot capture (jax_impl.py).
         prepared.notes.append(Note("case.jax_host_timed"))

@@ -32,13 +32,21 @@ def torch_dtype(dtype: str) -> Any:
     return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
 
 
-def make_inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs:
+def make_inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, generator: Any,
+                variant: int = 0) -> Inputs:
     """Fresh random inputs (never zeros: a kernel that ignores its input must not pass).
 
     Standard normal values, drawn in float32 and rounded once to ``dtype``; the float64
     reference is computed from these rounded values, so input rounding never counts as error.
     Softmax gets ``randn * 4 + 100``: rows with a real spread, far from zero (SOFTMAX_OFFSET).
     Matmul inputs are scaled by 1/sqrt(K) so outputs stay O(1) and fp16 never overflows.
+
+    Beside the random rows, rows that reach each op's semantics (``_special_rows``): all-negative
+    rows and constant rows for softmax (a max started at 0, or a sum that assumes a spread, is
+    seen only there), rows far from zero, rows of a variance near eps and constant rows for
+    layer norm (eps and the variance's definition matter only there), all-negative slices for
+    the max reductions. ``variant``: the check round of an op with a tiny output (group.py); its
+    odd rounds make a max's whole input negative (max_all's one output).
     """
     import torch
 
@@ -58,13 +66,17 @@ def make_inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, genera
     if op == "relu":
         return {"x": randn(shape[0])}
     if op == "softmax":
-        return {"x": randn(*shape, scale=SOFTMAX_SPREAD, offset=SOFTMAX_OFFSET)}
-    if op == "row_sum" or spec(op).family == "reduce":
+        return {"x": _special_rows(op, randn(*shape, scale=SOFTMAX_SPREAD, offset=SOFTMAX_OFFSET), variant).to(tdt)}
+    if op == "row_sum":
         return {"x": randn(*shape)}
+    if spec(op).family == "reduce":
+        return {"x": _special_rows(op, randn(*shape).float(), variant).to(tdt)}
     if op == "layer_norm":
-        return {"x": randn(*shape), "weight": randn(shape[1]), "bias": randn(shape[1])}
+        return {"x": _special_rows(op, randn(*shape).float(), variant).to(tdt), "weight": randn(shape[1]),
+                "bias": randn(shape[1])}
     if op == "softmax_fwbw":
-        return {"x": randn(*shape, scale=SOFTMAX_SPREAD, offset=SOFTMAX_OFFSET), "dy": randn(*shape)}
+        x = _special_rows(op, randn(*shape, scale=SOFTMAX_SPREAD, offset=SOFTMAX_OFFSET).float(), variant)
+        return {"x": x.to(tdt), "dy": randn(*shape)}
     if op == "conv2d":
         nb, c, h, w, k, r, _ = shape
         return {"x": randn(nb, c, h, w), "weight": randn(k, c, r, r, scale=1.0 / float(c * r * r) ** 0.5)}
@@ -83,6 +95,39 @@ def make_inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, genera
     return {"a": randn(m, k, scale=s), "b": randn(k, n, scale=s)}
 
 
+# Layer norm's special rows: far from zero (a one-pass variance E[x^2] - E[x]^2 cancels there),
+# of a variance near eps = 1e-5 (eps outside the square root, or a sample variance, shows
+# there), constant (variance 0: the output is the bias). The constant is a power of two, so every
+# summation order computes its mean exactly: a mean off by one rounding would be amplified by
+# rstd = 1/sqrt(eps) = 316 in a correct kernel too (an ill-conditioned row, not a bug).
+LAYER_NORM_CONSTANT = 0.5
+LAYER_NORM_FAR = 30.0
+LAYER_NORM_TINY = 3e-3
+# A reduction's all-negative slices sit this far below zero (randn never reaches it).
+REDUCE_NEGATIVE = 8.0
+
+
+def _special_rows(op: str, x: Any, variant: int) -> Any:
+    """``x`` (float32, drawn) with the op's special rows written over some of its random ones."""
+    if op in ("softmax", "softmax_fwbw"):
+        # All negative, about -200: exp(x) underflows to 0 in fp32, so a max started at 0 (not
+        # -inf) divides 0 by 0 there; at -100 exp(x) is a subnormal near enough to pass.
+        x[1::4] -= 3 * SOFTMAX_OFFSET
+        x[3::8] = x[3::8, :1]  # constant rows: every column the row's first value
+    elif op == "layer_norm":
+        x[1::8] += LAYER_NORM_FAR
+        x[3::8] *= LAYER_NORM_TINY
+        x[5::8] = LAYER_NORM_CONSTANT
+    elif not op.startswith("max"):
+        pass  # a sum: an offset would only bring its 16-bit output nearer overflow
+    elif variant % 2:  # a max's odd check round: all of it negative
+        x -= REDUCE_NEGATIVE
+    else:  # a max: all-negative inner rows (max_inner) and leading columns (max_lead)
+        x[:, 1::4, :] -= REDUCE_NEGATIVE
+        x[..., 1::4] -= REDUCE_NEGATIVE
+    return x
+
+
 def make_output(op: str, shape: tuple[int, ...], dtype: str, device: str) -> Any:
     import torch
 
@@ -94,8 +139,9 @@ def make_output(op: str, shape: tuple[int, ...], dtype: str, device: str) -> Any
     if op == "conv2d":
         p, q = s.conv_output(shape)
         return torch.empty(shape[0], shape[4], p, q, dtype=tdt, device=device)
-    if op == "linear_fwbw":
-        return torch.empty(shape[0] + shape[1], shape[2], dtype=tdt, device=device)
+    if op == "linear_fwbw":  # y, dx and dW, flattened one after the other
+        m, n, k = shape
+        return torch.empty(m * n + (m + n) * k, dtype=tdt, device=device)
     if op == "matmul":
         return torch.empty(shape[0], shape[1], dtype=tdt, device=device)
     return torch.empty(s.output_elements(shape), dtype=tdt, device=device)
@@ -184,8 +230,9 @@ def _softmax_fwbw(inputs: Inputs, out: Any) -> Impl:
 
 
 def _linear_fwbw(inputs: Inputs, out: Any, forward: Callable[..., Any] | None = None) -> Impl:
-    """Autograd: y = x W^T, then dx and dW for dy, written into ``out`` (dx over dW). The copy
-    into ``out`` moves (M + N) K elements, small beside the three matmuls' 6 MNK FLOPs."""
+    """Autograd: y = x W^T, then dx and dW for dy, written into ``out`` (y, dx and dW flattened,
+    each judged). The copy into ``out`` moves M N + (M + N) K elements, small beside the three
+    matmuls' 6 MNK FLOPs."""
     import torch
 
     x = inputs["x"].detach().requires_grad_()
@@ -196,7 +243,7 @@ def _linear_fwbw(inputs: Inputs, out: Any, forward: Callable[..., Any] | None = 
     def call() -> Any:
         y = fwd(x, w)
         dx, dw = torch.autograd.grad(y, (x, w), dy)
-        return torch.cat((dx, dw), out=out)
+        return torch.cat((y.detach().reshape(-1), dx.reshape(-1), dw.reshape(-1)), out=out)
 
     return call
 
@@ -238,8 +285,14 @@ def triton_impl(op: str, inputs: Inputs, out: Any, precision: str, shape: tuple[
         return lambda: fn(x, dy, y, out)
     if op == "linear_fwbw":
         x, w, dy = inputs["x"], inputs["w"], inputs["dy"]
-        y = x.new_empty(x.shape[0], w.shape[0])
-        return lambda: fn(x, w, dy, y, out, precision)
+        m, n, k = x.shape[0], w.shape[0], x.shape[1]
+        y, grads = out[:m * n].view(m, n), out[m * n:].view(m + n, k)  # y, then dx over dW
+
+        def linear() -> Any:
+            fn(x, w, dy, y, grads, precision)
+            return out
+
+        return linear
     if op == "vector_add":
         x, y = inputs["x"], inputs["y"]
         if control == "vector_add_extra_bytes":

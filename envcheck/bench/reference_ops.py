@@ -8,7 +8,8 @@ magnitude each output element's rounding error scales with (accuracy.py says how
   close the element is to the mean;
 - conv2d: torch's float64 convolution over batch chunks; mag = the convolution of |x| by |w|;
 - softmax_fwbw: dx = y (dy - sum(y dy)) with y = softmax(x); mag = y (|dy| + sum(y |dy|));
-- linear_fwbw: dx = dy W over dW = dy^T x (two chunks); mag = |dy| |W| and |dy|^T |x|.
+- linear_fwbw: y = x W^T, dx = dy W and dW = dy^T x, flattened one after the other (three
+  named chunks, judged apart); mag = |x| |W|^T, |dy| |W| and |dy|^T |x|.
 """
 
 from __future__ import annotations
@@ -77,8 +78,10 @@ def chunks(op: str, inputs: dict[str, Any], shape: tuple[int, ...], chunk_elemen
         return
     if op == "linear_fwbw":
         xd, wd, dyd = inputs["x"].double(), inputs["w"].double(), inputs["dy"].double()
-        m, n = xd.shape[0], wd.shape[0]
-        yield ref_chunk(slice(0, m), dyd @ wd, dyd.abs() @ wd.abs())
-        yield ref_chunk(slice(m, m + n), dyd.t() @ xd, dyd.abs().t() @ xd.abs())
+        at = 0
+        for name, ref, mag in (("y", xd @ wd.t(), xd.abs() @ wd.abs().t()), ("dx", dyd @ wd, dyd.abs() @ wd.abs()),
+                               ("dW", dyd.t() @ xd, dyd.abs().t() @ xd.abs())):
+            yield ref_chunk(slice(at, at + ref.numel()), ref.reshape(-1), mag.reshape(-1), name)
+            at += ref.numel()
         return
     raise ValueError(f"unknown op {op!r}")

@@ -6,8 +6,15 @@ chose), and the cases planned but skipped (not enough memory, Triton unusable, .
 reason as a note. Planning never measures and never imports torch: it only reads probe facts.
 
 Every suite has ragged shapes (sizes no block size divides: 1000003 elements, 1000x4097
-rows, a 1000x1001x999 matmul) beside the powers of two, so the kernels' tail masking is
-measured and checked, not only their fast path.
+rows, a 1000x1001x999 matmul; per op, a conv of even kernel size and odd widths at stride 2
+whose C R R no tile divides, reductions whose a b no block divides) beside the powers of two,
+so the kernels' tail masking is measured and checked, not only their fast path; and every
+kernel path (the online softmax among them) and every precision is reached by ``--quick``.
+
+``run --interpret`` on a machine without a GPU runs envcheck's Triton kernels beside PyTorch
+under Triton's CPU interpreter (bench/interpret.py) at small shapes (``INTERPRET_*``): slow
+kernels, timed only in passing, judged for accuracy through the same worker and judge as a
+GPU run (what CI uses to check the built-in kernels end to end).
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ COMPILE_MATMUL_SHAPES = ((1024, 1024, 1024), (1000, 1001, 999), (4096, 4096, 409
 
 # Quick suite on a CUDA GPU: under a minute on an H100, compile and autotune included.
 QUICK_VECTOR_SIZES = (1 << 10, 10240, 102400, 1 << 20, 1_000_003, 1 << 26)
+QUICK_VECTOR_HALF_SIZES = (1_000_003,)  # fp16 / bf16: every precision reached
 QUICK_ROW_SHAPES = ((1000, 4097), (8192, 4096))
 QUICK_MATMUL_HALF = ((512, 512, 512), (1000, 1001, 999), (2048, 2048, 2048), (4096, 4096, 4096))
 QUICK_MATMUL_FP32 = ((1024, 1024, 1024),)
@@ -67,6 +75,15 @@ CPU_MATMUL_SHAPES = ((128, 128, 128), (255, 257, 253), (256, 256, 256), (512, 51
 CPU_QUICK_VECTOR_SIZES = (1 << 10, 10240, 100_003, 102400, 1 << 20)
 CPU_QUICK_ROW_SHAPES = ((257, 1025), (1024, 1024))
 CPU_QUICK_MATMUL_SHAPES = ((255, 257, 253), (256, 256, 256), (512, 512, 512))
+
+# --interpret (Triton's CPU interpreter): one small ragged shape per path, every dtype. 2 x 33000
+# rows take softmax's online path (past 32768 columns) with a partial last block; the matmul's
+# K = 200 is the short accumulation where a 16-bit one hides in the output's own rounding.
+INTERPRET_VECTOR_SIZES = (4099,)
+INTERPRET_ROW_SHAPES = ((37, 1000),)
+INTERPRET_SOFTMAX_SHAPES = ((37, 1000), (2, 33000))
+INTERPRET_MATMUL_SHAPES = ((67, 45, 200),)
+INTERPRET_SETTINGS = Settings(warmup_ms=0, rep_ms=0, min_samples=1, max_samples=3, cold_l2=False)
 
 
 
@@ -81,34 +98,40 @@ class OpSizes:
     cpu: tuple[tuple[int, ...], ...]
     cpu_quick: tuple[tuple[int, ...], ...]
     compile: tuple[tuple[int, ...], ...]
-    quick_dtypes: tuple[str, ...] = ("fp32",)
+    interpret: tuple[tuple[int, ...], ...] = ()
+    quick_dtypes: tuple[str, ...] = DTYPES
 
 
 # conv2d (N, C, H, W, K, R, stride): inputs of 32 to 128 pixels, kernels 3, 5 and 7, strides 1
-# and 2 (the third user's comparison), and a ragged input no tile divides.
+# and 2 (the third user's comparison), a ragged input no tile divides, and a ragged conv: an
+# even kernel (4), odd widths at stride 2 and C R R = 304 (19 x 16), a multiple of no block.
+_CONV_RAGGED = (8, 19, 33, 35, 24, 4, 2)
 _CONV_SIZES = OpSizes(
     full=((32, 64, 32, 32, 64, 3, 1), (32, 64, 32, 32, 64, 5, 1), (32, 64, 32, 32, 64, 7, 1),
           (16, 64, 64, 64, 64, 3, 2), (16, 64, 64, 64, 128, 5, 2), (8, 32, 128, 128, 64, 7, 2),
-          (8, 32, 127, 129, 48, 3, 1)),
-    quick=((32, 64, 32, 32, 64, 3, 1), (8, 32, 128, 128, 64, 7, 2)),
-    cpu=((4, 16, 32, 32, 16, 3, 1), (2, 8, 33, 31, 8, 5, 2), (2, 8, 64, 64, 8, 7, 2)),
-    cpu_quick=((4, 16, 32, 32, 16, 3, 1), (2, 8, 33, 31, 8, 5, 2)),
+          (8, 32, 127, 129, 48, 3, 1), _CONV_RAGGED),
+    quick=((32, 64, 32, 32, 64, 3, 1), (8, 32, 128, 128, 64, 7, 2), _CONV_RAGGED),
+    cpu=((4, 16, 32, 32, 16, 3, 1), (2, 8, 33, 31, 8, 5, 2), (2, 8, 64, 64, 8, 7, 2), (2, 3, 9, 11, 5, 4, 2)),
+    cpu_quick=((4, 16, 32, 32, 16, 3, 1), (2, 8, 33, 31, 8, 5, 2), (2, 3, 9, 11, 5, 4, 2)),
     compile=((32, 64, 32, 32, 64, 3, 1), (8, 32, 128, 128, 64, 7, 2)),
-    quick_dtypes=("fp16",))
+    interpret=((2, 3, 9, 11, 5, 4, 2), (2, 5, 9, 9, 4, 3, 1)))
 # Row-wise training ops (rows, cols): up to softmax's single-tile limit of 32768 columns.
 _ROW_OP_SIZES = OpSizes(
     full=((4096, 1024), (1000, 4097), (8192, 4096), (4096, 8192), (1024, 32768)),
     quick=((1000, 4097), (8192, 4096)),
     cpu=((1024, 1024), (257, 1025), (4096, 1024)),
     cpu_quick=((257, 1025), (1024, 1024)),
-    compile=((4096, 1024), (8192, 4096)))
-# Reductions of (a, b, c): the second user's (4, 512, 896), a large power of two, a ragged one.
+    compile=((4096, 1024), (8192, 4096)),
+    interpret=INTERPRET_ROW_SHAPES)
+# Reductions of (a, b, c): the second user's (4, 512, 896), a large power of two, ragged ones
+# (a b and a b c divisible by no block).
 _REDUCE_SIZES = OpSizes(
-    full=((4, 512, 896), (64, 1024, 1024), (16, 4096, 4096), (1000, 3, 4097)),
-    quick=((4, 512, 896), (64, 1024, 1024)),
+    full=((4, 512, 896), (64, 1024, 1024), (16, 4096, 4096), (1000, 3, 4097), (7, 33, 1001)),
+    quick=((4, 512, 896), (64, 1024, 1024), (7, 33, 1001)),
     cpu=((4, 512, 896), (3, 100, 1001), (16, 256, 256)),
     cpu_quick=((4, 512, 896), (3, 100, 1001)),
-    compile=((4, 512, 896), (64, 1024, 1024)))
+    compile=((4, 512, 896), (64, 1024, 1024)),
+    interpret=((3, 37, 129),))
 # Linear layer forward + backward (M, N, K): x is M x K, W is N x K.
 _LINEAR_SIZES = OpSizes(
     full=((1024, 1024, 1024), (4096, 4096, 4096), (8192, 4096, 4096), (1000, 1001, 999)),
@@ -116,7 +139,7 @@ _LINEAR_SIZES = OpSizes(
     cpu=((128, 128, 128), (255, 257, 253), (256, 256, 256)),
     cpu_quick=((255, 257, 253), (256, 256, 256)),
     compile=((1024, 1024, 1024), (1000, 1001, 999)),
-    quick_dtypes=("fp16",))
+    interpret=((67, 45, 129),))
 OP_SIZES: dict[str, OpSizes] = {
     "conv2d": _CONV_SIZES,
     "layer_norm": _ROW_OP_SIZES,
@@ -415,6 +438,8 @@ Triple = tuple[str, str, tuple[int, ...]]  # dtype, precision, shape
 def _default_shapes(op: str, backend: str, quick: bool) -> list[Triple]:
     """(dtype, precision, shape) of the built-in suite for one op."""
     family = spec(op).family
+    if backend == "interpret":
+        return _interpret_shapes(op)
     if op in OP_SIZES:
         return _op_sizes_shapes(op, backend, quick)
     if backend == "cpu":
@@ -427,16 +452,16 @@ def _default_shapes(op: str, backend: str, quick: bool) -> list[Triple]:
     out: list[Triple] = []
     if family == "vector":
         if quick:
-            return [("fp32", "fp32", (n,)) for n in QUICK_VECTOR_SIZES]
+            return [(d, d, (n,)) for n in QUICK_VECTOR_SIZES
+                    for d in (("fp32", "fp16", "bf16") if n in QUICK_VECTOR_HALF_SIZES else ("fp32",))]
         for n in VECTOR_SIZES:
             out.append(("fp32", "fp32", (n,)))
             if n in VECTOR_HALF_SIZES:
                 out += [("fp16", "fp16", (n,)), ("bf16", "bf16", (n,))]
         return out
     if family == "rows":
-        shapes = QUICK_ROW_SHAPES if quick else ROW_SHAPES + (SOFTMAX_ONLINE_SHAPES if op == "softmax" else ())
-        dts = ("fp32",) if quick else DTYPES
-        return [(d, d, s) for s in shapes for d in dts]
+        shapes = (QUICK_ROW_SHAPES if quick else ROW_SHAPES) + (SOFTMAX_ONLINE_SHAPES if op == "softmax" else ())
+        return [(d, d, s) for s in shapes for d in DTYPES]
     if quick:
         out += [(d, d, s) for s in QUICK_MATMUL_HALF for d in ("fp16", "bf16")]
         out += [("fp32", prec, s) for s in QUICK_MATMUL_FP32 for prec in ("tf32", "fp32")]
@@ -448,18 +473,31 @@ def _default_shapes(op: str, backend: str, quick: bool) -> list[Triple]:
     return out
 
 
+def _interpret_shapes(op: str) -> list[Triple]:
+    """(dtype, precision, shape) of ``--interpret``: every dtype at small ragged shapes (fp32
+    matmuls in IEEE: TF32 is a tensor-core mode the interpreter does not have)."""
+    family = spec(op).family
+    if op in OP_SIZES:
+        shapes = OP_SIZES[op].interpret
+    elif family == "vector":
+        shapes = tuple((n,) for n in INTERPRET_VECTOR_SIZES)
+    elif family == "rows":
+        shapes = INTERPRET_SOFTMAX_SHAPES if op == "softmax" else INTERPRET_ROW_SHAPES
+    else:
+        shapes = INTERPRET_MATMUL_SHAPES
+    return [(d, d, s) for s in shapes for d in DTYPES]
+
+
 def _op_sizes_shapes(op: str, backend: str, quick: bool) -> list[Triple]:
-    """(dtype, precision, shape) of an op with its own OpSizes: the CPU in fp32; the quick GPU
-    suite in its quick dtypes; the full one in every dtype, fp32 matmul-family ops in TF32 and
-    (up to IEEE_MATMUL_MAX_DIM) IEEE, as matmul."""
+    """(dtype, precision, shape) of an op with its own OpSizes: the CPU in fp32; the GPU suites
+    (quick: in its quick dtypes) in every dtype, fp32 matmul-family ops in TF32 and (up to
+    IEEE_MATMUL_MAX_DIM) IEEE, as matmul."""
     sizes = OP_SIZES[op]
     if backend == "cpu":
         return [("fp32", "fp32", s) for s in (sizes.cpu_quick if quick else sizes.cpu)]
-    if quick:
-        return [(d, d, s) for s in sizes.quick for d in sizes.quick_dtypes]
     out: list[Triple] = []
-    for s in sizes.full:
-        for d in DTYPES:
+    for s in (sizes.quick if quick else sizes.full):
+        for d in (sizes.quick_dtypes if quick else DTYPES):
             if d == "fp32" and spec(op).family == "matmul":
                 out.append(("fp32", "tf32", s))
                 if max(s) <= IEEE_MATMUL_MAX_DIM:
@@ -536,6 +574,15 @@ def plan(options: RunOptions, env: Environment) -> Plan:
         notes.append(Note("bench.cpu_baseline"))
         notes += cuda_reasons
         settings = dataclasses.replace(CPU_QUICK_SETTINGS if quick else CPU_SETTINGS, threads=cpu_threads())
+    interpret = bool(getattr(options, "interpret", False))
+    if interpret:
+        if backend == "cuda":
+            raise UsageError("--interpret: this machine has a usable CUDA GPU, on which the Triton kernels run "
+                             "compiled; the interpreter is for machines without one (drop --interpret)")
+        impls = ["torch", "triton"]
+        if env.get("triton", "installed") is False:
+            triton_reason = Note("bench.triton_unusable.not_installed")
+        settings = dataclasses.replace(INTERPRET_SETTINGS, threads=cpu_threads(), interpret=True)
     # --control: the diff's positive control, recorded in the settings (and so in every diff's
     # environment differences): never silently active.
     settings = dataclasses.replace(settings, quick=quick, ops=sel.ops, impls=tuple(impls),
@@ -549,11 +596,12 @@ def plan(options: RunOptions, env: Environment) -> Plan:
         shapes = None
         if sel.sizes is not None:
             shapes = [s for s in (sz.shape_for(op, size, sel.ops_given) for size in sel.sizes) if s]
+        suite_of = "interpret" if interpret else backend
         if shapes is None and sel.dtypes is None:
-            triples = _default_shapes(op, backend, quick)
+            triples = _default_shapes(op, suite_of, quick)
         else:
             if shapes is None:
-                shapes = list(dict.fromkeys(s for _, _, s in _default_shapes(op, backend, quick)))
+                shapes = list(dict.fromkeys(s for _, _, s in _default_shapes(op, suite_of, quick)))
             triples = _all_dtype_shapes(op, backend, shapes, sel.dtypes or (("fp32", None),),
                                         user_sizes=sel.sizes is not None)
         compile_at = set(shapes) if (sel.sizes is not None and shapes) else set(_compile_shapes(op, quick))
@@ -576,6 +624,6 @@ def plan(options: RunOptions, env: Environment) -> Plan:
         notes.append(Note("bench.compile_sizes", {"op": op, "shapes": tuple("x".join(map(str, s)) for s in at)}))
     if backend == "cuda" and options.no_compile:
         notes.append(Note("bench.compile_off"))
-    if triton_reason and backend == "cuda":
+    if triton_reason and (backend == "cuda" or interpret):
         notes.append(triton_reason)
     return Plan(backend, index, tuple(cases), settings, probed_device(env, backend, index), tuple(skips), tuple(notes))

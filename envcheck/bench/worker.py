@@ -125,6 +125,10 @@ class Worker:
         else:
             if plan.settings.threads:
                 torch.set_num_threads(plan.settings.threads)
+            if plan.settings.interpret:
+                from envcheck.bench import interpret
+
+                interpret.enable()  # before any kernel is decorated
             dev = BenchDevice("cpu", device.cpu_name())
         rt = device.Runtime(torch, plan.backend, plan.index, dev, Timer(plan.backend, plan.settings), plan.settings,
                             ops=plan.ops, source=plan.source)

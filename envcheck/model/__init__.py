@@ -21,6 +21,7 @@ from envcheck.model.bench import (
     MonitorSummary,
     MonitorWindow,
     Note,
+    OutputAccuracy,
     RecordedCeiling,
     Samples,
     Settings,
@@ -36,7 +37,7 @@ from envcheck.model.report import KINDS, SCHEMA_VERSION, ReplaySource, Report
 from envcheck.ops import IMPLS
 
 __all__ = [
-    "FORMAT_NAME", "IMPLS", "KINDS", "LEGACY_TEXT", "SCHEMA_VERSION", "STATUSES", "Accuracy", "Bench", "BenchDevice",
+    "FORMAT_NAME", "IMPLS", "KINDS", "LEGACY_TEXT", "SCHEMA_VERSION", "STATUSES", "Accuracy", "OutputAccuracy", "Bench", "BenchDevice",
     "Case", "CaseKey", "CeilingRun", "Check", "Environment", "Fact", "Facts", "Failure", "Gpu", "MonitorSummary",
     "MonitorWindow", "Note", "RecordedCeiling", "ReplaySource", "Report", "ReportError", "Samples", "Settings", "Skip", "Status",
     "Stop", "StopCause", "Timing", "build", "dump", "dumps", "from_dict", "known", "legacy", "load", "loads",

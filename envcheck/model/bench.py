@@ -288,7 +288,15 @@ class Accuracy:
     large the output. Non-finite outputs (unwritten after the NaN poison fill, or overflow)
     count as zeros in the first three and are counted in ``nonfinite``.
 
-    Reports of schema 1 have no ``max_rel_elem``, ``nonfinite`` or ``elements`` (None).
+    ``excess_l2``: ||out - round(ref)|| / ||ref||, where round(ref) is the reference rounded
+    once to the output's dtype: the error beyond the one storage rounding every correct
+    implementation pays. A 16-bit output computed in fp32 is round(ref) on nearly every element
+    (only where the fp32 error crosses a rounding boundary does it differ, by one ulp), while
+    one accumulated in 16 bits differs nearly everywhere: what ``rel_l2`` cannot tell apart at
+    short accumulations, where both are about the output's own rounding.
+
+    Reports of schema 1 have no ``max_rel_elem``, ``nonfinite`` or ``elements`` (None); reports
+    before schema 4 no ``excess_l2`` (None).
     """
 
     rel_l2: float
@@ -296,9 +304,10 @@ class Accuracy:
     max_rel_elem: float | None = None
     nonfinite: int | None = None
     elements: int | None = None
+    excess_l2: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("rel_l2", "max_abs", "max_rel_elem"):
+        for name in ("rel_l2", "max_abs", "max_rel_elem", "excess_l2"):
             v = getattr(self, name)
             if v is not None and not (v >= 0):  # also refuses NaN
                 raise ValueError(f"{name} must be a non-negative number")
@@ -306,6 +315,20 @@ class Accuracy:
             v = getattr(self, name)
             if v is not None and v < 0:
                 raise ValueError(f"{name} must be non-negative")
+
+
+@dataclass(frozen=True)
+class OutputAccuracy:
+    """The error of one named output of an op with several (``linear_fwbw``: ``y``, ``dx``,
+    ``dW``), each against its own reference: a small output judged stacked over a large one
+    would hide in its scale."""
+
+    name: str
+    accuracy: Accuracy
+
+    def __post_init__(self) -> None:
+        if not valid_name(self.name):
+            raise ValueError(f"output name {self.name!r}: use letters, digits and _.-")
 
 
 @dataclass(frozen=True)
@@ -386,6 +409,7 @@ class Case:
     launch: Timing | None = None
     compile_s: float | None = None
     accuracy: Accuracy | None = None
+    outputs: tuple[OutputAccuracy, ...] = ()  # per output, for ops with several (schema 4)
     failure: Failure | None = None
     window: int | None = None
     rotation_sets: int = 1
@@ -541,6 +565,8 @@ class Settings:
     threads: int | None = None
     repeat: int | None = None  # None: one run (left out of the JSON, as in reports before repeats)
     control: str | None = None
+    # Triton kernels run by its interpreter on the CPU (``run --interpret``, schema 4).
+    interpret: bool = field(default=False, metadata={OMIT_DEFAULT: True})
 
     def __post_init__(self) -> None:
         if self.repeat is not None and self.repeat < 1:

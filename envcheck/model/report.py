@@ -10,7 +10,7 @@ from envcheck.model.facts import Check, Environment
 from envcheck.model.fleet import Fleet
 from envcheck.model.node import Node
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 KINDS = ("probe", "check", "run", "fleet", "burn")
 
 
