@@ -23,7 +23,7 @@ JSON format history (``schema_version``):
       op names of the new built-in ops and the implementation ``jax``; a burn GPU's ``control`` (the
       positive control it ran, ``burn --control``). The bump makes an older
       envcheck say it is too old instead of refusing a field it does not know.
-  4 - additions only (2026-11-29): ``accuracy.excess_l2`` (the error beyond one rounding to the
+  4 - additions only (2026-11-28): ``accuracy.excess_l2`` (the error beyond one rounding to the
       output's dtype); a case's ``outputs`` (the error of each output of an op with several,
       ``linear_fwbw``'s y, dx and dW); ``settings.interpret`` (``run --interpret``). linear_fwbw's
       output is y, dx and dW flattened one after the other (before: dx over dW); reports without
