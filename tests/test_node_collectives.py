@@ -10,6 +10,7 @@ from node_fakes import text
 
 from envcheck.analysis import collectives
 from envcheck.analysis import node as an
+from envcheck.analysis.collectives import medians
 from envcheck.model import Timing, build, to_dict
 from envcheck.model.node import CollectiveResult, Collectives, RankTiming
 from envcheck.node import nccl_tests
@@ -290,11 +291,11 @@ def test_several_nccl_tests_runs_are_one_reference_their_median_with_the_spread(
         return nccl_tests.NcclTestsRow("reduce_scatter", size, size // 8, "float", p, p)
 
     runs = [row(1992.3), row(1941.0), row(1960.0, wrong=3)]
-    (m,) = nccl_tests.medians(runs)
+    (m,) = medians(runs)
     assert m.runs == 3 and m.out_of_place.time_us == pytest.approx(1960.0) and m.out_of_place.wrong == 3
     lo, hi = m.busbw_range[0]
     assert lo == pytest.approx(runs[0].out_of_place.busbw_gbps) and hi == pytest.approx(runs[1].out_of_place.busbw_gbps)
-    assert nccl_tests.medians(runs[:1]) == (runs[0],)  # one run: unchanged
+    assert medians(runs[:1]) == (runs[0],)  # one run: unchanged
     # envcheck 2.4% quicker than the slowest run but within 2% of the median: it agrees with the median.
     ours = _gpu_result("reduce_scatter", 1 << 30, 1960.0 * 0.99, 2000.0)
     (a,) = an.against_nccl_tests(_sweep([ours]), runs[:1], runs)

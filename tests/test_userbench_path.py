@@ -9,6 +9,7 @@ from envcheck.bench import protocol
 from envcheck.bench.suite import PlannedCase
 from envcheck.model import Settings
 from envcheck.userbench.discover import load
+from envcheck.userbench.plan import CODE
 from tests.test_userbench import GOOD, write
 
 FAST = Settings(warmup_ms=1, rep_ms=2, min_samples=3, max_samples=5, cold_l2=False, threads=1)
@@ -34,7 +35,7 @@ def test_one_worker_runs_built_in_and_user_cases_through_the_same_prepare_and_sa
     monkeypatch.setattr(worker, "prepare", spy_prepare)
     monkeypatch.setattr(worker, "sample", spy_sample)
     cases = (PlannedCase("relu", "torch", "fp32", "fp32", (1024,)), PlannedCase("double", "torch", "fp32", "fp32", (64,)))
-    plan = protocol.WorkerPlan("cpu", 0, cases, FAST, ops=specs, source=source)
+    plan = protocol.WorkerPlan("cpu", 0, cases, FAST, ops=specs, source=source, code=CODE)
     events: list = []
     worker.Worker(protocol.decode_plan(protocol.encode_plan(plan)), events.append).run()
     assert seen["prepare"] == ["relu", "double"] and seen["sample"] == ["relu", "double"]
@@ -55,7 +56,7 @@ def test_a_user_op_the_worker_cannot_find_fails_its_cases_not_the_run(tmp_path):
     (tmp_path / "mine.py").write_text("raise ImportError('gone since discovery')\n")
     cases = (PlannedCase("double", "torch", "fp32", "fp32", (64,)), PlannedCase("relu", "torch", "fp32", "fp32", (64,)))
     events: list = []
-    worker.Worker(protocol.WorkerPlan("cpu", 0, cases, FAST, ops=specs, source=source), events.append).run()
+    worker.Worker(protocol.WorkerPlan("cpu", 0, cases, FAST, ops=specs, source=source, code=CODE), events.append).run()
     measured = {e.case.op: e.case for e in events if isinstance(e, protocol.Measured)}
     assert measured["double"].failure.detail == "ImportError: gone since discovery"
     assert measured["relu"].measured

@@ -29,8 +29,8 @@ import pytest
 
 from envcheck import snapshot
 from envcheck.analysis import analyse
-from envcheck.analysis.checks import keyed
 from envcheck.checks import evaluate
+from envcheck.checks.keyed import keyed
 from envcheck.compare.diff import diff
 from envcheck.compare.history import history
 from envcheck.model import SCHEMA_VERSION, Report, load, to_dict
@@ -286,7 +286,7 @@ def test_chinese_messages_are_translated() -> None:
 def test_old_report_checks_are_said_anew_or_marked() -> None:
     """A report written before checks carried keys: its checks are phrased from the rules' keys where the
     rules today agree with the recorded status, and marked as recorded where they do not."""
-    from envcheck.analysis.checks import keyed
+    from envcheck.checks.keyed import keyed
     from envcheck.model import Check
     from envcheck.render.checktext import localized
 

@@ -1,11 +1,12 @@
 """The device the worker measures on: whether CUDA is usable, what the GPU (or CPU) is, the
 NVML handle that names the same GPU, and the CPU thread count.
 
-Inside the worker only (imports torch); ``cpu_threads`` alone is also read by the planner.
+Inside the worker only (imports torch).
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import platform
 from collections.abc import Callable
@@ -16,28 +17,6 @@ from envcheck.ops import OPS, OpSpec, lookup
 
 if TYPE_CHECKING:
     from envcheck.bench.code import OpCode
-
-# On a machine this small the harness (the worker's own Python, the parent, NVML's thread) needs
-# a core of its own: torch's thread pool fighting it for the cores made the CPU baseline swing
-# 100x between runs on a 2-core VM (vector_add 102400: 16 ms, then 7,976 us).
-SMALL_MACHINE_CORES = 4
-
-
-def cpu_threads(physical: Callable[[], int | None] | None = None,
-                logical: Callable[[], int | None] | None = None) -> int:
-    """Threads torch uses for the CPU baseline: the physical cores, less one on small machines.
-
-    Hyper-threads share a core's arithmetic units, so counting them (torch's default) only
-    adds contention to element-wise and BLAS work. ``physical`` / ``logical`` are psutil's
-    counts (the seam tests replace).
-    """
-    import psutil
-
-    cores = (physical or (lambda: psutil.cpu_count(logical=False)))()
-    if not cores:
-        cores = (logical or (lambda: psutil.cpu_count(logical=True)))() or 1
-    return max(1, cores - 1) if cores <= SMALL_MACHINE_CORES else cores
-
 
 def versions(torch: Any) -> dict[str, str]:
     """torch / triton / CUDA / jax versions the run used (only those known; jax's from its
@@ -124,7 +103,7 @@ class Runtime:
     settings, and the two things a failed step needs (free memory, a clean-up)."""
 
     def __init__(self, torch: Any, backend: str, index: int, device: BenchDevice, timer: Any, settings: Any,
-                 ops: tuple[OpSpec, ...] = (), source: str | None = None) -> None:
+                 ops: tuple[OpSpec, ...] = (), source: str | None = None, code: str | None = None) -> None:
         self.torch = torch
         self.backend = backend
         self.index = index
@@ -136,24 +115,27 @@ class Runtime:
         self.where = "cuda" if backend == "cuda" else "cpu"
         self.ops = ops  # the user's declared ops, and the file or module:object declaring them
         self.source = source
+        self.code_of = code  # "module:function" making a declared op's OpCode (the planner's choice)
         self._codes: dict[str, OpCode] = {}
 
     def spec(self, op: str) -> OpSpec:
         return lookup(op, self.ops)
 
     def code(self, op: str) -> OpCode:
-        """What runs for ``op``: envcheck's own code, or the user's (imported on first use, here,
-        in the worker: an import that fails is the failure of the cases that need it)."""
+        """What runs for ``op``: envcheck's own code, or a declared op's, made by the function the
+        plan names (``code``: the user-bench planner names its own, so the suite never imports the
+        layer above it), on first use, here in the worker: an import that fails is the failure of
+        the cases that need it."""
         if op in OPS:
             from envcheck.bench.code import BuiltinCode  # not at the top: code.py imports the suite, which imports this
 
             return BuiltinCode(op, self.settings.control)
         if op not in self._codes:
-            from envcheck.userbench.code import user_code
-
-            if self.source is None:
+            if self.source is None or self.code_of is None:
                 raise ValueError(f"op {op!r} is declared by no source")
-            self._codes[op] = user_code(self.source, op)
+            module, function = self.code_of.split(":")
+            make = getattr(importlib.import_module(module), function)
+            self._codes[op] = make(self.source, op)
         return self._codes[op]
 
     @property

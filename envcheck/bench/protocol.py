@@ -74,6 +74,7 @@ class WorkerPlan:
     ops: tuple[OpSpec, ...] = ()  # the user's declared ops the cases may name
     source: str | None = None  # the file or module:object declaring them
     ceilings: bool = True  # measure the ceilings before the cases
+    code: str | None = None  # "module:function" making a declared op's OpCode from (source, op name)
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:

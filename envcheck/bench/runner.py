@@ -191,7 +191,7 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float, popen: Popen | Non
     with signals.installed():
         try:
             proc.send(protocol.encode_plan(WorkerPlan(plan.backend, plan.index, plan.cases, plan.settings,
-                                                      plan.ops, plan.source, plan.ceilings)))
+                                                      plan.ops, plan.source, plan.ceilings, plan.code)))
             while True:
                 now = clock()
                 if now >= deadline:

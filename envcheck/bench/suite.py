@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from envcheck.bench import jax_impl
 from envcheck.bench import sizes as sz
-from envcheck.bench.device import cpu_threads
+from envcheck.bench.threads import cpu_threads
 from envcheck.errors import UsageError
 from envcheck.model import BenchDevice, Case, CaseKey, Environment, Failure, Note, Settings, Skip
 from envcheck.ops import DTYPES, OP_NAMES, OpSpec, spec, variant
@@ -235,6 +235,7 @@ class Plan:
     notes: tuple[Note, ...] = ()
     ops: tuple[OpSpec, ...] = ()  # the user's declared ops (envcheck bench), and their source
     source: str | None = None
+    code: str | None = None  # "module:function" making a declared op's OpCode (bench/device.Runtime.code)
     ceilings: bool = True  # measure the ceilings first (a restarted worker has them already)
 
     @property

@@ -131,7 +131,7 @@ class Worker:
                 interpret.enable()  # before any kernel is decorated
             dev = BenchDevice("cpu", device.cpu_name())
         rt = device.Runtime(torch, plan.backend, plan.index, dev, Timer(plan.backend, plan.settings), plan.settings,
-                            ops=plan.ops, source=plan.source)
+                            ops=plan.ops, source=plan.source, code=plan.code)
         self.emit(Started(dev, device.versions(torch)))
         try:
             if rt.cuda:

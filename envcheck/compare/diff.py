@@ -18,8 +18,8 @@ import numpy as np
 
 from envcheck.analysis import Analysis, BenchAnalysis, CaseResult, analyse
 from envcheck.analysis.ceilings import Ceiling
-from envcheck.analysis.checks import keyed
 from envcheck.analysis.peaks import Source
+from envcheck.checks.keyed import keyed
 from envcheck.compare import controls, shipped, stats
 from envcheck.compare import match as matching
 from envcheck.compare.envdiff import CheckChange, EnvChange, check_changes, report_env_changes

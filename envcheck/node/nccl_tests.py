@@ -12,68 +12,14 @@ One row per size, with both placements (nccl-tests 2.19 prints out-of-place, the
 from __future__ import annotations
 
 import re
-import statistics
-from collections.abc import Iterable
-from dataclasses import dataclass
+
+from envcheck.model.reference import NcclTestsRow, Placement
 
 # nccl-tests' binary names -> envcheck's collective names
 BINARIES = {"all_reduce_perf": "all_reduce", "all_gather_perf": "all_gather", "reduce_scatter_perf": "reduce_scatter",
             "alltoall_perf": "all_to_all", "broadcast_perf": "broadcast"}
 _START = re.compile(r"^# Collective test starting: (\S+)")
 _ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(-?\d+)\s+" + r"\s+".join([r"(\S+)"] * 8) + r"\s*$")
-
-
-@dataclass(frozen=True)
-class Placement:
-    """One placement's columns: time (us), algbw and busbw (GB/s), #wrong (None when N/A)."""
-
-    time_us: float
-    algbw_gbps: float
-    busbw_gbps: float
-    wrong: int | None
-
-
-@dataclass(frozen=True)
-class NcclTestsRow:
-    """One size of one collective; ``runs``: how many nccl-tests runs it stands for (see :func:`medians`)."""
-
-    op: str
-    size_bytes: int
-    count: int
-    dtype: str
-    out_of_place: Placement
-    in_place: Placement
-    runs: int = 1
-    busbw_range: tuple[tuple[float, float], tuple[float, float]] | None = None  # (out, in) placement: min, max
-
-
-def _median_placement(ps: list[Placement]) -> Placement:
-    wrong = [p.wrong for p in ps if p.wrong is not None]
-    return Placement(statistics.median(p.time_us for p in ps), statistics.median(p.algbw_gbps for p in ps),
-                     statistics.median(p.busbw_gbps for p in ps), max(wrong) if wrong else None)
-
-
-def medians(rows: Iterable[NcclTestsRow]) -> tuple[NcclTestsRow, ...]:
-    """Rows of several nccl-tests runs of the same sizes (one log holding every run) as one row per
-    (op, size): each column the median over the runs, ``#wrong`` the largest, with the runs counted and
-    each placement's busbw range kept. nccl-tests' own run-to-run spread at 1 GiB reached 2.6% on 2 x H200
-    (reduce_scatter 1992 against 1941 us, reports/device-logs/2026-11-26_0019Z_2x-h200_nccl-tests.tgz),
-    as wide as the 2% bar: one run is too unsteady a reference. A single run comes back unchanged."""
-    groups: dict[tuple[str, int], list[NcclTestsRow]] = {}
-    for r in rows:
-        groups.setdefault((r.op, r.size_bytes), []).append(r)
-    out = []
-    for same in groups.values():
-        if len(same) == 1:
-            out.append(same[0])
-            continue
-        first = same[0]
-        spans = tuple((min(b), max(b)) for b in ([r.out_of_place.busbw_gbps for r in same],
-                                                   [r.in_place.busbw_gbps for r in same]))
-        out.append(NcclTestsRow(first.op, first.size_bytes, first.count, first.dtype,
-                                _median_placement([r.out_of_place for r in same]),
-                                _median_placement([r.in_place for r in same]), len(same), (spans[0], spans[1])))
-    return tuple(out)
 
 
 def _num(text: str) -> float:

@@ -4,7 +4,7 @@ Every human view (terminal, Markdown, HTML, the diff and the fleet page) shows c
 ``localized``: the title's key follows from the check id, the finding and the fix from the keys
 the rule recorded, with the same parameters (versions, paths, commands: shown as recorded). A
 check recorded before checks carried keys, which the rules today do not say the same way
-(``analysis.checks.keyed``), keeps its recorded English, marked as recorded outside English.
+(``checks.keyed``), keeps its recorded English, marked as recorded outside English.
 JUnit and the health line read the English the check carries.
 """
 

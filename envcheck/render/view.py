@@ -21,11 +21,11 @@ from typing import Any
 from envcheck.analysis import Analysis, BenchAnalysis, CaseResult
 from envcheck.analysis import flags as fl
 from envcheck.analysis.ceilings import MEASURED, THEORETICAL, Ceiling, MissingCeiling, theoretical_bandwidth_gbps
-from envcheck.analysis.checks import keyed
 from envcheck.analysis.findings import Finding
 from envcheck.analysis.peaks import Source
 from envcheck.analysis.summary import Tally
 from envcheck.checks import worst_first
+from envcheck.checks.keyed import keyed
 from envcheck.model import CaseKey, Check, Fact, Note, Report, Skip, known
 from envcheck.ops import IMPLS, PRECISIONS
 from envcheck.redact import redact_value

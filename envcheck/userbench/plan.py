@@ -11,9 +11,12 @@ import dataclasses
 from typing import Protocol
 
 from envcheck.bench import suite
-from envcheck.bench.device import cpu_threads
+from envcheck.bench.threads import cpu_threads
 from envcheck.model import Environment, Note
 from envcheck.ops import OpSpec
+
+# What makes a declared op's code in the worker (the suite's runtime imports it by this name).
+CODE = "envcheck.userbench.code:user_code"
 
 
 class BenchOptions(Protocol):
@@ -33,7 +36,7 @@ def plan(ops: tuple[OpSpec, ...], source: str, options: BenchOptions, env: Envir
         settings = dataclasses.replace(suite.GPU_QUICK_SETTINGS if quick else suite.GPU_SETTINGS, quick=quick,
                                        ops=names)
         return suite.Plan(None, 0, (), settings, suite.probed_device(env, None, 0), notes=(no_torch,), ops=ops,
-                          source=source)
+                          source=source, code=CODE)
     notes: list[Note] = []
     cuda_reasons = suite.cuda_unusable(env)
     backend = "cpu" if cuda_reasons else "cuda"
@@ -61,4 +64,4 @@ def plan(ops: tuple[OpSpec, ...], source: str, options: BenchOptions, env: Envir
                 else:
                     cases.append(planned)
     return suite.Plan(backend, index, tuple(cases), settings, suite.probed_device(env, backend, index),
-                      tuple(skips), tuple(notes), ops=ops, source=source)
+                      tuple(skips), tuple(notes), ops=ops, source=source, code=CODE)

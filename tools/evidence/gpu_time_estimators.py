@@ -20,6 +20,7 @@ from envcheck.analysis.collectives import (
     NCCL_TESTS_LARGE_BYTES,
     bandwidths_gbps,
     capture_means_us,
+    medians,
     nccl_tests_tolerance,
 )
 from envcheck.node import nccl_tests
@@ -28,7 +29,7 @@ from envcheck.node import nccl_tests
 def rows(run: str, graph: str) -> list[tuple[str, str, int, float, float, float]]:
     """(kind, op, size, mean busbw, median busbw, nccl-tests busbw) of every pooled size of one run."""
     with open(graph, encoding="utf-8") as f:
-        ref = {(r.op, r.size_bytes): r for r in nccl_tests.medians(nccl_tests.parse(f.read()))}
+        ref = {(r.op, r.size_bytes): r for r in medians(nccl_tests.parse(f.read()))}
     out = []
     for sweep in model.load(run).node.collectives:
         for r in sweep.results:

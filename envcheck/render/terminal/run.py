@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 
 from envcheck.analysis import Analysis
-from envcheck.analysis.checks import keyed
+from envcheck.checks.keyed import keyed
 from envcheck.model import Bench, Report
 from envcheck.ops import IMPLS
 from envcheck.render import fmt

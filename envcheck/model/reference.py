@@ -1,0 +1,31 @@
+"""What an independent tool measured, as envcheck reads it: the reference its own numbers are held
+against (nccl-tests' rows, parsed by ``envcheck.node.nccl_tests``; compared in
+``envcheck.analysis.collectives``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One placement's columns: time (us), algbw and busbw (GB/s), #wrong (None when N/A)."""
+
+    time_us: float
+    algbw_gbps: float
+    busbw_gbps: float
+    wrong: int | None
+
+
+@dataclass(frozen=True)
+class NcclTestsRow:
+    """One size of one collective; ``runs``: how many nccl-tests runs it stands for (``analysis.collectives.medians``)."""
+
+    op: str
+    size_bytes: int
+    count: int
+    dtype: str
+    out_of_place: Placement
+    in_place: Placement
+    runs: int = 1
+    busbw_range: tuple[tuple[float, float], tuple[float, float]] | None = None  # (out, in) placement: min, max
