@@ -452,3 +452,15 @@ def _undo(s: _Staged) -> None:
     _remove(s.temp)
     if s.aside is not None and exists(s.aside):
         os.rename(s.aside, s.target)
+
+
+REPORT_SUFFIXES = (".json.gz", ".json")  # a report's file names: its JSON, or that JSON gzip-compressed
+
+
+def report_stem(path: str | os.PathLike[str]) -> str:
+    """The name a report's documents are made from: its file name less ``.json`` or ``.json.gz``."""
+    name = Path(path).name
+    for suffix in REPORT_SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return Path(path).stem

@@ -26,8 +26,8 @@ from envcheck.model import Accuracy, Check, Report
 class Strings:
     """Every machine-supplied string a diff or a history shows (a test swaps in hostile ones)."""
 
-    base_label: str = "2026-11-22_0057Z_vm_h100-80gb-hbm3.json"
-    other_label: str = "2026-11-22_0104Z_vm_h200.json"
+    base_label: str = "2026-11-22_0057Z_vm_h100-80gb-hbm3.json.gz"
+    other_label: str = "2026-11-22_0104Z_vm_h200.json.gz"
     host: str = "vm"
     base_gpu: str = "NVIDIA H100 80GB HBM3"
     other_gpu: str = "NVIDIA H200"

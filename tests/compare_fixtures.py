@@ -1,6 +1,6 @@
 """Reports for the comparison tests: the committed real runs, and copies of them changed in one known way.
 
-The committed H200 runs (reports/2026-11-21_2341Z and 2026-11-22_0104Z) are a real negative
+The committed H200 runs (evidence/2026-11-21_2341Z and 2026-11-22_0104Z) are a real negative
 control for PyTorch: same PyTorch, Triton, driver and CUDA, another physical H200; only
 envcheck's Triton matmul kernels changed between them. The H100 run is another GPU model.
 """
@@ -15,11 +15,11 @@ from pathlib import Path
 from envcheck import model
 from envcheck.model import Case, CaseKey, Report, Timing, known
 
-REPORTS = Path(__file__).resolve().parent.parent / "reports"
-H200_BEFORE = REPORTS / "2026-11-21_2341Z_vm_h200.json"
-H200_AFTER = REPORTS / "2026-11-22_0104Z_vm_h200.json"
-H100 = REPORTS / "2026-11-22_0057Z_vm_h100-80gb-hbm3.json"
-H200_CHECK = REPORTS / "2026-11-21_2341Z_vm_h200_check.json"
+REPORTS = Path(__file__).resolve().parent.parent / "evidence"
+H200_BEFORE = REPORTS / "2026-11-21_2341Z_vm_h200.json.gz"
+H200_AFTER = REPORTS / "2026-11-22_0104Z_vm_h200.json.gz"
+H100 = REPORTS / "2026-11-22_0057Z_vm_h100-80gb-hbm3.json.gz"
+H200_CHECK = REPORTS / "2026-11-21_2341Z_vm_h200_check.json.gz"
 
 
 @functools.cache

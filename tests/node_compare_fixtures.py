@@ -12,10 +12,10 @@ from envcheck.model import Report, Timing, known
 from envcheck.model.node import Collectives, Node
 
 REPORTS = fx.REPORTS
-NODE_BEFORE = REPORTS / "2026-11-22_2147Z_vm_2x-h200_node.json"
-NODE_AFTER = REPORTS / "2026-11-22_2326Z_vm_2x-h200_node.json"
-FLEET_BEFORE = REPORTS / "2026-11-22_2149Z_fleet-2x_vm.json"
-FLEET_AFTER = REPORTS / "2026-11-22_2330Z_fleet-2x_vm-0.json"
+NODE_BEFORE = REPORTS / "2026-11-22_2147Z_vm_2x-h200_node.json.gz"
+NODE_AFTER = REPORTS / "2026-11-22_2326Z_vm_2x-h200_node.json.gz"
+FLEET_BEFORE = REPORTS / "2026-11-22_2149Z_fleet-2x_vm.json.gz"
+FLEET_AFTER = REPORTS / "2026-11-22_2330Z_fleet-2x_vm-0.json.gz"
 
 # Back-to-back node runs on one machine, nothing changed (baseline first): the shipped node floors were
 # learned from them (tests/test_diff_noise.py checks the data file is what the script makes of them). The
@@ -23,20 +23,20 @@ FLEET_AFTER = REPORTS / "2026-11-22_2330Z_fleet-2x_vm-0.json"
 # 2 x H200 pairs came before; the last eight (2 x H100) also pool every size's graphs over communicators
 # (collective_bench.COMMUNICATORS), and the last three warm each graph up before timing it
 # (collective_bench.GRAPH_WARM_US).
-NODE_CONTROLS = (("2026-11-26_0935Z_vm_2x-h100_node.json", "2026-11-26_0941Z_vm_2x-h100_node.json"),
-                 ("2026-11-26_0953Z_vm_2x-h100_node.json", "2026-11-26_0954Z_vm_2x-h100_node.json"),
-                 ("2026-11-26_0957Z_vm_2x-h100_node.json", "2026-11-26_0958Z_vm_2x-h100_node.json"),
-                 ("2026-11-26_0019Z_vm_2x-h200_node.json", "2026-11-26_0023Z_vm_2x-h200_node.json"),
-                 ("2026-11-26_0213Z_vm_2x-h200_node.json", "2026-11-26_0217Z_vm_2x-h200_node.json"),
-                 ("2026-11-26_0748Z_vm_2x-h200_node.json", "2026-11-26_0754Z_vm_2x-h200_node.json"),
-                 ("2026-11-26_1134Z_vm_2x-h100_node.json", "2026-11-26_1141Z_vm_2x-h100_node.json"),
-                 ("2026-11-26_1309Z_vm_2x-h100_node.json", "2026-11-26_1316Z_vm_2x-h100_node.json"),
-                 ("2026-11-26_1319Z_vm_2x-h100_node.json", "2026-11-26_1320Z_vm_2x-h100_node.json"),
-                 ("2026-11-26_1321Z_vm_2x-h100_node.json", "2026-11-26_1322Z_vm_2x-h100_node.json"),
-                 ("2026-11-26_1325Z_vm_2x-h100_node.json", "2026-11-26_1326Z_vm_2x-h100_node.json"),
-                 ("2026-11-26_1458Z_vm_2x-h100_node.json", "2026-11-26_1505Z_vm_2x-h100_node.json"),
-                 ("2026-11-26_1506Z_vm_2x-h100_node.json", "2026-11-26_1508Z_vm_2x-h100_node.json"),
-                 ("2026-11-26_1509Z_vm_2x-h100_node.json", "2026-11-26_1511Z_vm_2x-h100_node.json"))
+NODE_CONTROLS = (("2026-11-26_0935Z_vm_2x-h100_node.json.gz", "2026-11-26_0941Z_vm_2x-h100_node.json.gz"),
+                 ("2026-11-26_0953Z_vm_2x-h100_node.json.gz", "2026-11-26_0954Z_vm_2x-h100_node.json.gz"),
+                 ("2026-11-26_0957Z_vm_2x-h100_node.json.gz", "2026-11-26_0958Z_vm_2x-h100_node.json.gz"),
+                 ("2026-11-26_0019Z_vm_2x-h200_node.json.gz", "2026-11-26_0023Z_vm_2x-h200_node.json.gz"),
+                 ("2026-11-26_0213Z_vm_2x-h200_node.json.gz", "2026-11-26_0217Z_vm_2x-h200_node.json.gz"),
+                 ("2026-11-26_0748Z_vm_2x-h200_node.json.gz", "2026-11-26_0754Z_vm_2x-h200_node.json.gz"),
+                 ("2026-11-26_1134Z_vm_2x-h100_node.json.gz", "2026-11-26_1141Z_vm_2x-h100_node.json.gz"),
+                 ("2026-11-26_1309Z_vm_2x-h100_node.json.gz", "2026-11-26_1316Z_vm_2x-h100_node.json.gz"),
+                 ("2026-11-26_1319Z_vm_2x-h100_node.json.gz", "2026-11-26_1320Z_vm_2x-h100_node.json.gz"),
+                 ("2026-11-26_1321Z_vm_2x-h100_node.json.gz", "2026-11-26_1322Z_vm_2x-h100_node.json.gz"),
+                 ("2026-11-26_1325Z_vm_2x-h100_node.json.gz", "2026-11-26_1326Z_vm_2x-h100_node.json.gz"),
+                 ("2026-11-26_1458Z_vm_2x-h100_node.json.gz", "2026-11-26_1505Z_vm_2x-h100_node.json.gz"),
+                 ("2026-11-26_1506Z_vm_2x-h100_node.json.gz", "2026-11-26_1508Z_vm_2x-h100_node.json.gz"),
+                 ("2026-11-26_1509Z_vm_2x-h100_node.json.gz", "2026-11-26_1511Z_vm_2x-h100_node.json.gz"))
 H100_CONTROLS = tuple(i for i, (a, _) in enumerate(NODE_CONTROLS) if "_2x-h100_" in a)  # the 2 x H100 pairs
 
 

@@ -290,7 +290,7 @@ def test_a_matmul_above_its_flops_ceiling_is_a_compute_finding_counted_with_the_
     from envcheck.analysis.findings import above_ceiling
     from envcheck.model import load
 
-    ba = analyse(load("reports/2026-11-22_2139Z_vm_h200.json")).benches[0]
+    ba = analyse(load("evidence/2026-11-22_2139Z_vm_h200.json.gz")).benches[0]
     row = next(r for r in ba.results if r.case.op == "matmul" and r.case.impl == "torch" and r.case.dtype == "fp32"
                and r.case.precision == "fp32" and r.case.shape == (2048, 2048, 2048))
     assert row.pct_measured == pytest.approx(101.3, abs=0.05) and fl.ABOVE_CEILING in row.flags

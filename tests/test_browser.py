@@ -69,7 +69,7 @@ def measure(doc: str, width: int, tmp_path: Path) -> tuple[int, int, list[str]]:
 
 
 def documents() -> dict[str, str]:
-    report = load(ROOT / "reports" / "2026-11-22_0104Z_vm_h200.json")
+    report = load(ROOT / "evidence" / "2026-11-22_0104Z_vm_h200.json.gz")
     return {
         "h200": render_html(report),
         "h200.zh-CN": render_html(report, "zh-CN"),

@@ -12,9 +12,9 @@ import pytest
 from envcheck import model
 from envcheck.analysis import analyse
 
-REPORTS = Path(__file__).resolve().parents[1] / "reports"
-BURNS = sorted(p for p in REPORTS.glob("*_burn*.json") if "before-checksum-fix" not in p.name)
-CONTROL = re.compile(r"_control-(?P<control>[a-z_]+)-gpu(?P<gpu>\d+)\.json$")
+REPORTS = Path(__file__).resolve().parents[1] / "evidence"
+BURNS = sorted(p for p in REPORTS.glob("*_burn*.json.gz") if "before-checksum-fix" not in p.name)
+CONTROL = re.compile(r"_control-(?P<control>[a-z_]+)-gpu(?P<gpu>\d+)\.json\.gz$")
 CAUGHT_BY = {"slow_gemm": "below_siblings", "flip_bit": "sdc"}
 GRADED = ("power_share", "ceiling_margin", "sibling_margin", "throughput_drift", "clock_drift")
 ROOM = 2.5  # points a healthy GPU keeps on every graded rule

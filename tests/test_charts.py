@@ -20,7 +20,7 @@ from envcheck.render.chart_draw import INTERVAL, figure
 from envcheck.render.i18n import translate
 
 ROOT = Path(__file__).resolve().parent.parent
-H200 = ROOT / "reports" / "2026-11-22_0104Z_vm_h200.json"
+H200 = ROOT / "evidence" / "2026-11-22_0104Z_vm_h200.json.gz"
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import compare_fixtures as fx
 import pytest
+from evidence_files import text
 
 from envcheck import model
 
@@ -83,7 +84,7 @@ def test_missing_file(pair, tmp_path):
 
 def test_corrupt_json(pair, tmp_path):
     bad = tmp_path / "truncated.json"
-    bad.write_text(pair[0].read_text()[:500])
+    bad.write_text(text(pair[0])[:500])
     one_line_error(envcheck("diff", str(pair[0]), str(bad)), "diff", "truncated.json", "not valid JSON")
 
 
@@ -113,7 +114,7 @@ def test_out_never_overwrites(pair, tmp_path):
 def test_history_of_check_reports_only_says_why_there_is_nothing(tmp_path):
     folder = tmp_path / "reports"
     folder.mkdir()
-    (folder / "check.json").write_text(fx.H200_CHECK.read_text())
+    (folder / "check.json").write_text(text(fx.H200_CHECK))
     (folder / "broken.json").write_text("{")
     proc = envcheck("history", str(folder))
     assert proc.returncode == 2
@@ -131,8 +132,8 @@ def test_diff_reads_a_fleet_report_as_one_report_per_node(capsys):
 
     from envcheck import cli
 
-    reports = Path(__file__).resolve().parents[1] / "reports"
-    fleet = reports / "2026-11-22_2149Z_fleet-2x_vm.json"
+    reports = Path(__file__).resolve().parents[1] / "evidence"
+    fleet = reports / "2026-11-22_2149Z_fleet-2x_vm.json.gz"
     assert cli.main(["diff", str(fleet), "--format", "json"]) == 0
     import json
 
@@ -147,13 +148,13 @@ def test_history_reads_a_fleet_report_as_one_report_per_node(capsys):
     results"); each node joins the history of its machine, and one report is "1 report"."""
     from envcheck import cli
 
-    reports = Path(__file__).resolve().parents[1] / "reports"
-    fleet = reports / "2026-11-22_2149Z_fleet-2x_vm.json"
+    reports = Path(__file__).resolve().parents[1] / "evidence"
+    fleet = reports / "2026-11-22_2149Z_fleet-2x_vm.json.gz"
     assert cli.main(["history", str(fleet)]) == 0
     out, err = capsys.readouterr()
     assert "left out" not in err
     assert f"{fleet.name}:vm/0" in out and f"{fleet.name}:vm/1" in out
-    assert cli.main(["history", str(reports / "2026-11-21_2341Z_vm_h200.json")]) == 0
+    assert cli.main(["history", str(reports / "2026-11-21_2341Z_vm_h200.json.gz")]) == 0
     out, _ = capsys.readouterr()
     assert "1 report, " in out and "1 reports" not in out
 
@@ -165,7 +166,7 @@ def test_diff_of_node_reports_compares_the_gpu_asked_for(capsys):
 
     from envcheck import cli
 
-    node = str(Path(__file__).resolve().parents[1] / "reports" / "2026-11-22_2147Z_vm_2x-h200_node.json")
+    node = str(Path(__file__).resolve().parents[1] / "evidence" / "2026-11-22_2147Z_vm_2x-h200_node.json.gz")
 
     def times(*extra):
         assert cli.main(["diff", node, node, "--format", "json", *extra]) == 0

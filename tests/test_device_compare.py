@@ -17,7 +17,7 @@ from envcheck.node import nccl_tests
 from envcheck.node.topology import probe_topology
 
 SCRIPT = Path(__file__).resolve().parent.parent / "tools" / "evidence" / "compare_node.py"
-REPORTS = SCRIPT.parents[2] / "reports"
+REPORTS = SCRIPT.parents[2] / "evidence"
 
 
 def _script():
@@ -158,7 +158,7 @@ def _against_call(run: str, call: str, tmp_path: Path) -> tuple[int, list[str]]:
         with tarfile.open(REPORTS / "device-logs" / f"2026-11-26_{call}_2x-h100_nccl-tests.tgz") as tar:
             tar.extractall(tmp_path / call, filter="data")
     out = tmp_path / f"{run}.md"
-    rc = _script().main(["--node", str(REPORTS / f"2026-11-26_{run}_vm_2x-h100_node.json"),
+    rc = _script().main(["--node", str(REPORTS / f"2026-11-26_{run}_vm_2x-h100_node.json.gz"),
                          "--nccl-tests", str(nt / "nccl_tests_eager.txt"),
                          "--nccl-tests-graph", str(nt / "nccl_tests_graph.txt"), "--out", str(out)])
     return rc, out.read_text().splitlines()
@@ -189,7 +189,7 @@ def test_a_few_slow_communicators_leave_the_median_of_the_captures_at_the_pace_o
 
     from envcheck.analysis import collectives
 
-    node_json = REPORTS / "2026-11-26_1736Z_vm_2x-h100_node.json"
+    node_json = REPORTS / "2026-11-26_1736Z_vm_2x-h100_node.json.gz"
     rc, lines = _against_call("1736Z", "1722Z", tmp_path)
     row = next(ln for ln in lines if ln.startswith("| all_to_all | 64 MiB |"))
     assert "| 241.4 | gpu | 242.8 |" in row and "| yes |" in row

@@ -20,13 +20,13 @@ from envcheck.compare import diff, export, shipped, stats
 from envcheck.model import Report, Timing
 from envcheck.render import compare_view
 
-REPORTS = Path(__file__).resolve().parent.parent / "reports"
-BACK_TO_BACK = ("2026-11-22_2139Z_vm_h200.json", "2026-11-22_2143Z_vm_h200.json")
-BACK_TO_BACK_H100 = ("2026-11-26_0245Z_vm_h100.json", "2026-11-26_0248Z_vm_h100.json")
+REPORTS = Path(__file__).resolve().parent.parent / "evidence"
+BACK_TO_BACK = ("2026-11-22_2139Z_vm_h200.json.gz", "2026-11-22_2143Z_vm_h200.json.gz")
+BACK_TO_BACK_H100 = ("2026-11-26_0245Z_vm_h100.json.gz", "2026-11-26_0248Z_vm_h100.json.gz")
 # The pairs the shipped floors are learned from: full suites back to back with each implementation
 # sampled in a window of its own (bench/sampling.py); the two pairs above are of the sampler before it.
-FLOORS_H200 = ("2026-11-26_0456Z_vm_h200.json", "2026-11-26_0459Z_vm_h200.json")
-FLOORS_H100 = ("2026-11-26_0449Z_vm_h100.json", "2026-11-26_0452Z_vm_h100.json")
+FLOORS_H200 = ("2026-11-26_0456Z_vm_h200.json.gz", "2026-11-26_0459Z_vm_h200.json.gz")
+FLOORS_H100 = ("2026-11-26_0449Z_vm_h100.json.gz", "2026-11-26_0452Z_vm_h100.json.gz")
 # Back-to-back node runs (run --gpus all) the shipped node floors come from, baseline first.
 NODE_FLOORS = nf.NODE_CONTROLS
 REPEATS = 5
@@ -134,7 +134,7 @@ def test_the_committed_controls_with_repeats_meet_the_targets():
     every Triton vector add row of the positive control called slower with no other row called."""
     for stamp, model in (("2026-11-26_0431Z", "h100"), ("2026-11-26_0515Z", "h200"), ("2026-11-26_0234Z", "h100"),
                          ("2026-11-26_0024Z", "h200")):
-        names = [f"{stamp}_vm_{model}_controls_{k}.json" for k in ("baseline", "rerun", "control")]
+        names = [f"{stamp}_vm_{model}_controls_{k}.json.gz" for k in ("baseline", "rerun", "control")]
         base, rerun, control = (fx.load(REPORTS / n) for n in names)
         negative = diff.diff([(names[0], base), (names[1], rerun)]).comparisons[0]
         assert negative.shipped_model is not None and dict(negative.sources) == {"repeats": 48}
@@ -393,7 +393,7 @@ def test_the_h100_floors_out_of_sample_on_the_earlier_pair_call_nothing():
     assert _excluding(cmp) <= 0.05 * cmp.tested < _excluding(own)
 
 
-SUSTAINED_H100 = ("2026-11-26_0615Z_vm_h100_matmul_a.json", "2026-11-26_0615Z_vm_h100_matmul_b.json")
+SUSTAINED_H100 = ("2026-11-26_0615Z_vm_h100_matmul_a.json.gz", "2026-11-26_0615Z_vm_h100_matmul_b.json.gz")
 
 
 def test_sustained_matmul_rows_move_less_between_runs_and_the_floors_call_none():
@@ -518,7 +518,7 @@ def test_rows_compared_on_launch_time_never_share_the_gpu_time_rows_allowance():
     import runpy
 
     cut = runpy.run_path(str(REPORTS.parent / "tools" / "evidence" / "noise_floors.py"))["first_repeat"]
-    names = ("2026-11-25_2220Z_vm_h100_controls_baseline.json", "2026-11-25_2220Z_vm_h100_controls_rerun.json")
+    names = ("2026-11-25_2220Z_vm_h100_controls_baseline.json.gz", "2026-11-25_2220Z_vm_h100_controls_rerun.json.gz")
     a, b = (cut(fx.load(REPORTS / n)) for n in names)
     cmp = diff.diff([(names[0], a), (names[1], b)]).comparisons[0]
     jax = [c for c in cmp.compared if c.impl == "jax"]

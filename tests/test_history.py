@@ -94,7 +94,7 @@ SCHEMA_1 = ("2026-11-21_2341Z_vm_h200", "2026-11-22_0057Z_vm_h100-80gb-hbm3", "2
 
 
 def test_the_schema_1_reports_are_three_machines_and_check_reports_are_left_out():
-    names = [f"{stem}{suffix}.json" for stem in SCHEMA_1 for suffix in ("", "_check")]
+    names = [f"{stem}{suffix}.json.gz" for stem in SCHEMA_1 for suffix in ("", "_check")]
     reports = [(name, fx.load(fx.REPORTS / name)) for name in names]
     hs = histories(reports)
     assert len(hs.machines) == 3  # two H200s (two physical GPUs, both "vm") and an H100
@@ -104,7 +104,7 @@ def test_the_schema_1_reports_are_three_machines_and_check_reports_are_left_out(
 
 
 def test_two_runs_on_one_gpu_are_one_machine_with_two_points():
-    names = ("2026-11-22_2139Z_vm_h200.json", "2026-11-22_2143Z_vm_h200.json", "2026-11-22_0104Z_vm_h200.json")
+    names = ("2026-11-22_2139Z_vm_h200.json.gz", "2026-11-22_2143Z_vm_h200.json.gz", "2026-11-22_0104Z_vm_h200.json.gz")
     hs = histories([(n, fx.load(fx.REPORTS / n)) for n in names])
     # Same host name ("vm") and model on all three; the GPU UUIDs say the first two are one GPU.
     assert sorted(len(m.points) for m in hs.machines) == [1, 2]

@@ -29,7 +29,7 @@ def test_a_node_and_its_simulated_fleet_are_one_machine_on_one_host():
     hs = _histories(nf.NODE_BEFORE, nf.FLEET_BEFORE)
     (h,) = hs.machines
     assert [p.info.label.split("_", 2)[-1] for p in h.points] == [
-        "vm_2x-h200_node.json", "fleet-2x_vm.json:vm/0", "fleet-2x_vm.json:vm/1"]
+        "vm_2x-h200_node.json.gz", "fleet-2x_vm.json.gz:vm/0", "fleet-2x_vm.json.gz:vm/1"]
     assert {p.info.host for p in h.points} == {"vm"}
     assert h.hosts == () and not h.mixed  # today: "different hosts: vm, vm/0, vm/1"
 

@@ -23,7 +23,7 @@ import pytest
 from envcheck import files
 
 ROOT = Path(__file__).resolve().parents[1]
-REPORT = ROOT / "reports" / "2026-11-21_2341Z_vm_h200.json"
+REPORT = ROOT / "evidence" / "2026-11-21_2341Z_vm_h200.json.gz"
 SIZE = 24 << 20  # large enough that writing and flushing it takes a while: a wide window to hit
 WAIT_S = 120.0
 

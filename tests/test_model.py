@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from evidence_files import text
 
 from envcheck import model
 from envcheck.model import (
@@ -30,15 +31,15 @@ from envcheck.model import (
     known,
 )
 
-REPORTS = Path(__file__).resolve().parent.parent / "reports"
+REPORTS = Path(__file__).resolve().parent.parent / "evidence"
 def _schema(path: Path) -> int | None:
     try:
-        return json.loads(path.read_text()).get("schema_version")
+        return json.loads(text(path)).get("schema_version")
     except (ValueError, AttributeError):
         return None
 
 
-COMMITTED = sorted(REPORTS.glob("*.json"))
+COMMITTED = sorted(REPORTS.glob("*.json.gz"))
 SCHEMA_1 = [p for p in COMMITTED if _schema(p) == 1] + [Path(__file__).parent / "golden" / "h200_small.json"]
 SCHEMA_2 = [p for p in COMMITTED if _schema(p) == 2]
 
@@ -271,7 +272,7 @@ def test_loader_refuses_what_is_not_a_regular_file(tmp_path):
 
 @pytest.mark.parametrize("path", SCHEMA_1, ids=lambda p: p.name)
 def test_every_committed_schema_1_report_upgrades(path):
-    data = json.loads(path.read_text())
+    data = json.loads(text(path))
     assert data["schema_version"] == 1
     r = model.load(path)
     assert r.schema_version == model.SCHEMA_VERSION
@@ -296,7 +297,7 @@ def test_every_committed_schema_1_report_upgrades(path):
 @pytest.mark.parametrize("path", SCHEMA_2, ids=lambda p: p.name)
 def test_every_committed_schema_2_report_loads_and_writes_back_the_same(path):
     r = model.load(path)
-    assert json.loads(model.dumps(r)) == json.loads(path.read_text())  # nothing lost, nothing added
+    assert json.loads(model.dumps(r)) == json.loads(text(path))  # nothing lost, nothing added
 
 
 def test_schema_1_upgrade_keeps_cold_l2_and_interruptions():

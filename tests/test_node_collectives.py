@@ -149,7 +149,7 @@ def test_without_a_gpu_time_the_per_call_time_is_used_and_says_why():
 def test_the_committed_node_report_predates_gpu_times_and_still_loads_labelled_per_call():
     from envcheck.model import load
 
-    node = load("reports/2026-11-22_2326Z_vm_2x-h200_node.json").node
+    node = load("evidence/2026-11-22_2326Z_vm_2x-h200_node.json.gz").node
     rows = an.collective_rows(node.collectives[0])
     assert rows and all(r.time_basis == "per_call" and r.gpu_reason == "not_recorded" for r in rows if r.call_time_us)
     ar = next(r for r in rows if r.op == "all_reduce" and r.size_bytes == 1 << 20)

@@ -221,9 +221,9 @@ def test_an_unmatched_nodes_host_is_escaped_for_each_medium():
 
 NODE_CONTROLS, H100_CONTROLS = nf.NODE_CONTROLS, nf.H100_CONTROLS
 # The same machine's pairs from before, each large size timed on one allocation.
-ONE_ALLOCATION_H100 = (("2026-11-26_0759Z_vm_2x-h100_node.json", "2026-11-26_0806Z_vm_2x-h100_node.json"),
-                       ("2026-11-26_0815Z_vm_2x-h100_node.json", "2026-11-26_0816Z_vm_2x-h100_node.json"),
-                       ("2026-11-26_0817Z_vm_2x-h100_node.json", "2026-11-26_0818Z_vm_2x-h100_node.json"))
+ONE_ALLOCATION_H100 = (("2026-11-26_0759Z_vm_2x-h100_node.json.gz", "2026-11-26_0806Z_vm_2x-h100_node.json.gz"),
+                       ("2026-11-26_0815Z_vm_2x-h100_node.json.gz", "2026-11-26_0816Z_vm_2x-h100_node.json.gz"),
+                       ("2026-11-26_0817Z_vm_2x-h100_node.json.gz", "2026-11-26_0818Z_vm_2x-h100_node.json.gz"))
 
 
 @pytest.fixture(scope="module")
@@ -262,7 +262,7 @@ def test_node_floors_learned_without_a_pair_hold_on_it(controls, tmp_path, monke
     floors of a kind per op and size class, 23 of 360). The seven peer sm_kernel copies among the 26 exclude 1 by
     at most 0.2%. The count may not grow. The two pairs of 1732Z-1736Z (twelve communicators, one capture each)
     are held out as the test of these floors: 3 of their 90 intervals exclude 1 and no row is called
-    (reports/device-logs/2026-11-26_1732Z_2x-h100_node_diff_out-of-sample.md and _1735Z_); with the pairs of
+    (evidence/device-logs/2026-11-26_1732Z_2x-h100_node_diff_out-of-sample.md and _1735Z_); with the pairs of
     1943Z and 1956Z, 6 of 180 (test_the_shipped_node_floors_hold_on_pairs_they_were_not_learned_from). The first
     two, joined to the controls, would make the count 39 of 585 (6.7%): two calm pairs shrink the floors of sizes
     that moved 4-20% between earlier runs (all_to_all 16 and 64 MiB, a host link), which those runs, held out,
@@ -272,8 +272,8 @@ def test_node_floors_learned_without_a_pair_hold_on_it(controls, tmp_path, monke
 
     from envcheck.compare import shipped
 
-    kernel_pairs = [str(nf.REPORTS / n) for n in ("2026-11-26_0456Z_vm_h200.json", "2026-11-26_0459Z_vm_h200.json",
-                                                   "2026-11-26_0449Z_vm_h100.json", "2026-11-26_0452Z_vm_h100.json")]
+    kernel_pairs = [str(nf.REPORTS / n) for n in ("2026-11-26_0456Z_vm_h200.json.gz", "2026-11-26_0459Z_vm_h200.json.gz",
+                                                   "2026-11-26_0449Z_vm_h100.json.gz", "2026-11-26_0452Z_vm_h100.json.gz")]
     held, excluding, argv = [], 0, sys.argv
     try:
         for i in H100_CONTROLS:
@@ -300,10 +300,10 @@ def test_node_floors_learned_without_a_pair_hold_on_it(controls, tmp_path, monke
 
 
 # 2 x H100 pairs of this version, never among the controls the shipped node floors were learned from.
-HELD_OUT_H100 = (("2026-11-26_1732Z_vm_2x-h100_node.json", "2026-11-26_1733Z_vm_2x-h100_node.json"),
-                 ("2026-11-26_1735Z_vm_2x-h100_node.json", "2026-11-26_1736Z_vm_2x-h100_node.json"),
-                 ("2026-11-26_1947Z_vm_2x-h100_node.json", "2026-11-26_1949Z_vm_2x-h100_node.json"),
-                 ("2026-11-26_1958Z_vm_2x-h100_node.json", "2026-11-26_2000Z_vm_2x-h100_node.json"))
+HELD_OUT_H100 = (("2026-11-26_1732Z_vm_2x-h100_node.json.gz", "2026-11-26_1733Z_vm_2x-h100_node.json.gz"),
+                 ("2026-11-26_1735Z_vm_2x-h100_node.json.gz", "2026-11-26_1736Z_vm_2x-h100_node.json.gz"),
+                 ("2026-11-26_1947Z_vm_2x-h100_node.json.gz", "2026-11-26_1949Z_vm_2x-h100_node.json.gz"),
+                 ("2026-11-26_1958Z_vm_2x-h100_node.json.gz", "2026-11-26_2000Z_vm_2x-h100_node.json.gz"))
 
 
 def test_the_shipped_node_floors_hold_on_pairs_they_were_not_learned_from():
@@ -385,4 +385,4 @@ def test_a_diff_names_the_node_controls_its_shipped_floors_came_from(controls):
     assert [tuple(p) for p in data["pairs"]] == [NODE_CONTROLS[i] for i in H100_CONTROLS]
     md = render_diff(d, "md", "en")
     assert "The node floors here are those shipped for the NVIDIA H100 80GB HBM3" in md
-    assert "2026-11-26\\_0935Z\\_vm\\_2x-h100\\_node.json / 2026-11-26\\_0941Z" in md
+    assert "2026-11-26\\_0935Z\\_vm\\_2x-h100\\_node.json.gz / 2026-11-26\\_0941Z" in md

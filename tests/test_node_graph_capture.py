@@ -373,7 +373,7 @@ def test_memory_taken_between_allocations_skips_the_size_for_want_of_memory():
 
 @pytest.mark.parametrize("warm_us", [50_000.0, 0.0])
 def test_the_timed_replays_follow_a_warm_up_that_outlasts_a_slow_start(monkeypatch, warm_us):
-    """2 x H100, 2026-11-26 1453Z (reports/device-logs/2026-11-26_1453Z_2x-h100_diag_alltoall_ramp.log): a burst of
+    """2 x H100, 2026-11-26 1453Z (evidence/device-logs/2026-11-26_1453Z_2x-h100_diag_alltoall_ramp.log.gz): a burst of
     all_to_all 64 MiB ran about 10% slower for its first 2 ms, and 2 timed replays right after one untimed one read
     223-233 GB/s busbw in 6 of 6 rounds, against 241-242 after 50 ms of untimed replays. Here the fake GPU's
     replays run 10% slower for their first 5 ms: with the warm-up every sample is the steady pace, without it the

@@ -152,6 +152,6 @@ def test_link_table_matches_the_datasheets_bidirectional_totals():
 def test_committed_2x_h200_topology_gives_450_gbps_per_direction():
     from envcheck.model import load
 
-    node = load("reports/2026-11-22_2326Z_vm_2x-h200_node.json").node
+    node = load("evidence/2026-11-22_2326Z_vm_2x-h200_node.json.gz").node
     assert an.topo_label(an.pair_path(node.topology, 0, 1)) == "NV18"
     assert an.ring_expectation(node.topology, node.gpus) == pytest.approx(450.0)

@@ -14,7 +14,7 @@ from envcheck.commands import snapshot as snapshot_cmd
 from envcheck.probes import collect as collect_mod
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECK_REPORT = ROOT / "reports" / "2026-11-21_2341Z_vm_h200_check.json"
+CHECK_REPORT = ROOT / "evidence" / "2026-11-21_2341Z_vm_h200_check.json.gz"
 
 
 def one_line(err: str) -> str:

@@ -30,8 +30,8 @@ SCHEMA = xmlschema.XMLSchema(str(ROOT / "tests" / "fixtures" / "junit" / "junit-
 REPORTS = [ROOT / "tests" / "golden" / n for n in ("cpu_small.json", "h200_small.json", "node_x2.json",
                                                     "fleet_2x.json")] + [
     ROOT / "tests" / "fixtures" / "torch" / "h200_check_report.json",
-    ROOT / "reports" / "2026-11-22_2139Z_vm_h200.json",
-    ROOT / "reports" / "2026-11-22_2326Z_vm_2x-h200_node.json",
+    ROOT / "evidence" / "2026-11-22_2139Z_vm_h200.json.gz",
+    ROOT / "evidence" / "2026-11-22_2326Z_vm_2x-h200_node.json.gz",
 ]
 SNAPSHOTS = ROOT / "tests" / "fixtures" / "snapshots" / "corpus"
 
@@ -85,7 +85,7 @@ def test_junit_survives_hostile_machine_text() -> None:
 
 
 def test_prometheus_numbers_are_the_analysis_numbers_in_base_units() -> None:
-    a = analyse(model.load(ROOT / "reports" / "2026-11-22_2139Z_vm_h200.json"))
+    a = analyse(model.load(ROOT / "evidence" / "2026-11-22_2139Z_vm_h200.json.gz"))
     fams = _families(prometheus_text(a))
     r = next(r for r in a.benches[0].results if r.gbps is not None and r.case.op == "vector_add"
              and r.case.impl == "triton")
@@ -102,7 +102,7 @@ def test_prometheus_numbers_are_the_analysis_numbers_in_base_units() -> None:
 
 
 def test_prometheus_node_and_fleet_series() -> None:
-    node = analyse(model.load(ROOT / "reports" / "2026-11-22_2326Z_vm_2x-h200_node.json"))
+    node = analyse(model.load(ROOT / "evidence" / "2026-11-22_2326Z_vm_2x-h200_node.json.gz"))
     fams = _families(prometheus_text(node))
     busbw = {(lb["op"], lb["size_bytes"]): val for lb, val in fams["envcheck_collective_busbw_bytes_per_second"]}
     row = node.node.sweeps[0].rows[-1]
@@ -278,7 +278,7 @@ def test_run_and_history_default_to_the_users_data_folder(tmp_path: Path, monkey
     assert userdirs.out_dir(None) == str(tmp_path / "mine")
     assert userdirs.out_dir("here") == "here"
     (tmp_path / "mine").mkdir()
-    (tmp_path / "mine" / "a.json").write_bytes((ROOT / "reports" / "2026-11-22_2139Z_vm_h200.json").read_bytes())
+    (tmp_path / "mine" / "a.json").write_bytes((ROOT / "evidence" / "2026-11-22_2139Z_vm_h200.json.gz").read_bytes())
     assert main(["history"]) == 0
 
 

@@ -143,7 +143,7 @@ def test_python_env_kinds() -> None:
 
 def test_disk_path_is_nearest_existing_parent_of_reports_dir() -> None:
     host = FakeHost(files=ubuntu_files(), dirs=["/home/user/project"], disk_free={"/home/user/project": 123})
-    facts = probe_system(host, reports_dir="reports/2026")
+    facts = probe_system(host, reports_dir="evidence/2026")
     assert facts["disk_path"].value == "/home/user/project"
     assert facts["disk_free_bytes"].value == 123
     facts = probe_system(FakeHost(files=ubuntu_files(), dirs=["/data/reports"], disk_free={"/data/reports": 7}),

@@ -26,7 +26,7 @@ from envcheck.render.terminal.run import print_run
 from envcheck.render.writing import outcome_message, render_after_run, write_documents
 
 ROOT = Path(__file__).resolve().parent.parent
-H200 = ROOT / "reports" / "2026-11-22_0104Z_vm_h200.json"
+H200 = ROOT / "evidence" / "2026-11-22_0104Z_vm_h200.json.gz"
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 
 
@@ -509,12 +509,12 @@ def test_cli_render_rejects_bad_files_with_one_line(tmp_path, content, message):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["2026-11-21_2341Z_vm_h200.json", "2026-11-22_0057Z_vm_h100-80gb-hbm3.json",
-                                  "2026-11-22_0104Z_vm_h200.json"])
+@pytest.mark.parametrize("name", ["2026-11-21_2341Z_vm_h200.json.gz", "2026-11-22_0057Z_vm_h100-80gb-hbm3.json.gz",
+                                  "2026-11-22_0104Z_vm_h200.json.gz"])
 def test_every_committed_report_renders_and_renders_the_same_twice(tmp_path, name):
     for lang in LANGS:
         for out in ("a", "b"):
-            res = run_cli("render", str(ROOT / "reports" / name), "--out", str(tmp_path / out), "--lang", lang)
+            res = run_cli("render", str(ROOT / "evidence" / name), "--out", str(tmp_path / out), "--lang", lang)
             assert res.returncode == 0, res.stderr
     a = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file())
     b = sorted(p.relative_to(tmp_path / "b") for p in (tmp_path / "b").rglob("*") if p.is_file())

@@ -69,7 +69,7 @@ def test_a_hostile_snapshot_host_is_shown_as_text_in_the_banner(tmp_path: Path, 
 
 def test_a_report_without_replayed_from_loads_as_before() -> None:
     """The field is optional: every committed report still loads, without it."""
-    for path in sorted((Path(__file__).resolve().parents[1] / "reports").glob("*_check.json")):
+    for path in sorted((Path(__file__).resolve().parents[1] / "evidence").glob("*_check.json.gz")):
         assert model.load(path).replayed_from is None
 
 

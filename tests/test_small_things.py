@@ -60,7 +60,7 @@ def test_node_counter_table_shows_rates_with_units_not_exponents():
     from envcheck.model import load
     from envcheck.render.i18n import translate
 
-    doc = render_markdown(load(ROOT / "reports" / "2026-11-22_2147Z_vm_2x-h200_node.json"))
+    doc = render_markdown(load(ROOT / "evidence" / "2026-11-22_2147Z_vm_2x-h200_node.json.gz"))
     head = next(line for line in doc.splitlines() if translate("en", "node.col.boot_per_s") in line)
     table = doc[doc.index(head):]
     rows = [line for line in table.splitlines()[2:] if line.startswith("|")]
@@ -91,10 +91,10 @@ def test_a_gpu_machine_without_triton_is_told_how_to_install_it():
 def test_history_notes_on_stderr_fit_the_terminal(tmp_path, monkeypatch, capsys):
     folder = tmp_path / "a-folder-with-a-rather-long-name-for-its-reports"
     folder.mkdir()
-    shutil.copy(ROOT / "reports" / "2026-11-21_2341Z_vm_h200_check.json", folder)
-    shutil.copy(ROOT / "reports" / "2026-11-21_2341Z_vm_h200.json", folder)
+    shutil.copy(ROOT / "evidence" / "2026-11-21_2341Z_vm_h200_check.json.gz", folder)
+    shutil.copy(ROOT / "evidence" / "2026-11-21_2341Z_vm_h200.json.gz", folder)
     monkeypatch.setenv("COLUMNS", "60")
     assert cli.main(["history", str(folder)]) == 0
     err = capsys.readouterr().err
-    assert "2026-11-21_2341Z_vm_h200_check.json" in err  # a file name stays whole
+    assert "2026-11-21_2341Z_vm_h200_check.json.gz" in err  # a file name stays whole
     assert err.strip() and all(len(line) <= 60 for line in err.splitlines()), err

@@ -23,7 +23,7 @@ from envcheck.render.terminal.run import print_run
 from envcheck.render.view import bench_view
 
 ROOT = Path(__file__).resolve().parent.parent
-H200 = ROOT / "reports" / "2026-11-22_0104Z_vm_h200.json"
+H200 = ROOT / "evidence" / "2026-11-22_0104Z_vm_h200.json.gz"
 RULE = re.compile(r"^[-─]{8,}$")
 BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 
@@ -163,13 +163,13 @@ def test_the_console_policy_reads_columns_in_a_pipe(monkeypatch):
 
 def test_wide_summary_shows_throughput_shares_errors_ceilings_and_notes():
     r = factories.report()
-    text = capture(lambda c: print_run(c, r, analyse(r), [Path("reports/x.json")]), width=200)
+    text = capture(lambda c: print_run(c, r, analyse(r), [Path("evidence/x.json")]), width=200)
     assert "×triton" in text and "GB/s (torch/triton)" in text and "TFLOP/s (torch/triton)" in text
     assert "% theor. (torch/triton)" in text and "launch-bound, L2-resident" in text
     assert "NVML: 2 × 3201 MHz max memory clock × 6016-bit bus / 8" in text  # each ceiling with its source
     assert "L2 kept cold" in text  # the worker's note, phrased from its key
     assert "1 × the Triton smoke kernel failed" in text  # skip reasons grouped
-    assert "reports/x.json" in text and "256M" in text and "4096×4096×4096" in text
+    assert "evidence/x.json" in text and "256M" in text and "4096×4096×4096" in text
     assert "Checks: warn" in text and "fix: nvidia-smi --query-compute-apps" in text
 
 
@@ -237,9 +237,9 @@ def test_no_cell_is_cut_at_any_width_a_table_too_wide_is_split_with_its_row_name
     """Four implementations (JAX beside torch, Triton, torch.compile) and the node's link table made
     rich cut cells at 100 columns ("23.6 …" for 23.6 µs, "%the…"); a table too wide is now printed as
     several, each repeating the columns that name a row, and no value is lost."""
-    for name in ("2026-11-26_0024Z_vm_h200_workloads.json", "2026-11-26_0019Z_vm_2x-h200_node.json",
-                 "2026-11-22_2139Z_vm_h200.json"):
-        r = load(ROOT / "reports" / name)
+    for name in ("2026-11-26_0024Z_vm_h200_workloads.json.gz", "2026-11-26_0019Z_vm_2x-h200_node.json.gz",
+                 "2026-11-22_2139Z_vm_h200.json.gz"):
+        r = load(ROOT / "evidence" / name)
         text = capture(lambda c, r=r: print_run(c, r, analyse(r), lang=lang), width=width)
         assert_fits(text, width)
         assert "…" not in text, (name, [ln for ln in text.splitlines() if "…" in ln][:2])
@@ -256,9 +256,9 @@ def test_diff_and_history_at_80_columns_cut_no_cell_and_no_title(lang):
     from envcheck.compare import diff as diff_mod
     from envcheck.compare import history as history_mod
 
-    node = [(n, load(ROOT / "reports" / n)) for n in ("2026-11-26_0019Z_vm_2x-h200_node.json",
-                                                       "2026-11-26_0023Z_vm_2x-h200_node.json")]
-    pair = [(n, load(ROOT / "reports" / n)) for n in ("2026-11-22_2139Z_vm_h200.json", "2026-11-22_2143Z_vm_h200.json")]
+    node = [(n, load(ROOT / "evidence" / n)) for n in ("2026-11-26_0019Z_vm_2x-h200_node.json.gz",
+                                                       "2026-11-26_0023Z_vm_2x-h200_node.json.gz")]
+    pair = [(n, load(ROOT / "evidence" / n)) for n in ("2026-11-22_2139Z_vm_h200.json.gz", "2026-11-22_2143Z_vm_h200.json.gz")]
     diffs = [diff_mod.diff(p) for p in (node, pair)]
     texts = [capture(lambda c, d=d: print_diff(c, d, lang), width=80) for d in diffs]
     texts.append(capture(lambda c: print_history(c, history_mod.history(pair + node[:1]), lang), width=80))
@@ -266,4 +266,4 @@ def test_diff_and_history_at_80_columns_cut_no_cell_and_no_title(lang):
     for text in texts:
         assert_fits(text, 80)
         assert "…" not in text, [ln for ln in text.splitlines() if "…" in ln][:3]
-    assert "2026-11-26_0019Z_vm_2x-h200_node.json" in texts[0]
+    assert "2026-11-26_0019Z_vm_2x-h200_node.json.gz" in texts[0]

@@ -15,7 +15,7 @@ from envcheck.render.documents import render_diff, render_history, render_html, 
 from envcheck.render.toc import slug
 
 ROOT = Path(__file__).resolve().parent.parent
-RUN = ROOT / "reports" / "2026-11-22_0104Z_vm_h200.json"
+RUN = ROOT / "evidence" / "2026-11-22_0104Z_vm_h200.json.gz"
 
 
 def documents(lang: str) -> dict[str, tuple[str, str]]:

@@ -436,7 +436,7 @@ def test_gpu_and_launch_time_are_sampled_in_one_window_under_drift(worker_mod, m
 
 class LimitedDevice(FakeClock):
     """A fake GPU at its power cap, shaped like an H100 under cuDNN's conv2d
-    (reports/device-logs/2026-11-26_0558Z_h100_power_ramp.txt): each call at the top clock for the
+    (evidence/device-logs/2026-11-26_0558Z_h100_power_ramp.txt.gz): each call at the top clock for the
     first 200 ms of work, then 30% slower, with a dip 6% slower still for 200 ms of every second (the
     limiter's one-second power average reaching the cap), and 1% a second slower as the GPU warms."""
     def kernel(self, cost_us: float, gap_us: float = 0.0):

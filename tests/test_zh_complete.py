@@ -44,7 +44,7 @@ from envcheck.render.terminal.node import print_fleet
 from envcheck.render.terminal.run import print_run
 
 ROOT = Path(__file__).resolve().parent.parent
-REPORTS = sorted((ROOT / "reports").glob("*.json"))
+REPORTS = sorted((ROOT / "evidence").glob("*.json.gz"))
 SNAPSHOTS = sorted((ROOT / "tests/fixtures/snapshots/corpus").glob("*.json"))
 CATALOG = ROOT / "envcheck/render/catalog"
 
@@ -302,7 +302,7 @@ def test_old_report_checks_are_said_anew_or_marked() -> None:
 def test_the_words_the_issue_named_are_chinese():
     """The column header "dtype", "bandwidth" in the ceilings table and the datasheet's name (cited as a
     title, 《...》, the way Chinese cites a document in another language)."""
-    report = _load(ROOT / "reports" / "2026-11-22_0104Z_vm_h200.json")
+    report = _load(ROOT / "evidence" / "2026-11-22_0104Z_vm_h200.json.gz")
     assert report is not None
     page = html_text(render_html(report, "zh-CN"))
     assert "数据类型" in page and "带宽" in page

@@ -123,12 +123,12 @@ def gpu_time_us(result: CollectiveResult) -> float | None:
       the median of the captures, the pace of the typical communicator, as the reference's median is. Their mean
       would move with how many slow ones a run drew: at 1736Z, 3 of 12 ran slow, and the mean read 237.5 GB/s
       busbw against nccl-tests' 242.8 (0.978), the median 241.4 (0.994)
-      (reports/2026-11-26_1736Z_vm_2x-h100_node.json, tests/test_device_compare.py).
+      (evidence/2026-11-26_1736Z_vm_2x-h100_node.json.gz, tests/test_device_compare.py).
     - Captures on fresh allocations each (sizes above 3x L2, ``result.allocations``) differ by where their
       buffers landed, a spread without two values (reduce_scatter 4 GiB read 274-314 GB/s over ten
       allocations): the GPU time is their mean. Over the 22 committed 2 x H100 and 4 x H100 runs of
       1134Z-1736Z, the mean left 1 of 330 such rows over 2% from nccl-tests' median, the median 4
-      (reports/device-logs/2026-11-26_node_runs_mean_vs_median.md).
+      (evidence/device-logs/2026-11-26_node_runs_mean_vs_median.md).
 
     None where there is no GPU time (``result.gpu_reason``)."""
     means = capture_means_us(result)
@@ -147,7 +147,7 @@ def _cv(timings: Sequence[RankTiming]) -> float | None:
 
 # A size's GPU replays ran at more than one pace where their mean lies this far above their fastest tenth (on some
 # rank). On 2 x H100 all_to_all 64 MiB ran at about 138-140 us a call on some communicators and 147-151 on others in
-# the same run (2026-11-26 1508Z). Over the fourteen node runs of 1309Z-1511Z (reports/2026-11-26_*_vm_2x-h100_node
+# the same run (2026-11-26 1508Z). Over the fourteen node runs of 1309Z-1511Z (evidence/2026-11-26_*_vm_2x-h100_node
 # .json) the four where it read 232.6-234.9 GB/s busbw, between the paces, lie 3.4-4.3% above; the ten at 240.1-242.8
 # 0.4-1.3%; and the other 119 sizes of one allocation in the six runs of 1458Z-1511Z at most 2.1%.
 UNSTEADY_RATIO = 1.03
@@ -399,7 +399,7 @@ def medians(rows: Iterable[NcclTestsRow]) -> tuple[NcclTestsRow, ...]:
     """Rows of several nccl-tests runs of the same sizes (one log holding every run) as one row per
     (op, size): each column the median over the runs, ``#wrong`` the largest, with the runs counted and
     each placement's busbw range kept. nccl-tests' own run-to-run spread at 1 GiB reached 2.6% on 2 x H200
-    (reduce_scatter 1992 against 1941 us, reports/device-logs/2026-11-26_0019Z_2x-h200_nccl-tests.tgz),
+    (reduce_scatter 1992 against 1941 us, evidence/device-logs/2026-11-26_0019Z_2x-h200_nccl-tests.tgz),
     as wide as the 2% bar: one run is too unsteady a reference. A single run comes back unchanged."""
     groups: dict[tuple[str, int], list[NcclTestsRow]] = {}
     for r in rows:

@@ -14,10 +14,10 @@ window, they shared the GPU's power budget too: on an H100 at its 700 W cap, cuD
 (64x64x128x128 by 64 7x7 filters at stride 2; 1799 MHz and 682 W on its own) ran between the turns
 of the lighter Triton conv2d at 1980 MHz and read 532.0 us, 6% under the 563.7 us it takes on its
 own back to back (triton.testing.do_bench_cudagraph: 568.3), and the Triton conv2d 2.4% over its
-own time (reports/device-logs/2026-11-26_0244Z_h100_conv_timer.txt). An implementation's time is
+own time (evidence/device-logs/2026-11-26_0244Z_h100_conv_timer.txt.gz). An implementation's time is
 now the one it keeps under its own load, as code that runs it sees and an independent timer reads:
 on two H100s, cuDNN's conv2d 1.000 and 0.997 of do_bench_cudagraph this way, 0.958 and 0.944 in turns
-(reports/device-logs/2026-11-26_0420Z_h100_device_sampling.log, ..._0428Z_...). The cost: a large
+(evidence/device-logs/2026-11-26_0420Z_h100_device_sampling.log.gz, ..._0428Z_...). The cost: a large
 matmul at the power cap, sampled alone, catches its own phase of the cap, and moves more between two
 runs (run-to-run floor 4.4% on the H100, 1.5% sampled in turns; compare/noise_floors.json).
 
@@ -27,7 +27,7 @@ time's samples span ``SUSTAIN_WINDOW_MS`` (each sample replays its graph as ofte
 needs). Sampled 100 ms right after a 50 ms settle, such an implementation caught the top clock the GPU
 holds for the first 100-250 ms of a load, or the power limiter cutting in, or a phase of its
 one-second swing after that: cuDNN's conv2d 533 us 50 ms in and 567 us in the fourth second of one
-load on an H100 (reports/device-logs/2026-11-26_0558Z_h100_power_ramp.txt), its report 3% faster than
+load on an H100 (evidence/device-logs/2026-11-26_0558Z_h100_power_ramp.txt.gz), its report 3% faster than
 do_bench_cudagraph minutes later, a large matmul 4.4% apart between two runs.
 
 The CPU backend has launch time only, from host-clock batches, and nothing to settle. A failure

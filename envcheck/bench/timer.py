@@ -77,7 +77,7 @@ SETTLE_MAX_MS = 1000.0
 # the top clock, then the power limiter cuts in; after that the clock swings with a period of about a
 # second (NVML's one-second power average reaching the cap). On an H100 at its 700 W cap, cuDNN's
 # conv2d read 533 us 50 ms in, 551 us at 0.25-0.5 s and 567 us in the fourth second, linear
-# forward + backward 620, 673 and 686 us (reports/device-logs/2026-11-26_0558Z_h100_power_ramp.txt).
+# forward + backward 620, 673 and 686 us (evidence/device-logs/2026-11-26_0558Z_h100_power_ramp.txt.gz).
 # So it settles at least SUSTAIN_SETTLE_MS, and its samples span at least SUSTAIN_WINDOW_MS: one
 # period of the swing, not a phase of it.
 SUSTAIN_SETTLE_MS = 400.0

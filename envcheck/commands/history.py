@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from envcheck.commands.diff import check_out, emit, labels, per_node, terminal_text
 from envcheck.errors import EXIT_OK, UsageError
+from envcheck.files import REPORT_SUFFIXES
 
 if TYPE_CHECKING:
     from envcheck.compare.history import Histories, LeftOut
@@ -17,10 +18,10 @@ if TYPE_CHECKING:
 
 
 def _folder(p: Path) -> list[Path]:
-    """Every ``*.json`` entry of a folder, whatever it is: a pipe, a device or a folder so named
+    """Every ``*.json`` (or ``*.json.gz``) entry of a folder, whatever it is: a pipe, a device or a folder so named
     is refused by the loader (never opened for reading) and noted, not silently passed over."""
     try:
-        return sorted(q for q in p.iterdir() if q.name.endswith(".json"))
+        return sorted(q for q in p.iterdir() if q.name.endswith(REPORT_SUFFIXES))
     except OSError as e:
         raise UsageError(f"cannot list {p}: {e.strerror or e}") from None
 

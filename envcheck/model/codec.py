@@ -72,6 +72,7 @@ import os
 import stat
 import types
 import typing
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -574,8 +575,25 @@ def loads(text: str) -> Report:
     return from_dict(_parse(text))
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _text(raw: bytes, p: Path) -> str:
+    """The report's text: the file as it is, or gzip-compressed (committed evidence is kept so), read
+    no further than ``MAX_REPORT_BYTES`` once decompressed."""
+    if raw[:2] == GZIP_MAGIC:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        raw = d.decompress(raw, MAX_REPORT_BYTES + 1)
+        if len(raw) > MAX_REPORT_BYTES or d.unconsumed_tail:
+            raise ReportError(f"{p}: more than {MAX_REPORT_BYTES} bytes once decompressed, too large to be a report")
+        if not d.eof:
+            raise EOFError("the compressed report ends early")
+    return raw.decode("utf-8")
+
+
 def load(path: str | os.PathLike[str]) -> Report:
-    """Read a report; every failure is a ReportError whose message names the file.
+    """Read a report (its JSON, or the JSON gzip-compressed); every failure is a ReportError whose
+    message names the file.
 
     Only regular files are read: a FIFO or a device named ``*.json`` would block or never end.
     """
@@ -588,10 +606,10 @@ def load(path: str | os.PathLike[str]) -> Report:
             raise ReportError(f"{p}: not a regular file (a pipe, socket or device), not a report")
         if st.st_size > MAX_REPORT_BYTES:
             raise ReportError(f"{p}: {st.st_size} bytes, too large to be a report")
-        text = p.read_text(encoding="utf-8")
+        text = _text(p.read_bytes(), p)
     except FileNotFoundError:
         raise ReportError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
+    except (OSError, UnicodeDecodeError, EOFError, zlib.error) as e:
         raise ReportError(f"{p}: cannot read ({e.__class__.__name__}: {e})") from None
     data = _parse(text, f"{p}: ")
     del text  # the text of a large report is as big as the model it becomes: not both at once

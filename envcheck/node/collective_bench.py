@@ -10,7 +10,7 @@
    untimed ones, back to back for about ``GRAPH_WARM_US``: a burst of all_to_all at 64 MiB on 2 x H100 ran about
    10% slower for its first 2 ms, and two timed replays right after one untimed one read 223-233 GB/s busbw in
    6 of 6 rounds, against 241-242 after 50 ms of untimed replays
-   (reports/device-logs/2026-11-26_1453Z_2x-h100_diag_alltoall_ramp.log). A replay must last
+   (evidence/device-logs/2026-11-26_1453Z_2x-h100_diag_alltoall_ramp.log.gz). A replay must last
    long enough (``GRAPH_REPLAY_US``) for each rank's host to queue the next one before it ends, or the
    samples hold the host's gaps: ``calls`` is first sized from the per-call time and, where the GPU
    turns out much quicker than that (small sizes, where a Python caller's cost dominates), sized again
@@ -29,9 +29,9 @@ ops, sizes of 1 MiB and less are kept cold too wherever at most ``MAX_ROTATION_S
 size at every iteration (``startColl`` in src/common.cu), so its default sweep (1 MiB .. 4 GiB) meets
 cold buffers at every size, and a collective's GPU time of ~10 us is not launch-bound. Left hot,
 all_to_all at 4 MiB read 5-11% above nccl-tests on four machines (half of its data is the rank's own
-chunk, a local copy L2 served; reports/device-logs/2026-11-26_0602Z_2x-h100_diag_alltoall_comparison_gpus.md),
+chunk, a local copy L2 served; evidence/device-logs/2026-11-26_0602Z_2x-h100_diag_alltoall_comparison_gpus.md),
 as nccl-tests itself does when run at that size alone, with one set of buffers (115.8 against 111.1 GB/s
-on 2 x H200, reports/device-logs/2026-11-26_0748Z_2x-h200_device_node.log).
+on 2 x H200, evidence/device-logs/2026-11-26_0748Z_2x-h200_device_node.log.gz).
 
 The GPU time of every size joins the replays of ``CAPTURES`` graphs, captured in turn on each of the communicators
 the caller passes (the sweep's own and up to ``COMMUNICATORS`` - 1 more of the same ranks, one capture on each, as
@@ -41,17 +41,17 @@ together, and ``envcheck.analysis.collectives.gpu_time_us`` joins them (the medi
 one allocation). Which communicator a call goes through can set its pace: on 2 x H100, all_to_all at 64 MiB read
 224-244 GB/s busbw on eighteen communicators (three processes of six), most holding within 1% over six rounds and
 some switching between 224 and 240, while neither the capture, the buffers, a skew between the ranks' starts, an
-idle GPU nor NVML's queries moved it (reports/device-logs/2026-11-26_1125Z_2x-h100_diag_communicators.log and the
+idle GPU nor NVML's queries moved it (evidence/device-logs/2026-11-26_1125Z_2x-h100_diag_communicators.log.gz and the
 1106Z-1124Z logs beside it). nccl-tests makes one communicator per process, so each of its runs is one such draw,
 as one communicator's number is envcheck's luck. Pooling does not settle every run, though: a short burst moves
 between the two paces on one communicator too (nccl-tests' 100-call cycles in one process read 224-241, its
-4000-call ones 241-244 in all 21, reports/device-logs/2026-11-26_1257Z_2x-h100_diag_alltoall_draws.log), and in 3
+4000-call ones 241-244 in all 21, evidence/device-logs/2026-11-26_1257Z_2x-h100_diag_alltoall_draws.log.gz), and in 3
 of 8 node runs at 1309Z-1326Z 11-13 of the 24 replays here ran at the slow pace, and the size read 232.6-234.9
 GB/s. Those runs had no warm-up; with it, one of the six node runs at 1458Z-1511Z had 12 of its 24 replays at the
 slow pace (233.0 GB/s), the other five none; with twelve communicators, one capture each, 0-3 of 12 ran slow in
 each of five node runs at 1724Z-1736Z, and the median of the captures read 241.4-242.3 in all five. Some
 communicators hold the slow pace through bursts of 250-600 ms
-(reports/device-logs/2026-11-26_1512Z_2x-h100_diag_alltoall_ramp_split.log: 3 of 16, the first made by the process
+(evidence/device-logs/2026-11-26_1512Z_2x-h100_diag_alltoall_ramp_split.log.gz: 3 of 16, the first made by the process
 group and the rest split from it, held it in over half of their windows past a burst's first 2 ms; in the process
 right after, none of 16 made afresh, _fresh.log: too few to tell the two kinds apart). The report flags a size
 whose replays ran at two paces (``envcheck.analysis.collectives.pace_spread``).
@@ -99,22 +99,22 @@ MiB = 1 << 20
 CAPTURES = 12
 # How many communicators of the same ranks the node sweep spreads them over, one capture on each: which
 # communicator a call goes through moved all_to_all 64 MiB by up to 8% on 2 x H100, while most held within 1%
-# (reports/device-logs/2026-11-26_1125Z_2x-h100_diag_communicators.log). A communicator's slow pace mostly holds
+# (evidence/device-logs/2026-11-26_1125Z_2x-h100_diag_communicators.log.gz). A communicator's slow pace mostly holds
 # for all its bursts: of 96 bursts of 300 ms on 48 communicators with NCCL's defaults, 13 ran over 2% below their
 # process's median, on 8 communicators, 5 of them slow in both their bursts (the ramp diagnostic of 2026-11-26 on
-# reports/device-logs/2026-11-26_1713Z_2x-h100_diag_alltoall_nccl_settings.log). So the communicators, not the
+# evidence/device-logs/2026-11-26_1713Z_2x-h100_diag_alltoall_nccl_settings.log.gz). So the communicators, not the
 # captures, are the independent draws, and twelve of them, one capture each, leave the GPU time less to one
 # communicator's luck than six of two each. (Neither the SM clock, at 1980 MHz in slow and fast windows alike, nor
 # NVLink replays or recoveries, none, went with the slow pace: _1711Z_2x-h100_diag_alltoall_clocks_split.log.)...
 COMMUNICATORS = CAPTURES
 # ...as long as the extra ones hold at most this share of a GPU's memory: each took 868-870 MiB of an H100 on two
-# GPUs, connected for all_reduce and all_to_all (reports/device-logs/2026-11-26_1128Z_2x-h100_comm_memory.log), so
+# GPUs, connected for all_reduce and all_to_all (evidence/device-logs/2026-11-26_1128Z_2x-h100_comm_memory.log.gz), so
 # eleven take 12% of one, and NCCL's point-to-point buffers grow with the peers.
 COMMUNICATOR_MEMORY_SHARE = 0.15
 # A size whose buffers exceed 3x L2 (one set, no rotation) makes each capture on a fresh allocation, freed and
 # allocated again in turn: where a buffer lands moves all_gather and reduce_scatter at 1-4 GiB by up to 14% on
 # 2 x H100, while one allocation holds within 1% (2026-11-26 0924Z,
-# reports/device-logs/2026-11-26_0924Z_2x-h100_diag_large.log), so one allocation's number is luck.
+# evidence/device-logs/2026-11-26_0924Z_2x-h100_diag_large.log.gz), so one allocation's number is luck.
 ALLOCATIONS = CAPTURES
 ALLOCATION_WARMUP = 2  # warm-up calls on each allocation after the first (the communicator is warm)
 

@@ -51,9 +51,9 @@ NCCL_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,TUNING,COLL"}
 # - torch's flight recorder (a debugging trace of every call) off, under its current and older name.
 # On 2 x H200 (torch 2.11, NCCL 2.28.9) with both left on, all_reduce 1 MiB took 15.0 us a call in a
 # graph of 4 calls and 25.5 us in one of 100, the NCCL kernels 12 us each; with both off, 12.1 us in a
-# graph of 100 (reports/device-logs/2026-11-26_0008Z_2x-h200_graph_calls.txt). Mixing support is what
+# graph of 100 (evidence/device-logs/2026-11-26_0008Z_2x-h200_graph_calls.txt.gz). Mixing support is what
 # costs: off alone, 12.1 us; the flight recorder off alone, 23.1 us (graph_calls.txt in
-# reports/device-logs/2026-11-26_0019Z_2x-h200_nccl-tests.tgz).
+# evidence/device-logs/2026-11-26_0019Z_2x-h200_nccl-tests.tgz).
 GRAPH_TIMING_ENV = {"NCCL_GRAPH_MIXING_SUPPORT": "0", "TORCH_FR_BUFFER_SIZE": "0", "TORCH_NCCL_TRACE_BUFFER_SIZE": "0"}
 # Test hook: slow every collective of one global rank by this many microseconds (narrowing tests
 # on the CPU need a rank that is really slow).

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from envcheck.analysis import Analysis, analyse
 from envcheck.errors import UsageError
-from envcheck.files import Content, FileSet, SetExistsError, write_set
+from envcheck.files import Content, FileSet, SetExistsError, report_stem, write_set
 from envcheck.model import Report
 from envcheck.render import FORMATS, IMAGE_FORMATS, MACHINE_FORMATS
 from envcheck.render.documents import render_html, render_markdown, report_charts
@@ -44,7 +44,7 @@ def document_set(report: Report, json_path: Path, formats: Sequence[str], lang: 
     what the Markdown links to."""
     fmts = validate(formats, lang)
     folder = Path(out_dir) if out_dir is not None else Path(json_path).parent
-    stem = document_stem(Path(json_path).stem, lang)
+    stem = document_stem(report_stem(json_path), lang)
     analysis = analysis or analyse(report)
     out = FileSet()
     if "junit" in fmts:
@@ -54,7 +54,7 @@ def document_set(report: Report, json_path: Path, formats: Sequence[str], lang: 
     if "prometheus" in fmts:
         from envcheck.render.prometheus import prometheus_text
 
-        out.files[folder / f"{Path(json_path).stem}.prom"] = prometheus_text(analysis)
+        out.files[folder / f"{report_stem(json_path)}.prom"] = prometheus_text(analysis)
     if not {"md", "html", "png"} & set(fmts):
         return out
     charts = report_charts(analysis, lang)

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 from envcheck import model  # noqa: E402
 from envcheck.model import Accuracy, Bench, BenchDevice, Case, CeilingRun, MonitorWindow, Report, Settings, Timing  # noqa: E402
 
-TEMPLATE = ROOT / "reports" / "2026-11-22_0104Z_vm_h200.json"
+TEMPLATE = ROOT / "evidence" / "2026-11-22_0104Z_vm_h200.json.gz"
 
 # Sample counts of the committed H200 runs: GPU time (graph replay) and launch time (eager).
 GPU_SAMPLES = (1000, 1000, 994, 993, 990, 978, 880, 756, 731, 600, 420, 311, 270, 136, 95, 68, 60, 48, 33, 16)

@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-BUDGETS = {ROOT / "reports" / "2026-11-22_2139Z_vm_h200.json": 4.0,
-           ROOT / "reports" / "2026-11-22_2326Z_vm_2x-h200_node.json": 8.0}
+BUDGETS = {ROOT / "evidence" / "2026-11-22_2139Z_vm_h200.json.gz": 4.0,
+           ROOT / "evidence" / "2026-11-22_2326Z_vm_2x-h200_node.json.gz": 8.0}
 
 
 def _children_cpu() -> float:

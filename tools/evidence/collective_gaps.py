@@ -14,7 +14,7 @@ For each collective and size, on every rank's GPU (the table is rank 0's):
 
 A GPU time above nccl-tests' (-G) at small sizes comes either from a longer kernel (a different
 configuration of NCCL) or from the gap between kernels (what torch puts between two captured calls).
-Run on 2 x H200 with NCCL's defaults: reports/device-logs/2026-11-26_0004Z_2x-h200_nccl-tests.tgz
+Run on 2 x H200 with NCCL's defaults: evidence/device-logs/2026-11-26_0004Z_2x-h200_nccl-tests.tgz
 (collective_gaps.txt: gaps of 5-24 us between kernels of 8-12 us); scripts/diag_graph_calls.py found
 which setting makes them.
 """

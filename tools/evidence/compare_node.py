@@ -147,9 +147,9 @@ def torch_bandwidth_gbps(src: int, dst: int, size_bytes: int, iters: int = 20, r
     The copies are queued without a wait between them, as envcheck's are, so each copy's host launch is hidden
     behind the one before it. Timing each copy on its own, with a wait after it, as this did before, puts the
     launch into the time when the host is slow to issue it: on 2 x H100 at 256 MiB it read 368.1 GB/s in the
-    1935Z call (reports/device-logs/2026-11-26_1935Z_2x-h100_node_vs_nccl-tests.md, envcheck 393.1: "copies agree:
+    1935Z call (evidence/device-logs/2026-11-26_1935Z_2x-h100_node_vs_nccl-tests.md, envcheck 393.1: "copies agree:
     False"), 382.5 at 1949Z, 384.3-388.2 before. Both ways side by side in six rounds
-    (reports/device-logs/2026-11-26_2001Z_2x-h100_torch_copy_reference.txt): a wait after each copy 384.8-388.0
+    (evidence/device-logs/2026-11-26_2001Z_2x-h100_torch_copy_reference.txt.gz): a wait after each copy 384.8-388.0
     GB/s, back to back 387.4-389.6, envcheck's copy engine 393.3-394.2. What is left, about 1.3% (9 us a copy),
     is not explained here: envcheck times each copy between events of its own, on streams of its own, and takes
     the median; this loop holds all that passes from its first copy's start to its last one's end on the current

@@ -20,7 +20,7 @@
 #                         eager calls in flight during a replay; see GRAPH_TIMING_ENV in
 #                         envcheck/node/collective_worker.py). NCCL_GRAPH_REGISTER=0: torch's captured calls
 #                         run on caching-allocator buffers NCCL does not register
-#                         (reports/device-logs/2026-11-25_2212Z_2x-h100_nccl-tests_graph_register.txt).
+#                         (evidence/device-logs/2026-11-25_2212Z_2x-h100_nccl-tests_graph_register.txt.gz).
 #                         NCCL_P2P_DIRECT_DISABLE=1: torch runs one process per GPU, nccl-tests (built without
 #                         MPI) drives every GPU from one, where NCCL reaches the peer's buffers directly
 #                         ("P2P/direct pointer") unless told not to; across processes it goes through its
@@ -112,7 +112,7 @@ args=(-b 1M -e 4G -f 4 -g "$ngpu" -w 5 -n 20)
 # (-f 4); the large runs give the rest.
 # 64 MiB belongs to the small range. Timed over 100 calls a graph's launches (-n 20 -G 5, 14 ms at 64 MiB),
 # all_to_all read 223.9-232.0 GB/s busbw out of place in 14 of 42 cycles and 234.9-241.2 in the rest; over 4000
-# (-n 40 -G 100, or -n 20 -G 200) 241.3-243.7 in all 21 (2 x H100, reports/device-logs/
+# (-n 40 -G 100, or -n 20 -G 200) 241.3-243.7 in all 21 (2 x H100, evidence/device-logs/
 # 2026-11-26_1257Z_2x-h100_diag_alltoall_draws.log and 1302Z). The long loop
 # settles nccl-tests' pace. envcheck's GPU time fell between the two paces in 3 of 8 node runs at 1308Z-1326Z;
 # with 50 ms of untimed replays before each capture's timed ones (collective_bench.GRAPH_WARM_US), in 1 of 6 at
@@ -122,10 +122,10 @@ args=(-b 1M -e 4G -f 4 -g "$ngpu" -w 5 -n 20)
 small=(-b 1M -e 192M -f 4 -g "$ngpu" -w 5 -n 40 -G 100 -N "${NCCL_TESTS_CYCLES:-3}")
 large=(-b 256M -e 4G -f 4 -g "$ngpu" -w 5 -n 20 -G 5)
 # Where a buffer lands moves all_gather and reduce_scatter at 1-4 GiB by up to 14% on 2 x H100, while one
-# allocation holds within 1% (reports/device-logs/2026-11-26_0924Z_2x-h100_diag_large.log): each nccl-tests
+# allocation holds within 1% (evidence/device-logs/2026-11-26_0924Z_2x-h100_diag_large.log.gz): each nccl-tests
 # process allocates once, so a run of the large sizes is one allocation's draw, as envcheck spreads its large
 # sizes over collective_bench.ALLOCATIONS (12). Each process is also one communicator's draw: which communicator
-# a call goes through moved all_to_all 64 MiB by up to 8% (reports/device-logs/
+# a call goes through moved all_to_all 64 MiB by up to 8% (evidence/device-logs/
 # 2026-11-26_1125Z_2x-h100_diag_communicators.log), and envcheck captures its graphs on
 # collective_bench.COMMUNICATORS (12, one capture each) in turn. The large sizes are run NCCL_TESTS_LARGE_RUNS
 # times (7), the small ones NCCL_TESTS_RUNS times (3) of NCCL_TESTS_CYCLES cycles; compare_node.py holds envcheck

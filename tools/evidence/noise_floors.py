@@ -10,7 +10,7 @@ compare/shipped.py says how a kind's floor is computed from them and how a diff 
 records the pairs by file name, and the implementations their rows measured (the only ones a floor
 is used for), so where a floor came from is in the data.
 
-    PYTHONPATH=. python tools/evidence/noise_floors.py reports/A.json reports/B.json [C.json D.json ...] \
+    PYTHONPATH=. python tools/evidence/noise_floors.py evidence/A.json evidence/B.json [C.json D.json ...] \
         [--node NODE_A.json NODE_B.json ...] --out envcheck/compare/noise_floors.json
 
 ``--node`` pairs are back-to-back node runs (``envcheck run --gpus all``) on one machine: only their

@@ -13,7 +13,7 @@ with the report's time for the case:
   its counterpart; each row must agree within 3%. ``do_bench`` (one eager call between two
   events after an L2 flush) is printed beside it for information: where the host takes longer to
   launch a call than the GPU to run it, its window holds the host's gaps. On an H200
-  (reports/device-logs/2026-11-26_0024Z_h200_verify_ops.txt) linear forward + backward through
+  (evidence/device-logs/2026-11-26_0024Z_h200_verify_ops.txt.gz) linear forward + backward through
   autograd cost its caller 1037 us a call against 608 us of GPU time, and do_bench read 667 us;
 * JAX: the report's launch time (one synchronised call between events, jax_impl.py), beside
   do_bench of the same blocking call. Printed for information, not judged: both are host wall

@@ -302,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     from envcheck.bench.timer import Timer
     from envcheck.model import Settings
     from envcheck.probes.nvml import Nvml
+    from envcheck.userbench.plan import CODE
 
     settings = Settings(warmup_ms=25, rep_ms=WINDOW_MS, min_samples=30, max_samples=1000, cold_l2=False)
     index = torch.cuda.current_device()
@@ -327,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = [(op, dtype, shape, BUILTIN_IMPLS) for op, dtype, shape in table]
         tolerance = WORKLOAD_TOLERANCE if args.mode == "workloads" else TOLERANCE
         variants = (settings,)
-    runtimes = [device.Runtime(torch, "cuda", index, dev, Timer("cuda", s), s, ops=ops, source=args.source)
+    runtimes = [device.Runtime(torch, "cuda", index, dev, Timer("cuda", s), s, ops=ops, source=args.source,
+                                code=CODE)
                 for s in variants]
 
     print(f"GPU: {dev.name} ({dev.pci_bus_id})  torch {torch.__version__}  triton {triton.__version__}")
