@@ -29,7 +29,9 @@ SECRET_NAME_PARTS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL
 MIN_SECRET_LENGTH = 8
 
 # Userinfo in a URL (scheme://user:pass@host, or a bare token as the user: https://ghp_x@github.com).
-_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/?#@\s]+)@")
+# The scheme is bounded: unbounded, every position of a long run of letters (a worker's 8 MiB line)
+# would scan to the run's end looking for "://", quadratic in the line's length.
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}://)(?P<userinfo>[^/?#@\s]+)@")
 # Well-known token formats. The look-behind keeps ordinary words ("/opt/desk-environment") from matching.
 _TOKEN_SHAPES = re.compile(
     r"(?<![A-Za-z0-9_\-])(?:(?:ghp_|gho_|ghs_|ghu_|github_pat_|glpat-|hf_|xox[abpr]-|sk-)[A-Za-z0-9_\-]{20,}"
