@@ -14,6 +14,13 @@ worker, then plays the script's steps in order:
   in PATH becomes the pid, so several workers playing one script write apart
 - ``{"spawn": "PATH"}``: start a sleeping child in a session of its own (out of the worker's
   process group, as a library's helper process may be) and write its pid to PATH
+- ``{"orphan": "PATH"}``: start a sleeping grandchild in a session of its own through a child that
+  exits at once (the grandchild is then nobody's descendant, as after a double fork) and keeps this
+  worker's stdout and stderr open; its pid goes to PATH
+- ``{"flood": [FD, MIB, SEP]}``: write MIB MiB of ``x`` on fd FD (1 or 2) in 1 MiB pieces, each
+  followed by SEP (``""``: one endless line)
+- ``{"progress": N}``: a progress bar drawn with ``\r`` only, N updates on stderr
+- ``{"allocate_mb": N}``: allocate N MiB and touch every page (held until the worker ends)
 - ``{"barrier": [DIR, N]}``: leave a file named by this pid in DIR, then wait (up to 60 s) until DIR
   holds N files; exit with status 3 if it never does (workers run one after another never meet)
 - ``{"exit": N}``: exit with status N now
@@ -31,6 +38,14 @@ import signal
 import subprocess
 import sys
 import time
+
+ORPHAN = """
+import subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+with open(sys.argv[1], "w", encoding="utf-8") as f:
+    f.write(str(child.pid))
+"""
+HELD: list = []
 
 
 def emit(event: dict) -> None:
@@ -72,6 +87,22 @@ def main() -> int:
             child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
             with open(step["spawn"], "w", encoding="utf-8") as f:
                 f.write(str(child.pid))
+        elif "orphan" in step:
+            subprocess.run([sys.executable, "-c", ORPHAN, step["orphan"]], check=True)
+        elif "flood" in step:
+            fd, mib, sep = step["flood"]
+            piece = b"x" * (1 << 20) + sep.encode()
+            for _ in range(mib):
+                os.write(fd, piece)
+        elif "progress" in step:
+            for i in range(step["progress"]):
+                sys.stderr.write(f"\rprogress {i}/{step['progress']}")
+            sys.stderr.flush()
+        elif "allocate_mb" in step:
+            block = bytearray(step["allocate_mb"] << 20)
+            for k in range(0, len(block), 4096):
+                block[k] = 1
+            HELD.append(block)
         elif "save_plan" in step:
             with open(step["save_plan"], "w", encoding="utf-8") as f:
                 json.dump(plan, f)

@@ -192,16 +192,11 @@ def run_worker(plan: BurnPlan, on_event: Callable[[Event], None], *, command: Se
     if ended is not None or not eof or not proc.wait(TERMINATE_GRACE_S):
         proc.stop(TERMINATE_GRACE_S)
     proc.join_readers()
-    while True:  # lines written before it stopped still count
+    for line in proc.drain():  # lines written before it stopped still count
         try:
-            line = proc.lines.get_nowait()
-        except queue.Empty:
-            break
-        if line is not None:
-            try:
-                got.apply(protocol.decode(line))
-            except ValueError:
-                pass
+            got.apply(protocol.decode(line))
+        except ValueError:
+            pass
     return got.gpu(_stop(got, proc, ended, deadline - started))
 
 
@@ -209,7 +204,7 @@ def _stop(got: Collected, proc: WorkerProcess, ended: StopCause | None, timeout_
     if got.done and ended is None:
         return None
     base = {"finished": got.finished_phases, "planned": got.planned_phases}
-    last = proc.last_stderr_line()
+    last = proc.last_words()
     detail = last[:300] if last else None
     if ended == StopCause.TIMEOUT:
         return Stop(StopCause.TIMEOUT, timeout_s=timeout_s, **base)  # type: ignore[arg-type]

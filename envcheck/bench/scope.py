@@ -1,0 +1,161 @@
+"""Everything a started child leads to, found and ended: the child, its descendants, and the
+processes that left its tree.
+
+A user's code (or a library) may start a process in a session of its own
+(``subprocess.Popen(..., start_new_session=True)``, fork + setsid) and let its parent exit: it is
+then nobody's descendant, and stopping the worker's process group or its tree misses it. Two
+things find it all the same:
+
+- on Linux, envcheck makes itself a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``) before it
+  starts the first worker: an orphaned descendant is re-parented to envcheck, not to PID 1, so it
+  stays a descendant of envcheck and can be reaped;
+- every started child gets ``ENVCHECK_SCOPE`` in its environment, a token of its own, which its
+  descendants inherit (a process's initial environment stays readable in /proc even after it
+  changes ``os.environ``): among envcheck's descendants, those carrying the token belong to
+  that child, and no other worker's helpers are touched.
+
+``end`` kills what carries the token (SIGKILL: the worker itself was asked with SIGTERM first)
+and reaps what envcheck adopted. A process that cleared its environment and left its session
+escapes the token; under the subreaper it is still found as long as it is in the child's tree
+when ``end`` runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+SCOPE_VAR = "ENVCHECK_SCOPE"
+ROUNDS = 5  # kill, look again: a process may start another while it is being stopped
+PR_SET_CHILD_SUBREAPER = 36
+
+_counter = itertools.count(1)
+_lock = threading.Lock()
+_subreaper: bool | None = None
+
+
+def new_token() -> str:
+    """A token no other child of this process has (``ENVCHECK_SCOPE``'s value)."""
+    return f"{os.getpid()}.{next(_counter)}"
+
+
+def become_subreaper() -> bool:
+    """Make this process a child subreaper (Linux; once); whether it is one. Orphaned
+    descendants then become this process's children until it reaps them (``end``)."""
+    global _subreaper
+    with _lock:
+        if _subreaper is None:
+            _subreaper = _set_subreaper()
+        return _subreaper
+
+
+def _set_subreaper() -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def members(token: str, root: int | None = None) -> list[Any]:
+    """The live psutil processes of scope ``token``: ``root``'s tree, and every descendant of
+    this process whose initial environment carries the token."""
+    import psutil
+
+    found: dict[int, Any] = {}
+    if root is not None:
+        try:
+            top = psutil.Process(root)
+            found[root] = top
+            for p in top.children(recursive=True):
+                found[p.pid] = p
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    try:
+        ours = psutil.Process().children(recursive=True)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        ours = []
+    for p in ours:
+        if p.pid in found:
+            continue
+        try:
+            if p.environ().get(SCOPE_VAR) == token:
+                found[p.pid] = p
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
+            pass
+    return list(found.values())
+
+
+def end(token: str, root: int | None = None, *, session: int | None = None, wait_s: float = 2.0) -> None:
+    """Kill every process of scope ``token`` (``root``'s tree included, ``root`` itself excepted)
+    and reap those this process adopted; also reap adopted zombies of ``session`` (the worker's
+    session: an orphan that died by itself). ``root`` is left to its ``Popen`` to reap."""
+    import psutil
+
+    killed: dict[int, Any] = {}
+    for _ in range(ROUNDS):
+        alive = [p for p in members(token, root) if p.pid != root and _running(p)]
+        if not alive:
+            break
+        for p in alive:
+            try:
+                p.send_signal(signal.SIGKILL)
+                killed[p.pid] = p
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                pass
+    if session is not None:
+        try:
+            for p in psutil.Process().children():
+                if p.pid != root and p.status() == psutil.STATUS_ZOMBIE and os.getsid(p.pid) == session:
+                    killed.setdefault(p.pid, p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):
+            pass
+    killed.pop(root if root is not None else -1, None)
+    _reap(list(killed.values()), wait_s)
+
+
+def _running(p: Any) -> bool:
+    import psutil
+
+    try:
+        return bool(p.status() != psutil.STATUS_ZOMBIE)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def _reap(procs: list[Any], wait_s: float) -> None:
+    """Collect the exit of each killed process that is (or becomes, as its parent dies) this
+    process's child; its own parent reaps the others. ``is_running`` compares start times, so a
+    pid reused by a new child of another thread's ``Popen`` is never waited for here."""
+    import psutil
+
+    me = os.getpid()
+    deadline = time.monotonic() + wait_s
+    left = list(procs)
+    while left:
+        still = []
+        for p in left:
+            try:
+                if not p.is_running():
+                    continue
+                if p.ppid() != me:
+                    still.append(p)
+                    continue
+                done, _ = os.waitpid(p.pid, os.WNOHANG)
+            except (psutil.NoSuchProcess, ChildProcessError):
+                continue
+            if not done:
+                still.append(p)
+        left = still
+        if not left or time.monotonic() >= deadline:
+            return
+        time.sleep(0.02)
