@@ -5,7 +5,7 @@ worker, then plays the script's steps in order:
 
 - ``{"emit": {...}}``: one protocol event as a JSON line on stdout
 - ``{"raw": "text"}``: a line that is not a protocol event
-- ``{"stderr": "text"}``: a line on stderr
+- ``{"stderr": "text"}``: a line on stderr (raw: text with a lone surrogate is written as invalid UTF-8)
 - ``{"sleep": S}``: pause S seconds
 - ``{"play_plan": true}``: ``case_start`` + a measured ``case`` for every planned case
   (``{"play_plan": N}``: for the first N only)
@@ -48,6 +48,13 @@ with open(sys.argv[1], "w", encoding="utf-8") as f:
 HELD: list = []
 
 
+def write(stream, text: str) -> None:
+    """A line as bytes: a lone surrogate goes out as the invalid UTF-8 a C library would write."""
+    stream.flush()
+    stream.buffer.write(text.encode("utf-8", errors="surrogatepass") + b"\n")
+    stream.buffer.flush()
+
+
 def emit(event: dict) -> None:
     sys.stdout.write(json.dumps(event) + "\n")
     sys.stdout.flush()
@@ -73,11 +80,9 @@ def main() -> int:
         if "emit" in step:
             emit(step["emit"])
         elif "raw" in step:
-            sys.stdout.write(step["raw"] + "\n")
-            sys.stdout.flush()
+            write(sys.stdout, step["raw"])
         elif "stderr" in step:
-            sys.stderr.write(step["stderr"] + "\n")
-            sys.stderr.flush()
+            write(sys.stderr, step["stderr"])
         elif "sleep" in step:
             time.sleep(step["sleep"])
         elif "pid_file" in step:

@@ -146,8 +146,10 @@ EVENTS: dict[str, type] = {cls.kind: cls for cls in (Started, CeilingMeasured, C
 
 def _line(data: dict[str, Any]) -> str:
     # allow_nan=False: model objects hold finite numbers only (their constructors check), and a
-    # line JSON cannot read would be a protocol error in the parent, not a result.
-    return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
+    # line JSON cannot read would be a protocol error in the parent, not a result. ASCII only: a
+    # user's exception message may hold a lone surrogate, which no UTF-8 stream can write (the
+    # worker would die emitting its case); escaped, it reaches the parent, which replaces it.
+    return json.dumps(data, ensure_ascii=True, allow_nan=False, separators=(",", ":")) + "\n"
 
 
 def encode(event: Event) -> str:
