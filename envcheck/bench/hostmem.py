@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 MEMORY_FRACTION = 0.5
-WATCH_S = 0.5
+WATCH_S = 1.0  # each look reads the process table once (scope.members)
 GIB = float(1 << 30)
 
 

@@ -67,32 +67,50 @@ def _set_subreaper() -> bool:
 
 
 def members(token: str, root: int | None = None) -> list[Any]:
-    """The live psutil processes of scope ``token``: ``root``'s tree, and every descendant of
-    this process whose initial environment carries the token."""
+    """The live psutil processes of scope ``token``: ``root`` (a child of this process) with its
+    tree, and every descendant of this process whose initial environment carries the token. One
+    scan of the process table (the memory watch calls this every second or so)."""
     import psutil
 
-    found: dict[int, Any] = {}
-    if root is not None:
-        try:
-            top = psutil.Process(root)
-            found[root] = top
-            for p in top.children(recursive=True):
-                found[p.pid] = p
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
     try:
         ours = psutil.Process().children(recursive=True)
     except (psutil.NoSuchProcess, psutil.AccessDenied):
-        ours = []
+        return []
+    parent: dict[int, int] = {}
     for p in ours:
-        if p.pid in found:
-            continue
         try:
-            if p.environ().get(SCOPE_VAR) == token:
-                found[p.pid] = p
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
+            parent[p.pid] = p.ppid()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
-    return list(found.values())
+    found = []
+    for p in ours:
+        up, seen = p.pid, 0
+        while up in parent and up != root and seen < len(parent):  # a walk towards root, loops cut
+            up, seen = parent[up], seen + 1
+        if (root is not None and up == root) or _token_of(p) == token:
+            found.append(p)
+    return found
+
+
+_tokens: dict[Any, str | None] = {}  # psutil.Process (pid and start time) -> its ENVCHECK_SCOPE
+
+
+def _token_of(p: Any) -> str | None:
+    """``p``'s scope token; its initial environment never changes, so it is read once."""
+    import psutil
+
+    with _lock:
+        if p in _tokens:
+            return _tokens[p]
+    try:
+        token = p.environ().get(SCOPE_VAR)
+    except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):
+        return None  # a zombie's environment is gone: asked again, not remembered
+    with _lock:
+        if len(_tokens) > 4096:
+            _tokens.clear()
+        _tokens[p] = token
+    return token
 
 
 def end(token: str, root: int | None = None, *, session: int | None = None, wait_s: float = 2.0) -> None:
