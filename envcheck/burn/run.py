@@ -10,14 +10,13 @@ process tree and keep what each sent (``Burn.stopped``).
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
-from envcheck.bench.process import Popen, WorkerProcess, exit_cause
+from envcheck.bench.process import Ended, Popen, WorkerProcess, exit_cause
 from envcheck.bench.runner import TERMINATE_GRACE_S, wait_for
 from envcheck.burn import protocol
 from envcheck.burn.protocol import (
@@ -173,12 +172,11 @@ def run_worker(plan: BurnPlan, on_event: Callable[[Event], None], *, command: Se
         if now - last > (stall_s if got.device is not None else start_s):
             ended = StopCause.HUNG
             break
-        try:
-            line = proc.lines.get(timeout=0.2)
-        except queue.Empty:
-            continue
+        line = proc.next_line(0.2)
         if line is None:
-            eof = True
+            continue
+        if isinstance(line, Ended):  # output closed, or the worker exited and a leftover held it open
+            eof = line is Ended.EOF
             break
         try:
             ev = protocol.decode(line)
