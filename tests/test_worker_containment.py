@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from envcheck import model
-from envcheck.bench import hostmem, protocol, resume
+from envcheck.bench import hostmem, process, protocol, resume
 from envcheck.bench.lines import CUT_EDGE, LineCutter
 from envcheck.errors import UsageError
 from envcheck.model import Note, StopCause
@@ -237,3 +237,21 @@ def test_hostile_text_from_a_user_s_code_leaves_every_view_valid_and_one_line(tm
     for view in (md, html):
         assert not LINE_BREAKING.search(view), repr(LINE_BREAKING.search(view))
     assert all(ln.endswith("|") for ln in md.splitlines() if ln.startswith("|"))
+
+
+def test_a_leftover_that_cleared_its_environment_is_still_found_by_its_session(tmp_path):
+    """No ENVCHECK_SCOPE (env={}), parent gone, but still in the worker's session: ended too."""
+    pid_file = tmp_path / "orphan.pid"
+    code = ("import subprocess, sys\n"
+            "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], env={}, "
+            "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+            f"open({str(pid_file)!r}, 'w').write(str(c.pid))\n")
+    script = tmp_path / "leave.py"
+    script.write_text(code)
+    try:
+        proc = process.WorkerProcess.start([sys.executable, str(script)])
+        proc.send("")
+        assert proc.wait(60)  # the worker exited; what it left is ended with it
+        assert _gone(int(pid_file.read_text())), "the leftover outlived the worker"
+    finally:
+        _kill(pid_file)

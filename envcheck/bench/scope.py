@@ -3,7 +3,7 @@ processes that left its tree.
 
 A user's code (or a library) may start a process in a session of its own
 (``subprocess.Popen(..., start_new_session=True)``, fork + setsid) and let its parent exit: it is
-then nobody's descendant, and stopping the worker's process group or its tree misses it. Two
+then nobody's descendant, and stopping the worker's process group or its tree misses it. Three
 things find it all the same:
 
 - on Linux, envcheck makes itself a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``) before it
@@ -12,12 +12,13 @@ things find it all the same:
 - every started child gets ``ENVCHECK_SCOPE`` in its environment, a token of its own, which its
   descendants inherit (a process's initial environment stays readable in /proc even after it
   changes ``os.environ``): among envcheck's descendants, those carrying the token belong to
-  that child, and no other worker's helpers are touched.
+  that child, and no other worker's helpers are touched;
+- a process that cleared its environment but stayed in the worker's session (its session id is
+  the worker's pid: the worker starts a session of its own) is found by that.
 
-``end`` kills what carries the token (SIGKILL: the worker itself was asked with SIGTERM first)
-and reaps what envcheck adopted. A process that cleared its environment and left its session
-escapes the token; under the subreaper it is still found as long as it is in the child's tree
-when ``end`` runs.
+``end`` kills what belongs to the scope (SIGKILL: the worker itself was asked with SIGTERM first)
+and reaps what envcheck adopted. Only a process that clears its environment, starts a session of
+its own and leaves the worker's tree (a double fork) before ``end`` runs escapes all three.
 """
 
 from __future__ import annotations
@@ -67,9 +68,10 @@ def _set_subreaper() -> bool:
 
 
 def members(token: str, root: int | None = None) -> list[Any]:
-    """The live psutil processes of scope ``token``: ``root`` (a child of this process) with its
-    tree, and every descendant of this process whose initial environment carries the token. One
-    scan of the process table (the memory watch calls this every second or so)."""
+    """The live psutil processes of scope ``token``: ``root`` (a child of this process, leader of
+    its own session) with its tree, and every descendant of this process that is in root's
+    session or whose initial environment carries the token. One scan of the process table (the
+    memory watch calls this every second or so)."""
     import psutil
 
     try:
@@ -87,9 +89,16 @@ def members(token: str, root: int | None = None) -> list[Any]:
         up, seen = p.pid, 0
         while up in parent and up != root and seen < len(parent):  # a walk towards root, loops cut
             up, seen = parent[up], seen + 1
-        if (root is not None and up == root) or _token_of(p) == token:
+        if (root is not None and (up == root or _session(p.pid) == root)) or _token_of(p) == token:
             found.append(p)
     return found
+
+
+def _session(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return None
 
 
 _tokens: dict[Any, str | None] = {}  # psutil.Process (pid and start time) -> its ENVCHECK_SCOPE
