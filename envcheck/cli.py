@@ -195,7 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=_positive_float, default=1800.0, metavar="S",
                    help="limit for the whole benchmark in seconds (default: 1800)")
     p.add_argument("--case-timeout", type=_positive_float, default=300.0, metavar="S",
-                   help="a case with no result for this long hangs: it fails, the others go on (default: 300)")
+                   help="a case with no result for this long hangs: it fails, the others go on (default: 300); "
+                        "counted once the worker has started (torch imported, device open: up to 300 s of its own)")
     _add_anonymize(p)
     _add_lang(p)
     p.set_defaults(handler="envcheck.commands.bench:main")

@@ -5,7 +5,7 @@ worker, then plays the script's steps in order:
 
 - ``{"emit": {...}}``: one protocol event as a JSON line on stdout
 - ``{"raw": "text"}``: a line that is not a protocol event
-- ``{"stderr": "text"}``: a line on stderr
+- ``{"stderr": "text"}``: a line on stderr (raw: text with a lone surrogate is written as invalid UTF-8)
 - ``{"sleep": S}``: pause S seconds
 - ``{"play_plan": true}``: ``case_start`` + a measured ``case`` for every planned case
   (``{"play_plan": N}``: for the first N only)
@@ -14,6 +14,13 @@ worker, then plays the script's steps in order:
   in PATH becomes the pid, so several workers playing one script write apart
 - ``{"spawn": "PATH"}``: start a sleeping child in a session of its own (out of the worker's
   process group, as a library's helper process may be) and write its pid to PATH
+- ``{"orphan": "PATH"}``: start a sleeping grandchild in a session of its own through a child that
+  exits at once (the grandchild is then nobody's descendant, as after a double fork) and keeps this
+  worker's stdout and stderr open; its pid goes to PATH
+- ``{"flood": [FD, MIB, SEP]}``: write MIB MiB of ``x`` on fd FD (1 or 2) in 1 MiB pieces, each
+  followed by SEP (``""``: one endless line)
+- ``{"progress": N}``: a progress bar drawn with ``\r`` only, N updates on stderr
+- ``{"allocate_mb": N}``: allocate N MiB and touch every page (held until the worker ends)
 - ``{"barrier": [DIR, N]}``: leave a file named by this pid in DIR, then wait (up to 60 s) until DIR
   holds N files; exit with status 3 if it never does (workers run one after another never meet)
 - ``{"exit": N}``: exit with status N now
@@ -31,6 +38,21 @@ import signal
 import subprocess
 import sys
 import time
+
+ORPHAN = """
+import subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+with open(sys.argv[1], "w", encoding="utf-8") as f:
+    f.write(str(child.pid))
+"""
+HELD: list = []
+
+
+def write(stream, text: str) -> None:
+    """A line as bytes: a lone surrogate goes out as the invalid UTF-8 a C library would write."""
+    stream.flush()
+    stream.buffer.write(text.encode("utf-8", errors="surrogatepass") + b"\n")
+    stream.buffer.flush()
 
 
 def emit(event: dict) -> None:
@@ -58,11 +80,9 @@ def main() -> int:
         if "emit" in step:
             emit(step["emit"])
         elif "raw" in step:
-            sys.stdout.write(step["raw"] + "\n")
-            sys.stdout.flush()
+            write(sys.stdout, step["raw"])
         elif "stderr" in step:
-            sys.stderr.write(step["stderr"] + "\n")
-            sys.stderr.flush()
+            write(sys.stderr, step["stderr"])
         elif "sleep" in step:
             time.sleep(step["sleep"])
         elif "pid_file" in step:
@@ -72,6 +92,22 @@ def main() -> int:
             child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
             with open(step["spawn"], "w", encoding="utf-8") as f:
                 f.write(str(child.pid))
+        elif "orphan" in step:
+            subprocess.run([sys.executable, "-c", ORPHAN, step["orphan"]], check=True)
+        elif "flood" in step:
+            fd, mib, sep = step["flood"]
+            piece = b"x" * (1 << 20) + sep.encode()
+            for _ in range(mib):
+                os.write(fd, piece)
+        elif "progress" in step:
+            for i in range(step["progress"]):
+                sys.stderr.write(f"\rprogress {i}/{step['progress']}")
+            sys.stderr.flush()
+        elif "allocate_mb" in step:
+            block = bytearray(step["allocate_mb"] << 20)
+            for k in range(0, len(block), 4096):
+                block[k] = 1
+            HELD.append(block)
         elif "save_plan" in step:
             with open(step["save_plan"], "w", encoding="utf-8") as f:
                 json.dump(plan, f)

@@ -39,3 +39,11 @@ def test_every_host_redacts_file_text_and_command_output() -> None:
                     commands={"tool": (0, f"token {ENV['HF_TOKEN']}\n", "")}, environ=ENV)
     assert host.read_text("/etc/pip.conf") == "index-url = https://<redacted>@corp.example/simple\n"
     assert host.run(["tool"], timeout=5).stdout == f"token {REDACTED}\n"
+
+
+def test_credentials_after_a_long_run_of_letters_still_go() -> None:
+    # The scheme is looked for over at most 32 characters (unbounded, a worker's 8 MiB line of
+    # letters took hours); credentials right after such a run are still found.
+    r = Redactor({})
+    assert r.text("a" * 100_000 + "https://alice:pw123456@host/x") == "a" * 100_000 + "https://<redacted>@host/x"
+    assert r.text("git+https://alice:pw@host") == "git+https://<redacted>@host"

@@ -5,8 +5,11 @@ Triton kernel under the interpreter and its report goes through ``render``, ``di
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -113,3 +116,67 @@ def test_anonymize_leaves_no_host_name_in_a_bench_report(tmp_path, monkeypatch):
         assert host not in path.name and host not in path.read_text(encoding="utf-8"), path.name
     _, again, _ = bench(tmp_path / "again", str(src), "--anonymize", host=host)
     assert again.host == report.host
+
+
+LEAKY = '''
+import os, subprocess, sys
+import torch
+from envcheck.userbench import Op
+
+
+def inputs(shape, dtype, device, generator):
+    return (torch.randn(*shape, generator=generator, device=device).to(dtype),)
+
+
+def _leak(x):
+    raise RuntimeError("token " + os.environ["HF_TOKEN"] + " refused\\nsecond line")
+
+
+def _say_and_die(x):
+    print("HF_TOKEN=" + os.environ["HF_TOKEN"], file=sys.stderr, flush=True)
+    os._exit(3)
+
+
+def _leave_a_daemon(x):
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+    with open(PID_FILE, "a") as f:
+        f.write(f"{child.pid}\\n")
+    return x * 2
+
+
+def _op(name, bad):
+    return Op(name=name, impls={"torch": lambda x: x * 2, "bad": bad}, reference=lambda x: x * 2, inputs=inputs,
+              shapes=[(256,)], bytes=lambda s, d: 8 * s[0])
+
+
+OPS = [_op("leaks", _leak), _op("dies", _say_and_die), _op("daemon", _leave_a_daemon)]
+'''
+SECRET = "s3cr3t-value-of-the-token-0123456789"
+
+
+def test_a_user_s_code_quoting_a_secret_or_leaving_a_daemon_reaches_no_report_and_outlives_nothing(
+        tmp_path, monkeypatch):
+    """Issue 36, items 3 and 4 end to end: the secret is in no file of the report set, and every
+    process an implementation left in a session of its own is gone when ``bench`` returns."""
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+    pid_file = tmp_path / "daemons.pid"
+    source = tmp_path / "leaky.py"
+    source.write_text(f"PID_FILE = {str(pid_file)!r}\n" + LEAKY)
+    try:
+        rc, report, err = bench(tmp_path, str(source), "--format", "json,md,html,junit")
+        cases = {(c.op, c.impl): c for c in report.bench.cases}
+        assert cases[("leaks", "bad")].failure.detail == "RuntimeError: token <redacted> refused"
+        assert cases[("dies", "bad")].failure.detail == "HF_TOKEN=<redacted>"
+        assert cases[("daemon", "bad")].measured
+        written = [p for p in (tmp_path / "reports").rglob("*") if p.is_file()]
+        assert {p.suffix for p in written} >= {".json", ".md", ".html", ".xml"}
+        assert not [p.name for p in written if SECRET in p.read_text(errors="replace")]
+        assert SECRET not in err
+        import psutil
+
+        for pid in map(int, pid_file.read_text().split()):
+            assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, pid
+    finally:
+        for pid in map(int, pid_file.read_text().split() if pid_file.exists() else []):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -60,12 +60,12 @@ class _Procs:
     """The worker processes started so far, so an interrupt can stop them all (each worker runs
     in its own session: Ctrl-C in the terminal reaches envcheck alone, which decides)."""
 
-    start: Callable[..., subprocess.Popen[str]] = subprocess.Popen
-    procs: list[subprocess.Popen[str]] = field(default_factory=list)
+    start: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def popen(self, *args: Any, **kwargs: Any) -> subprocess.Popen[str]:
-        proc: subprocess.Popen[str] = self.start(*args, **kwargs)
+    def popen(self, *args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        proc: subprocess.Popen[bytes] = self.start(*args, **kwargs)
         with self.lock:
             self.procs.append(proc)
         return proc
@@ -105,7 +105,7 @@ class ParallelRun:
 
 def run_gpus(plans: Sequence[suite.Plan], timeout: float, on_event: OnGpuEvent | None = None, *,
              command: Sequence[str] = runner.WORKER_COMMAND,
-             popen: Callable[..., subprocess.Popen[str]] | None = None) -> ParallelRun:
+             popen: Callable[..., subprocess.Popen[bytes]] | None = None) -> ParallelRun:
     """Run every plan's worker at once and wait for all; one ``GpuRun`` per plan, in plan order.
 
     Ctrl-C, SIGTERM and SIGHUP (a batch scheduler's end of job) stop every worker's process tree

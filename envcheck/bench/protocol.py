@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -147,8 +147,10 @@ EVENTS: dict[str, type] = {cls.kind: cls for cls in (Started, CeilingMeasured, C
 
 def _line(data: dict[str, Any]) -> str:
     # allow_nan=False: model objects hold finite numbers only (their constructors check), and a
-    # line JSON cannot read would be a protocol error in the parent, not a result.
-    return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
+    # line JSON cannot read would be a protocol error in the parent, not a result. ASCII only: a
+    # user's exception message may hold a lone surrogate, which no UTF-8 stream can write (the
+    # worker would die emitting its case); escaped, it reaches the parent, which replaces it.
+    return json.dumps(data, ensure_ascii=True, allow_nan=False, separators=(",", ":")) + "\n"
 
 
 def encode(event: Event) -> str:
@@ -158,9 +160,10 @@ def encode(event: Event) -> str:
     return _line({"event": event.kind, **to_dict(event)})
 
 
-def decode(line: str) -> Event:
+def decode(line: str, clean: Callable[[object], object] | None = None) -> Event:
     """The event on one stdout line; ProtocolError for anything else (stray output, truncation,
-    a payload that is not a valid model object)."""
+    a payload that is not a valid model object). ``clean`` sees the parsed payload first (the
+    runner's redactor: a failure's detail may quote a secret)."""
     text = line.strip()
     try:
         data = json.loads(text)
@@ -169,6 +172,12 @@ def decode(line: str) -> Event:
     if not isinstance(data, dict) or data.get("event") not in EVENTS:
         raise ProtocolError(f"not a worker event: {text[:120]!r}")
     cls = EVENTS[data["event"]]
+    if clean is not None:
+        try:
+            data = clean(data)
+        except RecursionError:
+            raise ProtocolError(f"malformed {data['event']} event: nested too deep") from None
+        assert isinstance(data, dict)
     try:
         return build(cls, {k: v for k, v in data.items() if k != "event"})  # type: ignore[no-any-return]
     except (ValueError, TypeError) as e:  # the codec names the field

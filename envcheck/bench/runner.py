@@ -10,7 +10,6 @@ the worker. What finished is always kept.
 
 from __future__ import annotations
 
-import queue
 import signal
 import threading
 import time
@@ -19,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from envcheck.bench import protocol
-from envcheck.bench.process import Popen, WorkerProcess, exit_cause
+from envcheck.bench.process import Ended, Popen, WorkerProcess, exit_cause
 from envcheck.bench.protocol import (
     CaseStarted,
     CeilingMeasured,
@@ -37,7 +36,9 @@ from envcheck.model import BenchDevice, Case, CaseKey, CeilingRun, MonitorWindow
 
 WORKER_COMMAND = tuple(protocol.worker_argv())
 TERMINATE_GRACE_S = 5.0  # SIGTERM, then SIGKILL: a worker stuck in a CUDA call ignores SIGTERM
-EXITED_DRAIN_S = 2.0  # a dead worker's children can hold stdout open: stop waiting for EOF after this
+# With a per-case limit (``stall_s``): the most a worker may take to start (import torch, open the
+# device) before its first event; a loaded node has been seen to take over a minute.
+STARTUP_S = 300.0
 # After "done" every case is reported: a worker still running this long after it (hung in CUDA
 # teardown at exit) is stopped, and the run is complete all the same.
 DONE_DRAIN_S = 5.0
@@ -142,15 +143,19 @@ class StopSignals:
 def run_worker(plan: Plan, on_event: OnEvent, timeout: float, popen: Popen | None = None, *,
                command: Sequence[str] = WORKER_COMMAND, grace_s: float = TERMINATE_GRACE_S,
                clock: Callable[[], float] = time.monotonic, done_drain_s: float = DONE_DRAIN_S,
-               stall_s: float | None = None) -> BenchOutcome:
+               stall_s: float | None = None, startup_s: float = STARTUP_S) -> BenchOutcome:
     """Run the worker on ``plan``; ``on_event`` sees every decoded event as it arrives.
 
     Never raises for anything the worker does. Ctrl-C (KeyboardInterrupt, here or in
     ``on_event``), SIGTERM and SIGHUP stop the worker and return what finished, with ``stop``
     saying why. Once the worker has sent ``done`` it gets ``done_drain_s`` to exit; one that
     hangs past that (CUDA teardown) is stopped, and the run is complete all the same. With
-    ``stall_s``, a worker that sends no event for that long is stopped as timed out, with
-    ``stalled`` set (``envcheck bench``: a user's case that hangs; bench/resume.py goes on).
+    ``stall_s``, a worker that sends no event for that long once it has started (its ``start``
+    event: torch imported, the device opened) is stopped as timed out, with ``stalled`` set
+    (``envcheck bench``: a user's case that hangs; bench/resume.py goes on); its start-up has a
+    limit of its own, ``startup_s`` (a loaded machine can take a minute to import torch and
+    open CUDA: that is no case's hang), past which it is stopped as timed out, not stalled.
+    Whatever the worker writes is redacted as it is decoded (``WorkerProcess.redactor``).
     """
     assert plan.backend is not None, "a plan without a device has nothing to run"
     out = BenchOutcome()
@@ -160,21 +165,25 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float, popen: Popen | Non
         out.stop = Stop(StopCause.START_FAILED, 0, len(plan.cases), detail=f"{type(e).__name__}: {e}")
         return out
 
-    ignored: list[str] = []
+    ignored = 0
+    examples: list[str] = []
     current: CaseKey | None = None
     ended_by: tuple[StopCause, str | None] | None = None  # stopped here, and by which signal
+    stop_after = timeout  # the limit that stopped it, as the report gives it
 
     def handle(line: str) -> None:
-        nonlocal current, last_event
+        nonlocal current, last_event, ignored
         last_event = clock()
         text = line.strip()
         if not text:
             return
         try:
-            ev = protocol.decode(text)
+            ev = protocol.decode(text, proc.clean)
             out.apply(ev)
         except ValueError:  # ProtocolError included: a malformed line is noted, never a traceback
-            ignored.append(text)
+            ignored += 1
+            if len(examples) < MAX_IGNORED_SHOWN:
+                examples.append(proc.redactor.text(text[:4096])[:80])  # a stray line may be 8 MiB
             return
         if isinstance(ev, CaseStarted):
             current = ev.case.key
@@ -184,7 +193,6 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float, popen: Popen | Non
 
     deadline = clock() + timeout
     last_event = clock()
-    exited_at: float | None = None
     done_at: float | None = None
     eof = False
     signals = StopSignals()
@@ -197,25 +205,25 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float, popen: Popen | Non
                 if now >= deadline:
                     ended_by = (StopCause.TIMEOUT, None)
                     break
-                if stall_s is not None and not out.done and now - last_event >= stall_s:
-                    ended_by = (StopCause.TIMEOUT, None)
-                    out.stalled = True
-                    break
+                if stall_s is not None and not out.done:
+                    started = out.device is not None
+                    if now - last_event >= (stall_s if started else startup_s):
+                        ended_by = (StopCause.TIMEOUT, None)
+                        out.stalled = started
+                        stop_after = stall_s if started else startup_s
+                        break
                 if out.done:
                     done_at = now if done_at is None else done_at
                     if now - done_at >= done_drain_s:
                         ended_by = (StopCause.HUNG, None)
                         break
-                try:
-                    line = proc.lines.get(timeout=min(0.2, max(deadline - now, 0.001)))
-                except queue.Empty:
-                    if proc.poll() is not None:
-                        exited_at = clock() if exited_at is None else exited_at
-                        if clock() - exited_at > EXITED_DRAIN_S:
-                            ended_by = (StopCause.HUNG, None)
-                            break
-                    continue
+                line = proc.next_line(min(0.2, max(deadline - now, 0.001)))
                 if line is None:
+                    continue
+                if line is Ended.EXITED:
+                    ended_by = (StopCause.HUNG, None)
+                    break
+                if line is Ended.EOF:
                     eof = True
                     break
                 handle(line)
@@ -233,23 +241,17 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float, popen: Popen | Non
                 proc.stop(grace_s)
             proc.join_readers()
             # Events written before the worker stopped still count.
-            while True:
+            for line in proc.drain():
                 try:
-                    line = proc.lines.get_nowait()
-                except queue.Empty:
+                    handle(line)
+                except KeyboardInterrupt:
                     break
-                if line is not None:
-                    try:
-                        handle(line)
-                    except KeyboardInterrupt:
-                        break
 
     out.returncode = proc.returncode
     out.stderr_tail = "\n".join(proc.tail)
     if ignored:
-        out.notes.append(Note("bench.ignored_output", {"lines": len(ignored),
-                                                       "examples": tuple(s[:80] for s in ignored[:MAX_IGNORED_SHOWN])}))
-    out.stop = _stop(plan, out, proc, ended_by, current, stall_s if out.stalled and stall_s else timeout)
+        out.notes.append(Note("bench.ignored_output", {"lines": ignored, "examples": tuple(examples)}))
+    out.stop = _stop(plan, out, proc, ended_by, current, stop_after)
     return out
 
 
@@ -269,7 +271,7 @@ def _stop(plan: Plan, out: BenchOutcome, proc: WorkerProcess, ended_by: tuple[St
         return Stop(ended_by[0], signal=ended_by[1], **base)  # type: ignore[arg-type]
     if ended_by is not None and ended_by[0] == StopCause.TIMEOUT:
         return Stop(StopCause.TIMEOUT, timeout_s=timeout, **base)  # type: ignore[arg-type]
-    last = proc.last_stderr_line()
+    last = proc.last_words()
     detail = last[:300] if last else None
     if ended_by is not None:  # the worker exited but its output never closed
         return Stop(StopCause.HUNG, returncode=proc.returncode, detail=detail, **base)  # type: ignore[arg-type]

@@ -10,14 +10,13 @@ process tree and keep what each sent (``Burn.stopped``).
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
-from envcheck.bench.process import Popen, WorkerProcess, exit_cause
+from envcheck.bench.process import Ended, Popen, WorkerProcess, exit_cause
 from envcheck.bench.runner import TERMINATE_GRACE_S, wait_for
 from envcheck.burn import protocol
 from envcheck.burn.protocol import (
@@ -173,12 +172,11 @@ def run_worker(plan: BurnPlan, on_event: Callable[[Event], None], *, command: Se
         if now - last > (stall_s if got.device is not None else start_s):
             ended = StopCause.HUNG
             break
-        try:
-            line = proc.lines.get(timeout=0.2)
-        except queue.Empty:
-            continue
+        line = proc.next_line(0.2)
         if line is None:
-            eof = True
+            continue
+        if isinstance(line, Ended):  # output closed, or the worker exited and a leftover held it open
+            eof = line is Ended.EOF
             break
         try:
             ev = protocol.decode(line)
@@ -192,16 +190,11 @@ def run_worker(plan: BurnPlan, on_event: Callable[[Event], None], *, command: Se
     if ended is not None or not eof or not proc.wait(TERMINATE_GRACE_S):
         proc.stop(TERMINATE_GRACE_S)
     proc.join_readers()
-    while True:  # lines written before it stopped still count
+    for line in proc.drain():  # lines written before it stopped still count
         try:
-            line = proc.lines.get_nowait()
-        except queue.Empty:
-            break
-        if line is not None:
-            try:
-                got.apply(protocol.decode(line))
-            except ValueError:
-                pass
+            got.apply(protocol.decode(line))
+        except ValueError:
+            pass
     return got.gpu(_stop(got, proc, ended, deadline - started))
 
 
@@ -209,7 +202,7 @@ def _stop(got: Collected, proc: WorkerProcess, ended: StopCause | None, timeout_
     if got.done and ended is None:
         return None
     base = {"finished": got.finished_phases, "planned": got.planned_phases}
-    last = proc.last_stderr_line()
+    last = proc.last_words()
     detail = last[:300] if last else None
     if ended == StopCause.TIMEOUT:
         return Stop(StopCause.TIMEOUT, timeout_s=timeout_s, **base)  # type: ignore[arg-type]

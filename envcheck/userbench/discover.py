@@ -16,12 +16,11 @@ import importlib.util
 import json
 import os
 import re
-import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from envcheck.child_env import child_env
 from envcheck.errors import UsageError
 from envcheck.model import build, to_dict
 from envcheck.userbench.api import DeclarationError, Op
@@ -30,6 +29,7 @@ DISCOVER_MODULE = "envcheck.userbench.discover"
 DISCOVER_TIMEOUT_S = 120.0
 MODULE_OBJECT = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
 MAX_LINE = 300
+STOP_GRACE_S = 2.0  # SIGTERM, then SIGKILL: plain Python importing a file needs no longer
 
 
 def source_argument(text: str) -> str:
@@ -121,25 +121,48 @@ def main(argv: list[str]) -> int:
 
 
 def discover(source: str, timeout: float = DISCOVER_TIMEOUT_S) -> tuple[Any, ...]:
-    """The declared ops' ``OpSpec`` values, from a subprocess; UsageError (one line) otherwise."""
+    """The declared ops' ``OpSpec`` values, from a subprocess; UsageError (one line) otherwise.
+
+    The child is started like a benchmark worker (bench/process.py): in a session and scope of
+    its own, with bounded and redacted output, its memory watched; it is read until it exits
+    (not until its output closes: a process the user's file started may hold the pipe for
+    ever), and whatever it left running is ended and reaped, whatever happened."""
+    from envcheck.bench.process import Ended, WorkerProcess
     from envcheck.ops import OpSpec
 
     try:
-        done = subprocess.run([sys.executable, "-m", DISCOVER_MODULE, source], capture_output=True, text=True,
-                              encoding="utf-8", errors="replace", timeout=timeout, env=child_env(),
-                              stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise UsageError(f"{source}: importing it did not finish within {timeout:g} s") from None
+        proc = WorkerProcess.start([sys.executable, "-m", DISCOVER_MODULE, source])
     except OSError as e:
         raise UsageError(f"{source}: could not start Python to import it ({e})") from None
-    lines = [ln for ln in done.stdout.splitlines() if ln.strip()]
+    answer_line: str | None = None
+    timed_out = False
     try:
-        answer = json.loads(lines[-1]) if lines else None
-    except json.JSONDecodeError:
+        proc.send("")
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            line = proc.next_line(min(0.2, left))
+            if isinstance(line, Ended):
+                break
+            if line is not None and line.strip():
+                answer_line = line  # the answer is the last line: whatever came before is the user's
+    finally:
+        proc.stop(STOP_GRACE_S)
+        proc.join_readers()
+        answer_line = next((ln for ln in reversed(proc.drain()) if ln.strip()), answer_line)
+    if timed_out:
+        raise UsageError(f"{source}: importing it did not finish within {timeout:g} s")
+    try:
+        answer = proc.clean(json.loads(answer_line)) if answer_line else None
+    except (json.JSONDecodeError, RecursionError):
         answer = None
     if not isinstance(answer, dict):
-        last = next((ln.strip() for ln in reversed(done.stderr.splitlines()) if ln.strip()), "")
-        how = f"signal {-done.returncode}" if done.returncode < 0 else f"exit status {done.returncode}"
+        last = proc.last_words() or ""
+        code = proc.returncode
+        how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
         raise UsageError(f"{source}: importing it ended the process ({how}){': ' + last[:200] if last else ''}")
     if "error" in answer:
         raise UsageError(f"{source}: {answer['error']}")

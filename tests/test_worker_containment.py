@@ -1,0 +1,257 @@
+"""What a user's code does inside the worker (or while its file is imported) stays there: its
+secrets are redacted from everything read back, what it starts is ended with it, what it writes
+and allocates cannot take the parent's memory, and a slow start-up is not a case's hang."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from envcheck import model
+from envcheck.bench import hostmem, process, protocol, resume
+from envcheck.bench.lines import CUT_EDGE, LineCutter
+from envcheck.errors import UsageError
+from envcheck.model import Note, StopCause
+from envcheck.redact import REDACTED
+from envcheck.userbench import discover as disc
+from tests.test_runner import PLAN, PLANNED, emit, play, run_script, start
+
+FAKE = str(Path(__file__).with_name("fake_worker.py"))
+SECRET = "s3cr3t-value-of-the-token-0123456789"
+
+DECLARES = """
+from envcheck.userbench import Op
+X = Op(name="double", impls={"torch": lambda x: x * 2}, reference=lambda x: x * 2,
+       inputs=lambda s, d, dev, g: (), shapes=[(64,)], bytes=lambda s, d: 8 * s[0])
+"""
+
+
+def _kill(pid_file: Path) -> None:
+    """Cleanup, even when the test failed: the orphan it started must not outlive it."""
+    if pid_file.exists() and pid_file.read_text().strip():
+        try:
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        except (ProcessLookupError, ValueError):
+            pass
+
+
+def _gone(pid: int, wait_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+# --------------------------------------------------------------------------- 3. secrets
+
+
+def test_a_secret_the_worker_writes_is_redacted_from_everything_read_back(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+    failed = PLANNED[0].failed("first_call", f"RuntimeError: token {SECRET} refused")
+    steps = [start(), emit(protocol.CaseStarted(0, 4, PLANNED[0])), emit(protocol.Measured(failed)),
+             emit(protocol.Noted(Note("bench.worker_failed", {"detail": f"KeyError: {SECRET}"}))),
+             {"raw": f"stray {SECRET} on stdout"}, {"stderr": f"Traceback: HF_TOKEN={SECRET}"}, {"exit": 1}]
+    out, seen = run_script(tmp_path, steps)
+    assert out.cases[0].failure.detail == f"RuntimeError: token {REDACTED} refused"
+    assert out.stop.cause == StopCause.EXITED and out.stop.detail == f"Traceback: HF_TOKEN={REDACTED}"
+    everything = repr((out.cases, out.notes, out.stop, out.stderr_tail, seen))
+    assert SECRET not in everything and REDACTED in out.stderr_tail
+    ignored = next(n for n in out.notes if n.key == "bench.ignored_output")
+    assert ignored.params["examples"] == (f"stray {REDACTED} on stdout",)
+
+
+@pytest.mark.parametrize("text", [
+    "import os\nraise RuntimeError('token ' + os.environ['HF_TOKEN'])\n",
+    "import os, sys\nsys.stderr.write('leaked ' + os.environ['HF_TOKEN'] + '\\n')\nsys.stderr.flush()\nos._exit(3)\n",
+])
+def test_importing_a_file_that_quotes_a_secret_says_so_without_it(tmp_path, monkeypatch, text):
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+    (tmp_path / "mine.py").write_text(text)
+    with pytest.raises(UsageError) as got:
+        disc.discover(str(tmp_path / "mine.py"), timeout=120)
+    assert SECRET not in str(got.value) and REDACTED in str(got.value)
+
+
+# --------------------------------------------------------------------------- 4. orphans
+
+
+def test_what_a_worker_leaves_running_in_a_session_of_its_own_is_ended_with_it(tmp_path):
+    """A grandchild in a new session, whose parent exited, holding the worker's pipes: the worker
+    finishing normally must neither wait on those pipes (no hang at exit) nor leave it running."""
+    pid_file = tmp_path / "orphan.pid"
+    try:
+        steps = [start(), *play(PLANNED), emit(protocol.Done()), {"orphan": str(pid_file)}]
+        out, _ = run_script(tmp_path, steps, done_drain_s=60.0)
+        assert out.done and out.stop is None and out.returncode == 0
+        assert out.notes == []  # not "hung at exit": the pipes closed with the orphan
+        assert _gone(int(pid_file.read_text())), "the orphan outlived the worker"
+    finally:
+        _kill(pid_file)
+
+
+def test_importing_a_file_that_leaves_a_process_holding_the_pipes_does_not_wait_for_it(tmp_path):
+    pid_file = tmp_path / "orphan.pid"
+    fake = Path(FAKE).read_text()
+    orphan = fake[fake.index('ORPHAN = """') + len('ORPHAN = """'):fake.index('"""\nHELD')]
+    (tmp_path / "mine.py").write_text(
+        f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {orphan!r}, {str(pid_file)!r}], check=True)\n"
+        + DECLARES)
+    try:
+        specs = disc.discover(str(tmp_path / "mine.py"), timeout=60)  # before: waited the whole 60 s, then failed
+        assert [s.name for s in specs] == ["double"]
+        assert _gone(int(pid_file.read_text())), "the orphan outlived the import"
+    finally:
+        _kill(pid_file)
+
+
+# --------------------------------------------------------------------------- 5. memory
+
+
+def test_endless_lines_and_carriage_return_progress_bars_are_read_bounded(tmp_path):
+    steps = [start(), {"progress": 20000}, {"stderr": ""}, {"flood": [2, 24, ""]}, {"stderr": ""},
+             {"flood": [1, 24, ""]}, {"raw": ""}, *play(PLANNED), emit(protocol.Done()), {"stderr": "last words"}]
+    out, _ = run_script(tmp_path, steps)
+    assert out.stop is None and len(out.cases) == 4
+    lines = out.stderr_tail.split("\n")
+    assert max(len(ln) for ln in lines) < (64 << 10) + 100  # 24 MiB written without a line break
+    cut = next(ln for ln in lines if "bytes cut]" in ln)
+    assert cut.startswith("x" * 1000) and cut.endswith("x" * 1000)
+    assert "progress 19999/20000" in lines and lines[-1] == "last words"
+    assert out.notes[0].key == "bench.ignored_output" and out.notes[0].params["lines"] == 1
+
+
+def test_a_worker_over_its_host_memory_limit_is_stopped_with_that_cause(tmp_path, monkeypatch):
+    monkeypatch.setattr(hostmem, "limit_bytes", lambda: 150 << 20)
+    steps = [start(), emit(protocol.CaseStarted(0, 4, PLANNED[0])), {"allocate_mb": 400}, {"sleep": 60}]
+    out, _ = run_script(tmp_path, steps, timeout=120.0, grace_s=1.0)
+    assert out.stop.cause == StopCause.CRASHED and out.stop.signal == "SIGKILL"
+    assert out.stop.detail.startswith("memory: the worker used ") and "(limit 0.1 GiB)" in out.stop.detail
+    assert out.stop.during == PLANNED[0].key
+    assert resume._cause(out) == model.Failure("crash", out.stop.detail)  # what the case then fails with
+
+
+def test_a_line_keeps_its_head_and_tail_and_says_how_much_was_cut():
+    cutter = LineCutter(8 * CUT_EDGE)
+    body = b"A" * 5000 + b"s3cret" + b"B" * 20000 + b"Z" * 5000
+    lines = [*cutter.feed(b"short\r\n"), *(ln for k in range(0, len(body), 777) for ln in cutter.feed(body[k:k + 777])),
+             *cutter.feed(b"\rbar 1\rbar 2\n\n")]
+    assert lines[0] == "short" and lines[-2:] == ["bar 1", "bar 2"] and cutter.close() is None
+    head, tail = lines[1].split(" [envcheck: ")
+    assert head == "A" * (4 * CUT_EDGE - CUT_EDGE) and tail.endswith("Z" * (4 * CUT_EDGE - CUT_EDGE))
+    assert tail.startswith(f"{len(body) - 6 * CUT_EDGE} bytes cut] ")
+    assert cutter.feed(b"no end") == [] and cutter.close() == "no end"
+
+
+# --------------------------------------------------------------------------- 6. start-up is no case's hang
+
+
+def test_the_case_timeout_starts_when_the_worker_has_started(tmp_path):
+    """A loaded machine takes long to import torch and open the device: that is not a hang of
+    the first case (the case limit is far shorter than the start-up here)."""
+    steps = [{"sleep": 4}, start(), *play(PLANNED), emit(protocol.Done())]
+    out, _ = run_script(tmp_path, steps, stall_s=1.5)
+    assert out.stop is None and not out.stalled and len(out.cases) == 4
+
+
+def test_a_slow_start_under_bench_fails_no_case(tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"sleep": 4}, start(), {"play_plan": True}, emit(protocol.Done())]))
+    out = resume.run_resuming(PLAN, lambda ev: None, 120.0, 1.5, command=[sys.executable, FAKE, str(script)])
+    assert out.stop is None and [c.failure for c in out.cases] == [None] * 4
+
+
+def test_a_start_up_past_its_own_limit_stops_the_run_not_a_case(tmp_path):
+    steps = [{"sleep": 60}, start(), *play(PLANNED), emit(protocol.Done())]
+    out, _ = run_script(tmp_path, steps, stall_s=1.0, startup_s=3.0, grace_s=1.0)
+    assert out.stop.cause == StopCause.TIMEOUT and out.stop.timeout_s == 3.0 and not out.stalled
+    assert out.stop.during is None and out.cases == []
+
+
+
+# --------------------------------------------------------------------------- hostile text from a user's code
+
+CHARS = ["\n", "\r", "\r\n", "\x00", "\x07", "\x1b[31m", "\x7f", "\x85", "\x9b", "\u2028", "\u202e", "\u2066",
+         "\ufeff", "\ud800", "\udfff", "\uffff", "<b>&amp;", "]]>", "|", "`", "*", "a", "é", "中", " ", SECRET]
+HOSTILE = st.lists(st.sampled_from(CHARS) | st.text(max_size=3), min_size=1, max_size=12).map("".join)
+# Lines a Markdown table or a one-line field must not hold raw.
+LINE_BREAKING = re.compile("[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029\x00-\x08\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def test_a_failure_detail_with_a_lone_surrogate_reaches_the_parent():
+    ev = protocol.Measured(PLANNED[0].failed("first_call", "RuntimeError: bad \ud800 text"))
+    line = protocol.encode(ev)
+    line.encode("utf-8")  # the worker's protocol stream is UTF-8: before, emitting this killed the worker
+    assert protocol.decode(line) == ev
+
+
+@pytest.mark.slow
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(HOSTILE, min_size=4, max_size=4), long=st.booleans())
+def test_hostile_text_from_a_user_s_code_leaves_every_view_valid_and_one_line(tmp_path, monkeypatch, texts, long):
+    """Exception messages and stderr lines holding newlines, surrogates, bidi overrides, C0/C1
+    controls, markup, a secret and (``long``) 200 kB: the report round-trips, the Markdown and HTML
+    hold none of them raw, JUnit validates, and the secret is nowhere."""
+    from envcheck.analysis import analyse
+    from envcheck.bench import assemble
+    from envcheck.render.documents import render_html, render_markdown
+    from envcheck.render.junit import junit_xml
+    from tests.test_outputs import SCHEMA
+
+    monkeypatch.setenv("HF_TOKEN", SECRET)
+    pad = "x" * 200_000 if long else ""
+    steps: list = [start()]
+    for i, (pc, text) in enumerate(zip(PLANNED[:3], texts, strict=False)):
+        steps += [emit(protocol.CaseStarted(i, 4, pc)), emit(protocol.Measured(pc.failed("first_call", text + pad))),
+                  {"stderr": text + pad}, {"raw": text}]
+    steps += [emit(protocol.CaseStarted(3, 4, PLANNED[3])), {"stderr": texts[3] + pad}, {"exit": 1}]
+    out, _ = run_script(tmp_path, steps)
+    assert out.stop.cause == StopCause.EXITED and len(out.cases) == 3
+    report = model.Report("0.1.0", "2026-11-22T22:00:00Z", "h", "run", model.Environment(),
+                          benches=(assemble.assemble(PLAN, out, "2026-11-22T22:00:00Z", 1.0),))
+    text = model.dumps(report)
+    text.encode("utf-8")
+    assert model.loads(text) == report
+    analysis = analyse(report)
+    md = render_markdown(report, "en", "c", analysis, [])
+    html = render_html(report, "en", analysis, [])
+    xml = junit_xml(analysis)
+    SCHEMA.validate(xml)
+    for view in (text, md, html, xml):
+        view.encode("utf-8")
+        assert SECRET not in view
+    for view in (md, html):
+        assert not LINE_BREAKING.search(view), repr(LINE_BREAKING.search(view))
+    assert all(ln.endswith("|") for ln in md.splitlines() if ln.startswith("|"))
+
+
+def test_a_leftover_that_cleared_its_environment_is_still_found_by_its_session(tmp_path):
+    """No ENVCHECK_SCOPE (env={}), parent gone, but still in the worker's session: ended too."""
+    pid_file = tmp_path / "orphan.pid"
+    code = ("import subprocess, sys\n"
+            "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], env={}, "
+            "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+            f"open({str(pid_file)!r}, 'w').write(str(c.pid))\n")
+    script = tmp_path / "leave.py"
+    script.write_text(code)
+    try:
+        proc = process.WorkerProcess.start([sys.executable, str(script)])
+        proc.send("")
+        assert proc.wait(60)  # the worker exited; what it left is ended with it
+        assert _gone(int(pid_file.read_text())), "the leftover outlived the worker"
+    finally:
+        _kill(pid_file)
