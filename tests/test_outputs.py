@@ -282,6 +282,31 @@ def test_run_and_history_default_to_the_users_data_folder(tmp_path: Path, monkey
     assert main(["history"]) == 0
 
 
+@pytest.mark.parametrize("by_variable", [True, False])
+def test_bench_defaults_to_the_same_reports_folder_as_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str], by_variable: bool) -> None:
+    """Issue 38 item 1: ``envcheck bench FILE.py`` without ``--out-dir`` used to end in a TypeError."""
+    from envcheck import userdirs
+    from envcheck.errors import UsageError
+    from envcheck.userbench import discover
+
+    monkeypatch.delenv(userdirs.ENV_VAR, raising=False)
+    if by_variable:
+        monkeypatch.setenv(userdirs.ENV_VAR, str(tmp_path / "mine"))
+        folder = tmp_path / "mine"
+    else:
+        monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+        folder = tmp_path / "data" / "envcheck" / "reports"
+
+    def stop(source: str) -> list[object]:  # the folder is settled before the user's code is read
+        raise UsageError("stopped here")
+
+    monkeypatch.setattr(discover, "discover", stop)
+    assert main(["bench", str(ROOT / "examples" / "softmax_wsum.py"), "--quick"]) == 2
+    assert "stopped here" in capsys.readouterr().err
+    assert folder.is_dir()
+
+
 @pytest.mark.slow
 def test_a_cpu_burn_writes_junit_and_prometheus_with_its_verdict(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -78,9 +78,13 @@ def output_formats(formats: Sequence[str]) -> list[str]:
     return picked
 
 
-def output_dir(text: str) -> Path:
-    """``--out-dir`` created if needed, and checked writable, before a long run starts."""
-    d = Path(text).expanduser()
+def output_dir(text: str | None) -> Path:
+    """``--out-dir`` (when not given, the user's reports folder: userdirs.py) created if needed, and
+    checked writable, before a long run starts. Every command that writes a dated report resolves
+    its folder here, so none can miss the default."""
+    from envcheck.userdirs import out_dir as default_out_dir
+
+    d = Path(default_out_dir(text)).expanduser()
     try:
         if d.exists() and not d.is_dir():
             raise UsageError(f"--out-dir: {d} is a file, not a folder")
@@ -272,9 +276,7 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
     repeats = getattr(args, "repeat", 1) or 1
     if repeats > 1 and getattr(args, "gpus", None):
         raise UsageError("--repeat runs one GPU's suite N times; it cannot be combined with --gpus")
-    from envcheck.userdirs import out_dir as default_out_dir
-
-    out_dir = output_dir(default_out_dir(args.out_dir))
+    out_dir = output_dir(args.out_dir)
     key = None
     if getattr(args, "anonymize", False):
         from envcheck.anonymize import command_key
