@@ -267,3 +267,16 @@ def test_diff_and_history_at_80_columns_cut_no_cell_and_no_title(lang):
         assert_fits(text, 80)
         assert "…" not in text, [ln for ln in text.splitlines() if "…" in ln][:3]
     assert "2026-11-26_0019Z_vm_2x-h200_node.json" in texts[0]
+
+
+def test_a_user_s_implementation_with_any_name_has_its_column_and_speedup():
+    """Issue 38 item 3: the op table listed only torch/triton/compile/jax, so a user's
+    ``torch_add_alpha`` vanished from the rows while the speedup summary had it."""
+    from envcheck.model import loads
+
+    text = (ROOT / "reports" / "2026-11-26_0028Z_vm_h200_userbench_softmax-wsum.json").read_text()
+    r = loads(text.replace('"triton"', '"torch_add_alpha"'))
+    out = capture(lambda c: print_run(c, r, analyse(r)), width=100)
+    header = next(ln for ln in out.splitlines() if ln.lstrip().startswith("Size"))
+    assert "torch_add_alpha" in header and "×torch_add_alpha" in header, header
+    assert_fits(out)

@@ -18,7 +18,6 @@ from rich.console import Console
 from envcheck.analysis import Analysis
 from envcheck.analysis.checks import keyed
 from envcheck.model import Bench, Report
-from envcheck.ops import IMPLS
 from envcheck.render import fmt
 from envcheck.render.checktext import all_localized
 from envcheck.render.escape import term
@@ -79,8 +78,9 @@ def op_table(console: Console, b: BenchView, s: OpSection, lang: str) -> None:
     def t(key: str, **kw: object) -> str:
         return translate(lang, key, **kw)
 
-    impls = [i for i in IMPLS if any(r.impl == i for r in s.rows)]
-    others = [i for i in impls if i != "torch"]
+    impls = list(s.impls)
+    # A speedup column per implementation that has one (not the baseline: torch, or the one a user's op names).
+    others = [i for i in impls if any(r.impl == i and r.speedup is not None for r in s.rows)]
     is_wide = wide(console)
     time_label = t("col.gpu_time") if s.has_gpu else t("col.host_time" if b.backend == "cpu" else "col.launch_time")
     caption = t("term.op_caption" if s.has_speedup else "term.op_caption_plain", time=time_label)
