@@ -280,3 +280,11 @@ def test_a_user_s_implementation_with_any_name_has_its_column_and_speedup():
     header = next(ln for ln in out.splitlines() if ln.lstrip().startswith("Size"))
     assert "torch_add_alpha" in header and "×torch_add_alpha" in header, header
     assert_fits(out)
+
+
+def test_the_probe_time_says_what_it_covers():
+    """Issue 38 item 12: "probed in 0.27 s" while the command took 1.9 s: the figure is the probes' alone."""
+    r = factories_cpu.report()
+    env = dataclasses.replace(r.environment, probe_s=0.27)
+    text = capture(lambda c: print_environment(c, env), width=100)
+    assert "the probes took 0.27 s" in text and "start-up not counted" in text
