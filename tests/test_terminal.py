@@ -288,3 +288,20 @@ def test_the_probe_time_says_what_it_covers():
     env = dataclasses.replace(r.environment, probe_s=0.27)
     text = capture(lambda c: print_environment(c, env), width=100)
     assert "the probes took 0.27 s" in text and "start-up not counted" in text
+
+
+def test_skipped_checks_wrap_indented_findings_stand_apart_and_a_diff_ends_in_one_line(h200):
+    """Issue 38 item 11, at 100 columns: skipped-check lines wrapped to column 0; "Findings" ran on
+    from the table above it; every diff ended in a 14-line methods paragraph."""
+    long = Check("wsl.gpu", "skip", "WSL2 GPU path", "not WSL: the WSL2 checks do not apply " * 5)
+    text = capture(lambda c: print_checks(c, (*LONG_CHECKS, long)), width=100)
+    lines = text.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("Skipped"))
+    body = [ln for ln in lines[start + 1:] if ln.strip()][:-1]  # up to the verdict line
+    assert len(body) >= 3 and all(ln.startswith("  ") for ln in body), body
+    run = capture(lambda c: print_run(c, h200, analyse(h200)), width=100).splitlines()
+    at = run.index("Findings")
+    assert run[at - 1] == ""
+    d = compare_data.diff()
+    out = capture(lambda c: print_diff(c, d), width=100).rstrip().splitlines()
+    assert "--format md" in out[-1] and len(out[-1]) <= 100 and out[-2].strip() == ""

@@ -206,7 +206,8 @@ def print_diff(console: Console, d: Any, lang: str = "en") -> None:
         if cmp.node is not None:
             _node(console, cmp.node, v, lang)
     console.print()
-    console.print(f"[dim]{v.method}[/]")
+    # The method in one line; the paragraph is in the documents, not after every diff in a terminal.
+    console.print(f"[dim]{t('term.diff_method')}[/]")
 
 
 def _history_tables(console: Console, v: HistoryView, lang: str) -> None:

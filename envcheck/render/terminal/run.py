@@ -22,7 +22,7 @@ from envcheck.render import fmt
 from envcheck.render.checktext import all_localized
 from envcheck.render.escape import term
 from envcheck.render.i18n import check_counts, translate
-from envcheck.render.terminal.console import bullets, heading, print_fitted, table, wide
+from envcheck.render.terminal.console import bullets, heading, print_fitted, started, table, wide
 from envcheck.render.view import FLAG_ORDER, BenchView, CaseRow, FindingView, OpSection, bench_view
 from envcheck.render.writing import written_lines
 
@@ -203,6 +203,7 @@ def bench_lines(console: Console, report: Report, b: BenchView, lang: str, bench
         bench.device.backend
     took = fmt.seconds(bench.duration_s) if bench.duration_s is not None else fmt.DASH
     console.print(f"[bold]{t('term.bench_head', device=term(b.device), where=term(where), versions=term(versions), took=took)}[/]")
+    started(console)
     if b.stop:
         console.print(f"[bold red]{b.stop}[/]")
     for s in b.sections:
