@@ -49,7 +49,7 @@ def test_every_output_parses_and_tells_the_same_verdict(path: Path) -> None:
     doc = SCHEMA.to_dict(xml)
     first = doc["testsuite"][0]
     assert first["@name"] == "envcheck.verdict"
-    assert (first["@failures"] == "0") == v.ok
+    assert (int(doc["@failures"]) + int(doc["@errors"]) == 0) == v.ok  # each problem counted once, somewhere
     fams = _families(prometheus_text(a))
     assert fams["envcheck_verdict_ok"][0][1] == (1.0 if v.ok else 0.0)
     line, status = health_line(a)
@@ -124,14 +124,14 @@ def test_health_line_names_the_first_problem_in_one_short_line() -> None:
 
 
 def test_export_writes_each_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    src = str(ROOT / "tests" / "golden" / "node_x2.json")
-    assert main(["export", src, "--format", "junit", "--out", str(tmp_path / "r.xml")]) == 0
+    src = str(ROOT / "tests" / "golden" / "node_x2.json")  # a failing report: every format exits 1
+    assert main(["export", src, "--format", "junit", "--out", str(tmp_path / "r.xml")]) == 1
     SCHEMA.validate(str(tmp_path / "r.xml"))
     assert main(["export", src, "--format", "junit", "--out", str(tmp_path / "r.xml")]) == 2  # never overwritten
     assert "already exists" in capsys.readouterr().err
     prom = tmp_path / "envcheck.prom"
     prom.write_text("old\n")
-    assert main(["export", src, "--format", "prometheus", "--out", str(prom)]) == 0
+    assert main(["export", src, "--format", "prometheus", "--out", str(prom)]) == 1
     assert "envcheck_verdict_ok" in prom.read_text()  # a textfile is replaced whole, as node_exporter expects
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
     assert main(["export", src, "--format", "prometheus", "--out", str(tmp_path)]) == 2
@@ -325,3 +325,34 @@ def test_a_cpu_burn_writes_junit_and_prometheus_with_its_verdict(tmp_path: Path)
     [report] = tmp_path.glob("*.json")
     line, status = health_line(analyse(model.load(report)))
     assert (line, status) == ("OK", 0)
+
+
+def test_one_failed_check_is_one_junit_failure_and_check_and_export_exit_alike(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 38 item 7: JUnit counted one failed check twice (the verdict and the check); ``check --format
+    junit`` exited 1 and ``export --format junit`` of the same report 0; health cut mid-word."""
+    snap = str(SNAPSHOTS / "linux-libcuda-so-missing.json")
+    saved = tmp_path / "check.json"
+    for fmt in ("junit", "prometheus", "health"):
+        rc = main(["check", "--replay", snap, "--format", fmt, *(["--out", str(saved)] if fmt == "junit" else [])])
+        out = capsys.readouterr().out
+        assert rc == 1 and main(["export", str(saved), "--format", fmt]) == 1, fmt
+        if fmt == "junit":
+            doc = SCHEMA.to_dict(out)
+            failed = sum(c.status == "fail" for c in model.load(saved).checks)
+            assert int(doc["@failures"]) + int(doc["@errors"]) == failed
+        capsys.readouterr()
+
+
+def test_the_health_line_is_cut_at_a_word_keeping_the_check_s_name_and_the_count() -> None:
+    """The check's name heads the line; the cut falls between words; "(+1 more)" is never cut off."""
+    from envcheck.analysis.verdict import Reason, Verdict
+    from envcheck.render import health
+
+    long = "no NVIDIA driver: libnvidia-ml.so.1 not found (NVML Shared Library Not Found) " * 2
+    v = Verdict("fail", (Reason("check_failed", (("check", "driver.nvml"), ("finding", long))),
+                         Reason("check_failed", (("check", "torch.build"), ("finding", "x")))))
+    line = health._line(health.PREFIX, v, "en", MAX_LINE)
+    assert len(line) <= MAX_LINE and line.startswith("[node_problem] driver.nvml")
+    assert line.endswith("... (+1 more)") and " (NV..." not in line
+    assert line[: -len("... (+1 more)")] in health.PREFIX + "driver.nvml: " + long
