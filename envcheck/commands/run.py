@@ -111,8 +111,7 @@ class ProgressView:
         self.start = time.monotonic()
         self._progress: Any = None
         self._task: Any = None
-        self._group: str | None = None  # the group the last plain progress line named
-        self._group_done = -1
+        self.started = 0  # cases started: the plain progress lines' count
 
     def __enter__(self) -> ProgressView:
         if self.tty:
@@ -137,15 +136,13 @@ class ProgressView:
 
                 self._progress.update(self._task, label=escape(ev.case.label))
             else:
-                # The worker prepares every case of a group before any finishes: one line per
-                # group, not one per case repeating the same count.
-                group = ev.case.group_label
-                if group == self._group and self.done == self._group_done:
-                    return
-                self._group, self._group_done = group, self.done
-                k = min(self.done + 1, self.total)
+                # One line per case, counted as started: the worker prepares every case of a group
+                # before any finishes, so a count of finished cases jumped [1/8], [3/8], [5/8].
+                self.started += 1
+                k = min(self.started, self.total)
                 elapsed = time.monotonic() - self.start
-                print(f"{self.command}: [{k}/{self.total}] {group} ({elapsed:.0f} s)", file=self.stream, flush=True)
+                print(f"{self.command}: [{k}/{self.total}] {ev.case.label} ({elapsed:.0f} s)", file=self.stream,
+                      flush=True)
         elif isinstance(ev, (Measured, Skipped)):
             self.done += 1
             if self._progress is not None:
