@@ -305,3 +305,15 @@ def test_skipped_checks_wrap_indented_findings_stand_apart_and_a_diff_ends_in_on
     d = compare_data.diff()
     out = capture(lambda c: print_diff(c, d), width=100).rstrip().splitlines()
     assert "--format md" in out[-1] and len(out[-1]) <= 100 and out[-2].strip() == ""
+
+
+def test_a_cpu_run_s_noisy_rows_get_no_gpu_machine_remedy():
+    """Issue 38 item 6: every CPU row flagged noisy came with "close other busy processes"."""
+    r = factories_cpu.report()
+    text = capture(lambda c: print_run(c, r, analyse(r)), width=100)
+    if "Noisy rows" in text:
+        assert "close other" not in text and "nvidia-smi" not in text and "--quick" in text
+    from envcheck.render.i18n import translate
+
+    said = translate("en", "rec.noisy.cpu")
+    assert "close other" not in said and "--quick" in said
