@@ -124,7 +124,7 @@ class Anonymizer:
         named |= {h.split(".", 1)[0] for h in named if "." in h and not _IPV4.fullmatch(h)} - {""}
         self.hosts = sorted(named, key=len, reverse=True)
         self.users = sorted({u for u in users if u and u not in _NOT_PEOPLE}, key=len, reverse=True)
-        self.homes = sorted({h.rstrip("/") for h in homes if _home_name(h)}, key=len, reverse=True)
+        self.homes = sorted({h.rstrip("/") for h in homes if _is_home(h)}, key=len, reverse=True)
 
     def _digest(self, kind: str, value: str) -> str:
         return hmac.new(self._key, f"{kind}\0{value}".encode(), hashlib.sha256).hexdigest()
@@ -268,6 +268,14 @@ def _home_name(home: str) -> str:
     return "" if name in _NOT_PEOPLE else name
 
 
+def _is_home(home: str) -> bool:
+    """A home folder whose path is worth replacing: any absolute folder but ``/`` itself. ``/root`` and
+    ``/opt/svc`` name nobody as a word, but as a path they say whose and which machine's files these are
+    (a report of root's run lists /root/.pyenv/... nine times)."""
+    home = str(home or "").rstrip("/")
+    return home.startswith("/") and len(home) > 1
+
+
 def users_in(environ: Mapping[str, Any]) -> set[str]:
     """User names a recorded environment names (USER, LOGNAME, USERNAME, the last part of HOME wherever it is)."""
     found = {str(environ[k]) for k in ("USER", "LOGNAME", "USERNAME") if environ.get(k)}
@@ -278,15 +286,27 @@ def users_in(environ: Mapping[str, Any]) -> set[str]:
 
 
 def homes_in(environ: Mapping[str, Any]) -> list[str]:
-    """The home folder a recorded environment names, wherever it lives."""
+    """The home folder a recorded environment names, wherever it lives (``/root`` included)."""
     home = str(environ.get("HOME") or "")
-    return [home] if _home_name(home) else []
+    return [home] if _is_home(home) else []
+
+
+def own_home() -> list[str]:
+    """The running user's home as the password database has it (``HOME`` may be unset or point elsewhere)."""
+    try:
+        import pwd
+
+        home = pwd.getpwuid(os.getuid()).pw_dir
+    except (ImportError, KeyError, OSError):  # no pwd module (Windows), a uid with no entry (containers)
+        return []
+    return [home] if _is_home(home) else []
 
 
 def for_this_machine(host: str, key: bytes | None = None) -> Anonymizer:
-    """An anonymizer for reports of this machine: its host name and the user running envcheck."""
+    """An anonymizer for reports of this machine: its host name and the user running envcheck, with
+    their home however it is named (``HOME`` and the password database)."""
     return Anonymizer(key if key is not None else load_key(), hosts=[host], users=users_in(os.environ),
-                      homes=homes_in(os.environ))
+                      homes=[*homes_in(os.environ), *own_home()])
 
 
 def anonymize_snapshot(snap: Any, anonymizer: Anonymizer) -> Any:

@@ -5,7 +5,9 @@
 # used as it is, never replaced. Only where no torch is importable is one installed,
 # and then only the CPU build, pinned with its +cpu tag so pip can never fall back to
 # the multi-gigabyte CUDA build; on a machine with an NVIDIA GPU nothing is installed
-# for torch (install the CUDA build that matches your driver yourself).
+# for torch (install the CUDA build that matches your driver yourself). Without an NVIDIA GPU
+# the pinned Triton is installed too where none is importable: the CPU commands of the README
+# run Triton kernels in its interpreter.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,8 +48,18 @@ if ! has torch; then
     fi
   fi
 fi
-if [ $want_test = 1 ] && ! has triton; then
-  # Triton's kernels are tested on the CPU with TRITON_INTERPRET=1.
-  pip install -q "$TRITON"
+if ! has triton; then
+  if [ $want_test = 1 ] || ! has_nvidia_gpu; then
+    # Without a GPU, Triton's kernels run in its interpreter (TRITON_INTERPRET=1): the README's CPU
+    # commands (envcheck bench of the worked example) and the tests need it. It is the plain PyPI
+    # wheel, CPU-only torch stays as it is. On a GPU machine Triton comes with the CUDA build of torch.
+    echo "setup: no Triton here; installing $TRITON (on a CPU it runs kernels in its interpreter: TRITON_INTERPRET=1)"
+    if ! pip install -q "$TRITON"; then
+      [ $want_test = 1 ] && exit 1
+      echo "setup: could not install $TRITON; envcheck check and run work without it, envcheck bench of a Triton kernel needs it (pip install $TRITON)" >&2
+    fi
+  else
+    echo "setup: no Triton here. This machine has an NVIDIA GPU: the CUDA build of torch brings the Triton it was built with; install that torch, then run envcheck again." >&2
+  fi
 fi
 echo "setup: ready (.venv)"

@@ -49,3 +49,18 @@ def test_check_anonymize_of_a_replay_loses_the_snapshot_users_name(tmp_path, cap
     cli.main(["check", "--replay", str(snap), "--anonymize", "--format", "json"])
     out = capsys.readouterr().out
     assert "bobhpc42" not in out and '"anonymized": true' in out
+
+
+def test_a_home_outside_home_such_as_root_s_is_replaced_too(monkeypatch) -> None:
+    """Issue 38 item 12: ``snapshot --anonymize`` of root's run kept nine /root/.pyenv/... paths."""
+    text = "python=/root/.pyenv/versions/3.11.7/bin/python3 cwd=/root rootfs=/rootfs"
+    out = anon({"HOME": "/root", "USER": "root"}).text(text)
+    assert "/root/" not in out and "=/root " not in out and "/user-" in out
+    assert "rootfs=/rootfs" in out  # another folder that only starts alike stays
+
+    import envcheck.anonymize as anonymize
+
+    monkeypatch.delenv("HOME", raising=False)  # the password database still names the home
+    monkeypatch.setattr(anonymize, "own_home", lambda: ["/srv/svc-runner"])
+    mine = anonymize.for_this_machine("box", KEY)
+    assert "svc-runner" not in mine.text("/srv/svc-runner/.cache/envcheck")

@@ -45,7 +45,7 @@ def test_probe_text_is_plain_in_a_pipe() -> None:
     assert res.returncode == 0, res.stderr
     assert "\x1b[" not in res.stdout
     lines = res.stdout.splitlines()
-    assert lines[0].startswith("Environment (probed in")
+    assert lines[0].startswith("Environment (the probes took")
     for label in ("System", "Driver", "PyTorch", "Triton"):
         assert any(line.startswith(label) for line in lines), label
     assert all(len(line) <= 120 for line in lines)

@@ -316,7 +316,8 @@ def test_real_quick_run_on_this_machine(tmp_path):
     assert model.load(path) == r  # the first report is untouched
 
 
-def test_plain_progress_names_each_group_once():
+def test_plain_progress_counts_every_case():
+    """Issue 38 item 6: the count jumped [1/8], [3/8], [5/8] (one line per group of implementations)."""
     from envcheck.bench.protocol import CaseStarted, Measured
     from envcheck.bench.suite import PlannedCase
     from envcheck.commands.run import ProgressView
@@ -333,6 +334,6 @@ def test_plain_progress_names_each_group_once():
     for i, impl in enumerate(("torch", "triton"), start=3):
         view(CaseStarted(i, 5, PlannedCase("relu", impl, "fp32", "fp32", (1024,))))
     lines = stream.getvalue().splitlines()
-    assert len(lines) == 2
-    assert lines[0].startswith("envcheck run: [1/5] vector_add fp32 ")
-    assert lines[1].startswith("envcheck run: [4/5] relu fp32 1")
+    assert [ln.split("]")[0].split("[")[1] for ln in lines] == ["1/5", "2/5", "3/5", "4/5", "5/5"]
+    assert lines[1].startswith("envcheck run: [2/5] vector_add fp32 ") and " triton (" in lines[1]
+    assert lines[4].startswith("envcheck run: [5/5] relu fp32 1") and " triton (" in lines[4]

@@ -49,7 +49,7 @@ def test_every_output_parses_and_tells_the_same_verdict(path: Path) -> None:
     doc = SCHEMA.to_dict(xml)
     first = doc["testsuite"][0]
     assert first["@name"] == "envcheck.verdict"
-    assert (first["@failures"] == "0") == v.ok
+    assert (int(doc["@failures"]) + int(doc["@errors"]) == 0) == v.ok  # each problem counted once, somewhere
     fams = _families(prometheus_text(a))
     assert fams["envcheck_verdict_ok"][0][1] == (1.0 if v.ok else 0.0)
     line, status = health_line(a)
@@ -124,14 +124,14 @@ def test_health_line_names_the_first_problem_in_one_short_line() -> None:
 
 
 def test_export_writes_each_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    src = str(ROOT / "tests" / "golden" / "node_x2.json")
-    assert main(["export", src, "--format", "junit", "--out", str(tmp_path / "r.xml")]) == 0
+    src = str(ROOT / "tests" / "golden" / "node_x2.json")  # a failing report: every format exits 1
+    assert main(["export", src, "--format", "junit", "--out", str(tmp_path / "r.xml")]) == 1
     SCHEMA.validate(str(tmp_path / "r.xml"))
     assert main(["export", src, "--format", "junit", "--out", str(tmp_path / "r.xml")]) == 2  # never overwritten
     assert "already exists" in capsys.readouterr().err
     prom = tmp_path / "envcheck.prom"
     prom.write_text("old\n")
-    assert main(["export", src, "--format", "prometheus", "--out", str(prom)]) == 0
+    assert main(["export", src, "--format", "prometheus", "--out", str(prom)]) == 1
     assert "envcheck_verdict_ok" in prom.read_text()  # a textfile is replaced whole, as node_exporter expects
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
     assert main(["export", src, "--format", "prometheus", "--out", str(tmp_path)]) == 2
@@ -282,6 +282,31 @@ def test_run_and_history_default_to_the_users_data_folder(tmp_path: Path, monkey
     assert main(["history"]) == 0
 
 
+@pytest.mark.parametrize("by_variable", [True, False])
+def test_bench_defaults_to_the_same_reports_folder_as_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str], by_variable: bool) -> None:
+    """Issue 38 item 1: ``envcheck bench FILE.py`` without ``--out-dir`` used to end in a TypeError."""
+    from envcheck import userdirs
+    from envcheck.errors import UsageError
+    from envcheck.userbench import discover
+
+    monkeypatch.delenv(userdirs.ENV_VAR, raising=False)
+    if by_variable:
+        monkeypatch.setenv(userdirs.ENV_VAR, str(tmp_path / "mine"))
+        folder = tmp_path / "mine"
+    else:
+        monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+        folder = tmp_path / "data" / "envcheck" / "reports"
+
+    def stop(source: str) -> list[object]:  # the folder is settled before the user's code is read
+        raise UsageError("stopped here")
+
+    monkeypatch.setattr(discover, "discover", stop)
+    assert main(["bench", str(ROOT / "examples" / "softmax_wsum.py"), "--quick"]) == 2
+    assert "stopped here" in capsys.readouterr().err
+    assert folder.is_dir()
+
+
 @pytest.mark.slow
 def test_a_cpu_burn_writes_junit_and_prometheus_with_its_verdict(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -300,3 +325,34 @@ def test_a_cpu_burn_writes_junit_and_prometheus_with_its_verdict(tmp_path: Path)
     [report] = tmp_path.glob("*.json")
     line, status = health_line(analyse(model.load(report)))
     assert (line, status) == ("OK", 0)
+
+
+def test_one_failed_check_is_one_junit_failure_and_check_and_export_exit_alike(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 38 item 7: JUnit counted one failed check twice (the verdict and the check); ``check --format
+    junit`` exited 1 and ``export --format junit`` of the same report 0; health cut mid-word."""
+    snap = str(SNAPSHOTS / "linux-libcuda-so-missing.json")
+    saved = tmp_path / "check.json"
+    for fmt in ("junit", "prometheus", "health"):
+        rc = main(["check", "--replay", snap, "--format", fmt, *(["--out", str(saved)] if fmt == "junit" else [])])
+        out = capsys.readouterr().out
+        assert rc == 1 and main(["export", str(saved), "--format", fmt]) == 1, fmt
+        if fmt == "junit":
+            doc = SCHEMA.to_dict(out)
+            failed = sum(c.status == "fail" for c in model.load(saved).checks)
+            assert int(doc["@failures"]) + int(doc["@errors"]) == failed
+        capsys.readouterr()
+
+
+def test_the_health_line_is_cut_at_a_word_keeping_the_check_s_name_and_the_count() -> None:
+    """The check's name heads the line; the cut falls between words; "(+1 more)" is never cut off."""
+    from envcheck.analysis.verdict import Reason, Verdict
+    from envcheck.render import health
+
+    long = "no NVIDIA driver: libnvidia-ml.so.1 not found (NVML Shared Library Not Found) " * 2
+    v = Verdict("fail", (Reason("check_failed", (("check", "driver.nvml"), ("finding", long))),
+                         Reason("check_failed", (("check", "torch.build"), ("finding", "x")))))
+    line = health._line(health.PREFIX, v, "en", MAX_LINE)
+    assert len(line) <= MAX_LINE and line.startswith("[node_problem] driver.nvml")
+    assert line.endswith("... (+1 more)") and " (NV..." not in line
+    assert line[: -len("... (+1 more)")] in health.PREFIX + "driver.nvml: " + long

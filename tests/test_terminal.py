@@ -10,6 +10,7 @@ import compare_data
 import factories
 import factories_cpu
 import pytest
+from evidence_files import text as evidence_text
 from rich.cells import cell_len
 
 from envcheck.analysis import analyse
@@ -267,3 +268,53 @@ def test_diff_and_history_at_80_columns_cut_no_cell_and_no_title(lang):
         assert_fits(text, 80)
         assert "…" not in text, [ln for ln in text.splitlines() if "…" in ln][:3]
     assert "2026-11-26_0019Z_vm_2x-h200_node.json.gz" in texts[0]
+
+
+def test_a_user_s_implementation_with_any_name_has_its_column_and_speedup():
+    """Issue 38 item 3: the op table listed only torch/triton/compile/jax, so a user's
+    ``torch_add_alpha`` vanished from the rows while the speedup summary had it."""
+    from envcheck.model import loads
+
+    text = evidence_text(ROOT / "evidence" / "2026-11-26_0028Z_vm_h200_userbench_softmax-wsum.json.gz")
+    r = loads(text.replace('"triton"', '"torch_add_alpha"'))
+    out = capture(lambda c: print_run(c, r, analyse(r)), width=100)
+    header = next(ln for ln in out.splitlines() if ln.lstrip().startswith("Size"))
+    assert "torch_add_alpha" in header and "×torch_add_alpha" in header, header
+    assert_fits(out)
+
+
+def test_the_probe_time_says_what_it_covers():
+    """Issue 38 item 12: "probed in 0.27 s" while the command took 1.9 s: the figure is the probes' alone."""
+    r = factories_cpu.report()
+    env = dataclasses.replace(r.environment, probe_s=0.27)
+    text = capture(lambda c: print_environment(c, env), width=100)
+    assert "the probes took 0.27 s" in text and "start-up not counted" in text
+
+
+def test_skipped_checks_wrap_indented_findings_stand_apart_and_a_diff_ends_in_one_line(h200):
+    """Issue 38 item 11, at 100 columns: skipped-check lines wrapped to column 0; "Findings" ran on
+    from the table above it; every diff ended in a 14-line methods paragraph."""
+    long = Check("wsl.gpu", "skip", "WSL2 GPU path", "not WSL: the WSL2 checks do not apply " * 5)
+    text = capture(lambda c: print_checks(c, (*LONG_CHECKS, long)), width=100)
+    lines = text.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("Skipped"))
+    body = [ln for ln in lines[start + 1:] if ln.strip()][:-1]  # up to the verdict line
+    assert len(body) >= 3 and all(ln.startswith("  ") for ln in body), body
+    run = capture(lambda c: print_run(c, h200, analyse(h200)), width=100).splitlines()
+    at = run.index("Findings")
+    assert run[at - 1] == ""
+    d = compare_data.diff()
+    out = capture(lambda c: print_diff(c, d), width=100).rstrip().splitlines()
+    assert "--format md" in out[-1] and len(out[-1]) <= 100 and out[-2].strip() == ""
+
+
+def test_a_cpu_run_s_noisy_rows_get_no_gpu_machine_remedy():
+    """Issue 38 item 6: every CPU row flagged noisy came with "close other busy processes"."""
+    r = factories_cpu.report()
+    text = capture(lambda c: print_run(c, r, analyse(r)), width=100)
+    if "Noisy rows" in text:
+        assert "close other" not in text and "nvidia-smi" not in text and "--quick" in text
+    from envcheck.render.i18n import translate
+
+    said = translate("en", "rec.noisy.cpu")
+    assert "close other" not in said and "--quick" in said

@@ -14,7 +14,7 @@ from envcheck import files
 from envcheck.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-SRC = str(ROOT / "tests" / "golden" / "node_x2.json")
+SRC = str(ROOT / "tests" / "golden" / "node_x2.json")  # a failing report: export exits 1 (its verdict)
 
 # An export whose process is killed (SIGKILL: no cleanup) at the instant it would rename its temporary.
 KILLED_AT_RENAME = """
@@ -35,7 +35,7 @@ def test_a_killed_export_leaves_nothing_the_next_export_keeps(tmp_path: Path) ->
     proc = subprocess.run([sys.executable, "-c", KILLED_AT_RENAME, SRC, str(prom)], env=env, timeout=120)
     assert proc.returncode == -9
     assert prom.read_text() == "# the previous run's textfile\n"  # node_exporter still reads a whole file
-    assert main(["export", SRC, "--format", "prometheus", "--out", str(prom)]) == 0
+    assert main(["export", SRC, "--format", "prometheus", "--out", str(prom)]) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["envcheck.prom"]
     assert any(f.name == "envcheck_verdict_ok" for f in text_string_to_metric_families(prom.read_text()))
 
@@ -45,7 +45,7 @@ def test_the_textfile_is_flushed_to_the_disk_before_its_rename(tmp_path: Path, m
     real_fsync, real_replace = os.fsync, os.replace
     monkeypatch.setattr(os, "fsync", lambda fd: (events.append("fsync"), real_fsync(fd))[1])
     monkeypatch.setattr(os, "replace", lambda a, b: (events.append("replace"), real_replace(a, b))[1])
-    assert main(["export", SRC, "--format", "prometheus", "--out", str(tmp_path / "e.prom")]) == 0
+    assert main(["export", SRC, "--format", "prometheus", "--out", str(tmp_path / "e.prom")]) == 1
     assert "fsync" in events and events.index("fsync") < events.index("replace")
 
 
@@ -55,7 +55,7 @@ def test_an_old_client_temporary_of_a_dead_process_goes_and_a_live_ones_stays(tm
     (tmp_path / f"e.prom.{int(dead.stdout)}.140211").write_text("half")
     (tmp_path / f"e.prom.{os.getpid()}.140211").write_text("being written")
     (tmp_path / "notes.prom.1.2").write_text("another textfile's: not ours to judge")
-    assert main(["export", SRC, "--format", "prometheus", "--out", str(prom)]) == 0
+    assert main(["export", SRC, "--format", "prometheus", "--out", str(prom)]) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["e.prom", f"e.prom.{os.getpid()}.140211", "notes.prom.1.2"])
 

@@ -68,6 +68,9 @@ FAULT_REASONS = frozenset({"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slo
 SCALE = {"flop": 1e12, "byte": 1e9}  # TFLOP/s, GB/s
 MIN_POINTS = 5  # a slope from fewer points says nothing
 SETTLED_PERCENTILE = 0.95  # the GPU's own reference: this percentile of its settled GEMM intervals
+# Every rule a device can be judged by (catalogue ``burn.rule.<rule>``), in the order they are judged.
+RULES = ("sdc", "bit_errors", "xids", "ecc_uncorrected", "remap_pending", "pcie_replays", "throttle_share",
+         "power_share", "clock_drift", "throughput_drift", "ceiling_margin", "sibling_margin")
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,18 @@ class GpuBurn:
     def rate(self, phase: str) -> float | None:
         r = self.rates.get(phase)
         return r.median if r else None
+
+    @property
+    def on_cpu(self) -> bool:
+        """A CPU burn (``burn --cpu``): no NVML counters, and its speed, shared with whatever else runs
+        on its cores, is never judged."""
+        return self.gpu.device is not None and self.gpu.device.backend == "cpu"
+
+    @property
+    def not_applied(self) -> tuple[str, ...]:
+        """The rules (``RULES``) this device was not judged by: nothing measured them here."""
+        judged = {m.rule for m in self.margins}
+        return tuple(r for r in RULES if r not in judged)
 
 
 @dataclass(frozen=True)

@@ -76,9 +76,7 @@ def execute(args: argparse.Namespace, collect: Any = None, stderr: Any = None, s
     formats = output_formats(args.format)
     if args.minutes > MAX_MINUTES:
         raise UsageError(f"--minutes: at most {MAX_MINUTES:.0f} (a day) per burn")
-    from envcheck.userdirs import out_dir as default_out_dir
-
-    out_dir = output_dir(default_out_dir(args.out_dir))
+    out_dir = output_dir(args.out_dir)
     key = None
     if getattr(args, "anonymize", False):
         from envcheck.anonymize import command_key

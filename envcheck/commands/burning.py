@@ -22,14 +22,15 @@ def select_gpus(text: str, env: Environment) -> tuple[int, ...]:
     return parse_gpus(text, len(env.gpus))
 
 
-def progress(stream: Any) -> Any:
-    """One line per GPU per phase on stderr (each phase lasts minutes: no bar needed)."""
+def progress(stream: Any, cpu: bool = False) -> Any:
+    """One line per GPU (or the CPU) per phase on stderr (each phase lasts minutes: no bar needed)."""
 
     def on_event(gpu: int, ev: Event) -> None:
+        who = "CPU" if cpu else f"GPU {gpu}"
         if isinstance(ev, Started):
-            say(f"GPU {gpu}: {ev.device.name}", stream)
+            say(f"{who}: {ev.device.name}", stream)
         elif isinstance(ev, PhaseStarted):
-            say(f"GPU {gpu}: {ev.phase} ({ev.dtype}, {ev.planned_s:.0f} s)", stream)
+            say(f"{who}: {ev.phase} ({ev.dtype}, {ev.planned_s:.0f} s)", stream)
     return on_event
 
 
@@ -39,5 +40,5 @@ def burn_devices(gpus: Sequence[int], minutes: float, *, cpu: bool = False, stre
     ``control``: a positive control on ``control_gpu`` (``burn --control``)."""
     from envcheck.burn.run import burn_node
 
-    return burn_node(gpus, minutes, cpu=cpu, on_event=progress(stream if stream is not None else sys.stderr),
+    return burn_node(gpus, minutes, cpu=cpu, on_event=progress(stream if stream is not None else sys.stderr, cpu),
                      control=control, control_gpu=control_gpu)

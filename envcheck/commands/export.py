@@ -1,8 +1,10 @@
 """``envcheck export REPORT.json --format junit|prometheus|health``: a saved report for the systems around a fleet.
 
 Any report (check, run, node run, fleet) becomes JUnit XML for CI, a Prometheus textfile for
-node_exporter, or the one-line health verdict Slurm and node-problem-detector read (exit 0 OK, 1 a
-problem, 2 bad usage). ``envcheck check --format ...`` prints the same for the machine it just checked.
+node_exporter, or the one-line health verdict Slurm and node-problem-detector read. Whatever the
+format, the exit status is the report's verdict (0 it passed, 1 it failed, 2 bad usage), as for
+``envcheck check --format ...``, which prints the same for the machine it just checked: a CI step
+fails on a failed report whichever file it asked for.
 """
 
 from __future__ import annotations
@@ -28,7 +30,11 @@ def _write_new(path: Path, text: str) -> None:
 
 
 def emit(analysis: Analysis, fmt: str, lang: str = "en", out: str | None = None, slurm_drain: bool = False) -> int:
-    """Print (or write to ``out``) ``analysis`` as ``fmt``; the exit status (health: the verdict's)."""
+    """Print (or write to ``out``) ``analysis`` as ``fmt``; the exit status is the verdict's, for every format."""
+    from envcheck.analysis.verdict import verdict
+    from envcheck.errors import EXIT_FAIL
+
+    status = EXIT_OK if verdict(analysis).ok else EXIT_FAIL
     if fmt == "junit":
         from envcheck.render.junit import junit_xml
 
@@ -37,7 +43,7 @@ def emit(analysis: Analysis, fmt: str, lang: str = "en", out: str | None = None,
             _write_new(Path(out), text)
         else:
             sys.stdout.write(text)
-        return EXIT_OK
+        return status
     if fmt == "prometheus":
         from envcheck.render.prometheus import prometheus_text, write_textfile
 
@@ -51,11 +57,11 @@ def emit(analysis: Analysis, fmt: str, lang: str = "en", out: str | None = None,
                 raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
         else:
             sys.stdout.write(prometheus_text(analysis))
-        return EXIT_OK
+        return status
     if fmt == "health":
         from envcheck.render.health import drain_reason, health_line
 
-        line, status = health_line(analysis, lang)
+        line, status = health_line(analysis, lang)  # the same status
         reason = drain_reason(analysis, lang)
         if slurm_drain and reason is not None:
             from envcheck import slurm

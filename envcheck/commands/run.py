@@ -78,9 +78,13 @@ def output_formats(formats: Sequence[str]) -> list[str]:
     return picked
 
 
-def output_dir(text: str) -> Path:
-    """``--out-dir`` created if needed, and checked writable, before a long run starts."""
-    d = Path(text).expanduser()
+def output_dir(text: str | None) -> Path:
+    """``--out-dir`` (when not given, the user's reports folder: userdirs.py) created if needed, and
+    checked writable, before a long run starts. Every command that writes a dated report resolves
+    its folder here, so none can miss the default."""
+    from envcheck.userdirs import out_dir as default_out_dir
+
+    d = Path(default_out_dir(text)).expanduser()
     try:
         if d.exists() and not d.is_dir():
             raise UsageError(f"--out-dir: {d} is a file, not a folder")
@@ -107,8 +111,7 @@ class ProgressView:
         self.start = time.monotonic()
         self._progress: Any = None
         self._task: Any = None
-        self._group: str | None = None  # the group the last plain progress line named
-        self._group_done = -1
+        self.started = 0  # cases started: the plain progress lines' count
 
     def __enter__(self) -> ProgressView:
         if self.tty:
@@ -133,15 +136,13 @@ class ProgressView:
 
                 self._progress.update(self._task, label=escape(ev.case.label))
             else:
-                # The worker prepares every case of a group before any finishes: one line per
-                # group, not one per case repeating the same count.
-                group = ev.case.group_label
-                if group == self._group and self.done == self._group_done:
-                    return
-                self._group, self._group_done = group, self.done
-                k = min(self.done + 1, self.total)
+                # One line per case, counted as started: the worker prepares every case of a group
+                # before any finishes, so a count of finished cases jumped [1/8], [3/8], [5/8].
+                self.started += 1
+                k = min(self.started, self.total)
                 elapsed = time.monotonic() - self.start
-                print(f"{self.command}: [{k}/{self.total}] {group} ({elapsed:.0f} s)", file=self.stream, flush=True)
+                print(f"{self.command}: [{k}/{self.total}] {ev.case.label} ({elapsed:.0f} s)", file=self.stream,
+                      flush=True)
         elif isinstance(ev, (Measured, Skipped)):
             self.done += 1
             if self._progress is not None:
@@ -272,9 +273,7 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
     repeats = getattr(args, "repeat", 1) or 1
     if repeats > 1 and getattr(args, "gpus", None):
         raise UsageError("--repeat runs one GPU's suite N times; it cannot be combined with --gpus")
-    from envcheck.userdirs import out_dir as default_out_dir
-
-    out_dir = output_dir(default_out_dir(args.out_dir))
+    out_dir = output_dir(args.out_dir)
     key = None
     if getattr(args, "anonymize", False):
         from envcheck.anonymize import command_key

@@ -251,6 +251,7 @@ class Comparison:
     sources: tuple[tuple[str, int], ...] = ()  # (allowance source, rows using it), most trusted first
     shipped_model: str | None = None  # the GPU model whose shipped floors were used
     shipped_pairs: tuple[tuple[str, str], ...] = ()  # the committed controls they were learned from
+    settings: tuple[str, ...] = ()  # the sampling settings the runs differ in (match.SAMPLING): no row compared
 
     @property
     def compared(self) -> tuple[CaseDiff, ...]:
@@ -358,15 +359,17 @@ class _Rows:
 
 def _case_diffs(m: matching.Matching, unchanged: frozenset[str], *,
                 practical: float, confidence: float, resamples: int,
-                seed: int, model_floors: shipped.ModelFloors | None = None) -> _Rows:
+                seed: int, model_floors: shipped.ModelFloors | None = None, settings: tuple[str, ...] = ()) -> _Rows:
     """Every pair's row. A row's run-to-run allowance comes, most trusted first, from the
     reports' own repeats of the case, from the floor shipped for this GPU model and kind of
     case, or, with neither, from the two runs themselves (``stats.noise_floors``). The rows
-    with an interval are one family: their calls are corrected together (Benjamini-Hochberg)."""
+    with an interval are one family: their calls are corrected together (Benjamini-Hochberg).
+    ``settings``: the sampling settings the two runs differ in: then no pair is compared."""
     out: list[CaseDiff | None] = []
     todo = []  # (slot, a, b, which, ta, tb) of the comparable pairs
+    differ = [Note(matching.SETTINGS_DIFFER, {"names": settings})] if settings else []
     for a, b in (*m.pairs, *m.precision_pairs):
-        reasons = matching.comparability(a, b)
+        reasons = differ + matching.comparability(a, b)
         which, ta, tb, _ = matching.timings(a, b)
         if reasons or ta is None or tb is None:
             out.append(CaseDiff(verdict="not comparable", reasons=tuple(reasons), timing=which,
@@ -468,6 +471,7 @@ def compare_analysed(base: tuple[str, Analysis], other: tuple[str, Analysis], *,
     same = same_machine(ia.machine, ib.machine) if ia.machine and ib.machine else None
     found = _Rows([], [], 0, 0, (), False)
     model_floors = None
+    settings = matching.settings_differ(ba.bench.settings if ba else None, bb.bench.settings if bb else None)
     if ba and bb:
         # Shipped floors were learned from reruns on one physical GPU (one machine, for node rows):
         # they hold for the same GPU again, never across models, nor across two GPUs of one model
@@ -476,7 +480,7 @@ def compare_analysed(base: tuple[str, Analysis], other: tuple[str, Analysis], *,
         name_a, name_b = ba.bench.device.name, bb.bench.device.name
         model_floors = shipped.for_model(name_a) if name_a == name_b and same is True else None
         found = _case_diffs(m, controls.unchanged_impls(env), practical=practical, confidence=confidence,
-                            resamples=resamples, seed=seed, model_floors=model_floors)
+                            resamples=resamples, seed=seed, model_floors=model_floors, settings=settings)
     cases = found.cases
     ops = list(dict.fromkeys(c.op for c in cases))
     return Comparison(
@@ -488,7 +492,7 @@ def compare_analysed(base: tuple[str, Analysis], other: tuple[str, Analysis], *,
         same_gpu=a.gpu_name == b.gpu_name, same_machine=same, floors=tuple(found.floors), controls=found.controls,
         tested=found.tested, sources=found.sources,
         shipped_model=model_floors.model if found.shipped_used and model_floors else None,
-        shipped_pairs=model_floors.pairs if found.shipped_used and model_floors else (),
+        shipped_pairs=model_floors.pairs if found.shipped_used and model_floors else (), settings=settings,
         node=compare_nodes(aa.node, ab.node, model_floors=model_floors, practical=practical, confidence=confidence,
                            resamples=resamples, seed=seed),
     )

@@ -16,6 +16,7 @@ from typing import Any
 
 from envcheck import units
 from envcheck.model import Check, Environment, Fact, Report
+from envcheck.ops import IMPLS
 
 Formatter = Callable[[Any], str]
 
@@ -222,6 +223,19 @@ def check_changes(a: tuple[Check, ...], b: tuple[Check, ...], same_machine: bool
 
 
 STORY_AREAS = frozenset({"driver", "cuda", "torch", "triton", "kernel", "gpu", "os", "python"})
+
+# The built-in implementations a change of one package can move: Triton runs envcheck's Triton
+# kernels and the code torch.compile generates, nothing else. A change anywhere else (driver, GPU,
+# CUDA, PyTorch, which every implementation's tensors go through, the OS, envcheck) can move any
+# row, and so can any change move a user's implementation, whose imports envcheck cannot see.
+MOVES_ONLY = {"triton": frozenset({"triton", "compile"})}
+
+
+def can_move(change: EnvChange, impl: str) -> bool:
+    """Whether ``change`` can explain a change in the times of implementation ``impl``: a Triton
+    install never explains a PyTorch row (issue 38)."""
+    only = MOVES_ONLY.get(change.area)
+    return only is None or impl in only or impl not in IMPLS
 
 
 def report_env_changes(a: Report, b: Report) -> list[EnvChange]:

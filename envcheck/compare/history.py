@@ -27,11 +27,12 @@ from envcheck.analysis.ceilings import BANDWIDTH, THEORETICAL
 from envcheck.analysis.ceilings import MEASURED as MEASURED_CEILING
 from envcheck.compare import stats
 from envcheck.compare.diff import CaseDiff, ReportInfo, compare_analysed, summarise
-from envcheck.compare.envdiff import EnvChange
+from envcheck.compare.envdiff import EnvChange, can_move
 from envcheck.compare.machine import MachineId, machine_of
+from envcheck.compare.match import SAMPLING
 from envcheck.compare.node_diff import MEASURED
 from envcheck.compare.node_read import node_side
-from envcheck.model import Report
+from envcheck.model import Report, Settings
 from envcheck.ops import OpSpec, lookup, variant
 
 # Why a report is not in any machine's history (``LeftOut.reason``).
@@ -130,6 +131,9 @@ class History:
     gpus: tuple[tuple[str, tuple[str, ...]], ...]
     practical_pct: float
     machine: MachineId | None = None
+    # (sampling settings, labels) of each group of reports measured alike, when there is more than
+    # one group: a report is trended against, and stepped from, reports of its own group only.
+    settings: tuple[tuple[Settings, tuple[str, ...]], ...] = ()
 
     @property
     def mixed(self) -> bool:
@@ -208,6 +212,12 @@ def node_point(a: Analysis) -> NodePoint | None:
                      min(p2p) if p2p else None, len(p2p))
 
 
+def _sampling(a: Analysis) -> tuple[object, ...]:
+    """How a report's (first) suite was sampled: reports that differ here are never compared (match.SAMPLING)."""
+    b = a.report.benches[0] if a.report.benches else None
+    return tuple(getattr(b.settings, n) for n in SAMPLING) if b is not None else ()
+
+
 def _first_gpu(a: Analysis) -> str | None:
     b = a.report.benches[0] if a.report.benches else None
     return b.device.uuid if b is not None else None
@@ -244,20 +254,25 @@ def history_analysed(analysed: Sequence[tuple[str, Analysis]], *, practical: flo
                 ops.setdefault(c.op, None)
     kw = {"practical": practical, "resamples": resamples, "seed": seed}
     declared = tuple({s.name: s for _, a in ordered for b in a.report.benches for s in b.ops}.values())
+    sampling = [_sampling(a) for _, a in ordered]
     points: list[Point] = []
     steps: list[Step] = []
     for i, (label, a) in enumerate(ordered):
         gpu = _first_gpu(a)
-        vs_first = compare_analysed((first[0], on_gpu(first[1], gpu)), (label, a), **kw) if i else None  # type: ignore[arg-type]
+        # The trend's baseline and the step's previous report: the first and the latest earlier
+        # report sampled alike (a --quick run is never held against a full one).
+        alike = [j for j in range(i) if sampling[j] == sampling[i]]
+        base = ordered[alike[0]] if alike else None
+        vs_first = compare_analysed((base[0], on_gpu(base[1], gpu)), (label, a), **kw) if base else None  # type: ignore[arg-type]
         points.append(Point(
             vs_first.other if vs_first else ReportInfo.of(label, a.report),
             tuple(_op_point(op, a, [c for c in vs_first.cases if c.op == op] if vs_first else None, declared)
                   for op in ops),
             _ceiling(a, MEASURED_CEILING), _ceiling(a, THEORETICAL), node_point(a), _first_gpu(a),
         ))
-        if i == 0:
+        if not alike:
             continue
-        previous = ordered[i - 1]
+        previous = ordered[alike[-1]]
         step_cmp = compare_analysed((previous[0], on_gpu(previous[1], gpu)), (label, a), **kw)  # type: ignore[arg-type]
         groups: dict[str, list[CaseDiff]] = {}
         for c in step_cmp.cases:
@@ -265,11 +280,17 @@ def history_analysed(analysed: Sequence[tuple[str, Analysis]], *, practical: flo
         for name, cases in groups.items():
             g = summarise(name, cases, practical, stats.CONFIDENCE)
             if g.verdict in ("faster", "slower") and g.geomean is not None:
-                steps.append(Step(i, a.report.created, name, g.geomean, g.low, g.high, g.count, g.verdict,
-                                  step_cmp.env))
+                # Only what can move this implementation explains its step (a Triton install never a torch row).
+                changes = tuple(c for c in step_cmp.env if can_move(c, cases[0].impl))
+                steps.append(Step(i, a.report.created, name, g.geomean, g.low, g.high, g.count, g.verdict, changes))
     infos = [p.info for p in points]
+    groups: dict[tuple[object, ...], list[int]] = {}
+    for i, key in enumerate(sampling):
+        groups.setdefault(key, []).append(i)
+    settings = tuple((ordered[idx[0]][1].report.benches[0].settings, tuple(infos[i].label for i in idx))
+                     for idx in groups.values()) if len(groups) > 1 else ()
     return History(tuple(points), tuple(ops), tuple(steps), _mixed(infos, "host"), _mixed(infos, "gpu_name"),
-                   practical * 100, machine_of(first[1].report))
+                   practical * 100, machine_of(first[1].report), settings)
 
 
 def history(reports: Sequence[tuple[str, Report]], *, practical: float = stats.PRACTICAL,

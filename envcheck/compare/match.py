@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from envcheck.analysis import CaseResult
-from envcheck.model import CaseKey, Note, Timing
+from envcheck.model import CaseKey, Note, Settings, Timing
 
 # Reason keys (the presentation's catalogue phrases them).
 FAILED = "compare.failed"  # side, stage, detail
@@ -20,6 +20,14 @@ PRECISION_DIFFERS = "compare.precision_differs"  # baseline, other
 NO_COMMON_TIMING = "compare.no_common_timing"  # baseline, other: the methods each side has
 METHODS_DIFFER = "compare.methods_differ"  # baseline, other
 THROTTLED = "compare.throttled"  # side, reasons (NVML names)
+SETTINGS_DIFFER = "compare.settings_differ"  # names: the run settings that measure differently
+
+# The run settings that change how every case is sampled (``--quick``, the CPU's thread count):
+# a median of 20 samples after 20 ms of warm-up is not the median of 200 after 50 ms, so runs
+# that differ here are not compared row by row. What a run selected (ops, sizes: the pairs'
+# keys), its seed, repeats and a positive control (what the diff is meant to find) are not
+# among them.
+SAMPLING = ("quick", "warmup_ms", "rep_ms", "min_samples", "max_samples", "cold_l2", "threads")
 
 LooseKey = tuple[str, str, str, tuple[int, ...]]
 
@@ -102,6 +110,13 @@ def timings(a: CaseResult, b: CaseResult) -> tuple[str | None, Timing | None, Ti
     if ta.method != tb.method:
         reasons.append(Note(METHODS_DIFFER, {"baseline": ta.method, "other": tb.method}))
     return which, ta, tb, reasons
+
+
+def settings_differ(a: Settings | None, b: Settings | None) -> tuple[str, ...]:
+    """The sampling settings (``SAMPLING``) two runs differ in; empty when their rows may be compared."""
+    if a is None or b is None:
+        return ()
+    return tuple(name for name in SAMPLING if getattr(a, name) != getattr(b, name))
 
 
 def comparability(a: CaseResult, b: CaseResult) -> list[Note]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from envcheck.analysis.burn import BurnAnalysis, BurnFinding, GpuBurn, Margin
 from envcheck.render import fmt
-from envcheck.render.i18n import phrase, translate
+from envcheck.render.i18n import join, phrase, translate
 
 Escape = Callable[[str], str]
 RATE_UNIT = {"gemm": "TFLOP/s", "bandwidth": "GB/s", "memtest": "GB/s"}
@@ -61,10 +61,12 @@ class BurnView:
     method: str
     margin_columns: tuple[str, ...] = ()  # the GPUs
     margins: tuple[DetailRow, ...] = ()  # one row per rule (``gpu`` holds the rule), a cell per GPU
+    device_column: str = ""  # "GPU", or "device" for a CPU burn
+    no_findings: str = ""  # what "no verdict fired" covers: on a CPU, only the rules that apply
 
 
 def _gpu_label(lang: str, g: GpuBurn) -> str:
-    return translate(lang, "burn.gpu", index=g.gpu.index)
+    return translate(lang, "burn.cpu") if g.on_cpu else translate(lang, "burn.gpu", index=g.gpu.index)
 
 
 PCT_RULES = ("sibling_margin", "ceiling_margin", "power_share", "drift", "throttle_share")
@@ -91,7 +93,20 @@ def _rate(g: GpuBurn, phase: str) -> str:
     r = g.rates.get(phase)
     if r is None or r.median is None:
         return fmt.DASH
+    if g.on_cpu and phase == "gemm":  # a CPU's tiny GEMMs: GFLOP/s, not 6.39e-4 TFLOP/s
+        return f"{fmt.rate(r.median * 1e3, 'GFLOP/s')} ({fmt.num((r.best or 0.0) * 1e3)})"
     return f"{fmt.rate(r.median, RATE_UNIT[phase])} ({fmt.num(r.best)})"
+
+
+def _cpu_cells(lang: str, g: GpuBurn) -> tuple[str, ...]:
+    """A CPU's row: what it measured; no NVML, so no power, temperature, clock, throttling or counters columns."""
+    gr = g.rates.get("gemm")
+    gemm = _rate(g, "gemm")
+    if gr is not None and gr.drift is not None:  # shown, never judged: the cores are shared
+        trend = f"{'+' if gr.drift.change >= 0 else ''}{fmt.pct(100 * gr.drift.change)}"
+        gemm += f" ({translate(lang, 'burn.trend_not_judged', trend=trend)})"
+    dtype = gr.phase.dtype if gr is not None else fmt.DASH
+    return (dtype, gemm, _rate(g, "bandwidth"))
 
 
 def _gpu_cells(lang: str, g: GpuBurn) -> tuple[str, ...]:
@@ -133,13 +148,15 @@ def _margins(lang: str, a: BurnAnalysis) -> tuple[DetailRow, ...]:
 
 def burn_view(a: BurnAnalysis, lang: str, escape: Escape) -> BurnView:
     t = lambda key, **p: translate(lang, key, **p)  # noqa: E731
-    columns = tuple(t(f"burn.col.{c}") for c in ("dtype", "gemm", "bandwidth", "power", "temperature", "clock",
-                                                 "throttle", "counters"))
+    cpu = bool(a.gpus) and all(g.on_cpu for g in a.gpus)
+    shown = ("dtype", "gemm_cpu", "bandwidth") if cpu else ("dtype", "gemm", "bandwidth", "power", "temperature",
+                                                            "clock", "throttle", "counters")
+    columns = tuple(t(f"burn.col.{c}") for c in shown)
     rows, findings, memtest, errors, sdc, mism = [], [], [], [], [], []
     for g in a.gpus:
         label = _gpu_label(lang, g)
         name = escape(g.gpu.device.name) if g.gpu.device else fmt.DASH
-        rows.append(GpuRow(label, name, g.status, _gpu_cells(lang, g)))
+        rows.append(GpuRow(label, name, g.status, _cpu_cells(lang, g) if cpu else _gpu_cells(lang, g)))
         findings += [_finding(lang, a, label, f, escape) for f in g.findings]
         m = g.gpu.memtest
         if m is not None:
@@ -167,13 +184,17 @@ def burn_view(a: BurnAnalysis, lang: str, escape: Escape) -> BurnView:
     notes += [phrase(lang, n.key, n.params, escape) for g in a.gpus for n in g.gpu.notes]
     if burn.xid_source is None:
         notes.append(t("burn.no_xid_source", reasons=escape("; ".join(burn.xid_reasons)) or fmt.DASH))
+    if cpu:  # never a rule shown as held that was not applied
+        skipped = dict.fromkeys(r for g in a.gpus for r in g.not_applied)
+        notes.append(t("burn.not_applied_cpu", rules=join(lang, [t(f"burn.rule.{r}") for r in skipped])))
     thresholds = tuple((t(f"burn.threshold.{k}"), _limit(k, th.value), t(f"burn.anchor.{th.anchor}"))
                        for k, th in a.thresholds.items())
     verdict = a.verdict
-    summary = t("burn.summary", gpus=len(a.gpus), minutes=fmt.general(burn.minutes), seconds=fmt.seconds(burn.duration_s),
-                started=escape(burn.started))
+    summary = t("burn.summary_cpu" if cpu else "burn.summary", gpus=len(a.gpus), minutes=fmt.general(burn.minutes),
+                seconds=fmt.seconds(burn.duration_s), started=escape(burn.started))
+    verdict_key = f"burn.verdict.{verdict}" + ("_cpu" if cpu and verdict == "pass" else "")
     return BurnView(
-        verdict, t(f"burn.verdict.{verdict}", failed=sum(g.status == "fail" for g in a.gpus), gpus=len(a.gpus)),
+        verdict, t(verdict_key, failed=sum(g.status == "fail" for g in a.gpus), gpus=len(a.gpus)),
         summary, columns, tuple(rows), tuple(findings), thresholds,
         tuple(t(f"burn.memtest.col.{c}") for c in ("bytes", "coverage", "patterns", "passes", "time", "bits")),
         tuple(memtest),
@@ -182,4 +203,5 @@ def burn_view(a: BurnAnalysis, lang: str, escape: Escape) -> BurnView:
                                                 "mismatches")), tuple(sdc),
         tuple(t(f"burn.mismatch.col.{c}") for c in ("check", "iteration", "time", "element", "expected", "got")),
         tuple(mism), xids, tuple(notes), t("burn.method"), tuple(_gpu_label(lang, g) for g in a.gpus),
-        _margins(lang, a))
+        _margins(lang, a), t("burn.col.device" if cpu else "burn.col.gpu"),
+        t("burn.no_findings_cpu" if cpu else "burn.no_findings"))

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envcheck.compare.envdiff import STORY_AREAS, CheckChange, EnvChange
+from envcheck.compare.match import SAMPLING
 from envcheck.render import fmt
 from envcheck.render.checktext import localized
 from envcheck.render.i18n import catalog, phrase, translate
@@ -121,6 +122,7 @@ class ComparisonView:
     ceilings: tuple[CeilingRow, ...]
     node: NodeCompareView | None = None  # the node tests, when both reports ran them
     headline: tuple[Tile, ...] = ()  # the cards at the head of a comparison: overall ratio, calls, testing
+    settings_differ: str | None = None  # the runs sampled differently: said first, no row compared
 
 
 @dataclass(frozen=True)
@@ -286,6 +288,18 @@ def _headline(cmp: Any, lang: str, confidence: float, practical_pct: float | Non
     return overall, calls, testing
 
 
+def _settings_differ(cmp: Any, lang: str, escape: Escape) -> str | None:
+    """"These runs sampled differently (quick False → True, ...)": the first thing a diff of such runs says."""
+    names = getattr(cmp, "settings", ())
+    if not names:
+        return None
+    shown = {c.key: c for c in cmp.env}
+    parts = [f"{n} {shown[f'setting.{n}'].before} → {shown[f'setting.{n}'].after}" if f"setting.{n}" in shown else n
+             for n in names]
+    return _t(lang)("diff.settings_differ", settings=escape(translate(lang, "list.sep").join(parts)),
+                    count=len(cmp.cases))
+
+
 def comparison_view(cmp: Any, lang: str, escape: Escape, confidence: float = 0.95,
                     practical_pct: float | None = None) -> ComparisonView:
     t = _t(lang)
@@ -319,6 +333,7 @@ def comparison_view(cmp: Any, lang: str, escape: Escape, confidence: float = 0.9
                                   _source(c.other_source or c.base_source, lang, escape)) for c in cmp.ceilings),
         node=node_compare_view(cmp.node, lang, escape) if getattr(cmp, "node", None) is not None else None,
         headline=_headline(cmp, lang, confidence, practical_pct),
+        settings_differ=_settings_differ(cmp, lang, escape),
     )
 
 
@@ -455,10 +470,17 @@ def _node_series(p: Any) -> NodeSeriesRow | None:
                          fmt.num(n.p2p_gbps))
 
 
+def _settings_groups(groups: Sequence[tuple[Any, Sequence[str]]]) -> list[tuple[str, Sequence[str]]]:
+    """Each group of reports sampled alike, named by the settings that tell the groups apart ("quick True, rep_ms 40")."""
+    names = [n for n in SAMPLING if len({getattr(s, n) for s, _ in groups}) > 1]
+    return [(", ".join(f"{n} {getattr(s, n)}" for n in names), labels) for s, labels in groups]
+
+
 def history_view(h: Any, lang: str, escape: Escape) -> HistoryView:
     t = _t(lang)
     warnings = []
-    for key, groups in (("history.mixed_hosts", h.hosts), ("history.mixed_gpus", h.gpus)):
+    for key, groups in (("history.mixed_hosts", h.hosts), ("history.mixed_gpus", h.gpus),
+                        ("history.mixed_settings", _settings_groups(getattr(h, "settings", ())))):
         if groups:
             text = "; ".join(f"{name}: {', '.join(labels)}" for name, labels in groups)
             warnings.append(t(key, groups=escape(text)))

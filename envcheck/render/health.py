@@ -20,15 +20,25 @@ MAX_LINE = 80  # node-problem-detector's default max_output_length
 PREFIX = "[node_problem] "
 
 
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 3].rstrip() + "..."
+def _cut(text: str, width: int, keep: int = 0) -> str:
+    """``text`` in ``width`` characters, cut at a word with "..." (never mid-word: "(NV..."); ``keep``:
+    the length of its head (the prefix and the check's name) that is never cut into."""
+    if len(text) <= width:
+        return text
+    head = text[: width - 3]
+    at = head.rfind(" ")
+    if at > keep:
+        head = head[:at]
+    return head.rstrip(" ,;:(") + "..."
 
 
-def reason_line(v: Verdict, lang: str = "en") -> str:
-    """The first reason, with how many more there are."""
-    first = translate(lang, f"verdict.reason.{v.reasons[0].key}", **v.reasons[0].values)
+def _line(prefix: str, v: Verdict, lang: str, width: int) -> str:
+    """``prefix`` + the first reason, cut at a word, then how many more there are (never cut off)."""
+    first = visible(translate(lang, f"verdict.reason.{v.reasons[0].key}", **v.reasons[0].values))
     more = len(v.reasons) - 1
-    return first + (translate(lang, "health.more", count=more) if more else "")
+    tail = translate(lang, "health.more", count=more) if more else ""
+    name = first.split(": ", 1)[0] if ": " in first else ""
+    return _cut(prefix + first, width - len(tail), keep=len(prefix) + len(name)) + tail
 
 
 def health_line(analysis: Analysis, lang: str = "en", width: int = MAX_LINE) -> tuple[str, int]:
@@ -36,10 +46,10 @@ def health_line(analysis: Analysis, lang: str = "en", width: int = MAX_LINE) -> 
     v = verdict(analysis)
     if v.ok:
         return "OK", EXIT_OK
-    return _cut(PREFIX + visible(reason_line(v, lang)), width), EXIT_FAIL
+    return _line(PREFIX, v, lang, width), EXIT_FAIL
 
 
 def drain_reason(analysis: Analysis, lang: str = "en") -> str | None:
     """What ``scontrol update ... Reason=`` gets (None when the report passes): short, one line."""
     v = verdict(analysis)
-    return None if v.ok else _cut("envcheck: " + visible(reason_line(v, lang)), 120)
+    return None if v.ok else _line("envcheck: ", v, lang, 120)

@@ -11,7 +11,10 @@ One ``<testsuite>`` per part of the report, one ``<testcase>`` per thing judged:
   what keeps the node from passing;
 - ``envcheck.fleet``: one case per node of a fleet, failing with its verdict.
 
-The first suite, ``envcheck.verdict``, holds one case: the report's verdict (analysis/verdict.py).
+The first suite, ``envcheck.verdict``, holds one case: the report's verdict (analysis/verdict.py). Each
+problem is counted once: that case fails only when no other case carries a failure or an error (then
+it passes, the verdict and its reasons in ``<system-out>``), so one failed check reads
+``failures="1"``, not 2.
 Valid against the JUnit schema Jenkins' xUnit plugin ships (tests/fixtures/junit/junit-10.xsd). Machine
 text is made visible (control and bidirectional characters shown as escapes) before it becomes XML,
 so the file always parses.
@@ -87,11 +90,15 @@ def reason_text(v: Verdict, lang: str = "en") -> list[str]:
     return [translate(lang, f"verdict.reason.{r.key}", **r.values) for r in v.reasons]
 
 
-def _verdict_suite(a: Analysis, lang: str) -> _Suite:
+def _verdict_suite(a: Analysis, lang: str, carried: bool) -> _Suite:
+    """``carried``: another case already fails or errs with the verdict's problem: it is not counted twice."""
     v = verdict(a)
     s = _Suite("envcheck.verdict")
     lines = reason_text(v, lang)
-    s.case("envcheck", f"{a.report.kind}", failure=lines[0] if lines else None, detail=lines)
+    if lines and carried:
+        s.case("envcheck", f"{a.report.kind}", out=[translate(lang, "junit.verdict_carried"), *lines])
+    else:
+        s.case("envcheck", f"{a.report.kind}", failure=lines[0] if lines else None, detail=lines)
     return s
 
 
@@ -219,9 +226,9 @@ def _burn_suite(a: Analysis, lang: str) -> _Suite | None:
 def junit_xml(a: Analysis, lang: str = "en") -> str:
     """The whole report as one ``<testsuites>`` document (UTF-8 text with its XML declaration)."""
     report = a.report
-    suites: Iterable[_Suite | None] = (
-        _verdict_suite(a, lang), _checks_suite(a), *(_bench_suite(ba) for ba in a.benches), _node_suite(a, lang),
-        _fleet_suite(a), _burn_suite(a, lang))
+    parts = [s for s in (_checks_suite(a), *(_bench_suite(ba) for ba in a.benches), _node_suite(a, lang),
+                         _fleet_suite(a), _burn_suite(a, lang)) if s is not None]
+    suites: Iterable[_Suite | None] = (_verdict_suite(a, lang, any(s.failures or s.errors for s in parts)), *parts)
     root = ET.Element("testsuites", name=f"envcheck {report.kind} {_text(report.host)}")
     totals = {"tests": 0, "failures": 0, "errors": 0}
     time_s = 0.0

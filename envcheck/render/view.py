@@ -166,6 +166,7 @@ class OpSection:
     has_speedup: bool
     rows: tuple[CaseRow, ...]
     findings: tuple[FindingView, ...]
+    impls: tuple[str, ...] = ()  # every implementation among the rows: the built-in ones first, then a user's
 
 
 @dataclass(frozen=True)
@@ -413,6 +414,7 @@ def _sections(ba: BenchAnalysis, p: _Phraser, op_findings: dict[str, list[Findin
             has_measured=any(r.pct_measured is not None for r in rs),
             has_speedup=any(r.speedup is not None for r in rs),
             rows=tuple(_case_row(r, p) for r in rs), findings=tuple(op_findings.get(op, ())),
+            impls=tuple(sorted(dict.fromkeys(r.case.impl for r in rs), key=lambda i: impl_order.get(i, len(IMPLS)))),
         ))
     return out
 

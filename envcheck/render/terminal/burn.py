@@ -25,7 +25,7 @@ def print_burn(console: Console, a: BurnAnalysis, written: Sequence[Path], lang:
     v = burn_view(a, lang, term)
     heading(console, translate(lang, "burn.section"))
     t = table(console)
-    for c in (translate(lang, "burn.col.gpu"), translate(lang, "col.status"), *v.columns):
+    for c in (v.device_column, translate(lang, "col.status"), *v.columns):
         t.add_column(c)
     for r in v.gpus:
         style = STATUS_STYLE.get(r.status, "")
@@ -37,5 +37,7 @@ def print_burn(console: Console, a: BurnAnalysis, written: Sequence[Path], lang:
                            + f" {translate(lang, 'burn.fix')}: {f.fix}") for f in v.findings])
     style = STATUS_STYLE.get(v.verdict, "")
     console.print(f"[{style}]{v.verdict_text}[/] {v.summary}")
+    for note in v.notes:  # what was not applied, a control, an unread kernel log: before a reader trusts the pass
+        console.print(f"[dim]{note}[/]")
     for line in written_lines(written):
         console.print(term(line))

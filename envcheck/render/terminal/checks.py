@@ -16,7 +16,7 @@ from envcheck.model import Check
 from envcheck.render.checktext import all_localized
 from envcheck.render.escape import term
 from envcheck.render.i18n import check_counts, translate
-from envcheck.render.terminal.console import heading, table, wide
+from envcheck.render.terminal.console import bullets, heading, table, wide
 
 STYLE = {"fail": "bold red", "warn": "yellow", "pass": "green", "skip": "dim"}
 DETAIL_LINES = 15
@@ -63,8 +63,8 @@ def skipped_lines(console: Console, checks: Sequence[Check], lang: str = "en") -
     if not skipped:
         return
     console.print(f"[bold]{translate(lang, 'term.checks_skipped', count=len(skipped))}[/]")
-    for c in skipped:
-        console.print(f"  [dim]{term(c.title)}: {term(c.finding)}[/]")
+    # Each line wraps under itself, indented: a long reason never runs back to column 0.
+    bullets(console, [("", f"[dim]{term(c.title)}: {term(c.finding)}[/]") for c in skipped])
 
 
 def details_lines(console: Console, checks: Sequence[Check], lang: str = "en") -> None:
@@ -76,8 +76,7 @@ def details_lines(console: Console, checks: Sequence[Check], lang: str = "en") -
         shown = lines[-DETAIL_LINES:]
         key = "term.details_cut" if len(lines) > DETAIL_LINES else "term.details"
         console.print(f"[bold]{translate(lang, key, check=term(c.id), shown=len(shown), total=len(lines))}[/]")
-        for ln in shown:
-            console.print(f"  [dim]{term(ln)}[/]")
+        bullets(console, [("", f"[dim]{term(ln)}[/]") for ln in shown])
 
 
 def verdict_line(checks: Sequence[Check], probe_s: float | None = None, lang: str = "en") -> str:

@@ -40,6 +40,8 @@ def _comparison(console: Console, cmp: ComparisonView, v: DiffView, lang: str) -
     else:  # a rule would cut the title (the reports' names)
         console.print(f"[bold]{cmp.title}[/]")
         console.rule()
+    if cmp.settings_differ:
+        console.print(f"[bold yellow]{cmp.settings_differ}[/]")
     if cmp.gpus_differ:
         console.print(f"[yellow]{cmp.gpus_differ}[/]")
     if cmp.env:
@@ -71,6 +73,8 @@ def _comparison(console: Console, cmp: ComparisonView, v: DiffView, lang: str) -
         console.print(t("diff.health.none"))
     if not cmp.has_cases:
         console.print(t("diff.perf.none"))
+        return
+    if cmp.settings_differ:  # no row was compared, for the one reason said first: no tables of dashes
         return
     console.print(_v(cmp.overall_verdict, cmp.overall) + " " + cmp.split)
     console.print(f"[dim]{cmp.noise}[/]")
@@ -202,7 +206,8 @@ def print_diff(console: Console, d: Any, lang: str = "en") -> None:
         if cmp.node is not None:
             _node(console, cmp.node, v, lang)
     console.print()
-    console.print(f"[dim]{v.method}[/]")
+    # The method in one line; the paragraph is in the documents, not after every diff in a terminal.
+    console.print(f"[dim]{t('term.diff_method')}[/]")
 
 
 def _history_tables(console: Console, v: HistoryView, lang: str) -> None:

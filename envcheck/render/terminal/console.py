@@ -153,6 +153,12 @@ def heading(console: Console, text: str) -> None:
     console.print(f"[bold underline]{text}[/]")
 
 
+def started(console: Console) -> None:
+    """Something was printed: the next ``heading`` gets its blank line above (a run's summary table
+    printed before the first heading ran straight into "Findings")."""
+    _HEADED.add(console)
+
+
 def bullets(console: Console, items: Sequence[tuple[str, str]]) -> None:
     """(mark, text) lines, each text wrapping under itself: a hanging indent, not a table cell."""
     grid = Table.grid(padding=(0, 1))

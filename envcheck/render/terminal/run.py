@@ -18,12 +18,11 @@ from rich.console import Console
 from envcheck.analysis import Analysis
 from envcheck.checks.keyed import keyed
 from envcheck.model import Bench, Report
-from envcheck.ops import IMPLS
 from envcheck.render import fmt
 from envcheck.render.checktext import all_localized
 from envcheck.render.escape import term
 from envcheck.render.i18n import check_counts, translate
-from envcheck.render.terminal.console import bullets, heading, print_fitted, table, wide
+from envcheck.render.terminal.console import bullets, heading, print_fitted, started, table, wide
 from envcheck.render.view import FLAG_ORDER, BenchView, CaseRow, FindingView, OpSection, bench_view
 from envcheck.render.writing import written_lines
 
@@ -79,8 +78,9 @@ def op_table(console: Console, b: BenchView, s: OpSection, lang: str) -> None:
     def t(key: str, **kw: object) -> str:
         return translate(lang, key, **kw)
 
-    impls = [i for i in IMPLS if any(r.impl == i for r in s.rows)]
-    others = [i for i in impls if i != "torch"]
+    impls = list(s.impls)
+    # A speedup column per implementation that has one (not the baseline: torch, or the one a user's op names).
+    others = [i for i in impls if any(r.impl == i and r.speedup is not None for r in s.rows)]
     is_wide = wide(console)
     time_label = t("col.gpu_time") if s.has_gpu else t("col.host_time" if b.backend == "cpu" else "col.launch_time")
     caption = t("term.op_caption" if s.has_speedup else "term.op_caption_plain", time=time_label)
@@ -203,6 +203,7 @@ def bench_lines(console: Console, report: Report, b: BenchView, lang: str, bench
         bench.device.backend
     took = fmt.seconds(bench.duration_s) if bench.duration_s is not None else fmt.DASH
     console.print(f"[bold]{t('term.bench_head', device=term(b.device), where=term(where), versions=term(versions), took=took)}[/]")
+    started(console)
     if b.stop:
         console.print(f"[bold red]{b.stop}[/]")
     for s in b.sections:
