@@ -246,8 +246,10 @@ def _throughput_chart(op: str, rs: Sequence[CaseResult], ba: BenchAnalysis, lang
                 refs.append(cs.RefLine(c.value, translate(lang, f"chart.ref.{kind}", value=fmt.num(c.value), unit=unit),
                                        color, dashed))
         facets.append(Facet(variant, tuple(series), tuple(refs)))
-    title = translate(lang, "chart.title.tflops" if compute else "chart.title.bandwidth", op=op)
-    desc = translate(lang, "chart.desc.tflops" if compute else "chart.desc.bandwidth", op=op)
+    # A CPU's bandwidth is its memory's (RAM), not a GPU's.
+    cpu = "_cpu" if ba.bench.device.backend == "cpu" and not compute else ""
+    title = translate(lang, "chart.title.tflops" if compute else f"chart.title.bandwidth{cpu}", op=op)
+    desc = translate(lang, "chart.desc.tflops" if compute else f"chart.desc.bandwidth{cpu}", op=op)
     return draw(f"{op}_{'tflops' if compute else 'bandwidth'}", op, facet_chart(title, desc, facets, x, y, lang), x, y)
 
 
