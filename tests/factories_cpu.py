@@ -64,14 +64,14 @@ def bench(seed: int = 0) -> Bench:
         n = shape[0] * shape[1]
         cases.append(Case("softmax", "torch", "fp32", "fp32", shape, launch=_timing(rng, 5.0 + n * 0.9 / 1e3),
                           accuracy=Accuracy(3e-8, 1e-9, 1e-7, 0, n)))
-    skipped = tuple(Skip(op, "triton", "fp32", shape, Note("bench.no_gpu", {"backend": "cpu"}), "fp32")
+    skipped = tuple(Skip(op, "triton", "fp32", shape, Note("bench.triton_unusable.not_installed"), "fp32")
                     for op, shape in (("vector_add", (1 << 20,)), ("matmul", (2048, 2048, 2048))))
     return Bench(
         device=BenchDevice("cpu", "Intel(R) Xeon(R) Platinum 8480+"),
         settings=Settings(warmup_ms=20, rep_ms=100, min_samples=5, max_samples=200, cold_l2=False, quick=True,
                           ops=("vector_add", "relu", "matmul", "softmax"), impls=("torch",), threads=16),
         cases=tuple(cases), skipped=skipped,
-        notes=(Note("bench.cpu_only", {"reason": "no NVIDIA GPU"}),),
+        notes=(Note("bench.cpu_baseline"),),
         started="2026-11-22T09:00:00Z", duration_s=31.5, versions={"torch": "2.13.0+cpu"},
     )
 

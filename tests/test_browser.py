@@ -47,6 +47,24 @@ document.getElementById('f').onload = function () {{
     if (w.scrollWidth > w.clientWidth + 1)
       out.push(w.querySelector('table').className + ' ' + w.scrollWidth + '>' + w.clientWidth);
   }});
+  d.querySelectorAll('figure').forEach(function (f, i) {{
+    // A chart never scrolls sideways, and no text of it (a legend) runs past its own drawing.
+    if (f.scrollWidth > f.clientWidth + 1) out.push('figure ' + i + ' ' + f.scrollWidth + '>' + f.clientWidth);
+    var svg = f.querySelector('svg');
+    if (!svg || !svg.viewBox || !svg.viewBox.baseVal) return;
+    var w = svg.viewBox.baseVal.width;
+    svg.querySelectorAll('text').forEach(function (t) {{
+      var b = t.getBBox();
+      if (b.x + b.width > w + 1) out.push('chart-text ' + i + ' ' + t.textContent.slice(0, 40) + ' ' + Math.round(b.x + b.width) + '>' + w);
+    }});
+  }});
+  d.querySelectorAll('table').forEach(function (t) {{
+    // A column is clipped where a cell's content is wider than the cell.
+    t.querySelectorAll('td, th').forEach(function (c) {{
+      if (c.scrollWidth > c.clientWidth + 1 && getComputedStyle(c).overflowX !== 'auto')
+        out.push('cell ' + t.className + ' ' + c.textContent.slice(0, 30) + ' ' + c.scrollWidth + '>' + c.clientWidth);
+    }});
+  }});
   document.body.setAttribute('data-page', d.documentElement.scrollWidth + '/' + win.innerWidth);
   document.body.setAttribute('data-overflow', out.join('|'));
 }};
@@ -70,7 +88,19 @@ def measure(doc: str, width: int, tmp_path: Path) -> tuple[int, int, list[str]]:
 
 def documents() -> dict[str, str]:
     report = load(ROOT / "evidence" / "2026-11-22_0104Z_vm_h200.json.gz")
+    burn = load(ROOT / "evidence" / "2026-11-28_1737Z_vm_2x-h200_burn_healthy.json.gz")
+    userbench = load(ROOT / "evidence" / "2026-11-26_0225Z_vm_h200_userbench_softmax-wsum.json.gz")
+    node = node_reports.node_report(trouble=True)
     return {
+        "burn": render_html(burn),
+        "burn.zh-CN": render_html(burn, "zh-CN"),
+        "userbench": render_html(userbench),
+        "userbench.zh-CN": render_html(userbench, "zh-CN"),
+        "cpu.zh-CN": render_html(factories_cpu.report(), "zh-CN"),
+        "fleet.zh-CN": render_html(node_reports.fleet_report(), "zh-CN"),
+        "diff.zh-CN": render_diff(compare_data.diff(), "html", "zh-CN"),
+        "node.real": render_html(load(ROOT / "evidence" / "2026-11-22_2326Z_vm_2x-h200_node.json.gz")),
+        "node.trouble.zh-CN": render_html(node, "zh-CN"),
         "h200": render_html(report),
         "h200.zh-CN": render_html(report, "zh-CN"),
         "cpu": render_html(factories_cpu.report()),
@@ -87,14 +117,18 @@ def docs():
     return documents()
 
 
-@pytest.mark.parametrize("name", ["h200", "h200.zh-CN", "cpu", "node", "node.zh-CN", "fleet", "diff", "history"])
+ALL = ["h200", "h200.zh-CN", "cpu", "cpu.zh-CN", "node", "node.zh-CN", "node.real", "fleet", "fleet.zh-CN", "diff",
+       "diff.zh-CN", "history", "burn", "burn.zh-CN", "userbench", "userbench.zh-CN"]
+
+
+@pytest.mark.parametrize("name", ALL)
 def test_nothing_is_wider_than_its_container_at_1400_px(docs, name, tmp_path):
     page, viewport, overflow = measure(docs[name], 1400, tmp_path)
     assert viewport == 1400 and page <= viewport
     assert not overflow, overflow
 
 
-@pytest.mark.parametrize("name", ["h200", "cpu", "node", "fleet", "diff"])
+@pytest.mark.parametrize("name", ALL)
 def test_at_phone_width_only_the_case_tables_scroll_inside_their_frame(docs, name, tmp_path):
     page, viewport, overflow = measure(docs[name], 390, tmp_path)
     assert viewport == 390 and page <= viewport, "the page scrolls sideways"

@@ -12,7 +12,7 @@ import posixpath
 import re
 from typing import Any
 
-from envcheck.model import Facts, known, missing
+from envcheck.model import Facts, known, missing, reasons
 from envcheck.probes import isolate
 from envcheck.probes.host import Host
 from envcheck.probes.isolate import Isolated, run_python
@@ -25,7 +25,7 @@ RUNTIME_KEYS = (
     "warnings", "output_tail",
 )
 NOT_SHADOWED = "no torch package on PYTHONPATH ahead of the installed one"
-NO_CUDA_DEVICE = "no CUDA device"
+NO_CUDA_DEVICE = reasons.NO_CUDA_DEVICE
 SMOKE_N = 1024  # sum of the first n odd numbers is n**2: exact in float32 for n <= 4096
 
 # torch/version.py assigns e.g. ``cuda: Optional[str] = '13.0'`` or ``hip = None``.
@@ -127,7 +127,7 @@ def probe_torch(host: Host, lookup: Lookup | None = None) -> Facts:
     if cuda:
         facts["cuda_version"] = known(cuda)
     elif build == "cpu":
-        facts["cuda_version"] = missing("CPU-only build")
+        facts["cuda_version"] = missing(reasons.CPU_ONLY_BUILD)
     elif build == "rocm":
         hip = version_py_value(version_py, "hip") if version_py else None
         facts["cuda_version"] = missing(f"ROCm build (HIP {hip})" if hip else "ROCm build")
@@ -218,7 +218,7 @@ def runtime_facts(iso: Isolated) -> Facts:
     if data.get("cudnn_version") is None and "cudnn_version" in data and not error_text:
         facts["cudnn_version"] = missing("cuDNN not available to this torch")
     if data.get("arch_list") == [] and data.get("cuda_available") is False:
-        facts["arch_list"] = missing("no CUDA architectures: CPU-only build")
+        facts["arch_list"] = missing(reasons.NO_CUDA_ARCHS)
     if "smoke_ok" in data:
         facts["smoke_ok"] = known(bool(data["smoke_ok"]))
         facts["smoke_s"] = _fact(data, "smoke_s", why)

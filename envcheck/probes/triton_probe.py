@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from envcheck.model import Facts, known, missing
+from envcheck.model import Facts, known, missing, reasons
 from envcheck.probes import isolate
 from envcheck.probes.host import Host
 from envcheck.probes.isolate import Isolated, run_python
@@ -19,7 +19,7 @@ from envcheck.probes.packages import Lookup
 TRITON_KEYS = ("installed", "version", "location", "bundled_ptxas", "ptxas_path", "ptxas_version", "ptxas_max_sm",
                "ptxas_blackwell_path", "ptxas_blackwell_version", "ptxas_blackwell_max_sm")
 RUNTIME_KEYS = ("smoke_ok", "compile_s", "run_ok", "run_s", "error", "output_tail")
-NO_GPU = "no CUDA GPU: Triton needs one to compile (envcheck run tests Triton kernels only on a GPU)"
+NO_GPU = reasons.TRITON_NO_GPU
 PTXAS_TIMEOUT_S = 10.0
 
 # Highest sm_XX each CUDA release's ptxas can target (CUDA Toolkit release notes):

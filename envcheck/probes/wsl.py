@@ -13,7 +13,7 @@ import fnmatch
 import posixpath
 import re
 
-from envcheck.model import Fact, Facts, known, missing
+from envcheck.model import Fact, Facts, known, missing, reasons
 from envcheck.probes.cuda import WSL_LIB_DIR, LdCache, ld_library_path_dirs, read_ld_cache, standard_lib_dirs
 from envcheck.probes.host import Host
 
@@ -22,7 +22,7 @@ KEYS = (
     "loader_path_has_wsl_lib", "loader_shadows", "linux_driver_in_wsl", "linux_driver_packages", "nvidia_smi_path",
     "nvidia_smi_on_path",
 )
-NOT_WSL = "not WSL"
+NOT_WSL = reasons.NOT_WSL
 DXG = "/dev/dxg"
 DPKG_TIMEOUT_S = 5.0
 # Linux driver packages that must not be installed inside WSL2 (Ubuntu/Debian names); nvidia-utils-*

@@ -20,6 +20,7 @@ from envcheck.render.i18n import translate
 SECTION = "burn"
 MAX_POINTS = 240  # per series: enough to see a trend; every sample stays in the JSON
 SECONDS = ch.Quantity("chart.axis.burn_seconds", "linear")
+PHASE_SECONDS = ch.Quantity("chart.axis.phase_seconds", "linear")
 
 Points = Callable[[GpuBurn], Sequence[tuple[float, float]]]
 
@@ -48,6 +49,7 @@ class BurnChart:
     y: ch.Quantity
     points: Points
     limit: Callable[[GpuBurn], float | None] | None = None  # a reference line (the power limit)
+    phase: bool = False  # x from the phase's start: a phase is a part of the burn, its chart shows that part
 
 
 CHARTS = (
@@ -56,8 +58,8 @@ CHARTS = (
               lambda g: g.power_limit_w),
     BurnChart("temperature", "chart.title.burn_temperature", ch.Quantity("chart.axis.celsius", "linear"),
               _tel("temperature_c")),
-    BurnChart("tflops", "chart.title.burn_tflops", ch.TFLOPS, _rates("gemm")),
-    BurnChart("gbps", "chart.title.burn_gbps", ch.GBPS, _rates("bandwidth")),
+    BurnChart("tflops", "chart.title.burn_tflops", ch.TFLOPS, _rates("gemm"), phase=True),
+    BurnChart("gbps", "chart.title.burn_gbps", ch.GBPS, _rates("bandwidth"), phase=True),
 )
 
 
@@ -70,20 +72,24 @@ def burn_charts(a: BurnAnalysis, lang: str) -> list[ch.Drawn]:
     out: list[ch.Drawn] = []
     for spec in CHARTS:
         series, refs = [], []
+        starts = [x for g in a.gpus for x, _ in spec.points(g)[:1]]
+        t0 = min(starts) if spec.phase and starts else 0.0
+        x_axis = PHASE_SECONDS if spec.phase else SECONDS
         for k, g in enumerate(a.gpus):
-            color = st.PALETTE[k % len(st.PALETTE)]
+            # Colour, marker and dash per GPU: two GPUs running alike draw one over the other, and both still show.
+            color, marker = st.PALETTE[k % len(st.PALETTE)], st.MARKERS[k % len(st.MARKERS)]
             name = translate(lang, "burn.gpu", index=g.gpu.index)
-            pts = tuple(cs.Point(x, y, f"{name}: {fmt.num(x)} s, {fmt.num(y)}") for x, y in _thin(spec.points(g)))
+            pts = tuple(cs.Point(x - t0, y, f"{name}: {fmt.num(x)} s, {fmt.num(y)}") for x, y in _thin(spec.points(g)))
             if pts:
-                series.append(cs.Series(name, pts, color, "circle"))
+                series.append(cs.Series(name, pts, color, marker, dashed=k % 2 == 1))
             value = spec.limit(g) if spec.limit else None
             if value and not any(r.value == value for r in refs):
                 refs.append(cs.RefLine(value, translate(lang, "chart.ref.power_limit", value=fmt.num(value)), st.GREY,
                                        dashed=True))
         desc = translate(lang, "chart.desc.burn", what=translate(lang, spec.title))
         chart = ch.facet_chart(translate(lang, spec.title), desc, [ch.Facet("", tuple(series), tuple(refs))],
-                               SECONDS, spec.y, lang)
-        d = ch.draw(f"burn_{spec.name}", None, chart, SECONDS, spec.y)
+                               x_axis, spec.y, lang)
+        d = ch.draw(f"burn_{spec.name}", None, chart, x_axis, spec.y)
         if d is not None:
             out.append(replace(d, section=SECTION))
     return out

@@ -246,15 +246,35 @@ def _ticks(ax: Axes, xt: Sequence[tuple[float, str]], yt: Sequence[tuple[float, 
 # --------------------------------------------------------------------------- drawing
 
 
-def _series(ax: Axes, s: Series, log_x: bool) -> None:
+def split_missing(runs: Sequence[Sequence[Point]], others: Sequence[float], log: bool = True) -> list[list[Point]]:
+    """``runs`` broken where the panel shows a size (``others``: every x of its series) between two neighbours
+    that this series was not measured at: a line drawn across it would claim a value nobody measured."""
+    out: list[list[Point]] = []
+    for run in runs:
+        cur: list[Point] = []
+        for p in run:
+            if cur:
+                a, b = cur[-1].x, p.x
+                near = (lambda x, y: max(x, y) <= min(x, y) * RAGGED) if log else (lambda x, y: x == y)
+                if any(a < o < b and not near(o, a) and not near(o, b) for o in others):
+                    out.append(cur)
+                    cur = []
+            cur.append(p)
+        out.append(cur)
+    return [r for r in out if r]
+
+
+def _series(ax: Axes, s: Series, log_x: bool, others: Sequence[float] = ()) -> None:
     code = st.MARKER_CODES[s.marker]
     ls = "--" if s.dashed else "-"
     fill, other = ("white", s.color) if s.hollow else (s.color, "white")
     runs, alone = split_ragged(s.points, log_x) if s.connect else ([], sorted(s.points, key=lambda p: p.x))
+    runs = split_missing(runs, others, log_x)
     dense = len(s.points) > MAX_MARKED  # telemetry every second: the line says it all, markers would be a smear
     for run in runs:
-        ax.plot([p.x for p in run], [p.y for p in run], color=s.color, ls=ls, lw=st.LINE_WIDTH,
-                marker=None if dense else code,
+        # A dense line keeps a few markers (every twelfth of it): lines of one colour family stay told apart.
+        ax.plot([p.x for p in run], [p.y for p in run], color=s.color, ls=ls, lw=st.LINE_WIDTH, marker=code,
+                markevery=max(1, len(run) // 12) if dense else None,
                 ms=st.MARKER_SIZE, mfc=fill, mec=s.color, solid_joinstyle="round")
     if alone:
         # Markers of a scatter keep the series' fill; ragged points of a line take the opposite one.
@@ -283,8 +303,10 @@ def _panel(ax: Axes, panel: Panel) -> None:
         ys = (roof.bandwidth * a, roof.bandwidth * b) if isinstance(roof, MemoryRoof) else (roof.peak, roof.peak)
         ax.plot((a, b), ys, color=roof.color, ls="--" if roof.measured else "-", lw=1.5, zorder=1.5)
     ax.set_xlim(x_lo, x_hi)
+    # Sizes a series ran at (a chart of run times): a compile series measured at fewer sizes breaks where it did not.
+    sizes = sorted({p.x for s in panel.series if s.connect for p in s.points}) if sx != "linear" else []
     for s in panel.series:
-        _series(ax, s, sx != "linear")
+        _series(ax, s, sx != "linear", sizes)
     _ticks(ax, xt, yt, panel)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
@@ -311,14 +333,28 @@ def _bands(chart: Chart) -> list[str]:
     return list(dict.fromkeys(p.band.label for p in chart.panels if p.band is not None))
 
 
-def _legend_rows(labels: Sequence[str], width: float) -> int:
-    entries = [_width(clean(t), st.LABEL_SIZE) + 48 for t in labels]
-    rows, used = 1, 0.0
-    for w in entries:
-        if used and used + w > width - 20:
-            rows, used = rows + 1, 0.0
+_HANDLE = 48.0  # a legend entry's handle and the space after it, SVG units (handlelength 2.2 + spacing 1.4 em)
+
+
+def legend_layout(labels: Sequence[str], width: float) -> list[list[tuple[int, str]]]:
+    """The legend's rows: entries (index, text) packed left to right, each row within ``width`` by a generous
+    estimate of its text (``_width``), a text too long for one row wrapped over lines: no entry is ever cut."""
+    room = width - 24
+    rows: list[list[tuple[int, str]]] = []
+    used = room
+    for i, label in enumerate(labels):
+        text = _wrap(clean(label), st.LABEL_SIZE, room - _HANDLE, lines=4)
+        w = max(_width(line, st.LABEL_SIZE) for line in text.split("\n")) + _HANDLE
+        if used + w > room:
+            rows.append([])
+            used = 0.0
+        rows[-1].append((i, text))
         used += w
-    return rows if entries else 0
+    return rows
+
+
+def _row_lines(row: Sequence[tuple[int, str]]) -> int:
+    return max(t.count("\n") + 1 for _, t in row)
 
 
 def figure(chart: Chart) -> Figure:
@@ -334,7 +370,8 @@ def figure(chart: Chart) -> Figure:
     keys = legend_keys(chart)
     bands = _bands(chart)
     labels = [k.label for k in keys] + bands
-    legend_rows = _legend_rows(labels, width)
+    layout = legend_layout(labels, width)
+    legend_rows = sum(_row_lines(r) for r in layout)
     title = _wrap(clean(chart.title), st.TITLE_SIZE, width - 20)
     title_h = _TITLE_ROOM * (title.count("\n") + 1)
     height = title_h + rows * st.PANEL_H + legend_rows * st.LEGEND_ROW + (10 if legend_rows else 0)
@@ -357,9 +394,13 @@ def figure(chart: Chart) -> Figure:
                    marker=st.MARKER_CODES[k.marker] if k.marker else None, ms=st.MARKER_SIZE,
                    mfc="white" if k.hollow else k.color, mec=k.color) for k in keys]
         handles += [Patch(facecolor=st.BAND, edgecolor="none") for _ in bands]
-        per_row = math.ceil(len(labels) / legend_rows)
-        fig.legend(handles, [clean(t) for t in labels], loc="lower left", ncol=per_row,
-                   bbox_to_anchor=(12 / width, 4 / height), handlelength=2.2, columnspacing=1.4, borderaxespad=0)
+        # One legend per row, rows from the bottom up: each row as wide as its own entries, never a grid's columns.
+        below = 0.0
+        for row in reversed(layout):
+            fig.legend([handles[i] for i, _ in row], [t for _, t in row], loc="lower left", ncol=len(row),
+                       bbox_to_anchor=(12 / width, (4 + below) / height), handlelength=2.2, columnspacing=1.4,
+                       borderaxespad=0, borderpad=0.2)
+            below += _row_lines(row) * st.LEGEND_ROW
     return fig
 
 

@@ -192,6 +192,19 @@ def _points(rs: Sequence[CaseResult], x: Quantity, y: Callable[[CaseResult], flo
     return tuple(out)
 
 
+def _with_iqr(pts: tuple[cs.Point, ...], rs: Sequence[CaseResult], x: Quantity, timing: Callable[[CaseResult], Any]
+              ) -> tuple[cs.Point, ...]:
+    """``pts`` (as ``_points`` made them from ``rs``) with each time's interquartile range as its interval: a noisy
+    row shows how noisy it is."""
+    assert x.value is not None
+    iqr = {}
+    for r in rs:
+        t = timing(r)
+        if t is not None and x.value(r) is not None and t.n > 1 and 0 < t.q1_us <= t.median_us <= t.q3_us:
+            iqr[(x.value(r), t.median_us)] = (t.q1_us, t.q3_us)
+    return tuple(replace(p, low=iqr[(p.x, p.y)][0], high=iqr[(p.x, p.y)][1]) if (p.x, p.y) in iqr else p for p in pts)
+
+
 def _time_chart(op: str, rs: Sequence[CaseResult], backend: str, lang: str) -> Drawn | None:
     x = size_quantity(rs[0].spec)
     facets = []
@@ -199,8 +212,10 @@ def _time_chart(op: str, rs: Sequence[CaseResult], backend: str, lang: str) -> D
         series = []
         for impl, irs in _by_impl(vrs):
             color, marker = IMPL_COLORS.get(impl, st.GREY), IMPL_MARKERS.get(impl, "diamond")
-            gpu = _points(irs, x, lambda r: r.case.gpu.median_us if r.case.gpu else None, fmt.duration_us)
-            launch = _points(irs, x, lambda r: r.case.launch.median_us if r.case.launch else None, fmt.duration_us)
+            gpu = _with_iqr(_points(irs, x, lambda r: r.case.gpu.median_us if r.case.gpu else None, fmt.duration_us),
+                            irs, x, lambda r: r.case.gpu)
+            launch = _with_iqr(_points(irs, x, lambda r: r.case.launch.median_us if r.case.launch else None,
+                                       fmt.duration_us), irs, x, lambda r: r.case.launch)
             if gpu:
                 series.append(cs.Series(translate(lang, "chart.series.gpu_time", impl=impl), gpu, color, marker))
             if launch:
@@ -210,6 +225,7 @@ def _time_chart(op: str, rs: Sequence[CaseResult], backend: str, lang: str) -> D
         facets.append(Facet(variant, tuple(series)))
     title = translate(lang, "chart.title.time", op=op)
     desc = translate(lang, "chart.desc.time" if backend == "cuda" else "chart.desc.time_cpu", op=op)
+    desc += " " + translate(lang, "chart.series.iqr")
     return draw(f"{op}_time", op, facet_chart(title, desc, facets, x, TIME, lang), x, TIME)
 
 
@@ -246,8 +262,10 @@ def _throughput_chart(op: str, rs: Sequence[CaseResult], ba: BenchAnalysis, lang
                 refs.append(cs.RefLine(c.value, translate(lang, f"chart.ref.{kind}", value=fmt.num(c.value), unit=unit),
                                        color, dashed))
         facets.append(Facet(variant, tuple(series), tuple(refs)))
-    title = translate(lang, "chart.title.tflops" if compute else "chart.title.bandwidth", op=op)
-    desc = translate(lang, "chart.desc.tflops" if compute else "chart.desc.bandwidth", op=op)
+    # A CPU's bandwidth is its memory's (RAM), not a GPU's.
+    cpu = "_cpu" if ba.bench.device.backend == "cpu" and not compute else ""
+    title = translate(lang, "chart.title.tflops" if compute else f"chart.title.bandwidth{cpu}", op=op)
+    desc = translate(lang, "chart.desc.tflops" if compute else f"chart.desc.bandwidth{cpu}", op=op)
     return draw(f"{op}_{'tflops' if compute else 'bandwidth'}", op, facet_chart(title, desc, facets, x, y, lang), x, y)
 
 

@@ -156,8 +156,9 @@ def verdict_text(lang: str, verdict: str) -> str:
     return word(lang, "diff.verdict.", verdict)
 
 
-def _info_row(i: Any, baseline: bool) -> ReportRow:
-    return ReportRow(i.label, i.host, i.created, i.gpu_name or fmt.DASH, i.kind, i.verdict, i.cases, baseline)
+def _info_row(i: Any, baseline: bool, lang: str) -> ReportRow:
+    kind = word(lang, "kind.", i.kind)
+    return ReportRow(i.label, i.host, i.created, i.gpu_name or fmt.DASH, kind, i.verdict, i.cases, baseline)
 
 
 def _group_row(g: Any, lang: str) -> GroupRow:
@@ -196,7 +197,16 @@ def _env_label(c: Any, lang: str) -> str:
     if key and label_key in catalog(lang):
         label = translate(lang, label_key)
         return f"GPU {c.gpu} {label}" if c.gpu is not None else label
+    if key.startswith("setting."):
+        return translate(lang, "fact.setting", name=key.removeprefix("setting."))
     return str(c.title)
+
+
+def _env_value(c: Any, value: str, lang: str) -> str:
+    """A run setting's yes or no in the reader's words; every other value as recorded."""
+    if str(getattr(c, "key", "")).startswith("setting.") and value in ("True", "False"):
+        return translate(lang, "yes" if value == "True" else "no")
+    return value
 
 
 def _check_row(c: CheckChange, lang: str) -> CheckRow:
@@ -311,7 +321,8 @@ def comparison_view(cmp: Any, lang: str, escape: Escape, confidence: float = 0.9
         gpus_differ=None if cmp.same_gpu else t("diff.different_gpus",
                                                 baseline_gpu=escape(cmp.base.gpu_name or fmt.DASH),
                                                 other_gpu=escape(cmp.other.gpu_name or fmt.DASH)),
-        env=tuple(EnvRow(_env_label(c, lang), c.before, c.after) for c in cmp.env),
+        env=tuple(EnvRow(_env_label(c, lang), _env_value(c, c.before, lang), _env_value(c, c.after, lang))
+                  for c in cmp.env),
         checks=tuple(_check_row(c, lang) for c in cmp.checks),
         has_cases=bool(cmp.cases),
         overall=t("diff.overall", ratio=fmt.ratio(g.geomean), interval=fmt.interval(g.low, g.high), count=g.count,
@@ -342,7 +353,7 @@ def diff_view(d: Any, lang: str, escape: Escape) -> DiffView:
     return DiffView(
         lang=lang,
         title=t("diff.title", count=len(d.reports), baseline=escape(d.baseline.label)),
-        reports=tuple(_info_row(i, n == 0) for n, i in enumerate(d.reports)),
+        reports=tuple(_info_row(i, n == 0, lang) for n, i in enumerate(d.reports)),
         comparisons=tuple(comparison_view(c, lang, escape, d.confidence, d.practical_pct) for c in d.comparisons),
         method=t("diff.method", confidence=fmt.general(d.confidence * 100), resamples=d.resamples,
                  threshold=fmt.general(d.practical_pct), fdr=_fdr(d.confidence)),

@@ -15,11 +15,18 @@ from envcheck.model import Report
 from envcheck.render import FORMATS
 from envcheck.render import charts as ch
 from envcheck.render import compare_view as cv
+from envcheck.render.code_spans import code_spans
 from envcheck.render.escape import md_text
 from envcheck.render.fleet_view import fleet_view
 from envcheck.render.jinja import render
-from envcheck.render.toc import html_toc, markdown_toc
+from envcheck.render.toc import html_toc as _toc
+from envcheck.render.toc import markdown_toc
 from envcheck.render.view import run_view
+
+
+def html_toc(page: str, lang: str) -> str:
+    """The finished HTML page: its table of contents, and the catalogue's `code` spans shown as code."""
+    return code_spans(_toc(page, lang))
 
 
 def _same(text: str) -> str:

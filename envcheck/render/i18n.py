@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from envcheck.model.facts import STATUSES, Check
+from envcheck.model.reasons import KEYS as REASON_KEYS
 from envcheck.render import fmt
 
 LANGS: tuple[str, ...] = ("en", "zh-CN")
@@ -78,7 +79,7 @@ def translate(lang: str, key: str, **params: Any) -> str:
 
 
 # Parameters whose values are words of a small vocabulary, phrased in the reader's language.
-VOCABULARY = {"side": "diff.side.", "stage": "stage."}
+VOCABULARY = {"side": "diff.side.", "stage": "stage.", "method": "timing_method."}
 
 
 class _Dashes(dict):  # type: ignore[type-arg]
@@ -94,6 +95,8 @@ def phrase(lang: str, key: str, params: Mapping[str, Any] | None = None, escape:
     if key == LEGACY_TEXT:
         return escape(str(params.get("text", "")))
     values = fmt.params(params, escape) | dict(raw or {})
+    # A fact's reason passed on as a parameter (a check quoting why a fact is missing): envcheck's own ones phrased.
+    values |= {k: translate(lang, REASON_KEYS[v]) for k, v in params.items() if isinstance(v, str) and v in REASON_KEYS}
     for name, prefix in VOCABULARY.items():
         if isinstance(params.get(name), str) and f"{prefix}{params[name]}" in catalog(lang):
             values[name] = translate(lang, f"{prefix}{params[name]}")

@@ -23,6 +23,7 @@ import jinja2
 import jinja2.bccache
 from markupsafe import Markup
 
+from envcheck.render.code_spans import fix
 from envcheck.render.escape import html_command, md_code, md_code_cell, md_lead, md_text, visible
 from envcheck.render.i18n import translate
 
@@ -46,6 +47,7 @@ FILTERS = {
     "code": md_code,
     "code_cell": md_code_cell,
     "command": html_command,
+    "fix": fix,
 }
 
 

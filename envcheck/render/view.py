@@ -26,7 +26,7 @@ from envcheck.analysis.peaks import Source
 from envcheck.analysis.summary import Tally
 from envcheck.checks import worst_first
 from envcheck.checks.keyed import keyed
-from envcheck.model import CaseKey, Check, Fact, Note, Report, Skip, known
+from envcheck.model import CaseKey, Check, Fact, Note, Report, Skip, known, reasons
 from envcheck.ops import IMPLS, PRECISIONS
 from envcheck.redact import redact_value
 from envcheck.render import fmt
@@ -616,11 +616,21 @@ def _env_rows(report: Report, p: _Phraser) -> list[Row]:
     return rows
 
 
+def fact_reason(lang: str, reason: str | None) -> str:
+    """Why a fact is missing: one of envcheck's own reasons (``model.reasons``) in the reader's words, else as recorded."""
+    if not reason:
+        return translate(lang, "unknown")
+    key = reasons.KEYS.get(reason)
+    return translate(lang, key) if key else reason
+
+
 def _fact_row(p: _Phraser, label_key: str, key: str, f: Fact) -> Row:
     label = p.t(label_key)
     if f.ok:
-        return Row(label, fmt.fact_value(key, f.value, p.t))
-    return Row(label, None, f.reason or p.t("unknown"))
+        word = f"fact_value.{key}.{f.value}"
+        return Row(label, p.t(word) if isinstance(f.value, str) and has(p.lang, word) else
+                   fmt.fact_value(key, f.value, p.t))
+    return Row(label, None, fact_reason(p.lang, f.reason))
 
 
 def _env_variables(report: Report) -> list[tuple[str, str]]:
@@ -671,7 +681,11 @@ def _gpu_label(report: Report, p: _Phraser) -> str:
         distinct = list(dict.fromkeys(names))
         return f"{len(names)} × {p.escape(distinct[0])}" if len(distinct) == 1 else p.escape(" + ".join(distinct))
     gpu = report.gpu_name
-    return p.escape(gpu) if gpu else p.t("no_gpu")
+    if gpu:
+        return p.escape(gpu)
+    # A CPU run names the CPU it measured, not a GPU it lacks.
+    cpu = next((b.device.name for b in report.benches if b.device.backend == "cpu"), None)
+    return p.escape(cpu) if cpu else p.t("no_gpu")
 
 
 def run_view(report: Report, analysis: Analysis, lang: str, escape: Escape) -> RunView:
