@@ -106,7 +106,7 @@ def test_driver_compat(torch_cuda: str, driver_cuda: str, status: str, words: st
 
 
 @pytest.mark.parametrize(("container", "words"), [
-    ("none", "(Ubuntu: sudo ubuntu-drivers install), then reboot"),
+    ("none", "(Ubuntu: `sudo ubuntu-drivers install`), then reboot"),
     ("docker", "on the host to 530.30.02 or newer (a container uses the host's driver), then restart the container"),
     ("kubernetes", "on the node to 530.30.02 or newer (a pod uses its node's driver"),
 ])
@@ -170,7 +170,7 @@ def test_ptx_only_is_a_warning() -> None:
 def test_import_segfault_fails_with_the_output() -> None:
     c = torch_checks.check_import(with_runtime("import_segfault.json"))
     assert c.status == "fail"
-    assert c.finding == "import torch failed: crashed with SIGSEGV"
+    assert c.finding == "`import torch` failed: crashed with SIGSEGV"
     assert "faulthandler" in c.fix
     assert "Segmentation fault" in c.details
 
@@ -192,7 +192,7 @@ def test_cuda_not_available_names_the_cause(fixture: str, finding: str, fix: str
         changes["env.variables"] = {"CUDA_VISIBLE_DEVICES": ""}
     c = torch_checks.check_cuda_available(with_runtime(fixture, **changes))
     assert c.status == "fail"
-    assert "torch.cuda.is_available() is False on a machine with 1 NVIDIA GPU(s)" in c.finding
+    assert "`torch.cuda.is_available()` is `False` on a machine with 1 NVIDIA GPU(s)" in c.finding
     assert finding in c.finding and fix in c.fix
 
 

@@ -173,7 +173,7 @@ def test_terminal_rendering_of_a_failing_report() -> None:
     text = buf.getvalue()
     assert "\x1b[" not in text
     assert "GPU 0    NVIDIA H200, 140.4 GiB, cc 9.0, 132 SMs" in text
-    assert "import torch failed: crashed with SIGSEGV" in text
+    assert "`import torch` failed: crashed with SIGSEGV" in text
     assert "fix: python -X faulthandler" in text
     assert "torch.import output:" in text and "[bracketed] text" in text  # machine text is never read as markup
     passed = sum(c.status == "pass" for c in checks)

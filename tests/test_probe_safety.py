@@ -144,7 +144,7 @@ def test_a_torch_shadowed_through_pythonpath_is_named_with_its_fix(tmp_path: Pat
     checks = {c["id"]: c for c in json.loads(res.stdout)["checks"]}
     location = checks["torch.location"]
     assert location["status"] == "fail"
-    assert location["finding"].startswith(f"import torch loads {shadow}, not the installed ")
+    assert location["finding"].startswith(f"`import torch` loads {shadow}, not the installed ")
     assert location["fix"] == f"unset PYTHONPATH (or drop {shadow.parent} from it: export PYTHONPATH={ROOT})"
     imported = checks["torch.import"]
     assert imported["status"] == "fail" and imported["fix"] == location["fix"]

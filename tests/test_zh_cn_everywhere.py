@@ -35,7 +35,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "reports"
 # Names a Chinese reader sees in English in every Chinese text about GPUs: products, libraries, units,
 # standards, and the terms of the tools envcheck compares with (nccl-tests' busbw and algbw, a rank).
 TECHNICAL = frozenset("""
-GPU GPUs CPU CUDA NVML NCCL Triton PyTorch JAX TFLOP FLOP MiB GiB KiB TiB MHz GHz NVIDIA NVLink NVSwitch PCIe PCI SIG
+GPU GPUs CPU CUDA NVML NCCL Triton PyTorch JAX TFLOP GFLOP FLOP SDC MiB GiB KiB TiB MHz GHz NVIDIA NVLink NVSwitch PCIe PCI SIG
 bit ECC Xid DCGM IEEE JSON Markdown HTML envcheck cuBLAS cuDNN Tensor Core SXM HBM MIG WSL UUID VBIOS Python Roofline
 min rank Rank ranks busbw algbw CRC flit NUMA SYS NODE PHB PXB PIX JIT NaN ROCm GeForce GEMM Gen gloo torchrun
 Ubuntu ACS DMA IOMMU fabric Fabric wheel Benjamini Hochberg Ctrl float triad fill copy read eager graph graphs nvcc ptxas libcuda Intel AMD EPYC Xeon

@@ -306,7 +306,8 @@ def _settings_differ(cmp: Any, lang: str, escape: Escape) -> str | None:
     shown = {c.key: c for c in cmp.env}
     parts = [f"{n} {shown[f'setting.{n}'].before} → {shown[f'setting.{n}'].after}" if f"setting.{n}" in shown else n
              for n in names]
-    return _t(lang)("diff.settings_differ", settings=escape(translate(lang, "list.sep").join(parts)),
+    # Each setting is code (its name and values as the report records them), in every language.
+    return _t(lang)("diff.settings_differ", settings=translate(lang, "list.sep").join(f"`{escape(x)}`" for x in parts),
                     count=len(cmp.cases))
 
 
@@ -484,7 +485,7 @@ def _node_series(p: Any) -> NodeSeriesRow | None:
 def _settings_groups(groups: Sequence[tuple[Any, Sequence[str]]]) -> list[tuple[str, Sequence[str]]]:
     """Each group of reports sampled alike, named by the settings that tell the groups apart ("quick True, rep_ms 40")."""
     names = [n for n in SAMPLING if len({getattr(s, n) for s, _ in groups}) > 1]
-    return [(", ".join(f"{n} {getattr(s, n)}" for n in names), labels) for s, labels in groups]
+    return [(", ".join(f"`{n} {getattr(s, n)}`" for n in names), labels) for s, labels in groups]
 
 
 def history_view(h: Any, lang: str, escape: Escape) -> HistoryView:
