@@ -1,8 +1,11 @@
-"""Shared test set-up: GPU-only tests skip cleanly without a usable CUDA GPU."""
+"""Shared test set-up: GPU-only tests skip cleanly without a usable CUDA GPU; JAX stays out of the
+test process."""
 
 from __future__ import annotations
 
 import functools
+import sys
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import settings
@@ -38,3 +41,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if reason:
         for item in gpu_items:
             item.add_marker(pytest.mark.skip(reason=f"GPU test: {reason}"))
+
+
+@pytest.fixture(autouse=True)
+def _jax_stays_out_of_the_test_process() -> Iterator[None]:
+    """JAX's backend runs threads, and JAX then warns on every later fork of the process ("os.fork() was
+    called ... likely deadlock"): the tests fork (subprocesses, the chart pool), so JAX runs in children only.
+    The first test to end with JAX imported fails (JAX came with it, or with a test module's import)."""
+    yield
+    if "jax" in sys.modules and not _JAX_SEEN:
+        _JAX_SEEN.append(True)
+        pytest.fail("JAX is imported in the test process (by this test or at collection): run JAX in a child "
+                    "process, as tests/jax_child.py does")
+
+
+_JAX_SEEN: list[bool] = []
