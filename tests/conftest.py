@@ -8,13 +8,17 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import settings
 
-# Property tests draw the same examples on every run, so a CI failure reproduces as it was;
-# `pytest --hypothesis-profile=explore` draws fresh ones.
-settings.register_profile("repeatable", derandomize=True, database=None)
-settings.register_profile("explore", derandomize=False)
-settings.load_profile("repeatable")
+try:
+    from hypothesis import settings
+except ImportError:  # a test extra: without it the property tests skip (importorskip), the others run
+    pass
+else:
+    # Property tests draw the same examples on every run, so a CI failure reproduces as it was;
+    # `pytest --hypothesis-profile=explore` draws fresh ones.
+    settings.register_profile("repeatable", derandomize=True, database=None)
+    settings.register_profile("explore", derandomize=False)
+    settings.load_profile("repeatable")
 
 
 @functools.cache
@@ -49,7 +53,7 @@ def _jax_stays_out_of_the_test_process() -> Iterator[None]:
     called ... likely deadlock"): the tests fork (subprocesses, the chart pool), so JAX runs in children only.
     The first test to end with JAX imported fails (JAX came with it, or with a test module's import)."""
     yield
-    if "jax" in sys.modules and not _JAX_SEEN:
+    if sys.modules.get("jax") is not None and not _JAX_SEEN:
         _JAX_SEEN.append(True)
         pytest.fail("JAX is imported in the test process (by this test or at collection): run JAX in a child "
                     "process, as tests/jax_child.py does")
