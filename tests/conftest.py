@@ -1,5 +1,5 @@
 """Shared test set-up: GPU-only tests skip cleanly without a usable CUDA GPU; JAX stays out of the
-test process."""
+test process; charts are drawn only where a test looks at them."""
 
 from __future__ import annotations
 
@@ -60,3 +60,21 @@ def _jax_stays_out_of_the_test_process() -> Iterator[None]:
 
 
 _JAX_SEEN: list[bool] = []
+
+
+PLACEHOLDER_SVG = '<svg xmlns="http://www.w3.org/2000/svg" class="undrawn-chart"></svg>'
+
+
+@pytest.fixture(scope="module")
+def charts_not_drawn() -> Iterator[None]:
+    """Every chart a render asks for is a placeholder SVG, for a module whose tests read the documents around
+    the charts and never the charts (their SVG text is left out, or its bytes are not compared): matplotlib's
+    drawing is most of a render's time. Use it with ``pytestmark = pytest.mark.usefixtures("charts_not_drawn")``.
+    The charts themselves are tested in test_chart_draw.py, test_charts.py and the golden files."""
+    from envcheck.render import chart_draw
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(chart_draw, "to_svg", lambda chart, name="chart": PLACEHOLDER_SVG)
+        mp.setattr(chart_draw, "to_svgs", lambda jobs: [PLACEHOLDER_SVG for _ in jobs])
+        mp.setattr(chart_draw, "to_png", lambda chart, dpi=144: b"\x89PNG\r\n\x1a\n")
+        yield
