@@ -4,10 +4,16 @@ test process; charts are drawn only where a test looks at them."""
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Iterator
 
 import pytest
+
+# The tests read what a pipe shows (render/terminal/console.py: COLUMNS, else 120 columns): a COLUMNS from
+# the shell, or the 80 that pytest-xdist gives its workers, would wrap the lines they look for.
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
 
 try:
     from hypothesis import settings
