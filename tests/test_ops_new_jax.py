@@ -25,7 +25,8 @@ from envcheck.ops import OPS
 from tests.jax_child import DTYPES, FORWARD_BACKWARD, shape_of
 from tests.test_worker import FAST, _plan, _run_worker
 
-pytestmark = pytest.mark.skipif(not jax_impl.installed(), reason="JAX is not installed")
+pytestmark = [pytest.mark.skipif(not jax_impl.installed(), reason="JAX is not installed"),
+              pytest.mark.xdist_group("jax")]  # one pytest-xdist worker: the child runs once
 ROOT = Path(__file__).resolve().parents[1]
 
 
