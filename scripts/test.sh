@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Set up .venv with the test tools and run the linter and the tests (CPU-only is fine;
-# GPU tests skip without a GPU). Extra arguments go to pytest.
+# GPU tests skip without a GPU). Extra arguments go to pytest: the tests run on every core
+# (pytest-xdist; `-n 0` runs them in this one process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
 .venv/bin/python -m ruff check .
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest -n auto --dist loadgroup "$@"

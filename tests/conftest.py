@@ -1,17 +1,30 @@
-"""Shared test set-up: GPU-only tests skip cleanly without a usable CUDA GPU."""
+"""Shared test set-up: GPU-only tests skip cleanly without a usable CUDA GPU; JAX stays out of the
+test process; charts are drawn only where a test looks at them."""
 
 from __future__ import annotations
 
 import functools
+import os
+import sys
+from collections.abc import Iterator
 
 import pytest
-from hypothesis import settings
 
-# Property tests draw the same examples on every run, so a CI failure reproduces as it was;
-# `pytest --hypothesis-profile=explore` draws fresh ones.
-settings.register_profile("repeatable", derandomize=True, database=None)
-settings.register_profile("explore", derandomize=False)
-settings.load_profile("repeatable")
+# The tests read what a pipe shows (render/terminal/console.py: COLUMNS, else 120 columns): a COLUMNS from
+# the shell, or the 80 that pytest-xdist gives its workers, would wrap the lines they look for.
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
+
+try:
+    from hypothesis import settings
+except ImportError:  # a test extra: without it the property tests skip (importorskip), the others run
+    pass
+else:
+    # Property tests draw the same examples on every run, so a CI failure reproduces as it was;
+    # `pytest --hypothesis-profile=explore` draws fresh ones.
+    settings.register_profile("repeatable", derandomize=True, database=None)
+    settings.register_profile("explore", derandomize=False)
+    settings.load_profile("repeatable")
 
 
 @functools.cache
@@ -38,3 +51,36 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if reason:
         for item in gpu_items:
             item.add_marker(pytest.mark.skip(reason=f"GPU test: {reason}"))
+
+
+@pytest.fixture(autouse=True)
+def _jax_stays_out_of_the_test_process() -> Iterator[None]:
+    """JAX's backend runs threads, and JAX then warns on every later fork of the process ("os.fork() was
+    called ... likely deadlock"): the tests fork (subprocesses, the chart pool), so JAX runs in children only.
+    The first test to end with JAX imported fails (JAX came with it, or with a test module's import)."""
+    yield
+    if sys.modules.get("jax") is not None and not _JAX_SEEN:
+        _JAX_SEEN.append(True)
+        pytest.fail("JAX is imported in the test process (by this test or at collection): run JAX in a child "
+                    "process, as tests/jax_child.py does")
+
+
+_JAX_SEEN: list[bool] = []
+
+
+PLACEHOLDER_SVG = '<svg xmlns="http://www.w3.org/2000/svg" class="undrawn-chart"></svg>'
+
+
+@pytest.fixture(scope="module")
+def charts_not_drawn() -> Iterator[None]:
+    """Every chart a render asks for is a placeholder SVG, for a module whose tests read the documents around
+    the charts and never the charts (their SVG text is left out, or its bytes are not compared): matplotlib's
+    drawing is most of a render's time. Use it with ``pytestmark = pytest.mark.usefixtures("charts_not_drawn")``.
+    The charts themselves are tested in test_chart_draw.py, test_charts.py and the golden files."""
+    from envcheck.render import chart_draw
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(chart_draw, "to_svg", lambda chart, name="chart": PLACEHOLDER_SVG)
+        mp.setattr(chart_draw, "to_svgs", lambda jobs: [PLACEHOLDER_SVG for _ in jobs])
+        mp.setattr(chart_draw, "to_png", lambda chart, dpi=144: b"\x89PNG\r\n\x1a\n")
+        yield

@@ -21,6 +21,8 @@ from envcheck.analysis.tolerance import RELATIVE_RATIO, judge, relative_allowanc
 from envcheck.model import Accuracy, Bench, BenchDevice, Case, OutputAccuracy, Timing, build
 from tests import factories_cpu
 
+# One pytest-xdist worker runs this module: its module fixture starts the child process(es) once.
+pytestmark = pytest.mark.xdist_group("judge")
 ROOT = Path(__file__).resolve().parents[1]
 
 

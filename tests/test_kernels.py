@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+# One pytest-xdist worker runs this module: its module fixture starts the child process(es) once.
+pytestmark = pytest.mark.xdist_group("kernels")
 ROOT = Path(__file__).resolve().parents[1]
 
 # Bound on the relative L2 error for the arithmetic actually used.

@@ -26,6 +26,8 @@ from typing import Any
 
 import pytest
 
+# One pytest-xdist worker runs this module: its module fixture starts the child process(es) once.
+pytestmark = pytest.mark.xdist_group("kernels_new")
 ROOT = Path(__file__).resolve().parents[1]
 DTYPES = ("fp32", "fp16", "bf16")
 

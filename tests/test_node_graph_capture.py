@@ -11,10 +11,17 @@ import time
 import types
 
 import pytest
-import torch
 
-from envcheck.node import collective_bench
-from envcheck.node.collective_bench import ALLOCATIONS, CAPTURES, CollectiveBench, calls_per_graph, warm_replays
+torch = pytest.importorskip("torch")  # real tensors in every test
+
+from envcheck.node import collective_bench  # noqa: E402
+from envcheck.node.collective_bench import (  # noqa: E402
+    ALLOCATIONS,
+    CAPTURES,
+    CollectiveBench,
+    calls_per_graph,
+    warm_replays,
+)
 
 
 class FakeDist:

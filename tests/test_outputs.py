@@ -5,6 +5,7 @@ against the JUnit schema CI systems read, prometheus_client's text parser) on co
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import stat
 import subprocess
@@ -12,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import xmlschema
 from prometheus_client.parser import text_string_to_metric_families
 
 from envcheck import model
@@ -26,7 +26,6 @@ from envcheck.render.junit import junit_xml
 from envcheck.render.prometheus import prometheus_text
 
 ROOT = Path(__file__).resolve().parents[1]
-SCHEMA = xmlschema.XMLSchema(str(ROOT / "tests" / "fixtures" / "junit" / "junit-10.xsd"))
 REPORTS = [ROOT / "tests" / "golden" / n for n in ("cpu_small.json", "h200_small.json", "node_x2.json",
                                                     "fleet_2x.json")] + [
     ROOT / "tests" / "fixtures" / "torch" / "h200_check_report.json",
@@ -34,6 +33,13 @@ REPORTS = [ROOT / "tests" / "golden" / n for n in ("cpu_small.json", "h200_small
     ROOT / "evidence" / "2026-11-22_2326Z_vm_2x-h200_node.json.gz",
 ]
 SNAPSHOTS = ROOT / "tests" / "fixtures" / "snapshots" / "corpus"
+
+
+@functools.cache
+def _schema():  # -> xmlschema.XMLSchema
+    """The JUnit schema CI systems read; a test that needs it skips where xmlschema (a test extra) is missing."""
+    xmlschema = pytest.importorskip("xmlschema")
+    return xmlschema.XMLSchema(str(ROOT / "tests" / "fixtures" / "junit" / "junit-10.xsd"))
 
 
 def _families(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
@@ -45,8 +51,8 @@ def test_every_output_parses_and_tells_the_same_verdict(path: Path) -> None:
     a = analyse(model.load(path))
     v = verdict(a)
     xml = junit_xml(a)
-    SCHEMA.validate(xml)
-    doc = SCHEMA.to_dict(xml)
+    _schema().validate(xml)
+    doc = _schema().to_dict(xml)
     first = doc["testsuite"][0]
     assert first["@name"] == "envcheck.verdict"
     assert (int(doc["@failures"]) + int(doc["@errors"]) == 0) == v.ok  # each problem counted once, somewhere
@@ -61,7 +67,7 @@ def test_every_output_parses_and_tells_the_same_verdict(path: Path) -> None:
 
 def test_junit_counts_each_failed_check_and_case() -> None:
     a = analyse(model.load(ROOT / "tests" / "golden" / "cpu_small.json"))
-    doc = SCHEMA.to_dict(junit_xml(a))
+    doc = _schema().to_dict(junit_xml(a))
     checks = next(s for s in doc["testsuite"] if s["@name"] == "envcheck.checks")
     assert int(checks["@tests"]) == len(a.report.checks)
     assert int(checks["@failures"]) == sum(c.status == "fail" for c in a.report.checks)
@@ -78,7 +84,7 @@ def test_junit_survives_hostile_machine_text() -> None:
     report = dataclasses.replace(report, host=evil, checks=(
         Check("gpu.ecc.0", "fail", f"title {evil}", f"finding {evil}", fix=f"fix {evil}", details=f"a\n{evil}"),))
     xml = junit_xml(analyse(report))
-    SCHEMA.validate(xml)
+    _schema().validate(xml)
     xml.encode("utf-8")  # no lone surrogate reaches the file
     assert "\x1b" not in xml and "\u202e" not in xml and "\x00" not in xml
     assert "\\x1b[31m" in xml and "&lt;b&gt;&amp;amp;" in xml
@@ -126,7 +132,7 @@ def test_health_line_names_the_first_problem_in_one_short_line() -> None:
 def test_export_writes_each_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = str(ROOT / "tests" / "golden" / "node_x2.json")  # a failing report: every format exits 1
     assert main(["export", src, "--format", "junit", "--out", str(tmp_path / "r.xml")]) == 1
-    SCHEMA.validate(str(tmp_path / "r.xml"))
+    _schema().validate(str(tmp_path / "r.xml"))
     assert main(["export", src, "--format", "junit", "--out", str(tmp_path / "r.xml")]) == 2  # never overwritten
     assert "already exists" in capsys.readouterr().err
     prom = tmp_path / "envcheck.prom"
@@ -146,7 +152,7 @@ def test_render_writes_junit_and_prometheus_beside_the_report(tmp_path: Path) ->
     src = tmp_path / "r.json"
     src.write_bytes((ROOT / "tests" / "golden" / "h200_small.json").read_bytes())
     assert main(["render", str(src), "--format", "junit,prometheus"]) == 0
-    SCHEMA.validate(str(tmp_path / "r.junit.xml"))
+    _schema().validate(str(tmp_path / "r.junit.xml"))
     assert "envcheck_case_ok" in (tmp_path / "r.prom").read_text()
 
 
@@ -262,7 +268,7 @@ def test_check_formats_for_ci_and_prometheus(tmp_path: Path) -> None:
     snap = str(SNAPSHOTS / "linux-libcuda-so-missing.json")
     done = _check(["--replay", snap, "--format", "junit"], os.environ["PATH"])
     assert done.returncode == 1, done.stderr  # a check failed, whatever the format
-    SCHEMA.validate(done.stdout)
+    _schema().validate(done.stdout)
     done = _check(["--replay", snap, "--format", "prometheus"], os.environ["PATH"])
     fams = _families(done.stdout)
     assert fams["envcheck_verdict_ok"][0][1] == 0.0
@@ -315,7 +321,7 @@ def test_a_cpu_burn_writes_junit_and_prometheus_with_its_verdict(tmp_path: Path)
                           env=env, timeout=600, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     [xml] = tmp_path.glob("*.junit.xml")
-    doc = SCHEMA.to_dict(str(xml))
+    doc = _schema().to_dict(str(xml))
     burn = next(s for s in doc["testsuite"] if s["@name"] == "envcheck.burn")
     assert burn["@tests"] == "1" and burn["@failures"] == "0"
     [prom] = tmp_path.glob("*.prom")
@@ -338,7 +344,7 @@ def test_one_failed_check_is_one_junit_failure_and_check_and_export_exit_alike(
         out = capsys.readouterr().out
         assert rc == 1 and main(["export", str(saved), "--format", fmt]) == 1, fmt
         if fmt == "junit":
-            doc = SCHEMA.to_dict(out)
+            doc = _schema().to_dict(out)
             failed = sum(c.status == "fail" for c in model.load(saved).checks)
             assert int(doc["@failures"]) + int(doc["@errors"]) == failed
         capsys.readouterr()

@@ -15,10 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from envcheck import cli, model
+pytest.importorskip("hypothesis")  # a test extra
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from envcheck import cli, model  # noqa: E402
 
 CORPUS = sorted((Path(__file__).parent / "fixtures" / "snapshots" / "corpus").glob("*.json"))
 SNAPSHOTS = {p.name: json.loads(p.read_text()) for p in CORPUS}

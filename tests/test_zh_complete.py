@@ -43,6 +43,9 @@ from envcheck.render.terminal.environment import print_environment
 from envcheck.render.terminal.node import print_fleet
 from envcheck.render.terminal.run import print_run
 
+# What is checked is the text around the charts (the SVG is left out of the HTML's and the Markdown's text).
+pytestmark = pytest.mark.usefixtures("charts_not_drawn")
+
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = sorted((ROOT / "evidence").glob("*.json.gz"))
 SNAPSHOTS = sorted((ROOT / "tests/fixtures/snapshots/corpus").glob("*.json"))
@@ -210,8 +213,10 @@ def test_the_walk_finds_what_it_must() -> None:
     assert len(loadable) >= 10 and len(SNAPSHOTS) >= 15
 
 
+@functools.cache
 def _load(path: Path) -> Report | None:
-    """A committed report; None for the JSON of a diff (an output, rendered below from its reports)."""
+    """A committed report; None for the JSON of a diff (an output, rendered below from its reports). Read once:
+    collection reads them all, the tests read them again (a report is immutable)."""
     try:
         return load(path)
     except Exception:  # noqa: BLE001 - the diffs' JSON is not a report; test_the_walk counts the rest

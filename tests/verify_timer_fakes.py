@@ -77,6 +77,15 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch, module: ModuleType, l2: dict[str, 
     monkeypatch.setattr(module, "_unusable", lambda: None)
     monkeypatch.setattr(module, "WINDOW_MS", 20)
     monkeypatch.setattr(module, "SETTLE_MS", 2.0)
+    # The same path on the fake's time scale. A compute-bound row (matmul) is sampled sustained on both sides
+    # (a GPU's 400 ms settle and 1 s window); every implementation settles before each of five rounds, and a
+    # CPU's time never holds within 0.5%, so each settle ran to its 1 s cap: tens of seconds a row.
+    from envcheck.bench import sampling, timer
+
+    for where in (timer, sampling):
+        monkeypatch.setattr(where, "SUSTAIN_SETTLE_MS", 4.0, raising=False)
+        monkeypatch.setattr(where, "SUSTAIN_WINDOW_MS", 20.0, raising=False)
+    monkeypatch.setattr(timer, "SETTLE_MAX_MS", 50.0, raising=False)
     monkeypatch.setattr(device, "Runtime", CpuAsGpu)
     monkeypatch.setattr(device, "cuda_device",
                         lambda torch, index, nvml: BenchDevice("cuda", "Fake GPU", 0,
