@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from envcheck import __version__
 from envcheck.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
+from envcheck.ops import ops_help
 
 
 def _csv(value: str) -> list[str]:
@@ -137,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true",
                    help="reduced suite and shorter sampling (under a minute on an H100); with --sizes, "
                         "those sizes with the quick sampling")
-    p.add_argument("--ops", type=_csv, metavar="OPS", help="comma-separated ops (vector_add,relu,matmul,softmax,row_sum)")
+    p.add_argument("--ops", type=_csv, metavar="OPS", help=f"comma-separated ops or groups ({ops_help()})")
     p.add_argument("--sizes", type=_csv, metavar="SIZES",
                    help="comma-separated sizes: elements for vector ops (1024, 2^20, 1M), MxNxK for matmul")
     p.add_argument("--dtypes", type=_csv, metavar="DTYPES", help="comma-separated dtypes (fp32,fp16,bf16)")

@@ -357,3 +357,15 @@ def lookup(op: str, declared: Iterable[OpSpec] = ()) -> OpSpec:
 def variant(dtype: str, precision: str) -> str:
     """``fp32``, or ``fp32/tf32`` when the arithmetic differs from the dtype: the one short form."""
     return dtype if precision == dtype else f"{dtype}/{precision}"
+
+# What runs without --ops: the machine-health suite. The first users' workloads (issue 22)
+# run when named, one by one or as the group ``workloads`` (``--ops workloads``): they would
+# triple the default suite's cases and time.
+DEFAULT_OPS: tuple[str, ...] = ("vector_add", "relu", "matmul", "softmax", "row_sum")
+OP_GROUPS: dict[str, tuple[str, ...]] = {"workloads": tuple(op for op in OP_NAMES if op not in DEFAULT_OPS)}
+
+
+def ops_help() -> str:
+    """Every built-in op and group, as ``--ops`` takes them (the CLI's help)."""
+    groups = "; ".join(f"{g}: {', '.join(ops)}" for g, ops in OP_GROUPS.items())
+    return f"default: {', '.join(DEFAULT_OPS)}; {groups}"

@@ -30,3 +30,14 @@ def test_help_says_what_quick_does_with_sizes_and_that_a_missing_device_is_an_er
     text = " ".join(capsys.readouterr().out.split())
     assert "with --sizes, those sizes with the quick sampling" in text
     assert "an index this machine lacks is an error" in text
+
+
+def test_run_help_names_every_built_in_op_and_the_workloads_group(capsys):
+    from envcheck import cli
+    from envcheck.ops import OP_NAMES
+
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "workloads:" in text
+    assert all(op in text for op in OP_NAMES), [op for op in OP_NAMES if op not in text]

@@ -29,7 +29,7 @@ from envcheck.bench import sizes as sz
 from envcheck.bench.threads import cpu_threads
 from envcheck.errors import UsageError
 from envcheck.model import BenchDevice, Case, CaseKey, Environment, Failure, Note, Settings, Skip
-from envcheck.ops import DTYPES, OP_NAMES, OpSpec, spec, variant
+from envcheck.ops import DEFAULT_OPS, DTYPES, OP_GROUPS, OP_NAMES, OpSpec, spec, variant
 
 # What users type, mapped to (dtype, precision-or-None). ``tf32`` asks for fp32 matmuls with
 # TF32 arithmetic only; ``fp32`` asks for both the TF32 and the IEEE fp32 matmul.
@@ -256,11 +256,6 @@ class Selection:
     sizes: tuple[tuple[int, ...], ...] | None
 
 
-# What runs without --ops: the machine-health suite. The first users' workloads (issue 22)
-# run when named, one by one or as the group ``workloads`` (``--ops workloads``): they would
-# triple the default suite's cases and time.
-DEFAULT_OPS: tuple[str, ...] = ("vector_add", "relu", "matmul", "softmax", "row_sum")
-OP_GROUPS: dict[str, tuple[str, ...]] = {"workloads": tuple(op for op in OP_NAMES if op not in DEFAULT_OPS)}
 
 
 def select(options: RunOptions) -> Selection:
