@@ -17,36 +17,14 @@ import dataclasses
 import json
 import sys
 
+import planted  # noqa: E402 - tests/ is on the path of a script run from it
 import torch
-import triton
-import triton.language as tl
 
-from envcheck.bench import accuracy, impls
-
-
-@triton.jit
-def _matmul_fp16_acc(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
-                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), tl.float16)  # the bug: the running sum is fp16
-    for k in range(0, K, BK):
-        kk = k + rk
-        a = tl.load(a_ptr + rm[:, None] * sam + kk[None, :] * sak, mask=(rm[:, None] < M) & (kk[None, :] < K),
-                    other=0.0)
-        b = tl.load(b_ptr + kk[:, None] * sbk + rn[None, :] * sbn, mask=(kk[:, None] < K) & (rn[None, :] < N),
-                    other=0.0)
-        acc = tl.dot(a, b, acc, out_dtype=tl.float16)
-    tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+from envcheck.bench import accuracy, impls, interpret
 
 
 def matmul_fp16_acc(a, b, out, precision):
-    m, k = a.shape
-    n = b.shape[1]
-    grid = (triton.cdiv(m, 32), triton.cdiv(n, 32))
-    _matmul_fp16_acc[grid](a, b, out, m, n, k, *a.stride(), *b.stride(), *out.stride(), BM=32, BN=32, BK=16)
-    return out
+    return planted.matmul_acc16(a, b, out, precision)
 
 
 def row_sum_drop_last(x, out):
@@ -56,31 +34,6 @@ def row_sum_drop_last(x, out):
 
 
 PLANTED = {"matmul": matmul_fp16_acc, "row_sum": row_sum_drop_last}
-
-
-def round_bf16_to_nearest() -> None:
-    """Make the interpreter store bf16 as a GPU does: rounded to nearest even.
-
-    triton 3.6's interpreter converts fp32 to bf16 by dropping the low 16 bits (NumPy has no
-    bfloat16; ``cast_impl`` passes no rounding mode), which is round-toward-zero: biased, with
-    2-3x the RMS error of round-to-nearest. A GPU's ``.to(tl.bfloat16)`` rounds to nearest even
-    (on an H200 Triton's bf16 outputs have exactly torch's error), so the interpreter would
-    judge every correct bf16 kernel 2-3x worse than it is.
-    """
-    import numpy as np
-    from triton.runtime import interpreter
-
-    builder = interpreter.InterpreterBuilder
-    original = builder.cast_impl
-
-    def cast_impl(self, src, dst_type):
-        if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
-            bits = np.ascontiguousarray(src.data, dtype=np.float32).view(np.uint32).astype(np.uint64)
-            rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
-            return interpreter.TensorHandle(rounded, dst_type.scalar)
-        return original(self, src, dst_type)
-
-    builder.cast_impl = cast_impl
 
 
 def stats(op, impl, dtype, precision, shape, seed=0):
@@ -128,8 +81,6 @@ def main(mode: str) -> None:
 
 
 if __name__ == "__main__":
-    from tests.test_kernels import _fix_interpreter_scalar_index
-
-    _fix_interpreter_scalar_index()
-    round_bf16_to_nearest()
+    interpret.fix_scalar_index()
+    interpret.round_bf16_to_nearest()
     main(sys.argv[1])

@@ -248,29 +248,13 @@ def check_result(case: Case, result: dict[str, Any]) -> None:
 # Child process: interpret-mode runner
 
 
-def _fix_interpreter_scalar_index() -> None:
-    """Work around triton 3.6's interpreter on NumPy >= 2.4.
-
-    The interpreter keeps scalars as 1-element arrays and implements ``__index__`` as
-    ``int(array)``, which NumPy 2.4 turned from a deprecation into a TypeError; every kernel
-    with a run-time loop bound (``range(0, cols, BLOCK)``) then fails to interpret.
-    """
-    from triton.runtime import interpreter
-
-    original = interpreter._patch_lang_tensor
-
-    def patched(tensor: Any, scope: Any) -> None:
-        original(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.item()))
-
-    interpreter._patch_lang_tensor = patched
-
-
 def _child(case_ids: list[str]) -> int:
     if "triton" in sys.modules or os.environ.get("TRITON_INTERPRET") != "1":
         print(json.dumps({"fatal": "run me with TRITON_INTERPRET=1 in a fresh process"}))
         return 2
-    _fix_interpreter_scalar_index()
+    from envcheck.bench.interpret import fix_scalar_index
+
+    fix_scalar_index()
     wanted = set(case_ids)
     for case in cpu_cases():
         if case.id not in wanted:

@@ -210,9 +210,9 @@ def _child(ids: list[str]) -> int:
     if "triton" in sys.modules or os.environ.get("TRITON_INTERPRET") != "1":
         print(json.dumps({"fatal": "run me with TRITON_INTERPRET=1 in a fresh process"}))
         return 2
-    from tests.test_kernels import _fix_interpreter_scalar_index
+    from envcheck.bench.interpret import fix_scalar_index
 
-    _fix_interpreter_scalar_index()
+    fix_scalar_index()
     wanted = set(ids)
     for case in cases():
         if case.id not in wanted:

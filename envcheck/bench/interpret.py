@@ -33,6 +33,9 @@ def enable() -> None:
 
 
 def fix_scalar_index() -> None:
+    """Work around triton 3.6's interpreter on NumPy >= 2.4: it keeps scalars as 1-element arrays and
+    implements ``__index__`` as ``int(array)``, which NumPy 2.4 turned from a deprecation into a
+    TypeError; every kernel with a run-time loop bound (``range(0, cols, BLOCK)``) then fails."""
     from triton.runtime import interpreter
 
     original = interpreter._patch_lang_tensor
