@@ -382,14 +382,16 @@ def _case_row(r: CaseResult, p: _Phraser) -> CaseRow:
         tol = p.join([tol, p.t("case.relative", ratio=fmt.speedup(r.verdict.relative),
                                 limit=fmt.speedup(r.verdict.relative_limit), baseline=p.escape(r.spec.baseline))])
     compute = r.spec.compute_bound
+    # Run in Triton's interpreter: its time is no speed, said where the time would stand.
+    interpreted = p.t("case.interpreted") if r.interpreted else None
     return CaseRow(
         key=c.key, anchor=anchor(c.key, p.prefix), impl=c.impl, variant=fmt.precision_label(c.dtype, c.precision),
         size=fmt.shape(c.shape), kernel=c.kernel,
-        gpu_time=fmt.duration_us(c.gpu.median_us if c.gpu else None),
+        gpu_time=interpreted or fmt.duration_us(c.gpu.median_us if c.gpu else None),
         gpu_iqr=fmt.duration_us(c.gpu.iqr_us if c.gpu else None),
-        launch_time=fmt.duration_us(c.launch.median_us if c.launch else None),
+        launch_time=interpreted or fmt.duration_us(c.launch.median_us if c.launch else None),
         first_call=fmt.seconds(c.compile_s), speedup=r.speedup, speedup_text=fmt.speedup(r.speedup),
-        throughput=fmt.num(r.tflops if compute else r.gbps),
+        throughput=fmt.DASH if r.interpreted else fmt.num(r.tflops if compute else r.gbps),
         pct_theoretical=fmt.pct(r.pct_theoretical), pct_measured=fmt.pct(r.pct_measured), share=r.pct_theoretical,
         error=err, tolerance=tol, error_ratio=r.verdict.ratio if r.verdict is not None else None,
         status=r.status, detail=_detail(r, p),
