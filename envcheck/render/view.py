@@ -433,8 +433,12 @@ def _speedups(ba: BenchAnalysis) -> tuple[tuple[str, ...], tuple[SpeedupRow, ...
     tallies = ba.summary.by_op_impl_precision
     precisions = tuple(x for x in PRECISIONS if any(t.precision == x for t in tallies))
     rows = []
+    interpreted = {(r.case.op, r.case.impl) for r in ba.results if r.interpreted}
     for op, impl in dict.fromkeys((t.op, t.impl) for t in tallies):
         mine = {t.precision: t for t in tallies if t.op == op and t.impl == impl}
+        if (op, impl) in interpreted and all(t.speedup_geomean is None for t in mine.values()):
+            continue  # Triton's interpreter: no speedup to show, not a row of dashes
+
         cells = tuple(fmt.speedup(mine[x].speedup_geomean) if x in mine else None for x in precisions)
         ranges = tuple(_speedup_range(mine[x]) if x in mine else None for x in precisions)
         values = tuple(mine[x].speedup_geomean if x in mine else None for x in precisions)
