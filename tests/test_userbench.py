@@ -179,3 +179,10 @@ def test_the_plan_has_every_declared_case_baseline_first_with_the_suite_s_settin
     from envcheck.bench import suite
 
     assert p.settings.min_samples == suite.CPU_SETTINGS.min_samples  # the same presets as envcheck run
+
+
+def test_the_plan_records_triton_s_interpreter_on_a_cpu():
+    # TRITON_INTERPRET=1 in the worker's environment: the report says its Triton rows ran interpreted.
+    spec = op(baseline="mine").spec()
+    assert uplan.plan((spec,), "src.py", Options(), cpu_env(), interpret=True).settings.interpret
+    assert not uplan.plan((spec,), "src.py", Options(), cpu_env()).settings.interpret

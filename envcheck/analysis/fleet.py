@@ -125,11 +125,49 @@ def node_metrics(node: FleetNode, rates: Sequence[GpuRates] | None = None) -> tu
 GPU_STACK_CHECKS = ("driver.",)
 
 
+def on_cpu(node: FleetNode) -> bool:
+    """Every suite of the node ran on the CPU (``fleet --cpu``), and there was at least one."""
+    return bool(node.benches) and all(getattr(b.device, "backend", None) != "cuda" for b in node.benches)
+
+
 def failed_checks(node: FleetNode) -> tuple[Check, ...]:
     """The node's failed health checks that count against it."""
-    cpu_only = bool(node.benches) and all(getattr(b.device, "backend", None) != "cuda" for b in node.benches)
+    cpu_only = on_cpu(node)
     return tuple(c for c in node.checks
                  if c.status == "fail" and not (cpu_only and c.id.startswith(GPU_STACK_CHECKS)))
+
+
+# Why a rule was not applied on a CPU fleet (``NotApplied.reason``), each phrased in the catalogues
+# (``fleet.not_applied.<reason>``): a CPU's speed, shared with whatever else runs on its cores, is shown
+# but not judged (as in ``burn --cpu``); a CPU has no GPUs to copy between; no node ran the test.
+NOT_APPLIED_REASONS = ("cpu_speed", "no_gpu_pairs", "not_run")
+_GPU_SPEED_RULES = ("gpu.bandwidth_gbps", "gpu.matmul_tflops")
+
+
+@dataclass(frozen=True)
+class NotApplied:
+    """A rule in force that no node of a CPU fleet was held to, and why (``NOT_APPLIED_REASONS``)."""
+
+    rule: Rule
+    reason: str
+
+
+def not_applied(fleet: Fleet, rules: Sequence[Rule], metrics: Sequence[Sequence[Metric]],
+                refs: Sequence[Reference]) -> tuple[NotApplied, ...]:
+    """The rules a fleet whose every suite ran on the CPU was not judged by: those no node has a metric
+    under, nor a reference. A GPU fleet applies every rule it lists (none returned)."""
+    if not fleet.nodes or not all(on_cpu(n) for n in fleet.nodes):
+        return ()
+    held = {r for ms in metrics for m in ms if (r := _rule_for(m.name, rules)) is not None}
+    held |= {r for ref in refs if (r := _rule_for(ref.metric, rules)) is not None}
+    out = []
+    for r in rules:
+        if r in held:
+            continue
+        reason = ("cpu_speed" if r.metric.startswith(_GPU_SPEED_RULES)
+                  else "no_gpu_pairs" if r.metric.startswith("peer.") else "not_run")
+        out.append(NotApplied(r, reason))
+    return tuple(out)
 
 
 def _rule_for(name: str, rules: Sequence[Rule]) -> Rule | None:
@@ -495,6 +533,13 @@ class FleetAnalysis:
     slow: tuple[SlowRank, ...]
     lost: tuple[LostRank, ...] = ()
     interrupted: bool = False  # stopped by SIGTERM, SIGHUP or Ctrl-C: what finished, and who was lost
+    not_applied: tuple[NotApplied, ...] = ()  # rules of a CPU fleet no node was held to
+
+    @property
+    def applied(self) -> tuple[Rule, ...]:
+        """The rules the nodes were held to: those in force less those not applied."""
+        skipped = {x.rule for x in self.not_applied}
+        return tuple(r for r in self.rules if r not in skipped)
 
     @property
     def drain(self) -> tuple[NodeVerdict, ...]:
@@ -522,7 +567,9 @@ def analyse_fleet(fleet: Fleet, analyse_bench: Callable[[Any, Any], Any]) -> Fle
     refs, source = references(fleet, metrics)
     nodes = tuple(FleetNodeAnalysis(n, b, a, m, verdicts[i], tuple(r for r in fleet.ranks if r.rank in n.ranks))
                   for i, (n, b, a, m) in enumerate(per_node))
-    return FleetAnalysis(fleet, nodes, verdicts, rules_in_force(fleet), refs, source,
+    rules = rules_in_force(fleet)
+    return FleetAnalysis(fleet, nodes, verdicts, rules, refs, source,
                          tuple(analyse_sweep(c) for c in fleet.collectives),
                          tuple(r for r in fleet.ranks if r.status != "ok"), slow_ranks(fleet.ranks),
-                         lost_ranks(fleet), bool(fleet.settings.get("interrupted")))
+                         lost_ranks(fleet), bool(fleet.settings.get("interrupted")),
+                         not_applied(fleet, rules, metrics, refs))

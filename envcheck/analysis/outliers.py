@@ -16,7 +16,8 @@ DEFAULT_OUTLIER_MARGIN = 0.05
 class GpuRates:
     """What one GPU's suite says of its speed: its measured bandwidth ceiling (the best of the
     copy, read, fill and triad kernels) and its best torch matmul rate, both as the analysis
-    derives them (``analysis/ceilings.py``, ``analysis/results.py``)."""
+    derives them (``analysis/ceilings.py``, ``analysis/results.py``). A suite run on the CPU
+    measures no ceilings (``bandwidth_gbps`` None); its matmul rate is timed by the host clock."""
 
     index: int | None
     bandwidth_gbps: float | None
@@ -39,9 +40,13 @@ def rates_from(bench: Any, ceils: Any, results: Sequence[Any]) -> GpuRates:
     from envcheck.analysis.ceilings import BANDWIDTH, MEASURED
 
     best: tuple[int, float, str] | None = None
+    # On a GPU only a GPU time counts; a suite run on the CPU has host-clock times only, and its rate is
+    # the CPU's own (shown in GFLOP/s, never judged against a GPU's).
+    on_gpu = getattr(bench.device, "backend", None) == "cuda"
     for r in results:
         c = r.case
-        if c.op != "matmul" or c.impl != "torch" or c.gpu is None or r.status == "error" or r.tflops is None:
+        if c.op != "matmul" or c.impl != "torch" or (on_gpu and c.gpu is None) or r.status == "error" \
+                or r.tflops is None:
             continue
         m, n, k = c.shape
         label = f"{c.dtype} {m}x{n}x{k}" + ("" if c.precision == c.dtype else f" {c.precision}")

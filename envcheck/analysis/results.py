@@ -52,6 +52,8 @@ class CaseResult:
     verdict: Verdict | None
     flags: tuple[str, ...]
     conditions: cond.Conditions | None
+    # Run by Triton's interpreter on the CPU (``interpreted``): its time is no speed, and it has no speedup.
+    interpreted: bool = False
 
     @property
     def key(self) -> CaseKey:
@@ -99,6 +101,18 @@ def _verdict(c: Case, op: OpSpec, whole: Tolerance, baseline: Case | None) -> Ve
     return judge_outputs(outputs, tols, bases)
 
 
+# Implementations that never run a Triton kernel: on the CPU they run natively, interpreter on or off.
+NATIVE_IMPLS = ("torch", "compile", "jax")
+
+
+def interpreted(bench: Bench, case: Case, baseline: str) -> bool:
+    """Whether ``case`` ran in Triton's interpreter: a CPU run with ``settings.interpret`` (``run --interpret``,
+    or ``envcheck bench`` under ``TRITON_INTERPRET=1``), an implementation other than its op's baseline and
+    the native ones. A user's implementation may hold a Triton kernel under any name: counted as one."""
+    return (bench.settings.interpret and bench.device.backend != "cuda" and case.impl != baseline
+            and case.impl not in NATIVE_IMPLS)
+
+
 def case_results(bench: Bench, ceils: Ceilings) -> tuple[CaseResult, ...]:
     """The results of every case of ``bench``, in its order."""
     backend = bench.device.backend
@@ -132,7 +146,9 @@ def case_results(bench: Bench, ceils: Ceilings) -> tuple[CaseResult, ...]:
         pct_m = _pct(rate, ceils, name, MEASURED)
         speedup = None
         base = torch_time.get(group_key(c))
-        if c.impl != op.baseline and time is not None and base is not None and base.method == time.method:
+        interp = interpreted(bench, c, op.baseline)
+        if c.impl != op.baseline and time is not None and base is not None and base.method == time.method \
+                and not interp:  # an interpreter's time against a native one's is no speedup
             speedup = base.median_us / time.median_us
         baseline = base_accuracy.get(group_key(c)) if c.impl != op.baseline else None
         verdict = _verdict(c, op, tol, baseline) if c.measured and c.accuracy is not None else None
@@ -155,6 +171,6 @@ def case_results(bench: Bench, ceils: Ceilings) -> tuple[CaseResult, ...]:
             time=time, gbps=gbps, tflops=tflops, ceiling_name=name, pct_theoretical=pct_t, pct_measured=pct_m,
             speedup=speedup, tolerance=tol, verdict=verdict,
             flags=_flags(c, backend, time, ws, l2, conditions, pct_t, pct_m) if time is not None else (),
-            conditions=conditions,
+            conditions=conditions, interpreted=interp,
         ))
     return tuple(out)

@@ -17,6 +17,7 @@ errored, 130 interrupted, 2 bad options or a bad source).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from datetime import datetime, timezone
@@ -51,7 +52,8 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
     env = deps.collect(runtime=True, timeout=min(args.timeout, run_command.RUNTIME_PROBE_TIMEOUT_S),
                        reports_dir=str(out_dir))
     checks = tuple(deps.evaluate(env))
-    the_plan = plan.plan(ops, source, args, env)
+    # The worker inherits this environment: TRITON_INTERPRET=1 runs a Triton kernel in its interpreter.
+    the_plan = plan.plan(ops, source, args, env, interpret=os.environ.get("TRITON_INTERPRET") == "1")
 
     when = datetime.now(timezone.utc)
     started = _utc(when)

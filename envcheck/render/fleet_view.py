@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from envcheck.analysis import Analysis
 from envcheck.analysis import fleet as af
 from envcheck.model import Report
+from envcheck.model.fleet import Rule
 from envcheck.render import fmt
 from envcheck.render.checktext import all_localized
 from envcheck.render.node_view import (
@@ -84,6 +85,20 @@ def finding_text(f: af.Finding, p: _P) -> str:
     return p.key(key, {"count": len(f.ranks)}, raw)
 
 
+def _rule_label(r: Rule, p: _P) -> str:
+    """What a rule's metric stands for, or the prefix of the metrics it covers."""
+    if af.describe_metric(r.metric).key != "other":
+        return metric_label(r.metric, p)
+    return p.t("fleet.rule.prefix", prefix=p.escape(r.metric))
+
+
+def not_applied_text(fa: af.FleetAnalysis, p: _P) -> str:
+    """The rules of a CPU fleet no node was held to, each with why."""
+    return p.t("fleet.not_applied", rules=p.join([
+        p.t("fleet.not_applied.item", rule=_rule_label(x.rule, p), reason=p.t(f"fleet.not_applied.{x.reason}"))
+        for x in fa.not_applied]))
+
+
 def _verdict_section(fa: af.FleetAnalysis, p: _P) -> Section:
     rows = []
     lines = []
@@ -103,7 +118,9 @@ def _verdict_section(fa: af.FleetAnalysis, p: _P) -> Section:
                               count=len(fa.drain)), "fail"))
     else:
         lines.append(Line(p.t("fleet.all_pass"), "pass"))
-    lines.append(Line(p.t(f"fleet.judged.{fa.source}", count=len(fa.rules))))
+    lines.append(Line(p.t(f"fleet.judged.{fa.source}", count=len(fa.applied))))
+    if fa.not_applied:  # never a rule shown as held that was not applied
+        lines.append(Line(not_applied_text(fa, p)))
     parts = []
     for v in fa.verdicts:
         if v.findings:
@@ -180,9 +197,8 @@ def _rank_word(x: af.LostRank) -> str:
 
 def _rules_section(fa: af.FleetAnalysis, p: _P) -> Section:
     f = fa.fleet
-    rows = tuple((Cell(p.escape(r.metric)), Cell(metric_label(r.metric, p) if af.describe_metric(r.metric).key != "other"
-                                                 else p.t("fleet.rule.prefix", prefix=p.escape(r.metric))),
-                  Cell(p.t(f"fleet.direction.{r.direction}")), Cell(fmt.ratio_pct(r.margin))) for r in fa.rules)
+    rows = tuple((Cell(p.escape(r.metric)), Cell(_rule_label(r, p)),
+                  Cell(p.t(f"fleet.direction.{r.direction}")), Cell(fmt.ratio_pct(r.margin))) for r in fa.applied)
     cols = (p.t("fleet.col.rule"), p.t("fleet.col.means"), p.t("fleet.col.better"), p.t("fleet.col.margin"))
     lines = [Line(p.t("fleet.rules.default" if not f.rules else "fleet.rules.given"))]
     if f.baseline is not None:
@@ -190,6 +206,8 @@ def _rules_section(fa: af.FleetAnalysis, p: _P) -> Section:
                               created=p.escape(f.baseline.created or fmt.DASH))))
     else:
         lines.append(Line(p.t("fleet.no_baseline")))
+    if fa.not_applied:
+        lines.append(Line(not_applied_text(fa, p)))
     refs = tuple((Cell(metric_label(r.metric, p)), Cell(_value(r.metric, r.value)),
                   Cell(p.escape(r.algo)) if r.algo else DASH) for r in fa.references)
     ref_cols = (p.t("fleet.col.metric"), p.t(f"fleet.col.reference.{fa.source}"), p.t("node.col.algo"))

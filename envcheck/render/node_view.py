@@ -191,15 +191,22 @@ def gpus_part(na: an.NodeAnalysis, p: _P, pid: str = "gpus") -> Part | None:
             flag = Cell(short, status="fail")
         tally = Cell(f"{g.passed}/{g.cases}", status="pass" if g.cases and g.passed == g.cases else
                      "fail" if g.failed or g.errors else "")
+        if g.backend == "cuda":
+            bandwidth, matmul = _gbps(g.rates.bandwidth_gbps), fmt.num(g.rates.matmul_tflops)
+        else:  # the CPU's own: no bandwidth ceiling measured, a host-clock matmul in GFLOP/s
+            bandwidth = p.t("node.cpu.not_measured")
+            matmul = (fmt.rate(g.rates.matmul_tflops * 1e3, "GFLOP/s") if g.rates.matmul_tflops is not None
+                      else p.t("node.cpu.not_measured"))
         rows.append((Cell(_gpu(g.index) if g.backend == "cuda" else p.t("node.cpu")), Cell(p.escape(g.name)),
-                     Cell(_gbps(g.rates.bandwidth_gbps)),
-                     Cell(fmt.num(g.rates.matmul_tflops), p.escape(g.rates.matmul_key or "")), tally,
+                     Cell(bandwidth), Cell(matmul, p.escape(g.rates.matmul_key or "")), tally,
                      Cell(str(g.failed), status="fail" if g.failed else ""),
                      Cell(str(g.errors), status="fail" if g.errors else ""), flag))
-    cols = (p.t("node.col.gpu"), p.t("node.col.name"), p.t("node.col.bandwidth"), p.t("node.col.matmul"),
+    cpu = all(g.backend != "cuda" for g in na.gpus)
+    cols = (p.t("node.col.gpu"), p.t("node.col.name"), p.t("node.col.bandwidth_cpu" if cpu else "node.col.bandwidth"),
+            p.t("node.col.matmul_cpu" if cpu else "node.col.matmul"),
             p.t("node.col.passed"), p.t("col.failed"), p.t("col.errors"), p.t("node.col.outlier"))
     tables = [Table("gpus", cols, (False, False, True, True, True, True, True, False), tuple(rows), detail=(1,))]
-    lines = [Line(p.t("node.gpus.explain", margin=fmt.ratio_pct(na.margin)))]
+    lines = [Line(p.t("node.gpus.explain_cpu") if cpu else p.t("node.gpus.explain", margin=fmt.ratio_pct(na.margin)))]
     for g in na.gpus:
         if g.outliers:
             for o in g.outliers:

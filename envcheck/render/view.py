@@ -382,14 +382,16 @@ def _case_row(r: CaseResult, p: _Phraser) -> CaseRow:
         tol = p.join([tol, p.t("case.relative", ratio=fmt.speedup(r.verdict.relative),
                                 limit=fmt.speedup(r.verdict.relative_limit), baseline=p.escape(r.spec.baseline))])
     compute = r.spec.compute_bound
+    # Run in Triton's interpreter: its time is no speed, said where the time would stand.
+    interpreted = p.t("case.interpreted") if r.interpreted else None
     return CaseRow(
         key=c.key, anchor=anchor(c.key, p.prefix), impl=c.impl, variant=fmt.precision_label(c.dtype, c.precision),
         size=fmt.shape(c.shape), kernel=c.kernel,
-        gpu_time=fmt.duration_us(c.gpu.median_us if c.gpu else None),
+        gpu_time=interpreted or fmt.duration_us(c.gpu.median_us if c.gpu else None),
         gpu_iqr=fmt.duration_us(c.gpu.iqr_us if c.gpu else None),
-        launch_time=fmt.duration_us(c.launch.median_us if c.launch else None),
+        launch_time=interpreted or fmt.duration_us(c.launch.median_us if c.launch else None),
         first_call=fmt.seconds(c.compile_s), speedup=r.speedup, speedup_text=fmt.speedup(r.speedup),
-        throughput=fmt.num(r.tflops if compute else r.gbps),
+        throughput=fmt.DASH if r.interpreted else fmt.num(r.tflops if compute else r.gbps),
         pct_theoretical=fmt.pct(r.pct_theoretical), pct_measured=fmt.pct(r.pct_measured), share=r.pct_theoretical,
         error=err, tolerance=tol, error_ratio=r.verdict.ratio if r.verdict is not None else None,
         status=r.status, detail=_detail(r, p),
@@ -431,8 +433,12 @@ def _speedups(ba: BenchAnalysis) -> tuple[tuple[str, ...], tuple[SpeedupRow, ...
     tallies = ba.summary.by_op_impl_precision
     precisions = tuple(x for x in PRECISIONS if any(t.precision == x for t in tallies))
     rows = []
+    interpreted = {(r.case.op, r.case.impl) for r in ba.results if r.interpreted}
     for op, impl in dict.fromkeys((t.op, t.impl) for t in tallies):
         mine = {t.precision: t for t in tallies if t.op == op and t.impl == impl}
+        if (op, impl) in interpreted and all(t.speedup_geomean is None for t in mine.values()):
+            continue  # Triton's interpreter: no speedup to show, not a row of dashes
+
         cells = tuple(fmt.speedup(mine[x].speedup_geomean) if x in mine else None for x in precisions)
         ranges = tuple(_speedup_range(mine[x]) if x in mine else None for x in precisions)
         values = tuple(mine[x].speedup_geomean if x in mine else None for x in precisions)

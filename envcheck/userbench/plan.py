@@ -26,8 +26,11 @@ class BenchOptions(Protocol):
     device: int
 
 
-def plan(ops: tuple[OpSpec, ...], source: str, options: BenchOptions, env: Environment) -> suite.Plan:
-    """Every declared case; ``--quick`` takes the quick settings (shorter sampling)."""
+def plan(ops: tuple[OpSpec, ...], source: str, options: BenchOptions, env: Environment,
+         interpret: bool = False) -> suite.Plan:
+    """Every declared case; ``--quick`` takes the quick settings (shorter sampling). ``interpret``: the
+    worker's environment has ``TRITON_INTERPRET=1``; on the CPU its Triton kernels then run in Triton's
+    interpreter, which the report records (``settings.interpret``: their times are not speeds)."""
     quick = bool(options.quick)
     suite.check_device(options.device, env)
     names = tuple(op.name for op in ops)
@@ -46,7 +49,7 @@ def plan(ops: tuple[OpSpec, ...], source: str, options: BenchOptions, env: Envir
     else:
         notes += cuda_reasons  # every implementation still runs: a Triton one under TRITON_INTERPRET=1
         settings = dataclasses.replace(suite.CPU_QUICK_SETTINGS if quick else suite.CPU_SETTINGS,
-                                       threads=cpu_threads())
+                                       threads=cpu_threads(), interpret=interpret)
     impls = tuple(dict.fromkeys(i for op in ops for i in op.impls))
     settings = dataclasses.replace(settings, quick=quick, ops=names, impls=impls)
     budget, where = suite.free_memory(env, backend, index)
