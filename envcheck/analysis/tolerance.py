@@ -183,7 +183,8 @@ class Verdict:
     this rel_l2 over the baseline's and ``relative_limit``: the allowance over the baseline's
     (the RELATIVE_RATIO, or more where the floor decides), both None when the baseline is exact.
     For an op with several outputs each is judged on its own: ``failed_outputs`` names those
-    that broke a bound, and the numbers are the worst output's (the one of the largest ratio)."""
+    that broke a bound, ``output_ratios`` gives each output's ratio (name, ratio), and the
+    numbers are the worst output's (the one of the largest ratio)."""
 
     passed: bool
     broken: tuple[str, ...]
@@ -192,6 +193,11 @@ class Verdict:
     relative_allowed: float | None = None
     relative_limit: float | None = None
     failed_outputs: tuple[str, ...] = ()
+    output_ratios: tuple[tuple[str, float | None], ...] = ()
+
+    def failed_ratios(self) -> tuple[tuple[str, float | None], ...]:
+        """(name, ratio) of each output that broke a bound, in the op's order."""
+        return tuple((name, ratio) for name, ratio in self.output_ratios if name in self.failed_outputs)
 
 
 def judge(acc: Accuracy, tol: Tolerance, baseline: Accuracy | None = None) -> Verdict:
@@ -236,4 +242,5 @@ def judge_outputs(outputs: Mapping[str, Accuracy], tols: Mapping[str, Tolerance]
     worst = max(verdicts.values(), key=lambda v: -1.0 if v.ratio is None else v.ratio)
     broken = tuple(dict.fromkeys(b for v in verdicts.values() for b in v.broken))
     failed = tuple(name for name, v in verdicts.items() if not v.passed)
-    return dataclasses.replace(worst, passed=not broken, broken=broken, failed_outputs=failed)
+    return dataclasses.replace(worst, passed=not broken, broken=broken, failed_outputs=failed,
+                               output_ratios=tuple((name, v.ratio) for name, v in verdicts.items()))
