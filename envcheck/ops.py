@@ -24,10 +24,11 @@ The first users' workloads (issue 22) add three families and two training ops:
   padding R // 2 ("same" at stride 1), output N x K x P x Q;
 - ``layer_norm`` (rows, forward, eps 1e-5, with weight and bias);
 - forward + backward (``_fwbw``) of softmax (rows) and of a linear layer without bias (matmul
-  family: x is M x K, W is N x K, y = x W^T is M x N). Their output is the gradient(s) the
-  backward pass gives, judged against float64 gradients: dx for softmax; for linear y, dx and
-  dW flattened one after the other (M N + (M + N) K elements), each judged on its own
-  (``outputs``). The forward output is written too (autograd keeps it) and counted.
+  family: x is M x K, W is N x K, y = x W^T is M x N). Their output is the forward output and
+  the gradient(s) the backward pass gives, judged against float64 references, each on its own
+  (``outputs``): for softmax y over dx (2 ROWS x COLS); for linear y, dx and dW flattened one
+  after the other (M N + (M + N) K elements). The forward output counts in the traffic as
+  ``forward_elements`` (autograd writes and keeps it), the gradients as ``output_elements``.
 
 A user's own op (``envcheck bench FILE.py``) is an ``OpSpec`` too, of family ``declared``:
 no formula knows its cost, so it carries what the user declared (``Declared``: the bytes,
@@ -248,11 +249,13 @@ class OpSpec:
 
     def outputs(self, shape: tuple[int, ...]) -> tuple[tuple[str, int], ...]:
         """The outputs judged apart, each with its accumulation length: linear_fwbw's y = x W^T
-        (sums over K), dx = dy W (over N) and dW = dy^T x (over M); one unnamed output for
-        every other op."""
+        (sums over K), dx = dy W (over N) and dW = dy^T x (over M); softmax_fwbw's y and dx
+        (each over a row); one unnamed output for every other op."""
         if self.backward and self.family == "matmul":
             m, n, k = shape
             return (("y", k), ("dx", n), ("dW", m))
+        if self.backward:
+            return (("y", shape[1]), ("dx", shape[1]))
         return (("", self.accumulation(shape)),)
 
     def accumulation(self, shape: tuple[int, ...]) -> int:

@@ -67,6 +67,18 @@ def linear_dx_acc16(x, w, dy, y, out, precision):
     return out
 
 
+def softmax_wrong_forward(x, dy, y, out):
+    """The forward's normaliser sums the row without its last column (an off-by-one in the sum
+    y is divided by); dx, from the right y, is right. In torch: the bug needs no interpreter,
+    so tests/test_judge.py also drives it through the worker in-process."""
+    xf, dyf = x.float(), dy.float()
+    e = torch.exp(xf - xf.amax(dim=-1, keepdim=True))
+    right = e / e.sum(dim=-1, keepdim=True)
+    out.copy_(right * (dyf - (right * dyf).sum(dim=-1, keepdim=True)))
+    y.copy_(e / e[:, :-1].sum(dim=-1, keepdim=True))
+    return out
+
+
 @triton.jit
 def _layer_norm(x_ptr, w_ptr, b_ptr, out_ptr, cols, eps, BLOCK: tl.constexpr, SAMPLE_VAR: tl.constexpr,
                 EPS_OUTSIDE: tl.constexpr):
@@ -167,6 +179,7 @@ def conv_last_column(x, weight, out, stride, precision):
 PLANTED: dict[str, tuple[str, Callable[..., Any]]] = {
     "linear_wrong_forward": ("linear_fwbw", linear_wrong_forward),
     "linear_dx_acc16": ("linear_fwbw", linear_dx_acc16),
+    "softmax_wrong_forward": ("softmax_fwbw", softmax_wrong_forward),
     "layer_norm_eps_outside": ("layer_norm", _layer_norm_bug(False, True)),
     "layer_norm_sample_var": ("layer_norm", _layer_norm_bug(True, False)),
     "softmax_max_from_zero": ("softmax", softmax_max_from_zero),

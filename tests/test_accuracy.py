@@ -247,3 +247,19 @@ def test_an_allocator_that_does_not_reuse_the_block_is_reported() -> None:
     pool = Pool(reuse=False)
     result, poisoned = accuracy.checked_call(lambda: pool.alloc(100), torch.zeros(100))
     assert not poisoned and float(result[0]) == 0.0  # an unwritten element would pass unseen: said so
+
+
+def test_several_allocated_outputs_are_each_poisoned_and_joined_after_the_call() -> None:
+    """Autograd allocates softmax_fwbw's y and dx apart: each gets the two-call treatment, and the
+    check joins them (y over dx, as the preallocated output lays them) outside the call."""
+    pool = Pool(reuse=True)
+
+    def forward_backward_forgetting_one_dx():
+        y, dx = pool.alloc(6), pool.alloc(6)
+        y[:] = 1.0
+        dx[1:] = 2.0
+        return y, dx
+
+    result, poisoned = accuracy.checked_call(forward_backward_forgetting_one_dx, torch.zeros(12))
+    assert poisoned and result.shape == (12,)
+    assert float(result[0]) == 1.0 and math.isnan(float(result[6])) and float(result[7]) == 2.0

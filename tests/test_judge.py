@@ -170,6 +170,8 @@ def test_every_planted_bug_fails_its_case_at_the_interpret_suites_shapes(planted
     assert all(r.verdict.failed_outputs == ("y",) for r in forward if r.case.impl == "triton")
     dx = judged(planted_runs["linear_fwbw:linear_dx_acc16"])
     assert [r.verdict.failed_outputs for r in dx if r.case.impl == "triton" and r.case.dtype == "fp16"] == [("dx",)]
+    softmax = judged(planted_runs["softmax_fwbw:softmax_wrong_forward"])
+    assert all(r.verdict.failed_outputs == ("y",) for r in softmax if r.case.impl == "triton")
 
 
 @pytest.mark.slow
@@ -230,3 +232,28 @@ def test_the_relative_floor_is_one_fp32_rounding_outside_tf32():
     base = Accuracy(5e-8, 1e-7, 1e-7, 0, 100, 5e-8)
     assert not judge(Accuracy(72 * 5e-8, 1e-6, 1e-6, 0, 100, 72 * 5e-8), tol, base).passed
     assert judge(Accuracy(1.2e-7, 1e-7, 1e-7, 0, 100, 1.2e-7), tol, base).passed
+
+
+def test_a_wrong_softmax_forward_fails_its_case_on_output_y_through_the_worker(monkeypatch):
+    """softmax_fwbw's y, judged on its own: a forward off by its normaliser's last column
+    (tests/planted.py, a torch plant: no interpreter) fails on y alone, at every dtype, through
+    the worker's path (inputs, checked call, reference, statistics) and the analysis's judge."""
+    from envcheck.bench import kernels
+    from envcheck.bench.protocol import Measured, WorkerPlan
+    from envcheck.bench.suite import INTERPRET_SETTINGS, PlannedCase
+    from envcheck.bench.worker import Worker
+    from tests.planted import softmax_wrong_forward
+
+    monkeypatch.setattr(kernels, "softmax_fwbw", softmax_wrong_forward)
+    planned = tuple(PlannedCase("softmax_fwbw", impl, dtype, dtype, (16, 300))
+                    for dtype in ("fp32", "fp16", "bf16") for impl in ("torch", "triton"))
+    cases: list[Case] = []
+    plan = WorkerPlan("cpu", 0, planned, INTERPRET_SETTINGS, ceilings=False)
+    Worker(plan, lambda e: cases.append(e.case) if isinstance(e, Measured) else None).run()
+    results = judged(cases)
+    assert len(results) == 6 and all(r.case.measured for r in results)
+    assert all(r.status == "pass" for r in results if r.case.impl == "torch")
+    bugs = [r for r in results if r.case.impl == "triton"]
+    assert all(r.status == "fail" and r.verdict.failed_outputs == ("y",) for r in bugs), \
+        [(r.case.key, r.verdict) for r in bugs]
+    assert all({o.name for o in r.case.outputs} == {"y", "dx"} for r in results)

@@ -64,9 +64,9 @@ sqrt(e / u_out + 4 / elements), the last term the few crossings a small output m
 where its baseline's showed none. The planted fp16 accumulations read 4.7x (matmul, K = 200)
 and 4.8x (linear's dx) their allowance, a sample variance in layer norm 2.4-2.6x.
 
-An op with several outputs (linear_fwbw's y, dx and dW) is judged output by output, each
-against its own bounds (its own accumulation length) and its own baseline (``judge_outputs``);
-the case fails on any. Reports before schema 4 have one whole-output statistic and no excess:
+An op with several outputs (linear_fwbw's y, dx and dW; softmax_fwbw's y and dx) is judged
+output by output, each against its own bounds (its own accumulation length; softmax_fwbw's y
+as softmax's output) and its own baseline (``judge_outputs``); the case fails on any. Reports before schema 4 have one whole-output statistic and no excess:
 they are judged whole, on what they hold.
 """
 
@@ -95,6 +95,9 @@ _OP_ROUNDINGS = {"vector_add": 0, "relu": 0, "row_sum": 0, "softmax": 8,
 # autograd keeps softmax's y in fp16/bf16 and the backward reads it (y and the row sum of
 # y * dy each carry its rounding into dx).
 _STORED_ROUNDINGS = {"softmax_fwbw": 2}
+# The forward output y of a forward + backward op is the forward op's output: rounded as it is,
+# with nothing stored before it (linear's y is a matmul, as its gradients are).
+_FORWARD_OPS = {"softmax_fwbw": "softmax"}
 _MATMUL_ROUNDINGS = {"fp32": 1, "tf32": 2, "fp16": 0, "bf16": 0}
 
 
@@ -110,10 +113,12 @@ def compute_precision(op: OpSpec | str, dtype: str, precision: str) -> str:
     return "fp32" if dtype in ("fp16", "bf16") else dtype
 
 
-def _roundings(op: OpSpec, precision: str) -> int:
+def _roundings(op: OpSpec, precision: str, name: str) -> int:
+    """Roundings of ``op`` computing what op ``name`` computes (its own name, or the forward
+    op of its output y: ``_FORWARD_OPS``)."""
     if op.declared is not None:
         return op.declared.roundings
-    return _MATMUL_ROUNDINGS[precision] if op.compute_bound else _OP_ROUNDINGS[op.name]
+    return _MATMUL_ROUNDINGS[precision] if op.compute_bound else _OP_ROUNDINGS[name]
 
 
 @dataclass(frozen=True)
@@ -138,10 +143,11 @@ def tolerance(op: OpSpec | str, dtype: str, precision: str, shape: tuple[int, ..
         raise ValueError(f"unknown dtype/precision {dtype}/{precision}")
     op = _spec(op)
     compute = compute_precision(op, dtype, precision)
-    c = _roundings(op, precision)
+    name = _FORWARD_OPS.get(op.name, op.name) if output == "y" else op.name
+    c = _roundings(op, precision, name)
     u_c, u32, u_out = UNIT_ROUNDOFF[compute], UNIT_ROUNDOFF["fp32"], UNIT_ROUNDOFF[dtype]
     k = max(1, dict(op.outputs(shape)).get(output, op.accumulation(shape)))
-    stored = u_out * (1 + _STORED_ROUNDINGS.get(op.name, 0))
+    stored = u_out * (1 + _STORED_ROUNDINGS.get(name, 0))
     # The relative floor: where two correct implementations may differ whatever the baseline's
     # own error. TF32 rounds its inputs (c = 2) by truncation in Triton and to nearest in cuBLAS
     # (2.6x cuBLAS's error on an H200); every other precision rounds alike, and one fp32
@@ -177,7 +183,8 @@ class Verdict:
     this rel_l2 over the baseline's and ``relative_limit``: the allowance over the baseline's
     (the RELATIVE_RATIO, or more where the floor decides), both None when the baseline is exact.
     For an op with several outputs each is judged on its own: ``failed_outputs`` names those
-    that broke a bound, and the numbers are the worst output's (the one of the largest ratio)."""
+    that broke a bound, ``output_ratios`` gives each output's ratio (name, ratio), and the
+    numbers are the worst output's (the one of the largest ratio)."""
 
     passed: bool
     broken: tuple[str, ...]
@@ -186,6 +193,11 @@ class Verdict:
     relative_allowed: float | None = None
     relative_limit: float | None = None
     failed_outputs: tuple[str, ...] = ()
+    output_ratios: tuple[tuple[str, float | None], ...] = ()
+
+    def failed_ratios(self) -> tuple[tuple[str, float | None], ...]:
+        """(name, ratio) of each output that broke a bound, in the op's order."""
+        return tuple((name, ratio) for name, ratio in self.output_ratios if name in self.failed_outputs)
 
 
 def judge(acc: Accuracy, tol: Tolerance, baseline: Accuracy | None = None) -> Verdict:
@@ -230,4 +242,5 @@ def judge_outputs(outputs: Mapping[str, Accuracy], tols: Mapping[str, Tolerance]
     worst = max(verdicts.values(), key=lambda v: -1.0 if v.ratio is None else v.ratio)
     broken = tuple(dict.fromkeys(b for v in verdicts.values() for b in v.broken))
     failed = tuple(name for name, v in verdicts.items() if not v.passed)
-    return dataclasses.replace(worst, passed=not broken, broken=broken, failed_outputs=failed)
+    return dataclasses.replace(worst, passed=not broken, broken=broken, failed_outputs=failed,
+                               output_ratios=tuple((name, v.ratio) for name, v in verdicts.items()))

@@ -134,8 +134,10 @@ def make_output(op: str, shape: tuple[int, ...], dtype: str, device: str) -> Any
     s = spec(op)
     s.check_shape(shape)
     tdt = torch_dtype(dtype)
-    if op in ("softmax", "layer_norm", "softmax_fwbw"):
+    if op in ("softmax", "layer_norm"):
         return torch.empty(*shape, dtype=tdt, device=device)
+    if op == "softmax_fwbw":  # y over dx
+        return torch.empty(2 * shape[0], shape[1], dtype=tdt, device=device)
     if op == "conv2d":
         p, q = s.conv_output(shape)
         return torch.empty(shape[0], shape[4], p, q, dtype=tdt, device=device)
@@ -214,17 +216,20 @@ def _conv2d(inputs: Inputs, out: Any, stride: int) -> Impl:
     return lambda: torch.nn.functional.conv2d(x, w, stride=stride, padding=pad)
 
 
-def _softmax_fwbw(inputs: Inputs, out: Any) -> Impl:
-    """Autograd: forward, then the backward pass for the upstream gradient dy; returns dx
-    (autograd allocates it: accuracy.checked_call's allocating path)."""
+def _softmax_fwbw(inputs: Inputs, out: Any, forward: Callable[..., Any] | None = None) -> Impl:
+    """Autograd: forward, then the backward pass for the upstream gradient dy; returns y and dx
+    as autograd allocated them (accuracy.checked_call's allocating path joins them as
+    ``make_output`` lays them, outside the timed call: a copy into ``out`` would add 80% to
+    the traffic of this memory-bound op)."""
     import torch
 
     x = inputs["x"].detach().requires_grad_()
     dy = inputs["dy"]
+    fwd = forward or (lambda v: torch.softmax(v, dim=-1))
 
     def call() -> Any:
-        y = torch.softmax(x, dim=-1)
-        return torch.autograd.grad(y, x, dy)[0]
+        y = fwd(x)
+        return y.detach(), torch.autograd.grad(y, x, dy)[0]
 
     return call
 
@@ -261,8 +266,8 @@ def triton_impl(op: str, inputs: Inputs, out: Any, precision: str, shape: tuple[
     """envcheck's Triton kernel for ``op`` (imports Triton: call inside the worker only).
     ``control``: the run's positive-control switch (model.CONTROLS), None in ordinary runs.
 
-    Workspaces a kernel needs (the reductions' partials, the forward output y of the
-    forward + backward ops) are made here, once, outside every timed region."""
+    Workspaces a kernel needs (the reductions' partials) are made here, once, outside every
+    timed region; the forward + backward ops write y into ``out`` beside their gradients."""
     from envcheck.bench import kernels
 
     fn = getattr(kernels, op)
@@ -281,8 +286,13 @@ def triton_impl(op: str, inputs: Inputs, out: Any, precision: str, shape: tuple[
         return lambda: fn(x, w, out, shape[6], precision)
     if op == "softmax_fwbw":
         x, dy = inputs["x"], inputs["dy"]
-        y = x.new_empty(x.shape)
-        return lambda: fn(x, dy, y, out)
+        y, dx = out[:x.shape[0]], out[x.shape[0]:]  # y over dx, each judged
+
+        def softmax() -> Any:
+            fn(x, dy, y, dx)
+            return out
+
+        return softmax
     if op == "linear_fwbw":
         x, w, dy = inputs["x"], inputs["w"], inputs["dy"]
         m, n, k = x.shape[0], w.shape[0], x.shape[1]
@@ -363,12 +373,7 @@ def compiled_on_sets(op: str, sets: list[Inputs], shape: tuple[int, ...] = (),
         torch._dynamo.reset()
     compiled = torch.compile(eager(op, shape), dynamic=False)
     if op == "softmax_fwbw":
-        def softmax_fwbw(inputs: Inputs) -> Impl:
-            x = inputs["x"].detach().requires_grad_()
-            dy = inputs["dy"]
-            return lambda: torch.autograd.grad(compiled(x), x, dy)[0]
-
-        return [softmax_fwbw(inputs) for inputs in sets]
+        return [_softmax_fwbw(inputs, None, forward=compiled) for inputs in sets]
     if op == "linear_fwbw":
         return [_linear_fwbw(inputs, out, forward=compiled) for inputs, out in zip(sets, outs or [], strict=True)]
     return [functools.partial(compiled, *inputs.values()) for inputs in sets]

@@ -6,8 +6,8 @@ the same inputs as the other implementations; the float64 reference is computed 
 Arithmetic is held to what the other implementations do: fp16/bf16 reductions and matmuls
 accumulate in fp32 and round once; an fp32 matmul or convolution runs in IEEE fp32 (``fp32``)
 or TF32 (``tf32``) as asked, never in XLA's default, which on recent GPUs is TF32 for both. The
-forward + backward ops use ``jax.vjp`` and return the forward output beside the gradients, so
-XLA cannot drop the forward pass as dead code (autograd runs it too).
+forward + backward ops use ``jax.vjp`` and return the forward output beside the gradients (it is
+judged, and XLA cannot drop the forward pass as dead code: autograd runs it too).
 
 What the timing measures: JAX launches on its own CUDA streams, which a torch CUDA graph cannot
 capture, so a JAX case has no CUDA-graph GPU time; its launch time is one call through
@@ -56,7 +56,8 @@ def _import() -> Any:
 
 def function(op: str, shape: tuple[int, ...], precision: str) -> Callable[..., Any]:
     """The JAX function of ``op`` (not jitted), taking the inputs in ``impls.make_inputs``'s
-    order; it returns the output, or (forward output, gradient) for the forward + backward ops."""
+    order; it returns the output (linear_fwbw: y, dx and dW flattened), or softmax_fwbw's y
+    and dx."""
     jax = _import()
     jnp = jax.numpy
     lax = jax.lax
@@ -108,14 +109,14 @@ def function(op: str, shape: tuple[int, ...], precision: str) -> Callable[..., A
     if op == "softmax_fwbw":
         def softmax_fwbw(x: Any, dy: Any) -> Any:
             y, vjp = jax.vjp(lambda v: jax.nn.softmax(v.astype(f32), axis=-1).astype(v.dtype), x)
-            return y, vjp(dy)[0]
+            return y, vjp(dy)[0]  # y over dx, joined outside the timed call (as torch's)
 
         return softmax_fwbw
     if op == "linear_fwbw":
         def linear_fwbw(x: Any, w: Any, dy: Any) -> Any:
             y, vjp = jax.vjp(lambda a, b: jnp.matmul(a, b.T, preferred_element_type=f32).astype(a.dtype), x, w)
             dx, dw = vjp(dy)
-            return y, jnp.concatenate([y.ravel(), dx.ravel(), dw.ravel()])  # as impls.make_output lays it
+            return jnp.concatenate([y.ravel(), dx.ravel(), dw.ravel()])  # as impls.make_output lays it
 
         return traced(linear_fwbw)
     raise ValueError(f"no JAX implementation of {op!r}")
@@ -132,7 +133,6 @@ def on_sets(op: str, sets: list[tuple[Inputs, Any]], precision: str, shape: tupl
             raise NoDevice(jax.default_backend())
         torch.cuda.synchronize()  # the inputs were drawn on torch's stream; JAX reads them on its own
     jitted = jax.jit(function(op, shape, precision))
-    backward = spec(op).backward
 
     def bind(inputs: Inputs) -> Impl:
         # DLPack hands JAX row-major buffers only: a transposed view (fp32 matmul's K-major b)
@@ -141,7 +141,9 @@ def on_sets(op: str, sets: list[tuple[Inputs, Any]], precision: str, shape: tupl
 
         def call() -> Any:
             result = jax.block_until_ready(jitted(*args))
-            return torch.from_dlpack(result[1] if backward else result)
+            if isinstance(result, tuple):  # several outputs: accuracy.checked_call joins them
+                return tuple(torch.from_dlpack(r) for r in result)
+            return torch.from_dlpack(result)
 
         return call
 

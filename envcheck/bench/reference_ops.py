@@ -7,7 +7,8 @@ magnitude each output element's rounding error scales with (accuracy.py says how
   an error in the mean moves every element of the row by up to K u mean|x| rstd |w|, however
   close the element is to the mean;
 - conv2d: torch's float64 convolution over batch chunks; mag = the convolution of |x| by |w|;
-- softmax_fwbw: dx = y (dy - sum(y dy)) with y = softmax(x); mag = y (|dy| + sum(y |dy|));
+- softmax_fwbw: y = softmax(x) over dx = y (dy - sum(y dy)) (two named chunks per row chunk,
+  judged apart); mag = y (as softmax's) and y (|dy| + sum(y |dy|));
 - linear_fwbw: y = x W^T, dx = dy W and dW = dy^T x, flattened one after the other (three
   named chunks, judged apart); mag = |x| |W|^T, |dy| |W| and |dy|^T |x|.
 """
@@ -49,7 +50,8 @@ def chunks(op: str, inputs: dict[str, Any], shape: tuple[int, ...], chunk_elemen
         return
     if op in ("layer_norm", "softmax_fwbw"):
         x = inputs["x"]
-        for sl in slices(x.shape[0], x.shape[1], chunk_elements):
+        rows = x.shape[0]
+        for sl in slices(rows, x.shape[1], chunk_elements):
             xd = x[sl].double()
             if op == "layer_norm":
                 wd, bd = inputs["weight"].double(), inputs["bias"].double()
@@ -58,12 +60,13 @@ def chunks(op: str, inputs: dict[str, Any], shape: tuple[int, ...], chunk_elemen
                 rstd = torch.rsqrt((centred * centred).mean(dim=-1, keepdim=True) + LAYER_NORM_EPS)
                 ref = centred * rstd * wd + bd
                 mag = rstd * wd.abs() * (centred.abs() + xd.abs().mean(dim=-1, keepdim=True)) + bd.abs()
-            else:
-                dyd = inputs["dy"][sl].double()
-                y = torch.softmax(xd, dim=-1)
-                ref = y * (dyd - (y * dyd).sum(dim=-1, keepdim=True))
-                mag = y * (dyd.abs() + (y * dyd.abs()).sum(dim=-1, keepdim=True))
-            yield ref_chunk(sl, ref, mag)
+                yield ref_chunk(sl, ref, mag)
+                continue
+            dyd = inputs["dy"][sl].double()
+            y = torch.softmax(xd, dim=-1)
+            yield ref_chunk(sl, y, y, "y")  # the output's first rows; dx's are ``rows`` further
+            yield ref_chunk(slice(rows + sl.start, rows + sl.stop), y * (dyd - (y * dyd).sum(dim=-1, keepdim=True)),
+                            y * (dyd.abs() + (y * dyd.abs()).sum(dim=-1, keepdim=True)), "dx")
         return
     if op == "conv2d":
         x, w = inputs["x"], inputs["weight"]

@@ -26,8 +26,9 @@ JSON format history (``schema_version``):
   4 - additions only (2026-11-28): ``accuracy.excess_l2`` (the error beyond one rounding to the
       output's dtype); a case's ``outputs`` (the error of each output of an op with several,
       ``linear_fwbw``'s y, dx and dW); ``settings.interpret`` (``run --interpret``). linear_fwbw's
-      output is y, dx and dW flattened one after the other (before: dx over dW); reports without
-      ``outputs`` are judged on their one whole-output statistic, as they were.
+      output is y, dx and dW flattened one after the other (before: dx over dW), softmax_fwbw's
+      y over dx with ``outputs`` y and dx (before: dx alone); reports without ``outputs`` are
+      judged on their one whole-output statistic, as they were.
 
 Upgrading schema 1 (``_upgrade_1``): derived numbers are dropped and recomputed by the
 analysis; ``error`` keeps its two statistics; a case with status ``error`` gets a

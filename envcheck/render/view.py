@@ -148,6 +148,8 @@ class CaseRow:
     error: str
     tolerance: str
     error_ratio: float | None  # the verdict's worst error over its bound (None: not judged)
+    failed_outputs: tuple[str, ...]  # of an op with several, those that broke a bound (names)
+    failed_text: str  # the same phrased, each with its error over its bound ("" if none)
     status: str  # pass | fail | error
     detail: str  # why a row failed or could not run, and its notes
     flags: tuple[Flag, ...]
@@ -368,10 +370,20 @@ def _detail(r: CaseResult, p: _Phraser) -> str:
                          detail=p.escape(fmt.first_line(r.case.failure.detail))))
     if r.verdict is not None and r.verdict.broken:
         parts.append(p.t("case.broken", bounds=p.join([p.t(f"bound.{b}") for b in r.verdict.broken])))
+        if r.verdict.failed_outputs:
+            parts.append(_failed_outputs(r, p))
     elif r.status == "fail" and r.verdict is None:
         parts.append(p.t("case.unchecked"))
     parts += [p.note(n) for n in r.case.notes]
     return p.join(parts)
+
+
+def _failed_outputs(r: CaseResult, p: _Phraser) -> str:
+    """Which outputs of an op with several broke a bound, each with its error over its bound."""
+    assert r.verdict is not None
+    return p.t("case.failed_outputs", outputs=p.join([
+        p.t("case.output_failed", output=p.escape(name), ratio=fmt.speedup(ratio)) if ratio is not None
+        else p.escape(name) for name, ratio in r.verdict.failed_ratios()]))
 
 
 def _case_row(r: CaseResult, p: _Phraser) -> CaseRow:
@@ -394,6 +406,8 @@ def _case_row(r: CaseResult, p: _Phraser) -> CaseRow:
         throughput=fmt.DASH if r.interpreted else fmt.num(r.tflops if compute else r.gbps),
         pct_theoretical=fmt.pct(r.pct_theoretical), pct_measured=fmt.pct(r.pct_measured), share=r.pct_theoretical,
         error=err, tolerance=tol, error_ratio=r.verdict.ratio if r.verdict is not None else None,
+        failed_outputs=r.verdict.failed_outputs if r.verdict is not None else (),
+        failed_text=_failed_outputs(r, p) if r.verdict is not None and r.verdict.failed_outputs else "",
         status=r.status, detail=_detail(r, p),
         flags=tuple(sorted((_flag(f, r, p) for f in r.flags), key=lambda f: FLAG_ORDER.index(f.name))),
     )

@@ -55,7 +55,9 @@ def _time(r: CaseRow | None, s: OpSection) -> str:
 
 
 def _error_cell(rows: dict[str, CaseRow], values: bool = False) -> str:
-    """The row's worst error: as a share of its tolerance, or (``values``) the error and the tolerance."""
+    """The row's worst error: as a share of its tolerance, or (``values``) the error and the tolerance;
+    where an op with several outputs failed on some, those outputs (named, or phrased with their
+    ratios when ``values``)."""
     errored = [r for r in rows.values() if r.status == "error"]
     if errored:
         return _styled("error", "bold red")
@@ -65,6 +67,11 @@ def _error_cell(rows: dict[str, CaseRow], values: bool = False) -> str:
     worst = max(judged, key=lambda r: r.error_ratio or 0.0)
     failed = any(r.status == "fail" for r in rows.values())
     text = f"{worst.error} / {worst.tolerance}" if values else fmt.ratio_pct(worst.error_ratio)
+    failing = [r for r in rows.values() if r.failed_outputs]
+    if failing and values:
+        text += "; " + "; ".join(r.failed_text for r in failing)
+    elif failing:
+        text += " " + term(",".join(dict.fromkeys(o for r in failing for o in r.failed_outputs)))
     return _styled(text, "bold red" if failed else "")
 
 
