@@ -521,7 +521,7 @@ def test_every_committed_report_renders_and_renders_the_same_twice(tmp_path, nam
     assert a == b and len(a) > 10
     for rel in a:
         assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
-    html = (tmp_path / "a" / name.replace(".json", ".html")).read_bytes()
+    html = (tmp_path / "a" / name.replace(".json.gz", ".html")).read_bytes()
     assert len(html) <= 1_000_000, f"{len(html)} bytes"
 
 
