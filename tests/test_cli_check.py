@@ -61,16 +61,16 @@ def test_probe_never_imports_torch() -> None:
 
 
 @pytest.mark.slow
-def test_probe_is_fast_and_collect_env_comparison_is_recorded(record_property: Callable[[str, object], None]) -> None:
-    """Guard against a torch import sneaking into ``probe``. The comparison with collect_env, which the README
-    quotes, goes to the test report's properties (``pytest --junitxml``), not into pytest's progress line."""
+def test_probe_runs_and_its_time_beside_collect_env_is_recorded(record_property: Callable[[str, object], None]) -> None:
+    """``probe`` and ``collect_env`` wall times go to the test report's properties (``pytest --junitxml``):
+    recorded, never asserted (a busy machine decides them; that probe imports no torch is
+    test_probe_never_imports_torch's to say)."""
     walls = []
     for _ in range(3):
         t = time.perf_counter()
         assert envcheck("probe", "--format", "json").returncode == 0
         walls.append(time.perf_counter() - t)
     probe_s = min(walls)
-    assert probe_s < 1.0, f"envcheck probe took {probe_s:.2f} s"
     try:
         import importlib.util
 

@@ -12,12 +12,14 @@ from pathlib import Path
 
 import factories
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from envcheck import cli, files, model
-from envcheck.commands import run as run_cmd
-from envcheck.errors import UsageError
+pytest.importorskip("hypothesis", reason="hypothesis (a test extra) is not installed")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from envcheck import cli, files, model  # noqa: E402
+from envcheck.commands import run as run_cmd  # noqa: E402
+from envcheck.errors import UsageError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "tests" / "golden" / "node_x2.json"

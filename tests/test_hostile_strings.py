@@ -23,11 +23,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
-from prometheus_client.parser import text_string_to_metric_families
 
-from envcheck import cli, model
+pytest.importorskip("hypothesis", reason="hypothesis (a test extra) is not installed")
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
+from envcheck import cli, model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 A100 = json.loads((ROOT / "tests/fixtures/snapshots/corpus/linux-a100-driver-535-torch-cu124.json").read_text())

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import sys
 import time
@@ -14,8 +13,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from envcheck import model
 from envcheck.bench import hostmem, process, protocol, resume
@@ -185,58 +182,11 @@ def test_a_start_up_past_its_own_limit_stops_the_run_not_a_case(tmp_path):
 
 # --------------------------------------------------------------------------- hostile text from a user's code
 
-CHARS = ["\n", "\r", "\r\n", "\x00", "\x07", "\x1b[31m", "\x7f", "\x85", "\x9b", "\u2028", "\u202e", "\u2066",
-         "\ufeff", "\ud800", "\udfff", "\uffff", "<b>&amp;", "]]>", "|", "`", "*", "a", "é", "中", " ", SECRET]
-HOSTILE = st.lists(st.sampled_from(CHARS) | st.text(max_size=3), min_size=1, max_size=12).map("".join)
-# Lines a Markdown table or a one-line field must not hold raw.
-LINE_BREAKING = re.compile("[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029\x00-\x08\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
 def test_a_failure_detail_with_a_lone_surrogate_reaches_the_parent():
     ev = protocol.Measured(PLANNED[0].failed("first_call", "RuntimeError: bad \ud800 text"))
     line = protocol.encode(ev)
     line.encode("utf-8")  # the worker's protocol stream is UTF-8: before, emitting this killed the worker
     assert protocol.decode(line) == ev
-
-
-@pytest.mark.slow
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(texts=st.lists(HOSTILE, min_size=4, max_size=4), long=st.booleans())
-def test_hostile_text_from_a_user_s_code_leaves_every_view_valid_and_one_line(tmp_path, monkeypatch, texts, long):
-    """Exception messages and stderr lines holding newlines, surrogates, bidi overrides, C0/C1
-    controls, markup, a secret and (``long``) 200 kB: the report round-trips, the Markdown and HTML
-    hold none of them raw, JUnit validates, and the secret is nowhere."""
-    from envcheck.analysis import analyse
-    from envcheck.bench import assemble
-    from envcheck.render.documents import render_html, render_markdown
-    from envcheck.render.junit import junit_xml
-    from tests.test_outputs import SCHEMA
-
-    monkeypatch.setenv("HF_TOKEN", SECRET)
-    pad = "x" * 200_000 if long else ""
-    steps: list = [start()]
-    for i, (pc, text) in enumerate(zip(PLANNED[:3], texts, strict=False)):
-        steps += [emit(protocol.CaseStarted(i, 4, pc)), emit(protocol.Measured(pc.failed("first_call", text + pad))),
-                  {"stderr": text + pad}, {"raw": text}]
-    steps += [emit(protocol.CaseStarted(3, 4, PLANNED[3])), {"stderr": texts[3] + pad}, {"exit": 1}]
-    out, _ = run_script(tmp_path, steps)
-    assert out.stop.cause == StopCause.EXITED and len(out.cases) == 3
-    report = model.Report("0.1.0", "2026-11-22T22:00:00Z", "h", "run", model.Environment(),
-                          benches=(assemble.assemble(PLAN, out, "2026-11-22T22:00:00Z", 1.0),))
-    text = model.dumps(report)
-    text.encode("utf-8")
-    assert model.loads(text) == report
-    analysis = analyse(report)
-    md = render_markdown(report, "en", "c", analysis, [])
-    html = render_html(report, "en", analysis, [])
-    xml = junit_xml(analysis)
-    SCHEMA.validate(xml)
-    for view in (text, md, html, xml):
-        view.encode("utf-8")
-        assert SECRET not in view
-    for view in (md, html):
-        assert not LINE_BREAKING.search(view), repr(LINE_BREAKING.search(view))
-    assert all(ln.endswith("|") for ln in md.splitlines() if ln.startswith("|"))
 
 
 def test_a_leftover_that_cleared_its_environment_is_still_found_by_its_session(tmp_path):
