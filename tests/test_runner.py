@@ -229,7 +229,7 @@ def test_a_skip_of_one_precision_leaves_the_other_precision_unrun():
     assert assemble.unrun_skips(plan, legacy) == []
 
 
-def _gone(pid: int, wait_s: float = 5.0) -> bool:
+def _gone(pid: int, wait_s: float = 10.0) -> bool:
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         try:

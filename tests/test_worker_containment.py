@@ -8,10 +8,8 @@ import json
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from envcheck import model
@@ -21,7 +19,7 @@ from envcheck.errors import UsageError
 from envcheck.model import Note, StopCause
 from envcheck.redact import REDACTED
 from envcheck.userbench import discover as disc
-from tests.test_runner import PLAN, PLANNED, emit, play, run_script, start
+from tests.test_runner import PLAN, PLANNED, _gone, emit, play, run_script, start
 
 FAKE = str(Path(__file__).with_name("fake_worker.py"))
 SECRET = "s3cr3t-value-of-the-token-0123456789"
@@ -40,18 +38,6 @@ def _kill(pid_file: Path) -> None:
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
         except (ProcessLookupError, ValueError):
             pass
-
-
-def _gone(pid: int, wait_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        time.sleep(0.05)
-    return False
 
 
 # --------------------------------------------------------------------------- 3. secrets
