@@ -58,7 +58,7 @@ def test_matching_times_agree_within_three_percent(tmp_path):
     assert "| all_reduce | 4096 MiB | in_place | 342.6 | per_call | 342.6 | eager | 1.000 | 2 % | yes |" in text
     assert "| all_reduce | 1 MiB | in_place |" in text  # every size, not only >= 1 GiB
     assert len([ln for ln in text.splitlines() if ln.startswith("| ") and " MiB | " in ln and "_place" in ln]) == 35
-    assert "verdict: PASS: 35 of 35 (op, size) within the bar" in text
+    assert "verdict: PASS: 35 of 35 (op, size, mode) within the bar" in text
     assert "GPU 0 <-> GPU 1: nvswitch, 18 NVLinks" in text
     assert "collectives agree: True" in text
     assert rc == 1  # the copies part has no peer copies in this report, which never counts as agreement
@@ -81,7 +81,8 @@ def test_gpu_time_goes_against_nccl_tests_graph_mode_and_the_per_call_floor_is_n
                     "--nccl-tests", str(NODE / "nccl_tests_x2.txt"), "--nccl-tests-graph", str(graph),
                     "--out", str(out)])
     text = out.read_text()
-    assert "verdict: PASS: 35 of 35" in text and "collectives agree: True" in text
+    assert "verdict: PASS: 35 of 35 (op, size, mode) within the bar (5 % at every size, 2 % from 64 MiB; graph 35)" \
+        in text and "collectives agree: True" in text
     row = next(ln for ln in text.splitlines() if ln.startswith("| all_reduce | 1 MiB | in_place |"))
     assert "| gpu | " in row and "| graph | " in row and "| yes |" in row
 

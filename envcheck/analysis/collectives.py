@@ -99,10 +99,14 @@ def capture_means_us(result: CollectiveResult) -> tuple[float, ...]:
     the captures were taken. A rank's ``gpu_timings`` hold ``captures`` runs of equal length one after the other
     (``envcheck.node.collective_bench.CollectiveBench.measure``); where they do not divide so (a report written
     otherwise), or there was one capture, every replay counts as one capture's. Empty without GPU time."""
-    series = [t.timing.samples_us for t in result.gpu_timings if len(t.timing.samples_us)]
+    return _capture_means(result.gpu_timings, result.captures)
+
+
+def _capture_means(timings: Sequence[RankTiming], captures: int) -> tuple[float, ...]:
+    series = [t.timing.samples_us for t in timings if len(t.timing.samples_us)]
     if not series:
         return ()
-    k = result.captures if all(len(s) % result.captures == 0 for s in series) else 1
+    k = captures if all(len(s) % captures == 0 for s in series) else 1
 
     def by_capture(s: Sequence[float]) -> list[float]:
         n = len(s) // k
@@ -135,6 +139,13 @@ def gpu_time_us(result: CollectiveResult) -> float | None:
     if not means:
         return None
     return statistics.fmean(means) if result.allocations > 1 else statistics.median(means)
+
+
+def registered_time_us(result: CollectiveResult) -> float | None:
+    """GPU time of one call on buffers NCCL registered (``CollectiveResult.registered_timings``): the median of its
+    captures' means, as :func:`gpu_time_us` takes for one allocation (they share one pool). None without it."""
+    means = _capture_means(result.registered_timings, result.registered_captures)
+    return statistics.median(means) if means else None
 
 
 def _cv(timings: Sequence[RankTiming]) -> float | None:
@@ -198,6 +209,9 @@ class CollectiveRow:
     the per-call time is more than ``flags.LAUNCH_BOUND_RATIO`` x the GPU time, so a caller's cost at
     this size is the host's, not the links'. ``call_busbw_gbps``: the busbw a caller sees per call.
     ``pace_spread``: how far the GPU replays' mean lies above their fastest tenth (:func:`pace_spread`).
+    ``registered_time_us`` / ``registered_busbw_gbps``: the GPU time on buffers NCCL registered (zero-copy), where
+    measured, else ``registered_reason`` (``REGISTERED_REASONS``, None in reports from before it). Either check
+    finding a wrong element makes the row ``wrong``.
     """
 
     op: str
@@ -218,6 +232,9 @@ class CollectiveRow:
     launch_bound: bool = False
     gpu_reason: str | None = None
     pace_spread: float | None = None
+    registered_time_us: float | None = None
+    registered_busbw_gbps: float | None = None
+    registered_reason: str | None = None
 
     @property
     def unsteady(self) -> bool:
@@ -283,18 +300,23 @@ def collective_row(result: CollectiveResult, collectives: Collectives) -> Collec
     no_gpu = None
     if gpu is None and call is not None:
         no_gpu = result.gpu_reason if result.gpu_reason is not None else "not_recorded"
+    reg = registered_time_us(result)
+    wrong = result.wrong
+    if wrong is not None and result.registered_wrong:
+        wrong += result.registered_wrong
     if result.error:
         status = "error"
-    elif result.wrong is None:
+    elif wrong is None:
         status = "unverified"
-    elif result.wrong:
+    elif wrong:
         status = "wrong"
     else:
         status = "ok"
     cv = _cv(result.gpu_timings if gpu is not None else result.timings)
-    return CollectiveRow(result.op, result.size_bytes, result.ranks, t, algbw, busbw, cv, result.wrong,
+    return CollectiveRow(result.op, result.size_bytes, result.ranks, t, algbw, busbw, cv, wrong,
                          status, algos, why, basis, gpu, call, call_busbw, launch_bound, no_gpu,
-                         pace_spread(result) if gpu is not None else None)
+                         pace_spread(result) if gpu is not None else None, reg,
+                         bandwidths_gbps(result.op, result.size_bytes, n, reg)[1], result.registered_reason)
 
 
 def collective_rows(collectives: Collectives, narrowing: bool = False) -> tuple[CollectiveRow, ...]:
@@ -364,6 +386,7 @@ class Agreement:
     theirs_runs: int = 1  # nccl-tests runs the reference is the median of
     theirs_range: tuple[float, float] | None = None  # their busbw, lowest and highest run, where several
     ours_pace_spread: float | None = None  # CollectiveRow.pace_spread of envcheck's row
+    held: bool = True  # False: listed, not held (nccl-tests' eager loop is launch-bound at this size)
 
     @property
     def ours_unsteady(self) -> bool:
@@ -419,13 +442,25 @@ def medians(rows: Iterable[NcclTestsRow]) -> tuple[NcclTestsRow, ...]:
 
 
 def against_nccl_tests(collectives: Collectives, rows: Sequence[Any], graph_rows: Sequence[Any] = (),
-                       min_bytes: int = NCCL_TESTS_MIN_BYTES) -> tuple[Agreement, ...]:
+                       min_bytes: int = NCCL_TESTS_MIN_BYTES, registered_rows: Sequence[Any] = (),
+                       hold_eager: bool = False) -> tuple[Agreement, ...]:
     """Every size at or above ``min_bytes`` that nccl-tests ran, with whether envcheck agrees.
 
-    ``rows``: ``envcheck.node.nccl_tests.NcclTestsRow`` of nccl-tests' default (eager) run on the same
-    GPUs; ``graph_rows``: of its CUDA-graph run (``-G``), when there is one. nccl-tests' S and
-    envcheck's ``size_bytes`` are the same quantity, so rows match on (op, size). Several runs of the
-    same sizes count as one, each column their median (``medians``).
+    ``rows``: ``envcheck.node.nccl_tests.NcclTestsRow`` of nccl-tests' default (eager) loop on the same GPUs;
+    ``graph_rows``: of its CUDA-graph mode (``-G``) with ``NCCL_GRAPH_REGISTER=0``, the counterpart of envcheck's
+    GPU time on plain buffers; ``registered_rows``: of ``-G`` with NCCL's defaults, where NCCL registers the
+    buffers a captured call uses (nccl-tests drives every GPU from one process, so it can register its plain
+    buffers), the counterpart of envcheck's GPU time on buffers from NCCL's allocator (``registered_time_us``;
+    between processes NCCL can register only those). nccl-tests' S and envcheck's ``size_bytes`` are the same
+    quantity, so rows match on (op, size); several runs of the same sizes count as one, each column their
+    median (``medians``).
+
+    One ``Agreement`` per size: the unregistered graph run where there is one and envcheck has a GPU time, else
+    the eager loop. With ``hold_eager``, the eager loop gets an ``Agreement`` of its own too, held against the
+    plain GPU time where nccl-tests' eager loop is not launch-bound (its time within the bar of its own
+    unregistered graph time: one thread launching every GPU's call in turn leaves gaps below a few MiB, e.g.
+    all_gather 1 MiB on 4 x H200: 34.3 us a call eager, 12.8 in -G); a launch-bound size is listed, not held
+    (``held`` False). With ``registered_rows``, one more ``Agreement`` per size (mode ``graph_registered``).
     """
     ours = {(r.op, r.size_bytes): r for r in collective_rows(collectives)}
     graph = {(t.op, t.size_bytes): t for t in medians(graph_rows)}
@@ -437,20 +472,42 @@ def against_nccl_tests(collectives: Collectives, rows: Sequence[Any], graph_rows
         eager = _column(t, placement)
         mine = ours.get((t.op, t.size_bytes))
         g = graph.get((t.op, t.size_bytes))
-        use_graph = g is not None and (mine is None or mine.time_basis == "gpu")
-        theirs = _column(g, placement) if use_graph else eager
-        value = mine.busbw_gbps if mine is not None else None
-        ratio = value / theirs if value is not None and theirs > 0 else None
-        tol = nccl_tests_tolerance(t.size_bytes)
-        within = ratio is not None and abs(ratio - 1) <= tol
-        ref = g if use_graph else t
-        span = None if ref.busbw_range is None else ref.busbw_range[placement == "in_place"]
-        out.append(Agreement(t.op, t.size_bytes, placement, value, theirs, ratio, within,
-                             mine.algo_label if mine is not None else None, tol,
-                             mine.time_basis if mine is not None else None, "graph" if use_graph else "eager",
-                             mine.call_busbw_gbps if mine is not None else None, eager, ref.runs, span,
-                             mine.pace_spread if mine is not None else None))
+        gpu_basis = mine is None or mine.time_basis == "gpu"
+        use_graph = g is not None and gpu_basis
+        modes = [(g if use_graph else t, "graph" if use_graph else "eager", True)]
+        if hold_eager and use_graph:
+            # nccl-tests' eager loop, held where its calls follow each other without gaps (its own graph time).
+            assert g is not None
+            bound = _column(g, placement) > 0 and (1 - _column(t, placement) / _column(g, placement)) > \
+                nccl_tests_tolerance(t.size_bytes)
+            modes.append((t, "eager", not bound))
+        for ref, mode, held in modes:
+            out.append(_agreement(t, ref, mode, placement, mine, eager, held,
+                                  mine.busbw_gbps if mine is not None else None,
+                                  mine.time_basis if mine is not None else None))
+    for t in medians(registered_rows):
+        if t.size_bytes < min_bytes:
+            continue
+        placement = "in_place" if t.op in IN_PLACE_OPS else "out_of_place"
+        mine = ours.get((t.op, t.size_bytes))
+        plain = next((r for r in medians(rows) if (r.op, r.size_bytes) == (t.op, t.size_bytes)), None)
+        out.append(_agreement(t, t, "graph_registered", placement, mine,
+                              _column(plain, placement) if plain is not None else None, True,
+                              mine.registered_busbw_gbps if mine is not None else None, "registered"))
     return tuple(out)
+
+
+def _agreement(t: NcclTestsRow, ref: NcclTestsRow, mode: str, placement: str, mine: CollectiveRow | None,
+               eager: float | None, held: bool, value: float | None, basis: str | None) -> Agreement:
+    theirs = _column(ref, placement)
+    ratio = value / theirs if value is not None and theirs > 0 else None
+    tol = nccl_tests_tolerance(t.size_bytes)
+    within = ratio is not None and abs(ratio - 1) <= tol
+    span = None if ref.busbw_range is None else ref.busbw_range[placement == "in_place"]
+    return Agreement(t.op, t.size_bytes, placement, value, theirs, ratio, within,
+                     mine.algo_label if mine is not None else None, tol, basis, mode,
+                     mine.call_busbw_gbps if mine is not None else None, eager, ref.runs, span,
+                     mine.pace_spread if mine is not None and basis == "gpu" else None, held)
 
 
 def ring_expectation(topology: Topology, gpus: Sequence[int]) -> float | None:

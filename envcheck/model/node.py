@@ -203,6 +203,10 @@ COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broa
 # GPUs), ``capture_failed`` (NCCL or torch refused the graph capture; ``gpu_error`` says how),
 # ``not_captured`` (a check or a size that did not run got as far as the capture).
 GPU_TIME_REASONS = ("no_cuda_graphs", "capture_failed", "not_captured")
+# Why a collective has no GPU time on NCCL-registered buffers: those above, ``no_nccl_allocator`` (torch or NCCL
+# too old for torch's NCCL memory pool), ``out_of_memory``, ``error`` (the registered calls raised: the message in
+# ``registered_error``).
+REGISTERED_REASONS = (*GPU_TIME_REASONS, "no_nccl_allocator", "out_of_memory", "error")
 
 
 @dataclass(frozen=True)
@@ -241,6 +245,11 @@ class CollectiveResult:
     the replays of, and ``communicators``: over how many communicators of the same ranks those graphs were
     captured in turn (1 and 1 in reports before 2026-11-26 11:34 UTC; on a GPU since, ``collective_bench.CAPTURES``
     over ``COMMUNICATORS``, as which communicator a call goes through moved all_to_all 64 MiB by up to 8%).
+    ``registered_timings``: the GPU time again on buffers from NCCL's allocator (torch's NCCL memory pool), which
+    NCCL registers when a graph captures a call on them, for zero-copy transfers (``collective_bench._registered``),
+    pooled over ``registered_captures`` graphs; ``registered_wrong`` its output check; without it
+    ``registered_reason`` (``REGISTERED_REASONS``) and ``registered_error`` say why. Reports before 2026-11-28 21:00
+    UTC have none, and no reason.
     """
 
     op: str
@@ -262,8 +271,17 @@ class CollectiveResult:
     allocations: int = field(default=1, metadata={OMIT_DEFAULT: True})
     captures: int = field(default=1, metadata={OMIT_DEFAULT: True})
     communicators: int = field(default=1, metadata={OMIT_DEFAULT: True})
+    registered_timings: tuple[RankTiming, ...] = ()
+    registered_captures: int = field(default=1, metadata={OMIT_DEFAULT: True})
+    registered_wrong: int | None = None
+    registered_reason: str | None = None
+    registered_error: str | None = None
 
     def __post_init__(self) -> None:
+        if self.registered_captures < 1:
+            raise ValueError(f"registered_captures must be at least 1, not {self.registered_captures}")
+        if self.registered_reason is not None and self.registered_reason not in REGISTERED_REASONS:
+            raise ValueError(f"unknown reason for no registered GPU time {self.registered_reason!r}")
         if self.rotation_sets < 1:
             raise ValueError(f"rotation_sets must be at least 1, not {self.rotation_sets}")
         if self.allocations < 1:

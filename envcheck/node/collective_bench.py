@@ -117,6 +117,16 @@ COMMUNICATOR_MEMORY_SHARE = 0.15
 # evidence/device-logs/2026-11-26_0924Z_2x-h100_diag_large.log.gz), so one allocation's number is luck.
 ALLOCATIONS = CAPTURES
 ALLOCATION_WARMUP = 2  # warm-up calls on each allocation after the first (the communicator is warm)
+# The per-call time is what a loop of calls costs its caller: a CUDA event marks every PER_CALL_LOOP calls
+# below PER_CALL_LOOP_BELOW, not every call. An event recorded between every call adds its own host cost to each:
+# all_reduce 1 MiB on 2 x H200 read 110.8 us a call with an event between calls and 50.5 in a plain loop
+# (68.8 and 46.2 cycling through 16 sets of buffers, evidence/device-logs/2026-11-28_2006Z_4x-h200_collective_causes.log.gz).
+# From 64 MiB a call keeps the GPU busy for over 150 us and the host runs ahead (64 MiB: 255.2 us in the loop, 248.0
+# replayed in a graph), so an event between calls costs nothing there and each call is a sample.
+PER_CALL_LOOP = 10
+PER_CALL_LOOP_BELOW = 64 * (1 << 20)
+# The GPU time on NCCL-registered buffers pools this many captures, on as many of the communicators.
+REGISTERED_CAPTURES = 3
 
 
 @dataclass(frozen=True)
@@ -142,6 +152,14 @@ class Measured:
     allocations: int = 1  # fresh allocations the timed calls were spread over (1: one)
     captures: int = 1  # graphs captured afresh whose replays gpu_samples_us pools (1: one)
     communicators: int = 1  # communicators those graphs were captured on (1: the one given)
+    # The GPU time again on buffers from NCCL's allocator (torch's NCCL memory pool), which NCCL registers when a
+    # graph captures a call on them: zero-copy transfers (see measure_registered).
+    reg_samples_us: tuple[float, ...] = ()
+    reg_calls: int = 1
+    reg_captures: int = 1
+    reg_wrong: int | None = None
+    reg_reason: str | None = None  # a model.node.REGISTERED_REASONS key when there is no such time
+    reg_error: str | None = None
 
 
 def whole_cycles(calls: int, sets: int) -> int:
@@ -210,6 +228,8 @@ class CollectiveBench:
 
             self.clock = HostClock()
         self.method = "cuda_events" if self.cuda else "host_clock"
+        self._nccl_allocator: Any = None  # torch's NCCL allocator, once use_registered_buffers found it
+        self._registered_error: str | None = None
 
     # ----------------------------------------------------------------- agreement
 
@@ -304,21 +324,20 @@ class CollectiveBench:
         else:
             raise ValueError(f"unknown collective {op!r}")
 
-    def _gpu_time(self, op: str, sets: list[tuple[Any, Any]], group: Any, root: int, calls: int,
-                  replays: int) -> tuple[tuple[float, ...], str | None, str | None]:
-        """(samples per call, reason, error) of ``calls`` calls (whole cycles through the ``sets`` of
-        (input, output) buffers) captured in one CUDA graph and replayed ``replays`` times back to back.
-        Every member calls it; none replays unless all captured."""
+    def _capture(self, op: str, sets: list[tuple[Any, Any]], group: Any, root: int, calls: int,
+                 warm_call: bool = True) -> tuple[Any, str | None]:
+        """(graph, error): ``calls`` calls (whole cycles through ``sets``) captured in one CUDA graph, None with
+        the error where any member of the group failed to capture (every member calls it and agrees)."""
         torch = self.torch
         graph = None
         error = None
         try:
-            # torch's recipe for capture: one call on a side stream first (lazy state settles there).
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                self._call(op, *sets[0], group, root)
-            torch.cuda.current_stream().wait_stream(side)
+            if warm_call:  # torch's recipe for capture: one call on a side stream first (lazy state settles there)
+                side = torch.cuda.Stream()
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    self._call(op, *sets[0], group, root)
+                torch.cuda.current_stream().wait_stream(side)
             torch.cuda.synchronize()
             graph = torch.cuda.CUDAGraph()
             # thread_local: ProcessGroupNCCL's watchdog thread keeps querying its events during the
@@ -332,8 +351,18 @@ class CollectiveBench:
         if not self._min_over(int(graph is not None), group):
             if graph is not None:
                 graph.reset()
-            return (), "capture_failed", error or "another rank's capture failed"
-        assert graph is not None
+            return None, error or "another rank's capture failed"
+        return graph, None
+
+    def _gpu_time(self, op: str, sets: list[tuple[Any, Any]], group: Any, root: int, calls: int,
+                  replays: int) -> tuple[tuple[float, ...], str | None, str | None]:
+        """(samples per call, reason, error) of ``calls`` calls (whole cycles through the ``sets`` of
+        (input, output) buffers) captured in one CUDA graph and replayed ``replays`` times back to back.
+        Every member calls it; none replays unless all captured."""
+        torch = self.torch
+        graph, error = self._capture(op, sets, group, root, calls)
+        if graph is None:
+            return (), "capture_failed", error
         try:
             # Untimed replays first, back to back for about GRAPH_WARM_US (the group's longest estimate of a
             # replay decides how many, so every member replays as often): on an idle GPU the first replay's
@@ -357,6 +386,76 @@ class CollectiveBench:
         finally:
             graph.reset()
         return samples, None, None
+
+    def use_registered_buffers(self) -> str | None:
+        """Make the GPU time on NCCL-registered buffers possible: torch's NCCL memory pool (ncclMemAlloc) of the
+        default process group. None where it is ready, else why not (torch or NCCL too old, no GPU)."""
+        if not self.cuda:
+            self._registered_error = "no GPU"
+            return "no_cuda_graphs"
+        try:
+            backend = self.dist.distributed_c10d._get_default_group()._get_backend(self.torch.device(self.device))
+            self._nccl_allocator = backend.mem_allocator
+            self.torch.cuda.MemPool(self._nccl_allocator)  # one made and dropped: the API is there
+        except Exception as e:  # noqa: BLE001 - an older torch or NCCL: the plain GPU time stands alone
+            self._nccl_allocator = None
+            self._registered_error = one_line(e)
+            return "no_nccl_allocator"
+        return None
+
+    def _registered(self, op: str, size_bytes: int, n: int, lay: Any, values: tuple[Any, Any], comms: tuple[Any, ...],
+                    root: int, calls: int, replays: int, free: int | None, need: int) -> dict[str, Any]:
+        """The ``Measured`` fields of the GPU time on buffers from NCCL's allocator (a memory pool of its own, made
+        for this size and dropped after it): ``REGISTERED_CAPTURES`` graphs of ``calls`` calls, one on each
+        communicator in turn, ``replays`` timed replays each, then a graph of one call replayed on fresh inputs
+        and its output checked.
+
+        NCCL registers a buffer a captured call uses where its peers can map it (NCCL_GRAPH_REGISTER, on by
+        default): buffers from ncclMemAlloc can be shared with the other processes, those of torch's caching
+        allocator (cudaMalloc) cannot, so between processes only these get NCCL's zero-copy transfers. nccl-tests
+        drives every GPU from one process, where NCCL registers its plain buffers too: its CUDA-graph mode (-G) is
+        the counterpart of this time, its eager loop and -G with NCCL_GRAPH_REGISTER=0 that of the plain one (on 2 x
+        H200, all_gather 256 MiB read 309.1 GB/s busbw in -G, 245.7 with NCCL_GRAPH_REGISTER=0 and 243.4 eager;
+        broadcast 4 MiB on 4 x H200 103.8 in -G, 167.4 unregistered: registration is not always faster,
+        evidence/device-logs/2026-11-28_2006Z_4x-h200_collective_causes_nccl-tests.txt.gz)."""
+        torch = self.torch
+        value_in, value_out = values
+        pool = torch.cuda.MemPool(self._nccl_allocator)
+        sets: list[tuple[Any, Any]] = []
+        graph = None
+        try:
+            with torch.cuda.use_mem_pool(pool):
+                first = self._allocate(op, lay, value_in, comms[0])
+                if first is None:
+                    return {"reg_reason": "out_of_memory"}
+                sets = [first] + self._more_sets(op, size_bytes, n, *first, free, need, comms[0])
+            calls = whole_cycles(calls, len(sets))
+            samples: tuple[float, ...] = ()
+            for k in range(REGISTERED_CAPTURES):
+                got, _why, err = self._gpu_time(op, sets, comms[k % len(comms)], root, calls, replays)
+                if not got:
+                    return {"reg_reason": "capture_failed", "reg_error": err}
+                samples += got
+            # The check: one call captured (nothing runs), fresh inputs written, the output poisoned, one replay.
+            send, recv = sets[0]
+            graph, err = self._capture(op, sets[:1], comms[0], root, 1, warm_call=False)
+            if graph is None:
+                return {"reg_reason": "capture_failed", "reg_error": err}
+            self._fill(send, value_in)
+            if recv is not None:
+                recv.fill_(-1.0)
+            graph.replay()
+            torch.cuda.synchronize()
+            wrong = self._count_wrong(recv if recv is not None else send, value_out)
+            return {"reg_samples_us": samples, "reg_calls": calls, "reg_captures": REGISTERED_CAPTURES,
+                    "reg_wrong": wrong}
+        finally:
+            if graph is not None:
+                graph.reset()
+            sets, first, send, recv, graph = [], None, None, None, None  # noqa: F841 - released before the pool
+            torch.cuda.synchronize()
+            del pool
+            torch.cuda.empty_cache()
 
     def _more_sets(self, op: str, size_bytes: int, n: int, send: Any, recv: Any, free: int | None, need: int,
                    group: Any) -> list[tuple[Any, Any]]:
@@ -400,23 +499,26 @@ class CollectiveBench:
         return send, recv
 
     def _timed(self, op: str, sets: list[tuple[Any, Any]], group: Any, root: int, warmup: int, iters: int,
-               graph: bool, calls: int | None, replays: int) -> tuple[tuple[float, ...], tuple[float, ...], int,
-                                                                       str | None, str | None]:
+               graph: bool, calls: int | None, replays: int, stride: int = 1) -> tuple[
+                   tuple[float, ...], tuple[float, ...], int, str | None, str | None]:
         """(per-call samples, GPU samples, calls per graph, reason, error) of ``op`` on ``sets``: ``warmup``
-        calls, ``iters`` eager calls timed back to back, then (on a GPU, with ``graph``) ``replays`` replays of a
-        graph of ``calls`` calls (sized here from the eager calls when None, so ``iters`` is then at least 1)."""
+        calls, ``iters`` x ``stride`` eager calls timed back to back (a mark every ``stride`` calls, each sample
+        the mean call between two marks), then (on a GPU, with ``graph``) ``replays`` replays of a graph of
+        ``calls`` calls (sized here from the eager calls when None, so ``iters`` is then at least 1)."""
         for i in range(warmup):
             self._call(op, *sets[i % len(sets)], group, root)
         self.clock.synchronize()
-        # One mark between consecutive calls, as nccl-tests times its loop: the samples add up to
-        # the whole loop, so their mean is its time per call (the host runs ahead of the GPU on
-        # large sizes; on small ones the samples show the launch cost a real caller pays too).
+        # Marks between calls, as nccl-tests times its loop: the samples add up to the whole loop, so their
+        # mean is its time per call (the host runs ahead of the GPU on large sizes; on small ones the samples
+        # hold the launch cost a real caller's loop pays, and no more: PER_CALL_LOOP).
         marks = [self.clock.mark()]
-        for i in range(warmup, warmup + iters):  # the cycle goes on from the warm-up's
+        for i in range(warmup, warmup + iters * stride):  # the cycle goes on from the warm-up's
             self._call(op, *sets[i % len(sets)], group, root)
-            marks.append(self.clock.mark())
+            if (i - warmup + 1) % stride == 0:
+                marks.append(self.clock.mark())
         self.clock.synchronize()
-        samples = tuple(max(self.clock.elapsed_us(a, b), 1e-3) for a, b in zip(marks[:-1], marks[1:], strict=True))
+        samples = tuple(max(self.clock.elapsed_us(a, b) / stride, 1e-3)
+                        for a, b in zip(marks[:-1], marks[1:], strict=True))
         if not (self.cuda and graph):
             return samples, (), 1, ("not_captured" if self.cuda else "no_cuda_graphs"), None
         if calls is not None:
@@ -469,6 +571,7 @@ class CollectiveBench:
             # allocation in each where there are several; the eager calls split among the allocations, or all
             # in the first round.
             comms = (group, *more_groups) if self.cuda else (group,)
+            stride = PER_CALL_LOOP if self.cuda and lay.size_bytes < PER_CALL_LOOP_BELOW else 1
             rounds = CAPTURES if self.cuda and (graph or allocations > 1) else 1
             per = math.ceil(iters / rounds)
             samples: tuple[float, ...] = ()
@@ -492,7 +595,7 @@ class CollectiveBench:
                 else:
                     warm, eager_iters = (warmup, iters) if k == 0 else (0, 0)
                 eager, replays, calls, why, err = self._timed(op, sets, comms[k % len(comms)], root, warm,
-                                                              eager_iters, timed_graph, calls, per)
+                                                              eager_iters, timed_graph, calls, per, stride)
                 samples += eager
                 if replays:
                     gpu += replays
@@ -508,10 +611,24 @@ class CollectiveBench:
             self._call(op, send, recv, group, root)
             self.clock.synchronize()
             wrong = self._count_wrong(recv if recv is not None else send, value_out)
-            return _replace(base, samples_us=samples, wrong=wrong, gpu_samples_us=gpu,
-                            gpu_calls=calls or 1, gpu_reason=None if gpu else reason, gpu_error=None if gpu else error,
-                            rotation_sets=len(sets), allocations=allocations, captures=captures if gpu else 1,
-                            communicators=min(captures, len(comms)) if gpu else 1)
+            result = _replace(base, samples_us=samples, wrong=wrong, gpu_samples_us=gpu,
+                              gpu_calls=calls or 1, gpu_reason=None if gpu else reason,
+                              gpu_error=None if gpu else error, rotation_sets=len(sets), allocations=allocations,
+                              captures=captures if gpu else 1, communicators=min(captures, len(comms)) if gpu else 1)
+            if not (self.cuda and graph):
+                return result
+            if not gpu:  # no graph on plain buffers: none on registered ones either
+                return _replace(result, reg_reason="not_captured")
+            if self._nccl_allocator is None:
+                return _replace(result, reg_reason="no_nccl_allocator", reg_error=self._registered_error)
+            first, sets, send, recv = None, [], None, None  # the plain buffers go back before the pool's are made
+            torch.cuda.empty_cache()
+            try:
+                registered = self._registered(op, size_bytes, n, lay, (value_in, value_out), comms, root, calls or 1,
+                                              math.ceil(iters / REGISTERED_CAPTURES), free, need)
+            except Exception as e:  # noqa: BLE001 - the plain result stands; the registered one failed, and says how
+                registered = {"reg_reason": "error", "reg_error": one_line(e)}
+            return _replace(result, **registered)
         except Exception as e:  # noqa: BLE001 - a failed collective is a result, reported by the caller
             return _replace(base, error=one_line(e))
         finally:

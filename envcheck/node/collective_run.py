@@ -13,7 +13,7 @@ import json
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from envcheck.model.bench import Timing
 from envcheck.model.node import (
     COLLECTIVES,
     GPU_TIME_REASONS,
+    REGISTERED_REASONS,
     AlgoChoice,
     CollectiveResult,
     Collectives,
@@ -196,6 +197,7 @@ def assemble(outputs: Sequence[RankOutput], plan: SweepPlan, world_size: int, sc
                                max(1, int(first.get("allocations") or 1)) if timings else 1,
                                max(1, int(first.get("captures") or 1)) if gpu_timings else 1,
                                max(1, int(first.get("communicators") or 1)) if gpu_timings else 1)
+        res = _with_registered(res, got, ranks)
         (narrowing if phase == "narrow" else sweep).append(res)
     # Planned sizes nobody reported (a crash or the time limit came first) are listed as not run.
     from envcheck.analysis.node import layout
@@ -278,3 +280,22 @@ def run_sweep(plan: SweepPlan, placement: Placement, out_dir: str | os.PathLike[
         timeout = max(timeout - (time.monotonic() - t0), 1.0)
     launch = launch_sweep(plan, placement, out_dir, launcher, timeout)
     return assemble(read_outputs(out_dir), plan, placement.nproc * placement.nnodes, scope, launch)
+
+
+def _with_registered(res: CollectiveResult, got: dict[int, dict[str, Any]], ranks: tuple[int, ...]) -> CollectiveResult:
+    """``res`` with the GPU time on NCCL-registered buffers the ranks reported (every member's samples, or none
+    and the first reason given), and its check summed over the members."""
+    if not res.gpu_timings:
+        return res
+    reg = tuple(RankTiming(r, Timing.from_samples("cuda_graph", e["reg_samples_us"], int(e.get("reg_calls") or 1)))
+                for r, e in sorted(got.items()) if e.get("reg_samples_us"))
+    if len(reg) != len(ranks):
+        reason = next((str(e["reg_reason"]) for e in got.values() if e.get("reg_reason") in REGISTERED_REASONS), None)
+        if reason is None:  # a worker from before registered buffers, or one that said nothing: nothing to show
+            return res
+        error = next((str(e["reg_error"]) for e in got.values() if e.get("reg_error")), None)
+        return replace(res, registered_reason=reason, registered_error=error)
+    wrongs = [got[r].get("reg_wrong") for r in ranks]
+    wrong = sum(wrongs) if all(isinstance(w, int) for w in wrongs) else None  # type: ignore[misc]
+    captures = max(1, int(next(iter(got.values())).get("reg_captures") or 1))
+    return replace(res, registered_timings=reg, registered_captures=captures, registered_wrong=wrong)

@@ -10,14 +10,15 @@ Protocol (the parent is ``envcheck.node.collective_run``): the plan is a JSON fi
     {"event": "result", "phase": "sweep" | "narrow", "op", "size_bytes", "count", "ranks",
      "samples_us", "method", "wrong", "error", "skipped", "need_bytes", "free_bytes",
      "gpu_samples_us", "gpu_calls", "gpu_reason", "gpu_error", "rotation_sets", "allocations", "captures",
-     "communicators"}
+     "communicators", "reg_samples_us", "reg_calls", "reg_captures", "reg_wrong", "reg_reason", "reg_error"}
     {"event": "error", "text"}                                                   an exception, last line
     {"event": "done"}
 
 ``samples_us`` are per-call times (eager calls), ``gpu_samples_us`` GPU times (CUDA-graph replays, per
 call), ``rotation_sets`` the sets of buffers cycled through to keep L2 cold, ``allocations`` the fresh
 allocations the timed calls were spread over, ``captures`` the graphs whose replays ``gpu_samples_us`` pools and
-``communicators`` the communicators of the same ranks they were captured on; see ``envcheck.node.collective_bench``.
+``communicators`` the communicators of the same ranks they were captured on, ``reg_*`` the GPU time again on buffers
+from NCCL's allocator, which NCCL registers (zero-copy), its captures and check; see ``envcheck.node.collective_bench``.
 
 With ``--learn`` the ranks only learn NCCL's algorithms: each (op, size) runs once, untimed, with
 NCCL's debug output on (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,TUNING,COLL) written to
@@ -66,7 +67,9 @@ def _measured_event(m: Any, phase: str) -> dict[str, Any]:
             "error": m.error, "skipped": m.skipped, "need_bytes": m.need_bytes, "free_bytes": m.free_bytes,
             "gpu_samples_us": list(m.gpu_samples_us), "gpu_calls": m.gpu_calls, "gpu_reason": m.gpu_reason,
             "gpu_error": m.gpu_error, "rotation_sets": m.rotation_sets, "allocations": m.allocations,
-            "captures": m.captures, "communicators": m.communicators}
+            "captures": m.captures, "communicators": m.communicators, "reg_samples_us": list(m.reg_samples_us),
+            "reg_calls": m.reg_calls, "reg_captures": m.reg_captures, "reg_wrong": m.reg_wrong,
+            "reg_reason": m.reg_reason, "reg_error": m.reg_error}
 
 
 def _slow_hook(bench: Any, rank: int) -> None:
@@ -133,6 +136,8 @@ def run(plan: dict[str, Any], out_dir: str, emit: Emitter, learn: bool = False) 
     dist.all_gather_object(hosts, socket.gethostname())
 
     bench = CollectiveBench(torch, dist, device, rank, world)
+    if cuda and not learn:
+        bench.use_registered_buffers()  # where it cannot, each size says why (reg_reason)
     _slow_hook(bench, rank)
     everyone = tuple(range(world))
     warmup, iters = int(plan.get("warmup", 5)), int(plan.get("iters", 20))

@@ -422,7 +422,9 @@ def sweep_part(sa: an.SweepAnalysis, p: _P, section: str, pid: str) -> Part:
     if st.get("iters"):
         lines.append(Line(p.t("node.coll.method", iters=fmt.num(st.get("iters")), warmup=fmt.num(st.get("warmup")))))
     gpu_times = any(r.time_basis == "gpu" for r in sa.rows)  # a per-call column beside the GPU time
+    registered = any(r.registered_busbw_gbps is not None for r in sa.rows)  # a column for registered buffers
     lines += _times_lines(sa, gpu_times, p)
+    lines += _registered_lines(sa, registered, p)
     if c.backend != "nccl" or not c.choices:
         why = "backend_not_nccl" if c.backend != "nccl" else (c.choices_reason or "no_nccl_log")
         lines.append(Line(p.t("node.coll.no_algo", reason=p.reason(why))))
@@ -437,8 +439,9 @@ def sweep_part(sa: an.SweepAnalysis, p: _P, section: str, pid: str) -> Part:
             share = ((Cell(fmt.pct(pct)) if pct is not None else DASH),) if links else ()
             per_call = (_per_call_cell(row, p),) if gpu_times else ()
             rows.append((Cell(fmt.size_bytes(row.size_bytes)), _time_cell(row, p), *per_call,
-                         Cell(fmt.num(row.algbw_gbps)), Cell(fmt.num(row.busbw_gbps)), *share, _algo_cell(row, p),
-                         wrong, _status_cell(row, res, p)))
+                         Cell(fmt.num(row.algbw_gbps)), Cell(fmt.num(row.busbw_gbps)),
+                         *((Cell(fmt.num(row.registered_busbw_gbps)),) if registered else ()), *share,
+                         _algo_cell(row, p), wrong, _status_cell(row, res, p)))
             if row.status == "skipped" and res is not None:
                 notes.append(Line(_skip_sentence(row, res, p), "warn" if res.skipped != "out_of_memory" else "info"))
             elif row.status in ("error", "unverified") and res is not None:
@@ -456,10 +459,11 @@ def sweep_part(sa: an.SweepAnalysis, p: _P, section: str, pid: str) -> Part:
             notes.append(Line(p.t("node.coll.algo_unknown", reason=p.reason(why))))
         cols = (p.t("node.col.size"), p.t("node.col.gpu_time" if gpu_times else "node.col.time"),
                 *((p.t("node.col.per_call"),) if gpu_times else ()), p.t("node.col.algbw"), p.t("node.col.busbw"),
+                *((p.t("node.col.busbw_registered"),) if registered else ()),
                 *((p.t("node.col.pct_links"),) if links else ()), p.t("node.col.algo"), p.t("node.col.wrong"),
                 p.t("col.status"))
-        right = (True, True, *((True,) if gpu_times else ()), True, True, *((True,) if links else ()), False, True,
-                 False)
+        right = (True, True, *((True,) if gpu_times else ()), True, True, *((True,) if registered else ()),
+                 *((True,) if links else ()), False, True, False)
         tables.append(Table(f"coll-{op}", cols, right, tuple(rows), p.escape(op), notes=tuple(notes),
                             charts=(section, op)))
     if sa.narrowing:
@@ -508,6 +512,22 @@ def _times_lines(sa: an.SweepAnalysis, gpu_times: bool, p: _P) -> list[Line]:
                             sizes="; ".join(f"{p.escape(r.op)} {fmt.size_bytes(r.size_bytes)}: "
                                             f"+{fmt.pct(100 * (r.pace_spread or 0.0))}" for r in unsteady)), "warn"))
     errors = dict.fromkeys(r.gpu_error for r in sa.collectives.results if r.gpu_error)
+    for e in errors:
+        out.append(Line(p.t("node.coll.times.capture_error", error=p.escape(fmt.first_line(e or ""))), "warn"))
+    return out
+
+
+def _registered_lines(sa: an.SweepAnalysis, registered: bool, p: _P) -> list[Line]:
+    """What the registered-buffer column means, and why sizes that have a GPU time have none there."""
+    out = [Line(p.t("node.coll.registered"))] if registered else []
+    why: dict[str, int] = {}
+    for r in sa.rows:
+        if r.time_basis == "gpu" and r.registered_reason is not None:
+            why[r.registered_reason] = why.get(r.registered_reason, 0) + 1
+    for reason, count in why.items():
+        out.append(Line(p.t("node.coll.registered.none", count=fmt.num(count), reason=p.word("node.registered.", reason)),
+                        "warn" if reason in ("capture_failed", "error") else ""))
+    errors = dict.fromkeys(r.registered_error for r in sa.collectives.results if r.registered_error)
     for e in errors:
         out.append(Line(p.t("node.coll.times.capture_error", error=p.escape(fmt.first_line(e or ""))), "warn"))
     return out
