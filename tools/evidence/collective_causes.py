@@ -140,8 +140,12 @@ def main() -> None:
                     rows["loop_rot16"] = timed_loop(op, rot, 32)
                     rows["marks_rot16"] = timed_marks(op, rot, 32)
                 for way, us in rows.items():
-                    got: list = [None] * n
-                    dist.all_gather_object(got, us)
+                    # Every rank's time through a tensor (all_gather_object broke after graph captures of
+                    # all_gather on torch 2.11: "Tried to allocate more than 1EB", the 2006Z call).
+                    slot = torch.zeros(n, dtype=torch.float64, device="cuda")
+                    slot[rank] = us
+                    dist.all_reduce(slot)
+                    got = slot.tolist()
                     if rank == 0:
                         mean, mx = statistics.fmean(got), max(got)
                         bb = bandwidths_gbps(op, lay.size_bytes, n, mean)[1]
