@@ -377,9 +377,9 @@ def _case_diffs(m: matching.Matching, unchanged: frozenset[str], *,
     A row compared on launch time (timed on the host's side of its calls: JAX's, with no GPU time)
     is judged only with a floor learned for its kind and implementation on launch time
     (``shipped.ModelFloors.floor``), with its repeats' spread where it has repeats: neither the
-    repeats alone nor the two runs themselves cover it. Every JAX row of the committed H100 controls
-    of 2026-11-25 moved by 0.70-0.92x between runs where nothing JAX ran changed, repeats or not; on
-    their repeats alone 8 of 24 were called faster. Without such a floor the row keeps its ratio
+    repeats alone nor the two runs themselves cover it. The JAX rows of the committed H100 controls of
+    2026-11-25 moved by 0.69-1.01x between runs where nothing JAX ran changed, repeats or not; on their
+    repeats alone 8 of the positive control's 24 were called faster. Without such a floor the row keeps its ratio
     and is ``not judged`` (no interval, outside the family and the geometric means), and it never
     enters the GPU-time rows' estimate from the pair."""
     out: list[CaseDiff | None] = []
