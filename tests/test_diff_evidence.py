@@ -131,8 +131,8 @@ def _node_table() -> tuple[str, int, int, int]:
         + ", ".join(f"{op} {fmt.size_bytes(size)}" for op, size in PLANTED)
         + f" (every rank's samples of it x {SLOWER}) of the second run of each of the {len(nf.H100_CONTROLS)} "
         "back-to-back 2 x H100 node controls, diffed against the first run with node floors learned from the "
-        f"other {len(controls) - 1} node controls (`tools/evidence/noise_floors.py --node`): the pair judged is "
-        "never among them. Made by `tests/test_diff_evidence.py` from the committed reports "
+        f"other node controls (`tools/evidence/noise_floors.py --node`; the other {len(nf.H100_CONTROLS) - 1} of "
+        "2 x H100 for these rows): the pair judged is never among them. Made by `tests/test_diff_evidence.py` from the committed reports "
         "(`ENVCHECK_UPDATE_EVIDENCE=1` makes it anew); the floor is the planted row's kind's, one standard deviation.",
         "",
         f"**Called slower: {called} of {total}. Interval excluding 1: {excluding} of {total}. "
