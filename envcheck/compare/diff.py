@@ -11,7 +11,7 @@ Single-device views: each report's first bench is compared.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +29,8 @@ from envcheck.model import CaseKey, Note, Report, Timing
 from envcheck.ops import variant
 
 NUMERIC_JUMP = 10.0  # relative error that grows (or shrinks) by this factor is reported
-VERDICTS = ("faster", "slower", "same", "uncertain", "not comparable")
+NOT_JUDGED = "not judged"  # a ratio shown without a verdict: no noise estimate covers the row (_case_diffs)
+VERDICTS = ("faster", "slower", "same", "uncertain", "not comparable", NOT_JUDGED)
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ def numeric_change(a: CaseResult, b: CaseResult) -> NumericChange | None:
 
 @dataclass(frozen=True)
 class CaseDiff:
-    """One case on both sides. ``verdict``: faster | slower | same | uncertain | not comparable.
+    """One case on both sides. ``verdict``: faster | slower | same | uncertain | not comparable | not judged.
 
     ``base_pct`` / ``other_pct``: share of each machine's own theoretical ceiling (bandwidth,
     or the precision's FLOP/s for matmul), ``*_pct_measured`` of its measured one; ``low`` /
@@ -160,6 +161,11 @@ class CaseDiff:
         return self.ratio is not None and self.verdict != "not comparable"
 
     @property
+    def judged(self) -> bool:
+        """Compared and held against a noise estimate: a row the geometric means and calls count."""
+        return self.compared and self.verdict != NOT_JUDGED
+
+    @property
     def change_pct(self) -> float | None:
         return None if self.ratio is None else (self.ratio - 1.0) * 100.0
 
@@ -208,6 +214,7 @@ class GroupSummary:
     not_comparable: int
     verdict: str  # of the geomean, as for a single case; "none" when nothing was comparable
     clusters: int = 0
+    not_judged: int = 0  # ratios shown without a verdict, outside the geomean (no noise estimate covers them)
 
 
 @dataclass(frozen=True)
@@ -355,6 +362,7 @@ class _Rows:
     tested: int
     sources: tuple[tuple[str, int], ...]
     shipped_used: bool
+    launch_used: bool = False  # a floor of the launch_pairs (shipped.ModelFloors) judged a row
 
 
 def _case_diffs(m: matching.Matching, unchanged: frozenset[str], *,
@@ -364,7 +372,16 @@ def _case_diffs(m: matching.Matching, unchanged: frozenset[str], *,
     reports' own repeats of the case, from the floor shipped for this GPU model and kind of
     case, or, with neither, from the two runs themselves (``stats.noise_floors``). The rows
     with an interval are one family: their calls are corrected together (Benjamini-Hochberg).
-    ``settings``: the sampling settings the two runs differ in: then no pair is compared."""
+    ``settings``: the sampling settings the two runs differ in: then no pair is compared.
+
+    A row compared on launch time (timed on the host's side of its calls: JAX's, with no GPU time)
+    is judged only with a floor learned for its kind and implementation on launch time
+    (``shipped.ModelFloors.floor``), with its repeats' spread where it has repeats: neither the
+    repeats alone nor the two runs themselves cover it. The JAX rows of the committed H100 controls of
+    2026-11-25 moved by 0.69-1.01x between runs where nothing JAX ran changed, repeats or not; on their
+    repeats alone 8 of the positive control's 24 were called faster. Without such a floor the row keeps its ratio
+    and is ``not judged`` (no interval, outside the family and the geometric means), and it never
+    enters the GPU-time rows' estimate from the pair."""
     out: list[CaseDiff | None] = []
     todo = []  # (slot, a, b, which, ta, tb) of the comparable pairs
     differ = [Note(matching.SETTINGS_DIFFER, {"names": settings})] if settings else []
@@ -385,19 +402,28 @@ def _case_diffs(m: matching.Matching, unchanged: frozenset[str], *,
         within = math.hypot(ses[2 * k], ses[2 * k + 1])
         rows.append(stats.FloorRow(math.log(tb.median_us / ta.median_us), within,
                                    case_kinds(which, a.case.op, a.category), controls.is_control(a, b, unchanged)))
-    # Only rows with an interval of their own say anything about the noise.
-    usable = [i for i, r in enumerate(rows) if math.isfinite(r.within_se)]
+    # Only rows with an interval of their own say anything about the noise; host-timed ones nothing of the rest.
+    usable = [i for i, r in enumerate(rows) if math.isfinite(r.within_se) and todo[i][3] != shipped.LAUNCH]
     floors = stats.noise_floors([rows[i] for i in usable])
     floor_of = dict(zip(usable, floors, strict=True))
     ivs: list[stats.RatioInterval] = []
+    unjudged: set[int] = set()  # host-timed rows no floor covers
     run_share = False  # a shipped floor's run-level share went into a repeats row
-    for k, (_, a, _, _, ta, tb) in enumerate(todo):
+    launch_used = False
+    for k, (_, a, _, which, ta, tb) in enumerate(todo):
         row = rows[k]
         ratio = tb.median_us / ta.median_us
         ra, rb = _repeats(ta), _repeats(tb)
         floor = stats.repeat_floor(ra, rb)
-        within: float | None = row.within_se if k in floor_of else None
+        within: float | None = row.within_se if math.isfinite(row.within_se) else None
         single = model_floors.floor(row.kinds, a.case.impl) if model_floors is not None else None
+        if which == shipped.LAUNCH and single is None:
+            if floor is not None:
+                ratio = math.exp((rb.mean_log if rb else math.log(tb.median_us))
+                                 - (ra.mean_log if ra else math.log(ta.median_us)))
+            unjudged.add(k)
+            ivs.append(stats.RatioInterval(ratio, None, None, None, ta.n, tb.n, within, None))
+            continue
         if floor is not None:
             # The ratio of the repeats' geometric-mean medians: the estimate the repeats' spread is of.
             ratio = math.exp((rb.mean_log if rb else math.log(tb.median_us))
@@ -405,8 +431,10 @@ def _case_diffs(m: matching.Matching, unchanged: frozenset[str], *,
             if single is not None:  # what moves a whole run, which its repeats share
                 floor = stats.with_run_share(floor, ra, rb, single, (ses[2 * k], ses[2 * k + 1]))
                 run_share = run_share or floor.kind != ()
+                launch_used = launch_used or (which == shipped.LAUNCH and floor.kind != ())
         else:
             floor = single or floor_of.get(k, stats.NO_FLOOR)
+            launch_used = launch_used or (which == shipped.LAUNCH and single is not None)
         ivs.append(stats.interval(ratio, within, floor, ta.n, tb.n, confidence))
     significant = stats.bh_significant([stats.p_value(iv) for iv in ivs], 1.0 - confidence)
     used: list[stats.NoiseFloor] = []
@@ -415,7 +443,7 @@ def _case_diffs(m: matching.Matching, unchanged: frozenset[str], *,
         if iv.floor is not None and iv.has_interval:
             used.append(iv.floor)
         out[slot] = CaseDiff(
-            verdict=stats.verdict(iv, practical, significant[k]), timing=which, method=ta.method,
+            verdict=NOT_JUDGED if k in unjudged else stats.verdict(iv, practical, significant[k]), timing=which, method=ta.method,
             base_us=ta.median_us, other_us=tb.median_us, ratio=iv.ratio, low=iv.low, high=iv.high, n_base=iv.n_base,
             n_other=iv.n_other, log_se=iv.log_se, within_log_se=iv.within_log_se, floor=iv.floor,
             control=rows[k].control,
@@ -427,12 +455,12 @@ def _case_diffs(m: matching.Matching, unchanged: frozenset[str], *,
     sources = tuple((s, count[s]) for s in stats.ALLOWANCE_SOURCES if s in count)
     distinct = sorted(set(used), key=lambda f: (-f.log_sd, f.source, f.kind))
     return _Rows([c for c in out if c is not None], distinct, sum(r.control for r in rows),
-                 sum(iv.has_interval for iv in ivs), sources, "shipped" in count or run_share)
+                 sum(iv.has_interval for iv in ivs), sources, "shipped" in count or run_share, launch_used)
 
 
 def summarise(name: str, cases: Sequence[CaseDiff], practical: float, confidence: float) -> GroupSummary:
     """Geometric mean and verdict split of ``cases``, clustered by kind of case."""
-    comparable = [c for c in cases if c.compared]
+    comparable = [c for c in cases if c.judged]
     ivs = [c.interval() for c in comparable]
     g = stats.geomean([iv for iv in ivs if iv is not None], [c.cluster for c in comparable], confidence)
     count = {v: sum(c.verdict == v for c in cases) for v in VERDICTS}
@@ -441,6 +469,7 @@ def summarise(name: str, cases: Sequence[CaseDiff], practical: float, confidence
         count=g.count if g else 0, faster=count["faster"], slower=count["slower"], same=count["same"],
         uncertain=count["uncertain"], not_comparable=count["not comparable"],
         verdict=stats.geomean_verdict(g, practical) if g else "none", clusters=g.clusters if g else 0,
+        not_judged=count[NOT_JUDGED],
     )
 
 
@@ -460,8 +489,9 @@ def _ceilings(a: BenchAnalysis | None, b: BenchAnalysis | None) -> tuple[Ceiling
 
 def compare_analysed(base: tuple[str, Analysis], other: tuple[str, Analysis], *, practical: float = stats.PRACTICAL,
                      confidence: float = stats.CONFIDENCE, resamples: int = stats.RESAMPLES,
-                     seed: int = stats.SEED) -> Comparison:
-    """One analysed report against the analysed baseline."""
+                     seed: int = stats.SEED, floors: Mapping[str, shipped.ModelFloors] | None = None) -> Comparison:
+    """One analysed report against the analysed baseline. ``floors``: the noise floors by GPU model
+    (default: those shipped; e.g. floors learned without the pair judged, for an out-of-sample test)."""
     (la, aa), (lb, ab) = base, other
     a, b = aa.report, ab.report
     ba, bb = aa.bench, ab.bench
@@ -478,7 +508,10 @@ def compare_analysed(base: tuple[str, Analysis], other: tuple[str, Analysis], *,
         # (another H200 launched small kernels 3-5% faster in the committed two-GPU pair: a floor
         # that does not cover).
         name_a, name_b = ba.bench.device.name, bb.bench.device.name
-        model_floors = shipped.for_model(name_a) if name_a == name_b and same is True else None
+        if name_a != name_b or same is not True:
+            model_floors = None
+        else:
+            model_floors = shipped.for_model(name_a) if floors is None else floors.get(name_a) if name_a else None
         found = _case_diffs(m, controls.unchanged_impls(env), practical=practical, confidence=confidence,
                             resamples=resamples, seed=seed, model_floors=model_floors, settings=settings)
     cases = found.cases
@@ -492,15 +525,18 @@ def compare_analysed(base: tuple[str, Analysis], other: tuple[str, Analysis], *,
         same_gpu=a.gpu_name == b.gpu_name, same_machine=same, floors=tuple(found.floors), controls=found.controls,
         tested=found.tested, sources=found.sources,
         shipped_model=model_floors.model if found.shipped_used and model_floors else None,
-        shipped_pairs=model_floors.pairs if found.shipped_used and model_floors else (), settings=settings,
+        shipped_pairs=((*model_floors.pairs, *(model_floors.launch_pairs if found.launch_used else ()))
+                       if found.shipped_used and model_floors else ()), settings=settings,
         node=compare_nodes(aa.node, ab.node, model_floors=model_floors, practical=practical, confidence=confidence,
                            resamples=resamples, seed=seed),
     )
 
 
-def compare(base: tuple[str, Report], other: tuple[str, Report], **kw: float | int) -> Comparison:
+def compare(base: tuple[str, Report], other: tuple[str, Report], *,
+            floors: Mapping[str, shipped.ModelFloors] | None = None, **kw: float | int) -> Comparison:
     """One report against the baseline (each analysed here)."""
-    return compare_analysed((base[0], analyse(base[1])), (other[0], analyse(other[1])), **kw)  # type: ignore[arg-type]
+    return compare_analysed((base[0], analyse(base[1])), (other[0], analyse(other[1])), floors=floors,
+                            **kw)  # type: ignore[arg-type]
 
 
 def _check(practical: float, confidence: float) -> None:
@@ -510,22 +546,24 @@ def _check(practical: float, confidence: float) -> None:
 
 def diff_analysed(analysed: Sequence[tuple[str, Analysis]], *, practical: float = stats.PRACTICAL,
                   confidence: float = stats.CONFIDENCE, resamples: int = stats.RESAMPLES,
-                  seed: int = stats.SEED) -> Diff:
+                  seed: int = stats.SEED, floors: Mapping[str, shipped.ModelFloors] | None = None) -> Diff:
     """Compare every analysed report with the first. ``analysed``: (label, analysis), at least two."""
     if len(analysed) < 2:
         raise ValueError("diff needs at least two reports")
     _check(practical, confidence)
     comps = tuple(compare_analysed(analysed[0], x, practical=practical, confidence=confidence, resamples=resamples,
-                                   seed=seed) for x in analysed[1:])
+                                   seed=seed, floors=floors) for x in analysed[1:])
     infos = (comps[0].base, *(c.other for c in comps))
     return Diff(infos, comps, practical * 100, confidence, resamples)
 
 
 def diff(reports: Sequence[tuple[str, Report]], *, practical: float = stats.PRACTICAL,
-         confidence: float = stats.CONFIDENCE, resamples: int = stats.RESAMPLES, seed: int = stats.SEED) -> Diff:
-    """Compare every report with the first. ``reports``: (label, report) pairs, at least two."""
+         confidence: float = stats.CONFIDENCE, resamples: int = stats.RESAMPLES, seed: int = stats.SEED,
+         floors: Mapping[str, shipped.ModelFloors] | None = None) -> Diff:
+    """Compare every report with the first. ``reports``: (label, report) pairs, at least two. ``floors``:
+    as ``compare_analysed``'s."""
     if len(reports) < 2:
         raise ValueError("diff needs at least two reports")
     _check(practical, confidence)
     return diff_analysed([(label, analyse(r)) for label, r in reports], practical=practical, confidence=confidence,
-                         resamples=resamples, seed=seed)
+                         resamples=resamples, seed=seed, floors=floors)

@@ -47,7 +47,7 @@ Layout (version 1). Times are microseconds per call; ratios are other / baseline
       "worlds": [{"baseline", "other", **NODE}]   # fleets: the collectives across all their nodes
     }
     GROUP: {"name", "geomean", "low", "high", "count", "clusters", "verdict",
-            "faster", "slower", "same", "uncertain", "not_comparable"}
+            "faster", "slower", "same", "uncertain", "not_comparable", "not_judged"}
             verdict: faster | slower | same | uncertain | none
     CASE:  {"op", "impl", "dtype", "precision", "shape": [..], "category", "verdict",
             "timing", "method", "baseline_us", "other_us", "ratio", "low", "high",
@@ -58,7 +58,8 @@ Layout (version 1). Times are microseconds per call; ratios are other / baseline
             "baseline_flags": [..], "other_flags": [..],
             "other_precision", "reasons": [{"key", "params"}],
             "numeric": {"kind", "baseline_rel_l2", "other_rel_l2", "baseline_passed", "other_passed"}}
-            verdict: faster | slower | same | uncertain | not comparable
+            verdict: faster | slower | same | uncertain | not comparable | not judged (a launch-time row no
+            noise floor covers: its ratio, no interval, outside the family and the geomeans)
     FLOOR: {"log_sd", "pct", "source", "kind": [..], "cases", "df"}
             source: repeats | shipped | controls | spread | none (compare/stats.py NoiseFloor)
     REF:   {"op", "impl", "dtype", "precision", "shape": [..], "status"}
@@ -108,7 +109,7 @@ def _report(r: ReportInfo) -> dict[str, Any]:
 def _group(g: GroupSummary) -> dict[str, Any]:
     return {"name": g.name, "geomean": _num(g.geomean), "low": _num(g.low), "high": _num(g.high), "count": g.count,
             "clusters": g.clusters, "verdict": g.verdict, "faster": g.faster, "slower": g.slower, "same": g.same,
-            "uncertain": g.uncertain, "not_comparable": g.not_comparable}
+            "uncertain": g.uncertain, "not_comparable": g.not_comparable, "not_judged": g.not_judged}
 
 
 def _floor(f: NoiseFloor | None) -> dict[str, Any] | None:

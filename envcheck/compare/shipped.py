@@ -24,6 +24,14 @@ Its degrees of freedom are its rows, over every control pair of the model. A pai
 floors learned from it is in-sample; the controls with repeats and the earlier pairs (README) are
 the test.
 
+Rows compared on launch time (timed on the host's side of a call, with no GPU time: JAX's rows,
+whose launches a CUDA graph cannot capture) get floors of their own kinds (``launch/...``), learned
+from the launch-time rows of committed negative controls (``launch_pairs``) and used only for the
+implementations those rows measured (``launch_impls``): a host-timed row moves with the host (JAX's
+rows by 0.61-1.50x between two H100 runs where nothing changed), which neither the GPU-time rows'
+floors nor a run's own repeats (they share what moves a whole run) cover. A diff calls such a row
+only with one of these floors; without, it shows its ratio as not judged (``diff.py``).
+
 Node rows (collectives and copies of ``envcheck run --gpus all``) get floors of their own, kinds
 prefixed ``node`` (``node/node/all_gather/large/67108864``, ``node/node/all_gather/large``, ``node/copy/peer``:
 ``node_diff``'s kinds, a collective's size the most specific), learned
@@ -48,6 +56,7 @@ from envcheck.compare import stats
 FORMAT = "envcheck-noise-floors"
 VERSION = 2
 DATA_FILE = "noise_floors.json"
+LAUNCH = "launch"  # the timing of the rows timed on the host's side of a call (diff.case_kinds)
 
 
 @dataclass(frozen=True)
@@ -71,6 +80,8 @@ class ModelFloors:
     kinds: Mapping[str, KindFloor]
     impls: frozenset[str]
     node_pairs: tuple[tuple[str, str], ...] = ()  # the node controls the ``node/...`` kinds came from
+    launch_pairs: tuple[tuple[str, str], ...] = ()  # controls only the ``launch/...`` kinds came from
+    launch_impls: frozenset[str] = frozenset()  # the implementations the ``launch/...`` kinds are for
 
     def node_floor(self, kinds: Sequence[tuple[str, ...]]) -> stats.NoiseFloor | None:
         """The floor of the most specific of a node row's ``kinds`` (``node_diff``'s) that has one."""
@@ -87,8 +98,9 @@ class ModelFloors:
 
     def floor(self, kinds: Sequence[tuple[str, ...]], impl: str) -> stats.NoiseFloor | None:
         """The floor of the most specific of ``kinds`` that has one (None when none has, or when
-        the controls never measured ``impl``)."""
-        if impl not in self.impls:
+        the controls never measured ``impl`` on the kinds' timing: ``launch_impls`` for launch time)."""
+        timing = kinds[0][0] if kinds and kinds[0] else ""
+        if impl not in (self.launch_impls if timing == LAUNCH else self.impls):
             return None
         return self._first(kinds)
 
@@ -124,7 +136,9 @@ def parse(data: Any) -> dict[str, ModelFloors]:
         kinds = {k: KindFloor(float(v["log_sd"]), int(v["rows"]), int(v["df"])) for k, v in m["kinds"].items()}
         out[model] = ModelFloors(model, tuple((p["baseline"], p["other"]) for p in m["pairs"]), kinds,
                                  frozenset(str(i) for i in m["impls"]),
-                                 tuple((p["baseline"], p["other"]) for p in m.get("node_pairs", ())))
+                                 tuple((p["baseline"], p["other"]) for p in m.get("node_pairs", ())),
+                                 tuple((p["baseline"], p["other"]) for p in m.get("launch_pairs", ())),
+                                 frozenset(str(i) for i in m.get("launch_impls", ())))
     return out
 
 

@@ -271,7 +271,18 @@ def _noise(cmp: Any, lang: str, escape: Escape, fdr: str) -> str:
     if counts.get("none"):
         parts.append(t("diff.noise.within", count=counts["none"]))
     sources = translate(lang, "list.sep").join(parts) if parts else t("diff.noise.none")
-    return t("diff.noise", sources=sources, tested=cmp.tested, fdr=fdr)
+    said = t("diff.noise", sources=sources, tested=cmp.tested, fdr=fdr)
+    unjudged = getattr(cmp.overall, "not_judged", 0)
+    return f"{said} {t('diff.noise.not_judged', count=unjudged)}" if unjudged else said
+
+
+def _split(g: Any, lang: str) -> str:
+    """How the rows' verdicts split, with the ratios not judged when there are any."""
+    t = _t(lang)
+    said = t("diff.split", slower=g.slower, faster=g.faster, same=g.same, uncertain=g.uncertain,
+             not_comparable=g.not_comparable)
+    unjudged = getattr(g, "not_judged", 0)
+    return f"{said} {t('diff.split.not_judged', count=unjudged)}" if unjudged else said
 
 
 def _fdr(confidence: float) -> str:
@@ -288,8 +299,10 @@ def _headline(cmp: Any, lang: str, confidence: float, practical_pct: float | Non
     overall = Tile(t("diff.card.overall"), fmt.ratio(g.geomean),
                    (t("diff.card.interval", confidence=fmt.general(confidence * 100), interval=fmt.interval(g.low, g.high)),
                     verdict_text(lang, g.verdict)), "fail" if g.verdict == "slower" else None)
-    calls = Tile(t("diff.card.calls"), t("diff.card.calls_value", slower=g.slower, faster=g.faster),
-                 (t("diff.card.calls_rest", same=g.same, uncertain=g.uncertain, not_comparable=g.not_comparable),),
+    rest = [t("diff.card.calls_rest", same=g.same, uncertain=g.uncertain, not_comparable=g.not_comparable)]
+    if getattr(g, "not_judged", 0):
+        rest.append(t("diff.card.not_judged", count=g.not_judged))
+    calls = Tile(t("diff.card.calls"), t("diff.card.calls_value", slower=g.slower, faster=g.faster), tuple(rest),
                  "fail" if g.slower else None)
     lines = [t("diff.card.testing_line", fdr=_fdr(confidence))]
     if practical_pct is not None:
@@ -329,8 +342,7 @@ def comparison_view(cmp: Any, lang: str, escape: Escape, confidence: float = 0.9
         overall=t("diff.overall", ratio=fmt.ratio(g.geomean), interval=fmt.interval(g.low, g.high), count=g.count,
                   verdict=verdict_text(lang, g.verdict)),
         overall_verdict=g.verdict,
-        split=t("diff.split", slower=g.slower, faster=g.faster, same=g.same, uncertain=g.uncertain,
-                not_comparable=g.not_comparable),
+        split=_split(g, lang),
         noise=_noise(cmp, lang, escape, _fdr(confidence)),
         ops=tuple(_group_row(o, lang) for o in cmp.ops),
         significant=tuple(_case_row(c, lang) for c in sig),

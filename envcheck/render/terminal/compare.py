@@ -21,7 +21,8 @@ from envcheck.render.node_compare_view import NodeCompareView
 from envcheck.render.terminal.console import bullets, print_fitted, table, wide
 
 MAX_ROWS = 40  # significant-change rows shown in the terminal; the documents list them all
-VERDICT_STYLE = {"slower": "red", "faster": "green", "not comparable": "yellow", "uncertain": "yellow"}
+VERDICT_STYLE = {"slower": "red", "faster": "green", "not comparable": "yellow", "uncertain": "yellow",
+                 "not judged": "yellow"}
 
 
 def _v(verdict: str, text: str) -> str:
