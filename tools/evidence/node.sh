@@ -81,10 +81,14 @@ fi
 
 # PAIR_ONLY=1 or NODE_ONLY=1: each node run's per-GPU part is one small case (the node tests are all of it).
 node_args=(); [ "$pair_only" = 1 ] || [ "${NODE_ONLY:-0}" = 1 ] && node_args=(--ops vector_add --sizes 2^20 --dtypes fp32 --no-compile --no-jax)
-node_run() {  # node_run NAME: envcheck run --gpus all --quick into $work/NAME, the report copied to $out
-  say "node run $1: envcheck run --gpus all --quick (per-GPU quick suites on all $ngpu GPUs at once, then the node tests)"
+# FULL=1: the default (full) per-GPU suite instead of --quick; RUN_ARGS: more `envcheck run` arguments (--crosscheck).
+quick=(--quick); [ "${FULL:-0}" = 1 ] && quick=()
+read -r -a run_args <<< "${RUN_ARGS:-}"
+node_run() {  # node_run NAME: envcheck run --gpus all [--quick] into $work/NAME, the report copied to $out
+  say "node run $1: envcheck run --gpus all ${quick[*]} ${run_args[*]} (per-GPU suites on all $ngpu GPUs at once, then the node tests)"
   local t0=$SECONDS
-  timeout -s TERM 280 "$py" -m envcheck run --gpus all --quick "${node_args[@]}" --format json --out-dir "$work/$1" 2>&1 \
+  timeout -s TERM "${RUN_TIMEOUT_S:-280}" "$py" -m envcheck run --gpus all "${quick[@]}" "${node_args[@]}" "${run_args[@]}" \
+    --format json --out-dir "$work/$1" 2>&1 \
     | tail -n 60 | tee -a "$log"
   echo "exit status: ${PIPESTATUS[0]}; wall $((SECONDS - t0)) s" | tee -a "$log"
   echo $((SECONDS - t0)) > "$work/$1.wall"
@@ -136,11 +140,18 @@ for t in all_reduce all_gather reduce_scatter alltoall broadcast; do
     declare -n r=$range
     runs=${NCCL_TESTS_RUNS:-3}; [ "$range" = large ] && runs=${NCCL_TESTS_LARGE_RUNS:-7}
     for _ in $(seq "$runs"); do
-      NCCL_GRAPH_MIXING_SUPPORT=0 NCCL_GRAPH_REGISTER=0 NCCL_P2P_DIRECT_DISABLE=1 timeout 90 /tmp/ntb/${t}_perf \
-        "${r[@]}" >> "$nt/nccl_tests_graph.txt" 2>&1
+      NCCL_GRAPH_MIXING_SUPPORT=0 NCCL_GRAPH_REGISTER=0 NCCL_P2P_DIRECT_DISABLE=${P2P_DIRECT_DISABLE:-1} timeout 90 \
+        /tmp/ntb/${t}_perf "${r[@]}" >> "$nt/nccl_tests_graph.txt" 2>&1
     done
     [ "${GRAPH_DEFAULTS:-0}" = 1 ] && NCCL_GRAPH_REGISTER=0 NCCL_P2P_DIRECT_DISABLE=1 timeout 90 /tmp/ntb/${t}_perf \
       "${r[@]}" >> "$nt/nccl_tests_graph_defaults.txt" 2>&1
+    # REGISTERED=1: -G with NCCL's registration on (its default), the counterpart of envcheck's GPU time on buffers
+    # from NCCL's allocator (collective_bench._registered), as many runs.
+    if [ "${REGISTERED:-0}" = 1 ]; then
+      for _ in $(seq "$runs"); do
+        NCCL_GRAPH_MIXING_SUPPORT=0 timeout 90 /tmp/ntb/${t}_perf "${r[@]}" >> "$nt/nccl_tests_registered.txt" 2>&1
+      done
+    fi
     unset -n r
   done
 done
@@ -189,9 +200,11 @@ fi
 
 if [ "$pair_only" != 1 ]; then
 say "comparisons at every size (A and B against the median of nccl-tests' -G runs with envcheck's NCCL settings)"
+# With REGISTERED=1 every mode is held: the eager loop too (where it is not launch-bound) and -G registered.
+held=(); [ "${REGISTERED:-0}" = 1 ] && held=(--hold-eager --nccl-tests-registered "$nt/nccl_tests_registered.txt")
 compare() {  # compare NODE_JSON WALL GRAPH_FILE OUT_MD
   "$py" tools/evidence/compare_node.py --node "$1" --nccl-tests "$nt/nccl_tests_eager.txt" --nccl-tests-graph "$3" \
-    --torch-copy --wall-s "$2" --out "$4" > /dev/null 2>&1
+    "${held[@]}" --torch-copy --wall-s "$2" --out "$4" > /dev/null 2>&1
   echo "$(basename "$4"): exit status $?" | tee -a "$log"
   grep -E "^verdict|agree" "$4" | tee -a "$log"
 }
