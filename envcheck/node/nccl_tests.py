@@ -19,6 +19,7 @@ from envcheck.model.reference import NcclTestsRow, Placement
 BINARIES = {"all_reduce_perf": "all_reduce", "all_gather_perf": "all_gather", "reduce_scatter_perf": "reduce_scatter",
             "alltoall_perf": "all_to_all", "broadcast_perf": "broadcast"}
 _START = re.compile(r"^# Collective test starting: (\S+)")
+_VERSION = re.compile(r"^# nccl-tests version (\S+)(?: nccl-headers=(\d+))?(?: nccl-library=(\d+))?", re.M)
 _ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(-?\d+)\s+" + r"\s+".join([r"(\S+)"] * 8) + r"\s*$")
 
 
@@ -46,3 +47,11 @@ def parse(text: str) -> tuple[NcclTestsRow, ...]:
                                      Placement(_num(g[5]), _num(g[6]), _num(g[7]), _wrong(g[8])),
                                      Placement(_num(g[9]), _num(g[10]), _num(g[11]), _wrong(g[12]))))
     return tuple(rows)
+
+
+def version(text: str) -> str | None:
+    """nccl-tests' version line, e.g. ``2.19.6 (NCCL 22809)``, from its output; None when it printed none."""
+    m = _VERSION.search(text)
+    if m is None:
+        return None
+    return f"{m.group(1)} (NCCL {m.group(3)})" if m.group(3) else m.group(1)
