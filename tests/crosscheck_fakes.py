@@ -96,3 +96,25 @@ def nccl_captures() -> list[tuple[str, str]]:
                     out.append((f"{p.name}:{member}", text))
     return out
 
+
+
+def full_report() -> Report:
+    """Every kind of row: kernels within and outside, a copy, collectives against each nccl-tests mode and the
+    plain loop, a tool that hung, a note."""
+    from envcheck.model import Note
+    from envcheck.model.crosscheck import CopyTiming, ToolRun
+
+    head = bench(case("matmul", "torch", "fp16", MATMUL, 100.0), case("matmul", "triton", "fp16", MATMUL, 110.0),
+                 case("relu", "torch", "fp32", (1 << 20,), 5.0))
+    g = MiB / 12.0e-6 / 1e9
+    us = 256 * MiB / 390e9 * 1e6
+    cc = Crosscheck(
+        kernels=(kernel("torch", 101.0), kernel("triton", 100.0),
+                 KernelTiming(0, "relu", "torch", "fp32", "fp32", (1 << 20,), skipped="fits_l2")),
+        copies=(CopyTiming(0, 1, 256 * MiB, 20, [us] * 5),),
+        loops=(loop(MiB, 29.75),),
+        nccl_tests=(nccl_run("graph_unregistered", (nccl_row(MiB, g),)), nccl_run("eager", (nccl_row(MiB, 40.0),)),
+                    nccl_run("graph", (), returncode=None, timed_out=True, stderr_tail="NCCL WARN | stuck")),
+        runs=(ToolRun("do_bench_cudagraph", launch(), 0),),
+        notes=(Note("crosscheck.nccl_tests_missing", {"binaries": ("alltoall_perf",)}),))
+    return report(cc, (head,), node(all_reduce(MiB, 71.0, 12.0), copy_us=us))

@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
+import re
+from pathlib import Path
 
 import pytest
 from crosscheck_fakes import (
@@ -18,6 +20,7 @@ from crosscheck_fakes import (
     bench,
     captured,
     case,
+    full_report,
     kernel,
     launch,
     loop,
@@ -261,3 +264,70 @@ def test_the_same_calls_graph_mode_holds_envcheck_gpu_time_at_every_size():
     call = {(x.op, x.size_bytes): x for x in a.crosscheck.rows if x.quantity == "call_busbw_gbps"}
     assert call[("all_reduce", MiB)].status == "outside" and call[("all_reduce", MiB)].ratio < 0.5
     assert {x.reason for x in a.crosscheck.rows if x.quantity == "call_time_us"} == {"no_counterpart"}  # no loop
+
+
+# --------------------------------------------------------------------------- the views
+
+
+@pytest.mark.usefixtures("charts_not_drawn")
+def test_the_section_shows_every_row_with_its_counterpart_and_bar_in_both_languages():
+    from envcheck.render.crosscheck_view import crosscheck_view
+    from envcheck.render.documents import render_html, render_markdown
+    from envcheck.render.escape import md_text
+    from envcheck.render.terminal.console import capture
+    from envcheck.render.terminal.crosscheck import print_crosscheck
+
+    r = model.loads(model.dumps(full_report()))
+    a = analyse(r)
+    md = render_markdown(r, "en", analysis=a)
+    section = md[md.index("## Cross-checks"):md.index("## Health")]
+    assert "### Single GPU: headline cases against do_bench_cudagraph" in section
+    assert ("| 0 | matmul | triton | fp16 | 4096×4096×4096 | 110 µs | triton.testing.do_bench_cudagraph | 100 µs | "
+            "1.100× | ±3.0% | OUTSIDE |") in section
+    assert "not compared: its working set fits L2" in section
+    assert "| GPU 0 → GPU 1 | 256 MiB |" in section and "| 1.000× | ±3.0% | within |" in section
+    assert "nccl-tests, CUDA-graph mode, registration off" in section and "NCCL\\_GRAPH\\_REGISTER=0" in section
+    assert "plain torch.distributed loop | 29.8 µs | 2.387× | ±10% | OUTSIDE |" in section
+    assert "nccl-tests failed (it ran past its time limit and was stopped, exit status –): NCCL WARN \\| stuck" in section
+    assert "alltoall\\_perf" in section  # the note
+    html = render_html(r, "en", analysis=a)
+    assert '<section id="crosscheck">' in html and '<tr class="bad">' in html
+    term = capture(lambda c: print_crosscheck(c, a.crosscheck, "en"))
+    assert "3 within their bar, 3 outside, 1 not compared; 4 finding(s)." in " ".join(term.split())
+    # Chinese: no English word of the section's own messages is left in its view or on the terminal (the words
+    # the Chinese catalogue keeps, names and identifiers, aside).
+    v = crosscheck_view(a.crosscheck, "zh-CN", md_text)
+    cells = [c for tb in v.tables for row in tb.rows for c in row] + [c for tb in v.tables for c in tb.columns]
+    zh_text = "\n".join([v.verdict_text, v.summary, v.method, *v.findings, *v.notes, *(tb.title for tb in v.tables),
+                         *cells, capture(lambda c: print_crosscheck(c, a.crosscheck, "zh-CN"), width=100)])
+    assert "交叉核验" in zh_text and "超出" in zh_text
+
+    def words(lang: str) -> set[str]:
+        cat = json.loads((Path(ax.__file__).parents[1] / "render" / "catalog" / f"{lang}.json").read_text("utf-8"))
+        return {w for k, m in cat.items() if k.startswith("crosscheck.")
+                for w in re.findall(r"[A-Za-z]{3,}", re.sub(r"\{[^}]*\}", " ", m))}
+
+    english = words("en") - words("zh-CN")
+    assert english >= {"within", "outside", "counterpart", "loop", "failed"}
+    assert not english & set(re.findall(r"[A-Za-z]{3,}", zh_text))
+
+
+@pytest.mark.usefixtures("charts_not_drawn")
+def test_render_rebuilds_the_section_from_the_json(tmp_path):
+    from envcheck import cli
+
+    path = tmp_path / "r.json"
+    model.dump(full_report(), path)
+    assert cli.main(["render", str(path), "--format", "md", "--out", str(tmp_path / "out")]) == 0
+    (md,) = (tmp_path / "out").glob("*.md")
+    assert "## Cross-checks" in md.read_text() and "| ±2.0% |" not in md.read_text()  # 1 MiB: the 5% bar
+    assert "| ±5.0% |" in md.read_text()
+
+
+def test_diff_reads_reports_with_crosschecks_as_their_benches():
+    from envcheck.compare.diff import diff
+
+    plain = dataclasses.replace(full_report(), crosscheck=None)
+    d = diff([("a", full_report()), ("b", plain)])
+    d2 = diff([("a", plain), ("b", plain)])
+    assert [c.cases for c in d.comparisons] == [c.cases for c in d2.comparisons] and d.comparisons[0].cases

@@ -69,6 +69,15 @@ def _burn(analysis: Analysis, lang: str, escape: Any) -> Any:
     return burn_view(analysis.burn, lang, escape)
 
 
+def _crosscheck(analysis: Analysis, lang: str, escape: Any) -> Any:
+    """The cross-check section's view, or None (a run without ``--crosscheck``)."""
+    if analysis.crosscheck is None:
+        return None
+    from envcheck.render.crosscheck_view import crosscheck_view
+
+    return crosscheck_view(analysis.crosscheck, lang, escape)
+
+
 def _burn_page(report: Report, analysis: Analysis, lang: str, escape: Any) -> dict[str, Any]:
     """What burn.md.j2 / burn.html.j2 read besides the charts: a burn report's header and footer."""
     from envcheck.render.i18n import translate
@@ -105,7 +114,8 @@ def render_markdown(report: Report, lang: str = "en", charts_dir: str = "charts"
                             lang)
     v = run_view(report, analysis, lang, md_text)
     return markdown_toc(render("report.md.j2", lang=lang, v=v, b=v.bench, charts=links,
-                               burn=_burn(analysis, lang, md_text)), lang)
+                               burn=_burn(analysis, lang, md_text),
+                               crosscheck=_crosscheck(analysis, lang, md_text)), lang)
 
 
 def render_html(report: Report, lang: str = "en", analysis: Analysis | None = None,
@@ -122,7 +132,7 @@ def render_html(report: Report, lang: str = "en", analysis: Analysis | None = No
                         lang)
     v = run_view(report, analysis, lang, _same)
     return html_toc(render("report.html.j2", lang=lang, v=v, b=v.bench, charts=by_place,
-                           burn=_burn(analysis, lang, _same)), lang)
+                           burn=_burn(analysis, lang, _same), crosscheck=_crosscheck(analysis, lang, _same)), lang)
 
 
 def render_diff(d: Any, fmt: str, lang: str = "en") -> str:
