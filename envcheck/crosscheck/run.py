@@ -1,0 +1,127 @@
+"""``--crosscheck``: after the suite (and the node tests), the same work timed by independent tools, every tool
+in a child of its own with a time limit, everything they measured kept raw in the report's ``crosscheck``.
+
+In order: each GPU's headline cases with ``do_bench_cudagraph`` (``kernels.py``, the GPUs at once); on a node
+run of two GPUs or more, the copy-engine copies with a plain torch copy (``copies.py``), the collectives' plain
+``torch.distributed`` loop that the sweep's own ranks ran (``loops.py``; the sweep ran it because the plan asked,
+``SweepPlan.crosscheck_loop``), then nccl-tests where it is found (``nccl_tests_run.py``). A cross-check that does
+not apply is a note: no CUDA GPU (the CPU baseline), Triton's interpreter (``TRITON_INTERPRET``: its kernels
+run on the CPU, and do_bench_cudagraph would time nothing real), one GPU (no node to cross-check), nccl-tests
+not found. Ctrl-C (SIGTERM, SIGHUP) stops the tool running and keeps what the others measured.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from envcheck.model import Bench, Note
+from envcheck.model.crosscheck import CopyTiming, Crosscheck, KernelTiming, LoopTiming, NcclTestsRun, ToolRun
+from envcheck.model.node import Node
+from envcheck.node.launch import Launcher
+
+INTERPRET_VAR = "TRITON_INTERPRET"
+SWEEP_FOLDER = "collectives"  # where node/run.py's run_node puts the sweep's files in the node's work folder
+
+
+@dataclass(frozen=True)
+class CrosscheckRun:
+    crosscheck: Crosscheck
+    stopped: bool = False
+
+
+def unavailable(benches: Sequence[Bench], environ: Mapping[str, str]) -> Note | None:
+    """Why the cross-checks do not apply to this run (a note, not a failure), or None."""
+    if not any(b.device.backend == "cuda" for b in benches):
+        return Note("crosscheck.no_cuda")
+    if environ.get(INTERPRET_VAR, "").strip() not in ("", "0"):
+        return Note("crosscheck.interpreted", {"variable": INTERPRET_VAR})
+    return None
+
+
+def _utc() -> str:
+    return datetime.now(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _copy_size(node: Node) -> int | None:
+    """The size envcheck's copy-engine peer copies used, where they ran."""
+    if node.peer is None or not any(c.kind == "d2d" and c.method == "copy_engine" for c in node.peer.copies):
+        return None
+    size = node.peer.settings.get("size_bytes")
+    return int(size) if isinstance(size, int) and size > 0 else None
+
+
+def run_crosscheck(benches: Sequence[Bench], node: Node | None = None, work_dir: str | os.PathLike[str] | None = None,
+                   *, launcher: Launcher | None = None, environ: Mapping[str, str] | None = None,
+                   kernel_command: Sequence[str] | None = None) -> CrosscheckRun:
+    """The cross-checks of a run whose suites gave ``benches`` and whose node tests (``--gpus``) gave ``node``
+    in ``work_dir`` (the node tests' folder: the sweep's events, and this step's own files)."""
+    from envcheck.crosscheck.kernels import ROUNDS, run_kernels
+    from envcheck.crosscheck.nccl_tests_run import MODES
+
+    environ = os.environ if environ is None else environ
+    started, t0 = _utc(), time.monotonic()
+    settings: dict[str, Any] = {"kernel_rounds": ROUNDS, "nccl_tests_modes": {m.name: " ".join(m.args) for m in MODES}}
+    got = _Parts()
+
+    def done(stopped: bool = False) -> CrosscheckRun:
+        return CrosscheckRun(Crosscheck(got.kernels, got.copies, got.loops, got.nccl, tuple(got.runs),
+                                        tuple(got.notes), settings, started, round(time.monotonic() - t0, 3)),
+                             stopped)
+
+    why = unavailable(benches, environ)
+    if why is not None:
+        got.notes.append(why)
+        return done()
+    kernels = run_kernels(benches, kernel_command)
+    got.kernels, got.runs = kernels.rows, list(kernels.runs)
+    if kernels.stopped or node is None:
+        return done(kernels.stopped)
+    if len(node.gpus) < 2:
+        got.notes.append(Note("crosscheck.single_gpu"))
+        return done()
+    if launcher is None:
+        from envcheck.node.launch import SubprocessLauncher
+
+        launcher = SubprocessLauncher()
+    from envcheck.crosscheck.copies import run_copies
+    from envcheck.crosscheck.loops import read_loops
+    from envcheck.crosscheck.nccl_tests_run import run_nccl_tests
+    from envcheck.redact import Redactor
+
+    work = Path(work_dir) if work_dir is not None else Path.cwd()
+    size = _copy_size(node)
+    if size is not None:
+        got.copies, run = run_copies(node.gpus, size, work / "crosscheck", launcher)
+        got.runs.append(run)
+        if run.launch.interrupted:
+            return done(True)
+    got.loops = read_loops(work / SWEEP_FOLDER, Redactor(environ).text)
+    sweep = next((c for c in node.collectives if c.scope == "node"), None)
+    if sweep is None or sweep.backend != "nccl":
+        return done()
+    ops = tuple(dict.fromkeys(r.op for r in sweep.results))
+    sizes = tuple(sorted({s for s in sweep.settings.get("sizes") or () if isinstance(s, int) and s > 0}))
+    if not (ops and sizes):
+        return done()
+    nccl = run_nccl_tests(ops, sizes, node.gpus, work / "crosscheck" / "nccl_tests", launcher, environ)
+    got.nccl = nccl.runs
+    got.notes += nccl.notes
+    return done(nccl.stopped)
+
+
+@dataclass
+class _Parts:
+    """What the steps gathered so far (a stop keeps it)."""
+
+    kernels: tuple[KernelTiming, ...] = ()
+    copies: tuple[CopyTiming, ...] = ()
+    loops: tuple[LoopTiming, ...] = ()
+    nccl: tuple[NcclTestsRun, ...] = ()
+    runs: list[ToolRun] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
