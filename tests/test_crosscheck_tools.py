@@ -314,6 +314,17 @@ def test_a_failed_tool_fails_the_run(tmp_path):
     assert "triton.testing.do_bench_cudagraph on GPU 0 failed" in out and "Segmentation fault" in out
 
 
+def test_a_bug_in_the_crosschecks_keeps_the_finished_run_and_fails_it(tmp_path):
+    def broken(benches, node_, work):
+        raise ZeroDivisionError("division by zero")
+
+    rc, out, err = _run(tmp_path, "--crosscheck", crosscheck=broken)
+    assert rc == 1 and "Traceback" not in err
+    r = model.load(next((tmp_path / "r").glob("*.json")))
+    assert r.bench is not None and r.bench.cases  # the suite's results are kept
+    assert "envcheck's cross-check step failed (it raised an error" in out and "ZeroDivisionError" in out
+
+
 def test_fleet_takes_the_flag():
     args = cli.build_parser().parse_args(["fleet", "--crosscheck"])
     assert args.crosscheck is True
@@ -325,3 +336,73 @@ def test_the_flag_takes_no_value(argv, capsys):
         cli.build_parser().parse_args(argv)
     assert e.value.code == 2 and "Traceback" not in capsys.readouterr().err
 
+
+
+# --------------------------------------------------------------------------- envcheck fleet --crosscheck
+
+
+def test_fleet_passes_each_ranks_and_leaders_crosschecks_to_its_node(tmp_path):
+    """Every rank times its own GPU again after its suite (with its CUDA index), each node's leader its node
+    after the node tests; rank 0 joins them per node. A node whose tool failed, or whose cross-check step
+    raised, does not pass; the other node does, and the fleet's documents show a section per node."""
+    import threading
+
+    from node_fakes import MemoryTransport, bench_with_bandwidth
+
+    from envcheck.analysis import analyse
+    from envcheck.analysis.verdict import verdict
+    from envcheck.commands.fleet import fleet_report
+    from envcheck.model import Environment
+    from envcheck.node.collective_run import SweepPlan
+    from envcheck.node.fleet import FleetDeps, FleetOptions, RankContext, run_rank
+    from envcheck.render.documents import render_markdown
+
+    world, per_node = 4, 2
+    transports = MemoryTransport.fleet(world)
+    result: dict[int, object] = {}
+    seen: list[tuple[int | None, int]] = []
+
+    def gpu_cross(b: model.Bench, ordinal: int) -> Crosscheck:
+        seen.append((b.device.index, ordinal))
+        bad = b.device.index == 3
+        return Crosscheck(runs=(ToolRun("do_bench_cudagraph", launch(returncode=1 if bad else 0,
+                                                                     stderr_tail="CUDA error" if bad else ""),
+                                        b.device.index),))
+
+    def node_cross(n: Node, work: str) -> Crosscheck:
+        if n.host == "host1":
+            raise RuntimeError("a bug")
+        return Crosscheck(notes=(Note("crosscheck.nccl_tests_not_found", {"variable": "NCCL_TESTS_DIR",
+                                                                          "folder": "-"}),))
+
+    def run(rank: int) -> None:
+        ctx = RankContext(rank, world, rank % per_node, per_node, rank // per_node, world // per_node, "127.0.0.1", 1,
+                          "torchrun", f"host{rank // per_node}")
+        deps = FleetDeps(transports[rank], lambda gpu, r=rank: bench_with_bandwidth(r, 4200.0),
+                         lambda: (Environment(), ()), lambda gpus, d, c=ctx: Node(c.host, gpus),
+                         lambda *a: ((), None), gpu_crosscheck=gpu_cross, node_crosscheck=node_cross)
+        opts = FleetOptions(str(tmp_path), SweepPlan(), world=False, rank_timeout_s=10.0, join_timeout_s=5.0,
+                            world_timeout_s=1.0)
+        result[rank] = run_rank(ctx, opts, deps, (0, 1))
+
+    threads = [threading.Thread(target=run, args=(r,), daemon=True) for r in range(world)]
+    for th in threads:
+        th.start()
+    threads[0].join(30)
+    transports[0].put("done", "1")
+    for th in threads[1:]:
+        th.join(10)
+    fleet = result[0]
+    assert sorted(seen) == [(0, 0), (1, 1), (2, 0), (3, 1)]
+    by_host = {n.host: n.crosscheck for n in fleet.nodes}  # type: ignore[attr-defined]
+    assert [r.gpu for r in by_host["host0"].runs] == [0, 1] and by_host["host0"].notes[0].key.endswith("not_found")
+    assert [n.key for n in by_host["host1"].notes] == ["crosscheck.crashed"]
+    report = model.loads(model.dumps(fleet_report(fleet, Environment())))  # type: ignore[arg-type]
+    a = analyse(report)
+    assert [(h, c.ok) for h, c in a.fleet_crosschecks] == [("host0", True), ("host1", False)]
+    reasons = [r for r in verdict(a).reasons if r.key == "fleet_crosscheck"]
+    assert [r.values["host"] for r in reasons] == ["host1"]
+    md = render_markdown(report, "en", analysis=a)
+    assert "## Cross-checks: node host0" in md and "## Cross-checks: node host1" in md
+    assert "envcheck's cross-check step failed (it raised an error, exit status –): RuntimeError: a bug" in md
+    assert md.count("RuntimeError: a bug") == 1

@@ -55,6 +55,7 @@ class Analysis:
     fleet: FleetAnalysis | None = None  # a fleet report
     burn: BurnAnalysis | None = None  # envcheck burn / run --burn: the burn-in's numbers and verdicts
     crosscheck: CrosscheckAnalysis | None = None  # run --crosscheck: ratios to independent tools, bars, findings
+    fleet_crosschecks: tuple[tuple[str, CrosscheckAnalysis], ...] = ()  # fleet --crosscheck: (node's host, its own)
 
     @property
     def bench(self) -> BenchAnalysis | None:
@@ -82,7 +83,10 @@ def analyse(report: Report) -> Analysis:
         fleet = analyse_fleet(report.fleet, analyse_bench_in) if report.fleet is not None else None
         burn = analyse_burn(report.burn) if report.burn is not None else None
         cross = analyse_crosscheck(report.crosscheck, report.benches, report.node) if report.crosscheck is not None else None
-    return Analysis(report, benches, node, fleet, burn, cross)
+        nodes = report.fleet.nodes if report.fleet is not None else ()
+        fleet_cross = tuple((n.host, analyse_crosscheck(n.crosscheck, n.benches, n.node)) for n in nodes
+                            if n.crosscheck is not None)
+    return Analysis(report, benches, node, fleet, burn, cross, fleet_cross)
 
 
 __all__ = ["Analysis", "BenchAnalysis", "CaseResult", "Ceilings", "CrosscheckAnalysis", "Finding", "FleetAnalysis",

@@ -62,6 +62,7 @@ REASONS = ("fits_l2", "not_run", "tool_failed", "no_counterpart", "not_measured"
 FINDING_KEYS = ("outside_bar", "tool_failed", "row_failed")
 # How a tool's launch ended badly (``launch_cause``).
 LAUNCH_CAUSES = ("timed_out", "interrupted", "launch_failed", "exit_status")
+CRASHED_NOTE = "crosscheck.crashed"  # a note envcheck writes when its own cross-check code raised (``detail``)
 DETAIL_LINES = 6  # of a failed tool's stderr, the last lines a finding carries
 
 
@@ -300,6 +301,9 @@ def findings(cc: Crosscheck, rows: Sequence[CrossRow]) -> tuple[CrossFinding, ..
         if cause is not None and cause != "interrupted":  # Ctrl-C is the run's stop, said by its exit status
             out.append(CrossFinding("tool_failed", tool, gpu=gpu, cause=cause, returncode=launch.returncode,
                                     detail=_tail(launch)))
+    for note in cc.notes:  # envcheck's own cross-check code failed: nothing was held, which is no pass
+        if note.key == CRASHED_NOTE:
+            out.append(CrossFinding("tool_failed", "envcheck", cause="crashed", detail=str(note.params.get("detail"))))
     for row in rows:
         if row.reason == "tool_failed":
             out.append(CrossFinding("row_failed", row.counterpart.tool, row, row.gpu, detail=row.detail))

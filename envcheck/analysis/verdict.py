@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 REASON_KEYS = ("check_failed", "bench_missing", "bench_empty", "bench_stopped", "case_failed", "node_problem",
                "fleet_node", "fleet_ranks_failed", "burn_gpu", "burn_host", "burn_stopped", "crosscheck_kernel",
-               "crosscheck_copy", "crosscheck_collective", "crosscheck_failed")
+               "crosscheck_copy", "crosscheck_collective", "crosscheck_failed", "fleet_crosscheck")
 
 
 @dataclass(frozen=True)
@@ -108,6 +108,11 @@ def _fleet_reasons(analysis: Analysis) -> list[Reason]:
     lost = [r for r in fleet.failed_ranks if r.status != "ok"]
     if lost and not out:
         out.append(_r("fleet_ranks_failed", count=len(lost)))
+    # fleet --crosscheck: a node whose numbers an independent tool does not bear out, or whose tool failed.
+    for host, cross in analysis.fleet_crosschecks:
+        if cross.findings:
+            first = cross.findings[0]
+            out.append(_r("fleet_crosscheck", host=host, count=len(cross.findings), finding=first.key, tool=first.tool))
     return out
 
 

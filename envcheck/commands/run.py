@@ -342,7 +342,15 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
         _say("cross-checks: the same work timed again by independent tools (do_bench_cudagraph"
              + (", a plain torch copy and torch.distributed loop, nccl-tests where found)" if node_work else ")"),
              err_stream)
-        cross = (deps.crosscheck or run_crosscheck)(benches, sections.get("node"), node_work)
+        try:
+            cross = (deps.crosscheck or run_crosscheck)(benches, sections.get("node"), node_work)
+        except Exception as e:  # noqa: BLE001 - a bug of the cross-checks: a finding, never the finished run's loss
+            from envcheck.analysis.crosscheck import CRASHED_NOTE
+            from envcheck.crosscheck.run import CrosscheckRun
+            from envcheck.model.crosscheck import Crosscheck
+
+            cross = CrosscheckRun(Crosscheck(notes=(model.Note(CRASHED_NOTE, {"detail": f"{type(e).__name__}: {e}"
+                                                                                .splitlines()[0][:300]}),)))
         sections["crosscheck"] = cross.crosscheck
         stopped = cross.stopped
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,8 +49,10 @@ class GpuPlan:
         return START_S + ROW_S * len(self.timed)
 
 
-def plan_gpu(bench: Bench, seed: int = 0) -> GpuPlan | None:
-    """The worker's plan for ``bench``'s GPU; None for a bench without headline cases (the CPU, nothing timed)."""
+def plan_gpu(bench: Bench, seed: int = 0, cuda_index: int | None = None) -> GpuPlan | None:
+    """The worker's plan for ``bench``'s GPU (``cuda_index``: its CUDA index in this process where that is not its
+    machine index, as under a fleet launcher's CUDA_VISIBLE_DEVICES); None for a bench without headline cases
+    (the CPU, nothing timed)."""
     heads = headlines(bench)
     if not heads or bench.device.index is None:
         return None
@@ -62,7 +64,7 @@ def plan_gpu(bench: Bench, seed: int = 0) -> GpuPlan | None:
         rows.append({"op": c.op, "impl": c.impl, "dtype": c.dtype, "precision": c.precision, "shape": list(c.shape),
                      "rep_ms": SUSTAIN_REP_MS if h.compute_bound else REP_MS,
                      "settle_ms": SUSTAIN_SETTLE_MS if h.compute_bound else SETTLE_MS})
-    plan = {"gpu": bench.device.index, "rounds": ROUNDS, "seed": seed, "control": bench.settings.control,
+    plan = {"gpu": bench.device.index if cuda_index is None else cuda_index, "rounds": ROUNDS, "seed": seed, "control": bench.settings.control,
             "rows": rows}
     return GpuPlan(bench.device.index, heads, plan)
 
@@ -111,14 +113,16 @@ class KernelChecks:
     stopped: bool = False
 
 
-def run_kernels(benches: Sequence[Bench], command: Sequence[str] | None = None,
-                runner: Runner = run_isolated) -> KernelChecks:
-    """Every GPU bench's headline cases timed by its own worker, the workers at once. Ctrl-C, SIGTERM or SIGHUP
-    (``runner.wait_for``, in the main thread) stops them all and keeps what they reported."""
+def run_kernels(benches: Sequence[Bench], command: Sequence[str] | None = None, runner: Runner = run_isolated,
+                cuda_indices: Mapping[int, int] | None = None) -> KernelChecks:
+    """Every GPU bench's headline cases timed by its own worker, the workers at once (``cuda_indices``: machine
+    index -> CUDA index, where they differ). Ctrl-C, SIGTERM or SIGHUP (``runner.wait_for``, in the main thread)
+    stops them all and keeps what they reported."""
     from envcheck.bench.runner import wait_for
 
     argv = list(command) if command is not None else [sys.executable, "-m", WORKER_MODULE]
-    plans = [p for b in benches if (p := plan_gpu(b)) is not None]
+    plans = [p for b in benches if (p := plan_gpu(b, cuda_index=(cuda_indices or {}).get(b.device.index or 0)))
+             is not None]
     results: dict[int, Isolated] = {}
     stop = threading.Event()
 

@@ -60,31 +60,44 @@ def run_crosscheck(benches: Sequence[Bench], node: Node | None = None, work_dir:
                    *, launcher: Launcher | None = None, environ: Mapping[str, str] | None = None,
                    kernel_command: Sequence[str] | None = None) -> CrosscheckRun:
     """The cross-checks of a run whose suites gave ``benches`` and whose node tests (``--gpus``) gave ``node``
-    in ``work_dir`` (the node tests' folder: the sweep's events, and this step's own files)."""
-    from envcheck.crosscheck.kernels import ROUNDS, run_kernels
-    from envcheck.crosscheck.nccl_tests_run import MODES
+    in ``work_dir`` (the node tests' folder: the sweep's events, and this step's own files): the GPUs' part,
+    then the node's."""
+    environ = os.environ if environ is None else environ
+    gpus = kernel_crosscheck(benches, environ=environ, command=kernel_command)
+    if gpus.stopped or node is None or gpus.crosscheck.notes:  # stopped, no node, or not available here
+        return gpus
+    return merged(gpus, node_crosscheck(node, work_dir, launcher=launcher, environ=environ))
+
+
+def kernel_crosscheck(benches: Sequence[Bench], *, environ: Mapping[str, str] | None = None,
+                      command: Sequence[str] | None = None,
+                      cuda_indices: Mapping[int, int] | None = None) -> CrosscheckRun:
+    """Each GPU bench's headline cases against do_bench_cudagraph (a fleet rank runs it for its own GPU, whose
+    CUDA index in its process ``cuda_indices`` gives)."""
+    from envcheck.crosscheck.kernels import run_kernels
 
     environ = os.environ if environ is None else environ
-    started, t0 = _utc(), time.monotonic()
-    settings: dict[str, Any] = {"kernel_rounds": ROUNDS, "nccl_tests_modes": {m.name: " ".join(m.args) for m in MODES}}
     got = _Parts()
-
-    def done(stopped: bool = False) -> CrosscheckRun:
-        return CrosscheckRun(Crosscheck(got.kernels, got.copies, got.loops, got.nccl, tuple(got.runs),
-                                        tuple(got.notes), settings, started, round(time.monotonic() - t0, 3)),
-                             stopped)
-
     why = unavailable(benches, environ)
     if why is not None:
         got.notes.append(why)
-        return done()
-    kernels = run_kernels(benches, kernel_command)
+        return got.done()
+    kernels = run_kernels(benches, command, cuda_indices=cuda_indices)
     got.kernels, got.runs = kernels.rows, list(kernels.runs)
-    if kernels.stopped or node is None:
-        return done(kernels.stopped)
+    return got.done(kernels.stopped)
+
+
+def node_crosscheck(node: Node, work_dir: str | os.PathLike[str] | None, *, launcher: Launcher | None = None,
+                    environ: Mapping[str, str] | None = None) -> CrosscheckRun:
+    """The node's copies, collectives' loop and nccl-tests (a fleet node's leader runs it after the node tests)."""
+    environ = os.environ if environ is None else environ
+    got = _Parts()
+    if node.settings.get("device", "cuda") != "cuda":
+        got.notes.append(Note("crosscheck.no_cuda"))
+        return got.done()
     if len(node.gpus) < 2:
         got.notes.append(Note("crosscheck.single_gpu"))
-        return done()
+        return got.done()
     if launcher is None:
         from envcheck.node.launch import SubprocessLauncher
 
@@ -100,24 +113,36 @@ def run_crosscheck(benches: Sequence[Bench], node: Node | None = None, work_dir:
         got.copies, run = run_copies(node.gpus, size, work / "crosscheck", launcher)
         got.runs.append(run)
         if run.launch.interrupted:
-            return done(True)
+            return got.done(True)
     got.loops = read_loops(work / SWEEP_FOLDER, Redactor(environ).text)
     sweep = next((c for c in node.collectives if c.scope == "node"), None)
     if sweep is None or sweep.backend != "nccl":
-        return done()
+        return got.done()
     ops = tuple(dict.fromkeys(r.op for r in sweep.results))
     sizes = tuple(sorted({s for s in sweep.settings.get("sizes") or () if isinstance(s, int) and s > 0}))
     if not (ops and sizes):
-        return done()
+        return got.done()
     nccl = run_nccl_tests(ops, sizes, node.gpus, work / "crosscheck" / "nccl_tests", launcher, environ)
     got.nccl = nccl.runs
     got.notes += nccl.notes
-    return done(nccl.stopped)
+    return got.done(nccl.stopped)
+
+
+def merged(*parts: CrosscheckRun) -> CrosscheckRun:
+    """Several parts' cross-checks as one (a run's GPUs and node; a fleet node's ranks and leader)."""
+    cs = [p.crosscheck for p in parts]
+    started = min((c.started for c in cs if c.started), default=None)
+    return CrosscheckRun(Crosscheck(
+        tuple(k for c in cs for k in c.kernels), tuple(k for c in cs for k in c.copies),
+        tuple(k for c in cs for k in c.loops), tuple(k for c in cs for k in c.nccl_tests),
+        tuple(k for c in cs for k in c.runs), tuple(dict.fromkeys(n for c in cs for n in c.notes)),
+        {k: v for c in cs for k, v in c.settings.items()}, started,
+        round(sum(c.duration_s or 0.0 for c in cs), 3)), any(p.stopped for p in parts))
 
 
 @dataclass
 class _Parts:
-    """What the steps gathered so far (a stop keeps it)."""
+    """What one part's steps gathered so far (a stop keeps it), and when it started."""
 
     kernels: tuple[KernelTiming, ...] = ()
     copies: tuple[CopyTiming, ...] = ()
@@ -125,3 +150,16 @@ class _Parts:
     nccl: tuple[NcclTestsRun, ...] = ()
     runs: list[ToolRun] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
+    started: str = field(default_factory=lambda: _utc())
+    t0: float = field(default_factory=time.monotonic)
+
+    def done(self, stopped: bool = False) -> CrosscheckRun:
+        from envcheck.crosscheck.kernels import ROUNDS
+        from envcheck.crosscheck.nccl_tests_run import MODES
+
+        settings: dict[str, Any] = {"kernel_rounds": ROUNDS} if self.kernels else {}
+        if self.nccl:
+            settings["nccl_tests_modes"] = {m.name: " ".join(m.args) for m in MODES}
+        return CrosscheckRun(Crosscheck(self.kernels, self.copies, self.loops, self.nccl, tuple(self.runs),
+                                        tuple(self.notes), settings, self.started,
+                                        round(time.monotonic() - self.t0, 3)), stopped)

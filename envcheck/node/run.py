@@ -202,7 +202,7 @@ def run_node_suite(args: argparse.Namespace, env: Environment, work_dir: str,
     interrupted = done.stopped is not None
     benches = tuple(r.bench for r in runs)
     sweep = quick_sweep(device)
-    if getattr(args, "crosscheck", False):  # a plain torch.distributed loop too, in the sweep's own ranks
+    if getattr(args, "crosscheck", False) and device == "cuda":  # a plain torch.distributed loop, in the sweep's ranks
         sweep = dataclasses.replace(sweep, crosscheck_loop=True)
     options = NodeOptions(gpus, work_dir, device, sweep, PeerPlan() if device == "cuda" else None,
                           outlier_margin=float(getattr(args, "outlier_margin", 0.05) or 0.05))

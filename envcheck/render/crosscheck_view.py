@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from envcheck.analysis.crosscheck import CrosscheckAnalysis, CrossFinding, CrossRow
+from envcheck.analysis.crosscheck import CRASHED_NOTE, CrosscheckAnalysis, CrossFinding, CrossRow
 from envcheck.render import fmt
 from envcheck.render.i18n import has, join, phrase, translate
 
@@ -128,7 +128,8 @@ def crosscheck_view(a: CrosscheckAnalysis, lang: str, escape: Escape) -> Crossch
     counts = a.counts
     summary = t("crosscheck.summary", within=counts.get("within", 0), outside=counts.get("outside", 0),
                 not_compared=counts.get("not_compared", 0), findings=len(a.findings))
-    notes = tuple(phrase(lang, n.key, n.params, escape) for n in a.notes)
+    # A crash of envcheck's own step is a finding already (analysis.crosscheck): not said twice.
+    notes = tuple(phrase(lang, n.key, n.params, escape) for n in a.notes if n.key != CRASHED_NOTE)
     verdict = "pass" if a.ok else "fail"
     return CrosscheckView(verdict, t(f"crosscheck.verdict.{verdict}"), summary, tuple(tables),
                           tuple(finding_text(lang, f, escape) for f in a.findings), notes,

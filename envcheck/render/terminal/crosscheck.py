@@ -16,9 +16,11 @@ STYLE = {"fail": "bold red", "pass": "green"}
 MAX_FINDINGS = 20  # the terminal's share; the report lists every one
 
 
-def print_crosscheck(console: Console, a: CrosscheckAnalysis, lang: str = "en") -> None:
+def print_crosscheck(console: Console, a: CrosscheckAnalysis, lang: str = "en", host: str | None = None) -> None:
+    """``host``: the fleet node the cross-checks are of (None: the run's own)."""
     v = crosscheck_view(a, lang, term)
-    heading(console, translate(lang, "crosscheck.section"))
+    heading(console, translate(lang, "crosscheck.section") if host is None else
+            translate(lang, "crosscheck.section_node", host=term(host)))
     console.print(f"[{STYLE[v.verdict]}]{v.verdict_text}[/] {v.summary}")
     mark = "✗" if console.is_terminal else "-"
     shown = list(v.findings[:MAX_FINDINGS])
