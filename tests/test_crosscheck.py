@@ -291,7 +291,7 @@ def test_the_section_shows_every_row_with_its_counterpart_and_bar_in_both_langua
     assert "nccl-tests failed (it ran past its time limit and was stopped, exit status –): NCCL WARN \\| stuck" in section
     assert "alltoall\\_perf" in section  # the note
     html = render_html(r, "en", analysis=a)
-    assert '<section id="crosscheck">' in html and '<tr class="bad">' in html
+    assert '<section id="crosscheck">' in html and '<span class="badge status-fail">OUTSIDE</span>' in html
     term = capture(lambda c: print_crosscheck(c, a.crosscheck, "en"))
     assert "3 within their bar, 3 outside, 1 not compared; 4 finding(s)." in " ".join(term.split())
     # Chinese: no English word of the section's own messages is left in its view or on the terminal (the words

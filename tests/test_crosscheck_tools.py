@@ -194,6 +194,16 @@ def test_nccl_tests_runs_each_mode_and_reads_its_real_output(tmp_path):
     assert hung.env == {"NCCL_GRAPH_REGISTER": "0"} and "NCCL WARN stuck" in hung.launch.stderr_tail
 
 
+def test_nccl_tests_runs_the_sizes_envcheck_measured():
+    from envcheck.crosscheck.run import nccl_tests_sweep
+    from envcheck.model.node import CollectiveResult, Collectives
+
+    results = (all_reduce(MiB, 70.0, 12.0), all_reduce(4 * MiB, 90.0, 40.0),
+               CollectiveResult("all_reduce", 16 * MiB, 4 * MiB, "float32", (0, 1), skipped="out_of_memory"))
+    sweep = Collectives("node", "nccl", 2, settings={"sizes": [MiB, 4 * MiB, 16 * MiB]}, results=results)
+    assert nccl_tests_sweep(sweep) == (("all_reduce",), (MiB, 4 * MiB))
+
+
 def test_the_plain_copy_rows_name_the_machines_gpus(tmp_path):
     def play(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int | str, str]:
         out = Path(argv[argv.index("--out") + 1])

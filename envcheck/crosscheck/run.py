@@ -22,7 +22,7 @@ from typing import Any
 
 from envcheck.model import Bench, Note
 from envcheck.model.crosscheck import CopyTiming, Crosscheck, KernelTiming, LoopTiming, NcclTestsRun, ToolRun
-from envcheck.model.node import Node
+from envcheck.model.node import Collectives, Node
 from envcheck.node.launch import Launcher
 
 INTERPRET_VAR = "TRITON_INTERPRET"
@@ -118,14 +118,26 @@ def node_crosscheck(node: Node, work_dir: str | os.PathLike[str] | None, *, laun
     sweep = next((c for c in node.collectives if c.scope == "node"), None)
     if sweep is None or sweep.backend != "nccl":
         return got.done()
-    ops = tuple(dict.fromkeys(r.op for r in sweep.results))
-    sizes = tuple(sorted({s for s in sweep.settings.get("sizes") or () if isinstance(s, int) and s > 0}))
+    ops, sizes = nccl_tests_sweep(sweep)
     if not (ops and sizes):
         return got.done()
     nccl = run_nccl_tests(ops, sizes, node.gpus, work / "crosscheck" / "nccl_tests", launcher, environ)
     got.nccl = nccl.runs
     got.notes += nccl.notes
     return got.done(nccl.stopped)
+
+
+def nccl_tests_sweep(sweep: Collectives) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The ops and sizes (nccl-tests' S) nccl-tests runs: those of the sweep that envcheck measured, so a size
+    the sweep skipped (out of memory on this GPU) does not make nccl-tests fail on it."""
+    from envcheck.analysis.collectives import layout
+
+    measured = {(r.op, r.size_bytes) for r in sweep.results if not r.skipped and r.timings}
+    ops = tuple(dict.fromkeys(r.op for r in sweep.results if (r.op, r.size_bytes) in measured))
+    planned = sorted({s for s in sweep.settings.get("sizes") or () if isinstance(s, int) and s > 0})
+    sizes = tuple(s for s in planned
+                  if any((op, layout(op, s, sweep.world_size, 4).size_bytes) in measured for op in ops))
+    return ops, sizes
 
 
 def merged(*parts: CrosscheckRun) -> CrosscheckRun:
