@@ -331,3 +331,16 @@ def test_diff_reads_reports_with_crosschecks_as_their_benches():
     d = diff([("a", full_report()), ("b", plain)])
     d2 = diff([("a", plain), ("b", plain)])
     assert [c.cases for c in d.comparisons] == [c.cases for c in d2.comparisons] and d.comparisons[0].cases
+
+
+def test_a_crosscheck_that_did_not_apply_says_so_instead_of_passing():
+    from envcheck.render.crosscheck_view import crosscheck_view
+    from envcheck.render.terminal.console import capture
+    from envcheck.render.terminal.crosscheck import print_crosscheck
+
+    a = analyse(report(Crosscheck(notes=(Note("crosscheck.no_cuda"),)), (HEAD,)))
+    v = crosscheck_view(a.crosscheck, "en", str)
+    assert (v.verdict, v.summary) == ("skip", "")
+    text = " ".join(capture(lambda c: print_crosscheck(c, a.crosscheck, "en")).split())
+    assert "Nothing was cross-checked here: Cross-checks not available: no CUDA GPU" in text
+    assert "held" not in text

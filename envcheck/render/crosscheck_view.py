@@ -34,7 +34,7 @@ class CrossTable:
 
 @dataclass(frozen=True)
 class CrosscheckView:
-    verdict: str  # pass | fail
+    verdict: str  # pass | fail | skip (nothing cross-checked)
     verdict_text: str
     summary: str
     tables: tuple[CrossTable, ...]
@@ -130,7 +130,9 @@ def crosscheck_view(a: CrosscheckAnalysis, lang: str, escape: Escape) -> Crossch
                 not_compared=counts.get("not_compared", 0), findings=len(a.findings))
     # A crash of envcheck's own step is a finding already (analysis.crosscheck): not said twice.
     notes = tuple(phrase(lang, n.key, n.params, escape) for n in a.notes if n.key != CRASHED_NOTE)
-    verdict = "pass" if a.ok else "fail"
+    verdict = "fail" if not a.ok else "pass" if a.rows else "skip"  # skip: nothing was held (the notes say why)
+    if verdict == "skip":
+        summary = ""
     return CrosscheckView(verdict, t(f"crosscheck.verdict.{verdict}"), summary, tuple(tables),
                           tuple(finding_text(lang, f, escape) for f in a.findings), notes,
                           t("crosscheck.method", bars=join(lang, [t(f"crosscheck.bar.{k}") for k in KINDS])))

@@ -12,7 +12,7 @@ from envcheck.render.escape import term
 from envcheck.render.i18n import translate
 from envcheck.render.terminal.console import bullets, heading
 
-STYLE = {"fail": "bold red", "pass": "green"}
+STYLE = {"fail": "bold red", "pass": "green", "skip": "dim"}
 MAX_FINDINGS = 20  # the terminal's share; the report lists every one
 
 
@@ -21,7 +21,7 @@ def print_crosscheck(console: Console, a: CrosscheckAnalysis, lang: str = "en", 
     v = crosscheck_view(a, lang, term)
     heading(console, translate(lang, "crosscheck.section") if host is None else
             translate(lang, "crosscheck.section_node", host=term(host)))
-    console.print(f"[{STYLE[v.verdict]}]{v.verdict_text}[/] {v.summary}")
+    console.print(f"[{STYLE[v.verdict]}]{v.verdict_text}[/]" + (f" {v.summary}" if v.summary else ""))
     mark = "✗" if console.is_terminal else "-"
     shown = list(v.findings[:MAX_FINDINGS])
     if len(v.findings) > MAX_FINDINGS:
