@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from envcheck.bench.l2 import ROTATE_L2_MULTIPLE
 from envcheck.model import Bench, Case
 
 IMPLS = ("torch", "triton")
-L2_MULTIPLE = 3  # as bench/l2.py's ROTATE_L2_MULTIPLE: past 3x L2 neither side finds its buffers in L2
+# Past this multiple of L2 neither envcheck's rotating buffers nor do_bench_cudagraph's one set is served by L2.
+L2_MULTIPLE = ROTATE_L2_MULTIPLE
 
 
 @dataclass(frozen=True)
