@@ -344,3 +344,14 @@ def test_a_crosscheck_that_did_not_apply_says_so_instead_of_passing():
     text = " ".join(capture(lambda c: print_crosscheck(c, a.crosscheck, "en")).split())
     assert "Nothing was cross-checked here: Cross-checks not available: no CUDA GPU" in text
     assert "held" not in text
+
+
+def test_a_row_nccl_tests_could_not_time_is_left_out_not_kept_as_nan():
+    text = ("# Collective test starting: all_reduce_perf\n"
+            "     1048576        262144     float     sum      -1    15.25   68.77   68.77       0    14.60   71.82   71.82       0\n"
+            "     4194304       1048576     float     sum      -1     -nan    -nan    -nan       0      inf     inf     inf       0\n"
+            "    16777216       4194304     float     sum      -1    74.74  224.49  x.1       0    77.43  216.68  216.68       0\n")
+    rows = nccl_tests.parse(text)
+    assert [r.size_bytes for r in rows] == [MiB]
+    r = report(Crosscheck(nccl_tests=(nccl_run("eager", rows),)))
+    assert model.loads(model.dumps(r)) == r

@@ -11,6 +11,7 @@ One row per size, with both placements (nccl-tests 2.19 prints out-of-place, the
 
 from __future__ import annotations
 
+import math
 import re
 
 from envcheck.model.reference import NcclTestsRow, Placement
@@ -24,7 +25,11 @@ _ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(-?\d+)\s+" + r"\s+".joi
 
 
 def _num(text: str) -> float:
-    return float(text)
+    """A time or bandwidth column; ValueError for what is not a finite number (``-nan``, ``inf``, a cut line)."""
+    x = float(text)
+    if not math.isfinite(x):
+        raise ValueError(f"not a finite number: {text!r}")
+    return x
 
 
 def _wrong(text: str) -> int | None:
@@ -43,9 +48,12 @@ def parse(text: str) -> tuple[NcclTestsRow, ...]:
         m = _ROW.match(line)
         if m and op:
             g = m.groups()
-            rows.append(NcclTestsRow(op, int(g[0]), int(g[1]), g[2],
-                                     Placement(_num(g[5]), _num(g[6]), _num(g[7]), _wrong(g[8])),
-                                     Placement(_num(g[9]), _num(g[10]), _num(g[11]), _wrong(g[12]))))
+            try:
+                rows.append(NcclTestsRow(op, int(g[0]), int(g[1]), g[2],
+                                         Placement(_num(g[5]), _num(g[6]), _num(g[7]), _wrong(g[8])),
+                                         Placement(_num(g[9]), _num(g[10]), _num(g[11]), _wrong(g[12]))))
+            except ValueError:  # a row nccl-tests could not time (-nan) or a line cut short: no number to hold
+                continue
     return tuple(rows)
 
 
