@@ -99,6 +99,24 @@ def test_a_crashed_worker_keeps_its_rows_and_its_redacted_last_words(monkeypatch
                       ("matmul", "torch", False, "not_run"), ("matmul", "triton", False, "not_run")]
 
 
+def test_what_a_worker_writes_is_outside_text():
+    """Samples that are not finite positive numbers, a row index that is not one, a row reported twice: no sample
+    a report could not hold back is kept, and nothing raises."""
+    from envcheck.crosscheck.isolated import Isolated
+
+    p = kernels.plan_gpu(_cuda_bench())
+    assert p is not None and len(p.plan["rows"]) == 3
+    bad = [[float("nan")], [float("inf")], [True], ["1"], [], "1.0", None, [-1.0]]
+    for samples in bad:
+        events = [{"event": "row", "i": 0, "samples_us": samples}, {"event": "row", "i": "1", "samples_us": [1.0]},
+                  {"event": "row", "i": 2, "samples_us": [2.0]}, {"event": "row", "i": 2, "error": "again"}]
+        rows, run = kernels.assemble(p, Isolated(events, launch()))
+        timed = [k for k in rows if k.skipped != "fits_l2"]
+        assert [(k.error is not None, k.skipped) for k in timed] == [(True, None), (False, "not_run"), (True, None)]
+        assert model.loads(model.dumps(model.Report("0", "2026-11-29T00:00:00Z", "h", "run", model.Environment(),
+                                                    crosscheck=Crosscheck(kernels=rows, runs=(run,)))))
+
+
 def test_a_hung_worker_is_stopped_at_its_limit():
     got = run_isolated([sys.executable, FAKE, "hang"], {"rows": [{"rep_ms": 1.0}, {"rep_ms": 2.0}]}, timeout=1.5,
                        grace_s=2.0)

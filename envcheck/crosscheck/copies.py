@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from envcheck.child_env import child_env
+from envcheck.crosscheck.samples import good_samples
 from envcheck.model.crosscheck import CopyTiming, ToolRun
 from envcheck.model.node import Launch
 from envcheck.node.events import read_events_file
@@ -44,11 +45,11 @@ def assemble(events: list[dict[str, Any]], gpus: tuple[int, ...],
         src, dst = ev.get("src"), ev.get("dst")
         if not (isinstance(src, int) and isinstance(dst, int) and 0 <= src < len(gpus) and 0 <= dst < len(gpus)):
             continue
-        samples = ev.get("samples_us")
-        good = isinstance(samples, list) and samples and all(isinstance(x, (int, float)) and x > 0 for x in samples)
-        out.append(CopyTiming(gpus[src], gpus[dst], int(ev.get("size_bytes") or 0), int(ev.get("calls") or 1),
-                              samples if good else None,  # type: ignore[arg-type]
-                              None if good else clean(str(ev.get("error") or "no samples"))))
+        samples = good_samples(ev.get("samples_us"))
+        size, calls = ev.get("size_bytes"), ev.get("calls")
+        out.append(CopyTiming(gpus[src], gpus[dst], size if isinstance(size, int) and size > 0 else 0,
+                              calls if isinstance(calls, int) and calls >= 1 else 1, samples,  # type: ignore[arg-type]
+                              None if samples is not None else clean(str(ev.get("error") or "no samples"))))
     return tuple(out)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS
 from envcheck.crosscheck.headline import Headline, headlines
 from envcheck.crosscheck.isolated import Isolated, run_isolated
+from envcheck.crosscheck.samples import good_samples
 from envcheck.model import Bench
 from envcheck.model.crosscheck import KernelTiming, ToolRun
 
@@ -84,10 +85,10 @@ def assemble(p: GpuPlan, got: Isolated) -> tuple[tuple[KernelTiming, ...], ToolR
         row, ev = p.plan["rows"][i], by_row.get(i)
         i += 1
         timing = {"rounds": p.plan["rounds"], "rep_ms": row["rep_ms"], "settle_ms": row["settle_ms"]}
-        samples = ev.get("samples_us") if ev is not None else None
+        samples = good_samples(ev.get("samples_us")) if ev is not None else None
         if ev is None:
             rows.append(KernelTiming(**base, skipped="not_run"))
-        elif isinstance(samples, list) and samples and all(isinstance(x, (int, float)) and x > 0 for x in samples):
+        elif samples is not None:
             rows.append(KernelTiming(**base, samples_us=samples, **timing))  # type: ignore[arg-type]
         else:
             rows.append(KernelTiming(**base, error=str(ev.get("error") or "no samples"), **timing))  # type: ignore[arg-type]

@@ -8,19 +8,13 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from envcheck.crosscheck.samples import good_samples
 from envcheck.model.bench import Timing
 from envcheck.model.crosscheck import LoopTiming
 from envcheck.model.node import COLLECTIVES, RankTiming
 from envcheck.node.collective_run import RankOutput, read_outputs
 from envcheck.node.crosscheck_loop import EVENT
 from envcheck.node.events import read_events
-
-
-def _samples(ev: dict[str, Any]) -> list[float] | None:
-    s = ev.get("samples_us")
-    if isinstance(s, list) and s and all(isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in s):
-        return [float(x) for x in s]
-    return None
 
 
 def assemble(outputs: Sequence[RankOutput], clean: Callable[[str], str] = str) -> tuple[LoopTiming, ...]:
@@ -37,7 +31,7 @@ def assemble(outputs: Sequence[RankOutput], clean: Callable[[str], str] = str) -
         ranks = tuple(int(r) for r in first.get("ranks") or sorted(by_rank) if isinstance(r, int))
         method = "host_clock" if first.get("method") == "host_clock" else "cuda_events"
         timings = tuple(RankTiming(r, Timing.from_samples(method, s))
-                        for r, ev in sorted(by_rank.items()) if (s := _samples(ev)) is not None)
+                        for r, ev in sorted(by_rank.items()) if (s := good_samples(ev.get("samples_us"))) is not None)
         error = next((clean(str(ev["error"])) for ev in by_rank.values() if ev.get("error")), None)
         skipped = next((str(ev["skipped"]) for ev in by_rank.values() if ev.get("skipped")), None)
         if error is None and skipped is None and len(timings) < len(ranks):
