@@ -225,7 +225,8 @@ def loop_time_us(loop: LoopTiming) -> float | None:
 
 
 def _nccl_settings(run: NcclTestsRun, placement: str) -> tuple[tuple[str, str], ...]:
-    return (("args", " ".join(run.argv[1:])), *sorted(run.env.items()), ("placement", placement))
+    version = (("version", run.version),) if run.version else ()
+    return (("args", " ".join(run.argv[1:])), *sorted(run.env.items()), ("placement", placement), *version)
 
 
 def _busbw(row: NcclTestsRow, placement: str) -> float:
