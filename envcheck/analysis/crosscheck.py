@@ -179,7 +179,8 @@ def kernel_rows(cc: Crosscheck, benches: Sequence[Bench]) -> tuple[CrossRow, ...
         theirs = statistics.median(k.samples_us) if k.samples_us is not None else None
         reason = k.skipped or ("tool_failed" if k.error is not None else None)
         part = Counterpart("do_bench_cudagraph", None, _settings(("rep_ms", k.rep_ms), ("rounds", k.rounds or None),
-                                                                 ("settle_ms", k.settle_ms), ("return_mode", "all")))
+                                                                 ("settle_ms", k.settle_ms),
+                                                                 ("return_mode", "all" if k.rounds else None)))
         out.append(_held(CrossRow("kernel", k.op, "gpu_time_us", part, KERNEL_BAR, ours, theirs, reason=reason,
                                   detail=k.error, gpu=k.gpu, impl=k.impl, dtype=k.dtype, precision=k.precision,
                                   shape=k.shape)))
