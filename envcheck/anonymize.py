@@ -252,12 +252,12 @@ class Anonymizer:
         return obj
 
     def report(self, report: Report) -> Report:
-        """``report`` anonymised: host, environment, checks, every bench, node, fleet and burn section."""
+        """``report`` anonymised: host, environment, checks, every bench, node, fleet, burn and cross-check section."""
         return dataclasses.replace(
             report, host=self.host(report.host), environment=self.environment(report.environment),
             checks=tuple(self.check(c) for c in report.checks), benches=self.model(report.benches),
             node=self.model(report.node), fleet=self.model(report.fleet), burn=self.model(report.burn),
-            anonymized=True)
+            crosscheck=self.model(report.crosscheck), anonymized=True)
 
 
 def _home_name(home: str) -> str:

@@ -88,6 +88,15 @@ def _add_anonymize(p: argparse.ArgumentParser) -> None:
                         "pseudonyms (the same machine keeps the same ones), for sharing")
 
 
+def _add_crosscheck(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--crosscheck", action="store_true",
+                   help="after the measurements, time the same work with independent tools in the same run "
+                        "(triton.testing.do_bench_cudagraph on each GPU's headline cases; with --gpus a plain torch "
+                        "copy, a plain torch.distributed loop, and nccl-tests from $NCCL_TESTS_DIR or PATH in its "
+                        "eager and CUDA-graph modes); the report shows every ratio and its bar, and a ratio outside "
+                        "its bar fails the run")
+
+
 def _add_report_outputs(p: argparse.ArgumentParser, what: str = "the dated report goes") -> None:
     """``--out-dir`` and ``--format`` of a command that writes a dated report (run, bench, burn, fleet)."""
     p.add_argument("--out-dir", metavar="DIR",
@@ -164,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the diff's positive control: vector_add_extra_bytes makes envcheck's Triton vector add "
                         "move 4%% more bytes (recorded in the report; never for real measurements)")
     p.add_argument("--no-jax", action="store_true", help="skip JAX (measured where jax is installed)")
+    _add_crosscheck(p)
     _add_report_outputs(p)
     p.add_argument("--timeout", type=_positive_float, default=1800.0, metavar="S",
                    help="limit for the whole benchmark subprocess in seconds (default: 1800)")
@@ -220,6 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-world", action="store_true", help="skip the collectives across all nodes")
     p.add_argument("--no-narrow", action="store_true", help="skip narrowing a slow collective to a rank, link or node")
     p.add_argument("--cpu", action="store_true", help="collectives on gloo with CPU tensors (CI; no GPU needed)")
+    _add_crosscheck(p)
     p.add_argument("--timeout", type=_positive_float, default=900.0, metavar="S",
                    help="limit for each rank's per-GPU suite (default: 900)")
     p.add_argument("--rank-timeout", type=_positive_float, default=900.0, metavar="S",

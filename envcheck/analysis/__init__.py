@@ -5,7 +5,9 @@ and measured, each with its source), every case's derived numbers (``CaseResult`
 TFLOP/s, shares of the ceilings, speedup, verdict, flags, NVML conditions), findings,
 recommendations and totals; for a node run (``report.node``) the node's analysis (``node``:
 per-GPU rates and outliers, link paths, copies, collectives, counters, problems); for a fleet
-report the fleet's (``fleet``: each node analysed the same way, verdicts, world collectives).
+report the fleet's (``fleet``: each node analysed the same way, verdicts, world collectives); for a run
+with ``--crosscheck`` its cross-checks (``crosscheck``: each of envcheck's numbers against an independent
+tool's, the ratio and its bar).
 Terminal, Markdown, HTML, charts, diff and history read these; none of them computes a
 throughput, a share, a speedup, a flag or a verdict itself.
 """
@@ -17,6 +19,7 @@ from functools import cached_property
 
 from envcheck.analysis.burn import BurnAnalysis, analyse_burn
 from envcheck.analysis.ceilings import Ceilings, ceilings, env_gpu
+from envcheck.analysis.crosscheck import CrosscheckAnalysis, analyse_crosscheck
 from envcheck.analysis.findings import Finding, Recommendation, findings, recommendations
 from envcheck.analysis.fleet import FleetAnalysis, analyse_fleet
 from envcheck.analysis.node import NodeAnalysis, analyse_node
@@ -51,6 +54,8 @@ class Analysis:
     node: NodeAnalysis | None = None  # a run with --gpus: the node's results against its links
     fleet: FleetAnalysis | None = None  # a fleet report
     burn: BurnAnalysis | None = None  # envcheck burn / run --burn: the burn-in's numbers and verdicts
+    crosscheck: CrosscheckAnalysis | None = None  # run --crosscheck: ratios to independent tools, bars, findings
+    fleet_crosschecks: tuple[tuple[str, CrosscheckAnalysis], ...] = ()  # fleet --crosscheck: (node's host, its own)
 
     @property
     def bench(self) -> BenchAnalysis | None:
@@ -77,8 +82,12 @@ def analyse(report: Report) -> Analysis:
         node = analyse_node(report.node, benches, report.environment) if report.node is not None else None
         fleet = analyse_fleet(report.fleet, analyse_bench_in) if report.fleet is not None else None
         burn = analyse_burn(report.burn) if report.burn is not None else None
-    return Analysis(report, benches, node, fleet, burn)
+        cross = analyse_crosscheck(report.crosscheck, report.benches, report.node) if report.crosscheck is not None else None
+        nodes = report.fleet.nodes if report.fleet is not None else ()
+        fleet_cross = tuple((n.host, analyse_crosscheck(n.crosscheck, n.benches, n.node)) for n in nodes
+                            if n.crosscheck is not None)
+    return Analysis(report, benches, node, fleet, burn, cross, fleet_cross)
 
 
-__all__ = ["Analysis", "BenchAnalysis", "CaseResult", "Ceilings", "Finding", "FleetAnalysis", "NodeAnalysis",
-           "Recommendation", "Summary", "analyse"]
+__all__ = ["Analysis", "BenchAnalysis", "CaseResult", "Ceilings", "CrosscheckAnalysis", "Finding", "FleetAnalysis",
+           "NodeAnalysis", "Recommendation", "Summary", "analyse"]

@@ -13,6 +13,9 @@ about whether a machine passed. The rule is the one ``envcheck run`` exits by:
 - a burn-in (``burn`` report, or a run with ``--burn``) fails when a GPU does not hold (any finding of
   analysis/burn.py, or a GPU that did not finish), when the host logged an Xid on no GPU of the burn, or
   when it was stopped before the end.
+- a run with ``--crosscheck`` (or a fleet node's) fails when one of its numbers lies outside the bar it is held
+  to against an independent tool, or a tool failed or hung (analysis/crosscheck.py's findings); a
+  cross-check that does not apply (no CUDA, nccl-tests not found) is a note, not a failure.
 
 Reasons are keys and parameters (``verdict.reason.<key>`` in the catalogues), worst first; a check's
 own finding is carried as recorded.
@@ -23,11 +26,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from envcheck.ops import variant
+
 if TYPE_CHECKING:
     from envcheck.analysis import Analysis
 
 REASON_KEYS = ("check_failed", "bench_missing", "bench_empty", "bench_stopped", "case_failed", "node_problem",
-               "fleet_node", "fleet_ranks_failed", "burn_gpu", "burn_host", "burn_stopped")
+               "fleet_node", "fleet_ranks_failed", "burn_gpu", "burn_host", "burn_stopped", "crosscheck_kernel",
+               "crosscheck_copy", "crosscheck_collective", "crosscheck_failed", "fleet_crosscheck")
 
 
 @dataclass(frozen=True)
@@ -102,6 +108,11 @@ def _fleet_reasons(analysis: Analysis) -> list[Reason]:
     lost = [r for r in fleet.failed_ranks if r.status != "ok"]
     if lost and not out:
         out.append(_r("fleet_ranks_failed", count=len(lost)))
+    # fleet --crosscheck: a node whose numbers an independent tool does not bear out, or whose tool failed.
+    for host, cross in analysis.fleet_crosschecks:
+        if cross.findings:
+            first = cross.findings[0]
+            out.append(_r("fleet_crosscheck", host=host, count=len(cross.findings), finding=first.key, tool=first.tool))
     return out
 
 
@@ -117,6 +128,36 @@ def _burn_reasons(analysis: Analysis) -> list[Reason]:
     return out
 
 
+def crosscheck_reasons(cross: Any) -> list[Reason]:
+    """A cross-check's findings as reasons (``cross``: an ``analysis.crosscheck.CrosscheckAnalysis``): the first
+    row outside its bar, with how many are, and the first tool that failed, with how many findings of that
+    kind there are."""
+    if cross is None:
+        return []
+    out: list[Reason] = []
+    outside = [f.row for f in cross.findings if f.key == "outside_bar" and f.row is not None]
+    if outside:
+        r = outside[0]
+        # Values as the sentence shows them: the reasons are phrased without the renderers' formatting.
+        common = {"count": len(outside), "tool": r.counterpart.tool, "ratio": f"{r.ratio:.3f}",
+                  "bar_pct": f"{100 * r.bar:g}"}
+        if r.kind == "kernel":
+            out.append(_r("crosscheck_kernel", gpu=r.gpu, op=r.op, impl=r.impl,
+                          precision=variant(r.dtype or "", r.precision or ""),
+                          shape="x".join(str(d) for d in r.shape), **common))
+        elif r.kind == "copy":
+            out.append(_r("crosscheck_copy", src=r.src, dst=r.dst, **common))
+        else:
+            out.append(_r("crosscheck_collective", op=r.op, size_mib=f"{(r.size_bytes or 0) / 2**20:g}",
+                          quantity=r.quantity, mode=r.counterpart.mode or "-", **common))
+    failed = [f for f in cross.findings if f.key in ("tool_failed", "row_failed")]
+    if failed:
+        f = failed[0]
+        out.append(_r("crosscheck_failed", count=len(failed), tool=f.tool, cause=f.cause or "row",
+                      detail=f.detail.splitlines()[-1][:200] if f.detail else "-"))
+    return out
+
+
 def verdict(analysis: Analysis) -> Verdict:
     """The report's verdict and why (see the module docstring)."""
     report = analysis.report
@@ -126,4 +167,5 @@ def verdict(analysis: Analysis) -> Verdict:
     elif report.kind == "fleet":
         reasons += _fleet_reasons(analysis)
     reasons += _burn_reasons(analysis)
+    reasons += crosscheck_reasons(analysis.crosscheck)
     return Verdict("fail" if reasons else "pass", tuple(reasons))

@@ -148,7 +148,9 @@ def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) ->
 
     def node(gpus: tuple[int, ...], work_dir: str) -> Node:
         dev = device()
-        return run_node(NodeOptions(gpus, work_dir, dev, sweep, PeerPlan() if dev == "cuda" else None))
+        # --crosscheck: the node's own sweep runs a plain torch.distributed loop too (not the world's).
+        plan = replace(sweep, crosscheck_loop=bool(getattr(args, "crosscheck", False)) and dev == "cuda")
+        return run_node(NodeOptions(gpus, work_dir, dev, plan, PeerPlan() if dev == "cuda" else None))
 
     def world(go: Any, node_index: int, ctx_: Any, gpus: tuple[int, ...], work_dir: str
               ) -> tuple[tuple[Any, ...], Launch | None]:
@@ -158,7 +160,14 @@ def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) ->
         launch = launch_sweep(sweep, placement, d, launcher, args.world_timeout)
         return read_outputs(d), launch
 
-    return FleetDeps(transport, bench, probe, node, world)
+    deps = FleetDeps(transport, bench, probe, node, world)
+    if getattr(args, "crosscheck", False):
+        from envcheck.crosscheck.run import kernel_crosscheck, node_crosscheck
+
+        deps = replace(deps, gpu_crosscheck=lambda b, ordinal: kernel_crosscheck(
+            [b], cuda_indices={b.device.index or 0: ordinal}).crosscheck,
+                       node_crosscheck=lambda n, d: node_crosscheck(n, d, launcher=launcher).crosscheck)
+    return deps
 
 
 def _machine_index(bench: Bench, ordinal: int, gpus: tuple[int, ...]) -> Bench:
@@ -200,9 +209,13 @@ def print_summary(report: Report, analysis: Any, written: list[Path], lang: str 
     """What rank 0 prints: the verdicts and their reasons, the ranks that failed, hung or were slow, the
     world sweep and where its slowness comes from, each node's GPUs, and the files written."""
     from envcheck.render.terminal.console import make_console
+    from envcheck.render.terminal.crosscheck import print_crosscheck
     from envcheck.render.terminal.node import print_fleet
 
-    print_fleet(make_console(stdout), report, analysis, written, lang)
+    console = make_console(stdout)
+    print_fleet(console, report, analysis, written, lang)
+    for host, cross in analysis.fleet_crosschecks:  # fleet --crosscheck: each node's ratios and their bars
+        print_crosscheck(console, cross, lang, host)
 
 
 def write_documents(report: Report, path: Path, formats: list[str], lang: str,
@@ -350,7 +363,8 @@ def _main(args: argparse.Namespace, formats: list[str], stops: _StopSignals) -> 
         report = fleet_report(fleet, env0)
         path = write_fleet_report(fleet, out_dir, env0, report)
         analysis = analyse(report)
-        passed = analysis.fleet is not None and analysis.fleet.passed
+        passed = analysis.fleet is not None and analysis.fleet.passed and all(
+            c.ok for _, c in analysis.fleet_crosschecks)
         if path is None:  # the JSON went to stdout: the summary must not follow it there
             print_summary(report, analysis, [], args.lang, sys.stderr)
         else:

@@ -8,8 +8,9 @@ the Markdown / HTML beside it, then print the summary on stdout.
 Exit status:
   0    every check passed or warned, and every measured case passed
   1    a check failed, a case failed numerically or could not run, the worker crashed or
-       timed out (the partial report is still written), nothing could be measured, or (--burn)
-       a GPU failed the burn-in
+       timed out (the partial report is still written), nothing could be measured, (--burn)
+       a GPU failed the burn-in, or (--crosscheck) a number lay outside its bar against an
+       independent tool, or a tool failed or hung
   130  Ctrl-C, SIGTERM or SIGHUP during the benchmark (the partial report is written first)
   2    bad options (one line on stderr; nothing is run)
 """
@@ -36,6 +37,7 @@ from envcheck.model import Check, Environment, Report
 
 if TYPE_CHECKING:
     from envcheck.analysis import Analysis
+    from envcheck.crosscheck.run import CrosscheckRun
 
 FORMATS = ("json", "md", "html", "junit", "prometheus")
 RUNTIME_PROBE_TIMEOUT_S = 120.0
@@ -49,6 +51,7 @@ class Collaborators:
     evaluate: Callable[[Environment], Sequence[Check]]
     new_report: Callable[..., Report]
     worker_command: Sequence[str] = runner.WORKER_COMMAND
+    crosscheck: Callable[..., CrosscheckRun] | None = None  # --crosscheck (None: crosscheck/run.py's)
 
 
 def collaborators() -> Collaborators:
@@ -292,6 +295,7 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
     stopped = False
     sections: dict[str, Any] = {}
     problems = 0
+    node_work: Path | None = None
     if getattr(args, "gpus", None):
         from envcheck.analysis.node import node_problems
         from envcheck.node.run import run_node_suite
@@ -305,7 +309,8 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
         stem = reportname.report_stem(when, host, None)
         _say(f"running the suite on GPUs {args.gpus} at once, then the node tests (Ctrl-C stops and keeps "
              "what finished)", err_stream)
-        result = run_node_suite(args, env, work_dir=str(out_dir / f"{stem}_node"), worker_command=deps.worker_command)
+        node_work = out_dir / f"{stem}_node"
+        result = run_node_suite(args, env, work_dir=str(node_work), worker_command=deps.worker_command)
         benches, checks, stopped = result.benches, checks + result.checks, result.interrupted
         sections["node"] = result.node
         problems = len(node_problems(result.node, result.benches))
@@ -330,6 +335,24 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
         benches = (assemble.no_bench(plan, started),)
         for note in plan.notes:
             _say(note.key, err_stream)
+
+    if getattr(args, "crosscheck", False) and not stopped:
+        from envcheck.crosscheck.run import run_crosscheck
+
+        _say("cross-checks: the same work timed again by independent tools (do_bench_cudagraph"
+             + (", a plain torch copy and torch.distributed loop, nccl-tests where found)" if node_work else ")"),
+             err_stream)
+        try:
+            cross = (deps.crosscheck or run_crosscheck)(benches, sections.get("node"), node_work)
+        except Exception as e:  # noqa: BLE001 - a bug of the cross-checks: a finding, never the finished run's loss
+            from envcheck.analysis.crosscheck import CRASHED_NOTE
+            from envcheck.crosscheck.run import CrosscheckRun
+            from envcheck.model.crosscheck import Crosscheck
+
+            cross = CrosscheckRun(Crosscheck(notes=(model.Note(CRASHED_NOTE, {"detail": f"{type(e).__name__}: {e}"
+                                                                                .splitlines()[0][:300]}),)))
+        sections["crosscheck"] = cross.crosscheck
+        stopped = cross.stopped
 
     if getattr(args, "burn", None) and not stopped:
         from envcheck.commands.burning import burn_devices, select_gpus
@@ -356,6 +379,10 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
 
     console = make_console(summary_stream(written, stdout, err_stream))
     print_run(console, report, analysis, written, args.lang)
+    if analysis.crosscheck is not None:  # --crosscheck: the ratios and their bars (the verdict counts them)
+        from envcheck.render.terminal.crosscheck import print_crosscheck
+
+        print_crosscheck(console, analysis.crosscheck, args.lang)
     if analysis.burn is not None:  # --burn: its verdicts too, and a GPU that failed them fails the run
         from envcheck.render.terminal.burn import print_burn
 

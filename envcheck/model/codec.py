@@ -29,6 +29,10 @@ JSON format history (``schema_version``):
       output is y, dx and dW flattened one after the other (before: dx over dW), softmax_fwbw's
       y over dx with ``outputs`` y and dx (before: dx alone); reports without ``outputs`` are
       judged on their one whole-output statistic, as they were.
+  5 - additions only (2026-11-29): ``crosscheck`` (``run --crosscheck``; a fleet node's ``crosscheck``): what
+      independent tools (``do_bench_cudagraph``, a plain torch copy, a ``torch.distributed`` loop, nccl-tests)
+      measured of the same work in the same run, raw (model/crosscheck.py). The bump makes an older envcheck
+      say it is too old instead of reading the report without the cross-checks its verdict depends on.
 
 Upgrading schema 1 (``_upgrade_1``): derived numbers are dropped and recomputed by the
 analysis; ``error`` keeps its two statistics; a case with status ``error`` gets a

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envcheck.model.bench import Bench
+from envcheck.model.crosscheck import Crosscheck
 from envcheck.model.facts import Check, Environment
 from envcheck.model.node import Collectives, Node
 
@@ -55,7 +56,7 @@ class RankStatus:
 
 @dataclass(frozen=True)
 class FleetNode:
-    """One host's results, shaped like a single-node report's."""
+    """One host's results, shaped like a single-node report's (``crosscheck``: ``fleet --crosscheck``)."""
 
     host: str
     ranks: tuple[int, ...] = ()
@@ -63,6 +64,7 @@ class FleetNode:
     checks: tuple[Check, ...] = ()
     benches: tuple[Bench, ...] = ()
     node: Node | None = None
+    crosscheck: Crosscheck | None = None
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,12 @@ from dataclasses import dataclass
 
 from envcheck.model.bench import Bench
 from envcheck.model.burn import Burn
+from envcheck.model.crosscheck import Crosscheck
 from envcheck.model.facts import Check, Environment
 from envcheck.model.fleet import Fleet
 from envcheck.model.node import Node
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 KINDS = ("probe", "check", "run", "fleet", "burn")
 
 
@@ -32,7 +33,8 @@ class Report:
     in device order. ``node``: the links between this machine's GPUs and what was measured
     over them. ``fleet`` (kind ``fleet``): every node of a multi-node launch, each shaped like a
     single-node report. ``burn`` (kind ``burn``, or a run with ``--burn``): the burn-in of the
-    selected GPUs. ``anonymized``: identifying values were replaced by stable pseudonyms.
+    selected GPUs. ``crosscheck`` (a run with ``--crosscheck``): what independent tools measured of
+    the same work (model/crosscheck.py). ``anonymized``: identifying values were replaced by stable pseudonyms.
     ``replayed_from``: the facts are a snapshot's, not this machine's (``created`` is then the
     capture's time when the snapshot records it)."""
 
@@ -46,6 +48,7 @@ class Report:
     node: Node | None = None
     fleet: Fleet | None = None
     burn: Burn | None = None  # envcheck burn, run --burn: the burn-in (model/burn.py)
+    crosscheck: Crosscheck | None = None  # run --crosscheck: independent tools' numbers (model/crosscheck.py)
     anonymized: bool = False
     replayed_from: ReplaySource | None = None
     schema_version: int = SCHEMA_VERSION

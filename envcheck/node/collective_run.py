@@ -66,6 +66,7 @@ class SweepPlan:
     narrow_size: int = NARROW_SIZE
     narrow_margin: float = DEFAULT_NARROW_MARGIN
     pg_timeout_s: float = 300.0
+    crosscheck_loop: bool = False  # run --crosscheck: a plain torch.distributed loop too (node/crosscheck_loop.py)
 
     def __post_init__(self) -> None:
         unknown = set(self.ops) - set(COLLECTIVES)
@@ -74,7 +75,7 @@ class SweepPlan:
 
     def to_json(self) -> dict[str, Any]:
         return {"ops": list(self.ops), "sizes": list(self.sizes), "warmup": self.warmup, "iters": self.iters,
-                "device": self.device, "pg_timeout_s": self.pg_timeout_s,
+                "device": self.device, "pg_timeout_s": self.pg_timeout_s, "crosscheck_loop": self.crosscheck_loop,
                 "narrow": {"enabled": self.narrow, "op": self.narrow_op, "size_bytes": self.narrow_size,
                            "margin": self.narrow_margin}}
 

@@ -11,6 +11,7 @@ Protocol (the parent is ``envcheck.node.collective_run``): the plan is a JSON fi
      "samples_us", "method", "wrong", "error", "skipped", "need_bytes", "free_bytes",
      "gpu_samples_us", "gpu_calls", "gpu_reason", "gpu_error", "rotation_sets", "allocations", "captures",
      "communicators", "reg_samples_us", "reg_calls", "reg_captures", "reg_wrong", "reg_reason", "reg_error"}
+    {"event": "crosscheck_loop", ...}        with the plan's crosscheck_loop: envcheck.node.crosscheck_loop
     {"event": "error", "text"}                                                   an exception, last line
     {"event": "done"}
 
@@ -157,6 +158,10 @@ def run(plan: dict[str, Any], out_dir: str, emit: Emitter, learn: bool = False) 
         if broken:
             break
 
+    if plan.get("crosscheck_loop") and not broken and not learn:  # run --crosscheck: a user's plain loop
+        from envcheck.node.crosscheck_loop import run_loops
+
+        run_loops(torch, dist, device, world, plan, emit)
     narrow = plan.get("narrow") or {}
     if not broken and not learn and narrow.get("enabled") and world >= 3:
         op, size = narrow.get("op", "all_reduce"), int(narrow.get("size_bytes", 1 << 28))

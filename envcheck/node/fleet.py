@@ -16,8 +16,9 @@ A stop signal (KeyboardInterrupt) makes rank 0 gather at once what was handed ov
 
 Hand-over keys (``envcheck.node.transport``), all JSON of model objects:
   join/<rank>            RankJoin, first thing each rank does
-  rank/<rank>            RankReport: its bench or its error
-  node/<node_rank>       NodeReport: the node's environment, checks and node tests (leaders)
+  rank/<rank>            RankReport: its bench or its error (with --crosscheck, its GPU's cross-checks)
+  node/<node_rank>       NodeReport: the node's environment, checks and node tests (leaders; with
+                         --crosscheck, the node's cross-checks)
   world/ready/<node>     a leader is ready for the world sweep
   world/go               WorldGo from rank 0: the nodes taking part and the rendezvous address
   world/out/<node>       WorldOutputs: the node's ranks' raw sweep outputs
@@ -38,6 +39,7 @@ from typing import Any
 
 from envcheck.errors import UsageError
 from envcheck.model import Bench, Check, Environment, build, to_dict
+from envcheck.model.crosscheck import Crosscheck
 from envcheck.model.fleet import Baseline, Fleet, FleetNode, RankStatus, Rule
 from envcheck.model.node import Collectives, Launch, Node
 from envcheck.node.collective_run import RankOutput, SweepPlan
@@ -155,6 +157,7 @@ class RankReport:
     error: str | None = None
     detail: str | None = None
     elapsed_s: float = 0.0
+    crosscheck: Crosscheck | None = None  # fleet --crosscheck: its GPU's headline cases, timed again
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,7 @@ class NodeReport:
     checks: tuple[Check, ...] = ()
     node: Node | None = None
     error: str | None = None
+    crosscheck: Crosscheck | None = None  # fleet --crosscheck: the node's copies, loop and nccl-tests
 
 
 @dataclass(frozen=True)
@@ -225,7 +229,10 @@ class FleetDeps:
 
     ``bench(gpu)``: this rank's suite on CUDA device ``gpu``; ``probe()``: this node's environment and
     checks; ``node(gpus, work_dir)``: the node tests; ``world(go, node_index, ctx, gpus, work_dir)``: this
-    node's share of the world sweep (its ranks' raw outputs and the launch).
+    node's share of the world sweep (its ranks' raw outputs and the launch). With ``fleet --crosscheck``:
+    ``gpu_crosscheck(bench, gpu)``, a rank's GPU (CUDA device ``gpu``) timed again by independent tools after
+    its suite, and
+    ``node_crosscheck(node, work_dir)``, the leader's after the node tests (``envcheck.crosscheck.run``).
     """
 
     transport: Transport
@@ -234,6 +241,8 @@ class FleetDeps:
     node: Callable[[tuple[int, ...], str], Node]
     world: Callable[[WorldGo, int, RankContext, tuple[int, ...], str], tuple[tuple[RankOutput, ...], Launch | None]]
     clock: Callable[[], float] = time.monotonic
+    gpu_crosscheck: Callable[[Bench, int], Crosscheck] | None = None
+    node_crosscheck: Callable[[Node, str], Crosscheck] | None = None
 
 
 def _utc() -> str:
@@ -313,6 +322,9 @@ def _work(ctx: RankContext, options: FleetOptions, deps: FleetDeps, gpus: tuple[
     except Exception as e:  # noqa: BLE001 - the error is the rank's result
         last, detail = _error_text(e)
         report = RankReport(ctx.rank, error=last, detail=detail, elapsed_s=round(clock() - t0, 3))
+    gpu_cross, bench = deps.gpu_crosscheck, report.bench
+    if gpu_cross is not None and bench is not None:
+        report = replace(report, crosscheck=_crosschecked(lambda: gpu_cross(bench, ctx.local_rank)))
     t.put(f"rank/{ctx.rank}", _dump(report))
     t.put(f"benched/{ctx.node_rank}/{ctx.local_rank}", "1")
 
@@ -323,6 +335,7 @@ def _work(ctx: RankContext, options: FleetOptions, deps: FleetDeps, gpus: tuple[
         env: Environment | None = None
         checks: tuple[Check, ...] = ()
         node: Node | None = None
+        cross: Crosscheck | None = None
         error = None
         try:
             env, checks = deps.probe()
@@ -330,6 +343,9 @@ def _work(ctx: RankContext, options: FleetOptions, deps: FleetDeps, gpus: tuple[
             for local in range(1, ctx.local_world_size):
                 t.get(f"benched/{ctx.node_rank}/{local}", max(deadline - clock(), 0.001))
             node = deps.node(gpus, node_dir)
+            node_cross = deps.node_crosscheck
+            if node_cross is not None:
+                cross = _crosschecked(lambda: node_cross(node, node_dir))
         except KeyboardInterrupt as stop:
             # The node tests return what they finished with the interrupt: hand that over, then stop.
             if stop.args and isinstance(stop.args[0], Node):
@@ -337,7 +353,7 @@ def _work(ctx: RankContext, options: FleetOptions, deps: FleetDeps, gpus: tuple[
             raise
         except Exception as e:  # noqa: BLE001 - the error is the node's result
             error = _error_text(e)[0]
-        t.put(f"node/{ctx.node_rank}", _dump(NodeReport(ctx.node_rank, ctx.host, env, checks, node, error)))
+        t.put(f"node/{ctx.node_rank}", _dump(NodeReport(ctx.node_rank, ctx.host, env, checks, node, error, cross)))
 
     # 3. the world sweep, started by every leader at once
     # One node's own sweep already covers its ranks: the world sweep is for two nodes or more.
@@ -483,9 +499,27 @@ def _nodes(joins: dict[int, RankJoin], reports: dict[int, RankReport],
         ranks = tuple(sorted(r for r, j in joins.items() if j.node_rank == n))
         benches = tuple(reports[r].bench for r in ranks if r in reports and reports[r].bench is not None)
         nr = node_reports.get(n)
+        crosschecks = [c for c in (*(reports[r].crosscheck for r in ranks if r in reports),
+                                   nr.crosscheck if nr else None) if c is not None]
+        cross = None
+        if crosschecks:
+            from envcheck.crosscheck.run import CrosscheckRun, merged
+
+            cross = merged(*(CrosscheckRun(c) for c in crosschecks)).crosscheck
         out.append(FleetNode(name, ranks, nr.environment if nr else None, nr.checks if nr else (), benches,
-                             nr.node if nr else None))
+                             nr.node if nr else None, cross))
     return tuple(out)
+
+
+def _crosschecked(run: Callable[[], Crosscheck]) -> Crosscheck:
+    """A part's cross-checks; a bug of envcheck's in them is that part's note, never the rank's end."""
+    from envcheck.analysis.crosscheck import CRASHED_NOTE
+    from envcheck.model import Note
+
+    try:
+        return run()
+    except Exception as e:  # noqa: BLE001 - the cross-checks are extra: the rank's own results stand
+        return Crosscheck(notes=(Note(CRASHED_NOTE, {"detail": _error_text(e)[0]}),))
 
 
 def free_port() -> int:

@@ -11,6 +11,7 @@ One row per size, with both placements (nccl-tests 2.19 prints out-of-place, the
 
 from __future__ import annotations
 
+import math
 import re
 
 from envcheck.model.reference import NcclTestsRow, Placement
@@ -19,11 +20,16 @@ from envcheck.model.reference import NcclTestsRow, Placement
 BINARIES = {"all_reduce_perf": "all_reduce", "all_gather_perf": "all_gather", "reduce_scatter_perf": "reduce_scatter",
             "alltoall_perf": "all_to_all", "broadcast_perf": "broadcast"}
 _START = re.compile(r"^# Collective test starting: (\S+)")
+_VERSION = re.compile(r"^# nccl-tests version (\S+)(?: nccl-headers=(\d+))?(?: nccl-library=(\d+))?", re.M)
 _ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(-?\d+)\s+" + r"\s+".join([r"(\S+)"] * 8) + r"\s*$")
 
 
 def _num(text: str) -> float:
-    return float(text)
+    """A time or bandwidth column; ValueError for what is not a finite number (``-nan``, ``inf``, a cut line)."""
+    x = float(text)
+    if not math.isfinite(x):
+        raise ValueError(f"not a finite number: {text!r}")
+    return x
 
 
 def _wrong(text: str) -> int | None:
@@ -42,7 +48,18 @@ def parse(text: str) -> tuple[NcclTestsRow, ...]:
         m = _ROW.match(line)
         if m and op:
             g = m.groups()
-            rows.append(NcclTestsRow(op, int(g[0]), int(g[1]), g[2],
-                                     Placement(_num(g[5]), _num(g[6]), _num(g[7]), _wrong(g[8])),
-                                     Placement(_num(g[9]), _num(g[10]), _num(g[11]), _wrong(g[12]))))
+            try:
+                rows.append(NcclTestsRow(op, int(g[0]), int(g[1]), g[2],
+                                         Placement(_num(g[5]), _num(g[6]), _num(g[7]), _wrong(g[8])),
+                                         Placement(_num(g[9]), _num(g[10]), _num(g[11]), _wrong(g[12]))))
+            except ValueError:  # a row nccl-tests could not time (-nan) or a line cut short: no number to hold
+                continue
     return tuple(rows)
+
+
+def version(text: str) -> str | None:
+    """nccl-tests' version line, e.g. ``2.19.6 (NCCL 22809)``, from its output; None when it printed none."""
+    m = _VERSION.search(text)
+    if m is None:
+        return None
+    return f"{m.group(1)} (NCCL {m.group(3)})" if m.group(3) else m.group(1)

@@ -10,6 +10,7 @@ Ctrl-C during a step stops it and returns the node as far as it got, with ``inte
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import socket
 import time
 from collections.abc import Callable
@@ -200,7 +201,10 @@ def run_node_suite(args: argparse.Namespace, env: Environment, work_dir: str,
     runs = done.runs
     interrupted = done.stopped is not None
     benches = tuple(r.bench for r in runs)
-    options = NodeOptions(gpus, work_dir, device, quick_sweep(device), PeerPlan() if device == "cuda" else None,
+    sweep = quick_sweep(device)
+    if getattr(args, "crosscheck", False) and device == "cuda":  # a plain torch.distributed loop, in the sweep's ranks
+        sweep = dataclasses.replace(sweep, crosscheck_loop=True)
+    options = NodeOptions(gpus, work_dir, device, sweep, PeerPlan() if device == "cuda" else None,
                           outlier_margin=float(getattr(args, "outlier_margin", 0.05) or 0.05))
     if interrupted:
         return NodeRun(gpus, benches, Node(socket.gethostname(), gpus, settings={"interrupted": True}), (), True)

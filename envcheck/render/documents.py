@@ -69,6 +69,22 @@ def _burn(analysis: Analysis, lang: str, escape: Any) -> Any:
     return burn_view(analysis.burn, lang, escape)
 
 
+def _crosscheck(analysis: Analysis, lang: str, escape: Any) -> Any:
+    """The cross-check section's view, or None (a run without ``--crosscheck``)."""
+    if analysis.crosscheck is None:
+        return None
+    from envcheck.render.crosscheck_view import crosscheck_view
+
+    return crosscheck_view(analysis.crosscheck, lang, escape)
+
+
+def _fleet_crosschecks(analysis: Analysis, lang: str, escape: Any) -> list[tuple[str, Any]]:
+    """Each fleet node's cross-check section: (its host, escaped; its view)."""
+    from envcheck.render.crosscheck_view import crosscheck_view
+
+    return [(escape(host), crosscheck_view(cross, lang, escape)) for host, cross in analysis.fleet_crosschecks]
+
+
 def _burn_page(report: Report, analysis: Analysis, lang: str, escape: Any) -> dict[str, Any]:
     """What burn.md.j2 / burn.html.j2 read besides the charts: a burn report's header and footer."""
     from envcheck.render.i18n import translate
@@ -99,13 +115,14 @@ def render_markdown(report: Report, lang: str = "en", charts_dir: str = "charts"
     links = _by_place(drawn, lambda c: ChartLink(c.title, f"{charts_dir}/{c.name}.svg"))
     if report.fleet is not None:
         return markdown_toc(render("fleet.md.j2", lang=lang, v=fleet_view(report, analysis, lang, md_text),
-                                   charts=links), lang)
+                                   charts=links, crosschecks=_fleet_crosschecks(analysis, lang, md_text)), lang)
     if report.kind == "burn":
         return markdown_toc(render("burn.md.j2", lang=lang, charts=links, **_burn_page(report, analysis, lang, md_text)),
                             lang)
     v = run_view(report, analysis, lang, md_text)
     return markdown_toc(render("report.md.j2", lang=lang, v=v, b=v.bench, charts=links,
-                               burn=_burn(analysis, lang, md_text)), lang)
+                               burn=_burn(analysis, lang, md_text),
+                               crosscheck=_crosscheck(analysis, lang, md_text)), lang)
 
 
 def render_html(report: Report, lang: str = "en", analysis: Analysis | None = None,
@@ -116,13 +133,13 @@ def render_html(report: Report, lang: str = "en", analysis: Analysis | None = No
     by_place = _by_place(drawn)
     if report.fleet is not None:
         return html_toc(render("fleet.html.j2", lang=lang, v=fleet_view(report, analysis, lang, _same),
-                               charts=by_place), lang)
+                               charts=by_place, crosschecks=_fleet_crosschecks(analysis, lang, _same)), lang)
     if report.kind == "burn":
         return html_toc(render("burn.html.j2", lang=lang, charts=by_place, **_burn_page(report, analysis, lang, _same)),
                         lang)
     v = run_view(report, analysis, lang, _same)
     return html_toc(render("report.html.j2", lang=lang, v=v, b=v.bench, charts=by_place,
-                           burn=_burn(analysis, lang, _same)), lang)
+                           burn=_burn(analysis, lang, _same), crosscheck=_crosscheck(analysis, lang, _same)), lang)
 
 
 def render_diff(d: Any, fmt: str, lang: str = "en") -> str:

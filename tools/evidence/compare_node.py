@@ -43,11 +43,12 @@ import sys
 from pathlib import Path
 
 from envcheck.analysis import node as an
+from envcheck.analysis.crosscheck import COPY_BAR
 from envcheck.model import Bench, Check, Environment, load
 from envcheck.model.node import Node
 from envcheck.node import nccl_tests
 
-COPY_TOLERANCE = 0.03
+COPY_TOLERANCE = COPY_BAR  # the bar run --crosscheck holds copies to (envcheck/analysis/crosscheck.py)
 
 
 def load_node_report(path: str) -> tuple[Environment, tuple[Check, ...], tuple[Bench, ...], Node]:

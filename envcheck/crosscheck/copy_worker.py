@@ -1,0 +1,90 @@
+"""A plain torch copy between every ordered pair of GPUs, in an isolated process: the counterpart of envcheck's
+copy-engine peer copies (``envcheck.node.peer_worker``):
+``python -m envcheck.crosscheck.copy_worker --plan PLAN.json --out EVENTS.jsonl``.
+
+What a user would write: ``b.copy_(a)`` with ``a`` on the source GPU and ``b`` on the destination, on the source's
+current stream, ``calls`` copies back to back between two CUDA events, ``loops`` such loops after ``warmup``
+copies; a sample is one loop divided by ``calls``. No streams of its own, no per-copy events, no check: the way
+tools/evidence/compare_node.py timed it.
+
+Events (JSON lines; the parent is ``envcheck.crosscheck.copies``)::
+
+    {"event": "start", "pid"}   {"event": "devices", "devices": n}
+    {"event": "copy", "src", "dst", "size_bytes", "calls", "samples_us" | "error"}   CUDA indices of this process
+    {"event": "error", "text"}   {"event": "done"}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from envcheck.bench.failure import one_line
+from envcheck.node.events import Emitter
+
+
+def time_copy(torch: Any, src: int, dst: int, size_bytes: int, calls: int, loops: int, warmup: int) -> list[float]:
+    """Per-copy times (us) of ``loops`` loops of ``calls`` back-to-back ``b.copy_(a)`` from GPU ``src`` to ``dst``."""
+    a = torch.ones(size_bytes // 4, device=f"cuda:{src}")
+    b = torch.empty(size_bytes // 4, device=f"cuda:{dst}")
+    out = []
+    with torch.cuda.device(src):
+        for _ in range(warmup):
+            b.copy_(a)
+        torch.cuda.synchronize(src)
+        for _ in range(loops):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(calls):
+                b.copy_(a, non_blocking=True)
+            end.record()
+            end.synchronize()
+            out.append(max(start.elapsed_time(end) * 1e3 / calls, 1e-3))
+    return out
+
+
+def run(plan: dict[str, Any], emit: Emitter) -> None:
+    import torch
+
+    n = torch.cuda.device_count()
+    emit({"event": "devices", "devices": n})
+    size = int(plan["size_bytes"])
+    calls, loops, warmup = int(plan.get("calls", 20)), int(plan.get("loops", 5)), int(plan.get("warmup", 3))
+    for src in range(n):
+        for dst in range(n):
+            if src == dst:
+                continue
+            ev: dict[str, Any] = {"event": "copy", "src": src, "dst": dst, "size_bytes": size, "calls": calls}
+            try:
+                ev["samples_us"] = time_copy(torch, src, dst, size, calls, loops, warmup)
+            except Exception as e:  # noqa: BLE001 - one pair's failure is that pair's result
+                ev["error"] = one_line(e)
+            finally:
+                torch.cuda.empty_cache()
+            emit(ev)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="envcheck.crosscheck.copy_worker")
+    p.add_argument("--plan", required=True)
+    p.add_argument("--out", required=True)
+    args = p.parse_args(argv)
+    with open(args.out, "a", encoding="utf-8") as f:
+        emit = Emitter(f)
+        emit({"event": "start", "pid": os.getpid()})
+        try:
+            with open(args.plan, encoding="utf-8") as pf:
+                run(json.load(pf), emit)
+        except BaseException as e:  # noqa: BLE001 - the parent reads the reason from the file
+            emit({"event": "error", "text": one_line(e)})
+            print(f"envcheck copy worker: {one_line(e)}", file=sys.stderr)
+            return 1
+        emit({"event": "done"})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

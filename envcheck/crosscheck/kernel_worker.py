@@ -1,0 +1,133 @@
+"""The isolated worker that times a GPU's headline cases with ``triton.testing.do_bench_cudagraph``:
+``python -m envcheck.crosscheck.kernel_worker`` (started by ``envcheck.crosscheck.kernels`` through
+``envcheck.bench.process``, as the suite's worker is: its own session, a time limit, its tree ended whole).
+
+The plan: ONE JSON object on stdin, then stdin closes::
+
+    {"gpu": <CUDA index>, "rounds": R, "seed": S, "control": <run --control or null>,
+     "rows": [{"op", "impl", "dtype", "precision", "shape": [...], "rep_ms", "settle_ms"}, ...]}
+
+The events: one JSON object per stdout line, in this order (anything a library prints goes to stderr)::
+
+    {"event": "start", "pid"}                                     before torch is imported
+    {"event": "ready", "torch", "triton", "device"}               the device is open
+    {"event": "row", "i", "samples_us": [...]} | {"event": "row", "i", "error"}    one per row, in plan order
+    {"event": "error", "text"}                                    the worker itself failed (then it exits 1)
+    {"event": "done"}
+
+Each row's call is built by envcheck's own builders (``envcheck.bench.impls``: the same inputs, output and
+call the suite times, TF32 set as the suite sets it), then timed by Triton's tool alone: one untimed
+``do_bench_cudagraph`` over ``settle_ms`` (the GPU's clocks settle: the tool settles nothing itself), then
+``rounds`` calls with ``rep=rep_ms`` and ``return_mode="all"``, every replay's time per call a sample.
+One row failing (out of memory, a kernel that does not compile) is that row's ``error``; the others go on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from envcheck.bench.failure import one_line
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+def build_call(torch: Any, row: dict[str, Any], control: str | None, seed: int, device: str) -> Callable[[], Any]:
+    """The suite's call of ``row`` (op, implementation, dtype, precision, shape) on fresh inputs."""
+    from envcheck.bench import impls
+
+    op, dtype, precision, shape = row["op"], row["dtype"], row["precision"], tuple(row["shape"])
+    gen = torch.Generator(device=device).manual_seed(seed)
+    inputs = impls.make_inputs(op, shape, dtype, device, gen)
+    out = impls.make_output(op, shape, dtype, device)
+    if row["impl"] == "torch":
+        return impls.torch_impl(op, inputs, out, shape)
+    if row["impl"] == "triton":
+        return impls.triton_impl(op, inputs, out, precision, shape, control)
+    raise ValueError(f"no cross-check for implementation {row['impl']!r}")
+
+
+def time_row(bench: Callable[..., Any], fn: Callable[[], Any], row: dict[str, Any], rounds: int) -> list[float]:
+    """``fn`` settled, then timed ``rounds`` times by ``bench`` (``do_bench_cudagraph``): every replay, us per call."""
+    bench(fn, rep=max(1, round(float(row["settle_ms"]))), return_mode="median")  # settling, untimed
+    samples: list[float] = []
+    for _ in range(rounds):
+        got = bench(fn, rep=max(1, round(float(row["rep_ms"]))), return_mode="all")
+        samples += [float(ms) * 1e3 for ms in (got if isinstance(got, (list, tuple)) else [got])]
+    return samples
+
+
+def run(plan: dict[str, Any], emit: Emit, torch: Any = None, bench: Callable[..., Any] | None = None) -> None:
+    """Every row of ``plan``; ``torch`` and ``bench`` (``do_bench_cudagraph``) are the real ones unless given
+    (tests pass CPU stand-ins)."""
+    if torch is None:
+        import torch as torch_module
+
+        torch = torch_module
+    versions: dict[str, Any] = {"torch": torch.__version__}
+    if bench is None:
+        import triton
+        import triton.testing
+
+        bench = triton.testing.do_bench_cudagraph
+        versions["triton"] = triton.__version__
+    device = "cpu"
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(plan["gpu"]))
+        device = "cuda"
+    emit({"event": "ready", **versions, "device": device})
+    from envcheck.bench.impls import tf32_matmul
+    from envcheck.ops import lookup
+
+    rounds = int(plan.get("rounds", 3))
+    for i, row in enumerate(plan["rows"]):
+        fn = None
+        try:
+            # TF32 as the suite sets it for a compute-bound op (bench/worker.py), on both implementations.
+            with tf32_matmul(row["precision"]) if lookup(row["op"]).compute_bound else contextlib.nullcontext():
+                fn = build_call(torch, row, plan.get("control"), int(plan.get("seed", 0)), device)
+                fn()  # compiles and autotunes (Triton), outside the tool's estimate
+                samples = time_row(bench, fn, row, rounds)
+            emit({"event": "row", "i": i, "samples_us": samples})
+        except Exception as e:  # noqa: BLE001 - one row's failure is that row's result
+            print(f"envcheck cross-check worker: row {i} ({row.get('op')} {row.get('impl')}) failed: {one_line(e)}",
+                  file=sys.stderr)
+            emit({"event": "row", "i": i, "error": one_line(e)})
+        finally:
+            fn = None
+            if device == "cuda":
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
+
+
+def main() -> int:
+    from envcheck.bench.worker import _protocol_stream
+
+    stream: TextIO = _protocol_stream()
+
+    def emit(event: dict[str, Any]) -> None:
+        stream.write(json.dumps(event, separators=(",", ":")) + "\n")
+        stream.flush()
+
+    emit({"event": "start", "pid": os.getpid()})
+    try:
+        plan = json.loads(sys.stdin.read())
+        if not isinstance(plan, dict) or not isinstance(plan.get("rows"), list):
+            raise ValueError("the plan is a JSON object with a list of rows")
+        run(plan, emit)
+    except Exception as e:  # noqa: BLE001 - the parent reads the reason from the event
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+        emit({"event": "error", "text": one_line(e)})
+        return 1
+    emit({"event": "done"})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""``--crosscheck``: after the suite (and the node tests), the same work timed by independent tools, every tool
+in a child of its own with a time limit, everything they measured kept raw in the report's ``crosscheck``.
+
+In order: each GPU's headline cases with ``do_bench_cudagraph`` (``kernels.py``, the GPUs at once); on a node
+run of two GPUs or more, the copy-engine copies with a plain torch copy (``copies.py``), the collectives' plain
+``torch.distributed`` loop that the sweep's own ranks ran (``loops.py``; the sweep ran it because the plan asked,
+``SweepPlan.crosscheck_loop``), then nccl-tests where it is found (``nccl_tests_run.py``). A cross-check that does
+not apply is a note: no CUDA GPU (the CPU baseline), Triton's interpreter (``TRITON_INTERPRET``: its kernels
+run on the CPU, and do_bench_cudagraph would time nothing real), one GPU (no node to cross-check), nccl-tests
+not found. Ctrl-C (SIGTERM, SIGHUP) stops the tool running and keeps what the others measured.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from envcheck.model import Bench, Note
+from envcheck.model.crosscheck import CopyTiming, Crosscheck, KernelTiming, LoopTiming, NcclTestsRun, ToolRun
+from envcheck.model.node import Collectives, Node
+from envcheck.node.launch import Launcher
+
+INTERPRET_VAR = "TRITON_INTERPRET"
+SWEEP_FOLDER = "collectives"  # where node/run.py's run_node puts the sweep's files in the node's work folder
+
+
+@dataclass(frozen=True)
+class CrosscheckRun:
+    crosscheck: Crosscheck
+    stopped: bool = False
+
+
+def unavailable(benches: Sequence[Bench], environ: Mapping[str, str]) -> Note | None:
+    """Why the cross-checks do not apply to this run (a note, not a failure), or None."""
+    if not any(b.device.backend == "cuda" for b in benches):
+        return Note("crosscheck.no_cuda")
+    if environ.get(INTERPRET_VAR, "").strip() not in ("", "0"):
+        return Note("crosscheck.interpreted", {"variable": INTERPRET_VAR})
+    return None
+
+
+def _utc() -> str:
+    return datetime.now(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _copy_size(node: Node) -> int | None:
+    """The size envcheck's copy-engine peer copies used, where they ran."""
+    if node.peer is None or not any(c.kind == "d2d" and c.method == "copy_engine" for c in node.peer.copies):
+        return None
+    size = node.peer.settings.get("size_bytes")
+    return int(size) if isinstance(size, int) and size > 0 else None
+
+
+def run_crosscheck(benches: Sequence[Bench], node: Node | None = None, work_dir: str | os.PathLike[str] | None = None,
+                   *, launcher: Launcher | None = None, environ: Mapping[str, str] | None = None,
+                   kernel_command: Sequence[str] | None = None) -> CrosscheckRun:
+    """The cross-checks of a run whose suites gave ``benches`` and whose node tests (``--gpus``) gave ``node``
+    in ``work_dir`` (the node tests' folder: the sweep's events, and this step's own files): the GPUs' part,
+    then the node's."""
+    environ = os.environ if environ is None else environ
+    gpus = kernel_crosscheck(benches, environ=environ, command=kernel_command)
+    if gpus.stopped or node is None or gpus.crosscheck.notes:  # stopped, no node, or not available here
+        return gpus
+    return merged(gpus, node_crosscheck(node, work_dir, launcher=launcher, environ=environ))
+
+
+def kernel_crosscheck(benches: Sequence[Bench], *, environ: Mapping[str, str] | None = None,
+                      command: Sequence[str] | None = None,
+                      cuda_indices: Mapping[int, int] | None = None) -> CrosscheckRun:
+    """Each GPU bench's headline cases against do_bench_cudagraph (a fleet rank runs it for its own GPU, whose
+    CUDA index in its process ``cuda_indices`` gives)."""
+    from envcheck.crosscheck.kernels import run_kernels
+
+    environ = os.environ if environ is None else environ
+    got = _Parts()
+    why = unavailable(benches, environ)
+    if why is not None:
+        got.notes.append(why)
+        return got.done()
+    kernels = run_kernels(benches, command, cuda_indices=cuda_indices)
+    got.kernels, got.runs = kernels.rows, list(kernels.runs)
+    return got.done(kernels.stopped)
+
+
+def node_crosscheck(node: Node, work_dir: str | os.PathLike[str] | None, *, launcher: Launcher | None = None,
+                    environ: Mapping[str, str] | None = None) -> CrosscheckRun:
+    """The node's copies, collectives' loop and nccl-tests (a fleet node's leader runs it after the node tests)."""
+    environ = os.environ if environ is None else environ
+    got = _Parts()
+    if node.settings.get("device", "cuda") != "cuda":
+        got.notes.append(Note("crosscheck.no_cuda"))
+        return got.done()
+    if len(node.gpus) < 2:
+        got.notes.append(Note("crosscheck.single_gpu"))
+        return got.done()
+    if launcher is None:
+        from envcheck.node.launch import SubprocessLauncher
+
+        launcher = SubprocessLauncher()
+    from envcheck.crosscheck.copies import run_copies
+    from envcheck.crosscheck.loops import read_loops
+    from envcheck.crosscheck.nccl_tests_run import run_nccl_tests
+    from envcheck.redact import Redactor
+
+    work = Path(work_dir) if work_dir is not None else Path.cwd()
+    size = _copy_size(node)
+    if size is not None:
+        got.copies, run = run_copies(node.gpus, size, work / "crosscheck", launcher)
+        got.runs.append(run)
+        if run.launch.interrupted:
+            return got.done(True)
+    got.loops = read_loops(work / SWEEP_FOLDER, Redactor(environ).text)
+    sweep = next((c for c in node.collectives if c.scope == "node"), None)
+    if sweep is None or sweep.backend != "nccl":
+        return got.done()
+    ops, sizes = nccl_tests_sweep(sweep)
+    if not (ops and sizes):
+        return got.done()
+    nccl = run_nccl_tests(ops, sizes, node.gpus, work / "crosscheck" / "nccl_tests", launcher, environ)
+    got.nccl = nccl.runs
+    got.notes += nccl.notes
+    return got.done(nccl.stopped)
+
+
+def nccl_tests_sweep(sweep: Collectives) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The ops and sizes (nccl-tests' S) nccl-tests runs: those of the sweep that envcheck measured, so a size
+    the sweep skipped (out of memory on this GPU) does not make nccl-tests fail on it."""
+    from envcheck.analysis.collectives import layout
+
+    measured = {(r.op, r.size_bytes) for r in sweep.results if not r.skipped and r.timings}
+    ops = tuple(dict.fromkeys(r.op for r in sweep.results if (r.op, r.size_bytes) in measured))
+    planned = sorted({s for s in sweep.settings.get("sizes") or () if isinstance(s, int) and s > 0})
+    sizes = tuple(s for s in planned
+                  if any((op, layout(op, s, sweep.world_size, 4).size_bytes) in measured for op in ops))
+    return ops, sizes
+
+
+def merged(*parts: CrosscheckRun) -> CrosscheckRun:
+    """Several parts' cross-checks as one (a run's GPUs and node; a fleet node's ranks and leader)."""
+    cs = [p.crosscheck for p in parts]
+    started = min((c.started for c in cs if c.started), default=None)
+    return CrosscheckRun(Crosscheck(
+        tuple(k for c in cs for k in c.kernels), tuple(k for c in cs for k in c.copies),
+        tuple(k for c in cs for k in c.loops), tuple(k for c in cs for k in c.nccl_tests),
+        tuple(k for c in cs for k in c.runs), tuple(dict.fromkeys(n for c in cs for n in c.notes)),
+        {k: v for c in cs for k, v in c.settings.items()}, started,
+        round(sum(c.duration_s or 0.0 for c in cs), 3)), any(p.stopped for p in parts))
+
+
+@dataclass
+class _Parts:
+    """What one part's steps gathered so far (a stop keeps it), and when it started."""
+
+    kernels: tuple[KernelTiming, ...] = ()
+    copies: tuple[CopyTiming, ...] = ()
+    loops: tuple[LoopTiming, ...] = ()
+    nccl: tuple[NcclTestsRun, ...] = ()
+    runs: list[ToolRun] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
+    started: str = field(default_factory=lambda: _utc())
+    t0: float = field(default_factory=time.monotonic)
+
+    def done(self, stopped: bool = False) -> CrosscheckRun:
+        from envcheck.crosscheck.kernels import ROUNDS
+        from envcheck.crosscheck.nccl_tests_run import MODES
+
+        settings: dict[str, Any] = {"kernel_rounds": ROUNDS} if self.kernels else {}
+        if self.nccl:
+            settings["nccl_tests_modes"] = {m.name: " ".join(m.args) for m in MODES}
+        return CrosscheckRun(Crosscheck(self.kernels, self.copies, self.loops, self.nccl, tuple(self.runs),
+                                        tuple(self.notes), settings, self.started,
+                                        round(time.monotonic() - self.t0, 3)), stopped)
