@@ -201,15 +201,19 @@ def test_nccl_tests_runs_each_mode_and_reads_its_real_output(tmp_path):
     assert [(r.op, r.mode) for r in got.runs] == [(op, m.name) for op in ("all_reduce", "all_to_all")
                                                   for m in nccl_tests_run.MODES]
     argv, env = lau.jobs[1]
-    assert argv[1:] == ("-b", "1048576", "-e", "4194304", "-f", "4", "-g", "2", "-w", "5", "-n", "20", "-G", "10")
+    # Graph mode below 256 MiB: 40 calls launched 100 times, buffers spanning 3x the largest size (a cold L2).
+    assert argv[1:] == ("-b", "1048576", "-e", "12582912", "-f", "4", "-g", "2", "-w", "5", "-n", "40", "-G", "100")
     assert env["CUDA_VISIBLE_DEVICES"] == "2,5" and env["NCCL_NVLS_ENABLE"] == "0"
+    assert env["NCCL_GRAPH_MIXING_SUPPORT"] == "0"
     assert "NCCL_GRAPH_REGISTER" not in env and lau.jobs[2][1]["NCCL_GRAPH_REGISTER"] == "0"
     first = got.runs[0]
     assert first.argv[0] == "all_reduce_perf" and first.launch.argv == first.argv  # no folder of this machine
     assert first.version == "2.19.6 (NCCL 22809)" and len(first.rows) == 7  # the capture's 1 MiB .. 4 GiB
     hung = got.runs[-1]
     assert (hung.op, hung.mode, hung.launch.timed_out, hung.rows) == ("all_to_all", "graph_unregistered", True, ())
-    assert hung.env == {"NCCL_GRAPH_REGISTER": "0"} and "NCCL WARN stuck" in hung.launch.stderr_tail
+    assert hung.env == {"NCCL_GRAPH_MIXING_SUPPORT": "0", "NCCL_GRAPH_REGISTER": "0"}
+    assert "NCCL WARN stuck" in hung.launch.stderr_tail
+    assert all(r.size_bytes < nccl_tests_run.LARGE_BYTES for r in got.runs[1].rows)  # the small run's sizes only
 
 
 def test_nccl_tests_runs_the_sizes_envcheck_measured():
@@ -434,3 +438,15 @@ def test_fleet_passes_each_ranks_and_leaders_crosschecks_to_its_node(tmp_path):
     assert "## Cross-checks: node host0" in md and "## Cross-checks: node host1" in md
     assert "envcheck's cross-check step failed (it raised an error, exit status –): RuntimeError: a bug" in md
     assert md.count("RuntimeError: a bug") == 1
+
+
+def test_graph_modes_split_the_default_sweep_at_256_mib_and_time_the_large_sizes_in_two_processes():
+    sizes = [MiB << (2 * k) for k in range(7)]  # 1 MiB .. 4 GiB, x4
+    eager, graph, unregistered = nccl_tests_run.MODES
+    assert nccl_tests_run._parts(eager, sizes) == [(("-b", str(MiB), "-e", str(4096 * MiB), "-f", "4"), eager.small,
+                                                    1, (0, 1 << 62))]
+    small, large = nccl_tests_run._parts(graph, sizes)
+    assert small[0] == ("-b", str(MiB), "-e", str(192 * MiB), "-f", "4") and small[1][-2:] == ("-G", "100")
+    assert small[2:] == (1, (0, 256 * MiB))
+    assert large[0] == ("-b", str(256 * MiB), "-e", str(4096 * MiB), "-f", "4") and large[1][-2:] == ("-G", "5")
+    assert large[2] == 2 and unregistered.env["NCCL_GRAPH_REGISTER"] == "0"

@@ -81,10 +81,10 @@ def test_gpu_time_goes_against_nccl_tests_graph_mode_and_the_per_call_floor_is_n
                     "--nccl-tests", str(NODE / "nccl_tests_x2.txt"), "--nccl-tests-graph", str(graph),
                     "--out", str(out)])
     text = out.read_text()
-    assert "verdict: PASS: 35 of 35 (op, size, mode) within the bar (5 % at every size, 2 % from 64 MiB; graph 35)" \
+    assert "verdict: PASS: 35 of 35 (op, size, mode) within the bar (5 % at every size, 2 % from 64 MiB; graph_unregistered 35)" \
         in text and "collectives agree: True" in text
     row = next(ln for ln in text.splitlines() if ln.startswith("| all_reduce | 1 MiB | in_place |"))
-    assert "| gpu | " in row and "| graph | " in row and "| yes |" in row
+    assert "| gpu | " in row and "| graph_unregistered | " in row and "| yes |" in row
 
 
 def test_three_percent_off_passes_small_sizes_and_fails_from_64_mib(tmp_path):
@@ -121,7 +121,7 @@ def test_a_graph_file_of_three_runs_is_held_as_their_median_and_says_so(tmp_path
     text = _against_graph_runs(tmp_path, (NODE / "nccl_tests_x2.txt").read_text() * 3)  # three runs, one log
     assert "verdict: PASS: 35 of 35" in text
     row = next(ln for ln in text.splitlines() if ln.startswith("| all_reduce | 1 MiB | in_place |"))
-    assert "| graph, median of 3 (" in row
+    assert "| graph_unregistered, median of 3 (" in row
 
 
 def _scaled_runs(text: str, factor: float) -> str:

@@ -106,7 +106,7 @@ def test_gpu_time_is_held_against_nccl_tests_graph_mode_and_per_call_beside_it()
                                      nccl_tests.Placement(14.0, 74.9, 74.9, 0), nccl_tests.Placement(14.0, 74.9, 74.9, 0))]
     ours = _gpu_result("all_reduce", 1 << 20, 14.1, 46.4)  # the committed H200 run's 46.4 us per call
     (a,) = an.against_nccl_tests(_sweep([ours]), eager, graph)
-    assert a.theirs_mode == "graph" and a.basis == "gpu" and a.within
+    assert a.theirs_mode == "graph_unregistered" and a.basis == "gpu" and a.within
     assert a.theirs_gbps == pytest.approx(74.9) and a.ratio == pytest.approx(14.0 / 14.1, rel=1e-3)
     assert a.call_gbps == pytest.approx((1 << 20) / 46.4e-6 / 1e9) and a.eager_gbps == t.in_place.busbw_gbps
     # A per-call-only row (gloo, a refused capture) is held against nccl-tests' eager loop instead.
@@ -299,7 +299,7 @@ def test_several_nccl_tests_runs_are_one_reference_their_median_with_the_spread(
     # envcheck 2.4% quicker than the slowest run but within 2% of the median: it agrees with the median.
     ours = _gpu_result("reduce_scatter", 1 << 30, 1960.0 * 0.99, 2000.0)
     (a,) = an.against_nccl_tests(_sweep([ours]), runs[:1], runs)
-    assert a.theirs_mode == "graph" and a.theirs_runs == 3 and a.within
+    assert a.theirs_mode == "graph_unregistered" and a.theirs_runs == 3 and a.within
     assert a.theirs_gbps == pytest.approx(m.out_of_place.busbw_gbps) and a.theirs_range == (lo, hi)
     (one,) = an.against_nccl_tests(_sweep([ours]), runs[:1], runs[:1])
     assert one.theirs_runs == 1 and one.theirs_range is None and not one.within  # 2.9% off the slowest run

@@ -49,12 +49,13 @@ def test_each_mode_is_held_against_its_counterpart_and_a_launch_bound_eager_loop
     registered = [_row("all_gather", 256 * MIB, 434.2), _row("all_gather", MIB, 10.3)]
     got = {(a.size_bytes, a.theirs_mode): a for a in an.against_nccl_tests(sweep, eager, graph,
                                                                             registered_rows=registered, hold_eager=True)}
-    assert set(got) == {(s, m) for s in (MIB, 256 * MIB) for m in ("graph", "eager", "graph_registered")}
-    assert got[(256 * MIB, "graph")].basis == "gpu" and got[(256 * MIB, "graph")].within
+    assert set(got) == {(s, m) for s in (MIB, 256 * MIB) for m in ("graph_unregistered", "eager", "graph")}
+    unreg = got[(256 * MIB, "graph_unregistered")]
+    assert unreg.basis == "gpu" and unreg.within
     assert got[(256 * MIB, "eager")].held and got[(256 * MIB, "eager")].within  # 1% apart, within 2%
-    reg = got[(256 * MIB, "graph_registered")]
+    reg = got[(256 * MIB, "graph")]
     assert reg.basis == "registered" and reg.within and reg.ratio == pytest.approx(434.2 / 434.0, rel=1e-4)
-    assert not got[(MIB, "eager")].held and got[(MIB, "graph")].held
+    assert not got[(MIB, "eager")].held and got[(MIB, "graph_unregistered")].held
     # Without hold_eager (reports compared before both modes were held) one row per size and mode given.
     assert len(an.against_nccl_tests(sweep, eager, graph)) == 2
 
@@ -64,7 +65,7 @@ def test_a_missing_registered_time_never_agrees_and_the_plain_time_is_not_held_a
     (plain, reg) = an.against_nccl_tests(sweep, [_row("all_to_all", 64 * MIB, 137.0)],
                                          [_row("all_to_all", 64 * MIB, 136.5)],
                                          registered_rows=[_row("all_to_all", 64 * MIB, 110.0)])
-    assert plain.within and reg.theirs_mode == "graph_registered"
+    assert plain.within and reg.theirs_mode == "graph"
     assert reg.ours_gbps is None and reg.ratio is None and not reg.within and reg.held
 
 

@@ -361,7 +361,7 @@ class Agreement:
     """envcheck's busbw for one op and size against nccl-tests' (``ratio`` = envcheck / nccl-tests).
 
     Like is held against like: envcheck's GPU time (graph replays) against nccl-tests' CUDA-graph
-    mode (``-G``; ``theirs_mode`` ``graph``), or, where envcheck has only a per-call time (gloo, a
+    mode (``-G``; ``theirs_mode`` ``graph_unregistered``, or ``graph`` for the registered time), or, where envcheck has only a per-call time (gloo, a
     refused capture) or nccl-tests ran only eagerly, the per-call time against nccl-tests' default
     eager loop (``eager``); ``basis`` says which of envcheck's times it is. ``within``: the ratio is
     within ``tolerance`` (:func:`nccl_tests_tolerance` of the size); ``theirs_runs`` / ``theirs_range``: how
@@ -460,7 +460,8 @@ def against_nccl_tests(collectives: Collectives, rows: Sequence[Any], graph_rows
     plain GPU time where nccl-tests' eager loop is not launch-bound (its time within the bar of its own
     unregistered graph time: one thread launching every GPU's call in turn leaves gaps below a few MiB, e.g.
     all_gather 1 MiB on 4 x H200: 34.3 us a call eager, 12.8 in -G); a launch-bound size is listed, not held
-    (``held`` False). With ``registered_rows``, one more ``Agreement`` per size (mode ``graph_registered``).
+    (``held`` False). With ``registered_rows``, one more ``Agreement`` per size (mode ``graph``). The modes are
+    named as ``model.crosscheck.NCCL_TESTS_MODES``: ``eager``, ``graph`` (NCCL's defaults), ``graph_unregistered``.
     """
     ours = {(r.op, r.size_bytes): r for r in collective_rows(collectives)}
     graph = {(t.op, t.size_bytes): t for t in medians(graph_rows)}
@@ -474,13 +475,10 @@ def against_nccl_tests(collectives: Collectives, rows: Sequence[Any], graph_rows
         g = graph.get((t.op, t.size_bytes))
         gpu_basis = mine is None or mine.time_basis == "gpu"
         use_graph = g is not None and gpu_basis
-        modes = [(g if use_graph else t, "graph" if use_graph else "eager", True)]
+        modes = [(g if use_graph else t, "graph_unregistered" if use_graph else "eager", True)]
         if hold_eager and use_graph:
             # nccl-tests' eager loop, held where its calls follow each other without gaps (its own graph time).
-            assert g is not None
-            bound = _column(g, placement) > 0 and (1 - _column(t, placement) / _column(g, placement)) > \
-                nccl_tests_tolerance(t.size_bytes)
-            modes.append((t, "eager", not bound))
+            modes.append((t, "eager", not eager_launch_bound(t, g, placement)))
         for ref, mode, held in modes:
             out.append(_agreement(t, ref, mode, placement, mine, eager, held,
                                   mine.busbw_gbps if mine is not None else None,
@@ -491,10 +489,20 @@ def against_nccl_tests(collectives: Collectives, rows: Sequence[Any], graph_rows
         placement = "in_place" if t.op in IN_PLACE_OPS else "out_of_place"
         mine = ours.get((t.op, t.size_bytes))
         plain = next((r for r in medians(rows) if (r.op, r.size_bytes) == (t.op, t.size_bytes)), None)
-        out.append(_agreement(t, t, "graph_registered", placement, mine,
+        out.append(_agreement(t, t, "graph", placement, mine,
                               _column(plain, placement) if plain is not None else None, True,
                               mine.registered_busbw_gbps if mine is not None else None, "registered"))
     return tuple(out)
+
+
+def eager_launch_bound(eager: NcclTestsRow, graph: NcclTestsRow | None, placement: str) -> bool:
+    """nccl-tests' eager loop is launch-bound at this size: its busbw lies below that of its own CUDA-graph mode
+    without registration (the same calls and buffers, launched once) by more than the size's bar, so its time is
+    its host loop's (one thread launching every GPU's call in turn), not the links'. Unknown without the graph
+    run: not launch-bound."""
+    if graph is None or not _column(graph, placement) > 0:
+        return False
+    return 1 - _column(eager, placement) / _column(graph, placement) > nccl_tests_tolerance(eager.size_bytes)
 
 
 def _agreement(t: NcclTestsRow, ref: NcclTestsRow, mode: str, placement: str, mine: CollectiveRow | None,

@@ -8,10 +8,13 @@ Every row names its counterpart: the tool, its mode and the settings it ran with
   call: within ``KERNEL_BAR`` (3%, as docs/evidence.md holds envcheck's timer to it);
 - a GPU-to-GPU **copy** on the copy engines against a plain ``dst.copy_(src)`` timed with CUDA events:
   within ``COPY_BAR`` (3%, as tools/evidence/compare_node.py);
-- a collective's **GPU-time busbw** against nccl-tests' CUDA-graph mode, its **per-call busbw** against
-  nccl-tests' eager loop, same placement (in place for all_reduce and broadcast, as torch runs them): within
-  5% at every size and 2% from 64 MiB (``nccl_tests_tolerance``); which graph mode is the counterpart
-  depends on the buffers envcheck's row used (``NCCL_GRAPH_MODES``);
+- a collective's **GPU-time busbw** on plain buffers against nccl-tests' CUDA-graph mode with NCCL's buffer
+  registration off (``graph_unregistered``) and against its eager loop where that loop is not launch-bound,
+  its busbw on **registered buffers** (NCCL's allocator) against nccl-tests' CUDA-graph mode with NCCL's
+  defaults (``graph``: one process drives every GPU, so NCCL registers nccl-tests' buffers), same placement (in
+  place for all_reduce and broadcast, as torch runs them): within 5% at every size and 2% from 64 MiB
+  (``nccl_tests_tolerance``; the pairing is ``collectives.against_nccl_tests``, which tools/evidence/compare_node.py
+  prints too);
 - a collective's **per-call time** against a plain ``torch.distributed`` loop (N calls back to back between
   two CUDA events, on every rank): within ``LOOP_BAR`` (10%).
 
@@ -30,35 +33,30 @@ from typing import Any
 
 from envcheck.analysis.collectives import (
     IN_PLACE_OPS,
+    against_nccl_tests,
     collective_row,
-    medians,
-    nccl_tests_tolerance,
 )
 from envcheck.analysis.copies import copy_row
 from envcheck.model import Bench, Case, Note
 from envcheck.model.crosscheck import Crosscheck, KernelTiming, LoopTiming, NcclTestsRun
-from envcheck.model.node import CollectiveResult, Collectives, Launch, Node
+from envcheck.model.node import Collectives, Launch, Node
 from envcheck.model.reference import NcclTestsRow
 
 KERNEL_BAR = 0.03
 COPY_BAR = 0.03
 LOOP_BAR = 0.10
-# The counterpart of a collective's GPU time by the buffers envcheck's calls ran on: NCCL registers the buffers of
-# a captured graph where it can (nccl-tests' cudaMalloc buffers in one process), so envcheck's plain caching-
-# allocator buffers are held against nccl-tests with that registration off, and buffers from NCCL's own allocator
-# (registered) against nccl-tests' defaults.
-NCCL_GRAPH_MODES = {"plain": "graph_unregistered", "registered": "graph"}
 NCCL_EAGER_MODE = "eager"
 
 KINDS = ("kernel", "copy", "collective")
 # What a row compares: a headline case's GPU time, a copy's bandwidth, a collective's busbw from its GPU time or
 # its per-call time, a collective's per-call time.
-QUANTITIES = ("gpu_time_us", "copy_gbps", "gpu_busbw_gbps", "call_busbw_gbps", "call_time_us")
+QUANTITIES = ("gpu_time_us", "copy_gbps", "gpu_busbw_gbps", "registered_busbw_gbps", "call_busbw_gbps", "call_time_us")
 STATUSES = ("within", "outside", "not_compared")
 # Why a row has no ratio: a model.crosscheck.ROW_SKIPS reason; ``tool_failed`` (the tool raised on it: ``detail``);
 # ``no_counterpart`` (the tool gave nothing at this size); ``not_measured`` (envcheck has no such number);
 # ``no_gpu_time`` (envcheck's collective has a per-call time only).
-REASONS = ("fits_l2", "not_run", "tool_failed", "no_counterpart", "not_measured", "no_gpu_time")
+# ``launch_bound`` (nccl-tests' eager loop is its host's at this size: ``collectives.eager_launch_bound``).
+REASONS = ("fits_l2", "not_run", "tool_failed", "no_counterpart", "not_measured", "no_gpu_time", "launch_bound")
 FINDING_KEYS = ("outside_bar", "tool_failed", "row_failed")
 # How a tool's launch ended badly (``launch_cause``).
 LAUNCH_CAUSES = ("timed_out", "interrupted", "launch_failed", "exit_status")
@@ -212,12 +210,6 @@ def copy_rows(cc: Crosscheck, node: Node | None) -> tuple[CrossRow, ...]:
 # --------------------------------------------------------------------------- collectives
 
 
-def buffer_kind(result: CollectiveResult) -> str:
-    """The buffers envcheck's calls of ``result`` ran on (``NCCL_GRAPH_MODES``' keys): plain ones (the caching
-    allocator's) unless the result says otherwise."""
-    return getattr(result, "buffers", None) or "plain"
-
-
 def loop_time_us(loop: LoopTiming) -> float | None:
     """The loop's time per call: each rank's median loop (of ``calls`` calls), averaged over the ranks, as
     envcheck's per-call time averages its ranks (``collectives.mean_time_us``)."""
@@ -235,41 +227,54 @@ def _busbw(row: NcclTestsRow, placement: str) -> float:
 
 
 def collective_rows(cc: Crosscheck, node: Node | None) -> tuple[CrossRow, ...]:
+    """The node sweep's collectives against nccl-tests, each of its modes against its counterpart
+    (``collectives.against_nccl_tests``: the plain GPU time against ``graph_unregistered`` and, where nccl-tests'
+    loop is not launch-bound, ``eager``; the GPU time on registered buffers against ``graph``), and every size's
+    per-call time against the plain ``torch.distributed`` loop."""
     sweeps = [c for c in (node.collectives if node is not None else ()) if c.scope == "node"]
     if not sweeps:
         return ()
     sweep: Collectives = sweeps[0]
-    runs: dict[tuple[str, str], NcclTestsRun] = {(r.op, r.mode): r for r in cc.nccl_tests}
-    tables = {key: {(t.op, t.size_bytes): t for t in medians(r.rows)} for key, r in runs.items()}
+    by_mode: dict[str, list[NcclTestsRow]] = {}
+    runs: dict[tuple[str, str, int], NcclTestsRun] = {}  # (op, mode, size) -> the run that timed it
+    for r in cc.nccl_tests:
+        by_mode.setdefault(r.mode, []).extend(r.rows)
+        for t in r.rows:
+            runs.setdefault((r.op, r.mode, t.size_bytes), r)
+    measured = {(res.op, res.size_bytes) for res in sweep.results if not res.skipped and res.timings}
+    out: list[CrossRow] = []
+    if cc.nccl_tests:
+        agreements = against_nccl_tests(sweep, by_mode.get(NCCL_EAGER_MODE, ()), by_mode.get("graph_unregistered", ()),
+                                        min_bytes=0, registered_rows=by_mode.get("graph", ()), hold_eager=True)
+        for a in agreements:
+            if (a.op, a.size_bytes) not in measured:
+                continue
+            buffers = "registered" if a.basis == "registered" else "plain"
+            quantity = "registered_busbw_gbps" if buffers == "registered" else "gpu_busbw_gbps"
+            run = runs.get((a.op, a.theirs_mode, a.size_bytes))
+            part = Counterpart("nccl_tests", a.theirs_mode, _nccl_settings(run, a.placement) if run is not None else ())
+            reason = None
+            if not a.held:
+                reason = "launch_bound"
+            elif a.basis == "per_call":
+                reason = "no_gpu_time"
+            out.append(_held(CrossRow("collective", a.op, quantity, part, a.tolerance, a.ours_gbps, a.theirs_gbps,
+                                      reason=reason, size_bytes=a.size_bytes, ranks=len(sweep.results[0].ranks),
+                                      buffers=buffers, placement=a.placement)))
     loops = {(lp.op, lp.size_bytes): lp for lp in cc.loops}
     loop_calls = next((lp.calls for lp in cc.loops), None)
-    out: list[CrossRow] = []
     for res in sweep.results:
         if res.skipped or not res.timings:
             continue
         row = collective_row(res, sweep)
-        buffers = buffer_kind(res)
         placement = "in_place" if res.op in IN_PLACE_OPS else "out_of_place"
-        what: dict[str, Any] = {"size_bytes": res.size_bytes, "ranks": len(res.ranks), "buffers": buffers,
-                                "placement": placement}
-        bar = nccl_tests_tolerance(res.size_bytes)
-        if cc.nccl_tests:
-            for quantity, mode, ours in (("gpu_busbw_gbps", NCCL_GRAPH_MODES.get(buffers, "graph"),
-                                          row.busbw_gbps if row.time_basis == "gpu" else None),
-                                         ("call_busbw_gbps", NCCL_EAGER_MODE, row.call_busbw_gbps)):
-                run = runs.get((res.op, mode))
-                ref = tables.get((res.op, mode), {}).get((res.op, res.size_bytes))
-                theirs = _busbw(ref, placement) if ref is not None else None
-                reason = "no_gpu_time" if quantity == "gpu_busbw_gbps" and row.time_basis != "gpu" else None
-                part = Counterpart("nccl_tests", mode, _nccl_settings(run, placement) if run is not None else ())
-                out.append(_held(CrossRow("collective", res.op, quantity, part, bar, ours, theirs, reason=reason,
-                                          **what)))
         loop = loops.get((res.op, res.size_bytes))
         part = Counterpart("torch_distributed_loop", None, _settings(("calls", loop.calls if loop else loop_calls)))
         out.append(_held(CrossRow("collective", res.op, "call_time_us", part, LOOP_BAR, row.call_time_us,
                                   loop_time_us(loop) if loop is not None else None,
                                   reason="tool_failed" if loop is not None and loop.error else None,
-                                  detail=loop.error if loop is not None else None, **what)))
+                                  detail=loop.error if loop is not None else None, size_bytes=res.size_bytes,
+                                  ranks=len(res.ranks), buffers="plain", placement=placement)))
     return tuple(out)
 
 

@@ -34,22 +34,35 @@ WARMUP = ("-w", "5")
 
 @dataclass(frozen=True)
 class Mode:
-    """One way nccl-tests times a collective: its arguments beyond the sizes, and the NCCL settings it is given."""
+    """One way nccl-tests times a collective: its arguments beyond the sizes (``small`` below ``LARGE_BYTES``,
+    ``large`` from it), the NCCL settings it is given, and how many processes time the large sizes."""
 
     name: str  # model.crosscheck.NCCL_TESTS_MODES
-    args: tuple[str, ...]
+    small: tuple[str, ...]
+    large: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
+    large_runs: int = 1
 
 
-# Its eager loop (-n 20: each call launched from the host, what its default run reports), its CUDA-graph mode
-# (-n 20 -G 10: 20 calls captured once, the graph launched 10 times) with NCCL's defaults, where NCCL registers
-# the buffers of the captured graph (nccl-tests' cudaMalloc buffers, one process for every GPU), and with that
-# registration off (NCCL_GRAPH_REGISTER=0), as torch's caching-allocator buffers are not registered
-# (evidence/device-logs/2026-11-25_2212Z_2x-h100_nccl-tests_graph_register.txt.gz).
+LARGE_BYTES = 256 << 20
+# Its eager loop (-n 20: each call launched from the host, what its default run reports), and its CUDA-graph mode
+# with NCCL's defaults, where NCCL registers the buffers of the captured graph (nccl-tests' cudaMalloc buffers, one
+# process for every GPU), and with that registration off (NCCL_GRAPH_REGISTER=0), as between processes torch's
+# caching-allocator buffers cannot be registered (all_gather 256 MiB on 2 x H200: 309.1 GB/s busbw registered,
+# 245.7 not, 243.4 eager, evidence/device-logs/2026-11-28_2006Z_4x-h200_collective_causes_nccl-tests.txt.gz).
+# In graph mode nccl-tests' clock runs from the first launch of a fresh graph to the end of the last: below
+# LARGE_BYTES a graph of 40 calls launched 100 times shares that start among 4000 calls (with 200, envcheck read
+# 2-26% more busbw, docs/node.md), and its buffers span 3x the largest small size, so that every call meets a cold
+# L2 (it shifts them through its largest size at each iteration). From LARGE_BYTES, 20 calls 5 times, in
+# ``large_runs`` processes (each allocates once, and where a buffer lands moves 1-4 GiB by up to 14%): each size is
+# held against their median. NCCL_GRAPH_MIXING_SUPPORT=0 as envcheck's timed sweep (collective_worker.GRAPH_TIMING_ENV).
+_GRAPH_SMALL = (*WARMUP, "-n", "40", "-G", "100")
+_GRAPH_LARGE = (*WARMUP, "-n", "20", "-G", "5")
+_GRAPH_ENV = {"NCCL_GRAPH_MIXING_SUPPORT": "0"}
 MODES = (
-    Mode("eager", (*WARMUP, "-n", "20")),
-    Mode("graph", (*WARMUP, "-n", "20", "-G", "10")),
-    Mode("graph_unregistered", (*WARMUP, "-n", "20", "-G", "10"), {"NCCL_GRAPH_REGISTER": "0"}),
+    Mode("eager", (*WARMUP, "-n", "20"), (*WARMUP, "-n", "20")),
+    Mode("graph", _GRAPH_SMALL, _GRAPH_LARGE, _GRAPH_ENV, large_runs=2),
+    Mode("graph_unregistered", _GRAPH_SMALL, _GRAPH_LARGE, {**_GRAPH_ENV, "NCCL_GRAPH_REGISTER": "0"}, large_runs=2),
 )
 
 
@@ -113,20 +126,39 @@ def run_nccl_tests(ops: Sequence[str], sizes: Sequence[int], gpus: tuple[int, ..
     d = Path(work_dir)
     d.mkdir(parents=True, exist_ok=True)
     runs: list[NcclTestsRun] = []
-    sweep = size_args(sizes)
     for op in ops:
         if op not in found:
             continue
         for mode in MODES:
-            args = (*sweep, "-g", str(len(gpus)), *mode.args)
-            env = child_env({"CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in gpus), **mode.env}, base=environ)
-            log = d / f"{BINARIES[op]}.{mode.name}.log"
-            log.unlink(missing_ok=True)  # the launcher appends: the output parsed is this run's alone
-            launch = redacted(launcher.run([found[op], *args], env, timeout, log_path=str(log)), env)
-            text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
-            argv = (BINARIES[op], *args)  # the binary's name: its folder is this machine's
-            runs.append(NcclTestsRun(op, mode.name, argv, replace(launch, argv=argv), nccl_tests.parse(text),
-                                     dict(mode.env), nccl_tests.version(text)))
-            if launch.interrupted:
-                return NcclTestsChecks(tuple(runs), tuple(notes), True)
+            for part, extra, times, (lo, hi) in _parts(mode, sizes):
+                for k in range(times):
+                    args = (*part, "-g", str(len(gpus)), *extra)
+                    env = child_env({"CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in gpus), **mode.env}, base=environ)
+                    log = d / f"{BINARIES[op]}.{mode.name}.{part[1]}.{k}.log"
+                    log.unlink(missing_ok=True)  # the launcher appends: the output parsed is this run's alone
+                    launch = redacted(launcher.run([found[op], *args], env, timeout, log_path=str(log)), env)
+                    text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+                    argv = (BINARIES[op], *args)  # the binary's name: its folder is this machine's
+                    rows = tuple(r for r in nccl_tests.parse(text) if r.size_bytes >= lo and r.size_bytes < hi)
+                    runs.append(NcclTestsRun(op, mode.name, argv, replace(launch, argv=argv), rows, dict(mode.env),
+                                             nccl_tests.version(text)))
+                    if launch.interrupted:
+                        return NcclTestsChecks(tuple(runs), tuple(notes), True)
     return NcclTestsChecks(tuple(runs), tuple(notes))
+
+
+def _parts(mode: Mode, sizes: Sequence[int]) -> list[tuple[tuple[str, ...], tuple[str, ...], int, tuple[int, int]]]:
+    """(size arguments, mode arguments, processes, [lowest, highest) size kept) of each run ``mode`` takes over
+    ``sizes``: one where its small and large arguments are the same, else the sizes below ``LARGE_BYTES`` (their
+    buffers spanning 3x the largest) and those from it apart."""
+    if mode.small == mode.large:
+        return [(size_args(sizes), mode.small, 1, (0, 1 << 62))]
+    small = [s for s in sizes if s < LARGE_BYTES]
+    large = [s for s in sizes if s >= LARGE_BYTES]
+    out = []
+    if small:
+        b, lo, e, _hi, f, factor = size_args(small)
+        out.append(((b, lo, e, str(3 * max(small)), f, factor), mode.small, 1, (0, LARGE_BYTES)))
+    if large:
+        out.append((size_args(large), mode.large, mode.large_runs, (LARGE_BYTES, 1 << 62)))
+    return out

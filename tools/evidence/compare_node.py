@@ -64,9 +64,9 @@ def collective_lines(node: Node, rows: tuple[nccl_tests.NcclTestsRow, ...],
                      registered_rows: tuple[nccl_tests.NcclTestsRow, ...] = (),
                      hold_eager: bool = False) -> tuple[list[str], bool]:
     out = ["## Collectives: envcheck vs nccl-tests at every size", "",
-           "Each mode of nccl-tests against its counterpart: `graph` (-G with NCCL_GRAPH_REGISTER=0) and `eager` "
+           "Each mode of nccl-tests against its counterpart: `graph_unregistered` (-G with NCCL_GRAPH_REGISTER=0) and `eager` "
            "(its default loop, held where its calls follow each other without gaps: within the bar of its own "
-           "`graph` time) against envcheck's GPU time on plain buffers (`gpu`); `graph_registered` (-G with NCCL's "
+           "`graph_unregistered` time) against envcheck's GPU time on plain buffers (`gpu`); `graph` (-G with NCCL's "
            "defaults: one process drives every GPU, so NCCL registers its buffers for zero-copy transfers) against "
            "envcheck's GPU time on buffers from NCCL's allocator (`registered`). Per call beside (no bar). "
            "Bar: 5 % at every size, 2 % from 64 MiB.", "",
