@@ -224,3 +224,38 @@ def test_every_node_run_of_this_version_agrees_with_nccl_tests_at_every_size(run
     rows = [ln for ln in lines if ln.startswith("| ") and "| gpu |" in ln]
     assert len(rows) == 35 and all("| yes |" in ln for ln in rows)
     assert not any("two paces" in ln for ln in lines)
+
+
+def test_from_crosscheck_reads_nccl_tests_rows_the_run_recorded_and_holds_every_mode(tmp_path):
+    """``--from-crosscheck``: the nccl-tests rows of ``envcheck run --crosscheck`` from the report itself (here the
+    2 x H100 19:49Z run with that call's nccl-tests outputs put in its cross-checks), each mode held, the eager loop
+    where it is not launch-bound; the same pairs the report's own cross-check table holds."""
+    import dataclasses
+
+    from crosscheck_fakes import captured, launch
+    from evidence_files import EVIDENCE
+
+    from envcheck.analysis import analyse
+    from envcheck.model.crosscheck import Crosscheck, NcclTestsRun
+
+    r = model.load(EVIDENCE / "2026-11-26_1949Z_vm_2x-h100_node.json.gz")
+    files = captured("2026-11-26_1949Z_2x-h100_nccl-tests.tgz")
+    runs = []
+    for mode, member in (("graph_unregistered", "nccl_tests/nccl_tests_graph.txt"),
+                         ("eager", "nccl_tests/nccl_tests_eager.txt")):
+        rows = nccl_tests.parse(files[member])
+        runs += [NcclTestsRun(op, mode, (op,), launch(), tuple(x for x in rows if x.op == op))
+                 for op in sorted({x.op for x in rows})]
+    with_cc = dataclasses.replace(r, crosscheck=Crosscheck(nccl_tests=tuple(runs)))
+    doc = tmp_path / "node.json"
+    doc.write_text(model.dumps(with_cc))
+    out = tmp_path / "table.md"
+    _script().main(["--node", str(doc), "--from-crosscheck", "--out", str(out)])
+    verdict = next(ln for ln in out.read_text().splitlines() if ln.startswith("verdict:"))
+    assert verdict.startswith("verdict: PASS: 53 of 53 (op, size, mode)") and "graph_unregistered 35, eager 18" in verdict
+    held = [x for x in analyse(with_cc).crosscheck.rows if x.quantity == "gpu_busbw_gbps" and x.status != "not_compared"]
+    assert len(held) == 53
+    plain = tmp_path / "plain.json"
+    plain.write_text(model.dumps(r))
+    with pytest.raises(SystemExit, match="no nccl-tests runs"):
+        _script().main(["--node", str(plain), "--from-crosscheck", "--out", str(out)])

@@ -59,6 +59,19 @@ def load_node_report(path: str) -> tuple[Environment, tuple[Check, ...], tuple[B
     return report.environment, report.checks, report.benches, report.node
 
 
+def crosscheck_rows(path: str) -> tuple[tuple[nccl_tests.NcclTestsRow, ...], ...]:
+    """(eager, graph with registration off, graph with NCCL's defaults) rows of nccl-tests as ``envcheck run
+    --crosscheck`` ran and recorded them in the report at ``path``."""
+    cc = load(path).crosscheck
+    if cc is None or not cc.nccl_tests:
+        raise SystemExit(f"{path}: no nccl-tests runs in its cross-checks (envcheck run --crosscheck, NCCL_TESTS_DIR)")
+
+    def rows(mode: str) -> tuple[nccl_tests.NcclTestsRow, ...]:
+        return tuple(t for r in cc.nccl_tests if r.mode == mode for t in r.rows)
+
+    return rows("eager"), rows("graph_unregistered"), rows("graph")
+
+
 def collective_lines(node: Node, rows: tuple[nccl_tests.NcclTestsRow, ...],
                      graph_rows: tuple[nccl_tests.NcclTestsRow, ...] = (),
                      registered_rows: tuple[nccl_tests.NcclTestsRow, ...] = (),
@@ -242,7 +255,9 @@ def node_lines(env: Environment, checks: tuple[Check, ...], benches: tuple[Bench
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--node", required=True)
-    p.add_argument("--nccl-tests", required=True, help="nccl-tests' default (eager) output")
+    p.add_argument("--nccl-tests", help="nccl-tests' default (eager) output (else --from-crosscheck)")
+    p.add_argument("--from-crosscheck", action="store_true",
+                   help="nccl-tests' rows from the report's cross-checks (envcheck run --crosscheck): every mode, held")
     p.add_argument("--nccl-tests-graph", help="nccl-tests' output with -G (CUDA-graph mode), NCCL_GRAPH_REGISTER=0")
     p.add_argument("--nccl-tests-registered", help="nccl-tests' output with -G and NCCL's defaults (registration)")
     p.add_argument("--hold-eager", action="store_true",
@@ -252,12 +267,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--wall-s", type=float, help="how long the node run took (the caller timed it)")
     a = p.parse_args(argv)
     env, checks, benches, node = load_node_report(a.node)
-    rows = nccl_tests.parse(Path(a.nccl_tests).read_text(encoding="utf-8", errors="replace"))
-    graph_rows = (nccl_tests.parse(Path(a.nccl_tests_graph).read_text(encoding="utf-8", errors="replace"))
-                  if a.nccl_tests_graph else ())
-    registered_rows = (nccl_tests.parse(Path(a.nccl_tests_registered).read_text(encoding="utf-8", errors="replace"))
-                       if a.nccl_tests_registered else ())
-    coll, coll_ok = collective_lines(node, rows, graph_rows, registered_rows, a.hold_eager)
+    if a.from_crosscheck:
+        rows, graph_rows, registered_rows = crosscheck_rows(a.node)
+        hold_eager = True
+    elif a.nccl_tests:
+        rows = nccl_tests.parse(Path(a.nccl_tests).read_text(encoding="utf-8", errors="replace"))
+        graph_rows = (nccl_tests.parse(Path(a.nccl_tests_graph).read_text(encoding="utf-8", errors="replace"))
+                      if a.nccl_tests_graph else ())
+        registered_rows = (nccl_tests.parse(Path(a.nccl_tests_registered).read_text(encoding="utf-8", errors="replace"))
+                           if a.nccl_tests_registered else ())
+        hold_eager = a.hold_eager
+    else:
+        p.error("give --nccl-tests or --from-crosscheck")
+    coll, coll_ok = collective_lines(node, rows, graph_rows, registered_rows, hold_eager)
     copies, copy_ok = copy_lines(node, a.torch_copy)
     lines = ["# envcheck node tests against nccl-tests and a plain torch copy", ""] + coll + [""] + copies + [""]
     lines += node_lines(env, checks, benches, node, a.wall_s)
