@@ -142,4 +142,10 @@ def to_case(p: Prepared, window: int | None) -> Case:
     pc = p.planned
     return Case(pc.op, pc.impl, pc.dtype, pc.precision, pc.shape, gpu=p.gpu, launch=p.launch,
                 compile_s=p.compile_s, accuracy=p.accuracy, outputs=p.outputs, window=window, rotation_sets=p.rotation_sets,
-                kernel=p.kernel, notes=tuple(dict.fromkeys(p.notes)))
+                kernel=p.kernel, notes=tuple(dict.fromkeys(p.notes)), phases=p.watch.rounded(), span_s=span(p))
+
+
+def span(p: Prepared) -> tuple[float, float]:
+    """When ``p``'s work began and ended (seconds on its stopwatch; the end: its sampling's, or now)."""
+    end = p.end_s if p.end_s is not None else p.watch.now()
+    return round(p.start_s, 4), round(max(end, p.start_s), 4)

@@ -29,6 +29,9 @@ JSON format history (``schema_version``):
       output is y, dx and dW flattened one after the other (before: dx over dW), softmax_fwbw's
       y over dx with ``outputs`` y and dx (before: dx alone); reports without ``outputs`` are
       judged on their one whole-output statistic, as they were.
+      Added within 4 (2026-11-29), fields an envcheck of schema 4 reads by leaving them out (the
+      loader ignores names it does not know): where a run's time went, ``benches[].phases`` and a
+      case's ``phases`` and ``span_s`` (model/bench.py's ``BENCH_PHASES``, ``CASE_PHASES``).
 
 Upgrading schema 1 (``_upgrade_1``): derived numbers are dropped and recomputed by the
 analysis; ``error`` keeps its two statistics; a case with status ``error`` gets a
