@@ -20,6 +20,7 @@ from envcheck.analysis.ceilings import Ceilings, ceilings, env_gpu
 from envcheck.analysis.findings import Finding, Recommendation, findings, recommendations
 from envcheck.analysis.fleet import FleetAnalysis, analyse_fleet
 from envcheck.analysis.node import NodeAnalysis, analyse_node
+from envcheck.analysis.phases import BenchPhases, bench_phases
 from envcheck.analysis.results import CaseResult, case_results
 from envcheck.analysis.summary import Summary, summarise
 from envcheck.model import Bench, CaseKey, Environment, Gpu, Report
@@ -35,6 +36,7 @@ class BenchAnalysis:
     findings: tuple[Finding, ...]
     recommendations: tuple[Recommendation, ...]
     summary: Summary
+    phases: BenchPhases | None = None  # where the run's time went (None: not recorded)
 
     @cached_property
     def by_key(self) -> dict[CaseKey, CaseResult]:
@@ -68,7 +70,7 @@ def analyse_bench_in(env: Environment, bench: Bench) -> BenchAnalysis:
     results = case_results(bench, ceils)
     found = findings(bench, results, ceils)
     return BenchAnalysis(bench, env_gpu(env, bench), ceils, results, found, recommendations(found),
-                         summarise(results))
+                         summarise(results), bench_phases(bench))
 
 
 def analyse(report: Report) -> Analysis:

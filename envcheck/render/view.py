@@ -33,6 +33,7 @@ from envcheck.render import fmt
 from envcheck.render.checktext import all_localized
 from envcheck.render.i18n import check_counts, has, join, phrase, translate
 from envcheck.render.node_view import node_section, node_tiles
+from envcheck.render.phase_view import PhaseTable, phase_table
 from envcheck.render.tiles import Tile
 
 Escape = Callable[[str], str]
@@ -237,6 +238,7 @@ class BenchView:
     methodology: Methodology
     flag_legend: tuple[Flag, ...]  # flags that occur, for the legends of compact layouts
     roofline: bool
+    phases: PhaseTable | None = None  # where the run's time went (reports that recorded it)
 
 
 @dataclass(frozen=True)
@@ -616,6 +618,7 @@ def bench_view(ba: BenchAnalysis, lang: str, escape: Escape, prefix: str = "") -
         skipped_count=len(ba.bench.skipped), notes=tuple(p.note(n) for n in ba.bench.notes),
         methodology=_methodology(ba, p), flag_legend=legend,
         roofline=any(r.gbps and r.tflops for r in ba.results),
+        phases=phase_table(ba.phases, lang, escape),
     )
 
 

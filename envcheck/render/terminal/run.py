@@ -243,6 +243,11 @@ def bench_lines(console: Console, report: Report, b: BenchView, lang: str, bench
     if b.notes:
         heading(console, t("section.notes"))
         bullets(console, [("-", n) for n in b.notes])
+    if b.phases:
+        heading(console, t("section.phases"))
+        bullets(console, [("-", b.phases.explain),
+                          *((" ", f"{r.label}: {r.seconds} ({r.share})") for r in b.phases.rows),
+                          *(("-", line) for line in (b.phases.by_op, b.phases.slowest) if line)])
 
 
 def check_lines(console: Console, report: Report, lang: str) -> None:
