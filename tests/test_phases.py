@@ -139,7 +139,7 @@ def _timed_report() -> model.Report:
     cases = tuple(dataclasses.replace(c, phases={"first_call": 0.5, "settle": 0.25, "sampling": 0.25},
                                       span_s=(float(i), float(i) + 1.0)) for i, c in enumerate(b.cases))
     b = dataclasses.replace(b, cases=cases, phases={"startup": 7.0, "ceilings": 3.0}, duration_s=600.0)
-    return dataclasses.replace(r, benches=(b,))
+    return dataclasses.replace(r, benches=(b,), environment=dataclasses.replace(r.environment, probe_s=4.25))
 
 
 @pytest.mark.parametrize("lang", ["en", "zh-CN"])
@@ -151,6 +151,7 @@ def test_every_view_shows_where_the_time_went(lang: str) -> None:
     heading, startup = translate(lang, "section.phases"), translate(lang, "phase.startup")
     md = render_markdown(r, lang=lang, analysis=a, charts=())
     assert heading in md and f"| {startup} | 7.00 s | 1.2% |" in md
+    assert translate(lang, "phases.probe", probe="4.25 s") in md
     html = render_html(r, lang=lang, analysis=a, charts=())
     assert heading in html and "7.00 s" in html
     text = capture(lambda console: print_run(console, r, a, lang=lang), width=120)

@@ -70,7 +70,7 @@ def analyse_bench_in(env: Environment, bench: Bench) -> BenchAnalysis:
     results = case_results(bench, ceils)
     found = findings(bench, results, ceils)
     return BenchAnalysis(bench, env_gpu(env, bench), ceils, results, found, recommendations(found),
-                         summarise(results), bench_phases(bench))
+                         summarise(results), bench_phases(bench, env.probe_s))
 
 
 def analyse(report: Report) -> Analysis:

@@ -49,6 +49,7 @@ class BenchPhases:
     total_s: float | None  # the bench's wall time
     by_op: tuple[tuple[str, float], ...]  # seconds of every op's cases, most first
     slowest: tuple[CaseTime, ...]  # the SLOWEST cases that took longest, longest first
+    probe_s: float | None = None  # the probe of the machine before the suite (not part of its wall time)
 
 
 def case_phase(case: Case, phase: str) -> str:
@@ -65,8 +66,9 @@ def _add(into: dict[str, float], items: Iterable[tuple[str, float]]) -> None:
         into[name] = into.get(name, 0.0) + s
 
 
-def bench_phases(bench: Bench) -> BenchPhases | None:
-    """The phase table of ``bench``; None when it recorded no phases (an older report, or no run)."""
+def bench_phases(bench: Bench, probe_s: float | None = None) -> BenchPhases | None:
+    """The phase table of ``bench`` (``probe_s``: the environment's probe before it); None when it
+    recorded no phases (an older report, or no run)."""
     timed = [c for c in bench.cases if c.phases]
     if not bench.phases and not timed:
         return None
@@ -84,4 +86,4 @@ def bench_phases(bench: Bench) -> BenchPhases | None:
     _add(by_op, ((c.op, case_seconds(c)) for c in timed))
     slowest = sorted(timed, key=case_seconds, reverse=True)[:SLOWEST]
     return BenchPhases(rows, total, tuple(sorted(by_op.items(), key=lambda kv: -kv[1])),
-                       tuple(CaseTime(c.key, case_seconds(c), c.span_s) for c in slowest))
+                       tuple(CaseTime(c.key, case_seconds(c), c.span_s) for c in slowest), probe_s)

@@ -44,7 +44,8 @@ def phase_table(phases: BenchPhases | None, lang: str, escape: Callable[[str], s
                 if c.span_s is not None else "")
         cases.append(f"{escape(fmt.case_label(c.key))} {fmt.seconds(c.seconds)}{when}")
     return PhaseTable(
-        explain=translate(lang, "phases.explain", total=fmt.seconds(phases.total_s)),
+        explain=translate(lang, "phases.explain", total=fmt.seconds(phases.total_s))
+        + (translate(lang, "phases.probe", probe=fmt.seconds(phases.probe_s)) if phases.probe_s else ""),
         rows=rows,
         by_op=translate(lang, "phases.by_op", ops=ops) if phases.by_op else "",
         slowest=translate(lang, "phases.slowest", cases="; ".join(cases)) if cases else "",
