@@ -135,6 +135,9 @@ def _on_this_device() -> Callable[[Callable[[], Any]], Any]:
 
     if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
         return lambda fn: fn()
+    from triton.runtime.driver import driver
+
+    driver.active.get_current_device()  # Triton's driver made here, once, not by several threads at a time
     device, stream = torch.cuda.current_device(), torch.cuda.current_stream()
 
     def on_device(fn: Callable[[], Any]) -> Any:
