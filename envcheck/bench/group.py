@@ -89,6 +89,7 @@ class Prepared:
     watch: Stopwatch = field(default_factory=Stopwatch)  # its phases (model.CASE_PHASES) and span
     start_s: float = 0.0  # its span, on ``watch``: preparation began, sampling ended
     end_s: float | None = None
+    sustained: bool | None = None  # timed sustained (sampling.settle decides; None: not settled)
 
 
 def open_group(rt: Runtime, first: PlannedCase, seed: int) -> Group:

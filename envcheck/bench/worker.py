@@ -36,7 +36,7 @@ from envcheck.bench.protocol import (
     WindowSampled,
     WorkerPlan,
 )
-from envcheck.bench.sampling import sample, settle, span, to_case
+from envcheck.bench.sampling import POWER_PROBE_MS, sample, settle, span, to_case
 from envcheck.bench.suite import PlannedCase
 from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS, Timer
 from envcheck.model import BenchDevice, Case, MonitorWindow, Note, Skip
@@ -138,9 +138,13 @@ class Worker:
         self.emit(Started(dev, device.versions(torch)))
         try:
             if rt.cuda:
-                self._start_monitoring(dev)
+                self._start_monitoring(dev, rt)
                 if any(lookup(c.op, plan.ops).compute_bound for c in plan.cases):
-                    self.note(Note("bench.sustained", {"settle_ms": round(SUSTAIN_SETTLE_MS), "window_ms": round(SUSTAIN_WINDOW_MS)}))
+                    sustained = {"settle_ms": round(SUSTAIN_SETTLE_MS), "window_ms": round(SUSTAIN_WINDOW_MS)}
+                    if rt.limit_watch is None:  # every compute-bound implementation (sampling.py)
+                        self.note(Note("bench.sustained", sustained))
+                    else:
+                        self.note(Note("bench.sustained_limited", {"probe_ms": round(POWER_PROBE_MS), **sustained}))
                 if plan.ceilings:
                     self._l2_note(rt)
                     with self.watch.phase("ceilings"):
@@ -172,16 +176,17 @@ class Worker:
             return
         self._nvml = nvml
 
-    def _start_monitoring(self, dev: BenchDevice) -> None:
+    def _start_monitoring(self, dev: BenchDevice, rt: device.Runtime) -> None:
         if self._nvml is None:
             return
-        from envcheck.bench.monitor import Monitor
+        from envcheck.bench.monitor import LimitWatch, Monitor
 
         nvml = self._nvml
         # NVML numbers GPUs by PCI bus and ignores CUDA_VISIBLE_DEVICES; the UUID names the
         # same GPU in both, so CUDA device 0 is monitored even when it is NVML device 3.
         target: int | str = dev.uuid or dev.pci_bus_id or self.plan.index
         self._monitor_factory = lambda: Monitor(nvml, target, interval_s=MONITOR_INTERVAL_S)
+        rt.limit_watch = lambda: LimitWatch(nvml, target)
 
     def _l2_note(self, rt: device.Runtime) -> None:
         if rt.settings.cold_l2:
