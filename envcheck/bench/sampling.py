@@ -35,11 +35,12 @@ Which loads meet the limit is seen, not guessed: a compute-bound implementation 
 ``POWER_PROBE_MS`` while NVML's clock-event reasons are watched (``Runtime.limit_watch``). In the ramp
 above every capped load had its clock cut within 140-240 ms of an idle start (linear forward +
 backward at 140 ms, conv2d at 237 ms, matmul 8192^3 at 222 ms). A load under which no power or
-thermal reason showed keeps its top clock and has no swing to span: on an H200, every matmul
-below 2048^3, the IEEE fp32 ones (FMA, 530-575 W against the 700 W cap) and those of odd sizes ran
-at 1980 MHz without a reason in their 1.1 s sustained windows, their samples within 0.15% (CV) of
-each other (evidence/2026-11-26_0748Z_vm_2x-h200_node.json.gz), while every 16-bit and TF32 one from
-2048^3 up showed ``sw_power_cap``. Those are sampled as a memory-bound implementation is (``rep_ms``);
+thermal reason showed keeps its top clock and has no swing to span: on an H200 the matmuls below
+2048^3 (odd sizes included) ran at 1980 MHz without a reason through their 1.1 s sustained windows,
+their samples within 0.15% (CV) of each other (evidence/2026-11-26_0748Z_vm_2x-h200_node.json.gz), as
+did the IEEE fp32 ones up to 4096^3 (FMA, 530-575 W against the 700 W cap) in the run before sustained
+sampling (evidence/2026-11-26_0456Z_vm_h200.json.gz), while every 16-bit and TF32 one from 2048^3 up
+showed ``sw_power_cap`` in both. Those are sampled as a memory-bound implementation is (``rep_ms``):
 53 of the full suite's 80 matmul cases on an H200, 1.1 s of window and 0.1-0.6 s of settling each.
 Without NVML's reasons (no NVML, an old driver) every compute-bound implementation is sustained.
 

@@ -24,10 +24,10 @@ turns with each other (they would share one power budget: sampling.py) but one a
 each once it has settled (``Timer.settle``): its graph replayed back to back in blocks of
 ``SETTLE_BLOCK_US`` until the median of a block is within ``SETTLE_TOLERANCE`` of the block
 before, at most ``SETTLE_MAX_MS``. Its samples then measure the state it keeps under its own
-load, whatever ran before it. A compute-bound one (``sampling.py``) settles at least
-``SUSTAIN_SETTLE_MS`` and its GPU time's samples span at least ``SUSTAIN_WINDOW_MS``: such a load
-holds the top clock for its first 100-250 ms, until the power limiter cuts in, and swings with a
-period of about a second after that.
+load, whatever ran before it. A compute-bound one whose load meets the GPU's power or thermal
+limit (``sampling.py`` says how that is seen) settles at least ``SUSTAIN_SETTLE_MS`` and its GPU
+time's samples span at least ``SUSTAIN_WINDOW_MS``: such a load holds the top clock for its first
+100-250 ms, until the power limiter cuts in, and swings with a period of about a second after that.
 
 Two rules at the turn boundaries, both applied before a sample is taken, none dropped after:
 
