@@ -169,7 +169,7 @@ def sample(rt: Runtime, p: Prepared) -> None:
         window = SUSTAIN_WINDOW_MS
     regions.append(Region(_repeat(p.fn, batch), timer.eager_method, batch, window_ms=window))
     kinds.append("launch")
-    results = timer.measure_interleaved(regions)
+    results = timer.measure_interleaved(regions, stop_ci=None if sustain else timer.settings.stop_ci)
     if sustain:
         rt.sustained_until = timer.clock.host_s()
         p.notes.append(Note("case.sustained", {"window_ms": round(SUSTAIN_WINDOW_MS)}))

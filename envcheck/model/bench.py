@@ -596,6 +596,9 @@ class Settings:
     control: str | None = None
     # Triton kernels run by its interpreter on the CPU (``run --interpret``, schema 4).
     interpret: bool = field(default=False, metadata={OMIT_DEFAULT: True})
+    # Sequential stopping (bench/timer.py): a window of GPU-time samples ends once the 95% confidence
+    # interval of every graph region's median is within this fraction of it (None: each takes its count).
+    stop_ci: float | None = field(default=None, metadata={OMIT_DEFAULT: True})
 
     def __post_init__(self) -> None:
         if self.repeat is not None and self.repeat < 1:
@@ -608,6 +611,8 @@ class Settings:
                 raise ValueError(f"{name} must be a finite non-negative number")
         if not 1 <= self.min_samples <= self.max_samples:
             raise ValueError("need 1 <= min_samples <= max_samples")
+        if self.stop_ci is not None and not (math.isfinite(self.stop_ci) and 0 < self.stop_ci < 1):
+            raise ValueError("stop_ci must be a fraction between 0 and 1")
 
 
 @dataclass(frozen=True)

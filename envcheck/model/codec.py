@@ -31,7 +31,8 @@ JSON format history (``schema_version``):
       judged on their one whole-output statistic, as they were.
       Added within 4 (2026-11-29), fields an envcheck of schema 4 reads by leaving them out (the
       loader ignores names it does not know): where a run's time went, ``benches[].phases`` and a
-      case's ``phases`` and ``span_s`` (model/bench.py's ``BENCH_PHASES``, ``CASE_PHASES``).
+      case's ``phases`` and ``span_s`` (model/bench.py's ``BENCH_PHASES``, ``CASE_PHASES``);
+      ``settings.stop_ci`` (sequential stopping of a window: bench/timer.py).
 
 Upgrading schema 1 (``_upgrade_1``): derived numbers are dropped and recomputed by the
 analysis; ``error`` keeps its two statistics; a case with status ``error`` gets a

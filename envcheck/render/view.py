@@ -560,6 +560,8 @@ def _methodology(ba: BenchAnalysis, p: _Phraser) -> Methodology:
         notes.append(p.t("method.first_call"))
     if ba.ceilings.get("bandwidth", MEASURED) is not None:
         notes.append(p.t("method.measured_ceiling"))
+    if bench.settings.stop_ci is not None:
+        notes.append(p.t("method.stop_ci", ci=fmt.ratio_pct(bench.settings.stop_ci)))
     st = bench.settings
     settings: list[tuple[str, str]] = [
         ("warmup_ms", fmt.num(st.warmup_ms)), ("rep_ms", fmt.num(st.rep_ms)),
@@ -570,6 +572,8 @@ def _methodology(ba: BenchAnalysis, p: _Phraser) -> Methodology:
         settings.insert(3, ("cold_l2", p.t("yes") if st.cold_l2 else p.t("no")))
     else:
         settings.insert(3, ("threads", str(st.threads) if st.threads is not None else p.t("unknown")))
+    if st.stop_ci is not None:
+        settings.append(("stop_ci", fmt.ratio_pct(st.stop_ci)))
     if st.ops:
         settings.append(("ops", ",".join(st.ops)))
     if st.impls:
