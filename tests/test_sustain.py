@@ -154,3 +154,29 @@ def test_nvmls_reasons_say_whether_the_gpu_slowed() -> None:
     assert limited([0x1, 0x4]) is True  # sw_power_cap
     assert limited([0x1, 0x40]) is True  # hw thermal slowdown
     assert LimitWatch(None, 0).limited() is None  # no NVML: unknown
+
+
+def test_verify_ops_checks_a_sustained_and_a_held_clock_headline_per_compute_bound_op() -> None:
+    """tools/evidence/verify_ops.py --ops: the largest case, and the largest not timed sustained."""
+    import importlib.util
+    from pathlib import Path
+
+    from envcheck.model import Case, Timing
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "evidence" / "verify_ops.py"
+    loaded = importlib.util.spec_from_file_location("verify_ops", path)
+    verify_ops = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(verify_ops)
+    t = Timing.from_samples("cuda_graph", [10.0, 11.0])
+    held = Note("case.sustained", {"window_ms": 1000})
+
+    def case(op: str, shape: tuple[int, ...], sustained: bool = False) -> Case:
+        return Case(op, "torch", "fp16", "fp16", shape, gpu=t, notes=(held,) if sustained else ())
+
+    cases = [case("matmul", (8192, 8192, 8192), True), case("matmul", (1024, 1024, 1024)),
+             case("matmul", (512, 512, 512)), case("relu", (1 << 28,))]
+    ops = ("relu", "matmul")
+    assert verify_ops.parse(["--ops", "relu,matmul", "r.json"]) == (ops, ["r.json"])
+    assert verify_ops.parse(["r.json"]) == (verify_ops.NEW_OPS, ["r.json"]) and verify_ops.parse(["--x"]) is None
+    assert verify_ops.headline(cases, ops)["matmul"].shape == (8192, 8192, 8192)
+    assert {op: c.shape for op, c in verify_ops.headline(cases, ops, held=True).items()} == {"matmul": (1024, 1024, 1024)}
