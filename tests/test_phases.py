@@ -159,3 +159,19 @@ def test_every_view_shows_where_the_time_went(lang: str) -> None:
     # Without phases (every report before them), no table.
     old = factories.report()
     assert heading not in render_markdown(old, lang=lang, charts=())
+
+
+def test_a_node_run_says_where_the_node_tests_time_went() -> None:
+    from envcheck.analysis.phases import node_phases
+    from envcheck.model.node import Collectives, Launch, Node, PeerCopies
+
+    launch = Launch(("torchrun",), 0, 480.0, 14.0)
+    node = Node("h", (0, 1), peer=PeerCopies(duration_s=6.0), collectives=(Collectives("node", "nccl", 2, launch=launch),),
+                duration_s=30.0)
+    table = node_phases(node)
+    assert [(r.phase, r.seconds) for r in table.rows] == [("peer_copies", 6.0), ("collectives", 14.0), (OTHER, 10.0)]
+    assert node_phases(dataclasses.replace(node, duration_s=None)) is None and node_phases(None) is None
+    assert node_phases(dataclasses.replace(node, duration_s=12.0)) is None  # parts longer than the whole
+    r = dataclasses.replace(factories.report(), node=node)
+    md = render_markdown(r, charts=())
+    assert "Where the node tests' time went" in md and "| Collectives | 14.0 s | 47% |" in md

@@ -20,7 +20,7 @@ from envcheck.analysis.ceilings import Ceilings, ceilings, env_gpu
 from envcheck.analysis.findings import Finding, Recommendation, findings, recommendations
 from envcheck.analysis.fleet import FleetAnalysis, analyse_fleet
 from envcheck.analysis.node import NodeAnalysis, analyse_node
-from envcheck.analysis.phases import BenchPhases, bench_phases
+from envcheck.analysis.phases import BenchPhases, bench_phases, node_phases
 from envcheck.analysis.results import CaseResult, case_results
 from envcheck.analysis.summary import Summary, summarise
 from envcheck.model import Bench, CaseKey, Environment, Gpu, Report
@@ -53,6 +53,7 @@ class Analysis:
     node: NodeAnalysis | None = None  # a run with --gpus: the node's results against its links
     fleet: FleetAnalysis | None = None  # a fleet report
     burn: BurnAnalysis | None = None  # envcheck burn / run --burn: the burn-in's numbers and verdicts
+    node_phases: BenchPhases | None = None  # where the node tests' time went (run --gpus)
 
     @property
     def bench(self) -> BenchAnalysis | None:
@@ -79,7 +80,7 @@ def analyse(report: Report) -> Analysis:
         node = analyse_node(report.node, benches, report.environment) if report.node is not None else None
         fleet = analyse_fleet(report.fleet, analyse_bench_in) if report.fleet is not None else None
         burn = analyse_burn(report.burn) if report.burn is not None else None
-    return Analysis(report, benches, node, fleet, burn)
+    return Analysis(report, benches, node, fleet, burn, node_phases(report.node))
 
 
 __all__ = ["Analysis", "BenchAnalysis", "CaseResult", "Ceilings", "Finding", "FleetAnalysis", "NodeAnalysis",

@@ -8,6 +8,10 @@ once, in reading order, a case's first call named by what it is (``torch_compile
 ``first_call`` otherwise), and what no phase covers is ``other`` (events, monitor windows, freeing
 memory): the bench's ``duration_s`` less the rest. Reports written before phases were recorded have
 none (``bench_phases`` is None).
+
+A run over several GPUs (``run --gpus``) runs the node tests after the suites: ``node_phases`` splits
+their wall time (``Node.duration_s``) into the peer copies, the collective sweeps (each launch's wall
+time) and the rest (topology, counters, the Xid scan).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from envcheck.model import Bench, Case, CaseKey
+from envcheck.model.node import Node
 
 # The phases in the order a run goes through them (a case's: its first call, named by its
 # implementation, then the rest of model.CASE_PHASES).
@@ -87,3 +92,20 @@ def bench_phases(bench: Bench, probe_s: float | None = None) -> BenchPhases | No
     slowest = sorted(timed, key=case_seconds, reverse=True)[:SLOWEST]
     return BenchPhases(rows, total, tuple(sorted(by_op.items(), key=lambda kv: -kv[1])),
                        tuple(CaseTime(c.key, case_seconds(c), c.span_s) for c in slowest), probe_s)
+
+
+def node_phases(node: Node | None) -> BenchPhases | None:
+    """The node tests' time by test (module docstring); None without a node or its wall time."""
+    if node is None or not node.duration_s:
+        return None
+    seconds: dict[str, float] = {}
+    if node.peer is not None and node.peer.duration_s:
+        seconds["peer_copies"] = node.peer.duration_s
+    walls = [c.launch.wall_s for c in node.collectives if c.launch is not None]
+    if walls:
+        seconds["collectives"] = sum(walls)
+    total = node.duration_s
+    if sum(seconds.values()) > total * 1.01:  # parts longer than the whole: a record no run writes
+        return None
+    seconds[OTHER] = max(total - sum(seconds.values()), 0.0)
+    return BenchPhases(tuple(PhaseRow(n, s, s / total) for n, s in seconds.items()), total, (), ())

@@ -22,13 +22,16 @@ class PhaseLine:
 
 @dataclass(frozen=True)
 class PhaseTable:
+    title: str
     explain: str
     rows: tuple[PhaseLine, ...]
     by_op: str  # "matmul 98 s, softmax 12 s, ..." as one sentence
     slowest: str  # the slowest cases, each with its seconds and span
 
 
-def phase_table(phases: BenchPhases | None, lang: str, escape: Callable[[str], str]) -> PhaseTable | None:
+def phase_table(phases: BenchPhases | None, lang: str, escape: Callable[[str], str], node: bool = False
+                ) -> PhaseTable | None:
+    """A bench's table, or (``node``) the node tests'."""
     if phases is None:
         return None
 
@@ -43,9 +46,14 @@ def phase_table(phases: BenchPhases | None, lang: str, escape: Callable[[str], s
         when = (translate(lang, "phases.span", start=fmt.num(c.span_s[0]), end=fmt.num(c.span_s[1]))
                 if c.span_s is not None else "")
         cases.append(f"{escape(fmt.case_label(c.key))} {fmt.seconds(c.seconds)}{when}")
+    if node:
+        explain = translate(lang, "phases.node_explain", total=fmt.seconds(phases.total_s))
+    else:
+        explain = translate(lang, "phases.explain", total=fmt.seconds(phases.total_s)) + (
+            translate(lang, "phases.probe", probe=fmt.seconds(phases.probe_s)) if phases.probe_s else "")
     return PhaseTable(
-        explain=translate(lang, "phases.explain", total=fmt.seconds(phases.total_s))
-        + (translate(lang, "phases.probe", probe=fmt.seconds(phases.probe_s)) if phases.probe_s else ""),
+        title=translate(lang, "section.node_phases" if node else "section.phases"),
+        explain=explain,
         rows=rows,
         by_op=translate(lang, "phases.by_op", ops=ops) if phases.by_op else "",
         slowest=translate(lang, "phases.slowest", cases="; ".join(cases)) if cases else "",

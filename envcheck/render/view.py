@@ -259,6 +259,7 @@ class RunView:
     benches: tuple[BenchView, ...] = ()  # every device's, in report order
     node: Any = None  # render.node_view.Section: the node tests of a run with --gpus
     node_tiles: tuple[Tile, ...] = ()
+    node_phases: PhaseTable | None = None  # where the node tests' time went
 
     @property
     def several(self) -> bool:
@@ -735,6 +736,7 @@ def run_view(report: Report, analysis: Analysis, lang: str, escape: Escape) -> R
         benches=benches,
         node=node_section(analysis.node, lang, escape) if analysis.node is not None else None,
         node_tiles=node_tiles(analysis.node, lang, escape) if analysis.node is not None else (),
+        node_phases=phase_table(analysis.node_phases, lang, escape, node=True),
     )
 
 
