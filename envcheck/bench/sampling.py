@@ -48,7 +48,8 @@ An implementation that follows a sustained one within ``RECENT_MS`` (the next im
 same group: they are sampled back to back) meets the GPU already in the state the limiter holds it
 in: the one-second power average at the cap, the clock past its first dip. It settles at least
 ``RECENT_SETTLE_MS`` (and until its own time holds) and is sustained without a probe: 300 ms less
-for two of every three matmul implementations at the cap.
+for every implementation at the cap but the first of its group (the next group's preparation, a
+compile and a race, is far longer than ``RECENT_MS``).
 
 The CPU backend has launch time only, from host-clock batches, and nothing to settle. A failure
 falls on its own implementation only: a graph that fails to replay costs its case the GPU time
