@@ -263,7 +263,7 @@ class Worker:
 
     def _sample(self, rt: device.Runtime, p: Prepared) -> int | None:
         """Settle one prepared implementation, then sample it under a monitor window of its own
-        (sustained where its op is compute-bound: sampling.py); the window's index."""
+        (sustained where its load meets the GPU's power or thermal limit: sampling.py); the window's index."""
         with p.watch.phase("settle"):
             settle(rt, p)
         monitor = _SafeMonitor(self._monitor_factory if rt.cuda else None)
