@@ -82,7 +82,11 @@ def test_every_case_is_measured_with_graph_and_launch_times(run_events) -> None:
         if c.impl != "torch":
             assert c.compile_s is not None and c.compile_s > 0
         assert "case.output_not_poisoned" not in {n.key for n in c.notes}, c.key
+        # Where its time went (issue 39): every phase of a GPU case, and when it ran.
+        assert set(c.phases) == {"first_call", "check", "warmup", "graph", "settle", "sampling"}, c.key
+        assert c.span_s is not None and c.span_s[0] < c.span_s[1]
     assert windows and all(len(w.window.t_s) >= 2 and w.window.sm_mhz is not None for w in windows)
+    assert "inputs" in run_events[-1].phases
 
 
 def test_every_correct_kernel_passes_on_every_op_dtype_and_ragged_shape(run_events) -> None:

@@ -534,3 +534,21 @@ def test_empty_inputs_return_out_without_launching() -> None:
 
 if __name__ == "__main__":
     sys.exit(_child(sys.argv[1:]))
+
+
+def test_race_compiles_its_candidates_side_by_side(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The candidates' first calls (their compiles) run at the same time: each waits here for all the
+    others, which one call after another would never reach (issue 39: 72 s of compiling on an H200)."""
+    import threading
+
+    import torch
+
+    pytest.importorskip("triton")
+    from envcheck.bench.kernels.tuning import COMPILE_THREADS, POINTER, Tile, fastest
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    n = min(4, COMPILE_THREADS)
+    met = threading.Barrier(n, timeout=30)
+    tiles = [Tile(POINTER, 32 * (i + 1), 32, 32, 2, 4) for i in range(n)]
+    winner = fastest({t: met.wait for t in tiles}, measure=lambda fns: [float(i) for i in range(len(fns), 0, -1)])
+    assert winner == tiles[-1]

@@ -484,3 +484,25 @@ def test_a_region_with_its_own_window_and_spacer(device: FakeDevice) -> None:
 
     t = timer.measure(Region(op, GRAPH, window_ms=50.0, spacer=spacer))
     assert t.n == 500 and spaced == [1]
+
+
+def test_sequential_stopping_ends_a_window_once_its_median_is_fixed(device: FakeDevice) -> None:
+    """Issue 39: a settled GPU time holds within 0.5% after a few dozen samples; the window ends
+    there instead of after rep_ms, a noisy one still takes its count, a sustained one its span."""
+    from envcheck.bench.timer import STOP_MIN_SAMPLES, median_ci
+
+    assert median_ci(list(range(1, 21))) == (5, 16)  # n = 20: ranks 5 and 16 (1-based)
+    timer = Timer("cuda", settings(warmup_ms=1, rep_ms=100, min_samples=10, max_samples=150))
+
+    def window(noise: float, stop_ci: float | None, window_ms: float | None = None) -> tuple[Timing, Timing]:
+        graph = Region(device.op(1000.0, noise=noise), GRAPH, window_ms=window_ms)
+        got = timer.measure_interleaved([graph, Region(device.op(120.0, noise=0.05), EAGER)], stop_ci=stop_ci)
+        assert all(isinstance(t, Timing) for t in got)
+        return got[0], got[1]  # type: ignore[return-value]
+
+    steady, launch = window(0.001, 0.005)
+    assert STOP_MIN_SAMPLES <= steady.n < 50 and launch.n >= 10
+    assert steady.median_us == pytest.approx(1000.0, rel=0.005)
+    assert window(0.001, None)[0].n >= 100  # without the rule: rep_ms of 1 ms samples
+    assert window(0.05, 0.005)[0].n >= 100  # 5% noise never fixes a median within 0.5% in 100 samples
+    assert window(0.001, 0.005, window_ms=100.0)[0].n >= 100  # a window of its own is never cut short

@@ -24,9 +24,9 @@ def test_one_worker_runs_built_in_and_user_cases_through_the_same_prepare_and_sa
     seen: dict[str, list[str]] = {"prepare": [], "sample": []}
     real_prepare, real_sample = group.prepare, sampling.sample
 
-    def spy_prepare(rt, planned, g):
+    def spy_prepare(rt, planned, g, *watch):
         seen["prepare"].append(planned.op)
-        return real_prepare(rt, planned, g)
+        return real_prepare(rt, planned, g, *watch)
 
     def spy_sample(rt, p):
         seen["sample"].append(p.planned.op)

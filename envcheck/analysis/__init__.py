@@ -23,6 +23,7 @@ from envcheck.analysis.crosscheck import CrosscheckAnalysis, analyse_crosscheck
 from envcheck.analysis.findings import Finding, Recommendation, findings, recommendations
 from envcheck.analysis.fleet import FleetAnalysis, analyse_fleet
 from envcheck.analysis.node import NodeAnalysis, analyse_node
+from envcheck.analysis.phases import BenchPhases, bench_phases, node_phases
 from envcheck.analysis.results import CaseResult, case_results
 from envcheck.analysis.summary import Summary, summarise
 from envcheck.model import Bench, CaseKey, Environment, Gpu, Report
@@ -38,6 +39,7 @@ class BenchAnalysis:
     findings: tuple[Finding, ...]
     recommendations: tuple[Recommendation, ...]
     summary: Summary
+    phases: BenchPhases | None = None  # where the run's time went (None: not recorded)
 
     @cached_property
     def by_key(self) -> dict[CaseKey, CaseResult]:
@@ -56,6 +58,7 @@ class Analysis:
     burn: BurnAnalysis | None = None  # envcheck burn / run --burn: the burn-in's numbers and verdicts
     crosscheck: CrosscheckAnalysis | None = None  # run --crosscheck: ratios to independent tools, bars, findings
     fleet_crosschecks: tuple[tuple[str, CrosscheckAnalysis], ...] = ()  # fleet --crosscheck: (node's host, its own)
+    node_phases: BenchPhases | None = None  # where the node tests' time went (run --gpus)
 
     @property
     def bench(self) -> BenchAnalysis | None:
@@ -73,7 +76,7 @@ def analyse_bench_in(env: Environment, bench: Bench) -> BenchAnalysis:
     results = case_results(bench, ceils)
     found = findings(bench, results, ceils)
     return BenchAnalysis(bench, env_gpu(env, bench), ceils, results, found, recommendations(found),
-                         summarise(results))
+                         summarise(results), bench_phases(bench, env.probe_s))
 
 
 def analyse(report: Report) -> Analysis:
@@ -86,7 +89,7 @@ def analyse(report: Report) -> Analysis:
         nodes = report.fleet.nodes if report.fleet is not None else ()
         fleet_cross = tuple((n.host, analyse_crosscheck(n.crosscheck, n.benches, n.node)) for n in nodes
                             if n.crosscheck is not None)
-    return Analysis(report, benches, node, fleet, burn, cross, fleet_cross)
+    return Analysis(report, benches, node, fleet, burn, cross, fleet_cross, node_phases(report.node))
 
 
 __all__ = ["Analysis", "BenchAnalysis", "CaseResult", "Ceilings", "CrosscheckAnalysis", "Finding", "FleetAnalysis",

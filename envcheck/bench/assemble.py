@@ -42,6 +42,7 @@ def assemble(plan: Plan, outcome: BenchOutcome, started: str, duration_s: float)
         duration_s=round(duration_s, 3),
         versions=dict(outcome.versions),
         ops=plan.ops,
+        phases=dict(outcome.phases),
     )
 
 

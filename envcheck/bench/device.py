@@ -17,6 +17,7 @@ from envcheck.ops import OPS, OpSpec, lookup
 
 if TYPE_CHECKING:
     from envcheck.bench.code import OpCode
+    from envcheck.bench.monitor import LimitWatch
 
 def versions(torch: Any) -> dict[str, str]:
     """torch / triton / CUDA / jax versions the run used (only those known; jax's from its
@@ -117,6 +118,10 @@ class Runtime:
         self.source = source
         self.code_of = code  # "module:function" making a declared op's OpCode (the planner's choice)
         self._codes: dict[str, OpCode] = {}
+        # NVML's watch over the GPU's power and thermal limits while an implementation settles (None: no
+        # NVML), and when the last sustained window closed (host seconds): sampling.settle's two inputs.
+        self.limit_watch: Callable[[], LimitWatch] | None = None
+        self.sustained_until: float | None = None
 
     def spec(self, op: str) -> OpSpec:
         return lookup(op, self.ops)

@@ -31,6 +31,7 @@ from envcheck.bench.device import Runtime
 from envcheck.bench.failure import log, one_line
 from envcheck.bench.graphs import graph_region
 from envcheck.bench.l2 import Rotation, rotation_sets
+from envcheck.bench.phases import Stopwatch
 from envcheck.bench.suite import PlannedCase
 from envcheck.bench.timer import Region
 from envcheck.model import Accuracy, Case, Note, OutputAccuracy, Skip, Timing
@@ -85,6 +86,10 @@ class Prepared:
     gpu: Timing | None = None
     launch: Timing | None = None
     failure: BaseException | None = None  # raised while sampling: the case's failure, or skip if OOM
+    watch: Stopwatch = field(default_factory=Stopwatch)  # its phases (model.CASE_PHASES) and span
+    start_s: float = 0.0  # its span, on ``watch``: preparation began, sampling ended
+    end_s: float | None = None
+    sustained: bool | None = None  # timed sustained (sampling.settle decides; None: not settled)
 
 
 def open_group(rt: Runtime, first: PlannedCase, seed: int) -> Group:
@@ -168,12 +173,16 @@ def _bound(rt: Runtime, planned: PlannedCase, group: Group) -> list[Any]:
     return rt.code(planned.op).bound(planned, [(group.inputs, group.out), *group.extra_sets])
 
 
-def prepare(rt: Runtime, planned: PlannedCase, group: Group) -> Prepared | Case | Skip:
-    """Steps 1-4 of one implementation (out of memory propagates: see failure.guarded)."""
+def prepare(rt: Runtime, planned: PlannedCase, group: Group, watch: Stopwatch | None = None) -> Prepared | Case | Skip:
+    """Steps 1-4 of one implementation (out of memory propagates: see failure.guarded), each timed
+    as a phase of ``watch`` (model.CASE_PHASES; the Prepared keeps it for settling and sampling)."""
     timer = rt.timer
+    watch = watch if watch is not None else Stopwatch()
+    start = watch.now()
     try:
-        fns = _bound(rt, planned, group)
-        first_s = timer.first_call_s(fns[0])
+        with watch.phase("first_call"):  # binding it (torch.compile's wrapper) and its first call
+            fns = _bound(rt, planned, group)
+            first_s = timer.first_call_s(fns[0])
     except rt.oom:
         raise
     except jax_impl.NoDevice as e:  # a CPU-only jaxlib on a GPU machine: JAX cannot run here, not a failure
@@ -186,7 +195,8 @@ def prepare(rt: Runtime, planned: PlannedCase, group: Group) -> Prepared | Case 
 
     notes = list(group.notes)
     try:
-        tally, poisoned = _check(rt, planned, group, fns[0])
+        with watch.phase("check"):
+            tally, poisoned = _check(rt, planned, group, fns[0])
     except rt.oom:
         raise
     except Exception as e:  # noqa: BLE001 - the checked call or the comparison raised
@@ -197,15 +207,18 @@ def prepare(rt: Runtime, planned: PlannedCase, group: Group) -> Prepared | Case 
         notes.append(Note("case.output_not_poisoned"))
 
     run = Rotation(fns) if len(fns) > 1 else fns[0]
-    timer.warmup(run)
+    with watch.phase("warmup"):
+        timer.warmup(run)
     prepared = Prepared(planned, run, compile_s, tally.accuracy(), rotation_sets=len(fns), notes=notes,
-                        kernel=rt.code(planned.op).kernel(planned), outputs=tally.outputs())
+                        kernel=rt.code(planned.op).kernel(planned), outputs=tally.outputs(), watch=watch,
+                        start_s=start)
     if rt.cuda and planned.impl == "jax":
         # JAX launches on its own streams, which a torch CUDA graph cannot capture (jax_impl.py).
         prepared.notes.append(Note("case.jax_host_timed"))
     elif rt.cuda:
         try:
-            prepared.graph = graph_region(timer, run, len(fns))
+            with watch.phase("graph"):
+                prepared.graph = graph_region(timer, run, len(fns))
         except rt.oom:
             raise
         except Exception as e:  # noqa: BLE001 - e.g. an op that cannot be captured: launch time still stands

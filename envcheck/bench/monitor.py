@@ -34,7 +34,7 @@ from envcheck.probes.nvml import (
     slowing,
 )
 
-__all__ = ["Monitor", "reason_names", "window_state"]
+__all__ = ["LimitWatch", "Monitor", "reason_names", "window_state"]
 
 _EVENTS = "nvmlDeviceGetCurrentClocksEventReasons"
 _EVENTS_OLD = "nvmlDeviceGetCurrentClocksThrottleReasons"  # drivers before R535
@@ -246,6 +246,28 @@ class Monitor:
             return None
         except Exception:  # noqa: BLE001 - see _open
             return None
+
+
+class LimitWatch:
+    """Whether the GPU slowed for power or heat while the ``with`` block ran: NVML's clock-event
+    reasons (those ``slowing`` keeps) sampled every ``interval_s`` by a ``Monitor``. ``limited()``
+    is None where the driver gives no reasons (or there is no NVML): unknown."""
+
+    def __init__(self, nvml: Any, index: int | str, interval_s: float = 0.025) -> None:
+        self._monitor = Monitor(nvml, index, interval_s)
+
+    def __enter__(self) -> LimitWatch:
+        self._monitor.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._monitor.stop()
+
+    def limited(self) -> bool | None:
+        window = self._monitor.window()
+        if window is None or not window.reasons:
+            return None
+        return any(window.reasons)
 
 
 def _handle_call(device: int | str) -> tuple[str, int | str]:

@@ -26,7 +26,7 @@ dataclass below, in this order::
       window         WindowSampled(index, window)      the NVML samples of the group's sampling window
       case / skip    Measured(case) / Skipped(skip)    one per case of the group, same order
     note             Noted(note)                       any time: a key and parameters, never a sentence
-    done             Done()
+    done             Done(phases)                      seconds the worker spent on the ceilings and inputs
 
 ``i`` is the case's 0-based index in the plan; ``index`` numbers windows from 0 in the order
 sent, and a case's ``window`` is that number (``Bench.windows`` keeps them in the same order).
@@ -48,6 +48,7 @@ from typing import Any, ClassVar
 
 from envcheck.bench.suite import PlannedCase
 from envcheck.model import BenchDevice, Case, CeilingRun, MonitorWindow, Note, Settings, Skip, build, to_dict
+from envcheck.model.bench import check_phases
 from envcheck.ops import OpSpec, lookup
 
 WORKER_MODULE = "envcheck.bench.worker"
@@ -138,6 +139,10 @@ class Noted:
 @dataclass(frozen=True)
 class Done:
     kind: ClassVar[str] = "done"
+    phases: Mapping[str, float] = field(default_factory=dict)  # the worker's own of model.BENCH_PHASES, seconds
+
+    def __post_init__(self) -> None:
+        check_phases(self.phases)
 
 
 Event = Started | CeilingMeasured | CaseStarted | WindowSampled | Measured | Skipped | Noted | Done

@@ -18,7 +18,7 @@ merged without loss of a failure: the worst numeric error of any repeat, every n
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from envcheck.bench.runner import BenchOutcome
 from envcheck.model import Accuracy, Case, CaseKey, Note, Settings, Timing
@@ -67,7 +67,17 @@ def merge_cases(repeats: Sequence[tuple[int, Case]]) -> Case:
                 if c.launch is not None and first.launch is not None and c.launch.method == first.launch.method]
     return dataclasses.replace(
         first, gpu=_join(gpus) if gpus else None, launch=_join(launches) if launches else None,
-        accuracy=_worst([c.accuracy for _, c in measured]), notes=tuple(notes))
+        accuracy=_worst([c.accuracy for _, c in measured]), notes=tuple(notes),
+        phases=added(c.phases for _, c in repeats), span_s=None if len(repeats) > 1 else first.span_s)
+
+
+def added(phases: Iterable[Mapping[str, float]]) -> dict[str, float]:
+    """Seconds per phase over the repeats (a span is one worker's: several have none in common)."""
+    out: dict[str, float] = {}
+    for p in phases:
+        for name, s in p.items():
+            out[name] = round(out.get(name, 0.0) + s, 4)
+    return out
 
 
 def merge(outcomes: Sequence[BenchOutcome]) -> BenchOutcome:
@@ -102,4 +112,5 @@ def merge(outcomes: Sequence[BenchOutcome]) -> BenchOutcome:
         out.stop = stopped[0].stop
     last = outcomes[-1]
     out.stderr_tail, out.returncode, out.done = last.stderr_tail, last.returncode, all(o.done for o in outcomes)
+    out.phases = added(o.phases for o in outcomes)
     return out

@@ -66,6 +66,7 @@ class BenchOutcome:
     returncode: int | None = None
     done: bool = False
     stalled: bool = False  # stopped because no event came for ``stall_s``: the current case hung
+    phases: dict[str, float] = field(default_factory=dict)  # model.BENCH_PHASES: the worker's, startup, shutdown
 
     @property
     def finished(self) -> int:
@@ -99,6 +100,7 @@ class BenchOutcome:
             self.versions = dict(ev.versions)
         elif isinstance(ev, Done):
             self.done = True
+            self.phases.update(ev.phases)
 
 
 class Signalled(BaseException):
@@ -159,6 +161,7 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float, popen: Popen | Non
     """
     assert plan.backend is not None, "a plan without a device has nothing to run"
     out = BenchOutcome()
+    spawned = clock()
     try:
         proc = WorkerProcess.start(command, popen) if popen else WorkerProcess.start(command)
     except OSError as e:
@@ -166,13 +169,14 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float, popen: Popen | Non
         return out
 
     ignored = 0
+    done_seen: float | None = None  # when its ``done`` came
     examples: list[str] = []
     current: CaseKey | None = None
     ended_by: tuple[StopCause, str | None] | None = None  # stopped here, and by which signal
     stop_after = timeout  # the limit that stopped it, as the report gives it
 
     def handle(line: str) -> None:
-        nonlocal current, last_event, ignored
+        nonlocal current, last_event, ignored, done_seen
         last_event = clock()
         text = line.strip()
         if not text:
@@ -189,6 +193,10 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float, popen: Popen | Non
             current = ev.case.key
         elif isinstance(ev, (Measured, Skipped)):
             current = None
+        elif isinstance(ev, Started):
+            out.phases.setdefault("startup", round(last_event - spawned, 4))  # imports, CUDA context, NVML
+        elif isinstance(ev, Done):
+            done_seen = last_event
         on_event(ev)
 
     deadline = clock() + timeout
@@ -246,6 +254,8 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float, popen: Popen | Non
                     handle(line)
                 except KeyboardInterrupt:
                     break
+            if done_seen is not None:  # its last event until it was gone (CUDA teardown, compile workers)
+                out.phases["shutdown"] = round(max(clock() - done_seen, 0.0), 4)
 
     out.returncode = proc.returncode
     out.stderr_tail = "\n".join(proc.tail)

@@ -150,9 +150,12 @@ OP_SIZES: dict[str, OpSizes] = {
 
 # The presets: how samples are taken (timer.py states the rule). At most 150 samples per
 # timing keeps every raw sample of the full suite (~260 cases, 2 timings each, and the NVML
-# windows) in a report under 1 MB; ~1 ms graph replays over rep_ms = 100 give about 100.
-GPU_SETTINGS = Settings(warmup_ms=25, rep_ms=100, min_samples=10, max_samples=150, cold_l2=True)
-GPU_QUICK_SETTINGS = Settings(warmup_ms=10, rep_ms=40, min_samples=10, max_samples=100, cold_l2=True)
+# windows) in a report under 1 MB; ~1 ms graph replays over rep_ms = 100 give about 100. A window
+# ends once its GPU times' medians are fixed within 0.5% (stop_ci: timer.py's sequential stopping),
+# half the 1% within which they agree with triton.testing.do_bench_cudagraph (tools/evidence/verify_timer.py).
+GPU_SETTINGS = Settings(warmup_ms=25, rep_ms=100, min_samples=10, max_samples=150, cold_l2=True, stop_ci=0.005)
+GPU_QUICK_SETTINGS = Settings(warmup_ms=10, rep_ms=40, min_samples=10, max_samples=100, cold_l2=True,
+                              stop_ci=0.005)
 # The CPU warms longer (thread pools, page faults of fresh buffers) and takes at least 20
 # samples: a host clock around a shared machine's work needs more of them than CUDA events.
 CPU_SETTINGS = Settings(warmup_ms=50, rep_ms=100, min_samples=20, max_samples=200, cold_l2=False)

@@ -10,6 +10,7 @@ order. One case failing never ends the run (failure.py).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 import time
@@ -22,6 +23,7 @@ from envcheck.bench.failure import guarded, log, one_line
 from envcheck.bench.group import Prepared, open_group, prepare
 from envcheck.bench.impls import tf32_matmul
 from envcheck.bench.l2 import ROTATE_L2_MULTIPLE, SMALL_BYTES
+from envcheck.bench.phases import Stopwatch
 from envcheck.bench.protocol import (
     CaseStarted,
     CeilingMeasured,
@@ -34,7 +36,7 @@ from envcheck.bench.protocol import (
     WindowSampled,
     WorkerPlan,
 )
-from envcheck.bench.sampling import sample, settle, to_case
+from envcheck.bench.sampling import POWER_PROBE_MS, sample, settle, span, to_case
 from envcheck.bench.suite import PlannedCase
 from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS, Timer
 from envcheck.model import BenchDevice, Case, MonitorWindow, Note, Skip
@@ -102,6 +104,7 @@ class Worker:
         self._monitor_factory: Callable[[], Any] | None = None
         self._nvml: Any = None
         self._windows = 0
+        self.watch = Stopwatch()  # the run's phases that belong to no one case (model.BENCH_PHASES); spans' zero
 
     def note(self, note: Note) -> None:
         self.emit(Noted(note))
@@ -117,7 +120,7 @@ class Worker:
                 self.note(reason)
                 for c in plan.cases:
                     self.emit(Skipped(c.skip(reason)))
-                self.emit(Done())
+                self.emit(Done(self.watch.rounded()))
                 return
             torch.cuda.set_device(plan.index)
             self._open_nvml()
@@ -135,12 +138,17 @@ class Worker:
         self.emit(Started(dev, device.versions(torch)))
         try:
             if rt.cuda:
-                self._start_monitoring(dev)
+                self._start_monitoring(dev, rt)
                 if any(lookup(c.op, plan.ops).compute_bound for c in plan.cases):
-                    self.note(Note("bench.sustained", {"settle_ms": round(SUSTAIN_SETTLE_MS), "window_ms": round(SUSTAIN_WINDOW_MS)}))
+                    sustained = {"settle_ms": round(SUSTAIN_SETTLE_MS), "window_ms": round(SUSTAIN_WINDOW_MS)}
+                    if rt.limit_watch is None:  # every compute-bound implementation (sampling.py)
+                        self.note(Note("bench.sustained", sustained))
+                    else:
+                        self.note(Note("bench.sustained_limited", {"probe_ms": round(POWER_PROBE_MS), **sustained}))
                 if plan.ceilings:
                     self._l2_note(rt)
-                    self._measure_ceilings(rt)
+                    with self.watch.phase("ceilings"):
+                        self._measure_ceilings(rt)
             else:
                 self.note(Note("bench.cpu_timing", {"threads": int(torch.get_num_threads())}))
             seed = plan.settings.seed
@@ -151,7 +159,7 @@ class Worker:
             if self._nvml is not None:
                 with contextlib.suppress(Exception):
                     self._nvml.shutdown()
-        self.emit(Done())
+        self.emit(Done(self.watch.rounded()))
 
     # ----------------------------------------------------------------------- set-up
 
@@ -168,16 +176,17 @@ class Worker:
             return
         self._nvml = nvml
 
-    def _start_monitoring(self, dev: BenchDevice) -> None:
+    def _start_monitoring(self, dev: BenchDevice, rt: device.Runtime) -> None:
         if self._nvml is None:
             return
-        from envcheck.bench.monitor import Monitor
+        from envcheck.bench.monitor import LimitWatch, Monitor
 
         nvml = self._nvml
         # NVML numbers GPUs by PCI bus and ignores CUDA_VISIBLE_DEVICES; the UUID names the
         # same GPU in both, so CUDA device 0 is monitored even when it is NVML device 3.
         target: int | str = dev.uuid or dev.pci_bus_id or self.plan.index
         self._monitor_factory = lambda: Monitor(nvml, target, interval_s=MONITOR_INTERVAL_S)
+        rt.limit_watch = lambda: LimitWatch(nvml, target)
 
     def _l2_note(self, rt: device.Runtime) -> None:
         if rt.settings.cold_l2:
@@ -224,7 +233,8 @@ class Worker:
         total = len(self.plan.cases)
         head = cases[0]
         try:
-            group = open_group(rt, head, seed)
+            with self.watch.phase("inputs"):
+                group = open_group(rt, head, seed)
         except Exception as e:  # noqa: BLE001 - e.g. an input that cannot be drawn: the group's cases fail
             log(f"{head.group_label}: setting up the group failed", e)
             rt.after_failure()
@@ -239,25 +249,31 @@ class Worker:
                 self.emit(CaseStarted(first + j, total, pc))
                 if group.skip is not None:
                     results.append(pc.skip(group.skip))
-                else:
-                    results.append(guarded(rt, pc, "run", lambda pc=pc, g=group: prepare(rt, pc, g)))
+                    continue
+                watch, start = self.watch.child(), self.watch.now()
+                got = guarded(rt, pc, "run", lambda pc=pc, g=group, w=watch: prepare(rt, pc, g, w))
+                results.append(_timed(got, watch, start))
             windows = {id(r): self._sample(rt, r) for r in results if isinstance(r, Prepared)}
             for r in results:
                 if isinstance(r, Prepared):
-                    r = guarded(rt, r.planned, "sample", lambda p=r: to_case(p, windows[id(p)]))
+                    p = r
+                    r = _timed(guarded(rt, p.planned, "sample", lambda p=p: to_case(p, windows[id(p)])), p.watch,
+                               p.start_s, span(p)[1])
                 self.emit(Skipped(r) if isinstance(r, Skip) else Measured(r))
 
     def _sample(self, rt: device.Runtime, p: Prepared) -> int | None:
         """Settle one prepared implementation, then sample it under a monitor window of its own
-        (sustained where its op is compute-bound: sampling.py); the window's index."""
-        settle(rt, p)
+        (sustained where its load meets the GPU's power or thermal limit: sampling.py); the window's index."""
+        with p.watch.phase("settle"):
+            settle(rt, p)
         monitor = _SafeMonitor(self._monitor_factory if rt.cuda else None)
-        with monitor:
+        with p.watch.phase("sampling"), monitor:
             try:
                 sample(rt, p)
             except Exception as e:  # noqa: BLE001 - this implementation's measurement failed as a whole
                 log(f"{p.planned.label}: sampling failed", e)
                 p.failure = p.failure or e
+        p.end_s = p.watch.now()
         samples = monitor.window()
         if samples is None:
             return None
@@ -265,6 +281,16 @@ class Worker:
         self._windows += 1
         self.emit(WindowSampled(window, samples))
         return window
+
+
+def _timed(result: Case | Skip | Prepared, watch: Stopwatch, start: float, end: float | None = None
+           ) -> Case | Skip | Prepared:
+    """A failed case with the phases and span its work took (a Prepared carries its own; a Case
+    built from one has them already)."""
+    if not isinstance(result, Case) or result.phases or result.span_s is not None:
+        return result
+    end = watch.now() if end is None else end
+    return dataclasses.replace(result, phases=watch.rounded(), span_s=(round(start, 4), round(max(end, start), 4)))
 
 
 def _protocol_stream() -> TextIO:

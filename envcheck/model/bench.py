@@ -37,6 +37,17 @@ CONTROLS = ("vector_add_extra_bytes",)
 
 ParamValue = str | int | float | bool | None | tuple[str | int | float, ...]
 
+# Where a bench's wall time went, in seconds, as the runner and the worker clocked it (raw: the
+# shares are the analysis's, analysis/phases.py). ``Bench.phases``: the parts that belong to no one
+# case: ``startup`` (the worker started until it said so: imports, the CUDA context, NVML),
+# ``ceilings`` (the measured ceilings), ``inputs`` (drawing every group's tensors), ``shutdown``
+# (the worker's last event until it exited). ``Case.phases``: a case's own: ``first_call`` (a
+# torch case's first call; the other implementations' is ``compile_s``), ``check`` (its checked
+# calls against the reference), ``warmup``, ``graph`` (capturing and sizing its CUDA graph),
+# ``settle`` and ``sampling``. Other names are kept as recorded (a newer envcheck's).
+BENCH_PHASES = ("startup", "ceilings", "inputs", "shutdown")
+CASE_PHASES = ("first_call", "check", "warmup", "graph", "settle", "sampling")
+
 
 class Samples:
     """An immutable sequence of float32 values: timing samples, stored compactly.
@@ -267,6 +278,16 @@ class Note:
         return hash((self.key, tuple(sorted(self.params.items()))))
 
 
+def check_phases(phases: Mapping[str, float]) -> None:
+    """Phase names are names (``valid_name``) and their seconds finite and non-negative."""
+    for name, seconds in phases.items():
+        if not valid_name(name):
+            raise ValueError(f"phase name {name!r}: use letters, digits and _.-")
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not (
+                math.isfinite(seconds) and seconds >= 0):
+            raise ValueError(f"phase {name}: seconds must be a finite non-negative number")
+
+
 LEGACY_TEXT = "legacy.text"
 # Field metadata: the report's JSON leaves the field out where it holds its default (model/codec.py).
 OMIT_DEFAULT = "omit_default"
@@ -397,7 +418,10 @@ class Case:
     not be measured (then it has no timings). ``window``: index into ``Bench.windows`` of the
     NVML samples taken while its group was sampled. ``rotation_sets``: sets of inputs and
     outputs it cycled through to keep L2 cold (1: none). ``notes``: what went wrong without
-    stopping the measurement (e.g. no GPU time because graph capture failed).
+    stopping the measurement (e.g. no GPU time because graph capture failed). ``phases``: the
+    seconds its own phases took (``CASE_PHASES``); ``span_s``: when its work began and ended, in
+    seconds since its worker started (the implementations of a group are prepared one after the
+    other, then sampled one after the other: spans of one group overlap).
     """
 
     op: str
@@ -416,6 +440,8 @@ class Case:
     kernel: str | None = None  # which of envcheck's Triton kernels and tile ran (matmul: the race's winner)
     notes: tuple[Note, ...] = ()
     monitor: MonitorSummary | None = None  # schema-1 reports only; see ``window``
+    phases: Mapping[str, float] = field(default_factory=dict)
+    span_s: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         # A built-in op is checked against the registry here; a declared (user's) op only for
@@ -439,6 +465,9 @@ class Case:
             raise ValueError("compile_s must be a finite non-negative number")
         if self.rotation_sets < 1:
             raise ValueError("rotation_sets must be at least 1")
+        check_phases(self.phases)
+        if self.span_s is not None and not (0 <= self.span_s[0] <= self.span_s[1] and math.isfinite(self.span_s[1])):
+            raise ValueError("span_s must be a start and an end in seconds, 0 <= start <= end")
 
     @property
     def key(self) -> CaseKey:
@@ -567,6 +596,9 @@ class Settings:
     control: str | None = None
     # Triton kernels run by its interpreter on the CPU (``run --interpret``, schema 4).
     interpret: bool = field(default=False, metadata={OMIT_DEFAULT: True})
+    # Sequential stopping (bench/timer.py): a window of GPU-time samples ends once the 95% confidence
+    # interval of every graph region's median is within this fraction of it (None: each takes its count).
+    stop_ci: float | None = field(default=None, metadata={OMIT_DEFAULT: True})
 
     def __post_init__(self) -> None:
         if self.repeat is not None and self.repeat < 1:
@@ -579,6 +611,8 @@ class Settings:
                 raise ValueError(f"{name} must be a finite non-negative number")
         if not 1 <= self.min_samples <= self.max_samples:
             raise ValueError("need 1 <= min_samples <= max_samples")
+        if self.stop_ci is not None and not (math.isfinite(self.stop_ci) and 0 < self.stop_ci < 1):
+            raise ValueError("stop_ci must be a fraction between 0 and 1")
 
 
 @dataclass(frozen=True)
@@ -617,8 +651,10 @@ class Bench:
     versions: dict[str, str] = field(default_factory=dict)  # torch / triton / cuda used for the run
     recorded_ceilings: tuple[RecordedCeiling, ...] = ()  # schema-1 reports only
     ops: tuple[OpSpec, ...] = ()  # the user's own ops (``envcheck bench``): their declarations
+    phases: Mapping[str, float] = field(default_factory=dict)  # seconds, BENCH_PHASES
 
     def __post_init__(self) -> None:
+        check_phases(self.phases)
         for c in self.cases:
             if c.window is not None and not 0 <= c.window < len(self.windows):
                 raise ValueError(f"case window {c.window} is not one of the {len(self.windows)} monitor windows")

@@ -29,7 +29,12 @@ JSON format history (``schema_version``):
       output is y, dx and dW flattened one after the other (before: dx over dW), softmax_fwbw's
       y over dx with ``outputs`` y and dx (before: dx alone); reports without ``outputs`` are
       judged on their one whole-output statistic, as they were.
-  5 - additions only (2026-11-29): ``crosscheck`` (``run --crosscheck``; a fleet node's ``crosscheck``): what
+      Added within 4 (2026-11-28), fields an envcheck of schema 4 reads by leaving them out (the
+      loader ignores names it does not know): where a run's time went, ``benches[].phases`` and a
+      case's ``phases`` and ``span_s`` (model/bench.py's ``BENCH_PHASES``, ``CASE_PHASES``);
+      ``settings.stop_ci`` (sequential stopping of a window: bench/timer.py); a collective's
+      ``registered_*`` (its GPU time on NCCL-registered buffers: model/node.py).
+  5 - additions only (2026-11-28): ``crosscheck`` (``run --crosscheck``; a fleet node's ``crosscheck``): what
       independent tools (``do_bench_cudagraph``, a plain torch copy, a ``torch.distributed`` loop, nccl-tests)
       measured of the same work in the same run, raw (model/crosscheck.py). The bump makes an older envcheck
       say it is too old instead of reading the report without the cross-checks its verdict depends on.

@@ -33,6 +33,7 @@ from envcheck.render import fmt
 from envcheck.render.checktext import all_localized
 from envcheck.render.i18n import check_counts, has, join, phrase, translate
 from envcheck.render.node_view import node_section, node_tiles
+from envcheck.render.phase_view import PhaseTable, phase_table
 from envcheck.render.tiles import Tile
 
 Escape = Callable[[str], str]
@@ -237,6 +238,7 @@ class BenchView:
     methodology: Methodology
     flag_legend: tuple[Flag, ...]  # flags that occur, for the legends of compact layouts
     roofline: bool
+    phases: PhaseTable | None = None  # where the run's time went (reports that recorded it)
 
 
 @dataclass(frozen=True)
@@ -257,6 +259,7 @@ class RunView:
     benches: tuple[BenchView, ...] = ()  # every device's, in report order
     node: Any = None  # render.node_view.Section: the node tests of a run with --gpus
     node_tiles: tuple[Tile, ...] = ()
+    node_phases: PhaseTable | None = None  # where the node tests' time went
 
     @property
     def several(self) -> bool:
@@ -558,6 +561,8 @@ def _methodology(ba: BenchAnalysis, p: _Phraser) -> Methodology:
         notes.append(p.t("method.first_call"))
     if ba.ceilings.get("bandwidth", MEASURED) is not None:
         notes.append(p.t("method.measured_ceiling"))
+    if bench.settings.stop_ci is not None:
+        notes.append(p.t("method.stop_ci", ci=fmt.ratio_pct(bench.settings.stop_ci)))
     st = bench.settings
     settings: list[tuple[str, str]] = [
         ("warmup_ms", fmt.num(st.warmup_ms)), ("rep_ms", fmt.num(st.rep_ms)),
@@ -568,6 +573,8 @@ def _methodology(ba: BenchAnalysis, p: _Phraser) -> Methodology:
         settings.insert(3, ("cold_l2", p.t("yes") if st.cold_l2 else p.t("no")))
     else:
         settings.insert(3, ("threads", str(st.threads) if st.threads is not None else p.t("unknown")))
+    if st.stop_ci is not None:
+        settings.append(("stop_ci", fmt.ratio_pct(st.stop_ci)))
     if st.ops:
         settings.append(("ops", ",".join(st.ops)))
     if st.impls:
@@ -616,6 +623,7 @@ def bench_view(ba: BenchAnalysis, lang: str, escape: Escape, prefix: str = "") -
         skipped_count=len(ba.bench.skipped), notes=tuple(p.note(n) for n in ba.bench.notes),
         methodology=_methodology(ba, p), flag_legend=legend,
         roofline=any(r.gbps and r.tflops for r in ba.results),
+        phases=phase_table(ba.phases, lang, escape),
     )
 
 
@@ -728,6 +736,7 @@ def run_view(report: Report, analysis: Analysis, lang: str, escape: Escape) -> R
         benches=benches,
         node=node_section(analysis.node, lang, escape) if analysis.node is not None else None,
         node_tiles=node_tiles(analysis.node, lang, escape) if analysis.node is not None else (),
+        node_phases=phase_table(analysis.node_phases, lang, escape, node=True),
     )
 
 

@@ -237,8 +237,9 @@ def measure_row(rt: Any, nvml: Any, target: Any, op: str, dtype: str, shape: tup
     from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS, Timer
     from envcheck.model import Settings
 
-    # A compute-bound op is sampled sustained on envcheck's side (sampling.py): the reference gets the
-    # same settling and window.
+    # A compute-bound op may be sampled sustained on envcheck's side (sampling.py: where the GPU slowed
+    # for power or heat): the reference always gets the sustained settling and window, so where envcheck
+    # sampled over rep_ms only (a load that held its clock), a second's reference shows that was enough.
     sustain = sustains(rt, op)
     settle_ms, window_ms = (SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS) if sustain else (SETTLE_MS, WINDOW_MS)
     warm = Timer("cuda", Settings(warmup_ms=settle_ms))  # do_bench_cudagraph has no settling of its own
@@ -298,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     import triton
 
     from envcheck.bench import device
+    from envcheck.bench.monitor import LimitWatch
     from envcheck.bench.sizes import describe
     from envcheck.bench.timer import Timer
     from envcheck.model import Settings
@@ -331,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     runtimes = [device.Runtime(torch, "cuda", index, dev, Timer("cuda", s), s, ops=ops, source=args.source,
                                 code=CODE)
                 for s in variants]
+    for rt in runtimes:  # the worker's rule for which compute-bound implementations are sustained (sampling.py)
+        rt.limit_watch = lambda: LimitWatch(nvml, dev.uuid or index)
 
     print(f"GPU: {dev.name} ({dev.pci_bus_id})  torch {torch.__version__}  triton {triton.__version__}")
     if user:

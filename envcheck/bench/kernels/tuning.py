@@ -18,7 +18,8 @@ chose a tile for bf16 1024^3 that ran at 0.41x of cuBLAS; the graph race chooses
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,13 @@ RACE_SETTINGS = Settings(warmup_ms=300.0, rep_ms=25.0, min_samples=10, max_sampl
 
 # GPU time per call (us) of each callable, or the exception that stopped it.
 Measure = Callable[[list[Callable[[], Any]]], list["float | BaseException"]]
+# The candidates' first calls (each compiles its kernel) run this many at a time. Triton releases the
+# GIL while LLVM optimises and ptxas assembles (the bulk of a compile: a thread spinning beside a
+# compile was never held up more than ~20 ms), and its JIT caches take a kernel compiled in any
+# thread (triton.AsyncCompileMode compiles in a thread pool for the same reason, triton PR 7306). A
+# race of 7 new kernels took 5-10 s one after the other on an H200 (matmul 1000^3 fp16: 5.5 s, IEEE
+# fp32: 9.6 s; evidence/2026-11-26_0456Z_vm_h200.json.gz, compile_s): 72 s of its 95 s of compiling.
+COMPILE_THREADS = 8
 
 
 @dataclass(frozen=True)
@@ -75,19 +83,18 @@ class Tile:
 def fastest(candidates: Mapping[Tile, Callable[[], Any]], measure: Measure | None = None) -> Tile:
     """The candidate whose call takes the least GPU time; each callable runs the whole problem.
 
-    A candidate that fails on its first call (too much shared memory for this GPU, a feature
-    this GPU lacks) or while timed drops out. When every one fails, the first failure is raised.
+    The candidates' first calls (their compiles) run side by side (``first_calls``). A candidate
+    that fails on its first call (too much shared memory for this GPU, a feature this GPU lacks) or
+    while timed drops out. When every one fails, the first failure (in candidate order) is raised.
     ``measure`` replaces the CUDA-graph timing (tests).
     """
     import torch
 
     alive: dict[Tile, Callable[[], Any]] = {}
     first_error: BaseException | None = None
-    for tile, fn in candidates.items():
-        try:
-            fn()  # compiles
-        except Exception as e:  # noqa: BLE001 - out of resources, unsupported: this candidate only
-            first_error = first_error or e
+    for (tile, fn), error in zip(candidates.items(), first_calls(list(candidates.values())), strict=True):
+        if error is not None:  # out of resources, unsupported: this candidate only
+            first_error = first_error or error
             continue
         alive[tile] = fn
     if not alive:
@@ -101,6 +108,43 @@ def fastest(candidates: Mapping[Tile, Callable[[], Any]], measure: Measure | Non
         failure = next(t for t in times.values() if isinstance(t, BaseException))
         raise failure
     return min(timed, key=timed.__getitem__)
+
+
+def first_calls(fns: Sequence[Callable[[], Any]]) -> list[Exception | None]:
+    """Call each of ``fns`` once, up to COMPILE_THREADS at a time, each on the caller's CUDA device
+    and stream; what each raised (None: it ran). Returns once every call was made and its work queued."""
+    run = _on_this_device()
+
+    def first(fn: Callable[[], Any]) -> Exception | None:
+        try:
+            run(fn)
+        except Exception as e:  # noqa: BLE001 - the candidate's own failure, handed back
+            return e
+        return None
+
+    if len(fns) <= 1:
+        return [first(fn) for fn in fns]
+    with ThreadPoolExecutor(min(len(fns), COMPILE_THREADS), thread_name_prefix="envcheck-compile") as pool:
+        return list(pool.map(first, fns))
+
+
+def _on_this_device() -> Callable[[Callable[[], Any]], Any]:
+    """How a pool thread calls a candidate: on the caller's CUDA device and stream (a new thread's
+    current device is device 0, its stream the default one), or plainly where CUDA is not in use."""
+    import torch
+
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return lambda fn: fn()
+    from triton.runtime.driver import driver
+
+    driver.active.get_current_device()  # Triton's driver made here, once, not by several threads at a time
+    device, stream = torch.cuda.current_device(), torch.cuda.current_stream()
+
+    def on_device(fn: Callable[[], Any]) -> Any:
+        with torch.cuda.device(device), torch.cuda.stream(stream):
+            return fn()
+
+    return on_device
 
 
 def graph_times(fns: list[Callable[[], Any]]) -> list[float | BaseException]:

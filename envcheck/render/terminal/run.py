@@ -22,6 +22,7 @@ from envcheck.render import fmt
 from envcheck.render.checktext import all_localized
 from envcheck.render.escape import term
 from envcheck.render.i18n import check_counts, translate
+from envcheck.render.phase_view import PhaseTable
 from envcheck.render.terminal.console import bullets, heading, print_fitted, started, table, wide
 from envcheck.render.view import FLAG_ORDER, BenchView, CaseRow, FindingView, OpSection, bench_view
 from envcheck.render.writing import written_lines
@@ -243,6 +244,15 @@ def bench_lines(console: Console, report: Report, b: BenchView, lang: str, bench
     if b.notes:
         heading(console, t("section.notes"))
         bullets(console, [("-", n) for n in b.notes])
+    if b.phases:
+        phase_lines(console, b.phases)
+
+
+def phase_lines(console: Console, p: PhaseTable) -> None:
+    """Where a run's (or the node tests') time went: one line a phase."""
+    heading(console, p.title)
+    bullets(console, [("-", p.explain), *((" ", f"{r.label}: {r.seconds} ({r.share})") for r in p.rows),
+                      *(("-", line) for line in (p.by_op, p.slowest) if line)])
 
 
 def check_lines(console: Console, report: Report, lang: str) -> None:
@@ -290,6 +300,8 @@ def _print_node_run(console: Console, report: Report, analysis: Analysis, lang: 
                        + (f" [dim]({'; '.join(x.lines)})[/]" if x.lines else "")) for x in v.node_tiles])
     if v.node is not None:
         print_section(console, v.node, lang)
+    if v.node_phases is not None:
+        phase_lines(console, v.node_phases)
     for bv, ba in zip(v.benches, analysis.benches, strict=True):
         heading(console, bv.title)
         bench_lines(console, report, bv, lang, ba.bench)

@@ -1,0 +1,49 @@
+"""Where the worker's time goes: wall seconds per phase, added up as the worker runs.
+
+A ``Stopwatch`` times named phases on the host clock (``perf_counter``): ``with watch.phase("check"):``
+adds the block's seconds to that phase, ``watch.now()`` is the seconds since the stopwatch started
+(a case's span). The names are the report's (``model.BENCH_PHASES``, ``model.CASE_PHASES``); what
+they add up to, and each one's share of the run, is the analysis's (analysis/phases.py).
+
+Host time is the point here, not device time: the question is what a run spends its minutes on
+(compiling, checking, settling, sampling), and a phase that waits for the GPU waits on the host too.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+
+class Stopwatch:
+    """Seconds per phase since ``zero`` (``clock``: seconds, the test seam)."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter, zero: float | None = None) -> None:
+        self._clock = clock
+        self.zero = clock() if zero is None else zero
+        self.seconds: dict[str, float] = {}
+
+    def now(self) -> float:
+        """Seconds since the stopwatch started."""
+        return self._clock() - self.zero
+
+    def add(self, name: str, seconds: float) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + max(0.0, seconds)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Time the block as part of ``name`` (also when it raises: the time was spent)."""
+        start = self._clock()
+        try:
+            yield
+        finally:
+            self.add(name, self._clock() - start)
+
+    def child(self) -> Stopwatch:
+        """A stopwatch of its own (a case's phases) on the same clock and zero (its span's offsets)."""
+        return Stopwatch(self._clock, self.zero)
+
+    def rounded(self) -> dict[str, float]:
+        """The phases in milliseconds' precision, as a report keeps them."""
+        return {name: round(s, 4) for name, s in self.seconds.items()}
