@@ -24,20 +24,23 @@ say "machine"
   nvidia-smi topo -m; } 2>&1 | tee -a "$log"
 build_nccl_tests "$work/build.log" all_reduce_perf all_gather_perf reduce_scatter_perf alltoall_perf broadcast_perf
 
-timed_run() {  # timed_run NAME OUT_JSON ARGS...: envcheck run ARGS into $work/NAME, its report to $out/OUT_JSON
-  local name=$1 json=$2; shift 2
-  say "envcheck run $*"
+# timed_run NAME OUT_JSON LIMIT_S ARGS...: envcheck run ARGS into $work/NAME (SIGTERM after LIMIT_S: it then writes
+# what finished), its report to $out/OUT_JSON
+timed_run() {
+  local name=$1 json=$2 limit=$3; shift 3
+  say "envcheck run $* (limit $limit s)"
   local t0=$SECONDS
-  timeout -s TERM "${RUN_TIMEOUT_S:-330}" "$py" -m envcheck run "$@" --format json --out-dir "$work/$name" 2>&1 \
+  timeout -s TERM "$limit" "$py" -m envcheck run "$@" --format json --out-dir "$work/$name" 2>&1 \
     | tail -n 40 | tee -a "$log"
   echo "exit status: ${PIPESTATUS[0]}; wall $((SECONDS - t0)) s" | tee -a "$log"
   local f; f=$(ls "$work/$name"/*.json 2>/dev/null | head -n 1)
   [ -n "$f" ] && cp "$f" "$out/$json"
 }
-[ "${SINGLE:-1}" = 1 ] && CUDA_VISIBLE_DEVICES=0 timed_run single single.json --crosscheck
+# The call ends at 600 s: the single-GPU run gets SINGLE_S, the node run what is left but CLOSE_S.
+[ "${SINGLE:-1}" = 1 ] && CUDA_VISIBLE_DEVICES=0 timed_run single single.json "${SINGLE_S:-240}" --crosscheck
 wait "$build_pid"; tail -n 1 "$work/build.log" | tee -a "$log"
 export LD_LIBRARY_PATH="$NH/lib:${LD_LIBRARY_PATH:-}"
-NCCL_TESTS_DIR=/tmp/ntb timed_run node node.json --gpus all --crosscheck
+NCCL_TESTS_DIR=/tmp/ntb timed_run node node.json $((${BUDGET_S:-585} - SECONDS - ${CLOSE_S:-25})) --gpus all --crosscheck
 
 say "the reports: phases, cross-checks"
 for f in "$out"/single.json "$out"/node.json; do
