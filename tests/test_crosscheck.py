@@ -154,7 +154,7 @@ def test_a_hung_tool_is_a_finding_with_its_redacted_tail_and_missing_numbers_are
     assert failed[0].detail.endswith("still waiting on the GPU")
     assert len(failed[1].detail.splitlines()) == ax.DETAIL_LINES and failed[1].detail.endswith("Cuda failure")
     reasons = {r.key: r.values for r in verdict(a).reasons}
-    assert reasons["crosscheck_failed"]["cause"] == "timed_out" and reasons["crosscheck_failed"]["count"] == 2
+    assert reasons["crosscheck_failed"]["cause"] == "timed_out" and reasons["crosscheck_failed"]["count"] == 3  # and the matmul row it never reached
     kinds = {(r.op, r.reason) for r in a.crosscheck.rows if r.kind == "kernel"}
     assert kinds == {("matmul", "not_run"), ("relu", "fits_l2")}
     # nccl-tests ran but gave no row: the GPU-time and per-call rows say so; no loop ran: the loop row too.
@@ -363,3 +363,18 @@ def test_a_row_nccl_tests_could_not_time_is_left_out_not_kept_as_nan():
     assert [r.size_bytes for r in rows] == [MiB]
     r = report(Crosscheck(nccl_tests=(nccl_run("eager", rows),)))
     assert model.loads(model.dumps(r)) == r
+
+
+def test_a_cross_check_stopped_before_its_rows_fails_and_never_says_every_number_held():
+    """A run stopped by its time limit while do_bench_cudagraph still had rows to time (2 x H200, 20:45Z: all 32
+    rows "the tool ended before it") said "Every number held" and passed: now each such row is a finding."""
+    cc = Crosscheck(kernels=(KernelTiming(0, "matmul", "torch", "fp16", "fp16", MATMUL, skipped="not_run"),),
+                    runs=(ToolRun("do_bench_cudagraph", launch(interrupted=True, returncode=None), 0),))
+    a = analyse(report(cc, (HEAD,)))
+    assert [f.key for f in a.crosscheck.findings] == ["not_finished"] and not a.crosscheck.ok
+    reasons = {x.key: x.values for x in verdict(a).reasons}
+    assert reasons["crosscheck_failed"]["cause"] == "not_finished"
+    from envcheck.render.documents import render_markdown
+
+    md = render_markdown(a.report, "en", analysis=a)
+    assert "Every number held" not in md and "was stopped before" in md

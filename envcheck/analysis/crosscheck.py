@@ -57,7 +57,7 @@ STATUSES = ("within", "outside", "not_compared")
 # ``no_gpu_time`` (envcheck's collective has a per-call time only).
 # ``launch_bound`` (nccl-tests' eager loop is its host's at this size: ``collectives.eager_launch_bound``).
 REASONS = ("fits_l2", "not_run", "tool_failed", "no_counterpart", "not_measured", "no_gpu_time", "launch_bound")
-FINDING_KEYS = ("outside_bar", "tool_failed", "row_failed")
+FINDING_KEYS = ("outside_bar", "tool_failed", "row_failed", "not_finished")
 # How a tool's launch ended badly (``launch_cause``).
 LAUNCH_CAUSES = ("timed_out", "interrupted", "launch_failed", "exit_status")
 CRASHED_NOTE = "crosscheck.crashed"  # a note envcheck writes when its own cross-check code raised (``detail``)
@@ -314,6 +314,8 @@ def findings(cc: Crosscheck, rows: Sequence[CrossRow]) -> tuple[CrossFinding, ..
     for row in rows:
         if row.reason == "tool_failed":
             out.append(CrossFinding("row_failed", row.counterpart.tool, row, row.gpu, detail=row.detail))
+        elif row.reason == "not_run":  # the tool was stopped (a time limit, Ctrl-C) before it: nothing held, no pass
+            out.append(CrossFinding("not_finished", row.counterpart.tool, row, row.gpu))
     # Rows outside their bar, furthest off first (in units of each one's bar).
     outside = sorted((r for r in rows if r.status == "outside"), key=lambda r: -(r.off_by or 0))
     out += [CrossFinding("outside_bar", r.counterpart.tool, r, r.gpu) for r in outside]

@@ -150,10 +150,11 @@ def crosscheck_reasons(cross: Any) -> list[Reason]:
         else:
             out.append(_r("crosscheck_collective", op=r.op, size_mib=f"{(r.size_bytes or 0) / 2**20:g}",
                           quantity=r.quantity, mode=r.counterpart.mode or "-", **common))
-    failed = [f for f in cross.findings if f.key in ("tool_failed", "row_failed")]
+    failed = [f for f in cross.findings if f.key in ("tool_failed", "row_failed", "not_finished")]
     if failed:
         f = failed[0]
-        out.append(_r("crosscheck_failed", count=len(failed), tool=f.tool, cause=f.cause or "row",
+        out.append(_r("crosscheck_failed", count=len(failed), tool=f.tool,
+                      cause=f.cause or ("not_finished" if f.key == "not_finished" else "row"),
                       detail=f.detail.splitlines()[-1][:200] if f.detail else "-"))
     return out
 

@@ -109,6 +109,9 @@ def finding_text(lang: str, f: CrossFinding, escape: Escape) -> str:
     if f.key == "row_failed" and r is not None:
         return translate(lang, "crosscheck.finding.row_failed", tool=tool_label(lang, f.tool, r.counterpart.mode),
                          what=what(lang, r), detail=escape(f.detail or fmt.DASH))
+    if f.key == "not_finished" and r is not None:
+        return translate(lang, "crosscheck.finding.not_finished", tool=tool_label(lang, f.tool, r.counterpart.mode),
+                         what=what(lang, r))
     where = translate(lang, "crosscheck.on_gpu", gpu=f.gpu) if f.gpu is not None else ""
     return translate(lang, "crosscheck.finding.tool_failed", tool=translate(lang, f"crosscheck.tool.{f.tool}"),
                      where=where, cause=translate(lang, f"crosscheck.cause.{f.cause}"),
