@@ -142,6 +142,30 @@ class StopSignals:
                 signal.signal(sig, old)  # type: ignore[arg-type]
 
 
+@contextmanager
+def stop_signals_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread, once, as Ctrl-C does, for steps that stop on
+    Ctrl-C and keep what finished (the node tests under ``envcheck run --gpus``: a batch scheduler's SIGTERM there
+    used to end the process with no report, 2 x H200 at 20:54Z). A later signal is ignored, so the report being
+    written is never cut short. In another thread nothing is installed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    fired: list[int] = []
+
+    def handle(signum: int, frame: object) -> None:
+        if not fired:
+            fired.append(signum)
+            raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, handle) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)  # type: ignore[arg-type]
+
+
 def run_worker(plan: Plan, on_event: OnEvent, timeout: float, popen: Popen | None = None, *,
                command: Sequence[str] = WORKER_COMMAND, grace_s: float = TERMINATE_GRACE_S,
                clock: Callable[[], float] = time.monotonic, done_drain_s: float = DONE_DRAIN_S,

@@ -209,7 +209,8 @@ def run_node_suite(args: argparse.Namespace, env: Environment, work_dir: str,
     if interrupted:
         return NodeRun(gpus, benches, Node(socket.gethostname(), gpus, settings={"interrupted": True}), (), True)
     try:
-        node = run_node(options, deps)
+        with runner.stop_signals_interrupt():
+            node = run_node(options, deps)
     except KeyboardInterrupt as e:
         node = e.args[0] if e.args and isinstance(e.args[0], Node) else Node(socket.gethostname(), gpus)
         interrupted = True

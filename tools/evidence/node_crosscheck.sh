@@ -40,7 +40,10 @@ timed_run() {
 [ "${SINGLE:-1}" = 1 ] && CUDA_VISIBLE_DEVICES=0 timed_run single single.json "${SINGLE_S:-240}" --crosscheck
 wait "$build_pid"; tail -n 1 "$work/build.log" | tee -a "$log"
 export LD_LIBRARY_PATH="$NH/lib:${LD_LIBRARY_PATH:-}"
-NCCL_TESTS_DIR=/tmp/ntb timed_run node node.json $((${BUDGET_S:-585} - SECONDS - ${CLOSE_S:-25})) --gpus all --crosscheck
+# NODE_ARGS: more arguments of the node run (--quick: the per-GPU quick suites, where the call cannot hold full ones).
+read -r -a node_args <<< "${NODE_ARGS:-}"
+NCCL_TESTS_DIR=/tmp/ntb timed_run node node.json $((${BUDGET_S:-585} - SECONDS - ${CLOSE_S:-25})) --gpus all --crosscheck \
+  "${node_args[@]}"
 
 say "the reports: phases, cross-checks"
 for f in "$out"/single.json "$out"/node.json; do

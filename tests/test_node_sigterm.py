@@ -1,0 +1,59 @@
+"""SIGTERM or SIGHUP during the node tests of ``envcheck run --gpus`` stops them as Ctrl-C does: the node as far as it
+got comes back marked interrupted, so the report is written (before, the signal ended the process with none)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+
+import pytest
+
+from envcheck.bench import runner
+from envcheck.model.node import Node
+from envcheck.node import run as node_run
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_is_a_keyboard_interrupt_once_and_the_handlers_come_back(sig):
+    before = signal.getsignal(sig)
+    with pytest.raises(KeyboardInterrupt, match=signal.Signals(sig).name):
+        with runner.stop_signals_interrupt():
+            os.kill(os.getpid(), sig)
+            signal.sigtimedwait([], 0.5) if hasattr(signal, "sigtimedwait") else None
+    assert signal.getsignal(sig) == before
+    with runner.stop_signals_interrupt():  # a second signal while the first unwinds is ignored
+        handler = signal.getsignal(sig)
+        with pytest.raises(KeyboardInterrupt):
+            handler(sig, None)  # type: ignore[operator]
+        handler(sig, None)  # type: ignore[operator]
+
+
+def test_sigterm_during_the_node_tests_returns_the_node_marked_interrupted(monkeypatch, tmp_path):
+    class Done:
+        runs = ()
+        stopped = None
+
+    monkeypatch.setattr("envcheck.bench.parallel.parse_gpus", lambda gpus, count: (0, 1))
+    monkeypatch.setattr("envcheck.bench.parallel.plan_gpus", lambda args, env, gpus: ())
+    monkeypatch.setattr("envcheck.bench.parallel.run_gpus", lambda *a, **k: Done())
+
+    def run_node(options, deps):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            signal.sigtimedwait([], 0.5) if hasattr(signal, "sigtimedwait") else None
+        except KeyboardInterrupt:  # as run_node does: the node as far as it got
+            raise KeyboardInterrupt(Node("vm", (0, 1), settings={"interrupted": True})) from None
+        return Node("vm", (0, 1))
+
+    monkeypatch.setattr(node_run, "run_node", run_node)
+
+    class Env:
+        gpus = ()
+
+        def get(self, *a):
+            return 2
+
+    args = argparse.Namespace(gpus="all", timeout=60.0, outlier_margin=0.05, quick=True)
+    result = node_run.run_node_suite(args, Env(), str(tmp_path))  # type: ignore[arg-type]
+    assert result.interrupted and result.node.settings.get("interrupted") is True
