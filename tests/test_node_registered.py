@@ -201,3 +201,14 @@ def test_the_node_page_shows_the_registered_column_its_meaning_and_why_a_size_ha
     bw = an.bandwidths_gbps(first.op, first.size_bytes, n, 80.0)[1]
     assert f"{bw:.1f}" in md or f"{bw:,.1f}" in md or f"{bw:.0f}" in md
     assert catalog(lang)["node.registered.capture_failed"] in md and "<b>refused</b>" not in md
+
+
+def test_a_result_event_carries_the_registered_fields_and_when_it_finished():
+    import time
+
+    from envcheck.node.collective_worker import _measured_event
+
+    m = Measured("all_gather", MIB, MIB // 8, (0, 1), reg_samples_us=(9.9,), reg_calls=20, reg_captures=3, reg_wrong=0)
+    e = _measured_event(m, "sweep", time.monotonic() - 2.0)
+    assert e["reg_samples_us"] == [9.9] and e["reg_calls"] == 20 and e["reg_wrong"] == 0 and e["at_s"] >= 2.0
+    assert "at_s" not in _measured_event(m, "narrow")

@@ -7,7 +7,7 @@ Protocol (the parent is ``envcheck.node.collective_run``): the plan is a JSON fi
 
     {"event": "start", "rank", "local_rank", "world_size", "host", "pid"}        first, before torch
     {"event": "ready", "backend", "device", "nccl_version"}                      process group up
-    {"event": "result", "phase": "sweep" | "narrow", "op", "size_bytes", "count", "ranks",
+    {"event": "result", "at_s", "phase": "sweep" | "narrow", "op", "size_bytes", "count", "ranks",
      "samples_us", "method", "wrong", "error", "skipped", "need_bytes", "free_bytes",
      "gpu_samples_us", "gpu_calls", "gpu_reason", "gpu_error", "rotation_sets", "allocations", "captures",
      "communicators", "reg_samples_us", "reg_calls", "reg_captures", "reg_wrong", "reg_reason", "reg_error"}
@@ -38,6 +38,7 @@ import os
 import socket
 import statistics
 import sys
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -62,8 +63,9 @@ GRAPH_TIMING_ENV = {"NCCL_GRAPH_MIXING_SUPPORT": "0", "TORCH_FR_BUFFER_SIZE": "0
 SLOW_RANK_ENV = "ENVCHECK_TEST_SLOW_RANK"
 
 
-def _measured_event(m: Any, phase: str) -> dict[str, Any]:
-    return {"event": "result", "phase": phase, "op": m.op, "size_bytes": m.size_bytes, "count": m.count,
+def _measured_event(m: Any, phase: str, started: float | None = None) -> dict[str, Any]:
+    at = {} if started is None else {"at_s": round(time.monotonic() - started, 3)}  # when it finished, for reading logs
+    return {"event": "result", **at, "phase": phase, "op": m.op, "size_bytes": m.size_bytes, "count": m.count,
             "ranks": list(m.ranks), "samples_us": list(m.samples_us), "method": m.method, "wrong": m.wrong,
             "error": m.error, "skipped": m.skipped, "need_bytes": m.need_bytes, "free_bytes": m.free_bytes,
             "gpu_samples_us": list(m.gpu_samples_us), "gpu_calls": m.gpu_calls, "gpu_reason": m.gpu_reason,
@@ -136,6 +138,7 @@ def run(plan: dict[str, Any], out_dir: str, emit: Emitter, learn: bool = False) 
     hosts: list[Any] = [None] * world
     dist.all_gather_object(hosts, socket.gethostname())
 
+    started = time.monotonic()  # each result says when it finished (``at_s``): where a sweep's time goes
     bench = CollectiveBench(torch, dist, device, rank, world)
     if cuda and not learn:
         bench.use_registered_buffers()  # where it cannot, each size says why (reg_reason)
@@ -151,7 +154,7 @@ def run(plan: dict[str, Any], out_dir: str, emit: Emitter, learn: bool = False) 
     for op in plan["ops"]:
         for size in plan["sizes"]:
             m = bench.measure(op, int(size), everyone, None, warmup, iters, graph=not learn, more_groups=more)
-            emit(_measured_event(m, "sweep"))
+            emit(_measured_event(m, "sweep", started))
             if m.error:
                 broken = True  # a failed collective can leave the communicator unusable
                 break
