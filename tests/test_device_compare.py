@@ -259,3 +259,28 @@ def test_from_crosscheck_reads_nccl_tests_rows_the_run_recorded_and_holds_every_
     plain.write_text(model.dumps(r))
     with pytest.raises(SystemExit, match="no nccl-tests runs"):
         _script().main(["--node", str(plain), "--from-crosscheck", "--out", str(out)])
+
+
+def test_4x_h200_registered_and_plain_gpu_times_agree_with_both_nccl_tests_graph_modes_from_16_mib():
+    """4 x H200, envcheck's node run of 20:58Z (stopped after all_to_all 4 MiB by its call's time limit) against
+    nccl-tests run at 20:06Z on a machine of the same kind (not the same call): from 16 MiB every measured size is
+    within its bar of nccl-tests' graph mode with registration off (plain buffers) and of its default graph mode
+    (NCCL-registered buffers): the gap of issue 41 (all_gather 0.74-0.82 of -G) was the registration."""
+    from evidence_files import EVIDENCE
+
+    def rows(mode: str) -> tuple[nccl_tests.NcclTestsRow, ...]:
+        import gzip
+
+        path = EVIDENCE / "device-logs" / f"2026-11-28_2006Z_4x-h200_nccl-tests_{mode}.txt.gz"
+        return nccl_tests.parse(gzip.decompress(path.read_bytes()).decode())
+
+    r = model.load(EVIDENCE / "2026-11-28_2058Z_vm_4x-h200_node_quick.json.gz")
+    sweep = next(c for c in r.node.collectives if c.scope == "node")
+    got = an.against_nccl_tests(sweep, rows("eager"), rows("graph_unregistered"), registered_rows=rows("graph"),
+                                hold_eager=True)
+    big = [a for a in got if a.size_bytes >= 16 << 20 and a.ours_gbps is not None and a.theirs_mode != "eager"]
+    assert len(big) == 24 and all(a.within for a in big), [(a.op, a.size_bytes, a.theirs_mode, a.ratio) for a in big
+                                                           if not a.within]
+    ag = {(a.size_bytes, a.theirs_mode): a for a in got if a.op == "all_gather"}
+    assert ag[(256 << 20, "graph")].ratio == pytest.approx(0.997, abs=0.002)  # 331.5 against 332.5 GB/s
+    assert ag[(256 << 20, "graph_unregistered")].ours_gbps < 0.93 * ag[(256 << 20, "graph")].ours_gbps
