@@ -416,7 +416,7 @@ class CollectiveBench:
         drives every GPU from one process, where NCCL registers its plain buffers too: its CUDA-graph mode (-G) is
         the counterpart of this time, its eager loop and -G with NCCL_GRAPH_REGISTER=0 that of the plain one (on 2 x
         H200, all_gather 256 MiB read 309.1 GB/s busbw in -G, 245.7 with NCCL_GRAPH_REGISTER=0 and 243.4 eager;
-        broadcast 4 MiB on 4 x H200 103.8 in -G, 167.4 unregistered: registration is not always faster,
+        broadcast 4 MiB in place on 4 x H200 106.8 in -G, 168.1 unregistered: registration is not always faster,
         evidence/device-logs/2026-11-28_2006Z_4x-h200_collective_causes_nccl-tests.txt.gz)."""
         torch = self.torch
         value_in, value_out = values
