@@ -283,12 +283,8 @@ def collective_rows(cc: Crosscheck, node: Node | None) -> tuple[CrossRow, ...]:
 
 def launch_cause(launch: Launch) -> str | None:
     """How a tool's launch ended badly (``LAUNCH_CAUSES``), None when it ran to a clean end."""
-    if launch.interrupted:
-        return "interrupted"
-    if launch.timed_out:
-        return "timed_out"
-    if launch.error:
-        return "launch_failed"
+    if launch.ended_early is not None:
+        return launch.ended_early
     if launch.returncode not in (0, None):
         return "exit_status"
     return None

@@ -340,6 +340,18 @@ class Launch:
     error: str | None = None  # it could not start
     stderr_tail: str = ""
 
+    @property
+    def ended_early(self) -> str | None:
+        """Why the launch ended before what it ran did: ``interrupted`` (Ctrl-C, a signal), ``timed_out`` or
+        ``launch_failed`` (it could not start); None when it ran to its own end (whatever its exit status)."""
+        if self.interrupted:
+            return "interrupted"
+        if self.timed_out:
+            return "timed_out"
+        if self.error:
+            return "launch_failed"
+        return None
+
 
 @dataclass(frozen=True)
 class Collectives:

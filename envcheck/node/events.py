@@ -52,10 +52,4 @@ def read_events_file(path: Path) -> list[dict[str, Any]]:
 def launch_error(launch: Launch) -> str | None:
     """Why a worker's launch ended before the worker did: ``interrupted`` (Ctrl-C), ``timed_out``
     or ``launch_failed`` (it could not start); None when the worker ran to its own end."""
-    if launch.interrupted:
-        return "interrupted"
-    if launch.timed_out:
-        return "timed_out"
-    if launch.error:
-        return "launch_failed"
-    return None
+    return launch.ended_early

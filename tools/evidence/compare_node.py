@@ -185,22 +185,9 @@ def torch_bandwidth_gbps(src: int, dst: int, size_bytes: int, iters: int = 20, r
     """
     import torch
 
-    a = torch.ones(size_bytes // 4, device=f"cuda:{src}")
-    b = torch.empty_like(a, device=f"cuda:{dst}")
-    times = []
-    with torch.cuda.device(src):
-        for _ in range(3):
-            b.copy_(a)
-        torch.cuda.synchronize(src)
-        for _ in range(reps):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            for _ in range(iters):
-                b.copy_(a, non_blocking=True)
-            e.record()
-            e.synchronize()
-            times.append(s.elapsed_time(e) * 1e-3 / iters)
-    return size_bytes / statistics.median(times) / 1e9
+    from envcheck.crosscheck.copy_worker import time_copy
+
+    return size_bytes / (statistics.median(time_copy(torch, src, dst, size_bytes, iters, reps, 3)) * 1e-6) / 1e9
 
 
 def copy_lines(node: Node, torch_copy: bool) -> tuple[list[str], bool]:
