@@ -11,11 +11,39 @@ fail, so that its first event gets written.
 from __future__ import annotations
 
 import json
+import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from envcheck.model.node import Launch
+
+
+def plan_worker_main(prog: str, run: Callable[[dict[str, Any], Emitter], None], argv: list[str] | None = None) -> int:
+    """A worker's ``main``: ``--plan PLAN.json --out EVENTS.jsonl``; ``start``, what ``run`` emits, then ``done``, or
+    ``error`` with the exception in one line (also on stderr) and exit status 1."""
+    import argparse
+
+    from envcheck.bench.failure import one_line
+
+    p = argparse.ArgumentParser(prog=prog)
+    p.add_argument("--plan", required=True)
+    p.add_argument("--out", required=True)
+    args = p.parse_args(argv)
+    with open(args.out, "a", encoding="utf-8") as f:
+        emit = Emitter(f)
+        emit({"event": "start", "pid": os.getpid()})
+        try:
+            with open(args.plan, encoding="utf-8") as pf:
+                run(json.load(pf), emit)
+        except BaseException as e:  # noqa: BLE001 - the parent reads the reason from the file
+            emit({"event": "error", "text": one_line(e)})
+            print(f"{prog}: {one_line(e)}", file=sys.stderr)
+            return 1
+        emit({"event": "done"})
+    return 0
 
 
 class Emitter:

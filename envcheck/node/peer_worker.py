@@ -25,14 +25,11 @@ Events (JSON lines in the output file; the parent is ``envcheck.node.peer``)::
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import sys
 from typing import Any
 
 from envcheck.bench.failure import one_line
-from envcheck.node.events import Emitter
+from envcheck.node.events import Emitter, plan_worker_main
 
 PATTERN_MOD = 251
 CHUNK = 1 << 25
@@ -219,21 +216,7 @@ def run(plan: dict[str, Any], emit: Emitter) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="envcheck.node.peer_worker")
-    p.add_argument("--plan", required=True)
-    p.add_argument("--out", required=True)
-    args = p.parse_args(argv)
-    with open(args.out, "a", encoding="utf-8") as f:
-        emit = Emitter(f)
-        emit({"event": "start", "pid": os.getpid()})
-        try:
-            with open(args.plan, encoding="utf-8") as pf:
-                run(json.load(pf), emit)
-        except BaseException as e:  # noqa: BLE001 - the parent reads the reason from the file
-            emit({"event": "error", "text": one_line(e)})
-            return 1
-        emit({"event": "done"})
-    return 0
+    return plan_worker_main("envcheck.node.peer_worker", run, argv)
 
 
 if __name__ == "__main__":
