@@ -18,7 +18,12 @@
    group captures or none replays (a graph replayed on one rank alone would wait for its peers for
    ever); a refused capture is recorded with its reason and the per-call time stands alone;
 3. a separate call on freshly written inputs whose output is checked element by element against the
-   exact expected values (nccl-tests' #wrong).
+   exact expected values (nccl-tests' #wrong);
+4. (GPUs, torch with an NCCL memory pool) the GPU time again on buffers from NCCL's own allocator, which NCCL
+   registers when a graph captures a call on them and then moves without copying through its own buffers
+   (``CollectiveBench._registered``): the counterpart of nccl-tests' default CUDA-graph mode, where one process
+   drives every GPU and NCCL registers its plain buffers too; the plain GPU time is that of its mode with
+   ``NCCL_GRAPH_REGISTER=0``. Its output is checked too, after one replay of a graph of one call.
 
 On a GPU, L2 is kept cold as for single-GPU ops (``envcheck.bench.l2``): a size whose buffers (this
 rank's input and output) could stay in L2 between calls gets ``rotation_sets`` independent sets of
@@ -153,7 +158,7 @@ class Measured:
     captures: int = 1  # graphs captured afresh whose replays gpu_samples_us pools (1: one)
     communicators: int = 1  # communicators those graphs were captured on (1: the one given)
     # The GPU time again on buffers from NCCL's allocator (torch's NCCL memory pool), which NCCL registers when a
-    # graph captures a call on them: zero-copy transfers (see measure_registered).
+    # graph captures a call on them: zero-copy transfers (see CollectiveBench._registered).
     reg_samples_us: tuple[float, ...] = ()
     reg_calls: int = 1
     reg_captures: int = 1
