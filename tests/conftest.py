@@ -3,10 +3,11 @@ test process; charts are drawn only where a test looks at them."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -71,12 +72,8 @@ _JAX_SEEN: list[bool] = []
 PLACEHOLDER_SVG = '<svg xmlns="http://www.w3.org/2000/svg" class="undrawn-chart"></svg>'
 
 
-@pytest.fixture(scope="module")
-def charts_not_drawn() -> Iterator[None]:
-    """Every chart a render asks for is a placeholder SVG, for a module whose tests read the documents around
-    the charts and never the charts (their SVG text is left out, or its bytes are not compared): matplotlib's
-    drawing is most of a render's time. Use it with ``pytestmark = pytest.mark.usefixtures("charts_not_drawn")``.
-    The charts themselves are tested in test_chart_draw.py, test_charts.py and the golden files."""
+@contextlib.contextmanager
+def _undrawn() -> Iterator[None]:
     from envcheck.render import chart_draw
 
     with pytest.MonkeyPatch.context() as mp:
@@ -84,3 +81,20 @@ def charts_not_drawn() -> Iterator[None]:
         mp.setattr(chart_draw, "to_svgs", lambda jobs: [PLACEHOLDER_SVG for _ in jobs])
         mp.setattr(chart_draw, "to_png", lambda chart, dpi=144: b"\x89PNG\r\n\x1a\n")
         yield
+
+
+@pytest.fixture(scope="module")
+def charts_not_drawn() -> Iterator[None]:
+    """Every chart a render asks for is a placeholder SVG, for a module whose tests read the documents around
+    the charts and never the charts (their SVG text is left out, or its bytes are not compared): matplotlib's
+    drawing is most of a render's time. Use it with ``pytestmark = pytest.mark.usefixtures("charts_not_drawn")``.
+    The charts themselves are tested in test_chart_draw.py, test_charts.py and the golden files."""
+    with _undrawn():
+        yield
+
+
+@pytest.fixture(scope="session")
+def undrawn_charts() -> Callable[[], contextlib.AbstractContextManager[None]]:
+    """``with undrawn_charts():`` charts_not_drawn for a part of one test: for a test that looks at the charts
+    of one render and only at the text around them in the next (the same charts in another language)."""
+    return _undrawn

@@ -38,11 +38,9 @@ pytestmark = [
     pytest.mark.skipif(BROWSER is None, reason="no Chromium on PATH (apt-get install -y chromium)"),
 ]
 
-MEASURE = """<!DOCTYPE html><html><body style="margin:0">
-<iframe id="f" style="border:0" width="{width}" height="900" srcdoc="{doc}"></iframe>
-<script>
-document.getElementById('f').onload = function () {{
-  var d = this.contentDocument, win = this.contentWindow, out = [];
+MEASURE = """<!DOCTYPE html><html><head><script>
+function measure(frame, i) {{
+  var d = frame.contentDocument, win = frame.contentWindow, out = [];
   d.querySelectorAll('.table-wrap').forEach(function (w) {{
     if (w.scrollWidth > w.clientWidth + 1)
       out.push(w.querySelector('table').className + ' ' + w.scrollWidth + '>' + w.clientWidth);
@@ -65,25 +63,34 @@ document.getElementById('f').onload = function () {{
         out.push('cell ' + t.className + ' ' + c.textContent.slice(0, 30) + ' ' + c.scrollWidth + '>' + c.clientWidth);
     }});
   }});
-  document.body.setAttribute('data-page', d.documentElement.scrollWidth + '/' + win.innerWidth);
-  document.body.setAttribute('data-overflow', out.join('|'));
-}};
-</script></body></html>"""
+  var r = document.createElement('div');
+  r.id = 'r' + i;
+  r.setAttribute('data-page', d.documentElement.scrollWidth + '/' + win.innerWidth);
+  r.setAttribute('data-overflow', out.join('|'));
+  document.body.appendChild(r);
+}}
+</script></head><body style="margin:0">
+{frames}
+</body></html>"""
+FRAME = '<iframe style="border:0;display:block" width="{width}" height="900" onload="measure(this, {i})" srcdoc="{doc}"></iframe>'
 
 
-def measure(doc: str, width: int, tmp_path: Path) -> tuple[int, int, list[str]]:
-    """(page width, viewport width, tables wider than their frame as "class scrollWidth>clientWidth")."""
+def measure(docs: list[str], width: int, tmp_path: Path) -> list[tuple[int, int, list[str]]]:
+    """Per document, laid out at ``width`` px, each in an iframe of its own in one page (one Chromium for all):
+    (page width, viewport width, what is wider than its frame as "class scrollWidth>clientWidth")."""
     page = tmp_path / f"measure_{width}.html"
-    page.write_text(MEASURE.format(width=width, doc=html.escape(doc, quote=True)), encoding="utf-8")
+    frames = "\n".join(FRAME.format(width=width, i=i, doc=html.escape(doc, quote=True)) for i, doc in enumerate(docs))
+    page.write_text(MEASURE.format(frames=frames), encoding="utf-8")
     profile = tmp_path / f"profile_{width}"
     res = subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                           "--disable-component-update", "--disable-sync", "--no-first-run",
                           f"--user-data-dir={profile}", "--window-size=1600,1000", "--virtual-time-budget=15000",
                           "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=300)
-    m = re.search(r'data-page="(\d+)/(\d+)" data-overflow="([^"]*)"', res.stdout)
-    assert m, res.stderr[-2000:]
-    overflow = [x for x in html.unescape(m.group(3)).split("|") if x]
-    return int(m.group(1)), int(m.group(2)), overflow
+    found = {int(m.group(1)): m for m in re.finditer(r'<div id="r(\d+)" data-page="(\d+)/(\d+)" data-overflow="([^"]*)">',
+                                                      res.stdout)}
+    assert sorted(found) == list(range(len(docs))), res.stderr[-2000:]
+    return [(int(m.group(2)), int(m.group(3)), [x for x in html.unescape(m.group(4)).split("|") if x])
+            for _, m in sorted(found.items())]
 
 
 def documents() -> dict[str, str]:
@@ -121,16 +128,25 @@ ALL = ["h200", "h200.zh-CN", "cpu", "cpu.zh-CN", "node", "node.zh-CN", "node.rea
        "diff.zh-CN", "history", "burn", "burn.zh-CN", "userbench", "userbench.zh-CN"]
 
 
+@pytest.fixture(scope="module")
+def measured(docs, tmp_path_factory) -> dict[tuple[str, int], tuple[int, int, list[str]]]:
+    """Every document of ALL measured at a laptop's and a phone's width: one Chromium per width (each a
+    second or two to start; one per document and width was most of this module's time)."""
+    where = tmp_path_factory.mktemp("measure")
+    return {(name, width): got for width in (1400, 390)
+            for name, got in zip(ALL, measure([docs[n] for n in ALL], width, where), strict=True)}
+
+
 @pytest.mark.parametrize("name", ALL)
-def test_nothing_is_wider_than_its_container_at_1400_px(docs, name, tmp_path):
-    page, viewport, overflow = measure(docs[name], 1400, tmp_path)
+def test_nothing_is_wider_than_its_container_at_1400_px(measured, name):
+    page, viewport, overflow = measured[name, 1400]
     assert viewport == 1400 and page <= viewport
     assert not overflow, overflow
 
 
 @pytest.mark.parametrize("name", ALL)
-def test_at_phone_width_only_the_case_tables_scroll_inside_their_frame(docs, name, tmp_path):
-    page, viewport, overflow = measure(docs[name], 390, tmp_path)
+def test_at_phone_width_only_the_case_tables_scroll_inside_their_frame(measured, name):
+    page, viewport, overflow = measured[name, 390]
     assert viewport == 390 and page <= viewport, "the page scrolls sideways"
     # The per-case tables and the GPU x GPU matrices keep their grid (first column pinned).
     assert all(o.startswith(("cases ", "matrix ")) for o in overflow), overflow

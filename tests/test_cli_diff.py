@@ -1,8 +1,11 @@
-"""envcheck diff / history end to end in a subprocess: the JSON document, exit codes, one-line errors,
-files never overwritten."""
+"""envcheck diff / history as the command line runs them: the JSON document, exit codes, one-line errors,
+files never overwritten. Through cli.main in this process; the documented document also from ``python -m
+envcheck diff`` in a process of its own (the exit status and streams of a real process)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -13,12 +16,33 @@ import compare_fixtures as fx
 import pytest
 from evidence_files import text
 
-from envcheck import model
+from envcheck import cli, model
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def envcheck(*args: str) -> subprocess.CompletedProcess[str]:
+    """``envcheck ARGS`` through cli.main in this process, at 200 columns: its exit status and what it printed
+    (argparse's usage errors exit: their status)."""
+    out, err = io.StringIO(), io.StringIO()
+    columns = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "200"
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = cli.main(list(args))
+            except SystemExit as e:
+                rc = e.code if isinstance(e.code, int) else 1
+    finally:
+        if columns is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = columns
+    return subprocess.CompletedProcess(["envcheck", *args], rc, out.getvalue(), err.getvalue())
+
+
+def envcheck_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m envcheck ARGS`` in a process of its own."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
     return subprocess.run([sys.executable, "-m", "envcheck", *args], capture_output=True, text=True, env=env,
                           cwd=ROOT, timeout=120)
@@ -44,7 +68,7 @@ def pair(tmp_path_factory) -> tuple[Path, Path, Path]:
 
 def test_json_diff_is_the_documented_document(pair):
     before, after, _ = pair
-    proc = envcheck("diff", str(before), str(after), "--format", "json")
+    proc = envcheck_process("diff", str(before), str(after), "--format", "json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert (doc["format"], doc["version"]) == ("envcheck-diff", 1)

@@ -310,10 +310,7 @@ def test_real_quick_run_on_this_machine(tmp_path):
         assert first.returncode == (1 if r.verdict == "fail" else 0)
     else:
         assert {"torch", "triton"} <= {c.impl for c in r.bench.cases}
-    second = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
-    assert second.returncode in (0, 1), second.stderr
-    assert len(reports_in(out_dir)) == 2
-    assert model.load(path) == r  # the first report is untouched
+    # A second run beside it writes a report of its own: test_second_run_in_the_same_minute_does_not_overwrite.
 
 
 def test_plain_progress_counts_every_case():

@@ -21,7 +21,9 @@ from envcheck.analysis.tolerance import RELATIVE_RATIO, judge, relative_allowanc
 from envcheck.model import Accuracy, Bench, BenchDevice, Case, OutputAccuracy, Timing, build
 from tests import factories_cpu
 
-# One pytest-xdist worker runs this module: its module fixture starts the child process(es) once.
+# One pytest-xdist worker runs the tests of each child process (the module fixtures start theirs once); the
+# slow tests' children, minutes each, get a group of their own (its name joins this one), so that the two
+# workers share them.
 pytestmark = pytest.mark.xdist_group("judge")
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -88,6 +90,7 @@ def test_correct_kernels_pass_every_criterion_beside_the_planted_ones(planted):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("sweep")
 def test_every_correct_kernel_of_the_suite_passes_the_relative_criterion_under_the_interpreter():
     rows = _child("sweep")
     results = _results(rows)
@@ -155,6 +158,7 @@ def planted_runs() -> dict[str, list[Case]]:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("planted_runs")
 def test_every_planted_bug_fails_its_case_at_the_interpret_suites_shapes(planted_runs):
     for spec, cases in planted_runs.items():
         name = spec.partition(":")[2]
@@ -175,6 +179,7 @@ def test_every_planted_bug_fails_its_case_at_the_interpret_suites_shapes(planted
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("interpret_suite")
 def test_no_false_alarm_on_any_correct_kernel_of_the_interpret_suite():
     """Every op, every dtype, envcheck's Triton kernels and PyTorch through the worker's path."""
     from envcheck.ops import OP_NAMES

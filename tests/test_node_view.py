@@ -40,6 +40,12 @@ def fleet_report():
     return nr.fleet_report()
 
 
+@pytest.fixture(scope="module")
+def html_of(node_trouble, fleet_report) -> dict[str, str]:
+    """The English page of each, charts drawn, rendered once for the tests that read it."""
+    return {"node": render_html(node_trouble), "fleet": render_html(fleet_report)}
+
+
 # --------------------------------------------------------------------------- every key phrased
 
 
@@ -215,7 +221,7 @@ def test_a_timed_out_rank_says_how_long_it_was_given(fleet_report):
 # --------------------------------------------------------------------------- the documents
 
 
-def test_node_documents_show_every_part(node_trouble):
+def test_node_documents_show_every_part(node_trouble, html_of):
     md = render_markdown(node_trouble, "en", "x_charts")
     for text in ("## Node tests (fail)", "### GPUs", "### Topology", "### Peer copies", "### Error counters",
                  "| GPU0 | X | NV18 (450 GB/s) | Gen5 x16 | – | 18/18 (26.6 GB/s each, NVML signalling) |",
@@ -229,7 +235,7 @@ def test_node_documents_show_every_part(node_trouble):
                  "## Benchmark on GPU 0: NVIDIA H200", "## Benchmark on GPU 1: NVIDIA H200",
                  "![vector\\_add: time per call](x_charts/gpu1_vector_add_time.svg)"):
         assert text in md, text
-    html = render_html(node_trouble)
+    html = html_of["node"]
     ids = re.findall(r'id="([^"]+)"', html)
     assert len(ids) == len(set(ids)), "an HTML id repeats"
     assert 'id="gpu0_case-vector_add-torch-fp32-fp32-1048576"' in html
@@ -247,10 +253,10 @@ def test_fleet_documents_show_verdicts_ranks_world_nodes_and_rules(fleet_report)
         assert text in md, text
 
 
-def test_documents_are_the_same_bytes_twice(node_trouble, fleet_report):
-    for r in (node_trouble, fleet_report):
+def test_documents_are_the_same_bytes_twice(node_trouble, fleet_report, html_of):
+    for name, r in (("node", node_trouble), ("fleet", fleet_report)):
         assert render_markdown(r, "zh-CN") == render_markdown(r, "zh-CN")
-        assert render_html(r) == render_html(r)
+        assert render_html(r) == html_of[name]
 
 
 def test_a_chinese_node_and_fleet_render_has_no_english_catalogue_sentence(node_trouble, fleet_report):
@@ -269,7 +275,13 @@ def test_a_chinese_node_and_fleet_render_has_no_english_catalogue_sentence(node_
             assert not found, found[:5]
 
 
-def test_envcheck_render_takes_a_fleet_report_and_a_node_report(tmp_path, fleet_report, node_trouble):
+def test_envcheck_render_takes_a_fleet_report_and_a_node_report(tmp_path, fleet_report, node_trouble, undrawn_charts):
+    """The files and links of a render (a placeholder SVG where each chart goes: their drawing is tested above)."""
+    with undrawn_charts():
+        _render_both(tmp_path, fleet_report, node_trouble)
+
+
+def _render_both(tmp_path, fleet_report, node_trouble):
     for name, r in (("fleet.json", fleet_report), ("node.json", node_trouble)):
         path = tmp_path / name
         dump(r, path)
@@ -284,16 +296,14 @@ def test_envcheck_render_takes_a_fleet_report_and_a_node_report(tmp_path, fleet_
         assert all(f"{path.stem}_charts/{p.name}" in md for p in charts)
 
 
-def test_cli_render_of_a_fleet_report(tmp_path, fleet_report):
-    import subprocess
-    import sys
+def test_cli_render_of_a_fleet_report(tmp_path, fleet_report, undrawn_charts, capsys):
+    from envcheck import cli
 
     path = tmp_path / "f.json"
     dump(fleet_report, path)
-    res = subprocess.run([sys.executable, "-m", "envcheck", "render", str(path)], capture_output=True, text=True,
-                         cwd=ROOT, timeout=120)
-    assert res.returncode == 0, res.stderr
-    assert (tmp_path / "f.html").exists() and "f.md" in res.stdout
+    with undrawn_charts():
+        assert cli.main(["render", str(path)]) == 0
+    assert (tmp_path / "f.html").exists() and "f.md" in capsys.readouterr().out
 
 
 # --------------------------------------------------------------------------- the analysis behind them

@@ -14,6 +14,7 @@ import factories
 import factories_cpu
 import pytest
 
+from envcheck import cli
 from envcheck.analysis import analyse
 from envcheck.errors import UsageError
 from envcheck.model import Check, Note, Stop, StopCause, dump, known, legacy, load
@@ -90,6 +91,11 @@ def h200_md(h200):
     return render_markdown(h200)
 
 
+@pytest.fixture(scope="module")
+def h200_zh_html(h200):
+    return render_html(h200, "zh-CN")
+
+
 def with_env(report, variables=None, checks=None, host=None, gpu=None):
     sections = dict(report.environment.sections)
     if variables is not None:
@@ -101,6 +107,14 @@ def with_env(report, variables=None, checks=None, host=None, gpu=None):
     if host is not None:
         out = dataclasses.replace(out, host=host)
     return out
+
+
+@pytest.fixture
+def no_charts(undrawn_charts):
+    """charts_not_drawn for one test: the files, refusals and command lines it checks never look inside a chart
+    (a placeholder SVG is written where each chart goes)."""
+    with undrawn_charts():
+        yield
 
 
 # --------------------------------------------------------------------------- escaping
@@ -319,9 +333,9 @@ def _english_fragments() -> list[str]:
     return out
 
 
-def test_a_chinese_render_has_no_english_catalogue_sentence(h200):
+def test_a_chinese_render_has_no_english_catalogue_sentence(h200, h200_zh_html):
     a = analyse(h200)
-    texts = [render_markdown(h200, "zh-CN", analysis=a), render_html(h200, "zh-CN", analysis=a),
+    texts = [render_markdown(h200, "zh-CN", analysis=a), h200_zh_html,
              capture(lambda c: print_run(c, h200, a, lang="zh-CN"), width=100),
              render_markdown(factories_cpu.report(), "zh-CN")]
     # What the machine wrote in English (check findings, notes of old reports) may contain a phrase.
@@ -333,8 +347,8 @@ def test_a_chinese_render_has_no_english_catalogue_sentence(h200):
         assert not found, found[:5]
 
 
-def test_chinese_charts_are_in_chinese(h200):
-    svgs = "".join(re.findall(r"<svg.*?</svg>", render_html(h200, "zh-CN"), re.S))
+def test_chinese_charts_are_in_chinese(h200_zh_html):
+    svgs = "".join(re.findall(r"<svg.*?</svg>", h200_zh_html, re.S))
     assert "每次调用时间（µs）" in svgs and "规模（元素数）" in svgs
     assert "time per call" not in svgs and "size (elements)" not in svgs
 
@@ -379,6 +393,7 @@ def test_rendering_twice_gives_identical_bytes(tmp_path):
         assert x.name == y.name and x.read_bytes() == y.read_bytes(), x.name
 
 
+@pytest.mark.usefixtures("no_charts")
 def test_write_documents_layout_and_relative_chart_links(tmp_path):
     written = write_documents(factories.report(), tmp_path / "r.json", ["md", "html"])
     names = {p.relative_to(tmp_path).as_posix() for p in written}
@@ -388,6 +403,7 @@ def test_write_documents_layout_and_relative_chart_links(tmp_path):
         assert (tmp_path / link).is_file()
 
 
+@pytest.mark.usefixtures("no_charts")
 def test_a_refusal_writes_nothing_and_force_replaces_the_whole_set(tmp_path):
     report = factories.report()
     (tmp_path / "r.html").write_text("old html")
@@ -402,6 +418,7 @@ def test_a_refusal_writes_nothing_and_force_replaces_the_whole_set(tmp_path):
     assert not [p for p in tmp_path.rglob(".*")], "temporary files left behind"
 
 
+@pytest.mark.usefixtures("no_charts")
 def test_force_over_a_dangling_symlink_replaces_the_link(tmp_path):
     (tmp_path / "r.md").symlink_to(tmp_path / "nowhere" / "r.md")
     with pytest.raises(UsageError):
@@ -410,6 +427,7 @@ def test_force_over_a_dangling_symlink_replaces_the_link(tmp_path):
     assert not (tmp_path / "r.md").is_symlink() and (tmp_path / "r.md").read_text().startswith("# envcheck")
 
 
+@pytest.mark.usefixtures("no_charts")
 @pytest.mark.parametrize("name", ["r.md", "r.html"])
 def test_a_report_is_never_replaced_by_its_own_rendering(tmp_path, name):
     """A report saved as r.md (or r.html) is itself a target of its render: refused even with --force."""
@@ -423,6 +441,7 @@ def test_a_report_is_never_replaced_by_its_own_rendering(tmp_path, name):
     assert write_documents(factories.report(), src, ["md", "html"], out_dir=tmp_path / "out")
 
 
+@pytest.mark.usefixtures("no_charts")
 def test_language_suffix_and_out_dir(tmp_path):
     written = write_documents(factories.report(), tmp_path / "in" / "r.json", ["html"], lang="zh-CN",
                               out_dir=tmp_path / "out")
@@ -437,6 +456,7 @@ def test_write_documents_validates_input(tmp_path, formats, lang, message):
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.usefixtures("no_charts")
 def test_ctrl_c_while_rendering_after_a_run_leaves_nothing_and_the_retry_works(tmp_path, monkeypatch):
     report = factories.report()
     json_path = tmp_path / "r.json"
@@ -456,12 +476,11 @@ def test_ctrl_c_while_rendering_after_a_run_leaves_nothing_and_the_retry_works(t
     assert message.endswith(f"write them with: envcheck render {json_path}") and "none of them was written" in message
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
     monkeypatch.setattr(writing, "render_html", real)
-    res = subprocess.run([sys.executable, "-m", "envcheck", *outcome.retry.split()[1:]], capture_output=True,
-                         text=True, cwd=ROOT, timeout=120)
-    assert res.returncode == 0, res.stderr
+    assert cli.main(outcome.retry.split()[1:]) == 0
     assert (tmp_path / "r.html").is_file() and (tmp_path / "r.md").is_file()
 
 
+@pytest.mark.usefixtures("no_charts")
 def test_a_disk_error_while_rendering_is_reported_with_what_exists(tmp_path, monkeypatch):
     report = factories.report()
     json_path = tmp_path / "r.json"
@@ -484,27 +503,48 @@ def test_a_disk_error_while_rendering_is_reported_with_what_exists(tmp_path, mon
 
 
 def run_cli(*args, cwd=ROOT):
+    """``envcheck ARGS`` in a process of its own (where the process is the point: a fresh hash seed)."""
     return subprocess.run([sys.executable, "-m", "envcheck", *args], capture_output=True, text=True, cwd=cwd,
                           timeout=300)
 
 
-def test_cli_render_writes_then_refuses_then_forces(tmp_path):
+@dataclasses.dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def cli_main(capsys, *args) -> Ran:
+    """``envcheck ARGS`` as the command line runs it (cli.main), in this process: its exit status and what it
+    printed (argparse's usage errors exit: their status)."""
+    capsys.readouterr()
+    try:
+        rc = cli.main(list(args))
+    except SystemExit as e:
+        rc = int(e.code or 0)
+    out, err = capsys.readouterr()
+    return Ran(rc, out, err)
+
+
+@pytest.mark.usefixtures("no_charts")
+def test_cli_render_writes_then_refuses_then_forces(tmp_path, capsys):
     json_path = tmp_path / "r.json"
     dump(factories.report(), json_path)
-    first = run_cli("render", str(json_path))
+    first = cli_main(capsys, "render", str(json_path))
     assert first.returncode == 0, first.stderr
     assert first.stdout.splitlines() == [str(tmp_path / "r.md"), str(tmp_path / "r.html"), f"{tmp_path / 'r_charts'}/ (10)"]
-    again = run_cli("render", str(json_path))
+    again = cli_main(capsys, "render", str(json_path))
     assert again.returncode == 2 and "already exists" in again.stderr and "--force" in again.stderr
     assert len(again.stderr.strip().splitlines()) == 1
-    assert run_cli("render", str(json_path), "--force").returncode == 0
+    assert cli_main(capsys, "render", str(json_path), "--force").returncode == 0
 
 
 @pytest.mark.parametrize(("content", "message"), [("{", "not valid JSON"), ("[]", "not an envcheck report")])
-def test_cli_render_rejects_bad_files_with_one_line(tmp_path, content, message):
+def test_cli_render_rejects_bad_files_with_one_line(tmp_path, capsys, content, message):
     bad = tmp_path / "bad.json"
     bad.write_text(content)
-    res = run_cli("render", str(bad))
+    res = cli_main(capsys, "render", str(bad))
     assert res.returncode == 2 and message in res.stderr and len(res.stderr.strip().splitlines()) == 1
 
 
@@ -526,19 +566,19 @@ def test_every_committed_report_renders_and_renders_the_same_twice(tmp_path, nam
 
 
 
-def test_cli_render_png_writes_each_chart_beside_its_svg_as_one_set(tmp_path):
+def test_cli_render_png_writes_each_chart_beside_its_svg_as_one_set(tmp_path, capsys):
     """``--format png``: every chart as a PNG to paste into an issue, in the charts folder with the SVGs the
     Markdown links to (the folder is replaced whole, so a png render after a md one must keep them)."""
     json_path = tmp_path / "r.json"
     dump(factories.report(), json_path)
-    assert run_cli("render", str(json_path), "--format", "md").returncode == 0
+    assert cli_main(capsys, "render", str(json_path), "--format", "md").returncode == 0
     svgs = sorted(p.name for p in (tmp_path / "r_charts").glob("*.svg"))
-    res = run_cli("render", str(json_path), "--format", "png", "--force")
+    res = cli_main(capsys, "render", str(json_path), "--format", "png", "--force")
     assert res.returncode == 0, res.stderr
     pngs = sorted(p.name for p in (tmp_path / "r_charts").glob("*.png"))
     assert len(pngs) == len(svgs) == 10 and [p[:-4] for p in pngs] == [s[:-4] for s in svgs]
     assert all((tmp_path / "r_charts" / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
     md = (tmp_path / "r.md").read_text()
     assert all((tmp_path / link).is_file() for link in re.findall(r"\]\((r_charts/[^)]+)\)", md))
-    bad = run_cli("render", str(json_path), "--format", "gif")
+    bad = cli_main(capsys, "render", str(json_path), "--format", "gif")
     assert bad.returncode == 2 and "png" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
