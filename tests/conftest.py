@@ -54,6 +54,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=f"GPU test: {reason}"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_torch_thread_per_test_process() -> None:
+    """PyTorch in the test process computes on one thread: pytest-xdist runs a test process per core, and
+    torch's second thread in each makes its OpenMP threads wait on each other for a core (an einsum of 512x512
+    took ten times as long; test_verify_timer_user's timed rows 4-8 s on one thread, 38 s on two). The worker
+    processes the tests start set their own threads (Settings.threads) as on a user's machine."""
+    try:
+        import torch  # the collection of the whole suite imports it anyway
+    except ImportError:  # a test extra: without it the tests that need it skip
+        return
+    torch.set_num_threads(1)
+
+
 @pytest.fixture(autouse=True)
 def _jax_stays_out_of_the_test_process() -> Iterator[None]:
     """JAX's backend runs threads, and JAX then warns on every later fork of the process ("os.fork() was

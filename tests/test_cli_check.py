@@ -14,6 +14,8 @@ import pytest
 
 from envcheck import model
 
+# One pytest-xdist worker runs this module: its check of this machine (a module fixture, seconds) runs once.
+pytestmark = pytest.mark.xdist_group("cli_check")
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -268,7 +268,7 @@ def _child(case_ids: list[str]) -> int:
 
 
 # ----------------------------------------------------------------------------------------------
-# Parent: run the cases in two child processes (one per core), matmul apart from the rest.
+# Parent: run the cases in two child processes (one per core), matmul apart from the rest; in one under xdist.
 
 _CHILD_TIMEOUT_S = 300
 
@@ -292,6 +292,8 @@ def interpreted_results(request: pytest.FixtureRequest) -> dict[str, dict[str, A
               if getattr(item, "originalname", "") == "test_interpreted_kernel_matches_float64_reference"}
     cases = [c for c in cpu_cases() if c.id in wanted]
     groups = [[c.id for c in cases if c.op == "matmul"], [c.id for c in cases if c.op != "matmul"]]
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        groups = [[i for g in groups for i in g]]  # under pytest-xdist the cores are the workers': one child
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
     procs = [subprocess.Popen([sys.executable, __file__, *ids], cwd=ROOT, env=env, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE) for ids in groups if ids]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from pathlib import Path
 
@@ -232,6 +233,13 @@ def test_visible_names_every_hidden_character():
     assert term("[bold]x[/bold]") == "\\[bold]x\\[/bold]"
 
 
+@functools.cache
+def _analysed(name: str):
+    """A committed report and its analysis, read once for the widths and languages below (both immutable)."""
+    r = load(ROOT / "evidence" / name)
+    return r, analyse(r)
+
+
 @pytest.mark.parametrize("width", [80, 100])
 @pytest.mark.parametrize("lang", ["en", "zh-CN"])
 def test_no_cell_is_cut_at_any_width_a_table_too_wide_is_split_with_its_row_names(width, lang):
@@ -240,12 +248,12 @@ def test_no_cell_is_cut_at_any_width_a_table_too_wide_is_split_with_its_row_name
     several, each repeating the columns that name a row, and no value is lost."""
     for name in ("2026-11-26_0024Z_vm_h200_workloads.json.gz", "2026-11-26_0019Z_vm_2x-h200_node.json.gz",
                  "2026-11-22_2139Z_vm_h200.json.gz"):
-        r = load(ROOT / "evidence" / name)
-        text = capture(lambda c, r=r: print_run(c, r, analyse(r), lang=lang), width=width)
+        r, a = _analysed(name)
+        text = capture(lambda c, r=r, a=a: print_run(c, r, a, lang=lang), width=width)
         assert_fits(text, width)
         assert "…" not in text, (name, [ln for ln in text.splitlines() if "…" in ln][:2])
-    wide_text = capture(lambda c, r=r: print_run(c, r, analyse(r), lang=lang), width=200)
-    narrow = capture(lambda c, r=r: print_run(c, r, analyse(r), lang=lang), width=80)
+    wide_text = capture(lambda c, r=r, a=a: print_run(c, r, a, lang=lang), width=200)
+    narrow = capture(lambda c, r=r, a=a: print_run(c, r, a, lang=lang), width=80)
     for cell in ("1.08 µs", "1.04×", "2.44 ms"):
         assert (cell in wide_text) == (cell in narrow), cell
 

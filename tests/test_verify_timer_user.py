@@ -115,15 +115,32 @@ SMALL = Op(name="small", impls={"torch": lambda x, v: x + v}, reference=lambda x
 '''
 
 
+@pytest.fixture(scope="module")
+def user_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    user = tmp_path_factory.mktemp("user") / "two_ops.py"
+    user.write_text(USER_FILE)
+    return user
+
+
+_DISCOVERED: dict[str, object] = {}
+
+
 @pytest.fixture
-def faked(script, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+def faked(script, monkeypatch: pytest.MonkeyPatch, user_file: Path):
     """The script with the GPU's pieces faked (verify_timer_fakes) and a user file of two ops:
     ``wsum`` (512x512 fp32: 2 MiB) and ``small`` (4x4)."""
     l2 = {"bytes": 1 << 20}
     fake_gpu(monkeypatch, script, l2)
-    user = tmp_path / "two_ops.py"
-    user.write_text(USER_FILE)
-    return script, user, l2
+    # Two rounds of envcheck beside do_bench_cudagraph (five on a GPU): what the output says of several rounds
+    # (each row's medians, ratios and spread) at 2/5 of the time of the sampling on the CPU.
+    monkeypatch.setattr(script, "ROUNDS", 2)
+    # The one user file is discovered once for the module (a subprocess importing torch, as envcheck bench
+    # finds ops: tested in test_userbench.py), its answer reused by the tests after the first.
+    real = script.discover_ops
+    monkeypatch.setattr(script, "discover_ops",
+                        lambda source: _DISCOVERED[source] if source in _DISCOVERED
+                        else _DISCOVERED.setdefault(source, real(source)))
+    return script, user_file, l2
 
 
 def test_user_mode_measures_every_impl_warm_then_cold_and_judges_the_warm_rows(faked, capsys, monkeypatch) -> None:

@@ -287,6 +287,7 @@ def test_cpu_threads_are_set_from_the_settings(worker_mod) -> None:
     import torch
 
     before = torch.get_num_threads()
+    torch.set_num_threads(2)  # not what the plan asks for (the test process runs on one: conftest.py)
     try:
         events = _run_in_process(worker_mod, [_case("relu", shape=(256,))], dataclasses.replace(FAST, threads=1))
         assert torch.get_num_threads() == 1
