@@ -141,15 +141,8 @@ def nccl_tests_sweep(sweep: Collectives) -> tuple[tuple[str, ...], tuple[int, ..
 
 
 def merged(*parts: CrosscheckRun) -> CrosscheckRun:
-    """Several parts' cross-checks as one (a run's GPUs and node; a fleet node's ranks and leader)."""
-    cs = [p.crosscheck for p in parts]
-    started = min((c.started for c in cs if c.started), default=None)
-    return CrosscheckRun(Crosscheck(
-        tuple(k for c in cs for k in c.kernels), tuple(k for c in cs for k in c.copies),
-        tuple(k for c in cs for k in c.loops), tuple(k for c in cs for k in c.nccl_tests),
-        tuple(k for c in cs for k in c.runs), tuple(dict.fromkeys(n for c in cs for n in c.notes)),
-        {k: v for c in cs for k, v in c.settings.items()}, started,
-        round(sum(c.duration_s or 0.0 for c in cs), 3)), any(p.stopped for p in parts))
+    """Several parts' cross-checks as one (``Crosscheck.joined``), stopped where any part was."""
+    return CrosscheckRun(Crosscheck.joined(*(p.crosscheck for p in parts)), any(p.stopped for p in parts))
 
 
 @dataclass

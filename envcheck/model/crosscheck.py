@@ -166,3 +166,15 @@ class Crosscheck:
     settings: dict[str, Any] = field(default_factory=dict)
     started: str | None = None
     duration_s: float | None = None
+
+    @staticmethod
+    def joined(*parts: Crosscheck) -> Crosscheck:
+        """Several parts' cross-checks as one (a run's GPUs and its node; a fleet node's ranks and its leader):
+        every measurement and run, the notes once each, the settings together, the first start, the summed time."""
+        return Crosscheck(
+            tuple(k for c in parts for k in c.kernels), tuple(k for c in parts for k in c.copies),
+            tuple(k for c in parts for k in c.loops), tuple(k for c in parts for k in c.nccl_tests),
+            tuple(k for c in parts for k in c.runs), tuple(dict.fromkeys(n for c in parts for n in c.notes)),
+            {k: v for c in parts for k, v in c.settings.items()}, min((c.started for c in parts if c.started),
+                                                                       default=None),
+            round(sum(c.duration_s or 0.0 for c in parts), 3))

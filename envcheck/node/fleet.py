@@ -501,11 +501,7 @@ def _nodes(joins: dict[int, RankJoin], reports: dict[int, RankReport],
         nr = node_reports.get(n)
         crosschecks = [c for c in (*(reports[r].crosscheck for r in ranks if r in reports),
                                    nr.crosscheck if nr else None) if c is not None]
-        cross = None
-        if crosschecks:
-            from envcheck.crosscheck.run import CrosscheckRun, merged
-
-            cross = merged(*(CrosscheckRun(c) for c in crosschecks)).crosscheck
+        cross = Crosscheck.joined(*crosschecks) if crosschecks else None
         out.append(FleetNode(name, ranks, nr.environment if nr else None, nr.checks if nr else (), benches,
                              nr.node if nr else None, cross))
     return tuple(out)
