@@ -40,6 +40,11 @@ pytestmark = [
 
 MEASURE = """<!DOCTYPE html><html><head><script>
 function measure(frame, i) {{
+  // Measured once the frame's fonts are loaded, a (virtual) 100 ms later: measured at
+  // onload, a CJK fallback font could still be on its way, and widths depended on how busy the machine was.
+  frame.contentDocument.fonts.ready.then(function () {{ setTimeout(function () {{ settled(frame, i); }}, 100); }});
+}}
+function settled(frame, i) {{
   var d = frame.contentDocument, win = frame.contentWindow, out = [];
   d.querySelectorAll('.table-wrap').forEach(function (w) {{
     if (w.scrollWidth > w.clientWidth + 1)
