@@ -224,8 +224,10 @@ def test_a_rank_killed_or_stopped_during_the_world_collectives_fails_its_node(tm
     the collectives across nodes run (world rank 2 is slowed so that they last): node 2 fails, named
     with its phase, rank 0 exits non-zero, and nothing is left running."""
     # Rank 0 gives a node silent after its own share of the world sweep the join time: 20 s here, not FAST's 60
-    # (the other nodes' shares end with its own, the collectives wait on each other).
+    # (the other nodes' shares end with its own, the collectives wait on each other). One sweep size: a stopped
+    # rank's world workers run the rest of the sweep on (0.3 s a call) before that wait begins.
     args = [*FAST[:FAST.index("--join-timeout")], "--join-timeout", "20", "--format", "json"]
+    args[args.index("--sweep-sizes") + 1] = "64K"
     procs = _launch(tmp_path, 3, 1, args, {"ENVCHECK_TEST_SLOW_RANK": "2:300000"})
     stopped = None
     try:
