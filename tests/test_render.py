@@ -25,6 +25,8 @@ from envcheck.render.terminal.console import capture
 from envcheck.render.terminal.run import print_run
 from envcheck.render.writing import outcome_message, render_after_run, write_documents
 
+# One pytest-xdist worker runs this module: the committed H200 report and its pages (module fixtures, seconds each with their charts) are made once.
+pytestmark = pytest.mark.xdist_group("render")
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "evidence" / "2026-11-22_0104Z_vm_h200.json.gz"
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
