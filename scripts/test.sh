@@ -6,4 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
 .venv/bin/python -m ruff check .
+# Bytecode is cached for this run even where the environment says PYTHONDONTWRITEBYTECODE: each test process
+# and each of the hundreds of envcheck processes the tests start would compile the package again.
+unset PYTHONDONTWRITEBYTECODE
 .venv/bin/python -m pytest -n auto --dist loadgroup "$@"

@@ -6,8 +6,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -52,6 +54,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if reason:
         for item in gpu_items:
             item.add_marker(pytest.mark.skip(reason=f"GPU test: {reason}"))
+
+
+@pytest.fixture(scope="session")
+def cpu_burn(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``envcheck burn --cpu`` for real (seconds), once for the tests that read what it wrote, in every output
+    format: the finished process and its folder. Those tests share an xdist group ("cpu_burn"), so that one
+    worker runs it once."""
+    out = tmp_path_factory.mktemp("cpu_burn")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, "-m", "envcheck", "burn", "--cpu", "--minutes", "0.05", "--out-dir",
+                           str(out), "--format", "json,md,html,junit,prometheus"], capture_output=True, text=True,
+                          env=env, timeout=600, cwd=out)
+    return done, out
 
 
 @pytest.fixture(scope="session", autouse=True)

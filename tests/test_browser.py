@@ -36,6 +36,7 @@ pytestmark = [
     pytest.mark.browser,
     pytest.mark.slow,
     pytest.mark.skipif(BROWSER is None, reason="no Chromium on PATH (apt-get install -y chromium)"),
+    pytest.mark.xdist_group("browser"),  # one pytest-xdist worker: the documents (charts drawn) are rendered once
 ]
 
 MEASURE = """<!DOCTYPE html><html><head><script>

@@ -96,16 +96,16 @@ def _cli(args: list[str], tmp_path: Path, **kw) -> subprocess.Popen:
 
 
 @pytest.mark.slow
-def test_a_cpu_burn_end_to_end_passes_and_renders_from_its_json_alone(tmp_path):
-    proc = _cli(["burn", "--cpu", "--minutes", "0.03"], tmp_path)
-    out, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0, err[-3000:] + out[-3000:]
-    (path,) = (tmp_path / "out").glob("*_burn.json")
+@pytest.mark.xdist_group("cpu_burn")
+def test_a_cpu_burn_end_to_end_passes_and_renders_from_its_json_alone(cpu_burn, tmp_path):
+    done, folder = cpu_burn  # conftest: one real CPU burn for this test and test_outputs'
+    assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
+    (path,) = folder.glob("*_burn.json")
     report = model.load(path)
     assert report.kind == "burn" and report.burn.stopped is None
     g = report.burn.gpus[0]
     assert [p.phase for p in g.phases] == ["gemm", "bandwidth", "memtest"] and g.memtest.passes >= 1
-    assert (tmp_path / "out" / f"{path.stem}.md").exists() and (tmp_path / "out" / f"{path.stem}.html").exists()
+    assert (folder / f"{path.stem}.md").exists() and (folder / f"{path.stem}.html").exists()
     rendered = tmp_path / "zh"
     assert cli.main(["render", str(path), "--lang", "zh-CN", "--out", str(rendered)]) == 0
     md = next(rendered.glob("*.md")).read_text(encoding="utf-8")

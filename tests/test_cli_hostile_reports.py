@@ -29,7 +29,10 @@ def _cases() -> list[tuple[str, str]]:
     return [(name, _mutated(mutate)) for name, mutate, _ in HOSTILE] + WHOLE
 
 
-@pytest.mark.parametrize("name, text", _cases(), ids=[c[0] for c in _cases()])
+CASES = _cases()
+
+
+@pytest.mark.parametrize("name, text", CASES, ids=[c[0] for c in CASES])
 def test_render_and_diff_refuse_malformed_reports_in_one_line(tmp_path, capsys, name, text):
     bad = tmp_path / "bad.json"
     bad.write_text(text)

@@ -71,6 +71,7 @@ def repeat_interval(base: Timing, other: Timing) -> stats.RatioInterval:
 # --------------------------------------------------------------------------- coverage
 
 
+@pytest.mark.slow  # 10,000 synthetic rows (~4 s)
 def test_repeat_intervals_cover_95_percent_of_1000_synthetic_negative_controls():
     """1,000 negative controls, nothing changed: each a family of 10 rows whose within-run and
     between-run noise are drawn from the committed H200 runs'; each side 5 independent runs
@@ -92,6 +93,7 @@ def test_repeat_intervals_cover_95_percent_of_1000_synthetic_negative_controls()
     assert controls_called / 1000 <= 0.065, controls_called
 
 
+@pytest.mark.slow  # 10,000 synthetic rows (~5 s)
 def test_repeats_with_the_run_share_of_a_floor_cover_95_percent_when_a_run_moves_as_a_whole():
     """1,000 negative controls of 10 rows, 5 repeats a side, where part of the run-to-run noise moves a
     whole run (every repeat of it alike; the committed controls with repeats of 2026-11-26 left 6 of 96

@@ -30,7 +30,7 @@ import pytest
 pytest.importorskip("hypothesis")  # test extras: every test here needs both
 pytest.importorskip("markdown_it")
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from markdown_it import MarkdownIt  # noqa: E402
 
@@ -50,6 +50,9 @@ FRAGMENTS = ["``", "`", "<img src=x onerror=alert(1)>", "<script>", "</td>", "&l
              "_x_", "]]>", "<!--", "{x}", "{", "%s", "\"'", "java\tscript:", "[a](javascript:alert(1))", "![i](x)",
              "=", ":smile:", "\ud7ff", "中文", " "]
 hostile = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=4)), min_size=1, max_size=6).map("".join)
+# Every fragment in every field at once: the first example of each test below, so that no fragment is left to the
+# draws (which then need fewer examples: each one renders with its charts).
+EVERY = "".join(FRAGMENTS)
 
 
 @functools.cache
@@ -150,9 +153,10 @@ def hostile_report(host, gpu, env_value, note_label, title, finding, fix, detail
 
 
 @pytest.mark.slow
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(host=hostile, gpu=hostile, env_value=hostile, note_label=hostile, title=hostile, finding=hostile, fix=hostile,
        detail=hostile)
+@example(host=EVERY, gpu=EVERY, env_value=EVERY, note_label=EVERY, title=EVERY, finding=EVERY, fix=EVERY, detail=EVERY)
 def test_run_renders_never_obey_machine_text(undrawn_charts, host, gpu, env_value, note_label, title, finding, fix,
                                             detail):
     finding = finding.replace("\n", " ")  # a check finding is one line by the model's rule
@@ -166,8 +170,9 @@ def test_run_renders_never_obey_machine_text(undrawn_charts, host, gpu, env_valu
 
 
 @pytest.mark.slow
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(label=hostile, host=hostile, gpu=hostile, value=hostile, title=hostile, fix=hostile, reason=hostile)
+@example(label=EVERY, host=EVERY, gpu=EVERY, value=EVERY, title=EVERY, fix=EVERY, reason=EVERY)
 def test_diff_and_history_renders_never_obey_machine_text(label, host, gpu, value, title, fix, reason):
     s = compare_data.Strings(base_label=label, other_label=label + "2", host=host, base_gpu=gpu, other_gpu=gpu + "x",
                              env_value=value, check_title=title, check_finding=title.replace("\n", " "), check_fix=fix,
@@ -232,11 +237,13 @@ NODE_FRAGMENTS = ["[/]", "[bold red]", "<script>alert(1)</script>", "`", "``", "
                   "\x1b]0;t\x07", "|", "\\", "# h", "\r\n", "中文", "*x*"]
 node_hostile = st.lists(st.one_of(st.sampled_from(NODE_FRAGMENTS), st.text(max_size=3)), min_size=1,
                         max_size=5).map("".join)
+NODE_EVERY = "".join(NODE_FRAGMENTS)  # as EVERY
 
 
 @pytest.mark.slow
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(host=node_hostile, error=node_hostile, line=node_hostile, name=node_hostile, algo=node_hostile)
+@example(host=NODE_EVERY, error=NODE_EVERY, line=NODE_EVERY, name=NODE_EVERY, algo=NODE_EVERY)
 def test_node_and_fleet_renders_never_obey_machine_text(undrawn_charts, host, error, line, name, algo):
     from envcheck.render.terminal.node import print_fleet
 

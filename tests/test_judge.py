@@ -62,6 +62,7 @@ def planted() -> list[dict]:
     return _child("planted")
 
 
+@pytest.mark.slow  # the interpreter child (~12 s); the fast loop has the worker's planted softmax below
 def test_both_planted_bugs_pass_the_bounds_and_fail_the_relative_criterion(planted):
     results = _results(planted)
     bugs = [r for r in results if r.case.impl == "compile"]  # the planted kernels
@@ -81,6 +82,7 @@ def test_both_planted_bugs_pass_the_bounds_and_fail_the_relative_criterion(plant
     assert row_sum.case.accuracy.rel_l2 < row_sum.tolerance.rel_l2
 
 
+@pytest.mark.slow  # the same child
 def test_correct_kernels_pass_every_criterion_beside_the_planted_ones(planted):
     for r in _results(planted):
         if r.case.impl in ("torch", "triton"):

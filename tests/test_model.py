@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -32,6 +33,7 @@ from envcheck.model import (
 )
 
 REPORTS = Path(__file__).resolve().parent.parent / "evidence"
+@functools.cache
 def _schema(path: Path) -> int | None:
     try:
         return json.loads(text(path)).get("schema_version")

@@ -254,6 +254,7 @@ def test_committed_back_to_back_node_runs_call_nothing(controls):
     assert len(rows) == 630 and excluding <= 0.05 * len(rows)
 
 
+@pytest.mark.slow  # learns the floors eleven times over the committed controls (~8 s)
 def test_node_floors_learned_without_a_pair_hold_on_it(controls, tmp_path, monkeypatch):
     """Out of sample: each 2 x H100 pair judged with floors learned from the other pairs alone (leave one pair
     out, tools/evidence/noise_floors.py on the rest): no row is called, and 26 of the 495 held-out intervals exclude 1
@@ -379,6 +380,7 @@ def test_shipped_node_floors_hold_on_one_machine_only(controls):
     assert {r.change.floor.source for r in own.collectives if r.change.floor} <= {"spread", "none"}
 
 
+@pytest.mark.slow  # 55 comparisons of committed node runs (~4 s)
 def test_a_five_percent_slower_collective_is_called(controls):
     """The positive control for node rows, in the eleven 2 x H100 pairs: all_reduce 256 MiB, all_gather and
     reduce_scatter at 1 and 4 GiB, each 5% slower in turn, are significant in every case and called slower in

@@ -68,6 +68,9 @@ def _free_port() -> int:
 # busy 2-core CI machine starts every Python process (each importing torch) at a crawl.
 FAST = ["--cpu", "--ops", "vector_add", "--sizes", "1024", "--sweep-sizes", "64K,256K", "--iters", "3",
         "--warmup", "1", "--no-narrow", "--rank-timeout", "300", "--world-timeout", "300", "--join-timeout", "60"]
+# The runs stopped, killed or losing a rank: what is checked is the report's JSON and what rank 0 prints, so
+# rank 0 renders no documents (their charts are seconds of a loaded machine's time; fleet_of_two checks them).
+STOPPED = [*FAST, "--format", "json"]
 
 
 def _launch(tmp_path: Path, nnodes: int, nproc: int, args: list[str], env_extra: dict[str, str] | None = None
@@ -177,7 +180,8 @@ def test_ranks_sharing_one_host_pass_with_the_default_cpu_sweep(tmp_path, nproc)
     """``torchrun --nproc-per-node N -m envcheck fleet --cpu``: every rank times the CPU, the node's
     gloo sweep has the CPU's default sizes, and a passing run leaves no work files and no process.
     Three ranks (an odd world); two ranks of one host run in the SIGTERM and kill -9 tests below."""
-    args = ["--cpu", "--ops", "vector_add", "--sizes", "1024", "--rank-timeout", "300", "--join-timeout", "60"]
+    args = ["--cpu", "--ops", "vector_add", "--sizes", "1024", "--rank-timeout", "300", "--join-timeout", "60",
+            "--format", "json"]  # the documents: fleet_of_two
     procs = _launch(tmp_path, 1, nproc, args)
     (out,) = _finish(procs)
     assert procs[0].returncode == 0, out[-3000:]
@@ -220,8 +224,10 @@ def test_a_rank_killed_or_stopped_during_the_world_collectives_fails_its_node(tm
     the collectives across nodes run (world rank 2 is slowed so that they last): node 2 fails, named
     with its phase, rank 0 exits non-zero, and nothing is left running."""
     # Rank 0 gives a node silent after its own share of the world sweep the join time: 20 s here, not FAST's 60
-    # (the other nodes' shares end with its own, the collectives wait on each other).
-    args = [*FAST[:FAST.index("--join-timeout")], "--join-timeout", "20"]
+    # (the other nodes' shares end with its own, the collectives wait on each other). One sweep size: a stopped
+    # rank's world workers run the rest of the sweep on (0.3 s a call) before that wait begins.
+    args = [*FAST[:FAST.index("--join-timeout")], "--join-timeout", "20", "--format", "json"]
+    args[args.index("--sweep-sizes") + 1] = "64K"
     procs = _launch(tmp_path, 3, 1, args, {"ENVCHECK_TEST_SLOW_RANK": "2:300000"})
     stopped = None
     try:
@@ -258,7 +264,7 @@ def test_a_rank_killed_or_stopped_during_the_world_collectives_fails_its_node(tm
 def test_sigterm_to_the_launcher_writes_the_partial_report_and_stops_every_child(tmp_path):
     """What torchrun or Slurm does when a job ends: SIGTERM. Rank 0 writes what finished (the suites)
     and says the run was stopped; the node's gloo sweep under way is stopped with its workers."""
-    procs = _launch(tmp_path, 1, 2, FAST, {"ENVCHECK_TEST_SLOW_RANK": "1:300000"})
+    procs = _launch(tmp_path, 1, 2, STOPPED, {"ENVCHECK_TEST_SLOW_RANK": "1:300000"})
     try:
         _wait_for("envcheck-fleet-r0*/node0/collectives/rank1.jsonl", tmp_path / "tmp", '"event":"result"')
         procs[0].send_signal(signal.SIGTERM)
@@ -276,7 +282,7 @@ def test_sigterm_to_the_launcher_writes_the_partial_report_and_stops_every_child
 def test_a_rank_killed_under_one_torchrun_still_gives_a_report(tmp_path):
     """``torchrun --nproc-per-node 3``, rank 2 killed during the node's sweep: torchrun sends SIGTERM to
     the other ranks, and rank 0 writes the partial report (none at all before) and exits non-zero."""
-    procs = _launch(tmp_path, 1, 3, FAST, {"ENVCHECK_TEST_SLOW_RANK": "1:300000"})
+    procs = _launch(tmp_path, 1, 3, STOPPED, {"ENVCHECK_TEST_SLOW_RANK": "1:300000"})
     try:
         _wait_for("envcheck-fleet-r0*/node0/collectives/rank1.jsonl", tmp_path / "tmp", '"event":"result"')
         ranks = [c for c in psutil.Process(procs[0].pid).children()
@@ -297,7 +303,7 @@ def test_kill_9_of_the_launcher_stops_its_ranks_and_writes_no_verdict(tmp_path):
     """``kill -9`` of torchrun: its ranks (and their workers) used to run on under PID 1 and write "every
     node passed" for a job that was killed. Each rank asked the kernel to tell it of its launcher's death:
     it stops its work, rank 0 writes no report, and nothing of the job is left running."""
-    procs = _launch(tmp_path, 1, 2, FAST, {"ENVCHECK_TEST_SLOW_RANK": "1:300000"})
+    procs = _launch(tmp_path, 1, 2, STOPPED, {"ENVCHECK_TEST_SLOW_RANK": "1:300000"})
     try:
         _wait_for("envcheck-fleet-r0*/node0/collectives/rank1.jsonl", tmp_path / "tmp", '"event":"result"')
         procs[0].send_signal(signal.SIGKILL)

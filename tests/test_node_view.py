@@ -27,6 +27,8 @@ from envcheck.render.terminal.run import print_run
 from envcheck.render.view import run_view
 from envcheck.render.writing import write_documents
 
+# One pytest-xdist worker runs this module: the node's and the fleet's pages (a module fixture, charts drawn) are made once.
+pytestmark = pytest.mark.xdist_group("node_view")
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -25,8 +25,10 @@ from envcheck.ops import OPS
 from tests.jax_child import DTYPES, FORWARD_BACKWARD, shape_of
 from tests.test_worker import FAST, _plan, _run_worker
 
+# Slow: JAX in child processes, its XLA compiles of every op at every dtype (~10 s) and a worker timing torch
+# and JAX (~5 s); how the suite plans JAX (installed or not, which cases) is test_ops_new_plan.py's, in the fast loop.
 pytestmark = [pytest.mark.skipif(not jax_impl.installed(), reason="JAX is not installed"),
-              pytest.mark.xdist_group("jax")]  # one pytest-xdist worker: the child runs once
+              pytest.mark.xdist_group("jax"), pytest.mark.slow]  # one pytest-xdist worker: the child runs once
 ROOT = Path(__file__).resolve().parents[1]
 
 

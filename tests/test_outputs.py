@@ -314,11 +314,9 @@ def test_bench_defaults_to_the_same_reports_folder_as_run(tmp_path: Path, monkey
 
 
 @pytest.mark.slow
-def test_a_cpu_burn_writes_junit_and_prometheus_with_its_verdict(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "envcheck", "burn", "--cpu", "--minutes", "0.05", "--out-dir",
-                           str(tmp_path), "--format", "json,junit,prometheus"], capture_output=True, text=True,
-                          env=env, timeout=600, cwd=ROOT)
+@pytest.mark.xdist_group("cpu_burn")
+def test_a_cpu_burn_writes_junit_and_prometheus_with_its_verdict(cpu_burn) -> None:
+    done, tmp_path = cpu_burn  # conftest: one real CPU burn for this test and test_burn_run's
     assert done.returncode == 0, done.stderr
     [xml] = tmp_path.glob("*.junit.xml")
     doc = _schema().to_dict(str(xml))

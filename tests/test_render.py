@@ -25,6 +25,8 @@ from envcheck.render.terminal.console import capture
 from envcheck.render.terminal.run import print_run
 from envcheck.render.writing import outcome_message, render_after_run, write_documents
 
+# One pytest-xdist worker runs this module: the committed H200 report and its pages (module fixtures, seconds each with their charts) are made once.
+pytestmark = pytest.mark.xdist_group("render")
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "evidence" / "2026-11-22_0104Z_vm_h200.json.gz"
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
@@ -549,8 +551,10 @@ def test_cli_render_rejects_bad_files_with_one_line(tmp_path, capsys, content, m
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["2026-11-21_2341Z_vm_h200.json.gz", "2026-11-22_0057Z_vm_h100-80gb-hbm3.json.gz",
-                                  "2026-11-22_0104Z_vm_h200.json.gz"])
+@pytest.mark.parametrize("name", [  # each its own xdist group: four renders in processes of their own, ~20 s
+    pytest.param(n, marks=pytest.mark.xdist_group(f"twice{i}")) for i, n in enumerate((
+        "2026-11-21_2341Z_vm_h200.json.gz", "2026-11-22_0057Z_vm_h100-80gb-hbm3.json.gz",
+        "2026-11-22_0104Z_vm_h200.json.gz"))])
 def test_every_committed_report_renders_and_renders_the_same_twice(tmp_path, name):
     for lang in LANGS:
         for out in ("a", "b"):

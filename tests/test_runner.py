@@ -129,9 +129,9 @@ def test_nonzero_exit_before_done_is_an_exit_with_the_last_stderr_line(tmp_path)
 def test_timeout_stops_a_hung_worker(tmp_path):
     steps = [start(), *play(PLANNED[:1]), emit(protocol.CaseStarted(1, 4, PLANNED[1])), {"sleep": 60}]
     t0 = time.monotonic()
-    out, _ = run_script(tmp_path, steps, timeout=6.0, grace_s=1.0)  # time for a busy machine to start it
+    out, _ = run_script(tmp_path, steps, timeout=2.5, grace_s=1.0)  # time for a busy machine to start it
     assert time.monotonic() - t0 < 45  # not the 60 s it sleeps
-    assert out.stop.cause == StopCause.TIMEOUT and out.stop.timeout_s == 6.0 and out.stop.during == PLANNED[1].key
+    assert out.stop.cause == StopCause.TIMEOUT and out.stop.timeout_s == 2.5 and out.stop.during == PLANNED[1].key
     assert len(out.cases) == 1 and out.returncode is not None  # reaped, not left running
 
 
@@ -185,7 +185,7 @@ def test_worker_hanging_at_exit_after_done_is_stopped_and_the_run_is_complete(tm
 
 def test_worker_timing_out_after_done_is_not_partial(tmp_path):
     steps = [start(), *play(PLANNED), emit(protocol.Done()), {"sleep": 60}]
-    out, _ = run_script(tmp_path, steps, timeout=8.0, grace_s=1.0, done_drain_s=120.0)  # the timeout ends it
+    out, _ = run_script(tmp_path, steps, timeout=2.5, grace_s=1.0, done_drain_s=120.0)  # the timeout ends it
     assert out.done and out.stop is None and len(out.cases) == 4
 
 
@@ -206,7 +206,7 @@ def test_a_helper_process_in_its_own_session_is_stopped_with_the_worker(tmp_path
     not outlive a stopped run."""
     pid_file = tmp_path / "child.pid"
     steps = [start(), {"spawn": str(pid_file)}, {"sleep": 60}]
-    out, _ = run_script(tmp_path, steps, timeout=6.0, grace_s=1.0)
+    out, _ = run_script(tmp_path, steps, timeout=2.5, grace_s=1.0)
     assert out.stop.cause == StopCause.TIMEOUT
     child = int(pid_file.read_text())
     assert _gone(child), "the helper process outlived the worker"

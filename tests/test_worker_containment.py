@@ -146,22 +146,22 @@ def test_a_line_keeps_its_head_and_tail_and_says_how_much_was_cut():
 def test_the_case_timeout_starts_when_the_worker_has_started(tmp_path):
     """A loaded machine takes long to import torch and open the device: that is not a hang of
     the first case (the case limit is far shorter than the start-up here)."""
-    steps = [{"sleep": 4}, start(), *play(PLANNED), emit(protocol.Done())]
-    out, _ = run_script(tmp_path, steps, stall_s=1.5)
+    steps = [{"sleep": 2}, start(), *play(PLANNED), emit(protocol.Done())]
+    out, _ = run_script(tmp_path, steps, stall_s=1.0)
     assert out.stop is None and not out.stalled and len(out.cases) == 4
 
 
 def test_a_slow_start_under_bench_fails_no_case(tmp_path):
     script = tmp_path / "script.json"
-    script.write_text(json.dumps([{"sleep": 4}, start(), {"play_plan": True}, emit(protocol.Done())]))
-    out = resume.run_resuming(PLAN, lambda ev: None, 120.0, 1.5, command=[sys.executable, FAKE, str(script)])
+    script.write_text(json.dumps([{"sleep": 2}, start(), {"play_plan": True}, emit(protocol.Done())]))
+    out = resume.run_resuming(PLAN, lambda ev: None, 120.0, 1.0, command=[sys.executable, FAKE, str(script)])
     assert out.stop is None and [c.failure for c in out.cases] == [None] * 4
 
 
 def test_a_start_up_past_its_own_limit_stops_the_run_not_a_case(tmp_path):
     steps = [{"sleep": 60}, start(), *play(PLANNED), emit(protocol.Done())]
-    out, _ = run_script(tmp_path, steps, stall_s=1.0, startup_s=3.0, grace_s=1.0)
-    assert out.stop.cause == StopCause.TIMEOUT and out.stop.timeout_s == 3.0 and not out.stalled
+    out, _ = run_script(tmp_path, steps, stall_s=1.0, startup_s=2.0, grace_s=1.0)
+    assert out.stop.cause == StopCause.TIMEOUT and out.stop.timeout_s == 2.0 and not out.stalled
     assert out.stop.during is None and out.cases == []
 
 

@@ -257,6 +257,8 @@ def _what_it_holds(doc: Any, path: str, out: set[str]) -> set[str]:
             out.add(f"{path}.{k}")
             _what_it_holds(v, f"{path}.{k}", out)
     elif isinstance(doc, list):
+        if doc and type(doc[0]) in (int, float) and type(doc[-1]) in (int, float):
+            return out  # samples, times, counters: numbers hold nothing of the above (most of a report's JSON)
         for v in doc:
             _what_it_holds(v, f"{path}[]", out)
     elif isinstance(doc, bool) or (isinstance(doc, str) and SHORT.fullmatch(doc)) or path == ".schema_version":
