@@ -1,7 +1,7 @@
 """Dated report file names that sort by time and never replace an existing report.
 
 ``2026-11-21_2215Z_gpu-box-1_h200.json``: UTC stamp (minutes), host, and the GPU the
-benchmark ran on (or ``cpu``). A name already used by anything a report set holds (the JSON,
+benchmark ran on (or ``cpu``; ``4x-h200_node`` for a node run). A name already used by anything a report set holds (the JSON,
 the Markdown, HTML and charts folder rendered beside it, in any language), even by a dangling
 symlink, gets ``-2``, ``-3``, ... so two runs in the same minute both survive and the renders
 of the new one are never refused for a name an old one took.
@@ -10,7 +10,7 @@ of the new one are never refused for a name an old one took.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -47,6 +47,14 @@ def device_slug(gpu_name: str | None) -> str:
 
 def report_stem(when: datetime, host: str | None, gpu_name: str | None) -> str:
     return f"{stamp(when)}_{slug(host, fallback='host')}_{device_slug(gpu_name)}"
+
+
+def node_stem(when: datetime, host: str | None, gpu_names: Sequence[str]) -> str:
+    """A node run's (``run --gpus``): ``2026-11-28_2058Z_vm_4x-h200_node``, ``..._2x-gpus_node`` for GPUs of
+    different kinds; never named like one GPU's run of the same minute."""
+    kinds = {device_slug(n) for n in gpu_names}
+    what = kinds.pop() if len(kinds) == 1 else "gpus"
+    return f"{stamp(when)}_{slug(host, fallback='host')}_{len(gpu_names)}x-{what}_node"
 
 
 def _candidates(stem: str) -> Iterable[str]:

@@ -44,6 +44,21 @@ def test_stem_sanitises_host_and_gpu():
     assert reportname.slug("../../etc", fallback="x") == "etc"
 
 
+def test_a_node_run_is_named_for_its_gpus_not_like_one_gpu_s_run():
+    when = datetime(2026, 11, 28, 20, 58, tzinfo=timezone.utc)
+    assert reportname.node_stem(when, "vm", ["NVIDIA H200"] * 4) == "2026-11-28_2058Z_vm_4x-h200_node"
+    assert reportname.node_stem(when, "vm", ["NVIDIA H200", "NVIDIA H100 80GB HBM3"]) == "2026-11-28_2058Z_vm_2x-gpus_node"
+
+
+def test_write_outputs_names_a_node_report_for_its_gpus(tmp_path):
+    from envcheck.model import load
+
+    node = load(Path(__file__).resolve().parent.parent / "evidence" / "2026-11-28_2058Z_vm_4x-h200_node_quick.json.gz")
+    when = datetime(2026, 11, 29, 1, 2, tzinfo=timezone.utc)
+    written, _ = run_cmd.write_outputs(node, tmp_path, [], "en", when)
+    assert [p.name for p in written] == ["2026-11-29_0102Z_vm_4x-h200_node.json"]
+
+
 def test_write_report_never_overwrites_and_respects_rendered_siblings(tmp_path):
     a = reportname.write_report(tmp_path, "s", "first")
     b = reportname.write_report(tmp_path, "s", "second")

@@ -66,7 +66,8 @@ def _free_port() -> int:
 
 # Small per-GPU suite and sweep: the plumbing is under test, not the numbers. The limits are wide: a
 # busy 2-core CI machine starts every Python process (each importing torch) at a crawl.
-FAST = ["--cpu", "--ops", "vector_add", "--sizes", "1024", "--sweep-sizes", "64K,256K", "--iters", "3",
+# No torch.compile in the per-rank suites (inductor's C++ build is ~2 s of CPU a rank, and no test here is about it).
+FAST = ["--cpu", "--ops", "vector_add", "--sizes", "1024", "--no-compile", "--sweep-sizes", "64K,256K", "--iters", "3",
         "--warmup", "1", "--no-narrow", "--rank-timeout", "300", "--world-timeout", "300", "--join-timeout", "60"]
 # The runs stopped, killed or losing a rank: what is checked is the report's JSON and what rank 0 prints, so
 # rank 0 renders no documents (their charts are seconds of a loaded machine's time; fleet_of_two checks them).
@@ -180,8 +181,8 @@ def test_ranks_sharing_one_host_pass_with_the_default_cpu_sweep(tmp_path, nproc)
     """``torchrun --nproc-per-node N -m envcheck fleet --cpu``: every rank times the CPU, the node's
     gloo sweep has the CPU's default sizes, and a passing run leaves no work files and no process.
     Three ranks (an odd world); two ranks of one host run in the SIGTERM and kill -9 tests below."""
-    args = ["--cpu", "--ops", "vector_add", "--sizes", "1024", "--rank-timeout", "300", "--join-timeout", "60",
-            "--format", "json"]  # the documents: fleet_of_two
+    args = ["--cpu", "--ops", "vector_add", "--sizes", "1024", "--no-compile", "--rank-timeout", "300",
+            "--join-timeout", "60", "--format", "json"]  # the documents: fleet_of_two
     procs = _launch(tmp_path, 1, nproc, args)
     (out,) = _finish(procs)
     assert procs[0].returncode == 0, out[-3000:]

@@ -233,7 +233,9 @@ def write_outputs(report: Report, out_dir: Path, formats: Sequence[str], lang: s
     or none). Returns what exists, and whether Ctrl-C stopped the rendering (the JSON is whole)."""
     bench = report.bench
     gpu = bench.device.name if bench is not None and bench.device.backend == "cuda" else None
-    json_path = save_json(report, out_dir, reportname.report_stem(when, report.host, gpu), stderr)
+    stem = (reportname.node_stem(when, report.host, [b.device.name for b in report.benches]) if report.node is not None
+            else reportname.report_stem(when, report.host, gpu))
+    json_path = save_json(report, out_dir, stem, stderr)
     if json_path is None:
         return [], False
     written = [json_path]
@@ -306,10 +308,12 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
             from envcheck.anonymize import for_this_machine
 
             host = for_this_machine(host, key).host(host)
-        stem = reportname.report_stem(when, host, None)
+        from envcheck.commands.burning import select_gpus
+
+        names = [str(env.gpus[i].get("name") or "gpu") for i in select_gpus(args.gpus, env)]
         _say(f"running the suite on GPUs {args.gpus} at once, then the node tests (Ctrl-C stops and keeps "
              "what finished)", err_stream)
-        node_work = out_dir / f"{stem}_node"
+        node_work = out_dir / f"{reportname.node_stem(when, host, names)}_work"
         result = run_node_suite(args, env, work_dir=str(node_work), worker_command=deps.worker_command)
         benches, checks, stopped = result.benches, checks + result.checks, result.interrupted
         sections["node"] = result.node
