@@ -126,6 +126,7 @@ def test_a_result_corrupted_once_mid_run_fails_the_gpu_at_that_iteration():
     assert {x.iteration for x in g.gpu.sdc.mismatches} == {2}  # that iteration only: the later ones were right
 
 
+@pytest.mark.slow  # a third 1.5 s burn; the fast loop catches a corruption (once) and the flip-bit control
 def test_a_result_corrupted_from_then_on_is_located_to_its_element():
     def corrupt(iteration, out):
         if iteration >= 2:

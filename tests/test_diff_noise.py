@@ -459,6 +459,7 @@ def test_shipped_floors_never_cross_gpu_models_or_physical_gpus():
     assert not cmp.same_machine and "shipped" not in dict(cmp.sources)
 
 
+@pytest.mark.slow  # the script over every committed control pair (~4 s): a check of the data, not of a rule
 def test_the_shipped_data_file_is_what_the_script_makes_from_the_committed_controls(tmp_path):
     """Provenance: regenerating from the committed pairs (H200, H100), launch and node pairs gives the file shipped."""
     import runpy

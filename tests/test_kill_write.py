@@ -128,6 +128,7 @@ def test_a_kill_during_a_render_set_leaves_only_whole_files_and_the_next_run_cle
     assert hidden(tmp_path) == []
 
 
+@pytest.mark.slow  # a real render process killed (~5 s); test_set_journal kills at every step fast
 def test_envcheck_render_killed_mid_render_then_run_again(tmp_path: Path, capsys, undrawn_charts) -> None:
     """The issue's case: hidden .md/.html/_charts temporaries left by a killed render, never cleaned.
     After a kill, ``history`` does not count them and a second render succeeds and leaves none (both through

@@ -255,6 +255,7 @@ def test_fleet_documents_show_verdicts_ranks_world_nodes_and_rules(fleet_report)
         assert text in md, text
 
 
+@pytest.mark.slow  # a second render of every node page (~4 s); test_golden holds the bytes of node_x2 fast
 def test_documents_are_the_same_bytes_twice(node_trouble, fleet_report, html_of):
     for name, r in (("node", node_trouble), ("fleet", fleet_report)):
         assert render_markdown(r, "zh-CN") == render_markdown(r, "zh-CN")

@@ -36,6 +36,7 @@ def facts(env: model.Environment) -> dict:
     return data
 
 
+@pytest.mark.slow  # this machine probed twice with its runtimes (~4 s); the corpus replays stay fast
 def test_this_machine_replayed_from_its_snapshot_gives_the_same_facts() -> None:
     """Record through the seams, replay through the seams: the probes cannot tell the difference."""
     snap = snapshot.capture(timeout=120)

@@ -109,6 +109,7 @@ def test_a_file_declares_its_top_level_ops_and_lists_of_them(tmp_path):
     assert specs[0].traffic((64,), "fp32").bytes == 512
 
 
+@pytest.mark.slow  # two discoveries importing torch (~5 s); a file's discovery stays fast
 def test_module_object_names_one_object(tmp_path, monkeypatch):
     write(tmp_path, GOOD, "userops.py")
     monkeypatch.setenv("PYTHONPATH", f"{ROOT}{os.pathsep}{tmp_path}")

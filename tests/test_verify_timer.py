@@ -21,6 +21,7 @@ def script(monkeypatch: pytest.MonkeyPatch):
     return module
 
 
+@pytest.mark.slow  # two rounds of real sampling on the CPU (~4 s); --workloads below takes the same path fast
 def test_every_row_is_printed_with_its_ratio_noise_and_the_verdict(script, capsys) -> None:
     status = script.main()
     out = capsys.readouterr().out

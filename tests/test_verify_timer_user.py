@@ -143,6 +143,7 @@ def faked(script, monkeypatch: pytest.MonkeyPatch, user_file: Path):
     return script, user_file, l2
 
 
+@pytest.mark.slow  # every impl sampled warm and cold on the CPU (~4 s); the exit-status rules below stay fast
 def test_user_mode_measures_every_impl_warm_then_cold_and_judges_the_warm_rows(faked, capsys, monkeypatch) -> None:
     script, user, _ = faked
     # At 3x L2 (the script's rule) nothing rotates; at 1x, wsum's 2 MiB against a 1 MiB L2 is kept and
