@@ -6,6 +6,7 @@ from __future__ import annotations
 import _thread
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -100,9 +101,15 @@ def test_ctrl_c_during_probing_kills_the_children(tmp_path: Path) -> None:
         interrupted.append(time.monotonic())
         _thread.interrupt_main()
 
+    # Ctrl-C as a terminal delivers it: under a parent that ignores SIGINT (a job started in the background, a
+    # benchmark harness) interrupt_main would do nothing, and the test would wait out the children's 100 s.
+    old_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     threading.Thread(target=interrupt_when_started, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
-        collect(host=SlowPython(), nvml=NoNvml(), runtime=True, timeout=100)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            collect(host=SlowPython(), nvml=NoNvml(), runtime=True, timeout=100)
+    finally:
+        signal.signal(signal.SIGINT, old_handler)
     # Ctrl-C is answered at once, not when the children's 100 s timeout has killed them.
     assert interrupted and time.monotonic() - interrupted[0] < 10
     pids = [int(p) for p in pid_file.read_text().split()]
