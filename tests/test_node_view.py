@@ -262,6 +262,7 @@ def test_documents_are_the_same_bytes_twice(node_trouble, fleet_report, html_of)
         assert render_html(r) == html_of[name]
 
 
+@pytest.mark.slow  # both pages drawn again in Chinese (~4 s); test_zh_cn_everywhere[node] and [fleet] stay fast
 def test_a_chinese_node_and_fleet_render_has_no_english_catalogue_sentence(node_trouble, fleet_report):
     from test_render import _english_fragments
 

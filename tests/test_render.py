@@ -570,6 +570,7 @@ def test_every_committed_report_renders_and_renders_the_same_twice(tmp_path, nam
 
 
 
+@pytest.mark.slow  # ten charts drawn and rasterised (~4 s); the SVG renders stay fast
 def test_cli_render_png_writes_each_chart_beside_its_svg_as_one_set(tmp_path, capsys):
     """``--format png``: every chart as a PNG to paste into an issue, in the charts folder with the SVGs the
     Markdown links to (the folder is replaced whole, so a png render after a md one must keep them)."""
