@@ -86,6 +86,26 @@ def captured(name: str) -> dict[str, str]:
     return {name: gzip.decompress(path.read_bytes()).decode("utf-8", "replace")}
 
 
+def h100_1949z_with_its_nccl_tests() -> tuple[Report, Report]:
+    """The 2 x H100 node run of 2026-11-26 19:49Z, and the same with that call's nccl-tests outputs (graph mode with
+    registration off, and the eager loop) put in its cross-checks, as ``envcheck run --crosscheck`` records them."""
+    import dataclasses
+
+    from envcheck import model
+    from envcheck.node import nccl_tests
+
+    r = model.load(LOGS.parent / "2026-11-26_1949Z_vm_2x-h100_node.json.gz")
+    files = captured("2026-11-26_1949Z_2x-h100_nccl-tests.tgz")
+    runs = []
+    for mode, member in (("graph_unregistered", "nccl_tests/nccl_tests_graph.txt"),
+                         ("eager", "nccl_tests/nccl_tests_eager.txt")):
+        rows = nccl_tests.parse(files[member])
+        runs += [NcclTestsRun(op, mode, (op,), launch(), tuple(x for x in rows if x.op == op),
+                              {"NCCL_GRAPH_REGISTER": "0"} if mode != "eager" else {})
+                 for op in sorted({x.op for x in rows})]
+    return r, dataclasses.replace(r, crosscheck=Crosscheck(nccl_tests=tuple(runs)))
+
+
 def nccl_captures() -> list[tuple[str, str]]:
     """(where, text) of every committed nccl-tests output (the outputs the device scripts saved)."""
     out = []

@@ -18,9 +18,9 @@ from crosscheck_fakes import (
     MiB,
     all_reduce,
     bench,
-    captured,
     case,
     full_report,
+    h100_1949z_with_its_nccl_tests,
     kernel,
     launch,
     loop,
@@ -252,16 +252,7 @@ def test_the_same_calls_graph_mode_holds_envcheck_gpu_time_at_every_size():
     (tools/evidence/compare_node.py said PASS: 35 of 35 against -G with registration off): as a cross-check, all
     35 GPU-time rows are within their bar against ``graph_unregistered``, and against the eager loop wherever that
     loop is not launch-bound."""
-    r = model.load(EVIDENCE / "2026-11-26_1949Z_vm_2x-h100_node.json.gz")
-    files = captured("2026-11-26_1949Z_2x-h100_nccl-tests.tgz")
-    runs = []
-    for mode, member in (("graph_unregistered", "nccl_tests/nccl_tests_graph.txt"),
-                         ("eager", "nccl_tests/nccl_tests_eager.txt")):
-        rows = nccl_tests.parse(files[member])
-        for op in sorted({x.op for x in rows}):
-            runs.append(NcclTestsRun(op, mode, (op,), launch(), tuple(x for x in rows if x.op == op),
-                                     {"NCCL_GRAPH_REGISTER": "0"} if mode != "eager" else {}))
-    a = analyse(dataclasses.replace(r, crosscheck=Crosscheck(nccl_tests=tuple(runs))))
+    a = analyse(h100_1949z_with_its_nccl_tests()[1])
     gpu = [x for x in a.crosscheck.rows if x.quantity == "gpu_busbw_gbps" and x.counterpart.mode == "graph_unregistered"]
     assert len(gpu) == 35 and all(x.status == "within" for x in gpu), [
         (x.op, x.size_bytes, x.ratio) for x in gpu if x.status != "within"]

@@ -230,23 +230,11 @@ def test_from_crosscheck_reads_nccl_tests_rows_the_run_recorded_and_holds_every_
     """``--from-crosscheck``: the nccl-tests rows of ``envcheck run --crosscheck`` from the report itself (here the
     2 x H100 19:49Z run with that call's nccl-tests outputs put in its cross-checks), each mode held, the eager loop
     where it is not launch-bound; the same pairs the report's own cross-check table holds."""
-    import dataclasses
-
-    from crosscheck_fakes import captured, launch
-    from evidence_files import EVIDENCE
+    from crosscheck_fakes import h100_1949z_with_its_nccl_tests
 
     from envcheck.analysis import analyse
-    from envcheck.model.crosscheck import Crosscheck, NcclTestsRun
 
-    r = model.load(EVIDENCE / "2026-11-26_1949Z_vm_2x-h100_node.json.gz")
-    files = captured("2026-11-26_1949Z_2x-h100_nccl-tests.tgz")
-    runs = []
-    for mode, member in (("graph_unregistered", "nccl_tests/nccl_tests_graph.txt"),
-                         ("eager", "nccl_tests/nccl_tests_eager.txt")):
-        rows = nccl_tests.parse(files[member])
-        runs += [NcclTestsRun(op, mode, (op,), launch(), tuple(x for x in rows if x.op == op))
-                 for op in sorted({x.op for x in rows})]
-    with_cc = dataclasses.replace(r, crosscheck=Crosscheck(nccl_tests=tuple(runs)))
+    r, with_cc = h100_1949z_with_its_nccl_tests()
     doc = tmp_path / "node.json"
     doc.write_text(model.dumps(with_cc))
     out = tmp_path / "table.md"
