@@ -10,5 +10,5 @@ bash scripts/setup.sh --test
 # and each of the hundreds of envcheck processes the tests start would compile the package again.
 unset PYTHONDONTWRITEBYTECODE
 # One worker more than there are cores: tests that wait out a limit (a hung worker's, an NVML hang's) leave a
-# core idle, and the extra worker fills it (on 2 cores: the fast loop 127 -> 113 s, the whole suite 492 -> 479 s).
+# core idle, and the extra worker fills it (2 cores, two runs back to back: the fast loop 127 -> 113 s).
 .venv/bin/python -m pytest -n "$(( $(nproc) + 1 ))" --dist loadgroup "$@"

@@ -240,10 +240,10 @@ def _analysed(name: str):
     return r, analyse(r)
 
 
+# The fast loop: the width the cut cells were found at, and Chinese (two columns a character) at the narrowest.
 @pytest.mark.parametrize(("lang", "width"), [("en", 100), ("zh-CN", 80), pytest.param("en", 80, marks=pytest.mark.slow),
                                              pytest.param("zh-CN", 100, marks=pytest.mark.slow)])
 def test_no_cell_is_cut_at_any_width_a_table_too_wide_is_split_with_its_row_names(lang, width):
-    # The fast loop: the width the cut cells were found at, and Chinese (two columns a character) at the narrowest.
     """Four implementations (JAX beside torch, Triton, torch.compile) and the node's link table made
     rich cut cells at 100 columns ("23.6 …" for 23.6 µs, "%the…"); a table too wide is now printed as
     several, each repeating the columns that name a row, and no value is lost."""
