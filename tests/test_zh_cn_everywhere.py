@@ -23,6 +23,7 @@ import factories
 import factories_cpu
 import node_reports
 import pytest
+from text_cut import without
 
 from envcheck.analysis.fleet import DEFAULT_RULES
 from envcheck.compare.diff import diff as compare_diff
@@ -87,18 +88,8 @@ def markdown_text(doc: str) -> str:
 
 
 def _without_word(text: str, s: str) -> str:
-    """``re.sub(WORD, " ", text)`` for the machine's word ``s``, never a part of one of envcheck's ("check" in
-    "envcheck"); its occurrences found with str.find, each checked with that pattern (which, opening with a
-    lookbehind, would be tried at every position of the page for every machine string)."""
-    word = re.compile(rf"(?<![A-Za-z]){re.escape(s)}(?![A-Za-z])")
-    parts, start, at = [], 0, 0
-    while (at := text.find(s, at)) >= 0:
-        if word.match(text, at):  # the lookbehind sees the text before ``at``
-            parts.append(text[start:at])
-            start = at = at + len(s)
-        else:
-            at += 1
-    return " ".join([*parts, text[start:]]) if parts else text
+    """The machine's word ``s`` cut out of ``text``, never a part of one of envcheck's ("check" in "envcheck")."""
+    return without(text, s, re.compile(rf"(?<![A-Za-z]){re.escape(s)}(?![A-Za-z])"))
 
 
 def english(text: str, machine: list[str]) -> list[str]:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from text_cut import without
 
 from envcheck import snapshot
 from envcheck.analysis import analyse
@@ -167,19 +168,9 @@ def _shortened(text: str, strings: list[str]) -> str:
 
 
 def _without_name(text: str, s: str) -> str:
-    """``re.sub(NAME, " ", text)`` for the whole name ``s``, its occurrences found with str.find (a pattern that
-    opens with a lookbehind is tried at every position of a long page: most of english_words' time). Whole names
-    only: a machine's "check" must not eat the middle of "envcheck", nor its "torch" the head of the identifier
-    torch.cuda.graphs."""
-    name = re.compile(rf"(?<![\w.]){re.escape(s)}(?![\w]|\.\w)")
-    parts, start, at = [], 0, 0
-    while (at := text.find(s, at)) >= 0:
-        if name.match(text, at):  # the lookbehind sees the text before ``at``
-            parts.append(text[start:at])
-            start = at = at + len(s)
-        else:
-            at += 1
-    return " ".join([*parts, text[start:]]) if parts else text
+    """The whole name ``s`` cut out of ``text``: a machine's "check" must not eat the middle of "envcheck", nor its
+    "torch" the head of the identifier torch.cuda.graphs."""
+    return without(text, s, re.compile(rf"(?<![\w.]){re.escape(s)}(?![\w]|\.\w)"))
 
 
 class English:
