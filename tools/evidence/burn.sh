@@ -19,7 +19,6 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tools/evidence/env.sh
 log="$out/device_burn.log"
-say() { printf '\n== %s (%d s in, %s)\n' "$*" "$SECONDS" "$(date -u +%H:%M:%S)" | tee -a "$log"; }
 ngpu=$(nvidia-smi -L | wc -l)
 
 say "machine"

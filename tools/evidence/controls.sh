@@ -22,7 +22,6 @@ log="$out/controls.log"
 budget=${BUDGET_S:-420}
 repeat=${REPEAT:-5}
 work=$(mktemp -d)
-say() { printf '\n== %s (%d s in)\n' "$*" "$SECONDS" | tee -a "$log"; }
 sizes=${SIZES:-2^24,2^25,2^26,2^27}  # SIZES: a smaller set for a smoke test off the GPU
 args=(--quick --repeat "$repeat" --ops vector_add,relu --sizes "$sizes" --dtypes fp32,fp16,bf16 --no-compile --no-jax
       --format json)

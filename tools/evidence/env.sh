@@ -46,4 +46,8 @@ diag_begin() {
   nvidia-smi dmon -s pc -d 1 -o T > "$out/dmon.txt" 2>&1 &
   dmon_pid=$!
 }
+# say TEXT: a step's heading in the call's log ($log, set by the script), with the seconds since the script
+# started and the UTC time.
 say() { printf '\n== %s (%s s, %s)\n' "$*" "$SECONDS" "$(date -u +%H:%M:%S)" | tee -a "$log"; }
+# want STEP: whether STEP is among the space-separated $steps the script was asked for (STEPS=...).
+want() { [[ "$steps" == *" $1 "* ]]; }

@@ -16,7 +16,6 @@ work=${WORK:-/tmp/envcheck-fleet-lost}
 rm -rf "$work" && mkdir -p "$work/tmp"
 log="$out/fleet_lost.log"
 : > "$log"
-say() { printf '\n== %s (%s s)\n' "$*" "$SECONDS" | tee -a "$log"; }
 children() { local p; for p in $(pgrep -P "$1"); do echo "$p"; children "$p"; done; }
 
 say "fleet of two simulated nodes (one GPU each); rank 1 killed during the collectives across nodes"

@@ -57,7 +57,6 @@ work=${WORK:-/tmp/envcheck-node}
 rm -rf "$work" && mkdir -p "$work/nccl_tests"
 nt="$work/nccl_tests"
 log="$out/device_node.log"
-say() { printf '\n== %s (%s s)\n' "$*" "$SECONDS" | tee -a "$log"; }
 ngpu=$(nvidia-smi -L | wc -l)
 
 say "machine"

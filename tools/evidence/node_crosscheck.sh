@@ -17,7 +17,6 @@ source tools/evidence/env.sh
 work=${WORK:-/tmp/envcheck-cc}
 rm -rf "$work" && mkdir -p "$work"
 log="$out/device.log"
-say() { printf '\n== %s (%s s, %s)\n' "$*" "$SECONDS" "$(date -u +%H:%M:%S)" | tee -a "$log"; }
 say "machine"
 { nvidia-smi --query-gpu=index,name,driver_version,power.limit,clocks.max.sm --format=csv
   "$py" -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, "nccl", torch.cuda.nccl.version())'

@@ -25,7 +25,6 @@ source tools/evidence/env.sh
 mkdir -p "$out/run"
 log="$out/ops.log"
 budget=${BUDGET_S:-580}
-say() { printf '\n== %s (%d s in)\n' "$*" "$SECONDS" | tee -a "$log"; }
 # share CAP RESERVE: at most CAP seconds, leaving RESERVE for the steps after this one.
 share() { local left=$((budget - SECONDS - $2)); [ "$left" -lt "$1" ] && echo $((left > 10 ? left : 10)) || echo "$1"; }
 

@@ -15,7 +15,6 @@ source tools/evidence/env.sh
 log="$out/pair.log"
 budget=${BUDGET_S:-580}
 work=$(mktemp -d)
-say() { printf '\n== %s (%d s in)\n' "$*" "$SECONDS" | tee -a "$log"; }
 
 say "machine"
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv

@@ -19,8 +19,6 @@ source tools/evidence/env.sh
 log="$out/device.log"
 budget=${BUDGET_S:-570}
 steps=" ${STEPS:-run tests timer check} "
-want() { [[ "$steps" == *" $1 "* ]]; }
-say() { printf '\n== %s (%d s in)\n' "$*" "$SECONDS" | tee -a "$log"; }
 # share CAP RESERVE: at most CAP seconds, leaving RESERVE for the steps after this one.
 share() { local left=$((budget - SECONDS - $2)); [ "$left" -lt "$1" ] && echo $((left > 10 ? left : 10)) || echo "$1"; }
 

@@ -24,8 +24,6 @@ source tools/evidence/env.sh
 log="$out/speed.log"
 budget=${BUDGET_S:-470}
 steps=" ${STEPS:-run ops compile timer} "
-want() { [[ "$steps" == *" $1 "* ]]; }
-say() { printf '\n== %s (%d s in, %s)\n' "$*" "$SECONDS" "$(date -u +%H:%M:%S)" | tee -a "$log"; }
 # share CAP RESERVE: at most CAP seconds, leaving RESERVE for the steps after this one.
 share() { local left=$((budget - SECONDS - $2)); [ "$left" -lt "$1" ] && echo $((left > 10 ? left : 10)) || echo "$1"; }
 # step SECONDS FILE command...: run it, its output into FILE and the log, its exit status and wall time logged

@@ -17,7 +17,6 @@ cd "$(dirname "$0")/../.."
 source tools/evidence/env.sh
 mkdir -p "$out/run"
 log="$out/sampling.log"
-say() { printf '\n== %s (%d s in)\n' "$*" "$SECONDS" | tee -a "$log"; }
 step() {  # step SECONDS FILE command...: run it, its output into FILE and the log, its exit status logged
   local limit=$1 file=$2
   shift 2

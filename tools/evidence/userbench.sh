@@ -15,7 +15,6 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tools/evidence/env.sh
 log="$out/userbench.log"
-say() { printf '\n== %s (%d s in)\n' "$*" "$SECONDS" | tee -a "$log"; }
 
 say "machine"
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
