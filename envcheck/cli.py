@@ -293,6 +293,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     module_name, func_name = args.handler.split(":")
+    if getattr(args, "lang", None) is not None:  # the language of everything the command shows, chosen once
+        from envcheck.render.i18n import activate
+
+        activate(args.lang)
     from envcheck.model import ReportError
     from envcheck.model.codec import gc_paused
 

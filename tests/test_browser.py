@@ -23,9 +23,9 @@ import compare_data
 import factories_cpu
 import node_reports
 import pytest
+from in_lang import render_diff, render_history, render_html
 
 from envcheck.model import load
-from envcheck.render.documents import render_diff, render_history, render_html
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tools" / "dev" / "screenshot_report.sh"

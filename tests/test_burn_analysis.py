@@ -243,8 +243,9 @@ def test_every_finding_threshold_and_anchor_is_phrased_in_every_language():
 def test_a_cpu_burn_names_the_cpu_shows_gflops_and_says_which_rules_it_was_not_judged_by():
     """Issue 38 item 5: a CPU burn read "GPU 0", "1 GPU(s)", 6.39e-4 TFLOP/s, ECC "+–", and a -82% trend
     beside "Every GPU held"."""
-    from envcheck.render.burn_view import burn_view
-    from envcheck.render.terminal.burn import print_burn
+    from in_lang import print_burn
+
+    from envcheck.render import burn_view as bv
     from envcheck.render.terminal.console import capture
 
     cpu = BenchDevice("cpu", "AMD EPYC 7B13")
@@ -254,10 +255,10 @@ def test_a_cpu_burn_names_the_cpu_shows_gflops_and_says_which_rules_it_was_not_j
     assert g.on_cpu and a.verdict == "pass"
     assert {"throughput_drift", "ceiling_margin", "power_share", "ecc_uncorrected"} <= set(g.not_applied)
     assert "xids" not in g.not_applied  # the kernel log was read: that rule was applied
-    v = burn_view(a, "en", str)
-    assert v.device_column == "device" and v.gpus[0].gpu == "CPU" and "GPU" not in v.summary + v.verdict_text
-    assert v.gpus[0].cells[1].startswith("1.67 GFLOP/s (2.67)") and "GFLOP/s" in v.gpus[0].cells[1] and "not judged" in v.gpus[0].cells[1]
-    assert len(v.columns) == len(v.gpus[0].cells) == 3  # no power, clock or counter columns of dashes
+    ((_, who, _, cells),) = bv.rows(a)
+    assert bv.device_column(a) == "device" and who == "CPU" and "GPU" not in bv.summary(a) + bv.verdict_text(a)
+    assert cells[1].startswith("1.67 GFLOP/s (2.67)") and "not judged" in cells[1]
+    assert len(bv.columns(a)) == len(cells) == 3  # no power, clock or counter columns of dashes
     text = capture(lambda c: print_burn(c, a, []), width=100)
     assert "GPU 0" not in text and "+–" not in text and "TFLOP/s" not in text and "e-" not in text
     assert "Not applied on a CPU" in text and "GEMM throughput fall after settling" in text

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from in_lang import render_html, render_markdown
 
 from envcheck import cli, model
 from envcheck.analysis import analyse
@@ -25,7 +26,6 @@ from envcheck.errors import UsageError
 from envcheck.model import BenchDevice, Report, StopCause
 from envcheck.model.burn import Burn, BurnGpu, MemtestRecord
 from envcheck.model.node import XidScan
-from envcheck.render.documents import render_html, render_markdown
 from tests.factories import environment
 
 ROOT = Path(__file__).resolve().parent.parent

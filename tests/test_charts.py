@@ -10,6 +10,7 @@ import compare_data
 import factories
 import factories_cpu
 import pytest
+from in_lang import translate
 
 from envcheck.analysis import analyse
 from envcheck.model import load
@@ -17,7 +18,7 @@ from envcheck.render import chart_spec as cs
 from envcheck.render import charts as ch
 from envcheck.render import fmt
 from envcheck.render.chart_draw import INTERVAL, figure
-from envcheck.render.i18n import translate
+from envcheck.render.i18n import language
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "evidence" / "2026-11-22_0104Z_vm_h200.json.gz"
@@ -26,7 +27,7 @@ H200 = ROOT / "evidence" / "2026-11-22_0104Z_vm_h200.json.gz"
 @pytest.fixture(scope="module")
 def h200():
     a = analyse(load(H200))
-    return a, ch.run_charts(a.bench, "en")
+    return a, ch.run_charts(a.bench)
 
 
 def test_every_axis_label_and_every_x_come_from_one_definition(h200):
@@ -64,13 +65,13 @@ def test_throughput_charts_draw_both_ceilings_and_the_roofline_its_measured_roof
 
 def test_no_chart_has_a_panel_with_fewer_than_two_sizes():
     for report in (factories.report(), factories_cpu.report(), load(H200)):
-        for d in ch.run_charts(analyse(report).bench, "en"):
+        for d in ch.run_charts(analyse(report).bench):
             for panel in d.spec.panels:
                 assert len({p.x for s in panel.series for p in s.points}) >= 2, d.name
 
 
 def test_a_cpu_run_draws_no_roofline_and_no_single_point_chart():
-    names = {d.name for d in ch.run_charts(analyse(factories_cpu.report()).bench, "en")}
+    names = {d.name for d in ch.run_charts(analyse(factories_cpu.report()).bench)}
     assert "roofline" not in names and not any(n.startswith("matmul") for n in names)
     assert "vector_add_time" in names
 
@@ -79,7 +80,7 @@ def test_axes_cannot_exaggerate_a_tiny_difference():
     """The CPU report's matmul chart once showed 1.597x10^4 .. 1.5956x10^4: a 0.1% difference as a cliff."""
     pts = tuple(cs.Point(x, 15960 + (x % 3)) for x in (1 << 20, 1 << 22, 1 << 24))
     facet = ch.Facet("fp32", (cs.Series("torch", pts, ch.IMPL_COLORS["torch"]),))
-    chart = ch.facet_chart("t", "d", [facet], ch.ELEMENTS, ch.TIME, "en")
+    chart = ch.facet_chart("t", "d", [facet], ch.ELEMENTS, ch.TIME)
     d = ch.draw("t", None, chart, ch.ELEMENTS, ch.TIME)
     assert d is not None and "1.597" not in d.svg and "×10" not in d.svg
     ax = figure(chart).axes[0]
@@ -91,11 +92,11 @@ def test_axes_cannot_exaggerate_a_tiny_difference():
 
 def test_diff_and_history_charts_say_what_they_plot():
     d = compare_data.diff()
-    ratio = ch.ratio_chart(d.comparisons[0], "en")
+    ratio = ch.ratio_chart(d.comparisons[0])
     assert ratio is not None and ratio.spec.panels[0].x.label == "baseline time per call (µs)"
     xs = {p.x for panel in ratio.spec.panels for s in panel.series for p in s.points}
     assert xs <= {c.base_us for c in d.comparisons[0].compared}
-    hist = ch.history_chart(compare_data.history(), "en")
+    hist = ch.history_chart(compare_data.history())
     assert hist is not None and hist.spec.panels[0].x.label == "days since the first report"
     assert {p.x for s in hist.spec.panels[0].series for p in s.points} == {0.0, 1.0, 2.0}
 
@@ -104,7 +105,7 @@ def test_diff_and_history_charts_say_what_they_plot():
 def test_chart_text_is_escaped(label):
     """Machine text in charts (report labels in a diff) is text: matplotlib's mathtext once crashed on $\\x$."""
     s = compare_data.Strings(base_label=label, other_label=label + "2", base_gpu=label)
-    d = ch.ratio_chart(compare_data.diff(s).comparisons[0], "en")
+    d = ch.ratio_chart(compare_data.diff(s).comparisons[0])
     assert d is not None
     root = ET.fromstring(d.svg)  # well-formed XML
     text = "".join(root.itertext())
@@ -113,7 +114,8 @@ def test_chart_text_is_escaped(label):
 
 
 def test_charts_in_chinese():
-    drawn = ch.run_charts(analyse(factories.report()).bench, "zh-CN")
+    with language("zh-CN"):
+        drawn = ch.run_charts(analyse(factories.report()).bench)
     assert len(drawn) == 10
     assert "每次调用时间（µs）" in drawn[0].svg and "规模（元素数）" in drawn[0].svg
 
@@ -121,7 +123,7 @@ def test_charts_in_chinese():
 def test_diff_ratio_chart_follows_its_data_and_draws_each_interval_and_the_practical_band():
     """The ratio charts once fixed y at 0.4 .. 2.5 with every point within ±10% and drew no interval."""
     d = compare_data.diff()
-    drawn = ch.ratio_chart(d.comparisons[0], "en", d.practical_pct)
+    drawn = ch.ratio_chart(d.comparisons[0], d.practical_pct)
     assert drawn is not None
     points = [p for panel in drawn.spec.panels for s in panel.series for p in s.points]
     assert points and all(p.low is not None and p.low <= p.y <= p.high for p in points)
@@ -140,7 +142,7 @@ def test_diff_ratio_chart_follows_its_data_and_draws_each_interval_and_the_pract
 
 @pytest.mark.parametrize("lang", ["en", "zh-CN"])
 def test_the_diff_page_has_a_headline_card(lang):
-    from envcheck.render.documents import render_diff
+    from in_lang import render_diff
 
     d = compare_data.diff()
     html = render_diff(d, "html", lang)

@@ -156,11 +156,11 @@ def test_terminal_rendering_of_a_failing_report() -> None:
     import dataclasses
     import io
 
+    from in_lang import print_checks, print_environment
+
     from envcheck.checks import evaluate
     from envcheck.model import known
-    from envcheck.render.terminal.checks import print_checks
     from envcheck.render.terminal.console import make_console
-    from envcheck.render.terminal.environment import print_environment
 
     base = model.load(ROOT / "tests" / "fixtures" / "torch" / "h200_check_report.json").environment
     sections = {k: dict(v) for k, v in base.sections.items()}

@@ -77,7 +77,7 @@ def test_summary_names_the_rank_that_timed_out_and_the_nodes_to_drain():
 
     report = cmd.fleet_report(_fleet(), None)
     out = io.StringIO()
-    cmd.print_summary(report, analyse(report), [], "en", out)
+    cmd.print_summary(report, analyse(report), [], out)
     text = out.getvalue()
     assert "Rank 1 on n1 sent nothing from its own suite in the 900 s it was given." in text
     assert "Take out of service: n1." in text
@@ -88,17 +88,21 @@ def test_the_summary_is_phrased_in_the_reader_s_language():
     import io
 
     from envcheck.analysis import analyse
+    from envcheck.render.i18n import language
 
     report = cmd.fleet_report(_fleet(), None)
     out = io.StringIO()
-    cmd.print_summary(report, analyse(report), [], "zh-CN", out)
+    with language("zh-CN"):
+        cmd.print_summary(report, analyse(report), [], out)
     assert "需下线：n1。" in out.getvalue() and "Take out of service" not in out.getvalue()
 
 
 def test_rank_0_writes_the_documents_beside_the_json(tmp_path):
+    from envcheck.analysis import analyse
+
     report = cmd.fleet_report(_fleet(), None)
     path = cmd.write_fleet_report(_fleet(), tmp_path, None, report)
-    written = cmd.write_documents(report, path, ["md", "html"], "en")
+    written = cmd.write_documents(report, path, ["md", "html"], analyse(report))
     assert {p.suffix for p in written} == {".md", ".html"} and all(p.parent == tmp_path for p in written)
     assert "Take out of service: n1." in path.with_suffix(".md").read_text()
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import dataclasses
 
 import compare_fixtures as fx
+from in_lang import print_diff, print_history
 
 from envcheck.compare import match
 from envcheck.compare.diff import diff
 from envcheck.compare.history import history
 from envcheck.model import Report
-from envcheck.render.terminal.compare import print_diff, print_history
 from envcheck.render.terminal.console import capture
 
 UUID = "GPU-864be31b-1c83-bb06-459b-885fba99fd31"

@@ -270,11 +270,9 @@ def test_the_same_calls_graph_mode_holds_envcheck_gpu_time_at_every_size():
 
 @pytest.mark.usefixtures("charts_not_drawn")
 def test_the_section_shows_every_row_with_its_counterpart_and_bar_in_both_languages():
-    from envcheck.render.crosscheck_view import crosscheck_view
-    from envcheck.render.documents import render_html, render_markdown
-    from envcheck.render.escape import md_text
+    from in_lang import print_crosscheck, render_html, render_markdown
+
     from envcheck.render.terminal.console import capture
-    from envcheck.render.terminal.crosscheck import print_crosscheck
 
     r = model.loads(model.dumps(full_report()))
     a = analyse(r)
@@ -295,10 +293,9 @@ def test_the_section_shows_every_row_with_its_counterpart_and_bar_in_both_langua
     assert "3 within their bar, 2 outside, 2 not compared; 3 finding(s)." in " ".join(term.split())
     # Chinese: no English word of the section's own messages is left in its view or on the terminal (the words
     # the Chinese catalogue keeps, names and identifiers, aside).
-    v = crosscheck_view(a.crosscheck, "zh-CN", md_text)
-    cells = [c for tb in v.tables for row in tb.rows for c in row] + [c for tb in v.tables for c in tb.columns]
-    zh_text = "\n".join([v.verdict_text, v.summary, v.method, *v.findings, *v.notes, *(tb.title for tb in v.tables),
-                         *cells, capture(lambda c: print_crosscheck(c, a.crosscheck, "zh-CN"), width=100)])
+    zh = render_markdown(r, "zh-CN", analysis=a)
+    zh_text = "\n".join([zh[zh.index("## 交叉核验"):zh.index("## 健康状况")],
+                         capture(lambda c: print_crosscheck(c, a.crosscheck, "zh-CN"), width=100)])
     assert "交叉核验" in zh_text and "超出" in zh_text
 
     def words(lang: str) -> set[str]:
@@ -333,13 +330,13 @@ def test_diff_reads_reports_with_crosschecks_as_their_benches():
 
 
 def test_a_crosscheck_that_did_not_apply_says_so_instead_of_passing():
-    from envcheck.render.crosscheck_view import crosscheck_view
+    from in_lang import print_crosscheck
+
+    from envcheck.render.crosscheck_view import summary
     from envcheck.render.terminal.console import capture
-    from envcheck.render.terminal.crosscheck import print_crosscheck
 
     a = analyse(report(Crosscheck(notes=(Note("crosscheck.no_cuda"),)), (HEAD,)))
-    v = crosscheck_view(a.crosscheck, "en", str)
-    assert (v.verdict, v.summary) == ("skip", "")
+    assert (a.crosscheck.status, summary(a.crosscheck)) == ("skip", "")
     text = " ".join(capture(lambda c: print_crosscheck(c, a.crosscheck, "en")).split())
     assert "Nothing was cross-checked here: Cross-checks not available: no CUDA GPU" in text
     assert "held" not in text
@@ -365,7 +362,7 @@ def test_a_cross_check_stopped_before_its_rows_fails_and_never_says_every_number
     assert [f.key for f in a.crosscheck.findings] == ["not_finished"] and not a.crosscheck.ok
     reasons = {x.key: x.values for x in verdict(a).reasons}
     assert reasons["crosscheck_failed"]["cause"] == "not_finished"
-    from envcheck.render.documents import render_markdown
+    from in_lang import render_markdown
 
     md = render_markdown(a.report, "en", analysis=a)
     assert "Every number held" not in md and "was stopped before" in md

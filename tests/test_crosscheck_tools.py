@@ -379,6 +379,7 @@ def test_fleet_passes_each_ranks_and_leaders_crosschecks_to_its_node(tmp_path):
     raised, does not pass; the other node does, and the fleet's documents show a section per node."""
     import threading
 
+    from in_lang import render_markdown
     from node_fakes import MemoryTransport, bench_with_bandwidth
 
     from envcheck.analysis import analyse
@@ -387,7 +388,6 @@ def test_fleet_passes_each_ranks_and_leaders_crosschecks_to_its_node(tmp_path):
     from envcheck.model import Environment
     from envcheck.node.collective_run import SweepPlan
     from envcheck.node.fleet import FleetDeps, FleetOptions, RankContext, run_rank
-    from envcheck.render.documents import render_markdown
 
     world, per_node = 4, 2
     transports = MemoryTransport.fleet(world)

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import compare_fixtures as fx
 import pytest
+from in_lang import print_diff, render_diff
 
 from envcheck.compare import diff, export, shipped
 from envcheck.model import Report
-from envcheck.render.documents import render_diff
-from envcheck.render.terminal.compare import print_diff
 from envcheck.render.terminal.console import capture
 
 REPORTS = fx.REPORTS

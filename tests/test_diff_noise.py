@@ -145,7 +145,7 @@ def test_the_committed_controls_with_repeats_meet_the_targets():
         assert negative.shipped_model is not None and dict(negative.sources) == {"repeats": 48}
         assert not [c for c in negative.cases if c.verdict in ("slower", "faster")]
         assert _excluding(negative) <= 0.05 * negative.tested, (stamp, _excluding(negative))
-        said = compare_view._noise(negative, "en", str, "5")
+        said = compare_view.noise(negative, 0.95)
         assert "moves a whole run" in said and negative.shipped_model in said and "(48 rows)" in said
         positive = diff.diff([(names[0], base), (names[2], control)]).comparisons[0]
         called = {(c.impl, c.op) for c in positive.cases if c.verdict in ("slower", "faster")}

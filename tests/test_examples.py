@@ -10,10 +10,10 @@ import os
 from pathlib import Path
 
 import pytest
+from in_lang import document_set
 
 from envcheck import cli
 from envcheck.model import load
-from envcheck.render.writing import document_set
 
 ROOT = Path(__file__).resolve().parents[1]
 EVIDENCE = ROOT / "evidence"

@@ -113,9 +113,10 @@ def test_a_healthy_machine_with_a_newline_in_its_gpu_name_still_passes(tmp_path,
 
 def test_a_report_recorded_with_a_crashed_group_as_a_warning_reads_as_a_failure(tmp_path) -> None:
     """envcheck before issue 36 recorded a rule that could not run as a warning: it loads as a failure."""
+    from in_lang import health_line
+
     from envcheck.analysis import analyse
     from envcheck.analysis.verdict import verdict
-    from envcheck.render.health import health_line
 
     data = json.loads((Path(__file__).parent / "golden" / "h200_small.json").read_text())
     data["checks"].append({"id": "gpu.internal", "status": "warn", "title": "gpu checks",

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import factories_cpu
 import pytest
+from in_lang import print_fleet, render_html, render_markdown
 
 from envcheck.analysis import analyse
 from envcheck.analysis.fleet import DEFAULT_RULES
 from envcheck.model import Report
 from envcheck.model.fleet import Fleet, FleetNode, RankStatus
 from envcheck.model.node import Node, NodeSkip
-from envcheck.render.documents import render_html, render_markdown
 from envcheck.render.terminal.console import capture
-from envcheck.render.terminal.node import print_fleet
 
 
 def _cpu_fleet() -> Report:

@@ -6,6 +6,7 @@ world sweep's outputs are the JSON-lines events its workers write."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -289,33 +290,54 @@ def test_a_gpu_is_named_by_its_machine_index_in_a_simulated_node():
 
 
 def test_a_node_that_does_not_pass_never_says_nothing_keeps_it_from_passing():
+    from in_lang import render_markdown
+
     from envcheck.commands.fleet import fleet_report
-    from envcheck.render.escape import md_text
-    from envcheck.render.fleet_view import fleet_view
 
     ranks = (RankStatus(0, "ok", "vm", 0, 0), RankStatus(1, "timeout", "vm", 1, 1, given_s=5.0, phase="node"))
     fleet = Fleet(2, 1, "torchrun", (FleetNode("vm", (0, 1), Environment(), (), (bench_with_bandwidth(0, 4200.0),),
                                               Node("vm", (0, 1))),), ranks)
-    report = fleet_report(fleet, None)
-    view = fleet_view(report, analyse(report), "en", md_text)
-    text = json.dumps([s.lines for s in view.sections], default=str)
+    text = render_markdown(fleet_report(fleet, None))
     assert "Nothing keeps this node from passing" not in text
     assert "Rank 1 was lost in its node" in text
-    assert view.title.startswith("envcheck fleet report: 1 node, 2 ranks")
+    assert text.startswith("# envcheck fleet report: 1 node, 2 ranks")
+
+
+def test_a_node_whose_own_tests_found_a_problem_does_not_pass_in_a_fleet():
+    """A problem no fleet rule measures (the Xid step crashed) kept the node's own verdict from passing while the
+    fleet's passed it: the page said PASS, then "1 problem keeps this node from passing"."""
+    import node_reports
+    from in_lang import render_markdown
+
+    from envcheck.analysis import node as an
+    from envcheck.model.node import NodeSkip
+
+    r = node_reports.fleet_report()
+    n0 = r.fleet.nodes[0]
+    crashed = NodeSkip("xid", f"{an.CRASHED}: PermissionError: [Errno 1] Operation not permitted: '/dev/kmsg'")
+    n0 = dataclasses.replace(n0, node=dataclasses.replace(n0.node, skipped=(crashed,)))
+    r = dataclasses.replace(r, fleet=dataclasses.replace(r.fleet, nodes=(n0, *r.fleet.nodes[1:])))
+    a = analyse(r)
+    v = a.fleet.verdicts[0]
+    assert (v.host, v.status) == ("n0", "fail") and v.findings[-1].kind == "node_problem"
+    assert a.fleet.nodes[0].analysis.problems and "n0" in [x.host for x in a.fleet.drain]
+    md = render_markdown(r, analysis=a)
+    section = md[md.index("## Node n0"):md.index("## Node n1")]
+    assert section.startswith("## Node n0 (fail)") and "verdict: pass" not in section
+    assert "1 problem keeps this node from passing" in section and "The kernel log (Xid) step did not run" in section
 
 
 def test_interrupted_run_is_named_in_the_view():
+    from in_lang import render_markdown
+
     from envcheck.commands.fleet import fleet_report
-    from envcheck.render.escape import md_text
-    from envcheck.render.fleet_view import fleet_view
 
     fleet = Fleet(1, 1, "torchrun", (FleetNode("vm", (0,)),), (RankStatus(0, "ok", "vm", 0, 0),),
                   settings={"interrupted": "SIGTERM"})
     report = fleet_report(fleet, None)
     fa = analyse(report).fleet
     assert fa is not None and fa.interrupted and not fa.passed
-    text = json.dumps([s.lines for s in fleet_view(report, analyse(report), "zh-CN", md_text).sections], default=str)
-    assert "SIGTERM" in text
+    assert "SIGTERM" in render_markdown(report, "zh-CN")
 
 
 def test_parse_keeps_old_rank_statuses_loading():

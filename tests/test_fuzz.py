@@ -32,15 +32,13 @@ pytest.importorskip("markdown_it")
 
 from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from in_lang import print_diff, print_history, print_run, render_diff, render_history, render_html, render_markdown
 from markdown_it import MarkdownIt  # noqa: E402
 
 from envcheck.analysis import analyse
 from envcheck.model import Case, Check, Failure, Gpu, Note, known, legacy
 from envcheck.render import charts
-from envcheck.render.documents import render_diff, render_history, render_html, render_markdown
-from envcheck.render.terminal.compare import print_diff, print_history
 from envcheck.render.terminal.console import capture
-from envcheck.render.terminal.run import print_run
 
 ROOT = Path(__file__).resolve().parent.parent
 BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
@@ -245,7 +243,7 @@ NODE_EVERY = "".join(NODE_FRAGMENTS)  # as EVERY
 @given(host=node_hostile, error=node_hostile, line=node_hostile, name=node_hostile, algo=node_hostile)
 @example(host=NODE_EVERY, error=NODE_EVERY, line=NODE_EVERY, name=NODE_EVERY, algo=NODE_EVERY)
 def test_node_and_fleet_renders_never_obey_machine_text(undrawn_charts, host, error, line, name, algo):
-    from envcheck.render.terminal.node import print_fleet
+    from in_lang import print_fleet
 
     node = hostile_node(node_reports.node_report(trouble=True), host, error, line, name, algo)
     fleet = hostile_fleet(host, error, line, name, algo)

@@ -15,13 +15,11 @@ from pathlib import Path
 import factories_cpu
 import node_reports
 import pytest
+from in_lang import print_fleet, print_run, render_html, render_markdown
 
 from envcheck.analysis import analyse
 from envcheck.model import dumps, load, loads
-from envcheck.render.documents import render_html, render_markdown
 from envcheck.render.terminal.console import capture
-from envcheck.render.terminal.node import print_fleet
-from envcheck.render.terminal.run import print_run
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 ROOT = GOLDEN.parent.parent

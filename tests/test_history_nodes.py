@@ -7,13 +7,13 @@ from __future__ import annotations
 import re
 
 import node_compare_fixtures as nf
+from in_lang import render_histories
 from test_cli_diff import envcheck
 
 from envcheck.analysis import analyse
 from envcheck.commands.history import collect
 from envcheck.compare.history import histories, on_gpu
-from envcheck.render.compare_view import history_view
-from envcheck.render.documents import render_histories
+from envcheck.render.compare_view import history_title, trend
 
 GIB = 1 << 30
 FIRST_PAIR = ("GPU-1d0eb562", "GPU-5ce748fb")  # the GPUs of the 21:47 node run and the 21:49 fleet
@@ -37,7 +37,7 @@ def test_a_node_and_its_simulated_fleet_are_one_machine_on_one_host():
 def test_history_heads_name_each_machine():
     hs = _histories(nf.NODE_BEFORE, nf.FLEET_BEFORE, nf.NODE_AFTER, nf.FLEET_AFTER)
     assert len(hs.machines) == 2
-    titles = [history_view(h, "en", str).title for h in hs.machines]
+    titles = [history_title(h) for h in hs.machines]
     for title, pair in zip(titles, (FIRST_PAIR, SECOND_PAIR), strict=True):
         assert "vm" in title and "2 × NVIDIA H200" in title
         assert all(u in title for u in pair)
@@ -73,11 +73,10 @@ def test_fleet_node_on_gpu1_is_trended_against_gpu1_of_the_node_run():
 def test_one_report_is_no_trend():
     (h,) = _histories(nf.NODE_AFTER).machines
     assert not h.trend
-    v = history_view(h, "en", str)
-    assert v.single and all(c is None for r in v.rows for c in r.trend)
+    assert all(c is None for p in h.points for c in trend(h, p))
     md = render_histories([h], "md")
     assert "1.000×" not in md and "no trend yet" in md
-    assert "1 report" in v.title and SECOND_PAIR[0] in v.title
+    assert "1 report" in history_title(h) and SECOND_PAIR[0] in history_title(h)
 
 
 def test_cli_history_of_node_and_fleet_reports_in_both_languages():

@@ -8,12 +8,11 @@ import random
 
 import factories_cpu
 import pytest
+from in_lang import print_run, render_html, render_markdown
 
 from envcheck.analysis import analyse
 from envcheck.model import Timing
-from envcheck.render.documents import render_html, render_markdown
 from envcheck.render.terminal.console import capture
-from envcheck.render.terminal.run import print_run
 
 LABEL = {"en": "interpreted (not a speed)", "zh-CN": "解释执行（不代表速度）"}
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import node_reports
 import pytest
+from in_lang import render_html
 
 from envcheck.analysis import analyse
 from envcheck.model import load
@@ -21,7 +22,6 @@ from envcheck.render.chart_draw import figure, split_missing
 from envcheck.render.chart_spec import Point
 from envcheck.render.charts import run_charts
 from envcheck.render.code_spans import code_spans, fix
-from envcheck.render.documents import render_html
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "evidence" / "2026-11-22_0104Z_vm_h200.json.gz"
@@ -30,7 +30,7 @@ BURN = ROOT / "evidence" / "2026-11-28_1737Z_vm_2x-h200_burn_healthy.json.gz"
 
 @pytest.fixture(scope="module")
 def h200_charts():
-    return run_charts(analyse(load(H200)).benches[0], "en")
+    return run_charts(analyse(load(H200)).benches[0])
 
 
 def test_every_chart_is_one_panel_wide_so_a_phone_shows_it_whole(h200_charts):
@@ -57,7 +57,7 @@ def _legends_inside(chart) -> None:
 def test_a_legend_never_runs_past_its_figure():
     node = analyse(node_reports.node_report(trouble=True))
     for ba in node.benches:
-        for d in run_charts(ba, "en"):
+        for d in run_charts(ba):
             if d.name.endswith(("bandwidth", "tflops")):
                 _legends_inside(d.spec)
                 return
@@ -81,7 +81,7 @@ def test_a_line_breaks_where_its_series_skipped_a_size():
 
 
 def test_a_burn_phase_chart_starts_at_the_phase_and_tells_the_gpus_apart():
-    charts = {d.name: d for d in burn_charts(analyse(load(BURN)).burn, "en")}
+    charts = {d.name: d for d in burn_charts(analyse(load(BURN)).burn)}
     gbps = charts["burn_gbps"].spec
     series = gbps.panels[0].series
     assert len(series) == 2

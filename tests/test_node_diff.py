@@ -12,6 +12,7 @@ import json
 
 import node_compare_fixtures as nf
 import pytest
+from in_lang import render_diff
 from test_cli_diff import envcheck
 
 from envcheck import model
@@ -22,7 +23,6 @@ from envcheck.compare.fleet_nodes import diff_nodes, nodes_of
 from envcheck.compare.match import BY_IDENTITY, NodeId, pair_nodes
 from envcheck.compare.node_diff import compare_sides
 from envcheck.compare.node_read import node_side
-from envcheck.render.documents import render_diff
 
 GIB = 1 << 30
 

@@ -178,9 +178,9 @@ def test_the_registered_time_pools_its_captures_on_the_communicators_in_turn_and
 @pytest.mark.parametrize("lang", ["en", "zh-CN"])
 def test_the_node_page_shows_the_registered_column_its_meaning_and_why_a_size_has_none(lang):
     import node_reports as nr
+    from in_lang import render_markdown
 
     from envcheck.model.node import REGISTERED_REASONS
-    from envcheck.render.documents import render_markdown
     from envcheck.render.i18n import catalog
 
     assert all(f"node.registered.{r}" in catalog(lang) for r in REGISTERED_REASONS)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import node_reports as nr
 import pytest
+from in_lang import print_fleet, print_run, render_html, render_markdown, write_documents
 from rich.cells import cell_len
 
 from envcheck.analysis import analyse, narrowing
@@ -18,14 +19,10 @@ from envcheck.analysis import node as an
 from envcheck.model import dump, load
 from envcheck.model.fleet import DIRECTIONS, RANK_STATUSES, Fleet
 from envcheck.model.node import COPY_KINDS, COPY_METHODS
-from envcheck.render.documents import render_html, render_markdown
 from envcheck.render.fleet_view import fleet_view
-from envcheck.render.i18n import LANGS, catalog
+from envcheck.render.i18n import LANGS, catalog, language
+from envcheck.render.node_view import node_section
 from envcheck.render.terminal.console import capture
-from envcheck.render.terminal.node import print_fleet
-from envcheck.render.terminal.run import print_run
-from envcheck.render.view import run_view
-from envcheck.render.writing import write_documents
 
 # One pytest-xdist worker runs this module: the node's and the fleet's pages (a module fixture, charts drawn) are made once.
 pytestmark = pytest.mark.xdist_group("node_view")
@@ -111,12 +108,11 @@ def test_the_registries_hold_every_key_the_code_writes():
 
 
 def test_a_crashed_step_is_phrased_with_its_detail_and_an_unknown_reason_shown_as_it_is():
-    from envcheck.render.node_view import _P
+    from envcheck.render.node_view import cause
 
-    p = _P("en", str)
-    assert p.reason(f"{an.CRASHED}: OSError: x") == "it crashed: OSError: x"
-    assert p.reason("timed_out") == "it ran past its time limit and was stopped"
-    assert p.reason("RuntimeError: NCCL error") == "RuntimeError: NCCL error"
+    assert cause(f"{an.CRASHED}: OSError: x") == "it crashed: OSError: x"
+    assert cause("timed_out") == "it ran past its time limit and was stopped"
+    assert cause("RuntimeError: NCCL error") == "RuntimeError: NCCL error"
     assert an.skip_reason("crashed") == ("crashed", None)
 
 
@@ -165,8 +161,8 @@ def test_a_two_gpu_node_report_fits_100_columns_one_line_per_row(node_trouble, l
     a = analyse(node_trouble)
     text = capture(lambda c: print_run(c, node_trouble, a, lang=lang), width=100)
     assert_fits(text)
-    v = run_view(node_trouble, a, lang, str)
-    expected = _expected_rows([v.node])
+    with language(lang):
+        expected = _expected_rows([node_section(a.node)])
     assert row_counts(text)[:len(expected)] == expected
     if lang == "en":
         assert "GPU1             3856             653   24/24       0       0  GB/s −14%, TFLOP/s −7.1%" in text
@@ -183,7 +179,8 @@ def test_a_two_node_fleet_report_fits_100_columns_one_line_per_row(fleet_report,
     a = analyse(fleet_report)
     text = capture(lambda c: print_fleet(c, fleet_report, a, lang=lang), width=100)
     assert_fits(text)
-    v = fleet_view(fleet_report, a, lang, str)
+    with language(lang):
+        v = fleet_view(fleet_report, a)
     shown = [s if not s.id.startswith("node-") else dataclasses.replace(
         s, parts=tuple(p for p in s.parts if p.id.endswith("gpus"))) for s in v.sections]
     assert row_counts(text) == _expected_rows(shown)
@@ -375,11 +372,11 @@ def test_the_topology_shows_each_gpus_nvlinks_as_the_analysis_counted_them(node_
 
 
 def test_an_unverified_narrowing_run_is_marked_as_in_the_sweep_table(fleet_report):
-    from envcheck.render.node_view import _P, narrowing
+    from envcheck.render.node_view import narrowing
 
     sa = analyse(fleet_report).fleet.sweeps[0]
     rows = (dataclasses.replace(sa.narrowing[0], status="unverified"), *sa.narrowing[1:])
-    _, table = narrowing(dataclasses.replace(sa, narrowing=rows), _P("en", str))
+    _, table = narrowing(dataclasses.replace(sa, narrowing=rows))
     status = table.rows[0][-1]
     assert (status.text, status.status) == ("unverified", "warn")
 

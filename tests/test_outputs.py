@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from in_lang import health_line, junit_xml
 from prometheus_client.parser import text_string_to_metric_families
 
 from envcheck import model
@@ -21,8 +22,7 @@ from envcheck.analysis.verdict import verdict
 from envcheck.cli import main
 from envcheck.commands.run import exit_status
 from envcheck.model import Check
-from envcheck.render.health import MAX_LINE, health_line
-from envcheck.render.junit import junit_xml
+from envcheck.render.health import MAX_LINE
 from envcheck.render.prometheus import prometheus_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -356,7 +356,7 @@ def test_the_health_line_is_cut_at_a_word_keeping_the_check_s_name_and_the_count
     long = "no NVIDIA driver: libnvidia-ml.so.1 not found (NVML Shared Library Not Found) " * 2
     v = Verdict("fail", (Reason("check_failed", (("check", "driver.nvml"), ("finding", long))),
                          Reason("check_failed", (("check", "torch.build"), ("finding", "x")))))
-    line = health._line(health.PREFIX, v, "en", MAX_LINE)
+    line = health._line(health.PREFIX, v, MAX_LINE)
     assert len(line) <= MAX_LINE and line.startswith("[node_problem] driver.nvml")
     assert line.endswith("... (+1 more)") and " (NV..." not in line
     assert line[: -len("... (+1 more)")] in health.PREFIX + "driver.nvml: " + long

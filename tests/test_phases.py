@@ -10,6 +10,7 @@ from pathlib import Path
 
 import factories
 import pytest
+from in_lang import print_run, render_html, render_markdown
 
 from envcheck import model
 from envcheck.analysis import analyse
@@ -18,9 +19,7 @@ from envcheck.bench import assemble, protocol, repeat, runner
 from envcheck.bench.phases import Stopwatch
 from envcheck.bench.suite import CPU_QUICK_SETTINGS, Plan, PlannedCase
 from envcheck.model import Bench, BenchDevice, Case, Timing
-from envcheck.render.documents import render_html, render_markdown
 from envcheck.render.terminal.console import capture
-from envcheck.render.terminal.run import print_run
 
 FAKE = str(Path(__file__).with_name("fake_worker.py"))
 FAST = model.Settings(warmup_ms=1, rep_ms=2, min_samples=3, max_samples=5, cold_l2=False, threads=1)
@@ -144,7 +143,7 @@ def _timed_report() -> model.Report:
 
 @pytest.mark.parametrize("lang", ["en", "zh-CN"])
 def test_every_view_shows_where_the_time_went(lang: str) -> None:
-    from envcheck.render.i18n import translate
+    from in_lang import translate
 
     r = _timed_report()
     a = analyse(r)

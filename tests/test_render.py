@@ -13,17 +13,15 @@ from pathlib import Path
 import factories
 import factories_cpu
 import pytest
+from in_lang import outcome_message, print_run, render_after_run, render_html, render_markdown, write_documents
 
 from envcheck import cli
 from envcheck.analysis import analyse
 from envcheck.errors import UsageError
 from envcheck.model import Check, Note, Stop, StopCause, dump, known, legacy, load
 from envcheck.render import fmt
-from envcheck.render.documents import render_html, render_markdown
 from envcheck.render.i18n import LANGS, catalog, placeholders
 from envcheck.render.terminal.console import capture
-from envcheck.render.terminal.run import print_run
-from envcheck.render.writing import outcome_message, render_after_run, write_documents
 
 # One pytest-xdist worker runs this module: the committed H200 report and its pages (module fixtures, seconds each with their charts) are made once.
 pytestmark = pytest.mark.xdist_group("render")
@@ -314,7 +312,7 @@ def test_every_key_the_analysis_uses_is_in_the_catalogue():
 def test_every_key_a_template_names_is_in_the_catalogue():
     used = set()
     for path in (ROOT / "envcheck" / "templates").glob("*.j2"):
-        used |= {k for k in re.findall(r't\("([^"]+)"', path.read_text()) if not k.endswith(".")}
+        used |= {k for k in re.findall(r'(?<![\w.])t\("([^"]+)"', path.read_text()) if not k.endswith(".")}
     for path in (ROOT / "envcheck" / "render").rglob("*.py"):
         used |= {k for k in re.findall(r'["\']((?:term|col|chart|diff|history|tile|section|method)\.[a-z_.]+)["\']',
                                         path.read_text()) if not k.endswith(".")}
@@ -450,12 +448,18 @@ def test_language_suffix_and_out_dir(tmp_path):
     assert [p.relative_to(tmp_path).as_posix() for p in written] == ["out/r.zh-CN.html"]
 
 
-@pytest.mark.parametrize(("formats", "lang", "message"), [(["pdf"], "en", "unknown format"), ([], "en", "no format"),
-                                                         (["md"], "fr", "unknown language")])
-def test_write_documents_validates_input(tmp_path, formats, lang, message):
+@pytest.mark.parametrize(("formats", "message"), [(["pdf"], "unknown format"), ([], "no format")])
+def test_write_documents_validates_input(tmp_path, formats, message):
     with pytest.raises(UsageError, match=message):
-        write_documents(factories.report(), tmp_path / "r.json", formats, lang=lang)
+        write_documents(factories.report(), tmp_path / "r.json", formats)
     assert not list(tmp_path.iterdir())
+
+
+def test_a_language_without_a_catalogue_is_refused():
+    from envcheck.render.i18n import UnknownLanguage, activate
+
+    with pytest.raises(UnknownLanguage, match="unknown language 'fr'"):
+        activate("fr")
 
 
 @pytest.mark.usefixtures("no_charts")

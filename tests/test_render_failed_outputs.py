@@ -8,12 +8,11 @@ import dataclasses
 
 import factories_cpu
 import pytest
+from in_lang import print_run, render_html, render_markdown
 
 from envcheck.analysis import analyse
 from envcheck.model import Accuracy, Case, OutputAccuracy, Report, Timing
-from envcheck.render.documents import render_html, render_markdown
 from envcheck.render.terminal.console import capture
-from envcheck.render.terminal.run import print_run
 
 pytestmark = pytest.mark.usefixtures("charts_not_drawn")
 

@@ -10,14 +10,13 @@ from pathlib import Path
 import factories_cpu
 import node_reports
 import pytest
+from in_lang import print_run, render_markdown
 
 from envcheck import cli
 from envcheck.analysis import analyse
 from envcheck.checks import links, triton
 from envcheck.model import Environment, Fact, known
-from envcheck.render.documents import render_markdown
 from envcheck.render.terminal.console import capture
-from envcheck.render.terminal.run import print_run
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPONENT = re.compile(r"\d[eE][+-]?\d")
@@ -29,7 +28,7 @@ def _narrow(report, lang="en") -> str:
 
 @pytest.mark.parametrize("lang", ["en", "zh-CN"])
 def test_the_cpu_runs_legend_explains_only_columns_it_shows(lang):
-    from envcheck.render.i18n import translate
+    from in_lang import translate
 
     theor = translate(lang, "term.legend.theor")
     cpu = _narrow(factories_cpu.report(), lang)
@@ -57,8 +56,9 @@ def test_link_counter_rates_are_plain_numbers_over_the_interval_they_cover(uptim
 
 
 def test_node_counter_table_shows_rates_with_units_not_exponents():
+    from in_lang import translate
+
     from envcheck.model import load
-    from envcheck.render.i18n import translate
 
     doc = render_markdown(load(ROOT / "evidence" / "2026-11-22_2147Z_vm_2x-h200_node.json.gz"))
     head = next(line for line in doc.splitlines() if translate("en", "node.col.boot_per_s") in line)

@@ -12,17 +12,16 @@ import factories
 import factories_cpu
 import pytest
 from evidence_files import text as evidence_text
+from in_lang import print_checks, print_diff, print_environment, print_history, print_run
 from rich.cells import cell_len
 
 from envcheck.analysis import analyse
 from envcheck.model import Check, load
+from envcheck.render import fmt
 from envcheck.render.escape import term, visible
-from envcheck.render.terminal.checks import print_checks
-from envcheck.render.terminal.compare import MAX_ROWS, print_diff, print_history
+from envcheck.render.terminal.compare import MAX_ROWS
 from envcheck.render.terminal.console import capture, make_console
-from envcheck.render.terminal.environment import print_environment
-from envcheck.render.terminal.run import print_run
-from envcheck.render.view import bench_view
+from envcheck.render.view import sections
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "evidence" / "2026-11-22_0104Z_vm_h200.json.gz"
@@ -70,8 +69,8 @@ def test_run_summary_at_100_columns_has_one_line_per_row(h200):
     a = analyse(h200)
     text = capture(lambda c: print_run(c, h200, a), width=100)
     assert_fits(text)
-    view = bench_view(a.bench, "en", term)
-    expected = [len({(r.variant, r.size) for r in s.rows}) for s in view.sections]
+    expected = [len({(fmt.precision_label(r.case.dtype, r.case.precision), r.case.shape) for r in rs})
+                for _, rs in sections(a.bench)]
     op_tables = tables(text)[:len(expected)]
     assert [len(t) for t in op_tables] == expected  # a wrapped cell would add lines
     for rows in op_tables:
@@ -323,7 +322,7 @@ def test_a_cpu_run_s_noisy_rows_get_no_gpu_machine_remedy():
     text = capture(lambda c: print_run(c, r, analyse(r)), width=100)
     if "Noisy rows" in text:
         assert "close other" not in text and "nvidia-smi" not in text and "--quick" in text
-    from envcheck.render.i18n import translate
+    from in_lang import translate
 
     said = translate("en", "rec.noisy.cpu")
     assert "close other" not in said and "--quick" in said

@@ -9,9 +9,9 @@ from pathlib import Path
 import compare_data
 import node_reports
 import pytest
+from in_lang import render_diff, render_history, render_html, render_markdown
 
 from envcheck.model import load
-from envcheck.render.documents import render_diff, render_history, render_html, render_markdown
 from envcheck.render.toc import slug
 
 # The contents and anchors of the documents are checked, never their charts.

@@ -32,10 +32,10 @@ def test_hostile_text_from_a_user_s_code_leaves_every_view_valid_and_one_line(tm
     """Exception messages and stderr lines holding newlines, surrogates, bidi overrides, C0/C1
     controls, markup, a secret and (``long``) 200 kB: the report round-trips, the Markdown and HTML
     hold none of them raw, JUnit validates, and the secret is nowhere."""
+    from in_lang import junit_xml, render_html, render_markdown
+
     from envcheck.analysis import analyse
     from envcheck.bench import assemble
-    from envcheck.render.documents import render_html, render_markdown
-    from envcheck.render.junit import junit_xml
     from tests.test_outputs import _schema
 
     monkeypatch.setenv("HF_TOKEN", SECRET)

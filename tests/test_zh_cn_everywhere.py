@@ -23,13 +23,13 @@ import factories
 import factories_cpu
 import node_reports
 import pytest
+from in_lang import render_diff, render_history, render_html, render_markdown
 from text_cut import without
 
 from envcheck.analysis.fleet import DEFAULT_RULES
 from envcheck.compare.diff import diff as compare_diff
 from envcheck.model import Report, dumps, load, reasons
 from envcheck.ops import IMPLS, OPS, PRECISIONS
-from envcheck.render.documents import render_diff, render_history, render_html, render_markdown
 
 # One pytest-xdist worker runs this module: its reports (a module fixture, seconds to load) are read once.
 pytestmark = pytest.mark.xdist_group("zh_cn_everywhere")

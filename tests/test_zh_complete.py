@@ -27,6 +27,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from in_lang import (
+    print_checks,
+    print_diff,
+    print_environment,
+    print_fleet,
+    print_run,
+    render_diff,
+    render_history,
+    render_html,
+    render_markdown,
+)
 from text_cut import without
 
 from envcheck import snapshot
@@ -37,13 +48,7 @@ from envcheck.compare.diff import diff
 from envcheck.compare.history import history
 from envcheck.model import SCHEMA_VERSION, Report, load, to_dict
 from envcheck.probes.collect import collect
-from envcheck.render.documents import render_diff, render_history, render_html, render_markdown
-from envcheck.render.terminal.checks import print_checks
-from envcheck.render.terminal.compare import print_diff
 from envcheck.render.terminal.console import capture
-from envcheck.render.terminal.environment import print_environment
-from envcheck.render.terminal.node import print_fleet
-from envcheck.render.terminal.run import print_run
 
 # What is checked is the text around the charts (the SVG is left out of the HTML's and the Markdown's text).
 pytestmark = pytest.mark.usefixtures("charts_not_drawn")
@@ -368,13 +373,15 @@ def test_old_report_checks_are_said_anew_or_marked() -> None:
     from envcheck.checks.keyed import keyed
     from envcheck.model import Check
     from envcheck.render.checktext import localized
+    from envcheck.render.i18n import language
 
     old = next(r for p in REPORTS if (r := _load(p)) is not None and r.checks and not any(c.key for c in r.checks))
     again = keyed(old.checks, old.environment)
     assert [c.status for c in again] == [c.status for c in old.checks]  # the verdicts stay as recorded
     assert sum(c.key is not None for c in again) >= len(again) // 2
     stale = Check("gpu.ecc.0", "fail", "ECC", "GPU 0: 2 uncorrectable ECC errors")
-    shown = localized(keyed((stale,), old.environment)[0], "zh-CN")
+    with language("zh-CN"):
+        shown = localized(keyed((stale,), old.environment)[0])
     assert shown.title == "无不可纠正的显存错误" and shown.finding.endswith("（原始英文记录）")
 
 

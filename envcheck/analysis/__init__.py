@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from envcheck.analysis.burn import BurnAnalysis, analyse_burn
-from envcheck.analysis.ceilings import Ceilings, ceilings, env_gpu
+from envcheck.analysis.ceilings import Ceilings, ceilings, env_gpu, theoretical_bandwidth_gbps
 from envcheck.analysis.crosscheck import CrosscheckAnalysis, analyse_crosscheck
 from envcheck.analysis.findings import Finding, Recommendation, findings, recommendations
 from envcheck.analysis.fleet import FleetAnalysis, analyse_fleet
@@ -48,6 +48,47 @@ class BenchAnalysis:
             out.setdefault(r.key, r)
         return out
 
+    @cached_property
+    def best(self) -> dict[str, Finding]:
+        """Per op, the finding naming its best row (a compute-bound op's fastest precision's)."""
+        out: dict[str, Finding] = {}
+        for f in self.findings:
+            if f.key in ("finding.bandwidth_best", "finding.compute_best", "finding.compute_best_nopeak"):
+                op = f.params["op"]
+                if op not in out or (f.params.get("tflops") or 0) > (out[op].params.get("tflops") or 0):
+                    out[op] = f
+        return out
+
+    @cached_property
+    def fastest(self) -> dict[str, CaseResult]:
+        """Per op, its row of the highest throughput as measured (what a run without ceilings quotes)."""
+        out: dict[str, CaseResult] = {}
+        for r in self.results:
+            if r.rate is not None and (r.case.op not in out or r.rate > (out[r.case.op].rate or 0.0)):
+                out[r.case.op] = r
+        return out
+
+    @cached_property
+    def tolerance_ranges(self) -> tuple[tuple[str, float, float], ...]:
+        """(precision, lowest, highest relative-L2 bound) of the judged cases, lowest first."""
+        tol: dict[str, tuple[float, float]] = {}
+        for r in self.results:
+            if r.case.accuracy is not None:
+                lo, hi = tol.get(r.tolerance.precision, (r.tolerance.rel_l2, r.tolerance.rel_l2))
+                tol[r.tolerance.precision] = (min(lo, r.tolerance.rel_l2), max(hi, r.tolerance.rel_l2))
+        return tuple((p, lo, hi) for p, (lo, hi) in sorted(tol.items(), key=lambda kv: kv[1]))
+
+    @cached_property
+    def samples(self) -> dict[str, tuple[int, int]]:
+        """Per timing method, the fewest and most samples a case's time was taken from."""
+        out: dict[str, tuple[int, int]] = {}
+        for c in self.bench.cases:
+            for tm in (c.gpu, c.launch):
+                if tm:
+                    lo, hi = out.get(tm.method, (tm.n, tm.n))
+                    out[tm.method] = (min(lo, tm.n), max(hi, tm.n))
+        return out
+
 
 @dataclass(frozen=True)
 class Analysis:
@@ -64,6 +105,16 @@ class Analysis:
     def bench(self) -> BenchAnalysis | None:
         """The first (or only) device's analysis."""
         return self.benches[0] if self.benches else None
+
+    @cached_property
+    def theoretical_bandwidths(self) -> dict[int, float]:
+        """Each probed GPU's theoretical memory bandwidth, from its own facts (a stored value is never read)."""
+        out = {}
+        for g in self.report.environment.gpus:
+            bw = theoretical_bandwidth_gbps(g.get("mem_clock_max_mhz"), g.get("memory_bus_width_bits"))
+            if bw is not None:
+                out[g.index] = bw
+        return out
 
 
 def analyse_bench(report: Report, bench: Bench) -> BenchAnalysis:

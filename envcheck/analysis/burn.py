@@ -163,6 +163,12 @@ class GpuBurn:
         return self.gpu.device is not None and self.gpu.device.backend == "cpu"
 
     @property
+    def memtest_coverage(self) -> float | None:
+        """The share of its free memory the memory test covered, 0..1."""
+        m = self.gpu.memtest
+        return m.bytes_tested / m.free_bytes if m is not None and m.free_bytes else None
+
+    @property
     def not_applied(self) -> tuple[str, ...]:
         """The rules (``RULES``) this device was not judged by: nothing measured them here."""
         judged = {m.rule for m in self.margins}

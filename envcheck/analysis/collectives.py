@@ -561,6 +561,13 @@ class SweepAnalysis:
     def ops(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(r.op for r in self.rows))
 
+    def largest(self, op: str | None = None) -> tuple[CollectiveRow, float | None] | None:
+        """The sweep's (or ``op``'s) correct row of the largest size, with its share of the links: what a
+        summary quotes."""
+        ok = [(r, pct) for r, pct in zip(self.rows, self.pct_links, strict=True)
+              if (op is None or r.op == op) and r.busbw_gbps is not None and r.status == "ok"]
+        return max(ok, key=lambda x: x[0].size_bytes) if ok else None
+
 
 def analyse_sweep(collectives: Collectives, topology: Topology | None = None,
                   gpus: Sequence[int] = ()) -> SweepAnalysis:

@@ -137,6 +137,11 @@ class CrosscheckAnalysis:
     def ok(self) -> bool:
         return not self.findings
 
+    @property
+    def status(self) -> str:
+        """``fail`` on any finding, ``pass`` when rows were held to their bars, ``skip`` when none was."""
+        return "fail" if self.findings else "pass" if self.rows else "skip"
+
 
 def _held(row: CrossRow) -> CrossRow:
     """``row`` with its ratio and status, from ``ours`` and ``theirs`` (or its reason as given)."""

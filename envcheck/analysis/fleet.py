@@ -426,7 +426,7 @@ def baseline_from_nodes(nodes: Sequence[FleetNode], source: str, host: str | Non
 # --------------------------------------------------------------------------- keys and metric names
 
 # Every key this module hands to the presentation, each phrased in the catalogues.
-FINDING_KINDS = ("worse", "missing", "rank_failed", "algorithm_differs")
+FINDING_KINDS = ("worse", "missing", "rank_failed", "algorithm_differs", "node_problem")
 VERDICT_STATUSES = ("pass", "fail", "incomplete")
 SOURCES = ("baseline", "fleet_median")
 ZERO_SOURCE = "zero"  # a finding's source where a count is held to zero whatever the reference
@@ -551,6 +551,15 @@ class FleetAnalysis:
         return not self.drain and not self.lost and not self.interrupted
 
 
+def _with_problems(v: NodeVerdict, problems: Sequence[Any]) -> NodeVerdict:
+    """A node whose own node tests found a problem (``analysis.node.node_problems``) does not pass, whatever
+    its metrics: the node's verdict is this one, never a pass beside "a problem keeps this node from passing"."""
+    if not problems:
+        return v
+    return NodeVerdict(v.host, "fail", (*v.findings, Finding("node_problem", reason=problems[0].key,
+                                                             value=float(len(problems)))))
+
+
 def analyse_fleet(fleet: Fleet, analyse_bench: Callable[[Any, Any], Any]) -> FleetAnalysis:
     """``analyse_bench(environment, bench)`` gives a ``BenchAnalysis`` (``envcheck.analysis``)."""
     from envcheck.analysis.node import analyse_node, analyse_sweep, rates_from
@@ -563,7 +572,8 @@ def analyse_fleet(fleet: Fleet, analyse_bench: Callable[[Any, Any], Any]) -> Fle
         rates = [rates_from(ba.bench, ba.ceilings, ba.results) for ba in benches]
         per_node.append((n, benches, analyse_node(n.node, benches, env), node_metrics(n, rates)))
     metrics = [m for *_, m in per_node]
-    verdicts = judge(fleet, metrics)
+    verdicts = tuple(_with_problems(v, per_node[i][2].problems if i < len(per_node) else ())
+                     for i, v in enumerate(judge(fleet, metrics)))
     refs, source = references(fleet, metrics)
     nodes = tuple(FleetNodeAnalysis(n, b, a, m, verdicts[i], tuple(r for r in fleet.ranks if r.rank in n.ranks))
                   for i, (n, b, a, m) in enumerate(per_node))

@@ -220,6 +220,12 @@ class NodeAnalysis:
     def status(self) -> str:
         return "fail" if self.problems else "pass"
 
+    @property
+    def slowest_copy(self) -> CopyRow | None:
+        """The slowest one-way copy between two GPUs: the node's weakest peer link."""
+        d2d = [r for r in self.copies if r.kind == "d2d" and r.directions == 1 and r.gbps is not None]
+        return min(d2d, key=lambda r: r.gbps or 0.0) if d2d else None
+
     def path(self, a: int, b: int) -> PairPath | None:
         return next((p for p in self.paths if {p.a, p.b} == {a, b}), None)
 

@@ -81,11 +81,11 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
     from envcheck.analysis import analyse
 
     analysis = analyse(report)
-    written, render_stopped = write_outputs(report, out_dir, formats, args.lang, when, err_stream, analysis)
+    written, render_stopped = write_outputs(report, out_dir, formats, when, err_stream, analysis)
     from envcheck.render.terminal.console import make_console
     from envcheck.render.terminal.run import print_run
 
-    print_run(make_console(summary_stream(written, stdout, err_stream)), report, analysis, written, args.lang)
+    print_run(make_console(summary_stream(written, stdout, err_stream)), report, analysis, written)
     return exit_status(report, stopped or render_stopped, 0, analysis)
 
 

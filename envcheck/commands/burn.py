@@ -33,7 +33,7 @@ def exit_status(verdict: str) -> int:
     return {"pass": EXIT_OK, "stopped": EXIT_INTERRUPTED}.get(verdict, EXIT_FAIL)
 
 
-def write(report: Report, out_dir: Path, formats: Sequence[str], lang: str, when: datetime, stderr: Any,
+def write(report: Report, out_dir: Path, formats: Sequence[str], when: datetime, stderr: Any,
           analysis: Any) -> list[Path]:
     from envcheck.commands.run import save_json
     from envcheck.render.writing import outcome_message, render_after_run
@@ -45,9 +45,9 @@ def write(report: Report, out_dir: Path, formats: Sequence[str], lang: str, when
         return []
     written = [path]
     if formats:
-        outcome = render_after_run(report, path, formats, lang, analysis)
+        outcome = render_after_run(report, analysis, path, formats)
         written += outcome.written
-        message = outcome_message(outcome, path, lang)
+        message = outcome_message(outcome, path)
         if message:
             say(message, stderr)
     return written
@@ -103,12 +103,12 @@ def execute(args: argparse.Namespace, collect: Any = None, stderr: Any = None, s
 
         report = for_this_machine(report.host, key).report(report)
     analysis = analyse(report)
-    written = write(report, out_dir, formats, args.lang, when, err, analysis)
+    written = write(report, out_dir, formats, when, err, analysis)
     from envcheck.render.terminal.burn import print_burn
     from envcheck.render.terminal.console import make_console
 
     assert analysis.burn is not None
-    print_burn(make_console(summary_stream(written, stdout, err)), analysis.burn, written, args.lang)
+    print_burn(make_console(summary_stream(written, stdout, err)), analysis.burn, written)
     return exit_status(analysis.burn.verdict)
 
 

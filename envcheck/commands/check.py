@@ -161,17 +161,16 @@ def main(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     else:
         from envcheck.render.escape import term
-        from envcheck.render.i18n import translate
+        from envcheck.render.i18n import t
         from envcheck.render.terminal.checks import print_checks
         from envcheck.render.terminal.console import make_console
         from envcheck.render.terminal.environment import print_environment
         from envcheck.render.terminal.replay import print_replay_banner
 
-        lang = getattr(args, "lang", "en")
         console = make_console()
         print_replay_banner(console, report.replayed_from)
-        print_environment(console, env, lang, replayed=report.replayed_from is not None)
-        print_checks(console, checks, env.probe_s, lang)
+        print_environment(console, env, replayed=report.replayed_from is not None)
+        print_checks(console, checks, env.probe_s)
         if out is not None:
-            console.print(translate(lang, "check.written", path=term(out)))
+            console.print(t("check.written", path=term(out)))
     return EXIT_FAIL if any(c.status == "fail" for c in checks) else EXIT_OK

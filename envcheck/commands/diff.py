@@ -154,15 +154,15 @@ def main(args: argparse.Namespace) -> int:
 
         out = json_text(to_json(d, args.fail_on_regression))
     elif args.format == "text":
-        out = terminal_text(lambda console: print_diff(console, d, args.lang), to_file=bool(args.out))
+        out = terminal_text(lambda console: print_diff(console, d), to_file=bool(args.out))
     else:
-        out = render_diff(d, args.format, args.lang)
+        out = render_diff(d, args.format)
     emit(out, args.out)
     if args.fail_on_regression is not None:
         regressions = d.regressions(args.fail_on_regression)
         from envcheck.render import fmt
+        from envcheck.render.compare_view import node_row_name
         from envcheck.render.escape import visible
-        from envcheck.render.node_compare_view import node_row_name
 
         for cmp, c in regressions:
             print(visible(f"envcheck diff: regression: {c.name}: {fmt.ratio(c.ratio)} the time "

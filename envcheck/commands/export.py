@@ -29,7 +29,7 @@ def _write_new(path: Path, text: str) -> None:
         raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
 
 
-def emit(analysis: Analysis, fmt: str, lang: str = "en", out: str | None = None, slurm_drain: bool = False) -> int:
+def emit(analysis: Analysis, fmt: str, out: str | None = None, slurm_drain: bool = False) -> int:
     """Print (or write to ``out``) ``analysis`` as ``fmt``; the exit status is the verdict's, for every format."""
     from envcheck.analysis.verdict import verdict
     from envcheck.errors import EXIT_FAIL
@@ -38,7 +38,7 @@ def emit(analysis: Analysis, fmt: str, lang: str = "en", out: str | None = None,
     if fmt == "junit":
         from envcheck.render.junit import junit_xml
 
-        text = junit_xml(analysis, lang)
+        text = junit_xml(analysis)
         if out:
             _write_new(Path(out), text)
         else:
@@ -61,8 +61,8 @@ def emit(analysis: Analysis, fmt: str, lang: str = "en", out: str | None = None,
     if fmt == "health":
         from envcheck.render.health import drain_reason, health_line
 
-        line, status = health_line(analysis, lang)  # the same status
-        reason = drain_reason(analysis, lang)
+        line, status = health_line(analysis)  # the same status
+        reason = drain_reason(analysis)
         if slurm_drain and reason is not None:
             from envcheck import slurm
 
@@ -79,4 +79,4 @@ def main(args: argparse.Namespace) -> int:
     from envcheck.analysis import analyse
 
     report = model.load(args.report)
-    return emit(analyse(report), args.format, args.lang, args.out)
+    return emit(analyse(report), args.format, args.out)

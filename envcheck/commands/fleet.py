@@ -205,7 +205,7 @@ def write_fleet_report(fleet: Fleet, out_dir: Path, environment: Environment | N
     return save_json(report, out_dir, stem, stderr, command="fleet")
 
 
-def print_summary(report: Report, analysis: Any, written: list[Path], lang: str = "en", stdout: Any = None) -> None:
+def print_summary(report: Report, analysis: Any, written: list[Path], stdout: Any = None) -> None:
     """What rank 0 prints: the verdicts and their reasons, the ranks that failed, hung or were slow, the
     world sweep and where its slowness comes from, each node's GPUs, and the files written."""
     from envcheck.render.terminal.console import make_console
@@ -213,21 +213,20 @@ def print_summary(report: Report, analysis: Any, written: list[Path], lang: str 
     from envcheck.render.terminal.node import print_fleet
 
     console = make_console(stdout)
-    print_fleet(console, report, analysis, written, lang)
+    print_fleet(console, report, analysis, written)
     for host, cross in analysis.fleet_crosschecks:  # fleet --crosscheck: each node's ratios and their bars
-        print_crosscheck(console, cross, lang, host)
+        print_crosscheck(console, cross, host)
 
 
-def write_documents(report: Report, path: Path, formats: list[str], lang: str,
-                    analysis: Analysis | None = None) -> list[Path]:
+def write_documents(report: Report, path: Path, formats: list[str], analysis: Analysis) -> list[Path]:
     """The Markdown and HTML beside the fleet report's JSON, as one set, never raising (the JSON is the
     report): what was written, and on stderr what was not and the command that writes it later."""
     if not formats:
         return []
     from envcheck.render.writing import outcome_message, render_after_run
 
-    outcome = render_after_run(report, path, formats, lang, analysis)
-    message = outcome_message(outcome, path, lang)
+    outcome = render_after_run(report, analysis, path, formats)
+    message = outcome_message(outcome, path)
     if message:
         print(f"envcheck fleet: {message}", file=sys.stderr)
     return list(outcome.written)
@@ -338,7 +337,7 @@ def _main(args: argparse.Namespace, formats: list[str], stops: _StopSignals) -> 
         fleet = run_rank(ctx, options, deps, local_gpus(ctx, os.environ))
     except KeyboardInterrupt:
         transport.close()
-        _keep(work_dir, ctx.rank, args.lang)
+        _keep(work_dir, ctx.rank)
         raise
     if fleet is None:
         verdict = transport.get("done", 0.0)
@@ -346,12 +345,12 @@ def _main(args: argparse.Namespace, formats: list[str], stops: _StopSignals) -> 
         if verdict == "pass":
             shutil.rmtree(work_dir, ignore_errors=True)
         else:
-            _keep(work_dir, ctx.rank, args.lang)
+            _keep(work_dir, ctx.rank)
         return EXIT_OK
     stops.armed = False  # the report is written whatever arrives now
     if stops.launcher_gone:
         transport.close()
-        _keep(work_dir, ctx.rank, args.lang)
+        _keep(work_dir, ctx.rank)
         print("envcheck fleet: the launcher is gone (killed): this rank stopped its work; no report is written "
               "for a job that was killed", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -366,10 +365,9 @@ def _main(args: argparse.Namespace, formats: list[str], stops: _StopSignals) -> 
         passed = analysis.fleet is not None and analysis.fleet.passed and all(
             c.ok for _, c in analysis.fleet_crosschecks)
         if path is None:  # the JSON went to stdout: the summary must not follow it there
-            print_summary(report, analysis, [], args.lang, sys.stderr)
+            print_summary(report, analysis, [], sys.stderr)
         else:
-            print_summary(report, analysis, [path, *write_documents(report, path, formats, args.lang, analysis)],
-                          args.lang)
+            print_summary(report, analysis, [path, *write_documents(report, path, formats, analysis)])
     finally:
         finish(transport, passed)
         time.sleep(0.5)  # the others read "done" from this rank's store before it goes
@@ -377,26 +375,26 @@ def _main(args: argparse.Namespace, formats: list[str], stops: _StopSignals) -> 
     if passed:
         shutil.rmtree(work_dir, ignore_errors=True)
     else:
-        _keep(work_dir, ctx.rank, args.lang)
+        _keep(work_dir, ctx.rank)
     drain = analysis.fleet.drain if analysis.fleet is not None else ()
     if drain:
         from envcheck.render.escape import visible
-        from envcheck.render.i18n import translate
+        from envcheck.render.i18n import t
 
         hosts = ", ".join(v.host for v in drain)
-        print(visible(translate(args.lang, "fleet.drain", hosts=hosts, count=len(drain))), file=sys.stderr)
+        print(visible(t("fleet.drain", hosts=hosts, count=len(drain))), file=sys.stderr)
     if fleet.settings.get("interrupted"):
         return EXIT_INTERRUPTED
     return EXIT_OK if passed else EXIT_FAIL
 
 
-def _keep(work_dir: str, rank: int, lang: str) -> None:
+def _keep(work_dir: str, rank: int) -> None:
     """A run that did not pass keeps the rank's working files (the children's logs and outputs); say where."""
     from envcheck.render.escape import visible
-    from envcheck.render.i18n import translate
+    from envcheck.render.i18n import t
 
     if os.path.isdir(work_dir) and os.listdir(work_dir):
-        print(visible(translate(lang, "fleet.work_kept", rank=rank, path=work_dir)), file=sys.stderr)
+        print(visible(t("fleet.work_kept", rank=rank, path=work_dir)), file=sys.stderr)
     else:
         shutil.rmtree(work_dir, ignore_errors=True)
 

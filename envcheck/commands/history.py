@@ -65,13 +65,13 @@ def collect(paths: list[str]) -> tuple[list[tuple[str, Report]], list[LeftOut]]:
     return [nr for name, (_, r) in zip(names, loaded, strict=True) for nr in per_node(name, r)], left_out
 
 
-def _note(x: LeftOut, lang: str) -> str:
+def _note(x: LeftOut) -> str:
     from envcheck.compare.history import NO_BENCHMARK
-    from envcheck.render.i18n import translate
+    from envcheck.render.i18n import t
 
     if x.reason == NO_BENCHMARK:
-        return translate(lang, "history.note.left_out", label=x.label, kind=x.detail)
-    return translate(lang, "history.note.skipped", detail=x.detail)
+        return t("history.note.left_out", label=x.label, kind=x.detail)
+    return t("history.note.skipped", detail=x.detail)
 
 
 def _tell(text: str) -> None:
@@ -91,24 +91,24 @@ def _tell(text: str) -> None:
     print("\n".join(lines), file=sys.stderr)
 
 
-def render(hs: Histories, fmt: str, lang: str, to_file: bool) -> str:
+def render(hs: Histories, fmt: str, to_file: bool) -> str:
     """Every machine's history in one output: a section per machine."""
     if fmt == "text":
         from envcheck.render.terminal.compare import print_history
 
         def draw(console: object) -> None:
             for h in hs.machines:
-                print_history(console, h, lang)  # type: ignore[arg-type]
+                print_history(console, h)  # type: ignore[arg-type]
 
         return terminal_text(draw, to_file=to_file)
     from envcheck.render.documents import render_histories
 
-    return render_histories(hs.machines, fmt, lang)
+    return render_histories(hs.machines, fmt)
 
 
 def main(args: argparse.Namespace) -> int:
     from envcheck.compare.history import histories
-    from envcheck.render.i18n import translate
+    from envcheck.render.i18n import t
 
     check_out(args.out)
     if not args.paths:
@@ -118,12 +118,12 @@ def main(args: argparse.Namespace) -> int:
     reports, left_out = collect(args.paths)
     hs = histories(reports, left_out)
     for x in hs.left_out:
-        _tell(translate(args.lang, "history.note", note=_note(x, args.lang)))
+        _tell(t("history.note", note=_note(x)))
     if not hs.machines:
         raise UsageError(f"no benchmark results among the reports in {', '.join(args.paths)}: "
                          "history needs reports of envcheck run")
     if len(hs.machines) > 1:
-        _tell(translate(args.lang, "history.note", note=translate(args.lang, "history.note.machines",
+        _tell(t("history.note", note=t("history.note.machines",
                                                                       count=len(hs.machines))))
-    emit(render(hs, args.format, args.lang, bool(args.out)), args.out)
+    emit(render(hs, args.format, bool(args.out)), args.out)
     return EXIT_OK

@@ -14,6 +14,7 @@ from envcheck.errors import EXIT_OK, UsageError
 
 
 def main(args: argparse.Namespace) -> int:
+    from envcheck.analysis import analyse
     from envcheck.model import load
     from envcheck.render.writing import write_documents, written_lines
 
@@ -27,7 +28,7 @@ def main(args: argparse.Namespace) -> int:
         except DestinationError as e:
             raise UsageError(f"--out: {e}; nothing was written") from None
     try:
-        written = write_documents(report, Path(args.report), args.format, lang=args.lang, out_dir=out_dir,
+        written = write_documents(report, analyse(report), Path(args.report), args.format, out_dir=out_dir,
                                   force=args.force)
     except OSError as e:
         where = out_dir or Path(args.report).parent

@@ -227,8 +227,8 @@ def summary_stream(written: Sequence[Path], stdout: Any, stderr: Any) -> Any:
     return stderr if stderr is not None else sys.stderr
 
 
-def write_outputs(report: Report, out_dir: Path, formats: Sequence[str], lang: str, when: datetime,
-                  stderr: Any = None, analysis: Analysis | None = None) -> tuple[list[Path], bool]:
+def write_outputs(report: Report, out_dir: Path, formats: Sequence[str], when: datetime, stderr: Any,
+                  analysis: Analysis) -> tuple[list[Path], bool]:
     """The JSON under a fresh dated name, then the requested renderings beside it, as a set (all
     or none). Returns what exists, and whether Ctrl-C stopped the rendering (the JSON is whole)."""
     bench = report.bench
@@ -243,9 +243,9 @@ def write_outputs(report: Report, out_dir: Path, formats: Sequence[str], lang: s
         return written, False
     from envcheck.render.writing import outcome_message, render_after_run
 
-    outcome = render_after_run(report, json_path, formats, lang, analysis)
+    outcome = render_after_run(report, analysis, json_path, formats)
     written += outcome.written
-    message = outcome_message(outcome, json_path, lang)
+    message = outcome_message(outcome, json_path)
     if message:
         _say(message, stderr)
     return written, outcome.interrupted
@@ -375,22 +375,22 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
     from envcheck.analysis import analyse
 
     analysis = analyse(report)
-    written, render_stopped = write_outputs(report, out_dir, formats, args.lang, when, err_stream, analysis)
+    written, render_stopped = write_outputs(report, out_dir, formats, when, err_stream, analysis)
     stopped = stopped or render_stopped
 
     from envcheck.render.terminal.console import make_console
     from envcheck.render.terminal.run import print_run
 
     console = make_console(summary_stream(written, stdout, err_stream))
-    print_run(console, report, analysis, written, args.lang)
+    print_run(console, report, analysis, written)
     if analysis.crosscheck is not None:  # --crosscheck: the ratios and their bars (the verdict counts them)
         from envcheck.render.terminal.crosscheck import print_crosscheck
 
-        print_crosscheck(console, analysis.crosscheck, args.lang)
+        print_crosscheck(console, analysis.crosscheck)
     if analysis.burn is not None:  # --burn: its verdicts too, and a GPU that failed them fails the run
         from envcheck.render.terminal.burn import print_burn
 
-        print_burn(console, analysis.burn, (), args.lang)
+        print_burn(console, analysis.burn)
         problems += analysis.burn.verdict == "fail"
     return exit_status(report, stopped, problems, analysis)
 

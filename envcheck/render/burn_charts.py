@@ -15,7 +15,7 @@ from envcheck.render import chart_spec as cs
 from envcheck.render import chart_style as st
 from envcheck.render import charts as ch
 from envcheck.render import fmt
-from envcheck.render.i18n import translate
+from envcheck.render.i18n import t
 
 SECTION = "burn"
 MAX_POINTS = 240  # per series: enough to see a trend; every sample stays in the JSON
@@ -68,7 +68,7 @@ def _thin(pts: Sequence[tuple[float, float]]) -> Sequence[tuple[float, float]]:
     return pts[::step]
 
 
-def burn_charts(a: BurnAnalysis, lang: str) -> list[ch.Drawn]:
+def burn_charts(a: BurnAnalysis) -> list[ch.Drawn]:
     out: list[ch.Drawn] = []
     for spec in CHARTS:
         series, refs = [], []
@@ -78,17 +78,17 @@ def burn_charts(a: BurnAnalysis, lang: str) -> list[ch.Drawn]:
         for k, g in enumerate(a.gpus):
             # Colour, marker and dash per GPU: two GPUs running alike draw one over the other, and both still show.
             color, marker = st.PALETTE[k % len(st.PALETTE)], st.MARKERS[k % len(st.MARKERS)]
-            name = translate(lang, "burn.gpu", index=g.gpu.index)
+            name = t("burn.gpu", index=g.gpu.index)
             pts = tuple(cs.Point(x - t0, y, f"{name}: {fmt.num(x)} s, {fmt.num(y)}") for x, y in _thin(spec.points(g)))
             if pts:
                 series.append(cs.Series(name, pts, color, marker, dashed=k % 2 == 1))
             value = spec.limit(g) if spec.limit else None
             if value and not any(r.value == value for r in refs):
-                refs.append(cs.RefLine(value, translate(lang, "chart.ref.power_limit", value=fmt.num(value)), st.GREY,
+                refs.append(cs.RefLine(value, t("chart.ref.power_limit", value=fmt.num(value)), st.GREY,
                                        dashed=True))
-        desc = translate(lang, "chart.desc.burn", what=translate(lang, spec.title))
-        chart = ch.facet_chart(translate(lang, spec.title), desc, [ch.Facet("", tuple(series), tuple(refs))],
-                               x_axis, spec.y, lang)
+        desc = t("chart.desc.burn", what=t(spec.title))
+        chart = ch.facet_chart(t(spec.title), desc, [ch.Facet("", tuple(series), tuple(refs))],
+                               x_axis, spec.y)
         d = ch.draw(f"burn_{spec.name}", None, chart, x_axis, spec.y)
         if d is not None:
             out.append(replace(d, section=SECTION))

@@ -1,92 +1,50 @@
-"""The burn-in as every medium shows it: phrased rows and verdicts from the burn's analysis.
+"""The burn-in as every medium shows it: a row per GPU, the verdicts with cause and fix, the detail tables.
 
-One view for the terminal, Markdown and HTML (each passes its own ``escape`` for machine text),
-so they say the same thing. Every number comes from ``analysis.burn``; nothing is derived here.
+Every number comes from ``analysis.burn``; templates and the terminal call these to phrase it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from typing import Any
 
-from envcheck.analysis.burn import BurnAnalysis, BurnFinding, GpuBurn, Margin
+from envcheck.analysis.burn import BurnAnalysis, GpuBurn, Margin
 from envcheck.render import fmt
-from envcheck.render.i18n import join, phrase, translate
+from envcheck.render.i18n import esc, join, phrase, t
 
-Escape = Callable[[str], str]
 RATE_UNIT = {"gemm": "TFLOP/s", "bandwidth": "GB/s", "memtest": "GB/s"}
-
-
-@dataclass(frozen=True)
-class FindingRow:
-    gpu: str
-    cause: str
-    fix: str
-    threshold: str  # the threshold and its anchor, or ""
-
-
-@dataclass(frozen=True)
-class GpuRow:
-    gpu: str
-    name: str
-    status: str
-    cells: tuple[str, ...]  # in BurnView.columns order
-
-
-@dataclass(frozen=True)
-class DetailRow:
-    gpu: str
-    cells: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class BurnView:
-    verdict: str
-    verdict_text: str
-    summary: str
-    columns: tuple[str, ...]
-    gpus: tuple[GpuRow, ...]
-    findings: tuple[FindingRow, ...]
-    thresholds: tuple[tuple[str, str, str], ...]  # (what, limit, anchor)
-    memtest_columns: tuple[str, ...]
-    memtest: tuple[DetailRow, ...]
-    errors_columns: tuple[str, ...]
-    bit_errors: tuple[DetailRow, ...]
-    sdc_columns: tuple[str, ...]
-    sdc: tuple[DetailRow, ...]
-    mismatches_columns: tuple[str, ...]
-    mismatches: tuple[DetailRow, ...]
-    xids: tuple[str, ...]
-    notes: tuple[str, ...]
-    method: str
-    margin_columns: tuple[str, ...] = ()  # the GPUs
-    margins: tuple[DetailRow, ...] = ()  # one row per rule (``gpu`` holds the rule), a cell per GPU
-    device_column: str = ""  # "GPU", or "device" for a CPU burn
-    no_findings: str = ""  # what "no verdict fired" covers: on a CPU, only the rules that apply
-
-
-def _gpu_label(lang: str, g: GpuBurn) -> str:
-    return translate(lang, "burn.cpu") if g.on_cpu else translate(lang, "burn.gpu", index=g.gpu.index)
-
-
 PCT_RULES = ("sibling_margin", "ceiling_margin", "power_share", "drift", "throttle_share")
+COLUMNS = ("dtype", "gemm", "bandwidth", "power", "temperature", "clock", "throttle", "counters")
+CPU_COLUMNS = ("dtype", "gemm_cpu", "bandwidth")
+DETAIL_COLUMNS = {"memtest": ("bytes", "coverage", "patterns", "passes", "time", "bits"),
+                  "errors": ("pattern", "pass", "start", "end", "words", "bits"),
+                  "sdc": ("iterations", "checksums", "full", "fp64", "fp64_error", "mismatches"),
+                  "mismatch": ("check", "iteration", "time", "element", "expected", "got")}
+DETAIL_HEADS = {"memtest": "burn.memtest.col.", "errors": "burn.errors.col.", "sdc": "burn.sdc.col.",
+                "mismatch": "burn.mismatch.col."}
+
+
+def on_cpu(a: BurnAnalysis) -> bool:
+    return bool(a.gpus) and all(g.on_cpu for g in a.gpus)
+
+
+def label(g: GpuBurn) -> str:
+    return t("burn.cpu") if g.on_cpu else t("burn.gpu", index=g.gpu.index)
+
+
+def name(g: GpuBurn) -> str:
+    return esc(g.gpu.device.name) if g.gpu.device else fmt.DASH
+
+
+def device_column(a: BurnAnalysis) -> str:
+    return t("burn.col.device" if on_cpu(a) else "burn.col.gpu")
+
+
+def columns(a: BurnAnalysis) -> list[str]:
+    return [t(f"burn.col.{c}") for c in (CPU_COLUMNS if on_cpu(a) else COLUMNS)]
 
 
 def _limit(key: str, value: float) -> str:
-    if key in PCT_RULES:
-        return fmt.pct(100 * value)
-    return fmt.num(value)
-
-
-def threshold_text(lang: str, a: BurnAnalysis, key: str) -> str:
-    th = a.thresholds[key]
-    return translate(lang, "burn.threshold.with_anchor", limit=_limit(key, th.value),
-                     anchor=translate(lang, f"burn.anchor.{th.anchor}"))
-
-
-def _finding(lang: str, a: BurnAnalysis, gpu: str, f: BurnFinding, escape: Escape) -> FindingRow:
-    return FindingRow(gpu, phrase(lang, f"burn.finding.{f.key}", f.params, escape),
-                      translate(lang, f"burn.fix.{f.key}"), threshold_text(lang, a, f.threshold) if f.threshold else "")
+    return fmt.pct(100 * value) if key in PCT_RULES else fmt.num(value)
 
 
 def _rate(g: GpuBurn, phase: str) -> str:
@@ -98,110 +56,122 @@ def _rate(g: GpuBurn, phase: str) -> str:
     return f"{fmt.rate(r.median, RATE_UNIT[phase])} ({fmt.num(r.best)})"
 
 
-def _cpu_cells(lang: str, g: GpuBurn) -> tuple[str, ...]:
-    """A CPU's row: what it measured; no NVML, so no power, temperature, clock, throttling or counters columns."""
+def _change(drift: Any) -> str:
+    return f"{'+' if drift.change >= 0 else ''}{fmt.pct(100 * drift.change)}"
+
+
+def cells(g: GpuBurn, cpu: bool) -> tuple[str, ...]:
+    """A device's row; a CPU's has no NVML, so no power, temperature, clock, throttling or counters."""
     gr = g.rates.get("gemm")
     gemm = _rate(g, "gemm")
-    if gr is not None and gr.drift is not None:  # shown, never judged: the cores are shared
-        trend = f"{'+' if gr.drift.change >= 0 else ''}{fmt.pct(100 * gr.drift.change)}"
-        gemm += f" ({translate(lang, 'burn.trend_not_judged', trend=trend)})"
+    if gr is not None and gr.drift is not None:  # on a CPU shown, never judged: the cores are shared
+        gemm += f" ({t('burn.trend_not_judged', trend=_change(gr.drift)) if cpu else _change(gr.drift)})"
     dtype = gr.phase.dtype if gr is not None else fmt.DASH
-    return (dtype, gemm, _rate(g, "bandwidth"))
-
-
-def _gpu_cells(lang: str, g: GpuBurn) -> tuple[str, ...]:
+    if cpu:
+        return (dtype, gemm, _rate(g, "bandwidth"))
     power = fmt.DASH
     if g.power_max_w is not None:
         power = f"{fmt.num(g.power_max_w)} / {fmt.num(g.power_limit_w)} W"
-        if g.power_share is not None:
-            power += f" ({fmt.pct(100 * g.power_share)})"
-    temps = f"{fmt.num(g.temperature_max_c)} / {fmt.num(g.mem_temperature_max_c)} °C"
-    clock = fmt.rate(g.sm_mhz_median, "MHz")
-    if g.clock_drift is not None:
-        clock += f" ({'+' if g.clock_drift.change >= 0 else ''}{fmt.pct(100 * g.clock_drift.change)})"
-    gr = g.rates.get("gemm")
-    gemm = _rate(g, "gemm")
-    if gr is not None and gr.drift is not None:
-        gemm += f" ({'+' if gr.drift.change >= 0 else ''}{fmt.pct(100 * gr.drift.change)})"
-    throttle = fmt.DASH if g.throttle_share is None else fmt.pct(100 * g.throttle_share)
-    counters = translate(lang, "burn.counters", ecc=fmt.num(g.ecc_uncorrected), corrected=fmt.num(g.ecc_corrected),
-                         replays=fmt.num(g.pcie_replays), xids=len(g.xids))
-    dtype = gr.phase.dtype if gr is not None else fmt.DASH
-    return (dtype, gemm, _rate(g, "bandwidth"), power, temps, clock, throttle, counters)
+        power += f" ({fmt.pct(100 * g.power_share)})" if g.power_share is not None else ""
+    clock = fmt.rate(g.sm_mhz_median, "MHz") + (f" ({_change(g.clock_drift)})" if g.clock_drift is not None else "")
+    return (dtype, gemm, _rate(g, "bandwidth"), power,
+            f"{fmt.num(g.temperature_max_c)} / {fmt.num(g.mem_temperature_max_c)} °C", clock,
+            fmt.DASH if g.throttle_share is None else fmt.pct(100 * g.throttle_share),
+            t("burn.counters", ecc=fmt.num(g.ecc_uncorrected), corrected=fmt.num(g.ecc_corrected),
+              replays=fmt.num(g.pcie_replays), xids=len(g.xids)))
 
 
-def _margin_cell(lang: str, m: Margin | None) -> str:
+def rows(a: BurnAnalysis) -> list[tuple[GpuBurn, str, str, tuple[str, ...]]]:
+    """(the device, its label, its name, its cells) per device."""
+    cpu = on_cpu(a)
+    return [(g, label(g), name(g), cells(g, cpu)) for g in a.gpus]
+
+
+def threshold(a: BurnAnalysis, key: str) -> str:
+    th = a.thresholds[key]
+    return t("burn.threshold.with_anchor", limit=_limit(key, th.value), anchor=t(f"burn.anchor.{th.anchor}"))
+
+
+def findings(a: BurnAnalysis) -> list[tuple[str, str, str, str]]:
+    """(device, cause, fix, threshold or "") of every finding, the host's last."""
+    return [(who, phrase(f"burn.finding.{f.key}", f.params), t(f"burn.fix.{f.key}"),
+             threshold(a, f.threshold) if f.threshold else "")
+            for who, fs in [*((label(g), g.findings) for g in a.gpus), (t("burn.host"), a.findings)] for f in fs]
+
+
+def details(a: BurnAnalysis) -> dict[str, tuple[list[str], list[tuple[str, tuple[str, ...]]]]]:
+    """The memory test, its bit errors, the silent-data-corruption checks and their mismatches: (columns, rows)."""
+    out: dict[str, list[tuple[str, tuple[str, ...]]]] = {k: [] for k in DETAIL_COLUMNS}
+    for g in a.gpus:
+        who, m, s = label(g), g.gpu.memtest, g.gpu.sdc
+        if m is not None:
+            out["memtest"].append((who, (fmt.nbytes(m.bytes_tested), fmt.ratio_pct(g.memtest_coverage),
+                                         esc(", ".join(m.patterns)), str(m.passes), fmt.seconds(m.duration_s),
+                                         str(m.error_bits))))
+            out["errors"] += [(who, (esc(r.pattern), str(r.pass_index), f"{r.start_address:#x}",
+                                     f"{r.end_address:#x}", str(r.words), str(r.bits))) for r in m.errors]
+        if s is not None:
+            out["sdc"].append((who, (str(s.iterations), str(s.checksums), str(s.full_compares),
+                                     t("burn.fp64_checks", checks=s.fp64_checks, elements=s.fp64_elements),
+                                     fmt.num(s.fp64_max_error), str(s.mismatch_count))))
+            out["mismatch"] += [(who, (t(f"burn.check.{x.check}"), str(x.iteration), fmt.seconds(x.t_s),
+                                       str(x.element) if x.element >= 0 else fmt.DASH, fmt.num(x.expected),
+                                       fmt.num(x.got))) for x in s.mismatches]
+    return {k: ([t(f"{DETAIL_HEADS[k]}{c}") for c in DETAIL_COLUMNS[k]], v) for k, v in out.items()}
+
+
+def notes(a: BurnAnalysis) -> list[str]:
+    """What was not applied, a control, an unread kernel log: said before a reader trusts the pass."""
+    out = [t("burn.control", gpu=label(g), control=g.gpu.control, what=t(f"burn.control.{g.gpu.control}"))
+           for g in a.gpus if g.gpu.control]
+    out += [phrase(n.key, n.params) for g in a.gpus for n in g.gpu.notes]
+    if a.burn.xid_source is None:
+        out.append(t("burn.no_xid_source", reasons=esc("; ".join(a.burn.xid_reasons)) or fmt.DASH))
+    if on_cpu(a):  # never a rule shown as held that was not applied
+        skipped = dict.fromkeys(r for g in a.gpus for r in g.not_applied)
+        out.append(t("burn.not_applied_cpu", rules=join([t(f"burn.rule.{r}") for r in skipped])))
+    return out
+
+
+def thresholds(a: BurnAnalysis) -> list[tuple[str, str, str]]:
+    return [(t(f"burn.threshold.{k}"), _limit(k, th.value), t(f"burn.anchor.{th.anchor}"))
+            for k, th in a.thresholds.items()]
+
+
+def _margin(m: Margin | None) -> str:
     if m is None:
         return fmt.DASH
     show = fmt.pct if m.threshold in PCT_RULES else fmt.num
-    return translate(lang, "burn.margin_cell", value=show(m.value), limit=show(m.limit),
-                     room=fmt.num(round(m.room, 2)))
+    return t("burn.margin_cell", value=show(m.value), limit=show(m.limit), room=fmt.num(round(m.room, 2)))
 
 
-def _margins(lang: str, a: BurnAnalysis) -> tuple[DetailRow, ...]:
-    """Every rule judged on some GPU, in the order the analysis judged them, a cell per GPU."""
+def margins(a: BurnAnalysis) -> list[tuple[str, tuple[str, ...]]]:
+    """Every rule judged on some GPU, in the order judged, a cell per GPU."""
     by_gpu = [{m.rule: m for m in g.margins} for g in a.gpus]
-    rules = list(dict.fromkeys(m.rule for g in a.gpus for m in g.margins))
-    return tuple(DetailRow(translate(lang, f"burn.rule.{r}"), tuple(_margin_cell(lang, ms.get(r)) for ms in by_gpu))
-                 for r in rules)
+    rules = dict.fromkeys(m.rule for g in a.gpus for m in g.margins)
+    return [(t(f"burn.rule.{r}"), tuple(_margin(ms.get(r)) for ms in by_gpu)) for r in rules]
 
 
-def burn_view(a: BurnAnalysis, lang: str, escape: Escape) -> BurnView:
-    t = lambda key, **p: translate(lang, key, **p)  # noqa: E731
-    cpu = bool(a.gpus) and all(g.on_cpu for g in a.gpus)
-    shown = ("dtype", "gemm_cpu", "bandwidth") if cpu else ("dtype", "gemm", "bandwidth", "power", "temperature",
-                                                            "clock", "throttle", "counters")
-    columns = tuple(t(f"burn.col.{c}") for c in shown)
-    rows, findings, memtest, errors, sdc, mism = [], [], [], [], [], []
-    for g in a.gpus:
-        label = _gpu_label(lang, g)
-        name = escape(g.gpu.device.name) if g.gpu.device else fmt.DASH
-        rows.append(GpuRow(label, name, g.status, _cpu_cells(lang, g) if cpu else _gpu_cells(lang, g)))
-        findings += [_finding(lang, a, label, f, escape) for f in g.findings]
-        m = g.gpu.memtest
-        if m is not None:
-            memtest.append(DetailRow(label, (fmt.nbytes(m.bytes_tested), fmt.pct(100 * m.bytes_tested / m.free_bytes)
-                                             if m.free_bytes else fmt.DASH,
-                                             escape(", ".join(m.patterns)), str(m.passes), fmt.seconds(m.duration_s),
-                                             str(m.error_bits))))
-            for r in m.errors:
-                errors.append(DetailRow(label, (escape(r.pattern), str(r.pass_index), f"{r.start_address:#x}",
-                                                f"{r.end_address:#x}", str(r.words), str(r.bits))))
-        s = g.gpu.sdc
-        if s is not None:
-            sdc.append(DetailRow(label, (str(s.iterations), str(s.checksums), str(s.full_compares),
-                                         t("burn.fp64_checks", checks=s.fp64_checks, elements=s.fp64_elements),
-                                         fmt.num(s.fp64_max_error), str(s.mismatch_count))))
-            for x in s.mismatches:
-                mism.append(DetailRow(label, (t(f"burn.check.{x.check}"), str(x.iteration), fmt.seconds(x.t_s),
-                                              str(x.element) if x.element >= 0 else fmt.DASH, fmt.num(x.expected),
-                                              fmt.num(x.got))))
-    findings += [_finding(lang, a, t("burn.host"), f, escape) for f in a.findings]
-    burn = a.burn
-    xids = tuple(escape(x.line) for x in burn.new_xids)
-    notes = [t("burn.control", gpu=_gpu_label(lang, g), control=g.gpu.control, what=t(f"burn.control.{g.gpu.control}"))
-             for g in a.gpus if g.gpu.control]
-    notes += [phrase(lang, n.key, n.params, escape) for g in a.gpus for n in g.gpu.notes]
-    if burn.xid_source is None:
-        notes.append(t("burn.no_xid_source", reasons=escape("; ".join(burn.xid_reasons)) or fmt.DASH))
-    if cpu:  # never a rule shown as held that was not applied
-        skipped = dict.fromkeys(r for g in a.gpus for r in g.not_applied)
-        notes.append(t("burn.not_applied_cpu", rules=join(lang, [t(f"burn.rule.{r}") for r in skipped])))
-    thresholds = tuple((t(f"burn.threshold.{k}"), _limit(k, th.value), t(f"burn.anchor.{th.anchor}"))
-                       for k, th in a.thresholds.items())
-    verdict = a.verdict
-    summary = t("burn.summary_cpu" if cpu else "burn.summary", gpus=len(a.gpus), minutes=fmt.general(burn.minutes),
-                seconds=fmt.seconds(burn.duration_s), started=escape(burn.started))
-    verdict_key = f"burn.verdict.{verdict}" + ("_cpu" if cpu and verdict == "pass" else "")
-    return BurnView(
-        verdict, t(verdict_key, failed=sum(g.status == "fail" for g in a.gpus), gpus=len(a.gpus)),
-        summary, columns, tuple(rows), tuple(findings), thresholds,
-        tuple(t(f"burn.memtest.col.{c}") for c in ("bytes", "coverage", "patterns", "passes", "time", "bits")),
-        tuple(memtest),
-        tuple(t(f"burn.errors.col.{c}") for c in ("pattern", "pass", "start", "end", "words", "bits")), tuple(errors),
-        tuple(t(f"burn.sdc.col.{c}") for c in ("iterations", "checksums", "full", "fp64", "fp64_error",
-                                                "mismatches")), tuple(sdc),
-        tuple(t(f"burn.mismatch.col.{c}") for c in ("check", "iteration", "time", "element", "expected", "got")),
-        tuple(mism), xids, tuple(notes), t("burn.method"), tuple(_gpu_label(lang, g) for g in a.gpus),
-        _margins(lang, a), t("burn.col.device" if cpu else "burn.col.gpu"),
-        t("burn.no_findings_cpu" if cpu else "burn.no_findings"))
+def verdict_text(a: BurnAnalysis) -> str:
+    key = f"burn.verdict.{a.verdict}" + ("_cpu" if on_cpu(a) and a.verdict == "pass" else "")
+    return t(key, failed=sum(g.status == "fail" for g in a.gpus), gpus=len(a.gpus))
+
+
+def summary(a: BurnAnalysis) -> str:
+    b = a.burn
+    return t("burn.summary_cpu" if on_cpu(a) else "burn.summary", gpus=len(a.gpus), minutes=fmt.general(b.minutes),
+             seconds=fmt.seconds(b.duration_s), started=esc(b.started))
+
+
+def no_findings(a: BurnAnalysis) -> str:
+    return t("burn.no_findings_cpu" if on_cpu(a) else "burn.no_findings")
+
+
+def title(report: Any) -> str:
+    names = [g.device.name for g in report.burn.gpus if g.device] if report.burn else []
+    return t("burn.title", gpu=esc(names[0]) if names else t("no_gpu"), host=esc(report.host),
+             date=esc(report.created[:10]))
+
+
+def subtitle(report: Any) -> str:
+    return t("report.subtitle", kind=t("kind.burn"), created=esc(report.created), version=esc(report.tool_version))

@@ -25,7 +25,7 @@ from envcheck.ops import IMPLS, OPS, OpSpec
 from envcheck.render import chart_spec as cs
 from envcheck.render import chart_style as st
 from envcheck.render import fmt
-from envcheck.render.i18n import translate
+from envcheck.render.i18n import t
 
 if TYPE_CHECKING:
     from envcheck.compare.diff import Comparison
@@ -53,8 +53,8 @@ class Quantity:
     include: tuple[float, ...] = ()
     value: Callable[[CaseResult], float | None] | None = None
 
-    def axis(self, lang: str) -> cs.Axis:
-        return cs.Axis(translate(lang, self.label), self.scale, self.zero, self.include)  # type: ignore[arg-type]
+    def axis(self) -> cs.Axis:
+        return cs.Axis(t(self.label), self.scale, self.zero, self.include)  # type: ignore[arg-type]
 
 
 def _elements(r: CaseResult) -> float:
@@ -100,13 +100,13 @@ class Facet:
     band: cs.Band | None = None
 
 
-def facet_chart(title: str, description: str, facets: Sequence[Facet], x: Quantity, y: Quantity, lang: str,
+def facet_chart(title: str, description: str, facets: Sequence[Facet], x: Quantity, y: Quantity,
                 legend: Sequence[cs.Key] | None = None) -> cs.Chart | None:
     """One chart of panels sharing both quantities; None when no panel has two distinct x to show."""
     panels = []
     for f in facets:
         series = tuple(s for s in f.series if s.points)
-        panel = cs.Panel(f.title, x.axis(lang), y.axis(lang), series, f.refs, f.roofs, f.band)
+        panel = cs.Panel(f.title, x.axis(), y.axis(), series, f.refs, f.roofs, f.band)
         if cs.worth_drawing(panel):
             panels.append(panel)
     if not panels:
@@ -115,7 +115,7 @@ def facet_chart(title: str, description: str, facets: Sequence[Facet], x: Quanti
         panels[0] = replace(panels[0], title="")
     if len({p.refs for p in panels}) > 1:
         # Each panel its own ceilings (a precision's peaks): the one legend says which panel each belongs to.
-        panels = [replace(p, refs=tuple(replace(r, label=translate(lang, "chart.ref.panel", panel=p.title,
+        panels = [replace(p, refs=tuple(replace(r, label=t("chart.ref.panel", panel=p.title,
                                                                    label=r.label)) for r in p.refs))
                   for p in panels]
     return cs.Chart(title, tuple(panels), description, tuple(legend) if legend is not None else None)
@@ -199,13 +199,13 @@ def _with_iqr(pts: tuple[cs.Point, ...], rs: Sequence[CaseResult], x: Quantity, 
     assert x.value is not None
     iqr = {}
     for r in rs:
-        t = timing(r)
-        if t is not None and x.value(r) is not None and t.n > 1 and 0 < t.q1_us <= t.median_us <= t.q3_us:
-            iqr[(x.value(r), t.median_us)] = (t.q1_us, t.q3_us)
+        tm = timing(r)
+        if tm is not None and x.value(r) is not None and tm.n > 1 and 0 < tm.q1_us <= tm.median_us <= tm.q3_us:
+            iqr[(x.value(r), tm.median_us)] = (tm.q1_us, tm.q3_us)
     return tuple(replace(p, low=iqr[(p.x, p.y)][0], high=iqr[(p.x, p.y)][1]) if (p.x, p.y) in iqr else p for p in pts)
 
 
-def _time_chart(op: str, rs: Sequence[CaseResult], backend: str, lang: str) -> Drawn | None:
+def _time_chart(op: str, rs: Sequence[CaseResult], backend: str) -> Drawn | None:
     x = size_quantity(rs[0].spec)
     facets = []
     for variant, vrs in _variants(rs):
@@ -217,33 +217,33 @@ def _time_chart(op: str, rs: Sequence[CaseResult], backend: str, lang: str) -> D
             launch = _with_iqr(_points(irs, x, lambda r: r.case.launch.median_us if r.case.launch else None,
                                        fmt.duration_us), irs, x, lambda r: r.case.launch)
             if gpu:
-                series.append(cs.Series(translate(lang, "chart.series.gpu_time", impl=impl), gpu, color, marker))
+                series.append(cs.Series(t("chart.series.gpu_time", impl=impl), gpu, color, marker))
             if launch:
                 key = "chart.series.launch_time" if backend == "cuda" else "chart.series.host_time"
-                series.append(cs.Series(translate(lang, key, impl=impl), launch, color, marker,
+                series.append(cs.Series(t(key, impl=impl), launch, color, marker,
                                         dashed=bool(gpu), hollow=bool(gpu)))
         facets.append(Facet(variant, tuple(series)))
-    title = translate(lang, "chart.title.time", op=op)
-    desc = translate(lang, "chart.desc.time" if backend == "cuda" else "chart.desc.time_cpu", op=op)
-    desc += " " + translate(lang, "chart.series.iqr")
-    return draw(f"{op}_time", op, facet_chart(title, desc, facets, x, TIME, lang), x, TIME)
+    title = t("chart.title.time", op=op)
+    desc = t("chart.desc.time" if backend == "cuda" else "chart.desc.time_cpu", op=op)
+    desc += " " + t("chart.series.iqr")
+    return draw(f"{op}_time", op, facet_chart(title, desc, facets, x, TIME), x, TIME)
 
 
-def _speedup_chart(op: str, rs: Sequence[CaseResult], lang: str) -> Drawn | None:
+def _speedup_chart(op: str, rs: Sequence[CaseResult]) -> Drawn | None:
     x = size_quantity(rs[0].spec)
     facets = []
     for variant, vrs in _variants(rs):
         series = [cs.Series(impl, _points(irs, x, lambda r: r.speedup, fmt.speedup), IMPL_COLORS.get(impl, st.GREY),
                             IMPL_MARKERS.get(impl, "diamond")) for impl, irs in _by_impl(vrs)
                   if impl != rs[0].spec.baseline]
-        parity = cs.RefLine(1.0, translate(lang, "chart.ref.parity"), IMPL_COLORS["torch"], dashed=True)
+        parity = cs.RefLine(1.0, t("chart.ref.parity"), IMPL_COLORS["torch"], dashed=True)
         facets.append(Facet(variant, tuple(series), (parity,)))
-    title = translate(lang, "chart.title.speedup", op=op)
-    return draw(f"{op}_speedup", op, facet_chart(title, translate(lang, "chart.desc.speedup", op=op), facets, x,
-                                                 SPEEDUP, lang), x, SPEEDUP)
+    title = t("chart.title.speedup", op=op)
+    return draw(f"{op}_speedup", op, facet_chart(title, t("chart.desc.speedup", op=op), facets, x,
+                                                 SPEEDUP), x, SPEEDUP)
 
 
-def _throughput_chart(op: str, rs: Sequence[CaseResult], ba: BenchAnalysis, lang: str) -> Drawn | None:
+def _throughput_chart(op: str, rs: Sequence[CaseResult], ba: BenchAnalysis) -> Drawn | None:
     x = size_quantity(rs[0].spec)
     compute = rs[0].spec.compute_bound
     y = TFLOPS if compute else GBPS
@@ -259,24 +259,24 @@ def _throughput_chart(op: str, rs: Sequence[CaseResult], ba: BenchAnalysis, lang
         for kind, color, dashed in ((THEORETICAL, st.GREY, False), (MEASURED, MEASURED_COLOR, True)):
             c = ba.ceilings.get(name, kind)
             if c is not None:
-                refs.append(cs.RefLine(c.value, translate(lang, f"chart.ref.{kind}", value=fmt.num(c.value), unit=unit),
+                refs.append(cs.RefLine(c.value, t(f"chart.ref.{kind}", value=fmt.num(c.value), unit=unit),
                                        color, dashed))
         facets.append(Facet(variant, tuple(series), tuple(refs)))
     # A CPU's bandwidth is its memory's (RAM), not a GPU's.
     cpu = "_cpu" if ba.bench.device.backend == "cpu" and not compute else ""
-    title = translate(lang, "chart.title.tflops" if compute else f"chart.title.bandwidth{cpu}", op=op)
-    desc = translate(lang, "chart.desc.tflops" if compute else f"chart.desc.bandwidth{cpu}", op=op)
-    return draw(f"{op}_{'tflops' if compute else 'bandwidth'}", op, facet_chart(title, desc, facets, x, y, lang), x, y)
+    title = t("chart.title.tflops" if compute else f"chart.title.bandwidth{cpu}", op=op)
+    desc = t("chart.desc.tflops" if compute else f"chart.desc.bandwidth{cpu}", op=op)
+    return draw(f"{op}_{'tflops' if compute else 'bandwidth'}", op, facet_chart(title, desc, facets, x, y), x, y)
 
 
-def _roofline(ba: BenchAnalysis, lang: str) -> Drawn | None:
+def _roofline(ba: BenchAnalysis) -> Drawn | None:
     """Every measured case by arithmetic intensity and TFLOP/s under the memory and compute roofs,
     theoretical (solid) and measured in this run (dashed)."""
     roofs: list[cs.Roof] = []
     for kind, color in ((THEORETICAL, st.GREY), (MEASURED, MEASURED_COLOR)):
         bw = ba.ceilings.get(BANDWIDTH, kind)
         if bw is not None:
-            roofs.append(cs.MemoryRoof(bw.value / 1e3, translate(lang, f"chart.roof.memory_{kind}",
+            roofs.append(cs.MemoryRoof(bw.value / 1e3, t(f"chart.roof.memory_{kind}",
                                                                 value=fmt.num(bw.value)), color, kind == MEASURED))
         # Precisions sharing a peak share one roof and one label.
         peaks: dict[float, list[str]] = {}
@@ -284,7 +284,7 @@ def _roofline(ba: BenchAnalysis, lang: str) -> Drawn | None:
             if c.kind == kind and c.name != BANDWIDTH:
                 peaks.setdefault(round(c.value, 1), []).append(c.name)
         for value, names in sorted(peaks.items(), reverse=True):
-            roofs.append(cs.ComputeRoof(value, translate(lang, f"chart.roof.compute_{kind}", precision="/".join(names),
+            roofs.append(cs.ComputeRoof(value, t(f"chart.roof.compute_{kind}", precision="/".join(names),
                                                          value=fmt.num(value)), color, kind == MEASURED))
     if not any(isinstance(r, cs.MemoryRoof) for r in roofs):
         return None  # without a memory roof the chart has nothing to hold the points against
@@ -298,12 +298,12 @@ def _roofline(ba: BenchAnalysis, lang: str) -> Drawn | None:
                                     IMPL_COLORS.get(impl, st.GREY), OP_MARKERS.get(op, "cross"), connect=False))
     legend = [cs.Key(impl, IMPL_COLORS.get(impl, st.GREY), None, line=True) for impl, _ in _by_impl(rs)]
     legend += [cs.Key(op, st.GREY, OP_MARKERS.get(op, "cross"), line=False) for op in dict.fromkeys(r.case.op for r in rs)]
-    chart = facet_chart(translate(lang, "chart.title.roofline"), translate(lang, "chart.desc.roofline"),
-                        [Facet("", tuple(series), roofs=tuple(roofs))], INTENSITY, TFLOPS_LOG, lang, legend)
+    chart = facet_chart(t("chart.title.roofline"), t("chart.desc.roofline"),
+                        [Facet("", tuple(series), roofs=tuple(roofs))], INTENSITY, TFLOPS_LOG, legend)
     return draw("roofline", None, chart, INTENSITY, TFLOPS_LOG)
 
 
-def run_charts(ba: BenchAnalysis, lang: str, section: str = "") -> list[Drawn]:
+def run_charts(ba: BenchAnalysis, section: str = "") -> list[Drawn]:
     """The charts of one device's run, in the order the report shows them; with ``section`` (a GPU of a
     node run) their file names start with it, so the charts of several GPUs share a folder."""
     out: list[Drawn | None] = []
@@ -311,18 +311,18 @@ def run_charts(ba: BenchAnalysis, lang: str, section: str = "") -> list[Drawn]:
     measured = [r for r in ba.results if r.time is not None]
     for op in dict.fromkeys(r.case.op for r in measured):
         rs = [r for r in measured if r.case.op == op]
-        out.append(_time_chart(op, rs, backend, lang))
-        out.append(_speedup_chart(op, rs, lang))
-        out.append(_throughput_chart(op, rs, ba, lang))
+        out.append(_time_chart(op, rs, backend))
+        out.append(_speedup_chart(op, rs))
+        out.append(_throughput_chart(op, rs, ba))
     if backend == "cuda":
-        out.append(_roofline(ba, lang))
+        out.append(_roofline(ba))
     return [replace(d, name=f"{section}{d.name}", section=section) if section else d for d in out if d is not None]
 
 
 # --------------------------------------------------------------------------- diff and history charts
 
 
-def ratio_chart(cmp: Comparison, lang: str, practical_pct: float | None = None) -> Drawn | None:
+def ratio_chart(cmp: Comparison, practical_pct: float | None = None) -> Drawn | None:
     """Each compared case's time ratio (other / baseline) with its interval, against its baseline time, one
     panel per op, over the 1.0 line and the practical band (``practical_pct``: changes inside it are too
     small to call, whatever their interval). The y axis follows the ratios and their intervals.
@@ -332,7 +332,7 @@ def ratio_chart(cmp: Comparison, lang: str, practical_pct: float | None = None) 
     band = None
     if practical_pct:
         p = practical_pct / 100
-        band = cs.Band(1 / (1 + p), 1 + p, translate(lang, "chart.band.practical", pct=fmt.general(practical_pct)))
+        band = cs.Band(1 / (1 + p), 1 + p, t("chart.band.practical", pct=fmt.general(practical_pct)))
     facets = []
     for op in dict.fromkeys(c.op for c in cmp.compared):
         cases = [c for c in cmp.compared if c.op == op and c.base_us and c.ratio]
@@ -343,10 +343,10 @@ def ratio_chart(cmp: Comparison, lang: str, practical_pct: float | None = None) 
                         for c in cases if c.impl == impl)
             series.append(cs.Series(impl, pts, IMPL_COLORS.get(impl, st.BLACK), IMPL_MARKERS.get(impl, "diamond"),
                                     connect=False))
-        same = cs.RefLine(1.0, translate(lang, "chart.ref.same"), st.GREY, dashed=True)
+        same = cs.RefLine(1.0, t("chart.ref.same"), st.GREY, dashed=True)
         facets.append(Facet(op, tuple(series), (same,), band=band))
-    title = translate(lang, "chart.title.ratio", other=cmp.other.label, baseline=cmp.base.label)
-    chart = facet_chart(title, translate(lang, "chart.desc.ratio"), facets, BASE_TIME, RATIO, lang)
+    title = t("chart.title.ratio", other=cmp.other.label, baseline=cmp.base.label)
+    chart = facet_chart(title, t("chart.desc.ratio"), facets, BASE_TIME, RATIO)
     return draw("ratio", None, chart, BASE_TIME, RATIO)
 
 
@@ -357,10 +357,10 @@ def _when(created: str) -> datetime | None:
         return None
 
 
-def history_chart(h: Any, lang: str) -> Drawn | None:
+def history_chart(h: Any) -> Drawn | None:
     """Per op, the geometric-mean time ratio to the first report over time (days since the first)."""
     times = [_when(p.info.created) for p in h.points]
-    if any(t is None for t in times) or len(times) < 2:
+    if any(w is None for w in times) or len(times) < 2:
         return None
     t0 = times[0]
     span_h = (max(times) - t0).total_seconds() / 3600  # type: ignore[operator,type-var]
@@ -368,16 +368,16 @@ def history_chart(h: Any, lang: str) -> Drawn | None:
     series = []
     for i, op in enumerate(h.ops):
         pts = []
-        for p, t in zip(h.points, times, strict=True):
+        for p, when in zip(h.points, times, strict=True):
             o = p.op(op)
             if o is not None and o.ratio is not None and o.ratio > 0:
-                since = (t - t0).total_seconds() / unit_s  # type: ignore[operator]
+                since = (when - t0).total_seconds() / unit_s  # type: ignore[operator]
                 pts.append(cs.Point(since, o.ratio, f"{op} {p.info.label}: {fmt.ratio(o.ratio)}"))
         series.append(cs.Series(op, tuple(pts), SERIES_COLORS[i % len(SERIES_COLORS)],
                                 OP_MARKERS.get(op, st.MARKERS[i % len(st.MARKERS)])))
-    same = cs.RefLine(1.0, translate(lang, "chart.ref.first"), st.GREY, dashed=True)
-    chart = facet_chart(translate(lang, "chart.title.history"), translate(lang, "chart.desc.history"),
-                        [Facet("", tuple(series), (same,))], x, RATIO, lang)
+    same = cs.RefLine(1.0, t("chart.ref.first"), st.GREY, dashed=True)
+    chart = facet_chart(t("chart.title.history"), t("chart.desc.history"),
+                        [Facet("", tuple(series), (same,))], x, RATIO)
     return draw("history", None, chart, x, RATIO)
 
 
@@ -391,7 +391,7 @@ ALGO_STYLES = tuple(zip((st.VERMILLION, st.BLUISH_GREEN, st.REDDISH_PURPLE, st.O
                         ("square", "triangle", "diamond", "cross", "plus", "circle"), strict=True))
 
 
-def busbw_chart(sweep: Any, op: str, section: str, lang: str) -> Drawn | None:
+def busbw_chart(sweep: Any, op: str, section: str) -> Drawn | None:
     """One op's bus bandwidth against message size (a ``analysis.node.SweepAnalysis``): the curve, each
     size marked by the algorithm and protocol NCCL chose for it (a change of marker is where NCCL
     switched), and what the links allow when the topology is known."""
@@ -403,7 +403,7 @@ def busbw_chart(sweep: Any, op: str, section: str, lang: str) -> Drawn | None:
         algo = f" ({r.algo_label})" if r.algo_label else ""
         return f"{fmt.size_bytes(r.size_bytes)}: {fmt.rate(r.busbw_gbps, 'GB/s')}{algo}"
 
-    curve = cs.Series(translate(lang, "chart.series.busbw"),
+    curve = cs.Series(t("chart.series.busbw"),
                       tuple(cs.Point(r.size_bytes, r.busbw_gbps, tip(r)) for r in rows), BUSBW_COLOR, "circle")
     series = [curve]
     algos = list(dict.fromkeys(r.algo_label for r in sweep.rows if r.algo_label))
@@ -415,15 +415,15 @@ def busbw_chart(sweep: Any, op: str, section: str, lang: str) -> Drawn | None:
             legend.append(cs.Key(label, color, marker, line=False))
     refs = ()
     if sweep.expectation_gbps is not None:
-        refs = (cs.RefLine(sweep.expectation_gbps, translate(lang, "chart.ref.links",
+        refs = (cs.RefLine(sweep.expectation_gbps, t("chart.ref.links",
                                                              value=fmt.num(sweep.expectation_gbps)), st.GREY),)
     changes = [c for c in sweep.changes if c[0] == op]
-    desc = translate(lang, "chart.desc.busbw", op=op)
+    desc = t("chart.desc.busbw", op=op)
     if changes:
-        desc += " " + translate(lang, "list.sep").join(
-            translate(lang, "chart.desc.algo_change", size=fmt.size_bytes(s), before=b or "", after=a or "")
+        desc += " " + t("list.sep").join(
+            t("chart.desc.algo_change", size=fmt.size_bytes(s), before=b or "", after=a or "")
             for _, s, b, a in changes)
-    chart = facet_chart(translate(lang, "chart.title.busbw", op=op), desc, [Facet("", tuple(series), refs)],
-                        SIZE_BYTES, BUSBW, lang, legend)
+    chart = facet_chart(t("chart.title.busbw", op=op), desc, [Facet("", tuple(series), refs)],
+                        SIZE_BYTES, BUSBW, legend)
     d = draw(f"{section}_{op}_busbw", op, chart, SIZE_BYTES, BUSBW)
     return None if d is None else replace(d, section=section)

@@ -15,22 +15,23 @@ from collections.abc import Iterable
 
 from envcheck.checks.said import nested_keys, title_key
 from envcheck.model import Check
-from envcheck.render.i18n import DEFAULT_LANG, has, phrase, translate
+from envcheck.render.i18n import DEFAULT_LANG, current, escaping, has, phrase, t
 
 
-def localized(check: Check, lang: str) -> Check:
-    """``check`` with its title, finding and fix phrased in ``lang`` (plain text: escape it for the medium)."""
+def localized(check: Check) -> Check:
+    """``check`` with its title, finding and fix phrased in the render's language (plain text: escape it for the
+    medium)."""
     tk = title_key(check.id)
-    title = translate(lang, tk) if has(lang, tk) else check.title
-    if check.key is None or not has(lang, check.key):
-        finding = check.finding if lang == DEFAULT_LANG else translate(lang, "check.recorded", text=check.finding)
+    title = t(tk) if has(tk) else check.title
+    if check.key is None or not has(check.key):
+        finding = check.finding if current() == DEFAULT_LANG else t("check.recorded", text=check.finding)
         return dataclasses.replace(check, title=title, finding=finding)
-    # A phrase inside the fix (a driver upgrade, an install) is phrased first, with the same parameters.
-    inner = {name: phrase(lang, key, check.params) for name, key in nested_keys(check.params).items() if has(lang, key)}
-    fix = (phrase(lang, check.fix_key, check.params, raw=inner) if check.fix_key and has(lang, check.fix_key)
-           else check.fix)
-    return dataclasses.replace(check, title=title, finding=phrase(lang, check.key, check.params, raw=inner), fix=fix)
+    with escaping(str):  # plain text: the medium escapes the whole sentence
+        # A phrase inside the fix (a driver upgrade, an install) is phrased first, with the same parameters.
+        inner = {name: phrase(key, check.params) for name, key in nested_keys(check.params).items() if has(key)}
+        fix = phrase(check.fix_key, check.params, raw=inner) if check.fix_key and has(check.fix_key) else check.fix
+        return dataclasses.replace(check, title=title, finding=phrase(check.key, check.params, raw=inner), fix=fix)
 
 
-def all_localized(checks: Iterable[Check], lang: str) -> tuple[Check, ...]:
-    return tuple(localized(c, lang) for c in checks)
+def all_localized(checks: Iterable[Check]) -> tuple[Check, ...]:
+    return tuple(localized(c) for c in checks)

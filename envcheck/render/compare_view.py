@@ -1,317 +1,171 @@
-"""What a diff and a history show, phrased once for the terminal, Markdown and HTML.
+"""What a diff and a history show beyond their numbers: the sentences and labels every medium shares.
 
-Reads the comparison data of ``envcheck.compare`` (``Diff``, ``History``) as it is; derives no
-ratio, interval or verdict (``compare`` did). ``escape`` is applied to machine-supplied strings
-placed inside catalogue sentences, as in ``render.view``.
+Templates and the terminal read the comparison data of ``envcheck.compare`` (``Diff``, ``Comparison``,
+``NodeComparison``, ``History``) directly and format its numbers with ``render.fmt``; this module phrases
+what takes more than a lookup. It derives no ratio, interval or verdict (``compare`` did).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from envcheck.compare.envdiff import STORY_AREAS, CheckChange, EnvChange
 from envcheck.compare.match import SAMPLING
+from envcheck.compare.node_diff import Change, CollectiveDiff, CopyDiff, NodeComparison
 from envcheck.render import fmt
 from envcheck.render.checktext import localized
-from envcheck.render.i18n import catalog, phrase, translate
-from envcheck.render.node_compare_view import NodeCompareView, control_pairs, node_compare_view, unmatched_lines
+from envcheck.render.i18n import esc, has, join, phrase, t, word
 from envcheck.render.tiles import Tile
 from envcheck.render.view import ceiling_name
 
-Escape = Callable[[str], str]
+
+def verdict(value: str) -> str:
+    return word("diff.verdict.", value)
 
 
-@dataclass(frozen=True)
-class ReportRow:
-    label: str
-    host: str
-    created: str
-    gpu: str
-    kind: str
-    verdict: str  # pass | warn | fail
-    cases: int
-    baseline: bool
+def title(d: Any) -> str:
+    return t("diff.title", count=len(d.reports), baseline=esc(d.baseline.label))
 
 
-@dataclass(frozen=True)
-class GroupRow:
-    name: str
-    ratio: str
-    interval: str
-    count: int
-    slower: int
-    faster: int
-    same: int
-    not_comparable: int
-    verdict: str  # the raw verdict (a CSS class, a colour)
-    verdict_text: str
+def vs(cmp: Any) -> str:
+    return t("diff.vs", other=esc(cmp.other.label), baseline=esc(cmp.base.label))
 
 
-@dataclass(frozen=True)
-class CaseRow:
-    name: str
-    timing: str
-    base: str
-    other: str
-    ratio: str
-    interval: str
-    base_pct: str
-    other_pct: str
-    verdict: str
-    verdict_text: str
-
-
-@dataclass(frozen=True)
-class EnvRow:
-    what: str
-    before: str
-    after: str
-
-
-@dataclass(frozen=True)
-class CheckRow:
-    kind: str
-    kind_text: str
-    title: str
-    before: str
-    after: str
-    finding: str
-    fix: str | None
-
-
-@dataclass(frozen=True)
-class NumericRow:
-    name: str
-    base: str
-    other: str
-    change: str
-
-
-@dataclass(frozen=True)
-class CeilingRow:
-    name: str
-    base: str
-    other: str
-    source: str
-
-
-@dataclass(frozen=True)
-class ComparisonView:
-    title: str
-    base_label: str
-    other_label: str
-    gpus_differ: str | None
-    env: tuple[EnvRow, ...]
-    checks: tuple[CheckRow, ...]
-    has_cases: bool
-    overall: str
-    overall_verdict: str
-    split: str
-    noise: str  # where the run-to-run allowance came from, and the multiple-testing correction
-    ops: tuple[GroupRow, ...]
-    significant: tuple[CaseRow, ...]
-    compared: tuple[CaseRow, ...]
-    numeric: tuple[NumericRow, ...]
-    not_comparable: tuple[tuple[str, str], ...]  # (case, why: a sentence escaped for the medium)
-    only_base: tuple[str, ...]
-    only_other: tuple[str, ...]
-    only_base_title: str
-    only_other_title: str
-    ceilings: tuple[CeilingRow, ...]
-    node: NodeCompareView | None = None  # the node tests, when both reports ran them
-    headline: tuple[Tile, ...] = ()  # the cards at the head of a comparison: overall ratio, calls, testing
-    settings_differ: str | None = None  # the runs sampled differently: said first, no row compared
-
-
-@dataclass(frozen=True)
-class DiffView:
-    lang: str
-    title: str
-    reports: tuple[ReportRow, ...]
-    comparisons: tuple[ComparisonView, ...]
-    method: str
-    significant_none: str
-    unmatched: tuple[str, ...] = ()  # fleet nodes without a partner, and why
-    node_significant_none: str = ""
-    worlds: tuple[tuple[str, NodeCompareView], ...] = ()  # (title, the fleets' collectives across nodes)
-
-
-def _t(lang: str) -> Callable[..., str]:
-    def t(key: str, **params: Any) -> str:
-        return translate(lang, key, **params)
-
-    return t
-
-
-def word(lang: str, prefix: str, value: str) -> str:
-    """A value of a small vocabulary the comparison hands over (a verdict, a kind of change), in
-    ``lang``; a value this version has no word for is shown as it is."""
-    key = f"{prefix}{value}"
-    return translate(lang, key) if key in catalog(lang) else value
-
-
-def verdict_text(lang: str, verdict: str) -> str:
-    return word(lang, "diff.verdict.", verdict)
-
-
-def _info_row(i: Any, baseline: bool, lang: str) -> ReportRow:
-    kind = word(lang, "kind.", i.kind)
-    return ReportRow(i.label, i.host, i.created, i.gpu_name or fmt.DASH, kind, i.verdict, i.cases, baseline)
-
-
-def _group_row(g: Any, lang: str) -> GroupRow:
-    return GroupRow(g.name, fmt.ratio(g.geomean), fmt.interval(g.low, g.high), g.count, g.slower, g.faster, g.same,
-                    g.not_comparable, g.verdict, verdict_text(lang, g.verdict))
-
-
-def _case_row(c: Any, lang: str) -> CaseRow:
-    return CaseRow(case_name(c), c.timing or fmt.DASH, fmt.duration_us(c.base_us), fmt.duration_us(c.other_us),
-                   fmt.ratio(c.ratio), fmt.interval(c.low, c.high), fmt.pct(c.base_pct), fmt.pct(c.other_pct),
-                   c.verdict, verdict_text(lang, c.verdict))
-
-
-def _shape(shape: Any) -> str:
-    """A size as every table shows it; text as the comparison gave it where it is text already."""
-    return fmt.shape(shape) if isinstance(shape, tuple) else str(shape)
+def gpus_differ(cmp: Any) -> str | None:
+    return None if cmp.same_gpu else t("diff.different_gpus", baseline_gpu=esc(cmp.base.gpu_name or fmt.DASH),
+                                       other_gpu=esc(cmp.other.gpu_name or fmt.DASH))
 
 
 def case_name(c: Any) -> str:
-    """One compared case, with the one label every view uses when the comparison carries its key."""
+    """One compared case, by the one label every view uses when the comparison carries its key."""
     key = getattr(c, "key", None)
-    if isinstance(key, tuple) and getattr(c, "other_precision", None) is None:
-        return fmt.case_label(key)
-    return str(c.name)
+    return fmt.case_label(key) if isinstance(key, tuple) and getattr(c, "other_precision", None) is None else str(c.name)
 
 
-def reasons_text(reasons: Sequence[Any], lang: str, escape: Escape) -> str:
+def significant(cmp: Any) -> list[Any]:
+    """The rows called slower or faster, the largest ratio first."""
+    rows = [*cmp.collectives, *cmp.copies] if isinstance(cmp, NodeComparison) else cmp.cases
+    return sorted((c for c in rows if getattr(c, "change", c).verdict in ("slower", "faster")),
+                  key=lambda c: -(getattr(c, "change", c).ratio or 0))
+
+
+def reasons_text(reasons: Sequence[Any]) -> str:
     """Why a pair was not compared: reasons given as keys are phrased, text is shown as given."""
-    parts = [phrase(lang, r.key, r.params, escape) if hasattr(r, "key") else escape(str(r)) for r in reasons]
-    return "; ".join(parts)
+    return "; ".join(phrase(r.key, r.params) if hasattr(r, "key") else esc(r) for r in reasons)
 
 
-def _env_label(c: Any, lang: str) -> str:
+def env_label(c: Any) -> str:
     key = getattr(c, "key", "")
-    label_key = f"fact.{key}"
-    if key and label_key in catalog(lang):
-        label = translate(lang, label_key)
-        return f"GPU {c.gpu} {label}" if c.gpu is not None else label
+    if key and has(f"fact.{key}"):
+        return f"GPU {c.gpu} {t(f'fact.{key}')}" if c.gpu is not None else t(f"fact.{key}")
     if key.startswith("setting."):
-        return translate(lang, "fact.setting", name=key.removeprefix("setting."))
+        return t("fact.setting", name=key.removeprefix("setting."))
     return str(c.title)
 
 
-def _env_value(c: Any, value: str, lang: str) -> str:
+def env_value(c: Any, value: str) -> str:
     """A run setting's yes or no in the reader's words; every other value as recorded."""
     if str(getattr(c, "key", "")).startswith("setting.") and value in ("True", "False"):
-        return translate(lang, "yes" if value == "True" else "no")
+        return t("yes" if value == "True" else "no")
     return value
 
 
-def _check_row(c: CheckChange, lang: str) -> CheckRow:
-    """One changed check, its title, finding and fix phrased in ``lang`` (the fix only when the newer report has one)."""
-    said = localized(c.said, lang) if c.said is not None else None
-    title, finding = (said.title, said.finding) if said else (c.title, c.finding)
-    fix = (said.fix if said else c.fix) if c.fix else None
-    before = translate(lang, f"status.{c.before}") if c.before else fmt.DASH
-    after = translate(lang, f"status.{c.after}") if c.after else fmt.DASH
-    return CheckRow(c.kind, word(lang, "diff.health.", c.kind), title, before, after, finding, fix)
+def check_said(c: CheckChange) -> tuple[str, str, str | None]:
+    """A changed check's title, finding and fix (only when the newer report has one) in the reader's words."""
+    said = localized(c.said) if c.said is not None else None
+    title_, finding = (said.title, said.finding) if said else (c.title, c.finding)
+    return title_, finding, (said.fix if said else c.fix) if c.fix else None
 
 
-def _refs(refs: Sequence[Any]) -> tuple[str, ...]:
+def status(value: str | None) -> str:
+    return t(f"status.{value}") if value else fmt.DASH
+
+
+def refs(items: Sequence[Any]) -> list[str]:
     """Cases present on one side only, compacted per op, implementation and precision."""
     groups: dict[str, list[str]] = {}
-    for r in refs:
-        groups.setdefault(f"{r.op} {r.impl} {fmt.precision_label(r.dtype, r.precision)}", []).append(_shape(r.shape))
-    return tuple(f"{k}: {', '.join(v)}" for k, v in groups.items())
+    for r in items:
+        shape = fmt.shape(r.shape) if isinstance(r.shape, tuple) else str(r.shape)
+        groups.setdefault(f"{r.op} {r.impl} {fmt.precision_label(r.dtype, r.precision)}", []).append(shape)
+    return [f"{k}: {', '.join(v)}" for k, v in groups.items()]
 
 
-def numeric_label(c: Any, lang: str) -> str:
+def numeric_label(c: Any) -> str:
     n = c.numeric
-    if n is None:
-        return ""
     if n.kind == "grew":
-        return translate(lang, "diff.numeric.grew", factor=f"{n.factor:.0f}×" if n.factor else "")
-    return word(lang, "diff.numeric.", n.kind)
+        return t("diff.numeric.grew", factor=f"{n.factor:.0f}×" if n.factor else "")
+    return word("diff.numeric.", n.kind)
 
 
-def _kind(kind: str, lang: str) -> str:
-    return translate(lang, f"ceiling.{kind}") if kind in ("theoretical", "measured") else kind
+def ceiling_label(c: Any) -> str:
+    kind = t(f"ceiling.{c.kind}") if c.kind in ("theoretical", "measured") else c.kind
+    return f"{ceiling_name(c.name)} {kind} ({c.unit})"
 
 
-def _source(source: Any, lang: str, escape: Escape) -> str:
-    """A ceiling's source: an analysis ``Source`` phrased, or the text an older comparison carried."""
-    if source is None:
-        return fmt.DASH
-    if hasattr(source, "kind") and hasattr(source, "params"):
-        text = phrase(lang, f"peak_source.{source.kind}", source.params, escape)
-        if not getattr(source, "verified", True):
-            text += translate(lang, "list.sep") + translate(lang, "peak_source.unverified")
-        return text
-    return escape(str(source))
+def control_pairs(pairs: Sequence[tuple[str, str]]) -> str:
+    """Committed control pairs as "baseline / other", listed in the language's way."""
+    return join([f"{esc(a)} / {esc(b)}" for a, b in pairs])
 
 
-def _noise(cmp: Any, lang: str, escape: Escape, fdr: str) -> str:
+def fdr(confidence: float) -> str:
+    return fmt.general(round((1.0 - confidence) * 100, 6))
+
+
+def noise(cmp: Any, confidence: float) -> str:
     """One sentence: each allowance source with its rows, then the family tested."""
-    t = _t(lang)
     counts = dict(cmp.sources)
+    pairs = control_pairs(cmp.shipped_pairs)
     parts = []
-    pairs = control_pairs(cmp.shipped_pairs, lang, escape)
     if counts.get("repeats") and cmp.shipped_model:
-        parts.append(t("diff.noise.repeats_run", model=escape(cmp.shipped_model), pairs=pairs, count=counts["repeats"]))
+        parts.append(t("diff.noise.repeats_run", model=esc(cmp.shipped_model), pairs=pairs, count=counts["repeats"]))
     elif counts.get("repeats"):
         parts.append(t("diff.noise.repeats", count=counts["repeats"]))
     if counts.get("shipped"):
-        parts.append(t("diff.noise.shipped", model=escape(cmp.shipped_model or fmt.DASH), pairs=pairs,
+        parts.append(t("diff.noise.shipped", model=esc(cmp.shipped_model or fmt.DASH), pairs=pairs,
                        count=counts["shipped"]))
-    pair = counts.get("controls", 0) + counts.get("spread", 0)
-    if pair:
-        parts.append(t("diff.noise.pair", count=pair))
+    if counts.get("controls", 0) + counts.get("spread", 0):
+        parts.append(t("diff.noise.pair", count=counts.get("controls", 0) + counts.get("spread", 0)))
     if counts.get("none"):
         parts.append(t("diff.noise.within", count=counts["none"]))
-    sources = translate(lang, "list.sep").join(parts) if parts else t("diff.noise.none")
-    said = t("diff.noise", sources=sources, tested=cmp.tested, fdr=fdr)
+    said = t("diff.noise", sources=join(parts) if parts else t("diff.noise.none"), tested=cmp.tested,
+             fdr=fdr(confidence))
     unjudged = getattr(cmp.overall, "not_judged", 0)
     return f"{said} {t('diff.noise.not_judged', count=unjudged)}" if unjudged else said
 
 
-def _split(g: Any, lang: str) -> str:
+def overall(g: Any) -> str:
+    return t("diff.overall", ratio=fmt.ratio(g.geomean), interval=fmt.interval(g.low, g.high), count=g.count,
+             verdict=verdict(g.verdict))
+
+
+def split(g: Any) -> str:
     """How the rows' verdicts split, with the ratios not judged when there are any."""
-    t = _t(lang)
     said = t("diff.split", slower=g.slower, faster=g.faster, same=g.same, uncertain=g.uncertain,
              not_comparable=g.not_comparable)
     unjudged = getattr(g, "not_judged", 0)
     return f"{said} {t('diff.split.not_judged', count=unjudged)}" if unjudged else said
 
 
-def _fdr(confidence: float) -> str:
-    return fmt.general(round((1.0 - confidence) * 100, 6))
-
-
-def _headline(cmp: Any, lang: str, confidence: float, practical_pct: float | None) -> tuple[Tile, ...]:
-    """The comparison at a glance, like a run's tiles: the overall ratio with its interval and verdict, the rows
-    called slower and faster, and the family the multiple-testing correction covered."""
+def headline(cmp: Any, d: Any) -> list[Tile]:
+    """The comparison at a glance: the overall ratio with its interval and verdict, the rows called slower and
+    faster, and the family the multiple-testing correction covered."""
     if not cmp.cases:
-        return ()
-    t = _t(lang)
+        return []
     g = cmp.overall
-    overall = Tile(t("diff.card.overall"), fmt.ratio(g.geomean),
-                   (t("diff.card.interval", confidence=fmt.general(confidence * 100), interval=fmt.interval(g.low, g.high)),
-                    verdict_text(lang, g.verdict)), "fail" if g.verdict == "slower" else None)
     rest = [t("diff.card.calls_rest", same=g.same, uncertain=g.uncertain, not_comparable=g.not_comparable)]
-    if getattr(g, "not_judged", 0):
-        rest.append(t("diff.card.not_judged", count=g.not_judged))
-    calls = Tile(t("diff.card.calls"), t("diff.card.calls_value", slower=g.slower, faster=g.faster), tuple(rest),
-                 "fail" if g.slower else None)
-    lines = [t("diff.card.testing_line", fdr=_fdr(confidence))]
-    if practical_pct is not None:
-        lines.append(t("diff.card.practical", pct=fmt.general(practical_pct)))
-    testing = Tile(t("diff.card.testing"), t("diff.card.testing_value", tested=cmp.tested), tuple(lines))
-    return overall, calls, testing
+    rest += [t("diff.card.not_judged", count=g.not_judged)] if getattr(g, "not_judged", 0) else []
+    lines = [t("diff.card.testing_line", fdr=fdr(d.confidence))]
+    lines += [t("diff.card.practical", pct=fmt.general(d.practical_pct))] if d.practical_pct is not None else []
+    return [Tile(t("diff.card.overall"), fmt.ratio(g.geomean),
+                 (t("diff.card.interval", confidence=fmt.general(d.confidence * 100),
+                    interval=fmt.interval(g.low, g.high)), verdict(g.verdict)), "fail" if g.verdict == "slower" else None),
+            Tile(t("diff.card.calls"), t("diff.card.calls_value", slower=g.slower, faster=g.faster), tuple(rest),
+                 "fail" if g.slower else None),
+            Tile(t("diff.card.testing"), t("diff.card.testing_value", tested=cmp.tested), tuple(lines))]
 
 
-def _settings_differ(cmp: Any, lang: str, escape: Escape) -> str | None:
+def settings_differ(cmp: Any) -> str | None:
     """"These runs sampled differently (quick False → True, ...)": the first thing a diff of such runs says."""
     names = getattr(cmp, "settings", ())
     if not names:
@@ -320,149 +174,70 @@ def _settings_differ(cmp: Any, lang: str, escape: Escape) -> str | None:
     parts = [f"{n} {shown[f'setting.{n}'].before} → {shown[f'setting.{n}'].after}" if f"setting.{n}" in shown else n
              for n in names]
     # Each setting is code (its name and values as the report records them), in every language.
-    return _t(lang)("diff.settings_differ", settings=translate(lang, "list.sep").join(f"`{escape(x)}`" for x in parts),
-                    count=len(cmp.cases))
+    return t("diff.settings_differ", settings=join([f"`{esc(x)}`" for x in parts]), count=len(cmp.cases))
 
 
-def comparison_view(cmp: Any, lang: str, escape: Escape, confidence: float = 0.95,
-                    practical_pct: float | None = None) -> ComparisonView:
-    t = _t(lang)
-    g = cmp.overall
-    sig = sorted((c for c in cmp.cases if c.verdict in ("slower", "faster")), key=lambda c: -(c.ratio or 0))
-    return ComparisonView(
-        title=t("diff.vs", other=escape(cmp.other.label), baseline=escape(cmp.base.label)),
-        base_label=cmp.base.label, other_label=cmp.other.label,
-        gpus_differ=None if cmp.same_gpu else t("diff.different_gpus",
-                                                baseline_gpu=escape(cmp.base.gpu_name or fmt.DASH),
-                                                other_gpu=escape(cmp.other.gpu_name or fmt.DASH)),
-        env=tuple(EnvRow(_env_label(c, lang), _env_value(c, c.before, lang), _env_value(c, c.after, lang))
-                  for c in cmp.env),
-        checks=tuple(_check_row(c, lang) for c in cmp.checks),
-        has_cases=bool(cmp.cases),
-        overall=t("diff.overall", ratio=fmt.ratio(g.geomean), interval=fmt.interval(g.low, g.high), count=g.count,
-                  verdict=verdict_text(lang, g.verdict)),
-        overall_verdict=g.verdict,
-        split=_split(g, lang),
-        noise=_noise(cmp, lang, escape, _fdr(confidence)),
-        ops=tuple(_group_row(o, lang) for o in cmp.ops),
-        significant=tuple(_case_row(c, lang) for c in sig),
-        compared=tuple(_case_row(c, lang) for c in cmp.compared),
-        numeric=tuple(NumericRow(case_name(c), fmt.sci(c.numeric.base_rel_l2), fmt.sci(c.numeric.other_rel_l2),
-                                 numeric_label(c, lang)) for c in cmp.numeric_changes if c.numeric),
-        not_comparable=tuple((case_name(c), reasons_text(c.reasons, lang, escape)) for c in cmp.not_comparable),
-        only_base=_refs(cmp.only_base), only_other=_refs(cmp.only_other),
-        only_base_title=t("diff.only_base", count=len(cmp.only_base)),
-        only_other_title=t("diff.only_other", label=escape(cmp.other.label), count=len(cmp.only_other)),
-        ceilings=tuple(CeilingRow(f"{ceiling_name(lang, c.name)} {_kind(c.kind, lang)} ({c.unit})", fmt.num(c.base), fmt.num(c.other),
-                                  _source(c.other_source or c.base_source, lang, escape)) for c in cmp.ceilings),
-        node=node_compare_view(cmp.node, lang, escape) if getattr(cmp, "node", None) is not None else None,
-        headline=_headline(cmp, lang, confidence, practical_pct),
-        settings_differ=_settings_differ(cmp, lang, escape),
-    )
+def method(d: Any) -> str:
+    return t("diff.method", confidence=fmt.general(d.confidence * 100), resamples=d.resamples,
+             threshold=fmt.general(d.practical_pct), fdr=fdr(d.confidence))
 
 
-def diff_view(d: Any, lang: str, escape: Escape) -> DiffView:
-    t = _t(lang)
-    return DiffView(
-        lang=lang,
-        title=t("diff.title", count=len(d.reports), baseline=escape(d.baseline.label)),
-        reports=tuple(_info_row(i, n == 0, lang) for n, i in enumerate(d.reports)),
-        comparisons=tuple(comparison_view(c, lang, escape, d.confidence, d.practical_pct) for c in d.comparisons),
-        method=t("diff.method", confidence=fmt.general(d.confidence * 100), resamples=d.resamples,
-                 threshold=fmt.general(d.practical_pct), fdr=_fdr(d.confidence)),
-        significant_none=t("diff.significant.none", threshold=fmt.general(d.practical_pct)),
-        unmatched=unmatched_lines(getattr(d, "unmatched", ()), lang, escape),
-        node_significant_none=t("diff.node.significant.none", threshold=fmt.general(d.practical_pct)),
-        worlds=tuple((t("diff.world", other=escape(w.other), baseline=escape(w.base)),
-                      node_compare_view(w.node, lang, escape)) for w in getattr(d, "worlds", ())),
-    )
+def unmatched(d: Any) -> list[str]:
+    """Each fleet node without a partner: who it is and why it was not compared."""
+    return [t("diff.unmatched.row", label=esc(u.label), host=esc(u.host), gpus=esc(", ".join(g[:12] for g in u.uuids)
+                                                                                  or fmt.DASH),
+              side=t(f"diff.side.{u.side}"), why=phrase(u.reason, {"side": "other" if u.side == "baseline" else
+                                                                   "baseline"}))
+            for u in getattr(d, "unmatched", ())]
+
+
+# --------------------------------------------------------------------------- node tests
+
+
+def node_row_name(r: CollectiveDiff | CopyDiff) -> str:
+    """``all_reduce 1 GiB`` (``world all_reduce 1 GiB`` across a fleet), or ``d2d copy_engine GPU0->GPU1``
+    (``<->`` both directions at once)."""
+    if isinstance(r, CollectiveDiff):
+        return f"{'' if r.scope == 'node' else f'{r.scope} '}{r.op} {fmt.size_bytes(r.size_bytes)}"
+    src = "host" if r.src is None else f"GPU{r.src}"
+    dst = "host" if r.dst is None else f"GPU{r.dst}"
+    return f"{r.kind} {r.method} {src}{'<->' if r.directions == 2 else '->'}{dst}"
+
+
+def node_row(r: CollectiveDiff | CopyDiff) -> tuple[str, str, str, str, str]:
+    """(name, baseline GB/s, other GB/s, bandwidth change, detail: NCCL's algorithms or the share of the link)."""
+    if isinstance(r, CollectiveDiff):
+        algo = r.base_algo if r.base_algo == r.other_algo else f"{r.base_algo or fmt.DASH} → {r.other_algo or fmt.DASH}"
+        values, change, detail = (r.base_busbw, r.other_busbw), r.busbw_change_pct, esc(algo or fmt.DASH)
+    else:
+        values, change = (r.base_gbps, r.other_gbps), r.gbps_change_pct
+        detail = f"{fmt.pct(r.base_pct_expected)} → {fmt.pct(r.other_pct_expected)}"
+    return (esc(node_row_name(r)), fmt.num(values[0]), fmt.num(values[1]),
+            fmt.DASH if change is None else f"{change:+.1f}%", detail)
+
+
+def node_change(c: Change) -> str:
+    """What changed in the wiring or NCCL ("algorithm all_reduce 1 GiB", "path 0-1")."""
+    if c.what == "algorithm":
+        subject = f"{c.op} {fmt.size_bytes(c.size_bytes)}" + ("" if c.scope == "node" else f" ({c.scope})")
+    elif c.what == "path":
+        subject = "-".join(map(str, c.gpus))
+    elif c.what == "nvlinks":
+        subject = str(c.gpus[0]) if c.gpus else fmt.DASH
+    else:
+        subject = c.scope or fmt.DASH
+    return t(f"diff.node.change.{c.what}", subject=esc(subject))
+
+
+def node_method(n: NodeComparison) -> str:
+    """The method's sentence, and where the shipped node floors came from."""
+    if n.shipped_model is None:
+        return t("diff.node.method")
+    return t("diff.node.method") + t("diff.node.floors", model=esc(n.shipped_model),
+                                     pairs=control_pairs(n.shipped_pairs) or fmt.DASH)
 
 
 # --------------------------------------------------------------------------- history
-
-
-@dataclass(frozen=True)
-class TrendCell:
-    ratio: str
-    interval: str
-
-
-@dataclass(frozen=True)
-class HistoryRow:
-    label: str
-    created: str
-    host: str
-    gpu: str
-    verdict: str
-    cases: int
-    trend: tuple[TrendCell | None, ...]  # per op
-    peaks: tuple[str, ...]  # per op: "4376 GB/s (91%)"
-    peaks_short: tuple[str, ...]  # per op, without the unit: "4376 (91%)"
-    copy_gbps: str
-
-
-@dataclass(frozen=True)
-class StepRow:
-    direction: str
-    text: str
-
-
-@dataclass(frozen=True)
-class NodeSeriesRow:
-    """One report's node numbers: all_reduce busbw at the smallest and largest size ("14.6 at 1 MiB"),
-    the slowest pair's one-way peer copy."""
-
-    label: str
-    small: str
-    large: str
-    p2p: str
-
-
-@dataclass(frozen=True)
-class HistoryView:
-    lang: str
-    title: str
-    warnings: tuple[str, ...]
-    ops: tuple[str, ...]
-    rows: tuple[HistoryRow, ...]
-    steps: tuple[StepRow, ...]
-    steps_none: str
-    method: str
-    machine: str = ""  # "vm · 2 × NVIDIA H200 (GPU-1d0eb562, GPU-5ce748fb)"
-    single: str | None = None  # one report: why there is no trend
-    node: tuple[NodeSeriesRow, ...] = ()  # empty: no report of this machine ran node tests
-
-
-def _story(changes: Sequence[EnvChange], lang: str) -> str:
-    """What changed at a step, in ``lang`` ("driver 575.57 -> 580.159, PyTorch 2.10.0 -> 2.11.0")."""
-    keep = [c for c in changes if c.area in STORY_AREAS or c.key == "envcheck.version"]
-    parts = [f"{_env_label(c, lang)} {c.before} -> {c.after}" for c in keep]
-    settings = [c.key.removeprefix("setting.") for c in changes if c.key.startswith("setting.")]
-    if settings:
-        parts.append(translate(lang, "history.step.settings", names=", ".join(settings)))
-    return translate(lang, "list.sep").join(parts)
-
-
-def step_sentence(s: Any, lang: str, escape: Escape) -> str:
-    """"matmul triton bf16 got 7.0% faster at 2026-12-01 when driver 575.57 -> 580.159"."""
-    t = _t(lang)
-    when = escape(s.created[:10])
-    if s.factor >= 2:  # "281× slower" reads better than "28024% slower"
-        head = t(f"history.step.{s.direction}_x", group=escape(s.group), factor=fmt.num(s.factor), when=when)
-    else:
-        head = t(f"history.step.{s.direction}", group=escape(s.group), pct=f"{s.change_pct:.1f}", when=when)
-    story = _story(list(s.changes), lang)
-    return head + (t("history.step.when", changes=escape(story)) if story else t("history.step.nochange"))
-
-
-def _peak(o: Any, unit: bool = True) -> str:
-    if o is None or (o.peak_gbps is None and o.peak_tflops is None):
-        return fmt.DASH
-    if o.peak_tflops is not None:
-        value, name, share = o.peak_tflops, "TFLOP/s", o.peak_tflops_pct
-    else:
-        value, name, share = o.peak_gbps, "GB/s", o.peak_gbps_pct
-    return f"{fmt.num(value)}{' ' + name if unit else ''} ({fmt.pct(share)})"
 
 
 def short_uuid(uuid: str | None) -> str:
@@ -482,55 +257,62 @@ def machine_name(m: Any) -> str:
     return " · ".join(x for x in (m.host, gpus) if x) + (f" ({ids})" if ids else "")
 
 
-def _node_series(p: Any) -> NodeSeriesRow | None:
-    n = p.node
-    if n is None:
-        return None
-
-    def at(bw: float | None, size: int | None) -> str:
-        return fmt.DASH if bw is None else f"{fmt.num(bw)} @ {fmt.size_bytes(size)}"
-
-    return NodeSeriesRow(p.info.label, at(n.small_busbw, n.small_bytes), at(n.large_busbw, n.large_bytes),
-                         fmt.num(n.p2p_gbps))
+def machine_names(hs: Any) -> str:
+    return "; ".join(esc(machine_name(getattr(h, "machine", None))) for h in hs)
 
 
-def _settings_groups(groups: Sequence[tuple[Any, Sequence[str]]]) -> list[tuple[str, Sequence[str]]]:
-    """Each group of reports sampled alike, named by the settings that tell the groups apart ("quick True, rep_ms 40")."""
-    names = [n for n in SAMPLING if len({getattr(s, n) for s, _ in groups}) > 1]
-    return [(", ".join(f"`{n} {getattr(s, n)}`" for n in names), labels) for s, labels in groups]
+def history_title(h: Any) -> str:
+    return t("history.title.machine", machine=esc(machine_name(getattr(h, "machine", None))), count=len(h.points),
+             first=esc(h.points[0].info.created), last=esc(h.points[-1].info.created))
 
 
-def history_view(h: Any, lang: str, escape: Escape) -> HistoryView:
-    t = _t(lang)
-    warnings = []
-    for key, groups in (("history.mixed_hosts", h.hosts), ("history.mixed_gpus", h.gpus),
-                        ("history.mixed_settings", _settings_groups(getattr(h, "settings", ())))):
-        if groups:
-            text = "; ".join(f"{name}: {', '.join(labels)}" for name, labels in groups)
-            warnings.append(t(key, groups=escape(text)))
-    rows = []
-    trend_known = getattr(h, "trend", True)
-    for p in h.points:
-        trend = []
-        for op in h.ops:
-            o = p.op(op)
-            # One report is a starting point: a column of 1.000× would read as a measured trend.
-            trend.append(TrendCell(fmt.ratio(o.ratio), fmt.interval(o.low, o.high)) if o and trend_known else None)
-        gpu = p.info.gpu_name or fmt.DASH
-        if getattr(p, "gpu_uuid", None):
-            gpu = f"{gpu} ({short_uuid(p.gpu_uuid)})"
-        rows.append(HistoryRow(p.info.label, p.info.created, p.info.host, gpu,
-                               p.info.verdict, p.info.cases, tuple(trend), tuple(_peak(p.op(op)) for op in h.ops),
-                               tuple(_peak(p.op(op), unit=False) for op in h.ops), fmt.num(p.copy_gbps)))
-    machine = escape(machine_name(getattr(h, "machine", None)))
-    node = tuple(r for r in (_node_series(p) for p in h.points if getattr(p, "node", None) is not None) if r)
-    return HistoryView(
-        lang=lang,
-        title=t("history.title.machine", machine=machine, count=len(h.points), first=escape(h.points[0].info.created),
-                last=escape(h.points[-1].info.created)),
-        machine=machine, single=None if trend_known else t("history.single"), node=node,
-        warnings=tuple(warnings), ops=tuple(h.ops), rows=tuple(rows),
-        steps=tuple(StepRow(s.direction, step_sentence(s, lang, escape)) for s in h.steps),
-        steps_none=t("history.steps.none", threshold=fmt.general(h.practical_pct)),
-        method=t("history.method", threshold=fmt.general(h.practical_pct)),
-    )
+def warnings(h: Any) -> list[str]:
+    """Reports of several hosts, GPUs or sampling settings in one history, each group named."""
+    names = [n for n in SAMPLING if len({getattr(s, n) for s, _ in getattr(h, "settings", ())}) > 1]
+    settings = [(", ".join(f"`{n} {getattr(s, n)}`" for n in names), labels) for s, labels in getattr(h, "settings", ())]
+    return [t(key, groups=esc("; ".join(f"{name}: {', '.join(labels)}" for name, labels in groups)))
+            for key, groups in (("history.mixed_hosts", h.hosts), ("history.mixed_gpus", h.gpus),
+                                ("history.mixed_settings", settings)) if groups]
+
+
+def point_gpu(p: Any) -> str:
+    gpu = p.info.gpu_name or fmt.DASH
+    return f"{gpu} ({short_uuid(p.gpu_uuid)})" if getattr(p, "gpu_uuid", None) else gpu
+
+
+def trend(h: Any, p: Any) -> list[tuple[str, str] | None]:
+    """Per op, (ratio, interval) to the first report; none where one report is all there is (a column of
+    1.000× would read as a measured trend)."""
+    return [(fmt.ratio(o.ratio), fmt.interval(o.low, o.high)) if (o := p.op(op)) and getattr(h, "trend", True)
+            else None for op in h.ops]
+
+
+def peak(o: Any, unit: bool = True) -> str:
+    if o is None or (o.peak_gbps is None and o.peak_tflops is None):
+        return fmt.DASH
+    value, name, share = ((o.peak_tflops, "TFLOP/s", o.peak_tflops_pct) if o.peak_tflops is not None
+                          else (o.peak_gbps, "GB/s", o.peak_gbps_pct))
+    return f"{fmt.num(value)}{' ' + name if unit else ''} ({fmt.pct(share)})"
+
+
+def busbw_at(bw: float | None, size: int | None) -> str:
+    return fmt.DASH if bw is None else f"{fmt.num(bw)} @ {fmt.size_bytes(size)}"
+
+
+def _story(changes: Sequence[EnvChange]) -> str:
+    """What changed at a step ("driver 575.57 -> 580.159, PyTorch 2.10.0 -> 2.11.0")."""
+    parts = [f"{env_label(c)} {c.before} -> {c.after}" for c in changes
+             if c.area in STORY_AREAS or c.key == "envcheck.version"]
+    settings = [c.key.removeprefix("setting.") for c in changes if c.key.startswith("setting.")]
+    return join(parts + ([t("history.step.settings", names=", ".join(settings))] if settings else []))
+
+
+def step(s: Any) -> str:
+    """"matmul triton bf16 got 7.0% faster at 2026-12-01 when driver 575.57 -> 580.159"."""
+    when = esc(s.created[:10])
+    if s.factor >= 2:  # "281× slower" reads better than "28024% slower"
+        head = t(f"history.step.{s.direction}_x", group=esc(s.group), factor=fmt.num(s.factor), when=when)
+    else:
+        head = t(f"history.step.{s.direction}", group=esc(s.group), pct=f"{s.change_pct:.1f}", when=when)
+    story = _story(list(s.changes))
+    return head + (t("history.step.when", changes=esc(story)) if story else t("history.step.nochange"))

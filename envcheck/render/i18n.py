@@ -1,20 +1,15 @@
-"""The message catalogue: every sentence envcheck shows, per language, and how keys become text.
+"""Every sentence envcheck shows, in the language of the render, escaped for its medium.
 
-One flat JSON file per language under ``catalog/`` (``en.json``, ``zh-CN.json``), the same keys
-in both, placeholders in ``str.format`` style. Terminal, Markdown, HTML and charts of a run,
-a diff and a history all read it.
+The catalogue: one flat JSON file per language under ``catalog/``, the same keys in both, placeholders in
+``str.format`` style. A render chooses its language once (``activate`` in the CLI, ``language`` around a
+render of another) and its medium's escaping once (``escaping``: Markdown, the terminal's markup; none for
+HTML, whose autoescape covers whole sentences); ``t`` and ``phrase`` read both from context variables.
 
-Two ways in:
-
-* ``translate(lang, key, **params)``: a key the presentation code names itself; a missing key
-  is a programming error (KeyError), so a typo fails the tests instead of reaching a user;
-* ``phrase(lang, key, params, escape)``: a key that came from data (a note, a skip reason, a
-  finding, a ceiling's source). Its parameters are formatted by the unit their names carry
-  and escaped for the medium; a key this version does not know (a newer worker's note) is
-  shown generically, key and parameters, instead of failing the render; a placeholder the
-  data did not supply shows as a dash; a parameter of a small vocabulary (``VOCABULARY``: which
-  side of a comparison, which stage of a case) is phrased too. ``legacy.text`` (a schema-1
-  report's English) is shown as it was recorded.
+``t(key, **params)``: a key the code names itself (a missing one is a KeyError, caught by the tests).
+``phrase(key, params)``: a key that came from data (a note, a finding, a ceiling's source): parameters
+formatted by the unit their names carry and escaped; a key this version does not know shown generically;
+a missing placeholder as a dash; a word of a small vocabulary (``VOCABULARY``) phrased too;
+``legacy.text`` (a schema-1 report's English) shown as recorded.
 """
 
 from __future__ import annotations
@@ -22,7 +17,9 @@ from __future__ import annotations
 import functools
 import json
 import string
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -42,40 +39,83 @@ def _same(text: str) -> str:
     return text
 
 
+_LANG: ContextVar[str] = ContextVar("envcheck_lang", default=DEFAULT_LANG)
+_ESCAPE: ContextVar[Escape] = ContextVar("envcheck_escape", default=_same)
+
+
 class UnknownLanguage(ValueError):
     """A language with no catalogue."""
 
 
-@functools.cache
-def catalog(lang: str) -> Mapping[str, str]:
-    """The messages of ``lang`` (cached: read-only package data). Keys starting with ``_`` are notes for translators."""
+def _check(lang: str) -> str:
     if lang not in LANGS:
         raise UnknownLanguage(f"unknown language {lang!r} (choose from {', '.join(LANGS)})")
-    with (CATALOG_DIR / f"{lang}.json").open(encoding="utf-8") as f:
-        data = json.load(f)
-    return {k: v for k, v in data.items() if not k.startswith("_")}
+    return lang
+
+
+def activate(lang: str) -> None:
+    """The language of everything this process shows from now on (the CLI's ``--lang``)."""
+    _LANG.set(_check(lang))
+
+
+@contextmanager
+def language(lang: str) -> Iterator[None]:
+    token = _LANG.set(_check(lang))
+    try:
+        yield
+    finally:
+        _LANG.reset(token)
+
+
+@contextmanager
+def escaping(escape: Escape) -> Iterator[None]:
+    token = _ESCAPE.set(escape)
+    try:
+        yield
+    finally:
+        _ESCAPE.reset(token)
+
+
+def current() -> str:
+    return _LANG.get()
+
+
+def esc(text: Any) -> str:
+    """Machine text made safe for the medium being rendered."""
+    return _ESCAPE.get()(str(text))
+
+
+@functools.cache
+def catalog(lang: str) -> Mapping[str, str]:
+    """The messages of ``lang``; keys starting with ``_`` are notes for translators."""
+    with (CATALOG_DIR / f"{_check(lang)}.json").open(encoding="utf-8") as f:
+        return {k: v for k, v in json.load(f).items() if not k.startswith("_")}
 
 
 def placeholders(message: str) -> set[str]:
-    """Names of the ``{placeholders}`` in one message."""
     return {name for _, name, _, _ in string.Formatter().parse(message) if name}
 
 
-def has(lang: str, key: str) -> bool:
-    return key in catalog(lang)
+def has(key: str) -> bool:
+    return key in catalog(_LANG.get())
 
 
-def _singular(lang: str, key: str, params: Mapping[str, Any]) -> str:
-    """``key.one`` where the sentence has a count of one and the catalogue has a singular form of it."""
-    if str(params.get("count")) == "1" and f"{key}.one" in catalog(lang):
-        return f"{key}.one"
-    return key
+def _singular(key: str, params: Mapping[str, Any]) -> str:
+    """``key.one`` where the count is one and the catalogue has a singular form."""
+    return f"{key}.one" if str(params.get("count")) == "1" and has(f"{key}.one") else key
 
 
-def translate(lang: str, key: str, **params: Any) -> str:
-    """The message ``key`` in ``lang`` with ``params`` (already text) filled in; KeyError when unknown."""
-    message = catalog(lang)[_singular(lang, key, params)]
+def t(key: str, **params: Any) -> str:
+    """The message ``key`` with ``params`` (already text) filled in; KeyError when unknown."""
+    message = catalog(_LANG.get())[_singular(key, params)]
     return message.format(**params) if params else message
+
+
+def word(prefix: str, value: Any) -> str:
+    """A word of a small vocabulary (``diff.verdict.slower``); a value without one as it is, escaped."""
+    if value is None:
+        return fmt.DASH
+    return t(f"{prefix}{value}") if has(f"{prefix}{value}") else esc(value)
 
 
 # Parameters whose values are words of a small vocabulary, phrased in the reader's language.
@@ -87,46 +127,37 @@ class _Dashes(dict):  # type: ignore[type-arg]
         return fmt.DASH
 
 
-def phrase(lang: str, key: str, params: Mapping[str, Any] | None = None, escape: Escape = _same,
-           raw: Mapping[str, str] | None = None) -> str:
-    """A data-supplied key phrased in ``lang``; ``escape`` is applied to each parameter's text.
-    ``raw``: parameters that are text of this medium already (a phrase inside a phrase)."""
+def phrase(key: str, params: Mapping[str, Any] | None = None, raw: Mapping[str, str] | None = None) -> str:
+    """A data-supplied key phrased; ``raw``: parameters that are text of this medium already."""
     params = dict(params or {})
     if key == LEGACY_TEXT:
-        return escape(str(params.get("text", "")))
-    values = fmt.params(params, escape) | dict(raw or {})
+        return esc(params.get("text", ""))
+    values = fmt.params(params, esc) | dict(raw or {})
     # A fact's reason passed on as a parameter (a check quoting why a fact is missing): envcheck's own ones phrased.
-    values |= {k: translate(lang, REASON_KEYS[v]) for k, v in params.items() if isinstance(v, str) and v in REASON_KEYS}
+    values |= {k: t(REASON_KEYS[v]) for k, v in params.items() if isinstance(v, str) and v in REASON_KEYS}
     for name, prefix in VOCABULARY.items():
-        if isinstance(params.get(name), str) and f"{prefix}{params[name]}" in catalog(lang):
-            values[name] = translate(lang, f"{prefix}{params[name]}")
-    # A nested reason (a missing ceiling inside a finding) is phrased first, with the same parameters.
-    if "reason_key" in params:
-        inner = {k: v for k, v in params.items() if k != "reason_key"}
-        values["reason"] = phrase(lang, str(params["reason_key"]), inner, escape)
-    message = catalog(lang).get(_singular(lang, key, params))
+        if isinstance(params.get(name), str) and has(f"{prefix}{params[name]}"):
+            values[name] = t(f"{prefix}{params[name]}")
+    if "reason_key" in params:  # a nested reason (a missing ceiling inside a finding), phrased first
+        values["reason"] = phrase(str(params["reason_key"]), {k: v for k, v in params.items() if k != "reason_key"})
+    message = catalog(_LANG.get()).get(_singular(key, params))
     if message is None:
-        shown = ", ".join(f"{escape(k)}={values[k]}" for k in sorted(values))
-        return f"{escape(key)} ({shown})" if shown else escape(key)
+        shown = ", ".join(f"{esc(k)}={values[k]}" for k in sorted(values))
+        return f"{esc(key)} ({shown})" if shown else esc(key)
     return message.format_map(_Dashes(values))
 
 
-def join(lang: str, parts: Sequence[str]) -> str:
-    """``parts`` as one list in ``lang`` (its separator is the catalogue's ``list.sep``)."""
-    return translate(lang, "list.sep").join(parts)
+def join(parts: Sequence[str]) -> str:
+    return t("list.sep").join(parts)
 
 
-def check_counts(lang: str, checks: Sequence[Check]) -> str:
-    """``1 failed, 14 passed``: how many checks have each status, worst first, none of those with none."""
+def check_counts(checks: Sequence[Check]) -> str:
+    """``1 failed, 14 passed``: how many checks have each status, worst first."""
     n = {s: sum(c.status == s for c in checks) for s in STATUSES}
-    return join(lang, [translate(lang, f"checks.count.{s}", count=n[s]) for s in STATUSES if n[s]])
+    return join([t(f"checks.count.{s}", count=n[s]) for s in STATUSES if n[s]])
 
 
-def document_stem(stem: str, lang: str) -> str:
-    """The file stem of a document rendered in ``lang`` from the report ``<stem>.json``."""
+def document_stem(stem: str, lang: str | None = None) -> str:
+    """The file stem of a document rendered in ``lang`` (default: the render's) from ``<stem>.json``."""
+    lang = lang or _LANG.get()
     return stem if lang == DEFAULT_LANG else f"{stem}.{lang}"
-
-
-def translator(lang: str) -> Callable[..., str]:
-    """``t(key, **params)`` bound to ``lang``."""
-    return functools.partial(translate, lang)

@@ -1,15 +1,11 @@
 """The one Jinja environment every envcheck document is rendered with (report, diff, history).
 
-* Templates whose name ends in ``.html.j2`` are autoescaped: every string from the machine is
-  text, never markup. Markdown templates are not; they pass machine strings through ``md``
-  (text) or ``code`` / ``code_cell`` (code spans), see ``render.escape``.
-* ``finalize`` makes control, bidi and invisible characters visible in every value a template
-  prints, in both formats (HTML autoescaping leaves a right-to-left override in place).
-  Values marked safe (SVG the chart writer drew) pass as they are.
-* ``t(key, **params)`` looks a message up in the catalogue of the ``lang`` variable the
-  template was rendered with.
-* Templates format no numbers: the views (``render.view`` and the others) hand them text made
-  by ``render.fmt``, so documents and terminal agree.
+Templates ending in ``.html.j2`` are autoescaped: every string from the machine is text, never markup.
+Markdown templates are not; they pass machine strings through ``md`` (text) or ``code`` / ``code_cell``
+(code spans). ``finalize`` makes control, bidi and invisible characters visible in every value printed, in
+both formats (HTML autoescaping leaves a right-to-left override in place); values marked safe (the charts'
+SVG) pass as they are. Templates read the analysis and comparison records directly, format numbers with
+the ``render.fmt`` filters and phrase with ``t`` / ``phrase`` and ``render.view`` (``v``).
 """
 
 from __future__ import annotations
@@ -23,16 +19,11 @@ import jinja2
 import jinja2.bccache
 from markupsafe import Markup
 
+from envcheck.render import burn_view, compare_view, crosscheck_view, fmt, i18n, view
 from envcheck.render.code_spans import fix
 from envcheck.render.escape import html_command, md_code, md_code_cell, md_lead, md_text, visible
-from envcheck.render.i18n import translate
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
-
-
-@jinja2.pass_context
-def _t(ctx: jinja2.runtime.Context, key: str, **params: Any) -> str:
-    return translate(ctx["lang"], key, **params)
 
 
 def _finalize(value: Any) -> Any:
@@ -42,13 +33,14 @@ def _finalize(value: Any) -> Any:
 
 
 FILTERS = {
-    "md": md_text,
-    "lead": md_lead,
-    "code": md_code,
-    "code_cell": md_code_cell,
-    "command": html_command,
-    "fix": fix,
+    "md": md_text, "lead": md_lead, "code": md_code, "code_cell": md_code_cell, "command": html_command, "fix": fix,
+    "esc": i18n.esc, "num": fmt.num, "pct": fmt.pct, "ratio_pct": fmt.ratio_pct, "sci": fmt.sci,
+    "speedup": fmt.speedup, "ratio": fmt.ratio, "duration": fmt.duration_us, "seconds": fmt.seconds,
+    "size_bytes": fmt.size_bytes, "shape": fmt.shape, "general": fmt.general,
+    "variant": lambda c: fmt.precision_label(c.dtype, c.precision),
 }
+GLOBALS = {"t": i18n.t, "phrase": i18n.phrase, "has": i18n.has, "word": i18n.word, "check_counts": i18n.check_counts,
+           "v": view, "bv": burn_view, "cv": crosscheck_view, "dv": compare_view, "fmt": fmt, "lang": i18n.current}
 
 
 class _BytecodeCache(jinja2.FileSystemBytecodeCache):
@@ -80,23 +72,16 @@ def _bytecode_cache() -> jinja2.BytecodeCache | None:
 
 @functools.cache
 def environment() -> jinja2.Environment:
-    """The shared environment (cached; treat it as read-only).
-
-    ``StrictUndefined`` makes a misspelt variable an error in tests instead of an empty cell
-    in a user's report.
-    """
+    """The shared environment (cached; read-only). ``StrictUndefined``: a misspelt variable fails the tests
+    instead of leaving an empty cell in a user's report."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
         autoescape=jinja2.select_autoescape(enabled_extensions=("html", "html.j2"), default_for_string=False),
-        undefined=jinja2.StrictUndefined,
-        finalize=_finalize,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        bytecode_cache=_bytecode_cache(),
+        undefined=jinja2.StrictUndefined, finalize=_finalize, trim_blocks=True, lstrip_blocks=True,
+        keep_trailing_newline=True, bytecode_cache=_bytecode_cache(),
     )
     env.filters.update(FILTERS)
-    env.globals["t"] = _t
+    env.globals.update(GLOBALS)
     return env
 
 

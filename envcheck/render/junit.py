@@ -1,24 +1,4 @@
-"""JUnit XML: a report as the test results CI systems read (Jenkins, GitLab, GitHub Actions' reporters).
-
-One ``<testsuite>`` per part of the report, one ``<testcase>`` per thing judged:
-
-- ``envcheck.checks``: each health check (``fail`` -> ``<failure>``, ``skip`` -> ``<skipped>``, ``warn``
-  passes with its finding and fix in ``<system-out>``);
-- ``envcheck.gpu<N>``: each benchmark case (``classname`` the op, ``name`` impl/dtype/shape, ``time`` its
-  median GPU time in seconds); a broken tolerance is a ``<failure>``, a case that could not be measured
-  an ``<error>``; throughput and shares of the ceilings in ``<system-out>``;
-- ``envcheck.node``: each collective size and peer copy, and one ``node.problems`` case failing with
-  what keeps the node from passing;
-- ``envcheck.fleet``: one case per node of a fleet, failing with its verdict.
-
-The first suite, ``envcheck.verdict``, holds one case: the report's verdict (analysis/verdict.py). Each
-problem is counted once: that case fails only when no other case carries a failure or an error (then
-it passes, the verdict and its reasons in ``<system-out>``), so one failed check reads
-``failures="1"``, not 2.
-Valid against the JUnit schema Jenkins' xUnit plugin ships (tests/fixtures/junit/junit-10.xsd). Machine
-text is made visible (control and bidirectional characters shown as escapes) before it becomes XML,
-so the file always parses.
-"""
+"""JUnit XML: a report as the test results CI systems read, a suite per part of it (docs/outputs.md)."""
 
 from __future__ import annotations
 
@@ -30,7 +10,7 @@ from envcheck.analysis import Analysis, BenchAnalysis, CaseResult
 from envcheck.analysis.verdict import Verdict, verdict
 from envcheck.render import fmt
 from envcheck.render.escape import visible
-from envcheck.render.i18n import phrase, translate
+from envcheck.render.i18n import phrase, t
 
 # Characters XML 1.0 cannot hold at all (lone surrogates, U+FFFE/U+FFFF): shown as escapes like controls.
 _NOT_XML = re.compile("[\ud800-\udfff\ufffe\uffff]")
@@ -85,18 +65,18 @@ class _Suite:
         return self.el
 
 
-def reason_text(v: Verdict, lang: str = "en") -> list[str]:
+def reason_text(v: Verdict) -> list[str]:
     """Each reason of the verdict as one sentence, from the catalogue."""
-    return [translate(lang, f"verdict.reason.{r.key}", **r.values) for r in v.reasons]
+    return [t(f"verdict.reason.{r.key}", **r.values) for r in v.reasons]
 
 
-def _verdict_suite(a: Analysis, lang: str, carried: bool) -> _Suite:
+def _verdict_suite(a: Analysis, carried: bool) -> _Suite:
     """``carried``: another case already fails or errs with the verdict's problem: it is not counted twice."""
     v = verdict(a)
     s = _Suite("envcheck.verdict")
-    lines = reason_text(v, lang)
+    lines = reason_text(v)
     if lines and carried:
-        s.case("envcheck", f"{a.report.kind}", out=[translate(lang, "junit.verdict_carried"), *lines])
+        s.case("envcheck", f"{a.report.kind}", out=[t("junit.verdict_carried"), *lines])
     else:
         s.case("envcheck", f"{a.report.kind}", failure=lines[0] if lines else None, detail=lines)
     return s
@@ -168,7 +148,7 @@ def _bench_suite(ba: BenchAnalysis) -> _Suite:
     return s
 
 
-def _node_suite(a: Analysis, lang: str) -> _Suite | None:
+def _node_suite(a: Analysis) -> _Suite | None:
     node = a.node
     if node is None:
         return None
@@ -190,7 +170,7 @@ def _node_suite(a: Analysis, lang: str) -> _Suite | None:
             s.case("envcheck.copy", name, failure=c.error or f"{c.wrong} wrong elements", detail=out)
         else:
             s.case("envcheck.copy", name, out=out)
-    problems = [translate(lang, "junit.node_problem", problem=p.key, params=", ".join(
+    problems = [t("junit.node_problem", problem=p.key, params=", ".join(
         f"{k}={v}" for k, v in p.params)) for p in node.problems]
     s.case("envcheck.node", "node.problems", failure=problems[0] if problems else None, detail=problems)
     return s
@@ -206,12 +186,12 @@ def _fleet_suite(a: Analysis) -> _Suite | None:
     return s
 
 
-def _burn_suite(a: Analysis, lang: str) -> _Suite | None:
+def _burn_suite(a: Analysis) -> _Suite | None:
     if a.burn is None:
         return None
     s = _Suite("envcheck.burn")
     for g in a.burn.gpus:
-        found = [phrase(lang, f"burn.finding.{f.key}", f.params) for f in g.findings]
+        found = [phrase(f"burn.finding.{f.key}", f.params) for f in g.findings]
         numbers = [f"{phase}: median {fmt.num(g.rate(phase), 4)}" for phase in g.rates if g.rate(phase) is not None]
         if g.status == "pass":
             s.case("envcheck.burn.gpu", f"GPU {g.gpu.index}", out=numbers)
@@ -223,12 +203,12 @@ def _burn_suite(a: Analysis, lang: str) -> _Suite | None:
     return s
 
 
-def junit_xml(a: Analysis, lang: str = "en") -> str:
+def junit_xml(a: Analysis) -> str:
     """The whole report as one ``<testsuites>`` document (UTF-8 text with its XML declaration)."""
     report = a.report
-    parts = [s for s in (_checks_suite(a), *(_bench_suite(ba) for ba in a.benches), _node_suite(a, lang),
-                         _fleet_suite(a), _burn_suite(a, lang)) if s is not None]
-    suites: Iterable[_Suite | None] = (_verdict_suite(a, lang, any(s.failures or s.errors for s in parts)), *parts)
+    parts = [s for s in (_checks_suite(a), *(_bench_suite(ba) for ba in a.benches), _node_suite(a),
+                         _fleet_suite(a), _burn_suite(a)) if s is not None]
+    suites: Iterable[_Suite | None] = (_verdict_suite(a, any(s.failures or s.errors for s in parts)), *parts)
     root = ET.Element("testsuites", name=f"envcheck {report.kind} {_text(report.host)}")
     totals = {"tests": 0, "failures": 0, "errors": 0}
     time_s = 0.0

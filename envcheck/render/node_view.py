@@ -1,23 +1,12 @@
-"""What a node run (``envcheck run --gpus``) and a fleet report show, decided once for every medium.
+"""What a node run (``run --gpus``) and a fleet show, for every medium: sections of parts, tables and lines.
 
-``node_sections`` turns a node's analysis (``analysis.node.NodeAnalysis``) into sections in reading
-order: the verdict with every problem as a sentence, one row per GPU (outliers with their
-conditions), the topology as ``nvidia-smi topo -m`` draws it with the bandwidth each pair allows,
-the peer-copy matrices, the collectives per op (nccl-tests' numbers, the share of what the links
-allow, NCCL's algorithm; sizes not run and why), the error counters around the tests.
-``render.fleet_view`` builds a fleet's page from the same blocks.
-
-The building blocks are generic (``Section`` > ``Part`` > ``Table`` of ``Cell``s, ``Line``s of
-text) so Markdown, HTML and the terminal lay out the same content with one macro each. Every
-number was derived by the analysis; this module formats it (``render.fmt``) and phrases keys from
-the catalogue, escaping machine text with the medium's ``escape`` (like ``render.view``). Table
-cells stay short (a number, a word, a key's short phrase); reasons and errors are sentences in
-``Line``s, so no terminal cell wraps at 100 columns.
+The blocks are generic (``Section`` > ``Part`` > ``Table`` of ``Cell``s, ``Line``s of text), so Markdown, HTML
+and the terminal lay the same content out with one macro each. Numbers are the analysis's, formatted; table
+cells stay short and sentences go to ``Line``s, so no terminal cell wraps at 100 columns.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,10 +14,8 @@ from envcheck.analysis import Analysis
 from envcheck.analysis import node as an
 from envcheck.model.node import COPY_METHODS
 from envcheck.render import fmt
-from envcheck.render.i18n import catalog, phrase, translate
+from envcheck.render.i18n import esc, has, join, phrase, t, word
 from envcheck.render.tiles import Tile
-
-Escape = Callable[[str], str]
 
 # --------------------------------------------------------------------------- building blocks
 
@@ -88,53 +75,18 @@ class Section:
     status: str | None = None  # pass | fail | incomplete: shown as a badge beside the title
 
 
-def _cell(text: Any, sub: str = "", status: str = "") -> Cell:
-    return Cell(str(text), sub, status)
-
-
 DASH = Cell(fmt.DASH, status="muted")
 
 
-class _P:
-    """Phrasing for one language and one escaping rule."""
-
-    def __init__(self, lang: str, escape: Escape) -> None:
-        self.lang = lang
-        self.escape = escape
-
-    def t(self, key: str, **params: Any) -> str:
-        return translate(self.lang, key, **params)
-
-    def key(self, key: str, params: Any = None, raw: dict[str, str] | None = None) -> str:
-        return phrase(self.lang, key, dict(params or {}), self.escape, raw)
-
-    def has(self, key: str) -> bool:
-        return key in catalog(self.lang)
-
-    def reason(self, text: str | None) -> str:
-        """A reason or an error the model stores: a key of the node vocabulary phrased, ``crashed: ...``
-        phrased with its detail, anything else (an exception's last line, NVML's text) shown as it is."""
-        if text is None:
-            return fmt.DASH
-        key, detail = an.skip_reason(text)
-        if detail is not None:
-            return self.t("node.reason.crashed", detail=self.escape(fmt.first_line(detail)))
-        if self.has(f"node.reason.{key}"):
-            return self.t(f"node.reason.{key}")
-        return self.escape(fmt.first_line(text))
-
-    def word(self, prefix: str, value: str | None) -> str:
-        """A word of a small vocabulary (``node.via.nvswitch``); an unknown one as it is."""
-        if value is None:
-            return fmt.DASH
-        return self.t(f"{prefix}{value}") if self.has(f"{prefix}{value}") else self.escape(value)
-
-    def join(self, parts: Sequence[str]) -> str:
-        return self.t("list.sep").join(parts)
-
-
-def _gbps(x: float | None) -> str:
-    return fmt.num(x)
+def cause(text: str | None) -> str:
+    """A reason or an error the model stores: a key of the node vocabulary phrased, ``crashed: ...`` with its
+    detail, anything else (an exception's last line, NVML's text) as it is."""
+    if text is None:
+        return fmt.DASH
+    key, detail = an.skip_reason(text)
+    if detail is not None:
+        return t("node.reason.crashed", detail=esc(fmt.first_line(detail)))
+    return t(f"node.reason.{key}") if has(f"node.reason.{key}") else esc(fmt.first_line(text))
 
 
 def _gpu(i: int | None) -> str:
@@ -144,7 +96,7 @@ def _gpu(i: int | None) -> str:
 # --------------------------------------------------------------------------- GPUs
 
 
-def _condition_rows(c: an.GpuCondition, p: _P) -> tuple[tuple[Cell, ...], ...]:
+def _condition_rows(c: an.GpuCondition) -> tuple[tuple[Cell, ...], ...]:
     def both(cur: Any, top: Any, unit: str) -> str:
         if cur is None and top is None:
             return fmt.DASH
@@ -153,13 +105,13 @@ def _condition_rows(c: an.GpuCondition, p: _P) -> tuple[tuple[Cell, ...], ...]:
 
     link = fmt.DASH
     if c.pcie_gen is not None or c.pcie_width is not None:
-        link = p.t("node.cond.pcie_value", gen=fmt.num(c.pcie_gen), width=fmt.num(c.pcie_width),
+        link = t("node.cond.pcie_value", gen=fmt.num(c.pcie_gen), width=fmt.num(c.pcie_width),
                    gen_max=fmt.num(c.pcie_gen_max), width_max=fmt.num(c.pcie_width_max))
     throttle = c.throttle_reasons
-    throttle_text = (p.escape(", ".join(str(x) for x in throttle)) if isinstance(throttle, (list, tuple)) and throttle
-                     else p.t("none") if isinstance(throttle, (list, tuple)) else fmt.DASH)
+    throttle_text = (esc(", ".join(str(x) for x in throttle)) if isinstance(throttle, (list, tuple)) and throttle
+                     else t("none") if isinstance(throttle, (list, tuple)) else fmt.DASH)
     errors = c.nvlink_errors
-    errors_text = (p.join([f"{p.word('node.counter.', k)} {v}" for k, v in errors.items()]) if isinstance(errors, dict)
+    errors_text = (join([f"{word('node.counter.', k)} {v}" for k, v in errors.items()]) if isinstance(errors, dict)
                    and errors else fmt.DASH)
     rows = [
         ("node.cond.sm_clock", both(c.sm_clock_mhz, c.sm_clock_max_mhz, "MHz")),
@@ -170,93 +122,93 @@ def _condition_rows(c: an.GpuCondition, p: _P) -> tuple[tuple[Cell, ...], ...]:
         ("node.cond.pcie_replay", fmt.num(c.pcie_replay) if c.pcie_replay is not None else fmt.DASH),
         ("node.cond.nvlink_errors", errors_text),
     ]
-    return tuple((Cell(p.t(k)), Cell(v)) for k, v in rows)
+    return tuple((Cell(t(k)), Cell(v)) for k, v in rows)
 
 
-def _outlier_line(o: an.Outlier, p: _P) -> Line:
+def _outlier_line(o: an.Outlier) -> Line:
     unit = "GB/s" if o.metric == "bandwidth_gbps" else "TFLOP/s"
-    return Line(p.t(f"node.outlier.{o.metric}", gpu=fmt.num(o.gpu), value=fmt.num(o.value), unit=unit,
+    return Line(t(f"node.outlier.{o.metric}", gpu=fmt.num(o.gpu), value=fmt.num(o.value), unit=unit,
                     median=fmt.num(o.siblings_median), shortfall=fmt.ratio_pct(o.shortfall)), "fail")
 
 
-def gpus_part(na: an.NodeAnalysis, p: _P, pid: str = "gpus") -> Part | None:
+def gpus_part(na: an.NodeAnalysis, pid: str = "gpus") -> Part | None:
     if not na.gpus:
         return None
     rows = []
     for g in na.gpus:
         flag = DASH
         if g.outliers:
-            short = p.join([p.t(f"node.outlier.short.{o.metric}", shortfall=fmt.ratio_pct(o.shortfall))
+            short = join([t(f"node.outlier.short.{o.metric}", shortfall=fmt.ratio_pct(o.shortfall))
                             for o in g.outliers])
             flag = Cell(short, status="fail")
         tally = Cell(f"{g.passed}/{g.cases}", status="pass" if g.cases and g.passed == g.cases else
                      "fail" if g.failed or g.errors else "")
         if g.backend == "cuda":
-            bandwidth, matmul = _gbps(g.rates.bandwidth_gbps), fmt.num(g.rates.matmul_tflops)
+            bandwidth, matmul = fmt.num(g.rates.bandwidth_gbps), fmt.num(g.rates.matmul_tflops)
         else:  # the CPU's own: no bandwidth ceiling measured, a host-clock matmul in GFLOP/s
-            bandwidth = p.t("node.cpu.not_measured")
+            bandwidth = t("node.cpu.not_measured")
             matmul = (fmt.rate(g.rates.matmul_tflops * 1e3, "GFLOP/s") if g.rates.matmul_tflops is not None
-                      else p.t("node.cpu.not_measured"))
-        rows.append((Cell(_gpu(g.index) if g.backend == "cuda" else p.t("node.cpu")), Cell(p.escape(g.name)),
-                     Cell(bandwidth), Cell(matmul, p.escape(g.rates.matmul_key or "")), tally,
+                      else t("node.cpu.not_measured"))
+        rows.append((Cell(_gpu(g.index) if g.backend == "cuda" else t("node.cpu")), Cell(esc(g.name)),
+                     Cell(bandwidth), Cell(matmul, esc(g.rates.matmul_key or "")), tally,
                      Cell(str(g.failed), status="fail" if g.failed else ""),
                      Cell(str(g.errors), status="fail" if g.errors else ""), flag))
     cpu = all(g.backend != "cuda" for g in na.gpus)
-    cols = (p.t("node.col.gpu"), p.t("node.col.name"), p.t("node.col.bandwidth_cpu" if cpu else "node.col.bandwidth"),
-            p.t("node.col.matmul_cpu" if cpu else "node.col.matmul"),
-            p.t("node.col.passed"), p.t("col.failed"), p.t("col.errors"), p.t("node.col.outlier"))
+    cols = (t("node.col.gpu"), t("node.col.name"), t("node.col.bandwidth_cpu" if cpu else "node.col.bandwidth"),
+            t("node.col.matmul_cpu" if cpu else "node.col.matmul"),
+            t("node.col.passed"), t("col.failed"), t("col.errors"), t("node.col.outlier"))
     tables = [Table("gpus", cols, (False, False, True, True, True, True, True, False), tuple(rows), detail=(1,))]
-    lines = [Line(p.t("node.gpus.explain_cpu") if cpu else p.t("node.gpus.explain", margin=fmt.ratio_pct(na.margin)))]
+    lines = [Line(t("node.gpus.explain_cpu") if cpu else t("node.gpus.explain", margin=fmt.ratio_pct(na.margin)))]
     for g in na.gpus:
         if g.outliers:
             for o in g.outliers:
-                lines.append(_outlier_line(o, p))
+                lines.append(_outlier_line(o))
             if g.condition is not None:
-                tables.append(Table(f"condition-{g.index}", (p.t("col.item"), p.t("col.value")), (False, False),
-                                    _condition_rows(g.condition, p), p.t("node.cond.title", gpu=fmt.num(g.index)),
+                tables.append(Table(f"condition-{g.index}", (t("col.item"), t("col.value")), (False, False),
+                                    _condition_rows(g.condition), t("node.cond.title", gpu=fmt.num(g.index)),
                                     "facts"))
-    return Part(pid, p.t("node.part.gpus"), tuple(lines), tuple(tables))
+    return Part(pid, t("node.part.gpus"), tuple(lines), tuple(tables))
 
 
 # --------------------------------------------------------------------------- topology
 
 
-def _pcie(g: Any, p: _P) -> str:
+def _pcie(g: Any) -> str:
     def v(f: Any) -> Any:
         return f.value if f.ok else None
 
     gen, width, gmax, wmax = v(g.pcie_gen), v(g.pcie_width), v(g.pcie_gen_max), v(g.pcie_width_max)
     if gen is None and gmax is None:
         return fmt.DASH
-    return p.t("node.pcie_link", gen=fmt.num(gen if gen is not None else gmax),
+    return t("node.pcie_link", gen=fmt.num(gen if gen is not None else gmax),
                width=fmt.num(width if width is not None else wmax))
 
 
-def _nvlinks(g: Any, nv: an.GpuNvlinks | None, p: _P) -> Cell:
+def _nvlinks(g: Any, nv: an.GpuNvlinks | None) -> Cell:
     if not g.nvlinks or nv is None:
         return DASH
-    sub = p.t("node.per_link", gbps=fmt.num(nv.per_link_gbps)) if nv.per_link_gbps is not None else ""
+    sub = t("node.per_link", gbps=fmt.num(nv.per_link_gbps)) if nv.per_link_gbps is not None else ""
     return Cell(f"{nv.active}/{fmt.num(nv.total)}", sub, "" if nv.active == nv.total else "warn")
 
 
-def _reference_line(x: an.PairPath, p: _P) -> Line:
+def _reference_line(x: an.PairPath) -> Line:
     """Where a pair's per-link rate comes from: the datasheet of its NVLink generation, or (generation
     unknown) NVML's signalling rate, which understates every share of it."""
     if x.reference == "datasheet" and x.generation is not None:
         spec = an.NVLINK[x.generation]
-        return Line(p.t("node.reference.datasheet", gen=fmt.num(x.generation), gbps=fmt.num(x.link_gbps),
-                        doc=p.escape(spec.doc.title), signalling=fmt.num(x.signalling_gbps)))
-    return Line(p.t("node.reference.nvml_signalling", signalling=fmt.num(x.signalling_gbps)), "warn")
+        return Line(t("node.reference.datasheet", gen=fmt.num(x.generation), gbps=fmt.num(x.link_gbps),
+                        doc=esc(spec.doc.title), signalling=fmt.num(x.signalling_gbps)))
+    return Line(t("node.reference.nvml_signalling", signalling=fmt.num(x.signalling_gbps)), "warn")
 
 
-def topology_part(na: an.NodeAnalysis, p: _P, pid: str = "topology") -> Part | None:
+def topology_part(na: an.NodeAnalysis, pid: str = "topology") -> Part | None:
     node = na.node
     topo = node.topology if node is not None else None
     if topo is None:
         return None
     lines = []
     if topo.reason:
-        lines.append(Line(p.t("node.topology.nvml_failed", reason=p.reason(topo.reason)), "fail"))
+        lines.append(Line(t("node.topology.nvml_failed", reason=cause(topo.reason)), "fail"))
     gpus = sorted(topo.gpus, key=lambda g: g.index)
     tables = []
     if gpus:
@@ -275,67 +227,67 @@ def topology_part(na: an.NodeAnalysis, p: _P, pid: str = "topology") -> Part | N
                     sub = f"{fmt.num(path.expected_gbps)} GB/s" if path.expected_gbps is not None else ""
                     cells.append(Cell(an.topo_label(path), sub))
             if g.lost:
-                cells = [Cell(p.t("node.gpu_lost"), status="fail")] + [DASH] * (len(gpus) - 1)
+                cells = [Cell(t("node.gpu_lost"), status="fail")] + [DASH] * (len(gpus) - 1)
             numa = g.numa_node.value if g.numa_node.ok else None
-            rows.append((Cell(_gpu(g.index)), *cells, Cell(_pcie(g, p)), Cell(fmt.num(numa)) if numa is not None
-                         else DASH, _nvlinks(g, na.gpu_nvlinks(g.index), p)))
-        cols = ("", *heads, p.t("node.col.pcie"), p.t("node.col.numa"), p.t("node.col.nvlinks"))
+            rows.append((Cell(_gpu(g.index)), *cells, Cell(_pcie(g)), Cell(fmt.num(numa)) if numa is not None
+                         else DASH, _nvlinks(g, na.gpu_nvlinks(g.index))))
+        cols = ("", *heads, t("node.col.pcie"), t("node.col.numa"), t("node.col.nvlinks"))
         tables.append(Table("topology", cols, (False,) * (len(heads) + 1) + (False, True, True), tuple(rows),
-                            layout="matrix", notes=(Line(p.t("node.topology.legend")),)))
+                            layout="matrix", notes=(Line(t("node.topology.legend")),)))
         for g in gpus:
             if g.lost:
-                lines.append(Line(p.t("node.topology.lost", gpu=fmt.num(g.index), reason=p.reason(g.lost)), "fail"))
+                lines.append(Line(t("node.topology.lost", gpu=fmt.num(g.index), reason=cause(g.lost)), "fail"))
     if na.paths:
         rows = []
         for x in na.paths:
-            rows.append((Cell(f"GPU{x.a} ↔ GPU{x.b}"), Cell(p.word("node.via.", x.via)),
+            rows.append((Cell(f"GPU{x.a} ↔ GPU{x.b}"), Cell(word("node.via.", x.via)),
                          Cell(str(x.nvlinks) if x.nvlinks else fmt.DASH),
                          Cell(fmt.num(x.link_gbps) if x.link_gbps is not None else fmt.DASH),
                          Cell(fmt.num(x.signalling_gbps) if x.signalling_gbps is not None else fmt.DASH),
                          Cell(fmt.num(x.expected_gbps)),
                          Cell(an.SMI_LEVEL_NAMES.get(x.pcie_level or "", fmt.DASH))))
-        cols = (p.t("node.col.pair"), p.t("node.col.path"), p.t("node.col.nvlinks"), p.t("node.col.link_gbps"),
-                p.t("node.col.signalling_gbps"), p.t("node.col.expected"), p.t("node.col.pcie_level"))
+        cols = (t("node.col.pair"), t("node.col.path"), t("node.col.nvlinks"), t("node.col.link_gbps"),
+                t("node.col.signalling_gbps"), t("node.col.expected"), t("node.col.pcie_level"))
         sources = dict.fromkeys(x.source for x in na.paths)
-        notes = tuple(Line(p.t("node.topology.source", via=p.word("node.via.", next(x.via for x in na.paths
+        notes = tuple(Line(t("node.topology.source", via=word("node.via.", next(x.via for x in na.paths
                                                                                       if x.source == s)),
-                               source=p.word("node.source.", s))) for s in sources)
-        notes += tuple(_reference_line(x, p) for x in dict((x.reference, x) for x in na.paths if x.reference).values())
+                               source=word("node.source.", s))) for s in sources)
+        notes += tuple(_reference_line(x) for x in dict((x.reference, x) for x in na.paths if x.reference).values())
         tables.append(Table("pairs", cols, (False, False, True, True, True, True, False), tuple(rows),
-                            p.t("node.pairs.title"), notes=notes))
+                            t("node.pairs.title"), notes=notes))
     for a, b, ours, smi in na.disagreements:
-        lines.append(Line(p.t("node.topology.disagree", a=fmt.num(a), b=fmt.num(b), nvml=p.escape(ours),
-                              smi=p.escape(smi)), "warn"))
+        lines.append(Line(t("node.topology.disagree", a=fmt.num(a), b=fmt.num(b), nvml=esc(ours),
+                              smi=esc(smi)), "warn"))
     if topo.smi_cells and not na.disagreements:
-        lines.append(Line(p.t("node.topology.smi_agrees")))
+        lines.append(Line(t("node.topology.smi_agrees")))
     elif topo.smi_reason:
-        lines.append(Line(p.t("node.topology.smi_failed", reason=p.reason(topo.smi_reason)), "warn"))
-    return Part(pid, p.t("node.part.topology"), tuple(lines), tuple(tables))
+        lines.append(Line(t("node.topology.smi_failed", reason=cause(topo.smi_reason)), "warn"))
+    return Part(pid, t("node.part.topology"), tuple(lines), tuple(tables))
 
 
 # --------------------------------------------------------------------------- peer copies
 
 
-def _copy_cell(r: an.CopyRow, p: _P) -> Cell:
+def _copy_cell(r: an.CopyRow) -> Cell:
     if r.error:
         short = r.error if r.error in an.RUN_ERRORS else "failed"
-        return Cell(p.t(f"node.copy.cell.{short}"), status="muted" if r.error == "no_peer_access" else "fail")
+        return Cell(t(f"node.copy.cell.{short}"), status="muted" if r.error == "no_peer_access" else "fail")
     if r.wrong:
-        return Cell(fmt.num(r.gbps), p.t("node.copy.wrong_cell", count=r.wrong), "fail")
+        return Cell(fmt.num(r.gbps), t("node.copy.wrong_cell", count=r.wrong), "fail")
     return Cell(fmt.num(r.gbps), fmt.pct(r.pct_expected) if r.pct_expected is not None else "")
 
 
-def copies_part(na: an.NodeAnalysis, p: _P, pid: str = "copies") -> Part | None:
+def copies_part(na: an.NodeAnalysis, pid: str = "copies") -> Part | None:
     node = na.node
     peer = node.peer if node is not None else None
     if peer is None:
         return None
     lines = []
     if peer.error:
-        lines.append(Line(p.t("node.copies.failed", reason=p.reason(peer.error)), "fail"))
+        lines.append(Line(t("node.copies.failed", reason=cause(peer.error)), "fail"))
     st = peer.settings
     if st.get("size_bytes"):
-        lines.append(Line(p.t("node.copies.method", size=fmt.size_bytes(int(st["size_bytes"])),
+        lines.append(Line(t("node.copies.method", size=fmt.size_bytes(int(st["size_bytes"])),
                               iters=fmt.num(st.get("iters")), warmup=fmt.num(st.get("warmup")))))
     tables = []
     gpus = sorted({g for r in na.copies for g in (r.src, r.dst) if g is not None} | set(node.gpus))
@@ -350,10 +302,10 @@ def copies_part(na: an.NodeAnalysis, p: _P, pid: str = "copies") -> Part | None:
                 cells = []
                 for b in gpus:
                     r = mine.get((a, b))
-                    cells.append(Cell("X", status="muted") if a == b else _copy_cell(r, p) if r else DASH)
+                    cells.append(Cell("X", status="muted") if a == b else _copy_cell(r) if r else DASH)
                 rows.append((Cell(_gpu(a)), *cells))
-            title = p.t(f"node.copies.d2d.{directions}", method=p.word("node.method.", method))
-            tables.append(Table(f"d2d-{method}-{directions}", (p.t("node.col.src_dst"), *(_gpu(g) for g in gpus)),
+            title = t(f"node.copies.d2d.{directions}", method=word("node.method.", method))
+            tables.append(Table(f"d2d-{method}-{directions}", (t("node.col.src_dst"), *(_gpu(g) for g in gpus)),
                                 (False,) + (True,) * len(gpus), tuple(rows), title, "matrix", subs="always"))
     host = [r for r in na.copies if r.kind in ("h2d", "d2h")]
     if host:
@@ -364,25 +316,25 @@ def copies_part(na: an.NodeAnalysis, p: _P, pid: str = "copies") -> Part | None:
             if h2d is None and d2h is None:
                 continue
             expected = (h2d or d2h).expected_gbps if (h2d or d2h) else None
-            rows.append((Cell(_gpu(g)), _copy_cell(h2d, p) if h2d else DASH, _copy_cell(d2h, p) if d2h else DASH,
+            rows.append((Cell(_gpu(g)), _copy_cell(h2d) if h2d else DASH, _copy_cell(d2h) if d2h else DASH,
                          Cell(fmt.num(expected))))
-        cols = (p.t("node.col.gpu"), p.t("node.copies.col.h2d"), p.t("node.copies.col.d2h"), p.t("node.col.expected"))
-        tables.append(Table("host", cols, (False, True, True, True), tuple(rows), p.t("node.copies.host"),
+        cols = (t("node.col.gpu"), t("node.copies.col.h2d"), t("node.copies.col.d2h"), t("node.col.expected"))
+        tables.append(Table("host", cols, (False, True, True, True), tuple(rows), t("node.copies.host"),
                             subs="always"))
     if tables:
-        lines.append(Line(p.t("node.copies.cells")))
+        lines.append(Line(t("node.copies.cells")))
     access = [a for a in peer.access if not a.allowed]
     for a in access:
-        lines.append(Line(p.t("node.copies.no_access", a=fmt.num(a.a), b=fmt.num(a.b))))
+        lines.append(Line(t("node.copies.no_access", a=fmt.num(a.a), b=fmt.num(a.b))))
     for r in na.copies:
         if r.error and r.error != "no_peer_access":
-            lines.append(Line(p.t("node.copies.copy_failed", what=_copy_name(r, p), reason=p.reason(r.error)), "fail"))
-    return Part(pid, p.t("node.part.copies"), tuple(lines), tuple(tables))
+            lines.append(Line(t("node.copies.copy_failed", what=_copy_name(r), reason=cause(r.error)), "fail"))
+    return Part(pid, t("node.part.copies"), tuple(lines), tuple(tables))
 
 
-def _copy_name(r: an.CopyRow, p: _P) -> str:
-    return p.t(f"node.copy.name.{r.kind}", src=fmt.num(r.src), dst=fmt.num(r.dst),
-               method=p.word("node.method.", r.method))
+def _copy_name(r: an.CopyRow) -> str:
+    return t(f"node.copy.name.{r.kind}", src=fmt.num(r.src), dst=fmt.num(r.dst),
+               method=word("node.method.", r.method))
 
 
 # --------------------------------------------------------------------------- collectives
@@ -392,42 +344,42 @@ def _copy_name(r: an.CopyRow, p: _P) -> str:
 COLLECTIVE_STYLE = {"ok": "pass", "wrong": "fail", "error": "fail", "unverified": "warn"}
 
 
-def _status_cell(row: an.CollectiveRow, result: Any, p: _P) -> Cell:
+def _status_cell(row: an.CollectiveRow, result: Any) -> Cell:
     if row.status == "skipped":
-        return Cell(p.word("node.size_skip.", result.skipped), status="warn", badge=True)
-    return Cell(p.t(f"node.coll.status.{row.status}"), status=COLLECTIVE_STYLE.get(row.status, ""), badge=True)
+        return Cell(word("node.size_skip.", result.skipped), status="warn", badge=True)
+    return Cell(t(f"node.coll.status.{row.status}"), status=COLLECTIVE_STYLE.get(row.status, ""), badge=True)
 
 
-def _algo_cell(row: an.CollectiveRow, p: _P) -> Cell:
+def _algo_cell(row: an.CollectiveRow) -> Cell:
     if row.algo_label:
-        return Cell(p.escape(row.algo_label))
+        return Cell(esc(row.algo_label))
     return Cell(fmt.DASH, status="muted")
 
 
-def sweep_part(sa: an.SweepAnalysis, p: _P, section: str, pid: str) -> Part:
+def sweep_part(sa: an.SweepAnalysis, section: str, pid: str) -> Part:
     c = sa.collectives
     lines = []
     hosts = list(dict.fromkeys(c.hosts))
     if c.error:
-        lines.append(Line(p.t("node.coll.failed", reason=p.reason(c.error)), "fail"))
+        lines.append(Line(t("node.coll.failed", reason=cause(c.error)), "fail"))
     for o in c.ranks:
         if o.status != "ok":
-            lines.append(Line(p.t(f"node.coll.rank.{o.status}", rank=fmt.num(o.rank), host=p.escape(o.host or "?"),
-                                  error=p.escape(fmt.first_line(o.error or ""))), "fail"))
+            lines.append(Line(t(f"node.coll.rank.{o.status}", rank=fmt.num(o.rank), host=esc(o.host or "?"),
+                                  error=esc(fmt.first_line(o.error or ""))), "fail"))
     if sa.expectation_gbps is not None:
-        lines.append(Line(p.t("node.coll.expectation", gbps=fmt.num(sa.expectation_gbps))))
+        lines.append(Line(t("node.coll.expectation", gbps=fmt.num(sa.expectation_gbps))))
     elif c.scope == "world":
-        lines.append(Line(p.t("node.coll.no_expectation")))
+        lines.append(Line(t("node.coll.no_expectation")))
     st = c.settings
     if st.get("iters"):
-        lines.append(Line(p.t("node.coll.method", iters=fmt.num(st.get("iters")), warmup=fmt.num(st.get("warmup")))))
+        lines.append(Line(t("node.coll.method", iters=fmt.num(st.get("iters")), warmup=fmt.num(st.get("warmup")))))
     gpu_times = any(r.time_basis == "gpu" for r in sa.rows)  # a per-call column beside the GPU time
     registered = any(r.registered_busbw_gbps is not None for r in sa.rows)  # a column for registered buffers
-    lines += _times_lines(sa, gpu_times, p)
-    lines += _registered_lines(sa, registered, p)
+    lines += _times_lines(sa, gpu_times)
+    lines += _registered_lines(sa, registered)
     if c.backend != "nccl" or not c.choices:
         why = "backend_not_nccl" if c.backend != "nccl" else (c.choices_reason or "no_nccl_log")
-        lines.append(Line(p.t("node.coll.no_algo", reason=p.reason(why))))
+        lines.append(Line(t("node.coll.no_algo", reason=cause(why))))
     tables = []
     links = any(x is not None for x in (*sa.pct_links, *sa.narrowing_pct))  # a share of the links is known
     for op in sa.ops:
@@ -437,44 +389,44 @@ def sweep_part(sa: an.SweepAnalysis, p: _P, section: str, pid: str) -> Part:
                 continue
             wrong = (Cell(str(row.wrong), status="fail" if row.wrong else "") if row.wrong is not None else DASH)
             share = ((Cell(fmt.pct(pct)) if pct is not None else DASH),) if links else ()
-            per_call = (_per_call_cell(row, p),) if gpu_times else ()
-            rows.append((Cell(fmt.size_bytes(row.size_bytes)), _time_cell(row, p), *per_call,
+            per_call = (_per_call_cell(row),) if gpu_times else ()
+            rows.append((Cell(fmt.size_bytes(row.size_bytes)), _time_cell(row), *per_call,
                          Cell(fmt.num(row.algbw_gbps)), Cell(fmt.num(row.busbw_gbps)),
                          *((Cell(fmt.num(row.registered_busbw_gbps)),) if registered else ()), *share,
-                         _algo_cell(row, p), wrong, _status_cell(row, res, p)))
+                         _algo_cell(row), wrong, _status_cell(row, res)))
             if row.status == "skipped" and res is not None:
-                notes.append(Line(_skip_sentence(row, res, p), "warn" if res.skipped != "out_of_memory" else "info"))
+                notes.append(Line(_skip_sentence(row, res), "warn" if res.skipped != "out_of_memory" else "info"))
             elif row.status in ("error", "unverified") and res is not None:
-                detail = res.error or (p.t("node.coll.absent", ranks=", ".join(map(str, res.absent_ranks)))
+                detail = res.error or (t("node.coll.absent", ranks=", ".join(map(str, res.absent_ranks)))
                                        if res.absent_ranks else "")
-                notes.append(Line(p.t(f"node.coll.note.{row.status}", size=fmt.size_bytes(row.size_bytes),
-                                      detail=p.reason(detail) if detail else fmt.DASH), "fail"))
+                notes.append(Line(t(f"node.coll.note.{row.status}", size=fmt.size_bytes(row.size_bytes),
+                                      detail=cause(detail) if detail else fmt.DASH), "fail"))
         for op_, size, before, after in sa.changes:
             if op_ == op:
-                notes.append(Line(p.t("node.coll.algo_change", size=fmt.size_bytes(size), before=p.escape(before or ""),
-                                      after=p.escape(after or ""))))
+                notes.append(Line(t("node.coll.algo_change", size=fmt.size_bytes(size), before=esc(before or ""),
+                                      after=esc(after or ""))))
         reasons = dict.fromkeys(r.algo_reason for r in sa.rows if r.op == op and not r.algos and r.algo_reason
                                 and c.backend == "nccl" and c.choices)
         for why in reasons:
-            notes.append(Line(p.t("node.coll.algo_unknown", reason=p.reason(why))))
-        cols = (p.t("node.col.size"), p.t("node.col.gpu_time" if gpu_times else "node.col.time"),
-                *((p.t("node.col.per_call"),) if gpu_times else ()), p.t("node.col.algbw"), p.t("node.col.busbw"),
-                *((p.t("node.col.busbw_registered"),) if registered else ()),
-                *((p.t("node.col.pct_links"),) if links else ()), p.t("node.col.algo"), p.t("node.col.wrong"),
-                p.t("col.status"))
+            notes.append(Line(t("node.coll.algo_unknown", reason=cause(why))))
+        cols = (t("node.col.size"), t("node.col.gpu_time" if gpu_times else "node.col.time"),
+                *((t("node.col.per_call"),) if gpu_times else ()), t("node.col.algbw"), t("node.col.busbw"),
+                *((t("node.col.busbw_registered"),) if registered else ()),
+                *((t("node.col.pct_links"),) if links else ()), t("node.col.algo"), t("node.col.wrong"),
+                t("col.status"))
         right = (True, True, *((True,) if gpu_times else ()), True, True, *((True,) if registered else ()),
                  *((True,) if links else ()), False, True, False)
-        tables.append(Table(f"coll-{op}", cols, right, tuple(rows), p.escape(op), notes=tuple(notes),
+        tables.append(Table(f"coll-{op}", cols, right, tuple(rows), esc(op), notes=tuple(notes),
                             charts=(section, op)))
     if sa.narrowing:
-        narrow_lines, table = narrowing(sa, p, links)
+        narrow_lines, table = narrowing(sa, links)
         lines += narrow_lines
         tables.append(table)
     backend = "NCCL" if c.backend == "nccl" else c.backend
     if c.nccl_version and c.backend == "nccl":
         backend += f" {c.nccl_version}"
-    title = p.t(f"node.coll.title.{c.scope}" if p.has(f"node.coll.title.{c.scope}") else "node.coll.title.node",
-                backend=p.escape(backend), ranks=fmt.num(c.world_size), count=len(hosts))
+    title = t(f"node.coll.title.{c.scope}" if has(f"node.coll.title.{c.scope}") else "node.coll.title.node",
+                backend=esc(backend), ranks=fmt.num(c.world_size), count=len(hosts))
     return Part(pid, title, tuple(lines), tuple(tables))
 
 
@@ -484,127 +436,127 @@ def _span(counts: list[int]) -> str:
     return fmt.num(lo) if lo == hi else f"{fmt.num(lo)}-{fmt.num(hi)}"
 
 
-def _times_lines(sa: an.SweepAnalysis, gpu_times: bool, p: _P) -> list[Line]:
+def _times_lines(sa: an.SweepAnalysis, gpu_times: bool) -> list[Line]:
     """What the sweep's times mean, in one line: the GPU time beside the per-call time (and how many
     sizes are launch-bound), or the per-call time alone and why there is no GPU time."""
     out = []
     if gpu_times:
         bound = [r for r in sa.rows if r.launch_bound]
-        out.append(Line(p.t("node.coll.times.gpu", count=len(bound))))
+        out.append(Line(t("node.coll.times.gpu", count=len(bound))))
     missing = dict.fromkeys(r.gpu_reason for r in sa.rows if r.time_basis == "per_call" and r.gpu_reason)
     for why in missing:
-        out.append(Line(p.t("node.coll.times.per_call", reason=p.word("node.gpu_time.", why)),
+        out.append(Line(t("node.coll.times.per_call", reason=word("node.gpu_time.", why)),
                         "warn" if why == "capture_failed" else ""))
     cold = [r.rotation_sets for r in sa.collectives.results if r.rotation_sets > 1]
     if cold:
-        out.append(Line(p.t("node.coll.l2_cold", count=len(cold), sets=_span(cold))))
+        out.append(Line(t("node.coll.l2_cold", count=len(cold), sets=_span(cold))))
     spread = [r.allocations for r in sa.collectives.results if r.allocations > 1]
     if spread:
-        out.append(Line(p.t("node.coll.allocations", count=len(spread), allocations=_span(spread))))
+        out.append(Line(t("node.coll.allocations", count=len(spread), allocations=_span(spread))))
     pooled = [r for r in sa.collectives.results if r.captures > 1]
     if pooled:
-        out.append(Line(p.t("node.coll.captures", count=len(pooled),
+        out.append(Line(t("node.coll.captures", count=len(pooled),
                             captures=_span([r.captures for r in pooled]),
                             communicators=_span([r.communicators for r in pooled]))))
     unsteady = [r for r in sa.rows if r.unsteady]
     if unsteady:
-        out.append(Line(p.t("node.coll.unsteady", count=len(unsteady), bar=fmt.pct(100 * (an.UNSTEADY_RATIO - 1)),
-                            sizes="; ".join(f"{p.escape(r.op)} {fmt.size_bytes(r.size_bytes)}: "
+        out.append(Line(t("node.coll.unsteady", count=len(unsteady), bar=fmt.pct(100 * (an.UNSTEADY_RATIO - 1)),
+                            sizes="; ".join(f"{esc(r.op)} {fmt.size_bytes(r.size_bytes)}: "
                                             f"+{fmt.pct(100 * (r.pace_spread or 0.0))}" for r in unsteady)), "warn"))
     errors = dict.fromkeys(r.gpu_error for r in sa.collectives.results if r.gpu_error)
     for e in errors:
-        out.append(Line(p.t("node.coll.times.capture_error", error=p.escape(fmt.first_line(e or ""))), "warn"))
+        out.append(Line(t("node.coll.times.capture_error", error=esc(fmt.first_line(e or ""))), "warn"))
     return out
 
 
-def _registered_lines(sa: an.SweepAnalysis, registered: bool, p: _P) -> list[Line]:
+def _registered_lines(sa: an.SweepAnalysis, registered: bool) -> list[Line]:
     """What the registered-buffer column means, and why sizes that have a GPU time have none there."""
-    out = [Line(p.t("node.coll.registered"))] if registered else []
+    out = [Line(t("node.coll.registered"))] if registered else []
     why: dict[str, int] = {}
     for r in sa.rows:
         if r.time_basis == "gpu" and r.registered_reason is not None:
             why[r.registered_reason] = why.get(r.registered_reason, 0) + 1
     for reason, count in why.items():
-        out.append(Line(p.t("node.coll.registered.none", count=fmt.num(count), reason=p.word("node.registered.", reason)),
+        out.append(Line(t("node.coll.registered.none", count=fmt.num(count), reason=word("node.registered.", reason)),
                         "warn" if reason in ("capture_failed", "error") else ""))
     errors = dict.fromkeys(r.registered_error for r in sa.collectives.results if r.registered_error)
     for e in errors:
-        out.append(Line(p.t("node.coll.times.capture_error", error=p.escape(fmt.first_line(e or ""))), "warn"))
+        out.append(Line(t("node.coll.times.capture_error", error=esc(fmt.first_line(e or ""))), "warn"))
     return out
 
 
-def _time_cell(row: an.CollectiveRow, p: _P) -> Cell:
+def _time_cell(row: an.CollectiveRow) -> Cell:
     """The row's time, marked where its GPU replays ran at more than one pace (a mix a second run may not repeat)."""
     if row.unsteady:
-        return Cell(fmt.duration_us(row.time_us), p.t("flag.two_paces"), "warn")
+        return Cell(fmt.duration_us(row.time_us), t("flag.two_paces"), "warn")
     return Cell(fmt.duration_us(row.time_us))
 
 
-def _per_call_cell(row: an.CollectiveRow, p: _P) -> Cell:
+def _per_call_cell(row: an.CollectiveRow) -> Cell:
     """The per-call time, marked where it is launch-bound (over 1.5 x the GPU time: the host's cost)."""
     if row.call_time_us is None:
         return DASH
     if row.launch_bound:
-        return Cell(fmt.duration_us(row.call_time_us), p.t("flag.launch_bound"), "warn")
+        return Cell(fmt.duration_us(row.call_time_us), t("flag.launch_bound"), "warn")
     return Cell(fmt.duration_us(row.call_time_us))
 
 
-def _skip_sentence(row: an.CollectiveRow, res: Any, p: _P) -> str:
+def _skip_sentence(row: an.CollectiveRow, res: Any) -> str:
     size = fmt.size_bytes(row.size_bytes)
     if res.skipped == "out_of_memory":
-        return p.t("node.coll.oom", size=size, need=fmt.nbytes(res.need_bytes), free=fmt.nbytes(res.free_bytes))
-    return p.t("node.coll.skipped", size=size, reason=p.reason(res.skipped))
+        return t("node.coll.oom", size=size, need=fmt.nbytes(res.need_bytes), free=fmt.nbytes(res.free_bytes))
+    return t("node.coll.skipped", size=size, reason=cause(res.skipped))
 
 
-def conclusion_text(sa: an.SweepAnalysis, p: _P) -> str | None:
+def conclusion_text(sa: an.SweepAnalysis) -> str | None:
     k = sa.conclusion
     if k is None:
         return None
     op = sa.narrowing[0].op if sa.narrowing else "all_reduce"
     size = sa.narrowing[0].size_bytes if sa.narrowing else None
-    return p.t(f"fleet.narrowing.{k.kind}", op=p.escape(op), size=fmt.size_bytes(size) if size else fmt.DASH,
+    return t(f"fleet.narrowing.{k.kind}", op=esc(op), size=fmt.size_bytes(size) if size else fmt.DASH,
                ranks=", ".join(map(str, k.ranks)), other=", ".join(map(str, k.other)),
-               hosts=p.escape(", ".join(k.hosts)), count=len(k.ranks))
+               hosts=esc(", ".join(k.hosts)), count=len(k.ranks))
 
 
-def narrowing(sa: an.SweepAnalysis, p: _P, links: bool = True) -> tuple[list[Line], Table]:
+def narrowing(sa: an.SweepAnalysis, links: bool = True) -> tuple[list[Line], Table]:
     hosts = sa.collectives.hosts
     rows = []
     for row, pct in zip(sa.narrowing, sa.narrowing_pct, strict=True):
         where = ", ".join(dict.fromkeys(hosts[r] for r in row.ranks if r < len(hosts)))
         share = ((Cell(fmt.pct(pct)) if pct is not None else DASH),) if links else ()
-        rows.append((Cell(", ".join(map(str, row.ranks))), Cell(p.escape(where)), Cell(fmt.num(row.busbw_gbps)),
-                     *share, Cell(p.t(f"node.coll.status.{row.status}"),
+        rows.append((Cell(", ".join(map(str, row.ranks))), Cell(esc(where)), Cell(fmt.num(row.busbw_gbps)),
+                     *share, Cell(t(f"node.coll.status.{row.status}"),
                                   status=COLLECTIVE_STYLE.get(row.status, ""),
                                   badge=True)))
-    cols = (p.t("node.col.ranks"), p.t("node.col.hosts"), p.t("node.col.busbw"),
-            *((p.t("node.col.pct_links"),) if links else ()), p.t("col.status"))
+    cols = (t("node.col.ranks"), t("node.col.hosts"), t("node.col.busbw"),
+            *((t("node.col.pct_links"),) if links else ()), t("col.status"))
     k = sa.conclusion
     level = "fail" if k is not None and k.located else "info"
-    text = conclusion_text(sa, p)
+    text = conclusion_text(sa)
     lines = [Line(text, level)] if text else []
     right = (False, False, True, *((True,) if links else ()), False)
-    return lines, Table("narrowing", cols, right, tuple(rows), p.t("node.coll.narrowing"))
+    return lines, Table("narrowing", cols, right, tuple(rows), t("node.coll.narrowing"))
 
 
 # --------------------------------------------------------------------------- counters
 
 
-def counters_part(na: an.NodeAnalysis, p: _P, pid: str = "counters") -> Part | None:
+def counters_part(na: an.NodeAnalysis, pid: str = "counters") -> Part | None:
     node = na.node
     if node is None or (node.counters_before is None and node.counters_after is None and node.xid is None):
         return None
     lines = []
     before, after = node.counters_before, node.counters_after
     if na.counters_interval_s is not None:
-        lines.append(Line(p.t("node.counters.interval", seconds=fmt.seconds(na.counters_interval_s),
+        lines.append(Line(t("node.counters.interval", seconds=fmt.seconds(na.counters_interval_s),
                               uptime=fmt.seconds(before.uptime_s))))
     elif after is None:
-        lines.append(Line(p.t("node.counters.no_after"), "warn"))
+        lines.append(Line(t("node.counters.no_after"), "warn"))
     elif before is not None and before.uptime_s is not None and after.uptime_s is not None:
-        lines.append(Line(p.t("node.counters.no_interval"), "warn"))
+        lines.append(Line(t("node.counters.no_interval"), "warn"))
     for ch in na.counters_over_limit:
-        lines.append(Line(p.t("node.counters.over", gpu=fmt.num(ch.gpu), counter=p.word("node.counter.", ch.name),
+        lines.append(Line(t("node.counters.over", gpu=fmt.num(ch.gpu), counter=word("node.counter.", ch.name),
                               link=fmt.num(ch.link), delta=fmt.num(ch.delta), rate=fmt.num(ch.per_s)), "fail"))
     tables = []
     shown = [r for r in na.counters if r.delta or r.after or r.before or r.over_limit or r.boot_over_limit]
@@ -612,85 +564,85 @@ def counters_part(na: an.NodeAnalysis, p: _P, pid: str = "counters") -> Part | N
     if shown:
         rows = []
         for r in shown:
-            rows.append((Cell(_gpu(r.gpu)), Cell(p.word("node.counter.", r.name)),
+            rows.append((Cell(_gpu(r.gpu)), Cell(word("node.counter.", r.name)),
                          Cell(fmt.num(r.links)), Cell(fmt.num(r.before)), Cell(fmt.num(r.after)),
                          Cell(fmt.num(r.delta), status="fail" if r.over_limit else ""),
                          Cell(fmt.counter_rate(r.per_s), status="fail" if r.over_limit else ""),
                          Cell(fmt.counter_rate(r.boot_per_s), status="fail" if r.boot_over_limit else "")))
-        cols = (p.t("node.col.gpu"), p.t("node.col.counter"), p.t("node.col.links"), p.t("node.col.before"),
-                p.t("node.col.after"), p.t("node.col.delta"), p.t("node.col.per_s"), p.t("node.col.boot_per_s"))
+        cols = (t("node.col.gpu"), t("node.col.counter"), t("node.col.links"), t("node.col.before"),
+                t("node.col.after"), t("node.col.delta"), t("node.col.per_s"), t("node.col.boot_per_s"))
         tables.append(Table("counters", cols, (False, False, True, True, True, True, True, True), tuple(rows),
-                            notes=(Line(p.t("node.counters.limits", pcie=fmt.general(an.PCIE_REPLAY_PER_MIN_LIMIT),
+                            notes=(Line(t("node.counters.limits", pcie=fmt.general(an.PCIE_REPLAY_PER_MIN_LIMIT),
                                             crc=fmt.general(an.NVLINK_CRC_PER_S_LIMIT))),)))
     if quiet:
-        lines.append(Line(p.t("node.counters.quiet", count=quiet)))
+        lines.append(Line(t("node.counters.quiet", count=quiet)))
     unread = {(u.name, u.reason) for u in na.counters_unread}
     for name, reason in sorted(unread):
-        lines.append(Line(p.t("node.counters.unread", counter=p.word("node.counter.", name), reason=p.reason(reason))))
+        lines.append(Line(t("node.counters.unread", counter=word("node.counter.", name), reason=cause(reason))))
     xid = node.xid
     if xid is not None:
         if xid.source is None:
-            lines.append(Line(p.t("node.xid.unread", reason=p.escape("; ".join(xid.reasons) or fmt.DASH)), "warn"))
+            lines.append(Line(t("node.xid.unread", reason=esc("; ".join(xid.reasons) or fmt.DASH)), "warn"))
         elif not xid.events:
-            lines.append(Line(p.t("node.xid.none", source=p.escape(xid.source))))
+            lines.append(Line(t("node.xid.none", source=esc(xid.source))))
         else:
-            lines.append(Line(p.t("node.xid.some", count=len(xid.events), source=p.escape(xid.source)), "fail"))
+            lines.append(Line(t("node.xid.some", count=len(xid.events), source=esc(xid.source)), "fail"))
             for e in xid.events:
-                lines.append(Line(p.t("node.xid.event", xid=fmt.num(e.xid), bus=p.escape(e.pci_bus_id or "?"),
-                                      line=p.escape(fmt.first_line(e.line))), "fail"))
-    return Part(pid, p.t("node.part.counters"), tuple(lines), tuple(tables))
+                lines.append(Line(t("node.xid.event", xid=fmt.num(e.xid), bus=esc(e.pci_bus_id or "?"),
+                                      line=esc(fmt.first_line(e.line))), "fail"))
+    return Part(pid, t("node.part.counters"), tuple(lines), tuple(tables))
 
 
 # --------------------------------------------------------------------------- problems and the node
 
 
-def problem_text(pr: an.NodeProblem, p: _P) -> str:
+def problem_text(pr: an.NodeProblem) -> str:
     params = dict(pr.params)
     raw: dict[str, str] = {}
     if "reason" in params:
-        raw["reason"] = p.reason(params["reason"]) if params.get("detail") is None else p.t(
-            "node.reason.crashed", detail=p.escape(fmt.first_line(str(params["detail"]))))
+        raw["reason"] = cause(params["reason"]) if params.get("detail") is None else t(
+            "node.reason.crashed", detail=esc(fmt.first_line(str(params["detail"]))))
     if "error" in params:
-        raw["error"] = p.reason(params["error"])
+        raw["error"] = cause(params["error"])
     if "test" in params:
-        raw["test"] = p.word("node.test.", params["test"])
+        raw["test"] = word("node.test.", params["test"])
     if "method" in params:
-        raw["method"] = p.word("node.method.", params["method"])
+        raw["method"] = word("node.method.", params["method"])
     if "status" in params:
-        raw["status"] = p.word("node.coll.status.", params["status"])
+        raw["status"] = word("node.coll.status.", params["status"])
     if "metric" in params:
-        raw["metric"] = p.word("node.metric.", params["metric"])
+        raw["metric"] = word("node.metric.", params["metric"])
     if "size_bytes" in params:
         raw["size"] = fmt.size_bytes(int(params["size_bytes"]))
     if "shortfall" in params:
         raw["shortfall"] = fmt.ratio_pct(params["shortfall"])
     if "kind" in params:
-        raw["what"] = p.t(f"node.copy.name.{params['kind']}", src=fmt.num(params.get("src")),
+        raw["what"] = t(f"node.copy.name.{params['kind']}", src=fmt.num(params.get("src")),
                           dst=fmt.num(params.get("dst")), method=raw.get("method", ""))
-    return p.key(f"node.problem.{pr.key}", params, raw)
+    return phrase(f"node.problem.{pr.key}", params, raw)
 
 
-def verdict_lines(na: an.NodeAnalysis, p: _P) -> tuple[Line, ...]:
+def verdict_lines(na: an.NodeAnalysis) -> tuple[Line, ...]:
     if not na.problems:
-        return (Line(p.t("node.verdict.pass"), "pass"),)
-    return (Line(p.t("node.verdict.fail", count=len(na.problems))),
-            *(Line(problem_text(x, p), "fail") for x in na.problems))
+        return (Line(t("node.verdict.pass"), "pass"),)
+    return (Line(t("node.verdict.fail", count=len(na.problems))),
+            *(Line(problem_text(x), "fail") for x in na.problems))
 
 
-def node_parts(na: an.NodeAnalysis, p: _P, prefix: str, section: str) -> tuple[Part, ...]:
+def node_parts(na: an.NodeAnalysis, prefix: str, section: str) -> tuple[Part, ...]:
     """The parts of one node's section; ``prefix`` makes their ids unique in a page, ``section`` keys their charts."""
-    parts = [gpus_part(na, p, f"{prefix}gpus"), topology_part(na, p, f"{prefix}topology"),
-             copies_part(na, p, f"{prefix}copies")]
+    parts = [gpus_part(na, f"{prefix}gpus"), topology_part(na, f"{prefix}topology"),
+             copies_part(na, f"{prefix}copies")]
     node = na.node
     if node is not None:
         for i, sa in enumerate(na.sweeps):
-            parts.append(sweep_part(sa, p, f"{section}{i}", f"{prefix}collectives{i}"))
+            parts.append(sweep_part(sa, f"{section}{i}", f"{prefix}collectives{i}"))
         skipped = [s for s in node.skipped if s.reason in an.NOT_APPLICABLE]
         if skipped:
-            parts.append(Part(f"{prefix}not-run", p.t("node.part.not_run"), tuple(
-                Line(p.t("node.not_run", test=p.word("node.test.", s.test), reason=p.reason(s.reason)))
+            parts.append(Part(f"{prefix}not-run", t("node.part.not_run"), tuple(
+                Line(t("node.not_run", test=word("node.test.", s.test), reason=cause(s.reason)))
                 for s in skipped)))
-    parts.append(counters_part(na, p, f"{prefix}counters"))
+    parts.append(counters_part(na, f"{prefix}counters"))
     return tuple(x for x in parts if x is not None)
 
 
@@ -707,46 +659,41 @@ def sweep_sections(analysis: Analysis) -> list[tuple[str, an.SweepAnalysis]]:
     return out
 
 
-def node_section(na: an.NodeAnalysis, lang: str, escape: Escape) -> Section:
+def node_section(na: an.NodeAnalysis) -> Section:
     """The node tests of ``envcheck run --gpus`` as one section (its parts: GPUs, topology, ...)."""
-    p = _P(lang, escape)
     node = na.node
     took = []
     if node is not None and node.duration_s is not None:
-        took.append(Line(p.t("node.took", gpus=", ".join(map(str, node.gpus)), seconds=fmt.seconds(node.duration_s))))
+        took.append(Line(t("node.took", gpus=", ".join(map(str, node.gpus)), seconds=fmt.seconds(node.duration_s))))
     if node is not None and node.settings.get("interrupted"):
-        took.append(Line(p.t("node.interrupted"), "fail"))
-    return Section("node", p.t("node.section"), (*verdict_lines(na, p), *took), node_parts(na, p, "node-", "node"),
+        took.append(Line(t("node.interrupted"), "fail"))
+    return Section("node", t("node.section"), (*verdict_lines(na), *took), node_parts(na, "node-", "node"),
                    na.status)
 
 
-def node_tiles(na: an.NodeAnalysis, lang: str, escape: Escape) -> tuple[Tile, ...]:
+def node_tiles(na: an.NodeAnalysis) -> tuple[Tile, ...]:
     """The cards of a node run: the node's verdict, its GPUs, its fastest peer link and collective."""
-    p = _P(lang, escape)
-    tiles = [Tile(p.t("node.card.node"), p.t(f"node.status.{na.status}"),
-                  (p.t("node.card.problems", count=len(na.problems)),) if na.problems else (),
+    tiles = [Tile(t("node.card.node"), t(f"node.status.{na.status}"),
+                  (t("node.card.problems", count=len(na.problems)),) if na.problems else (),
                   "fail" if na.problems else "pass")]
     names = list(dict.fromkeys(g.name for g in na.gpus))
     if na.gpus:
         outl = {g.index for g in na.gpus if g.outliers}
-        tiles.append(Tile(p.t("node.card.gpus"), f"{len(na.gpus)} × {escape(names[0])}" if len(names) == 1
+        tiles.append(Tile(t("node.card.gpus"), f"{len(na.gpus)} × {esc(names[0])}" if len(names) == 1
                           else str(len(na.gpus)),
-                          (p.t("node.card.outliers", count=len(outl)),) if outl else (p.t("node.card.no_outliers"),),
+                          (t("node.card.outliers", count=len(outl)),) if outl else (t("node.card.no_outliers"),),
                           "fail" if outl else None))
-    d2d = [r for r in na.copies if r.kind == "d2d" and r.directions == 1 and r.gbps is not None]
-    if d2d:
-        worst = min(d2d, key=lambda r: r.gbps or 0.0)
-        tiles.append(Tile(p.t("node.card.peer"), f"{fmt.num(worst.gbps)} GB/s",
-                          (p.t("node.card.peer_line", pct=fmt.pct(worst.pct_expected), src=fmt.num(worst.src),
-                               dst=fmt.num(worst.dst), method=p.word("node.method.", worst.method)),)))
+    worst = na.slowest_copy
+    if worst is not None:
+        tiles.append(Tile(t("node.card.peer"), f"{fmt.num(worst.gbps)} GB/s",
+                          (t("node.card.peer_line", pct=fmt.pct(worst.pct_expected), src=fmt.num(worst.src),
+                             dst=fmt.num(worst.dst), method=word("node.method.", worst.method)),)))
     for sa in na.sweeps:
-        ok = [(r, pct) for r, pct in zip(sa.rows, sa.pct_links, strict=True)
-              if r.op == "all_reduce" and r.busbw_gbps is not None and r.status == "ok"]
-        if ok:
-            r, pct = max(ok, key=lambda x: x[0].size_bytes)
-            line = p.t("node.card.busbw_line", size=fmt.size_bytes(r.size_bytes), pct=fmt.pct(pct),
-                       algo=p.escape(r.algo_label or fmt.DASH))
-            tiles.append(Tile(p.t("node.card.busbw"), f"{fmt.num(r.busbw_gbps)} GB/s", (line,)))
+        if (top := sa.largest("all_reduce")) is not None:
+            r, pct = top
+            line = t("node.card.busbw_line", size=fmt.size_bytes(r.size_bytes), pct=fmt.pct(pct),
+                     algo=esc(r.algo_label or fmt.DASH))
+            tiles.append(Tile(t("node.card.busbw"), f"{fmt.num(r.busbw_gbps)} GB/s", (line,)))
             break
     return tuple(tiles)
 

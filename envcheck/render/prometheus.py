@@ -1,37 +1,4 @@
-"""A report as a Prometheus textfile for node_exporter's textfile collector.
-
-Generated with ``prometheus_client`` (its exposition format and escaping, ``generate_latest``); the file
-is written by envcheck's own atomic writer (``files.replace_file``), not ``write_to_textfile``: that one
-neither fsyncs its temporary nor removes the ``F.<pid>.<thread>`` a killed export leaves.
-Every metric is a gauge of the last run; names and labels are stable (dashboards and alerts depend on
-them) and listed here:
-
-| metric | labels | value |
-|---|---|---|
-| ``envcheck_info`` | ``version``, ``kind``, ``host``, ``gpu_name``, ``driver`` | 1 |
-| ``envcheck_report_timestamp_seconds`` | | when the report was made (Unix time) |
-| ``envcheck_verdict_ok`` | ``kind`` | 1 when the report passes (analysis/verdict.py), else 0 |
-| ``envcheck_verdict_reasons`` | ``reason`` | how many reasons of each kind keep it from passing |
-| ``envcheck_check_status`` | ``check``, ``status`` | 1 for the check's status (one series per check) |
-| ``envcheck_checks`` | ``status`` | checks with each status |
-| ``envcheck_case_ok`` | ``gpu``, ``op``, ``impl``, ``dtype``, ``precision``, ``shape`` | 1 pass, 0 not |
-| ``envcheck_case_gpu_time_seconds`` | same | median GPU time of one call |
-| ``envcheck_case_bandwidth_bytes_per_second`` | same | achieved memory bandwidth |
-| ``envcheck_case_flops`` | same | achieved FLOP/s (compute-bound ops) |
-| ``envcheck_case_ceiling_ratio`` | same, ``ceiling`` (``theoretical``, ``measured``) | share of the ceiling |
-| ``envcheck_node_ok`` | | 1 when the node tests found no problem |
-| ``envcheck_collective_busbw_bytes_per_second`` | ``op``, ``size_bytes``, ``scope`` | nccl-tests' bus bandwidth |
-| ``envcheck_peer_copy_bytes_per_second`` | ``kind``, ``method``, ``src``, ``dst`` | copy bandwidth |
-| ``envcheck_fleet_node_ok`` | ``host`` | 1 when the fleet's verdict on the node is pass |
-| ``envcheck_burn_gpu_ok`` | ``gpu`` | 1 when the GPU held through the burn-in |
-| ``envcheck_burn_gemm_flops`` | ``gpu`` | median sustained FLOP/s of the burn's GEMM phase |
-| ``envcheck_burn_bandwidth_bytes_per_second`` | ``gpu`` | median of the streaming phase |
-| ``envcheck_burn_power_ratio`` | ``gpu`` | highest power over the enforced limit |
-
-Units are base units (seconds, bytes per second, FLOP/s), as Prometheus' naming guide asks. Label
-values are the report's own strings (prometheus_client escapes them); ``--anonymize`` reports carry
-pseudonyms there too.
-"""
+"""A report as a Prometheus textfile for node_exporter: its metrics, stable names and labels, in docs/outputs.md."""
 
 from __future__ import annotations
 

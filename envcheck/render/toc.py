@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import re
 
-from envcheck.render.i18n import translate
+from envcheck.render.i18n import t
 
 MIN_SECTIONS = 3
 # A top-level section: <section id=...><h2>, or a heading that carries its own id (<h2 id=...>, <h3 id=...>).
@@ -30,13 +30,13 @@ def _outline(found: list[tuple[int, str, str]]) -> list[tuple[int, str, str]]:
     return top if len(top) >= MIN_SECTIONS else found
 
 
-def html_toc(page: str, lang: str) -> str:
+def html_toc(page: str) -> str:
     """``page`` with a ``<nav class="toc">`` before its first section."""
     found = [(2, m[0], m[2]) if m[0] else (int(m[3]), m[4], m[5]) for m in _HTML_HEADING.findall(page)]
     entries = _outline(found)
     if len(entries) < MIN_SECTIONS:
         return page
-    title = html.escape(translate(lang, "toc.title"))
+    title = html.escape(t("toc.title"))
     items = "".join(f'<li class="toc-{level}"><a href="#{sid}">{_TAG.sub("", _BADGE.sub("", text)).strip()}</a></li>'
                     for level, sid, text in entries)
     nav = f'<nav class="toc" aria-label="{title}"><div class="label">{title}</div><ol>{items}</ol></nav>\n'
@@ -58,7 +58,7 @@ def slug(heading: str, seen: dict[str, int]) -> str:
     return base if n == 0 else f"{base}-{n}"
 
 
-def markdown_toc(doc: str, lang: str) -> str:
+def markdown_toc(doc: str) -> str:
     """``doc`` with a linked list of its sections before the first of them."""
     # Headings inside fenced code are not headings.
     fences = [m.span() for m in re.finditer(r"^```.*?^```", doc, re.MULTILINE | re.DOTALL)]
@@ -68,7 +68,7 @@ def markdown_toc(doc: str, lang: str) -> str:
     entries = _outline([(len(m.group(1)), str(m.start()), m.group(2)) for m in found])
     if len(entries) < MIN_SECTIONS:
         return doc
-    lines = [f"**{translate(lang, 'toc.title')}**", ""]
+    lines = [f"**{t('toc.title')}**", ""]
     lines += [f"{'  ' * (level - 2)}- [{text}](#{anchors[int(at)]})" for level, at, text in entries]
     at = found[0].start()
     return doc[:at] + "\n".join(lines) + "\n\n" + doc[at:]

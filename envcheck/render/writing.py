@@ -1,9 +1,8 @@
-"""Writing a report's documents: ``<stem>.md`` with ``<stem>_charts/``, and ``<stem>.html``, as one set.
+"""Writing a report's documents (``<stem>.md`` with ``<stem>_charts/``, ``<stem>.html``, JUnit, Prometheus) as one set.
 
-``write_documents`` (``envcheck render``) renders everything in memory first, then writes the set
-all or none (``files.write_set``): a refusal, a full disk or Ctrl-C leave the folder as it was,
-so the retry it suggests works. ``render_after_run`` is what ``envcheck run`` calls once the JSON
-is saved: it never raises, and its ``DocumentsOutcome`` says what exists and what to run next.
+Everything is rendered in memory, then written all or none (``files.write_set``): a refusal, a full disk or
+Ctrl-C leave the folder as it was, so the retry it suggests works. ``render_after_run`` (after a run saved its
+JSON) never raises; its ``DocumentsOutcome`` says what exists and what to run next.
 """
 
 from __future__ import annotations
@@ -13,77 +12,68 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from envcheck.analysis import Analysis, analyse
+from envcheck.analysis import Analysis
 from envcheck.errors import UsageError
 from envcheck.files import Content, FileSet, SetExistsError, report_stem, write_set
 from envcheck.model import Report
 from envcheck.render import FORMATS, IMAGE_FORMATS, MACHINE_FORMATS
 from envcheck.render.documents import render_html, render_markdown, report_charts
-from envcheck.render.i18n import DEFAULT_LANG, LANGS, document_stem
+from envcheck.render.i18n import DEFAULT_LANG, current, document_stem, t
 
 
-def validate(formats: Sequence[str], lang: str) -> list[str]:
+def validate(formats: Sequence[str]) -> list[str]:
     known = (*FORMATS, *MACHINE_FORMATS, *IMAGE_FORMATS)
     unknown = [f for f in formats if f not in known]
     if unknown:
         raise UsageError(f"unknown format {unknown[0]!r}: choose from {', '.join(known)}")
     if not formats:
         raise UsageError(f"no format given: choose from {', '.join(known)}")
-    if lang not in LANGS:
-        raise UsageError(f"unknown language {lang!r}: choose from {', '.join(LANGS)}")
     return list(dict.fromkeys(formats))
 
 
-def document_set(report: Report, json_path: Path, formats: Sequence[str], lang: str = DEFAULT_LANG,
-                 out_dir: Path | None = None, analysis: Analysis | None = None) -> FileSet:
-    """Every file of the render, in memory: the Markdown, its charts folder, the HTML, the JUnit XML
-    (``<stem>.junit.xml``), the Prometheus textfile (``<stem>.prom``) and each chart as PNG asked for
-    (``analysis``: the report's, when the caller already has it).
-
-    PNGs go into the charts folder with the SVGs: the folder is replaced whole, so it always holds
-    what the Markdown links to."""
-    fmts = validate(formats, lang)
+def document_set(report: Report, analysis: Analysis, json_path: Path, formats: Sequence[str],
+                 out_dir: Path | None = None) -> FileSet:
+    """Every file of the render, in memory: the Markdown, its charts folder (with each chart as PNG where
+    asked: the folder is replaced whole), the HTML, the JUnit XML and the Prometheus textfile."""
+    fmts = validate(formats)
     folder = Path(out_dir) if out_dir is not None else Path(json_path).parent
-    stem = document_stem(report_stem(json_path), lang)
-    analysis = analysis or analyse(report)
+    stem = document_stem(report_stem(json_path))
     out = FileSet()
     if "junit" in fmts:
         from envcheck.render.junit import junit_xml
 
-        out.files[folder / f"{stem}.junit.xml"] = junit_xml(analysis, lang)
+        out.files[folder / f"{stem}.junit.xml"] = junit_xml(analysis)
     if "prometheus" in fmts:
         from envcheck.render.prometheus import prometheus_text
 
         out.files[folder / f"{report_stem(json_path)}.prom"] = prometheus_text(analysis)
     if not {"md", "html", "png"} & set(fmts):
         return out
-    charts = report_charts(analysis, lang)
+    charts = report_charts(analysis)
     from envcheck.render.charts import draw_all
 
     draw_all(charts)
     if "md" in fmts:
-        out.files[folder / f"{stem}.md"] = render_markdown(report, lang, f"{stem}_charts", analysis, charts)
+        out.files[folder / f"{stem}.md"] = render_markdown(report, analysis, f"{stem}_charts", charts)
     if charts and ("md" in fmts or "png" in fmts):
         files: dict[str, Content] = {f"{c.name}.svg": c.svg for c in charts}
         if "png" in fmts:
             files |= {f"{c.name}.png": c.png() for c in charts}
         out.folders[folder / f"{stem}_charts"] = files
     if "html" in fmts:
-        out.files[folder / f"{stem}.html"] = render_html(report, lang, analysis, charts)
+        out.files[folder / f"{stem}.html"] = render_html(report, analysis, charts)
     return out
 
 
-def write_documents(report: Report, json_path: Path, formats: Sequence[str], lang: str = DEFAULT_LANG,
-                    out_dir: Path | None = None, force: bool = False, analysis: Analysis | None = None) -> list[Path]:
-    """Render and write the documents of ``report``; the paths written (each chart file included).
-
-    UsageError (nothing written) when a target exists and ``force`` is not given, or when the
-    folder cannot be written; OSError from the disk leaves the folder as it was.
-    """
+def write_documents(report: Report, analysis: Analysis, json_path: Path, formats: Sequence[str],
+                    out_dir: Path | None = None, force: bool = False) -> list[Path]:
+    """Render and write the documents of ``report``; the paths written (each chart file included). UsageError
+    (nothing written) when a target exists without ``force`` or the folder cannot be written; OSError from the
+    disk leaves the folder as it was."""
     folder = Path(out_dir) if out_dir is not None else Path(json_path).parent
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"{folder} is not a folder")
-    files = document_set(report, json_path, formats, lang, out_dir, analysis)
+    files = document_set(report, analysis, json_path, formats, out_dir)
     source = Path(json_path).resolve()
     if any(p.resolve() == source for p in (*files.files, *files.folders)):
         raise UsageError(f"{json_path} would be replaced by its own rendering: rename the report to end in .json, "
@@ -97,13 +87,13 @@ def write_documents(report: Report, json_path: Path, formats: Sequence[str], lan
         raise UsageError(str(e)) from None
 
 
-def render_command(json_path: Path, formats: Sequence[str], lang: str) -> str:
+def render_command(json_path: Path, formats: Sequence[str]) -> str:
     """The ``envcheck render`` command that writes these documents again."""
     args = ["envcheck", "render", str(json_path)]
     if sorted(formats) != sorted(FORMATS):
         args += ["--format", ",".join(formats)]
-    if lang != DEFAULT_LANG:
-        args += ["--lang", lang]
+    if current() != DEFAULT_LANG:
+        args += ["--lang", current()]
     return shlex.join(args)
 
 
@@ -122,16 +112,12 @@ class DocumentsOutcome:
         return self.error is None and not self.interrupted
 
 
-def render_after_run(report: Report, json_path: Path, formats: Sequence[str], lang: str = DEFAULT_LANG,
-                     analysis: Analysis | None = None) -> DocumentsOutcome:
-    """Write the documents of a report whose JSON is saved; never raises, Ctrl-C included.
-
-    The set is written all or none, so after a failure none of its files exists and ``retry``
-    works as given. A bug in a renderer must not lose a run either: any exception is reported.
-    """
-    retry = render_command(json_path, formats, lang)
+def render_after_run(report: Report, analysis: Analysis, json_path: Path, formats: Sequence[str]) -> DocumentsOutcome:
+    """Write the documents of a report whose JSON is saved; never raises, Ctrl-C included: the set is written
+    all or none, so after a failure ``retry`` works as given, and a renderer's bug cannot lose the run."""
+    retry = render_command(json_path, formats)
     try:
-        return DocumentsOutcome(tuple(write_documents(report, json_path, formats, lang, analysis=analysis)))
+        return DocumentsOutcome(tuple(write_documents(report, analysis, json_path, formats)))
     except KeyboardInterrupt:
         return DocumentsOutcome((), interrupted=True, retry=retry)
     except UsageError as e:
@@ -140,16 +126,15 @@ def render_after_run(report: Report, json_path: Path, formats: Sequence[str], la
         return DocumentsOutcome((), error=f"{type(e).__name__}: {e}", retry=retry)
 
 
-def outcome_message(outcome: DocumentsOutcome, json_path: Path, lang: str = DEFAULT_LANG) -> str | None:
-    """What to tell the user after ``render_after_run`` when the documents were not written (None when they
-    were): the JSON is complete and saved, none of the documents exists, and the command that writes them."""
+def outcome_message(outcome: DocumentsOutcome, json_path: Path) -> str | None:
+    """What to say when the documents were not written (None when they were): the JSON is saved, none of the
+    documents exists, and the command that writes them."""
     from envcheck.render.escape import visible
-    from envcheck.render.i18n import translate
 
     if outcome.ok:
         return None
     key = "run.documents.interrupted" if outcome.interrupted else "run.documents.failed"
-    return visible(translate(lang, key, json=str(json_path), error=outcome.error or "", command=outcome.retry or ""))
+    return visible(t(key, json=str(json_path), error=outcome.error or "", command=outcome.retry or ""))
 
 
 def written_lines(paths: Sequence[Path]) -> list[str]:

@@ -85,6 +85,7 @@ def render_report(path: Path, out: Path) -> str:
     from envcheck.analysis import analyse
     from envcheck.model import load
     from envcheck.render.health import drain_reason, health_line
+    from envcheck.render.i18n import language
     from envcheck.render.prometheus import prometheus_text
     from envcheck.render.writing import document_set
 
@@ -93,51 +94,52 @@ def render_report(path: Path, out: Path) -> str:
     folder = out / "reports" / path.name.removesuffix(".gz").removesuffix(".json")
     _write(folder, "report.prom", prometheus_text(analysis))
     for lang in LANGS:
-        files = document_set(report, path, ["md", "html", "junit"], lang, out_dir=folder, analysis=analysis)
-        for p, text in files.files.items():
-            _write(folder, f"{lang}{''.join(p.suffixes[-2:]) if p.name.endswith('.junit.xml') else p.suffix}", text)
-        for charts in files.folders.values():
-            for name, body in sorted(charts.items()):
-                _write(folder, f"{lang}_charts/{name}", body if isinstance(body, (str, bytes)) else bytes(body))
-        line, status = health_line(analysis, lang)
-        _write(folder, f"{lang}.health", f"{status} {line}\n{drain_reason(analysis, lang)}\n")
-        for w, text in _terminal(lambda c, lang=lang: _print_report(c, report, analysis, lang)).items():
-            _write(folder, f"{lang}.{w}.txt", text)
+        with language(lang):
+            files = document_set(report, analysis, path, ["md", "html", "junit"], out_dir=folder)
+            for p, text in files.files.items():
+                _write(folder, f"{lang}{''.join(p.suffixes[-2:]) if p.name.endswith('.junit.xml') else p.suffix}", text)
+            for charts in files.folders.values():
+                for name, body in sorted(charts.items()):
+                    _write(folder, f"{lang}_charts/{name}", body if isinstance(body, (str, bytes)) else bytes(body))
+            line, status = health_line(analysis)
+            _write(folder, f"{lang}.health", f"{status} {line}\n{drain_reason(analysis)}\n")
+            for w, text in _terminal(lambda c: _print_report(c, report, analysis)).items():
+                _write(folder, f"{lang}.{w}.txt", text)
     return str(path.name)
 
 
-def _print_report(console, report, analysis, lang: str) -> None:
+def _print_report(console, report, analysis) -> None:
     """What the command that wrote the report prints about it (run, bench and node runs, fleet, burn, check)."""
     if report.kind == "fleet":
         from envcheck.render.terminal.crosscheck import print_crosscheck
         from envcheck.render.terminal.node import print_fleet
 
-        print_fleet(console, report, analysis, (), lang)
+        print_fleet(console, report, analysis, ())
         for host, cross in analysis.fleet_crosschecks:
-            print_crosscheck(console, cross, lang, host)
+            print_crosscheck(console, cross, host)
     elif report.kind == "burn":
         from envcheck.render.terminal.burn import print_burn
 
-        print_burn(console, analysis.burn, (), lang)
+        print_burn(console, analysis.burn)
     elif report.kind in ("check", "probe"):
         from envcheck.render.terminal.checks import print_checks
         from envcheck.render.terminal.environment import print_environment
 
-        print_environment(console, report.environment, lang, replayed=report.replayed_from is not None)
+        print_environment(console, report.environment, replayed=report.replayed_from is not None)
         if report.kind == "check":
-            print_checks(console, report.checks, report.environment.probe_s, lang)
+            print_checks(console, report.checks, report.environment.probe_s)
     else:
         from envcheck.render.terminal.run import print_run
 
-        print_run(console, report, analysis, (), lang)
+        print_run(console, report, analysis)
         if analysis.crosscheck is not None:
             from envcheck.render.terminal.crosscheck import print_crosscheck
 
-            print_crosscheck(console, analysis.crosscheck, lang)
+            print_crosscheck(console, analysis.crosscheck)
         if analysis.burn is not None:
             from envcheck.render.terminal.burn import print_burn
 
-            print_burn(console, analysis.burn, (), lang)
+            print_burn(console, analysis.burn)
 
 
 def render_comparison(name: str, kind: str, inputs: list[Path], out: Path) -> str:
@@ -147,6 +149,7 @@ def render_comparison(name: str, kind: str, inputs: list[Path], out: Path) -> st
     from envcheck.compare.fleet_nodes import diff_nodes
     from envcheck.compare.history import histories
     from envcheck.render.documents import render_diff, render_histories
+    from envcheck.render.i18n import language
     from envcheck.render.terminal.compare import print_diff, print_history
 
     folder = out / kind / name
@@ -157,23 +160,20 @@ def render_comparison(name: str, kind: str, inputs: list[Path], out: Path) -> st
         d = (diff_nodes(per_file, [w for _, w in files]) if fleets and len(per_file) > 1
              else diff_analysed([(n.label, a) for nodes in per_file for n, a in nodes]))
         for lang in LANGS:
-            for fmt in ("md", "html"):
-                _write(folder, f"{lang}.{fmt}", render_diff(d, fmt, lang))
-            for w, text in _terminal(lambda c, lang=lang: print_diff(c, d, lang)).items():
-                _write(folder, f"{lang}.{w}.txt", text)
+            with language(lang):
+                for fmt in ("md", "html"):
+                    _write(folder, f"{lang}.{fmt}", render_diff(d, fmt))
+                for w, text in _terminal(lambda c: print_diff(c, d)).items():
+                    _write(folder, f"{lang}.{w}.txt", text)
     else:
         reports, left_out = collect([str(p) for p in inputs])
         hs = histories(reports, left_out).machines
         for lang in LANGS:
-            for fmt in ("md", "html"):
-                _write(folder, f"{lang}.{fmt}", render_histories(hs, fmt, lang))
-
-            def draw(c, lang=lang):
-                for h in hs:
-                    print_history(c, h, lang)
-
-            for w, text in _terminal(draw).items():
-                _write(folder, f"{lang}.{w}.txt", text)
+            with language(lang):
+                for fmt in ("md", "html"):
+                    _write(folder, f"{lang}.{fmt}", render_histories(hs, fmt))
+                for w, text in _terminal(lambda c: [print_history(c, h) for h in hs]).items():
+                    _write(folder, f"{lang}.{w}.txt", text)
     return f"{kind} {name}"
 
 

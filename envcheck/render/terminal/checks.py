@@ -15,22 +15,19 @@ from rich.table import Table
 from envcheck.model import Check
 from envcheck.render.checktext import all_localized
 from envcheck.render.escape import term
-from envcheck.render.i18n import check_counts, translate
+from envcheck.render.i18n import check_counts, t
 from envcheck.render.terminal.console import bullets, heading, table, wide
 
 STYLE = {"fail": "bold red", "warn": "yellow", "pass": "green", "skip": "dim"}
 DETAIL_LINES = 15
 
 
-def status_text(status: str, lang: str = "en") -> str:
-    return f"[{STYLE.get(status, '')}]{translate(lang, f'status.{status}').upper()}[/]"
+def status_text(status: str) -> str:
+    return f"[{STYLE.get(status, '')}]{t(f'status.{status}').upper()}[/]"
 
 
-def checks_table(console: Console, checks: Sequence[Check], lang: str = "en") -> Table:
+def checks_table(console: Console, checks: Sequence[Check]) -> Table:
     """Every check but the skipped ones: status, check, finding with the fix under it."""
-    def t(key: str, **kw: object) -> str:
-        return translate(lang, key, **kw)
-
     if wide(console):
         tab = table(console)
         tab.add_column(t("col.status"), no_wrap=True)
@@ -42,7 +39,7 @@ def checks_table(console: Console, checks: Sequence[Check], lang: str = "en") ->
             cell = term(c.finding)
             if c.fix and c.status != "pass":
                 cell += f"\n[bold]{term(t('term.fix', fix=c.fix))}[/]"
-            tab.add_row(status_text(c.status, lang), term(c.title), cell)
+            tab.add_row(status_text(c.status), term(c.title), cell)
         return tab
     # A list: the status in its own column, the rest one paragraph that wraps under itself.
     grid = Table.grid(padding=(0, 1))
@@ -54,20 +51,20 @@ def checks_table(console: Console, checks: Sequence[Check], lang: str = "en") ->
         text = f"[bold]{term(c.title)}[/]: {term(c.finding)}"
         if c.fix and c.status != "pass":
             text += f"\n[cyan]{term(t('term.fix', fix=c.fix))}[/]"
-        grid.add_row(status_text(c.status, lang), text)
+        grid.add_row(status_text(c.status), text)
     return grid
 
 
-def skipped_lines(console: Console, checks: Sequence[Check], lang: str = "en") -> None:
+def skipped_lines(console: Console, checks: Sequence[Check]) -> None:
     skipped = [c for c in checks if c.status == "skip"]
     if not skipped:
         return
-    console.print(f"[bold]{translate(lang, 'term.checks_skipped', count=len(skipped))}[/]")
+    console.print(f"[bold]{t('term.checks_skipped', count=len(skipped))}[/]")
     # Each line wraps under itself, indented: a long reason never runs back to column 0.
     bullets(console, [("", f"[dim]{term(c.title)}: {term(c.finding)}[/]") for c in skipped])
 
 
-def details_lines(console: Console, checks: Sequence[Check], lang: str = "en") -> None:
+def details_lines(console: Console, checks: Sequence[Check]) -> None:
     """The captured output of failed checks, last lines only: enough to search the error for."""
     for c in checks:
         if c.status not in ("fail", "warn") or not c.details:
@@ -75,25 +72,25 @@ def details_lines(console: Console, checks: Sequence[Check], lang: str = "en") -
         lines = c.details.strip().splitlines()
         shown = lines[-DETAIL_LINES:]
         key = "term.details_cut" if len(lines) > DETAIL_LINES else "term.details"
-        console.print(f"[bold]{translate(lang, key, check=term(c.id), shown=len(shown), total=len(lines))}[/]")
+        console.print(f"[bold]{t(key, check=term(c.id), shown=len(shown), total=len(lines))}[/]")
         bullets(console, [("", f"[dim]{term(ln)}[/]") for ln in shown])
 
 
-def verdict_line(checks: Sequence[Check], probe_s: float | None = None, lang: str = "en") -> str:
+def verdict_line(checks: Sequence[Check], probe_s: float | None = None) -> str:
     """``FAIL: 1 failed, 2 warned, 14 passed, 5 skipped in 5.2 s``: the worst status first."""
     worst = next((s for s in ("fail", "warn") if any(c.status == s for c in checks)), "pass")
-    counts = check_counts(lang, checks)
-    took = translate(lang, "term.took", seconds=f"{probe_s:.1f}") if probe_s is not None else ""
-    head = translate(lang, f"term.verdict.{worst}")
+    counts = check_counts(checks)
+    took = t("term.took", seconds=f"{probe_s:.1f}") if probe_s is not None else ""
+    head = t(f"term.verdict.{worst}")
     return f"[{STYLE[worst]} bold]{head}[/]: {counts}{took}"
 
 
-def print_checks(console: Console, checks: Sequence[Check], probe_s: float | None = None, lang: str = "en") -> None:
-    checks = all_localized(checks, lang)
-    heading(console, translate(lang, "section.health"))
+def print_checks(console: Console, checks: Sequence[Check], probe_s: float | None = None) -> None:
+    checks = all_localized(checks)
+    heading(console, t("section.health"))
     if any(c.status != "skip" for c in checks):
-        console.print(checks_table(console, checks, lang))
-    skipped_lines(console, checks, lang)
-    details_lines(console, checks, lang)
+        console.print(checks_table(console, checks))
+    skipped_lines(console, checks)
+    details_lines(console, checks)
     console.print()
-    console.print(verdict_line(checks, probe_s, lang))
+    console.print(verdict_line(checks, probe_s))

@@ -1,32 +1,30 @@
-"""The terminal's cross-check section: the verdict and counts, the findings (rows outside their bar, tools that
-failed; the first ``MAX_FINDINGS``) and the notes; the report's documents hold every ratio table. Laid out from
-the same view as the documents (``render.crosscheck_view``, phrased with ``escape.term``)."""
+"""The terminal's cross-check section: the verdict and counts, the findings (the first ``MAX_FINDINGS``) and the
+notes; the report's documents hold every ratio table."""
 
 from __future__ import annotations
 
 from rich.console import Console
 
 from envcheck.analysis.crosscheck import CrosscheckAnalysis
-from envcheck.render.crosscheck_view import crosscheck_view
+from envcheck.render import crosscheck_view as cv
 from envcheck.render.escape import term
-from envcheck.render.i18n import translate
+from envcheck.render.i18n import escaping, t
 from envcheck.render.terminal.console import bullets, heading
 
 STYLE = {"fail": "bold red", "pass": "green", "skip": "dim"}
 MAX_FINDINGS = 20  # the terminal's share; the report lists every one
 
 
-def print_crosscheck(console: Console, a: CrosscheckAnalysis, lang: str = "en", host: str | None = None) -> None:
+def print_crosscheck(console: Console, a: CrosscheckAnalysis, host: str | None = None) -> None:
     """``host``: the fleet node the cross-checks are of (None: the run's own)."""
-    v = crosscheck_view(a, lang, term)
-    heading(console, translate(lang, "crosscheck.section") if host is None else
-            translate(lang, "crosscheck.section_node", host=term(host)))
-    console.print(f"[{STYLE[v.verdict]}]{v.verdict_text}[/]" + (f" {v.summary}" if v.summary else ""))
-    mark = "✗" if console.is_terminal else "-"
-    shown = list(v.findings[:MAX_FINDINGS])
-    if len(v.findings) > MAX_FINDINGS:
-        shown.append(translate(lang, "crosscheck.more", count=len(v.findings) - MAX_FINDINGS))
-    if shown:
-        bullets(console, [(mark, f) for f in shown])
-    for note in v.notes:
-        console.print(f"[dim]{note}[/]")
+    with escaping(term):
+        heading(console, t("crosscheck.section") if host is None else t("crosscheck.section_node", host=term(host)))
+        summary = cv.summary(a)
+        console.print(f"[{STYLE[a.status]}]{t(f'crosscheck.verdict.{a.status}')}[/]" + (f" {summary}" if summary else ""))
+        shown = [cv.finding(f) for f in a.findings[:MAX_FINDINGS]]
+        if len(a.findings) > MAX_FINDINGS:
+            shown.append(t("crosscheck.more", count=len(a.findings) - MAX_FINDINGS))
+        if shown:
+            bullets(console, [("✗" if console.is_terminal else "-", f) for f in shown])
+        for note in cv.notes(a):
+            console.print(f"[dim]{note}[/]")

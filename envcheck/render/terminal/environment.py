@@ -6,8 +6,6 @@ reason, shortened, instead of a blank. Words are the catalogue's (``term.env.*``
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from rich.console import Console
 from rich.table import Table
 
@@ -15,14 +13,13 @@ from envcheck.analysis.ceilings import theoretical_bandwidth_gbps
 from envcheck.model import Environment, Gpu
 from envcheck.render import fmt
 from envcheck.render.escape import term
-from envcheck.render.i18n import translate
+from envcheck.render.i18n import t
 from envcheck.render.terminal.console import heading
 
 REASON_CHARS = 70
-T = Callable[..., str]
 
 
-def _reason(env: Environment, section: str, key: str, t: T) -> str:
+def _reason(env: Environment, section: str, key: str) -> str:
     why = env.fact(section, key).reason or t("unknown")
     return term(why if len(why) <= REASON_CHARS else why[: REASON_CHARS - 1] + "…")
 
@@ -35,9 +32,9 @@ def _v(x: object) -> str:
     return term(x)
 
 
-def system_line(env: Environment, t: T) -> str:
+def system_line(env: Environment) -> str:
     g = env.get
-    os_name = _v(g("system", "os_name")) if g("system", "os_name") else _reason(env, "system", "os_name", t)
+    os_name = _v(g("system", "os_name")) if g("system", "os_name") else _reason(env, "system", "os_name")
     where = ""
     if g("wsl", "is_wsl"):
         where = f"WSL{_v(g('wsl', 'wsl_version') or '')} ({_v(g('wsl', 'distro_name') or '?')})"
@@ -49,7 +46,7 @@ def system_line(env: Environment, t: T) -> str:
                  _v(g("system", "arch")) if g("system", "arch") else None, where or None)
 
 
-def cpu_line(env: Environment, t: T) -> str:
+def cpu_line(env: Environment) -> str:
     g = env.get
     cores = g("system", "cpu_cores_logical")
     ram = g("system", "ram_total_bytes")
@@ -58,7 +55,7 @@ def cpu_line(env: Environment, t: T) -> str:
                  t("term.env.ram", size=fmt.nbytes(ram)) if isinstance(ram, (int, float)) else None)
 
 
-def python_line(env: Environment, t: T) -> str:
+def python_line(env: Environment) -> str:
     g = env.get
     kind, path = g("system", "python_env"), g("system", "python_env_path")
     where = f"{_v(kind)} {_v(path)}" if kind and path and kind != "system" else (_v(kind) if kind else None)
@@ -66,31 +63,31 @@ def python_line(env: Environment, t: T) -> str:
                  _v(g("system", "python_executable")) if g("system", "python_executable") else None)
 
 
-def driver_line(env: Environment, t: T) -> str:
+def driver_line(env: Environment) -> str:
     err = env.get("driver", "nvml_error")
     if err:
         return t("term.env.nvml_error", error=_v(err))
     version = env.get("driver", "driver_version")
     if not version:
-        return _reason(env, "driver", "driver_version", t)
+        return _reason(env, "driver", "driver_version")
     cuda = env.get("driver", "cuda_driver_version")
     return _join(_v(version), t("term.env.runs_cuda", version=_v(cuda)) if cuda else None)
 
 
-def cuda_line(env: Environment, t: T) -> str:
+def cuda_line(env: Environment) -> str:
     g = env.get
     nvcc = g("cuda", "nvcc_version")
     return _join(
-        f"nvcc {_v(nvcc)}" if nvcc else t("term.env.no_nvcc", reason=_reason(env, "cuda", "nvcc_path", t)),
+        f"nvcc {_v(nvcc)}" if nvcc else t("term.env.no_nvcc", reason=_reason(env, "cuda", "nvcc_path")),
         t("term.env.toolkit", path=_v(g("cuda", "toolkit_path"))) if g("cuda", "toolkit_path") else None,
         f"libcuda {_v(g('cuda', 'libcuda_path'))}" if g("cuda", "libcuda_path") else t("term.env.no_libcuda"),
     )
 
 
-def torch_line(env: Environment, t: T) -> str:
+def torch_line(env: Environment) -> str:
     g = env.get
     if not g("torch", "installed"):
-        return _reason(env, "torch", "version", t)
+        return _reason(env, "torch", "version")
     cuda = g("torch", "cuda_version")
     meta = _join(_v(g("torch", "version")), t("term.env.build", build=_v(g("torch", "build"))) if g("torch", "build")
                  else None, f"CUDA {_v(cuda)}" if cuda else None)
@@ -111,10 +108,10 @@ def torch_line(env: Environment, t: T) -> str:
     )
 
 
-def triton_line(env: Environment, t: T) -> str:
+def triton_line(env: Environment) -> str:
     g = env.get
     if not g("triton", "installed"):
-        return _reason(env, "triton", "version", t)
+        return _reason(env, "triton", "version")
     ptxas = g("triton", "ptxas_version")
     max_sm = g("triton", "ptxas_max_sm")
     meta = _join(_v(g("triton", "version")),
@@ -129,7 +126,7 @@ def triton_line(env: Environment, t: T) -> str:
                  t("term.env.compile", time=fmt.seconds(compile_s)) if isinstance(compile_s, (int, float)) else None)
 
 
-def gpu_line(gpu: Gpu, t: T) -> str:
+def gpu_line(gpu: Gpu) -> str:
     """``NVIDIA H200, 140 GiB, cc 9.0, 132 SMs, SM 1980/1980 MHz, 4814 GB/s, 36 °C, 126/700 W, P0``."""
     if gpu.lost:
         return f"[bold red]{t('term.env.lost', reason=_v(gpu.lost))}[/]"
@@ -157,38 +154,35 @@ def gpu_line(gpu: Gpu, t: T) -> str:
     )
 
 
-def environment_lines(env: Environment, lang: str = "en") -> list[tuple[str, str]]:
+def environment_lines(env: Environment) -> list[tuple[str, str]]:
     """(layer, facts) pairs, top of the stack down, then one per GPU; the facts are markup."""
-    def t(key: str, **kw: object) -> str:
-        return translate(lang, key, **kw)
-
     rows = [
-        (t("term.env.system"), system_line(env, t)),
-        ("CPU", cpu_line(env, t)),
-        ("Python", python_line(env, t)),
-        (t("term.env.driver"), driver_line(env, t)),
-        ("CUDA", cuda_line(env, t)),
-        ("PyTorch", torch_line(env, t)),
-        ("Triton", triton_line(env, t)),
+        (t("term.env.system"), system_line(env)),
+        ("CPU", cpu_line(env)),
+        ("Python", python_line(env)),
+        (t("term.env.driver"), driver_line(env)),
+        ("CUDA", cuda_line(env)),
+        ("PyTorch", torch_line(env)),
+        ("Triton", triton_line(env)),
     ]
     packages = env.get("platform", "python_packages")
     if isinstance(packages, list) and packages:
         rows.append((t("term.env.packages"), ", ".join(
             _v(fmt.fact_value("python_packages", p, t)) for p in packages if isinstance(p, dict))))
-    rows += [(f"GPU {gpu.index}", gpu_line(gpu, t)) for gpu in env.gpus]
+    rows += [(f"GPU {gpu.index}", gpu_line(gpu)) for gpu in env.gpus]
     if not env.gpus:
         rows.append((t("term.env.gpus"), t("term.env.no_gpus")))
     return rows
 
 
-def print_environment(console: Console, env: Environment, lang: str = "en", replayed: bool = False) -> None:
+def print_environment(console: Console, env: Environment, replayed: bool = False) -> None:
     """``replayed``: the facts come from a snapshot, so the time is the replay's, not a probe of this machine."""
     key = "term.env.replayed" if replayed else "term.env.probed"
-    took = translate(lang, key, seconds=f"{env.probe_s:.2f}") if env.probe_s is not None else ""
-    heading(console, translate(lang, "section.environment") + took)
+    took = t(key, seconds=f"{env.probe_s:.2f}") if env.probe_s is not None else ""
+    heading(console, t("section.environment") + took)
     grid = Table.grid(padding=(0, 2))
     grid.add_column(no_wrap=True, style="bold")
     grid.add_column(overflow="fold")  # a long line continues under its value, not under the label
-    for name, value in environment_lines(env, lang):
+    for name, value in environment_lines(env):
         grid.add_row(name, value)
     console.print(grid)

@@ -1,11 +1,8 @@
-"""The terminal of a node run and a fleet: the same sections as the documents (``render.node_view``),
-laid out by the console policy.
+"""The terminal of a node run and a fleet: the documents' sections (``render.node_view``) by the console policy.
 
-A section is a heading with its sentences as a list (each wraps under itself); a part is a bold
-title; a table keeps one line per row: below ``console.WIDE_FROM`` columns it drops the columns the
-view marks as detail and the cells' second lines (the share under a bandwidth stays in the copy
-matrices), and an item/value table becomes a list, so no cell wraps at 100 columns. Charts are the
-documents'.
+A section is a heading with its sentences as a list; a part a bold title; a table one line per row: below
+``console.WIDE_FROM`` columns it drops the columns marked as detail and the cells' second lines (except where
+``subs`` is ``always``), and an item/value table becomes a list, so no cell wraps at 100 columns.
 """
 
 from __future__ import annotations
@@ -18,8 +15,8 @@ from rich.console import Console
 from envcheck.analysis import Analysis
 from envcheck.model import Report
 from envcheck.render.escape import term
-from envcheck.render.fleet_view import fleet_view
-from envcheck.render.i18n import translate
+from envcheck.render.fleet_view import FleetView, fleet_view
+from envcheck.render.i18n import escaping, t
 from envcheck.render.node_view import Cell, Line, Part, Section, Table
 from envcheck.render.terminal.console import bullets, heading, print_fitted, table, wide
 from envcheck.render.writing import written_lines
@@ -73,11 +70,11 @@ def print_part(console: Console, part: Part) -> None:
         print_table(console, tbl)
 
 
-def print_section(console: Console, sec: Section, lang: str) -> None:
+def print_section(console: Console, sec: Section) -> None:
     title = sec.title
     if sec.status:
         status = {"pass": "pass", "fail": "fail"}.get(sec.status, "warn")
-        title += " " + _styled(translate(lang, f"node.status.{sec.status}").upper(), status)
+        title += " " + _styled(t(f"node.status.{sec.status}").upper(), status)
     heading(console, title)
     line_items(console, sec.lines)
     for part in sec.parts:
@@ -85,26 +82,29 @@ def print_section(console: Console, sec: Section, lang: str) -> None:
 
 
 def print_fleet(console: Console, report: Report, analysis: Analysis, written: Sequence[Path] = (),
-                lang: str = "en", full: bool = False) -> None:
-    """What ``envcheck fleet``'s rank 0 prints: the verdicts and their reasons, the ranks, the collectives
-    across nodes, and per node its verdict, its problems and its GPUs (``full``: every part of every
-    node, as the documents have them)."""
-    v = fleet_view(report, analysis, lang, term)
+                full: bool = False) -> None:
+    """What ``envcheck fleet``'s rank 0 prints: the verdicts and their reasons, the ranks, the collectives across
+    nodes, and per node its verdict, problems and GPUs (``full``: every part of every node, as the documents)."""
+    with escaping(term):
+        _print_fleet(console, fleet_view(report, analysis), written, full)
+
+
+def _print_fleet(console: Console, v: FleetView, written: Sequence[Path], full: bool) -> None:
     heading(console, v.title)
     console.print(f"[dim]{v.machine}[/]")
-    bullets(console, [(MARK.get(t.status or "", "-"), f"{t.label}: [bold]{t.value}[/]"
-                       + (f" [dim]({'; '.join(t.lines)})[/]" if t.lines else "")) for t in v.tiles])
+    bullets(console, [(MARK.get(x.status or "", "-"), f"{x.label}: [bold]{x.value}[/]"
+                       + (f" [dim]({'; '.join(x.lines)})[/]" if x.lines else "")) for x in v.tiles])
     nodes = [sec for sec in v.sections if sec.id.startswith("node-")]
     for sec in v.sections:
         if full or sec not in nodes:
-            print_section(console, sec, lang)
+            print_section(console, sec)
         else:
             print_section(console, Section(sec.id, sec.title, sec.lines,
-                                           tuple(p for p in sec.parts if p.id.endswith("gpus")), sec.status), lang)
+                                           tuple(p for p in sec.parts if p.id.endswith("gpus")), sec.status))
     if nodes and not full:
         console.print()
-        console.print(f"[dim]{translate(lang, 'fleet.node.details')}[/]")
+        console.print(f"[dim]{t('fleet.node.details')}[/]")
     if written:
-        heading(console, translate(lang, "term.report"))
+        heading(console, t("term.report"))
         for line in written_lines(written):
             console.print(f"  {term(line)}")
