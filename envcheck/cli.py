@@ -136,8 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler="envcheck.commands.check:main")
 
     p = sub.add_parser("snapshot", help="record what the probes read on this machine, to replay anywhere")
-    p.add_argument("--out", metavar="FILE", help="where to write it (default: envcheck-snapshot-<host>-<time>.json; "
-                                                 "never overwritten)")
+    p.add_argument("--out", metavar="FILE", help="write it to FILE (never overwritten) instead of "
+                                                 "envcheck-snapshot-<host>-<time>.json in the --out-dir folder")
+    p.add_argument("--out-dir", metavar="DIR", help="where the snapshot goes (default: ~/.local/share/envcheck/reports, "
+                                                    "or $ENVCHECK_REPORTS_DIR, as every report)")
     _add_anonymize(p)
     p.add_argument("--timeout", type=_positive_float, default=120.0, metavar="S",
                    help="limit for each isolated runtime probe in seconds (default: 120)")
