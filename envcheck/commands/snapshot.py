@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from pathlib import Path
 
 from envcheck.errors import EXIT_OK, UsageError
 
@@ -22,23 +21,6 @@ def default_name(hostname: str, when: str) -> str:
     """``envcheck-snapshot-<host>-<UTC time>.json``, safe as a file name."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "-", hostname).strip("-.") or "host"
     return f"envcheck-snapshot-{safe}-{when.replace(':', '').replace('-', '')}.json"
-
-
-MAX_ATTEMPTS = 1000
-
-
-def _write_free(folder: Path, name: str, text: str) -> Path:
-    """``name`` in ``folder``, or ``<stem>-2.json``, ``-3``, ... when taken (two snapshots in one second)."""
-    from envcheck import model
-
-    stem = name[:-len(".json")] if name.endswith(".json") else name
-    for i in range(1, MAX_ATTEMPTS + 1):
-        path = folder / (f"{stem}.json" if i == 1 else f"{stem}-{i}.json")
-        try:
-            return model.write_new(path, text)
-        except FileExistsError:
-            continue
-    raise UsageError(f"{folder}: {MAX_ATTEMPTS} snapshots named {stem}* already exist")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -60,8 +42,11 @@ def main(args: argparse.Namespace) -> int:
         snap = anonymize_snapshot(snap, for_this_machine(snap.hostname, key))
     text = snapshot.dumps(snap)
     try:
-        if folder is not None:
-            path = _write_free(folder, default_name(snap.hostname, str(snap.meta.get("captured") or "")), text)
+        if folder is not None:  # two snapshots of one second: the second takes -2 (reportname's rule)
+            from envcheck import reportname
+
+            path = reportname.write_report(folder, default_name(snap.hostname, str(snap.meta.get("captured") or ""))
+                                           .removesuffix(".json"), text)
         else:
             path = model.write_new(out, text)
     except FileExistsError:
