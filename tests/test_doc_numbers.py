@@ -20,7 +20,7 @@ import doc_numbers  # noqa: E402  (tools/docs, put on the path above)
 import evidence_values  # noqa: E402
 
 # Pages that quote measured numbers: each carries markers, so a quoted number cannot drift unseen.
-QUOTING = ("README.md", "docs/burn.md", "docs/compare.md", "docs/evidence.md", "docs/measurement.md", "docs/node.md")
+QUOTING = ("README.md", "docs/README.md", "docs/burn.md", "docs/compare.md", "docs/evidence.md", "docs/measurement.md", "docs/node.md")
 
 
 @pytest.fixture(scope="module")
@@ -94,3 +94,11 @@ def test_a_burn_margin_is_rounded_once_where_it_is_shown() -> None:
     power = [m for m in evidence_values.burn("2026-11-28_1737Z_vm_2x-h200_burn_healthy.json.gz").gpus[0].margins
              if m.rule == "power_share"][0]
     assert 24.45 < power.room < 24.46 and fmt.num(power.room) == "24.5"
+
+
+def test_a_marker_shown_as_an_example_is_left_alone(namespace) -> None:
+    page = "how:\n\n```markdown\nroom <!-- value: no_such_function() :.1f -->1.0<!-- /value -->\n```\n\n" \
+           "and <!-- value: len(burns(healthy=True)) :d -->0<!-- /value --> burns\n"
+    again, found = doc_numbers.regenerate(page, "x.md", namespace)
+    assert [(m.line, m.found) for m in found] == [(7, "0")]
+    assert again == page.replace(":d -->0<", f":d -->{len(evidence_values.burns(healthy=True))}<")

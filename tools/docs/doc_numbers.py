@@ -13,7 +13,7 @@ and a whole table or output excerpt is a block:
 
 An expression's result is written as it is when it is text; a number is formatted with the spec after ``:``
 (Python's format mini-language, e.g. ``:.1f``, ``:d``, ``:,d``), once, here; a tuple is a range (its items so
-formatted, joined by ``-``), a list several values (``a and b``, ``a, b, c``). HTML comments do not show on GitHub, so a page reads as before.
+formatted, joined by ``-``), a list several values (``a and b``, ``a, b, c``). HTML comments do not show on GitHub, so a page reads as before; markers in a ```markdown block are examples.
 
     python tools/docs/doc_numbers.py            # rewrite every marked number and block of README.md and docs/*.md
     python tools/docs/doc_numbers.py --check    # list the ones that differ from the evidence (exit 1); what the test runs
@@ -38,6 +38,8 @@ import evidence_values  # noqa: E402  (beside this file, not a package)
 # A spec is the last `` :...`` of the comment with no space, quote or parenthesis in it.
 _VALUE = re.compile(r"<!-- value: (?P<expr>.+?)(?: :(?P<spec>[^\s'\")]*))? -->(?P<text>.*?)<!-- /value -->", re.S)
 _BLOCK = re.compile(r"<!-- generated: (?P<expr>.+?) -->\n(?P<text>.*?)<!-- /generated -->", re.S)
+# A ```markdown block shows markers as examples: left as it is.
+_EXAMPLE = re.compile(r"^```(?:markdown|md)\n.*?^```$", re.S | re.M)
 _BUILTINS = {name: getattr(builtins, name) for name in (
     "abs", "all", "any", "len", "list", "max", "min", "round", "sorted", "str", "sum", "tuple", "set", "range",
     "zip", "int", "float", "enumerate", "dict")}
@@ -127,7 +129,12 @@ def regenerate(text: str, page: str, ns: dict[str, object] | None = None) -> tup
         spec = f" :{m['spec']}" if m["spec"] is not None else ""
         return f"<!-- value: {m['expr']}{spec} -->{now}<!-- /value -->"
 
-    return _VALUE.sub(value, _BLOCK.sub(block, text)), found
+    examples = _EXAMPLE.findall(text)
+    text = _EXAMPLE.sub(lambda m: re.sub(r"[^\n]", "\0", m[0]), text)  # same lines, no markers
+    done = _VALUE.sub(value, _BLOCK.sub(block, text))
+    for example in examples:
+        done = done.replace(re.sub(r"[^\n]", "\0", example), example, 1)
+    return done, found
 
 
 def check(paths: Iterable[Path], root: Path = ROOT, write: bool = False,
