@@ -559,3 +559,8 @@ def ceiling(name: str, what: str = "bandwidth", kind: str = "theoretical") -> fl
     if c is None:
         raise LookupError(f"no {kind} {what} ceiling in {name}")
     return c.value
+
+
+def corpus_size() -> int:
+    """The snapshots of real machines the tests replay (``tests/fixtures/snapshots/corpus``)."""
+    return len(list((ROOT / "tests" / "fixtures" / "snapshots" / "corpus").glob("*.json")))
