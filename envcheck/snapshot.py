@@ -37,13 +37,12 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envcheck.errors import first_line
-from envcheck.outside_text import encodable, json_value
+from envcheck.outside_json import read_json, read_text
+from envcheck.outside_text import encodable
 
 FORMAT = "envcheck-snapshot"
 VERSION = 1
@@ -77,7 +76,7 @@ def dumps(snap: Snapshot) -> str:
 
 def from_dict(data: Any) -> Snapshot:
     """A Snapshot from its JSON form; every field the replay reads is checked (``snapshot_schema``)."""
-    from envcheck.snapshot_schema import SchemaError, check_sections
+    from envcheck.snapshot_schema import check_sections
 
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise SnapshotError(f"not an envcheck snapshot (no 'format': '{FORMAT}' field)")
@@ -92,70 +91,20 @@ def from_dict(data: Any) -> Snapshot:
     sections = {k: {} if data.get(k) is None else data.get(k) for k in ("meta", "host", "nvml")}
     try:
         check_sections(sections)
-    except SchemaError as e:
+    except ValueError as e:
         raise SnapshotError(str(e)) from None
-    except RecursionError:
-        raise SnapshotError("nested too deeply to be a snapshot") from None
     return Snapshot(**sections)
 
 
 def loads(text: str) -> Snapshot:
     """A Snapshot from its JSON text; every string in it made encodable (``outside_text.encodable``)."""
-    try:
-        data = json_value(text)
-    except json.JSONDecodeError as e:
-        raise SnapshotError(f"not valid JSON ({e.msg} at line {e.lineno})") from None
-    except ValueError as e:  # an integer literal of thousands of digits (int's string conversion limit)
-        raise SnapshotError(f"not a snapshot ({first_line(e)})") from None
-    except RecursionError:
-        raise SnapshotError("nested too deeply to be a snapshot") from None
-    return from_dict(data)
-
-
-def _read(p: Path) -> str:
-    """The text of a regular file of at most MAX_SNAPSHOT_BYTES, without ever blocking on a pipe or
-    reading a device without end: opened non-blocking, then checked on the open file itself (so a
-    file swapped for a pipe between a check and the open is caught too)."""
-    try:
-        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-    except FileNotFoundError:
-        raise SnapshotError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise SnapshotError(f"{p}: is a directory, not a snapshot file") from None
-    except OSError as e:
-        raise SnapshotError(f"{p}: cannot read ({e.strerror or e})") from None
-    try:
-        st = os.fstat(fd)
-    except OSError as e:
-        os.close(fd)
-        raise SnapshotError(f"{p}: cannot read ({e.strerror or e})") from None
-    problem = None
-    if stat.S_ISDIR(st.st_mode):
-        problem = "is a directory, not a snapshot file"
-    elif not stat.S_ISREG(st.st_mode):
-        problem = "not a regular file (a pipe, socket or device), not a snapshot"
-    elif st.st_size > MAX_SNAPSHOT_BYTES:
-        problem = f"{st.st_size} bytes, too large to be a snapshot (at most {MAX_SNAPSHOT_BYTES >> 20} MiB)"
-    if problem is not None:
-        os.close(fd)
-        raise SnapshotError(f"{p}: {problem}")
-    with os.fdopen(fd, "rb") as f:
-        try:
-            data = f.read(MAX_SNAPSHOT_BYTES + 1)
-        except OSError as e:
-            raise SnapshotError(f"{p}: cannot read ({e.strerror or e})") from None
-    if len(data) > MAX_SNAPSHOT_BYTES:  # a file that grew while it was read
-        raise SnapshotError(f"{p}: too large to be a snapshot (at most {MAX_SNAPSHOT_BYTES >> 20} MiB)")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise SnapshotError(f"{p}: not UTF-8 text (byte {e.start}), not a snapshot") from None
+    return from_dict(read_json(text, SnapshotError, "snapshot"))
 
 
 def load(path: str | os.PathLike[str]) -> Snapshot:
     """Read a snapshot; every failure is a SnapshotError whose message names the file (and the field)."""
     p = Path(path)
-    text = _read(p)
+    text = read_text(p, MAX_SNAPSHOT_BYTES, SnapshotError, "snapshot")
     try:
         return loads(text)
     except SnapshotError as e:

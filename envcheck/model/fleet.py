@@ -15,6 +15,7 @@ from envcheck.model.bench import Bench
 from envcheck.model.crosscheck import Crosscheck
 from envcheck.model.facts import Check, Environment
 from envcheck.model.node import Collectives, Node
+from envcheck.outside_json import Int
 
 RANK_STATUSES = ("ok", "error", "timeout", "missing")
 # The phase of a fleet run whose hand-over rank 0 did not get: the rank's own suite, its node's tests
@@ -36,16 +37,16 @@ class RankStatus:
     across nodes (None: it took no part), how those collectives' per-rank outcomes map back to it.
     """
 
-    rank: int
+    rank: Int
     status: str
     host: str | None = None
-    local_rank: int | None = None
-    gpu: int | None = None  # the CUDA device index it benchmarked on its host
+    local_rank: Int | None = None
+    gpu: Int | None = None  # the CUDA device index it benchmarked on its host
     error: str | None = None
     given_s: float | None = None
     elapsed_s: float | None = None
     phase: str | None = None
-    world_rank: int | None = None
+    world_rank: Int | None = None
 
     def __post_init__(self) -> None:
         if self.status not in RANK_STATUSES:
@@ -59,7 +60,7 @@ class FleetNode:
     """One host's results, shaped like a single-node report's (``crosscheck``: ``fleet --crosscheck``)."""
 
     host: str
-    ranks: tuple[int, ...] = ()
+    ranks: tuple[Int, ...] = ()
     environment: Environment | None = None
     checks: tuple[Check, ...] = ()
     benches: tuple[Bench, ...] = ()
@@ -115,8 +116,8 @@ class Fleet:
     each node is compared with the fleet's median.
     """
 
-    world_size: int
-    nnodes: int
+    world_size: Int
+    nnodes: Int
     launcher: str  # torchrun | slurm
     nodes: tuple[FleetNode, ...] = ()
     ranks: tuple[RankStatus, ...] = ()

@@ -10,6 +10,7 @@ from envcheck.model.crosscheck import Crosscheck
 from envcheck.model.facts import Check, Environment
 from envcheck.model.fleet import Fleet
 from envcheck.model.node import Node
+from envcheck.outside_json import Int
 
 SCHEMA_VERSION = 5
 KINDS = ("probe", "check", "run", "fleet", "burn")
@@ -51,7 +52,7 @@ class Report:
     crosscheck: Crosscheck | None = None  # run --crosscheck: independent tools' numbers (model/crosscheck.py)
     anonymized: bool = False
     replayed_from: ReplaySource | None = None
-    schema_version: int = SCHEMA_VERSION
+    schema_version: Int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
