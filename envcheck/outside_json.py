@@ -22,6 +22,7 @@ import msgspec
 from envcheck.outside_text import encodable
 
 T = TypeVar("T")
+Json = Any  # a JSON value as read or to be written, before anything types it: where values are Any
 MAX_INT = 2**63
 # An integer read from outside fits in 64 bits: a larger one would overflow float arithmetic far from where it was read.
 Int = Annotated[int, msgspec.Meta(ge=-MAX_INT, le=MAX_INT - 1)]

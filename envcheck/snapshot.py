@@ -1,33 +1,11 @@
-"""A machine in one JSON file: what every probe read, to be probed again anywhere.
+"""A machine in one JSON file: what every probe read at the seams (``envcheck snapshot``), probed again anywhere
+without a GPU (``check --replay``, ``probe --replay``). What a user attaches to a support thread, and what the
+tests are made of (``tests/fixtures/snapshots/``).
 
-``envcheck snapshot`` records the machine at the seams (``probes/recording.py`` for files,
-folders, links, commands, variables, packages and the runtime children; the NVML child's
-answers for NVML) and writes it here; ``envcheck check --replay`` and ``probe --replay`` run
-the same probes and checks against it (``probes/replay.py``, ``probes/nvml_table.py``), on any
-machine, without a GPU. It is what a user attaches to a support thread, and what the tests
-are made of (``tests/fixtures/snapshots/``).
-
-Format (``format``: ``envcheck-snapshot``)::
-
-    {"format": "envcheck-snapshot", "version": 1,
-     "meta": {"id", "title", "captured", "envcheck_version", "host", "sources": [url, ...],
-              "derived": [how a part was converted], "hand_written": [what nobody posted], "notes"},
-     "host": {"machine", "cpu_count", "cwd", "python": {executable, version, prefix, base_prefix, include_dir},
-              "environ": {name: value (secrets redacted)},
-              "files": {path: text or null (exists, not read)}, "errors": {path: {errno, strerror}},
-              "links": {path: target}, "dirs": [path],
-              "which": {name: path or null}, "disk_free": {path: bytes},
-              "commands": [{argv, returncode, stdout, stderr, timed_out, error, wall_s}],
-              "runs": {"torch_runtime" | "triton_runtime": {returncode, stdout, stderr, ...}},
-              "packages": {name: {version, location, requires} or null}},
-     "nvml": <an NVML table, see probes/nvml_table.py>}
-
-Reading one (``load``) has the report reader's discipline: regular files of at most
-``MAX_SNAPSHOT_BYTES`` only (a pipe or a device is refused without being read), integers and
-nesting bounded, and every field the replay reads checked against ``envcheck/snapshot_schema.py``
-(the one schema: a new probe adds what it reads there). Every failure is one ``SnapshotError``
-line naming the file and the field. Every string is made encodable as it is read (a lone surrogate,
-which JSON can spell and no UTF-8 writer accepts, becomes U+FFFD): what is replayed can be written.
+Format: ``{"format": "envcheck-snapshot", "version": 1, "meta": ..., "host": ..., "nvml": ...}``, each section as
+``snapshot_schema.py`` types it (the NVML table: ``probes/nvml_table.py``). It is read as a report is
+(``outside_json``): a regular file, bounded, every field the replay reads checked, strings made encodable; a problem
+is one ``SnapshotError`` line naming the file and the field.
 
 Format history (``version``):
   1 - first format (2026-11).
@@ -46,8 +24,7 @@ from envcheck.outside_text import encodable
 
 FORMAT = "envcheck-snapshot"
 VERSION = 1
-# A snapshot holds the text of a few hundred small files and command outputs: kilobytes to a few
-# megabytes. Anything past this limit is not one, and is refused before it is read.
+# A snapshot holds a few hundred small files and outputs: kilobytes to a few megabytes, never this.
 MAX_SNAPSHOT_BYTES = 32 << 20
 
 
@@ -88,7 +65,7 @@ def from_dict(data: Any) -> Snapshot:
                             "upgrade envcheck (pip install -U envcheck)")
     if version < 1:
         raise SnapshotError(f"unknown snapshot version {version}")
-    sections = {k: {} if data.get(k) is None else data.get(k) for k in ("meta", "host", "nvml")}
+    sections: dict[str, Any] = {k: {} if data.get(k) is None else data.get(k) for k in ("meta", "host", "nvml")}
     try:
         check_sections(sections)
     except ValueError as e:

@@ -108,25 +108,13 @@ class Sections(Struct):
     nvml: Nvml
 
 
-class PciInfo(Struct):
-    busId: str = ""  # NVML's names
-    busIdLegacy: str = ""
-
-
-class MemoryInfo(Struct):
-    total: int = 0
-    used: int = 0
-    free: int = 0
-
-
-class Utilization(Struct):
-    gpu: int = 0
-    memory: int = 0
+def _all_of(name: str, tp: Any, default: object, *fields: str) -> type[Struct]:
+    return msgspec.defstruct(name, [(f, tp, default) for f in fields])
 
 
 class Process(Struct):
     pid: int
-    usedGpuMemory: int | None = None
+    usedGpuMemory: int | None = None  # NVML's name
 
 
 def _ints(n: int) -> Any:
@@ -149,9 +137,9 @@ NVML_VALUES: dict[str, Any] = {
     **dict.fromkeys((
         "nvmlSystemGetDriverVersion", "nvmlSystemGetNVMLVersion", "nvmlDeviceGetName", "nvmlDeviceGetUUID",
         "nvmlDeviceGetVbiosVersion", "nvmlSystemGetProcessName"), str),
-    "nvmlDeviceGetPciInfo": PciInfo,
-    "nvmlDeviceGetMemoryInfo": MemoryInfo,
-    "nvmlDeviceGetUtilizationRates": Utilization,
+    "nvmlDeviceGetPciInfo": _all_of("PciInfo", str, "", "busId", "busIdLegacy"),  # NVML's names
+    "nvmlDeviceGetMemoryInfo": _all_of("MemoryInfo", int, 0, "total", "used", "free"),
+    "nvmlDeviceGetUtilizationRates": _all_of("Utilization", int, 0, "gpu", "memory"),
     "nvmlDeviceGetCudaComputeCapability": _ints(2),
     "nvmlDeviceGetEccMode": _ints(2),
     "nvmlDeviceGetMigMode": _ints(2),

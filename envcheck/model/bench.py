@@ -9,13 +9,17 @@ from __future__ import annotations
 import math
 import sys
 from array import array
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, overload
 
 from envcheck.ops import DTYPES, IMPLS, OPS, PRECISIONS, OpSpec, lookup, valid_name
 from envcheck.outside_json import Int
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 TIMING_METHODS = ("cuda_graph", "cuda_events", "host_clock")
 # How many samples ``compute_stats`` works on at once: bounds its padded arrays' memory.
@@ -33,11 +37,12 @@ BENCH_PHASES = ("startup", "ceilings", "inputs", "shutdown")
 CASE_PHASES = ("first_call", "check", "warmup", "graph", "settle", "sampling")
 
 
-class Samples:
+class Samples(Sequence[float]):
     """An immutable sequence of float32 samples: rounded when made, so a report in memory and read back from its
     JSON hold the same numbers; 4 bytes a sample (a tuple of floats costs 32), so a 20,000-case diff fits."""
 
     __slots__ = ("_a",)
+    _a: array[float]
 
     def __init__(self, values: Iterable[float] = ()) -> None:
         self._a = values._a if isinstance(values, Samples) else array("f", values)
@@ -68,7 +73,11 @@ class Samples:
     def __iter__(self) -> Iterator[float]:
         return iter(self._a)
 
-    def __getitem__(self, i: int) -> float:
+    @overload
+    def __getitem__(self, i: int) -> float: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[float]: ...
+    def __getitem__(self, i: int | slice) -> float | Sequence[float]:
         return self._a[i]
 
     def __eq__(self, other: object) -> bool:
@@ -81,7 +90,7 @@ class Samples:
     def __hash__(self) -> int:
         return hash(self._a.tobytes())
 
-    def numpy(self) -> Any:
+    def numpy(self) -> NDArray[np.float32]:
         """A read-only float32 numpy view (numpy imported here: probes and checks never need it)."""
         import numpy as np
 
@@ -92,6 +101,20 @@ class Samples:
     def __repr__(self) -> str:
         shown = ", ".join(f"{x:g}" for x in self._a[:4])
         return f"Samples([{shown}{', ...' if len(self._a) > 4 else ''}], n={len(self._a)})"
+
+
+def samples_of(obj: object, *names: str) -> int:
+    """Each named field of a frozen dataclass (None allowed) made a ``Samples`` (one made in memory may be a list), all
+    as long as the first; that length (-1: none)."""
+    n = -1
+    for name in names:
+        v = getattr(obj, name)
+        if v is not None and not isinstance(v, Samples):
+            object.__setattr__(obj, name, v := Samples(v))
+        if v is not None and n >= 0 and len(v) != n:
+            raise ValueError(f"{name} has {len(v)} samples, {names[0]} has {n}")
+        n = len(v) if v is not None and n < 0 else n
+    return n
 
 
 @dataclass(frozen=True)
@@ -115,8 +138,7 @@ class Timing:
     passes: tuple[Int, ...] = ()
 
     def __post_init__(self) -> None:
-        if not isinstance(self.samples_us, Samples):
-            object.__setattr__(self, "samples_us", Samples(self.samples_us))
+        samples_of(self, "samples_us")
         if self.method not in TIMING_METHODS:
             raise ValueError(f"unknown timing method {self.method!r}")
         if not len(self.samples_us):
@@ -135,11 +157,10 @@ class Timing:
 
     @property
     def stats(self) -> TimingStats:
-        cached = self.__dict__.get("_stats")
-        if cached is None:
+        if "_stats" not in self.__dict__:
             compute_stats((self,))
-            cached = self.__dict__["_stats"]
-        return cached
+        stats: TimingStats = self.__dict__["_stats"]
+        return stats
 
     @property
     def n(self) -> int:
@@ -207,7 +228,7 @@ def _row_stats(rows_of: list[Samples]) -> list[TimingStats]:
             for i in range(len(rows_of))]
 
 
-def _check_params(params: Mapping[str, Any]) -> None:
+def _check_params(params: Mapping[str, object]) -> None:
     for k, v in params.items():
         if not isinstance(k, str):
             raise ValueError("note parameter names are strings")
@@ -315,15 +336,7 @@ class MonitorWindow:
     reasons: tuple[tuple[str, ...], ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("t_s", "sm_mhz", "mem_mhz", "temperature_c", "power_w"):
-            v = getattr(self, name)
-            if v is not None and not isinstance(v, Samples):
-                object.__setattr__(self, name, Samples(v))
-        n = len(self.t_s)
-        for name in ("sm_mhz", "mem_mhz", "temperature_c", "power_w"):
-            v = getattr(self, name)
-            if v is not None and len(v) != n:
-                raise ValueError(f"monitor {name} has {len(v)} samples, t_s has {n}")
+        n = samples_of(self, "t_s", "sm_mhz", "mem_mhz", "temperature_c", "power_w")
         if self.reasons and len(self.reasons) != n:
             raise ValueError(f"monitor reasons has {len(self.reasons)} samples, t_s has {n}")
 
@@ -573,7 +586,8 @@ class Bench:
         for s in self.ops:
             if s.declared is None or s.name in OPS or not valid_name(s.name):
                 raise ValueError(f"op {s.name!r} is not a declared op")
-        for item in (*self.cases, *self.skipped):
+        items: tuple[Case | Skip, ...] = (*self.cases, *self.skipped)
+        for item in items:
             if item.op in OPS:
                 continue
             op = self.spec(item.op)  # ValueError naming the op if it was never declared

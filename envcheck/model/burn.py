@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from envcheck.model.bench import BenchDevice, Note, Samples, Stop, StopCause
+from envcheck.model.bench import BenchDevice, Note, Samples, Stop, StopCause, samples_of
 from envcheck.model.node import XidEvent
 from envcheck.outside_json import Int
 
@@ -21,18 +21,6 @@ SLOW_GEMM_EVERY = 9
 # Telemetry quantities besides time, in the order they are sampled (Telemetry's Samples fields).
 TELEMETRY_FIELDS = ("sm_mhz", "mem_mhz", "power_w", "power_limit_w", "temperature_c", "mem_temperature_c",
                     "ecc_corrected", "ecc_uncorrected", "pcie_replays", "remap_pending", "remapped_uncorrectable")
-
-
-def _samples(obj: object, names: tuple[str, ...]) -> int:
-    """The length of ``t_s``, each named field made a ``Samples`` of that length."""
-    n = len(obj.t_s)  # type: ignore[attr-defined]
-    for name in names:
-        v = getattr(obj, name)
-        if v is not None and not isinstance(v, Samples):
-            object.__setattr__(obj, name, v := Samples(v))
-        if v is not None and len(v) != n:
-            raise ValueError(f"{name} has {len(v)} samples, t_s has {n}")
-    return n
 
 
 @dataclass(frozen=True)
@@ -58,7 +46,7 @@ class Telemetry:
     lost_s: float | None = None
 
     def __post_init__(self) -> None:
-        n = _samples(self, ("t_s", *TELEMETRY_FIELDS))
+        n = samples_of(self, "t_s", *TELEMETRY_FIELDS)
         if self.reasons and len(self.reasons) != n:
             raise ValueError(f"reasons has {len(self.reasons)} samples, t_s has {n}")
         if not self.interval_s > 0:
@@ -87,7 +75,7 @@ class PhaseRun:
             raise ValueError(f"unknown burn phase {self.phase!r}")
         if self.unit not in UNITS:
             raise ValueError(f"unknown unit {self.unit!r}")
-        _samples(self, ("t_s", "dt_s", "work"))
+        samples_of(self, "t_s", "dt_s", "work")
         if any(x <= 0 for x in self.dt_s):
             raise ValueError("interval times must be positive")
 

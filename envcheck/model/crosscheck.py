@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
-from envcheck.model.bench import Note, Samples
+from envcheck.model.bench import Note, Samples, samples_of
 from envcheck.model.node import COLLECTIVES, Launch, RankTiming
 from envcheck.model.reference import NcclTestsRow
-from envcheck.outside_json import Int
+from envcheck.outside_json import Int, Json
 
 TOOLS = ("do_bench_cudagraph", "torch_copy", "torch_distributed_loop", "nccl_tests")
 # nccl-tests' eager loop, its CUDA-graph mode (captured buffers registered), and that with registration off.
@@ -29,13 +28,6 @@ def _one_outcome(samples: Samples | None, error: str | None, skipped: str | None
         raise ValueError("cross-check samples must be finite and positive")
     if skipped is not None and skipped not in ROW_SKIPS:
         raise ValueError(f"unknown cross-check skip {skipped!r}")
-
-
-def _samples(obj: object, name: str = "samples_us") -> Samples | None:
-    v = getattr(obj, name)
-    if v is not None and not isinstance(v, Samples):
-        object.__setattr__(obj, name, v := Samples(v))
-    return v
 
 
 @dataclass(frozen=True)
@@ -59,7 +51,8 @@ class KernelTiming:
     def __post_init__(self) -> None:
         if not isinstance(self.shape, tuple):
             object.__setattr__(self, "shape", tuple(self.shape))
-        _one_outcome(_samples(self), self.error, self.skipped)
+        samples_of(self, "samples_us")
+        _one_outcome(self.samples_us, self.error, self.skipped)
 
 
 @dataclass(frozen=True)
@@ -74,7 +67,8 @@ class CopyTiming:
     error: str | None = None
 
     def __post_init__(self) -> None:
-        _one_outcome(_samples(self), self.error, None)
+        samples_of(self, "samples_us")
+        _one_outcome(self.samples_us, self.error, None)
         if self.src == self.dst:
             raise ValueError("a peer copy is between two different GPUs")
 
@@ -142,7 +136,7 @@ class Crosscheck:
     nccl_tests: tuple[NcclTestsRun, ...] = ()
     runs: tuple[ToolRun, ...] = ()
     notes: tuple[Note, ...] = ()
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Json] = field(default_factory=dict)
     started: str | None = None
     duration_s: float | None = None
 

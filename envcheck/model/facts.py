@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
-from envcheck.outside_json import Int
+from envcheck.outside_json import Int, Json
 
 Status = Literal["pass", "warn", "fail", "skip"]
 STATUSES: tuple[str, ...] = ("fail", "warn", "pass", "skip")  # worst first
@@ -21,7 +21,7 @@ class ReportError(Exception):
 class Fact:
     """One probed value, or the reason it is missing; units live in the key (``memory_total_bytes``)."""
 
-    value: Any = None
+    value: Json = None
     reason: str | None = None
 
     def __post_init__(self) -> None:
@@ -33,7 +33,7 @@ class Fact:
         return self.value is not None
 
 
-def known(value: Any) -> Fact:
+def known(value: Json) -> Fact:
     return Fact(value=value)
 
 
@@ -44,7 +44,7 @@ def missing(reason: str) -> Fact:
 Facts = dict[str, Fact]
 
 Number = Union[Int, float]  # noqa: UP007 (a runtime alias)
-Objects = list[dict[str, Any]]
+Objects = list[dict[str, Json]]
 # The type of each fact value the analysis, the renderers or the comparisons read, by key: loading a report refuses
 # another (a number where a GPU's name belongs) with the field named. Keys not listed are free-form.
 GPU_FACT_TYPES: dict[str, Any] = {
@@ -102,7 +102,7 @@ class Gpu:
     facts: Facts = field(default_factory=dict)
     lost: str | None = None
 
-    def get(self, key: str) -> Any:
+    def get(self, key: str) -> Json:
         f = self.facts.get(key)
         return f.value if f else None
 
@@ -116,7 +116,7 @@ class Environment:
     gpus: tuple[Gpu, ...] = ()
     probe_s: float | None = None  # wall time of the probe
 
-    def get(self, section: str, key: str) -> Any:
+    def get(self, section: str, key: str) -> Json:
         f = self.sections.get(section, {}).get(key)
         return f.value if f else None
 

@@ -6,11 +6,10 @@ bandwidths, percentages or verdicts (``envcheck.analysis.node``). Units live in 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from envcheck.model.bench import OMIT_DEFAULT, Timing
 from envcheck.model.facts import Fact, missing
-from envcheck.outside_json import Int
+from envcheck.outside_json import Int, Json
 
 # --------------------------------------------------------------------------- topology
 
@@ -174,7 +173,7 @@ class PeerCopies:
 
     copies: tuple[Copy, ...] = ()
     access: tuple[PeerAccess, ...] = ()
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Json] = field(default_factory=dict)
     error: str | None = None
     duration_s: float | None = None
 
@@ -307,7 +306,7 @@ class Collectives:
     backend: str  # nccl | gloo
     world_size: Int
     hosts: tuple[str, ...] = ()
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Json] = field(default_factory=dict)
     results: tuple[CollectiveResult, ...] = ()
     narrowing: tuple[CollectiveResult, ...] = ()
     choices: tuple[AlgoChoice, ...] = ()
@@ -343,6 +342,6 @@ class Node:
     peer: PeerCopies | None = None
     collectives: tuple[Collectives, ...] = ()
     skipped: tuple[NodeSkip, ...] = ()
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Json] = field(default_factory=dict)
     started: str | None = None
     duration_s: float | None = None
