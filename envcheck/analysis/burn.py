@@ -354,7 +354,7 @@ def analyse_gpu(g: BurnGpu, xids: tuple[XidEvent, ...]) -> GpuBurn:
     if over("pcie_replays", "pcie_replays", replays):
         found.append(BurnFinding("pcie_replays", {"count": replays, "limit": THRESHOLDS["pcie_replays"].value},
                                  "pcie_replays"))
-    if over("throttle_share", "throttle_share", tshare, pct=True):
+    if tshare is not None and over("throttle_share", "throttle_share", tshare, pct=True):
         found.append(BurnFinding("throttled", {"share_pct": 100 * tshare, "reasons": reasons},
                                  "throttle_share"))
     finished_gemm = gemm is not None and gemm.finished

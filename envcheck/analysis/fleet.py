@@ -78,17 +78,17 @@ def node_metrics(node: FleetNode, rates: Sequence[GpuRates] | None = None) -> tu
     if n is not None and len(n.gpus) > 1:
         crashed = [sk.reason for sk in n.skipped if sk.test == "peer_copies" and sk.reason not in NOT_ASKED]
         if crashed or (n.peer is not None and n.peer.error and not n.peer.copies):
-            out.append(Metric("peer.d2d_gbps", None, crashed[0] if crashed else n.peer.error))
+            out.append(Metric("peer.d2d_gbps", None, crashed[0] if crashed else n.peer.error if n.peer else None))
         elif n.peer is not None:
             rows = copy_rows(n.peer, topo)
             for kind in ("d2d", "h2d", "d2h"):
-                planned = [r for r in rows if r.kind == kind and r.method == "copy_engine" and r.directions == 1]
-                if not planned:
+                copies = [r for r in rows if r.kind == kind and r.method == "copy_engine" and r.directions == 1]
+                if not copies:
                     continue
-                if any(r.gbps is None or r.wrong for r in planned):
+                if any(r.gbps is None or r.wrong for r in copies):
                     out.append(Metric(f"peer.{kind}_gbps", None, "copy_failed_or_wrong"))
                 else:
-                    out.append(Metric(f"peer.{kind}_gbps", min(r.gbps for r in planned if r.gbps is not None)))
+                    out.append(Metric(f"peer.{kind}_gbps", min(r.gbps for r in copies if r.gbps is not None)))
     wrong = 0
     unverified = False
     for c in (n.collectives if n is not None else ()):
@@ -352,9 +352,9 @@ def lost_ranks(fleet: Fleet) -> tuple[LostRank, ...]:
     for c in fleet.collectives:
         outcomes = {o.rank: o for o in c.ranks}
         for w in world_culprits(c):
-            r = by_world.get(w)
-            if r is not None and r.rank not in out:
-                out[r.rank] = LostRank(r.rank, r.host, "world", outcomes[w].status, outcomes[w].error)
+            culprit = by_world.get(w)
+            if culprit is not None and culprit.rank not in out:
+                out[culprit.rank] = LostRank(culprit.rank, culprit.host, "world", outcomes[w].status, outcomes[w].error)
     return tuple(out[k] for k in sorted(out))
 
 
