@@ -12,12 +12,18 @@ import re
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envcheck.analysis.node import GpuRates, collective_rows, copy_rows, gpu_rates
 from envcheck.model.facts import Check
 from envcheck.model.fleet import Baseline, Fleet, FleetNode, RankStatus, Reference, Rule
 from envcheck.model.node import Collectives
+
+if TYPE_CHECKING:
+    from envcheck.analysis import BenchAnalysis
+    from envcheck.analysis.node import NodeAnalysis, SweepAnalysis
+    from envcheck.model import Bench, Environment
+    from envcheck.model.bench import ParamValue
 
 # --------------------------------------------------------------------------- metrics
 
@@ -456,7 +462,7 @@ class MetricName:
     parameters (``kind`` of copy, collective ``op`` and ``size_bytes``) and the unit of its values."""
 
     key: str
-    params: tuple[tuple[str, Any], ...] = ()
+    params: tuple[tuple[str, ParamValue], ...] = ()
     unit: str = ""
 
 
@@ -509,8 +515,8 @@ class FleetNodeAnalysis:
     metrics, its verdict and how its ranks ended."""
 
     node: FleetNode
-    benches: tuple[Any, ...]
-    analysis: Any  # envcheck.analysis.node.NodeAnalysis
+    benches: tuple[BenchAnalysis, ...]
+    analysis: NodeAnalysis
     metrics: tuple[Metric, ...]
     verdict: NodeVerdict
     ranks: tuple[RankStatus, ...]
@@ -528,7 +534,7 @@ class FleetAnalysis:
     rules: tuple[Rule, ...]
     references: tuple[Reference, ...]
     source: str
-    sweeps: tuple[Any, ...]  # envcheck.analysis.node.SweepAnalysis
+    sweeps: tuple[SweepAnalysis, ...]
     failed_ranks: tuple[RankStatus, ...]
     slow: tuple[SlowRank, ...]
     lost: tuple[LostRank, ...] = ()
@@ -551,7 +557,7 @@ class FleetAnalysis:
         return not self.drain and not self.lost and not self.interrupted
 
 
-def analyse_fleet(fleet: Fleet, analyse_bench: Callable[[Any, Any], Any]) -> FleetAnalysis:
+def analyse_fleet(fleet: Fleet, analyse_bench: Callable[[Environment, Bench], BenchAnalysis]) -> FleetAnalysis:
     """``analyse_bench(environment, bench)`` gives a ``BenchAnalysis`` (``envcheck.analysis``)."""
     from envcheck.analysis.node import analyse_node, analyse_sweep, rates_from
     from envcheck.model import Environment
