@@ -23,6 +23,7 @@ from envcheck.outside_text import encodable
 
 T = TypeVar("T")
 Json = Any  # a JSON value as read or to be written, before anything types it: where values are Any
+Form = Any  # a type as msgspec takes it: a class, a union, an Annotated alias
 MAX_INT = 2**63
 # An integer read from outside fits in 64 bits: a larger one would overflow float arithmetic far from where it was read.
 Int = Annotated[int, msgspec.Meta(ge=-MAX_INT, le=MAX_INT - 1)]
@@ -31,7 +32,7 @@ _WORDS = {f"Expected `int` <= {MAX_INT - 1}": "integer out of range (more than 6
 _AT = re.compile(r" - at `\$([^`]*)`$")  # msgspec's place of a problem
 _MISSING = re.compile(r"Object missing required field `(\w+)`")
 _SEGMENT = re.compile(r"\.\w+|\[\d+\]|\[\.\.\.\]")
-Hook = Callable[[type, Any], Any]
+Hook = Callable[[type, Json], object]
 GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -89,7 +90,7 @@ def check_numbers(value: object, where: str = "", max_depth: int = 0, ints: bool
             raise ValueError(f"{path}: expected a finite number")
 
 
-def read_json(text: str, error: type[Exception], what: str) -> Any:
+def read_json(text: str, error: type[Exception], what: str) -> Json:
     """The JSON value of ``text``, read by msgspec. What msgspec refuses and Python's reader takes (a lone
     surrogate, NaN, 1e400) is read by Python's, made encodable and checked, so that the error names the field."""
     try:
@@ -125,7 +126,7 @@ def convert(data: object, tp: type[T], where: str = "", dec_hook: Hook | None = 
         raise ValueError(f"{path}: {problem}" if path else problem) from None
 
 
-def _named(data: Any, tp: Any, path: str, dec_hook: Hook | None) -> str:
+def _named(data: Json, tp: Form, path: str, dec_hook: Hook | None) -> str:
     """msgspec's ``path`` with each ``[...]`` (a mapping's value: the key is not named) the key whose value fails."""
     if "[...]" not in path:
         return path
@@ -149,11 +150,11 @@ def _named(data: Any, tp: Any, path: str, dec_hook: Hook | None) -> str:
 
 
 @functools.cache
-def _hints(tp: type) -> dict[str, Any]:
+def _hints(tp: type) -> dict[str, Form]:
     return typing.get_type_hints(tp, include_extras=True)
 
 
-def _member(tp: Any, data: object) -> Any:
+def _member(tp: Form, data: object) -> Form:
     """The type of a union (or of an Annotated type) that ``data`` is meant as: the first of its kind."""
     while typing.get_origin(tp) is Annotated:
         tp = typing.get_args(tp)[0]
@@ -165,7 +166,7 @@ def _member(tp: Any, data: object) -> Any:
                  or isinstance(m, type) and issubclass(m, msgspec.Struct)), members[0])
 
 
-def _fits(value: object, tp: Any, dec_hook: Hook | None) -> bool:
+def _fits(value: object, tp: Form, dec_hook: Hook | None) -> bool:
     try:
         msgspec.convert(value, tp, dec_hook=dec_hook)
     except msgspec.ValidationError:

@@ -17,10 +17,14 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from envcheck.outside_json import read_json, read_text
+from envcheck.outside_json import Json, read_json, read_text
 from envcheck.outside_text import encodable
+
+if TYPE_CHECKING:
+    from envcheck.probes.nvml_table import TableNvml
+    from envcheck.probes.replay import ReplayHost
 
 FORMAT = "envcheck-snapshot"
 VERSION = 1
@@ -34,16 +38,16 @@ class SnapshotError(Exception):
 
 @dataclass(frozen=True)
 class Snapshot:
-    meta: dict[str, Any] = field(default_factory=dict)
-    host: dict[str, Any] = field(default_factory=dict)
-    nvml: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Json] = field(default_factory=dict)
+    host: dict[str, Json] = field(default_factory=dict)
+    nvml: dict[str, Json] = field(default_factory=dict)
 
     @property
     def hostname(self) -> str:
         return str(self.meta.get("host") or self.meta.get("id") or "snapshot")
 
 
-def to_dict(snap: Snapshot) -> dict[str, Any]:
+def to_dict(snap: Snapshot) -> dict[str, Json]:
     return {"format": FORMAT, "version": VERSION, "meta": snap.meta, "host": snap.host, "nvml": snap.nvml}
 
 
@@ -51,7 +55,7 @@ def dumps(snap: Snapshot) -> str:
     return json.dumps(to_dict(snap), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-def from_dict(data: Any) -> Snapshot:
+def from_dict(data: Json) -> Snapshot:
     """A Snapshot from its JSON form; every field the replay reads is checked (``snapshot_schema``)."""
     from envcheck.snapshot_schema import check_sections
 
@@ -65,7 +69,7 @@ def from_dict(data: Any) -> Snapshot:
                             "upgrade envcheck (pip install -U envcheck)")
     if version < 1:
         raise SnapshotError(f"unknown snapshot version {version}")
-    sections: dict[str, Any] = {k: {} if data.get(k) is None else data.get(k) for k in ("meta", "host", "nvml")}
+    sections: dict[str, Json] = {k: {} if data.get(k) is None else data.get(k) for k in ("meta", "host", "nvml")}
     try:
         check_sections(sections)
     except ValueError as e:
@@ -88,7 +92,7 @@ def load(path: str | os.PathLike[str]) -> Snapshot:
         raise SnapshotError(f"{p}: {e}") from None
 
 
-def replay(snap: Snapshot) -> tuple[Any, Any]:
+def replay(snap: Snapshot) -> tuple[ReplayHost, TableNvml]:
     """(host, nvml): the seams of the recorded machine, for ``collect(host=..., nvml=...)``."""
     from envcheck.probes.nvml import NOT_CAPTURED
     from envcheck.probes.nvml_table import TableNvml

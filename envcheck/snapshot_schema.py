@@ -15,7 +15,7 @@ import msgspec
 from msgspec import Meta as Bounds
 from msgspec import Struct, field
 
-from envcheck.outside_json import check_numbers, convert
+from envcheck.outside_json import Form, Json, check_numbers, convert
 
 # A snapshot nests a few levels (section, GPU, query, answer, a structure in it); replaying copies answers
 # recursively, so a deeper value could exhaust Python's stack there: refused here instead.
@@ -99,7 +99,7 @@ class Nvml(Struct):
     init_error: NvmlError = field(default_factory=NvmlError)
     count: GpuCount | None = None
     failure: NvmlError = field(default_factory=NvmlError)
-    gpus: list[dict[str, Any]] = []  # each GPU's answers by query (``answers``)
+    gpus: list[dict[str, Json]] = []  # each GPU's answers by query (``answers``)
 
 
 class Sections(Struct):
@@ -108,7 +108,7 @@ class Sections(Struct):
     nvml: Nvml
 
 
-def _all_of(name: str, tp: Any, default: object, *fields: str) -> type[Struct]:
+def _all_of(name: str, tp: Form, default: object, *fields: str) -> type[Struct]:
     return msgspec.defstruct(name, [(f, tp, default) for f in fields])
 
 
@@ -117,13 +117,13 @@ class Process(Struct):
     usedGpuMemory: int | None = None  # NVML's name
 
 
-def _ints(n: int) -> Any:
+def _ints(n: int) -> Form:
     return Annotated[list[int], Bounds(min_length=n, max_length=n)]
 
 
 # The answer type of each NVML query a probe interprets (``probes/gpus.py``), by the query's name without its
 # arguments (``nvmlDeviceGetClockInfo[SM]`` is ``nvmlDeviceGetClockInfo``). A query not listed may answer anything.
-NVML_VALUES: dict[str, Any] = {
+NVML_VALUES: dict[str, Form] = {
     "nvmlDeviceGetCount": GpuCount,
     **dict.fromkeys((
         "nvmlSystemGetCudaDriverVersion", "nvmlSystemGetCudaDriverVersion_v2",
@@ -150,14 +150,14 @@ NVML_VALUES: dict[str, Any] = {
 
 
 @functools.cache
-def _answer(value: Any) -> type[Struct]:
+def _answer(value: Form) -> type[Struct]:
     """One table entry of a query answering ``value``: ``{"value"}``, ``{"values": [...]}`` or ``{"error", "text"}``."""
     return msgspec.defstruct("Answer", [
         ("value", value | None, None), ("values", Annotated[list[value | None], Bounds(min_length=1)], []),
         ("error", str, ""), ("text", str | None, None)])
 
 
-def answers(table: Mapping[str, Any], where: str) -> None:
+def answers(table: Mapping[str, Json], where: str) -> None:
     """ValueError naming the first answer (a key ``nvml*``) of ``table`` (an NVML table or one GPU's) of the
     wrong type."""
     for key, entry in table.items():
@@ -165,7 +165,7 @@ def answers(table: Mapping[str, Any], where: str) -> None:
             convert(entry, _answer(NVML_VALUES.get(key.split("[", 1)[0], Any)), f"{where}.{key}")
 
 
-def check_sections(sections: Mapping[str, Any]) -> None:
+def check_sections(sections: Mapping[str, Json]) -> None:
     """ValueError naming the first field of the wrong type, integer past 64 bits or value nested too deep."""
     for name, value in sections.items():
         check_numbers(value, name, MAX_DEPTH)

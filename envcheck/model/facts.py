@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Literal, Union
 
-from envcheck.outside_json import Int, Json
+from envcheck.outside_json import Form, Int, Json
 
 Status = Literal["pass", "warn", "fail", "skip"]
 STATUSES: tuple[str, ...] = ("fail", "warn", "pass", "skip")  # worst first
@@ -47,7 +47,7 @@ Number = Union[Int, float]  # noqa: UP007 (a runtime alias)
 Objects = list[dict[str, Json]]
 # The type of each fact value the analysis, the renderers or the comparisons read, by key: loading a report refuses
 # another (a number where a GPU's name belongs) with the field named. Keys not listed are free-form.
-GPU_FACT_TYPES: dict[str, Any] = {
+GPU_FACT_TYPES: dict[str, Form] = {
     **dict.fromkeys(("name", "uuid", "serial", "architecture", "compute_capability", "pci_bus_id", "vbios_version",
                      "compute_mode", "fabric_state", "fabric_status"), str),
     **dict.fromkeys(("memory_total_bytes", "sm_count", "memory_bus_width_bits", "pcie_gen", "pcie_gen_max",
@@ -59,7 +59,7 @@ GPU_FACT_TYPES: dict[str, Any] = {
                     bool),
     "throttle_reasons": list, "clock_event_ns": dict,
 }
-SECTION_FACT_TYPES: dict[str, dict[str, Any]] = {
+SECTION_FACT_TYPES: dict[str, dict[str, Form]] = {
     "system": {"os_name": str, "kernel": str, "arch": str, "cpu_model": str, "cpu_cores_logical": Int,
                "ram_total_bytes": Int, "container": str, "python_version": str, "python_env": str,
                "python_env_path": str, "python_executable": str},
@@ -80,11 +80,11 @@ SECTION_FACT_TYPES: dict[str, dict[str, Any]] = {
 GPU_FACT_RANGES: dict[str, tuple[float, float]] = dict.fromkeys(
     ("sm_count", "memory_bus_width_bits", "sm_clock_mhz", "sm_clock_max_mhz", "mem_clock_max_mhz"), (1, 1e6))
 # The ``links`` section's keys are per GPU, ``gpu<i>.<counter>``: typed by the counter.
-LINKS_FACT_TYPES: dict[str, Any] = {"nvlink_errors": Objects, "pcie_replay": Int}
+LINKS_FACT_TYPES: dict[str, Form] = {"nvlink_errors": Objects, "pcie_replay": Int}
 _LINKS_KEY = re.compile(r"gpu\d+\.(.+)")
 
 
-def fact_type(section: str | None, key: str) -> Any:
+def fact_type(section: str | None, key: str) -> Form:
     """The type of fact ``key`` of a section (None: of a GPU), or None when it is free-form."""
     if section is None:
         return GPU_FACT_TYPES.get(key)
