@@ -124,6 +124,8 @@ def convert(data: object, tp: type[T], where: str = "", dec_hook: Hook | None = 
             path, problem = f"{path}.{m[1]}", "missing"
         path, problem = path.lstrip("."), _WORDS.get(problem, problem)
         raise ValueError(f"{path}: {problem}" if path else problem) from None
+    except (LookupError, AttributeError) as e:  # a model check (__post_init__) that tripped over a value
+        raise ValueError(f"{where.lstrip('.') or 'value'}: {e.__class__.__name__}: {e}") from None
 
 
 def _named(data: Json, tp: Form, path: str, dec_hook: Hook | None) -> str:
