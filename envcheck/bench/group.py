@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from envcheck.bench import accuracy, jax_impl
+from envcheck.bench import accuracy, compile_cache, jax_impl
 from envcheck.bench.device import Runtime
 from envcheck.bench.failure import log, one_line
 from envcheck.bench.graphs import graph_region
@@ -90,6 +90,8 @@ class Prepared:
     start_s: float = 0.0  # its span, on ``watch``: preparation began, sampling ended
     end_s: float | None = None
     sustained: bool | None = None  # timed sustained (sampling.settle decides; None: not settled)
+    cache: str | None = None  # model.CACHE_STATES
+    sampled_until: str | None = None  # model.SAMPLING_STOPS
 
 
 def open_group(rt: Runtime, first: PlannedCase, seed: int) -> Group:
@@ -182,7 +184,9 @@ def prepare(rt: Runtime, planned: PlannedCase, group: Group, watch: Stopwatch | 
     try:
         with watch.phase("first_call"):  # binding it (torch.compile's wrapper) and its first call
             fns = _bound(rt, planned, group)
+            before = compile_cache.mark()
             first_s = timer.first_call_s(fns[0])
+            cache = compile_cache.state(planned.impl, before, compile_cache.mark())
     except rt.oom:
         raise
     except jax_impl.NoDevice as e:  # a CPU-only jaxlib on a GPU machine: JAX cannot run here, not a failure
@@ -211,7 +215,7 @@ def prepare(rt: Runtime, planned: PlannedCase, group: Group, watch: Stopwatch | 
         timer.warmup(run)
     prepared = Prepared(planned, run, compile_s, tally.accuracy(), rotation_sets=len(fns), notes=notes,
                         kernel=rt.code(planned.op).kernel(planned), outputs=tally.outputs(), watch=watch,
-                        start_s=start)
+                        start_s=start, cache=cache)
     if rt.cuda and planned.impl == "jax":
         # JAX launches on its own streams, which a torch CUDA graph cannot capture (jax_impl.py).
         prepared.notes.append(Note("case.jax_host_timed"))

@@ -171,6 +171,7 @@ def sample(rt: Runtime, p: Prepared) -> None:
     regions.append(Region(_repeat(p.fn, batch), timer.eager_method, batch, window_ms=window))
     kinds.append("launch")
     results = timer.measure_interleaved(regions, stop_ci=None if sustain else timer.settings.stop_ci)
+    p.sampled_until = timer.stopped_by
     if sustain:
         rt.sustained_until = timer.clock.host_s()
         p.notes.append(Note("case.sustained", {"window_ms": round(SUSTAIN_WINDOW_MS)}))
@@ -198,7 +199,8 @@ def to_case(p: Prepared, window: int | None) -> Case:
     pc = p.planned
     return Case(pc.op, pc.impl, pc.dtype, pc.precision, pc.shape, gpu=p.gpu, launch=p.launch,
                 compile_s=p.compile_s, accuracy=p.accuracy, outputs=p.outputs, window=window, rotation_sets=p.rotation_sets,
-                kernel=p.kernel, notes=tuple(dict.fromkeys(p.notes)), phases=p.watch.rounded(), span_s=span(p))
+                kernel=p.kernel, notes=tuple(dict.fromkeys(p.notes)), phases=p.watch.rounded(), span_s=span(p),
+                cache=p.cache, sampled_until=p.sampled_until)
 
 
 def span(p: Prepared) -> tuple[float, float]:

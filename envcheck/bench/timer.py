@@ -217,6 +217,7 @@ class Timer:
         self.backend = backend
         self.settings = settings
         self.clock = type(self).clock_factory(backend)
+        self.stopped_by: str | None = None  # why the last measure_interleaved ended (model.SAMPLING_STOPS)
 
     @property
     def eager_method(self) -> str:
@@ -334,8 +335,10 @@ class Timer:
         the turn rules in the module docstring. With ``stop_ci`` (and no region with a
         ``window_ms`` of its own) the window may end early: sequential stopping, module docstring.
         """
-        if any(r.window_ms is not None for r in regions):
+        windowed = any(r.window_ms is not None for r in regions)
+        if windowed:
             stop_ci = None
+        self.stopped_by = "window" if windowed else "count"
         results: list[Timing | BaseException | None] = [None] * len(regions)
         counts: dict[int, int] = {}
         busy_us = 0.0  # the longest region's share of the window
@@ -373,6 +376,7 @@ class Timer:
                 if stop_ci is not None and t + 1 < turns:
                     synced, fixed = self._fixed(regions, marks, stop_ci)
                     if fixed:
+                        self.stopped_by = "ci"
                         break
                     idle = idle or synced  # after a synchronisation the next graph turn needs its spacer
             self.clock.synchronize()

@@ -45,8 +45,14 @@ ParamValue = str | int | float | bool | None | tuple[str | int | float, ...]
 # torch case's first call; the other implementations' is ``compile_s``), ``check`` (its checked
 # calls against the reference), ``warmup``, ``graph`` (capturing and sizing its CUDA graph),
 # ``settle`` and ``sampling``. Other names are kept as recorded (a newer envcheck's).
-BENCH_PHASES = ("startup", "ceilings", "inputs", "shutdown")
+BENCH_PHASES = ("startup", "ceilings", "inputs", "torch_compile", "shutdown")  # torch_compile: Inductor's workers
 CASE_PHASES = ("first_call", "check", "warmup", "graph", "settle", "sampling")
+# Whether a case's first call came from a cache (bench/compile_cache.py): ``hit`` (it compiled and raced
+# nothing), ``raced`` (its kernels were cached, its matmul tile raced), ``miss`` (it compiled).
+CACHE_STATES = ("hit", "raced", "miss")
+# Why a case's sampling window ended (bench/timer.py): its GPU time's median fixed within ``stop_ci``
+# (``ci``), its sample count reached (``count``), its sustained window spanned (``window``).
+SAMPLING_STOPS = ("ci", "count", "window")
 
 
 class Samples:
@@ -442,6 +448,8 @@ class Case:
     monitor: MonitorSummary | None = None  # schema-1 reports only; see ``window``
     phases: Mapping[str, float] = field(default_factory=dict)
     span_s: tuple[float, float] | None = None
+    cache: str | None = field(default=None, metadata={OMIT_DEFAULT: True})  # CACHE_STATES (None: unknown)
+    sampled_until: str | None = field(default=None, metadata={OMIT_DEFAULT: True})  # SAMPLING_STOPS
 
     def __post_init__(self) -> None:
         # A built-in op is checked against the registry here; a declared (user's) op only for
@@ -468,6 +476,8 @@ class Case:
         check_phases(self.phases)
         if self.span_s is not None and not (0 <= self.span_s[0] <= self.span_s[1] and math.isfinite(self.span_s[1])):
             raise ValueError("span_s must be a start and an end in seconds, 0 <= start <= end")
+        if self.cache not in (None, *CACHE_STATES) or self.sampled_until not in (None, *SAMPLING_STOPS):
+            raise ValueError(f"unknown cache state {self.cache!r} or sampling stop {self.sampled_until!r}")
 
     @property
     def key(self) -> CaseKey:
