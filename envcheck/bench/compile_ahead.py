@@ -1,14 +1,11 @@
 """Compiling the planned cases' Triton kernels while the worker measures: ``python -m envcheck.bench.compile_ahead``.
 
-The worker starts a few children (``start``; niced, no GPU visible to them) that run each planned Triton case's
-first call on stand-in tensors (meta tensors passing for CUDA ones) with Triton's JIT set to compile for the
-GPU's architecture without launching, and the matmul race set to compile its candidates without timing them.
-The kernels and their launchers land in the run's Triton cache, where the worker's own first call finds them.
-Nothing here runs on the GPU or decides what runs: a kernel not compiled ahead is compiled by the worker, as
-before. The plan, one JSON object on stdin: {"cc": [9, 0], "sms": 132, "control": null, "cases": [[op, dtype,
-precision, shape], ...]}; one line on stderr at the end says what was compiled.
+A few niced children of the worker, no GPU visible to them, run each planned Triton case's first call on
+stand-in tensors with Triton's JIT set to compile for the GPU's architecture without launching (the matmul race
+to compile its candidates untimed): the kernels and launchers land in the run's Triton cache, where the
+worker's own first call finds them. Nothing here runs on the GPU or decides what runs. The plan on stdin:
+{"cc": [9, 0], "sms": 132, "control": null, "cases": [[op, dtype, precision, shape], ...]}.
 """
-
 from __future__ import annotations
 
 import json
@@ -24,8 +21,7 @@ from envcheck.model import BenchDevice
 from envcheck.ops import OPS
 
 NICE = 10  # below the worker, whose host thread times launches
-# Children per worker: compiling is one core each; the worker, Inductor's compile pool and the host's other
-# work keep the rest.
+# Children per worker (a core each): the worker, Inductor's compile pool and the host keep the rest.
 MAX_CHILDREN = 4
 SPARE_CPUS = 4
 

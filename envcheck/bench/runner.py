@@ -98,28 +98,28 @@ class BenchOutcome:
 class Signalled(BaseException):
     """SIGTERM or SIGHUP reached ``envcheck run``: unwinds like KeyboardInterrupt does."""
 
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.name = signal.Signals(signum).name
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
 
 
 class StopSignals:
-    """While armed, SIGTERM and SIGHUP raise ``Signalled`` in the main thread, as Ctrl-C raises
-    KeyboardInterrupt. Disarmed (while what finished is being saved) they are only recorded,
-    so a second signal never cuts the saving short. In a thread other than the main one the
-    handlers cannot be installed and stay as they are."""
+    """While armed, SIGTERM and SIGHUP raise ``raise_as`` (their name) in the main thread, as Ctrl-C raises
+    KeyboardInterrupt, once; later ones are only recorded, so a second signal never cuts the saving of
+    what finished short. Outside the main thread nothing is installed."""
 
-    def __init__(self) -> None:
+    def __init__(self, raise_as: Callable[[str], BaseException] = Signalled) -> None:
         self.armed = False
         self.received: str | None = None
         self._previous: dict[int, object] = {}
+        self._raise_as = raise_as
 
     def _handle(self, signum: int, frame: object) -> None:
         if self.received is None:
             self.received = signal.Signals(signum).name
         if self.armed:
             self.armed = False
-            raise Signalled(signum)
+            raise self._raise_as(signal.Signals(signum).name)
 
     @contextmanager
     def installed(self) -> Iterator[StopSignals]:
@@ -136,26 +136,10 @@ class StopSignals:
 
 @contextmanager
 def stop_signals_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread, once, as Ctrl-C does, for steps that stop on
-    Ctrl-C and keep what finished (the node tests under ``envcheck run --gpus``: a batch scheduler's SIGTERM there
-    used to end the process with no report, 2 x H200 at 20:54Z). A later signal is ignored, so the report being
-    written is never cut short. In another thread nothing is installed."""
-    if threading.current_thread() is not threading.main_thread():
+    """SIGTERM and SIGHUP raise KeyboardInterrupt, once, for steps that stop on Ctrl-C and keep what finished
+    (the node tests under ``envcheck run --gpus``)."""
+    with StopSignals(KeyboardInterrupt).installed():
         yield
-        return
-    fired: list[int] = []
-
-    def handle(signum: int, frame: object) -> None:
-        if not fired:
-            fired.append(signum)
-            raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    previous = {sig: signal.signal(sig, handle) for sig in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)  # type: ignore[arg-type]
 
 
 def run_worker(plan: Plan, on_event: OnEvent, timeout: float, popen: Popen | None = None, *,
