@@ -7,15 +7,17 @@
 #   quick       `--quick` alone, with the time left.
 # Each run's wall time and its report's phase table (phases.txt in its folder); summary.txt one line a step.
 #
-#   OUT=some/dir [BUDGET_S=530] [STEPS="cold warm crosscheck gpu quick"] bash tools/evidence/speed.sh
+#   OUT=some/dir [BUDGET_S=550] [STEPS="cold warm crosscheck gpu quick"] bash tools/evidence/speed.sh
 #
+# A step the budget cuts short is stopped with SIGTERM (its report, partial, is still written) and said so in
+# summary.txt; STEPS="gpu quick" runs what was cut in a call of its own.
 # Writes to $OUT: speed.log (everything, each step's exit status and wall time), summary.txt, cold/, warm/,
 # crosscheck/, quick/ (each: the report JSON, run.txt, phases.txt), gpu-tests.txt.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tools/evidence/env.sh
 log="$out/speed.log"
-budget=${BUDGET_S:-530}
+budget=${BUDGET_S:-550}
 steps=" ${STEPS:-cold warm crosscheck gpu quick} "
 # share CAP RESERVE: at most CAP seconds, leaving RESERVE for the steps after this one (10 at least).
 share() { local left=$((budget - SECONDS - $2)); [ "$left" -lt "$1" ] && echo $((left > 10 ? left : 10)) || echo "$1"; }
@@ -36,7 +38,7 @@ run() {
   say "envcheck run $* ($name)"
   mkdir -p "$out/$name"
   step "$cap" "$out/$name/run.txt" "$py" -m envcheck run --device 0 --format json --out-dir "$out/$name" "$@"
-  "$py" - "$out/$name" "$name" "$wall" "$status" <<'PY' 2>&1 | tee "$out/$name/phases.txt" | tee -a "$log"
+  "$py" - "$out/$name" "$name" "$wall s (cap $cap s)" "$status" <<'PY' 2>&1 | tee "$out/$name/phases.txt" | tee -a "$log"
 import glob, os, statistics, sys
 from collections import defaultdict
 from envcheck import model
@@ -45,11 +47,11 @@ from envcheck.analysis import analyse
 folder, name, wall, status = sys.argv[1:]
 paths = sorted(glob.glob(os.path.join(folder, "*.json")))
 if not paths:
-    print(f"SUMMARY {name}: no report (exit {status}, wall {wall} s)")
+    print(f"SUMMARY {name}: no report (exit {status}, wall {wall})")
 for path in paths:
     r = model.load(path)
     a = analyse(r)
-    line = [f"SUMMARY {name}: wall {wall} s, exit {status}, probe {r.environment.probe_s} s"]
+    line = [f"SUMMARY {name}: wall {wall}, exit {status}, probe {r.environment.probe_s} s"]
     for ba in a.benches:
         b, ph = ba.bench, ba.phases
         line.append(f"bench {b.duration_s} s, {len(b.cases)} cases")
@@ -106,17 +108,17 @@ say "machine"
 export ENVCHECK_CACHE_DIR="$(mktemp -d)/envcheck"
 unset TRITON_CACHE_DIR TORCHINDUCTOR_CACHE_DIR
 
-want cold && run cold 220 290
-want warm && run warm 160 220
+want cold && run cold 220 300
+want warm && run warm 170 220
 want crosscheck && run crosscheck 150 150 --quick --crosscheck
 if want gpu; then
   say "pytest -m gpu (Triton's cache: the runs')"
   triton_dir=$(ls -d "$ENVCHECK_CACHE_DIR"/compile/*/triton 2>/dev/null | head -1)
-  cap=$(share 240 40)
+  cap=$(share 240 0)
   TRITON_CACHE_DIR=${triton_dir:-$(mktemp -d)} step "$cap" "$out/gpu-tests.txt" \
     "$py" -m pytest -q -m gpu -p no:cacheprovider -o addopts="" -rfEs --durations=15 tests
-  echo "SUMMARY gpu: wall $wall s, exit $status; $(grep -E '[0-9]+ (passed|failed)' "$out/gpu-tests.txt" | tail -1)" \
-    | tee -a "$out/summary.txt"
+  echo "SUMMARY gpu: wall $wall s (cap $cap s), exit $status; $(grep -E '[0-9]+ (passed|failed)' "$out/gpu-tests.txt" \
+    | tail -1)" | tee -a "$out/summary.txt"
 fi
 if want quick; then
   if [ $((budget - SECONDS)) -ge 45 ]; then run quick 60 0 --quick
@@ -124,4 +126,4 @@ if want quick; then
 fi
 say "done"
 cat "$out/summary.txt"
-du -sh "$ENVCHECK_CACHE_DIR" 2>/dev/null | tee -a "$log"
+du -sh "$ENVCHECK_CACHE_DIR" 2>/dev/null | tee -a "$log" || true
