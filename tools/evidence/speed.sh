@@ -7,7 +7,7 @@
 #   quick       `--quick` alone, with the time left.
 # Each run's wall time and its report's phase table (phases.txt in its folder); summary.txt one line a step.
 #
-#   OUT=some/dir [BUDGET_S=550] [STEPS="cold warm crosscheck gpu quick"] bash tools/evidence/speed.sh
+#   OUT=some/dir [BUDGET_S=530] [STEPS="cold warm crosscheck gpu quick"] bash tools/evidence/speed.sh
 #
 # A step the budget cuts short is stopped with SIGTERM (its report, partial, is still written) and said so in
 # summary.txt; STEPS="gpu quick" runs what was cut in a call of its own.
@@ -17,7 +17,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tools/evidence/env.sh
 log="$out/speed.log"
-budget=${BUDGET_S:-550}
+budget=${BUDGET_S:-530}
 steps=" ${STEPS:-cold warm crosscheck gpu quick} "
 # share CAP RESERVE: at most CAP seconds, leaving RESERVE for the steps after this one (10 at least).
 share() { local left=$((budget - SECONDS - $2)); [ "$left" -lt "$1" ] && echo $((left > 10 ? left : 10)) || echo "$1"; }
