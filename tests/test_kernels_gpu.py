@@ -123,15 +123,16 @@ def test_matmul_reports_the_config_autotuning_picked() -> None:
     import torch
 
     from envcheck.bench import kernels
-    from envcheck.bench.kernels.matmul import tuned_config
+    from envcheck.bench.kernels.matmul import tuned_tile
     from envcheck.bench.kernels.tuning import KINDS
 
     a = torch.randn(768, 768, device="cuda", dtype=torch.bfloat16)
     c = torch.empty_like(a)
-    assert tuned_config(768, 768, 768, torch.bfloat16, "bf16") is None
+    assert tuned_tile(768, 768, 768, torch.bfloat16, "bf16") is None
     kernels.matmul(a, a, c, "bf16")
     first = c.clone()
-    config = tuned_config(768, 768, 768, torch.bfloat16, "bf16")
+    tile = tuned_tile(768, 768, 768, torch.bfloat16, "bf16")
+    config = tile.describe() if tile is not None else None
     assert config is not None and config["BLOCK_M"] in (64, 128, 256) and config["num_warps"] in (4, 8)
     assert config["kernel"] in KINDS
     from envcheck.bench import impls

@@ -272,9 +272,3 @@ def tuned_tile(m: int, n: int, k: int, dtype: torch.dtype, precision: str) -> Ti
         if tile is not None and (*a_shape, b_shape[1], a_dtype, prec) == (m, k, n, dtype, precision):
             return tile
     return None
-
-
-def tuned_config(m: int, n: int, k: int, dtype: torch.dtype, precision: str) -> dict[str, Any] | None:
-    """:func:`tuned_tile` as a dict (kernel kind, block sizes, stages, warps), e.g. for a log."""
-    tile = tuned_tile(m, n, k, dtype, precision)
-    return tile.describe() if tile is not None else None
