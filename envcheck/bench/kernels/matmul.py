@@ -199,7 +199,7 @@ def _validate(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, precision: st
 
 
 def _race(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, precision: str) -> tuple[Tile | None, Launcher]:
-    """Validate, then this problem's tile: the one a earlier run on this GPU recorded
+    """Validate, then this problem's tile: the one an earlier run on this GPU recorded
     (compile_cache.py), else the race's winner (tuning.fastest), recorded; with its launcher."""
     input_precision = _validate(a, b, out, precision)
     M, K = a.shape
