@@ -159,13 +159,14 @@ def _listen() -> None:
 
 
 def mark() -> tuple[int, int, int, int]:
-    """Compiles so far: Triton's, matmul races, Inductor's FX-graph cache hits and misses."""
+    """Compiles so far: Triton's, matmul races, torch.compile's cache hits (its FX graph or AOT autograd
+    caches) and its FX-graph compiles."""
     fx = (0, 0)
-    torch = sys.modules.get("torch")
     with contextlib.suppress(Exception):  # torch._dynamo is imported by a torch.compile case only
-        if torch is not None and "torch._dynamo" in sys.modules:
-            inductor = torch._dynamo.utils.counters["inductor"]
-            fx = (int(inductor["fxgraph_cache_hit"]), int(inductor["fxgraph_cache_miss"]))
+        if "torch._dynamo" in sys.modules:
+            counters = sys.modules["torch._dynamo"].utils.counters
+            fx = (int(counters["inductor"]["fxgraph_cache_hit"] + counters["aot_autograd"]["autograd_cache_hit"]),
+                  int(counters["inductor"]["fxgraph_cache_miss"]))
     return _counts["compiled"], _counts["raced"], *fx
 
 
