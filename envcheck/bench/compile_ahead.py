@@ -168,6 +168,17 @@ def compile_cases(plan: dict[str, Any]) -> tuple[int, int]:
     return done, failed
 
 
+def warm_inductor() -> None:
+    """Start Inductor's compile workers now (they start at the first torch.compile otherwise, and the
+    worker waits for them there): they come up while the first groups are prepared."""
+    try:
+        from torch._inductor.async_compile import maybe_warm_pool
+
+        maybe_warm_pool()
+    except Exception as e:  # noqa: BLE001 - a private API: without it they start at the first compile
+        print(f"envcheck worker: Inductor's compile workers not started early ({e})", file=sys.stderr)
+
+
 def main() -> int:
     os.nice(NICE)
     t0 = time.monotonic()
@@ -181,13 +192,3 @@ def main() -> int:
 if __name__ == "__main__":
     sys.exit(main())
 
-
-def warm_inductor() -> None:
-    """Start Inductor's compile workers now (they start at the first torch.compile otherwise, and the
-    worker waits for them there): they come up while the first groups are prepared."""
-    try:
-        from torch._inductor.async_compile import maybe_warm_pool
-
-        maybe_warm_pool()
-    except Exception as e:  # noqa: BLE001 - a private API: without it they start at the first compile
-        print(f"envcheck worker: Inductor's compile workers not started early ({e})", file=sys.stderr)
