@@ -31,10 +31,17 @@ CONTROLS = ("vector_add_extra_bytes",)
 
 ParamValue = str | Int | float | bool | None | tuple[str | Int | float, ...]
 
-# Where a bench's wall time went, seconds (shares: analysis/phases.py): the parts of no one case (``Bench.phases``)
-# and a case's own (``Case.phases``; a compiled implementation's first call is ``compile_s``). Other names are kept.
-BENCH_PHASES = ("startup", "ceilings", "inputs", "shutdown")
+# Where a bench's wall time went, seconds (shares: analysis/phases.py): the parts of no one case (``Bench.phases``;
+# ``torch_compile``: Inductor's workers) and a case's own (``Case.phases``; a compiled implementation's first call is
+# ``compile_s``). Other names are kept.
+BENCH_PHASES = ("startup", "ceilings", "inputs", "torch_compile", "shutdown")
 CASE_PHASES = ("first_call", "check", "warmup", "graph", "settle", "sampling")
+# Whether a case's first call came from a cache (bench/compile_cache.py): ``hit`` (it compiled and raced
+# nothing), ``raced`` (its kernels were cached, its matmul tile raced), ``miss`` (it compiled).
+CACHE_STATES = ("hit", "raced", "miss")
+# Why a case's sampling window ended (bench/timer.py): its GPU time's median fixed within ``stop_ci``
+# (``ci``), its sample count reached (``count``), its sustained window spanned (``window``).
+SAMPLING_STOPS = ("ci", "count", "window")
 
 
 class Samples(Sequence[float]):
@@ -389,6 +396,8 @@ class Case(Planned):
     monitor: MonitorSummary | None = None  # schema-1 reports only; see ``window``
     phases: Mapping[str, float] = field(default_factory=dict)
     span_s: tuple[float, float] | None = None
+    cache: str | None = field(default=None, metadata={OMIT_DEFAULT: True})  # CACHE_STATES (None: unknown)
+    sampled_until: str | None = field(default=None, metadata={OMIT_DEFAULT: True})  # SAMPLING_STOPS
 
     def __post_init__(self) -> None:
         # A declared (user's) op is checked against its declaration by the Bench (``Bench.ops``).
@@ -414,6 +423,8 @@ class Case(Planned):
         check_phases(self.phases)
         if self.span_s is not None and not (0 <= self.span_s[0] <= self.span_s[1] and math.isfinite(self.span_s[1])):
             raise ValueError("span_s must be a start and an end in seconds, 0 <= start <= end")
+        if self.cache not in (None, *CACHE_STATES) or self.sampled_until not in (None, *SAMPLING_STOPS):
+            raise ValueError(f"unknown cache state {self.cache!r} or sampling stop {self.sampled_until!r}")
 
     @property
     def key(self) -> CaseKey:
