@@ -91,13 +91,17 @@ def _same(path: Path, content: str) -> None:
     assert where is None, f"{path.name} is stale ({where}): ENVCHECK_UPDATE_EVIDENCE=1 makes it anew"
 
 
-def test_a_diff_that_differs_only_in_digits_no_measurement_has_is_the_same() -> None:
-    """Another NumPy build sums in another order: the 17th digit of a floor moves, the diff does not."""
-    made = {"cases": [{"floor": {"log_sd": 0.0003801923555242443, "source": "repeats"}, "ratio": 1.0023, "n": 5}]}
-    other_build = json.loads(json.dumps(made).replace("0.0003801923555242443", "0.0003801923555242244"))
-    assert differs(other_build, made) is None
-    moved = json.loads(json.dumps(made).replace("1.0023", "1.0024"))
-    assert differs(moved, made) == ".cases[0].ratio: 1.0024 != 1.0023"
+def test_a_diff_that_differs_only_in_digits_no_measurement_has_is_the_same(tmp_path: Path) -> None:
+    """Another NumPy build sums in another order: the 17th digit of a floor moves, the committed diff is still
+    the diff today's code makes; a digit that a reader sees move is not."""
+    made = json.dumps({"cases": [{"floor": {"log_sd": 0.0003801923555242443, "source": "repeats"},
+                                  "ratio": 1.0023, "n": 5}]}, indent=1)
+    committed = tmp_path / "d.json.gz"
+    committed.write_bytes(gzip.compress(made.replace("0.0003801923555242443", "0.0003801923555242244").encode()))
+    _same(committed, made)
+    committed.write_bytes(gzip.compress(made.replace("1.0023", "1.0024").encode()))
+    with pytest.raises(AssertionError, match=r"d\.json\.gz is stale \(\.cases\[0\]\.ratio: 1\.0024 != 1\.0023\)"):
+        _same(committed, made)
     assert differs({"n": 5}, {"n": 5.0}) is None and differs({"n": True}, {"n": 1.0}) is not None
     assert differs({"v": "same"}, {"v": "other"}) == ".v: 'same' != 'other'"
 
