@@ -22,9 +22,9 @@ Format (``format``: ``envcheck-snapshot``)::
               "packages": {name: {version, location, requires} or null}},
      "nvml": <an NVML table, see probes/nvml_table.py>}
 
-Reading one (``load``) has the report reader's discipline: regular files of at most
-``MAX_SNAPSHOT_BYTES`` only (a pipe or a device is refused without being read), integers and
-nesting bounded, and every field the replay reads checked against ``envcheck/snapshot_schema.py``
+Reading one (``load``) has the report reader's discipline (``files.read_text``): regular files of at
+most ``MAX_SNAPSHOT_BYTES``, gzip-compressed or not (a pipe or a device is refused without being
+read), integers and nesting bounded, and every field the replay reads checked against ``envcheck/snapshot_schema.py``
 (the one schema: a new probe adds what it reads there). Every failure is one ``SnapshotError``
 line naming the file and the field. Every string is made encodable as it is read (a lone surrogate,
 which JSON can spell and no UTF-8 writer accepts, becomes U+FFFD): what is replayed can be written.
@@ -37,12 +37,12 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from envcheck.errors import first_line
+from envcheck.files import read_text
 from envcheck.outside_text import encodable, json_value
 
 FORMAT = "envcheck-snapshot"
@@ -80,7 +80,9 @@ def from_dict(data: Any) -> Snapshot:
     from envcheck.snapshot_schema import SchemaError, check_sections
 
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise SnapshotError(f"not an envcheck snapshot (no 'format': '{FORMAT}' field)")
+        got = data.get("format") if isinstance(data, dict) and isinstance(data.get("format"), str) else None
+        raise SnapshotError(f"not an envcheck snapshot ({f'an {got[:40]!r} document' if got else 'no format field'}): "
+                            "envcheck snapshot writes one")
     version = data.get("version")
     if isinstance(version, bool) or not isinstance(version, int):
         raise SnapshotError("version: expected an integer")
@@ -112,50 +114,10 @@ def loads(text: str) -> Snapshot:
     return from_dict(data)
 
 
-def _read(p: Path) -> str:
-    """The text of a regular file of at most MAX_SNAPSHOT_BYTES, without ever blocking on a pipe or
-    reading a device without end: opened non-blocking, then checked on the open file itself (so a
-    file swapped for a pipe between a check and the open is caught too)."""
-    try:
-        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-    except FileNotFoundError:
-        raise SnapshotError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise SnapshotError(f"{p}: is a directory, not a snapshot file") from None
-    except OSError as e:
-        raise SnapshotError(f"{p}: cannot read ({e.strerror or e})") from None
-    try:
-        st = os.fstat(fd)
-    except OSError as e:
-        os.close(fd)
-        raise SnapshotError(f"{p}: cannot read ({e.strerror or e})") from None
-    problem = None
-    if stat.S_ISDIR(st.st_mode):
-        problem = "is a directory, not a snapshot file"
-    elif not stat.S_ISREG(st.st_mode):
-        problem = "not a regular file (a pipe, socket or device), not a snapshot"
-    elif st.st_size > MAX_SNAPSHOT_BYTES:
-        problem = f"{st.st_size} bytes, too large to be a snapshot (at most {MAX_SNAPSHOT_BYTES >> 20} MiB)"
-    if problem is not None:
-        os.close(fd)
-        raise SnapshotError(f"{p}: {problem}")
-    with os.fdopen(fd, "rb") as f:
-        try:
-            data = f.read(MAX_SNAPSHOT_BYTES + 1)
-        except OSError as e:
-            raise SnapshotError(f"{p}: cannot read ({e.strerror or e})") from None
-    if len(data) > MAX_SNAPSHOT_BYTES:  # a file that grew while it was read
-        raise SnapshotError(f"{p}: too large to be a snapshot (at most {MAX_SNAPSHOT_BYTES >> 20} MiB)")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise SnapshotError(f"{p}: not UTF-8 text (byte {e.start}), not a snapshot") from None
-
-
 def load(path: str | os.PathLike[str]) -> Snapshot:
     """Read a snapshot; every failure is a SnapshotError whose message names the file (and the field)."""
     p = Path(path)
-    text = _read(p)
+    text = read_text(p, "a snapshot", MAX_SNAPSHOT_BYTES, SnapshotError)
     try:
         return loads(text)
     except SnapshotError as e:

@@ -111,10 +111,11 @@ def load_files(paths: list[str], gpu: int | None = None) -> list[tuple[list[tupl
     from envcheck.analysis import analyse
     from envcheck.compare.fleet_nodes import nodes_of, world_of
     from envcheck.model import load
+    from envcheck.model.codec import VERDICT_KINDS
 
     out = []
     for label, p in zip(labels(paths), paths, strict=True):
-        report = load(p)
+        report = load(p, VERDICT_KINDS)
         nodes = nodes_of(label, report)
         out.append(([(n, analyse(on_gpu(n.label, n.report, gpu))) for n in nodes], (label, world_of(report))))
     return out

@@ -79,15 +79,13 @@ import gc
 import json
 import math
 import os
-import stat
 import types
 import typing
-import zlib
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from envcheck.files import write_new
+from envcheck.files import read_text, write_new
 from envcheck.model.bench import LEGACY_TEXT, OMIT_DEFAULT, Note, Samples
 from envcheck.model.facts import (
     GPU_FACT_RANGES,
@@ -99,13 +97,14 @@ from envcheck.model.facts import (
     fact_type_problem,
     section_fact_type,
 )
-from envcheck.model.report import SCHEMA_VERSION, Report
+from envcheck.model.report import KINDS, SCHEMA_VERSION, Report
 from envcheck.ops import OPS, spec
 from envcheck.outside_text import json_value
 
 FORMAT_NAME = "envcheck-report"
 SAMPLES_KEY = "f32le_b64"
 MAX_REPORT_BYTES = 512 << 20  # a report this large is not one envcheck wrote
+VERDICT_KINDS = ("check", "run", "fleet", "burn")  # what export, diff and history read: a probe has facts only
 # Integers a report holds (counts, sizes, shapes) fit in 64 bits; a larger one would overflow the
 # analysis's float arithmetic (an OverflowError, not a ReportError), so it is refused at load.
 MAX_INT = 2**63
@@ -542,7 +541,8 @@ def gc_paused() -> Iterator[None]:
 def from_dict(data: Any) -> Report:
     """A Report from its JSON form, any schema version this tool knows."""
     if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
-        raise ReportError("not an envcheck report (no 'format': 'envcheck-report' field)")
+        got = data.get("format") if isinstance(data, dict) and isinstance(data.get("format"), str) else None
+        raise ReportError(f"not an envcheck report ({f'an {got[:40]!r} document' if got else 'no format field'})")
     version = data.get("schema_version")
     if isinstance(version, bool) or not isinstance(version, int):
         raise ReportError("schema_version: expected an integer")
@@ -585,48 +585,20 @@ def loads(text: str) -> Report:
     return from_dict(_parse(text))
 
 
-GZIP_MAGIC = b"\x1f\x8b"
-
-
-def _text(raw: bytes, p: Path) -> str:
-    """The report's text: the file as it is, or gzip-compressed (committed evidence is kept so), read
-    no further than ``MAX_REPORT_BYTES`` once decompressed."""
-    if raw[:2] == GZIP_MAGIC:
-        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        raw = d.decompress(raw, MAX_REPORT_BYTES + 1)
-        if len(raw) > MAX_REPORT_BYTES or d.unconsumed_tail:
-            raise ReportError(f"{p}: more than {MAX_REPORT_BYTES} bytes once decompressed, too large to be a report")
-        if not d.eof:
-            raise EOFError("the compressed report ends early")
-    return raw.decode("utf-8")
-
-
-def load(path: str | os.PathLike[str]) -> Report:
-    """Read a report (its JSON, or the JSON gzip-compressed); every failure is a ReportError whose
-    message names the file.
-
-    Only regular files are read: a FIFO or a device named ``*.json`` would block or never end.
-    """
+def load(path: str | os.PathLike[str], kinds: tuple[str, ...] = KINDS) -> Report:
+    """Read a report of one of ``kinds`` (its JSON, or the JSON gzip-compressed); every failure is a
+    ReportError whose message names the file."""
     p = Path(path)
-    try:
-        st = os.stat(p)
-        if stat.S_ISDIR(st.st_mode):
-            raise ReportError(f"{p}: is a directory, not a report file")
-        if not stat.S_ISREG(st.st_mode):
-            raise ReportError(f"{p}: not a regular file (a pipe, socket or device), not a report")
-        if st.st_size > MAX_REPORT_BYTES:
-            raise ReportError(f"{p}: {st.st_size} bytes, too large to be a report")
-        text = _text(p.read_bytes(), p)
-    except FileNotFoundError:
-        raise ReportError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError, EOFError, zlib.error) as e:
-        raise ReportError(f"{p}: cannot read ({e.__class__.__name__}: {e})") from None
+    text = read_text(p, "a report", MAX_REPORT_BYTES, ReportError)
     data = _parse(text, f"{p}: ")
     del text  # the text of a large report is as big as the model it becomes: not both at once
     try:
-        return from_dict(data)
+        report = from_dict(data)
     except ReportError as e:
         raise ReportError(f"{p}: {e}") from None
+    if report.kind not in kinds:
+        raise ReportError(f"{p}: a {report.kind} report, where a {', '.join(kinds[:-1])} or {kinds[-1]} report is expected")
+    return report
 
 
 __all__ = ["FORMAT_NAME", "Note", "build", "dump", "dumps", "from_dict", "load", "loads", "to_dict"]
