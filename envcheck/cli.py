@@ -267,13 +267,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_lang(p)
     p.set_defaults(handler="envcheck.commands.export:main")
 
-    p = sub.add_parser("diff", help="compare two or more reports; the first is the baseline")
+    p = sub.add_parser("diff", help="compare two or more reports; the first is the baseline",
+                       epilog="exit status: 0 compared (and with --fail-on-regression, no regression); 1 a regression; "
+                              "2 bad options or a file that is not a usable report; 3 with --fail-on-regression, "
+                              "nothing compared (no row judged against run-to-run noise: no verdict)")
     p.add_argument("reports", nargs="+", metavar="REPORT.json")
     p.add_argument("--format", choices=["text", "md", "html", "json"], default="text",
                    help="json: the comparison as data for CI (format in envcheck/compare/export.py)")
     p.add_argument("--out", metavar="FILE", help="write to FILE instead of the terminal (never overwritten)")
     p.add_argument("--fail-on-regression", type=_positive_float, metavar="PCT",
-                   help="exit 1 when any significant slowdown exceeds PCT percent")
+                   help="exit 1 when any significant slowdown exceeds PCT percent, 3 when no row could be judged")
     p.add_argument("--gpu", type=_index, metavar="N",
                    help="reports of several GPUs (run --gpus, fleet): compare GPU N's suite of each "
                         "(default: each report's first)")

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from envcheck.errors import EXIT_FAIL, EXIT_OK, UsageError
+from envcheck.errors import EXIT_FAIL, EXIT_NOTHING_COMPARED, EXIT_OK, UsageError
 from envcheck.model import Report
 
 
@@ -182,4 +182,8 @@ def main(args: argparse.Namespace) -> int:
                   f"{args.fail_on_regression:g}%", file=sys.stderr)
         if regressions or node_regressions:
             return EXIT_FAIL
+        if not d.judged:
+            print("envcheck diff: nothing compared: no row in common was judged against run-to-run noise (no "
+                  "benchmark in common, or only rows no noise estimate covers), so no verdict", file=sys.stderr)
+            return EXIT_NOTHING_COMPARED
     return EXIT_OK
