@@ -29,8 +29,8 @@ them) and listed here:
 | ``envcheck_burn_power_ratio`` | ``gpu`` | highest power over the enforced limit |
 
 Units are base units (seconds, bytes per second, FLOP/s), as Prometheus' naming guide asks. Label
-values are the report's own strings (prometheus_client escapes them); ``--anonymize`` reports carry
-pseudonyms there too.
+values are the report's own strings, unseen characters made visible (``outside_text.visible``) and then
+escaped by prometheus_client; ``--anonymize`` reports carry pseudonyms there too.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from envcheck.analysis import Analysis
 from envcheck.analysis.verdict import REASON_KEYS, verdict
 from envcheck.files import replace_file
 from envcheck.model import STATUSES
+from envcheck.outside_text import visible
 
 CASE_LABELS = ["gpu", "op", "impl", "dtype", "precision", "shape"]
 
@@ -65,6 +66,11 @@ class _ReportCollector(Collector):
         self.a = analysis
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
+        for family in self._families():  # label values are the report's strings: shown as outside text is
+            family.samples = [s._replace(labels={k: visible(v) for k, v in s.labels.items()}) for s in family.samples]
+            yield family
+
+    def _families(self) -> Iterator[GaugeMetricFamily]:
         a, report = self.a, self.a.report
         env = report.environment
         info = GaugeMetricFamily("envcheck_info", "envcheck version and what the report is about",
