@@ -1,4 +1,4 @@
-"""Files that users keep: written never replacing one unasked, never half-written; read within limits.
+"""Writing files that users keep: never replacing one unasked, never leaving one half-written.
 
 Every write stages its files in a private folder beside the targets (``tempfile.mkdtemp``: a random
 name ``.envcheck-XXXXXXXX.tmp``, mode 0700), flushed (fsync) before any name the user sees changes,
@@ -31,7 +31,6 @@ import os
 import shutil
 import stat
 import tempfile
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -349,51 +348,6 @@ def _mkdirs(folder: Path) -> list[Path]:
         p = p.parent
     folder.mkdir(parents=True, exist_ok=True)
     return list(reversed(missing))
-
-
-GZIP_MAGIC = b"\x1f\x8b"
-MAX_INFLATION = 100  # reports and snapshots shrink 5 to 15 times under gzip; a bomb, a thousand and more
-
-
-def read_text(path: Path, what: str, max_bytes: int, error: type[Exception]) -> str:
-    """The UTF-8 text of the regular file ``path``, or of its gzip-compressed content, inflated no
-    further than ``max_bytes`` nor ``MAX_INFLATION`` times its size. Opened non-blocking and checked
-    on the open file: a pipe or a device is never read. ``error``: one line naming the file and limit."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    except FileNotFoundError:
-        raise error(f"{path}: no such file") from None
-    except OSError as e:
-        raise error(f"{path}: cannot read ({e.strerror or e})") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise error(f"{path}: is a directory, not {what} file")
-        if not stat.S_ISREG(mode):
-            raise error(f"{path}: not a regular file (a pipe, socket or device), not {what}")
-        with open(fd, "rb", closefd=False) as f:
-            data = f.read(max_bytes + 1)
-    except OSError as e:
-        raise error(f"{path}: cannot read ({e.strerror or e})") from None
-    finally:
-        os.close(fd)
-    limit = max_bytes
-    if data[:2] == GZIP_MAGIC:
-        limit = min(max_bytes, MAX_INFLATION * len(data))
-        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            data = inflate.decompress(data, limit + 1)  # never more than the limit in memory
-        except zlib.error as e:
-            raise error(f"{path}: not valid gzip ({e})") from None
-        if len(data) <= limit and not inflate.eof:
-            raise error(f"{path}: the compressed data ends early")
-    if len(data) > limit:
-        raise error(f"{path}: more than {limit} bytes{' once decompressed' if limit < max_bytes else ''}, too large "
-                    f"to be {what} (at most {max_bytes >> 20} MiB, and {MAX_INFLATION} times its compressed size)")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise error(f"{path}: not UTF-8 text (byte {e.start}), not {what}") from None
 
 
 REPORT_SUFFIXES = (".json.gz", ".json")  # a report's file names: its JSON, or that JSON gzip-compressed

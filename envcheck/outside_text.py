@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import re
 import unicodedata
 from typing import Any
@@ -28,8 +27,6 @@ _PRINTABLE_UNSEEN = re.compile(f"[{''.join(sorted(c for c in _UNSEEN if c.isprin
 _CANDIDATE = re.compile(r"[^\x20-\x7e]")
 _CANDIDATE_IN_LINES = re.compile(r"[^\x20-\x7e\n\t]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
-# How JSON text spells a surrogate (a pair is read as one character; a lone one stays a surrogate).
-_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 REPLACEMENT = "\ufffd"
 
 
@@ -70,9 +67,3 @@ def encodable(value: Any) -> Any:
         return type(value)(encodable(v) for v in value)
     return value
 
-
-def json_value(text: str) -> Any:
-    """``json.loads(text)`` with its strings encodable (``json.loads``'s errors are left to the caller).
-    Only a text that spells a surrogate is walked again: a large report is not."""
-    value = json.loads(text)
-    return encodable(value) if _SURROGATE.search(text) or _ESCAPED_SURROGATE.search(text) else value

@@ -22,7 +22,8 @@ from envcheck.analysis import burn, fleet, peaks
 from envcheck.checks import cuda_versions, torch
 from envcheck.node import fleet as node_fleet
 from envcheck.node import nccl_log, nccl_tests, smi_text, xid
-from envcheck.outside_text import encodable, json_value, visible
+from envcheck.outside_json import read_json
+from envcheck.outside_text import encodable, json_text, visible
 from envcheck.probes import cuda, platform, torch_probe, triton_probe, wsl
 from envcheck.render import chart_draw, escape, junit, toc
 from envcheck.render.terminal import console
@@ -78,11 +79,11 @@ CASES: list[tuple[str, Callable[[Any], object], Any]] = [
     ("report name", lambda s: reportname.slug(s, "x"), run("-a")),
     ("visible text", visible, run("\u202e\x1b")),
     ("encodable text", encodable, run("\ud800a")),
-    ("JSON text", json_value, '"' + "\\\\ud8" * (MB // 5) + '"'),
+    ("JSON text", lambda s: read_json(s, ValueError, "report"), '"' + "\\\\ud8" * (MB // 5) + '"'),
     ("Markdown text", escape.md_text, run("[*`")),
     ("Markdown line start", escape.md_lead, " " * MB + "x"),
     ("Markdown code", escape.md_code, run("`a")),
-    ("JSON for users", escape.json_text, run("\u2028a")),
+    ("JSON for users", json_text, run("\u2028a")),
     ("HTML command", escape.html_command, run("a \u4e00")),
     ("JUnit text", junit._text, run("\ufffea")),
 ]
