@@ -75,6 +75,7 @@ def emit(analysis: Analysis, fmt: str, lang: str = "en", out: str | None = None,
 def main(args: argparse.Namespace) -> int:
     from envcheck import model
     from envcheck.analysis import analyse
+    from envcheck.model.codec import VERDICT_KINDS
 
     if args.out:  # refused before the report is read: a textfile is replaced whole, any other file never
         from envcheck.commands.diff import check_out
@@ -83,4 +84,4 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.out} is a folder: name the file, e.g. {Path(args.out) / 'envcheck.prom'}")
         if args.format != "prometheus":
             check_out(args.out)
-    return emit(analyse(model.load(args.report)), args.format, args.lang, args.out)
+    return emit(analyse(model.load(args.report, VERDICT_KINDS)), args.format, args.lang, args.out)
