@@ -44,6 +44,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from envcheck.outside_json import Int
+
 DTYPES: tuple[str, ...] = ("fp32", "fp16", "bf16")
 # The arithmetic a case uses: its dtype, or TF32 for an fp32 matmul on tensor cores.
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16")
@@ -79,11 +81,11 @@ class Cost:
     declared it (``accumulation``: terms summed into one output element, what the rounding
     error of a correct implementation grows with)."""
 
-    shape: tuple[int, ...]
+    shape: tuple[Int, ...]
     dtype: str
-    bytes: int
-    flops: int
-    accumulation: int = 1
+    bytes: Int
+    flops: Int
+    accumulation: Int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.shape, tuple):
@@ -107,7 +109,7 @@ class Declared:
     impls: tuple[str, ...]
     baseline: str
     costs: tuple[Cost, ...]
-    roundings: int = 0
+    roundings: Int = 0
 
     def __post_init__(self) -> None:
         if not self.impls or any(not valid_name(i) for i in self.impls) or len(set(self.impls)) != len(self.impls):
@@ -140,6 +142,10 @@ def valid_name(name: object) -> bool:
                                                                    for ch in name)
 
 
+# A conv2d shape's dimensions, as ``--sizes`` takes them (NxCxHxWxKxRxSTRIDE) and every view names them.
+CONV_DIMS = ("N", "C", "H", "W", "K", "R", "stride ")
+
+
 @dataclass(frozen=True)
 class OpSpec:
     """What one op is. ``family`` groups ops that take the same shapes (and the same sizes on
@@ -148,9 +154,9 @@ class OpSpec:
 
     name: str
     family: str
-    rank: int
+    rank: Int
     compute_bound: bool  # judged on FLOP/s against the precision's peak; else on bandwidth
-    inputs: int  # tensors read, each of the full input shape (matmul: a and b)
+    inputs: Int  # tensors read, each of the full input shape (matmul: a and b)
     reduce_over: str = ""  # reduce family: "all", "inner" or "lead" (the axes reduced)
     backward: bool = False  # a forward + backward (autograd) op: the output is the gradient
     declared: Declared | None = None  # a user's op: its declaration
@@ -362,13 +368,13 @@ def variant(dtype: str, precision: str) -> str:
     return dtype if precision == dtype else f"{dtype}/{precision}"
 
 # What runs without --ops: the machine-health suite. The first users' workloads (issue 22)
-# run when named, one by one or as the group ``workloads`` (``--ops workloads``): they would
-# triple the default suite's cases and time.
+# run when named, one by one or as the group ``workloads``: they would triple the default suite's
+# cases and time. Ops named replace the default ones; the group ``default`` names them (``default,workloads``).
 DEFAULT_OPS: tuple[str, ...] = ("vector_add", "relu", "matmul", "softmax", "row_sum")
-OP_GROUPS: dict[str, tuple[str, ...]] = {"workloads": tuple(op for op in OP_NAMES if op not in DEFAULT_OPS)}
+OP_GROUPS: dict[str, tuple[str, ...]] = {"default": DEFAULT_OPS,
+                                         "workloads": tuple(op for op in OP_NAMES if op not in DEFAULT_OPS)}
 
 
 def ops_help() -> str:
     """Every built-in op and group, as ``--ops`` takes them (the CLI's help)."""
-    groups = "; ".join(f"{g}: {', '.join(ops)}" for g, ops in OP_GROUPS.items())
-    return f"default: {', '.join(DEFAULT_OPS)}; {groups}"
+    return "; ".join(f"{g}: {', '.join(ops)}" for g, ops in OP_GROUPS.items())

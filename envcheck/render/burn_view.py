@@ -142,7 +142,7 @@ def _margin(m: Margin | None) -> str:
     if m is None:
         return fmt.DASH
     show = fmt.pct if m.threshold in PCT_RULES else fmt.num
-    return t("burn.margin_cell", value=show(m.value), limit=show(m.limit), room=fmt.num(round(m.room, 2)))
+    return t("burn.margin_cell", value=show(m.value), limit=show(m.limit), room=fmt.num(m.room))
 
 
 def margins(a: BurnAnalysis) -> list[tuple[str, tuple[str, ...]]]:

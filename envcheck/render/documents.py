@@ -80,9 +80,12 @@ def _by_place(items: Sequence[ch.Drawn], make: Callable[[ch.Drawn], Any] | None 
 
 def render_markdown(report: Report, analysis: Analysis, charts_dir: str = "charts",
                     charts: Sequence[ch.Drawn] | None = None) -> str:
-    """The Markdown text; charts are linked as ``<charts_dir>/<name>.svg`` (written beside it by ``writing``)."""
+    """The Markdown text; charts are linked as ``<charts_dir>/<name>.svg`` (written beside it by ``writing``),
+    URL-encoded: a report's file name with a space, ``)`` or ``"`` neither breaks an image nor adds markup."""
+    from urllib.parse import quote
+
     drawn = report_charts(analysis) if charts is None else charts
-    links = _by_place(drawn, lambda c: ChartLink(c.title, f"{charts_dir}/{c.name}.svg"))
+    links = _by_place(drawn, lambda c: ChartLink(c.title, quote(f"{charts_dir}/{c.name}.svg", errors="surrogateescape")))
     return markdown_toc(_page(report, analysis, "md", links))
 
 

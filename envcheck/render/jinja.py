@@ -5,18 +5,17 @@ Markdown templates are not; they pass machine strings through ``md`` (text) or `
 (code spans). ``finalize`` makes control, bidi and invisible characters visible in every value printed, in
 both formats (HTML autoescaping leaves a right-to-left override in place); values marked safe (the charts'
 SVG) pass as they are. Templates read the analysis and comparison records directly, format numbers with
-the ``render.fmt`` filters and phrase with ``t`` / ``phrase`` and ``render.view`` (``v``).
+the ``render.fmt`` filters and phrase with ``t`` / ``phrase`` and ``render.view`` (``v``). No bytecode cache: a
+cached template is unpickled and run, so a cache folder someone else can write would run their code as the user.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 from pathlib import Path
 from typing import Any
 
 import jinja2
-import jinja2.bccache
 from markupsafe import Markup
 
 from envcheck.render import burn_view, compare_view, crosscheck_view, fmt, i18n, view
@@ -43,33 +42,6 @@ GLOBALS = {"t": i18n.t, "phrase": i18n.phrase, "has": i18n.has, "word": i18n.wor
            "v": view, "bv": burn_view, "cv": crosscheck_view, "dv": compare_view, "fmt": fmt, "lang": i18n.current}
 
 
-class _BytecodeCache(jinja2.FileSystemBytecodeCache):
-    """Compiled templates kept between runs (compiling them is a tenth of a render); a cache that cannot
-    be read or written is no cache, never an error. Keys are checksums of the template sources."""
-
-    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        try:
-            super().load_bytecode(bucket)
-        except (OSError, ValueError, EOFError):
-            bucket.reset()
-
-    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        try:
-            super().dump_bytecode(bucket)
-        except OSError:
-            pass
-
-
-def _bytecode_cache() -> jinja2.BytecodeCache | None:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    folder = os.path.join(base, "envcheck", f"jinja-{jinja2.__version__}")
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError:
-        return None
-    return _BytecodeCache(folder)
-
-
 @functools.cache
 def environment() -> jinja2.Environment:
     """The shared environment (cached; read-only). ``StrictUndefined``: a misspelt variable fails the tests
@@ -78,7 +50,7 @@ def environment() -> jinja2.Environment:
         loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
         autoescape=jinja2.select_autoescape(enabled_extensions=("html", "html.j2"), default_for_string=False),
         undefined=jinja2.StrictUndefined, finalize=_finalize, trim_blocks=True, lstrip_blocks=True,
-        keep_trailing_newline=True, bytecode_cache=_bytecode_cache(),
+        keep_trailing_newline=True,
     )
     env.filters.update(FILTERS)
     env.globals.update(GLOBALS)
