@@ -309,12 +309,10 @@ def test_a_matmul_above_its_flops_ceiling_is_a_compute_finding_counted_with_the_
 
 
 def test_every_above_ceiling_finding_is_phrased_in_both_languages():
-    import json
-    from pathlib import Path
+    from envcheck.render.i18n import catalog
 
-    root = Path(__file__).resolve().parent.parent
     for lang in ("en", "zh-CN"):
-        cat = json.loads((root / "envcheck" / "render" / "catalog" / f"{lang}.json").read_text(encoding="utf-8"))
+        cat = catalog(lang)
         for key in ("finding.above_ceiling", "finding.above_ceiling_compute", "finding.above_ceiling_mixed",
                     "finding.above_ceiling_cached"):
             assert key in cat and "{count}" in cat[key]

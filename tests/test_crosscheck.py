@@ -10,7 +10,6 @@ import dataclasses
 import gzip
 import json
 import re
-from pathlib import Path
 
 import pytest
 from crosscheck_fakes import (
@@ -298,8 +297,10 @@ def test_the_section_shows_every_row_with_its_counterpart_and_bar_in_both_langua
                          capture(lambda c: print_crosscheck(c, a.crosscheck, "zh-CN"), width=100)])
     assert "交叉核验" in zh_text and "超出" in zh_text
 
+    from envcheck.render.i18n import catalog
+
     def words(lang: str) -> set[str]:
-        cat = json.loads((Path(ax.__file__).parents[1] / "render" / "catalog" / f"{lang}.json").read_text("utf-8"))
+        cat = catalog(lang)
         return {w for k, m in cat.items() if k.startswith("crosscheck.")
                 for w in re.findall(r"[A-Za-z]{3,}", re.sub(r"\{[^}]*\}", " ", m))}
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import math
 from pathlib import Path
 
@@ -254,8 +253,9 @@ def test_unknown_op_names_the_new_ops_and_the_group():
 
 
 def test_new_message_keys_have_english_and_chinese_text():
-    en = json.loads((ROOT / "envcheck/render/catalog/en.json").read_text())
-    zh = json.loads((ROOT / "envcheck/render/catalog/zh-CN.json").read_text())
+    from envcheck.render.i18n import catalog
+
+    en, zh = catalog("en"), catalog("zh-CN")
     for key in ("bench.jax_missing", "bench.jax_off", "bench.jax_multi_gpu", "bench.jax_named_ops", "case.jax_host_timed",
                 "skip.jax_no_gpu"):
         assert en[key] and zh[key] and en[key] != zh[key]

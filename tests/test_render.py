@@ -277,13 +277,41 @@ def test_probe_report_renders_environment_and_no_benchmark():
 # --------------------------------------------------------------------------- languages
 
 
-def test_catalogues_have_the_same_keys_and_placeholders():
-    en = catalog("en")
+def _po(lang: str):
+    from babel.messages.pofile import read_po
+
+    with (ROOT / "envcheck" / "render" / "locale" / lang.replace("-", "_") / "LC_MESSAGES" / "envcheck.po").open("rb") as f:
+        return read_po(f)
+
+
+def test_catalogues_have_the_same_keys_plural_forms_and_placeholders():
+    """The .po files, the source: every key in every language, a plural entry in all of them, and each form of
+    a message with the placeholders of the English."""
+    en = {m.id if isinstance(m.id, str) else m.id[0]: m for m in _po("en") if m.id}
     for lang in LANGS:
-        other = catalog(lang)
+        other = {m.id if isinstance(m.id, str) else m.id[0]: m for m in _po(lang) if m.id}
         assert set(other) == set(en), f"{lang}: {set(en) ^ set(other)}"
-        for key, message in en.items():
-            assert placeholders(other[key]) == placeholders(message), f"{lang} {key}"
+        for key, m in en.items():
+            ours, theirs = ((x,) if isinstance(x, str) else tuple(x) for x in (m.string, other[key].string))
+            assert len(ours) == len(theirs) and all(theirs), f"{lang} {key}: a form missing"
+            assert [placeholders(x) for x in ours] == [placeholders(x) for x in theirs], f"{lang} {key}"
+
+
+def test_the_compiled_catalogues_are_their_po_files():
+    """envcheck reads the committed .mo files (the standard library's gettext): each must hold its .po's messages
+    (after editing a .po: ``python tools/dev/catalog.py compile``)."""
+    import io
+    from gettext import GNUTranslations
+
+    from babel.messages.mofile import write_mo
+
+    from envcheck.render.i18n import translations
+
+    for lang in LANGS:
+        buf = io.BytesIO()
+        write_mo(buf, _po(lang))
+        buf.seek(0)
+        assert translations(lang)._catalog == GNUTranslations(buf)._catalog, lang
 
 
 def _code_keys() -> set[str]:
@@ -309,14 +337,20 @@ def test_every_key_the_analysis_uses_is_in_the_catalogue():
     assert not missing
 
 
-def test_every_key_a_template_names_is_in_the_catalogue():
-    used = set()
-    for path in (ROOT / "envcheck" / "templates").glob("*.j2"):
-        used |= {k for k in re.findall(r'(?<![\w.])t\("([^"]+)"', path.read_text()) if not k.endswith(".")}
-    for path in (ROOT / "envcheck" / "render").rglob("*.py"):
-        used |= {k for k in re.findall(r'["\']((?:term|col|chart|diff|history|tile|section|method)\.[a-z_.]+)["\']',
-                                        path.read_text()) if not k.endswith(".")}
-    assert not sorted(k for k in used if k not in catalog("en"))
+def test_every_key_the_code_and_the_templates_name_is_in_the_catalogue():
+    """Babel's extraction (babel.cfg: Python, and Jinja's templates) of every key given to t() or phrase() as
+    written: a key named in the code has its message."""
+    from babel.messages.extract import extract_from_dir
+    from babel.messages.frontend import parse_mapping_cfg
+
+    with (ROOT / "babel.cfg").open() as f:
+        methods, options = parse_mapping_cfg(f)
+    found = {(Path(name).name, msg if isinstance(msg, str) else msg[0]) for name, _, msg, _, _ in
+             extract_from_dir(ROOT / "envcheck", [(p.removeprefix("envcheck/"), m) for p, m in methods],
+                              {k.removeprefix("envcheck/"): v for k, v in options.items()},
+                              keywords={"t": None, "phrase": None, "_": None})}
+    assert {k for _, k in found} >= {"report.title", "section.health", "burn.col.device", "diff.node.col.test"}
+    assert not sorted((name, k) for name, k in found if k not in catalog("en") and not k.endswith("."))
 
 
 def _english_fragments() -> list[str]:

@@ -56,7 +56,6 @@ pytestmark = pytest.mark.usefixtures("charts_not_drawn")
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = sorted((ROOT / "evidence").glob("*.json.gz"))
 SNAPSHOTS = sorted((ROOT / "tests/fixtures/snapshots/corpus").glob("*.json"))
-CATALOG = ROOT / "envcheck/render/catalog"
 
 ALLOWED = {
     "envcheck",  # the program's own name, shown as a command and in the footer
@@ -87,8 +86,9 @@ OWN_TEXT = {"title", "finding", "fix", "text", "status"}
 
 
 def _catalog(lang: str) -> dict[str, str]:
-    data = json.loads((CATALOG / f"{lang}.json").read_text(encoding="utf-8"))
-    return {k: v for k, v in data.items() if not k.startswith("_")}
+    from envcheck.render.i18n import catalog
+
+    return catalog(lang)
 
 
 @functools.cache

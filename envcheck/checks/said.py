@@ -15,7 +15,7 @@ is shown as it is instead of stopping the rule that reports it.
 from __future__ import annotations
 
 import functools
-import json
+import gettext
 import re
 from collections.abc import Mapping
 from importlib import resources
@@ -30,8 +30,10 @@ MAX_PARAM_CHARS = 2000
 
 @functools.cache
 def _english() -> Mapping[str, str]:
-    text = resources.files("envcheck.render").joinpath("catalog", "en.json").read_text(encoding="utf-8")
-    return json.loads(text)
+    """The English catalogue (gettext's, render/locale/en): a plural entry as ``key`` and, its singular, ``key.one``."""
+    with resources.files("envcheck.render").joinpath("locale", "en", "LC_MESSAGES", "envcheck.mo").open("rb") as f:
+        table = gettext.GNUTranslations(f)._catalog  # type: ignore[attr-defined]
+    return {k if isinstance(k, str) else k[0] + (".one" if k[1] == 0 else ""): v for k, v in table.items() if k}
 
 
 class _Blank(dict):  # type: ignore[type-arg]

@@ -1,18 +1,10 @@
-"""Presentation: everything envcheck shows, for the terminal, Markdown and HTML, of a run, a diff and a history.
+"""Presentation: everything envcheck shows (terminal, Markdown, HTML, charts, JUnit, Prometheus, the health line).
 
-Reads a report and its analysis (``envcheck.analysis``) or a comparison's data
-(``envcheck.compare``); never probes, measures or derives a number. One of each:
-
-* ``i18n`` and ``catalog/``: the message catalogue per language, and phrasing of keys from data;
-* ``fmt``: numbers, sizes and labels as text; ``escape``: machine text made safe per medium;
-* ``jinja`` and ``templates/``: the Jinja environment of every document;
-* ``charts`` (what each chart shows) on ``chart_spec`` (the data), ``chart_style`` and ``chart_draw`` (matplotlib);
-* ``view`` (a run) and ``compare_view`` (a diff, a history): what a document shows, phrased;
-* ``documents``: Markdown and HTML text; ``writing``: a render's files written as one set;
-* ``junit``, ``prometheus``, ``health``: the report for CI, node_exporter and schedulers;
-* ``terminal``: the console policy and the terminal layouts.
-
-The heavy modules load on first use, so ``envcheck.render.i18n`` stays cheap to import.
+Reads a report's analysis or a comparison's data and derives nothing. ``i18n`` and ``locale/``: the language and
+its gettext catalogues; ``fmt`` and ``escape``: values as text, made safe per medium; ``jinja`` and ``templates/``:
+the documents; ``view``, ``compare_view``, ``node_view``, ``fleet_view``, ``burn_view``, ``crosscheck_view``: what
+takes more than a lookup to say; ``charts``: what each chart shows, drawn by ``chart_draw``; ``terminal``: the
+console layouts. The heavy modules load on first use, so ``envcheck.render.i18n`` stays cheap to import.
 """
 
 from __future__ import annotations

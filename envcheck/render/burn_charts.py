@@ -1,8 +1,5 @@
-"""The burn-in's charts: clocks, power, temperature and achieved throughput over time, one series
-per GPU in each (so a GPU that falls behind its siblings shows), through the same chart entry
-points as every other chart (``charts.facet_chart`` and ``charts.draw``). Declarative: each chart is
-a ``BurnChart`` spec (what to read from the analysis, which axis); every number comes from the
-burn's analysis or the raw telemetry it analysed.
+"""The burn-in's charts: clocks, power, temperature and throughput over time, a series per GPU, each a
+``BurnChart`` spec drawn through ``charts.facet_chart``.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ def name(g: GpuBurn) -> str:
 
 
 def device_column(a: BurnAnalysis) -> str:
-    return t("burn.col.device" if on_cpu(a) else "burn.col.gpu")
+    return t("burn.col.device") if on_cpu(a) else t("burn.col.gpu")
 
 
 def columns(a: BurnAnalysis) -> list[str]:
@@ -159,12 +159,13 @@ def verdict_text(a: BurnAnalysis) -> str:
 
 def summary(a: BurnAnalysis) -> str:
     b = a.burn
-    return t("burn.summary_cpu" if on_cpu(a) else "burn.summary", gpus=len(a.gpus), minutes=fmt.general(b.minutes),
-             seconds=fmt.seconds(b.duration_s), started=esc(b.started))
+    params = {"gpus": len(a.gpus), "minutes": fmt.general(b.minutes), "seconds": fmt.seconds(b.duration_s),
+              "started": esc(b.started)}
+    return t("burn.summary_cpu", **params) if on_cpu(a) else t("burn.summary", **params)
 
 
 def no_findings(a: BurnAnalysis) -> str:
-    return t("burn.no_findings_cpu" if on_cpu(a) else "burn.no_findings")
+    return t("burn.no_findings_cpu") if on_cpu(a) else t("burn.no_findings")
 
 
 def title(report: Any) -> str:

@@ -1,21 +1,7 @@
-"""A ``chart_spec.Chart`` drawn with matplotlib: SVG text for documents, PNG bytes for pasting into an issue.
-
-What the drawing guarantees, and why:
-
-* **Deterministic SVG**: no date, no creator, ``svg.hashsalt`` fixed per chart, and only the ids
-  something refers to kept (clip paths, marker shapes, hashed from the salt and their content): two
-  renders of one report are byte-identical, and several charts inlined in one page do not share ids.
-* **Text is text** (``svg.fonttype`` none), in a font list that reaches CJK fonts; mathtext is off, so
-  ``$\\x$`` is shown as itself; every string loses the characters ``chart_spec.clean`` removes and
-  matplotlib escapes the rest for XML.
-* **Ragged sizes are points, not cliffs**: where points of a series sit within ``RAGGED`` of each
-  other on a log x axis (1000003 elements next to 2^20, 1000×1001×999 next to 1024³), the line keeps only the one
-  at a power of two and the others are markers with the opposite fill, never joined.
-* **Axes that cannot exaggerate**: a log axis spans at least a decade, a linear axis includes zero
-  unless told otherwise and is then at least ±10 % of its largest value wide; ticks are written in the
-  project's number notation (``fmt``): binary prefixes on base-2 axes (``1K 1M``, K = 1024), decimals
-  and SI prefixes from 10^4 on base 10 (``1k``, lower case: 1000).
-* **The legend sits below the panels**, one entry per series, ceiling, roof and band, never over data.
+"""A ``chart_spec.Chart`` drawn with matplotlib: SVG text for documents, PNG for pasting into an issue.
+Deterministic SVG (no date, fixed hash salt, only referenced ids kept); text as text in a font list that reaches
+CJK, mathtext off; points of ragged sizes drawn alone, never as a cliff of the line; axes that cannot exaggerate
+(a log axis spans a decade, a linear one includes zero or ±10 %); ticks in ``fmt``'s notation; the legend below.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""What a chart shows, as data: a ``Chart`` of ``Panel``s, each with ``Series`` of ``Point``s, horizontal
-``RefLine``s (ceilings), an optional ``band`` (a diff's practical band) and roofline roofs
-(``MemoryRoof``, ``ComputeRoof``). Validated where it is built, so a chart that no axis could show is
-refused at its source; ``chart_draw`` draws it with matplotlib.
-
-Units of a roofline are the caller's, but must agree: with x in FLOP/byte and y in TFLOP/s, a
-``MemoryRoof.bandwidth`` is in TB/s (TFLOP/s per FLOP/byte), and roofs meet at x = peak / bandwidth.
+"""What a chart shows, as data (``Chart`` > ``Panel`` > ``Series`` of ``Point``s, ceilings, a band, roofline
+roofs), validated where it is built; ``chart_draw`` draws it. Roofline units must agree: x in FLOP/byte, y in
+TFLOP/s, a ``MemoryRoof.bandwidth`` in TB/s.
 """
 
 from __future__ import annotations

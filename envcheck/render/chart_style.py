@@ -1,9 +1,5 @@
-"""The one chart style: sizes, fonts, colours, markers and the matplotlib settings every chart is drawn with.
-
-Sizes are SVG user units (1 unit = 1 px at natural size; matplotlib's points at 72 dpi). A one-panel
-chart is ``PANEL_W`` wide; the HTML scales it to its column, never above ``max-width`` (base template).
-The text sizes are chosen so that a one-panel chart scaled to a 390 px phone (a 370 px column) keeps
-its smallest text, the ticks, at 10 px or more: ``TICK_SIZE * 370 / PANEL_W >= 10``.
+"""The one chart style: sizes (SVG units), fonts, colours, markers, matplotlib settings. A one-panel chart scaled
+to a phone's 370 px column keeps its ticks at 10 px or more: ``TICK_SIZE * 370 / PANEL_W >= 10``.
 """
 
 from __future__ import annotations

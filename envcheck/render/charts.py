@@ -1,13 +1,6 @@
-"""Every chart envcheck draws (run, diff, history, node): what each shows, as ``chart_spec`` data drawn by ``chart_draw``.
-
-A chart is built from ``Quantity`` definitions: the text of an axis label and the number each
-point is placed at come from the same object, so an axis can never say "FLOP" while its points
-sit at a matrix side. ``facet_chart`` turns facets (one panel per dtype/precision, or per op)
-into a ``chart_spec.Chart``, leaving out panels with nothing to show (fewer than two sizes) and
-returning None when no panel is left: no single-point chart, no roofline without roofs.
-
-The run charts read every number from the analysis (``CaseResult``): times, GB/s, TFLOP/s,
-speedups and ceilings; a diff's and a history's from their comparison data.
+"""Every chart envcheck draws (run, diff, history, node): what each shows, as ``chart_spec`` data. An axis's label
+and the value its points sit at come from one ``Quantity``, so they cannot disagree; ``facet_chart`` leaves out
+panels with fewer than two sizes and returns None when none is left. Numbers are the analysis's.
 """
 
 from __future__ import annotations
@@ -224,7 +217,7 @@ def _time_chart(op: str, rs: Sequence[CaseResult], backend: str) -> Drawn | None
                                         dashed=bool(gpu), hollow=bool(gpu)))
         facets.append(Facet(variant, tuple(series)))
     title = t("chart.title.time", op=op)
-    desc = t("chart.desc.time" if backend == "cuda" else "chart.desc.time_cpu", op=op)
+    desc = t("chart.desc.time", op=op) if backend == "cuda" else t("chart.desc.time_cpu", op=op)
     desc += " " + t("chart.series.iqr")
     return draw(f"{op}_time", op, facet_chart(title, desc, facets, x, TIME), x, TIME)
 

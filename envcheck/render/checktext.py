@@ -1,11 +1,5 @@
-"""A check's title, finding and fix in the reader's language, from its catalogue keys.
-
-Every human view (terminal, Markdown, HTML, the diff and the fleet page) shows checks through
-``localized``: the title's key follows from the check id, the finding and the fix from the keys
-the rule recorded, with the same parameters (versions, paths, commands: shown as recorded). A
-check recorded before checks carried keys, which the rules today do not say the same way
-(``checks.keyed``), keeps its recorded English, marked as recorded outside English.
-JUnit and the health line read the English the check carries.
+"""A check's title, finding and fix in the reader's language, from its keys; a check recorded before checks
+carried keys, which today's rules do not say the same way, keeps its English, marked as recorded.
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
-"""Code spans in HTML: the catalogue marks a command or an identifier in a sentence with backticks, as
-Markdown does (`` `envcheck check` ``); an HTML page shows it as ``<code>``, never as literal backticks.
-
-``code_spans`` rewrites a finished page once, in its text only: never inside a tag, an attribute, an
-element that is code already (``code``, ``pre``), a chart (``svg``), ``style`` or ``title``. Text arrives
-escaped (autoescaping), so a span's content is escaped text and stays so. ``fix`` lays out a check's fix:
-a fix that is a command is one ``<code class="fix">``; a fix in words with commands marked is words with
-each command as its own ``<code class="fix">``.
+"""Code spans in HTML: a `command` the catalogue marks with backticks becomes ``<code>`` in a finished page's text
+(never inside a tag, code, a chart, style or title); ``fix`` lays a check's fix out as code.
 """
 
 from __future__ import annotations

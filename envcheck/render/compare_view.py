@@ -1,8 +1,5 @@
-"""What a diff and a history show beyond their numbers: the sentences and labels every medium shares.
-
-Templates and the terminal read the comparison data of ``envcheck.compare`` (``Diff``, ``Comparison``,
-``NodeComparison``, ``History``) directly and format its numbers with ``render.fmt``; this module phrases
-what takes more than a lookup. It derives no ratio, interval or verdict (``compare`` did).
+"""A diff's and a history's sentences and labels, shared by every medium; the comparison's records are read
+directly and nothing is derived here.
 """
 
 from __future__ import annotations
@@ -67,7 +64,7 @@ def env_label(c: Any) -> str:
 def env_value(c: Any, value: str) -> str:
     """A run setting's yes or no in the reader's words; every other value as recorded."""
     if str(getattr(c, "key", "")).startswith("setting.") and value in ("True", "False"):
-        return t("yes" if value == "True" else "no")
+        return t("yes") if value == "True" else t("no")
     return value
 
 

@@ -1,7 +1,4 @@
-"""Markdown and self-contained HTML of a run report, a diff and a history: text, nothing written.
-
-Each is a pure function of its input (a report and its analysis, or a comparison's data) and the render's
-language: the same input gives the same bytes anywhere. Writing files is ``render.writing``'s.
+"""Markdown and self-contained HTML of a report, a diff and a history: text, the same bytes for the same input.
 """
 
 from __future__ import annotations

@@ -1,13 +1,5 @@
-"""Machine-supplied text made safe for each medium it is shown in.
-
-Everything a report carries from the machine (host and GPU names, environment variables, findings,
-notes, exception lines) may hold Markdown or HTML, rich markup, terminal escapes or characters that
-make text read differently than it is. The last are made visible by one rule for every medium
-(``outside_text.visible``; ``json_text`` for JSON); on top of it, one function a medium:
-
-* ``md_text`` / ``md_code``: Markdown (CommonMark + GFM tables); ``term``: rich markup for the terminal;
-* HTML is escaped by Jinja's autoescape, ``visible`` run on every value a template prints (``finalize``);
-  SVG text is XML-escaped by the chart writer.
+"""Machine text made safe per medium: ``md_text`` / ``md_code`` (Markdown, GFM tables), ``term`` (rich markup),
+``json_text``; unseen characters shown by one rule (``outside_text.visible``); HTML by Jinja's autoescape.
 """
 
 from __future__ import annotations

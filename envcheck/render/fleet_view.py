@@ -199,7 +199,7 @@ def _rules_section(fa: af.FleetAnalysis) -> Section:
     rows = tuple((Cell(esc(r.metric)), Cell(_rule_label(r)),
                   Cell(t(f"fleet.direction.{r.direction}")), Cell(fmt.ratio_pct(r.margin))) for r in fa.applied)
     cols = (t("fleet.col.rule"), t("fleet.col.means"), t("fleet.col.better"), t("fleet.col.margin"))
-    lines = [Line(t("fleet.rules.default" if not f.rules else "fleet.rules.given"))]
+    lines = [Line(t("fleet.rules.given") if f.rules else t("fleet.rules.default"))]
     if f.baseline is not None:
         lines.append(Line(t("fleet.baseline", source=esc(f.baseline.source), host=esc(f.baseline.host or "?"),
                               created=esc(f.baseline.created or fmt.DASH))))

@@ -1,21 +1,7 @@
-"""Numbers and labels as people read them: the one place a value becomes text.
-
-Terminal, Markdown, HTML and charts all format through these functions, so a tolerance,
-a size or a speedup reads with the same digits everywhere. They return plain text; the
-medium escapes it (``render.escape``).
-
-Conventions:
-
-* sizes of vector ops are element counts, written with the binary prefixes the charts' size
-  axes use (``render.chart_draw``: upper-case K = 1024) when they are exact multiples (``1K``,
-  ``10K``, ``100K``, ``1M``, ``256M``) and as plain integers otherwise; shapes of other ops are
-  their dimensions joined by ``×``; rows sort by element count (``shape_key``), never by run
-  order;
-* errors and tolerances: two significant digits in exponent form (``7.7e-4``, ``1.2e-2``), so a
-  column of them lines up;
-* speedups ``1.02×`` (two decimals), time ratios of a diff ``0.864×`` (three: they compare
-  close numbers), percentages whole above 10 and with one decimal below;
-* no digit grouping: ``4814 GB/s`` stays one token for anyone parsing piped output.
+"""Numbers and labels as people read them: the one place a value becomes text, so every medium shows the same
+digits (plain text: the medium escapes it). Errors and tolerances in exponent form with two digits (``7.7e-4``),
+speedups with two decimals (``1.02×``), a diff's ratios with three (``0.864×``), percentages whole above 10 and
+with a decimal below; no digit grouping (``4814 GB/s`` stays one token for a parser of piped output).
 """
 
 from __future__ import annotations
@@ -64,8 +50,7 @@ RATE_UNITS = (("s", 1.0), ("min", 60.0), ("h", 3600.0), ("d", 86400.0))
 
 
 def counter_rate(per_s: Any) -> str:
-    """A count per second as a plain number per the first unit that makes it at least 1 (``12/s``,
-    ``3.4/min``, ``0.52/d``): counters read by people, never in exponent form."""
+    """A count per second in the first unit that makes it at least 1 (``12/s``, ``3.4/min``, ``0.52/d``)."""
     if per_s is None or not isinstance(per_s, (int, float)) or not math.isfinite(per_s):
         return DASH
     if per_s == 0:
@@ -111,8 +96,7 @@ def duration_us(x: Any) -> str:
 
 
 def size_bytes(x: Any) -> str:
-    """A message or buffer size as nccl-tests' sizes are chosen: ``1 MiB``, ``64 MiB``, ``4 GiB`` when an
-    exact binary multiple, else ``nbytes``' one decimal."""
+    """``1 MiB``, ``4 GiB`` when an exact binary multiple (as nccl-tests' sizes), else ``nbytes``."""
     if x is None:
         return DASH
     n = int(x)
@@ -173,7 +157,7 @@ def shape(dims: Sequence[int] | int | str, op: str | None = None) -> str:
 
 
 def shape_key(dims: Sequence[int]) -> tuple[int, tuple[int, ...]]:
-    """Numeric order of sizes: by elements, then by dimensions (16384×8192 before 4096×32768 is arbitrary but fixed)."""
+    """Numeric order of sizes: by elements, then by dimensions."""
     return (math.prod(dims), tuple(dims))
 
 

@@ -1,21 +1,17 @@
-"""Every sentence envcheck shows, in the language of the render, escaped for its medium.
+"""Every sentence envcheck shows, in the render's language, escaped for its medium.
 
-The catalogue: one flat JSON file per language under ``catalog/``, the same keys in both, placeholders in
-``str.format`` style. A render chooses its language once (``activate`` in the CLI, ``language`` around a
-render of another) and its medium's escaping once (``escaping``: Markdown, the terminal's markup; none for
-HTML, whose autoescape covers whole sentences); ``t`` and ``phrase`` read both from context variables.
-
-``t(key, **params)``: a key the code names itself (a missing one is a KeyError, caught by the tests).
-``phrase(key, params)``: a key that came from data (a note, a finding, a ceiling's source): parameters
-formatted by the unit their names carry and escaped; a key this version does not know shown generically;
-a missing placeholder as a dash; a word of a small vocabulary (``VOCABULARY``) phrased too;
-``legacy.text`` (a schema-1 report's English) shown as recorded.
+The catalogues are gettext's: ``locale/<ll_CC>/LC_MESSAGES/envcheck.po`` (msgids: the keys code and reports store;
+``str.format`` placeholders) compiled to the ``.mo`` read here with the standard library (tools/dev/catalog.py).
+The language is chosen once (``activate`` in the CLI, ``language`` around another) and the medium's escaping once
+(``escaping``: Markdown, rich markup; none for HTML, which escapes whole sentences). ``t`` names a key (a missing
+one is a KeyError); ``phrase`` says a key from data: parameters formatted by unit and escaped, an unknown key shown
+generically, a missing placeholder as a dash, ``legacy.text`` (a schema-1 report's English) as recorded.
 """
 
 from __future__ import annotations
 
 import functools
-import json
+import gettext
 import string
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -29,7 +25,7 @@ from envcheck.render import fmt
 
 LANGS: tuple[str, ...] = ("en", "zh-CN")
 DEFAULT_LANG = "en"
-CATALOG_DIR = Path(__file__).with_name("catalog")
+LOCALE_DIR = Path(__file__).with_name("locale")
 LEGACY_TEXT = "legacy.text"
 
 Escape = Callable[[str], str]
@@ -86,10 +82,22 @@ def esc(text: Any) -> str:
 
 
 @functools.cache
-def catalog(lang: str) -> Mapping[str, str]:
-    """The messages of ``lang``; keys starting with ``_`` are notes for translators."""
-    with (CATALOG_DIR / f"{_check(lang)}.json").open(encoding="utf-8") as f:
-        return {k: v for k, v in json.load(f).items() if not k.startswith("_")}
+def translations(lang: str) -> gettext.GNUTranslations:
+    """The compiled catalogue of ``lang``."""
+    with (LOCALE_DIR / _check(lang).replace("-", "_") / "LC_MESSAGES" / "envcheck.mo").open("rb") as f:
+        return gettext.GNUTranslations(f)
+
+
+def _messages() -> dict[Any, str]:
+    # gettext's own table (plural entries under (msgid, form)): the one way to ask whether a key is known.
+    return translations(_LANG.get())._catalog  # type: ignore[attr-defined,no-any-return]
+
+
+def catalog(lang: str) -> dict[str, str]:
+    """The messages of ``lang`` by key; a plural entry as ``key`` and, its singular, ``key.one``."""
+    with language(lang):
+        return {k if isinstance(k, str) else k[0] + (".one" if k[1] == 0 else ""): v for k, v in _messages().items()
+                if k}
 
 
 def placeholders(message: str) -> set[str]:
@@ -97,18 +105,30 @@ def placeholders(message: str) -> set[str]:
 
 
 def has(key: str) -> bool:
-    return key in catalog(_LANG.get())
+    return _message(key, {}) is not None
 
 
-def _singular(key: str, params: Mapping[str, Any]) -> str:
-    """``key.one`` where the count is one and the catalogue has a singular form."""
-    return f"{key}.one" if str(params.get("count")) == "1" and has(f"{key}.one") else key
+def _message(key: str, params: Mapping[str, Any]) -> str | None:
+    table = _messages()
+    one = key.endswith(".one") and (key[:-4], 0) in table  # the singular as reports store it (checks.said)
+    base = key[:-4] if one else key
+    if (base, 0) in table:  # a plural entry: the form of its count
+        n = 1 if one or str(params.get("count")) == "1" else 2
+        return translations(_LANG.get()).ngettext(base, base, n)
+    return table.get(key)
 
 
 def t(key: str, **params: Any) -> str:
     """The message ``key`` with ``params`` (already text) filled in; KeyError when unknown."""
-    message = catalog(_LANG.get())[_singular(key, params)]
+    message = _message(key, params)
+    if message is None:
+        raise KeyError(key)
     return message.format(**params) if params else message
+
+
+def nt(singular: str, plural: str, n: int, **params: Any) -> str:
+    """``ngettext`` for the templates' i18n extension: the keys' plural entries are chosen by ``count``."""
+    return t(singular if n == 1 else plural, count=n, **params)
 
 
 def word(prefix: str, value: Any) -> str:
@@ -140,7 +160,7 @@ def phrase(key: str, params: Mapping[str, Any] | None = None, raw: Mapping[str, 
             values[name] = t(f"{prefix}{params[name]}")
     if "reason_key" in params:  # a nested reason (a missing ceiling inside a finding), phrased first
         values["reason"] = phrase(str(params["reason_key"]), {k: v for k, v in params.items() if k != "reason_key"})
-    message = catalog(_LANG.get()).get(_singular(key, params))
+    message = _message(key, params)
     if message is None:
         shown = ", ".join(f"{esc(k)}={values[k]}" for k in sorted(values))
         return f"{esc(key)} ({shown})" if shown else esc(key)

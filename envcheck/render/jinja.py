@@ -1,12 +1,8 @@
-"""The one Jinja environment every envcheck document is rendered with (report, diff, history).
-
-Templates ending in ``.html.j2`` are autoescaped: every string from the machine is text, never markup.
-Markdown templates are not; they pass machine strings through ``md`` (text) or ``code`` / ``code_cell``
-(code spans). ``finalize`` makes control, bidi and invisible characters visible in every value printed, in
-both formats (HTML autoescaping leaves a right-to-left override in place); values marked safe (the charts'
-SVG) pass as they are. Templates read the analysis and comparison records directly, format numbers with
-the ``render.fmt`` filters and phrase with ``t`` / ``phrase`` and ``render.view`` (``v``). No bytecode cache: a
-cached template is unpickled and run, so a cache folder someone else can write would run their code as the user.
+"""The one Jinja environment of every document. ``.html.j2`` templates are autoescaped; Markdown templates pass
+machine text through ``md`` / ``code``. ``finalize`` shows unseen characters in every value printed; the i18n
+extension's gettext is ``i18n.t``. Templates read the analysis directly, format with ``render.fmt``'s filters and
+phrase with ``t``, ``phrase`` and the views (``v``, ``bv``, ``cv``, ``dv``). No bytecode cache: a cached template
+is unpickled and run, so a cache folder someone else can write would run their code.
 """
 
 from __future__ import annotations
@@ -47,13 +43,16 @@ def environment() -> jinja2.Environment:
     """The shared environment (cached; read-only). ``StrictUndefined``: a misspelt variable fails the tests
     instead of leaving an empty cell in a user's report."""
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)), extensions=["jinja2.ext.i18n"],
         autoescape=jinja2.select_autoescape(enabled_extensions=("html", "html.j2"), default_for_string=False),
         undefined=jinja2.StrictUndefined, finalize=_finalize, trim_blocks=True, lstrip_blocks=True,
         keep_trailing_newline=True,
     )
     env.filters.update(FILTERS)
     env.globals.update(GLOBALS)
+    # The i18n extension's gettext is the render's catalogue (i18n.t: keys in, the active language out), so
+    # `_()`, `gettext()` and `{% trans %}` read what `t()` reads.
+    env.install_gettext_callables(gettext=i18n.t, ngettext=i18n.nt, newstyle=False)  # type: ignore[attr-defined]
     return env
 
 

@@ -1,8 +1,5 @@
-"""What a node run (``run --gpus``) and a fleet show, for every medium: sections of parts, tables and lines.
-
-The blocks are generic (``Section`` > ``Part`` > ``Table`` of ``Cell``s, ``Line``s of text), so Markdown, HTML
-and the terminal lay the same content out with one macro each. Numbers are the analysis's, formatted; table
-cells stay short and sentences go to ``Line``s, so no terminal cell wraps at 100 columns.
+"""A node run and a fleet for every medium: ``Section`` > ``Part`` > ``Table`` of ``Cell``s and ``Line``s, laid out
+by one macro per medium. Cells stay short and sentences go to lines: no terminal cell wraps at 100 columns.
 """
 
 from __future__ import annotations
@@ -154,8 +151,8 @@ def gpus_part(na: an.NodeAnalysis, pid: str = "gpus") -> Part | None:
                      Cell(str(g.failed), status="fail" if g.failed else ""),
                      Cell(str(g.errors), status="fail" if g.errors else ""), flag))
     cpu = all(g.backend != "cuda" for g in na.gpus)
-    cols = (t("node.col.gpu"), t("node.col.name"), t("node.col.bandwidth_cpu" if cpu else "node.col.bandwidth"),
-            t("node.col.matmul_cpu" if cpu else "node.col.matmul"),
+    cols = (t("node.col.gpu"), t("node.col.name"), t("node.col.bandwidth_cpu") if cpu else t("node.col.bandwidth"),
+            t("node.col.matmul_cpu") if cpu else t("node.col.matmul"),
             t("node.col.passed"), t("col.failed"), t("col.errors"), t("node.col.outlier"))
     tables = [Table("gpus", cols, (False, False, True, True, True, True, True, False), tuple(rows), detail=(1,))]
     lines = [Line(t("node.gpus.explain_cpu") if cpu else t("node.gpus.explain", margin=fmt.ratio_pct(na.margin)))]
@@ -409,7 +406,7 @@ def sweep_part(sa: an.SweepAnalysis, section: str, pid: str) -> Part:
                                 and c.backend == "nccl" and c.choices)
         for why in reasons:
             notes.append(Line(t("node.coll.algo_unknown", reason=cause(why))))
-        cols = (t("node.col.size"), t("node.col.gpu_time" if gpu_times else "node.col.time"),
+        cols = (t("node.col.size"), t("node.col.gpu_time") if gpu_times else t("node.col.time"),
                 *((t("node.col.per_call"),) if gpu_times else ()), t("node.col.algbw"), t("node.col.busbw"),
                 *((t("node.col.busbw_registered"),) if registered else ()),
                 *((t("node.col.pct_links"),) if links else ()), t("node.col.algo"), t("node.col.wrong"),

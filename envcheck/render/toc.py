@@ -1,10 +1,5 @@
-"""A table of contents at the top of a long document: one entry per top-level section, linked.
-
-Generic on purpose: it reads the document's own sections (HTML ``<section id=...><h2>``, Markdown
-``## `` headings), so every document (run, node, fleet, diff, history, and views added later) gets
-one without its template knowing. Anchors are the sections' ids in HTML and GitHub's heading slugs
-in Markdown: the same on every render. It goes after the header and the verdict cards, before the
-first section, and only where there are enough sections to need it.
+"""A table of contents before a long document's first section, read from the document's own headings (HTML
+section ids, GitHub's Markdown slugs), so every document gets one without its template knowing.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The sentences and compact lists of a run report that every medium shares.
-
-Templates and the terminal read the analysis (``BenchAnalysis``, ``CaseResult``) directly and format its
-numbers with ``render.fmt``; what takes more than a lookup is phrased here once: findings with the rows
-they name, a case's error and detail, the tiles, the methodology, the environment tables. Machine text
-inside a sentence is escaped for the render's medium (``i18n.esc``).
+"""A run report's sentences and compact lists, shared by every medium: templates and the terminal read the analysis
+directly; what takes more than a lookup (findings with their rows, a case's error and detail, tiles, the
+methodology, the environment) is phrased here, machine text escaped for the render's medium.
 """
 
 from __future__ import annotations
@@ -324,7 +321,7 @@ def method_lines(ba: BenchAnalysis) -> list[str]:
     out.append(t("method.median"))
     cuda = bench.device.backend == "cuda"
     if cuda:
-        out.append(t("method.cold_l2" if st.cold_l2 else "method.warm_l2"))
+        out.append(t("method.cold_l2") if st.cold_l2 else t("method.warm_l2"))
     if any(c.compile_s is not None for c in bench.cases):
         out.append(t("method.first_call"))
     if ba.ceilings.get("bandwidth", MEASURED) is not None:

@@ -1,8 +1,5 @@
-"""Writing a report's documents (``<stem>.md`` with ``<stem>_charts/``, ``<stem>.html``, JUnit, Prometheus) as one set.
-
-Everything is rendered in memory, then written all or none (``files.write_set``): a refusal, a full disk or
-Ctrl-C leave the folder as it was, so the retry it suggests works. ``render_after_run`` (after a run saved its
-JSON) never raises; its ``DocumentsOutcome`` says what exists and what to run next.
+"""A report's documents written as one set (Markdown with its charts, HTML, JUnit, Prometheus), all or none: a
+refusal, a full disk or Ctrl-C leave the folder as it was. ``render_after_run`` never raises.
 """
 
 from __future__ import annotations

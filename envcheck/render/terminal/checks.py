@@ -1,8 +1,5 @@
-"""The checks (worst first), what failed subprocesses printed, and the one-line verdict.
-
-From ``console.WIDE_FROM`` columns on, the checks are a table (status, check, finding / fix);
-below it a list, one check per line with its finding after the title and the fix under it,
-continuation lines indented past the status, so nothing is squeezed into a narrow column.
+"""The checks (worst first), what failed subprocesses printed, and the one-line verdict: a table from
+``console.WIDE_FROM`` columns on, below it a list with the fix under each finding.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Terminal output of a diff and a history: a digest of the documents, laid out for the console's width.
-
-Environment and health changes, the per-op summary, the significant changes and what was not compared; the
-full per-case tables are in ``--format md`` / ``html``. Below ``console.WIDE_FROM`` columns the tables keep
-the columns that decide (case, times, ratio, interval) and long texts become lists, so no cell wraps at 100.
+"""A diff and a history in the terminal: a digest of the documents (the per-case tables are in md / html), the
+tables narrowed below ``console.WIDE_FROM`` columns to those that decide.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
-"""The one console policy of every envcheck command: width, colour, table style, markup.
-
-* On a terminal: its width, colours, Unicode table rules.
-* Not a terminal (a pipe, a file, CI logs): no ANSI codes, ASCII table rules, and a fixed width
-  (``COLUMNS`` when set, else ``PIPE_WIDTH``) so lines do not wrap at 80 and tests see what a
-  user sees.
-* Layouts choose by width: ``wide(console)`` is true from ``WIDE_FROM`` columns on; below it the
-  tables drop columns and abbreviate (with a legend) so no cell wraps at 100 columns, and a table
-  still too wide is printed as several (``print_fitted``), so no cell is ever cut at 80.
-* Everything is printed as rich markup; every machine-supplied string goes through
-  ``render.escape.term`` first (brackets escaped, control and bidi characters made visible).
+"""The one console policy: a terminal's width and colours; in a pipe no ANSI codes, ASCII rules and a fixed width
+(``COLUMNS``, else ``PIPE_WIDTH``). Below ``WIDE_FROM`` columns layouts drop columns and abbreviate, and a table
+still too wide prints as several (``print_fitted``): no cell wraps at 100 columns or is cut at 80.
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""The compact environment panel: one line per layer of the stack, one line per GPU.
-
-Every value comes from the machine, so it goes through ``escape.term``; a missing fact shows its
-reason, shortened, instead of a blank. Words are the catalogue's (``term.env.*``).
+"""The compact environment panel: a line per layer of the stack and per GPU; a missing fact shows its reason.
 """
 
 from __future__ import annotations
@@ -103,7 +100,7 @@ def torch_line(env: Environment) -> str:
         meta,
         t("term.env.devices", count=_v(g("torch_runtime", "device_count"))) if avail else t("term.env.no_cuda"),
         f"cuDNN {_v(cudnn)}" if cudnn else None,
-        t("term.env.tf32_on" if tf32 else "term.env.tf32_off") if tf32 is not None else None,
+        (t("term.env.tf32_on") if tf32 else t("term.env.tf32_off")) if tf32 is not None else None,
         t("term.env.import", time=fmt.seconds(import_s)) if isinstance(import_s, (int, float)) else None,
     )
 

@@ -1,8 +1,5 @@
-"""The terminal of a node run and a fleet: the documents' sections (``render.node_view``) by the console policy.
-
-A section is a heading with its sentences as a list; a part a bold title; a table one line per row: below
-``console.WIDE_FROM`` columns it drops the columns marked as detail and the cells' second lines (except where
-``subs`` is ``always``), and an item/value table becomes a list, so no cell wraps at 100 columns.
+"""A node run's and a fleet's terminal: the documents' sections (``render.node_view``), a table's detail columns
+and second lines dropped below ``console.WIDE_FROM`` columns and an item/value table as a list.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""The terminal summary of ``envcheck run``: one table per op, the findings, the totals, the checks.
-
-Read from the analysis and phrased by ``render.view``, as the documents are, so the terminal says what the
-report says. Below ``console.WIDE_FROM`` columns each op table has one time column per implementation, one
-speedup column per non-baseline implementation, the best share of the theoretical ceiling, the worst error
-as a fraction of its tolerance and the flags as letters (legend printed); from that width on it adds
-throughput and both shares per implementation and spells the flags out. No cell wraps at 100 columns.
+"""The terminal summary of ``envcheck run``: a table per op, the findings, the totals, the checks. Below
+``console.WIDE_FROM`` columns an op table has a time per implementation, its speedups, the best share of the
+theoretical ceiling, the worst error over its bound and the flags as letters (a legend printed); from there on
+throughput and both shares per implementation, flags spelt out. No cell wraps at 100 columns.
 """
 
 from __future__ import annotations
@@ -63,8 +60,8 @@ def op_table(console: Console, ba: BenchAnalysis, op: str, rs: Sequence[CaseResu
     has_gpu, has_speedup, has_share = (v.has_any(rs, a) for a in ("case.gpu", "speedup", "pct_theoretical"))
     unit = "TFLOP/s" if rs[0].spec.compute_bound else "GB/s"
     is_wide = wide(console)
-    time_label = t("col.gpu_time") if has_gpu else t("col.host_time" if ba.bench.device.backend == "cpu"
-                                                      else "col.launch_time")
+    time_label = t("col.gpu_time") if has_gpu else t("col.host_time") if ba.bench.device.backend == "cpu" \
+        else t("col.launch_time")
     tab = table(console)
     tab.add_column(t("col.size"), justify="right", no_wrap=True)
     tab.add_column(t("col.dtype"), no_wrap=True)
@@ -116,7 +113,7 @@ def op_table(console: Console, ba: BenchAnalysis, op: str, rs: Sequence[CaseResu
         tab.add_row(*cells)
     console.print()
     # The heading is a line of its own: as a table title it would wrap at the table's width.
-    caption = t("term.op_caption" if has_speedup else "term.op_caption_plain", time=time_label)
+    caption = t("term.op_caption", time=time_label) if has_speedup else t("term.op_caption_plain", time=time_label)
     console.print(f"[bold]{term(op)}[/]  [dim]{caption}[/]")
     print_fitted(console, tab, keep=2)  # size and dtype name a row
 
@@ -218,7 +215,7 @@ def bench_lines(console: Console, ba: BenchAnalysis, prefix: str = "") -> None:
 
 def phase_lines(console: Console, p: object, node: bool = False) -> None:
     """Where a run's (or the node tests') time went: one line a phase."""
-    heading(console, t("section.node_phases" if node else "section.phases"))
+    heading(console, t("section.node_phases") if node else t("section.phases"))
     bullets(console, [("-", v.phase_explain(p, node)),
                       *((" ", f"{v.phase_label(r.phase)}: {fmt.seconds(r.seconds)} ({fmt.ratio_pct(r.share)})")
                         for r in p.rows),  # type: ignore[attr-defined]
