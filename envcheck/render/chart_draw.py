@@ -59,10 +59,8 @@ def _power_of_two(x: float) -> bool:
 
 
 def split_ragged(points: Sequence[Point], log: bool = True) -> tuple[list[list[Point]], list[Point]]:
-    """(runs of the line, points drawn alone), sorted by x. Points within ``RAGGED`` of each other in x (on a
-    linear axis, at the same x: there neighbours of a time series are close by nature) form a group; a group's
-    point at a power of two stays on the line and the others stand alone; a group with none breaks the line:
-    a line through them would be a vertical cliff, not a trend."""
+    """(runs of the line, points drawn alone), by x: of points within ``RAGGED`` of each other, the one at a power of
+    two stays on the line and the others stand alone (a line through them would be a cliff, not a trend)."""
     pts = sorted(points, key=lambda p: p.x)
     groups: list[list[Point]] = []
     for p in pts:
@@ -429,9 +427,8 @@ def _texts(chart: Chart) -> str:
 
 
 def _rc(chart: Chart, **more: Any) -> dict[str, Any]:
-    """The style's settings, with the font list cut to the fonts this machine has (matplotlib measures text with
-    them, and would log every font it lacks on every label), and to the first alone when the chart has no wide
-    (CJK) character: each font of the list is looked up again for every text. The SVG names the whole list."""
+    """The style's settings, the font list cut to this machine's fonts (and to the first where no CJK character is
+    drawn): matplotlib looks each font up again for every text. The SVG names the whole list."""
     from matplotlib import font_manager
 
     installed = {f.name for f in font_manager.fontManager.ttflist}
@@ -482,10 +479,8 @@ def _svg_job(job: tuple[Chart, str]) -> str:
 
 
 def to_svgs(jobs: Sequence[tuple[Chart, str]]) -> list[str]:
-    """``to_svg`` of each (chart, name), the same bytes as one by one: across worker processes where the
-    machine has several cores and the platform forks (Linux, WSL2), since a report's charts are independent
-    and matplotlib's drawing is most of a render's time. A worker that fails makes the whole batch fall back
-    to this process, so a broken pool costs time, never a chart."""
+    """``to_svg`` of each (chart, name), the same bytes: in worker processes where the machine forks and has cores
+    to spare; a failed worker makes the batch fall back to this process (time lost, never a chart)."""
     import os
     import sys
     import threading

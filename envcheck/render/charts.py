@@ -78,9 +78,8 @@ HOURS = Quantity("chart.axis.hours", "linear")
 
 
 def size_quantity(op: OpSpec) -> Quantity:
-    """The x of an op's charts: elements for vector, row and reduction ops, FLOP per call for the
-    compute-bound ones (matmul and conv2d: every shape at one quantity, the tooltip names the shape;
-    a conv shape's product of dimensions would mean nothing) and for a declared compute-bound op."""
+    """The x of an op's charts: elements, or FLOP per call for a compute-bound op (a conv shape's product of
+    dimensions would mean nothing)."""
     return FLOP if op.compute_bound else ELEMENTS
 
 
@@ -116,9 +115,8 @@ def facet_chart(title: str, description: str, facets: Sequence[Facet], x: Quanti
 
 @dataclass(frozen=True)
 class Drawn:
-    """A chart ready to place: ``name`` is its file stem, ``op`` its op within ``section`` (None: the whole
-    run, as the roofline). Its SVG (and PNG) are drawn from ``spec`` when first asked for: a render that
-    writes no document draws nothing."""
+    """A chart ready to place: ``name`` its file stem, ``op`` its op in ``section`` (None: the whole run); its SVG is
+    drawn from ``spec`` when first asked for."""
 
     name: str
     op: str | None
@@ -316,12 +314,8 @@ def run_charts(ba: BenchAnalysis, section: str = "") -> list[Drawn]:
 
 
 def ratio_chart(cmp: Comparison, practical_pct: float | None = None) -> Drawn | None:
-    """Each compared case's time ratio (other / baseline) with its interval, against its baseline time, one
-    panel per op, over the 1.0 line and the practical band (``practical_pct``: changes inside it are too
-    small to call, whatever their interval). The y axis follows the ratios and their intervals.
-
-    The baseline time orders the cases of an op from launch-bound calls to long ones, which is where
-    ratios usually differ; the x axis says that is what it shows."""
+    """Each compared case's time ratio with its interval against its baseline time (launch-bound calls to long
+    ones, where ratios usually differ), a panel per op, over the 1.0 line and the practical band."""
     band = None
     if practical_pct:
         p = practical_pct / 100
@@ -385,9 +379,8 @@ ALGO_STYLES = tuple(zip((st.VERMILLION, st.BLUISH_GREEN, st.REDDISH_PURPLE, st.O
 
 
 def busbw_chart(sweep: Any, op: str, section: str) -> Drawn | None:
-    """One op's bus bandwidth against message size (a ``analysis.node.SweepAnalysis``): the curve, each
-    size marked by the algorithm and protocol NCCL chose for it (a change of marker is where NCCL
-    switched), and what the links allow when the topology is known."""
+    """An op's bus bandwidth against message size, each size marked by NCCL's algorithm and protocol (a change of
+    marker: NCCL switched), and what the links allow when the topology is known."""
     rows = [r for r in sweep.rows if r.op == op and r.busbw_gbps is not None and r.size_bytes > 0]
     if len(rows) < 2:
         return None

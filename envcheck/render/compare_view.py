@@ -13,7 +13,7 @@ from envcheck.compare.node_diff import Change, CollectiveDiff, CopyDiff, NodeCom
 from envcheck.render import fmt
 from envcheck.render.checktext import localized
 from envcheck.render.i18n import esc, has, join, phrase, t, word
-from envcheck.render.tiles import Tile
+from envcheck.render.node_view import Tile
 from envcheck.render.view import ceiling_name
 
 

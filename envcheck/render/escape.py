@@ -41,13 +41,8 @@ def _escape_block(m: re.Match[str]) -> str:
 
 
 def md_code(text: Any, in_table: bool = False) -> str:
-    """A Markdown code span holding ``text`` literally.
-
-    The fence is one backtick longer than the longest backtick run inside, so no run can close
-    it; a space pads a content that starts or ends with a backtick (CommonMark strips one).
-    In a GFM table a ``|`` ends the cell even inside a code span, unless escaped: the table
-    parser removes the backslash again, so the span still shows ``|``.
-    """
+    """A Markdown code span holding ``text`` literally: fenced one backtick longer than its longest run, padded
+    where it starts or ends with one; in a GFM table ``|`` escaped (the table parser removes the backslash)."""
     s = visible(text)
     if in_table:
         s = s.replace("|", "\\|")
@@ -76,9 +71,8 @@ _TOKEN = re.compile(r"[^\s\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]+")
 
 
 def html_command(text: Any) -> Markup:
-    """A fix for HTML, laid out so that it wraps only between its tokens: each run of a command's
-    characters (``--index-url``, ``https://download.pytorch.org/whl/cu121``) is one unbreakable box.
-    CSS alone cannot say it: browsers also break after a hyphen and, with overflow-wrap, anywhere."""
+    """A fix for HTML that wraps only between its tokens: each run of a command's characters is one unbreakable box
+    (browsers also break after a hyphen and, with overflow-wrap, anywhere)."""
     shown = visible(str(text), lines=True)
     out, end = [], 0
     for m in _TOKEN.finditer(shown):

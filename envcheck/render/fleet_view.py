@@ -19,6 +19,7 @@ from envcheck.render.node_view import (
     Part,
     Section,
     Table,
+    Tile,
     _gpu,
     cause,
     conclusion_text,
@@ -26,7 +27,6 @@ from envcheck.render.node_view import (
     sweep_part,
     verdict_lines,
 )
-from envcheck.render.tiles import Tile
 
 
 @dataclass(frozen=True)
@@ -120,13 +120,10 @@ def _verdict_section(fa: af.FleetAnalysis) -> Section:
     lines.append(Line(t(f"fleet.judged.{fa.source}", count=len(fa.applied))))
     if fa.not_applied:  # never a rule shown as held that was not applied
         lines.append(Line(not_applied_text(fa)))
-    parts = []
-    for v in fa.verdicts:
-        if v.findings:
-            parts.append(Part(f"verdict-{_slug(v.host)}", t("fleet.verdict.of", host=esc(v.host),
-                                                              verdict=t(f"fleet.verdict.{v.status}")),
-                              tuple(Line(finding_text(f), "fail" if f.kind in FAILING
-                                         else "warn") for f in v.findings)))
+    parts = [Part(f"verdict-{_slug(v.host)}", t("fleet.verdict.of", host=esc(v.host),
+                                                verdict=t(f"fleet.verdict.{v.status}")),
+                  tuple(Line(finding_text(f), "fail" if f.kind in FAILING else "warn") for f in v.findings))
+             for v in fa.verdicts if v.findings]
     return Section("verdicts", t("fleet.section.verdicts"), (*lines,), (Part("verdict-table", "", (), (table,)),
                                                                           *parts))
 
@@ -152,26 +149,13 @@ def _ranks_section(fa: af.FleetAnalysis) -> Section:
                       launcher=esc(f.launcher), nodes=t("fleet.count.nodes", count=f.nnodes)),
                   "pass" if not fa.lost else "fail")]
     if fa.interrupted:
-        lines.append(Line(t("fleet.interrupted", signal=esc(_signal_name(f.settings.get("interrupted")))),
-                          "fail"))
-    for x in fa.lost:
-        host = esc(x.host or (by_rank[x.rank].host if x.rank in by_rank else None) or "?")
-        phase = t(f"fleet.phase.{x.phase}")
-        word = _rank_word(x)
-        if word == "error":
-            lines.append(Line(t("fleet.rank.error.line", rank=fmt.num(x.rank), host=host, phase=phase,
-                                  error=esc(fmt.first_line(x.error or ""))), "fail"))
-        elif word == "timeout":
-            lines.append(Line(t("fleet.rank.timeout.line", rank=fmt.num(x.rank), host=host, phase=phase,
-                                  given=fmt.seconds(x.given_s)), "fail"))
-        elif word == "missing":
-            lines.append(Line(t("fleet.rank.missing.line", rank=fmt.num(x.rank), given=fmt.seconds(x.given_s)),
-                              "fail"))
-        else:
-            lines.append(Line(t("fleet.rank.lost.line", rank=fmt.num(x.rank), host=host, phase=phase), "fail"))
-    for s in fa.slow:
-        lines.append(Line(t("fleet.rank.slow.line", rank=fmt.num(s.rank), host=esc(s.host or "?"),
-                              elapsed=fmt.seconds(s.elapsed_s), median=fmt.seconds(s.others_median_s)), "warn"))
+        signal = f.settings.get("interrupted")  # True from code that did not name it: Ctrl-C
+        lines.append(Line(t("fleet.interrupted", signal=esc(signal if isinstance(signal, str) else "SIGINT")), "fail"))
+    lines += [Line(t(f"fleet.rank.{_rank_word(x)}.line", rank=fmt.num(x.rank), phase=t(f"fleet.phase.{x.phase}"),
+                     host=esc(x.host or (by_rank[x.rank].host if x.rank in by_rank else None) or "?"),
+                     error=esc(fmt.first_line(x.error or "")), given=fmt.seconds(x.given_s)), "fail") for x in fa.lost]
+    lines += [Line(t("fleet.rank.slow.line", rank=fmt.num(s.rank), host=esc(s.host or "?"),
+                     elapsed=fmt.seconds(s.elapsed_s), median=fmt.seconds(s.others_median_s)), "warn") for s in fa.slow]
     tables = ()
     if rows:
         cols = (t("fleet.col.rank"), t("fleet.col.host"), t("node.col.gpu"), t("col.status"),
@@ -181,17 +165,10 @@ def _ranks_section(fa: af.FleetAnalysis) -> Section:
                    if tables else ())
 
 
-def _signal_name(value: object) -> str:
-    """The signal that stopped the run, as recorded (``True`` from code that did not name it: Ctrl-C)."""
-    return value if isinstance(value, str) else "SIGINT"
-
-
 def _rank_word(x: af.LostRank) -> str:
-    """How a lost rank is named: its own status, or ``lost`` for a worker of the collectives across
-    nodes that went silent (its fleet rank had reported)."""
-    if x.phase == "world" and x.status == "missing":
-        return "lost"
-    return x.status
+    """A lost rank's status, or ``lost``: a worker of the collectives across nodes went silent after its rank
+    had reported."""
+    return "lost" if x.phase == "world" and x.status == "missing" else x.status
 
 
 def _rules_section(fa: af.FleetAnalysis) -> Section:
@@ -225,10 +202,8 @@ def fleet_view(report: Report, analysis: Analysis) -> FleetView:
     f = fa.fleet
     sections = [_verdict_section(fa), _ranks_section(fa)]
     if fa.sweeps:
-        parts = []
-        for i, sa in enumerate(fa.sweeps):
-            parts.append(sweep_part(sa, f"world{i}", f"world{i}"))
-        sections.append(Section("world", t("fleet.section.world"), (), tuple(parts)))
+        sections.append(Section("world", t("fleet.section.world"), (),
+                                tuple(sweep_part(sa, f"world{i}", f"world{i}") for i, sa in enumerate(fa.sweeps))))
     for k, n in enumerate(fa.nodes):
         prefix = f"n{k}-"
         lines = [Line(t("fleet.node.ranks", ranks=", ".join(map(str, n.node.ranks)) or fmt.DASH,

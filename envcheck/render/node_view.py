@@ -12,16 +12,14 @@ from envcheck.analysis import node as an
 from envcheck.model.node import COPY_METHODS
 from envcheck.render import fmt
 from envcheck.render.i18n import esc, has, join, phrase, t, word
-from envcheck.render.tiles import Tile
 
 # --------------------------------------------------------------------------- building blocks
 
 
 @dataclass(frozen=True)
 class Cell:
-    """One table cell: ``text``, an optional second line (``sub``, muted), and ``status`` (``pass``,
-    ``warn``, ``fail``: coloured; ``muted``: not applicable); ``badge``: the text is a status word, shown
-    as a badge where the medium has them."""
+    """A cell: its text, a muted second line, a status (pass, warn, fail: coloured; muted: not applicable), and
+    whether the text is a status word (a badge where the medium has them)."""
 
     text: str
     sub: str = ""
@@ -37,10 +35,8 @@ class Line:
 
 @dataclass(frozen=True)
 class Table:
-    """A table; ``layout``: ``stack`` (label/value blocks on a phone), ``matrix`` (a GPU x GPU grid that
-    keeps its shape and scrolls inside its frame on a phone) or ``facts`` (label and value: a list in the
-    terminal, where a value may be long). ``notes`` follow it; ``charts``: the key of
-    the charts placed after it (``(section, op)``, see ``render.documents``)."""
+    """``layout``: ``stack`` (label/value blocks on a phone), ``matrix`` (a GPU x GPU grid that scrolls in its frame)
+    or ``facts`` (label and value: a list in the terminal); ``charts``: the (section, op) of the charts after it."""
 
     key: str
     cols: tuple[str, ...]
@@ -70,6 +66,19 @@ class Section:
     lines: tuple[Line, ...] = ()
     parts: tuple[Part, ...] = ()
     status: str | None = None  # pass | fail | incomplete: shown as a badge beside the title
+
+
+@dataclass(frozen=True)
+class Tile:
+    """A summary card at the head of a document: a label, a value, and what backs it."""
+
+    label: str
+    value: str
+    lines: tuple[str, ...] = ()
+    status: str | None = None  # fail: the value is bad news
+    op: str | None = None  # the section the tile sums up
+    precisions: tuple[str, ...] = ()  # the columns of ``speedups``
+    speedups: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (impl, speedup per precision) per non-torch impl
 
 
 DASH = Cell(fmt.DASH, status="muted")
@@ -110,15 +119,10 @@ def _condition_rows(c: an.GpuCondition) -> tuple[tuple[Cell, ...], ...]:
     errors = c.nvlink_errors
     errors_text = (join([f"{word('node.counter.', k)} {v}" for k, v in errors.items()]) if isinstance(errors, dict)
                    and errors else fmt.DASH)
-    rows = [
-        ("node.cond.sm_clock", both(c.sm_clock_mhz, c.sm_clock_max_mhz, "MHz")),
-        ("node.cond.temperature", f"{fmt.num(c.temperature_c)} °C" if c.temperature_c is not None else fmt.DASH),
-        ("node.cond.power_limit", f"{fmt.num(c.power_limit_w)} W" if c.power_limit_w is not None else fmt.DASH),
-        ("node.cond.pcie", link),
-        ("node.cond.throttle", throttle_text),
-        ("node.cond.pcie_replay", fmt.num(c.pcie_replay) if c.pcie_replay is not None else fmt.DASH),
-        ("node.cond.nvlink_errors", errors_text),
-    ]
+    rows = [("node.cond.sm_clock", both(c.sm_clock_mhz, c.sm_clock_max_mhz, "MHz")),
+            ("node.cond.temperature", fmt.rate(c.temperature_c, "°C")), ("node.cond.power_limit", fmt.rate(c.power_limit_w, "W")),
+            ("node.cond.pcie", link), ("node.cond.throttle", throttle_text), ("node.cond.pcie_replay", fmt.num(c.pcie_replay)),
+            ("node.cond.nvlink_errors", errors_text)]
     return tuple((Cell(t(k)), Cell(v)) for k, v in rows)
 
 
@@ -157,13 +161,10 @@ def gpus_part(na: an.NodeAnalysis, pid: str = "gpus") -> Part | None:
     tables = [Table("gpus", cols, (False, False, True, True, True, True, True, False), tuple(rows), detail=(1,))]
     lines = [Line(t("node.gpus.explain_cpu") if cpu else t("node.gpus.explain", margin=fmt.ratio_pct(na.margin)))]
     for g in na.gpus:
-        if g.outliers:
-            for o in g.outliers:
-                lines.append(_outlier_line(o))
-            if g.condition is not None:
-                tables.append(Table(f"condition-{g.index}", (t("col.item"), t("col.value")), (False, False),
-                                    _condition_rows(g.condition), t("node.cond.title", gpu=fmt.num(g.index)),
-                                    "facts"))
+        lines += [_outlier_line(o) for o in g.outliers]
+        if g.outliers and g.condition is not None:
+            tables.append(Table(f"condition-{g.index}", (t("col.item"), t("col.value")), (False, False),
+                                _condition_rows(g.condition), t("node.cond.title", gpu=fmt.num(g.index)), "facts"))
     return Part(pid, t("node.part.gpus"), tuple(lines), tuple(tables))
 
 
@@ -171,10 +172,8 @@ def gpus_part(na: an.NodeAnalysis, pid: str = "gpus") -> Part | None:
 
 
 def _pcie(g: Any) -> str:
-    def v(f: Any) -> Any:
-        return f.value if f.ok else None
-
-    gen, width, gmax, wmax = v(g.pcie_gen), v(g.pcie_width), v(g.pcie_gen_max), v(g.pcie_width_max)
+    gen, width, gmax, wmax = (f.value if f.ok else None for f in (g.pcie_gen, g.pcie_width, g.pcie_gen_max,
+                                                                   g.pcie_width_max))
     if gen is None and gmax is None:
         return fmt.DASH
     return t("node.pcie_link", gen=fmt.num(gen if gen is not None else gmax),
@@ -189,8 +188,7 @@ def _nvlinks(g: Any, nv: an.GpuNvlinks | None) -> Cell:
 
 
 def _reference_line(x: an.PairPath) -> Line:
-    """Where a pair's per-link rate comes from: the datasheet of its NVLink generation, or (generation
-    unknown) NVML's signalling rate, which understates every share of it."""
+    """A pair's per-link rate: its NVLink generation's datasheet, else NVML's signalling rate (understating)."""
     if x.reference == "datasheet" and x.generation is not None:
         spec = an.NVLINK[x.generation]
         return Line(t("node.reference.datasheet", gen=fmt.num(x.generation), gbps=fmt.num(x.link_gbps),
@@ -238,10 +236,8 @@ def topology_part(na: an.NodeAnalysis, pid: str = "topology") -> Part | None:
         rows = []
         for x in na.paths:
             rows.append((Cell(f"GPU{x.a} ↔ GPU{x.b}"), Cell(word("node.via.", x.via)),
-                         Cell(str(x.nvlinks) if x.nvlinks else fmt.DASH),
-                         Cell(fmt.num(x.link_gbps) if x.link_gbps is not None else fmt.DASH),
-                         Cell(fmt.num(x.signalling_gbps) if x.signalling_gbps is not None else fmt.DASH),
-                         Cell(fmt.num(x.expected_gbps)),
+                         Cell(str(x.nvlinks) if x.nvlinks else fmt.DASH), Cell(fmt.num(x.link_gbps)),
+                         Cell(fmt.num(x.signalling_gbps)), Cell(fmt.num(x.expected_gbps)),
                          Cell(an.SMI_LEVEL_NAMES.get(x.pcie_level or "", fmt.DASH))))
         cols = (t("node.col.pair"), t("node.col.path"), t("node.col.nvlinks"), t("node.col.link_gbps"),
                 t("node.col.signalling_gbps"), t("node.col.expected"), t("node.col.pcie_level"))
@@ -320,12 +316,9 @@ def copies_part(na: an.NodeAnalysis, pid: str = "copies") -> Part | None:
                             subs="always"))
     if tables:
         lines.append(Line(t("node.copies.cells")))
-    access = [a for a in peer.access if not a.allowed]
-    for a in access:
-        lines.append(Line(t("node.copies.no_access", a=fmt.num(a.a), b=fmt.num(a.b))))
-    for r in na.copies:
-        if r.error and r.error != "no_peer_access":
-            lines.append(Line(t("node.copies.copy_failed", what=_copy_name(r), reason=cause(r.error)), "fail"))
+    lines += [Line(t("node.copies.no_access", a=fmt.num(a.a), b=fmt.num(a.b))) for a in peer.access if not a.allowed]
+    lines += [Line(t("node.copies.copy_failed", what=_copy_name(r), reason=cause(r.error)), "fail")
+              for r in na.copies if r.error and r.error != "no_peer_access"]
     return Part(pid, t("node.part.copies"), tuple(lines), tuple(tables))
 
 
@@ -345,12 +338,6 @@ def _status_cell(row: an.CollectiveRow, result: Any) -> Cell:
     if row.status == "skipped":
         return Cell(word("node.size_skip.", result.skipped), status="warn", badge=True)
     return Cell(t(f"node.coll.status.{row.status}"), status=COLLECTIVE_STYLE.get(row.status, ""), badge=True)
-
-
-def _algo_cell(row: an.CollectiveRow) -> Cell:
-    if row.algo_label:
-        return Cell(esc(row.algo_label))
-    return Cell(fmt.DASH, status="muted")
 
 
 def sweep_part(sa: an.SweepAnalysis, section: str, pid: str) -> Part:
@@ -390,7 +377,7 @@ def sweep_part(sa: an.SweepAnalysis, section: str, pid: str) -> Part:
             rows.append((Cell(fmt.size_bytes(row.size_bytes)), _time_cell(row), *per_call,
                          Cell(fmt.num(row.algbw_gbps)), Cell(fmt.num(row.busbw_gbps)),
                          *((Cell(fmt.num(row.registered_busbw_gbps)),) if registered else ()), *share,
-                         _algo_cell(row), wrong, _status_cell(row, res)))
+                         Cell(esc(row.algo_label)) if row.algo_label else DASH, wrong, _status_cell(row, res)))
             if row.status == "skipped" and res is not None:
                 notes.append(Line(_skip_sentence(row, res), "warn" if res.skipped != "out_of_memory" else "info"))
             elif row.status in ("error", "unverified") and res is not None:
@@ -428,14 +415,13 @@ def sweep_part(sa: an.SweepAnalysis, section: str, pid: str) -> Part:
 
 
 def _span(counts: list[int]) -> str:
-    """A count, or the range of several: "12", "2-150"."""
+    """"12", or a range: "2-150"."""
     lo, hi = min(counts), max(counts)
     return fmt.num(lo) if lo == hi else f"{fmt.num(lo)}-{fmt.num(hi)}"
 
 
 def _times_lines(sa: an.SweepAnalysis, gpu_times: bool) -> list[Line]:
-    """What the sweep's times mean, in one line: the GPU time beside the per-call time (and how many
-    sizes are launch-bound), or the per-call time alone and why there is no GPU time."""
+    """What the sweep's times mean: the GPU time beside the per-call one, or the per-call time alone and why."""
     out = []
     if gpu_times:
         bound = [r for r in sa.rows if r.launch_bound]
@@ -460,10 +446,12 @@ def _times_lines(sa: an.SweepAnalysis, gpu_times: bool) -> list[Line]:
         out.append(Line(t("node.coll.unsteady", count=len(unsteady), bar=fmt.pct(100 * (an.UNSTEADY_RATIO - 1)),
                             sizes="; ".join(f"{esc(r.op)} {fmt.size_bytes(r.size_bytes)}: "
                                             f"+{fmt.pct(100 * (r.pace_spread or 0.0))}" for r in unsteady)), "warn"))
-    errors = dict.fromkeys(r.gpu_error for r in sa.collectives.results if r.gpu_error)
-    for e in errors:
-        out.append(Line(t("node.coll.times.capture_error", error=esc(fmt.first_line(e or ""))), "warn"))
-    return out
+    return out + _capture_errors(r.gpu_error for r in sa.collectives.results)
+
+
+def _capture_errors(errors: Any) -> list[Line]:
+    return [Line(t("node.coll.times.capture_error", error=esc(fmt.first_line(e))), "warn")
+            for e in dict.fromkeys(e for e in errors if e)]
 
 
 def _registered_lines(sa: an.SweepAnalysis, registered: bool) -> list[Line]:
@@ -476,26 +464,19 @@ def _registered_lines(sa: an.SweepAnalysis, registered: bool) -> list[Line]:
     for reason, count in why.items():
         out.append(Line(t("node.coll.registered.none", count=fmt.num(count), reason=word("node.registered.", reason)),
                         "warn" if reason in ("capture_failed", "error") else ""))
-    errors = dict.fromkeys(r.registered_error for r in sa.collectives.results if r.registered_error)
-    for e in errors:
-        out.append(Line(t("node.coll.times.capture_error", error=esc(fmt.first_line(e or ""))), "warn"))
-    return out
+    return out + _capture_errors(r.registered_error for r in sa.collectives.results)
 
 
 def _time_cell(row: an.CollectiveRow) -> Cell:
-    """The row's time, marked where its GPU replays ran at more than one pace (a mix a second run may not repeat)."""
-    if row.unsteady:
-        return Cell(fmt.duration_us(row.time_us), t("flag.two_paces"), "warn")
-    return Cell(fmt.duration_us(row.time_us))
+    """The time, marked where its replays ran at two paces (a mix a second run may not repeat)."""
+    return Cell(fmt.duration_us(row.time_us), *((t("flag.two_paces"), "warn") if row.unsteady else ()))
 
 
 def _per_call_cell(row: an.CollectiveRow) -> Cell:
-    """The per-call time, marked where it is launch-bound (over 1.5 x the GPU time: the host's cost)."""
+    """The per-call time, marked where it is launch-bound (the host's cost)."""
     if row.call_time_us is None:
         return DASH
-    if row.launch_bound:
-        return Cell(fmt.duration_us(row.call_time_us), t("flag.launch_bound"), "warn")
-    return Cell(fmt.duration_us(row.call_time_us))
+    return Cell(fmt.duration_us(row.call_time_us), *((t("flag.launch_bound"), "warn") if row.launch_bound else ()))
 
 
 def _skip_sentence(row: an.CollectiveRow, res: Any) -> str:
@@ -593,22 +574,18 @@ def counters_part(na: an.NodeAnalysis, pid: str = "counters") -> Part | None:
 # --------------------------------------------------------------------------- problems and the node
 
 
+PROBLEM_WORDS = {"test": "node.test.", "method": "node.method.", "status": "node.coll.status.",
+                 "metric": "node.metric."}
+
+
 def problem_text(pr: an.NodeProblem) -> str:
     params = dict(pr.params)
-    raw: dict[str, str] = {}
+    raw = {k: word(prefix, params[k]) for k, prefix in PROBLEM_WORDS.items() if k in params}
     if "reason" in params:
         raw["reason"] = cause(params["reason"]) if params.get("detail") is None else t(
             "node.reason.crashed", detail=esc(fmt.first_line(str(params["detail"]))))
     if "error" in params:
         raw["error"] = cause(params["error"])
-    if "test" in params:
-        raw["test"] = word("node.test.", params["test"])
-    if "method" in params:
-        raw["method"] = word("node.method.", params["method"])
-    if "status" in params:
-        raw["status"] = word("node.coll.status.", params["status"])
-    if "metric" in params:
-        raw["metric"] = word("node.metric.", params["metric"])
     if "size_bytes" in params:
         raw["size"] = fmt.size_bytes(int(params["size_bytes"]))
     if "shortfall" in params:

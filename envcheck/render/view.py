@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from envcheck.analysis import Analysis, BenchAnalysis, CaseResult
@@ -21,7 +22,7 @@ from envcheck.redact import redact_value
 from envcheck.render import fmt
 from envcheck.render.checktext import localized
 from envcheck.render.i18n import esc, has, join, phrase, t
-from envcheck.render.tiles import Tile
+from envcheck.render.node_view import Tile
 
 # Facts shown in the environment table, in reading order: (section, key).
 ENV_FACTS: tuple[tuple[str, str], ...] = (
@@ -171,17 +172,12 @@ def sections(ba: BenchAnalysis) -> list[tuple[str, list[CaseResult]]]:
 
 def impls(rs: Sequence[CaseResult]) -> list[str]:
     """The implementations among ``rs``: the built-in ones in their order, then a user's."""
-    order = {i: n for n, i in enumerate(IMPLS)}
-    return sorted(dict.fromkeys(r.case.impl for r in rs), key=lambda i: order.get(i, len(IMPLS)))
+    return sorted(dict.fromkeys(r.case.impl for r in rs), key=lambda i: IMPLS.index(i) if i in IMPLS else len(IMPLS))
 
 
 def has_any(rs: Sequence[Any], attr: str) -> bool:
     """Whether any row has ``attr`` (dotted) set: which columns a table shows."""
-    def get(x: Any) -> Any:
-        for part in attr.split("."):
-            x = getattr(x, part)
-        return x
-    return any(get(r) is not None for r in rs)
+    return any(attrgetter(attr)(r) is not None for r in rs)
 
 
 def case_time(r: CaseResult, which: str) -> str:

@@ -64,9 +64,8 @@ def document_set(report: Report, analysis: Analysis, json_path: Path, formats: S
 
 def write_documents(report: Report, analysis: Analysis, json_path: Path, formats: Sequence[str],
                     out_dir: Path | None = None, force: bool = False) -> list[Path]:
-    """Render and write the documents of ``report``; the paths written (each chart file included). UsageError
-    (nothing written) when a target exists without ``force`` or the folder cannot be written; OSError from the
-    disk leaves the folder as it was."""
+    """Render and write the documents of ``report``; the paths written. UsageError (nothing written) when a target
+    exists without ``force``; OSError from the disk leaves the folder as it was."""
     folder = Path(out_dir) if out_dir is not None else Path(json_path).parent
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"{folder} is not a folder")

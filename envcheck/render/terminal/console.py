@@ -111,10 +111,8 @@ def _columns(tab: Table, picked: Sequence[int], title: bool = True, caption: boo
 
 
 def print_fitted(console: Console, tab: Table, keep: int = 1) -> None:
-    """Print ``tab`` without cutting a cell: where it is wider than the console, as several tables of
-    its columns, each as wide as fits, the first ``keep`` columns (what names a row) repeated in each.
-    A number cut to "23.6 …" loses its unit and a header cut to "%the…" its meaning; a second table
-    loses neither. Only a column too wide on its own beside the ``keep`` ones is left to rich."""
+    """Print ``tab`` without cutting a cell: wider than the console, as several tables of its columns, the first
+    ``keep`` (what names a row) repeated in each. A number cut to "23.6 …" loses its unit; a second table does not."""
     if _natural_width(console, tab) <= console.width or len(tab.columns) <= keep + 1:
         console.print(tab)
         return
