@@ -20,10 +20,15 @@ from envcheck.model.node import Node
 def keyed(checks: Sequence[Check], env: Environment | None, node: Node | None = None) -> tuple[Check, ...]:
     """``checks`` with keys wherever the rules, run again on ``env`` (and on ``node``'s counters, for
     the checks of a node run), agree with the recorded status."""
-    if all(c.key for c in checks) or env is None or not env.sections:
+    if all(_current(c) for c in checks) or env is None or not env.sections:
         return tuple(checks)
     today = {c.id: c for c in (*evaluate(env), *(delta_checks(node) if node is not None else ()))}
-    return tuple(c if c.key else _agreeing(c, today.get(c.id)) for c in checks)
+    return tuple(c if _current(c) else _agreeing(c, today.get(c.id)) for c in checks)
+
+
+def _current(check: Check) -> bool:
+    # Before issue 49 a driver upgrade's phrase ("driver_key") overwrote the driver's version in the params.
+    return check.key is not None and "driver_key" not in check.params
 
 
 def _agreeing(recorded: Check, today: Check | None) -> Check:

@@ -62,6 +62,8 @@ def said(check_id: str, status: Status, key: str, fix: str | None = None, detail
     en = _english()
     text = {k: _param(v) for k, v in params.items()}
     for name, nested in nested_keys(text).items():  # a phrase inside the fix: a driver upgrade, an install
+        if name in params:  # it would land where the finding's own value belongs (issue 49)
+            raise ValueError(f"{check_id}: parameter {name!r} is also the phrase of {name}_key")
         text[name] = en[nested].format_map(_Blank(text))
     finding_key = f"check.{key}"
     if text.get("count") == "1" and f"{finding_key}.one" in en:  # the singular form, as the renderers pick it
