@@ -45,6 +45,9 @@ THRESHOLDS: Mapping[str, Threshold] = {t.key: t for t in (
     # own settled speed, a high percentile (SETTLED_PERCENTILE) of its intervals after the first third of
     # the phase: never the cold first intervals, which run 10-15% above what the power cap then holds.
     Threshold("ceiling_margin", 0.05, "dcgm_r3_own"),
+    # A GPU uniformly slow passes every rule that compares it with itself: its SKU's healthy figure
+    # (REFERENCES) holds it from outside, with a margin no committed healthy burn came within 7 points of.
+    Threshold("reference_margin", 0.10, "evidence"),
     # DCGM diag r3 targeted_power: >= 75% of the power limit.
     Threshold("power_share", 0.75, "dcgm_r3"),
     # DCGM diag r3 "no clock drop": a fitted fall across the phase larger than this share...
@@ -70,7 +73,26 @@ MIN_POINTS = 5  # a slope from fewer points says nothing
 SETTLED_PERCENTILE = 0.95  # the GPU's own reference: this percentile of its settled GEMM intervals
 # Every rule a device can be judged by (catalogue ``burn.rule.<rule>``), in the order they are judged.
 RULES = ("sdc", "bit_errors", "xids", "ecc_uncorrected", "remap_pending", "pcie_replays", "throttle_share",
-         "power_share", "clock_drift", "throughput_drift", "ceiling_margin", "sibling_margin")
+         "power_share", "clock_drift", "throughput_drift", "ceiling_margin", "reference_margin", "sibling_margin")
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The settled GEMM rate healthy GPUs of one SKU (NVML's name) sustain in the default plan's GEMM."""
+
+    sku: str
+    dtype: str
+    shape: tuple[int, ...]
+    tflops: float
+
+
+# The middle of the per-GPU medians of this project's committed healthy burns (docs/burn.md): H100 1225-1231
+# in evidence/2026-11-25_2224Z_vm_2x-h100_burn.json.gz; H200 1189-1243 in evidence/2026-11-28_17*Z_vm_*-h200_burn_*
+# (the healthy burns and the GPUs of the control burns that ran no control).
+REFERENCES: Mapping[str, Reference] = {r.sku: r for r in (
+    Reference("NVIDIA H100 80GB HBM3", "fp8", (8192, 8192, 16384), 1228.0),
+    Reference("NVIDIA H200", "fp8", (8192, 8192, 16384), 1216.0),
+)}
 
 
 @dataclass(frozen=True)
@@ -145,6 +167,7 @@ class GpuBurn:
     xids: tuple[XidEvent, ...]
     findings: tuple[BurnFinding, ...]
     margins: tuple[Margin, ...] = ()  # every rule judged on this GPU, with its room
+    reference: Reference | None = None  # its SKU's healthy figure, when it ran that GEMM
 
     @property
     def status(self) -> str:
@@ -158,9 +181,7 @@ class GpuBurn:
 
     @property
     def on_cpu(self) -> bool:
-        """A CPU burn (``burn --cpu``): no NVML counters, and its speed, shared with whatever else runs
-        on its cores, is never judged."""
-        return self.gpu.device is not None and self.gpu.device.backend == "cpu"
+        return _on_cpu(self.gpu)
 
     @property
     def not_applied(self) -> tuple[str, ...]:
@@ -290,8 +311,20 @@ def _stop_finding(stop: Stop, lost_s: float | None) -> BurnFinding | None:
                                                       "signal": stop.signal, "detail": stop.detail})
 
 
+def _on_cpu(g: BurnGpu) -> bool:
+    """A CPU burn (``burn --cpu``) tests the code path at tiny sizes on shared cores: no NVML counters,
+    and its rates are figures of nothing, so none is derived."""
+    return g.device is not None and g.device.backend == "cpu"
+
+
+def reference_for(g: BurnGpu) -> Reference | None:
+    ref = REFERENCES.get(g.device.name) if g.device is not None else None
+    gemm = next((p for p in g.phases if p.phase == "gemm"), None)
+    return ref if ref and gemm and (gemm.dtype, tuple(gemm.shape)) == (ref.dtype, ref.shape) else None
+
+
 def analyse_gpu(g: BurnGpu, xids: tuple[XidEvent, ...]) -> GpuBurn:
-    rates = {p.phase: phase_rates(p) for p in g.phases}
+    rates = {} if _on_cpu(g) else {p.phase: phase_rates(p) for p in g.phases}
     gemm = next((p for p in g.phases if p.phase == "gemm"), None)
     tel = g.telemetry
     found: list[BurnFinding] = []
@@ -365,22 +398,26 @@ def analyse_gpu(g: BurnGpu, xids: tuple[XidEvent, ...]) -> GpuBurn:
         if margins[-1].fired:
             found.append(BurnFinding("power_short", {"power_w": power_max, "limit_w": limit, "share_pct": 100 * share,
                                                      "need_pct": need}, "power_share"))
-    # Speed verdicts judge GPUs: a CPU burn (CI) shares its cores with whatever else runs.
-    judged = g.device is not None and g.device.backend == "cuda"
     if clock is not None:
         margins.append(_drift_margin("clock_drift", clock))
         if clock.falling:
             found.append(BurnFinding("clock_falling", {"fall_pct": -100 * clock.change}, "drift"))
     gr = rates.get("gemm")
-    if judged and gr is not None and gr.drift is not None:
+    if gr is not None and gr.drift is not None:
         margins.append(_drift_margin("throughput_drift", gr.drift))
         if gr.drift.falling:
             found.append(BurnFinding("throughput_falling", {"fall_pct": -100 * gr.drift.change}, "drift"))
-    if judged and finished_gemm and gr is not None and gr.median and gr.settled and \
+    if finished_gemm and gr is not None and gr.median and gr.settled and \
             over("ceiling_margin", "ceiling_margin", 1 - gr.median / gr.settled, pct=True):
         found.append(BurnFinding("below_settled", {"median": gr.median, "settled": gr.settled,
                                                    "below_pct": 100 * (1 - gr.median / gr.settled)},
                                  "ceiling_margin"))
+    ref = reference_for(g)
+    if ref and finished_gemm and gr is not None and gr.median and \
+            over("reference_margin", "reference_margin", 1 - gr.median / ref.tflops, pct=True):
+        found.append(BurnFinding("below_reference", {"median": gr.median, "reference": ref.tflops, "sku": ref.sku,
+                                                     "below_pct": 100 * (1 - gr.median / ref.tflops)},
+                                 "reference_margin"))
     if g.stop is not None:
         f = _stop_finding(g.stop, tel.lost_s if tel is not None else None)
         if f is not None:
@@ -393,7 +430,7 @@ def analyse_gpu(g: BurnGpu, xids: tuple[XidEvent, ...]) -> GpuBurn:
         if missing:
             found.append(BurnFinding("incomplete", {"phases": missing}))
     return GpuBurn(g, rates, power_max, limit, share, tmax, mtmax, sm_med, clock, tshare, reasons, ecc_u, ecc_c,
-                   replays, pending, xids, tuple(found), tuple(margins))
+                   replays, pending, xids, tuple(found), tuple(margins), ref)
 
 
 def _drift_margin(rule: str, d: Drift) -> Margin:
@@ -407,7 +444,7 @@ def _drift_margin(rule: str, d: Drift) -> Margin:
 
 def _siblings(gpus: list[GpuBurn]) -> list[GpuBurn]:
     """Each GPU's GEMM rate against the median of its siblings' (gpu-fryer's rule, held closer)."""
-    rated = [g.rate("gemm") if g.gpu.device is not None and g.gpu.device.backend == "cuda" else None for g in gpus]
+    rated = [g.rate("gemm") for g in gpus]
     if sum(1 for r in rated if r) < 2:
         return gpus
     limit = 100 * THRESHOLDS["sibling_margin"].value

@@ -16,7 +16,7 @@ from envcheck.burn.protocol import BurnPlan
 SHARES = {"gemm": 0.60, "bandwidth": 0.15, "memtest": 0.25}
 DEFAULT_MINUTES = 3.0
 # A CPU burn (CI and tests, no GPU needed) runs tiny sizes: the point is the pipeline.
-CPU_OPTIONS = {"gemm_n": 128, "max_bytes": 4 << 20, "interval_s": 0.25}
+CPU_OPTIONS = {"gemm_n": 128, "max_bytes": 1 << 20, "interval_s": 0.25}
 
 
 def phase_seconds(minutes: float) -> dict[str, float]:
