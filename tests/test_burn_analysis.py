@@ -247,9 +247,9 @@ def test_a_cpu_burn_says_it_tests_the_code_path_and_shows_no_gpu_style_figure(la
     read as figures of something. A CPU burn is a test of the code path, its exit status said."""
     import re
 
+    from envcheck.analysis import analyse
     from envcheck.model import Report
     from envcheck.render.documents import render_html, render_markdown
-    from envcheck.analysis import analyse
     from envcheck.render.prometheus import prometheus_text
     from envcheck.render.terminal.burn import print_burn
     from envcheck.render.terminal.console import capture

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from envcheck.analysis.node import GpuRates, collective_rows, copy_rows, gpu_rates
+from envcheck.analysis.node import GpuRates, NodeProblem, collective_rows, copy_rows, gpu_rates, node_problems
 from envcheck.model.facts import Check
 from envcheck.model.fleet import Baseline, Fleet, FleetNode, RankStatus, Reference, Rule
 from envcheck.model.node import Collectives
@@ -222,7 +222,8 @@ class Finding:
     ``kind``: ``worse`` (``value`` vs ``reference`` from ``source``: ``baseline`` or ``fleet_median``,
     ``shortfall`` the fraction worse), ``missing`` (``reason``), ``rank_failed`` (``ranks``, lost in the
     phase ``reason``: ``LOST_PHASES``; None in findings of older code: their suite),
-    ``algorithm_differs`` (a busbw whose NCCL algorithm is not the reference's: ``reason`` names both).
+    ``algorithm_differs`` (a busbw whose NCCL algorithm is not the reference's: ``reason`` names both),
+    ``node_problem`` (the node's own tests found ``value`` problems, the first ``reason``: its section lists them).
     ``margin``: the rule's allowance the metric was held to (``direction`` says which way is better).
     """
 
@@ -236,6 +237,11 @@ class Finding:
     ranks: tuple[int, ...] = ()
     margin: float | None = None
     direction: str | None = None
+
+    @property
+    def fails(self) -> bool:
+        """Whether it fails its node (else it leaves the node incomplete, or only warns)."""
+        return self.kind in FAILING_KINDS
 
 
 @dataclass(frozen=True)
@@ -294,13 +300,12 @@ def judge_node(node: FleetNode, references: Sequence[Reference], source: str, ru
         if rule is not None:
             findings.append(Finding("missing", ref_name, reference=refs[ref_name].value, source=source,
                                     reason="not_measured", margin=rule.margin, direction=rule.direction))
-    if any(f.kind in ("worse", "rank_failed") for f in findings):
-        status = "fail"
-    elif findings:
-        status = "incomplete"
-    else:
-        status = "pass"
-    return NodeVerdict(node.host, status, tuple(findings))
+    return _verdict(node.host, tuple(findings))
+
+
+def _verdict(host: str, findings: tuple[Finding, ...]) -> NodeVerdict:
+    return NodeVerdict(host, "fail" if any(f.fails for f in findings) else "incomplete" if findings else "pass",
+                       findings)
 
 
 # Where rank 0 stopped hearing from a rank: it never joined, or a phase's hand-over failed or never came.
@@ -376,11 +381,13 @@ def _unfinished_world(fleet: Fleet, lost: Sequence[LostRank]) -> dict[str, str]:
     return out
 
 
-def judge(fleet: Fleet, metrics: Sequence[Sequence[Metric]] | None = None) -> tuple[NodeVerdict, ...]:
+def judge(fleet: Fleet, metrics: Sequence[Sequence[Metric]] | None = None,
+          problems: Sequence[Sequence[NodeProblem]] | None = None) -> tuple[NodeVerdict, ...]:
     """Every node's verdict: against the baseline's values when the fleet has one, else the fleet median.
-    A rank lost in any phase fails its node (a finding per phase, naming the ranks); a host whose ranks
-    were lost before it sent anything gets a verdict of its own. ``metrics``: each node's metrics already
-    derived, in node order."""
+    A rank lost in any phase fails its node (a finding per phase, naming the ranks), and so does a problem
+    its own node tests found (``problems``, per node; the one verdict its section then explains); a host
+    whose ranks were lost before it sent anything gets a verdict of its own. ``metrics``: each node's
+    metrics already derived, in node order."""
     rules = rules_in_force(fleet)
     refs, source = references(fleet, metrics)
     lost = lost_ranks(fleet)
@@ -394,10 +401,11 @@ def judge(fleet: Fleet, metrics: Sequence[Sequence[Metric]] | None = None) -> tu
         extra = _lost_findings(failed.get(n.host, {}))
         if n.host in unfinished:
             extra += (Finding("missing", "world.collectives", reason=unfinished[n.host]),)
+        found = problems[i] if problems is not None else node_problems(n.node) if n.node is not None else ()
+        if found:
+            extra += (Finding("node_problem", value=float(len(found)), reason=found[0].key),)
         if extra:
-            findings = extra + v.findings
-            status = "fail" if any(f.kind in ("worse", "rank_failed") for f in findings) else "incomplete"
-            v = NodeVerdict(n.host, status, findings)
+            v = _verdict(n.host, extra + v.findings)
         out.append(v)
     known = {n.host for n in fleet.nodes}
     for host, phases in sorted(failed.items()):
@@ -410,12 +418,6 @@ def _lost_findings(phases: dict[str, list[int]]) -> tuple[Finding, ...]:
     return tuple(Finding("rank_failed", ranks=tuple(phases[p]), reason=p) for p in LOST_PHASES if p in phases)
 
 
-def to_drain(fleet: Fleet) -> tuple[NodeVerdict, ...]:
-    """The nodes to take out of service, with their findings: those that failed, and those that could
-    not be vouched for (a test that could not run never counts as a pass)."""
-    return tuple(v for v in judge(fleet) if v.status != "pass")
-
-
 def baseline_from_nodes(nodes: Sequence[FleetNode], source: str, host: str | None = None,
                         created: str | None = None) -> Baseline:
     """A baseline from a previous report's nodes (one node for a single-node report): per metric, the
@@ -426,7 +428,8 @@ def baseline_from_nodes(nodes: Sequence[FleetNode], source: str, host: str | Non
 # --------------------------------------------------------------------------- keys and metric names
 
 # Every key this module hands to the presentation, each phrased in the catalogues.
-FINDING_KINDS = ("worse", "missing", "rank_failed", "algorithm_differs")
+FINDING_KINDS = ("worse", "missing", "rank_failed", "algorithm_differs", "node_problem")
+FAILING_KINDS = ("worse", "rank_failed", "node_problem")
 VERDICT_STATUSES = ("pass", "fail", "incomplete")
 SOURCES = ("baseline", "fleet_median")
 ZERO_SOURCE = "zero"  # a finding's source where a count is held to zero whatever the reference
@@ -563,7 +566,7 @@ def analyse_fleet(fleet: Fleet, analyse_bench: Callable[[Any, Any], Any]) -> Fle
         rates = [rates_from(ba.bench, ba.ceilings, ba.results) for ba in benches]
         per_node.append((n, benches, analyse_node(n.node, benches, env), node_metrics(n, rates)))
     metrics = [m for *_, m in per_node]
-    verdicts = judge(fleet, metrics)
+    verdicts = judge(fleet, metrics, [a.problems for _, _, a, _ in per_node])
     refs, source = references(fleet, metrics)
     nodes = tuple(FleetNodeAnalysis(n, b, a, m, verdicts[i], tuple(r for r in fleet.ranks if r.rank in n.ranks))
                   for i, (n, b, a, m) in enumerate(per_node))
