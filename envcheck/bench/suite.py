@@ -83,7 +83,6 @@ INTERPRET_VECTOR_SIZES = (4099,)
 INTERPRET_ROW_SHAPES = ((37, 1000),)
 INTERPRET_SOFTMAX_SHAPES = ((37, 1000), (2, 33000))
 INTERPRET_MATMUL_SHAPES = ((67, 45, 200),)
-INTERPRET_SETTINGS = Settings(warmup_ms=0, rep_ms=0, min_samples=1, max_samples=3, cold_l2=False)
 
 
 
@@ -579,9 +578,11 @@ def plan(options: RunOptions, env: Environment) -> Plan:
             raise UsageError("--interpret: this machine has a usable CUDA GPU, on which the Triton kernels run "
                              "compiled; the interpreter is for machines without one (drop --interpret)")
         impls = ["torch", "triton"]
+        notes[notes.index(Note("bench.cpu_baseline"))] = Note("bench.interpreted")
         if env.get("triton", "installed") is False:
             triton_reason = Note("bench.triton_unusable.not_installed")
-        settings = dataclasses.replace(INTERPRET_SETTINGS, threads=cpu_threads(), interpret=True)
+        # Only PyTorch is timed (the CPU's quick sampling); the interpreted kernels are checked, not timed.
+        settings = dataclasses.replace(CPU_QUICK_SETTINGS, threads=cpu_threads(), interpret=True)
     # --control: the diff's positive control, recorded in the settings (and so in every diff's
     # environment differences): never silently active.
     settings = dataclasses.replace(settings, quick=quick, ops=sel.ops, impls=tuple(impls),
