@@ -26,7 +26,7 @@ from envcheck.analysis import Analysis, analyse
 from envcheck.analysis.ceilings import BANDWIDTH, THEORETICAL
 from envcheck.analysis.ceilings import MEASURED as MEASURED_CEILING
 from envcheck.compare import stats
-from envcheck.compare.diff import CaseDiff, ReportInfo, compare_analysed, summarise
+from envcheck.compare.diff import CaseDiff, Comparison, ReportInfo, compare_analysed, summarise
 from envcheck.compare.envdiff import EnvChange, can_move
 from envcheck.compare.machine import MachineId, machine_of
 from envcheck.compare.match import SAMPLING
@@ -171,12 +171,15 @@ def group_name(c: CaseDiff) -> str:
 
 
 def _op_point(op: str, a: Analysis, vs_first: Sequence[CaseDiff] | None, declared: Sequence[OpSpec] = ()) -> OpPoint:
-    """``declared``: the user ops declared by any report of the history (a report that did not run one
+    """``vs_first``: the op's cases against the first report that ran it (None: this is that report);
+    ``declared``: the user ops declared by any report of the history (a report that did not run one
     has no declaration of it, and the op's point there is empty, not an error)."""
     bench = a.bench
     results = [r for r in (bench.results if bench else ()) if r.case.op == op and r.status != "error"]
     top = max((r for r in results if r.rate is not None), key=lambda r: r.rate or 0.0, default=None)
-    if vs_first is None:  # the first report: every ratio is 1 by definition
+    if not any(r.case.op == op for r in (bench.results if bench else ())):  # not run here: no value in its column
+        ratio, low, high, count = None, None, None, 0
+    elif vs_first is None:  # the first report that ran it: its ratio is 1 by definition
         ratio, low, high, count = 1.0, 1.0, 1.0, len(results)
     else:
         g = summarise(op, vs_first, 0.0, stats.CONFIDENCE)
@@ -255,25 +258,33 @@ def history_analysed(analysed: Sequence[tuple[str, Analysis]], *, practical: flo
     kw = {"practical": practical, "resamples": resamples, "seed": seed}
     declared = tuple({s.name: s for _, a in ordered for b in a.report.benches for s in b.ops}.values())
     sampling = [_sampling(a) for _, a in ordered]
+    ran = [{c.op for b in a.report.benches[:1] for c in b.cases} for _, a in ordered]
+    compared: dict[tuple[int, int], Comparison] = {}
+
+    def against(j: int, i: int) -> Comparison:
+        """Report ``i`` against report ``j`` (on the GPU of ``i``'s suite), compared once."""
+        if (j, i) not in compared:
+            (lj, aj), (li, ai) = ordered[j], ordered[i]
+            compared[(j, i)] = compare_analysed((lj, on_gpu(aj, _first_gpu(ai))), (li, ai), **kw)  # type: ignore[arg-type]
+        return compared[(j, i)]
+
     points: list[Point] = []
     steps: list[Step] = []
     for i, (label, a) in enumerate(ordered):
-        gpu = _first_gpu(a)
-        # The trend's baseline and the step's previous report: the first and the latest earlier
-        # report sampled alike (a --quick run is never held against a full one).
+        # The trend's baseline of an op and the step's previous report: the first report sampled alike
+        # that ran the op, and the latest earlier one sampled alike (a --quick run is never held against a full
+        # one). Each column is one op's: a report that did not run it has no value there.
         alike = [j for j in range(i) if sampling[j] == sampling[i]]
-        base = ordered[alike[0]] if alike else None
-        vs_first = compare_analysed((base[0], on_gpu(base[1], gpu)), (label, a), **kw) if base else None  # type: ignore[arg-type]
+        firsts = {op: next((j for j in alike if op in ran[j]), None) for op in ops}
         points.append(Point(
-            vs_first.other if vs_first else ReportInfo.of(label, a.report),
-            tuple(_op_point(op, a, [c for c in vs_first.cases if c.op == op] if vs_first else None, declared)
-                  for op in ops),
+            ReportInfo.of(label, a.report),
+            tuple(_op_point(op, a, None if (j := firsts[op]) is None else
+                            [c for c in against(j, i).cases if c.op == op], declared) for op in ops),
             _ceiling(a, MEASURED_CEILING), _ceiling(a, THEORETICAL), node_point(a), _first_gpu(a),
         ))
         if not alike:
             continue
-        previous = ordered[alike[-1]]
-        step_cmp = compare_analysed((previous[0], on_gpu(previous[1], gpu)), (label, a), **kw)  # type: ignore[arg-type]
+        step_cmp = against(alike[-1], i)
         groups: dict[str, list[CaseDiff]] = {}
         for c in step_cmp.cases:
             groups.setdefault(group_name(c), []).append(c)
