@@ -8,9 +8,10 @@ other over the whole plan: the cases run in N interleaved passes, so a drift ove
 (a GPU warming towards its power cap) spreads over every case's repeats instead of landing on
 the cases measured last.
 
-The report stays the size of one run: each repeat takes ``max_samples // N`` samples of a
-timing at most, and a case keeps all of them in one ``Timing`` whose ``passes`` says how many
-each repeat took (compare/stats.py turns them into the allowance). What else a repeat found is
+Each repeat samples as a single run does (sharing the sample cap between repeats made each repeat's
+median noisier than a single run's, so following a diff's advice to repeat cut 100 samples to 33), and
+a case keeps them all in one ``Timing`` whose ``passes`` says how many each repeat took
+(compare/stats.py turns them into the allowance). What else a repeat found is
 merged without loss of a failure: the worst numeric error of any repeat, every note, and a note
 ``case.repeat_failed`` for each repeat in which a case measured elsewhere failed.
 """
@@ -25,13 +26,10 @@ from envcheck.model import Accuracy, Case, CaseKey, Note, Settings, Timing
 
 
 def pass_settings(settings: Settings, repeat: int) -> Settings:
-    """The settings each repeat runs with: the per-timing sample cap shared between the repeats."""
+    """The settings each repeat runs with: a single run's, the repeat count recorded."""
     if repeat < 1:
         raise ValueError("repeat must be at least 1")
-    if repeat == 1:
-        return settings
-    per = max(1, settings.max_samples // repeat)
-    return dataclasses.replace(settings, max_samples=per, min_samples=min(settings.min_samples, per), repeat=repeat)
+    return settings if repeat == 1 else dataclasses.replace(settings, repeat=repeat)
 
 
 def _join(timings: Sequence[Timing]) -> Timing:

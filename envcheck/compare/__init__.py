@@ -2,7 +2,7 @@
 
 Pure data, built from reports and their analyses (``envcheck.analysis``: every per-report
 number), one way: ``match`` pairs case results and says which pairs may not be compared,
-``controls`` says which pairs can measure run-to-run noise, ``stats`` holds what only a
+``shipped`` holds the noise floors learned from committed controls, ``stats`` holds what only a
 comparison has (ratios, intervals with their noise floors, verdicts, geometric means),
 ``envdiff`` lists what changed in the environment and health checks, ``machine`` tells
 machines apart by their GPUs, ``node_diff`` compares two nodes' tests (read through the one

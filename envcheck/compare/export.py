@@ -10,13 +10,16 @@ Version history:
       ``node`` (the node tests side by side; null unless both reports ran them) and the
       document's ``unmatched`` (fleet nodes without a partner) and ``worlds`` (fleets'
       collectives across their nodes).
+  2 - ``controls`` (per comparison) and ``control`` (per case) removed: a noise floor never comes from
+      the pair judged, so no row serves as a control; floor sources are ``repeats`` or ``shipped``, and a
+      row no floor covers is ``not judged``, its ``reasons`` saying why (2026-12-07).
 
-Layout (version 1). Times are microseconds per call; ratios are other / baseline time
+Layout (version 2). Times are microseconds per call; ratios are other / baseline time
 (above 1 is slower); intervals are at ``confidence`` and include run-to-run noise (see
 ``compare/stats.py``); a number that could not be known is ``null``::
 
     {
-      "format": "envcheck-diff", "version": 1,
+      "format": "envcheck-diff", "version": 2,
       "confidence": 0.95, "practical_pct": 2.0, "resamples": 2000,
       "regression_pct": 5.0,                # the --fail-on-regression threshold (null: none given)
       "reports": [                          # the baseline first
@@ -33,7 +36,6 @@ Layout (version 1). Times are microseconds per call; ratios are other / baseline
         "only_baseline": [REF], "only_other": [REF],
         "ceilings": [{"name", "kind", "unit", "baseline", "other"}],
         "noise_floors": [FLOOR],            # every distinct floor used, largest first
-        "controls": 178,                    # compared rows whose implementation did not change
         "tested": 247,                      # rows with an interval: the family the correction covers
         "correction": "benjamini-hochberg", # how the calls are corrected for testing them at once
         "allowance_sources": {"repeats": 0, "shipped": 247},   # rows per source of the allowance
@@ -51,17 +53,17 @@ Layout (version 1). Times are microseconds per call; ratios are other / baseline
             verdict: faster | slower | same | uncertain | none
     CASE:  {"op", "impl", "dtype", "precision", "shape": [..], "category", "verdict",
             "timing", "method", "baseline_us", "other_us", "ratio", "low", "high",
-            "n_baseline", "n_other", "within_log_se", "floor": FLOOR, "control",
+            "n_baseline", "n_other", "within_log_se", "floor": FLOOR,
             "baseline_gbps", "other_gbps", "baseline_tflops", "other_tflops",
             "baseline_pct_theoretical", "other_pct_theoretical",
             "baseline_pct_measured", "other_pct_measured",
             "baseline_flags": [..], "other_flags": [..],
             "other_precision", "reasons": [{"key", "params"}],
             "numeric": {"kind", "baseline_rel_l2", "other_rel_l2", "baseline_passed", "other_passed"}}
-            verdict: faster | slower | same | uncertain | not comparable | not judged (a launch-time row no
-            noise floor covers: its ratio, no interval, outside the family and the geomeans)
+            verdict: faster | slower | same | uncertain | not comparable | not judged (a row no noise floor
+            covers: its ratio, no interval, outside the family and the geomeans; ``reasons`` says why)
     FLOOR: {"log_sd", "pct", "source", "kind": [..], "cases", "df"}
-            source: repeats | shipped | controls | spread | none (compare/stats.py NoiseFloor)
+            source: repeats | shipped (compare/stats.py NoiseFloor)
     REF:   {"op", "impl", "dtype", "precision", "shape": [..], "status"}
     NODE:  {"collectives": [{"scope", "op", "size_bytes", "ranks", "timing", "baseline_us", "other_us",
                              "baseline_busbw_gbps", "other_busbw_gbps", "baseline_algo", "other_algo",
@@ -92,7 +94,7 @@ from envcheck.compare.node_diff import CollectiveDiff, CopyDiff, NodeComparison,
 from envcheck.compare.stats import NoiseFloor
 
 FORMAT = "envcheck-diff"
-VERSION = 1
+VERSION = 2
 
 
 def _num(x: float | None) -> float | None:
@@ -135,7 +137,7 @@ def _case(c: CaseDiff) -> dict[str, Any]:
         "category": c.category, "verdict": c.verdict, "timing": c.timing, "method": c.method,
         "baseline_us": _num(c.base_us), "other_us": _num(c.other_us), "ratio": _num(c.ratio), "low": _num(c.low),
         "high": _num(c.high), "n_baseline": c.n_base, "n_other": c.n_other, "within_log_se": _num(c.within_log_se),
-        "floor": _floor(c.floor), "control": c.control,
+        "floor": _floor(c.floor),
         "baseline_gbps": _num(c.base_gbps), "other_gbps": _num(c.other_gbps),
         "baseline_tflops": _num(c.base_tflops), "other_tflops": _num(c.other_tflops),
         "baseline_pct_theoretical": _num(c.base_pct), "other_pct_theoretical": _num(c.other_pct),
@@ -209,7 +211,7 @@ def _comparison(cmp: Comparison, regression_pct: float) -> dict[str, Any]:
         "only_baseline": [_ref(r) for r in cmp.only_base], "only_other": [_ref(r) for r in cmp.only_other],
         "ceilings": [{"name": c.name, "kind": c.kind, "unit": c.unit, "baseline": _num(c.base),
                       "other": _num(c.other)} for c in cmp.ceilings],
-        "noise_floors": [_floor(f) for f in cmp.floors], "controls": cmp.controls,
+        "noise_floors": [_floor(f) for f in cmp.floors],
         "tested": cmp.tested, "correction": cmp.correction, "allowance_sources": dict(cmp.sources),
         "shipped_floors": None if cmp.shipped_model is None else {
             "model": cmp.shipped_model, "pairs": [list(p) for p in cmp.shipped_pairs]},

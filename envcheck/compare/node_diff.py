@@ -17,8 +17,7 @@ the kernel cases:
   the bootstrap one of the median (``stats.median_log_se``).
 * **run-to-run floor**: for two runs on one machine whose GPU model has node floors shipped
   (``compare/shipped.py``, learned from committed back-to-back node runs), each row's kind's shipped
-  floor; else one measured over the node rows of the comparison itself (``stats.noise_floors``:
-  how rows of one kind scatter around the kind's median move). Kinds: (scope, op, size class,
+  floor; else the row keeps its ratio, not judged (never a floor from the pair itself). Kinds: (scope, op, size class,
   size), (scope, op, size class), (scope, op), scope, every row for collectives, the first that
   has a floor; (copy, host or peer, method), (copy, host or peer), copy for copies. A collective's
   run-to-run noise is a property of its size, not of its class: on 2 x H100 all_to_all at 16 MiB
@@ -52,6 +51,8 @@ NODE_FAILED = "compare.node_failed"  # side, status
 RANKS_DIFFER = "compare.ranks_differ"  # baseline, other
 TIMING_DIFFERS = "compare.methods_differ"  # baseline, other (the key of match.METHODS_DIFFER)
 
+NOT_JUDGED = "not judged"  # no node floor shipped for its kind (diff.NOT_JUDGED)
+NO_NODE_FLOOR = "diff.not_judged.no_node_floor"
 MEASURED = ("ok", "unverified")  # collective statuses whose time is a measurement of the call
 # Collectives from this size are "large" (nccl-tests' bar tightens there too): their run-to-run noise
 # differs from the small sizes' (all_gather and reduce_scatter at 1-4 GiB moved 3-10% between
@@ -68,7 +69,7 @@ class RatioRow:
     """What a node row's ratio carries: other / baseline time, its interval (run-to-run noise
     included, ``floor``) and the verdict; ``reasons``: why it was not compared."""
 
-    verdict: str  # faster | slower | same | uncertain | not comparable
+    verdict: str  # faster | slower | same | uncertain | not comparable | not judged
     ratio: float | None = None
     low: float | None = None
     high: float | None = None
@@ -235,21 +236,19 @@ class _Pending:
 
 def _finish(pending: Sequence[_Pending | RatioRow], practical: float, confidence: float,
             model_floors: shipped.ModelFloors | None) -> tuple[list[RatioRow], list[stats.NoiseFloor]]:
-    """Each row's floor (shipped for its kind where there is one, else measured over the rows
-    with an interval of their own), its interval, and its verdict, the rows with an interval
-    called as one family (Benjamini-Hochberg)."""
+    """Each row's floor (shipped for its kind; without one the row is not judged: never a floor from
+    the pair itself), its interval, and its verdict, the rows with an interval called as one family
+    (Benjamini-Hochberg)."""
     todo = [(i, p) for i, p in enumerate(pending) if isinstance(p, _Pending)]
-    usable = [(i, p) for i, p in todo if math.isfinite(p.within_se)]
-    floors = stats.noise_floors([stats.FloorRow(math.log(p.ratio), p.within_se, p.kinds, False) for _, p in usable])
-    floor_of = {i: f for (i, _), f in zip(usable, floors, strict=True)}
     ivs: dict[int, stats.RatioInterval] = {}
+    unjudged: set[int] = set()
     for i, p in todo:
-        own = floor_of.get(i)
-        if own is None:  # no within-run error: no interval
-            ivs[i] = stats.interval(p.ratio, None, stats.NO_FLOOR, p.n_base, p.n_other, confidence)
-            continue
-        floor = (model_floors.node_floor(p.kinds) if model_floors is not None else None) or own
-        ivs[i] = stats.interval(p.ratio, p.within_se, floor, p.n_base, p.n_other, confidence)
+        floor = model_floors.node_floor(p.kinds) if model_floors is not None else None
+        within = p.within_se if math.isfinite(p.within_se) else None
+        if floor is None and within is not None:
+            unjudged.add(i)
+        ivs[i] = (stats.RatioInterval(p.ratio, None, None, None, p.n_base, p.n_other, within) if i in unjudged
+                  else stats.interval(p.ratio, within, floor or stats.NO_FLOOR, p.n_base, p.n_other, confidence))
     keys = list(ivs)
     significant = dict(zip(keys, stats.bh_significant([stats.p_value(ivs[i]) for i in keys], 1.0 - confidence),
                            strict=True))
@@ -262,8 +261,9 @@ def _finish(pending: Sequence[_Pending | RatioRow], practical: float, confidence
         iv = ivs[i]
         if iv.floor is not None and iv.has_interval:
             used.add(iv.floor)
-        out.append(RatioRow(stats.verdict(iv, practical, significant[i]), iv.ratio, iv.low, iv.high, iv.n_base,
-                            iv.n_other, iv.within_log_se, iv.floor))
+        out.append(RatioRow(NOT_JUDGED if i in unjudged else stats.verdict(iv, practical, significant[i]), iv.ratio,
+                            iv.low, iv.high, iv.n_base, iv.n_other, iv.within_log_se, iv.floor,
+                            (Note(NO_NODE_FLOOR),) if i in unjudged else ()))
     return out, sorted(used, key=lambda f: (-f.log_sd, f.source, f.kind))
 
 

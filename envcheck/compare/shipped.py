@@ -19,7 +19,7 @@ and size category, op, size category, every row (most specific first), each of t
 one timing (GPU or launch time); one needs ``stats.MIN_FLOOR_CASES`` rows.
 A floor is used only for the implementations its controls measured (``impls``): the kinds do
 not name the implementation, and a floor learned from torch, Triton and torch.compile says
-nothing of another implementation's run-to-run noise; such a row gets the pair's own estimate.
+nothing of another implementation's run-to-run noise; such a row is judged only from its repeats.
 Its degrees of freedom are its rows, over every control pair of the model. A pair judged with
 floors learned from it is in-sample; the controls with repeats and the earlier pairs (README) are
 the test.
@@ -36,7 +36,7 @@ Node rows (collectives and copies of ``envcheck run --gpus all``) get floors of 
 prefixed ``node`` (``node/node/all_gather/large/67108864``, ``node/node/all_gather/large``, ``node/copy/peer``:
 ``node_diff``'s kinds, a collective's size the most specific), learned
 the same way from committed back-to-back node runs on one machine (``node_pairs``), for any number
-of ranks. Without them a node diff measures its floor over its own rows, which let one pair of
+of ranks. Without them a node row is not judged: a floor measured over the pair's own rows let one pair of
 runs where nothing changed call a collective that moved 4-10% between them (all_to_all 16 MiB,
 reduce_scatter 4 GiB) slower or faster in every committed node control.
 """
@@ -93,7 +93,7 @@ class ModelFloors:
             if f is not None and f.rows >= stats.MIN_FLOOR_CASES:
                 # Taken as shared by every case of the kind: the geometric means then never count
                 # a kind's cases as independent (stats.geomean).
-                return stats.NoiseFloor(f.log_sd, "shipped", k, f.rows, f.df, 0.0, f.log_sd, 0)
+                return stats.NoiseFloor(f.log_sd, "shipped", k, f.rows, f.df)
         return None
 
     def floor(self, kinds: Sequence[tuple[str, ...]], impl: str) -> stats.NoiseFloor | None:
