@@ -5,7 +5,7 @@ raw results (``envcheck.model.crosscheck`` beside the benches and the node); not
 Every row names its counterpart: the tool, its mode and the settings it ran with. The pairs and their bars:
 
 - a headline case's **GPU time** (CUDA-graph replay) against ``triton.testing.do_bench_cudagraph`` of the same
-  call: within ``KERNEL_BAR`` (3%, as docs/evidence.md holds envcheck's timer to it);
+  call over the same sets of buffers and matmul tile: within ``KERNEL_BAR`` (3%, as docs/evidence.md holds envcheck's timer to it);
 - a GPU-to-GPU **copy** on the copy engines against a plain ``dst.copy_(src)`` timed with CUDA events:
   within ``COPY_BAR`` (3%, as tools/evidence/compare_node.py);
 - a collective's **GPU-time busbw** on plain buffers against nccl-tests' CUDA-graph mode with NCCL's buffer
@@ -21,7 +21,7 @@ Every row names its counterpart: the tool, its mode and the settings it ran with
 A row outside its bar is a finding (``CrossFinding`` ``outside_bar``), and so is a tool that failed or hung
 (``tool_failed``, with its stderr's tail) and a row a tool could not time (``row_failed``); the report's
 verdict and ``envcheck run``'s exit status follow them (``analysis.verdict``). A pair that cannot be held
-(nothing to compare, a case that fits L2) is listed with its reason, never dropped.
+(nothing to compare, another matmul tile) is listed with its reason, never dropped.
 """
 
 from __future__ import annotations
@@ -56,7 +56,9 @@ STATUSES = ("within", "outside", "not_compared")
 # ``no_counterpart`` (the tool gave nothing at this size); ``not_measured`` (envcheck has no such number);
 # ``no_gpu_time`` (envcheck's collective has a per-call time only).
 # ``launch_bound`` (nccl-tests' eager loop is its host's at this size: ``collectives.eager_launch_bound``).
-REASONS = ("fits_l2", "not_run", "tool_failed", "no_counterpart", "not_measured", "no_gpu_time", "launch_bound")
+# ``kernel_differs``: the tool's Triton matmul ran another tile than the suite's race picked (``detail``: both).
+REASONS = ("fits_l2", "not_run", "tool_failed", "no_counterpart", "not_measured", "no_gpu_time", "launch_bound",
+           "kernel_differs")
 FINDING_KEYS = ("outside_bar", "tool_failed", "row_failed", "not_finished")
 # How a tool's launch ended badly (``launch_cause``).
 LAUNCH_CAUSES = ("timed_out", "interrupted", "launch_failed", "exit_status")
@@ -175,12 +177,16 @@ def kernel_rows(cc: Crosscheck, benches: Sequence[Bench]) -> tuple[CrossRow, ...
         case = _case(benches, k)
         ours = case.gpu.median_us if case is not None and case.gpu is not None else None
         theirs = statistics.median(k.samples_us) if k.samples_us is not None else None
-        reason = k.skipped or ("tool_failed" if k.error is not None else None)
+        differs = case is not None and None not in (case.kernel, k.kernel) and case.kernel != k.kernel
+        reason = k.skipped or ("tool_failed" if k.error is not None else "kernel_differs" if differs else None)
+        detail = k.error or (f"{case.kernel} / {k.kernel}" if differs and case is not None else None)
         part = Counterpart("do_bench_cudagraph", None, _settings(("rep_ms", k.rep_ms), ("rounds", k.rounds or None),
                                                                  ("settle_ms", k.settle_ms),
-                                                                 ("return_mode", "all" if k.rounds else None)))
+                                                                 ("return_mode", "all" if k.rounds else None),
+                                                                 ("sets", k.sets if k.sets > 1 else None),
+                                                                 ("kernel", k.kernel)))
         out.append(_held(CrossRow("kernel", k.op, "gpu_time_us", part, KERNEL_BAR, ours, theirs, reason=reason,
-                                  detail=k.error, gpu=k.gpu, impl=k.impl, dtype=k.dtype, precision=k.precision,
+                                  detail=detail, gpu=k.gpu, impl=k.impl, dtype=k.dtype, precision=k.precision,
                                   shape=k.shape)))
     return tuple(out)
 

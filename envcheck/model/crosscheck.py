@@ -29,9 +29,8 @@ TOOLS = ("do_bench_cudagraph", "torch_copy", "torch_distributed_loop", "nccl_tes
 # nccl-tests' modes (crosscheck/nccl_tests_run.py runs them; analysis/crosscheck.py pairs them): its eager loop,
 # its CUDA-graph mode with NCCL's defaults (buffers of a captured graph registered), and with registration off.
 NCCL_TESTS_MODES = ("eager", "graph", "graph_unregistered")
-# Why a planned cross-check row was not timed: ``fits_l2`` (a memory-bound case whose working set L2 can
-# hold: envcheck keeps L2 cold between calls, do_bench_cudagraph replays one set of buffers, so the two
-# would time different memories), ``not_run`` (planned; the tool ended before it).
+# Why a planned cross-check row was not timed: ``not_run`` (planned; the tool ended before it); ``fits_l2`` in
+# reports before the counterpart rotated the suite's sets of buffers (a case L2 could hold was not compared).
 ROW_SKIPS = ("fits_l2", "not_run")
 
 
@@ -55,7 +54,9 @@ def _samples(obj: object, name: str = "samples_us") -> Samples | None:
 class KernelTiming:
     """One headline case of GPU ``gpu`` (the machine's index) timed by ``do_bench_cudagraph``: after one
     untimed call of it over ``settle_ms`` (the GPU's clocks settle, as envcheck's timer settles), ``rounds``
-    calls with ``rep=rep_ms`` and ``return_mode="all"``; ``samples_us`` are every replay's time per call."""
+    calls with ``rep=rep_ms`` and ``return_mode="all"``; ``samples_us`` are every replay's time per call.
+    ``sets``: the sets of buffers each call cycled through, as the suite's case did (L2 kept cold alike);
+    ``kernel``: the Triton kernel and tile it timed (the suite's race winner, pinned)."""
 
     gpu: int
     op: str
@@ -69,11 +70,15 @@ class KernelTiming:
     settle_ms: float | None = None
     error: str | None = None
     skipped: str | None = None
+    sets: int = 1
+    kernel: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.shape, tuple):
             object.__setattr__(self, "shape", tuple(self.shape))
         _one_outcome(_samples(self), self.error, self.skipped)
+        if self.sets < 1:
+            raise ValueError("sets must be at least 1")
 
 
 @dataclass(frozen=True)
