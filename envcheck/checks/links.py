@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from envcheck import units
-from envcheck.analysis.counters import RATE_COUNTERS
-from envcheck.analysis.node import (
+from envcheck.analysis.counters import (
     NVLINK_CRC_PER_S_LIMIT,
     PCIE_REPLAY_PER_MIN_LIMIT,
+    RATE_COUNTERS,
     CounterChange,
     counter_deltas,
     counter_over_limit,
