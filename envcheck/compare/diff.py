@@ -1,11 +1,8 @@
 """The result of ``envcheck diff``: pure data, built from reports and their analyses, rendered elsewhere.
 
-The first report is the baseline; every other report becomes one ``Comparison`` against it.
-A ratio is always other / baseline time: above 1.0 is slower. Every per-side number
-(throughput, shares of the ceilings, flags, the numeric verdict, throttling, the ceilings
-themselves) is read from ``envcheck.analysis``; what only a comparison has (ratios, their
-intervals and noise floors, verdicts, geometric means) comes from ``compare/stats.py``.
-Single-device views: each report's first bench is compared.
+The first report is the baseline; every other becomes one ``Comparison`` against it; a ratio is other /
+baseline time (above 1 is slower). Per-side numbers come from ``envcheck.analysis``; ratios, intervals,
+floors, verdicts and geometric means from ``stats``. Each report's first bench is compared.
 """
 
 from __future__ import annotations

@@ -14,72 +14,7 @@ Version history:
       the pair judged, so no row serves as a control; floor sources are ``repeats`` or ``shipped``, and a
       row no floor covers is ``not judged``, its ``reasons`` saying why (2026-12-07).
 
-Layout (version 2). Times are microseconds per call; ratios are other / baseline time
-(above 1 is slower); intervals are at ``confidence`` and include run-to-run noise (see
-``compare/stats.py``); a number that could not be known is ``null``::
-
-    {
-      "format": "envcheck-diff", "version": 2,
-      "confidence": 0.95, "practical_pct": 2.0, "resamples": 2000,
-      "regression_pct": 5.0,                # the --fail-on-regression threshold (null: none given)
-      "reports": [                          # the baseline first
-        {"label", "host", "created", "kind", "gpu_name", "health", "cases",
-         "gpus": [{"index", "model", "uuid", "serial"}]}],
-      "comparisons": [{                     # one per report after the baseline
-        "baseline": "<label>", "other": "<label>",
-        "same_gpu_model": true, "same_machine": false,     # same_machine null: cannot tell
-        "environment": [{"key", "area", "label", "gpu", "before", "after"}],
-        "checks": [{"id", "title", "kind", "before", "after"}],   # kind: new_fail | worse |
-                                            # different | fixed | better | removed
-        "overall": GROUP, "ops": [GROUP],
-        "cases": [CASE],
-        "only_baseline": [REF], "only_other": [REF],
-        "ceilings": [{"name", "kind", "unit", "baseline", "other"}],
-        "noise_floors": [FLOOR],            # every distinct floor used, largest first
-        "tested": 247,                      # rows with an interval: the family the correction covers
-        "correction": "benjamini-hochberg", # how the calls are corrected for testing them at once
-        "allowance_sources": {"repeats": 0, "shipped": 247},   # rows per source of the allowance
-        "shipped_floors": {"model", "pairs": [["<baseline>", "<other>"]]} | null,
-        "regressions": [REF + {"ratio", "low", "high"}],   # slower by more than regression_pct
-                                            # (or than practical_pct when none was given)
-        "node": NODE | null                 # both reports ran the node tests (run --gpus, fleet)
-      }],
-      "unmatched": [{"label", "side", "host", "gpus": [uuid], "reason"}],  # fleet nodes with no
-                                            # partner (paired by host and GPU UUIDs, never by position)
-      "worlds": [{"baseline", "other", **NODE}]   # fleets: the collectives across all their nodes
-    }
-    GROUP: {"name", "geomean", "low", "high", "count", "clusters", "verdict",
-            "faster", "slower", "same", "uncertain", "not_comparable", "not_judged"}
-            verdict: faster | slower | same | uncertain | none
-    CASE:  {"op", "impl", "dtype", "precision", "shape": [..], "category", "verdict",
-            "timing", "method", "baseline_us", "other_us", "ratio", "low", "high",
-            "n_baseline", "n_other", "within_log_se", "floor": FLOOR,
-            "baseline_gbps", "other_gbps", "baseline_tflops", "other_tflops",
-            "baseline_pct_theoretical", "other_pct_theoretical",
-            "baseline_pct_measured", "other_pct_measured",
-            "baseline_flags": [..], "other_flags": [..],
-            "other_precision", "reasons": [{"key", "params"}],
-            "numeric": {"kind", "baseline_rel_l2", "other_rel_l2", "baseline_passed", "other_passed"}}
-            verdict: faster | slower | same | uncertain | not comparable | not judged (a row no noise floor
-            covers: its ratio, no interval, outside the family and the geomeans; ``reasons`` says why)
-    FLOOR: {"log_sd", "pct", "source", "kind": [..], "cases", "df"}
-            source: repeats | shipped (compare/stats.py NoiseFloor)
-    REF:   {"op", "impl", "dtype", "precision", "shape": [..], "status"}
-    NODE:  {"collectives": [{"scope", "op", "size_bytes", "ranks", "timing", "baseline_us", "other_us",
-                             "baseline_busbw_gbps", "other_busbw_gbps", "baseline_algo", "other_algo",
-                             "baseline_status", "other_status", **RATIO}],
-            "copies": [{"kind", "method", "src", "dst", "directions", "host_link", "baseline_gbps",
-                        "other_gbps", "baseline_pct_expected", "other_pct_expected", **RATIO}],
-            "counters": [{"gpu", "name", "baseline_delta", "other_delta", "baseline_per_s", "other_per_s",
-                          "baseline_boot_per_s", "other_boot_per_s", "baseline_over_limit",
-                          "other_over_limit"}],
-            "changes": [{"what", "gpus": [..], "scope", "op", "size_bytes", "before", "after"}],
-                        # what: path | nvlinks | nccl | algorithm
-            "only_baseline": [..], "only_other": [..], "noise_floors": [FLOOR],
-            "shipped_floors": {"model", "pairs": [["<baseline>", "<other>"]]} | null,   # the node controls
-            "regressions": [{"test", "ratio", "low", "high"}]}
-    RATIO: "verdict", "ratio", "low", "high", "n_baseline", "n_other", "within_log_se", "floor": FLOOR,
-           "reasons": [{"key", "params"}]        (ratio: other / baseline time, above 1 is slower)
+The layout, field by field: docs/compare.md ("diff --format json").
 """
 
 from __future__ import annotations

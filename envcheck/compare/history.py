@@ -1,18 +1,10 @@
 """The result of ``envcheck history``: each machine's reports over time, as trends and steps.
 
-Reports are grouped by machine (``compare/machine.py``: the GPUs' UUIDs, not the host name,
-which is ``vm`` on many cloud boxes); reports without benchmark results (``envcheck check``
-and ``probe`` reports) have nothing to trend and are left out with a note, so one can never
-be a baseline. Within a machine, each op's trend is its geometric-mean time ratio to the
-machine's *first* report (cases matched as in ``diff``); a machine with one report has no
-trend yet (``History.trend``). A node (a host and its GPUs: a ``run --gpus`` report, or the
-nodes of a fleet simulated on it) is one machine, and its node tests give node-level series
-beside the per-GPU ones (``NodePoint``). A step is a change between
-*consecutive* reports, for one (op, impl, dtype, precision) group, that is significant as in
-``diff`` (the geometric mean's interval, run-to-run noise included, excludes 1.0) and larger
-than the practical threshold; each step carries what changed in the environment at that
-point, so a reader sees "matmul triton bf16 got 7% faster at 2026-12-01 when the driver went
-575.57 -> 580.159". Peaks and ceilings are the analysis' numbers for each report.
+Reports are grouped by machine (its GPUs' UUIDs: ``machine.py``); reports without benchmark results are
+left out with a note. Each op's trend is its geometric-mean time ratio to the first report sampled alike
+that ran it (cases matched as in ``diff``); a node's tests give node-level series beside. A step is a
+significant change (as in ``diff``) between consecutive reports of one (op, impl, dtype, precision) group,
+with what changed in the environment at that point.
 """
 
 from __future__ import annotations

@@ -1,35 +1,12 @@
 """What changed between two nodes: the node tests of two reports side by side, as pure data.
 
-Read from each side's node analysis through ``node_read`` (every bandwidth, path and counter rate
-is the analysis'); what only a comparison has (ratios, their intervals, verdicts, what changed in
-the topology, NCCL and its algorithms) is built here with ``compare/stats.py``'s functions, as for
-the kernel cases:
-
-* **collectives** pair on (scope, op, size). A ratio is other / baseline time of one call (above 1
-  is slower; busbw moves the other way by the same factor, the ranks being equal). The time is the
-  mean of the per-iteration times (nccl-tests' ``-a 1``), so its within-run standard error is the
-  standard error of that mean. A GPU time whose graph captures share one allocation is the median
-  of the captures' means (``analysis.collectives.gpu_time_us``); its within-run error is still taken
-  from the per-iteration times, and what the captures' draws (communicators) add is in the run-to-run
-  floor, learned with that same time from the committed controls.
-* **copies** (peer copies, and host links: ``h2d`` / ``d2h``) pair on (kind, method, source,
-  destination, directions). Their bandwidth is over the median time, so the within-run error is
-  the bootstrap one of the median (``stats.median_log_se``).
-* **run-to-run floor**: for two runs on one machine whose GPU model has node floors shipped
-  (``compare/shipped.py``, learned from committed back-to-back node runs), each row's kind's shipped
-  floor; else the row keeps its ratio, not judged (never a floor from the pair itself). Kinds: (scope, op, size class,
-  size), (scope, op, size class), (scope, op), scope, every row for collectives, the first that
-  has a floor; (copy, host or peer, method), (copy, host or peer), copy for copies. A collective's
-  run-to-run noise is a property of its size, not of its class: on 2 x H100 all_to_all at 16 MiB
-  moved 3% between runs and at 4 MiB 1%, all_gather at 4 GiB 0.05% and at 64 MiB 0.2%; a floor per
-  op and size class let the quiet sizes' intervals exclude 1 in 6.4% of eight held-out back-to-back
-  pairs, a floor per size in 5.0% (and in 5.25% of eleven, tests/test_node_diff.py). The rows with an
-  interval are one family, called after the Benjamini-Hochberg correction, as the kernel cases are.
-* **counters**: each GPU's error-counter rate during the node tests (and since boot), both sides.
-* **topology**: each GPU pair's path (``NV18``, ``SYS``...), each GPU's active NVLinks, the NCCL
-  version of each sweep and the NCCL algorithm at each (op, size): every difference is listed.
-
-GPU indices are the node's own NVML indices on each side.
+Each side's numbers are its node analysis' (read through ``node_read``); ratios, intervals, verdicts and
+what changed (topology, NVLinks, NCCL and its algorithms) are built here with ``stats``, as for the kernel
+cases. Collectives pair on (scope, op, size), their time the mean of the per-iteration times (its
+within-run error the mean's); copies on (kind, method, source, destination, directions), their time the
+median. The run-to-run floor of a row is the one shipped for its kind (a collective's per size: its noise
+is a property of the size, not of the size class) for two runs on one machine; without one the row is not
+judged. The rows with an interval are one family (Benjamini-Hochberg). GPU indices are each node's own.
 """
 
 from __future__ import annotations

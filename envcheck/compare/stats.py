@@ -69,12 +69,8 @@ def _check_confidence(confidence: float) -> None:
 
 
 def _t_central(t: float, df: int) -> float:
-    """P(|T| < t) for Student's t with integer ``df`` >= 1, t >= 0.
-
-    Exact finite series (Abramowitz & Stegun 26.7.3-26.7.4) in theta = atan(t / sqrt(df)),
-    so no scipy is needed. The terms shrink geometrically (ratio <= cos^2 theta), so the
-    loop stops early once they no longer change the sum.
-    """
+    """P(|T| < t) for Student's t, integer ``df`` >= 1, t >= 0: the exact finite series of Abramowitz &
+    Stegun 26.7.3-4 in theta = atan(t / sqrt(df)) (no scipy), stopped once its terms no longer count."""
     theta = math.atan(t / math.sqrt(df))
     s, c2 = math.sin(theta), math.cos(theta) ** 2
     if df % 2 == 1:  # odd: 2/pi * (theta + sin*cos * (1 + 2/3 cos^2 + 2*4/(3*5) cos^4 + ...))
@@ -99,15 +95,8 @@ _T_SERIES_MAX_DF = 200
 
 @functools.lru_cache(maxsize=1024)
 def t_quantile(confidence: float, df: int) -> float:
-    """Two-sided Student-t critical value: t with P(|T| < t) = confidence, for integer ``df`` >= 1.
-
-    scipy is not a dependency. Up to ``_T_SERIES_MAX_DF`` degrees of freedom the exact
-    CDF series of ``_t_central`` is inverted by bisection (to ~1e-12 relative), bracketed
-    by the normal quantile below and a doubling search above (t > z for every finite df).
-    Beyond it the Cornish-Fisher expansion of t in 1/df (Abramowitz & Stegun 26.7.5, four
-    terms) is used: its error there is below 1e-9 for confidence up to 0.999, and the series
-    would need ~df terms.
-    """
+    """Two-sided Student-t critical value for integer ``df`` >= 1: ``_t_central`` inverted by bisection up
+    to ``_T_SERIES_MAX_DF``, the Cornish-Fisher expansion beyond (A&S 26.7.5; error below 1e-9 there)."""
     _check_confidence(confidence)
     if df < 1:
         raise ValueError("a t quantile needs at least one degree of freedom")
@@ -167,11 +156,9 @@ def _median_pairs(n: int, resamples: int, seed: int) -> tuple[np.ndarray, np.nda
 
 def median_log_se(timings: Sequence[np.ndarray], *, lengths: Sequence[int] | None = None,
                   resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:
-    """Bootstrap standard error of log(median) of each array of samples (NaN for fewer than
-    ``MIN_SAMPLES``). Arrays of one length are handled together; every array of length n
-    uses the same resampling pattern, so results are reproducible and independent of order.
-    ``lengths``: the arrays' lengths, when ``timings`` makes each array only as it is read
-    (then only one batch of them is ever held at once)."""
+    """Bootstrap standard error of log(median) of each array (NaN below ``MIN_SAMPLES``), one resampling
+    pattern per length (reproducible, order-independent). ``lengths``: when ``timings`` makes each array as
+    it is read (only one batch is then held at once)."""
     sizes = lengths if lengths is not None else [len(x) for x in timings]
     out = np.full(len(sizes), np.nan)
     by_n: dict[int, list[int]] = {}
@@ -249,11 +236,8 @@ def repeats_of(samples: np.ndarray, passes: Sequence[int]) -> Repeats | None:
 
 
 def repeat_floor(base: Repeats | None, other: Repeats | None) -> NoiseFloor | None:
-    """The run-to-run noise of a log ratio from the repeats (None when neither side has any).
-
-    Both sides: the variance of the difference of two means of repeat medians, with Welch's
-    degrees of freedom. One side only: the other side's single run is taken to vary as much
-    as one of its repeats, so var = v (1 + 1/n) with n - 1 degrees of freedom."""
+    """The run-to-run noise of a log ratio from the repeats (None without any): Welch's variance of the
+    difference of the two means; one side only: the other's single run varies as one of its repeats."""
     if base is None and other is None:
         return None
     if base is not None and other is not None:
@@ -272,17 +256,10 @@ def repeat_floor(base: Repeats | None, other: Repeats | None) -> NoiseFloor | No
 
 def with_run_share(repeats: NoiseFloor, base: Repeats | None, other: Repeats | None, single: NoiseFloor,
                    within_se: tuple[float, float] = (math.nan, math.nan)) -> NoiseFloor:
-    """The repeats' allowance with the run-level share of ``single`` added (module docstring, 1.).
-
-    ``single``: how far one run's log time moves against another's beyond within-run noise (a
-    shipped floor), whose variance is ``2 s_run^2 + s_a^2 + s_b^2``: what moves a whole run, which
-    all its repeats share, twice, plus each side's repeat-to-repeat variance beyond within-run noise.
-    The latter is the repeats' ``var_log`` less the within-run variance of one repeat's median
-    (``within_se``: each side's standard error of its median over all its samples, so one repeat's is
-    ``within_se^2 x repeats``; NaN: not known, nothing taken off); a side without repeats varies as
-    much as one repeat of the other. What is left of ``single`` is ``2 s_run^2``, added to the variance
-    of the repeats' means; degrees of freedom by Satterthwaite. ``repeats`` unchanged when nothing is
-    left."""
+    """The repeats' allowance with the run-level share of ``single`` (a shipped floor) added: its variance
+    ``2 s_run^2 + s_a^2 + s_b^2`` less each side's repeat-to-repeat variance beyond within-run noise
+    (``within_se``: each side's standard error of its median; NaN: unknown) leaves ``2 s_run^2``, what moves a
+    whole run and its repeats alike, added to the repeats' variance (Satterthwaite's degrees of freedom)."""
     sides = []
     for r, se in zip((base, other), within_se, strict=True):
         if r is not None:
@@ -304,13 +281,8 @@ def with_run_share(repeats: NoiseFloor, base: Repeats | None, other: Repeats | N
 
 @dataclass(frozen=True)
 class RatioInterval:
-    """``ratio`` = median(other) / median(baseline), with its interval [low, high].
-
-    ``within_log_se``: standard error of log(ratio) from the two runs' own samples (None when
-    either side has fewer than ``MIN_SAMPLES``: then there is no interval); ``floor``: the
-    run-to-run noise added to it; ``log_se``: the two combined, what ``low``/``high`` are
-    built from.
-    """
+    """``ratio`` = median(other) / median(baseline) with its interval; ``within_log_se``: the samples' own
+    standard error of log(ratio) (None below ``MIN_SAMPLES``), ``floor`` the run-to-run noise added to it."""
 
     ratio: float
     low: float | None
@@ -364,14 +336,8 @@ def within_interval(base: Sequence[float], other: Sequence[float], *, confidence
 
 
 def verdict(iv: RatioInterval, practical: float = PRACTICAL, significant: bool | None = None) -> str:
-    """``slower`` / ``faster`` when the change is significant AND exceeds ``practical``; ``same``
-    otherwise; ``uncertain`` when there are too few samples for an interval.
-
-    ``significant``: the row's call after the family's multiple-testing correction
-    (``bh_significant``); when not given, the row alone: its interval excludes 1.0. The
-    practical threshold keeps rows with thousands of very stable samples from being called
-    slower over a 0.3% shift nobody can act on.
-    """
+    """``slower`` / ``faster`` when significant (``significant``: after the family's correction; else the
+    interval excluding 1) and beyond ``practical``; ``same`` otherwise; ``uncertain`` without an interval."""
     if not iv.has_interval:
         return "uncertain"
     if significant is None:
@@ -387,9 +353,7 @@ def verdict(iv: RatioInterval, practical: float = PRACTICAL, significant: bool |
 
 
 def p_value(iv: RatioInterval) -> float | None:
-    """Two-sided p-value of "nothing changed" (log ratio 0) for one row: the t (or normal, when
-    nothing was estimated) tail beyond |log ratio| / se, with the interval's own degrees of
-    freedom. None without an interval."""
+    """Two-sided p-value of "nothing changed" for one row, from the same t as its interval (None without one)."""
     if not iv.has_interval or iv.log_se is None:
         return None
     if iv.log_se <= 0.0:
@@ -404,11 +368,8 @@ def p_value(iv: RatioInterval) -> float | None:
 
 
 def bh_significant(pvalues: Sequence[float | None], level: float = 1.0 - CONFIDENCE) -> list[bool]:
-    """Benjamini-Hochberg: which of a family of rows are significant with the false discovery
-    rate held at ``level`` (None: a row without an interval, never significant and not counted
-    as tested). When nothing changed anywhere, the chance of calling any row is at most
-    ``level``, however many rows are tested; when some rows did change it calls far more of
-    them than a per-row Bonferroni or Holm bound would."""
+    """Benjamini-Hochberg: which rows are significant with the false discovery rate at ``level`` (None: no
+    interval, not tested)."""
     idx = [i for i, p in enumerate(pvalues) if p is not None]
     m = len(idx)
     out = [False] * len(pvalues)
