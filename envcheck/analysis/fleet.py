@@ -1,9 +1,6 @@
-"""Derived numbers of a fleet: each node's metrics, its verdict against a baseline or the fleet's
-median under SuperBench-style rules (metric, direction, margin), the nodes to take out of service and
-why, and where a slow collective comes from (bisection over sub-groups of ranks).
-
-Pure functions of the raw results. A metric that could not be measured never passes: the node is
-``incomplete`` and listed with the reason, beside the nodes that failed a rule.
+"""Derived numbers of a fleet: each node's metrics and its one verdict against a baseline or the fleet's median
+under SuperBench-style rules (metric, direction, margin), the nodes to take out of service and why. A metric
+that could not be measured never passes (``incomplete``, with the reason).
 """
 
 from __future__ import annotations
@@ -14,7 +11,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from envcheck.analysis.node import GpuRates, NodeProblem, collective_rows, copy_rows, gpu_rates, node_problems
+from envcheck.analysis.node import (
+    NOT_APPLICABLE,
+    GpuRates,
+    NodeProblem,
+    collective_rows,
+    copy_rows,
+    gpu_rates,
+    node_problems,
+)
 from envcheck.model.facts import Check
 from envcheck.model.fleet import Baseline, Fleet, FleetNode, RankStatus, Reference, Rule
 from envcheck.model.node import Collectives
@@ -35,10 +40,6 @@ DEFAULT_RULES: tuple[Rule, ...] = (
 )
 
 
-# Node tests skipped because they do not apply, not because they failed.
-NOT_ASKED = ("no_cuda", "not_requested", "single_gpu")
-
-
 @dataclass(frozen=True)
 class Metric:
     """One number that stands for a node, or why it is missing."""
@@ -50,11 +51,8 @@ class Metric:
 
 
 def node_metrics(node: FleetNode, rates: Sequence[GpuRates] | None = None) -> tuple[Metric, ...]:
-    """A node's metrics: its slowest GPU, its slowest peer link, its collectives at their largest size.
-
-    The slowest member stands for the node, because a job runs at the pace of its slowest GPU.
-    ``rates``: its GPUs' rates already derived (one per bench), else they are derived here.
-    """
+    """A node's metrics: its slowest GPU (a job runs at its pace), slowest peer link and collectives at their
+    largest size. ``rates``: its GPUs' rates already derived (one per bench)."""
     out: list[Metric] = []
     rates = list(rates) if rates is not None else [gpu_rates(b) for b in node.benches]
     on_gpu = any(getattr(b.device, "backend", None) == "cuda" for b in node.benches)
@@ -76,7 +74,7 @@ def node_metrics(node: FleetNode, rates: Sequence[GpuRates] | None = None) -> tu
     n = node.node
     topo = n.topology if n is not None else None
     if n is not None and len(n.gpus) > 1:
-        crashed = [sk.reason for sk in n.skipped if sk.test == "peer_copies" and sk.reason not in NOT_ASKED]
+        crashed = [sk.reason for sk in n.skipped if sk.test == "peer_copies" and sk.reason not in NOT_APPLICABLE]
         if crashed or (n.peer is not None and n.peer.error and not n.peer.copies):
             out.append(Metric("peer.d2d_gbps", None, crashed[0] if crashed else n.peer.error))
         elif n.peer is not None:
@@ -113,7 +111,7 @@ def node_metrics(node: FleetNode, rates: Sequence[GpuRates] | None = None) -> tu
         out.append(Metric("wrong.collective_elements", None, "not_verified") if unverified and not wrong
                    else Metric("wrong.collective_elements", float(wrong)))
     if n is not None and len(n.gpus) > 1:
-        crashed = [sk.reason for sk in n.skipped if sk.test == "collectives" and sk.reason not in NOT_ASKED]
+        crashed = [sk.reason for sk in n.skipped if sk.test == "collectives" and sk.reason not in NOT_APPLICABLE]
         if crashed:
             out.append(Metric("node.collectives", None, crashed[0]))
     out.append(Metric("checks.failed", float(len(failed_checks(node)))))
@@ -197,11 +195,6 @@ def _references(nodes: Sequence[FleetNode],
     return tuple(out)
 
 
-def fleet_medians(fleet: Fleet, metrics: Sequence[Sequence[Metric]] | None = None) -> tuple[Reference, ...]:
-    """Each metric's median over the fleet's nodes (see :func:`_references`)."""
-    return _references(fleet.nodes, metrics)
-
-
 def rules_in_force(fleet: Fleet) -> tuple[Rule, ...]:
     """The rules the verdicts were judged by: the fleet's own, else the defaults."""
     return fleet.rules or DEFAULT_RULES
@@ -212,20 +205,15 @@ def references(fleet: Fleet, metrics: Sequence[Sequence[Metric]] | None = None) 
     fleet has one, else the fleet's medians (``fleet_median``)."""
     if fleet.baseline is not None and fleet.baseline.values:
         return fleet.baseline.values, "baseline"
-    return fleet_medians(fleet, metrics), "fleet_median"
+    return _references(fleet.nodes, metrics), "fleet_median"
 
 
 @dataclass(frozen=True)
 class Finding:
-    """Why a node is not passing: a metric worse than its reference, or one that is missing.
-
-    ``kind``: ``worse`` (``value`` vs ``reference`` from ``source``: ``baseline`` or ``fleet_median``,
-    ``shortfall`` the fraction worse), ``missing`` (``reason``), ``rank_failed`` (``ranks``, lost in the
-    phase ``reason``: ``LOST_PHASES``; None in findings of older code: their suite),
-    ``algorithm_differs`` (a busbw whose NCCL algorithm is not the reference's: ``reason`` names both),
-    ``node_problem`` (the node's own tests found ``value`` problems, the first ``reason``: its section lists them).
-    ``margin``: the rule's allowance the metric was held to (``direction`` says which way is better).
-    """
+    """Why a node is not passing (``kind``): ``worse`` (``value`` vs ``reference`` from ``source``, ``shortfall``
+    the fraction worse, ``margin`` the rule's allowance), ``missing`` (``reason``), ``rank_failed`` (``ranks`` lost
+    in the phase ``reason``), ``algorithm_differs`` (NCCL chose another algorithm: ``reason`` names both),
+    ``node_problem`` (the node's own tests found ``value`` problems, the first ``reason``)."""
 
     kind: str
     metric: str | None = None
@@ -314,11 +302,8 @@ LOST_PHASES = ("join", "suite", "node", "world")
 
 @dataclass(frozen=True)
 class LostRank:
-    """A rank that failed, hung, died or never reported, and the phase it was lost in (``LOST_PHASES``).
-
-    ``status``: the rank's own (``error``, ``timeout``, ``missing``: ``envcheck.model.fleet``), or, lost
-    inside the collectives across nodes, its worker's outcome there (``error``, ``missing``: no word).
-    """
+    """A rank that failed, hung, died or never reported, the phase it was lost in (``LOST_PHASES``) and its
+    ``status`` (its own, or its worker's in the collectives across nodes)."""
 
     rank: int
     host: str | None
@@ -329,13 +314,8 @@ class LostRank:
 
 
 def world_culprits(collectives: Collectives) -> tuple[int, ...]:
-    """The ranks of a sweep across nodes that stopped it, by their outcomes.
-
-    A sweep that ended by itself: the ranks that died without a word (``missing``: killed, crashed)
-    while the others noticed and said so; when none did, those that failed (``error``). A sweep
-    stopped at its time limit: the ranks that failed before it (the others were still waiting on
-    them); when none did, nobody can be named (every rank was still waiting: one of them hung).
-    """
+    """The ranks of a sweep across nodes that stopped it: those that died without a word, else those that
+    failed; at a time limit only those that failed before it (the others were waiting on them, or one hung)."""
     bad = [o for o in collectives.ranks if o.status != "ok"]
     if not bad:
         return ()
@@ -364,10 +344,8 @@ def lost_ranks(fleet: Fleet) -> tuple[LostRank, ...]:
 
 
 def _unfinished_world(fleet: Fleet, lost: Sequence[LostRank]) -> dict[str, str]:
-    """Host -> why: the nodes that took part in a sweep across nodes that did not finish while no rank
-    of it could be named (every rank was still waiting at the limit). No node of it is vouched for.
-    A rank of the sweep lost in any phase (killed in its suite, say) is its cause: only that rank's
-    node is blamed, never the nodes that waited on it."""
+    """Host -> why: the nodes of a sweep across nodes that did not finish with no rank to name: none is vouched
+    for. A rank of the sweep lost in any phase is its cause: only its node is blamed."""
     named = {x.rank for x in lost}
     out: dict[str, str] = {}
     for c in fleet.collectives:
@@ -383,11 +361,9 @@ def _unfinished_world(fleet: Fleet, lost: Sequence[LostRank]) -> dict[str, str]:
 
 def judge(fleet: Fleet, metrics: Sequence[Sequence[Metric]] | None = None,
           problems: Sequence[Sequence[NodeProblem]] | None = None) -> tuple[NodeVerdict, ...]:
-    """Every node's verdict: against the baseline's values when the fleet has one, else the fleet median.
-    A rank lost in any phase fails its node (a finding per phase, naming the ranks), and so does a problem
-    its own node tests found (``problems``, per node; the one verdict its section then explains); a host
-    whose ranks were lost before it sent anything gets a verdict of its own. ``metrics``: each node's
-    metrics already derived, in node order."""
+    """Every node's one verdict, against the baseline or the fleet median: a rank lost in any phase fails its
+    node, and so does a problem its own tests found (``problems`` per node, else derived from its node tests);
+    a host lost before it sent anything gets a verdict of its own. ``metrics``: already derived, per node."""
     rules = rules_in_force(fleet)
     refs, source = references(fleet, metrics)
     lost = lost_ranks(fleet)

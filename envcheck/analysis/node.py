@@ -109,13 +109,7 @@ def skip_reason(reason: str) -> tuple[str, str | None]:
 
 @dataclass(frozen=True)
 class NodeProblem:
-    """Something about a node run a user must hear about: a key and its parameters (rendered later).
-
-    Keys (``PROBLEM_KEYS``): ``collective_wrong`` (op, size_bytes, wrong), ``collective_failed`` (op,
-    size_bytes, status), ``collective_not_run`` (op, size_bytes), ``sweep_failed`` (scope, error),
-    ``copy_wrong`` (kind, method, src, dst, wrong), ``copy_failed`` (kind, method, src, dst, error),
-    ``peer_failed`` (error), ``step_failed`` (test, reason, detail), ``outlier`` (gpu, metric, shortfall).
-    """
+    """Something about a node run a user must hear about: a key (``PROBLEM_KEYS``) and its parameters."""
 
     key: str
     params: tuple[tuple[str, Any], ...] = ()

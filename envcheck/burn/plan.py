@@ -1,9 +1,6 @@
-"""How a burn of M minutes per GPU is spent, and each GPU's worker plan.
-
-The GEMM gets most of the time: it is what heats the GPU and draws its power limit, and where a
-slow thermal or clock drift shows (DCGM's targeted_power runs 120 s and its diagnostic 180 s). The
-memory test gets a quarter (enough for several full passes of every pattern over an 80 GB GPU),
-the streaming phase the rest.
+"""How a burn of M minutes per GPU is spent, and each GPU's worker plan: most to the GEMM (it heats the GPU,
+draws its power limit and shows a slow drift; DCGM's targeted_power runs 120 s), a quarter to the memory test
+(several full passes over an 80 GB GPU), the rest to streaming.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""A report's checks as keys and parameters, also for reports written before checks carried keys.
-
-Checks only read facts, so the rules can be run again on a report's recorded facts. A recorded
-check without a key takes the keys of the rule's verdict today when that verdict has the same id
-and the same status; otherwise it stays as recorded (its English text), and the renderers say so.
-The verdict a report recorded is never changed here: only how it is said.
+"""A report's checks as keys and parameters, also for reports written before checks carried keys: the rules run
+again on its recorded facts lend their keys to a recorded check of the same id and status; otherwise it stays
+as recorded (its English), and the renderers say so. The verdict recorded is never changed.
 """
 
 from __future__ import annotations

@@ -280,13 +280,9 @@ LAUNCHER_GONE = signal.SIGUSR2
 
 
 class _StopSignals:
-    """SIGTERM and SIGHUP (torchrun stopping the ranks when one died, Slurm at the end of a job)
-    handled like Ctrl-C: KeyboardInterrupt in the main thread, once; while the report is being written
-    they are only noted, so a second signal never cuts the writing short.
-
-    The launcher's death (``LAUNCHER_GONE``, from the kernel) stops the rank the same way, and
-    ``launcher_gone`` then tells rank 0 to write nothing: a job its owner killed has no verdict (its
-    ranks used to run on under PID 1 and write "every node passed" for it)."""
+    """SIGTERM and SIGHUP (torchrun stopping the ranks, Slurm at a job's end) handled like Ctrl-C, once, and only
+    noted while the report is written; the launcher's death (``LAUNCHER_GONE``) stops the rank too, and then
+    rank 0 writes nothing: a job its owner killed has no verdict."""
 
     def __init__(self) -> None:
         self.armed = True

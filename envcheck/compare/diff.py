@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -95,14 +96,9 @@ def numeric_change(a: CaseResult, b: CaseResult) -> NumericChange | None:
 
 @dataclass(frozen=True)
 class CaseDiff:
-    """One case on both sides. ``verdict``: faster | slower | same | uncertain | not comparable | not judged.
-
-    ``base_pct`` / ``other_pct``: share of each machine's own theoretical ceiling (bandwidth,
-    or the precision's FLOP/s for matmul), ``*_pct_measured`` of its measured one; ``low`` /
-    ``high``: the interval of ``ratio`` with run-to-run noise included (``floor``), of which
-    ``within_log_se`` is the part the samples alone show. ``cluster``: the kind of case the
-    geometric means treat as moving together.
-    """
+    """One case on both sides (``verdict``: ``VERDICTS``): each side's numbers are its analysis'; ``low`` / ``high``
+    the interval of ``ratio`` with run-to-run noise (``floor``), of which ``within_log_se`` the samples' own part;
+    ``cluster``: the kind the geometric means treat as moving together."""
 
     op: str
     impl: str
@@ -309,12 +305,8 @@ class Diff:
 
 
 def case_kinds(timing: str | None, op: str, category: str) -> tuple[tuple[str, ...], ...]:
-    """The kinds of a compared case, most specific first: op and size category, op, category, all,
-    each of the rows compared on the same time (``gpu`` or ``launch``). A launch time carries the
-    host's calls and moves between runs far more than a GPU time: the two never share a run-to-run
-    allowance (JAX's rows, launch time only, moved by 0.61-1.50x between two single runs on an H100
-    where nothing changed; judged with the GPU-time rows' allowance 16 of that pair's 72 rows were
-    called, with their own 3)."""
+    """The kinds of a compared case, most specific first (op and size category, op, category, all), each of one
+    timing: a launch time moves with the host far more than a GPU time, so the two never share a floor."""
     t = timing or ""
     return ((t, op, category), (t, op), (t, category), (t,))
 
@@ -365,16 +357,10 @@ class _Rows:
 
 def _case_diffs(m: matching.Matching, *, practical: float, confidence: float, resamples: int,
                 seed: int, model_floors: shipped.ModelFloors | None = None, settings: tuple[str, ...] = ()) -> _Rows:
-    """Every pair's row. Its run-to-run allowance comes from the reports' own repeats of the case (with
-    the run-level share of a shipped floor where one exists) or the floor shipped for this GPU model and
-    kind of case, never from the two runs themselves (stats.py). Without either the row keeps its ratio and
-    is not judged (``NO_FLOOR``: repeats would give it one), outside the family and the geometric means.
-
-    A GPU run's row compared on launch time (host-timed: JAX's, no GPU time) is judged only with a shipped
-    launch floor (``NO_LAUNCH_FLOOR`` otherwise): its repeats share what moves the host. The JAX rows of the
-    committed H100 controls of 2026-11-25 moved by 0.69-1.01x where nothing JAX ran changed; on their repeats
-    alone 8 of the positive control's 24 were called faster. On a CPU every time is host-timed, and repeats
-    measure it. ``settings``: the sampling settings the two runs differ in: then no pair is compared."""
+    """Every pair's row, its floor from the reports' repeats (plus a shipped floor's run-level share) or the
+    floor shipped for the model and kind, never from the pair (stats.py); without one the row is not judged
+    (``NO_FLOOR``). A GPU run's host-timed row (JAX's) is judged only with a shipped launch floor: its repeats
+    share what moves the host (docs/compare.md). ``settings``: sampling settings the runs differ in (no pair)."""
     out: list[CaseDiff | None] = []
     todo = []  # (slot, a, b, which, ta, tb) of the comparable pairs
     differ = [Note(matching.SETTINGS_DIFFER, {"names": settings})] if settings else []
@@ -518,31 +504,21 @@ def compare(base: tuple[str, Report], other: tuple[str, Report], *,
                             **kw)  # type: ignore[arg-type]
 
 
-def _check(practical: float, confidence: float) -> None:
-    if not (0 < confidence < 1) or practical < 0 or not math.isfinite(practical):
-        raise ValueError("confidence must be in (0, 1) and the practical threshold non-negative")
-
-
 def diff_analysed(analysed: Sequence[tuple[str, Analysis]], *, practical: float = stats.PRACTICAL,
                   confidence: float = stats.CONFIDENCE, resamples: int = stats.RESAMPLES,
                   seed: int = stats.SEED, floors: Mapping[str, shipped.ModelFloors] | None = None) -> Diff:
     """Compare every analysed report with the first. ``analysed``: (label, analysis), at least two."""
     if len(analysed) < 2:
         raise ValueError("diff needs at least two reports")
-    _check(practical, confidence)
+    if not (0 < confidence < 1) or practical < 0 or not math.isfinite(practical):
+        raise ValueError("confidence must be in (0, 1) and the practical threshold non-negative")
     comps = tuple(compare_analysed(analysed[0], x, practical=practical, confidence=confidence, resamples=resamples,
                                    seed=seed, floors=floors) for x in analysed[1:])
-    infos = (comps[0].base, *(c.other for c in comps))
-    return Diff(infos, comps, practical * 100, confidence, resamples)
+    return Diff((comps[0].base, *(c.other for c in comps)), comps, practical * 100, confidence, resamples)
 
 
-def diff(reports: Sequence[tuple[str, Report]], *, practical: float = stats.PRACTICAL,
-         confidence: float = stats.CONFIDENCE, resamples: int = stats.RESAMPLES, seed: int = stats.SEED,
-         floors: Mapping[str, shipped.ModelFloors] | None = None) -> Diff:
-    """Compare every report with the first. ``reports``: (label, report) pairs, at least two. ``floors``:
-    as ``compare_analysed``'s."""
+def diff(reports: Sequence[tuple[str, Report]], **kw: Any) -> Diff:
+    """Compare every report with the first (each analysed here); ``kw``: as ``diff_analysed``'s."""
     if len(reports) < 2:
         raise ValueError("diff needs at least two reports")
-    _check(practical, confidence)
-    return diff_analysed([(label, analyse(r)) for label, r in reports], practical=practical, confidence=confidence,
-                         resamples=resamples, seed=seed, floors=floors)
+    return diff_analysed([(label, analyse(r)) for label, r in reports], **kw)

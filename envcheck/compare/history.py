@@ -99,10 +99,7 @@ class Step:
 
     @property
     def change_pct(self) -> float:
-        """How much less (faster) or more (slower) time, in percent of the previous time (always positive).
-
-        Time, not speed: "7% faster" means a 0.93 ratio, the number the tables show.
-        """
+        """How much less (faster) or more (slower) time, in percent of the previous time: "7% faster" is a 0.93 ratio."""
         return abs(self.ratio - 1) * 100
 
     @property

@@ -132,11 +132,8 @@ class CounterDiff:
 
 @dataclass(frozen=True)
 class Change:
-    """A difference in how the node is wired or driven. ``what``: ``path`` (the path of the GPU
-    pair ``gpus``), ``nvlinks`` (active / total links of GPU ``gpus[0]``), ``nccl`` (the NCCL
-    version of the ``scope`` sweep), ``algorithm`` (NCCL's algorithm/protocol for ``op`` at
-    ``size_bytes`` in the ``scope`` sweep); ``before`` / ``after`` as each side recorded it (None:
-    absent)."""
+    """A difference in how the node is wired or driven (``what``): a GPU pair's ``path``, a GPU's active
+    ``nvlinks``, a sweep's ``nccl`` version, NCCL's ``algorithm`` for ``op`` at ``size_bytes``; None: absent."""
 
     what: str
     before: str | None
