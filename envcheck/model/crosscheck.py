@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from envcheck.model.bench import Note, Samples, samples_of
+from envcheck.model.bench import OMIT_DEFAULT, Note, Samples, samples_of
 from envcheck.model.node import COLLECTIVES, Launch, RankTiming
 from envcheck.model.reference import NcclTestsRow
 from envcheck.outside_json import Int, Json
@@ -49,8 +49,8 @@ class KernelTiming:
     settle_ms: float | None = None
     error: str | None = None
     skipped: str | None = None
-    sets: Int = 1
-    kernel: str | None = None
+    sets: Int = field(default=1, metadata={OMIT_DEFAULT: True})
+    kernel: str | None = field(default=None, metadata={OMIT_DEFAULT: True})
 
     def __post_init__(self) -> None:
         if not isinstance(self.shape, tuple):
