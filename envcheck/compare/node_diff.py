@@ -60,6 +60,11 @@ class RatioRow:
     def compared(self) -> bool:
         return self.ratio is not None and self.verdict != "not comparable"
 
+    @property
+    def judged(self) -> bool:
+        """Compared and held against a noise floor."""
+        return self.compared and self.verdict != NOT_JUDGED
+
 
 @dataclass(frozen=True)
 class CollectiveDiff:
