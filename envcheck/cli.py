@@ -29,15 +29,21 @@ def _csv(value: str) -> list[str]:
     return items
 
 
-def _positive_float(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-    # float() reads "inf" and "nan": a time limit of either would never stop anything.
-    if not (math.isfinite(x) and x > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite positive number: {value!r}")
-    return x
+def _float_in(within: Callable[[float], bool], what: str) -> Callable[[str], float]:
+    def parse(value: str) -> float:
+        try:
+            x = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+        # float() reads "inf" and "nan": a time limit of either would never stop anything.
+        if not (math.isfinite(x) and within(x)):
+            raise argparse.ArgumentTypeError(f"must be {what}: {value!r}")
+        return x
+    return parse
+
+
+_positive_float = _float_in(lambda x: x > 0, "a finite positive number")
+_fraction = _float_in(lambda x: 0 <= x < 1, "a fraction in [0, 1)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,16 +52,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def _fraction(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-    if not 0 <= x < 1:
-        raise argparse.ArgumentTypeError(f"must be a fraction in [0, 1): {value!r}")
-    return x
 
 
 def _index(value: str) -> int:
@@ -140,8 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler="envcheck.commands.check:main")
 
     p = sub.add_parser("snapshot", help="record what the probes read on this machine, to replay anywhere")
-    p.add_argument("--out", metavar="FILE", help="where to write it (default: envcheck-snapshot-<host>-<time>.json; "
-                                                 "never overwritten)")
+    p.add_argument("--out", metavar="FILE", help="write it to FILE (never overwritten) instead of "
+                                                 "envcheck-snapshot-<host>-<time>.json in the --out-dir folder")
+    p.add_argument("--out-dir", metavar="DIR", help="where the snapshot goes (default: ~/.local/share/envcheck/reports, "
+                                                    "or $ENVCHECK_REPORTS_DIR, as every report)")
     _add_anonymize(p)
     p.add_argument("--timeout", type=_positive_float, default=120.0, metavar="S",
                    help="limit for each isolated runtime probe in seconds (default: 120)")
@@ -151,10 +149,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true",
                    help="reduced suite and shorter sampling (under a minute on an H100); with --sizes, "
                         "those sizes with the quick sampling")
-    p.add_argument("--ops", type=_csv, metavar="OPS", help=f"comma-separated ops or groups ({ops_help()})")
+    p.add_argument("--ops", type=_csv, metavar="OPS", help=f"comma-separated ops or groups, in place of the default "
+                                                          f"ops ({ops_help()}): --ops default,workloads runs both")
     p.add_argument("--sizes", type=_csv, metavar="SIZES",
                    help="comma-separated sizes: elements for vector ops (1024, 2^20, 1M), MxNxK for matmul")
-    p.add_argument("--dtypes", type=_csv, metavar="DTYPES", help="comma-separated dtypes (fp32,fp16,bf16)")
+    p.add_argument("--dtypes", type=_csv, metavar="DTYPES",
+                   help="comma-separated dtypes: fp32,fp16,bf16,tf32 (fp32 times a matmul both as TF32 and as "
+                        "IEEE fp32; tf32 only as TF32)")
     p.add_argument("--device", type=int, default=0, metavar="N",
                    help="CUDA device index (default: 0); an index this machine lacks is an error")
     p.add_argument("--gpus", type=_gpus, metavar="all|0,2",

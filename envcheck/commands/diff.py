@@ -121,12 +121,6 @@ def load_files(paths: list[str], gpu: int | None = None) -> list[tuple[list[tupl
     return out
 
 
-def load_analysed(paths: list[str], gpu: int | None = None) -> list[tuple[str, Any]]:
-    """(label, analysis) of each report, loaded and analysed once; a fleet report gives one per node;
-    ``gpu``: compare that GPU's suite of each (``on_gpu``)."""
-    return [(n.label, a) for per_file in load_nodes(paths, gpu) for n, a in per_file]
-
-
 def main(args: argparse.Namespace) -> int:
     from envcheck.compare.diff import diff_analysed
     from envcheck.compare.fleet_nodes import diff_nodes
