@@ -129,14 +129,17 @@ MEMORY_HEADROOM = 0.8
 
 
 class RunOptions(Protocol):
-    """The ``envcheck run`` arguments planning reads (an argparse namespace fits)."""
+    """What planning reads of ``envcheck run``'s options (commands/options.py)."""
 
     quick: bool
-    ops: list[str] | None
-    sizes: list[str] | None
-    dtypes: list[str] | None
+    ops: Sequence[str] | None
+    sizes: Sequence[str] | None
+    dtypes: Sequence[str] | None
     device: int
     no_compile: bool
+    no_jax: bool
+    interpret: bool
+    control: str | None
 
 
 @dataclass(frozen=True)
@@ -333,13 +336,12 @@ def triton_unusable(env: Environment) -> Note | None:
     return None
 
 
-def jax_unusable(options: RunOptions, ops_given: bool) -> Note | None:
-    """Why JAX is not measured, else None. It runs in single-GPU ``envcheck run`` only (over several GPUs each
-    JAX client would open a context on every visible GPU beside the other workers; callers without ``no_jax``),
-    for the ops named with ``--ops`` (the default suite keeps its three implementations and its time)."""
-    if getattr(options, "no_jax", False):
+def jax_unusable(options: RunOptions, ops_given: bool, one_of_several: bool) -> Note | None:
+    """Why JAX is not measured, else None. It runs on one GPU alone (beside other workers, a JAX client would
+    open a context on every visible GPU), for the ops named with ``--ops`` (the default suite keeps its time)."""
+    if options.no_jax:
         return Note("bench.jax_off")
-    if getattr(options, "gpus", None) or not hasattr(options, "no_jax"):
+    if one_of_several:
         return Note("bench.jax_multi_gpu")
     if not jax_impl.installed():
         return Note("bench.jax_missing")
@@ -418,12 +420,14 @@ def _all_dtype_shapes(op: str, backend: str, shapes: Sequence[tuple[int, ...]],
     return out
 
 
-def plan(options: RunOptions, env: Environment) -> Plan:
+def plan(options: RunOptions, env: Environment, gpu: int | None = None) -> Plan:
     """The cases to run for these options on this machine (UsageError on bad options); ``--quick`` with
-    ``--sizes`` runs the given sizes with the quick settings."""
+    ``--sizes`` runs the given sizes with the quick settings. ``gpu``: one GPU of several measured at once
+    (``run --gpus``, ``fleet``), in place of ``--device``."""
     sel = select(options)
-    quick = bool(options.quick)
-    check_device(options.device, env)
+    quick = options.quick
+    device = options.device if gpu is None else gpu
+    check_device(device, env)
 
     no_torch = torch_missing(env)
     if no_torch:
@@ -433,14 +437,14 @@ def plan(options: RunOptions, env: Environment) -> Plan:
     notes: list[Note] = []
     cuda_reasons = cuda_unusable(env)
     backend = "cpu" if cuda_reasons else "cuda"
-    index = options.device if backend == "cuda" else 0
+    index = device if backend == "cuda" else 0
     triton_reason: Note | None = None
     if backend == "cuda":
         lost = next((g.lost for g in env.gpus if g.index == index and g.lost), None)
         if lost:
             notes.append(Note("bench.gpu_lost", {"gpu_index": index, "detail": _first_line(lost)}))
         impls = ["torch", "triton"] + ([] if options.no_compile else ["compile"])
-        jax_note = jax_unusable(options, sel.ops_given)
+        jax_note = jax_unusable(options, sel.ops_given, gpu is not None)
         if jax_note is None:
             impls.append("jax")
         else:
@@ -452,7 +456,7 @@ def plan(options: RunOptions, env: Environment) -> Plan:
         notes.append(Note("bench.cpu_baseline"))
         notes += cuda_reasons
         settings = dataclasses.replace(CPU_QUICK_SETTINGS if quick else CPU_SETTINGS, threads=cpu_threads())
-    interpret = bool(getattr(options, "interpret", False))
+    interpret = options.interpret
     if interpret:
         if backend == "cuda":
             raise UsageError("--interpret: this machine has a usable CUDA GPU, on which the Triton kernels run "
@@ -463,7 +467,7 @@ def plan(options: RunOptions, env: Environment) -> Plan:
         settings = dataclasses.replace(INTERPRET_SETTINGS, threads=cpu_threads(), interpret=True)
     # --control: the diff's positive control, recorded in the settings: never silently active.
     settings = dataclasses.replace(settings, quick=quick, ops=sel.ops, impls=tuple(impls),
-                                   control=getattr(options, "control", None))
+                                   control=options.control)
 
     budget, where = free_memory(env, backend, index)
     cases: list[PlannedCase] = []

@@ -8,22 +8,22 @@ and a few quick commands only, so it answers in a fraction of
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+from envcheck.commands.options import ProbeOptions
 from envcheck.errors import EXIT_OK
 
 
-def main(args: argparse.Namespace) -> int:
+def main(o: ProbeOptions) -> int:
     from envcheck import model
     from envcheck.commands.check import replayed, seams
     from envcheck.probes.collect import collect, new_report
     from envcheck.render.escape import json_text
 
-    s = seams(args)
+    s = seams(o.replay)
     env = collect(host=s.host, nvml=s.nvml, runtime=False)  # type: ignore[arg-type]
     report = replayed(new_report("probe", env, host=s.hostname), s)
-    if args.format == "json":
+    if o.format == "json":
         sys.stdout.write(json_text(model.dumps(report)))
         return EXIT_OK
     from envcheck.render.terminal.console import make_console

@@ -7,13 +7,13 @@ command, fixed, works.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
+from envcheck.commands.options import RenderOptions
 from envcheck.errors import EXIT_OK, UsageError
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: RenderOptions) -> int:
     from envcheck.model import load
     from envcheck.render.writing import write_documents, written_lines
 

@@ -9,11 +9,11 @@ another snapshot of the same second has it. The destination is checked before an
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from pathlib import Path
 
+from envcheck.commands.options import SnapshotOptions
 from envcheck.errors import EXIT_OK, UsageError
 
 
@@ -40,11 +40,11 @@ def _write_free(folder: Path, name: str, text: str) -> Path:
     raise UsageError(f"{folder}: {MAX_ATTEMPTS} snapshots named {stem}* already exist")
 
 
-def main(args: argparse.Namespace) -> int:
+def main(s: SnapshotOptions) -> int:
     from envcheck import model, snapshot
     from envcheck.commands.check import _check_out
 
-    out = _check_out(getattr(args, "out", None))
+    out = _check_out(s.out)
     if out is None:
         from envcheck.destination import DestinationError, prepare_folder
 
@@ -53,11 +53,11 @@ def main(args: argparse.Namespace) -> int:
         except DestinationError as e:
             raise UsageError(str(e)) from None
     key = None
-    if getattr(args, "anonymize", False):
+    if s.anonymize:
         from envcheck.anonymize import command_key
 
         key = command_key()
-    snap = snapshot.capture(timeout=args.timeout)
+    snap = snapshot.capture(timeout=s.timeout)
     if key is not None:
         from envcheck.anonymize import anonymize_snapshot, for_this_machine
 

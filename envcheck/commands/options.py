@@ -1,0 +1,353 @@
+"""Each command's options, typed: one frozen dataclass per command whose fields are also its ``add_argument``
+calls (cli.py builds the parser from them), so an option is declared once and every command gets typed
+settings, never an ``argparse.Namespace``. Stdlib only: ``--help`` must work when the GPU stack is broken.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, field
+from typing import Any
+
+from envcheck.errors import UsageError
+from envcheck.ops import ops_help
+
+
+def opt(default: Any = None, **kw: Any) -> Any:
+    """An option ``--field-name``: ``kw`` are its ``add_argument`` keywords; ``required`` ones have no default."""
+    if kw.get("action") == "store_true":
+        default = False
+    return field(default=MISSING if kw.get("required") else default, metadata=kw)
+
+
+def arg(**kw: Any) -> Any:
+    """A positional argument named as its field."""
+    return field(metadata={"positional": True, **kw})
+
+
+def _csv(value: str) -> tuple[str, ...]:
+    items = tuple(v.strip() for v in value.split(",") if v.strip())
+    if not items:
+        raise argparse.ArgumentTypeError("expected a comma-separated list")
+    return items
+
+
+def _float_in(within: Callable[[float], bool], what: str) -> Callable[[str], float]:
+    def parse(value: str) -> float:
+        try:
+            x = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+        # float() reads "inf" and "nan": a time limit of either would never stop anything.
+        if not (math.isfinite(x) and within(x)):
+            raise argparse.ArgumentTypeError(f"must be {what}: {value!r}")
+        return x
+    return parse
+
+
+_positive_float = _float_in(lambda x: x > 0, "a finite positive number")
+_fraction = _float_in(lambda x: 0 <= x < 1, "a fraction in [0, 1)")
+
+
+def _index(value: str) -> int:
+    if not value.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"not a GPU index: {value!r}")
+    return int(value)
+
+
+def _repeat(value: str) -> int:
+    if not value.strip().isdigit() or not 1 <= int(value) <= 20:
+        raise argparse.ArgumentTypeError(f"must be a whole number of repeats from 1 to 20: {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class Gpus:
+    """``--gpus``: every GPU (``only`` None) or these indices in order; which exist is known once probed."""
+
+    only: tuple[int, ...] | None = None
+
+    def __str__(self) -> str:
+        return "all" if self.only is None else ",".join(map(str, self.only))
+
+    @classmethod
+    def parse(cls, text: str) -> Gpus:
+        text = text.strip().lower()
+        if text == "all":
+            return cls()
+        parts = [p.strip() for p in text.split(",")]
+        for p in parts:
+            if not p.isdigit():
+                raise UsageError(f"--gpus: {p!r} is not a GPU index (use all, or e.g. 0,2)")
+        return cls(tuple(dict.fromkeys(map(int, parts))))
+
+    def pick(self, count: int) -> tuple[int, ...]:
+        """The indices, checked against the ``count`` GPUs present."""
+        if self.only is None:
+            if count < 1:
+                raise UsageError("--gpus all: no GPU found")
+            return tuple(range(count))
+        for i in self.only:
+            if not i < count:
+                raise UsageError(f"--gpus: GPU {i} does not exist ({count} GPU{'s' if count != 1 else ''}: "
+                                 f"{', '.join(map(str, range(count)))})")
+        return self.only
+
+
+def _gpus(value: str) -> Gpus:
+    try:
+        return Gpus.parse(value)
+    except UsageError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--gpus: ")) from None
+
+
+def _lang() -> Any:
+    return opt("en", choices=["en", "zh-CN"], help="report language (default: en)")
+
+
+def _anonymize() -> Any:
+    return opt(action="store_true", help="replace host name, user names, home paths, IP addresses, GPU UUIDs and "
+                                         "serials with stable pseudonyms (the same machine keeps the same ones), "
+                                         "for sharing")
+
+
+def _crosscheck() -> Any:
+    return opt(action="store_true",
+               help="after the measurements, time the same work with independent tools in the same run "
+                    "(triton.testing.do_bench_cudagraph on each GPU's headline cases; with --gpus a plain torch "
+                    "copy, a plain torch.distributed loop, and nccl-tests from $NCCL_TESTS_DIR or PATH in its "
+                    "eager and CUDA-graph modes); the report shows every ratio and its bar, and a ratio outside "
+                    "its bar fails the run")
+
+
+def _out_dir(what: str = "the dated report goes") -> Any:
+    return opt(metavar="DIR", help=f"where {what} (default: ~/.local/share/envcheck/reports, or "
+                                   "$ENVCHECK_REPORTS_DIR: never inside a source tree)")
+
+
+def _formats() -> Any:
+    return opt(("json", "md", "html"), type=_csv, metavar="FORMATS",
+               help="comma-separated outputs among json,md,html,junit,prometheus (default: json,md,html; json "
+                    "is always written; junit: <name>.junit.xml for CI, prometheus: <name>.prom for node_exporter)")
+
+
+def _probe_timeout() -> Any:
+    return opt(120.0, type=_positive_float, metavar="S",
+               help="limit for each isolated runtime probe in seconds (default: 120)")
+
+
+@dataclass(frozen=True)
+class ProbeOptions:
+    """facts about the machine, fast (no torch import)"""
+
+    format: str = opt("text", choices=["text", "json"])
+    replay: str | None = opt(metavar="SNAPSHOT", help="probe the machine recorded by envcheck snapshot instead")
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """facts plus health checks with fixes (exit 1 when a check fails)"""
+
+    format: str = opt("text", choices=["text", "json", "junit", "prometheus", "health"],
+                      help="text (default), json, junit (XML for CI), prometheus (a node_exporter textfile) or health "
+                           "(one line for Slurm and node-problem-detector: OK, or [node_problem] <reason>)")
+    slurm_drain: bool = opt(action="store_true",
+                            help="with --format health: drain this node in Slurm (scontrol update ... State=DRAIN "
+                                 "Reason=...) when a check fails (not with --replay: the findings are another "
+                                 "machine's)")
+    timeout: float = _probe_timeout()
+    out: str | None = opt(metavar="FILE", help="also write the check report JSON to FILE (never overwritten)")
+    replay: str | None = opt(metavar="SNAPSHOT", help="check the machine recorded by envcheck snapshot instead")
+    anonymize: bool = _anonymize()
+    lang: str = _lang()
+
+
+@dataclass(frozen=True)
+class SnapshotOptions:
+    """record what the probes read on this machine, to replay anywhere"""
+
+    out: str | None = opt(metavar="FILE", help="where to write it (default: envcheck-snapshot-<host>-<time>.json; "
+                                               "never overwritten)")
+    anonymize: bool = _anonymize()
+    timeout: float = _probe_timeout()
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """probes, checks and the benchmark suite; writes a dated report"""
+
+    quick: bool = opt(action="store_true", help="reduced suite and shorter sampling (under a minute on an H100); "
+                                                "with --sizes, those sizes with the quick sampling")
+    ops: tuple[str, ...] | None = opt(type=_csv, metavar="OPS", help=f"comma-separated ops or groups ({ops_help()})")
+    sizes: tuple[str, ...] | None = opt(type=_csv, metavar="SIZES", help="comma-separated sizes: elements for "
+                                        "vector ops (1024, 2^20, 1M), MxNxK for matmul")
+    dtypes: tuple[str, ...] | None = opt(type=_csv, metavar="DTYPES", help="comma-separated dtypes (fp32,fp16,bf16)")
+    device: int = opt(0, type=int, metavar="N",
+                      help="CUDA device index (default: 0); an index this machine lacks is an error")
+    gpus: Gpus | None = opt(type=_gpus, metavar="all|0,2",
+                            help="the suite on several GPUs at once, one worker each, then the node tests (topology, "
+                                 "peer copies, collectives); outliers flagged against their siblings")
+    outlier_margin: float = opt(0.05, type=_fraction, metavar="F", help="with --gpus: a GPU this fraction below its "
+                                "siblings' median is an outlier (default: 0.05)")
+    no_compile: bool = opt(action="store_true", help="skip torch.compile as a third implementation")
+    interpret: bool = opt(action="store_true",
+                          help="on a machine without a GPU: envcheck's Triton kernels beside PyTorch under Triton's CPU "
+                               "interpreter, at small shapes, judged for accuracy (slow; times mean nothing)")
+    burn: float | None = opt(type=_positive_float, metavar="M",
+                             help="after the suite, burn the same GPUs for M minutes each (as envcheck burn)")
+    repeat: int = opt(1, type=_repeat, metavar="N",
+                      help="N independent repeats of every case in one report, each a fresh worker, in interleaved "
+                           "passes; diffs then measure run-to-run noise from them (default: 1; one GPU only)")
+    # model.bench.CONTROLS spelt out: importing the model would cost --help a quarter of a second (a test keeps
+    # the two equal).
+    control: str | None = opt(choices=["vector_add_extra_bytes"], metavar="NAME",
+                              help="the diff's positive control: vector_add_extra_bytes makes envcheck's Triton "
+                                   "vector add move 4%% more bytes (recorded in the report; never for real "
+                                   "measurements)")
+    no_jax: bool = opt(action="store_true", help="skip JAX (measured where jax is installed)")
+    crosscheck: bool = _crosscheck()
+    out_dir: str | None = _out_dir()
+    format: tuple[str, ...] = _formats()
+    timeout: float = opt(1800.0, type=_positive_float, metavar="S",
+                         help="limit for the whole benchmark subprocess in seconds (default: 1800)")
+    anonymize: bool = _anonymize()
+    lang: str = _lang()
+
+
+@dataclass(frozen=True)
+class BurnOptions:
+    """burn-in: every selected GPU under sustained load at once (GEMM at the power limit with SDC checks,
+    streaming, memory test), telemetry, verdicts"""
+
+    minutes: float = opt(3.0, type=_positive_float, metavar="M",
+                         help="minutes of load per GPU, all GPUs at once (default: 3)")
+    gpus: Gpus = opt(Gpus(), type=_gpus, metavar="all|0,2", help="which GPUs (default: all)")
+    cpu: bool = opt(action="store_true", help="burn the CPU at tiny sizes instead (CI; no GPU needed)")
+    control: str | None = opt(choices=["slow_gemm", "flip_bit"], metavar="NAME",
+                              help="a positive control of the verdicts on one GPU, recorded in the report (never for "
+                                   "real burns): slow_gemm makes its GEMM 10%% slower, flip_bit flips one bit of one "
+                                   "GEMM output; that GPU must fail and the others pass")
+    control_gpu: int | None = opt(type=int, metavar="N", help="the GPU --control runs on (default: the first)")
+    anonymize: bool = _anonymize()
+    out_dir: str | None = _out_dir()
+    format: tuple[str, ...] = _formats()
+    lang: str = _lang()
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """your own ops (declared with envcheck.userbench.Op), measured and reported like the built-in suite"""
+
+    source: str = arg(metavar="FILE.py|module:object", help="the file or object declaring the ops")
+    quick: bool = opt(action="store_true", help="shorter sampling")
+    device: int = opt(0, type=int, metavar="N", help="CUDA device index (default: 0)")
+    out_dir: str | None = _out_dir()
+    format: tuple[str, ...] = _formats()
+    timeout: float = opt(1800.0, type=_positive_float, metavar="S",
+                         help="limit for the whole benchmark in seconds (default: 1800)")
+    case_timeout: float = opt(300.0, type=_positive_float, metavar="S",
+                              help="a case with no result for this long hangs: it fails, the others go on (default: "
+                                   "300); counted once the worker has started (torch imported, device open: up to "
+                                   "300 s of its own)")
+    anonymize: bool = _anonymize()
+    lang: str = _lang()
+
+
+@dataclass(frozen=True)
+class FleetOptions:
+    """every rank of a torchrun / srun launch: per-GPU suites, node tests, collectives across all nodes; rank 0
+    writes one fleet report"""
+
+    baseline: str | None = opt(metavar="FILE",
+                               help="judge each node against this report (default: the fleet median)")
+    rule: list[str] | None = opt(action="append", metavar="METRIC:higher|lower:MARGIN",
+                                 help="a verdict rule (repeatable), e.g. node.all_reduce:higher:0.1; default rules "
+                                      "otherwise")
+    full: bool = opt(action="store_true", help="the full per-GPU suite (default: the quick one)")
+    ops: tuple[str, ...] | None = opt(type=_csv, metavar="OPS", help="per-GPU suite ops, as for run")
+    sizes: tuple[str, ...] | None = opt(type=_csv, metavar="SIZES", help="per-GPU suite sizes, as for run")
+    dtypes: tuple[str, ...] | None = opt(type=_csv, metavar="DTYPES", help="per-GPU suite dtypes, as for run")
+    no_compile: bool = opt(action="store_true", help="skip torch.compile in the per-GPU suite")
+    sweep_sizes: str | None = opt(metavar="LO..HI|S,S", help="collective sizes as nccl-tests' S (default: 1M..4G, "
+                                  "times 4; on the CPU 64K..4M)")
+    iters: int | None = opt(type=int, metavar="N",
+                            help="timed calls per collective and size (default: 20; on the CPU 5)")
+    warmup: int | None = opt(type=int, metavar="N", help="warm-up calls (default: 5; on the CPU 2)")
+    no_world: bool = opt(action="store_true", help="skip the collectives across all nodes")
+    no_narrow: bool = opt(action="store_true", help="skip narrowing a slow collective to a rank, link or node")
+    cpu: bool = opt(action="store_true", help="collectives on gloo with CPU tensors (CI; no GPU needed)")
+    crosscheck: bool = _crosscheck()
+    timeout: float = opt(900.0, type=_positive_float, metavar="S",
+                         help="limit for each rank's per-GPU suite (default: 900)")
+    rank_timeout: float = opt(900.0, type=_positive_float, metavar="S",
+                              help="how long rank 0 waits for each rank after its own part (default: 900)")
+    world_timeout: float = opt(600.0, type=_positive_float, metavar="S",
+                               help="limit for the collectives across all nodes (default: 600)")
+    join_timeout: float = opt(120.0, type=_positive_float, metavar="S",
+                              help="how long ranks wait to join and for rank 0's store (default: 120)")
+    out_dir: str | None = _out_dir("rank 0 writes the fleet report")
+    format: tuple[str, ...] = _formats()
+    lang: str = _lang()
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """regenerate Markdown / HTML from a report JSON (no GPU needed)"""
+
+    report: str = arg(metavar="REPORT.json")
+    format: tuple[str, ...] = opt(("md", "html"), type=_csv, metavar="FORMATS",
+                                  help="md,html (default: both); also junit, prometheus, png (each chart, into "
+                                       "<stem>_charts/)")
+    out: str | None = opt(metavar="DIR", help="output folder (default: beside the report)")
+    force: bool = opt(action="store_true", help="replace existing rendered files")
+    lang: str = _lang()
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """a saved report for CI, Prometheus or a scheduler's health check"""
+
+    report: str = arg(metavar="REPORT.json")
+    format: str = opt(choices=["junit", "prometheus", "health"], required=True,
+                      help="junit (XML for CI), prometheus (node_exporter textfile), health (one line and an exit "
+                           "status for Slurm and node-problem-detector)")
+    out: str | None = opt(metavar="FILE",
+                          help="write to FILE instead of stdout (junit: never overwritten; prometheus: replaced "
+                               "whole, as node_exporter's textfile collector expects)")
+    lang: str = _lang()
+
+
+@dataclass(frozen=True)
+class DiffOptions:
+    """compare two or more reports; the first is the baseline"""
+
+    reports: list[str] = arg(nargs="+", metavar="REPORT.json")
+    format: str = opt("text", choices=["text", "md", "html", "json"],
+                      help="json: the comparison as data for CI (format in envcheck/compare/export.py)")
+    out: str | None = opt(metavar="FILE", help="write to FILE instead of the terminal (never overwritten)")
+    fail_on_regression: float | None = opt(type=_positive_float, metavar="PCT",
+                                           help="exit 1 when any significant slowdown exceeds PCT percent")
+    gpu: int | None = opt(type=_index, metavar="N", help="reports of several GPUs (run --gpus, fleet): compare GPU "
+                          "N's suite of each (default: each report's first)")
+    lang: str = _lang()
+
+
+@dataclass(frozen=True)
+class HistoryOptions:
+    """trends of one machine's reports over time"""
+
+    paths: list[str] = arg(nargs="*", metavar="DIR|REPORT.json",
+                           help="report files or folders (default: the folder envcheck run writes to)")
+    format: str = opt("text", choices=["text", "md", "html"])
+    out: str | None = opt(metavar="FILE", help="write to FILE instead of the terminal (never overwritten)")
+    lang: str = _lang()
+
+
+# The subcommands in --help's order; ``envcheck NAME`` runs ``envcheck.commands.NAME.main(options)``.
+COMMANDS: dict[str, type] = {
+    "probe": ProbeOptions, "check": CheckOptions, "snapshot": SnapshotOptions, "run": RunOptions,
+    "burn": BurnOptions, "bench": BenchOptions, "fleet": FleetOptions, "render": RenderOptions,
+    "export": ExportOptions, "diff": DiffOptions, "history": HistoryOptions,
+}
