@@ -112,7 +112,8 @@ def anonymized(report: Report, anon: Anonymizer) -> Report:
     return dataclasses.replace(report, replayed_from=dataclasses.replace(src, file=file, host=anon.host(src.host)))
 
 
-def main(s: CheckOptions) -> int:
+def main(s: CheckOptions, probe: bool = False) -> int:
+    """``probe``: ``envcheck probe``, the facts alone (no runtime probe, no check)."""
     from envcheck import model
     from envcheck.checks import evaluate
     from envcheck.probes.collect import collect, new_report
@@ -134,9 +135,9 @@ def main(s: CheckOptions) -> int:
 
         key = command_key()
     seam = seams(s.replay)
-    env = collect(host=seam.host, nvml=seam.nvml, runtime=True, timeout=s.timeout)  # type: ignore[arg-type]
-    checks = evaluate(env)
-    report = replayed(new_report("check", env, checks, host=seam.hostname), seam)
+    env = collect(host=seam.host, nvml=seam.nvml, runtime=not probe, timeout=s.timeout)  # type: ignore[arg-type]
+    checks = () if probe else evaluate(env)
+    report = replayed(new_report("probe" if probe else "check", env, checks, host=seam.hostname), seam)
     if key is not None:
         report = anonymized(report, anonymizer(report.host, key, seam))
         env, checks = report.environment, report.checks
@@ -170,7 +171,8 @@ def main(s: CheckOptions) -> int:
         console = make_console()
         print_replay_banner(console, report.replayed_from)
         print_environment(console, env, lang, replayed=report.replayed_from is not None)
-        print_checks(console, checks, env.probe_s, lang)
+        if not probe:
+            print_checks(console, checks, env.probe_s, lang)
         if out is not None:
             console.print(translate(lang, "check.written", path=term(out)))
     return EXIT_FAIL if any(c.status == "fail" for c in checks) else EXIT_OK
