@@ -15,16 +15,18 @@ from envcheck.errors import UsageError
 from envcheck.ops import ops_help
 
 
-def opt(default: Any = None, **kw: Any) -> Any:
+def opt(help: str | None = None, default: Any = None, **kw: Any) -> Any:
     """An option ``--field-name``: ``kw`` are its ``add_argument`` keywords; ``required`` ones have no default."""
-    if kw.get("action") == "store_true":
-        default = False
-    return field(default=MISSING if kw.get("required") else default, metadata=kw)
+    return field(default=MISSING if kw.get("required") else default, metadata={"help": help, **kw})
 
 
-def arg(**kw: Any) -> Any:
+def flag(help: str) -> Any:
+    return opt(help, False, action="store_true")
+
+
+def arg(help: str | None = None, **kw: Any) -> Any:
     """A positional argument named as its field."""
-    return field(metadata={"positional": True, **kw})
+    return field(metadata={"positional": True, "help": help, **kw})
 
 
 def _csv(value: str) -> tuple[str, ...]:
@@ -104,62 +106,65 @@ def _gpus(value: str) -> Gpus:
 
 
 def _lang() -> Any:
-    return opt("en", choices=["en", "zh-CN"], help="report language (default: en)")
+    return opt("report language (default: en)", "en", choices=["en", "zh-CN"])
 
 
 def _anonymize() -> Any:
-    return opt(action="store_true", help="replace host name, user names, home paths, IP addresses, GPU UUIDs and "
-                                         "serials with stable pseudonyms (the same machine keeps the same ones), "
-                                         "for sharing")
+    return flag("replace host name, user names, home paths, IP addresses, GPU UUIDs and serials with stable "
+                "pseudonyms (the same machine keeps the same ones), for sharing")
 
 
 def _crosscheck() -> Any:
-    return opt(action="store_true",
-               help="after the measurements, time the same work with independent tools in the same run "
-                    "(triton.testing.do_bench_cudagraph on each GPU's headline cases; with --gpus a plain torch "
-                    "copy, a plain torch.distributed loop, and nccl-tests from $NCCL_TESTS_DIR or PATH in its "
-                    "eager and CUDA-graph modes); the report shows every ratio and its bar, and a ratio outside "
-                    "its bar fails the run")
+    return flag("after the measurements, time the same work with independent tools in the same run "
+                "(triton.testing.do_bench_cudagraph on each GPU's headline cases; with --gpus a plain torch copy, a "
+                "plain torch.distributed loop, and nccl-tests from $NCCL_TESTS_DIR or PATH in its eager and "
+                "CUDA-graph modes); the report shows every ratio and its bar, and a ratio outside its bar fails the "
+                "run")
 
 
 def _out_dir(what: str = "the dated report goes") -> Any:
-    return opt(metavar="DIR", help=f"where {what} (default: ~/.local/share/envcheck/reports, or "
-                                   "$ENVCHECK_REPORTS_DIR: never inside a source tree)")
+    return opt(f"where {what} (default: ~/.local/share/envcheck/reports, or $ENVCHECK_REPORTS_DIR: never inside "
+               "a source tree)", metavar="DIR")
 
 
 def _formats() -> Any:
-    return opt(("json", "md", "html"), type=_csv, metavar="FORMATS",
-               help="comma-separated outputs among json,md,html,junit,prometheus (default: json,md,html; json "
-                    "is always written; junit: <name>.junit.xml for CI, prometheus: <name>.prom for node_exporter)")
+    return opt("comma-separated outputs among json,md,html,junit,prometheus (default: json,md,html; json is always "
+               "written; junit: <name>.junit.xml for CI, prometheus: <name>.prom for node_exporter)",
+               ("json", "md", "html"), type=_csv, metavar="FORMATS")
 
 
-def _probe_timeout() -> Any:
-    return opt(120.0, type=_positive_float, metavar="S",
-               help="limit for each isolated runtime probe in seconds (default: 120)")
+def _seconds(help: str, default: float) -> Any:
+    return opt(help, default, type=_positive_float, metavar="S")
+
+
+def _suite(what: str, metavar: str) -> Any:
+    return opt(f"per-GPU suite {what}, as for run", type=_csv, metavar=metavar)
+
+
+PROBE_TIMEOUT = "limit for each isolated runtime probe in seconds (default: 120)"
+OUT_FILE = "write to FILE instead of the terminal (never overwritten)"
 
 
 @dataclass(frozen=True)
 class ProbeOptions:
     """facts about the machine, fast (no torch import)"""
 
-    format: str = opt("text", choices=["text", "json"])
-    replay: str | None = opt(metavar="SNAPSHOT", help="probe the machine recorded by envcheck snapshot instead")
+    format: str = opt(None, "text", choices=["text", "json"])
+    replay: str | None = opt("probe the machine recorded by envcheck snapshot instead", metavar="SNAPSHOT")
 
 
 @dataclass(frozen=True)
 class CheckOptions:
     """facts plus health checks with fixes (exit 1 when a check fails)"""
 
-    format: str = opt("text", choices=["text", "json", "junit", "prometheus", "health"],
-                      help="text (default), json, junit (XML for CI), prometheus (a node_exporter textfile) or health "
-                           "(one line for Slurm and node-problem-detector: OK, or [node_problem] <reason>)")
-    slurm_drain: bool = opt(action="store_true",
-                            help="with --format health: drain this node in Slurm (scontrol update ... State=DRAIN "
-                                 "Reason=...) when a check fails (not with --replay: the findings are another "
-                                 "machine's)")
-    timeout: float = _probe_timeout()
-    out: str | None = opt(metavar="FILE", help="also write the check report JSON to FILE (never overwritten)")
-    replay: str | None = opt(metavar="SNAPSHOT", help="check the machine recorded by envcheck snapshot instead")
+    format: str = opt("text (default), json, junit (XML for CI), prometheus (a node_exporter textfile) or health (one "
+                      "line for Slurm and node-problem-detector: OK, or [node_problem] <reason>)", "text",
+                      choices=["text", "json", "junit", "prometheus", "health"])
+    slurm_drain: bool = flag("with --format health: drain this node in Slurm (scontrol update ... State=DRAIN "
+                             "Reason=...) when a check fails (not with --replay: the findings are another machine's)")
+    timeout: float = _seconds(PROBE_TIMEOUT, 120.0)
+    out: str | None = opt("also write the check report JSON to FILE (never overwritten)", metavar="FILE")
+    replay: str | None = opt("check the machine recorded by envcheck snapshot instead", metavar="SNAPSHOT")
     anonymize: bool = _anonymize()
     lang: str = _lang()
 
@@ -168,50 +173,47 @@ class CheckOptions:
 class SnapshotOptions:
     """record what the probes read on this machine, to replay anywhere"""
 
-    out: str | None = opt(metavar="FILE", help="where to write it (default: envcheck-snapshot-<host>-<time>.json; "
-                                               "never overwritten)")
+    out: str | None = opt("where to write it (default: envcheck-snapshot-<host>-<time>.json; never overwritten)",
+                          metavar="FILE")
     anonymize: bool = _anonymize()
-    timeout: float = _probe_timeout()
+    timeout: float = _seconds(PROBE_TIMEOUT, 120.0)
 
 
 @dataclass(frozen=True)
 class RunOptions:
     """probes, checks and the benchmark suite; writes a dated report"""
 
-    quick: bool = opt(action="store_true", help="reduced suite and shorter sampling (under a minute on an H100); "
-                                                "with --sizes, those sizes with the quick sampling")
-    ops: tuple[str, ...] | None = opt(type=_csv, metavar="OPS", help=f"comma-separated ops or groups ({ops_help()})")
-    sizes: tuple[str, ...] | None = opt(type=_csv, metavar="SIZES", help="comma-separated sizes: elements for "
-                                        "vector ops (1024, 2^20, 1M), MxNxK for matmul")
-    dtypes: tuple[str, ...] | None = opt(type=_csv, metavar="DTYPES", help="comma-separated dtypes (fp32,fp16,bf16)")
-    device: int = opt(0, type=int, metavar="N",
-                      help="CUDA device index (default: 0); an index this machine lacks is an error")
-    gpus: Gpus | None = opt(type=_gpus, metavar="all|0,2",
-                            help="the suite on several GPUs at once, one worker each, then the node tests (topology, "
-                                 "peer copies, collectives); outliers flagged against their siblings")
-    outlier_margin: float = opt(0.05, type=_fraction, metavar="F", help="with --gpus: a GPU this fraction below its "
-                                "siblings' median is an outlier (default: 0.05)")
-    no_compile: bool = opt(action="store_true", help="skip torch.compile as a third implementation")
-    interpret: bool = opt(action="store_true",
-                          help="on a machine without a GPU: envcheck's Triton kernels beside PyTorch under Triton's CPU "
-                               "interpreter, at small shapes, judged for accuracy (slow; times mean nothing)")
-    burn: float | None = opt(type=_positive_float, metavar="M",
-                             help="after the suite, burn the same GPUs for M minutes each (as envcheck burn)")
-    repeat: int = opt(1, type=_repeat, metavar="N",
-                      help="N independent repeats of every case in one report, each a fresh worker, in interleaved "
-                           "passes; diffs then measure run-to-run noise from them (default: 1; one GPU only)")
+    quick: bool = flag("reduced suite and shorter sampling (under a minute on an H100); with --sizes, those sizes "
+                       "with the quick sampling")
+    ops: tuple[str, ...] | None = opt(f"comma-separated ops or groups ({ops_help()})", type=_csv, metavar="OPS")
+    sizes: tuple[str, ...] | None = opt("comma-separated sizes: elements for vector ops (1024, 2^20, 1M), MxNxK for "
+                                        "matmul", type=_csv, metavar="SIZES")
+    dtypes: tuple[str, ...] | None = opt("comma-separated dtypes (fp32,fp16,bf16)", type=_csv, metavar="DTYPES")
+    device: int = opt("CUDA device index (default: 0); an index this machine lacks is an error", 0, type=int,
+                      metavar="N")
+    gpus: Gpus | None = opt("the suite on several GPUs at once, one worker each, then the node tests (topology, peer "
+                            "copies, collectives); outliers flagged against their siblings", type=_gpus,
+                            metavar="all|0,2")
+    outlier_margin: float = opt("with --gpus: a GPU this fraction below its siblings' median is an outlier (default: "
+                                "0.05)", 0.05, type=_fraction, metavar="F")
+    no_compile: bool = flag("skip torch.compile as a third implementation")
+    interpret: bool = flag("on a machine without a GPU: envcheck's Triton kernels beside PyTorch under Triton's CPU "
+                           "interpreter, at small shapes, judged for accuracy (slow; times mean nothing)")
+    burn: float | None = opt("after the suite, burn the same GPUs for M minutes each (as envcheck burn)",
+                             type=_positive_float, metavar="M")
+    repeat: int = opt("N independent repeats of every case in one report, each a fresh worker, in interleaved passes; "
+                      "diffs then measure run-to-run noise from them (default: 1; one GPU only)", 1, type=_repeat,
+                      metavar="N")
     # model.bench.CONTROLS spelt out: importing the model would cost --help a quarter of a second (a test keeps
     # the two equal).
-    control: str | None = opt(choices=["vector_add_extra_bytes"], metavar="NAME",
-                              help="the diff's positive control: vector_add_extra_bytes makes envcheck's Triton "
-                                   "vector add move 4%% more bytes (recorded in the report; never for real "
-                                   "measurements)")
-    no_jax: bool = opt(action="store_true", help="skip JAX (measured where jax is installed)")
+    control: str | None = opt("the diff's positive control: vector_add_extra_bytes makes envcheck's Triton vector add "
+                              "move 4%% more bytes (recorded in the report; never for real measurements)",
+                              choices=["vector_add_extra_bytes"], metavar="NAME")
+    no_jax: bool = flag("skip JAX (measured where jax is installed)")
     crosscheck: bool = _crosscheck()
     out_dir: str | None = _out_dir()
     format: tuple[str, ...] = _formats()
-    timeout: float = opt(1800.0, type=_positive_float, metavar="S",
-                         help="limit for the whole benchmark subprocess in seconds (default: 1800)")
+    timeout: float = _seconds("limit for the whole benchmark subprocess in seconds (default: 1800)", 1800.0)
     anonymize: bool = _anonymize()
     lang: str = _lang()
 
@@ -221,15 +223,15 @@ class BurnOptions:
     """burn-in: every selected GPU under sustained load at once (GEMM at the power limit with SDC checks,
     streaming, memory test), telemetry, verdicts"""
 
-    minutes: float = opt(3.0, type=_positive_float, metavar="M",
-                         help="minutes of load per GPU, all GPUs at once (default: 3)")
-    gpus: Gpus = opt(Gpus(), type=_gpus, metavar="all|0,2", help="which GPUs (default: all)")
-    cpu: bool = opt(action="store_true", help="burn the CPU at tiny sizes instead (CI; no GPU needed)")
-    control: str | None = opt(choices=["slow_gemm", "flip_bit"], metavar="NAME",
-                              help="a positive control of the verdicts on one GPU, recorded in the report (never for "
-                                   "real burns): slow_gemm makes its GEMM 10%% slower, flip_bit flips one bit of one "
-                                   "GEMM output; that GPU must fail and the others pass")
-    control_gpu: int | None = opt(type=int, metavar="N", help="the GPU --control runs on (default: the first)")
+    minutes: float = opt("minutes of load per GPU, all GPUs at once (default: 3)", 3.0, type=_positive_float,
+                         metavar="M")
+    gpus: Gpus = opt("which GPUs (default: all)", Gpus(), type=_gpus, metavar="all|0,2")
+    cpu: bool = flag("burn the CPU at tiny sizes instead (CI; no GPU needed)")
+    control: str | None = opt("a positive control of the verdicts on one GPU, recorded in the report (never for real "
+                              "burns): slow_gemm makes its GEMM 10%% slower, flip_bit flips one bit of one GEMM "
+                              "output; that GPU must fail and the others pass", choices=["slow_gemm", "flip_bit"],
+                              metavar="NAME")
+    control_gpu: int | None = opt("the GPU --control runs on (default: the first)", type=int, metavar="N")
     anonymize: bool = _anonymize()
     out_dir: str | None = _out_dir()
     format: tuple[str, ...] = _formats()
@@ -240,17 +242,15 @@ class BurnOptions:
 class BenchOptions:
     """your own ops (declared with envcheck.userbench.Op), measured and reported like the built-in suite"""
 
-    source: str = arg(metavar="FILE.py|module:object", help="the file or object declaring the ops")
-    quick: bool = opt(action="store_true", help="shorter sampling")
-    device: int = opt(0, type=int, metavar="N", help="CUDA device index (default: 0)")
+    source: str = arg("the file or object declaring the ops", metavar="FILE.py|module:object")
+    quick: bool = flag("shorter sampling")
+    device: int = opt("CUDA device index (default: 0)", 0, type=int, metavar="N")
     out_dir: str | None = _out_dir()
     format: tuple[str, ...] = _formats()
-    timeout: float = opt(1800.0, type=_positive_float, metavar="S",
-                         help="limit for the whole benchmark in seconds (default: 1800)")
-    case_timeout: float = opt(300.0, type=_positive_float, metavar="S",
-                              help="a case with no result for this long hangs: it fails, the others go on (default: "
+    timeout: float = _seconds("limit for the whole benchmark in seconds (default: 1800)", 1800.0)
+    case_timeout: float = _seconds("a case with no result for this long hangs: it fails, the others go on (default: "
                                    "300); counted once the worker has started (torch imported, device open: up to "
-                                   "300 s of its own)")
+                                   "300 s of its own)", 300.0)
     anonymize: bool = _anonymize()
     lang: str = _lang()
 
@@ -260,33 +260,26 @@ class FleetOptions:
     """every rank of a torchrun / srun launch: per-GPU suites, node tests, collectives across all nodes; rank 0
     writes one fleet report"""
 
-    baseline: str | None = opt(metavar="FILE",
-                               help="judge each node against this report (default: the fleet median)")
-    rule: list[str] | None = opt(action="append", metavar="METRIC:higher|lower:MARGIN",
-                                 help="a verdict rule (repeatable), e.g. node.all_reduce:higher:0.1; default rules "
-                                      "otherwise")
-    full: bool = opt(action="store_true", help="the full per-GPU suite (default: the quick one)")
-    ops: tuple[str, ...] | None = opt(type=_csv, metavar="OPS", help="per-GPU suite ops, as for run")
-    sizes: tuple[str, ...] | None = opt(type=_csv, metavar="SIZES", help="per-GPU suite sizes, as for run")
-    dtypes: tuple[str, ...] | None = opt(type=_csv, metavar="DTYPES", help="per-GPU suite dtypes, as for run")
-    no_compile: bool = opt(action="store_true", help="skip torch.compile in the per-GPU suite")
-    sweep_sizes: str | None = opt(metavar="LO..HI|S,S", help="collective sizes as nccl-tests' S (default: 1M..4G, "
-                                  "times 4; on the CPU 64K..4M)")
-    iters: int | None = opt(type=int, metavar="N",
-                            help="timed calls per collective and size (default: 20; on the CPU 5)")
-    warmup: int | None = opt(type=int, metavar="N", help="warm-up calls (default: 5; on the CPU 2)")
-    no_world: bool = opt(action="store_true", help="skip the collectives across all nodes")
-    no_narrow: bool = opt(action="store_true", help="skip narrowing a slow collective to a rank, link or node")
-    cpu: bool = opt(action="store_true", help="collectives on gloo with CPU tensors (CI; no GPU needed)")
+    baseline: str | None = opt("judge each node against this report (default: the fleet median)", metavar="FILE")
+    rule: list[str] | None = opt("a verdict rule (repeatable), e.g. node.all_reduce:higher:0.1; default rules "
+                                 "otherwise", action="append", metavar="METRIC:higher|lower:MARGIN")
+    full: bool = flag("the full per-GPU suite (default: the quick one)")
+    ops: tuple[str, ...] | None = _suite("ops", "OPS")
+    sizes: tuple[str, ...] | None = _suite("sizes", "SIZES")
+    dtypes: tuple[str, ...] | None = _suite("dtypes", "DTYPES")
+    no_compile: bool = flag("skip torch.compile in the per-GPU suite")
+    sweep_sizes: str | None = opt("collective sizes as nccl-tests' S (default: 1M..4G, times 4; on the CPU 64K..4M)",
+                                  metavar="LO..HI|S,S")
+    iters: int | None = opt("timed calls per collective and size (default: 20; on the CPU 5)", type=int, metavar="N")
+    warmup: int | None = opt("warm-up calls (default: 5; on the CPU 2)", type=int, metavar="N")
+    no_world: bool = flag("skip the collectives across all nodes")
+    no_narrow: bool = flag("skip narrowing a slow collective to a rank, link or node")
+    cpu: bool = flag("collectives on gloo with CPU tensors (CI; no GPU needed)")
     crosscheck: bool = _crosscheck()
-    timeout: float = opt(900.0, type=_positive_float, metavar="S",
-                         help="limit for each rank's per-GPU suite (default: 900)")
-    rank_timeout: float = opt(900.0, type=_positive_float, metavar="S",
-                              help="how long rank 0 waits for each rank after its own part (default: 900)")
-    world_timeout: float = opt(600.0, type=_positive_float, metavar="S",
-                               help="limit for the collectives across all nodes (default: 600)")
-    join_timeout: float = opt(120.0, type=_positive_float, metavar="S",
-                              help="how long ranks wait to join and for rank 0's store (default: 120)")
+    timeout: float = _seconds("limit for each rank's per-GPU suite (default: 900)", 900.0)
+    rank_timeout: float = _seconds("how long rank 0 waits for each rank after its own part (default: 900)", 900.0)
+    world_timeout: float = _seconds("limit for the collectives across all nodes (default: 600)", 600.0)
+    join_timeout: float = _seconds("how long ranks wait to join and for rank 0's store (default: 120)", 120.0)
     out_dir: str | None = _out_dir("rank 0 writes the fleet report")
     format: tuple[str, ...] = _formats()
     lang: str = _lang()
@@ -297,11 +290,10 @@ class RenderOptions:
     """regenerate Markdown / HTML from a report JSON (no GPU needed)"""
 
     report: str = arg(metavar="REPORT.json")
-    format: tuple[str, ...] = opt(("md", "html"), type=_csv, metavar="FORMATS",
-                                  help="md,html (default: both); also junit, prometheus, png (each chart, into "
-                                       "<stem>_charts/)")
-    out: str | None = opt(metavar="DIR", help="output folder (default: beside the report)")
-    force: bool = opt(action="store_true", help="replace existing rendered files")
+    format: tuple[str, ...] = opt("md,html (default: both); also junit, prometheus, png (each chart, into "
+                                  "<stem>_charts/)", ("md", "html"), type=_csv, metavar="FORMATS")
+    out: str | None = opt("output folder (default: beside the report)", metavar="DIR")
+    force: bool = flag("replace existing rendered files")
     lang: str = _lang()
 
 
@@ -310,12 +302,10 @@ class ExportOptions:
     """a saved report for CI, Prometheus or a scheduler's health check"""
 
     report: str = arg(metavar="REPORT.json")
-    format: str = opt(choices=["junit", "prometheus", "health"], required=True,
-                      help="junit (XML for CI), prometheus (node_exporter textfile), health (one line and an exit "
-                           "status for Slurm and node-problem-detector)")
-    out: str | None = opt(metavar="FILE",
-                          help="write to FILE instead of stdout (junit: never overwritten; prometheus: replaced "
-                               "whole, as node_exporter's textfile collector expects)")
+    format: str = opt("junit (XML for CI), prometheus (node_exporter textfile), health (one line and an exit status "
+                      "for Slurm and node-problem-detector)", choices=["junit", "prometheus", "health"], required=True)
+    out: str | None = opt("write to FILE instead of stdout (junit: never overwritten; prometheus: replaced whole, as "
+                          "node_exporter's textfile collector expects)", metavar="FILE")
     lang: str = _lang()
 
 
@@ -324,13 +314,13 @@ class DiffOptions:
     """compare two or more reports; the first is the baseline"""
 
     reports: list[str] = arg(nargs="+", metavar="REPORT.json")
-    format: str = opt("text", choices=["text", "md", "html", "json"],
-                      help="json: the comparison as data for CI (format in envcheck/compare/export.py)")
-    out: str | None = opt(metavar="FILE", help="write to FILE instead of the terminal (never overwritten)")
-    fail_on_regression: float | None = opt(type=_positive_float, metavar="PCT",
-                                           help="exit 1 when any significant slowdown exceeds PCT percent")
-    gpu: int | None = opt(type=_index, metavar="N", help="reports of several GPUs (run --gpus, fleet): compare GPU "
-                          "N's suite of each (default: each report's first)")
+    format: str = opt("json: the comparison as data for CI (format in envcheck/compare/export.py)", "text",
+                      choices=["text", "md", "html", "json"])
+    out: str | None = opt(OUT_FILE, metavar="FILE")
+    fail_on_regression: float | None = opt("exit 1 when any significant slowdown exceeds PCT percent",
+                                           type=_positive_float, metavar="PCT")
+    gpu: int | None = opt("reports of several GPUs (run --gpus, fleet): compare GPU N's suite of each (default: each "
+                          "report's first)", type=_index, metavar="N")
     lang: str = _lang()
 
 
@@ -338,10 +328,10 @@ class DiffOptions:
 class HistoryOptions:
     """trends of one machine's reports over time"""
 
-    paths: list[str] = arg(nargs="*", metavar="DIR|REPORT.json",
-                           help="report files or folders (default: the folder envcheck run writes to)")
-    format: str = opt("text", choices=["text", "md", "html"])
-    out: str | None = opt(metavar="FILE", help="write to FILE instead of the terminal (never overwritten)")
+    paths: list[str] = arg("report files or folders (default: the folder envcheck run writes to)", nargs="*",
+                           metavar="DIR|REPORT.json")
+    format: str = opt(None, "text", choices=["text", "md", "html"])
+    out: str | None = opt(OUT_FILE, metavar="FILE")
     lang: str = _lang()
 
 
