@@ -27,11 +27,11 @@ from envcheck.node.peer import PeerPlan
 from envcheck.probes.gpus import NvmlLike
 from envcheck.probes.host import Host
 
-# Stage limits. The 4 GiB all_reduce on 8 slow PCIe GPUs (~10 GB/s busbw) takes ~0.9 s a call, 25
-# calls per size: the sweep's limit leaves room for that; a healthy NVLink node needs a tenth of it.
 if TYPE_CHECKING:
     from envcheck.bench.suite import Plan
 
+# Stage limits. The 4 GiB all_reduce on 8 slow PCIe GPUs (~10 GB/s busbw) takes ~0.9 s a call, 25
+# calls per size: the sweep's limit leaves room for that; a healthy NVLink node needs a tenth of it.
 SWEEP_TIMEOUT_S = 480.0
 PEER_TIMEOUT_S = 240.0
 SMI_TIMEOUT_S = 20.0
