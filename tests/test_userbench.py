@@ -165,14 +165,9 @@ def test_the_cli_says_one_line_and_exits_2_for_a_bad_source(tmp_path):
 # --------------------------------------------------------------------------- planning
 
 
-class Options:
-    quick = False
-    device = 0
-
-
 def test_the_plan_has_every_declared_case_baseline_first_with_the_suite_s_settings():
     spec = op(baseline="mine").spec()
-    p = uplan.plan((spec,), "src.py", Options(), cpu_env())
+    p = uplan.plan((spec,), "src.py", False, 0, cpu_env())
     assert p.backend == "cpu" and p.ops == (spec,) and p.source == "src.py"
     assert [(c.impl, c.dtype, c.shape) for c in p.cases][:2] == [("mine", "fp32", (1000,)), ("torch", "fp32", (1000,))]
     assert len(p.cases) == 2 * 2 * 2
@@ -185,5 +180,5 @@ def test_the_plan_has_every_declared_case_baseline_first_with_the_suite_s_settin
 def test_the_plan_records_triton_s_interpreter_on_a_cpu():
     # TRITON_INTERPRET=1 in the worker's environment: the report says its Triton rows ran interpreted.
     spec = op(baseline="mine").spec()
-    assert uplan.plan((spec,), "src.py", Options(), cpu_env(), interpret=True).settings.interpret
-    assert not uplan.plan((spec,), "src.py", Options(), cpu_env()).settings.interpret
+    assert uplan.plan((spec,), "src.py", False, 0, cpu_env(), interpret=True).settings.interpret
+    assert not uplan.plan((spec,), "src.py", False, 0, cpu_env()).settings.interpret

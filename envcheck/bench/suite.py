@@ -129,17 +129,26 @@ MEMORY_HEADROOM = 0.8
 
 
 class RunOptions(Protocol):
-    """What planning reads of ``envcheck run``'s options (commands/options.py)."""
+    """What planning reads of ``envcheck run``'s options (commands/options.py), read-only."""
 
-    quick: bool
-    ops: Sequence[str] | None
-    sizes: Sequence[str] | None
-    dtypes: Sequence[str] | None
-    device: int
-    no_compile: bool
-    no_jax: bool
-    interpret: bool
-    control: str | None
+    @property
+    def quick(self) -> bool: ...
+    @property
+    def ops(self) -> Sequence[str] | None: ...
+    @property
+    def sizes(self) -> Sequence[str] | None: ...
+    @property
+    def dtypes(self) -> Sequence[str] | None: ...
+    @property
+    def device(self) -> int: ...
+    @property
+    def no_compile(self) -> bool: ...
+    @property
+    def no_jax(self) -> bool: ...
+    @property
+    def interpret(self) -> bool: ...
+    @property
+    def control(self) -> str | None: ...
 
 
 @dataclass(frozen=True)

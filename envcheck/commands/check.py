@@ -135,7 +135,7 @@ def main(s: CheckOptions, probe: bool = False) -> int:
 
         key = command_key()
     seam = seams(s.replay)
-    env = collect(host=seam.host, nvml=seam.nvml, runtime=not probe, timeout=s.timeout)  # type: ignore[arg-type]
+    env = collect(host=seam.host, nvml=seam.nvml, runtime=not probe, timeout=s.timeout)
     checks = () if probe else evaluate(env)
     report = replayed(new_report("probe" if probe else "check", env, checks, host=seam.hostname), seam)
     if key is not None:

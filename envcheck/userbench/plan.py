@@ -6,7 +6,6 @@ Never imports torch, never runs the user's code (the ops arrive as ``OpSpec`` fr
 from __future__ import annotations
 
 import dataclasses
-from typing import Protocol
 
 from envcheck.bench import suite
 from envcheck.model import Environment
@@ -16,16 +15,11 @@ from envcheck.ops import OpSpec
 CODE = "envcheck.userbench.code:user_code"
 
 
-class BenchOptions(Protocol):
-    quick: bool
-    device: int
-
-
-def plan(ops: tuple[OpSpec, ...], source: str, options: BenchOptions, env: Environment,
+def plan(ops: tuple[OpSpec, ...], source: str, quick: bool, device: int, env: Environment,
          interpret: bool = False) -> suite.Plan:
     """``interpret``: the worker's environment has ``TRITON_INTERPRET=1``; on the CPU its Triton kernels then
     run in Triton's interpreter, which the report records (their times are not speeds)."""
-    base = dataclasses.replace(suite.frame(options.quick, options.device, env, tuple(op.name for op in ops)),
+    base = dataclasses.replace(suite.frame(quick, device, env, tuple(op.name for op in ops)),
                                ops=ops, source=source, code=CODE)
     if base.backend is None:
         return base
