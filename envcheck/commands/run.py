@@ -102,19 +102,15 @@ def output_dir(text: str | None) -> Path:
 class ProgressView:
     """Progress of the worker on stderr: a rich bar on a terminal, plain lines otherwise."""
 
-    def __init__(self, total: int, stream: Any = None, command: str = "envcheck run") -> None:
-        self.total = total
-        self.command = command
-        self.stream = stream if stream is not None else sys.stderr
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.done = 0
+    def __init__(self, total: int, stream: Any, command: str = "envcheck run") -> None:
+        self.total, self.stream, self.command = total, stream, command
+        self.done = self.started = 0  # cases measured, and started (the plain progress lines' count)
         self.start = time.monotonic()
         self._progress: Any = None
         self._task: Any = None
-        self.started = 0  # cases started: the plain progress lines' count
 
     def __enter__(self) -> ProgressView:
-        if self.tty:
+        if getattr(self.stream, "isatty", lambda: False)():
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
