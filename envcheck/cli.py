@@ -6,15 +6,18 @@ work even when the GPU stack is broken.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import errno
 import importlib
+import os
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
 
 from envcheck import __version__
 from envcheck.commands.options import COMMANDS
-from envcheck.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
+from envcheck.errors import EXIT_INTERRUPTED, EXIT_USAGE, UsageError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -34,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"envcheck {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, cls in COMMANDS.items():
-        p = sub.add_parser(name, help=cls.__doc__)
+        p = sub.add_parser(name, help=cls.__doc__, epilog=getattr(cls, "epilog", None))
         for f in dataclasses.fields(cls):
             kw = {k: v for k, v in f.metadata.items() if k != "positional"}
             if f.default is not dataclasses.MISSING:
@@ -53,18 +56,79 @@ def parse(argv: Sequence[str]) -> Any:
     return typed(build_parser().parse_args(argv))
 
 
+class _Guarded:
+    """A standard stream while a command runs: a write that fails (the reader went away, a full disk, a
+    closed descriptor) ends that stream's output, never the command, whose exit status stays its own.
+    Characters the stream's encoding lacks (``PYTHONIOENCODING=ascii``) are written as escapes."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self.stream = stream
+        self.lost: OSError | ValueError | None = None
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+
+    def write(self, text: str) -> int:
+        self._do(lambda s: s.write(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._do(lambda s: s.flush())
+
+    def isatty(self) -> bool:
+        return self.lost is None and self.stream is not None and self.stream.isatty()
+
+    def _do(self, op: Callable[[TextIO], object]) -> None:
+        if self.lost is not None:
+            return
+        try:
+            if self.stream is None:
+                raise OSError(errno.EBADF, "closed")
+            op(self.stream)
+        except (OSError, ValueError) as e:
+            self.lost = e
+            with contextlib.suppress(AttributeError, ValueError, OSError):  # the interpreter's last flush too
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, self.stream.fileno())  # type: ignore[union-attr]
+                os.close(null)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.stream, name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    command = args.command
-    if not command:
+    for fd in (0, 1, 2):  # closed (``>&-``): a file opened later must not take the number children write to
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.open(os.devnull, os.O_RDWR)
+    streams = sys.stdout, sys.stderr
+    out = _Guarded(sys.stdout)
+    sys.stdout, sys.stderr = out, _Guarded(sys.stderr)  # type: ignore[assignment]
+    command = "envcheck"
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        command = f"envcheck {args.command or ''}".strip()
+        status = _run(parser, args)
+    finally:  # --help and argparse's errors included
+        out.flush()
+        sys.stdout, sys.stderr = streams
+    if out.lost is not None and not isinstance(out.lost, BrokenPipeError):  # the reader's choice (``| head``): silent
+        why = getattr(out.lost, "strerror", None) or out.lost
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            print(f"{command}: standard output not written ({why}); exit status {status}", file=sys.stderr)
+    return status
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if not args.command:
         parser.print_help()
         return EXIT_USAGE
     from envcheck.model import ReportError
     from envcheck.model.codec import gc_paused
 
     try:
-        handler = importlib.import_module(f"envcheck.commands.{command}").main
+        handler = importlib.import_module(f"envcheck.commands.{args.command}").main
         # A command lives seconds to minutes and makes no cycles worth collecting, while the
         # collector would walk every object of a large report again and again (a third of a
         # 20,000-case diff): reference counting frees what a command drops.
@@ -73,13 +137,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, ReportError) as e:
         from envcheck.render.escape import visible
 
-        print(visible(f"envcheck {command}: error: {e}"), file=sys.stderr)
+        print(visible(f"envcheck {args.command}: error: {e}"), file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print(f"envcheck {command}: interrupted", file=sys.stderr)
+        print(f"envcheck {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import argparse
 import math
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from envcheck.errors import UsageError
 from envcheck.ops import ops_help
@@ -173,8 +173,10 @@ class CheckOptions:
 class SnapshotOptions:
     """record what the probes read on this machine, to replay anywhere"""
 
-    out: str | None = opt("where to write it (default: envcheck-snapshot-<host>-<time>.json; never overwritten)",
-                          metavar="FILE")
+    out: str | None = opt("write it to FILE (never overwritten) instead of envcheck-snapshot-<host>-<time>.json in "
+                          "the --out-dir folder", metavar="FILE")
+    out_dir: str | None = opt("where the snapshot goes (default: ~/.local/share/envcheck/reports, or "
+                              "$ENVCHECK_REPORTS_DIR, as every report)", metavar="DIR")
     anonymize: bool = _anonymize()
     timeout: float = _seconds(PROBE_TIMEOUT, 120.0)
 
@@ -185,10 +187,12 @@ class RunOptions:
 
     quick: bool = flag("reduced suite and shorter sampling (under a minute on an H100); with --sizes, those sizes "
                        "with the quick sampling")
-    ops: tuple[str, ...] | None = opt(f"comma-separated ops or groups ({ops_help()})", type=_csv, metavar="OPS")
+    ops: tuple[str, ...] | None = opt(f"comma-separated ops or groups, in place of the default ops ({ops_help()}): "
+                                      "--ops default,workloads runs both", type=_csv, metavar="OPS")
     sizes: tuple[str, ...] | None = opt("comma-separated sizes: elements for vector ops (1024, 2^20, 1M), MxNxK for "
                                         "matmul", type=_csv, metavar="SIZES")
-    dtypes: tuple[str, ...] | None = opt("comma-separated dtypes (fp32,fp16,bf16)", type=_csv, metavar="DTYPES")
+    dtypes: tuple[str, ...] | None = opt("comma-separated dtypes: fp32,fp16,bf16,tf32 (fp32 times a matmul both as "
+                                         "TF32 and as IEEE fp32; tf32 only as TF32)", type=_csv, metavar="DTYPES")
     device: int = opt("CUDA device index (default: 0); an index this machine lacks is an error", 0, type=int,
                       metavar="N")
     gpus: Gpus | None = opt("the suite on several GPUs at once, one worker each, then the node tests (topology, peer "
@@ -313,12 +317,16 @@ class ExportOptions:
 class DiffOptions:
     """compare two or more reports; the first is the baseline"""
 
+    epilog: ClassVar[str] = ("exit status: 0 compared (and with --fail-on-regression, no regression); 1 a regression; 2 "
+                             "bad options or a file that is not a usable report; 3 with --fail-on-regression, nothing "
+                             "compared (no row judged against run-to-run noise: no verdict)")
+
     reports: list[str] = arg(nargs="+", metavar="REPORT.json")
     format: str = opt("json: the comparison as data for CI (format in envcheck/compare/export.py)", "text",
                       choices=["text", "md", "html", "json"])
     out: str | None = opt(OUT_FILE, metavar="FILE")
-    fail_on_regression: float | None = opt("exit 1 when any significant slowdown exceeds PCT percent",
-                                           type=_positive_float, metavar="PCT")
+    fail_on_regression: float | None = opt("exit 1 when any significant slowdown exceeds PCT percent, 3 when no row "
+                                           "could be judged", type=_positive_float, metavar="PCT")
     gpu: int | None = opt("reports of several GPUs (run --gpus, fleet): compare GPU N's suite of each (default: each "
                           "report's first)", type=_index, metavar="N")
     lang: str = _lang()
