@@ -182,3 +182,19 @@ def test_the_plan_records_triton_s_interpreter_on_a_cpu():
     spec = op(baseline="mine").spec()
     assert uplan.plan((spec,), "src.py", False, 0, cpu_env(), interpret=True).settings.interpret
     assert not uplan.plan((spec,), "src.py", False, 0, cpu_env()).settings.interpret
+
+
+def test_a_lost_gpu_is_noted_in_the_plan_of_declared_ops_as_in_the_suite_s():
+    """One planner: what the suite says about the device (here a GPU NVML lost), a bench plan says too."""
+    import dataclasses
+
+    from envcheck.bench import suite
+    from envcheck.commands.options import RunOptions
+    from envcheck.model import Note
+    from tests.test_suite import gpu_env
+
+    env = gpu_env()
+    env = dataclasses.replace(env, gpus=(dataclasses.replace(env.gpus[0], lost="GPU is lost"),))
+    lost = Note("bench.gpu_lost", {"gpu_index": 0, "detail": "GPU is lost"})
+    assert lost in suite.plan(RunOptions(no_jax=True), env).notes
+    assert lost in uplan.plan((op().spec(),), "src.py", False, 0, env).notes
