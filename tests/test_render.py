@@ -20,7 +20,7 @@ from envcheck.errors import UsageError
 from envcheck.model import Check, Note, Stop, StopCause, dump, known, legacy, load
 from envcheck.render import fmt
 from envcheck.render.documents import render_html, render_markdown
-from envcheck.render.i18n import LANGS, catalog, placeholders
+from envcheck.render.i18n import LANGS, case_label, catalog, placeholders
 from envcheck.render.terminal.console import capture
 from envcheck.render.terminal.run import print_run
 from envcheck.render.writing import outcome_message, render_after_run, write_documents
@@ -379,7 +379,7 @@ def test_counts_use_the_binary_prefixes_of_the_chart_axes(n, expected):
 
 def test_first_line_and_case_label_are_one_each():
     assert fmt.first_line("\n  RuntimeError: boom\n  at x\n") == "RuntimeError: boom"
-    assert fmt.case_label(("matmul", "triton", "fp32", "tf32", (4096, 4096, 4096))) == \
+    assert case_label("en", ("matmul", "triton", "fp32", "tf32", (4096, 4096, 4096))) == \
         "matmul triton fp32/tf32 4096×4096×4096"
 
 
