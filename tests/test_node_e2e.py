@@ -18,7 +18,7 @@ import pytest
 
 from envcheck.analysis import node as an
 from envcheck.analysis.node import collective_narrowing
-from envcheck.child_env import child_env
+from envcheck.harness.env import clean_env as child_env
 from envcheck.model import build
 from envcheck.model.fleet import Fleet
 from envcheck.node.collective_run import Placement, SweepPlan, run_sweep

@@ -16,8 +16,9 @@ from node_fakes import ScriptedLauncher
 
 from envcheck.bench import parallel, runner
 from envcheck.bench.suite import Plan, PlannedCase
-from envcheck.child_env import NO_MULTICAST, child_env
 from envcheck.errors import UsageError
+from envcheck.harness.env import NO_MULTICAST
+from envcheck.harness.env import clean_env as child_env
 from envcheck.model import BenchDevice, Settings, StopCause
 from envcheck.node.collective_run import Placement, SweepPlan, launch_sweep
 from envcheck.node.launch import SubprocessLauncher, torchrun_argv

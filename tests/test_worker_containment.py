@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from envcheck import model
-from envcheck.bench import hostmem, process, protocol, resume
-from envcheck.bench.lines import CUT_EDGE, LineCutter
+from envcheck.bench import process, protocol, resume
 from envcheck.errors import UsageError
+from envcheck.harness import memory as hostmem
+from envcheck.harness.lines import CUT_EDGE, LineCutter
 from envcheck.model import Note, StopCause
 from envcheck.redact import REDACTED
 from envcheck.userbench import discover as disc

@@ -32,10 +32,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import IO, Any
 
-from envcheck.bench import hostmem, scope
-from envcheck.bench.lines import LineCutter, encodable
-from envcheck.child_env import child_env
+from envcheck.harness import memory as hostmem
+from envcheck.harness import scope
+from envcheck.harness.env import clean_env as child_env
+from envcheck.harness.lines import LineCutter
 from envcheck.model import StopCause
+from envcheck.outside_text import encodable
 from envcheck.redact import Redactor
 
 STDERR_TAIL_LINES = 40

@@ -14,8 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from envcheck.child_env import child_env
 from envcheck.crosscheck.samples import good_samples
+from envcheck.harness.env import clean_env as child_env
 from envcheck.model.crosscheck import CopyTiming, ToolRun
 from envcheck.model.node import Launch
 from envcheck.node.events import read_events_file

@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from envcheck.child_env import child_env
 from envcheck.crosscheck.copies import redacted
+from envcheck.harness.env import clean_env as child_env
 from envcheck.model import Note
 from envcheck.model.crosscheck import NcclTestsRun
 from envcheck.node import nccl_tests

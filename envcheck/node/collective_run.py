@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from envcheck.analysis.narrowing import DEFAULT_NARROW_MARGIN
-from envcheck.child_env import child_env
+from envcheck.harness.env import clean_env as child_env
 from envcheck.model.bench import Timing
 from envcheck.model.node import (
     COLLECTIVES,

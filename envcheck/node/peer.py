@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envcheck.child_env import child_env
+from envcheck.harness.env import clean_env as child_env
 from envcheck.model.bench import Timing
 from envcheck.model.node import Copy, PeerAccess, PeerCopies
 from envcheck.node.events import launch_error, read_events_file

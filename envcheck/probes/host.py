@@ -33,7 +33,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from envcheck.child_env import child_env
+from envcheck.harness.env import clean_env as child_env
 from envcheck.probes.packages import PackageInfo, find_package
 from envcheck.redact import Redactor
 

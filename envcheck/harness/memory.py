@@ -1,20 +1,9 @@
-"""How much host memory a worker may use, and the watch that holds it to that.
+"""How much host memory a child's processes may hold, and the watch that holds them to it.
 
-A user's implementation that allocates host memory until the machine has none left takes the
-machine with it (the OOM killer picks whom it likes). So each worker's resident memory is bounded:
-``limit_bytes``, half the host's RAM. The host side of a GPU case (PyTorch, the CUDA context,
-pinned staging buffers) needs a few GiB, and a CPU case's inputs and float64 reference fit many
-times over in half of any machine that can run it; the other half stays for the system, envcheck
-and the other GPUs' workers.
-
-Why a watch from the parent and no rlimit in the child: RLIMIT_AS counts address space, and CUDA
-reserves tens of GiB to terabytes of it for unified addressing, so any bound that stops a runaway
-allocation also stops CUDA from initialising; RLIMIT_DATA (Linux >= 4.7) counts private writable
-mappings, which the CUDA driver and PyTorch's allocators make in sizes unrelated to what they
-touch. Resident memory is what an allocation takes from the machine, whatever the library.
-The watch sums the resident sets of the worker's scope (its tree and what left it: scope.py)
-every ``WATCH_S`` and kills the scope past the bound. Pages a forked helper shares with its parent
-count once per process: an overestimate, which only matters for a tree that is already large.
+A user's code allocating host memory without end would take the machine (the OOM killer picks whom it
+likes): each child's scope (scope.py) may hold half the host's RAM, read as resident memory every
+``WATCH_S``. Not an rlimit in the child: CUDA reserves terabytes of address space (RLIMIT_AS) and its
+allocators map private memory unrelated to what they touch (RLIMIT_DATA).
 """
 
 from __future__ import annotations
@@ -29,7 +18,7 @@ GIB = float(1 << 30)
 
 
 def limit_bytes() -> int:
-    """The most resident memory one worker may hold (the module docstring says why this much)."""
+    """The most resident memory one child's scope may hold."""
     import psutil
 
     return int(psutil.virtual_memory().total * MEMORY_FRACTION)

@@ -1,24 +1,9 @@
-"""Everything a started child leads to, found and ended: the child, its descendants, and the
-processes that left its tree.
-
-A user's code (or a library) may start a process in a session of its own
-(``subprocess.Popen(..., start_new_session=True)``, fork + setsid) and let its parent exit: it is
-then nobody's descendant, and stopping the worker's process group or its tree misses it. Three
-things find it all the same:
-
-- on Linux, envcheck makes itself a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``) before it
-  starts the first worker: an orphaned descendant is re-parented to envcheck, not to PID 1, so it
-  stays a descendant of envcheck and can be reaped;
-- every started child gets ``ENVCHECK_SCOPE`` in its environment, a token of its own, which its
-  descendants inherit (a process's initial environment stays readable in /proc even after it
-  changes ``os.environ``): among envcheck's descendants, those carrying the token belong to
-  that child, and no other worker's helpers are touched;
-- a process that cleared its environment but stayed in the worker's session (its session id is
-  the worker's pid: the worker starts a session of its own) is found by that.
-
-``end`` kills what belongs to the scope (SIGKILL: the worker itself was asked with SIGTERM first)
-and reaps what envcheck adopted. Only a process that clears its environment, starts a session of
-its own and leaves the worker's tree (a double fork) before ``end`` runs escapes all three.
+"""Everything a child leads to, found and ended, also what left its tree (a helper in a session of its
+own whose parent exited). This process becomes a child subreaper (Linux), so orphans stay its
+descendants; each child carries ``ENVCHECK_SCOPE`` (inherited by its descendants, readable in /proc
+even after they change their environment); and a process that cleared its environment but stayed in
+the child's session is found by that. Only a double fork that also clears the environment and starts
+a new session escapes all three.
 """
 
 from __future__ import annotations
@@ -29,7 +14,9 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
 
 SCOPE_VAR = "ENVCHECK_SCOPE"
 ROUNDS = 5  # kill, look again: a process may start another while it is being stopped
@@ -186,3 +173,32 @@ def _reap(procs: list[Any], wait_s: float) -> None:
         if not left or time.monotonic() >= deadline:
             return
         time.sleep(0.02)
+
+
+class Killable(Protocol):
+    def kill_now(self) -> None: ...
+
+
+_LIVE: set[Killable] = set()
+
+
+@contextmanager
+def live(child: Killable) -> Iterator[None]:
+    """``child`` is known to ``end_all`` while inside."""
+    with _lock:
+        _LIVE.add(child)
+    try:
+        yield
+    finally:
+        with _lock:
+            _LIVE.discard(child)
+
+
+def end_all() -> int:
+    """Kill every child still running, from any thread; how many there were (Ctrl-C reaches the main
+    thread only, while children started from other threads wait there)."""
+    with _lock:
+        children = list(_LIVE)
+    for child in children:
+        child.kill_now()
+    return len(children)

@@ -1,0 +1,139 @@
+"""Any other program envcheck runs (nvidia-smi, scontrol, nccl-tests, torchrun): the same environment rule
+as a Python child (env.py), a session of its own, and killed with everything in it on a time limit, Ctrl-C
+or a stop signal, never left running."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from envcheck.harness import scope
+from envcheck.harness.env import clean_env
+
+READ_CHUNK = 64 << 10
+DRAIN_S = 2.0  # after a kill: a grandchild that left the group may hold the pipes; its output is given up
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What one program did; ``returncode`` is None when it never ran to an exit status (``error`` says why)."""
+
+    returncode: int | None
+    stdout: bytes = b""
+    stderr: bytes = b""
+    timed_out: bool = False
+    error: str | None = None
+    wall_s: float = 0.0
+
+
+def parent_death_signal(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
+    """On Linux, a function asking the kernel to send ``sig`` to the process that calls it when its parent
+    dies, even by SIGKILL (a ``preexec_fn``; or called in a process for itself); None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # loaded before a fork: the child only calls it
+    except (OSError, AttributeError):
+        return None
+    return lambda: prctl(1, int(sig))  # PR_SET_PDEATHSIG
+
+
+class _Group:
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+
+    def signal(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            try:
+                self.proc.send_signal(sig)
+            except OSError:
+                pass
+
+    def kill_now(self) -> None:
+        self.signal(signal.SIGKILL)
+
+    def stop(self, grace_s: float) -> None:
+        """SIGTERM (when ``grace_s``), then SIGKILL to its session."""
+        if grace_s > 0 and self.proc.poll() is None:
+            self.signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=grace_s)
+            except (subprocess.TimeoutExpired, KeyboardInterrupt):
+                pass
+        self.signal(signal.SIGKILL)
+
+
+def run(argv: Sequence[str], timeout: float, *, base: Mapping[str, str] | None = None,
+        extra: Mapping[str, str] | None = None, allow: Iterable[str] = (), merge: bool = False,
+        sink: Callable[[bytes], None] | None = None, grace_s: float = 0.0, die_with_parent: bool = False) -> Ran:
+    """Run ``argv`` (no shell) to its end or ``timeout``; never raises for what it does. ``base``: the
+    environment cut to the allow-list (this process's by default). ``merge``: stderr into stdout; ``sink``
+    gets the output as it comes instead of it being kept. Ctrl-C (or any exception) kills it first, then
+    goes on."""
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT if merge else subprocess.PIPE, start_new_session=True,
+                                env=clean_env(extra, base, allow),
+                                preexec_fn=parent_death_signal() if die_with_parent else None)
+    except FileNotFoundError:
+        return Ran(None, error="not found", wall_s=time.monotonic() - start)
+    except PermissionError:
+        return Ran(None, error="permission denied", wall_s=time.monotonic() - start)
+    except (OSError, ValueError) as e:
+        return Ran(None, error=f"cannot start ({e})", wall_s=time.monotonic() - start)
+    group = _Group(proc)
+    got: dict[int, list[bytes]] = {}
+    with scope.live(group):
+        try:
+            timed_out = not _read(proc, got, sink, start + timeout)
+            if not timed_out:
+                try:
+                    proc.wait(timeout=max(start + timeout - time.monotonic(), 0.001))
+                except subprocess.TimeoutExpired:  # its output closed, it did not end
+                    timed_out = True
+            if timed_out:
+                group.stop(grace_s)
+                _read(proc, got, sink, time.monotonic() + DRAIN_S)
+                proc.wait()
+        except BaseException:
+            group.stop(0.0)
+            raise
+    out, err = (b"".join(got.get(p.fileno(), [])) if p else b"" for p in (proc.stdout, proc.stderr))
+    for p in (proc.stdout, proc.stderr):
+        if p:
+            p.close()
+    return Ran(None if timed_out else proc.returncode, out, err, timed_out,
+               f"timed out after {timeout:g} s" if timed_out else None, time.monotonic() - start)
+
+
+def _read(proc: subprocess.Popen[bytes], got: dict[int, list[bytes]], sink: Callable[[bytes], None] | None,
+          deadline: float) -> bool:
+    """Its output until both pipes close (True) or ``deadline`` (False)."""
+    with selectors.DefaultSelector() as sel:
+        for p in (proc.stdout, proc.stderr):
+            if p is not None and not p.closed:
+                sel.register(p, selectors.EVENT_READ)
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            for key, _ in sel.select(left):
+                data = os.read(key.fd, READ_CHUNK)
+                if not data:
+                    sel.unregister(key.fileobj)
+                elif sink is not None:
+                    sink(data)
+                else:
+                    got.setdefault(key.fd, []).append(data)
+    return True
