@@ -90,3 +90,17 @@ def where(args, out):
     torch = importlib.util.find_spec("torch")
     return {"json": json.__file__, "envcheck": envcheck.__file__, "torch": torch.origin if torch else None,
             "path": sys.path, "environ": dict(os.environ)}
+
+
+def reports(args, out):
+    out({"a": 1, "b": 1})
+    print("chatter")
+    out({"b": 2})
+
+
+def fails_import(args, out):
+    import envcheck_no_such_module_xyz  # noqa: F401
+
+
+def nothing(args, out):
+    return None

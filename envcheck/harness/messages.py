@@ -1,6 +1,6 @@
 """The protocol between envcheck and every Python child it starts (child.py is the child's side).
 
-Start: ``python -I [-S] -c BOOT ROOT FD PPID``: BOOT puts ROOT (the folder holding this envcheck) on
+Start: ``python -E [-S] -c BOOT ROOT FD PPID``: BOOT puts ROOT (the folder holding this envcheck) on
 ``sys.path``, nothing from the current folder or PYTHONPATH, and runs ``child.main``. The child dies
 with its parent (``PR_SET_PDEATHSIG``, and EOF on stdin ends its process group).
 

@@ -33,8 +33,11 @@ from envcheck.harness.signals import Signalled, stop_signals
 from envcheck.outside_text import encodable
 from envcheck.redact import Redactor
 
-# ROOT goes before site-packages (this envcheck, not an installed one) but after the standard library.
-BOOT = ("import sys\nr, p = sys.argv[1], sys.path\n"
+# No current folder (``-c`` puts it first), and PYTHONPATH is ignored (``-E``): what the user stands in or
+# points at never shadows a module of envcheck's or of the standard library. ``-I`` would also drop the user's
+# site-packages (``pip install --user torch``), which the probes must see as the user's Python does. ROOT goes
+# before site-packages (this envcheck, not an installed one) but after the standard library.
+BOOT = ("import sys\nr, p = sys.argv[1], sys.path\nif p and p[0] == '':\n    del p[0]\n"
         "r in p or p.insert(next((i for i, x in enumerate(p) if x.endswith(('site-packages', 'dist-packages'))),"
         " len(p)), r)\nfrom envcheck.harness.child import main\nsys.exit(main(sys.argv[2:]))\n")
 HEARTBEAT_S = 60.0  # a Triton compile can hold the GIL for many seconds on a loaded machine
@@ -74,7 +77,7 @@ def spawn(target: str, args: Any = None, *, timeout: float, on_event: OnEvent | 
     token = scope.new_token()
     child_env = clean_env({**(env or {}), scope.SCOPE_VAR: token}, allow=allow)
     r, w = os.pipe()
-    argv = [python or sys.executable, "-I", *(() if site else ("-S",)), "-c", BOOT, package_root(), str(w),
+    argv = [python or sys.executable, "-E", *(() if site else ("-S",)), "-c", BOOT, package_root(), str(w),
             str(os.getpid())]
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

@@ -14,7 +14,7 @@ Every string of the result is made encodable (``outside_text.encodable``) here, 
 probe read it (a file, a variable, a subprocess, NVML).
 
 Ctrl-C reaches the main thread only: collect then kills every probe child still running
-(``host.terminate_children``) before letting the interrupt go on.
+(``harness.scope.end_all``) before letting the interrupt go on.
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ from datetime import datetime, timezone
 from typing import Any
 
 from envcheck import __version__
+from envcheck.harness.scope import end_all
 from envcheck.model import Bench, Check, Environment, Fact, Facts, Gpu, Report, missing
 from envcheck.outside_text import encodable
 from envcheck.probes import links_probe, platform, torch_probe, triton_probe
-from envcheck.probes.host import Host, default_host, terminate_children
+from envcheck.probes.host import Host, default_host
 
 # The fact key contract: every key below is present in its section after collect().
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
@@ -180,7 +181,7 @@ def collect(host: Host | None = None, nvml: object | None = None, runtime: bool 
     try:
         return _collect(host, nvml, runtime, timeout, reports_dir, start)
     except KeyboardInterrupt:
-        terminate_children()
+        end_all()
         raise
 
 
