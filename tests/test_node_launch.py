@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fake_worker import command
 from node_fakes import ScriptedLauncher
 
 from envcheck.bench import parallel, runner
@@ -24,7 +25,6 @@ from envcheck.node.collective_run import Placement, SweepPlan, launch_sweep
 from envcheck.node.launch import SubprocessLauncher, torchrun_argv
 from envcheck.node.peer import PeerPlan, run_peer_copies
 
-FAKE = str(Path(__file__).with_name("fake_worker.py"))
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
@@ -120,10 +120,10 @@ def test_gpus_run_at_the_same_time_each_in_its_own_worker(tmp_path):
     met = tmp_path / "met"
     met.mkdir()
     script = tmp_path / "script.json"
-    script.write_text(json.dumps([{"barrier": [str(met), 3]}, {"play_plan": True}, {"emit": {"event": "done"}}]))
+    script.write_text(json.dumps([{"barrier": [str(met), 3]}, {"play_plan": True}, {"done": {}}]))
     seen: list[tuple[int, str]] = []
     done = parallel.run_gpus([_plan(0), _plan(1), _plan(2)], 300, lambda g, ev: seen.append((g, ev.kind)),
-                             command=[sys.executable, FAKE, str(script)])
+                             command=command(script))
     assert len(list(met.iterdir())) == 3
     assert [r.gpu for r in done.runs] == [0, 1, 2] and done.stopped is None
     assert all(len(r.bench.cases) == 1 and not r.bench.partial for r in done.runs)
@@ -132,24 +132,20 @@ def test_gpus_run_at_the_same_time_each_in_its_own_worker(tmp_path):
 
 def test_workers_get_multicast_off(tmp_path):
     dump = tmp_path / "env.json"
-    worker = ("import json, os, sys\n"
-              f"json.dump(dict(os.environ), open({str(dump)!r}, 'w'))\n"
-              "sys.stdin.read()\n"
-              "print(json.dumps({'event': 'done'}), flush=True)\n")
-    parallel.run_gpus([_plan(0)], 30, command=[sys.executable, "-c", worker])
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"save_env": str(dump)}, {"done": {}}]))
+    parallel.run_gpus([_plan(0)], 30, command=command(script))
     seen = json.loads(dump.read_text())
     assert {k: seen[k] for k in MULTICAST_OFF} == MULTICAST_OFF
 
 
 def test_a_single_worker_gets_multicast_off_without_any_wrapper(tmp_path):
-    # envcheck run (one GPU) and each fleet rank start their worker through run_worker with no popen:
-    # WorkerProcess.start alone gives it the child environment.
+    # envcheck run (one GPU) and each fleet rank start their worker through run_worker: the harness alone
+    # gives it the child environment.
     dump = tmp_path / "env.json"
-    worker = ("import json, os, sys\n"
-              f"json.dump(dict(os.environ), open({str(dump)!r}, 'w'))\n"
-              "sys.stdin.read()\n"
-              "print(json.dumps({'event': 'done'}), flush=True)\n")
-    runner.run_worker(_plan(0), lambda ev: None, 30, command=[sys.executable, "-c", worker])
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"save_env": str(dump)}, {"done": {}}]))
+    runner.run_worker(_plan(0), lambda ev: None, 30, command=command(script))
     seen = json.loads(dump.read_text())
     assert {k: seen[k] for k in MULTICAST_OFF} == MULTICAST_OFF
     assert seen["CUDA_DEVICE_ORDER"] == os.environ.get("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
@@ -157,9 +153,9 @@ def test_a_single_worker_gets_multicast_off_without_any_wrapper(tmp_path):
 
 def test_one_crashing_gpu_costs_only_its_own_results(tmp_path):
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
-    good.write_text(json.dumps([{"play_plan": True}, {"emit": {"event": "done"}}]))
+    good.write_text(json.dumps([{"play_plan": True}, {"done": {}}]))
     bad.write_text(json.dumps([{"stderr": "CUDA error: uncorrectable ECC error encountered"}, {"exit": 3}]))
-    runs = [parallel.run_gpus([_plan(i)], 30, command=[sys.executable, FAKE, str(bad if i == 1 else good)]).runs[0]
+    runs = [parallel.run_gpus([_plan(i)], 30, command=command(bad if i == 1 else good)).runs[0]
             for i in (0, 1)]
     assert not runs[0].bench.partial and runs[1].bench.partial
     stop = runs[1].bench.stop
@@ -175,8 +171,9 @@ def test_sigterm_stops_every_gpu_worker_and_keeps_what_finished(tmp_path):
     code = ("import json, sys\n"
             f"sys.path[:0] = [{str(Path(__file__).parent)!r}]\n"
             "from test_node_launch import _plan\n"
+            "from fake_worker import command\n"
             "from envcheck.bench import parallel\n"
-            f"done = parallel.run_gpus([_plan(0), _plan(1)], 60, command=[sys.executable, {FAKE!r}, {str(script)!r}])\n"
+            f"done = parallel.run_gpus([_plan(0), _plan(1)], 60, command=command({str(script)!r}))\n"
             "print(json.dumps([done.stopped.value, done.signal, [r.bench.stop.cause.value for r in done.runs]]))\n")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})

@@ -39,3 +39,11 @@ def clean_env(extra: Mapping[str, str] | None = None, base: Mapping[str, str] | 
     env.update(extra or {})
     env.update(NO_MULTICAST)
     return env
+
+
+def user_path(base: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """Where a user's own module (``envcheck bench mod:OPS``) is looked for, as their Python would: the current
+    folder, then PYTHONPATH's; for the end of a child's ``sys.path``, where nothing shadows the standard
+    library or envcheck."""
+    entries = (os.environ if base is None else base).get("PYTHONPATH", "").split(os.pathsep)
+    return tuple(dict.fromkeys(os.path.abspath(e) for e in ["", *entries]))

@@ -22,6 +22,11 @@ class Signalled(BaseException):
         self.name = signal.Signals(signum).name
 
 
+def as_interrupt(signum: int) -> KeyboardInterrupt:
+    """A stop signal as Ctrl-C, naming the signal (for ``stop_signals``)."""
+    return KeyboardInterrupt(signal.Signals(signum).name)
+
+
 class Received:
     """The stop signals seen; ``armed`` while the first may still raise."""
 
@@ -57,16 +62,26 @@ def stop_signals(exc: Callable[[int], BaseException] = Signalled) -> Iterator[Re
 def together(jobs: Sequence[Callable[[threading.Event], None]]) -> Stopped | None:
     """Run each job in a thread of its own (each is given the event that asks its child to stop) and wait
     in this one; Ctrl-C, SIGTERM or SIGHUP stops them all, waits for what they gathered and is returned."""
-    stop = threading.Event()
-    threads = [threading.Thread(target=job, args=(stop,), daemon=True) for job in jobs]
+    stop, left, lock, finished = threading.Event(), [len(jobs)], threading.Lock(), threading.Event()
+
+    def run(job: Callable[[threading.Event], None]) -> None:
+        try:
+            job(stop)
+        finally:
+            with lock:
+                left[0] -= 1
+                if not left[0]:
+                    finished.set()
+
+    threads = [threading.Thread(target=run, args=(job,), daemon=True) for job in jobs]
     for t in threads:
         t.start()
     stopped: Stopped | None = None
     with stop_signals() as got:
         try:
-            while any(t.is_alive() for t in threads):
-                for t in threads:
-                    t.join(timeout=0.2)
+            # Not Thread.join: interrupted, it can mark a running thread as ended.
+            while jobs and not finished.wait(0.2):
+                pass
         except KeyboardInterrupt:
             stopped = Stopped("SIGINT")
         except Signalled as s:
@@ -76,6 +91,5 @@ def together(jobs: Sequence[Callable[[threading.Event], None]]) -> Stopped | Non
         stopped = Stopped(got.names[0])
     if stopped is not None:
         stop.set()
-        for t in threads:
-            t.join(timeout=JOIN_S)
+        finished.wait(JOIN_S)
     return stopped

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from envcheck.analysis.node import CRASHED
+from envcheck.harness.signals import as_interrupt, stop_signals
 from envcheck.model import Bench, Check, Environment
 from envcheck.model.node import Collectives, CounterSnapshot, Node, NodeSkip, PeerCopies, Topology, XidScan
 from envcheck.node.collective_run import SweepPlan, sizes
@@ -209,7 +210,7 @@ def run_node_suite(args: argparse.Namespace, env: Environment, work_dir: str,
     if interrupted:
         return NodeRun(gpus, benches, Node(socket.gethostname(), gpus, settings={"interrupted": True}), (), True)
     try:
-        with runner.stop_signals_interrupt():
+        with stop_signals(as_interrupt):
             node = run_node(options, deps)
     except KeyboardInterrupt as e:
         node = e.args[0] if e.args and isinstance(e.args[0], Node) else Node(socket.gethostname(), gpus)
