@@ -57,12 +57,13 @@ def write(stream, text: str) -> None:
     stream.buffer.flush()
 
 
-def command(script) -> tuple[str, ...]:
-    """The worker command (target, then folders for its ``sys.path``) that plays ``script``."""
+def command(script, fake: str = "fake_worker") -> tuple[str, ...]:
+    """The worker command (target, then folders for its ``sys.path``) that plays ``script`` with the ``player``
+    of module ``fake``."""
     script = os.path.abspath(script)
-    name = "fake_worker_" + "".join(c if c.isalnum() else "_" for c in script)[-80:]
+    name = f"{fake}_" + "".join(c if c.isalnum() else "_" for c in script)[-80:]
     with open(os.path.join(os.path.dirname(script), name + ".py"), "w", encoding="utf-8") as f:
-        f.write(f"from fake_worker import player\nmain = player({script!r})\n")
+        f.write(f"from {fake} import player\nmain = player({script!r})\n")
     return (f"{name}:main", os.path.dirname(os.path.abspath(__file__)), os.path.dirname(script))
 
 
