@@ -15,16 +15,15 @@ from pathlib import Path
 
 import pytest
 from crosscheck_fakes import MATMUL, MiB, all_reduce, bench, captured, case, launch, node
+from fake_crosscheck_worker import TOKEN, command
 
 from envcheck import cli, model
 from envcheck.crosscheck import copies, headline, kernel_worker, kernels, loops, nccl_tests_run
-from envcheck.crosscheck.isolated import run_isolated
 from envcheck.crosscheck.run import CrosscheckRun, run_crosscheck
 from envcheck.model import Note
 from envcheck.model.crosscheck import Crosscheck, ToolRun
 from envcheck.model.node import Launch, Node
 
-FAKE = str(Path(__file__).with_name("fake_crosscheck_worker.py"))
 VEC = ("vector_add", "fp32")
 
 
@@ -78,7 +77,7 @@ def _cuda_bench() -> model.Bench:
 
 
 def test_a_finished_worker_gives_every_row():
-    got = kernels.run_kernels([_cuda_bench()], command=[sys.executable, FAKE, "ok"])
+    got = kernels.run_kernels([_cuda_bench()], command=command("ok"))
     assert not got.stopped and len(got.runs) == 1 and got.runs[0].launch.returncode == 0
     rows = {(k.op, k.impl): k for k in got.rows}
     assert rows[("relu", "torch")].skipped == "fits_l2"
@@ -88,9 +87,9 @@ def test_a_finished_worker_gives_every_row():
 
 
 def test_a_crashed_worker_keeps_its_rows_and_its_redacted_last_words(monkeypatch):
-    secret = "hf_" + "A" * 30
+    secret = TOKEN  # which the worker never gets, and quotes all the same
     monkeypatch.setenv("HF_TOKEN", secret)
-    got = kernels.run_kernels([_cuda_bench()], command=[sys.executable, FAKE, "half"])
+    got = kernels.run_kernels([_cuda_bench()], command=command("half"))
     (run,) = got.runs
     assert run.launch.returncode == 3 and "crashed with token" in run.launch.stderr_tail
     assert secret not in run.launch.stderr_tail
@@ -102,15 +101,13 @@ def test_a_crashed_worker_keeps_its_rows_and_its_redacted_last_words(monkeypatch
 def test_what_a_worker_writes_is_outside_text():
     """Samples that are not finite positive numbers, a row index that is not one, a row reported twice: no sample
     a report could not hold back is kept, and nothing raises."""
-    from envcheck.crosscheck.isolated import Isolated
-
     p = kernels.plan_gpu(_cuda_bench())
     assert p is not None and len(p.plan["rows"]) == 3
     bad = [[float("nan")], [float("inf")], [True], ["1"], [], "1.0", None, [-1.0]]
     for samples in bad:
         events = [{"event": "row", "i": 0, "samples_us": samples}, {"event": "row", "i": "1", "samples_us": [1.0]},
                   {"event": "row", "i": 2, "samples_us": [2.0]}, {"event": "row", "i": 2, "error": "again"}]
-        rows, run = kernels.assemble(p, Isolated(events, launch()))
+        rows, run = kernels.assemble(p, events, launch())
         timed = [k for k in rows if k.skipped != "fits_l2"]
         assert [(k.error is not None, k.skipped) for k in timed] == [(True, None), (False, "not_run"), (True, None)]
         assert model.loads(model.dumps(model.Report("0", "2026-11-29T00:00:00Z", "h", "run", model.Environment(),
@@ -118,15 +115,15 @@ def test_what_a_worker_writes_is_outside_text():
 
 
 def test_a_hung_worker_is_stopped_at_its_limit():
-    got = run_isolated([sys.executable, FAKE, "hang"], {"rows": [{"rep_ms": 1.0}, {"rep_ms": 2.0}]}, timeout=1.5,
-                       grace_s=2.0)
-    assert got.launch is not None and got.launch.timed_out and not got.done and got.launch.returncode is not None
-    assert [e["event"] for e in got.events] == ["start", "ready", "row"][:len(got.events)]  # a busy machine: a prefix
+    events, launch = kernels.run_one({"rows": [{"rep_ms": 1.0}, {"rep_ms": 2.0}]}, 1.5, command("hang"))
+    assert launch.timed_out and launch.returncode is not None and launch.argv == kernels.ARGV
+    assert [e["event"] for e in events] == ["ready", "row"][:len(events)]  # a busy machine: a prefix
 
 
-def test_a_worker_that_cannot_start_is_a_launch_failure():
-    got = run_isolated(["/nonexistent/python"], {}, timeout=5.0)
-    assert got.launch is not None and got.launch.error and "could not start" in got.launch.error
+def test_a_worker_that_cannot_start_is_a_launch_failure(monkeypatch, tmp_path):
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))
+    _, launch = kernels.run_one({}, 5.0)
+    assert launch.error and "could not start" in launch.error
 
 
 # --------------------------------------------------------------------------- node tools through the launcher seam
@@ -271,7 +268,7 @@ def test_not_available_without_cuda_or_under_the_interpreter_or_on_one_gpu(tmp_p
     assert interp.crosscheck.notes == (Note("crosscheck.interpreted", {"variable": "TRITON_INTERPRET"}),)
     assert not interp.crosscheck.kernels and not interp.crosscheck.runs
     one = run_crosscheck([_cuda_bench()], Node("vm", (0,)), tmp_path, environ={},
-                         kernel_command=[sys.executable, FAKE, "ok"])
+                         kernel_command=command("ok"))
     assert one.crosscheck.notes == (Note("crosscheck.single_gpu"),) and len(one.crosscheck.kernels) == 4
 
 
@@ -289,7 +286,7 @@ def test_a_node_run_crosschecks_copies_loops_and_nccl_tests(tmp_path):
 
     n = node(all_reduce(MiB, 70.0, 12.0), copy_us=690.0)
     got = run_crosscheck([_cuda_bench()], n, tmp_path, launcher=ReplayLauncher(play), environ={},
-                         kernel_command=[sys.executable, FAKE, "ok"]).crosscheck
+                         kernel_command=command("ok")).crosscheck
     assert [r.tool for r in got.runs] == ["do_bench_cudagraph", "torch_copy"]
     assert len(got.copies) == 1 and len(got.loops) == 1
     assert got.notes[0].key == "crosscheck.nccl_tests_not_found"  # the PATH of {} holds none
