@@ -12,6 +12,7 @@ import stat
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from crosscheck_fakes import MATMUL, MiB, all_reduce, bench, captured, case, launch, node
@@ -20,6 +21,7 @@ from fake_crosscheck_worker import TOKEN, command
 from envcheck import cli, model
 from envcheck.crosscheck import copies, headline, kernel_worker, kernels, loops, nccl_tests_run
 from envcheck.crosscheck.run import CrosscheckRun, run_crosscheck
+from envcheck.harness.failures import Crash, Outcome
 from envcheck.model import Note
 from envcheck.model.crosscheck import Crosscheck, ToolRun
 from envcheck.model.node import Launch, Node
@@ -149,6 +151,15 @@ class ReplayLauncher:
             return Launch(tuple(argv), None, timeout, timeout, timed_out=True, stderr_tail=tail)
         return Launch(tuple(argv), int(rc), timeout, 0.5, stderr_tail=tail)
 
+    def spawn(self, target: str, args: Any, env: Mapping[str, str], timeout: float,
+              on_event: Callable[[Any], None]) -> Outcome:
+        """A Python child: ``play((target,), env)`` gives its exit status and the events it sends."""
+        self.jobs.append(((target,), dict(env)))
+        rc, events = self.play((target,), env)
+        for ev in events:
+            on_event(ev)
+        return Outcome(done=rc == 0, returncode=int(rc), failure=None if rc == 0 else Crash(int(rc)), wall_s=0.5)
+
 
 def _binaries(folder: Path, names: Iterable[str]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
@@ -224,16 +235,13 @@ def test_nccl_tests_runs_the_sizes_envcheck_measured():
 
 
 def test_the_plain_copy_rows_name_the_machines_gpus(tmp_path):
-    def play(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int | str, str]:
-        out = Path(argv[argv.index("--out") + 1])
-        lines = [{"event": "start", "pid": 1}, {"event": "copy", "src": 0, "dst": 1, "size_bytes": MiB, "calls": 20,
-                                                "samples_us": [3.0, 3.1]},
-                 {"event": "copy", "src": 1, "dst": 0, "size_bytes": MiB, "calls": 20, "error": "RuntimeError: x"},
-                 {"event": "copy", "src": 7, "dst": 0, "size_bytes": MiB, "samples_us": [1.0]}, {"event": "done"}]
-        out.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
-        return 0, ""
+    def play(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, list]:
+        assert argv == (f"{copies.WORKER_MODULE}:run",) and env == {"CUDA_VISIBLE_DEVICES": "2,5"}
+        return 0, [{"event": "copy", "src": 0, "dst": 1, "size_bytes": MiB, "calls": 20, "samples_us": [3.0, 3.1]},
+                   {"event": "copy", "src": 1, "dst": 0, "size_bytes": MiB, "calls": 20, "error": "RuntimeError: x"},
+                   {"event": "copy", "src": 7, "dst": 0, "size_bytes": MiB, "samples_us": [1.0]}]
 
-    rows, run = copies.run_copies((2, 5), MiB, tmp_path, ReplayLauncher(play))
+    rows, run = copies.run_copies((2, 5), MiB, ReplayLauncher(play))
     assert [(r.src, r.dst, r.samples_us is not None, r.error) for r in rows] == [(2, 5, True, None),
                                                                                  (5, 2, False, "RuntimeError: x")]
     assert run.tool == "torch_copy" and run.launch.argv == ("python", "-m", copies.WORKER_MODULE)
@@ -278,10 +286,9 @@ def test_a_node_run_crosschecks_copies_loops_and_nccl_tests(tmp_path):
         {"event": "crosscheck_loop", "op": "all_reduce", "size_bytes": MiB, "ranks": [0], "calls": 20,
          "samples_us": [30.0]}) + "\n")
 
-    def play(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int | str, str]:
-        if "--out" in argv:
-            Path(argv[argv.index("--out") + 1]).write_text(json.dumps(
-                {"event": "copy", "src": 0, "dst": 1, "size_bytes": 256 * MiB, "calls": 20, "samples_us": [700.0]}))
+    def play(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, Any]:
+        if argv == (f"{copies.WORKER_MODULE}:run",):
+            return 0, [{"event": "copy", "src": 0, "dst": 1, "size_bytes": 256 * MiB, "calls": 20, "samples_us": [700.0]}]
         return 0, ""
 
     n = node(all_reduce(MiB, 70.0, 12.0), copy_us=690.0)

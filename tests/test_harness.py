@@ -250,7 +250,7 @@ def test_a_program_is_killed_at_its_limit_with_its_group_and_gets_the_same_envir
     code = (f"import subprocess, sys, time; c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']);"
             f"open({str(pid_file)!r}, 'w').write(str(c.pid)); time.sleep(120)")
     ran = command.run([sys.executable, "-c", code], 3)
-    assert ran.timed_out and ran.returncode is None and ran.error == "timed out after 3 s"
+    assert ran.timed_out and ran.returncode == -signal.SIGKILL and ran.error == "timed out after 3 s"
     assert gone(int(pid_file.read_text()))
     assert command.run([str(tmp_path / "nothing")], 5).error == "not found"
 

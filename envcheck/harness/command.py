@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from envcheck.harness import scope
@@ -22,7 +22,7 @@ DRAIN_S = 2.0  # after a kill: a grandchild that left the group may hold the pip
 
 @dataclass(frozen=True)
 class Ran:
-    """What one program did; ``returncode`` is None when it never ran to an exit status (``error`` says why)."""
+    """What one program did; ``returncode`` is None when it could not start (``error`` says why)."""
 
     returncode: int | None
     stdout: bytes = b""
@@ -73,18 +73,17 @@ class _Group:
         self.signal(signal.SIGKILL)
 
 
-def run(argv: Sequence[str], timeout: float, *, base: Mapping[str, str] | None = None,
-        extra: Mapping[str, str] | None = None, allow: Iterable[str] = (), merge: bool = False,
+def run(argv: Sequence[str], timeout: float, *, env: Mapping[str, str] | None = None, merge: bool = False,
         sink: Callable[[bytes], None] | None = None, grace_s: float = 0.0, die_with_parent: bool = False) -> Ran:
-    """Run ``argv`` (no shell) to its end or ``timeout``; never raises for what it does. ``base``: the
-    environment cut to the allow-list (this process's by default). ``merge``: stderr into stdout; ``sink``
-    gets the output as it comes instead of it being kept. Ctrl-C (or any exception) kills it first, then
-    goes on."""
+    """Run ``argv`` (no shell) to its end or ``timeout``; never raises for what it does. ``env``: its whole
+    environment, made by ``clean_env`` (by default, from this process's). ``merge``: stderr into stdout;
+    ``sink`` gets the output as it comes instead of it being kept. Ctrl-C (or any exception) kills it first,
+    then goes on."""
     start = time.monotonic()
     try:
         proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT if merge else subprocess.PIPE, start_new_session=True,
-                                env=clean_env(extra, base, allow),
+                                env=dict(env) if env is not None else clean_env(),
                                 preexec_fn=parent_death_signal() if die_with_parent else None)
     except FileNotFoundError:
         return Ran(None, error="not found", wall_s=time.monotonic() - start)
@@ -113,7 +112,7 @@ def run(argv: Sequence[str], timeout: float, *, base: Mapping[str, str] | None =
     for p in (proc.stdout, proc.stderr):
         if p:
             p.close()
-    return Ran(None if timed_out else proc.returncode, out, err, timed_out,
+    return Ran(proc.returncode, out, err, timed_out,
                f"timed out after {timeout:g} s" if timed_out else None, time.monotonic() - start)
 
 

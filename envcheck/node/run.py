@@ -138,7 +138,7 @@ def run_node(options: NodeOptions, deps: NodeDeps | None = None) -> Node:
                 skipped.append(NodeSkip("peer_copies", "not_requested"))
             else:
                 peer = _guard("peer_copies", skipped, lambda: run_peer_copies(
-                    options.peer, gpus, work / "peer", deps.launcher, options.peer_timeout_s))
+                    options.peer, gpus, deps.launcher, options.peer_timeout_s))
                 if peer is not None and peer.error == "interrupted":
                     raise KeyboardInterrupt
             if options.sweep is None:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from envcheck.harness import command
+from envcheck.harness.env import clean_env
 from envcheck.probes.packages import PackageInfo, find_package
 from envcheck.redact import Redactor
 
@@ -154,9 +155,9 @@ class Host:
 
     def _run(self, args: tuple[str, ...], timeout: float, env: dict[str, str] | None,
              name: str | None) -> RunResult:
-        ran = command.run(args, timeout, base=env)
-        return RunResult(args, ran.returncode, _decode(ran.stdout), _decode(ran.stderr), ran.timed_out, ran.error,
-                         ran.wall_s)
+        ran = command.run(args, timeout, env=clean_env(base=env))
+        return RunResult(args, None if ran.timed_out else ran.returncode, _decode(ran.stdout), _decode(ran.stderr),
+                         ran.timed_out, ran.error, ran.wall_s)
 
     def run_python(self, target: str, timeout: float, name: str, args: Any = None,
                    env: Mapping[str, str] | None = None, **kw: Any) -> RunResult:
