@@ -293,6 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     module_name, func_name = args.handler.split(":")
+    from envcheck.harness.signals import as_interrupt, stop_signals
     from envcheck.model import ReportError
     from envcheck.model.codec import gc_paused
 
@@ -300,8 +301,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler = getattr(importlib.import_module(module_name), func_name)
         # A command lives seconds to minutes and makes no cycles worth collecting, while the
         # collector would walk every object of a large report again and again (a third of a
-        # 20,000-case diff): reference counting frees what a command drops.
-        with gc_paused():
+        # 20,000-case diff): reference counting frees what a command drops. SIGTERM and SIGHUP (a
+        # scheduler's end of job, a closed ssh session) end it as Ctrl-C does: its children go first.
+        with gc_paused(), stop_signals(as_interrupt):
             return int(handler(args))
     except (UsageError, ReportError) as e:
         from envcheck.render.escape import visible

@@ -172,8 +172,9 @@ def test_ctrl_c_writes_the_partial_report_then_exits_130(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_sigterm_to_envcheck_run_writes_the_partial_report_and_stops_the_worker(tmp_path):
-    """What a batch scheduler does at the end of a job: the real command, signalled."""
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_to_envcheck_run_writes_the_partial_report_and_stops_the_worker(tmp_path, sig):
+    """What a batch scheduler (SIGTERM) or a closed ssh session (SIGHUP) does: the real command, signalled."""
     pid_file = tmp_path / "worker.pid"
     script = tmp_path / "script.json"
     script.write_text(json.dumps([{"pid_file": str(pid_file)}, {"play_plan": 1}, {"sleep": 60}]))
@@ -194,11 +195,11 @@ def test_sigterm_to_envcheck_run_writes_the_partial_report_and_stops_the_worker(
     while not pid_file.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(1.0)
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     r = model.load(reports_in(tmp_path / "r")[0])
-    assert r.bench.stop.cause is StopCause.SIGNAL and r.bench.stop.signal == "SIGTERM"
+    assert r.bench.stop.cause is StopCause.SIGNAL and r.bench.stop.signal == signal.Signals(sig).name
     worker = int(pid_file.read_text())
     time.sleep(0.5)
     with pytest.raises(ProcessLookupError):

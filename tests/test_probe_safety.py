@@ -149,6 +149,37 @@ def _running(pid: int) -> bool:
         return False
 
 
+SLOW_TORCH = "import os, time\nopen({pids!r}, 'a').write(str(os.getpid()) + '\\n')\ntime.sleep(120)\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_no_probe_child_outlives_envcheck_check_ended_by_a_signal(tmp_path: Path, sig: int) -> None:
+    """A closed ssh session (SIGHUP) or a scheduler's time limit (SIGTERM) while the runtime probes import a
+    torch that takes minutes: before, envcheck died at once and its children ran on, unowned."""
+    pids = tmp_path / "pids"
+    python = python_with(tmp_path / "py", {"torch": SLOW_TORCH.format(pids=str(pids))})
+    proc = subprocess.Popen([python, "-m", "envcheck", "check", "--timeout", "300", "--out", str(tmp_path / "r.json")],
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(pids.read_text().split() if pids.exists() else ()) < 2:
+            time.sleep(0.1)
+        children = [int(p) for p in pids.read_text().split()]  # the torch and the Triton probe's children
+        assert len(children) == 2
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and err.strip().endswith("envcheck check: interrupted"), err[-2000:]
+    deadline = time.monotonic() + 10
+    while any(_running(p) for p in children) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [p for p in children if _running(p)], "a probe child outlived envcheck"
+
+
 def test_a_module_planted_where_envcheck_runs_is_never_imported_by_a_probe_child(tmp_path: Path, monkeypatch) -> None:
     """A json.py or torch.py in the folder the user runs envcheck from (a cloned repo, downloads), or on
     PYTHONPATH: before, the probe children ran ``python -c`` with that folder first on sys.path."""
