@@ -14,7 +14,7 @@ import pytest
 from envcheck import model
 from envcheck.bench import protocol, resume
 from envcheck.errors import UsageError
-from envcheck.harness import memory as hostmem
+from envcheck.harness import spawn as harness_spawn
 from envcheck.harness.lines import CUT_EDGE, LineCutter
 from envcheck.harness.spawn import spawn
 from envcheck.model import Note, StopCause
@@ -125,7 +125,7 @@ def test_endless_lines_and_carriage_return_progress_bars_are_read_bounded(tmp_pa
 
 
 def test_a_worker_over_its_host_memory_limit_is_stopped_with_that_cause(tmp_path, monkeypatch):
-    monkeypatch.setattr(hostmem, "limit_bytes", lambda: 150 << 20)
+    monkeypatch.setattr(harness_spawn, "memory_limit", lambda: 150 << 20)
     steps = [start(), emit(protocol.CaseStarted(0, 4, PLANNED[0])), {"allocate_mb": 400}, {"sleep": 60}]
     out, _ = run_script(tmp_path, steps, timeout=120.0, grace_s=1.0)
     assert out.stop.cause == StopCause.CRASHED and out.stop.signal == "SIGKILL"

@@ -18,7 +18,7 @@ import traceback
 from typing import Any
 
 PROTOCOL = 1  # messages.PROTOCOL
-PR_SET_PDEATHSIG = 1
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 LAST = ("Done", "Raised")
 _JSON: dict[str, Any] = {"ensure_ascii": True, "separators": (",", ":"), "default": str}
 _SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
@@ -28,10 +28,7 @@ class Out:
     """What a target reports through: ``out(data)`` streams an Event, ``out.phase(name)`` names the step."""
 
     def __init__(self, fd: int) -> None:
-        self._stream = os.fdopen(fd, "w", encoding="utf-8")
-        self._lock = threading.Lock()
-        self._seq = 0
-        self._closed = False
+        self._stream, self._lock, self._seq, self._closed = os.fdopen(fd, "w", encoding="utf-8"), threading.Lock(), 0, False
         self.current = "start"
 
     def send(self, kind: str, **fields: Any) -> None:
@@ -49,15 +46,12 @@ class Out:
     def __call__(self, data: Any) -> None:
         self.send("Event", data=data)
 
-    def phase(self, name: str) -> None:
-        self.current = name
-        self.beat()
-
-    def beat(self) -> None:
+    def phase(self, name: str | None = None) -> None:
+        """Name the step it is in (None: the same step, still alive)."""
+        self.current = name or self.current
         with self._lock:
             self._seq += 1
-            seq = self._seq
-        self.send("Beat", seq=seq, phase=self.current)
+        self.send("Beat", seq=self._seq, phase=self.current)
 
 
 def _line(msg: dict[str, Any]) -> str:
@@ -84,17 +78,16 @@ def _safe(v: Any) -> Any:
     return v
 
 
-def _die_with(parent: int) -> None:
-    """Killed when the parent dies, even by SIGKILL (Linux), and at once if it already has."""
-    if sys.platform.startswith("linux"):
-        import ctypes
+def prctl(option: int, value: int) -> bool:
+    """Linux's prctl(2) for this process; whether it took (False elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
 
-        try:
-            ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
-        except (OSError, AttributeError):
-            pass
-    if os.getppid() != parent:
-        os._exit(1)
+    try:
+        return bool(ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
 
 
 def _orphaned() -> None:
@@ -110,12 +103,14 @@ def _orphaned() -> None:
 def _beats(out: Out, every_s: float) -> None:
     while True:
         time.sleep(every_s)
-        out.beat()
+        out.phase()
 
 
 def main(argv: list[str]) -> int:
     fd, parent = int(argv[0]), int(argv[1])
-    _die_with(parent)
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # killed when the parent dies, even by SIGKILL
+    if os.getppid() != parent:  # gone before it was asked
+        return 1
     os.set_inheritable(fd, False)
     sys.stdout.flush()
     os.dup2(2, 1)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from envcheck.harness import scope
+from envcheck.harness.child import PR_SET_PDEATHSIG
 from envcheck.harness.env import clean_env
 
 READ_CHUNK = 64 << 10
@@ -32,7 +33,7 @@ class Ran:
     wall_s: float = 0.0
 
 
-def parent_death_signal(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
+def parent_death_signal(sig: int = signal.SIGTERM) -> Callable[[], bool] | None:
     """On Linux, a function asking the kernel to send ``sig`` to the process that calls it when its parent
     dies, even by SIGKILL (a ``preexec_fn``; or called in a process for itself); None elsewhere."""
     if not sys.platform.startswith("linux"):
@@ -40,37 +41,10 @@ def parent_death_signal(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
     import ctypes
 
     try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl  # loaded before a fork: the child only calls it
+        call = ctypes.CDLL(None, use_errno=True).prctl  # loaded before a fork: the child only calls it
     except (OSError, AttributeError):
         return None
-    return lambda: prctl(1, int(sig))  # PR_SET_PDEATHSIG
-
-
-class _Group:
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        self.proc = proc
-
-    def signal(self, sig: int) -> None:
-        try:
-            os.killpg(self.proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            try:
-                self.proc.send_signal(sig)
-            except OSError:
-                pass
-
-    def kill_now(self) -> None:
-        self.signal(signal.SIGKILL)
-
-    def stop(self, grace_s: float) -> None:
-        """SIGTERM (when ``grace_s``), then SIGKILL to its session."""
-        if grace_s > 0 and self.proc.poll() is None:
-            self.signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=grace_s)
-            except (subprocess.TimeoutExpired, KeyboardInterrupt):
-                pass
-        self.signal(signal.SIGKILL)
+    return lambda: bool(call(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0)
 
 
 def run(argv: Sequence[str], timeout: float, *, env: Mapping[str, str] | None = None, merge: bool = False,
@@ -91,7 +65,7 @@ def run(argv: Sequence[str], timeout: float, *, env: Mapping[str, str] | None = 
         return Ran(None, error="permission denied", wall_s=time.monotonic() - start)
     except (OSError, ValueError) as e:
         return Ran(None, error=f"cannot start ({e})", wall_s=time.monotonic() - start)
-    group = _Group(proc)
+    group = scope.Session(proc)
     got: dict[int, list[bytes]] = {}
     with scope.live(group):
         try:

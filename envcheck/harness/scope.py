@@ -8,19 +8,21 @@ a new session escapes all three.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
-import sys
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+from envcheck.harness.child import PR_SET_CHILD_SUBREAPER, prctl
+
 SCOPE_VAR = "ENVCHECK_SCOPE"
 ROUNDS = 5  # kill, look again: a process may start another while it is being stopped
-PR_SET_CHILD_SUBREAPER = 36
 
 _counter = itertools.count(1)
 _lock = threading.Lock()
@@ -38,20 +40,8 @@ def become_subreaper() -> bool:
     global _subreaper
     with _lock:
         if _subreaper is None:
-            _subreaper = _set_subreaper()
+            _subreaper = prctl(PR_SET_CHILD_SUBREAPER, 1)
         return _subreaper
-
-
-def _set_subreaper() -> bool:
-    if not sys.platform.startswith("linux"):
-        return False
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
-    except (OSError, AttributeError):
-        return False
 
 
 def members(token: str, root: int | None = None) -> list[Any]:
@@ -79,6 +69,18 @@ def members(token: str, root: int | None = None) -> list[Any]:
         if (root is not None and (up == root or _session(p.pid) == root)) or _token_of(p) == token:
             found.append(p)
     return found
+
+
+def resident_bytes(procs: list[Any]) -> int:
+    import psutil
+
+    total = 0
+    for p in procs:
+        try:
+            total += int(p.memory_info().rss)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            pass
+    return total
 
 
 def _session(pid: int) -> int | None:
@@ -177,6 +179,33 @@ def _reap(procs: list[Any], wait_s: float) -> None:
 
 class Killable(Protocol):
     def kill_now(self) -> None: ...
+
+
+class Session:
+    """A child started in a session of its own: signalled there (itself and what it started in it)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+
+    def signal(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            with contextlib.suppress(OSError):
+                self.proc.send_signal(sig)
+
+    def kill_now(self) -> None:
+        self.signal(signal.SIGKILL)
+
+    def stop(self, grace_s: float) -> None:
+        """SIGTERM, then SIGKILL after ``grace_s`` (at once without one, or on a second Ctrl-C), then reaped."""
+        if grace_s > 0 and self.proc.poll() is None:
+            self.signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired, KeyboardInterrupt):
+                self.proc.wait(timeout=grace_s)
+        self.signal(signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=max(grace_s, 1.0))
 
 
 _LIVE: set[Killable] = set()
