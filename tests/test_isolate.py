@@ -4,6 +4,7 @@ recorded by ``envcheck snapshot`` replays as it ran."""
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -30,35 +31,29 @@ def probe(host: Host, name: str, timeout: float = 30, **kw):
 
 def test_reports_are_merged_in_order(host: Host) -> None:
     iso = probe(host, "reports")
-    assert iso.ok and iso.error is None
-    assert iso.data == {"a": 1, "b": 2} and iso.reports == ({"a": 1, "b": 1}, {"b": 2})
-    assert iso.returncode == 0 and iso.signal is None and not iso.timed_out
+    assert iso.error is None and iso.data == {"a": 1, "b": 2}
     assert "chatter" in iso.output_tail and MARKER.strip() not in iso.output_tail
-    assert iso.wall_s > 0
 
 
 def test_segfault_keeps_what_was_reported_before(host: Host) -> None:
     iso = probe(host, "crash")
-    assert not iso.ok and iso.signal == "SIGSEGV" and iso.error == "crashed with SIGSEGV"
-    assert iso.data == {"before": True}
+    assert iso.error == "crashed with SIGSEGV" and iso.data == {"before": True}
 
 
 def test_timeout_is_an_error_not_an_exception(host: Host) -> None:
+    t0 = time.monotonic()
     iso = probe(host, "sleep", timeout=1.0, args={"s": 30})
-    assert iso.timed_out and not iso.ok and iso.error == "timed out after 1 s"
-    assert iso.wall_s < 20
+    assert iso.error == "timed out after 1 s" and time.monotonic() - t0 < 20
 
 
 def test_exception_names_the_last_traceback_line(host: Host) -> None:
     iso = probe(host, "fails_import")
-    assert iso.returncode == 1 and not iso.ok
     assert iso.error == "exited 1: ModuleNotFoundError: No module named 'envcheck_no_such_module_xyz'"
     assert "Traceback" in iso.output_tail
 
 
 def test_exit_zero_without_a_report_is_not_ok(host: Host) -> None:
-    iso = probe(host, "nothing")
-    assert not iso.ok and iso.error == "exited 0 without reporting"
+    assert probe(host, "nothing").error == "exited 0 without reporting"
 
 
 def test_missing_interpreter(tmp_path) -> None:
@@ -66,8 +61,7 @@ def test_missing_interpreter(tmp_path) -> None:
     assert probe(fake, "nothing", timeout=5).error == "could not start /nowhere/python: not found"
     real = Host()
     real.python_executable = str(tmp_path / "python")
-    iso = probe(real, "nothing", timeout=5)
-    assert not iso.ok and iso.returncode is None and iso.error == f"could not start {tmp_path / 'python'}: not found"
+    assert probe(real, "nothing", timeout=5).error == f"could not start {tmp_path / 'python'}: not found"
 
 
 def test_output_tail_keeps_the_last_lines() -> None:
@@ -83,7 +77,7 @@ def test_a_recorded_run_replays_as_it_ran() -> None:
     rec = RecordingHost()
     live = probe(rec, "crash")
     replayed = probe(ReplayHost.from_section(rec.section()), "crash")
-    assert (replayed.data, replayed.error, replayed.signal) == (live.data, live.error, live.signal)
+    assert replayed == live and live.error == "crashed with SIGSEGV"
     assert rec.section()["runs"]["crash"]["argv"] == [rec.python_executable]
 
 

@@ -12,7 +12,7 @@ from envcheck.harness.failures import ChildError, Crash, Outcome, Stopped, Timeo
 from envcheck.model.node import Launch
 from envcheck.node import collective_worker
 from envcheck.node.collective_run import RankOutput, SweepPlan, assemble
-from envcheck.node.events import Emitter, launch_error, read_events, read_events_file
+from envcheck.node.events import Emitter, read_events, read_events_file
 from envcheck.node.peer import PeerPlan, worker_error
 from envcheck.node.peer import assemble as assemble_peer
 
@@ -43,7 +43,7 @@ def test_a_file_the_worker_never_created_has_no_events(tmp_path):
 def test_launch_outcome_to_error(flags, expected):
     base = {"returncode": 0, **flags}
     launch = Launch(("python",), base.pop("returncode"), 10.0, 1.0, **base)
-    assert launch_error(launch) == expected
+    assert launch.ended_early == expected
 
 
 def test_collectives_and_peer_copies_name_a_launch_outcome_alike(tmp_path):
@@ -51,7 +51,7 @@ def test_collectives_and_peer_copies_name_a_launch_outcome_alike(tmp_path):
                             ({"error": "could not start"}, "launch_failed")):
         launch = Launch(("python",), None, 10.0, 1.0, **flags)
         assert assemble((), SweepPlan(ops=("all_reduce",), sizes=(1 << 20,)), 2, "node", launch).error == expected
-        assert assemble_peer([], (0, 1), PeerPlan(), launch_error(launch), 1.0).error == expected
+        assert assemble_peer([], (0, 1), PeerPlan(), launch.ended_early, 1.0).error == expected
 
 
 def test_a_worker_that_fails_reports_its_exception_as_one_line(tmp_path, monkeypatch):

@@ -98,7 +98,7 @@ def run_gpus(plans: Sequence[suite.Plan], timeout: float, on_event: OnGpuEvent |
         return run
 
     stopped = together([job(k, p) for k, p in enumerate(plans) if p.runnable])
-    cause = None if stopped is None else StopCause.USER if stopped.signal == "SIGINT" else StopCause.SIGNAL
+    cause = stopped.cause if stopped else None
     runs = []
     for k, plan in enumerate(plans):
         out = outcomes[k] or runner.BenchOutcome(stop=Stop(StopCause.START_FAILED, 0, len(plan.cases)))

@@ -195,7 +195,7 @@ def burn_gpus(plans: Sequence[BurnPlan], minutes: float, on_event: OnEvent | Non
         return run
 
     stopped = together([job(k, p) for k, p in enumerate(plans)])
-    cause = None if stopped is None else StopCause.USER if stopped.signal == "SIGINT" else StopCause.SIGNAL
+    cause = stopped.cause if stopped else None
     gpus = []
     for k, got in enumerate(collected):
         g = results[k]

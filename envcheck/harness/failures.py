@@ -33,6 +33,10 @@ class SpawnFailed(_Failure):
 class Stopped(_Failure):
     signal: str | None = None  # None: another thread asked
 
+    @property
+    def cause(self) -> StopCause:
+        return StopCause.USER if self.signal in (None, "SIGINT") else StopCause.SIGNAL
+
 
 class Garbage(_Failure):
     error: str
@@ -121,8 +125,7 @@ def to_stop(out: Outcome, finished: int, planned: int, *, idle: StopCause = Stop
     if isinstance(f, SpawnFailed):
         return Stop(StopCause.START_FAILED, detail=f.error, **base)
     if isinstance(f, Stopped):
-        user = f.signal in (None, "SIGINT")
-        return Stop(StopCause.USER if user else StopCause.SIGNAL, signal=f.signal or "SIGINT", **base)
+        return Stop(f.cause, signal=f.signal or "SIGINT", **base)
     if isinstance(f, Timeout) or (isinstance(f, Hang) and f.idle and idle is StopCause.TIMEOUT):
         return Stop(StopCause.TIMEOUT, timeout_s=f.after_s, **base)
     if isinstance(f, Hang):

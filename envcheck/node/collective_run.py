@@ -32,7 +32,7 @@ from envcheck.model.node import (
     RankTiming,
 )
 from envcheck.node.collective_worker import GRAPH_TIMING_ENV, LEARN_PREFIX
-from envcheck.node.events import launch_error, read_events
+from envcheck.node.events import read_events
 from envcheck.node.launch import Launcher, envcheck_pythonpath, torchrun_argv
 from envcheck.node.nccl_log import distinct, nccl_version, parse_choices
 
@@ -218,7 +218,7 @@ def assemble(outputs: Sequence[RankOutput], plan: SweepPlan, world_size: int, sc
         reason = "backend_not_nccl"
     elif not choices:
         reason = "no_nccl_log"
-    error = launch_error(launch) if launch is not None else None
+    error = launch.ended_early if launch is not None else None
     if error is None:
         if launch is not None and launch.returncode not in (0, None):
             error = "exit_status"

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from envcheck.model.node import Launch
+from typing import IO, Any
 
 
 class Emitter:
@@ -46,9 +43,3 @@ def read_events_file(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return read_events(path.read_text(encoding="utf-8", errors="replace"))
-
-
-def launch_error(launch: Launch) -> str | None:
-    """Why a worker's launch ended before the worker did: ``interrupted`` (Ctrl-C), ``timed_out``
-    or ``launch_failed`` (it could not start); None when the worker ran to its own end."""
-    return launch.ended_early

@@ -25,17 +25,12 @@ _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|W
 
 @dataclass(frozen=True)
 class Isolated:
-    """What the child did. ``ok``: it exited 0 and reported; otherwise ``error`` says why in one line."""
+    """What the child reported (merged in order), why it failed in one line (None: it exited 0 and reported),
+    and the last lines it wrote."""
 
-    ok: bool
     data: dict[str, Any] | None
-    returncode: int | None
-    timed_out: bool
-    signal: str | None  # "SIGSEGV" when the child was killed by a signal
-    output_tail: str  # last lines of stdout + stderr, marker lines removed
-    wall_s: float
     error: str | None
-    reports: tuple[dict[str, Any], ...] = ()  # every JSON report, in the order sent
+    output_tail: str
 
 
 def parse_reports(stdout: str) -> tuple[list[dict[str, Any]], list[str]]:
@@ -67,8 +62,7 @@ def exception_line(text: str) -> str | None:
 
 
 def _last_line(text: str) -> str | None:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[-1] if lines else None
+    return next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), None)
 
 
 def _one_line(text: str, limit: int = 300) -> str:
@@ -88,7 +82,7 @@ def run_python(host: Host, target: str, timeout: float, name: str, args: Any = N
     combined = [*other, *res.stderr.splitlines()]
     tail = "\n".join(combined[-TAIL_LINES:]).strip()
     sig = signal_name(res.returncode)
-    error: str | None = None
+    error = None
     if res.timed_out:
         error = f"timed out after {timeout:g} s"
     elif res.returncode is None:
@@ -100,8 +94,7 @@ def run_python(host: Host, target: str, timeout: float, name: str, args: Any = N
         error = _one_line(f"exited {res.returncode}: {why}" if why else f"exited {res.returncode}")
     elif data is None:
         error = "exited 0 without reporting"
-    return Isolated(ok=error is None, data=data, returncode=res.returncode, timed_out=res.timed_out, signal=sig,
-                    output_tail=tail, wall_s=res.wall_s, error=error, reports=tuple(reports))
+    return Isolated(data, error, tail)
 
 
 def not_run(keys: tuple[str, ...], reason: str = NOT_RUN) -> Facts:
