@@ -18,8 +18,7 @@ from node_fakes import ScriptedLauncher
 from envcheck.bench import parallel, runner
 from envcheck.bench.suite import Plan, PlannedCase
 from envcheck.errors import UsageError
-from envcheck.harness.env import NO_MULTICAST
-from envcheck.harness.env import clean_env as child_env
+from envcheck.harness.env import NO_MULTICAST, clean_env
 from envcheck.model import BenchDevice, Settings, StopCause
 from envcheck.node.collective_run import Placement, SweepPlan, launch_sweep
 from envcheck.node.launch import SubprocessLauncher, torchrun_argv
@@ -29,16 +28,16 @@ MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1
 
 
 def test_child_env_turns_multicast_off_whatever_it_is_given():
-    env = child_env({"NCCL_NVLS_ENABLE": "1", "FOO": "bar"}, base={"NVSHMEM_DISABLE_NVLS": "0", "PATH": "/bin"})
+    env = clean_env({"NCCL_NVLS_ENABLE": "1", "FOO": "bar"}, base={"NVSHMEM_DISABLE_NVLS": "0", "PATH": "/bin"})
     assert {k: env[k] for k in MULTICAST_OFF} == MULTICAST_OFF == NO_MULTICAST
     assert env["FOO"] == "bar" and env["PATH"] == "/bin"
 
 
 def test_child_env_orders_cuda_devices_as_nvml_does_unless_the_user_chose_an_order():
     # CUDA's default order (fastest first) can differ from NVML's: a child's cuda:i must be NVML GPU i.
-    assert child_env(base={"PATH": "/bin"})["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
-    assert child_env(base={"CUDA_DEVICE_ORDER": "FASTEST_FIRST"})["CUDA_DEVICE_ORDER"] == "FASTEST_FIRST"
-    assert child_env({"CUDA_DEVICE_ORDER": "FASTEST_FIRST"}, base={})["CUDA_DEVICE_ORDER"] == "FASTEST_FIRST"
+    assert clean_env(base={"PATH": "/bin"})["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert clean_env(base={"CUDA_DEVICE_ORDER": "FASTEST_FIRST"})["CUDA_DEVICE_ORDER"] == "FASTEST_FIRST"
+    assert clean_env({"CUDA_DEVICE_ORDER": "FASTEST_FIRST"}, base={})["CUDA_DEVICE_ORDER"] == "FASTEST_FIRST"
 
 
 def test_collective_and_peer_jobs_carry_multicast_off(tmp_path):
@@ -65,7 +64,7 @@ def test_torchrun_across_nodes_uses_a_static_rendezvous():
 def test_a_job_sees_the_environment_it_was_given(tmp_path):
     out = tmp_path / "env.json"
     code = f"import json, os; json.dump(dict(os.environ), open({str(out)!r}, 'w'))"
-    launch = SubprocessLauncher().run([sys.executable, "-c", code], child_env(), 30)
+    launch = SubprocessLauncher().run([sys.executable, "-c", code], clean_env(), 30)
     assert launch.returncode == 0 and not launch.timed_out
     seen = json.loads(out.read_text())
     assert {k: seen[k] for k in MULTICAST_OFF} == MULTICAST_OFF
@@ -92,7 +91,7 @@ def test_a_job_past_its_time_is_stopped_with_its_children_and_its_own_sessions(t
             f"open({str(pids)!r}, 'w').write(str(p.pid))\n"
             "time.sleep(60)\n")
     t0 = time.monotonic()
-    launch = SubprocessLauncher(grace_s=1.0).run([sys.executable, "-c", code], child_env(), 3,
+    launch = SubprocessLauncher(grace_s=1.0).run([sys.executable, "-c", code], clean_env(), 3,
                                                  log_path=str(tmp_path / "log"),
                                                  orphans=lambda: [int(pids.read_text())] if pids.exists() else [])
     assert launch.timed_out and launch.returncode is not None
@@ -102,7 +101,7 @@ def test_a_job_past_its_time_is_stopped_with_its_children_and_its_own_sessions(t
 
 
 def test_a_program_that_cannot_start_is_a_launch_error():
-    launch = SubprocessLauncher().run(["/nonexistent/envcheck-test-binary"], child_env(), 5)
+    launch = SubprocessLauncher().run(["/nonexistent/envcheck-test-binary"], clean_env(), 5)
     assert launch.returncode is None and "could not start" in launch.error
 
 

@@ -45,30 +45,20 @@ def become_subreaper() -> bool:
 
 
 def members(token: str, root: int | None = None) -> list[Any]:
-    """The live psutil processes of scope ``token``: ``root`` (a child of this process, leader of
-    its own session) with its tree, and every descendant of this process that is in root's
-    session or whose initial environment carries the token. One scan of the process table (the
-    memory watch calls this every second or so)."""
+    """The live psutil processes of scope ``token``: the descendants of this process that are in ``root``'s
+    tree or session (root: a child of this process, leader of its own session) or whose environment carries
+    the token."""
     import psutil
 
     try:
         ours = psutil.Process().children(recursive=True)
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return []
-    parent: dict[int, int] = {}
-    for p in ours:
-        try:
-            parent[p.pid] = p.ppid()
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-    found = []
-    for p in ours:
-        up, seen = p.pid, 0
-        while up in parent and up != root and seen < len(parent):  # a walk towards root, loops cut
-            up, seen = parent[up], seen + 1
-        if (root is not None and (up == root or _session(p.pid) == root)) or _token_of(p) == token:
-            found.append(p)
-    return found
+    try:
+        tree = {p.pid for p in psutil.Process(root).children(recursive=True)} if root is not None else set()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):  # root is gone: its session and token still say
+        tree = set()
+    return [p for p in ours if p.pid in tree or (root is not None and _session(p.pid) == root) or _token_of(p) == token]
 
 
 def resident_bytes(procs: list[Any]) -> int:
@@ -90,25 +80,14 @@ def _session(pid: int) -> int | None:
         return None
 
 
-_tokens: dict[Any, str | None] = {}  # psutil.Process (pid and start time) -> its ENVCHECK_SCOPE
-
-
 def _token_of(p: Any) -> str | None:
-    """``p``'s scope token; its initial environment never changes, so it is read once."""
+    """``p``'s scope token, from the environment it started with (/proc keeps it)."""
     import psutil
 
-    with _lock:
-        if p in _tokens:
-            return _tokens[p]
     try:
-        token = p.environ().get(SCOPE_VAR)
+        return p.environ().get(SCOPE_VAR)  # type: ignore[no-any-return]
     except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):
-        return None  # a zombie's environment is gone: asked again, not remembered
-    with _lock:
-        if len(_tokens) > 4096:
-            _tokens.clear()
-        _tokens[p] = token
-    return token
+        return None
 
 
 def end(token: str, root: int | None = None, *, session: int | None = None, wait_s: float = 2.0) -> None:

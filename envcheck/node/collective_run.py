@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from envcheck.analysis.narrowing import DEFAULT_NARROW_MARGIN
-from envcheck.harness.env import clean_env as child_env
+from envcheck.harness.env import clean_env
 from envcheck.model.bench import Timing
 from envcheck.model.node import (
     COLLECTIVES,
@@ -261,7 +261,7 @@ def launch_sweep(plan: SweepPlan, placement: Placement, out_dir: str | os.PathLi
                          master_port=placement.master_port)
     prefix = LEARN_PREFIX if learn else ""
     log = d / f"torchrun.{prefix}node{placement.node_rank}.log"
-    return launcher.run(argv, child_env(extra), timeout, log_path=str(log), orphans=lambda: worker_pids(d, prefix))
+    return launcher.run(argv, clean_env(extra), timeout, log_path=str(log), orphans=lambda: worker_pids(d, prefix))
 
 
 # Share of a sweep's time limit the learning launch may use (it runs each size once, untimed).
