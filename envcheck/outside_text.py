@@ -16,7 +16,6 @@ Two rules, each applied at one place:
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -31,8 +30,6 @@ _UNSAFE = re.compile(f"[\x00-\x1f\x7f-\x9f{BIDI}{INVISIBLE}\u2028\u2029{SURROGAT
 # The same without newline and tab: for text that is already laid out in lines (a template's output).
 _UNSAFE_INLINE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI}{INVISIBLE}\u2028\u2029{SURROGATES}]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
-# How JSON text spells a surrogate (a pair is read as one character; a lone one stays a surrogate).
-_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 REPLACEMENT = "\ufffd"
 
 
@@ -61,9 +58,3 @@ def encodable(value: Any) -> Any:
         return type(value)(encodable(v) for v in value)
     return value
 
-
-def json_value(text: str) -> Any:
-    """``json.loads(text)`` with its strings encodable (``json.loads``'s errors are left to the caller).
-    Only a text that spells a surrogate is walked again: a large report is not."""
-    value = json.loads(text)
-    return encodable(value) if _SURROGATE.search(text) or _ESCAPED_SURROGATE.search(text) else value

@@ -27,7 +27,7 @@ from envcheck.bench.protocol import (
 )
 from envcheck.bench.suite import Plan
 from envcheck.harness.env import user_path
-from envcheck.harness.failures import ChildError, Crash, Hang, Stopped, to_stop
+from envcheck.harness.failures import ChildError, Hang, to_stop
 from envcheck.harness.spawn import spawn
 from envcheck.model import BenchDevice, Case, CaseKey, CeilingRun, MonitorWindow, Note, Skip, Stop, StopCause, to_dict
 from envcheck.model.bench import check_phases
@@ -37,7 +37,6 @@ TERMINATE_GRACE_S = 5.0  # SIGTERM, then SIGKILL: a worker stuck in a CUDA call 
 # With a per-case limit (``stall_s``): the most a worker may take to start (import torch, open the device)
 # before its first event; a loaded node has been seen to take over a minute.
 STARTUP_S = 300.0
-DONE_DRAIN_S = 5.0  # after its last event, a worker still running this long (CUDA teardown) is stopped
 MAX_IGNORED_SHOWN = 3
 
 OnEvent = Callable[[Event], None]
@@ -94,13 +93,14 @@ class BenchOutcome:
 
 
 def run_worker(plan: Plan, on_event: OnEvent, timeout: float, *, command: Sequence[str] = WORKER_COMMAND,
-               grace_s: float = TERMINATE_GRACE_S, done_drain_s: float = DONE_DRAIN_S, stall_s: float | None = None,
-               startup_s: float = STARTUP_S, stop: threading.Event | None = None) -> BenchOutcome:
+               grace_s: float = TERMINATE_GRACE_S, stall_s: float | None = None, startup_s: float = STARTUP_S,
+               stop: threading.Event | None = None) -> BenchOutcome:
     """Run the worker on ``plan``; ``on_event`` sees every decoded event as it arrives. Never raises for what
     the worker does: Ctrl-C (here or in ``on_event``), SIGTERM, SIGHUP or ``stop`` end it with what finished.
-    With ``stall_s``, a worker that sends no event for that long once started is stopped as timed out, with
-    ``stalled`` set (``envcheck bench``: a user's case that hangs; resume.py goes on); before its start it has
-    ``startup_s``. Its events are redacted before they are decoded (the harness)."""
+    Once it returned it is ended at once: its teardown (CUDA, Inductor's compile workers) is nothing the run
+    waits for. With ``stall_s``, a worker that sends no event for that long once started is stopped as timed
+    out, with ``stalled`` set (``envcheck bench``: a user's case that hangs; resume.py goes on); before its
+    start it has ``startup_s``. Its events are redacted before they are decoded (the harness)."""
     assert plan.backend is not None, "a plan without a device has nothing to run"
     out = BenchOutcome()
     examples: list[str] = []
@@ -132,7 +132,7 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float, *, command: Sequen
 
     args = to_dict(WorkerPlan(plan.backend, plan.index, plan.cases, plan.settings, plan.ops, plan.source,
                               plan.ceilings, plan.code))
-    got = spawn(command[0], args, timeout=timeout, on_event=seen, idle=idle, exit_s=done_drain_s, grace_s=grace_s,
+    got = spawn(command[0], args, timeout=timeout, on_event=seen, idle=idle, exit_s=0.0, grace_s=grace_s,
                 stop=stop, paths=(*command[1:], *(user_path() if plan.source else ())))
     out.done, out.returncode, out.stderr_tail = got.done, got.returncode, got.stderr_tail
     if got.done:
@@ -149,9 +149,5 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float, *, command: Sequen
         out.notes.append(Note("bench.ignored_output", {"lines": ignored, "examples": tuple(examples)}))
     if isinstance(f, ChildError):
         out.notes.append(Note("bench.worker_failed", {"detail": f.line[:300]}))
-    if got.done and isinstance(f, Crash):
-        out.notes.append(Note("bench.worker_exit_after_done", {"returncode": got.returncode, "signal": f.signal}))
-    elif got.done and f is not None and not isinstance(f, Stopped):
-        out.notes.append(Note("bench.worker_hung_at_exit"))
     out.stop = to_stop(got, out.finished, len(plan.cases), idle=StopCause.TIMEOUT, during=current)
     return out
