@@ -8,13 +8,17 @@ and ``--version`` work even when the GPU stack is broken.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import importlib
 import math
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TextIO
 
 from envcheck import __version__
-from envcheck.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
+from envcheck.errors import EXIT_INTERRUPTED, EXIT_USAGE, UsageError
 from envcheck.ops import ops_help
 
 
@@ -25,15 +29,21 @@ def _csv(value: str) -> list[str]:
     return items
 
 
-def _positive_float(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-    # float() reads "inf" and "nan": a time limit of either would never stop anything.
-    if not (math.isfinite(x) and x > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite positive number: {value!r}")
-    return x
+def _float_in(within: Callable[[float], bool], what: str) -> Callable[[str], float]:
+    def parse(value: str) -> float:
+        try:
+            x = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+        # float() reads "inf" and "nan": a time limit of either would never stop anything.
+        if not (math.isfinite(x) and within(x)):
+            raise argparse.ArgumentTypeError(f"must be {what}: {value!r}")
+        return x
+    return parse
+
+
+_positive_float = _float_in(lambda x: x > 0, "a finite positive number")
+_fraction = _float_in(lambda x: 0 <= x < 1, "a fraction in [0, 1)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -42,16 +52,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def _fraction(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-    if not 0 <= x < 1:
-        raise argparse.ArgumentTypeError(f"must be a fraction in [0, 1): {value!r}")
-    return x
 
 
 def _index(value: str) -> int:
@@ -136,8 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler="envcheck.commands.check:main")
 
     p = sub.add_parser("snapshot", help="record what the probes read on this machine, to replay anywhere")
-    p.add_argument("--out", metavar="FILE", help="where to write it (default: envcheck-snapshot-<host>-<time>.json; "
-                                                 "never overwritten)")
+    p.add_argument("--out", metavar="FILE", help="write it to FILE (never overwritten) instead of "
+                                                 "envcheck-snapshot-<host>-<time>.json in the --out-dir folder")
+    p.add_argument("--out-dir", metavar="DIR", help="where the snapshot goes (default: ~/.local/share/envcheck/reports, "
+                                                    "or $ENVCHECK_REPORTS_DIR, as every report)")
     _add_anonymize(p)
     p.add_argument("--timeout", type=_positive_float, default=120.0, metavar="S",
                    help="limit for each isolated runtime probe in seconds (default: 120)")
@@ -147,10 +149,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true",
                    help="reduced suite and shorter sampling (under a minute on an H100); with --sizes, "
                         "those sizes with the quick sampling")
-    p.add_argument("--ops", type=_csv, metavar="OPS", help=f"comma-separated ops or groups ({ops_help()})")
+    p.add_argument("--ops", type=_csv, metavar="OPS", help=f"comma-separated ops or groups, in place of the default "
+                                                          f"ops ({ops_help()}): --ops default,workloads runs both")
     p.add_argument("--sizes", type=_csv, metavar="SIZES",
                    help="comma-separated sizes: elements for vector ops (1024, 2^20, 1M), MxNxK for matmul")
-    p.add_argument("--dtypes", type=_csv, metavar="DTYPES", help="comma-separated dtypes (fp32,fp16,bf16)")
+    p.add_argument("--dtypes", type=_csv, metavar="DTYPES",
+                   help="comma-separated dtypes: fp32,fp16,bf16,tf32 (fp32 times a matmul both as TF32 and as "
+                        "IEEE fp32; tf32 only as TF32)")
     p.add_argument("--device", type=int, default=0, metavar="N",
                    help="CUDA device index (default: 0); an index this machine lacks is an error")
     p.add_argument("--gpus", type=_gpus, metavar="all|0,2",
@@ -263,13 +268,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_lang(p)
     p.set_defaults(handler="envcheck.commands.export:main")
 
-    p = sub.add_parser("diff", help="compare two or more reports; the first is the baseline")
+    p = sub.add_parser("diff", help="compare two or more reports; the first is the baseline",
+                       epilog="exit status: 0 compared (and with --fail-on-regression, no regression); 1 a regression; "
+                              "2 bad options or a file that is not a usable report; 3 with --fail-on-regression, "
+                              "nothing compared (no row judged against run-to-run noise: no verdict)")
     p.add_argument("reports", nargs="+", metavar="REPORT.json")
     p.add_argument("--format", choices=["text", "md", "html", "json"], default="text",
                    help="json: the comparison as data for CI (format in envcheck/compare/export.py)")
     p.add_argument("--out", metavar="FILE", help="write to FILE instead of the terminal (never overwritten)")
     p.add_argument("--fail-on-regression", type=_positive_float, metavar="PCT",
-                   help="exit 1 when any significant slowdown exceeds PCT percent")
+                   help="exit 1 when any significant slowdown exceeds PCT percent, 3 when no row could be judged")
     p.add_argument("--gpu", type=_index, metavar="N",
                    help="reports of several GPUs (run --gpus, fleet): compare GPU N's suite of each "
                         "(default: each report's first)")
@@ -286,9 +294,71 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Guarded:
+    """A standard stream while a command runs: a write that fails (the reader went away, a full disk, a
+    closed descriptor) ends that stream's output, never the command, whose exit status stays its own.
+    Characters the stream's encoding lacks (``PYTHONIOENCODING=ascii``) are written as escapes."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self.stream = stream
+        self.lost: OSError | ValueError | None = None
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+
+    def write(self, text: str) -> int:
+        self._do(lambda s: s.write(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._do(lambda s: s.flush())
+
+    def isatty(self) -> bool:
+        return self.lost is None and self.stream is not None and self.stream.isatty()
+
+    def _do(self, op: Callable[[TextIO], object]) -> None:
+        if self.lost is not None:
+            return
+        try:
+            if self.stream is None:
+                raise OSError(errno.EBADF, "closed")
+            op(self.stream)
+        except (OSError, ValueError) as e:
+            self.lost = e
+            with contextlib.suppress(AttributeError, ValueError, OSError):  # the interpreter's last flush too
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, self.stream.fileno())  # type: ignore[union-attr]
+                os.close(null)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.stream, name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    for fd in (0, 1, 2):  # closed (``>&-``): a file opened later must not take the number children write to
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.open(os.devnull, os.O_RDWR)
+    streams = sys.stdout, sys.stderr
+    out = _Guarded(sys.stdout)
+    sys.stdout, sys.stderr = out, _Guarded(sys.stderr)  # type: ignore[assignment]
+    command = "envcheck"
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        command = f"envcheck {args.command or ''}".strip()
+        status = _run(parser, args)
+    finally:  # --help and argparse's errors included
+        out.flush()
+        sys.stdout, sys.stderr = streams
+    if out.lost is not None and not isinstance(out.lost, BrokenPipeError):  # the reader's choice (``| head``): silent
+        why = getattr(out.lost, "strerror", None) or out.lost
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            print(f"{command}: standard output not written ({why}); exit status {status}", file=sys.stderr)
+    return status
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return EXIT_USAGE
@@ -313,8 +383,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"envcheck {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        return EXIT_OK
 
 
 if __name__ == "__main__":

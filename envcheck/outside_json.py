@@ -34,12 +34,14 @@ _MISSING = re.compile(r"Object missing required field `(\w+)`")
 _SEGMENT = re.compile(r"\.\w+|\[\d+\]|\[\.\.\.\]")
 Hook = Callable[[type, Json], object]
 GZIP_MAGIC = b"\x1f\x8b"
+MAX_INFLATION = 100  # reports and snapshots shrink 5 to 15 times under gzip; a bomb, a thousand times and more
 
 
 def read_text(p: Path, max_bytes: int, error: type[Exception], what: str) -> str:
-    """The text of the regular file ``p``, gzip-compressed (committed evidence is) or not, of at most ``max_bytes``,
-    as one ``error`` line naming the file when it is none. Opened non-blocking and checked on the open file itself:
-    a pipe, or a file swapped for one after a check, never blocks; a device is never read without end."""
+    """The text of the regular file ``p``, gzip-compressed (committed evidence is) or not, of at most ``max_bytes``
+    (inflated: nor ``MAX_INFLATION`` times its compressed size), as one ``error`` line naming the file when it is none.
+    Opened non-blocking and checked on the open file itself: a pipe, or a file swapped for one after a check, never
+    blocks; a device is never read without end."""
     try:
         fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except FileNotFoundError:
@@ -56,13 +58,17 @@ def read_text(p: Path, max_bytes: int, error: type[Exception], what: str) -> str
             raise error(f"{p}: {st.st_size} bytes, too large to be a {what} (at most {max_bytes >> 20} MiB)")
         with os.fdopen(fd, "rb", closefd=False) as f:
             data = f.read(max_bytes + 1)
+        limit = max_bytes
         if data[:2] == GZIP_MAGIC:
+            limit = min(max_bytes, MAX_INFLATION * len(data))
             d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            data = d.decompress(data, max_bytes + 1)
+            data = d.decompress(data, limit + 1)  # never more than the limit in memory: a bomb stops here
             if not d.eof and not d.unconsumed_tail:
                 raise error(f"{p}: cannot read (the compressed {what} ends early)")
-        if len(data) > max_bytes:  # it grew while it was read, or decompressed to more
-            raise error(f"{p}: too large to be a {what} (at most {max_bytes >> 20} MiB)")
+        if len(data) > limit:  # it grew while it was read, or decompressed to more
+            raise error(f"{p}: too large to be a {what} (at most {max_bytes >> 20} MiB"
+                        + (f"; more than {limit} bytes once decompressed, {MAX_INFLATION} times its compressed size)"
+                           if limit < max_bytes else ")"))
         return data.decode("utf-8")
     except (OSError, zlib.error) as e:
         raise error(f"{p}: cannot read ({e.__class__.__name__}: {e})") from None

@@ -60,7 +60,9 @@ def from_dict(data: Json) -> Snapshot:
     from envcheck.snapshot_schema import check_sections
 
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise SnapshotError(f"not an envcheck snapshot (no 'format': '{FORMAT}' field)")
+        got = data.get("format") if isinstance(data, dict) and isinstance(data.get("format"), str) else None
+        raise SnapshotError(f"not an envcheck snapshot ({f'an {got[:40]!r} document' if got else 'no format field'}): "
+                            "envcheck snapshot writes one")
     version = data.get("version")
     if isinstance(version, bool) or not isinstance(version, int):
         raise SnapshotError("version: expected an integer")

@@ -66,7 +66,7 @@ def test_write_report_never_overwrites_and_respects_rendered_siblings(tmp_path):
     c = reportname.write_report(tmp_path, "s", "third")
     assert [p.name for p in (a, b, c)] == ["s.json", "s-2.json", "s-4.json"]
     assert [p.read_text() for p in (a, b, c)] == ["first", "second", "third"]
-    assert reportname.free_path(tmp_path, "s").name == "s-5.json"
+    assert reportname.write_report(tmp_path, "s", "fourth").name == "s-5.json"
 
 
 # --------------------------------------------------------------------------- the command, scripted

@@ -246,7 +246,7 @@ def test_a_three_number_size_feeds_reductions_when_named():
 
 
 def test_unknown_op_names_the_new_ops_and_the_group():
-    with pytest.raises(UsageError, match="linear_fwbw, workloads"):
+    with pytest.raises(UsageError, match="linear_fwbw, default, workloads"):
         suite.plan(opts(ops=["conv3d"]), gpu_env())
 
 

@@ -270,7 +270,7 @@ def _delta(s: Samples | None) -> int | None:
     return int(max(s) - s[0]) if s is not None and len(s) else None
 
 
-_PCI = re.compile(r"([0-9a-fA-F]+):([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})")
+_PCI = re.compile(r"(?<![0-9a-fA-F])([0-9a-fA-F]+):([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})")
 
 
 def _pci(text: str | None) -> tuple[int, int, int] | None:

@@ -175,7 +175,7 @@ def node_problems(node: Node, benches: Sequence[Bench] = (), margin: float | Non
                     x.skipped == "out_of_memory" for x in sweep.results if x.op == r.op and x.size_bytes == r.size_bytes):
                 out.append(NodeProblem("collective_not_run", at))
     for o in (outliers(benches, outlier_margin(node, margin)) if found is None else found):
-        out.append(NodeProblem("outlier", (("gpu", o.gpu), ("metric", o.metric), ("shortfall", round(o.shortfall, 4)))))
+        out.append(NodeProblem("outlier", (("gpu", o.gpu), ("metric", o.metric), ("shortfall", o.shortfall))))
     return tuple(out)
 
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from envcheck import units
 from envcheck.bench import jax_impl
 from envcheck.bench import sizes as sz
 from envcheck.bench.threads import cpu_threads
@@ -168,7 +169,7 @@ class PlannedCase:
     @property
     def group_label(self) -> str:
         """``matmul fp32/tf32 4096x4096x4096``: the group, as progress lines name it."""
-        return f"{self.op} {variant(self.dtype, self.precision)} {sz.describe(self.shape)}"
+        return f"{self.op} {variant(self.dtype, self.precision)} {units.shape(self.shape)}"
 
     @property
     def label(self) -> str:

@@ -18,39 +18,16 @@ import argparse
 import sys
 from collections.abc import Sequence
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
-from envcheck import reportname
 from envcheck.commands.burning import burn_devices, say, select_gpus
 from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
-from envcheck.model import Report
 
 MAX_MINUTES = 24 * 60.0
 
 
 def exit_status(verdict: str) -> int:
     return {"pass": EXIT_OK, "stopped": EXIT_INTERRUPTED}.get(verdict, EXIT_FAIL)
-
-
-def write(report: Report, out_dir: Path, formats: Sequence[str], lang: str, when: datetime, stderr: Any,
-          analysis: Any) -> list[Path]:
-    from envcheck.commands.run import save_json
-    from envcheck.render.writing import outcome_message, render_after_run
-
-    names = [g.device.name for g in report.burn.gpus if g.device is not None] if report.burn else []
-    stem = reportname.report_stem(when, report.host, names[0] if names else None) + "_burn"
-    path = save_json(report, out_dir, stem, stderr)
-    if path is None:
-        return []
-    written = [path]
-    if formats:
-        outcome = render_after_run(report, path, formats, lang, analysis)
-        written += outcome.written
-        message = outcome_message(outcome, path, lang)
-        if message:
-            say(message, stderr)
-    return written
 
 
 def check_control(args: argparse.Namespace, gpus: Sequence[int]) -> tuple[str | None, int | None]:
@@ -71,7 +48,7 @@ def check_control(args: argparse.Namespace, gpus: Sequence[int]) -> tuple[str | 
 
 
 def execute(args: argparse.Namespace, collect: Any = None, stderr: Any = None, stdout: Any = None) -> int:
-    from envcheck.commands.run import output_dir, output_formats, summary_stream
+    from envcheck.commands.run import output_dir, output_formats, summary_stream, write_outputs
 
     formats = output_formats(args.format)
     if args.minutes > MAX_MINUTES:
@@ -103,7 +80,7 @@ def execute(args: argparse.Namespace, collect: Any = None, stderr: Any = None, s
 
         report = for_this_machine(report.host, key).report(report)
     analysis = analyse(report)
-    written = write(report, out_dir, formats, args.lang, when, err, analysis)
+    written, _ = write_outputs(report, out_dir, formats, args.lang, when, err, analysis, command="burn")
     from envcheck.render.terminal.burn import print_burn
     from envcheck.render.terminal.console import make_console
 

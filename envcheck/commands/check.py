@@ -125,9 +125,9 @@ def main(args: argparse.Namespace) -> int:
         if getattr(args, "replay", None):
             raise UsageError("--slurm-drain drains this node, and --replay checks another machine's snapshot: "
                              "drop one of them")
-        from envcheck.slurm import node_name
+        from envcheck.slurm import ready
 
-        node_name()  # a name that is not one node's is refused before anything is probed
+        ready()  # no scontrol, or a name that is not one node's, is refused before anything is probed
     out = _check_out(getattr(args, "out", None))
     key = None
     if getattr(args, "anonymize", False):

@@ -86,9 +86,10 @@ def nodes_of(report: Report) -> list[FleetNode]:
 def load_baseline(path: str) -> Baseline:
     from envcheck.analysis.fleet import baseline_from_nodes
     from envcheck.model import ReportError, load
+    from envcheck.model.codec import VERDICT_KINDS
 
     try:
-        report = load(path)
+        report = load(path, VERDICT_KINDS)
     except ReportError as e:
         raise UsageError(f"--baseline {e}") from None
     return baseline_from_nodes(nodes_of(report), path, report.host, report.created)
@@ -198,11 +199,8 @@ def write_fleet_report(fleet: Fleet, out_dir: Path, environment: Environment | N
     from envcheck import reportname
     from envcheck.commands.run import save_json
 
-    now = datetime.now(timezone.utc)
     report = report or fleet_report(fleet, environment)
-    host = fleet.nodes[0].host if fleet.nodes else "fleet"
-    stem = f"{reportname.stamp(now)}_fleet-{fleet.nnodes}x_{reportname.slug(host, 'host')}"
-    return save_json(report, out_dir, stem, stderr, command="fleet")
+    return save_json(report, out_dir, reportname.name_for(report, datetime.now(timezone.utc)), stderr, command="fleet")
 
 
 def print_summary(report: Report, analysis: Any, written: list[Path], lang: str = "en", stdout: Any = None) -> None:

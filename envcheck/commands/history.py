@@ -17,11 +17,15 @@ if TYPE_CHECKING:
     from envcheck.model import Report
 
 
+SNAPSHOT = "envcheck-snapshot-"  # envcheck snapshot's default file names (commands/snapshot.py)
+
+
 def _folder(p: Path) -> list[Path]:
     """Every ``*.json`` (or ``*.json.gz``) entry of a folder, whatever it is: a pipe, a device or a folder so named
     is refused by the loader (never opened for reading) and noted, not silently passed over."""
     try:
-        return sorted(q for q in p.iterdir() if q.name.endswith(REPORT_SUFFIXES))
+        # Snapshots share the reports folder (envcheck snapshot) and are no report: not listed.
+        return sorted(q for q in p.iterdir() if q.name.endswith(REPORT_SUFFIXES) and not q.name.startswith(SNAPSHOT))
     except OSError as e:
         raise UsageError(f"cannot list {p}: {e.strerror or e}") from None
 

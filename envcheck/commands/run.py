@@ -220,14 +220,10 @@ def summary_stream(written: Sequence[Path], stdout: Any, stderr: Any) -> Any:
 
 
 def write_outputs(report: Report, out_dir: Path, formats: Sequence[str], lang: str, when: datetime,
-                  stderr: Any = None, analysis: Analysis | None = None) -> tuple[list[Path], bool]:
-    """The JSON under a fresh dated name, then the renderings beside it (all or none); what exists, and
-    whether Ctrl-C stopped the rendering (the JSON is whole)."""
-    bench = report.bench
-    gpu = bench.device.name if bench is not None and bench.device.backend == "cuda" else None
-    stem = (reportname.node_stem(when, report.host, [b.device.name for b in report.benches]) if report.node is not None
-            else reportname.report_stem(when, report.host, gpu))
-    json_path = save_json(report, out_dir, stem, stderr)
+                  stderr: Any = None, analysis: Analysis | None = None, command: str = "run") -> tuple[list[Path], bool]:
+    """The JSON under a fresh dated name (``reportname.name_for``), then the renderings beside it (all or none);
+    what exists, and whether Ctrl-C stopped the rendering (the JSON is whole)."""
+    json_path = save_json(report, out_dir, reportname.name_for(report, when), stderr, command)
     if json_path is None:
         return [], False
     written = [json_path]
@@ -239,7 +235,7 @@ def write_outputs(report: Report, out_dir: Path, formats: Sequence[str], lang: s
     written += outcome.written
     message = outcome_message(outcome, json_path, lang)
     if message:
-        _say(message, stderr)
+        _say(message, stderr, command)
     return written, outcome.interrupted
 
 

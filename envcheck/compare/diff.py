@@ -302,6 +302,13 @@ class Diff:
     def regressions(self, pct: float) -> list[tuple[Comparison, CaseDiff]]:
         return [(cmp, c) for cmp in self.comparisons for c in cmp.regressions(pct)]
 
+    @property
+    def judged(self) -> int:
+        """Rows held against run-to-run noise: cases, node rows and fleet-wide collectives."""
+        nodes = [cmp.node for cmp in self.comparisons if cmp.node is not None] + [w.node for w in self.worlds]
+        return (sum(c.judged for cmp in self.comparisons for c in cmp.cases)
+                + sum(r.change.compared for n in nodes for r in (*n.collectives, *n.copies)))
+
     def node_regressions(self, pct: float) -> list[tuple[str, str, CollectiveDiff | CopyDiff]]:
         """(baseline label, other label, row) of every node row (and fleet-wide collective) slower by more than ``pct``."""
         out = [(cmp.base.label, cmp.other.label, r) for cmp in self.comparisons if cmp.node is not None

@@ -34,7 +34,7 @@ import msgspec
 from envcheck.files import write_new
 from envcheck.model.bench import LEGACY_TEXT, OMIT_DEFAULT, Note, Samples
 from envcheck.model.facts import GPU_FACT_RANGES, Environment, Facts, ReportError, fact_type
-from envcheck.model.report import SCHEMA_VERSION, Report
+from envcheck.model.report import KINDS, SCHEMA_VERSION, Report
 from envcheck.ops import OPS, spec
 from envcheck.outside_json import Json, check_numbers, convert, read_json, read_text
 
@@ -43,6 +43,7 @@ JSON = dict[str, Json]  # a decoded JSON object before it is converted
 FORMAT_NAME = "envcheck-report"
 SAMPLES_KEY = "f32le_b64"
 MAX_REPORT_BYTES = 512 << 20  # a report this large is not one envcheck wrote
+VERDICT_KINDS = ("check", "run", "fleet", "burn")  # what export, diff and fleet --baseline read: a probe has facts only
 
 
 # --------------------------------------------------------------------------- writing
@@ -235,7 +236,8 @@ def gc_paused() -> Iterator[None]:
 def from_dict(data: object, checked: bool = False) -> Report:
     """A Report from its JSON form, any schema version this tool knows (``checked``: numbers already checked)."""
     if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
-        raise ReportError("not an envcheck report (no 'format': 'envcheck-report' field)")
+        got = data.get("format") if isinstance(data, dict) and isinstance(data.get("format"), str) else None
+        raise ReportError(f"not an envcheck report ({f'an {got[:40]!r} document' if got else 'no format field'})")
     version = data.get("schema_version")
     if isinstance(version, bool) or not isinstance(version, int):
         raise ReportError("schema_version: expected an integer")
@@ -267,16 +269,20 @@ def loads(text: str) -> Report:
     return from_dict(read_json(text, ReportError, "report"), checked=True)
 
 
-def load(path: str | os.PathLike[str]) -> Report:
-    """Read a report (its JSON, or the JSON gzip-compressed); every failure is a ReportError naming the file."""
+def load(path: str | os.PathLike[str], kinds: tuple[str, ...] = KINDS) -> Report:
+    """Read a report of one of ``kinds`` (its JSON, or the JSON gzip-compressed); every failure is a
+    ReportError naming the file."""
     p = Path(path)
     text = read_text(p, MAX_REPORT_BYTES, ReportError, "report")
     try:
         data = read_json(text, ReportError, "report")
         del text  # the text of a large report is as big as the model it becomes: not both at once
-        return from_dict(data, checked=True)
+        report = from_dict(data, checked=True)
     except ReportError as e:
         raise ReportError(f"{p}: {e}") from None
+    if report.kind not in kinds:
+        raise ReportError(f"{p}: a {report.kind} report, where a {', '.join(kinds[:-1])} or {kinds[-1]} report is expected")
+    return report
 
 
 __all__ = ["FORMAT_NAME", "Note", "build", "dump", "dumps", "from_dict", "load", "loads", "to_dict"]

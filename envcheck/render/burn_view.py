@@ -135,7 +135,7 @@ def _margin_cell(lang: str, m: Margin | None) -> str:
         return fmt.DASH
     show = fmt.pct if m.threshold in PCT_RULES else fmt.num
     return translate(lang, "burn.margin_cell", value=show(m.value), limit=show(m.limit),
-                     room=fmt.num(round(m.room, 2)))
+                     room=fmt.num(m.room))
 
 
 def _margins(lang: str, a: BurnAnalysis) -> tuple[DetailRow, ...]:
