@@ -65,6 +65,6 @@ def drain(reason: str) -> str:
     if done.returncode is None:
         raise UsageError(f"--slurm-drain: cannot run scontrol ({done.error})")
     if done.returncode != 0:
-        said = (done.stderr or done.stdout).decode("utf-8", "replace").strip().splitlines()
+        said = (done.stderr or done.stdout).strip().splitlines()
         raise UsageError(f"--slurm-drain: scontrol failed (exit {done.returncode}): {said[0] if said else ''}")
     return name

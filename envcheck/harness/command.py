@@ -22,15 +22,32 @@ DRAIN_S = 2.0  # after a kill: a grandchild that left the group may hold the pip
 
 
 @dataclass(frozen=True)
-class Ran:
-    """What one program did; ``returncode`` is None when it could not start (``error`` says why)."""
+class RunResult:
+    """What one program did. ``returncode`` is None when it never ran to an exit status (not found, not
+    executable; the host seam's runs also when killed at their limit); ``error`` then says why."""
 
+    argv: tuple[str, ...]
     returncode: int | None
-    stdout: bytes = b""
-    stderr: bytes = b""
+    stdout: str = ""
+    stderr: str = ""
     timed_out: bool = False
-    error: str | None = None
+    error: str | None = None  # "not found", "permission denied", "timed out after 5 s", ...
     wall_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+    def describe(self) -> str:
+        """One line for a reason: why this run gave no usable output."""
+        name = self.argv[0] if self.argv else "command"
+        if self.error:
+            return f"{name}: {self.error}"
+        if self.returncode is not None and self.returncode != 0:
+            last = (self.stderr.strip() or self.stdout.strip()).splitlines()
+            tail = f": {last[-1].strip()[:200]}" if last else ""
+            return f"{name} exited with status {self.returncode}{tail}"
+        return f"{name}: no output"
 
 
 def parent_death_signal(sig: int = signal.SIGTERM) -> Callable[[], bool] | None:
@@ -48,23 +65,23 @@ def parent_death_signal(sig: int = signal.SIGTERM) -> Callable[[], bool] | None:
 
 
 def run(argv: Sequence[str], timeout: float, *, env: Mapping[str, str] | None = None, merge: bool = False,
-        sink: Callable[[bytes], None] | None = None, grace_s: float = 0.0, die_with_parent: bool = False) -> Ran:
+        sink: Callable[[bytes], None] | None = None, grace_s: float = 0.0, die_with_parent: bool = False) -> RunResult:
     """Run ``argv`` (no shell) to its end or ``timeout``; never raises for what it does. ``env``: its whole
     environment, made by ``clean_env`` (by default, from this process's). ``merge``: stderr into stdout;
     ``sink`` gets the output as it comes instead of it being kept. Ctrl-C (or any exception) kills it first,
     then goes on."""
-    start = time.monotonic()
+    start, args = time.monotonic(), tuple(argv)
     try:
         proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT if merge else subprocess.PIPE, start_new_session=True,
                                 env=dict(env) if env is not None else clean_env(),
                                 preexec_fn=parent_death_signal() if die_with_parent else None)
     except FileNotFoundError:
-        return Ran(None, error="not found", wall_s=time.monotonic() - start)
+        return RunResult(args, None, error="not found", wall_s=time.monotonic() - start)
     except PermissionError:
-        return Ran(None, error="permission denied", wall_s=time.monotonic() - start)
+        return RunResult(args, None, error="permission denied", wall_s=time.monotonic() - start)
     except (OSError, ValueError) as e:
-        return Ran(None, error=f"cannot start ({e})", wall_s=time.monotonic() - start)
+        return RunResult(args, None, error=f"cannot start ({e})", wall_s=time.monotonic() - start)
     group = scope.Session(proc)
     got: dict[int, list[bytes]] = {}
     with scope.live(group):
@@ -82,12 +99,13 @@ def run(argv: Sequence[str], timeout: float, *, env: Mapping[str, str] | None = 
         except BaseException:
             group.stop(0.0)
             raise
-    out, err = (b"".join(got.get(p.fileno(), [])) if p else b"" for p in (proc.stdout, proc.stderr))
+    out, err = ("" if p is None else b"".join(got.get(p.fileno(), [])).decode("utf-8", "replace")
+                for p in (proc.stdout, proc.stderr))
     for p in (proc.stdout, proc.stderr):
         if p:
             p.close()
-    return Ran(proc.returncode, out, err, timed_out,
-               f"timed out after {timeout:g} s" if timed_out else None, time.monotonic() - start)
+    return RunResult(args, proc.returncode, out, err, timed_out, f"timed out after {timeout:g} s" if timed_out else None,
+                     time.monotonic() - start)
 
 
 def _read(proc: subprocess.Popen[bytes], got: dict[int, list[bytes]], sink: Callable[[bytes], None] | None,

@@ -26,10 +26,11 @@ import shutil
 import sys
 import sysconfig
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from envcheck.harness import command
+from envcheck.harness.command import RunResult
 from envcheck.harness.env import clean_env
 from envcheck.probes.packages import PackageInfo, find_package
 from envcheck.redact import Redactor
@@ -37,35 +38,6 @@ from envcheck.redact import Redactor
 MEMINFO = "/proc/meminfo"
 # A Python child's events, one a line after this, in a run's stdout: how snapshots record them.
 MARKER = "@@envcheck-json@@ "
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """What one subprocess did. ``returncode`` is None when it never ran to an exit status
-    (not found, not executable, killed on timeout); ``error`` then says why."""
-
-    argv: tuple[str, ...]
-    returncode: int | None
-    stdout: str = ""
-    stderr: str = ""
-    timed_out: bool = False
-    error: str | None = None  # "not found", "permission denied", "timed out after 5 s", ...
-    wall_s: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out
-
-    def describe(self) -> str:
-        """One line for a reason: why this run gave no usable output."""
-        name = self.argv[0] if self.argv else "command"
-        if self.error:
-            return f"{name}: {self.error}"
-        if self.returncode is not None and self.returncode != 0:
-            last = (self.stderr.strip() or self.stdout.strip()).splitlines()
-            tail = f": {last[-1].strip()[:200]}" if last else ""
-            return f"{name} exited with status {self.returncode}{tail}"
-        return f"{name}: no output"
 
 
 def parse_meminfo(text: str) -> tuple[int, int | None]:
@@ -156,8 +128,7 @@ class Host:
     def _run(self, args: tuple[str, ...], timeout: float, env: dict[str, str] | None,
              name: str | None) -> RunResult:
         ran = command.run(args, timeout, env=clean_env(base=env))
-        return RunResult(args, None if ran.timed_out else ran.returncode, _decode(ran.stdout), _decode(ran.stderr),
-                         ran.timed_out, ran.error, ran.wall_s)
+        return replace(ran, returncode=None) if ran.timed_out else ran
 
     def run_python(self, target: str, timeout: float, name: str, args: Any = None,
                    env: Mapping[str, str] | None = None, **kw: Any) -> RunResult:
@@ -205,10 +176,6 @@ class Host:
             return parse_meminfo(text)
         except ValueError as e:
             raise OSError(f"{MEMINFO}: {e}") from None
-
-
-def _decode(data: bytes | None) -> str:
-    return data.decode("utf-8", errors="replace") if data else ""
 
 
 _DEFAULT: Host | None = None
