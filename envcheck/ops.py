@@ -352,6 +352,17 @@ def spec(op: str) -> OpSpec:
         raise ValueError(f"unknown op {op!r} (known: {', '.join(OPS)})") from None
 
 
+# Implementations that never run a Triton kernel: on the CPU they run natively, interpreter on or off.
+NATIVE_IMPLS = ("torch", "compile", "jax")
+
+
+def interpreted(interpret: bool, backend: str, impl: str, baseline: str) -> bool:
+    """Whether ``impl`` runs in Triton's interpreter: ``run --interpret`` (or ``envcheck bench`` under
+    ``TRITON_INTERPRET=1``) on the CPU, neither its op's baseline nor a native implementation (a user's
+    implementation may hold a Triton kernel under any name). Such a kernel is checked, never timed."""
+    return interpret and backend != "cuda" and impl != baseline and impl not in NATIVE_IMPLS
+
+
 def lookup(op: str, declared: Iterable[OpSpec] = ()) -> OpSpec:
     """The spec of ``op``: a built-in one, else one of the ``declared`` ops (a report's
     ``Bench.ops``); ValueError if neither has it."""

@@ -9,10 +9,7 @@ analysis the CLI uses.
 The plan is ``suite.plan`` for ``run --interpret --ops OPS`` on a machine without a GPU, the
 run is ``worker.Worker`` (inputs, first call, checked calls, reference, statistics: group.py,
 accuracy.py): the path ``envcheck run`` takes, minus the process boundary and the timing. The judge
-reads the accuracy only, which the checked calls give before any timed call; the warm-up and the
-samples after them (about four interpreted calls of every kernel out of six: ~80% of the child's
-time) are skipped, and each case is given one placeholder sample (``untimed``). The worker's timing
-on the CPU is tested in tests/test_worker.py, under the interpreter in tests/test_userbench_e2e.py.
+reads the accuracy only: the interpreted kernels are checked, never timed (``bench.interpret.checked_only``).
 """
 
 from __future__ import annotations
@@ -21,7 +18,6 @@ import dataclasses
 import json
 import sys
 from types import SimpleNamespace
-from typing import Any
 
 
 def run(ops: str, plant: str | None, seed: int = 0) -> list[dict]:
@@ -50,24 +46,10 @@ def run(ops: str, plant: str | None, seed: int = 0) -> list[dict]:
     return cases
 
 
-def untimed() -> None:
-    """No warm-up and no samples: each prepared implementation gets one placeholder sample, so that
-    its case is measured (the module docstring says why)."""
-    from envcheck.bench import timer, worker
-    from envcheck.model import Timing
-
-    def sample(rt: object, p: Any) -> None:
-        p.launch = Timing.from_samples("host_clock", [1.0])
-
-    worker.sample = sample
-    timer.Timer.warmup = lambda self, fn, budget_ms=None: 0
-
-
 def main(runs: list[str]) -> None:
     from envcheck.bench import interpret
 
     interpret.enable()
-    untimed()
     out = {}
     for spec in runs:
         what, _, seed = spec.partition("@")

@@ -247,7 +247,7 @@ def test_a_wrong_softmax_forward_fails_its_case_on_output_y_through_the_worker(m
     the worker's path (inputs, checked call, reference, statistics) and the analysis's judge."""
     from envcheck.bench import kernels
     from envcheck.bench.protocol import Measured, WorkerPlan
-    from envcheck.bench.suite import INTERPRET_SETTINGS, PlannedCase
+    from envcheck.bench.suite import CPU_QUICK_SETTINGS, PlannedCase
     from envcheck.bench.worker import Worker
     from tests.planted import softmax_wrong_forward
 
@@ -255,7 +255,7 @@ def test_a_wrong_softmax_forward_fails_its_case_on_output_y_through_the_worker(m
     planned = tuple(PlannedCase("softmax_fwbw", impl, dtype, dtype, (16, 300))
                     for dtype in ("fp32", "fp16", "bf16") for impl in ("torch", "triton"))
     cases: list[Case] = []
-    plan = WorkerPlan("cpu", 0, planned, INTERPRET_SETTINGS, ceilings=False)
+    plan = WorkerPlan("cpu", 0, planned, CPU_QUICK_SETTINGS, ceilings=False)
     Worker(plan, lambda e: cases.append(e.case) if isinstance(e, Measured) else None).run()
     results = judged(cases)
     assert len(results) == 6 and all(r.case.measured for r in results)

@@ -95,7 +95,7 @@ def test_the_worked_example_end_to_end_and_its_report_renders_diffs_and_has_a_hi
         assert "softmax_wsum" in written.read_text().replace("\\_", "_"), written  # Markdown escapes _
     # Every case matched its copy; timed on the host only (a CPU) with no floor learned for it: not judged.
     said = (tmp_path / "d.md").read_text()
-    assert "0 not comparable" in said and "8 not judged: no noise estimate" in said
+    assert "0 not comparable" in said and "8 not judged: no noise floor" in said
 
 
 def test_anonymize_leaves_no_host_name_in_a_bench_report(tmp_path, monkeypatch):

@@ -31,7 +31,6 @@ DTYPE_ALIASES: dict[str, tuple[str, str | None]] = {
 
 # IEEE fp32 matmul runs on CUDA cores (no tensor cores): a Triton kernel takes seconds at 8192^3.
 IEEE_MATMUL_MAX_DIM = 4096
-INTERPRET_SETTINGS = Settings(warmup_ms=0, rep_ms=0, min_samples=1, max_samples=3, cold_l2=False)
 Shape = tuple[int, ...]
 Entry = tuple[Shape, tuple[str, ...]]  # a GPU suite's shape and its dtypes, in order (fp32 matmuls: TF32, IEEE)
 
@@ -459,9 +458,11 @@ def plan(options: RunOptions, env: Environment) -> Plan:
             raise UsageError("--interpret: this machine has a usable CUDA GPU, on which the Triton kernels run "
                              "compiled; the interpreter is for machines without one (drop --interpret)")
         impls = ["torch", "triton"]
+        notes[notes.index(Note("bench.cpu_baseline"))] = Note("bench.interpreted")
         if env.get("triton", "installed") is False:
             triton_reason = Note("bench.triton_unusable.not_installed")
-        settings = dataclasses.replace(INTERPRET_SETTINGS, threads=cpu_threads(), interpret=True)
+        # Only PyTorch is timed (the CPU's quick sampling); the interpreted kernels are checked, not timed.
+        settings = dataclasses.replace(CPU_QUICK_SETTINGS, threads=cpu_threads(), interpret=True)
     # --control: the diff's positive control, recorded in the settings: never silently active.
     settings = dataclasses.replace(settings, quick=quick, ops=sel.ops, impls=tuple(impls),
                                    control=getattr(options, "control", None))

@@ -1,9 +1,7 @@
-"""Runs a burn: one worker per GPU through the harness, all at once, and gathers what each reports.
-
-``burn_gpus`` is the one entry point (the command, ``run --burn``, a fleet's node): the GPUs and the minutes
-in, the model's ``Burn`` out. A worker that crashes, hangs (no interval for ``stall_s``: the GEMM stuck in
-the driver, a GPU fallen off the bus), runs past its time or sends garbage makes a failed GPU with what it
-sent; the others finish. Ctrl-C, SIGTERM and SIGHUP stop every worker and keep what each sent.
+"""Runs a burn: one worker per GPU through the harness, all at once, gathering what each reports (``burn_gpus``).
+A worker that crashes, hangs (no interval for ``stall_s``), runs past its time or sends garbage makes its GPU a
+failed one with what it sent; the others finish. Ctrl-C, SIGTERM and SIGHUP stop every worker and keep what each
+sent.
 """
 
 from __future__ import annotations

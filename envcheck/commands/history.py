@@ -31,13 +31,8 @@ def _folder(p: Path) -> list[Path]:
 
 
 def collect(paths: list[str]) -> tuple[list[tuple[str, Report]], list[LeftOut]]:
-    """Reports from folders (every ``*.json`` in them) and files, and what was left out; a fleet
-    report is one report per node (``label:host``), as in ``diff``.
-
-    A folder may hold other JSON (rendered data, configs), a truncated report, one that fails
-    validation or a pipe: each is left out with its one-line error and the rest go on. A file
-    named explicitly must be a report: anything else is an error.
-    """
+    """Reports from folders (every ``*.json``) and files, a fleet report one per node, and what was left out: in a
+    folder anything that is not a readable report is left out with its one-line error; a file named must be one."""
     from envcheck.compare.history import UNREADABLE, LeftOut
     from envcheck.model import ReportError, load
 
