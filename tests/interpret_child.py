@@ -17,18 +17,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from types import SimpleNamespace
 
 
 def run(ops: str, plant: str | None, seed: int = 0) -> list[dict]:
     from envcheck.bench import kernels, suite
     from envcheck.bench.protocol import Measured, WorkerPlan
     from envcheck.bench.worker import Worker
+    from envcheck.commands.options import RunOptions
     from envcheck.model import to_dict
     from tests import factories_cpu, planted
 
-    options = SimpleNamespace(quick=False, ops=ops.split(","), sizes=None, dtypes=None, device=0, no_compile=True,
-                              interpret=True)
+    options = RunOptions(ops=tuple(ops.split(",")), no_compile=True, interpret=True)
     plan = suite.plan(options, factories_cpu.environment())
     settings = dataclasses.replace(plan.settings, seed=seed)
     cases: list[dict] = []

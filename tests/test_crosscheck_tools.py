@@ -376,7 +376,7 @@ def _run(tmp_path: Path, *argv: str, crosscheck: Callable[..., CrosscheckRun] | 
 
         d = dataclasses.replace(d, crosscheck=crosscheck)
     out, err = io.StringIO(), io.StringIO()
-    args = cli.build_parser().parse_args(["run", "--quick", "--ops", "relu", "--out-dir", str(tmp_path / "r"), *argv])
+    args = cli.parse(["run", "--quick", "--ops", "relu", "--out-dir", str(tmp_path / "r"), *argv])
     return run_cmd.execute(args, d, stderr=err, stdout=out), out.getvalue(), err.getvalue()
 
 
@@ -419,7 +419,7 @@ def test_a_bug_in_the_crosschecks_keeps_the_finished_run_and_fails_it(tmp_path):
 
 
 def test_fleet_takes_the_flag():
-    args = cli.build_parser().parse_args(["fleet", "--crosscheck"])
+    args = cli.parse(["fleet", "--crosscheck"])
     assert args.crosscheck is True
 
 

@@ -34,7 +34,7 @@ def deps(host: str = "box") -> run_cmd.Collaborators:
 
 def bench(tmp_path: Path, source: str, *extra: str, host: str = "box") -> tuple[int, model.Report, str]:
     out_dir = tmp_path / "reports"
-    args = cli.build_parser().parse_args(["bench", source, "--quick", "--out-dir", str(out_dir), "--format", "json",
+    args = cli.parse(["bench", source, "--quick", "--out-dir", str(out_dir), "--format", "json",
                                           *extra])
     err, out = io.StringIO(), io.StringIO()
     rc = bench_cmd.execute(args, deps(host), stderr=err, stdout=out)

@@ -17,7 +17,6 @@ it did not, for whoever looks into the failure.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import signal
@@ -29,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from envcheck.commands.options import FleetOptions, RunOptions
 from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from envcheck.model import Bench, Check, Environment, Report
 from envcheck.model.fleet import Baseline, Fleet, FleetNode, Rule
@@ -98,7 +98,7 @@ def load_baseline(path: str) -> Baseline:
 # --------------------------------------------------------------------------- the real collaborators
 
 
-def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) -> Any:
+def real_deps(args: FleetOptions, ctx: Any, transport: Any, sweep: Any, out_dir: str) -> Any:
     """Each rank's work as envcheck does it for real: subprocess workers, torchrun, NVML."""
     from envcheck.bench import assemble, runner, suite
     from envcheck.checks import evaluate
@@ -117,7 +117,7 @@ def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) ->
     def environment() -> Environment:
         if "env" not in cache:
             _step(ctx.rank, "probing this machine (torch, CUDA and NVML, each isolated)")
-            env = collect(runtime=True, timeout=120.0, reports_dir=args.out_dir)
+            env = collect(runtime=True, timeout=120.0, reports_dir=out_dir)
             if ctx.leader:
                 env = Environment({**env.sections, LINKS_SECTION: probe_links()}, env.gpus, env.probe_s)
             cache["env"] = env
@@ -126,9 +126,9 @@ def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) ->
     def bench(gpu: int) -> Bench:
         env = environment()
         # Without a GPU every rank of the host times the CPU (device 0), sharing it.
-        options = argparse.Namespace(quick=not args.full, ops=args.ops, sizes=args.sizes, dtypes=args.dtypes,
-                                     device=gpu if device() == "cuda" else 0, no_compile=args.no_compile)
-        plan = suite.plan(options, env)
+        options = RunOptions(quick=not args.full, ops=args.ops, sizes=args.sizes, dtypes=args.dtypes,
+                             no_compile=args.no_compile)
+        plan = suite.plan(options, env, gpu=gpu if device() == "cuda" else 0)
         started = datetime.now(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
         if not plan.runnable:
             return assemble.no_bench(plan, started)
@@ -152,7 +152,7 @@ def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) ->
     def node(gpus: tuple[int, ...], work_dir: str) -> Node:
         dev = device()
         # --crosscheck: the node's own sweep runs a plain torch.distributed loop too (not the world's).
-        plan = replace(sweep, crosscheck_loop=bool(getattr(args, "crosscheck", False)) and dev == "cuda")
+        plan = replace(sweep, crosscheck_loop=args.crosscheck and dev == "cuda")
         _step(ctx.rank, "node tests: topology, error counters, peer copies, collectives")
         return run_node(NodeOptions(gpus, work_dir, dev, plan, PeerPlan() if dev == "cuda" else None))
 
@@ -166,7 +166,7 @@ def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) ->
         return read_outputs(d), launch
 
     deps = FleetDeps(transport, bench, probe, node, world)
-    if getattr(args, "crosscheck", False):
+    if args.crosscheck:
         from envcheck.crosscheck.run import kernel_crosscheck, node_crosscheck
 
         deps = replace(deps, gpu_crosscheck=lambda b, ordinal: kernel_crosscheck(
@@ -258,7 +258,7 @@ def write_documents(report: Report, path: Path, formats: list[str], lang: str,
     return list(outcome.written)
 
 
-def sweep_plan(args: argparse.Namespace, cpu: bool) -> SweepPlan:
+def sweep_plan(args: FleetOptions, cpu: bool) -> SweepPlan:
     """The collectives' plan: nccl-tests' sweep on GPUs; on the CPU the node tests' small gloo sweep
     (gloo moves about 1 GB/s, shared by every rank of the host: seconds, where 1M..4G takes minutes),
     each overridden by the options given."""
@@ -316,7 +316,7 @@ class _StopSignals:
             raise KeyboardInterrupt(LAUNCHER_GONE.name)
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: FleetOptions) -> int:
     from envcheck.commands.run import output_formats
 
     formats = output_formats(args.format)  # a bad --format fails here, before any rank starts work
@@ -330,18 +330,18 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
 
 
-def _main(args: argparse.Namespace, formats: list[str], stops: _StopSignals) -> int:
+def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
     from envcheck.analysis import analyse
     from envcheck.commands.run import output_dir
     from envcheck.node.fleet import FleetOptions, export_for_torch, finish, local_gpus, rank_context, run_rank
     from envcheck.node.transport import open_store_transport
     from envcheck.userdirs import out_dir as default_out_dir
 
-    args.out_dir = default_out_dir(args.out_dir)
+    out_text = default_out_dir(args.out_dir)
     ctx = rank_context(os.environ)
-    out_dir = Path(args.out_dir)
+    out_dir = Path(out_text)
     if ctx.rank == 0:  # the one that writes: a folder it cannot write is one line before any work
-        out_dir = output_dir(args.out_dir)
+        out_dir = output_dir(out_text)
     cpu = bool(args.cpu) or not _has_gpu()
     baseline = load_baseline(args.baseline) if args.baseline else None
     rules = tuple(parse_rule(r) for r in args.rule or ())
@@ -349,7 +349,7 @@ def _main(args: argparse.Namespace, formats: list[str], stops: _StopSignals) -> 
     export_for_torch(ctx, os.environ)  # type: ignore[arg-type]
     transport = open_store_transport(ctx.rank, ctx.world_size, ctx.master_addr, args.join_timeout)
     work_dir = tempfile.mkdtemp(prefix=f"envcheck-fleet-r{ctx.rank}-")
-    deps = real_deps(args, ctx, transport, sweep)
+    deps = real_deps(args, ctx, transport, sweep, out_text)
     if cpu:
         deps = _cpu_deps(deps, sweep, ctx.rank)
     options = FleetOptions(work_dir, sweep, not args.no_world, args.rank_timeout, args.world_timeout,

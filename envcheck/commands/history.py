@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envcheck.commands.diff import check_out, emit, labels, per_node, terminal_text
+from envcheck.commands.options import HistoryOptions
 from envcheck.errors import EXIT_OK, UsageError
 from envcheck.files import REPORT_SUFFIXES
 
@@ -105,21 +105,22 @@ def render(hs: Histories, fmt: str, lang: str, to_file: bool) -> str:
     return render_histories(hs.machines, fmt, lang)
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: HistoryOptions) -> int:
     from envcheck.compare.history import histories
     from envcheck.render.i18n import translate
 
     check_out(args.out)
-    if not args.paths:
+    paths = args.paths
+    if not paths:
         from envcheck.userdirs import reports_dir
 
-        args.paths = [str(reports_dir())]
-    reports, left_out = collect(args.paths)
+        paths = [str(reports_dir())]
+    reports, left_out = collect(paths)
     hs = histories(reports, left_out)
     for x in hs.left_out:
         _tell(translate(args.lang, "history.note", note=_note(x, args.lang)))
     if not hs.machines:
-        raise UsageError(f"no benchmark results among the reports in {', '.join(args.paths)}: "
+        raise UsageError(f"no benchmark results among the reports in {', '.join(paths)}: "
                          "history needs reports of envcheck run")
     if len(hs.machines) > 1:
         _tell(translate(args.lang, "history.note", note=translate(args.lang, "history.note.machines",
