@@ -49,6 +49,17 @@ DTYPES: tuple[str, ...] = ("fp32", "fp16", "bf16")
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16")
 ITEMSIZE: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2}
 IMPLS: tuple[str, ...] = ("torch", "triton", "compile", "jax")
+UNIT_ROUNDOFF: dict[str, float] = {"fp32": 2.0**-24, "tf32": 2.0**-11, "fp16": 2.0**-11, "bf16": 2.0**-8}
+
+# Roundings in the compute precision per output element, beyond accumulation and storage:
+# softmax's subtraction, exp (a few ulp with the fast exp2 GPUs use) and division; layer norm's
+# subtraction, rsqrt, scale, weight and bias; softmax_fwbw's softmax, then y dy, dy - sum and
+# the product with y; a TF32 matmul rounds both inputs, an IEEE one each product. A sum's
+# roundings are its accumulation; a max is exact.
+_ROUNDINGS = {"softmax": 8, "layer_norm": 6, "softmax_fwbw": 12, "fp32": 1, "tf32": 2}
+# Intermediates stored in the case's dtype and read back: autograd keeps softmax's y in
+# fp16/bf16, and the backward reads it (y and the row sum of y dy each carry its rounding).
+_STORED = {"softmax_fwbw": 2}
 
 # FLOPs per element of softmax: max (1 compare), subtract the max (1), exp (1), sum (1 add),
 # divide by the sum (1). Exp is counted as one operation, as roofline models usually do.
@@ -246,6 +257,22 @@ class OpSpec:
         """Bytes of the tensors one call touches (inputs + output): what could sit in L2.
         Every byte is touched once per call, so it equals the traffic."""
         return self.traffic(shape, dtype).bytes
+
+    def compute_precision(self, dtype: str, precision: str) -> str:
+        """The arithmetic actually used: TF32 only for fp32 matmuls asked to use it; element-wise
+        and reduction ops compute fp16/bf16 inputs in fp32 (PyTorch and our kernels upcast)."""
+        if self.compute_bound:
+            return precision
+        return "fp32" if dtype in ("fp16", "bf16") else dtype
+
+    def roundings(self, precision: str, output: str = "") -> tuple[int, int]:
+        """(roundings in the compute precision per element of ``output`` beyond accumulation and
+        storage, intermediates stored in the case's dtype); a forward + backward op's y is
+        rounded as its forward op's output."""
+        if self.declared is not None:
+            return self.declared.roundings, 0
+        name = "softmax" if output == "y" and self.name == "softmax_fwbw" else self.name
+        return _ROUNDINGS.get(precision if self.compute_bound else name, 0), _STORED.get(name, 0)
 
     def outputs(self, shape: tuple[int, ...]) -> tuple[tuple[str, int], ...]:
         """The outputs judged apart, each with its accumulation length: linear_fwbw's y = x W^T

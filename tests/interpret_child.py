@@ -25,7 +25,7 @@ from typing import Any
 
 
 def run(ops: str, plant: str | None, seed: int = 0) -> list[dict]:
-    from envcheck.bench import kernels, suite
+    from envcheck.bench import suite
     from envcheck.bench.protocol import Measured, WorkerPlan
     from envcheck.bench.worker import Worker
     from envcheck.model import to_dict
@@ -41,12 +41,13 @@ def run(ops: str, plant: str | None, seed: int = 0) -> list[dict]:
         if isinstance(event, Measured):
             cases.append(to_dict(event.case))
 
-    op = planted.install(plant) if plant else None
+    if plant:
+        planted.install(plant)
     try:
         Worker(WorkerPlan(plan.backend or "cpu", 0, plan.cases, settings, ceilings=False), emit).run()
     finally:
-        if op is not None:
-            setattr(kernels, op, planted.real(op))
+        if plant:
+            planted.restore(plant)
     return cases
 
 

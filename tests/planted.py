@@ -8,6 +8,7 @@ suite's own shapes. ``install(name)`` replaces ``envcheck.bench.kernels.<op>``, 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -176,27 +177,48 @@ def conv_last_column(x, weight, out, stride, precision):
     return out
 
 
-PLANTED: dict[str, tuple[str, Callable[..., Any]]] = {
-    "linear_wrong_forward": ("linear_fwbw", linear_wrong_forward),
-    "linear_dx_acc16": ("linear_fwbw", linear_dx_acc16),
-    "softmax_wrong_forward": ("softmax_fwbw", softmax_wrong_forward),
-    "layer_norm_eps_outside": ("layer_norm", _layer_norm_bug(False, True)),
-    "layer_norm_sample_var": ("layer_norm", _layer_norm_bug(True, False)),
-    "softmax_max_from_zero": ("softmax", softmax_max_from_zero),
-    "max_inner_from_zero": ("max_inner", max_from_zero("inner")),
-    "max_all_from_zero": ("max_all", max_from_zero("all")),
-    "sum_all_dropped_block": ("sum_all", sum_all_dropped_block),
-    "sum_all_acc16": ("sum_all", sum_all_acc16),
-    "conv_last_column": ("conv2d", conv_last_column),
-    "matmul_acc16": ("matmul", matmul_acc16),
+@dataclass(frozen=True)
+class Plant:
+    """A bug planted in ``op``'s kernel; ``applies(dtype, shape)``: where it changes the result (a
+    16-bit accumulation leaves fp32 as shipped, a stride-2 bug the stride-1 convolutions)."""
+
+    op: str
+    fn: Callable[..., Any]
+    applies: Callable[[str, tuple[int, ...]], bool] = lambda dtype, shape: True
+
+
+def _fp16(dtype: str, shape: tuple[int, ...]) -> bool:
+    return dtype == "fp16"
+
+
+PLANTED: dict[str, Plant] = {
+    "linear_wrong_forward": Plant("linear_fwbw", linear_wrong_forward),
+    "linear_dx_acc16": Plant("linear_fwbw", linear_dx_acc16, _fp16),
+    "softmax_wrong_forward": Plant("softmax_fwbw", softmax_wrong_forward),
+    "layer_norm_eps_outside": Plant("layer_norm", _layer_norm_bug(False, True)),
+    "layer_norm_sample_var": Plant("layer_norm", _layer_norm_bug(True, False)),
+    "softmax_max_from_zero": Plant("softmax", softmax_max_from_zero),
+    "max_inner_from_zero": Plant("max_inner", max_from_zero("inner")),
+    "max_all_from_zero": Plant("max_all", max_from_zero("all")),
+    "sum_all_dropped_block": Plant("sum_all", sum_all_dropped_block),
+    "sum_all_acc16": Plant("sum_all", sum_all_acc16, _fp16),
+    "conv_last_column": Plant("conv2d", conv_last_column, lambda dtype, shape: shape[6] == 2),
+    "matmul_acc16": Plant("matmul", matmul_acc16, _fp16),
 }
 
 
 def install(name: str) -> str:
     """Plant bug ``name`` in place of its op's kernel; returns the op."""
-    op, bug = PLANTED[name]
-    real(op)
-    for dep in ("matmul", "linear_fwbw", f"max_{op.split('_')[-1]}" if op.startswith("max") else op):
+    plant = PLANTED[name]
+    for dep in ("matmul", "linear_fwbw", plant.op):
         real(dep)
-    setattr(kernels, op, bug)
-    return op
+    if plant.op.startswith("max"):
+        real(f"max_{plant.op.split('_')[-1]}")
+    setattr(kernels, plant.op, plant.fn)
+    return plant.op
+
+
+def restore(name: str) -> None:
+    """Put the shipped kernel back in place of bug ``name``."""
+    op = PLANTED[name].op
+    setattr(kernels, op, real(op))

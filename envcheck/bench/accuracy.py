@@ -28,6 +28,9 @@ vector or a 16384^2 matmul never needs its float64 output whole. The statistics
 * ``elements``: outputs compared.
 * ``excess_l2``: ||out - round(ref)|| / ||ref||, round(ref) the reference rounded once to the
   output's dtype: the error beyond the storage rounding (model.Accuracy says why).
+* ``max_ulps``: max |out - ref| / (ulp(ref) + r mag): the output dtype's spacing at ref (``ulp``)
+  plus the op's own roundings of the magnitude (r = c u_c + s u_o: ``ops.OpSpec.roundings``), so
+  that on exact inputs (exact.py) a correct output is within one.
 
 An op with several outputs (linear_fwbw's y, dx and dW) names each reference chunk's output;
 each named output gets its own statistics (``Tally.outputs``) beside the whole's.
@@ -53,10 +56,22 @@ from typing import Any
 
 from envcheck.bench import reference_ops
 from envcheck.model import Accuracy, OutputAccuracy
-from envcheck.ops import REFERENCE_CHUNK_ELEMENTS
+from envcheck.ops import REFERENCE_CHUNK_ELEMENTS, UNIT_ROUNDOFF, OpSpec
 
-# Smallest normal number of each output dtype (torch.finfo(dtype).tiny).
+# Smallest normal number of each output dtype (torch.finfo(dtype).tiny), and its significand bits.
 SMALLEST_NORMAL = {"fp32": 2.0**-126, "fp16": 2.0**-14, "bf16": 2.0**-126}
+SIGNIFICAND_BITS = {"fp32": 24, "fp16": 11, "bf16": 8}
+
+
+def ulp(ref: Any, dtype: str) -> Any:
+    """The spacing of ``dtype``'s numbers at each |ref| (float64 in, float64 out); below the
+    smallest normal number, the subnormal spacing."""
+    import torch
+
+    _, exp = torch.frexp(ref)
+    lowest = int(math.log2(SMALLEST_NORMAL[dtype])) + 1  # frexp's exponent of the smallest normal
+    exp = torch.where(ref == 0, lowest, torch.clamp_min(exp, lowest))
+    return torch.ldexp(torch.ones_like(ref), exp - SIGNIFICAND_BITS[dtype])
 
 
 @dataclass(frozen=True)
@@ -117,12 +132,21 @@ def reference_chunks(op: str, inputs: dict[str, Any],
 class Tally:
     """Running sums of the statistics of the outputs checked so far: the whole output, and each
     named output (``RefChunk.output``) of an op with several. Several checked calls (the rounds
-    of an op with a tiny output: group.py) add into one tally, as one longer output."""
+    of an op with a tiny output: group.py) add into one tally, as one longer output. ``spec`` and
+    ``precision``: the op's roundings that ``max_ulps`` allows for (none without)."""
 
-    def __init__(self, dtype: str) -> None:
+    def __init__(self, dtype: str, spec: OpSpec | None = None, precision: str = "") -> None:
         self.dtype = dtype
         self.whole = _Sums()
         self.parts: dict[str, _Sums] = {}
+        self.spec, self.precision = spec, precision
+
+    def _rounding(self, output: str) -> float:
+        """The op's own roundings of an element of ``output``, relative to its magnitude."""
+        if self.spec is None:
+            return 0.0
+        c, s = self.spec.roundings(self.precision, output)
+        return c * UNIT_ROUNDOFF[self.spec.compute_precision(self.dtype, self.precision)] + s * UNIT_ROUNDOFF[self.dtype]
 
     def add(self, out: Any, chunks: Iterable[RefChunk]) -> Tally:
         """Compare ``out`` (a tensor of ``dtype``) with its reference chunks; sums accumulate in
@@ -148,7 +172,8 @@ class Tally:
                     float(torch.sum(excess * excess).item()),
                     float(diff.max().item()) if diff.numel() else 0.0,
                     float((diff / torch.clamp_min(chunk.mag, floor)).max().item()) if diff.numel() else 0.0,
-                    n_bad, o.numel())
+                    n_bad, o.numel(), float((diff / (ulp(chunk.ref, self.dtype) + self._rounding(chunk.output)
+                                                     * chunk.mag)).max().item()) if diff.numel() else 0.0)
             self.whole.add(*sums)
             if chunk.output:
                 self.parts.setdefault(chunk.output, _Sums()).add(*sums)
@@ -173,9 +198,10 @@ class _Sums:
     max_rel: float = 0.0
     nonfinite: int = 0
     elements: int = 0
+    max_ulps: float = 0.0
 
     def add(self, err_sq: float, ref_sq: float, excess_sq: float, max_abs: float, max_rel: float,
-            nonfinite: int, elements: int) -> None:
+            nonfinite: int, elements: int, max_ulps: float) -> None:
         self.err_sq += err_sq
         self.ref_sq += ref_sq
         self.excess_sq += excess_sq
@@ -183,10 +209,11 @@ class _Sums:
         self.max_rel = max(self.max_rel, max_rel)
         self.nonfinite += nonfinite
         self.elements += elements
+        self.max_ulps = max(self.max_ulps, max_ulps)
 
     def accuracy(self) -> Accuracy:
         return statistics(self.err_sq, self.ref_sq, self.max_abs, self.max_rel, self.nonfinite, self.elements,
-                          self.excess_sq)
+                          self.excess_sq, self.max_ulps)
 
 
 def compare(out: Any, chunks: Iterable[RefChunk], dtype: str) -> Accuracy:
@@ -195,7 +222,7 @@ def compare(out: Any, chunks: Iterable[RefChunk], dtype: str) -> Accuracy:
 
 
 def statistics(err_sq: float, ref_sq: float, max_abs: float, max_rel: float, nonfinite: int,
-               elements: int, excess_sq: float | None = None) -> Accuracy:
+               elements: int, excess_sq: float | None = None, max_ulps: float | None = None) -> Accuracy:
     """An Accuracy from accumulated sums (pure: the tests feed it numbers)."""
     # An all-zero reference (relu of all-negative input) has no scale: the absolute norm of
     # the error stands in, so anything nonzero still shows.
@@ -204,7 +231,8 @@ def statistics(err_sq: float, ref_sq: float, max_abs: float, max_rel: float, non
 
     excess = None if excess_sq is None else _finite(rel(excess_sq))
     return Accuracy(rel_l2=_finite(rel(err_sq)), max_abs=_finite(max_abs), max_rel_elem=_finite(max_rel),
-                    nonfinite=nonfinite, elements=elements, excess_l2=excess)
+                    nonfinite=nonfinite, elements=elements, excess_l2=excess,
+                    max_ulps=None if max_ulps is None else _finite(max_ulps))
 
 
 LARGEST = 1.7976931348623157e308  # float64's largest: fails any bound, and JSON can hold it

@@ -13,7 +13,9 @@ takes one implementation through, in order:
    with a tiny output (``sum_all``, ``max_all``: one number) is checked over CHECK_ROUNDS
    inputs drawn in turn into the group's tensors (seeded, the odd rounds of the op's second
    kind: ``impls.make_inputs``'s ``variant``), then the first inputs are put back: one number
-   says little of how a sum rounds, and nothing of a max started at 0 on all-positive data;
+   says little of how a sum rounds, and nothing of a max started at 0 on all-positive data.
+   Then the op's exact inputs (exact.py), drawn into the same tensors, and the first inputs
+   drawn again from the group's seed;
 3. warm-up calls for ``warmup_ms`` (at least 3), cycling through the sets from here on;
 4. on a GPU, the CUDA graph its GPU time replays (graphs.py). A graph that cannot be captured
    costs the case its GPU time only (a note says why); its launch time still stands.
@@ -23,6 +25,7 @@ A failure in steps 1-2 is that case's failure (stage ``compile`` or ``first_call
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,6 +84,7 @@ class Prepared:
     rotation_sets: int
     notes: list[Note] = field(default_factory=list)
     outputs: tuple[OutputAccuracy, ...] = ()
+    exact: Accuracy | None = None  # on the op's exact inputs (exact.py)
     kernel: str | None = None
     graph: Region | None = None  # the captured graph to replay, until the GPU time is taken
     gpu: Timing | None = None
@@ -149,9 +153,12 @@ def _draw_round(rt: Runtime, planned: PlannedCase, group: Group, r: int) -> None
         t.copy_(fresh[name])
 
 
-def _check(rt: Runtime, planned: PlannedCase, group: Group, fn: Any) -> tuple[accuracy.Tally, bool]:
-    """The checked call(s) of ``fn`` on the group's inputs, compared with their reference."""
-    tally = accuracy.Tally(planned.dtype)
+def _check(rt: Runtime, planned: PlannedCase, group: Group, fn: Any) -> tuple[accuracy.Tally, accuracy.Tally | None,
+                                                                            bool]:
+    """The checked call(s) of ``fn`` on the group's inputs and on the op's exact inputs, each
+    compared with its reference: (random inputs, exact inputs or None, every output poisoned)."""
+    code, spec = rt.code(planned.op), rt.spec(planned.op)
+    tally = accuracy.Tally(planned.dtype, spec, planned.precision)
     poisoned = True
     try:
         for r in range(group.rounds):
@@ -159,13 +166,33 @@ def _check(rt: Runtime, planned: PlannedCase, group: Group, fn: Any) -> tuple[ac
                 _draw_round(rt, planned, group, r)
             result, ok = accuracy.checked_call(fn, group.out)
             rt.timer.clock.synchronize()
-            tally.add(result, rt.code(planned.op).reference_chunks(group.inputs, planned.shape))
+            tally.add(result, code.reference_chunks(group.inputs, planned.shape))
             poisoned = poisoned and ok
             del result
     finally:
         if group.rounds > 1:
             _draw_round(rt, planned, group, 0)
-    return tally, poisoned
+    gen = rt.torch.Generator(device=rt.where).manual_seed(group.seed)
+    made = code.exact_inputs(planned.shape, planned.dtype, rt.where, gen)
+    if made is None:
+        return tally, None, poisoned
+    # A compute-bound op's exact inputs are exact in its arithmetic: its roundings are not allowed for.
+    exact = accuracy.Tally(planned.dtype, None if spec.compute_bound and spec.declared is None else spec,
+                           planned.precision)
+    try:
+        for name, t in group.inputs.items():
+            t.copy_(made[name])
+        del made
+        result, ok = accuracy.checked_call(fn, group.out)
+        rt.timer.clock.synchronize()
+        exact.add(result, code.reference_chunks(group.inputs, planned.shape))
+        del result
+    finally:
+        again = code.make_inputs(planned.shape, planned.dtype, rt.where,
+                                 rt.torch.Generator(device=rt.where).manual_seed(group.seed))
+        for name, t in group.inputs.items():
+            t.copy_(again[name])
+    return tally, exact, poisoned and ok
 
 
 def _bound(rt: Runtime, planned: PlannedCase, group: Group) -> list[Any]:
@@ -196,7 +223,7 @@ def prepare(rt: Runtime, planned: PlannedCase, group: Group, watch: Stopwatch | 
     notes = list(group.notes)
     try:
         with watch.phase("check"):
-            tally, poisoned = _check(rt, planned, group, fns[0])
+            tally, exact, poisoned = _check(rt, planned, group, fns[0])
     except rt.oom:
         raise
     except Exception as e:  # noqa: BLE001 - the checked call or the comparison raised
@@ -209,9 +236,11 @@ def prepare(rt: Runtime, planned: PlannedCase, group: Group, watch: Stopwatch | 
     run = Rotation(fns) if len(fns) > 1 else fns[0]
     with watch.phase("warmup"):
         timer.warmup(run)
+    exact_parts = {o.name: o.accuracy for o in exact.outputs()} if exact is not None else {}
     prepared = Prepared(planned, run, compile_s, tally.accuracy(), rotation_sets=len(fns), notes=notes,
-                        kernel=rt.code(planned.op).kernel(planned), outputs=tally.outputs(), watch=watch,
-                        start_s=start)
+                        kernel=rt.code(planned.op).kernel(planned), watch=watch, start_s=start,
+                        outputs=tuple(dataclasses.replace(o, exact=exact_parts.get(o.name)) for o in tally.outputs()),
+                        exact=exact.accuracy() if exact is not None else None)
     if rt.cuda and planned.impl == "jax":
         # JAX launches on its own streams, which a torch CUDA graph cannot capture (jax_impl.py).
         prepared.notes.append(Note("case.jax_host_timed"))

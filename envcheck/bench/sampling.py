@@ -197,7 +197,7 @@ def to_case(p: Prepared, window: int | None) -> Case:
     assert p.launch is not None
     pc = p.planned
     return Case(pc.op, pc.impl, pc.dtype, pc.precision, pc.shape, gpu=p.gpu, launch=p.launch,
-                compile_s=p.compile_s, accuracy=p.accuracy, outputs=p.outputs, window=window, rotation_sets=p.rotation_sets,
+                compile_s=p.compile_s, accuracy=p.accuracy, outputs=p.outputs, exact=p.exact, window=window, rotation_sets=p.rotation_sets,
                 kernel=p.kernel, notes=tuple(dict.fromkeys(p.notes)), phases=p.watch.rounded(), span_s=span(p))
 
 

@@ -316,8 +316,11 @@ class Accuracy:
     one accumulated in 16 bits differs nearly everywhere: what ``rel_l2`` cannot tell apart at
     short accumulations, where both are about the output's own rounding.
 
+    ``max_ulps``: the largest |out - ref| in units of the output dtype's spacing at ref (what the
+    exact inputs are judged on: a correct kernel is within one there, docs/judge.md).
+
     Reports of schema 1 have no ``max_rel_elem``, ``nonfinite`` or ``elements`` (None); reports
-    before schema 4 no ``excess_l2`` (None).
+    before schema 4 no ``excess_l2`` (None), before issue 48 no ``max_ulps``.
     """
 
     rel_l2: float
@@ -326,9 +329,10 @@ class Accuracy:
     nonfinite: int | None = None
     elements: int | None = None
     excess_l2: float | None = None
+    max_ulps: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("rel_l2", "max_abs", "max_rel_elem", "excess_l2"):
+        for name in ("rel_l2", "max_abs", "max_rel_elem", "excess_l2", "max_ulps"):
             v = getattr(self, name)
             if v is not None and not (v >= 0):  # also refuses NaN
                 raise ValueError(f"{name} must be a non-negative number")
@@ -342,10 +346,11 @@ class Accuracy:
 class OutputAccuracy:
     """The error of one named output of an op with several (``linear_fwbw``: ``y``, ``dx``,
     ``dW``), each against its own reference: a small output judged stacked over a large one
-    would hide in its scale."""
+    would hide in its scale. ``exact``: its error on the op's exact inputs (bench/exact.py)."""
 
     name: str
     accuracy: Accuracy
+    exact: Accuracy | None = None
 
     def __post_init__(self) -> None:
         if not valid_name(self.name):
@@ -434,6 +439,7 @@ class Case:
     compile_s: float | None = None
     accuracy: Accuracy | None = None
     outputs: tuple[OutputAccuracy, ...] = ()  # per output, for ops with several (schema 4)
+    exact: Accuracy | None = None  # the error on the op's exact inputs (bench/exact.py; issue 48)
     failure: Failure | None = None
     window: int | None = None
     rotation_sets: int = 1

@@ -393,9 +393,8 @@ def _case_row(r: CaseResult, p: _Phraser) -> CaseRow:
     c = r.case
     err, tol = _error(r)
     if r.verdict is not None and r.verdict.relative is not None:
-        # The relative criterion beside the bound: this error as a multiple of the baseline's.
-        tol = p.join([tol, p.t("case.relative", ratio=fmt.speedup(r.verdict.relative),
-                                limit=fmt.speedup(r.verdict.relative_limit), baseline=p.escape(r.spec.baseline))])
+        # This error as a multiple of the baseline's, beside the bound: information, not the verdict.
+        tol = p.join([tol, p.t("case.relative", ratio=fmt.speedup(r.verdict.relative), baseline=p.escape(r.spec.baseline))])
     compute = r.spec.compute_bound
     # Run in Triton's interpreter: its time is no speed, said where the time would stand.
     interpreted = p.t("case.interpreted") if r.interpreted else None

@@ -1,0 +1,129 @@
+"""Exact inputs: a second checked call per implementation on inputs whose result any correct
+kernel computes exactly in fp32 (small integers and powers of two: every product and every
+partial sum, in any order, is an integer below 2^24), so that after its one rounding to the
+output's dtype (and the op's own roundings, ``ops.OpSpec.roundings``) it is within one ulp of
+the float64 reference (docs/judge.md).
+
+A reduction's terms come in pairs that cancel against a weight equal on both: the result is a
+few units however long the sum, so a dropped element, a dropped block, a transposed operand, a
+wrong stride or a clamped border moves it by many ulps. The sums' pairs mirror each other across
+blocks of BLOCK terms, so that their partial sums run into the thousands (a 16-bit accumulation
+rounds them); the matmuls' and convolution's pairs are neighbours, so that every partial sum a
+library may round to 16 bits (cuBLAS's reduced-precision split-K) stays exact. Maxima are all
+negative with the largest at the end; softmax rows are -128 at a few places, the first and last
+among them, and -256 (whose exp underflows) elsewhere, or constant; layer norm rows are two-valued
+with weight 2^k and a bias that cancels it, so the output is far below the weight and a sample
+variance or a wrong eps is a gross error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envcheck.ops import spec
+
+Inputs = dict[str, Any]
+BLOCK = 1024  # a mirror's length: half of it at the largest values stays below fp16's largest number
+
+
+def inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs:
+    """The exact inputs of one case of a built-in op, laid out as ``impls.make_inputs`` lays them."""
+    import torch
+
+    from envcheck.bench.impls import torch_dtype
+
+    def ints(lo: int, hi: int, *dims: int) -> Any:
+        return torch.randint(lo, hi, dims, generator=generator, device=device, dtype=torch.float32)
+
+    def signs(*dims: int) -> Any:
+        return ints(0, 2, *dims) * 2 - 1
+
+    def mirror(n: int) -> tuple[Any, Any]:
+        """Per position along an axis of ``n``: its sign (+1 first half, -1 second, 0 a middle) and
+        the position it mirrors (values taken there are symmetric), block by block."""
+        p = torch.arange(n, device=device)
+        start = p // BLOCK * BLOCK
+        m = torch.clamp(n - start, max=BLOCK)
+        o, h = p - start, m // 2
+        sign = torch.where(o < h, 1.0, torch.where(o >= m - h, -1.0, 0.0))
+        return sign, start + torch.where(o < h, o, m - 1 - o)
+
+    def zero_sum(slices: int, n: int, lo: int, hi: int) -> Any:
+        """(slices, n) rows summing to +-1: each block ends with an adjustment, of alternating sign
+        (a dropped block shows), the last's +-1 more where they would cancel."""
+        sign, at = mirror(n)
+        x = sign * ints(lo, hi, slices, n)[:, at]
+        ends = torch.arange(BLOCK - 1, n + BLOCK - 1, BLOCK, device=device).clamp(max=n - 1)
+        alternate = 1.0 - 2.0 * (torch.arange(len(ends) - 1, -1, -1, device=device) % 2)
+        alternate[-1] += 1.0 - len(ends) % 2
+        x[:, ends] += signs(slices, 1) * alternate
+        return x
+
+    def pairs(n: int) -> tuple[Any, Any]:
+        """Per position along an axis of ``n``: +1, -1 for the two of each pair (0 for a last one
+        alone) and its pair's index (values taken there are equal on both)."""
+        p = torch.arange(n, device=device)
+        return torch.where(p % 2 == 0, 1.0, -1.0) * (p < n - n % 2), p // 2
+
+    s = spec(op)
+    tdt = torch_dtype(dtype)
+    if op == "vector_add":
+        return {"x": ints(-128, 128, shape[0]).to(tdt), "y": ints(-128, 128, shape[0]).to(tdt)}
+    if op == "relu":
+        return {"x": ints(-128, 128, shape[0]).to(tdt)}
+    if op == "row_sum":
+        return {"x": zero_sum(shape[0], shape[1], 16, 64).to(tdt)}
+    if s.family == "reduce":
+        a, b, c = shape
+        slices, n = {"all": (1, a * b * c), "inner": (a * b, c), "lead": (c, a * b)}[s.reduce_over]
+        if op.startswith("max"):
+            x = -ints(2, 121, slices, n)
+            x[:, -1] = -1.0
+        else:
+            x = zero_sum(slices, n, 16, 64)
+        return {"x": (x.t() if s.reduce_over == "lead" else x).reshape(a, b, c).to(tdt)}
+    if op in ("softmax", "softmax_fwbw"):
+        rows, cols = shape
+        x = torch.full((rows, cols), -256.0, device=device)
+        x[:, 0] = x[:, -1] = -128.0
+        x.scatter_(1, torch.randint(0, cols, (rows, 2), generator=generator, device=device), -128.0)
+        x[3::4] = -128.0  # constant rows: 1 / cols
+        out = {"x": x.to(tdt)}
+        if op == "softmax_fwbw":
+            out["dy"] = ints(-8, 9, rows, cols).to(tdt)
+        return out
+    if op == "layer_norm":
+        rows, cols = shape
+        sign, _ = pairs(cols)
+        d = torch.where(torch.arange(rows, device=device)[:, None] % 4 == 1, 2.0**-8, 16.0)  # eps rows, wide rows
+        x = ints(-8, 9, rows, 1) * (d == 16.0) + d * sign
+        x[3::4] = ints(-8, 9, len(range(3, rows, 4)), 1)  # constant rows
+        w = 2.0 ** ints(11, 14, cols)
+        return {"x": x.to(tdt), "weight": w.to(tdt), "bias": (-sign * w).to(tdt)}
+    if op == "conv2d":
+        nb, c, h, w_, k, r, _ = shape
+        sign, at = pairs(c)
+        x = sign[None, :, None, None] * ints(1, 3, nb, c, h, w_)[:, at]
+        x[:, -1] += signs(nb, h, w_)
+        return {"x": x.to(tdt), "weight": ints(1, 3, k, c, r, r)[:, at].to(tdt)}
+    m, n, k = shape
+    sk, ak = pairs(k)
+    if op == "matmul":
+        a = sk * ints(1, 32, m, k)[:, ak]
+        a[:, -1] += signs(m)
+        b = ints(1, 4, k, n)[ak]
+        if dtype == "fp32":  # K-major, as make_inputs lays an fp32 b
+            return {"a": a.to(tdt), "b": b.t().contiguous().to(tdt).t()}
+        return {"a": a.to(tdt), "b": b.to(tdt)}
+    # linear_fwbw: x antisymmetric along K and symmetric along M, w symmetric along both, dy
+    # antisymmetric along both with an antisymmetric last row and column: y, dx and dW are each a
+    # product of two small terms (docs/judge.md).
+    sm, am = pairs(m)
+    sn, an = pairs(n)
+    x = sk * ints(1, 32, m, k)[am][:, ak]
+    x[:, -1] += ints(1, 4, m)[am]
+    w = ints(1, 4, n, k)[an][:, ak]
+    dy = sm[:, None] * sn * ints(1, 32, m, n)[am][:, an]
+    dy[-1] += sn * ints(1, 4, n)[an]
+    dy[:, -1] += sm * ints(1, 4, m)[am]
+    return {"x": x.to(tdt), "w": w.to(tdt), "dy": dy.to(tdt)}
