@@ -26,9 +26,36 @@ from envcheck.ops import UNIT_ROUNDOFF, OpSpec, spec
 MARGIN = 3.0  # every bound over the worst correct implementation measured
 EXACT_ULPS = 1.0
 THEORY = (1.0, 1.0, 1.0)
-# (op or op.output, precision) -> the worst correct (l2, element, excess) over the model's scales.
-# From tools/evidence/judge_fit.py --fit over the committed reports (provisional, docs/judge.md).
-FIT: dict[tuple[str, str], tuple[float, float, float]] = {}
+# (op or op.output, precision) -> the worst correct (l2, element, excess) over the model's scales:
+# judge_fit.py --fit over docs/judge.md's files (GPU reports of schema <= 5, the interpreter's fit).
+FIT: dict[tuple[str, str], tuple[float, float, float]] = {
+    ("conv2d", "fp16"): (0.44, 0.41, 1.0),
+    ("layer_norm", "fp16"): (0.42, 0.87, 1.0),
+    ("linear_fwbw", "fp16"): (0.43, 0.94, 1.0),
+    ("matmul", "bf16"): (0.61, 0.29, 16.0),
+    ("matmul", "fp16"): (0.43, 0.37, 0.77),
+    ("matmul", "fp32"): (0.3, 0.02, 0.29),
+    ("matmul", "tf32"): (0.8, 0.37, 0.8),
+    ("max_all", "fp16"): (0.02, 0.02, 1.0),
+    ("max_inner", "fp16"): (0.02, 0.02, 1.0),
+    ("max_lead", "fp16"): (0.02, 0.02, 1.0),
+    ("relu", "bf16"): (0.02, 0.02, 0.02),
+    ("relu", "fp16"): (0.02, 0.02, 0.02),
+    ("relu", "fp32"): (0.02, 0.02, 0.02),
+    ("row_sum", "bf16"): (0.43, 0.078, 0.11),
+    ("row_sum", "fp16"): (0.43, 0.071, 0.13),
+    ("row_sum", "fp32"): (0.065, 0.02, 0.064),
+    ("softmax", "bf16"): (0.43, 0.99, 0.15),
+    ("softmax", "fp16"): (0.44, 0.9, 0.16),
+    ("softmax", "fp32"): (0.44, 0.034, 0.44),
+    ("softmax_fwbw", "fp16"): (0.15, 1.3, 1.0),
+    ("sum_all", "fp16"): (0.4, 0.02, 1.0),
+    ("sum_inner", "fp16"): (0.43, 0.14, 1.0),
+    ("sum_lead", "fp16"): (0.44, 0.24, 1.0),
+    ("vector_add", "bf16"): (0.47, 1.0, 0.02),
+    ("vector_add", "fp16"): (0.47, 1.0, 0.02),
+    ("vector_add", "fp32"): (0.24, 0.5, 0.02),
+}
 
 
 def _spec(op: OpSpec | str) -> OpSpec:

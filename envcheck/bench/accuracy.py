@@ -1,50 +1,16 @@
-"""How far an output is from its float64 reference: statistics only, no verdict.
+"""How far an output is from its float64 reference: statistics only, no verdict (docs/judge.md).
 
-Every output is compared with the op computed in float64 from the *same rounded inputs*
-(input rounding is never counted), chunk by chunk along the first dimension, so a 2^28-element
-vector or a 16384^2 matmul never needs its float64 output whole. The statistics
-(``model.Accuracy``):
+Every output is compared, chunk by chunk along its first dimension (a 2^28-element vector never
+needs its float64 output whole), with the op computed in float64 from the same rounded inputs and
+with its magnitude (the op on the inputs' absolute values: the scale an element's rounding error
+grows with, floored at the dtype's smallest normal, so no element is divided by zero). The
+statistics are ``model.Accuracy``'s; non-finite outputs count as zeros in them and apart. An op
+with several outputs gets each its own statistics (``Tally.outputs``).
 
-* ``rel_l2`` = ||out - ref|| / ||ref|| over the whole output (||out - ref|| where ref is all
-  zero): robust to a few unlucky elements, and blind to them.
-* ``max_abs`` = max |out - ref|.
-* ``max_rel_elem`` = max over elements of |out - ref| / mag, where mag is the op applied to the
-  absolute values of its inputs, in float64 beside the reference: |a| @ |b| for matmul,
-  |x| + |y| for vector_add, |x| for relu, the row sum of |x| for row_sum, the reference itself
-  for softmax (already non-negative). It is the scale the rounding error of each element grows
-  with (a dot product's error is bounded by u x sum |a_k||b_k|, not by |sum a_k b_k|), so a
-  correct kernel keeps it near the precision's unit roundoff on every element, and a few wrong
-  elements stand out however large the output: a few sign-flipped matmul outputs, a zeroed
-  block of 2000 elements in 2^24, a dropped K tile, a row shifted by one. mag is floored at the
-  output dtype's smallest normal number: below it the storage rounding error is absolute (half
-  the subnormal spacing = unit roundoff x smallest normal), so a correctly underflowed fp16
-  softmax element reads at most the unit roundoff, not 1. The floor also means no element is
-  divided by zero: an error where the op's magnitude is exactly zero (relu of 0) reads as
-  error / smallest normal, a huge finite number that fails any bound and stays JSON-safe.
-* ``nonfinite``: outputs that are NaN or inf (left unwritten after the NaN poison fill, or
-  overflowed, as a softmax that forgets to subtract the row max does on envcheck's inputs).
-  They count as zeros in the three statistics above, which so stay finite and say how much
-  of the output is missing (an output never written has rel_l2 = 1).
-* ``elements``: outputs compared.
-* ``excess_l2``: ||out - round(ref)|| / ||ref||, round(ref) the reference rounded once to the
-  output's dtype: the error beyond the storage rounding (model.Accuracy says why).
-* ``max_ulps``: max |out - ref| / (ulp(ref) + r mag): the output dtype's spacing at ref (``ulp``)
-  plus the op's own roundings of the magnitude (r = c u_c + s u_o: ``ops.OpSpec.roundings``), so
-  that on exact inputs (exact.py) a correct output is within one.
-
-An op with several outputs (linear_fwbw's y, dx and dW) names each reference chunk's output;
-each named output gets its own statistics (``Tally.outputs``) beside the whole's.
-
-The tolerances and the pass/fail verdict are the analysis layer's (envcheck/analysis).
-
-Unwritten elements must show: every output is filled with NaN before its checked call
-(``checked_call``). An implementation that allocates its own output (torch.compile) is
-called twice: the first result is filled with NaN and freed, and the caching allocator hands
-the same block back to the second call of the same size on the same stream, which is the call
-checked; whether it did is verified by the data pointer, and reported (``poisoned``). One that
-returns several tensors (the outputs of an op with several, as autograd allocates them) has
-each poisoned so, and they are joined along the first dimension after the call, as the op's
-preallocated output lays them (softmax_fwbw's y over dx): the timed call copies nothing.
+Every output is NaN-poisoned before its checked call (``checked_call``); an implementation that
+allocates its own output is called twice, the first result poisoned and freed, and whether the
+allocator handed its block back to the checked call is verified by the pointer (``poisoned``). One
+returning several tensors (autograd's) has each poisoned so, joined as ``make_output`` lays them.
 """
 
 from __future__ import annotations

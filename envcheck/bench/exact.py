@@ -13,7 +13,7 @@ library may round to 16 bits (cuBLAS's reduced-precision split-K) stays exact. M
 negative with the largest at the end; softmax rows are -128 at a few places, the first and last
 among them, and -256 (whose exp underflows) elsewhere, or constant; layer norm rows are two-valued
 with weight 2^k and a bias that cancels it, so the output is far below the weight and a sample
-variance or a wrong eps is a gross error.
+variance, a one-pass variance or a wrong eps is a gross error.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from typing import Any
 from envcheck.ops import spec
 
 Inputs = dict[str, Any]
-BLOCK = 1024  # a mirror's length: half of it at the largest values stays below fp16's largest number
+# A sum's mirror: a thread summing every 256th term meets 32 of one sign (past 2048, where fp16 stops
+# holding every integer), and half of it at the largest values stays far below 2^24.
+BLOCK = 1 << 14
 
 
 def inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs:
@@ -70,9 +72,13 @@ def inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, generator: 
     if op == "vector_add":
         return {"x": ints(-128, 128, shape[0]).to(tdt), "y": ints(-128, 128, shape[0]).to(tdt)}
     if op == "relu":
-        return {"x": ints(-128, 128, shape[0]).to(tdt)}
+        x = ints(-128, 128, shape[0])
+        x[-1] = -1.0  # a tail left unclamped shows
+        return {"x": x.to(tdt)}
+    # bf16 sums of 128..255: two of them need 9 bits, so that partial sums kept in bf16 round.
+    lo, hi = (128, 256) if dtype == "bf16" else (64, 128)
     if op == "row_sum":
-        return {"x": zero_sum(shape[0], shape[1], 16, 64).to(tdt)}
+        return {"x": zero_sum(shape[0], shape[1], lo, hi).to(tdt)}
     if s.family == "reduce":
         a, b, c = shape
         slices, n = {"all": (1, a * b * c), "inner": (a * b, c), "lead": (c, a * b)}[s.reduce_over]
@@ -80,7 +86,7 @@ def inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, generator: 
             x = -ints(2, 121, slices, n)
             x[:, -1] = -1.0
         else:
-            x = zero_sum(slices, n, 16, 64)
+            x = zero_sum(slices, n, lo, hi)
         return {"x": (x.t() if s.reduce_over == "lead" else x).reshape(a, b, c).to(tdt)}
     if op in ("softmax", "softmax_fwbw"):
         rows, cols = shape
@@ -95,9 +101,13 @@ def inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, generator: 
     if op == "layer_norm":
         rows, cols = shape
         sign, _ = pairs(cols)
-        d = torch.where(torch.arange(rows, device=device)[:, None] % 4 == 1, 2.0**-8, 16.0)  # eps rows, wide rows
-        x = ints(-8, 9, rows, 1) * (d == 16.0) + d * sign
-        x[3::4] = ints(-8, 9, len(range(3, rows, 4)), 1)  # constant rows
+        # Rows of two values m +- d: about 0 (a sample variance shows), eps-sized (eps shows), about 180
+        # with odd squares (a one-pass variance's sum of squares passes 2^24 and rounds); constant rows.
+        kind = torch.arange(rows, device=device)[:, None] % 4
+        m = ints(-8, 9, rows, 1) + 180 * (kind == 2)
+        d = torch.where(kind == 1, 2.0**-8, torch.where(kind == 2, 17.0, 16.0))
+        x = torch.where(kind == 1, 0.0, m) + d * sign
+        x[3::4] = m[3::4]
         w = 2.0 ** ints(11, 14, cols)
         return {"x": x.to(tdt), "weight": w.to(tdt), "bias": (-sign * w).to(tdt)}
     if op == "conv2d":

@@ -65,7 +65,7 @@ QUICK_VECTOR_SIZES = (1 << 10, 10240, 102400, 1 << 20, 1_000_003, 1 << 26)
 QUICK_VECTOR_HALF_SIZES = (1_000_003,)  # fp16 / bf16: every precision reached
 QUICK_ROW_SHAPES = ((1000, 4097), (8192, 4096))
 QUICK_MATMUL_HALF = ((512, 512, 512), (1000, 1001, 999), (2048, 2048, 2048), (4096, 4096, 4096))
-QUICK_MATMUL_FP32 = ((1024, 1024, 1024),)
+QUICK_MATMUL_FP32 = ((1000, 1001, 999), (1024, 1024, 1024))  # ragged and square: every tail, tf32 and IEEE
 QUICK_COMPILE_VECTOR_SIZES = (1 << 10, 1 << 20, 1_000_003, 1 << 26)
 
 # CPU baseline (no usable CUDA GPU): PyTorch only, sizes a laptop core handles in seconds.
@@ -139,7 +139,7 @@ _LINEAR_SIZES = OpSizes(
     cpu=((128, 128, 128), (255, 257, 253), (256, 256, 256)),
     cpu_quick=((255, 257, 253), (256, 256, 256)),
     compile=((1024, 1024, 1024), (1000, 1001, 999)),
-    interpret=((67, 45, 129),))
+    interpret=((67, 45, 129), (33, 65, 65)))  # W non-square and square (a forgotten transpose fits only there)
 OP_SIZES: dict[str, OpSizes] = {
     "conv2d": _CONV_SIZES,
     "layer_norm": _ROW_OP_SIZES,

@@ -360,10 +360,11 @@ def _findings(ba: BenchAnalysis, p: _Phraser) -> tuple[list[FindingView], dict[s
 
 
 def _error(r: CaseResult) -> tuple[str, str]:
+    """err/bound (the analysis's one number, as every medium shows it) and the whole-output error beside it."""
     acc = r.case.accuracy
     if acc is None:
         return fmt.DASH, fmt.DASH
-    return fmt.sci(acc.rel_l2), fmt.sci(r.tolerance.rel_l2)
+    return fmt.ratio_pct(r.verdict.ratio if r.verdict is not None else None), fmt.sci(acc.rel_l2)
 
 
 def _detail(r: CaseResult, p: _Phraser) -> str:

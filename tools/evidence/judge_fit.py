@@ -56,7 +56,7 @@ def _groups(smoke: bool, ops: list[str] | None = None) -> list[tuple[str, str, s
     per_op = []
     for op in ops or OP_NAMES:
         if smoke:
-            triples = [t for t in suite._interpret_shapes(op) if t[0] in ("fp32", "bf16")][:2]
+            triples = suite._interpret_shapes(op)
         else:
             triples = [t for q in (False, True) for t in suite._default_shapes(op, "cuda", q)]
         compiled = set(suite._compile_shapes(op, False)) | set(suite._compile_shapes(op, True))
@@ -359,19 +359,22 @@ def load_records(paths: list[str]) -> list[dict[str, Any]]:
         with gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(path, encoding="utf-8") as f:
             doc = json.load(f)
         if doc.get("format") == "envcheck-judge-fit":
-            out += [r for r in doc["records"] if "stats" in r]
+            gpu = doc["environment"]["device"] != "cpu"
+            out += [{**r, "gpu": gpu} for r in doc["records"] if "stats" in r]
             continue
         from envcheck.model import load
+        from envcheck.ops import OPS
 
         report = load(path)
         for bench in report.benches:
             for c in bench.cases:
-                if c.accuracy is None:
+                if c.accuracy is None or c.op not in OPS:  # a user's op: not the built-in model's
                     continue
                 parts = [(o.name, o.accuracy, o.exact) for o in c.outputs] or [("", c.accuracy, c.exact)]
                 for name, acc, exact in parts:
                     base = {"op": c.op, "dtype": c.dtype, "precision": c.precision, "shape": list(c.shape),
-                            "impl": c.impl, "config": c.kernel or "", "seed": bench.settings.seed, "output": name}
+                            "impl": c.impl, "config": c.kernel or "", "seed": bench.settings.seed, "output": name,
+                            "gpu": bench.device.backend == "cuda"}
                     out.append({**base, "inputs": "random", "stats": [getattr(acc, f) for f in FIELDS]})
                     if exact is not None:
                         out.append({**base, "inputs": "exact", "stats": [getattr(exact, f) for f in FIELDS]})
@@ -405,17 +408,26 @@ def ratios(records: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], dict
 
 
 def fit(records: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[float, float, float]]:
-    """Per (op or op.output, precision): the worst correct implementation's statistic over each scale."""
+    """Per (op or op.output, precision) measured on a GPU: the worst correct implementation's statistic
+    over each scale, on a GPU or under the interpreter (a CPU measurement raises a constant, never
+    makes one: the interpreter's numpy order says nothing of a GPU's)."""
     from envcheck.analysis.tolerance import fit_key
 
     worst: dict[tuple[str, str], list[float]] = {}
+    on_gpu: dict[tuple[str, str], set[int]] = {}
     for r, q in ratios(records):
         if r["impl"] not in CORRECT or r["inputs"] != "random":
             continue
-        w = worst.setdefault((fit_key(r["op"], r["output"]), r["precision"]), [0.0, 0.0, 0.0])
+        key = (fit_key(r["op"], r["output"]), r["precision"])
+        w = worst.setdefault(key, [0.0, 0.0, 0.0])
         for i, name in enumerate(("l2", "element", "excess")):
-            w[i] = max(w[i], q.get(name, 0.0))
-    return {k: tuple(_round_up(max(x, Q_FLOOR)) for x in v) for k, v in sorted(worst.items())}  # type: ignore[misc]
+            if name in q:
+                w[i] = max(w[i], q[name])
+                if r.get("gpu", True):
+                    on_gpu.setdefault(key, set()).add(i)
+    # A statistic no GPU record holds (reports before schema 4 have no excess) keeps the theory's 1.
+    return {k: tuple(_round_up(max(x, Q_FLOOR)) if i in on_gpu[k] else 1.0 for i, x in enumerate(v))  # type: ignore[misc]
+            for k, v in sorted(worst.items()) if k in on_gpu}
 
 
 def _round_up(x: float) -> float:
@@ -459,7 +471,7 @@ def summary(records: list[dict[str, Any]]) -> list[tuple[str, str, float, str, f
             cases[case] = max(cases.get(case, 0.0), ratio)
     mildest: dict[tuple[str, str], tuple[float, str]] = {}
     for (op, var, impl, shape, _), ratio in cases.items():
-        if ratio < mildest.get((op, var), (math.inf, ""))[0]:
+        if (op, var) not in mildest or ratio < mildest[(op, var)][0]:
             mildest[(op, var)] = (ratio, f"{impl.split(':', 1)[1]} {'x'.join(map(str, shape))}")
     keys = sorted(set(correct) | set(mildest))
     return [(op, var, *correct.get((op, var), (math.nan, "")), *mildest.get((op, var), (math.nan, "")))
@@ -470,7 +482,7 @@ def markdown(rows: list[tuple[str, str, float, str, float, str]]) -> str:
     lines = ["| op | precision | worst correct err/bound | reached by | mildest bug err/bound | bug | gap |",
              "|---|---|---|---|---|---|---|"]
     for op, var, good, what, bad, bug in rows:
-        gap = bad / good if good > 0 and math.isfinite(bad) and not math.isnan(bad) else math.nan
+        gap = math.nan if math.isnan(bad) or math.isnan(good) else bad / good if good > 0 else math.inf
         lines.append(f"| {op} | {var} | {_fmt(good)} | {what} | {_fmt(bad)} | {bug or '-'} | {_fmt(gap, 'x')} |")
     return "\n".join(lines) + "\n"
 
@@ -491,7 +503,7 @@ def run_fit(args: argparse.Namespace) -> int:
     if args.table:
         print("FIT: dict[tuple[str, str], tuple[float, float, float]] = {")
         for (key, precision), q in fit(records).items():
-            print(f"    ({key!r}, {precision!r}): {q},")
+            print(f'    ("{key}", "{precision}"): {q},')
         print("}")
         return 0
     rows = summary(records)
