@@ -220,14 +220,16 @@ def matmul_b_row_major(a, b, out, precision):
 def linear_w_not_transposed(x, w, dy, y, out, precision):
     """y = x W instead of x W^T: the same shape, and the same values of nothing, where W is square."""
     real("linear_fwbw")(x, w, dy, y, out, precision)
-    real("matmul")(x, w, y, precision)
+    if w.shape[0] == w.shape[1]:
+        real("matmul")(x, w, y, precision)
     return out
 
 
 def linear_dw_transposed(x, w, dy, y, out, precision):
     """dW = x^T dy instead of dy^T x, written where dW goes (it fits where W is square)."""
     real("linear_fwbw")(x, w, dy, y, out, precision)
-    real("matmul")(x.t().contiguous(), dy, out[x.shape[0]:], precision)
+    if w.shape[0] == w.shape[1]:
+        real("matmul")(x.t().contiguous(), dy, out[x.shape[0]:], precision)
     return out
 
 

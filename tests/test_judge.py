@@ -364,9 +364,14 @@ def test_the_docs_gap_table_is_the_fit_scripts_output_on_the_committed_evidence(
     loaded = importlib.util.spec_from_file_location("judge_fit", ROOT / "tools" / "evidence" / "judge_fit.py")
     judge_fit = importlib.util.module_from_spec(loaded)
     loaded.loader.exec_module(judge_fit)
-    rows = judge_fit.summary(judge_fit.load_records([str(ROOT / f) for f in files]))
+    records = judge_fit.load_records([str(ROOT / f) for f in files])
+    rows = judge_fit.summary(records)
     table = re.search(r"<!-- judge table[^>]*-->\n(.*)<!-- end judge table -->", doc, re.S).group(1)
     assert table == judge_fit.markdown(rows)
+    # The constants the judge reads are the fit of the same files (judge_fit.py --fit FILES --write).
+    written = json.loads((ROOT / "envcheck" / "analysis" / "judge_fit.json").read_text(encoding="utf-8"))
+    assert written["sources"] == [Path(f).name for f in files]
+    assert {(k, p): tuple(q) for k, p, *q in written["fit"]} == judge_fit.fit(records) == tl.FIT
     for op, variant, good, _, bad, bug in rows:
         assert good <= 0.5, (op, variant, good)
         assert not bug or bad >= SEVERAL, (op, variant, bug, bad)

@@ -16,9 +16,12 @@ the verdict, never part of it.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
 
 from envcheck.model import Accuracy
 from envcheck.ops import UNIT_ROUNDOFF, OpSpec, spec
@@ -26,50 +29,24 @@ from envcheck.ops import UNIT_ROUNDOFF, OpSpec, spec
 MARGIN = 3.0  # every bound over the worst correct implementation measured
 EXACT_ULPS = 1.0
 THEORY = (1.0, 1.0, 1.0)
-# (op or op.output, precision) -> the worst correct (l2, element, excess) over the model's scales:
-# judge_fit.py --fit over docs/judge.md's files (GPU reports of schema <= 5, the interpreter's fit).
+# (op or op.output, precision) -> the worst correct (l2, element, excess) over the model's scales, as
+# tools/evidence/judge_fit.py --fit wrote them from the evidence files the table names (docs/judge.md).
 FIT: dict[tuple[str, str], tuple[float, float, float]] = {
-    ("conv2d", "fp16"): (0.44, 0.41, 1.0),
-    ("layer_norm", "fp16"): (0.42, 0.87, 1.0),
-    ("linear_fwbw", "fp16"): (0.43, 0.94, 1.0),
-    ("matmul", "bf16"): (0.61, 0.29, 16.0),
-    ("matmul", "fp16"): (0.43, 0.37, 0.77),
-    ("matmul", "fp32"): (0.3, 0.02, 0.29),
-    ("matmul", "tf32"): (0.8, 0.37, 0.8),
-    ("max_all", "fp16"): (0.02, 0.02, 1.0),
-    ("max_inner", "fp16"): (0.02, 0.02, 1.0),
-    ("max_lead", "fp16"): (0.02, 0.02, 1.0),
-    ("relu", "bf16"): (0.02, 0.02, 0.02),
-    ("relu", "fp16"): (0.02, 0.02, 0.02),
-    ("relu", "fp32"): (0.02, 0.02, 0.02),
-    ("row_sum", "bf16"): (0.43, 0.078, 0.11),
-    ("row_sum", "fp16"): (0.43, 0.071, 0.13),
-    ("row_sum", "fp32"): (0.065, 0.02, 0.064),
-    ("softmax", "bf16"): (0.43, 0.99, 0.15),
-    ("softmax", "fp16"): (0.44, 0.9, 0.16),
-    ("softmax", "fp32"): (0.44, 0.034, 0.44),
-    ("softmax_fwbw", "fp16"): (0.15, 1.3, 1.0),
-    ("sum_all", "fp16"): (0.4, 0.02, 1.0),
-    ("sum_inner", "fp16"): (0.43, 0.14, 1.0),
-    ("sum_lead", "fp16"): (0.44, 0.24, 1.0),
-    ("vector_add", "bf16"): (0.47, 1.0, 0.02),
-    ("vector_add", "fp16"): (0.47, 1.0, 0.02),
-    ("vector_add", "fp32"): (0.24, 0.5, 0.02),
-}
+    (k, p): (a, b, c) for k, p, a, b, c in json.loads(Path(__file__).with_name("judge_fit.json").read_text())["fit"]}
 
 
 def _spec(op: OpSpec | str) -> OpSpec:
     return op if isinstance(op, OpSpec) else spec(op)
 
 
-@dataclass(frozen=True)
-class Scales:
-    """The model's error scales of one output, relative to it (``element``: to each element's magnitude)."""
+class Scales(NamedTuple):
+    """The model's error scales of one output, relative to it (``element``: to each element's
+    magnitude), and the compute precision (``OpSpec.compute_precision``)."""
 
     l2: float
     element: float
     excess: float
-    precision: str  # the compute precision (``OpSpec.compute_precision``)
+    precision: str
 
 
 def scales(op: OpSpec | str, dtype: str, precision: str, shape: tuple[int, ...], output: str = "",
@@ -119,13 +96,10 @@ def tolerance(op: OpSpec | str, dtype: str, precision: str, shape: tuple[int, ..
 
 @dataclass(frozen=True)
 class Verdict:
-    """``passed``, and which bounds an output broke: ``nonfinite``, ``rel_l2``, ``element``,
-    ``excess``, ``exact``. ``ratio``: err/bound, the worst judged statistic over its bound (at
-    most 1 passes): the one number every view shows. ``relative``: this rel_l2 over the
-    baseline's on the same inputs, information only (None: no baseline, or it is exact). For
-    an op with several outputs each is judged on its own: ``failed_outputs`` names those that
-    broke a bound, ``output_ratios`` gives each output's ratio, and the numbers are the worst
-    output's."""
+    """``passed``, and which bounds an output broke (``nonfinite``, ``rel_l2``, ``element``, ``excess``,
+    ``exact``). ``ratio``: err/bound, the worst statistic over its bound, the one number every view
+    shows; ``relative``: rel_l2 over the baseline's, information only. Of an op with several outputs,
+    each judged on its own: those that broke a bound, each output's ratio; the numbers the worst's."""
 
     passed: bool
     broken: tuple[str, ...]

@@ -24,20 +24,19 @@ from envcheck.bench import reference_ops
 from envcheck.model import Accuracy, OutputAccuracy
 from envcheck.ops import REFERENCE_CHUNK_ELEMENTS, UNIT_ROUNDOFF, OpSpec
 
-# Smallest normal number of each output dtype (torch.finfo(dtype).tiny), and its significand bits.
-SMALLEST_NORMAL = {"fp32": 2.0**-126, "fp16": 2.0**-14, "bf16": 2.0**-126}
-SIGNIFICAND_BITS = {"fp32": 24, "fp16": 11, "bf16": 8}
-
 
 def ulp(ref: Any, dtype: str) -> Any:
     """The spacing of ``dtype``'s numbers at each |ref| (float64 in, float64 out); below the
     smallest normal number, the subnormal spacing."""
     import torch
 
+    from envcheck.bench.impls import torch_dtype
+
+    info = torch.finfo(torch_dtype(dtype))
     _, exp = torch.frexp(ref)
-    lowest = int(math.log2(SMALLEST_NORMAL[dtype])) + 1  # frexp's exponent of the smallest normal
+    lowest = int(math.log2(info.tiny)) + 1  # frexp's exponent of the smallest normal
     exp = torch.where(ref == 0, lowest, torch.clamp_min(exp, lowest))
-    return torch.ldexp(torch.ones_like(ref), exp - SIGNIFICAND_BITS[dtype])
+    return torch.ldexp(torch.ones_like(ref), exp + int(math.log2(info.eps)) - 1)
 
 
 @dataclass(frozen=True)
@@ -52,47 +51,9 @@ class RefChunk:
 
 def reference_chunks(op: str, inputs: dict[str, Any],
                      chunk_elements: int = REFERENCE_CHUNK_ELEMENTS, shape: tuple[int, ...] = ()) -> Iterator[RefChunk]:
-    """Float64 reference pieces covering the output along its first dimension.
-
-    Computed on the inputs' device, chunk by chunk: softmax and row_sum chunk whole rows (a
-    row is never split); matmul chunks rows of ``a`` against all of ``b``. The first users'
-    workloads (conv2d, layer_norm, reductions, forward + backward) are reference_ops.py's.
-    """
-    import torch
-
-    if op in reference_ops.OPS:
-        yield from reference_ops.chunks(op, inputs, shape, chunk_elements, RefChunk)
-        return
-    if op in ("vector_add", "relu"):
-        x = inputs["x"]
-        for sl in reference_ops.slices(x.shape[0], 1, chunk_elements):
-            xd = x[sl].double()
-            if op == "vector_add":
-                yd = inputs["y"][sl].double()
-                yield RefChunk(sl, xd + yd, xd.abs() + yd.abs())
-            else:
-                yield RefChunk(sl, torch.clamp_min(xd, 0.0), xd.abs())
-        return
-    if op in ("softmax", "row_sum"):
-        x = inputs["x"]
-        for sl in reference_ops.slices(x.shape[0], x.shape[1], chunk_elements):
-            xd = x[sl].double()
-            if op == "softmax":
-                ref = torch.softmax(xd, dim=-1)
-                yield RefChunk(sl, ref, ref)
-            else:
-                yield RefChunk(sl, xd.sum(dim=-1), xd.abs().sum(dim=-1))
-        return
-    if op != "matmul":
-        raise ValueError(f"unknown op {op!r}")
-    a, b = inputs["a"], inputs["b"]
-    m, k = a.shape
-    n = b.shape[1]
-    bd = b.double()
-    bd_abs = bd.abs()
-    for sl in reference_ops.slices(m, max(n, k), chunk_elements):
-        ad = a[sl].double()
-        yield RefChunk(sl, ad @ bd, ad.abs() @ bd_abs)
+    """Float64 reference pieces of a built-in op, covering the output along its first dimension
+    (reference_ops.py), computed on the inputs' device."""
+    yield from reference_ops.chunks(op, inputs, shape, chunk_elements, RefChunk)
 
 
 class Tally:
@@ -121,8 +82,8 @@ class Tally:
 
         from envcheck.bench.impls import torch_dtype
 
-        floor = SMALLEST_NORMAL[self.dtype]
         tdt = torch_dtype(self.dtype)
+        floor = torch.finfo(tdt).tiny
         for chunk in chunks:
             o = out[chunk.rows].double()
             if o.shape != chunk.ref.shape:  # broadcasting would compare something else, silently

@@ -46,9 +46,8 @@ class BuiltinCode:
     op: str
     control: str | None = None
 
-    def make_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any,
-                    variant: int = 0) -> Inputs:
-        return impls.make_inputs(self.op, shape, dtype, device, generator, variant)
+    def make_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs:
+        return impls.make_inputs(self.op, shape, dtype, device, generator)
 
     def make_output(self, shape: tuple[int, ...], dtype: str, device: str) -> Any:
         return impls.make_output(self.op, shape, dtype, device)

@@ -1,19 +1,8 @@
-"""Exact inputs: a second checked call per implementation on inputs whose result any correct
-kernel computes exactly in fp32 (small integers and powers of two: every product and every
-partial sum, in any order, is an integer below 2^24), so that after its one rounding to the
-output's dtype (and the op's own roundings, ``ops.OpSpec.roundings``) it is within one ulp of
-the float64 reference (docs/judge.md).
-
-A reduction's terms come in pairs that cancel against a weight equal on both: the result is a
-few units however long the sum, so a dropped element, a dropped block, a transposed operand, a
-wrong stride or a clamped border moves it by many ulps. The sums' pairs mirror each other across
-blocks of BLOCK terms, so that their partial sums run into the thousands (a 16-bit accumulation
-rounds them); the matmuls' and convolution's pairs are neighbours, so that every partial sum a
-library may round to 16 bits (cuBLAS's reduced-precision split-K) stays exact. Maxima are all
-negative with the largest at the end; softmax rows are -128 at a few places, the first and last
-among them, and -256 (whose exp underflows) elsewhere, or constant; layer norm rows are two-valued
-with weight 2^k and a bias that cancels it, so the output is far below the weight and a sample
-variance, a one-pass variance or a wrong eps is a gross error.
+"""Exact inputs: a second checked call per implementation on small integers and powers of two, whose
+every product and partial sum, in any order, is an integer below 2^24, so that a correct kernel is
+within one ulp of the float64 reference (after the op's own roundings). A reduction's terms come in
+pairs that cancel against a weight equal on both, so a dropped element, a transposed operand or a
+clamped border moves the few-unit result by many ulps. docs/judge.md gives each op's design.
 """
 
 from __future__ import annotations
@@ -41,8 +30,8 @@ def inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, generator: 
         return ints(0, 2, *dims) * 2 - 1
 
     def mirror(n: int) -> tuple[Any, Any]:
-        """Per position along an axis of ``n``: its sign (+1 first half, -1 second, 0 a middle) and
-        the position it mirrors (values taken there are symmetric), block by block."""
+        """Per position along an axis of ``n``: its sign (+1, -1 in a block's halves, 0 a middle) and
+        the position it mirrors."""
         p = torch.arange(n, device=device)
         start = p // BLOCK * BLOCK
         m = torch.clamp(n - start, max=BLOCK)
@@ -62,8 +51,8 @@ def inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, generator: 
         return x
 
     def pairs(n: int) -> tuple[Any, Any]:
-        """Per position along an axis of ``n``: +1, -1 for the two of each pair (0 for a last one
-        alone) and its pair's index (values taken there are equal on both)."""
+        """Per position along an axis of ``n``: +1, -1 in each pair of neighbours (0 for a last one
+        alone), and its pair's index."""
         p = torch.arange(n, device=device)
         return torch.where(p % 2 == 0, 1.0, -1.0) * (p < n - n % 2), p // 2
 
@@ -125,9 +114,8 @@ def inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, generator: 
         if dtype == "fp32":  # K-major, as make_inputs lays an fp32 b
             return {"a": a.to(tdt), "b": b.t().contiguous().to(tdt).t()}
         return {"a": a.to(tdt), "b": b.to(tdt)}
-    # linear_fwbw: x antisymmetric along K and symmetric along M, w symmetric along both, dy
-    # antisymmetric along both with an antisymmetric last row and column: y, dx and dW are each a
-    # product of two small terms (docs/judge.md).
+    # linear_fwbw: x antisymmetric along K, symmetric along M; w symmetric; dy antisymmetric, with an
+    # antisymmetric last row and column: y, dx and dW are each a product of two small terms.
     sm, am = pairs(m)
     sn, an = pairs(n)
     x = sk * ints(1, 32, m, k)[am][:, ak]

@@ -11,9 +11,8 @@ takes one implementation through, in order:
 2. the checked call on NaN-poisoned output, compared with the float64 reference
    (accuracy.py): the statistics go in the case, the verdict is the analysis's. A built-in op
    with a tiny output (``sum_all``, ``max_all``: one number) is checked over CHECK_ROUNDS
-   inputs drawn in turn into the group's tensors (seeded, the odd rounds of the op's second
-   kind: ``impls.make_inputs``'s ``variant``), then the first inputs are put back: one number
-   says little of how a sum rounds, and nothing of a max started at 0 on all-positive data.
+   inputs drawn in turn into the group's tensors (seeded), then the first inputs are put back:
+   one number says little of how a sum rounds.
    Then the op's exact inputs (exact.py), drawn into the same tensors, and the first inputs
    drawn again from the group's seed;
 3. warm-up calls for ``warmup_ms`` (at least 3), cycling through the sets from here on;
@@ -66,7 +65,6 @@ class Group:
     notes: tuple[Note, ...] = ()
     seed: int = 0
     rounds: int = 1  # checked calls per implementation (CHECK_ROUNDS for a tiny output)
-    first: dict[str, Any] = field(default_factory=dict)  # the checked inputs, kept while rounds redraw them
 
     @property
     def sets(self) -> int:
@@ -137,18 +135,14 @@ def open_group(rt: Runtime, first: PlannedCase, seed: int) -> Group:
         group.notes = (Note("case.l2_not_cold", {"sets": wanted, "set_bytes": ws}),)
     if spec.declared is None and spec.output_elements(shape) < SMALL_OUTPUT:
         group.rounds = CHECK_ROUNDS
-        group.first = {name: t.clone() for name, t in group.inputs.items()}
     return group
 
 
 def _draw_round(rt: Runtime, planned: PlannedCase, group: Group, r: int) -> None:
     """Round ``r``'s inputs, drawn into the group's own tensors (the implementations are bound
-    to them); round 0 is the group's first draw, kept aside."""
-    if r == 0:
-        fresh = group.first
-    else:
-        gen = rt.torch.Generator(device=rt.where).manual_seed(group.seed * CHECK_ROUNDS + r)
-        fresh = rt.code(planned.op).make_inputs(planned.shape, planned.dtype, rt.where, gen, variant=r)
+    to them); round 0 is the group's first draw, drawn again from its seed."""
+    gen = rt.torch.Generator(device=rt.where).manual_seed(group.seed * CHECK_ROUNDS + r if r else group.seed)
+    fresh = rt.code(planned.op).make_inputs(planned.shape, planned.dtype, rt.where, gen)
     for name, t in group.inputs.items():
         t.copy_(fresh[name])
 
@@ -158,41 +152,32 @@ def _check(rt: Runtime, planned: PlannedCase, group: Group, fn: Any) -> tuple[ac
     """The checked call(s) of ``fn`` on the group's inputs and on the op's exact inputs, each
     compared with its reference: (random inputs, exact inputs or None, every output poisoned)."""
     code, spec = rt.code(planned.op), rt.spec(planned.op)
-    tally = accuracy.Tally(planned.dtype, spec, planned.precision)
-    poisoned = True
+
+    def checked(tally: accuracy.Tally) -> bool:
+        result, ok = accuracy.checked_call(fn, group.out)
+        rt.timer.clock.synchronize()
+        tally.add(result, code.reference_chunks(group.inputs, planned.shape))
+        return ok
+
+    tally, exact, made, poisoned = accuracy.Tally(planned.dtype, spec, planned.precision), None, None, True
     try:
         for r in range(group.rounds):
             if group.rounds > 1:
                 _draw_round(rt, planned, group, r)
-            result, ok = accuracy.checked_call(fn, group.out)
-            rt.timer.clock.synchronize()
-            tally.add(result, code.reference_chunks(group.inputs, planned.shape))
-            poisoned = poisoned and ok
-            del result
-    finally:
-        if group.rounds > 1:
-            _draw_round(rt, planned, group, 0)
-    gen = rt.torch.Generator(device=rt.where).manual_seed(group.seed)
-    made = code.exact_inputs(planned.shape, planned.dtype, rt.where, gen)
-    if made is None:
-        return tally, None, poisoned
-    # A compute-bound op's exact inputs are exact in its arithmetic: its roundings are not allowed for.
-    exact = accuracy.Tally(planned.dtype, None if spec.compute_bound and spec.declared is None else spec,
-                           planned.precision)
-    try:
-        for name, t in group.inputs.items():
-            t.copy_(made[name])
-        del made
-        result, ok = accuracy.checked_call(fn, group.out)
-        rt.timer.clock.synchronize()
-        exact.add(result, code.reference_chunks(group.inputs, planned.shape))
-        del result
-    finally:
-        again = code.make_inputs(planned.shape, planned.dtype, rt.where,
+            poisoned = checked(tally) and poisoned
+        made = code.exact_inputs(planned.shape, planned.dtype, rt.where,
                                  rt.torch.Generator(device=rt.where).manual_seed(group.seed))
-        for name, t in group.inputs.items():
-            t.copy_(again[name])
-    return tally, exact, poisoned and ok
+        if made is not None:
+            # A compute-bound op's exact inputs are exact in its arithmetic: its roundings are not allowed for.
+            exact = accuracy.Tally(planned.dtype, None if spec.compute_bound and spec.declared is None else spec,
+                                   planned.precision)
+            for name, t in group.inputs.items():
+                t.copy_(made.pop(name))
+            poisoned = checked(exact) and poisoned
+    finally:
+        if group.rounds > 1 or made is not None:
+            _draw_round(rt, planned, group, 0)
+    return tally, exact, poisoned
 
 
 def _bound(rt: Runtime, planned: PlannedCase, group: Group) -> list[Any]:

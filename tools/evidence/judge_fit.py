@@ -3,7 +3,7 @@ the planted bugs (tests/planted.py), measured on one GPU; the constants derived 
 
     python tools/evidence/judge_fit.py [--out DIR] [--seeds 5] [--budget-s 220]       # one GPU
     python tools/evidence/judge_fit.py --cpu-smoke [--out DIR]                          # the same, interpreted
-    python tools/evidence/judge_fit.py --fit FILE... [--table | --markdown]            # the CPU
+    python tools/evidence/judge_fit.py --fit FILE... [--write JSON | --markdown]       # the CPU
 
 Measuring: every group (op, dtype, precision, shape) of the GPU suites (default and ``--quick``,
 the workloads), smallest first, the ops taken in turns. Per group and seed, fresh inputs as the
@@ -18,9 +18,9 @@ of it), torch.compile and JAX at the suite's compile shapes. Writes ``judge_fit_
 
 Fitting (``--fit``, also envcheck reports): per (op or op.output, precision) and criterion, the
 worst correct implementation's statistic over the model's scale (analysis/tolerance.py's
-``scales``): ``--table`` prints analysis/tolerance.py's FIT table; by default, per op and
-precision, the worst correct implementation's err/bound and the mildest planted bug's under the
-FIT table as it is now; ``--markdown``: that table as docs/judge.md holds it.
+``scales``): ``--write envcheck/analysis/judge_fit.json`` writes them (analysis/tolerance.py's FIT);
+by default, per op and precision, the worst correct implementation's err/bound and the mildest
+planted bug's under the constants as they are now; ``--markdown``: that table as docs/judge.md holds it.
 """
 
 from __future__ import annotations
@@ -208,7 +208,7 @@ def _records(op: str, dtype: str, precision: str, shape: tuple[int, ...], device
         """Each round's inputs (drawn as group.py draws them), then the exact inputs: one at a time."""
         for r in range(rounds):
             g = torch.Generator(device=device).manual_seed(seed * group.CHECK_ROUNDS + r)
-            yield "random", first if r == 0 else code.make_inputs(shape, dtype, device, g, variant=r)
+            yield "random", first if r == 0 else code.make_inputs(shape, dtype, device, g)
         if exact:
             yield "exact", _exact(op, shape, dtype, device, seed)
 
@@ -500,11 +500,12 @@ def run_fit(args: argparse.Namespace) -> int:
     if not records:
         print("judge_fit: no records in " + ", ".join(args.fit), file=sys.stderr)
         return 2
-    if args.table:
-        print("FIT: dict[tuple[str, str], tuple[float, float, float]] = {")
-        for (key, precision), q in fit(records).items():
-            print(f'    ("{key}", "{precision}"): {q},')
-        print("}")
+    if args.write:
+        table = {"sources": [Path(f).name for f in args.fit],
+                 "fit": [[key, precision, *q] for (key, precision), q in fit(records).items()]}
+        text = json.dumps(table, separators=(",", ":")).replace("],[", "],\n[")
+        Path(args.write).write_text(text + "\n", encoding="utf-8")
+        print(f"{len(table['fit'])} constants: {args.write}")
         return 0
     rows = summary(records)
     if args.markdown:
@@ -523,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cpu-smoke", action="store_true", help="Triton's interpreter on the CPU, tiny shapes, one seed")
     p.add_argument("--ops", type=lambda s: s.split(","), help="only these ops (comma-separated)")
     p.add_argument("--fit", nargs="+", metavar="FILE", help="fit from judge_fit files or envcheck reports (CPU)")
-    p.add_argument("--table", action="store_true", help="with --fit: print analysis/tolerance.py's FIT table")
+    p.add_argument("--write", metavar="JSON", help="with --fit: write the constants (envcheck/analysis/judge_fit.json)")
     p.add_argument("--markdown", action="store_true", help="with --fit: docs/judge.md's table")
     args = p.parse_args(argv)
     if args.fit:
