@@ -393,6 +393,8 @@ def _failed_outputs(r: CaseResult, p: _Phraser) -> str:
 def _case_row(r: CaseResult, p: _Phraser) -> CaseRow:
     c = r.case
     err, tol = _error(r)
+    if r.verdict is not None and len(r.verdict.output_ratios) > 1:  # each output's err/bound
+        tol = p.join([tol, *(f"{p.escape(name)} {fmt.ratio_pct(x)}" for name, x in r.verdict.output_ratios)])
     if r.verdict is not None and r.verdict.relative is not None:
         # This error as a multiple of the baseline's, beside the bound: information, not the verdict.
         tol = p.join([tol, p.t("case.relative", ratio=fmt.speedup(r.verdict.relative), baseline=p.escape(r.spec.baseline))])
