@@ -84,6 +84,57 @@ def test_an_op_nothing_was_measured_for_is_held_to_the_theory_times_the_margin()
     assert tl.MARGIN == 3.0 and tl.EXACT_ULPS == 1.0 and tl.THEORY == (1.0, 1.0, 1.0)
 
 
+UTF = UNIT_ROUNDOFF["tf32"]
+
+
+@pytest.mark.parametrize(("op", "dtype", "precision", "shape", "output", "n", "c_uc", "k", "s", "u_o"), [
+    ("vector_add", "fp16", "fp16", (4099,), "", 4099, 0.0, 1, 0, U16),
+    ("matmul", "fp32", "fp32", (67, 45, 200), "", 3015, U32, 200, 0, U32),
+    ("matmul", "fp32", "tf32", (64, 64, 64), "", 4096, 2 * UTF, 64, 0, U32),
+    ("softmax_fwbw", "fp16", "fp16", (37, 1000), "dx", 37000, 12 * U32, 1000, 4, U16),
+    ("softmax_fwbw", "fp16", "fp16", (37, 1000), "y", 37000, 8 * U32, 1000, 0, U16),
+    ("linear_fwbw", "bf16", "bf16", (33, 65, 129), "dW", 65 * 129, 0.0, 33, 0, UBF),
+    ("conv2d", "fp32", "fp32", (2, 3, 9, 11, 5, 4, 2), "", 100, U32, 48, 0, U32),
+    ("sum_all", "fp16", "fp16", (3, 37, 129), "", 8, 0.0, 3 * 37 * 129, 0, U16),
+])
+def test_the_scales_are_the_models_formulas(op, dtype, precision, shape, output, n, c_uc, k, s, u_o):
+    """Pinned by hand (c roundings of u_c, K terms, s stored roundings): each term of the model counts."""
+    e = c_uc + math.sqrt(k) * U32 + s * u_o
+    got = tl.scales(op, dtype, precision, shape, output, n)
+    assert tuple(got[:3]) == pytest.approx((e + u_o, c_uc + k * U32 + (s + 1) * u_o,
+                                 math.sqrt(e * e + 4 * u_o * e + 16 * u_o * u_o / n)), rel=1e-12)
+    assert got.precision == tl.tolerance(op, dtype, precision, shape, output, n).precision == (
+        precision if spec(op).compute_bound else "fp32")
+    if (tl.fit_key(op, output), precision) not in tl.FIT:  # theory: the margin times the scales
+        tol = tl.tolerance(op, dtype, precision, shape, output, n)
+        assert (tol.rel_l2, tol.element, tol.excess) == pytest.approx(tuple(tl.MARGIN * x for x in got[:3]))
+
+
+def test_a_precision_or_dtype_the_model_does_not_know_is_refused_by_name():
+    with pytest.raises(ValueError, match="unknown dtype/precision fp8/fp16"):
+        tl.scales("matmul", "fp8", "fp16", (8, 8, 8))
+    with pytest.raises(ValueError, match="unknown dtype/precision fp16/fp8"):
+        tl.scales("matmul", "fp16", "fp8", (8, 8, 8))
+    assert (tl.fit_key("linear_fwbw", "dx"), tl.fit_key("relu")) == ("linear_fwbw.dx", "relu")
+
+
+def test_a_statistic_exactly_at_its_bound_passes_and_the_exact_bound_divides():
+    tol = tl.tolerance("matmul", "fp16", "fp16", (67, 45, 200), elements=1000)
+    assert tl.judge(_acc(rel_l2=tol.rel_l2), tol).passed
+    v = tl.judge(_acc(), dataclasses.replace(tol, exact=4.0), exact=_acc(ulps=2.0))
+    assert v.passed and v.ratio == pytest.approx(0.5)
+    # An exact baseline (relu's): no ratio to it.
+    assert tl.judge(_acc(rel_l2=1e-9), tol, baseline=_acc(rel_l2=0.0)).relative is None
+
+
+def test_a_multi_output_case_fails_on_any_output_whatever_the_worst_ratio():
+    tols = {o: tl.tolerance("linear_fwbw", "fp32", "fp32", (64, 48, 128), o, 100) for o in ("y", "dx")}
+    outs = {"y": _acc(rel_l2=tols["y"].rel_l2 / 2, elements=100), "dx": _acc(nonfinite=1, elements=100)}
+    v = tl.judge_outputs(outs, tols, {"y": _acc(rel_l2=tols["y"].rel_l2 / 4), "dx": _acc(rel_l2=1.0)})
+    assert not v.passed and v.broken == ("nonfinite",) and v.failed_outputs == ("dx",)
+    assert v.ratio == pytest.approx(0.5) and v.relative == pytest.approx(2.0)  # the worst output's, y's
+
+
 @pytest.mark.parametrize("key", sorted(tl.FIT) or [None])
 def test_every_fitted_constant_scales_its_bound(key):
     if key is None:

@@ -36,20 +36,30 @@ def test_the_float64_spot_check_allows_two_roundings_of_the_sum_of_magnitudes(dt
     for r, c in checker._sample:  # every sampled element exact, but one off by factor x its bound
         out[r, c] = float((g.a.double()[r] * g.b.double()[:, c]).sum())
     out[i, j] = exact + factor * bound
-    checker.fp64(out, 0, 0.0)
-    assert (len(checker.mismatches) == 1) is flagged
-    assert checker.fp64_max_error == pytest.approx(factor, rel=1e-6)
+    checker.fp64(out, 3, 1.5)
+    checker.fp64(out, 4, 2.0)
+    assert checker.fp64_checks == 2 and checker.fp64_max_error == pytest.approx(factor, rel=1e-6)
+    assert [(m.check, m.iteration, m.t_s, m.element) for m in checker.mismatches] == (
+        [("fp64", 3, 1.5, i * 64 + j), ("fp64", 4, 2.0, i * 64 + j)] if flagged else [])
+    if flagged:
+        assert (checker.mismatches[0].expected, checker.mismatches[0].got) == pytest.approx((exact, exact + factor * bound))
 
 
 # --------------------------------------------------------------------------- ECC: one error is a finding
 
 @pytest.mark.parametrize(("facts", "status"), [
     ({"ecc_uncorrected_volatile": 0, "ecc_uncorrected_aggregate": 0}, "pass"),
+    ({"ecc_uncorrected_volatile": None, "ecc_uncorrected_aggregate": None}, "skip"),  # not probed
+    ({"ecc_uncorrected_volatile": None, "ecc_uncorrected_aggregate": 1}, "warn"),
+    ({"ecc_uncorrected_volatile": 1, "ecc_uncorrected_aggregate": None}, "fail"),
     ({"ecc_uncorrected_volatile": 1, "ecc_uncorrected_aggregate": 1}, "fail"),  # since the driver loaded: fail
     ({"ecc_uncorrected_volatile": 0, "ecc_uncorrected_aggregate": 1}, "warn"),  # over the board's life: warn
 ])
 def test_a_single_uncorrected_ecc_error_warns_or_fails_as_the_docs_say(facts, status):
-    assert by_rule(env_with(h200_gpu(**facts)), "ecc").status == status
+    from envcheck.model import missing
+
+    c = by_rule(env_with(h200_gpu(**{k: missing("not probed") if v is None else v for k, v in facts.items()})), "ecc")
+    assert c.status == status and c.id == "gpu.ecc.0" and "GPU 0 (NVIDIA H200)" in c.finding
 
 
 def test_a_burn_with_one_new_uncorrected_ecc_error_fails_and_none_passes():

@@ -138,7 +138,7 @@ def judge_outputs(outputs: Mapping[str, Accuracy], tols: Mapping[str, Tolerance]
     failing on any (``Verdict.failed_outputs``)."""
     verdicts = {name: judge(acc, tols[name], (baselines or {}).get(name), (exacts or {}).get(name))
                 for name, acc in outputs.items()}
-    worst = max(verdicts.values(), key=lambda v: -1.0 if v.ratio is None else v.ratio)
+    worst = max(verdicts.values(), key=lambda v: v.ratio or 0.0)
     broken = tuple(dict.fromkeys(b for v in verdicts.values() for b in v.broken))
     failed = tuple(name for name, v in verdicts.items() if not v.passed)
     return dataclasses.replace(worst, passed=not broken, broken=broken, failed_outputs=failed,
