@@ -429,3 +429,53 @@ def test_the_docs_gap_table_is_the_fit_scripts_output_on_the_committed_evidence(
     for op, variant, good, _, bad, bug in rows:
         assert good <= 0.5, (op, variant, good)
         assert not bug or bad >= SEVERAL, (op, variant, bug, bad)
+
+
+# --------------------------------------------------------------------------- a user's exact inputs (envcheck bench)
+
+USER_OP = '''
+import torch
+from envcheck.userbench import Op
+
+def inputs(shape, dtype, device, generator):
+    return (torch.randn(*shape, generator=generator, device=device).to(dtype),)
+
+def exact(shape, dtype, device, generator):
+    return (torch.randint(-64, 64, shape, generator=generator, device=device).to(dtype),)
+
+def rounds_integers_up(x):
+    """Right on random values, wrong on the integers only exact inputs hold: a structural bug."""
+    return torch.where(x == x.round(), x * 2 + 1, x * 2)
+
+SCALED = Op(name="scaled", impls={"torch": lambda x: x * 2, "mine": rounds_integers_up}, reference=lambda x: x * 2,
+            inputs=inputs, exact=exact, shapes=[(4099,)], bytes=lambda s, d: 8 * s[0])
+'''
+
+
+def test_a_users_op_declares_exact_inputs_and_each_implementation_is_judged_on_them():
+    import torch
+
+    from envcheck.userbench import DeclarationError, Op
+    from envcheck.userbench.code import UserCode
+
+    namespace: dict = {}
+    exec(USER_OP, namespace)  # noqa: S102 - the test's own user file
+    op = namespace["SCALED"]
+    made = UserCode(op).exact_inputs((8,), "fp32", "cpu", torch.Generator().manual_seed(0))
+    assert list(made) == ["arg0"] and bool((made["arg0"] == made["arg0"].round()).all())
+    assert UserCode(dataclasses.replace(op, exact=None)).exact_inputs((8,), "fp32", "cpu", None) is None
+    with pytest.raises(DeclarationError, match="exact must be a callable"):
+        Op(**{**{f.name: getattr(op, f.name) for f in dataclasses.fields(op)}, "exact": 3})
+
+
+@pytest.mark.slow  # envcheck bench through its isolated worker (~10 s)
+def test_envcheck_bench_fails_an_implementation_on_its_declared_exact_inputs(tmp_path):
+    from envcheck.analysis import analyse
+    from tests.test_userbench_e2e import bench
+
+    source = tmp_path / "scaled.py"
+    source.write_text(USER_OP, encoding="utf-8")
+    rc, report, _ = bench(tmp_path, str(source))
+    results = {r.case.impl: r for r in analyse(report).bench.results}
+    assert rc == 1 and results["torch"].status == "pass" and results["torch"].case.exact.max_ulps == 0
+    assert results["mine"].verdict.broken == ("exact",) and results["mine"].verdict.ratio > 10
