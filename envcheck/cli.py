@@ -8,13 +8,17 @@ and ``--version`` work even when the GPU stack is broken.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import importlib
 import math
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TextIO
 
 from envcheck import __version__
-from envcheck.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
+from envcheck.errors import EXIT_INTERRUPTED, EXIT_USAGE, UsageError
 from envcheck.ops import ops_help
 
 
@@ -263,13 +267,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_lang(p)
     p.set_defaults(handler="envcheck.commands.export:main")
 
-    p = sub.add_parser("diff", help="compare two or more reports; the first is the baseline")
+    p = sub.add_parser("diff", help="compare two or more reports; the first is the baseline",
+                       epilog="exit status: 0 compared (and with --fail-on-regression, no regression); 1 a regression; "
+                              "2 bad options or a file that is not a usable report; 3 with --fail-on-regression, "
+                              "nothing compared (no row judged against run-to-run noise: no verdict)")
     p.add_argument("reports", nargs="+", metavar="REPORT.json")
     p.add_argument("--format", choices=["text", "md", "html", "json"], default="text",
                    help="json: the comparison as data for CI (format in envcheck/compare/export.py)")
     p.add_argument("--out", metavar="FILE", help="write to FILE instead of the terminal (never overwritten)")
     p.add_argument("--fail-on-regression", type=_positive_float, metavar="PCT",
-                   help="exit 1 when any significant slowdown exceeds PCT percent")
+                   help="exit 1 when any significant slowdown exceeds PCT percent, 3 when no row could be judged")
     p.add_argument("--gpu", type=_index, metavar="N",
                    help="reports of several GPUs (run --gpus, fleet): compare GPU N's suite of each "
                         "(default: each report's first)")
@@ -286,9 +293,71 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Guarded:
+    """A standard stream while a command runs: a write that fails (the reader went away, a full disk, a
+    closed descriptor) ends that stream's output, never the command, whose exit status stays its own.
+    Characters the stream's encoding lacks (``PYTHONIOENCODING=ascii``) are written as escapes."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self.stream = stream
+        self.lost: OSError | ValueError | None = None
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+
+    def write(self, text: str) -> int:
+        self._do(lambda s: s.write(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._do(lambda s: s.flush())
+
+    def isatty(self) -> bool:
+        return self.lost is None and self.stream is not None and self.stream.isatty()
+
+    def _do(self, op: Callable[[TextIO], object]) -> None:
+        if self.lost is not None:
+            return
+        try:
+            if self.stream is None:
+                raise OSError(errno.EBADF, "closed")
+            op(self.stream)
+        except (OSError, ValueError) as e:
+            self.lost = e
+            with contextlib.suppress(AttributeError, ValueError, OSError):  # the interpreter's last flush too
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, self.stream.fileno())  # type: ignore[union-attr]
+                os.close(null)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.stream, name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    for fd in (0, 1, 2):  # closed (``>&-``): a file opened later must not take the number children write to
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.open(os.devnull, os.O_RDWR)
+    streams = sys.stdout, sys.stderr
+    out = _Guarded(sys.stdout)
+    sys.stdout, sys.stderr = out, _Guarded(sys.stderr)  # type: ignore[assignment]
+    command = "envcheck"
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        command = f"envcheck {args.command or ''}".strip()
+        status = _run(parser, args)
+    finally:  # --help and argparse's errors included
+        out.flush()
+        sys.stdout, sys.stderr = streams
+    if out.lost is not None and not isinstance(out.lost, BrokenPipeError):  # the reader's choice (``| head``): silent
+        why = getattr(out.lost, "strerror", None) or out.lost
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            print(f"{command}: standard output not written ({why}); exit status {status}", file=sys.stderr)
+    return status
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return EXIT_USAGE
@@ -311,8 +380,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"envcheck {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        return EXIT_OK
 
 
 if __name__ == "__main__":

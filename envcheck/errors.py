@@ -9,6 +9,7 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_FAIL = 1  # a check or a case failed, or the run could not finish
 EXIT_USAGE = 2  # bad options or a file that is not a usable report: one line on stderr
+EXIT_NOTHING_COMPARED = 3  # diff --fail-on-regression judged no row: neither a pass nor a fail
 EXIT_INTERRUPTED = 130  # Ctrl-C or SIGTERM: what finished was kept
 
 

@@ -1,34 +1,24 @@
 """Writing files that users keep: never replacing one unasked, never leaving one half-written.
 
-No hard links anywhere: vfat/exFAT and many network shares refuse them. What the functions rely
-on instead is what every such filesystem does: ``O_CREAT | O_EXCL`` (creation fails when the
-name exists) and ``rename`` within one folder (atomic).
+Every write stages its files in a private folder beside the targets (``tempfile.mkdtemp``: a random
+name ``.envcheck-XXXXXXXX.tmp``, mode 0700), flushed (fsync) before any name the user sees changes,
+and locked (``flock``) while its writer lives. No hard links (vfat, exFAT and many shares refuse them):
+``O_EXCL`` creation and ``rename`` within one folder are what every filesystem offers.
 
-* ``write_new``: one new file. The content is written and flushed (fsync) to a hidden temporary
-  beside the target, then renamed to the target with ``RENAME_NOREPLACE`` (Linux ``renameat2``),
-  which fails when the name exists: the name appears only with the whole file behind it, even
-  under ``kill -9``, and a file someone else created meanwhile is never touched. Where the
-  filesystem has no ``RENAME_NOREPLACE`` the name is first claimed with an empty ``O_EXCL`` file
-  and the temporary renamed over it (the only case where a kill at that instant leaves an empty file).
-* ``replace_file``: one file that is meant to be refreshed (a Prometheus textfile): the same
-  temporary, fsync and rename, but the rename replaces what has the name.
-* ``write_set``: files and folders that belong together (a report's Markdown, its charts folder
-  and its HTML) appear all or not at all. Every new file is written to a temporary name first, so
-  a full disk or an error fails before anything visible changes; then each target is moved into
-  place, an existing one (only with ``force``) first renamed aside and deleted once the whole set
-  is in place, restored when anything fails. Symlinks are replaced, never followed.
+* ``write_new``: one new file, renamed into place with ``RENAME_NOREPLACE`` (Linux ``renameat2``),
+  which fails when the name exists. Without it the name is first claimed with an empty ``O_EXCL``
+  file and the staged one renamed over it (a kill at that instant leaves an empty file).
+* ``replace_file``: one file meant to be refreshed (a Prometheus textfile): renamed over the old one.
+* ``write_set``: files and folders that belong together (a report's Markdown, charts and HTML)
+  appear all or none. With ``force`` the old targets are first moved into the stage (``old/``);
+  then the stage's ``new/`` is renamed ``go/``, and only then are the new files put in place.
 
-On every failure, Ctrl-C included, the temporaries are removed and what existed before is back.
-A process killed outright (``kill -9``, a power cut) cannot clean up: its temporaries carry its
-process id and this host's tag in their names (``.<name>.<pid>-<host>-<random>.tmp``), and the
-next write into the same folder (``clean_stale``) removes those of a process that no longer
-runs, and puts back a file it had renamed aside (``.old``) whose new version never arrived.
-
-A set is all or nothing across such a kill too: once every new file is complete and flushed, and
-before the first rename, ``write_set`` writes its plan (``.<first target>.<pid>-<host>-<random>.set``:
-each target with its temporary and its aside name). Killed before the plan exists, nothing visible
-changed and the temporaries go (rolled back); killed after, the next write into the folder
-finishes the plan (rolled forward: every new file in place, every old one removed), then removes it.
+A writer killed outright (``kill -9``) leaves its stage; the next write into the folder finishes it
+(``go/`` present: the rest of the new files are put where their names are free) or undoes it (the old
+files back where their names are free), then removes it. Only a stage envcheck makes is touched: a
+real folder (never a symlink) with that name, owned by this user, closed to others, unlocked; it is
+read through its open descriptor, so nothing renamed in meanwhile is followed. Nothing read from a
+folder ever makes envcheck replace or delete a file outside such a stage.
 """
 
 from __future__ import annotations
@@ -36,25 +26,22 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import hashlib
-import json
+import fcntl
 import os
-import re
-import secrets
 import shutil
-import socket
-import time
+import stat
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 Content = str | bytes
+STAGE_PREFIX, STAGE_SUFFIX = ".envcheck-", ".tmp"
 
 
 def _bytes(content: Content) -> bytes:
-    """UTF-8 of ``content``. A lone surrogate (a file name or variable that was not UTF-8, as Python
-    hands it over: ``bad\\xffdir`` reads as ``bad\\udcffdir``) is written as its escape ``\\udcff``:
-    a valid escape inside JSON (the report reads back the same string), plain text elsewhere, and
-    never an error after the work that produced the content is done."""
+    """UTF-8 of ``content``; a lone surrogate (a name that was not UTF-8, as Python hands it over) is
+    written as its escape ``\\udcff``: valid inside JSON, plain text elsewhere, never an error."""
     if isinstance(content, bytes):
         return content
     try:
@@ -70,92 +57,6 @@ def _mode() -> int:
     return 0o666 & ~umask
 
 
-def _host_tag() -> str:
-    return hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:6]
-
-
-# Temporaries of this version (process id and host tag: distinctive, whatever the target's name)
-# and of older ones (a random part only: recognised for the names a report set has, so that a
-# user's own ".notes.0123abcd.tmp" is never taken for one).
-TEMP_NAME = re.compile(
-    r"^\.(?:(?P<name>.+)\.(?P<pid>\d+)-(?P<host>[0-9a-f]{6})-[0-9a-f]{8}\.(?P<tag>tmp|old|set)"
-    r"|(?P<old_name>.+(?:\.json|\.md|\.html|_charts))\.[0-9a-f]{8}\.(?P<old_tag>tmp|old))$")
-# A temporary whose writer cannot be asked (another host on a shared folder, an older envcheck)
-# is stale once untouched this long: a render or a report write takes seconds.
-STALE_AFTER_S = 3600.0
-
-
-def _temp_name(target: Path, tag: str = "tmp") -> Path:
-    return target.with_name(f".{target.name}.{os.getpid()}-{_host_tag()}-{secrets.token_hex(4)}.{tag}")
-
-
-def is_temporary(name: str) -> bool:
-    """Whether ``name`` is one of envcheck's own temporaries (never a report, never the user's)."""
-    return TEMP_NAME.match(name) is not None
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` of this host runs (a number no process can have does not)."""
-    if pid == os.getpid():
-        return True
-    if pid <= 0:
-        return True  # 0 and below name groups, never a writer: not ours to judge
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError):
-        return False
-    except OSError:
-        return True  # alive, another user's (EPERM): not ours to judge
-    return True
-
-
-def _stale(path: Path, m: re.Match[str], now: float) -> bool:
-    pid, host = m.group("pid"), m.group("host")
-    if pid is not None and host == _host_tag():
-        return not pid_alive(int(pid))
-    try:
-        # ctime, not mtime: a file renamed aside keeps the old mtime of the document it was.
-        return now - os.lstat(path).st_ctime > STALE_AFTER_S
-    except OSError:
-        return False
-
-
-def clean_stale(folder: Path) -> list[Path]:
-    """Remove the temporaries a killed envcheck left in ``folder`` (see the module docstring); put
-    back a file renamed aside whose replacement never arrived. Returns what was removed or restored.
-    Never raises: a folder that cannot be listed or cleaned is left as it is."""
-    done: list[Path] = []
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return done
-    now = time.time()
-    # First the sets a killed writer had begun to put in place: finished, which uses their temporaries.
-    for name in names:
-        m = TEMP_NAME.match(name)
-        if m is not None and m.group("tag") == "set" and _stale(folder / name, m, now):
-            with contextlib.suppress(OSError):
-                _finish_set(folder / name)
-                done.append(folder / name)
-    with contextlib.suppress(OSError):
-        names = os.listdir(folder)
-    for name in names:
-        m = TEMP_NAME.match(name)
-        if m is None or m.group("tag") == "set":
-            continue
-        path = folder / name
-        if not _stale(path, m, now):
-            continue
-        target = folder / (m.group("name") or m.group("old_name"))
-        with contextlib.suppress(OSError):
-            if (m.group("tag") or m.group("old_tag")) == "old" and not exists(target):
-                os.rename(path, target)  # the old version is all there is: it goes back
-            else:
-                _remove(path)
-            done.append(path)
-    return done
-
-
 # renameat2(2) flags and the "at the current folder" descriptor, from <linux/fs.h> / <fcntl.h>.
 _RENAME_NOREPLACE = 1
 _AT_FDCWD = -100
@@ -164,8 +65,7 @@ _UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP}
 
 def _renameat2() -> object | None:
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        fn = libc.renameat2
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
     except (OSError, AttributeError):  # not glibc >= 2.28 (or not Linux)
         return None
     fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
@@ -193,7 +93,7 @@ def rename_noreplace(src: Path, dst: Path) -> bool:
 def _fsync_folder(folder: Path) -> None:
     """Make a rename in ``folder`` durable (a power cut after it keeps the new name)."""
     with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
         try:
             os.fsync(fd)
         finally:
@@ -202,12 +102,11 @@ def _fsync_folder(folder: Path) -> None:
 
 def _write_file(path: Path, data: bytes) -> None:
     """Create ``path`` (failing if it exists), write ``data`` and flush it to the disk."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), _mode())
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _mode())
     try:
         view = memoryview(data)
         while view:
-            n = os.write(fd, view)
-            view = view[n:]
+            view = view[os.write(fd, view):]
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -221,58 +120,129 @@ def _remove(path: Path) -> None:
             path.unlink()
 
 
-def _publish(tmp: Path, target: Path) -> None:
-    """Give the complete ``tmp`` the name ``target``, never replacing anything that has it."""
-    if rename_noreplace(tmp, target):
+def _publish(src: Path, dst: Path) -> None:
+    """Give the complete ``src`` the name ``dst``, never replacing anything that has it."""
+    if rename_noreplace(src, dst):
         return
-    _write_file(target, b"")  # no RENAME_NOREPLACE here: claim the name, then rename over our claim
+    claimed = not src.is_dir()
+    if claimed:
+        _write_file(dst, b"")  # no RENAME_NOREPLACE here: claim the name, then rename over our claim
+    elif exists(dst):
+        raise FileExistsError(17, "File exists", str(dst))
     try:
-        os.replace(tmp, target)
+        os.replace(src, dst)
     except BaseException:
-        _remove(target)
+        if claimed:
+            _remove(dst)
         raise
+
+
+@contextlib.contextmanager
+def _stage(folder: Path) -> Iterator[Path]:
+    """A private stage in ``folder``, locked (its ``lock`` file) until removed on leaving, with an
+    empty ``new/`` and ``old/``. After a failed undo it stays, for the next write to recover."""
+    while True:
+        path = Path(tempfile.mkdtemp(prefix=STAGE_PREFIX, suffix=STAGE_SUFFIX, dir=folder))
+        with contextlib.suppress(FileNotFoundError, FileExistsError):  # a clean-up took it before us: another
+            fd = os.open(path / "lock", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+            with contextlib.suppress(OSError):  # a filesystem without locks: clean-ups leave stages alone
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            if os.fstat(fd).st_nlink:
+                break
+            os.close(fd)
+    ok = False
+    try:
+        (path / "new").mkdir()
+        (path / "old").mkdir()
+        yield path
+        ok = True
+    finally:
+        with contextlib.suppress(OSError):
+            if ok or not os.listdir(path / "old"):  # never the user's old files after a failed undo
+                _remove(path)
+        os.close(fd)
+
+
+def clean_stale(folder: Path) -> list[Path]:
+    """Finish or undo the stages killed writers left in ``folder`` (module docstring); the stages
+    removed. Never raises: what cannot be done is left as it is."""
+    done = []
+    with contextlib.suppress(OSError):
+        for name in os.listdir(folder):
+            if name.startswith(STAGE_PREFIX) and name.endswith(STAGE_SUFFIX):
+                with contextlib.suppress(OSError):
+                    if _recover(folder, name):
+                        done.append(folder / name)
+    return done
+
+
+def _recover(folder: Path, name: str) -> bool:
+    fd = os.open(folder / name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)  # a symlink or a file: refused
+    lock = None
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid() or st.st_mode & 0o077:
+            return False  # not a stage this user made: another's, or one others could have written into
+        # Made here when its writer died before making it (or is about to: it then takes another stage).
+        lock = os.open("lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600, dir_fd=fd)
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # fails while its writer runs (or cannot tell)
+        inside = Path(f"/proc/self/fd/{fd}")  # the folder checked above, whatever has its name now
+        step = "go" if (inside / "go").is_dir() else "old"
+        if (inside / step).is_dir():
+            for entry in os.listdir(inside / step):
+                with contextlib.suppress(FileExistsError):  # a name taken since: its owner's now
+                    if step == "go" and _own_empty_file(folder / entry):
+                        os.replace(inside / step / entry, folder / entry)  # the claim of a writer without renameat2
+                    else:
+                        _publish(inside / step / entry, folder / entry)
+        _fsync_folder(folder)
+        for entry in os.listdir(fd):
+            _remove(inside / entry)
+        os.rmdir(folder / name)
+        return True
+    finally:
+        for f in (lock, fd):
+            if f is not None:
+                os.close(f)
+
+
+def _own_empty_file(path: Path) -> bool:
+    with contextlib.suppress(OSError):
+        st = os.lstat(path)
+        return stat.S_ISREG(st.st_mode) and st.st_size == 0 and st.st_uid == os.geteuid()
+    return False
+
+
+def _parent(p: Path) -> None:
+    if exists(p.parent) and not p.parent.is_dir():
+        raise NotADirectoryError(20, "Not a directory", str(p.parent))
+    p.parent.mkdir(parents=True, exist_ok=True)
+    clean_stale(p.parent)
 
 
 def write_new(path: str | os.PathLike[str], content: Content) -> Path:
     """Write ``content`` to a new file ``path``; FileExistsError when the name is taken (even by a dangling symlink)."""
     p = Path(path)
-    if exists(p.parent) and not p.parent.is_dir():
-        raise NotADirectoryError(20, "Not a directory", str(p.parent))
-    p.parent.mkdir(parents=True, exist_ok=True)
-    clean_stale(p.parent)
+    _parent(p)
     if exists(p):
         raise FileExistsError(17, "File exists", str(p))
-    tmp = _temp_name(p)
-    try:
-        _write_file(tmp, _bytes(content))
-        _publish(tmp, p)
-    except BaseException:
-        _remove(tmp)
-        raise
+    with _stage(p.parent) as s:
+        _write_file(s / "new" / p.name, _bytes(content))
+        _publish(s / "new" / p.name, p)
     _fsync_folder(p.parent)
     return p
 
 
 def replace_file(path: str | os.PathLike[str], content: Content) -> Path:
-    """Replace ``path`` whole with ``content`` (a file meant to be refreshed, like a Prometheus
-    textfile): written and flushed to one of our temporaries beside it, then renamed over it, so a
-    reader sees the old file or the new one, never half of one, even under ``kill -9``; the
-    temporary a killed writer left is removed by the next write (``clean_stale``). A folder or a
-    symlink at ``path`` is refused (IsADirectoryError / the symlink replaced, never followed)."""
+    """Replace ``path`` whole (a reader sees the old file or the new one, never half of one); a symlink
+    there is replaced, never followed; a folder is refused (IsADirectoryError)."""
     p = Path(path)
-    if exists(p.parent) and not p.parent.is_dir():
-        raise NotADirectoryError(20, "Not a directory", str(p.parent))
-    p.parent.mkdir(parents=True, exist_ok=True)
-    clean_stale(p.parent)
+    _parent(p)
     if p.is_dir() and not p.is_symlink():
         raise IsADirectoryError(21, "Is a directory", str(p))
-    tmp = _temp_name(p)
-    try:
-        _write_file(tmp, _bytes(content))
-        os.replace(tmp, p)
-    except BaseException:
-        _remove(tmp)
-        raise
+    with _stage(p.parent) as s:
+        _write_file(s / "new" / p.name, _bytes(content))
+        os.replace(s / "new" / p.name, p)
     _fsync_folder(p.parent)
     return p
 
@@ -283,18 +253,8 @@ def exists(path: Path) -> bool:
 
 
 @dataclass
-class _Staged:
-    target: Path
-    temp: Path
-    aside: Path | None = None  # the old target, renamed aside until the set is complete
-    aside_name: Path | None = None  # where the plan says it goes aside
-    claimed: bool = False  # the target name was created empty by us
-    moving: bool = False  # the temporary is being renamed to the target
-
-
-@dataclass
 class FileSet:
-    """What ``write_set`` writes: ``files`` by path, ``folders`` as {path: {file name: content}}."""
+    """What ``write_set`` writes into one folder: ``files`` by path, ``folders`` as {path: {file name: content}}."""
 
     files: dict[Path, Content] = field(default_factory=dict)
     folders: dict[Path, dict[str, Content]] = field(default_factory=dict)
@@ -318,59 +278,63 @@ def write_set(files: FileSet, force: bool = False) -> list[Path]:
     written; with it, existing targets are replaced, but only once every new file is complete.
     """
     targets = files.targets()
-    for folder in dict.fromkeys(t.parent for t in targets):
-        clean_stale(folder)
+    if len({t.parent for t in targets}) > 1:
+        raise ValueError("the files of a set share one folder")
+    if not targets:
+        return []
+    folder = targets[0].parent
+    clean_stale(folder)
     existing = [t for t in targets if exists(t)]
     if existing and not force:
         raise SetExistsError(existing)
     for t in existing:
         if t in files.files and t.is_dir() and not t.is_symlink():
             raise IsADirectoryError(f"{t} is a folder, not a file envcheck wrote")
-        if t in files.folders and not (t.is_dir() and not t.is_symlink()) and not t.is_symlink():
+        if t in files.folders and not t.is_dir() and not t.is_symlink():
             raise NotADirectoryError(f"{t} is a file, where the charts folder goes")
-    staged: list[_Staged] = []
-    made_dirs: list[Path] = []
-    journal: Path | None = None
+    made_dirs = _mkdirs(folder)
     try:
-        for path, content in files.files.items():
-            made_dirs += _mkdirs(path.parent)
-            s = _Staged(path, _temp_name(path))
-            staged.append(s)
-            _write_file(s.temp, _bytes(content))
-        for path, members in files.folders.items():
-            made_dirs += _mkdirs(path.parent)
-            s = _Staged(path, _temp_name(path))
-            staged.append(s)
-            s.temp.mkdir()
-            for name, content in members.items():
-                _write_file(s.temp / name, _bytes(content))
-            _fsync_folder(s.temp)
-        if staged:
-            journal = _write_plan(staged)
-        for s in staged:
-            _place(s, force)
+        with _stage(folder) as s:
+            for path, content in files.files.items():
+                _write_file(s / "new" / path.name, _bytes(content))
+            for path, members in files.folders.items():
+                (s / "new" / path.name).mkdir()
+                for name, content in members.items():
+                    _write_file(s / "new" / path.name / name, _bytes(content))
+                _fsync_folder(s / "new" / path.name)
+            _fsync_folder(s / "new")
+            _place(s, targets, force)
+            _fsync_folder(folder)  # the new names are durable before the old files go with the stage
     except BaseException:
-        for s in reversed(staged):
-            _undo(s)
         for d in reversed(made_dirs):
             with contextlib.suppress(OSError):
                 d.rmdir()
-        if journal is not None:
-            _remove(journal)  # what it planned is undone: nothing left to finish
         raise
-    for folder in dict.fromkeys(s.target.parent for s in staged):
-        _fsync_folder(folder)  # the new names are durable before the old files and the plan go
-    for s in staged:
-        if s.aside is not None:
-            with contextlib.suppress(OSError):
-                _remove(s.aside)
-    if journal is not None:
-        with contextlib.suppress(OSError):
-            _remove(journal)
-    written = list(files.files)
-    for path, members in files.folders.items():
-        written += [path / name for name in members]
-    return written
+    return [*files.files, *(path / name for path, members in files.folders.items() for name in members)]
+
+
+def _place(s: Path, targets: list[Path], force: bool) -> None:
+    aside: list[Path] = []
+    placed: list[Path] = []
+    try:
+        for t in targets:
+            if exists(t):
+                if not force:
+                    raise SetExistsError([t])  # appeared since the check: someone else's, left alone
+                os.rename(t, s / "old" / t.name)
+                aside.append(t)
+        _fsync_folder(s / "old")
+        os.rename(s / "new", s / "go")  # from here a kill is finished by the next write, not undone
+        _fsync_folder(s)
+        for t in targets:
+            _publish(s / "go" / t.name, t)
+            placed.append(t)
+    except BaseException:
+        for t in reversed(placed):
+            os.rename(t, s / "go" / t.name)
+        for t in reversed(aside):
+            os.rename(s / "old" / t.name, t)
+        raise
 
 
 def _mkdirs(folder: Path) -> list[Path]:
@@ -384,74 +348,6 @@ def _mkdirs(folder: Path) -> list[Path]:
         p = p.parent
     folder.mkdir(parents=True, exist_ok=True)
     return list(reversed(missing))
-
-
-def _write_plan(staged: list[_Staged]) -> Path:
-    """The set's plan, complete and flushed (with the temporaries' names) before anything is renamed.
-    Names are relative to the plan's folder, so a folder moved whole keeps its plan."""
-    folder = staged[0].target.parent
-    for s in staged:
-        s.aside_name = _temp_name(s.target, "old")
-    plan = {"version": 1, "entries": [
-        {"target": os.path.relpath(s.target, folder), "temp": os.path.relpath(s.temp, folder),
-         "aside": os.path.relpath(s.aside_name, folder)} for s in staged]}
-    for f in dict.fromkeys(s.target.parent for s in staged):
-        _fsync_folder(f)  # the temporaries' names survive a power cut before the plan names them
-    journal = _temp_name(staged[0].target, "set")
-    _write_file(journal, json.dumps(plan).encode("ascii"))
-    _fsync_folder(folder)
-    return journal
-
-
-def _finish_set(journal: Path) -> None:
-    """Finish the set a killed writer planned in ``journal`` (see the module docstring), then remove the
-    plan. A plan that does not read whole was being written when the kill came: nothing had been
-    renamed yet, so there is nothing to finish (its temporaries go as any others)."""
-    folder = journal.parent
-    try:
-        entries = json.loads(journal.read_bytes().decode("ascii"))["entries"]
-        steps = [(folder / e["target"], folder / e["temp"], folder / e["aside"]) for e in entries]
-    except (ValueError, KeyError, TypeError):
-        steps = []
-    for target, temp, aside in steps:
-        if exists(temp):
-            if exists(target):
-                if exists(aside):
-                    _remove(target)  # the old one is aside already: this is the empty claim on the name
-                else:
-                    os.rename(target, aside)
-            os.rename(temp, target)
-        elif not exists(target) and exists(aside):
-            os.rename(aside, target)  # an undo the kill interrupted: the old file goes back
-    _fsync_folder(folder)
-    for target, _, aside in steps:
-        if exists(target) and exists(aside):
-            _remove(aside)
-    _remove(journal)
-    _fsync_folder(folder)
-
-
-def _place(s: _Staged, force: bool) -> None:
-    if exists(s.target):
-        if not force:
-            raise SetExistsError([s.target])  # appeared since the check: someone else's, left alone
-        s.aside = s.aside_name or _temp_name(s.target, "old")
-        os.rename(s.target, s.aside)
-    s.moving = True
-    if not rename_noreplace(s.temp, s.target):
-        if s.temp.is_file():
-            # Claim the name exclusively, so a file created meanwhile by someone else is never replaced.
-            _write_file(s.target, b"")
-            s.claimed = True
-        os.replace(s.temp, s.target)  # a folder's name is free here: the old one, if any, was moved aside
-
-
-def _undo(s: _Staged) -> None:
-    if s.claimed or (s.moving and not exists(s.temp)):
-        _remove(s.target)  # the new file or folder, or our empty claim
-    _remove(s.temp)
-    if s.aside is not None and exists(s.aside):
-        os.rename(s.aside, s.target)
 
 
 REPORT_SUFFIXES = (".json.gz", ".json")  # a report's file names: its JSON, or that JSON gzip-compressed

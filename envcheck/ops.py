@@ -26,6 +26,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from envcheck.outside_json import Int
+
 DTYPES: tuple[str, ...] = ("fp32", "fp16", "bf16")
 # The arithmetic a case uses: its dtype, or TF32 for an fp32 matmul on tensor cores.
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16")
@@ -73,11 +75,11 @@ class Cost:
     declared it (``accumulation``: terms summed into one output element, what the rounding
     error of a correct implementation grows with)."""
 
-    shape: tuple[int, ...]
+    shape: tuple[Int, ...]
     dtype: str
-    bytes: int
-    flops: int
-    accumulation: int = 1
+    bytes: Int
+    flops: Int
+    accumulation: Int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.shape, tuple):
@@ -101,7 +103,7 @@ class Declared:
     impls: tuple[str, ...]
     baseline: str
     costs: tuple[Cost, ...]
-    roundings: int = 0
+    roundings: Int = 0
 
     def __post_init__(self) -> None:
         if not self.impls or any(not valid_name(i) for i in self.impls) or len(set(self.impls)) != len(self.impls):
@@ -142,9 +144,9 @@ class OpSpec:
 
     name: str
     family: str
-    rank: int
+    rank: Int
     compute_bound: bool  # judged on FLOP/s against the precision's peak; else on bandwidth
-    inputs: int  # tensors read, each of the full input shape (matmul: a and b)
+    inputs: Int  # tensors read, each of the full input shape (matmul: a and b)
     reduce_over: str = ""  # reduce family: "all", "inner" or "lead" (the axes reduced)
     backward: bool = False  # a forward + backward (autograd) op: the output is the gradient
     declared: Declared | None = None  # a user's op: its declaration

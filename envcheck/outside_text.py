@@ -1,53 +1,59 @@
-"""Text from outside envcheck (a machine, a snapshot, a report, a child process): made safe once.
+"""Text from outside envcheck (a machine, a snapshot, a report, a child process): made safe, by one rule each.
 
-Two rules, each applied at one place:
-
-* **Encodable where it is read.** JSON may spell a lone surrogate (``"\\ud800"``) and Python reads it
-  as a ``str`` that no UTF-8 writer accepts: one in a GPU name made every later write of the report
-  (the JSON, the terminal, a Prometheus file) a ``UnicodeEncodeError``. The readers (the report and
-  snapshot loaders, the probes' results) pass what they read through ``encodable``: each lone
-  surrogate becomes U+FFFD, the replacement character, as a UTF-8 decoder does with a bad byte.
-* **One line where a finding is built.** A newline in a machine string (a GPU name, a driver
-  version, a path) must not split a check's finding, nor stop the rule that reports it: ``visible``
-  writes every control, bidi and invisible format character as a visible escape (``\\x0a``,
-  ``\\u202e``). The renderers use the same function as the base of each medium's escaping
-  (``render/escape.py``).
+* **Encodable where it is read.** JSON may spell a lone surrogate (``"\\ud800"``), which no UTF-8 writer
+  accepts: the readers pass what they read through ``encodable`` (each becomes U+FFFD, as a UTF-8
+  decoder does with a bad byte).
+* **Seen as it is, wherever it is shown.** A character that changes how text reads without being seen
+  (``unseen``: controls, format characters such as bidi controls, zero-width characters, tags and
+  invisible operators, line and paragraph separators, surrogates, noncharacters, and the invisible letters
+  and marks no category names: Hangul fillers, variation selectors) is written ``\\u{202e}`` by ``visible``:
+  the terminal, Markdown, HTML, charts, JUnit and Prometheus labels. JSON spells the same characters as
+  its own escapes (``json_text``), so a document still reads back to the same strings.
 """
 
 from __future__ import annotations
 
-import json
+import functools
 import re
+import unicodedata
 from typing import Any
 
-# U+061C, U+200E/F: marks; U+202A-U+202E: embeddings and overrides; U+2066-U+2069: isolates.
-BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-# Zero-width and other invisible format characters that hide text or split words unseen.
-INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff"
-# Lone surrogates: a file name or variable that was not UTF-8, as Python hands it over (no stream
-# can write one as it is).
-SURROGATES = "\ud800-\udfff"
-_UNSAFE = re.compile(f"[\x00-\x1f\x7f-\x9f{BIDI}{INVISIBLE}\u2028\u2029{SURROGATES}]")
-# The same without newline and tab: for text that is already laid out in lines (a template's output).
-_UNSAFE_INLINE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI}{INVISIBLE}\u2028\u2029{SURROGATES}]")
+_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+_UNSEEN = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u3164\uffa0\ufffe\uffff" + "".join(
+    map(chr, (*range(0xFE00, 0xFE10), *range(0xE0000, 0xE0080), *range(0xE0100, 0xE01F0)))))
+# Printable as str.isprintable() sees them: the fast check below must look for these too.
+_PRINTABLE_UNSEEN = re.compile(f"[{''.join(sorted(c for c in _UNSEEN if c.isprintable()))}]")
+# What the rule may take: all but printable ASCII (newline and tab too, unless the text is laid out in lines).
+_CANDIDATE = re.compile(r"[^\x20-\x7e]")
+_CANDIDATE_IN_LINES = re.compile(r"[^\x20-\x7e\n\t]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
-# How JSON text spells a surrogate (a pair is read as one character; a lone one stays a surrogate).
-_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 REPLACEMENT = "\ufffd"
 
 
-def _show(m: re.Match[str]) -> str:
-    c = m.group(0)
-    o = ord(c)
-    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
+@functools.lru_cache(maxsize=4096)
+def unseen(c: str) -> bool:
+    """Whether the character ``c`` changes how text reads without being seen (the module docstring)."""
+    return c in _UNSEEN or unicodedata.category(c) in _CATEGORIES
 
 
 def visible(text: Any, lines: bool = False) -> str:
-    """``text`` with every control, bidi and invisible format character written as an escape
-    (newline and tab kept with ``lines``: for a template's own layout, never for machine text)."""
+    """``text`` with every ``unseen`` character written ``\\u{...}`` (newline and tab kept with ``lines``:
+    for a template's own layout, never for machine text)."""
     s = str(text)
-    pattern = _UNSAFE_INLINE if lines else _UNSAFE
-    return pattern.sub(_show, s) if pattern.search(s) else s
+    if s.isprintable() and not _PRINTABLE_UNSEEN.search(s):
+        return s
+    return (_CANDIDATE_IN_LINES if lines else _CANDIDATE).sub(
+        lambda m: f"\\u{{{ord(m[0]):04x}}}" if unseen(m[0]) else m[0], s)
+
+
+def json_text(text: str) -> str:
+    """A JSON document (``json.dumps(..., ensure_ascii=False)``) with every ``unseen`` character written
+    as JSON's ``\\uXXXX`` (a surrogate pair beyond the first plane): still valid JSON, read back the same."""
+    def escape(c: str) -> str:
+        units = c.encode("utf-16-be", "surrogatepass")
+        return "".join(f"\\u{int.from_bytes(units[i:i + 2], 'big'):04x}" for i in range(0, len(units), 2))
+
+    return _CANDIDATE_IN_LINES.sub(lambda m: escape(m[0]) if unseen(m[0]) else m[0], text)
 
 
 def encodable(value: Any) -> Any:
@@ -61,9 +67,3 @@ def encodable(value: Any) -> Any:
         return type(value)(encodable(v) for v in value)
     return value
 
-
-def json_value(text: str) -> Any:
-    """``json.loads(text)`` with its strings encodable (``json.loads``'s errors are left to the caller).
-    Only a text that spells a surrogate is walked again: a large report is not."""
-    value = json.loads(text)
-    return encodable(value) if _SURROGATE.search(text) or _ESCAPED_SURROGATE.search(text) else value

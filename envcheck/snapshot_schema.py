@@ -1,237 +1,131 @@
-"""What a snapshot may hold, field by field: the one schema the replay seams rely on.
-
-A snapshot is input from anywhere (a support thread, a hand-edited file), so every field the
-replay seams read (``probes/replay.py`` for the ``host`` section, ``probes/nvml_table.py`` for
-``nvml``, ``snapshot.Snapshot`` for ``meta``) is checked here, once, when the file is read: a
-wrong type is refused with the field named (``host.commands[0].argv: expected a list``) instead
-of crashing a probe halfway through a replay. Fields the schema does not know are kept and
-ignored, as a newer envcheck's snapshot of the same version may carry more.
-
-To extend it (a new probe reads a new file, command or NVML query): add the field to ``HOST``
-or ``META``, or the NVML query's answer type to ``NVML_VALUES``, below.
+"""What a snapshot may hold: the types of every field the replay seams read (``probes/replay.py`` the ``host``
+section, ``probes/nvml_table.py`` the ``nvml`` one, ``snapshot.Snapshot`` the ``meta``), checked by msgspec once,
+when the file is read. A field it does not know is kept and ignored (a newer envcheck's snapshot may carry more).
+A new probe adds what it reads to ``Host``, ``Meta`` or, for an NVML query's answer, ``NVML_VALUES``.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import functools
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-# Integers in a snapshot are counts, sizes, clocks and return codes: 64 bits hold them all; a
-# larger one would overflow the probes' float arithmetic.
-MAX_INT = 2**63
-# A snapshot nests a few levels (section, GPU, query, answer, a structure in it); replaying copies
-# answers recursively, so a deeper value could exhaust Python's stack there: refused here instead.
+import msgspec
+from msgspec import Meta as Bounds
+from msgspec import Struct, field
+
+from envcheck.outside_json import Form, Json, check_numbers, convert
+
+# A snapshot nests a few levels (section, GPU, query, answer, a structure in it); replaying copies answers
+# recursively, so a deeper value could exhaust Python's stack there: refused here instead.
 MAX_DEPTH = 32
-# The probes read every GPU NVML counts, one after the other: a count of a billion would be
-# a billion GPUs to make. No machine has more than this many.
+# The probes read every GPU NVML counts: a count of a billion would be a billion GPUs to make.
 MAX_GPUS = 1024
+GpuCount = Annotated[int, Bounds(ge=0, le=MAX_GPUS)]
 
 
-class SchemaError(Exception):
-    """A field of the wrong type; ``str()`` is ``<field>: <problem>``."""
-
-    def __init__(self, where: str, problem: str) -> None:
-        super().__init__(f"{where or 'snapshot'}: {problem}")
-        self.where = where
-        self.problem = problem
-
-
-Check = Callable[[Any, str], None]
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
-            dict: "an object"}.get(type(value), type(value).__name__)
+class Meta(Struct):
+    id: str | None = None
+    title: str | None = None
+    captured: datetime | None = None  # becomes a replayed report's ``created``
+    envcheck_version: str | None = None
+    host: str | None = None
+    sources: list[str] = []
+    derived: list[str] = []
+    hand_written: list[str] = []
+    notes: str | list[str] | None = None
 
 
-def _fail(where: str, expected: str, value: Any) -> None:
-    raise SchemaError(where, f"expected {expected}, found {_kind(value)}")
+class Run(Struct):
+    argv: list[str] = []
+    returncode: int | None = None
+    stdout: str | None = None
+    stderr: str | None = None
+    timed_out: bool | None = None
+    error: str | None = None
+    wall_s: float | None = None
 
 
-def string(value: Any, where: str) -> None:
-    if not isinstance(value, str):
-        _fail(where, "a string", value)
+class Command(Run, kw_only=True):
+    argv: list[str]  # required here
 
 
-def integer(value: Any, where: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        _fail(where, "an integer", value)
-    if not -MAX_INT < value < MAX_INT:
-        raise SchemaError(where, "integer out of range (more than 64 bits)")
+class Python(Struct):
+    executable: str | None = None
+    version: str | None = None
+    prefix: str | None = None
+    base_prefix: str | None = None
+    include_dir: str | None = None
 
 
-def integer_in(low: int, high: int) -> Check:
-    def check_range(value: Any, where: str) -> None:
-        integer(value, where)
-        if not low <= value <= high:
-            raise SchemaError(where, f"expected an integer from {low} to {high}, found {value}")
-
-    return check_range
+class Errno(Struct):
+    errno: int | None = None
+    strerror: str | None = None
 
 
-def number(value: Any, where: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        _fail(where, "a number", value)
-    if isinstance(value, int):
-        integer(value, where)
-    elif not math.isfinite(value):
-        raise SchemaError(where, "expected a finite number")
+class Package(Struct):
+    version: str | None = None
+    location: str | None = None
+    requires: list[str] = []
 
 
-def timestamp(value: Any, where: str) -> None:
-    """An ISO 8601 time (``2026-11-25T21:30:00Z``): it becomes a replayed report's ``created``."""
-    string(value, where)
-    try:
-        datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise SchemaError(where, "expected an ISO 8601 time such as 2026-11-25T21:30:00Z") from None
+class Host(Struct):
+    machine: str | None = None
+    cpu_count: Annotated[int, Bounds(ge=0, le=1 << 20)] | None = None
+    cwd: str | None = None
+    python: Python = field(default_factory=Python)
+    environ: dict[str, str] = {}
+    files: dict[str, str | None] = {}
+    errors: dict[str, Errno] = {}
+    links: dict[str, str] = {}
+    dirs: list[str] = []
+    which: dict[str, str | None] = {}
+    disk_free: int | dict[str, int] = 0
+    commands: list[Command] = []
+    runs: dict[str, Run] = {}
+    packages: dict[str, Package | None] = {}
 
 
-def boolean(value: Any, where: str) -> None:
-    if not isinstance(value, bool):
-        _fail(where, "true or false", value)
+class NvmlError(Struct):
+    error: str | None = None
+    text: str | None = None
+    during: str | None = None
 
 
-def any_json(value: Any, where: str) -> None:
-    """Any JSON value, its integers bounded (answers of queries no probe interprets)."""
-    if isinstance(value, dict):
-        for k, v in value.items():
-            any_json(v, f"{where}.{k}")
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            any_json(v, f"{where}[{i}]")
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        number(value, where)
+class Nvml(Struct):
+    library: str | None = None
+    library_error: str | None = None
+    init_error: NvmlError = field(default_factory=NvmlError)
+    count: GpuCount | None = None
+    failure: NvmlError = field(default_factory=NvmlError)
+    gpus: list[dict[str, Json]] = []  # each GPU's answers by query (``answers``)
 
 
-def optional(check: Check) -> Check:
-    def check_optional(value: Any, where: str) -> None:
-        if value is not None:
-            check(value, where)
-
-    return check_optional
+class Sections(Struct):
+    meta: Meta
+    host: Host
+    nvml: Nvml
 
 
-def list_of(check: Check, min_len: int = 0) -> Check:
-    def check_list(value: Any, where: str) -> None:
-        if not isinstance(value, list):
-            _fail(where, "a list", value)
-        if len(value) < min_len:
-            raise SchemaError(where, f"expected at least {min_len} item(s)")
-        for i, item in enumerate(value):
-            check(item, f"{where}[{i}]")
-
-    return check_list
+def _all_of(name: str, tp: Form, default: object, *fields: str) -> type[Struct]:
+    return msgspec.defstruct(name, [(f, tp, default) for f in fields])
 
 
-def map_of(check: Check) -> Check:
-    def check_map(value: Any, where: str) -> None:
-        if not isinstance(value, dict):
-            _fail(where, "an object", value)
-        for k, v in value.items():
-            check(v, f"{where}.{k}")
-
-    return check_map
+class Process(Struct):
+    pid: int
+    usedGpuMemory: int | None = None  # NVML's name
 
 
-def either(*checks: Check, expected: str) -> Check:
-    def check_either(value: Any, where: str) -> None:
-        for c in checks:
-            try:
-                c(value, where)
-                return
-            except SchemaError:
-                continue
-        _fail(where, expected, value)
-
-    return check_either
+def _ints(n: int) -> Form:
+    return Annotated[list[int], Bounds(min_length=n, max_length=n)]
 
 
-@dataclass(frozen=True)
-class Obj:
-    """An object whose known ``fields`` are checked (absent is fine) and other keys kept as they are;
-    ``rest(key)`` checks every key ``fields`` does not name, when given."""
-
-    fields: Mapping[str, Check]
-    required: tuple[str, ...] = ()
-    rest: Callable[[str], Check] | None = None
-
-    def __call__(self, value: Any, where: str) -> None:
-        if not isinstance(value, dict):
-            _fail(where, "an object", value)
-        for name in self.required:
-            if name not in value:
-                raise SchemaError(_join(where, name), "missing")
-        for k, v in value.items():
-            check = self.fields.get(k) or (self.rest(k) if self.rest is not None else None)
-            if check is not None:
-                check(v, _join(where, k))
-
-
-def _join(where: str, name: str) -> str:
-    return f"{where}.{name}" if where else name
-
-
-# --------------------------------------------------------------------------- meta
-
-META = Obj({
-    "id": optional(string), "title": optional(string), "captured": optional(timestamp),
-    "envcheck_version": optional(string), "host": optional(string),
-    "sources": list_of(string), "derived": list_of(string), "hand_written": list_of(string),
-    "notes": optional(either(string, list_of(string), expected="a string or a list of strings")),
-})
-
-# --------------------------------------------------------------------------- host (probes/replay.py)
-
-_RUN_FIELDS: dict[str, Check] = {
-    "argv": list_of(string), "returncode": optional(integer), "stdout": optional(string),
-    "stderr": optional(string), "timed_out": optional(boolean), "error": optional(string),
-    "wall_s": optional(number),
-}
-
-HOST = Obj({
-    "machine": optional(string),
-    "cpu_count": optional(integer_in(0, 1 << 20)),
-    "cwd": optional(string),
-    "python": Obj({k: optional(string) for k in ("executable", "version", "prefix", "base_prefix", "include_dir")}),
-    "environ": map_of(string),
-    "files": map_of(optional(string)),
-    "errors": map_of(Obj({"errno": optional(integer), "strerror": optional(string)})),
-    "links": map_of(string),
-    "dirs": list_of(string),
-    "which": map_of(optional(string)),
-    "disk_free": either(integer, map_of(integer), expected="an integer or an object of integers"),
-    "commands": list_of(Obj(_RUN_FIELDS, required=("argv",))),
-    "runs": map_of(Obj(_RUN_FIELDS)),
-    "packages": map_of(optional(Obj({"version": optional(string), "location": optional(string),
-                                     "requires": list_of(string)}))),
-})
-
-# --------------------------------------------------------------------------- nvml (probes/nvml_table.py)
-
-
-def _int_list(length: int) -> Check:
-    def check_ints(value: Any, where: str) -> None:
-        list_of(integer)(value, where)
-        if len(value) != length:
-            raise SchemaError(where, f"expected {length} integers")
-
-    return check_ints
-
-
-_PROCESSES = list_of(Obj({"pid": integer, "usedGpuMemory": optional(integer)}))
-
-# The answer type of each NVML query a probe interprets (``probes/gpus.py``), by the query's name
-# without its arguments (``nvmlDeviceGetClockInfo[SM]`` is ``nvmlDeviceGetClockInfo``). A query not
-# listed may answer any JSON value.
-NVML_VALUES: dict[str, Check] = {
-    "nvmlDeviceGetCount": integer_in(0, MAX_GPUS),
-    **{name: integer for name in (
+# The answer type of each NVML query a probe interprets (``probes/gpus.py``), by the query's name without its
+# arguments (``nvmlDeviceGetClockInfo[SM]`` is ``nvmlDeviceGetClockInfo``). A query not listed may answer anything.
+NVML_VALUES: dict[str, Form] = {
+    "nvmlDeviceGetCount": GpuCount,
+    **dict.fromkeys((
         "nvmlSystemGetCudaDriverVersion", "nvmlSystemGetCudaDriverVersion_v2",
         "nvmlDeviceGetArchitecture", "nvmlDeviceGetNumGpuCores", "nvmlDeviceGetClockInfo",
         "nvmlDeviceGetMaxClockInfo", "nvmlDeviceGetMemoryBusWidth", "nvmlDeviceGetCurrPcieLinkGeneration",
@@ -239,72 +133,44 @@ NVML_VALUES: dict[str, Check] = {
         "nvmlDeviceGetPowerUsage", "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetTemperature",
         "nvmlDeviceGetPerformanceState", "nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetRetiredPagesPendingStatus",
         "nvmlDeviceGetPersistenceMode", "nvmlDeviceGetCurrentClocksEventReasons",
-        "nvmlDeviceGetCurrentClocksThrottleReasons")},
-    **{name: string for name in (
+        "nvmlDeviceGetCurrentClocksThrottleReasons"), int),
+    **dict.fromkeys((
         "nvmlSystemGetDriverVersion", "nvmlSystemGetNVMLVersion", "nvmlDeviceGetName", "nvmlDeviceGetUUID",
-        "nvmlDeviceGetVbiosVersion", "nvmlSystemGetProcessName")},
-    "nvmlDeviceGetPciInfo": Obj({"busId": string, "busIdLegacy": string}),
-    "nvmlDeviceGetMemoryInfo": Obj({"total": integer, "used": integer, "free": integer}),
-    "nvmlDeviceGetUtilizationRates": Obj({"gpu": integer, "memory": integer}),
-    "nvmlDeviceGetCudaComputeCapability": _int_list(2),
-    "nvmlDeviceGetEccMode": _int_list(2),
-    "nvmlDeviceGetMigMode": _int_list(2),
-    "nvmlDeviceGetRemappedRows": _int_list(4),
-    "nvmlDeviceGetComputeRunningProcesses": _PROCESSES,
-    "nvmlDeviceGetGraphicsRunningProcesses": _PROCESSES,
+        "nvmlDeviceGetVbiosVersion", "nvmlSystemGetProcessName"), str),
+    "nvmlDeviceGetPciInfo": _all_of("PciInfo", str, "", "busId", "busIdLegacy"),  # NVML's names
+    "nvmlDeviceGetMemoryInfo": _all_of("MemoryInfo", int, 0, "total", "used", "free"),
+    "nvmlDeviceGetUtilizationRates": _all_of("Utilization", int, 0, "gpu", "memory"),
+    "nvmlDeviceGetCudaComputeCapability": _ints(2),
+    "nvmlDeviceGetEccMode": _ints(2),
+    "nvmlDeviceGetMigMode": _ints(2),
+    "nvmlDeviceGetRemappedRows": _ints(4),
+    "nvmlDeviceGetComputeRunningProcesses": list[Process],
+    "nvmlDeviceGetGraphicsRunningProcesses": list[Process],
 }
 
 
-def _answer(query: str) -> Check:
-    """One table entry of ``query``: ``{"value"}``, ``{"values": [...]}`` or ``{"error", "text"}``."""
-    check = NVML_VALUES.get(query.split("[", 1)[0], any_json)
-    entry = Obj({"value": optional(check), "values": list_of(optional(check), min_len=1), "error": string,
-                 "text": optional(string)})
-
-    def check_answer(value: Any, where: str) -> None:
-        if not isinstance(value, dict):
-            _fail(where, "an object (value, values or error)", value)
-        entry(value, where)
-
-    return check_answer
+@functools.cache
+def _answer(value: Form) -> type[Struct]:
+    """One table entry of a query answering ``value``: ``{"value"}``, ``{"values": [...]}`` or ``{"error", "text"}``."""
+    return msgspec.defstruct("Answer", [
+        ("value", value | None, None), ("values", Annotated[list[value | None], Bounds(min_length=1)], []),
+        ("error", str, ""), ("text", str | None, None)])
 
 
-def _answers(value: Any, where: str) -> None:
-    """The answers of one GPU, by query."""
-    if not isinstance(value, dict):
-        _fail(where, "an object", value)
-    for key, entry in value.items():
-        (_answer(key) if key.startswith("nvml") else any_json)(entry, f"{where}.{key}")
+def answers(table: Mapping[str, Json], where: str) -> None:
+    """ValueError naming the first answer (a key ``nvml*``) of ``table`` (an NVML table or one GPU's) of the
+    wrong type."""
+    for key, entry in table.items():
+        if key.startswith("nvml"):
+            convert(entry, _answer(NVML_VALUES.get(key.split("[", 1)[0], Any)), f"{where}.{key}")
 
 
-NVML = Obj({
-    "library": optional(string),
-    "library_error": optional(string),
-    "init_error": Obj({"error": optional(string), "text": optional(string)}),
-    "count": optional(integer_in(0, MAX_GPUS)),
-    "failure": Obj({"error": optional(string), "during": optional(string)}),
-    "gpus": list_of(_answers),
-}, rest=lambda key: _answer(key) if key.startswith("nvml") else any_json)  # queries are named nvml*
-
-SECTIONS: dict[str, Check] = {"meta": META, "host": HOST, "nvml": NVML}
-
-
-def check_depth(value: Any, where: str, limit: int = MAX_DEPTH) -> None:
-    """SchemaError when ``value`` nests deeper than ``limit`` (checked without recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > limit:
-            raise SchemaError(where, f"nested more than {limit} levels deep, which no snapshot is")
-        if isinstance(node, dict):
-            stack.extend((v, depth + 1) for v in node.values())
-        elif isinstance(node, list):
-            stack.extend((v, depth + 1) for v in node)
-
-
-def check_sections(sections: Mapping[str, Any]) -> None:
-    """Every section against its schema; SchemaError naming the first field of the wrong type."""
+def check_sections(sections: Mapping[str, Json]) -> None:
+    """ValueError naming the first field of the wrong type, integer past 64 bits or value nested too deep."""
     for name, value in sections.items():
-        check_depth(value, name)
-    for name, check in SECTIONS.items():
-        check(sections.get(name, {}), name)
+        check_numbers(value, name, MAX_DEPTH)
+    convert(sections, Sections)
+    nvml = sections["nvml"]
+    answers(nvml, "nvml")
+    for i, gpu in enumerate(nvml.get("gpus") or ()):
+        answers(gpu, f"nvml.gpus[{i}]")

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Set up .venv with the test tools and run the linter and the tests (CPU-only is fine;
+# Set up .venv with the test tools and run the linter, the type checker and the tests (CPU-only is fine;
 # GPU tests skip without a GPU). Extra arguments go to pytest: the tests run on every core
 # (pytest-xdist, a worker more than the cores; `-n 0` runs them in this one process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
 .venv/bin/python -m ruff check .
+.venv/bin/python -m mypy  # model/, analysis/, compare/ ([tool.mypy] in pyproject.toml)
 # Bytecode is cached for this run even where the environment says PYTHONDONTWRITEBYTECODE: each test process
 # and each of the hundreds of envcheck processes the tests start would compile the package again.
 unset PYTHONDONTWRITEBYTECODE

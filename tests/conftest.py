@@ -82,6 +82,13 @@ def _one_torch_thread_per_test_process() -> None:
     torch.set_num_threads(1)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _compile_cache_of_the_session(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Workers the tests start keep compiled kernels and matmul tiles in a folder of the session
+    (bench/compile_cache.py), never in the user's cache."""
+    os.environ.setdefault("ENVCHECK_CACHE_DIR", str(tmp_path_factory.mktemp("envcheck-cache")))
+
+
 @pytest.fixture(autouse=True)
 def _jax_stays_out_of_the_test_process() -> Iterator[None]:
     """JAX's backend runs threads, and JAX then warns on every later fork of the process ("os.fork() was

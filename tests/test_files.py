@@ -119,7 +119,7 @@ def test_a_full_disk_while_staging_changes_nothing(tmp_path, monkeypatch):
     real = files._write_file
 
     def full(path, data):
-        if path.name.endswith(".tmp") and "html" in path.name:
+        if path.name == "r.html" and files.STAGE_PREFIX in str(path):  # the staged copy
             raise OSError(28, "No space left on device")
         real(path, data)
 
@@ -144,7 +144,7 @@ def test_new_folders_made_for_a_failed_set_are_removed(tmp_path, monkeypatch):
     real = files._write_file
 
     def fail(path, data):
-        if path.name.startswith(".r.html"):
+        if path.name == "r.html":
             raise OSError(28, "No space left on device")
         real(path, data)
 

@@ -217,9 +217,9 @@ def _torch_on_exact(op: str, dtype: str, shape: tuple[int, ...], mutate=None):
 
 @pytest.mark.parametrize("op", OP_NAMES)
 def test_pytorch_is_within_one_ulp_on_the_exact_inputs_at_the_interpret_shapes(op):
-    from envcheck.bench.suite import _interpret_shapes
+    from envcheck.bench.suite import _default_shapes
 
-    for dtype, _, shape in _interpret_shapes(op):
+    for dtype, _, shape in _default_shapes(op, "interpret", False):
         if op == "softmax" and shape[1] > 32768:
             continue  # the online path's rows: PyTorch has one softmax
         stats, inputs = _torch_on_exact(op, dtype, shape)
@@ -310,24 +310,24 @@ TORCH_PLANTS = ("softmax_wrong_forward", "sum_all_dropped_block", "row_sum_pairs
 
 @pytest.mark.parametrize("name", TORCH_PLANTS)
 def test_a_planted_bug_fails_its_cases_through_the_worker(name, monkeypatch):
-    from envcheck.bench.suite import INTERPRET_SETTINGS, PlannedCase, _interpret_shapes
+    from envcheck.bench.suite import INTERPRET_SETTINGS, PlannedCase, _default_shapes
     from tests import interpret_child
     from tests.planted import PLANTED
 
     plant = PLANTED[name]
-    planned = tuple(PlannedCase(plant.op, impl, d, p, s) for d, p, s in _interpret_shapes(plant.op)
+    planned = tuple(PlannedCase(plant.op, impl, d, p, s) for d, p, s in _default_shapes(plant.op, "interpret", False)
                     if plant.applies(d, s) and s[-1] <= 32768 for impl in ("torch", "triton"))
     check_planted(name, [build(Case, c) for c in interpret_child.run_planned(planned, "cpu", INTERPRET_SETTINGS, name)])
 
 
 def test_the_planted_set_covers_every_class_and_applies_at_the_gpu_quick_shapes():
-    from envcheck.bench.suite import _default_shapes, _interpret_shapes
+    from envcheck.bench.suite import _default_shapes
     from tests.planted import PLANTED
 
     assert len(PLANTED) >= 20 and set(TORCH_PLANTS) <= set(PLANTED)
     assert {p.op for p in PLANTED.values()} == set(OP_NAMES)  # every op has a bug of its own
     for name, plant in PLANTED.items():
-        for shapes in (_interpret_shapes(plant.op), _default_shapes(plant.op, "cuda", True)):
+        for shapes in (_default_shapes(plant.op, "interpret", False), _default_shapes(plant.op, "cuda", True)):
             assert any(plant.applies(d, s) for d, _, s in shapes), name
 
 

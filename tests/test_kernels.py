@@ -501,7 +501,7 @@ def test_tuned_tile_reads_the_cached_winner_by_problem(monkeypatch: pytest.Monke
     monkeypatch.setattr(mm, "_LAUNCHERS", {key(0, 8, 8, torch.float16, "fp16"): (None, lambda *a: None),
                                            key(64, 32, 16, torch.bfloat16, "bf16"): (tile, lambda *a: None)})
     assert mm.tuned_tile(64, 32, 16, torch.bfloat16, "bf16") == tile
-    assert mm.tuned_config(64, 32, 16, torch.bfloat16, "bf16")["kernel"] == TMA_PERSISTENT
+    assert mm.tuned_tile(64, 32, 16, torch.bfloat16, "bf16").describe()["kernel"] == TMA_PERSISTENT
     assert mm.tuned_tile(64, 16, 32, torch.bfloat16, "bf16") is None  # N and K swapped: another problem
     assert mm.tuned_tile(64, 32, 16, torch.float16, "fp16") is None
     assert mm.tuned_tile(0, 8, 8, torch.float16, "fp16") is None  # an empty output ran no tile

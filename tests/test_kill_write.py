@@ -75,30 +75,33 @@ def test_a_kill_while_the_content_is_written_leaves_nothing_visible_and_the_next
         tmp_path: Path, trial: int) -> None:
     target = tmp_path / "r.json"
     proc = child(WRITE_NEW.format(target=str(target), size=SIZE))
-    killed = kill_when(proc, lambda: any(n.startswith(".r.json.") for n in os.listdir(tmp_path)))
+    killed = kill_when(proc, lambda: any(n.startswith(files.STAGE_PREFIX) for n in os.listdir(tmp_path)))
     assert killed
     assert not os.path.lexists(target)
-    assert hidden(tmp_path)  # the killed writer's temporary: hidden, envcheck's own
-    assert all(files.is_temporary(n) for n in hidden(tmp_path))
+    assert hidden(tmp_path)  # the killed writer's stage: hidden, envcheck's own
+    assert all(n.startswith(files.STAGE_PREFIX) for n in hidden(tmp_path))
     files.write_new(tmp_path / "next.json", "{}\n")  # the next run in this folder
     assert hidden(tmp_path) == [] and [p.name for p in visible(tmp_path)] == ["next.json"]
 
 
-def test_a_live_writers_temporary_is_left_alone(tmp_path: Path) -> None:
-    """Cleaning removes only what a dead process left: a temporary of a running one stays."""
-    busy = tmp_path / f".r.json.{os.getpid()}-{files._host_tag()}-0123abcd.tmp"
-    busy.write_text("in progress")
-    files.write_new(tmp_path / "other.json", "{}")
-    assert busy.exists()
+def test_a_live_writers_stage_is_left_alone(tmp_path: Path) -> None:
+    """Cleaning removes only what a dead writer left: the stage of a running one (its lock held) stays."""
+    with files._stage(tmp_path) as stage:
+        (stage / "new" / "r.json").write_text("in progress")
+        files.write_new(tmp_path / "other.json", "{}")
+        assert (stage / "new" / "r.json").read_text() == "in progress"
 
 
-def test_a_file_renamed_aside_by_a_killed_render_comes_back(tmp_path: Path) -> None:
-    """``--force`` renames the old document aside before the new one is placed: a kill in between
-    must not lose it; the next write puts it back."""
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
-                          check=True)
-    aside = tmp_path / f".r.md.{int(dead.stdout)}-{files._host_tag()}-0123abcd.old"
-    aside.write_text("# the user's old document\n")
+def test_a_file_moved_aside_by_a_killed_render_comes_back(tmp_path: Path) -> None:
+    """``--force`` moves the old documents into the stage before the new ones are placed: a kill in
+    between must not lose them; the next write puts them back."""
+    code = ("import os, sys; from pathlib import Path; from envcheck import files\n"
+            "with files._stage(Path(sys.argv[1])) as s:\n"
+            "    (s / 'old' / 'r.md').write_text(\"# the user's old document\\n\")\n"
+            "    os._exit(0)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], env=env, check=True, timeout=WAIT_S)
+    assert hidden(tmp_path)  # the stage the writer died with
     files.write_new(tmp_path / "r.json", "{}")
     assert (tmp_path / "r.md").read_text() == "# the user's old document\n" and hidden(tmp_path) == []
 
@@ -139,35 +142,10 @@ def test_envcheck_render_killed_mid_render_then_run_again(tmp_path: Path, capsys
     proc = child(code)
     killed = kill_when(proc, lambda: any(n.startswith(".") for n in os.listdir(tmp_path)))
     if killed:
-        assert all(files.is_temporary(n) for n in hidden(tmp_path))
+        assert all(n.startswith(files.STAGE_PREFIX) for n in hidden(tmp_path))
         for p in visible(tmp_path):
             assert p == report or p.stat().st_size > 0, p
     assert cli.main(["history", str(tmp_path), "--format", "md"]) == 0, capsys.readouterr().err
     with undrawn_charts():
         assert cli.main(["render", str(report), "--force"]) == 0, capsys.readouterr().err
     assert hidden(tmp_path) == []
-
-
-def test_an_older_envcheck_temporary_goes_once_stale_and_a_users_lookalike_stays(tmp_path: Path,
-                                                                                   monkeypatch) -> None:
-    """Temporaries of the older naming (no process id) are judged by age; only report-set names count."""
-    stale = tmp_path / ".r.html.0123abcd.tmp"
-    fresh = tmp_path / ".r.md.0123abcd.tmp"
-    users = tmp_path / ".notes.0123abcd.tmp"
-    for p in (stale, fresh, users):
-        p.write_text("x")
-    old = {stale.name, users.name}
-    real_lstat = os.lstat
-
-    class Aged:  # an hour and more since these were last touched (ctime cannot be set back)
-        def __init__(self, st: os.stat_result) -> None:
-            self.st_ctime = st.st_ctime - 2 * files.STALE_AFTER_S
-            self.st_mode = st.st_mode
-
-    def lstat(path, *args, **kwargs):
-        st = real_lstat(path, *args, **kwargs)
-        return Aged(st) if os.path.basename(path) in old else st
-
-    monkeypatch.setattr(files.os, "lstat", lstat)
-    files.write_new(tmp_path / "r.json", "{}")
-    assert not stale.exists() and fresh.exists() and users.exists()

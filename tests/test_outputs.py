@@ -87,7 +87,7 @@ def test_junit_survives_hostile_machine_text() -> None:
     _schema().validate(xml)
     xml.encode("utf-8")  # no lone surrogate reaches the file
     assert "\x1b" not in xml and "\u202e" not in xml and "\x00" not in xml
-    assert "\\x1b[31m" in xml and "&lt;b&gt;&amp;amp;" in xml
+    assert "\\u{001b}[31m" in xml and "&lt;b&gt;&amp;amp;" in xml
 
 
 def test_prometheus_numbers_are_the_analysis_numbers_in_base_units() -> None:

@@ -85,8 +85,23 @@ def test_the_table_adds_phases_up_names_first_calls_and_keeps_the_rest_as_other(
     assert sum(r.share for r in table.rows) == pytest.approx(1.0)
     assert table.by_op == (("vector_add", pytest.approx(3.5)), ("relu", 1.0))
     assert [c.key[1] for c in table.slowest] == ["triton", "torch", "compile"] and table.slowest[0].span_s == (3.0, 6.0)
+    assert table.cache == () and table.stops == ()  # not recorded: nothing counted
     # A report written before phases were recorded has no table, and its views none either.
     assert bench_phases(dataclasses.replace(bench, cases=(), phases={})) is None
+
+
+def test_the_table_counts_first_calls_from_a_cache_and_why_sampling_stopped() -> None:
+    cases = (dataclasses.replace(_case({"sampling": 0.1}, impl="triton"), cache="hit", sampled_until="ci"),
+             dataclasses.replace(_case({"sampling": 0.1}, impl="triton", shape=(2048,)), cache="miss",
+                                 sampled_until="ci"),
+             dataclasses.replace(_case({"sampling": 1.0}, shape=(4096,)), sampled_until="window"))
+    r = model.Report("0.1.0", "2026-11-29T00:00:00Z", "h", "run", model.Environment(),
+                     benches=(Bench(BenchDevice("cuda", "H200", 0), cases=cases, duration_s=2.0),))
+    assert model.loads(model.dumps(r)) == r and '"cache": "hit"' in model.dumps(r)
+    assert '"cache"' not in model.dumps(dataclasses.replace(r, benches=(Bench(BenchDevice("cuda", "H200", 0),
+                                                                              cases=cases[2:]),)))
+    table = bench_phases(r.benches[0])
+    assert table.cache == (("hit", 1), ("miss", 1)) and table.stops == (("ci", 2), ("window", 1))
 
 
 def test_repeats_add_their_phases_up() -> None:

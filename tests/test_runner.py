@@ -85,7 +85,7 @@ def test_normal_run_collects_typed_events_and_feeds_the_plan(tmp_path):
              {"stderr": "compiler chatter"}, emit(protocol.Done())]
     out, seen = run_script(tmp_path, steps)
     assert protocol.decode_plan(saved.read_text()) == protocol.WorkerPlan("cuda", 0, PLANNED, GPU_QUICK_SETTINGS)
-    assert out.stop is None and out.done and out.returncode == 0 and not out.interrupted
+    assert out.stop is None and out.done and out.returncode in (0, -signal.SIGTERM) and not out.interrupted
     assert [c.key for c in out.cases] == [pc.key for pc in PLANNED[:3]]
     assert out.device == DEVICE and out.ceiling_runs == [CEILING] and out.windows == [WINDOW]
     assert out.versions == {"torch": "2.11.0+cu130", "triton": "3.6.0"}
@@ -172,33 +172,18 @@ def test_worker_that_cannot_start_is_reported_not_raised(tmp_path):
     assert len(bench.skipped) == 4
 
 
-def test_worker_hanging_at_exit_after_done_is_stopped_and_the_run_is_complete(tmp_path):
-    """CUDA teardown can hang a worker that has reported everything: after "done" it gets a short
-    drain, then is stopped; the run is neither timed out nor partial."""
-    steps = [start(), *play(PLANNED), emit(protocol.Done()), {"sleep": 60}]
-    out, _ = run_script(tmp_path, steps, timeout=120.0, grace_s=1.0, done_drain_s=0.5)
-    assert out.done and out.stop is None  # stopped after its drain, not by the timeout and len(out.cases) == 4 and out.returncode is not None
-    assert out.notes == [Note("bench.worker_hung_at_exit")]
-    bench = assemble.assemble(PLAN, out, "2026-11-22T22:00:00Z", 1.0)
-    assert not bench.partial and bench.skipped == ()
-
-
-def test_worker_timing_out_after_done_is_not_partial(tmp_path):
-    steps = [start(), *play(PLANNED), emit(protocol.Done()), {"sleep": 60}]
-    out, _ = run_script(tmp_path, steps, timeout=2.5, grace_s=1.0, done_drain_s=120.0)  # the timeout ends it
-    assert out.done and out.stop is None and len(out.cases) == 4
-
-
-def test_a_worker_exiting_normally_after_done_is_not_stopped(tmp_path):
-    steps = [start(), *play(PLANNED), emit(protocol.Done()), {"sleep": 0.3}]
-    out, _ = run_script(tmp_path, steps)
-    assert out.returncode == 0 and out.notes == []  # waited for, not sent SIGTERM as it closed its output
-
-
-def test_a_worker_failing_after_done_leaves_a_note(tmp_path):
-    steps = [start(), *play(PLANNED), emit(protocol.Done()), {"exit": 3}]
-    out, _ = run_script(tmp_path, steps)
-    assert out.stop is None and out.notes == [Note("bench.worker_exit_after_done", {"returncode": 3, "signal": None})]
+def test_a_worker_is_ended_once_it_sent_done_and_its_teardown_is_not_waited_for(tmp_path):
+    """After "done" every case is reported: the worker's teardown (CUDA, Inductor's compile workers, once 2.3 s
+    of a full run) is ended, not waited for, and how it exits then says nothing about the run."""
+    for after in ({"sleep": 60}, {"exit": 3}):
+        t0 = time.monotonic()
+        out, _ = run_script(tmp_path, [start(), *play(PLANNED), emit(protocol.Done()), after], timeout=120.0,
+                            grace_s=1.0)
+        assert time.monotonic() - t0 < 30  # not the sleep, nor the time limit
+        assert out.done and out.stop is None and out.notes == [] and len(out.cases) == 4
+        assert 0 <= out.phases["shutdown"] < 30
+        bench = assemble.assemble(PLAN, out, "2026-11-22T22:00:00Z", 1.0)
+        assert not bench.partial and bench.skipped == ()
 
 
 def test_a_helper_process_in_its_own_session_is_stopped_with_the_worker(tmp_path):

@@ -88,10 +88,10 @@ def test_every_suite_has_ragged_shapes():
 def test_full_plan_always_has_the_seed_sizes():
     p = suite.plan(opts(), gpu_env())
     for op in ("vector_add", "relu"):
-        for n in suite.SEED_VECTOR:
+        for n in (1024, 10240, 102400):
             assert (op, "torch", "fp32", "fp32", (n,)) in keys(p)
             assert (op, "triton", "fp32", "fp32", (n,)) in keys(p)
-    for n in suite.SEED_MATMUL:
+    for n in (512, 1024, 2048):
         for dtype, prec in (("fp16", "fp16"), ("bf16", "bf16"), ("fp32", "tf32"), ("fp32", "fp32")):
             assert ("matmul", "triton", dtype, prec, (n, n, n)) in keys(p)
 

@@ -212,7 +212,7 @@ def test_hostile_report_strings_are_shown_not_obeyed():
     r = dataclasses.replace(r, checks=(Check("x", "fail", HOSTILE, HOSTILE, fix=HOSTILE),))
     text = capture(lambda c: print_run(c, r, analyse(r)), width=100)
     _clean(text)
-    assert "[bold red]red?[/bold red]" in text and "\\x1b[2J" in text and "\\u202e" in text
+    assert "[bold red]red?[/bold red]" in text and "\\u{001b}[2J" in text and "\\u{202e}" in text
     text = capture(lambda c: print_environment(c, r.environment), width=100)
     _clean(text)
     assert "[bold red]red?[/bold red]" in text
@@ -229,7 +229,7 @@ def test_hostile_diff_and_history_strings_are_shown_not_obeyed():
 
 
 def test_visible_names_every_hidden_character():
-    assert visible("a\x1bb\u202ec\u200bd\x00") == "a\\x1bb\\u202ec\\u200bd\\x00"
+    assert visible("a\x1bb\u202ec\u200bd\x00") == "a\\u{001b}b\\u{202e}c\\u{200b}d\\u{0000}"
     assert term("[bold]x[/bold]") == "\\[bold]x\\[/bold]"
 
 

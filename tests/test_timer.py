@@ -501,8 +501,10 @@ def test_sequential_stopping_ends_a_window_once_its_median_is_fixed(device: Fake
         return got[0], got[1]  # type: ignore[return-value]
 
     steady, launch = window(0.001, 0.005)
-    assert STOP_MIN_SAMPLES <= steady.n < 50 and launch.n >= 10
+    assert STOP_MIN_SAMPLES <= steady.n < 50 and launch.n >= 10 and timer.stopped_by == "ci"
     assert steady.median_us == pytest.approx(1000.0, rel=0.005)
-    assert window(0.001, None)[0].n >= 100  # without the rule: rep_ms of 1 ms samples
+    assert window(0.001, None)[0].n >= 100 and timer.stopped_by == "count"  # without the rule: rep_ms's samples
     assert window(0.05, 0.005)[0].n >= 100  # 5% noise never fixes a median within 0.5% in 100 samples
+    assert timer.stopped_by == "count"
     assert window(0.001, 0.005, window_ms=100.0)[0].n >= 100  # a window of its own is never cut short
+    assert timer.stopped_by == "window"

@@ -135,6 +135,7 @@ def test_worker_subprocess_on_cpu() -> None:
     for c in got[:1] + got[2:]:
         assert c.failure is None and c.gpu is None and c.window is None
         assert c.launch is not None and c.launch.method == "host_clock" and 3 <= c.launch.n <= 5
+        assert c.sampled_until == "count" and c.cache is None  # no GPU: no sequential stop, no compile cache
         acc = c.accuracy
         assert acc is not None and acc.nonfinite == 0
         bound = 1e-2 if c.dtype in ("fp16", "bf16") else 1e-5
@@ -476,14 +477,14 @@ def test_a_compute_bound_implementation_is_timed_in_the_state_it_sustains(worker
         return p, opened, dev.t_us
 
     burst, _, _ = run(as_memory_bound, 0.0)
-    assert burst.gpu is not None and burst.gpu.median_us < 1.05 * cost
+    assert burst.gpu is not None and burst.gpu.median_us < 1.05 * cost and burst.sampled_until == "count"
     held = []
     for start in (0.0, 0.25, 0.5, 0.75):  # the load began that long before: any phase of the swing
         p, opened, closed = run(conv2d, start)
         assert p.gpu is not None and p.launch is not None
         assert opened - start * 1e6 >= SUSTAIN_SETTLE_MS * 1e3
         assert closed - opened >= SUSTAIN_WINDOW_MS * 1e3
-        assert p.gpu.n <= settings.max_samples and p.gpu.calls_per_sample > 1
+        assert p.gpu.n <= settings.max_samples and p.gpu.calls_per_sample > 1 and p.sampled_until == "window"
         held.append(p.gpu.median_us)
         # the held time: 1.3x, warming by 1% a second; the dips, a fifth of the window, leave the median
         middle = (opened + closed) / 2e6

@@ -17,9 +17,9 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from envcheck.model import Stop, StopCause
+from envcheck.model.bench import ParamValue, Samples
 from envcheck.model.burn import PHASES, Burn, BurnGpu, PhaseRun, Telemetry
 from envcheck.model.node import XidEvent
 
@@ -76,7 +76,7 @@ RULES = ("sdc", "bit_errors", "xids", "ecc_uncorrected", "remap_pending", "pcie_
 @dataclass(frozen=True)
 class BurnFinding:
     key: str
-    params: Mapping[str, Any] = field(default_factory=dict)
+    params: Mapping[str, ParamValue] = field(default_factory=dict)
     threshold: str | None = None  # the THRESHOLDS key it was judged by
 
 
@@ -266,11 +266,11 @@ def _window(tel: Telemetry, phase: PhaseRun | None) -> list[int]:
     return [i for i, t in enumerate(tel.t_s) if lo <= t <= hi]
 
 
-def _delta(s: Any) -> int | None:
+def _delta(s: Samples | None) -> int | None:
     return int(max(s) - s[0]) if s is not None and len(s) else None
 
 
-_PCI = re.compile(r"([0-9a-fA-F]+):([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})")
+_PCI = re.compile(r"(?<![0-9a-fA-F])([0-9a-fA-F]+):([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})")
 
 
 def _pci(text: str | None) -> tuple[int, int, int] | None:
@@ -354,7 +354,7 @@ def analyse_gpu(g: BurnGpu, xids: tuple[XidEvent, ...]) -> GpuBurn:
     if over("pcie_replays", "pcie_replays", replays):
         found.append(BurnFinding("pcie_replays", {"count": replays, "limit": THRESHOLDS["pcie_replays"].value},
                                  "pcie_replays"))
-    if over("throttle_share", "throttle_share", tshare, pct=True):
+    if tshare is not None and over("throttle_share", "throttle_share", tshare, pct=True):
         found.append(BurnFinding("throttled", {"share_pct": 100 * tshare, "reasons": reasons},
                                  "throttle_share"))
     finished_gemm = gemm is not None and gemm.finished

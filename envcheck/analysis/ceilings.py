@@ -97,8 +97,8 @@ def env_gpu(env: Environment, bench: Bench) -> Gpu | None:
 
 
 def _theoretical_bandwidth(gpu: Gpu | None, name: str) -> Ceiling | MissingCeiling:
-    clock = gpu.get("mem_clock_max_mhz") if gpu else None
-    bus = gpu.get("memory_bus_width_bits") if gpu else None
+    clock = gpu.get("mem_clock_max_mhz") if gpu else 0
+    bus = gpu.get("memory_bus_width_bits") if gpu else 0
     value = theoretical_bandwidth_gbps(clock, bus)
     if value:
         return Ceiling(BANDWIDTH, THEORETICAL, value, UNITS[BANDWIDTH],

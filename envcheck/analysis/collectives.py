@@ -7,7 +7,6 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from envcheck.analysis.flags import LAUNCH_BOUND_RATIO
 from envcheck.analysis.links import pair_path
@@ -408,7 +407,7 @@ class Agreement:
         return spread is not None and spread > self.tolerance
 
 
-def _column(t: Any, placement: str) -> float:
+def _column(t: NcclTestsRow, placement: str) -> float:
     return (t.in_place if placement == "in_place" else t.out_of_place).busbw_gbps
 
 
@@ -441,8 +440,8 @@ def medians(rows: Iterable[NcclTestsRow]) -> tuple[NcclTestsRow, ...]:
     return tuple(out)
 
 
-def against_nccl_tests(collectives: Collectives, rows: Sequence[Any], graph_rows: Sequence[Any] = (),
-                       min_bytes: int = NCCL_TESTS_MIN_BYTES, registered_rows: Sequence[Any] = (),
+def against_nccl_tests(collectives: Collectives, rows: Sequence[NcclTestsRow], graph_rows: Sequence[NcclTestsRow] = (),
+                       min_bytes: int = NCCL_TESTS_MIN_BYTES, registered_rows: Sequence[NcclTestsRow] = (),
                        hold_eager: bool = False) -> tuple[Agreement, ...]:
     """Every size at or above ``min_bytes`` that nccl-tests ran, with whether envcheck agrees.
 
@@ -475,7 +474,7 @@ def against_nccl_tests(collectives: Collectives, rows: Sequence[Any], graph_rows
         g = graph.get((t.op, t.size_bytes))
         gpu_basis = mine is None or mine.time_basis == "gpu"
         use_graph = g is not None and gpu_basis
-        modes = [(g if use_graph else t, "graph_unregistered" if use_graph else "eager", True)]
+        modes = [(g if g is not None and use_graph else t, "graph_unregistered" if use_graph else "eager", True)]
         if hold_eager and use_graph:
             # nccl-tests' eager loop, held where its calls follow each other without gaps (its own graph time).
             modes.append((t, "eager", not eager_launch_bound(t, g, placement)))
@@ -555,7 +554,7 @@ class SweepAnalysis:
     changes: tuple[tuple[str, int, str | None, str | None], ...]
     narrowing: tuple[CollectiveRow, ...]
     narrowing_pct: tuple[float | None, ...]
-    conclusion: Any = None  # envcheck.analysis.fleet.Conclusion
+    conclusion: Conclusion | None = None
 
     @property
     def ops(self) -> tuple[str, ...]:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from envcheck.analysis.collectives import (
     IN_PLACE_OPS,
@@ -155,7 +154,7 @@ def _held(row: CrossRow) -> CrossRow:
 # --------------------------------------------------------------------------- single GPU: do_bench_cudagraph
 
 
-def _settings(*pairs: tuple[str, Any]) -> tuple[tuple[str, str], ...]:
+def _settings(*pairs: tuple[str, object]) -> tuple[tuple[str, str], ...]:
     return tuple((k, f"{v:g}" if isinstance(v, float) else str(v)) for k, v in pairs if v is not None)
 
 

@@ -17,14 +17,17 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import cast
 
 from envcheck.analysis import flags as fl
 from envcheck.analysis.ceilings import BANDWIDTH, MEASURED, THEORETICAL, Ceilings
 from envcheck.analysis.results import CaseResult, group_key
 from envcheck.analysis.summary import geomean
 from envcheck.model import Bench, CaseKey, StopCause
+from envcheck.model.bench import ParamValue
 from envcheck.ops import OPS, OpSpec
+
+Shape = tuple[int, ...]
 
 LARGE = ("large", "xlarge")
 LOW_BANDWIDTH_PCT = 70.0  # of the measured ceiling: below this a memory-bound kernel is leaving a lot behind
@@ -36,7 +39,7 @@ class Finding:
     (something is wrong). ``rows``: the cases it is about, in report order."""
 
     key: str
-    params: Mapping[str, Any] = field(default_factory=dict)
+    params: Mapping[str, ParamValue] = field(default_factory=dict)
     level: str = "info"
     rows: tuple[CaseKey, ...] = ()
 
@@ -44,7 +47,7 @@ class Finding:
 @dataclass(frozen=True)
 class Recommendation:
     key: str
-    params: Mapping[str, Any] = field(default_factory=dict)
+    params: Mapping[str, ParamValue] = field(default_factory=dict)
 
 
 def _ops(results: Sequence[CaseResult]) -> list[str]:
@@ -80,7 +83,7 @@ def stopped(bench: Bench) -> list[Finding]:
         return []
     if stop.cause is StopCause.LEGACY:
         return [Finding("finding.stopped.legacy", {"text": stop.detail or ""}, "fail")]
-    params: dict[str, Any] = {"finished": stop.finished, "planned": stop.planned}
+    params: dict[str, ParamValue] = {"finished": stop.finished, "planned": stop.planned}
     for name in ("signal", "returncode", "timeout_s", "detail"):
         if getattr(stop, name) is not None:
             params[name] = getattr(stop, name)
@@ -276,7 +279,7 @@ def tf32(results: Sequence[CaseResult]) -> list[Finding]:
         shapes = {(r.case.op, r.case.shape) for r in mine}
         ieee = [r for r in measured if r.case.dtype == "fp32" and r.case.precision == "fp32"
                 and r.case.accuracy is not None and (r.case.op, r.case.shape) in shapes]
-        params: dict[str, Any] = {"impl": impl, "count": len(mine),
+        params: dict[str, ParamValue] = {"impl": impl, "count": len(mine),
                                   "tf32_err": worst.case.accuracy.rel_l2,  # type: ignore[union-attr]
                                   "tf32_tol": worst.tolerance.rel_l2}
         if ieee:
@@ -342,10 +345,10 @@ def recommendations(found: Sequence[Finding]) -> tuple[Recommendation, ...]:
                    and OPS[str(f.params["op"])].family == "vector"]
     if torch_bound:
         out.append(Recommendation("rec.small_tensors",
-                                  {"elements": max(math.prod(f.params["top_shape"]) for f in torch_bound)}))
+                                  {"elements": max(math.prod(cast(Shape, f.params["top_shape"])) for f in torch_bound)}))
     for f in found:
         mp = f.params.get("measured_pct")
-        if f.key == "finding.bandwidth_best" and mp is not None and mp < LOW_BANDWIDTH_PCT:
+        if f.key == "finding.bandwidth_best" and isinstance(mp, (int, float)) and mp < LOW_BANDWIDTH_PCT:
             out.append(Recommendation("rec.low_bandwidth", {"op": f.params["op"], "measured_pct": mp}))
     if keys & {"finding.tf32", "finding.tf32_noieee"}:
         out.append(Recommendation("rec.tf32"))

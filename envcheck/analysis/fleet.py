@@ -12,12 +12,18 @@ import re
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envcheck.analysis.node import GpuRates, collective_rows, copy_rows, gpu_rates
 from envcheck.model.facts import Check
 from envcheck.model.fleet import Baseline, Fleet, FleetNode, RankStatus, Reference, Rule
 from envcheck.model.node import Collectives
+
+if TYPE_CHECKING:
+    from envcheck.analysis import BenchAnalysis
+    from envcheck.analysis.node import NodeAnalysis, SweepAnalysis
+    from envcheck.model import Bench, Environment
+    from envcheck.model.bench import ParamValue
 
 # --------------------------------------------------------------------------- metrics
 
@@ -78,17 +84,17 @@ def node_metrics(node: FleetNode, rates: Sequence[GpuRates] | None = None) -> tu
     if n is not None and len(n.gpus) > 1:
         crashed = [sk.reason for sk in n.skipped if sk.test == "peer_copies" and sk.reason not in NOT_ASKED]
         if crashed or (n.peer is not None and n.peer.error and not n.peer.copies):
-            out.append(Metric("peer.d2d_gbps", None, crashed[0] if crashed else n.peer.error))
+            out.append(Metric("peer.d2d_gbps", None, crashed[0] if crashed else n.peer.error if n.peer else None))
         elif n.peer is not None:
             rows = copy_rows(n.peer, topo)
             for kind in ("d2d", "h2d", "d2h"):
-                planned = [r for r in rows if r.kind == kind and r.method == "copy_engine" and r.directions == 1]
-                if not planned:
+                copies = [r for r in rows if r.kind == kind and r.method == "copy_engine" and r.directions == 1]
+                if not copies:
                     continue
-                if any(r.gbps is None or r.wrong for r in planned):
+                if any(r.gbps is None or r.wrong for r in copies):
                     out.append(Metric(f"peer.{kind}_gbps", None, "copy_failed_or_wrong"))
                 else:
-                    out.append(Metric(f"peer.{kind}_gbps", min(r.gbps for r in planned if r.gbps is not None)))
+                    out.append(Metric(f"peer.{kind}_gbps", min(r.gbps for r in copies if r.gbps is not None)))
     wrong = 0
     unverified = False
     for c in (n.collectives if n is not None else ()):
@@ -352,9 +358,9 @@ def lost_ranks(fleet: Fleet) -> tuple[LostRank, ...]:
     for c in fleet.collectives:
         outcomes = {o.rank: o for o in c.ranks}
         for w in world_culprits(c):
-            r = by_world.get(w)
-            if r is not None and r.rank not in out:
-                out[r.rank] = LostRank(r.rank, r.host, "world", outcomes[w].status, outcomes[w].error)
+            culprit = by_world.get(w)
+            if culprit is not None and culprit.rank not in out:
+                out[culprit.rank] = LostRank(culprit.rank, culprit.host, "world", outcomes[w].status, outcomes[w].error)
     return tuple(out[k] for k in sorted(out))
 
 
@@ -456,7 +462,7 @@ class MetricName:
     parameters (``kind`` of copy, collective ``op`` and ``size_bytes``) and the unit of its values."""
 
     key: str
-    params: tuple[tuple[str, Any], ...] = ()
+    params: tuple[tuple[str, ParamValue], ...] = ()
     unit: str = ""
 
 
@@ -509,8 +515,8 @@ class FleetNodeAnalysis:
     metrics, its verdict and how its ranks ended."""
 
     node: FleetNode
-    benches: tuple[Any, ...]
-    analysis: Any  # envcheck.analysis.node.NodeAnalysis
+    benches: tuple[BenchAnalysis, ...]
+    analysis: NodeAnalysis
     metrics: tuple[Metric, ...]
     verdict: NodeVerdict
     ranks: tuple[RankStatus, ...]
@@ -528,7 +534,7 @@ class FleetAnalysis:
     rules: tuple[Rule, ...]
     references: tuple[Reference, ...]
     source: str
-    sweeps: tuple[Any, ...]  # envcheck.analysis.node.SweepAnalysis
+    sweeps: tuple[SweepAnalysis, ...]
     failed_ranks: tuple[RankStatus, ...]
     slow: tuple[SlowRank, ...]
     lost: tuple[LostRank, ...] = ()
@@ -551,7 +557,7 @@ class FleetAnalysis:
         return not self.drain and not self.lost and not self.interrupted
 
 
-def analyse_fleet(fleet: Fleet, analyse_bench: Callable[[Any, Any], Any]) -> FleetAnalysis:
+def analyse_fleet(fleet: Fleet, analyse_bench: Callable[[Environment, Bench], BenchAnalysis]) -> FleetAnalysis:
     """``analyse_bench(environment, bench)`` gives a ``BenchAnalysis`` (``envcheck.analysis``)."""
     from envcheck.analysis.node import analyse_node, analyse_sweep, rates_from
     from envcheck.model import Environment

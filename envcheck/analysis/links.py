@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from envcheck.analysis.link_specs import NVLINK, nvlink_generation, pcie_gbps
 from envcheck.model.node import (
     GpuLinks,
+    NvLink,
     Topology,
 )
 
@@ -48,11 +48,11 @@ class PairPath:
 LINK_REFERENCES = ("datasheet", "nvml_signalling")
 
 
-def _active(g: GpuLinks) -> list[Any]:
+def _active(g: GpuLinks) -> list[NvLink]:
     return [lk for lk in g.nvlinks if lk.active]
 
 
-def _nvlink_rate(links: Sequence[Any]) -> tuple[float | None, int | None, str | None, float | None]:
+def _nvlink_rate(links: Sequence[NvLink]) -> tuple[float | None, int | None, str | None, float | None]:
     """(payload GB/s per link per direction, generation, reference, NVML's signalling GB/s) of a
     bonded set of links: the datasheet of its generation when NVML names one (the oldest, should
     they differ), else NVML's signalling rate, marked as such."""
@@ -66,7 +66,7 @@ def _nvlink_rate(links: Sequence[Any]) -> tuple[float | None, int | None, str | 
     return None, None, None, None
 
 
-def _link_speed_gbps(links: Iterable[Any]) -> float | None:
+def _link_speed_gbps(links: Iterable[NvLink]) -> float | None:
     speeds = [lk.speed_mbps.value for lk in links if lk.speed_mbps.ok]
     # MB/s -> GB/s; a bonded set runs at its slowest link
     return min(speeds) / 1000 if speeds else None

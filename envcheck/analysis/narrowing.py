@@ -118,8 +118,8 @@ def _walk(steps: Sequence[NarrowStep], world: tuple[int, ...], hosts: Sequence[s
     # node: each pair is held only to the best pair of its own kind.
     def best_of(p: tuple[int, ...]) -> float | None:
         kind = len(_hosts_of(p, hosts))
-        alike = [bw[q] for q in pairs if len(_hosts_of(q, hosts)) == kind and bw[q] is not None]
-        return max(alike or [bw[q] for q in pairs if bw[q] is not None], default=None)
+        known = {q: v for q in pairs if (v := bw[q]) is not None}
+        return max([v for q, v in known.items() if len(_hosts_of(q, hosts)) == kind] or known.values(), default=None)
 
     slow = [p for p in pairs if _slower(bw[p], best_of(p), margin)]
     if not slow:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envcheck.analysis.collectives import (  # re-exported: envcheck.analysis.node is the node analysis' public face
     ELEMENT_BYTES,
@@ -91,6 +91,12 @@ from envcheck.analysis.outliers import (  # re-exported: envcheck.analysis.node 
     outliers_from_rates,
     rates_from,
 )
+from envcheck.model.bench import ParamValue
+
+if TYPE_CHECKING:
+    from envcheck.analysis import BenchAnalysis
+    from envcheck.model import Bench, Environment
+    from envcheck.model.node import Node
 
 # --------------------------------------------------------------------------- what went wrong on a node
 
@@ -134,10 +140,10 @@ class NodeProblem:
     """
 
     key: str
-    params: tuple[tuple[str, Any], ...] = ()
+    params: tuple[tuple[str, ParamValue], ...] = ()
 
 
-def node_problems(node: Any, benches: Sequence[Any] = (), margin: float | None = None,
+def node_problems(node: Node, benches: Sequence[Bench] = (), margin: float | None = None,
                   found: Sequence[Outlier] | None = None) -> tuple[NodeProblem, ...]:
     """Everything that keeps a node run from passing; empty when all its tests ran clean. A size
     skipped for memory is no problem (the sweep stops where memory does); one never reached is.
@@ -173,7 +179,7 @@ def node_problems(node: Any, benches: Sequence[Any] = (), margin: float | None =
     return tuple(out)
 
 
-def outlier_margin(node: Any, margin: float | None = None) -> float:
+def outlier_margin(node: Node, margin: float | None = None) -> float:
     """The margin a node run was judged with: the one given, else the run's setting, else the default."""
     return float(node.settings.get("outlier_margin", DEFAULT_OUTLIER_MARGIN)) if margin is None else margin
 
@@ -200,7 +206,7 @@ class NodeAnalysis:
     """Everything derived from one node's results (``node`` None: a fleet node whose node tests did
     not report; its GPUs still have rows). ``status``: ``pass`` when ``problems`` is empty."""
 
-    node: Any
+    node: Node | None
     gpus: tuple[GpuRow, ...]
     margin: float
     outliers: tuple[Outlier, ...]
@@ -227,7 +233,7 @@ class NodeAnalysis:
         return next((g for g in self.nvlinks if g.gpu == gpu), None)
 
 
-def analyse_node(node: Any, benches: Sequence[Any], env: Any, margin: float | None = None) -> NodeAnalysis:
+def analyse_node(node: Node | None, benches: Sequence[BenchAnalysis], env: Environment | None, margin: float | None = None) -> NodeAnalysis:
     """``benches``: the node's ``BenchAnalysis`` per GPU (their ceilings and results are reused, not
     derived again); ``env``: the environment the GPUs' conditions are read from."""
     m = outlier_margin(node, margin) if node is not None else (DEFAULT_OUTLIER_MARGIN if margin is None else margin)

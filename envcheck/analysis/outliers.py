@@ -5,7 +5,14 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+from envcheck.outside_json import Json
+
+if TYPE_CHECKING:
+    from envcheck.analysis.ceilings import Ceilings
+    from envcheck.analysis.results import CaseResult
+    from envcheck.model import Bench, Environment
 
 # --------------------------------------------------------------------------- GPUs against their siblings
 
@@ -25,7 +32,7 @@ class GpuRates:
     matmul_key: str | None  # which case the rate comes from, e.g. "bf16 4096x4096x4096"
 
 
-def gpu_rates(bench: Any) -> GpuRates:
+def gpu_rates(bench: Bench) -> GpuRates:
     """The rates of one bench: the largest torch matmul with a GPU time, and the measured bandwidth."""
     from envcheck.analysis.ceilings import ceilings
     from envcheck.analysis.results import case_results
@@ -35,7 +42,7 @@ def gpu_rates(bench: Any) -> GpuRates:
     return rates_from(bench, ceils, case_results(bench, ceils))
 
 
-def rates_from(bench: Any, ceils: Any, results: Sequence[Any]) -> GpuRates:
+def rates_from(bench: Bench, ceils: Ceilings, results: Sequence[CaseResult]) -> GpuRates:
     """:func:`gpu_rates` from a bench's ceilings and case results already derived (``BenchAnalysis``)."""
     from envcheck.analysis.ceilings import BANDWIDTH, MEASURED
 
@@ -70,7 +77,7 @@ class Outlier:
     shortfall: float  # fraction below the median
 
 
-def outliers(benches: Sequence[Any], margin: float = DEFAULT_OUTLIER_MARGIN) -> tuple[Outlier, ...]:
+def outliers(benches: Sequence[Bench], margin: float = DEFAULT_OUTLIER_MARGIN) -> tuple[Outlier, ...]:
     """GPUs whose copy bandwidth or matmul rate falls more than ``margin`` below their siblings' median.
 
     Matmul rates are compared only between GPUs whose best case is the same problem, so a GPU that
@@ -102,28 +109,28 @@ class GpuCondition:
     """What an outlier GPU looked like when probed: clocks, heat, power limit, PCIe link, error counters."""
 
     index: int
-    sm_clock_mhz: Any = None
-    sm_clock_max_mhz: Any = None
-    temperature_c: Any = None
-    power_limit_w: Any = None
-    pcie_gen: Any = None
-    pcie_gen_max: Any = None
-    pcie_width: Any = None
-    pcie_width_max: Any = None
-    throttle_reasons: Any = None
-    pcie_replay: Any = None
-    nvlink_errors: Any = None  # totals per counter over the GPU's links
+    sm_clock_mhz: float | None = None
+    sm_clock_max_mhz: float | None = None
+    temperature_c: float | None = None
+    power_limit_w: float | None = None
+    pcie_gen: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width: int | None = None
+    pcie_width_max: int | None = None
+    throttle_reasons: list[str] | None = None
+    pcie_replay: int | None = None
+    nvlink_errors: dict[str, int] | None = None  # totals per counter over the GPU's links
 
 
-def gpu_condition(env: Any, index: int) -> GpuCondition:
+def gpu_condition(env: Environment, index: int) -> GpuCondition:
     """The facts shown beside an outlier, read from the environment (``gpus`` and the ``links`` section)."""
     gpu = next((g for g in env.gpus if g.index == index), None)
 
-    def g(key: str) -> Any:
+    def g(key: str) -> Json:
         return gpu.get(key) if gpu is not None else None
 
     links = env.get("links", f"gpu{index}.nvlink_errors")
-    totals = None
+    totals: dict[str, int] | None = None
     if isinstance(links, list):
         totals = {}
         for lk in links:

@@ -1,29 +1,22 @@
 """Where a run's time went: the phases of one bench, each with its share of the bench's wall time.
 
-The report keeps the seconds as the runner and the worker clocked them (``Bench.phases``: the worker's
-start-up, the measured ceilings, drawing the groups' inputs, the worker's exit; ``Case.phases``: each
-case's first call, checked calls, warm-up, CUDA graph, settling and sampling). Here they are added up
-once, in reading order, a case's first call named by what it is (``torch_compile`` for torch.compile,
-``triton_compile`` for envcheck's Triton kernels, where it holds the JIT and the matmul race,
-``first_call`` otherwise), and what no phase covers is ``other`` (events, monitor windows, freeing
-memory): the bench's ``duration_s`` less the rest. Reports written before phases were recorded have
-none (``bench_phases`` is None).
-
-A run over several GPUs (``run --gpus``) runs the node tests after the suites: ``node_phases`` splits
-their wall time (``Node.duration_s``) into the peer copies, the collective sweeps (each launch's wall
-time) and the rest (topology, counters, the Xid scan).
+The seconds the runner and worker clocked (``Bench.phases``, ``Case.phases``) added up once, in reading
+order, a case's first call named by what dominates it (``torch_compile``, ``triton_compile``: the JIT and
+the matmul race, else ``first_call``); ``other`` is the bench's ``duration_s`` less the rest. Beside them,
+how many cases came from a cache and why their sampling stopped. ``node_phases`` splits the node tests'
+wall time into peer copies, collective sweeps and the rest. Reports older than phases have none.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from envcheck.model import Bench, Case, CaseKey
 from envcheck.model.node import Node
 
-# The phases in the order a run goes through them (a case's: its first call, named by its
-# implementation, then the rest of model.CASE_PHASES).
+# The phases in the order a run goes through them (a case's first call named by its implementation).
 ORDER = ("startup", "ceilings", "inputs", "torch_compile", "triton_compile", "first_call", "check", "warmup",
          "graph", "settle", "sampling", "shutdown")
 OTHER = "other"
@@ -55,6 +48,8 @@ class BenchPhases:
     by_op: tuple[tuple[str, float], ...]  # seconds of every op's cases, most first
     slowest: tuple[CaseTime, ...]  # the SLOWEST cases that took longest, longest first
     probe_s: float | None = None  # the probe of the machine before the suite (not part of its wall time)
+    cache: tuple[tuple[str, int], ...] = ()  # cases per model.CACHE_STATES, those recorded
+    stops: tuple[tuple[str, int], ...] = ()  # cases per model.SAMPLING_STOPS, those recorded
 
 
 def case_phase(case: Case, phase: str) -> str:
@@ -91,7 +86,12 @@ def bench_phases(bench: Bench, probe_s: float | None = None) -> BenchPhases | No
     _add(by_op, ((c.op, case_seconds(c)) for c in timed))
     slowest = sorted(timed, key=case_seconds, reverse=True)[:SLOWEST]
     return BenchPhases(rows, total, tuple(sorted(by_op.items(), key=lambda kv: -kv[1])),
-                       tuple(CaseTime(c.key, case_seconds(c), c.span_s) for c in slowest), probe_s)
+                       tuple(CaseTime(c.key, case_seconds(c), c.span_s) for c in slowest), probe_s,
+                       _count(c.cache for c in bench.cases), _count(c.sampled_until for c in bench.cases))
+
+
+def _count(values: Iterable[str | None]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted(Counter(v for v in values if v is not None).items()))
 
 
 def node_phases(node: Node | None) -> BenchPhases | None:

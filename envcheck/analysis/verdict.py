@@ -24,12 +24,15 @@ own finding is carried as recorded.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from envcheck.model.bench import ParamValue
 from envcheck.ops import variant
 
 if TYPE_CHECKING:
     from envcheck.analysis import Analysis
+    from envcheck.analysis.crosscheck import CrosscheckAnalysis
+    from envcheck.analysis.fleet import Finding as FleetFinding
 
 REASON_KEYS = ("check_failed", "bench_missing", "bench_empty", "bench_stopped", "case_failed", "node_problem",
                "fleet_node", "fleet_ranks_failed", "burn_gpu", "burn_host", "burn_stopped", "crosscheck_kernel",
@@ -39,14 +42,14 @@ REASON_KEYS = ("check_failed", "bench_missing", "bench_empty", "bench_stopped", 
 @dataclass(frozen=True)
 class Reason:
     key: str
-    params: tuple[tuple[str, Any], ...] = ()
+    params: tuple[tuple[str, ParamValue], ...] = ()
 
     def __post_init__(self) -> None:
         if self.key not in REASON_KEYS:
             raise ValueError(f"unknown verdict reason {self.key!r}")
 
     @property
-    def values(self) -> dict[str, Any]:
+    def values(self) -> dict[str, ParamValue]:
         return dict(self.params)
 
 
@@ -62,7 +65,7 @@ class Verdict:
         return self.status == "pass"
 
 
-def _r(key: str, **params: Any) -> Reason:
+def _r(key: str, **params: ParamValue) -> Reason:
     return Reason(key, tuple(params.items()))
 
 
@@ -90,7 +93,7 @@ def _bench_reasons(analysis: Analysis) -> list[Reason]:
     return out
 
 
-def _finding(findings: tuple[Any, ...]) -> str:
+def _finding(findings: tuple[FleetFinding, ...]) -> str:
     """The first of a node's findings in a few words: its kind, the metric, the ranks it names."""
     if not findings:
         return "-"
@@ -128,7 +131,7 @@ def _burn_reasons(analysis: Analysis) -> list[Reason]:
     return out
 
 
-def crosscheck_reasons(cross: Any) -> list[Reason]:
+def crosscheck_reasons(cross: CrosscheckAnalysis | None) -> list[Reason]:
     """A cross-check's findings as reasons (``cross``: an ``analysis.crosscheck.CrosscheckAnalysis``): the first
     row outside its bar, with how many are, and the first tool that failed, with how many findings of that
     kind there are."""
@@ -139,7 +142,7 @@ def crosscheck_reasons(cross: Any) -> list[Reason]:
     if outside:
         r = outside[0]
         # Values as the sentence shows them: the reasons are phrased without the renderers' formatting.
-        common = {"count": len(outside), "tool": r.counterpart.tool, "ratio": f"{r.ratio:.3f}",
+        common: dict[str, ParamValue] = {"count": len(outside), "tool": r.counterpart.tool, "ratio": f"{r.ratio:.3f}",
                   "bar_pct": f"{100 * r.bar:g}"}
         if r.kind == "kernel":
             out.append(_r("crosscheck_kernel", gpu=r.gpu, op=r.op, impl=r.impl,

@@ -1,22 +1,10 @@
 """GPU time by CUDA-graph replay: capture ``k`` back-to-back calls, size ``k``, replay.
 
-A replay has a fixed cost of its own, about 3-5 us on an H100/H200, that lands in the timed
-sample. Divided by the ``k`` calls of the graph it is a bias of (3 us / replay length): with
-replays sized near 100 us it made ~145 cases per report read 1-3% slow (1-1.4% slower than
-``triton.testing.do_bench_cudagraph`` on memory-bound rows). Replays are therefore sized to
-last ``GRAPH_TARGET_US`` = 1 ms, which leaves a bias under 0.5% (0.3% for 3 us), at most
-``MAX_GRAPH_CALLS`` calls (capture time, and memory of implementations that allocate their
-output). ``do_bench_cudagraph`` replays graphs of ~``rep`` ms for the same reason.
-
-Sizing: ``k`` comes from the per-call time of multi-call graphs, where the replay cost is
-amortised, re-sized until it holds. Sizing from a one-call replay would take the replay cost
-for kernel time (a 1 us kernel would read 5 us and get ``k`` = 200 instead of 1000).
-
-With a ``Rotation`` over R sets (l2.py), ``k`` is a whole number of cycles, m x R calls, so
-every call of the graph works on a set the other sets' traffic has evicted from L2 since its
-last use; the rotation restarts at set 0 before each capture.
+A replay's own cost (3-5 us on an H100/H200) lands in each sample, so replays last ``GRAPH_TARGET_US`` = 1 ms
+(a bias under 0.5%; do_bench_cudagraph replays ~``rep`` ms for the same reason), at most ``MAX_GRAPH_CALLS``
+calls. ``k`` is sized from multi-call graphs, where that cost is amortised, and re-sized until it holds. With
+a ``Rotation`` over R sets (l2.py), ``k`` is a whole number of cycles and restarts at set 0 before each capture.
 """
-
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -1,34 +1,25 @@
-"""Preparing one group of cases: the tensors its implementations share, and each
-implementation made ready to sample.
+"""Preparing one group of cases (every implementation of one op, dtype, precision and shape, on the same
+inputs): ``open_group`` draws its tensors (for memory-bound cases kept out of L2, R - 1 further sets: l2.py)
+or says why it cannot fit; ``prepare`` takes one implementation through
 
-A group is every implementation of one (op, dtype, precision, shape): torch, Triton,
-torch.compile on the same inputs. ``open_group`` draws the inputs (and, for memory-bound cases
-kept out of L2, R - 1 further sets: l2.py), or says why the group cannot fit. ``prepare``
-takes one implementation through, in order:
+1. its first call, timed until done: ``compile_s`` (the JIT and matmul race, or torch.compile), and whether
+   it came from a cache (compile_cache.py);
+2. the checked call on NaN-poisoned output against the float64 reference (accuracy.py); a built-in op with a
+   tiny output (``sum_all``: one number) over CHECK_ROUNDS inputs drawn in turn; then the op's exact inputs
+   (exact.py) drawn into the same tensors, and the first inputs drawn again from the group's seed;
+3. warm-up calls for ``warmup_ms`` (at least 3), cycling through the sets;
+4. on a GPU, the CUDA graph its GPU time replays (graphs.py); one that cannot be captured costs the GPU time
+   only (a note).
 
-1. its first call, timed on the host until done: ``compile_s`` for Triton (JIT + the matmul
-   race) and torch.compile (graph capture + Inductor), kept apart from every measurement;
-2. the checked call on NaN-poisoned output, compared with the float64 reference
-   (accuracy.py): the statistics go in the case, the verdict is the analysis's. A built-in op
-   with a tiny output (``sum_all``, ``max_all``: one number) is checked over CHECK_ROUNDS
-   inputs drawn in turn into the group's tensors (seeded), then the first inputs are put back:
-   one number says little of how a sum rounds.
-   Then the op's exact inputs (exact.py), drawn into the same tensors, and the first inputs
-   drawn again from the group's seed;
-3. warm-up calls for ``warmup_ms`` (at least 3), cycling through the sets from here on;
-4. on a GPU, the CUDA graph its GPU time replays (graphs.py). A graph that cannot be captured
-   costs the case its GPU time only (a note says why); its launch time still stands.
-A failure in steps 1-2 is that case's failure (stage ``compile`` or ``first_call``, then
-``check``); out of memory anywhere is a skip (failure.py).
+A failure in 1-2 is the case's (stage ``compile``, ``first_call`` or ``check``); out of memory is a skip.
 """
-
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from envcheck.bench import accuracy, jax_impl
+from envcheck.bench import accuracy, compile_cache, jax_impl
 from envcheck.bench.device import Runtime
 from envcheck.bench.failure import log, one_line
 from envcheck.bench.graphs import graph_region
@@ -38,10 +29,8 @@ from envcheck.bench.suite import PlannedCase
 from envcheck.bench.timer import Region
 from envcheck.model import Accuracy, Case, Note, OutputAccuracy, Skip, Timing
 
-# Share of free device memory one group of cases may use (the CUDA context, allocator slack
-# and cuBLAS workspaces need the rest). Rotating buffers get half of what the group leaves
-# of it: the other half stays for the outputs an allocating implementation (torch.compile)
-# keeps per set, and for the graphs' pools.
+# Share of free device memory a group may use; rotating buffers get half of what it leaves (the other half:
+# outputs torch.compile allocates per set, the graphs' pools).
 MEMORY_FRACTION = 0.8
 # Checked calls of an op whose output has fewer than SMALL_OUTPUT elements (built-in ops).
 CHECK_ROUNDS = 8
@@ -50,12 +39,8 @@ SMALL_OUTPUT = 16
 
 @dataclass
 class Group:
-    """Tensors shared by the cases of one group: same inputs for every implementation.
-
-    ``extra_sets``: further (inputs, output) sets for rotating buffers (empty: timed on the
-    first set only); the first set is ``inputs`` / ``out``, the one checked. ``skip``: why
-    the group could not be set up (then it has no tensors). ``notes``: said of every case.
-    """
+    """The tensors every implementation of a group shares: ``inputs`` / ``out`` (checked), ``extra_sets``
+    for rotating buffers; ``skip``: why it could not be set up; ``notes``: said of every case."""
 
     key: tuple[Any, ...]
     inputs: dict[str, Any] = field(default_factory=dict)
@@ -92,6 +77,8 @@ class Prepared:
     start_s: float = 0.0  # its span, on ``watch``: preparation began, sampling ended
     end_s: float | None = None
     sustained: bool | None = None  # timed sustained (sampling.settle decides; None: not settled)
+    cache: str | None = None  # model.CACHE_STATES
+    sampled_until: str | None = None  # model.SAMPLING_STOPS
 
 
 def open_group(rt: Runtime, first: PlannedCase, seed: int) -> Group:
@@ -122,9 +109,7 @@ def open_group(rt: Runtime, first: PlannedCase, seed: int) -> Group:
     memory_bound = not spec.compute_bound
     wanted = rotation_sets(ws, rt.device.l2_bytes, memory_bound=memory_bound, enabled=cold)
     sets = rotation_sets(ws, rt.device.l2_bytes, memory_bound=memory_bound, enabled=cold, spare_bytes=spare)
-    try:
-        # Fresh random data for every set from the group's generator (never copies of the
-        # first set), drawn here, outside every timed region.
+    try:  # fresh random data for every set, outside every timed region
         for _ in range(sets - 1):
             group.extra_sets.append((code.make_inputs(shape, dtype, rt.where, gen),
                                      code.make_output(shape, dtype, rt.where)))
@@ -186,15 +171,16 @@ def _bound(rt: Runtime, planned: PlannedCase, group: Group) -> list[Any]:
 
 
 def prepare(rt: Runtime, planned: PlannedCase, group: Group, watch: Stopwatch | None = None) -> Prepared | Case | Skip:
-    """Steps 1-4 of one implementation (out of memory propagates: see failure.guarded), each timed
-    as a phase of ``watch`` (model.CASE_PHASES; the Prepared keeps it for settling and sampling)."""
+    """Steps 1-4 of one implementation, each a phase of ``watch`` (out of memory propagates: failure.guarded)."""
     timer = rt.timer
     watch = watch if watch is not None else Stopwatch()
     start = watch.now()
     try:
         with watch.phase("first_call"):  # binding it (torch.compile's wrapper) and its first call
             fns = _bound(rt, planned, group)
+            before = compile_cache.mark()
             first_s = timer.first_call_s(fns[0])
+            cache = compile_cache.state(planned.impl, before, compile_cache.mark())
     except rt.oom:
         raise
     except jax_impl.NoDevice as e:  # a CPU-only jaxlib on a GPU machine: JAX cannot run here, not a failure
@@ -223,7 +209,7 @@ def prepare(rt: Runtime, planned: PlannedCase, group: Group, watch: Stopwatch | 
         timer.warmup(run)
     exact_parts = {o.name: o.accuracy for o in exact.outputs()} if exact is not None else {}
     prepared = Prepared(planned, run, compile_s, tally.accuracy(), rotation_sets=len(fns), notes=notes,
-                        kernel=rt.code(planned.op).kernel(planned), watch=watch, start_s=start,
+                        kernel=rt.code(planned.op).kernel(planned), watch=watch, start_s=start, cache=cache,
                         outputs=tuple(dataclasses.replace(o, exact=exact_parts.get(o.name)) for o in tally.outputs()),
                         exact=exact.accuracy() if exact is not None else None)
     if rt.cuda and planned.impl == "jax":

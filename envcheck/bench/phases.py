@@ -1,14 +1,6 @@
-"""Where the worker's time goes: wall seconds per phase, added up as the worker runs.
-
-A ``Stopwatch`` times named phases on the host clock (``perf_counter``): ``with watch.phase("check"):``
-adds the block's seconds to that phase, ``watch.now()`` is the seconds since the stopwatch started
-(a case's span). The names are the report's (``model.BENCH_PHASES``, ``model.CASE_PHASES``); what
-they add up to, and each one's share of the run, is the analysis's (analysis/phases.py).
-
-Host time is the point here, not device time: the question is what a run spends its minutes on
-(compiling, checking, settling, sampling), and a phase that waits for the GPU waits on the host too.
+"""Where the worker's time goes: host seconds per named phase (``model.BENCH_PHASES``, ``CASE_PHASES``), added
+up as the worker runs; host time, since the question is what a run spends its minutes on (analysis/phases.py).
 """
-
 from __future__ import annotations
 
 import time

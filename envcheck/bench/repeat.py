@@ -1,20 +1,10 @@
-"""``envcheck run --repeat N``: N independent repeats of every case, kept in one report.
-
-Why: a diff can only tell a real change from run-to-run noise if it knows how far a rerun
-moves, and the samples of one run cannot show that (they are taken back to back, in one
-window). So the suite runs N times, each repeat a fresh worker process (its own CUDA context,
-allocations, compiled-kernel load and matmul tile race: what a rerun changes), one after the
-other over the whole plan: the cases run in N interleaved passes, so a drift over the run
-(a GPU warming towards its power cap) spreads over every case's repeats instead of landing on
-the cases measured last.
-
-The report stays the size of one run: each repeat takes ``max_samples // N`` samples of a
-timing at most, and a case keeps all of them in one ``Timing`` whose ``passes`` says how many
-each repeat took (compare/stats.py turns them into the allowance). What else a repeat found is
-merged without loss of a failure: the worst numeric error of any repeat, every note, and a note
-``case.repeat_failed`` for each repeat in which a case measured elsewhere failed.
+"""``envcheck run --repeat N``: N independent repeats of every case in one report, so a diff can tell a real
+change from run-to-run noise (compare/stats.py). Each repeat is a fresh worker (its own CUDA context,
+allocations and kernel loads) over the whole plan, the cases in N interleaved passes so a drift over the run
+spreads over every case's repeats. A repeat takes ``max_samples // N`` samples of a timing at most; a case
+keeps them all in one ``Timing`` (``passes``: each repeat's count), the worst numeric error of any repeat,
+every note, and ``case.repeat_failed`` for a repeat in which it failed.
 """
-
 from __future__ import annotations
 
 import dataclasses
@@ -25,7 +15,7 @@ from envcheck.model import Accuracy, Case, CaseKey, Note, Settings, Timing
 
 
 def pass_settings(settings: Settings, repeat: int) -> Settings:
-    """The settings each repeat runs with: the per-timing sample cap shared between the repeats."""
+    """Each repeat's settings: the per-timing sample cap shared between the repeats."""
     if repeat < 1:
         raise ValueError("repeat must be at least 1")
     if repeat == 1:
@@ -60,8 +50,7 @@ def merge_cases(repeats: Sequence[tuple[int, Case]]) -> Case:
     notes = list(dict.fromkeys(n for _, c in measured for n in c.notes))
     notes += [Note("case.repeat_failed", {"repeat": i, "stage": c.failure.stage})
               for i, c in repeats if c.failure is not None]
-    # The timing method of a region can differ between repeats only if a graph failed in one:
-    # repeats are joined per method, and the GPU time keeps only the repeats that had it.
+    # Joined per method: the GPU time keeps only the repeats whose graph held.
     gpus = [c.gpu for _, c in measured if c.gpu is not None and c.gpu.method == (first.gpu.method if first.gpu else "")]
     launches = [c.launch for _, c in measured
                 if c.launch is not None and first.launch is not None and c.launch.method == first.launch.method]

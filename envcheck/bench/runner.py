@@ -1,11 +1,8 @@
 """Runs the isolated benchmark worker and gathers what it reports (the contract: protocol.py).
 
-This module feeds the worker its plan, decodes its events as they come (for progress), and
-survives everything the worker can do: crash, hang past the time limit, print garbage. It
-also survives what can happen to ``envcheck run`` itself: Ctrl-C (SIGINT), and the SIGTERM or
-SIGHUP a batch scheduler or a closed terminal sends at the end of a job. Each stops the
-worker's process tree and keeps what finished, with the ``StopCause`` recorded; none orphans
-the worker. What finished is always kept.
+Feeds the worker its plan, decodes its events as they come, and survives whatever the worker does
+(crash, hang, garbage) and what happens to ``envcheck run`` (Ctrl-C, a scheduler's SIGTERM, SIGHUP):
+each stops the worker's process tree and keeps what finished, with the ``StopCause`` recorded.
 """
 
 from __future__ import annotations
@@ -36,15 +33,10 @@ from envcheck.model import BenchDevice, Case, CaseKey, CeilingRun, MonitorWindow
 
 WORKER_COMMAND = tuple(protocol.worker_argv())
 TERMINATE_GRACE_S = 5.0  # SIGTERM, then SIGKILL: a worker stuck in a CUDA call ignores SIGTERM
-# With a per-case limit (``stall_s``): the most a worker may take to start (import torch, open the
-# device) before its first event; a loaded node has been seen to take over a minute.
+# With a per-case limit (``stall_s``): the most a worker may take to start (a loaded node took a minute).
 STARTUP_S = 300.0
-# After "done" every case is reported: a worker still running this long after it (hung in CUDA
-# teardown at exit) is stopped, and the run is complete all the same.
-DONE_DRAIN_S = 5.0
 MAX_IGNORED_SHOWN = 3
-# What a batch scheduler (Slurm, PBS, LSF: SIGTERM at the end of a job) or a closed terminal
-# (SIGHUP) sends: treated like Ctrl-C.
+# A batch scheduler's end of job (SIGTERM) or a closed terminal (SIGHUP): treated like Ctrl-C.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 OnEvent = Callable[[Event], None]
@@ -106,28 +98,28 @@ class BenchOutcome:
 class Signalled(BaseException):
     """SIGTERM or SIGHUP reached ``envcheck run``: unwinds like KeyboardInterrupt does."""
 
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.name = signal.Signals(signum).name
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
 
 
 class StopSignals:
-    """While armed, SIGTERM and SIGHUP raise ``Signalled`` in the main thread, as Ctrl-C raises
-    KeyboardInterrupt. Disarmed (while what finished is being saved) they are only recorded,
-    so a second signal never cuts the saving short. In a thread other than the main one the
-    handlers cannot be installed and stay as they are."""
+    """While armed, SIGTERM and SIGHUP raise ``raise_as`` (their name) in the main thread, as Ctrl-C raises
+    KeyboardInterrupt, once; later ones are only recorded, so a second signal never cuts the saving of
+    what finished short. Outside the main thread nothing is installed."""
 
-    def __init__(self) -> None:
+    def __init__(self, raise_as: Callable[[str], BaseException] = Signalled) -> None:
         self.armed = False
         self.received: str | None = None
         self._previous: dict[int, object] = {}
+        self._raise_as = raise_as
 
     def _handle(self, signum: int, frame: object) -> None:
         if self.received is None:
             self.received = signal.Signals(signum).name
         if self.armed:
             self.armed = False
-            raise Signalled(signum)
+            raise self._raise_as(signal.Signals(signum).name)
 
     @contextmanager
     def installed(self) -> Iterator[StopSignals]:
@@ -144,44 +136,24 @@ class StopSignals:
 
 @contextmanager
 def stop_signals_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread, once, as Ctrl-C does, for steps that stop on
-    Ctrl-C and keep what finished (the node tests under ``envcheck run --gpus``: a batch scheduler's SIGTERM there
-    used to end the process with no report, 2 x H200 at 20:54Z). A later signal is ignored, so the report being
-    written is never cut short. In another thread nothing is installed."""
-    if threading.current_thread() is not threading.main_thread():
+    """SIGTERM and SIGHUP raise KeyboardInterrupt, once, for steps that stop on Ctrl-C and keep what finished
+    (the node tests under ``envcheck run --gpus``)."""
+    with StopSignals(KeyboardInterrupt).installed():
         yield
-        return
-    fired: list[int] = []
-
-    def handle(signum: int, frame: object) -> None:
-        if not fired:
-            fired.append(signum)
-            raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    previous = {sig: signal.signal(sig, handle) for sig in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)  # type: ignore[arg-type]
 
 
 def run_worker(plan: Plan, on_event: OnEvent, timeout: float, popen: Popen | None = None, *,
                command: Sequence[str] = WORKER_COMMAND, grace_s: float = TERMINATE_GRACE_S,
-               clock: Callable[[], float] = time.monotonic, done_drain_s: float = DONE_DRAIN_S,
-               stall_s: float | None = None, startup_s: float = STARTUP_S) -> BenchOutcome:
+               clock: Callable[[], float] = time.monotonic, stall_s: float | None = None,
+               startup_s: float = STARTUP_S) -> BenchOutcome:
     """Run the worker on ``plan``; ``on_event`` sees every decoded event as it arrives.
 
-    Never raises for anything the worker does. Ctrl-C (KeyboardInterrupt, here or in
-    ``on_event``), SIGTERM and SIGHUP stop the worker and return what finished, with ``stop``
-    saying why. Once the worker has sent ``done`` it gets ``done_drain_s`` to exit; one that
-    hangs past that (CUDA teardown) is stopped, and the run is complete all the same. With
-    ``stall_s``, a worker that sends no event for that long once it has started (its ``start``
-    event: torch imported, the device opened) is stopped as timed out, with ``stalled`` set
-    (``envcheck bench``: a user's case that hangs; bench/resume.py goes on); its start-up has a
-    limit of its own, ``startup_s`` (a loaded machine can take a minute to import torch and
-    open CUDA: that is no case's hang), past which it is stopped as timed out, not stalled.
-    Whatever the worker writes is redacted as it is decoded (``WorkerProcess.redactor``).
+    Never raises for anything the worker does. Ctrl-C (KeyboardInterrupt, here or in ``on_event``),
+    SIGTERM and SIGHUP stop the worker and return what finished, with ``stop`` saying why. Once the
+    worker has sent ``done`` it is ended at once: its teardown (CUDA, Inductor's compile workers) is
+    nothing the run waits for. With ``stall_s``, a started worker that sends no event for that long
+    is stopped as timed out with ``stalled`` set (``envcheck bench``: a user's case that hangs); its
+    start-up has its own limit, ``startup_s``. What the worker writes is redacted as it is decoded.
     """
     assert plan.backend is not None, "a plan without a device has nothing to run"
     out = BenchOutcome()
@@ -225,29 +197,23 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float, popen: Popen | Non
 
     deadline = clock() + timeout
     last_event = clock()
-    done_at: float | None = None
     eof = False
     signals = StopSignals()
     with signals.installed():
         try:
             proc.send(protocol.encode_plan(WorkerPlan(plan.backend, plan.index, plan.cases, plan.settings,
                                                       plan.ops, plan.source, plan.ceilings, plan.code)))
-            while True:
+            while not out.done:
                 now = clock()
                 if now >= deadline:
                     ended_by = (StopCause.TIMEOUT, None)
                     break
-                if stall_s is not None and not out.done:
+                if stall_s is not None:
                     started = out.device is not None
                     if now - last_event >= (stall_s if started else startup_s):
                         ended_by = (StopCause.TIMEOUT, None)
                         out.stalled = started
                         stop_after = stall_s if started else startup_s
-                        break
-                if out.done:
-                    done_at = now if done_at is None else done_at
-                    if now - done_at >= done_drain_s:
-                        ended_by = (StopCause.HUNG, None)
                         break
                 line = proc.next_line(min(0.2, max(deadline - now, 0.001)))
                 if line is None:
@@ -268,8 +234,8 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float, popen: Popen | Non
             if ended_by is None and signals.received is not None and not out.done:
                 ended_by = (StopCause.SIGNAL, signals.received)  # arrived between two checks
             if ended_by is not None or not eof:
-                proc.stop(grace_s)  # also when on_event raised: never leave the worker running
-            elif not proc.wait(grace_s):  # its output closed: it is exiting, or hung in teardown
+                proc.stop(grace_s)  # done, or on_event raised: never leave the worker running
+            elif not proc.wait(grace_s):  # its output closed: it is exiting, or hung
                 proc.stop(grace_s)
             proc.join_readers()
             # Events written before the worker stopped still count.
@@ -278,7 +244,7 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float, popen: Popen | Non
                     handle(line)
                 except KeyboardInterrupt:
                     break
-            if done_seen is not None:  # its last event until it was gone (CUDA teardown, compile workers)
+            if done_seen is not None:  # its last event until it was ended
                 out.phases["shutdown"] = round(max(clock() - done_seen, 0.0), 4)
 
     out.returncode = proc.returncode
@@ -291,14 +257,8 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float, popen: Popen | Non
 
 def _stop(plan: Plan, out: BenchOutcome, proc: WorkerProcess, ended_by: tuple[StopCause, str | None] | None,
           during: CaseKey | None, timeout: float) -> Stop | None:
-    """How the run ended early, or None when every case was reported (notes say what the
-    worker did after that)."""
+    """How the run ended early, or None when every case was reported."""
     if out.done:
-        if ended_by is not None:
-            out.notes.append(Note("bench.worker_hung_at_exit"))
-        elif proc.returncode not in (0, None):
-            _, sig = exit_cause(proc.returncode)
-            out.notes.append(Note("bench.worker_exit_after_done", {"returncode": proc.returncode, "signal": sig}))
         return None
     base = {"finished": out.finished, "planned": len(plan.cases), "during": during}
     if ended_by is not None and ended_by[0] in (StopCause.USER, StopCause.SIGNAL):

@@ -1,22 +1,11 @@
 """The benchmark suite: which (op, implementation, dtype, precision, shape) cases to run.
 
-``plan`` turns the command line and the probed environment into a ``Plan``: the cases the
-isolated worker runs, the run's ``Settings`` (one of the presets below, with what the options
-chose), and the cases planned but skipped (not enough memory, Triton unusable, ...) with the
-reason as a note. Planning never measures and never imports torch: it only reads probe facts.
-
-Every suite has ragged shapes (sizes no block size divides: 1000003 elements, 1000x4097
-rows, a 1000x1001x999 matmul; per op, a conv of even kernel size and odd widths at stride 2
-whose C R R no tile divides, reductions whose a b no block divides) beside the powers of two,
-so the kernels' tail masking is measured and checked, not only their fast path; and every
-kernel path (the online softmax among them) and every precision is reached by ``--quick``.
-
-``run --interpret`` on a machine without a GPU runs envcheck's Triton kernels beside PyTorch
-under Triton's CPU interpreter (bench/interpret.py) at small shapes (``INTERPRET_*``): slow
-kernels, timed only in passing, judged for accuracy through the same worker and judge as a
-GPU run (what CI uses to check the built-in kernels end to end).
+``plan`` turns the command line and the probed environment into a ``Plan`` (the cases, the run's ``Settings``,
+the cases skipped with why); it reads probe facts only, never measures or imports torch. Every suite has
+ragged shapes beside the powers of two (the kernels' tail masking measured and checked), and ``--quick``
+reaches every kernel path and precision. ``--interpret`` on a machine without a GPU runs envcheck's Triton
+kernels under Triton's CPU interpreter at small shapes, checked like a GPU run's (what CI uses).
 """
-
 from __future__ import annotations
 
 import dataclasses
@@ -31,8 +20,7 @@ from envcheck.errors import UsageError
 from envcheck.model import BenchDevice, Case, CaseKey, Environment, Failure, Note, Settings, Skip
 from envcheck.ops import DEFAULT_OPS, DTYPES, OP_GROUPS, OP_NAMES, OpSpec, spec, variant
 
-# What users type, mapped to (dtype, precision-or-None). ``tf32`` asks for fp32 matmuls with
-# TF32 arithmetic only; ``fp32`` asks for both the TF32 and the IEEE fp32 matmul.
+# What users type -> (dtype, precision or None): ``tf32`` asks for TF32 fp32 matmuls only, ``fp32`` for both.
 DTYPE_ALIASES: dict[str, tuple[str, str | None]] = {
     "fp32": ("fp32", None), "float32": ("fp32", None), "float": ("fp32", None),
     "tf32": ("fp32", "tf32"),
@@ -40,129 +28,103 @@ DTYPE_ALIASES: dict[str, tuple[str, str | None]] = {
     "bf16": ("bf16", None), "bfloat16": ("bf16", None),
 }
 
-SEED_VECTOR = (1024, 10240, 102400)
-SEED_MATMUL = (512, 1024, 2048)
-
-# Full suite on a CUDA GPU.
-VECTOR_SIZES = (1 << 10, 10240, 102400, 1 << 16, 1 << 20, 1_000_003, 1 << 22, 1 << 24, 1 << 26, 1 << 28)
-VECTOR_HALF_SIZES = (1 << 20, 1_000_003, 1 << 24, 1 << 28)  # fp16 / bf16 at a few sizes
-ROW_SHAPES = ((4096, 1024), (1000, 4097), (8192, 4096), (16384, 8192), (4096, 32768))
-# Rows past softmax's single-tile limit (32768 columns): its online kernel runs only there
-# (test_ops_new_plan.py checks that every kernel path shipped is reached by a suite case).
-SOFTMAX_ONLINE_SHAPES = ((256, 65536),)
-MATMUL_SHAPES = (tuple((n, n, n) for n in (256, 512, 1024, 2048, 4096, 8192))
-                 + ((1000, 1000, 1000), (1000, 1001, 999), (4096, 11008, 4096)))
 # IEEE fp32 matmul runs on CUDA cores (no tensor cores): a Triton kernel takes seconds at 8192^3.
 IEEE_MATMUL_MAX_DIM = 4096
-# torch.compile recompiles per shape (several seconds each): it is measured at these only,
-# a ragged vector and matmul among them.
-COMPILE_VECTOR_SIZES = (1 << 10, 1 << 20, 1_000_003, 1 << 24, 1 << 28)
-COMPILE_ROW_SHAPES = ((4096, 1024), (8192, 4096))
-COMPILE_MATMUL_SHAPES = ((1024, 1024, 1024), (1000, 1001, 999), (4096, 4096, 4096))
-
-# Quick suite on a CUDA GPU: under a minute on an H100, compile and autotune included.
-QUICK_VECTOR_SIZES = (1 << 10, 10240, 102400, 1 << 20, 1_000_003, 1 << 26)
-QUICK_VECTOR_HALF_SIZES = (1_000_003,)  # fp16 / bf16: every precision reached
-QUICK_ROW_SHAPES = ((1000, 4097), (8192, 4096))
-QUICK_MATMUL_HALF = ((512, 512, 512), (1000, 1001, 999), (2048, 2048, 2048), (4096, 4096, 4096))
-QUICK_MATMUL_FP32 = ((1000, 1001, 999), (1024, 1024, 1024))  # ragged and square: every tail, tf32 and IEEE
-QUICK_COMPILE_VECTOR_SIZES = (1 << 10, 1 << 20, 1_000_003, 1 << 26)
-
-# CPU baseline (no usable CUDA GPU): PyTorch only, sizes a laptop core handles in seconds.
-CPU_VECTOR_SIZES = (1 << 10, 10240, 102400, 100_003, 1 << 16, 1 << 20, 1 << 22)
-CPU_ROW_SHAPES = ((1024, 1024), (257, 1025), (4096, 1024))
-CPU_MATMUL_SHAPES = ((128, 128, 128), (255, 257, 253), (256, 256, 256), (512, 512, 512))
-CPU_QUICK_VECTOR_SIZES = (1 << 10, 10240, 100_003, 102400, 1 << 20)
-CPU_QUICK_ROW_SHAPES = ((257, 1025), (1024, 1024))
-CPU_QUICK_MATMUL_SHAPES = ((255, 257, 253), (256, 256, 256), (512, 512, 512))
-
-# --interpret (Triton's CPU interpreter): one small ragged shape per path, every dtype. 2 x 33000
-# rows take softmax's online path (past 32768 columns) with a partial last block; the matmul's
-# K = 200 is the short accumulation where a 16-bit one hides in the output's own rounding.
-INTERPRET_VECTOR_SIZES = (4099,)
-INTERPRET_ROW_SHAPES = ((37, 1000),)
-INTERPRET_SOFTMAX_SHAPES = ((37, 1000), (2, 33000))
-INTERPRET_MATMUL_SHAPES = ((67, 45, 200),)
 INTERPRET_SETTINGS = Settings(warmup_ms=0, rep_ms=0, min_samples=1, max_samples=3, cold_l2=False)
+Shape = tuple[int, ...]
+Entry = tuple[Shape, tuple[str, ...]]  # a GPU suite's shape and its dtypes, in order (fp32 matmuls: TF32, IEEE)
 
+
+def _at(shapes: Sequence[Shape], dtypes: tuple[str, ...] = DTYPES) -> tuple[Entry, ...]:
+    return tuple((s, dtypes) for s in shapes)
 
 
 @dataclass(frozen=True)
 class OpSizes:
-    """The suite of one of the first users' workloads (issue 22): shapes of the full and quick
-    GPU suites, of the CPU baseline, and those torch.compile runs at. ``quick_dtypes``: the
-    quick suite's dtypes (fp16 for the compute-bound ops, which tensor cores run)."""
+    """An op's suites: the full and quick GPU ones, the CPU baseline's, torch.compile's shapes (full, quick),
+    the interpreter's (``--interpret``: every dtype, fp32 in IEEE)."""
 
-    full: tuple[tuple[int, ...], ...]
-    quick: tuple[tuple[int, ...], ...]
-    cpu: tuple[tuple[int, ...], ...]
-    cpu_quick: tuple[tuple[int, ...], ...]
-    compile: tuple[tuple[int, ...], ...]
-    interpret: tuple[tuple[int, ...], ...] = ()
-    quick_dtypes: tuple[str, ...] = DTYPES
+    full: tuple[Entry, ...]
+    quick: tuple[Entry, ...]
+    cpu: tuple[Shape, ...]
+    cpu_quick: tuple[Shape, ...]
+    compile: tuple[Shape, ...]
+    interpret: tuple[Shape, ...] = ()
+    quick_compile: tuple[Shape, ...] = ()
 
 
-# conv2d (N, C, H, W, K, R, stride): inputs of 32 to 128 pixels, kernels 3, 5 and 7, strides 1
-# and 2 (the third user's comparison), a ragged input no tile divides, and a ragged conv: an
-# even kernel (4), odd widths at stride 2 and C R R = 304 (19 x 16), a multiple of no block.
+_FP32, _HALF = ("fp32",), ("fp16", "bf16")
+_SQUARE = tuple((n, n, n) for n in (256, 512, 1024, 2048, 4096, 8192))
+# Vectors: fp16 / bf16 at a few sizes; the quick suite reaches every precision at one ragged size.
+_VECTOR = OpSizes(
+    full=tuple(((n,), DTYPES if n in (1 << 20, 1_000_003, 1 << 24, 1 << 28) else _FP32)
+               for n in (1 << 10, 10240, 102400, 1 << 16, 1 << 20, 1_000_003, 1 << 22, 1 << 24, 1 << 26, 1 << 28)),
+    quick=tuple(((n,), DTYPES if n == 1_000_003 else _FP32) for n in (1 << 10, 10240, 102400, 1 << 20, 1_000_003, 1 << 26)),
+    cpu=((1 << 10,), (10240,), (102400,), (100_003,), (1 << 16,), (1 << 20,), (1 << 22,)),
+    cpu_quick=((1 << 10,), (10240,), (100_003,), (102400,), (1 << 20,)),
+    compile=((1 << 10,), (1 << 20,), (1_000_003,), (1 << 24,), (1 << 28,)),
+    interpret=((4099,),), quick_compile=((1 << 10,), (1 << 20,), (1_000_003,), (1 << 26,)))
+_ROWS = OpSizes(
+    full=_at(((4096, 1024), (1000, 4097), (8192, 4096), (16384, 8192), (4096, 32768))),
+    quick=_at(((1000, 4097), (8192, 4096))), cpu=((1024, 1024), (257, 1025), (4096, 1024)),
+    cpu_quick=((257, 1025), (1024, 1024)), compile=((4096, 1024), (8192, 4096)), interpret=((37, 1000),))
+# Past softmax's single-tile limit (32768 columns): its online kernel runs only there; 2 x 33000 in the
+# interpreter, with a partial last block.
+_ONLINE = ((256, 65536),)
+_SOFTMAX = dataclasses.replace(_ROWS, full=_ROWS.full + _at(_ONLINE), quick=_ROWS.quick + _at(_ONLINE),
+                               interpret=((37, 1000), (2, 33000)))
+_MATMUL = OpSizes(
+    full=_at(_SQUARE + ((1000, 1000, 1000), (1000, 1001, 999), (4096, 11008, 4096)), (*_HALF, "fp32")),
+    quick=(((512, 512, 512), _HALF), ((1000, 1001, 999), (*_HALF, "fp32")), ((1024, 1024, 1024), _FP32),
+           ((2048, 2048, 2048), _HALF), ((4096, 4096, 4096), _HALF)),
+    cpu=((128, 128, 128), (255, 257, 253), (256, 256, 256), (512, 512, 512)),
+    cpu_quick=((255, 257, 253), (256, 256, 256), (512, 512, 512)),
+    compile=((1024, 1024, 1024), (1000, 1001, 999), (4096, 4096, 4096)),
+    interpret=((67, 45, 200),))  # K = 200: the short accumulation where a 16-bit one hides in the rounding
+# conv2d (N, C, H, W, K, R, stride): 32 to 128 pixels, kernels 3, 5, 7, strides 1 and 2, a ragged input, and a
+# ragged conv (even kernel, odd widths at stride 2, C R R = 304: a multiple of no block).
 _CONV_RAGGED = (8, 19, 33, 35, 24, 4, 2)
-_CONV_SIZES = OpSizes(
-    full=((32, 64, 32, 32, 64, 3, 1), (32, 64, 32, 32, 64, 5, 1), (32, 64, 32, 32, 64, 7, 1),
-          (16, 64, 64, 64, 64, 3, 2), (16, 64, 64, 64, 128, 5, 2), (8, 32, 128, 128, 64, 7, 2),
-          (8, 32, 127, 129, 48, 3, 1), _CONV_RAGGED),
-    quick=((32, 64, 32, 32, 64, 3, 1), (8, 32, 128, 128, 64, 7, 2), _CONV_RAGGED),
+_CONV = OpSizes(
+    full=_at(((32, 64, 32, 32, 64, 3, 1), (32, 64, 32, 32, 64, 5, 1), (32, 64, 32, 32, 64, 7, 1),
+              (16, 64, 64, 64, 64, 3, 2), (16, 64, 64, 64, 128, 5, 2), (8, 32, 128, 128, 64, 7, 2),
+              (8, 32, 127, 129, 48, 3, 1), _CONV_RAGGED)),
+    quick=_at(((32, 64, 32, 32, 64, 3, 1), (8, 32, 128, 128, 64, 7, 2), _CONV_RAGGED)),
     cpu=((4, 16, 32, 32, 16, 3, 1), (2, 8, 33, 31, 8, 5, 2), (2, 8, 64, 64, 8, 7, 2), (2, 3, 9, 11, 5, 4, 2)),
     cpu_quick=((4, 16, 32, 32, 16, 3, 1), (2, 8, 33, 31, 8, 5, 2), (2, 3, 9, 11, 5, 4, 2)),
     compile=((32, 64, 32, 32, 64, 3, 1), (8, 32, 128, 128, 64, 7, 2)),
     interpret=((2, 3, 9, 11, 5, 4, 2), (2, 5, 9, 9, 4, 3, 1)))
 # Row-wise training ops (rows, cols): up to softmax's single-tile limit of 32768 columns.
-_ROW_OP_SIZES = OpSizes(
-    full=((4096, 1024), (1000, 4097), (8192, 4096), (4096, 8192), (1024, 32768)),
-    quick=((1000, 4097), (8192, 4096)),
-    cpu=((1024, 1024), (257, 1025), (4096, 1024)),
-    cpu_quick=((257, 1025), (1024, 1024)),
-    compile=((4096, 1024), (8192, 4096)),
-    interpret=INTERPRET_ROW_SHAPES)
-# Reductions of (a, b, c): the second user's (4, 512, 896), a large power of two, ragged ones
-# (a b and a b c divisible by no block).
-_REDUCE_SIZES = OpSizes(
-    full=((4, 512, 896), (64, 1024, 1024), (16, 4096, 4096), (1000, 3, 4097), (7, 33, 1001)),
-    quick=((4, 512, 896), (64, 1024, 1024), (7, 33, 1001)),
-    cpu=((4, 512, 896), (3, 100, 1001), (16, 256, 256)),
-    cpu_quick=((4, 512, 896), (3, 100, 1001)),
-    compile=((4, 512, 896), (64, 1024, 1024)),
-    interpret=((3, 37, 129),))
+_ROW_OPS = OpSizes(
+    full=_at(((4096, 1024), (1000, 4097), (8192, 4096), (4096, 8192), (1024, 32768))),
+    quick=_at(((1000, 4097), (8192, 4096))), cpu=((1024, 1024), (257, 1025), (4096, 1024)),
+    cpu_quick=((257, 1025), (1024, 1024)), compile=((4096, 1024), (8192, 4096)), interpret=((37, 1000),))
+# Reductions of (a, b, c): a user's (4, 512, 896), a large power of two, ragged ones.
+_REDUCE = OpSizes(
+    full=_at(((4, 512, 896), (64, 1024, 1024), (16, 4096, 4096), (1000, 3, 4097), (7, 33, 1001))),
+    quick=_at(((4, 512, 896), (64, 1024, 1024), (7, 33, 1001))), cpu=((4, 512, 896), (3, 100, 1001), (16, 256, 256)),
+    cpu_quick=((4, 512, 896), (3, 100, 1001)), compile=((4, 512, 896), (64, 1024, 1024)), interpret=((3, 37, 129),))
 # Linear layer forward + backward (M, N, K): x is M x K, W is N x K.
-_LINEAR_SIZES = OpSizes(
-    full=((1024, 1024, 1024), (4096, 4096, 4096), (8192, 4096, 4096), (1000, 1001, 999)),
-    quick=((2048, 2048, 2048), (1000, 1001, 999)),
-    cpu=((128, 128, 128), (255, 257, 253), (256, 256, 256)),
-    cpu_quick=((255, 257, 253), (256, 256, 256)),
-    compile=((1024, 1024, 1024), (1000, 1001, 999)),
+_LINEAR = OpSizes(
+    full=_at(((1024, 1024, 1024), (4096, 4096, 4096), (8192, 4096, 4096), (1000, 1001, 999))),
+    quick=_at(((2048, 2048, 2048), (1000, 1001, 999))), cpu=((128, 128, 128), (255, 257, 253), (256, 256, 256)),
+    cpu_quick=((255, 257, 253), (256, 256, 256)), compile=((1024, 1024, 1024), (1000, 1001, 999)),
     interpret=((67, 45, 129), (33, 65, 65)))  # W non-square and square (a forgotten transpose fits only there)
-OP_SIZES: dict[str, OpSizes] = {
-    "conv2d": _CONV_SIZES,
-    "layer_norm": _ROW_OP_SIZES,
-    "softmax_fwbw": _ROW_OP_SIZES,
-    **{f"{how}_{over}": _REDUCE_SIZES for how in ("sum", "max") for over in ("all", "inner", "lead")},
-    "linear_fwbw": _LINEAR_SIZES,
+SUITES: dict[str, OpSizes] = {
+    "vector_add": _VECTOR, "relu": _VECTOR, "softmax": _SOFTMAX, "row_sum": _ROWS, "matmul": _MATMUL,
+    "conv2d": _CONV, "layer_norm": _ROW_OPS, "softmax_fwbw": _ROW_OPS, "linear_fwbw": _LINEAR,
+    **{f"{how}_{over}": _REDUCE for how in ("sum", "max") for over in ("all", "inner", "lead")},
 }
 
-# The presets: how samples are taken (timer.py states the rule). At most 150 samples per
-# timing keeps every raw sample of the full suite (~260 cases, 2 timings each, and the NVML
-# windows) in a report under 1 MB; ~1 ms graph replays over rep_ms = 100 give about 100. A window
-# ends once its GPU times' medians are fixed within 0.5% (stop_ci: timer.py's sequential stopping),
-# half the 1% within which they agree with triton.testing.do_bench_cudagraph (tools/evidence/verify_timer.py).
+# The presets (timer.py states the rules). 150 samples a timing keep a full report's raw samples under 1 MB;
+# stop_ci is half the 1% within which GPU times agree with do_bench_cudagraph (tools/evidence/verify_timer.py).
 GPU_SETTINGS = Settings(warmup_ms=25, rep_ms=100, min_samples=10, max_samples=150, cold_l2=True, stop_ci=0.005)
 GPU_QUICK_SETTINGS = Settings(warmup_ms=10, rep_ms=40, min_samples=10, max_samples=100, cold_l2=True,
                               stop_ci=0.005)
-# The CPU warms longer (thread pools, page faults of fresh buffers) and takes at least 20
-# samples: a host clock around a shared machine's work needs more of them than CUDA events.
+# The CPU warms longer (thread pools, fresh pages) and takes 20 samples at least (a host clock on a shared machine).
 CPU_SETTINGS = Settings(warmup_ms=50, rep_ms=100, min_samples=20, max_samples=200, cold_l2=False)
 CPU_QUICK_SETTINGS = Settings(warmup_ms=20, rep_ms=40, min_samples=20, max_samples=100, cold_l2=False)
 
-# Share of free memory a case may use: the CUDA context, the allocator's slack and the
-# rotating buffers that keep L2 cold need the rest.
+# Share of free memory a case may use (the context, allocator slack and rotating buffers need the rest).
 MEMORY_HEADROOM = 0.8
 
 
@@ -179,8 +141,7 @@ class RunOptions(Protocol):
 
 @dataclass(frozen=True)
 class PlannedCase:
-    """One case the worker is asked to measure (the one definition: the plan, the worker
-    protocol and the runner all carry it)."""
+    """One case the worker is asked to measure (the plan, the protocol and the runner carry it)."""
 
     op: str
     impl: str
@@ -223,11 +184,8 @@ class PlannedCase:
 
 @dataclass(frozen=True)
 class Plan:
-    """What ``envcheck run`` measures. ``backend`` is None when nothing can be measured.
-
-    ``device``: the device as the probes saw it, named in the report when the worker never
-    says (it could not start, or crashed first).
-    """
+    """What ``envcheck run`` measures (``backend`` None: nothing can be); ``device``: as the probes saw it,
+    named in the report when the worker never says."""
 
     backend: str | None  # cuda | cpu | None
     index: int
@@ -301,8 +259,7 @@ def select(options: RunOptions) -> Selection:
 
 
 def _device_count(env: Environment) -> int:
-    """CUDA devices ``--device`` may name: torch's count where the probe ran torch (it honours
-    CUDA_VISIBLE_DEVICES, as the worker does), else NVML's."""
+    """CUDA devices ``--device`` may name: torch's count (CUDA_VISIBLE_DEVICES, as the worker), else NVML's."""
     count = env.get("torch_runtime", "device_count")
     if isinstance(count, int):
         return max(count, 0) if count or not env.gpus else len(env.gpus)
@@ -377,14 +334,9 @@ def triton_unusable(env: Environment) -> Note | None:
 
 
 def jax_unusable(options: RunOptions, ops_given: bool) -> Note | None:
-    """Why JAX is not measured (``--no-jax``, a run over several GPUs, not installed, or the
-    default suite), else None.
-
-    JAX runs in single-GPU ``envcheck run`` only: over several GPUs (``--gpus``, a node or a
-    fleet: callers that offer no ``no_jax``) every GPU has its own worker, and each JAX client
-    would open a context on every visible GPU beside the other workers. It runs for the ops
-    named with ``--ops``: the default suite (the machine's health) keeps its three
-    implementations and its time."""
+    """Why JAX is not measured, else None. It runs in single-GPU ``envcheck run`` only (over several GPUs each
+    JAX client would open a context on every visible GPU beside the other workers; callers without ``no_jax``),
+    for the ops named with ``--ops`` (the default suite keeps its three implementations and its time)."""
     if getattr(options, "no_jax", False):
         return Note("bench.jax_off")
     if getattr(options, "gpus", None) or not hasattr(options, "no_jax"):
@@ -434,76 +386,22 @@ def free_memory(env: Environment, backend: str, index: int) -> tuple[int | None,
 Triple = tuple[str, str, tuple[int, ...]]  # dtype, precision, shape
 
 
+def _precisions(op: str, dtype: str, shape: Shape, user_sizes: bool = False) -> tuple[str, ...]:
+    """A GPU case's precisions: an fp32 matmul-family op's TF32 and (up to IEEE_MATMUL_MAX_DIM) IEEE."""
+    if dtype != "fp32" or spec(op).family != "matmul":
+        return (dtype,)
+    return ("tf32", "fp32") if user_sizes or max(shape) <= IEEE_MATMUL_MAX_DIM else ("tf32",)
+
+
 def _default_shapes(op: str, backend: str, quick: bool) -> list[Triple]:
-    """(dtype, precision, shape) of the built-in suite for one op."""
-    family = spec(op).family
+    """(dtype, precision, shape) of the built-in suite for one op on ``backend`` (``interpret``: --interpret)."""
+    sizes = SUITES[op]
     if backend == "interpret":
-        return _interpret_shapes(op)
-    if op in OP_SIZES:
-        return _op_sizes_shapes(op, backend, quick)
-    if backend == "cpu":
-        vec = CPU_QUICK_VECTOR_SIZES if quick else CPU_VECTOR_SIZES
-        rows = CPU_QUICK_ROW_SHAPES if quick else CPU_ROW_SHAPES
-        mm = CPU_QUICK_MATMUL_SHAPES if quick else CPU_MATMUL_SHAPES
-        # TF32 is a GPU tensor-core mode: a CPU fp32 matmul is IEEE.
-        shapes = [(n,) for n in vec] if family == "vector" else list(rows) if family == "rows" else list(mm)
-        return [("fp32", "fp32", s) for s in shapes]
-    out: list[Triple] = []
-    if family == "vector":
-        if quick:
-            return [(d, d, (n,)) for n in QUICK_VECTOR_SIZES
-                    for d in (("fp32", "fp16", "bf16") if n in QUICK_VECTOR_HALF_SIZES else ("fp32",))]
-        for n in VECTOR_SIZES:
-            out.append(("fp32", "fp32", (n,)))
-            if n in VECTOR_HALF_SIZES:
-                out += [("fp16", "fp16", (n,)), ("bf16", "bf16", (n,))]
-        return out
-    if family == "rows":
-        shapes = (QUICK_ROW_SHAPES if quick else ROW_SHAPES) + (SOFTMAX_ONLINE_SHAPES if op == "softmax" else ())
-        return [(d, d, s) for s in shapes for d in DTYPES]
-    if quick:
-        out += [(d, d, s) for s in QUICK_MATMUL_HALF for d in ("fp16", "bf16")]
-        out += [("fp32", prec, s) for s in QUICK_MATMUL_FP32 for prec in ("tf32", "fp32")]
-        return sorted(out, key=lambda t: t[2])
-    for s in MATMUL_SHAPES:
-        out += [("fp16", "fp16", s), ("bf16", "bf16", s), ("fp32", "tf32", s)]
-        if max(s) <= IEEE_MATMUL_MAX_DIM:
-            out.append(("fp32", "fp32", s))
-    return out
-
-
-def _interpret_shapes(op: str) -> list[Triple]:
-    """(dtype, precision, shape) of ``--interpret``: every dtype at small ragged shapes (fp32
-    matmuls in IEEE: TF32 is a tensor-core mode the interpreter does not have)."""
-    family = spec(op).family
-    if op in OP_SIZES:
-        shapes = OP_SIZES[op].interpret
-    elif family == "vector":
-        shapes = tuple((n,) for n in INTERPRET_VECTOR_SIZES)
-    elif family == "rows":
-        shapes = INTERPRET_SOFTMAX_SHAPES if op == "softmax" else INTERPRET_ROW_SHAPES
-    else:
-        shapes = INTERPRET_MATMUL_SHAPES
-    return [(d, d, s) for s in shapes for d in DTYPES]
-
-
-def _op_sizes_shapes(op: str, backend: str, quick: bool) -> list[Triple]:
-    """(dtype, precision, shape) of an op with its own OpSizes: the CPU in fp32; the GPU suites
-    (quick: in its quick dtypes) in every dtype, fp32 matmul-family ops in TF32 and (up to
-    IEEE_MATMUL_MAX_DIM) IEEE, as matmul."""
-    sizes = OP_SIZES[op]
+        return [(d, d, s) for s in sizes.interpret for d in DTYPES]
     if backend == "cpu":
         return [("fp32", "fp32", s) for s in (sizes.cpu_quick if quick else sizes.cpu)]
-    out: list[Triple] = []
-    for s in (sizes.quick if quick else sizes.full):
-        for d in (sizes.quick_dtypes if quick else DTYPES):
-            if d == "fp32" and spec(op).family == "matmul":
-                out.append(("fp32", "tf32", s))
-                if max(s) <= IEEE_MATMUL_MAX_DIM:
-                    out.append(("fp32", "fp32", s))
-            else:
-                out.append((d, d, s))
-    return out
+    return [(d, p, s) for s, dtypes in (sizes.quick if quick else sizes.full) for d in dtypes
+            for p in _precisions(op, d, s)]
 
 
 def _all_dtype_shapes(op: str, backend: str, shapes: Sequence[tuple[int, ...]],
@@ -513,35 +411,16 @@ def _all_dtype_shapes(op: str, backend: str, shapes: Sequence[tuple[int, ...]],
     for shape in shapes:
         for dtype, only in dtypes:
             if spec(op).family == "matmul" and dtype == "fp32":
-                precisions = ("fp32",) if backend == "cpu" else ("tf32", "fp32")
-                if only:
-                    precisions = tuple(p for p in precisions if p == only)
-                for prec in precisions:
-                    if prec == "fp32" and backend != "cpu" and not user_sizes and max(shape) > IEEE_MATMUL_MAX_DIM:
-                        continue
-                    out.append((dtype, prec, shape))
+                precisions = ("fp32",) if backend == "cpu" else _precisions(op, dtype, shape, user_sizes)
+                out += [(dtype, p, shape) for p in precisions if only in (None, p)]
             elif only is None:  # tf32 means nothing outside matmul
                 out.append((dtype, dtype, shape))
     return out
 
 
-def _compile_shapes(op: str, quick: bool) -> tuple[tuple[int, ...], ...]:
-    family = spec(op).family
-    if op in OP_SIZES:
-        return () if quick else OP_SIZES[op].compile
-    if family == "vector":
-        return tuple((n,) for n in (QUICK_COMPILE_VECTOR_SIZES if quick else COMPILE_VECTOR_SIZES))
-    if quick:
-        return ()
-    return COMPILE_ROW_SHAPES if family == "rows" else COMPILE_MATMUL_SHAPES
-
-
 def plan(options: RunOptions, env: Environment) -> Plan:
-    """The cases to run for these options on this machine (raises UsageError on bad options).
-
-    ``--quick`` with ``--sizes`` runs the given sizes with the quick settings (shorter
-    sampling); the suite's own sizes are what ``--sizes`` replaces.
-    """
+    """The cases to run for these options on this machine (UsageError on bad options); ``--quick`` with
+    ``--sizes`` runs the given sizes with the quick settings."""
     sel = select(options)
     quick = bool(options.quick)
     check_device(options.device, env)
@@ -582,8 +461,7 @@ def plan(options: RunOptions, env: Environment) -> Plan:
         if env.get("triton", "installed") is False:
             triton_reason = Note("bench.triton_unusable.not_installed")
         settings = dataclasses.replace(INTERPRET_SETTINGS, threads=cpu_threads(), interpret=True)
-    # --control: the diff's positive control, recorded in the settings (and so in every diff's
-    # environment differences): never silently active.
+    # --control: the diff's positive control, recorded in the settings: never silently active.
     settings = dataclasses.replace(settings, quick=quick, ops=sel.ops, impls=tuple(impls),
                                    control=getattr(options, "control", None))
 
@@ -603,7 +481,7 @@ def plan(options: RunOptions, env: Environment) -> Plan:
                 shapes = list(dict.fromkeys(s for _, _, s in _default_shapes(op, suite_of, quick)))
             triples = _all_dtype_shapes(op, backend, shapes, sel.dtypes or (("fp32", None),),
                                         user_sizes=sel.sizes is not None)
-        compile_at = set(shapes) if (sel.sizes is not None and shapes) else set(_compile_shapes(op, quick))
+        compile_at = set(shapes) if (sel.sizes is not None and shapes) else set(SUITES[op].quick_compile if quick else SUITES[op].compile)
         if ("compile" in impls or "jax" in impls) and compile_at:
             compile_sizes[op] = sorted(compile_at)
         for dtype, precision, shape in triples:

@@ -18,7 +18,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from envcheck.bench import ceilings, device, protocol
+from envcheck.bench import ceilings, compile_ahead, compile_cache, device, protocol
 from envcheck.bench.failure import guarded, log, one_line
 from envcheck.bench.group import Prepared, open_group, prepare
 from envcheck.bench.impls import tf32_matmul
@@ -125,6 +125,7 @@ class Worker:
             torch.cuda.set_device(plan.index)
             self._open_nvml()
             dev = device.cuda_device(torch, plan.index, self._nvml)
+            compile_cache.use_for(torch, plan.index)  # before anything compiles
         else:
             if plan.settings.threads:
                 torch.set_num_threads(plan.settings.threads)
@@ -136,6 +137,7 @@ class Worker:
         rt = device.Runtime(torch, plan.backend, plan.index, dev, Timer(plan.backend, plan.settings), plan.settings,
                             ops=plan.ops, source=plan.source, code=plan.code)
         self.emit(Started(dev, device.versions(torch)))
+        ahead = compile_ahead.start(plan.cases, dev, plan.settings.control) if rt.cuda else []
         try:
             if rt.cuda:
                 self._start_monitoring(dev, rt)
@@ -149,6 +151,9 @@ class Worker:
                     self._l2_note(rt)
                     with self.watch.phase("ceilings"):
                         self._measure_ceilings(rt)
+                if any(c.impl == "compile" for c in plan.cases):
+                    with self.watch.phase("torch_compile"):
+                        compile_ahead.warm_inductor()
             else:
                 self.note(Note("bench.cpu_timing", {"threads": int(torch.get_num_threads())}))
             seed = plan.settings.seed
@@ -156,6 +161,8 @@ class Worker:
                 self._run_group(rt, first, cases, seed + g)
                 rt.after_failure()  # the group's tensors go back to the device before the next is sized
         finally:
+            compile_ahead.stop(ahead)
+            compile_cache.save()
             if self._nvml is not None:
                 with contextlib.suppress(Exception):
                     self._nvml.shutdown()

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from envcheck.errors import EXIT_FAIL, EXIT_OK, UsageError
+from envcheck.errors import EXIT_FAIL, EXIT_NOTHING_COMPARED, EXIT_OK, UsageError
 from envcheck.model import Report
 
 
@@ -111,10 +111,11 @@ def load_files(paths: list[str], gpu: int | None = None) -> list[tuple[list[tupl
     from envcheck.analysis import analyse
     from envcheck.compare.fleet_nodes import nodes_of, world_of
     from envcheck.model import load
+    from envcheck.model.codec import VERDICT_KINDS
 
     out = []
     for label, p in zip(labels(paths), paths, strict=True):
-        report = load(p)
+        report = load(p, VERDICT_KINDS)
         nodes = nodes_of(label, report)
         out.append(([(n, analyse(on_gpu(n.label, n.report, gpu))) for n in nodes], (label, world_of(report))))
     return out
@@ -181,4 +182,8 @@ def main(args: argparse.Namespace) -> int:
                   f"{args.fail_on_regression:g}%", file=sys.stderr)
         if regressions or node_regressions:
             return EXIT_FAIL
+        if not d.judged:
+            print("envcheck diff: nothing compared: no row in common was judged against run-to-run noise (no "
+                  "benchmark in common, or only rows no noise estimate covers), so no verdict", file=sys.stderr)
+            return EXIT_NOTHING_COMPARED
     return EXIT_OK

@@ -77,6 +77,7 @@ def emit(analysis: Analysis, fmt: str, lang: str = "en", out: str | None = None,
 def main(args: argparse.Namespace) -> int:
     from envcheck import model
     from envcheck.analysis import analyse
+    from envcheck.model.codec import VERDICT_KINDS
 
-    report = model.load(args.report)
+    report = model.load(args.report, VERDICT_KINDS)
     return emit(analyse(report), args.format, args.lang, args.out)

@@ -86,9 +86,10 @@ def nodes_of(report: Report) -> list[FleetNode]:
 def load_baseline(path: str) -> Baseline:
     from envcheck.analysis.fleet import baseline_from_nodes
     from envcheck.model import ReportError, load
+    from envcheck.model.codec import VERDICT_KINDS
 
     try:
-        report = load(path)
+        report = load(path, VERDICT_KINDS)
     except ReportError as e:
         raise UsageError(f"--baseline {e}") from None
     return baseline_from_nodes(nodes_of(report), path, report.host, report.created)

@@ -82,9 +82,8 @@ def output_formats(formats: Sequence[str]) -> list[str]:
 
 
 def output_dir(text: str | None) -> Path:
-    """``--out-dir`` (when not given, the user's reports folder: userdirs.py) created if needed, and
-    checked writable, before a long run starts. Every command that writes a dated report resolves
-    its folder here, so none can miss the default."""
+    """``--out-dir`` (else the user's reports folder: userdirs.py), made and checked writable before a long run;
+    every command that writes a dated report resolves its folder here."""
     from envcheck.userdirs import out_dir as default_out_dir
 
     d = Path(default_out_dir(text)).expanduser()
@@ -138,9 +137,7 @@ class ProgressView:
                 from rich.markup import escape
 
                 self._progress.update(self._task, label=escape(ev.case.label))
-            else:
-                # One line per case, counted as started: the worker prepares every case of a group
-                # before any finishes, so a count of finished cases jumped [1/8], [3/8], [5/8].
+            else:  # counted as started: a group's cases are all prepared before any finishes
                 self.started += 1
                 k = min(self.started, self.total)
                 elapsed = time.monotonic() - self.start
@@ -164,8 +161,7 @@ def _utc(dt: datetime) -> str:
 
 
 def exit_status(report: Report, stopped: bool, node_problems: int = 0, analysis: Analysis | None = None) -> int:
-    """See the module docstring: whether a case passed is the analysis's verdict (``analysis``: the
-    report's, when the caller already has it)."""
+    """The module docstring's exit status; whether a case passed is the analysis's verdict."""
     if stopped:
         return EXIT_INTERRUPTED
     if node_problems:
@@ -178,18 +174,15 @@ def exit_status(report: Report, stopped: bool, node_problems: int = 0, analysis:
 
 
 def fallback_dirs() -> list[Path]:
-    """Where a finished run's JSON goes when ``--out-dir`` refuses it (full disk, read-only,
-    gone): the user's state folder, then the system's temporary folder. Each is used only once
-    ``destination.private_folder`` has made or verified it as this user's own (mode 0700, not a symlink)."""
+    """Where a finished run's JSON goes when ``--out-dir`` refuses it: the user's state folder, then the
+    temporary folder, each once ``destination.private_folder`` made or verified it as the user's own."""
     state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return [Path(state) / "envcheck" / "reports", Path(tempfile.gettempdir()) / "envcheck-reports"]
 
 
 def save_json(report: Report, out_dir: Path, stem: str, stderr: Any = None, command: str = "run") -> Path | None:
-    """The report JSON under a fresh name in ``out_dir``, else in a fallback folder (and said so).
-    None only when nowhere would take it; then the JSON goes to stdout, so a finished run is
-    never lost. ``write_new`` leaves no temporary file behind on any failure. ``command`` names the
-    command in what is said (``envcheck fleet: warning: ...``)."""
+    """The report JSON under a fresh name in ``out_dir``, else in a fallback folder (said so); None only when
+    nowhere takes it, and then the JSON goes to stdout: a finished run is never lost."""
     from envcheck.destination import DestinationError, private_folder
 
     content = model.dumps(report)
@@ -219,9 +212,8 @@ def save_json(report: Report, out_dir: Path, stem: str, stderr: Any = None, comm
 
 
 def summary_stream(written: Sequence[Path], stdout: Any, stderr: Any) -> Any:
-    """Where the terminal summary goes: ``stdout`` (None: the real one), unless nothing was written
-    because the report's JSON went to stdout (``save_json``'s last resort): then ``stderr``, so what
-    a user saves from stdout is the JSON alone, valid, not the JSON followed by the summary."""
+    """Where the terminal summary goes: ``stdout``, unless the report's JSON went there (nothing written):
+    then ``stderr``, so what a user saves from stdout is the JSON alone."""
     if written:
         return stdout
     return stderr if stderr is not None else sys.stderr
@@ -229,8 +221,8 @@ def summary_stream(written: Sequence[Path], stdout: Any, stderr: Any) -> Any:
 
 def write_outputs(report: Report, out_dir: Path, formats: Sequence[str], lang: str, when: datetime,
                   stderr: Any = None, analysis: Analysis | None = None) -> tuple[list[Path], bool]:
-    """The JSON under a fresh dated name, then the requested renderings beside it, as a set (all
-    or none). Returns what exists, and whether Ctrl-C stopped the rendering (the JSON is whole)."""
+    """The JSON under a fresh dated name, then the renderings beside it (all or none); what exists, and
+    whether Ctrl-C stopped the rendering (the JSON is whole)."""
     bench = report.bench
     gpu = bench.device.name if bench is not None and bench.device.backend == "cuda" else None
     stem = (reportname.node_stem(when, report.host, [b.device.name for b in report.benches]) if report.node is not None
@@ -253,9 +245,8 @@ def write_outputs(report: Report, out_dir: Path, formats: Sequence[str], lang: s
 
 def _run_repeats(plan: suite.Plan, view: ProgressView, timeout: float, repeats: int,
                  command: Sequence[str]) -> runner.BenchOutcome:
-    """The worker on ``plan`` (its settings already those of one repeat) ``repeats`` times, one
-    whole pass after another, within one time limit for all of them (bench/repeat.py says why); a stop ends the repeats and keeps what
-    finished."""
+    """The worker on ``plan`` ``repeats`` times, one pass after another within one time limit (bench/repeat.py);
+    a stop ends the repeats and keeps what finished."""
     if repeats == 1:
         return runner.run_worker(plan, view, timeout, command=command)
     from envcheck.bench import repeat

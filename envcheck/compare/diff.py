@@ -302,6 +302,13 @@ class Diff:
     def regressions(self, pct: float) -> list[tuple[Comparison, CaseDiff]]:
         return [(cmp, c) for cmp in self.comparisons for c in cmp.regressions(pct)]
 
+    @property
+    def judged(self) -> int:
+        """Rows held against run-to-run noise: cases, node rows and fleet-wide collectives."""
+        nodes = [cmp.node for cmp in self.comparisons if cmp.node is not None] + [w.node for w in self.worlds]
+        return (sum(c.judged for cmp in self.comparisons for c in cmp.cases)
+                + sum(r.change.compared for n in nodes for r in (*n.collectives, *n.copies)))
+
     def node_regressions(self, pct: float) -> list[tuple[str, str, CollectiveDiff | CopyDiff]]:
         """(baseline label, other label, row) of every node row (and fleet-wide collective) slower by more than ``pct``."""
         out = [(cmp.base.label, cmp.other.label, r) for cmp in self.comparisons if cmp.node is not None
@@ -415,14 +422,14 @@ def _case_diffs(m: matching.Matching, unchanged: frozenset[str], *,
         ratio = tb.median_us / ta.median_us
         ra, rb = _repeats(ta), _repeats(tb)
         floor = stats.repeat_floor(ra, rb)
-        within: float | None = row.within_se if math.isfinite(row.within_se) else None
+        own_se = row.within_se if math.isfinite(row.within_se) else None
         single = model_floors.floor(row.kinds, a.case.impl) if model_floors is not None else None
         if which == shipped.LAUNCH and single is None:
             if floor is not None:
                 ratio = math.exp((rb.mean_log if rb else math.log(tb.median_us))
                                  - (ra.mean_log if ra else math.log(ta.median_us)))
             unjudged.add(k)
-            ivs.append(stats.RatioInterval(ratio, None, None, None, ta.n, tb.n, within, None))
+            ivs.append(stats.RatioInterval(ratio, None, None, None, ta.n, tb.n, own_se, None))
             continue
         if floor is not None:
             # The ratio of the repeats' geometric-mean medians: the estimate the repeats' spread is of.
@@ -435,7 +442,7 @@ def _case_diffs(m: matching.Matching, unchanged: frozenset[str], *,
         else:
             floor = single or floor_of.get(k, stats.NO_FLOOR)
             launch_used = launch_used or (which == shipped.LAUNCH and single is not None)
-        ivs.append(stats.interval(ratio, within, floor, ta.n, tb.n, confidence))
+        ivs.append(stats.interval(ratio, own_se, floor, ta.n, tb.n, confidence))
     significant = stats.bh_significant([stats.p_value(iv) for iv in ivs], 1.0 - confidence)
     used: list[stats.NoiseFloor] = []
     for k, (slot, a, b, which, ta, tb) in enumerate(todo):

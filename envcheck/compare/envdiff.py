@@ -12,16 +12,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from envcheck import units
 from envcheck.model import Check, Environment, Fact, Report
 from envcheck.ops import IMPLS
+from envcheck.outside_json import Json
 
-Formatter = Callable[[Any], str]
+Formatter = Callable[[object], str]
 
 
-def _plain(v: Any) -> str:
+def _plain(v: object) -> str:
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):
@@ -29,12 +29,12 @@ def _plain(v: Any) -> str:
     return str(v)
 
 
-def _gib(v: Any) -> str:
+def _gib(v: Json) -> str:
     return units.gib(v) or str(v)
 
 
 def _unit(unit: str) -> Formatter:
-    def fmt(v: Any) -> str:
+    def fmt(v: object) -> str:
         return f"{_plain(v)} {unit}" if isinstance(v, (int, float)) and not isinstance(v, bool) else _plain(v)
 
     return fmt
@@ -121,7 +121,7 @@ def _compare_fact(a: Fact, b: Fact) -> bool:
     """
     if not a.ok and not b.ok:
         return False
-    return a.value != b.value
+    return bool(a.value != b.value)
 
 
 def env_changes(a: Environment, b: Environment) -> list[EnvChange]:
@@ -150,11 +150,11 @@ def env_changes(a: Environment, b: Environment) -> list[EnvChange]:
                                      f"lost: {gb.lost}" if gb.lost else "ok", idx, key="gpu.lost"))
             continue
         for area, key, label, fmt in GPU_FIELDS:
-            fa, fb = ga.facts.get(key), gb.facts.get(key)
-            if fa is None or fb is None:
+            got_a, got_b = ga.facts.get(key), gb.facts.get(key)
+            if got_a is None or got_b is None:
                 continue
-            if _compare_fact(fa, fb):
-                out.append(EnvChange(area, label, _show(fa, fmt), _show(fb, fmt), idx, key=f"gpu.{key}"))
+            if _compare_fact(got_a, got_b):
+                out.append(EnvChange(area, label, _show(got_a, fmt), _show(got_b, fmt), idx, key=f"gpu.{key}"))
     return out
 
 

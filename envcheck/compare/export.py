@@ -84,12 +84,13 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
 
 from envcheck.compare.diff import CaseDiff, CaseRef, Comparison, Diff, GroupSummary, ReportInfo
 from envcheck.compare.match import Unmatched
 from envcheck.compare.node_diff import CollectiveDiff, CopyDiff, NodeComparison, RatioRow
 from envcheck.compare.stats import NoiseFloor
+from envcheck.model.bench import ParamValue
+from envcheck.outside_json import Json
 
 FORMAT = "envcheck-diff"
 VERSION = 1
@@ -99,36 +100,36 @@ def _num(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
 
-def _report(r: ReportInfo) -> dict[str, Any]:
+def _report(r: ReportInfo) -> dict[str, Json]:
     gpus = [{"index": g.index, "model": g.model, "uuid": g.uuid, "serial": g.serial}
             for g in (r.machine.gpus if r.machine else ())]
     return {"label": r.label, "host": r.host, "created": r.created, "kind": r.kind, "gpu_name": r.gpu_name,
             "health": r.verdict, "cases": r.cases, "gpus": gpus}
 
 
-def _group(g: GroupSummary) -> dict[str, Any]:
+def _group(g: GroupSummary) -> dict[str, Json]:
     return {"name": g.name, "geomean": _num(g.geomean), "low": _num(g.low), "high": _num(g.high), "count": g.count,
             "clusters": g.clusters, "verdict": g.verdict, "faster": g.faster, "slower": g.slower, "same": g.same,
             "uncertain": g.uncertain, "not_comparable": g.not_comparable, "not_judged": g.not_judged}
 
 
-def _floor(f: NoiseFloor | None) -> dict[str, Any] | None:
+def _floor(f: NoiseFloor | None) -> dict[str, Json] | None:
     if f is None:
         return None
     return {"log_sd": f.log_sd, "pct": f.pct, "source": f.source, "kind": list(f.kind), "cases": f.cases,
             "df": f.df}
 
 
-def _ref(c: CaseRef | CaseDiff, status: str | None = None) -> dict[str, Any]:
+def _ref(c: CaseRef | CaseDiff, status: str | None = None) -> dict[str, Json]:
     return {"op": c.op, "impl": c.impl, "dtype": c.dtype, "precision": c.precision, "shape": list(c.shape),
             "status": status if status is not None else getattr(c, "status", None)}
 
 
-def _param(v: Any) -> Any:
+def _param(v: ParamValue) -> Json:
     return list(v) if isinstance(v, tuple) else v
 
 
-def _case(c: CaseDiff) -> dict[str, Any]:
+def _case(c: CaseDiff) -> dict[str, Json]:
     n = c.numeric
     return {
         "op": c.op, "impl": c.impl, "dtype": c.dtype, "precision": c.precision, "shape": list(c.shape),
@@ -149,7 +150,7 @@ def _case(c: CaseDiff) -> dict[str, Any]:
     }
 
 
-def _ratio(r: RatioRow) -> dict[str, Any]:
+def _ratio(r: RatioRow) -> dict[str, Json]:
     return {"verdict": r.verdict, "ratio": _num(r.ratio), "low": _num(r.low), "high": _num(r.high),
             "n_baseline": r.n_base, "n_other": r.n_other, "within_log_se": _num(r.within_log_se),
             "floor": _floor(r.floor),
@@ -162,7 +163,7 @@ def _node_test(r: CollectiveDiff | CopyDiff) -> str:
     return f"{r.kind} {r.method} {r.src}->{r.dst} x{r.directions}"
 
 
-def _node(n: NodeComparison | None, regression_pct: float) -> dict[str, Any] | None:
+def _node(n: NodeComparison | None, regression_pct: float) -> dict[str, Json] | None:
     if n is None:
         return None
     return {
@@ -192,11 +193,11 @@ def _node(n: NodeComparison | None, regression_pct: float) -> dict[str, Any] | N
     }
 
 
-def _unmatched(u: Unmatched) -> dict[str, Any]:
+def _unmatched(u: Unmatched) -> dict[str, Json]:
     return {"label": u.label, "side": u.side, "host": u.host, "gpus": list(u.uuids), "reason": u.reason}
 
 
-def _comparison(cmp: Comparison, regression_pct: float) -> dict[str, Any]:
+def _comparison(cmp: Comparison, regression_pct: float) -> dict[str, Json]:
     return {
         "baseline": cmp.base.label, "other": cmp.other.label,
         "same_gpu_model": cmp.same_gpu, "same_machine": cmp.same_machine,
@@ -219,7 +220,7 @@ def _comparison(cmp: Comparison, regression_pct: float) -> dict[str, Any]:
     }
 
 
-def to_data(d: Diff, regression_pct: float | None = None) -> dict[str, Any]:
+def to_data(d: Diff, regression_pct: float | None = None) -> dict[str, Json]:
     """The document as plain data (see the module docstring)."""
     threshold = d.practical_pct if regression_pct is None else regression_pct
     return {

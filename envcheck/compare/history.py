@@ -176,11 +176,9 @@ def _op_point(op: str, a: Analysis, vs_first: Sequence[CaseDiff] | None, declare
     bench = a.bench
     results = [r for r in (bench.results if bench else ()) if r.case.op == op and r.status != "error"]
     top = max((r for r in results if r.rate is not None), key=lambda r: r.rate or 0.0, default=None)
-    if vs_first is None:  # the first report: every ratio is 1 by definition
-        ratio, low, high, count = 1.0, 1.0, 1.0, len(results)
-    else:
-        g = summarise(op, vs_first, 0.0, stats.CONFIDENCE)
-        ratio, low, high, count = g.geomean, g.low, g.high, g.count
+    g = summarise(op, vs_first, 0.0, stats.CONFIDENCE) if vs_first is not None else None
+    # The first report: every ratio is 1 by definition.
+    ratio, low, high, count = (g.geomean, g.low, g.high, g.count) if g is not None else (1.0, 1.0, 1.0, len(results))
     bound = lookup(op, (*(bench.bench.ops if bench else ()), *declared)).compute_bound
     return OpPoint(
         op, ratio, low, high, count,
@@ -250,8 +248,8 @@ def history_analysed(analysed: Sequence[tuple[str, Analysis]], *, practical: flo
     ops: dict[str, None] = {}
     for _, a in ordered:
         for b in a.report.benches[:1]:
-            for c in b.cases:
-                ops.setdefault(c.op, None)
+            for case in b.cases:
+                ops.setdefault(case.op, None)
     kw = {"practical": practical, "resamples": resamples, "seed": seed}
     declared = tuple({s.name: s for _, a in ordered for b in a.report.benches for s in b.ops}.values())
     sampling = [_sampling(a) for _, a in ordered]
@@ -284,11 +282,11 @@ def history_analysed(analysed: Sequence[tuple[str, Analysis]], *, practical: flo
                 changes = tuple(c for c in step_cmp.env if can_move(c, cases[0].impl))
                 steps.append(Step(i, a.report.created, name, g.geomean, g.low, g.high, g.count, g.verdict, changes))
     infos = [p.info for p in points]
-    groups: dict[tuple[object, ...], list[int]] = {}
+    by_sampling: dict[tuple[object, ...], list[int]] = {}
     for i, key in enumerate(sampling):
-        groups.setdefault(key, []).append(i)
+        by_sampling.setdefault(key, []).append(i)
     settings = tuple((ordered[idx[0]][1].report.benches[0].settings, tuple(infos[i].label for i in idx))
-                     for idx in groups.values()) if len(groups) > 1 else ()
+                     for idx in by_sampling.values()) if len(by_sampling) > 1 else ()
     return History(tuple(points), tuple(ops), tuple(steps), _mixed(infos, "host"), _mixed(infos, "gpu_name"),
                    practical * 100, machine_of(first[1].report), settings)
 

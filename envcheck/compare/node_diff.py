@@ -255,9 +255,9 @@ def _finish(pending: Sequence[_Pending | RatioRow], practical: float, confidence
                            strict=True))
     out: list[RatioRow] = []
     used: set[stats.NoiseFloor] = set()
-    for i, p in enumerate(pending):
-        if isinstance(p, RatioRow):
-            out.append(p)
+    for i, row in enumerate(pending):
+        if isinstance(row, RatioRow):
+            out.append(row)
             continue
         iv = ivs[i]
         if iv.floor is not None and iv.has_interval:
@@ -383,11 +383,11 @@ def compare_sides(a: NodeSide, b: NodeSide, *, practical: float = stats.PRACTICA
         CopyDiff(x.row.kind, x.row.method, x.row.src, x.row.dst, x.row.directions, x.row.gbps, y.row.gbps,
                  x.row.pct_expected, y.row.pct_expected, r)
         for (x, y), r in zip(((xa[k], xb[k]) for k in copy_keys), rows[len(coll_keys):], strict=True))
-    ka = {(c.gpu, c.name): c for c in a.counters}
-    kb = {(c.gpu, c.name): c for c in b.counters}
+    by_a = {(c.gpu, c.name): c for c in a.counters}
+    by_b = {(c.gpu, c.name): c for c in b.counters}
     counters = []
-    for k in dict.fromkeys([*ka, *kb]):
-        x, y = ka.get(k), kb.get(k)
+    for k in dict.fromkeys([*by_a, *by_b]):
+        x, y = by_a.get(k), by_b.get(k)
         counters.append(CounterDiff(
             k[0], k[1], x.delta if x else None, y.delta if y else None, x.per_s if x else None,
             y.per_s if y else None, x.boot_per_s if x else None, y.boot_per_s if y else None,

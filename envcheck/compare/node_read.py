@@ -83,6 +83,7 @@ def _points(sa: SweepAnalysis) -> tuple[CollectivePoint, ...]:
     for row, result in zip(sa.rows, sa.collectives.results, strict=True):
         # The GPU time (without host overhead), where the node analysis records one beside the per-call time.
         # busbw_gbps is that of the row's time basis: the GPU time's where the row has one.
+        t: float | None
         if row.time_basis == "gpu" and row.gpu_time_us is not None:
             t, timing, busbw = row.gpu_time_us, "gpu", row.busbw_gbps
             samples = _per_iteration(result.gpu_timings)
@@ -98,7 +99,7 @@ def _pair(p: PairPath) -> TopologyPair:
 
 
 def _copies(na: NodeAnalysis) -> tuple[CopyPoint, ...]:
-    peer = na.node.peer
+    peer = na.node.peer if na.node is not None else None
     copies = peer.copies if peer is not None else ()
     if len(copies) != len(na.copies):  # rows are one per copy (analysis.node.copy_rows); never mis-pair
         return tuple(CopyPoint(r, ()) for r in na.copies)

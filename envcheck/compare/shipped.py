@@ -49,9 +49,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
 
 from envcheck.compare import stats
+from envcheck.outside_json import Json
 
 FORMAT = "envcheck-noise-floors"
 VERSION = 2
@@ -127,7 +127,7 @@ def _median(xs: Sequence[float]) -> float:
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2.0
 
 
-def parse(data: Any) -> dict[str, ModelFloors]:
+def parse(data: Json) -> dict[str, ModelFloors]:
     """The floors of every model from the data file's JSON (ValueError when it is not one)."""
     if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("version") != VERSION:
         raise ValueError(f"not an {FORMAT} file of version {VERSION}")

@@ -200,7 +200,7 @@ def t_quantile(confidence: float, df: int) -> float:
              (5 * z**5 + 16 * z**3 + 3 * z) / 96,
              (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384,
              (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160)
-        return z + sum(gi / df ** (i + 1) for i, gi in enumerate(g))
+        return float(z + sum(gi / df ** (i + 1) for i, gi in enumerate(g)))
     lo = z
     hi = lo * 2.0
     while _t_central(hi, df) < confidence:

@@ -79,6 +79,9 @@ def run(plan: dict[str, Any], emit: Emit, torch: Any = None, bench: Callable[...
     if torch.cuda.is_available():
         torch.cuda.set_device(int(plan["gpu"]))
         device = "cuda"
+        from envcheck.bench import compile_cache
+
+        compile_cache.use_for(torch, int(plan["gpu"]))  # the suite's kernels and matmul tiles
     emit({"event": "ready", **versions, "device": device})
     from envcheck.bench.impls import tf32_matmul
     from envcheck.ops import lookup

@@ -1,10 +1,6 @@
-"""The report model: immutable dataclasses and their versioned JSON form.
-
-A report is the single source of truth and holds raw results only. Probes and benchmarks
-build one; ``envcheck.analysis`` derives every number from it; the renderers and the
-comparisons only read the two. Nothing here probes, measures, derives or renders.
-The JSON format and its history are described in ``model/codec.py``.
-"""
+"""The report model: immutable dataclasses of raw results and their versioned JSON (``model/codec.py``). Probes and
+benchmarks build a report; ``envcheck.analysis`` derives every number from it; nothing here probes, measures,
+derives or renders."""
 
 from __future__ import annotations
 

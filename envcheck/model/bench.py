@@ -1,16 +1,7 @@
-"""Benchmark results of one device: what the isolated worker measured, raw.
-
-Nothing here is derived from anything else here. A case holds its timing samples, its
-numeric-error statistics, the NVML samples taken while it ran, which kernel ran and what
-failed; throughput, shares of ceilings, speedups, flags, pass/fail and every summary are
-computed from these by ``envcheck.analysis``, once, and read from there by every consumer.
-The statistics of a ``Timing`` (median, quartiles, CV) are properties of its samples, never
-stored.
-
-Sentences are never stored either: a skip reason, a note or an interruption is a key plus
-parameters (``Note``), phrased in the reader's language when a report is rendered. What the
-machine itself said (an exception's first line, the worker's last stderr line) is kept as
-the machine said it, in ``detail`` fields.
+"""One device's benchmark results, raw: what the isolated worker measured. Every derived number (throughput,
+shares of ceilings, speedups, flags, verdicts) is ``envcheck.analysis``'s; a timing's statistics are properties of
+its samples, never stored. Sentences are never stored either: notes and reasons are keys plus parameters
+(``Note``); what the machine said stays as it said it, in ``detail`` fields.
 """
 
 from __future__ import annotations
@@ -18,49 +9,47 @@ from __future__ import annotations
 import math
 import sys
 from array import array
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, overload
 
 from envcheck.ops import DTYPES, IMPLS, OPS, PRECISIONS, OpSpec, lookup, valid_name
+from envcheck.outside_json import Int
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 TIMING_METHODS = ("cuda_graph", "cuda_events", "host_clock")
 # How many samples ``compute_stats`` works on at once: bounds its padded arrays' memory.
 STATS_BATCH_SAMPLES = 1 << 21
 LITTLE_ENDIAN = sys.byteorder == "little"
 BACKENDS = ("cuda", "cpu")
-# Deliberate slowdowns for the diff's positive control (``run --control``), recorded in Settings:
-# ``vector_add_extra_bytes``: envcheck's Triton vector add also reads a zero-filled buffer of 12% of
-# its elements (4% more bytes: kernels/vector_add.py).
+# The diff's positive control (``run --control``): the Triton vector add also reads 4% more bytes (kernels/vector_add.py).
 CONTROLS = ("vector_add_extra_bytes",)
 
-ParamValue = str | int | float | bool | None | tuple[str | int | float, ...]
+ParamValue = str | Int | float | bool | None | tuple[str | Int | float, ...]
 
-# Where a bench's wall time went, in seconds, as the runner and the worker clocked it (raw: the
-# shares are the analysis's, analysis/phases.py). ``Bench.phases``: the parts that belong to no one
-# case: ``startup`` (the worker started until it said so: imports, the CUDA context, NVML),
-# ``ceilings`` (the measured ceilings), ``inputs`` (drawing every group's tensors), ``shutdown``
-# (the worker's last event until it exited). ``Case.phases``: a case's own: ``first_call`` (a
-# torch case's first call; the other implementations' is ``compile_s``), ``check`` (its checked
-# calls against the reference), ``warmup``, ``graph`` (capturing and sizing its CUDA graph),
-# ``settle`` and ``sampling``. Other names are kept as recorded (a newer envcheck's).
-BENCH_PHASES = ("startup", "ceilings", "inputs", "shutdown")
+# Where a bench's wall time went, seconds (shares: analysis/phases.py): the parts of no one case (``Bench.phases``;
+# ``torch_compile``: Inductor's workers) and a case's own (``Case.phases``; a compiled implementation's first call is
+# ``compile_s``). Other names are kept.
+BENCH_PHASES = ("startup", "ceilings", "inputs", "torch_compile", "shutdown")
 CASE_PHASES = ("first_call", "check", "warmup", "graph", "settle", "sampling")
+# Whether a case's first call came from a cache (bench/compile_cache.py): ``hit`` (it compiled and raced
+# nothing), ``raced`` (its kernels were cached, its matmul tile raced), ``miss`` (it compiled).
+CACHE_STATES = ("hit", "raced", "miss")
+# Why a case's sampling window ended (bench/timer.py): its GPU time's median fixed within ``stop_ci``
+# (``ci``), its sample count reached (``count``), its sustained window spanned (``window``).
+SAMPLING_STOPS = ("ci", "count", "window")
 
 
-class Samples:
-    """An immutable sequence of float32 values: timing samples, stored compactly.
-
-    Values are rounded to float32 when the object is made, so a report in memory and the
-    same report read back from its JSON (where samples are float32: see model/codec.py)
-    hold identical numbers, and everything derived from them is identical too. float32
-    keeps 7 significant digits, far finer than any timer's resolution. An ``array('f')``
-    costs 4 bytes a sample against 32 for a tuple of floats: a 20,000-case report fits in
-    memory twice over for a diff.
-    """
+class Samples(Sequence[float]):
+    """An immutable sequence of float32 samples: rounded when made, so a report in memory and read back from its
+    JSON hold the same numbers; 4 bytes a sample (a tuple of floats costs 32), so a 20,000-case diff fits."""
 
     __slots__ = ("_a",)
+    _a: array[float]
 
     def __init__(self, values: Iterable[float] = ()) -> None:
         self._a = values._a if isinstance(values, Samples) else array("f", values)
@@ -91,7 +80,11 @@ class Samples:
     def __iter__(self) -> Iterator[float]:
         return iter(self._a)
 
-    def __getitem__(self, i: int) -> float:
+    @overload
+    def __getitem__(self, i: int) -> float: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[float]: ...
+    def __getitem__(self, i: int | slice) -> float | Sequence[float]:
         return self._a[i]
 
     def __eq__(self, other: object) -> bool:
@@ -104,9 +97,8 @@ class Samples:
     def __hash__(self) -> int:
         return hash(self._a.tobytes())
 
-    def numpy(self) -> Any:
-        """The samples as a read-only float32 numpy array sharing this object's memory (imported
-        here, not at the top: probes and checks load the model without ever needing numpy)."""
+    def numpy(self) -> NDArray[np.float32]:
+        """A read-only float32 numpy view (numpy imported here: probes and checks never need it)."""
         import numpy as np
 
         a = np.frombuffer(self._a, dtype=np.float32)
@@ -116,6 +108,20 @@ class Samples:
     def __repr__(self) -> str:
         shown = ", ".join(f"{x:g}" for x in self._a[:4])
         return f"Samples([{shown}{', ...' if len(self._a) > 4 else ''}], n={len(self._a)})"
+
+
+def samples_of(obj: object, *names: str) -> int:
+    """Each named field of a frozen dataclass (None allowed) made a ``Samples`` (one made in memory may be a list), all
+    as long as the first; that length (-1: none)."""
+    n = -1
+    for name in names:
+        v = getattr(obj, name)
+        if v is not None and not isinstance(v, Samples):
+            object.__setattr__(obj, name, v := Samples(v))
+        if v is not None and n >= 0 and len(v) != n:
+            raise ValueError(f"{name} has {len(v)} samples, {names[0]} has {n}")
+        n = len(v) if v is not None and n < 0 else n
+    return n
 
 
 @dataclass(frozen=True)
@@ -129,31 +135,22 @@ class TimingStats:
 
 @dataclass(frozen=True)
 class Timing:
-    """Raw samples of one timed region, in microseconds per call.
-
-    ``method``: ``cuda_graph`` (graph replay, launch gaps removed), ``cuda_events`` (eager
-    calls between events: what a Python caller pays) or ``host_clock`` (CPU baseline,
-    perf_counter around synchronous work). ``calls_per_sample``: calls timed together in
-    one sample (each sample is already divided by it).
-    ``passes``: with ``run --repeat N``, how many samples each of the N independent repeats
-    took, in order (the samples are the repeats' samples one after the other); empty for a
-    single run.
-    """
+    """Raw samples of one timed region, microseconds per call. ``method``: ``cuda_graph`` (replay, launch gaps
+    removed), ``cuda_events`` (eager calls: what a Python caller pays) or ``host_clock`` (the CPU baseline). Each
+    sample is already divided by ``calls_per_sample``. ``passes``: the sample count of each ``run --repeat``."""
 
     method: str
     samples_us: Samples
-    calls_per_sample: int = 1
-    passes: tuple[int, ...] = ()
+    calls_per_sample: Int = 1
+    passes: tuple[Int, ...] = ()
 
     def __post_init__(self) -> None:
-        if not isinstance(self.samples_us, Samples):
-            object.__setattr__(self, "samples_us", Samples(self.samples_us))
+        samples_of(self, "samples_us")
         if self.method not in TIMING_METHODS:
             raise ValueError(f"unknown timing method {self.method!r}")
         if not len(self.samples_us):
             raise ValueError("a timing needs at least one sample")
-        # min() and sum() loop in C: a NaN or infinity makes the sum non-finite (float32 samples
-        # cannot add up to an overflow of a Python float), a zero or negative sample the minimum.
+        # In C: a NaN or infinity makes the sum non-finite, a zero or negative sample the minimum.
         if not (math.isfinite(sum(self.samples_us)) and min(self.samples_us) > 0):
             raise ValueError("timing samples must be finite and positive")
         if self.calls_per_sample < 1:
@@ -167,11 +164,10 @@ class Timing:
 
     @property
     def stats(self) -> TimingStats:
-        cached = self.__dict__.get("_stats")
-        if cached is None:
+        if "_stats" not in self.__dict__:
             compute_stats((self,))
-            cached = self.__dict__["_stats"]
-        return cached
+        stats: TimingStats = self.__dict__["_stats"]
+        return stats
 
     @property
     def n(self) -> int:
@@ -199,15 +195,9 @@ class Timing:
 
 
 def compute_stats(timings: Iterable[Timing]) -> None:
-    """Compute the statistics of many timings at once and keep each with its timing.
-
-    A large report holds tens of thousands of timings; numpy over all of them together takes
-    a fraction of the time of one call each. Timings go in batches of similar length, each a
-    2-D array, one timing a row, padded with +inf: sorting a row puts the padding last, and
-    sums are read from a running sum (``cumsum``) at the row's last sample, so padding never
-    changes a result and a timing gets the same statistics in any batch, alone or with forty
-    thousand others.
-    """
+    """The statistics of many timings at once (numpy over batches of similar length: a fraction of one call each),
+    kept with each timing. Rows are padded with +inf, which sorts last and is never summed (sums are read from a
+    running sum at the row's last sample): a timing gets the same statistics alone or in any batch."""
     todo = sorted((t for t in timings if "_stats" not in t.__dict__), key=lambda t: len(t.samples_us))
     start = 0
     while start < len(todo):
@@ -245,7 +235,7 @@ def _row_stats(rows_of: list[Samples]) -> list[TimingStats]:
             for i in range(len(rows_of))]
 
 
-def _check_params(params: Mapping[str, Any]) -> None:
+def _check_params(params: Mapping[str, object]) -> None:
     for k, v in params.items():
         if not isinstance(k, str):
             raise ValueError("note parameter names are strings")
@@ -259,12 +249,8 @@ def _check_params(params: Mapping[str, Any]) -> None:
 
 @dataclass(frozen=True)
 class Note:
-    """A statement about a run, a case or a skip: a catalogue key and its parameters.
-
-    Parameter names carry their unit (``_bytes``, ``_s``, ``_us``, ``_pct``), so the renderer
-    formats values without knowing the note. ``legacy.text`` carries the English text of a
-    report written before notes were keys (schema 1), shown as it was recorded.
-    """
+    """A statement about a run, a case or a skip: a catalogue key and its parameters, whose names carry their unit
+    (``_bytes``, ``_s``, ``_pct``). ``legacy.text``: a schema-1 report's English, shown as recorded."""
 
     key: str
     params: Mapping[str, ParamValue] = field(default_factory=dict)
@@ -279,7 +265,6 @@ class Note:
 
 
 def check_phases(phases: Mapping[str, float]) -> None:
-    """Phase names are names (``valid_name``) and their seconds finite and non-negative."""
     for name, seconds in phases.items():
         if not valid_name(name):
             raise ValueError(f"phase name {name!r}: use letters, digits and _.-")
@@ -289,7 +274,7 @@ def check_phases(phases: Mapping[str, float]) -> None:
 
 
 LEGACY_TEXT = "legacy.text"
-# Field metadata: the report's JSON leaves the field out where it holds its default (model/codec.py).
+# Field metadata: the JSON leaves the field out at its default (an addition whose default says "as before").
 OMIT_DEFAULT = "omit_default"
 
 
@@ -299,35 +284,19 @@ def legacy(text: str) -> Note:
 
 @dataclass(frozen=True)
 class Accuracy:
-    """Error of one output against its float64 reference: statistics only, no verdict.
-
-    ``rel_l2``: ||out - ref|| / ||ref|| over the whole output (robust to a few unlucky
-    elements). ``max_abs``: the largest |out - ref|. ``max_rel_elem``: the largest
-    |out - ref| / mag over the elements, where mag is the op applied to the absolute values
-    of its inputs (|a||b| for matmul, |x| + |y| for an add, the row sum of |x| ...): the scale
-    rounding errors of that element grow with, so a few wrong elements stand out however
-    large the output. Non-finite outputs (unwritten after the NaN poison fill, or overflow)
-    count as zeros in the first three and are counted in ``nonfinite``.
-
-    ``excess_l2``: ||out - round(ref)|| / ||ref||, where round(ref) is the reference rounded
-    once to the output's dtype: the error beyond the one storage rounding every correct
-    implementation pays. A 16-bit output computed in fp32 is round(ref) on nearly every element
-    (only where the fp32 error crosses a rounding boundary does it differ, by one ulp), while
-    one accumulated in 16 bits differs nearly everywhere: what ``rel_l2`` cannot tell apart at
-    short accumulations, where both are about the output's own rounding.
-
-    ``max_ulps``: the largest |out - ref| in units of the output dtype's spacing at ref (what the
-    exact inputs are judged on: a correct kernel is within one there, docs/judge.md).
-
-    Reports of schema 1 have no ``max_rel_elem``, ``nonfinite`` or ``elements`` (None); reports
-    before schema 4 no ``excess_l2`` (None), before issue 48 no ``max_ulps``.
-    """
+    """Error of one output against its float64 reference, statistics only. ``rel_l2``: ||out - ref|| / ||ref||;
+    ``max_abs``; ``max_rel_elem``: the largest |out - ref| / mag, mag the op over its inputs' absolute values (the
+    scale an element's rounding grows with, so a few wrong elements stand out); non-finite outputs count as zeros,
+    and in ``nonfinite``. ``excess_l2``: ||out - round(ref)|| / ||ref||, the error beyond the one rounding to the
+    output's dtype every correct implementation pays (tells fp32 from 16-bit accumulation at short lengths).
+    ``max_ulps``: the largest error in ulps of the output at ref beside the op's own roundings (bench/accuracy.py),
+    what exact inputs are judged on (docs/judge.md; absent before issue 48)."""
 
     rel_l2: float
     max_abs: float
     max_rel_elem: float | None = None
-    nonfinite: int | None = None
-    elements: int | None = None
+    nonfinite: Int | None = None
+    elements: Int | None = None
     excess_l2: float | None = None
     max_ulps: float | None = None
 
@@ -344,9 +313,8 @@ class Accuracy:
 
 @dataclass(frozen=True)
 class OutputAccuracy:
-    """The error of one named output of an op with several (``linear_fwbw``: ``y``, ``dx``,
-    ``dW``), each against its own reference: a small output judged stacked over a large one
-    would hide in its scale. ``exact``: its error on the op's exact inputs (bench/exact.py)."""
+    """The error of one named output of an op with several (``linear_fwbw``: y, dx, dW), each against its own
+    reference: a small output stacked over a large one would hide in its scale; ``exact``: on exact inputs."""
 
     name: str
     accuracy: Accuracy
@@ -359,9 +327,7 @@ class OutputAccuracy:
 
 @dataclass(frozen=True)
 class Failure:
-    """Why a case has no measurement. ``stage``: where it failed (``first_call``, ``compile``,
-    ``check``, ``capture``, ``sample``, ``run``); ``detail``: the exception's first line, as
-    the machine wrote it."""
+    """Why a case has no measurement: the ``stage`` it failed at and the exception's first line."""
 
     stage: str
     detail: str
@@ -369,13 +335,8 @@ class Failure:
 
 @dataclass(frozen=True)
 class MonitorWindow:
-    """NVML samples of one GPU over one sampling window (a group of cases measured together).
-
-    Parallel sequences, one entry per sample: seconds since the window opened, SM and memory
-    clocks (MHz), temperature (C), power (W); a quantity NVML would not give is None. ``reasons``
-    are the active clock-event reasons that slow the GPU at each sample (NVML names, e.g.
-    ``sw_power_cap``), an empty tuple where none was active.
-    """
+    """NVML samples of one GPU over one window (a group of cases measured together), one entry per sample in each
+    sequence (None: NVML would not give it); ``reasons``: the active clock-event reasons at each sample."""
 
     interval_s: float
     t_s: Samples
@@ -386,15 +347,7 @@ class MonitorWindow:
     reasons: tuple[tuple[str, ...], ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("t_s", "sm_mhz", "mem_mhz", "temperature_c", "power_w"):
-            v = getattr(self, name)
-            if v is not None and not isinstance(v, Samples):
-                object.__setattr__(self, name, Samples(v))
-        n = len(self.t_s)
-        for name in ("sm_mhz", "mem_mhz", "temperature_c", "power_w"):
-            v = getattr(self, name)
-            if v is not None and len(v) != n:
-                raise ValueError(f"monitor {name} has {len(v)} samples, t_s has {n}")
+        n = samples_of(self, "t_s", "sm_mhz", "mem_mhz", "temperature_c", "power_w")
         if self.reasons and len(self.reasons) != n:
             raise ValueError(f"monitor reasons has {len(self.reasons)} samples, t_s has {n}")
 
@@ -403,7 +356,7 @@ class MonitorWindow:
 class MonitorSummary:
     """NVML extremes over a case, as schema-1 reports stored them (no samples were kept then)."""
 
-    samples: int
+    samples: Int
     sm_clock_mhz_min: float | None = None
     sm_clock_mhz_max: float | None = None
     mem_clock_mhz_min: float | None = None
@@ -413,27 +366,27 @@ class MonitorSummary:
     throttle_reasons: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class Case:
-    """One measured (op, implementation, dtype, precision, shape), raw.
+class Planned:
+    """What a case and a skip both name (for the type checker: a plain base adds no dataclass field)."""
 
-    ``shape``: (n,) for vector ops, (rows, cols) for softmax / row_sum, (M, N, K) for matmul.
-    ``precision``: the arithmetic used (``tf32`` for an fp32 matmul on tensor cores; TF32 is
-    on for exactly those cases, on every implementation). ``failure``: set when the case could
-    not be measured (then it has no timings). ``window``: index into ``Bench.windows`` of the
-    NVML samples taken while its group was sampled. ``rotation_sets``: sets of inputs and
-    outputs it cycled through to keep L2 cold (1: none). ``notes``: what went wrong without
-    stopping the measurement (e.g. no GPU time because graph capture failed). ``phases``: the
-    seconds its own phases took (``CASE_PHASES``); ``span_s``: when its work began and ended, in
-    seconds since its worker started (the implementations of a group are prepared one after the
-    other, then sampled one after the other: spans of one group overlap).
-    """
+    op: str
+    impl: str
+    dtype: str
+    shape: tuple[Int, ...]
+
+
+@dataclass(frozen=True)
+class Case(Planned):
+    """One measured (op, implementation, dtype, precision, shape), raw. ``precision``: the arithmetic (``tf32``
+    for an fp32 matmul on tensor cores); ``window``: its NVML samples in ``Bench.windows``; ``rotation_sets``: input
+    and output sets cycled through to keep L2 cold (1: none); ``span_s``: its work's start and end, seconds since
+    its worker started (a group's implementations are prepared, then sampled, in turn: spans overlap)."""
 
     op: str
     impl: str
     dtype: str
     precision: str
-    shape: tuple[int, ...]
+    shape: tuple[Int, ...]
     gpu: Timing | None = None
     launch: Timing | None = None
     compile_s: float | None = None
@@ -441,17 +394,18 @@ class Case:
     outputs: tuple[OutputAccuracy, ...] = ()  # per output, for ops with several (schema 4)
     exact: Accuracy | None = None  # the error on the op's exact inputs (bench/exact.py; issue 48)
     failure: Failure | None = None
-    window: int | None = None
-    rotation_sets: int = 1
+    window: Int | None = None
+    rotation_sets: Int = 1
     kernel: str | None = None  # which of envcheck's Triton kernels and tile ran (matmul: the race's winner)
     notes: tuple[Note, ...] = ()
     monitor: MonitorSummary | None = None  # schema-1 reports only; see ``window``
     phases: Mapping[str, float] = field(default_factory=dict)
     span_s: tuple[float, float] | None = None
+    cache: str | None = field(default=None, metadata={OMIT_DEFAULT: True})  # CACHE_STATES (None: unknown)
+    sampled_until: str | None = field(default=None, metadata={OMIT_DEFAULT: True})  # SAMPLING_STOPS
 
     def __post_init__(self) -> None:
-        # A built-in op is checked against the registry here; a declared (user's) op only for
-        # the form of its names and shape: its declaration is the Bench's (``Bench.ops``).
+        # A declared (user's) op is checked against its declaration by the Bench (``Bench.ops``).
         builtin = self.op in OPS
         if not builtin and not valid_name(self.op):
             raise ValueError(f"unknown op {self.op!r}")
@@ -474,10 +428,11 @@ class Case:
         check_phases(self.phases)
         if self.span_s is not None and not (0 <= self.span_s[0] <= self.span_s[1] and math.isfinite(self.span_s[1])):
             raise ValueError("span_s must be a start and an end in seconds, 0 <= start <= end")
+        if self.cache not in (None, *CACHE_STATES) or self.sampled_until not in (None, *SAMPLING_STOPS):
+            raise ValueError(f"unknown cache state {self.cache!r} or sampling stop {self.sampled_until!r}")
 
     @property
     def key(self) -> CaseKey:
-        """What identifies a case across reports."""
         return (self.op, self.impl, self.dtype, self.precision, self.shape)
 
     @property
@@ -486,7 +441,6 @@ class Case:
 
     @property
     def best_time(self) -> Timing | None:
-        """The time a case is quoted at: GPU time, or launch time where there is none."""
         return self.gpu or self.launch
 
 
@@ -494,13 +448,13 @@ CaseKey = tuple[str, str, str, str, tuple[int, ...]]
 
 
 @dataclass(frozen=True)
-class Skip:
+class Skip(Planned):
     """A planned case that was not measured, and why (``reason``: a key and parameters)."""
 
     op: str
     impl: str
     dtype: str
-    shape: tuple[int, ...]
+    shape: tuple[Int, ...]
     reason: Note
     precision: str | None = None  # None only in schema-1 reports that did not record it
 
@@ -511,23 +465,17 @@ class Skip:
 
 @dataclass(frozen=True)
 class CeilingRun:
-    """One measurement behind a measured ceiling: a kernel, its size and its samples.
-
-    ``kernel``: ``copy`` (read + write), ``read`` (a reduction: read only), ``fill`` (write
-    only), ``triad`` (a = b + s*c), ``matmul`` (cuBLAS, ``precision`` its arithmetic);
-    ``shape``: elements for the bandwidth kernels, (M, N, K) for matmul. The bytes and FLOPs
-    each moves are derived (analysis/ceilings.py), as for cases.
-    """
+    """One measurement behind a measured ceiling: ``kernel`` (``copy``, ``read``, ``fill``, ``triad``, or cuBLAS
+    ``matmul`` at ``precision``), its shape (elements, or M, N, K) and samples; bytes and FLOPs: analysis/ceilings.py."""
 
     kernel: str
     dtype: str
-    shape: tuple[int, ...]
+    shape: tuple[Int, ...]
     timing: Timing
     precision: str | None = None
 
     def __post_init__(self) -> None:
-        # The analysis looks the dtype and precision up in its tables and reads the shape's
-        # items (elements, or M, N, K): what it would trip over is refused here, at load.
+        # What the analysis's tables and shape reads would trip over is refused here, at load.
         if self.dtype not in DTYPES:
             raise ValueError(f"unknown dtype {self.dtype!r} (known: {', '.join(DTYPES)})")
         if self.precision is not None and self.precision not in PRECISIONS:
@@ -542,8 +490,7 @@ class CeilingRun:
 
 @dataclass(frozen=True)
 class RecordedCeiling:
-    """A measured ceiling as a schema-1 report stored it (a value, no samples). Loaded for the
-    old reports' sake; new reports keep ``CeilingRun`` samples instead."""
+    """A measured ceiling as a schema-1 report stored it: a value, no samples."""
 
     name: str
     value: float
@@ -566,44 +513,38 @@ class StopCause(str, Enum):
 
 @dataclass(frozen=True)
 class Stop:
-    """How an unfinished run ended. ``finished`` of ``planned`` cases were reported; ``during``
-    is the case the worker was on. ``signal`` / ``returncode`` / ``timeout_s`` as the cause
-    has them; ``detail``: the worker's last line on stderr, as it wrote it."""
+    """How an unfinished run ended: ``finished`` of ``planned`` cases reported, the case it was ``during``, and the
+    worker's last stderr line (``detail``)."""
 
     cause: StopCause
-    finished: int = 0
-    planned: int = 0
+    finished: Int = 0
+    planned: Int = 0
     during: CaseKey | None = None
     signal: str | None = None
-    returncode: int | None = None
+    returncode: Int | None = None
     timeout_s: float | None = None
     detail: str | None = None
 
 
 @dataclass(frozen=True)
 class Settings:
-    """How a run measured: the one definition, read by the planner, the worker, the timer and
-    the report. ``threads``: CPU threads torch used (CPU baseline only). ``repeat``: independent
-    repeats of every case (``run --repeat``; the sample counts are then per repeat).
-    ``control``: a deliberate, documented change to one kernel for the diff's positive
-    control (``CONTROLS``), None in every ordinary run."""
+    """How a run measured, read by the planner, the worker, the timer and the report. ``threads``: torch's CPU
+    threads (CPU baseline); ``repeat``: ``run --repeat``; ``control``: the diff's positive control (``CONTROLS``)."""
 
     warmup_ms: float = 25.0
     rep_ms: float = 100.0
-    min_samples: int = 10
-    max_samples: int = 200
+    min_samples: Int = 10
+    max_samples: Int = 200
     cold_l2: bool = True
-    seed: int = 0
+    seed: Int = 0
     quick: bool = False
     ops: tuple[str, ...] = ()
     impls: tuple[str, ...] = ()
-    threads: int | None = None
-    repeat: int | None = None  # None: one run (left out of the JSON, as in reports before repeats)
+    threads: Int | None = None
+    repeat: Int | None = None
     control: str | None = None
-    # Triton kernels run by its interpreter on the CPU (``run --interpret``, schema 4).
-    interpret: bool = field(default=False, metadata={OMIT_DEFAULT: True})
-    # Sequential stopping (bench/timer.py): a window of GPU-time samples ends once the 95% confidence
-    # interval of every graph region's median is within this fraction of it (None: each takes its count).
+    interpret: bool = field(default=False, metadata={OMIT_DEFAULT: True})  # run --interpret: Triton on the CPU
+    # Sequential stopping (bench/timer.py): a window ends once each median's 95% CI is within this fraction.
     stop_ci: float | None = field(default=None, metadata={OMIT_DEFAULT: True})
 
     def __post_init__(self) -> None:
@@ -623,15 +564,15 @@ class Settings:
 
 @dataclass(frozen=True)
 class BenchDevice:
-    """The device a bench ran on. ``uuid`` names the GPU across reports (NVML's GPU-... form)."""
+    """The device a bench ran on; ``uuid`` names the GPU across reports."""
 
     backend: str  # cuda | cpu
     name: str
-    index: int | None = None
+    index: Int | None = None
     uuid: str | None = None
-    sm_count: int | None = None
-    l2_bytes: int | None = None
-    memory_total_bytes: int | None = None
+    sm_count: Int | None = None
+    l2_bytes: Int | None = None
+    memory_total_bytes: Int | None = None
     compute_capability: str | None = None
     pci_bus_id: str | None = None
 

@@ -1,37 +1,23 @@
-"""The cross-checks of a run (``envcheck run --crosscheck``): what independent tools measured, raw.
-
-Beside envcheck's own numbers, in the same run, other tools time the same work:
-
-- ``do_bench_cudagraph``: ``triton.testing.do_bench_cudagraph`` on the headline single-GPU cases
-  (``KernelTiming``: every graph replay's time per call, rounds one after the other);
-- ``torch_copy``: a plain ``dst.copy_(src)`` between two GPUs, timed with CUDA events (``CopyTiming``);
-- ``torch_distributed_loop``: back-to-back ``torch.distributed`` calls between two CUDA events in every
-  rank of the node's sweep, at each size the sweep measured (``LoopTiming``);
-- ``nccl_tests``: nccl-tests' binaries in each mode (``NcclTestsRun``: its rows as it printed them).
-
-``runs``: how each launch of a tool's worker ended (a hung or failing tool is a finding, with the
-tail of its stderr, redacted); ``notes``: why a cross-check did not apply (no CUDA, Triton's
-interpreter, nccl-tests not found), keys and parameters. Ratios, bars and verdicts are the
-analysis's (``envcheck.analysis.crosscheck``): nothing here compares.
+"""The cross-checks of a run (``run --crosscheck``), raw: what independent tools measured of the same work in the
+same run: ``do_bench_cudagraph`` on the headline cases (``KernelTiming``), a plain torch peer copy (``CopyTiming``),
+a ``torch.distributed`` loop (``LoopTiming``) and nccl-tests (``NcclTestsRun``); how each tool's launch ended and
+why a cross-check did not apply. Ratios and verdicts are ``envcheck.analysis.crosscheck``'s.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
-from envcheck.model.bench import Note, Samples
+from envcheck.model.bench import Note, Samples, samples_of
 from envcheck.model.node import COLLECTIVES, Launch, RankTiming
 from envcheck.model.reference import NcclTestsRow
+from envcheck.outside_json import Int, Json
 
 TOOLS = ("do_bench_cudagraph", "torch_copy", "torch_distributed_loop", "nccl_tests")
-# nccl-tests' modes (crosscheck/nccl_tests_run.py runs them; analysis/crosscheck.py pairs them): its eager loop,
-# its CUDA-graph mode with NCCL's defaults (buffers of a captured graph registered), and with registration off.
+# nccl-tests' eager loop, its CUDA-graph mode (captured buffers registered), and that with registration off.
 NCCL_TESTS_MODES = ("eager", "graph", "graph_unregistered")
-# Why a planned cross-check row was not timed: ``fits_l2`` (a memory-bound case whose working set L2 can
-# hold: envcheck keeps L2 cold between calls, do_bench_cudagraph replays one set of buffers, so the two
-# would time different memories), ``not_run`` (planned; the tool ended before it).
+# Why a planned row was not timed: ``fits_l2`` (do_bench_cudagraph would time L2, envcheck kept it cold), ``not_run``.
 ROW_SKIPS = ("fits_l2", "not_run")
 
 
@@ -44,27 +30,19 @@ def _one_outcome(samples: Samples | None, error: str | None, skipped: str | None
         raise ValueError(f"unknown cross-check skip {skipped!r}")
 
 
-def _samples(obj: object, name: str = "samples_us") -> Samples | None:
-    v = getattr(obj, name)
-    if v is not None and not isinstance(v, Samples):
-        object.__setattr__(obj, name, v := Samples(v))
-    return v
-
-
 @dataclass(frozen=True)
 class KernelTiming:
-    """One headline case of GPU ``gpu`` (the machine's index) timed by ``do_bench_cudagraph``: after one
-    untimed call of it over ``settle_ms`` (the GPU's clocks settle, as envcheck's timer settles), ``rounds``
-    calls with ``rep=rep_ms`` and ``return_mode="all"``; ``samples_us`` are every replay's time per call."""
+    """One headline case of GPU ``gpu`` timed by ``do_bench_cudagraph``: after ``settle_ms`` untimed, ``rounds`` calls
+    with ``rep=rep_ms`` and ``return_mode="all"``; ``samples_us``: every replay's time per call."""
 
-    gpu: int
+    gpu: Int
     op: str
     impl: str
     dtype: str
     precision: str
-    shape: tuple[int, ...]
+    shape: tuple[Int, ...]
     samples_us: Samples | None = None
-    rounds: int = 0
+    rounds: Int = 0
     rep_ms: float | None = None
     settle_ms: float | None = None
     error: str | None = None
@@ -73,39 +51,37 @@ class KernelTiming:
     def __post_init__(self) -> None:
         if not isinstance(self.shape, tuple):
             object.__setattr__(self, "shape", tuple(self.shape))
-        _one_outcome(_samples(self), self.error, self.skipped)
+        samples_of(self, "samples_us")
+        _one_outcome(self.samples_us, self.error, self.skipped)
 
 
 @dataclass(frozen=True)
 class CopyTiming:
-    """A plain ``dst.copy_(src)`` of ``size_bytes`` from GPU ``src`` to GPU ``dst`` (machine indices) on the
-    source's stream: each sample one loop of ``calls`` copies back to back between two CUDA events, divided
-    by ``calls``."""
+    """A plain ``dst.copy_(src)`` between two GPUs: each sample ``calls`` copies between two CUDA events, per call."""
 
-    src: int
-    dst: int
-    size_bytes: int
-    calls: int = 1
+    src: Int
+    dst: Int
+    size_bytes: Int
+    calls: Int = 1
     samples_us: Samples | None = None
     error: str | None = None
 
     def __post_init__(self) -> None:
-        _one_outcome(_samples(self), self.error, None)
+        samples_of(self, "samples_us")
+        _one_outcome(self.samples_us, self.error, None)
         if self.src == self.dst:
             raise ValueError("a peer copy is between two different GPUs")
 
 
 @dataclass(frozen=True)
 class LoopTiming:
-    """``calls`` back-to-back ``torch.distributed`` calls of ``op`` at nccl-tests' size ``size_bytes`` between
-    two CUDA events (the host clock on the CPU) on each rank of ``ranks``: each of a rank's samples is one
-    such loop divided by ``calls``, what a user's loop pays per call. ``error``: the loop's exception;
-    ``skipped``: why it did not run (``out_of_memory`` on some rank)."""
+    """``calls`` back-to-back ``torch.distributed`` calls of ``op`` between two events on each rank: each sample
+    one loop per call, what a user's loop pays; ``skipped``: why it did not run."""
 
     op: str
-    size_bytes: int
-    ranks: tuple[int, ...]
-    calls: int = 1
+    size_bytes: Int
+    ranks: tuple[Int, ...]
+    calls: Int = 1
     timings: tuple[RankTiming, ...] = ()
     error: str | None = None
     skipped: str | None = None
@@ -119,9 +95,8 @@ class LoopTiming:
 
 @dataclass(frozen=True)
 class NcclTestsRun:
-    """One nccl-tests binary (``argv[0]``, its name) run for collective ``op`` in ``mode``
-    (``NCCL_TESTS_MODES``) on the node's GPUs, with ``env`` (the NCCL settings it was given beyond the
-    environment); ``rows``: what it printed, parsed (``envcheck.node.nccl_tests``); ``version``: its header's."""
+    """One nccl-tests binary run for ``op`` in ``mode`` with ``env`` (NCCL settings given); ``rows``: what it printed,
+    parsed (``envcheck.node.nccl_tests``)."""
 
     op: str
     mode: str
@@ -140,12 +115,11 @@ class NcclTestsRun:
 
 @dataclass(frozen=True)
 class ToolRun:
-    """One launch of a tool's isolated worker (``tool`` one of ``TOOLS``; ``gpu``: the GPU it ran on, where
-    it ran on one) and how it ended; nccl-tests' launches are in their ``NcclTestsRun``."""
+    """One launch of a tool's worker and how it ended (nccl-tests' are in their ``NcclTestsRun``)."""
 
     tool: str
     launch: Launch
-    gpu: int | None = None
+    gpu: Int | None = None
 
     def __post_init__(self) -> None:
         if self.tool not in TOOLS:
@@ -154,8 +128,7 @@ class ToolRun:
 
 @dataclass(frozen=True)
 class Crosscheck:
-    """Every independent measurement of one run (or one fleet node), with how each tool's launch ended
-    and why a cross-check did not apply (``notes``). ``settings``: what was asked (sizes, rounds, limits)."""
+    """Every independent measurement of one run (or fleet node); ``settings``: what was asked."""
 
     kernels: tuple[KernelTiming, ...] = ()
     copies: tuple[CopyTiming, ...] = ()
@@ -163,14 +136,13 @@ class Crosscheck:
     nccl_tests: tuple[NcclTestsRun, ...] = ()
     runs: tuple[ToolRun, ...] = ()
     notes: tuple[Note, ...] = ()
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Json] = field(default_factory=dict)
     started: str | None = None
     duration_s: float | None = None
 
     @staticmethod
     def joined(*parts: Crosscheck) -> Crosscheck:
-        """Several parts' cross-checks as one (a run's GPUs and its node; a fleet node's ranks and its leader):
-        every measurement and run, the notes once each, the settings together, the first start, the summed time."""
+        """Several parts' cross-checks as one (a run's GPUs and its node): notes once each, times summed."""
         return Crosscheck(
             tuple(k for c in parts for k in c.kernels), tuple(k for c in parts for k in c.copies),
             tuple(k for c in parts for k in c.loops), tuple(k for c in parts for k in c.nccl_tests),

@@ -1,18 +1,15 @@
-"""One node's raw results beyond the per-GPU suites: the links between its GPUs, copies over them,
-collectives across them, and the error counters that say whether the links are healthy.
-
-Everything here is what was found or measured, as values or the reasons they are missing: no
-bandwidths derived from the samples, no percentages, no verdicts (``envcheck.analysis.node``
-computes those). Units live in the field names.
+"""One node's raw results beyond the per-GPU suites: its GPUs' links, copies over them, collectives across them,
+and the error counters that say whether the links are healthy. Values or the reasons they are missing; no
+bandwidths, percentages or verdicts (``envcheck.analysis.node``). Units live in the field names.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from envcheck.model.bench import OMIT_DEFAULT, Timing
 from envcheck.model.facts import Fact, missing
+from envcheck.outside_json import Int, Json
 
 # --------------------------------------------------------------------------- topology
 
@@ -26,13 +23,9 @@ NVLINK_COUNTERS = ("replay", "recovery", "crc_flit", "crc_data", "ecc_data")
 
 @dataclass(frozen=True)
 class NvLink:
-    """One NVLink of one GPU (``nvidia-smi nvlink -s`` / ``--status``).
+    """One NVLink of one GPU (``nvidia-smi nvlink -s``); ``speed_mbps`` per direction, from ``speed_source``."""
 
-    ``speed_mbps``: per direction, MB/s (NVML's NVLINK_GET_SPEED field: 26562 on an H200);
-    ``speed_source`` says where it came from (``nvml`` or ``nvidia-smi``).
-    """
-
-    link: int
+    link: Int
     active: bool
     version: Fact = field(default_factory=lambda: missing("not probed"))
     speed_mbps: Fact = field(default_factory=lambda: missing("not probed"))
@@ -45,7 +38,7 @@ class NvLink:
 class GpuLinks:
     """One GPU's links to the rest of the machine: its PCIe link and its NVLinks."""
 
-    index: int
+    index: Int
     uuid: Fact = field(default_factory=lambda: missing("not probed"))
     pci_bus_id: Fact = field(default_factory=lambda: missing("not probed"))
     pcie_gen: Fact = field(default_factory=lambda: missing("not probed"))
@@ -60,15 +53,11 @@ class GpuLinks:
 
 @dataclass(frozen=True)
 class GpuPair:
-    """What NVML says of two GPUs together (``nvidia-smi topo -m`` and ``topo -p2p``).
+    """What NVML says of two GPUs together (``nvidia-smi topo -m``, ``topo -p2p``): their closest common PCIe
+    ancestor (``PCIE_LEVELS``) and, per P2P capability (read, write, nvlink, atomics), NVML's status name."""
 
-    ``pcie_level``: the closest common PCIe ancestor, one of PCIE_LEVELS. ``p2p``: capability ->
-    NVML's status name (``ok``, ``not_supported``, ...) for ``read``, ``write``, ``nvlink``,
-    ``atomics``.
-    """
-
-    a: int
-    b: int
+    a: Int
+    b: Int
     pcie_level: Fact = field(default_factory=lambda: missing("not probed"))
     p2p: dict[str, Fact] = field(default_factory=dict)
 
@@ -77,8 +66,8 @@ class GpuPair:
 class TopoCell:
     """One cell of ``nvidia-smi topo -m``: the connection between GPU ``a`` and GPU ``b`` as printed."""
 
-    a: int
-    b: int
+    a: Int
+    b: Int
     text: str  # NV18, SYS, NODE, PHB, PXB, PIX
 
 
@@ -100,10 +89,10 @@ class Topology:
 class Counter:
     """One error counter's reading. ``link`` is None for per-GPU counters (PCIe replays)."""
 
-    gpu: int
+    gpu: Int
     name: str  # pcie_replay, pcie_replay_rollover, or an NVLINK_COUNTERS name
-    value: int | None = None
-    link: int | None = None
+    value: Int | None = None
+    link: Int | None = None
     reason: str | None = None
 
 
@@ -120,7 +109,7 @@ class CounterSnapshot:
 class XidEvent:
     """One NVIDIA Xid line from the kernel log (``NVRM: Xid (PCI:0000:00:06): 79, pid=..., ...``)."""
 
-    xid: int
+    xid: Int
     pci_bus_id: str | None
     line: str  # the kernel's own text, trimmed
     uptime_s: float | None = None  # kernel timestamp, seconds since boot
@@ -128,10 +117,8 @@ class XidEvent:
 
 @dataclass(frozen=True)
 class XidScan:
-    """Xid events since boot, and where they were read from (``/dev/kmsg``, ``journalctl -k``, ``dmesg``).
-
-    ``source`` None means no source was readable; ``reasons`` says why each one failed.
-    """
+    """Xid events since boot and where they were read (``/dev/kmsg``, ``journalctl -k``, ``dmesg``; None: nowhere,
+    ``reasons`` say why)."""
 
     source: str | None
     events: tuple[XidEvent, ...] = ()
@@ -146,22 +133,17 @@ COPY_METHODS = ("copy_engine", "sm_kernel")
 
 @dataclass(frozen=True)
 class Copy:
-    """One copy measurement: ``bytes_per_direction`` moved from ``src`` to ``dst`` per call.
-
-    ``src`` / ``dst`` are GPU indices, None for host memory. ``bidirectional``: ``dst`` -> ``src``
-    ran at the same time with the same size, so the link carried twice the bytes (the timing
-    covers both). ``wrong``: elements that differed from the source after the copy (None when not
-    verified). ``error``: why it was not measured.
-    """
+    """One copy: ``bytes_per_direction`` from ``src`` to ``dst`` (GPU indices, None: host memory) per call;
+    ``bidirectional``: the reverse copy ran at once (the timing covers both); ``wrong``: elements that differed."""
 
     kind: str
     method: str
-    src: int | None
-    dst: int | None
-    bytes_per_direction: int
+    src: Int | None
+    dst: Int | None
+    bytes_per_direction: Int
     bidirectional: bool = False
     timing: Timing | None = None
-    wrong: int | None = None
+    wrong: Int | None = None
     error: str | None = None
     pinned: bool | None = None  # host buffer pinned (h2d, d2h)
 
@@ -180,8 +162,8 @@ class Copy:
 class PeerAccess:
     """Whether CUDA lets GPU ``a`` map GPU ``b``'s memory (``torch.cuda.can_device_access_peer``)."""
 
-    a: int
-    b: int
+    a: Int
+    b: Int
     allowed: bool
 
 
@@ -191,7 +173,7 @@ class PeerCopies:
 
     copies: tuple[Copy, ...] = ()
     access: tuple[PeerAccess, ...] = ()
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Json] = field(default_factory=dict)
     error: str | None = None
     duration_s: float | None = None
 
@@ -199,13 +181,9 @@ class PeerCopies:
 # --------------------------------------------------------------------------- collectives
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
-# Why a collective has no GPU time: ``no_cuda_graphs`` (gloo on the CPU: CUDA graphs exist only on
-# GPUs), ``capture_failed`` (NCCL or torch refused the graph capture; ``gpu_error`` says how),
-# ``not_captured`` (a check or a size that did not run got as far as the capture).
+# Why a collective has no GPU time (graph replays): gloo on the CPU, a refused capture, or none reached.
 GPU_TIME_REASONS = ("no_cuda_graphs", "capture_failed", "not_captured")
-# Why a collective has no GPU time on NCCL-registered buffers: those above, ``no_nccl_allocator`` (torch or NCCL
-# too old for torch's NCCL memory pool), ``out_of_memory``, ``error`` (the registered calls raised: the message in
-# ``registered_error``).
+# Why none on NCCL-registered buffers: those, torch or NCCL too old for its memory pool, no memory, or an error.
 REGISTERED_REASONS = (*GPU_TIME_REASONS, "no_nccl_allocator", "out_of_memory", "error")
 
 
@@ -213,106 +191,73 @@ REGISTERED_REASONS = (*GPU_TIME_REASONS, "no_nccl_allocator", "out_of_memory", "
 class RankTiming:
     """One rank's samples of one collective: one per timed iteration (CUDA events on a GPU)."""
 
-    rank: int
+    rank: Int
     timing: Timing
 
 
 @dataclass(frozen=True)
 class CollectiveResult:
-    """One collective at one size on one group of ranks.
-
-    ``size_bytes`` is nccl-tests' "size" column (S in doc/PERFORMANCE.md): the whole buffer for
-    all_reduce and broadcast, the gathered output for all_gather, the input to scatter for
-    reduce_scatter, each rank's whole send buffer for all_to_all. ``count``: nccl-tests' "count"
-    column (elements per rank for all_gather / reduce_scatter / all_to_all). ``wrong``: elements
-    that differed from the expected result, summed over ranks (nccl-tests' #wrong); None when the
-    check could not run. ``skipped``: a key saying why the size was not run (``out_of_memory``:
-    ``need_bytes`` per rank against the smallest ``free_bytes`` of the group; ``not_run``: planned,
-    never reached), with no timings.
-
-    Two times per call, as for single-GPU ops: ``timings`` holds each rank's *per-call* samples
-    (eager ``torch.distributed`` calls back to back, a CUDA event between consecutive calls, or the
-    host clock on the CPU: what a Python caller pays, host overhead included); ``gpu_timings`` the
-    *GPU time* (the calls captured in a CUDA graph and replayed, each sample one replay divided by
-    its calls: what NCCL and the links do, launch gaps removed). Without a GPU time,
-    ``gpu_reason`` says why (``GPU_TIME_REASONS``) and ``gpu_error`` holds the capture's exception.
-    ``rotation_sets``: how many sets of buffers each rank cycled through to keep L2 cold (1: one set,
-    L2 not kept cold: the CPU, a size above 3x L2 or of 1 MiB and less, or no memory to spare; reports
-    before 2026-11-26 always used one). ``allocations``: how many fresh allocations of its buffers
-    each rank spread the timed calls over, freeing one before the next (1: one; a GPU size above 3x L2 gets
-    ``collective_bench.ALLOCATIONS``, as where a buffer lands moves large sizes by up to 14%; earlier
-    reports always used one). ``captures``: how many graphs, each captured afresh, the ``gpu_timings`` pool
-    the replays of, and ``communicators``: over how many communicators of the same ranks those graphs were
-    captured in turn (1 and 1 in reports before 2026-11-26 11:34 UTC; on a GPU since, ``collective_bench.CAPTURES``
-    over ``COMMUNICATORS``, as which communicator a call goes through moved all_to_all 64 MiB by up to 8%).
-    ``registered_timings``: the GPU time again on buffers from NCCL's allocator (torch's NCCL memory pool), which
-    NCCL registers when a graph captures a call on them, for zero-copy transfers (``collective_bench._registered``),
-    pooled over ``registered_captures`` graphs; ``registered_wrong`` its output check; without it
-    ``registered_reason`` (``REGISTERED_REASONS``) and ``registered_error`` say why. Reports before 2026-11-28 21:00
-    UTC have none, and no reason.
+    """One collective at one size on one group of ranks. ``size_bytes`` and ``count`` are nccl-tests' columns;
+    ``wrong``: elements off the expected result, over the ranks (#wrong); ``skipped``: a key why the size did not run.
+    Two times, as for single-GPU ops: ``timings`` each rank's per-call samples (eager calls: what a caller pays),
+    ``gpu_timings`` the GPU time (graph replays, launch gaps removed; else ``gpu_reason``), and again on NCCL-registered
+    buffers (``registered_*``). ``rotation_sets`` (buffer sets cycled to keep L2 cold), ``allocations`` (fresh
+    allocations the calls are spread over), ``captures`` and ``communicators`` (graphs pooled, and the communicators
+    they were captured on) count how each size was measured; 1 is what reports before they were recorded used.
     """
 
     op: str
-    size_bytes: int
-    count: int
+    size_bytes: Int
+    count: Int
     dtype: str
-    ranks: tuple[int, ...]
+    ranks: tuple[Int, ...]
     timings: tuple[RankTiming, ...] = ()
-    wrong: int | None = None
+    wrong: Int | None = None
     error: str | None = None
     skipped: str | None = None
-    need_bytes: int | None = None
-    free_bytes: int | None = None
-    absent_ranks: tuple[int, ...] = ()  # member ranks that reported nothing for this call
+    need_bytes: Int | None = None
+    free_bytes: Int | None = None
+    absent_ranks: tuple[Int, ...] = ()  # member ranks that reported nothing for this call
     gpu_timings: tuple[RankTiming, ...] = ()
     gpu_reason: str | None = None
     gpu_error: str | None = None
-    rotation_sets: int = field(default=1, metadata={OMIT_DEFAULT: True})
-    allocations: int = field(default=1, metadata={OMIT_DEFAULT: True})
-    captures: int = field(default=1, metadata={OMIT_DEFAULT: True})
-    communicators: int = field(default=1, metadata={OMIT_DEFAULT: True})
+    rotation_sets: Int = field(default=1, metadata={OMIT_DEFAULT: True})
+    allocations: Int = field(default=1, metadata={OMIT_DEFAULT: True})
+    captures: Int = field(default=1, metadata={OMIT_DEFAULT: True})
+    communicators: Int = field(default=1, metadata={OMIT_DEFAULT: True})
     registered_timings: tuple[RankTiming, ...] = ()
-    registered_captures: int = field(default=1, metadata={OMIT_DEFAULT: True})
-    registered_wrong: int | None = None
+    registered_captures: Int = field(default=1, metadata={OMIT_DEFAULT: True})
+    registered_wrong: Int | None = None
     registered_reason: str | None = None
     registered_error: str | None = None
 
     def __post_init__(self) -> None:
-        if self.registered_captures < 1:
-            raise ValueError(f"registered_captures must be at least 1, not {self.registered_captures}")
-        if self.registered_reason is not None and self.registered_reason not in REGISTERED_REASONS:
-            raise ValueError(f"unknown reason for no registered GPU time {self.registered_reason!r}")
-        if self.rotation_sets < 1:
-            raise ValueError(f"rotation_sets must be at least 1, not {self.rotation_sets}")
-        if self.allocations < 1:
-            raise ValueError(f"allocations must be at least 1, not {self.allocations}")
-        if self.captures < 1:
-            raise ValueError(f"captures must be at least 1, not {self.captures}")
+        for name in ("rotation_sets", "allocations", "captures", "registered_captures"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
         if not 1 <= self.communicators <= self.captures:
             raise ValueError(f"communicators must be 1 to captures ({self.captures}), not {self.communicators}")
         if self.op not in COLLECTIVES:
             raise ValueError(f"unknown collective {self.op!r}")
+        if self.registered_reason is not None and self.registered_reason not in REGISTERED_REASONS:
+            raise ValueError(f"unknown reason for no registered GPU time {self.registered_reason!r}")
         if self.gpu_reason is not None and self.gpu_reason not in GPU_TIME_REASONS:
             raise ValueError(f"unknown reason for no GPU time {self.gpu_reason!r}")
 
 
 @dataclass(frozen=True)
 class AlgoChoice:
-    """One ``NCCL INFO AllReduce: 1073741824 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..23}`` line.
+    """One ``NCCL INFO AllReduce: 1073741824 Bytes -> Algo RING proto SIMPLE ...`` line, as NCCL printed it;
+    ``nranks`` and ``comm`` from the call's ``opCount`` line before it (with NCCL_DEBUG_SUBSYS=COLL)."""
 
-    ``nccl_op`` and ``nccl_bytes`` are as NCCL printed them (its bytes are count x element size,
-    per rank for AllGather / ReduceScatter); ``nranks`` and ``comm`` come from the call's
-    ``opCount`` line just before it in the same process, when NCCL_DEBUG_SUBSYS has COLL.
-    """
-
-    rank: int
+    rank: Int
     nccl_op: str
-    nccl_bytes: int
+    nccl_bytes: Int
     algo: str
     proto: str
-    channel_lo: int | None = None
-    channel_hi: int | None = None
-    nranks: int | None = None
+    channel_lo: Int | None = None
+    channel_hi: Int | None = None
+    nranks: Int | None = None
     comm: str | None = None
 
 
@@ -320,10 +265,10 @@ class AlgoChoice:
 class RankOutcome:
     """How one rank of a launched job ended: ``ok``, ``error`` (with its message) or ``missing`` (no word)."""
 
-    rank: int
+    rank: Int
     status: str
     host: str | None = None
-    local_rank: int | None = None
+    local_rank: Int | None = None
     error: str | None = None
 
 
@@ -332,7 +277,7 @@ class Launch:
     """One launched job (torchrun, a worker, nccl-tests): what ran and how it ended."""
 
     argv: tuple[str, ...]
-    returncode: int | None
+    returncode: Int | None
     timeout_s: float
     wall_s: float
     timed_out: bool = False
@@ -342,8 +287,7 @@ class Launch:
 
     @property
     def ended_early(self) -> str | None:
-        """Why the launch ended before what it ran did: ``interrupted`` (Ctrl-C, a signal), ``timed_out`` or
-        ``launch_failed`` (it could not start); None when it ran to its own end (whatever its exit status)."""
+        """Why it ended before what it ran did (``interrupted``, ``timed_out``, ``launch_failed``); None: it did not."""
         if self.interrupted:
             return "interrupted"
         if self.timed_out:
@@ -355,18 +299,14 @@ class Launch:
 
 @dataclass(frozen=True)
 class Collectives:
-    """A collective sweep over one group of processes (``scope``: ``node`` or ``world``).
-
-    ``hosts``: the host of each rank, by rank. ``narrowing``: the same collective re-run on
-    sub-groups (halves, pairs) to find what makes it slow; the choice of each sub-group follows
-    from the results before it (``envcheck.analysis.fleet.next_narrowing_group``).
-    """
+    """A collective sweep over one group of processes (``scope``: ``node`` or ``world``); ``hosts`` by rank;
+    ``narrowing``: re-runs on sub-groups to find what makes it slow (``analysis.fleet.next_narrowing_group``)."""
 
     scope: str
     backend: str  # nccl | gloo
-    world_size: int
+    world_size: Int
     hosts: tuple[str, ...] = ()
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Json] = field(default_factory=dict)
     results: tuple[CollectiveResult, ...] = ()
     narrowing: tuple[CollectiveResult, ...] = ()
     choices: tuple[AlgoChoice, ...] = ()
@@ -390,14 +330,11 @@ class NodeSkip:
 
 @dataclass(frozen=True)
 class Node:
-    """Everything envcheck found and measured across one machine's GPUs.
-
-    ``gpus``: the GPU indices the run selected. ``counters_before`` / ``counters_after`` bracket
-    the node tests, so errors the tests themselves provoked show as a delta.
-    """
+    """Everything found and measured across one machine's selected ``gpus``; the counters bracket the node tests,
+    so errors the tests provoked show as a delta."""
 
     host: str
-    gpus: tuple[int, ...] = ()
+    gpus: tuple[Int, ...] = ()
     topology: Topology | None = None
     counters_before: CounterSnapshot | None = None
     counters_after: CounterSnapshot | None = None
@@ -405,6 +342,6 @@ class Node:
     peer: PeerCopies | None = None
     collectives: tuple[Collectives, ...] = ()
     skipped: tuple[NodeSkip, ...] = ()
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Json] = field(default_factory=dict)
     started: str | None = None
     duration_s: float | None = None

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from envcheck.outside_json import Int
+
 
 @dataclass(frozen=True)
 class Placement:
@@ -14,7 +16,7 @@ class Placement:
     time_us: float
     algbw_gbps: float
     busbw_gbps: float
-    wrong: int | None
+    wrong: Int | None
 
 
 @dataclass(frozen=True)
@@ -22,10 +24,10 @@ class NcclTestsRow:
     """One size of one collective; ``runs``: how many nccl-tests runs it stands for (``analysis.collectives.medians``)."""
 
     op: str
-    size_bytes: int
-    count: int
+    size_bytes: Int
+    count: Int
     dtype: str
     out_of_place: Placement
     in_place: Placement
-    runs: int = 1
+    runs: Int = 1
     busbw_range: tuple[tuple[float, float], tuple[float, float]] | None = None  # (out, in) placement: min, max

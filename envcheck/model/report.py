@@ -10,6 +10,7 @@ from envcheck.model.crosscheck import Crosscheck
 from envcheck.model.facts import Check, Environment
 from envcheck.model.fleet import Fleet
 from envcheck.model.node import Node
+from envcheck.outside_json import Int
 
 SCHEMA_VERSION = 5
 KINDS = ("probe", "check", "run", "fleet", "burn")
@@ -17,9 +18,8 @@ KINDS = ("probe", "check", "run", "fleet", "burn")
 
 @dataclass(frozen=True)
 class ReplaySource:
-    """The snapshot a replayed report (``check`` / ``probe --replay``) was made from: the file's name
-    (not its path, which names a folder of the machine replaying it), the recorded machine's host,
-    when it was captured (ISO 8601; None when the snapshot does not say) and when it was replayed."""
+    """The snapshot a replayed report was made from: its file's name (a path would name the replaying machine's
+    folder), the recorded host, and when it was captured and replayed."""
 
     file: str
     host: str
@@ -29,14 +29,9 @@ class ReplaySource:
 
 @dataclass(frozen=True)
 class Report:
-    """What one envcheck command found. ``benches``: one per benchmarked device (GPU or CPU),
-    in device order. ``node``: the links between this machine's GPUs and what was measured
-    over them. ``fleet`` (kind ``fleet``): every node of a multi-node launch, each shaped like a
-    single-node report. ``burn`` (kind ``burn``, or a run with ``--burn``): the burn-in of the
-    selected GPUs. ``crosscheck`` (a run with ``--crosscheck``): what independent tools measured of
-    the same work (model/crosscheck.py). ``anonymized``: identifying values were replaced by stable pseudonyms.
-    ``replayed_from``: the facts are a snapshot's, not this machine's (``created`` is then the
-    capture's time when the snapshot records it)."""
+    """What one envcheck command found: ``benches`` one per device, ``node`` its GPUs' links and what went over
+    them, ``fleet`` (kind ``fleet``) every node, ``burn`` and ``crosscheck`` as run; ``anonymized``: identifying
+    values are stable pseudonyms; ``replayed_from``: the facts are a snapshot's (``created`` its capture's)."""
 
     tool_version: str
     created: str  # ISO 8601, UTC, seconds
@@ -47,11 +42,11 @@ class Report:
     benches: tuple[Bench, ...] = ()
     node: Node | None = None
     fleet: Fleet | None = None
-    burn: Burn | None = None  # envcheck burn, run --burn: the burn-in (model/burn.py)
-    crosscheck: Crosscheck | None = None  # run --crosscheck: independent tools' numbers (model/crosscheck.py)
+    burn: Burn | None = None
+    crosscheck: Crosscheck | None = None
     anonymized: bool = False
     replayed_from: ReplaySource | None = None
-    schema_version: int = SCHEMA_VERSION
+    schema_version: Int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -61,7 +56,7 @@ class Report:
 
     @property
     def bench(self) -> Bench | None:
-        """The first (or only) device's bench: what single-GPU views show."""
+        """The first device's bench: what single-GPU views show."""
         return self.benches[0] if self.benches else None
 
     @property
@@ -78,7 +73,4 @@ class Report:
         bench = self.bench
         if bench and bench.device.backend == "cuda":
             return bench.device.name
-        for g in self.environment.gpus:
-            if g.get("name"):
-                return g.get("name")
-        return None
+        return next((str(g.get("name")) for g in self.environment.gpus if g.get("name")), None)

@@ -71,7 +71,7 @@ class RankContext:
 def expand_nodelist(text: str) -> list[str]:
     """Slurm's compressed host list: ``gpu[01-03,07],login1`` -> gpu01 gpu02 gpu03 gpu07 login1."""
     hosts: list[str] = []
-    for m in re.finditer(r"([^,\[]+)(?:\[([^\]]+)\])?", text):
+    for m in re.finditer(r"([^,\[]+)(?:\[([^][]+)\])?", text):
         prefix, ranges = m.group(1), m.group(2)
         if not ranges:
             hosts.append(prefix)

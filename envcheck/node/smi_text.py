@@ -61,7 +61,7 @@ class LinkSpeed:
 
 
 _GPU_LINE = re.compile(r"^GPU (\d+):")
-_LINK_LINE = re.compile(r"^\s*Link (\d+):\s*(.*?)\s*$")
+_LINK_LINE = re.compile(r"^\s*Link (\d+):(.*)$")
 _SPEED = re.compile(r"^([0-9.]+)\s*GB/s$")
 
 
@@ -76,6 +76,6 @@ def parse_nvlink_speeds(text: str) -> tuple[LinkSpeed, ...]:
             continue
         m = _LINK_LINE.match(ln)
         if m and gpu is not None:
-            s = _SPEED.match(m.group(2))
+            s = _SPEED.match(m.group(2).strip())
             out.append(LinkSpeed(gpu, int(m.group(1)), float(s.group(1)) if s else None))
     return tuple(out)

@@ -21,7 +21,7 @@ from envcheck.probes.host import Host
 # The driver prints (open-gpu-kernel-modules, src/nvidia/src/kernel/gpu/rc/kernel_rc.c):
 #   NVRM: Xid (PCI:%04x:%02x:%02x): %d, pid=%s, name=%s, %s
 # and on a MIG GPU "GPU-I:%02u GPU-CI:%02u" inside the parenthesis.
-_XID = re.compile(r"NVRM: Xid \(PCI:(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})[^)]*\): (?P<xid>\d+)")
+_XID = re.compile(r"NVRM: Xid \(PCI:(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})[^)]{0,256}\): (?P<xid>\d+)")
 _BRACKET_TS = re.compile(r"^\[\s*(?P<ts>\d+\.\d+)\]")
 _KMSG_RECORD = re.compile(r"^\d+,\d+,(?P<us>\d+),[^;]*;(?P<msg>.*)$")
 MAX_LINE = 300

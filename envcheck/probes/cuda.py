@@ -30,7 +30,7 @@ DEFAULT_TOOLKIT = "/usr/local/cuda"
 # 32-bit compat libraries (libcuda.so.1 (libc6) => /usr/lib/i386-linux-gnu/...), which
 # the 64-bit loader never picks.
 _ABI_TAG = {"x86_64": "x86-64", "aarch64": "AArch64", "ppc64le": "64bit"}
-_LDCONFIG_LINE = re.compile(r"^\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(.+?)\s*$")
+_LDCONFIG_LINE = re.compile(r"^\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(.+)$")
 _NVCC_RELEASE = re.compile(r"release\s+(\d+\.\d+)(?:,\s*V(\d+\.\d+\.\d+))?")
 
 
@@ -67,7 +67,7 @@ def parse_ldconfig(text: str, machine: str) -> dict[str, list[str]]:
         soname, flags, path = m.groups()
         if tag and tag not in flags:
             continue
-        libs.setdefault(soname, []).append(path)
+        libs.setdefault(soname, []).append(path.rstrip())
     return libs
 
 

@@ -31,7 +31,8 @@ DRIVER_PACKAGE_PATTERNS = ("nvidia-driver-*", "libnvidia-compute-*", "nvidia-uti
 # The driver libraries CUDA programs and NVML load by soname; each must come from WSL_LIB_DIR.
 DRIVER_SONAMES = ("libcuda.so.1", "libnvidia-ml.so.1")
 
-_WSL1_KERNEL = re.compile(r"\d+\.\d+\.\d+-\d+-Microsoft\b")
+# A start inside a run of digits is refused at once: else each one rescans the run (100 kB took 55 s).
+_WSL1_KERNEL = re.compile(r"(?<!\d)\d+\.\d+\.\d+-\d+-Microsoft\b")
 
 
 def wsl_version(osrelease: str, proc_version: str, host: Host) -> int | None:
@@ -41,7 +42,7 @@ def wsl_version(osrelease: str, proc_version: str, host: Host) -> int | None:
     WSL1 fakes a ``4.4.0-19041-Microsoft`` kernel. A custom WSL2 kernel may say neither,
     so the interop hooks WSL sets up are the last resort (WSL1 cannot run custom kernels).
     """
-    text = f"{osrelease} {proc_version}"
+    text = f"{osrelease[:4096]} {proc_version[:4096]}"  # a kernel's strings: a few hundred characters
     lower = text.lower()
     if "microsoft-standard" in lower or "wsl2" in lower:
         return 2

@@ -414,8 +414,8 @@ def _tidy(svg: str, chart: Chart) -> str:
     svg = svg[svg.index("<svg"):]
     # Natural size in px (matplotlib writes pt): the page shows a chart at the size its text was set for.
     svg = re.sub(r'(<svg[^>]*? width=")([\d.]+)pt(" height=")([\d.]+)pt"', r'\1\2\3\4"', svg, count=1)
-    svg = re.sub(r"\s*<metadata>.*?</metadata>", "", svg, flags=re.S)
-    svg = re.sub(r'\s*<defs>\s*<style type="text/css">[^<]*</style>\s*</defs>', "", svg)
+    svg = re.sub(r"(?<!\s)\s*<metadata>.*?</metadata>", "", svg, flags=re.S)  # (?<!\s): a blank run scanned once
+    svg = re.sub(r'(?<!\s)\s*<defs>\s*<style type="text/css">[^<]*</style>\s*</defs>', "", svg)
     svg = re.sub(r' transform="rotate\(-0 [^"]*\)"', "", svg)  # level text: no rotation to write
     svg = re.sub(r' d="([^"]*)"', lambda m: ' d="' + " ".join(m.group(1).split()) + '"', svg)  # path data on one line
     svg = re.sub(r"\n +<", "\n<", svg)  # no indentation: a report inlines dozens of charts

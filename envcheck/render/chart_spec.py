@@ -15,23 +15,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from envcheck.outside_text import visible
 from envcheck.render.chart_style import GREY, MARKERS
-from envcheck.render.escape import BIDI, INVISIBLE
 
 Scale = Literal["auto", "linear", "log2", "log10"]
 SCALES: tuple[str, ...] = ("auto", "linear", "log2", "log10")
 AUTO_LOG_RATIO = 10**1.5  # "auto" turns log10 past one and a half decades
 
 _COLOR = re.compile(r"#[0-9A-Fa-f]{3}(?:[0-9A-Fa-f]{3})?")
-# Control characters (tab and newline kept), the bidi controls, invisible format characters and line/paragraph
-# separators the escape module names, lone surrogates and the two non-characters XML refuses: removed, so a label
-# cannot break the document, reorder what follows or hide a character unseen.
-_UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI}{INVISIBLE}\u2028\u2029\ud800-\udfff\ufffe\uffff]")
 
 
 def clean(text: str) -> str:
-    """``text`` without the characters that could break or reorder the SVG (what the chart shows)."""
-    return _UNSAFE.sub("", text)
+    """``text`` as a chart shows it: what could break the SVG or reorder or hide what follows made visible."""
+    return visible(text, lines=True)
 
 
 @dataclass(frozen=True)

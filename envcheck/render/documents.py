@@ -109,10 +109,14 @@ def _by_place(items: Sequence[ch.Drawn], make: Any = None) -> dict[tuple[str, st
 
 def render_markdown(report: Report, lang: str = "en", charts_dir: str = "charts",
                     analysis: Analysis | None = None, charts: Sequence[ch.Drawn] | None = None) -> str:
-    """The Markdown text; charts are linked as ``<charts_dir>/<name>.svg`` (written beside it by ``writing``)."""
+    """The Markdown text; charts are linked as ``<charts_dir>/<name>.svg`` (written beside it by ``writing``),
+    URL-encoded: a report's file name with a space, ``)`` or ``"`` neither breaks an image nor adds markup."""
+    from urllib.parse import quote
+
     analysis = analysis or analyse(report)
     drawn = report_charts(analysis, lang) if charts is None else charts
-    links = _by_place(drawn, lambda c: ChartLink(c.title, f"{charts_dir}/{c.name}.svg"))
+    links = _by_place(drawn, lambda c: ChartLink(
+        c.title, quote(f"{charts_dir}/{c.name}.svg", errors="surrogateescape")))
     if report.fleet is not None:
         return markdown_toc(render("fleet.md.j2", lang=lang, v=fleet_view(report, analysis, lang, md_text),
                                    charts=links, crosschecks=_fleet_crosschecks(analysis, lang, md_text)), lang)

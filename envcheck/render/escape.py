@@ -1,18 +1,13 @@
 """Machine-supplied text made safe for each medium it is shown in.
 
-Everything a report carries from the machine (host and GPU names, environment variables,
-check findings and fixes, notes, exception lines) is untrusted: a value may hold Markdown
-or HTML, rich markup, terminal escape sequences or bidirectional-override characters that
-make text read differently than it is. Each medium has one function here:
+Everything a report carries from the machine (host and GPU names, environment variables, findings,
+notes, exception lines) may hold Markdown or HTML, rich markup, terminal escapes or characters that
+make text read differently than it is. The last are made visible by one rule for every medium
+(``outside_text.visible``; ``json_text`` for JSON); on top of it, one function a medium:
 
-* ``visible``: control characters (C0, DEL, C1), bidi controls and invisible format
-  characters become visible escapes (``\\x1b``, ``\\u202e``); the base of every other one
-  (``outside_text.visible``, which also keeps a check's finding on one line);
-* ``md_text`` / ``md_code``: Markdown (CommonMark + GFM tables);
-* ``term``: rich markup for the terminal;
-* HTML is escaped by Jinja's autoescape; ``visible`` runs on every value a template prints
-  (the environment's ``finalize``), so bidi controls are neutralised there too;
-* SVG text is XML-escaped by the chart writer.
+* ``md_text`` / ``md_code``: Markdown (CommonMark + GFM tables); ``term``: rich markup for the terminal;
+* HTML is escaped by Jinja's autoescape, ``visible`` run on every value a template prints (``finalize``);
+  SVG text is XML-escaped by the chart writer.
 """
 
 from __future__ import annotations
@@ -23,10 +18,9 @@ from typing import Any
 
 from markupsafe import Markup
 
-from envcheck.outside_text import BIDI, INVISIBLE, visible
+from envcheck.outside_text import json_text, visible
 
-__all__ = ["BIDI", "INVISIBLE", "html_command", "json_text", "md_code", "md_code_cell", "md_lead", "md_text", "term",
-           "visible"]
+__all__ = ["html_command", "json_text", "md_code", "md_code_cell", "md_lead", "md_text", "term", "visible"]
 
 
 # --------------------------------------------------------------------------- Markdown
@@ -83,21 +77,6 @@ def term(text: Any) -> str:
     from rich.markup import escape
 
     return escape(visible(text))
-
-
-# --------------------------------------------------------------------------- JSON
-
-# What a JSON text may hold raw (RFC 8259 escapes only C0, quote and backslash) but a terminal
-# or a log viewer must not receive: C1 controls (U+009B is CSI, a whole escape sequence in one
-# character), bidi controls, invisible format characters and the Unicode line separators.
-_JSON_UNSAFE = re.compile(f"[\x7f-\x9f{BIDI}{INVISIBLE}\u2028\u2029]")
-
-
-def json_text(text: str) -> str:
-    """A JSON document (from ``json.dumps(..., ensure_ascii=False)``) with those characters written as
-    ``\\uXXXX`` escapes: still valid JSON, and it reads back to the same strings. Outside strings JSON
-    holds none of them, so every match is inside a string, where ``\\uXXXX`` means the same character."""
-    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
 
 
 # A run of a command's characters between spaces (and between CJK text, which may break anywhere).

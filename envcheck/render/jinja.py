@@ -10,17 +10,17 @@
   template was rendered with.
 * Templates format no numbers: the views (``render.view`` and the others) hand them text made
   by ``render.fmt``, so documents and terminal agree.
+* No bytecode cache: a cached template is unpickled and run, so a cache folder someone else can write runs
+  their code as the user; compiling costs about half a second per process.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 from pathlib import Path
 from typing import Any
 
 import jinja2
-import jinja2.bccache
 from markupsafe import Markup
 
 from envcheck.render.code_spans import fix
@@ -51,33 +51,6 @@ FILTERS = {
 }
 
 
-class _BytecodeCache(jinja2.FileSystemBytecodeCache):
-    """Compiled templates kept between runs (compiling them is a tenth of a render); a cache that cannot
-    be read or written is no cache, never an error. Keys are checksums of the template sources."""
-
-    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        try:
-            super().load_bytecode(bucket)
-        except (OSError, ValueError, EOFError):
-            bucket.reset()
-
-    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        try:
-            super().dump_bytecode(bucket)
-        except OSError:
-            pass
-
-
-def _bytecode_cache() -> jinja2.BytecodeCache | None:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    folder = os.path.join(base, "envcheck", f"jinja-{jinja2.__version__}")
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError:
-        return None
-    return _BytecodeCache(folder)
-
-
 @functools.cache
 def environment() -> jinja2.Environment:
     """The shared environment (cached; treat it as read-only).
@@ -93,7 +66,6 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
-        bytecode_cache=_bytecode_cache(),
     )
     env.filters.update(FILTERS)
     env.globals["t"] = _t

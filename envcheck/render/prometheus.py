@@ -2,7 +2,7 @@
 
 Generated with ``prometheus_client`` (its exposition format and escaping, ``generate_latest``); the file
 is written by envcheck's own atomic writer (``files.replace_file``), not ``write_to_textfile``: that one
-neither fsyncs its temporary nor removes the ``F.<pid>.<thread>`` a killed export leaves.
+neither fsyncs its temporary nor cleans up after a killed export.
 Every metric is a gauge of the last run; names and labels are stable (dashboards and alerts depend on
 them) and listed here:
 
@@ -29,16 +29,13 @@ them) and listed here:
 | ``envcheck_burn_power_ratio`` | ``gpu`` | highest power over the enforced limit |
 
 Units are base units (seconds, bytes per second, FLOP/s), as Prometheus' naming guide asks. Label
-values are the report's own strings (prometheus_client escapes them); ``--anonymize`` reports carry
-pseudonyms there too.
+values are the report's own strings, unseen characters made visible (``outside_text.visible``) and then
+escaped by prometheus_client; ``--anonymize`` reports carry pseudonyms there too.
 """
 
 from __future__ import annotations
 
 import calendar
-import contextlib
-import os
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,8 +47,9 @@ from prometheus_client.registry import Collector
 from envcheck import __version__
 from envcheck.analysis import Analysis
 from envcheck.analysis.verdict import REASON_KEYS, verdict
-from envcheck.files import pid_alive, replace_file
+from envcheck.files import replace_file
 from envcheck.model import STATUSES
+from envcheck.outside_text import visible
 
 CASE_LABELS = ["gpu", "op", "impl", "dtype", "precision", "shape"]
 
@@ -68,6 +66,11 @@ class _ReportCollector(Collector):
         self.a = analysis
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
+        for family in self._families():  # label values are the report's strings: shown as outside text is
+            family.samples = [s._replace(labels={k: visible(v) for k, v in s.labels.items()}) for s in family.samples]
+            yield family
+
+    def _families(self) -> Iterator[GaugeMetricFamily]:
         a, report = self.a, self.a.report
         env = report.environment
         info = GaugeMetricFamily("envcheck_info", "envcheck version and what the report is about",
@@ -198,26 +201,7 @@ def prometheus_text(analysis: Analysis) -> str:
     return generate_latest(registry(analysis)).decode("utf-8")
 
 
-# prometheus_client's write_to_textfile temporary (``<name>.<pid>.<thread id>``), as older envchecks left it.
-_CLIENT_TEMP = re.compile(r"^(?P<name>.+)\.(?P<pid>\d+)\.\d+$")
-
-
 def write_textfile(analysis: Analysis, path: Path) -> None:
     """Replace ``path`` whole: node_exporter must never read half a file, and a textfile is meant to be
-    refreshed by each run. Our temporary ends in ``.tmp``, which the textfile collector (``*.prom``)
-    skips; the ``<path>.<pid>.<thread>`` an older envcheck's killed export left is removed."""
+    refreshed by each run. Our stage is a hidden folder, which the textfile collector (``*.prom``) skips."""
     replace_file(path, prometheus_text(analysis))
-    _remove_client_temps(path)
-
-
-def _remove_client_temps(path: Path) -> None:
-    try:
-        names = os.listdir(path.parent)
-    except OSError:
-        return
-    for name in names:
-        m = _CLIENT_TEMP.match(name)
-        if m is None or m.group("name") != path.name or pid_alive(int(m.group("pid"))):
-            continue
-        with contextlib.suppress(OSError):
-            os.unlink(path.parent / name)

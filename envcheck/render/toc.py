@@ -20,7 +20,7 @@ _HTML_HEADING = re.compile(r'<section id="([^"]+)"[^>]*>\s*<h(2)[^>]*>(.*?)</h2>
                            re.DOTALL)
 _TAG = re.compile(r"<[^>]+>")
 _BADGE = re.compile(r'<span class="badge[^"]*">.*?</span>', re.DOTALL)  # a status beside a heading: not its name
-_MD_HEADING = re.compile(r"^(##|###) (.+?)\s*$", re.MULTILINE)
+_MD_HEADING = re.compile(r"^(##|###) (.*\S)", re.MULTILINE)
 _MD_ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>])")
 
 
@@ -51,7 +51,7 @@ def slug(heading: str, seen: dict[str, int]) -> str:
     """GitHub's anchor for a Markdown heading (lower case, punctuation dropped, spaces to hyphens; a
     repeated heading gets ``-1``, ``-2``), from the heading as written (escapes and links undone)."""
     text = _MD_ESCAPE.sub(r"\1", heading)
-    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text).replace("`", "").replace("*", "")
+    text = re.sub(r"\[([^][]*)\]\([^()]*\)", r"\1", text).replace("`", "").replace("*", "")
     base = re.sub(r"[^\w\- ]", "", text.strip().lower()).replace(" ", "-")
     n = seen.get(base, 0)
     seen[base] = n + 1

@@ -56,10 +56,10 @@ def _groups(smoke: bool, ops: list[str] | None = None) -> list[tuple[str, str, s
     per_op = []
     for op in ops or OP_NAMES:
         if smoke:
-            triples = suite._interpret_shapes(op)
+            triples = suite._default_shapes(op, "interpret", False)
         else:
             triples = [t for q in (False, True) for t in suite._default_shapes(op, "cuda", q)]
-        compiled = set(suite._compile_shapes(op, False)) | set(suite._compile_shapes(op, True))
+        compiled = set(suite.SUITES[op].compile) | set(suite.SUITES[op].quick_compile)
         unique = dict.fromkeys(triples)
         per_op.append(sorted(((op, d, p, s, s in compiled) for d, p, s in unique),
                              key=lambda g: spec(g[0]).memory_needed_bytes(g[3], g[1])))
@@ -76,9 +76,13 @@ def _kernels(module: str) -> Any:
     return importlib.import_module(f"envcheck.bench.kernels.{module}")
 
 
-def _matmul_tiles(dtype: str) -> list[Any]:
+def _tiles(a: Any, b: Any, out: Any, precision: str) -> tuple[list[Any], Callable[..., Any]]:
+    """The tiles matmul's race chooses among for this problem, and a launcher of one of them."""
     matmul = _kernels("matmul")
-    return list(matmul._CANDIDATES_32BIT if dtype == "fp32" else matmul._CANDIDATES_16BIT)
+    sms, cc = matmul._device(a.get_device())
+    ip = matmul._validate(a, b, out, precision)
+    return list(matmul.candidates(a, b, out, precision, cc)), lambda tile: matmul.launcher(
+        tile, a, b, out, ip, precision == "tf32", programs=sms)
 
 
 @contextlib.contextmanager
@@ -96,18 +100,12 @@ def _patched(module: Any, **values: Any) -> Iterator[None]:
 def _no_race(turn: list[int]) -> Callable[..., Any]:
     """matmul's race replaced by a tile taken in turns (compiled, never timed): the fit measures the
     tiles the race chooses among, not the race."""
-    import torch
-
-    matmul = _kernels("matmul")
 
     def race(a: Any, b: Any, out: Any, precision: str) -> tuple[Any, Any]:
-        input_precision = matmul._validate(a, b, out, precision)
-        tma = a.is_cuda and matmul._has_tma(a.get_device()) and matmul.matmul_tma.eligible(a, b, out)
-        tiles = [t for t in _matmul_tiles("fp32" if a.dtype == torch.float32 else "16")
-                 if tma or t.kind == matmul.POINTER]
+        tiles, launcher = _tiles(a, b, out, precision)
         tile = tiles[turn[0] % len(tiles)]
         turn[0] += 1
-        return tile, matmul.launcher(tile, a, b, out, input_precision, precision == "tf32")
+        return tile, launcher(tile)
 
     return race
 
@@ -118,14 +116,12 @@ def _variants(op: str, dtype: str, precision: str, shape: tuple[int, ...], input
     from envcheck.bench import impls
 
     if op == "matmul":
-        matmul = _kernels("matmul")
         a, b = inputs["a"], inputs["b"]
         if not a.is_cuda:
             return []  # the interpreter runs one tile
-        tma = matmul._has_tma(a.get_device()) and matmul.matmul_tma.eligible(a, b, out)
-        tiles = [t for t in _matmul_tiles(dtype) if tma or t.kind == matmul.POINTER]
+        tiles, launcher = _tiles(a, b, out, precision)
         tile = tiles[(turn + len(tiles) // 2) % len(tiles)]
-        launch = matmul.launcher(tile, a, b, out, matmul._validate(a, b, out, precision), precision == "tf32")
+        launch = launcher(tile)
         return [(tile.label, lambda: (launch(a, b, out), out)[1])]
     module, values = {"conv2d": ("conv2d", {"_BLOCK_K": 16}), "row_sum": ("row_sum", None),
                       **{f"{h}_{o}": ("reduce", {"_FLAT_BLOCK": 1024, "_LEAD_BLOCK_B": 8})

@@ -39,8 +39,8 @@ say "machine"
   "$py" -c 'import os, torch, triton; print("torch", torch.__version__, "triton", triton.__version__, "cpus", os.cpu_count())'
 } 2>&1 | tee -a "$log"
 # A fresh machine's first run: no kernel compiled by an earlier call on this machine may serve it.
-TRITON_CACHE_DIR=$(mktemp -d) TORCHINDUCTOR_CACHE_DIR=$(mktemp -d)
-export TRITON_CACHE_DIR TORCHINDUCTOR_CACHE_DIR
+TRITON_CACHE_DIR=$(mktemp -d) TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) ENVCHECK_CACHE_DIR=$(mktemp -d)
+export TRITON_CACHE_DIR TORCHINDUCTOR_CACHE_DIR ENVCHECK_CACHE_DIR
 
 if want run; then
   say "envcheck run (full suite) on GPU 0 $*"

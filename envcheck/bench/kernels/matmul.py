@@ -1,18 +1,10 @@
 """``out = a @ b`` with tensor cores: fp16 / bf16 (fp32 accumulation) and fp32 as TF32 or IEEE.
 
-The pointer kernel here runs on any GPU: a program per output tile, K walked in BLOCK_K steps
-that Triton pipelines through shared memory (on Hopper it lowers to wgmma); tiles are visited
-in GROUP_M-tall column groups so that consecutive programs share A row-panels and B
-column-panels while they are still in L2. On Hopper and later the TMA kernels of
-matmul_tma.py join it, and the first call for each problem races them all (tuning.py).
-
-Measured on an H200 (triton 3.6, against cuBLAS through torch.matmul), the pointer kernel
-alone: fp16 / bf16 0.96x at 4096^3, 0.99x at 4096x11008x4096; TF32 0.82x; 1000^3 0.25x; with
-the TMA kernels in the race see matmul_tma.py. TF32 needs B K-major (as nn.Linear keeps its
-weight): Hopper's TF32 wgmma reads B only that way, and with a row-major B it ran at ~0.25x.
-
-Under the Triton interpreter (``TRITON_INTERPRET=1``) or with CPU tensors, racing has nothing
-to measure, so the pointer kernel runs with one small tile.
+The pointer kernel runs on any GPU (a program per output tile, K walked in BLOCK_K steps that
+Triton pipelines, tiles visited in GROUP_M-tall column groups for L2 reuse); on Hopper and later
+the TMA kernels of matmul_tma.py join it, and the first call for each problem races them
+(tuning.py). TF32 needs B K-major, as nn.Linear keeps its weight: Hopper's TF32 wgmma reads B only
+that way. Under the interpreter, or with CPU tensors, the pointer kernel runs with one small tile.
 """
 
 from __future__ import annotations
@@ -27,6 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
+from envcheck.bench import compile_cache
 from envcheck.bench.kernels import tuning
 from envcheck.bench.kernels.tile_order import grouped_tile
 from envcheck.bench.kernels.tuning import POINTER, TMA, TMA_PERSISTENT, Tile
@@ -114,42 +107,38 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
-# Candidates raced per problem (see tuning.py). The pointer kernel runs on any GPU; the TMA
-# kernels (matmul_tma.py) on Hopper and later where the operands' layout allows.
+# Candidates raced per problem (tuning.py); what each was for and how it did: docs/measurement.md.
 _CANDIDATES_16BIT = (
-    # Large square-ish problems: the widest tile gets the most FLOPs per byte of shared-memory
-    # traffic; 3 stages x 48 KiB fit. On an H200 at 4096^3: 0.96x of cuBLAS.
     Tile(POINTER, 128, 256, 64, 3, 8),
-    # Same tile transposed, for tall outputs (M >> N) where 128x256 leaves a ragged last column.
-    Tile(POINTER, 256, 128, 64, 3, 8),
-    # Mid-size or odd shapes (e.g. 1000^3) where 128x256 tiles give fewer programs than SMs.
+    Tile(POINTER, 256, 128, 64, 3, 8),  # tall outputs (M >> N)
     Tile(POINTER, 128, 128, 64, 4, 8),
-    # Small outputs: 64x128 tiles quadruple the program count of 128x256 (512^3: 0.85x, the best).
     Tile(POINTER, 64, 128, 64, 4, 4),
-    # TMA: 1000^3 at 0.67x (pointer kernels: 0.25x).
     Tile(TMA, 128, 128, 64, 5, 4),
-    # Persistent TMA: 4096^3 at 0.995x, 8192^3 at 1.02x.
     Tile(TMA_PERSISTENT, 128, 256, 64, 4, 8),
-    # Persistent TMA, smaller tile: 4096x11008x4096 at 1.07x.
     Tile(TMA_PERSISTENT, 128, 128, 64, 5, 4),
 )
-
-# fp32 operands are twice as wide: half the K depth per stage keeps the same shared memory.
-# The same candidates serve TF32 (tensor cores) and IEEE (FMA); they are raced separately.
+# fp32 operands are twice as wide: half the K depth per stage. TF32 and IEEE are raced apart.
 _CANDIDATES_32BIT = (
     Tile(POINTER, 128, 256, 32, 3, 8),
     Tile(POINTER, 128, 128, 32, 4, 8),
     Tile(POINTER, 64, 128, 32, 4, 4),
-    # TF32 at 4096^3: 0.99x (pointer kernels: 0.82x).
     Tile(TMA_PERSISTENT, 128, 256, 32, 3, 8),
     Tile(TMA_PERSISTENT, 128, 128, 32, 4, 8),
 )
+# Per compute capability, the candidates that never won a race there (every matmul race in the committed
+# H100 and H200 reports), by precision: not compiled nor raced there. The tall tile stays for tall outputs.
+_NEVER_WON: dict[tuple[int, int], dict[str, frozenset[Tile]]] = {
+    (9, 0): {
+        "16bit": frozenset({_CANDIDATES_16BIT[1]}),
+        "tf32": frozenset({_CANDIDATES_32BIT[1]}),
+        "fp32": frozenset(_CANDIDATES_32BIT[1:2] + _CANDIDATES_32BIT[3:]),
+    },
+}
 
 Launcher = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None]
 
-# Everything the launch depends on (shapes, dtypes, strides, device, 16-byte alignment) -> the
-# winning tile and its launcher with every argument but the tensors bound: a warm call costs a
-# dict lookup and the launch itself (a per-call dispatch doubled the host time of a 1024^3 call).
+# Everything the launch depends on (shapes, dtypes, strides, device, 16-byte alignment) -> the winning
+# tile and its launcher with all but the tensors bound: a warm call is a dict lookup and the launch.
 _LAUNCHERS: dict[tuple[Any, ...], tuple[Tile | None, Launcher]] = {}
 
 # Interpreter: one small tile, little numpy work per program.
@@ -161,25 +150,21 @@ _INTERPRET_TILE = Tile(POINTER, 32, 32, 32, 1, 4, group_m=4)
 _INTERPRETED = not isinstance(_matmul_kernel, triton.runtime.JITFunction)
 
 
-@functools.cache
-def _sm_count(device: int) -> int:
-    return int(torch.cuda.get_device_properties(device).multi_processor_count)
+# CUDA device -> (SM count, compute capability): read once, or given by compile_ahead.py (which opens no GPU).
+DEVICES: dict[int, tuple[int, tuple[int, int]]] = {}
 
 
-@functools.cache
-def _has_tma(device: int) -> bool:
-    """TMA needs Hopper (compute capability 9.0) or later and a Triton with tensor descriptors."""
-    return matmul_tma is not None and torch.cuda.get_device_capability(device)[0] >= 9
+def _device(device: int) -> tuple[int, tuple[int, int]]:
+    if device not in DEVICES:
+        props = torch.cuda.get_device_properties(device)
+        DEVICES[device] = (int(props.multi_processor_count), (int(props.major), int(props.minor)))
+    return DEVICES[device]
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, precision: str) -> torch.Tensor:
     """``out = a @ b`` for a (M, K), b (K, N), out (M, N), all one dtype; returns ``out``.
-
-    ``precision``: ``fp16`` / ``bf16`` for those dtypes, ``tf32`` or ``fp32`` (IEEE) for fp32.
-    Accumulates in fp32. The first call for a new problem (sizes, dtype, precision, layout)
-    races the candidate kernels and tiles (compiling each, synchronising); later calls launch
-    the winner directly.
-    """
+    ``precision``: ``fp16`` / ``bf16``, or ``tf32`` / ``fp32`` (IEEE) for fp32; fp32 accumulation.
+    The first call for a new problem (sizes, dtype, precision, layout) picks its tile (``_race``)."""
     if _INTERPRETED or not a.is_cuda:
         input_precision = _validate(a, b, out, precision)
         if a.shape[0] and b.shape[1]:
@@ -214,19 +199,35 @@ def _validate(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, precision: st
 
 
 def _race(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, precision: str) -> tuple[Tile | None, Launcher]:
-    """Validate, race this problem's candidates (tuning.fastest), return the winner and its launcher."""
+    """Validate, then this problem's tile: the one an earlier run on this GPU recorded
+    (compile_cache.py), else the race's winner (tuning.fastest), recorded; with its launcher."""
     input_precision = _validate(a, b, out, precision)
     M, K = a.shape
     N = b.shape[1]
     if M == 0 or N == 0:
         return None, lambda a, b, out: None  # an empty output: nothing to launch
-    device = a.get_device()
-    tma = K > 0 and _has_tma(device) and matmul_tma.eligible(a, b, out)
-    candidates = _CANDIDATES_32BIT if a.dtype == torch.float32 else _CANDIDATES_16BIT
-    launchers = {tile: launcher(tile, a, b, out, input_precision, precision == "tf32")
-                 for tile in candidates if tma or tile.kind == POINTER}
+    sms, cc = _device(a.get_device())
+    tiles = candidates(a, b, out, precision, cc)
+    key = compile_cache.problem_key(a, b, out, precision)
+    known = compile_cache.tile(key)
+    if known in tiles:
+        return known, launcher(known, a, b, out, input_precision, precision == "tf32", programs=sms)
+    launchers = {t: launcher(t, a, b, out, input_precision, precision == "tf32", programs=sms) for t in tiles}
     tile = tuning.fastest({t: functools.partial(launch, a, b, out) for t, launch in launchers.items()})
+    compile_cache.record(key, tile)
     return tile, launchers[tile]
+
+
+def candidates(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, precision: str, cc: tuple[int, int]
+               ) -> tuple[Tile, ...]:
+    """The tiles raced for this problem on a GPU of compute capability ``cc``: TMA ones on Hopper and later
+    where the operands allow, less those that never won on ``cc`` (``_NEVER_WON``)."""
+    tma = a.shape[1] > 0 and matmul_tma is not None and cc[0] >= 9 and matmul_tma.eligible(a, b, out)
+    wide = a.dtype == torch.float32
+    never = _NEVER_WON.get(cc, {}).get(precision if wide else "16bit", frozenset())
+    tall = a.shape[0] >= 2 * b.shape[1]
+    return tuple(t for t in (_CANDIDATES_32BIT if wide else _CANDIDATES_16BIT)
+                 if (tma or t.kind == POINTER) and (t not in never or (tall and t.block_m > t.block_n)))
 
 
 def vector_aligned(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> bool:
@@ -238,15 +239,16 @@ def vector_aligned(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> bool:
 
 
 def launcher(tile: Tile, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, input_precision: str,
-             allow_tf32: bool, *, upcast: bool = False) -> Launcher:
+             allow_tf32: bool, *, upcast: bool = False, programs: int = 2) -> Launcher:
     """A launch of ``tile``'s kernel for operands shaped, strided and aligned as these are, with
-    everything but the tensors bound. ``upcast``: interpreter only (bf16 widened to fp32)."""
+    everything but the tensors bound. ``programs``: the persistent kernel's (the SM count);
+    ``upcast``: interpreter only (bf16 widened to fp32)."""
     M, K = a.shape
     N = b.shape[1]
     if tile.kind != POINTER:
         assert matmul_tma is not None
         return functools.partial(matmul_tma.launch, input_precision=input_precision, tile=tile,
-                                 programs=_sm_count(a.get_device()) if a.is_cuda else 2, upcast=upcast)
+                                 programs=programs, upcast=upcast)
     grid = (triton.cdiv(M, tile.block_m) * triton.cdiv(N, tile.block_n),)
     kernel = _matmul_kernel[grid]
     sizes = (M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1))
@@ -270,9 +272,3 @@ def tuned_tile(m: int, n: int, k: int, dtype: torch.dtype, precision: str) -> Ti
         if tile is not None and (*a_shape, b_shape[1], a_dtype, prec) == (m, k, n, dtype, precision):
             return tile
     return None
-
-
-def tuned_config(m: int, n: int, k: int, dtype: torch.dtype, precision: str) -> dict[str, Any] | None:
-    """:func:`tuned_tile` as a dict (kernel kind, block sizes, stages, warps), e.g. for a log."""
-    tile = tuned_tile(m, n, k, dtype, precision)
-    return tile.describe() if tile is not None else None

@@ -1,29 +1,12 @@
 """``out = a @ b`` with operands loaded by the Tensor Memory Accelerator (Hopper and later).
 
-TMA copies a whole tile between global and shared memory from a tensor descriptor (base,
-shape, strides, tile shape) in one instruction: no per-thread address arithmetic or masks,
-out-of-bounds rows and columns read as zeros and are dropped on store. That frees registers
-and issue slots for the tensor cores (and, as the race's picks at the power cap suggest, watts).
-
-Two kernels, one tile loop:
-- ``tma``: a program per output tile, like the pointer kernel in matmul.py.
-- ``tma_persistent``: one program per SM, each walking tiles ``pid, pid + SMS, ...``; the
-  loop over (tile, K step) is flattened so loads for the next tile are issued while the
-  current one finishes: no program starts per tile, and the epilogue (convert, store)
-  overlaps the next tile's loads.
-
-Measured on an H200 against cuBLAS (interleaved CUDA-graph replays, triton 3.6):
-``tma_persistent`` 128x256x64 reached 0.995x at 4096^3 fp16 / bf16 and 1.02x at 8192^3, 0.994x
-for TF32 at 4096^3 (128x256x32); 128x128x64 reached 1.07x at 4096x11008x4096 (the pointer
-kernel: 0.96x, 1.00x, 0.82x, 0.99x); ``tma`` 128x128x64 reached 0.67x at 1000^3 (pointer:
-0.25x). At 512^3 the pointer kernel stays faster (0.85x against 0.63x): matmul.py races both
-kinds per problem. A TMA launch costs more host time (three descriptors are encoded per call:
-40-100 us against 20-25 us at 1024^3 on an H200), which the launch-time column shows.
-
-The descriptors are built on the host at every call and passed by value, so a CUDA graph
-captures them like any other argument, and nothing is allocated on the device.
+TMA copies a whole tile between global and shared memory from a tensor descriptor in one instruction: no
+per-thread address arithmetic or masks (out-of-bounds reads are zeros, stores dropped). ``tma``: a program per
+output tile; ``tma_persistent``: one program per SM walking tiles ``pid, pid + SMS, ...`` with the (tile, K)
+loop flattened, so the next tile's loads overlap this one's epilogue. The descriptors are built on the host
+at every call and passed by value (a CUDA graph captures them; nothing is allocated on the device), which
+costs launch time (40-100 us against 20-25 us for the pointer kernel at 1024^3 on an H200).
 """
-
 from __future__ import annotations
 
 from typing import Any

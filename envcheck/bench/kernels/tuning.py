@@ -1,21 +1,10 @@
-"""Choosing a matmul kernel and tile for one problem: the candidates and how they are raced.
+"""Choosing a matmul kernel and tile for one problem: the candidates (``Tile``) and their race.
 
-A ``Tile`` names one candidate: which kernel (``pointer``: loads through pointer arithmetic,
-any GPU; ``tma`` / ``tma_persistent``: loads through the Tensor Memory Accelerator, Hopper and
-later) and its launch parameters. :func:`fastest` times every candidate that compiles on the
-real problem and returns the quickest.
-
-Candidates are timed the way envcheck times any implementation (bench/timer.py): a CUDA graph
-of back-to-back calls per candidate, replayed in interleaved turns. So the race ranks GPU time,
-the number a report quotes, with the host's launch cost left out, and every candidate sees the
-same power and clock state. Timing them one after the other (as Triton's autotuner does)
-would rank their order instead: a GPU at its power cap loses 10-20% of its clock within a
-second of tensor-core load. Timing them with ``triton.testing.do_bench`` (eager calls, each
-after an L2 flush) let host launch cost leak in: a TMA launch builds three tensor descriptors
-on the host (60-100 us against 20-40 us for the pointer kernel), and on an H200 that race
-chose a tile for bf16 1024^3 that ran at 0.41x of cuBLAS; the graph race chooses one at 0.90x.
+``fastest`` times every candidate that compiles on the real problem the way envcheck times any
+implementation: CUDA graphs of back-to-back calls, replayed in interleaved turns after a warm-up that brings
+the GPU to its power cap, so the race ranks the GPU time a report quotes, in the GPU's loaded state, without
+the host's launch cost (docs/measurement.md says what other races picked).
 """
-
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
@@ -30,21 +19,13 @@ TMA = "tma"
 TMA_PERSISTENT = "tma_persistent"
 KINDS = (POINTER, TMA, TMA_PERSISTENT)
 
-# Each candidate's share of the race: enough samples for a stable median of a few-us kernel,
-# short enough that a suite racing dozens of problems spends seconds on it. Before it, all
-# candidates run in turns for ``warmup_ms``: a large matmul then meets the GPU at its power cap,
-# as the benchmark will. Raced on a cool GPU, bf16 4096^3 chose the pointer kernel (0.96x of
-# cuBLAS once capped) over persistent TMA (0.995x), which draws fewer watts for the same work.
+# Each candidate's share of the race, after all ran in turns for ``warmup_ms``: a large matmul then meets the
+# GPU at its power cap, as the benchmark will.
 RACE_SETTINGS = Settings(warmup_ms=300.0, rep_ms=25.0, min_samples=10, max_samples=200)
 
 # GPU time per call (us) of each callable, or the exception that stopped it.
 Measure = Callable[[list[Callable[[], Any]]], list["float | BaseException"]]
-# The candidates' first calls (each compiles its kernel) run this many at a time. Triton releases the
-# GIL while LLVM optimises and ptxas assembles (the bulk of a compile: a thread spinning beside a
-# compile was never held up more than ~20 ms), and its JIT caches take a kernel compiled in any
-# thread (triton.AsyncCompileMode compiles in a thread pool for the same reason, triton PR 7306). A
-# race of 7 new kernels took 5-10 s one after the other on an H200 (matmul 1000^3 fp16: 5.5 s, IEEE
-# fp32: 9.6 s; evidence/2026-11-26_0456Z_vm_h200.json.gz, compile_s): 72 s of its 95 s of compiling.
+# The candidates' first calls (compiles) at a time: Triton releases the GIL in LLVM and ptxas.
 COMPILE_THREADS = 8
 
 
@@ -81,13 +62,9 @@ class Tile:
 
 
 def fastest(candidates: Mapping[Tile, Callable[[], Any]], measure: Measure | None = None) -> Tile:
-    """The candidate whose call takes the least GPU time; each callable runs the whole problem.
-
-    The candidates' first calls (their compiles) run side by side (``first_calls``). A candidate
-    that fails on its first call (too much shared memory for this GPU, a feature this GPU lacks) or
-    while timed drops out. When every one fails, the first failure (in candidate order) is raised.
-    ``measure`` replaces the CUDA-graph timing (tests).
-    """
+    """The candidate whose call (the whole problem) takes the least GPU time. Their first calls (compiles)
+    run side by side; one that fails then or while timed drops out; when all fail, the first failure is
+    raised. ``measure`` replaces the CUDA-graph timing (tests)."""
     import torch
 
     alive: dict[Tile, Callable[[], Any]] = {}
@@ -160,7 +137,7 @@ def graph_times(fns: list[Callable[[], Any]]) -> list[float | BaseException]:
             regions.append(graph_region(timer, fn))
             out.append(0.0)
         except Exception as e:  # noqa: BLE001 - this candidate cannot be captured: it drops out
-            out.append(e)
+            out.append(e.with_traceback(None))  # its frames (and a half-captured graph) go now, not at a GC
     if regions:
         timer.warmup(lambda: [region.run() for region in regions])
     measured = iter(timer.measure_interleaved(regions))

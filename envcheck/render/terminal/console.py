@@ -41,7 +41,7 @@ def _pipe_width() -> int:
         return PIPE_WIDTH
 
 
-_TRAILING = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)(?=\n)")
+_TRAILING = re.compile(r"(?<![ \t])[ \t]+((?:\x1b\[[0-9;]*m)*)(?=\n)")  # from a run's first blank only
 
 
 class _Trimmed:

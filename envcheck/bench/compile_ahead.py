@@ -1,0 +1,194 @@
+"""Compiling the planned cases' Triton kernels while the worker measures: ``python -m envcheck.bench.compile_ahead``.
+
+A few niced children of the worker, no GPU visible to them, run each planned Triton case's first call on
+stand-in tensors with Triton's JIT set to compile for the GPU's architecture without launching (the matmul race
+to compile its candidates untimed): the kernels and launchers land in the run's Triton cache, where the
+worker's own first call finds them. Nothing here runs on the GPU or decides what runs. The plan on stdin:
+{"cc": [9, 0], "sms": 132, "control": null, "cases": [[op, dtype, precision, shape], ...]}.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from envcheck.bench.suite import PlannedCase
+from envcheck.model import BenchDevice
+from envcheck.ops import OPS
+
+NICE = 10  # below the worker, whose host thread times launches
+# Children per worker (a core each): the worker, Inductor's compile pool and the host keep the rest.
+MAX_CHILDREN = 4
+SPARE_CPUS = 4
+
+
+def children(cpus: int | None) -> int:
+    return max(0, min(MAX_CHILDREN, ((cpus or 1) - SPARE_CPUS) // 3))
+
+
+def shares(cases: Sequence[PlannedCase], n: int) -> list[list[list[Any]]]:
+    """The Triton cases of built-in ops, once each in plan order, dealt to ``n`` children by (op, dtype,
+    precision): the shapes of one kernel family share compiled specialisations, so one child compiles them."""
+    families: dict[tuple[str, str, str], list[list[Any]]] = {}
+    for c in dict.fromkeys(c for c in cases if c.impl == "triton" and c.op in OPS):
+        families.setdefault((c.op, c.dtype, c.precision), []).append([c.op, c.dtype, c.precision, list(c.shape)])
+    out: list[list[list[Any]]] = [[] for _ in range(n)]
+    for i, family in enumerate(families.values()):
+        out[i % n] += family
+    return [s for s in out if s]
+
+
+def start(cases: Sequence[PlannedCase], device: BenchDevice, control: str | None,
+          cpus: int | None = None) -> list[subprocess.Popen[bytes]]:
+    """The children compiling ``cases``' Triton kernels ahead (none where the host has few cores to spare)."""
+    from envcheck.bench.process import parent_death_signal
+
+    if device.compute_capability is None or device.sm_count is None:
+        return []
+    cc = [int(x) for x in device.compute_capability.split(".")]
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    procs = []
+    for share in shares(cases, children(os.cpu_count() if cpus is None else cpus)):
+        try:
+            p = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                 env=env, preexec_fn=parent_death_signal())
+            assert p.stdin is not None
+            p.stdin.write(json.dumps({"cc": cc, "sms": device.sm_count, "control": control, "cases": share}).encode())
+            p.stdin.close()
+        except OSError as e:
+            print(f"envcheck worker: compiling ahead not started ({e})", file=sys.stderr)
+            break
+        procs.append(p)
+    return procs
+
+
+def stop(procs: Sequence[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+
+
+class Stand:
+    """A meta tensor that passes for a CUDA tensor of device 0 where a wrapper and Triton's JIT look: its
+    data pointer is its byte offset (a real allocation starts 512-byte aligned), views stay stand-ins."""
+
+    is_cuda = True
+
+    def __init__(self, meta: Any) -> None:
+        self._t = meta
+
+    def __getattr__(self, name: str) -> Any:
+        got = getattr(self._t, name)
+        if not callable(got):
+            return got
+        return lambda *a, **k: _stand(got(*(x._t if isinstance(x, Stand) else x for x in a), **k))
+
+    def __getitem__(self, key: Any) -> Stand:
+        return Stand(self._t[key])
+
+    def __len__(self) -> int:
+        return len(self._t)
+
+    def data_ptr(self) -> int:
+        return int(self._t.storage_offset() * self._t.element_size())
+
+    def get_device(self) -> int:
+        return 0
+
+
+def _stand(x: Any) -> Any:
+    import torch
+
+    return Stand(x) if isinstance(x, torch.Tensor) else x
+
+
+def compile_cases(plan: dict[str, Any]) -> tuple[int, int]:
+    """Each case's first call, compiled only; (cases compiled, cases that failed)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime import driver
+    from triton.runtime.jit import JITFunction
+
+    from envcheck.bench import impls
+    from envcheck.bench.kernels import tuning
+
+    cc = tuple(plan["cc"])
+
+    class Target:  # what Triton's JIT asks of its driver, answered for the GPU the worker opened
+        def get_current_device(self) -> int:
+            return 0
+
+        def get_current_stream(self, device: int | None = None) -> int:
+            return 0
+
+        def get_current_target(self) -> Any:
+            return GPUTarget("cuda", cc[0] * 10 + cc[1], 32)
+
+    driver.set_active(Target())
+    try:
+        from triton.backends.nvidia.driver import CudaLauncher, CudaUtils
+
+        CudaUtils()  # Triton's own driver module, built into the cache
+    except Exception:  # noqa: BLE001 - no CUDA headers or library here: kernels only
+        CudaLauncher = None  # noqa: N806
+    run = JITFunction.run
+
+    def compile_only(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+        kernel = run(self, *args, grid=grid, warmup=True, **kwargs)
+        if kernel is not None and CudaLauncher is not None:
+            try:
+                CudaLauncher(kernel.src, kernel.metadata)  # the launcher's C module, built into the cache
+            except Exception:  # noqa: BLE001, S110 - the worker builds it then
+                pass
+        return kernel
+
+    def race(candidates: dict[Any, Any], measure: Any = None) -> Any:
+        tuning.first_calls(list(candidates.values()))
+        return next(iter(candidates))
+
+    JITFunction.run = compile_only  # type: ignore[method-assign]
+    tuning.fastest = race  # type: ignore[assignment]
+    import importlib
+
+    importlib.import_module("envcheck.bench.kernels.matmul").DEVICES[0] = (int(plan["sms"]), cc)
+    done = failed = 0
+    for op, dtype, precision, shape in plan["cases"]:
+        shape = tuple(shape)
+        try:
+            inputs = {k: Stand(v) for k, v in impls.make_inputs(op, shape, dtype, "meta", None).items()}
+            out = Stand(impls.make_output(op, shape, dtype, "meta"))
+            impls.triton_impl(op, inputs, out, precision, shape, plan.get("control"))()
+            done += 1
+        except Exception:  # noqa: BLE001 - not compiled ahead: the worker compiles it
+            failed += 1
+    return done, failed
+
+
+def warm_inductor() -> None:
+    """Start Inductor's compile workers now (they start at the first torch.compile otherwise, and the
+    worker waits for them there): they come up while the first groups are prepared."""
+    try:
+        from torch._inductor.async_compile import maybe_warm_pool
+
+        maybe_warm_pool()
+    except Exception as e:  # noqa: BLE001 - a private API: without it they start at the first compile
+        print(f"envcheck worker: Inductor's compile workers not started early ({e})", file=sys.stderr)
+
+
+def main() -> int:
+    os.nice(NICE)
+    t0 = time.monotonic()
+    plan = json.loads(sys.stdin.read())
+    done, failed = compile_cases(plan)
+    print(f"envcheck compile-ahead: {done} cases compiled, {failed} left to the worker, "
+          f"{time.monotonic() - t0:.1f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

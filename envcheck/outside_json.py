@@ -1,0 +1,182 @@
+"""JSON from outside (a report, a snapshot, a worker's message) read and typed by msgspec, every problem one line
+naming the field: ``benches[0].device.sm_count: Expected `int`, got `bool```."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import os
+import re
+import stat
+import types
+import typing
+import zlib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import msgspec
+
+from envcheck.outside_text import encodable
+
+T = TypeVar("T")
+Json = Any  # a JSON value as read or to be written, before anything types it: where values are Any
+Form = Any  # a type as msgspec takes it: a class, a union, an Annotated alias
+MAX_INT = 2**63
+# An integer read from outside fits in 64 bits: a larger one would overflow float arithmetic far from where it was read.
+Int = Annotated[int, msgspec.Meta(ge=-MAX_INT, le=MAX_INT - 1)]
+_WORDS = {f"Expected `int` <= {MAX_INT - 1}": "integer out of range (more than 64 bits)",
+          f"Expected `int` >= {-MAX_INT}": "integer out of range (more than 64 bits)"}
+_AT = re.compile(r" - at `\$([^`]*)`$")  # msgspec's place of a problem
+_MISSING = re.compile(r"Object missing required field `(\w+)`")
+_SEGMENT = re.compile(r"\.\w+|\[\d+\]|\[\.\.\.\]")
+Hook = Callable[[type, Json], object]
+GZIP_MAGIC = b"\x1f\x8b"
+MAX_INFLATION = 100  # reports and snapshots shrink 5 to 15 times under gzip; a bomb, a thousand times and more
+
+
+def read_text(p: Path, max_bytes: int, error: type[Exception], what: str) -> str:
+    """The text of the regular file ``p``, gzip-compressed (committed evidence is) or not, of at most ``max_bytes``
+    (inflated: nor ``MAX_INFLATION`` times its compressed size), as one ``error`` line naming the file when it is none.
+    Opened non-blocking and checked on the open file itself: a pipe, or a file swapped for one after a check, never
+    blocks; a device is never read without end."""
+    try:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except FileNotFoundError:
+        raise error(f"{p}: no such file") from None
+    except OSError as e:
+        raise error(f"{p}: cannot read ({e.strerror or e})") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise error(f"{p}: is a directory, not a {what} file")
+        if not stat.S_ISREG(st.st_mode):
+            raise error(f"{p}: not a regular file (a pipe, socket or device), not a {what}")
+        if st.st_size > max_bytes:
+            raise error(f"{p}: {st.st_size} bytes, too large to be a {what} (at most {max_bytes >> 20} MiB)")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(max_bytes + 1)
+        limit = max_bytes
+        if data[:2] == GZIP_MAGIC:
+            limit = min(max_bytes, MAX_INFLATION * len(data))
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            data = d.decompress(data, limit + 1)  # never more than the limit in memory: a bomb stops here
+            if not d.eof and not d.unconsumed_tail:
+                raise error(f"{p}: cannot read (the compressed {what} ends early)")
+        if len(data) > limit:  # it grew while it was read, or decompressed to more
+            raise error(f"{p}: too large to be a {what} (at most {max_bytes >> 20} MiB"
+                        + (f"; more than {limit} bytes once decompressed, {MAX_INFLATION} times its compressed size)"
+                           if limit < max_bytes else ")"))
+        return data.decode("utf-8")
+    except (OSError, zlib.error) as e:
+        raise error(f"{p}: cannot read ({e.__class__.__name__}: {e})") from None
+    except UnicodeDecodeError as e:
+        raise error(f"{p}: not UTF-8 text (byte {e.start}), not a {what}") from None
+    finally:
+        os.close(fd)
+
+
+def check_numbers(value: object, where: str = "", max_depth: int = 0, ints: bool = True) -> None:
+    """ValueError naming the first non-finite number, (``ints``) integer past 64 bits or (``max_depth``) value
+    nested deeper."""
+    stack: list[tuple[object, int, str]] = [(value, 0, where)]
+    while stack:
+        v, depth, path = stack.pop()
+        if max_depth and depth > max_depth:
+            raise ValueError(f"{path}: nested more than {max_depth} levels deep")
+        if isinstance(v, dict):
+            stack.extend((x, depth + 1, f"{path}.{k}" if path else str(k)) for k, x in reversed(v.items()))
+        elif isinstance(v, list):
+            stack.extend((v[i], depth + 1, f"{path}[{i}]") for i in reversed(range(len(v))))
+        elif ints and isinstance(v, int) and not -MAX_INT <= v < MAX_INT:
+            raise ValueError(f"{path}: integer out of range (more than 64 bits)")
+        elif isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"{path}: expected a finite number")
+
+
+def read_json(text: str, error: type[Exception], what: str) -> Json:
+    """The JSON value of ``text``, read by msgspec. What msgspec refuses and Python's reader takes (a lone
+    surrogate, NaN, 1e400) is read by Python's, made encodable and checked, so that the error names the field."""
+    try:
+        return msgspec.json.decode(text)
+    except (msgspec.DecodeError, ValueError, RecursionError):
+        pass
+    try:
+        data = encodable(json.loads(text))
+    except json.JSONDecodeError as e:
+        raise error(f"not valid JSON ({e.msg} at line {e.lineno})") from None
+    except RecursionError:
+        raise error(f"nested too deeply to be a {what}") from None
+    except ValueError as e:  # an integer literal of thousands of digits (int's string conversion limit)
+        raise error(f"not a {what} ({str(e).split(';')[0]})") from None
+    try:
+        check_numbers(data, ints=False)
+    except ValueError as e:
+        raise error(str(e)) from None
+    return data
+
+def convert(data: object, tp: type[T], where: str = "", dec_hook: Hook | None = None) -> T:
+    """``data`` (decoded JSON) as ``tp``, validated; a ValueError's one line names the field (``where``: its place)."""
+    try:
+        return msgspec.convert(data, tp, dec_hook=dec_hook)
+    except msgspec.ValidationError as e:
+        problem, path = str(e), ""
+        while m := _AT.search(problem):  # a hook's own place comes after the place of its field
+            problem, path = problem[: m.start()], path + m.group(1)
+        path = where + _named(data, tp, path, dec_hook)
+        if m := _MISSING.fullmatch(problem):
+            path, problem = f"{path}.{m[1]}", "missing"
+        path, problem = path.lstrip("."), _WORDS.get(problem, problem)
+        raise ValueError(f"{path}: {problem}" if path else problem) from None
+    except (LookupError, AttributeError) as e:  # a model check (__post_init__) that tripped over a value
+        raise ValueError(f"{where.lstrip('.') or 'value'}: {e.__class__.__name__}: {e}") from None
+
+
+def _named(data: Json, tp: Form, path: str, dec_hook: Hook | None) -> str:
+    """msgspec's ``path`` with each ``[...]`` (a mapping's value: the key is not named) the key whose value fails."""
+    if "[...]" not in path:
+        return path
+    out = ""
+    try:
+        for seg in _SEGMENT.findall(path):
+            tp = _member(tp, data)
+            if seg == "[...]":
+                tp = typing.get_args(tp)[1]
+                key = next(k for k, v in data.items() if not _fits(v, tp, dec_hook))
+                seg, data = f".{key}", data[key]
+            elif seg.startswith("["):
+                args, data = typing.get_args(tp), data[int(seg[1:-1])]
+                tp = args[int(seg[1:-1])] if len(args) > 1 and args[-1] is not Ellipsis else args[0]
+            else:
+                tp, data = _hints(tp)[seg[1:]], data[seg[1:]]
+            out += seg
+    except (StopIteration, LookupError, TypeError, ValueError, AttributeError):
+        return path
+    return out
+
+
+@functools.cache
+def _hints(tp: type) -> dict[str, Form]:
+    return typing.get_type_hints(tp, include_extras=True)
+
+
+def _member(tp: Form, data: object) -> Form:
+    """The type of a union (or of an Annotated type) that ``data`` is meant as: the first of its kind."""
+    while typing.get_origin(tp) is Annotated:
+        tp = typing.get_args(tp)[0]
+    union = typing.get_origin(tp) in (typing.Union, types.UnionType)
+    members = [a for a in typing.get_args(tp) if a is not type(None)] if union else [tp]
+    if isinstance(data, list):
+        return next((m for m in members if typing.get_origin(m) in (list, tuple)), members[0])
+    return next((m for m in members if typing.get_origin(m) in (dict, Mapping) or dataclasses.is_dataclass(m)
+                 or isinstance(m, type) and issubclass(m, msgspec.Struct)), members[0])
+
+
+def _fits(value: object, tp: Form, dec_hook: Hook | None) -> bool:
+    try:
+        msgspec.convert(value, tp, dec_hook=dec_hook)
+    except msgspec.ValidationError:
+        return False
+    return True
