@@ -110,6 +110,15 @@ def test_the_scales_are_the_models_formulas(op, dtype, precision, shape, output,
         assert (tol.rel_l2, tol.element, tol.excess) == pytest.approx(tuple(tl.MARGIN * x for x in got[:3]))
 
 
+def test_an_output_of_unknown_size_counts_as_one_element_and_exact_statistics_without_ulps_fail():
+    one = tl.scales("sum_all", "fp16", "fp16", (3, 37, 129))
+    e = math.sqrt(3 * 37 * 129) * U32
+    assert one.excess == pytest.approx(math.sqrt(e * e + 4 * U16 * e + 16 * U16 * U16))  # n = 1
+    assert tl.scales("sum_all", "fp16", "fp16", (3, 37, 129), elements=1) == one
+    tol = tl.tolerance("relu", "fp32", "fp32", (64,))
+    assert tl.judge(_acc(), tol, exact=Accuracy(0.0, 0.0)).broken == ("exact",)  # exact inputs without max_ulps
+
+
 def test_a_precision_or_dtype_the_model_does_not_know_is_refused_by_name():
     with pytest.raises(ValueError, match="unknown dtype/precision fp8/fp16"):
         tl.scales("matmul", "fp8", "fp16", (8, 8, 8))

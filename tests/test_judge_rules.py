@@ -84,7 +84,7 @@ def test_a_burn_needs_three_quarters_of_the_power_limit(milliwatts, fails):
 
 # --------------------------------------------------------------------------- the row flags
 
-@pytest.mark.parametrize(("launch_us", "bound"), [(149.0, False), (151.0, True)])
+@pytest.mark.parametrize(("launch_us", "bound"), [(149.0, False), (150.0, False), (151.0, True)])
 def test_a_row_is_launch_bound_past_one_and_a_half_times_its_gpu_time(launch_us, bound):
     gpu_t = Timing.from_samples("cuda_graph", [100.0] * 5)
     assert flags.is_launch_bound(gpu_t, Timing.from_samples("cuda_events", [launch_us] * 5)) is bound
@@ -106,6 +106,7 @@ def test_a_row_is_noisy_past_five_percent_cv(cv, noisy):
     t = _with_cv(cv)
     assert t.cv == pytest.approx(cv, rel=1e-3) and t.iqr_us == 0.0
     assert flags.is_noisy(t) is noisy
+    assert not flags.is_noisy(None) and not flags.is_launch_bound(None, t) and not flags.is_launch_bound(t, None)
     assert flags.NOISY_IQR_RATIO == 0.10  # the IQR's line: tests/test_analysis.py's noisy rows
 
 
@@ -120,11 +121,12 @@ def test_the_working_set_categories_break_at_one_mib_l2_and_sixteen_l2(ws, l2, c
 
 @pytest.mark.parametrize(("name", "per_s", "over"), [
     ("pcie_replay", 7.9 / 60, False), ("pcie_replay", 8.1 / 60, True),  # 8 per minute
+    ("pcie_replay_rollover", 8.1 / 60, True), ("not_a_counter", 1e6, False),  # a counter without a limit
     ("crc_flit", 99.0, False), ("crc_flit", 101.0, True),  # 100 per second
     ("replay", 99.0, False), ("replay", 101.0, True),
 ])
 def test_a_link_counter_is_over_its_limit_just_past_dcgms_rate(name, per_s, over):
-    assert name in counters.RATE_COUNTERS or name.startswith("pcie")
+    assert name in counters.RATE_COUNTERS or name.startswith(("pcie", "not_"))
     assert counters.counter_over_limit(CounterChange(0, name, 0, int(per_s * 100), 100.0, per_s)) is over
 
 
