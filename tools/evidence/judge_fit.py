@@ -3,7 +3,7 @@ the planted bugs (tests/planted.py), measured on one GPU; the constants derived 
 
     python tools/evidence/judge_fit.py [--out DIR] [--seeds 5] [--budget-s 220]       # one GPU
     python tools/evidence/judge_fit.py --cpu-smoke [--out DIR]                          # the same, interpreted
-    python tools/evidence/judge_fit.py --fit FILE... [--write JSON | --markdown]       # the CPU
+    python tools/evidence/judge_fit.py --fit FILE... [--update | --write JSON | --markdown]  # the CPU
 
 Measuring: every group (op, dtype, precision, shape) of the GPU suites (default and ``--quick``,
 the workloads), smallest first, the ops taken in turns. Per group and seed, fresh inputs as the
@@ -18,7 +18,8 @@ of it), torch.compile and JAX at the suite's compile shapes. Writes ``judge_fit_
 
 Fitting (``--fit``, also envcheck reports): per (op or op.output, precision) and criterion, the
 worst correct implementation's statistic over the model's scale (analysis/tolerance.py's
-``scales``): ``--write envcheck/analysis/judge_fit.json`` writes them (analysis/tolerance.py's FIT);
+``scales``): ``--write JSON`` writes them (envcheck/analysis/judge_fit.json: analysis/tolerance.py's FIT),
+``--update`` writes that file and docs/judge.md's sources and table from the same files;
 by default, per op and precision, the worst correct implementation's err/bound and the mildest
 planted bug's under the constants as they are now; ``--markdown``: that table as docs/judge.md holds it.
 """
@@ -31,6 +32,7 @@ import gzip
 import json
 import math
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -496,12 +498,28 @@ def run_fit(args: argparse.Namespace) -> int:
     if not records:
         print("judge_fit: no records in " + ", ".join(args.fit), file=sys.stderr)
         return 2
-    if args.write:
+    if args.write or args.update:
+        fitted = fit(records)
         table = {"sources": [Path(f).name for f in args.fit],
-                 "fit": [[key, precision, *q] for (key, precision), q in fit(records).items()]}
+                 "fit": [[key, precision, *q] for (key, precision), q in fitted.items()]}
         text = json.dumps(table, separators=(",", ":")).replace("],[", "],\n[")
-        Path(args.write).write_text(text + "\n", encoding="utf-8")
-        print(f"{len(table['fit'])} constants: {args.write}")
+        target = Path(args.write or ROOT / "envcheck" / "analysis" / "judge_fit.json")
+        target.write_text(text + "\n", encoding="utf-8")
+        print(f"{len(fitted)} constants: {target}")
+        if not args.update:
+            return 0
+        from envcheck.analysis import tolerance
+
+        tolerance.FIT.clear()
+        tolerance.FIT.update(fitted)
+        doc = ROOT / "docs" / "judge.md"
+        files = " ".join(str(Path(f).resolve().relative_to(ROOT)) for f in args.fit)
+        text = re.sub(r"(python tools/evidence/judge_fit.py --markdown --fit ).*", lambda m: m.group(1) + files,
+                      doc.read_text(encoding="utf-8"))
+        text = re.sub(r"(<!-- judge table[^>]*-->\n).*?(<!-- end judge table -->)",
+                      lambda m: m.group(1) + markdown(summary(records)) + m.group(2), text, flags=re.S)
+        doc.write_text(text, encoding="utf-8")
+        print(f"its table and sources: {doc}")
         return 0
     rows = summary(records)
     if args.markdown:
@@ -516,17 +534,20 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", help="folder for judge_fit_<gpu>.json.gz (default: $OUT, else .)")
     p.add_argument("--seeds", type=int, default=5)
-    p.add_argument("--budget-s", type=float, default=220.0, help="wall time of the measurement, compiles included")
+    p.add_argument("--budget-s", type=float, help="wall time of the measurement, compiles included (220; smoke 3600)")
     p.add_argument("--cpu-smoke", action="store_true", help="Triton's interpreter on the CPU, tiny shapes, one seed")
     p.add_argument("--ops", type=lambda s: s.split(","), help="only these ops (comma-separated)")
     p.add_argument("--fit", nargs="+", metavar="FILE", help="fit from judge_fit files or envcheck reports (CPU)")
     p.add_argument("--write", metavar="JSON", help="with --fit: write the constants (envcheck/analysis/judge_fit.json)")
     p.add_argument("--markdown", action="store_true", help="with --fit: docs/judge.md's table")
+    p.add_argument("--update", action="store_true", help="with --fit (files in the repository): write the constants "
+                   "and docs/judge.md's sources and table")
     args = p.parse_args(argv)
     if args.fit:
         return run_fit(args)
     if args.cpu_smoke:
         args.seeds = 1
+    args.budget_s = args.budget_s or (3600.0 if args.cpu_smoke else 220.0)
     return measure(args)
 
 
