@@ -32,7 +32,7 @@ THEORY = (1.0, 1.0, 1.0)
 # (op or op.output, precision) -> the worst correct (l2, element, excess) over the model's scales, as
 # tools/evidence/judge_fit.py --fit wrote them from the evidence files the table names (docs/judge.md).
 FIT: dict[tuple[str, str], tuple[float, float, float]] = {
-    (k, p): (a, b, c) for k, p, a, b, c in json.loads(Path(__file__).with_name("judge_fit.json").read_text())["fit"]}
+    (k, p): (a, b, c) for k, p, a, b, c in json.loads(Path(__file__).with_name("judge_fit.json").read_text("utf-8"))["fit"]}
 
 
 def _spec(op: OpSpec | str) -> OpSpec:
