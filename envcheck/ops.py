@@ -136,6 +136,10 @@ def valid_name(name: object) -> bool:
                                                                    for ch in name)
 
 
+# A conv2d shape's dimensions, as ``--sizes`` takes them (NxCxHxWxKxRxSTRIDE) and every view names them.
+CONV_DIMS = ("N", "C", "H", "W", "K", "R", "stride ")
+
+
 @dataclass(frozen=True)
 class OpSpec:
     """What one op is. ``family`` groups ops that take the same shapes (and the same sizes on
@@ -358,6 +362,17 @@ def spec(op: str) -> OpSpec:
         raise ValueError(f"unknown op {op!r} (known: {', '.join(OPS)})") from None
 
 
+# Implementations that never run a Triton kernel: on the CPU they run natively, interpreter on or off.
+NATIVE_IMPLS = ("torch", "compile", "jax")
+
+
+def interpreted(interpret: bool, backend: str, impl: str, baseline: str) -> bool:
+    """Whether ``impl`` runs in Triton's interpreter: ``run --interpret`` (or ``envcheck bench`` under
+    ``TRITON_INTERPRET=1``) on the CPU, neither its op's baseline nor a native implementation (a user's
+    implementation may hold a Triton kernel under any name). Such a kernel is checked, never timed."""
+    return interpret and backend != "cuda" and impl != baseline and impl not in NATIVE_IMPLS
+
+
 def lookup(op: str, declared: Iterable[OpSpec] = ()) -> OpSpec:
     """The spec of ``op``: a built-in one, else one of the ``declared`` ops (a report's
     ``Bench.ops``); ValueError if neither has it."""
@@ -374,13 +389,13 @@ def variant(dtype: str, precision: str) -> str:
     return dtype if precision == dtype else f"{dtype}/{precision}"
 
 # What runs without --ops: the machine-health suite. The first users' workloads (issue 22)
-# run when named, one by one or as the group ``workloads`` (``--ops workloads``): they would
-# triple the default suite's cases and time.
+# run when named, one by one or as the group ``workloads``: they would triple the default suite's
+# cases and time. Ops named replace the default ones; the group ``default`` names them (``default,workloads``).
 DEFAULT_OPS: tuple[str, ...] = ("vector_add", "relu", "matmul", "softmax", "row_sum")
-OP_GROUPS: dict[str, tuple[str, ...]] = {"workloads": tuple(op for op in OP_NAMES if op not in DEFAULT_OPS)}
+OP_GROUPS: dict[str, tuple[str, ...]] = {"default": DEFAULT_OPS,
+                                         "workloads": tuple(op for op in OP_NAMES if op not in DEFAULT_OPS)}
 
 
 def ops_help() -> str:
     """Every built-in op and group, as ``--ops`` takes them (the CLI's help)."""
-    groups = "; ".join(f"{g}: {', '.join(ops)}" for g, ops in OP_GROUPS.items())
-    return f"default: {', '.join(DEFAULT_OPS)}; {groups}"
+    return "; ".join(f"{g}: {', '.join(ops)}" for g, ops in OP_GROUPS.items())

@@ -1,7 +1,8 @@
-"""Dated report file names that sort by time and never replace an existing report.
+"""Dated report file names that say what the report is, sort by time and never replace an existing report.
 
-``2026-11-21_2215Z_gpu-box-1_h200.json``: UTC stamp (minutes), host, and the GPU the
-benchmark ran on (or ``cpu``; ``4x-h200_node`` for a node run). A name already used by anything a report set holds (the JSON,
+``2026-11-21_2215Z_gpu-box-1_h200.json``: UTC stamp (minutes), host, and the GPU the benchmark
+ran on (or ``cpu``), then what else it is: ``4x-h200_node`` for a node run, ``_burn``, ``_bench-OPS``
+for your own ops, ``fleet-2x`` for a fleet (``name_for``). A name already used by anything a report set holds (the JSON,
 the Markdown, HTML and charts folder rendered beside it, in any language), even by a dangling
 symlink, gets ``-2``, ``-3``, ... so two runs in the same minute both survive and the renders
 of the new one are never refused for a name an old one took.
@@ -57,6 +58,22 @@ def node_stem(when: datetime, host: str | None, gpu_names: Sequence[str]) -> str
     return f"{stamp(when)}_{slug(host, fallback='host')}_{len(gpu_names)}x-{what}_node"
 
 
+def name_for(report: model.Report, when: datetime) -> str:
+    """The stem of a report's files: what it is, from the report itself."""
+    if report.fleet is not None:
+        host = report.fleet.nodes[0].host if report.fleet.nodes else "fleet"
+        return f"{stamp(when)}_fleet-{report.fleet.nnodes}x_{slug(host, 'host')}"
+    if report.node is not None:
+        return node_stem(when, report.host, [b.device.name for b in report.benches])
+    if report.burn is not None and not report.benches:
+        gpus = [g.device.name for g in report.burn.gpus if g.device is not None and g.device.backend == "cuda"]
+        return report_stem(when, report.host, gpus[0] if gpus else None) + "_burn"
+    bench = report.bench
+    stem = report_stem(when, report.host, bench.device.name if bench and bench.device.backend == "cuda" else None)
+    declared = [o.name for o in bench.ops] if bench else []  # envcheck bench: the user's own ops
+    return f"{stem}_bench-{slug('-'.join(declared), 'ops')}" if declared else stem
+
+
 def _candidates(stem: str) -> Iterable[str]:
     yield stem
     for i in range(2, MAX_ATTEMPTS + 1):
@@ -65,14 +82,6 @@ def _candidates(stem: str) -> Iterable[str]:
 
 def _taken(out_dir: Path, name: str) -> bool:
     return any(exists(out_dir / f"{document_stem(name, lang)}{suffix}") for lang in LANGS for suffix in SIBLING_SUFFIXES)
-
-
-def free_path(out_dir: Path, stem: str) -> Path:
-    """The first ``stem[-k].json`` in ``out_dir`` whose whole report set's names are free."""
-    for name in _candidates(stem):
-        if not _taken(out_dir, name):
-            return out_dir / f"{name}.json"
-    raise model.ReportError(f"{out_dir}: {MAX_ATTEMPTS} reports named {stem}* already exist")
 
 
 def write_report(out_dir: Path, stem: str, content: str) -> Path:

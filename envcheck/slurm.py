@@ -43,13 +43,20 @@ def node_name() -> str:
     return name
 
 
-def drain(reason: str) -> str:
-    """Drain this node with ``reason``; the node's name. UsageError (one line) when scontrol is missing,
-    fails or hangs: a health check that cannot drain must say so, not pass quietly."""
+def ready() -> tuple[str, str]:
+    """This node's name and scontrol's path; UsageError (one line) when either is missing. Called before any
+    work, so a drain that could not happen is said at once, not after the checks."""
     name = node_name()
     scontrol = shutil.which("scontrol")
     if scontrol is None:
         raise UsageError("--slurm-drain: scontrol is not on PATH (run it on a Slurm node, or drop --slurm-drain)")
+    return name, scontrol
+
+
+def drain(reason: str) -> str:
+    """Drain this node with ``reason``; the node's name. UsageError (one line) when scontrol is missing,
+    fails or hangs: a health check that cannot drain must say so, not pass quietly."""
+    name, scontrol = ready()
     argv = [scontrol, "update", f"NodeName={name}", "State=DRAIN", f"Reason={reason}"]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=SCONTROL_TIMEOUT_S, check=False)

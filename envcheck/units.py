@@ -1,12 +1,35 @@
-"""Byte sizes, intervals and counter rates as plain text, one spelling for the terminal, the checks and
-``envcheck diff``.
-
-What envcheck shows is formatted by ``render.fmt`` instead.
+"""Sizes, byte sizes, intervals and counter rates as plain text, one spelling for the terminal, the checks,
+the progress lines and ``envcheck diff``; ``render.fmt`` writes a size through ``shape`` here too.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+_BINARY = (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10))
+
+
+def count(n: int) -> str:
+    """An element count: ``1K``, ``10K``, ``1M`` (K = 1024) when an exact binary multiple, else the integer."""
+    for prefix, unit in _BINARY:
+        if n >= unit and n % unit == 0:
+            return f"{n // unit}{prefix}"
+    return str(n)
+
+
+def shape(dims: Sequence[int] | int | str, names: Sequence[str] = ()) -> str:
+    """The one way a size is written: an element count for vectors (``256M``), ``4096×11008×4096`` otherwise,
+    each dimension with its name where ``names`` are given (``N64 C64 H128 W128 K64 R7 stride 2``). ``dims`` may
+    be the ``AxB`` text reports keep in notes; text that is no size is returned as it is."""
+    if isinstance(dims, str):
+        if not all(d.isdigit() for d in dims.split("x")):
+            return dims
+        dims = [int(d) for d in dims.split("x")]
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    if names:
+        return " ".join(f"{name}{d}" for name, d in zip(names, dims, strict=False))
+    return count(dims[0]) if len(dims) == 1 else "×".join(str(d) for d in dims)
 
 
 def gib(n: Any) -> str | None:

@@ -23,8 +23,19 @@ if [ ! -x .venv/bin/python ]; then
 fi
 pip() { .venv/bin/python -m pip "$@"; }
 
+# What an extra of pyproject.toml installs, by name (said before it is installed; pyproject is the one list).
+extra() {
+  "$PY" -c 'import re, sys
+m = re.search(r"^%s = \[(.*?)\]" % sys.argv[1], open("pyproject.toml").read(), re.S | re.M)
+print(", ".join(re.findall(r"\"([A-Za-z0-9_.-]+)", m.group(1))) if m else "")' "$1" 2>/dev/null || true
+}
 extras=""
-[ $want_test = 1 ] && extras="[test]"
+if [ $want_test = 1 ]; then
+  extras="[test]"
+  echo "setup: installing envcheck into .venv with its dependencies and the test tools: $(extra test) (JAX's CPU build: the tests measure JAX as an implementation)"
+else
+  echo "setup: installing envcheck into .venv with its dependencies"
+fi
 pip install -q -e ".${extras}"
 
 has() { .venv/bin/python -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('$1') is None)"; }

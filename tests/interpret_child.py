@@ -9,10 +9,7 @@ The plan is ``suite.plan`` for ``run --interpret --ops OPS`` on a machine withou
 run is ``worker.Worker`` (inputs, first call, checked calls, exact inputs, reference, statistics:
 group.py, accuracy.py): the path ``envcheck run`` takes, minus the process boundary and the timing
 (``run_planned``, which tests/test_judge_gpu.py also runs on a GPU). The judge reads the accuracy
-only, which the checked calls give before any timed call; the warm-up and the samples after them
-(about four interpreted calls of every kernel out of six: ~80% of the child's time) are skipped,
-and each case is given one placeholder sample (``untimed``). The worker's timing on the CPU is
-tested in tests/test_worker.py, under the interpreter in tests/test_userbench_e2e.py.
+only: the interpreted kernels are checked, never timed (``bench.interpret.checked_only``).
 """
 
 from __future__ import annotations
@@ -20,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from types import SimpleNamespace
 from typing import Any
 
 
@@ -49,32 +45,18 @@ def run_planned(planned: tuple[Any, ...], backend: str, settings: Any, plant: st
 
 def run(ops: str, plant: str | None, seed: int = 0) -> list[dict]:
     from envcheck.bench import suite
+    from envcheck.commands.options import RunOptions
     from tests import factories_cpu
 
-    options = SimpleNamespace(quick=False, ops=ops.split(","), sizes=None, dtypes=None, device=0, no_compile=True,
-                              interpret=True)
-    plan = suite.plan(options, factories_cpu.environment())
+    plan = suite.plan(RunOptions(ops=tuple(ops.split(",")), no_compile=True, interpret=True),
+                      factories_cpu.environment())
     return run_planned(plan.cases, plan.backend or "cpu", dataclasses.replace(plan.settings, seed=seed), plant)
-
-
-def untimed(setattr: Any = setattr) -> None:
-    """No warm-up and no samples: each prepared implementation gets one placeholder sample, so that
-    its case is measured (the module docstring says why). ``setattr``: a monkeypatch's, to undo it."""
-    from envcheck.bench import timer, worker
-    from envcheck.model import Timing
-
-    def sample(rt: object, p: Any) -> None:
-        p.launch = Timing.from_samples("host_clock", [1.0])
-
-    setattr(worker, "sample", sample)
-    setattr(timer.Timer, "warmup", lambda self, fn, budget_ms=None: 0)
 
 
 def main(runs: list[str]) -> None:
     from envcheck.bench import interpret
 
     interpret.enable()
-    untimed()
     out = {}
     for spec in runs:
         what, _, seed = spec.partition("@")

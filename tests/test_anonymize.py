@@ -118,7 +118,8 @@ def test_an_unusable_key_is_one_line_before_any_work(tmp_path: Path, monkeypatch
     from envcheck.userbench import discover
 
     monkeypatch.setattr(discover, "discover", no_work)  # bench: reading the user's ops is work too
-    argv = {"run": ["run", "--quick", "--out-dir", str(tmp_path / "r")], "check": ["check"], "snapshot": ["snapshot"],
+    argv = {"run": ["run", "--quick", "--out-dir", str(tmp_path / "r")], "check": ["check"],
+            "snapshot": ["snapshot", "--out-dir", str(tmp_path / "r")],
             "bench": ["bench", str(ROOT / "examples" / "softmax_wsum.py"), "--out-dir", str(tmp_path / "r")]}
     rc = cli.main([*argv[command], "--anonymize"])
     err = capsys.readouterr().err

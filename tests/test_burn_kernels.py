@@ -111,7 +111,7 @@ def test_a_clean_cpu_burn_passes_with_every_check_done():
     m = g.gpu.memtest
     assert m.passes >= 1 and m.error_bits == 0 and m.bytes_tested >= 0.9 * m.free_bytes - 4
     assert [p.phase for p in g.gpu.phases] == ["gemm", "bandwidth", "memtest"] and all(p.finished for p in g.gpu.phases)
-    assert g.rate("gemm") > 0 and g.rate("bandwidth") > 0
+    assert all(p.t_s and min(p.work) > 0 for p in g.gpu.phases)  # a CPU burn derives no rate: its intervals ran
 
 
 def test_a_result_corrupted_once_mid_run_fails_the_gpu_at_that_iteration():

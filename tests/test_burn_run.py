@@ -148,18 +148,18 @@ def test_bad_options_are_one_line_and_exit_2(tmp_path, capsys):
     from envcheck.commands import burn as burn_cmd
 
     monkey_env = environment()  # one GPU
-    args = cli.build_parser().parse_args(["burn", "--gpus", "3", "--out-dir", str(tmp_path)])
+    args = cli.parse(["burn", "--gpus", "3", "--out-dir", str(tmp_path)])
     with pytest.raises(Exception) as e:
         burn_cmd.execute(args, collect=lambda **kw: monkey_env)
     assert "GPU 3 does not exist" in str(e.value)
-    args = cli.build_parser().parse_args(["burn", "--format", "pdf", "--out-dir", str(tmp_path)])
+    args = cli.parse(["burn", "--format", "pdf", "--out-dir", str(tmp_path)])
     with pytest.raises(Exception) as e:
         burn_cmd.execute(args, collect=lambda **kw: monkey_env)
     assert "--format" in str(e.value)
     for argv, says in ((["--control", "slow_gemm"], "two GPUs or more"),
                        (["--control", "flip_bit", "--control-gpu", "2"], "not one of the GPUs burned"),
                        (["--control-gpu", "0"], "give --control too")):
-        args = cli.build_parser().parse_args(["burn", "--out-dir", str(tmp_path), *argv])
+        args = cli.parse(["burn", "--out-dir", str(tmp_path), *argv])
         with pytest.raises(UsageError, match=says):
             burn_cmd.execute(args, collect=lambda **kw: monkey_env)
 

@@ -66,14 +66,14 @@ def test_write_report_never_overwrites_and_respects_rendered_siblings(tmp_path):
     c = reportname.write_report(tmp_path, "s", "third")
     assert [p.name for p in (a, b, c)] == ["s.json", "s-2.json", "s-4.json"]
     assert [p.read_text() for p in (a, b, c)] == ["first", "second", "third"]
-    assert reportname.free_path(tmp_path, "s").name == "s-5.json"
+    assert reportname.write_report(tmp_path, "s", "fourth").name == "s-5.json"
 
 
 # --------------------------------------------------------------------------- the command, scripted
 
 
 def parse(*argv: str):
-    return cli.build_parser().parse_args(["run", *argv])
+    return cli.parse(["run", *argv])
 
 
 def deps(tmp_path: Path, steps: list | None, env=None, checks=()) -> run_cmd.Collaborators:
@@ -184,7 +184,7 @@ def test_sigterm_to_envcheck_run_writes_the_partial_report_and_stops_the_worker(
             f"d = r.Collaborators(collect=lambda **kw: cpu_env(), evaluate=lambda e: (), "
             f"new_report=lambda k, e, c, benches=(), **s: model.Report('0', 't', 'h', k, e, tuple(c), tuple(benches), **s), "
             f"worker_command=({sys.executable!r}, {FAKE!r}, {str(script)!r}))\n"
-            f"sys.exit(r.execute(cli.build_parser().parse_args(['run', '--quick', '--ops', 'relu', '--out-dir', "
+            f"sys.exit(r.execute(cli.parse(['run', '--quick', '--ops', 'relu', '--out-dir', "
             f"{str(tmp_path / 'r')!r}, '--format', 'json']), d))\n")
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"}
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

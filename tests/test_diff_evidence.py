@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import gzip
 import json
+import math
 import os
 import runpy
 from pathlib import Path
@@ -51,7 +52,33 @@ PLANTED = (("all_reduce", 256 << 20), ("all_gather", 1 << 30), ("all_gather", 4 
 SLOWER = 1.05
 
 
+# A number a user or a tool reads from a committed diff is the same number when it agrees to this relative
+# precision: far finer than anything measured (a ratio's interval is ~1e-4 wide), far coarser than the last
+# digits another NumPy build or CPU sums differently (a log_sd of 0.0003801923555242244 against ...2443).
+SAME_REL = 1e-9
+
+
+def differs(found: object, made: object, where: str = "") -> str | None:
+    """Where two parsed diff JSON documents first differ beyond ``SAME_REL``, or None when they are the same."""
+    if isinstance(found, float) or isinstance(made, float):
+        if not isinstance(found, (int, float)) or not isinstance(made, (int, float)) or isinstance(found, bool) \
+                or not math.isclose(found, made, rel_tol=SAME_REL, abs_tol=1e-300):
+            return f"{where}: {found!r} != {made!r}"
+        return None
+    if isinstance(found, dict) and isinstance(made, dict):
+        if found.keys() != made.keys():
+            return f"{where}: keys {sorted(set(found) ^ set(made))}"
+        return next((d for k in found if (d := differs(found[k], made[k], f"{where}.{k}"))), None)
+    if isinstance(found, list) and isinstance(made, list):
+        if len(found) != len(made):
+            return f"{where}: {len(found)} items != {len(made)}"
+        return next((d for i, (a, b) in enumerate(zip(found, made, strict=True)) if (d := differs(a, b, f"{where}[{i}]"))), None)
+    return None if found == made else f"{where}: {found!r} != {made!r}"
+
+
 def _same(path: Path, content: str) -> None:
+    """The committed file says what ``content`` says: Markdown to the letter (it is written rounded), JSON to
+    ``SAME_REL`` in every number."""
     if UPDATE:
         data = content.encode("utf-8")
         path.write_bytes(gzip.compress(data, mtime=0) if path.name.endswith(".gz") else data)
@@ -59,7 +86,24 @@ def _same(path: Path, content: str) -> None:
     assert path.exists(), f"{path.name} is missing: ENVCHECK_UPDATE_EVIDENCE=1 makes it"
     raw = path.read_bytes()
     found = (gzip.decompress(raw) if path.name.endswith(".gz") else raw).decode("utf-8")
-    assert found == content, f"{path.name} is stale: ENVCHECK_UPDATE_EVIDENCE=1 makes it anew"
+    where = differs(json.loads(found), json.loads(content)) if ".json" in path.name else \
+        (None if found == content else "the text")
+    assert where is None, f"{path.name} is stale ({where}): ENVCHECK_UPDATE_EVIDENCE=1 makes it anew"
+
+
+def test_a_diff_that_differs_only_in_digits_no_measurement_has_is_the_same(tmp_path: Path) -> None:
+    """Another NumPy build sums in another order: the 17th digit of a floor moves, the committed diff is still
+    the diff today's code makes; a digit that a reader sees move is not."""
+    made = json.dumps({"cases": [{"floor": {"log_sd": 0.0003801923555242443, "source": "repeats"},
+                                  "ratio": 1.0023, "n": 5}]}, indent=1)
+    committed = tmp_path / "d.json.gz"
+    committed.write_bytes(gzip.compress(made.replace("0.0003801923555242443", "0.0003801923555242244").encode()))
+    _same(committed, made)
+    committed.write_bytes(gzip.compress(made.replace("1.0023", "1.0024").encode()))
+    with pytest.raises(AssertionError, match=r"d\.json\.gz is stale \(\.cases\[0\]\.ratio: 1\.0024 != 1\.0023\)"):
+        _same(committed, made)
+    assert differs({"n": 5}, {"n": 5.0}) is None and differs({"n": True}, {"n": 1.0}) is not None
+    assert differs({"v": "same"}, {"v": "other"}) == ".v: 'same' != 'other'"
 
 
 @pytest.mark.slow

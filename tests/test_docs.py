@@ -166,7 +166,7 @@ def test_readme_has_commands_to_check() -> None:
     """The command check below is not vacuous: the README's two set-up commands and the CLI's commands
     are in its bash blocks."""
     lines = _bash_lines(README)
-    assert "bash scripts/setup.sh && .venv/bin/envcheck run" in lines
+    assert lines[:2] == ["bash scripts/setup.sh", ".venv/bin/envcheck run"]  # the quick start, first
     assert "bash scripts/test.sh" in lines
     used = {argv[0] for line in lines if (argv := _envcheck_argv(line))}
     assert {"probe", "check", "run", "bench", "burn", "fleet", "diff", "history", "render", "export"} <= used
@@ -201,3 +201,70 @@ def test_docs_index_links_every_page() -> None:
     linked = {(index.parent / t.partition("#")[0]).resolve() for t in _links(index)}
     missing = [p.name for p in sorted(DOCS.glob("*.md")) if p != index and p.resolve() not in linked]
     assert not missing, f"docs/README.md does not link: {', '.join(missing)}"
+
+
+# --------------------------------------------------------------------------- the newcomer's path (issue 51)
+
+
+def test_ops_named_replace_the_default_ones_and_default_names_them() -> None:
+    """``--ops workloads`` runs the workloads alone; ``--ops default,workloads`` both; the help says so, and
+    ``--dtypes`` names tf32."""
+    from envcheck.bench.suite import select
+    from envcheck.ops import DEFAULT_OPS, OP_GROUPS
+
+    args = build_parser().parse_args(["run", "--ops", "default,workloads"])
+    assert select(args).ops == (*DEFAULT_OPS, *OP_GROUPS["workloads"])
+    assert select(build_parser().parse_args(["run", "--ops", "workloads"])).ops == OP_GROUPS["workloads"]
+    run_help = " ".join(next(a for a in build_parser()._subparsers._group_actions[0].choices["run"]._actions
+                             if "--ops" in a.option_strings).help.split())
+    assert "in place of the default" in run_help and "--ops default,workloads" in run_help
+    dtypes = next(a for a in build_parser()._subparsers._group_actions[0].choices["run"]._actions
+                  if "--dtypes" in a.option_strings).help
+    assert "tf32" in dtypes
+    for page in (README, DOCS / "measurement.md"):
+        text = " ".join(page.read_text(encoding="utf-8").split())
+        assert "default,workloads" in text and not re.search(r"workloads`? adds", text), page.name
+
+
+def test_the_triton_on_a_cpu_set_up_says_what_it_needs() -> None:
+    """docs/userbench.md: the pinned Triton that set-up installs (the same pin as scripts/setup.sh), the
+    environment variable, and that the interpreter measures no speed."""
+    pin = re.search(r'^TRITON="(triton==[0-9.]+)"', (ROOT / "scripts" / "setup.sh").read_text(), re.M)
+    assert pin is not None
+    text = (DOCS / "userbench.md").read_text(encoding="utf-8")
+    section = text[text.index("## A Triton kernel"):]
+    assert pin[1] in section and "TRITON_INTERPRET=1" in section and "bash scripts/setup.sh" in section
+    assert "installs Triton only where the tests need it" not in text  # set-up installs it on every CPU machine
+    assert all(pin[1] in line for line in (ROOT / "README.md").read_text().splitlines() if "triton==" in line)
+
+
+def test_one_way_to_write_a_size() -> None:
+    """Element counts as the tables write them (``256M``) also where a note names them, and a convolution's
+    dimensions with their names."""
+    from envcheck.render import fmt
+
+    assert fmt.param("size", "268435456") == fmt.shape((268435456,)) == "256M"
+    assert fmt.param("shapes", ("1024", "1000003", "134217728")) == "1K, 1000003, 128M"
+    assert fmt.param("size", "8192x8192x8192") == fmt.shape((8192, 8192, 8192)) == "8192×8192×8192"
+    assert fmt.shape((64, 64, 128, 128, 64, 7, 2), "conv2d") == "N64 C64 H128 W128 K64 R7 stride 2"
+    assert fmt.case_label(("conv2d", "torch", "fp16", "fp16", (8, 3, 32, 32, 16, 3, 1))).endswith(
+        "N8 C3 H32 W32 K16 R3 stride 1")
+    assert fmt.shape("1 MiB") == "1 MiB"  # text that is no size stays as it is
+
+
+@pytest.mark.parametrize(("name", "suffix"), [
+    ("2026-11-26_0225Z_vm_h200_userbench_softmax-wsum.json.gz", "_vm_h200_bench-softmax-wsum"),
+    ("2026-11-26_0456Z_vm_h200.json.gz", "_vm_h200"),
+    ("2026-11-28_2058Z_vm_4x-h200_node_quick.json.gz", "_vm_4x-h200_node"),
+    ("2026-11-28_1745Z_vm_1x-h200_burn_healthy.json.gz", "_vm_h200_burn"),
+    ("2026-11-25_2218Z_fleet-2x_vm_rank-killed.json.gz", "_fleet-2x_vm-0"),
+])
+def test_a_report_is_named_for_what_it_is(name: str, suffix: str) -> None:
+    """A bench report of your own ops is named for them, never like a run of the same minute (which made it
+    ``..._vm_cpu-2.json``)."""
+    from datetime import datetime, timezone
+
+    from envcheck import model, reportname
+
+    when = datetime(2026, 12, 1, 9, 30, tzinfo=timezone.utc)
+    assert reportname.name_for(model.load(ROOT / "evidence" / name), when) == "2026-12-01_0930Z" + suffix

@@ -164,11 +164,10 @@ def test_a_name_is_taken_by_anything_its_render_would_write(tmp_path, sibling):
         (tmp_path / sibling).mkdir()
     else:
         (tmp_path / sibling).write_text("")
-    assert reportname.free_path(tmp_path, "x") == tmp_path / "x-2.json"
+    assert reportname.write_report(tmp_path, "x", "{}") == tmp_path / "x-2.json"
 
 
 def test_a_dangling_symlink_takes_a_name(tmp_path):
     (tmp_path / "x.html").symlink_to(tmp_path / "gone.html")
-    assert reportname.free_path(tmp_path, "x") == tmp_path / "x-2.json"
     path = reportname.write_report(tmp_path, "x", "{}")
     assert path == tmp_path / "x-2.json" and path.read_text() == "{}"

@@ -105,6 +105,7 @@ def test_snapshot_from_a_non_utf8_folder_is_written(tmp_path: Path, monkeypatch,
     snap = snapshot.Snapshot(meta={"host": "box", "captured": "2026-11-28T00:00:00Z"},
                              host={"cwd": str(bad), "files": {str(bad / "x"): "y"}}, nvml={})
     monkeypatch.setattr(snapshot, "capture", lambda timeout: snap)
+    monkeypatch.setenv("ENVCHECK_REPORTS_DIR", str(bad))
     assert cli.main(["snapshot"]) == 0
     (written,) = bad.glob("envcheck-snapshot-*.json")
     assert json.loads(written.read_bytes().decode("utf-8"))["host"]["cwd"] == str(bad)

@@ -319,14 +319,14 @@ TORCH_PLANTS = ("softmax_wrong_forward", "sum_all_dropped_block", "row_sum_pairs
 
 @pytest.mark.parametrize("name", TORCH_PLANTS)
 def test_a_planted_bug_fails_its_cases_through_the_worker(name, monkeypatch):
-    from envcheck.bench.suite import INTERPRET_SETTINGS, PlannedCase, _default_shapes
+    from envcheck.bench.suite import CPU_QUICK_SETTINGS, PlannedCase, _default_shapes
     from tests import interpret_child
     from tests.planted import PLANTED
 
     plant = PLANTED[name]
     planned = tuple(PlannedCase(plant.op, impl, d, p, s) for d, p, s in _default_shapes(plant.op, "interpret", False)
                     if plant.applies(d, s) and s[-1] <= 32768 for impl in ("torch", "triton"))
-    check_planted(name, [build(Case, c) for c in interpret_child.run_planned(planned, "cpu", INTERPRET_SETTINGS, name)])
+    check_planted(name, [build(Case, c) for c in interpret_child.run_planned(planned, "cpu", CPU_QUICK_SETTINGS, name)])
 
 
 def test_the_planted_set_covers_every_class_and_applies_at_the_gpu_quick_shapes():

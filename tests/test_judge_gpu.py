@@ -2,7 +2,7 @@
 at the ``run --quick`` suite's shapes, by several times its bound, through the worker's own path
 (inputs, checked calls, exact inputs, float64 reference); and no correct kernel of that suite, PyTorch
 or envcheck's Triton, comes near its bound. The same checks as tests/test_judge.py's under the
-interpreter, compiled for the GPU this time. Sampling is skipped: only the accuracy is judged.
+interpreter, compiled for the GPU this time (sampled at the quick settings, as ``run --quick`` is).
 """
 
 from __future__ import annotations
@@ -25,12 +25,7 @@ def cuda() -> Any:
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU")
     pytest.importorskip("triton")
-    from tests import interpret_child
-
-    patch = pytest.MonkeyPatch()
-    interpret_child.untimed(patch.setattr)
-    yield torch
-    patch.undo()
+    return torch
 
 
 def _run(op: str, plant: str | None = None) -> list[Case]:

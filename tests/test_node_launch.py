@@ -17,6 +17,7 @@ from node_fakes import ScriptedLauncher
 from envcheck.bench import parallel, runner
 from envcheck.bench.suite import Plan, PlannedCase
 from envcheck.child_env import NO_MULTICAST, child_env
+from envcheck.commands.options import Gpus
 from envcheck.errors import UsageError
 from envcheck.model import BenchDevice, Settings, StopCause
 from envcheck.node.collective_run import Placement, SweepPlan, launch_sweep
@@ -193,13 +194,13 @@ def test_sigterm_stops_every_gpu_worker_and_keeps_what_finished(tmp_path):
 
 @pytest.mark.parametrize(("text", "expected"), [("all", (0, 1, 2, 3)), ("0,2", (0, 2)), ("2, 0,2", (2, 0))])
 def test_gpu_selection(text, expected):
-    assert parallel.parse_gpus(text, 4) == expected
+    assert Gpus.parse(text).pick(4) == expected
 
 
 @pytest.mark.parametrize("text", ["4", "x", ""])
 def test_bad_gpu_selection_is_a_usage_error(text):
     with pytest.raises(UsageError, match="--gpus"):
-        parallel.parse_gpus(text, 4)
+        Gpus.parse(text).pick(4)
 
 
 def test_probe_subprocesses_get_multicast_off_too(tmp_path):

@@ -84,11 +84,30 @@ def test_two_snapshots_in_the_same_second_both_survive(tmp_path: Path, capsys, m
     snap = snapshot.load(ROOT / "tests" / "fixtures" / "snapshots" / "corpus" / "wsl-4x-rtx4090-torch25.json")
     snap = snapshot.Snapshot(meta={**snap.meta, "captured": "2026-11-25T21:30:00Z"}, host=snap.host, nvml=snap.nvml)
     monkeypatch.setattr(snapshot, "capture", lambda timeout: snap)
-    monkeypatch.chdir(tmp_path)
-    assert cli.main(["snapshot"]) == 0
-    assert cli.main(["snapshot"]) == 0
+    assert cli.main(["snapshot", "--out-dir", str(tmp_path)]) == 0
+    assert cli.main(["snapshot", "--out-dir", str(tmp_path)]) == 0
     names = sorted(p.name for p in tmp_path.iterdir())
     first = snapshot_cmd.default_name(snap.hostname, "2026-11-25T21:30:00Z")
     assert names == sorted([first, first.replace(".json", "-2.json")])
     for name in names:
         snapshot.load(tmp_path / name)
+
+
+def test_a_snapshot_goes_to_the_reports_folder_as_every_report_and_says_where(tmp_path: Path, capsys,
+                                                                               monkeypatch) -> None:
+    """One rule for where files go: the reports folder (ENVCHECK_REPORTS_DIR), never the folder the command
+    was started in; the path is printed."""
+    snap = snapshot.load(ROOT / "tests" / "fixtures" / "snapshots" / "corpus" / "wsl-4x-rtx4090-torch25.json")
+    monkeypatch.setattr(snapshot, "capture", lambda timeout: snap)
+    here, reports = tmp_path / "here", tmp_path / "reports"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    monkeypatch.setenv("ENVCHECK_REPORTS_DIR", str(reports))
+    assert cli.main(["snapshot"]) == 0
+    (written,) = reports.glob("envcheck-snapshot-*.json")
+    assert list(here.iterdir()) == [] and str(written) in capsys.readouterr().err
+    # history of that folder reads the reports in it; a snapshot is no report and is not listed
+    (reports / "2026-11-26_0456Z_vm_h200.json.gz").write_bytes((ROOT / "evidence" / "2026-11-26_0456Z_vm_h200.json.gz")
+                                                                 .read_bytes())
+    assert cli.main(["history", str(reports)]) == 0
+    assert "snapshot" not in capsys.readouterr().err

@@ -62,15 +62,6 @@ def test_merged_outcomes_keep_every_window_and_point_each_case_at_its_first_repe
     assert repeat.merge([one, stopped]).stop == Stop(StopCause.USER)
 
 
-def test_the_sample_cap_is_shared_between_the_repeats():
-    s = Settings(min_samples=10, max_samples=200)
-    per = repeat.pass_settings(s, 5)
-    assert (per.max_samples, per.min_samples, per.repeat) == (40, 10, 5)
-    assert repeat.pass_settings(s, 1) is s
-    tiny = repeat.pass_settings(Settings(min_samples=10, max_samples=20), 4)
-    assert (tiny.max_samples, tiny.min_samples) == (5, 5)
-
-
 # --------------------------------------------------------------------------- the report
 
 

@@ -62,3 +62,19 @@ def test_a_cpu_machine_without_torch_gets_the_cpu_build_never_the_cuda_one(tmp_p
     assert done.returncode == 0, done.stderr
     torch = [line for line in pip if "torch" in line]
     assert torch and all("+cpu" in line for line in torch), torch
+
+
+def test_the_test_set_up_says_what_it_installs(tmp_path: Path) -> None:
+    """``--test`` installs the test extra, JAX among it: each is named before pip runs (issue 51)."""
+    import re
+
+    (tmp_path / "tree").mkdir()
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "tree" / "pyproject.toml")
+    done, pip = _setup(tmp_path, "torch triton", "--test")
+    assert done.returncode == 0, done.stderr
+    test_extra = re.search(r"^test = \[(.*?)\]", (ROOT / "pyproject.toml").read_text(), re.S | re.M)
+    assert test_extra is not None
+    names = re.findall(r'"([A-Za-z0-9_.-]+)', test_extra[1])
+    said = next(line for line in done.stdout.splitlines() if "test tools" in line)
+    assert "jax" in names and all(n in said for n in names), said
+    assert any(line.startswith("pip install") and "[test]" in line for line in pip)

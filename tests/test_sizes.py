@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from envcheck import units
 from envcheck.bench import sizes
 from envcheck.errors import UsageError
 
@@ -75,5 +76,5 @@ def test_shape_for(op, size, square, expected):
     assert sizes.shape_for(op, size, matmul_square=square) == expected
 
 
-def test_describe_uses_powers_of_two_for_large_round_sizes():
-    assert [sizes.describe(s) for s in [(1024,), (1 << 20,), (102400,), (8, 4)]] == ["1024", "2^20", "102400", "8x4"]
+def test_a_progress_line_writes_a_size_as_the_tables_do():
+    assert [units.shape(s) for s in [(1024,), (1 << 20,), (102400,), (8, 4)]] == ["1K", "1M", "100K", "8×4"]

@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 
 import factories
 import pytest
 
 from envcheck.bench import suite
+from envcheck.commands.options import RunOptions
 from envcheck.errors import UsageError
 from envcheck.model import Environment, Gpu, Note, known, missing
 from envcheck.ops import OP_NAMES
 
 
-def opts(**kw) -> argparse.Namespace:
+def opts(**kw) -> RunOptions:
     # JAX's planning is tested in test_ops_new_plan.py; here it is off, so the cases stay the three.
-    base = {"quick": False, "ops": None, "sizes": None, "dtypes": None, "device": 0, "no_compile": False,
-            "no_jax": True}
-    base.update(kw)
-    return argparse.Namespace(**base)
+    return RunOptions(**{"no_jax": True, **kw})
 
 
 def with_facts(env: Environment, section: str, **facts) -> Environment:

@@ -34,7 +34,7 @@ def deps(host: str = "box") -> run_cmd.Collaborators:
 
 def bench(tmp_path: Path, source: str, *extra: str, host: str = "box") -> tuple[int, model.Report, str]:
     out_dir = tmp_path / "reports"
-    args = cli.build_parser().parse_args(["bench", source, "--quick", "--out-dir", str(out_dir), "--format", "json",
+    args = cli.parse(["bench", source, "--quick", "--out-dir", str(out_dir), "--format", "json",
                                           *extra])
     err, out = io.StringIO(), io.StringIO()
     rc = bench_cmd.execute(args, deps(host), stderr=err, stdout=out)
@@ -95,7 +95,7 @@ def test_the_worked_example_end_to_end_and_its_report_renders_diffs_and_has_a_hi
         assert "softmax_wsum" in written.read_text().replace("\\_", "_"), written  # Markdown escapes _
     # Every case matched its copy; timed on the host only (a CPU) with no floor learned for it: not judged.
     said = (tmp_path / "d.md").read_text()
-    assert "0 not comparable" in said and "8 not judged: no noise estimate" in said
+    assert "0 not comparable" in said and "8 not judged: no noise floor" in said
 
 
 def test_anonymize_leaves_no_host_name_in_a_bench_report(tmp_path, monkeypatch):

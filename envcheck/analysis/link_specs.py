@@ -82,11 +82,6 @@ def nvlink_generation(nvml_version: object) -> int | None:
     return NVML_NVLINK_VERSION.get(nvml_version) if isinstance(nvml_version, int) else None
 
 
-def nvlink_spec(nvml_version: object) -> NvlinkSpec | None:
-    gen = nvlink_generation(nvml_version)
-    return NVLINK.get(gen) if gen is not None else None
-
-
 def pcie_gbps(gen: int, width: int) -> float | None:
     """What a PCIe link carries per direction, GB/s: lanes x GT/s x line code / 8 (None when unknown)."""
     spec = PCIE.get(gen)

@@ -490,7 +490,7 @@ def _derive(name: str | None, cc: str | None, sm_count: int | None, clock_mhz: f
     kind = "derived_geforce" if halved else "derived"
     if ratio != 1.0:
         kind = "derived_tensor_clock"
-        params |= {"clock_mhz": round(clock_mhz * ratio, 1), "nvml_clock_mhz": clock_mhz, "ratio": round(ratio, 4),
+        params |= {"clock_mhz": clock_mhz * ratio, "nvml_clock_mhz": clock_mhz, "ratio": ratio,
                    "ref_gpu": SPEC_BY_KEY[arch.tensor_clock_ref or ""].label}
     return Peak(precision, sm_count * clock_mhz * ratio * per_sm / 1e6, Source(kind, params, arch.verified))
 

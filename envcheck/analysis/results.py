@@ -19,7 +19,7 @@ from envcheck.analysis.ceilings import BANDWIDTH, MEASURED, THEORETICAL, Ceiling
 from envcheck.analysis.tolerance import Tolerance, Verdict, judge, judge_outputs, tolerance
 from envcheck.model import Bench, Case, CaseKey, Timing
 from envcheck.model.bench import compute_stats
-from envcheck.ops import OpSpec, Traffic
+from envcheck.ops import OpSpec, Traffic, interpreted
 
 GroupKey = tuple[str, str, str, tuple[int, ...]]
 
@@ -100,18 +100,6 @@ def _verdict(c: Case, op: OpSpec, whole: Tolerance, baseline: Case | None) -> Ve
     return judge_outputs({o.name: o.accuracy for o in c.outputs}, tols, bases, {o.name: o.exact for o in c.outputs})
 
 
-# Implementations that never run a Triton kernel: on the CPU they run natively, interpreter on or off.
-NATIVE_IMPLS = ("torch", "compile", "jax")
-
-
-def interpreted(bench: Bench, case: Case, baseline: str) -> bool:
-    """Whether ``case`` ran in Triton's interpreter: a CPU run with ``settings.interpret`` (``run --interpret``,
-    or ``envcheck bench`` under ``TRITON_INTERPRET=1``), an implementation other than its op's baseline and
-    the native ones. A user's implementation may hold a Triton kernel under any name: counted as one."""
-    return (bench.settings.interpret and bench.device.backend != "cuda" and case.impl != baseline
-            and case.impl not in NATIVE_IMPLS)
-
-
 def case_results(bench: Bench, ceils: Ceilings) -> tuple[CaseResult, ...]:
     """The results of every case of ``bench``, in its order."""
     backend = bench.device.backend
@@ -145,7 +133,7 @@ def case_results(bench: Bench, ceils: Ceilings) -> tuple[CaseResult, ...]:
         pct_m = _pct(rate, ceils, name, MEASURED)
         speedup = None
         base = torch_time.get(group_key(c))
-        interp = interpreted(bench, c, op.baseline)
+        interp = interpreted(bench.settings.interpret, backend, c.impl, op.baseline)
         if c.impl != op.baseline and time is not None and base is not None and base.method == time.method \
                 and not interp:  # an interpreter's time against a native one's is no speedup
             speedup = base.median_us / time.median_us

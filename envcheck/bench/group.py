@@ -23,6 +23,7 @@ from envcheck.bench import accuracy, compile_cache, jax_impl
 from envcheck.bench.device import Runtime
 from envcheck.bench.failure import log, one_line
 from envcheck.bench.graphs import graph_region
+from envcheck.bench.interpret import checked_only
 from envcheck.bench.l2 import Rotation, rotation_sets
 from envcheck.bench.phases import Stopwatch
 from envcheck.bench.suite import PlannedCase
@@ -205,8 +206,9 @@ def prepare(rt: Runtime, planned: PlannedCase, group: Group, watch: Stopwatch | 
         notes.append(Note("case.output_not_poisoned"))
 
     run = Rotation(fns) if len(fns) > 1 else fns[0]
-    with watch.phase("warmup"):
-        timer.warmup(run)
+    if not checked_only(rt, planned):  # an interpreted kernel is checked, never timed: no warm-up
+        with watch.phase("warmup"):
+            timer.warmup(run)
     exact_parts = {o.name: o.accuracy for o in exact.outputs()} if exact is not None else {}
     prepared = Prepared(planned, run, compile_s, tally.accuracy(), rotation_sets=len(fns), notes=notes,
                         kernel=rt.code(planned.op).kernel(planned), watch=watch, start_s=start, cache=cache,

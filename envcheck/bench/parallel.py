@@ -8,7 +8,6 @@ each finished; a worker that crashes or hangs costs only its own GPU.
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import threading
 import time
@@ -20,39 +19,9 @@ from typing import Any
 from envcheck.bench import runner, suite
 from envcheck.bench.assemble import assemble
 from envcheck.bench.process import stop_tree
-from envcheck.errors import UsageError
-from envcheck.model import Bench, Environment, Stop, StopCause
+from envcheck.model import Bench, Stop, StopCause
 
 OnGpuEvent = Callable[[int, runner.Event], None]
-
-
-def parse_gpus(text: str, count: int) -> tuple[int, ...]:
-    """``--gpus all`` or ``--gpus 0,2``: the GPU indices, checked against the ``count`` GPUs present."""
-    text = text.strip().lower()
-    if text == "all":
-        if count < 1:
-            raise UsageError("--gpus all: no GPU found")
-        return tuple(range(count))
-    out: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part.isdigit():
-            raise UsageError(f"--gpus: {part!r} is not a GPU index (use all, or e.g. 0,2)")
-        i = int(part)
-        if not 0 <= i < count:
-            raise UsageError(f"--gpus: GPU {i} does not exist ({count} GPU{'s' if count != 1 else ''}: "
-                             f"{', '.join(map(str, range(count)))})")
-        if i not in out:
-            out.append(i)
-    if not out:
-        raise UsageError("--gpus: no GPU given")
-    return tuple(out)
-
-
-def plan_gpus(options: Any, env: Environment, gpus: Sequence[int]) -> tuple[suite.Plan, ...]:
-    """One plan per GPU: the same options with ``device`` set to each index."""
-    base = vars(options) if isinstance(options, argparse.Namespace) else dict(options.__dict__)
-    return tuple(suite.plan(argparse.Namespace(**{**base, "device": g}), env) for g in gpus)
 
 
 @dataclass

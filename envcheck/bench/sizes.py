@@ -19,7 +19,6 @@ vector ops and, for matmul, an N x N x N square; ``RxC`` feeds softmax and row_s
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable
 
@@ -113,11 +112,3 @@ def shape_for(op: str, size: tuple[int, ...], matmul_square: bool) -> tuple[int,
     return size
 
 
-def describe(shape: tuple[int, ...]) -> str:
-    """A shape as people write it: ``1024``, ``2^20``, ``4096x4096``."""
-    if len(shape) == 1:
-        n = shape[0]
-        if n >= 1 << 16 and n & (n - 1) == 0:
-            return f"2^{int(math.log2(n))}"
-        return str(n)
-    return "x".join(str(d) for d in shape)

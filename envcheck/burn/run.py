@@ -1,11 +1,6 @@
-"""Runs a burn: one isolated worker per GPU, all at once, and gathers what each reports.
-
-``burn_gpus`` is the one entry point: the command, ``run --burn`` and (later) a fleet's node call
-it with the GPUs and the minutes, and get the model's ``Burn``. It survives what a worker can do:
-crash (its exit status says how), hang (no interval for ``stall_s``: the GEMM stuck in the
-driver, a GPU fallen off the bus), run past its time, print garbage. That GPU becomes a failed
-GPU with what it sent; the other GPUs finish. Ctrl-C, SIGTERM and SIGHUP stop every worker's
-process tree and keep what each sent (``Burn.stopped``).
+"""Runs a burn: one isolated worker per GPU, all at once, gathering what each reports (``burn_gpus``). A worker
+that crashes, hangs (no interval for ``stall_s``), runs past its time or prints garbage makes its GPU a failed
+one with what it sent; the others finish. Ctrl-C, SIGTERM and SIGHUP stop every worker and keep what each sent.
 """
 
 from __future__ import annotations

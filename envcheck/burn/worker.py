@@ -166,7 +166,7 @@ class BurnWorker:
             checker.full(out, first + count - 1, t)
             checker.fp64(out, first + count - 1, t)
             self.emit(IntervalDone("gemm", t, dt, float(g.flop * count), count))
-            count = next_count(count, dt, plan.interval_s)
+            count = next_count(count, dt, min(plan.interval_s, start + plan.gemm_s - t))
         self.emit(PhaseEnded("gemm", sdc=checker.record()))
         del g, out, checker
 
@@ -186,8 +186,9 @@ class BurnWorker:
                 src, dst = dst, src
             dt = sw.stop()
             # Each copy reads one half and writes the other.
-            self.emit(IntervalDone("bandwidth", self.now(), dt, float(2 * half * count), count))
-            count = next_count(count, dt, plan.interval_s)
+            t = self.now()
+            self.emit(IntervalDone("bandwidth", t, dt, float(2 * half * count), count))
+            count = next_count(count, dt, min(plan.interval_s, start + plan.bandwidth_s - t))
         self.emit(PhaseEnded("bandwidth"))
         del src, dst
 

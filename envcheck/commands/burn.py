@@ -14,17 +14,14 @@ Exit status:
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
-from envcheck import reportname
-from envcheck.commands.burning import burn_devices, say, select_gpus
+from envcheck.commands.burning import burn_devices, say
+from envcheck.commands.options import BurnOptions
 from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
-from envcheck.model import Report
 
 MAX_MINUTES = 24 * 60.0
 
@@ -33,31 +30,10 @@ def exit_status(verdict: str) -> int:
     return {"pass": EXIT_OK, "stopped": EXIT_INTERRUPTED}.get(verdict, EXIT_FAIL)
 
 
-def write(report: Report, out_dir: Path, formats: Sequence[str], lang: str, when: datetime, stderr: Any,
-          analysis: Any) -> list[Path]:
-    from envcheck.commands.run import save_json
-    from envcheck.render.writing import outcome_message, render_after_run
-
-    names = [g.device.name for g in report.burn.gpus if g.device is not None] if report.burn else []
-    stem = reportname.report_stem(when, report.host, names[0] if names else None) + "_burn"
-    path = save_json(report, out_dir, stem, stderr)
-    if path is None:
-        return []
-    written = [path]
-    if formats:
-        outcome = render_after_run(report, path, formats, lang, analysis)
-        written += outcome.written
-        message = outcome_message(outcome, path, lang)
-        if message:
-            say(message, stderr)
-    return written
-
-
-def check_control(args: argparse.Namespace, gpus: Sequence[int]) -> tuple[str | None, int | None]:
+def check_control(s: BurnOptions, gpus: Sequence[int]) -> tuple[str | None, int | None]:
     """``--control`` and ``--control-gpu``, checked before anything runs: the GPU must be one of the
     burn's, and ``slow_gemm`` is judged against the GPU's siblings, so it needs two GPUs or more."""
-    control = getattr(args, "control", None)
-    target = getattr(args, "control_gpu", None)
+    control, target = s.control, s.control_gpu
     if control is None:
         if target is not None:
             raise UsageError("--control-gpu: give --control too")
@@ -70,15 +46,15 @@ def check_control(args: argparse.Namespace, gpus: Sequence[int]) -> tuple[str | 
     return control, target
 
 
-def execute(args: argparse.Namespace, collect: Any = None, stderr: Any = None, stdout: Any = None) -> int:
-    from envcheck.commands.run import output_dir, output_formats, summary_stream
+def execute(s: BurnOptions, collect: Any = None, stderr: Any = None, stdout: Any = None) -> int:
+    from envcheck.commands.run import output_dir, output_formats, summary_stream, write_outputs
 
-    formats = output_formats(args.format)
-    if args.minutes > MAX_MINUTES:
+    formats = output_formats(s.format)
+    if s.minutes > MAX_MINUTES:
         raise UsageError(f"--minutes: at most {MAX_MINUTES:.0f} (a day) per burn")
-    out_dir = output_dir(args.out_dir)
+    out_dir = output_dir(s.out_dir)
     key = None
-    if getattr(args, "anonymize", False):
+    if s.anonymize:
         from envcheck.anonymize import command_key
 
         key = command_key()  # before the burn: a bad key must not cost a finished burn
@@ -86,14 +62,14 @@ def execute(args: argparse.Namespace, collect: Any = None, stderr: Any = None, s
     if collect is None:
         from envcheck.probes.collect import collect
     env = collect(runtime=False, reports_dir=str(out_dir))
-    gpus = (0,) if args.cpu else select_gpus(args.gpus, env)
-    control, control_gpu = check_control(args, gpus)
-    where = "the CPU (tiny sizes)" if args.cpu else f"GPU{'s' if len(gpus) > 1 else ''} {', '.join(map(str, gpus))}"
-    say(f"{args.minutes:g} min on {where} at once (Ctrl-C stops and keeps what was seen)", err)
+    gpus = (0,) if s.cpu else s.gpus.pick(len(env.gpus))
+    control, control_gpu = check_control(s, gpus)
+    where = "the CPU (tiny sizes)" if s.cpu else f"GPU{'s' if len(gpus) > 1 else ''} {', '.join(map(str, gpus))}"
+    say(f"{s.minutes:g} min on {where} at once (Ctrl-C stops and keeps what was seen)", err)
     if control is not None:
         say(f"positive control {control} on GPU {control_gpu} (recorded in the report; that GPU must fail)", err)
     when = datetime.now(timezone.utc)
-    burn = burn_devices(gpus, args.minutes, cpu=args.cpu, stream=err, control=control, control_gpu=control_gpu)
+    burn = burn_devices(gpus, s.minutes, cpu=s.cpu, stream=err, control=control, control_gpu=control_gpu)
     from envcheck.analysis import analyse
     from envcheck.probes.collect import new_report
 
@@ -103,14 +79,14 @@ def execute(args: argparse.Namespace, collect: Any = None, stderr: Any = None, s
 
         report = for_this_machine(report.host, key).report(report)
     analysis = analyse(report)
-    written = write(report, out_dir, formats, args.lang, when, err, analysis)
+    written, _ = write_outputs(report, out_dir, formats, s.lang, when, err, analysis, command="burn")
     from envcheck.render.terminal.burn import print_burn
     from envcheck.render.terminal.console import make_console
 
     assert analysis.burn is not None
-    print_burn(make_console(summary_stream(written, stdout, err)), analysis.burn, written, args.lang)
+    print_burn(make_console(summary_stream(written, stdout, err)), analysis.burn, written, s.lang)
     return exit_status(analysis.burn.verdict)
 
 
-def main(args: argparse.Namespace) -> int:
-    return execute(args)
+def main(s: BurnOptions) -> int:
+    return execute(s)

@@ -9,11 +9,11 @@ fails on a failed report whichever file it asked for.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 from envcheck.analysis import Analysis
+from envcheck.commands.options import ExportOptions
 from envcheck.errors import EXIT_OK, UsageError
 
 
@@ -49,8 +49,6 @@ def emit(analysis: Analysis, fmt: str, lang: str = "en", out: str | None = None,
 
         if out:
             path = Path(out)
-            if path.is_dir():
-                raise UsageError(f"{path} is a folder: name the textfile, e.g. {path / 'envcheck.prom'}")
             try:
                 write_textfile(analysis, path)
             except OSError as e:
@@ -74,10 +72,16 @@ def emit(analysis: Analysis, fmt: str, lang: str = "en", out: str | None = None,
     raise UsageError(f"unknown format {fmt!r}")
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: ExportOptions) -> int:
     from envcheck import model
     from envcheck.analysis import analyse
     from envcheck.model.codec import VERDICT_KINDS
 
-    report = model.load(args.report, VERDICT_KINDS)
-    return emit(analyse(report), args.format, args.lang, args.out)
+    if args.out:  # refused before the report is read: a textfile is replaced whole, any other file never
+        from envcheck.commands.diff import check_out
+
+        if Path(args.out).is_dir():
+            raise UsageError(f"{args.out} is a folder: name the file, e.g. {Path(args.out) / 'envcheck.prom'}")
+        if args.format != "prometheus":
+            check_out(args.out)
+    return emit(analyse(model.load(args.report, VERDICT_KINDS)), args.format, args.lang, args.out)

@@ -2,22 +2,25 @@
 
 The documents are written as one set (``render.writing``): after a refusal or a failure none of
 them was written and the existing ones are as they were, so the message can say so and the same
-command, fixed, works.
+command, fixed, works. What can be refused without rendering (formats, language, the folder, a file
+already there) is refused first, before seconds of work.
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
+from envcheck.commands.options import RenderOptions
 from envcheck.errors import EXIT_OK, UsageError
 
 
-def main(args: argparse.Namespace) -> int:
-    from envcheck.model import load
-    from envcheck.render.writing import write_documents, written_lines
+def preflight(args: RenderOptions) -> Path | None:
+    """The output folder (None: beside the report), once the arguments and the files a render would replace
+    are checked; ``write_documents`` checks the set again as it writes it."""
+    from envcheck.files import exists, report_stem
+    from envcheck.render.i18n import document_stem
+    from envcheck.render.writing import validate
 
-    report = load(args.report)  # a foreign, corrupt or future-schema file raises ReportError: one line, exit 2
     out_dir = Path(args.out) if args.out else None
     if out_dir is not None:
         from envcheck.destination import DestinationError, prepare_folder
@@ -26,6 +29,22 @@ def main(args: argparse.Namespace) -> int:
             prepare_folder(out_dir, create=False)
         except DestinationError as e:
             raise UsageError(f"--out: {e}; nothing was written") from None
+    stem = report_stem(args.report)
+    doc = document_stem(stem, args.lang)
+    names = {"md": f"{doc}.md", "html": f"{doc}.html", "junit": f"{doc}.junit.xml", "prometheus": f"{stem}.prom"}
+    taken = [p for f in validate(args.format, args.lang) if f in names
+             and exists(p := (out_dir or Path(args.report).parent) / names[f])]
+    if taken and not args.force:
+        raise UsageError(f"{taken[0]} already exists; --force replaces the rendered files")
+    return out_dir
+
+
+def main(args: RenderOptions) -> int:
+    from envcheck.model import load
+    from envcheck.render.writing import write_documents, written_lines
+
+    out_dir = preflight(args)
+    report = load(args.report)  # a foreign, corrupt or future-schema file raises ReportError: one line, exit 2
     try:
         written = write_documents(report, Path(args.report), args.format, lang=args.lang, out_dir=out_dir,
                                   force=args.force)

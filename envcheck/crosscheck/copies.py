@@ -1,7 +1,5 @@
 """The peer copies' cross-check: a plain torch copy between every ordered pair of the node's GPUs
-(``copy_worker.py``), started through the node's launcher seam with a time limit, at the size envcheck's
-peer copies used; its events become ``CopyTiming`` rows (GPU indices mapped back to the machine's) and its
-launch a ``ToolRun``.
+(``copy_worker.py``) at the size envcheck's peer copies used, as ``CopyTiming`` rows and a ``ToolRun``.
 """
 
 from __future__ import annotations

@@ -42,12 +42,8 @@ class GpuPlan:
     plan: dict[str, Any]
 
     @property
-    def timed(self) -> tuple[Headline, ...]:
-        return tuple(h for h in self.heads if h.skipped is None)
-
-    @property
     def timeout_s(self) -> float:
-        return START_S + ROW_S * len(self.timed)
+        return START_S + ROW_S * len(self.heads)
 
 
 def plan_gpu(bench: Bench, seed: int = 0, cuda_index: int | None = None) -> GpuPlan | None:
@@ -57,14 +53,11 @@ def plan_gpu(bench: Bench, seed: int = 0, cuda_index: int | None = None) -> GpuP
     heads = headlines(bench)
     if not heads or bench.device.index is None:
         return None
-    rows = []
-    for h in heads:
-        if h.skipped is not None:
-            continue
-        c = h.case
-        rows.append({"op": c.op, "impl": c.impl, "dtype": c.dtype, "precision": c.precision, "shape": list(c.shape),
-                     "rep_ms": SUSTAIN_REP_MS if h.compute_bound else REP_MS,
-                     "settle_ms": SUSTAIN_SETTLE_MS if h.compute_bound else SETTLE_MS})
+    # Each row as the suite ran it: its sets of buffers (L2 cold alike) and its matmul race's winner.
+    rows = [{"op": c.op, "impl": c.impl, "dtype": c.dtype, "precision": c.precision, "shape": list(c.shape),
+             "rep_ms": SUSTAIN_REP_MS if h.compute_bound else REP_MS,
+             "settle_ms": SUSTAIN_SETTLE_MS if h.compute_bound else SETTLE_MS, "sets": c.rotation_sets,
+             "kernel": c.kernel} for c, h in ((h.case, h) for h in heads)]
     plan = {"gpu": bench.device.index if cuda_index is None else cuda_index, "rounds": ROUNDS, "seed": seed, "control": bench.settings.control,
             "rows": rows}
     return GpuPlan(bench.device.index, heads, plan)
@@ -74,17 +67,13 @@ def assemble(p: GpuPlan, got: Isolated) -> tuple[tuple[KernelTiming, ...], ToolR
     """``KernelTiming`` rows of one GPU from its worker's events (a row it never reported is ``not_run``)."""
     by_row = {int(e["i"]): e for e in got.events if e.get("event") == "row" and isinstance(e.get("i"), int)}
     rows = []
-    i = 0
-    for h in p.heads:
-        c = h.case
+    for i, (h, row) in enumerate(zip(p.heads, p.plan["rows"], strict=True)):
+        c, ev = h.case, by_row.get(i)
         base = {"gpu": p.gpu, "op": c.op, "impl": c.impl, "dtype": c.dtype, "precision": c.precision,
                 "shape": c.shape}
-        if h.skipped is not None:
-            rows.append(KernelTiming(**base, skipped=h.skipped))
-            continue
-        row, ev = p.plan["rows"][i], by_row.get(i)
-        i += 1
-        timing = {"rounds": p.plan["rounds"], "rep_ms": row["rep_ms"], "settle_ms": row["settle_ms"]}
+        kernel = ev["kernel"][:100] if ev is not None and isinstance(ev.get("kernel"), str) else None
+        timing = {"rounds": p.plan["rounds"], "rep_ms": row["rep_ms"], "settle_ms": row["settle_ms"],
+                  "sets": row["sets"], "kernel": kernel}
         samples = good_samples(ev.get("samples_us")) if ev is not None else None
         if ev is None:
             rows.append(KernelTiming(**base, skipped="not_run"))
@@ -128,7 +117,7 @@ def run_kernels(benches: Sequence[Bench], command: Sequence[str] | None = None, 
     stop = threading.Event()
 
     def one(p: GpuPlan) -> None:
-        results[p.gpu] = runner(argv, p.plan, p.timeout_s, stop=stop) if p.timed else Isolated()
+        results[p.gpu] = runner(argv, p.plan, p.timeout_s, stop=stop)
 
     threads = [threading.Thread(target=one, args=(p,), daemon=True) for p in plans]
     for t in threads:
@@ -138,9 +127,9 @@ def run_kernels(benches: Sequence[Bench], command: Sequence[str] | None = None, 
     runs: list[ToolRun] = []
     for p in plans:
         got = results.get(p.gpu, Isolated())
-        if got.launch is None:  # nothing to time (every headline of this GPU fits L2), or never started
+        if got.launch is None:  # never started
             rows += [KernelTiming(p.gpu, h.case.op, h.case.impl, h.case.dtype, h.case.precision, h.case.shape,
-                                  skipped=h.skipped or "not_run") for h in p.heads]
+                                  skipped="not_run") for h in p.heads]
             continue
         got_rows, run = assemble(p, got)
         rows += got_rows

@@ -1,14 +1,7 @@
-"""nccl-tests, where it is found, run on the node's GPUs in each of its modes at the sweep's sizes: the
-independent counterpart of envcheck's collective numbers (``envcheck.analysis.crosscheck`` pairs them).
-
-Where: ``$NCCL_TESTS_DIR`` (the folder holding ``all_reduce_perf`` and the others, or its ``build/``), else
-each binary on ``PATH``. Not found: a note naming ``NCCL_TESTS_DIR``, not a failure.
-
-How: one process driving every GPU of the node (``-g N``, nccl-tests built without MPI), its GPUs those of the
-sweep (``CUDA_VISIBLE_DEVICES``), ``-b``/``-e``/``-f`` covering the sweep's sizes, ``-w 5``, in each of
-``MODES``; each run through the node's launcher seam with a time limit of its own, its output parsed by
-``envcheck.node.nccl_tests``. A run that hangs or fails is kept with its exit status and the tail of its
-output (redacted): a finding of its own, the other runs go on.
+"""nccl-tests, where found (``$NCCL_TESTS_DIR`` or its ``build/``, else ``PATH``; not found: a note), on the
+node's GPUs in each of ``MODES`` at the sweep's sizes: one process driving every GPU (``-g N``), ``-w 5``,
+each run through the node's launcher with a time limit, parsed by ``envcheck.node.nccl_tests``. A run that
+hangs or fails is kept with its exit status and its output's tail (redacted); the others go on.
 """
 
 from __future__ import annotations

@@ -419,8 +419,8 @@ class Case(Planned):
             OPS[self.op].check_shape(self.shape)
         elif not self.shape or any(not isinstance(d, int) or isinstance(d, bool) or d <= 0 for d in self.shape):
             raise ValueError(f"{self.op} needs a shape of positive integers, got {self.shape}")
-        if self.failure is None and self.gpu is None and self.launch is None:
-            raise ValueError("a case is measured (a timing) or failed (a failure)")
+        if self.failure is None and self.gpu is None and self.launch is None and self.accuracy is None:
+            raise ValueError("a case is timed, checked (an interpreted kernel: its accuracy alone) or failed")
         if self.compile_s is not None and not (self.compile_s >= 0 and math.isfinite(self.compile_s)):
             raise ValueError("compile_s must be a finite non-negative number")
         if self.rotation_sets < 1:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from envcheck.analysis.burn import BurnAnalysis, BurnFinding, GpuBurn, Margin
+from envcheck.analysis.burn import THRESHOLDS, BurnAnalysis, BurnFinding, GpuBurn, Margin
 from envcheck.render import fmt
 from envcheck.render.i18n import join, phrase, translate
 
@@ -63,13 +63,14 @@ class BurnView:
     margins: tuple[DetailRow, ...] = ()  # one row per rule (``gpu`` holds the rule), a cell per GPU
     device_column: str = ""  # "GPU", or "device" for a CPU burn
     no_findings: str = ""  # what "no verdict fired" covers: on a CPU, only the rules that apply
+    rates_note: str = ""  # how the rates were taken; none on a CPU, which shows none
 
 
 def _gpu_label(lang: str, g: GpuBurn) -> str:
     return translate(lang, "burn.cpu") if g.on_cpu else translate(lang, "burn.gpu", index=g.gpu.index)
 
 
-PCT_RULES = ("sibling_margin", "ceiling_margin", "power_share", "drift", "throttle_share")
+PCT_RULES = ("sibling_margin", "ceiling_margin", "reference_margin", "power_share", "drift", "throttle_share")
 
 
 def _limit(key: str, value: float) -> str:
@@ -93,20 +94,28 @@ def _rate(g: GpuBurn, phase: str) -> str:
     r = g.rates.get(phase)
     if r is None or r.median is None:
         return fmt.DASH
-    if g.on_cpu and phase == "gemm":  # a CPU's tiny GEMMs: GFLOP/s, not 6.39e-4 TFLOP/s
-        return f"{fmt.rate(r.median * 1e3, 'GFLOP/s')} ({fmt.num((r.best or 0.0) * 1e3)})"
     return f"{fmt.rate(r.median, RATE_UNIT[phase])} ({fmt.num(r.best)})"
 
 
 def _cpu_cells(lang: str, g: GpuBurn) -> tuple[str, ...]:
-    """A CPU's row: what it measured; no NVML, so no power, temperature, clock, throttling or counters columns."""
-    gr = g.rates.get("gemm")
-    gemm = _rate(g, "gemm")
-    if gr is not None and gr.drift is not None:  # shown, never judged: the cores are shared
-        trend = f"{'+' if gr.drift.change >= 0 else ''}{fmt.pct(100 * gr.drift.change)}"
-        gemm += f" ({translate(lang, 'burn.trend_not_judged', trend=trend)})"
-    dtype = gr.phase.dtype if gr is not None else fmt.DASH
-    return (dtype, gemm, _rate(g, "bandwidth"))
+    """A CPU burn tests the code path: which phases ran to the end, and no speed."""
+    ran = [translate(lang, f"burn.phase.{p.phase}") for p in g.gpu.phases if p.finished]
+    return (next((p.dtype for p in g.gpu.phases if p.phase == "gemm"), fmt.DASH), join(lang, ran) or fmt.DASH)
+
+
+def _reference(lang: str, g: GpuBurn, label: str, escape: Escape) -> str | None:
+    """Which healthy figure the GPU's speed was held against, or that its model has none."""
+    gemm = next((p for p in g.gpu.phases if p.phase == "gemm"), None)
+    if g.on_cpu or gemm is None or g.gpu.device is None:
+        return None
+    if (ref := g.reference) is None:
+        return translate(lang, "burn.no_reference", gpu=label, name=escape(g.gpu.device.name), dtype=gemm.dtype,
+                         shape=" x ".join(map(str, gemm.shape)))
+    m = next((m for m in g.margins if m.rule == "reference_margin"), None)
+    return translate(lang, "burn.reference", gpu=label, sku=escape(ref.sku), dtype=ref.dtype,
+                     tflops=fmt.num(ref.tflops), limit=_limit("reference_margin", THRESHOLDS["reference_margin"].value),
+                     read=fmt.num(g.rate("gemm")), delta=f"{'+' if m.value <= 0 else '-'}{fmt.pct(abs(m.value))}" if m
+                     else fmt.DASH, room=fmt.num(round(m.room, 2)) if m else fmt.DASH)
 
 
 def _gpu_cells(lang: str, g: GpuBurn) -> tuple[str, ...]:
@@ -135,7 +144,7 @@ def _margin_cell(lang: str, m: Margin | None) -> str:
         return fmt.DASH
     show = fmt.pct if m.threshold in PCT_RULES else fmt.num
     return translate(lang, "burn.margin_cell", value=show(m.value), limit=show(m.limit),
-                     room=fmt.num(round(m.room, 2)))
+                     room=fmt.num(m.room))
 
 
 def _margins(lang: str, a: BurnAnalysis) -> tuple[DetailRow, ...]:
@@ -149,9 +158,12 @@ def _margins(lang: str, a: BurnAnalysis) -> tuple[DetailRow, ...]:
 def burn_view(a: BurnAnalysis, lang: str, escape: Escape) -> BurnView:
     t = lambda key, **p: translate(lang, key, **p)  # noqa: E731
     cpu = bool(a.gpus) and all(g.on_cpu for g in a.gpus)
-    shown = ("dtype", "gemm_cpu", "bandwidth") if cpu else ("dtype", "gemm", "bandwidth", "power", "temperature",
+    shown = ("dtype", "ran_cpu") if cpu else ("dtype", "gemm", "bandwidth", "power", "temperature",
                                                             "clock", "throttle", "counters")
     columns = tuple(t(f"burn.col.{c}") for c in shown)
+    # A CPU's buffer is the plan's tiny cap, not its free memory: no size, coverage or time that reads like a GPU's.
+    memtest_shown = ("patterns", "passes", "bits") if cpu else ("bytes", "coverage", "patterns", "passes", "time",
+                                                                 "bits")
     rows, findings, memtest, errors, sdc, mism = [], [], [], [], [], []
     for g in a.gpus:
         label = _gpu_label(lang, g)
@@ -160,10 +172,10 @@ def burn_view(a: BurnAnalysis, lang: str, escape: Escape) -> BurnView:
         findings += [_finding(lang, a, label, f, escape) for f in g.findings]
         m = g.gpu.memtest
         if m is not None:
-            memtest.append(DetailRow(label, (fmt.nbytes(m.bytes_tested), fmt.pct(100 * m.bytes_tested / m.free_bytes)
-                                             if m.free_bytes else fmt.DASH,
-                                             escape(", ".join(m.patterns)), str(m.passes), fmt.seconds(m.duration_s),
-                                             str(m.error_bits))))
+            cells = {"bytes": fmt.nbytes(m.bytes_tested), "coverage": fmt.pct(100 * m.bytes_tested / m.free_bytes)
+                     if m.free_bytes else fmt.DASH, "patterns": escape(", ".join(m.patterns)), "passes": str(m.passes),
+                     "time": fmt.seconds(m.duration_s), "bits": str(m.error_bits)}
+            memtest.append(DetailRow(label, tuple(cells[c] for c in memtest_shown)))
             for r in m.errors:
                 errors.append(DetailRow(label, (escape(r.pattern), str(r.pass_index), f"{r.start_address:#x}",
                                                 f"{r.end_address:#x}", str(r.words), str(r.bits))))
@@ -182,11 +194,12 @@ def burn_view(a: BurnAnalysis, lang: str, escape: Escape) -> BurnView:
     notes = [t("burn.control", gpu=_gpu_label(lang, g), control=g.gpu.control, what=t(f"burn.control.{g.gpu.control}"))
              for g in a.gpus if g.gpu.control]
     notes += [phrase(lang, n.key, n.params, escape) for g in a.gpus for n in g.gpu.notes]
+    notes += filter(None, (_reference(lang, g, _gpu_label(lang, g), escape) for g in a.gpus))
     if burn.xid_source is None:
         notes.append(t("burn.no_xid_source", reasons=escape("; ".join(burn.xid_reasons)) or fmt.DASH))
     if cpu:  # never a rule shown as held that was not applied
         skipped = dict.fromkeys(r for g in a.gpus for r in g.not_applied)
-        notes.append(t("burn.not_applied_cpu", rules=join(lang, [t(f"burn.rule.{r}") for r in skipped])))
+        notes += [t("burn.not_applied_cpu", rules=join(lang, [t(f"burn.rule.{r}") for r in skipped])), t("burn.exit_cpu")]
     thresholds = tuple((t(f"burn.threshold.{k}"), _limit(k, th.value), t(f"burn.anchor.{th.anchor}"))
                        for k, th in a.thresholds.items())
     verdict = a.verdict
@@ -196,7 +209,7 @@ def burn_view(a: BurnAnalysis, lang: str, escape: Escape) -> BurnView:
     return BurnView(
         verdict, t(verdict_key, failed=sum(g.status == "fail" for g in a.gpus), gpus=len(a.gpus)),
         summary, columns, tuple(rows), tuple(findings), thresholds,
-        tuple(t(f"burn.memtest.col.{c}") for c in ("bytes", "coverage", "patterns", "passes", "time", "bits")),
+        tuple(t(f"burn.memtest.col.{c}") for c in memtest_shown),
         tuple(memtest),
         tuple(t(f"burn.errors.col.{c}") for c in ("pattern", "pass", "start", "end", "words", "bits")), tuple(errors),
         tuple(t(f"burn.sdc.col.{c}") for c in ("iterations", "checksums", "full", "fp64", "fp64_error",
@@ -204,4 +217,4 @@ def burn_view(a: BurnAnalysis, lang: str, escape: Escape) -> BurnView:
         tuple(t(f"burn.mismatch.col.{c}") for c in ("check", "iteration", "time", "element", "expected", "got")),
         tuple(mism), xids, tuple(notes), t("burn.method"), tuple(_gpu_label(lang, g) for g in a.gpus),
         _margins(lang, a), t("burn.col.device" if cpu else "burn.col.gpu"),
-        t("burn.no_findings_cpu" if cpu else "burn.no_findings"))
+        t("burn.no_findings_cpu" if cpu else "burn.no_findings"), "" if cpu else t("burn.rates_note"))

@@ -29,7 +29,7 @@ def localized(check: Check, lang: str) -> Check:
     inner = {name: phrase(lang, key, check.params) for name, key in nested_keys(check.params).items() if has(lang, key)}
     fix = (phrase(lang, check.fix_key, check.params, raw=inner) if check.fix_key and has(lang, check.fix_key)
            else check.fix)
-    return dataclasses.replace(check, title=title, finding=phrase(lang, check.key, check.params, raw=inner), fix=fix)
+    return dataclasses.replace(check, title=title, finding=phrase(lang, check.key, check.params), fix=fix)
 
 
 def all_localized(checks: Iterable[Check], lang: str) -> tuple[Check, ...]:

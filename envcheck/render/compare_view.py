@@ -265,15 +265,13 @@ def _noise(cmp: Any, lang: str, escape: Escape, fdr: str) -> str:
     if counts.get("shipped"):
         parts.append(t("diff.noise.shipped", model=escape(cmp.shipped_model or fmt.DASH), pairs=pairs,
                        count=counts["shipped"]))
-    pair = counts.get("controls", 0) + counts.get("spread", 0)
-    if pair:
-        parts.append(t("diff.noise.pair", count=pair))
-    if counts.get("none"):
-        parts.append(t("diff.noise.within", count=counts["none"]))
     sources = translate(lang, "list.sep").join(parts) if parts else t("diff.noise.none")
-    said = t("diff.noise", sources=sources, tested=cmp.tested, fdr=fdr)
-    unjudged = getattr(cmp.overall, "not_judged", 0)
-    return f"{said} {t('diff.noise.not_judged', count=unjudged)}" if unjudged else said
+    said = [t("diff.noise", sources=sources, tested=cmp.tested, fdr=fdr)]
+    why: dict[str, int] = {}  # each reason rows are not judged for, with its advice where following it helps
+    for c in cmp.cases:
+        for n in c.reasons if c.verdict == "not judged" else ():
+            why[n.key] = why.get(n.key, 0) + 1
+    return " ".join([*said, *(t(key, count=n) for key, n in why.items())])
 
 
 def _split(g: Any, lang: str) -> str:

@@ -126,7 +126,7 @@ def _verdict_section(fa: af.FleetAnalysis, p: _P) -> Section:
         if v.findings:
             parts.append(Part(f"verdict-{_slug(v.host)}", p.t("fleet.verdict.of", host=p.escape(v.host),
                                                               verdict=p.t(f"fleet.verdict.{v.status}")),
-                              tuple(Line(finding_text(f, p), "fail" if f.kind in ("worse", "rank_failed", "missing")
+                              tuple(Line(finding_text(f, p), "fail" if f.fails or f.kind == "missing"
                                          else "warn") for f in v.findings)))
     return Section("verdicts", p.t("fleet.section.verdicts"), (*lines,), (Part("verdict-table", "", (), (table,)),
                                                                           *parts))
@@ -248,7 +248,7 @@ def fleet_view(report: Report, analysis: Analysis, lang: str, escape: Escape) ->
         else:
             # The node tests found nothing, but the node does not pass: the verdict's reasons say why,
             # not "nothing keeps this node from passing".
-            lines += [Line(finding_text(x, p), "fail" if x.kind in ("worse", "rank_failed", "missing") else "warn")
+            lines += [Line(finding_text(x, p), "fail" if x.fails or x.kind == "missing" else "warn")
                       for x in n.verdict.findings]
         sections.append(Section(f"node-{_slug(n.node.host)}", p.t("fleet.section.node", host=p.escape(n.node.host)),
                                 tuple(lines), node_parts(n.analysis, p, prefix, f"n{k}_"), n.verdict.status))

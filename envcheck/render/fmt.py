@@ -24,11 +24,11 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from envcheck import units
 from envcheck.errors import first_line as first_line  # the one definition; presentation reads it from here
-from envcheck.ops import variant
+from envcheck.ops import CONV_DIMS, OPS, variant
 
 DASH = "–"  # where a number does not exist (not measured, not applicable)
-_BINARY = (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10))
 
 
 def num(x: Any, digits: int = 3) -> str:
@@ -164,20 +164,12 @@ def rate(x: Any, unit: str) -> str:
 # --------------------------------------------------------------------------- sizes and labels
 
 
-def count(n: int) -> str:
-    """An element count: ``1K``, ``10K``, ``1M`` (K = 1024) when an exact binary multiple, else the integer."""
-    for prefix, unit in _BINARY:
-        if n >= unit and n % unit == 0:
-            return f"{n // unit}{prefix}"
-    return str(n)
+count = units.count
 
 
-def shape(dims: Sequence[int]) -> str:
-    """What a size column shows: an element count for vectors, ``4096×11008×4096`` otherwise."""
-    dims = tuple(dims)
-    if len(dims) == 1:
-        return count(dims[0])
-    return "×".join(str(d) for d in dims)
+def shape(dims: Sequence[int] | int | str, op: str | None = None) -> str:
+    """What a size column shows (``units.shape``): a convolution's dimensions named when ``op`` is given."""
+    return units.shape(dims, CONV_DIMS if op in OPS and OPS[op].family == "conv" else ())
 
 
 def shape_key(dims: Sequence[int]) -> tuple[int, tuple[int, ...]]:
@@ -193,7 +185,7 @@ def precision_label(dtype: str, precision: str | None) -> str:
 def case_label(key: Sequence[Any]) -> str:
     """One case: ``matmul triton fp32/tf32 4096×4096×4096`` (a ``CaseKey``)."""
     op, impl, dtype, precision, dims = key
-    return f"{op} {impl} {precision_label(dtype, precision)} {shape(dims)}"
+    return f"{op} {impl} {precision_label(dtype, precision)} {shape(dims, op)}"
 
 
 # --------------------------------------------------------------------------- parameters by unit
@@ -205,8 +197,10 @@ def param(name: str, v: Any) -> str:
         return DASH
     if isinstance(v, bool):
         return str(v).lower()
-    if name.endswith("shape") or name == "size_dims":
-        return shape(v) if isinstance(v, (tuple, list)) else str(v)
+    if name.endswith("shapes"):
+        return ", ".join(shape(x) for x in v) if isinstance(v, (tuple, list)) else shape(v)
+    if name.endswith("shape") or name in ("size", "size_dims"):
+        return shape(v)
     if isinstance(v, (tuple, list)):
         return ", ".join(param(name, x) for x in v)
     if not isinstance(v, (int, float)):
