@@ -7,10 +7,9 @@ The model's scales, relative to the output: ``l2`` = e + u_o with e = c u_c + sq
 (rounding errors of random sign add like a random walk); ``element`` = c u_c + K u_a + (1 + s) u_o
 (the classical worst case, against each element's magnitude); ``excess`` = sqrt(e^2 + 4 u_o e +
 16 u_o^2 / n) (beyond one rounding of the reference, n elements). Each bound is MARGIN x FIT x
-scale, FIT the worst correct implementation measured over the scale (1 where nothing was
-measured: a user's op). On exact inputs (bench/exact.py) a correct output is within EXACT_ULPS
-(accuracy.py's max_ulps). The error relative to the baseline implementation is shown beside
-the verdict, never part of it.
+scale, FIT the worst correct implementation measured over it (1 where none was: a user's op). On exact
+inputs (bench/exact.py) a correct output is within EXACT_ULPS (max_ulps). The error relative to the
+baseline's is shown beside the verdict, never part of it.
 """
 
 from __future__ import annotations
@@ -88,10 +87,8 @@ def fit_key(op: OpSpec | str, output: str = "") -> str:
 def tolerance(op: OpSpec | str, dtype: str, precision: str, shape: tuple[int, ...], output: str = "",
               elements: int | None = None) -> Tolerance:
     """The bounds of ``output`` of a case (``scales`` says what the arguments are)."""
-    s = scales(op, dtype, precision, shape, output, elements)
-    q = FIT.get((fit_key(op, output), precision), THEORY)
-    return Tolerance(rel_l2=MARGIN * q[0] * s.l2, element=MARGIN * q[1] * s.element, excess=MARGIN * q[2] * s.excess,
-                     precision=s.precision)
+    s, q = scales(op, dtype, precision, shape, output, elements), FIT.get((fit_key(op, output), precision), THEORY)
+    return Tolerance(MARGIN * q[0] * s.l2, MARGIN * q[1] * s.element, MARGIN * q[2] * s.excess, s.precision)
 
 
 @dataclass(frozen=True)
