@@ -2,7 +2,9 @@
 
 The committed H200 runs (evidence/2026-11-21_2341Z and 2026-11-22_0104Z) are a real negative
 control for PyTorch: same PyTorch, Triton, driver and CUDA, another physical H200; only
-envcheck's Triton matmul kernels changed between them. The H100 run is another GPU model.
+envcheck's Triton matmul kernels changed between them: no shipped floor covers another GPU, so a diff
+of them judges no row. Two runs back to back on one H200 (2026-11-22_2139Z, _2143Z) are judged with the
+floors shipped for the H200. The H100 run is another GPU model.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ H200_BEFORE = REPORTS / "2026-11-21_2341Z_vm_h200.json.gz"
 H200_AFTER = REPORTS / "2026-11-22_0104Z_vm_h200.json.gz"
 H100 = REPORTS / "2026-11-22_0057Z_vm_h100-80gb-hbm3.json.gz"
 H200_CHECK = REPORTS / "2026-11-21_2341Z_vm_h200_check.json.gz"
+H200_RERUN = (REPORTS / "2026-11-22_2139Z_vm_h200.json.gz", REPORTS / "2026-11-22_2143Z_vm_h200.json.gz")
 
 
 @functools.cache
@@ -33,6 +36,11 @@ def h200_before() -> Report:
 
 def h200_after() -> Report:
     return load(H200_AFTER)
+
+
+def h200_rerun() -> tuple[Report, Report]:
+    """Two runs back to back on one H200: the shipped floors hold for them."""
+    return load(H200_RERUN[0]), load(H200_RERUN[1])
 
 
 def h100() -> Report:

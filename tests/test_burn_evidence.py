@@ -47,3 +47,42 @@ def test_a_committed_burn_is_judged_as_it_should_be(path):
             assert g.gpu.control == control and CAUGHT_BY[control] in {f.key for f in g.findings}
         else:
             assert g.gpu.control is None and g.status == "pass", g.findings
+
+
+def _reference_room(g) -> float | None:
+    return next((m.room for m in g.margins if m.rule == "reference_margin"), None)
+
+
+def test_every_committed_gpu_of_a_known_sku_passes_its_reference_with_room_and_a_20pct_slow_one_fails():
+    """Issue 49, item 9: a uniformly slow GPU passed every rule that compares it with itself or its siblings."""
+    import dataclasses
+
+    from envcheck.analysis.burn import REFERENCES
+    from envcheck.render import burn_view as bv
+
+    seen = set()
+    for path in BURNS:
+        report = model.load(path)
+        for g in analyse(report).burn.gpus:
+            if g.gpu.control == "slow_gemm":
+                continue
+            assert g.reference is REFERENCES[g.gpu.device.name], path.name
+            assert _reference_room(g) >= 5.0, (path.name, g.gpu.index, _reference_room(g))
+            seen.add(g.gpu.device.name)
+        assert "is held against a healthy" in " ".join(bv.notes(analyse(report).burn))
+        slow = dataclasses.replace(report.burn, gpus=tuple(
+            dataclasses.replace(g, phases=tuple(dataclasses.replace(p, work=[w * 0.8 for w in p.work])
+                                                if p.phase == "gemm" else p for p in g.phases))
+            for g in report.burn.gpus))
+        for g in analyse(dataclasses.replace(report, burn=slow)).burn.gpus:
+            assert "below_reference" in {f.key for f in g.findings}, (path.name, g.gpu.index)
+    assert seen == set(REFERENCES)
+    # A model with no committed burn is held against nothing, and says so.
+    other = model.load(BURNS[0])
+    renamed = dataclasses.replace(other.burn, gpus=tuple(
+        dataclasses.replace(g, device=dataclasses.replace(g.device, name="NVIDIA A100-SXM4-80GB"))
+        for g in other.burn.gpus))
+    a = analyse(dataclasses.replace(other, burn=renamed)).burn
+    assert all(g.reference is None and _reference_room(g) is None for g in a.gpus)
+    notes = " ".join(bv.notes(a))
+    assert "no healthy figure of this GPU model" in notes and "NVIDIA A100-SXM4-80GB" in notes

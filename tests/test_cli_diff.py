@@ -71,12 +71,11 @@ def test_json_diff_is_the_documented_document(pair):
     proc = envcheck_process("diff", str(before), str(after), "--format", "json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert (doc["format"], doc["version"]) == ("envcheck-diff", 1)
+    assert (doc["format"], doc["version"]) == ("envcheck-diff", 2)
     (cmp,) = doc["comparisons"]
     assert cmp["same_machine"] is False and [e["key"] for e in cmp["environment"]] == ["gpu.uuid"]
-    torch = [c for c in cmp["cases"] if c["impl"] == "torch"]
-    assert sum(c["verdict"] in ("slower", "faster") for c in torch) <= 4  # the negative control, in CI's hands
-    assert {f["source"] for f in cmp["noise_floors"]} <= {"controls", "spread"}
+    # Two GPUs without repeats: no floor covers them, so CI gets every ratio and no call.
+    assert {c["verdict"] for c in cmp["cases"]} == {"not judged"} and cmp["noise_floors"] == []
 
 
 @pytest.mark.slow

@@ -6,8 +6,9 @@ import pytest
 from node_fakes import bench_with_bandwidth
 
 from envcheck import model
-from envcheck.cli import build_parser
+from envcheck.cli import build_parser, parse
 from envcheck.commands import fleet as cmd
+from envcheck.commands.options import FleetOptions, Gpus
 from envcheck.errors import UsageError
 from envcheck.model import Environment, Report
 from envcheck.model.fleet import Fleet, FleetNode, RankStatus, Rule
@@ -20,9 +21,9 @@ def _fleet() -> Fleet:
 
 
 def test_fleet_options_parse():
-    args = build_parser().parse_args(["fleet", "--baseline", "b.json", "--rule", "gpu.bandwidth_gbps:higher:0.1",
-                                      "--sweep-sizes", "1M..1G", "--cpu"])
-    assert args.handler == "envcheck.commands.fleet:main" and args.cpu and args.rank_timeout == 900.0
+    args = parse(["fleet", "--baseline", "b.json", "--rule", "gpu.bandwidth_gbps:higher:0.1", "--sweep-sizes", "1M..1G",
+                  "--cpu"])
+    assert isinstance(args, FleetOptions) and args.cpu and args.rank_timeout == 900.0
     assert cmd.parse_rule(args.rule[0]) == Rule("gpu.bandwidth_gbps", "higher", 0.1)
     assert cmd.parse_sweep_sizes(args.sweep_sizes) == (1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28, 1 << 30)
     assert cmd.parse_sweep_sizes("64K,1M") == (1 << 16, 1 << 20)
@@ -35,8 +36,8 @@ def test_bad_rules_are_usage_errors(text):
 
 
 def test_run_takes_gpus_and_an_outlier_margin():
-    args = build_parser().parse_args(["run", "--gpus", "all", "--outlier-margin", "0.1"])
-    assert (args.gpus, args.outlier_margin) == ("all", 0.1)
+    args = parse(["run", "--gpus", "all", "--outlier-margin", "0.1"])
+    assert (args.gpus, args.outlier_margin) == (Gpus(), 0.1)
     with pytest.raises(SystemExit):
         build_parser().parse_args(["run", "--outlier-margin", "1.5"])
 

@@ -1,4 +1,4 @@
-"""Case pairing, the reasons a pair is not compared, and which pairs are controls, on the committed H200 run."""
+"""Case pairing and the reasons a pair is not compared, on the committed H200 run."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import dataclasses
 import compare_fixtures as fx
 
 from envcheck.analysis import CaseResult, analyse
-from envcheck.compare import controls, match
-from envcheck.compare.envdiff import EnvChange
+from envcheck.compare import match
 from envcheck.model import Case, Failure, MonitorSummary, Report, Timing
 
 
@@ -94,21 +93,3 @@ def test_a_failed_case_is_not_compared_and_says_where_it_failed():
     assert reason.params == {"side": "other", "stage": "compile", "detail": "CompilationError: out of resources"}
 
 
-def test_controls_are_the_implementations_nothing_recorded_has_changed_for():
-    def change(area: str, key: str) -> EnvChange:
-        return EnvChange(area, key, "a", "b", key=key)
-
-    assert controls.unchanged_impls([]) == {"torch", "triton", "compile"}
-    assert controls.unchanged_impls([change("gpu", "gpu.uuid")]) == {"torch", "triton", "compile"}
-    assert controls.unchanged_impls([change("torch", "torch.version")]) == {"triton"}
-    assert controls.unchanged_impls([change("triton", "triton.version")]) == {"torch"}
-    assert controls.unchanged_impls([change("driver", "driver.driver_version")]) == frozenset()
-    assert controls.unchanged_impls([change("gpu", "gpu.name")]) == frozenset()
-    rs = {x.key: x for x in results(fx.h200_after())}
-    before = {x.key: x for x in results(fx.h200_before())}
-    # The matmul race picked TMA kernels after the change: another kernel, not a control.
-    mm = next(k for k in rs if k[0] == "matmul" and k[1] == "triton")
-    assert not controls.is_control(before[mm], rs[mm], frozenset({"torch", "triton", "compile"}))
-    add = next(k for k in rs if k[0] == "vector_add" and k[1] == "triton")
-    assert controls.is_control(before[add], rs[add], frozenset({"triton"}))
-    assert not controls.is_control(before[add], rs[add], frozenset({"torch"}))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from envcheck.compare import stats
-from envcheck.compare.stats import FloorRow, NoiseFloor
+from envcheck.compare.stats import NoiseFloor
 
 
 def samples(median: float, n: int = 50, noise: float = 0.01, seed: int = 0) -> list[float]:
@@ -118,63 +118,8 @@ def test_within_run_coverage_under_no_change_is_near_nominal():
 # --------------------------------------------------------------------------- run-to-run noise
 
 
-def row(lr: float, kind: tuple[str, ...] = ("matmul", "large"), control: bool = True, se: float = 0.001) -> FloorRow:
-    return FloorRow(lr, se, (kind, kind[:1], ()), control)
-
-
-def kinds_of_controls(shifts: list[float], per_kind: int = 3, centre: float = 0.0) -> list[FloorRow]:
-    """Controls in one kind per shift, each kind's rows exactly at its shift (no scatter)."""
-    return [row(centre + x, kind=("op", f"k{i}")) for i, x in enumerate(shifts) for _ in range(per_kind)]
-
-
-def test_scatter_is_robust_and_stands_in_alone_without_controls():
-    lrs = [0.01, -0.01, 0.005, -0.005, 0.0, 0.3, 0.3]  # two rows really 35% slower
-    floors = stats.noise_floors([row(x, control=False) for x in lrs])
-    expect = math.sqrt((1.4826 * statistics.median(abs(x - statistics.median(lrs)) for x in lrs)) ** 2 - 0.001**2)
-    assert {f.source for f in floors} == {"spread"}
-    assert floors[0].log_sd == pytest.approx(expect)
-    assert expect < 0.02  # the two changes do not widen everyone's interval
-    assert (floors[0].shift_sd, floors[0].cases, floors[0].df) == (0.0, 7, 2)  # 0.37 x 6: the MAD's efficiency
-
-
-def test_kind_shift_is_the_robust_scatter_of_the_kinds_of_controls():
-    shifts = [0.02, -0.02, 0.01, -0.01, 0.0, 0.03]
-    floors = stats.noise_floors(kinds_of_controls(shifts))
-    centre = statistics.median(shifts)
-    expect = 1.4826 * statistics.median(abs(x - centre) for x in shifts)
-    f = floors[0]
-    assert (f.source, f.kinds) == ("controls", 6)
-    assert f.shift_sd == pytest.approx(expect) and f.log_sd == pytest.approx(math.hypot(f.spread_sd, f.shift_sd))
-    # Without enough kinds of controls the shift cannot be measured: scatter only.
-    assert stats.noise_floors(kinds_of_controls(shifts[:4], per_kind=5))[0].source == "spread"
-
-
-def test_a_whole_run_moving_together_is_a_finding_not_noise():
-    """Every control 10% slower: the kinds agree, so the floor stays small and the move shows."""
-    rows = kinds_of_controls([0.001, -0.001, 0.0, 0.002, -0.002, 0.0], centre=math.log(1.1))
-    f = stats.noise_floors(rows)[0]
-    assert f.log_sd < 0.005
-    assert stats.verdict(stats.interval(1.1, 0.001, f, 100, 100)) == "slower"
-
-
-def test_one_kind_moving_alone_stands_out_against_the_others():
-    rows = kinds_of_controls([0.004, -0.004, 0.002, -0.002, 0.0, 0.001]) + [row(0.26, kind=("relu", "small"))] * 3
-    floors = stats.noise_floors(rows)
-    assert max(f.log_sd for f in floors) < 0.02
-    assert stats.verdict(stats.interval(math.exp(0.26), 0.001, floors[-1], 100, 100)) == "slower"
-
-
-def test_a_kind_with_too_few_rows_borrows_its_ops_scatter_and_none_is_said_when_nothing_can():
-    rows = [row(0.01 * k, kind=("relu", "small"), control=False) for k in range(3)]
-    rows += [row(0.02, kind=("relu", "large"), control=False)] * 3
-    floors = stats.noise_floors(rows)
-    assert {f.kind for f in floors} == {("relu",)} and {f.cases for f in floors} == {6}
-    few = stats.noise_floors([row(0.01), row(-0.01)])
-    assert few == [stats.NO_FLOOR, stats.NO_FLOOR] and few[0].df is None
-
-
 def test_interval_adds_the_floor_and_uses_its_degrees_of_freedom():
-    floor = NoiseFloor(0.02, "controls", ("matmul", "large"), 6, 6, 0.0, 0.02, 8)
+    floor = NoiseFloor(0.02, "shipped", ("matmul", "large"), 6, 6)
     iv = stats.interval(1.05, 0.001, floor, 100, 100)
     half = stats.t_quantile(0.95, 6) * math.hypot(0.001, 0.02)
     assert iv.low == pytest.approx(1.05 * math.exp(-half)) and iv.high == pytest.approx(1.05 * math.exp(half))
@@ -188,8 +133,8 @@ def test_interval_adds_the_floor_and_uses_its_degrees_of_freedom():
 
 
 def _iv(ratio: float, floor: float = 0.0, se: float = 0.001, df: int | None = 30) -> stats.RatioInterval:
-    """A case whose floor is all kind shift (shared with the other cases of its kind)."""
-    f = NoiseFloor(floor, "controls", ("k",), 31, df, 0.0, floor, 10) if floor else stats.NO_FLOOR
+    """A case whose floor is shared with the other cases of its kind."""
+    f = NoiseFloor(floor, "shipped", ("k",), 31, df) if floor else stats.NO_FLOOR
     return stats.interval(ratio, se, f, 50, 50)
 
 
@@ -210,10 +155,6 @@ def test_cases_of_one_kind_move_together_so_more_of_them_do_not_narrow_the_inter
     assert w_one == pytest.approx(stats.t_quantile(0.95, 30) * math.sqrt(0.02**2 + 0.001**2 / 200), rel=1e-6)
     assert w_many == pytest.approx(w_one / math.sqrt(200), rel=0.01)
     assert (one_kind.clusters, many_kinds.clusters) == (1, 200)
-    # Scatter within a kind is each case's own: it averages out.
-    scatter = NoiseFloor(0.02, "controls", ("k",), 31, 30, 0.02, 0.0, 10)
-    g = stats.geomean([stats.interval(1.0, 0.001, scatter, 50, 50)] * 200, ["k"] * 200)
-    assert math.log(g.high / g.low) / 2 == pytest.approx(w_many, rel=1e-6)
 
 
 def test_geomean_combines_ratios_counts_them_and_refuses_an_interval_when_one_case_has_none():
@@ -272,12 +213,12 @@ def test_the_run_share_of_a_floor_is_what_the_repeats_do_not_already_hold():
     a, b = Repeats(0.0, 0.2e-4, 5), Repeats(0.0, 0.2e-4, 5)
     repeats = repeat_floor(a, b)
     assert repeats is not None and repeats.log_sd**2 == pytest.approx(0.08e-4)
-    single = NoiseFloor(0.01, "shipped", ("gpu", "vector_add", "large"), 250, 250, 0.0, 0.01, 0)
+    single = NoiseFloor(0.01, "shipped", ("gpu", "vector_add", "large"), 250, 250)
     both = with_run_share(repeats, a, b, single)
     assert both.source == "repeats" and both.kind == single.kind
     assert both.log_sd**2 == pytest.approx(0.6e-4 + 0.08e-4)
     assert repeats.df is not None and repeats.df < both.df <= 250
-    held = NoiseFloor(math.sqrt(0.3e-4), "shipped", ("gpu",), 250, 250, 0.0, math.sqrt(0.3e-4), 0)
+    held = NoiseFloor(math.sqrt(0.3e-4), "shipped", ("gpu",), 250, 250)
     assert with_run_share(repeats, a, b, held) is repeats
     # a repeat median's own within-run variance (se^2 x 5 = 0.1e-4 a side) is left out of the repeats' share
     within = with_run_share(repeats, a, b, single, (math.sqrt(0.02e-4), math.sqrt(0.02e-4)))

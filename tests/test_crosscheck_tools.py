@@ -12,19 +12,20 @@ import stat
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from crosscheck_fakes import MATMUL, MiB, all_reduce, bench, captured, case, launch, node
+from fake_crosscheck_worker import TOKEN, command
 
 from envcheck import cli, model
 from envcheck.crosscheck import copies, headline, kernel_worker, kernels, loops, nccl_tests_run
-from envcheck.crosscheck.isolated import run_isolated
 from envcheck.crosscheck.run import CrosscheckRun, run_crosscheck
+from envcheck.harness.failures import Crash, Outcome
 from envcheck.model import Note
 from envcheck.model.crosscheck import Crosscheck, ToolRun
 from envcheck.model.node import Launch, Node
 
-FAKE = str(Path(__file__).with_name("fake_crosscheck_worker.py"))
 VEC = ("vector_add", "fp32")
 
 
@@ -36,13 +37,13 @@ def test_headlines_are_each_op_and_precisions_largest_case_for_torch_and_triton(
               case("vector_add", "torch", "fp32", (1 << 28,), 900.0), case("vector_add", "triton", "fp32", (1 << 28,),
                                                                             910.0),
               case("vector_add", "compile", "fp32", (1 << 28,), 905.0),
-              case("vector_add", "torch", "fp16", (1 << 20,), 6.0),  # fp16's largest fits L2 (6 MiB < 3 x 60)
+              case("vector_add", "torch", "fp16", (1 << 20,), 6.0),  # fp16's largest fits L2 (6 MiB < 3 x 60): timed too
               case("matmul", "torch", "fp16", (2048, 2048, 2048), 20.0), case("matmul", "torch", "fp16", MATMUL, 100.0),
               case("matmul", "triton", "fp16", MATMUL, 110.0))
-    got = [(h.case.op, h.case.impl, h.case.dtype, h.case.shape, h.skipped) for h in headline.headlines(b)]
-    assert got == [("vector_add", "torch", "fp32", (1 << 28,), None), ("vector_add", "triton", "fp32", (1 << 28,), None),
-                   ("vector_add", "torch", "fp16", (1 << 20,), "fits_l2"),
-                   ("matmul", "torch", "fp16", MATMUL, None), ("matmul", "triton", "fp16", MATMUL, None)]
+    got = [(h.case.op, h.case.impl, h.case.dtype, h.case.shape) for h in headline.headlines(b)]
+    assert got == [("vector_add", "torch", "fp32", (1 << 28,)), ("vector_add", "triton", "fp32", (1 << 28,)),
+                   ("vector_add", "torch", "fp16", (1 << 20,)),
+                   ("matmul", "torch", "fp16", MATMUL), ("matmul", "triton", "fp16", MATMUL)]
     cpu = model.Bench(model.BenchDevice("cpu", "x"), cases=b.cases)
     assert headline.headlines(cpu) == ()
 
@@ -72,61 +73,116 @@ def test_the_worker_builds_the_suites_call_and_times_it_with_the_tool_alone():
     assert calls == [(300, "median"), (30, "all"), (30, "all")]
 
 
+def test_the_tool_times_every_headline_over_the_suites_sets_and_its_matmul_tile():
+    """Issue 49, item 10: 18 of 32 rows were "not compared: fits L2" (envcheck kept L2 cold, the tool replayed
+    one set of buffers), and the tool's own autotuning could time another matmul tile than the suite's."""
+    import dataclasses
+
+    import torch
+
+    from envcheck.analysis.crosscheck import kernel_rows
+    from envcheck.bench.kernels import tuning
+    from envcheck.model.crosscheck import KernelTiming
+
+    small = dataclasses.replace(case("relu", "torch", "fp32", (1 << 20,), 3.0), rotation_sets=45)
+    tile = "tma_persistent 128x256x64 s4 w8"
+    mm = dataclasses.replace(case("matmul", "triton", "fp16", MATMUL, 100.0), kernel=tile)
+    p = kernels.plan_gpu(bench(small, case("matmul", "torch", "fp16", MATMUL, 99.0), mm))
+    assert p is not None and [(r["op"], r["sets"], r["kernel"]) for r in p.plan["rows"]] == [
+        ("relu", 45, None), ("matmul", 1, None), ("matmul", 1, tile)]
+    # The worker: one call over the row's sets of fresh buffers, the tool's time divided by them.
+    calls: list[int] = []
+
+    def tool(fn: Callable[[], object], rep: int, return_mode: str) -> object:
+        fn()
+        return [0.09] if return_mode == "all" else 0.09
+
+    events: list[dict] = []
+    real = kernel_worker.build_call
+    kernel_worker.build_call = lambda *a: (calls.append(a[3]), real(*a))[1]  # type: ignore[assignment]
+    try:
+        kernel_worker.run({"gpu": 0, "rounds": 1, "rows": [{**p.plan["rows"][0], "sets": 3}]}, events.append,
+                          torch=torch, bench=tool)
+    finally:
+        kernel_worker.build_call = real
+    assert calls == [0, 1, 2] and events[1]["samples_us"] == [pytest.approx(30.0)]
+    # The race gives the suite's tile where it is a candidate, else races as the suite did.
+    tiles = {tuning.Tile("pointer", 128, 128, 64, 4, 8): None, tuning.Tile("tma_persistent", 128, 256, 64, 4, 8): None}
+    real_race = tuning.fastest
+    tuning.fastest = lambda candidates, measure=None: next(iter(candidates))
+    try:
+        with kernel_worker.pinned(tile):
+            assert tuning.fastest(tiles).label == tile
+        with kernel_worker.pinned("pointer 1x1x1 s1 w1"):
+            assert tuning.fastest(tiles).kind == "pointer"
+        assert tuning.fastest(tiles).kind == "pointer"
+    finally:
+        tuning.fastest = real_race
+    # The analysis: every row compared, the sets and kernel said; another tile is not compared, both named.
+    timing = {"samples_us": [100.0] * 3, "rounds": 3, "rep_ms": 30.0, "settle_ms": 300.0}
+    rows = kernel_rows(Crosscheck(kernels=(
+        KernelTiming(0, "relu", "torch", "fp32", "fp32", (1 << 20,), sets=45, **{**timing, "samples_us": [3.0] * 3}),
+        KernelTiming(0, "matmul", "triton", "fp16", "fp16", MATMUL, kernel=tile, **timing),
+        KernelTiming(0, "matmul", "triton", "fp16", "fp16", MATMUL, kernel="pointer 128x128x64 s4 w8", **timing))),
+        [bench(small, mm)])
+    assert [r.status for r in rows[:2]] == ["within", "within"] and ("sets", "45") in rows[0].counterpart.settings
+    assert ("kernel", tile) in rows[1].counterpart.settings
+    assert (rows[2].reason, rows[2].detail) == ("kernel_differs", f"{tile} / pointer 128x128x64 s4 w8")
+
+
 def _cuda_bench() -> model.Bench:
     return bench(case("vector_add", "torch", "fp32", (1 << 28,), 900.0), case("relu", "torch", "fp32", (1 << 10,), 3.0),
                  case("matmul", "torch", "fp16", MATMUL, 100.0), case("matmul", "triton", "fp16", MATMUL, 101.0))
 
 
 def test_a_finished_worker_gives_every_row():
-    got = kernels.run_kernels([_cuda_bench()], command=[sys.executable, FAKE, "ok"])
+    got = kernels.run_kernels([_cuda_bench()], command=command("ok"))
     assert not got.stopped and len(got.runs) == 1 and got.runs[0].launch.returncode == 0
     rows = {(k.op, k.impl): k for k in got.rows}
-    assert rows[("relu", "torch")].skipped == "fits_l2"
+    assert list(rows[("relu", "torch")].samples_us) == [kernels.REP_MS] * 3  # L2-sized: timed over its sets
     assert list(rows[("vector_add", "torch")].samples_us) == [kernels.REP_MS] * 3
     assert rows[("matmul", "triton")].rep_ms == kernels.SUSTAIN_REP_MS  # compute-bound: the sustained window
     assert rows[("matmul", "triton")].settle_ms == kernels.SUSTAIN_SETTLE_MS
 
 
 def test_a_crashed_worker_keeps_its_rows_and_its_redacted_last_words(monkeypatch):
-    secret = "hf_" + "A" * 30
+    secret = TOKEN  # which the worker never gets, and quotes all the same
     monkeypatch.setenv("HF_TOKEN", secret)
-    got = kernels.run_kernels([_cuda_bench()], command=[sys.executable, FAKE, "half"])
+    got = kernels.run_kernels([_cuda_bench()], command=command("half"))
     (run,) = got.runs
     assert run.launch.returncode == 3 and "crashed with token" in run.launch.stderr_tail
     assert secret not in run.launch.stderr_tail
     status = [(k.op, k.impl, k.samples_us is not None, k.skipped) for k in got.rows]
-    assert status == [("vector_add", "torch", True, None), ("relu", "torch", False, "fits_l2"),
+    assert status == [("vector_add", "torch", True, None), ("relu", "torch", True, None),
                       ("matmul", "torch", False, "not_run"), ("matmul", "triton", False, "not_run")]
 
 
 def test_what_a_worker_writes_is_outside_text():
     """Samples that are not finite positive numbers, a row index that is not one, a row reported twice: no sample
     a report could not hold back is kept, and nothing raises."""
-    from envcheck.crosscheck.isolated import Isolated
-
     p = kernels.plan_gpu(_cuda_bench())
-    assert p is not None and len(p.plan["rows"]) == 3
+    assert p is not None and len(p.plan["rows"]) == 4
     bad = [[float("nan")], [float("inf")], [True], ["1"], [], "1.0", None, [-1.0]]
     for samples in bad:
         events = [{"event": "row", "i": 0, "samples_us": samples}, {"event": "row", "i": "1", "samples_us": [1.0]},
                   {"event": "row", "i": 2, "samples_us": [2.0]}, {"event": "row", "i": 2, "error": "again"}]
-        rows, run = kernels.assemble(p, Isolated(events, launch()))
-        timed = [k for k in rows if k.skipped != "fits_l2"]
-        assert [(k.error is not None, k.skipped) for k in timed] == [(True, None), (False, "not_run"), (True, None)]
+        rows, run = kernels.assemble(p, events, launch())
+        assert [(k.error is not None, k.skipped) for k in rows] == [(True, None), (False, "not_run"), (True, None),
+                                                                   (False, "not_run")]
         assert model.loads(model.dumps(model.Report("0", "2026-11-29T00:00:00Z", "h", "run", model.Environment(),
                                                     crosscheck=Crosscheck(kernels=rows, runs=(run,)))))
 
 
 def test_a_hung_worker_is_stopped_at_its_limit():
-    got = run_isolated([sys.executable, FAKE, "hang"], {"rows": [{"rep_ms": 1.0}, {"rep_ms": 2.0}]}, timeout=1.5,
-                       grace_s=2.0)
-    assert got.launch is not None and got.launch.timed_out and not got.done and got.launch.returncode is not None
-    assert [e["event"] for e in got.events] == ["start", "ready", "row"][:len(got.events)]  # a busy machine: a prefix
+    events, launch = kernels.run_one({"rows": [{"rep_ms": 1.0}, {"rep_ms": 2.0}]}, 1.5, command("hang"))
+    assert launch.timed_out and launch.returncode is not None and launch.argv == kernels.ARGV
+    assert [e["event"] for e in events] == ["ready", "row"][:len(events)]  # a busy machine: a prefix
 
 
-def test_a_worker_that_cannot_start_is_a_launch_failure():
-    got = run_isolated(["/nonexistent/python"], {}, timeout=5.0)
-    assert got.launch is not None and got.launch.error and "could not start" in got.launch.error
+def test_a_worker_that_cannot_start_is_a_launch_failure(monkeypatch, tmp_path):
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))
+    _, launch = kernels.run_one({}, 5.0)
+    assert launch.error and "could not start" in launch.error
 
 
 # --------------------------------------------------------------------------- node tools through the launcher seam
@@ -151,6 +207,15 @@ class ReplayLauncher:
         if rc == "timeout":
             return Launch(tuple(argv), None, timeout, timeout, timed_out=True, stderr_tail=tail)
         return Launch(tuple(argv), int(rc), timeout, 0.5, stderr_tail=tail)
+
+    def spawn(self, target: str, args: Any, env: Mapping[str, str], timeout: float,
+              on_event: Callable[[Any], None]) -> Outcome:
+        """A Python child: ``play((target,), env)`` gives its exit status and the events it sends."""
+        self.jobs.append(((target,), dict(env)))
+        rc, events = self.play((target,), env)
+        for ev in events:
+            on_event(ev)
+        return Outcome(done=rc == 0, returncode=int(rc), failure=None if rc == 0 else Crash(int(rc)), wall_s=0.5)
 
 
 def _binaries(folder: Path, names: Iterable[str]) -> None:
@@ -227,16 +292,13 @@ def test_nccl_tests_runs_the_sizes_envcheck_measured():
 
 
 def test_the_plain_copy_rows_name_the_machines_gpus(tmp_path):
-    def play(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int | str, str]:
-        out = Path(argv[argv.index("--out") + 1])
-        lines = [{"event": "start", "pid": 1}, {"event": "copy", "src": 0, "dst": 1, "size_bytes": MiB, "calls": 20,
-                                                "samples_us": [3.0, 3.1]},
-                 {"event": "copy", "src": 1, "dst": 0, "size_bytes": MiB, "calls": 20, "error": "RuntimeError: x"},
-                 {"event": "copy", "src": 7, "dst": 0, "size_bytes": MiB, "samples_us": [1.0]}, {"event": "done"}]
-        out.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
-        return 0, ""
+    def play(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, list]:
+        assert argv == (f"{copies.WORKER_MODULE}:run",) and env == {"CUDA_VISIBLE_DEVICES": "2,5"}
+        return 0, [{"event": "copy", "src": 0, "dst": 1, "size_bytes": MiB, "calls": 20, "samples_us": [3.0, 3.1]},
+                   {"event": "copy", "src": 1, "dst": 0, "size_bytes": MiB, "calls": 20, "error": "RuntimeError: x"},
+                   {"event": "copy", "src": 7, "dst": 0, "size_bytes": MiB, "samples_us": [1.0]}]
 
-    rows, run = copies.run_copies((2, 5), MiB, tmp_path, ReplayLauncher(play))
+    rows, run = copies.run_copies((2, 5), MiB, ReplayLauncher(play))
     assert [(r.src, r.dst, r.samples_us is not None, r.error) for r in rows] == [(2, 5, True, None),
                                                                                  (5, 2, False, "RuntimeError: x")]
     assert run.tool == "torch_copy" and run.launch.argv == ("python", "-m", copies.WORKER_MODULE)
@@ -271,7 +333,7 @@ def test_not_available_without_cuda_or_under_the_interpreter_or_on_one_gpu(tmp_p
     assert interp.crosscheck.notes == (Note("crosscheck.interpreted", {"variable": "TRITON_INTERPRET"}),)
     assert not interp.crosscheck.kernels and not interp.crosscheck.runs
     one = run_crosscheck([_cuda_bench()], Node("vm", (0,)), tmp_path, environ={},
-                         kernel_command=[sys.executable, FAKE, "ok"])
+                         kernel_command=command("ok"))
     assert one.crosscheck.notes == (Note("crosscheck.single_gpu"),) and len(one.crosscheck.kernels) == 4
 
 
@@ -281,15 +343,14 @@ def test_a_node_run_crosschecks_copies_loops_and_nccl_tests(tmp_path):
         {"event": "crosscheck_loop", "op": "all_reduce", "size_bytes": MiB, "ranks": [0], "calls": 20,
          "samples_us": [30.0]}) + "\n")
 
-    def play(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int | str, str]:
-        if "--out" in argv:
-            Path(argv[argv.index("--out") + 1]).write_text(json.dumps(
-                {"event": "copy", "src": 0, "dst": 1, "size_bytes": 256 * MiB, "calls": 20, "samples_us": [700.0]}))
+    def play(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, Any]:
+        if argv == (f"{copies.WORKER_MODULE}:run",):
+            return 0, [{"event": "copy", "src": 0, "dst": 1, "size_bytes": 256 * MiB, "calls": 20, "samples_us": [700.0]}]
         return 0, ""
 
     n = node(all_reduce(MiB, 70.0, 12.0), copy_us=690.0)
     got = run_crosscheck([_cuda_bench()], n, tmp_path, launcher=ReplayLauncher(play), environ={},
-                         kernel_command=[sys.executable, FAKE, "ok"]).crosscheck
+                         kernel_command=command("ok")).crosscheck
     assert [r.tool for r in got.runs] == ["do_bench_cudagraph", "torch_copy"]
     assert len(got.copies) == 1 and len(got.loops) == 1
     assert got.notes[0].key == "crosscheck.nccl_tests_not_found"  # the PATH of {} holds none
@@ -315,7 +376,7 @@ def _run(tmp_path: Path, *argv: str, crosscheck: Callable[..., CrosscheckRun] | 
 
         d = dataclasses.replace(d, crosscheck=crosscheck)
     out, err = io.StringIO(), io.StringIO()
-    args = cli.build_parser().parse_args(["run", "--quick", "--ops", "relu", "--out-dir", str(tmp_path / "r"), *argv])
+    args = cli.parse(["run", "--quick", "--ops", "relu", "--out-dir", str(tmp_path / "r"), *argv])
     return run_cmd.execute(args, d, stderr=err, stdout=out), out.getvalue(), err.getvalue()
 
 
@@ -358,7 +419,7 @@ def test_a_bug_in_the_crosschecks_keeps_the_finished_run_and_fails_it(tmp_path):
 
 
 def test_fleet_takes_the_flag():
-    args = cli.build_parser().parse_args(["fleet", "--crosscheck"])
+    args = cli.parse(["fleet", "--crosscheck"])
     assert args.crosscheck is True
 
 

@@ -98,8 +98,8 @@ def test_not_judged_rows_are_said_so_in_every_format(monkeypatch, lang):
     d = diff.diff([("baseline.json", _report("baseline")), ("control.json", _report("control"))])
     md = render_diff(d, "md", lang)
     text = capture(lambda console: print_diff(console, d, lang), width=200)
-    word = {"en": "not judged: no noise estimate", "zh-CN": "未判定：无噪声估计"}[lang]
-    split = {"en": "24 not judged: no noise estimate covers them.", "zh-CN": "另有 24 个未判定"}[lang]
+    word = {"en": "not judged: no noise floor", "zh-CN": "未作判定：无噪声下限"}[lang]
+    split = {"en": "24 not judged: no noise floor covers them.", "zh-CN": "24 行未作判定"}[lang]
     assert md.count(f"| {word} |") == 24 and split in md and split in " ".join(text.split())
     data = export.to_data(d)["comparisons"][0]
     assert data["overall"]["not_judged"] == 24 and data["tested"] == 48

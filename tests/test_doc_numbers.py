@@ -81,14 +81,14 @@ def test_values_are_written_once_with_their_format() -> None:
 def test_a_burn_margin_is_rounded_once_where_it_is_shown() -> None:
     """The room on each rule is shown from its unrounded value: a power room of 24.451 points reads 24.5, not the
     24.4 that rounding it to two decimals first (24.45) made of it."""
+    from envcheck.render import burn_view as bv
     from envcheck.render import fmt
-    from envcheck.render.burn_view import burn_view
 
     for name in evidence_values.burns():
         a = evidence_values.burn(name)
-        view = burn_view(a, "en", str)
+        margins = bv.margins(a)
         for column, g in enumerate(a.gpus):
-            cells = [row.cells[column] for row in view.margins]
+            cells = [row[column] for _, row in margins]
             for m in g.margins:
                 assert any(c.endswith(f"room {fmt.num(m.room)}") for c in cells), (name, g.gpu.index, m.rule)
     power = [m for m in evidence_values.burn("2026-11-28_1737Z_vm_2x-h200_burn_healthy.json.gz").gpus[0].margins

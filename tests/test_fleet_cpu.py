@@ -76,3 +76,23 @@ def test_the_cpu_matmul_rate_is_the_host_clock_rate_of_its_largest_torch_matmul(
     (g,) = a.fleet.nodes[0].analysis.gpus
     assert g.rates.bandwidth_gbps is None
     assert g.rates.matmul_tflops is not None and 1.0 < g.rates.matmul_tflops < 2.0  # ~1500 GFLOP/s fp32
+
+
+def test_a_node_whose_own_tests_found_a_problem_has_one_verdict_said_once():
+    """Issue 49, item 3: `fleet --cpu` printed PASS for a node and then "1 problem keeps this node from
+    passing": the fleet's verdict and the node tests' problems were derived apart."""
+    import dataclasses
+
+    r = _cpu_fleet()
+    sick = dataclasses.replace(r.fleet.nodes[1].node, skipped=(*r.fleet.nodes[1].node.skipped,
+                                                               NodeSkip("xid", "crashed: OSError: kmsg")))
+    nodes = (r.fleet.nodes[0], dataclasses.replace(r.fleet.nodes[1], node=sick))
+    r = dataclasses.replace(r, fleet=dataclasses.replace(r.fleet, nodes=nodes))
+    a = analyse(r)
+    fa = a.fleet
+    assert [v.status for v in fa.verdicts] == ["pass", "fail"] and not fa.passed
+    assert fa.nodes[1].analysis.problems and fa.verdicts[1].findings[0].kind == "node_problem"
+    text = capture(lambda c: print_fleet(c, r, a, lang="en"), width=120)
+    c1 = text[text.index("Node c1"):]
+    assert c1.startswith("Node c1 FAIL") and "1 problem keeps this node from passing" in c1
+    assert "Node c0 PASS" in text and "Nothing keeps this node from passing" in text[:text.index("Node c1")]

@@ -178,9 +178,7 @@ def test_a_rank_killed_in_its_suite_blames_its_node_alone_though_the_world_sweep
              RankStatus(1, "error", "vm/1", 0, 0, world_rank=1, phase="suite", error="killed"))
     nodes = tuple(FleetNode(f"vm/{r}", (r,), benches=(bench_with_bandwidth(0, 4200.0),)) for r in range(2))
     fleet = Fleet(2, 2, "torchrun", nodes, ranks, (c,))
-    from envcheck.analysis.fleet import to_drain
-
-    assert [v.host for v in to_drain(fleet)] == ["vm/1"]
+    assert [v.host for v in judge(fleet) if v.status != "pass"] == ["vm/1"]
     (x,) = lost_ranks(fleet)
     assert (x.rank, x.host, x.phase) == (1, "vm/1", "suite")
 
@@ -269,15 +267,15 @@ def test_a_key_already_there_is_read_however_slowly_the_store_answers():
 
 
 def test_the_cpu_sweep_is_sized_for_gloo_and_options_override_it():
-    from envcheck.cli import build_parser
+    from envcheck.cli import parse
     from envcheck.commands.fleet import sweep_plan
 
-    args = build_parser().parse_args(["fleet", "--cpu"])
+    args = parse(["fleet", "--cpu"])
     cpu = sweep_plan(args, cpu=True)
     assert max(cpu.sizes) <= 4 << 20 and cpu.iters <= 5 and not cpu.narrow
     gpu = sweep_plan(args, cpu=False)
     assert (min(gpu.sizes), max(gpu.sizes), gpu.iters, gpu.warmup) == (1 << 20, 4 << 30, 20, 5)
-    given = sweep_plan(build_parser().parse_args(["fleet", "--sweep-sizes", "64K", "--iters", "3"]), cpu=True)
+    given = sweep_plan(parse(["fleet", "--sweep-sizes", "64K", "--iters", "3"]), cpu=True)
     assert (given.sizes, given.iters) == ((1 << 16,), 3)
 
 

@@ -147,3 +147,23 @@ def test_a_bad_file_named_explicitly_is_an_error(tmp_path: Path):
     bad.write_text("{")
     with pytest.raises(model.ReportError, match="bad.json"):
         collect([str(bad)])
+
+
+def test_each_column_is_one_ops_and_a_report_that_did_not_run_an_op_has_no_value_in_it():
+    """Issue 49, item 7: a report was given 1.000x in the column of an op it never ran, and a user op first
+    run by a later report had no trend. Columns are keyed by op (its cases matched by op, impl, dtype, size)."""
+    ev = Path(__file__).resolve().parents[1] / "evidence"
+    suite = model.load(ev / "2026-11-25_2220Z_vm_h100_controls_baseline.json.gz")
+    rerun = model.load(ev / "2026-11-25_2220Z_vm_h100_controls_rerun.json.gz")
+    user = model.load(ev / "2026-11-25_2223Z_vm_h100_userbench_softmax-wsum.json.gz")
+    user = dataclasses.replace(user, benches=(dataclasses.replace(user.benches[0], settings=suite.benches[0].settings),))
+    later = dataclasses.replace(user, created="2026-11-25T23:59:00Z")
+    h = history([("suite", suite), ("user", user), ("rerun", rerun), ("later", later)])
+    assert [p.info.label for p in h.points] == ["suite", "rerun", "user", "later"]
+    assert set(h.ops) == {"vector_add", "relu", "softmax_wsum"}
+    cell = {(p.info.label, o.op): o.ratio for p in h.points for o in p.ops}
+    assert cell[("suite", "softmax_wsum")] is None and cell[("rerun", "softmax_wsum")] is None
+    assert cell[("user", "vector_add")] is None and cell[("later", "relu")] is None
+    assert cell[("suite", "vector_add")] == 1.0 and cell[("user", "softmax_wsum")] == 1.0
+    assert cell[("later", "softmax_wsum")] == pytest.approx(1.0)  # against the first report that ran it
+    assert cell[("rerun", "vector_add")] is not None and cell[("rerun", "vector_add")] != 1.0

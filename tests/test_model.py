@@ -109,8 +109,8 @@ def test_timing_refuses_samples_that_are_no_time(samples):
         Timing.from_samples("cuda_graph", samples)
 
 
-def test_case_is_measured_or_failed():
-    with pytest.raises(ValueError, match="measured"):
+def test_case_is_timed_checked_or_failed():
+    with pytest.raises(ValueError, match="timed, checked"):
         Case("relu", "torch", "fp32", "fp32", (8,))
     with pytest.raises(ValueError, match="shape"):
         Case("relu", "torch", "fp32", "fp32", (8, 8), failure=Failure("run", "x"))

@@ -18,7 +18,7 @@ import pytest
 
 from envcheck.analysis import node as an
 from envcheck.analysis.node import collective_narrowing
-from envcheck.child_env import child_env
+from envcheck.harness.env import clean_env
 from envcheck.model import build
 from envcheck.model.fleet import Fleet
 from envcheck.node.collective_run import Placement, SweepPlan, run_sweep
@@ -79,7 +79,7 @@ def _launch(tmp_path: Path, nnodes: int, nproc: int, args: list[str], env_extra:
     """``nnodes`` torchrun launchers on this machine (simulated nodes), ``nproc`` ranks each; the ranks'
     temporary work folders go under ``tmp_path/tmp`` (TMPDIR), where the test can watch them."""
     (tmp_path / "tmp").mkdir(exist_ok=True)
-    env = child_env({"PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path / "tmp"), **(env_extra or {})})
+    env = clean_env({"PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path / "tmp"), **(env_extra or {})})
     if nnodes == 1:
         where = ["--standalone", f"--nproc-per-node={nproc}"]
     else:
@@ -214,6 +214,12 @@ def test_fleet_of_two_simulated_nodes_writes_one_report(tmp_path):
     assert (path.parent / f"{stem}.md").exists() and (path.parent / f"{stem}.html").exists()
     summary = next(o for o in outs if "envcheck fleet report: 2 nodes, 2 ranks" in o)
     assert "Verdicts" in summary and f"{stem}.html" in summary
+    assert "No GPU is expected in a CPU fleet (fleet --cpu): the exit status is 0 when" in summary
+    # Issue 49, item 3: a line as every long step of every rank starts (it once said nothing for 58 s).
+    for rank, out in enumerate(outs):
+        for step in ("probing this machine", "suite: 1 cases on the CPU", "[1/1] ", "collectives across 2 nodes"):
+            assert f"envcheck fleet: rank {rank}: {step}" in out, (step, out[-3000:])
+        assert f"envcheck fleet: rank {rank}: node tests on the CPU" in out
     assert [p.returncode for p in procs] == [0, 0]
     assert not (tmp_path / "out" / "fleet_work").exists() and not list((tmp_path / "tmp").glob("envcheck-fleet-*"))
     _none_left(tmp_path)

@@ -3,13 +3,12 @@ got comes back marked interrupted, so the report is written (before, the signal 
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 
 import pytest
 
-from envcheck.bench import runner
+from envcheck.harness.signals import as_interrupt, stop_signals
 from envcheck.model.node import Node
 from envcheck.node import run as node_run
 
@@ -18,11 +17,11 @@ from envcheck.node import run as node_run
 def test_a_stop_signal_is_a_keyboard_interrupt_once_and_the_handlers_come_back(sig):
     before = signal.getsignal(sig)
     with pytest.raises(KeyboardInterrupt, match=signal.Signals(sig).name):
-        with runner.stop_signals_interrupt():
+        with stop_signals(as_interrupt):
             os.kill(os.getpid(), sig)
             signal.sigtimedwait([], 0.5) if hasattr(signal, "sigtimedwait") else None
     assert signal.getsignal(sig) == before
-    with runner.stop_signals_interrupt():  # a second signal while the first unwinds is ignored
+    with stop_signals(as_interrupt):  # a second signal while the first unwinds is ignored
         handler = signal.getsignal(sig)
         with pytest.raises(KeyboardInterrupt):
             handler(sig, None)  # type: ignore[operator]
@@ -34,8 +33,6 @@ def test_sigterm_during_the_node_tests_returns_the_node_marked_interrupted(monke
         runs = ()
         stopped = None
 
-    monkeypatch.setattr("envcheck.bench.parallel.parse_gpus", lambda gpus, count: (0, 1))
-    monkeypatch.setattr("envcheck.bench.parallel.plan_gpus", lambda args, env, gpus: ())
     monkeypatch.setattr("envcheck.bench.parallel.run_gpus", lambda *a, **k: Done())
 
     def run_node(options, deps):
@@ -48,12 +45,5 @@ def test_sigterm_during_the_node_tests_returns_the_node_marked_interrupted(monke
 
     monkeypatch.setattr(node_run, "run_node", run_node)
 
-    class Env:
-        gpus = ()
-
-        def get(self, *a):
-            return 2
-
-    args = argparse.Namespace(gpus="all", timeout=60.0, outlier_margin=0.05, quick=True)
-    result = node_run.run_node_suite(args, Env(), str(tmp_path))  # type: ignore[arg-type]
+    result = node_run.run_node_suite((0, 1), (), str(tmp_path), 60.0)
     assert result.interrupted and result.node.settings.get("interrupted") is True

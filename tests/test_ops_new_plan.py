@@ -7,7 +7,6 @@ The numeric checks of the kernels themselves are test_kernels_new.py's; JAX's, t
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import math
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 from envcheck.analysis.tolerance import UNIT_ROUNDOFF, tolerance
 from envcheck.bench import jax_impl, suite
 from envcheck.bench import sizes as sz
+from envcheck.commands.options import RunOptions
 from envcheck.errors import UsageError
 from envcheck.model import Note
 from envcheck.ops import OPS, spec
@@ -26,11 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 NEW_OPS = suite.OP_GROUPS["workloads"]
 
 
-def opts(**kw) -> argparse.Namespace:
-    base = {"quick": False, "ops": ["workloads"], "sizes": None, "dtypes": None, "device": 0, "no_compile": False,
-            "no_jax": False}
-    base.update(kw)
-    return argparse.Namespace(**base)
+def opts(**kw) -> RunOptions:
+    return RunOptions(**{"ops": ["workloads"], **kw})
 
 
 # --------------------------------------------------------------------------- the registry's counts
@@ -195,11 +192,10 @@ def test_jax_not_installed_is_a_recorded_reason_and_no_case(monkeypatch: pytest.
 
 
 def test_jax_stays_off_over_several_gpus_with_its_reason():
-    """--gpus (a worker per GPU), and node or fleet callers that offer no --no-jax: no JAX cases."""
-    many = suite.plan(opts(gpus="all"), gpu_env())
+    """--gpus and fleet (a worker per GPU, each planned for its ``gpu``): no JAX cases."""
+    many = suite.plan(opts(), gpu_env(), gpu=0)
     assert Note("bench.jax_multi_gpu") in many.notes and not any(c.impl == "jax" for c in many.cases)
-    fleet = argparse.Namespace(quick=True, ops=["layer_norm"], sizes=None, dtypes=None, device=0, no_compile=False)
-    p = suite.plan(fleet, gpu_env())
+    p = suite.plan(opts(quick=True, ops=["layer_norm"]), gpu_env(), gpu=0)
     assert Note("bench.jax_multi_gpu") in p.notes and {c.impl for c in p.cases} == {"torch", "triton"}
 
 

@@ -62,15 +62,6 @@ def test_merged_outcomes_keep_every_window_and_point_each_case_at_its_first_repe
     assert repeat.merge([one, stopped]).stop == Stop(StopCause.USER)
 
 
-def test_the_sample_cap_is_shared_between_the_repeats():
-    s = Settings(min_samples=10, max_samples=200)
-    per = repeat.pass_settings(s, 5)
-    assert (per.max_samples, per.min_samples, per.repeat) == (40, 10, 5)
-    assert repeat.pass_settings(s, 1) is s
-    tiny = repeat.pass_settings(Settings(min_samples=10, max_samples=20), 4)
-    assert (tiny.max_samples, tiny.min_samples) == (5, 5)
-
-
 # --------------------------------------------------------------------------- the report
 
 
@@ -106,7 +97,7 @@ def test_run_repeat_keeps_every_repeat_of_every_case_in_one_report(tmp_path):
     plans = tmp_path / "plans"
     plans.mkdir()
     steps = [{"pid_file": str(plans / "{pid}.pid")}, {"save_plan": str(tmp_path / "plan.json")},
-             {"play_plan": True}, {"emit": {"event": "done"}}]
+             {"play_plan": True}, {"done": {}}]
     rc, _, err = execute(parse("--quick", "--ops", "relu", "--repeat", "3", "--out-dir", str(out_dir)),
                          deps(tmp_path, steps))
     assert rc == 0, err

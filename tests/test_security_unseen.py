@@ -13,14 +13,12 @@ from pathlib import Path
 
 import factories
 import pytest
+from in_lang import health_line, junit_xml, render_html, render_markdown
 
 from envcheck import cli, model
 from envcheck.analysis import analyse
 from envcheck.model import Check
-from envcheck.render.documents import render_html, render_markdown
 from envcheck.render.escape import json_text, visible
-from envcheck.render.health import health_line
-from envcheck.render.junit import junit_xml
 from envcheck.render.prometheus import prometheus_text
 
 UNSEEN = {

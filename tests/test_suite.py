@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 
 import factories
 import pytest
 
 from envcheck.bench import suite
+from envcheck.commands.options import RunOptions
 from envcheck.errors import UsageError
 from envcheck.model import Environment, Gpu, Note, known, missing
 from envcheck.ops import OP_NAMES
 
 
-def opts(**kw) -> argparse.Namespace:
+def opts(**kw) -> RunOptions:
     # JAX's planning is tested in test_ops_new_plan.py; here it is off, so the cases stay the three.
-    base = {"quick": False, "ops": None, "sizes": None, "dtypes": None, "device": 0, "no_compile": False,
-            "no_jax": True}
-    base.update(kw)
-    return argparse.Namespace(**base)
+    return RunOptions(**{"no_jax": True, **kw})
 
 
 def with_facts(env: Environment, section: str, **facts) -> Environment:
@@ -126,7 +123,8 @@ def test_quick_is_much_smaller_and_compiles_vector_ops_only():
     assert {c.op for c in quick.cases if c.impl == "compile"} == {"vector_add", "relu"}
     mm = {(c.dtype, c.precision, c.shape[0]) for c in quick.cases if c.op == "matmul"}
     assert mm == {(d, d, n) for d in ("fp16", "bf16") for n in (512, 1000, 2048, 4096)} | {
-        ("fp32", "tf32", 1024), ("fp32", "fp32", 1024)}
+        ("fp32", "tf32", 1024), ("fp32", "fp32", 1024),
+        ("fp32", "tf32", 1000), ("fp32", "fp32", 1000)}  # the ragged 1000x1001x999 reaches every tile's tail
     assert quick.settings.rep_ms < full.settings.rep_ms and quick.settings.quick
 
 

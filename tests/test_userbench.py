@@ -165,14 +165,9 @@ def test_the_cli_says_one_line_and_exits_2_for_a_bad_source(tmp_path):
 # --------------------------------------------------------------------------- planning
 
 
-class Options:
-    quick = False
-    device = 0
-
-
 def test_the_plan_has_every_declared_case_baseline_first_with_the_suite_s_settings():
     spec = op(baseline="mine").spec()
-    p = uplan.plan((spec,), "src.py", Options(), cpu_env())
+    p = uplan.plan((spec,), "src.py", False, 0, cpu_env())
     assert p.backend == "cpu" and p.ops == (spec,) and p.source == "src.py"
     assert [(c.impl, c.dtype, c.shape) for c in p.cases][:2] == [("mine", "fp32", (1000,)), ("torch", "fp32", (1000,))]
     assert len(p.cases) == 2 * 2 * 2
@@ -185,5 +180,21 @@ def test_the_plan_has_every_declared_case_baseline_first_with_the_suite_s_settin
 def test_the_plan_records_triton_s_interpreter_on_a_cpu():
     # TRITON_INTERPRET=1 in the worker's environment: the report says its Triton rows ran interpreted.
     spec = op(baseline="mine").spec()
-    assert uplan.plan((spec,), "src.py", Options(), cpu_env(), interpret=True).settings.interpret
-    assert not uplan.plan((spec,), "src.py", Options(), cpu_env()).settings.interpret
+    assert uplan.plan((spec,), "src.py", False, 0, cpu_env(), interpret=True).settings.interpret
+    assert not uplan.plan((spec,), "src.py", False, 0, cpu_env()).settings.interpret
+
+
+def test_a_lost_gpu_is_noted_in_the_plan_of_declared_ops_as_in_the_suite_s():
+    """One planner: what the suite says about the device (here a GPU NVML lost), a bench plan says too."""
+    import dataclasses
+
+    from envcheck.bench import suite
+    from envcheck.commands.options import RunOptions
+    from envcheck.model import Note
+    from tests.test_suite import gpu_env
+
+    env = gpu_env()
+    env = dataclasses.replace(env, gpus=(dataclasses.replace(env.gpus[0], lost="GPU is lost"),))
+    lost = Note("bench.gpu_lost", {"gpu_index": 0, "detail": "GPU is lost"})
+    assert lost in suite.plan(RunOptions(no_jax=True), env).notes
+    assert lost in uplan.plan((op().spec(),), "src.py", False, 0, env).notes

@@ -1,20 +1,16 @@
-"""The burn-in's derived numbers and verdicts, computed once: rates per interval, power against
-the limit, drifts, throttling, counter deltas, Xids per GPU, and each GPU's findings.
+"""The burn-in's derived numbers and verdicts, computed once: rates, power against the limit, drifts,
+throttling, counter deltas, Xids per GPU, each GPU's findings (``burn.finding.<key>`` / ``burn.fix.<key>``:
+any fails its GPU) and its margin on every rule (``THRESHOLDS``, each with the tool it comes from).
 
-Every threshold is a named ``Threshold`` with the tool it comes from (``THRESHOLDS``), and the
-report shows them. A finding is a key plus parameters (catalogue ``burn.finding.<key>`` for the
-cause, ``burn.fix.<key>`` for the fix); any finding fails its GPU: a burn-in passes only what held.
-
-What is not a fault: the SW power cap (how a GPU runs at full load) and a GPU's clocks settling
-while it heats up (the first third of the phase); only thermal and hardware slowdowns count as
-throttling, and a fall counts only as a fitted slope over the rest of the phase, larger than the
-margin and well outside its noise.
+Not a fault: the SW power cap, and clocks settling as the GPU heats (the first third of a phase); a fall
+counts only as a fitted slope after that, past the margin and well outside its noise.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -34,29 +30,20 @@ class Threshold:
     anchor: str
 
 
+# Each limit's evidence (healthy burns' room, the positive controls caught) is in docs/burn.md.
 THRESHOLDS: Mapping[str, Threshold] = {t.key: t for t in (
-    # gpu-fryer fails a GPU more than 10% below the best one. Here a GPU is held against the median of
-    # its siblings (one fast GPU does not make the others slow), and closer: healthy siblings of one node
-    # at one power limit sat within 1.1% below their siblings' median (2 x H100, 2 x H200, 4 x H200:
-    # docs/burn.md), so 5% keeps 3.9 points or more of room and still catches the 10% positive control
-    # (read 9.2-10.4% below) with 4 to spare.
+    # gpu-fryer's 10% below the best GPU, held against the siblings' median and closer (healthy: within 1.1%).
     Threshold("sibling_margin", 0.05, "siblings"),
-    # DCGM diag r3 targeted_stress sustains >= 0.95 of a per-model target. Here the target is the GPU's
-    # own settled speed, a high percentile (SETTLED_PERCENTILE) of its intervals after the first third of
-    # the phase: never the cold first intervals, which run 10-15% above what the power cap then holds.
+    # DCGM r3 targeted_stress (>= 0.95 of a target), the target the GPU's own settled speed, never its cold start.
     Threshold("ceiling_margin", 0.05, "dcgm_r3_own"),
-    # DCGM diag r3 targeted_power: >= 75% of the power limit.
-    Threshold("power_share", 0.75, "dcgm_r3"),
-    # DCGM diag r3 "no clock drop": a fitted fall across the phase larger than this share...
-    Threshold("drift", 0.05, "dcgm_r3"),
-    # ...and this many standard errors from no change (a slope, not noise).
-    Threshold("drift_t", 3.0, "statistics"),
-    # Common acceptance: no throttling but the SW power cap (a share of samples, for a stray one).
-    Threshold("throttle_share", 0.02, "acceptance"),
-    # DCGM diag r3 PCIe: at most 160 replays.
+    # A GPU uniformly slow passes every rule comparing it with itself: its SKU's healthy figure (REFERENCES).
+    Threshold("reference_margin", 0.10, "evidence"),
+    Threshold("power_share", 0.75, "dcgm_r3"),  # targeted_power: >= 75% of the power limit
+    Threshold("drift", 0.05, "dcgm_r3"),  # "no clock drop": a fitted fall larger than this share...
+    Threshold("drift_t", 3.0, "statistics"),  # ...and this many standard errors from none
+    Threshold("throttle_share", 0.02, "acceptance"),  # no throttling but the SW power cap (a stray sample)
     Threshold("pcie_replays", 160.0, "dcgm_r3"),
-    # gpu-burn: results equal between iterations; DCGM r4 memtest: no bit errors; acceptance: no new
-    # Xid, no uncorrectable ECC, no pending row remap.
+    # gpu-burn: equal results; DCGM r4 memtest: no bit errors; acceptance: no new Xid, uncorrectable ECC, remap.
     Threshold("sdc", 0.0, "gpu_burn"),
     Threshold("bit_errors", 0.0, "dcgm_r4"),
     Threshold("xids", 0.0, "acceptance"),
@@ -70,7 +57,26 @@ MIN_POINTS = 5  # a slope from fewer points says nothing
 SETTLED_PERCENTILE = 0.95  # the GPU's own reference: this percentile of its settled GEMM intervals
 # Every rule a device can be judged by (catalogue ``burn.rule.<rule>``), in the order they are judged.
 RULES = ("sdc", "bit_errors", "xids", "ecc_uncorrected", "remap_pending", "pcie_replays", "throttle_share",
-         "power_share", "clock_drift", "throughput_drift", "ceiling_margin", "sibling_margin")
+         "power_share", "clock_drift", "throughput_drift", "ceiling_margin", "reference_margin", "sibling_margin")
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The settled GEMM rate healthy GPUs of one SKU (NVML's name) sustain in the default plan's GEMM."""
+
+    sku: str
+    dtype: str
+    shape: tuple[int, ...]
+    tflops: float
+
+
+# The middle of the per-GPU medians of this project's committed healthy burns (docs/burn.md): H100 1225-1231
+# in evidence/2026-11-25_2224Z_vm_2x-h100_burn.json.gz; H200 1189-1243 in evidence/2026-11-28_17*Z_vm_*-h200_burn_*
+# (the healthy burns and the GPUs of the control burns that ran no control).
+REFERENCES: Mapping[str, Reference] = {r.sku: r for r in (
+    Reference("NVIDIA H100 80GB HBM3", "fp8", (8192, 8192, 16384), 1228.0),
+    Reference("NVIDIA H200", "fp8", (8192, 8192, 16384), 1216.0),
+)}
 
 
 @dataclass(frozen=True)
@@ -145,6 +151,7 @@ class GpuBurn:
     xids: tuple[XidEvent, ...]
     findings: tuple[BurnFinding, ...]
     margins: tuple[Margin, ...] = ()  # every rule judged on this GPU, with its room
+    reference: Reference | None = None  # its SKU's healthy figure, when it ran that GEMM
 
     @property
     def status(self) -> str:
@@ -158,9 +165,7 @@ class GpuBurn:
 
     @property
     def on_cpu(self) -> bool:
-        """A CPU burn (``burn --cpu``): no NVML counters, and its speed, shared with whatever else runs
-        on its cores, is never judged."""
-        return self.gpu.device is not None and self.gpu.device.backend == "cpu"
+        return _on_cpu(self.gpu)
 
     @property
     def memtest_coverage(self) -> float | None:
@@ -201,11 +206,7 @@ class BurnAnalysis:
 
 
 def _median(xs: Sequence[float]) -> float | None:
-    if not xs:
-        return None
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+    return statistics.median(xs) if xs else None
 
 
 def drift(t: Sequence[float], y: Sequence[float]) -> Drift | None:
@@ -224,34 +225,24 @@ def drift(t: Sequence[float], y: Sequence[float]) -> Drift | None:
     return Drift(slope * (max(t) - min(t)) / my, tstat, n)
 
 
-def settled(t: Sequence[float], y: Sequence[float]) -> Drift | None:
-    """The drift after the first third of the span: a GPU reaching its temperature at the power cap
-    lowers its clocks for a minute or so (leakage grows with heat), which is how it settles, not a
-    fault; a fall that goes on after that is one."""
-    if not t:
-        return None
-    cut = min(t) + (max(t) - min(t)) / 3
+def _late(t: Sequence[float], y: Sequence[float]) -> tuple[list[float], list[float]]:
+    """The points after the first third of the span: before that a GPU reaching its temperature at the
+    power cap lowers its clocks (leakage grows with heat), which is how it settles, not a fault."""
+    cut = min(t) + (max(t) - min(t)) / 3 if t else 0.0
     keep = [(a, b) for a, b in zip(t, y, strict=True) if a >= cut]
-    return drift([a for a, _ in keep], [b for _, b in keep])
+    return [a for a, _ in keep], [b for _, b in keep]
 
 
-def _percentile(xs: Sequence[float], q: float) -> float | None:
-    """The nearest-rank ``q`` quantile (0 < q <= 1) of ``xs``."""
-    if not xs:
-        return None
-    s = sorted(xs)
-    return s[max(0, math.ceil(q * len(s)) - 1)]
+def settled(t: Sequence[float], y: Sequence[float]) -> Drift | None:
+    """The drift after the GPU settled: a fall that goes on then is a fault."""
+    return drift(*_late(t, y))
 
 
 def settled_reference(t: Sequence[float], y: Sequence[float]) -> float | None:
-    """The GPU's own settled speed: SETTLED_PERCENTILE of the values after the first third of the
-    span (None with fewer than MIN_POINTS of them). The first intervals run cold, before the power
-    cap and the heat settle in, 10-15% above what a healthy GPU then holds: never a reference."""
-    if not t:
-        return None
-    cut = min(t) + (max(t) - min(t)) / 3
-    late = [b for a, b in zip(t, y, strict=True) if a >= cut]
-    return _percentile(late, SETTLED_PERCENTILE) if len(late) >= MIN_POINTS else None
+    """The GPU's own settled speed: the nearest-rank SETTLED_PERCENTILE of its settled values (None with fewer
+    than MIN_POINTS). Its cold first intervals run 10-15% above what it then holds: never a reference."""
+    late = sorted(_late(t, y)[1])
+    return late[max(0, math.ceil(SETTLED_PERCENTILE * len(late)) - 1)] if len(late) >= MIN_POINTS else None
 
 
 def phase_rates(p: PhaseRun) -> PhaseRates:
@@ -296,8 +287,20 @@ def _stop_finding(stop: Stop, lost_s: float | None) -> BurnFinding | None:
                                                       "signal": stop.signal, "detail": stop.detail})
 
 
+def _on_cpu(g: BurnGpu) -> bool:
+    """A CPU burn (``burn --cpu``) tests the code path at tiny sizes on shared cores: no NVML counters,
+    and its rates are figures of nothing, so none is derived."""
+    return g.device is not None and g.device.backend == "cpu"
+
+
+def reference_for(g: BurnGpu) -> Reference | None:
+    ref = REFERENCES.get(g.device.name) if g.device is not None else None
+    gemm = next((p for p in g.phases if p.phase == "gemm"), None)
+    return ref if ref and gemm and (gemm.dtype, tuple(gemm.shape)) == (ref.dtype, ref.shape) else None
+
+
 def analyse_gpu(g: BurnGpu, xids: tuple[XidEvent, ...]) -> GpuBurn:
-    rates = {p.phase: phase_rates(p) for p in g.phases}
+    rates = {} if _on_cpu(g) else {p.phase: phase_rates(p) for p in g.phases}
     gemm = next((p for p in g.phases if p.phase == "gemm"), None)
     tel = g.telemetry
     found: list[BurnFinding] = []
@@ -371,22 +374,26 @@ def analyse_gpu(g: BurnGpu, xids: tuple[XidEvent, ...]) -> GpuBurn:
         if margins[-1].fired:
             found.append(BurnFinding("power_short", {"power_w": power_max, "limit_w": limit, "share_pct": 100 * share,
                                                      "need_pct": need}, "power_share"))
-    # Speed verdicts judge GPUs: a CPU burn (CI) shares its cores with whatever else runs.
-    judged = g.device is not None and g.device.backend == "cuda"
     if clock is not None:
         margins.append(_drift_margin("clock_drift", clock))
         if clock.falling:
             found.append(BurnFinding("clock_falling", {"fall_pct": -100 * clock.change}, "drift"))
     gr = rates.get("gemm")
-    if judged and gr is not None and gr.drift is not None:
+    if gr is not None and gr.drift is not None:
         margins.append(_drift_margin("throughput_drift", gr.drift))
         if gr.drift.falling:
             found.append(BurnFinding("throughput_falling", {"fall_pct": -100 * gr.drift.change}, "drift"))
-    if judged and finished_gemm and gr is not None and gr.median and gr.settled and \
+    if finished_gemm and gr is not None and gr.median and gr.settled and \
             over("ceiling_margin", "ceiling_margin", 1 - gr.median / gr.settled, pct=True):
         found.append(BurnFinding("below_settled", {"median": gr.median, "settled": gr.settled,
                                                    "below_pct": 100 * (1 - gr.median / gr.settled)},
                                  "ceiling_margin"))
+    ref = reference_for(g)
+    if ref and finished_gemm and gr is not None and gr.median and \
+            over("reference_margin", "reference_margin", 1 - gr.median / ref.tflops, pct=True):
+        found.append(BurnFinding("below_reference", {"median": gr.median, "reference": ref.tflops, "sku": ref.sku,
+                                                     "below_pct": 100 * (1 - gr.median / ref.tflops)},
+                                 "reference_margin"))
     if g.stop is not None:
         f = _stop_finding(g.stop, tel.lost_s if tel is not None else None)
         if f is not None:
@@ -399,7 +406,7 @@ def analyse_gpu(g: BurnGpu, xids: tuple[XidEvent, ...]) -> GpuBurn:
         if missing:
             found.append(BurnFinding("incomplete", {"phases": missing}))
     return GpuBurn(g, rates, power_max, limit, share, tmax, mtmax, sm_med, clock, tshare, reasons, ecc_u, ecc_c,
-                   replays, pending, xids, tuple(found), tuple(margins))
+                   replays, pending, xids, tuple(found), tuple(margins), ref)
 
 
 def _drift_margin(rule: str, d: Drift) -> Margin:
@@ -413,7 +420,7 @@ def _drift_margin(rule: str, d: Drift) -> Margin:
 
 def _siblings(gpus: list[GpuBurn]) -> list[GpuBurn]:
     """Each GPU's GEMM rate against the median of its siblings' (gpu-fryer's rule, held closer)."""
-    rated = [g.rate("gemm") if g.gpu.device is not None and g.gpu.device.backend == "cuda" else None for g in gpus]
+    rated = [g.rate("gemm") for g in gpus]
     if sum(1 for r in rated if r) < 2:
         return gpus
     limit = 100 * THRESHOLDS["sibling_margin"].value

@@ -1,27 +1,13 @@
 """The cross-checks of a run held against their bars: each of envcheck's numbers beside the same work timed by
-an independent tool, their ratio, the bar it is held to and whether it holds. Pure functions of the report's
-raw results (``envcheck.model.crosscheck`` beside the benches and the node); nothing else computes these.
+an independent tool (the counterpart, named with its mode and settings), their ratio and whether it holds:
 
-Every row names its counterpart: the tool, its mode and the settings it ran with. The pairs and their bars:
+- a headline case's **GPU time** against ``do_bench_cudagraph`` of the same call, buffers and matmul tile: 3%;
+- a GPU-to-GPU **copy** on the copy engines against a plain ``dst.copy_(src)``: 3%;
+- a collective's **busbw** against nccl-tests in the matching mode (``collectives.against_nccl_tests``): 5% at
+  every size, 2% from 64 MiB; its **per-call time** against a plain ``torch.distributed`` loop: 10%.
 
-- a headline case's **GPU time** (CUDA-graph replay) against ``triton.testing.do_bench_cudagraph`` of the same
-  call: within ``KERNEL_BAR`` (3%, as docs/evidence.md holds envcheck's timer to it);
-- a GPU-to-GPU **copy** on the copy engines against a plain ``dst.copy_(src)`` timed with CUDA events:
-  within ``COPY_BAR`` (3%, as tools/evidence/compare_node.py);
-- a collective's **GPU-time busbw** on plain buffers against nccl-tests' CUDA-graph mode with NCCL's buffer
-  registration off (``graph_unregistered``) and against its eager loop where that loop is not launch-bound,
-  its busbw on **registered buffers** (NCCL's allocator) against nccl-tests' CUDA-graph mode with NCCL's
-  defaults (``graph``: one process drives every GPU, so NCCL registers nccl-tests' buffers), same placement (in
-  place for all_reduce and broadcast, as torch runs them): within 5% at every size and 2% from 64 MiB
-  (``nccl_tests_tolerance``; the pairing is ``collectives.against_nccl_tests``, which tools/evidence/compare_node.py
-  prints too);
-- a collective's **per-call time** against a plain ``torch.distributed`` loop (N calls back to back between
-  two CUDA events, on every rank): within ``LOOP_BAR`` (10%).
-
-A row outside its bar is a finding (``CrossFinding`` ``outside_bar``), and so is a tool that failed or hung
-(``tool_failed``, with its stderr's tail) and a row a tool could not time (``row_failed``); the report's
-verdict and ``envcheck run``'s exit status follow them (``analysis.verdict``). A pair that cannot be held
-(nothing to compare, a case that fits L2) is listed with its reason, never dropped.
+A row outside its bar, a tool that failed or hung, and a row a tool could not time are findings; the run's
+verdict follows them. A pair that cannot be held is listed with its reason, never dropped.
 """
 
 from __future__ import annotations
@@ -55,7 +41,9 @@ STATUSES = ("within", "outside", "not_compared")
 # ``no_counterpart`` (the tool gave nothing at this size); ``not_measured`` (envcheck has no such number);
 # ``no_gpu_time`` (envcheck's collective has a per-call time only).
 # ``launch_bound`` (nccl-tests' eager loop is its host's at this size: ``collectives.eager_launch_bound``).
-REASONS = ("fits_l2", "not_run", "tool_failed", "no_counterpart", "not_measured", "no_gpu_time", "launch_bound")
+# ``kernel_differs``: the tool's Triton matmul ran another tile than the suite's race picked (``detail``: both).
+REASONS = ("fits_l2", "not_run", "tool_failed", "no_counterpart", "not_measured", "no_gpu_time", "launch_bound",
+           "kernel_differs")
 FINDING_KEYS = ("outside_bar", "tool_failed", "row_failed", "not_finished")
 # How a tool's launch ended badly (``launch_cause``).
 LAUNCH_CAUSES = ("timed_out", "interrupted", "launch_failed", "exit_status")
@@ -75,11 +63,9 @@ class Counterpart:
 
 @dataclass(frozen=True)
 class CrossRow:
-    """envcheck's ``ours`` against the counterpart's ``theirs`` (both in ``quantity``'s unit), ``ratio`` =
-    ours / theirs, held to ``bar`` (``|ratio - 1| <= bar``: ``within``); ``not_compared`` with ``reason``
-    where there is no ratio. What the row is of: a kernel's ``gpu``, ``op``, ``impl``, ``dtype``,
-    ``precision``, ``shape``; a copy's ``src`` and ``dst``; a collective's ``op``, ``size_bytes``, ``ranks``
-    (how many), ``buffers`` and ``placement``."""
+    """envcheck's ``ours`` against the counterpart's ``theirs`` (``quantity``'s unit): ``ratio`` = ours / theirs,
+    ``within`` when ``|ratio - 1| <= bar``, else ``outside``; ``not_compared`` with its ``reason``. The other
+    fields say what the row is of (a kernel case, a copy's GPUs, a collective's size and placement)."""
 
     kind: str
     op: str
@@ -179,12 +165,16 @@ def kernel_rows(cc: Crosscheck, benches: Sequence[Bench]) -> tuple[CrossRow, ...
         case = _case(benches, k)
         ours = case.gpu.median_us if case is not None and case.gpu is not None else None
         theirs = statistics.median(k.samples_us) if k.samples_us is not None else None
-        reason = k.skipped or ("tool_failed" if k.error is not None else None)
+        differs = case is not None and None not in (case.kernel, k.kernel) and case.kernel != k.kernel
+        reason = k.skipped or ("tool_failed" if k.error is not None else "kernel_differs" if differs else None)
+        detail = k.error or (f"{case.kernel} / {k.kernel}" if differs and case is not None else None)
         part = Counterpart("do_bench_cudagraph", None, _settings(("rep_ms", k.rep_ms), ("rounds", k.rounds or None),
                                                                  ("settle_ms", k.settle_ms),
-                                                                 ("return_mode", "all" if k.rounds else None)))
+                                                                 ("return_mode", "all" if k.rounds else None),
+                                                                 ("sets", k.sets if k.sets > 1 else None),
+                                                                 ("kernel", k.kernel)))
         out.append(_held(CrossRow("kernel", k.op, "gpu_time_us", part, KERNEL_BAR, ours, theirs, reason=reason,
-                                  detail=k.error, gpu=k.gpu, impl=k.impl, dtype=k.dtype, precision=k.precision,
+                                  detail=detail, gpu=k.gpu, impl=k.impl, dtype=k.dtype, precision=k.precision,
                                   shape=k.shape)))
     return tuple(out)
 
@@ -231,10 +221,8 @@ def _busbw(row: NcclTestsRow, placement: str) -> float:
 
 
 def collective_rows(cc: Crosscheck, node: Node | None) -> tuple[CrossRow, ...]:
-    """The node sweep's collectives against nccl-tests, each of its modes against its counterpart
-    (``collectives.against_nccl_tests``: the plain GPU time against ``graph_unregistered`` and, where nccl-tests'
-    loop is not launch-bound, ``eager``; the GPU time on registered buffers against ``graph``), and every size's
-    per-call time against the plain ``torch.distributed`` loop."""
+    """The node sweep's collectives against nccl-tests' modes (``against_nccl_tests``) and every size's per-call
+    time against the plain ``torch.distributed`` loop."""
     sweeps = [c for c in (node.collectives if node is not None else ()) if c.scope == "node"]
     if not sweeps:
         return ()

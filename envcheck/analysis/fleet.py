@@ -1,9 +1,6 @@
-"""Derived numbers of a fleet: each node's metrics, its verdict against a baseline or the fleet's
-median under SuperBench-style rules (metric, direction, margin), the nodes to take out of service and
-why, and where a slow collective comes from (bisection over sub-groups of ranks).
-
-Pure functions of the raw results. A metric that could not be measured never passes: the node is
-``incomplete`` and listed with the reason, beside the nodes that failed a rule.
+"""Derived numbers of a fleet: each node's metrics and its one verdict against a baseline or the fleet's median
+under SuperBench-style rules (metric, direction, margin), the nodes to take out of service and why. A metric
+that could not be measured never passes (``incomplete``, with the reason).
 """
 
 from __future__ import annotations
@@ -14,7 +11,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from envcheck.analysis.node import GpuRates, NodeProblem, collective_rows, copy_rows, gpu_rates
+from envcheck.analysis.node import (
+    NOT_APPLICABLE,
+    GpuRates,
+    NodeProblem,
+    collective_rows,
+    copy_rows,
+    gpu_rates,
+    node_problems,
+)
 from envcheck.model.facts import Check
 from envcheck.model.fleet import Baseline, Fleet, FleetNode, RankStatus, Reference, Rule
 from envcheck.model.node import Collectives
@@ -41,10 +46,6 @@ DEFAULT_RULES: tuple[Rule, ...] = (
 )
 
 
-# Node tests skipped because they do not apply, not because they failed.
-NOT_ASKED = ("no_cuda", "not_requested", "single_gpu")
-
-
 @dataclass(frozen=True)
 class Metric:
     """One number that stands for a node, or why it is missing."""
@@ -56,11 +57,8 @@ class Metric:
 
 
 def node_metrics(node: FleetNode, rates: Sequence[GpuRates] | None = None) -> tuple[Metric, ...]:
-    """A node's metrics: its slowest GPU, its slowest peer link, its collectives at their largest size.
-
-    The slowest member stands for the node, because a job runs at the pace of its slowest GPU.
-    ``rates``: its GPUs' rates already derived (one per bench), else they are derived here.
-    """
+    """A node's metrics: its slowest GPU (a job runs at its pace), slowest peer link and collectives at their
+    largest size. ``rates``: its GPUs' rates already derived (one per bench)."""
     out: list[Metric] = []
     rates = list(rates) if rates is not None else [gpu_rates(b) for b in node.benches]
     on_gpu = any(getattr(b.device, "backend", None) == "cuda" for b in node.benches)
@@ -82,7 +80,7 @@ def node_metrics(node: FleetNode, rates: Sequence[GpuRates] | None = None) -> tu
     n = node.node
     topo = n.topology if n is not None else None
     if n is not None and len(n.gpus) > 1:
-        crashed = [sk.reason for sk in n.skipped if sk.test == "peer_copies" and sk.reason not in NOT_ASKED]
+        crashed = [sk.reason for sk in n.skipped if sk.test == "peer_copies" and sk.reason not in NOT_APPLICABLE]
         if crashed or (n.peer is not None and n.peer.error and not n.peer.copies):
             out.append(Metric("peer.d2d_gbps", None, crashed[0] if crashed else n.peer.error if n.peer else None))
         elif n.peer is not None:
@@ -119,7 +117,7 @@ def node_metrics(node: FleetNode, rates: Sequence[GpuRates] | None = None) -> tu
         out.append(Metric("wrong.collective_elements", None, "not_verified") if unverified and not wrong
                    else Metric("wrong.collective_elements", float(wrong)))
     if n is not None and len(n.gpus) > 1:
-        crashed = [sk.reason for sk in n.skipped if sk.test == "collectives" and sk.reason not in NOT_ASKED]
+        crashed = [sk.reason for sk in n.skipped if sk.test == "collectives" and sk.reason not in NOT_APPLICABLE]
         if crashed:
             out.append(Metric("node.collectives", None, crashed[0]))
     out.append(Metric("checks.failed", float(len(failed_checks(node)))))
@@ -203,11 +201,6 @@ def _references(nodes: Sequence[FleetNode],
     return tuple(out)
 
 
-def fleet_medians(fleet: Fleet, metrics: Sequence[Sequence[Metric]] | None = None) -> tuple[Reference, ...]:
-    """Each metric's median over the fleet's nodes (see :func:`_references`)."""
-    return _references(fleet.nodes, metrics)
-
-
 def rules_in_force(fleet: Fleet) -> tuple[Rule, ...]:
     """The rules the verdicts were judged by: the fleet's own, else the defaults."""
     return fleet.rules or DEFAULT_RULES
@@ -218,19 +211,15 @@ def references(fleet: Fleet, metrics: Sequence[Sequence[Metric]] | None = None) 
     fleet has one, else the fleet's medians (``fleet_median``)."""
     if fleet.baseline is not None and fleet.baseline.values:
         return fleet.baseline.values, "baseline"
-    return fleet_medians(fleet, metrics), "fleet_median"
+    return _references(fleet.nodes, metrics), "fleet_median"
 
 
 @dataclass(frozen=True)
 class Finding:
-    """Why a node is not passing: a metric worse than its reference, or one that is missing.
-
-    ``kind``: ``worse`` (``value`` vs ``reference`` from ``source``: ``baseline`` or ``fleet_median``,
-    ``shortfall`` the fraction worse), ``missing`` (``reason``), ``rank_failed`` (``ranks``, lost in the
-    phase ``reason``: ``LOST_PHASES``; None in findings of older code: their suite),
-    ``algorithm_differs`` (a busbw whose NCCL algorithm is not the reference's: ``reason`` names both).
-    ``margin``: the rule's allowance the metric was held to (``direction`` says which way is better).
-    """
+    """Why a node is not passing (``kind``): ``worse`` (``value`` vs ``reference`` from ``source``, ``shortfall``
+    the fraction worse, ``margin`` the rule's allowance), ``missing`` (``reason``), ``rank_failed`` (``ranks`` lost
+    in the phase ``reason``), ``algorithm_differs`` (NCCL chose another algorithm: ``reason`` names both),
+    ``node_problem`` (the node's own tests found ``value`` problems, the first ``reason``)."""
 
     kind: str
     metric: str | None = None
@@ -242,6 +231,11 @@ class Finding:
     ranks: tuple[int, ...] = ()
     margin: float | None = None
     direction: str | None = None
+
+    @property
+    def fails(self) -> bool:
+        """Whether it fails its node (else it leaves the node incomplete, or only warns)."""
+        return self.kind in FAILING_KINDS
 
 
 @dataclass(frozen=True)
@@ -300,13 +294,12 @@ def judge_node(node: FleetNode, references: Sequence[Reference], source: str, ru
         if rule is not None:
             findings.append(Finding("missing", ref_name, reference=refs[ref_name].value, source=source,
                                     reason="not_measured", margin=rule.margin, direction=rule.direction))
-    if any(f.kind in ("worse", "rank_failed") for f in findings):
-        status = "fail"
-    elif findings:
-        status = "incomplete"
-    else:
-        status = "pass"
-    return NodeVerdict(node.host, status, tuple(findings))
+    return _verdict(node.host, tuple(findings))
+
+
+def _verdict(host: str, findings: tuple[Finding, ...]) -> NodeVerdict:
+    return NodeVerdict(host, "fail" if any(f.fails for f in findings) else "incomplete" if findings else "pass",
+                       findings)
 
 
 # Where rank 0 stopped hearing from a rank: it never joined, or a phase's hand-over failed or never came.
@@ -315,11 +308,8 @@ LOST_PHASES = ("join", "suite", "node", "world")
 
 @dataclass(frozen=True)
 class LostRank:
-    """A rank that failed, hung, died or never reported, and the phase it was lost in (``LOST_PHASES``).
-
-    ``status``: the rank's own (``error``, ``timeout``, ``missing``: ``envcheck.model.fleet``), or, lost
-    inside the collectives across nodes, its worker's outcome there (``error``, ``missing``: no word).
-    """
+    """A rank that failed, hung, died or never reported, the phase it was lost in (``LOST_PHASES``) and its
+    ``status`` (its own, or its worker's in the collectives across nodes)."""
 
     rank: int
     host: str | None
@@ -330,13 +320,8 @@ class LostRank:
 
 
 def world_culprits(collectives: Collectives) -> tuple[int, ...]:
-    """The ranks of a sweep across nodes that stopped it, by their outcomes.
-
-    A sweep that ended by itself: the ranks that died without a word (``missing``: killed, crashed)
-    while the others noticed and said so; when none did, those that failed (``error``). A sweep
-    stopped at its time limit: the ranks that failed before it (the others were still waiting on
-    them); when none did, nobody can be named (every rank was still waiting: one of them hung).
-    """
+    """The ranks of a sweep across nodes that stopped it: those that died without a word, else those that
+    failed; at a time limit only those that failed before it (the others were waiting on them, or one hung)."""
     bad = [o for o in collectives.ranks if o.status != "ok"]
     if not bad:
         return ()
@@ -365,10 +350,8 @@ def lost_ranks(fleet: Fleet) -> tuple[LostRank, ...]:
 
 
 def _unfinished_world(fleet: Fleet, lost: Sequence[LostRank]) -> dict[str, str]:
-    """Host -> why: the nodes that took part in a sweep across nodes that did not finish while no rank
-    of it could be named (every rank was still waiting at the limit). No node of it is vouched for.
-    A rank of the sweep lost in any phase (killed in its suite, say) is its cause: only that rank's
-    node is blamed, never the nodes that waited on it."""
+    """Host -> why: the nodes of a sweep across nodes that did not finish with no rank to name: none is vouched
+    for. A rank of the sweep lost in any phase is its cause: only its node is blamed."""
     named = {x.rank for x in lost}
     out: dict[str, str] = {}
     for c in fleet.collectives:
@@ -382,11 +365,11 @@ def _unfinished_world(fleet: Fleet, lost: Sequence[LostRank]) -> dict[str, str]:
     return out
 
 
-def judge(fleet: Fleet, metrics: Sequence[Sequence[Metric]] | None = None) -> tuple[NodeVerdict, ...]:
-    """Every node's verdict: against the baseline's values when the fleet has one, else the fleet median.
-    A rank lost in any phase fails its node (a finding per phase, naming the ranks); a host whose ranks
-    were lost before it sent anything gets a verdict of its own. ``metrics``: each node's metrics already
-    derived, in node order."""
+def judge(fleet: Fleet, metrics: Sequence[Sequence[Metric]] | None = None,
+          problems: Sequence[Sequence[NodeProblem]] | None = None) -> tuple[NodeVerdict, ...]:
+    """Every node's one verdict, against the baseline or the fleet median: a rank lost in any phase fails its
+    node, and so does a problem its own tests found (``problems`` per node, else derived from its node tests);
+    a host lost before it sent anything gets a verdict of its own. ``metrics``: already derived, per node."""
     rules = rules_in_force(fleet)
     refs, source = references(fleet, metrics)
     lost = lost_ranks(fleet)
@@ -400,10 +383,11 @@ def judge(fleet: Fleet, metrics: Sequence[Sequence[Metric]] | None = None) -> tu
         extra = _lost_findings(failed.get(n.host, {}))
         if n.host in unfinished:
             extra += (Finding("missing", "world.collectives", reason=unfinished[n.host]),)
+        found = problems[i] if problems is not None else node_problems(n.node) if n.node is not None else ()
+        if found:
+            extra += (Finding("node_problem", value=float(len(found)), reason=found[0].key),)
         if extra:
-            findings = extra + v.findings
-            status = "fail" if any(f.kind in ("worse", "rank_failed") for f in findings) else "incomplete"
-            v = NodeVerdict(n.host, status, findings)
+            v = _verdict(n.host, extra + v.findings)
         out.append(v)
     known = {n.host for n in fleet.nodes}
     for host, phases in sorted(failed.items()):
@@ -414,12 +398,6 @@ def judge(fleet: Fleet, metrics: Sequence[Sequence[Metric]] | None = None) -> tu
 
 def _lost_findings(phases: dict[str, list[int]]) -> tuple[Finding, ...]:
     return tuple(Finding("rank_failed", ranks=tuple(phases[p]), reason=p) for p in LOST_PHASES if p in phases)
-
-
-def to_drain(fleet: Fleet) -> tuple[NodeVerdict, ...]:
-    """The nodes to take out of service, with their findings: those that failed, and those that could
-    not be vouched for (a test that could not run never counts as a pass)."""
-    return tuple(v for v in judge(fleet) if v.status != "pass")
 
 
 def baseline_from_nodes(nodes: Sequence[FleetNode], source: str, host: str | None = None,
@@ -433,6 +411,7 @@ def baseline_from_nodes(nodes: Sequence[FleetNode], source: str, host: str | Non
 
 # Every key this module hands to the presentation, each phrased in the catalogues.
 FINDING_KINDS = ("worse", "missing", "rank_failed", "algorithm_differs", "node_problem")
+FAILING_KINDS = ("worse", "rank_failed", "node_problem")
 VERDICT_STATUSES = ("pass", "fail", "incomplete")
 SOURCES = ("baseline", "fleet_median")
 ZERO_SOURCE = "zero"  # a finding's source where a count is held to zero whatever the reference
@@ -557,15 +536,6 @@ class FleetAnalysis:
         return not self.drain and not self.lost and not self.interrupted
 
 
-def _with_problems(v: NodeVerdict, problems: Sequence[NodeProblem]) -> NodeVerdict:
-    """A node whose own node tests found a problem (``analysis.node.node_problems``) does not pass, whatever
-    its metrics: the node's verdict is this one, never a pass beside "a problem keeps this node from passing"."""
-    if not problems:
-        return v
-    return NodeVerdict(v.host, "fail", (*v.findings, Finding("node_problem", reason=problems[0].key,
-                                                             value=float(len(problems)))))
-
-
 def analyse_fleet(fleet: Fleet, analyse_bench: Callable[[Environment, Bench], BenchAnalysis]) -> FleetAnalysis:
     """``analyse_bench(environment, bench)`` gives a ``BenchAnalysis`` (``envcheck.analysis``)."""
     from envcheck.analysis.node import analyse_node, analyse_sweep, rates_from
@@ -578,8 +548,7 @@ def analyse_fleet(fleet: Fleet, analyse_bench: Callable[[Environment, Bench], Be
         rates = [rates_from(ba.bench, ba.ceilings, ba.results) for ba in benches]
         per_node.append((n, benches, analyse_node(n.node, benches, env), node_metrics(n, rates)))
     metrics = [m for *_, m in per_node]
-    verdicts = tuple(_with_problems(v, per_node[i][2].problems if i < len(per_node) else ())
-                     for i, v in enumerate(judge(fleet, metrics)))
+    verdicts = judge(fleet, metrics, [a.problems for _, _, a, _ in per_node])
     refs, source = references(fleet, metrics)
     nodes = tuple(FleetNodeAnalysis(n, b, a, m, verdicts[i], tuple(r for r in fleet.ranks if r.rank in n.ranks))
                   for i, (n, b, a, m) in enumerate(per_node))

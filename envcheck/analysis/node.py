@@ -14,73 +14,57 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from envcheck.analysis.collectives import (  # re-exported: envcheck.analysis.node is the node analysis' public face
-    ELEMENT_BYTES,
+from envcheck.analysis.collectives import (
     IN_PLACE_OPS,
     NCCL_NAMES,
-    NCCL_TESTS_LARGE_BYTES,
-    NCCL_TESTS_MIN_BYTES,
-    NCCL_TESTS_TOLERANCE,
-    NCCL_TESTS_TOLERANCE_LARGE,
     NO_GPU_TIME,
-    TIME_BASES,
     UNSTEADY_RATIO,
     Agreement,
     CollectiveRow,
-    Layout,
     SweepAnalysis,
     against_nccl_tests,
     algorithm_changes,
-    algos_for,
     analyse_sweep,
     bandwidths_gbps,
     busbw_factor,
     collective_narrowing,
     collective_row,
     collective_rows,
-    gpu_time_us,
     layout,
-    mean_time_us,
-    narrowing_steps,
-    nccl_tests_tolerance,
     pct_of_links,
     ring_expectation,
 )
-from envcheck.analysis.copies import (  # re-exported: envcheck.analysis.node is the node analysis' public face
+from envcheck.analysis.copies import (
     CopyRow,
-    copy_row,
     copy_rows,
 )
-from envcheck.analysis.counters import (  # re-exported: envcheck.analysis.node is the node analysis' public face
+from envcheck.analysis.counters import (
     COUNTER_ORDER,
     NVLINK_CRC_PER_S_LIMIT,
     PCIE_REPLAY_PER_MIN_LIMIT,
-    RATE_COUNTERS,
     CounterChange,
     CounterRow,
     UnreadCounter,
-    counter_deltas,
     counter_interval_s,
-    counter_over_limit,
-    counter_rates,
     counter_rows,
-    counters_of,
 )
-from envcheck.analysis.link_specs import NVLINK, PCIE, pcie_gbps  # re-exported
-from envcheck.analysis.links import (  # re-exported: envcheck.analysis.node is the node analysis' public face
-    LINK_REFERENCES,
+from envcheck.analysis.link_specs import (
+    NVLINK,
+    PCIE,
+    pcie_gbps,
+)
+from envcheck.analysis.links import (
     PATH_SOURCES,
     SMI_LEVEL_NAMES,
     GpuNvlinks,
     PairPath,
     gpu_nvlinks,
-    host_link_gbps,
     pair_path,
     pair_paths,
     smi_disagreements,
     topo_label,
 )
-from envcheck.analysis.outliers import (  # re-exported: envcheck.analysis.node is the node analysis' public face
+from envcheck.analysis.outliers import (
     DEFAULT_OUTLIER_MARGIN,
     GpuCondition,
     GpuRates,
@@ -131,13 +115,7 @@ def skip_reason(reason: str) -> tuple[str, str | None]:
 
 @dataclass(frozen=True)
 class NodeProblem:
-    """Something about a node run a user must hear about: a key and its parameters (rendered later).
-
-    Keys (``PROBLEM_KEYS``): ``collective_wrong`` (op, size_bytes, wrong), ``collective_failed`` (op,
-    size_bytes, status), ``collective_not_run`` (op, size_bytes), ``sweep_failed`` (scope, error),
-    ``copy_wrong`` (kind, method, src, dst, wrong), ``copy_failed`` (kind, method, src, dst, error),
-    ``peer_failed`` (error), ``step_failed`` (test, reason, detail), ``outlier`` (gpu, metric, shortfall).
-    """
+    """Something about a node run a user must hear about: a key (``PROBLEM_KEYS``) and its parameters."""
 
     key: str
     params: tuple[tuple[str, ParamValue], ...] = ()
@@ -265,91 +243,12 @@ def analyse_node(node: Node | None, benches: Sequence[BenchAnalysis], env: Envir
         tuple(gpu_nvlinks(g) for g in topo.gpus) if topo is not None else ())
 
 
-__all__ = [  # this module's own names and those of the modules it was split into
-    "NVLINK",
-    "PCIE",
-    "LINK_REFERENCES",
-    "ALGO_REASONS",
-    "Agreement",
-    "COLLECTIVE_STATUSES",
-    "COUNTER_ORDER",
-    "CRASHED",
-    "CollectiveRow",
-    "CopyRow",
-    "CounterChange",
-    "CounterRow",
-    "DEFAULT_OUTLIER_MARGIN",
-    "ELEMENT_BYTES",
-    "GpuCondition",
-    "GpuNvlinks",
-    "GpuRates",
-    "GpuRow",
-    "IN_PLACE_OPS",
-    "Layout",
-    "NCCL_NAMES",
-    "NCCL_TESTS_MIN_BYTES",
-    "NCCL_TESTS_LARGE_BYTES",
-    "NCCL_TESTS_TOLERANCE",
-    "NCCL_TESTS_TOLERANCE_LARGE",
-    "NO_GPU_TIME",
-    "TIME_BASES",
-    "UNSTEADY_RATIO",
-    "gpu_time_us",
-    "nccl_tests_tolerance",
-    "NODE_TESTS",
-    "NOT_APPLICABLE",
-    "NVLINK_CRC_PER_S_LIMIT",
-    "NodeAnalysis",
-    "NodeProblem",
-    "OUTLIER_METRICS",
-    "Outlier",
-    "PATH_SOURCES",
-    "PCIE_REPLAY_PER_MIN_LIMIT",
-    "PROBLEM_KEYS",
-    "PairPath",
-    "RATE_COUNTERS",
-    "RUN_ERRORS",
-    "SIZE_SKIPS",
-    "SKIP_REASONS",
-    "SMI_LEVEL_NAMES",
-    "SweepAnalysis",
-    "UnreadCounter",
-    "against_nccl_tests",
-    "algorithm_changes",
-    "algos_for",
-    "analyse_node",
-    "analyse_sweep",
-    "bandwidths_gbps",
-    "busbw_factor",
-    "collective_narrowing",
-    "collective_row",
-    "collective_rows",
-    "copy_row",
-    "copy_rows",
-    "counter_deltas",
-    "counter_interval_s",
-    "counter_over_limit",
-    "counter_rates",
-    "counter_rows",
-    "counters_of",
-    "gpu_condition",
-    "gpu_nvlinks",
-    "gpu_rates",
-    "host_link_gbps",
-    "layout",
-    "mean_time_us",
-    "narrowing_steps",
-    "node_problems",
-    "outlier_margin",
-    "outliers",
-    "outliers_from_rates",
-    "pair_path",
-    "pair_paths",
-    "pcie_gbps",
-    "pct_of_links",
-    "rates_from",
-    "ring_expectation",
-    "skip_reason",
-    "smi_disagreements",
-    "topo_label",
+__all__ = [  # the names other modules read through this door (its own definitions aside)
+    "IN_PLACE_OPS", "NCCL_NAMES", "NO_GPU_TIME", "UNSTEADY_RATIO", "Agreement", "CollectiveRow", "SweepAnalysis",
+    "against_nccl_tests", "algorithm_changes", "analyse_sweep", "bandwidths_gbps", "busbw_factor",
+    "collective_narrowing", "collective_row", "collective_rows", "layout", "pct_of_links", "ring_expectation",
+    "CopyRow", "copy_rows", "COUNTER_ORDER", "NVLINK_CRC_PER_S_LIMIT", "PCIE_REPLAY_PER_MIN_LIMIT", "CounterRow",
+    "NVLINK", "PCIE", "pcie_gbps", "PATH_SOURCES", "SMI_LEVEL_NAMES", "GpuNvlinks", "PairPath", "pair_path",
+    "pair_paths", "smi_disagreements", "topo_label", "GpuCondition", "GpuRates", "Outlier", "gpu_condition",
+    "gpu_rates", "outliers", "rates_from",
 ]

@@ -19,7 +19,7 @@ from envcheck.analysis.ceilings import BANDWIDTH, MEASURED, THEORETICAL, Ceiling
 from envcheck.analysis.tolerance import Tolerance, Verdict, judge, judge_outputs, tolerance
 from envcheck.model import Bench, Case, CaseKey, Timing
 from envcheck.model.bench import compute_stats
-from envcheck.ops import OpSpec, Traffic
+from envcheck.ops import OpSpec, Traffic, interpreted
 
 GroupKey = tuple[str, str, str, tuple[int, ...]]
 
@@ -94,23 +94,10 @@ def _verdict(c: Case, op: OpSpec, whole: Tolerance, baseline: Case | None) -> Ve
     only the whole output: judged whole, as then)."""
     assert c.accuracy is not None
     if not c.outputs:
-        return judge(c.accuracy, whole, baseline.accuracy if baseline is not None else None)
-    outputs = {o.name: o.accuracy for o in c.outputs}
+        return judge(c.accuracy, whole, baseline.accuracy if baseline is not None else None, c.exact)
     tols = {o.name: tolerance(op, c.dtype, c.precision, c.shape, o.name, o.accuracy.elements) for o in c.outputs}
     bases = {o.name: o.accuracy for o in baseline.outputs} if baseline is not None else None
-    return judge_outputs(outputs, tols, bases)
-
-
-# Implementations that never run a Triton kernel: on the CPU they run natively, interpreter on or off.
-NATIVE_IMPLS = ("torch", "compile", "jax")
-
-
-def interpreted(bench: Bench, case: Case, baseline: str) -> bool:
-    """Whether ``case`` ran in Triton's interpreter: a CPU run with ``settings.interpret`` (``run --interpret``,
-    or ``envcheck bench`` under ``TRITON_INTERPRET=1``), an implementation other than its op's baseline and
-    the native ones. A user's implementation may hold a Triton kernel under any name: counted as one."""
-    return (bench.settings.interpret and bench.device.backend != "cuda" and case.impl != baseline
-            and case.impl not in NATIVE_IMPLS)
+    return judge_outputs({o.name: o.accuracy for o in c.outputs}, tols, bases, {o.name: o.exact for o in c.outputs})
 
 
 def case_results(bench: Bench, ceils: Ceilings) -> tuple[CaseResult, ...]:
@@ -119,7 +106,7 @@ def case_results(bench: Bench, ceils: Ceilings) -> tuple[CaseResult, ...]:
     l2 = bench.device.l2_bytes
     compute_stats(t for c in bench.cases for t in (c.gpu, c.launch) if t is not None)  # all at once: fast
     torch_time: dict[GroupKey, Timing] = {}
-    base_accuracy: dict[GroupKey, Case] = {}  # the baseline, whose error on the group's inputs counts
+    base_accuracy: dict[GroupKey, Case] = {}  # the baseline, whose error is shown beside (information)
     for c in bench.cases:
         if c.impl == bench.spec(c.op).baseline and c.measured:
             if c.best_time is not None:
@@ -146,7 +133,7 @@ def case_results(bench: Bench, ceils: Ceilings) -> tuple[CaseResult, ...]:
         pct_m = _pct(rate, ceils, name, MEASURED)
         speedup = None
         base = torch_time.get(group_key(c))
-        interp = interpreted(bench, c, op.baseline)
+        interp = interpreted(bench.settings.interpret, backend, c.impl, op.baseline)
         if c.impl != op.baseline and time is not None and base is not None and base.method == time.method \
                 and not interp:  # an interpreter's time against a native one's is no speedup
             speedup = base.median_us / time.median_us

@@ -7,7 +7,7 @@ about whether a machine passed. The rule is the one ``envcheck run`` exits by:
 - a ``check`` report fails when a check fails;
 - a ``run`` report also fails when a GPU's suite is missing, empty or stopped early, when a case is
   not a pass (a broken tolerance or a case that could not be measured), or when the node tests
-  found a problem;
+  found a problem; a CPU run asked for (``--interpret``) expects no GPU: the GPU driver's checks do not count;
 - a ``fleet`` report fails when a node does not pass (a failed rule, a lost rank, a missing
   measurement) or a world collective found a problem;
 - a burn-in (``burn`` report, or a run with ``--burn``) fails when a GPU does not hold (any finding of
@@ -164,8 +164,15 @@ def crosscheck_reasons(cross: CrosscheckAnalysis | None) -> list[Reason]:
 
 def verdict(analysis: Analysis) -> Verdict:
     """The report's verdict and why (see the module docstring)."""
+    from envcheck.analysis.fleet import GPU_STACK_CHECKS
+
     report = analysis.report
-    reasons = [_r("check_failed", check=c.id, finding=c.finding) for c in report.checks if c.status == "fail"]
+    # A CPU run the user asked for (run --interpret) expects no GPU: the GPU driver's checks do not count
+    # against it, as on a node of fleet --cpu.
+    asked_cpu = report.kind == "run" and bool(report.benches) and all(
+        b.settings.interpret and b.device.backend != "cuda" for b in report.benches)
+    reasons = [_r("check_failed", check=c.id, finding=c.finding) for c in report.checks
+               if c.status == "fail" and not (asked_cpu and c.id.startswith(GPU_STACK_CHECKS))]
     if report.kind == "run":
         reasons += _bench_reasons(analysis)
     elif report.kind == "fleet":

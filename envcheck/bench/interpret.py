@@ -18,7 +18,16 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from envcheck.ops import interpreted
+
 _patched = False
+
+
+def checked_only(rt: Any, planned: Any) -> bool:
+    """Whether the implementation ``planned`` (of ``rt``'s run) is run by the interpreter: then it is
+    checked against its reference and never warmed up or timed, since its time means nothing."""
+    return interpreted(rt.settings.interpret, "cuda" if rt.cuda else "cpu", planned.impl,
+                       rt.spec(planned.op).baseline)
 
 
 def enable() -> None:

@@ -1,9 +1,10 @@
 """``envcheck run --repeat N``: N independent repeats of every case in one report, so a diff can tell a real
 change from run-to-run noise (compare/stats.py). Each repeat is a fresh worker (its own CUDA context,
 allocations and kernel loads) over the whole plan, the cases in N interleaved passes so a drift over the run
-spreads over every case's repeats. A repeat takes ``max_samples // N`` samples of a timing at most; a case
-keeps them all in one ``Timing`` (``passes``: each repeat's count), the worst numeric error of any repeat,
-every note, and ``case.repeat_failed`` for a repeat in which it failed.
+spreads over every case's repeats. Each repeat samples as a single run does (sharing the cap made each
+repeat's median noisier, so following a diff's advice to repeat cut 100 samples to 33); a case keeps them all
+in one ``Timing`` (``passes``: each repeat's count), the worst numeric error of any repeat, every note, and
+``case.repeat_failed`` for a repeat in which it failed.
 """
 from __future__ import annotations
 
@@ -15,13 +16,10 @@ from envcheck.model import Accuracy, Case, CaseKey, Note, Settings, Timing
 
 
 def pass_settings(settings: Settings, repeat: int) -> Settings:
-    """Each repeat's settings: the per-timing sample cap shared between the repeats."""
+    """Each repeat's settings: a single run's, the repeat count recorded."""
     if repeat < 1:
         raise ValueError("repeat must be at least 1")
-    if repeat == 1:
-        return settings
-    per = max(1, settings.max_samples // repeat)
-    return dataclasses.replace(settings, max_samples=per, min_samples=min(settings.min_samples, per), repeat=repeat)
+    return settings if repeat == 1 else dataclasses.replace(settings, repeat=repeat)
 
 
 def _join(timings: Sequence[Timing]) -> Timing:

@@ -20,6 +20,7 @@ from typing import Any
 from envcheck.bench.device import Runtime
 from envcheck.bench.failure import log, one_line
 from envcheck.bench.group import Prepared
+from envcheck.bench.interpret import checked_only
 from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS, Region, calls_per_sample
 from envcheck.model import Case, Note, Timing
 from envcheck.ops import lookup
@@ -86,6 +87,9 @@ def _settled(p: Prepared, blocks: int, settled: bool) -> None:
 
 def sample(rt: Runtime, p: Prepared) -> None:
     """Take the GPU and launch times of one implementation, interleaved; results land on ``p``."""
+    if checked_only(rt, p.planned):  # Triton's interpreter: checked (group.prepare), not timed
+        p.graph = None
+        return
     sustain = rt.cuda and (p.sustained if p.sustained is not None else sustains(rt, p.planned.op))
     timer = rt.timer
     regions: list[Region] = []
@@ -139,12 +143,11 @@ def to_case(p: Prepared, window: int | None) -> Case:
     """The Case of one sampled implementation (its failure, if any, is raised for failure.guarded)."""
     if p.failure is not None:
         raise p.failure
-    assert p.launch is not None
     pc = p.planned
     return Case(pc.op, pc.impl, pc.dtype, pc.precision, pc.shape, gpu=p.gpu, launch=p.launch,
-                compile_s=p.compile_s, accuracy=p.accuracy, outputs=p.outputs, window=window, rotation_sets=p.rotation_sets,
-                kernel=p.kernel, notes=tuple(dict.fromkeys(p.notes)), phases=p.watch.rounded(), span_s=span(p),
-                cache=p.cache, sampled_until=p.sampled_until)
+                compile_s=p.compile_s, accuracy=p.accuracy, outputs=p.outputs, exact=p.exact, window=window,
+                rotation_sets=p.rotation_sets, kernel=p.kernel, notes=tuple(dict.fromkeys(p.notes)),
+                phases=p.watch.rounded(), span_s=span(p), cache=p.cache, sampled_until=p.sampled_until)
 
 
 def span(p: Prepared) -> tuple[float, float]:

@@ -9,7 +9,7 @@ kernels under Triton's CPU interpreter at small shapes, checked like a GPU run's
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -31,7 +31,6 @@ DTYPE_ALIASES: dict[str, tuple[str, str | None]] = {
 
 # IEEE fp32 matmul runs on CUDA cores (no tensor cores): a Triton kernel takes seconds at 8192^3.
 IEEE_MATMUL_MAX_DIM = 4096
-INTERPRET_SETTINGS = Settings(warmup_ms=0, rep_ms=0, min_samples=1, max_samples=3, cold_l2=False)
 Shape = tuple[int, ...]
 Entry = tuple[Shape, tuple[str, ...]]  # a GPU suite's shape and its dtypes, in order (fp32 matmuls: TF32, IEEE)
 
@@ -76,7 +75,7 @@ _SOFTMAX = dataclasses.replace(_ROWS, full=_ROWS.full + _at(_ONLINE), quick=_ROW
                                interpret=((37, 1000), (2, 33000)))
 _MATMUL = OpSizes(
     full=_at(_SQUARE + ((1000, 1000, 1000), (1000, 1001, 999), (4096, 11008, 4096)), (*_HALF, "fp32")),
-    quick=(((512, 512, 512), _HALF), ((1000, 1001, 999), _HALF), ((1024, 1024, 1024), _FP32),
+    quick=(((512, 512, 512), _HALF), ((1000, 1001, 999), (*_HALF, "fp32")), ((1024, 1024, 1024), _FP32),
            ((2048, 2048, 2048), _HALF), ((4096, 4096, 4096), _HALF)),
     cpu=((128, 128, 128), (255, 257, 253), (256, 256, 256), (512, 512, 512)),
     cpu_quick=((255, 257, 253), (256, 256, 256), (512, 512, 512)),
@@ -109,7 +108,7 @@ _LINEAR = OpSizes(
     full=_at(((1024, 1024, 1024), (4096, 4096, 4096), (8192, 4096, 4096), (1000, 1001, 999))),
     quick=_at(((2048, 2048, 2048), (1000, 1001, 999))), cpu=((128, 128, 128), (255, 257, 253), (256, 256, 256)),
     cpu_quick=((255, 257, 253), (256, 256, 256)), compile=((1024, 1024, 1024), (1000, 1001, 999)),
-    interpret=((67, 45, 129),))
+    interpret=((67, 45, 129), (33, 65, 65)))  # W non-square and square (a forgotten transpose fits only there)
 SUITES: dict[str, OpSizes] = {
     "vector_add": _VECTOR, "relu": _VECTOR, "softmax": _SOFTMAX, "row_sum": _ROWS, "matmul": _MATMUL,
     "conv2d": _CONV, "layer_norm": _ROW_OPS, "softmax_fwbw": _ROW_OPS, "linear_fwbw": _LINEAR,
@@ -130,14 +129,26 @@ MEMORY_HEADROOM = 0.8
 
 
 class RunOptions(Protocol):
-    """The ``envcheck run`` arguments planning reads (an argparse namespace fits)."""
+    """What planning reads of ``envcheck run``'s options (commands/options.py), read-only."""
 
-    quick: bool
-    ops: list[str] | None
-    sizes: list[str] | None
-    dtypes: list[str] | None
-    device: int
-    no_compile: bool
+    @property
+    def quick(self) -> bool: ...
+    @property
+    def ops(self) -> Sequence[str] | None: ...
+    @property
+    def sizes(self) -> Sequence[str] | None: ...
+    @property
+    def dtypes(self) -> Sequence[str] | None: ...
+    @property
+    def device(self) -> int: ...
+    @property
+    def no_compile(self) -> bool: ...
+    @property
+    def no_jax(self) -> bool: ...
+    @property
+    def interpret(self) -> bool: ...
+    @property
+    def control(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -168,7 +179,7 @@ class PlannedCase:
 
     @property
     def group_label(self) -> str:
-        """``matmul fp32/tf32 4096x4096x4096``: the group, as progress lines name it."""
+        """``matmul fp32/tf32 4096×4096×4096``: the group, as progress lines name it."""
         return f"{self.op} {variant(self.dtype, self.precision)} {units.shape(self.shape)}"
 
     @property
@@ -334,13 +345,12 @@ def triton_unusable(env: Environment) -> Note | None:
     return None
 
 
-def jax_unusable(options: RunOptions, ops_given: bool) -> Note | None:
-    """Why JAX is not measured, else None. It runs in single-GPU ``envcheck run`` only (over several GPUs each
-    JAX client would open a context on every visible GPU beside the other workers; callers without ``no_jax``),
-    for the ops named with ``--ops`` (the default suite keeps its three implementations and its time)."""
-    if getattr(options, "no_jax", False):
+def jax_unusable(options: RunOptions, ops_given: bool, one_of_several: bool) -> Note | None:
+    """Why JAX is not measured, else None. It runs on one GPU alone (beside other workers, a JAX client would
+    open a context on every visible GPU), for the ops named with ``--ops`` (the default suite keeps its time)."""
+    if options.no_jax:
         return Note("bench.jax_off")
-    if getattr(options, "gpus", None) or not hasattr(options, "no_jax"):
+    if one_of_several:
         return Note("bench.jax_multi_gpu")
     if not jax_impl.installed():
         return Note("bench.jax_missing")
@@ -419,56 +429,85 @@ def _all_dtype_shapes(op: str, backend: str, shapes: Sequence[tuple[int, ...]],
     return out
 
 
-def plan(options: RunOptions, env: Environment) -> Plan:
-    """The cases to run for these options on this machine (UsageError on bad options); ``--quick`` with
-    ``--sizes`` runs the given sizes with the quick settings."""
-    sel = select(options)
-    quick = bool(options.quick)
-    check_device(options.device, env)
-
+def frame(quick: bool, device: int, env: Environment, ops: tuple[str, ...]) -> Plan:
+    """A plan before its cases: the device, the settings preset and the notes (``backend`` None: PyTorch
+    cannot run). ``envcheck run``'s suite and ``envcheck bench``'s declared ops both start here."""
+    check_device(device, env)
     no_torch = torch_missing(env)
     if no_torch:
-        settings = dataclasses.replace(GPU_QUICK_SETTINGS if quick else GPU_SETTINGS, quick=quick, ops=sel.ops)
+        settings = dataclasses.replace(GPU_QUICK_SETTINGS if quick else GPU_SETTINGS, quick=quick, ops=ops)
         return Plan(None, 0, (), settings, probed_device(env, None, 0), notes=(no_torch,))
-
-    notes: list[Note] = []
     cuda_reasons = cuda_unusable(env)
     backend = "cpu" if cuda_reasons else "cuda"
-    index = options.device if backend == "cuda" else 0
+    index = device if backend == "cuda" else 0
+    if backend == "cuda":
+        settings = GPU_QUICK_SETTINGS if quick else GPU_SETTINGS
+        lost = next((g.lost for g in env.gpus if g.index == index and g.lost), None)
+        notes = [Note("bench.gpu_lost", {"gpu_index": index, "detail": _first_line(lost)})] if lost else []
+    else:
+        settings = dataclasses.replace(CPU_QUICK_SETTINGS if quick else CPU_SETTINGS, threads=cpu_threads())
+        notes = cuda_reasons
+    return Plan(backend, index, (), dataclasses.replace(settings, quick=quick, ops=ops),
+                probed_device(env, backend, index), notes=tuple(notes))
+
+
+def with_cases(plan: Plan, planned: Sequence[PlannedCase], env: Environment, specs: Callable[[str], OpSpec] = spec,
+               skip: Callable[[PlannedCase], Note | None] = lambda p: None) -> Plan:
+    """``plan`` with the ``planned`` cases, less those the device's free memory cannot hold or ``skip`` names
+    a reason for (each kept as a skip with its reason)."""
+    budget, where = free_memory(env, plan.backend or "cpu", plan.index)
+    cases, skips = [], []
+    for p in planned:
+        need = specs(p.op).memory_needed_bytes(p.shape, p.dtype)
+        too_big = budget is not None and need > MEMORY_HEADROOM * budget
+        why = Note("skip.memory", {"need_bytes": need, "free_bytes": budget, **where}) if too_big else skip(p)
+        if why is None:
+            cases.append(p)
+        else:
+            skips.append(p.skip(why))
+    return dataclasses.replace(plan, cases=tuple(cases), skips=tuple(skips))
+
+
+def plan(options: RunOptions, env: Environment, gpu: int | None = None) -> Plan:
+    """The built-in suite's cases for these options on this machine (UsageError on bad options); ``--quick``
+    with ``--sizes`` runs the given sizes with the quick settings. ``gpu``: one GPU of several measured at
+    once (``run --gpus``, ``fleet``), in place of ``--device``."""
+    sel = select(options)
+    quick = options.quick
+    base = frame(quick, options.device if gpu is None else gpu, env, sel.ops)
+    backend = base.backend
+    if backend is None:
+        return base
+    notes = list(base.notes)
+    settings = base.settings
     triton_reason: Note | None = None
     if backend == "cuda":
-        lost = next((g.lost for g in env.gpus if g.index == index and g.lost), None)
-        if lost:
-            notes.append(Note("bench.gpu_lost", {"gpu_index": index, "detail": _first_line(lost)}))
         impls = ["torch", "triton"] + ([] if options.no_compile else ["compile"])
-        jax_note = jax_unusable(options, sel.ops_given)
+        jax_note = jax_unusable(options, sel.ops_given, gpu is not None)
         if jax_note is None:
             impls.append("jax")
         else:
             notes.append(jax_note)
         triton_reason = triton_unusable(env)
-        settings = GPU_QUICK_SETTINGS if quick else GPU_SETTINGS
     else:
         impls = ["torch"]
-        notes.append(Note("bench.cpu_baseline"))
-        notes += cuda_reasons
-        settings = dataclasses.replace(CPU_QUICK_SETTINGS if quick else CPU_SETTINGS, threads=cpu_threads())
-    interpret = bool(getattr(options, "interpret", False))
+        notes.insert(0, Note("bench.cpu_baseline"))
+    interpret = options.interpret
     if interpret:
         if backend == "cuda":
             raise UsageError("--interpret: this machine has a usable CUDA GPU, on which the Triton kernels run "
                              "compiled; the interpreter is for machines without one (drop --interpret)")
         impls = ["torch", "triton"]
+        notes[notes.index(Note("bench.cpu_baseline"))] = Note("bench.interpreted")
         if env.get("triton", "installed") is False:
             triton_reason = Note("bench.triton_unusable.not_installed")
-        settings = dataclasses.replace(INTERPRET_SETTINGS, threads=cpu_threads(), interpret=True)
+        # Only PyTorch is timed (the CPU's quick sampling); the interpreted kernels are checked, not timed.
+        settings = dataclasses.replace(CPU_QUICK_SETTINGS, threads=cpu_threads(), interpret=True, quick=quick,
+                                       ops=sel.ops)
     # --control: the diff's positive control, recorded in the settings: never silently active.
-    settings = dataclasses.replace(settings, quick=quick, ops=sel.ops, impls=tuple(impls),
-                                   control=getattr(options, "control", None))
+    settings = dataclasses.replace(settings, impls=tuple(impls), control=options.control)
 
-    budget, where = free_memory(env, backend, index)
-    cases: list[PlannedCase] = []
-    skips: list[Skip] = []
+    planned: list[PlannedCase] = []
     compile_sizes: dict[str, list[tuple[int, ...]]] = {}
     for op in sel.ops:
         shapes = None
@@ -485,23 +524,14 @@ def plan(options: RunOptions, env: Environment) -> Plan:
         compile_at = set(shapes) if (sel.sizes is not None and shapes) else set(SUITES[op].quick_compile if quick else SUITES[op].compile)
         if ("compile" in impls or "jax" in impls) and compile_at:
             compile_sizes[op] = sorted(compile_at)
-        for dtype, precision, shape in triples:
-            need = spec(op).memory_needed_bytes(shape, dtype)
-            for impl in impls:
-                if impl in ("compile", "jax") and shape not in compile_at:
-                    continue  # both compile per shape: measured at the compile sizes
-                planned = PlannedCase(op, impl, dtype, precision, shape)
-                if budget is not None and need > MEMORY_HEADROOM * budget:
-                    skips.append(planned.skip(Note("skip.memory", {"need_bytes": need, "free_bytes": budget,
-                                                                   **where})))
-                elif impl in ("triton", "compile") and triton_reason:
-                    skips.append(planned.skip(triton_reason))
-                else:
-                    cases.append(planned)
+        # compile and jax compile per shape: measured at the compile sizes only
+        planned += [PlannedCase(op, impl, dtype, precision, shape) for dtype, precision, shape in triples
+                    for impl in impls if impl not in ("compile", "jax") or shape in compile_at]
     for op, at in compile_sizes.items():
         notes.append(Note("bench.compile_sizes", {"op": op, "shapes": tuple("x".join(map(str, s)) for s in at)}))
     if backend == "cuda" and options.no_compile:
         notes.append(Note("bench.compile_off"))
     if triton_reason and (backend == "cuda" or interpret):
         notes.append(triton_reason)
-    return Plan(backend, index, tuple(cases), settings, probed_device(env, backend, index), tuple(skips), tuple(notes))
+    planned_ = with_cases(base, planned, env, skip=lambda p: triton_reason if p.impl in ("triton", "compile") else None)
+    return dataclasses.replace(planned_, settings=settings, notes=tuple(notes))

@@ -73,7 +73,8 @@ class Laps:
 
 
 def next_count(count: int, took_s: float, target_s: float) -> int:
-    """Iterations for the next interval so it lasts about ``target_s`` (never more than 4x the last)."""
+    """Iterations for the next interval so it lasts about ``target_s`` (never more than 4x the last): the
+    phase's time left caps it, so a phase ends near its planned time."""
     if took_s <= 0:
         return count * 2
-    return max(1, min(count * 4, int(count * target_s / took_s)))
+    return max(1, min(count * 4, int(count * max(target_s, 0.0) / took_s)))

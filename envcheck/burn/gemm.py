@@ -1,19 +1,9 @@
 """The power phase: one deterministic GEMM, repeated, every result checked (gpu-burn's idea, made exact).
 
-The inputs are drawn once from a fixed seed and the kernel is called the same way every time
-(``torch.use_deterministic_algorithms`` and a fixed cuBLAS workspace, set by the worker before
-CUDA starts), so a healthy GPU returns the same bits every iteration. Three checks, cheapest
-first:
-
-- ``checksum``: each iteration's output, read as integers, summed on the device into a slot of a
-  preallocated vector (no host sync); compared with the first iteration's once per interval;
-- ``full``: the interval's last output compared bit for bit with the first iteration's output
-  (kept on the device), locating every differing element;
-- ``fp64``: sampled output elements recomputed in float64 on the host from the same inputs,
-  within the rounding bound of the dtype (2 units in the last place of the output, relative to
-  the sum of |a*b|: fp32 accumulation is far finer than the output's rounding).
-
-``gemm`` is the seam: tests pass one that corrupts a result mid-run.
+Fixed inputs, deterministic algorithms and a fixed cuBLAS workspace: a healthy GPU returns the same bits every
+iteration. Checks, cheapest first: ``checksum`` (each iteration's bits summed on the device, compared once per
+interval), ``full`` (the interval's last output against the first, bit for bit) and ``fp64`` (sampled elements
+recomputed in float64, within 2 ulps of the output relative to the sum of |a*b|).
 """
 
 from __future__ import annotations

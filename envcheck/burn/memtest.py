@@ -1,15 +1,7 @@
-"""The memory test: patterns written over one buffer of most of the free memory, then read back.
-
-What each pattern finds (the classic memtest86 / DCGM memtest set): ``walking_ones`` and
-``walking_zeros`` (32 writes each, one bit set or cleared, moving through the word) find stuck
-and coupled bits; ``address`` (each word holds its own index) finds address-line faults, where
-two addresses reach one cell; ``random`` (seeded, regenerated for the read) finds data-dependent
-faults. The whole buffer is written before any of it is read back, so every cell holds its value
-while the rest is written. Work goes chunk by chunk (``CHUNK_WORDS``): the expected values never
-need a second buffer as large as the first.
-
-Every wrong word is located: consecutive wrong words make one range of device addresses, with
-the count of wrong words and bits. ``read`` is the read-back seam (tests flip a bit in it).
+"""The memory test: memtest86 / DCGM's patterns written over one buffer of most of the free memory, all of it
+before any is read back: walking ones and zeros (stuck and coupled bits), each word's own address (address
+lines), seeded random (data-dependent faults). Chunk by chunk (``CHUNK_WORDS``), so the expected values need
+no second buffer; every wrong word is located, consecutive ones as one range. ``read`` is the read-back seam.
 """
 
 from __future__ import annotations

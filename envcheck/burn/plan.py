@@ -1,9 +1,6 @@
-"""How a burn of M minutes per GPU is spent, and each GPU's worker plan.
-
-The GEMM gets most of the time: it is what heats the GPU and draws its power limit, and where a
-slow thermal or clock drift shows (DCGM's targeted_power runs 120 s and its diagnostic 180 s). The
-memory test gets a quarter (enough for several full passes of every pattern over an 80 GB GPU),
-the streaming phase the rest.
+"""How a burn of M minutes per GPU is spent, and each GPU's worker plan: most to the GEMM (it heats the GPU,
+draws its power limit and shows a slow drift; DCGM's targeted_power runs 120 s), a quarter to the memory test
+(several full passes over an 80 GB GPU), the rest to streaming.
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ from envcheck.burn.protocol import BurnPlan
 SHARES = {"gemm": 0.60, "bandwidth": 0.15, "memtest": 0.25}
 DEFAULT_MINUTES = 3.0
 # A CPU burn (CI and tests, no GPU needed) runs tiny sizes: the point is the pipeline.
-CPU_OPTIONS = {"gemm_n": 128, "max_bytes": 4 << 20, "interval_s": 0.25}
+CPU_OPTIONS = {"gemm_n": 128, "max_bytes": 1 << 20, "interval_s": 0.25}
 
 
 def phase_seconds(minutes: float) -> dict[str, float]:

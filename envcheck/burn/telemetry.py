@@ -1,12 +1,7 @@
-"""NVML telemetry of one GPU for the whole burn, about twice a second, in the burn's worker.
-
-The sampler runs in a daemon thread beside the load (ctypes releases the GIL in each NVML call,
-and a CUDA call stuck in the driver does too), so samples keep coming while a phase hangs: what
-the GPU did before it stopped answering is in the report. Each sample reads every quantity of
-``model.burn.Telemetry`` once; a quantity NVML refuses for good (Not Supported, No Permission)
-is not asked again, a transient error leaves it out of that sample, and "GPU is lost" ends the
-sampling with a sample that says so (the GPU fell off the bus). ``to_telemetry`` aligns the
-samples into the model's columns, as ``bench.monitor`` does for a window.
+"""NVML telemetry of one GPU for the whole burn, about twice a second, in a daemon thread of the burn's worker
+(NVML calls release the GIL, so samples keep coming while a phase hangs). A quantity NVML refuses for good is
+not asked again; "GPU is lost" ends the sampling with a sample that says so. ``to_telemetry`` aligns the
+samples into the model's columns.
 """
 
 from __future__ import annotations

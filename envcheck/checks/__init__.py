@@ -41,10 +41,8 @@ def evaluate(env: Environment) -> tuple[Check, ...]:
 
 
 def guarded(subject: str, rule: Callable[[T], list[Check]], arg: T) -> list[Check]:
-    """``rule(arg)``'s checks; when the rule cannot run, one check ``<subject>.internal`` that FAILS
-    ("could not evaluate", with the exception's first line): the verdicts the rule would have given
-    are unknown, and a node none of whose rules ran is not a healthy node. A warning here once let a
-    failing architecture check read OK on the health line, in JUnit and in Prometheus (issue 36)."""
+    """``rule(arg)``'s checks; when the rule cannot run, one FAILING check ``<subject>.internal`` with the error's
+    first line: the verdicts it would have given are unknown, never a pass (issue 36)."""
     try:
         return list(rule(arg))
     except Exception as e:  # noqa: BLE001 - a buggy rule must not hide the others' verdicts

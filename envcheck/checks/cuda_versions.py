@@ -113,11 +113,8 @@ def min_driver(cuda: Version) -> str | None:
 
 
 def wheel_for_arch(cc: Version, driver_cuda: Version | None) -> Version | None:
-    """The torch CUDA build to install for a GPU of compute capability ``cc`` under this driver.
-
-    The newest build the driver runs, if it compiles for ``cc``; None when no build fits both
-    (the driver must be upgraded first).
-    """
+    """The torch CUDA build for a GPU of capability ``cc`` under this driver: the newest the driver runs, if it
+    compiles for ``cc``; None when none fits both (upgrade the driver first)."""
     if cc < (7, 5):
         need_max = LAST_WHEEL_FOR_OLD_ARCH
         candidates = [w for w in WHEEL_CUDA if w <= need_max]

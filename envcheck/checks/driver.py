@@ -1,10 +1,6 @@
-"""The NVIDIA driver: does NVML load, and does it see a GPU.
-
-Policy on machines without a GPU: ``envcheck check`` answers "is this a working GPU
-machine?", and its exit status is what scripts test before starting GPU work. A machine
-with no usable NVIDIA GPU fails that question, so the first check here is a ``fail`` that
-says plainly "no NVIDIA driver" or "no GPU". Everything that needs a GPU then reports
-``skip`` (not a cascade of failures), so the one cause is the one red line.
+"""The NVIDIA driver: does NVML load, and does it see a GPU. ``envcheck check`` answers "is this a working GPU
+machine?": without a usable GPU the first check here fails, plainly, and everything that needs a GPU is
+``skip``, so the one cause is the one red line.
 """
 
 from __future__ import annotations

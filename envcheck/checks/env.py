@@ -8,12 +8,8 @@ from envcheck.model import Check, Environment
 
 
 def visible_devices_problem(value: str, count: int) -> tuple[str, dict[str, str]] | None:
-    """Why ``CUDA_VISIBLE_DEVICES=value`` hides GPUs (a finding key under ``check.`` and its
-    parameters), or None when it selects at least one.
-
-    CUDA reads the list up to the first invalid entry: ``""``, ``-1`` or an index past the
-    last GPU hides everything from there on.
-    """
+    """Why ``CUDA_VISIBLE_DEVICES=value`` hides GPUs (a finding key and its parameters), or None: CUDA reads the
+    list up to its first invalid entry (``""``, ``-1``, an index past the last GPU)."""
     items = [v.strip() for v in value.split(",")]
     if not value.strip():
         return "env.cvd_empty", {}

@@ -1,7 +1,5 @@
-"""Per-GPU health, from NVML: clocks, memory errors, PCIe link, who else uses it, MIG, persistence.
-
-Each check carries the GPU index in its id (``gpu.throttle.0``) so reports of multi-GPU
-machines compare GPU by GPU.
+"""Per-GPU health from NVML: clocks, memory errors, PCIe link, who else uses it, MIG, persistence; each check id
+carries its GPU index (``gpu.throttle.0``) so multi-GPU reports compare GPU by GPU.
 """
 
 from __future__ import annotations

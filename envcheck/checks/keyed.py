@@ -1,9 +1,6 @@
-"""A report's checks as keys and parameters, also for reports written before checks carried keys.
-
-Checks only read facts, so the rules can be run again on a report's recorded facts. A recorded
-check without a key takes the keys of the rule's verdict today when that verdict has the same id
-and the same status; otherwise it stays as recorded (its English text), and the renderers say so.
-The verdict a report recorded is never changed here: only how it is said.
+"""A report's checks as keys and parameters, also for reports written before checks carried keys: the rules run
+again on its recorded facts lend their keys to a recorded check of the same id and status; otherwise it stays
+as recorded (its English), and the renderers say so. The verdict recorded is never changed.
 """
 
 from __future__ import annotations
@@ -20,10 +17,15 @@ from envcheck.model.node import Node
 def keyed(checks: Sequence[Check], env: Environment | None, node: Node | None = None) -> tuple[Check, ...]:
     """``checks`` with keys wherever the rules, run again on ``env`` (and on ``node``'s counters, for
     the checks of a node run), agree with the recorded status."""
-    if all(c.key for c in checks) or env is None or not env.sections:
+    if all(_current(c) for c in checks) or env is None or not env.sections:
         return tuple(checks)
     today = {c.id: c for c in (*evaluate(env), *(delta_checks(node) if node is not None else ()))}
-    return tuple(c if c.key else _agreeing(c, today.get(c.id)) for c in checks)
+    return tuple(c if _current(c) else _agreeing(c, today.get(c.id)) for c in checks)
+
+
+def _current(check: Check) -> bool:
+    # Before issue 49 a driver upgrade's phrase ("driver_key") overwrote the driver's version in the params.
+    return check.key is not None and "driver_key" not in check.params
 
 
 def _agreeing(recorded: Check, today: Check | None) -> Check:

@@ -1,10 +1,6 @@
-"""Link and error-counter health: PCIe replays, NVLink errors, Xid events, row remapping.
-
-Reads the ``links`` section (``envcheck.node.counters.links_section``). NVML's counters run since the
-driver loaded, and a handful of NVLink CRC errors on a link that has carried traffic for weeks is
-normal, so every threshold is a rate (counts over the uptime) or a delta (growth during envcheck's own
-node tests, :func:`delta_checks`), at the limits DCGM uses. A machine whose report has no ``links``
-section (probed before these checks existed) gets no verdict here rather than a pass.
+"""Link and error-counter health: PCIe replays, NVLink errors, Xid events, row remapping, from the ``links``
+section. NVML's counters run since the driver loaded, so every threshold is a rate over the uptime or a delta
+during envcheck's node tests (``delta_checks``), at DCGM's limits; a report without the section gets no verdict.
 """
 
 from __future__ import annotations
@@ -12,10 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from envcheck import units
-from envcheck.analysis.counters import RATE_COUNTERS
-from envcheck.analysis.node import (
+from envcheck.analysis.counters import (
     NVLINK_CRC_PER_S_LIMIT,
     PCIE_REPLAY_PER_MIN_LIMIT,
+    RATE_COUNTERS,
     CounterChange,
     counter_deltas,
     counter_over_limit,

@@ -77,14 +77,14 @@ def container(env: Environment) -> str | None:
 
 
 def driver_fix(cuda: cuda_versions.Version, wsl: bool, in_container: str | None = None) -> dict[str, str]:
-    """How to get a driver that runs CUDA ``cuda``, as a fix's parameters (``driver_key`` and the version
+    """How to get a driver that runs CUDA ``cuda``, as a fix's parameters (``upgrade_key`` and the version
     needed). Under WSL2 the driver is Windows'; in a container it is the host's (nothing installed inside
     the container changes it)."""
     need = cuda_versions.min_driver(cuda)
     where = "wsl" if wsl else "k8s" if in_container == "kubernetes" else "container" if in_container else "host"
     if need:
-        return {"driver_key": f"check.driver.upgrade.{where}.need", "need": need}
-    return {"driver_key": f"check.driver.upgrade.{where}"}
+        return {"upgrade_key": f"check.driver.upgrade.{where}.need", "need": need}
+    return {"upgrade_key": f"check.driver.upgrade.{where}"}
 
 
 def driver_fix_for(env: Environment, cuda: cuda_versions.Version) -> dict[str, str]:

@@ -1,17 +1,8 @@
-"""What an operator accepting a node checks beyond the GPUs' health counters.
-
-Per GPU: compute mode, temperature against NVML's slowdown and shutdown thresholds, time spent in
-clock-slowing events since the driver loaded, and the NVSwitch fabric registration. Per node: the
-IOMMU's DMA domain for the GPUs, PCIe ACS redirection, InfiniBand/RoCE ports, the GPUDirect RDMA
-module, the fabric manager service and the Python packages of the GPU stack.
-
-Thresholds, with where they come from:
-- ``TEMPERATURE_MARGIN_C``: a GPU within 5 C of its slowdown temperature at rest has no headroom
-  left for load (NVML's slowdown threshold is where HW clocks drop; DCGM's diag fails thermal
-  violations the same way);
-- ``THERMAL_SECONDS``: any time in a thermal or HW-brake slowdown since the driver loaded is a
-  finding (the common acceptance rule: no throttle but the SW power cap); the SW power cap is how a
-  GPU runs at full load and is never one.
+"""What an operator accepting a node checks beyond the GPUs' health counters: per GPU the compute mode, its
+temperature against NVML's slowdown threshold (``TEMPERATURE_MARGIN_C`` of headroom at rest), time in thermal
+or HW-brake slowdowns since the driver loaded (any is a finding; the SW power cap never), NVSwitch fabric
+registration; per node the IOMMU, PCIe ACS, InfiniBand/RoCE ports, GPUDirect RDMA, the fabric manager and the
+GPU stack's Python packages.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-"""How a rule says its verdict: catalogue keys and their parameters, plus the English for readers of the JSON.
-
-A rule names a finding key (``check.<key>`` in the message catalogues) and, when not passing, a
-fix key; both share one set of parameters, text the rule has already formatted (a version, a
-path, an error, a command). The title's key follows from the check id. The English sentences are
-filled in here from the English catalogue, so JUnit, the health line, the diff and older readers
-of the JSON keep plain text; every human view phrases the keys in the reader's language instead.
-The catalogue is read as package data: checks never import the renderers.
-
-Parameters are machine text (a GPU name, a driver version, a path): each is made one line here
-(``outside_text.visible``: a newline is written ``\\x0a``) and bounded, so a hostile or broken value
-is shown as it is instead of stopping the rule that reports it.
+"""How a rule says its verdict: a finding key (``check.<key>``) and, when not passing, a fix key, sharing one set
+of parameters (machine text, made one line and bounded here). The English is filled in from the catalogue
+(package data: checks never import the renderers) for JUnit, the health line and readers of the JSON; every
+human view phrases the keys in the reader's language instead.
 """
 
 from __future__ import annotations
@@ -64,6 +56,8 @@ def said(check_id: str, status: Status, key: str, fix: str | None = None, detail
     en = _english()
     text = {k: _param(v) for k, v in params.items()}
     for name, nested in nested_keys(text).items():  # a phrase inside the fix: a driver upgrade, an install
+        if name in params:  # it would land where the finding's own value belongs (issue 49)
+            raise ValueError(f"{check_id}: parameter {name!r} is also the phrase of {name}_key")
         text[name] = en[nested].format_map(_Blank(text))
     finding_key = f"check.{key}"
     if text.get("count") == "1" and f"{finding_key}.one" in en:  # the singular form, as the renderers pick it

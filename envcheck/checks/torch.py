@@ -103,13 +103,8 @@ _ARCH = re.compile(r"^(sm|compute)_(\d+?)(\d)([af]?)$")
 
 
 def arch_support(cc: cv.Version, arch_list: list[str]) -> tuple[str, str | None]:
-    """How torch's ``arch_list`` covers a GPU of capability ``cc``.
-
-    ``("sass", "sm_90")``: a binary for it; ``("compatible", "sm_80")``: a binary of the
-    same major and a lower minor, which runs unchanged (sm_80 code on an sm_86 GPU);
-    ``("ptx", "compute_90")``: only PTX, JIT-compiled by the driver at first use;
-    ``("none", None)``.
-    """
+    """How torch's ``arch_list`` covers a GPU of capability ``cc``: ``sass`` (a binary for it), ``compatible`` (one
+    of its major and a lower minor, which runs unchanged), ``ptx`` (JIT-compiled at first use) or ``none``."""
     best_compat: tuple[int, str] | None = None
     best_ptx: tuple[int, str] | None = None
     for entry in arch_list:

@@ -1,1 +1,1 @@
-"""One module per subcommand: ``main(args) -> int`` (the exit status)."""
+"""One module per subcommand: ``main(options) -> int`` (the exit status), ``options`` its typed options."""

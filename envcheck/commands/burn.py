@@ -14,13 +14,13 @@ Exit status:
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from envcheck.commands.burning import burn_devices, say, select_gpus
+from envcheck.commands.burning import burn_devices, say
+from envcheck.commands.options import BurnOptions
 from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
 
 MAX_MINUTES = 24 * 60.0
@@ -30,11 +30,10 @@ def exit_status(verdict: str) -> int:
     return {"pass": EXIT_OK, "stopped": EXIT_INTERRUPTED}.get(verdict, EXIT_FAIL)
 
 
-def check_control(args: argparse.Namespace, gpus: Sequence[int]) -> tuple[str | None, int | None]:
+def check_control(s: BurnOptions, gpus: Sequence[int]) -> tuple[str | None, int | None]:
     """``--control`` and ``--control-gpu``, checked before anything runs: the GPU must be one of the
     burn's, and ``slow_gemm`` is judged against the GPU's siblings, so it needs two GPUs or more."""
-    control = getattr(args, "control", None)
-    target = getattr(args, "control_gpu", None)
+    control, target = s.control, s.control_gpu
     if control is None:
         if target is not None:
             raise UsageError("--control-gpu: give --control too")
@@ -47,15 +46,15 @@ def check_control(args: argparse.Namespace, gpus: Sequence[int]) -> tuple[str | 
     return control, target
 
 
-def execute(args: argparse.Namespace, collect: Any = None, stderr: Any = None, stdout: Any = None) -> int:
+def execute(s: BurnOptions, collect: Any = None, stderr: Any = None, stdout: Any = None) -> int:
     from envcheck.commands.run import output_dir, output_formats, summary_stream, write_outputs
 
-    formats = output_formats(args.format)
-    if args.minutes > MAX_MINUTES:
+    formats = output_formats(s.format)
+    if s.minutes > MAX_MINUTES:
         raise UsageError(f"--minutes: at most {MAX_MINUTES:.0f} (a day) per burn")
-    out_dir = output_dir(args.out_dir)
+    out_dir = output_dir(s.out_dir)
     key = None
-    if getattr(args, "anonymize", False):
+    if s.anonymize:
         from envcheck.anonymize import command_key
 
         key = command_key()  # before the burn: a bad key must not cost a finished burn
@@ -63,14 +62,14 @@ def execute(args: argparse.Namespace, collect: Any = None, stderr: Any = None, s
     if collect is None:
         from envcheck.probes.collect import collect
     env = collect(runtime=False, reports_dir=str(out_dir))
-    gpus = (0,) if args.cpu else select_gpus(args.gpus, env)
-    control, control_gpu = check_control(args, gpus)
-    where = "the CPU (tiny sizes)" if args.cpu else f"GPU{'s' if len(gpus) > 1 else ''} {', '.join(map(str, gpus))}"
-    say(f"{args.minutes:g} min on {where} at once (Ctrl-C stops and keeps what was seen)", err)
+    gpus = (0,) if s.cpu else s.gpus.pick(len(env.gpus))
+    control, control_gpu = check_control(s, gpus)
+    where = "the CPU (tiny sizes)" if s.cpu else f"GPU{'s' if len(gpus) > 1 else ''} {', '.join(map(str, gpus))}"
+    say(f"{s.minutes:g} min on {where} at once (Ctrl-C stops and keeps what was seen)", err)
     if control is not None:
         say(f"positive control {control} on GPU {control_gpu} (recorded in the report; that GPU must fail)", err)
     when = datetime.now(timezone.utc)
-    burn = burn_devices(gpus, args.minutes, cpu=args.cpu, stream=err, control=control, control_gpu=control_gpu)
+    burn = burn_devices(gpus, s.minutes, cpu=s.cpu, stream=err, control=control, control_gpu=control_gpu)
     from envcheck.analysis import analyse
     from envcheck.probes.collect import new_report
 
@@ -89,5 +88,5 @@ def execute(args: argparse.Namespace, collect: Any = None, stderr: Any = None, s
     return exit_status(analysis.burn.verdict)
 
 
-def main(args: argparse.Namespace) -> int:
-    return execute(args)
+def main(s: BurnOptions) -> int:
+    return execute(s)

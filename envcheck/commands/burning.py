@@ -8,18 +8,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from envcheck.burn.protocol import Event, PhaseStarted, Started
-from envcheck.model import Environment
 from envcheck.model.burn import Burn
 
 
 def say(text: str, stream: Any) -> None:
     print(f"envcheck burn: {text}", file=stream, flush=True)
-
-
-def select_gpus(text: str, env: Environment) -> tuple[int, ...]:
-    from envcheck.bench.parallel import parse_gpus
-
-    return parse_gpus(text, len(env.gpus))
 
 
 def progress(stream: Any, cpu: bool = False) -> Any:

@@ -11,7 +11,6 @@ machine and its users (``envcheck/anonymize.py``).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import re
 import sys
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envcheck.commands.options import CheckOptions
 from envcheck.errors import EXIT_FAIL, EXIT_OK, UsageError
 
 if TYPE_CHECKING:
@@ -60,9 +60,8 @@ class Seams:
         return self.source.host if self.source is not None else None
 
 
-def seams(args: argparse.Namespace) -> Seams:
-    """This machine's seams, or those of the ``--replay`` snapshot (read with every field checked)."""
-    path = getattr(args, "replay", None)
+def seams(path: str | None) -> Seams:
+    """This machine's seams, or those of the ``--replay`` snapshot ``path`` (read with every field checked)."""
     if not path:
         return Seams()
     from envcheck import snapshot
@@ -113,33 +112,34 @@ def anonymized(report: Report, anon: Anonymizer) -> Report:
     return dataclasses.replace(report, replayed_from=dataclasses.replace(src, file=file, host=anon.host(src.host)))
 
 
-def main(args: argparse.Namespace) -> int:
+def main(s: CheckOptions, probe: bool = False) -> int:
+    """``probe``: ``envcheck probe``, the facts alone (no runtime probe, no check)."""
     from envcheck import model
     from envcheck.checks import evaluate
     from envcheck.probes.collect import collect, new_report
     from envcheck.render.escape import json_text
 
-    if getattr(args, "slurm_drain", False):
-        if args.format != "health":
+    if s.slurm_drain:
+        if s.format != "health":
             raise UsageError("--slurm-drain goes with --format health")
-        if getattr(args, "replay", None):
+        if s.replay:
             raise UsageError("--slurm-drain drains this node, and --replay checks another machine's snapshot: "
                              "drop one of them")
         from envcheck.slurm import ready
 
         ready()  # no scontrol, or a name that is not one node's, is refused before anything is probed
-    out = _check_out(getattr(args, "out", None))
+    out = _check_out(s.out)
     key = None
-    if getattr(args, "anonymize", False):
+    if s.anonymize:
         from envcheck.anonymize import command_key
 
         key = command_key()
-    s = seams(args)
-    env = collect(host=s.host, nvml=s.nvml, runtime=True, timeout=args.timeout)  # type: ignore[arg-type]
-    checks = evaluate(env)
-    report = replayed(new_report("check", env, checks, host=s.hostname), s)
+    seam = seams(s.replay)
+    env = collect(host=seam.host, nvml=seam.nvml, runtime=not probe, timeout=s.timeout)
+    checks = () if probe else evaluate(env)
+    report = replayed(new_report("probe" if probe else "check", env, checks, host=seam.hostname), seam)
     if key is not None:
-        report = anonymized(report, anonymizer(report.host, key, s))
+        report = anonymized(report, anonymizer(report.host, key, seam))
         env, checks = report.environment, report.checks
     text = json_text(model.dumps(report))
     if out is not None:
@@ -150,14 +150,14 @@ def main(args: argparse.Namespace) -> int:
                 from None
         except OSError as e:
             raise UsageError(f"cannot write {out}: {e.strerror or e}") from None
-    if args.format in ("junit", "prometheus", "health"):
+    if s.format in ("junit", "prometheus", "health"):
         from envcheck.analysis import analyse
         from envcheck.commands.export import emit
 
-        status = emit(analyse(report), args.format, slurm_drain=getattr(args, "slurm_drain", False))
+        status = emit(analyse(report), s.format, slurm_drain=s.slurm_drain)
         # Whatever the format, the exit status says whether a check failed, as in text and json.
         return max(status, EXIT_FAIL if any(c.status == "fail" for c in checks) else EXIT_OK)
-    if args.format == "json":
+    if s.format == "json":
         sys.stdout.write(text)
     else:
         from envcheck.render.escape import term
@@ -170,7 +170,8 @@ def main(args: argparse.Namespace) -> int:
         console = make_console()
         print_replay_banner(console, report.replayed_from)
         print_environment(console, env, replayed=report.replayed_from is not None)
-        print_checks(console, checks, env.probe_s)
+        if not probe:
+            print_checks(console, checks, env.probe_s)
         if out is not None:
             console.print(t("check.written", path=term(out)))
     return EXIT_FAIL if any(c.status == "fail" for c in checks) else EXIT_OK

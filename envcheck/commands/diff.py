@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from envcheck.commands.options import DiffOptions
 from envcheck.errors import EXIT_FAIL, EXIT_NOTHING_COMPARED, EXIT_OK, UsageError
 from envcheck.model import Report
 
@@ -121,14 +121,14 @@ def load_files(paths: list[str], gpu: int | None = None) -> list[tuple[list[tupl
     return out
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: DiffOptions) -> int:
     from envcheck.compare.diff import diff_analysed
     from envcheck.compare.fleet_nodes import diff_nodes
     from envcheck.render.documents import render_diff
     from envcheck.render.terminal.compare import print_diff
 
     check_out(args.out)
-    gpu = getattr(args, "gpu", None)
+    gpu = args.gpu
     files = load_files(args.reports, gpu)
     per_file = [nodes for nodes, _ in files]
     analysed = [(n.label, a) for nodes in per_file for n, a in nodes]

@@ -9,11 +9,11 @@ fails on a failed report whichever file it asked for.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 from envcheck.analysis import Analysis
+from envcheck.commands.options import ExportOptions
 from envcheck.errors import EXIT_OK, UsageError
 
 
@@ -72,7 +72,7 @@ def emit(analysis: Analysis, fmt: str, out: str | None = None, slurm_drain: bool
     raise UsageError(f"unknown format {fmt!r}")
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: ExportOptions) -> int:
     from envcheck import model
     from envcheck.analysis import analyse
     from envcheck.model.codec import VERDICT_KINDS

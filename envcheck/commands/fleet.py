@@ -17,7 +17,6 @@ it did not, for whoever looks into the failure.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import signal
@@ -29,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from envcheck.commands.options import FleetOptions, RunOptions
 from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from envcheck.model import Bench, Check, Environment, Report
 from envcheck.model.fleet import Baseline, Fleet, FleetNode, Rule
@@ -98,7 +98,7 @@ def load_baseline(path: str) -> Baseline:
 # --------------------------------------------------------------------------- the real collaborators
 
 
-def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) -> Any:
+def real_deps(args: FleetOptions, ctx: Any, transport: Any, sweep: Any, out_dir: str) -> Any:
     """Each rank's work as envcheck does it for real: subprocess workers, torchrun, NVML."""
     from envcheck.bench import assemble, runner, suite
     from envcheck.checks import evaluate
@@ -116,7 +116,8 @@ def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) ->
 
     def environment() -> Environment:
         if "env" not in cache:
-            env = collect(runtime=True, timeout=120.0, reports_dir=args.out_dir)
+            _step(ctx.rank, "probing this machine (torch, CUDA and NVML, each isolated)")
+            env = collect(runtime=True, timeout=120.0, reports_dir=out_dir)
             if ctx.leader:
                 env = Environment({**env.sections, LINKS_SECTION: probe_links()}, env.gpus, env.probe_s)
             cache["env"] = env
@@ -125,14 +126,15 @@ def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) ->
     def bench(gpu: int) -> Bench:
         env = environment()
         # Without a GPU every rank of the host times the CPU (device 0), sharing it.
-        options = argparse.Namespace(quick=not args.full, ops=args.ops, sizes=args.sizes, dtypes=args.dtypes,
-                                     device=gpu if device() == "cuda" else 0, no_compile=args.no_compile)
-        plan = suite.plan(options, env)
+        options = RunOptions(quick=not args.full, ops=args.ops, sizes=args.sizes, dtypes=args.dtypes,
+                             no_compile=args.no_compile)
+        plan = suite.plan(options, env, gpu=gpu if device() == "cuda" else 0)
         started = datetime.now(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
         if not plan.runnable:
             return assemble.no_bench(plan, started)
         t0 = time.monotonic()
-        outcome = runner.run_worker(plan, lambda ev: None, args.timeout)
+        _step(ctx.rank, f"suite: {len(plan.cases)} cases on {'GPU ' + str(gpu) if device() == 'cuda' else 'the CPU'}")
+        outcome = runner.run_worker(plan, _case_lines(ctx.rank, len(plan.cases)), args.timeout)
         bench_ = _machine_index(assemble.assemble(plan, outcome, started, time.monotonic() - t0), gpu, gpus)
         if outcome.interrupted:
             # run_worker took the signal (its own handlers were installed): the rank stops here, with
@@ -150,7 +152,8 @@ def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) ->
     def node(gpus: tuple[int, ...], work_dir: str) -> Node:
         dev = device()
         # --crosscheck: the node's own sweep runs a plain torch.distributed loop too (not the world's).
-        plan = replace(sweep, crosscheck_loop=bool(getattr(args, "crosscheck", False)) and dev == "cuda")
+        plan = replace(sweep, crosscheck_loop=args.crosscheck and dev == "cuda")
+        _step(ctx.rank, "node tests: topology, error counters, peer copies, collectives")
         return run_node(NodeOptions(gpus, work_dir, dev, plan, PeerPlan() if dev == "cuda" else None))
 
     def world(go: Any, node_index: int, ctx_: Any, gpus: tuple[int, ...], work_dir: str
@@ -158,17 +161,35 @@ def real_deps(args: argparse.Namespace, ctx: Any, transport: Any, sweep: Any) ->
         d = os.path.join(work_dir, f"node{ctx_.node_rank}")
         placement = Placement(ctx_.local_world_size, gpus if device() == "cuda" else None, len(go.nodes),
                               node_index, go.master_addr, go.master_port)
+        _step(ctx.rank, f"collectives across {len(go.nodes)} nodes")
         launch = launch_sweep(sweep, placement, d, launcher, args.world_timeout)
         return read_outputs(d), launch
 
     deps = FleetDeps(transport, bench, probe, node, world)
-    if getattr(args, "crosscheck", False):
+    if args.crosscheck:
         from envcheck.crosscheck.run import kernel_crosscheck, node_crosscheck
 
         deps = replace(deps, gpu_crosscheck=lambda b, ordinal: kernel_crosscheck(
             [b], cuda_indices={b.device.index or 0: ordinal}).crosscheck,
                        node_crosscheck=lambda n, d: node_crosscheck(n, d, launcher=launcher).crosscheck)
     return deps
+
+
+def _step(rank: int, text: str) -> None:
+    """A line on stderr as each long step of a rank starts (probing, its suite, the node tests, the world)."""
+    print(f"envcheck fleet: rank {rank}: {text}", file=sys.stderr, flush=True)
+
+
+def _case_lines(rank: int, total: int) -> Any:
+    """The suite's progress: a line per case started, counted."""
+    from envcheck.bench.protocol import CaseStarted
+
+    started = iter(range(1, total + 1))
+
+    def on_event(ev: Any) -> None:
+        if isinstance(ev, CaseStarted):
+            _step(rank, f"[{next(started, total)}/{total}] {ev.case.label}")
+    return on_event
 
 
 def _machine_index(bench: Bench, ordinal: int, gpus: tuple[int, ...]) -> Bench:
@@ -206,12 +227,18 @@ def write_fleet_report(fleet: Fleet, out_dir: Path, environment: Environment | N
 def print_summary(report: Report, analysis: Any, written: list[Path], stdout: Any = None) -> None:
     """What rank 0 prints: the verdicts and their reasons, the ranks that failed, hung or were slow, the
     world sweep and where its slowness comes from, each node's GPUs, and the files written."""
+    from rich.markup import escape
+
+    from envcheck.analysis.fleet import on_cpu
+    from envcheck.render.i18n import t
     from envcheck.render.terminal.console import make_console
     from envcheck.render.terminal.crosscheck import print_crosscheck
     from envcheck.render.terminal.node import print_fleet
 
     console = make_console(stdout)
     print_fleet(console, report, analysis, written)
+    if analysis.fleet is not None and analysis.fleet.nodes and all(on_cpu(n.node) for n in analysis.fleet.nodes):
+        console.print(escape(t("fleet.exit_cpu")))
     for host, cross in analysis.fleet_crosschecks:  # fleet --crosscheck: each node's ratios and their bars
         print_crosscheck(console, cross, host)
 
@@ -230,7 +257,7 @@ def write_documents(report: Report, path: Path, formats: list[str], analysis: An
     return list(outcome.written)
 
 
-def sweep_plan(args: argparse.Namespace, cpu: bool) -> SweepPlan:
+def sweep_plan(args: FleetOptions, cpu: bool) -> SweepPlan:
     """The collectives' plan: nccl-tests' sweep on GPUs; on the CPU the node tests' small gloo sweep
     (gloo moves about 1 GB/s, shared by every rank of the host: seconds, where 1M..4G takes minutes),
     each overridden by the options given."""
@@ -250,13 +277,9 @@ LAUNCHER_GONE = signal.SIGUSR2
 
 
 class _StopSignals:
-    """SIGTERM and SIGHUP (torchrun stopping the ranks when one died, Slurm at the end of a job)
-    handled like Ctrl-C: KeyboardInterrupt in the main thread, once; while the report is being written
-    they are only noted, so a second signal never cuts the writing short.
-
-    The launcher's death (``LAUNCHER_GONE``, from the kernel) stops the rank the same way, and
-    ``launcher_gone`` then tells rank 0 to write nothing: a job its owner killed has no verdict (its
-    ranks used to run on under PID 1 and write "every node passed" for it)."""
+    """SIGTERM and SIGHUP (torchrun stopping the ranks, Slurm at a job's end) handled like Ctrl-C, once, and only
+    noted while the report is written; the launcher's death (``LAUNCHER_GONE``) stops the rank too, and then
+    rank 0 writes nothing: a job its owner killed has no verdict."""
 
     def __init__(self) -> None:
         self.armed = True
@@ -279,7 +302,7 @@ class _StopSignals:
     def install(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, self)
-        from envcheck.bench.process import parent_death_signal
+        from envcheck.harness.command import parent_death_signal
 
         ask = parent_death_signal(LAUNCHER_GONE)
         if ask is None:
@@ -292,7 +315,7 @@ class _StopSignals:
             raise KeyboardInterrupt(LAUNCHER_GONE.name)
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: FleetOptions) -> int:
     from envcheck.commands.run import output_formats
 
     formats = output_formats(args.format)  # a bad --format fails here, before any rank starts work
@@ -306,18 +329,18 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
 
 
-def _main(args: argparse.Namespace, formats: list[str], stops: _StopSignals) -> int:
+def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
     from envcheck.analysis import analyse
     from envcheck.commands.run import output_dir
     from envcheck.node.fleet import FleetOptions, export_for_torch, finish, local_gpus, rank_context, run_rank
     from envcheck.node.transport import open_store_transport
     from envcheck.userdirs import out_dir as default_out_dir
 
-    args.out_dir = default_out_dir(args.out_dir)
+    out_text = default_out_dir(args.out_dir)
     ctx = rank_context(os.environ)
-    out_dir = Path(args.out_dir)
+    out_dir = Path(out_text)
     if ctx.rank == 0:  # the one that writes: a folder it cannot write is one line before any work
-        out_dir = output_dir(args.out_dir)
+        out_dir = output_dir(out_text)
     cpu = bool(args.cpu) or not _has_gpu()
     baseline = load_baseline(args.baseline) if args.baseline else None
     rules = tuple(parse_rule(r) for r in args.rule or ())
@@ -325,9 +348,9 @@ def _main(args: argparse.Namespace, formats: list[str], stops: _StopSignals) -> 
     export_for_torch(ctx, os.environ)  # type: ignore[arg-type]
     transport = open_store_transport(ctx.rank, ctx.world_size, ctx.master_addr, args.join_timeout)
     work_dir = tempfile.mkdtemp(prefix=f"envcheck-fleet-r{ctx.rank}-")
-    deps = real_deps(args, ctx, transport, sweep)
+    deps = real_deps(args, ctx, transport, sweep, out_text)
     if cpu:
-        deps = _cpu_deps(deps, sweep)
+        deps = _cpu_deps(deps, sweep, ctx.rank)
     options = FleetOptions(work_dir, sweep, not args.no_world, args.rank_timeout, args.world_timeout,
                            args.join_timeout, baseline, rules,
                            {"quick": not args.full, "sweep_sizes": list(sweep.sizes)})
@@ -411,12 +434,13 @@ def _has_gpu() -> bool:
         nvml.shutdown()
 
 
-def _cpu_deps(deps: Any, sweep: Any) -> Any:
+def _cpu_deps(deps: Any, sweep: Any, rank: int) -> Any:
     """``--cpu``: the collectives on gloo with CPU tensors, whatever GPUs the machine has (CI, and a
     check of the fleet plumbing without touching a GPU)."""
     from envcheck.node.run import NodeOptions, run_node
 
     def node(gpus: tuple[int, ...], work_dir: str) -> Node:
+        _step(rank, "node tests on the CPU: topology, error counters, collectives (gloo)")
         return run_node(NodeOptions(gpus, work_dir, "cpu", sweep, None))
 
     return replace(deps, node=node)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envcheck.commands.diff import check_out, emit, labels, per_node, terminal_text
+from envcheck.commands.options import HistoryOptions
 from envcheck.errors import EXIT_OK, UsageError
 from envcheck.files import REPORT_SUFFIXES
 
@@ -31,13 +31,8 @@ def _folder(p: Path) -> list[Path]:
 
 
 def collect(paths: list[str]) -> tuple[list[tuple[str, Report]], list[LeftOut]]:
-    """Reports from folders (every ``*.json`` in them) and files, and what was left out; a fleet
-    report is one report per node (``label:host``), as in ``diff``.
-
-    A folder may hold other JSON (rendered data, configs), a truncated report, one that fails
-    validation or a pipe: each is left out with its one-line error and the rest go on. A file
-    named explicitly must be a report: anything else is an error.
-    """
+    """Reports from folders (every ``*.json``) and files, a fleet report one per node, and what was left out: in a
+    folder anything that is not a readable report is left out with its one-line error; a file named must be one."""
     from envcheck.compare.history import UNREADABLE, LeftOut
     from envcheck.model import ReportError, load
 
@@ -110,21 +105,22 @@ def render(hs: Histories, fmt: str, to_file: bool) -> str:
     return render_histories(hs.machines, fmt)
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: HistoryOptions) -> int:
     from envcheck.compare.history import histories
     from envcheck.render.i18n import t
 
     check_out(args.out)
-    if not args.paths:
+    paths = args.paths
+    if not paths:
         from envcheck.userdirs import reports_dir
 
-        args.paths = [str(reports_dir())]
-    reports, left_out = collect(args.paths)
+        paths = [str(reports_dir())]
+    reports, left_out = collect(paths)
     hs = histories(reports, left_out)
     for x in hs.left_out:
         _tell(t("history.note", note=_note(x)))
     if not hs.machines:
-        raise UsageError(f"no benchmark results among the reports in {', '.join(args.paths)}: "
+        raise UsageError(f"no benchmark results among the reports in {', '.join(paths)}: "
                          "history needs reports of envcheck run")
     if len(hs.machines) > 1:
         _tell(t("history.note", note=t("history.note.machines",

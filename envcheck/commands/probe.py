@@ -8,29 +8,10 @@ and a few quick commands only, so it answers in a fraction of
 
 from __future__ import annotations
 
-import argparse
-import sys
-
-from envcheck.errors import EXIT_OK
+from envcheck.commands.options import CheckOptions, ProbeOptions
 
 
-def main(args: argparse.Namespace) -> int:
-    from envcheck import model
-    from envcheck.commands.check import replayed, seams
-    from envcheck.probes.collect import collect, new_report
-    from envcheck.render.escape import json_text
+def main(o: ProbeOptions) -> int:
+    from envcheck.commands import check
 
-    s = seams(args)
-    env = collect(host=s.host, nvml=s.nvml, runtime=False)  # type: ignore[arg-type]
-    report = replayed(new_report("probe", env, host=s.hostname), s)
-    if args.format == "json":
-        sys.stdout.write(json_text(model.dumps(report)))
-        return EXIT_OK
-    from envcheck.render.terminal.console import make_console
-    from envcheck.render.terminal.environment import print_environment
-    from envcheck.render.terminal.replay import print_replay_banner
-
-    console = make_console()
-    print_replay_banner(console, report.replayed_from)
-    print_environment(console, env, replayed=report.replayed_from is not None)
-    return EXIT_OK
+    return check.main(CheckOptions(format=o.format, replay=o.replay), probe=True)

@@ -8,13 +8,13 @@ already there) is refused first, before seconds of work.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
+from envcheck.commands.options import RenderOptions
 from envcheck.errors import EXIT_OK, UsageError
 
 
-def preflight(args: argparse.Namespace) -> Path | None:
+def preflight(args: RenderOptions) -> Path | None:
     """The output folder (None: beside the report), once the arguments and the files a render would replace
     are checked; ``write_documents`` checks the set again as it writes it."""
     from envcheck.files import exists, report_stem
@@ -39,7 +39,7 @@ def preflight(args: argparse.Namespace) -> Path | None:
     return out_dir
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: RenderOptions) -> int:
     from envcheck.analysis import analyse
     from envcheck.model import load
     from envcheck.render.writing import write_documents, written_lines

@@ -1,9 +1,7 @@
-"""``envcheck run``: probes, checks, the benchmark suite, a dated report, a terminal summary.
-
-Steps: validate the options (before anything slow), probe the machine with the runtime
-probes, evaluate the checks, plan the suite, run the isolated worker with progress on
-stderr, write ``<out-dir>/<stamp>_<host>_<gpu-or-cpu>.json`` (never replacing a file) and
-the Markdown / HTML beside it, then print the summary on stdout.
+"""``envcheck run`` (the built-in suite) and ``envcheck bench`` (the ops a user's file declares): one
+pipeline. Validate the options, probe the machine, plan the cases, measure them in the isolated worker
+with progress on stderr, write the dated report (never replacing a file) and its renderings, print the
+summary on stdout.
 
 Exit status:
   0    every check passed or warned, and every measured case passed
@@ -12,12 +10,11 @@ Exit status:
        a GPU failed the burn-in, or (--crosscheck) a number lay outside its bar against an
        independent tool, or a tool failed or hung
   130  Ctrl-C, SIGTERM or SIGHUP during the benchmark (the partial report is written first)
-  2    bad options (one line on stderr; nothing is run)
+  2    bad options or a bad source (one line on stderr; nothing is run)
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import sys
@@ -32,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from envcheck import model, reportname
 from envcheck.bench import assemble, runner, suite
 from envcheck.bench.protocol import CaseStarted, Event, Measured, Skipped
+from envcheck.commands.options import RunOptions
 from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from envcheck.model import Check, Environment, Report
 
@@ -45,7 +43,7 @@ RUNTIME_PROBE_TIMEOUT_S = 120.0
 
 @dataclass(frozen=True)
 class Collaborators:
-    """The modules ``run`` drives; tests pass fakes (a scripted worker, a canned environment)."""
+    """The modules the pipeline drives; tests pass fakes (a scripted worker, a canned environment)."""
 
     collect: Callable[..., Environment]
     evaluate: Callable[[Environment], Sequence[Check]]
@@ -104,19 +102,15 @@ def output_dir(text: str | None) -> Path:
 class ProgressView:
     """Progress of the worker on stderr: a rich bar on a terminal, plain lines otherwise."""
 
-    def __init__(self, total: int, stream: Any = None, command: str = "envcheck run") -> None:
-        self.total = total
-        self.command = command
-        self.stream = stream if stream is not None else sys.stderr
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.done = 0
+    def __init__(self, total: int, stream: Any, command: str = "envcheck run") -> None:
+        self.total, self.stream, self.command = total, stream, command
+        self.done = self.started = 0  # cases measured, and started (the plain progress lines' count)
         self.start = time.monotonic()
         self._progress: Any = None
         self._task: Any = None
-        self.started = 0  # cases started: the plain progress lines' count
 
     def __enter__(self) -> ProgressView:
-        if self.tty:
+        if getattr(self.stream, "isatty", lambda: False)():
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -239,45 +233,68 @@ def write_outputs(report: Report, out_dir: Path, formats: Sequence[str], when: d
     return written, outcome.interrupted
 
 
-def _run_repeats(plan: suite.Plan, view: ProgressView, timeout: float, repeats: int,
-                 command: Sequence[str]) -> runner.BenchOutcome:
-    """The worker on ``plan`` ``repeats`` times, one pass after another within one time limit (bench/repeat.py);
-    a stop ends the repeats and keeps what finished."""
-    if repeats == 1:
-        return runner.run_worker(plan, view, timeout, command=command)
-    from envcheck.bench import repeat
+@dataclass(frozen=True)
+class Cases:
+    """Where a run's cases come from and how they are measured: the built-in suite (``suite_cases``) or the
+    ops a user's file declares (commands/bench.py)."""
 
-    deadline = time.monotonic() + timeout
-    outcomes = []
-    for _ in range(repeats):
-        outcome = runner.run_worker(plan, view, max(deadline - time.monotonic(), 0.001), command=command)
-        outcomes.append(outcome)
-        if outcome.stop is not None:
-            break
-    return repeat.merge(outcomes)
+    plan: Callable[[Environment], suite.Plan]
+    measure: Callable[[suite.Plan, runner.OnEvent, float, Sequence[str]], runner.BenchOutcome]
 
 
-def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr: Any = None,
-            stdout: Any = None) -> int:
-    """``envcheck run`` with its collaborators injectable (``main`` uses the real ones)."""
-    formats = output_formats(args.format)
-    suite.select(args)  # bad --ops/--sizes/--dtypes fail here, before the probes
-    repeats = getattr(args, "repeat", 1) or 1
-    if repeats > 1 and getattr(args, "gpus", None):
+Say = Callable[[str], None]
+
+
+def suite_cases(s: RunOptions) -> Callable[[Say], Cases]:
+    """The built-in suite, its options checked now; each case ``--repeat`` times, one pass after another
+    within one time limit (bench/repeat.py), a stop ending the repeats."""
+    suite.select(s)  # bad --ops/--sizes/--dtypes fail here, before the probes
+    if s.repeat > 1 and s.gpus is not None:
         raise UsageError("--repeat runs one GPU's suite N times; it cannot be combined with --gpus")
-    out_dir = output_dir(args.out_dir)
+
+    def measure(plan: suite.Plan, on_event: runner.OnEvent, timeout: float,
+                command: Sequence[str]) -> runner.BenchOutcome:
+        if s.repeat == 1:
+            return runner.run_worker(plan, on_event, timeout, command=command)
+        from envcheck.bench import repeat
+
+        deadline = time.monotonic() + timeout
+        outcomes = []
+        for _ in range(s.repeat):
+            outcome = runner.run_worker(plan, on_event, max(deadline - time.monotonic(), 0.001), command=command)
+            outcomes.append(outcome)
+            if outcome.stop is not None:
+                break
+        return repeat.merge(outcomes)
+
+    cases = Cases(lambda env: suite.plan(s, env), measure)
+    return lambda say: cases
+
+
+def execute(s: RunOptions, deps: Collaborators | None = None, stderr: Any = None, stdout: Any = None,
+            find: Callable[[Say], Cases] | None = None, command: str = "run") -> int:
+    """The pipeline, its collaborators injectable; ``find`` gives the cases once the options are checked,
+    before anything is probed (default: the built-in suite)."""
+    formats = output_formats(s.format)
+    find = find or suite_cases(s)
+    out_dir = output_dir(s.out_dir)
     key = None
-    if getattr(args, "anonymize", False):
+    if s.anonymize:
         from envcheck.anonymize import command_key
 
-        key = command_key()  # before the run: a bad key must not cost a finished run
-    deps = deps or collaborators()
+        key = command_key()  # before any work: a bad key must not cost a finished run
     err_stream = stderr if stderr is not None else sys.stderr
 
-    _say("probing the machine (PyTorch and Triton are tried in subprocesses)", err_stream)
-    env = deps.collect(runtime=True, timeout=min(args.timeout, RUNTIME_PROBE_TIMEOUT_S), reports_dir=str(out_dir))
+    def say(text: str) -> None:
+        _say(text, err_stream, command)
+
+    source = find(say)
+    deps = deps or collaborators()
+
+    say("probing the machine (PyTorch and Triton are tried in subprocesses)")
+    env = deps.collect(runtime=True, timeout=min(s.timeout, RUNTIME_PROBE_TIMEOUT_S), reports_dir=str(out_dir))
     checks = tuple(deps.evaluate(env))
-    plan = suite.plan(args, env)
+    plan = source.plan(env)
 
     when = datetime.now(timezone.utc)
     started = _utc(when)
@@ -285,7 +302,8 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
     sections: dict[str, Any] = {}
     problems = 0
     node_work: Path | None = None
-    if getattr(args, "gpus", None):
+    gpus = s.gpus.pick(len(env.gpus)) if s.gpus is not None else (plan.index,)
+    if s.gpus is not None:
         from envcheck.analysis.node import node_problems
         from envcheck.node.run import run_node_suite
         from envcheck.probes.collect import hostname
@@ -295,44 +313,44 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
             from envcheck.anonymize import for_this_machine
 
             host = for_this_machine(host, key).host(host)
-        from envcheck.commands.burning import select_gpus
-
-        names = [str(env.gpus[i].get("name") or "gpu") for i in select_gpus(args.gpus, env)]
-        _say(f"running the suite on GPUs {args.gpus} at once, then the node tests (Ctrl-C stops and keeps "
-             "what finished)", err_stream)
+        names = [str(env.gpus[i].get("name") or "gpu") for i in gpus]
+        say(f"running the suite on GPUs {s.gpus} at once, then the node tests (Ctrl-C stops and keeps what "
+            "finished)")
         node_work = out_dir / f"{reportname.node_stem(when, host, names)}_work"
-        result = run_node_suite(args, env, work_dir=str(node_work), worker_command=deps.worker_command)
+        result = run_node_suite(gpus, tuple(suite.plan(s, env, gpu=g) for g in gpus), str(node_work), s.timeout,
+                                crosscheck=s.crosscheck, outlier_margin=s.outlier_margin,
+                                worker_command=deps.worker_command)
         benches, checks, stopped = result.benches, checks + result.checks, result.interrupted
         sections["node"] = result.node
         problems = len(node_problems(result.node, result.benches))
     elif plan.runnable:
         where = f"GPU {plan.index}" if plan.backend == "cuda" else "the CPU"
-        times = f", {repeats} independent repeats" if repeats > 1 else ""
-        _say(f"running {len(plan.cases)} cases on {where}{times} (Ctrl-C stops and keeps what finished)", err_stream)
+        of = f" of {len(plan.ops)} declared op(s)" if plan.ops else ""
+        times = f", {s.repeat} independent repeats" if s.repeat > 1 else ""
+        say(f"running {len(plan.cases)} cases{of} on {where}{times} (Ctrl-C stops and keeps what finished)")
         t0 = time.monotonic()
-        if repeats > 1:  # each repeat's settings, as the report records them
+        if s.repeat > 1:  # each repeat's settings, as the report records them
             from envcheck.bench.repeat import pass_settings
 
-            plan = dataclasses.replace(plan, settings=pass_settings(plan.settings, repeats))
-        with ProgressView(len(plan.cases) * repeats, err_stream) as view:
-            outcome = _run_repeats(plan, view, args.timeout, repeats, deps.worker_command)
+            plan = dataclasses.replace(plan, settings=pass_settings(plan.settings, s.repeat))
+        with ProgressView(len(plan.cases) * s.repeat, err_stream, f"envcheck {command}") as view:
+            outcome = source.measure(plan, view, s.timeout, deps.worker_command)
         benches = (assemble.assemble(plan, outcome, started, time.monotonic() - t0),)
         stopped = outcome.interrupted
         if outcome.stop is not None:
             stop = outcome.stop
-            _say(f"stopped early ({stop.cause.value}{f', {stop.signal}' if stop.signal else ''}) after "
-                 f"{stop.finished} of {stop.planned} cases", err_stream)
+            say(f"stopped early ({stop.cause.value}{f', {stop.signal}' if stop.signal else ''}) after "
+                f"{stop.finished} of {stop.planned} cases")
     else:
         benches = (assemble.no_bench(plan, started),)
         for note in plan.notes:
-            _say(note.key, err_stream)
+            say(note.key)
 
-    if getattr(args, "crosscheck", False) and not stopped:
+    if s.crosscheck and not stopped:
         from envcheck.crosscheck.run import run_crosscheck
 
-        _say("cross-checks: the same work timed again by independent tools (do_bench_cudagraph"
-             + (", a plain torch copy and torch.distributed loop, nccl-tests where found)" if node_work else ")"),
-             err_stream)
+        say("cross-checks: the same work timed again by independent tools (do_bench_cudagraph"
+            + (", a plain torch copy and torch.distributed loop, nccl-tests where found)" if node_work else ")"))
         try:
             cross = (deps.crosscheck or run_crosscheck)(benches, sections.get("node"), node_work)
         except Exception as e:  # noqa: BLE001 - a bug of the cross-checks: a finding, never the finished run's loss
@@ -345,14 +363,12 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
         sections["crosscheck"] = cross.crosscheck
         stopped = cross.stopped
 
-    if getattr(args, "burn", None) and not stopped:
-        from envcheck.commands.burning import burn_devices, select_gpus
+    if s.burn and not stopped:
+        from envcheck.commands.burning import burn_devices
 
-        cpu = plan.backend == "cpu" and not getattr(args, "gpus", None)  # no GPU: the CPU at tiny sizes
-        gpus = select_gpus(args.gpus, env) if getattr(args, "gpus", None) else (plan.index or 0,)
-        _say(f"burn-in: {args.burn:g} min on {'the CPU' if cpu else 'GPU(s) ' + ', '.join(map(str, gpus))}",
-             err_stream)
-        sections["burn"] = burn_devices(gpus, args.burn, cpu=cpu, stream=err_stream)
+        cpu = plan.backend == "cpu" and s.gpus is None  # no GPU: the CPU at tiny sizes
+        say(f"burn-in: {s.burn:g} min on {'the CPU' if cpu else 'GPU(s) ' + ', '.join(map(str, gpus))}")
+        sections["burn"] = burn_devices(gpus, s.burn, cpu=cpu, stream=err_stream)
         stopped = sections["burn"].stopped is not None
     report = deps.new_report("run", env, checks, benches=benches, **sections)
     if key is not None:
@@ -362,7 +378,7 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
     from envcheck.analysis import analyse
 
     analysis = analyse(report)
-    written, render_stopped = write_outputs(report, out_dir, formats, when, err_stream, analysis)
+    written, render_stopped = write_outputs(report, out_dir, formats, when, err_stream, analysis, command)
     stopped = stopped or render_stopped
 
     from envcheck.render.terminal.console import make_console
@@ -382,5 +398,5 @@ def execute(args: argparse.Namespace, deps: Collaborators | None = None, stderr:
     return exit_status(report, stopped, problems, analysis)
 
 
-def main(args: argparse.Namespace) -> int:
-    return execute(args)
+def main(s: RunOptions) -> int:
+    return execute(s)

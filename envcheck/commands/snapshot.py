@@ -10,10 +10,10 @@ destination is checked before anything is probed.
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 
+from envcheck.commands.options import SnapshotOptions
 from envcheck.errors import EXIT_OK, UsageError
 
 
@@ -23,19 +23,19 @@ def default_name(hostname: str, when: str) -> str:
     return f"envcheck-snapshot-{safe}-{when.replace(':', '').replace('-', '')}.json"
 
 
-def main(args: argparse.Namespace) -> int:
+def main(s: SnapshotOptions) -> int:
     from envcheck import model, snapshot
     from envcheck.commands.check import _check_out
     from envcheck.commands.run import output_dir
 
-    out = _check_out(getattr(args, "out", None))
-    folder = output_dir(getattr(args, "out_dir", None)) if out is None else None
+    out = _check_out(s.out)
+    folder = output_dir(s.out_dir) if out is None else None
     key = None
-    if getattr(args, "anonymize", False):
+    if s.anonymize:
         from envcheck.anonymize import command_key
 
         key = command_key()
-    snap = snapshot.capture(timeout=args.timeout)
+    snap = snapshot.capture(timeout=s.timeout)
     if key is not None:
         from envcheck.anonymize import anonymize_snapshot, for_this_machine
 

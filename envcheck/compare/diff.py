@@ -1,11 +1,8 @@
 """The result of ``envcheck diff``: pure data, built from reports and their analyses, rendered elsewhere.
 
-The first report is the baseline; every other report becomes one ``Comparison`` against it.
-A ratio is always other / baseline time: above 1.0 is slower. Every per-side number
-(throughput, shares of the ceilings, flags, the numeric verdict, throttling, the ceilings
-themselves) is read from ``envcheck.analysis``; what only a comparison has (ratios, their
-intervals and noise floors, verdicts, geometric means) comes from ``compare/stats.py``.
-Single-device views: each report's first bench is compared.
+The first report is the baseline; every other becomes one ``Comparison`` against it; a ratio is other /
+baseline time (above 1 is slower). Per-side numbers come from ``envcheck.analysis``; ratios, intervals,
+floors, verdicts and geometric means from ``stats``. Each report's first bench is compared.
 """
 
 from __future__ import annotations
@@ -13,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -20,8 +18,8 @@ from envcheck.analysis import Analysis, BenchAnalysis, CaseResult, analyse
 from envcheck.analysis.ceilings import Ceiling
 from envcheck.analysis.peaks import Source
 from envcheck.checks.keyed import keyed
-from envcheck.compare import controls, shipped, stats
 from envcheck.compare import match as matching
+from envcheck.compare import shipped, stats
 from envcheck.compare.envdiff import CheckChange, EnvChange, check_changes, report_env_changes
 from envcheck.compare.machine import MachineId, machine_of, same_machine
 from envcheck.compare.node_diff import CollectiveDiff, CopyDiff, NodeComparison, WorldComparison, compare_nodes
@@ -29,7 +27,12 @@ from envcheck.model import CaseKey, Note, Report, Timing
 from envcheck.ops import variant
 
 NUMERIC_JUMP = 10.0  # relative error that grows (or shrinks) by this factor is reported
-NOT_JUDGED = "not judged"  # a ratio shown without a verdict: no noise estimate covers the row (_case_diffs)
+NOT_JUDGED = "not judged"  # a ratio shown without a verdict: no noise floor covers the row (_case_diffs)
+# Why a row is not judged (its CaseDiff.reasons): no repeats and no shipped floor (``run --repeat`` gives one),
+# or a GPU run's host-timed row without a shipped launch floor (nothing a user can run gives one).
+NO_FLOOR = "diff.not_judged.no_floor"
+NO_LAUNCH_FLOOR = "diff.not_judged.launch"
+HOST_CLOCK = "host_clock"  # model.TIMING_METHODS: a CPU run's times
 VERDICTS = ("faster", "slower", "same", "uncertain", "not comparable", NOT_JUDGED)
 
 
@@ -93,15 +96,9 @@ def numeric_change(a: CaseResult, b: CaseResult) -> NumericChange | None:
 
 @dataclass(frozen=True)
 class CaseDiff:
-    """One case on both sides. ``verdict``: faster | slower | same | uncertain | not comparable | not judged.
-
-    ``base_pct`` / ``other_pct``: share of each machine's own theoretical ceiling (bandwidth,
-    or the precision's FLOP/s for matmul), ``*_pct_measured`` of its measured one; ``low`` /
-    ``high``: the interval of ``ratio`` with run-to-run noise included (``floor``), of which
-    ``within_log_se`` is the part the samples alone show. ``control``: the implementation
-    did not change between the reports (controls.py). ``cluster``: the kind of case the
-    geometric means treat as moving together.
-    """
+    """One case on both sides (``verdict``: ``VERDICTS``): each side's numbers are its analysis'; ``low`` / ``high``
+    the interval of ``ratio`` with run-to-run noise (``floor``), of which ``within_log_se`` the samples' own part;
+    ``cluster``: the kind the geometric means treat as moving together."""
 
     op: str
     impl: str
@@ -110,7 +107,7 @@ class CaseDiff:
     shape: tuple[int, ...]
     category: str
     verdict: str
-    reasons: tuple[Note, ...] = ()  # why not comparable: keys of match.py with parameters
+    reasons: tuple[Note, ...] = ()  # why not comparable (keys of match.py) or not judged (NO_FLOOR, NO_LAUNCH_FLOOR)
     timing: str | None = None  # gpu | launch
     method: str | None = None
     base_us: float | None = None
@@ -137,7 +134,6 @@ class CaseDiff:
     other_speedup: float | None = None
     within_log_se: float | None = None
     floor: stats.NoiseFloor | None = None
-    control: bool = False
     cluster: str = ""
 
     @property
@@ -251,7 +247,6 @@ class Comparison:
     same_gpu: bool  # same GPU model
     same_machine: bool | None = None  # same physical GPUs (None: the reports cannot tell)
     floors: tuple[stats.NoiseFloor, ...] = ()  # every distinct noise floor used, largest first
-    controls: int = 0  # compared rows that served as controls
     node: NodeComparison | None = None  # the node tests side by side, when both reports ran them
     tested: int = 0  # rows with an interval: the family the multiple-testing correction covers
     correction: str = stats.CORRECTION
@@ -307,7 +302,8 @@ class Diff:
         """Rows held against run-to-run noise: cases, node rows and fleet-wide collectives."""
         nodes = [cmp.node for cmp in self.comparisons if cmp.node is not None] + [w.node for w in self.worlds]
         return (sum(c.judged for cmp in self.comparisons for c in cmp.cases)
-                + sum(r.change.compared for n in nodes for r in (*n.collectives, *n.copies)))
+                + sum(r.change.judged for n in nodes for r in n.collectives)
+                + sum(r.change.judged for n in nodes for r in n.copies))
 
     def node_regressions(self, pct: float) -> list[tuple[str, str, CollectiveDiff | CopyDiff]]:
         """(baseline label, other label, row) of every node row (and fleet-wide collective) slower by more than ``pct``."""
@@ -317,12 +313,8 @@ class Diff:
 
 
 def case_kinds(timing: str | None, op: str, category: str) -> tuple[tuple[str, ...], ...]:
-    """The kinds of a compared case, most specific first: op and size category, op, category, all,
-    each of the rows compared on the same time (``gpu`` or ``launch``). A launch time carries the
-    host's calls and moves between runs far more than a GPU time: the two never share a run-to-run
-    allowance (JAX's rows, launch time only, moved by 0.61-1.50x between two single runs on an H100
-    where nothing changed; judged with the GPU-time rows' allowance 16 of that pair's 72 rows were
-    called, with their own 3)."""
+    """The kinds of a compared case, most specific first (op and size category, op, category, all), each of one
+    timing: a launch time moves with the host far more than a GPU time, so the two never share a floor."""
     t = timing or ""
     return ((t, op, category), (t, op), (t, category), (t,))
 
@@ -365,30 +357,18 @@ class _Rows:
 
     cases: list[CaseDiff]
     floors: list[stats.NoiseFloor]
-    controls: int
     tested: int
     sources: tuple[tuple[str, int], ...]
     shipped_used: bool
     launch_used: bool = False  # a floor of the launch_pairs (shipped.ModelFloors) judged a row
 
 
-def _case_diffs(m: matching.Matching, unchanged: frozenset[str], *,
-                practical: float, confidence: float, resamples: int,
+def _case_diffs(m: matching.Matching, *, practical: float, confidence: float, resamples: int,
                 seed: int, model_floors: shipped.ModelFloors | None = None, settings: tuple[str, ...] = ()) -> _Rows:
-    """Every pair's row. A row's run-to-run allowance comes, most trusted first, from the
-    reports' own repeats of the case, from the floor shipped for this GPU model and kind of
-    case, or, with neither, from the two runs themselves (``stats.noise_floors``). The rows
-    with an interval are one family: their calls are corrected together (Benjamini-Hochberg).
-    ``settings``: the sampling settings the two runs differ in: then no pair is compared.
-
-    A row compared on launch time (timed on the host's side of its calls: JAX's, with no GPU time)
-    is judged only with a floor learned for its kind and implementation on launch time
-    (``shipped.ModelFloors.floor``), with its repeats' spread where it has repeats: neither the
-    repeats alone nor the two runs themselves cover it. The JAX rows of the committed H100 controls of
-    2026-11-25 moved by 0.69-1.01x between runs where nothing JAX ran changed, repeats or not; on their
-    repeats alone 8 of the positive control's 24 were called faster. Without such a floor the row keeps its ratio
-    and is ``not judged`` (no interval, outside the family and the geometric means), and it never
-    enters the GPU-time rows' estimate from the pair."""
+    """Every pair's row, its floor from the reports' repeats (plus a shipped floor's run-level share) or the
+    floor shipped for the model and kind, never from the pair (stats.py); without one the row is not judged
+    (``NO_FLOOR``). A GPU run's host-timed row (JAX's) is judged only with a shipped launch floor: its repeats
+    share what moves the host (docs/compare.md). ``settings``: sampling settings the runs differ in (no pair)."""
     out: list[CaseDiff | None] = []
     todo = []  # (slot, a, b, which, ta, tb) of the comparable pairs
     differ = [Note(matching.SETTINGS_DIFFER, {"names": settings})] if settings else []
@@ -404,45 +384,32 @@ def _case_diffs(m: matching.Matching, unchanged: frozenset[str], *,
             out.append(None)
     timings = [t for _, _, _, _, ta, tb in todo for t in (ta, tb)]
     ses = stats.median_log_se(_Samples(timings), lengths=[t.n for t in timings], resamples=resamples, seed=seed)
-    rows = []
-    for k, (_, a, b, which, ta, tb) in enumerate(todo):
-        within = math.hypot(ses[2 * k], ses[2 * k + 1])
-        rows.append(stats.FloorRow(math.log(tb.median_us / ta.median_us), within,
-                                   case_kinds(which, a.case.op, a.category), controls.is_control(a, b, unchanged)))
-    # Only rows with an interval of their own say anything about the noise; host-timed ones nothing of the rest.
-    usable = [i for i, r in enumerate(rows) if math.isfinite(r.within_se) and todo[i][3] != shipped.LAUNCH]
-    floors = stats.noise_floors([rows[i] for i in usable])
-    floor_of = dict(zip(usable, floors, strict=True))
     ivs: list[stats.RatioInterval] = []
-    unjudged: set[int] = set()  # host-timed rows no floor covers
-    run_share = False  # a shipped floor's run-level share went into a repeats row
-    launch_used = False
+    unjudged: dict[int, str] = {}  # row -> why no floor covers it
+    run_share = launch_used = False  # a shipped floor's run-level share went into a repeats row; a launch floor judged
     for k, (_, a, _, which, ta, tb) in enumerate(todo):
-        row = rows[k]
-        ratio = tb.median_us / ta.median_us
+        within = math.hypot(ses[2 * k], ses[2 * k + 1])
+        within_se = within if math.isfinite(within) else None
         ra, rb = _repeats(ta), _repeats(tb)
         floor = stats.repeat_floor(ra, rb)
-        own_se = row.within_se if math.isfinite(row.within_se) else None
-        single = model_floors.floor(row.kinds, a.case.impl) if model_floors is not None else None
-        if which == shipped.LAUNCH and single is None:
-            if floor is not None:
-                ratio = math.exp((rb.mean_log if rb else math.log(tb.median_us))
-                                 - (ra.mean_log if ra else math.log(ta.median_us)))
-            unjudged.add(k)
-            ivs.append(stats.RatioInterval(ratio, None, None, None, ta.n, tb.n, own_se, None))
-            continue
-        if floor is not None:
-            # The ratio of the repeats' geometric-mean medians: the estimate the repeats' spread is of.
+        single = model_floors.floor(case_kinds(which, a.case.op, a.category), a.case.impl) if model_floors else None
+        ratio = tb.median_us / ta.median_us
+        if floor is not None:  # the ratio of the repeats' geometric-mean medians: what their spread is of
             ratio = math.exp((rb.mean_log if rb else math.log(tb.median_us))
                              - (ra.mean_log if ra else math.log(ta.median_us)))
-            if single is not None:  # what moves a whole run, which its repeats share
-                floor = stats.with_run_share(floor, ra, rb, single, (ses[2 * k], ses[2 * k + 1]))
-                run_share = run_share or floor.kind != ()
-                launch_used = launch_used or (which == shipped.LAUNCH and floor.kind != ())
-        else:
-            floor = single or floor_of.get(k, stats.NO_FLOOR)
-            launch_used = launch_used or (which == shipped.LAUNCH and single is not None)
-        ivs.append(stats.interval(ratio, own_se, floor, ta.n, tb.n, confidence))
+        if which == shipped.LAUNCH and ta.method != HOST_CLOCK and single is None:
+            unjudged[k] = NO_LAUNCH_FLOOR
+        elif floor is not None and single is not None:  # what moves a whole run, which its repeats share
+            floor = stats.with_run_share(floor, ra, rb, single, (ses[2 * k], ses[2 * k + 1]))
+            run_share = run_share or floor.kind != ()
+            launch_used = launch_used or (which == shipped.LAUNCH and floor.kind != ())
+        elif floor is None and single is None:
+            unjudged[k] = NO_FLOOR
+        elif floor is None:
+            floor = single
+            launch_used = launch_used or which == shipped.LAUNCH
+        ivs.append(stats.RatioInterval(ratio, None, None, None, ta.n, tb.n, within_se) if k in unjudged
+                   else stats.interval(ratio, within_se, floor, ta.n, tb.n, confidence))  # type: ignore[arg-type]
     significant = stats.bh_significant([stats.p_value(iv) for iv in ivs], 1.0 - confidence)
     used: list[stats.NoiseFloor] = []
     for k, (slot, a, b, which, ta, tb) in enumerate(todo):
@@ -450,10 +417,10 @@ def _case_diffs(m: matching.Matching, unchanged: frozenset[str], *,
         if iv.floor is not None and iv.has_interval:
             used.append(iv.floor)
         out[slot] = CaseDiff(
-            verdict=NOT_JUDGED if k in unjudged else stats.verdict(iv, practical, significant[k]), timing=which, method=ta.method,
+            verdict=NOT_JUDGED if k in unjudged else stats.verdict(iv, practical, significant[k]),
+            reasons=(Note(unjudged[k]),) if k in unjudged else (), timing=which, method=ta.method,
             base_us=ta.median_us, other_us=tb.median_us, ratio=iv.ratio, low=iv.low, high=iv.high, n_base=iv.n_base,
             n_other=iv.n_other, log_se=iv.log_se, within_log_se=iv.within_log_se, floor=iv.floor,
-            control=rows[k].control,
             **_sides(a, b, which),  # type: ignore[arg-type]
         )
     count: dict[str, int] = {}
@@ -461,8 +428,8 @@ def _case_diffs(m: matching.Matching, unchanged: frozenset[str], *,
         count[f.source] = count.get(f.source, 0) + 1
     sources = tuple((s, count[s]) for s in stats.ALLOWANCE_SOURCES if s in count)
     distinct = sorted(set(used), key=lambda f: (-f.log_sd, f.source, f.kind))
-    return _Rows([c for c in out if c is not None], distinct, sum(r.control for r in rows),
-                 sum(iv.has_interval for iv in ivs), sources, "shipped" in count or run_share, launch_used)
+    return _Rows([c for c in out if c is not None], distinct, sum(iv.has_interval for iv in ivs), sources,
+                 "shipped" in count or run_share, launch_used)
 
 
 def summarise(name: str, cases: Sequence[CaseDiff], practical: float, confidence: float) -> GroupSummary:
@@ -506,7 +473,7 @@ def compare_analysed(base: tuple[str, Analysis], other: tuple[str, Analysis], *,
     env = tuple(report_env_changes(a, b))
     ia, ib = ReportInfo.of(la, a), ReportInfo.of(lb, b)
     same = same_machine(ia.machine, ib.machine) if ia.machine and ib.machine else None
-    found = _Rows([], [], 0, 0, (), False)
+    found = _Rows([], [], 0, (), False)
     model_floors = None
     settings = matching.settings_differ(ba.bench.settings if ba else None, bb.bench.settings if bb else None)
     if ba and bb:
@@ -519,8 +486,8 @@ def compare_analysed(base: tuple[str, Analysis], other: tuple[str, Analysis], *,
             model_floors = None
         else:
             model_floors = shipped.for_model(name_a) if floors is None else floors.get(name_a) if name_a else None
-        found = _case_diffs(m, controls.unchanged_impls(env), practical=practical, confidence=confidence,
-                            resamples=resamples, seed=seed, model_floors=model_floors, settings=settings)
+        found = _case_diffs(m, practical=practical, confidence=confidence, resamples=resamples, seed=seed,
+                            model_floors=model_floors, settings=settings)
     cases = found.cases
     ops = list(dict.fromkeys(c.op for c in cases))
     return Comparison(
@@ -529,8 +496,7 @@ def compare_analysed(base: tuple[str, Analysis], other: tuple[str, Analysis], *,
         only_other=tuple(CaseRef.of(r) for r in m.only_other),
         ops=tuple(summarise(op, [c for c in cases if c.op == op], practical, confidence) for op in ops),
         overall=summarise("all", cases, practical, confidence), ceilings=_ceilings(ba, bb),
-        same_gpu=a.gpu_name == b.gpu_name, same_machine=same, floors=tuple(found.floors), controls=found.controls,
-        tested=found.tested, sources=found.sources,
+        same_gpu=a.gpu_name == b.gpu_name, same_machine=same, floors=tuple(found.floors), tested=found.tested, sources=found.sources,
         shipped_model=model_floors.model if found.shipped_used and model_floors else None,
         shipped_pairs=((*model_floors.pairs, *(model_floors.launch_pairs if found.launch_used else ()))
                        if found.shipped_used and model_floors else ()), settings=settings,
@@ -546,31 +512,21 @@ def compare(base: tuple[str, Report], other: tuple[str, Report], *,
                             **kw)  # type: ignore[arg-type]
 
 
-def _check(practical: float, confidence: float) -> None:
-    if not (0 < confidence < 1) or practical < 0 or not math.isfinite(practical):
-        raise ValueError("confidence must be in (0, 1) and the practical threshold non-negative")
-
-
 def diff_analysed(analysed: Sequence[tuple[str, Analysis]], *, practical: float = stats.PRACTICAL,
                   confidence: float = stats.CONFIDENCE, resamples: int = stats.RESAMPLES,
                   seed: int = stats.SEED, floors: Mapping[str, shipped.ModelFloors] | None = None) -> Diff:
     """Compare every analysed report with the first. ``analysed``: (label, analysis), at least two."""
     if len(analysed) < 2:
         raise ValueError("diff needs at least two reports")
-    _check(practical, confidence)
+    if not (0 < confidence < 1) or practical < 0 or not math.isfinite(practical):
+        raise ValueError("confidence must be in (0, 1) and the practical threshold non-negative")
     comps = tuple(compare_analysed(analysed[0], x, practical=practical, confidence=confidence, resamples=resamples,
                                    seed=seed, floors=floors) for x in analysed[1:])
-    infos = (comps[0].base, *(c.other for c in comps))
-    return Diff(infos, comps, practical * 100, confidence, resamples)
+    return Diff((comps[0].base, *(c.other for c in comps)), comps, practical * 100, confidence, resamples)
 
 
-def diff(reports: Sequence[tuple[str, Report]], *, practical: float = stats.PRACTICAL,
-         confidence: float = stats.CONFIDENCE, resamples: int = stats.RESAMPLES, seed: int = stats.SEED,
-         floors: Mapping[str, shipped.ModelFloors] | None = None) -> Diff:
-    """Compare every report with the first. ``reports``: (label, report) pairs, at least two. ``floors``:
-    as ``compare_analysed``'s."""
+def diff(reports: Sequence[tuple[str, Report]], **kw: Any) -> Diff:
+    """Compare every report with the first (each analysed here); ``kw``: as ``diff_analysed``'s."""
     if len(reports) < 2:
         raise ValueError("diff needs at least two reports")
-    _check(practical, confidence)
-    return diff_analysed([(label, analyse(r)) for label, r in reports], practical=practical, confidence=confidence,
-                         resamples=resamples, seed=seed, floors=floors)
+    return diff_analysed([(label, analyse(r)) for label, r in reports], **kw)

@@ -1,10 +1,6 @@
-"""What differs between two environments, and between two sets of health checks.
-
-Only facts that explain a performance difference or a health change are
-compared (versions, GPU model, identity and limits, clocks, power, ECC, MIG); facts
-that differ on every run (free memory, temperature, PIDs) would bury them. Every change
-carries the ``key`` of the fact it is about (``driver.driver_version``, ``gpu.uuid``,
-``setting.quick``), so a reader of the data never has to parse a label.
+"""What differs between two environments and two sets of health checks: only facts that explain a performance or
+health change (versions, GPU model, identity, limits, clocks, power, ECC, MIG), each change with the ``key`` of
+its fact (``driver.driver_version``, ``gpu.uuid``, ``setting.quick``).
 """
 
 from __future__ import annotations
@@ -114,11 +110,8 @@ def _show(f: Fact, fmt: Formatter) -> str:
 
 
 def _compare_fact(a: Fact, b: Fact) -> bool:
-    """True when the two facts differ in a way worth showing.
-
-    Two missing facts never differ (their reasons are often run-specific, e.g.
-    a runtime probe ``probe`` skips); a fact only one side could read does.
-    """
+    """True when the two facts differ in a way worth showing: two missing facts never do (their reasons are
+    often run-specific); a fact only one side could read does."""
     if not a.ok and not b.ok:
         return False
     return bool(a.value != b.value)
@@ -165,11 +158,8 @@ _RANK = {"pass": 0, "skip": 0, "warn": 1, "fail": 2}
 
 @dataclass(frozen=True)
 class CheckChange:
-    """A health check whose verdict differs. ``kind``: ``new_fail`` (now failing, was not),
-    ``worse`` (pass -> warn, or a new check that warns), ``fixed`` (fail/warn -> pass), ``better``
-    (fail -> warn), ``removed`` (a failing or warning check no longer run), or ``different``:
-    the two reports come from different machines, where nothing was fixed or broken, the
-    machines just differ."""
+    """A health check whose verdict differs (``kind``): ``new_fail``, ``worse``, ``fixed``, ``better``, ``removed``,
+    or ``different`` (two machines: nothing was fixed or broken, they differ)."""
 
     id: str
     title: str

@@ -10,74 +10,11 @@ Version history:
       ``node`` (the node tests side by side; null unless both reports ran them) and the
       document's ``unmatched`` (fleet nodes without a partner) and ``worlds`` (fleets'
       collectives across their nodes).
+  2 - ``controls`` (per comparison) and ``control`` (per case) removed: a noise floor never comes from
+      the pair judged, so no row serves as a control; floor sources are ``repeats`` or ``shipped``, and a
+      row no floor covers is ``not judged``, its ``reasons`` saying why (2026-12-07).
 
-Layout (version 1). Times are microseconds per call; ratios are other / baseline time
-(above 1 is slower); intervals are at ``confidence`` and include run-to-run noise (see
-``compare/stats.py``); a number that could not be known is ``null``::
-
-    {
-      "format": "envcheck-diff", "version": 1,
-      "confidence": 0.95, "practical_pct": 2.0, "resamples": 2000,
-      "regression_pct": 5.0,                # the --fail-on-regression threshold (null: none given)
-      "reports": [                          # the baseline first
-        {"label", "host", "created", "kind", "gpu_name", "health", "cases",
-         "gpus": [{"index", "model", "uuid", "serial"}]}],
-      "comparisons": [{                     # one per report after the baseline
-        "baseline": "<label>", "other": "<label>",
-        "same_gpu_model": true, "same_machine": false,     # same_machine null: cannot tell
-        "environment": [{"key", "area", "label", "gpu", "before", "after"}],
-        "checks": [{"id", "title", "kind", "before", "after"}],   # kind: new_fail | worse |
-                                            # different | fixed | better | removed
-        "overall": GROUP, "ops": [GROUP],
-        "cases": [CASE],
-        "only_baseline": [REF], "only_other": [REF],
-        "ceilings": [{"name", "kind", "unit", "baseline", "other"}],
-        "noise_floors": [FLOOR],            # every distinct floor used, largest first
-        "controls": 178,                    # compared rows whose implementation did not change
-        "tested": 247,                      # rows with an interval: the family the correction covers
-        "correction": "benjamini-hochberg", # how the calls are corrected for testing them at once
-        "allowance_sources": {"repeats": 0, "shipped": 247},   # rows per source of the allowance
-        "shipped_floors": {"model", "pairs": [["<baseline>", "<other>"]]} | null,
-        "regressions": [REF + {"ratio", "low", "high"}],   # slower by more than regression_pct
-                                            # (or than practical_pct when none was given)
-        "node": NODE | null                 # both reports ran the node tests (run --gpus, fleet)
-      }],
-      "unmatched": [{"label", "side", "host", "gpus": [uuid], "reason"}],  # fleet nodes with no
-                                            # partner (paired by host and GPU UUIDs, never by position)
-      "worlds": [{"baseline", "other", **NODE}]   # fleets: the collectives across all their nodes
-    }
-    GROUP: {"name", "geomean", "low", "high", "count", "clusters", "verdict",
-            "faster", "slower", "same", "uncertain", "not_comparable", "not_judged"}
-            verdict: faster | slower | same | uncertain | none
-    CASE:  {"op", "impl", "dtype", "precision", "shape": [..], "category", "verdict",
-            "timing", "method", "baseline_us", "other_us", "ratio", "low", "high",
-            "n_baseline", "n_other", "within_log_se", "floor": FLOOR, "control",
-            "baseline_gbps", "other_gbps", "baseline_tflops", "other_tflops",
-            "baseline_pct_theoretical", "other_pct_theoretical",
-            "baseline_pct_measured", "other_pct_measured",
-            "baseline_flags": [..], "other_flags": [..],
-            "other_precision", "reasons": [{"key", "params"}],
-            "numeric": {"kind", "baseline_rel_l2", "other_rel_l2", "baseline_passed", "other_passed"}}
-            verdict: faster | slower | same | uncertain | not comparable | not judged (a launch-time row no
-            noise floor covers: its ratio, no interval, outside the family and the geomeans)
-    FLOOR: {"log_sd", "pct", "source", "kind": [..], "cases", "df"}
-            source: repeats | shipped | controls | spread | none (compare/stats.py NoiseFloor)
-    REF:   {"op", "impl", "dtype", "precision", "shape": [..], "status"}
-    NODE:  {"collectives": [{"scope", "op", "size_bytes", "ranks", "timing", "baseline_us", "other_us",
-                             "baseline_busbw_gbps", "other_busbw_gbps", "baseline_algo", "other_algo",
-                             "baseline_status", "other_status", **RATIO}],
-            "copies": [{"kind", "method", "src", "dst", "directions", "host_link", "baseline_gbps",
-                        "other_gbps", "baseline_pct_expected", "other_pct_expected", **RATIO}],
-            "counters": [{"gpu", "name", "baseline_delta", "other_delta", "baseline_per_s", "other_per_s",
-                          "baseline_boot_per_s", "other_boot_per_s", "baseline_over_limit",
-                          "other_over_limit"}],
-            "changes": [{"what", "gpus": [..], "scope", "op", "size_bytes", "before", "after"}],
-                        # what: path | nvlinks | nccl | algorithm
-            "only_baseline": [..], "only_other": [..], "noise_floors": [FLOOR],
-            "shipped_floors": {"model", "pairs": [["<baseline>", "<other>"]]} | null,   # the node controls
-            "regressions": [{"test", "ratio", "low", "high"}]}
-    RATIO: "verdict", "ratio", "low", "high", "n_baseline", "n_other", "within_log_se", "floor": FLOOR,
-           "reasons": [{"key", "params"}]        (ratio: other / baseline time, above 1 is slower)
+The layout, field by field: docs/compare.md ("diff --format json").
 """
 
 from __future__ import annotations
@@ -93,7 +30,7 @@ from envcheck.model.bench import ParamValue
 from envcheck.outside_json import Json
 
 FORMAT = "envcheck-diff"
-VERSION = 1
+VERSION = 2
 
 
 def _num(x: float | None) -> float | None:
@@ -136,7 +73,7 @@ def _case(c: CaseDiff) -> dict[str, Json]:
         "category": c.category, "verdict": c.verdict, "timing": c.timing, "method": c.method,
         "baseline_us": _num(c.base_us), "other_us": _num(c.other_us), "ratio": _num(c.ratio), "low": _num(c.low),
         "high": _num(c.high), "n_baseline": c.n_base, "n_other": c.n_other, "within_log_se": _num(c.within_log_se),
-        "floor": _floor(c.floor), "control": c.control,
+        "floor": _floor(c.floor),
         "baseline_gbps": _num(c.base_gbps), "other_gbps": _num(c.other_gbps),
         "baseline_tflops": _num(c.base_tflops), "other_tflops": _num(c.other_tflops),
         "baseline_pct_theoretical": _num(c.base_pct), "other_pct_theoretical": _num(c.other_pct),
@@ -210,7 +147,7 @@ def _comparison(cmp: Comparison, regression_pct: float) -> dict[str, Json]:
         "only_baseline": [_ref(r) for r in cmp.only_base], "only_other": [_ref(r) for r in cmp.only_other],
         "ceilings": [{"name": c.name, "kind": c.kind, "unit": c.unit, "baseline": _num(c.base),
                       "other": _num(c.other)} for c in cmp.ceilings],
-        "noise_floors": [_floor(f) for f in cmp.floors], "controls": cmp.controls,
+        "noise_floors": [_floor(f) for f in cmp.floors],
         "tested": cmp.tested, "correction": cmp.correction, "allowance_sources": dict(cmp.sources),
         "shipped_floors": None if cmp.shipped_model is None else {
             "model": cmp.shipped_model, "pairs": [list(p) for p in cmp.shipped_pairs]},

@@ -1,11 +1,5 @@
-"""The nodes of a fleet report as reports of their own, each with who it is, and ``diff`` of
-reports whose nodes are paired by identity.
-
-A fleet report holds one section per node, shaped like a single-node report; each becomes a
-report (``label:node``) so every comparison reads a fleet node as it reads one machine. Nodes
-of two reports are paired by host and GPU UUIDs (``match.pair_nodes``), never by position: a
-fleet whose rank order changed, or that lost a node, still compares each node with itself, and
-a node without a partner is listed with the reason.
+"""The nodes of a fleet report as reports of their own (``label:node``), and ``diff`` of reports whose nodes are
+paired by host and GPU UUIDs (``match.pair_nodes``), never by position; a node without a partner is listed.
 """
 
 from __future__ import annotations
@@ -82,10 +76,8 @@ def diff_nodes(reports: Sequence[Sequence[tuple[NodeReport, Analysis]]],
                worlds: Sequence[tuple[str, NodeSide | None]] = (), *, practical: float = stats.PRACTICAL,
                confidence: float = stats.CONFIDENCE, resamples: int = stats.RESAMPLES,
                seed: int = stats.SEED) -> Diff:
-    """Every node of every report after the first against the first report's node that is the same
-    machine (``match.pair_nodes``); nodes with no partner are listed in ``Diff.unmatched``.
-    ``worlds``: per report, (label, its collectives across the fleet: ``world_of``), compared with
-    the first report's in ``Diff.worlds``."""
+    """Every node of every later report against the first report's node that is the same machine; the unmatched
+    in ``Diff.unmatched``; ``worlds``: each report's collectives across its fleet, against the first's."""
     if len(reports) < 2:
         raise ValueError("diff needs at least two reports")
     base = list(reports[0])

@@ -1,18 +1,10 @@
 """The result of ``envcheck history``: each machine's reports over time, as trends and steps.
 
-Reports are grouped by machine (``compare/machine.py``: the GPUs' UUIDs, not the host name,
-which is ``vm`` on many cloud boxes); reports without benchmark results (``envcheck check``
-and ``probe`` reports) have nothing to trend and are left out with a note, so one can never
-be a baseline. Within a machine, each op's trend is its geometric-mean time ratio to the
-machine's *first* report (cases matched as in ``diff``); a machine with one report has no
-trend yet (``History.trend``). A node (a host and its GPUs: a ``run --gpus`` report, or the
-nodes of a fleet simulated on it) is one machine, and its node tests give node-level series
-beside the per-GPU ones (``NodePoint``). A step is a change between
-*consecutive* reports, for one (op, impl, dtype, precision) group, that is significant as in
-``diff`` (the geometric mean's interval, run-to-run noise included, excludes 1.0) and larger
-than the practical threshold; each step carries what changed in the environment at that
-point, so a reader sees "matmul triton bf16 got 7% faster at 2026-12-01 when the driver went
-575.57 -> 580.159". Peaks and ceilings are the analysis' numbers for each report.
+Reports are grouped by machine (its GPUs' UUIDs: ``machine.py``); reports without benchmark results are
+left out with a note. Each op's trend is its geometric-mean time ratio to the first report sampled alike
+that ran it (cases matched as in ``diff``); a node's tests give node-level series beside. A step is a
+significant change (as in ``diff``) between consecutive reports of one (op, impl, dtype, precision) group,
+with what changed in the environment at that point.
 """
 
 from __future__ import annotations
@@ -26,7 +18,7 @@ from envcheck.analysis import Analysis, analyse
 from envcheck.analysis.ceilings import BANDWIDTH, THEORETICAL
 from envcheck.analysis.ceilings import MEASURED as MEASURED_CEILING
 from envcheck.compare import stats
-from envcheck.compare.diff import CaseDiff, ReportInfo, compare_analysed, summarise
+from envcheck.compare.diff import CaseDiff, Comparison, ReportInfo, compare_analysed, summarise
 from envcheck.compare.envdiff import EnvChange, can_move
 from envcheck.compare.machine import MachineId, machine_of
 from envcheck.compare.match import SAMPLING
@@ -107,10 +99,7 @@ class Step:
 
     @property
     def change_pct(self) -> float:
-        """How much less (faster) or more (slower) time, in percent of the previous time (always positive).
-
-        Time, not speed: "7% faster" means a 0.93 ratio, the number the tables show.
-        """
+        """How much less (faster) or more (slower) time, in percent of the previous time: "7% faster" is a 0.93 ratio."""
         return abs(self.ratio - 1) * 100
 
     @property
@@ -171,14 +160,22 @@ def group_name(c: CaseDiff) -> str:
 
 
 def _op_point(op: str, a: Analysis, vs_first: Sequence[CaseDiff] | None, declared: Sequence[OpSpec] = ()) -> OpPoint:
-    """``declared``: the user ops declared by any report of the history (a report that did not run one
+    """``vs_first``: the op's cases against the first report that ran it (None: this is that report);
+    ``declared``: the user ops declared by any report of the history (a report that did not run one
     has no declaration of it, and the op's point there is empty, not an error)."""
     bench = a.bench
     results = [r for r in (bench.results if bench else ()) if r.case.op == op and r.status != "error"]
     top = max((r for r in results if r.rate is not None), key=lambda r: r.rate or 0.0, default=None)
-    g = summarise(op, vs_first, 0.0, stats.CONFIDENCE) if vs_first is not None else None
-    # The first report: every ratio is 1 by definition.
-    ratio, low, high, count = (g.geomean, g.low, g.high, g.count) if g is not None else (1.0, 1.0, 1.0, len(results))
+    ratio: float | None
+    low: float | None
+    high: float | None
+    if not any(r.case.op == op for r in (bench.results if bench else ())):  # not run here: no value in its column
+        ratio, low, high, count = None, None, None, 0
+    elif vs_first is None:  # the first report that ran it: its ratio is 1 by definition
+        ratio, low, high, count = 1.0, 1.0, 1.0, len(results)
+    else:
+        g = summarise(op, vs_first, 0.0, stats.CONFIDENCE)
+        ratio, low, high, count = g.geomean, g.low, g.high, g.count
     bound = lookup(op, (*(bench.bench.ops if bench else ()), *declared)).compute_bound
     return OpPoint(
         op, ratio, low, high, count,
@@ -253,25 +250,33 @@ def history_analysed(analysed: Sequence[tuple[str, Analysis]], *, practical: flo
     kw = {"practical": practical, "resamples": resamples, "seed": seed}
     declared = tuple({s.name: s for _, a in ordered for b in a.report.benches for s in b.ops}.values())
     sampling = [_sampling(a) for _, a in ordered]
+    ran = [{c.op for b in a.report.benches[:1] for c in b.cases} for _, a in ordered]
+    compared: dict[tuple[int, int], Comparison] = {}
+
+    def against(j: int, i: int) -> Comparison:
+        """Report ``i`` against report ``j`` (on the GPU of ``i``'s suite), compared once."""
+        if (j, i) not in compared:
+            (lj, aj), (li, ai) = ordered[j], ordered[i]
+            compared[(j, i)] = compare_analysed((lj, on_gpu(aj, _first_gpu(ai))), (li, ai), **kw)  # type: ignore[arg-type]
+        return compared[(j, i)]
+
     points: list[Point] = []
     steps: list[Step] = []
     for i, (label, a) in enumerate(ordered):
-        gpu = _first_gpu(a)
-        # The trend's baseline and the step's previous report: the first and the latest earlier
-        # report sampled alike (a --quick run is never held against a full one).
+        # The trend's baseline of an op and the step's previous report: the first report sampled alike
+        # that ran the op, and the latest earlier one sampled alike (a --quick run is never held against a full
+        # one). Each column is one op's: a report that did not run it has no value there.
         alike = [j for j in range(i) if sampling[j] == sampling[i]]
-        base = ordered[alike[0]] if alike else None
-        vs_first = compare_analysed((base[0], on_gpu(base[1], gpu)), (label, a), **kw) if base else None  # type: ignore[arg-type]
+        firsts = {op: next((j for j in alike if op in ran[j]), None) for op in ops}
         points.append(Point(
-            vs_first.other if vs_first else ReportInfo.of(label, a.report),
-            tuple(_op_point(op, a, [c for c in vs_first.cases if c.op == op] if vs_first else None, declared)
-                  for op in ops),
+            ReportInfo.of(label, a.report),
+            tuple(_op_point(op, a, None if (j := firsts[op]) is None else
+                            [c for c in against(j, i).cases if c.op == op], declared) for op in ops),
             _ceiling(a, MEASURED_CEILING), _ceiling(a, THEORETICAL), node_point(a), _first_gpu(a),
         ))
         if not alike:
             continue
-        previous = ordered[alike[-1]]
-        step_cmp = compare_analysed((previous[0], on_gpu(previous[1], gpu)), (label, a), **kw)  # type: ignore[arg-type]
+        step_cmp = against(alike[-1], i)
         groups: dict[str, list[CaseDiff]] = {}
         for c in step_cmp.cases:
             groups.setdefault(group_name(c), []).append(c)

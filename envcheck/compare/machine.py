@@ -1,11 +1,6 @@
-"""Which machine a report comes from: its GPUs' identities, not its host name.
-
-Cloud boxes are often all called ``vm``, and one host name can hand out another physical GPU
-on every boot: two "H200 on vm" runs of the committed reports ran on different GPUs. A GPU is
-named by its NVML UUID (``GPU-...``, ``nvidia-smi -L``), else its board serial (``nvidia-smi
---query-gpu=serial``) where the probe recorded one. Only a machine without either (a CPU-only
-box, an old report) falls back to its host name and GPU models, and then two reports are
-never called the same machine for certain.
+"""Which machine a report comes from: its GPUs' NVML UUIDs (else board serials), never its host name (cloud
+boxes are all ``vm``, and one host name can hand out another GPU on every boot). A machine with neither falls
+back to its host and GPU models, and is then never called the same machine for certain.
 """
 
 from __future__ import annotations

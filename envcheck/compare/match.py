@@ -1,10 +1,6 @@
-"""Pairing the cases of two benchmark runs, and deciding whether a pair may be compared.
-
-Cases pair on their key (op, impl, dtype, precision, shape). A pair is compared only when
-both sides were timed the same way on comparable terms; otherwise it is kept, with the
-reasons, so a reader sees *why* a row has no ratio instead of the row silently disappearing
-or, worse, being compared anyway. Reasons are keys with parameters (``Note``), phrased by
-the presentation. Everything judged here (status, throttling) is read from the analysis.
+"""Pairing the cases of two benchmark runs on their key, and deciding whether a pair may be compared: one timed
+differently or on incomparable terms is kept with its reasons (keys with parameters), never silently dropped
+or compared anyway. Everything judged here is read from the analysis.
 """
 
 from __future__ import annotations
@@ -34,12 +30,8 @@ LooseKey = tuple[str, str, str, tuple[int, ...]]
 
 @dataclass(frozen=True)
 class Matching:
-    """Results of a baseline run and another run, paired.
-
-    ``pairs``: same key on both sides. ``precision_pairs``: same op, impl, dtype and shape
-    but a different precision (e.g. IEEE fp32 vs TF32): never compared, listed so the
-    mismatch is visible. ``only_base`` / ``only_other``: the rest.
-    """
+    """Results of two runs, paired: ``pairs`` on the same key, ``precision_pairs`` differing in precision only
+    (never compared, listed), ``only_base`` / ``only_other`` the rest."""
 
     pairs: tuple[tuple[CaseResult, CaseResult], ...]
     precision_pairs: tuple[tuple[CaseResult, CaseResult], ...]
@@ -87,13 +79,8 @@ def match(base: tuple[CaseResult, ...], other: tuple[CaseResult, ...]) -> Matchi
 
 
 def timings(a: CaseResult, b: CaseResult) -> tuple[str | None, Timing | None, Timing | None, list[Note]]:
-    """Which timing the pair is compared on (``gpu`` or ``launch``), the two timings, and any
-    reasons the pair cannot be compared.
-
-    GPU time (graph replay) is preferred when both sides have it; otherwise launch time when
-    both have it. Timings taken by different methods (graph replay vs events vs a host clock)
-    measure different things and are never mixed.
-    """
+    """Which timing the pair is compared on (``gpu`` when both have it, else ``launch``), the two timings, and
+    why the pair cannot be compared: timings of different methods measure different things, never mixed."""
     reasons = [Note(FAILED, {"side": side, "stage": r.case.failure.stage, "detail": r.case.failure.detail})
                for side, r in (("baseline", a), ("other", b)) if r.case.failure is not None]
     if reasons:
@@ -179,10 +166,8 @@ class NodePair:
 
 
 def pair_nodes(base: tuple[NodeId, ...], other: tuple[NodeId, ...]) -> tuple[tuple[NodePair, ...], tuple[Unmatched, ...]]:
-    """Pair the nodes of two reports by who they are, never by position: the same host and GPUs
-    first, then the same GPUs, then the same node name, then the same host (a machine whose GPUs
-    were swapped, or a cloud host handed other GPUs); each node pairs at most once. What is left
-    on either side is returned as unmatched."""
+    """Pair the nodes of two reports by who they are, never by position (same host and GPUs, then GPUs, then node
+    name, then host), each at most once; the rest are returned as unmatched."""
     used_a: set[int] = set()
     used_b: set[int] = set()
     pairs: list[NodePair] = []

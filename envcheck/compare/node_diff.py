@@ -1,36 +1,12 @@
 """What changed between two nodes: the node tests of two reports side by side, as pure data.
 
-Read from each side's node analysis through ``node_read`` (every bandwidth, path and counter rate
-is the analysis'); what only a comparison has (ratios, their intervals, verdicts, what changed in
-the topology, NCCL and its algorithms) is built here with ``compare/stats.py``'s functions, as for
-the kernel cases:
-
-* **collectives** pair on (scope, op, size). A ratio is other / baseline time of one call (above 1
-  is slower; busbw moves the other way by the same factor, the ranks being equal). The time is the
-  mean of the per-iteration times (nccl-tests' ``-a 1``), so its within-run standard error is the
-  standard error of that mean. A GPU time whose graph captures share one allocation is the median
-  of the captures' means (``analysis.collectives.gpu_time_us``); its within-run error is still taken
-  from the per-iteration times, and what the captures' draws (communicators) add is in the run-to-run
-  floor, learned with that same time from the committed controls.
-* **copies** (peer copies, and host links: ``h2d`` / ``d2h``) pair on (kind, method, source,
-  destination, directions). Their bandwidth is over the median time, so the within-run error is
-  the bootstrap one of the median (``stats.median_log_se``).
-* **run-to-run floor**: for two runs on one machine whose GPU model has node floors shipped
-  (``compare/shipped.py``, learned from committed back-to-back node runs), each row's kind's shipped
-  floor; else one measured over the node rows of the comparison itself (``stats.noise_floors``:
-  how rows of one kind scatter around the kind's median move). Kinds: (scope, op, size class,
-  size), (scope, op, size class), (scope, op), scope, every row for collectives, the first that
-  has a floor; (copy, host or peer, method), (copy, host or peer), copy for copies. A collective's
-  run-to-run noise is a property of its size, not of its class: on 2 x H100 all_to_all at 16 MiB
-  moved 3% between runs and at 4 MiB 1%, all_gather at 4 GiB 0.05% and at 64 MiB 0.2%; a floor per
-  op and size class let the quiet sizes' intervals exclude 1 in 6.4% of eight held-out back-to-back
-  pairs, a floor per size in 5.0% (and in 5.25% of eleven, tests/test_node_diff.py). The rows with an
-  interval are one family, called after the Benjamini-Hochberg correction, as the kernel cases are.
-* **counters**: each GPU's error-counter rate during the node tests (and since boot), both sides.
-* **topology**: each GPU pair's path (``NV18``, ``SYS``...), each GPU's active NVLinks, the NCCL
-  version of each sweep and the NCCL algorithm at each (op, size): every difference is listed.
-
-GPU indices are the node's own NVML indices on each side.
+Each side's numbers are its node analysis' (read through ``node_read``); ratios, intervals, verdicts and
+what changed (topology, NVLinks, NCCL and its algorithms) are built here with ``stats``, as for the kernel
+cases. Collectives pair on (scope, op, size), their time the mean of the per-iteration times (its
+within-run error the mean's); copies on (kind, method, source, destination, directions), their time the
+median. The run-to-run floor of a row is the one shipped for its kind (a collective's per size: its noise
+is a property of the size, not of the size class) for two runs on one machine; without one the row is not
+judged. The rows with an interval are one family (Benjamini-Hochberg). GPU indices are each node's own.
 """
 
 from __future__ import annotations
@@ -52,6 +28,8 @@ NODE_FAILED = "compare.node_failed"  # side, status
 RANKS_DIFFER = "compare.ranks_differ"  # baseline, other
 TIMING_DIFFERS = "compare.methods_differ"  # baseline, other (the key of match.METHODS_DIFFER)
 
+NOT_JUDGED = "not judged"  # no node floor shipped for its kind (diff.NOT_JUDGED)
+NO_NODE_FLOOR = "diff.not_judged.no_node_floor"
 MEASURED = ("ok", "unverified")  # collective statuses whose time is a measurement of the call
 # Collectives from this size are "large" (nccl-tests' bar tightens there too): their run-to-run noise
 # differs from the small sizes' (all_gather and reduce_scatter at 1-4 GiB moved 3-10% between
@@ -68,7 +46,7 @@ class RatioRow:
     """What a node row's ratio carries: other / baseline time, its interval (run-to-run noise
     included, ``floor``) and the verdict; ``reasons``: why it was not compared."""
 
-    verdict: str  # faster | slower | same | uncertain | not comparable
+    verdict: str  # faster | slower | same | uncertain | not comparable | not judged
     ratio: float | None = None
     low: float | None = None
     high: float | None = None
@@ -81,6 +59,11 @@ class RatioRow:
     @property
     def compared(self) -> bool:
         return self.ratio is not None and self.verdict != "not comparable"
+
+    @property
+    def judged(self) -> bool:
+        """Compared and held against a noise floor."""
+        return self.compared and self.verdict != NOT_JUDGED
 
 
 @dataclass(frozen=True)
@@ -154,11 +137,8 @@ class CounterDiff:
 
 @dataclass(frozen=True)
 class Change:
-    """A difference in how the node is wired or driven. ``what``: ``path`` (the path of the GPU
-    pair ``gpus``), ``nvlinks`` (active / total links of GPU ``gpus[0]``), ``nccl`` (the NCCL
-    version of the ``scope`` sweep), ``algorithm`` (NCCL's algorithm/protocol for ``op`` at
-    ``size_bytes`` in the ``scope`` sweep); ``before`` / ``after`` as each side recorded it (None:
-    absent)."""
+    """A difference in how the node is wired or driven (``what``): a GPU pair's ``path``, a GPU's active
+    ``nvlinks``, a sweep's ``nccl`` version, NCCL's ``algorithm`` for ``op`` at ``size_bytes``; None: absent."""
 
     what: str
     before: str | None
@@ -235,21 +215,19 @@ class _Pending:
 
 def _finish(pending: Sequence[_Pending | RatioRow], practical: float, confidence: float,
             model_floors: shipped.ModelFloors | None) -> tuple[list[RatioRow], list[stats.NoiseFloor]]:
-    """Each row's floor (shipped for its kind where there is one, else measured over the rows
-    with an interval of their own), its interval, and its verdict, the rows with an interval
-    called as one family (Benjamini-Hochberg)."""
+    """Each row's floor (shipped for its kind; without one the row is not judged: never a floor from
+    the pair itself), its interval, and its verdict, the rows with an interval called as one family
+    (Benjamini-Hochberg)."""
     todo = [(i, p) for i, p in enumerate(pending) if isinstance(p, _Pending)]
-    usable = [(i, p) for i, p in todo if math.isfinite(p.within_se)]
-    floors = stats.noise_floors([stats.FloorRow(math.log(p.ratio), p.within_se, p.kinds, False) for _, p in usable])
-    floor_of = {i: f for (i, _), f in zip(usable, floors, strict=True)}
     ivs: dict[int, stats.RatioInterval] = {}
+    unjudged: set[int] = set()
     for i, p in todo:
-        own = floor_of.get(i)
-        if own is None:  # no within-run error: no interval
-            ivs[i] = stats.interval(p.ratio, None, stats.NO_FLOOR, p.n_base, p.n_other, confidence)
-            continue
-        floor = (model_floors.node_floor(p.kinds) if model_floors is not None else None) or own
-        ivs[i] = stats.interval(p.ratio, p.within_se, floor, p.n_base, p.n_other, confidence)
+        floor = model_floors.node_floor(p.kinds) if model_floors is not None else None
+        within = p.within_se if math.isfinite(p.within_se) else None
+        if floor is None and within is not None:
+            unjudged.add(i)
+        ivs[i] = (stats.RatioInterval(p.ratio, None, None, None, p.n_base, p.n_other, within) if i in unjudged
+                  else stats.interval(p.ratio, within, floor or stats.NO_FLOOR, p.n_base, p.n_other, confidence))
     keys = list(ivs)
     significant = dict(zip(keys, stats.bh_significant([stats.p_value(ivs[i]) for i in keys], 1.0 - confidence),
                            strict=True))
@@ -262,8 +240,9 @@ def _finish(pending: Sequence[_Pending | RatioRow], practical: float, confidence
         iv = ivs[i]
         if iv.floor is not None and iv.has_interval:
             used.add(iv.floor)
-        out.append(RatioRow(stats.verdict(iv, practical, significant[i]), iv.ratio, iv.low, iv.high, iv.n_base,
-                            iv.n_other, iv.within_log_se, iv.floor))
+        out.append(RatioRow(NOT_JUDGED if i in unjudged else stats.verdict(iv, practical, significant[i]), iv.ratio,
+                            iv.low, iv.high, iv.n_base, iv.n_other, iv.within_log_se, iv.floor,
+                            (Note(NO_NODE_FLOOR),) if i in unjudged else ()))
     return out, sorted(used, key=lambda f: (-f.log_sd, f.source, f.kind))
 
 

@@ -1,9 +1,5 @@
-"""What a node comparison reads of one analysed node: the one adapter between ``analysis/node.py``
-and ``compare/node_diff.py``.
-
-Kept small and in one place so a change in the node analysis' shape (split into modules, a GPU
-time beside the per-call time of a collective) touches this file alone. Nothing here derives a
-per-node number: every bandwidth, path and counter rate is the analysis'.
+"""What a node comparison reads of one analysed node: the one adapter between ``analysis/node.py`` and
+``compare/node_diff.py``; it derives nothing.
 """
 
 from __future__ import annotations
@@ -17,12 +13,8 @@ from envcheck.model.node import RankTiming
 
 @dataclass(frozen=True)
 class CollectivePoint:
-    """One collective at one size on one node, as the analysis gives it.
-
-    ``time_us``: the time a comparison uses: the GPU time when the analysis has one, else the
-    per-call time (``timing`` says which); ``samples_us``: per-iteration times behind it, each the
-    mean over the ranks (what nccl-tests' ``-a 1`` averages).
-    """
+    """One collective at one size on one node, as the analysis gives it: ``time_us`` its GPU time, else its
+    per-call time (``timing``), over per-iteration ``samples_us`` (each the mean over the ranks)."""
 
     scope: str
     op: str

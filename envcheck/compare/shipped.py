@@ -1,44 +1,11 @@
 """Noise floors shipped with envcheck: how far a row moves between two runs where nothing changed.
 
-Two reports without repeats cannot show their own run-to-run noise, and estimating it from
-the very two runs being judged lets a real change hide in its own allowance (or a quiet pair
-of runs make every wobble significant). So for each GPU model envcheck has committed
-back-to-back controls of (two independent runs, nothing changed), ``tools/evidence/noise_floors.py``
-learns one floor per kind of case and writes ``noise_floors.json`` beside this module, with
-the reports it came from. A diff of two reports without repeats on that GPU model uses the
-floor of each row's kind, and says so.
-
-The floor of a kind is the standard deviation of a single row's log time ratio between two
-runs, beyond the within-run noise of the two medians: ``sqrt(max(0, mean(log ratio^2) -
-mean(within^2)))`` over the kind's rows: the spread around *no change* (a kind that moved as a
-whole between the runs is noise too). A mean square, not a robust scale: run-to-run noise is
-heavy-tailed (on the H200 pair of 2026-11-22 most rows move by 0.1% and a few Triton fp32 matmuls
-by 3-6%), and a robust scale that ignores the tail left 28 of 247 intervals excluding 1 there,
-against 11 with the mean square (both in-sample). Kinds are the diff's (``diff.case_kinds``): op
-and size category, op, size category, every row (most specific first), each of the rows compared on
-one timing (GPU or launch time); one needs ``stats.MIN_FLOOR_CASES`` rows.
-A floor is used only for the implementations its controls measured (``impls``): the kinds do
-not name the implementation, and a floor learned from torch, Triton and torch.compile says
-nothing of another implementation's run-to-run noise; such a row gets the pair's own estimate.
-Its degrees of freedom are its rows, over every control pair of the model. A pair judged with
-floors learned from it is in-sample; the controls with repeats and the earlier pairs (README) are
-the test.
-
-Rows compared on launch time (timed on the host's side of a call, with no GPU time: JAX's rows,
-whose launches a CUDA graph cannot capture) get floors of their own kinds (``launch/...``), learned
-from the launch-time rows of committed negative controls (``launch_pairs``) and used only for the
-implementations those rows measured (``launch_impls``): a host-timed row moves with the host (JAX's
-rows by 0.61-1.50x between two H100 runs where nothing changed), which neither the GPU-time rows'
-floors nor a run's own repeats (they share what moves a whole run) cover. A diff calls such a row
-only with one of these floors; without, it shows its ratio as not judged (``diff.py``).
-
-Node rows (collectives and copies of ``envcheck run --gpus all``) get floors of their own, kinds
-prefixed ``node`` (``node/node/all_gather/large/67108864``, ``node/node/all_gather/large``, ``node/copy/peer``:
-``node_diff``'s kinds, a collective's size the most specific), learned
-the same way from committed back-to-back node runs on one machine (``node_pairs``), for any number
-of ranks. Without them a node diff measures its floor over its own rows, which let one pair of
-runs where nothing changed call a collective that moved 4-10% between them (all_to_all 16 MiB,
-reduce_scatter 4 GiB) slower or faster in every committed node control.
+For each GPU model with committed back-to-back controls, ``tools/evidence/noise_floors.py`` learns one floor
+per kind of case (``diff.case_kinds``; node rows ``node/...``, host-timed rows ``launch/...``) and writes
+``noise_floors.json`` beside this module with the runs it came from (docs/compare.md). A kind's floor is
+``sqrt(max(0, mean(log ratio^2) - mean(within^2)))`` over its rows: the spread around *no change*, a mean
+square because run-to-run noise is heavy-tailed. It holds only for reruns on one physical GPU (one machine,
+for node rows) and the implementations its controls measured (``impls``, ``launch_impls``).
 """
 
 from __future__ import annotations
@@ -93,7 +60,7 @@ class ModelFloors:
             if f is not None and f.rows >= stats.MIN_FLOOR_CASES:
                 # Taken as shared by every case of the kind: the geometric means then never count
                 # a kind's cases as independent (stats.geomean).
-                return stats.NoiseFloor(f.log_sd, "shipped", k, f.rows, f.df, 0.0, f.log_sd, 0)
+                return stats.NoiseFloor(f.log_sd, "shipped", k, f.rows, f.df)
         return None
 
     def floor(self, kinds: Sequence[tuple[str, ...]], impl: str) -> stats.NoiseFloor | None:

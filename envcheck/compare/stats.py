@@ -1,116 +1,38 @@
 """The statistics only a comparison has: time ratios, their intervals, verdicts, geometric means.
 
-Every other number a diff shows (throughput, shares of ceilings, flags, conditions) comes from
-``envcheck.analysis``. This module knows nothing of reports: it takes samples, log ratios and
-labels, and returns numbers.
+Every other number a diff shows comes from ``envcheck.analysis``. This module knows nothing of
+reports: it takes samples, log ratios and labels, and returns numbers.
 
-**What a ratio's interval has to cover.** A case's time ratio (other / baseline median) moves
-for two reasons besides a real change:
+**What a ratio's interval covers.** A time ratio (other / baseline median) moves without a real
+change for two reasons: the uncertainty of each side's median (*within-run*, from bootstrapping
+its samples: ``median_log_se``) and *run-to-run* noise: a rerun of the same code lands elsewhere
+(another GPU, clocks under a power cap, the host), which the samples of one run cannot show.
+Run-to-run noise, the **noise floor** (``NoiseFloor.source``), comes only from runs other than the
+pair's own medians, never estimated from the two runs being judged (a real change would hide in its
+own allowance; design.md):
 
-1. *within-run noise*: the median of one run's samples is itself uncertain. Measured here by
-   bootstrapping each side's samples (``median_log_se``).
-2. *run-to-run noise*: a second run of the same code on the same kind of machine lands a
-   little elsewhere: another physical GPU, clocks under a power cap, the host's launch
-   latency, the state the GPU was left in. This is usually the larger of the two, and the
-   samples of one run cannot show it: the samples of a case are taken back to back, in one
-   window. An interval built from (1) alone says "these two runs differed", not "a rerun
-   would differ"; that is how a diff of two runs of the same PyTorch called 8 of 84 PyTorch
-   rows significant (up to +5.8%) with intervals 0.13% wide.
+1. ``repeats``: the reports' own independent repeats (``run --repeat N``, bench/repeat.py): the
+   spread of the repeats' log medians, within-run noise included; the ratio is that of the sides'
+   mean log medians, its variance ``s_a^2/N_a + s_b^2/N_b`` (Welch). Repeats of one run share what
+   moves a whole run; where a shipped floor exists, its run-level share is added (``with_run_share``).
+2. ``shipped``: the floor of the GPU model and kind of case learned from committed back-to-back
+   controls (``compare/shipped.py``), for two reports of one physical GPU, added to within-run noise.
 
-So each ratio gets a **noise floor**, the standard deviation (log scale) of its run-to-run
-noise, from the first of these that is at hand (``NoiseFloor.source``):
+A row with neither is shown with its ratio and *not judged* (diff.py). A row's interval is
+``log ratio +- t(confidence, df) x sqrt(within_se^2 + floor^2)`` (repeats: the floor alone).
 
-1. ``repeats``: the reports' own independent repeats of the case (``envcheck run --repeat N``:
-   N fresh workers in interleaved passes, each repeat's samples kept; bench/repeat.py). Each
-   repeat is a run, so the spread of the repeats' log medians *is* run-to-run noise, within-run
-   noise included, measured without looking at the other report. The ratio is that of the two
-   sides' mean log medians, its variance ``s_a^2/N_a + s_b^2/N_b`` with Welch's degrees of
-   freedom; a side without repeats is taken to vary as much as one repeat of the other.
-   Repeats of one run share what moves a whole run (the GPU's state, the process), which their
-   spread cannot show: where a floor is shipped for the GPU model and kind of case (2. below;
-   learned from single runs, so its variance is twice that run-level variance plus each side's
-   repeat-to-repeat variance), what is left of it after the repeats' own variances is added
-   (``with_run_share``). On the controls with repeats of 2026-11-26 (H100 and H200, 48 rows
-   each) the repeats alone left 3 of 48 intervals excluding 1 on each, against at most 5%; with
-   the run-level share 1 of 48 on each.
-2. ``shipped``: the floor of this GPU model and kind of case learned from committed
-   back-to-back controls (``compare/shipped.py``, ``noise_floors.json``), for two reports of
-   one physical GPU without repeats. Added to the within-run noise below.
-3. With neither, the floor is estimated from the two runs being judged (the scheme below,
-   ``controls`` / ``spread`` / ``none``): the least trustworthy, named as such in the output.
+**Many rows at once.** The rows with an interval are one family: each row's p-value goes through
+Benjamini-Hochberg (``bh_significant``) at a false discovery rate of 1 - confidence, and only a row
+significant after that and beyond the practical threshold is called faster or slower.
 
-The estimate from the pair has two parts:
+**Geometric means** treat the cases of one kind as sharing its floor (their standard deviations
+add within a kind, variances across kinds and for within-run noise), so 200 cases of a few kinds
+are never taken for 200 independent measurements.
 
-* **scatter**: cases of one *kind* (op and size category: a 1 us launch-bound vector add
-  and a power-capped 8192^3 matmul drift very differently) scatter around the kind's median
-  ratio. Measured robustly, as 1.4826 x the median absolute deviation of the kind's log
-  ratios less the typical within-run variance, so a minority of real changes in the kind
-  does not inflate it. Taken over the kind when it has at least ``MIN_FLOOR_CASES`` rows,
-  else over its op, else its size category, else every row.
-* **shift**: a kind as a whole moves between runs (another physical GPU launches 2% faster;
-  the power cap lands elsewhere), and every case of the kind shares that move. Measured on
-  **controls**, rows whose implementation did not change between the reports (same PyTorch
-  for torch rows, same Triton and kernel for Triton rows, both for torch.compile; same
-  driver, CUDA, GPU model, envcheck and settings; another physical GPU of the same model is
-  allowed, since a rerun meets exactly that: ``compare/controls.py``). Each kind's median
-  control ratio is taken against the median of all controls, and the robust scatter of those
-  kind medians is the shift. The controls' common move is not noise: a whole machine 10%
-  slower with nothing changed is a finding, and relu alone 30% slower stands out against
-  the other kinds. Without controls (another GPU model, a new driver) the shift is unknown
-  and left out: ``NoiseFloor.source`` says ``spread`` instead of ``controls``.
-
-A case's interval is then
-
-    log ratio +- t(confidence, df) x sqrt(within_se^2 + floor^2)     (repeats: x floor alone)
-
-where df counts what the floor was estimated from (the repeats; the shipped floor's rows; for
-the pair's estimate, the rows or kinds at the MAD's efficiency, 0.37: a median absolute
-deviation is as precise as a standard deviation from about a third as many normal values), so
-a floor estimated from little gives a wider interval. With fewer than ``MIN_FLOOR_CASES``
-comparable rows and nothing else there is no floor, and the interval covers within-run noise
-only (``source`` ``none``).
-
-**Many rows at once.** A diff tests every row: at 95%, 250 rows where nothing changed give
-about 12 intervals excluding 1 by chance. The rows with an interval are one family; each row's
-p-value (``p_value``, from the same t as its interval) goes through Benjamini-Hochberg
-(``bh_significant``) at a false discovery rate of 1 - confidence, and only a row significant
-after that, and beyond the practical threshold, is called faster or slower. When nothing
-changed, the chance of calling any row is then at most 5% however many rows there are; when
-some did, most of them are still found (tests/test_diff_noise.py plants both). The intervals
-shown are each row's own, before the correction.
-
-Measured on the committed negative control of 2026-11-22 (two H200 runs on two physical GPUs,
-same PyTorch; only envcheck's Triton matmul kernels changed), with the estimate from the pair:
-2 of the 84 PyTorch rows were called faster or slower and 4 intervals excluded 1, against 8 and
-71 of 84 with within-run intervals only. A 10% slowdown planted in copies of the later run
-(3 draws each, calls corrected over the ~250 rows) is found (called slower) in 97% of the slowed
-rows when it hits a quarter of the Triton rows and Triton is marked as upgraded, 75% when it
-hits a quarter of the PyTorch rows and PyTorch is marked as upgraded, 76% of a quarter of the
-PyTorch rows and 6 of 8 of one row in ten with nothing marked changed; every relu row 30%
-slower: all 40 found. Rows with a wide
-floor of their own (torch.compile at 1 MiB varies by 15% between runs) are where a 10% change
-goes unseen.
-
-**Geometric means** (per op, overall) use the same two-level model: the cases of one kind
-share its shift, so within a kind their shift standard deviations add, while across kinds,
-and for each case's own scatter and within-run noise, variances add::
-
-    var(mean log ratio) = (sum over kinds of (n_kind x shift)^2 + sum over cases of
-                           (scatter^2 + within_se^2)) / n^2
-
-so 200 cases of a handful of kinds are never taken for 200 independent measurements, and a
-kind that moved together moves the mean by its whole shift. A shift common to every kind of
-one run (the whole machine a little slower) cannot be told from a real change by two
-reports; repetitions would measure it.
-
-**Within-run standard errors, fast.** A resampled median depends only on which order
-statistics of the sorted samples are drawn. For n samples the resample's median is the
-m-th order statistic of n uniform draws, ``U(m) ~ Beta(m, n - m + 1)``, mapped to the index
-``floor(n U(m))``; for even n the next one is ``U(m) + (1 - U(m)) Beta(1, n - m)``. So the
-``RESAMPLES`` index pairs are drawn once per sample count n (not n draws per resample), kept
-as the distinct pairs with their weights, and every case with n samples costs one gather of
-those pairs and a weighted variance: exactly the percentile bootstrap's variance of the log
-median, for a 20,000-case report in well under a second.
+**Within-run standard errors, fast.** A resampled median depends only on which order statistics
+are drawn: for n samples it is the m-th order statistic of n uniform draws, ``U(m) ~ Beta(m, n-m+1)``.
+The ``RESAMPLES`` index pairs are drawn once per n, so each case costs one gather and a weighted
+variance: the percentile bootstrap's variance of the log median, for 20,000 cases in under a second.
 """
 
 from __future__ import annotations
@@ -128,13 +50,10 @@ CONFIDENCE = 0.95
 SEED = 20261121
 MIN_SAMPLES = 5  # below this an interval from the samples means little: no verdict is given
 PRACTICAL = 0.02  # a change smaller than 2% is never called faster/slower, however significant
-MIN_FLOOR_CASES = 5  # rows (or kinds) a noise-floor estimate needs
-MIN_KIND_CONTROLS = 3  # controls a kind needs for its median to count towards the kind shift
-MAD_TO_SD = 1.4826  # MAD x this = the standard deviation, for normal data
+MIN_FLOOR_CASES = 5  # rows a shipped floor of a kind needs
 # Where a row's run-to-run allowance came from, most trusted first (NoiseFloor.source).
-ALLOWANCE_SOURCES = ("repeats", "shipped", "controls", "spread", "none")
+ALLOWANCE_SOURCES = ("repeats", "shipped")
 CORRECTION = "benjamini-hochberg"  # how a family of rows is controlled for multiple testing
-MAD_EFFICIENCY = 0.37  # the MAD's asymptotic efficiency against the standard deviation, normal data
 _CHUNK = 256  # timings gathered at once: bounds the temporary (chunk x distinct pairs) array
 
 
@@ -150,12 +69,8 @@ def _check_confidence(confidence: float) -> None:
 
 
 def _t_central(t: float, df: int) -> float:
-    """P(|T| < t) for Student's t with integer ``df`` >= 1, t >= 0.
-
-    Exact finite series (Abramowitz & Stegun 26.7.3-26.7.4) in theta = atan(t / sqrt(df)),
-    so no scipy is needed. The terms shrink geometrically (ratio <= cos^2 theta), so the
-    loop stops early once they no longer change the sum.
-    """
+    """P(|T| < t) for Student's t, integer ``df`` >= 1, t >= 0: the exact finite series of Abramowitz &
+    Stegun 26.7.3-4 in theta = atan(t / sqrt(df)) (no scipy), stopped once its terms no longer count."""
     theta = math.atan(t / math.sqrt(df))
     s, c2 = math.sin(theta), math.cos(theta) ** 2
     if df % 2 == 1:  # odd: 2/pi * (theta + sin*cos * (1 + 2/3 cos^2 + 2*4/(3*5) cos^4 + ...))
@@ -180,15 +95,8 @@ _T_SERIES_MAX_DF = 200
 
 @functools.lru_cache(maxsize=1024)
 def t_quantile(confidence: float, df: int) -> float:
-    """Two-sided Student-t critical value: t with P(|T| < t) = confidence, for integer ``df`` >= 1.
-
-    scipy is not a dependency. Up to ``_T_SERIES_MAX_DF`` degrees of freedom the exact
-    CDF series of ``_t_central`` is inverted by bisection (to ~1e-12 relative), bracketed
-    by the normal quantile below and a doubling search above (t > z for every finite df).
-    Beyond it the Cornish-Fisher expansion of t in 1/df (Abramowitz & Stegun 26.7.5, four
-    terms) is used: its error there is below 1e-9 for confidence up to 0.999, and the series
-    would need ~df terms.
-    """
+    """Two-sided Student-t critical value for integer ``df`` >= 1: ``_t_central`` inverted by bisection up
+    to ``_T_SERIES_MAX_DF``, the Cornish-Fisher expansion beyond (A&S 26.7.5; error below 1e-9 there)."""
     _check_confidence(confidence)
     if df < 1:
         raise ValueError("a t quantile needs at least one degree of freedom")
@@ -248,11 +156,9 @@ def _median_pairs(n: int, resamples: int, seed: int) -> tuple[np.ndarray, np.nda
 
 def median_log_se(timings: Sequence[np.ndarray], *, lengths: Sequence[int] | None = None,
                   resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:
-    """Bootstrap standard error of log(median) of each array of samples (NaN for fewer than
-    ``MIN_SAMPLES``). Arrays of one length are handled together; every array of length n
-    uses the same resampling pattern, so results are reproducible and independent of order.
-    ``lengths``: the arrays' lengths, when ``timings`` makes each array only as it is read
-    (then only one batch of them is ever held at once)."""
+    """Bootstrap standard error of log(median) of each array (NaN below ``MIN_SAMPLES``), one resampling
+    pattern per length (reproducible, order-independent). ``lengths``: when ``timings`` makes each array as
+    it is read (only one batch is then held at once)."""
     sizes = lengths if lengths is not None else [len(x) for x in timings]
     out = np.full(len(sizes), np.nan)
     by_n: dict[int, list[int]] = {}
@@ -278,31 +184,16 @@ def median_log_se(timings: Sequence[np.ndarray], *, lengths: Sequence[int] | Non
 
 @dataclass(frozen=True)
 class NoiseFloor:
-    """The run-to-run noise of one case, as a standard deviation of its log time ratio.
-
-    Two parts (module docstring): ``spread_sd``, how the cases of its kind scatter around the
-    kind's median, and ``shift_sd``, how far a kind as a whole moves between runs, which every
-    case of the kind shares. ``log_sd`` combines them. ``source``, most trusted first:
-    ``repeats`` (the reports' own independent repeats of the case: ``log_sd`` is the whole
-    standard error of the log ratio, within-run noise included; ``cases`` counts the repeats),
-    ``shipped`` (the noise floor of this GPU model and kind of case learned from committed
-    back-to-back controls, ``noise_floors.json``), then, estimated from the two runs judged
-    (neither of the above at hand): ``controls`` (the shift was measured on rows whose
-    implementation did not change), ``spread`` (no controls: only the scatter is covered) or
-    ``none`` (too few rows: only within-run noise is covered).
-    ``kind``: what the scatter was estimated over, most specific first (("matmul", "large"),
-    ("matmul",), ("large",), or () for every row), over ``cases`` rows; ``kinds``: the kinds
-    the shift was estimated over; ``df``: degrees of freedom of the estimate.
-    """
+    """The run-to-run noise of one case: a standard deviation of its log time ratio (``log_sd``),
+    its ``source`` (``ALLOWANCE_SOURCES``; ``none``: no floor, an interval of within-run noise only),
+    the kind of case it was learned for (``kind``, over ``cases`` rows or repeats) and its degrees
+    of freedom. Every case of a kind shares it (``geomean``)."""
 
     log_sd: float
     source: str
     kind: tuple[str, ...]
     cases: int
     df: int | None
-    spread_sd: float = 0.0
-    shift_sd: float = 0.0
-    kinds: int = 0
 
     @property
     def pct(self) -> float:
@@ -316,79 +207,6 @@ class NoiseFloor:
 
 
 NO_FLOOR = NoiseFloor(0.0, "none", (), 0, None)
-
-
-@dataclass(frozen=True)
-class FloorRow:
-    """One comparable case, as the floor estimate sees it. ``kinds``: the kinds it belongs to,
-    most specific first (each a tuple of labels; () is every row). ``control``: its
-    implementation did not change between the two reports."""
-
-    log_ratio: float
-    within_se: float
-    kinds: tuple[tuple[str, ...], ...]
-    control: bool
-
-
-def _mad_df(n: int) -> int:
-    """Degrees of freedom of a MAD-based scale from n values: the MAD is as precise as a
-    standard deviation from ``MAD_EFFICIENCY`` times as many normal values."""
-    return max(1, round(MAD_EFFICIENCY * (n - 1)))
-
-
-def _spread(rows: Sequence[FloorRow]) -> tuple[float, int]:
-    """Robust scatter of the rows' log ratios around their median, less within-run noise."""
-    lr = np.array([r.log_ratio for r in rows])
-    se = np.array([r.within_se for r in rows])
-    mad_sd = MAD_TO_SD * float(np.median(np.abs(lr - np.median(lr))))
-    return math.sqrt(max(0.0, mad_sd**2 - float(np.median(se**2)))), _mad_df(len(rows))
-
-
-def _shift(rows: Sequence[FloorRow]) -> tuple[float, int, int] | None:
-    """How far kinds of controls move as a whole: the robust scatter of each kind's median
-    control log ratio around the median of all controls (sd, df, kinds), or None when fewer
-    than ``MIN_FLOOR_CASES`` kinds have ``MIN_KIND_CONTROLS`` controls."""
-    controls = [r for r in rows if r.control]
-    if not controls:
-        return None
-    centre = float(np.median([r.log_ratio for r in controls]))
-    by_kind: dict[tuple[str, ...], list[float]] = {}
-    for r in controls:
-        by_kind.setdefault(r.kinds[0], []).append(r.log_ratio)
-    medians = np.array([np.median(v) for v in by_kind.values() if len(v) >= MIN_KIND_CONTROLS]) - centre
-    if len(medians) < MIN_FLOOR_CASES:
-        return None
-    return MAD_TO_SD * float(np.median(np.abs(medians))), _mad_df(len(medians)), len(medians)
-
-
-def noise_floors(rows: Sequence[FloorRow]) -> list[NoiseFloor]:
-    """The noise floor of every row (see the module docstring), in order."""
-    members: dict[tuple[str, ...], list[FloorRow]] = {}
-    for r in rows:
-        for k in r.kinds:
-            members.setdefault(k, []).append(r)
-    spreads: dict[tuple[str, ...], tuple[float, int] | None] = {}
-
-    def spread(kind: tuple[str, ...]) -> tuple[float, int] | None:
-        if kind not in spreads:
-            pool = members[kind]
-            spreads[kind] = _spread(pool) if len(pool) >= MIN_FLOOR_CASES else None
-        return spreads[kind]
-
-    shift = _shift(rows)
-    out = []
-    for r in rows:
-        kind = next((k for k in r.kinds if spread(k) is not None), None)
-        if kind is None and shift is None:
-            out.append(NO_FLOOR)
-            continue
-        sp_sd, sp_df = spread(kind) if kind is not None else (0.0, None)  # type: ignore[misc]
-        sh_sd, sh_df, kinds = shift if shift is not None else (0.0, None, 0)
-        dfs = [d for d in (sp_df, sh_df) if d is not None]
-        out.append(NoiseFloor(math.hypot(sp_sd, sh_sd), "controls" if shift is not None else "spread",
-                              kind if kind is not None else (), len(members[kind]) if kind is not None else 0,
-                              min(dfs), sp_sd, sh_sd, kinds))
-    return out
 
 
 # --------------------------------------------------------------------------- repeats
@@ -418,11 +236,8 @@ def repeats_of(samples: np.ndarray, passes: Sequence[int]) -> Repeats | None:
 
 
 def repeat_floor(base: Repeats | None, other: Repeats | None) -> NoiseFloor | None:
-    """The run-to-run noise of a log ratio from the repeats (None when neither side has any).
-
-    Both sides: the variance of the difference of two means of repeat medians, with Welch's
-    degrees of freedom. One side only: the other side's single run is taken to vary as much
-    as one of its repeats, so var = v (1 + 1/n) with n - 1 degrees of freedom."""
+    """The run-to-run noise of a log ratio from the repeats (None without any): Welch's variance of the
+    difference of the two means; one side only: the other's single run varies as one of its repeats."""
     if base is None and other is None:
         return None
     if base is not None and other is not None:
@@ -436,25 +251,15 @@ def repeat_floor(base: Repeats | None, other: Repeats | None) -> NoiseFloor | No
         assert one is not None
         var = one.var_log * (1.0 + 1.0 / one.count)
         df, count = one.count - 1, one.count
-    sd = math.sqrt(var)
-    # Every case of a kind is taken to share its repeats' moves (a whole pass a little slower):
-    # the geometric means then never count a kind's cases as independent (``geomean``).
-    return NoiseFloor(sd, "repeats", (), count, df, 0.0, sd, 0)
+    return NoiseFloor(math.sqrt(var), "repeats", (), count, df)
 
 
 def with_run_share(repeats: NoiseFloor, base: Repeats | None, other: Repeats | None, single: NoiseFloor,
                    within_se: tuple[float, float] = (math.nan, math.nan)) -> NoiseFloor:
-    """The repeats' allowance with the run-level share of ``single`` added (module docstring, 1.).
-
-    ``single``: how far one run's log time moves against another's beyond within-run noise (a
-    shipped floor), whose variance is ``2 s_run^2 + s_a^2 + s_b^2``: what moves a whole run, which
-    all its repeats share, twice, plus each side's repeat-to-repeat variance beyond within-run noise.
-    The latter is the repeats' ``var_log`` less the within-run variance of one repeat's median
-    (``within_se``: each side's standard error of its median over all its samples, so one repeat's is
-    ``within_se^2 x repeats``; NaN: not known, nothing taken off); a side without repeats varies as
-    much as one repeat of the other. What is left of ``single`` is ``2 s_run^2``, added to the variance
-    of the repeats' means; degrees of freedom by Satterthwaite. ``repeats`` unchanged when nothing is
-    left."""
+    """The repeats' allowance with the run-level share of ``single`` (a shipped floor) added: its variance
+    ``2 s_run^2 + s_a^2 + s_b^2`` less each side's repeat-to-repeat variance beyond within-run noise
+    (``within_se``: each side's standard error of its median; NaN: unknown) leaves ``2 s_run^2``, what moves a
+    whole run and its repeats alike, added to the repeats' variance (Satterthwaite's degrees of freedom)."""
     sides = []
     for r, se in zip((base, other), within_se, strict=True):
         if r is not None:
@@ -468,8 +273,7 @@ def with_run_share(repeats: NoiseFloor, base: Repeats | None, other: Repeats | N
     parts = [(run_var, single.df), (mean_var, repeats.df)]
     denom = math.fsum(v**2 / d for v, d in parts if d)
     df = max(1, math.floor(var**2 / denom)) if denom > 0 else None
-    sd = math.sqrt(var)
-    return NoiseFloor(sd, "repeats", single.kind, repeats.cases, df, 0.0, sd, 0)
+    return NoiseFloor(math.sqrt(var), "repeats", single.kind, repeats.cases, df)
 
 
 # --------------------------------------------------------------------------- one case
@@ -477,13 +281,8 @@ def with_run_share(repeats: NoiseFloor, base: Repeats | None, other: Repeats | N
 
 @dataclass(frozen=True)
 class RatioInterval:
-    """``ratio`` = median(other) / median(baseline), with its interval [low, high].
-
-    ``within_log_se``: standard error of log(ratio) from the two runs' own samples (None when
-    either side has fewer than ``MIN_SAMPLES``: then there is no interval); ``floor``: the
-    run-to-run noise added to it; ``log_se``: the two combined, what ``low``/``high`` are
-    built from.
-    """
+    """``ratio`` = median(other) / median(baseline) with its interval; ``within_log_se``: the samples' own
+    standard error of log(ratio) (None below ``MIN_SAMPLES``), ``floor`` the run-to-run noise added to it."""
 
     ratio: float
     low: float | None
@@ -537,14 +336,8 @@ def within_interval(base: Sequence[float], other: Sequence[float], *, confidence
 
 
 def verdict(iv: RatioInterval, practical: float = PRACTICAL, significant: bool | None = None) -> str:
-    """``slower`` / ``faster`` when the change is significant AND exceeds ``practical``; ``same``
-    otherwise; ``uncertain`` when there are too few samples for an interval.
-
-    ``significant``: the row's call after the family's multiple-testing correction
-    (``bh_significant``); when not given, the row alone: its interval excludes 1.0. The
-    practical threshold keeps rows with thousands of very stable samples from being called
-    slower over a 0.3% shift nobody can act on.
-    """
+    """``slower`` / ``faster`` when significant (``significant``: after the family's correction; else the
+    interval excluding 1) and beyond ``practical``; ``same`` otherwise; ``uncertain`` without an interval."""
     if not iv.has_interval:
         return "uncertain"
     if significant is None:
@@ -560,9 +353,7 @@ def verdict(iv: RatioInterval, practical: float = PRACTICAL, significant: bool |
 
 
 def p_value(iv: RatioInterval) -> float | None:
-    """Two-sided p-value of "nothing changed" (log ratio 0) for one row: the t (or normal, when
-    nothing was estimated) tail beyond |log ratio| / se, with the interval's own degrees of
-    freedom. None without an interval."""
+    """Two-sided p-value of "nothing changed" for one row, from the same t as its interval (None without one)."""
     if not iv.has_interval or iv.log_se is None:
         return None
     if iv.log_se <= 0.0:
@@ -577,11 +368,8 @@ def p_value(iv: RatioInterval) -> float | None:
 
 
 def bh_significant(pvalues: Sequence[float | None], level: float = 1.0 - CONFIDENCE) -> list[bool]:
-    """Benjamini-Hochberg: which of a family of rows are significant with the false discovery
-    rate held at ``level`` (None: a row without an interval, never significant and not counted
-    as tested). When nothing changed anywhere, the chance of calling any row is at most
-    ``level``, however many rows are tested; when some rows did change it calls far more of
-    them than a per-row Bonferroni or Holm bound would."""
+    """Benjamini-Hochberg: which rows are significant with the false discovery rate at ``level`` (None: no
+    interval, not tested)."""
     idx = [i for i, p in enumerate(pvalues) if p is not None]
     m = len(idx)
     out = [False] * len(pvalues)
@@ -630,15 +418,13 @@ def geomean(intervals: Sequence[RatioInterval], clusters: Sequence[Hashable] | N
     ratio = math.exp(mean)
     shifts: dict[Hashable, float] = {}
     for iv, c in zip(intervals, labels, strict=True):
-        shifts[c] = shifts.get(c, 0.0) + (iv.floor.shift_sd if iv.floor else 0.0)
+        shifts[c] = shifts.get(c, 0.0) + (iv.floor.log_sd if iv.floor else 0.0)
     if any(not iv.has_interval for iv in intervals):  # an under-sampled case: no interval for the group
         return Geomean(ratio, None, None, n, len(shifts))
-    # A kind's shift moves all its cases together: within a kind the standard deviations add,
-    # across kinds the variances. The scatter within a kind and within-run noise are each
-    # case's own: their variances add.
-    own = math.fsum((iv.floor.spread_sd if iv.floor else 0.0) ** 2
-                    + (0.0 if iv.floor is not None and iv.floor.includes_within
-                       else iv.within_log_se if iv.within_log_se is not None else iv.log_se or 0.0) ** 2
+    # A kind's floor moves all its cases together: within a kind the standard deviations add, across
+    # kinds the variances; within-run noise is each case's own.
+    own = math.fsum((0.0 if iv.floor is not None and iv.floor.includes_within
+                     else iv.within_log_se if iv.within_log_se is not None else iv.log_se or 0.0) ** 2
                     for iv in intervals)
     var = (math.fsum(s**2 for s in shifts.values()) + own) / n**2
     dfs = [iv.floor.df for iv in intervals if iv.floor is not None and iv.floor.df is not None]

@@ -1,22 +1,16 @@
-"""The isolated worker that times a GPU's headline cases with ``triton.testing.do_bench_cudagraph``:
-``python -m envcheck.crosscheck.kernel_worker`` (started by ``envcheck.crosscheck.kernels`` through
-``envcheck.bench.process``, as the suite's worker is: its own session, a time limit, its tree ended whole).
-
-The plan: ONE JSON object on stdin, then stdin closes::
+"""The worker that times a GPU's headline cases with ``triton.testing.do_bench_cudagraph``, ``main`` run by the
+harness (``envcheck.crosscheck.kernels``). Its plan::
 
     {"gpu": <CUDA index>, "rounds": R, "seed": S, "control": <run --control or null>,
-     "rows": [{"op", "impl", "dtype", "precision", "shape": [...], "rep_ms", "settle_ms"}, ...]}
+     "rows": [{"op", "impl", "dtype", "precision", "shape": [...], "rep_ms", "settle_ms", "sets", "kernel"}, ...]}
 
-The events: one JSON object per stdout line, in this order (anything a library prints goes to stderr)::
-
-    {"event": "start", "pid"}                                     before torch is imported
-    {"event": "ready", "torch", "triton", "device"}               the device is open
-    {"event": "row", "i", "samples_us": [...]} | {"event": "row", "i", "error"}    one per row, in plan order
-    {"event": "error", "text"}                                    the worker itself failed (then it exits 1)
-    {"event": "done"}
+Its events, in order: ``{"event": "ready", "torch", "triton", "device"}`` once the device is open, then one
+``{"event": "row", "i", "samples_us": [...], "kernel"}`` or ``{"event": "row", "i", "error"}`` per row, in order.
 
 Each row's call is built by envcheck's own builders (``envcheck.bench.impls``: the same inputs, output and
-call the suite times, TF32 set as the suite sets it), then timed by Triton's tool alone: one untimed
+call the suite times, TF32 set as the suite sets it), over as many sets of buffers as the suite's case cycled
+through (``sets``: L2 kept cold alike at every size), its matmul race pinned to the suite's winner
+(``kernel``: Triton's autotuning here could pick another tile), then timed by Triton's tool alone: one untimed
 ``do_bench_cudagraph`` over ``settle_ms`` (the GPU's clocks settle: the tool settles nothing itself), then
 ``rounds`` calls with ``rep=rep_ms`` and ``return_mode="all"``, every replay's time per call a sample.
 One row failing (out of memory, a kernel that does not compile) is that row's ``error``; the others go on.
@@ -25,11 +19,9 @@ One row failing (out of memory, a kernel that does not compile) is that row's ``
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import sys
-from collections.abc import Callable
-from typing import Any, TextIO
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from envcheck.bench.failure import one_line
 
@@ -51,13 +43,44 @@ def build_call(torch: Any, row: dict[str, Any], control: str | None, seed: int, 
     raise ValueError(f"no cross-check for implementation {row['impl']!r}")
 
 
+def cycled(torch: Any, row: dict[str, Any], control: str | None, seed: int, device: str) -> Callable[[], Any]:
+    """One call on each of the row's ``sets`` of fresh buffers in turn, as the suite's case cycled (time / sets)."""
+    calls = [build_call(torch, row, control, seed + j, device) for j in range(max(1, int(row.get("sets", 1))))]
+    if len(calls) == 1:
+        return calls[0]
+
+    def each() -> None:
+        for call in calls:
+            call()
+    return each
+
+
+@contextlib.contextmanager
+def pinned(kernel: str | None) -> Iterator[None]:
+    """The matmul race (``tuning.fastest``) picks the tile labelled ``kernel`` (the suite's winner) where it is a
+    candidate, so the tool times the kernel the suite timed; else it races as the suite did."""
+    from envcheck.bench.kernels import tuning
+
+    race = tuning.fastest
+
+    def pick(candidates: Any, measure: Any = None) -> Any:
+        return next((t for t in candidates if t.label == kernel), None) or race(candidates, measure)
+    tuning.fastest = pick if kernel else race
+    try:
+        yield
+    finally:
+        tuning.fastest = race
+
+
 def time_row(bench: Callable[..., Any], fn: Callable[[], Any], row: dict[str, Any], rounds: int) -> list[float]:
-    """``fn`` settled, then timed ``rounds`` times by ``bench`` (``do_bench_cudagraph``): every replay, us per call."""
+    """``fn`` settled, then timed ``rounds`` times by ``bench`` (``do_bench_cudagraph``): every replay, us per call
+    (a call over ``sets`` sets of buffers is ``sets`` calls)."""
     bench(fn, rep=max(1, round(float(row["settle_ms"]))), return_mode="median")  # settling, untimed
+    sets = max(1, int(row.get("sets", 1)))
     samples: list[float] = []
     for _ in range(rounds):
         got = bench(fn, rep=max(1, round(float(row["rep_ms"]))), return_mode="all")
-        samples += [float(ms) * 1e3 for ms in (got if isinstance(got, (list, tuple)) else [got])]
+        samples += [float(ms) * 1e3 / sets for ms in (got if isinstance(got, (list, tuple)) else [got])]
     return samples
 
 
@@ -83,7 +106,7 @@ def run(plan: dict[str, Any], emit: Emit, torch: Any = None, bench: Callable[...
 
         compile_cache.use_for(torch, int(plan["gpu"]))  # the suite's kernels and matmul tiles
     emit({"event": "ready", **versions, "device": device})
-    from envcheck.bench.impls import tf32_matmul
+    from envcheck.bench.impls import tf32_matmul, triton_kernel
     from envcheck.ops import lookup
 
     rounds = int(plan.get("rounds", 3))
@@ -92,10 +115,13 @@ def run(plan: dict[str, Any], emit: Emit, torch: Any = None, bench: Callable[...
         try:
             # TF32 as the suite sets it for a compute-bound op (bench/worker.py), on both implementations.
             with tf32_matmul(row["precision"]) if lookup(row["op"]).compute_bound else contextlib.nullcontext():
-                fn = build_call(torch, row, plan.get("control"), int(plan.get("seed", 0)), device)
-                fn()  # compiles and autotunes (Triton), outside the tool's estimate
+                fn = cycled(torch, row, plan.get("control"), int(plan.get("seed", 0)), device)
+                with pinned(row.get("kernel")):
+                    fn()  # compiles (Triton) and picks the suite's matmul tile, outside the tool's estimate
                 samples = time_row(bench, fn, row, rounds)
-            emit({"event": "row", "i": i, "samples_us": samples})
+            kernel = triton_kernel(row["op"], tuple(row["shape"]), row["dtype"], row["precision"]) \
+                if row["impl"] == "triton" and device == "cuda" else None
+            emit({"event": "row", "i": i, "samples_us": samples, **({"kernel": kernel} if kernel else {})})
         except Exception as e:  # noqa: BLE001 - one row's failure is that row's result
             print(f"envcheck cross-check worker: row {i} ({row.get('op')} {row.get('impl')}) failed: {one_line(e)}",
                   file=sys.stderr)
@@ -107,30 +133,7 @@ def run(plan: dict[str, Any], emit: Emit, torch: Any = None, bench: Callable[...
                 torch.cuda.empty_cache()
 
 
-def main() -> int:
-    from envcheck.bench.worker import _protocol_stream
-
-    stream: TextIO = _protocol_stream()
-
-    def emit(event: dict[str, Any]) -> None:
-        stream.write(json.dumps(event, separators=(",", ":")) + "\n")
-        stream.flush()
-
-    emit({"event": "start", "pid": os.getpid()})
-    try:
-        plan = json.loads(sys.stdin.read())
-        if not isinstance(plan, dict) or not isinstance(plan.get("rows"), list):
-            raise ValueError("the plan is a JSON object with a list of rows")
-        run(plan, emit)
-    except Exception as e:  # noqa: BLE001 - the parent reads the reason from the event
-        import traceback
-
-        traceback.print_exc(file=sys.stderr)
-        emit({"event": "error", "text": one_line(e)})
-        return 1
-    emit({"event": "done"})
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def main(plan: Any, out: Emit) -> None:
+    if not isinstance(plan, dict) or not isinstance(plan.get("rows"), list):
+        raise ValueError("the plan is a JSON object with a list of rows")
+    run(plan, out)

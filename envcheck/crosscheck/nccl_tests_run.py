@@ -1,14 +1,7 @@
-"""nccl-tests, where it is found, run on the node's GPUs in each of its modes at the sweep's sizes: the
-independent counterpart of envcheck's collective numbers (``envcheck.analysis.crosscheck`` pairs them).
-
-Where: ``$NCCL_TESTS_DIR`` (the folder holding ``all_reduce_perf`` and the others, or its ``build/``), else
-each binary on ``PATH``. Not found: a note naming ``NCCL_TESTS_DIR``, not a failure.
-
-How: one process driving every GPU of the node (``-g N``, nccl-tests built without MPI), its GPUs those of the
-sweep (``CUDA_VISIBLE_DEVICES``), ``-b``/``-e``/``-f`` covering the sweep's sizes, ``-w 5``, in each of
-``MODES``; each run through the node's launcher seam with a time limit of its own, its output parsed by
-``envcheck.node.nccl_tests``. A run that hangs or fails is kept with its exit status and the tail of its
-output (redacted): a finding of its own, the other runs go on.
+"""nccl-tests, where found (``$NCCL_TESTS_DIR`` or its ``build/``, else ``PATH``; not found: a note), on the
+node's GPUs in each of ``MODES`` at the sweep's sizes: one process driving every GPU (``-g N``), ``-w 5``,
+each run through the node's launcher with a time limit, parsed by ``envcheck.node.nccl_tests``. A run that
+hangs or fails is kept with its exit status and its output's tail (redacted); the others go on.
 """
 
 from __future__ import annotations
@@ -19,8 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from envcheck.child_env import child_env
-from envcheck.crosscheck.copies import redacted
+from envcheck.harness.env import clean_env
 from envcheck.model import Note
 from envcheck.model.crosscheck import NcclTestsRun
 from envcheck.node import nccl_tests
@@ -133,10 +125,10 @@ def run_nccl_tests(ops: Sequence[str], sizes: Sequence[int], gpus: tuple[int, ..
             for part, extra, times, (lo, hi) in _parts(mode, sizes):
                 for k in range(times):
                     args = (*part, "-g", str(len(gpus)), *extra)
-                    env = child_env({"CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in gpus), **mode.env}, base=environ)
+                    env = clean_env({"CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in gpus), **mode.env}, base=environ)
                     log = d / f"{BINARIES[op]}.{mode.name}.{part[1]}.{k}.log"
                     log.unlink(missing_ok=True)  # the launcher appends: the output parsed is this run's alone
-                    launch = redacted(launcher.run([found[op], *args], env, timeout, log_path=str(log)), env)
+                    launch = launcher.run([found[op], *args], env, timeout, log_path=str(log))
                     text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
                     argv = (BINARIES[op], *args)  # the binary's name: its folder is this machine's
                     rows = tuple(r for r in nccl_tests.parse(text) if r.size_bytes >= lo and r.size_bytes < hi)

@@ -1,13 +1,8 @@
-"""``--crosscheck``: after the suite (and the node tests), the same work timed by independent tools, every tool
-in a child of its own with a time limit, everything they measured kept raw in the report's ``crosscheck``.
-
-In order: each GPU's headline cases with ``do_bench_cudagraph`` (``kernels.py``, the GPUs at once); on a node
-run of two GPUs or more, the copy-engine copies with a plain torch copy (``copies.py``), the collectives' plain
-``torch.distributed`` loop that the sweep's own ranks ran (``loops.py``; the sweep ran it because the plan asked,
-``SweepPlan.crosscheck_loop``), then nccl-tests where it is found (``nccl_tests_run.py``). A cross-check that does
-not apply is a note: no CUDA GPU (the CPU baseline), Triton's interpreter (``TRITON_INTERPRET``: its kernels
-run on the CPU, and do_bench_cudagraph would time nothing real), one GPU (no node to cross-check), nccl-tests
-not found. Ctrl-C (SIGTERM, SIGHUP) stops the tool running and keeps what the others measured.
+"""``--crosscheck``: after the suite (and the node tests), the same work timed by independent tools, each in a
+child with a time limit, kept raw in the report: each GPU's headline cases (``kernels.py``, the GPUs at once);
+on a node of two GPUs or more the copies (``copies.py``), the sweep's plain ``torch.distributed`` loop
+(``loops.py``) and nccl-tests where found. One that does not apply is a note (no CUDA GPU, Triton's
+interpreter, one GPU, no nccl-tests); Ctrl-C stops the tool running and keeps what the others measured.
 """
 
 from __future__ import annotations
@@ -110,7 +105,7 @@ def node_crosscheck(node: Node, work_dir: str | os.PathLike[str] | None, *, laun
     work = Path(work_dir) if work_dir is not None else Path.cwd()
     size = _copy_size(node)
     if size is not None:
-        got.copies, run = run_copies(node.gpus, size, work / "crosscheck", launcher)
+        got.copies, run = run_copies(node.gpus, size, launcher)
         got.runs.append(run)
         if run.launch.interrupted:
             return got.done(True)

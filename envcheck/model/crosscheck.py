@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from envcheck.model.bench import Note, Samples, samples_of
+from envcheck.model.bench import OMIT_DEFAULT, Note, Samples, samples_of
 from envcheck.model.node import COLLECTIVES, Launch, RankTiming
 from envcheck.model.reference import NcclTestsRow
 from envcheck.outside_json import Int, Json
@@ -17,7 +17,8 @@ from envcheck.outside_json import Int, Json
 TOOLS = ("do_bench_cudagraph", "torch_copy", "torch_distributed_loop", "nccl_tests")
 # nccl-tests' eager loop, its CUDA-graph mode (captured buffers registered), and that with registration off.
 NCCL_TESTS_MODES = ("eager", "graph", "graph_unregistered")
-# Why a planned row was not timed: ``fits_l2`` (do_bench_cudagraph would time L2, envcheck kept it cold), ``not_run``.
+# Why a planned row was not timed: ``not_run`` (the tool ended before it); ``fits_l2`` in reports before the tool
+# cycled the suite's sets of buffers (a case L2 could hold was not compared).
 ROW_SKIPS = ("fits_l2", "not_run")
 
 
@@ -33,7 +34,8 @@ def _one_outcome(samples: Samples | None, error: str | None, skipped: str | None
 @dataclass(frozen=True)
 class KernelTiming:
     """One headline case of GPU ``gpu`` timed by ``do_bench_cudagraph``: after ``settle_ms`` untimed, ``rounds`` calls
-    with ``rep=rep_ms`` and ``return_mode="all"``; ``samples_us``: every replay's time per call."""
+    with ``rep=rep_ms`` and ``return_mode="all"``; ``samples_us``: every replay's time per call. ``sets``: the sets
+    of buffers each call cycled through, as the suite's case did; ``kernel``: the Triton tile timed (the suite's)."""
 
     gpu: Int
     op: str
@@ -47,12 +49,16 @@ class KernelTiming:
     settle_ms: float | None = None
     error: str | None = None
     skipped: str | None = None
+    sets: Int = field(default=1, metadata={OMIT_DEFAULT: True})
+    kernel: str | None = field(default=None, metadata={OMIT_DEFAULT: True})
 
     def __post_init__(self) -> None:
         if not isinstance(self.shape, tuple):
             object.__setattr__(self, "shape", tuple(self.shape))
         samples_of(self, "samples_us")
         _one_outcome(self.samples_us, self.error, self.skipped)
+        if self.sets < 1:
+            raise ValueError("sets must be at least 1")
 
 
 @dataclass(frozen=True)

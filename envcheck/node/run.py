@@ -9,24 +9,27 @@ Ctrl-C during a step stops it and returns the node as far as it got, with ``inte
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envcheck.analysis.node import CRASHED
-from envcheck.model import Bench, Check, Environment
+from envcheck.harness.signals import as_interrupt, stop_signals
+from envcheck.model import Bench, Check
 from envcheck.model.node import Collectives, CounterSnapshot, Node, NodeSkip, PeerCopies, Topology, XidScan
 from envcheck.node.collective_run import SweepPlan, sizes
 from envcheck.node.launch import Launcher, SubprocessLauncher
 from envcheck.node.peer import PeerPlan
 from envcheck.probes.gpus import NvmlLike
 from envcheck.probes.host import Host
+
+if TYPE_CHECKING:
+    from envcheck.bench.suite import Plan
 
 # Stage limits. The 4 GiB all_reduce on 8 slow PCIe GPUs (~10 GB/s busbw) takes ~0.9 s a call, 25
 # calls per size: the sweep's limit leaves room for that; a healthy NVLink node needs a tenth of it.
@@ -137,7 +140,7 @@ def run_node(options: NodeOptions, deps: NodeDeps | None = None) -> Node:
                 skipped.append(NodeSkip("peer_copies", "not_requested"))
             else:
                 peer = _guard("peer_copies", skipped, lambda: run_peer_copies(
-                    options.peer, gpus, work / "peer", deps.launcher, options.peer_timeout_s))
+                    options.peer, gpus, deps.launcher, options.peer_timeout_s))
                 if peer is not None and peer.error == "interrupted":
                     raise KeyboardInterrupt
             if options.sweep is None:
@@ -184,81 +187,29 @@ class NodeRun:
     interrupted: bool = False
 
 
-def run_node_suite(args: argparse.Namespace, env: Environment, work_dir: str,
-                   on_event: Callable[[int, dict[str, Any]], None] | None = None,
-                   deps: NodeDeps | None = None, worker_command: Any = None) -> NodeRun:
-    """``envcheck run --gpus ...`` after the probes and checks: every selected GPU's suite at once, then
-    the node tests. ``args`` are run's options (``gpus``, ``quick``, ``timeout``, ``outlier_margin``...)."""
+def run_node_suite(gpus: tuple[int, ...], plans: Sequence[Plan], work_dir: str, timeout: float, *,
+                   crosscheck: bool = False, outlier_margin: float = 0.05,
+                   on_event: Callable[[int, Any], None] | None = None, deps: NodeDeps | None = None,
+                   worker_command: Sequence[str] | None = None) -> NodeRun:
+    """``envcheck run --gpus``: every GPU's suite (``plans``, one per GPU) at once, then the node tests;
+    ``crosscheck``: the sweep runs a plain torch.distributed loop too."""
     from envcheck.bench import parallel, runner
     from envcheck.checks import guarded
     from envcheck.checks.links import delta_checks
 
-    count = max(len(env.gpus), int(env.get("torch_runtime", "device_count") or 0))
-    gpus = parallel.parse_gpus(str(args.gpus), count)
-    plans = parallel.plan_gpus(args, env, gpus)
     device = plans[0].backend if plans and plans[0].backend else "cpu"
-    done = parallel.run_gpus(plans, float(args.timeout), on_event, command=worker_command or runner.WORKER_COMMAND)
-    runs = done.runs
+    done = parallel.run_gpus(plans, timeout, on_event, command=worker_command or runner.WORKER_COMMAND)
     interrupted = done.stopped is not None
-    benches = tuple(r.bench for r in runs)
-    sweep = quick_sweep(device)
-    if getattr(args, "crosscheck", False) and device == "cuda":  # a plain torch.distributed loop, in the sweep's ranks
-        sweep = dataclasses.replace(sweep, crosscheck_loop=True)
+    benches = tuple(r.bench for r in done.runs)
+    sweep = dataclasses.replace(quick_sweep(device), crosscheck_loop=crosscheck and device == "cuda")
     options = NodeOptions(gpus, work_dir, device, sweep, PeerPlan() if device == "cuda" else None,
-                          outlier_margin=float(getattr(args, "outlier_margin", 0.05) or 0.05))
+                          outlier_margin=outlier_margin)
     if interrupted:
         return NodeRun(gpus, benches, Node(socket.gethostname(), gpus, settings={"interrupted": True}), (), True)
     try:
-        with runner.stop_signals_interrupt():
+        with stop_signals(as_interrupt):
             node = run_node(options, deps)
     except KeyboardInterrupt as e:
         node = e.args[0] if e.args and isinstance(e.args[0], Node) else Node(socket.gethostname(), gpus)
         interrupted = True
     return NodeRun(gpus, benches, node, tuple(guarded("links", delta_checks, node)), interrupted)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m envcheck.node.run``: the node suite alone, for the device script until ``envcheck run``
-    carries it. Writes ``<out-dir>/node_<host>.json`` (environment, checks, benches, node)."""
-    import json
-    import sys
-
-    from envcheck.checks import evaluate
-    from envcheck.errors import UsageError
-    from envcheck.model import to_dict
-    from envcheck.node.counters import LINKS_SECTION, probe_links
-    from envcheck.probes.collect import collect
-
-    p = argparse.ArgumentParser(prog="envcheck.node.run")
-    p.add_argument("--gpus", default="all")
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--timeout", type=float, default=900.0)
-    p.add_argument("--out-dir", default="reports")
-    p.add_argument("--outlier-margin", type=float, default=0.05)
-    p.add_argument("--no-compile", action="store_true")
-    a = p.parse_args(argv)
-    ns = argparse.Namespace(quick=a.quick, ops=None, sizes=None, dtypes=None, device=0, no_compile=a.no_compile,
-                            gpus=a.gpus, timeout=a.timeout, outlier_margin=a.outlier_margin)
-    out = Path(a.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    env = collect(runtime=True, timeout=120.0, reports_dir=str(out))
-    env = Environment({**env.sections, LINKS_SECTION: probe_links()}, env.gpus, env.probe_s)
-    checks = evaluate(env)
-    t0 = time.monotonic()
-    try:
-        result = run_node_suite(ns, env, str(out / "node_work"))
-    except UsageError as e:
-        print(f"envcheck.node.run: error: {e}", file=sys.stderr)
-        return 2
-    doc = {"format": "envcheck-node", "created": _utc(), "host": socket.gethostname(),
-           "wall_s": round(time.monotonic() - t0, 1), "environment": to_dict(env),
-           "checks": to_dict(tuple(checks) + result.checks), "benches": to_dict(result.benches),
-           "node": to_dict(result.node)}
-    path = out / f"node_{socket.gethostname()}.json"
-    path.write_text(json.dumps(doc, indent=1, allow_nan=False, default=str) + "\n", encoding="utf-8")
-    print(path)
-    return 130 if result.interrupted else 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from envcheck.analysis.burn import BurnAnalysis, GpuBurn, Margin
+from envcheck.analysis.burn import THRESHOLDS, BurnAnalysis, GpuBurn, Margin
 from envcheck.render import fmt
 from envcheck.render.i18n import esc, join, phrase, t
 
 RATE_UNIT = {"gemm": "TFLOP/s", "bandwidth": "GB/s", "memtest": "GB/s"}
-PCT_RULES = ("sibling_margin", "ceiling_margin", "power_share", "drift", "throttle_share")
+PCT_RULES = ("sibling_margin", "ceiling_margin", "reference_margin", "power_share", "drift", "throttle_share")
 COLUMNS = ("dtype", "gemm", "bandwidth", "power", "temperature", "clock", "throttle", "counters")
-CPU_COLUMNS = ("dtype", "gemm_cpu", "bandwidth")
+CPU_COLUMNS = ("dtype", "ran_cpu")
 DETAIL_COLUMNS = {"memtest": ("bytes", "coverage", "patterns", "passes", "time", "bits"),
                   "errors": ("pattern", "pass", "start", "end", "words", "bits"),
                   "sdc": ("iterations", "checksums", "full", "fp64", "fp64_error", "mismatches"),
@@ -51,8 +51,6 @@ def _rate(g: GpuBurn, phase: str) -> str:
     r = g.rates.get(phase)
     if r is None or r.median is None:
         return fmt.DASH
-    if g.on_cpu and phase == "gemm":  # a CPU's tiny GEMMs: GFLOP/s, not 6.39e-4 TFLOP/s
-        return f"{fmt.rate(r.median * 1e3, 'GFLOP/s')} ({fmt.num((r.best or 0.0) * 1e3)})"
     return f"{fmt.rate(r.median, RATE_UNIT[phase])} ({fmt.num(r.best)})"
 
 
@@ -61,14 +59,13 @@ def _change(drift: Any) -> str:
 
 
 def cells(g: GpuBurn, cpu: bool) -> tuple[str, ...]:
-    """A device's row; a CPU's has no NVML, so no power, temperature, clock, throttling or counters."""
-    gr = g.rates.get("gemm")
-    gemm = _rate(g, "gemm")
-    if gr is not None and gr.drift is not None:  # on a CPU shown, never judged: the cores are shared
-        gemm += f" ({t('burn.trend_not_judged', trend=_change(gr.drift)) if cpu else _change(gr.drift)})"
-    dtype = gr.phase.dtype if gr is not None else fmt.DASH
+    """A device's row; a CPU burn tests the code path: which phases ran to the end, and no speed."""
     if cpu:
-        return (dtype, gemm, _rate(g, "bandwidth"))
+        ran = [t(f"burn.phase.{p.phase}") for p in g.gpu.phases if p.finished]
+        return (next((p.dtype for p in g.gpu.phases if p.phase == "gemm"), fmt.DASH), join(ran) or fmt.DASH)
+    gr = g.rates.get("gemm")
+    gemm = _rate(g, "gemm") + (f" ({_change(gr.drift)})" if gr is not None and gr.drift is not None else "")
+    dtype = gr.phase.dtype if gr is not None else fmt.DASH
     power = fmt.DASH
     if g.power_max_w is not None:
         power = f"{fmt.num(g.power_max_w)} / {fmt.num(g.power_limit_w)} W"
@@ -102,12 +99,15 @@ def findings(a: BurnAnalysis) -> list[tuple[str, str, str, str]]:
 def details(a: BurnAnalysis) -> dict[str, tuple[list[str], list[tuple[str, tuple[str, ...]]]]]:
     """The memory test, its bit errors, the silent-data-corruption checks and their mismatches: (columns, rows)."""
     out: dict[str, list[tuple[str, tuple[str, ...]]]] = {k: [] for k in DETAIL_COLUMNS}
+    # A CPU's buffer is the plan's tiny cap, not its free memory: no size, coverage or time that reads like a GPU's.
+    shown = {**DETAIL_COLUMNS, "memtest": ("patterns", "passes", "bits") if on_cpu(a) else DETAIL_COLUMNS["memtest"]}
     for g in a.gpus:
         who, m, s = label(g), g.gpu.memtest, g.gpu.sdc
         if m is not None:
-            out["memtest"].append((who, (fmt.nbytes(m.bytes_tested), fmt.ratio_pct(g.memtest_coverage),
-                                         esc(", ".join(m.patterns)), str(m.passes), fmt.seconds(m.duration_s),
-                                         str(m.error_bits))))
+            cells = {"bytes": fmt.nbytes(m.bytes_tested), "coverage": fmt.ratio_pct(g.memtest_coverage),
+                     "patterns": esc(", ".join(m.patterns)), "passes": str(m.passes), "time": fmt.seconds(m.duration_s),
+                     "bits": str(m.error_bits)}
+            out["memtest"].append((who, tuple(cells[c] for c in shown["memtest"])))
             out["errors"] += [(who, (esc(r.pattern), str(r.pass_index), f"{r.start_address:#x}",
                                      f"{r.end_address:#x}", str(r.words), str(r.bits))) for r in m.errors]
         if s is not None:
@@ -117,7 +117,7 @@ def details(a: BurnAnalysis) -> dict[str, tuple[list[str], list[tuple[str, tuple
             out["mismatch"] += [(who, (t(f"burn.check.{x.check}"), str(x.iteration), fmt.seconds(x.t_s),
                                        str(x.element) if x.element >= 0 else fmt.DASH, fmt.num(x.expected),
                                        fmt.num(x.got))) for x in s.mismatches]
-    return {k: ([t(f"{DETAIL_HEADS[k]}{c}") for c in DETAIL_COLUMNS[k]], v) for k, v in out.items()}
+    return {k: ([t(f"{DETAIL_HEADS[k]}{c}") for c in shown[k]], v) for k, v in out.items()}
 
 
 def notes(a: BurnAnalysis) -> list[str]:
@@ -125,12 +125,33 @@ def notes(a: BurnAnalysis) -> list[str]:
     out = [t("burn.control", gpu=label(g), control=g.gpu.control, what=t(f"burn.control.{g.gpu.control}"))
            for g in a.gpus if g.gpu.control]
     out += [phrase(n.key, n.params) for g in a.gpus for n in g.gpu.notes]
+    out += filter(None, (_reference(g) for g in a.gpus))
     if a.burn.xid_source is None:
         out.append(t("burn.no_xid_source", reasons=esc("; ".join(a.burn.xid_reasons)) or fmt.DASH))
     if on_cpu(a):  # never a rule shown as held that was not applied
         skipped = dict.fromkeys(r for g in a.gpus for r in g.not_applied)
-        out.append(t("burn.not_applied_cpu", rules=join([t(f"burn.rule.{r}") for r in skipped])))
+        out += [t("burn.not_applied_cpu", rules=join([t(f"burn.rule.{r}") for r in skipped])), t("burn.exit_cpu")]
     return out
+
+
+def _reference(g: GpuBurn) -> str | None:
+    """Which healthy figure the GPU's speed was held against, or that its model has none."""
+    gemm = next((p for p in g.gpu.phases if p.phase == "gemm"), None)
+    if g.on_cpu or gemm is None or g.gpu.device is None:
+        return None
+    if (ref := g.reference) is None:
+        return t("burn.no_reference", gpu=label(g), name=esc(g.gpu.device.name), dtype=gemm.dtype,
+                 shape=" x ".join(map(str, gemm.shape)))
+    m = next((m for m in g.margins if m.rule == "reference_margin"), None)
+    return t("burn.reference", gpu=label(g), sku=esc(ref.sku), dtype=ref.dtype, tflops=fmt.num(ref.tflops),
+             limit=_limit("reference_margin", THRESHOLDS["reference_margin"].value), read=fmt.num(g.rate("gemm")),
+             delta=f"{'+' if m.value <= 0 else '-'}{fmt.pct(abs(m.value))}" if m else fmt.DASH,
+             room=fmt.num(round(m.room, 2)) if m else fmt.DASH)
+
+
+def rates_note(a: BurnAnalysis) -> str:
+    """How the rates were taken; none on a CPU, which shows none."""
+    return "" if on_cpu(a) else t("burn.rates_note")
 
 
 def thresholds(a: BurnAnalysis) -> list[tuple[str, str, str]]:

@@ -24,7 +24,7 @@ def localized(check: Check) -> Check:
         # A phrase inside the fix (a driver upgrade, an install) is phrased first, with the same parameters.
         inner = {name: phrase(key, check.params) for name, key in nested_keys(check.params).items() if has(key)}
         fix = phrase(check.fix_key, check.params, raw=inner) if check.fix_key and has(check.fix_key) else check.fix
-        return dataclasses.replace(check, title=title, finding=phrase(check.key, check.params, raw=inner), fix=fix)
+        return dataclasses.replace(check, title=title, finding=phrase(check.key, check.params), fix=fix)
 
 
 def all_localized(checks: Iterable[Check]) -> tuple[Check, ...]:

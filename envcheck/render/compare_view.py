@@ -12,7 +12,7 @@ from envcheck.compare.match import SAMPLING
 from envcheck.compare.node_diff import Change, CollectiveDiff, CopyDiff, NodeComparison
 from envcheck.render import fmt
 from envcheck.render.checktext import localized
-from envcheck.render.i18n import esc, has, join, phrase, t, word
+from envcheck.render.i18n import case_label, esc, has, join, phrase, t, word
 from envcheck.render.node_view import Tile
 from envcheck.render.view import ceiling_name
 
@@ -37,7 +37,7 @@ def gpus_differ(cmp: Any) -> str | None:
 def case_name(c: Any) -> str:
     """One compared case, by the one label every view uses when the comparison carries its key."""
     key = getattr(c, "key", None)
-    return fmt.case_label(key) if isinstance(key, tuple) and getattr(c, "other_precision", None) is None else str(c.name)
+    return case_label(key) if isinstance(key, tuple) and getattr(c, "other_precision", None) is None else str(c.name)
 
 
 def significant(cmp: Any) -> list[Any]:
@@ -121,14 +121,13 @@ def noise(cmp: Any, confidence: float) -> str:
     if counts.get("shipped"):
         parts.append(t("diff.noise.shipped", model=esc(cmp.shipped_model or fmt.DASH), pairs=pairs,
                        count=counts["shipped"]))
-    if counts.get("controls", 0) + counts.get("spread", 0):
-        parts.append(t("diff.noise.pair", count=counts.get("controls", 0) + counts.get("spread", 0)))
-    if counts.get("none"):
-        parts.append(t("diff.noise.within", count=counts["none"]))
-    said = t("diff.noise", sources=join(parts) if parts else t("diff.noise.none"), tested=cmp.tested,
-             fdr=fdr(confidence))
-    unjudged = getattr(cmp.overall, "not_judged", 0)
-    return f"{said} {t('diff.noise.not_judged', count=unjudged)}" if unjudged else said
+    said = [t("diff.noise", sources=join(parts) if parts else t("diff.noise.none"), tested=cmp.tested,
+              fdr=fdr(confidence))]
+    why: dict[str, int] = {}  # each reason rows are not judged for, with its advice where following it helps
+    for c in cmp.cases:
+        for n in c.reasons if c.verdict == "not judged" else ():
+            why[n.key] = why.get(n.key, 0) + 1
+    return " ".join([*said, *(t(key, count=n) for key, n in why.items())])
 
 
 def overall(g: Any) -> str:

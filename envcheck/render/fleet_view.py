@@ -39,9 +39,6 @@ class FleetView:
     footer: str
 
 
-FAILING = ("worse", "rank_failed", "missing", "node_problem")  # finding kinds shown as failures, the others warn
-
-
 def metric_label(name: str | None) -> str:
     if name is None:
         return fmt.DASH
@@ -81,7 +78,7 @@ def finding_text(f: af.Finding) -> str:
         key += ".from_zero"
     if f.kind == "missing" and f.reference is not None:
         key += ".with_reference"
-    return phrase(key, {"count": int(f.value or 0) if f.kind == "node_problem" else len(f.ranks)}, raw)
+    return phrase(key, {"count": len(f.ranks)}, raw)
 
 
 def _rule_label(r: Rule) -> str:
@@ -122,7 +119,7 @@ def _verdict_section(fa: af.FleetAnalysis) -> Section:
         lines.append(Line(not_applied_text(fa)))
     parts = [Part(f"verdict-{_slug(v.host)}", t("fleet.verdict.of", host=esc(v.host),
                                                 verdict=t(f"fleet.verdict.{v.status}")),
-                  tuple(Line(finding_text(f), "fail" if f.kind in FAILING else "warn") for f in v.findings))
+                  tuple(Line(finding_text(f), "fail" if f.fails or f.kind == "missing" else "warn") for f in v.findings))
              for v in fa.verdicts if v.findings]
     return Section("verdicts", t("fleet.section.verdicts"), (*lines,), (Part("verdict-table", "", (), (table,)),
                                                                           *parts))
@@ -221,7 +218,7 @@ def fleet_view(report: Report, analysis: Analysis) -> FleetView:
         else:
             # The node tests found nothing, but the node does not pass: the verdict's reasons say why,
             # not "nothing keeps this node from passing".
-            lines += [Line(finding_text(x), "fail" if x.kind in FAILING else "warn")
+            lines += [Line(finding_text(x), "fail" if x.fails or x.kind == "missing" else "warn")
                       for x in n.verdict.findings]
         sections.append(Section(f"node-{_slug(n.node.host)}", t("fleet.section.node", host=esc(n.node.host)),
                                 tuple(lines), node_parts(n.analysis, prefix, f"n{k}_"), n.verdict.status))

@@ -21,6 +21,7 @@ from typing import Any
 
 from envcheck.model.facts import STATUSES, Check
 from envcheck.model.reasons import KEYS as REASON_KEYS
+from envcheck.ops import OPS
 from envcheck.render import fmt
 
 LANGS: tuple[str, ...] = ("en", "zh-CN")
@@ -136,6 +137,19 @@ def word(prefix: str, value: Any) -> str:
     if value is None:
         return fmt.DASH
     return t(f"{prefix}{value}") if has(f"{prefix}{value}") else esc(value)
+
+
+def size(dims: Sequence[int], op: str) -> str:
+    """``fmt.shape``, but a convolution's dimensions each with its name (``N64 C64 … R7 stride 2``)."""
+    if op in OPS and OPS[op].family == "conv" and len(dims) == 7:
+        return t("size.conv", **dict(zip(("n", "c", "h", "w", "k", "r", "stride"), dims, strict=True)))
+    return fmt.shape(dims)
+
+
+def case_label(key: Sequence[Any]) -> str:
+    """One case: ``matmul triton fp32/tf32 4096×4096×4096`` (a ``CaseKey``)."""
+    op, impl, dtype, precision, dims = key
+    return f"{op} {impl} {fmt.precision_label(dtype, precision)} {size(dims, op)}"
 
 
 # Parameters whose values are words of a small vocabulary, phrased in the reader's language.

@@ -21,7 +21,7 @@ from envcheck.ops import IMPLS, PRECISIONS
 from envcheck.redact import redact_value
 from envcheck.render import fmt
 from envcheck.render.checktext import localized
-from envcheck.render.i18n import esc, has, join, phrase, t
+from envcheck.render.i18n import case_label, esc, has, join, phrase, t
 from envcheck.render.node_view import Tile
 
 # Facts shown in the environment table, in reading order: (section, key).
@@ -117,7 +117,7 @@ def _said(f: Finding, prefix: str, key: str | None = None, params: Any = None, r
     rows = tuple(f.rows if rows is None else rows)
     name = FINDING_FLAG.get(f.key)
     return Said(f.key, f.level, phrase(key or f.key, f.params if params is None else params, raw),
-                tuple((fmt.case_label(k), anchor(k, prefix)) for k in rows), row_groups(rows),
+                tuple((case_label(k), anchor(k, prefix)) for k in rows), row_groups(rows),
                 flag(name) if name else None)
 
 
@@ -202,15 +202,17 @@ def failed_outputs(r: CaseResult) -> str:
 
 
 def error(r: CaseResult) -> str:
-    """``error / bound``, with the relative criterion beside the bound where it is judged."""
-    acc = r.case.accuracy
-    if acc is None:
-        return f"{fmt.DASH} / {fmt.DASH}"
-    tol = fmt.sci(r.tolerance.rel_l2)
-    if r.verdict is not None and r.verdict.relative is not None:
-        tol = join([tol, t("case.relative", ratio=fmt.speedup(r.verdict.relative),
-                           limit=fmt.speedup(r.verdict.relative_limit), baseline=esc(r.spec.baseline))])
-    return f"{fmt.sci(acc.rel_l2)} / {tol}"
+    """err/bound (the analysis's one number, as every medium shows it) and beside it the whole output's error, each
+    output's err/bound of an op with several, and the error over the baseline's (information, not the verdict)."""
+    v = r.verdict
+    if r.case.accuracy is None:
+        return f"{fmt.DASH} ({fmt.DASH})"
+    beside = [fmt.sci(r.case.accuracy.rel_l2)]
+    if v is not None and len(v.output_ratios) > 1:
+        beside += [f"{esc(name)} {fmt.ratio_pct(x)}" for name, x in v.output_ratios]
+    if v is not None and v.relative is not None:
+        beside.append(t("case.relative", ratio=fmt.speedup(v.relative), baseline=esc(r.spec.baseline)))
+    return f"{fmt.ratio_pct(v.ratio if v is not None else None)} ({join(beside)})"
 
 
 def detail(r: CaseResult) -> str:
@@ -458,7 +460,7 @@ def phase_by_op(p: Any) -> str:
 
 
 def phase_slowest(p: Any) -> str:
-    cases = [f"{esc(fmt.case_label(c.key))} {fmt.seconds(c.seconds)}"
+    cases = [f"{esc(case_label(c.key))} {fmt.seconds(c.seconds)}"
              + (t("phases.span", start=fmt.num(c.span_s[0]), end=fmt.num(c.span_s[1])) if c.span_s is not None else "")
              for c in p.slowest]
     return t("phases.slowest", cases="; ".join(cases)) if cases else ""

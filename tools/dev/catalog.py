@@ -2,13 +2,15 @@
 """envcheck's message catalogues: gettext .po files (the source of truth) compiled to the .mo files envcheck reads.
 
     python tools/dev/catalog.py compile                  # after editing a .po: write both .mo files
-    python tools/dev/catalog.py from-json EN.json ZH.json  # add the keys a JSON catalogue has and the .po lacks
+    python tools/dev/catalog.py from-json EN.json ZH.json [BASE_EN.json BASE_ZH.json]
 
 The msgids are the keys the model and the code store (``report.title``); ``en.po`` gives the English, and a key
 with a one-form (``key`` and ``key.one`` in the JSON catalogues of older branches) is one plural entry. ``from-json``
 ports the keys another branch added to ``envcheck/render/catalog/en.json`` and ``zh-CN.json`` before the move to
 gettext: ``git show BRANCH:envcheck/render/catalog/en.json > /tmp/en.json`` (likewise zh-CN), then run it on the
-two files; keys already in the .po are left as they are (edit those in the .po). Needs Babel (the ``test`` extra).
+two files: the keys the .po lacks are added. Given the JSON of the commit the branch started from as well
+(``git show $(git merge-base BRANCH HEAD~):envcheck/render/catalog/en.json``, before the move), the messages the
+branch changed or removed are changed or removed too, and no other. Needs Babel (the ``test`` extra).
 """
 
 from __future__ import annotations
@@ -61,6 +63,31 @@ def add_json(catalog: Catalog, messages: dict[str, str]) -> list[str]:
     return added
 
 
+def apply_changes(catalog: Catalog, messages: dict[str, str], base: dict[str, str]) -> list[str]:
+    """The keys ``messages`` changed or removed against ``base``, done in the catalogue (a ``.one`` key: its entry's
+    singular)."""
+    done = []
+    for key in dict.fromkeys([*messages, *base]):
+        if key.startswith("_") or messages.get(key) == base.get(key) or key not in base:
+            continue
+        name, form = (key[:-4], 0) if key.endswith(".one") and key[:-4] in catalog else (key, 1)
+        entry = catalog.get(name)
+        if entry is None:
+            continue
+        if key not in messages:  # removed: the entry, or the plural's singular
+            if isinstance(entry.string, tuple) and form == 0:
+                catalog.delete(name)
+                catalog.add(name, entry.string[1])
+            else:
+                catalog.delete(name)
+        elif isinstance(entry.string, tuple):
+            entry.string = tuple(messages[key] if i == form else x for i, x in enumerate(entry.string))
+        else:
+            entry.string = messages[key]
+        done.append(key)
+    return done
+
+
 def save(lang: str, catalog: Catalog) -> None:
     po_path(lang).parent.mkdir(parents=True, exist_ok=True)
     with po_path(lang).open("wb") as f:
@@ -74,13 +101,15 @@ def main(argv: list[str]) -> int:
         for lang in LANGS:
             save(lang, load(lang))
         return 0
-    if argv[:1] == ["from-json"] and len(argv) == 3:
-        for lang, path in zip(LANGS, argv[1:], strict=True):
+    if argv[:1] == ["from-json"] and len(argv) in (3, 5):
+        read = [json.loads(Path(p).read_text(encoding="utf-8")) for p in argv[1:]]
+        for i, lang in enumerate(LANGS):
             catalog = load(lang)
-            added = add_json(catalog, json.loads(Path(path).read_text(encoding="utf-8")))
+            changed = apply_changes(catalog, read[i], read[i + 2]) if len(read) == 4 else []
+            added = add_json(catalog, read[i])
             save(lang, catalog)
-            print(f"{po_path(lang).relative_to(ROOT)}: {len(added)} key(s) added{': ' if added else ''}"
-                  f"{', '.join(added)}")
+            print(f"{po_path(lang).relative_to(ROOT)}: {len(added)} added, {len(changed)} changed or removed: "
+                  f"{', '.join(added + changed) or '-'}")
         return 0
     print(__doc__.split("\n\n")[1], file=sys.stderr)
     return 2
