@@ -124,13 +124,10 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if not args.command:
         parser.print_help()
         return EXIT_USAGE
-    if getattr(args, "lang", None) is not None:  # the language of everything the command shows, chosen once
-        from envcheck.render.i18n import activate
-
-        activate(args.lang)
     from envcheck.harness.signals import as_interrupt, stop_signals
     from envcheck.model import ReportError
     from envcheck.model.codec import gc_paused
+    from envcheck.render.i18n import DEFAULT_LANG, language
 
     try:
         handler = importlib.import_module(f"envcheck.commands.{args.command}").main
@@ -138,7 +135,8 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         # collector would walk every object of a large report again and again (a third of a
         # 20,000-case diff): reference counting frees what a command drops. SIGTERM and SIGHUP (a
         # scheduler's end of job, a closed ssh session) end it as Ctrl-C does: its children go first.
-        with gc_paused(), stop_signals(as_interrupt):
+        # The language of everything the command shows, chosen once for the command.
+        with gc_paused(), stop_signals(as_interrupt), language(getattr(args, "lang", None) or DEFAULT_LANG):
             return int(handler(typed(args)))
     except (UsageError, ReportError) as e:
         from envcheck.render.escape import visible

@@ -207,6 +207,7 @@ def test_run_with_burn_adds_the_burn_section_and_its_verdict_decides_the_exit(tm
     (path,) = sorted(out_dir.glob("*.json"))
     r = model.load(path)
     assert r.kind == "run" and r.bench.cases and r.burn is not None and r.burn.gpus[0].memtest is not None
+    assert path.with_suffix(".md").exists(), err[-3000:]
     assert "## Burn-in" in path.with_suffix(".md").read_text(encoding="utf-8")
 
 

@@ -490,10 +490,11 @@ def test_write_documents_validates_input(tmp_path, formats, message):
 
 
 def test_a_language_without_a_catalogue_is_refused():
-    from envcheck.render.i18n import UnknownLanguage, activate
+    from envcheck.render.i18n import UnknownLanguage, language
 
     with pytest.raises(UnknownLanguage, match="unknown language 'fr'"):
-        activate("fr")
+        with language("fr"):
+            pass
 
 
 @pytest.mark.usefixtures("no_charts")
@@ -625,3 +626,16 @@ def test_cli_render_png_writes_each_chart_beside_its_svg_as_one_set(tmp_path, ca
     assert all((tmp_path / link).is_file() for link in re.findall(r"\]\((r_charts/[^)]+)\)", md))
     bad = cli_main(capsys, "render", str(json_path), "--format", "gif")
     assert bad.returncode == 2 and "png" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_a_command_s_language_ends_with_the_command(tmp_path):
+    """--lang is chosen once per command: a command in Chinese leaves the next render in the same process English."""
+    from envcheck.render.i18n import current
+
+    path = tmp_path / "r.json"
+    dump(factories.report(), path)
+    assert cli.main(["render", str(path), "--format", "md", "--lang", "zh-CN", "--out", str(tmp_path)]) == 0
+    from envcheck.render import documents
+
+    assert (tmp_path / "r.zh-CN.md").is_file() and current() == "en"
+    assert "## Health" in documents.render_markdown(factories.report(), analyse(factories.report()))

@@ -2,10 +2,10 @@
 
 The catalogues are gettext's: ``locale/<ll_CC>/LC_MESSAGES/envcheck.po`` (msgids: the keys code and reports store;
 ``str.format`` placeholders) compiled to the ``.mo`` read here with the standard library (tools/dev/catalog.py).
-The language is chosen once (``activate`` in the CLI, ``language`` around another) and the medium's escaping once
-(``escaping``: Markdown, rich markup; none for HTML, which escapes whole sentences). ``t`` names a key (a missing
-one is a KeyError); ``phrase`` says a key from data: parameters formatted by unit and escaped, an unknown key shown
-generically, a missing placeholder as a dash, ``legacy.text`` (a schema-1 report's English) as recorded.
+The language is chosen once (``language``: the CLI around a command, a test around a render) and the medium's
+escaping once (``escaping``: Markdown, rich markup; none for HTML, which escapes whole sentences). ``t`` names a key
+(a missing one is a KeyError); ``phrase`` says a key from data: parameters formatted by unit and escaped, an unknown
+key shown generically, a missing placeholder as a dash, ``legacy.text`` (a schema-1 report's English) as recorded.
 """
 
 from __future__ import annotations
@@ -48,11 +48,6 @@ def _check(lang: str) -> str:
     if lang not in LANGS:
         raise UnknownLanguage(f"unknown language {lang!r} (choose from {', '.join(LANGS)})")
     return lang
-
-
-def activate(lang: str) -> None:
-    """The language of everything this process shows from now on (the CLI's ``--lang``)."""
-    _LANG.set(_check(lang))
 
 
 @contextmanager
