@@ -1,55 +1,34 @@
 """Assemble every probe into one ``Environment``, and an ``Environment`` into a ``Report``.
 
-Each section is probed behind its own guard: a probe that raises (a bug, since probes are
-written never to) turns into ``missing("probe crashed: ...")`` for that section's keys and
-the other sections still come back. Every key of the fact contract is present in every
-section, as a value or a reason.
-
-NVML (a child process: a broken libnvidia-ml may segfault or hang) and the two runtime probes
-(torch and Triton, each a subprocess that may take seconds) run in threads while the fast
-probes read files, so ``envcheck probe`` costs about as long as the slower of NVML and the
-file probes, and ``envcheck check`` as long as the slower of the two runtime children.
-
-Every string of the result is made encodable (``outside_text.encodable``) here, once, whichever
-probe read it (a file, a variable, a subprocess, NVML).
-
-Ctrl-C reaches the main thread only: collect then kills every probe child still running
-(``host.terminate_children``) before letting the interrupt go on.
+Each section is probed behind its own guard: a probe that raises becomes ``missing("probe crashed: ...")`` on each
+of its keys, and the other sections still come back. NVML and the runtime probes (children that may take seconds,
+crash or hang) run in threads while the file probes read. Every string of the result is made encodable here, once.
+Ctrl-C reaches the main thread only: collect then kills every probe child still running, and lets it go on.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import socket
 import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from envcheck import __version__
 from envcheck.model import Bench, Check, Environment, Fact, Facts, Gpu, Report, missing
 from envcheck.outside_text import encodable
-from envcheck.probes import links_probe, platform, torch_probe, triton_probe
+from envcheck.probes import cuda, envvars, gpus, links_probe, platform, system, torch_probe, triton_probe, wsl
 from envcheck.probes.host import Host, default_host, terminate_children
 
+T = TypeVar("T")
 # The fact key contract: every key below is present in its section after collect().
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
-    "system": ("os_name", "os_id", "os_version", "kernel", "arch", "cpu_model", "cpu_cores_logical",
-               "cpu_cores_physical", "ram_total_bytes", "ram_available_bytes", "disk_path", "disk_free_bytes",
-               "python_version", "python_executable", "python_env", "python_env_path", "container"),
-    "wsl": ("is_wsl", "wsl_version", "distro_name", "dxg_present", "lib_dir_present", "lib_dir_files",
-            "libcuda_symlinks", "loader_path_has_wsl_lib", "loader_shadows", "linux_driver_in_wsl", "linux_driver_packages",
-            "nvidia_smi_path", "nvidia_smi_on_path"),
-    "driver": ("driver_version", "cuda_driver_version", "nvml_version", "nvml_library", "nvml_error", "gpu_count",
-               "nvml_process_error"),
-    "cuda": ("libcuda_path", "triton_libcuda_dirs", "libcuda_link", "toolkit_path", "nvcc_path", "nvcc_version", "ptxas_path", "cc_path",
-             "python_headers"),
-    "env": ("variables",),
-    "torch": torch_probe.TORCH_KEYS,
-    "torch_runtime": torch_probe.RUNTIME_KEYS,
-    "triton": triton_probe.TRITON_KEYS,
-    "triton_runtime": triton_probe.RUNTIME_KEYS,
-    "platform": platform.KEYS,
+    "system": system.KEYS, "wsl": wsl.KEYS, "driver": gpus.DRIVER_KEYS, "cuda": cuda.KEYS, "env": envvars.KEYS,
+    "torch": torch_probe.TORCH_KEYS, "torch_runtime": torch_probe.RUNTIME_KEYS, "triton": triton_probe.TRITON_KEYS,
+    "triton_runtime": triton_probe.RUNTIME_KEYS, "platform": platform.KEYS,
 }
 SECTIONS = tuple(SECTION_KEYS)
 
@@ -76,101 +55,48 @@ def guarded(section: str, probe: Callable[[], Facts]) -> Facts:
         return {k: missing(why) for k in SECTION_KEYS[section]}
 
 
-def _join(thread: threading.Thread) -> None:
-    """Wait for ``thread`` in short slices: a KeyboardInterrupt is raised between two slices, while a
-    single unbounded join() would hold it until the thread ends (the runtime probes' timeout, minutes)."""
-    while thread.is_alive():
-        thread.join(0.1)
+class _Background(Generic[T]):
+    """``probe()`` in a thread. ``result()`` waits in short slices (a KeyboardInterrupt comes between two, where one
+    join() would hold it for the runtime probes' minutes) and gives ``fallback()`` when the thread left no result."""
 
-
-class _Background:
-    """A section probed in a thread; ``result()`` waits for it (never raises)."""
-
-    def __init__(self, section: str, probe: Callable[[], Facts]) -> None:
-        self.section = section
-        self._facts: Facts | None = None
-        self._thread = threading.Thread(target=self._run, args=(probe,), name=f"envcheck-{section}", daemon=True)
+    def __init__(self, name: str, probe: Callable[[], T], fallback: Callable[[], T]) -> None:
+        self._result: T | None = None
+        self._fallback = fallback
+        self._thread = threading.Thread(target=self._run, args=(probe,), name=f"envcheck-{name}", daemon=True)
         self._thread.start()
 
-    def _run(self, probe: Callable[[], Facts]) -> None:
-        self._facts = guarded(self.section, probe)
+    def _run(self, probe: Callable[[], T]) -> None:
+        self._result = probe()
 
-    def result(self) -> Facts:
-        _join(self._thread)
-        return self._facts if self._facts is not None else guarded(self.section, lambda: {})
-
-
-class _NvmlBackground:
-    """The driver section and the GPUs, read in a thread (the NVML child takes ~0.1 s to start)."""
-
-    def __init__(self, nvml: object) -> None:
-        self._result: tuple[Facts, tuple[Gpu, ...]] | None = None
-        self._thread = threading.Thread(target=self._run, args=(nvml,), name="envcheck-nvml", daemon=True)
-        self._thread.start()
-
-    def _run(self, nvml: object) -> None:
-        try:
-            self._result = _nvml(nvml)
-        except Exception as e:  # noqa: BLE001 - only reachable if NVML's own guards have a bug
-            self._result = {k: missing(crash_reason(e)) for k in SECTION_KEYS["driver"]}, ()
-
-    def result(self) -> tuple[Facts, tuple[Gpu, ...]]:
-        _join(self._thread)
-        if self._result is None:
-            return {k: missing("NVML probe thread ended without a result") for k in SECTION_KEYS["driver"]}, ()
-        return self._result
+    def result(self) -> T:
+        while self._thread.is_alive():
+            self._thread.join(0.1)
+        return self._result if self._result is not None else self._fallback()
 
 
-def _system(host: Host, reports_dir: str) -> Facts:
-    from envcheck.probes.system import probe_system
-
-    return probe_system(host, reports_dir=reports_dir)
+def _section(section: str, probe: Callable[[], Facts]) -> _Background[Facts]:
+    return _Background(section, lambda: guarded(section, probe), lambda: guarded(section, lambda: {}))
 
 
-def _wsl(host: Host) -> Facts:
-    from envcheck.probes.wsl import probe_wsl
-
-    return probe_wsl(host)
-
-
-def _cuda(host: Host) -> Facts:
-    from envcheck.probes.cuda import probe_cuda
-
-    return probe_cuda(host)
-
-
-def _env(host: Host) -> Facts:
-    from envcheck.probes.envvars import probe_env
-
-    return probe_env(host)
-
-
-def _nvml(nvml: object) -> tuple[Facts, tuple[Gpu, ...]]:
-    """The driver section and the GPUs: NVML initialised once here and shut down after."""
-    from envcheck.probes import gpus
-
+def _nvml(nvml: Any) -> tuple[Facts, tuple[Gpu, ...]]:
+    """The driver section and the GPUs: NVML initialised once here and shut down after; never raises."""
     try:
         driver = guarded("driver", lambda: gpus.probe_driver(nvml))
         try:
-            found = gpus.probe_gpus(nvml)
+            found = tuple(gpus.probe_gpus(nvml))
         except Exception as e:  # noqa: BLE001 - same rule as sections: a bug here must not hide the rest
             found = ()
             driver["gpu_count"] = missing(crash_reason(e))
-        return driver, tuple(found)
+        return driver, found
     finally:
-        try:
-            nvml.shutdown()  # type: ignore[attr-defined]
-        except Exception:  # noqa: BLE001 - nothing useful to do about a failed shutdown
-            pass
+        with contextlib.suppress(Exception):  # nothing useful to do about a failed shutdown
+            nvml.shutdown()
 
 
 def collect(host: Host | None = None, nvml: object | None = None, runtime: bool = False, timeout: float = 120.0,
             reports_dir: str = "reports") -> Environment:
     """Every section plus the GPUs; runtime probes (subprocesses) only when ``runtime``. Never raises
-    (KeyboardInterrupt aside, after every probe child is killed).
-
-    ``nvml``: the NVML seam; by default NVML read in a child process of ``host``.
-    """
+    (KeyboardInterrupt aside, after every probe child is killed). ``nvml``: by default NVML read in a child."""
     start = time.perf_counter()
     host = host or default_host()
     if nvml is None:
@@ -193,48 +119,38 @@ def _replayable(host: Host, section: str) -> bool:
 
 
 def _collect(host: Host, nvml: object, runtime: bool, timeout: float, reports_dir: str, start: float) -> Environment:
-    background: list[_Background] = []
-    skipped: dict[str, Facts] = {}
+    background: dict[str, _Background[Facts]] = {}
+    sections: dict[str, Facts] = {"torch_runtime": torch_probe.not_run(), "triton_runtime": triton_probe.not_run()}
     if runtime:
-        probes = {"torch_runtime": (torch_probe.probe_torch_runtime, torch_probe.not_run),
-                  "triton_runtime": (triton_probe.probe_triton_runtime, triton_probe.not_run),
-                  links_probe.SECTION: (links_probe.probe_links_isolated, links_probe.not_run)}
-        for section, (probe, not_run) in probes.items():
-            if _replayable(host, section):
-                background.append(_Background(section, lambda probe=probe: probe(host, timeout)))
+        for name, probe, not_run in (("torch_runtime", torch_probe.probe_torch_runtime, torch_probe.not_run),
+                                     ("triton_runtime", triton_probe.probe_triton_runtime, triton_probe.not_run),
+                                     (links_probe.SECTION, links_probe.probe_links_isolated, links_probe.not_run)):
+            if _replayable(host, name):
+                background[name] = _section(name, functools.partial(probe, host, timeout))
             else:
-                skipped[section] = not_run(NOT_CAPTURED_RUN)
-    nvml_bg = _NvmlBackground(nvml)
-    sections: dict[str, Facts] = {
-        "system": guarded("system", lambda: _system(host, reports_dir)),
-        "wsl": guarded("wsl", lambda: _wsl(host)),
-    }
-    sections["cuda"] = guarded("cuda", lambda: _cuda(host))
-    sections["env"] = guarded("env", lambda: _env(host))
-    sections["torch"] = guarded("torch", lambda: torch_probe.probe_torch(host))
-    sections["triton"] = guarded("triton", lambda: triton_probe.probe_triton(host))
-    sections["driver"], gpus = nvml_bg.result()
-    bus_ids = [b for b in (g.get("pci_bus_id") for g in gpus) if isinstance(b, str)]
+                sections[name] = not_run(NOT_CAPTURED_RUN)
+    nvml_bg = _Background("nvml", lambda: _nvml(nvml), lambda: (
+        {k: missing("NVML probe thread ended without a result") for k in gpus.DRIVER_KEYS}, ()))
+    for name, read in (("system", lambda: system.probe_system(host, reports_dir=reports_dir)),
+                       ("wsl", lambda: wsl.probe_wsl(host)), ("cuda", lambda: cuda.probe_cuda(host)),
+                       ("env", lambda: envvars.probe_env(host)), ("torch", lambda: torch_probe.probe_torch(host)),
+                       ("triton", lambda: triton_probe.probe_triton(host))):
+        sections[name] = guarded(name, read)
+    sections["driver"], found = nvml_bg.result()
+    bus_ids = [b for b in (g.get("pci_bus_id") for g in found) if isinstance(b, str)]
     sections["platform"] = guarded("platform", lambda: platform.probe_platform(host, bus_ids))
-    if runtime:
-        for bg in background:
-            sections[bg.section] = bg.result()
-        sections.update(skipped)
-    else:
-        sections["torch_runtime"] = torch_probe.not_run()
-        sections["triton_runtime"] = triton_probe.not_run()
+    sections.update({name: bg.result() for name, bg in background.items()})
     ordered = {name: sections[name] for name in SECTIONS}
     if links_probe.SECTION in sections:  # per-GPU keys: not part of the fixed key contract above
         ordered[links_probe.SECTION] = sections[links_probe.SECTION]
     return Environment(sections={name: _encodable(facts) for name, facts in ordered.items()},
-                       gpus=tuple(Gpu(g.index, _encodable(g.facts), encodable(g.lost)) for g in gpus),
+                       gpus=tuple(Gpu(g.index, _encodable(g.facts), encodable(g.lost)) for g in found),
                        probe_s=round(time.perf_counter() - start, 3))
 
 
 def _encodable(facts: Facts) -> Facts:
-    """``facts`` with every string made encodable: a path, an environment variable or a child's output
-    may hold a lone surrogate (Python decodes undecodable bytes of file names and variables to them),
-    which no UTF-8 writer of the report accepts (``outside_text``)."""
+    """``facts`` with every string made encodable: a path, a variable or a child's output may hold a lone
+    surrogate (Python's spelling of bytes that are not UTF-8), which no UTF-8 writer accepts."""
     return {key: Fact(encodable(f.value), encodable(f.reason)) for key, f in facts.items()}
 
 
@@ -252,10 +168,8 @@ def hostname() -> str:
 
 def new_report(kind: str, environment: Environment, checks: tuple[Check, ...] = (),
                benches: tuple[Bench, ...] = (), host: str | None = None, **sections: Any) -> Report:
-    """A report stamped with a host name (this machine's unless ``host``: a replayed snapshot's),
-    the time and envcheck's version (probe, check, run and fleet alike). ``sections``: the
-    report's ``node`` or ``fleet``."""
-    hostname_ = host or hostname()
-    return Report(tool_version=__version__, created=utc_now(), host=hostname_, kind=kind,
+    """A report stamped with a host name (this machine's unless ``host``: a replayed snapshot's), the time and
+    envcheck's version. ``sections``: the report's ``node`` or ``fleet``."""
+    return Report(tool_version=__version__, created=utc_now(), host=host or hostname(), kind=kind,
                   environment=environment, checks=tuple(checks), benches=tuple(benches), **sections)
 

@@ -235,18 +235,8 @@ def _python_headers(host: Host) -> Fact:
 
 
 def probe_cuda(host: Host, cache: LdCache | None = None) -> Facts:
-    """Facts of section ``cuda``; every key in ``KEYS`` is present, none raises.
-
-    ``cache``: the loader cache when the caller already read it (saves one ``ldconfig -p``).
-    """
-    try:
-        return _probe(host, cache if cache is not None else read_ld_cache(host))
-    except Exception as e:  # noqa: BLE001 - a probe records its failure instead of raising
-        why = f"cuda probe failed ({type(e).__name__}: {e})"
-        return {k: missing(why) for k in KEYS}
-
-
-def _probe(host: Host, cache: LdCache) -> Facts:
+    """Facts of section ``cuda``. ``cache``: the loader cache when the caller already read it."""
+    cache = cache if cache is not None else read_ld_cache(host)
     facts: Facts = {"libcuda_path": _libcuda(host, cache),
                     "triton_libcuda_dirs": _dirs_fact(triton_libcuda_dirs(host, cache)),
                     "libcuda_link": _libcuda_link(host, cache)}

@@ -196,19 +196,8 @@ def _loader_reaches_wsl_lib(host: Host, cache: LdCache) -> Fact:
 
 
 def probe_wsl(host: Host, cache: LdCache | None = None) -> Facts:
-    """Facts of section ``wsl``; every key in ``KEYS`` is present, none raises.
-
-    Off WSL every key but ``is_wsl`` is missing("not WSL") and nothing is run.
-    ``cache``: the loader cache when the caller already read it (saves one ``ldconfig -p``).
-    """
-    try:
-        return _probe(host, cache)
-    except Exception as e:  # noqa: BLE001 - a probe records its failure instead of raising
-        why = f"wsl probe failed ({type(e).__name__}: {e})"
-        return {k: missing(why) for k in KEYS}
-
-
-def _probe(host: Host, cache: LdCache | None) -> Facts:
+    """Facts of section ``wsl``; off WSL every key but ``is_wsl`` is missing("not WSL") and nothing is run.
+    ``cache``: the loader cache when the caller already read it (saves one ``ldconfig -p``)."""
     version = wsl_version(_read(host, "/proc/sys/kernel/osrelease"), _read(host, "/proc/version"), host)
     if version is None:
         return {"is_wsl": known(False), **{k: missing(NOT_WSL) for k in KEYS[1:]}}
