@@ -1,17 +1,9 @@
 """The one seam between envcheck and NVML (the NVIDIA Management Library).
 
-Every NVML call in envcheck goes through :class:`Nvml`: probes and the benchmark
-monitor never import ``pynvml`` themselves, and tests swap in a fake fed with
-tables captured from real machines (same interface: ``init``, ``call``,
-``query``, ``library_path``, ``shutdown``).
-
-Values come back as plain JSON-ready data, exactly as the capture tables store
-them: bytes become ``str``, ctypes structures and pynvml's "friendly objects"
-become dicts of their fields, tuples become lists. ``pynvml`` (the
-``nvidia-ml-py`` package) is imported only inside :meth:`Nvml.init`, so
-``envcheck --help`` works on a machine whose NVIDIA stack is broken.
-
-The NVML enum values envcheck passes are defined here, so fakes need no pynvml.
+Every NVML call goes through :class:`Nvml` (or a table of captured answers with the same interface: ``init``,
+``call``, ``query``, ``library_path``, ``shutdown``). Values come back as plain JSON-ready data, as the capture
+tables store them. ``pynvml`` is imported only inside :meth:`Nvml.init`, so ``envcheck --help`` works on a machine
+whose NVIDIA stack is broken; the enum values envcheck passes are defined here, so fakes need no pynvml.
 """
 
 from __future__ import annotations
@@ -40,8 +32,7 @@ TEMPERATURE_THRESHOLD_GPU_MAX = 3
 # nvmlComputeMode_t (nvidia-smi -q: Compute Mode)
 COMPUTE_MODES: dict[int, str] = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
 
-# nvmlGpuFabricState_t (nvidia-smi -q: Fabric: State): NVSwitch systems register each GPU with the
-# fabric manager; other systems answer "not supported".
+# nvmlGpuFabricState_t (nvidia-smi -q: Fabric: State): NVSwitch systems register each GPU with the fabric manager.
 FABRIC_STATES: dict[int, str] = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
 
 # nvmlMemoryErrorType_t
@@ -86,9 +77,8 @@ CLOCKS_EVENT_REASONS: dict[int, str] = {
     0x100: "display_clock_setting",
 }
 
-# Reasons that mean the GPU runs slower than it could. The others are either
-# benign (idle, a clock the user pinned, display clocks) or coordinate boost
-# across GPUs (sync_boost) without a thermal or power cause.
+# Reasons that mean the GPU runs slower than it could; the others are benign (idle, a pinned clock, display
+# clocks) or coordinate boost across GPUs (sync_boost).
 SLOWING_REASONS: frozenset[str] = frozenset(
     {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
 )
@@ -97,11 +87,8 @@ THERMAL_REASONS: frozenset[str] = frozenset({"sw_thermal_slowdown", "hw_thermal_
 
 
 def reason_names(mask: int) -> list[str]:
-    """Names of the clock-event reasons set in ``mask``, lowest bit first.
-
-    Bits this table does not know (newer drivers add some) are kept as
-    ``unknown_0x...`` rather than dropped, so a report never hides one.
-    """
+    """Names of the clock-event reasons set in ``mask``, lowest bit first; a bit this table does not know (newer
+    drivers add some) is kept as ``unknown_0x...``, never dropped."""
     names: list[str] = []
     bit = 1
     remaining = int(mask)
@@ -141,8 +128,8 @@ _MEANINGS: dict[str, str] = {
 }
 
 GPU_IS_LOST = "NVMLError_GpuIsLost"
-# Not NVML's own errors: the process that read NVML for envcheck crashed or hung before this
-# answer (probes/nvml_child.py), or a replayed snapshot holds no answer for the query.
+# Not NVML's own errors: the process that read NVML crashed or hung before this answer, or a replayed snapshot
+# holds no answer for the query.
 PROBE_FAILED = "EnvcheckNvmlProbeFailed"
 NOT_CAPTURED = "EnvcheckNotCaptured"
 
@@ -240,14 +227,8 @@ STRUCT_QUERIES: dict[str, str] = {"nvmlDeviceGetGpuFabricInfo": "c_nvmlGpuFabric
 
 
 class Nvml(NvmlSeam):
-    """NVML through pynvml, every failure turned into data.
-
-    ``init`` must succeed before ``call``; ``query`` never raises. Device handles
-    (``nvmlDeviceGetHandleByIndex`` / ``ByUUID`` / ``ByPciBusId``) come back untouched. ``init`` is
-    idempotent (each probe calls it; the first answer stands until ``shutdown``). Handles from
-    ``call("nvmlDeviceGetHandleByIndex", i)`` are opaque: pass them back as the
-    first argument of device calls.
-    """
+    """NVML through pynvml, every failure turned into data. ``init`` must succeed before ``call``, and is idempotent
+    (the first answer stands until ``shutdown``); device handles come back untouched, opaque."""
 
     def __init__(self) -> None:
         self._lib: Any = None
@@ -260,15 +241,9 @@ class Nvml(NvmlSeam):
         return self._lib is not None
 
     def init(self) -> str | None:
-        """Load and initialise NVML: None when it worked, else the real error text.
-
-        The texts are NVML's own (``nvmlErrorString``), e.g. "Driver Not Loaded",
-        "NVML Shared Library Not Found", or "RM has detected an NVML/RM version
-        mismatch." (what ``nvidia-smi`` prints as "Failed to initialize NVML:
-        Driver/library version mismatch" after a driver upgrade without a reboot).
-        """
+        """Load and initialise NVML: None when it worked, else NVML's own error text (``nvmlErrorString``: "Driver
+        Not Loaded", "RM has detected an NVML/RM version mismatch." after a driver upgrade without a reboot)."""
         if self._tried:
-            # Probes call init() each; the first answer stands until shutdown().
             return self._init_result
         self._tried = True
         self._init_result = self._load()

@@ -1,9 +1,7 @@
 """NVML as a table of answers: recorded from the live library, replayed to the probes.
 
-A table holds every NVML answer the probes asked for, each a value or the NVML error it
-raised, so a machine's NVML can be replayed anywhere (``envcheck check --replay``, the tests)
-and the live NVML can run in a child process that hands its table back
-(``probes/nvml_child.py``)::
+A table holds every NVML answer the probes asked for, each a value or the NVML error it raised, so a machine's NVML
+can be replayed anywhere (``check --replay``, the tests) and the live NVML can run in a child that hands it back::
 
     {"library": "/usr/lib/wsl/lib/libnvidia-ml.so.1",       # or "library_error": "<reason>"
      "init_error": {"error": "NVMLError_DriverNotLoaded", "text": "Driver Not Loaded"},  # when init failed
@@ -14,11 +12,10 @@ and the live NVML can run in a child process that hands its table back
                "nvmlDeviceGetEccMode": {"error": "NVMLError_NotSupported", "text": "Not Supported"}}],
      "failure": {"error": "crashed with SIGSEGV", "during": "nvmlDeviceGetPowerUsage on GPU 0"}}
 
-A query with enum arguments is keyed by their names (``nvmlDeviceGetTotalEccErrors[UNCORRECTED,VOLATILE]``),
-other arguments by their value (``nvmlSystemGetProcessName[4242]``); device queries live
-under their GPU. An entry may hold ``{"values": [...]}``: one answer per call, the last
-repeating (a monitor's samples). ``failure`` is set when the process that read NVML crashed
-or hung: every answer it never gave then fails with that story instead of a made-up one.
+A query with enum arguments is keyed by their names (``nvmlDeviceGetTotalEccErrors[UNCORRECTED,VOLATILE]``), other
+arguments by their value (``nvmlSystemGetProcessName[4242]``); device queries live under their GPU. An entry may hold
+``{"values": [...]}``: one answer per call, the last repeating (a monitor's samples). ``failure``: the process that
+read NVML crashed or hung, and every answer it never gave fails with that story instead of a made-up one.
 """
 
 from __future__ import annotations
@@ -49,8 +46,7 @@ LABELS: dict[str, tuple[dict[int, str], ...]] = {
 }
 
 HANDLE_BY_INDEX = "nvmlDeviceGetHandleByIndex"
-# What a table without an answer says: fixtures written by hand leave out what an old driver
-# lacks, so their default is the error such a driver gives.
+# What a table without an answer says: hand-written fixtures leave out what an old driver lacks.
 FUNCTION_NOT_FOUND = ("NVMLError_FunctionNotFound", "Function Not Found")
 
 
@@ -95,8 +91,7 @@ def failure_text(failure: dict[str, Any]) -> str:
 
 
 class TableHandle:
-    """A device handle of a replayed NVML: just the GPU's index. (A plain class, not a dataclass:
-    the NVML child imports this module, and dataclasses costs it a fifth of its start-up.)"""
+    """A device handle of a replayed NVML: the GPU's index (no dataclass: it costs the NVML child's start-up)."""
 
     __slots__ = ("index",)
 
@@ -114,8 +109,7 @@ class TableHandle:
 
 
 class TableNvml(NvmlSeam):
-    """The NVML seam's interface (``init``, ``call``, ``query``, ``library_path``, ``shutdown``),
-    answered from a table. ``absent``: the NVML error (class name, text) for a query the table
+    """The NVML seam answered from a table. ``absent``: the NVML error (class name, text) for a query the table
     lacks; snapshots use ``NOT_CAPTURED`` so a probe newer than the snapshot says so."""
 
     def __init__(self, table: dict[str, Any], absent: tuple[str, str] = FUNCTION_NOT_FOUND) -> None:
@@ -222,12 +216,9 @@ Listener = Callable[[str, "int | None", "dict[str, Any] | None"], None]
 
 
 class RecordingNvml(NvmlSeam):
-    """Wraps a live NVML seam and writes every answer into ``table`` as the probes ask.
-
-    ``listener(event, gpu, entry)`` hears ``("calling", gpu, {"key": ...})`` before each call
-    and ``("answer", gpu, {"key": ..., **entry})`` after it, so a child process can report each
-    answer as it comes: if the next call crashes the process, what came before survives.
-    """
+    """A live NVML seam that writes every answer into ``table`` as the probes ask. ``listener(event, gpu, entry)``
+    hears ``("calling", gpu, {"key": ...})`` before each call and ``("answer", gpu, {"key": ..., **entry})`` after
+    it, so a child reports each answer as it comes: if the next call crashes it, what came before survives."""
 
     def __init__(self, live: Any, listener: Listener | None = None) -> None:
         self.live = live
@@ -242,13 +233,7 @@ class RecordingNvml(NvmlSeam):
             self.listener(event, gpu, entry)
 
     def _store(self, gpu: int | None, key: str, entry: dict[str, Any]) -> None:
-        if gpu is None:
-            self.table[key] = entry
-        else:
-            gpus = self.table.setdefault("gpus", [])
-            while len(gpus) <= gpu:
-                gpus.append({})
-            gpus[gpu][key] = entry
+        _put(self.table, gpu, key, entry)
         self._tell("answer", gpu, {"key": key, **entry})
 
     def init(self) -> str | None:
@@ -328,11 +313,16 @@ def table_from_events(events: list[dict[str, Any]]) -> tuple[dict[str, Any], str
             table["init_error"] = {"error": entry.get("error"), "text": entry.get("text")}
         elif key == "nvmlInit":
             continue
-        elif isinstance(gpu, int):
-            gpus = table.setdefault("gpus", [])
-            while len(gpus) <= gpu:
-                gpus.append({})
-            gpus[gpu][key] = entry
         else:
-            table[key] = entry
+            _put(table, gpu if isinstance(gpu, int) else None, key, entry)
     return table, pending
+
+
+def _put(table: dict[str, Any], gpu: int | None, key: str, entry: dict[str, Any]) -> None:
+    """``entry`` under ``key``, in the table or in its GPU ``gpu``'s part."""
+    if gpu is None:
+        table[key] = entry
+        return
+    gpus = table.setdefault("gpus", [])
+    gpus.extend({} for _ in range(gpu + 1 - len(gpus)))
+    gpus[gpu][key] = entry
