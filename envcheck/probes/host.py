@@ -1,20 +1,10 @@
 """The host seam: every file read, subprocess, environment variable and PATH lookup a probe makes.
 
-Probes take a ``Host`` and never touch ``os``, ``open`` or ``subprocess`` themselves, so
-``envcheck snapshot`` records a machine by wrapping this seam (``probes/recording.py``) and
-``--replay`` and the tests answer from a recorded machine (``probes/replay.py``).
-
-File methods raise ``OSError`` like their ``os`` counterparts: the probe turns the error
-into a recorded reason. ``run`` never raises: a missing binary, a crash or a hang all come
-back as a ``RunResult``.
-
-Every text that crosses the seam (a file read, a command's output) passes
-:class:`envcheck.redact.Redactor` first: subclasses implement ``_read_text`` and ``_run``, and
-the public ``read_text`` and ``run`` redact what those return, so no probe can forget to.
-
-Children run in their own session (process group): a timeout kills the group, and so does
-Ctrl-C, which only the main thread receives while the runtime probes wait in other threads
-(:func:`terminate_children`).
+Probes never touch ``os``, ``open`` or ``subprocess`` themselves, so ``envcheck snapshot`` records a machine by
+wrapping this seam (``recording.py``) and ``--replay`` and the tests answer from a recorded one (``replay.py``).
+File methods raise ``OSError`` like ``os``; ``run`` never raises. Every text that crosses the seam is redacted by
+the public ``read_text`` and ``run`` (subclasses implement ``_read_text`` and ``_run``), so no probe can forget to.
+Children run in their own process group: a timeout or Ctrl-C (:func:`terminate_children`) kills the group.
 """
 
 from __future__ import annotations
@@ -70,11 +60,8 @@ class RunResult:
 
 
 def parse_meminfo(text: str) -> tuple[int, int | None]:
-    """(MemTotal, MemAvailable) in bytes from /proc/meminfo text.
-
-    MemAvailable is None on kernels older than 3.14, which lack it. Raises ValueError
-    when MemTotal is absent (not a meminfo file).
-    """
+    """(MemTotal, MemAvailable) in bytes from /proc/meminfo text; MemAvailable is None before kernel 3.14.
+    ValueError when MemTotal is absent (not a meminfo file)."""
     values: dict[str, int] = {}
     for line in text.splitlines():
         name, _, rest = line.partition(":")
@@ -103,8 +90,6 @@ class Host:
     def redactor(self) -> Redactor:
         """Built from ``environ`` as it is now (tests and the recorder replace it after __init__)."""
         return Redactor(self.environ)
-
-    # ----------------------------------------------------------------- files
 
     def read_text(self, path: str) -> str:
         """The file's text, secrets redacted; raises ``OSError`` like ``open``."""
@@ -139,18 +124,11 @@ class Host:
         """Bytes available to an unprivileged user on the file system holding ``path``."""
         return shutil.disk_usage(path).free
 
-    # ----------------------------------------------------------------- processes
-
     def run(self, argv: list[str], timeout: float, env: dict[str, str] | None = None,
             name: str | None = None) -> RunResult:
-        """Run ``argv`` (no shell) and collect its output, secrets redacted; never raises
-        (KeyboardInterrupt aside, after killing the child).
-
-        ``env`` replaces the whole environment of the child when given (NVLink multicast stays
-        off either way: ``envcheck/child_env.py``). ``name`` gives the run
-        a stable identity in snapshots (``torch_runtime``): the Python code of a runtime probe
-        changes between envcheck versions, its purpose does not.
-        """
+        """Run ``argv`` (no shell) and collect its output, secrets redacted; never raises (KeyboardInterrupt aside,
+        after killing the child). ``env`` replaces the child's whole environment (``child_env.py``). ``name`` gives
+        the run a stable identity in snapshots (``torch_runtime``): a runtime probe's code changes, its purpose not."""
         args = tuple(argv)
         if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
             return RunResult(args, None, error=f"invalid timeout {timeout!r} (a positive number of seconds)")
@@ -161,24 +139,15 @@ class Host:
 
     def _run(self, args: tuple[str, ...], timeout: float, env: dict[str, str] | None,
              name: str | None) -> RunResult:
-        """The child runs in its own session so that a timeout (or Ctrl-C) kills it and everything
-        it started: a hung ``nvidia-smi`` or compiler must not outlive the probe."""
+        """The child runs in its own session: a timeout (or Ctrl-C) kills it and all it started."""
         start = time.perf_counter()
         try:
-            proc = subprocess.Popen(
-                list(args),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=child_env(base=env),
-                start_new_session=True,
-            )
-        except FileNotFoundError:
-            return RunResult(args, None, error="not found", wall_s=time.perf_counter() - start)
-        except PermissionError:
-            return RunResult(args, None, error="permission denied", wall_s=time.perf_counter() - start)
+            proc = subprocess.Popen(list(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    env=child_env(base=env), start_new_session=True)
         except (OSError, ValueError) as e:
-            return RunResult(args, None, error=f"cannot start ({e})", wall_s=time.perf_counter() - start)
+            error = ("not found" if isinstance(e, FileNotFoundError) else "permission denied"
+                     if isinstance(e, PermissionError) else f"cannot start ({e})")
+            return RunResult(args, None, error=error, wall_s=time.perf_counter() - start)
         with _LIVE_LOCK:
             _LIVE.add(proc)
         try:
@@ -191,21 +160,16 @@ class Host:
                 except subprocess.TimeoutExpired:
                     # A grandchild that left the group still holds the pipes: give up on its output.
                     out, err = b"", b""
-                return RunResult(
-                    args, None, _decode(out), _decode(err), timed_out=True,
-                    error=f"timed out after {timeout:g} s", wall_s=time.perf_counter() - start,
-                )
+                return RunResult(args, None, _decode(out), _decode(err), timed_out=True,
+                                 error=f"timed out after {timeout:g} s", wall_s=time.perf_counter() - start)
             except BaseException:
-                # Ctrl-C (or any other escape) while waiting: the child is in its own session, so
-                # the terminal's SIGINT never reached it; it dies with us, not 200 s later.
+                # Ctrl-C while waiting: the child, in its own session, never saw SIGINT; it dies with us.
                 _kill_group(proc)
                 raise
         finally:
             with _LIVE_LOCK:
                 _LIVE.discard(proc)
         return RunResult(args, proc.returncode, _decode(out), _decode(err), wall_s=time.perf_counter() - start)
-
-    # ----------------------------------------------------------------- lookups
 
     def which(self, name: str) -> str | None:
         """Path of ``name`` on the PATH of ``environ`` (not of this process), or None."""
@@ -250,12 +214,8 @@ _LIVE_LOCK = threading.Lock()
 
 
 def terminate_children(wait_s: float = 2.0) -> int:
-    """Kill the process group of every child a Host is still waiting for; how many there were.
-
-    Ctrl-C reaches only the main thread: the runtime probes' threads keep waiting on children
-    that run in sessions of their own (so the terminal's SIGINT never reached them). The caller
-    that catches KeyboardInterrupt calls this so no probe child outlives envcheck.
-    """
+    """Kill the process group of every child a Host is still waiting for; how many there were. Ctrl-C reaches only
+    the main thread, and the children in their own sessions never saw the terminal's SIGINT: its catcher calls this."""
     with _LIVE_LOCK:
         live = list(_LIVE)
     for proc in live:

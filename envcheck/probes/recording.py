@@ -1,15 +1,9 @@
-"""The host seam, recorded: every file, folder, link, command and variable the probes look at.
+"""The host seam, recorded (``envcheck snapshot``): the real machine, answering as :class:`Host` does, that also
+writes down each answer, already redacted, as a machine a ``ReplayHost`` can be built from.
 
-``RecordingHost`` is the real machine (it answers exactly as :class:`Host` does) that also
-writes down each answer, as the file system, environment and commands a
-:class:`~envcheck.probes.replay.ReplayHost` can later be built from (``envcheck snapshot``).
-What it writes is already redacted: ``read_text`` and ``run`` of the base class redact, and
-environment values pass :func:`envcheck.redact.redact_value`.
-
-Paths are recorded as a file system, not as a log of calls, so a replay answers questions
-the same way the machine would: for every path a probe touches, each component that is a
-symbolic link is recorded with its target (``/lib -> usr/lib``), and the path itself as a
-file (text if a probe read it, ``None`` if it only checked it exists), a folder or a link.
+Paths are recorded as a file system, not as a log of calls, so a replay answers as the machine would: each
+component of a touched path that is a link is recorded with its target (``/lib -> usr/lib``), and the path itself
+as a file (its text if a probe read it, ``None`` if it only checked it exists), a folder or a link.
 """
 
 from __future__ import annotations
@@ -73,8 +67,6 @@ class RecordingHost(Host):
         # Secrets are looked up in the whole environment, not only in what probes read.
         return Redactor(self._real_environ)
 
-    # ----------------------------------------------------------------- the file system model
-
     def _abs(self, path: str) -> str:
         return posixpath.normpath(posixpath.join(self.cwd, path))
 
@@ -108,8 +100,6 @@ class RecordingHost(Host):
                         self.dirs.add(current)
                     else:
                         self.files.setdefault(current, None)
-
-    # ----------------------------------------------------------------- files
 
     def read_text(self, path: str) -> str:
         try:
@@ -163,8 +153,6 @@ class RecordingHost(Host):
             self.disk_answers[self._abs(os.path.realpath(path))] = free
         return free
 
-    # ----------------------------------------------------------------- processes and lookups
-
     def run(self, argv: list[str], timeout: float, env: dict[str, str] | None = None,
             name: str | None = None) -> RunResult:
         res = super().run(argv, timeout, env=env, name=name)
@@ -201,8 +189,6 @@ class RecordingHost(Host):
     def machine(self) -> str:
         self._machine = super().machine()
         return self._machine
-
-    # ----------------------------------------------------------------- the result
 
     def section(self) -> dict[str, Any]:
         """The snapshot's ``host`` section (format in ``envcheck/snapshot.py``)."""

@@ -1,14 +1,9 @@
 """A recorded machine behind the host seam: what ``--replay`` and the tests probe.
 
-``ReplayHost`` is a small in-memory machine: a file system of files, links and folders, the
-commands it answers, its environment, its Python and its installed packages. It is built
-from a snapshot's ``host`` section (``envcheck snapshot`` records one through
-``probes/recording.py``) or directly from dictionaries (the tests' ``FakeHost``).
-
-The file system behaves like the real one for what probes ask: links are followed component
-by component (``/lib -> usr/lib``), a link whose target is absent is broken, folders list
-what is under them, ``glob`` matches one level like :mod:`glob`. A file recorded without its
-content (``None``: it exists, nobody read it) refuses to be read.
+``ReplayHost`` is a small in-memory machine (files, links, folders, commands, environment, Python, packages), built
+from a snapshot's ``host`` section or from dictionaries (the tests' ``FakeHost``). Its file system behaves as the
+real one for what probes ask: links are followed component by component, a link to nothing is broken, ``glob``
+matches one level, and a file recorded without its content (``None``) refuses to be read.
 """
 
 from __future__ import annotations
@@ -34,11 +29,9 @@ class ReplayHost(Host):
       recorded; an ``OSError`` instance is raised on read (``PermissionError(13, ...)``).
     - ``links``: path -> target (absolute or relative to the link's folder).
     - ``dirs``: folders that exist even if empty; parents of every file and link exist too.
-    - ``commands``: keyed by the argv tuple, by argv[0] as given, or by argv[0]'s base name
-      (tried in that order); values a ``RunResult``, an ``(rc, stdout, stderr)`` tuple or a
-      callable ``argv -> either``. ``runs``: the same, keyed by the run's ``name``
-      (``torch_runtime``), tried first. An unknown command answers ``unknown_command``
-      (``not found`` like a missing binary; a snapshot says it was not captured).
+    - ``commands``: keyed by the argv tuple, argv[0] as given, or its base name (tried in that order); values a
+      ``RunResult``, an ``(rc, stdout, stderr)`` tuple or a callable ``argv -> either``. ``runs``: the same, keyed
+      by the run's ``name`` (``torch_runtime``), tried first. An unknown command answers ``unknown_command``.
     - ``which``: name -> path or None, overriding the search of ``PATH`` in ``environ``.
     - ``disk_free``: bytes free, one number for every existing path or a dict path -> bytes.
     - ``packages``: distribution name -> ``PackageInfo`` (absent: not installed).
@@ -92,12 +85,9 @@ class ReplayHost(Host):
         self.unknown_command = unknown_command
         self.calls: list[tuple[str, ...]] = []
 
-    # ----------------------------------------------------------------- snapshots
-
     @classmethod
     def from_section(cls, section: Mapping[str, Any]) -> ReplayHost:
-        """A host from a snapshot's ``host`` section (see ``envcheck/snapshot.py`` for the format), whose
-        types ``envcheck/snapshot_schema.py`` checked when the snapshot was read."""
+        """A host from a snapshot's ``host`` section (types checked by ``snapshot_schema.py`` when it was read)."""
         files: dict[str, str | None | OSError] = dict(section.get("files") or {})
         for path, err in (section.get("errors") or {}).items():
             files[path] = OSError(int(err.get("errno") or 5), str(err.get("strerror") or "I/O error"), path)
@@ -135,8 +125,6 @@ class ReplayHost(Host):
             unknown_command=NOT_CAPTURED,
         )
 
-    # ----------------------------------------------------------------- paths
-
     def _abs(self, path: str) -> str:
         return posixpath.normpath(posixpath.join(self.cwd, path))
 
@@ -155,8 +143,6 @@ class ReplayHost(Host):
                 return self._resolve(posixpath.join(resolved, rest), depth + 1) if rest else resolved
             current = candidate
         return current
-
-    # ----------------------------------------------------------------- Host API
 
     def _read_text(self, path: str) -> str:
         real = self._resolve(path)
@@ -260,9 +246,7 @@ class ReplayHost(Host):
         return self.packages.get(name)
 
     def has_run(self, name: str) -> bool:
-        """Whether the run ``name`` (``torch_runtime``) can be replayed. A snapshot made from a post
-        that shows no import of torch holds none: that runtime section then reads "not run",
-        not "failed"."""
+        """Whether the run ``name`` (``torch_runtime``) can be replayed; a section without one reads "not run"."""
         return self.unknown_command != NOT_CAPTURED or name in self.runs
 
     def cpu_count(self) -> int | None:
