@@ -38,10 +38,9 @@ MAX_INFLATION = 100  # reports and snapshots shrink 5 to 15 times under gzip; a 
 
 
 def read_text(p: Path, max_bytes: int, error: type[Exception], what: str) -> str:
-    """The text of the regular file ``p``, gzip-compressed (committed evidence is) or not, of at most ``max_bytes``
-    (inflated: nor ``MAX_INFLATION`` times its compressed size), as one ``error`` line naming the file when it is none.
-    Opened non-blocking and checked on the open file itself: a pipe, or a file swapped for one after a check, never
-    blocks; a device is never read without end."""
+    """The text of the regular file ``p``, gzip-compressed or not, of at most ``max_bytes`` (inflated: nor
+    ``MAX_INFLATION`` times its compressed size); else one ``error`` line naming the file. Opened non-blocking and
+    checked on the open file itself, so a pipe or a device is never read (nor waited for)."""
     try:
         fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except FileNotFoundError:
@@ -97,8 +96,8 @@ def check_numbers(value: object, where: str = "", max_depth: int = 0, ints: bool
 
 
 def read_json(text: str, error: type[Exception], what: str) -> Json:
-    """The JSON value of ``text``, read by msgspec. What msgspec refuses and Python's reader takes (a lone
-    surrogate, NaN, 1e400) is read by Python's, made encodable and checked, so that the error names the field."""
+    """The JSON value of ``text``, read by msgspec; what only Python's reader takes (a lone surrogate, NaN, 1e400) is
+    read by it, made encodable and checked, so that the error names the field."""
     try:
         return msgspec.json.decode(text)
     except (msgspec.DecodeError, ValueError, RecursionError):
