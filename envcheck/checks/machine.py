@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from envcheck import units
 from envcheck.checks import cuda_versions
-from envcheck.model import Environment, Gpu
+from envcheck.checks.said import said
+from envcheck.model import Check, Environment, Gpu, Status
 
 
 def gpu_count(env: Environment) -> int:
@@ -40,6 +41,22 @@ def gpu_label(gpu: Gpu) -> str:
     """``GPU 0 (NVIDIA H200)``: how every per-GPU finding names its GPU."""
     name = gpu.get("name")
     return f"GPU {gpu.index} ({name})" if name else f"GPU {gpu.index}"
+
+
+def gpu_said(rule: str, gpu: Gpu, status: Status, key: str, fix: str | None = None, /, **params: object) -> Check:
+    """The check ``gpu.<rule>.<index>`` of ``gpu``, which its finding names first (``gpu=GPU 0 (NVIDIA H200)``)."""
+    return said(f"gpu.{rule}.{gpu.index}", status, key, fix, gpu=gpu_label(gpu), **params)
+
+
+def gpu_skip(rule: str, gpu: Gpu, fact: str) -> Check:
+    """``gpu.<rule>.<index>`` skipped for the reason ``fact`` is missing."""
+    found = gpu.facts.get(fact)
+    return gpu_said(rule, gpu, "skip", "gpu.skip", reason=found.reason if found and found.reason else "not probed")
+
+
+def unread(check_id: str, env: Environment, section: str, key: str, default: str = "not probed") -> Check:
+    """``check_id`` skipped for the reason the fact it judges is missing."""
+    return said(check_id, "skip", "reason", reason=env.fact(section, key).reason or default)
 
 
 def capability(gpu: Gpu) -> cuda_versions.Version | None:

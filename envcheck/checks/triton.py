@@ -208,7 +208,7 @@ def check_smoke(env: Environment) -> Check:
         return said("triton.smoke", "skip", "reason", reason=machine.not_run_reason(env, "triton_runtime"))
     ok = env.get("triton_runtime", "smoke_ok")
     if ok is None:
-        return said("triton.smoke", "skip", "reason", reason=env.fact("triton_runtime", "smoke_ok").reason or "not run")
+        return machine.unread("triton.smoke", env, "triton_runtime", "smoke_ok", "not run")
     error = str(env.get("triton_runtime", "error") or "")
     details = "\n".join(str(x) for x in (error, env.get("triton_runtime", "output_tail")) if x) or None
     if ok and env.get("triton_runtime", "run_ok") is not False:

@@ -26,7 +26,7 @@ def check_dxg(env: Environment) -> Check:
     if env.get("wsl", "dxg_present") is True:
         return said("wsl.dxg", "pass", "wsl.dxg")
     if env.get("wsl", "dxg_present") is None:
-        return said("wsl.dxg", "skip", "reason", reason=env.fact("wsl", "dxg_present").reason or "unknown")
+        return machine.unread("wsl.dxg", env, "wsl", "dxg_present", "unknown")
     return said("wsl.dxg", "fail", "wsl.dxg.missing", "wsl.dxg.missing.fix")
 
 
@@ -54,8 +54,7 @@ def check_loader_path(env: Environment) -> Check:
     if reach is True:
         return said("wsl.loader_path", "pass", "wsl.on_path", lib=WSL_LIB)
     if reach is None:
-        return said("wsl.loader_path", "skip", "reason",
-                    reason=env.fact("wsl", "loader_path_has_wsl_lib").reason or "unknown")
+        return machine.unread("wsl.loader_path", env, "wsl", "loader_path_has_wsl_lib", "unknown")
     if env.get("wsl", "lib_dir_present") is False:
         return said("wsl.loader_path", "fail", "wsl.no_lib_dir", "wsl.windows_driver.fix", lib=WSL_LIB)
     return said("wsl.loader_path", "fail", "wsl.not_reached", "wsl.loader.fix", lib=WSL_LIB)
@@ -73,7 +72,7 @@ def check_symlinks(env: Environment) -> Check:
     ship them) only make ldconfig print "is not a symbolic link" and are a warning."""
     links = env.get("wsl", "libcuda_symlinks")
     if not isinstance(links, list):
-        return said("wsl.libcuda_symlinks", "skip", "reason", reason=env.fact("wsl", "libcuda_symlinks").reason or "unknown")
+        return machine.unread("wsl.libcuda_symlinks", env, "wsl", "libcuda_symlinks", "unknown")
     bad = [x for x in links if isinstance(x, dict) and not x.get("ok")]
     if not bad:
         return said("wsl.libcuda_symlinks", "pass", "wsl.links_ok", count=len(links))
@@ -112,7 +111,7 @@ def linux_driver_evidence(env: Environment) -> list[str]:
 def check_linux_driver(env: Environment) -> Check:
     evidence = env.get("wsl", "linux_driver_in_wsl")
     if not isinstance(evidence, list):
-        return said("wsl.linux_driver", "skip", "reason", reason=env.fact("wsl", "linux_driver_in_wsl").reason or "unknown")
+        return machine.unread("wsl.linux_driver", env, "wsl", "linux_driver_in_wsl", "unknown")
     if not evidence:
         return said("wsl.linux_driver", "pass", "wsl.windows_only")
     return said("wsl.linux_driver", "fail", "wsl.linux_driver.more" if len(evidence) > 1 else "wsl.linux_driver",

@@ -142,8 +142,8 @@ class Host:
         """The child runs in its own session: a timeout (or Ctrl-C) kills it and all it started."""
         start = time.perf_counter()
         try:
-            proc = subprocess.Popen(list(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    env=child_env(base=env), start_new_session=True)
+            proc = subprocess.Popen(list(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, env=child_env(base=env), start_new_session=True)
         except (OSError, ValueError) as e:
             error = ("not found" if isinstance(e, FileNotFoundError) else "permission denied"
                      if isinstance(e, PermissionError) else f"cannot start ({e})")
