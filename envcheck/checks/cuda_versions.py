@@ -1,8 +1,5 @@
-"""CUDA version arithmetic the checks share: what a driver runs, which torch wheel fits it.
-
-Sources: the CUDA Toolkit release notes ("CUDA Toolkit and Corresponding Driver Versions",
-Linux x86_64) and the wheel indexes on download.pytorch.org.
-"""
+"""CUDA version arithmetic the checks share: what a driver runs, which torch wheel fits it (sources: the CUDA
+Toolkit release notes' driver table for Linux x86_64, the wheel indexes on download.pytorch.org)."""
 
 from __future__ import annotations
 
@@ -38,8 +35,7 @@ ARCH_MIN_CUDA: dict[Version, Version] = {
     (12, 0): (12, 8),
     (12, 1): (12, 9),
 }
-# Maxwell, Pascal and Volta (sm_50..sm_70) were dropped from the CUDA 12.8+ builds; cu126 is
-# the newest index that still ships them.
+# Maxwell, Pascal and Volta (sm_50..sm_70) left the CUDA 12.8+ builds: cu126 is the newest index with them.
 LAST_WHEEL_FOR_OLD_ARCH: Version = (12, 6)
 
 
@@ -75,9 +71,8 @@ def wheel_for_driver(driver_cuda: Version) -> Version | None:
 
 
 def compat_wheel_for_driver(driver_cuda: Version) -> Version | None:
-    """The torch CUDA build to install under this driver: the newest it runs outright, else the
-    oldest build of the driver's CUDA major, which runs by minor-version compatibility (a CUDA 11.4
-    driver runs cu118 wheels: CUDA Compatibility guide; PTX JIT of newer code excepted)."""
+    """The torch CUDA build to install under this driver: the newest it runs outright, else the oldest of the
+    driver's CUDA major, which runs by minor-version compatibility (a CUDA 11.4 driver runs cu118 wheels)."""
     exact = wheel_for_driver(driver_cuda)
     if exact is not None:
         return exact
@@ -86,9 +81,8 @@ def compat_wheel_for_driver(driver_cuda: Version) -> Version | None:
 
 
 def install_for_driver(driver_cuda: Version, force: bool = True) -> dict[str, str] | None:
-    """How to install the build :func:`compat_wheel_for_driver` picks, as a fix's parameters: the pip
-    command, and ``install_key`` saying so when it relies on minor-version compatibility; None when no
-    build runs under this driver."""
+    """How to install the build :func:`compat_wheel_for_driver` picks, as a fix's parameters (``install_key`` says
+    when it relies on minor-version compatibility); None when no build runs under this driver."""
     wheel = compat_wheel_for_driver(driver_cuda)
     if wheel is None:
         return None
@@ -99,8 +93,7 @@ def install_for_driver(driver_cuda: Version, force: bool = True) -> dict[str, st
 
 
 def pick_index_by_hand() -> dict[str, str]:
-    """The parameters of the fix "torch.pick_index.fix", when the driver's CUDA version is unknown:
-    which index to take, not a guess."""
+    """The parameters of the fix "torch.pick_index.fix" when the driver's CUDA version is unknown."""
     return {"url": INDEX_URL.format(tag="cu<XY>"), "tags": ", ".join(tag(w) for w in WHEEL_CUDA)}
 
 
@@ -116,8 +109,7 @@ def wheel_for_arch(cc: Version, driver_cuda: Version | None) -> Version | None:
     """The torch CUDA build for a GPU of capability ``cc`` under this driver: the newest the driver runs, if it
     compiles for ``cc``; None when none fits both (upgrade the driver first)."""
     if cc < (7, 5):
-        need_max = LAST_WHEEL_FOR_OLD_ARCH
-        candidates = [w for w in WHEEL_CUDA if w <= need_max]
+        candidates = [w for w in WHEEL_CUDA if w <= LAST_WHEEL_FOR_OLD_ARCH]
     else:
         candidates = [w for w in WHEEL_CUDA if w >= arch_min_cuda(cc)]
     if driver_cuda is not None:

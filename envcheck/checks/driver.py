@@ -1,7 +1,5 @@
-"""The NVIDIA driver: does NVML load, and does it see a GPU. ``envcheck check`` answers "is this a working GPU
-machine?": without a usable GPU the first check here fails, plainly, and everything that needs a GPU is
-``skip``, so the one cause is the one red line.
-"""
+"""The NVIDIA driver: does NVML load, and does it see a GPU. Without a usable GPU the first check here fails and
+everything that needs a GPU is ``skip``, so the one cause is the one red line."""
 
 from __future__ import annotations
 

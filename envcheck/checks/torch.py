@@ -11,12 +11,6 @@ from envcheck.checks.env import visible_devices_problem
 from envcheck.checks.said import said
 from envcheck.model import Check, Environment
 
-# A torch CUDA build runs on an older driver of the same CUDA major (minor-version
-# compatibility, CUDA 11+), except for code that needs the newer driver: PTX JIT of code
-# built by the newer toolkit fails with "the provided PTX was compiled with an unsupported
-# toolchain", and APIs added in the newer minor release return "not supported"
-# (the finding "torch.driver_minor_compat" says so).
-
 
 def _version(env: Environment) -> str:
     return str(env.get("torch", "version") or "torch")
@@ -70,11 +64,10 @@ def check_driver_compat(env: Environment) -> Check:
     if torch_cuda <= driver_cuda:
         return said(cid, "pass", "torch.driver_ok", **both)
     wheel = cv.wheel_for_driver(driver_cuda)
-    if torch_cuda[0] > driver_cuda[0]:
-        # No compatibility across CUDA majors: torch.cuda.is_available() is False
-        # ("The NVIDIA driver on your system is too old").
+    if torch_cuda[0] > driver_cuda[0]:  # no compatibility across CUDA majors: is_available() is False
         fix, how = _driver_or_keep(env, torch_cuda, driver_cuda)
         return said(cid, "fail", "torch.driver_too_old", fix, **(both | how))
+    # Minor-version compatibility (CUDA 11+): runs, but PTX JIT of newer code and newer APIs fail.
     upgrade = machine.driver_fix_for(env, torch_cuda)
     fix, how = ("driver_or_pip.fix", upgrade | {"pip": cv.pip_install(wheel)}) if wheel else ("driver.fix", upgrade)
     if _runtime_says_too_old(env):
@@ -165,9 +158,8 @@ def check_arch(env: Environment) -> list[Check]:
 
 
 def shadow(env: Environment) -> tuple[str, str] | None:
-    """(where ``import torch`` really loads torch from, the fix) when it is not the installed
-    distribution: a ``torch`` package on PYTHONPATH (seen without importing), or the folder the
-    isolated import reported."""
+    """(where ``import torch`` really loads torch from, the fix) when it is not the installed distribution: a
+    ``torch`` package on PYTHONPATH, or the folder the isolated import reported."""
     installed = env.get("torch", "location")
     static = env.get("torch", "shadowed_by")
     loaded = env.get("torch_runtime", "location")

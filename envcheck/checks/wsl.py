@@ -11,8 +11,6 @@ from envcheck.probes.cuda import WSL_LIB_DIR
 
 WSL_LIB = WSL_LIB_DIR  # the Windows driver's libraries, mounted into every WSL2 distro
 
-# The fix "wsl.loader.fix" makes the loader search the Windows driver's folder, as the ld.wsl.conf WSL writes does.
-
 
 def check_version(env: Environment) -> Check:
     version = env.get("wsl", "wsl_version")
@@ -60,16 +58,9 @@ def check_loader_path(env: Environment) -> Check:
     return said("wsl.loader_path", "fail", "wsl.not_reached", "wsl.loader.fix", lib=WSL_LIB)
 
 
-# The Windows driver ships libcuda.so, libcuda.so.1 and libcuda.so.1.1 as three copies, so every
-# ldconfig run prints "/sbin/ldconfig.real: /usr/lib/wsl/lib/libcuda.so.1 is not a symbolic link"
-# (microsoft/WSL#5548, #5663). CUDA still loads; the noise is the harm. Replacing the two copies by
-# links inside WSL is what NVIDIA's forum and #5663 give; a Windows driver update brings the copies
-# back, and the lasting fix is made in C:\Windows\System32\lxss\lib (yuk7/ArchWSL#248).
-
-
 def check_symlinks(env: Environment) -> Check:
-    """Broken libcuda links fail; copies inside /usr/lib/wsl/lib (how several Windows drivers
-    ship them) only make ldconfig print "is not a symbolic link" and are a warning."""
+    """Broken libcuda links fail; copies in /usr/lib/wsl/lib (how several Windows drivers ship them: CUDA still
+    loads, ldconfig prints "is not a symbolic link", microsoft/WSL#5663) are a warning."""
     links = env.get("wsl", "libcuda_symlinks")
     if not isinstance(links, list):
         return machine.unread("wsl.libcuda_symlinks", env, "wsl", "libcuda_symlinks", "unknown")
@@ -104,11 +95,9 @@ def linux_driver_evidence(env: Environment) -> list[str]:
     return [str(e) for e in evidence] if isinstance(evidence, list) else []
 
 
-# A Linux driver (apt's nvidia-driver-*, nvidia-utils-*, the `cuda` or `cuda-drivers` meta-packages,
-# or NVIDIA's .run installer) puts its own libcuda.so.1 and libnvidia-ml.so.1 ahead of the WSL ones:
-# nvidia-smi then says "GPU access blocked by the operating system" (microsoft/WSL#9166) and CUDA
-# "no CUDA-capable device". Only the toolkit belongs inside.
 def check_linux_driver(env: Environment) -> Check:
+    """A Linux driver inside WSL2 puts its libraries ahead of the Windows driver's: nvidia-smi then says "GPU access
+    blocked by the operating system" (microsoft/WSL#9166). Only the toolkit belongs inside."""
     evidence = env.get("wsl", "linux_driver_in_wsl")
     if not isinstance(evidence, list):
         return machine.unread("wsl.linux_driver", env, "wsl", "linux_driver_in_wsl", "unknown")
@@ -117,8 +106,6 @@ def check_linux_driver(env: Environment) -> Check:
     return said("wsl.linux_driver", "fail", "wsl.linux_driver.more" if len(evidence) > 1 else "wsl.linux_driver",
                 "wsl.purge.fix", "\n".join(str(e) for e in evidence), first=evidence[0], more=len(evidence) - 1,
                 **purge_params(env))
-
-
 
 
 def check_nvidia_smi(env: Environment) -> Check:
