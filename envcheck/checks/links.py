@@ -178,9 +178,6 @@ def checks(env: Environment) -> list[Check]:
     return out
 
 
-# --------------------------------------------------------------------------- during the node tests
-
-
 def _describe(change: CounterChange) -> str:
     """NVML's counter name, its growth and the interval: identifiers and numbers, the same in every language."""
     where = f"NVLink {change.link} " if change.link is not None else ""

@@ -66,9 +66,6 @@ def cuda_version_text(version: int) -> str:
     return f"{version // 1000}.{(version % 1000) // 10}"
 
 
-# --------------------------------------------------------------------------- driver
-
-
 def probe_nvml(nvml: NvmlLike | None = None) -> tuple[Facts, tuple[Gpu, ...]]:
     """The ``driver`` section and the GPUs in one go: initialise NVML, read, shut it down."""
     if nvml is None:
@@ -116,9 +113,6 @@ def _process_error(nvml: NvmlLike) -> Fact:
 
     failure = getattr(nvml, "failure", None)
     return known(failure_text(failure)) if isinstance(failure, dict) else missing(NVML_PROCESS_OK)
-
-
-# --------------------------------------------------------------------------- GPUs
 
 
 def probe_gpus(nvml: NvmlLike) -> tuple[Gpu, ...]:

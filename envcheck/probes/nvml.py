@@ -164,9 +164,6 @@ def reason_for(error_name: str, text: str) -> str:
     return f"{meaning} (NVML: {text})"
 
 
-# --------------------------------------------------------------------------- value conversion
-
-
 def plain(value: Any) -> Any:
     """JSON-ready data from what pynvml returns (the shape the capture tables store)."""
     if isinstance(value, bytes):
@@ -192,9 +189,6 @@ def _library_from_maps(maps_text: str) -> str | None:
         if len(parts) == 6 and "libnvidia-ml" in Path(parts[5]).name:
             return parts[5].strip()
     return None
-
-
-# --------------------------------------------------------------------------- the seam
 
 
 class NvmlLike(Protocol):

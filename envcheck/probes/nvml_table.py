@@ -210,8 +210,6 @@ class TableNvml(NvmlSeam):
         self._ready = False
 
 
-# --------------------------------------------------------------------------- recording
-
 Listener = Callable[[str, "int | None", "dict[str, Any] | None"], None]
 
 

@@ -1,23 +1,9 @@
-"""Section ``platform``: what lies between the GPUs and the rest of a node.
+"""Section ``platform``: what lies between the GPUs and the rest of a node, as an operator accepting it checks.
 
-What an operator accepting a node checks beyond the GPUs themselves, each read through the Host
-seam (so ``envcheck snapshot`` records it and ``--replay`` feeds it back):
-
-- ``iommu``: the kernel's IOMMU and the DMA domain type of each GPU's IOMMU group
-  (``/sys/kernel/iommu_groups/<n>/type``: ``identity`` is passthrough, ``DMA``/``DMA-FQ`` translate
-  every peer-to-peer and RDMA access);
-- ``acs_redirect``: PCIe bridges whose Access Control Services redirect peer-to-peer requests up to
-  the root complex (``lspci -vvv``: ``ACSCtl: ... ReqRedir+ CmpltRedir+``), which NCCL's
-  troubleshooting guide tells bare-metal users to disable;
-- ``infiniband_ports``: every InfiniBand / RoCE port under ``/sys/class/infiniband`` with its state,
-  physical state, rate and link layer (what ``ibstat`` prints);
-- ``gpudirect_rdma_module``: whether ``nvidia_peermem`` (or the older ``nv_peer_mem``) is loaded;
-- ``fabricmanager``: ``systemctl is-active nvidia-fabricmanager`` (needed on NVSwitch systems);
-- ``python_packages``: the Python packages that make a GPU stack (torch, triton, jax, the ``nvidia-*``
-  CUDA wheels torch pins, NCCL's), with the versions installed and the versions torch requires, as
-  ``python -m torch.utils.collect_env`` lists them.
-
-Every key is a value or the reason it is missing; nothing here raises.
+The DMA domain of each GPU's IOMMU group (``identity`` is passthrough, ``DMA``/``DMA-FQ`` translate every
+peer-to-peer and RDMA access); PCIe bridges whose ACS redirects peer-to-peer requests to the root complex
+(``lspci -vvv``: ``ReqRedir+``); InfiniBand / RoCE ports as ``ibstat`` shows them; the GPUDirect RDMA module; the
+NVSwitch fabric manager; the GPU stack's Python packages against the versions torch pins, as ``collect_env`` lists.
 """
 
 from __future__ import annotations
@@ -49,9 +35,7 @@ _REQUIREMENT = re.compile(r"^\s*(nvidia-[A-Za-z0-9_.-]+)\s*(?:\[[^\]]*\])?\s*(==
 
 def probe_platform(host: Host, gpu_bus_ids: list[str]) -> Facts:
     """Facts of section ``platform``; ``gpu_bus_ids``: NVML's PCI bus ids of the GPUs (``00000000:18:00.0``)."""
-    if not host.exists("/proc/cmdline"):
-        # Every Linux kernel (WSL2's too) has it: its absence means a snapshot recorded before this
-        # section existed, or a system that is not Linux.
+    if not host.exists("/proc/cmdline"):  # every Linux has it: an older snapshot, or not Linux
         why = "not captured: /proc/cmdline is absent (a snapshot from an older envcheck, or not Linux)"
         return {k: missing(why) for k in KEYS}
     f: Facts = {}
@@ -118,8 +102,8 @@ def _gpu_domains(host: Host, bus_ids: list[str]) -> Fact:
 
 
 def parse_lspci_acs(text: str) -> list[dict[str, Any]]:
-    """Devices whose ``ACSCtl`` turns on request or completion redirection, from ``lspci -vvv`` text:
-    ``[{"bus_id": "0000:16:02.0", "device": "PCI bridge: ...", "enabled": ["SrcValid", "ReqRedir", ...]}]``."""
+    """Devices whose ``ACSCtl`` turns on request or completion redirection, from ``lspci -vvv`` text, as
+    ``{"bus_id": "0000:16:02.0", "device": "PCI bridge: ...", "enabled": ["SrcValid", "ReqRedir", ...]}``."""
     found: list[dict[str, Any]] = []
     device = bus_id = None
     for line in text.splitlines():
@@ -210,8 +194,8 @@ def _fabricmanager(host: Host) -> Fact:
 
 
 def _python_packages(host: Host) -> Fact:
-    """``[{"name": "torch", "version": "2.11.0+cu130"}, {"name": "nvidia-nccl-cu13", "version": "2.28.3",
-    "required": "==2.28.3", "required_by": "torch"}, ...]``: installed ones, and torch's pins even when missing."""
+    """``{"name": "nvidia-nccl-cu13", "version": "2.28.3", "required": "==2.28.3", "required_by": "torch"}`` for
+    each stack package installed, and for torch's pins even when missing."""
     rows: dict[str, dict[str, Any]] = {}
     for name in STACK_PACKAGES:
         info = host.package(name)

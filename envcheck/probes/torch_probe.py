@@ -1,9 +1,6 @@
-"""PyTorch: what is installed (package metadata, no import) and what it does at run time (isolated).
-
-``probe_torch`` reads pip's metadata and ``torch/version.py`` as text, so ``envcheck probe``
-stays fast and cannot be crashed by a broken CUDA install. ``probe_torch_runtime`` imports
-torch in a child process (``isolate.run_python``) and runs one tiny GPU op whose answer is
-checked, because ``torch.cuda.is_available()`` returning True does not mean kernels run.
+"""PyTorch: what is installed (pip's metadata and ``torch/version.py`` as text: fast, and no broken CUDA can crash
+it) and what it does at run time: imported in a child that runs one GPU op whose answer is checked, as
+``torch.cuda.is_available()`` being True does not mean kernels run.
 """
 
 from __future__ import annotations
@@ -43,11 +40,8 @@ def version_py_value(text: str, name: str) -> str | None:
 
 
 def build_from(version: str, version_py: str | None) -> tuple[str | None, str | None]:
-    """(build, cuda_version): build is ``cuda`` | ``rocm`` | ``cpu``; either None when unknowable.
-
-    The local tag (``+cu130``, ``+cpu``, ``+rocm6.3``) decides when present; a wheel from PyPI
-    has none (``2.5.1`` is a CUDA build on Linux x86_64), so version.py decides then.
-    """
+    """(build, cuda_version): build is ``cuda`` | ``rocm`` | ``cpu``; either None when unknowable. The local tag
+    (``+cu130``, ``+cpu``) decides when present; a PyPI wheel has none, so version.py decides then."""
     cuda = version_py_value(version_py, "cuda") if version_py else None
     hip = version_py_value(version_py, "hip") if version_py else None
     local = version.partition("+")[2].lower()
@@ -80,11 +74,9 @@ def triton_pin(requires: tuple[str, ...]) -> str | None:
 
 
 def shadowing_torch(host: Host, installed: str | None) -> str | None:
-    """The ``torch`` package a PYTHONPATH folder puts ahead of the installed one (``installed``:
-    its folder), or None. Python searches PYTHONPATH before site-packages, so a torch source
-    checkout or a stray copy there is what ``import torch`` loads. Only a regular package
-    (``__init__.py``) or a module shadows: a bare ``torch/`` folder is a namespace portion, which
-    loses to the installed package."""
+    """The ``torch`` package a PYTHONPATH folder puts ahead of the installed one (``installed``: its folder), or
+    None. Only a regular package (``__init__.py``) or a module shadows: a bare ``torch/`` folder is a namespace
+    portion, which loses to the installed package."""
     real_installed = host.realpath(installed) if installed else None
     for d in host.environ.get("PYTHONPATH", "").split(":"):
         if not d:
@@ -139,10 +131,8 @@ def probe_torch(host: Host, lookup: Lookup | None = None) -> Facts:
     return facts
 
 
-# --------------------------------------------------------------------------- runtime (isolated)
-
-# Runs in the child after isolate.PRELUDE (which defines ``emit``). Reports in stages so a
-# crash in CUDA init still leaves the import facts.
+# Runs in the child after isolate.PRELUDE (which defines ``emit``); reports in stages, so a crash in CUDA init
+# still leaves the import facts.
 RUNTIME_CODE = r"""
 import time, warnings
 _t0 = time.perf_counter()

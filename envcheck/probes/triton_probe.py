@@ -1,8 +1,6 @@
-"""Triton: what is installed (metadata, its ptxas) and whether a kernel compiles and runs (isolated).
-
-Triton turns PTX into a cubin with a ``ptxas`` it ships (or the one ``TRITON_PTXAS_PATH``
-names): that ptxas, not the CUDA toolkit, decides which GPU architectures Triton can
-target. Since Triton 3.3 a second one, ``ptxas-blackwell``, serves sm_100 and newer.
+"""Triton: what is installed (metadata, its ptxas) and whether a kernel compiles and runs (isolated). The ptxas
+Triton ships (or ``TRITON_PTXAS_PATH`` names), not the CUDA toolkit, decides which GPUs it can target; since
+Triton 3.3 a second one, ``ptxas-blackwell``, serves sm_100 and newer.
 """
 
 from __future__ import annotations
@@ -113,11 +111,8 @@ def probe_triton(host: Host, lookup: Lookup | None = None) -> Facts:
     return facts
 
 
-# --------------------------------------------------------------------------- runtime (isolated)
-
-# Triton's @jit reads the kernel's source with inspect, which cannot see code given by
-# ``python -c``: the child writes the kernel to a file and imports it. A private cache dir
-# makes the first call a real compile (a warm ~/.triton cache would hide a broken compiler).
+# Triton's @jit reads the kernel's source with inspect, which cannot see ``python -c`` code: the child writes it to a
+# file. A private cache dir makes the first call a real compile (a warm cache would hide a broken compiler).
 KERNEL_SOURCE = '''
 import triton
 import triton.language as tl

@@ -1,10 +1,8 @@
 """Section ``wsl``: WSL version and the state of the GPU bridge from Windows.
 
-Under WSL2 the GPU driver lives on Windows. Its Linux side is /dev/dxg plus the libraries
-Windows mounts read-only at /usr/lib/wsl/lib (libcuda.so.1, libnvidia-ml.so.1, ...). CUDA
-breaks when the loader cannot reach that folder, or when a Linux NVIDIA driver installed
-inside the distribution shadows those libraries. This probe records evidence only; the
-checks turn it into verdicts and fixes (the researched fixes are kept below).
+Under WSL2 the driver lives on Windows; its Linux side is /dev/dxg plus the libraries mounted at /usr/lib/wsl/lib.
+CUDA breaks when the loader cannot reach that folder, or when a Linux NVIDIA driver inside the distribution
+shadows those libraries. This probe records evidence only; the checks turn it into verdicts and fixes.
 """
 
 from __future__ import annotations
@@ -36,12 +34,8 @@ _WSL1_KERNEL = re.compile(r"(?<!\d)\d+\.\d+\.\d+-\d+-Microsoft\b")
 
 
 def wsl_version(osrelease: str, proc_version: str, host: Host) -> int | None:
-    """1 or 2 under WSL, None otherwise.
-
-    WSL2 kernels say ``...-microsoft-standard-WSL2`` (``-microsoft-standard`` before 5.10);
-    WSL1 fakes a ``4.4.0-19041-Microsoft`` kernel. A custom WSL2 kernel may say neither,
-    so the interop hooks WSL sets up are the last resort (WSL1 cannot run custom kernels).
-    """
+    """1 or 2 under WSL, None otherwise. WSL2 kernels say ``-microsoft-standard(-WSL2)``, WSL1 fakes
+    ``4.4.0-19041-Microsoft``; a custom WSL2 kernel may say neither, so WSL's interop hooks are the last resort."""
     text = f"{osrelease[:4096]} {proc_version[:4096]}"  # a kernel's strings: a few hundred characters
     lower = text.lower()
     if "microsoft-standard" in lower or "wsl2" in lower:
@@ -125,12 +119,8 @@ def _linux_driver_evidence(host: Host, std_dirs: list[str], packages: list[str])
 
 
 def parse_dpkg_installed(text: str) -> list[str]:
-    """Installed package names from ``dpkg-query -W -f='${Package}\\t${db:Status-Abbrev}\\n'``.
-
-    dpkg also lists packages it merely knows of: the second letter (the status) ``n`` (not
-    installed) or ``c`` (config files left after a removal). Every other status (installed,
-    unpacked, half-configured, awaiting triggers) means the files are on disk.
-    """
+    """Installed package names from ``dpkg-query -W -f='${Package}\\t${db:Status-Abbrev}\\n'``: a status letter
+    ``n`` (not installed) or ``c`` (config files left) means no files on disk; every other one means some."""
     names = []
     for line in text.splitlines():
         name, _, status = line.partition("\t")
@@ -155,12 +145,8 @@ def _driver_packages(host: Host) -> list[str]:
 
 
 def _loader_shadows(host: Host) -> Fact:
-    """Driver libraries that LD_LIBRARY_PATH makes the loader find before the Windows driver's.
-
-    The loader searches LD_LIBRARY_PATH before its cache, so a folder there holding another
-    libcuda.so.1 or libnvidia-ml.so.1 (a Linux driver's, a CUDA stub) wins over /usr/lib/wsl/lib
-    even when the cache is right: nvidia-smi then fails to talk to the driver (microsoft/WSL#9099).
-    """
+    """Driver libraries that LD_LIBRARY_PATH (searched before the loader's cache) makes the loader find before the
+    Windows driver's: nvidia-smi then fails to talk to the driver (microsoft/WSL#9099)."""
     found = []
     for soname in DRIVER_SONAMES:
         for d in ld_library_path_dirs(host):
@@ -174,9 +160,8 @@ def _loader_shadows(host: Host) -> Fact:
 
 
 def _nvidia_smi(host: Host) -> tuple[Fact, Fact]:
-    """Where nvidia-smi is, and whether PATH finds it. The Windows driver puts it in
-    /usr/lib/wsl/lib, which WSL adds to PATH only for the shell it starts itself: root (sudo's
-    secure_path) and SSH sessions do not get it (microsoft/WSL#8794, #9185)."""
+    """Where nvidia-smi is, and whether PATH finds it: WSL adds /usr/lib/wsl/lib to PATH only for the shell it
+    starts, not for sudo's or SSH sessions (microsoft/WSL#8794, #9185)."""
     on_path = host.which("nvidia-smi")
     if on_path:
         return known(on_path), known(True)
