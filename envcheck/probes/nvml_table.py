@@ -214,25 +214,26 @@ Listener = Callable[[str, "int | None", "dict[str, Any] | None"], None]
 
 
 class RecordingNvml(NvmlSeam):
-    """A live NVML seam that writes every answer into ``table`` as the probes ask. ``listener(event, gpu, entry)``
-    hears ``("calling", gpu, {"key": ...})`` before each call and ``("answer", gpu, {"key": ..., **entry})`` after
-    it, so a child reports each answer as it comes: if the next call crashes it, what came before survives."""
+    """A live NVML seam that tells each answer as the probes ask: ``listener(event, gpu, entry)`` hears
+    ``("calling", gpu, {"key": ...})`` before each call and ``("answer", gpu, {"key": ..., **entry})`` after it, so a
+    child reports each answer as it comes (if the next call crashes it, what came before survives)."""
 
     def __init__(self, live: Any, listener: Listener | None = None) -> None:
         self.live = live
         self.listener = listener
-        self.table: dict[str, Any] = {}
+        self.events: list[dict[str, Any]] = []
         self._handles: dict[int, int] = {}  # id(handle) -> GPU index
         self._keep: list[Any] = []  # the handles themselves, so no id is reused while recording
         self._inited = False
 
+    @property
+    def table(self) -> dict[str, Any]:
+        return table_from_events(self.events)[0]
+
     def _tell(self, event: str, gpu: int | None, entry: dict[str, Any]) -> None:
+        self.events.append({"event": event, "gpu": gpu, **entry})
         if self.listener is not None:
             self.listener(event, gpu, entry)
-
-    def _store(self, gpu: int | None, key: str, entry: dict[str, Any]) -> None:
-        _put(self.table, gpu, key, entry)
-        self._tell("answer", gpu, {"key": key, **entry})
 
     def init(self) -> str | None:
         if self._inited:
@@ -240,12 +241,11 @@ class RecordingNvml(NvmlSeam):
         self._inited = True
         self._tell("calling", None, {"key": "nvmlInit"})
         err = self.live.init()
-        if err is not None:
-            entry = {"error": getattr(self.live, "init_error_name", None) or "NVMLError", "text": err}
-            self.table["init_error"] = entry
-            self._tell("answer", None, {"key": "init_error", **entry})
-        else:
+        if err is None:
             self._tell("answer", None, {"key": "nvmlInit", "value": None})
+        else:
+            name = getattr(self.live, "init_error_name", None) or "NVMLError"
+            self._tell("answer", None, {"key": "init_error", "error": name, "text": err})
         return err
 
     def call(self, name: str, *args: Any) -> Any:
@@ -260,25 +260,20 @@ class RecordingNvml(NvmlSeam):
         try:
             value = self.live.call(name, *args)
         except NvmlCallError as e:
-            self._store(gpu, key, {"error": e.error_name, "text": e.text})
+            self._tell("answer", gpu, {"key": key, "error": e.error_name, "text": e.text})
             raise
         if name == HANDLE_BY_INDEX:
             self._handles[id(value)] = int(args[0])
             self._keep.append(value)
-            self._store(gpu, key, {"value": None})
+            self._tell("answer", gpu, {"key": key, "value": None})
         elif name == "nvmlDeviceGetCount":
-            self.table["count"] = value
             self._tell("answer", None, {"key": "count", "value": value})
         else:
-            self._store(gpu, key, {"value": value})
+            self._tell("answer", gpu, {"key": key, "value": value})
         return value
 
     def library_path(self) -> tuple[str | None, str | None]:
         path, why = self.live.library_path()
-        if path:
-            self.table["library"] = path
-        else:
-            self.table["library_error"] = why
         self._tell("answer", None, {"key": "library" if path else "library_error", "value": path or why})
         return path, why
 
@@ -287,8 +282,7 @@ class RecordingNvml(NvmlSeam):
 
 
 def table_from_events(events: list[dict[str, Any]]) -> tuple[dict[str, Any], str | None]:
-    """(the table, the call under way when the events stop) from a RecordingNvml listener's
-    events in order, as a child process reported them."""
+    """(the table, the call under way when the events stop) from a RecordingNvml's events in order."""
     table: dict[str, Any] = {}
     pending: str | None = None
     for ev in events:
@@ -303,24 +297,14 @@ def table_from_events(events: list[dict[str, Any]]) -> tuple[dict[str, Any], str
             continue
         pending = None
         entry = {k: v for k, v in ev.items() if k in ("value", "error", "text")}
-        if key == "count":
-            table["count"] = entry.get("value")
-        elif key in ("library", "library_error"):
+        if key in ("count", "library", "library_error"):
             table[key] = entry.get("value")
         elif key == "init_error":
             table["init_error"] = {"error": entry.get("error"), "text": entry.get("text")}
-        elif key == "nvmlInit":
-            continue
-        else:
-            _put(table, gpu if isinstance(gpu, int) else None, key, entry)
+        elif isinstance(gpu, int):
+            gpus = table.setdefault("gpus", [])
+            gpus.extend({} for _ in range(gpu + 1 - len(gpus)))
+            gpus[gpu][key] = entry
+        elif key != "nvmlInit":
+            table[key] = entry
     return table, pending
-
-
-def _put(table: dict[str, Any], gpu: int | None, key: str, entry: dict[str, Any]) -> None:
-    """``entry`` under ``key``, in the table or in its GPU ``gpu``'s part."""
-    if gpu is None:
-        table[key] = entry
-        return
-    gpus = table.setdefault("gpus", [])
-    gpus.extend({} for _ in range(gpu + 1 - len(gpus)))
-    gpus[gpu][key] = entry
