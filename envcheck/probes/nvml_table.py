@@ -90,6 +90,14 @@ def failure_text(failure: dict[str, Any]) -> str:
     return f"{failure.get('error') or 'failed'}" + (f" in {during}" if during else "")
 
 
+def _error(name: str, entry: dict[str, Any]) -> NvmlCallError:
+    return NvmlCallError(name, str(entry["error"]), str(entry.get("text") or entry["error"]))
+
+
+def _failed(name: str, failure: dict[str, Any]) -> NvmlCallError:
+    return NvmlCallError(name, PROBE_FAILED, failure_text(failure))
+
+
 class TableHandle:
     """A device handle of a replayed NVML: the GPU's index (no dataclass: it costs the NVML child's start-up)."""
 
@@ -131,19 +139,10 @@ class TableNvml(NvmlSeam):
         err = self.table.get("init_error")
         if isinstance(err, dict):
             return str(err.get("text") or err.get("error") or "NVML error")
-        if self.failure and "count" not in self.table and not self._has_answers():
-            # The NVML process died before nvmlInit answered.
-            return f"the NVML probe process {failure_text(self.failure)}"
+        if self.failure and "count" not in self.table and not any(k.startswith("nvml") for k in self.table):
+            return f"the NVML probe process {failure_text(self.failure)}"  # it died before nvmlInit answered
         self._ready = True
         return None
-
-    def _has_answers(self) -> bool:
-        return any(k.startswith("nvml") for k in self.table)
-
-    def _raise_absent(self, name: str) -> None:
-        if self.failure:
-            raise NvmlCallError(name, PROBE_FAILED, failure_text(self.failure))
-        raise NvmlCallError(name, *self.absent)
 
     def call(self, name: str, *args: Any) -> Any:
         self.calls.append((name, *args))
@@ -165,10 +164,9 @@ class TableNvml(NvmlSeam):
         key = table_key(name, rest)
         entry = source.get(key)
         if not isinstance(entry, dict):
-            self._raise_absent(name)
-            raise AssertionError("unreachable")
+            raise _failed(name, self.failure) if self.failure else NvmlCallError(name, *self.absent)
         if "error" in entry:
-            raise NvmlCallError(name, str(entry["error"]), str(entry.get("text") or entry["error"]))
+            raise _error(name, entry)
         if "values" in entry:
             pos = self._positions.get((gpu, key), 0)
             self._positions[(gpu, key)] = pos + 1
@@ -181,10 +179,10 @@ class TableNvml(NvmlSeam):
             raise NvmlCallError(name, "NVMLError_InvalidArgument", "Invalid Argument")
         gpus = self.table.get("gpus") or []
         if index >= len(gpus) and self.failure:
-            raise NvmlCallError(name, PROBE_FAILED, failure_text(self.failure))
+            raise _failed(name, self.failure)
         entry = gpus[index].get(HANDLE_BY_INDEX) if index < len(gpus) else None
         if isinstance(entry, dict) and "error" in entry:
-            raise NvmlCallError(name, str(entry["error"]), str(entry.get("text") or entry["error"]))
+            raise _error(name, entry)
         return TableHandle(index)
 
     def _find(self, name: str, ident: str) -> TableHandle:
