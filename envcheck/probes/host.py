@@ -95,6 +95,13 @@ class Host:
         """The file's text, secrets redacted; raises ``OSError`` like ``open``."""
         return self.redactor.text(self._read_text(path))
 
+    def text_or_none(self, path: str) -> str | None:
+        """``read_text``, or None when the file cannot be read."""
+        try:
+            return self.read_text(path)
+        except OSError:
+            return None
+
     def _read_text(self, path: str) -> str:
         with open(path, encoding="utf-8", errors="replace") as f:
             return f.read()

@@ -132,10 +132,8 @@ def _acs_redirect(host: Host) -> Fact:
 
 
 def _read(host: Host, path: str) -> str | None:
-    try:
-        return host.read_text(path).strip()
-    except OSError:
-        return None
+    text = host.text_or_none(path)
+    return None if text is None else text.strip()
 
 
 def _infiniband_ports(host: Host) -> Fact:

@@ -128,10 +128,9 @@ def _os_facts(host: Host) -> Facts:
 
 
 def _kernel(host: Host) -> Fact:
-    try:
-        return known(host.read_text("/proc/sys/kernel/osrelease").strip())
-    except OSError:
-        pass
+    release = host.text_or_none("/proc/sys/kernel/osrelease")
+    if release is not None:
+        return known(release.strip())
     try:
         words = host.read_text("/proc/version").split()
     except OSError as e:
@@ -188,10 +187,7 @@ def detect_container(host: Host) -> str:
     """``docker``, ``podman``, ``kubernetes``, ``lxc`` or ``none`` (WSL is not a container)."""
     if host.environ.get("KUBERNETES_SERVICE_HOST"):
         return "kubernetes"
-    try:
-        cgroup = host.read_text("/proc/1/cgroup")
-    except OSError:
-        cgroup = ""
+    cgroup = host.text_or_none("/proc/1/cgroup") or ""
     if "kubepods" in cgroup:
         return "kubernetes"
     if host.exists("/run/.containerenv"):
@@ -201,10 +197,7 @@ def detect_container(host: Host) -> str:
     if "lxc" in cgroup:
         return "lxc"
     # systemd writes the container manager's name here (podman, docker, lxc, systemd-nspawn, ...).
-    try:
-        manager = host.read_text("/run/systemd/container").strip()
-    except OSError:
-        manager = ""
+    manager = (host.text_or_none("/run/systemd/container") or "").strip()
     if manager in ("docker", "podman", "lxc"):
         return manager
     if host.environ.get("container") in ("docker", "podman", "lxc"):

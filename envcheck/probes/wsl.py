@@ -50,13 +50,6 @@ def wsl_version(osrelease: str, proc_version: str, host: Host) -> int | None:
     return None
 
 
-def _read(host: Host, path: str) -> str:
-    try:
-        return host.read_text(path)
-    except OSError:
-        return ""
-
-
 def _unique_dirs(host: Host, dirs: tuple[str, ...]) -> list[str]:
     # On merged-/usr systems /lib is a link to usr/lib: look at each real folder once.
     seen: set[str] = set()
@@ -183,7 +176,8 @@ def _loader_reaches_wsl_lib(host: Host, cache: LdCache) -> Fact:
 def probe_wsl(host: Host, cache: LdCache | None = None) -> Facts:
     """Facts of section ``wsl``; off WSL every key but ``is_wsl`` is missing("not WSL") and nothing is run.
     ``cache``: the loader cache when the caller already read it (saves one ``ldconfig -p``)."""
-    version = wsl_version(_read(host, "/proc/sys/kernel/osrelease"), _read(host, "/proc/version"), host)
+    version = wsl_version(host.text_or_none("/proc/sys/kernel/osrelease") or "",
+                          host.text_or_none("/proc/version") or "", host)
     if version is None:
         return {"is_wsl": known(False), **{k: missing(NOT_WSL) for k in KEYS[1:]}}
     distro = host.environ.get("WSL_DISTRO_NAME")
