@@ -57,11 +57,7 @@ def sysfs_bus_id(nvml_bus_id: str) -> str:
     domain, _, rest = nvml_bus_id.strip().lower().rpartition(":")
     head, _, bus = domain.rpartition(":") if domain.count(":") else ("", "", domain)
     dom = head or "0"
-    return f"{int(dom, 16):04x}:{bus}:{rest}" if _is_hex(dom) else nvml_bus_id.lower()
-
-
-def _is_hex(text: str) -> bool:
-    return bool(text) and all(c in "0123456789abcdef" for c in text)
+    return f"{int(dom, 16):04x}:{bus}:{rest}" if re.fullmatch("[0-9a-f]+", dom) else nvml_bus_id.lower()
 
 
 def _cmdline_iommu(host: Host) -> Fact:
@@ -131,9 +127,12 @@ def _acs_redirect(host: Host) -> Fact:
     return known(parse_lspci_acs(res.stdout))
 
 
-def _read(host: Host, path: str) -> str | None:
+def _read(host: Host, path: str, labelled: bool = False) -> str | None:
+    """The file's text, stripped (``labelled``: of its number, as in ``4: ACTIVE``); None when unreadable."""
     text = host.text_or_none(path)
-    return None if text is None else text.strip()
+    if text is None:
+        return None
+    return text.partition(":")[2].strip() if labelled and ":" in text else text.strip()
 
 
 def _infiniband_ports(host: Host) -> Fact:
@@ -154,14 +153,9 @@ def _infiniband_ports(host: Host) -> Fact:
             continue
         for num in numbers:
             p = f"{base}/{num}"
-            state = _read(host, f"{p}/state")  # "4: ACTIVE"
-            phys = _read(host, f"{p}/phys_state")  # "5: LinkUp"
-            ports.append({
-                "device": dev, "port": int(num) if num.isdigit() else num,
-                "state": state.partition(":")[2].strip() if state and ":" in state else state,
-                "phys_state": phys.partition(":")[2].strip() if phys and ":" in phys else phys,
-                "rate": _read(host, f"{p}/rate"), "link_layer": _read(host, f"{p}/link_layer"),
-            })
+            ports.append({"device": dev, "port": int(num) if num.isdigit() else num,
+                          "state": _read(host, f"{p}/state", True), "phys_state": _read(host, f"{p}/phys_state", True),
+                          "rate": _read(host, f"{p}/rate"), "link_layer": _read(host, f"{p}/link_layer")})
     return known(ports)
 
 
@@ -174,10 +168,7 @@ def _peermem(host: Host) -> Fact:
     except OSError as e:
         return missing(f"cannot read /proc/modules ({e.strerror or e})")
     loaded = {line.split(" ", 1)[0] for line in modules.splitlines() if line}
-    for module in PEERMEM_MODULES:
-        if module in loaded:
-            return known(module)
-    return known("")  # read, and not loaded
+    return known(next((m for m in PEERMEM_MODULES if m in loaded), ""))  # "": read, and not loaded
 
 
 def _fabricmanager(host: Host) -> Fact:
