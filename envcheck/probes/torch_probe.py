@@ -34,9 +34,7 @@ _TRITON_PIN = re.compile(r"^\s*(?:triton|pytorch-triton(?:-rocm|-xpu)?)\s*==\s*(
 def version_py_value(text: str, name: str) -> str | None:
     """The string assigned to ``name`` in torch/version.py text, or None (unset or ``None``)."""
     m = re.search(_VERSION_PY.format(name=re.escape(name)), text, re.MULTILINE)
-    if not m:
-        return None
-    return m.group(1) if m.group(1) is not None else m.group(2)
+    return None if not m else m.group(1) if m.group(1) is not None else m.group(2)
 
 
 def build_from(version: str, version_py: str | None) -> tuple[str | None, str | None]:
@@ -66,11 +64,7 @@ def build_from(version: str, version_py: str | None) -> tuple[str | None, str | 
 
 
 def triton_pin(requires: tuple[str, ...]) -> str | None:
-    for line in requires:
-        m = _TRITON_PIN.match(line)
-        if m:
-            return m.group(1)
-    return None
+    return next((m.group(1) for m in map(_TRITON_PIN.match, requires) if m), None)
 
 
 def shadowing_torch(host: Host, installed: str | None) -> str | None:
@@ -106,8 +100,7 @@ def probe_torch(host: Host, lookup: Lookup | None = None) -> Facts:
         vp_reason = f"cannot read {version_py_path} ({e.strerror or e.__class__.__name__})"
     else:
         vp_reason = ""
-    # Wheels from download.pytorch.org may carry a bare "2.11.0" in their metadata while
-    # torch.__version__ (version.py) says "2.11.0+cu130": the latter is what users quote.
+    # A wheel's metadata may say "2.11.0" where torch.__version__ says "2.11.0+cu130", what users quote.
     version = (version_py_value(version_py, "__version__") if version_py else None) or pkg.version
     build, cuda = build_from(version, version_py)
     facts: Facts = {
