@@ -227,14 +227,9 @@ def check_import(env: Environment) -> Check:
         where, fix = shadowed
         return said("torch.import", "fail", "torch.import_failed.where", "cmd", _details(env), error=_first_line(error),
                     where=where, cmd=fix)
-    if "timed out" in error:
-        fix = "torch.import_hung.fix"
-    elif "crashed with" in error:
-        fix = "torch.import_crashed.fix"
-    elif "No module named" in error:
-        fix = "torch.import_incomplete.fix"
-    else:
-        fix = "torch.reinstall.fix"
+    fix = next((f"torch.import_{kind}.fix" for said_, kind in (("timed out", "hung"), ("crashed with", "crashed"),
+                                                               ("No module named", "incomplete")) if said_ in error),
+               "torch.reinstall.fix")
     return said("torch.import", "fail", "torch.import_failed", fix, _details(env), error=_first_line(error))
 
 
@@ -279,12 +274,8 @@ def check_smoke(env: Environment) -> Check:
             return said("torch.smoke", "pass", "torch.smoke.time", ms=f"{secs * 1000:.0f}")
         return said("torch.smoke", "pass", "torch.smoke")
     error = str(env.get("torch_runtime", "error") or "wrong result")
-    if "no kernel image" in error:
-        fix = "torch.smoke_arch.fix"
-    elif "out of memory" in error:
-        fix = "torch.smoke_oom.fix"
-    else:
-        fix = "torch.smoke_other.fix"
+    fix = "torch.smoke_arch.fix" if "no kernel image" in error else "torch.smoke_oom.fix" if "out of memory" in error \
+        else "torch.smoke_other.fix"
     return said("torch.smoke", "fail", "torch.smoke_failed", fix, _details(env), error=_first_line(error))
 
 
