@@ -98,28 +98,17 @@ _ARCH = re.compile(r"^(sm|compute)_(\d+?)(\d)([af]?)$")
 def arch_support(cc: cv.Version, arch_list: list[str]) -> tuple[str, str | None]:
     """How torch's ``arch_list`` covers a GPU of capability ``cc``: ``sass`` (a binary for it), ``compatible`` (one
     of its major and a lower minor, which runs unchanged), ``ptx`` (JIT-compiled at first use) or ``none``."""
-    best_compat: tuple[int, str] | None = None
-    best_ptx: tuple[int, str] | None = None
-    for entry in arch_list:
-        m = _ARCH.match(entry)
-        if not m:
-            continue
-        kind, major, minor, suffix = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
-        if kind == "sm" and (major, minor) == cc:
-            return "sass", entry  # sm_90a too: arch-specific code runs on exactly that GPU
-        if suffix:
-            continue
-        if kind == "sm" and major == cc[0] and minor < cc[1] and (best_compat is None or minor > best_compat[0]):
-            best_compat = (minor, entry)
-        if kind == "compute" and (major, minor) <= cc:
-            num = major * 10 + minor
-            if best_ptx is None or num > best_ptx[0]:
-                best_ptx = (num, entry)
-    if best_compat:
-        return "compatible", best_compat[1]
-    if best_ptx:
-        return "ptx", best_ptx[1]
-    return "none", None
+    entries = [(m[1], (int(m[2]), int(m[3])), m[4], e) for e in arch_list if (m := _ARCH.match(e))]
+    # sm_90a too: arch-specific code runs on exactly that GPU
+    sass = next((e for kind, v, _, e in entries if kind == "sm" and v == cc), None)
+    if sass:
+        return "sass", sass
+    plain = [(kind, v, e) for kind, v, suffix, e in entries if not suffix]
+    compat = max(((v, e) for kind, v, e in plain if kind == "sm" and v[0] == cc[0] and v[1] < cc[1]), default=None)
+    if compat:
+        return "compatible", compat[1]
+    ptx = max(((v, e) for kind, v, e in plain if kind == "compute" and v <= cc), default=None)
+    return ("ptx", ptx[1]) if ptx else ("none", None)
 
 
 def check_arch(env: Environment) -> list[Check]:
