@@ -21,9 +21,7 @@ read NVML crashed or hung, and every answer it never gave fails with that story 
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from envcheck.probes import nvml as n
@@ -57,31 +55,6 @@ def table_key(name: str, args: tuple[Any, ...]) -> str:
     labels = LABELS.get(name, ())
     names = [labels[i].get(a, str(a)) if i < len(labels) else str(a) for i, a in enumerate(args)]
     return f"{name}[{','.join(names)}]"
-
-
-def load_table_file(path: Path) -> dict[str, Any]:
-    """A table from a JSON file, with the table its ``_base`` names (a file beside it) merged under it:
-    a variant lists only what differs, GPU by GPU."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    base_name = data.pop("_base", None)
-    if base_name is None:
-        return data
-    return merge_tables(load_table_file(path.with_name(f"{base_name}.json")), data)
-
-
-def merge_tables(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """``over`` laid on ``base``: top-level keys replaced, ``gpus`` merged index by index (a
-    variant with more GPUs than its base repeats the base's last GPU)."""
-    over = dict(over)
-    gpus_over = over.pop("gpus", None)
-    table = {**copy.deepcopy(base), **over}
-    if gpus_over is not None:
-        base_gpus = base.get("gpus") or [{}]
-        table["gpus"] = [
-            {**copy.deepcopy(base_gpus[min(i, len(base_gpus) - 1)]), **g} for i, g in enumerate(gpus_over)
-        ]
-        table["count"] = len(table["gpus"])
-    return table
 
 
 def failure_text(failure: dict[str, Any]) -> str:
