@@ -78,7 +78,7 @@ def _section(section: str, probe: Callable[[], Facts]) -> _Background[Facts]:
     return _Background(section, lambda: guarded(section, probe), lambda: guarded(section, lambda: {}))
 
 
-def _nvml(nvml: Any) -> tuple[Facts, tuple[Gpu, ...]]:
+def read_nvml(nvml: Any) -> tuple[Facts, tuple[Gpu, ...]]:
     """The driver section and the GPUs: NVML initialised once here and shut down after; never raises."""
     try:
         driver = guarded("driver", lambda: gpus.probe_driver(nvml))
@@ -129,7 +129,7 @@ def _collect(host: Host, nvml: object, runtime: bool, timeout: float, reports_di
                 background[name] = _section(name, functools.partial(probe, host, timeout))
             else:
                 sections[name] = not_run(NOT_CAPTURED_RUN)
-    nvml_bg = _Background("nvml", lambda: _nvml(nvml), lambda: (
+    nvml_bg = _Background("nvml", lambda: read_nvml(nvml), lambda: (
         {k: missing("NVML probe thread ended without a result") for k in gpus.DRIVER_KEYS}, ()))
     for name, read in (("system", lambda: system.probe_system(host, reports_dir=reports_dir)),
                        ("wsl", lambda: wsl.probe_wsl(host)), ("cuda", lambda: cuda.probe_cuda(host)),

@@ -66,18 +66,6 @@ def cuda_version_text(version: int) -> str:
     return f"{version // 1000}.{(version % 1000) // 10}"
 
 
-def probe_nvml(nvml: NvmlLike | None = None) -> tuple[Facts, tuple[Gpu, ...]]:
-    """The ``driver`` section and the GPUs in one go: initialise NVML, read, shut it down."""
-    if nvml is None:
-        from envcheck.probes.nvml import Nvml
-
-        nvml = Nvml()
-    try:
-        return probe_driver(nvml), probe_gpus(nvml)
-    finally:
-        nvml.shutdown()
-
-
 def probe_driver(nvml: NvmlLike) -> Facts:
     """The ``driver`` section (nvidia-smi: Driver Version, CUDA Version, Attached GPUs); ``nvml_library`` is the
     libnvidia-ml.so loaded, ``nvml_error`` a value only when NVML failed to initialise. Never raises."""
