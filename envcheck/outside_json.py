@@ -3,6 +3,7 @@ naming the field: ``benches[0].device.sm_count: Expected `int`, got `bool```."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -98,10 +99,8 @@ def check_numbers(value: object, where: str = "", max_depth: int = 0, ints: bool
 def read_json(text: str, error: type[Exception], what: str) -> Json:
     """The JSON value of ``text``, read by msgspec; what only Python's reader takes (a lone surrogate, NaN, 1e400) is
     read by it, made encodable and checked, so that the error names the field."""
-    try:
+    with contextlib.suppress(msgspec.DecodeError, ValueError, RecursionError):
         return msgspec.json.decode(text)
-    except (msgspec.DecodeError, ValueError, RecursionError):
-        pass
     try:
         data = encodable(json.loads(text))
     except json.JSONDecodeError as e:

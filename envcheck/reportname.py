@@ -8,7 +8,7 @@ the Markdown, HTML and charts beside it in any language), even a dangling symlin
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -70,19 +70,13 @@ def name_for(report: model.Report, when: datetime) -> str:
     return f"{stem}_bench-{slug('-'.join(declared), 'ops')}" if declared else stem
 
 
-def _candidates(stem: str) -> Iterable[str]:
-    yield stem
-    for i in range(2, MAX_ATTEMPTS + 1):
-        yield f"{stem}-{i}"
-
-
 def _taken(out_dir: Path, name: str) -> bool:
     return any(exists(out_dir / f"{document_stem(name, lang)}{suffix}") for lang in LANGS for suffix in SIBLING_SUFFIXES)
 
 
 def write_report(out_dir: Path, stem: str, content: str) -> Path:
     """Write a new report JSON under a free dated name; never replaces a file, even in a race."""
-    for name in _candidates(stem):
+    for name in (stem, *(f"{stem}-{i}" for i in range(2, MAX_ATTEMPTS + 1))):
         if _taken(out_dir, name):
             continue
         try:

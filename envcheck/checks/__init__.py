@@ -20,16 +20,7 @@ T = TypeVar("T")
 def _rules() -> tuple[tuple[str, Rule], ...]:
     from envcheck.checks import driver, env, gpu, links, operator, torch, triton, wsl
 
-    return (
-        ("driver", driver.checks),
-        ("wsl", wsl.checks),
-        ("gpu", gpu.checks),
-        ("torch", torch.checks),
-        ("triton", triton.checks),
-        ("env", env.checks),
-        ("links", links.checks),
-        ("operator", operator.checks),
-    )
+    return tuple((m.__name__.rsplit(".", 1)[1], m.checks) for m in (driver, wsl, gpu, torch, triton, env, links, operator))
 
 
 def evaluate(env: Environment) -> tuple[Check, ...]:

@@ -9,6 +9,7 @@ Children run in their own process group: a timeout or Ctrl-C (:func:`terminate_c
 
 from __future__ import annotations
 
+import contextlib
 import glob as _glob
 import math
 import os
@@ -209,10 +210,8 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        try:
+        with contextlib.suppress(OSError):
             proc.kill()
-        except OSError:
-            pass
 
 
 # Children started by Host._run that have not been waited for yet, from any thread.
@@ -229,10 +228,8 @@ def terminate_children(wait_s: float = 2.0) -> int:
         _kill_group(proc)
     deadline = time.monotonic() + wait_s
     for proc in live:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            pass
     return len(live)
 
 

@@ -8,6 +8,7 @@ whose NVIDIA stack is broken; the enum values envcheck passes are defined here, 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 from pathlib import Path
 from typing import Any, Protocol
@@ -299,7 +300,5 @@ class Nvml(NvmlSeam):
         self._tried = False
         if lib is None:
             return
-        try:
+        with contextlib.suppress(Exception):  # nothing useful to do about a failed shutdown
             lib.nvmlShutdown()
-        except Exception:  # noqa: BLE001 - nothing useful to do about a failed shutdown
-            pass
