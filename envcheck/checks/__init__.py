@@ -20,7 +20,8 @@ T = TypeVar("T")
 def _rules() -> tuple[tuple[str, Rule], ...]:
     from envcheck.checks import driver, env, gpu, links, operator, torch, triton, wsl
 
-    return tuple((m.__name__.rsplit(".", 1)[1], m.checks) for m in (driver, wsl, gpu, torch, triton, env, links, operator))
+    subjects = (driver, wsl, gpu, torch, triton, env, links, operator)
+    return tuple((m.__name__.rsplit(".", 1)[1], m.checks) for m in subjects)
 
 
 def evaluate(env: Environment) -> tuple[Check, ...]:

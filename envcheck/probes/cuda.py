@@ -96,7 +96,8 @@ def _libcuda(host: Host, cache: LdCache) -> Fact:
     drivers install into."""
     found = _first(host, [*(posixpath.join(d, LIBCUDA) for d in ld_library_path_dirs(host)), *cache.paths(LIBCUDA),
                           *(posixpath.join(d, LIBCUDA) for d in (WSL_LIB_DIR, *standard_lib_dirs(host.machine())))])
-    return known(found) if found else missing(f"{LIBCUDA} not found (LD_LIBRARY_PATH, ldconfig cache, standard folders): no NVIDIA driver")
+    why = f"{LIBCUDA} not found (LD_LIBRARY_PATH, ldconfig cache, standard folders): no NVIDIA driver"
+    return known(found) if found else missing(why)
 
 
 def linker_default_dirs(machine: str) -> tuple[str, ...]:
