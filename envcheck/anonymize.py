@@ -93,8 +93,7 @@ def command_key() -> bytes:
 
 
 class Anonymizer:
-    """Pseudonyms under one key. ``hosts`` and ``users``: names to replace; ``homes``: home folders wherever they
-    are (``/scratch/u/bob``), whose last part is replaced wherever the folder appears in a path."""
+    """Pseudonyms under one key for ``hosts``, ``users`` and ``homes`` (home folders wherever they are)."""
 
     def __init__(self, key: bytes, hosts: Iterable[str] = (), users: Iterable[str] = (),
                  homes: Iterable[str] = ()) -> None:
@@ -168,8 +167,7 @@ class Anonymizer:
         return text
 
     def value(self, value: Any, key: str | None = None) -> Any:
-        """JSON-like data with every string (dictionary keys too) passed through :meth:`text`;
-        a value under a serial-number key is replaced whole."""
+        """JSON-like data with every string (keys too) passed through :meth:`text`; a serial is replaced whole."""
         if isinstance(value, str):
             if key in _SERIAL_KEYS and value not in ("", "N/A"):
                 return self.pseudonym("serial", value)
@@ -271,15 +269,13 @@ def own_home() -> list[str]:
 
 
 def for_this_machine(host: str, key: bytes | None = None) -> Anonymizer:
-    """An anonymizer for reports of this machine: its host name and the user running envcheck, with their home
-    (``HOME`` and the password database)."""
+    """An anonymizer for this machine's reports: its host name, the user running envcheck and their home."""
     return Anonymizer(key if key is not None else load_key(), hosts=[host], users=users_in(os.environ),
                       homes=[*homes_in(os.environ), *own_home()])
 
 
 def anonymize_snapshot(snap: Any, anonymizer: Anonymizer) -> Any:
-    """A snapshot with its names, paths, addresses, UUIDs and serials replaced alike in file names and contents,
-    so it still replays."""
+    """A snapshot anonymised alike in file names and contents, so it still replays."""
     meta = dict(snap.meta)
     host = str(meta.get("host") or "")
     environ = snap.host.get("environ") or {}

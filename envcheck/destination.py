@@ -52,9 +52,8 @@ def prepare_folder(folder: Path, create: bool = True) -> None:
 
 
 def private_folder(folder: Path) -> None:
-    """``folder`` made (mode 0700) if missing, then verified as this user's own: a real folder (not a symlink), owned
-    by this user, writable by nobody else (one of ours open to others is closed to 0700); DestinationError
-    otherwise. In the temporary folder anyone may have made the name first, to collect what is written there."""
+    """``folder`` made (mode 0700) if missing, then verified as this user's own, not a symlink, closed to others
+    (DestinationError otherwise): in the temporary folder anyone may have made the name first."""
     try:
         folder.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         folder.mkdir(mode=0o700)

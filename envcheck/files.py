@@ -262,9 +262,8 @@ class SetExistsError(FileExistsError):
 
 
 def write_set(files: FileSet, force: bool = False) -> list[Path]:
-    """Write every file and folder of ``files``, all or none; the paths written, folders' files included. Without
-    ``force`` an existing target refuses the whole set (SetExistsError) before anything is written; with it,
-    existing targets are replaced once every new file is complete."""
+    """Write every file and folder of ``files``, all or none; the paths written. Without ``force`` an existing
+    target refuses the whole set (SetExistsError); with it, targets are replaced once every new file is complete."""
     targets = files.targets()
     if len({t.parent for t in targets}) > 1:
         raise ValueError("the files of a set share one folder")

@@ -39,9 +39,8 @@ MAX_INFLATION = 100  # reports and snapshots shrink 5 to 15 times under gzip; a 
 
 
 def read_text(p: Path, max_bytes: int, error: type[Exception], what: str) -> str:
-    """The text of the regular file ``p``, gzip-compressed or not, of at most ``max_bytes`` (inflated: nor
-    ``MAX_INFLATION`` times its compressed size); else one ``error`` line naming the file. Opened non-blocking and
-    checked on the open file itself, so a pipe or a device is never read (nor waited for)."""
+    """The text of the regular file ``p``, gzip-compressed or not, of at most ``max_bytes`` (nor ``MAX_INFLATION``
+    times its compressed size), else one ``error`` line. Checked on the open file: a pipe or device is never read."""
     try:
         fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except FileNotFoundError:

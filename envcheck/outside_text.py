@@ -54,8 +54,7 @@ def json_text(text: str) -> str:
 
 
 def encodable(value: Any) -> Any:
-    """``value`` (a string, or JSON-like lists and objects of them, keys included) with every lone
-    surrogate replaced by U+FFFD; anything else as it is."""
+    """``value`` (a string, or JSON-like data of them, keys included) with every lone surrogate made U+FFFD."""
     if isinstance(value, str):
         return _SURROGATE.sub(REPLACEMENT, value) if _SURROGATE.search(value) else value
     if isinstance(value, dict):

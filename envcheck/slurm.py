@@ -48,8 +48,7 @@ def ready() -> tuple[str, str]:
 
 
 def drain(reason: str) -> str:
-    """Drain this node with ``reason``; the node's name. UsageError when scontrol is missing, fails or hangs: a
-    health check that cannot drain must say so."""
+    """Drain this node with ``reason``; the node's name. UsageError when scontrol is missing, fails or hangs."""
     name, scontrol = ready()
     argv = [scontrol, "update", f"NodeName={name}", "State=DRAIN", f"Reason={reason}"]
     try:

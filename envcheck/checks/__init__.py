@@ -33,8 +33,8 @@ def evaluate(env: Environment) -> tuple[Check, ...]:
 
 
 def guarded(subject: str, rule: Callable[[T], list[Check]], arg: T) -> list[Check]:
-    """``rule(arg)``'s checks; when the rule cannot run, one FAILING check ``<subject>.internal`` with the error's
-    first line: the verdicts it would have given are unknown, never a pass (issue 36)."""
+    """``rule(arg)``'s checks; when the rule cannot run, one failing check ``<subject>.internal``: its verdicts are
+    unknown, never a pass."""
     try:
         return list(rule(arg))
     except Exception as e:  # noqa: BLE001 - a buggy rule must not hide the others' verdicts

@@ -81,8 +81,7 @@ def compat_wheel_for_driver(driver_cuda: Version) -> Version | None:
 
 
 def install_for_driver(driver_cuda: Version, force: bool = True) -> dict[str, str] | None:
-    """How to install the build :func:`compat_wheel_for_driver` picks, as a fix's parameters (``install_key`` says
-    when it relies on minor-version compatibility); None when no build runs under this driver."""
+    """How to install the build :func:`compat_wheel_for_driver` picks, as a fix's parameters; None when none runs."""
     wheel = compat_wheel_for_driver(driver_cuda)
     if wheel is None:
         return None
@@ -106,8 +105,7 @@ def min_driver(cuda: Version) -> str | None:
 
 
 def wheel_for_arch(cc: Version, driver_cuda: Version | None) -> Version | None:
-    """The torch CUDA build for a GPU of capability ``cc`` under this driver: the newest the driver runs, if it
-    compiles for ``cc``; None when none fits both (upgrade the driver first)."""
+    """The newest torch CUDA build this driver runs that compiles for ``cc``; None when none fits both."""
     if cc < (7, 5):
         candidates = [w for w in WHEEL_CUDA if w <= LAST_WHEEL_FOR_OLD_ARCH]
     else:

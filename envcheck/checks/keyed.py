@@ -15,8 +15,7 @@ from envcheck.model.node import Node
 
 
 def keyed(checks: Sequence[Check], env: Environment | None, node: Node | None = None) -> tuple[Check, ...]:
-    """``checks`` with keys wherever the rules, run again on ``env`` (and on ``node``'s counters, for
-    the checks of a node run), agree with the recorded status."""
+    """``checks`` with keys wherever the rules, run again on ``env`` (and ``node``), agree with the recorded status."""
     if all(_current(c) for c in checks) or env is None or not env.sections:
         return tuple(checks)
     today = {c.id: c for c in (*evaluate(env), *(delta_checks(node) if node is not None else ()))}

@@ -19,8 +19,7 @@ def has_gpu(env: Environment) -> bool:
 
 
 def cpu_only(env: Environment) -> bool:
-    """No NVIDIA GPU to be seen: NVML found none (or no driver answers) and no WSL2 GPU device is
-    passed in. GPU-only advice (install Triton, fix its JIT) does not apply to such a machine."""
+    """No NVIDIA GPU to be seen (none from NVML, no WSL2 GPU device): GPU-only advice does not apply."""
     return not has_gpu(env) and not (is_wsl(env) and env.get("wsl", "dxg_present") is True)
 
 
@@ -94,9 +93,8 @@ def container(env: Environment) -> str | None:
 
 
 def driver_fix(cuda: cuda_versions.Version, wsl: bool, in_container: str | None = None) -> dict[str, str]:
-    """How to get a driver that runs CUDA ``cuda``, as a fix's parameters (``upgrade_key`` and the version
-    needed). Under WSL2 the driver is Windows'; in a container it is the host's (nothing installed inside
-    the container changes it)."""
+    """How to get a driver that runs CUDA ``cuda``, as a fix's parameters: under WSL2 the driver is Windows', in a
+    container the host's."""
     need = cuda_versions.min_driver(cuda)
     where = "wsl" if wsl else "k8s" if in_container == "kubernetes" else "container" if in_container else "host"
     if need:

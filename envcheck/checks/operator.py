@@ -37,8 +37,7 @@ def _positive(x: object) -> bool:
 
 
 def check_temperature(gpu: Gpu) -> Check:
-    """Headroom below the slowdown threshold: NVML's margin (nvidia-smi's "GPU T.Limit Temp") where the
-    driver gives it, else the current temperature against the absolute slowdown threshold."""
+    """Headroom below slowdown: NVML's margin ("GPU T.Limit Temp") where given, else against the absolute threshold."""
     temp, margin = gpu.get("temperature_c"), gpu.get("temperature_margin_c")
     slowdown, shutdown = gpu.get("temperature_slowdown_c"), gpu.get("temperature_shutdown_c")
     have_temp = isinstance(temp, (int, float)) and not isinstance(temp, bool)
@@ -208,8 +207,7 @@ def check_packages(env: Environment) -> Check | None:
     return said(cid, "pass", "op.pins_ok", listed=listed, count=len(pinned))
 
 
-# The GPU fact each per-GPU check reads first: a GPU probed by an envcheck older than these checks has
-# none of them, and gets no verdict rather than a row of "not probed".
+# The facts these per-GPU checks read: a GPU probed by an older envcheck has none, and gets no verdict.
 _GPU_KEYS = ("compute_mode", "temperature_margin_c", "clock_event_ns", "fabric_state")
 
 

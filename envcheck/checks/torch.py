@@ -147,8 +147,7 @@ def check_arch(env: Environment) -> list[Check]:
 
 
 def shadow(env: Environment) -> tuple[str, str] | None:
-    """(where ``import torch`` really loads torch from, the fix) when it is not the installed distribution: a
-    ``torch`` package on PYTHONPATH, or the folder the isolated import reported."""
+    """(where ``import torch`` really loads torch from, the fix) when it is not the installed distribution."""
     installed = env.get("torch", "location")
     static = env.get("torch", "shadowed_by")
     loaded = env.get("torch_runtime", "location")

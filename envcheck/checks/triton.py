@@ -110,8 +110,7 @@ def link_fix(env: Environment) -> Fix:
 
 
 def check_libcuda(env: Environment) -> Check:
-    """What Triton's launcher build needs from the driver: libcuda.so.1 found the way Triton looks for
-    it, and a libcuda.so beside it for ``-lcuda`` (torch.compile builds through Triton the same way)."""
+    """What Triton's launcher build needs: libcuda.so.1 found as Triton looks for it, and libcuda.so for ``-lcuda``."""
     cid = "triton.libcuda"
     if not _installed(env):
         return _skip(cid)

@@ -149,8 +149,7 @@ def _collect(host: Host, nvml: object, runtime: bool, timeout: float, reports_di
 
 
 def _encodable(facts: Facts) -> Facts:
-    """``facts`` with every string made encodable: a path, a variable or a child's output may hold a lone
-    surrogate (Python's spelling of bytes that are not UTF-8), which no UTF-8 writer accepts."""
+    """``facts`` with every string made encodable: a path or a child's output may hold a lone surrogate."""
     return {key: Fact(encodable(f.value), encodable(f.reason)) for key, f in facts.items()}
 
 
@@ -168,8 +167,7 @@ def hostname() -> str:
 
 def new_report(kind: str, environment: Environment, checks: tuple[Check, ...] = (),
                benches: tuple[Bench, ...] = (), host: str | None = None, **sections: Any) -> Report:
-    """A report stamped with a host name (this machine's unless ``host``: a replayed snapshot's), the time and
-    envcheck's version. ``sections``: the report's ``node`` or ``fleet``."""
+    """A report stamped with a host name (``host``, else this machine's), the time and envcheck's version."""
     return Report(tool_version=__version__, created=utc_now(), host=host or hostname(), kind=kind,
                   environment=environment, checks=tuple(checks), benches=tuple(benches), **sections)
 

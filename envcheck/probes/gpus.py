@@ -67,8 +67,7 @@ def cuda_version_text(version: int) -> str:
 
 
 def probe_driver(nvml: NvmlLike) -> Facts:
-    """The ``driver`` section (nvidia-smi: Driver Version, CUDA Version, Attached GPUs); ``nvml_library`` is the
-    libnvidia-ml.so loaded, ``nvml_error`` a value only when NVML failed to initialise. Never raises."""
+    """The ``driver`` section (nvidia-smi: Driver Version, CUDA Version, Attached GPUs); never raises."""
     init_error = nvml.init()
     process = _process_error(nvml)
     if init_error is not None:

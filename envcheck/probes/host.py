@@ -33,8 +33,7 @@ MEMINFO = "/proc/meminfo"
 
 @dataclass(frozen=True)
 class RunResult:
-    """What one subprocess did. ``returncode`` is None when it never ran to an exit status
-    (not found, not executable, killed on timeout); ``error`` then says why."""
+    """What one subprocess did; ``returncode`` None when it never exited (``error`` says why)."""
 
     argv: tuple[str, ...]
     returncode: int | None
@@ -220,8 +219,7 @@ _LIVE_LOCK = threading.Lock()
 
 
 def terminate_children(wait_s: float = 2.0) -> int:
-    """Kill the process group of every child a Host is still waiting for; how many there were. Ctrl-C reaches only
-    the main thread, and the children in their own sessions never saw the terminal's SIGINT: its catcher calls this."""
+    """Kill the process group of every child a Host still waits for (Ctrl-C reached only the main thread); how many."""
     with _LIVE_LOCK:
         live = list(_LIVE)
     for proc in live:

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class PackageInfo:
-    """An installed distribution: ``location`` is the folder holding the import package
-    (site-packages), ``requires`` its ``Requires-Dist`` lines."""
+    """An installed distribution: ``location`` is its site-packages folder, ``requires`` its Requires-Dist lines."""
 
     name: str
     version: str

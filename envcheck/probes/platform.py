@@ -136,8 +136,7 @@ def _read(host: Host, path: str, labelled: bool = False) -> str | None:
 
 
 def _infiniband_ports(host: Host) -> Fact:
-    """``[{"device": "mlx5_0", "port": 1, "state": "ACTIVE", "phys_state": "LinkUp", "rate": "400 Gb/sec (4X NDR)",
-    "link_layer": "InfiniBand"}]``; an empty list when the machine has no RDMA device."""
+    """Every InfiniBand / RoCE port (device, port, state, phys_state, rate, link_layer); [] without an RDMA device."""
     if not host.is_dir(INFINIBAND):
         return known([])
     try:

@@ -174,8 +174,7 @@ def _loader_reaches_wsl_lib(host: Host, cache: LdCache) -> Fact:
 
 
 def probe_wsl(host: Host, cache: LdCache | None = None) -> Facts:
-    """Facts of section ``wsl``; off WSL every key but ``is_wsl`` is missing("not WSL") and nothing is run.
-    ``cache``: the loader cache when the caller already read it (saves one ``ldconfig -p``)."""
+    """Facts of section ``wsl`` (off WSL, ``is_wsl`` only). ``cache``: the loader cache when the caller read it."""
     version = wsl_version(host.text_or_none("/proc/sys/kernel/osrelease") or "",
                           host.text_or_none("/proc/version") or "", host)
     if version is None:
