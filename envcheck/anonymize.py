@@ -1,15 +1,11 @@
 """Stable pseudonyms for what identifies a machine or a person, in reports, snapshots and free text.
 
-``--anonymize`` replaces the host name, user names, IP and MAC addresses, GPU and MIG UUIDs and GPU serials with
-pseudonyms (``host-5c1e09a2d4``, ``/home/user-81f0c2b7aa/``); PCI bus ids stay (the same on millions of machines,
-and what ties a GPU to its checks). A pseudonym is an HMAC-SHA256 under a key made once per user
-(``$XDG_CONFIG_HOME/envcheck/anonymize.key``, mode 0600): one machine keeps its pseudonyms across reports, so
-``diff`` and ``history`` still match them, while nobody without the key can test a guess.
-
-A known name (the host name and its short form; ``USER``, ``LOGNAME``, ``USERNAME``, the last part of ``HOME``) is
-replaced as a whole word in any case (``_`` separates: ``alice_matmul.py``) when it has ``MIN_WORD`` characters and
-is no ``COMMON_NAMES`` word; any name, however short, where it can only be a name: home paths, ``NAME@``, the
-host field. :meth:`Anonymizer.text` treats free text, :meth:`Anonymizer.value` JSON-like data, keys included.
+``--anonymize`` replaces host and user names, IP and MAC addresses, GPU and MIG UUIDs and serials by an HMAC-SHA256
+under a key made once per user (``$XDG_CONFIG_HOME/envcheck/anonymize.key``, mode 0600): one machine keeps its
+pseudonyms, so ``diff`` and ``history`` still match its reports, and nobody without the key can test a guess. PCI
+bus ids stay (the same on millions of machines). A known name is replaced as a whole word (``_`` separates) when it
+has ``MIN_WORD`` characters and is no ``COMMON_NAMES`` word, and anywhere it can only be a name (home paths,
+``NAME@``, the host field).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Where a file is about to be written: checked before the work that produces it, and private when shared.
-
-A command that writes one file (``check --out``, ``snapshot``, ``diff --out``) checks the name and its folder first,
-so a taken name or an unwritable folder is one line at once, not a lost minute. A fallback folder in a shared place
-(the temporary folder) is used only when it is this user's own (``private_folder``). The writing is ``files.py``.
-"""
+"""Where a file is about to be written: checked before the work that produces it (a taken name is one line at once,
+not a lost minute), and private when it is a fallback folder in a shared place. The writing is ``files.py``."""
 
 from __future__ import annotations
 

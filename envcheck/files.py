@@ -1,19 +1,11 @@
-"""Writing files that users keep: never replacing one unasked, never leaving one half-written.
+"""Writing files that users keep: never replacing one unasked, never leaving one half-written (docs/security.md).
 
 Every write stages its files in a private folder beside the targets (``.envcheck-XXXXXXXX.tmp``, mode 0700, locked
-with ``flock`` while its writer lives), flushed before any name the user sees changes. No hard links (vfat and many
-shares refuse them): ``O_EXCL`` and ``rename`` within one folder are what every filesystem offers.
-
-* ``write_new``: one new file, renamed into place with ``RENAME_NOREPLACE`` (``renameat2``); without it the name
-  is first claimed with an empty ``O_EXCL`` file and the staged one renamed over it.
-* ``replace_file``: one file meant to be refreshed (a Prometheus textfile), renamed over the old one.
-* ``write_set``: files that belong together (a report's Markdown, charts and HTML) appear all or none: with
-  ``force`` the old targets move into the stage's ``old/``, the stage's ``new/`` is renamed ``go/``, and only then
-  are the new files put in place.
-
-A writer killed outright leaves its stage; the next write into the folder finishes it (``go/`` present) or undoes
-it, putting files only where their names are free. Only a stage envcheck makes is touched: a real folder of that
-name, owned by this user, closed to others, unlocked, read through its open descriptor.
+while its writer lives), flushed before a name the user sees changes; only ``O_EXCL`` and ``rename`` within a folder
+(no hard links: many filesystems refuse them). ``write_new`` renames with ``RENAME_NOREPLACE`` (else claims the name
+with an empty file first); ``write_set`` moves old targets into the stage's ``old/``, renames ``new/`` to ``go/``,
+then puts the new files in place. A stage a killed writer left is finished (``go/``) or undone by the next write, if
+it is a real folder owned by this user, closed to others and unlocked.
 """
 
 from __future__ import annotations

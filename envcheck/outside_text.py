@@ -1,11 +1,9 @@
 """Text from outside envcheck (a machine, a snapshot, a report, a child process): made safe, by one rule each.
 
-* **Encodable where it is read**: a lone surrogate (JSON may spell ``"\\ud800"``; no UTF-8 writer accepts it)
-  becomes U+FFFD through ``encodable``, as a UTF-8 decoder does with a bad byte.
-* **Seen as it is, wherever it is shown**: a character that changes how text reads without being seen (``unseen``:
-  controls, format characters such as bidi controls, zero-width characters, tags, line and paragraph separators,
-  surrogates, noncharacters, Hangul fillers, variation selectors) is written ``\\u{202e}`` by ``visible`` in every
-  view, and as JSON's own escapes by ``json_text``, so a document still reads back to the same strings.
+* Encodable where it is read: a lone surrogate (no UTF-8 writer accepts one) becomes U+FFFD (``encodable``).
+* Seen as it is wherever it is shown: a character that changes how text reads without being seen (``unseen``:
+  controls, bidi and zero-width characters, tags, separators, surrogates, noncharacters, Hangul fillers, variation
+  selectors) is written ``\\u{202e}`` by ``visible``, and as JSON's own escapes by ``json_text``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""Secrets out of everything envcheck captures: variable values, command output, file text.
-
-Reports and snapshots get shared, so whatever a probe captures passes :meth:`Redactor.text` at the host seam first.
-Removed: the value of every variable whose name marks a secret (``HF_TOKEN``, ``DB_PASSWORD``) wherever it appears,
-credentials inside URLs (``scheme://<redacted>@host``), and well-known token formats (GitHub, GitLab, Hugging Face,
-Slack, OpenAI, AWS key ids) where no name warns of them.
-"""
+"""Secrets out of everything envcheck captures, at the host seam: the value of every secret-named variable
+wherever it appears, credentials inside URLs, and well-known token formats where no name warns of them."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Draining a node in Slurm (``check --slurm-drain``): the one place envcheck runs ``scontrol``.
-
-A health check or prolog that finds a problem drains its node, with a reason ``sinfo -R`` shows, as NHC does. The
-node is named as slurmd knows it (``SLURMD_NODENAME``), else by the short host name; either must be one node's name
-(a hostlist or ``ALL`` would drain many). ``check --replay`` refuses it: the findings are another machine's.
-"""
+"""Draining a node in Slurm (``check --slurm-drain``): the one place envcheck runs ``scontrol``. The node is named as
+slurmd knows it (``SLURMD_NODENAME``), else by the short host name, and must be one node's name."""
 
 from __future__ import annotations
 

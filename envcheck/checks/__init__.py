@@ -1,8 +1,5 @@
-"""Health checks: rules from an ``Environment`` to pass / warn / fail / skip verdicts with exact fixes.
-
-One module per subject; each has ``checks(env) -> list[Check]``. Checks only read facts:
-they never probe, so a report's checks can be recomputed from its JSON.
-"""
+"""Health checks: rules from an ``Environment`` to pass / warn / fail / skip verdicts with exact fixes, one module
+per subject. Checks only read facts, so a report's checks can be recomputed from its JSON."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""A report's checks as keys and parameters, also for reports written before checks carried keys: the rules run
-again on its recorded facts lend their keys to a recorded check of the same id and status; otherwise it stays
-as recorded (its English), and the renderers say so. The verdict recorded is never changed.
-"""
+"""A report's checks as keys and parameters, also for reports written before checks carried keys: today's rules
+lend their keys to a recorded check of the same id and status; otherwise it stays as recorded (its English)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Link and error-counter health: PCIe replays, NVLink errors, Xid events, row remapping, from the ``links``
-section. NVML's counters run since the driver loaded, so every threshold is a rate over the uptime or a delta
-during envcheck's node tests (``delta_checks``), at DCGM's limits; a report without the section gets no verdict.
-"""
+"""Link and error-counter health from the ``links`` section: PCIe replays, NVLink errors, Xid events, row remapping.
+NVML's counters run since the driver loaded, so every threshold (DCGM's) is a rate over the uptime, or a delta
+during envcheck's node tests."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""What an operator accepting a node checks beyond the GPUs' health counters: per GPU the compute mode, its
-temperature against NVML's slowdown threshold (``TEMPERATURE_MARGIN_C`` of headroom at rest), time in thermal
-or HW-brake slowdowns since the driver loaded (any is a finding; the SW power cap never), NVSwitch fabric
-registration; per node the IOMMU, PCIe ACS, InfiniBand/RoCE ports, GPUDirect RDMA, the fabric manager and the
-GPU stack's Python packages.
-"""
+"""What an operator accepting a node checks beyond the GPUs' health counters: per GPU the compute mode, headroom
+below the slowdown temperature, time in thermal or brake slowdowns, NVSwitch fabric registration; per node the
+IOMMU, PCIe ACS, InfiniBand ports, GPUDirect RDMA, the fabric manager and the GPU stack's Python packages."""
 
 from __future__ import annotations
 

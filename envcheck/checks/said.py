@@ -1,8 +1,6 @@
-"""How a rule says its verdict: a finding key (``check.<key>``) and, when not passing, a fix key, sharing one set
-of parameters (machine text, made one line and bounded here). The English is filled in from the catalogue
-(package data: checks never import the renderers) for JUnit, the health line and readers of the JSON; every
-human view phrases the keys in the reader's language instead.
-"""
+"""How a rule says its verdict: a finding key (``check.<key>``) and, when not passing, a fix key, sharing one set of
+parameters (machine text, one line, bounded). The English comes from the catalogue for JUnit and readers of the
+JSON; every human view phrases the keys in the reader's language."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """Assemble every probe into one ``Environment``, and an ``Environment`` into a ``Report``.
 
-Each section is probed behind its own guard: a probe that raises becomes ``missing("probe crashed: ...")`` on each
-of its keys, and the other sections still come back. NVML and the runtime probes (children that may take seconds,
-crash or hang) run in threads while the file probes read. Every string of the result is made encodable here, once.
-Ctrl-C reaches the main thread only: collect then kills every probe child still running, and lets it go on.
+Each section is probed behind its own guard, so a probe that raises loses only its keys; NVML and the runtime
+probes (children that may take seconds, crash or hang) run in threads. Every string is made encodable here, once.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The driver section and one entry per GPU, read through the NVML seam.
-
-Each fact is a value or the reason it is missing; one unsupported query never hides the others, and a lost GPU
-never hides the other GPUs. Comments name the ``nvidia-smi -q`` field of each key, so a user can check a report
-against the tool they already trust.
-"""
+"""The driver section and one entry per GPU, read through the NVML seam: each fact a value or the reason it is
+missing, a lost GPU never hiding the others. Comments name the ``nvidia-smi -q`` field of each key."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """The host seam: every file read, subprocess, environment variable and PATH lookup a probe makes.
 
-Probes never touch ``os``, ``open`` or ``subprocess`` themselves, so ``envcheck snapshot`` records a machine by
-wrapping this seam (``recording.py``) and ``--replay`` and the tests answer from a recorded one (``replay.py``).
-File methods raise ``OSError`` like ``os``; ``run`` never raises. Every text that crosses the seam is redacted by
-the public ``read_text`` and ``run`` (subclasses implement ``_read_text`` and ``_run``), so no probe can forget to.
-Children run in their own process group: a timeout or Ctrl-C (:func:`terminate_children`) kills the group.
+Probes never touch ``os``, ``open`` or ``subprocess`` themselves, so a machine can be recorded (``recording.py``) and
+replayed (``replay.py``). File methods raise ``OSError`` like ``os``; ``run`` never raises. The public ``read_text``
+and ``run`` redact every text that crosses the seam, so no probe can forget to.
 """
 
 from __future__ import annotations

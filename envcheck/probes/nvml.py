@@ -1,9 +1,6 @@
-"""The one seam between envcheck and NVML (the NVIDIA Management Library).
-
-Every NVML call goes through :class:`Nvml` (or a table of captured answers with the same interface: ``init``,
-``call``, ``query``, ``library_path``, ``shutdown``). Values come back as plain JSON-ready data, as the capture
-tables store them. ``pynvml`` is imported only inside :meth:`Nvml.init`, so ``envcheck --help`` works on a machine
-whose NVIDIA stack is broken; the enum values envcheck passes are defined here, so fakes need no pynvml.
+"""The one seam between envcheck and NVML: every call through :class:`Nvml` (or a table with its interface), values
+as plain JSON-ready data. ``pynvml`` is imported only in :meth:`Nvml.init`, so ``--help`` works on a machine whose
+NVIDIA stack is broken; the enum values envcheck passes are here, so fakes need no pynvml.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The package-metadata seam: what pip installed, read without importing the package.
-
-Reading ``importlib.metadata`` costs milliseconds; ``import torch`` costs seconds and can
-crash. Probes ask this module (through a ``lookup`` argument tests replace) and read any
-file inside the package as text through the Host.
-"""
+"""The package-metadata seam: what pip installed, read without importing the package (``import torch`` costs
+seconds and can crash)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Section ``platform``: what lies between the GPUs and the rest of a node, as an operator accepting it checks.
-
-The DMA domain of each GPU's IOMMU group (``identity`` is passthrough, ``DMA``/``DMA-FQ`` translate every
-peer-to-peer and RDMA access); PCIe bridges whose ACS redirects peer-to-peer requests to the root complex
-(``lspci -vvv``: ``ReqRedir+``); InfiniBand / RoCE ports as ``ibstat`` shows them; the GPUDirect RDMA module; the
-NVSwitch fabric manager; the GPU stack's Python packages against the versions torch pins, as ``collect_env`` lists.
-"""
+"""Section ``platform``: what lies between the GPUs and the rest of a node, as an operator accepting it checks: each
+GPU's IOMMU domain, PCIe ACS redirection (``lspci -vvv``), InfiniBand / RoCE ports, the GPUDirect RDMA module, the
+NVSwitch fabric manager, and the GPU stack's Python packages against the versions torch pins."""
 
 from __future__ import annotations
 

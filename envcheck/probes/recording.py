@@ -1,10 +1,6 @@
-"""The host seam, recorded (``envcheck snapshot``): the real machine, answering as :class:`Host` does, that also
-writes down each answer, already redacted, as a machine a ``ReplayHost`` can be built from.
-
-Paths are recorded as a file system, not as a log of calls, so a replay answers as the machine would: each
-component of a touched path that is a link is recorded with its target (``/lib -> usr/lib``), and the path itself
-as a file (its text if a probe read it, ``None`` if it only checked it exists), a folder or a link.
-"""
+"""The host seam, recorded (``envcheck snapshot``): the real machine, answering as :class:`Host` does, writing down
+each answer (already redacted) as a file system a ``ReplayHost`` answers from as the machine would: every link on
+a touched path with its target, the path as a file (its text if read), a folder or a link."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""A recorded machine behind the host seam: what ``--replay`` and the tests probe.
-
-``ReplayHost`` is a small in-memory machine (files, links, folders, commands, environment, Python, packages), built
-from a snapshot's ``host`` section or from dictionaries (the tests' ``FakeHost``). Its file system behaves as the
-real one for what probes ask: links are followed component by component, a link to nothing is broken, ``glob``
-matches one level, and a file recorded without its content (``None``) refuses to be read.
-"""
+"""A recorded machine behind the host seam (``--replay``, the tests): files, links, folders, commands, environment,
+Python and packages in memory. Links are followed component by component, ``glob`` matches one level, and a file
+recorded without its content refuses to be read."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Section ``system``: operating system, CPU, memory, disk, Python and container.
-
-Everything comes from files under /proc and /etc through the host seam; nothing here
-starts a process, so the section costs a few milliseconds.
-"""
+"""Section ``system``: operating system, CPU, memory, disk, Python and container, from /proc and /etc only."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Section ``wsl``: WSL version and the state of the GPU bridge from Windows.
-
-Under WSL2 the driver lives on Windows; its Linux side is /dev/dxg plus the libraries mounted at /usr/lib/wsl/lib.
-CUDA breaks when the loader cannot reach that folder, or when a Linux NVIDIA driver inside the distribution
-shadows those libraries. This probe records evidence only; the checks turn it into verdicts and fixes.
-"""
+"""Section ``wsl``: the WSL version and the GPU bridge from Windows (/dev/dxg and the driver's libraries in
+/usr/lib/wsl/lib). CUDA breaks when the loader cannot reach them or a Linux driver inside shadows them; this probe
+records the evidence, the checks judge it."""
 
 from __future__ import annotations
 
