@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from envcheck import units
 from envcheck.checks import machine
 from envcheck.checks.machine import gpu_said, gpu_skip
 from envcheck.model import Check, Environment, Gpu
@@ -88,7 +89,7 @@ def check_processes(gpu: Gpu) -> Check:
         return gpu_said("processes", gpu, "pass", "gpu.alone")
     # Process names, pids and sizes: machine text, the same in every language.
     shown = ", ".join(
-        f"{p.get('name') or '?'} (pid {p.get('pid')}, {machine.gib(p.get('used_bytes'))})" for p in procs[:3]
+        f"{p.get('name') or '?'} (pid {p.get('pid')}, {units.gib(p.get('used_bytes')) or '?'})" for p in procs[:3]
     )
     more = f" +{len(procs) - 3}" if len(procs) > 3 else ""
     return gpu_said("processes", gpu, "warn", "gpu.shared", "gpu.shared.fix", count=len(procs), shown=shown + more)

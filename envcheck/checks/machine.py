@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from envcheck import units
 from envcheck.checks import cuda_versions
 from envcheck.checks.said import said
 from envcheck.model import Check, Environment, Gpu, Status
@@ -62,23 +61,11 @@ def capability(gpu: Gpu) -> cuda_versions.Version | None:
     return cuda_versions.parse(gpu.get("compute_capability"))
 
 
-def sm_name(cc: cuda_versions.Version) -> str:
-    return f"sm_{cc[0]}{cc[1]}"
-
-
-def gib(n: float | None) -> str:
-    return units.gib(n) or "?"
-
-
-def runtime_ran(env: Environment, section: str) -> bool:
-    """False when the runtime probes were skipped (``envcheck probe``)."""
-    f = env.fact(section, "error")
-    return not (f.reason or "").startswith("not run")
-
-
-def not_run_reason(env: Environment, section: str) -> str:
-    """Why a runtime section did not run, as recorded (``envcheck probe`` skips them; a snapshot may hold none)."""
-    return env.fact(section, "error").reason or "not run"
+def not_run(check_id: str, env: Environment, section: str) -> Check | None:
+    """``check_id`` skipped, with the recorded reason, when the runtime probe ``section`` did not run (``envcheck
+    probe`` skips them; a snapshot may hold none); None when it ran."""
+    why = env.fact(section, "error").reason or ""
+    return said(check_id, "skip", "reason", reason=why) if why.startswith("not run") else None
 
 
 def variables(env: Environment) -> dict[str, str]:

@@ -127,7 +127,7 @@ def check_arch(env: Environment) -> list[Check]:
             out.append(said(cid, "skip", "torch.cc_unknown", gpu=machine.gpu_label(gpu)))
             continue
         kind, entry = arch_support(cc, arch_list)
-        who = {"gpu": machine.gpu_label(gpu), "sm": machine.sm_name(cc), "entry": entry}
+        who = {"gpu": machine.gpu_label(gpu), "sm": f"sm_{cc[0]}{cc[1]}", "entry": entry}
         if kind == "sass":
             out.append(said(cid, "pass", "torch.arch_sass", **who))
         elif kind == "compatible":
@@ -202,8 +202,8 @@ def _first_line(text: str) -> str:
 def check_import(env: Environment) -> Check:
     if not env.get("torch", "installed"):
         return said("torch.import", "skip", "torch.not_installed")
-    if not machine.runtime_ran(env, "torch_runtime"):
-        return said("torch.import", "skip", "reason", reason=machine.not_run_reason(env, "torch_runtime"))
+    if skipped := machine.not_run("torch.import", env, "torch_runtime"):
+        return skipped
     if env.get("torch_runtime", "import_ok"):
         secs = env.get("torch_runtime", "import_s")
         if isinstance(secs, (int, float)):
@@ -225,8 +225,8 @@ def check_cuda_available(env: Environment) -> Check:
     cid = "torch.cuda_available"
     if env.get("torch", "build") != "cuda":
         return said(cid, "skip", "torch.not_cuda")
-    if not machine.runtime_ran(env, "torch_runtime"):
-        return said(cid, "skip", "reason", reason=machine.not_run_reason(env, "torch_runtime"))
+    if skipped := machine.not_run(cid, env, "torch_runtime"):
+        return skipped
     avail = env.get("torch_runtime", "cuda_available")
     if avail is None:
         return said(cid, "skip", "torch.available_unknown", reason=env.fact("torch_runtime", "cuda_available").reason)
@@ -251,8 +251,8 @@ def check_cuda_available(env: Environment) -> Check:
 
 
 def check_smoke(env: Environment) -> Check:
-    if not machine.runtime_ran(env, "torch_runtime"):
-        return said("torch.smoke", "skip", "reason", reason=machine.not_run_reason(env, "torch_runtime"))
+    if skipped := machine.not_run("torch.smoke", env, "torch_runtime"):
+        return skipped
     ok = env.get("torch_runtime", "smoke_ok")
     if ok is None:
         return said("torch.smoke", "skip", "not_run", reason=env.fact("torch_runtime", "smoke_ok").reason)

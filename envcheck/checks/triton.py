@@ -203,8 +203,8 @@ def _smoke_fix(error: str, env: Environment) -> Fix:
 def check_smoke(env: Environment) -> Check:
     if not _installed(env):
         return _skip("triton.smoke")
-    if not machine.runtime_ran(env, "triton_runtime"):
-        return said("triton.smoke", "skip", "reason", reason=machine.not_run_reason(env, "triton_runtime"))
+    if skipped := machine.not_run("triton.smoke", env, "triton_runtime"):
+        return skipped
     ok = env.get("triton_runtime", "smoke_ok")
     if ok is None:
         return machine.unread("triton.smoke", env, "triton_runtime", "smoke_ok", "not run")
