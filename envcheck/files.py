@@ -14,6 +14,7 @@ import contextlib
 import ctypes
 import errno
 import fcntl
+import itertools
 import os
 import shutil
 import stat
@@ -318,15 +319,9 @@ def _place(s: Path, targets: list[Path], force: bool) -> None:
 
 def _mkdirs(folder: Path) -> list[Path]:
     """Create ``folder`` and missing parents; the ones created, outermost first (to undo)."""
-    missing = []
-    p = folder
-    while not p.exists():
-        missing.append(p)
-        if p.parent == p:
-            break
-        p = p.parent
+    missing = list(itertools.takewhile(lambda p: not p.exists(), (folder, *folder.parents)))
     folder.mkdir(parents=True, exist_ok=True)
-    return list(reversed(missing))
+    return missing[::-1]
 
 
 REPORT_SUFFIXES = (".json.gz", ".json")  # a report's file names: its JSON, or that JSON gzip-compressed

@@ -211,15 +211,10 @@ def check_smoke(env: Environment) -> Check:
     error = str(env.get("triton_runtime", "error") or "")
     details = "\n".join(str(x) for x in (error, env.get("triton_runtime", "output_tail")) if x) or None
     if ok and env.get("triton_runtime", "run_ok") is not False:
-        compile_s = env.get("triton_runtime", "compile_s")
-        run_s = env.get("triton_runtime", "run_s")
-        if isinstance(compile_s, (int, float)) and isinstance(run_s, (int, float)):
-            return said("triton.smoke", "pass", "triton.smoke.both", compile=f"{compile_s:.2f}", run=f"{run_s * 1e3:.2f}")
-        if isinstance(compile_s, (int, float)):
-            return said("triton.smoke", "pass", "triton.smoke.compile", compile=f"{compile_s:.2f}")
-        if isinstance(run_s, (int, float)):
-            return said("triton.smoke", "pass", "triton.smoke.run", run=f"{run_s * 1e3:.2f}")
-        return said("triton.smoke", "pass", "triton.smoke")
+        times = {name: f"{value * scale:.2f}" for name, scale in (("compile", 1), ("run", 1e3))
+                 if isinstance(value := env.get("triton_runtime", f"{name}_s"), (int, float))}
+        shape = {("compile", "run"): ".both", ("compile",): ".compile", ("run",): ".run"}.get(tuple(times), "")
+        return said("triton.smoke", "pass", f"triton.smoke{shape}", **times)
     first = " ".join(error.strip().splitlines()[0].split()) if error.strip() else "wrong result"
     fix, params = _smoke_fix(error + "\n" + str(env.get("triton_runtime", "output_tail") or ""), env)
     return said("triton.smoke", "fail", "triton.smoke_second_failed" if ok else "triton.smoke_failed", fix, details,

@@ -208,15 +208,13 @@ def runtime_facts(iso: Isolated) -> Facts:
         if not data["smoke_ok"] and not error_text:
             error_text = f"smoke op gave {data.get('smoke_value')!r}, expected {data.get('smoke_expected')!r}"
     elif data.get("cuda_available") is False and not error_text:
-        facts["smoke_ok"] = missing(NO_CUDA_DEVICE)
-        facts["smoke_s"] = missing(NO_CUDA_DEVICE)
+        facts["smoke_ok"] = facts["smoke_s"] = missing(NO_CUDA_DEVICE)
     elif data.get("cuda_available") and error_text:
         # CUDA was reported available, then device properties or the op failed or crashed.
         facts["smoke_ok"] = known(False)
         facts["smoke_s"] = missing(why)
     else:
-        facts["smoke_ok"] = missing(why)
-        facts["smoke_s"] = missing(why)
+        facts["smoke_ok"] = facts["smoke_s"] = missing(why)
     facts.update(isolate.error_facts(error_text, iso))
     return facts
 
