@@ -27,6 +27,9 @@ from envcheck.probes.packages import PackageInfo, find_package
 from envcheck.redact import Redactor
 
 MEMINFO = "/proc/meminfo"
+# A Host's interpreter attributes, as a snapshot's ``python`` object names them.
+PYTHON_FIELDS = {"python_executable": "executable", "python_version": "version", "python_prefix": "prefix",
+                 "base_prefix": "base_prefix", "python_include_dir": "include_dir"}
 
 
 @dataclass(frozen=True)

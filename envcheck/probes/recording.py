@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from envcheck.probes.host import Host, RunResult
+from envcheck.probes.host import PYTHON_FIELDS, Host, RunResult
 from envcheck.probes.packages import PackageInfo
 from envcheck.redact import redact_value
 
@@ -193,9 +193,7 @@ class RecordingHost(Host):
                 "machine": self._machine if self._machine is not None else super().machine(),
                 "cpu_count": self._cpu_count if self._cpu_count is not None else super().cpu_count(),
                 "cwd": self.cwd,
-                "python": {"executable": self.python_executable, "version": self.python_version,
-                           "prefix": self.python_prefix, "base_prefix": self.base_prefix,
-                           "include_dir": self.python_include_dir},
+                "python": {name: getattr(self, attr) for attr, name in PYTHON_FIELDS.items()},
                 "environ": dict(sorted(self.environ.read.items())),
                 "files": dict(sorted(self.files.items())),
                 "errors": dict(sorted(self.errors.items())),

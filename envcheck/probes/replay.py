@@ -9,7 +9,7 @@ import posixpath
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from envcheck.probes.host import Host, RunResult
+from envcheck.probes.host import PYTHON_FIELDS, Host, RunResult
 from envcheck.probes.packages import PackageInfo
 
 CommandAnswer = RunResult | tuple[int, str, str]
@@ -111,11 +111,7 @@ class ReplayHost(Host):
             cpu_count=section.get("cpu_count"),
             machine=str(section.get("machine") or ""),
             cwd=str(section.get("cwd") or "/"),
-            python_executable=str(python.get("executable") or ""),
-            python_version=str(python.get("version") or ""),
-            python_prefix=str(python.get("prefix") or ""),
-            base_prefix=str(python.get("base_prefix") or ""),
-            python_include_dir=str(python.get("include_dir") or ""),
+            **{attr: str(python.get(name) or "") for attr, name in PYTHON_FIELDS.items()},
             packages=packages,
             runs=runs,
             unknown_command=NOT_CAPTURED,
