@@ -9,7 +9,7 @@ from envcheck.checks import cuda_versions as cv
 from envcheck.checks import machine
 from envcheck.checks.env import visible_devices_problem
 from envcheck.checks.said import said
-from envcheck.model import Check, Environment
+from envcheck.model import Check, Environment, Gpu
 
 
 def _version(env: Environment) -> str:
@@ -118,32 +118,26 @@ def check_arch(env: Environment) -> list[Check]:
         return [said("torch.arch", "skip", "torch.arch_unknown", reason=reason)]
     if not env.gpus:
         return [said("torch.arch", "skip", "torch.arch_no_gpu")]
-    out = []
-    listed = " ".join(arch_list)
-    for gpu in env.gpus:
-        cc = machine.capability(gpu)
-        cid = f"torch.arch.{gpu.index}"
-        if cc is None:
-            out.append(said(cid, "skip", "torch.cc_unknown", gpu=machine.gpu_label(gpu)))
-            continue
-        kind, entry = arch_support(cc, arch_list)
-        who = {"gpu": machine.gpu_label(gpu), "sm": f"sm_{cc[0]}{cc[1]}", "entry": entry}
-        if kind == "sass":
-            out.append(said(cid, "pass", "torch.arch_sass", **who))
-        elif kind == "compatible":
-            out.append(said(cid, "pass", "torch.arch_compatible", **who))
-        else:
-            wheel = cv.wheel_for_arch(cc, machine.driver_cuda(env))
-            if wheel:
-                fix, how = "cmd", {"cmd": cv.pip_install(wheel)}
-            else:
-                need = cv.LAST_WHEEL_FOR_OLD_ARCH if cc < (7, 5) else cv.arch_min_cuda(cc)
-                fix, how = "driver_then_pip.fix", machine.driver_fix_for(env, need) | {"pip": cv.pip_install(need)}
-            if kind == "ptx":
-                out.append(said(cid, "warn", "torch.arch_ptx", fix, **who, **how))
-            else:
-                out.append(said(cid, "fail", "torch.arch_none", fix, version=_version(env), listed=listed, **who, **how))
-    return out
+    return [_arch(env, gpu, arch_list) for gpu in env.gpus]
+
+
+def _arch(env: Environment, gpu: Gpu, arch_list: list[str]) -> Check:
+    cc, cid = machine.capability(gpu), f"torch.arch.{gpu.index}"
+    if cc is None:
+        return said(cid, "skip", "torch.cc_unknown", gpu=machine.gpu_label(gpu))
+    kind, entry = arch_support(cc, arch_list)
+    who = {"gpu": machine.gpu_label(gpu), "sm": f"sm_{cc[0]}{cc[1]}", "entry": entry}
+    if kind in ("sass", "compatible"):
+        return said(cid, "pass", f"torch.arch_{kind}", **who)
+    wheel = cv.wheel_for_arch(cc, machine.driver_cuda(env))
+    if wheel:
+        fix, how = "cmd", {"cmd": cv.pip_install(wheel)}
+    else:
+        need = cv.LAST_WHEEL_FOR_OLD_ARCH if cc < (7, 5) else cv.arch_min_cuda(cc)
+        fix, how = "driver_then_pip.fix", machine.driver_fix_for(env, need) | {"pip": cv.pip_install(need)}
+    if kind == "ptx":
+        return said(cid, "warn", "torch.arch_ptx", fix, **who, **how)
+    return said(cid, "fail", "torch.arch_none", fix, version=_version(env), listed=" ".join(arch_list), **who, **how)
 
 
 def shadow(env: Environment) -> tuple[str, str] | None:

@@ -8,7 +8,7 @@ import posixpath
 from envcheck.checks import cuda_versions as cv
 from envcheck.checks import machine
 from envcheck.checks.said import said
-from envcheck.model import Check, Environment
+from envcheck.model import Check, Environment, Gpu
 from envcheck.probes.cuda import WSL_LIB_DIR
 
 MIN_CC = (7, 0)  # Triton 3.x generates code for Volta and newer only
@@ -150,31 +150,25 @@ def check_gpu_support(env: Environment) -> list[Check]:
         return [_skip("triton.gpu")]
     if not env.gpus:
         return [said("triton.gpu", "skip", "triton.gpu_none")]
-    out = []
-    for gpu in env.gpus:
-        cid = f"triton.gpu.{gpu.index}"
-        cc = machine.capability(gpu)
-        label = machine.gpu_label(gpu)
-        if cc is None:
-            out.append(said(cid, "skip", "torch.cc_unknown", gpu=label))
-            continue
-        sm = cc[0] * 10 + cc[1]
-        if cc < MIN_CC:
-            out.append(said(cid, "fail", "triton.too_old_gpu", "triton.too_old_gpu.fix", gpu=label, cc=cv.text(cc),
-                            version=env.get("triton", "version")))
-            continue
-        max_sm, version, var = _ptxas_for(env, sm)
-        if not isinstance(max_sm, int):
-            out.append(said(cid, "skip", "triton.ptxas_unknown", gpu=label))
-            continue
-        if max_sm >= sm:
-            out.append(said(cid, "pass", "triton.ptxas_ok", gpu=label, sm=sm, version=version, max_sm=max_sm))
-            continue
-        override = machine.variables(env).get(var)
-        need = cv.text(cv.arch_min_cuda(cc))
-        out.append(said(cid, "fail", "triton.ptxas_old", "triton.ptxas_override.fix" if override else "triton.ptxas_old.fix",
-                        gpu=label, sm=sm, version=version, max_sm=max_sm, var=var, need=need))
-    return out
+    return [_gpu_support(env, gpu) for gpu in env.gpus]
+
+
+def _gpu_support(env: Environment, gpu: Gpu) -> Check:
+    cid, label, cc = f"triton.gpu.{gpu.index}", machine.gpu_label(gpu), machine.capability(gpu)
+    if cc is None:
+        return said(cid, "skip", "torch.cc_unknown", gpu=label)
+    sm = cc[0] * 10 + cc[1]
+    if cc < MIN_CC:
+        return said(cid, "fail", "triton.too_old_gpu", "triton.too_old_gpu.fix", gpu=label, cc=cv.text(cc),
+                    version=env.get("triton", "version"))
+    max_sm, version, var = _ptxas_for(env, sm)
+    if not isinstance(max_sm, int):
+        return said(cid, "skip", "triton.ptxas_unknown", gpu=label)
+    if max_sm >= sm:
+        return said(cid, "pass", "triton.ptxas_ok", gpu=label, sm=sm, version=version, max_sm=max_sm)
+    fix = "triton.ptxas_override.fix" if machine.variables(env).get(var) else "triton.ptxas_old.fix"
+    return said(cid, "fail", "triton.ptxas_old", fix, gpu=label, sm=sm, version=version, max_sm=max_sm, var=var,
+                need=cv.text(cv.arch_min_cuda(cc)))
 
 
 def _smoke_fix(error: str, env: Environment) -> Fix:
