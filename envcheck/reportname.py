@@ -55,7 +55,6 @@ def node_stem(when: datetime, host: str | None, gpu_names: Sequence[str]) -> str
 
 
 def name_for(report: model.Report, when: datetime) -> str:
-    """The stem of a report's files: what it is, from the report itself."""
     if report.fleet is not None:
         host = report.fleet.nodes[0].host if report.fleet.nodes else "fleet"
         return f"{stamp(when)}_fleet-{report.fleet.nnodes}x_{slug(host, 'host')}"

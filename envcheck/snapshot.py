@@ -100,7 +100,6 @@ def replay(snap: Snapshot) -> tuple[ReplayHost, TableNvml]:
 
 
 def capture(timeout: float = 120.0) -> Snapshot:
-    """Probe this machine (runtime children included) through recording seams."""
     from envcheck import __version__
     from envcheck.probes.collect import collect, hostname, utc_now
     from envcheck.probes.nvml_isolated import NVML_TIMEOUT_S, RUN_NAME, IsolatedNvml

@@ -52,7 +52,6 @@ def _indices(env: Environment) -> list[int]:
 
 def _said(rule: str, env: Environment, i: int, status: Status, key: str, fix: str | None = None, /,
           **params: object) -> Check:
-    """The check ``links.<rule>.<i>`` of GPU ``i``, which its finding names first."""
     gpu = next((g for g in env.gpus if g.index == i), None)
     return said(f"links.{rule}.{i}", status, key, fix, gpu=gpu_label(gpu) if gpu else f"GPU {i}", **params)
 

@@ -47,13 +47,11 @@ def gpu_said(rule: str, gpu: Gpu, status: Status, key: str, fix: str | None = No
 
 
 def gpu_skip(rule: str, gpu: Gpu, fact: str) -> Check:
-    """``gpu.<rule>.<index>`` skipped for the reason ``fact`` is missing."""
     found = gpu.facts.get(fact)
     return gpu_said(rule, gpu, "skip", "gpu.skip", reason=found.reason if found and found.reason else "not probed")
 
 
 def unread(check_id: str, env: Environment, section: str, key: str, default: str = "not probed") -> Check:
-    """``check_id`` skipped for the reason the fact it judges is missing."""
     return said(check_id, "skip", "reason", reason=env.fact(section, key).reason or default)
 
 

@@ -45,7 +45,6 @@ def complete(section: str, facts: Facts | None) -> Facts:
 
 
 def guarded(section: str, probe: Callable[[], Facts]) -> Facts:
-    """Run one section's probe; an exception becomes a reason on each of its keys."""
     try:
         return complete(section, probe())
     except Exception as e:  # noqa: BLE001 - a buggy probe must not hide the other sections

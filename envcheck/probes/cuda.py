@@ -71,7 +71,6 @@ def ldconfig_path(host: Host) -> str | None:
 
 
 def _first(host: Host, paths: Iterable[str]) -> str | None:
-    """The first of ``paths`` that exists."""
     return next((p for p in paths if host.exists(p)), None)
 
 
@@ -204,7 +203,6 @@ def _python_headers(host: Host) -> Fact:
 
 
 def probe_cuda(host: Host, cache: LdCache | None = None) -> Facts:
-    """Facts of section ``cuda``. ``cache``: the loader cache when the caller already read it."""
     cache = cache if cache is not None else read_ld_cache(host)
     facts: Facts = {"libcuda_path": _libcuda(host, cache),
                     "triton_libcuda_dirs": _dirs_fact(triton_libcuda_dirs(host, cache)),

@@ -27,10 +27,8 @@ def is_relevant(name: str) -> bool:
 
 
 def relevant_variables(environ: Mapping[str, str]) -> dict[str, str]:
-    """The relevant variables of ``environ``, redacted, sorted by name."""
     return {name: redact_value(name, environ[name]) for name in sorted(environ) if is_relevant(name)}
 
 
 def probe_env(host: Host) -> Facts:
-    """Facts of section ``env``: ``variables`` (name -> redacted value)."""
     return {"variables": known(relevant_variables(host.environ))}

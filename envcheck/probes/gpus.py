@@ -128,7 +128,6 @@ def probe_gpu(nvml: NvmlLike, index: int) -> Gpu:
 
 
 class _Reader:
-    """Queries one device, remembering whether NVML said the GPU is lost."""
 
     def __init__(self, nvml: NvmlLike, handle: Any) -> None:
         self.nvml = nvml

@@ -97,7 +97,6 @@ class Host:
         return self.redactor.text(self._read_text(path))
 
     def text_or_none(self, path: str) -> str | None:
-        """``read_text``, or None when the file cannot be read."""
         try:
             return self.read_text(path)
         except OSError:
@@ -236,7 +235,6 @@ _DEFAULT: Host | None = None
 
 
 def default_host() -> Host:
-    """The real machine (one shared instance)."""
     global _DEFAULT
     if _DEFAULT is None:
         _DEFAULT = Host()

@@ -99,7 +99,6 @@ def reason_names(mask: int) -> list[str]:
 
 
 def slowing(names: list[str] | tuple[str, ...]) -> list[str]:
-    """The reasons among ``names`` that slow the GPU (see :data:`SLOWING_REASONS`)."""
     return [n for n in names if n in SLOWING_REASONS]
 
 
@@ -190,7 +189,6 @@ def _library_from_maps(maps_text: str) -> str | None:
 
 
 class NvmlLike(Protocol):
-    """What the probes need from :class:`Nvml` (and its test fake)."""
 
     def init(self) -> str | None: ...
     def call(self, name: str, *args: Any) -> Any: ...

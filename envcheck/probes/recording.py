@@ -187,7 +187,6 @@ class RecordingHost(Host):
         return self._machine
 
     def section(self) -> dict[str, Any]:
-        """The snapshot's ``host`` section (format in ``envcheck/snapshot.py``)."""
         with self._lock:
             return {
                 "machine": self._machine if self._machine is not None else super().machine(),

@@ -202,7 +202,6 @@ def detect_container(host: Host) -> str:
 
 
 def probe_system(host: Host, reports_dir: str = "reports") -> Facts:
-    """Facts of section ``system``, in the order of ``KEYS``."""
     facts: Facts = {}
     facts.update(_os_facts(host))
     facts["kernel"] = _kernel(host)

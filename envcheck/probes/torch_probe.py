@@ -180,7 +180,6 @@ def _fact(data: dict[str, Any], key: str, reason: str) -> Any:
 
 
 def runtime_facts(iso: Isolated) -> Facts:
-    """Facts of the ``torch_runtime`` section from what the isolated child did."""
     data = iso.data or {}
     error_text = data.get("error") or iso.error
     if not data.get("import_ok"):

@@ -182,7 +182,6 @@ finally:
 
 
 def runtime_facts(iso: Isolated) -> Facts:
-    """Facts of the ``triton_runtime`` section from what the isolated child did."""
     data: dict[str, Any] = iso.data or {}
     error_text = data.get("error") or iso.error
     if data.get("cuda") is False and not error_text:
