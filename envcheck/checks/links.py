@@ -4,6 +4,8 @@ during envcheck's node tests."""
 
 from __future__ import annotations
 
+import collections
+import re
 from typing import Any
 
 from envcheck import units
@@ -41,13 +43,7 @@ def _reason(env: Environment, key: str) -> str:
 
 
 def _indices(env: Environment) -> list[int]:
-    out = set()
-    for key in (_links(env) or {}):
-        if key.startswith("gpu") and "." in key:
-            head = key.split(".", 1)[0][3:]
-            if head.isdigit():
-                out.add(int(head))
-    return sorted(out)
+    return sorted({int(m[1]) for key in (_links(env) or {}) if (m := re.match(r"gpu(\d+)\.", key))})
 
 
 def _said(rule: str, env: Environment, i: int, status: Status, key: str, fix: str | None = None, /,
@@ -152,9 +148,7 @@ def check_xid(env: Environment) -> Check:
         return said(cid, "skip", "links.xid_unreadable", "links.xid_unreadable.fix", reason=_reason(env, "xid_source"))
     if not events:
         return said(cid, "pass", "links.xid_none", source=source)
-    by_xid: dict[int, int] = {}
-    for e in events:
-        by_xid[int(e["xid"])] = by_xid.get(int(e["xid"]), 0) + 1
+    by_xid = collections.Counter(int(e["xid"]) for e in events)
     serious = sorted(x for x in by_xid if x in SERVICE_XIDS)
     gpus = sorted({g for g in (_gpu_of_pci(env, e.get("pci_bus_id")) for e in events) if g is not None})
     listed = ", ".join(f"Xid {x} x{n}" for x, n in sorted(by_xid.items()))
