@@ -87,15 +87,8 @@ THERMAL_REASONS: frozenset[str] = frozenset({"sw_thermal_slowdown", "hw_thermal_
 def reason_names(mask: int) -> list[str]:
     """Names of the clock-event reasons set in ``mask``, lowest bit first; a bit this table does not know (newer
     drivers add some) is kept as ``unknown_0x...``, never dropped."""
-    names: list[str] = []
-    bit = 1
-    remaining = int(mask)
-    while remaining:
-        if remaining & bit:
-            names.append(CLOCKS_EVENT_REASONS.get(bit, f"unknown_{bit:#x}"))
-            remaining &= ~bit
-        bit <<= 1
-    return names
+    bits = [1 << i for i in range(int(mask).bit_length()) if int(mask) >> i & 1]
+    return [CLOCKS_EVENT_REASONS.get(bit, f"unknown_{bit:#x}") for bit in bits]
 
 
 def slowing(names: list[str] | tuple[str, ...]) -> list[str]:
