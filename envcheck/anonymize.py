@@ -150,8 +150,7 @@ class Anonymizer:
         text = _EC2.sub(self._ipv4, text)
         text = _IPV4.sub(self._ipv4, text)
         text = _IPV6.sub(self._ipv6, text)
-        # Names are found in any case (NCCL and BMCs upper-case host names) and inside file names,
-        # where ``_`` separates words (``alice_matmul.py``, ``run_node1_x.log``).
+        # In any case (NCCL upper-cases host names), and in file names, where ``_`` separates (alice_matmul.py).
         for user in self.users:
             where = rf"(?<![A-Za-z0-9]){re.escape(user)}(?![A-Za-z0-9])" if _is_word_name(user) else \
                 rf"(?<![\w.-]){re.escape(user)}(?=@)"

@@ -11,12 +11,10 @@ REDACTED = "<redacted>"
 # Parts of a variable name that mark its value as a secret.
 SECRET_NAME_PARTS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "AUTH", "COOKIE", "SESSION")
 
-# A secret-named value is searched for in captured text only from this length on: SESSION and AUTH also name
-# harmless short values (XDG_SESSION_ID=3) whose every occurrence would otherwise vanish.
+# Shorter secret-named values (XDG_SESSION_ID=3) are not searched for: every "3" would vanish.
 MIN_SECRET_LENGTH = 8
 
-# Userinfo in a URL (scheme://user:pass@host, https://ghp_x@github.com). The scheme is bounded so that a long run
-# of letters is scanned in linear time; a longer scheme still matches, from a later start.
+# Userinfo in a URL (scheme://user:pass@host); the scheme is bounded so a long run of letters scans in linear time.
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}://)(?P<userinfo>[^/?#@\s]+)@")
 # Well-known token formats. The look-behind keeps ordinary words ("/opt/desk-environment") from matching.
 _TOKEN_SHAPES = re.compile(

@@ -14,8 +14,7 @@ from envcheck.errors import UsageError
 SCONTROL_TIMEOUT_S = 30.0
 
 
-# One node's name, as a host name is spelled; scontrol reads a hostlist (``n[1-100]``), a comma list or ``ALL`` as
-# many nodes, a leading '-' as an option and a newline as a second line.
+# One node's name: scontrol reads a hostlist (``n[1-100]``), a list or ``ALL`` as many nodes, a '-' as an option.
 _NODE_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,126}[A-Za-z0-9])?")
 _NOT_ONE_NODE = {"all"}
 

@@ -180,8 +180,7 @@ def _smoke_fix(error: str, env: Environment) -> Fix:
     if "cannot find -lcuda" in low:
         if not env.get("cuda", "libcuda_link"):
             return link_fix(env)
-        # The libcuda.so is there but this Triton's search missed it (Triton 2.0 used `whereis`,
-        # which never looks in /usr/lib/wsl/lib): gcc also searches LIBRARY_PATH for -l.
+        # There, but this Triton's search missed it (2.0 used `whereis`): gcc also searches LIBRARY_PATH.
         folder = posixpath.dirname(str(env.get("cuda", "libcuda_link")))
         return "cmd", {"cmd": f"export LIBRARY_PATH={folder}:$LIBRARY_PATH"}
     if "libcuda" in low:

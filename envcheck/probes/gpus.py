@@ -28,8 +28,7 @@ GPU_KEYS = (
     "clock_event_ns",
 )
 
-# FP32 CUDA cores per SM by compute capability (CUDA C Programming Guide, "Arithmetic Instructions"); NVML reports
-# cores, not SMs. An unknown minor takes its major's figure (_CORES_BY_MAJOR).
+# FP32 cores per SM by compute capability (CUDA C Programming Guide): NVML reports cores, not SMs.
 CORES_PER_SM: dict[str, int] = {
     "7.0": 64, "7.2": 64, "7.5": 64,  # Volta, Xavier, Turing
     "8.0": 64,  # GA100 (A100, A30)

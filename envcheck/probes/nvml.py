@@ -75,8 +75,7 @@ CLOCKS_EVENT_REASONS: dict[int, str] = {
     0x100: "display_clock_setting",
 }
 
-# Reasons that mean the GPU runs slower than it could; the others are benign (idle, a pinned clock, display
-# clocks) or coordinate boost across GPUs (sync_boost).
+# Reasons that mean the GPU runs slower than it could (idle, pinned clocks and sync_boost do not).
 SLOWING_REASONS: frozenset[str] = frozenset(
     {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
 )
@@ -118,8 +117,7 @@ _MEANINGS: dict[str, str] = {
 }
 
 GPU_IS_LOST = "NVMLError_GpuIsLost"
-# Not NVML's own errors: the process that read NVML crashed or hung before this answer, or a replayed snapshot
-# holds no answer for the query.
+# Not NVML's own errors: the NVML child crashed or hung before this answer; a snapshot holds no answer.
 PROBE_FAILED = "EnvcheckNvmlProbeFailed"
 NOT_CAPTURED = "EnvcheckNotCaptured"
 
@@ -204,8 +202,7 @@ class NvmlSeam:
             return None, e.reason
 
 
-# Queries that fill a structure the caller passes (pynvml takes it as an argument): the seam makes
-# the structure and answers with its fields, so tables and fakes hold plain data like any query.
+# Queries that fill a structure the caller passes: the seam makes it and answers its fields, as plain data.
 STRUCT_QUERIES: dict[str, str] = {"nvmlDeviceGetGpuFabricInfo": "c_nvmlGpuFabricInfo_t"}
 
 

@@ -16,8 +16,7 @@ KEYS = (
 
 OS_RELEASE_FILES = ("/etc/os-release", "/usr/lib/os-release")
 
-# Arm CPUs name no model in /proc/cpuinfo, only implementer and part numbers
-# (values from the kernel's arch/arm64/include/asm/cputype.h).
+# Arm CPUs name no model in /proc/cpuinfo, only numbers (the kernel's arch/arm64/include/asm/cputype.h).
 ARM_IMPLEMENTERS = {
     "0x41": "Arm", "0x42": "Broadcom", "0x43": "Cavium", "0x48": "HiSilicon", "0x4e": "NVIDIA",
     "0x51": "Qualcomm", "0x61": "Apple", "0xc0": "Ampere",

@@ -124,8 +124,7 @@ def probe_torch(host: Host, lookup: Lookup | None = None) -> Facts:
     return facts
 
 
-# Runs in the child after isolate.PRELUDE (which defines ``emit``); reports in stages, so a crash in CUDA init
-# still leaves the import facts.
+# Runs after isolate.PRELUDE (``emit``), in stages: a crash in CUDA init still leaves the import facts.
 RUNTIME_CODE = r"""
 import time, warnings
 _t0 = time.perf_counter()

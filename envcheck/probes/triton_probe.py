@@ -20,8 +20,7 @@ RUNTIME_KEYS = ("smoke_ok", "compile_s", "run_ok", "run_s", "error", "output_tai
 NO_GPU = reasons.TRITON_NO_GPU
 PTXAS_TIMEOUT_S = 10.0
 
-# Highest sm_XX each CUDA release's ptxas can target (CUDA Toolkit release notes):
-# 11.1 added sm_86, 11.8 sm_89/sm_90, 12.8 sm_100/sm_101/sm_120, 12.9 sm_103/sm_121.
+# Highest sm_XX each CUDA release's ptxas can target (CUDA Toolkit release notes).
 PTXAS_MAX_SM: tuple[tuple[tuple[int, int], int], ...] = (
     ((10, 0), 75),
     ((11, 0), 80),
@@ -111,8 +110,8 @@ def probe_triton(host: Host, lookup: Lookup | None = None) -> Facts:
     return facts
 
 
-# Triton's @jit reads the kernel's source with inspect, which cannot see ``python -c`` code: the child writes it to a
-# file. A private cache dir makes the first call a real compile (a warm cache would hide a broken compiler).
+# @jit reads the kernel's source with inspect, so the child writes it to a file; a private cache makes the first
+# call a real compile.
 KERNEL_SOURCE = '''
 import triton
 import triton.language as tl

@@ -20,8 +20,7 @@ KEYS = (
 NOT_WSL = reasons.NOT_WSL
 DXG = "/dev/dxg"
 DPKG_TIMEOUT_S = 5.0
-# Linux driver packages that must not be installed inside WSL2 (Ubuntu/Debian names); nvidia-utils-*
-# brings a Linux nvidia-smi and, through libnvidia-compute-*, a Linux libnvidia-ml.so.1.
+# Linux driver packages that must not be installed inside WSL2 (Ubuntu/Debian names).
 DRIVER_PACKAGE_PATTERNS = ("nvidia-driver-*", "libnvidia-compute-*", "nvidia-utils-*")
 # The driver libraries CUDA programs and NVML load by soname; each must come from WSL_LIB_DIR.
 DRIVER_SONAMES = ("libcuda.so.1", "libnvidia-ml.so.1")
@@ -128,8 +127,7 @@ def _driver_packages(host: Host) -> list[str]:
     # dpkg-query exits 1 when a pattern matches nothing, yet still lists the others.
     if result.returncode not in (0, 1):
         return []
-    # dpkg-query lists only what the patterns match; filtering again keeps the evidence
-    # about drivers whatever a wrapper or an older dpkg prints.
+    # Filtered again: a wrapper or an older dpkg may print more than the patterns match.
     return [name for name in parse_dpkg_installed(result.stdout)
             if any(fnmatch.fnmatchcase(name, pattern) for pattern in DRIVER_PACKAGE_PATTERNS)]
 
