@@ -8,6 +8,7 @@ and ``run`` redact every text that crosses the seam, so no probe can forget to.
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob as _glob
 import math
 import os
@@ -231,11 +232,6 @@ def terminate_children(wait_s: float = 2.0) -> int:
     return len(live)
 
 
-_DEFAULT: Host | None = None
-
-
+@functools.cache
 def default_host() -> Host:
-    global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = Host()
-    return _DEFAULT
+    return Host()

@@ -149,18 +149,19 @@ class ReplayHost(Host):
             raise IsADirectoryError(21, "Is a directory", path)
         raise FileNotFoundError(2, "No such file or directory", path)
 
-    def exists(self, path: str) -> bool:
+    def _real(self, path: str) -> str | None:
+        """``_resolve``, or None for a loop of links."""
         try:
-            real = self._resolve(path)
+            return self._resolve(path)
         except OSError:
-            return False
+            return None
+
+    def exists(self, path: str) -> bool:
+        real = self._real(path)
         return real in self.files or real in self.dirs
 
     def is_dir(self, path: str) -> bool:
-        try:
-            return self._resolve(path) in self.dirs
-        except OSError:
-            return False
+        return self._real(path) in self.dirs
 
     def is_symlink(self, path: str) -> bool:
         return self._abs(path) in self.links
@@ -172,10 +173,7 @@ class ReplayHost(Host):
         return self.links[p]
 
     def realpath(self, path: str) -> str:
-        try:
-            return self._resolve(path)
-        except OSError:
-            return self._abs(path)
+        return self._real(path) or self._abs(path)
 
     def _entries(self) -> set[str]:
         return set(self.files) | set(self.links) | self.dirs
