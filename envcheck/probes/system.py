@@ -91,11 +91,8 @@ def _cpu_facts(host: Host) -> Facts:
     facts["cpu_cores_logical"] = known(logical) if logical else missing(f"CPU count {why}")
 
     cores = {(b["physical id"], b["core id"]) for b in processors if "physical id" in b and "core id" in b}
-    if cores:
-        facts["cpu_cores_physical"] = known(len(cores))
-    else:
-        # Arm and some hypervisors do not expose the topology in /proc/cpuinfo.
-        facts["cpu_cores_physical"] = missing(f"core topology {why}")
+    # Arm and some hypervisors do not expose the topology in /proc/cpuinfo.
+    facts["cpu_cores_physical"] = known(len(cores)) if cores else missing(f"core topology {why}")
     return facts
 
 
@@ -113,10 +110,8 @@ def _os_facts(host: Host) -> Facts:
         return {"os_name": missing(why), "os_id": missing(why), "os_version": missing(why)}
 
     def pick(*names: str) -> Fact:
-        for n in names:
-            if info.get(n):
-                return known(info[n])
-        return missing(f"os-release has no {names[0]}")
+        value = next((info[n] for n in names if info.get(n)), None)
+        return known(value) if value else missing(f"os-release has no {names[0]}")
 
     name = pick("PRETTY_NAME", "NAME")
     return {"os_name": name, "os_id": pick("ID"), "os_version": pick("VERSION_ID")}

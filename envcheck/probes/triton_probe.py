@@ -41,19 +41,13 @@ def ptxas_max_sm(release: str) -> int | None:
     if not m:
         return None
     ver = (int(m.group(1)), int(m.group(2)))
-    best = None
-    for since, sm in PTXAS_MAX_SM:
-        if ver >= since:
-            best = sm
-    return best
+    return next((sm for since, sm in reversed(PTXAS_MAX_SM) if ver >= since), None)
 
 
 def parse_ptxas_version(text: str) -> str | None:
     """``12.8.93`` from ``ptxas --version`` output ("Cuda compilation tools, release 12.8, V12.8.93")."""
     m = _RELEASE.search(text)
-    if not m:
-        return None
-    return m.group(3) or f"{m.group(1)}.{m.group(2)}"
+    return (m.group(3) or f"{m.group(1)}.{m.group(2)}") if m else None
 
 
 def _ptxas_facts(host: Host, env_var: str, bundled: str, prefix: str, path_fallback: bool) -> Facts:
@@ -74,8 +68,7 @@ def _ptxas_facts(host: Host, env_var: str, bundled: str, prefix: str, path_fallb
     version = parse_ptxas_version(res.stdout) if res.ok else None
     if version is None:
         why = res.describe() if not res.ok else "unrecognised `ptxas --version` output"
-        facts[f"{prefix}_version"] = missing(why)
-        facts[f"{prefix}_max_sm"] = missing(why)
+        facts[f"{prefix}_version"] = facts[f"{prefix}_max_sm"] = missing(why)
         return facts
     facts[f"{prefix}_version"] = known(version)
     sm = ptxas_max_sm(version)
@@ -105,8 +98,7 @@ def probe_triton(host: Host, lookup: Lookup | None = None) -> Facts:
                                   path_fallback=False))
     else:
         why = "this Triton uses one ptxas for every architecture"
-        for k in ("ptxas_blackwell_path", "ptxas_blackwell_version", "ptxas_blackwell_max_sm"):
-            facts[k] = missing(why)
+        facts.update({f"ptxas_blackwell_{k}": missing(why) for k in ("path", "version", "max_sm")})
     return facts
 
 
