@@ -43,10 +43,7 @@ def parse(text: str | None) -> Version | None:
     """(12, 8) from "12.8", "12.8.93" or "cu128"; None when unreadable."""
     if not text:
         return None
-    m = re.match(r"^\s*cu(\d+)(\d)\s*$", text)
-    if m:
-        return int(m.group(1)), int(m.group(2))
-    m = re.match(r"^\s*(\d+)\.(\d+)", text)
+    m = re.match(r"^\s*cu(\d+)(\d)\s*$", text) or re.match(r"^\s*(\d+)\.(\d+)", text)
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
@@ -66,8 +63,7 @@ def pip_install(v: Version, force: bool = True) -> str:
 
 def wheel_for_driver(driver_cuda: Version) -> Version | None:
     """The newest torch CUDA build this driver runs without minor-version caveats, or None."""
-    fitting = [w for w in WHEEL_CUDA if w <= driver_cuda]
-    return fitting[-1] if fitting else None
+    return max((w for w in WHEEL_CUDA if w <= driver_cuda), default=None)
 
 
 def compat_wheel_for_driver(driver_cuda: Version) -> Version | None:
@@ -98,10 +94,7 @@ def pick_index_by_hand() -> dict[str, str]:
 
 def min_driver(cuda: Version) -> str | None:
     """Oldest driver for CUDA ``cuda`` (the exact release or the next one listed)."""
-    for v in sorted(MIN_DRIVER):
-        if v >= cuda:
-            return MIN_DRIVER[v]
-    return None
+    return next((MIN_DRIVER[v] for v in sorted(MIN_DRIVER) if v >= cuda), None)
 
 
 def wheel_for_arch(cc: Version, driver_cuda: Version | None) -> Version | None:
