@@ -29,17 +29,10 @@ def find_package(name: str) -> PackageInfo | None:
     """The installed distribution ``name`` in this interpreter, or None; never raises."""
     try:
         dist = importlib.metadata.distribution(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    except Exception:  # noqa: BLE001 - a corrupt METADATA file must read as "not installed", not crash a probe
+    except Exception:  # noqa: BLE001 - not installed; a corrupt METADATA file reads the same, never a crash
         return None
     try:
         location = str(dist.locate_file(""))
     except Exception:  # noqa: BLE001 - same: exotic finders may not support locate_file
         location = ""
-    return PackageInfo(
-        name=name,
-        version=dist.version or "",
-        location=location,
-        requires=tuple(dist.requires or ()),
-    )
+    return PackageInfo(name, dist.version or "", location, tuple(dist.requires or ()))
