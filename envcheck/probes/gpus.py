@@ -286,18 +286,14 @@ def _pstate(value: Any, why: str | None) -> Fact:
 
 def _sm_count(cores: Any, cores_why: str | None, cc: str | None, cc_why: str | None) -> tuple[Fact, Fact]:
     """SM count derived from NVML's core count (NVML has no SM-count query that works everywhere)."""
-    if not isinstance(cores, int):
-        why = f"CUDA core count unknown: {cores_why}"
-        return missing(why), missing(why)
-    if cc is None:
-        why = f"compute capability unknown: {cc_why}"
-        return missing(why), missing(why)
-    sms = sm_count_from_cores(cores, cc)
-    if sms is None:
-        why = f"no cores-per-SM figure for compute capability {cc} ({cores} cores)"
-        return missing(why), missing(why)
-    source = f"{cores} CUDA cores (NVML) / {cores_per_sm(cc)} cores per SM for compute capability {cc}"
-    return known(sms), known(source)
+    sms = sm_count_from_cores(cores, cc) if isinstance(cores, int) and cc is not None else None
+    if sms is not None:
+        return known(sms), known(f"{cores} CUDA cores (NVML) / {cores_per_sm(str(cc))} cores per SM for compute "
+                                 f"capability {cc}")
+    why = (f"CUDA core count unknown: {cores_why}" if not isinstance(cores, int) else
+           f"compute capability unknown: {cc_why}" if cc is None else
+           f"no cores-per-SM figure for compute capability {cc} ({cores} cores)")
+    return missing(why), missing(why)
 
 
 def _clock_events(r: _Reader) -> tuple[Fact, Fact]:

@@ -79,12 +79,6 @@ class TableHandle:
     def __init__(self, index: int) -> None:
         self.index = index
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, TableHandle) and other.index == self.index
-
-    def __hash__(self) -> int:
-        return hash(("TableHandle", self.index))
-
     def __repr__(self) -> str:
         return f"TableHandle({self.index})"
 
