@@ -145,11 +145,8 @@ def shadow(env: Environment) -> tuple[str, str] | None:
     installed = env.get("torch", "location")
     static = env.get("torch", "shadowed_by")
     loaded = env.get("torch_runtime", "location")
-    where = None
-    if isinstance(loaded, str) and installed and posixpath.normpath(loaded) != posixpath.normpath(str(installed)):
-        where = loaded
-    elif isinstance(static, str):
-        where = static
+    moved = isinstance(loaded, str) and installed and posixpath.normpath(loaded) != posixpath.normpath(str(installed))
+    where = loaded if moved else static if isinstance(static, str) else None
     if where is None:
         return None
     pythonpath = machine.variables(env).get("PYTHONPATH") or ""
@@ -181,12 +178,10 @@ def check_shadowed(env: Environment) -> Check:
 
 
 def _details(env: Environment) -> str | None:
-    parts = [env.get("torch_runtime", "error"), env.get("torch_runtime", "output_tail")]
     warnings = env.get("torch_runtime", "warnings")
-    if isinstance(warnings, list) and warnings:
-        parts.append("\n".join(str(w) for w in warnings))
-    text = "\n".join(str(p) for p in parts if p)
-    return text or None
+    warned = "\n".join(str(w) for w in warnings) if isinstance(warnings, list) else ""
+    return "\n".join(str(p) for p in (env.get("torch_runtime", "error"), env.get("torch_runtime", "output_tail"),
+                                       warned) if p) or None
 
 
 def _first_line(text: str) -> str:

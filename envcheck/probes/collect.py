@@ -110,11 +110,6 @@ def collect(host: Host | None = None, nvml: object | None = None, runtime: bool 
 NOT_CAPTURED_RUN = "not run: the snapshot holds no run of it"
 
 
-def _replayable(host: Host, section: str) -> bool:
-    has_run = getattr(host, "has_run", None)
-    return bool(has_run(section)) if callable(has_run) else True
-
-
 def _collect(host: Host, nvml: object, runtime: bool, timeout: float, reports_dir: str, start: float) -> Environment:
     background: dict[str, _Background[Facts]] = {}
     sections: dict[str, Facts] = {"torch_runtime": torch_probe.not_run(), "triton_runtime": triton_probe.not_run()}
@@ -122,7 +117,7 @@ def _collect(host: Host, nvml: object, runtime: bool, timeout: float, reports_di
         for name, probe, not_run in (("torch_runtime", torch_probe.probe_torch_runtime, torch_probe.not_run),
                                      ("triton_runtime", triton_probe.probe_triton_runtime, triton_probe.not_run),
                                      (links_probe.SECTION, links_probe.probe_links_isolated, links_probe.not_run)):
-            if _replayable(host, name):
+            if host.has_run(name):
                 background[name] = _section(name, functools.partial(probe, host, timeout))
             else:
                 sections[name] = not_run(NOT_CAPTURED_RUN)

@@ -193,6 +193,10 @@ class Host:
     def machine(self) -> str:
         return platform.machine()
 
+    def has_run(self, name: str) -> bool:
+        """Whether the named run (``torch_runtime``) can run here: always, on a real machine."""
+        return True
+
     def memory(self) -> tuple[int, int | None]:
         """(total_bytes, available_bytes) from /proc/meminfo; raises OSError when unreadable."""
         text = self.read_text(MEMINFO)
