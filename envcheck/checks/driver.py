@@ -35,10 +35,8 @@ def _wsl_nvml_failure(err: str, env: Environment) -> Check | None:
 
 def _nvml_failure(err: str, env: Environment) -> Check:
     wsl_ = machine.is_wsl(env)
-    if wsl_ and "nvidia-ml-py" not in err.lower():
-        found = _wsl_nvml_failure(err, env)
-        if found is not None:
-            return found
+    if wsl_ and "nvidia-ml-py" not in err.lower() and (found := _wsl_nvml_failure(err, env)):
+        return found
     low = err.lower()
     if "mismatch" in low:
         return said("driver.nvml", "fail", "nvml.mismatch", "nvml.mismatch.fix", err=err)
