@@ -206,12 +206,9 @@ class ReplayHost(Host):
     def _run(self, args: tuple[str, ...], timeout: float, env: dict[str, str] | None,
              name: str | None) -> RunResult:
         self.calls.append(args)
-        spec: CommandSpec | None = self.runs.get(name) if name else None
-        if spec is None:
-            for key in (args, args[0] if args else "", posixpath.basename(args[0]) if args else ""):
-                if key in self.commands:
-                    spec = self.commands[key]
-                    break
+        keys = (args, args[0], posixpath.basename(args[0])) if args else (args,)
+        spec = (self.runs.get(name) if name else None) or next((self.commands[k] for k in keys if k in self.commands),
+                                                               None)
         if spec is None:
             return RunResult(args, None, error=self.unknown_command)
         answer = spec(args) if callable(spec) else spec
@@ -225,12 +222,8 @@ class ReplayHost(Host):
             return self._which[name]
         if "/" in name:
             return self._abs(name) if self._resolve(name) in self.files else None
-        for d in self.environ.get("PATH", "").split(":"):
-            if d:
-                candidate = posixpath.join(self._abs(d), name)
-                if self.exists(candidate) and not self.is_dir(candidate):
-                    return candidate
-        return None
+        found = (posixpath.join(self._abs(d), name) for d in self.environ.get("PATH", "").split(":") if d)
+        return next((c for c in found if self.exists(c) and not self.is_dir(c)), None)
 
     def package(self, name: str) -> PackageInfo | None:
         return self.packages.get(name)
