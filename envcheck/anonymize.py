@@ -132,9 +132,7 @@ class Anonymizer:
 
     def _home(self, m: re.Match[str]) -> str:
         name = m.group("name")
-        if name in _NOT_PEOPLE:
-            return m.group(0)
-        return m.group("prefix") + self.pseudonym("user", name)
+        return m.group(0) if name in _NOT_PEOPLE else m.group("prefix") + self.pseudonym("user", name)
 
     def text(self, text: str) -> str:
         """``text`` with every identifying item replaced (see the module docstring)."""

@@ -37,9 +37,7 @@ def redact_urls(text: str) -> str:
 def redact_value(name: str, value: str) -> str:
     """``value`` of variable ``name`` as it may appear in a report: all of it redacted when the name marks a secret
     or a token format appears in it, else only the credentials inside URLs."""
-    if is_secret_name(name) or _TOKEN_SHAPES.search(value):
-        return REDACTED
-    return redact_urls(value)  # no token in it: only the URLs' credentials go
+    return REDACTED if is_secret_name(name) or _TOKEN_SHAPES.search(value) else redact_urls(value)
 
 
 def secret_values(environ: Mapping[str, str]) -> tuple[str, ...]:

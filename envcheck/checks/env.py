@@ -44,6 +44,4 @@ def check_launch_blocking(env: Environment) -> Check:
 
 
 def checks(env: Environment) -> list[Check]:
-    if env.get("env", "variables") is None:
-        return []
-    return [check_visible_devices(env), check_launch_blocking(env)]
+    return [] if env.get("env", "variables") is None else [check_visible_devices(env), check_launch_blocking(env)]

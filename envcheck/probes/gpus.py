@@ -51,9 +51,7 @@ def cores_per_sm(compute_capability: str) -> int | None:
 def sm_count_from_cores(cores: int, cc: str) -> int | None:
     """SM count from NVML's CUDA core count, or None when the capability is unknown or it does not divide."""
     per_sm = cores_per_sm(cc)
-    if not per_sm or cores <= 0 or cores % per_sm:
-        return None
-    return cores // per_sm
+    return None if not per_sm or cores <= 0 or cores % per_sm else cores // per_sm
 
 
 def cuda_version_text(version: int) -> str:
@@ -102,9 +100,7 @@ def probe_gpus(nvml: NvmlLike) -> tuple[Gpu, ...]:
     if nvml.init() is not None:
         return ()
     count, _ = nvml.query("nvmlDeviceGetCount")
-    if not isinstance(count, int):
-        return ()
-    return tuple(_probe_gpu_guarded(nvml, i) for i in range(count))
+    return tuple(_probe_gpu_guarded(nvml, i) for i in range(count)) if isinstance(count, int) else ()
 
 
 def _probe_gpu_guarded(nvml: NvmlLike, index: int) -> Gpu:

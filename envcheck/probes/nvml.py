@@ -262,9 +262,7 @@ class Nvml(NvmlSeam):
             value = fn(*args)
         except Exception as e:  # noqa: BLE001 - NVMLError subclasses and binding mismatches alike
             raise NvmlCallError(name, type(e).__name__, str(e) or type(e).__name__) from None
-        if name.startswith("nvmlDeviceGetHandleBy"):
-            return value  # an opaque pointer: keep as is
-        return plain(value)
+        return value if name.startswith("nvmlDeviceGetHandleBy") else plain(value)  # a handle: an opaque pointer
 
     def library_path(self) -> tuple[str | None, str | None]:
         """``(path, None)`` of the libnvidia-ml this process loaded, or ``(None, reason)``."""
@@ -275,9 +273,7 @@ class Nvml(NvmlSeam):
         except OSError as e:
             return None, f"cannot read /proc/self/maps ({e.strerror})"
         path = _library_from_maps(text)
-        if path is None:
-            return None, "libnvidia-ml not found in this process's memory map"
-        return path, None
+        return (path, None) if path else (None, "libnvidia-ml not found in this process's memory map")
 
     def shutdown(self) -> None:
         """Release NVML; safe to call twice or after a failed init."""

@@ -171,10 +171,8 @@ def _fabricmanager(host: Host) -> Fact:
         return missing("systemctl not found (no systemd here: a container or WSL)")
     res = host.run(["systemctl", "is-active", "nvidia-fabricmanager"], timeout=SYSTEMCTL_TIMEOUT_S,
                    name="fabricmanager_active")
-    state = res.stdout.strip().splitlines()[0] if res.stdout.strip() else ""
-    if state:
-        return known(state)  # active, inactive, failed, activating, ... (exit status 3 when not active)
-    return missing(f"systemctl is-active nvidia-fabricmanager: {res.describe()}")
+    state = res.stdout.strip().splitlines()[0] if res.stdout.strip() else ""  # active, inactive, failed, ...
+    return known(state) if state else missing(f"systemctl is-active nvidia-fabricmanager: {res.describe()}")
 
 
 def _python_packages(host: Host) -> Fact:
