@@ -99,13 +99,8 @@ def min_driver(cuda: Version) -> str | None:
 
 def wheel_for_arch(cc: Version, driver_cuda: Version | None) -> Version | None:
     """The newest torch CUDA build this driver runs that compiles for ``cc``; None when none fits both."""
-    if cc < (7, 5):
-        candidates = [w for w in WHEEL_CUDA if w <= LAST_WHEEL_FOR_OLD_ARCH]
-    else:
-        candidates = [w for w in WHEEL_CUDA if w >= arch_min_cuda(cc)]
-    if driver_cuda is not None:
-        candidates = [w for w in candidates if w <= driver_cuda]
-    return candidates[-1] if candidates else None
+    fits = [w for w in WHEEL_CUDA if (w <= LAST_WHEEL_FOR_OLD_ARCH if cc < (7, 5) else w >= arch_min_cuda(cc))]
+    return max((w for w in fits if driver_cuda is None or w <= driver_cuda), default=None)
 
 
 def arch_min_cuda(cc: Version) -> Version:

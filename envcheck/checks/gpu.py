@@ -33,12 +33,8 @@ def check_throttle(gpu: Gpu) -> Check:
         facts.append(f"{temp} C")
     if power is not None and limit is not None:
         facts.append(f"{power:.0f}/{limit:.0f} W")
-    if THERMAL_REASONS & set(slow):
-        fix = "gpu.throttle.thermal.fix"
-    elif "hw_slowdown" in slow or "hw_power_brake_slowdown" in slow:
-        fix = "gpu.throttle.hw.fix"
-    else:
-        fix = "gpu.throttle.power.fix"
+    hw = {"hw_slowdown", "hw_power_brake_slowdown"} & set(slow)
+    fix = f"gpu.throttle.{'thermal' if THERMAL_REASONS & set(slow) else 'hw' if hw else 'power'}.fix"
     return gpu_said("throttle", gpu, "warn", "gpu.throttled", fix, reasons=", ".join(slow), facts=", ".join(facts),
                     index=gpu.index)
 
