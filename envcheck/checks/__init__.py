@@ -23,10 +23,7 @@ def _rules() -> tuple[tuple[str, Rule], ...]:
 
 def evaluate(env: Environment) -> tuple[Check, ...]:
     """Every check, worst first (fail, warn, pass, skip), subject order kept within a status. Never raises."""
-    found: list[Check] = []
-    for subject, rule in _rules():
-        found.extend(guarded(subject, rule, env))
-    return worst_first(found)
+    return worst_first(c for subject, rule in _rules() for c in guarded(subject, rule, env))
 
 
 def guarded(subject: str, rule: Callable[[T], list[Check]], arg: T) -> list[Check]:

@@ -178,11 +178,8 @@ def _fabricmanager(host: Host) -> Fact:
 def _python_packages(host: Host) -> Fact:
     """``{"name": "nvidia-nccl-cu13", "version": "2.28.3", "required": "==2.28.3", "required_by": "torch"}`` for
     each stack package installed, and for torch's pins even when missing."""
-    rows: dict[str, dict[str, Any]] = {}
-    for name in STACK_PACKAGES:
-        info = host.package(name)
-        if info is not None:
-            rows[name] = {"name": name, "version": info.version}
+    rows: dict[str, dict[str, Any]] = {
+        name: {"name": name, "version": info.version} for name in STACK_PACKAGES if (info := host.package(name))}
     torch = host.package("torch")
     for req in (torch.requires if torch else ()):
         m = _REQUIREMENT.match(req)

@@ -87,14 +87,10 @@ class ReplayHost(Host):
         files: dict[str, str | None | OSError] = dict(section.get("files") or {})
         for path, err in (section.get("errors") or {}).items():
             files[path] = OSError(int(err.get("errno") or 5), str(err.get("strerror") or "I/O error"), path)
-        commands: dict[tuple[str, ...] | str, CommandSpec] = {}
-        for c in section.get("commands") or []:
-            argv = tuple(str(a) for a in c["argv"])
-            commands[argv] = run_result(argv, c)
-        runs: dict[str, CommandSpec] = {}
-        for name, c in (section.get("runs") or {}).items():
-            argv = tuple(str(a) for a in c.get("argv") or (name,))
-            runs[name] = run_result(argv, c)
+        recorded = [run_result(tuple(map(str, c["argv"])), c) for c in section.get("commands") or []]
+        commands: dict[tuple[str, ...] | str, CommandSpec] = {r.argv: r for r in recorded}
+        runs: dict[str, CommandSpec] = {name: run_result(tuple(map(str, c.get("argv") or (name,))), c)
+                                        for name, c in (section.get("runs") or {}).items()}
         packages = {name: (PackageInfo(name, str(p.get("version") or ""), str(p.get("location") or ""),
                                        tuple(p.get("requires") or ())) if p else None)
                     for name, p in (section.get("packages") or {}).items()}

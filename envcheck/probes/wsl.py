@@ -110,12 +110,8 @@ def _linux_driver_evidence(host: Host, std_dirs: list[str], packages: list[str])
 def parse_dpkg_installed(text: str) -> list[str]:
     """Installed package names from ``dpkg-query -W -f='${Package}\\t${db:Status-Abbrev}\\n'``: a status letter
     ``n`` (not installed) or ``c`` (config files left) means no files on disk; every other one means some."""
-    names = []
-    for line in text.splitlines():
-        name, _, status = line.partition("\t")
-        if name.strip() and len(status) >= 2 and status[1] not in "nc ":
-            names.append(name.strip())
-    return names
+    rows = (line.partition("\t") for line in text.splitlines())
+    return [name.strip() for name, _, status in rows if name.strip() and len(status) >= 2 and status[1] not in "nc "]
 
 
 def _driver_packages(host: Host) -> list[str]:
