@@ -182,20 +182,17 @@ def delta_checks(node: Node) -> list[Check]:
     if node.counters_before is None or node.counters_after is None:
         return []
     changes = counter_deltas(node.counters_before, node.counters_after)
-    out = []
-    for gpu in node.gpus:
-        mine = [c for c in changes if c.gpu == gpu]
-        cid = f"links.during_tests.{gpu}"
-        if not mine:
-            out.append(said(cid, "skip", "links.delta_unread", index=gpu))
-            continue
-        bad = [c for c in mine if counter_over_limit(c)]
-        grew = [c for c in mine if c.delta > 0]
-        if bad:
-            out.append(said(cid, "fail", "links.delta_bad", "links.delta_bad.fix", index=gpu,
-                            what="; ".join(_describe(c) for c in bad[:3])))
-        elif grew:
-            out.append(said(cid, "pass", "links.delta_grew", index=gpu, what="; ".join(_describe(c) for c in grew[:3])))
-        else:
-            out.append(said(cid, "pass", "links.delta_none", index=gpu))
-    return out
+    return [_delta(gpu, [c for c in changes if c.gpu == gpu]) for gpu in node.gpus]
+
+
+def _delta(gpu: int, mine: list[CounterChange]) -> Check:
+    cid = f"links.during_tests.{gpu}"
+    bad, grew = [c for c in mine if counter_over_limit(c)], [c for c in mine if c.delta > 0]
+    if not mine:
+        return said(cid, "skip", "links.delta_unread", index=gpu)
+    if bad:
+        return said(cid, "fail", "links.delta_bad", "links.delta_bad.fix", index=gpu,
+                    what="; ".join(_describe(c) for c in bad[:3]))
+    if grew:
+        return said(cid, "pass", "links.delta_grew", index=gpu, what="; ".join(_describe(c) for c in grew[:3]))
+    return said(cid, "pass", "links.delta_none", index=gpu)

@@ -257,15 +257,9 @@ def _field(r: _Reader, field_id: int) -> tuple[Any, str | None]:
 def _clock_event_counters(r: _Reader) -> Fact:
     """Clocks Event Reasons Counters (nvidia-smi -q -d PERFORMANCE): ns in each reason since the driver loaded;
     a reason the driver does not count is left out."""
-    counted: dict[str, int] = {}
-    why = None
-    for name, field_id in nvml_fields.CLOCK_EVENT_COUNTERS.items():
-        value, why_one = _field(r, field_id)
-        if isinstance(value, int) and not isinstance(value, bool):
-            counted[name] = value
-        else:
-            why = why or why_one
-    return known(counted) if counted else missing(why or "no value")
+    read = {name: _field(r, field_id) for name, field_id in nvml_fields.CLOCK_EVENT_COUNTERS.items()}
+    counted = {name: v for name, (v, _) in read.items() if isinstance(v, int) and not isinstance(v, bool)}
+    return known(counted) if counted else missing(next((w for _, w in read.values() if w), "no value"))
 
 
 def _watts(milliwatts: Any) -> float:
