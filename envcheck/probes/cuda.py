@@ -141,13 +141,11 @@ def parse_nvcc_version(text: str) -> str | None:
 
 
 def _toolkit(host: Host, nvcc: str | None) -> Fact:
-    not_dirs = []
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        value = host.environ.get(var)
-        if value:
-            if host.is_dir(value):
-                return known(value)
-            not_dirs.append(f"{var}={value} is not a folder")
+    named = [(var, value) for var in ("CUDA_HOME", "CUDA_PATH") if (value := host.environ.get(var))]
+    home = next((value for _, value in named if host.is_dir(value)), None)
+    if home:
+        return known(home)
+    not_dirs = [f"{var}={value} is not a folder" for var, value in named]
     if nvcc:  # <toolkit>/bin/nvcc; nvvm/ tells a toolkit from a folder that only holds a wrapper script
         root = posixpath.dirname(posixpath.dirname(host.realpath(nvcc)))
         if host.is_dir(posixpath.join(root, "nvvm")):

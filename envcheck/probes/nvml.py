@@ -140,16 +140,11 @@ class NvmlCallError(Exception):
     @property
     def reason(self) -> str:
         """Short text for a missing fact, e.g. ``not supported on this GPU (NVML: Not Supported)``."""
-        return reason_for(self.error_name, self.text)
-
-
-def reason_for(error_name: str, text: str) -> str:
-    if error_name == PROBE_FAILED:
-        return f"not read: the NVML probe process {text}"
-    if error_name == NOT_CAPTURED:
-        return "not captured in this snapshot"
-    meaning = _MEANINGS.get(error_name, "NVML error")
-    return f"{meaning} (NVML: {text})"
+        if self.error_name == PROBE_FAILED:
+            return f"not read: the NVML probe process {self.text}"
+        if self.error_name == NOT_CAPTURED:
+            return "not captured in this snapshot"
+        return f"{_MEANINGS.get(self.error_name, 'NVML error')} (NVML: {self.text})"
 
 
 def plain(value: Any) -> Any:
