@@ -79,20 +79,19 @@ def check_symlinks(env: Environment) -> Check:
     return said("wsl.libcuda_symlinks", "warn", "wsl.link_copies", "wsl.link_copies.fix", copies=copies, lib=WSL_LIB)
 
 
-def linux_driver_packages(env: Environment) -> list[str]:
-    found = env.get("wsl", "linux_driver_packages")
-    return [str(p) for p in found] if isinstance(found, list) else []
+def _strings(env: Environment, key: str) -> list[str]:
+    found = env.get("wsl", key)
+    return [str(x) for x in found] if isinstance(found, list) else []
 
 
 def purge_params(env: Environment) -> dict[str, str]:
-    """The parameters of the fix "wsl.purge.fix": the Linux driver packages found, or the patterns when none was named."""
-    names = linux_driver_packages(env) or ["'nvidia-driver-*'", "'libnvidia-compute-*'", "'nvidia-utils-*'"]
+    """The fix "wsl.purge.fix"'s parameters: the Linux driver packages found, else the patterns."""
+    names = _strings(env, "linux_driver_packages") or ["'nvidia-driver-*'", "'libnvidia-compute-*'", "'nvidia-utils-*'"]
     return {"packages": " ".join(names), "lib": WSL_LIB}
 
 
 def linux_driver_evidence(env: Environment) -> list[str]:
-    evidence = env.get("wsl", "linux_driver_in_wsl")
-    return [str(e) for e in evidence] if isinstance(evidence, list) else []
+    return _strings(env, "linux_driver_in_wsl")
 
 
 def check_linux_driver(env: Environment) -> Check:

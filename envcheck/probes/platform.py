@@ -155,9 +155,8 @@ def _infiniband_ports(host: Host) -> Fact:
 
 
 def _peermem(host: Host) -> Fact:
-    for module in PEERMEM_MODULES:
-        if host.is_dir(f"/sys/module/{module}"):
-            return known(module)
+    if module := next((m for m in PEERMEM_MODULES if host.is_dir(f"/sys/module/{m}")), None):
+        return known(module)
     try:
         modules = host.read_text("/proc/modules")
     except OSError as e:
