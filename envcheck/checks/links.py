@@ -30,10 +30,6 @@ SECTION = "links"
 SERVICE_XIDS = frozenset({48, 62, 64, 74, 79, 92, 95, 119, 120, 140})
 
 
-def _links(env: Environment) -> dict[str, Any] | None:
-    return env.sections.get(SECTION)
-
-
 def _get(env: Environment, key: str) -> Any:
     return env.get(SECTION, key)
 
@@ -43,7 +39,7 @@ def _reason(env: Environment, key: str) -> str:
 
 
 def _indices(env: Environment) -> list[int]:
-    return sorted({int(m[1]) for key in (_links(env) or {}) if (m := re.match(r"gpu(\d+)\.", key))})
+    return sorted({int(m[1]) for key in env.sections.get(SECTION, {}) if (m := re.match(r"gpu(\d+)\.", key))})
 
 
 def _said(rule: str, env: Environment, i: int, status: Status, key: str, fix: str | None = None, /,
@@ -162,7 +158,7 @@ def check_xid(env: Environment) -> Check:
 
 
 def checks(env: Environment) -> list[Check]:
-    if _links(env) is None:
+    if SECTION not in env.sections:
         return []
     out: list[Check] = [check_xid(env)]
     for i in _indices(env):

@@ -70,7 +70,7 @@ def check_driver_compat(env: Environment) -> Check:
     # Minor-version compatibility (CUDA 11+): runs, but PTX JIT of newer code and newer APIs fail.
     upgrade = machine.driver_fix_for(env, torch_cuda)
     fix, how = ("driver_or_pip.fix", upgrade | {"pip": cv.pip_install(wheel)}) if wheel else ("driver.fix", upgrade)
-    if _runtime_says_too_old(env):
+    if "driver on your system is too old" in _runtime_text(env):
         # Minor-version compatibility did not carry: torch itself refused this driver.
         return said(cid, "fail", "torch.driver_refused", fix, **(both | how))
     return said(cid, "warn", "torch.driver_minor_compat", fix, **(both | how))
@@ -86,10 +86,6 @@ def _driver_or_keep(env: Environment, need: cv.Version, driver_cuda: cv.Version 
 def _runtime_text(env: Environment) -> str:
     return " ".join(str(x) for x in [env.get("torch_runtime", "error") or "",
                                      *(env.get("torch_runtime", "warnings") or [])])
-
-
-def _runtime_says_too_old(env: Environment) -> bool:
-    return "driver on your system is too old" in _runtime_text(env)
 
 
 _ARCH = re.compile(r"^(sm|compute)_(\d+?)(\d)([af]?)$")

@@ -39,10 +39,6 @@ def check_installed(env: Environment) -> Check:
     return said("triton.installed", "warn", "triton.missing", "cmd", cmd="pip install triton")
 
 
-def _base(version: str) -> str:
-    return version.split("+")[0]
-
-
 def check_pin(env: Environment) -> Check:
     pin = env.get("torch", "triton_pin")
     version = env.get("triton", "version")
@@ -50,7 +46,7 @@ def check_pin(env: Environment) -> Check:
         return _skip("triton.version_pin")
     if not pin or not version:
         return said("triton.version_pin", "skip", "triton.no_pin")
-    if _base(str(pin)) == _base(str(version)):
+    if str(pin).split("+")[0] == str(version).split("+")[0]:  # a local tag (+git...) is no other version
         return said("triton.version_pin", "pass", "triton.pinned", version=version)
     return said("triton.version_pin", "warn", "triton.pin_differs", "cmd", torch=env.get("torch", "version"), pin=pin,
                 version=version, cmd=f"pip install triton=={pin}")
