@@ -16,8 +16,5 @@ class UsageError(Exception):
 
 def first_line(text: object, limit: int = 200) -> str:
     """The first non-empty line of a message (an exception, a child's stderr), shortened to ``limit``."""
-    for line in str(text or "").splitlines():
-        line = line.strip()
-        if line:
-            return line if len(line) <= limit else line[: limit - 1] + "…"
-    return ""
+    line = next((s.strip() for s in str(text or "").splitlines() if s.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"

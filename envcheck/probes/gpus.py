@@ -138,6 +138,9 @@ class _Reader:
                 self.lost = e.reason
             return None, e.reason
 
+    def field(self, field_id: int) -> tuple[Any, str | None]:
+        return nvml_fields.field_value(self.nvml, self.handle, field_id)
+
     def fact(self, name: str, *args: Any, convert: Any = None) -> Fact:
         value, why = self.get(name, *args)
         return _derived(convert(value) if convert and value is not None else value, why)
@@ -231,7 +234,7 @@ def _operator_facts(r: _Reader) -> Facts:
     f["temperature_shutdown_c"] = r.fact("nvmlDeviceGetTemperatureThreshold", n.TEMPERATURE_THRESHOLD_SHUTDOWN)
     f["temperature_gpu_max_c"] = r.fact("nvmlDeviceGetTemperatureThreshold", n.TEMPERATURE_THRESHOLD_GPU_MAX)
     f["temperature_memory_max_c"] = r.fact("nvmlDeviceGetTemperatureThreshold", n.TEMPERATURE_THRESHOLD_MEM_MAX)
-    f["temperature_memory_c"] = _derived(*_field(r, nvml_fields.FI_MEMORY_TEMP))  # Memory Current Temp
+    f["temperature_memory_c"] = _derived(*r.field(nvml_fields.FI_MEMORY_TEMP))  # Memory Current Temp
     # Fabric: State / Status / CliqueId (NVSwitch systems; "N/A" elsewhere)
     fabric, why = r.get("nvmlDeviceGetGpuFabricInfo")
     if isinstance(fabric, dict) and isinstance(fabric.get("state"), int):
@@ -250,14 +253,10 @@ def _operator_facts(r: _Reader) -> Facts:
     return f
 
 
-def _field(r: _Reader, field_id: int) -> tuple[Any, str | None]:
-    return nvml_fields.field_value(r.nvml, r.handle, field_id)
-
-
 def _clock_event_counters(r: _Reader) -> Fact:
     """Clocks Event Reasons Counters (nvidia-smi -q -d PERFORMANCE): ns in each reason since the driver loaded;
     a reason the driver does not count is left out."""
-    read = {name: _field(r, field_id) for name, field_id in nvml_fields.CLOCK_EVENT_COUNTERS.items()}
+    read = {name: r.field(field_id) for name, field_id in nvml_fields.CLOCK_EVENT_COUNTERS.items()}
     counted = {name: v for name, (v, _) in read.items() if isinstance(v, int) and not isinstance(v, bool)}
     return known(counted) if counted else missing(next((w for _, w in read.values() if w), "no value"))
 

@@ -37,9 +37,7 @@ def field_value(nvml: NvmlLike, handle: Any, field_id: int, scope: int = 0) -> t
     if ret:
         return None, f"field {field_id}: {_RETURN_NAMES.get(ret, f'NVML error {ret}')}"
     union = entry.get("value")
-    keys = _VALUE_KEYS.get(entry.get("valueType"), ())
-    if isinstance(union, dict):
-        for k in keys:
-            if k in union:
-                return union[k], None
+    key = next((k for k in _VALUE_KEYS.get(entry.get("valueType"), ()) if isinstance(union, dict) and k in union), None)
+    if key is not None:
+        return union[key], None
     return None, f"field {field_id}: value of unknown type {entry.get('valueType')!r}"

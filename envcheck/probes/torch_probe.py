@@ -93,13 +93,12 @@ def probe_torch(host: Host, lookup: Lookup | None = None) -> Facts:
         return {"installed": known(False), **{k: missing(why) for k in TORCH_KEYS if k != "installed"},
                 "shadowed_by": shadow_fact}
     version_py_path = pkg.path("torch", "version.py")
+    version_py: str | None = None
+    vp_reason = ""
     try:
-        version_py: str | None = host.read_text(version_py_path)
+        version_py = host.read_text(version_py_path)
     except OSError as e:
-        version_py = None
         vp_reason = f"cannot read {version_py_path} ({e.strerror or e.__class__.__name__})"
-    else:
-        vp_reason = ""
     # A wheel's metadata may say "2.11.0" where torch.__version__ says "2.11.0+cu130", what users quote.
     version = (version_py_value(version_py, "__version__") if version_py else None) or pkg.version
     build, cuda = build_from(version, version_py)
