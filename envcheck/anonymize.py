@@ -162,9 +162,8 @@ class Anonymizer:
     def value(self, value: Any, key: str | None = None) -> Any:
         """JSON-like data with every string (keys too) passed through :meth:`text`; a serial is replaced whole."""
         if isinstance(value, str):
-            if key in _SERIAL_KEYS and value not in ("", "N/A"):
-                return self.pseudonym("serial", value)
-            return self.text(value)
+            return self.pseudonym("serial", value) if key in _SERIAL_KEYS and value not in ("", "N/A") else \
+                self.text(value)
         if isinstance(value, dict):
             return {self.text(str(k)): self.value(v, str(k)) for k, v in value.items()}
         if isinstance(value, list):

@@ -64,11 +64,8 @@ def probe_driver(nvml: NvmlLike) -> Facts:
     init_error = nvml.init()
     process = _process_error(nvml)
     if init_error is not None:
-        why = f"NVML unavailable: {init_error}"
-        failed = {k: missing(why) for k in DRIVER_KEYS}
-        failed["nvml_error"] = known(init_error)
-        failed["nvml_process_error"] = process
-        return failed
+        failed = {k: missing(f"NVML unavailable: {init_error}") for k in DRIVER_KEYS}
+        return failed | {"nvml_error": known(init_error), "nvml_process_error": process}
 
     facts: Facts = {}
     facts["driver_version"] = _derived(*nvml.query("nvmlSystemGetDriverVersion"))
