@@ -136,9 +136,7 @@ def check_acs(env: Environment) -> Check | None:
 def check_infiniband(env: Environment) -> Check | None:
     cid = "platform.infiniband"
     ports = env.get("platform", "infiniband_ports")
-    if not isinstance(ports, list):
-        return None
-    if not ports:
+    if not isinstance(ports, list) or not ports:
         return None  # no RDMA NIC: nothing to say on a laptop or a single box
     down = [p for p in ports if isinstance(p, dict) and str(p.get("state", "")).upper() != "ACTIVE"]
     names = [f"{p.get('device')}/{p.get('port')}" for p in down]
