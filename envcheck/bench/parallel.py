@@ -1,7 +1,5 @@
-"""The per-GPU suite on several GPUs at once: one isolated worker per GPU (``runner.run_worker``, each in its
-own thread), so a node's GPUs take about as long as one. Ctrl-C, SIGTERM and SIGHUP stop every worker's tree
-and keep what each finished; a worker that crashes or hangs costs only its own GPU.
-"""
+"""The per-GPU suite on several GPUs at once, one worker each (a thread per worker): a worker that crashes or
+hangs costs only its GPU; Ctrl-C, SIGTERM and SIGHUP stop them all and keep what each finished."""
 
 from __future__ import annotations
 
@@ -44,8 +42,7 @@ class ParallelRun:
 
 def run_gpus(plans: Sequence[suite.Plan], timeout: float, on_event: OnGpuEvent | None = None, *,
              command: Sequence[str] = runner.WORKER_COMMAND) -> ParallelRun:
-    """Run every plan's worker at once and wait for all; one ``GpuRun`` per plan, in plan order. Never raises
-    for what a worker does; a stop signal stops them all, and each unfinished GPU's bench records it."""
+    """Every plan's worker at once; one ``GpuRun`` per plan, in plan order, each unfinished one with its stop."""
     outcomes: list[runner.BenchOutcome | None] = [None] * len(plans)
     started: list[str] = [""] * len(plans)
     durations: list[float] = [0.0] * len(plans)

@@ -1,9 +1,6 @@
-"""Runs the benchmark worker through the harness and gathers what it reports (the contract: protocol.py).
-
-Whatever the worker does (crash, hang past its limits, garbage) or befalls ``envcheck run`` (Ctrl-C, the
-SIGTERM or SIGHUP of a batch scheduler or a closed terminal), the worker's tree is stopped, what finished is
-kept and how it ended is recorded (``Stop``). A worker is given by its command: its target, then the folders
-its module needs on ``sys.path`` (tests' fakes).
+"""Runs the benchmark worker through the harness and gathers what it reports (the contract: protocol.py). Whatever
+the worker does or befalls the run (Ctrl-C, SIGTERM, SIGHUP), what finished is kept and how it ended recorded.
+A worker is given by its command: its target, then folders for its ``sys.path`` (tests' fakes).
 """
 
 from __future__ import annotations
@@ -34,9 +31,7 @@ from envcheck.model.bench import check_phases
 
 WORKER_COMMAND = ("envcheck.bench.worker:main",)
 TERMINATE_GRACE_S = 5.0  # SIGTERM, then SIGKILL: a worker stuck in a CUDA call ignores SIGTERM
-# With a per-case limit (``stall_s``): the most a worker may take to start (import torch, open the device)
-# before its first event; a loaded node has been seen to take over a minute.
-STARTUP_S = 300.0
+STARTUP_S = 300.0  # with ``stall_s``: the most a worker may take to start (a loaded node took over a minute)
 MAX_IGNORED_SHOWN = 3
 
 OnEvent = Callable[[Event], None]
@@ -62,12 +57,11 @@ class BenchOutcome:
 
     @property
     def finished(self) -> int:
-        """Planned cases the worker finished: measured or skipped by it."""
         return len(self.cases) + len(self.skips)
 
     @property
     def interrupted(self) -> bool:
-        """Stopped by the user or by a signal to ``envcheck run`` (exit status 130)."""
+        """Stopped by the user or a signal (exit status 130)."""
         return self.stop is not None and self.stop.cause in (StopCause.USER, StopCause.SIGNAL)
 
     def apply(self, ev: Event) -> None:
@@ -95,12 +89,9 @@ class BenchOutcome:
 def run_worker(plan: Plan, on_event: OnEvent, timeout: float, *, command: Sequence[str] = WORKER_COMMAND,
                grace_s: float = TERMINATE_GRACE_S, stall_s: float | None = None, startup_s: float = STARTUP_S,
                stop: threading.Event | None = None) -> BenchOutcome:
-    """Run the worker on ``plan``; ``on_event`` sees every decoded event as it arrives. Never raises for what
-    the worker does: Ctrl-C (here or in ``on_event``), SIGTERM, SIGHUP or ``stop`` end it with what finished.
-    Once it returned it is ended at once: its teardown (CUDA, Inductor's compile workers) is nothing the run
-    waits for. With ``stall_s``, a worker that sends no event for that long once started is stopped as timed
-    out, with ``stalled`` set (``envcheck bench``: a user's case that hangs; resume.py goes on); before its
-    start it has ``startup_s``. Its events are redacted before they are decoded (the harness)."""
+    """Run the worker on ``plan``; ``on_event`` sees every decoded event. Never raises for what the worker does;
+    ``stop`` ends it too. Once it returned it is ended at once (its teardown is nothing the run waits for). With
+    ``stall_s``, a started worker silent that long is stopped, ``stalled`` (``envcheck bench``: resume.py)."""
     assert plan.backend is not None, "a plan without a device has nothing to run"
     out = BenchOutcome()
     examples: list[str] = []

@@ -1,11 +1,6 @@
-"""The isolated benchmark worker, ``main`` run by the harness (its contract: protocol.py).
-
-Everything that can crash or hang happens here, never in the ``envcheck run`` process. The
-run, in order: the device (device.py), the measured ceilings (ceilings.py), then each group
-of cases: prepared one implementation at a time (group.py), then sampled one implementation at a
-time, each under an NVML monitor window of its own (sampling.py, monitor.py), reported in plan
-order. One case failing never ends the run (failure.py).
-"""
+"""The isolated benchmark worker, ``main`` run by the harness (its contract: protocol.py): the device, the
+measured ceilings, then each group of cases, its implementations prepared (group.py), then each sampled under
+an NVML window of its own (sampling.py), reported in plan order. One case failing never ends the run."""
 
 from __future__ import annotations
 
@@ -38,45 +33,17 @@ from envcheck.model import BenchDevice, Case, MonitorWindow, Note, Skip
 from envcheck.ops import lookup
 
 Emit = Callable[[Event], None]
-# NVML's power reading is itself an average over tens of ms to a second (driver-dependent), and
-# the clock swings worth seeing take hundreds of ms: 50 ms samples show them and keep a
-# group's window to a few dozen samples.
-MONITOR_INTERVAL_S = 0.05
+MONITOR_INTERVAL_S = 0.05  # NVML's power is itself an average, and the clock swings worth seeing take 100s of ms
 CEILING_SEED = 1
 
 
-class _SafeMonitor:
-    """NVML sampling around a measurement that never raises: any failure gives no window."""
-
-    def __init__(self, factory: Callable[[], Any] | None) -> None:
-        self._factory = factory
-        self._monitor: Any = None
-
-    def __enter__(self) -> _SafeMonitor:
-        if self._factory is not None:
-            try:
-                self._monitor = self._factory()
-                self._monitor.__enter__()
-            except Exception as e:  # noqa: BLE001 - monitoring is optional; the cases are measured regardless
-                log(f"NVML monitor unavailable: {one_line(e)}")
-                self._monitor = None
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._monitor is not None:
-            try:
-                self._monitor.__exit__(None, None, None)
-            except Exception as e:  # noqa: BLE001
-                log(f"NVML monitor stop failed: {one_line(e)}")
-
-    def window(self) -> MonitorWindow | None:
-        if self._monitor is None:
-            return None
-        try:
-            return self._monitor.window()
-        except Exception as e:  # noqa: BLE001
-            log(f"NVML samples unreadable: {one_line(e)}")
-            return None
+def _window(monitor: Any) -> MonitorWindow | None:
+    """The monitor's window (a Monitor never raises while it samples); None where NVML's samples do not make one."""
+    try:
+        return monitor.window() if monitor is not None else None
+    except Exception as e:  # noqa: BLE001 - the window is optional; the case stands without it
+        log(f"NVML samples unreadable: {one_line(e)}")
+        return None
 
 
 def groups_in_order(cases: tuple[PlannedCase, ...]) -> Iterator[tuple[int, list[PlannedCase]]]:
@@ -99,13 +66,13 @@ class Worker:
         self._monitor_factory: Callable[[], Any] | None = None
         self._nvml: Any = None
         self._windows = 0
-        self.watch = Stopwatch()  # the run's phases that belong to no one case (model.BENCH_PHASES); spans' zero
+        self.watch = Stopwatch()  # the phases of no one case (model.BENCH_PHASES); spans' zero
 
     def note(self, note: Note) -> None:
         self.emit(Noted(note))
 
     def run(self) -> dict[str, float]:
-        """Every case of the plan; the seconds spent on what belongs to no one case (model.BENCH_PHASES)."""
+        """Every case of the plan; the seconds of the phases of no one case."""
         import torch
 
         plan = self.plan
@@ -163,8 +130,6 @@ class Worker:
                     self._nvml.shutdown()
         return self.watch.rounded()
 
-    # ----------------------------------------------------------------------- set-up
-
     def _open_nvml(self) -> None:
         try:
             from envcheck.probes.nvml import Nvml
@@ -184,8 +149,7 @@ class Worker:
         from envcheck.bench.monitor import LimitWatch, Monitor
 
         nvml = self._nvml
-        # NVML numbers GPUs by PCI bus and ignores CUDA_VISIBLE_DEVICES; the UUID names the
-        # same GPU in both, so CUDA device 0 is monitored even when it is NVML device 3.
+        # NVML ignores CUDA_VISIBLE_DEVICES: the UUID names the same GPU in both.
         target: int | str = dev.uuid or dev.pci_bus_id or self.plan.index
         self._monitor_factory = lambda: Monitor(nvml, target, interval_s=MONITOR_INTERVAL_S)
         rt.limit_watch = lambda: LimitWatch(nvml, target)
@@ -196,8 +160,6 @@ class Worker:
                                              "min_bytes": SMALL_BYTES}))
         else:
             self.note(Note("bench.l2_not_cold"))
-
-    # ----------------------------------------------------------------------- ceilings
 
     def _measure_ceilings(self, rt: device.Runtime) -> None:
         """The bandwidth window, then the matmul window (ceilings.py says why two, and when)."""
@@ -227,8 +189,6 @@ class Worker:
         finally:
             del kernels
             rt.after_failure()  # frees the buffers before the first group is sized
-
-    # ----------------------------------------------------------------------- one group of cases
 
     def _run_group(self, rt: device.Runtime, first: int, cases: list[PlannedCase], seed: int) -> None:
         """Prepare each implementation, sample them together, emit a result for each in plan order."""
@@ -264,19 +224,18 @@ class Worker:
                 self.emit(Skipped(r) if isinstance(r, Skip) else Measured(r))
 
     def _sample(self, rt: device.Runtime, p: Prepared) -> int | None:
-        """Settle one prepared implementation, then sample it under a monitor window of its own
-        (sustained where its load meets the GPU's power or thermal limit: sampling.py); the window's index."""
+        """Settle one prepared implementation, then sample it under a monitor window of its own; the window's index."""
         with p.watch.phase("settle"):
             settle(rt, p)
-        monitor = _SafeMonitor(self._monitor_factory if rt.cuda else None)
-        with p.watch.phase("sampling"), monitor:
+        monitor = self._monitor_factory() if rt.cuda and self._monitor_factory is not None else None
+        with p.watch.phase("sampling"), contextlib.nullcontext() if monitor is None else monitor:
             try:
                 sample(rt, p)
             except Exception as e:  # noqa: BLE001 - this implementation's measurement failed as a whole
                 log(f"{p.planned.label}: sampling failed", e)
                 p.failure = p.failure or e
         p.end_s = p.watch.now()
-        samples = monitor.window()
+        samples = _window(monitor)
         if samples is None:
             return None
         window = self._windows
@@ -287,8 +246,7 @@ class Worker:
 
 def _timed(result: Case | Skip | Prepared, watch: Stopwatch, start: float, end: float | None = None
            ) -> Case | Skip | Prepared:
-    """A failed case with the phases and span its work took (a Prepared carries its own; a Case
-    built from one has them already)."""
+    """A failed case with the phases and span its work took (a Case built from a Prepared has them already)."""
     if not isinstance(result, Case) or result.phases or result.span_s is not None:
         return result
     end = watch.now() if end is None else end

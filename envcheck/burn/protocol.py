@@ -1,7 +1,5 @@
-"""The burn worker's contract with ``envcheck burn``: its plan and the events it streams.
-
-The worker (``envcheck.burn.worker:main``) runs through the harness, like the benchmark worker; its arguments
-are a ``BurnPlan``. It streams ``{"event": <kind>, ...}`` (bench/protocol.py's encoding)::
+"""The burn worker's contract with ``envcheck burn``: its plan (``BurnPlan``) and the events it streams, encoded
+as bench/protocol.py's (the worker: ``envcheck.burn.worker:main``, through the harness)::
 
     start        Started(device)
     sample       Sampled(sample)              about twice a second, from the telemetry thread, throughout
@@ -11,9 +9,7 @@ are a ``BurnPlan``. It streams ``{"event": <kind>, ...}`` (bench/protocol.py's e
       phase_end  PhaseEnded(phase, sdc, memtest)   the GEMM's checks / the memory test's record
     note         Noted(note)                  any time: a key and parameters
 
-and returns when every phase is done. Samples keep coming while a phase hangs: the parent judges a worker
-hung when no other event has come for ``stall_s`` (run.py). A worker that ends without returning crashed or
-was stopped: what it sent stands.
+Samples keep coming while a phase hangs: the parent judges a worker hung by its other events (run.py).
 """
 
 from __future__ import annotations
@@ -30,10 +26,8 @@ from envcheck.model.burn import CONTROLS, MemtestRecord, SdcRecord
 
 @dataclass(frozen=True)
 class BurnPlan:
-    """What one worker runs. Seconds per phase; ``gemm_n``: the square GEMM's side; ``dtype``:
-    None picks the GPU's best (gemm.best_dtype); ``memory_fraction``: share of the free memory the
-    memory test covers, ``stream_fraction`` the bandwidth phase's; ``max_bytes`` caps both (tests
-    run tiny); ``interval_s``: how long each measured interval lasts."""
+    """What one worker runs: seconds per phase; ``dtype`` None: the GPU's best (gemm.best_dtype); the shares of free
+    memory the memory test and the bandwidth phase cover, capped by ``max_bytes`` (tests run tiny)."""
 
     backend: str
     index: int
