@@ -68,8 +68,7 @@ def _popcount(torch: Any, x: Any) -> int:
 
 def _ranges(torch: Any, wrong: Any, xor: Any, base: int, lo: int, pattern: str, pass_index: int,
             budget: int) -> list[BitErrorRange]:
-    """Consecutive wrong word indices (``wrong``, sorted, within a chunk starting at word ``lo``)
-    as address ranges; at most ``budget``."""
+    """Consecutive wrong word indices (sorted, in the chunk from word ``lo``) as address ranges; at most ``budget``."""
     idx = wrong.tolist()
     out: list[BitErrorRange] = []
     start = prev = idx[0]

@@ -1,8 +1,6 @@
-"""Runs a burn: one worker per GPU through the harness, all at once, gathering what each reports (``burn_gpus``).
-A worker that crashes, hangs (no interval for ``stall_s``), runs past its time or sends garbage makes its GPU a
-failed one with what it sent; the others finish. Ctrl-C, SIGTERM and SIGHUP stop every worker and keep what each
-sent.
-"""
+"""Runs a burn: one worker per GPU through the harness, all at once. A worker that crashes, hangs (no interval
+for ``stall_s``), overruns or sends garbage fails its GPU with what it sent; Ctrl-C, SIGTERM and SIGHUP stop
+every worker and keep what each sent."""
 
 from __future__ import annotations
 
@@ -118,8 +116,8 @@ class Collected:
 def run_worker(plan: BurnPlan, on_event: Callable[[Event], None], *, command: Sequence[str] = WORKER_COMMAND,
                stop: threading.Event | None = None, stall_s: float = STALL_S, start_s: float = START_S,
                slack_s: float = SLACK_S, got: Collected | None = None) -> BurnGpu:
-    """One GPU's worker, start to end; never raises for what the worker does. ``got``: where what it
-    sends is gathered (the caller's, so what was seen survives even if this thread is cut short)."""
+    """One GPU's worker, start to end; never raises for what it does. ``got``: where what it sends is gathered (the
+    caller's, so it survives this thread being cut short)."""
     got = got if got is not None else Collected(plan)
 
     def seen(data: object) -> bool:
@@ -160,9 +158,8 @@ def new_xids(before: XidScan, after: XidScan) -> tuple[XidEvent, ...]:
 
 def burn_node(gpus: Sequence[int], minutes: float, *, cpu: bool = False, on_event: OnEvent | None = None,
               command: Sequence[str] = WORKER_COMMAND, **options: object) -> Burn:
-    """The burn of this machine's ``gpus`` for ``minutes`` each, all at once: what ``envcheck burn``,
-    ``run --burn`` and a fleet's node call. ``options``: BurnPlan fields (tiny sizes in tests);
-    ``cpu``: the CPU at tiny sizes instead (CI)."""
+    """The burn of this machine's ``gpus`` for ``minutes`` each, all at once (``envcheck burn``, ``run --burn``, a
+    fleet's node). ``options``: BurnPlan fields; ``cpu``: the CPU at tiny sizes instead (CI)."""
     from envcheck.burn.plan import CPU_OPTIONS, plans
 
     opts = {**(CPU_OPTIONS if cpu else {}), **options}
@@ -172,8 +169,7 @@ def burn_node(gpus: Sequence[int], minutes: float, *, cpu: bool = False, on_even
 def burn_gpus(plans: Sequence[BurnPlan], minutes: float, on_event: OnEvent | None = None, *,
               command: Sequence[str] = WORKER_COMMAND, xid_scanner: XidScanner | None = default_xid_scanner,
               stall_s: float = STALL_S, start_s: float = START_S) -> Burn:
-    """Every plan's worker at once; one ``BurnGpu`` per plan, in plan order. Never raises for what a
-    worker does; Ctrl-C, SIGTERM and SIGHUP stop every worker and keep what each sent."""
+    """Every plan's worker at once; one ``BurnGpu`` per plan, in plan order."""
     before = xid_scanner() if xid_scanner else XidScan(None)
     results: list[BurnGpu | None] = [None] * len(plans)
     collected = [Collected(p) for p in plans]

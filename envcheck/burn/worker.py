@@ -1,10 +1,6 @@
-"""The isolated burn worker, ``main`` run by the harness (its contract: protocol.py).
-
-One GPU (or, in tests, the CPU at tiny sizes): the telemetry thread (telemetry.py) from start to
-end, then the phases in order, each for its planned seconds in intervals of about
-``plan.interval_s``: the GEMM with its correctness checks (gemm.py), streaming copies, the memory
-test (memtest.py). Determinism is set before torch starts CUDA: cuBLAS's fixed workspace and
-torch's deterministic algorithms, so every GEMM iteration runs the same kernel the same way.
+"""The isolated burn worker, ``main`` run by the harness (its contract: protocol.py): on one GPU (or the CPU at
+tiny sizes), telemetry throughout, then the phases in order, each for its planned seconds in intervals of about
+``plan.interval_s``: the GEMM with its checks (gemm.py), streaming copies, the memory test (memtest.py).
 """
 
 from __future__ import annotations
@@ -17,7 +13,7 @@ from typing import Any
 
 from envcheck.burn import gemm as gemm_mod
 from envcheck.burn import memtest
-from envcheck.burn.clock import Laps, Stopwatch, next_count
+from envcheck.burn.clock import Laps, next_count
 from envcheck.burn.protocol import (
     BurnPlan,
     Event,
@@ -50,8 +46,8 @@ def flip_once(iteration: int, out: Any) -> None:
 
 
 class BurnWorker:
-    """Runs one plan. ``corrupt`` and ``read`` are the fault seams (tests only): the first may change
-    a GEMM output after each iteration, the second is the memory test's read-back."""
+    """Runs one plan. ``corrupt`` (a GEMM output after each iteration) and ``read`` (the memory test's read-back)
+    are the fault seams of tests."""
 
     def __init__(self, plan: BurnPlan, emit: Emit, *, corrupt: Corrupt | None = None, read: Read | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -112,8 +108,6 @@ class BurnWorker:
                 with contextlib.suppress(Exception):
                     nvml.shutdown()
 
-    # ----------------------------------------------------------------------- phases
-
     def _free_bytes(self) -> int:
         if self.cuda:
             self.torch.cuda.empty_cache()
@@ -171,16 +165,16 @@ class BurnWorker:
         dst = torch.empty_like(src)
         start = self.now()
         self.emit(PhaseStarted("bandwidth", "fp32", (half * 2,), "byte", start, plan.bandwidth_s))
-        sw = Stopwatch(torch, self.cuda)
+        laps = Laps(torch, self.cuda)
         count = 1
         while self.now() - start < plan.bandwidth_s:
-            sw.start()
+            laps.begin()
             for _ in range(count):
                 dst.copy_(src)
                 src, dst = dst, src
-            dt = sw.stop()
-            # Each copy reads one half and writes the other.
-            t = self.now()
+            laps.end()
+            dt = laps.total()
+            t = self.now()  # each copy reads one half and writes the other
             self.emit(IntervalDone("bandwidth", t, dt, float(2 * half * count), count))
             count = next_count(count, dt, min(plan.interval_s, start + plan.bandwidth_s - t))
         self.emit(PhaseEnded("bandwidth"))
@@ -194,16 +188,17 @@ class BurnWorker:
         start = self.now()
         self.emit(PhaseStarted("memtest", "int32", (words * memtest.WORD_BYTES,), "byte", start, plan.memtest_s))
         writes = [w for name in memtest.PATTERNS for w in memtest.sub_patterns(name)]
-        sw = Stopwatch(torch, self.cuda)
+        laps = Laps(torch, self.cuda)
         ranges: list[Any] = []
         bits = passes = 0
         done = False
         while not done:
             for j, (name, arg) in enumerate(writes):
-                sw.start()
+                laps.begin()
                 found = memtest.check_pattern(torch, buf, name, arg, plan.seed, passes, self.read,
                                               budget=memtest.MAX_RANGES - len(ranges))
-                dt = sw.stop()
+                laps.end()
+                dt = laps.total()
                 ranges += found.ranges
                 bits += found.bits
                 self.emit(IntervalDone("memtest", self.now(), dt, float(2 * words * memtest.WORD_BYTES), 1))
@@ -236,8 +231,7 @@ def _sampler(nvml: Any, dev: BenchDevice, plan: BurnPlan, sink: Callable[[Teleme
         return None
     from envcheck.bench.monitor import _handle_call
 
-    try:
-        # NVML orders GPUs by PCI bus and ignores CUDA_VISIBLE_DEVICES: the UUID names the same GPU.
+    try:  # NVML ignores CUDA_VISIBLE_DEVICES: the UUID names the same GPU
         handle = nvml.call(*_handle_call(dev.uuid or dev.pci_bus_id or plan.index))
     except Exception:  # noqa: BLE001
         return None
@@ -246,7 +240,6 @@ def _sampler(nvml: Any, dev: BenchDevice, plan: BurnPlan, sink: Callable[[Teleme
 
 def main(args: Any, out: Callable[[Any], None]) -> None:
     """The harness's target: the plan in, events out (from the load and the telemetry thread alike)."""
-    # Before torch initialises cuBLAS: a fixed workspace makes its GEMMs deterministic (cuBLAS docs,
-    # "Results reproducibility"), so a healthy GPU gives the same bits every iteration.
+    # Before cuBLAS starts: a fixed workspace makes its GEMMs deterministic (cuBLAS docs, "Results reproducibility").
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     BurnWorker(decode_plan(args), lambda ev: out(encode(ev))).run()
