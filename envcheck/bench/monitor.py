@@ -263,4 +263,5 @@ def aligned(rows: Sequence[Row], keys: Iterable[str]) -> tuple[list[Row], list[s
 
     kept = [k for k in keys if mostly(lambda r, k=k: k in r.values)]
     reasons = mostly(lambda r: r.reasons is not None)
-    return [r for r in rows if all(k in r.values for k in kept) and (r.reasons is not None or not reasons)], kept, reasons
+    rows = [r for r in rows if all(k in r.values for k in kept) and (r.reasons is not None or not reasons)]
+    return rows, kept, reasons

@@ -9,12 +9,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
-from envcheck.bench import runner, suite
+from envcheck.bench import protocol, runner, suite
 from envcheck.bench.assemble import assemble
 from envcheck.harness.signals import together
 from envcheck.model import Bench, Stop, StopCause
 
-OnGpuEvent = Callable[[int, runner.Event], None]
+OnGpuEvent = Callable[[int, protocol.Event], None]
 
 
 def _utc() -> str:
@@ -49,7 +49,7 @@ def run_gpus(plans: Sequence[suite.Plan], timeout: float, on_event: OnGpuEvent |
     lock = threading.Lock()
 
     def job(k: int, plan: suite.Plan) -> Callable[[threading.Event], None]:
-        def seen(ev: runner.Event) -> None:
+        def seen(ev: protocol.Event) -> None:
             if on_event is not None:
                 with lock:
                     on_event(plan.index, ev)

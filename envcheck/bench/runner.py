@@ -11,17 +11,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from envcheck.bench import protocol
-from envcheck.bench.protocol import (
-    CaseStarted,
-    CeilingMeasured,
-    Event,
-    Measured,
-    Noted,
-    Skipped,
-    Started,
-    WindowSampled,
-    WorkerPlan,
-)
 from envcheck.bench.suite import Plan
 from envcheck.harness.env import user_path
 from envcheck.harness.failures import ChildError, Hang, to_stop
@@ -34,7 +23,7 @@ TERMINATE_GRACE_S = 5.0  # SIGTERM, then SIGKILL: a worker stuck in a CUDA call 
 STARTUP_S = 300.0  # with ``stall_s``: the most a worker may take to start (a loaded node took over a minute)
 MAX_IGNORED_SHOWN = 3
 
-OnEvent = Callable[[Event], None]
+OnEvent = Callable[[protocol.Event], None]
 
 
 @dataclass
@@ -64,24 +53,24 @@ class BenchOutcome:
         """Stopped by the user or a signal (exit status 130)."""
         return self.stop is not None and self.stop.cause in (StopCause.USER, StopCause.SIGNAL)
 
-    def apply(self, ev: Event) -> None:
+    def apply(self, ev: protocol.Event) -> None:
         """Record one event (ValueError when it contradicts what came before)."""
-        if isinstance(ev, Measured):
+        if isinstance(ev, protocol.Measured):
             w = ev.case.window
             if w is not None and not 0 <= w < len(self.windows):
                 raise ValueError(f"case names monitor window {w}, but {len(self.windows)} were sent")
             self.cases.append(ev.case)
-        elif isinstance(ev, Skipped):
+        elif isinstance(ev, protocol.Skipped):
             self.skips.append(ev.skip)
-        elif isinstance(ev, WindowSampled):
+        elif isinstance(ev, protocol.WindowSampled):
             if ev.index != len(self.windows):
                 raise ValueError(f"monitor window {ev.index} sent as window {len(self.windows)}")
             self.windows.append(ev.window)
-        elif isinstance(ev, CeilingMeasured):
+        elif isinstance(ev, protocol.CeilingMeasured):
             self.ceiling_runs.append(ev.run)
-        elif isinstance(ev, Noted):
+        elif isinstance(ev, protocol.Noted):
             self.notes.append(ev.note)
-        elif isinstance(ev, Started):
+        elif isinstance(ev, protocol.Started):
             self.device = ev.device
             self.versions = dict(ev.versions)
 
@@ -109,11 +98,11 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float, *, command: Sequen
             if len(examples) < MAX_IGNORED_SHOWN:
                 examples.append(str(data)[:80])
             return False
-        if isinstance(ev, CaseStarted):
+        if isinstance(ev, protocol.CaseStarted):
             current = ev.case.key
-        elif isinstance(ev, (Measured, Skipped)):
+        elif isinstance(ev, (protocol.Measured, protocol.Skipped)):
             current = None
-        elif isinstance(ev, Started):
+        elif isinstance(ev, protocol.Started):
             out.phases.setdefault("startup", round(time.monotonic() - t0, 4))  # imports, CUDA context, NVML
         on_event(ev)
         return None
@@ -121,7 +110,7 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float, *, command: Sequen
     def idle() -> float | None:
         return None if stall_s is None else stall_s if out.device is not None else startup_s
 
-    args = to_dict(WorkerPlan(plan.backend, plan.index, plan.cases, plan.settings, plan.ops, plan.source,
+    args = to_dict(protocol.WorkerPlan(plan.backend, plan.index, plan.cases, plan.settings, plan.ops, plan.source,
                               plan.ceilings, plan.code))
     got = spawn(command[0], args, timeout=timeout, on_event=seen, idle=idle, exit_s=0.0, grace_s=grace_s,
                 stop=stop, paths=(*command[1:], *(user_path() if plan.source else ())))

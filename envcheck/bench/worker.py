@@ -15,24 +15,13 @@ from envcheck.bench.group import Prepared, open_group, prepare
 from envcheck.bench.impls import tf32_matmul
 from envcheck.bench.l2 import ROTATE_L2_MULTIPLE, SMALL_BYTES
 from envcheck.bench.phases import Stopwatch
-from envcheck.bench.protocol import (
-    CaseStarted,
-    CeilingMeasured,
-    Event,
-    Measured,
-    Noted,
-    Skipped,
-    Started,
-    WindowSampled,
-    WorkerPlan,
-)
 from envcheck.bench.sampling import POWER_PROBE_MS, sample, settle, span, to_case
 from envcheck.bench.suite import PlannedCase
 from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS, Timer
 from envcheck.model import BenchDevice, Case, MonitorWindow, Note, Skip
 from envcheck.ops import lookup
 
-Emit = Callable[[Event], None]
+Emit = Callable[[protocol.Event], None]
 MONITOR_INTERVAL_S = 0.05  # NVML's power is itself an average, and the clock swings worth seeing take 100s of ms
 CEILING_SEED = 1
 
@@ -60,7 +49,7 @@ def groups_in_order(cases: tuple[PlannedCase, ...]) -> Iterator[tuple[int, list[
 class Worker:
     """Runs one plan, emitting protocol events through ``emit``."""
 
-    def __init__(self, plan: WorkerPlan, emit: Emit) -> None:
+    def __init__(self, plan: protocol.WorkerPlan, emit: Emit) -> None:
         self.plan = plan
         self.emit = emit
         self._monitor_factory: Callable[[], Any] | None = None
@@ -69,7 +58,7 @@ class Worker:
         self.watch = Stopwatch()  # the phases of no one case (model.BENCH_PHASES); spans' zero
 
     def note(self, note: Note) -> None:
-        self.emit(Noted(note))
+        self.emit(protocol.Noted(note))
 
     def run(self) -> dict[str, float]:
         """Every case of the plan; the seconds of the phases of no one case."""
@@ -79,10 +68,11 @@ class Worker:
         if plan.backend == "cuda":
             reason = device.cuda_unusable(torch, plan.index)
             if reason:
-                self.emit(Started(BenchDevice("cuda", f"CUDA device {plan.index}", plan.index), device.versions(torch)))
+                unusable = BenchDevice("cuda", f"CUDA device {plan.index}", plan.index)
+                self.emit(protocol.Started(unusable, device.versions(torch)))
                 self.note(reason)
                 for c in plan.cases:
-                    self.emit(Skipped(c.skip(reason)))
+                    self.emit(protocol.Skipped(c.skip(reason)))
                 return self.watch.rounded()
             torch.cuda.set_device(plan.index)
             self._open_nvml()
@@ -98,7 +88,7 @@ class Worker:
             dev = BenchDevice("cpu", device.cpu_name())
         rt = device.Runtime(torch, plan.backend, plan.index, dev, Timer(plan.backend, plan.settings), plan.settings,
                             ops=plan.ops, source=plan.source, code=plan.code)
-        self.emit(Started(dev, device.versions(torch)))
+        self.emit(protocol.Started(dev, device.versions(torch)))
         ahead = compile_ahead.start(plan.cases, dev, plan.settings.control) if rt.cuda else []
         try:
             if rt.cuda:
@@ -182,7 +172,7 @@ class Worker:
                     log(f"ceiling {kernel.kernel} {kernel.precision or kernel.dtype} failed", error)
                     self.note(ceilings.failure_note(kernel, one_line(error)))
                 else:
-                    self.emit(CeilingMeasured(got))
+                    self.emit(protocol.CeilingMeasured(got))
         except Exception as e:  # noqa: BLE001 - the ceilings are optional; every case still runs
             log(f"measured {what} ceilings failed", e)
             self.note(Note("ceiling.window_failed", {"ceiling": what, "detail": one_line(e)}))
@@ -201,14 +191,14 @@ class Worker:
             log(f"{head.group_label}: setting up the group failed", e)
             rt.after_failure()
             for j, pc in enumerate(cases):
-                self.emit(CaseStarted(first + j, total, pc))
+                self.emit(protocol.CaseStarted(first + j, total, pc))
             for pc in cases:
-                self.emit(Measured(pc.failed("run", one_line(e))))
+                self.emit(protocol.Measured(pc.failed("run", one_line(e))))
             return
         results: list[Case | Skip | Prepared] = []
         with tf32_matmul(head.precision) if lookup(head.op, self.plan.ops).compute_bound else contextlib.nullcontext():
             for j, pc in enumerate(cases):
-                self.emit(CaseStarted(first + j, total, pc))
+                self.emit(protocol.CaseStarted(first + j, total, pc))
                 if group.skip is not None:
                     results.append(pc.skip(group.skip))
                     continue
@@ -221,7 +211,7 @@ class Worker:
                     p = r
                     r = _timed(guarded(rt, p.planned, "sample", lambda p=p: to_case(p, windows[id(p)])), p.watch,
                                p.start_s, span(p)[1])
-                self.emit(Skipped(r) if isinstance(r, Skip) else Measured(r))
+                self.emit(protocol.Skipped(r) if isinstance(r, Skip) else protocol.Measured(r))
 
     def _sample(self, rt: device.Runtime, p: Prepared) -> int | None:
         """Settle one prepared implementation, then sample it under a monitor window of its own; the window's index."""
@@ -240,7 +230,7 @@ class Worker:
             return None
         window = self._windows
         self._windows += 1
-        self.emit(WindowSampled(window, samples))
+        self.emit(protocol.WindowSampled(window, samples))
         return window
 
 

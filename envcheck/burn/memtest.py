@@ -106,7 +106,3 @@ def check_pattern(torch: Any, buf: Any, name: str, arg: int, seed: int, pass_ind
             if len(ranges) < budget:
                 ranges += _ranges(torch, wrong, xor, base, lo, name, pass_index, budget - len(ranges))
     return Found(tuple(ranges), bits)
-
-
-def words_for(free_bytes: int, fraction: float) -> int:
-    return max(1, int(free_bytes * fraction) // WORD_BYTES)

@@ -12,25 +12,13 @@ from collections.abc import Callable
 from typing import Any
 
 from envcheck.burn import gemm as gemm_mod
-from envcheck.burn import memtest
+from envcheck.burn import memtest, protocol
 from envcheck.burn.clock import Laps, next_count
-from envcheck.burn.protocol import (
-    BurnPlan,
-    Event,
-    IntervalDone,
-    Noted,
-    PhaseEnded,
-    PhaseStarted,
-    Sampled,
-    Started,
-    decode_plan,
-    encode,
-)
 from envcheck.burn.telemetry import Sampler, TelemetrySample
 from envcheck.model import BenchDevice, Note
 from envcheck.model.burn import SLOW_GEMM_EVERY, MemtestRecord
 
-Emit = Callable[[Event], None]
+Emit = Callable[[protocol.Event], None]
 Corrupt = Callable[[int, Any], None]  # (iteration, output): the tests' planted fault
 Read = Callable[[Any], Any]
 CPU_BYTES = 16 << 20  # the CPU backend's memory when the plan gives no max_bytes
@@ -49,7 +37,7 @@ class BurnWorker:
     """Runs one plan. ``corrupt`` (a GEMM output after each iteration) and ``read`` (the memory test's read-back)
     are the fault seams of tests."""
 
-    def __init__(self, plan: BurnPlan, emit: Emit, *, corrupt: Corrupt | None = None, read: Read | None = None,
+    def __init__(self, plan: protocol.BurnPlan, emit: Emit, *, corrupt: Corrupt | None = None, read: Read | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.plan = plan
         self.emit = emit
@@ -76,22 +64,22 @@ class BurnWorker:
 
             reason = device.cuda_unusable(torch, plan.index)
             if reason:
-                self.emit(Started(BenchDevice("cuda", f"CUDA device {plan.index}", plan.index)))
-                self.emit(Noted(reason))
+                self.emit(protocol.Started(BenchDevice("cuda", f"CUDA device {plan.index}", plan.index)))
+                self.emit(protocol.Noted(reason))
                 return
             torch.cuda.set_device(plan.index)
             self.device = torch.device("cuda", plan.index)
             nvml = _open_nvml()
             dev = device.cuda_device(torch, plan.index, nvml)
-            sampler = _sampler(nvml, dev, plan, lambda s: self.emit(Sampled(s)), self.t0, self.clock)
+            sampler = _sampler(nvml, dev, plan, lambda s: self.emit(protocol.Sampled(s)), self.t0, self.clock)
             if nvml is None:
-                self.emit(Noted(Note("burn.no_telemetry")))
+                self.emit(protocol.Noted(Note("burn.no_telemetry")))
         else:
             from envcheck.bench.device import cpu_name
 
             dev = BenchDevice("cpu", cpu_name())
         torch.use_deterministic_algorithms(True, warn_only=True)
-        self.emit(Started(dev))
+        self.emit(protocol.Started(dev))
         if sampler is not None:
             sampler.start()
         try:
@@ -123,7 +111,7 @@ class BurnWorker:
         k = gemm_mod.gemm_k(dtype, n)
         g = gemm_mod.Gemm.make(torch, dtype, n, k, self.device, plan.seed)
         start = self.now()
-        self.emit(PhaseStarted("gemm", dtype, (n, n, k), "flop", start, plan.gemm_s))
+        self.emit(protocol.PhaseStarted("gemm", dtype, (n, n, k), "flop", start, plan.gemm_s))
         checker = gemm_mod.SdcChecker(torch, g, plan.seed)
         out = g()
         if self.corrupt is not None:
@@ -153,9 +141,9 @@ class BurnWorker:
             checker.check_sums(sums, first, t)
             checker.full(out, first + count - 1, t)
             checker.fp64(out, first + count - 1, t)
-            self.emit(IntervalDone("gemm", t, dt, float(g.flop * count), count))
+            self.emit(protocol.IntervalDone("gemm", t, dt, float(g.flop * count), count))
             count = next_count(count, dt, min(plan.interval_s, start + plan.gemm_s - t))
-        self.emit(PhaseEnded("gemm", sdc=checker.record()))
+        self.emit(protocol.PhaseEnded("gemm", sdc=checker.record()))
         del g, out, checker
 
     def bandwidth_phase(self) -> None:
@@ -164,7 +152,7 @@ class BurnWorker:
         src = torch.ones(half // 4, dtype=torch.float32, device=self.device)
         dst = torch.empty_like(src)
         start = self.now()
-        self.emit(PhaseStarted("bandwidth", "fp32", (half * 2,), "byte", start, plan.bandwidth_s))
+        self.emit(protocol.PhaseStarted("bandwidth", "fp32", (half * 2,), "byte", start, plan.bandwidth_s))
         laps = Laps(torch, self.cuda)
         count = 1
         while self.now() - start < plan.bandwidth_s:
@@ -175,18 +163,19 @@ class BurnWorker:
             laps.end()
             dt = laps.total()
             t = self.now()  # each copy reads one half and writes the other
-            self.emit(IntervalDone("bandwidth", t, dt, float(2 * half * count), count))
+            self.emit(protocol.IntervalDone("bandwidth", t, dt, float(2 * half * count), count))
             count = next_count(count, dt, min(plan.interval_s, start + plan.bandwidth_s - t))
-        self.emit(PhaseEnded("bandwidth"))
+        self.emit(protocol.PhaseEnded("bandwidth"))
         del src, dst
 
     def memtest_phase(self) -> None:
         torch, plan = self.torch, self.plan
         free = self._free_bytes()
-        words = memtest.words_for(free, plan.memory_fraction)
+        words = max(1, int(free * plan.memory_fraction) // memtest.WORD_BYTES)
         buf = torch.empty(words, dtype=torch.int32, device=self.device)
         start = self.now()
-        self.emit(PhaseStarted("memtest", "int32", (words * memtest.WORD_BYTES,), "byte", start, plan.memtest_s))
+        covered = words * memtest.WORD_BYTES
+        self.emit(protocol.PhaseStarted("memtest", "int32", (covered,), "byte", start, plan.memtest_s))
         writes = [w for name in memtest.PATTERNS for w in memtest.sub_patterns(name)]
         laps = Laps(torch, self.cuda)
         ranges: list[Any] = []
@@ -201,7 +190,7 @@ class BurnWorker:
                 dt = laps.total()
                 ranges += found.ranges
                 bits += found.bits
-                self.emit(IntervalDone("memtest", self.now(), dt, float(2 * words * memtest.WORD_BYTES), 1))
+                self.emit(protocol.IntervalDone("memtest", self.now(), dt, float(2 * covered), 1))
                 if self.now() - start >= plan.memtest_s and (passes or j == len(writes) - 1):
                     done = True
                     passes += j == len(writes) - 1
@@ -209,9 +198,9 @@ class BurnWorker:
             else:
                 passes += 1
                 done = self.now() - start >= plan.memtest_s
-        record = MemtestRecord(words * memtest.WORD_BYTES, free, memtest.PATTERNS, passes, self.now() - start,
+        record = MemtestRecord(covered, free, memtest.PATTERNS, passes, self.now() - start,
                                tuple(ranges), bits)
-        self.emit(PhaseEnded("memtest", memtest=record))
+        self.emit(protocol.PhaseEnded("memtest", memtest=record))
         del buf
 
 
@@ -225,7 +214,7 @@ def _open_nvml() -> Any:
         return None
 
 
-def _sampler(nvml: Any, dev: BenchDevice, plan: BurnPlan, sink: Callable[[TelemetrySample], None], t0: float,
+def _sampler(nvml: Any, dev: BenchDevice, plan: protocol.BurnPlan, sink: Callable[[TelemetrySample], None], t0: float,
              clock: Callable[[], float]) -> Sampler | None:
     if nvml is None:
         return None
@@ -242,4 +231,4 @@ def main(args: Any, out: Callable[[Any], None]) -> None:
     """The harness's target: the plan in, events out (from the load and the telemetry thread alike)."""
     # Before cuBLAS starts: a fixed workspace makes its GEMMs deterministic (cuBLAS docs, "Results reproducibility").
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    BurnWorker(decode_plan(args), lambda ev: out(encode(ev))).run()
+    BurnWorker(protocol.decode_plan(args), lambda ev: out(protocol.encode(ev))).run()

@@ -12,15 +12,16 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from envcheck.harness.child import PR_SET_CHILD_SUBREAPER, prctl
 
 SCOPE_VAR = "ENVCHECK_SCOPE"
 ROUNDS = 5  # kill, look again: a process may start another while it is being stopped
 
+T = TypeVar("T")
 _counter = itertools.count(1)
 _lock = threading.Lock()
 _subreaper: bool | None = None
@@ -40,48 +41,29 @@ def become_subreaper() -> bool:
         return _subreaper
 
 
-def members(token: str, root: int | None = None) -> list[Any]:
-    """The live descendants of this process in ``root``'s tree or session, or carrying ``token``."""
+def _ask(question: Callable[[], T], default: T) -> T:
+    """``question()`` about a process, or ``default`` where it is gone or not ours to see."""
     import psutil
 
     try:
-        ours = psutil.Process().children(recursive=True)
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return []
-    try:
-        tree = {p.pid for p in psutil.Process(root).children(recursive=True)} if root is not None else set()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):  # root is gone: its session and token still say
-        tree = set()
-    return [p for p in ours if p.pid in tree or (root is not None and _session(p.pid) == root) or _token_of(p) == token]
+        return question()
+    except (psutil.Error, OSError):
+        return default
+
+
+def members(token: str, root: int | None = None) -> list[Any]:
+    """The live descendants of this process in ``root``'s tree or session, or carrying ``token`` (in the environment
+    it started with, which /proc keeps)."""
+    import psutil
+
+    ours = _ask(lambda: psutil.Process().children(recursive=True), [])
+    tree = {p.pid for p in _ask(lambda: psutil.Process(root).children(recursive=True), [])} if root else set()
+    return [p for p in ours if p.pid in tree or (root is not None and _ask(lambda p=p: os.getsid(p.pid), None) == root)
+            or _ask(lambda p=p: p.environ().get(SCOPE_VAR), None) == token]
 
 
 def resident_bytes(procs: list[Any]) -> int:
-    import psutil
-
-    total = 0
-    for p in procs:
-        try:
-            total += int(p.memory_info().rss)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            pass
-    return total
-
-
-def _session(pid: int) -> int | None:
-    try:
-        return os.getsid(pid)
-    except OSError:
-        return None
-
-
-def _token_of(p: Any) -> str | None:
-    """``p``'s scope token, from the environment it started with (/proc keeps it)."""
-    import psutil
-
-    try:
-        return p.environ().get(SCOPE_VAR)  # type: ignore[no-any-return]
-    except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):
-        return None
+    return sum(_ask(lambda p=p: int(p.memory_info().rss), 0) for p in procs)
 
 
 def end(token: str, root: int | None = None, *, session: int | None = None, wait_s: float = 2.0) -> None:
@@ -114,10 +96,7 @@ def end(token: str, root: int | None = None, *, session: int | None = None, wait
 def _running(p: Any) -> bool:
     import psutil
 
-    try:
-        return bool(p.status() != psutil.STATUS_ZOMBIE)
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return False
+    return _ask(lambda: bool(p.status() != psutil.STATUS_ZOMBIE), False)
 
 
 def _reap(procs: list[Any], wait_s: float) -> None:
