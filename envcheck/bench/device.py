@@ -76,6 +76,20 @@ def cuda_device(torch: Any, index: int, nvml: Any = None) -> BenchDevice:
     )
 
 
+def open_nvml() -> tuple[Any, str | None]:
+    """NVML opened, or None and why not: no NVML means no clock samples, never no measurement."""
+    try:
+        from envcheck.probes.nvml import Nvml
+
+        nvml = Nvml()
+        error = nvml.init()
+    except Exception as e:  # noqa: BLE001 - see the docstring
+        from envcheck.bench.failure import one_line  # failure.py imports this module
+
+        return None, one_line(e)
+    return (None, str(error)) if error else (nvml, None)
+
+
 def cpu_name(read: Callable[[str], str] | None = None) -> str:
     """The CPU's model name from /proc/cpuinfo, else what ``platform`` knows."""
     try:

@@ -56,7 +56,23 @@ class Clock(Protocol):
     def host_s(self) -> float: ...
 
 
-class CudaEventClock:
+class HostClock:
+    """``perf_counter`` around synchronous work (CPU tensors finish before the call returns)."""
+
+    def mark(self) -> Any:
+        return time.perf_counter()
+
+    def elapsed_us(self, start: Any, end: Any) -> float:
+        return (end - start) * 1e6
+
+    def synchronize(self) -> None:
+        pass
+
+    def host_s(self) -> float:
+        return time.perf_counter()
+
+
+class CudaEventClock(HostClock):
     """CUDA events on the current stream (``elapsed_time`` is in milliseconds)."""
 
     def __init__(self) -> None:
@@ -74,25 +90,6 @@ class CudaEventClock:
 
     def synchronize(self) -> None:
         self._torch.cuda.synchronize()
-
-    def host_s(self) -> float:
-        return time.perf_counter()
-
-
-class HostClock:
-    """``perf_counter`` around synchronous work (CPU tensors finish before the call returns)."""
-
-    def mark(self) -> float:
-        return time.perf_counter()
-
-    def elapsed_us(self, start: float, end: float) -> float:
-        return (end - start) * 1e6
-
-    def synchronize(self) -> None:
-        pass
-
-    def host_s(self) -> float:
-        return time.perf_counter()
 
 
 def make_clock(backend: str) -> Clock:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Iterator
+import itertools
+from collections.abc import Callable
 from typing import Any
 
 from envcheck.bench import ceilings, compile_ahead, compile_cache, device, protocol
@@ -33,17 +34,6 @@ def _window(monitor: Any) -> MonitorWindow | None:
     except Exception as e:  # noqa: BLE001 - the window is optional; the case stands without it
         log(f"NVML samples unreadable: {one_line(e)}")
         return None
-
-
-def groups_in_order(cases: tuple[PlannedCase, ...]) -> Iterator[tuple[int, list[PlannedCase]]]:
-    """Runs of consecutive cases of one group, with the first's index in the plan."""
-    start = 0
-    while start < len(cases):
-        end = start + 1
-        while end < len(cases) and cases[end].group == cases[start].group:
-            end += 1
-        yield start, list(cases[start:end])
-        start = end
 
 
 class Worker:
@@ -75,7 +65,9 @@ class Worker:
                     self.emit(protocol.Skipped(c.skip(reason)))
                 return self.watch.rounded()
             torch.cuda.set_device(plan.index)
-            self._open_nvml()
+            self._nvml, error = device.open_nvml()
+            if error:
+                self.note(Note("bench.nvml_unavailable", {"detail": error}))
             dev = device.cuda_device(torch, plan.index, self._nvml)
             compile_cache.use_for(torch, plan.index)  # before anything compiles
         else:
@@ -108,10 +100,12 @@ class Worker:
                         compile_ahead.warm_inductor()
             else:
                 self.note(Note("bench.cpu_timing", {"threads": int(torch.get_num_threads())}))
-            seed = plan.settings.seed
-            for g, (first, cases) in enumerate(groups_in_order(plan.cases)):
-                self._run_group(rt, first, cases, seed + g)
+            first = 0
+            for g, (_, run) in enumerate(itertools.groupby(plan.cases, key=lambda c: c.group)):
+                cases = list(run)
+                self._run_group(rt, first, cases, plan.settings.seed + g)
                 rt.after_failure()  # the group's tensors go back to the device before the next is sized
+                first += len(cases)
         finally:
             compile_ahead.stop(ahead)
             compile_cache.save()
@@ -119,19 +113,6 @@ class Worker:
                 with contextlib.suppress(Exception):
                     self._nvml.shutdown()
         return self.watch.rounded()
-
-    def _open_nvml(self) -> None:
-        try:
-            from envcheck.probes.nvml import Nvml
-
-            nvml = Nvml()
-            error = nvml.init()
-        except Exception as e:  # noqa: BLE001 - no NVML means no clock samples, not no benchmark
-            error = one_line(e)
-        if error:
-            self.note(Note("bench.nvml_unavailable", {"detail": str(error)}))
-            return
-        self._nvml = nvml
 
     def _start_monitoring(self, dev: BenchDevice, rt: device.Runtime) -> None:
         if self._nvml is None:

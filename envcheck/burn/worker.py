@@ -69,7 +69,7 @@ class BurnWorker:
                 return
             torch.cuda.set_device(plan.index)
             self.device = torch.device("cuda", plan.index)
-            nvml = _open_nvml()
+            nvml, _ = device.open_nvml()
             dev = device.cuda_device(torch, plan.index, nvml)
             sampler = _sampler(nvml, dev, plan, lambda s: self.emit(protocol.Sampled(s)), self.t0, self.clock)
             if nvml is None:
@@ -202,16 +202,6 @@ class BurnWorker:
                                tuple(ranges), bits)
         self.emit(protocol.PhaseEnded("memtest", memtest=record))
         del buf
-
-
-def _open_nvml() -> Any:
-    try:
-        from envcheck.probes.nvml import Nvml
-
-        nvml = Nvml()
-        return None if nvml.init() else nvml
-    except Exception:  # noqa: BLE001 - no NVML: no telemetry, the load still runs
-        return None
 
 
 def _sampler(nvml: Any, dev: BenchDevice, plan: protocol.BurnPlan, sink: Callable[[TelemetrySample], None], t0: float,
