@@ -10,8 +10,8 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from dataclasses import dataclass, field
+from typing import Any
 
 from envcheck.model import MonitorWindow
 from envcheck.probes.nvml import (
@@ -31,14 +31,24 @@ _EVENTS = "nvmlDeviceGetCurrentClocksEventReasons"
 _EVENTS_OLD = "nvmlDeviceGetCurrentClocksThrottleReasons"  # drivers before R535
 
 
-@dataclass
-class _Quantity:
-    """One sampled NVML query."""
+# MonitorWindow's field -> its query (nvidia-smi's Clocks, Temperature, Power Draw in mW).
+READERS: dict[str, Callable[[Any, Any], Any]] = {
+    "sm_mhz": lambda n, h: n.call("nvmlDeviceGetClockInfo", h, CLOCK_SM),
+    "mem_mhz": lambda n, h: n.call("nvmlDeviceGetClockInfo", h, CLOCK_MEM),
+    "temperature_c": lambda n, h: n.call("nvmlDeviceGetTemperature", h, TEMPERATURE_GPU),
+    "power_w": lambda n, h: n.call("nvmlDeviceGetPowerUsage", h) * 1e-3,
+}
 
-    call: str
-    args: tuple[Any, ...]
-    scale: float = 1.0
-    live: bool = True
+
+@dataclass(frozen=True)
+class NvmlSample:
+    """One sample: seconds since the start, the quantities read (by field name), the active clock-event reasons
+    (None: this driver gives none), and whether the GPU was lost."""
+
+    t_s: float
+    values: dict[str, float] = field(default_factory=dict)
+    reasons: tuple[str, ...] | None = None
+    lost: bool = False
 
 
 def window_state(window: MonitorWindow | None) -> str:
@@ -48,17 +58,6 @@ def window_state(window: MonitorWindow | None) -> str:
         return "n/a"
     power = f" {statistics.fmean(window.power_w):.0f} W" if window.power_w is not None else ""
     return f"{statistics.fmean(window.sm_mhz):.0f} MHz{power}"
-
-
-# MonitorWindow's field for each quantity.
-_FIELDS = {"sm_clock": "sm_mhz", "mem_clock": "mem_mhz", "temperature": "temperature_c", "power": "power_w"}
-
-
-@dataclass
-class _Row:
-    t_s: float
-    values: dict[str, float]
-    reasons: tuple[str, ...] | None  # None: this driver gives no clock-event reasons
 
 
 class Monitor:
@@ -81,14 +80,9 @@ class Monitor:
         self._thread: threading.Thread | None = None
         self._handle: Any = None
         self._events_call: str | None = None
-        self._rows: list[_Row] = []
+        self._rows: list[NvmlSample] = []
         self._t0 = 0.0
-        self._quantities: dict[str, _Quantity] = {
-            "sm_clock": _Quantity("nvmlDeviceGetClockInfo", (CLOCK_SM,)),
-            "mem_clock": _Quantity("nvmlDeviceGetClockInfo", (CLOCK_MEM,)),
-            "temperature": _Quantity("nvmlDeviceGetTemperature", (TEMPERATURE_GPU,)),
-            "power": _Quantity("nvmlDeviceGetPowerUsage", (), scale=1e-3),  # mW -> W
-        }
+        self._dead: set[str] = set()  # quantities refused for good
 
     def __enter__(self) -> Monitor:
         self.start()
@@ -124,10 +118,10 @@ class Monitor:
         """Every sample so far, raw; None when there is none (no NVML, or the GPU was lost at once)."""
         with self._lock:
             rows = list(self._rows)
-        rows, keys, with_reasons = aligned(rows, [k for k, q in self._quantities.items() if q.live])
+        rows, keys, with_reasons = aligned(rows, [k for k in READERS if k not in self._dead])
         if not rows:
             return None
-        columns = {_FIELDS[k]: [r.values[k] for r in rows] for k in keys}
+        columns = {k: [r.values[k] for r in rows] for k in keys}
         reasons = tuple(r.reasons or () for r in rows) if with_reasons else ()
         return MonitorWindow(interval_s=self.interval_s, t_s=[r.t_s for r in rows], reasons=reasons, **columns)
 
@@ -162,16 +156,16 @@ class Monitor:
             return
         t_s = self._clock() - self._t0
         readings: dict[str, float] = {}
-        for key, q in self._quantities.items():
-            if not q.live:
+        for key, read in READERS.items():
+            if key in self._dead:
                 continue
-            value = self._read(lambda q=q: self.nvml.call(q.call, handle, *q.args))
+            value = self._read(lambda read=read: read(self.nvml, handle))
             if value is LOST:
                 return
             if value is GONE:
-                q.live = False
+                self._dead.add(key)
             elif isinstance(value, (int, float)):
-                readings[key] = float(value) * q.scale
+                readings[key] = float(value)
         reasons: tuple[str, ...] | None = None
         if self._events_call is not None:
             mask = self._read(lambda: self.nvml.call(self._events_call, handle))
@@ -184,7 +178,7 @@ class Monitor:
         if not readings and reasons is None:
             return
         with self._lock:
-            self._rows.append(_Row(t_s, readings, reasons))
+            self._rows.append(NvmlSample(t_s, readings, reasons))
 
     def _read(self, call: Callable[[], Any]) -> Any:
         got = read_nvml(call)
@@ -246,18 +240,10 @@ def every(interval_s: float, clock: Callable[[], float], sleep: Callable[[float]
         next_at = max(next_at + interval_s, clock())
 
 
-class _Values(Protocol):
-    values: dict[str, float]
-    reasons: tuple[str, ...] | None
-
-
-Row = TypeVar("Row", bound=_Values)
-
-
-def aligned(rows: Sequence[Row], keys: Iterable[str]) -> tuple[list[Row], list[str], bool]:
+def aligned(rows: Sequence[NvmlSample], keys: Iterable[str]) -> tuple[list[NvmlSample], list[str], bool]:
     """(the rows kept, the quantities kept, whether reasons are): a quantity, or the reasons, present in most rows
     is kept, and a row missing one kept is left out, so every column has one entry per row."""
-    def mostly(present: Callable[[Row], bool]) -> bool:
+    def mostly(present: Callable[[NvmlSample], bool]) -> bool:
         hits = sum(map(present, rows))
         return hits > 0 and 2 * hits >= len(rows)
 

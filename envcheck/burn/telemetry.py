@@ -7,10 +7,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from envcheck.bench.monitor import GONE, LOST, aligned, every, read_nvml
+from envcheck.bench.monitor import GONE, LOST, NvmlSample, aligned, every, read_nvml
 from envcheck.model.burn import TELEMETRY_FIELDS, Telemetry
 from envcheck.node.topology import field_value
 from envcheck.probes.nvml import (
@@ -28,15 +27,7 @@ INTERVAL_S = 0.5  # twice a second: "at least once a second" even when a call ru
 FI_DEV_MEMORY_TEMP = 82  # NVML_FI_DEV_MEMORY_TEMP: HBM temperature (nvidia-smi -q: Memory Current Temp)
 
 
-@dataclass(frozen=True)
-class TelemetrySample:
-    """One sample: seconds since the burn started, the quantities read (``TELEMETRY_FIELDS`` names),
-    the active clock-event reasons (None: this driver gives none), and whether the GPU was lost."""
-
-    t_s: float
-    values: dict[str, float] = field(default_factory=dict)
-    reasons: tuple[str, ...] | None = None
-    lost: bool = False
+TelemetrySample = NvmlSample  # its values named as ``TELEMETRY_FIELDS``
 
 
 def _remap(nvml: Any, handle: Any) -> tuple[float, float]:
