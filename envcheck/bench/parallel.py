@@ -3,6 +3,7 @@ hangs costs only its GPU; Ctrl-C, SIGTERM and SIGHUP stop them all and keep what
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -48,21 +49,18 @@ def run_gpus(plans: Sequence[suite.Plan], timeout: float, on_event: OnGpuEvent |
     durations: list[float] = [0.0] * len(plans)
     lock = threading.Lock()
 
-    def job(k: int, plan: suite.Plan) -> Callable[[threading.Event], None]:
-        def seen(ev: protocol.Event) -> None:
-            if on_event is not None:
-                with lock:
-                    on_event(plan.index, ev)
+    def seen(gpu: int, ev: protocol.Event) -> None:
+        if on_event is not None:
+            with lock:
+                on_event(gpu, ev)
 
-        def run(stop: threading.Event) -> None:
-            started[k] = _utc()
-            t0 = time.monotonic()
-            outcomes[k] = runner.run_worker(plan, seen, timeout, command=command, stop=stop)
-            durations[k] = time.monotonic() - t0
+    def run(k: int, stop: threading.Event) -> None:
+        started[k], t0 = _utc(), time.monotonic()
+        outcomes[k] = runner.run_worker(plans[k], functools.partial(seen, plans[k].index), timeout, command=command,
+                                        stop=stop)
+        durations[k] = time.monotonic() - t0
 
-        return run
-
-    stopped = together([job(k, p) for k, p in enumerate(plans) if p.runnable])
+    stopped = together([functools.partial(run, k) for k, p in enumerate(plans) if p.runnable])
     cause = stopped.cause if stopped else None
     runs = []
     for k, plan in enumerate(plans):

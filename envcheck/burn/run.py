@@ -4,6 +4,7 @@ every worker and keep what each sent."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -166,19 +167,16 @@ def burn_gpus(plans: Sequence[protocol.BurnPlan], minutes: float, on_event: OnEv
     lock = threading.Lock()
     started, t0 = _utc(), time.monotonic()
 
-    def job(k: int, plan: protocol.BurnPlan) -> Callable[[threading.Event], None]:
-        def seen(ev: protocol.Event) -> None:
-            if on_event is not None:
-                with lock:
-                    on_event(plan.index, ev)
+    def seen(gpu: int, ev: protocol.Event) -> None:
+        if on_event is not None:
+            with lock:
+                on_event(gpu, ev)
 
-        def run(stop: threading.Event) -> None:
-            results[k] = run_worker(plan, seen, command=command, stop=stop, stall_s=stall_s, start_s=start_s,
-                                    got=collected[k])
+    def run(k: int, stop: threading.Event) -> None:
+        results[k] = run_worker(plans[k], functools.partial(seen, plans[k].index), command=command, stop=stop,
+                                stall_s=stall_s, start_s=start_s, got=collected[k])
 
-        return run
-
-    stopped = together([job(k, p) for k, p in enumerate(plans)])
+    stopped = together([functools.partial(run, k) for k in range(len(plans))])
     cause = stopped.cause if stopped else None
     gpus = []
     for k, got in enumerate(collected):

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,13 +105,10 @@ def run_kernels(benches: Sequence[Bench], command: Sequence[str] | None = None,
              is not None]
     results: dict[int, tuple[list[dict[str, Any]], Launch]] = {}
 
-    def job(p: GpuPlan) -> Callable[[threading.Event], None]:
-        def run(stop: threading.Event) -> None:
-            results[p.gpu] = run_one(p.plan, p.timeout_s, command or WORKER_COMMAND, stop)
+    def run(p: GpuPlan, stop: threading.Event) -> None:
+        results[p.gpu] = run_one(p.plan, p.timeout_s, command or WORKER_COMMAND, stop)
 
-        return run
-
-    stopped = together([job(p) for p in plans])
+    stopped = together([functools.partial(run, p) for p in plans])
     rows: list[KernelTiming] = []
     runs: list[ToolRun] = []
     for p in plans:
