@@ -31,19 +31,14 @@ def log(what: str, exc: BaseException | None = None) -> None:
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
 
 
-def oom_skip(rt: Runtime, planned: PlannedCase) -> Skip:
-    free = rt.free_bytes()
-    need = rt.spec(planned.op).memory_needed_bytes(planned.shape, planned.dtype)
-    return planned.skip(Note("skip.out_of_memory", {"need_bytes": need, "free_bytes": free}))
-
-
 def guarded(rt: Runtime, planned: PlannedCase, stage: str, step: Callable[[], T]) -> T | Case | Skip:
     """``step()``, with out-of-memory turned into a Skip and any other exception into a failed Case."""
     try:
         return step()
     except rt.oom:
         rt.after_failure()
-        return oom_skip(rt, planned)
+        need = rt.spec(planned.op).memory_needed_bytes(planned.shape, planned.dtype)
+        return planned.skip(Note("skip.out_of_memory", {"need_bytes": need, "free_bytes": rt.free_bytes()}))
     except Exception as e:  # noqa: BLE001 - one case's failure is that case's result, never the run's end
         log(f"{planned.label} failed ({stage}):", e)
         rt.after_failure()

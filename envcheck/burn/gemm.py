@@ -129,8 +129,8 @@ class SdcChecker:
         n = self.gemm.n
         self._sample = [(rng.randrange(n), rng.randrange(n)) for _ in range(FP64_ELEMENTS)]
 
-    def _add(self, m: SdcMismatch, count: int = 1) -> None:
-        self.mismatch_count += count
+    def _add(self, m: SdcMismatch) -> None:
+        self.mismatch_count += 1
         if len(self.mismatches) < MAX_MISMATCHES:
             self.mismatches.append(m)
 

@@ -31,17 +31,13 @@ XidScanner = Callable[[], XidScan]
 @dataclass
 class _Phase:
     started: protocol.PhaseStarted
-    t_s: list[float] = field(default_factory=list)
-    dt_s: list[float] = field(default_factory=list)
-    work: list[float] = field(default_factory=list)
-    iterations: int = 0
+    intervals: list[protocol.IntervalDone] = field(default_factory=list)
     finished: bool = False
 
     def model(self) -> PhaseRun:
-        s = self.started
-        n = min(len(self.t_s), len(self.dt_s), len(self.work))  # a copy taken while intervals still arrive
-        return PhaseRun(s.phase, s.dtype, s.shape, s.unit, s.started_s, s.planned_s, self.t_s[:n], self.dt_s[:n],
-                        self.work[:n], self.iterations, self.finished)
+        s, done = self.started, list(self.intervals)  # a copy: intervals may still arrive
+        return PhaseRun(s.phase, s.dtype, s.shape, s.unit, s.started_s, s.planned_s, [i.t_s for i in done],
+                        [i.dt_s for i in done], [i.work for i in done], sum(i.iterations for i in done), self.finished)
 
 
 @dataclass
@@ -73,11 +69,7 @@ class Collected:
         elif isinstance(ev, protocol.IntervalDone):
             if not self.phases or self.phases[-1].started.phase != ev.phase:
                 raise ValueError(f"interval of phase {ev.phase!r} outside it")
-            p = self.phases[-1]
-            p.t_s.append(ev.t_s)
-            p.dt_s.append(ev.dt_s)
-            p.work.append(ev.work)
-            p.iterations += ev.iterations
+            self.phases[-1].intervals.append(ev)
         elif isinstance(ev, protocol.PhaseEnded):
             if self.phases and self.phases[-1].started.phase == ev.phase:
                 self.phases[-1].finished = True
