@@ -18,9 +18,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from envcheck.bench import protocol as bench_protocol
-from envcheck.bench.protocol import ProtocolError
 from envcheck.burn.telemetry import TelemetrySample
-from envcheck.model import BenchDevice, Note, build
 from envcheck.model.burn import CONTROLS, MemtestRecord, SdcRecord
 
 
@@ -63,12 +61,6 @@ class BurnPlan:
 
 
 @dataclass(frozen=True)
-class Started:
-    kind: ClassVar[str] = "start"
-    device: BenchDevice
-
-
-@dataclass(frozen=True)
 class Sampled:
     kind: ClassVar[str] = "sample"
     sample: TelemetrySample
@@ -103,12 +95,7 @@ class PhaseEnded:
     memtest: MemtestRecord | None = None
 
 
-@dataclass(frozen=True)
-class Noted:
-    kind: ClassVar[str] = "note"
-    note: Note
-
-
+Started, Noted = bench_protocol.Started, bench_protocol.Noted  # the same events as the benchmark worker's
 Event = Started | Sampled | PhaseStarted | IntervalDone | PhaseEnded | Noted
 EVENTS: dict[str, type] = {c.kind: c for c in (Started, Sampled, PhaseStarted, IntervalDone, PhaseEnded, Noted)}
 
@@ -123,7 +110,4 @@ def decode(data: Any) -> Event:
 
 
 def decode_plan(data: Any) -> BurnPlan:
-    try:
-        return build(BurnPlan, data)  # type: ignore[no-any-return]
-    except (ValueError, TypeError) as e:
-        raise ProtocolError(f"bad plan: {e}") from None
+    return bench_protocol.decode_plan(data, BurnPlan)  # type: ignore[return-value]
