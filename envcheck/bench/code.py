@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from envcheck.bench import accuracy, impls
+from envcheck.bench import accuracy, exact, impls
 from envcheck.bench.impls import Impl, Inputs
 from envcheck.ops import spec
 
@@ -18,12 +18,15 @@ if TYPE_CHECKING:  # annotations only: the suite imports the runtime, which impo
 
 class OpCode(Protocol):
     """Fresh inputs drawn from ``generator``; the output the implementations write into (None: they allocate);
-    ``planned``'s implementation bound to each (inputs, output) set, the checked one first; the float64
-    reference in pieces; which kernel ran, once it ran."""
+    inputs on which a correct implementation is within one ulp (exact.py; None: none declared); ``planned``'s
+    implementation bound to each (inputs, output) set, the checked one first; the float64 reference in pieces;
+    which kernel ran, once it ran."""
 
     def make_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs: ...
 
     def make_output(self, shape: tuple[int, ...], dtype: str, device: str) -> Any: ...
+
+    def exact_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs | None: ...
 
     def bound(self, planned: PlannedCase, sets: list[tuple[Inputs, Any]]) -> list[Impl]: ...
 
@@ -39,12 +42,14 @@ class BuiltinCode:
     op: str
     control: str | None = None
 
-    def make_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any,
-                    variant: int = 0) -> Inputs:
-        return impls.make_inputs(self.op, shape, dtype, device, generator, variant)
+    def make_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs:
+        return impls.make_inputs(self.op, shape, dtype, device, generator)
 
     def make_output(self, shape: tuple[int, ...], dtype: str, device: str) -> Any:
         return impls.make_output(self.op, shape, dtype, device)
+
+    def exact_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs:
+        return exact.inputs(self.op, shape, dtype, device, generator)
 
     def bound(self, planned: PlannedCase, sets: list[tuple[Inputs, Any]]) -> list[Impl]:
         op, impl = self.op, planned.impl

@@ -2,11 +2,12 @@
 ``open_group`` draws its tensors (and the sets that keep L2 cold: l2.py) or says why they cannot fit;
 ``prepare`` takes one implementation through its first call (``compile_s``, and whether a cache served it), the
 checked call on poisoned output against the float64 reference (an op with a tiny output over ``CHECK_ROUNDS``
-draws), the warm-up, and on a GPU the CUDA graph its GPU time replays. A failure is the case's; out of memory
-is a skip.
+draws; then the op's exact inputs, exact.py), the warm-up, and on a GPU the CUDA graph its GPU time replays. A
+failure is the case's; out of memory is a skip.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +42,6 @@ class Group:
     notes: tuple[Note, ...] = ()
     seed: int = 0
     rounds: int = 1  # checked calls per implementation (CHECK_ROUNDS for a tiny output)
-    first: dict[str, Any] = field(default_factory=dict)  # the checked inputs, kept while rounds redraw them
 
     @property
     def sets(self) -> int:
@@ -59,6 +59,7 @@ class Prepared:
     rotation_sets: int
     notes: list[Note] = field(default_factory=list)
     outputs: tuple[OutputAccuracy, ...] = ()
+    exact: Accuracy | None = None  # on the op's exact inputs (exact.py)
     kernel: str | None = None
     graph: Region | None = None  # the captured graph to replay, until the GPU time is taken
     gpu: Timing | None = None
@@ -111,38 +112,49 @@ def open_group(rt: Runtime, first: PlannedCase, seed: int) -> Group:
         group.notes = (Note("case.l2_not_cold", {"sets": wanted, "set_bytes": ws}),)
     if spec.declared is None and spec.output_elements(shape) < SMALL_OUTPUT:
         group.rounds = CHECK_ROUNDS
-        group.first = {name: t.clone() for name, t in group.inputs.items()}
     return group
 
 
 def _draw_round(rt: Runtime, planned: PlannedCase, group: Group, r: int) -> None:
-    """Round ``r``'s inputs, drawn into the group's tensors (round 0: the first draw, kept aside)."""
-    if r == 0:
-        fresh = group.first
-    else:
-        gen = rt.torch.Generator(device=rt.where).manual_seed(group.seed * CHECK_ROUNDS + r)
-        fresh = rt.code(planned.op).make_inputs(planned.shape, planned.dtype, rt.where, gen, variant=r)
+    """Round ``r``'s inputs, drawn into the group's own tensors (the implementations are bound
+    to them); round 0 is the group's first draw, drawn again from its seed."""
+    gen = rt.torch.Generator(device=rt.where).manual_seed(group.seed * CHECK_ROUNDS + r if r else group.seed)
+    fresh = rt.code(planned.op).make_inputs(planned.shape, planned.dtype, rt.where, gen)
     for name, t in group.inputs.items():
         t.copy_(fresh[name])
 
 
-def _check(rt: Runtime, planned: PlannedCase, group: Group, fn: Any) -> tuple[accuracy.Tally, bool]:
-    """The checked call(s) of ``fn`` on the group's inputs, compared with their reference."""
-    tally = accuracy.Tally(planned.dtype)
-    poisoned = True
+def _check(rt: Runtime, planned: PlannedCase, group: Group, fn: Any) -> tuple[accuracy.Tally, accuracy.Tally | None,
+                                                                            bool]:
+    """The checked call(s) of ``fn`` on the group's inputs and on the op's exact inputs, each
+    compared with its reference: (random inputs, exact inputs or None, every output poisoned)."""
+    code, spec = rt.code(planned.op), rt.spec(planned.op)
+
+    def checked(tally: accuracy.Tally) -> bool:
+        result, ok = accuracy.checked_call(fn, group.out)
+        rt.timer.clock.synchronize()
+        tally.add(result, code.reference_chunks(group.inputs, planned.shape))
+        return ok
+
+    tally, exact, made, poisoned = accuracy.Tally(planned.dtype, spec, planned.precision), None, None, True
     try:
         for r in range(group.rounds):
             if group.rounds > 1:
                 _draw_round(rt, planned, group, r)
-            result, ok = accuracy.checked_call(fn, group.out)
-            rt.timer.clock.synchronize()
-            tally.add(result, rt.code(planned.op).reference_chunks(group.inputs, planned.shape))
-            poisoned = poisoned and ok
-            del result
+            poisoned = checked(tally) and poisoned
+        made = code.exact_inputs(planned.shape, planned.dtype, rt.where,
+                                 rt.torch.Generator(device=rt.where).manual_seed(group.seed))
+        if made is not None:
+            # A compute-bound op's exact inputs are exact in its arithmetic: its roundings are not allowed for.
+            exact = accuracy.Tally(planned.dtype, None if spec.compute_bound and spec.declared is None else spec,
+                                   planned.precision)
+            for name, t in group.inputs.items():
+                t.copy_(made.pop(name))
+            poisoned = checked(exact) and poisoned
     finally:
-        if group.rounds > 1:
+        if group.rounds > 1 or made is not None:
             _draw_round(rt, planned, group, 0)
-    return tally, poisoned
+    return tally, exact, poisoned
 
 
 def _bound(rt: Runtime, planned: PlannedCase, group: Group) -> list[Any]:
@@ -173,7 +185,7 @@ def prepare(rt: Runtime, planned: PlannedCase, group: Group, watch: Stopwatch | 
     notes = list(group.notes)
     try:
         with watch.phase("check"):
-            tally, poisoned = _check(rt, planned, group, fns[0])
+            tally, exact, poisoned = _check(rt, planned, group, fns[0])
     except rt.oom:
         raise
     except Exception as e:  # noqa: BLE001 - the checked call or the comparison raised
@@ -187,9 +199,11 @@ def prepare(rt: Runtime, planned: PlannedCase, group: Group, watch: Stopwatch | 
     if not checked_only(rt, planned):  # an interpreted kernel is checked, never timed: no warm-up
         with watch.phase("warmup"):
             timer.warmup(run)
+    exact_parts = {o.name: o.accuracy for o in exact.outputs()} if exact is not None else {}
     prepared = Prepared(planned, run, compile_s, tally.accuracy(), rotation_sets=len(fns), notes=notes,
-                        kernel=rt.code(planned.op).kernel(planned), outputs=tally.outputs(), watch=watch,
-                        start_s=start, cache=cache)
+                        kernel=rt.code(planned.op).kernel(planned), watch=watch, start_s=start, cache=cache,
+                        outputs=tuple(dataclasses.replace(o, exact=exact_parts.get(o.name)) for o in tally.outputs()),
+                        exact=exact.accuracy() if exact is not None else None)
     if rt.cuda and planned.impl == "jax":  # its own streams: no CUDA graph captures them
         prepared.notes.append(Note("case.jax_host_timed"))
     elif rt.cuda:
