@@ -1,8 +1,5 @@
-"""The burn worker's contract with ``envcheck burn`` (the one description).
-
-The worker (``python -m envcheck.burn.worker``) runs in its own session, like the benchmark
-worker (``bench/protocol.py`` says why); the parent writes ONE JSON ``BurnPlan`` on its stdin and
-closes it. The worker answers one JSON object per stdout line, ``{"event": <kind>, ...}``:
+"""The burn worker's contract with ``envcheck burn``: its plan (``BurnPlan``) and the events it streams, encoded
+as bench/protocol.py's (the worker: ``envcheck.burn.worker:main``, through the harness)::
 
     start        Started(device)
     sample       Sampled(sample)              about twice a second, from the telemetry thread, throughout
@@ -11,42 +8,24 @@ closes it. The worker answers one JSON object per stdout line, ``{"event": <kind
       interval   IntervalDone(...)            one per interval of about ``interval_s``: device time and work
       phase_end  PhaseEnded(phase, sdc, memtest)   the GEMM's checks / the memory test's record
     note         Noted(note)                  any time: a key and parameters
-    done         Done()
 
-Samples keep coming while a phase hangs; the parent judges a worker hung when no interval has
-come for ``stall_s`` (run.py). A worker that exits without ``done`` crashed or was stopped: what
-it sent stands. Exit statuses: 0 after ``done``, 1 when it failed (a ``burn.worker_failed``
-note says why), 2 for a bad plan.
+Samples keep coming while a phase hangs: the parent judges a worker hung by its other events (run.py).
 """
 
 from __future__ import annotations
 
-import json
-import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from envcheck.bench import protocol as bench_protocol
 from envcheck.burn.telemetry import TelemetrySample
-from envcheck.model import BenchDevice, Note, build, to_dict
 from envcheck.model.burn import CONTROLS, MemtestRecord, SdcRecord
-
-WORKER_MODULE = "envcheck.burn.worker"
-
-
-class ProtocolError(ValueError):
-    """A line or plan that does not follow the protocol (one-line message)."""
-
-
-def worker_argv() -> list[str]:
-    return [sys.executable, "-m", WORKER_MODULE]
 
 
 @dataclass(frozen=True)
 class BurnPlan:
-    """What one worker runs. Seconds per phase; ``gemm_n``: the square GEMM's side; ``dtype``:
-    None picks the GPU's best (gemm.best_dtype); ``memory_fraction``: share of the free memory the
-    memory test covers, ``stream_fraction`` the bandwidth phase's; ``max_bytes`` caps both (tests
-    run tiny); ``interval_s``: how long each measured interval lasts."""
+    """What one worker runs: seconds per phase; ``dtype`` None: the GPU's best (gemm.best_dtype); the shares of free
+    memory the memory test and the bandwidth phase cover, capped by ``max_bytes`` (tests run tiny)."""
 
     backend: str
     index: int
@@ -79,12 +58,6 @@ class BurnPlan:
     @property
     def seconds(self) -> float:
         return self.gemm_s + self.bandwidth_s + self.memtest_s
-
-
-@dataclass(frozen=True)
-class Started:
-    kind: ClassVar[str] = "start"
-    device: BenchDevice
 
 
 @dataclass(frozen=True)
@@ -122,52 +95,19 @@ class PhaseEnded:
     memtest: MemtestRecord | None = None
 
 
-@dataclass(frozen=True)
-class Noted:
-    kind: ClassVar[str] = "note"
-    note: Note
+Started, Noted = bench_protocol.Started, bench_protocol.Noted  # the same events as the benchmark worker's
+Event = Started | Sampled | PhaseStarted | IntervalDone | PhaseEnded | Noted
+EVENTS: dict[str, type] = {c.kind: c for c in (Started, Sampled, PhaseStarted, IntervalDone, PhaseEnded, Noted)}
 
 
-@dataclass(frozen=True)
-class Done:
-    kind: ClassVar[str] = "done"
+def encode(event: Event) -> dict[str, Any]:
+    return bench_protocol.encode(event, EVENTS)
 
 
-Event = Started | Sampled | PhaseStarted | IntervalDone | PhaseEnded | Noted | Done
-EVENTS: dict[str, type] = {c.kind: c for c in (Started, Sampled, PhaseStarted, IntervalDone, PhaseEnded, Noted, Done)}
+def decode(data: Any) -> Event:
+    """The event in a message's data; ProtocolError for anything else."""
+    return bench_protocol.decode(data, EVENTS)  # type: ignore[no-any-return]
 
 
-def _line(data: dict[str, Any]) -> str:
-    return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
-
-
-def encode(event: Event) -> str:
-    return _line({"event": event.kind, **to_dict(event)})
-
-
-def decode(line: str) -> Event:
-    """The event on one stdout line; ProtocolError for anything else."""
-    text = line.strip()
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        raise ProtocolError(f"not a burn event: {text[:120]!r}") from None
-    if not isinstance(data, dict) or data.get("event") not in EVENTS:
-        raise ProtocolError(f"not a burn event: {text[:120]!r}")
-    try:
-        return build(EVENTS[data["event"]], {k: v for k, v in data.items() if k != "event"})  # type: ignore[no-any-return]
-    except (ValueError, TypeError) as e:
-        raise ProtocolError(f"malformed {data['event']} event: {e}") from None
-
-
-def encode_plan(plan: BurnPlan) -> str:
-    return _line(to_dict(plan))
-
-
-def decode_plan(text: str) -> BurnPlan:
-    try:
-        return build(BurnPlan, json.loads(text))  # type: ignore[no-any-return]
-    except json.JSONDecodeError as e:
-        raise ProtocolError(f"the plan is not valid JSON ({e.msg})") from None
-    except (ValueError, TypeError) as e:
-        raise ProtocolError(f"bad plan: {e}") from None
+def decode_plan(data: Any) -> BurnPlan:
+    return bench_protocol.decode_plan(data, BurnPlan)  # type: ignore[return-value]

@@ -1,37 +1,21 @@
-"""The isolated worker that times a GPU's headline cases with ``triton.testing.do_bench_cudagraph``:
-``python -m envcheck.crosscheck.kernel_worker`` (started by ``envcheck.crosscheck.kernels`` through
-``envcheck.bench.process``, as the suite's worker is: its own session, a time limit, its tree ended whole).
-
-The plan: ONE JSON object on stdin, then stdin closes::
+"""The worker that times a GPU's headline cases with ``triton.testing.do_bench_cudagraph`` (``main``, through the
+harness; the parent: ``envcheck.crosscheck.kernels``). Its plan::
 
     {"gpu": <CUDA index>, "rounds": R, "seed": S, "control": <run --control or null>,
      "rows": [{"op", "impl", "dtype", "precision", "shape": [...], "rep_ms", "settle_ms", "sets", "kernel"}, ...]}
 
-The events: one JSON object per stdout line, in this order (anything a library prints goes to stderr)::
-
-    {"event": "start", "pid"}                                     before torch is imported
-    {"event": "ready", "torch", "triton", "device"}               the device is open
-    {"event": "row", "i", "samples_us": [...], "kernel"} | {"event": "row", "i", "error"}    one per row, in order
-    {"event": "error", "text"}                                    the worker itself failed (then it exits 1)
-    {"event": "done"}
-
-Each row's call is built by envcheck's own builders (``envcheck.bench.impls``: the same inputs, output and
-call the suite times, TF32 set as the suite sets it), over as many sets of buffers as the suite's case cycled
-through (``sets``: L2 kept cold alike at every size), its matmul race pinned to the suite's winner
-(``kernel``: Triton's autotuning here could pick another tile), then timed by Triton's tool alone: one untimed
-``do_bench_cudagraph`` over ``settle_ms`` (the GPU's clocks settle: the tool settles nothing itself), then
-``rounds`` calls with ``rep=rep_ms`` and ``return_mode="all"``, every replay's time per call a sample.
-One row failing (out of memory, a kernel that does not compile) is that row's ``error``; the others go on.
+Its events: ``{"event": "ready", "torch", "triton", "device"}``, then per row ``{"event": "row", "i",
+"samples_us", "kernel"}`` or ``{"event": "row", "i", "error"}``. Each row is the suite's own call (bench.impls,
+its TF32 switch, as many sets of buffers, its matmul tile pinned), timed by the tool alone after an untimed
+``settle_ms`` (the tool settles nothing itself), every replay of ``rounds`` calls a sample.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any, TextIO
+from typing import Any
 
 from envcheck.bench.failure import one_line
 
@@ -54,7 +38,7 @@ def build_call(torch: Any, row: dict[str, Any], control: str | None, seed: int, 
 
 
 def cycled(torch: Any, row: dict[str, Any], control: str | None, seed: int, device: str) -> Callable[[], Any]:
-    """One call on each of the row's ``sets`` of fresh buffers in turn, as the suite's case cycled (time / sets)."""
+    """One call on each of the row's ``sets`` of fresh buffers in turn, as the suite's case cycled."""
     calls = [build_call(torch, row, control, seed + j, device) for j in range(max(1, int(row.get("sets", 1))))]
     if len(calls) == 1:
         return calls[0]
@@ -67,8 +51,7 @@ def cycled(torch: Any, row: dict[str, Any], control: str | None, seed: int, devi
 
 @contextlib.contextmanager
 def pinned(kernel: str | None) -> Iterator[None]:
-    """The matmul race (``tuning.fastest``) picks the tile labelled ``kernel`` (the suite's winner) where it is a
-    candidate, so the tool times the kernel the suite timed; else it races as the suite did."""
+    """The matmul race picks the tile labelled ``kernel`` (the suite's winner) where it is a candidate."""
     from envcheck.bench.kernels import tuning
 
     race = tuning.fastest
@@ -83,8 +66,7 @@ def pinned(kernel: str | None) -> Iterator[None]:
 
 
 def time_row(bench: Callable[..., Any], fn: Callable[[], Any], row: dict[str, Any], rounds: int) -> list[float]:
-    """``fn`` settled, then timed ``rounds`` times by ``bench`` (``do_bench_cudagraph``): every replay, us per call
-    (a call over ``sets`` sets of buffers is ``sets`` calls)."""
+    """``fn`` settled, then timed ``rounds`` times by ``bench``: every replay, us per call of one set."""
     bench(fn, rep=max(1, round(float(row["settle_ms"]))), return_mode="median")  # settling, untimed
     sets = max(1, int(row.get("sets", 1)))
     samples: list[float] = []
@@ -95,8 +77,7 @@ def time_row(bench: Callable[..., Any], fn: Callable[[], Any], row: dict[str, An
 
 
 def run(plan: dict[str, Any], emit: Emit, torch: Any = None, bench: Callable[..., Any] | None = None) -> None:
-    """Every row of ``plan``; ``torch`` and ``bench`` (``do_bench_cudagraph``) are the real ones unless given
-    (tests pass CPU stand-ins)."""
+    """Every row of ``plan``; ``torch`` and ``bench``: tests' CPU stand-ins."""
     if torch is None:
         import torch as torch_module
 
@@ -123,7 +104,6 @@ def run(plan: dict[str, Any], emit: Emit, torch: Any = None, bench: Callable[...
     for i, row in enumerate(plan["rows"]):
         fn = None
         try:
-            # TF32 as the suite sets it for a compute-bound op (bench/worker.py), on both implementations.
             with tf32_matmul(row["precision"]) if lookup(row["op"]).compute_bound else contextlib.nullcontext():
                 fn = cycled(torch, row, plan.get("control"), int(plan.get("seed", 0)), device)
                 with pinned(row.get("kernel")):
@@ -143,30 +123,7 @@ def run(plan: dict[str, Any], emit: Emit, torch: Any = None, bench: Callable[...
                 torch.cuda.empty_cache()
 
 
-def main() -> int:
-    from envcheck.bench.worker import _protocol_stream
-
-    stream: TextIO = _protocol_stream()
-
-    def emit(event: dict[str, Any]) -> None:
-        stream.write(json.dumps(event, separators=(",", ":")) + "\n")
-        stream.flush()
-
-    emit({"event": "start", "pid": os.getpid()})
-    try:
-        plan = json.loads(sys.stdin.read())
-        if not isinstance(plan, dict) or not isinstance(plan.get("rows"), list):
-            raise ValueError("the plan is a JSON object with a list of rows")
-        run(plan, emit)
-    except Exception as e:  # noqa: BLE001 - the parent reads the reason from the event
-        import traceback
-
-        traceback.print_exc(file=sys.stderr)
-        emit({"event": "error", "text": one_line(e)})
-        return 1
-    emit({"event": "done"})
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def main(plan: Any, out: Emit) -> None:
+    if not isinstance(plan, dict) or not isinstance(plan.get("rows"), list):
+        raise ValueError("the plan is a JSON object with a list of rows")
+    run(plan, out)

@@ -1,34 +1,32 @@
-"""The single-GPU cross-check: each GPU's headline cases (``headline.py``) timed again, after the suite, by
-``triton.testing.do_bench_cudagraph`` in an isolated worker (``kernel_worker.py``) per GPU, the GPUs at once
-as their suites ran. What each worker reported becomes ``KernelTiming`` rows, and how it ended a ``ToolRun``.
-"""
+"""The single-GPU cross-check: each GPU's headline cases timed again by ``do_bench_cudagraph`` in a worker per GPU
+(``kernel_worker.py``), the GPUs at once; ``KernelTiming`` rows and a ``ToolRun`` each."""
 
 from __future__ import annotations
 
-import sys
+import functools
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS
 from envcheck.crosscheck.headline import Headline, headlines
-from envcheck.crosscheck.isolated import Isolated, run_isolated
 from envcheck.crosscheck.samples import good_samples
+from envcheck.harness.failures import to_launch
+from envcheck.harness.signals import together
+from envcheck.harness.spawn import spawn
 from envcheck.model import Bench
 from envcheck.model.crosscheck import KernelTiming, ToolRun
+from envcheck.model.node import Launch
 
-WORKER_MODULE = "envcheck.crosscheck.kernel_worker"
+WORKER_COMMAND = ("envcheck.crosscheck.kernel_worker:main",)  # the target, then folders for its sys.path
+ARGV = ("python", "-m", "envcheck.crosscheck.kernel_worker")  # the run as the report names it
 ROUNDS = 3
-# do_bench_cudagraph's ``rep``: a graph of calls lasting about this long, replayed ten times a round. A
-# memory-bound case gets verify_timer.py's tenth of a 300 ms window (a graph sized to the whole window would
-# hold 100,000 calls of a 3 us kernel and time the graph, not the kernel), a compute-bound one the tenth of
-# envcheck's sustained window, which its timer samples such a case over (bench/timer.py).
+# do_bench_cudagraph's ``rep`` (a graph of calls this long, replayed ten times a round): a tenth of the window a
+# case is sampled over (a graph of a whole window would time the graph, not the kernel).
 REP_MS = 30.0
 SUSTAIN_REP_MS = SUSTAIN_WINDOW_MS / 10
-# Untimed, before the rounds: the GPU's clocks settle (verify_timer.py's SETTLE_MS; the timer's for a
-# compute-bound case).
-SETTLE_MS = 300.0
+SETTLE_MS = 300.0  # untimed before the rounds, for a memory-bound case (the timer's for a compute-bound one)
 START_S = 300.0  # the worker's start: a loaded node has taken a minute to import torch and open the device
 ROW_S = 60.0  # each row: Triton's first call (compile, the matmul's race), the settling and the rounds
 
@@ -47,25 +45,31 @@ class GpuPlan:
 
 
 def plan_gpu(bench: Bench, seed: int = 0, cuda_index: int | None = None) -> GpuPlan | None:
-    """The worker's plan for ``bench``'s GPU (``cuda_index``: its CUDA index in this process where that is not its
-    machine index, as under a fleet launcher's CUDA_VISIBLE_DEVICES); None for a bench without headline cases
-    (the CPU, nothing timed)."""
+    """The worker's plan for ``bench``'s GPU (``cuda_index``: its CUDA index in this process where that differs);
+    None for a bench without headline cases."""
     heads = headlines(bench)
     if not heads or bench.device.index is None:
         return None
-    # Each row as the suite ran it: its sets of buffers (L2 cold alike) and its matmul race's winner.
     rows = [{"op": c.op, "impl": c.impl, "dtype": c.dtype, "precision": c.precision, "shape": list(c.shape),
              "rep_ms": SUSTAIN_REP_MS if h.compute_bound else REP_MS,
              "settle_ms": SUSTAIN_SETTLE_MS if h.compute_bound else SETTLE_MS, "sets": c.rotation_sets,
              "kernel": c.kernel} for c, h in ((h.case, h) for h in heads)]
-    plan = {"gpu": bench.device.index if cuda_index is None else cuda_index, "rounds": ROUNDS, "seed": seed, "control": bench.settings.control,
-            "rows": rows}
+    plan = {"gpu": bench.device.index if cuda_index is None else cuda_index, "rounds": ROUNDS, "seed": seed,
+            "control": bench.settings.control, "rows": rows}
     return GpuPlan(bench.device.index, heads, plan)
 
 
-def assemble(p: GpuPlan, got: Isolated) -> tuple[tuple[KernelTiming, ...], ToolRun]:
+def run_one(plan: dict[str, Any], timeout: float, command: Sequence[str] = WORKER_COMMAND,
+            stop: threading.Event | None = None) -> tuple[list[dict[str, Any]], Launch]:
+    """One worker on ``plan``: the events it sent (redacted) and how its run ended."""
+    events: list[Any] = []
+    out = spawn(command[0], plan, timeout=timeout, on_event=events.append, stop=stop, paths=command[1:])
+    return [e for e in events if isinstance(e, dict)], to_launch(out, ARGV, timeout)
+
+
+def assemble(p: GpuPlan, events: list[dict[str, Any]], launch: Launch) -> tuple[tuple[KernelTiming, ...], ToolRun]:
     """``KernelTiming`` rows of one GPU from its worker's events (a row it never reported is ``not_run``)."""
-    by_row = {int(e["i"]): e for e in got.events if e.get("event") == "row" and isinstance(e.get("i"), int)}
+    by_row = {int(e["i"]): e for e in events if e.get("event") == "row" and isinstance(e.get("i"), int)}
     rows = []
     for i, (h, row) in enumerate(zip(p.heads, p.plan["rows"], strict=True)):
         c, ev = h.case, by_row.get(i)
@@ -81,17 +85,7 @@ def assemble(p: GpuPlan, got: Isolated) -> tuple[tuple[KernelTiming, ...], ToolR
             rows.append(KernelTiming(**base, samples_us=samples, **timing))  # type: ignore[arg-type]
         else:
             rows.append(KernelTiming(**base, error=str(ev.get("error") or "no samples"), **timing))  # type: ignore[arg-type]
-    error = next((str(e.get("text")) for e in got.events if e.get("event") == "error"), None)
-    launch = got.launch
-    assert launch is not None
-    if error is not None and not launch.stderr_tail:
-        from dataclasses import replace
-
-        launch = replace(launch, stderr_tail=error)
     return tuple(rows), ToolRun("do_bench_cudagraph", launch, p.gpu)
-
-
-Runner = Callable[..., Isolated]
 
 
 @dataclass(frozen=True)
@@ -103,35 +97,26 @@ class KernelChecks:
     stopped: bool = False
 
 
-def run_kernels(benches: Sequence[Bench], command: Sequence[str] | None = None, runner: Runner = run_isolated,
+def run_kernels(benches: Sequence[Bench], command: Sequence[str] | None = None,
                 cuda_indices: Mapping[int, int] | None = None) -> KernelChecks:
     """Every GPU bench's headline cases timed by its own worker, the workers at once (``cuda_indices``: machine
-    index -> CUDA index, where they differ). Ctrl-C, SIGTERM or SIGHUP (``runner.wait_for``, in the main thread)
-    stops them all and keeps what they reported."""
-    from envcheck.bench.runner import wait_for
-
-    argv = list(command) if command is not None else [sys.executable, "-m", WORKER_MODULE]
+    index -> CUDA index, where they differ); a stop signal keeps what they reported."""
     plans = [p for b in benches if (p := plan_gpu(b, cuda_index=(cuda_indices or {}).get(b.device.index or 0)))
              is not None]
-    results: dict[int, Isolated] = {}
-    stop = threading.Event()
+    results: dict[int, tuple[list[dict[str, Any]], Launch]] = {}
 
-    def one(p: GpuPlan) -> None:
-        results[p.gpu] = runner(argv, p.plan, p.timeout_s, stop=stop)
+    def run(p: GpuPlan, stop: threading.Event) -> None:
+        results[p.gpu] = run_one(p.plan, p.timeout_s, command or WORKER_COMMAND, stop)
 
-    threads = [threading.Thread(target=one, args=(p,), daemon=True) for p in plans]
-    for t in threads:
-        t.start()
-    stopped = wait_for(threads, stop.set)
+    stopped = together([functools.partial(run, p) for p in plans])
     rows: list[KernelTiming] = []
     runs: list[ToolRun] = []
     for p in plans:
-        got = results.get(p.gpu, Isolated())
-        if got.launch is None:  # never started
+        if p.gpu not in results:  # never started
             rows += [KernelTiming(p.gpu, h.case.op, h.case.impl, h.case.dtype, h.case.precision, h.case.shape,
                                   skipped="not_run") for h in p.heads]
             continue
-        got_rows, run = assemble(p, got)
+        got_rows, run = assemble(p, *results[p.gpu])
         rows += got_rows
         runs.append(run)
     return KernelChecks(tuple(rows), tuple(runs), stopped is not None)

@@ -16,10 +16,11 @@ from datetime import datetime, timezone
 from typing import Any, Generic, TypeVar
 
 from envcheck import __version__
+from envcheck.harness.scope import end_all
 from envcheck.model import Bench, Check, Environment, Fact, Facts, Gpu, Report, missing
 from envcheck.outside_text import encodable
 from envcheck.probes import cuda, envvars, gpus, links_probe, platform, system, torch_probe, triton_probe, wsl
-from envcheck.probes.host import Host, default_host, terminate_children
+from envcheck.probes.host import Host, default_host
 
 T = TypeVar("T")
 # The fact key contract: every key below is present in its section after collect().
@@ -85,6 +86,8 @@ def read_nvml(nvml: Any) -> tuple[Facts, tuple[Gpu, ...]]:
             found = ()
             driver["gpu_count"] = missing(crash_reason(e))
         return driver, found
+    except Exception as e:  # noqa: BLE001 - only reachable if NVML's own guards have a bug
+        return {k: missing(crash_reason(e)) for k in SECTION_KEYS["driver"]}, ()
     finally:
         with contextlib.suppress(Exception):  # nothing useful to do about a failed shutdown
             nvml.shutdown()
@@ -103,7 +106,7 @@ def collect(host: Host | None = None, nvml: object | None = None, runtime: bool 
     try:
         return _collect(host, nvml, runtime, timeout, reports_dir, start)
     except KeyboardInterrupt:
-        terminate_children()
+        end_all()
         raise
 
 

@@ -3,27 +3,27 @@
 Probes never touch ``os``, ``open`` or ``subprocess`` themselves, so a machine can be recorded (``recording.py``) and
 replayed (``replay.py``). File methods raise ``OSError`` like ``os``; ``run`` never raises. The public ``read_text``
 and ``run`` redact every text that crosses the seam, so no probe can forget to.
+Children start through the harness (``envcheck/harness``), never left running.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import glob as _glob
+import json
 import math
 import os
 import platform
 import shutil
-import signal
-import subprocess
 import sys
 import sysconfig
-import threading
-import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from typing import Any
 
-from envcheck.child_env import child_env
+from envcheck.harness import command
+from envcheck.harness.command import RunResult
+from envcheck.harness.env import clean_env
 from envcheck.probes.packages import PackageInfo, find_package
 from envcheck.redact import Redactor
 
@@ -31,34 +31,8 @@ MEMINFO = "/proc/meminfo"
 # A Host's interpreter attributes, as a snapshot's ``python`` object names them.
 PYTHON_FIELDS = {"python_executable": "executable", "python_version": "version", "python_prefix": "prefix",
                  "base_prefix": "base_prefix", "python_include_dir": "include_dir"}
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """What one subprocess did; ``returncode`` None when it never exited (``error`` says why)."""
-
-    argv: tuple[str, ...]
-    returncode: int | None
-    stdout: str = ""
-    stderr: str = ""
-    timed_out: bool = False
-    error: str | None = None  # "not found", "permission denied", "timed out after 5 s", ...
-    wall_s: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out
-
-    def describe(self) -> str:
-        """One line for a reason: why this run gave no usable output."""
-        name = self.argv[0] if self.argv else "command"
-        if self.error:
-            return f"{name}: {self.error}"
-        if self.returncode is not None and self.returncode != 0:
-            last = (self.stderr.strip() or self.stdout.strip()).splitlines()
-            tail = f": {last[-1].strip()[:200]}" if last else ""
-            return f"{name} exited with status {self.returncode}{tail}"
-        return f"{name}: no output"
+# A Python child's events, one a line after this, in a run's stdout: how snapshots record them.
+MARKER = "@@envcheck-json@@ "
 
 
 def parse_meminfo(text: str) -> tuple[int, int | None]:
@@ -135,8 +109,8 @@ class Host:
     def run(self, argv: list[str], timeout: float, env: dict[str, str] | None = None,
             name: str | None = None) -> RunResult:
         """Run ``argv`` (no shell) and collect its output, secrets redacted; never raises (KeyboardInterrupt aside,
-        after killing the child). ``env`` replaces the child's whole environment (``child_env.py``). ``name`` gives
-        the run a stable identity in snapshots (``torch_runtime``): a runtime probe's code changes, its purpose not."""
+        after killing the child). ``env``: the environment the allow-list is cut from (this process's by default).
+        ``name`` gives the run a stable identity in snapshots (``torch_runtime``)."""
         args = tuple(argv)
         if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
             return RunResult(args, None, error=f"invalid timeout {timeout!r} (a positive number of seconds)")
@@ -147,37 +121,31 @@ class Host:
 
     def _run(self, args: tuple[str, ...], timeout: float, env: dict[str, str] | None,
              name: str | None) -> RunResult:
-        """The child runs in its own session: a timeout (or Ctrl-C) kills it and all it started."""
-        start = time.perf_counter()
-        try:
-            proc = subprocess.Popen(list(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, env=child_env(base=env), start_new_session=True)
-        except (OSError, ValueError) as e:
-            error = ("not found" if isinstance(e, FileNotFoundError) else "permission denied"
-                     if isinstance(e, PermissionError) else f"cannot start ({e})")
-            return RunResult(args, None, error=error, wall_s=time.perf_counter() - start)
-        with _LIVE_LOCK:
-            _LIVE.add(proc)
-        try:
-            try:
-                out, err = proc.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                _kill_group(proc)
-                try:
-                    out, err = proc.communicate(timeout=2.0)
-                except subprocess.TimeoutExpired:
-                    # A grandchild that left the group still holds the pipes: give up on its output.
-                    out, err = b"", b""
-                return RunResult(args, None, _decode(out), _decode(err), timed_out=True,
-                                 error=f"timed out after {timeout:g} s", wall_s=time.perf_counter() - start)
-            except BaseException:
-                # Ctrl-C while waiting: the child, in its own session, never saw SIGINT; it dies with us.
-                _kill_group(proc)
-                raise
-        finally:
-            with _LIVE_LOCK:
-                _LIVE.discard(proc)
-        return RunResult(args, proc.returncode, _decode(out), _decode(err), wall_s=time.perf_counter() - start)
+        ran = command.run(args, timeout, env=clean_env(base=env))
+        return replace(ran, returncode=None) if ran.timed_out else ran
+
+    def run_python(self, target: str, timeout: float, name: str, args: Any = None,
+                   env: Mapping[str, str] | None = None, **kw: Any) -> RunResult:
+        """Run ``target`` (``module:function``) in an isolated child of ``python_executable``, its one limit
+        ``timeout``: its events as stdout lines after ``MARKER``, its stderr's tail, how it ended. Never
+        raises, KeyboardInterrupt aside (after the child is ended). ``env``: variables set for it."""
+        from envcheck.harness import failures as f
+        from envcheck.harness.spawn import spawn
+
+        events: list[Any] = []
+        out = spawn(target, args, timeout=timeout, heartbeat=timeout, on_event=events.append, env=env,
+                    python=self.python_executable, **kw)
+        if isinstance(out.failure, f.Stopped):
+            raise KeyboardInterrupt(out.failure.signal)
+        argv = (self.python_executable, target)
+        if isinstance(out.failure, f.SpawnFailed):
+            kind = out.failure.error.partition(":")[0]
+            why = {"FileNotFoundError": "not found", "PermissionError": "permission denied"}.get(kind)
+            return RunResult(argv, None, error=why or f"cannot start ({out.failure.error})", wall_s=out.wall_s)
+        timed_out = isinstance(out.failure, (f.Timeout, f.Hang))
+        stdout = "".join(f"{MARKER}{json.dumps(e)}\n" for e in events)
+        return RunResult(argv, None if timed_out else out.returncode, stdout, out.stderr_tail, timed_out,
+                         f"timed out after {timeout:g} s" if timed_out else None, out.wall_s)
 
     def which(self, name: str) -> str | None:
         """Path of ``name`` on the PATH of ``environ`` (not of this process), or None."""
@@ -204,36 +172,6 @@ class Host:
             return parse_meminfo(text)
         except ValueError as e:
             raise OSError(f"{MEMINFO}: {e}") from None
-
-
-def _decode(data: bytes | None) -> str:
-    return data.decode("utf-8", errors="replace") if data else ""
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        with contextlib.suppress(OSError):
-            proc.kill()
-
-
-# Children started by Host._run that have not been waited for yet, from any thread.
-_LIVE: set[subprocess.Popen[bytes]] = set()
-_LIVE_LOCK = threading.Lock()
-
-
-def terminate_children(wait_s: float = 2.0) -> int:
-    """Kill the process group of every child a Host still waits for (Ctrl-C reached only the main thread); how many."""
-    with _LIVE_LOCK:
-        live = list(_LIVE)
-    for proc in live:
-        _kill_group(proc)
-    deadline = time.monotonic() + wait_s
-    for proc in live:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-    return len(live)
 
 
 @functools.cache
