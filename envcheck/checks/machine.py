@@ -82,9 +82,8 @@ def driver_fix(cuda: cuda_versions.Version, wsl: bool, in_container: str | None 
     container the host's."""
     need = cuda_versions.min_driver(cuda)
     where = "wsl" if wsl else "k8s" if in_container == "kubernetes" else "container" if in_container else "host"
-    if need:
-        return {"upgrade_key": f"check.driver.upgrade.{where}.need", "need": need}
-    return {"upgrade_key": f"check.driver.upgrade.{where}"}
+    return {"upgrade_key": f"check.driver.upgrade.{where}.need", "need": need} if need else {
+        "upgrade_key": f"check.driver.upgrade.{where}"}
 
 
 def driver_fix_for(env: Environment, cuda: cuda_versions.Version) -> dict[str, str]:

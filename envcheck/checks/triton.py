@@ -80,9 +80,7 @@ def check_headers(env: Environment) -> Check:
 def headers_fix(env: Environment) -> Fix:
     version = str(env.get("system", "python_version") or "")
     mm = ".".join(version.split(".")[:2]) or "3"
-    if env.get("system", "python_env") == "conda":
-        return "triton.headers_conda.fix", {"mm": mm}
-    return "triton.headers_apt.fix", {"mm": mm}
+    return f"triton.headers_{'conda' if env.get('system', 'python_env') == 'conda' else 'apt'}.fix", {"mm": mm}
 
 
 def libcuda_fix(env: Environment) -> Fix:

@@ -80,9 +80,7 @@ def read_ld_cache(host: Host) -> LdCache:
     if exe is None:
         return LdCache(error="ldconfig not found")
     result = host.run([exe, "-p"], timeout=LDCONFIG_TIMEOUT_S)
-    if not result.ok:
-        return LdCache(error=result.describe())
-    return LdCache(libs=parse_ldconfig(result.stdout, host.machine()))
+    return LdCache(parse_ldconfig(result.stdout, host.machine())) if result.ok else LdCache(error=result.describe())
 
 
 def ld_library_path_dirs(host: Host) -> list[str]:

@@ -265,9 +265,7 @@ def _watts(milliwatts: Any) -> float:
 def _pstate(value: Any, why: str | None) -> Fact:
     if value is None:
         return missing(why or "no value")
-    if value == n.PSTATE_UNKNOWN:
-        return missing("unknown (NVML reports no performance state)")
-    return known(f"P{value}")
+    return missing("unknown (NVML reports no performance state)") if value == n.PSTATE_UNKNOWN else known(f"P{value}")
 
 
 def _sm_count(cores: Any, cores_why: str | None, cc: str | None, cc_why: str | None) -> tuple[Fact, Fact]:

@@ -166,9 +166,8 @@ class TableNvml(NvmlSeam):
         if not self._ready:
             return None, "NVML is not loaded"
         path = self.table.get("library")
-        if path:
-            return str(path), None
-        return None, str(self.table.get("library_error") or "libnvidia-ml not found in this process's memory map")
+        why = str(self.table.get("library_error") or "libnvidia-ml not found in this process's memory map")
+        return (str(path), None) if path else (None, why)
 
     def shutdown(self) -> None:
         self.shutdown_count += 1

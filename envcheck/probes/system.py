@@ -125,9 +125,8 @@ def _kernel(host: Host) -> Fact:
         words = host.read_text("/proc/version").split()
     except OSError as e:
         return missing(f"kernel release unreadable ({e.strerror or e})")
-    if len(words) >= 3 and words[:2] == ["Linux", "version"]:
-        return known(words[2])
-    return missing("kernel release not in /proc/version")
+    return known(words[2]) if words[:2] == ["Linux", "version"] and len(words) >= 3 else missing(
+        "kernel release not in /proc/version")
 
 
 def _memory_facts(host: Host) -> Facts:
@@ -190,9 +189,7 @@ def detect_container(host: Host) -> str:
     manager = (host.text_or_none("/run/systemd/container") or "").strip()
     if manager in ("docker", "podman", "lxc"):
         return manager
-    if host.environ.get("container") in ("docker", "podman", "lxc"):
-        return host.environ["container"]
-    return "none"
+    return host.environ["container"] if host.environ.get("container") in ("docker", "podman", "lxc") else "none"
 
 
 def probe_system(host: Host, reports_dir: str = "reports") -> Facts:
