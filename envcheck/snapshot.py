@@ -43,12 +43,9 @@ class Snapshot:
         return str(self.meta.get("host") or self.meta.get("id") or "snapshot")
 
 
-def to_dict(snap: Snapshot) -> dict[str, Json]:
-    return {"format": FORMAT, "version": VERSION, "meta": snap.meta, "host": snap.host, "nvml": snap.nvml}
-
-
 def dumps(snap: Snapshot) -> str:
-    return json.dumps(to_dict(snap), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+    data = {"format": FORMAT, "version": VERSION, "meta": snap.meta, "host": snap.host, "nvml": snap.nvml}
+    return json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def from_dict(data: Json) -> Snapshot:
@@ -100,6 +97,7 @@ def replay(snap: Snapshot) -> tuple[ReplayHost, TableNvml]:
 
 
 def capture(timeout: float = 120.0) -> Snapshot:
+    """Probe this machine (runtime children included) through recording seams."""
     from envcheck import __version__
     from envcheck.probes.collect import collect, hostname, utc_now
     from envcheck.probes.nvml_isolated import NVML_TIMEOUT_S, IsolatedNvml
@@ -109,15 +107,7 @@ def capture(timeout: float = 120.0) -> Snapshot:
     nvml = IsolatedNvml(host, timeout=min(timeout, NVML_TIMEOUT_S))
     collect(host=host, nvml=nvml, runtime=True, timeout=timeout)
     section = host.section()
-    meta = {
-        "id": None,
-        "title": None,
-        "captured": utc_now(),
-        "envcheck_version": __version__,
-        "host": hostname(),
-        "sources": ["recorded by envcheck snapshot"],
-        "derived": [],
-        "hand_written": [],
-    }
+    meta = {"id": None, "title": None, "captured": utc_now(), "envcheck_version": __version__, "host": hostname(),
+            "sources": ["recorded by envcheck snapshot"], "derived": [], "hand_written": []}
     # What the seams read may hold lone surrogates (bytes that are not UTF-8): made encodable, as loads() does.
     return Snapshot(meta=meta, host=encodable(section), nvml=encodable(nvml.table))
