@@ -42,14 +42,8 @@ def redact_value(name: str, value: str) -> str:
 
 def secret_values(environ: Mapping[str, str]) -> tuple[str, ...]:
     """Values of the secret-named variables worth searching for, longest first (a secret holding another goes whole)."""
-    found = set()
-    for name, value in environ.items():
-        if not is_secret_name(name) or not isinstance(value, str):
-            continue
-        value = value.strip()
-        if len(value) >= MIN_SECRET_LENGTH and value != REDACTED:
-            found.add(value)
-    return tuple(sorted(found, key=len, reverse=True))
+    found = {value.strip() for name, value in environ.items() if is_secret_name(name) and isinstance(value, str)}
+    return tuple(sorted((v for v in found if len(v) >= MIN_SECRET_LENGTH and v != REDACTED), key=len, reverse=True))
 
 
 class Redactor:
