@@ -190,8 +190,7 @@ class Anonymizer:
             params={k: self.text(v) for k, v in check.params.items()})
 
     def model(self, obj: Any, field_name: str | None = None) -> Any:
-        """Any part of a report with every string anonymised: a bare GPU UUID field (torch's form, without
-        ``GPU-``) as a GPU UUID, host fields as :meth:`host`, numbers and samples as they are."""
+        """Any part of a report with every string anonymised (a bare ``uuid`` field as a GPU UUID, ``host`` fields)."""
         if isinstance(obj, Fact):
             return self.fact(obj)
         if isinstance(obj, Environment):
@@ -228,8 +227,7 @@ def _home_name(home: str) -> str:
 
 
 def _is_home(home: str) -> bool:
-    """A home folder whose path is worth replacing: any absolute folder but ``/`` (``/root`` names nobody as a
-    word, but as a path it says whose files these are)."""
+    """A home folder whose path is worth replacing: any absolute folder but ``/`` (``/root`` says whose files)."""
     home = str(home or "").rstrip("/")
     return home.startswith("/") and len(home) > 1
 

@@ -126,8 +126,7 @@ def _publish(src: Path, dst: Path) -> None:
 
 @contextlib.contextmanager
 def _stage(folder: Path) -> Iterator[Path]:
-    """A private stage in ``folder``, locked until removed on leaving, with an empty ``new/`` and ``old/``. After a
-    failed undo it stays, for the next write to recover."""
+    """A private stage in ``folder``, locked until removed on leaving (kept after a failed undo, to recover)."""
     while True:
         path = Path(tempfile.mkdtemp(prefix=STAGE_PREFIX, suffix=STAGE_SUFFIX, dir=folder))
         with contextlib.suppress(FileNotFoundError, FileExistsError):  # a clean-up took it before us: another
@@ -212,8 +211,7 @@ def write_new(path: str | os.PathLike[str], content: Content) -> Path:
 
 
 def replace_file(path: str | os.PathLike[str], content: Content) -> Path:
-    """Replace ``path`` whole (a reader sees the old file or the new one); a symlink there is replaced, never
-    followed; a folder is refused (IsADirectoryError)."""
+    """Replace ``path`` whole (a reader sees the old file or the new one); a symlink there is replaced, not followed."""
     return _write_one(Path(path), content, replace=True)
 
 

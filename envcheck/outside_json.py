@@ -78,8 +78,7 @@ def read_text(p: Path, max_bytes: int, error: type[Exception], what: str) -> str
 
 
 def check_numbers(value: object, where: str = "", max_depth: int = 0, ints: bool = True) -> None:
-    """ValueError naming the first non-finite number, (``ints``) integer past 64 bits or (``max_depth``) value
-    nested deeper."""
+    """ValueError naming the first non-finite number, integer past 64 bits (``ints``) or too deep a value."""
     stack: list[tuple[object, int, str]] = [(value, 0, where)]
     while stack:
         v, depth, path = stack.pop()

@@ -42,8 +42,7 @@ def visible(text: Any, lines: bool = False) -> str:
 
 
 def json_text(text: str) -> str:
-    """A JSON document (``ensure_ascii=False``) with every ``unseen`` character written as JSON's ``\\uXXXX`` (a
-    surrogate pair beyond the first plane): still valid JSON, read back the same."""
+    """A JSON document with every ``unseen`` character written as JSON's ``\\uXXXX``: read back the same."""
     def escape(c: str) -> str:
         units = c.encode("utf-16-be", "surrogatepass")
         return "".join(f"\\u{int.from_bytes(units[i:i + 2], 'big'):04x}" for i in range(0, len(units), 2))

@@ -89,8 +89,7 @@ def ld_library_path_dirs(host: Host) -> list[str]:
 
 
 def _libcuda(host: Host, cache: LdCache) -> Fact:
-    """Where libcuda.so.1 resolves, in the dynamic loader's order (LD_LIBRARY_PATH, its cache), then in the folders
-    drivers install into."""
+    """Where libcuda.so.1 resolves, in the loader's order (LD_LIBRARY_PATH, its cache), then where drivers go."""
     found = _first(host, [*(posixpath.join(d, LIBCUDA) for d in ld_library_path_dirs(host)), *cache.paths(LIBCUDA),
                           *(posixpath.join(d, LIBCUDA) for d in (WSL_LIB_DIR, *standard_lib_dirs(host.machine())))])
     why = f"{LIBCUDA} not found (LD_LIBRARY_PATH, ldconfig cache, standard folders): no NVIDIA driver"

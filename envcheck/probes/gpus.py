@@ -251,8 +251,7 @@ def _operator_facts(r: _Reader) -> Facts:
 
 
 def _clock_event_counters(r: _Reader) -> Fact:
-    """Clocks Event Reasons Counters (nvidia-smi -q -d PERFORMANCE): ns in each reason since the driver loaded;
-    a reason the driver does not count is left out."""
+    """Clocks Event Reasons Counters (nvidia-smi -q -d PERFORMANCE): ns in each reason since the driver loaded."""
     read = {name: r.field(field_id) for name, field_id in nvml_fields.CLOCK_EVENT_COUNTERS.items()}
     counted = {name: v for name, (v, _) in read.items() if isinstance(v, int) and not isinstance(v, bool)}
     return known(counted) if counted else missing(next((w for _, w in read.values() if w), "no value"))

@@ -36,8 +36,7 @@ MARKER = "@@envcheck-json@@ "
 
 
 def parse_meminfo(text: str) -> tuple[int, int | None]:
-    """(MemTotal, MemAvailable) in bytes from /proc/meminfo text; MemAvailable is None before kernel 3.14.
-    ValueError when MemTotal is absent (not a meminfo file)."""
+    """(MemTotal, MemAvailable) in bytes (MemAvailable None before kernel 3.14); ValueError without MemTotal."""
     values: dict[str, int] = {}
     for line in text.splitlines():
         name, _, rest = line.partition(":")

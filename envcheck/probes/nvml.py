@@ -84,8 +84,7 @@ THERMAL_REASONS: frozenset[str] = frozenset({"sw_thermal_slowdown", "hw_thermal_
 
 
 def reason_names(mask: int) -> list[str]:
-    """Names of the clock-event reasons set in ``mask``, lowest bit first; a bit this table does not know (newer
-    drivers add some) is kept as ``unknown_0x...``, never dropped."""
+    """Names of the clock-event reasons set in ``mask``, lowest first; an unknown bit as ``unknown_0x...``."""
     bits = [1 << i for i in range(int(mask).bit_length()) if int(mask) >> i & 1]
     return [CLOCKS_EVENT_REASONS.get(bit, f"unknown_{bit:#x}") for bit in bits]
 
@@ -202,8 +201,7 @@ STRUCT_QUERIES: dict[str, str] = {"nvmlDeviceGetGpuFabricInfo": "c_nvmlGpuFabric
 
 
 class Nvml(NvmlSeam):
-    """NVML through pynvml, every failure turned into data. ``init`` must succeed before ``call``, and is idempotent
-    (the first answer stands until ``shutdown``); device handles come back untouched, opaque."""
+    """NVML through pynvml, every failure turned into data; ``init``'s first answer stands until ``shutdown``."""
 
     def __init__(self) -> None:
         self._lib: Any = None

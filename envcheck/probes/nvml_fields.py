@@ -24,8 +24,7 @@ _VALUE_KEYS = {0: ("dVal", "d"), 1: ("uiVal", "ui"), 2: ("ulVal", "ul"), 3: ("ul
 
 
 def field_value(nvml: NvmlLike, handle: Any, field_id: int, scope: int = 0) -> tuple[Any, str | None]:
-    """One NVML field value: ``(value, None)`` or ``(None, reason)``. The call succeeds as a whole and fails per
-    field (``nvmlReturn`` of each entry): both levels become a reason."""
+    """One NVML field value: ``(value, None)``, or ``(None, reason)`` when the call or the field failed."""
     try:
         answer = nvml.call("nvmlDeviceGetFieldValues", handle, [(field_id, scope)])
     except NvmlCallError as e:

@@ -175,8 +175,7 @@ def _fabricmanager(host: Host) -> Fact:
 
 
 def _python_packages(host: Host) -> Fact:
-    """``{"name": "nvidia-nccl-cu13", "version": "2.28.3", "required": "==2.28.3", "required_by": "torch"}`` for
-    each stack package installed, and for torch's pins even when missing."""
+    """Each stack package installed, and each torch pins even when missing, with the version torch requires."""
     rows: dict[str, dict[str, Any]] = {
         name: {"name": name, "version": info.version} for name in STACK_PACKAGES if (info := host.package(name))}
     torch = host.package("torch")

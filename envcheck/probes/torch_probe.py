@@ -68,9 +68,8 @@ def triton_pin(requires: tuple[str, ...]) -> str | None:
 
 
 def shadowing_torch(host: Host, installed: str | None) -> str | None:
-    """The ``torch`` package a PYTHONPATH folder puts ahead of the installed one (``installed``: its folder), or
-    None. Only a regular package (``__init__.py``) or a module shadows: a bare ``torch/`` folder is a namespace
-    portion, which loses to the installed package."""
+    """The ``torch`` package a PYTHONPATH folder puts ahead of the installed one (``installed``), or None: a bare
+    ``torch/`` folder (a namespace portion) loses to the installed package, so only a package or module counts."""
     real_installed = host.realpath(installed) if installed else None
     for d in host.environ.get("PYTHONPATH", "").split(":"):
         if not d:
