@@ -300,10 +300,8 @@ def _processes(r: _Reader) -> Fact:
     graphics, _ = r.get("nvmlDeviceGetGraphicsRunningProcesses")
     seen: dict[int, dict[str, Any]] = {}
     for p in list(compute) + list(graphics or []):
-        if not isinstance(p, dict) or not isinstance(p.get("pid"), int):
-            continue
-        pid = p["pid"]
-        if pid in seen:
+        pid = p.get("pid") if isinstance(p, dict) else None
+        if not isinstance(pid, int) or pid in seen:
             continue
         name, _ = r.nvml.query("nvmlSystemGetProcessName", pid)
         used = p.get("usedGpuMemory")

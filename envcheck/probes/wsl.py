@@ -38,12 +38,8 @@ def wsl_version(osrelease: str, proc_version: str, host: Host) -> int | None:
         return 2
     if _WSL1_KERNEL.search(text):
         return 1
-    if "microsoft" in lower:
-        return 2
-    if host.environ.get("WSL_INTEROP") or host.environ.get("WSL_DISTRO_NAME") or host.exists(
-            "/proc/sys/fs/binfmt_misc/WSLInterop"):
-        return 2
-    return None
+    interop = host.environ.get("WSL_INTEROP") or host.environ.get("WSL_DISTRO_NAME")
+    return 2 if "microsoft" in lower or interop or host.exists("/proc/sys/fs/binfmt_misc/WSLInterop") else None
 
 
 def _unique_dirs(host: Host, dirs: tuple[str, ...]) -> list[str]:
