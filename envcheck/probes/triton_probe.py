@@ -52,14 +52,9 @@ def parse_ptxas_version(text: str) -> str | None:
 
 def _ptxas_facts(host: Host, env_var: str, bundled: str, prefix: str, path_fallback: bool) -> Facts:
     """``<prefix>_path``, ``_version``, ``_max_sm`` of the ptxas Triton will pick: $env_var, bundled, PATH."""
-    chosen: str | None = None
     override = host.environ.get(env_var)
-    if override and host.exists(override):
-        chosen = override
-    elif host.exists(bundled):
-        chosen = bundled
-    elif path_fallback:
-        chosen = host.which("ptxas")
+    chosen = (override if override and host.exists(override) else bundled if host.exists(bundled)
+              else host.which("ptxas") if path_fallback else None)
     if not chosen:
         why = f"no ptxas: {env_var} unset and none bundled at {bundled}"
         return {f"{prefix}_path": missing(why), f"{prefix}_version": missing(why), f"{prefix}_max_sm": missing(why)}
