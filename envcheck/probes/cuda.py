@@ -161,12 +161,9 @@ def _nvcc_facts(host: Host, nvcc: str | None) -> Facts:
         why = "nvcc not found on PATH or in the CUDA toolkit"
         return {"nvcc_path": missing(why), "nvcc_version": missing(why)}
     result = host.run([nvcc, "--version"], timeout=NVCC_TIMEOUT_S)
-    if not result.ok:
-        version = missing(result.describe())
-    else:
-        parsed = parse_nvcc_version(result.stdout)
-        version = known(parsed) if parsed else missing("no 'release X.Y' in nvcc --version output")
-    return {"nvcc_path": known(nvcc), "nvcc_version": version}
+    parsed = parse_nvcc_version(result.stdout) if result.ok else None
+    why = result.describe() if not result.ok else "no 'release X.Y' in nvcc --version output"
+    return {"nvcc_path": known(nvcc), "nvcc_version": known(parsed) if parsed else missing(why)}
 
 
 def _cc(host: Host) -> Fact:
