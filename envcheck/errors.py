@@ -25,3 +25,11 @@ def first_line(text: object, limit: int = 200) -> str:
         if line:
             return line if len(line) <= limit else line[: limit - 1] + "…"
     return ""
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """``Type: first line of the message`` (compiler errors run to pages): a failure's detail in a report."""
+    text = str(exc).strip()
+    first = text.splitlines()[0].strip() if text else ""
+    line = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return line if len(line) <= limit else line[: limit - 3] + "..."

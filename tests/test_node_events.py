@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from envcheck.bench.failure import one_line
+from envcheck.errors import one_line
 from envcheck.harness.failures import ChildError, Crash, Outcome, Stopped, Timeout
 from envcheck.model.node import Launch
 from envcheck.node import collective_worker

@@ -30,9 +30,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from envcheck.analysis.node import layout
-from envcheck.bench.failure import one_line
 from envcheck.bench.l2 import DEFAULT_L2_BYTES, ROTATE_L2_MULTIPLE, rotation_sets
 from envcheck.bench.timer import make_clock
+from envcheck.errors import one_line
 
 GRAPH_REPLAY_US = 1000.0  # a replay should last about this long: calls per graph = this / time per call
 GRAPH_WARM_US = 50_000.0  # untimed replays back to back for about this long before the timed ones of a capture

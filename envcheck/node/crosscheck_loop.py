@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from envcheck.analysis.collectives import layout
-from envcheck.bench.failure import one_line
+from envcheck.errors import one_line
 
 CALLS = 20
 LOOPS = 5
