@@ -1,91 +1,36 @@
-"""One collective at one size on one group of ranks, timed twice as single-GPU ops are, then checked:
+"""One collective at one size on one group of ranks: timed twice, as single-GPU ops are, then checked.
 
-1. **per call**: warm-up calls, then timed iterations back to back (a CUDA event between consecutive
-   calls on a GPU, the host clock between synchronous calls on the CPU), the way nccl-tests times its
-   eager loop: what a ``torch.distributed`` caller pays, Python and launch overhead included;
-2. **GPU time** (GPUs only): the same call captured ``calls`` times in one CUDA graph (NCCL supports
-   capture; the communicator is warm from step 1), the graph replayed back to back with a CUDA event
-   between replays, each sample one replay divided by its calls: what NCCL and the links do with the
-   host out of the way, the counterpart of nccl-tests' CUDA-graph mode (``-G``). The timed replays follow
-   untimed ones, back to back for about ``GRAPH_WARM_US``: a burst of all_to_all at 64 MiB on 2 x H100 ran about
-   10% slower for its first 2 ms, and two timed replays right after one untimed one read 223-233 GB/s busbw in
-   6 of 6 rounds, against 241-242 after 50 ms of untimed replays
-   (evidence/device-logs/2026-11-26_1453Z_2x-h100_diag_alltoall_ramp.log.gz). A replay must last
-   long enough (``GRAPH_REPLAY_US``) for each rank's host to queue the next one before it ends, or the
-   samples hold the host's gaps: ``calls`` is first sized from the per-call time and, where the GPU
-   turns out much quicker than that (small sizes, where a Python caller's cost dominates), sized again
-   from the GPU time and the graph captured and timed once more. Every member of the
-   group captures or none replays (a graph replayed on one rank alone would wait for its peers for
-   ever); a refused capture is recorded with its reason and the per-call time stands alone;
-3. a separate call on freshly written inputs whose output is checked element by element against the
-   exact expected values (nccl-tests' #wrong);
-4. (GPUs, torch with an NCCL memory pool) the GPU time again on buffers from NCCL's own allocator, which NCCL
-   registers when a graph captures a call on them and then moves without copying through its own buffers
-   (``CollectiveBench._registered``): the counterpart of nccl-tests' default CUDA-graph mode, where one process
-   drives every GPU and NCCL registers its plain buffers too; the plain GPU time is that of its mode with
-   ``NCCL_GRAPH_REGISTER=0``. Its output is checked too, after one replay of a graph of one call.
+1. **Per call**: warm-up calls, then timed calls back to back, the way nccl-tests times its eager loop: what a
+   ``torch.distributed`` caller pays, launch overhead included (a CUDA event every few calls on a GPU, the host
+   clock on the CPU).
+2. **GPU time** (GPUs only): the call captured many times in one CUDA graph and the graph replayed back to back
+   after untimed replays, each sample one replay divided by its calls: the counterpart of nccl-tests' ``-G``.
+   Every member of the group captures or none replays (a lone replay would wait for its peers for ever); a
+   refused capture is recorded with its reason and the per-call time stands alone. The samples pool
+   ``CAPTURES`` captures spread over several communicators of the same ranks and, for sizes past 3x L2, over
+   fresh allocations: which communicator and where a buffer lands set the pace, so one of each is luck.
+3. A separate call on fresh inputs whose output is checked element by element (nccl-tests' #wrong).
+4. (torch with an NCCL memory pool) the GPU time again on buffers from NCCL's allocator, which NCCL registers
+   when a graph captures a call on them (``CollectiveBench._registered``): nccl-tests' default graph mode.
 
-On a GPU, L2 is kept cold as for single-GPU ops (``envcheck.bench.l2``): a size whose buffers (this
-rank's input and output) could stay in L2 between calls gets ``rotation_sets`` independent sets of
-buffers, every group member the same number, and the warm-up, the timed calls and the captured graph
-cycle through them (a graph holds whole cycles); the first set is the one checked. Unlike single-GPU
-ops, sizes of 1 MiB and less are kept cold too wherever at most ``MAX_ROTATION_SETS`` sets cover
-3x L2 (from about 370 KiB of buffers on an H200): nccl-tests shifts its buffers through its largest
-size at every iteration (``startColl`` in src/common.cu), so its default sweep (1 MiB .. 4 GiB) meets
-cold buffers at every size, and a collective's GPU time of ~10 us is not launch-bound. Left hot,
-all_to_all at 4 MiB read 5-11% above nccl-tests on four machines (half of its data is the rank's own
-chunk, a local copy L2 served; evidence/device-logs/2026-11-26_0602Z_2x-h100_diag_alltoall_comparison_gpus.md),
-as nccl-tests itself does when run at that size alone, with one set of buffers (115.8 against 111.1 GB/s
-on 2 x H200, evidence/device-logs/2026-11-26_0748Z_2x-h200_device_node.log.gz).
+On a GPU, L2 is kept cold as nccl-tests keeps it (``envcheck.bench.l2``): a size whose buffers could stay in L2
+cycles through ``rotation_sets`` sets of buffers, the same count on every member. docs/node.md gives each rule
+here with the measurements behind it.
 
-The GPU time of every size joins the replays of ``CAPTURES`` graphs, captured in turn on each of the communicators
-the caller passes (the sweep's own and up to ``COMMUNICATORS`` - 1 more of the same ranks, one capture on each, as
-many as hold at most ``COMMUNICATOR_MEMORY_SHARE`` of a GPU's memory, each made afresh by
-``torch.distributed.new_group``: NCCL's own buffers and connections); the samples keep each capture's replays
-together, and ``envcheck.analysis.collectives.gpu_time_us`` joins them (the median of the captures where they share
-one allocation). Which communicator a call goes through can set its pace: on 2 x H100, all_to_all at 64 MiB read
-224-244 GB/s busbw on eighteen communicators (three processes of six), most holding within 1% over six rounds and
-some switching between 224 and 240, while neither the capture, the buffers, a skew between the ranks' starts, an
-idle GPU nor NVML's queries moved it (evidence/device-logs/2026-11-26_1125Z_2x-h100_diag_communicators.log.gz and the
-1106Z-1124Z logs beside it). nccl-tests makes one communicator per process, so each of its runs is one such draw,
-as one communicator's number is envcheck's luck. Pooling does not settle every run, though: a short burst moves
-between the two paces on one communicator too (nccl-tests' 100-call cycles in one process read 224-241, its
-4000-call ones 241-244 in all 21, evidence/device-logs/2026-11-26_1257Z_2x-h100_diag_alltoall_draws.log.gz), and in 3
-of 8 node runs at 1309Z-1326Z 11-13 of the 24 replays here ran at the slow pace, and the size read 232.6-234.9
-GB/s. Those runs had no warm-up; with it, one of the six node runs at 1458Z-1511Z had 12 of its 24 replays at the
-slow pace (233.0 GB/s), the other five none; with twelve communicators, one capture each, 0-3 of 12 ran slow in
-each of five node runs at 1724Z-1736Z, and the median of the captures read 241.4-242.3 in all five. Some
-communicators hold the slow pace through bursts of 250-600 ms
-(evidence/device-logs/2026-11-26_1512Z_2x-h100_diag_alltoall_ramp_split.log.gz: 3 of 16, the first made by the process
-group and the rest split from it, held it in over half of their windows past a burst's first 2 ms; in the process
-right after, none of 16 made afresh, _fresh.log: too few to tell the two kinds apart). The report flags a size
-whose replays ran at two paces (``envcheck.analysis.collectives.pace_spread``).
-A size whose buffers exceed 3x L2 (one set) also makes each capture on a fresh allocation (``allocations``),
-the previous one freed (the cache emptied) first, with the warm-up and eager calls repeated on each; the last
-allocation is the one checked. Where a buffer lands moved reduce_scatter at 4 GiB by up to 14% on 2 x H100 while
-one allocation held within 1%; nccl-tests allocates once per process,
-so each of its runs is one such draw too. Smaller sizes time their eager calls once, on the sweep's
-communicator and their rotating sets, and capture again on the same buffers.
+Runs inside a torchrun worker (``envcheck.node.collective_worker``) with a process group up; NCCL on GPUs and
+gloo on the CPU differ only in the tensors' device and the clock. Every rank calls :func:`measure` with the same
+arguments in the same order; a decision that could differ between ranks (out of memory) is agreed on first
+with a tiny collective, so no rank skips a size the others run.
 
-Runs inside a torchrun worker (``envcheck.node.collective_worker``) with a process group already up.
-The same code drives NCCL on GPUs and gloo on the CPU: only the device of the tensors and the clock
-differ. Every rank of the group must call :func:`measure` with the same arguments in the same
-order, as with any collective; decisions that could differ between ranks (out of memory) are agreed
-on with a tiny collective first, so one rank never skips a size the others run.
-
-Inputs hold small integers (exact in float32 for any rank count envcheck meets), so every expected
-output is exact and the check is equality, not a tolerance:
-
-- rank r's element i of an input is ``r + 1 + i % 7`` (all_reduce, broadcast, all_gather,
-  reduce_scatter, i counted over the rank's whole input);
-- all_to_all: rank r's chunk for rank j, element k, is ``8 (r n + j) + 1 + k % 7``.
+Inputs hold small integers, exact in float32, so the check is equality: rank r's element i is
+``r + 1 + i % 7``; for all_to_all, rank r's chunk for rank j, element k, is ``8 (r n + j) + 1 + k % 7``.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from envcheck.analysis.node import layout
@@ -93,45 +38,22 @@ from envcheck.bench.failure import one_line
 from envcheck.bench.l2 import DEFAULT_L2_BYTES, ROTATE_L2_MULTIPLE, rotation_sets
 
 GRAPH_REPLAY_US = 1000.0  # a replay should last about this long: calls per graph = this / time per call
-GRAPH_WARM_US = 50_000.0  # untimed replays back to back for about this long before the timed ones of a capture
-# At most this many calls in one graph (1 MiB collectives take ~12 us on NVLink), before the count is
-# rounded up to whole cycles through the sets of buffers (up to l2.MAX_ROTATION_SETS calls).
-MAX_GRAPH_CALLS = 256
+GRAPH_WARM_US = 50_000.0  # untimed replays before a capture's timed ones: a burst starts at a slower pace
+MAX_GRAPH_CALLS = 256  # before rounding up to whole cycles through the sets of buffers
 CHUNK_ELEMS = 1 << 25  # 128 MiB of float32 per step when writing inputs and checking outputs
 MEMORY_HEADROOM = 0.85  # share of the free memory a size may use (NCCL's own buffers need the rest)
 MiB = 1 << 20
-# The GPU time pools the replays of this many graph captures, spread over the communicators the caller passes.
-CAPTURES = 12
-# How many communicators of the same ranks the node sweep spreads them over, one capture on each: which
-# communicator a call goes through moved all_to_all 64 MiB by up to 8% on 2 x H100, while most held within 1%
-# (evidence/device-logs/2026-11-26_1125Z_2x-h100_diag_communicators.log.gz). A communicator's slow pace mostly holds
-# for all its bursts: of 96 bursts of 300 ms on 48 communicators with NCCL's defaults, 13 ran over 2% below their
-# process's median, on 8 communicators, 5 of them slow in both their bursts (the ramp diagnostic of 2026-11-26 on
-# evidence/device-logs/2026-11-26_1713Z_2x-h100_diag_alltoall_nccl_settings.log.gz). So the communicators, not the
-# captures, are the independent draws, and twelve of them, one capture each, leave the GPU time less to one
-# communicator's luck than six of two each. (Neither the SM clock, at 1980 MHz in slow and fast windows alike, nor
-# NVLink replays or recoveries, none, went with the slow pace: _1711Z_2x-h100_diag_alltoall_clocks_split.log.)...
-COMMUNICATORS = CAPTURES
-# ...as long as the extra ones hold at most this share of a GPU's memory: each took 868-870 MiB of an H100 on two
-# GPUs, connected for all_reduce and all_to_all (evidence/device-logs/2026-11-26_1128Z_2x-h100_comm_memory.log.gz), so
-# eleven take 12% of one, and NCCL's point-to-point buffers grow with the peers.
-COMMUNICATOR_MEMORY_SHARE = 0.15
-# A size whose buffers exceed 3x L2 (one set, no rotation) makes each capture on a fresh allocation, freed and
-# allocated again in turn: where a buffer lands moves all_gather and reduce_scatter at 1-4 GiB by up to 14% on
-# 2 x H100, while one allocation holds within 1% (2026-11-26 0924Z,
-# evidence/device-logs/2026-11-26_0924Z_2x-h100_diag_large.log.gz), so one allocation's number is luck.
-ALLOCATIONS = CAPTURES
+INPLACE = ("all_reduce", "broadcast")  # collectives whose output is their input buffer
+CAPTURES = 12  # graph captures the GPU time pools
+COMMUNICATORS = CAPTURES  # one capture on each: the communicators, not the captures, are the independent draws
+COMMUNICATOR_MEMORY_SHARE = 0.15  # of a GPU's memory the extra communicators may hold (~870 MiB each on an H100)
+ALLOCATIONS = CAPTURES  # fresh allocations of a size past 3x L2, one capture on each
 ALLOCATION_WARMUP = 2  # warm-up calls on each allocation after the first (the communicator is warm)
-# The per-call time is what a loop of calls costs its caller: a CUDA event marks every PER_CALL_LOOP calls
-# below PER_CALL_LOOP_BELOW, not every call. An event recorded between every call adds its own host cost to each:
-# all_reduce 1 MiB on 2 x H200 read 110.8 us a call with an event between calls and 50.5 in a plain loop
-# (68.8 and 46.2 cycling through 16 sets of buffers, evidence/device-logs/2026-11-28_2006Z_4x-h200_collective_causes.log.gz).
-# From 64 MiB a call keeps the GPU busy for over 150 us and the host runs ahead (64 MiB: 255.2 us in the loop, 248.0
-# replayed in a graph), so an event between calls costs nothing there and each call is a sample.
+# Below PER_CALL_LOOP_BELOW an event marks every PER_CALL_LOOP calls, not every call: an event between calls adds
+# its own host cost to each, while from 64 MiB a call keeps the GPU busy long enough to hide it.
 PER_CALL_LOOP = 10
 PER_CALL_LOOP_BELOW = 64 * (1 << 20)
-# The GPU time on NCCL-registered buffers pools this many captures, on as many of the communicators.
-REGISTERED_CAPTURES = 3
+REGISTERED_CAPTURES = 3  # captures on NCCL-registered buffers, on as many communicators
 
 
 @dataclass(frozen=True)
@@ -157,8 +79,6 @@ class Measured:
     allocations: int = 1  # fresh allocations the timed calls were spread over (1: one)
     captures: int = 1  # graphs captured afresh whose replays gpu_samples_us pools (1: one)
     communicators: int = 1  # communicators those graphs were captured on (1: the one given)
-    # The GPU time again on buffers from NCCL's allocator (torch's NCCL memory pool), which NCCL registers when a
-    # graph captures a call on them: zero-copy transfers (see CollectiveBench._registered).
     reg_samples_us: tuple[float, ...] = ()
     reg_calls: int = 1
     reg_captures: int = 1
@@ -168,46 +88,62 @@ class Measured:
 
 
 def whole_cycles(calls: int, sets: int) -> int:
-    """``calls`` rounded up to whole cycles through ``sets`` sets of buffers: every replay of a graph
-    then visits each set the same number of times, in the same order."""
+    """``calls`` rounded up to whole cycles through ``sets`` sets of buffers: every replay visits each set alike."""
     return max(1, math.ceil(calls / sets)) * sets
 
 
 def warm_replays(replay_us: float) -> int:
-    """Untimed replays of a graph, after the one that measured ``replay_us``, that keep the GPUs busy for about
-    GRAPH_WARM_US before the timed ones (none where a replay lasts that long)."""
+    """Untimed replays after the one that measured ``replay_us``, to keep the GPUs busy for ``GRAPH_WARM_US``."""
     return max(0, math.ceil(GRAPH_WARM_US / max(replay_us, 1.0)) - 1)
 
 
 def calls_per_graph(per_call_us: float) -> int:
-    """How many calls one graph holds: enough for a replay of about GRAPH_REPLAY_US (so the replay's
-    own launch is hidden behind the previous one), at least 1 and at most MAX_GRAPH_CALLS."""
+    """Calls in one graph: a replay of about GRAPH_REPLAY_US hides the next replay's launch."""
     if per_call_us <= 0:
         return MAX_GRAPH_CALLS
     return max(1, min(MAX_GRAPH_CALLS, math.ceil(GRAPH_REPLAY_US / per_call_us)))
 
 
 def allocations_for(buffer_bytes: int, l2_bytes: int | None, sets: int) -> int:
-    """How many fresh allocations a size's timed calls are spread over on a GPU: ``ALLOCATIONS`` where one set
-    of buffers (``sets`` 1) exceeds 3x L2 (smaller sizes already rotate through as many sets as cover 3x L2),
-    else 1. Every member of a group gets the same count from the same arguments."""
+    """Fresh allocations a size's timed calls are spread over on a GPU: ``ALLOCATIONS`` where one set of buffers
+    exceeds 3x L2 (smaller sizes rotate through sets instead), else 1; the same on every member of a group."""
     if sets > 1 or buffer_bytes < ROTATE_L2_MULTIPLE * (l2_bytes or DEFAULT_L2_BYTES):
         return 1
     return ALLOCATIONS
 
 
 def need_bytes(op: str, size_bytes: int, n: int, element_bytes: int = 4) -> int:
-    """Device memory one rank needs for ``op`` at size S: its input and output buffers, plus one
-    chunk of expected values and one of indices for the check."""
+    """Device memory one rank needs for ``op`` at size S: its buffers and a chunk of the check's values and indices."""
     return buffer_bytes(op, size_bytes, n, element_bytes) + CHUNK_ELEMS * (element_bytes + 8)
 
 
 def buffer_bytes(op: str, size_bytes: int, n: int, element_bytes: int = 4) -> int:
-    """One rank's input and output buffers for ``op`` at size S (one buffer where the call is in place):
-    the working set L2 could keep between calls."""
+    """One rank's input and output buffers for ``op`` at size S: the working set L2 could keep between calls."""
     lay = layout(op, size_bytes, n, element_bytes)
-    inplace = op in ("all_reduce", "broadcast")
-    return (lay.send if inplace else lay.send + lay.recv) * element_bytes
+    return (lay.send if op in INPLACE else lay.send + lay.recv) * element_bytes
+
+
+def buffers(torch: Any, op: str, lay: Any, device: str, zeros: bool = False) -> tuple[Any, Any]:
+    """A fresh (input, output) pair of float32 tensors for ``op`` (no output where the call is in place)."""
+    send = (torch.zeros if zeros else torch.empty)(lay.send, dtype=torch.float32, device=device)
+    return send, None if op in INPLACE else torch.empty(lay.recv, dtype=torch.float32, device=device)
+
+
+def call(dist: Any, op: str, send: Any, recv: Any, group: Any = None, root: int = 0) -> None:
+    """One call of ``op`` on ``group`` (None: the default group)."""
+    if op == "all_reduce":
+        dist.all_reduce(send, group=group)
+    elif op == "broadcast":
+        dist.broadcast(send, src=root, group=group)
+    elif op == "all_gather":
+        # torch 2.13 renames the single-tensor forms; 2.11 has only the old names.
+        (getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor)(recv, send, group=group)
+    elif op == "reduce_scatter":
+        (getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor)(recv, send, group=group)
+    elif op == "all_to_all":
+        dist.all_to_all_single(recv, send, group=group)
+    else:
+        raise ValueError(f"unknown collective {op!r}")
 
 
 class CollectiveBench:
@@ -236,8 +172,6 @@ class CollectiveBench:
         self._nccl_allocator: Any = None  # torch's NCCL allocator, once use_registered_buffers found it
         self._registered_error: str | None = None
 
-    # ----------------------------------------------------------------- agreement
-
     def _min_over(self, value: int, group: Any) -> int:
         """The smallest ``value`` over the group (every member calls it)."""
         t = self.torch.tensor([value], dtype=self.torch.int64, device=self.device)
@@ -250,24 +184,18 @@ class CollectiveBench:
         free, _total = self.torch.cuda.mem_get_info(self.torch.device(self.device))
         return int(free)
 
-    # ----------------------------------------------------------------- inputs and expected outputs
+    def _chunks(self, t: Any) -> Any:
+        """(slice, indices) of the flat tensor ``t``, ``CHUNK_ELEMS`` at a time."""
+        for lo in range(0, t.numel(), CHUNK_ELEMS):
+            hi = min(t.numel(), lo + CHUNK_ELEMS)
+            yield slice(lo, hi), self.torch.arange(lo, hi, dtype=self.torch.int64, device=self.device)
 
     def _fill(self, t: Any, value_at: Any) -> None:
-        """Write ``value_at(indices)`` into the flat tensor ``t``, one chunk at a time."""
-        n = t.numel()
-        for lo in range(0, n, CHUNK_ELEMS):
-            hi = min(n, lo + CHUNK_ELEMS)
-            idx = self.torch.arange(lo, hi, dtype=self.torch.int64, device=self.device)
-            t[lo:hi] = value_at(idx).to(t.dtype)
+        for part, idx in self._chunks(t):
+            t[part] = value_at(idx).to(t.dtype)
 
     def _count_wrong(self, t: Any, value_at: Any) -> int:
-        n = t.numel()
-        wrong = 0
-        for lo in range(0, n, CHUNK_ELEMS):
-            hi = min(n, lo + CHUNK_ELEMS)
-            idx = self.torch.arange(lo, hi, dtype=self.torch.int64, device=self.device)
-            wrong += int((t[lo:hi] != value_at(idx).to(t.dtype)).sum().item())
-        return wrong
+        return sum(int((t[part] != value_at(idx).to(t.dtype)).sum().item()) for part, idx in self._chunks(t))
 
     def _patterns(self, op: str, n: int, me: int, per: int) -> tuple[Any, Any]:
         """(input value at index, expected output value at index) for this rank (index ``me`` in the group)."""
@@ -286,10 +214,9 @@ class CollectiveBench:
         raise ValueError(f"unknown collective {op!r}")
 
     def more_communicators(self, ranks: tuple[int, ...], ops: tuple[str, ...]) -> tuple[Any, ...]:
-        """Up to ``COMMUNICATORS`` - 1 more communicators of ``ranks`` (every rank of the world calls it, as
-        ``new_group`` requires), each connected now by one small call of each op in ``ops`` rather than inside a
-        timed size; the making stops, the last one freed, where the extra ones would hold more than
-        ``COMMUNICATOR_MEMORY_SHARE`` of some member's GPU memory. None off a GPU (gloo: one communicator)."""
+        """Up to ``COMMUNICATORS`` - 1 more communicators of ``ranks`` (every rank of the world calls ``new_group``),
+        each connected now by a small call of each of ``ops``, not inside a timed size; no more once they would
+        hold over ``COMMUNICATOR_MEMORY_SHARE`` of some member's GPU memory. None off a GPU (gloo: one)."""
         if not self.cuda:
             return ()
         torch = self.torch
@@ -298,11 +225,8 @@ class CollectiveBench:
         for _ in range(COMMUNICATORS - 1):
             group = self.dist.new_group(list(ranks))
             for op in ops:
-                lay = layout(op, 1024 * len(ranks), len(ranks), 4)
-                send = torch.empty(lay.send, dtype=torch.float32, device=self.device).fill_(1.0)
-                recv = None if op in ("all_reduce", "broadcast") else \
-                    torch.empty(lay.recv, dtype=torch.float32, device=self.device)
-                self._call(op, send, recv, group, ranks[0])
+                send, recv = buffers(torch, op, layout(op, 1024 * len(ranks), len(ranks), 4), self.device)
+                call(self.dist, op, send.fill_(1.0), recv, group, ranks[0])
             torch.cuda.synchronize()
             held = before - (self.free_bytes() or 0)
             if not self._min_over(int(held <= COMMUNICATOR_MEMORY_SHARE * total), None):
@@ -310,24 +234,6 @@ class CollectiveBench:
                 break
             made.append(group)
         return tuple(made)
-
-    # ----------------------------------------------------------------- the call
-
-    def _call(self, op: str, send: Any, recv: Any, group: Any, root: int) -> None:
-        d = self.dist
-        if op == "all_reduce":
-            d.all_reduce(send, group=group)
-        elif op == "broadcast":
-            d.broadcast(send, src=root, group=group)
-        elif op == "all_gather":
-            # torch 2.13 renames the single-tensor forms; 2.11 (the lent GPUs) has only the old names.
-            (getattr(d, "all_gather_single", None) or d.all_gather_into_tensor)(recv, send, group=group)
-        elif op == "reduce_scatter":
-            (getattr(d, "reduce_scatter_single", None) or d.reduce_scatter_tensor)(recv, send, group=group)
-        elif op == "all_to_all":
-            d.all_to_all_single(recv, send, group=group)
-        else:
-            raise ValueError(f"unknown collective {op!r}")
 
     def _capture(self, op: str, sets: list[tuple[Any, Any]], group: Any, root: int, calls: int,
                  warm_call: bool = True) -> tuple[Any, str | None]:
@@ -341,7 +247,7 @@ class CollectiveBench:
                 side = torch.cuda.Stream()
                 side.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(side):
-                    self._call(op, *sets[0], group, root)
+                    call(self.dist, op, *sets[0], group, root)
                 torch.cuda.current_stream().wait_stream(side)
             torch.cuda.synchronize()
             graph = torch.cuda.CUDAGraph()
@@ -349,7 +255,7 @@ class CollectiveBench:
             # capture; in the default global mode those queries would invalidate it.
             with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                 for i in range(calls):
-                    self._call(op, *sets[i % len(sets)], group, root)
+                    call(self.dist, op, *sets[i % len(sets)], group, root)
         except Exception as e:  # noqa: BLE001 - a refused capture is a recorded reason, not a crash
             error = one_line(e)
             graph = None
@@ -361,17 +267,15 @@ class CollectiveBench:
 
     def _gpu_time(self, op: str, sets: list[tuple[Any, Any]], group: Any, root: int, calls: int,
                   replays: int) -> tuple[tuple[float, ...], str | None, str | None]:
-        """(samples per call, reason, error) of ``calls`` calls (whole cycles through the ``sets`` of
-        (input, output) buffers) captured in one CUDA graph and replayed ``replays`` times back to back.
-        Every member calls it; none replays unless all captured."""
+        """(samples per call, reason, error) of ``calls`` calls (whole cycles through ``sets``) captured in one CUDA
+        graph and replayed ``replays`` times back to back; none replays unless every member captured."""
         torch = self.torch
         graph, error = self._capture(op, sets, group, root, calls)
         if graph is None:
             return (), "capture_failed", error
         try:
-            # Untimed replays first, back to back for about GRAPH_WARM_US (the group's longest estimate of a
-            # replay decides how many, so every member replays as often): on an idle GPU the first replay's
-            # start event fires before its launch, and a burst of all_to_all can start at a slower pace.
+            # Untimed replays first, as many on every member (the group's longest replay decides): on an idle GPU
+            # the first replay's start event fires before its launch, and a burst can start at a slower pace.
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             graph.replay()
@@ -410,19 +314,10 @@ class CollectiveBench:
 
     def _registered(self, op: str, size_bytes: int, n: int, lay: Any, values: tuple[Any, Any], comms: tuple[Any, ...],
                     root: int, calls: int, replays: int, free: int | None, need: int) -> dict[str, Any]:
-        """The ``Measured`` fields of the GPU time on buffers from NCCL's allocator (a memory pool of its own, made
-        for this size and dropped after it): ``REGISTERED_CAPTURES`` graphs of ``calls`` calls, one on each
-        communicator in turn, ``replays`` timed replays each, then a graph of one call replayed on fresh inputs
-        and its output checked.
-
-        NCCL registers a buffer a captured call uses where its peers can map it (NCCL_GRAPH_REGISTER, on by
-        default): buffers from ncclMemAlloc can be shared with the other processes, those of torch's caching
-        allocator (cudaMalloc) cannot, so between processes only these get NCCL's zero-copy transfers. nccl-tests
-        drives every GPU from one process, where NCCL registers its plain buffers too: its CUDA-graph mode (-G) is
-        the counterpart of this time, its eager loop and -G with NCCL_GRAPH_REGISTER=0 that of the plain one (on 2 x
-        H200, all_gather 256 MiB read 309.1 GB/s busbw in -G, 245.7 with NCCL_GRAPH_REGISTER=0 and 243.4 eager;
-        broadcast 4 MiB in place on 4 x H200 106.8 in -G, 168.1 unregistered: registration is not always faster,
-        evidence/device-logs/2026-11-28_2006Z_4x-h200_collective_causes_nccl-tests.txt.gz)."""
+        """The ``Measured`` fields of the GPU time on buffers from NCCL's allocator (a pool made for this size and
+        dropped after it): ``REGISTERED_CAPTURES`` graphs, one per communicator, then one call's graph checked.
+        Only ncclMemAlloc buffers can be mapped by the peer processes, so only they get NCCL's zero-copy
+        transfers between processes; nccl-tests' one process gets them for plain buffers too (docs/node.md)."""
         torch = self.torch
         value_in, value_out = values
         pool = torch.cuda.MemPool(self._nccl_allocator)
@@ -464,9 +359,8 @@ class CollectiveBench:
 
     def _more_sets(self, op: str, size_bytes: int, n: int, send: Any, recv: Any, free: int | None, need: int,
                    group: Any) -> list[tuple[Any, Any]]:
-        """The extra sets of (input, output) buffers that keep L2 cold on a GPU (``envcheck.bench.l2``),
-        copies of the first set's input; as many on every member of the group (the fewest any member
-        can hold), none on the CPU or where a member cannot hold them all."""
+        """The extra sets of buffers that keep L2 cold on a GPU, copies of the first set's input: as many on every
+        member (the fewest any member can hold), none on the CPU or where a member cannot hold them."""
         if not self.cuda:
             return []
         spare = None if free is None else MEMORY_HEADROOM * free - need
@@ -485,13 +379,10 @@ class CollectiveBench:
         return extra
 
     def _allocate(self, op: str, lay: Any, value_in: Any, group: Any) -> tuple[Any, Any] | None:
-        """A fresh (input, output) pair for ``op`` (no output where the call is in place), the input
-        written; None on every member of the group where any member ran out of memory."""
-        torch = self.torch
+        """A fresh (input, output) pair for ``op``, the input written; None on every member of the group where any
+        member ran out of memory."""
         try:
-            send = torch.empty(lay.send, dtype=torch.float32, device=self.device)
-            recv = None if op in ("all_reduce", "broadcast") else \
-                torch.empty(lay.recv, dtype=torch.float32, device=self.device)
+            send, recv = buffers(self.torch, op, lay, self.device)
             allocated = 1
         except RuntimeError:  # torch.cuda.OutOfMemoryError is a RuntimeError
             send = recv = None
@@ -506,19 +397,16 @@ class CollectiveBench:
     def _timed(self, op: str, sets: list[tuple[Any, Any]], group: Any, root: int, warmup: int, iters: int,
                graph: bool, calls: int | None, replays: int, stride: int = 1) -> tuple[
                    tuple[float, ...], tuple[float, ...], int, str | None, str | None]:
-        """(per-call samples, GPU samples, calls per graph, reason, error) of ``op`` on ``sets``: ``warmup``
-        calls, ``iters`` x ``stride`` eager calls timed back to back (a mark every ``stride`` calls, each sample
-        the mean call between two marks), then (on a GPU, with ``graph``) ``replays`` replays of a graph of
-        ``calls`` calls (sized here from the eager calls when None, so ``iters`` is then at least 1)."""
+        """(per-call samples, GPU samples, calls per graph, reason, error) of ``op`` on ``sets``: ``warmup`` calls,
+        ``iters`` samples of ``stride`` eager calls back to back, then (on a GPU, with ``graph``) ``replays``
+        replays of a graph of ``calls`` calls (sized here from the eager calls when None)."""
         for i in range(warmup):
-            self._call(op, *sets[i % len(sets)], group, root)
+            call(self.dist, op, *sets[i % len(sets)], group, root)
         self.clock.synchronize()
-        # Marks between calls, as nccl-tests times its loop: the samples add up to the whole loop, so their
-        # mean is its time per call (the host runs ahead of the GPU on large sizes; on small ones the samples
-        # hold the launch cost a real caller's loop pays, and no more: PER_CALL_LOOP).
+        # Marks between calls, as nccl-tests times its loop: the samples add up to the loop's time per call.
         marks = [self.clock.mark()]
         for i in range(warmup, warmup + iters * stride):  # the cycle goes on from the warm-up's
-            self._call(op, *sets[i % len(sets)], group, root)
+            call(self.dist, op, *sets[i % len(sets)], group, root)
             if (i - warmup + 1) % stride == 0:
                 marks.append(self.clock.mark())
         self.clock.synchronize()
@@ -543,11 +431,9 @@ class CollectiveBench:
 
     def measure(self, op: str, size_bytes: int, ranks: tuple[int, ...], group: Any, warmup: int,
                 iters: int, graph: bool = True, more_groups: tuple[Any, ...] = ()) -> Measured:
-        """Measure ``op`` at nccl-tests' size ``size_bytes`` on the group of global ``ranks`` (this
-        rank among them): per call, then (on a GPU, with ``graph``) the GPU time of graph replays, the
-        captures taken in turn on ``group`` and ``more_groups`` (other communicators of the same ranks).
-        Errors inside the call are caught and returned; after one, the process group may be unusable
-        and the caller stops."""
+        """``op`` at nccl-tests' size ``size_bytes`` on the group of global ``ranks``: per call, then (on a GPU, with
+        ``graph``) the GPU time, captured in turn on ``group`` and ``more_groups`` (other communicators of the same
+        ranks). An error is returned, not raised; after one the process group may be unusable."""
         n = len(ranks)
         me = ranks.index(self.rank)
         lay = layout(op, size_bytes, n, 4)
@@ -558,7 +444,7 @@ class CollectiveBench:
             ok = self._min_over(int(free is not None and need <= MEMORY_HEADROOM * free), group)
             if not ok:
                 least = self._min_over(free or 0, group)
-                return _replace(base, skipped="out_of_memory", need_bytes=need, free_bytes=least)
+                return replace(base, skipped="out_of_memory", need_bytes=need, free_bytes=least)
         torch = self.torch
         first: tuple[Any, Any] | None = None
         sets: list[tuple[Any, Any]] = []
@@ -568,13 +454,12 @@ class CollectiveBench:
             value_in, value_out = self._patterns(op, n, me, lay.count)
             first = self._allocate(op, lay, value_in, group)
             if first is None:
-                return _replace(base, skipped="out_of_memory", need_bytes=need, free_bytes=free)
+                return replace(base, skipped="out_of_memory", need_bytes=need, free_bytes=free)
             sets = [first] + self._more_sets(op, size_bytes, n, *first, free, need, group)
             allocations = allocations_for(buffer_bytes(op, size_bytes, n), self.l2_bytes, len(sets)) if self.cuda \
                 else 1
-            # Rounds: one graph captured afresh in each (GPU time), the communicators taken in turn, on a fresh
-            # allocation in each where there are several; the eager calls split among the allocations, or all
-            # in the first round.
+            # Rounds: a graph captured afresh in each, on the communicators in turn and, where there are several,
+            # a fresh allocation each (the eager calls split among them, else all in the first round).
             comms = (group, *more_groups) if self.cuda else (group,)
             stride = PER_CALL_LOOP if self.cuda and lay.size_bytes < PER_CALL_LOOP_BELOW else 1
             rounds = CAPTURES if self.cuda and (graph or allocations > 1) else 1
@@ -593,7 +478,7 @@ class CollectiveBench:
                     torch.cuda.empty_cache()
                     first = self._allocate(op, lay, value_in, group)
                     if first is None:  # another process took the memory meanwhile: the size is not measured
-                        return _replace(base, skipped="out_of_memory", need_bytes=need, free_bytes=self.free_bytes())
+                        return replace(base, skipped="out_of_memory", need_bytes=need, free_bytes=self.free_bytes())
                     sets = [first]
                 if allocations > 1:
                     warm, eager_iters = (warmup if k == 0 else min(warmup, ALLOCATION_WARMUP)), per
@@ -608,24 +493,23 @@ class CollectiveBench:
                 elif k == 0 or timed_graph:  # no GPU time, or a later capture refused (every member agreed):
                     gpu, timed_graph, reason, error = (), False, why, err  # the per-call time stands alone
             send, recv = first
-            # The check runs on fresh inputs (timed all_reduce iterations summed in place), in the first set
-            # of the last allocation.
+            # The check: fresh inputs (timed all_reduce calls summed in place), the last allocation's first set.
             self._fill(send, value_in)
             if recv is not None:
                 recv.fill_(-1.0)  # poison: an element the collective never wrote shows as wrong
-            self._call(op, send, recv, group, root)
+            call(self.dist, op, send, recv, group, root)
             self.clock.synchronize()
             wrong = self._count_wrong(recv if recv is not None else send, value_out)
-            result = _replace(base, samples_us=samples, wrong=wrong, gpu_samples_us=gpu,
+            result = replace(base, samples_us=samples, wrong=wrong, gpu_samples_us=gpu,
                               gpu_calls=calls or 1, gpu_reason=None if gpu else reason,
                               gpu_error=None if gpu else error, rotation_sets=len(sets), allocations=allocations,
                               captures=captures if gpu else 1, communicators=min(captures, len(comms)) if gpu else 1)
             if not (self.cuda and graph):
                 return result
             if not gpu:  # no graph on plain buffers: none on registered ones either
-                return _replace(result, reg_reason="not_captured")
+                return replace(result, reg_reason="not_captured")
             if self._nccl_allocator is None:
-                return _replace(result, reg_reason="no_nccl_allocator", reg_error=self._registered_error)
+                return replace(result, reg_reason="no_nccl_allocator", reg_error=self._registered_error)
             first, sets, send, recv = None, [], None, None  # the plain buffers go back before the pool's are made
             torch.cuda.empty_cache()
             try:
@@ -633,16 +517,11 @@ class CollectiveBench:
                                               math.ceil(iters / REGISTERED_CAPTURES), free, need)
             except Exception as e:  # noqa: BLE001 - the plain result stands; the registered one failed, and says how
                 registered = {"reg_reason": "error", "reg_error": one_line(e)}
-            return _replace(result, **registered)
+            return replace(result, **registered)
         except Exception as e:  # noqa: BLE001 - a failed collective is a result, reported by the caller
-            return _replace(base, error=one_line(e))
+            return replace(base, error=one_line(e))
         finally:
             first, sets, send, recv = None, [], None, None  # every buffer released before the cache is emptied
             if self.cuda:
                 torch.cuda.empty_cache()
 
-
-def _replace(m: Measured, **changes: Any) -> Measured:
-    from dataclasses import replace
-
-    return replace(m, **changes)
