@@ -9,6 +9,7 @@ from envcheck import model
 from envcheck.cli import build_parser, parse
 from envcheck.commands import fleet as cmd
 from envcheck.commands.options import FleetOptions, Gpus
+from envcheck.commands.run import render_beside
 from envcheck.errors import UsageError
 from envcheck.model import Environment, Report
 from envcheck.model.fleet import Fleet, FleetNode, RankStatus, Rule
@@ -99,7 +100,7 @@ def test_the_summary_is_phrased_in_the_reader_s_language():
 def test_rank_0_writes_the_documents_beside_the_json(tmp_path):
     report = cmd.fleet_report(_fleet(), None)
     path = cmd.write_fleet_report(_fleet(), tmp_path, None, report)
-    written = cmd.write_documents(report, path, ["md", "html"], "en")
+    written, _ = render_beside(report, path, ["md", "html"], "en", None, command="fleet")
     assert {p.suffix for p in written} == {".md", ".html"} and all(p.parent == tmp_path for p in written)
     assert "Take out of service: n1." in path.with_suffix(".md").read_text()
 

@@ -1,7 +1,5 @@
-"""``envcheck fleet``, run by every rank of a launch:
-``torchrun --nnodes N --nproc-per-node G -m envcheck fleet [--baseline FILE] [--out-dir DIR]``
-(or under ``srun``). Rank 0 writes one dated fleet report (JSON, and its Markdown and HTML beside it)
-and prints which nodes to take out of service and why.
+"""``envcheck fleet``, run by every rank of ``torchrun --nnodes N --nproc-per-node G -m envcheck fleet`` (or
+``srun``): rank 0 writes one dated fleet report and prints which nodes to take out of service and why.
 
 Exit status (rank 0; the other ranks exit 0 once rank 0 is done):
   0    every node passed its rules and every rank reported in every phase
@@ -10,9 +8,7 @@ Exit status (rank 0; the other ranks exit 0 once rank 0 is done):
   130  Ctrl-C, SIGTERM or SIGHUP (what torchrun sends the other ranks when one dies, and Slurm at the
        end of a job): every rank stops its children; rank 0 first writes the partial fleet report
 
-Each rank's working files (node tests, the collectives' outputs and logs) go to a folder of its own
-under the system's temporary folder: removed when the fleet passed, kept (and named on stderr) when
-it did not, for whoever looks into the failure.
+Each rank's working files go to a temporary folder of its own: removed when the fleet passed, else kept and named.
 """
 
 from __future__ import annotations
@@ -35,7 +31,6 @@ from envcheck.model.fleet import Baseline, Fleet, FleetNode, Rule
 from envcheck.model.node import Launch, Node
 
 if TYPE_CHECKING:
-    from envcheck.analysis import Analysis
     from envcheck.node.collective_run import SweepPlan
 
 DEFAULT_SWEEP_SIZES = "1M..4G"  # on GPUs (NCCL); on the CPU the node tests' small gloo sweep
@@ -73,9 +68,6 @@ def parse_sweep_sizes(text: str) -> tuple[int, ...]:
         raise UsageError(f"--sweep-sizes {text!r}: expected e.g. 1M..4G or 64K,1M") from None
 
 
-# --------------------------------------------------------------------------- baseline
-
-
 def nodes_of(report: Report) -> list[FleetNode]:
     """The nodes a baseline report describes: a fleet report's nodes, or one machine's report as one node."""
     if report.fleet is not None:
@@ -95,9 +87,6 @@ def load_baseline(path: str) -> Baseline:
     return baseline_from_nodes(nodes_of(report), path, report.host, report.created)
 
 
-# --------------------------------------------------------------------------- the real collaborators
-
-
 def real_deps(args: FleetOptions, ctx: Any, transport: Any, sweep: Any, out_dir: str) -> Any:
     """Each rank's work as envcheck does it for real: subprocess workers, torchrun, NVML."""
     from envcheck.bench import assemble, runner, suite
@@ -108,7 +97,7 @@ def real_deps(args: FleetOptions, ctx: Any, transport: Any, sweep: Any, out_dir:
     from envcheck.node.launch import SubprocessLauncher
     from envcheck.node.peer import PeerPlan
     from envcheck.node.run import NodeOptions, run_node
-    from envcheck.probes.collect import collect
+    from envcheck.probes.collect import collect, utc_now
 
     cache: dict[str, Environment] = {}
     launcher = SubprocessLauncher()
@@ -129,7 +118,7 @@ def real_deps(args: FleetOptions, ctx: Any, transport: Any, sweep: Any, out_dir:
         options = RunOptions(quick=not args.full, ops=args.ops, sizes=args.sizes, dtypes=args.dtypes,
                              no_compile=args.no_compile)
         plan = suite.plan(options, env, gpu=gpu if device() == "cuda" else 0)
-        started = datetime.now(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+        started = utc_now()
         if not plan.runnable:
             return assemble.no_bench(plan, started)
         t0 = time.monotonic()
@@ -137,8 +126,6 @@ def real_deps(args: FleetOptions, ctx: Any, transport: Any, sweep: Any, out_dir:
         outcome = runner.run_worker(plan, _case_lines(ctx.rank, len(plan.cases)), args.timeout)
         bench_ = _machine_index(assemble.assemble(plan, outcome, started, time.monotonic() - t0), gpu, gpus)
         if outcome.interrupted:
-            # run_worker took the signal (its own handlers were installed): the rank stops here, with
-            # what its suite finished.
             raise KeyboardInterrupt(bench_)
         return bench_
 
@@ -193,15 +180,11 @@ def _case_lines(rank: int, total: int) -> Any:
 
 
 def _machine_index(bench: Bench, ordinal: int, gpus: tuple[int, ...]) -> Bench:
-    """The bench named by its GPU's index on the machine (NVML's, as the node's topology, copies and
-    conditions name it), not by its CUDA ordinal among the rank's visible devices: two nodes simulated
-    on one machine each see their GPU as CUDA device 0."""
+    """The bench named by its GPU's machine index (NVML's, as the node tests name it), not its CUDA ordinal: two
+    nodes simulated on one machine each see their GPU as CUDA device 0."""
     if bench.device.backend != "cuda" or ordinal >= len(gpus) or bench.device.index == gpus[ordinal]:
         return bench
     return replace(bench, device=replace(bench.device, index=gpus[ordinal]))
-
-
-# --------------------------------------------------------------------------- the report
 
 
 def fleet_report(fleet: Fleet, environment: Environment | None) -> Report:
@@ -214,9 +197,7 @@ def fleet_report(fleet: Fleet, environment: Environment | None) -> Report:
 
 def write_fleet_report(fleet: Fleet, out_dir: Path, environment: Environment | None,
                        report: Report | None = None, stderr: Any = None) -> Path | None:
-    """The dated fleet report's JSON, never replacing a file; where ``out_dir`` refuses it (full,
-    read-only, gone since the start), in ``run``'s fallback folders, said in one line on stderr. None
-    only when nowhere took it: then its JSON went to stdout (``run.save_json``)."""
+    """The dated fleet report's JSON, as ``run.save_json`` writes it (None: its JSON went to stdout)."""
     from envcheck import reportname
     from envcheck.commands.run import save_json
 
@@ -225,8 +206,8 @@ def write_fleet_report(fleet: Fleet, out_dir: Path, environment: Environment | N
 
 
 def print_summary(report: Report, analysis: Any, written: list[Path], lang: str = "en", stdout: Any = None) -> None:
-    """What rank 0 prints: the verdicts and their reasons, the ranks that failed, hung or were slow, the
-    world sweep and where its slowness comes from, each node's GPUs, and the files written."""
+    """What rank 0 prints: the verdicts and why, the ranks that failed, hung or were slow, the world sweep, each
+    node's GPUs, and the files written."""
     from rich.markup import escape
 
     from envcheck.analysis.fleet import on_cpu
@@ -243,25 +224,9 @@ def print_summary(report: Report, analysis: Any, written: list[Path], lang: str 
         print_crosscheck(console, cross, lang, host)
 
 
-def write_documents(report: Report, path: Path, formats: list[str], lang: str,
-                    analysis: Analysis | None = None) -> list[Path]:
-    """The Markdown and HTML beside the fleet report's JSON, as one set, never raising (the JSON is the
-    report): what was written, and on stderr what was not and the command that writes it later."""
-    if not formats:
-        return []
-    from envcheck.render.writing import outcome_message, render_after_run
-
-    outcome = render_after_run(report, path, formats, lang, analysis)
-    message = outcome_message(outcome, path, lang)
-    if message:
-        print(f"envcheck fleet: {message}", file=sys.stderr)
-    return list(outcome.written)
-
-
 def sweep_plan(args: FleetOptions, cpu: bool) -> SweepPlan:
-    """The collectives' plan: nccl-tests' sweep on GPUs; on the CPU the node tests' small gloo sweep
-    (gloo moves about 1 GB/s, shared by every rank of the host: seconds, where 1M..4G takes minutes),
-    each overridden by the options given."""
+    """The collectives' plan: nccl-tests' sweep on GPUs, the node tests' small one on the CPU (gloo), with the
+    options given."""
     from envcheck.node.collective_run import SweepPlan
     from envcheck.node.run import quick_sweep
 
@@ -272,8 +237,8 @@ def sweep_plan(args: FleetOptions, cpu: bool) -> SweepPlan:
                    warmup=args.warmup if args.warmup is not None else base.warmup)
 
 
-# What the kernel sends a rank when its launcher dies (PR_SET_PDEATHSIG): a signal nothing else sends
-# it, so a launcher gone (``kill -9`` of torchrun) is told apart from torchrun's own SIGTERM.
+# What the kernel sends a rank when its launcher dies (PR_SET_PDEATHSIG): nothing else sends it, so a launcher
+# killed is told apart from torchrun's own SIGTERM.
 LAUNCHER_GONE = signal.SIGUSR2
 
 
@@ -290,8 +255,7 @@ class _StopSignals:
 
     def __call__(self, signum: int, frame: object) -> None:
         if signum == LAUNCHER_GONE:
-            # The signal also comes when the launcher's thread that started this rank ends: only a
-            # launcher really gone (this rank re-parented) stops it.
+            # It also comes when the launcher's thread that started this rank ends: only re-parenting counts.
             if os.getppid() == self.launcher:
                 return
             self.launcher_gone = True
@@ -325,14 +289,12 @@ def main(args: FleetOptions) -> int:
         stops.install()
         return _main(args, formats, stops)
     except KeyboardInterrupt:
-        # A rank other than 0 stopped (rank 0 returns its report): its children were stopped by the
-        # code that started them; rank 0 writes what it gathered.
         return EXIT_INTERRUPTED
 
 
 def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
     from envcheck.analysis import analyse
-    from envcheck.commands.run import output_dir
+    from envcheck.commands.run import output_dir, render_beside
     from envcheck.node.fleet import FleetOptions, export_for_torch, finish, local_gpus, rank_context, run_rank
     from envcheck.node.transport import open_store_transport
     from envcheck.userdirs import out_dir as default_out_dir
@@ -389,8 +351,8 @@ def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
         if path is None:  # the JSON went to stdout: the summary must not follow it there
             print_summary(report, analysis, [], args.lang, sys.stderr)
         else:
-            print_summary(report, analysis, [path, *write_documents(report, path, formats, args.lang, analysis)],
-                          args.lang)
+            rendered, _ = render_beside(report, path, formats, args.lang, analysis, command="fleet")
+            print_summary(report, analysis, [path, *rendered], args.lang)
     finally:
         finish(transport, passed)
         time.sleep(0.5)  # the others read "done" from this rank's store before it goes
@@ -437,8 +399,7 @@ def _has_gpu() -> bool:
 
 
 def _cpu_deps(deps: Any, sweep: Any, rank: int) -> Any:
-    """``--cpu``: the collectives on gloo with CPU tensors, whatever GPUs the machine has (CI, and a
-    check of the fleet plumbing without touching a GPU)."""
+    """``--cpu``: the collectives on gloo with CPU tensors, whatever GPUs the machine has (CI)."""
     from envcheck.node.run import NodeOptions, run_node
 
     def node(gpus: tuple[int, ...], work_dir: str) -> Node:

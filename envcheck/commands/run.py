@@ -150,10 +150,6 @@ def _say(text: str, stream: Any = None, command: str = "run") -> None:
 # --------------------------------------------------------------------------- the run
 
 
-def _utc(dt: datetime) -> str:
-    return dt.astimezone(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def exit_status(report: Report, stopped: bool, node_problems: int = 0, analysis: Analysis | None = None) -> int:
     """The module docstring's exit status; whether a case passed is the analysis's verdict."""
     if stopped:
@@ -215,22 +211,28 @@ def summary_stream(written: Sequence[Path], stdout: Any, stderr: Any) -> Any:
 
 def write_outputs(report: Report, out_dir: Path, formats: Sequence[str], lang: str, when: datetime,
                   stderr: Any = None, analysis: Analysis | None = None, command: str = "run") -> tuple[list[Path], bool]:
-    """The JSON under a fresh dated name (``reportname.name_for``), then the renderings beside it (all or none);
-    what exists, and whether Ctrl-C stopped the rendering (the JSON is whole)."""
+    """The JSON under a fresh dated name (``reportname.name_for``), then the renderings beside it; what exists,
+    and whether Ctrl-C stopped the rendering (the JSON is whole)."""
     json_path = save_json(report, out_dir, reportname.name_for(report, when), stderr, command)
     if json_path is None:
         return [], False
-    written = [json_path]
+    rendered, stopped = render_beside(report, json_path, formats, lang, analysis, stderr, command)
+    return [json_path, *rendered], stopped
+
+
+def render_beside(report: Report, json_path: Path, formats: Sequence[str], lang: str, analysis: Analysis | None,
+                  stderr: Any = None, command: str = "run") -> tuple[list[Path], bool]:
+    """The renderings beside the report's JSON, all or none, never raising (the JSON is the report): what was
+    written, whether Ctrl-C stopped it, and on stderr what was not and the command that writes it later."""
     if not formats:
-        return written, False
+        return [], False
     from envcheck.render.writing import outcome_message, render_after_run
 
     outcome = render_after_run(report, json_path, formats, lang, analysis)
-    written += outcome.written
     message = outcome_message(outcome, json_path, lang)
     if message:
         _say(message, stderr, command)
-    return written, outcome.interrupted
+    return list(outcome.written), outcome.interrupted
 
 
 @dataclass(frozen=True)
@@ -297,7 +299,7 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: Any = None
     plan = source.plan(env)
 
     when = datetime.now(timezone.utc)
-    started = _utc(when)
+    started = when.replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
     stopped = False
     sections: dict[str, Any] = {}
     problems = 0
