@@ -1,20 +1,11 @@
-"""``envcheck diff --format json``: the comparison as stable, versioned JSON for CI pipelines.
-
-The document is built field by field from the data classes of ``compare/diff.py`` (not by
-dumping them), so renaming a field inside envcheck never changes it. A reader checks
-``format`` and ``version``; fields are only ever added within a version, and a version
-changes when one is removed or changes meaning.
+"""``envcheck diff --format json``: the comparison as stable, versioned JSON for CI pipelines, built field by field
+(not dumped), so renaming a field inside envcheck never changes it. Fields are only added within a version; a
+version changes when one is removed or changes meaning. The layout: docs/compare.md ("diff --format json").
 
 Version history:
-  1 - first format (2026-11-23). Added within version 1 (2026-11-25): each comparison's
-      ``node`` (the node tests side by side; null unless both reports ran them) and the
-      document's ``unmatched`` (fleet nodes without a partner) and ``worlds`` (fleets'
-      collectives across their nodes).
-  2 - ``controls`` (per comparison) and ``control`` (per case) removed: a noise floor never comes from
-      the pair judged, so no row serves as a control; floor sources are ``repeats`` or ``shipped``, and a
-      row no floor covers is ``not judged``, its ``reasons`` saying why (2026-12-07).
-
-The layout, field by field: docs/compare.md ("diff --format json").
+  1 - first format; later added: each comparison's ``node``, the document's ``unmatched`` and ``worlds``.
+  2 - ``controls`` and ``control`` removed (a floor never comes from the pair judged); floor sources are
+      ``repeats`` or ``shipped``; a row no floor covers is ``not judged``, its ``reasons`` saying why.
 """
 
 from __future__ import annotations
@@ -26,7 +17,7 @@ from envcheck.compare.diff import CaseDiff, CaseRef, Comparison, Diff, GroupSumm
 from envcheck.compare.match import Unmatched
 from envcheck.compare.node_diff import CollectiveDiff, CopyDiff, NodeComparison, RatioRow
 from envcheck.compare.stats import NoiseFloor
-from envcheck.model.bench import ParamValue
+from envcheck.model import Note
 from envcheck.outside_json import Json
 
 FORMAT = "envcheck-diff"
@@ -57,13 +48,18 @@ def _floor(f: NoiseFloor | None) -> dict[str, Json] | None:
             "df": f.df}
 
 
+def _notes(notes: tuple[Note, ...]) -> list[Json]:
+    return [{"key": n.key, "params": {k: list(v) if isinstance(v, tuple) else v for k, v in n.params.items()}}
+            for n in notes]
+
+
+def _shipped(model: str | None, pairs: tuple[tuple[str, str], ...]) -> Json:
+    return None if model is None else {"model": model, "pairs": [list(p) for p in pairs]}
+
+
 def _ref(c: CaseRef | CaseDiff, status: str | None = None) -> dict[str, Json]:
     return {"op": c.op, "impl": c.impl, "dtype": c.dtype, "precision": c.precision, "shape": list(c.shape),
             "status": status if status is not None else getattr(c, "status", None)}
-
-
-def _param(v: ParamValue) -> Json:
-    return list(v) if isinstance(v, tuple) else v
 
 
 def _case(c: CaseDiff) -> dict[str, Json]:
@@ -80,7 +76,7 @@ def _case(c: CaseDiff) -> dict[str, Json]:
         "baseline_pct_measured": _num(c.base_pct_measured), "other_pct_measured": _num(c.other_pct_measured),
         "baseline_flags": list(c.base_flags), "other_flags": list(c.other_flags),
         "other_precision": c.other_precision,
-        "reasons": [{"key": r.key, "params": {k: _param(v) for k, v in r.params.items()}} for r in c.reasons],
+        "reasons": _notes(c.reasons),
         "numeric": None if n is None else {"kind": n.kind, "baseline_rel_l2": n.base_rel_l2,
                                            "other_rel_l2": n.other_rel_l2, "baseline_passed": n.base_passed,
                                            "other_passed": n.other_passed},
@@ -90,8 +86,7 @@ def _case(c: CaseDiff) -> dict[str, Json]:
 def _ratio(r: RatioRow) -> dict[str, Json]:
     return {"verdict": r.verdict, "ratio": _num(r.ratio), "low": _num(r.low), "high": _num(r.high),
             "n_baseline": r.n_base, "n_other": r.n_other, "within_log_se": _num(r.within_log_se),
-            "floor": _floor(r.floor),
-            "reasons": [{"key": n.key, "params": {k: _param(v) for k, v in n.params.items()}} for n in r.reasons]}
+            "floor": _floor(r.floor), "reasons": _notes(r.reasons)}
 
 
 def _node_test(r: CollectiveDiff | CopyDiff) -> str:
@@ -123,8 +118,7 @@ def _node(n: NodeComparison | None, regression_pct: float) -> dict[str, Json] | 
                      "before": c.before, "after": c.after} for c in n.changes],
         "only_baseline": list(n.only_base), "only_other": list(n.only_other),
         "noise_floors": [_floor(f) for f in n.floors],
-        "shipped_floors": None if n.shipped_model is None else {
-            "model": n.shipped_model, "pairs": [list(p) for p in n.shipped_pairs]},
+        "shipped_floors": _shipped(n.shipped_model, n.shipped_pairs),
         "regressions": [{"test": _node_test(r), "ratio": r.change.ratio, "low": r.change.low,
                          "high": r.change.high} for r in n.regressions(regression_pct)],
     }
@@ -149,8 +143,7 @@ def _comparison(cmp: Comparison, regression_pct: float) -> dict[str, Json]:
                       "other": _num(c.other)} for c in cmp.ceilings],
         "noise_floors": [_floor(f) for f in cmp.floors],
         "tested": cmp.tested, "correction": cmp.correction, "allowance_sources": dict(cmp.sources),
-        "shipped_floors": None if cmp.shipped_model is None else {
-            "model": cmp.shipped_model, "pairs": [list(p) for p in cmp.shipped_pairs]},
+        "shipped_floors": _shipped(cmp.shipped_model, cmp.shipped_pairs),
         "regressions": [{**_ref(c, "slower"), "ratio": c.ratio, "low": c.low, "high": c.high}
                         for c in cmp.regressions(regression_pct)],
         "node": _node(cmp.node, regression_pct),
@@ -171,5 +164,5 @@ def to_data(d: Diff, regression_pct: float | None = None) -> dict[str, Json]:
 
 
 def to_json(d: Diff, regression_pct: float | None = None) -> str:
-    # No indent: json then uses its C encoder, 10x faster on a 20,000-case diff.
+    # No indent: json then uses its C encoder, 10x faster on a large diff.
     return json.dumps(to_data(d, regression_pct), ensure_ascii=False, allow_nan=False) + "\n"
