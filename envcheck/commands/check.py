@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envcheck.commands import check_out, write_out
 from envcheck.commands.options import CheckOptions
 from envcheck.errors import EXIT_FAIL, EXIT_OK, UsageError
 
@@ -27,23 +28,6 @@ if TYPE_CHECKING:
     from envcheck.probes.host import Host
     from envcheck.probes.nvml import NvmlSeam
     from envcheck.snapshot import Snapshot
-
-
-def _check_out(path: str | None) -> Path | None:
-    """Refuse a bad --out before probing for a minute, not after: a taken name, a folder that is a
-    file, cannot be made or cannot be written."""
-    if not path:
-        return None
-    from envcheck.destination import DestinationError, prepare_destination
-
-    p = Path(path)
-    try:
-        prepare_destination(p)
-    except FileExistsError:
-        raise UsageError(f"{p} already exists: choose a new file name (envcheck never overwrites a report)") from None
-    except DestinationError as e:
-        raise UsageError(str(e)) from None
-    return p
 
 
 @dataclass(frozen=True)
@@ -128,7 +112,7 @@ def main(s: CheckOptions, probe: bool = False) -> int:
         from envcheck.slurm import ready
 
         ready()  # no scontrol, or a name that is not one node's, is refused before anything is probed
-    out = _check_out(s.out)
+    out = check_out(s.out, "report")
     key = None
     if s.anonymize:
         from envcheck.anonymize import command_key
@@ -143,13 +127,7 @@ def main(s: CheckOptions, probe: bool = False) -> int:
         env, checks = report.environment, report.checks
     text = json_text(model.dumps(report))
     if out is not None:
-        try:
-            model.write_new(out, text)
-        except FileExistsError:
-            raise UsageError(f"{out} already exists: choose a new file name (envcheck never overwrites a report)") \
-                from None
-        except OSError as e:
-            raise UsageError(f"cannot write {out}: {e.strerror or e}") from None
+        write_out(out, text, "report")
     if s.format in ("junit", "prometheus", "health"):
         from envcheck.analysis import analyse
         from envcheck.commands.export import emit

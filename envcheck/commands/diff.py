@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from envcheck.commands import check_out, write_out
 from envcheck.commands.options import DiffOptions
 from envcheck.errors import EXIT_FAIL, EXIT_NOTHING_COMPARED, EXIT_OK, UsageError
 from envcheck.model import Report
@@ -19,34 +20,12 @@ def labels(paths: list[str]) -> list[str]:
     return names if len(set(names)) == len(names) else list(paths)
 
 
-def check_out(out: str | None) -> None:
-    """Refuse a bad --out before any work is done: a taken name (the write itself re-checks atomically),
-    a folder that is a file, cannot be made or written."""
-    if not out:
-        return
-    from envcheck.destination import DestinationError, prepare_destination
-
-    try:
-        prepare_destination(Path(out))
-    except FileExistsError:
-        raise UsageError(f"{out} already exists: envcheck never overwrites a file; choose another --out") from None
-    except DestinationError as e:
-        raise UsageError(f"--out: {e}") from None
-
-
 def emit(text: str, out: str | None) -> None:
     """Print ``text`` or write it to a new file ``out``."""
     if not out:
         sys.stdout.write(text)
         return
-    from envcheck.model import write_new
-
-    try:
-        path = write_new(out, text)
-    except FileExistsError:
-        raise UsageError(f"{out} already exists: envcheck never overwrites a file; choose another --out") from None
-    except OSError as e:
-        raise UsageError(f"cannot write {out}: {e.strerror or e}") from None
+    path = write_out(out, text)
     from envcheck.render.escape import visible
 
     print(visible(f"wrote {path}"), file=sys.stderr)
@@ -99,15 +78,9 @@ def several_gpus(analysed: list[tuple[str, Any]]) -> str | None:
             "GPU N of each")
 
 
-def load_nodes(paths: list[str], gpu: int | None = None) -> list[list[tuple[Any, Any]]]:
-    """Per file, (node, analysis) of each of its nodes (one for a report that is not a fleet's),
-    loaded and analysed once; ``gpu``: compare that GPU's suite of each (``on_gpu``)."""
-    return [nodes for nodes, _ in load_files(paths, gpu)]
-
-
 def load_files(paths: list[str], gpu: int | None = None) -> list[tuple[list[tuple[Any, Any]], tuple[str, Any]]]:
-    """Per file, its nodes as ``load_nodes`` gives them, and (label, its collectives across the fleet's
-    nodes as a comparison reads them: None unless a fleet ran them)."""
+    """Per file, (node, analysis) of each of its nodes (one for a report that is not a fleet's; ``gpu``: that GPU's
+    suite of each), and (label, its collectives across the fleet's nodes: None unless a fleet ran them)."""
     from envcheck.analysis import analyse
     from envcheck.compare.fleet_nodes import nodes_of, world_of
     from envcheck.model import load

@@ -13,20 +13,9 @@ import sys
 from pathlib import Path
 
 from envcheck.analysis import Analysis
+from envcheck.commands import check_out, write_out
 from envcheck.commands.options import ExportOptions
 from envcheck.errors import EXIT_OK, UsageError
-
-
-def _write_new(path: Path, text: str) -> None:
-    from envcheck.files import write_new
-
-    try:
-        write_new(path, text)
-    except FileExistsError:
-        raise UsageError(f"{path} already exists: choose a new file name (envcheck never overwrites a report)") \
-            from None
-    except OSError as e:
-        raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 def emit(analysis: Analysis, fmt: str, lang: str = "en", out: str | None = None, slurm_drain: bool = False) -> int:
@@ -40,7 +29,7 @@ def emit(analysis: Analysis, fmt: str, lang: str = "en", out: str | None = None,
 
         text = junit_xml(analysis, lang)
         if out:
-            _write_new(Path(out), text)
+            write_out(out, text, "report")
         else:
             sys.stdout.write(text)
         return status
@@ -66,7 +55,7 @@ def emit(analysis: Analysis, fmt: str, lang: str = "en", out: str | None = None,
 
             slurm.drain(reason)
         if out:
-            _write_new(Path(out), line + "\n")
+            write_out(out, line + "\n", "report")
         print(line)
         return status
     raise UsageError(f"unknown format {fmt!r}")
@@ -78,10 +67,8 @@ def main(args: ExportOptions) -> int:
     from envcheck.model.codec import VERDICT_KINDS
 
     if args.out:  # refused before the report is read: a textfile is replaced whole, any other file never
-        from envcheck.commands.diff import check_out
-
         if Path(args.out).is_dir():
             raise UsageError(f"{args.out} is a folder: name the file, e.g. {Path(args.out) / 'envcheck.prom'}")
         if args.format != "prometheus":
-            check_out(args.out)
+            check_out(args.out, "report")
     return emit(analyse(model.load(args.report, VERDICT_KINDS)), args.format, args.lang, args.out)

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envcheck.commands.diff import check_out, emit, labels, per_node, terminal_text
+from envcheck.commands import check_out
+from envcheck.commands.diff import emit, labels, per_node, terminal_text
 from envcheck.commands.options import HistoryOptions
 from envcheck.errors import EXIT_OK, UsageError
 from envcheck.files import REPORT_SUFFIXES

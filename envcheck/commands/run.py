@@ -64,9 +64,6 @@ def collaborators() -> Collaborators:
     return Collaborators(collect=collect, evaluate=evaluate, new_report=new_report)
 
 
-# --------------------------------------------------------------------------- options
-
-
 def output_formats(formats: Sequence[str]) -> list[str]:
     """``--format`` validated; JSON is always written (it is the report), so it is dropped here."""
     picked = []
@@ -96,7 +93,15 @@ def output_dir(text: str | None) -> Path:
     return d
 
 
-# --------------------------------------------------------------------------- progress
+def destination(out_dir: str | None, anonymize: bool) -> tuple[Path, bytes | None]:
+    """The reports folder (``output_dir``) and ``--anonymize``'s key, both before any work: a bad one must not
+    cost a finished run."""
+    folder = output_dir(out_dir)
+    if not anonymize:
+        return folder, None
+    from envcheck.anonymize import command_key
+
+    return folder, command_key()
 
 
 class ProgressView:
@@ -145,9 +150,6 @@ class ProgressView:
 
 def _say(text: str, stream: Any = None, command: str = "run") -> None:
     print(f"envcheck {command}: {text}", file=stream if stream is not None else sys.stderr, flush=True)
-
-
-# --------------------------------------------------------------------------- the run
 
 
 def exit_status(report: Report, stopped: bool, node_problems: int = 0, analysis: Analysis | None = None) -> int:
@@ -236,6 +238,33 @@ def render_beside(report: Report, json_path: Path, formats: Sequence[str], lang:
 
 
 @dataclass(frozen=True)
+class Published:
+    """A finished report as written: anonymized where asked, analysed once, and the console its summary goes to."""
+
+    report: Report
+    analysis: Analysis
+    written: list[Path]
+    stopped: bool  # Ctrl-C during the rendering (the JSON is whole)
+    console: Any
+
+
+def publish(report: Report, key: bytes | None, out_dir: Path, formats: Sequence[str], lang: str, when: datetime,
+            stderr: Any, stdout: Any, command: str) -> Published:
+    """What every command that writes a dated report does once it has one: anonymize, analyse, write, and pick
+    the summary's stream (stdout, unless the JSON went there)."""
+    from envcheck.analysis import analyse
+    from envcheck.render.terminal.console import make_console
+
+    if key is not None:
+        from envcheck.anonymize import for_this_machine
+
+        report = for_this_machine(report.host, key).report(report)
+    analysis = analyse(report)
+    written, stopped = write_outputs(report, out_dir, formats, lang, when, stderr, analysis, command)
+    return Published(report, analysis, written, stopped, make_console(summary_stream(written, stdout, stderr)))
+
+
+@dataclass(frozen=True)
 class Cases:
     """Where a run's cases come from and how they are measured: the built-in suite (``suite_cases``) or the
     ops a user's file declares (commands/bench.py)."""
@@ -279,12 +308,7 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: Any = None
     before anything is probed (default: the built-in suite)."""
     formats = output_formats(s.format)
     find = find or suite_cases(s)
-    out_dir = output_dir(s.out_dir)
-    key = None
-    if s.anonymize:
-        from envcheck.anonymize import command_key
-
-        key = command_key()  # before any work: a bad key must not cost a finished run
+    out_dir, key = destination(s.out_dir, s.anonymize)
     err_stream = stderr if stderr is not None else sys.stderr
 
     def say(text: str) -> None:
@@ -372,21 +396,12 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: Any = None
         say(f"burn-in: {s.burn:g} min on {'the CPU' if cpu else 'GPU(s) ' + ', '.join(map(str, gpus))}")
         sections["burn"] = burn_devices(gpus, s.burn, cpu=cpu, stream=err_stream)
         stopped = sections["burn"].stopped is not None
-    report = deps.new_report("run", env, checks, benches=benches, **sections)
-    if key is not None:
-        from envcheck.anonymize import for_this_machine
-
-        report = for_this_machine(report.host, key).report(report)
-    from envcheck.analysis import analyse
-
-    analysis = analyse(report)
-    written, render_stopped = write_outputs(report, out_dir, formats, s.lang, when, err_stream, analysis, command)
-    stopped = stopped or render_stopped
-
-    from envcheck.render.terminal.console import make_console
+    out = publish(deps.new_report("run", env, checks, benches=benches, **sections), key, out_dir, formats, s.lang,
+                  when, err_stream, stdout, command)
+    report, analysis, written, console = out.report, out.analysis, out.written, out.console
+    stopped = stopped or out.stopped
     from envcheck.render.terminal.run import print_run
 
-    console = make_console(summary_stream(written, stdout, err_stream))
     print_run(console, report, analysis, written, s.lang)
     if analysis.crosscheck is not None:  # --crosscheck: the ratios and their bars (the verdict counts them)
         from envcheck.render.terminal.crosscheck import print_crosscheck
