@@ -67,10 +67,11 @@ def execute(s: BurnOptions, collect: Any = None, stderr: Any = None, stdout: Any
     burn = burn_devices(gpus, s.minutes, cpu=s.cpu, stream=err, control=control, control_gpu=control_gpu)
     from envcheck.probes.collect import new_report
     from envcheck.render.terminal.burn import print_burn
+    from envcheck.render.terminal.console import make_console
 
     out = publish(new_report("burn", env, burn=burn), key, out_dir, formats, s.lang, when, err, stdout, "burn")
     assert out.analysis.burn is not None
-    print_burn(out.console, out.analysis.burn, out.written, s.lang)
+    print_burn(make_console(out.stream), out.analysis.burn, out.written, s.lang)
     return exit_status(out.analysis.burn.verdict)
 
 

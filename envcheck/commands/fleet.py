@@ -195,16 +195,6 @@ def fleet_report(fleet: Fleet, environment: Environment | None) -> Report:
     return new_report("fleet", environment or Environment(), host=host, fleet=fleet)
 
 
-def write_fleet_report(fleet: Fleet, out_dir: Path, environment: Environment | None,
-                       report: Report | None = None, stderr: Any = None) -> Path | None:
-    """The dated fleet report's JSON, as ``run.save_json`` writes it (None: its JSON went to stdout)."""
-    from envcheck import reportname
-    from envcheck.commands.run import save_json
-
-    report = report or fleet_report(fleet, environment)
-    return save_json(report, out_dir, reportname.name_for(report, datetime.now(timezone.utc)), stderr, command="fleet")
-
-
 def print_summary(report: Report, analysis: Any, written: list[Path], lang: str = "en", stdout: Any = None) -> None:
     """What rank 0 prints: the verdicts and why, the ranks that failed, hung or were slow, the world sweep, each
     node's GPUs, and the files written."""
@@ -293,8 +283,7 @@ def main(args: FleetOptions) -> int:
 
 
 def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
-    from envcheck.analysis import analyse
-    from envcheck.commands.run import output_dir, render_beside
+    from envcheck.commands.run import output_dir, publish
     from envcheck.node.fleet import FleetOptions, export_for_torch, finish, local_gpus, rank_context, run_rank
     from envcheck.node.transport import open_store_transport
     from envcheck.userdirs import out_dir as default_out_dir
@@ -342,17 +331,12 @@ def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
         fleet = replace(fleet, settings={**fleet.settings, "interrupted": stops.received or "SIGINT"})
     passed = False
     try:
-        env0 = fleet.nodes[0].environment if fleet.nodes else None
-        report = fleet_report(fleet, env0)
-        path = write_fleet_report(fleet, out_dir, env0, report)
-        analysis = analyse(report)
+        report = fleet_report(fleet, fleet.nodes[0].environment if fleet.nodes else None)
+        out = publish(report, None, out_dir, formats, args.lang, datetime.now(timezone.utc), sys.stderr, None, "fleet")
+        analysis = out.analysis
         passed = analysis.fleet is not None and analysis.fleet.passed and all(
             c.ok for _, c in analysis.fleet_crosschecks)
-        if path is None:  # the JSON went to stdout: the summary must not follow it there
-            print_summary(report, analysis, [], args.lang, sys.stderr)
-        else:
-            rendered, _ = render_beside(report, path, formats, args.lang, analysis, command="fleet")
-            print_summary(report, analysis, [path, *rendered], args.lang)
+        print_summary(report, analysis, out.written, args.lang, out.stream)
     finally:
         finish(transport, passed)
         time.sleep(0.5)  # the others read "done" from this rank's store before it goes

@@ -213,39 +213,31 @@ def summary_stream(written: Sequence[Path], stdout: Any, stderr: Any) -> Any:
 
 def write_outputs(report: Report, out_dir: Path, formats: Sequence[str], lang: str, when: datetime,
                   stderr: Any = None, analysis: Analysis | None = None, command: str = "run") -> tuple[list[Path], bool]:
-    """The JSON under a fresh dated name (``reportname.name_for``), then the renderings beside it; what exists,
-    and whether Ctrl-C stopped the rendering (the JSON is whole)."""
+    """The JSON under a fresh dated name (``reportname.name_for``), then the renderings beside it (all or none,
+    never raising: a message says what was not written); what exists, and whether Ctrl-C stopped the rendering."""
     json_path = save_json(report, out_dir, reportname.name_for(report, when), stderr, command)
     if json_path is None:
         return [], False
-    rendered, stopped = render_beside(report, json_path, formats, lang, analysis, stderr, command)
-    return [json_path, *rendered], stopped
-
-
-def render_beside(report: Report, json_path: Path, formats: Sequence[str], lang: str, analysis: Analysis | None,
-                  stderr: Any = None, command: str = "run") -> tuple[list[Path], bool]:
-    """The renderings beside the report's JSON, all or none, never raising (the JSON is the report): what was
-    written, whether Ctrl-C stopped it, and on stderr what was not and the command that writes it later."""
     if not formats:
-        return [], False
+        return [json_path], False
     from envcheck.render.writing import outcome_message, render_after_run
 
     outcome = render_after_run(report, json_path, formats, lang, analysis)
     message = outcome_message(outcome, json_path, lang)
     if message:
         _say(message, stderr, command)
-    return list(outcome.written), outcome.interrupted
+    return [json_path, *outcome.written], outcome.interrupted
 
 
 @dataclass(frozen=True)
 class Published:
-    """A finished report as written: anonymized where asked, analysed once, and the console its summary goes to."""
+    """A finished report as written: anonymized where asked, analysed once, and the stream its summary goes to."""
 
     report: Report
     analysis: Analysis
     written: list[Path]
     stopped: bool  # Ctrl-C during the rendering (the JSON is whole)
-    console: Any
+    stream: Any
 
 
 def publish(report: Report, key: bytes | None, out_dir: Path, formats: Sequence[str], lang: str, when: datetime,
@@ -253,7 +245,6 @@ def publish(report: Report, key: bytes | None, out_dir: Path, formats: Sequence[
     """What every command that writes a dated report does once it has one: anonymize, analyse, write, and pick
     the summary's stream (stdout, unless the JSON went there)."""
     from envcheck.analysis import analyse
-    from envcheck.render.terminal.console import make_console
 
     if key is not None:
         from envcheck.anonymize import for_this_machine
@@ -261,7 +252,7 @@ def publish(report: Report, key: bytes | None, out_dir: Path, formats: Sequence[
         report = for_this_machine(report.host, key).report(report)
     analysis = analyse(report)
     written, stopped = write_outputs(report, out_dir, formats, lang, when, stderr, analysis, command)
-    return Published(report, analysis, written, stopped, make_console(summary_stream(written, stdout, stderr)))
+    return Published(report, analysis, written, stopped, summary_stream(written, stdout, stderr))
 
 
 @dataclass(frozen=True)
@@ -398,10 +389,12 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: Any = None
         stopped = sections["burn"].stopped is not None
     out = publish(deps.new_report("run", env, checks, benches=benches, **sections), key, out_dir, formats, s.lang,
                   when, err_stream, stdout, command)
-    report, analysis, written, console = out.report, out.analysis, out.written, out.console
+    report, analysis, written = out.report, out.analysis, out.written
     stopped = stopped or out.stopped
+    from envcheck.render.terminal.console import make_console
     from envcheck.render.terminal.run import print_run
 
+    console = make_console(out.stream)
     print_run(console, report, analysis, written, s.lang)
     if analysis.crosscheck is not None:  # --crosscheck: the ratios and their bars (the verdict counts them)
         from envcheck.render.terminal.crosscheck import print_crosscheck
