@@ -124,6 +124,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if not args.command:
         parser.print_help()
         return EXIT_USAGE
+    from envcheck.harness.signals import as_interrupt, stop_signals
     from envcheck.model import ReportError
     from envcheck.model.codec import gc_paused
 
@@ -131,8 +132,9 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         handler = importlib.import_module(f"envcheck.commands.{args.command}").main
         # A command lives seconds to minutes and makes no cycles worth collecting, while the
         # collector would walk every object of a large report again and again (a third of a
-        # 20,000-case diff): reference counting frees what a command drops.
-        with gc_paused():
+        # 20,000-case diff): reference counting frees what a command drops. SIGTERM and SIGHUP (a
+        # scheduler's end of job, a closed ssh session) end it as Ctrl-C does: its children go first.
+        with gc_paused(), stop_signals(as_interrupt):
             return int(handler(typed(args)))
     except (UsageError, ReportError) as e:
         from envcheck.render.escape import visible

@@ -1,41 +1,23 @@
 """The benchmarked ops as data: the one registry of what each op is and what one call costs.
 
-Everything that depends on the op alone lives here, once: its shape rank, whether it is
-judged on bandwidth or on FLOP/s, the bytes and FLOPs one call must move and do, the bytes
-it touches (what could sit in L2), the device memory a group of its cases needs, and the
-length of its accumulations (what its rounding error grows with). Planning, the worker, the
-analysis and the presentation all read it; nothing else spells an op's properties again.
+Everything that depends on the op alone lives here, once: its shapes, whether it is judged on
+bandwidth or on FLOP/s, the bytes and FLOPs one call must move and do (the *minimum* a correct
+implementation moves: every input read once, every output written once, so bytes / time holds
+against the DRAM ceiling), the device memory a group of its cases needs, its outputs, the length of
+their accumulations and the roundings of its arithmetic (what its error grows with: docs/judge.md).
+Plain Python, no torch: the parent process and the analysis read it freely.
 
-The traffic model is the *minimum* a correct implementation must move (every input read
-once, every output written once), so ``bytes / time`` is an achieved bandwidth that can be
-held against the DRAM ceiling. FLOPs count the arithmetic a straightforward implementation
-does; for the memory-bound ops they are informational (those ops are judged on bandwidth).
+Shapes: ``(n,)`` for vector_add and relu; ``(rows, cols)`` for softmax, row_sum, layer_norm and
+softmax_fwbw (over ``cols``); ``(M, N, K)`` for matmul (a is M x K, b is K x N) and linear_fwbw (x is
+M x K, W is N x K, y = x W^T); ``(a, b, c)`` for the reductions, by sum or max over every axis
+(``*_all``), the inner one (``*_inner``) or the two leading ones (``*_lead``); ``(N, C, H, W, K, R,
+stride)`` for conv2d (NCHW, K filters of C x R x R, padding R // 2). A forward + backward op's output
+is its forward output and gradients, each judged on its own (``outputs``): softmax's y over dx,
+linear's y, dx and dW flattened; its forward output counts in the traffic (``forward_elements``).
 
-Shapes: ``(n,)`` for vector_add and relu, ``(rows, cols)`` for softmax and row_sum (reducing
-over ``cols``), ``(M, N, K)`` for matmul (``a`` is M x K, ``b`` is K x N). Plain Python: no
-torch, so the parent process and the analysis use it freely.
-
-The first users' workloads (issue 22) add three families and two training ops:
-
-- ``reduce``: ``(a, b, c)`` reduced by ``sum`` or ``max`` over every axis (``*_all``, one output),
-  the inner axis (``*_inner``: over c, a x b outputs) or the two leading axes (``*_lead``: over a
-  and b, c outputs), the (4, 512, 896) tensor among them;
-- ``conv``: ``(N, C, H, W, K, R, stride)``: an NCHW input of N x C x H x W, K filters of C x R x R,
-  padding R // 2 ("same" at stride 1), output N x K x P x Q;
-- ``layer_norm`` (rows, forward, eps 1e-5, with weight and bias);
-- forward + backward (``_fwbw``) of softmax (rows) and of a linear layer without bias (matmul
-  family: x is M x K, W is N x K, y = x W^T is M x N). Their output is the forward output and
-  the gradient(s) the backward pass gives, judged against float64 references, each on its own
-  (``outputs``): for softmax y over dx (2 ROWS x COLS); for linear y, dx and dW flattened one
-  after the other (M N + (M + N) K elements). The forward output counts in the traffic as
-  ``forward_elements`` (autograd writes and keeps it), the gradients as ``output_elements``.
-
-A user's own op (``envcheck bench FILE.py``) is an ``OpSpec`` too, of family ``declared``:
-no formula knows its cost, so it carries what the user declared (``Declared``: the bytes,
-FLOPs and accumulation length of one call at each declared shape and dtype, its
-implementations and which of them is the baseline). Its spec travels in the report
-(``Bench.ops``), and ``lookup`` finds a built-in op here or a declared one there: every layer
-after that reads the same ``OpSpec`` methods, whoever wrote the op.
+A user's op (``envcheck bench FILE.py``) is an ``OpSpec`` of family ``declared``, carrying what its
+author declared (``Declared``); it travels in the report (``Bench.ops``), and ``lookup`` finds a
+built-in op here or a declared one there.
 """
 
 from __future__ import annotations
@@ -51,6 +33,18 @@ DTYPES: tuple[str, ...] = ("fp32", "fp16", "bf16")
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16")
 ITEMSIZE: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2}
 IMPLS: tuple[str, ...] = ("torch", "triton", "compile", "jax")
+UNIT_ROUNDOFF: dict[str, float] = {"fp32": 2.0**-24, "tf32": 2.0**-11, "fp16": 2.0**-11, "bf16": 2.0**-8}
+
+# Roundings in the compute precision per output element, beyond accumulation and storage:
+# softmax's subtraction, exp (a few ulp with the fast exp2 GPUs use) and division; layer norm's
+# subtraction, rsqrt, scale, weight and bias; softmax_fwbw's softmax, then y dy, dy - sum and
+# the product with y; a TF32 matmul rounds both inputs, an IEEE one each product. A sum's
+# roundings are its accumulation; a max is exact.
+_ROUNDINGS = {"softmax": 8, "layer_norm": 6, "softmax_fwbw": 12, "fp32": 1, "tf32": 2}
+# Intermediates rounded to the case's dtype: autograd keeps softmax's y in fp16/bf16 and the
+# backward reads it; an implementation working in the storage dtype (PyTorch on the CPU) also
+# rounds y dy, its row sum and dy minus it.
+_STORED = {"softmax_fwbw": 4}
 
 # FLOPs per element of softmax: max (1 compare), subtract the max (1), exp (1), sum (1 add),
 # divide by the sum (1). Exp is counted as one operation, as roofline models usually do.
@@ -252,6 +246,22 @@ class OpSpec:
         """Bytes of the tensors one call touches (inputs + output): what could sit in L2.
         Every byte is touched once per call, so it equals the traffic."""
         return self.traffic(shape, dtype).bytes
+
+    def compute_precision(self, dtype: str, precision: str) -> str:
+        """The arithmetic actually used: TF32 only for fp32 matmuls asked to use it; element-wise
+        and reduction ops compute fp16/bf16 inputs in fp32 (PyTorch and our kernels upcast)."""
+        if self.compute_bound:
+            return precision
+        return "fp32" if dtype in ("fp16", "bf16") else dtype
+
+    def roundings(self, precision: str, output: str = "") -> tuple[int, int]:
+        """(roundings in the compute precision per element of ``output`` beyond accumulation and
+        storage, intermediates stored in the case's dtype); a forward + backward op's y is
+        rounded as its forward op's output."""
+        if self.declared is not None:
+            return self.declared.roundings, 0
+        name = "softmax" if output == "y" and self.name == "softmax_fwbw" else self.name
+        return _ROUNDINGS.get(precision if self.compute_bound else name, 0), _STORED.get(name, 0)
 
     def outputs(self, shape: tuple[int, ...]) -> tuple[tuple[str, int], ...]:
         """The outputs judged apart, each with its accumulation length: linear_fwbw's y = x W^T

@@ -14,9 +14,10 @@ import os
 import re
 import shutil
 import socket
-import subprocess
 
 from envcheck.errors import UsageError
+from envcheck.harness import command
+from envcheck.harness.env import clean_env
 
 SCONTROL_TIMEOUT_S = 30.0
 
@@ -58,12 +59,11 @@ def drain(reason: str) -> str:
     fails or hangs: a health check that cannot drain must say so, not pass quietly."""
     name, scontrol = ready()
     argv = [scontrol, "update", f"NodeName={name}", "State=DRAIN", f"Reason={reason}"]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=SCONTROL_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired:
-        raise UsageError(f"--slurm-drain: scontrol did not answer in {SCONTROL_TIMEOUT_S:.0f} s") from None
-    except OSError as e:
-        raise UsageError(f"--slurm-drain: cannot run scontrol ({e.strerror or e})") from None
+    done = command.run(argv, SCONTROL_TIMEOUT_S, env=clean_env(allow=("SLURM_*",)))
+    if done.timed_out:
+        raise UsageError(f"--slurm-drain: scontrol did not answer in {SCONTROL_TIMEOUT_S:.0f} s")
+    if done.returncode is None:
+        raise UsageError(f"--slurm-drain: cannot run scontrol ({done.error})")
     if done.returncode != 0:
         said = (done.stderr or done.stdout).strip().splitlines()
         raise UsageError(f"--slurm-drain: scontrol failed (exit {done.returncode}): {said[0] if said else ''}")

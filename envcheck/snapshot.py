@@ -107,15 +107,13 @@ def capture(timeout: float = 120.0) -> Snapshot:
     """Probe this machine (runtime children included) through recording seams."""
     from envcheck import __version__
     from envcheck.probes.collect import collect, hostname, utc_now
-    from envcheck.probes.nvml_isolated import NVML_TIMEOUT_S, RUN_NAME, IsolatedNvml
+    from envcheck.probes.nvml_isolated import NVML_TIMEOUT_S, IsolatedNvml
     from envcheck.probes.recording import RecordingHost
 
     host = RecordingHost()
     nvml = IsolatedNvml(host, timeout=min(timeout, NVML_TIMEOUT_S))
     collect(host=host, nvml=nvml, runtime=True, timeout=timeout)
     section = host.section()
-    # The NVML child's raw output is kept as its table (below), not as a run.
-    section["runs"].pop(RUN_NAME, None)
     meta = {
         "id": None,
         "title": None,

@@ -113,7 +113,7 @@ def bench(gpu_name: str = "NVIDIA H200", bandwidth_gbps: float = 4814.4, scale: 
                 op, impl, dtype, precision, shape,
                 gpu=_timing(rng, "cuda_graph", gpu_us * scale, calls=min(calls, 1000)),
                 launch=_timing(rng, "cuda_events", launch_us * scale, noise=0.05, calls=min(100, calls)),
-                compile_s=compile_s, accuracy=Accuracy(err, err * 40, err * 3, 0, 1 << 20), window=w,
+                compile_s=compile_s, accuracy=Accuracy(err, err * 40, err * 0.6, 0, 1 << 20), window=w,
                 rotation_sets=rotation, kernel=kernel,
             ))
 

@@ -1,9 +1,8 @@
-"""A scripted stand-in for ``python -m envcheck.crosscheck.kernel_worker``.
+"""Scripted stand-ins for the cross-check's kernel worker (``envcheck.crosscheck.kernel_worker:main``), one
+target a mode, run by the harness like the real worker (``command(MODE)``):
 
-Usage: ``python fake_crosscheck_worker.py MODE``. It reads the plan on stdin like the real worker, then:
-
-- ``ok``: a ``row`` event with samples for every planned row (each row's ``rep_ms`` as the sample, in us), ``done``;
-- ``half``: rows for the first half of the plan, then exits 3 with a line on stderr naming ``$HF_TOKEN``;
+- ``ok``: a ``row`` event with samples for every planned row (each row's ``rep_ms`` as the sample, in us);
+- ``half``: rows for the first half of the plan, then exits 3 with a line on stderr quoting a token;
 - ``hang``: the first row, then sleeps until it is stopped.
 
 Standard library only: it must behave like a separate program, not share test state.
@@ -11,34 +10,33 @@ Standard library only: it must behave like a separate program, not share test st
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 
-
-def emit(event: dict) -> None:
-    sys.stdout.write(json.dumps(event) + "\n")
-    sys.stdout.flush()
+TOKEN = "hf_" + "A" * 30
 
 
-def main() -> int:
-    mode = sys.argv[1]
-    plan = json.loads(sys.stdin.read())
-    emit({"event": "start", "pid": os.getpid()})
-    emit({"event": "ready", "torch": "fake", "device": "cuda"})
-    rows = plan["rows"]
-    upto = {"ok": len(rows), "half": len(rows) // 2, "hang": 1}[mode]
-    for i, row in enumerate(rows[:upto]):
-        emit({"event": "row", "i": i, "samples_us": [float(row["rep_ms"])] * 3})
-    if mode == "half":
-        print(f"crashed with token {os.environ.get('HF_TOKEN', '')}", file=sys.stderr)
-        return 3
-    if mode == "hang":
-        time.sleep(120)
-    emit({"event": "done"})
-    return 0
+def command(mode: str) -> tuple[str, ...]:
+    return (f"fake_crosscheck_worker:{mode}", os.path.dirname(os.path.abspath(__file__)))
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def _rows(plan, out, upto):
+    out({"event": "ready", "torch": "fake", "device": "cuda"})
+    for i, row in enumerate(plan["rows"][:upto]):
+        out({"event": "row", "i": i, "samples_us": [float(row["rep_ms"])] * 3})
+
+
+def ok(plan, out):
+    _rows(plan, out, len(plan["rows"]))
+
+
+def half(plan, out):
+    _rows(plan, out, len(plan["rows"]) // 2)
+    print(f"crashed with token {TOKEN}", file=sys.stderr, flush=True)
+    os._exit(3)
+
+
+def hang(plan, out):
+    _rows(plan, out, 1)
+    time.sleep(120)

@@ -1,15 +1,17 @@
-"""A scripted stand-in for ``python -m envcheck.bench.worker``, for the runner's tests.
+"""A scripted stand-in for the benchmark worker (``envcheck.bench.worker:main``), for the runner's tests.
 
-Usage: ``python fake_worker.py SCRIPT.json``. It reads the plan on stdin like the real
-worker, then plays the script's steps in order:
+``command(SCRIPT)`` is the worker command that plays SCRIPT.json (a module beside it names it). Run by the
+harness like the real worker, it gets the plan, then plays the script's steps in order:
 
-- ``{"emit": {...}}``: one protocol event as a JSON line on stdout
-- ``{"raw": "text"}``: a line that is not a protocol event
+- ``{"emit": {...}}``: one protocol event
+- ``{"done": {...}}``: the harness's Done with these phases (the worker returned); without one, the worker
+  exits 0 at the script's end without it
+- ``{"raw": "text"}``: a line on stdout (which a child of the harness writes to its stderr)
 - ``{"stderr": "text"}``: a line on stderr (raw: text with a lone surrogate is written as invalid UTF-8)
 - ``{"sleep": S}``: pause S seconds
 - ``{"play_plan": true}``: ``case_start`` + a measured ``case`` for every planned case
   (``{"play_plan": N}``: for the first N only)
-- ``{"save_plan": "PATH"}``: write the plan received to PATH
+- ``{"save_plan": "PATH"}``: write the plan received to PATH (``save_env``: the environment)
 - ``{"pid_file": "PATH"}``: write this process's pid to PATH (to check it was stopped); ``{pid}``
   in PATH becomes the pid, so several workers playing one script write apart
 - ``{"spawn": "PATH"}``: start a sleeping child in a session of its own (out of the worker's
@@ -55,9 +57,26 @@ def write(stream, text: str) -> None:
     stream.buffer.flush()
 
 
-def emit(event: dict) -> None:
-    sys.stdout.write(json.dumps(event) + "\n")
-    sys.stdout.flush()
+def command(script, fake: str = "fake_worker") -> tuple[str, ...]:
+    """The worker command (target, then folders for its ``sys.path``) that plays ``script`` with the ``player``
+    of module ``fake``."""
+    script = os.path.abspath(script)
+    name = f"{fake}_" + "".join(c if c.isalnum() else "_" for c in script)[-80:]
+    with open(os.path.join(os.path.dirname(script), name + ".py"), "w", encoding="utf-8") as f:
+        f.write(f"from {fake} import player\nmain = player({script!r})\n")
+    return (f"{name}:main", os.path.dirname(os.path.abspath(__file__)), os.path.dirname(script))
+
+
+def player(script_path: str):
+    def main(plan, out):
+        with open(script_path, encoding="utf-8") as f:
+            script = json.load(f)
+        status = play(script, plan or {}, out)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+
+    return main
 
 
 def measured_case(c: dict) -> dict:
@@ -72,13 +91,12 @@ def measured_case(c: dict) -> dict:
     }
 
 
-def main() -> int:
-    with open(sys.argv[1], encoding="utf-8") as f:
-        script = json.load(f)
-    plan = json.loads(sys.stdin.read() or "{}")
+def play(script: list, plan: dict, out) -> int:
     for step in script:
         if "emit" in step:
-            emit(step["emit"])
+            out(step["emit"])
+        elif "done" in step:
+            out.send("Done", result=step["done"])
         elif "raw" in step:
             write(sys.stdout, step["raw"])
         elif "stderr" in step:
@@ -108,15 +126,15 @@ def main() -> int:
             for k in range(0, len(block), 4096):
                 block[k] = 1
             HELD.append(block)
-        elif "save_plan" in step:
-            with open(step["save_plan"], "w", encoding="utf-8") as f:
-                json.dump(plan, f)
+        elif "save_plan" in step or "save_env" in step:
+            with open(step.get("save_plan") or step["save_env"], "w", encoding="utf-8") as f:
+                json.dump(plan if "save_plan" in step else dict(os.environ), f)
         elif "play_plan" in step:
             cases = plan.get("cases", [])
             limit = len(cases) if step["play_plan"] is True else int(step["play_plan"])
             for i, c in enumerate(cases[:limit]):
-                emit({"event": "case_start", "i": i, "n": len(cases), "case": c})
-                emit({"event": "case", "case": measured_case(c)})
+                out({"event": "case_start", "i": i, "n": len(cases), "case": c})
+                out({"event": "case", "case": measured_case(c)})
         elif "barrier" in step:
             folder, count = step["barrier"]
             with open(os.path.join(folder, str(os.getpid())), "w", encoding="utf-8") as f:
@@ -137,7 +155,3 @@ def main() -> int:
             os.kill(os.getpid(), sig)
             time.sleep(5)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

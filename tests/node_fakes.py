@@ -5,7 +5,7 @@
   a query the capture did not make is absent, and the fake answers it Function Not Found.
 - :class:`MemoryTransport`: the fleet's key hand-over in one process (a rank per thread).
 - :class:`ScriptedLauncher`: a launcher seam that records what it was asked to start and plays a
-  function instead of a process.
+  function instead of a process (a Python child's job is its target alone).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 
 from fake_nvml import FakeNvml, load_table
 
+from envcheck.harness.failures import Crash, Outcome, Stopped, Timeout
 from envcheck.model import Bench, BenchDevice, CeilingRun, Timing
 from envcheck.model.node import Launch
 
@@ -121,7 +122,8 @@ class MemoryTransport:
 
 class ScriptedLauncher:
     """Records each job and runs ``play(argv, env)`` instead of starting it; ``play`` returns the exit
-    status, or raises TimeoutError (a job killed at its time limit) or KeyboardInterrupt (Ctrl-C)."""
+    status (a Python child's: the events it sends, then returns), or raises TimeoutError (a job killed at
+    its time limit) or KeyboardInterrupt (Ctrl-C)."""
 
     def __init__(self, play: Callable[[Sequence[str], Mapping[str, str]], int] | None = None) -> None:
         self.play = play or (lambda argv, env: 0)
@@ -137,6 +139,21 @@ class ScriptedLauncher:
         except KeyboardInterrupt:
             return Launch(tuple(argv), None, timeout, 0.01, interrupted=True)
         return Launch(tuple(argv), rc, timeout, 0.01)
+
+    def spawn(self, target: str, args: Any, env: Mapping[str, str], timeout: float,
+              on_event: Callable[[Any], None]) -> Outcome:
+        self.jobs.append(((target,), dict(env)))
+        try:
+            got = self.play((target,), env)
+        except TimeoutError:
+            return Outcome(failure=Timeout(timeout), returncode=-15, wall_s=timeout)
+        except KeyboardInterrupt:
+            return Outcome(failure=Stopped("SIGINT"), returncode=-15, wall_s=0.01)
+        if isinstance(got, int):
+            return Outcome(failure=Crash(got), returncode=got, wall_s=0.01)
+        for ev in got:
+            on_event(ev)
+        return Outcome(done=True, returncode=0, wall_s=0.01)
 
 
 def bench_with_bandwidth(gpu: int, gbps: float) -> Bench:

@@ -1,13 +1,16 @@
 """Realistic kernel bugs, planted one at a time in place of envcheck's Triton kernels, for the
-judge to catch through the worker's own path (tests/interpret_child.py, tests/test_judge.py).
-Each is what a kernel author writes by mistake; each must fail its case at the ``--interpret``
-suite's own shapes. ``install(name)`` replaces ``envcheck.bench.kernels.<op>``, where
-``impls.triton_impl`` looks it up.
+judge to catch through the worker's own path (tests/interpret_child.py, tests/test_judge.py on the
+CPU, tests/test_judge_gpu.py on a GPU, tools/evidence/judge_fit.py for docs/judge.md's table).
+Each is what a kernel author writes by mistake (a Triton kernel of its own, or the shipped one
+called wrongly); each must fail its case at the ``--interpret`` and ``--quick`` suites' shapes
+where it applies (``Plant.applies``). ``install(name)`` replaces ``envcheck.bench.kernels.<op>``,
+where ``impls.triton_impl`` looks it up; ``restore(name)`` puts the shipped kernel back.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -176,27 +179,173 @@ def conv_last_column(x, weight, out, stride, precision):
     return out
 
 
-PLANTED: dict[str, tuple[str, Callable[..., Any]]] = {
-    "linear_wrong_forward": ("linear_fwbw", linear_wrong_forward),
-    "linear_dx_acc16": ("linear_fwbw", linear_dx_acc16),
-    "softmax_wrong_forward": ("softmax_fwbw", softmax_wrong_forward),
-    "layer_norm_eps_outside": ("layer_norm", _layer_norm_bug(False, True)),
-    "layer_norm_sample_var": ("layer_norm", _layer_norm_bug(True, False)),
-    "softmax_max_from_zero": ("softmax", softmax_max_from_zero),
-    "max_inner_from_zero": ("max_inner", max_from_zero("inner")),
-    "max_all_from_zero": ("max_all", max_from_zero("all")),
-    "sum_all_dropped_block": ("sum_all", sum_all_dropped_block),
-    "sum_all_acc16": ("sum_all", sum_all_acc16),
-    "conv_last_column": ("conv2d", conv_last_column),
-    "matmul_acc16": ("matmul", matmul_acc16),
+def row_sum_drop_last(x, out):
+    """The row loop stops one column short (an off-by-one in its bound)."""
+    return real("row_sum")(x[:, :-1], out)
+
+
+def row_sum_pairs_bf16(x, out):
+    """bf16 rows summed two at a time in bf16, then in fp32: a reduction that loses precision."""
+    if x.dtype != torch.bfloat16:
+        return real("row_sum")(x, out)
+    xf = torch.nn.functional.pad(x.float(), (0, x.shape[1] % 2))
+    return out.copy_((xf[:, 0::2] + xf[:, 1::2]).to(torch.bfloat16).float().sum(dim=-1))
+
+
+def vector_add_clamped_tail(x, y, out):
+    """The last element's index is clamped one short: it gets its neighbour's sum."""
+    real("vector_add")(x, y, out)
+    out[-1] = x[-2] + y[-2]
+    return out
+
+
+def relu_tail(x, out):
+    """A scalar epilogue for the tail copies its last element unclamped."""
+    real("relu")(x, out)
+    out[-1] = x[-1]
+    return out
+
+
+def matmul_dropped_k_tail(a, b, out, precision):
+    """The K loop runs over whole 32-deep tiles only: a partial last tile is dropped."""
+    k = a.shape[1] // 32 * 32
+    return real("matmul")(a[:, :k], b[:k], out, precision)
+
+
+def matmul_b_row_major(a, b, out, precision):
+    """b read as row-major whatever its strides: an fp32 b is K-major (as nn.Linear keeps W)."""
+    return real("matmul")(a, torch.as_strided(b, b.shape, (b.shape[1], 1)), out, precision)
+
+
+def linear_w_not_transposed(x, w, dy, y, out, precision):
+    """y = x W instead of x W^T: the same shape, and the same values of nothing, where W is square."""
+    real("linear_fwbw")(x, w, dy, y, out, precision)
+    if w.shape[0] == w.shape[1]:
+        real("matmul")(x, w, y, precision)
+    return out
+
+
+def linear_dw_transposed(x, w, dy, y, out, precision):
+    """dW = x^T dy instead of dy^T x, written where dW goes (it fits where W is square)."""
+    real("linear_fwbw")(x, w, dy, y, out, precision)
+    if w.shape[0] == w.shape[1]:
+        real("matmul")(x.t().contiguous(), dy, out[x.shape[0]:], precision)
+    return out
+
+
+def softmax_fwbw_dx_no_sum(x, dy, y, out):
+    """dx = y dy: the backward forgets the row's sum of y dy."""
+    real("softmax_fwbw")(x, dy, y, out)
+    out.copy_(y.float() * dy.float())
+    return out
+
+
+def layer_norm_wrong_eps(x, w, b, out):
+    """The shipped kernel called with another framework's eps (1e-6)."""
+    return real("layer_norm")(x, w, b, out, eps=1e-6)
+
+
+def layer_norm_one_pass(x, w, b, out):
+    """The variance as E[x^2] - E[x]^2 in fp32, which cancels on rows far from zero."""
+    xf = x.float()
+    mean = xf.mean(dim=-1, keepdim=True)
+    var = (xf * xf).mean(dim=-1, keepdim=True) - mean * mean
+    return out.copy_((xf - mean) * torch.rsqrt(var.clamp_min(0) + 1e-5) * w.float() + b.float())
+
+
+def conv_clamped_border(x, weight, out, stride, precision):
+    """The border reads the edge pixel again where it should read zero padding."""
+    pad = weight.shape[2] // 2
+    xp = torch.nn.functional.pad(x.float(), (pad, pad, pad, pad), mode="replicate")
+    return out.copy_(torch.nn.functional.conv2d(xp, weight.float(), stride=stride))
+
+
+def conv_flipped_weight(x, weight, out, stride, precision):
+    """A convolution in the textbook sense: the filter flipped, where frameworks correlate."""
+    return real("conv2d")(x, weight.flip(-1, -2).contiguous(), out, stride, precision)
+
+
+def sum_inner_drop_last(x, out, work):
+    """The inner loop stops one element short."""
+    return out.copy_(x[..., :-1].float().sum(dim=-1).reshape(-1))
+
+
+def sum_lead_drop_last(x, out, work):
+    """The leading rows' loop stops one row short."""
+    return out.copy_(x.reshape(-1, x.shape[-1])[:-1].float().sum(dim=0))
+
+
+def max_lead_drop_last(x, out, work):
+    """The leading rows' loop stops one row short (where the exact inputs keep each column's max)."""
+    return out.copy_(x.reshape(-1, x.shape[-1])[:-1].amax(dim=0))
+
+
+@dataclass(frozen=True)
+class Plant:
+    """A bug planted in ``op``'s kernel; ``applies(dtype, shape)``: where it changes the result (a
+    16-bit accumulation leaves fp32 as shipped, a stride-2 bug the stride-1 convolutions)."""
+
+    op: str
+    fn: Callable[..., Any]
+    applies: Callable[[str, tuple[int, ...]], bool] = lambda dtype, shape: True
+
+
+def _fp16(dtype: str, shape: tuple[int, ...]) -> bool:
+    return dtype == "fp16"
+
+
+def _only(dtype: str) -> Callable[[str, tuple[int, ...]], bool]:
+    return lambda d, shape: d == dtype
+
+
+def _square_w(dtype: str, shape: tuple[int, ...]) -> bool:
+    return shape[1] == shape[2]
+
+
+PLANTED: dict[str, Plant] = {
+    "linear_wrong_forward": Plant("linear_fwbw", linear_wrong_forward),
+    "linear_dx_acc16": Plant("linear_fwbw", linear_dx_acc16, _fp16),
+    "softmax_wrong_forward": Plant("softmax_fwbw", softmax_wrong_forward),
+    "layer_norm_eps_outside": Plant("layer_norm", _layer_norm_bug(False, True)),
+    "layer_norm_sample_var": Plant("layer_norm", _layer_norm_bug(True, False)),
+    "softmax_max_from_zero": Plant("softmax", softmax_max_from_zero),
+    "max_inner_from_zero": Plant("max_inner", max_from_zero("inner")),
+    "max_all_from_zero": Plant("max_all", max_from_zero("all")),
+    "sum_all_dropped_block": Plant("sum_all", sum_all_dropped_block),
+    "sum_all_acc16": Plant("sum_all", sum_all_acc16, _fp16),
+    "conv_last_column": Plant("conv2d", conv_last_column, lambda dtype, shape: shape[6] == 2),
+    "matmul_acc16": Plant("matmul", matmul_acc16, _fp16),
+    "matmul_dropped_k_tail": Plant("matmul", matmul_dropped_k_tail, lambda dtype, shape: shape[2] % 32 != 0),
+    "matmul_b_row_major": Plant("matmul", matmul_b_row_major, _only("fp32")),
+    "row_sum_drop_last": Plant("row_sum", row_sum_drop_last),
+    "row_sum_pairs_bf16": Plant("row_sum", row_sum_pairs_bf16, _only("bf16")),
+    "vector_add_clamped_tail": Plant("vector_add", vector_add_clamped_tail),
+    "relu_tail": Plant("relu", relu_tail),
+    "linear_w_not_transposed": Plant("linear_fwbw", linear_w_not_transposed, _square_w),
+    "linear_dw_transposed": Plant("linear_fwbw", linear_dw_transposed, _square_w),
+    "softmax_fwbw_dx_no_sum": Plant("softmax_fwbw", softmax_fwbw_dx_no_sum),
+    "layer_norm_wrong_eps": Plant("layer_norm", layer_norm_wrong_eps),
+    "layer_norm_one_pass": Plant("layer_norm", layer_norm_one_pass, _only("fp32")),
+    "conv_clamped_border": Plant("conv2d", conv_clamped_border),
+    "conv_flipped_weight": Plant("conv2d", conv_flipped_weight),
+    "sum_inner_drop_last": Plant("sum_inner", sum_inner_drop_last),
+    "sum_lead_drop_last": Plant("sum_lead", sum_lead_drop_last),
+    "max_lead_drop_last": Plant("max_lead", max_lead_drop_last),
 }
 
 
 def install(name: str) -> str:
     """Plant bug ``name`` in place of its op's kernel; returns the op."""
-    op, bug = PLANTED[name]
-    real(op)
-    for dep in ("matmul", "linear_fwbw", f"max_{op.split('_')[-1]}" if op.startswith("max") else op):
+    plant = PLANTED[name]
+    for dep in ("matmul", "linear_fwbw", plant.op):
         real(dep)
-    setattr(kernels, op, bug)
-    return op
+    if plant.op.startswith("max"):
+        real(f"max_{plant.op.split('_')[-1]}")
+    setattr(kernels, plant.op, plant.fn)
+    return plant.op
+
+
+def restore(name: str) -> None:
+    """Put the shipped kernel back in place of bug ``name``."""
+    op = PLANTED[name].op
+    setattr(kernels, op, real(op))

@@ -99,10 +99,9 @@ def test_sign_flipped_matmul_outputs_fail_where_the_global_error_passes(dtype, f
     # the whole-output error.
     typical = np.flatnonzero(np.abs(np.abs(flat) - np.sqrt(np.mean(flat**2))) < 0.05 * np.sqrt(np.mean(flat**2)))
     flat[typical[:flips]] *= -1
-    stats = _matmul_stats(bad, a, b)
-    assert stats.rel_l2 <= tol.rel_l2  # the old check alone passed this
-    verdict = judge(stats, tol)
-    assert not verdict.passed and verdict.broken == ("element",)
+    verdict = judge(_matmul_stats(bad, a, b), tol)
+    assert not verdict.passed and "element" in verdict.broken  # far past its bound, whatever the whole says
+    assert verdict.ratio > 30
 
 
 def test_zeroed_block_of_a_vector_add_fails():
@@ -116,8 +115,8 @@ def test_zeroed_block_of_a_vector_add_fails():
     stats = Accuracy(float(np.linalg.norm(out - ref) / np.linalg.norm(ref)), float(err.max()),
                      float((err / (np.abs(x) + np.abs(y))).max()), 0, n)
     tol = tolerance("vector_add", "fp16", "fp16", (n,))
-    assert stats.rel_l2 <= tol.rel_l2
-    assert judge(stats, tol).broken == ("element",)
+    v = judge(stats, tol)
+    assert "element" in v.broken and v.ratio == pytest.approx(1.0 / tol.element)  # all of |x + y| over u
 
 
 def test_nonfinite_outputs_always_fail_and_old_reports_are_judged_globally():
@@ -136,8 +135,8 @@ def test_the_verdict_gives_the_worst_error_as_a_share_of_its_bound():
 def test_tolerances_grow_with_accumulation_and_precision():
     fp32 = tolerance("matmul", "fp32", "fp32", (512, 512, 512))
     tf32 = tolerance("matmul", "fp32", "tf32", (512, 512, 512))
-    assert fp32.rel_l2 == pytest.approx(4.4e-6, rel=0.05)  # the measured IEEE error was 4.1e-7
-    assert tf32.rel_l2 == pytest.approx(2.9e-3, rel=0.05)  # the measured TF32 error was 7.7e-4
+    assert fp32.rel_l2 > 3 * 4.1e-7 and tf32.rel_l2 > 3 * 7.7e-4  # the measured IEEE and TF32 errors (H200)
+    assert tf32.rel_l2 > 1000 * fp32.rel_l2
     assert tolerance("row_sum", "fp32", "fp32", (8, 4096)).element > tolerance("row_sum", "fp32", "fp32", (8, 64)).element
     assert tolerance("vector_add", "fp16", "fp16", (8,)).precision == "fp32"  # computed upcast
 

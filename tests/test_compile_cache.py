@@ -17,6 +17,7 @@ import pytest
 from envcheck.bench import compile_ahead, compile_cache
 from envcheck.bench.kernels.tuning import POINTER, TMA_PERSISTENT, Tile
 from envcheck.bench.suite import PlannedCase
+from envcheck.harness.spawn import spawn
 from envcheck.model import Case, Timing
 
 
@@ -191,11 +192,11 @@ def test_kernels_compiled_ahead_on_stand_ins_are_the_ones_real_tensors_ask_for(t
             "cases": [["vector_add", "fp32", "fp32", [1000003]], ["softmax", "bf16", "bf16", [1000, 4097]],
                       ["matmul", "fp32", "fp32", [1000, 1001, 999]], ["linear_fwbw", "fp16", "fp16", [64, 48, 32]]]}
     env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "triton"), "CUDA_VISIBLE_DEVICES": ""}
-    ahead = subprocess.run([sys.executable, "-m", "envcheck.bench.compile_ahead"], input=json.dumps(plan), env=env,
-                           capture_output=True, text=True, timeout=900)
-    assert ahead.returncode == 0, ahead.stderr[-2000:]
-    if "4 cases compiled" not in ahead.stderr:
-        pytest.skip(f"Triton cannot compile for Hopper here: {ahead.stderr[-300:]}")
+    ahead = spawn("envcheck.bench.compile_ahead:child", plan, timeout=900, env={k: env[k] for k in (
+        "TRITON_CACHE_DIR", "CUDA_VISIBLE_DEVICES")})
+    assert ahead.done, ahead.stderr_tail[-2000:]
+    if not str(ahead.result).startswith("4 cases compiled"):
+        pytest.skip(f"Triton cannot compile for Hopper here: {ahead.result} {ahead.stderr_tail[-300:]}")
     again = subprocess.run([sys.executable, "-c", VERIFY, json.dumps(plan)], env=env, capture_output=True, text=True,
                            timeout=900)
     assert again.returncode == 0, again.stderr[-2000:]

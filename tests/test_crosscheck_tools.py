@@ -12,19 +12,20 @@ import stat
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from crosscheck_fakes import MATMUL, MiB, all_reduce, bench, captured, case, launch, node
+from fake_crosscheck_worker import TOKEN, command
 
 from envcheck import cli, model
 from envcheck.crosscheck import copies, headline, kernel_worker, kernels, loops, nccl_tests_run
-from envcheck.crosscheck.isolated import run_isolated
 from envcheck.crosscheck.run import CrosscheckRun, run_crosscheck
+from envcheck.harness.failures import Crash, Outcome
 from envcheck.model import Note
 from envcheck.model.crosscheck import Crosscheck, ToolRun
 from envcheck.model.node import Launch, Node
 
-FAKE = str(Path(__file__).with_name("fake_crosscheck_worker.py"))
 VEC = ("vector_add", "fp32")
 
 
@@ -135,7 +136,7 @@ def _cuda_bench() -> model.Bench:
 
 
 def test_a_finished_worker_gives_every_row():
-    got = kernels.run_kernels([_cuda_bench()], command=[sys.executable, FAKE, "ok"])
+    got = kernels.run_kernels([_cuda_bench()], command=command("ok"))
     assert not got.stopped and len(got.runs) == 1 and got.runs[0].launch.returncode == 0
     rows = {(k.op, k.impl): k for k in got.rows}
     assert list(rows[("relu", "torch")].samples_us) == [kernels.REP_MS] * 3  # L2-sized: timed over its sets
@@ -145,9 +146,9 @@ def test_a_finished_worker_gives_every_row():
 
 
 def test_a_crashed_worker_keeps_its_rows_and_its_redacted_last_words(monkeypatch):
-    secret = "hf_" + "A" * 30
+    secret = TOKEN  # which the worker never gets, and quotes all the same
     monkeypatch.setenv("HF_TOKEN", secret)
-    got = kernels.run_kernels([_cuda_bench()], command=[sys.executable, FAKE, "half"])
+    got = kernels.run_kernels([_cuda_bench()], command=command("half"))
     (run,) = got.runs
     assert run.launch.returncode == 3 and "crashed with token" in run.launch.stderr_tail
     assert secret not in run.launch.stderr_tail
@@ -159,15 +160,13 @@ def test_a_crashed_worker_keeps_its_rows_and_its_redacted_last_words(monkeypatch
 def test_what_a_worker_writes_is_outside_text():
     """Samples that are not finite positive numbers, a row index that is not one, a row reported twice: no sample
     a report could not hold back is kept, and nothing raises."""
-    from envcheck.crosscheck.isolated import Isolated
-
     p = kernels.plan_gpu(_cuda_bench())
     assert p is not None and len(p.plan["rows"]) == 4
     bad = [[float("nan")], [float("inf")], [True], ["1"], [], "1.0", None, [-1.0]]
     for samples in bad:
         events = [{"event": "row", "i": 0, "samples_us": samples}, {"event": "row", "i": "1", "samples_us": [1.0]},
                   {"event": "row", "i": 2, "samples_us": [2.0]}, {"event": "row", "i": 2, "error": "again"}]
-        rows, run = kernels.assemble(p, Isolated(events, launch()))
+        rows, run = kernels.assemble(p, events, launch())
         assert [(k.error is not None, k.skipped) for k in rows] == [(True, None), (False, "not_run"), (True, None),
                                                                    (False, "not_run")]
         assert model.loads(model.dumps(model.Report("0", "2026-11-29T00:00:00Z", "h", "run", model.Environment(),
@@ -175,15 +174,15 @@ def test_what_a_worker_writes_is_outside_text():
 
 
 def test_a_hung_worker_is_stopped_at_its_limit():
-    got = run_isolated([sys.executable, FAKE, "hang"], {"rows": [{"rep_ms": 1.0}, {"rep_ms": 2.0}]}, timeout=1.5,
-                       grace_s=2.0)
-    assert got.launch is not None and got.launch.timed_out and not got.done and got.launch.returncode is not None
-    assert [e["event"] for e in got.events] == ["start", "ready", "row"][:len(got.events)]  # a busy machine: a prefix
+    events, launch = kernels.run_one({"rows": [{"rep_ms": 1.0}, {"rep_ms": 2.0}]}, 1.5, command("hang"))
+    assert launch.timed_out and launch.returncode is not None and launch.argv == kernels.ARGV
+    assert [e["event"] for e in events] == ["ready", "row"][:len(events)]  # a busy machine: a prefix
 
 
-def test_a_worker_that_cannot_start_is_a_launch_failure():
-    got = run_isolated(["/nonexistent/python"], {}, timeout=5.0)
-    assert got.launch is not None and got.launch.error and "could not start" in got.launch.error
+def test_a_worker_that_cannot_start_is_a_launch_failure(monkeypatch, tmp_path):
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))
+    _, launch = kernels.run_one({}, 5.0)
+    assert launch.error and "could not start" in launch.error
 
 
 # --------------------------------------------------------------------------- node tools through the launcher seam
@@ -208,6 +207,15 @@ class ReplayLauncher:
         if rc == "timeout":
             return Launch(tuple(argv), None, timeout, timeout, timed_out=True, stderr_tail=tail)
         return Launch(tuple(argv), int(rc), timeout, 0.5, stderr_tail=tail)
+
+    def spawn(self, target: str, args: Any, env: Mapping[str, str], timeout: float,
+              on_event: Callable[[Any], None]) -> Outcome:
+        """A Python child: ``play((target,), env)`` gives its exit status and the events it sends."""
+        self.jobs.append(((target,), dict(env)))
+        rc, events = self.play((target,), env)
+        for ev in events:
+            on_event(ev)
+        return Outcome(done=rc == 0, returncode=int(rc), failure=None if rc == 0 else Crash(int(rc)), wall_s=0.5)
 
 
 def _binaries(folder: Path, names: Iterable[str]) -> None:
@@ -284,16 +292,13 @@ def test_nccl_tests_runs_the_sizes_envcheck_measured():
 
 
 def test_the_plain_copy_rows_name_the_machines_gpus(tmp_path):
-    def play(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int | str, str]:
-        out = Path(argv[argv.index("--out") + 1])
-        lines = [{"event": "start", "pid": 1}, {"event": "copy", "src": 0, "dst": 1, "size_bytes": MiB, "calls": 20,
-                                                "samples_us": [3.0, 3.1]},
-                 {"event": "copy", "src": 1, "dst": 0, "size_bytes": MiB, "calls": 20, "error": "RuntimeError: x"},
-                 {"event": "copy", "src": 7, "dst": 0, "size_bytes": MiB, "samples_us": [1.0]}, {"event": "done"}]
-        out.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
-        return 0, ""
+    def play(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, list]:
+        assert argv == (f"{copies.WORKER_MODULE}:run",) and env == {"CUDA_VISIBLE_DEVICES": "2,5"}
+        return 0, [{"event": "copy", "src": 0, "dst": 1, "size_bytes": MiB, "calls": 20, "samples_us": [3.0, 3.1]},
+                   {"event": "copy", "src": 1, "dst": 0, "size_bytes": MiB, "calls": 20, "error": "RuntimeError: x"},
+                   {"event": "copy", "src": 7, "dst": 0, "size_bytes": MiB, "samples_us": [1.0]}]
 
-    rows, run = copies.run_copies((2, 5), MiB, tmp_path, ReplayLauncher(play))
+    rows, run = copies.run_copies((2, 5), MiB, ReplayLauncher(play))
     assert [(r.src, r.dst, r.samples_us is not None, r.error) for r in rows] == [(2, 5, True, None),
                                                                                  (5, 2, False, "RuntimeError: x")]
     assert run.tool == "torch_copy" and run.launch.argv == ("python", "-m", copies.WORKER_MODULE)
@@ -328,7 +333,7 @@ def test_not_available_without_cuda_or_under_the_interpreter_or_on_one_gpu(tmp_p
     assert interp.crosscheck.notes == (Note("crosscheck.interpreted", {"variable": "TRITON_INTERPRET"}),)
     assert not interp.crosscheck.kernels and not interp.crosscheck.runs
     one = run_crosscheck([_cuda_bench()], Node("vm", (0,)), tmp_path, environ={},
-                         kernel_command=[sys.executable, FAKE, "ok"])
+                         kernel_command=command("ok"))
     assert one.crosscheck.notes == (Note("crosscheck.single_gpu"),) and len(one.crosscheck.kernels) == 4
 
 
@@ -338,15 +343,14 @@ def test_a_node_run_crosschecks_copies_loops_and_nccl_tests(tmp_path):
         {"event": "crosscheck_loop", "op": "all_reduce", "size_bytes": MiB, "ranks": [0], "calls": 20,
          "samples_us": [30.0]}) + "\n")
 
-    def play(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int | str, str]:
-        if "--out" in argv:
-            Path(argv[argv.index("--out") + 1]).write_text(json.dumps(
-                {"event": "copy", "src": 0, "dst": 1, "size_bytes": 256 * MiB, "calls": 20, "samples_us": [700.0]}))
+    def play(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, Any]:
+        if argv == (f"{copies.WORKER_MODULE}:run",):
+            return 0, [{"event": "copy", "src": 0, "dst": 1, "size_bytes": 256 * MiB, "calls": 20, "samples_us": [700.0]}]
         return 0, ""
 
     n = node(all_reduce(MiB, 70.0, 12.0), copy_us=690.0)
     got = run_crosscheck([_cuda_bench()], n, tmp_path, launcher=ReplayLauncher(play), environ={},
-                         kernel_command=[sys.executable, FAKE, "ok"]).crosscheck
+                         kernel_command=command("ok")).crosscheck
     assert [r.tool for r in got.runs] == ["do_bench_cudagraph", "torch_copy"]
     assert len(got.copies) == 1 and len(got.loops) == 1
     assert got.notes[0].key == "crosscheck.nccl_tests_not_found"  # the PATH of {} holds none

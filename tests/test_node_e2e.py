@@ -18,7 +18,7 @@ import pytest
 
 from envcheck.analysis import node as an
 from envcheck.analysis.node import collective_narrowing
-from envcheck.child_env import child_env
+from envcheck.harness.env import clean_env
 from envcheck.model import build
 from envcheck.model.fleet import Fleet
 from envcheck.node.collective_run import Placement, SweepPlan, run_sweep
@@ -79,7 +79,7 @@ def _launch(tmp_path: Path, nnodes: int, nproc: int, args: list[str], env_extra:
     """``nnodes`` torchrun launchers on this machine (simulated nodes), ``nproc`` ranks each; the ranks'
     temporary work folders go under ``tmp_path/tmp`` (TMPDIR), where the test can watch them."""
     (tmp_path / "tmp").mkdir(exist_ok=True)
-    env = child_env({"PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path / "tmp"), **(env_extra or {})})
+    env = clean_env({"PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path / "tmp"), **(env_extra or {})})
     if nnodes == 1:
         where = ["--standalone", f"--nproc-per-node={nproc}"]
     else:

@@ -1,5 +1,5 @@
-"""The node workers' JSON-lines events: one writer, one reader and one launch-outcome mapping shared by
-the collective sweep and the peer copies; a worker's error is its exception as one line."""
+"""The ranks' JSON-lines events (one writer, one reader), one launch-outcome mapping shared by the collective
+sweep and the peer copies, and a worker's error as its exception in one line."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ import io
 import pytest
 
 from envcheck.bench.failure import one_line
+from envcheck.harness.failures import ChildError, Crash, Outcome, Stopped, Timeout
 from envcheck.model.node import Launch
-from envcheck.node import collective_worker, peer_worker
+from envcheck.node import collective_worker
 from envcheck.node.collective_run import RankOutput, SweepPlan, assemble
-from envcheck.node.events import Emitter, launch_error, read_events, read_events_file
-from envcheck.node.peer import PeerPlan
+from envcheck.node.events import Emitter, read_events, read_events_file
+from envcheck.node.peer import PeerPlan, worker_error
 from envcheck.node.peer import assemble as assemble_peer
 
 
@@ -42,7 +43,7 @@ def test_a_file_the_worker_never_created_has_no_events(tmp_path):
 def test_launch_outcome_to_error(flags, expected):
     base = {"returncode": 0, **flags}
     launch = Launch(("python",), base.pop("returncode"), 10.0, 1.0, **base)
-    assert launch_error(launch) == expected
+    assert launch.ended_early == expected
 
 
 def test_collectives_and_peer_copies_name_a_launch_outcome_alike(tmp_path):
@@ -50,7 +51,7 @@ def test_collectives_and_peer_copies_name_a_launch_outcome_alike(tmp_path):
                             ({"error": "could not start"}, "launch_failed")):
         launch = Launch(("python",), None, 10.0, 1.0, **flags)
         assert assemble((), SweepPlan(ops=("all_reduce",), sizes=(1 << 20,)), 2, "node", launch).error == expected
-        assert assemble_peer([], (0, 1), PeerPlan(), launch_error(launch), 1.0).error == expected
+        assert assemble_peer([], (0, 1), PeerPlan(), launch.ended_early, 1.0).error == expected
 
 
 def test_a_worker_that_fails_reports_its_exception_as_one_line(tmp_path, monkeypatch):
@@ -59,11 +60,11 @@ def test_a_worker_that_fails_reports_its_exception_as_one_line(tmp_path, monkeyp
         missing.open(encoding="utf-8")
     expected = one_line(info.value)
 
-    out = tmp_path / "peer_events.jsonl"
-    assert peer_worker.main(["--plan", str(missing), "--out", str(out)]) == 1
-    events = read_events_file(out)
-    assert [e["event"] for e in events] == ["start", "error"] and events[1]["text"] == expected
-    assert assemble_peer(events, (0, 1), PeerPlan(), None, 1.0).error == expected
+    raised = Outcome(failure=ChildError(type(info.value).__name__, str(info.value)), returncode=1)
+    assert assemble_peer([], (0, 1), PeerPlan(), worker_error(raised, 10.0), 1.0).error == expected
+    for out, why in ((Outcome(done=True), None), (Outcome(failure=Crash(-9)), "no_done_event"),
+                     (Outcome(failure=Timeout(10.0)), "timed_out"), (Outcome(failure=Stopped("SIGTERM")), "interrupted")):
+        assert worker_error(out, 10.0) == why
 
     for var in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
         monkeypatch.delenv(var, raising=False)

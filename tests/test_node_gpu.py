@@ -22,7 +22,7 @@ def _count() -> int:
 
 def test_peer_copies_on_every_pair_are_verified(tmp_path):
     n = _count()
-    peer = run_peer_copies(PeerPlan(size_bytes=64 << 20, iters=5), tuple(range(n)), tmp_path, SubprocessLauncher(), 240)
+    peer = run_peer_copies(PeerPlan(size_bytes=64 << 20, iters=5), tuple(range(n)), SubprocessLauncher(), 240)
     assert peer.error is None
     assert len([c for c in peer.copies if c.kind == "h2d"]) == n
     for c in peer.copies:

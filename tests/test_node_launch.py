@@ -12,46 +12,46 @@ import time
 from pathlib import Path
 
 import pytest
+from fake_worker import command
 from node_fakes import ScriptedLauncher
 
 from envcheck.bench import parallel, runner
 from envcheck.bench.suite import Plan, PlannedCase
-from envcheck.child_env import NO_MULTICAST, child_env
 from envcheck.commands.options import Gpus
 from envcheck.errors import UsageError
+from envcheck.harness.env import NO_MULTICAST, clean_env
 from envcheck.model import BenchDevice, Settings, StopCause
 from envcheck.node.collective_run import Placement, SweepPlan, launch_sweep
 from envcheck.node.launch import SubprocessLauncher, torchrun_argv
 from envcheck.node.peer import PeerPlan, run_peer_copies
 
-FAKE = str(Path(__file__).with_name("fake_worker.py"))
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
 def test_child_env_turns_multicast_off_whatever_it_is_given():
-    env = child_env({"NCCL_NVLS_ENABLE": "1", "FOO": "bar"}, base={"NVSHMEM_DISABLE_NVLS": "0", "PATH": "/bin"})
+    env = clean_env({"NCCL_NVLS_ENABLE": "1", "FOO": "bar"}, base={"NVSHMEM_DISABLE_NVLS": "0", "PATH": "/bin"})
     assert {k: env[k] for k in MULTICAST_OFF} == MULTICAST_OFF == NO_MULTICAST
     assert env["FOO"] == "bar" and env["PATH"] == "/bin"
 
 
 def test_child_env_orders_cuda_devices_as_nvml_does_unless_the_user_chose_an_order():
     # CUDA's default order (fastest first) can differ from NVML's: a child's cuda:i must be NVML GPU i.
-    assert child_env(base={"PATH": "/bin"})["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
-    assert child_env(base={"CUDA_DEVICE_ORDER": "FASTEST_FIRST"})["CUDA_DEVICE_ORDER"] == "FASTEST_FIRST"
-    assert child_env({"CUDA_DEVICE_ORDER": "FASTEST_FIRST"}, base={})["CUDA_DEVICE_ORDER"] == "FASTEST_FIRST"
+    assert clean_env(base={"PATH": "/bin"})["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert clean_env(base={"CUDA_DEVICE_ORDER": "FASTEST_FIRST"})["CUDA_DEVICE_ORDER"] == "FASTEST_FIRST"
+    assert clean_env({"CUDA_DEVICE_ORDER": "FASTEST_FIRST"}, base={})["CUDA_DEVICE_ORDER"] == "FASTEST_FIRST"
 
 
 def test_collective_and_peer_jobs_carry_multicast_off(tmp_path):
     launcher = ScriptedLauncher()
     launch_sweep(SweepPlan(), Placement(2, (0, 2)), tmp_path / "c", launcher, 10)
-    run_peer_copies(PeerPlan(), (0, 2), tmp_path / "p", launcher, 10)
+    launcher.play = lambda argv, env: []
+    run_peer_copies(PeerPlan(), (0, 2), launcher, 10)
     (sweep_argv, sweep_env), (peer_argv, peer_env) = launcher.jobs
     assert sweep_argv[1:5] == ("-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2")
     assert sweep_argv[5:7] == ("-m", "envcheck.node.collective_worker")
-    assert peer_argv[1:3] == ("-m", "envcheck.node.peer_worker")
-    for env in (sweep_env, peer_env):
-        assert {k: env[k] for k in MULTICAST_OFF} == MULTICAST_OFF
-        assert env["CUDA_VISIBLE_DEVICES"] == "0,2"
+    assert peer_argv == ("envcheck.node.peer_worker:run",)  # a Python child: the harness sets its environment
+    assert {k: sweep_env[k] for k in MULTICAST_OFF} == MULTICAST_OFF
+    assert sweep_env["CUDA_VISIBLE_DEVICES"] == peer_env["CUDA_VISIBLE_DEVICES"] == "0,2"
     plan = json.loads((tmp_path / "c" / "plan.json").read_text())
     assert plan["sizes"][-1] == 4 << 30 and plan["narrow"]["enabled"]
 
@@ -65,7 +65,7 @@ def test_torchrun_across_nodes_uses_a_static_rendezvous():
 def test_a_job_sees_the_environment_it_was_given(tmp_path):
     out = tmp_path / "env.json"
     code = f"import json, os; json.dump(dict(os.environ), open({str(out)!r}, 'w'))"
-    launch = SubprocessLauncher().run([sys.executable, "-c", code], child_env(), 30)
+    launch = SubprocessLauncher().run([sys.executable, "-c", code], clean_env(), 30)
     assert launch.returncode == 0 and not launch.timed_out
     seen = json.loads(out.read_text())
     assert {k: seen[k] for k in MULTICAST_OFF} == MULTICAST_OFF
@@ -92,7 +92,7 @@ def test_a_job_past_its_time_is_stopped_with_its_children_and_its_own_sessions(t
             f"open({str(pids)!r}, 'w').write(str(p.pid))\n"
             "time.sleep(60)\n")
     t0 = time.monotonic()
-    launch = SubprocessLauncher(grace_s=1.0).run([sys.executable, "-c", code], child_env(), 3,
+    launch = SubprocessLauncher(grace_s=1.0).run([sys.executable, "-c", code], clean_env(), 3,
                                                  log_path=str(tmp_path / "log"),
                                                  orphans=lambda: [int(pids.read_text())] if pids.exists() else [])
     assert launch.timed_out and launch.returncode is not None
@@ -102,7 +102,7 @@ def test_a_job_past_its_time_is_stopped_with_its_children_and_its_own_sessions(t
 
 
 def test_a_program_that_cannot_start_is_a_launch_error():
-    launch = SubprocessLauncher().run(["/nonexistent/envcheck-test-binary"], child_env(), 5)
+    launch = SubprocessLauncher().run(["/nonexistent/envcheck-test-binary"], clean_env(), 5)
     assert launch.returncode is None and "could not start" in launch.error
 
 
@@ -120,10 +120,10 @@ def test_gpus_run_at_the_same_time_each_in_its_own_worker(tmp_path):
     met = tmp_path / "met"
     met.mkdir()
     script = tmp_path / "script.json"
-    script.write_text(json.dumps([{"barrier": [str(met), 3]}, {"play_plan": True}, {"emit": {"event": "done"}}]))
+    script.write_text(json.dumps([{"barrier": [str(met), 3]}, {"play_plan": True}, {"done": {}}]))
     seen: list[tuple[int, str]] = []
     done = parallel.run_gpus([_plan(0), _plan(1), _plan(2)], 300, lambda g, ev: seen.append((g, ev.kind)),
-                             command=[sys.executable, FAKE, str(script)])
+                             command=command(script))
     assert len(list(met.iterdir())) == 3
     assert [r.gpu for r in done.runs] == [0, 1, 2] and done.stopped is None
     assert all(len(r.bench.cases) == 1 and not r.bench.partial for r in done.runs)
@@ -132,24 +132,20 @@ def test_gpus_run_at_the_same_time_each_in_its_own_worker(tmp_path):
 
 def test_workers_get_multicast_off(tmp_path):
     dump = tmp_path / "env.json"
-    worker = ("import json, os, sys\n"
-              f"json.dump(dict(os.environ), open({str(dump)!r}, 'w'))\n"
-              "sys.stdin.read()\n"
-              "print(json.dumps({'event': 'done'}), flush=True)\n")
-    parallel.run_gpus([_plan(0)], 30, command=[sys.executable, "-c", worker])
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"save_env": str(dump)}, {"done": {}}]))
+    parallel.run_gpus([_plan(0)], 30, command=command(script))
     seen = json.loads(dump.read_text())
     assert {k: seen[k] for k in MULTICAST_OFF} == MULTICAST_OFF
 
 
 def test_a_single_worker_gets_multicast_off_without_any_wrapper(tmp_path):
-    # envcheck run (one GPU) and each fleet rank start their worker through run_worker with no popen:
-    # WorkerProcess.start alone gives it the child environment.
+    # envcheck run (one GPU) and each fleet rank start their worker through run_worker: the harness alone
+    # gives it the child environment.
     dump = tmp_path / "env.json"
-    worker = ("import json, os, sys\n"
-              f"json.dump(dict(os.environ), open({str(dump)!r}, 'w'))\n"
-              "sys.stdin.read()\n"
-              "print(json.dumps({'event': 'done'}), flush=True)\n")
-    runner.run_worker(_plan(0), lambda ev: None, 30, command=[sys.executable, "-c", worker])
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"save_env": str(dump)}, {"done": {}}]))
+    runner.run_worker(_plan(0), lambda ev: None, 30, command=command(script))
     seen = json.loads(dump.read_text())
     assert {k: seen[k] for k in MULTICAST_OFF} == MULTICAST_OFF
     assert seen["CUDA_DEVICE_ORDER"] == os.environ.get("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
@@ -157,9 +153,9 @@ def test_a_single_worker_gets_multicast_off_without_any_wrapper(tmp_path):
 
 def test_one_crashing_gpu_costs_only_its_own_results(tmp_path):
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
-    good.write_text(json.dumps([{"play_plan": True}, {"emit": {"event": "done"}}]))
+    good.write_text(json.dumps([{"play_plan": True}, {"done": {}}]))
     bad.write_text(json.dumps([{"stderr": "CUDA error: uncorrectable ECC error encountered"}, {"exit": 3}]))
-    runs = [parallel.run_gpus([_plan(i)], 30, command=[sys.executable, FAKE, str(bad if i == 1 else good)]).runs[0]
+    runs = [parallel.run_gpus([_plan(i)], 30, command=command(bad if i == 1 else good)).runs[0]
             for i in (0, 1)]
     assert not runs[0].bench.partial and runs[1].bench.partial
     stop = runs[1].bench.stop
@@ -175,8 +171,9 @@ def test_sigterm_stops_every_gpu_worker_and_keeps_what_finished(tmp_path):
     code = ("import json, sys\n"
             f"sys.path[:0] = [{str(Path(__file__).parent)!r}]\n"
             "from test_node_launch import _plan\n"
+            "from fake_worker import command\n"
             "from envcheck.bench import parallel\n"
-            f"done = parallel.run_gpus([_plan(0), _plan(1)], 60, command=[sys.executable, {FAKE!r}, {str(script)!r}])\n"
+            f"done = parallel.run_gpus([_plan(0), _plan(1)], 60, command=command({str(script)!r}))\n"
             "print(json.dumps([done.stopped.value, done.signal, [r.bench.stop.cause.value for r in done.runs]]))\n")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})

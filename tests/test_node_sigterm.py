@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from envcheck.bench import runner
+from envcheck.harness.signals import as_interrupt, stop_signals
 from envcheck.model.node import Node
 from envcheck.node import run as node_run
 
@@ -17,11 +17,11 @@ from envcheck.node import run as node_run
 def test_a_stop_signal_is_a_keyboard_interrupt_once_and_the_handlers_come_back(sig):
     before = signal.getsignal(sig)
     with pytest.raises(KeyboardInterrupt, match=signal.Signals(sig).name):
-        with runner.stop_signals_interrupt():
+        with stop_signals(as_interrupt):
             os.kill(os.getpid(), sig)
             signal.sigtimedwait([], 0.5) if hasattr(signal, "sigtimedwait") else None
     assert signal.getsignal(sig) == before
-    with runner.stop_signals_interrupt():  # a second signal while the first unwinds is ignored
+    with stop_signals(as_interrupt):  # a second signal while the first unwinds is ignored
         handler = signal.getsignal(sig)
         with pytest.raises(KeyboardInterrupt):
             handler(sig, None)  # type: ignore[operator]

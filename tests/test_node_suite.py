@@ -4,12 +4,11 @@ their conditions), then the node tests; and the per-GPU rates the outliers come 
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import factories
 import pytest
+from fake_worker import command
 from fakes import FakeHost
 from node_fakes import ScriptedLauncher, capture, fake_nvml
 
@@ -20,8 +19,6 @@ from envcheck.commands.options import RunOptions
 from envcheck.model import Environment, Gpu, known
 from envcheck.node.counters import LINKS_SECTION
 from envcheck.node.run import NodeDeps, run_node_suite
-
-FAKE = str(Path(__file__).with_name("fake_worker.py"))
 
 
 def test_rates_are_the_analysis_measured_ceiling_and_best_torch_matmul():
@@ -66,14 +63,14 @@ def _plans() -> tuple[suite.Plan, ...]:
 
 def test_run_gpus_all_measures_each_gpu_then_the_node(tmp_path):
     script = tmp_path / "worker.json"
-    script.write_text(json.dumps([{"play_plan": True}, {"emit": {"event": "done"}}]))
+    script.write_text(json.dumps([{"play_plan": True}, {"done": {}}]))
     cap = capture()
     host = FakeHost(files={"/proc/uptime": "100.0 1.0\n"},
                     commands={("nvidia-smi", "topo", "-m"): (0, cap["topo_m"]["stdout"], "")})
     deps = NodeDeps(fake_nvml, host, ScriptedLauncher(lambda argv, env: 0), kmsg=lambda: "")
     seen = []
     result = run_node_suite((0, 1), _plans(), str(tmp_path / "work"), 60.0, on_event=lambda g, ev: seen.append(g),
-                            deps=deps, worker_command=[sys.executable, FAKE, str(script)])
+                            deps=deps, worker_command=command(script))
     assert result.gpus == (0, 1) and not result.interrupted
     assert [b.device.index for b in result.benches] == [0, 1]
     assert {0, 1} <= set(seen)
@@ -94,11 +91,11 @@ def test_link_checks_that_cannot_run_fail_the_node_run(tmp_path, monkeypatch):
 
     monkeypatch.setattr(links, "delta_checks", broken)
     script = tmp_path / "worker.json"
-    script.write_text(json.dumps([{"play_plan": True}, {"emit": {"event": "done"}}]))
+    script.write_text(json.dumps([{"play_plan": True}, {"done": {}}]))
     host = FakeHost(files={"/proc/uptime": "100.0 1.0\n"},
                     commands={("nvidia-smi", "topo", "-m"): (0, capture()["topo_m"]["stdout"], "")})
     deps = NodeDeps(fake_nvml, host, ScriptedLauncher(lambda argv, env: 0), kmsg=lambda: "")
     result = run_node_suite((0, 1), _plans(), str(tmp_path / "work"), 60.0, deps=deps,
-                            worker_command=[sys.executable, FAKE, str(script)])
+                            worker_command=command(script))
     assert [(c.id, c.status) for c in result.checks] == [("links.internal", "fail")]
     assert "ValueError: a finding is one line" in result.checks[0].finding

@@ -7,13 +7,13 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
 from envcheck.checks import evaluate
+from envcheck.harness.spawn import spawn
 from envcheck.probes import gpus
 from envcheck.probes.collect import collect
 from envcheck.probes.host import Host
@@ -151,16 +151,10 @@ def test_envcheck_check_survives_a_segfaulting_libnvidia_ml(tmp_path: Path) -> N
 
 
 def test_the_child_reports_each_answer_before_the_next_call(tmp_path: Path) -> None:
-    """Run the child by hand: its stdout is one line per event, a crash leaves the earlier lines."""
-    folder = fake_pynvml(tmp_path, "gpu1_segv")
-    code = textwrap.dedent(f"""
-        import sys
-        sys.path[:0] = [{str(folder)!r}, {str(ROOT)!r}]
-        from envcheck.probes.nvml_child import child_main
-        child_main("@@ ")
-    """)
-    res = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60)
-    assert res.returncode == -11
-    events = [json.loads(line[3:]) for line in res.stdout.splitlines() if line.startswith("@@ ")]
+    """The child alone: one event per answer, and a crash leaves the earlier ones, the last naming the call."""
+    events: list = []
+    out = spawn("envcheck.probes.nvml_child:read", timeout=60, on_event=events.append,
+                paths=[str(fake_pynvml(tmp_path, "gpu1_segv"))], site=False)
+    assert out.returncode == -11 and not out.done
     assert events[-1] == {"event": "calling", "gpu": 1, "key": "nvmlDeviceGetName"}
     assert {"event": "answer", "gpu": 0, "key": "nvmlDeviceGetName", "value": "NVIDIA GeForce RTX 4090"} in events

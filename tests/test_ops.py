@@ -115,24 +115,19 @@ def test_inputs_are_fresh_random_and_rounded_to_dtype() -> None:
     assert (a["x"] != 0).float().mean() > 0.99
     assert not torch.equal(a["x"], b["x"])  # the generator moves on: fresh inputs per group
     sm = impls.make_inputs("softmax", (64, 512), "fp32", "cpu", g)["x"]
-    random_rows = sm[[r for r in range(64) if r % 4 != 1 and r % 8 != 3]]
-    assert 3.0 < float(random_rows.std(dim=1).mean()) < 5.0  # randn * 4: rows with a real spread
-    # ... far from zero: a softmax that skips the max subtraction overflows exp (fp32 at 88.7)
-    assert float(random_rows.min()) > 80.0 and float(random_rows.mean()) == pytest.approx(100.0, abs=0.5)
-    # issue 37: all-negative rows (exp underflows: a max started at 0 divides 0 by 0) and constant rows
-    assert float(sm[1::4].max()) < -150.0 and bool((sm[3::8] == sm[3::8, :1]).all())
+    assert 3.0 < float(sm.std(dim=1).mean()) < 5.0  # randn * 4: rows with a real spread
+    # ... far from zero: a softmax that skips the max subtraction overflows exp (fp32 at 88.7); its
+    # all-negative and constant rows are the exact inputs' (tests/test_judge.py)
+    assert float(sm.min()) > 80.0 and float(sm.mean()) == pytest.approx(100.0, abs=0.5)
 
 
-def test_layer_norm_and_max_inputs_reach_their_semantics() -> None:
+def test_layer_norm_inputs_reach_their_semantics() -> None:
     torch = pytest.importorskip("torch")
     g = torch.Generator().manual_seed(0)
     x = impls.make_inputs("layer_norm", (16, 256), "fp16", "cpu", g)["x"].float()
     assert float(x[1::8].mean()) > 20.0  # far from zero
     assert float(x[3::8].var(dim=1).max()) < 1e-4  # a variance near eps
     assert bool((x[5::8] == impls.LAYER_NORM_CONSTANT).all())  # constant: the mean is exact
-    m = impls.make_inputs("max_inner", (2, 8, 16), "fp32", "cpu", g)["x"]
-    assert float(m[:, 1::4, :].max()) < 0 and float(m[..., 1::4].max()) < 0
-    assert float(impls.make_inputs("max_all", (2, 8, 16), "fp32", "cpu", g, variant=1)["x"].max()) < 0
     mm = impls.make_inputs("matmul", (32, 48, 1024), "fp32", "cpu", g)
     assert mm["a"].shape == (32, 1024) and mm["b"].shape == (1024, 48)
     assert float((mm["a"] @ mm["b"]).std()) == pytest.approx(1 / 32, rel=0.2)  # scaled by 1/sqrt(K)

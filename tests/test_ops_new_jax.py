@@ -20,7 +20,7 @@ import pytest
 from envcheck.analysis.tolerance import judge, tolerance
 from envcheck.bench import jax_impl, protocol
 from envcheck.bench.suite import PlannedCase
-from envcheck.model import Note
+from envcheck.model import Note, to_dict
 from envcheck.ops import OPS
 from tests.jax_child import DTYPES, FORWARD_BACKWARD, shape_of
 from tests.test_worker import FAST, _plan, _run_worker
@@ -71,9 +71,8 @@ def test_the_worker_measures_the_new_ops_with_torch_and_jax_on_the_cpu() -> None
     cases = [PlannedCase(op, impl, "fp32", "fp32", shape_of(op))
              for op in ("conv2d", "layer_norm", "sum_lead", "max_all", "softmax_fwbw", "linear_fwbw")
              for impl in ("torch", "jax")]
-    proc = _run_worker(protocol.encode_plan(_plan(cases, settings=FAST)), timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    events = [protocol.decode(line) for line in proc.stdout.splitlines()]
+    out, events = _run_worker(to_dict(_plan(cases, settings=FAST)), timeout=600)
+    assert out.done and out.failure is None, out.stderr_tail[-2000:]
     got = [e.case for e in events if isinstance(e, protocol.Measured)]
     assert [c.key for c in got] == [c.key for c in cases]
     for c in got:

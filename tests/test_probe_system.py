@@ -244,8 +244,10 @@ def test_real_host_file_methods(tmp_path: Path) -> None:
 
 
 def test_real_host_run_env_replaces_environment() -> None:
-    result = default_host().run(["/bin/sh", "-c", "echo \"$ENVCHECK_X|$HOME\""], timeout=5, env={"ENVCHECK_X": "1"})
-    assert result.ok and result.stdout.strip() == "1|"
+    """``env`` stands for this process's environment, cut to the allow-list like it (harness/env.py)."""
+    env = {"TRITON_X": "1", "ENVCHECK_X": "2", "HF_TOKEN": "hf_secret_value_123"}
+    result = default_host().run(["/bin/sh", "-c", "echo \"$TRITON_X|$ENVCHECK_X|$HF_TOKEN|$HOME\""], timeout=5, env=env)
+    assert result.ok and result.stdout.strip() == "1|||"
 
 
 def test_fake_links_and_which_follow_path() -> None:

@@ -97,7 +97,7 @@ def test_run_repeat_keeps_every_repeat_of_every_case_in_one_report(tmp_path):
     plans = tmp_path / "plans"
     plans.mkdir()
     steps = [{"pid_file": str(plans / "{pid}.pid")}, {"save_plan": str(tmp_path / "plan.json")},
-             {"play_plan": True}, {"emit": {"event": "done"}}]
+             {"play_plan": True}, {"done": {}}]
     rc, _, err = execute(parse("--quick", "--ops", "relu", "--repeat", "3", "--out-dir", str(out_dir)),
                          deps(tmp_path, steps))
     assert rc == 0, err

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from fake_worker import command
 
 from envcheck import model
 from envcheck.bench import assemble, protocol, runner
@@ -20,7 +21,6 @@ from envcheck.bench.suite import GPU_QUICK_SETTINGS, Plan, PlannedCase
 from envcheck.model import BenchDevice, Case, CeilingRun, MonitorWindow, Note, Skip, StopCause, Timing
 
 ROOT = Path(__file__).resolve().parents[1]
-FAKE = str(Path(__file__).with_name("fake_worker.py"))
 
 PLANNED = (
     PlannedCase("vector_add", "torch", "fp32", "fp32", (1024,)),
@@ -39,7 +39,10 @@ WINDOW = MonitorWindow(0.02, t_s=[0.0, 0.02], sm_mhz=[1980, 1755], power_w=[412.
 
 
 def emit(ev: protocol.Event) -> dict:
-    return {"emit": json.loads(protocol.encode(ev))}
+    return {"emit": protocol.encode(ev)}
+
+
+DONE = {"done": {}}
 
 
 def measured(pc: PlannedCase, window: int | None = None) -> Case:
@@ -72,7 +75,7 @@ def run_script(tmp_path: Path, steps: list, timeout: float = 30.0, on_event=None
         if on_event:
             on_event(ev)
 
-    out = runner.run_worker(plan, record, timeout, command=[sys.executable, FAKE, str(script)], grace_s=grace_s, **kw)
+    out = runner.run_worker(plan, record, timeout, command=command(script), grace_s=grace_s, **kw)
     return out, seen
 
 
@@ -82,9 +85,10 @@ def test_normal_run_collects_typed_events_and_feeds_the_plan(tmp_path):
              *play(PLANNED[:1]), emit(protocol.WindowSampled(0, WINDOW)), *play(PLANNED[1:3], window=0),
              emit(protocol.Skipped(PLANNED[3].skip(Note("skip.out_of_memory", {"need_bytes": 3, "free_bytes": 2})))),
              emit(protocol.Noted(Note("bench.l2_cold", {"l2_bytes": 62914560}))),
-             {"stderr": "compiler chatter"}, emit(protocol.Done())]
+             {"stderr": "compiler chatter"}, DONE]
     out, seen = run_script(tmp_path, steps)
-    assert protocol.decode_plan(saved.read_text()) == protocol.WorkerPlan("cuda", 0, PLANNED, GPU_QUICK_SETTINGS)
+    assert protocol.decode_plan(json.loads(saved.read_text())) == protocol.WorkerPlan("cuda", 0, PLANNED,
+                                                                                       GPU_QUICK_SETTINGS)
     assert out.stop is None and out.done and out.returncode in (0, -signal.SIGTERM) and not out.interrupted
     assert [c.key for c in out.cases] == [pc.key for pc in PLANNED[:3]]
     assert out.device == DEVICE and out.ceiling_runs == [CEILING] and out.windows == [WINDOW]
@@ -92,7 +96,7 @@ def test_normal_run_collects_typed_events_and_feeds_the_plan(tmp_path):
     assert out.skips[0].reason.key == "skip.out_of_memory" and out.skips[0].precision == "tf32"
     assert out.notes == [Note("bench.l2_cold", {"l2_bytes": 62914560})]
     assert out.stderr_tail == "compiler chatter"
-    assert sum(isinstance(e, protocol.CaseStarted) for e in seen) == 3 and seen[-1] == protocol.Done()
+    assert sum(isinstance(e, protocol.CaseStarted) for e in seen) == 3 and isinstance(seen[-1], protocol.Noted)
 
     bench = assemble.assemble(PLAN, out, "2026-11-22T22:00:00Z", 12.3456)
     assert bench.device == DEVICE and not bench.partial and bench.duration_s == 12.346
@@ -135,17 +139,18 @@ def test_timeout_stops_a_hung_worker(tmp_path):
     assert len(out.cases) == 1 and out.returncode is not None  # reaped, not left running
 
 
-def test_malformed_and_inconsistent_lines_are_ignored_with_a_note(tmp_path):
-    bad_window = json.loads(protocol.encode(protocol.WindowSampled(3, WINDOW)))  # sent as the first window
-    dangling = json.loads(protocol.encode(protocol.Measured(measured(PLANNED[0], window=0))))  # no window sent
-    steps = [start(), {"raw": "Triton autotuning for function matmul_kernel finished"}, {"raw": "{\"event\": 3}"},
-             {"emit": {"event": "case", "case": {"op": "relu"}}}, {"emit": bad_window}, {"emit": dangling},
-             *play(PLANNED), emit(protocol.Done())]
+def test_malformed_and_inconsistent_events_are_ignored_with_a_note_and_stray_output_goes_to_stderr(tmp_path):
+    bad_window = protocol.encode(protocol.WindowSampled(3, WINDOW))  # sent as the first window
+    dangling = protocol.encode(protocol.Measured(measured(PLANNED[0], window=0)))  # no window sent
+    steps = [start(), {"raw": "Triton autotuning for function matmul_kernel finished"}, {"emit": {"event": 3}},
+             {"emit": "text"}, {"emit": {"event": "case", "case": {"op": "relu"}}}, {"emit": bad_window},
+             {"emit": dangling}, *play(PLANNED), DONE]
     out, _ = run_script(tmp_path, steps)
     assert out.stop is None and len(out.cases) == 4 and out.windows == []
     (note,) = out.notes
     assert note.key == "bench.ignored_output" and note.params["lines"] == 5
-    assert note.params["examples"][0] == "Triton autotuning for function matmul_kernel finished"
+    assert note.params["examples"][0] == "{'event': 3}"
+    assert "Triton autotuning for function matmul_kernel finished" in out.stderr_tail
 
 
 def test_ctrl_c_stops_the_worker_and_keeps_what_finished(tmp_path):
@@ -164,8 +169,9 @@ def test_ctrl_c_stops_the_worker_and_keeps_what_finished(tmp_path):
     assert sum(s.reason == Note("skip.not_run", {"cause": "user"}) for s in bench.skipped) == 2
 
 
-def test_worker_that_cannot_start_is_reported_not_raised(tmp_path):
-    out = runner.run_worker(PLAN, lambda ev: None, 5, command=[str(tmp_path / "no-such-program")])
+def test_worker_that_cannot_start_is_reported_not_raised(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-such-python"))
+    out = runner.run_worker(PLAN, lambda ev: None, 5)
     assert out.stop.cause == StopCause.START_FAILED and out.stop.detail.startswith("FileNotFoundError")
     bench = assemble.assemble(PLAN, out, "2026-11-22T22:00:00Z", 0.0)
     assert bench.device.name == "NVIDIA H200 (probed)"  # the worker never said: the probes' name
@@ -177,7 +183,7 @@ def test_a_worker_is_ended_once_it_sent_done_and_its_teardown_is_not_waited_for(
     of a full run) is ended, not waited for, and how it exits then says nothing about the run."""
     for after in ({"sleep": 60}, {"exit": 3}):
         t0 = time.monotonic()
-        out, _ = run_script(tmp_path, [start(), *play(PLANNED), emit(protocol.Done()), after], timeout=120.0,
+        out, _ = run_script(tmp_path, [start(), *play(PLANNED), DONE, after], timeout=120.0,
                             grace_s=1.0)
         assert time.monotonic() - t0 < 30  # not the sleep, nor the time limit
         assert out.done and out.stop is None and out.notes == [] and len(out.cases) == 4
@@ -230,7 +236,8 @@ def _gone(pid: int, wait_s: float = 10.0) -> bool:
 
 RUNNER_SCRIPT = """
 import json, sys
-sys.path.insert(0, {root!r})
+sys.path[:0] = [{root!r}, {tests!r}]
+from fake_worker import command
 from envcheck.bench import runner
 from envcheck.bench.suite import GPU_QUICK_SETTINGS, Plan, PlannedCase
 from envcheck.model import BenchDevice
@@ -239,7 +246,7 @@ planned = tuple(PlannedCase("vector_add", impl, "fp32", "fp32", (n,))
 plan = Plan("cuda", 0, planned, GPU_QUICK_SETTINGS, BenchDevice("cuda", "GPU", 0))
 def progress(ev):
     print(type(ev).__name__, flush=True)
-out = runner.run_worker(plan, progress, 60, command=[sys.executable, {fake!r}, {script!r}], grace_s=1.0)
+out = runner.run_worker(plan, progress, 60, command=command({script!r}), grace_s=1.0)
 stop = out.stop
 print(json.dumps({{"cause": stop.cause.value, "signal": stop.signal, "finished": stop.finished,
                   "cases": len(out.cases), "interrupted": out.interrupted}}), flush=True)
@@ -256,7 +263,7 @@ def test_sigterm_or_sighup_to_envcheck_run_stops_the_worker_and_keeps_what_finis
              emit(protocol.CaseStarted(2, 4, planned[2])), {"sleep": 60}]
     script = tmp_path / "script.json"
     script.write_text(json.dumps(steps))
-    code = RUNNER_SCRIPT.format(root=str(ROOT), fake=FAKE, script=str(script))
+    code = RUNNER_SCRIPT.format(root=str(ROOT), tests=str(ROOT / "tests"), script=str(script))
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         seen = []

@@ -130,5 +130,6 @@ def test_a_declared_baseline_not_named_torch_is_what_speedups_and_the_summary_co
     a = analyse(dataclasses.replace(base, benches=(bench,))).bench
     mine = next(r for r in a.results if r.case.impl == "mine")
     assert mine.speedup == pytest.approx(3.0)
-    assert mine.verdict.relative == pytest.approx(3.0) and "relative" in mine.verdict.broken  # 3x fallback's error
+    # 3x fallback's error, shown beside the verdict (issue 48: information, within the error model's bound).
+    assert mine.verdict.relative == pytest.approx(3.0) and mine.status == "pass"
     assert [t.impl for t in a.summary.by_op_impl] == ["mine"]

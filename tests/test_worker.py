@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
-import subprocess
 from typing import Any
 
 import pytest
@@ -13,6 +11,8 @@ from fake_clock import FakeClock
 
 from envcheck.bench import protocol
 from envcheck.bench.suite import CPU_QUICK_SETTINGS, PlannedCase
+from envcheck.harness.failures import ChildError, Outcome
+from envcheck.harness.spawn import spawn
 from envcheck.model import (
     Accuracy,
     BenchDevice,
@@ -23,6 +23,7 @@ from envcheck.model import (
     Settings,
     Skip,
     Timing,
+    to_dict,
 )
 
 FAST = Settings(warmup_ms=1, rep_ms=2, min_samples=3, max_samples=5, cold_l2=False, threads=1)
@@ -53,22 +54,20 @@ EVENTS = [
     protocol.Skipped(Skip("relu", "triton", "fp16", (1 << 28,), Note("skip.out_of_memory", {"need_bytes": 3 << 30}),
                           "fp16")),
     protocol.Noted(Note("bench.l2_cold", {"l2_bytes": 62914560, "l2_multiple": 3})),
-    protocol.Done(),
 ]
 
 
 @pytest.mark.parametrize("event", EVENTS, ids=lambda e: e.kind)
-def test_every_event_round_trips_as_one_json_line(event) -> None:
-    line = protocol.encode(event)
-    assert line.endswith("\n") and "\n" not in line[:-1]
-    assert json.loads(line)["event"] == event.kind
-    assert protocol.decode(line) == event
+def test_every_event_round_trips_as_a_messages_data(event) -> None:
+    data = protocol.encode(event)
+    assert data["event"] == event.kind
+    assert protocol.decode(data) == event
 
 
 def test_decode_rejects_stray_output_and_malformed_payloads() -> None:
-    for bad in ("compiling kernel...", '{"event": "bogus"}', "[1, 2]", '{"event": "case"', '{"event": "case"}',
-                '{"event": "case", "case": {"op": "relu"}}', '{"event": "case_start", "i": 0, "n": 1, "case": '
-                '{"op": "relu", "impl": "torch", "dtype": "fp32", "precision": "fp32", "shape": [1, 2]}}'):
+    for bad in ("compiling kernel...", {"event": "bogus"}, [1, 2], {"event": "case"},
+                {"event": "case", "case": {"op": "relu"}}, {"event": "case_start", "i": 0, "n": 1, "case":
+                {"op": "relu", "impl": "torch", "dtype": "fp32", "precision": "fp32", "shape": [1, 2]}}):
         with pytest.raises(protocol.ProtocolError):
             protocol.decode(bad)
     with pytest.raises(protocol.ProtocolError):
@@ -78,8 +77,8 @@ def test_decode_rejects_stray_output_and_malformed_payloads() -> None:
 def test_plan_round_trips_and_bad_plans_name_the_problem() -> None:
     plan = _plan([_case("relu", dtype="fp16"), _case("matmul", "triton", "fp32", "tf32", (64, 64, 64))], "cuda",
                  CPU_QUICK_SETTINGS)
-    assert protocol.decode_plan(protocol.encode_plan(plan)) == plan
-    good = json.loads(protocol.encode_plan(plan))
+    assert protocol.decode_plan(to_dict(plan)) == plan
+    good = to_dict(plan)
     for patch, fragment in [
         ({"backend": "tpu"}, "backend"),
         ({"index": -1}, "index"),
@@ -88,9 +87,9 @@ def test_plan_round_trips_and_bad_plans_name_the_problem() -> None:
         ({"settings": {"min_samples": 0}}, "min_samples"),
     ]:
         with pytest.raises(protocol.ProtocolError, match=fragment):
-            protocol.decode_plan(json.dumps({**good, **patch}))
-    with pytest.raises(protocol.ProtocolError, match="not valid JSON"):
-        protocol.decode_plan("{not json")
+            protocol.decode_plan({**good, **patch})
+    with pytest.raises(protocol.ProtocolError, match="bad plan"):
+        protocol.decode_plan("{not a plan")
 
 
 def test_planned_case_names_its_group() -> None:
@@ -105,9 +104,11 @@ def test_planned_case_names_its_group() -> None:
 # --------------------------------------------------------------------------- the worker, end to end
 
 
-def _run_worker(stdin: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(protocol.worker_argv(), input=stdin, capture_output=True, text=True, timeout=timeout,
-                          start_new_session=True)
+def _run_worker(plan: Any, timeout: float = 120) -> tuple[Outcome, list]:
+    """The real worker through the harness: how it ended, and its events as the runner decodes them."""
+    events: list = []
+    out = spawn("envcheck.bench.worker:main", plan, timeout=timeout, on_event=lambda d: events.append(protocol.decode(d)))
+    return out, events
 
 
 def test_worker_subprocess_on_cpu() -> None:
@@ -120,11 +121,10 @@ def test_worker_subprocess_on_cpu() -> None:
         _case("row_sum", dtype="fp16", shape=(16, 65)),
         _case("matmul", shape=(33, 17, 25)),
     ]
-    proc = _run_worker(protocol.encode_plan(_plan(cases)))
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    events = [protocol.decode(line) for line in proc.stdout.splitlines()]  # every stdout line is an event
+    out, events = _run_worker(to_dict(_plan(cases)))
+    assert out.done and out.failure is None, out.stderr_tail[-2000:]
     assert isinstance(events[0], protocol.Started) and events[0].device.backend == "cpu"
-    assert isinstance(events[-1], protocol.Done)
+    assert isinstance(out.result, dict)  # its phases
     assert protocol.Noted(Note("bench.cpu_timing", {"threads": 1})) in events
     assert [e.i for e in events if isinstance(e, protocol.CaseStarted)] == list(range(len(cases)))
     got = [e.case for e in events if isinstance(e, protocol.Measured)]
@@ -143,9 +143,10 @@ def test_worker_subprocess_on_cpu() -> None:
     assert got[0].accuracy.elements == 4097 and got[4].accuracy.elements == 16
 
 
-def test_worker_rejects_a_bad_plan_with_exit_2() -> None:
-    proc = _run_worker("{not json")
-    assert proc.returncode == 2 and proc.stdout == "" and "not valid JSON" in proc.stderr
+def test_worker_rejects_a_bad_plan_naming_the_problem() -> None:
+    out, events = _run_worker({"backend": "tpu", "index": 0, "cases": [], "settings": {}})
+    assert isinstance(out.failure, ChildError) and out.failure.type == "ProtocolError" and events == []
+    assert "bad plan" in out.failure.message and "backend" in out.failure.message
 
 
 # --------------------------------------------------------------------------- failures inside one case
@@ -160,9 +161,10 @@ def worker_mod():
 
 
 def _run_in_process(worker_mod, cases: list[PlannedCase], settings: Settings = FAST) -> list:
+    """The events as the parent would read them, then the phases the worker returned."""
     events: list = []
-    worker_mod.Worker(_plan(cases, settings=settings), events.append).run()
-    return [protocol.decode(protocol.encode(e)) for e in events]  # what the parent would read
+    phases = worker_mod.Worker(_plan(cases, settings=settings), events.append).run()
+    return [*(protocol.decode(protocol.encode(e)) for e in events), phases]
 
 
 def _measured(events: list) -> list[Case]:
@@ -187,7 +189,7 @@ def test_a_failing_impl_becomes_a_failed_case_and_the_run_goes_on(worker_mod, mo
     assert relu.failure.stage == "first_call"
     assert relu.failure.detail == "RuntimeError: CUDA error: an illegal memory access was encountered"
     assert add.failure is None and add.launch is not None
-    assert isinstance(events[-1], protocol.Done)
+    assert isinstance(events[-1], dict)
 
 
 def test_an_unwritten_output_shows_in_the_statistics(worker_mod, monkeypatch) -> None:
@@ -216,7 +218,7 @@ def test_out_of_memory_becomes_a_skip(worker_mod, monkeypatch) -> None:
     assert len(skips) == 2 and skips[0].precision == "fp32"
     assert skips[0].reason.key == "skip.out_of_memory"
     assert skips[0].reason.params["need_bytes"] > 3 * 4096 * 4 and skips[0].reason.params["free_bytes"] is None
-    assert isinstance(events[-1], protocol.Done)
+    assert isinstance(events[-1], dict)
 
 
 def test_cuda_plan_without_a_gpu_skips_every_case_with_the_reason(worker_mod) -> None:
@@ -225,8 +227,8 @@ def test_cuda_plan_without_a_gpu_skips_every_case_with_the_reason(worker_mod) ->
     if torch.cuda.is_available():
         pytest.skip("a CUDA GPU is visible")
     events: list = []
-    worker_mod.Worker(_plan([_case("relu"), _case("relu", "triton")], "cuda"), events.append).run()
-    assert isinstance(events[0], protocol.Started) and isinstance(events[-1], protocol.Done)
+    phases = worker_mod.Worker(_plan([_case("relu"), _case("relu", "triton")], "cuda"), events.append).run()
+    assert isinstance(events[0], protocol.Started) and isinstance(phases, dict)
     (note,) = [e.note for e in events if isinstance(e, protocol.Noted)]
     assert note.key.startswith("bench.no_cuda.")
     skips = [e.skip for e in events if isinstance(e, protocol.Skipped)]
@@ -281,7 +283,7 @@ def test_an_impl_failing_while_sampled_loses_only_its_own_case(worker_mod, monke
     torch_case, compiled = _measured(events)
     assert torch_case.failure is None and torch_case.launch is not None
     assert compiled.failure.stage == "sample" and compiled.failure.detail == "RuntimeError: device lost"
-    assert isinstance(events[-1], protocol.Done)
+    assert isinstance(events[-1], dict)
 
 
 def test_cpu_threads_are_set_from_the_settings(worker_mod) -> None:
@@ -372,8 +374,8 @@ def test_rotation_checks_the_first_set_then_cycles_through_all(worker_mod, monke
     assert bound[0][0] == g.inputs["x"].data_ptr()
     # Fresh random inputs for the extra sets, not copies of the first.
     assert not torch.equal(g.inputs["x"], g.extra_sets[0][0]["x"])
-    assert outs[:2] == [firsts[0], firsts[0]]  # the first (compile) call and the checked call
-    rotated = outs[2:]
+    assert outs[:3] == [firsts[0]] * 3  # the first (compile) call, the checked call, the exact inputs' call
+    rotated = outs[3:]
     assert len(rotated) >= 3 and rotated == [firsts[i % 3] for i in range(len(rotated))]
 
 

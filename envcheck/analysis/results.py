@@ -94,11 +94,10 @@ def _verdict(c: Case, op: OpSpec, whole: Tolerance, baseline: Case | None) -> Ve
     only the whole output: judged whole, as then)."""
     assert c.accuracy is not None
     if not c.outputs:
-        return judge(c.accuracy, whole, baseline.accuracy if baseline is not None else None)
-    outputs = {o.name: o.accuracy for o in c.outputs}
+        return judge(c.accuracy, whole, baseline.accuracy if baseline is not None else None, c.exact)
     tols = {o.name: tolerance(op, c.dtype, c.precision, c.shape, o.name, o.accuracy.elements) for o in c.outputs}
     bases = {o.name: o.accuracy for o in baseline.outputs} if baseline is not None else None
-    return judge_outputs(outputs, tols, bases)
+    return judge_outputs({o.name: o.accuracy for o in c.outputs}, tols, bases, {o.name: o.exact for o in c.outputs})
 
 
 def case_results(bench: Bench, ceils: Ceilings) -> tuple[CaseResult, ...]:
@@ -107,7 +106,7 @@ def case_results(bench: Bench, ceils: Ceilings) -> tuple[CaseResult, ...]:
     l2 = bench.device.l2_bytes
     compute_stats(t for c in bench.cases for t in (c.gpu, c.launch) if t is not None)  # all at once: fast
     torch_time: dict[GroupKey, Timing] = {}
-    base_accuracy: dict[GroupKey, Case] = {}  # the baseline, whose error on the group's inputs counts
+    base_accuracy: dict[GroupKey, Case] = {}  # the baseline, whose error is shown beside (information)
     for c in bench.cases:
         if c.impl == bench.spec(c.op).baseline and c.measured:
             if c.best_time is not None:

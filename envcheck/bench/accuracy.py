@@ -1,47 +1,16 @@
-"""How far an output is from its float64 reference: statistics only, no verdict.
+"""How far an output is from its float64 reference: statistics only, no verdict (docs/judge.md).
 
-Every output is compared with the op computed in float64 from the *same rounded inputs*
-(input rounding is never counted), chunk by chunk along the first dimension, so a 2^28-element
-vector or a 16384^2 matmul never needs its float64 output whole. The statistics
-(``model.Accuracy``):
+Every output is compared, chunk by chunk along its first dimension (a 2^28-element vector never
+needs its float64 output whole), with the op computed in float64 from the same rounded inputs and
+with its magnitude (the op on the inputs' absolute values: the scale an element's rounding error
+grows with, floored at the dtype's smallest normal, so no element is divided by zero). The
+statistics are ``model.Accuracy``'s; non-finite outputs count as zeros in them and apart. An op
+with several outputs gets each its own statistics (``Tally.outputs``).
 
-* ``rel_l2`` = ||out - ref|| / ||ref|| over the whole output (||out - ref|| where ref is all
-  zero): robust to a few unlucky elements, and blind to them.
-* ``max_abs`` = max |out - ref|.
-* ``max_rel_elem`` = max over elements of |out - ref| / mag, where mag is the op applied to the
-  absolute values of its inputs, in float64 beside the reference: |a| @ |b| for matmul,
-  |x| + |y| for vector_add, |x| for relu, the row sum of |x| for row_sum, the reference itself
-  for softmax (already non-negative). It is the scale the rounding error of each element grows
-  with (a dot product's error is bounded by u x sum |a_k||b_k|, not by |sum a_k b_k|), so a
-  correct kernel keeps it near the precision's unit roundoff on every element, and a few wrong
-  elements stand out however large the output: a few sign-flipped matmul outputs, a zeroed
-  block of 2000 elements in 2^24, a dropped K tile, a row shifted by one. mag is floored at the
-  output dtype's smallest normal number: below it the storage rounding error is absolute (half
-  the subnormal spacing = unit roundoff x smallest normal), so a correctly underflowed fp16
-  softmax element reads at most the unit roundoff, not 1. The floor also means no element is
-  divided by zero: an error where the op's magnitude is exactly zero (relu of 0) reads as
-  error / smallest normal, a huge finite number that fails any bound and stays JSON-safe.
-* ``nonfinite``: outputs that are NaN or inf (left unwritten after the NaN poison fill, or
-  overflowed, as a softmax that forgets to subtract the row max does on envcheck's inputs).
-  They count as zeros in the three statistics above, which so stay finite and say how much
-  of the output is missing (an output never written has rel_l2 = 1).
-* ``elements``: outputs compared.
-* ``excess_l2``: ||out - round(ref)|| / ||ref||, round(ref) the reference rounded once to the
-  output's dtype: the error beyond the storage rounding (model.Accuracy says why).
-
-An op with several outputs (linear_fwbw's y, dx and dW) names each reference chunk's output;
-each named output gets its own statistics (``Tally.outputs``) beside the whole's.
-
-The tolerances and the pass/fail verdict are the analysis layer's (envcheck/analysis).
-
-Unwritten elements must show: every output is filled with NaN before its checked call
-(``checked_call``). An implementation that allocates its own output (torch.compile) is
-called twice: the first result is filled with NaN and freed, and the caching allocator hands
-the same block back to the second call of the same size on the same stream, which is the call
-checked; whether it did is verified by the data pointer, and reported (``poisoned``). One that
-returns several tensors (the outputs of an op with several, as autograd allocates them) has
-each poisoned so, and they are joined along the first dimension after the call, as the op's
-preallocated output lays them (softmax_fwbw's y over dx): the timed call copies nothing.
+Every output is NaN-poisoned before its checked call (``checked_call``); an implementation that
+allocates its own output is called twice, the first result poisoned and freed, and whether the
+allocator handed its block back to the checked call is verified by the pointer (``poisoned``). One
+returning several tensors (autograd's) has each poisoned so, joined as ``make_output`` lays them.
 """
 
 from __future__ import annotations
@@ -53,10 +22,21 @@ from typing import Any
 
 from envcheck.bench import reference_ops
 from envcheck.model import Accuracy, OutputAccuracy
-from envcheck.ops import REFERENCE_CHUNK_ELEMENTS
+from envcheck.ops import REFERENCE_CHUNK_ELEMENTS, UNIT_ROUNDOFF, OpSpec
 
-# Smallest normal number of each output dtype (torch.finfo(dtype).tiny).
-SMALLEST_NORMAL = {"fp32": 2.0**-126, "fp16": 2.0**-14, "bf16": 2.0**-126}
+
+def ulp(ref: Any, dtype: str) -> Any:
+    """The spacing of ``dtype``'s numbers at each |ref| (float64 in, float64 out); below the
+    smallest normal number, the subnormal spacing."""
+    import torch
+
+    from envcheck.bench.impls import torch_dtype
+
+    info = torch.finfo(torch_dtype(dtype))
+    _, exp = torch.frexp(ref)
+    lowest = int(math.log2(info.tiny)) + 1  # frexp's exponent of the smallest normal
+    exp = torch.where(ref == 0, lowest, torch.clamp_min(exp, lowest))
+    return torch.ldexp(torch.ones_like(ref), exp + int(math.log2(info.eps)) - 1)
 
 
 @dataclass(frozen=True)
@@ -71,58 +51,29 @@ class RefChunk:
 
 def reference_chunks(op: str, inputs: dict[str, Any],
                      chunk_elements: int = REFERENCE_CHUNK_ELEMENTS, shape: tuple[int, ...] = ()) -> Iterator[RefChunk]:
-    """Float64 reference pieces covering the output along its first dimension.
-
-    Computed on the inputs' device, chunk by chunk: softmax and row_sum chunk whole rows (a
-    row is never split); matmul chunks rows of ``a`` against all of ``b``. The first users'
-    workloads (conv2d, layer_norm, reductions, forward + backward) are reference_ops.py's.
-    """
-    import torch
-
-    if op in reference_ops.OPS:
-        yield from reference_ops.chunks(op, inputs, shape, chunk_elements, RefChunk)
-        return
-    if op in ("vector_add", "relu"):
-        x = inputs["x"]
-        for sl in reference_ops.slices(x.shape[0], 1, chunk_elements):
-            xd = x[sl].double()
-            if op == "vector_add":
-                yd = inputs["y"][sl].double()
-                yield RefChunk(sl, xd + yd, xd.abs() + yd.abs())
-            else:
-                yield RefChunk(sl, torch.clamp_min(xd, 0.0), xd.abs())
-        return
-    if op in ("softmax", "row_sum"):
-        x = inputs["x"]
-        for sl in reference_ops.slices(x.shape[0], x.shape[1], chunk_elements):
-            xd = x[sl].double()
-            if op == "softmax":
-                ref = torch.softmax(xd, dim=-1)
-                yield RefChunk(sl, ref, ref)
-            else:
-                yield RefChunk(sl, xd.sum(dim=-1), xd.abs().sum(dim=-1))
-        return
-    if op != "matmul":
-        raise ValueError(f"unknown op {op!r}")
-    a, b = inputs["a"], inputs["b"]
-    m, k = a.shape
-    n = b.shape[1]
-    bd = b.double()
-    bd_abs = bd.abs()
-    for sl in reference_ops.slices(m, max(n, k), chunk_elements):
-        ad = a[sl].double()
-        yield RefChunk(sl, ad @ bd, ad.abs() @ bd_abs)
+    """Float64 reference pieces of a built-in op, covering the output along its first dimension
+    (reference_ops.py), computed on the inputs' device."""
+    yield from reference_ops.chunks(op, inputs, shape, chunk_elements, RefChunk)
 
 
 class Tally:
     """Running sums of the statistics of the outputs checked so far: the whole output, and each
     named output (``RefChunk.output``) of an op with several. Several checked calls (the rounds
-    of an op with a tiny output: group.py) add into one tally, as one longer output."""
+    of an op with a tiny output: group.py) add into one tally, as one longer output. ``spec`` and
+    ``precision``: the op's roundings that ``max_ulps`` allows for (none without)."""
 
-    def __init__(self, dtype: str) -> None:
+    def __init__(self, dtype: str, spec: OpSpec | None = None, precision: str = "") -> None:
         self.dtype = dtype
         self.whole = _Sums()
         self.parts: dict[str, _Sums] = {}
+        self.spec, self.precision = spec, precision
+
+    def _rounding(self, output: str) -> float:
+        """The op's own roundings of an element of ``output``, relative to its magnitude."""
+        if self.spec is None:
+            return 0.0
+        c, s = self.spec.roundings(self.precision, output)
+        return c * UNIT_ROUNDOFF[self.spec.compute_precision(self.dtype, self.precision)] + s * UNIT_ROUNDOFF[self.dtype]
 
     def add(self, out: Any, chunks: Iterable[RefChunk]) -> Tally:
         """Compare ``out`` (a tensor of ``dtype``) with its reference chunks; sums accumulate in
@@ -131,8 +82,8 @@ class Tally:
 
         from envcheck.bench.impls import torch_dtype
 
-        floor = SMALLEST_NORMAL[self.dtype]
         tdt = torch_dtype(self.dtype)
+        floor = torch.finfo(tdt).tiny
         for chunk in chunks:
             o = out[chunk.rows].double()
             if o.shape != chunk.ref.shape:  # broadcasting would compare something else, silently
@@ -148,7 +99,8 @@ class Tally:
                     float(torch.sum(excess * excess).item()),
                     float(diff.max().item()) if diff.numel() else 0.0,
                     float((diff / torch.clamp_min(chunk.mag, floor)).max().item()) if diff.numel() else 0.0,
-                    n_bad, o.numel())
+                    n_bad, o.numel(), float((diff / (ulp(chunk.ref, self.dtype) + self._rounding(chunk.output)
+                                                     * chunk.mag)).max().item()) if diff.numel() else 0.0)
             self.whole.add(*sums)
             if chunk.output:
                 self.parts.setdefault(chunk.output, _Sums()).add(*sums)
@@ -173,9 +125,10 @@ class _Sums:
     max_rel: float = 0.0
     nonfinite: int = 0
     elements: int = 0
+    max_ulps: float = 0.0
 
     def add(self, err_sq: float, ref_sq: float, excess_sq: float, max_abs: float, max_rel: float,
-            nonfinite: int, elements: int) -> None:
+            nonfinite: int, elements: int, max_ulps: float) -> None:
         self.err_sq += err_sq
         self.ref_sq += ref_sq
         self.excess_sq += excess_sq
@@ -183,10 +136,11 @@ class _Sums:
         self.max_rel = max(self.max_rel, max_rel)
         self.nonfinite += nonfinite
         self.elements += elements
+        self.max_ulps = max(self.max_ulps, max_ulps)
 
     def accuracy(self) -> Accuracy:
         return statistics(self.err_sq, self.ref_sq, self.max_abs, self.max_rel, self.nonfinite, self.elements,
-                          self.excess_sq)
+                          self.excess_sq, self.max_ulps)
 
 
 def compare(out: Any, chunks: Iterable[RefChunk], dtype: str) -> Accuracy:
@@ -195,7 +149,7 @@ def compare(out: Any, chunks: Iterable[RefChunk], dtype: str) -> Accuracy:
 
 
 def statistics(err_sq: float, ref_sq: float, max_abs: float, max_rel: float, nonfinite: int,
-               elements: int, excess_sq: float | None = None) -> Accuracy:
+               elements: int, excess_sq: float | None = None, max_ulps: float | None = None) -> Accuracy:
     """An Accuracy from accumulated sums (pure: the tests feed it numbers)."""
     # An all-zero reference (relu of all-negative input) has no scale: the absolute norm of
     # the error stands in, so anything nonzero still shows.
@@ -204,7 +158,8 @@ def statistics(err_sq: float, ref_sq: float, max_abs: float, max_rel: float, non
 
     excess = None if excess_sq is None else _finite(rel(excess_sq))
     return Accuracy(rel_l2=_finite(rel(err_sq)), max_abs=_finite(max_abs), max_rel_elem=_finite(max_rel),
-                    nonfinite=nonfinite, elements=elements, excess_l2=excess)
+                    nonfinite=nonfinite, elements=elements, excess_l2=excess,
+                    max_ulps=None if max_ulps is None else _finite(max_ulps))
 
 
 LARGEST = 1.7976931348623157e308  # float64's largest: fails any bound, and JSON can hold it

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from envcheck.bench import accuracy, impls
+from envcheck.bench import accuracy, exact, impls
 from envcheck.bench.impls import Impl, Inputs
 from envcheck.ops import spec
 
@@ -24,6 +24,9 @@ class OpCode(Protocol):
 
     def make_output(self, shape: tuple[int, ...], dtype: str, device: str) -> Any:
         """The preallocated output the implementations write into; None where they allocate."""
+
+    def exact_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs | None:
+        """Inputs on which a correct implementation is within one ulp (exact.py); None: none declared."""
 
     def bound(self, planned: PlannedCase, sets: list[tuple[Inputs, Any]]) -> list[Impl]:
         """``planned``'s implementation bound to each (inputs, output) set, the checked one first."""
@@ -43,12 +46,14 @@ class BuiltinCode:
     op: str
     control: str | None = None
 
-    def make_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any,
-                    variant: int = 0) -> Inputs:
-        return impls.make_inputs(self.op, shape, dtype, device, generator, variant)
+    def make_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs:
+        return impls.make_inputs(self.op, shape, dtype, device, generator)
 
     def make_output(self, shape: tuple[int, ...], dtype: str, device: str) -> Any:
         return impls.make_output(self.op, shape, dtype, device)
+
+    def exact_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs:
+        return exact.inputs(self.op, shape, dtype, device, generator)
 
     def bound(self, planned: PlannedCase, sets: list[tuple[Inputs, Any]]) -> list[Impl]:
         op, impl = self.op, planned.impl

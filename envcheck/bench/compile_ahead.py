@@ -1,17 +1,17 @@
-"""Compiling the planned cases' Triton kernels while the worker measures: ``python -m envcheck.bench.compile_ahead``.
+"""Compiling the planned cases' Triton kernels while the worker measures.
 
-A few niced children of the worker, no GPU visible to them, run each planned Triton case's first call on
-stand-in tensors with Triton's JIT set to compile for the GPU's architecture without launching (the matmul race
-to compile its candidates untimed): the kernels and launchers land in the run's Triton cache, where the
-worker's own first call finds them. Nothing here runs on the GPU or decides what runs. The plan on stdin:
+A few niced children of the worker (``child``, through the harness, each waited for in a thread of the worker),
+no GPU visible to them, run each planned Triton case's first call on stand-in tensors with Triton's JIT set to
+compile for the GPU's architecture without launching (the matmul race to compile its candidates untimed): the
+kernels and launchers land in the run's Triton cache, where the worker's own first call finds them. Nothing
+here runs on the GPU or decides what runs. A child's plan:
 {"cc": [9, 0], "sms": 132, "control": null, "cases": [[op, dtype, precision, shape], ...]}.
 """
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -21,6 +21,7 @@ from envcheck.model import BenchDevice
 from envcheck.ops import OPS
 
 NICE = 10  # below the worker, whose host thread times launches
+COMPILE_S = 3600.0  # a child's own limit: the worker ends them when it ends
 # Children per worker (a core each): the worker, Inductor's compile pool and the host keep the rest.
 MAX_CHILDREN = 4
 SPARE_CPUS = 4
@@ -42,35 +43,37 @@ def shares(cases: Sequence[PlannedCase], n: int) -> list[list[list[Any]]]:
     return [s for s in out if s]
 
 
-def start(cases: Sequence[PlannedCase], device: BenchDevice, control: str | None,
-          cpus: int | None = None) -> list[subprocess.Popen[bytes]]:
-    """The children compiling ``cases``' Triton kernels ahead (none where the host has few cores to spare)."""
-    from envcheck.bench.process import parent_death_signal
+Ahead = tuple[threading.Thread, threading.Event]
 
+
+def start(cases: Sequence[PlannedCase], device: BenchDevice, control: str | None,
+          cpus: int | None = None) -> list[Ahead]:
+    """The children compiling ``cases``' Triton kernels ahead (none where the host has few cores to spare)."""
     if device.compute_capability is None or device.sm_count is None:
         return []
     cc = [int(x) for x in device.compute_capability.split(".")]
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    procs = []
+    started = []
     for share in shares(cases, children(os.cpu_count() if cpus is None else cpus)):
-        try:
-            p = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                 env=env, preexec_fn=parent_death_signal())
-            assert p.stdin is not None
-            p.stdin.write(json.dumps({"cc": cc, "sms": device.sm_count, "control": control, "cases": share}).encode())
-            p.stdin.close()
-        except OSError as e:
-            print(f"envcheck worker: compiling ahead not started ({e})", file=sys.stderr)
-            break
-        procs.append(p)
-    return procs
+        plan, stop_it = {"cc": cc, "sms": device.sm_count, "control": control, "cases": share}, threading.Event()
+        t = threading.Thread(target=_run, args=(plan, stop_it), daemon=True, name="envcheck-compile-ahead")
+        t.start()
+        started.append((t, stop_it))
+    return started
 
 
-def stop(procs: Sequence[subprocess.Popen[bytes]]) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.kill()
-        p.wait()
+def _run(plan: dict[str, Any], stop_it: threading.Event) -> None:
+    from envcheck.harness.spawn import spawn
+
+    out = spawn(f"{__name__}:child", plan, timeout=COMPILE_S, heartbeat=COMPILE_S, stop=stop_it, grace_s=0.0,
+                env={"CUDA_VISIBLE_DEVICES": ""})
+    print(f"envcheck compile-ahead: {out.result if out.done else out.failure}", file=sys.stderr)
+
+
+def stop(started: Sequence[Ahead]) -> None:
+    for _, stop_it in started:
+        stop_it.set()
+    for t, _ in started:
+        t.join()
 
 
 class Stand:
@@ -179,16 +182,8 @@ def warm_inductor() -> None:
         print(f"envcheck worker: Inductor's compile workers not started early ({e})", file=sys.stderr)
 
 
-def main() -> int:
+def child(plan: dict[str, Any], out: Any) -> str:
     os.nice(NICE)
     t0 = time.monotonic()
-    plan = json.loads(sys.stdin.read())
     done, failed = compile_cases(plan)
-    print(f"envcheck compile-ahead: {done} cases compiled, {failed} left to the worker, "
-          f"{time.monotonic() - t0:.1f} s", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-
+    return f"{done} cases compiled, {failed} left to the worker, {time.monotonic() - t0:.1f} s"

@@ -5,8 +5,8 @@ or says why it cannot fit; ``prepare`` takes one implementation through
 1. its first call, timed until done: ``compile_s`` (the JIT and matmul race, or torch.compile), and whether
    it came from a cache (compile_cache.py);
 2. the checked call on NaN-poisoned output against the float64 reference (accuracy.py); a built-in op with a
-   tiny output (``sum_all``: one number) over CHECK_ROUNDS inputs drawn in turn (the odd rounds of its second
-   kind), then the first inputs put back;
+   tiny output (``sum_all``: one number) over CHECK_ROUNDS inputs drawn in turn; then the op's exact inputs
+   (exact.py) drawn into the same tensors, and the first inputs drawn again from the group's seed;
 3. warm-up calls for ``warmup_ms`` (at least 3), cycling through the sets;
 4. on a GPU, the CUDA graph its GPU time replays (graphs.py); one that cannot be captured costs the GPU time
    only (a note).
@@ -15,6 +15,7 @@ A failure in 1-2 is the case's (stage ``compile``, ``first_call`` or ``check``);
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,7 +51,6 @@ class Group:
     notes: tuple[Note, ...] = ()
     seed: int = 0
     rounds: int = 1  # checked calls per implementation (CHECK_ROUNDS for a tiny output)
-    first: dict[str, Any] = field(default_factory=dict)  # the checked inputs, kept while rounds redraw them
 
     @property
     def sets(self) -> int:
@@ -68,6 +68,7 @@ class Prepared:
     rotation_sets: int
     notes: list[Note] = field(default_factory=list)
     outputs: tuple[OutputAccuracy, ...] = ()
+    exact: Accuracy | None = None  # on the op's exact inputs (exact.py)
     kernel: str | None = None
     graph: Region | None = None  # the captured graph to replay, until the GPU time is taken
     gpu: Timing | None = None
@@ -120,38 +121,49 @@ def open_group(rt: Runtime, first: PlannedCase, seed: int) -> Group:
         group.notes = (Note("case.l2_not_cold", {"sets": wanted, "set_bytes": ws}),)
     if spec.declared is None and spec.output_elements(shape) < SMALL_OUTPUT:
         group.rounds = CHECK_ROUNDS
-        group.first = {name: t.clone() for name, t in group.inputs.items()}
     return group
 
 
 def _draw_round(rt: Runtime, planned: PlannedCase, group: Group, r: int) -> None:
-    """Round ``r``'s inputs, drawn into the group's tensors (round 0: the first draw, kept aside)."""
-    if r == 0:
-        fresh = group.first
-    else:
-        gen = rt.torch.Generator(device=rt.where).manual_seed(group.seed * CHECK_ROUNDS + r)
-        fresh = rt.code(planned.op).make_inputs(planned.shape, planned.dtype, rt.where, gen, variant=r)
+    """Round ``r``'s inputs, drawn into the group's own tensors (the implementations are bound
+    to them); round 0 is the group's first draw, drawn again from its seed."""
+    gen = rt.torch.Generator(device=rt.where).manual_seed(group.seed * CHECK_ROUNDS + r if r else group.seed)
+    fresh = rt.code(planned.op).make_inputs(planned.shape, planned.dtype, rt.where, gen)
     for name, t in group.inputs.items():
         t.copy_(fresh[name])
 
 
-def _check(rt: Runtime, planned: PlannedCase, group: Group, fn: Any) -> tuple[accuracy.Tally, bool]:
-    """The checked call(s) of ``fn`` on the group's inputs, compared with their reference."""
-    tally = accuracy.Tally(planned.dtype)
-    poisoned = True
+def _check(rt: Runtime, planned: PlannedCase, group: Group, fn: Any) -> tuple[accuracy.Tally, accuracy.Tally | None,
+                                                                            bool]:
+    """The checked call(s) of ``fn`` on the group's inputs and on the op's exact inputs, each
+    compared with its reference: (random inputs, exact inputs or None, every output poisoned)."""
+    code, spec = rt.code(planned.op), rt.spec(planned.op)
+
+    def checked(tally: accuracy.Tally) -> bool:
+        result, ok = accuracy.checked_call(fn, group.out)
+        rt.timer.clock.synchronize()
+        tally.add(result, code.reference_chunks(group.inputs, planned.shape))
+        return ok
+
+    tally, exact, made, poisoned = accuracy.Tally(planned.dtype, spec, planned.precision), None, None, True
     try:
         for r in range(group.rounds):
             if group.rounds > 1:
                 _draw_round(rt, planned, group, r)
-            result, ok = accuracy.checked_call(fn, group.out)
-            rt.timer.clock.synchronize()
-            tally.add(result, rt.code(planned.op).reference_chunks(group.inputs, planned.shape))
-            poisoned = poisoned and ok
-            del result
+            poisoned = checked(tally) and poisoned
+        made = code.exact_inputs(planned.shape, planned.dtype, rt.where,
+                                 rt.torch.Generator(device=rt.where).manual_seed(group.seed))
+        if made is not None:
+            # A compute-bound op's exact inputs are exact in its arithmetic: its roundings are not allowed for.
+            exact = accuracy.Tally(planned.dtype, None if spec.compute_bound and spec.declared is None else spec,
+                                   planned.precision)
+            for name, t in group.inputs.items():
+                t.copy_(made.pop(name))
+            poisoned = checked(exact) and poisoned
     finally:
-        if group.rounds > 1:
+        if group.rounds > 1 or made is not None:
             _draw_round(rt, planned, group, 0)
-    return tally, poisoned
+    return tally, exact, poisoned
 
 
 def _bound(rt: Runtime, planned: PlannedCase, group: Group) -> list[Any]:
@@ -183,7 +195,7 @@ def prepare(rt: Runtime, planned: PlannedCase, group: Group, watch: Stopwatch | 
     notes = list(group.notes)
     try:
         with watch.phase("check"):
-            tally, poisoned = _check(rt, planned, group, fns[0])
+            tally, exact, poisoned = _check(rt, planned, group, fns[0])
     except rt.oom:
         raise
     except Exception as e:  # noqa: BLE001 - the checked call or the comparison raised
@@ -197,9 +209,11 @@ def prepare(rt: Runtime, planned: PlannedCase, group: Group, watch: Stopwatch | 
     if not checked_only(rt, planned):  # an interpreted kernel is checked, never timed: no warm-up
         with watch.phase("warmup"):
             timer.warmup(run)
+    exact_parts = {o.name: o.accuracy for o in exact.outputs()} if exact is not None else {}
     prepared = Prepared(planned, run, compile_s, tally.accuracy(), rotation_sets=len(fns), notes=notes,
-                        kernel=rt.code(planned.op).kernel(planned), outputs=tally.outputs(), watch=watch,
-                        start_s=start, cache=cache)
+                        kernel=rt.code(planned.op).kernel(planned), watch=watch, start_s=start, cache=cache,
+                        outputs=tuple(dataclasses.replace(o, exact=exact_parts.get(o.name)) for o in tally.outputs()),
+                        exact=exact.accuracy() if exact is not None else None)
     if rt.cuda and planned.impl == "jax":
         # JAX launches on its own streams, which a torch CUDA graph cannot capture (jax_impl.py).
         prepared.notes.append(Note("case.jax_host_timed"))

@@ -32,21 +32,16 @@ def torch_dtype(dtype: str) -> Any:
     return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
 
 
-def make_inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, generator: Any,
-                variant: int = 0) -> Inputs:
+def make_inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs:
     """Fresh random inputs (never zeros: a kernel that ignores its input must not pass).
 
     Standard normal values, drawn in float32 and rounded once to ``dtype``; the float64
     reference is computed from these rounded values, so input rounding never counts as error.
     Softmax gets ``randn * 4 + 100``: rows with a real spread, far from zero (SOFTMAX_OFFSET).
-    Matmul inputs are scaled by 1/sqrt(K) so outputs stay O(1) and fp16 never overflows.
-
-    Beside the random rows, rows that reach each op's semantics (``_special_rows``): all-negative
-    rows and constant rows for softmax (a max started at 0, or a sum that assumes a spread, is
-    seen only there), rows far from zero, rows of a variance near eps and constant rows for
-    layer norm (eps and the variance's definition matter only there), all-negative slices for
-    the max reductions. ``variant``: the check round of an op with a tiny output (group.py); its
-    odd rounds make a max's whole input negative (max_all's one output).
+    Matmul inputs are scaled by 1/sqrt(K) so outputs stay O(1) and fp16 never overflows. Layer
+    norm's special rows: far from zero, of a variance near eps, constant (``LAYER_NORM_*``). The
+    semantics random values never reach (all-negative rows, constant softmax rows) are the exact
+    inputs' (exact.py).
     """
     import torch
 
@@ -66,17 +61,17 @@ def make_inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, genera
     if op == "relu":
         return {"x": randn(shape[0])}
     if op == "softmax":
-        return {"x": _special_rows(op, randn(*shape, scale=SOFTMAX_SPREAD, offset=SOFTMAX_OFFSET), variant).to(tdt)}
-    if op == "row_sum":
+        return {"x": randn(*shape, scale=SOFTMAX_SPREAD, offset=SOFTMAX_OFFSET)}
+    if op == "row_sum" or spec(op).family == "reduce":
         return {"x": randn(*shape)}
-    if spec(op).family == "reduce":
-        return {"x": _special_rows(op, randn(*shape).float(), variant).to(tdt)}
     if op == "layer_norm":
-        return {"x": _special_rows(op, randn(*shape).float(), variant).to(tdt), "weight": randn(shape[1]),
-                "bias": randn(shape[1])}
+        x = randn(*shape).float()
+        x[1::8] += LAYER_NORM_FAR
+        x[3::8] *= LAYER_NORM_TINY
+        x[5::8] = LAYER_NORM_CONSTANT
+        return {"x": x.to(tdt), "weight": randn(shape[1]), "bias": randn(shape[1])}
     if op == "softmax_fwbw":
-        x = _special_rows(op, randn(*shape, scale=SOFTMAX_SPREAD, offset=SOFTMAX_OFFSET).float(), variant)
-        return {"x": x.to(tdt), "dy": randn(*shape)}
+        return {"x": randn(*shape, scale=SOFTMAX_SPREAD, offset=SOFTMAX_OFFSET), "dy": randn(*shape)}
     if op == "conv2d":
         nb, c, h, w, k, r, _ = shape
         return {"x": randn(nb, c, h, w), "weight": randn(k, c, r, r, scale=1.0 / float(c * r * r) ** 0.5)}
@@ -101,31 +96,8 @@ def make_inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, genera
 # summation order computes its mean exactly: a mean off by one rounding would be amplified by
 # rstd = 1/sqrt(eps) = 316 in a correct kernel too (an ill-conditioned row, not a bug).
 LAYER_NORM_CONSTANT = 0.5
-LAYER_NORM_FAR = 30.0
+LAYER_NORM_FAR = 100.0
 LAYER_NORM_TINY = 3e-3
-# A reduction's all-negative slices sit this far below zero (randn never reaches it).
-REDUCE_NEGATIVE = 8.0
-
-
-def _special_rows(op: str, x: Any, variant: int) -> Any:
-    """``x`` (float32, drawn) with the op's special rows written over some of its random ones."""
-    if op in ("softmax", "softmax_fwbw"):
-        # All negative, about -200: exp(x) underflows to 0 in fp32, so a max started at 0 (not
-        # -inf) divides 0 by 0 there; at -100 exp(x) is a subnormal near enough to pass.
-        x[1::4] -= 3 * SOFTMAX_OFFSET
-        x[3::8] = x[3::8, :1]  # constant rows: every column the row's first value
-    elif op == "layer_norm":
-        x[1::8] += LAYER_NORM_FAR
-        x[3::8] *= LAYER_NORM_TINY
-        x[5::8] = LAYER_NORM_CONSTANT
-    elif not op.startswith("max"):
-        pass  # a sum: an offset would only bring its 16-bit output nearer overflow
-    elif variant % 2:  # a max's odd check round: all of it negative
-        x -= REDUCE_NEGATIVE
-    else:  # a max: all-negative inner rows (max_inner) and leading columns (max_lead)
-        x[:, 1::4, :] -= REDUCE_NEGATIVE
-        x[..., 1::4] -= REDUCE_NEGATIVE
-    return x
 
 
 def make_output(op: str, shape: tuple[int, ...], dtype: str, device: str) -> Any:

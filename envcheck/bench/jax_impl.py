@@ -132,12 +132,15 @@ def on_sets(op: str, sets: list[tuple[Inputs, Any]], precision: str, shape: tupl
         if jax.default_backend() != "gpu":
             raise NoDevice(jax.default_backend())
         torch.cuda.synchronize()  # the inputs were drawn on torch's stream; JAX reads them on its own
-    jitted = jax.jit(function(op, shape, precision))
+    # DLPack hands JAX row-major buffers only: a transposed view (fp32 matmul's K-major b) is shared as the
+    # tensor it transposes, transposed back inside the jit: every input stays the caller's memory (group.py).
+    flipped = [not t.is_contiguous() and t.dim() == 2 and t.t().is_contiguous() for t in sets[0][0].values()]
+    fn = function(op, shape, precision)
+    jitted = jax.jit(lambda *xs: fn(*(x.T if f else x for x, f in zip(xs, flipped, strict=True))))
 
     def bind(inputs: Inputs) -> Impl:
-        # DLPack hands JAX row-major buffers only: a transposed view (fp32 matmul's K-major b)
-        # is made contiguous here, once, outside every timed region.
-        args = [jax.dlpack.from_dlpack(t if t.is_contiguous() else t.contiguous()) for t in inputs.values()]
+        args = [jax.dlpack.from_dlpack(t.t() if f else t.contiguous()) for t, f in zip(inputs.values(), flipped,
+                                                                                     strict=True)]
 
         def call() -> Any:
             result = jax.block_until_ready(jitted(*args))

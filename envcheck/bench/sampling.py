@@ -145,9 +145,9 @@ def to_case(p: Prepared, window: int | None) -> Case:
         raise p.failure
     pc = p.planned
     return Case(pc.op, pc.impl, pc.dtype, pc.precision, pc.shape, gpu=p.gpu, launch=p.launch,
-                compile_s=p.compile_s, accuracy=p.accuracy, outputs=p.outputs, window=window, rotation_sets=p.rotation_sets,
-                kernel=p.kernel, notes=tuple(dict.fromkeys(p.notes)), phases=p.watch.rounded(), span_s=span(p),
-                cache=p.cache, sampled_until=p.sampled_until)
+                compile_s=p.compile_s, accuracy=p.accuracy, outputs=p.outputs, exact=p.exact, window=window,
+                rotation_sets=p.rotation_sets, kernel=p.kernel, notes=tuple(dict.fromkeys(p.notes)),
+                phases=p.watch.rounded(), span_s=span(p), cache=p.cache, sampled_until=p.sampled_until)
 
 
 def span(p: Prepared) -> tuple[float, float]:

@@ -1,4 +1,4 @@
-"""The isolated benchmark worker: ``python -m envcheck.bench.worker`` (its contract: protocol.py).
+"""The isolated benchmark worker, ``main`` run by the harness (its contract: protocol.py).
 
 Everything that can crash or hang happens here, never in the ``envcheck run`` process. The
 run, in order: the device (device.py), the measured ceilings (ceilings.py), then each group
@@ -11,12 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
-import sys
-import time
-import traceback
 from collections.abc import Callable, Iterator
-from typing import Any, TextIO
+from typing import Any
 
 from envcheck.bench import ceilings, compile_ahead, compile_cache, device, protocol
 from envcheck.bench.failure import guarded, log, one_line
@@ -27,7 +23,6 @@ from envcheck.bench.phases import Stopwatch
 from envcheck.bench.protocol import (
     CaseStarted,
     CeilingMeasured,
-    Done,
     Event,
     Measured,
     Noted,
@@ -109,7 +104,8 @@ class Worker:
     def note(self, note: Note) -> None:
         self.emit(Noted(note))
 
-    def run(self) -> None:
+    def run(self) -> dict[str, float]:
+        """Every case of the plan; the seconds spent on what belongs to no one case (model.BENCH_PHASES)."""
         import torch
 
         plan = self.plan
@@ -120,8 +116,7 @@ class Worker:
                 self.note(reason)
                 for c in plan.cases:
                     self.emit(Skipped(c.skip(reason)))
-                self.emit(Done(self.watch.rounded()))
-                return
+                return self.watch.rounded()
             torch.cuda.set_device(plan.index)
             self._open_nvml()
             dev = device.cuda_device(torch, plan.index, self._nvml)
@@ -166,7 +161,7 @@ class Worker:
             if self._nvml is not None:
                 with contextlib.suppress(Exception):
                     self._nvml.shutdown()
-        self.emit(Done(self.watch.rounded()))
+        return self.watch.rounded()
 
     # ----------------------------------------------------------------------- set-up
 
@@ -300,42 +295,6 @@ def _timed(result: Case | Skip | Prepared, watch: Stopwatch, start: float, end: 
     return dataclasses.replace(result, phases=watch.rounded(), span_s=(round(start, 4), round(max(end, start), 4)))
 
 
-def _protocol_stream() -> TextIO:
-    """The real stdout, kept for events; anything else written to fd 1 goes to stderr.
-
-    Compilers, Triton's autotuner and CUDA libraries may print to stdout (from C as well as
-    Python); one stray line in the event stream would be a protocol error in the parent.
-    """
-    sys.stdout.flush()
-    fd = os.dup(1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return os.fdopen(fd, "w", encoding="utf-8", buffering=1)
-
-
-def main() -> int:
-    stream = _protocol_stream()
-
-    def emit(event: Event) -> None:
-        stream.write(protocol.encode(event))
-        stream.flush()
-
-    try:
-        plan = protocol.decode_plan(sys.stdin.read())
-    except protocol.ProtocolError as e:
-        print(f"envcheck worker: {e}", file=sys.stderr)
-        return 2
-    started = time.perf_counter()
-    try:
-        Worker(plan, emit).run()
-    except Exception as e:  # noqa: BLE001 - the parent gets a note; the traceback goes to stderr
-        traceback.print_exc(file=sys.stderr)
-        with contextlib.suppress(Exception):
-            emit(Noted(Note("bench.worker_failed", {"detail": one_line(e)})))
-        return 1
-    print(f"envcheck worker: finished in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def main(args: Any, out: Callable[[Any], None]) -> dict[str, float]:
+    """The harness's target: the plan in, events out, the worker's phases back."""
+    return Worker(protocol.decode_plan(args), lambda ev: out(protocol.encode(ev))).run()

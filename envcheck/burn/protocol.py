@@ -1,8 +1,7 @@
-"""The burn worker's contract with ``envcheck burn`` (the one description).
+"""The burn worker's contract with ``envcheck burn``: its plan and the events it streams.
 
-The worker (``python -m envcheck.burn.worker``) runs in its own session, like the benchmark
-worker (``bench/protocol.py`` says why); the parent writes ONE JSON ``BurnPlan`` on its stdin and
-closes it. The worker answers one JSON object per stdout line, ``{"event": <kind>, ...}``:
+The worker (``envcheck.burn.worker:main``) runs through the harness, like the benchmark worker; its arguments
+are a ``BurnPlan``. It streams ``{"event": <kind>, ...}`` (bench/protocol.py's encoding)::
 
     start        Started(device)
     sample       Sampled(sample)              about twice a second, from the telemetry thread, throughout
@@ -11,34 +10,22 @@ closes it. The worker answers one JSON object per stdout line, ``{"event": <kind
       interval   IntervalDone(...)            one per interval of about ``interval_s``: device time and work
       phase_end  PhaseEnded(phase, sdc, memtest)   the GEMM's checks / the memory test's record
     note         Noted(note)                  any time: a key and parameters
-    done         Done()
 
-Samples keep coming while a phase hangs; the parent judges a worker hung when no interval has
-come for ``stall_s`` (run.py). A worker that exits without ``done`` crashed or was stopped: what
-it sent stands. Exit statuses: 0 after ``done``, 1 when it failed (a ``burn.worker_failed``
-note says why), 2 for a bad plan.
+and returns when every phase is done. Samples keep coming while a phase hangs: the parent judges a worker
+hung when no other event has come for ``stall_s`` (run.py). A worker that ends without returning crashed or
+was stopped: what it sent stands.
 """
 
 from __future__ import annotations
 
-import json
-import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from envcheck.bench import protocol as bench_protocol
+from envcheck.bench.protocol import ProtocolError
 from envcheck.burn.telemetry import TelemetrySample
-from envcheck.model import BenchDevice, Note, build, to_dict
+from envcheck.model import BenchDevice, Note, build
 from envcheck.model.burn import CONTROLS, MemtestRecord, SdcRecord
-
-WORKER_MODULE = "envcheck.burn.worker"
-
-
-class ProtocolError(ValueError):
-    """A line or plan that does not follow the protocol (one-line message)."""
-
-
-def worker_argv() -> list[str]:
-    return [sys.executable, "-m", WORKER_MODULE]
 
 
 @dataclass(frozen=True)
@@ -128,46 +115,21 @@ class Noted:
     note: Note
 
 
-@dataclass(frozen=True)
-class Done:
-    kind: ClassVar[str] = "done"
+Event = Started | Sampled | PhaseStarted | IntervalDone | PhaseEnded | Noted
+EVENTS: dict[str, type] = {c.kind: c for c in (Started, Sampled, PhaseStarted, IntervalDone, PhaseEnded, Noted)}
 
 
-Event = Started | Sampled | PhaseStarted | IntervalDone | PhaseEnded | Noted | Done
-EVENTS: dict[str, type] = {c.kind: c for c in (Started, Sampled, PhaseStarted, IntervalDone, PhaseEnded, Noted, Done)}
+def encode(event: Event) -> dict[str, Any]:
+    return bench_protocol.encode(event, EVENTS)
 
 
-def _line(data: dict[str, Any]) -> str:
-    return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
+def decode(data: Any) -> Event:
+    """The event in a message's data; ProtocolError for anything else."""
+    return bench_protocol.decode(data, EVENTS)  # type: ignore[no-any-return]
 
 
-def encode(event: Event) -> str:
-    return _line({"event": event.kind, **to_dict(event)})
-
-
-def decode(line: str) -> Event:
-    """The event on one stdout line; ProtocolError for anything else."""
-    text = line.strip()
+def decode_plan(data: Any) -> BurnPlan:
     try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        raise ProtocolError(f"not a burn event: {text[:120]!r}") from None
-    if not isinstance(data, dict) or data.get("event") not in EVENTS:
-        raise ProtocolError(f"not a burn event: {text[:120]!r}")
-    try:
-        return build(EVENTS[data["event"]], {k: v for k, v in data.items() if k != "event"})  # type: ignore[no-any-return]
-    except (ValueError, TypeError) as e:
-        raise ProtocolError(f"malformed {data['event']} event: {e}") from None
-
-
-def encode_plan(plan: BurnPlan) -> str:
-    return _line(to_dict(plan))
-
-
-def decode_plan(text: str) -> BurnPlan:
-    try:
-        return build(BurnPlan, json.loads(text))  # type: ignore[no-any-return]
-    except json.JSONDecodeError as e:
-        raise ProtocolError(f"the plan is not valid JSON ({e.msg})") from None
+        return build(BurnPlan, data)  # type: ignore[no-any-return]
     except (ValueError, TypeError) as e:
         raise ProtocolError(f"bad plan: {e}") from None

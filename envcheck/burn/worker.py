@@ -1,4 +1,4 @@
-"""The isolated burn worker: ``python -m envcheck.burn.worker`` (its contract: protocol.py).
+"""The isolated burn worker, ``main`` run by the harness (its contract: protocol.py).
 
 One GPU (or, in tests, the CPU at tiny sizes): the telemetry thread (telemetry.py) from start to
 end, then the phases in order, each for its planned seconds in intervals of about
@@ -11,24 +11,20 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import time
-import traceback
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import Any
 
 from envcheck.burn import gemm as gemm_mod
 from envcheck.burn import memtest
 from envcheck.burn.clock import Laps, Stopwatch, next_count
 from envcheck.burn.protocol import (
     BurnPlan,
-    Done,
     Event,
     IntervalDone,
     Noted,
     PhaseEnded,
     PhaseStarted,
-    ProtocolError,
     Sampled,
     Started,
     decode_plan,
@@ -86,7 +82,6 @@ class BurnWorker:
             if reason:
                 self.emit(Started(BenchDevice("cuda", f"CUDA device {plan.index}", plan.index)))
                 self.emit(Noted(reason))
-                self.emit(Done())
                 return
             torch.cuda.set_device(plan.index)
             self.device = torch.device("cuda", plan.index)
@@ -116,7 +111,6 @@ class BurnWorker:
             if nvml is not None:
                 with contextlib.suppress(Exception):
                     nvml.shutdown()
-        self.emit(Done())
 
     # ----------------------------------------------------------------------- phases
 
@@ -250,46 +244,9 @@ def _sampler(nvml: Any, dev: BenchDevice, plan: BurnPlan, sink: Callable[[Teleme
     return Sampler(nvml, handle, sink, t0, plan.telemetry_interval_s, clock)
 
 
-def _protocol_stream() -> TextIO:
-    """The real stdout, kept for events; anything else written to fd 1 goes to stderr (a library's
-    chatter would otherwise be a protocol error in the parent)."""
-    sys.stdout.flush()
-    fd = os.dup(1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return os.fdopen(fd, "w", encoding="utf-8", buffering=1)
-
-
-def main() -> int:
+def main(args: Any, out: Callable[[Any], None]) -> None:
+    """The harness's target: the plan in, events out (from the load and the telemetry thread alike)."""
     # Before torch initialises cuBLAS: a fixed workspace makes its GEMMs deterministic (cuBLAS docs,
     # "Results reproducibility"), so a healthy GPU gives the same bits every iteration.
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    stream = _protocol_stream()
-    import threading
-
-    lock = threading.Lock()
-
-    def emit(event: Event) -> None:
-        with lock:  # the telemetry thread and the load both emit
-            stream.write(encode(event))
-            stream.flush()
-
-    try:
-        plan = decode_plan(sys.stdin.read())
-    except ProtocolError as e:
-        print(f"envcheck burn worker: {e}", file=sys.stderr)
-        return 2
-    try:
-        BurnWorker(plan, emit).run()
-    except Exception as e:  # noqa: BLE001 - the parent gets a note; the traceback goes to stderr
-        traceback.print_exc(file=sys.stderr)
-        from envcheck.bench.failure import one_line
-
-        with contextlib.suppress(Exception):
-            emit(Noted(Note("burn.worker_failed", {"detail": one_line(e)})))
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    BurnWorker(decode_plan(args), lambda ev: out(encode(ev))).run()

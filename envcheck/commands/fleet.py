@@ -257,7 +257,7 @@ class _StopSignals:
     def install(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, self)
-        from envcheck.bench.process import parent_death_signal
+        from envcheck.harness.command import parent_death_signal
 
         ask = parent_death_signal(LAUNCHER_GONE)
         if ask is None:

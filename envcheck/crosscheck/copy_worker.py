@@ -1,26 +1,23 @@
-"""A plain torch copy between every ordered pair of GPUs, in an isolated process: the counterpart of envcheck's
-copy-engine peer copies (``envcheck.node.peer_worker``):
-``python -m envcheck.crosscheck.copy_worker --plan PLAN.json --out EVENTS.jsonl``.
+"""A plain torch copy between every ordered pair of GPUs, in a child (``run``, through the harness): the counterpart
+of envcheck's copy-engine peer copies (``envcheck.node.peer_worker``).
 
 What a user would write: ``b.copy_(a)`` with ``a`` on the source GPU and ``b`` on the destination, on the source's
 current stream, ``calls`` copies back to back between two CUDA events, ``loops`` such loops after ``warmup``
 copies; a sample is one loop divided by ``calls``. No streams of its own, no per-copy events, no check: the way
 tools/evidence/compare_node.py timed it.
 
-Events (JSON lines; the parent is ``envcheck.crosscheck.copies``)::
+Events (the parent is ``envcheck.crosscheck.copies``)::
 
-    {"event": "start", "pid"}   {"event": "devices", "devices": n}
+    {"event": "devices", "devices": n}
     {"event": "copy", "src", "dst", "size_bytes", "calls", "samples_us" | "error"}   CUDA indices of this process
-    {"event": "error", "text"}   {"event": "done"}
 """
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Callable
 from typing import Any
 
 from envcheck.bench.failure import one_line
-from envcheck.node.events import Emitter, plan_worker_main
 
 
 def time_copy(torch: Any, src: int, dst: int, size_bytes: int, calls: int, loops: int, warmup: int) -> list[float]:
@@ -43,7 +40,7 @@ def time_copy(torch: Any, src: int, dst: int, size_bytes: int, calls: int, loops
     return out
 
 
-def run(plan: dict[str, Any], emit: Emitter) -> None:
+def run(plan: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
     import torch
 
     n = torch.cuda.device_count()
@@ -62,11 +59,3 @@ def run(plan: dict[str, Any], emit: Emitter) -> None:
             finally:
                 torch.cuda.empty_cache()
             emit(ev)
-
-
-def main(argv: list[str] | None = None) -> int:
-    return plan_worker_main("envcheck.crosscheck.copy_worker", run, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,19 +1,11 @@
-"""The isolated worker that times a GPU's headline cases with ``triton.testing.do_bench_cudagraph``:
-``python -m envcheck.crosscheck.kernel_worker`` (started by ``envcheck.crosscheck.kernels`` through
-``envcheck.bench.process``, as the suite's worker is: its own session, a time limit, its tree ended whole).
-
-The plan: ONE JSON object on stdin, then stdin closes::
+"""The worker that times a GPU's headline cases with ``triton.testing.do_bench_cudagraph``, ``main`` run by the
+harness (``envcheck.crosscheck.kernels``). Its plan::
 
     {"gpu": <CUDA index>, "rounds": R, "seed": S, "control": <run --control or null>,
      "rows": [{"op", "impl", "dtype", "precision", "shape": [...], "rep_ms", "settle_ms", "sets", "kernel"}, ...]}
 
-The events: one JSON object per stdout line, in this order (anything a library prints goes to stderr)::
-
-    {"event": "start", "pid"}                                     before torch is imported
-    {"event": "ready", "torch", "triton", "device"}               the device is open
-    {"event": "row", "i", "samples_us": [...], "kernel"} | {"event": "row", "i", "error"}    one per row, in order
-    {"event": "error", "text"}                                    the worker itself failed (then it exits 1)
-    {"event": "done"}
+Its events, in order: ``{"event": "ready", "torch", "triton", "device"}`` once the device is open, then one
+``{"event": "row", "i", "samples_us": [...], "kernel"}`` or ``{"event": "row", "i", "error"}`` per row, in order.
 
 Each row's call is built by envcheck's own builders (``envcheck.bench.impls``: the same inputs, output and
 call the suite times, TF32 set as the suite sets it), over as many sets of buffers as the suite's case cycled
@@ -27,11 +19,9 @@ One row failing (out of memory, a kernel that does not compile) is that row's ``
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any, TextIO
+from typing import Any
 
 from envcheck.bench.failure import one_line
 
@@ -143,30 +133,7 @@ def run(plan: dict[str, Any], emit: Emit, torch: Any = None, bench: Callable[...
                 torch.cuda.empty_cache()
 
 
-def main() -> int:
-    from envcheck.bench.worker import _protocol_stream
-
-    stream: TextIO = _protocol_stream()
-
-    def emit(event: dict[str, Any]) -> None:
-        stream.write(json.dumps(event, separators=(",", ":")) + "\n")
-        stream.flush()
-
-    emit({"event": "start", "pid": os.getpid()})
-    try:
-        plan = json.loads(sys.stdin.read())
-        if not isinstance(plan, dict) or not isinstance(plan.get("rows"), list):
-            raise ValueError("the plan is a JSON object with a list of rows")
-        run(plan, emit)
-    except Exception as e:  # noqa: BLE001 - the parent reads the reason from the event
-        import traceback
-
-        traceback.print_exc(file=sys.stderr)
-        emit({"event": "error", "text": one_line(e)})
-        return 1
-    emit({"event": "done"})
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def main(plan: Any, out: Emit) -> None:
+    if not isinstance(plan, dict) or not isinstance(plan.get("rows"), list):
+        raise ValueError("the plan is a JSON object with a list of rows")
+    run(plan, out)

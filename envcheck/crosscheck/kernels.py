@@ -1,11 +1,10 @@
 """The single-GPU cross-check: each GPU's headline cases (``headline.py``) timed again, after the suite, by
-``triton.testing.do_bench_cudagraph`` in an isolated worker (``kernel_worker.py``) per GPU, the GPUs at once
-as their suites ran. What each worker reported becomes ``KernelTiming`` rows, and how it ended a ``ToolRun``.
+``triton.testing.do_bench_cudagraph`` in a worker (``kernel_worker.py``, through the harness) per GPU, the GPUs
+at once as their suites ran. What each worker reported becomes ``KernelTiming`` rows, how it ended a ``ToolRun``.
 """
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -13,12 +12,16 @@ from typing import Any
 
 from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS
 from envcheck.crosscheck.headline import Headline, headlines
-from envcheck.crosscheck.isolated import Isolated, run_isolated
 from envcheck.crosscheck.samples import good_samples
+from envcheck.harness.failures import to_launch
+from envcheck.harness.signals import together
+from envcheck.harness.spawn import spawn
 from envcheck.model import Bench
 from envcheck.model.crosscheck import KernelTiming, ToolRun
+from envcheck.model.node import Launch
 
-WORKER_MODULE = "envcheck.crosscheck.kernel_worker"
+WORKER_COMMAND = ("envcheck.crosscheck.kernel_worker:main",)  # the target, then folders for its sys.path
+ARGV = ("python", "-m", "envcheck.crosscheck.kernel_worker")  # the run as the report names it
 ROUNDS = 3
 # do_bench_cudagraph's ``rep``: a graph of calls lasting about this long, replayed ten times a round. A
 # memory-bound case gets verify_timer.py's tenth of a 300 ms window (a graph sized to the whole window would
@@ -63,9 +66,17 @@ def plan_gpu(bench: Bench, seed: int = 0, cuda_index: int | None = None) -> GpuP
     return GpuPlan(bench.device.index, heads, plan)
 
 
-def assemble(p: GpuPlan, got: Isolated) -> tuple[tuple[KernelTiming, ...], ToolRun]:
+def run_one(plan: dict[str, Any], timeout: float, command: Sequence[str] = WORKER_COMMAND,
+            stop: threading.Event | None = None) -> tuple[list[dict[str, Any]], Launch]:
+    """One worker on ``plan``: the events it sent (redacted) and how its run ended."""
+    events: list[Any] = []
+    out = spawn(command[0], plan, timeout=timeout, on_event=events.append, stop=stop, paths=command[1:])
+    return [e for e in events if isinstance(e, dict)], to_launch(out, ARGV, timeout)
+
+
+def assemble(p: GpuPlan, events: list[dict[str, Any]], launch: Launch) -> tuple[tuple[KernelTiming, ...], ToolRun]:
     """``KernelTiming`` rows of one GPU from its worker's events (a row it never reported is ``not_run``)."""
-    by_row = {int(e["i"]): e for e in got.events if e.get("event") == "row" and isinstance(e.get("i"), int)}
+    by_row = {int(e["i"]): e for e in events if e.get("event") == "row" and isinstance(e.get("i"), int)}
     rows = []
     for i, (h, row) in enumerate(zip(p.heads, p.plan["rows"], strict=True)):
         c, ev = h.case, by_row.get(i)
@@ -81,17 +92,7 @@ def assemble(p: GpuPlan, got: Isolated) -> tuple[tuple[KernelTiming, ...], ToolR
             rows.append(KernelTiming(**base, samples_us=samples, **timing))  # type: ignore[arg-type]
         else:
             rows.append(KernelTiming(**base, error=str(ev.get("error") or "no samples"), **timing))  # type: ignore[arg-type]
-    error = next((str(e.get("text")) for e in got.events if e.get("event") == "error"), None)
-    launch = got.launch
-    assert launch is not None
-    if error is not None and not launch.stderr_tail:
-        from dataclasses import replace
-
-        launch = replace(launch, stderr_tail=error)
     return tuple(rows), ToolRun("do_bench_cudagraph", launch, p.gpu)
-
-
-Runner = Callable[..., Isolated]
 
 
 @dataclass(frozen=True)
@@ -103,35 +104,30 @@ class KernelChecks:
     stopped: bool = False
 
 
-def run_kernels(benches: Sequence[Bench], command: Sequence[str] | None = None, runner: Runner = run_isolated,
+def run_kernels(benches: Sequence[Bench], command: Sequence[str] | None = None,
                 cuda_indices: Mapping[int, int] | None = None) -> KernelChecks:
     """Every GPU bench's headline cases timed by its own worker, the workers at once (``cuda_indices``: machine
-    index -> CUDA index, where they differ). Ctrl-C, SIGTERM or SIGHUP (``runner.wait_for``, in the main thread)
-    stops them all and keeps what they reported."""
-    from envcheck.bench.runner import wait_for
-
-    argv = list(command) if command is not None else [sys.executable, "-m", WORKER_MODULE]
+    index -> CUDA index, where they differ). Ctrl-C, SIGTERM or SIGHUP stops them all and keeps what they
+    reported."""
     plans = [p for b in benches if (p := plan_gpu(b, cuda_index=(cuda_indices or {}).get(b.device.index or 0)))
              is not None]
-    results: dict[int, Isolated] = {}
-    stop = threading.Event()
+    results: dict[int, tuple[list[dict[str, Any]], Launch]] = {}
 
-    def one(p: GpuPlan) -> None:
-        results[p.gpu] = runner(argv, p.plan, p.timeout_s, stop=stop)
+    def job(p: GpuPlan) -> Callable[[threading.Event], None]:
+        def run(stop: threading.Event) -> None:
+            results[p.gpu] = run_one(p.plan, p.timeout_s, command or WORKER_COMMAND, stop)
 
-    threads = [threading.Thread(target=one, args=(p,), daemon=True) for p in plans]
-    for t in threads:
-        t.start()
-    stopped = wait_for(threads, stop.set)
+        return run
+
+    stopped = together([job(p) for p in plans])
     rows: list[KernelTiming] = []
     runs: list[ToolRun] = []
     for p in plans:
-        got = results.get(p.gpu, Isolated())
-        if got.launch is None:  # never started
+        if p.gpu not in results:  # never started
             rows += [KernelTiming(p.gpu, h.case.op, h.case.impl, h.case.dtype, h.case.precision, h.case.shape,
                                   skipped="not_run") for h in p.heads]
             continue
-        got_rows, run = assemble(p, got)
+        got_rows, run = assemble(p, *results[p.gpu])
         rows += got_rows
         runs.append(run)
     return KernelChecks(tuple(rows), tuple(runs), stopped is not None)

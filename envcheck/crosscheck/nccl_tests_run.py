@@ -12,8 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from envcheck.child_env import child_env
-from envcheck.crosscheck.copies import redacted
+from envcheck.harness.env import clean_env
 from envcheck.model import Note
 from envcheck.model.crosscheck import NcclTestsRun
 from envcheck.node import nccl_tests
@@ -126,10 +125,10 @@ def run_nccl_tests(ops: Sequence[str], sizes: Sequence[int], gpus: tuple[int, ..
             for part, extra, times, (lo, hi) in _parts(mode, sizes):
                 for k in range(times):
                     args = (*part, "-g", str(len(gpus)), *extra)
-                    env = child_env({"CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in gpus), **mode.env}, base=environ)
+                    env = clean_env({"CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in gpus), **mode.env}, base=environ)
                     log = d / f"{BINARIES[op]}.{mode.name}.{part[1]}.{k}.log"
                     log.unlink(missing_ok=True)  # the launcher appends: the output parsed is this run's alone
-                    launch = redacted(launcher.run([found[op], *args], env, timeout, log_path=str(log)), env)
+                    launch = launcher.run([found[op], *args], env, timeout, log_path=str(log))
                     text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
                     argv = (BINARIES[op], *args)  # the binary's name: its folder is this machine's
                     rows = tuple(r for r in nccl_tests.parse(text) if r.size_bytes >= lo and r.size_bytes < hi)

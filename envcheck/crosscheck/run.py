@@ -105,7 +105,7 @@ def node_crosscheck(node: Node, work_dir: str | os.PathLike[str] | None, *, laun
     work = Path(work_dir) if work_dir is not None else Path.cwd()
     size = _copy_size(node)
     if size is not None:
-        got.copies, run = run_copies(node.gpus, size, work / "crosscheck", launcher)
+        got.copies, run = run_copies(node.gpus, size, launcher)
         got.runs.append(run)
         if run.launch.interrupted:
             return got.done(True)

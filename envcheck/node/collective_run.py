@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from envcheck.analysis.narrowing import DEFAULT_NARROW_MARGIN
-from envcheck.child_env import child_env
+from envcheck.harness.env import clean_env
 from envcheck.model.bench import Timing
 from envcheck.model.node import (
     COLLECTIVES,
@@ -28,7 +28,7 @@ from envcheck.model.node import (
     RankTiming,
 )
 from envcheck.node.collective_worker import GRAPH_TIMING_ENV, LEARN_PREFIX
-from envcheck.node.events import launch_error, read_events
+from envcheck.node.events import read_events
 from envcheck.node.launch import Launcher, envcheck_pythonpath, torchrun_argv
 from envcheck.node.nccl_log import distinct, nccl_version, parse_choices
 
@@ -209,7 +209,7 @@ def assemble(outputs: Sequence[RankOutput], plan: SweepPlan, world_size: int, sc
         reason = "backend_not_nccl"
     elif not choices:
         reason = "no_nccl_log"
-    error = launch_error(launch) if launch is not None else None
+    error = launch.ended_early if launch is not None else None
     if error is None:
         if launch is not None and launch.returncode not in (0, None):
             error = "exit_status"
@@ -250,7 +250,7 @@ def launch_sweep(plan: SweepPlan, placement: Placement, out_dir: str | os.PathLi
                          master_port=placement.master_port)
     prefix = LEARN_PREFIX if learn else ""
     log = d / f"torchrun.{prefix}node{placement.node_rank}.log"
-    return launcher.run(argv, child_env(extra), timeout, log_path=str(log), orphans=lambda: worker_pids(d, prefix))
+    return launcher.run(argv, clean_env(extra), timeout, log_path=str(log), orphans=lambda: worker_pids(d, prefix))
 
 
 # Share of a sweep's time limit the learning launch may use (it runs each size once, untimed).

@@ -1,25 +1,15 @@
-"""The collective sweep, one process per rank under torchrun:
+"""The collective sweep, one process per rank under torchrun (torchrun starts the ranks, not envcheck's harness):
 ``python -m torch.distributed.run ... -m envcheck.node.collective_worker --plan PLAN.json --out DIR``.
 
-Protocol (the parent is ``envcheck.node.collective_run``): the plan is a JSON file
-(``SweepPlan.to_json``, written by :func:`envcheck.node.collective_run.launch_sweep`); each rank appends JSON lines to
-``DIR/rank<r>.jsonl`` as it goes, so whatever finished before a crash, a hang or a timeout is kept:
+Each rank appends JSON lines to ``DIR/rank<r>.jsonl`` as it goes (node/events.py), so whatever finished before
+a crash, a hang or a timeout is kept; the parent is ``envcheck.node.collective_run``::
 
     {"event": "start", "rank", "local_rank", "world_size", "host", "pid"}        first, before torch
     {"event": "ready", "backend", "device", "nccl_version"}                      process group up
-    {"event": "result", "at_s", "phase": "sweep" | "narrow", "op", "size_bytes", "count", "ranks",
-     "samples_us", "method", "wrong", "error", "skipped", "need_bytes", "free_bytes",
-     "gpu_samples_us", "gpu_calls", "gpu_reason", "gpu_error", "rotation_sets", "allocations", "captures",
-     "communicators", "reg_samples_us", "reg_calls", "reg_captures", "reg_wrong", "reg_reason", "reg_error"}
+    {"event": "result", "at_s", "phase": "sweep" | "narrow", **collective_bench.Measured}
     {"event": "crosscheck_loop", ...}        with the plan's crosscheck_loop: envcheck.node.crosscheck_loop
     {"event": "error", "text"}                                                   an exception, last line
     {"event": "done"}
-
-``samples_us`` are per-call times (eager calls), ``gpu_samples_us`` GPU times (CUDA-graph replays, per
-call), ``rotation_sets`` the sets of buffers cycled through to keep L2 cold, ``allocations`` the fresh
-allocations the timed calls were spread over, ``captures`` the graphs whose replays ``gpu_samples_us`` pools and
-``communicators`` the communicators of the same ranks they were captured on, ``reg_*`` the GPU time again on buffers
-from NCCL's allocator, which NCCL registers (zero-copy), its captures and check; see ``envcheck.node.collective_bench``.
 
 With ``--learn`` the ranks only learn NCCL's algorithms: each (op, size) runs once, untimed, with
 NCCL's debug output on (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,TUNING,COLL) written to
@@ -33,6 +23,7 @@ CUDA_VISIBLE_DEVICES shows it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import socket
@@ -47,16 +38,9 @@ from envcheck.node.events import Emitter
 
 LEARN_PREFIX = "learn."  # the learning launch's event files: learn.rank<r>.jsonl
 NCCL_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,TUNING,COLL"}
-# The timed sweep's settings for its CUDA graphs (read at initialisation, so set before the first call):
-# - NCCL's support for graphs mixed with eager calls in flight at once puts synchronisation between
-#   consecutive captured calls; envcheck never has both in flight (it synchronises between its eager
-#   loop, its replays and its check), so it needs none;
-# - torch's flight recorder (a debugging trace of every call) off, under its current and older name.
-# On 2 x H200 (torch 2.11, NCCL 2.28.9) with both left on, all_reduce 1 MiB took 15.0 us a call in a
-# graph of 4 calls and 25.5 us in one of 100, the NCCL kernels 12 us each; with both off, 12.1 us in a
-# graph of 100 (evidence/device-logs/2026-11-26_0008Z_2x-h200_graph_calls.txt.gz). Mixing support is what
-# costs: off alone, 12.1 us; the flight recorder off alone, 23.1 us (graph_calls.txt in
-# evidence/device-logs/2026-11-26_0019Z_2x-h200_nccl-tests.tgz).
+# The timed sweep's CUDA graphs (read at initialisation): no support for graphs mixed with eager calls in
+# flight (it synchronises consecutive captured calls; envcheck never mixes them) and no flight recorder, under
+# its current and older name. Left on, they doubled a graph's per-call time (docs/node.md).
 GRAPH_TIMING_ENV = {"NCCL_GRAPH_MIXING_SUPPORT": "0", "TORCH_FR_BUFFER_SIZE": "0", "TORCH_NCCL_TRACE_BUFFER_SIZE": "0"}
 # Test hook: slow every collective of one global rank by this many microseconds (narrowing tests
 # on the CPU need a rank that is really slow).
@@ -65,14 +49,7 @@ SLOW_RANK_ENV = "ENVCHECK_TEST_SLOW_RANK"
 
 def _measured_event(m: Any, phase: str, started: float | None = None) -> dict[str, Any]:
     at = {} if started is None else {"at_s": round(time.monotonic() - started, 3)}  # when it finished, for reading logs
-    return {"event": "result", **at, "phase": phase, "op": m.op, "size_bytes": m.size_bytes, "count": m.count,
-            "ranks": list(m.ranks), "samples_us": list(m.samples_us), "method": m.method, "wrong": m.wrong,
-            "error": m.error, "skipped": m.skipped, "need_bytes": m.need_bytes, "free_bytes": m.free_bytes,
-            "gpu_samples_us": list(m.gpu_samples_us), "gpu_calls": m.gpu_calls, "gpu_reason": m.gpu_reason,
-            "gpu_error": m.gpu_error, "rotation_sets": m.rotation_sets, "allocations": m.allocations,
-            "captures": m.captures, "communicators": m.communicators, "reg_samples_us": list(m.reg_samples_us),
-            "reg_calls": m.reg_calls, "reg_captures": m.reg_captures, "reg_wrong": m.reg_wrong,
-            "reg_reason": m.reg_reason, "reg_error": m.reg_error}
+    return {"event": "result", **at, "phase": phase, **dataclasses.asdict(m)}
 
 
 def _slow_hook(bench: Any, rank: int) -> None:

@@ -1,8 +1,7 @@
-"""The JSON-lines files through which the node workers (``collective_worker``, ``peer_worker``) report
-to their parents (``collective_run``, ``peer``): one JSON object per line, each with an ``event``
-name. The worker writes and flushes every event as it happens, so whatever finished before a crash,
-a hang or a timeout is on disk; the parent skips lines that are not events (one cut short by a kill).
-Which events each worker writes is in its own docstring.
+"""The JSON-lines files through which the torchrun ranks (``collective_worker``, started by torchrun, not by
+envcheck) report to their parent (``collective_run``): one JSON object per line, each with an ``event``
+name, written and flushed as it happens, so whatever finished before a crash, a hang or a timeout is on disk;
+the parent skips lines that are not events (one cut short by a kill).
 
 Kept light (no torch, no envcheck.model at run time): a worker imports this before anything that can
 fail, so that its first event gets written.
@@ -11,39 +10,8 @@ fail, so that its first event gets written.
 from __future__ import annotations
 
 import json
-import os
-import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from envcheck.model.node import Launch
-
-
-def plan_worker_main(prog: str, run: Callable[[dict[str, Any], Emitter], None], argv: list[str] | None = None) -> int:
-    """A worker's ``main``: ``--plan PLAN.json --out EVENTS.jsonl``; ``start``, what ``run`` emits, then ``done``, or
-    ``error`` with the exception in one line (also on stderr) and exit status 1."""
-    import argparse
-
-    from envcheck.bench.failure import one_line
-
-    p = argparse.ArgumentParser(prog=prog)
-    p.add_argument("--plan", required=True)
-    p.add_argument("--out", required=True)
-    args = p.parse_args(argv)
-    with open(args.out, "a", encoding="utf-8") as f:
-        emit = Emitter(f)
-        emit({"event": "start", "pid": os.getpid()})
-        try:
-            with open(args.plan, encoding="utf-8") as pf:
-                run(json.load(pf), emit)
-        except BaseException as e:  # noqa: BLE001 - the parent reads the reason from the file
-            emit({"event": "error", "text": one_line(e)})
-            print(f"{prog}: {one_line(e)}", file=sys.stderr)
-            return 1
-        emit({"event": "done"})
-    return 0
+from typing import IO, Any
 
 
 class Emitter:
@@ -75,9 +43,3 @@ def read_events_file(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return read_events(path.read_text(encoding="utf-8", errors="replace"))
-
-
-def launch_error(launch: Launch) -> str | None:
-    """Why a worker's launch ended before the worker did: ``interrupted`` (Ctrl-C), ``timed_out``
-    or ``launch_failed`` (it could not start); None when the worker ran to its own end."""
-    return launch.ended_early

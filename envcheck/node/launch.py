@@ -1,11 +1,10 @@
-"""The one seam through which the node and fleet code starts processes: torchrun, the peer-copy
-worker, nccl-tests. Every child gets the same environment rules (NVLink multicast off), runs in its
-own session with a time limit, and is stopped with everything it started on timeout or Ctrl-C.
+"""The one seam through which the node and fleet code starts processes: programs (torchrun, nccl-tests) with
+``run``, Python children (the peer copies, the plain copies) with ``spawn``; both through the harness (the
+environment rule, a session of its own, a time limit, stopped with everything it started).
 
-torchrun starts each worker in a session of its own (torch.distributed.elastic's SubprocessHandler
-uses ``start_new_session=True``), so killing torchrun's process group leaves the workers alive. A
-job therefore names the pids of the processes it started (``orphans``: the workers report theirs as
-their first act), and those are stopped by id after the group.
+torchrun starts each worker in a session of its own (torch.distributed.elastic's SubprocessHandler uses
+``start_new_session=True``), so ending torchrun's session leaves the workers alive: a job names the pids of
+the processes it started (``orphans``: the workers report theirs as their first act), stopped by id after it.
 """
 
 from __future__ import annotations
@@ -13,21 +12,19 @@ from __future__ import annotations
 import collections
 import os
 import signal
-import subprocess
 import sys
-import threading
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, Any, Protocol
 
-from envcheck.bench.process import parent_death_signal, stop_tree
+from envcheck.harness import command
+from envcheck.harness.failures import Outcome
+from envcheck.harness.lines import LineCutter
 from envcheck.model.node import Launch
+from envcheck.redact import Redactor
 
-# NVLink multicast stays off in every child: the lent multi-GPU machines must not create multicast
-# objects (NCCL's NVLS algorithms, torch symmetric memory, NVSHMEM all create them).
 TERMINATE_GRACE_S = 10.0
 TAIL_LINES = 40
+LINE_BYTES = 64 << 10
 
 
 def torchrun_argv(nproc: int, module: str, args: Sequence[str] = (), *, nnodes: int = 1, node_rank: int = 0,
@@ -47,10 +44,9 @@ def torchrun_argv(nproc: int, module: str, args: Sequence[str] = (), *, nnodes: 
 def envcheck_pythonpath(extra: str | None) -> str:
     """A worker's PYTHONPATH: envcheck's own folder first, then ``extra`` (the user's), so the workers
     import this envcheck wherever torchrun starts them."""
-    import envcheck
+    from envcheck.harness.spawn import package_root
 
-    root = str(Path(envcheck.__file__).resolve().parent.parent)
-    return os.pathsep.join(p for p in (root, extra) if p)
+    return os.pathsep.join(p for p in (package_root(), extra) if p)
 
 
 class Launcher(Protocol):
@@ -58,6 +54,9 @@ class Launcher(Protocol):
 
     def run(self, argv: Sequence[str], env: Mapping[str, str], timeout: float, *, log_path: str | None = None,
             orphans: Callable[[], Iterable[int]] | None = None) -> Launch: ...
+
+    def spawn(self, target: str, args: Any, env: Mapping[str, str], timeout: float,
+              on_event: Callable[[Any], None]) -> Outcome: ...
 
 
 def _kill_orphans(orphans: Callable[[], Iterable[int]] | None) -> None:
@@ -74,59 +73,42 @@ def _kill_orphans(orphans: Callable[[], Iterable[int]] | None) -> None:
 
 
 class SubprocessLauncher:
-    """The real launcher: ``subprocess.Popen`` in a new session, output into ``log_path`` (or a pipe)."""
+    """The real launcher: output into ``log_path`` as it comes, its last lines kept; SIGTERM first on a time
+    limit (torchrun forwards it to its workers and tears them down), SIGKILL after the grace."""
 
     def __init__(self, grace_s: float = TERMINATE_GRACE_S) -> None:
         self.grace_s = grace_s
 
     def run(self, argv: Sequence[str], env: Mapping[str, str], timeout: float, *, log_path: str | None = None,
             orphans: Callable[[], Iterable[int]] | None = None) -> Launch:
-        start = time.monotonic()
         tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
-        log: IO[str] | None = open(log_path, "a", encoding="utf-8") if log_path else None  # noqa: SIM115
+        cutter = LineCutter(LINE_BYTES)
+        log: IO[bytes] | None = open(log_path, "ab") if log_path else None  # noqa: SIM115
+
+        def sink(data: bytes) -> None:
+            tail.extend(cutter.feed(data))
+            if log:
+                log.write(data)
+                log.flush()
+
         try:
-            proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, env=dict(env), text=True, encoding="utf-8",
-                                    errors="replace", start_new_session=True, preexec_fn=parent_death_signal())
-        except OSError as e:
+            ran = command.run(argv, timeout, env=env, merge=True, sink=sink, grace_s=self.grace_s,
+                              die_with_parent=True)
+        except KeyboardInterrupt:
+            ran = None
+        finally:
+            _kill_orphans(orphans)  # also after an exit of its own: torchrun killed by the OOM killer
             if log:
                 log.close()
-            return Launch(tuple(argv), None, timeout, time.monotonic() - start,
-                          error=f"could not start ({type(e).__name__}: {e})")
+        tail.extend(line for line in [cutter.close()] if line)
+        if ran is not None and ran.returncode is None:
+            return Launch(tuple(argv), None, timeout, round(ran.wall_s, 3), error=f"could not start ({ran.error})")
+        return Launch(tuple(argv), ran.returncode if ran else None, timeout, round(ran.wall_s, 3) if ran else 0.0,
+                      timed_out=bool(ran and ran.timed_out), interrupted=ran is None,
+                      stderr_tail=Redactor({**os.environ, **env}).text("\n".join(tail)))
 
-        def pump() -> None:
-            assert proc.stdout is not None
-            try:
-                for line in proc.stdout:
-                    tail.append(line.rstrip("\n"))
-                    if log:
-                        log.write(line)
-                        log.flush()
-            except (OSError, ValueError):
-                pass
+    def spawn(self, target: str, args: Any, env: Mapping[str, str], timeout: float,
+              on_event: Callable[[Any], None]) -> Outcome:
+        from envcheck.harness.spawn import spawn
 
-        reader = threading.Thread(target=pump, daemon=True)
-        reader.start()
-        timed_out = interrupted = False
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        except KeyboardInterrupt:
-            interrupted = True
-        if timed_out or interrupted:
-            self._stop(proc, orphans)
-        else:
-            # A job that exited can still leave workers behind (torchrun killed by the OOM killer).
-            _kill_orphans(orphans)
-        reader.join(timeout=2.0)
-        if log:
-            log.close()
-        return Launch(tuple(argv), proc.returncode, timeout, round(time.monotonic() - start, 3), timed_out=timed_out,
-                      interrupted=interrupted, stderr_tail="\n".join(tail))
-
-    def _stop(self, proc: subprocess.Popen[str], orphans: Callable[[], Iterable[int]] | None) -> None:
-        # SIGTERM first (torchrun forwards it to its workers and tears them down itself), SIGKILL to
-        # the whole tree after the grace; workers in sessions of their own are then stopped by id.
-        stop_tree(proc, self.grace_s)
-        _kill_orphans(orphans)
+        return spawn(target, args, timeout=timeout, env=env, on_event=on_event, grace_s=self.grace_s)

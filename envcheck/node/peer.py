@@ -5,18 +5,13 @@ only the selected GPUs, through CUDA_VISIBLE_DEVICES) to the machine's.
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from envcheck.child_env import child_env
+from envcheck.harness.failures import ChildError, Outcome, to_launch
 from envcheck.model.bench import Timing
 from envcheck.model.node import Copy, PeerAccess, PeerCopies
-from envcheck.node.events import launch_error, read_events_file
-from envcheck.node.launch import Launcher, envcheck_pythonpath
+from envcheck.node.launch import Launcher
 
 WORKER_MODULE = "envcheck.node.peer_worker"
 
@@ -37,6 +32,17 @@ class PeerPlan:
                 "bidirectional": self.bidirectional, "methods": list(self.methods)}
 
 
+def worker_error(out: Outcome, timeout: float) -> str | None:
+    """Why a node worker's run ended before the worker did (``interrupted``, ``timed_out``, ``launch_failed``),
+    its exception in one line, or ``no_done_event``; None when it finished."""
+    if out.done:
+        return None
+    early = to_launch(out, (), timeout).ended_early
+    if early is not None:
+        return early
+    return out.failure.line if isinstance(out.failure, ChildError) else "no_done_event"
+
+
 def assemble(events: list[dict[str, Any]], gpus: tuple[int, ...], plan: PeerPlan, error: str | None,
              duration_s: float | None) -> PeerCopies:
     """``PeerCopies`` from the worker's events; ``gpus[i]`` is the machine's index of CUDA device i."""
@@ -45,30 +51,21 @@ def assemble(events: list[dict[str, Any]], gpus: tuple[int, ...], plan: PeerPlan
 
     copies, access = [], []
     for ev in events:
-        if ev["event"] == "access":
+        if ev.get("event") == "access":
             a, b = phys(ev.get("a")), phys(ev.get("b"))
             if a is not None and b is not None:
                 access.append(PeerAccess(a, b, bool(ev.get("allowed"))))
-        elif ev["event"] == "copy":
+        elif ev.get("event") == "copy":
             samples = ev.get("samples_us") or []
             copies.append(Copy(ev["kind"], ev["method"], phys(ev.get("src")), phys(ev.get("dst")),
                                int(ev["bytes_per_direction"]), bool(ev.get("bidirectional")),
                                Timing.from_samples("cuda_events", samples) if samples else None,
                                ev.get("wrong"), ev.get("error"), ev.get("pinned")))
-    err = next((str(e.get("text")) for e in events if e["event"] == "error"), None)
-    if error is None and err is None and not any(e["event"] == "done" for e in events):
-        err = "no_done_event"
-    return PeerCopies(tuple(copies), tuple(access), plan.to_json(), error or err, duration_s)
+    return PeerCopies(tuple(copies), tuple(access), plan.to_json(), error, duration_s)
 
 
-def run_peer_copies(plan: PeerPlan, gpus: tuple[int, ...], out_dir: str | os.PathLike[str], launcher: Launcher,
-                    timeout: float) -> PeerCopies:
-    d = Path(out_dir)
-    d.mkdir(parents=True, exist_ok=True)
-    plan_path, events_path = d / "peer_plan.json", d / "peer_events.jsonl"
-    plan_path.write_text(json.dumps(plan.to_json()), encoding="utf-8")
-    env = child_env({"CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in gpus),
-                     "PYTHONPATH": envcheck_pythonpath(os.environ.get("PYTHONPATH"))})
-    argv = [sys.executable, "-m", WORKER_MODULE, "--plan", str(plan_path), "--out", str(events_path)]
-    launch = launcher.run(argv, env, timeout, log_path=str(d / "peer_worker.log"))
-    return assemble(read_events_file(events_path), gpus, plan, launch_error(launch), launch.wall_s)
+def run_peer_copies(plan: PeerPlan, gpus: tuple[int, ...], launcher: Launcher, timeout: float) -> PeerCopies:
+    events: list[Any] = []
+    out = launcher.spawn(f"{WORKER_MODULE}:run", plan.to_json(),
+                         {"CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in gpus)}, timeout, events.append)
+    return assemble([e for e in events if isinstance(e, dict)], gpus, plan, worker_error(out, timeout), out.wall_s)

@@ -1,5 +1,4 @@
-"""Copy bandwidth matrices of one node, in an isolated process:
-``python -m envcheck.node.peer_worker --plan PLAN.json --out EVENTS.jsonl``.
+"""Copy bandwidth matrices of one node, in a child (``run``, started through the harness by ``envcheck.node.peer``).
 
 For every ordered pair of GPUs, device-to-device copies two ways, as nvbandwidth measures them:
 
@@ -14,22 +13,20 @@ pinned host memory. Every copy is timed with CUDA events on the stream it runs o
 calls after ``warmup``, and the destination is then checked element by element against the pattern
 the source holds (``i % 251`` as float32).
 
-Events (JSON lines in the output file; the parent is ``envcheck.node.peer``)::
+Events::
 
-    {"event": "start", "pid"}   {"event": "devices", "devices": n}
+    {"event": "devices", "devices": n}
     {"event": "access", "a", "b", "allowed"}
     {"event": "copy", "kind", "method", "src", "dst", "bytes_per_direction", "bidirectional", "pinned",
      "samples_us", "wrong", "error"}                          src / dst: CUDA indices in this process
-    {"event": "error", "text"}   {"event": "done"}
 """
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Callable
 from typing import Any
 
 from envcheck.bench.failure import one_line
-from envcheck.node.events import Emitter, plan_worker_main
 
 PATTERN_MOD = 251
 CHUNK = 1 << 25
@@ -176,7 +173,7 @@ class Copier:
         return {"samples_us": samples, "wrong": self.wrong(dst)}
 
 
-def run(plan: dict[str, Any], emit: Emitter) -> None:
+def run(plan: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
     import torch
 
     n_dev = torch.cuda.device_count()
@@ -213,11 +210,3 @@ def run(plan: dict[str, Any], emit: Emitter) -> None:
     for g in range(n_dev):
         record("h2d", "copy_engine", None, g, False, lambda g=g: c.host(g, True), pinned=True)
         record("d2h", "copy_engine", g, None, False, lambda g=g: c.host(g, False), pinned=True)
-
-
-def main(argv: list[str] | None = None) -> int:
-    return plan_worker_main("envcheck.node.peer_worker", run, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envcheck.analysis.node import CRASHED
+from envcheck.harness.signals import as_interrupt, stop_signals
 from envcheck.model import Bench, Check
 from envcheck.model.node import Collectives, CounterSnapshot, Node, NodeSkip, PeerCopies, Topology, XidScan
 from envcheck.node.collective_run import SweepPlan, sizes
@@ -129,7 +130,7 @@ def run_node(options: NodeOptions, deps: NodeDeps | None = None) -> Node:
                 skipped.append(NodeSkip("peer_copies", "not_requested"))
             else:
                 peer = _guard("peer_copies", skipped, lambda: run_peer_copies(
-                    options.peer, gpus, work / "peer", deps.launcher, options.peer_timeout_s))
+                    options.peer, gpus, deps.launcher, options.peer_timeout_s))
                 if peer is not None and peer.error == "interrupted":
                     raise KeyboardInterrupt
             if options.sweep is None:
@@ -191,7 +192,7 @@ def run_node_suite(gpus: tuple[int, ...], plans: Sequence[Plan], work_dir: str, 
     if interrupted:
         return NodeRun(gpus, benches, Node(socket.gethostname(), gpus, settings={"interrupted": True}), (), True)
     try:
-        with runner.stop_signals_interrupt():
+        with stop_signals(as_interrupt):
             node = run_node(options, deps)
     except KeyboardInterrupt as e:
         node = e.args[0] if e.args and isinstance(e.args[0], Node) else Node(socket.gethostname(), gpus)

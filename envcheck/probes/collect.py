@@ -14,7 +14,7 @@ Every string of the result is made encodable (``outside_text.encodable``) here, 
 probe read it (a file, a variable, a subprocess, NVML).
 
 Ctrl-C reaches the main thread only: collect then kills every probe child still running
-(``host.terminate_children``) before letting the interrupt go on.
+(``harness.scope.end_all``) before letting the interrupt go on.
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ from datetime import datetime, timezone
 from typing import Any
 
 from envcheck import __version__
+from envcheck.harness.scope import end_all
 from envcheck.model import Bench, Check, Environment, Fact, Facts, Gpu, Report, missing
 from envcheck.outside_text import encodable
 from envcheck.probes import links_probe, platform, torch_probe, triton_probe
-from envcheck.probes.host import Host, default_host, terminate_children
+from envcheck.probes.host import Host, default_host
 
 # The fact key contract: every key below is present in its section after collect().
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
@@ -76,49 +77,20 @@ def guarded(section: str, probe: Callable[[], Facts]) -> Facts:
         return {k: missing(why) for k in SECTION_KEYS[section]}
 
 
-def _join(thread: threading.Thread) -> None:
-    """Wait for ``thread`` in short slices: a KeyboardInterrupt is raised between two slices, while a
-    single unbounded join() would hold it until the thread ends (the runtime probes' timeout, minutes)."""
-    while thread.is_alive():
-        thread.join(0.1)
-
-
 class _Background:
-    """A section probed in a thread; ``result()`` waits for it (never raises)."""
+    """``run()`` in a thread; ``result()`` waits for it in short slices (Ctrl-C is raised between two, where one
+    unbounded join would hold it for the runtime probes' timeout), ``fallback()`` when it gave nothing."""
 
-    def __init__(self, section: str, probe: Callable[[], Facts]) -> None:
-        self.section = section
-        self._facts: Facts | None = None
-        self._thread = threading.Thread(target=self._run, args=(probe,), name=f"envcheck-{section}", daemon=True)
+    def __init__(self, name: str, run: Callable[[], Any], fallback: Callable[[], Any]) -> None:
+        self.name, self._got, self._fallback = name, None, fallback
+        self._thread = threading.Thread(target=lambda: setattr(self, "_got", run()), name=f"envcheck-{name}",
+                                        daemon=True)
         self._thread.start()
 
-    def _run(self, probe: Callable[[], Facts]) -> None:
-        self._facts = guarded(self.section, probe)
-
-    def result(self) -> Facts:
-        _join(self._thread)
-        return self._facts if self._facts is not None else guarded(self.section, lambda: {})
-
-
-class _NvmlBackground:
-    """The driver section and the GPUs, read in a thread (the NVML child takes ~0.1 s to start)."""
-
-    def __init__(self, nvml: object) -> None:
-        self._result: tuple[Facts, tuple[Gpu, ...]] | None = None
-        self._thread = threading.Thread(target=self._run, args=(nvml,), name="envcheck-nvml", daemon=True)
-        self._thread.start()
-
-    def _run(self, nvml: object) -> None:
-        try:
-            self._result = _nvml(nvml)
-        except Exception as e:  # noqa: BLE001 - only reachable if NVML's own guards have a bug
-            self._result = {k: missing(crash_reason(e)) for k in SECTION_KEYS["driver"]}, ()
-
-    def result(self) -> tuple[Facts, tuple[Gpu, ...]]:
-        _join(self._thread)
-        if self._result is None:
-            return {k: missing("NVML probe thread ended without a result") for k in SECTION_KEYS["driver"]}, ()
-        return self._result
+    def result(self) -> Any:
+        while self._thread.is_alive():
+            self._thread.join(0.1)
+        return self._got if self._got is not None else self._fallback()
 
 
 def _system(host: Host, reports_dir: str) -> Facts:
@@ -157,6 +129,8 @@ def _nvml(nvml: object) -> tuple[Facts, tuple[Gpu, ...]]:
             found = ()
             driver["gpu_count"] = missing(crash_reason(e))
         return driver, tuple(found)
+    except Exception as e:  # noqa: BLE001 - only reachable if NVML's own guards have a bug
+        return {k: missing(crash_reason(e)) for k in SECTION_KEYS["driver"]}, ()
     finally:
         try:
             nvml.shutdown()  # type: ignore[attr-defined]
@@ -180,7 +154,7 @@ def collect(host: Host | None = None, nvml: object | None = None, runtime: bool 
     try:
         return _collect(host, nvml, runtime, timeout, reports_dir, start)
     except KeyboardInterrupt:
-        terminate_children()
+        end_all()
         raise
 
 
@@ -201,10 +175,12 @@ def _collect(host: Host, nvml: object, runtime: bool, timeout: float, reports_di
                   links_probe.SECTION: (links_probe.probe_links_isolated, links_probe.not_run)}
         for section, (probe, not_run) in probes.items():
             if _replayable(host, section):
-                background.append(_Background(section, lambda probe=probe: probe(host, timeout)))
+                background.append(_Background(section, lambda s=section, p=probe: guarded(s, lambda: p(host, timeout)),
+                                              lambda s=section: guarded(s, lambda: {})))
             else:
                 skipped[section] = not_run(NOT_CAPTURED_RUN)
-    nvml_bg = _NvmlBackground(nvml)
+    nvml_bg = _Background("nvml", lambda: _nvml(nvml), lambda: (
+        {k: missing("NVML probe thread ended without a result") for k in SECTION_KEYS["driver"]}, ()))
     sections: dict[str, Facts] = {
         "system": guarded("system", lambda: _system(host, reports_dir)),
         "wsl": guarded("wsl", lambda: _wsl(host)),
@@ -218,7 +194,7 @@ def _collect(host: Host, nvml: object, runtime: bool, timeout: float, reports_di
     sections["platform"] = guarded("platform", lambda: platform.probe_platform(host, bus_ids))
     if runtime:
         for bg in background:
-            sections[bg.section] = bg.result()
+            sections[bg.name] = bg.result()
         sections.update(skipped)
     else:
         sections["torch_runtime"] = torch_probe.not_run()

@@ -11,62 +11,33 @@ back as a ``RunResult``.
 Every text that crosses the seam (a file read, a command's output) passes
 :class:`envcheck.redact.Redactor` first: subclasses implement ``_read_text`` and ``_run``, and
 the public ``read_text`` and ``run`` redact what those return, so no probe can forget to.
-
-Children run in their own session (process group): a timeout kills the group, and so does
-Ctrl-C, which only the main thread receives while the runtime probes wait in other threads
-(:func:`terminate_children`).
+Children start through the harness (``envcheck/harness``): killed on their time limit, on Ctrl-C
+or a stop signal, never left running.
 """
 
 from __future__ import annotations
 
 import glob as _glob
+import json
 import math
 import os
 import platform
 import shutil
-import signal
-import subprocess
 import sys
 import sysconfig
-import threading
-import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from typing import Any
 
-from envcheck.child_env import child_env
+from envcheck.harness import command
+from envcheck.harness.command import RunResult
+from envcheck.harness.env import clean_env
 from envcheck.probes.packages import PackageInfo, find_package
 from envcheck.redact import Redactor
 
 MEMINFO = "/proc/meminfo"
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """What one subprocess did. ``returncode`` is None when it never ran to an exit status
-    (not found, not executable, killed on timeout); ``error`` then says why."""
-
-    argv: tuple[str, ...]
-    returncode: int | None
-    stdout: str = ""
-    stderr: str = ""
-    timed_out: bool = False
-    error: str | None = None  # "not found", "permission denied", "timed out after 5 s", ...
-    wall_s: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out
-
-    def describe(self) -> str:
-        """One line for a reason: why this run gave no usable output."""
-        name = self.argv[0] if self.argv else "command"
-        if self.error:
-            return f"{name}: {self.error}"
-        if self.returncode is not None and self.returncode != 0:
-            last = (self.stderr.strip() or self.stdout.strip()).splitlines()
-            tail = f": {last[-1].strip()[:200]}" if last else ""
-            return f"{name} exited with status {self.returncode}{tail}"
-        return f"{name}: no output"
+# A Python child's events, one a line after this, in a run's stdout: how snapshots record them.
+MARKER = "@@envcheck-json@@ "
 
 
 def parse_meminfo(text: str) -> tuple[int, int | None]:
@@ -143,14 +114,9 @@ class Host:
 
     def run(self, argv: list[str], timeout: float, env: dict[str, str] | None = None,
             name: str | None = None) -> RunResult:
-        """Run ``argv`` (no shell) and collect its output, secrets redacted; never raises
-        (KeyboardInterrupt aside, after killing the child).
-
-        ``env`` replaces the whole environment of the child when given (NVLink multicast stays
-        off either way: ``envcheck/child_env.py``). ``name`` gives the run
-        a stable identity in snapshots (``torch_runtime``): the Python code of a runtime probe
-        changes between envcheck versions, its purpose does not.
-        """
+        """Run ``argv`` (no shell) and collect its output, secrets redacted; never raises (KeyboardInterrupt
+        aside, after killing the child). ``env``: the environment the allow-list is cut from (this
+        process's by default). ``name`` gives the run a stable identity in snapshots."""
         args = tuple(argv)
         if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
             return RunResult(args, None, error=f"invalid timeout {timeout!r} (a positive number of seconds)")
@@ -161,49 +127,31 @@ class Host:
 
     def _run(self, args: tuple[str, ...], timeout: float, env: dict[str, str] | None,
              name: str | None) -> RunResult:
-        """The child runs in its own session so that a timeout (or Ctrl-C) kills it and everything
-        it started: a hung ``nvidia-smi`` or compiler must not outlive the probe."""
-        start = time.perf_counter()
-        try:
-            proc = subprocess.Popen(
-                list(args),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=child_env(base=env),
-                start_new_session=True,
-            )
-        except FileNotFoundError:
-            return RunResult(args, None, error="not found", wall_s=time.perf_counter() - start)
-        except PermissionError:
-            return RunResult(args, None, error="permission denied", wall_s=time.perf_counter() - start)
-        except (OSError, ValueError) as e:
-            return RunResult(args, None, error=f"cannot start ({e})", wall_s=time.perf_counter() - start)
-        with _LIVE_LOCK:
-            _LIVE.add(proc)
-        try:
-            try:
-                out, err = proc.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                _kill_group(proc)
-                try:
-                    out, err = proc.communicate(timeout=2.0)
-                except subprocess.TimeoutExpired:
-                    # A grandchild that left the group still holds the pipes: give up on its output.
-                    out, err = b"", b""
-                return RunResult(
-                    args, None, _decode(out), _decode(err), timed_out=True,
-                    error=f"timed out after {timeout:g} s", wall_s=time.perf_counter() - start,
-                )
-            except BaseException:
-                # Ctrl-C (or any other escape) while waiting: the child is in its own session, so
-                # the terminal's SIGINT never reached it; it dies with us, not 200 s later.
-                _kill_group(proc)
-                raise
-        finally:
-            with _LIVE_LOCK:
-                _LIVE.discard(proc)
-        return RunResult(args, proc.returncode, _decode(out), _decode(err), wall_s=time.perf_counter() - start)
+        ran = command.run(args, timeout, env=clean_env(base=env))
+        return replace(ran, returncode=None) if ran.timed_out else ran
+
+    def run_python(self, target: str, timeout: float, name: str, args: Any = None,
+                   env: Mapping[str, str] | None = None, **kw: Any) -> RunResult:
+        """Run ``target`` (``module:function``) in an isolated child of ``python_executable``, its one limit
+        ``timeout``: its events as stdout lines after ``MARKER``, its stderr's tail, how it ended. Never
+        raises, KeyboardInterrupt aside (after the child is ended). ``env``: variables set for it."""
+        from envcheck.harness import failures as f
+        from envcheck.harness.spawn import spawn
+
+        events: list[Any] = []
+        out = spawn(target, args, timeout=timeout, heartbeat=timeout, on_event=events.append, env=env,
+                    python=self.python_executable, **kw)
+        if isinstance(out.failure, f.Stopped):
+            raise KeyboardInterrupt(out.failure.signal)
+        argv = (self.python_executable, target)
+        if isinstance(out.failure, f.SpawnFailed):
+            kind = out.failure.error.partition(":")[0]
+            why = {"FileNotFoundError": "not found", "PermissionError": "permission denied"}.get(kind)
+            return RunResult(argv, None, error=why or f"cannot start ({out.failure.error})", wall_s=out.wall_s)
+        timed_out = isinstance(out.failure, (f.Timeout, f.Hang))
+        stdout = "".join(f"{MARKER}{json.dumps(e)}\n" for e in events)
+        return RunResult(argv, None if timed_out else out.returncode, stdout, out.stderr_tail, timed_out,
+                         f"timed out after {timeout:g} s" if timed_out else None, out.wall_s)
 
     # ----------------------------------------------------------------- lookups
 
@@ -228,45 +176,6 @@ class Host:
             return parse_meminfo(text)
         except ValueError as e:
             raise OSError(f"{MEMINFO}: {e}") from None
-
-
-def _decode(data: bytes | None) -> str:
-    return data.decode("utf-8", errors="replace") if data else ""
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        try:
-            proc.kill()
-        except OSError:
-            pass
-
-
-# Children started by Host._run that have not been waited for yet, from any thread.
-_LIVE: set[subprocess.Popen[bytes]] = set()
-_LIVE_LOCK = threading.Lock()
-
-
-def terminate_children(wait_s: float = 2.0) -> int:
-    """Kill the process group of every child a Host is still waiting for; how many there were.
-
-    Ctrl-C reaches only the main thread: the runtime probes' threads keep waiting on children
-    that run in sessions of their own (so the terminal's SIGINT never reached them). The caller
-    that catches KeyboardInterrupt calls this so no probe child outlives envcheck.
-    """
-    with _LIVE_LOCK:
-        live = list(_LIVE)
-    for proc in live:
-        _kill_group(proc)
-    deadline = time.monotonic() + wait_s
-    for proc in live:
-        try:
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            pass
-    return len(live)
 
 
 _DEFAULT: Host | None = None

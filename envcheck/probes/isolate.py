@@ -1,37 +1,23 @@
-"""Run Python code that may crash or hang (importing torch, CUDA init, a Triton compile) in a child.
+"""What a probe's child (importing torch, CUDA init, a Triton compile) learnt, and how it ended: an ``Isolated``.
 
-A broken CUDA install can segfault inside ``import torch``; a wedged driver can hang
-``cudaInit`` forever. Neither may take envcheck down with it, so such code runs in a
-subprocess with a timeout, and whatever happens comes back as data: an ``Isolated``.
-
-The child reports by printing JSON objects, each on its own line after ``MARKER``.
-It may print several as it goes (after the import, after the smoke op, ...): they are
-merged in order, so a crash half-way still leaves what was learnt before it.
+The child runs through the host seam (``Host.run_python``, the harness underneath), which gives its events
+as stdout lines after ``MARKER``: the form snapshots record a run in, so a recorded machine replays alike.
+Events are merged in order, so a crash half-way still leaves what was learnt before it.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import signal as _signal
 from dataclasses import dataclass
 from typing import Any
 
+from envcheck.harness.failures import signal_name
 from envcheck.model import Facts, known, missing
-from envcheck.probes.host import Host
+from envcheck.probes.host import MARKER, Host
 
-MARKER = "@@envcheck-json@@ "
 NOT_RUN = "not run: envcheck probe skips runtime probes"
 TAIL_LINES = 40
-
-# Defined in the child before the caller's code: ``emit(dict)`` reports, and stdout is
-# flushed at once so a later crash cannot swallow what was already reported.
-PRELUDE = f"""\
-import json as _ec_json, sys as _ec_sys
-def emit(obj):
-    _ec_sys.stdout.write({MARKER!r} + _ec_json.dumps(obj, default=str) + "\\n")
-    _ec_sys.stdout.flush()
-"""
 
 # A Python exception's last traceback line: "ModuleNotFoundError: No module named 'torch'".
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Warning)\b.*")
@@ -39,31 +25,16 @@ _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|W
 
 @dataclass(frozen=True)
 class Isolated:
-    """What the child did. ``ok``: it exited 0 and reported; otherwise ``error`` says why in one line."""
+    """What the child reported (merged in order), why it failed in one line (None: it exited 0 and reported),
+    and the last lines it wrote."""
 
-    ok: bool
     data: dict[str, Any] | None
-    returncode: int | None
-    timed_out: bool
-    signal: str | None  # "SIGSEGV" when the child was killed by a signal
-    output_tail: str  # last lines of stdout + stderr, marker lines removed
-    wall_s: float
     error: str | None
-    reports: tuple[dict[str, Any], ...] = ()  # every JSON report, in the order printed
-
-
-def signal_name(returncode: int | None) -> str | None:
-    """``SIGSEGV`` for a child killed by signal 11 (returncode -11), else None."""
-    if returncode is None or returncode >= 0:
-        return None
-    try:
-        return _signal.Signals(-returncode).name
-    except ValueError:
-        return f"signal {-returncode}"
+    output_tail: str
 
 
 def parse_reports(stdout: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """(the JSON reports in order, the other lines) from the child's stdout."""
+    """(the JSON reports in order, the other lines) from a run's stdout."""
     reports: list[dict[str, Any]] = []
     other: list[str] = []
     for line in stdout.splitlines():
@@ -71,22 +42,13 @@ def parse_reports(stdout: str) -> tuple[list[dict[str, Any]], list[str]]:
             try:
                 obj = json.loads(line[len(MARKER):])
             except json.JSONDecodeError:
-                other.append(line)  # a report cut short by a crash mid-write
+                other.append(line)  # a report cut short by a crash mid-write (a recorded run of old)
                 continue
             if isinstance(obj, dict):
                 reports.append(obj)
         else:
             other.append(line)
     return reports, other
-
-
-def parse_output(stdout: str) -> tuple[dict[str, Any] | None, list[str]]:
-    """(merged JSON reports, the other lines) from the child's stdout."""
-    reports, other = parse_reports(stdout)
-    data: dict[str, Any] | None = None
-    for obj in reports:
-        data = {**(data or {}), **obj}
-    return data, other
 
 
 def exception_line(text: str) -> str | None:
@@ -100,8 +62,7 @@ def exception_line(text: str) -> str | None:
 
 
 def _last_line(text: str) -> str | None:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[-1] if lines else None
+    return next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), None)
 
 
 def _one_line(text: str, limit: int = 300) -> str:
@@ -109,18 +70,11 @@ def _one_line(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def run_python(host: Host, code: str, timeout: float, name: str | None = None, isolated: bool = False) -> Isolated:
-    """Run ``code`` with ``host.python_executable -c``; never raises.
-
-    ``code`` may call ``emit(dict)`` (defined for it) to report; the merged reports are
-    ``data``. A timeout, a crash by signal or a non-zero exit is recorded in ``error``.
-    ``name``: the run's identity in snapshots. ``isolated``: ``-I -S`` (no site-packages, no
-    PYTHON* variables, no current folder on sys.path): the child puts on ``sys.path`` only
-    what it needs, and starts in a tenth of the time a venv's site initialisation takes.
-    """
-    flags = ["-I", "-S"] if isolated else []
-    argv = [host.python_executable, *flags, "-c", PRELUDE + code]
-    res = host.run(argv, timeout=timeout, name=name)
+def run_python(host: Host, target: str, timeout: float, name: str, args: Any = None, **kw: Any) -> Isolated:
+    """Run ``target`` (``module:function``) in a child through ``host``; never raises. The merged reports are
+    ``data``; a timeout, a crash by signal or a non-zero exit is recorded in ``error``. ``name``: the run's
+    identity in snapshots."""
+    res = host.run_python(target, timeout, name, args, **kw)
     reports, other = parse_reports(res.stdout)
     data: dict[str, Any] | None = None
     for obj in reports:
@@ -128,7 +82,7 @@ def run_python(host: Host, code: str, timeout: float, name: str | None = None, i
     combined = [*other, *res.stderr.splitlines()]
     tail = "\n".join(combined[-TAIL_LINES:]).strip()
     sig = signal_name(res.returncode)
-    error: str | None = None
+    error = None
     if res.timed_out:
         error = f"timed out after {timeout:g} s"
     elif res.returncode is None:
@@ -140,17 +94,7 @@ def run_python(host: Host, code: str, timeout: float, name: str | None = None, i
         error = _one_line(f"exited {res.returncode}: {why}" if why else f"exited {res.returncode}")
     elif data is None:
         error = "exited 0 without reporting"
-    return Isolated(
-        ok=error is None,
-        data=data,
-        returncode=res.returncode,
-        timed_out=res.timed_out,
-        signal=sig,
-        output_tail=tail,
-        wall_s=res.wall_s,
-        error=error,
-        reports=tuple(reports),
-    )
+    return Isolated(data, error, tail)
 
 
 def not_run(keys: tuple[str, ...], reason: str = NOT_RUN) -> Facts:

@@ -10,25 +10,25 @@ section's ``error`` fact, which the link checks report. Only ``check`` and ``run
 
 from __future__ import annotations
 
+from typing import Any
+
 from envcheck.model import Fact, Facts, build, missing
 from envcheck.probes import isolate
 from envcheck.probes.host import Host
-from envcheck.probes.nvml_isolated import _package_root
 
 SECTION = "links"
 
-_CODE = """
-import sys
-sys.path[:0] = [{root!r}]
-from envcheck.model import to_dict
-from envcheck.node.counters import probe_links
-emit({{"facts": to_dict(probe_links())}})
-"""
+
+def child(args: object, out: Any) -> None:
+    from envcheck.model import to_dict
+    from envcheck.node.counters import probe_links
+
+    out({"facts": to_dict(probe_links())})
 
 
 def probe_links_isolated(host: Host, timeout: float) -> Facts:
     """The ``links`` section from a child; ``error`` holds what went wrong when it did not report."""
-    iso = isolate.run_python(host, _CODE.format(root=_package_root()), timeout, name=SECTION)
+    iso = isolate.run_python(host, "envcheck.probes.links_probe:child", timeout, SECTION)
     raw = (iso.data or {}).get("facts")
     if isinstance(raw, dict):
         try:

@@ -1,24 +1,14 @@
-"""What runs inside the NVML child process (started by ``probes/nvml_isolated.py``).
-
-It asks the live library every question the driver and GPU probes (``probes/gpus.py``) ask,
-through a :class:`~envcheck.probes.nvml_table.RecordingNvml`, and prints each answer the
-moment NVML gives it, one JSON object a line after the isolation marker. When libnvidia-ml
-segfaults or hangs in some call, every answer before it has already reached the parent, and
-the last ``calling`` line names the call that never returned. The parent then runs the
-probes themselves on the answers.
-
-The questions are listed here rather than found by running the probes in the child: the
-probes need ``envcheck.model`` (dataclasses, typing: most of a 0.1 s start-up), this needs
-only pynvml. ``tests/test_nvml_isolated.py`` checks that the list covers every question the
-probes ask. The child is started with ``python -I -S`` (no site initialisation) for the
-same reason: ``envcheck probe`` stays fast.
+"""What runs inside the NVML child (started by ``probes/nvml_isolated.py``): every question the driver and
+GPU probes (``probes/gpus.py``) ask, each answer sent the moment NVML gives it, so a segfault or hang in
+libnvidia-ml leaves every earlier answer with the parent and the last ``calling`` event names the call
+that never returned. The questions are listed rather than found by running the probes here, which need
+``envcheck.model`` (most of a 0.1 s start-up); the child starts without site-packages for the same reason
+(``tests/test_nvml_isolated.py`` checks the list covers every question).
 """
 
 from __future__ import annotations
 
 import faulthandler
-import json
-import sys
 from typing import Any
 
 from envcheck.probes import nvml as n
@@ -101,17 +91,12 @@ def read_all(nvml: Any) -> None:
         nvml.query("nvmlSystemGetProcessName", pid)
 
 
-def child_main(marker: str) -> None:
+def read(args: object, out: Any) -> None:
     # A crash inside libnvidia-ml then prints the Python frame it happened under to stderr.
     faulthandler.enable()
-
-    def listener(event: str, gpu: int | None, entry: dict[str, Any] | None) -> None:
-        sys.stdout.write(marker + json.dumps({"event": event, "gpu": gpu, **(entry or {})}, default=str) + "\n")
-        sys.stdout.flush()
-
     from envcheck.probes.nvml_table import RecordingNvml
 
-    nvml = RecordingNvml(n.Nvml(), listener)
+    nvml = RecordingNvml(n.Nvml(), lambda event, gpu, entry: out({"event": event, "gpu": gpu, **(entry or {})}))
     try:
         read_all(nvml)
     finally:

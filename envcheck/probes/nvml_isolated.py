@@ -1,16 +1,8 @@
-"""NVML in a child process: a libnvidia-ml that segfaults or hangs takes only the child down.
-
-NVML is a C library loaded into the process that calls it. A broken driver install can
-segfault inside ``nvmlInit`` (``envcheck check`` used to die with exit status 139 and print
-nothing) and a wedged GPU can hang it forever. So the probes' NVML calls run in a child
-(``probes/nvml_child.py``) under a timeout; the child reports every answer as it gets it and
-the parent replays those answers to the same probes (:class:`IsolatedNvml` is a
-:class:`~envcheck.probes.nvml_table.TableNvml` filled by the child).
-
-When the child crashes or hangs, the answers it gave still count, and every answer it never
-gave fails with what happened (``not read: the NVML probe process crashed with SIGSEGV in
-nvmlDeviceGetPowerUsage on GPU 1``): the driver check reports it, and one GPU that crashes
-NVML does not hide the GPUs read before it.
+"""NVML in a child: a libnvidia-ml that segfaults (``envcheck check`` used to die with status 139 and print
+nothing) or hangs takes only the child down. The child (``nvml_child.py``) sends every answer as it gets it;
+:class:`IsolatedNvml` replays them to the same probes. The answers given before a crash or hang still count,
+and every answer never given fails with what happened (``not read: the NVML probe process crashed with
+SIGSEGV in nvmlDeviceGetPowerUsage on GPU 1``): one GPU that crashes NVML hides no GPU read before it.
 """
 
 from __future__ import annotations
@@ -20,27 +12,13 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from envcheck.probes import isolate
+from envcheck.harness import failures as f
+from envcheck.harness.spawn import spawn
 from envcheck.probes.host import Host
 from envcheck.probes.nvml_table import TableNvml, table_from_events
 
 NVML_TIMEOUT_S = 30.0  # nvmlInit on a many-GPU box without persistence mode takes seconds, never this long
-RUN_NAME = "nvml"
 NOT_INSTALLED = "the nvidia-ml-py package is not installed: pip install nvidia-ml-py"
-
-_CODE = """
-import sys
-sys.path[:0] = {paths!r}
-from envcheck.probes.nvml_child import child_main
-child_main({marker!r})
-"""
-
-
-def _package_root() -> str:
-    """The folder holding the ``envcheck`` package (a source tree or site-packages)."""
-    import envcheck
-
-    return os.path.dirname(os.path.dirname(os.path.abspath(envcheck.__file__)))
 
 
 def pynvml_dir() -> str | None:
@@ -56,17 +34,14 @@ def pynvml_dir() -> str | None:
 
 class IsolatedNvml(TableNvml):
     """The NVML seam for the live machine: the first ``init`` runs the child and fills the table.
-
-    ``paths``: folders put on the child's ``sys.path`` ahead of the envcheck package and
-    nvidia-ml-py (tests put a fake ``pynvml`` there).
-    """
+    ``paths``: folders put on the child's ``sys.path`` (tests put a fake ``pynvml`` there)."""
 
     def __init__(self, host: Host, timeout: float = NVML_TIMEOUT_S, paths: Sequence[str] = ()) -> None:
         super().__init__({})
         self.host = host
         self.timeout = timeout
         self.paths = tuple(paths)
-        self.ran: isolate.Isolated | None = None
+        self.ran: f.Outcome | None = None
 
     def init(self) -> str | None:
         if self.ran is None and "init_error" not in self.table:
@@ -77,19 +52,28 @@ class IsolatedNvml(TableNvml):
         found = pynvml_dir()
         if found is None and not self.paths:
             return {"init_error": {"error": "ImportError", "text": NOT_INSTALLED}}
-        paths = [*self.paths, _package_root(), *([found] if found else [])]
-        code = _CODE.format(paths=paths, marker=isolate.MARKER)
-        iso = isolate.run_python(self.host, code, self.timeout, name=RUN_NAME, isolated=True)
-        self.ran = iso
-        table, pending = table_from_events(list(iso.reports))
-        if iso.error:
-            # "exited 0 without reporting" cannot happen with an answer on record; any other error can.
-            table["failure"] = {"error": _what(iso), "during": pending,
-                                "output_tail": iso.output_tail[-2000:] if iso.output_tail else None}
+        events: list[Any] = []
+        # No site-packages: the child needs pynvml alone, and envcheck probe stays fast.
+        out = spawn("envcheck.probes.nvml_child:read", timeout=self.timeout, heartbeat=self.timeout,
+                    on_event=events.append, python=self.host.python_executable or None,
+                    paths=[*self.paths, *([found] if found else [])], site=False)
+        self.ran = out
+        if isinstance(out.failure, f.Stopped):
+            raise KeyboardInterrupt(out.failure.signal)
+        table, pending = table_from_events(events)
+        if out.failure is not None:
+            table["failure"] = {"error": _what(out.failure, self.timeout), "during": pending,
+                                "output_tail": out.stderr_tail[-2000:] or None}
         return table
 
 
-def _what(iso: isolate.Isolated) -> str:
-    if iso.timed_out:
-        return f"hung (killed after {iso.error.removeprefix('timed out after ') if iso.error else '?'})"
-    return iso.error or "failed"
+def _what(failure: f.Failure, timeout: float) -> str:
+    if isinstance(failure, (f.Timeout, f.Hang)):
+        return f"hung (killed after {timeout:g} s)"
+    if isinstance(failure, f.Crash):
+        return f"crashed with {failure.signal}" if failure.signal else f"exited {failure.returncode}"
+    if isinstance(failure, f.ChildError):
+        return f"exited 1: {failure.line}"
+    if isinstance(failure, f.SpawnFailed):
+        return f"could not start python: {failure.error}"
+    return f"failed ({type(failure).__name__})"

@@ -167,7 +167,12 @@ class RecordingHost(Host):
 
     def run(self, argv: list[str], timeout: float, env: dict[str, str] | None = None,
             name: str | None = None) -> RunResult:
-        res = super().run(argv, timeout, env=env, name=name)
+        return self._record(super().run(argv, timeout, env=env, name=name), name)
+
+    def run_python(self, target: str, timeout: float, name: str, args: Any = None, **kw: Any) -> RunResult:
+        return self._record(super().run_python(target, timeout, name, args, **kw), name)
+
+    def _record(self, res: RunResult, name: str | None) -> RunResult:
         entry = {"argv": list(res.argv), "returncode": res.returncode, "stdout": res.stdout, "stderr": res.stderr,
                  "timed_out": res.timed_out, "error": res.error, "wall_s": round(res.wall_s, 3)}
         with self._lock:

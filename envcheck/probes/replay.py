@@ -244,6 +244,10 @@ class ReplayHost(Host):
         rc, out, err = answer
         return RunResult(args, rc, out, err, wall_s=0.001)
 
+    def run_python(self, target: str, timeout: float, name: str, args: Any = None, **kw: Any) -> RunResult:
+        """The run recorded as ``name``, else a command answering for the Python itself."""
+        return self._run((self.python_executable, target), timeout, None, name)
+
     def which(self, name: str) -> str | None:
         if self._which is not None and name in self._which:
             return self._which[name]

@@ -2,8 +2,8 @@
 
 ``probe_torch`` reads pip's metadata and ``torch/version.py`` as text, so ``envcheck probe``
 stays fast and cannot be crashed by a broken CUDA install. ``probe_torch_runtime`` imports
-torch in a child process (``isolate.run_python``) and runs one tiny GPU op whose answer is
-checked, because ``torch.cuda.is_available()`` returning True does not mean kernels run.
+torch in a child (``runtime_child``) and runs one tiny GPU op whose answer is checked, because
+``torch.cuda.is_available()`` returning True does not mean kernels run.
 """
 
 from __future__ import annotations
@@ -141,54 +141,57 @@ def probe_torch(host: Host, lookup: Lookup | None = None) -> Facts:
 
 # --------------------------------------------------------------------------- runtime (isolated)
 
-# Runs in the child after isolate.PRELUDE (which defines ``emit``). Reports in stages so a
-# crash in CUDA init still leaves the import facts.
-RUNTIME_CODE = r"""
-import time, warnings
-_t0 = time.perf_counter()
-_caught = []
-def _warn_texts():
-    return [f"{w.category.__name__}: {w.message}" for w in _caught]
-with warnings.catch_warnings(record=True) as _caught:
-    warnings.simplefilter("always")
-    try:
-        import torch
-    except Exception as e:
-        emit({"import_ok": False, "import_s": time.perf_counter() - _t0, "error": f"{type(e).__name__}: {e}",
-              "warnings": _warn_texts()})
-        raise SystemExit(0)
-    emit({"import_ok": True, "import_s": time.perf_counter() - _t0,
-          "location": __import__("os").path.dirname(getattr(torch, "__file__", None) or "") or None})
-    out = {}
-    try:
-        out["arch_list"] = list(torch.cuda.get_arch_list())
-        out["cudnn_version"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-        out["tf32_matmul"] = bool(torch.backends.cuda.matmul.allow_tf32)
-        out["tf32_cudnn"] = bool(torch.backends.cudnn.allow_tf32)
-        out["float32_matmul_precision"] = torch.get_float32_matmul_precision()
-        out["cuda_available"] = bool(torch.cuda.is_available())
-        out["device_count"] = int(torch.cuda.device_count()) if out["cuda_available"] else 0
-        out["warnings"] = _warn_texts()
-        emit(out)
-        devices = []
-        for i in range(out["device_count"]):
-            p = torch.cuda.get_device_properties(i)
-            devices.append({"index": i, "name": p.name, "capability": f"{p.major}.{p.minor}",
-                            "sm_count": p.multi_processor_count, "memory_bytes": p.total_memory,
-                            "l2_bytes": getattr(p, "L2_cache_size", None)})
-        emit({"devices": devices, "warnings": _warn_texts()})
-        if out["cuda_available"]:
-            n = __SMOKE_N__
-            x = torch.arange(n, device="cuda", dtype=torch.float32)
-            torch.cuda.synchronize()
-            t = time.perf_counter()
-            got = (x * 2 + 1).sum().item()
-            smoke_s = time.perf_counter() - t
-            emit({"smoke_ok": got == float(n * n), "smoke_s": smoke_s, "smoke_value": got,
-                  "smoke_expected": float(n * n), "warnings": _warn_texts()})
-    except Exception as e:
-        emit({"error": f"{type(e).__name__}: {e}", "warnings": _warn_texts()})
-""".replace("__SMOKE_N__", str(SMOKE_N))
+def runtime_child(args: object, out: Any) -> None:
+    """In the child: import torch, read CUDA's view, run one op whose answer is known. Reports in stages, so a
+    crash in CUDA's start still leaves the import's facts."""
+    import os
+    import time
+    import warnings
+
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+
+        def texts() -> list[str]:
+            return [f"{w.category.__name__}: {w.message}" for w in caught]
+
+        try:
+            import torch
+        except Exception as e:  # noqa: BLE001 - the import's failure is the answer
+            out({"import_ok": False, "import_s": time.perf_counter() - t0, "error": f"{type(e).__name__}: {e}",
+                 "warnings": texts()})
+            return
+        out({"import_ok": True, "import_s": time.perf_counter() - t0,
+             "location": os.path.dirname(getattr(torch, "__file__", None) or "") or None})
+        got: dict[str, Any] = {}
+        try:
+            got["arch_list"] = list(torch.cuda.get_arch_list())
+            got["cudnn_version"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+            got["tf32_matmul"] = bool(torch.backends.cuda.matmul.allow_tf32)
+            got["tf32_cudnn"] = bool(torch.backends.cudnn.allow_tf32)
+            got["float32_matmul_precision"] = torch.get_float32_matmul_precision()
+            got["cuda_available"] = bool(torch.cuda.is_available())
+            got["device_count"] = int(torch.cuda.device_count()) if got["cuda_available"] else 0
+            got["warnings"] = texts()
+            out(got)
+            devices = []
+            for i in range(got["device_count"]):
+                p = torch.cuda.get_device_properties(i)
+                devices.append({"index": i, "name": p.name, "capability": f"{p.major}.{p.minor}",
+                                "sm_count": p.multi_processor_count, "memory_bytes": p.total_memory,
+                                "l2_bytes": getattr(p, "L2_cache_size", None)})
+            out({"devices": devices, "warnings": texts()})
+            if got["cuda_available"]:
+                n = SMOKE_N
+                x = torch.arange(n, device="cuda", dtype=torch.float32)
+                torch.cuda.synchronize()
+                t = time.perf_counter()
+                value = (x * 2 + 1).sum().item()
+                smoke_s = time.perf_counter() - t
+                out({"smoke_ok": value == float(n * n), "smoke_s": smoke_s, "smoke_value": value,
+                     "smoke_expected": float(n * n), "warnings": texts()})
+        except Exception as e:  # noqa: BLE001 - reported as the section's error
+            out({"error": f"{type(e).__name__}: {e}", "warnings": texts()})
 
 
 def _fact(data: dict[str, Any], key: str, reason: str) -> Any:
@@ -240,7 +243,7 @@ def runtime_facts(iso: Isolated) -> Facts:
 
 def probe_torch_runtime(host: Host, timeout: float) -> Facts:
     """Facts of the ``torch_runtime`` section: import torch, init CUDA and run one op, in a child."""
-    return runtime_facts(run_python(host, RUNTIME_CODE, timeout, name="torch_runtime"))
+    return runtime_facts(run_python(host, "envcheck.probes.torch_probe:runtime_child", timeout, "torch_runtime"))
 
 
 def not_run(reason: str = isolate.NOT_RUN) -> Facts:

@@ -115,9 +115,8 @@ def probe_triton(host: Host, lookup: Lookup | None = None) -> Facts:
 
 # --------------------------------------------------------------------------- runtime (isolated)
 
-# Triton's @jit reads the kernel's source with inspect, which cannot see code given by
-# ``python -c``: the child writes the kernel to a file and imports it. A private cache dir
-# makes the first call a real compile (a warm ~/.triton cache would hide a broken compiler).
+# Written to a file and imported after TRITON_CACHE_DIR is set: a private cache makes the first call
+# a real compile (a warm ~/.triton cache would hide a broken compiler).
 KERNEL_SOURCE = '''
 import triton
 import triton.language as tl
@@ -132,58 +131,63 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, x + y, mask=mask)
 '''
 
-RUNTIME_CODE = r"""
-import importlib.util, os, shutil, tempfile, time
-_dir = tempfile.mkdtemp(prefix="envcheck-triton-")
-os.environ["TRITON_CACHE_DIR"] = os.path.join(_dir, "cache")
-try:
+def runtime_child(args: object, out: Any) -> None:
+    """In the child: compile and run a masked vector add, its answer checked against torch's."""
+    import importlib.util
+    import os
+    import shutil
+    import tempfile
+    import time
+
+    folder = tempfile.mkdtemp(prefix="envcheck-triton-")
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(folder, "cache")
     try:
-        import torch
-        import triton
-    except Exception as e:
-        emit({"error": f"{type(e).__name__}: {e}"})
-        raise SystemExit(0)
-    if not torch.cuda.is_available():
-        emit({"cuda": False})
-        raise SystemExit(0)
-    emit({"cuda": True})
-    _path = os.path.join(_dir, "envcheck_smoke_kernel.py")
-    with open(_path, "w") as f:
-        f.write(__KERNEL_SOURCE__)
-    _spec = importlib.util.spec_from_file_location("envcheck_smoke_kernel", _path)
-    mod = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(mod)
-    n = 98_317  # not a multiple of BLOCK: the mask must work
-    g = torch.Generator(device="cuda").manual_seed(0)
-    x = torch.randn(n, device="cuda", generator=g)
-    y = torch.randn(n, device="cuda", generator=g)
-    want = x + y
-    out = torch.full_like(x, float("nan"))
-    grid = (triton.cdiv(n, 1024),)
-    try:
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        mod.add_kernel[grid](x, y, out, n, BLOCK=1024)
-        torch.cuda.synchronize()
-        compile_s = time.perf_counter() - t
-        ok = bool(torch.equal(out, want))
-        emit({"compile_s": compile_s, "smoke_ok": ok,
-              "mismatches": int((out != want).sum().item())})
-    except Exception as e:
-        emit({"smoke_ok": False, "error": f"{type(e).__name__}: {e}"[:4000]})
-        raise SystemExit(0)
-    try:
-        out.fill_(float("nan"))
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        mod.add_kernel[grid](x, y, out, n, BLOCK=1024)
-        torch.cuda.synchronize()
-        emit({"run_s": time.perf_counter() - t, "run_ok": bool(torch.equal(out, want))})
-    except Exception as e:
-        emit({"run_ok": False, "error": f"{type(e).__name__}: {e}"[:4000]})
-finally:
-    shutil.rmtree(_dir, ignore_errors=True)
-""".replace("__KERNEL_SOURCE__", repr(KERNEL_SOURCE))
+        try:
+            import torch
+            import triton
+        except Exception as e:  # noqa: BLE001 - the import's failure is the answer
+            out({"error": f"{type(e).__name__}: {e}"})
+            return
+        if not torch.cuda.is_available():
+            out({"cuda": False})
+            return
+        out({"cuda": True})
+        path = os.path.join(folder, "envcheck_smoke_kernel.py")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(KERNEL_SOURCE)
+        spec = importlib.util.spec_from_file_location("envcheck_smoke_kernel", path)
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        n = 98_317  # not a multiple of BLOCK: the mask must work
+        g = torch.Generator(device="cuda").manual_seed(0)
+        x = torch.randn(n, device="cuda", generator=g)
+        y = torch.randn(n, device="cuda", generator=g)
+        want = x + y
+        result = torch.full_like(x, float("nan"))
+        grid = (triton.cdiv(n, 1024),)
+        try:
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            mod.add_kernel[grid](x, y, result, n, BLOCK=1024)
+            torch.cuda.synchronize()
+            compile_s = time.perf_counter() - t
+            out({"compile_s": compile_s, "smoke_ok": bool(torch.equal(result, want)),
+                 "mismatches": int((result != want).sum().item())})
+        except Exception as e:  # noqa: BLE001 - the compile's failure is the answer
+            out({"smoke_ok": False, "error": f"{type(e).__name__}: {e}"[:4000]})
+            return
+        try:
+            result.fill_(float("nan"))
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            mod.add_kernel[grid](x, y, result, n, BLOCK=1024)
+            torch.cuda.synchronize()
+            out({"run_s": time.perf_counter() - t, "run_ok": bool(torch.equal(result, want))})
+        except Exception as e:  # noqa: BLE001
+            out({"run_ok": False, "error": f"{type(e).__name__}: {e}"[:4000]})
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def runtime_facts(iso: Isolated) -> Facts:
@@ -217,7 +221,7 @@ def runtime_facts(iso: Isolated) -> Facts:
 
 def probe_triton_runtime(host: Host, timeout: float) -> Facts:
     """Facts of the ``triton_runtime`` section: compile and run a masked vector add in a child."""
-    return runtime_facts(run_python(host, RUNTIME_CODE, timeout, name="triton_runtime"))
+    return runtime_facts(run_python(host, "envcheck.probes.triton_probe:runtime_child", timeout, "triton_runtime"))
 
 
 def not_run(reason: str = isolate.NOT_RUN) -> Facts:

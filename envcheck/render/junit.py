@@ -132,6 +132,8 @@ def _numbers(r: CaseResult) -> str:
             parts.append(f"{fmt.num(pct, 3)}% of the {label} {r.ceiling_name} ceiling")
     if r.speedup is not None:
         parts.append(f"{fmt.num(r.speedup, 3)}x the reference implementation")
+    if r.verdict is not None:
+        parts.append(f"err/bound {fmt.ratio_pct(r.verdict.ratio)}")
     if r.flags:
         parts.append("flags: " + ", ".join(r.flags))
     return "; ".join(parts)

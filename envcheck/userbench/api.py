@@ -43,6 +43,9 @@ itself, so an exception, a crash or a hang in them is that case's failure, not t
   ``"fp32"``, ``"fp16"`` or ``"bf16"``. ``flops(shape, dtype) -> int`` likewise (default 0).
 * ``accumulation(shape) -> int`` (optional): terms summed into one output element (a
   reduction's length, a matmul's K); the error bound grows with it. Default 1.
+* ``exact(shape, dtype, device, generator) -> tuple of tensors`` (optional): inputs, as
+  ``inputs`` returns them, on which every correct implementation is within one ulp of the
+  reference after the ``roundings`` (small integers, powers of two: docs/userbench.md).
 
 ``roundings``: roundings in the compute precision each output element goes through besides
 accumulation and the final store (envcheck counts 8 for softmax: subtract, exp, divide);
@@ -91,6 +94,7 @@ class Op:
     baseline: str | None = None  # the implementation others are compared with (default: the first)
     accumulation: Callable[[Shape], int] | None = None
     magnitude: Callable[..., Any] | None = None
+    exact: Callable[..., Sequence[Any]] | None = None
     roundings: int = 0
     compute_bound: bool = False
 
@@ -111,7 +115,7 @@ class Op:
         for what in ("reference", "inputs", "bytes"):
             if not callable(getattr(self, what)):
                 raise DeclarationError(f"op {name!r}: {what} must be a callable")
-        for what in ("flops", "accumulation", "magnitude"):
+        for what in ("flops", "accumulation", "magnitude", "exact"):
             if getattr(self, what) is not None and not callable(getattr(self, what)):
                 raise DeclarationError(f"op {name!r}: {what} must be a callable or None")
         object.__setattr__(self, "shapes", self._shapes(self.shapes, "shapes"))

@@ -49,15 +49,21 @@ class UserCode:
     def __init__(self, op: Op) -> None:
         self.op = op
 
-    def make_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs:
+    def make_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any,
+                    fn: Any = None, what: str = "inputs") -> Inputs:
         import torch
 
-        got = self.op.inputs(tuple(shape), torch_dtype(dtype), device, generator)
+        got = (fn or self.op.inputs)(tuple(shape), torch_dtype(dtype), device, generator)
         if isinstance(got, torch.Tensor):
             got = (got,)
         if not isinstance(got, (tuple, list)) or not got or not all(isinstance(t, torch.Tensor) for t in got):
-            raise DeclarationError(f"{self.op.name}: inputs() must return a tuple of tensors, got {type(got).__name__}")
+            raise DeclarationError(f"{self.op.name}: {what}() must return a tuple of tensors, got {type(got).__name__}")
         return {f"arg{i}": t for i, t in enumerate(got)}
+
+    def exact_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs | None:
+        if self.op.exact is None:
+            return None
+        return self.make_inputs(shape, dtype, device, generator, self.op.exact, "exact")
 
     def make_output(self, shape: tuple[int, ...], dtype: str, device: str) -> Any:
         return None  # a user's implementation returns its output (checked_call poisons it)

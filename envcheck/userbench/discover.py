@@ -1,23 +1,20 @@
 """Finding the ops a user declared: ``FILE.py`` (every top-level ``Op``, and lists of them) or
 ``module:object`` (that ``Op``, or a list of them).
 
-Importing a user's file runs their code, which may raise, crash or hang: ``envcheck bench``
-never imports it itself. ``discover`` runs ``python -m envcheck.userbench.discover SOURCE`` in
-a subprocess with a time limit; the child prints one JSON line, ``{"ops": [OpSpec, ...]}`` (the
-declarations with their costs evaluated) or ``{"error": "<one line>"}``. Anything else (a
-crash, a hang, garbage) becomes one ``UsageError`` line too: a source that cannot be declared
-is a bad argument (exit 2). The worker imports the same source again with ``load`` (code.py).
+Importing a user's file runs their code, which may raise, crash or hang: ``envcheck bench`` never imports
+it itself. ``discover`` runs ``child`` through the harness with a time limit; it answers
+``{"ops": [OpSpec, ...]}`` (the declarations with their costs evaluated) or ``{"error": "<one line>"}``.
+Anything else (a crash, a hang) becomes one ``UsageError`` line too: a source that cannot be declared is a
+bad argument (exit 2). The worker imports the same source again with ``load`` (code.py).
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
 import os
 import re
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +22,6 @@ from envcheck.errors import UsageError
 from envcheck.model import build, to_dict
 from envcheck.userbench.api import DeclarationError, Op
 
-DISCOVER_MODULE = "envcheck.userbench.discover"
 DISCOVER_TIMEOUT_S = 120.0
 MODULE_OBJECT = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
 MAX_LINE = 300
@@ -81,8 +77,8 @@ def load(source: str) -> list[Op]:
             raise DeclarationError(f"{path.name} declares no envcheck.userbench.Op at its top level")
     else:
         module_name, attr = source.split(":")
-        if "" not in sys.path and os.getcwd() not in sys.path:
-            sys.path.insert(0, os.getcwd())
+        if os.getcwd() not in sys.path:
+            sys.path.append(os.getcwd())  # last (a child has it there already): never shadowing the standard library
         module = importlib.import_module(module_name)
         if not hasattr(module, attr):
             raise DeclarationError(f"module {module_name} has no {attr!r}")
@@ -107,61 +103,34 @@ def _one_line(exc: BaseException) -> str:
     return line if len(line) <= MAX_LINE else line[: MAX_LINE - 3] + "..."
 
 
-def main(argv: list[str]) -> int:
-    stream = sys.stdout
-    sys.stdout = sys.stderr  # whatever the user's code prints stays out of the answer
+def child(source: str, out: Any) -> dict[str, Any]:
+    """In the child: the declared ops' specs, or the one line saying why there are none."""
     try:
-        specs = [to_dict(op.spec()) for op in load(argv[0])]
-        answer: dict[str, Any] = {"ops": specs}
+        return {"ops": [to_dict(op.spec()) for op in load(source)]}
     except BaseException as e:  # noqa: BLE001 - any failure of the user's code is the answer
-        answer = {"error": _one_line(e)}
-    stream.write(json.dumps(answer) + "\n")
-    stream.flush()
-    return 0 if "ops" in answer else 2
+        return {"error": _one_line(e)}
 
 
 def discover(source: str, timeout: float = DISCOVER_TIMEOUT_S) -> tuple[Any, ...]:
-    """The declared ops' ``OpSpec`` values, from a subprocess; UsageError (one line) otherwise.
-
-    The child is started like a benchmark worker (bench/process.py): in a session and scope of
-    its own, with bounded and redacted output, its memory watched; it is read until it exits
-    (not until its output closes: a process the user's file started may hold the pipe for
-    ever), and whatever it left running is ended and reaped, whatever happened."""
-    from envcheck.bench.process import Ended, WorkerProcess
+    """The declared ops' ``OpSpec`` values, from a child (bounded, redacted, its memory watched, whatever it
+    left running ended); UsageError (one line) otherwise."""
+    from envcheck.harness import failures as f
+    from envcheck.harness.env import user_path
+    from envcheck.harness.spawn import spawn
     from envcheck.ops import OpSpec
 
-    try:
-        proc = WorkerProcess.start([sys.executable, "-m", DISCOVER_MODULE, source])
-    except OSError as e:
-        raise UsageError(f"{source}: could not start Python to import it ({e})") from None
-    answer_line: str | None = None
-    timed_out = False
-    try:
-        proc.send("")
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                timed_out = True
-                break
-            line = proc.next_line(min(0.2, left))
-            if isinstance(line, Ended):
-                break
-            if line is not None and line.strip():
-                answer_line = line  # the answer is the last line: whatever came before is the user's
-    finally:
-        proc.stop(STOP_GRACE_S)
-        proc.join_readers()
-        answer_line = next((ln for ln in reversed(proc.drain()) if ln.strip()), answer_line)
-    if timed_out:
+    got = spawn("envcheck.userbench.discover:child", source, timeout=timeout, heartbeat=timeout,
+                grace_s=STOP_GRACE_S, paths=user_path())
+    answer = got.result if got.done else None
+    if isinstance(got.failure, f.Stopped):
+        raise KeyboardInterrupt(got.failure.signal)
+    if isinstance(got.failure, f.SpawnFailed):
+        raise UsageError(f"{source}: could not start Python to import it ({got.failure.error})")
+    if isinstance(got.failure, (f.Timeout, f.Hang)) and not got.done:
         raise UsageError(f"{source}: importing it did not finish within {timeout:g} s")
-    try:
-        answer = proc.clean(json.loads(answer_line)) if answer_line else None
-    except (json.JSONDecodeError, RecursionError):
-        answer = None
     if not isinstance(answer, dict):
-        last = proc.last_words() or ""
-        code = proc.returncode
+        last = got.last_words or ""
+        code = got.returncode
         how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
         raise UsageError(f"{source}: importing it ended the process ({how}){': ' + last[:200] if last else ''}")
     if "error" in answer:
@@ -170,7 +139,3 @@ def discover(source: str, timeout: float = DISCOVER_TIMEOUT_S) -> tuple[Any, ...
         return tuple(build(OpSpec, s) for s in answer["ops"])
     except (KeyError, TypeError, ValueError) as e:
         raise UsageError(f"{source}: its declarations cannot be read ({e})") from None
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

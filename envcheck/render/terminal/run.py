@@ -56,7 +56,7 @@ def _time(r: CaseRow | None, s: OpSection) -> str:
 
 
 def _error_cell(rows: dict[str, CaseRow], values: bool = False) -> str:
-    """The row's worst error: as a share of its tolerance, or (``values``) the error and the tolerance;
+    """The row's worst err/bound, and (``values``) the whole-output error and the baseline's beside it;
     where an op with several outputs failed on some, those outputs (named, or phrased with their
     ratios when ``values``)."""
     errored = [r for r in rows.values() if r.status == "error"]
@@ -67,7 +67,7 @@ def _error_cell(rows: dict[str, CaseRow], values: bool = False) -> str:
         return fmt.DASH
     worst = max(judged, key=lambda r: r.error_ratio or 0.0)
     failed = any(r.status == "fail" for r in rows.values())
-    text = f"{worst.error} / {worst.tolerance}" if values else fmt.ratio_pct(worst.error_ratio)
+    text = f"{worst.error} ({worst.tolerance})" if values else worst.error
     failing = [r for r in rows.values() if r.failed_outputs]
     if failing and values:
         text += "; " + "; ".join(r.failed_text for r in failing)

@@ -1,15 +1,7 @@
-"""A child's output cut into lines, each of bounded size, whatever the child writes.
-
-A worker runs a user's code, which may write 500 MiB without a newline, or draw a progress bar
-that only ever writes ``\\r``: read with ``readline`` that would all be one line held in the
-parent. Here ``\\n``, ``\\r`` and ``\\r\\n`` each end a line (a ``\\r`` progress bar is many lines,
-as a terminal shows it; a protocol line is JSON, which never holds a raw ``\\r``), empty lines are
-dropped, and a line over ``limit`` bytes keeps its head and its tail with a marker between them
-saying how many bytes were cut. The bytes are decoded as UTF-8 with invalid sequences replaced,
-so no text read here holds a lone surrogate.
-
-At a cut, ``CUT_EDGE`` bytes more go on each side: a secret that straddled the cut would
-otherwise survive in part, where the redactor, which looks for whole values, no longer finds it.
+"""A child's output cut into bounded lines, whatever it writes (500 MiB without a newline, a ``\\r``
+progress bar): ``\\n``, ``\\r`` and ``\\r\\n`` end a line, empty lines are dropped, a long line keeps its
+head and tail around a marker, and bytes are decoded as UTF-8 with errors replaced. A cut takes
+``CUT_EDGE`` more bytes each side, so no part of a secret straddling it survives the redactor.
 """
 
 from __future__ import annotations
@@ -18,16 +10,6 @@ import re
 
 CUT_EDGE = 1024  # longer than any token or password the redactor looks for
 _BREAK = re.compile(rb"\r\n|\r|\n")
-
-
-def encodable(text: str) -> str:
-    """``text`` with every lone surrogate replaced by ``?``: what a child sends as JSON (``"\\ud800"``)
-    decodes to one, which no file or terminal can take."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-8", errors="replace").decode("utf-8")
 
 
 def cut_marker(cut: int) -> str:

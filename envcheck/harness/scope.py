@@ -1,39 +1,28 @@
-"""Everything a started child leads to, found and ended: the child, its descendants, and the
-processes that left its tree.
-
-A user's code (or a library) may start a process in a session of its own
-(``subprocess.Popen(..., start_new_session=True)``, fork + setsid) and let its parent exit: it is
-then nobody's descendant, and stopping the worker's process group or its tree misses it. Three
-things find it all the same:
-
-- on Linux, envcheck makes itself a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``) before it
-  starts the first worker: an orphaned descendant is re-parented to envcheck, not to PID 1, so it
-  stays a descendant of envcheck and can be reaped;
-- every started child gets ``ENVCHECK_SCOPE`` in its environment, a token of its own, which its
-  descendants inherit (a process's initial environment stays readable in /proc even after it
-  changes ``os.environ``): among envcheck's descendants, those carrying the token belong to
-  that child, and no other worker's helpers are touched;
-- a process that cleared its environment but stayed in the worker's session (its session id is
-  the worker's pid: the worker starts a session of its own) is found by that.
-
-``end`` kills what belongs to the scope (SIGKILL: the worker itself was asked with SIGTERM first)
-and reaps what envcheck adopted. Only a process that clears its environment, starts a session of
-its own and leaves the worker's tree (a double fork) before ``end`` runs escapes all three.
+"""Everything a child leads to, found and ended, also what left its tree (a helper in a session of its
+own whose parent exited). This process becomes a child subreaper (Linux), so orphans stay its
+descendants; each child carries ``ENVCHECK_SCOPE`` (inherited by its descendants, readable in /proc
+even after they change their environment); and a process that cleared its environment but stayed in
+the child's session is found by that. Only a double fork that also clears the environment and starts
+a new session escapes all three.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
-import sys
+import subprocess
 import threading
 import time
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+from envcheck.harness.child import PR_SET_CHILD_SUBREAPER, prctl
 
 SCOPE_VAR = "ENVCHECK_SCOPE"
 ROUNDS = 5  # kill, look again: a process may start another while it is being stopped
-PR_SET_CHILD_SUBREAPER = 36
 
 _counter = itertools.count(1)
 _lock = threading.Lock()
@@ -51,47 +40,37 @@ def become_subreaper() -> bool:
     global _subreaper
     with _lock:
         if _subreaper is None:
-            _subreaper = _set_subreaper()
+            _subreaper = prctl(PR_SET_CHILD_SUBREAPER, 1)
         return _subreaper
 
 
-def _set_subreaper() -> bool:
-    if not sys.platform.startswith("linux"):
-        return False
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
-    except (OSError, AttributeError):
-        return False
-
-
 def members(token: str, root: int | None = None) -> list[Any]:
-    """The live psutil processes of scope ``token``: ``root`` (a child of this process, leader of
-    its own session) with its tree, and every descendant of this process that is in root's
-    session or whose initial environment carries the token. One scan of the process table (the
-    memory watch calls this every second or so)."""
+    """The live psutil processes of scope ``token``: the descendants of this process that are in ``root``'s
+    tree or session (root: a child of this process, leader of its own session) or whose environment carries
+    the token."""
     import psutil
 
     try:
         ours = psutil.Process().children(recursive=True)
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return []
-    parent: dict[int, int] = {}
-    for p in ours:
+    try:
+        tree = {p.pid for p in psutil.Process(root).children(recursive=True)} if root is not None else set()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):  # root is gone: its session and token still say
+        tree = set()
+    return [p for p in ours if p.pid in tree or (root is not None and _session(p.pid) == root) or _token_of(p) == token]
+
+
+def resident_bytes(procs: list[Any]) -> int:
+    import psutil
+
+    total = 0
+    for p in procs:
         try:
-            parent[p.pid] = p.ppid()
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            total += int(p.memory_info().rss)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             pass
-    found = []
-    for p in ours:
-        up, seen = p.pid, 0
-        while up in parent and up != root and seen < len(parent):  # a walk towards root, loops cut
-            up, seen = parent[up], seen + 1
-        if (root is not None and (up == root or _session(p.pid) == root)) or _token_of(p) == token:
-            found.append(p)
-    return found
+    return total
 
 
 def _session(pid: int) -> int | None:
@@ -101,25 +80,14 @@ def _session(pid: int) -> int | None:
         return None
 
 
-_tokens: dict[Any, str | None] = {}  # psutil.Process (pid and start time) -> its ENVCHECK_SCOPE
-
-
 def _token_of(p: Any) -> str | None:
-    """``p``'s scope token; its initial environment never changes, so it is read once."""
+    """``p``'s scope token, from the environment it started with (/proc keeps it)."""
     import psutil
 
-    with _lock:
-        if p in _tokens:
-            return _tokens[p]
     try:
-        token = p.environ().get(SCOPE_VAR)
+        return p.environ().get(SCOPE_VAR)  # type: ignore[no-any-return]
     except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):
-        return None  # a zombie's environment is gone: asked again, not remembered
-    with _lock:
-        if len(_tokens) > 4096:
-            _tokens.clear()
-        _tokens[p] = token
-    return token
+        return None
 
 
 def end(token: str, root: int | None = None, *, session: int | None = None, wait_s: float = 2.0) -> None:
@@ -186,3 +154,59 @@ def _reap(procs: list[Any], wait_s: float) -> None:
         if not left or time.monotonic() >= deadline:
             return
         time.sleep(0.02)
+
+
+class Killable(Protocol):
+    def kill_now(self) -> None: ...
+
+
+class Session:
+    """A child started in a session of its own: signalled there (itself and what it started in it)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+
+    def signal(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            with contextlib.suppress(OSError):
+                self.proc.send_signal(sig)
+
+    def kill_now(self) -> None:
+        self.signal(signal.SIGKILL)
+
+    def stop(self, grace_s: float) -> None:
+        """SIGTERM, then SIGKILL after ``grace_s`` (at once without one, or on a second Ctrl-C), then reaped."""
+        if grace_s > 0 and self.proc.poll() is None:
+            self.signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired, KeyboardInterrupt):
+                self.proc.wait(timeout=grace_s)
+        self.signal(signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=max(grace_s, 1.0))
+
+
+_LIVE: set[Killable] = set()
+
+
+@contextmanager
+def live(child: Killable) -> Iterator[None]:
+    """``child`` is known to ``end_all`` while inside."""
+    with _lock:
+        _LIVE.add(child)
+    try:
+        yield
+    finally:
+        with _lock:
+            _LIVE.discard(child)
+
+
+def end_all() -> int:
+    """Kill every child still running, from any thread; how many there were (Ctrl-C reaches the main
+    thread only, while children started from other threads wait there)."""
+    with _lock:
+        children = list(_LIVE)
+    for child in children:
+        child.kill_now()
+    return len(children)

@@ -1,0 +1,49 @@
+"""The environment of every process envcheck starts: an allow-list of the user's, NVLink multicast off.
+
+A child sees only what it needs to find its libraries and GPUs (as pyperf's ``create_environ``), never a
+token or a password it could print. Multicast (NCCL's NVLS, PyTorch's symmetric memory, NVSHMEM) can put
+every GPU of a shared host out of service and envcheck never needs it, so it is switched off last. CUDA
+numbers devices by PCI bus, as NVML does, unless the user chose an order.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+
+from envcheck.redact import is_secret_name
+
+NO_MULTICAST: dict[str, str] = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                                "NVSHMEM_DISABLE_NVLS": "1"}
+DEVICE_ORDER: dict[str, str] = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+# Names, or prefixes ending in "*": the libraries' and the GPU stack's own settings.
+ALLOWED: tuple[str, ...] = (
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR", "LD_LIBRARY_PATH", "CC", "CXX",
+    "LC_*", "CUDA_*", "NVIDIA_*", "NCCL_*", "NVSHMEM_*", "TORCH*", "PYTORCH_*", "TRITON_*", "XDG_*", "CUBLAS_*",
+    "CUDNN_*", "OMP_*", "JAX_*", "XLA_*", "FI_*", "UCX_*", "GLOO_*", "HIP_*", "ROCR_*", "HSA_*",
+)
+
+
+def _allowed(name: str, allow: Iterable[str]) -> bool:
+    return any(name == a or (a.endswith("*") and name.startswith(a[:-1])) for a in allow)
+
+
+def clean_env(extra: Mapping[str, str] | None = None, base: Mapping[str, str] | None = None,
+              allow: Iterable[str] = ()) -> dict[str, str]:
+    """``base`` (this process's environment by default) cut to ``ALLOWED`` and ``allow``, secret names out
+    (NCCL's own excepted: NCCL_IB_PKEY is a partition, not a key), then ``extra``, multicast off last."""
+    names = (*ALLOWED, *allow)
+    env = dict(DEVICE_ORDER)
+    env.update({k: v for k, v in (os.environ if base is None else base).items()
+                if _allowed(k, names) and (k.startswith("NCCL_") or not is_secret_name(k))})
+    env.update(extra or {})
+    env.update(NO_MULTICAST)
+    return env
+
+
+def user_path(base: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """Where a user's own module (``envcheck bench mod:OPS``) is looked for, as their Python would: the current
+    folder, then PYTHONPATH's; for the end of a child's ``sys.path``, where nothing shadows the standard
+    library or envcheck."""
+    entries = (os.environ if base is None else base).get("PYTHONPATH", "").split(os.pathsep)
+    return tuple(dict.fromkeys(os.path.abspath(e) for e in ["", *entries]))
