@@ -1,9 +1,5 @@
-"""``envcheck burn``: every selected GPU under sustained load at once, then a dated burn report.
-
-Steps: validate the options (before anything slow), probe the machine (no runtime probes: the
-workers import torch), run one isolated worker per GPU (``burn.run.burn_gpus``) with a line of
-progress per phase on stderr, write ``<out-dir>/<stamp>_<host>_<gpu>_burn.json`` (never replacing a
-file) and the Markdown / HTML beside it, then print the verdicts on stdout.
+"""``envcheck burn``: every selected GPU under sustained load at once (one isolated worker each, a line of
+progress per phase on stderr), then a dated burn report and its verdicts.
 
 Exit status:
   0    every GPU passed every verdict
@@ -31,8 +27,7 @@ def exit_status(verdict: str) -> int:
 
 
 def check_control(s: BurnOptions, gpus: Sequence[int]) -> tuple[str | None, int | None]:
-    """``--control`` and ``--control-gpu``, checked before anything runs: the GPU must be one of the
-    burn's, and ``slow_gemm`` is judged against the GPU's siblings, so it needs two GPUs or more."""
+    """``--control`` and ``--control-gpu``, checked before anything runs (``slow_gemm`` needs siblings)."""
     control, target = s.control, s.control_gpu
     if control is None:
         if target is not None:

@@ -126,28 +126,23 @@ def main(args: DiffOptions) -> int:
     else:
         out = render_diff(d, args.format, args.lang)
     emit(out, args.out)
-    if args.fail_on_regression is not None:
-        regressions = d.regressions(args.fail_on_regression)
+    pct = args.fail_on_regression
+    if pct is not None:
         from envcheck.render import fmt
         from envcheck.render.escape import visible
         from envcheck.render.node_compare_view import node_row_name
 
-        for cmp, c in regressions:
-            print(visible(f"envcheck diff: regression: {c.name}: {fmt.ratio(c.ratio)} the time "
-                          f"{fmt.interval(c.low, c.high)} (run-to-run noise included) in {cmp.other.label} vs "
-                          f"{cmp.base.label}"), file=sys.stderr)
-        if regressions:
-            print(f"envcheck diff: {len(regressions)} case(s) slower by more than {args.fail_on_regression:g}%",
-                  file=sys.stderr)
-        node_regressions = d.node_regressions(args.fail_on_regression)
-        for base, other, r in node_regressions:
-            print(visible(f"envcheck diff: node regression: {node_row_name(r)}: {fmt.ratio(r.change.ratio)} the time "
-                          f"{fmt.interval(r.change.low, r.change.high)} (run-to-run noise included) in "
-                          f"{other} vs {base}"), file=sys.stderr)
-        if node_regressions:
-            print(f"envcheck diff: {len(node_regressions)} node test(s) slower by more than "
-                  f"{args.fail_on_regression:g}%", file=sys.stderr)
-        if regressions or node_regressions:
+        cases = [("regression", c.name, c, cmp.other.label, cmp.base.label) for cmp, c in d.regressions(pct)]
+        nodes = [("node regression", node_row_name(r), r.change, other, base)
+                 for base, other, r in d.node_regressions(pct)]
+        for rows, what in ((cases, "case(s)"), (nodes, "node test(s)")):
+            for kind, name, r, other, base in rows:
+                print(visible(f"envcheck diff: {kind}: {name}: {fmt.ratio(r.ratio)} the time "
+                              f"{fmt.interval(r.low, r.high)} (run-to-run noise included) in {other} vs {base}"),
+                      file=sys.stderr)
+            if rows:
+                print(f"envcheck diff: {len(rows)} {what} slower by more than {pct:g}%", file=sys.stderr)
+        if cases or nodes:
             return EXIT_FAIL
         if not d.judged:
             print("envcheck diff: nothing compared: no row in common was judged against run-to-run noise (no "

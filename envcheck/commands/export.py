@@ -1,10 +1,7 @@
-"""``envcheck export REPORT.json --format junit|prometheus|health``: a saved report for the systems around a fleet.
-
-Any report (check, run, node run, fleet) becomes JUnit XML for CI, a Prometheus textfile for
-node_exporter, or the one-line health verdict Slurm and node-problem-detector read. Whatever the
-format, the exit status is the report's verdict (0 it passed, 1 it failed, 2 bad usage), as for
-``envcheck check --format ...``, which prints the same for the machine it just checked: a CI step
-fails on a failed report whichever file it asked for.
+"""``envcheck export REPORT.json --format junit|prometheus|health``: any saved report as JUnit XML for CI, a
+Prometheus textfile for node_exporter, or the one-line health verdict Slurm and node-problem-detector read.
+Whatever the format, the exit status is the report's verdict (0 passed, 1 failed, 2 bad usage), as for ``envcheck
+check --format ...``: a CI step fails on a failed report whichever file it asked for.
 """
 
 from __future__ import annotations

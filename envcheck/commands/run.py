@@ -203,32 +203,6 @@ def save_json(report: Report, out_dir: Path, stem: str, stderr: Any = None, comm
     return None
 
 
-def summary_stream(written: Sequence[Path], stdout: Any, stderr: Any) -> Any:
-    """Where the terminal summary goes: ``stdout``, unless the report's JSON went there (nothing written):
-    then ``stderr``, so what a user saves from stdout is the JSON alone."""
-    if written:
-        return stdout
-    return stderr if stderr is not None else sys.stderr
-
-
-def write_outputs(report: Report, out_dir: Path, formats: Sequence[str], lang: str, when: datetime,
-                  stderr: Any = None, analysis: Analysis | None = None, command: str = "run") -> tuple[list[Path], bool]:
-    """The JSON under a fresh dated name (``reportname.name_for``), then the renderings beside it (all or none,
-    never raising: a message says what was not written); what exists, and whether Ctrl-C stopped the rendering."""
-    json_path = save_json(report, out_dir, reportname.name_for(report, when), stderr, command)
-    if json_path is None:
-        return [], False
-    if not formats:
-        return [json_path], False
-    from envcheck.render.writing import outcome_message, render_after_run
-
-    outcome = render_after_run(report, json_path, formats, lang, analysis)
-    message = outcome_message(outcome, json_path, lang)
-    if message:
-        _say(message, stderr, command)
-    return [json_path, *outcome.written], outcome.interrupted
-
-
 @dataclass(frozen=True)
 class Published:
     """A finished report as written: anonymized where asked, analysed once, and the stream its summary goes to."""
@@ -242,8 +216,9 @@ class Published:
 
 def publish(report: Report, key: bytes | None, out_dir: Path, formats: Sequence[str], lang: str, when: datetime,
             stderr: Any, stdout: Any, command: str) -> Published:
-    """What every command that writes a dated report does once it has one: anonymize, analyse, write, and pick
-    the summary's stream (stdout, unless the JSON went there)."""
+    """What every command that writes a dated report does once it has one: anonymize, analyse, write the JSON under
+    a fresh dated name (``reportname.name_for``) and the renderings beside it (all or none, never raising: a
+    message says what was not written), and send the summary to stdout, unless the JSON went there."""
     from envcheck.analysis import analyse
 
     if key is not None:
@@ -251,8 +226,18 @@ def publish(report: Report, key: bytes | None, out_dir: Path, formats: Sequence[
 
         report = for_this_machine(report.host, key).report(report)
     analysis = analyse(report)
-    written, stopped = write_outputs(report, out_dir, formats, lang, when, stderr, analysis, command)
-    return Published(report, analysis, written, stopped, summary_stream(written, stdout, stderr))
+    json_path = save_json(report, out_dir, reportname.name_for(report, when), stderr, command)
+    if json_path is None:  # what a user saves from stdout is the JSON alone
+        return Published(report, analysis, [], False, stderr if stderr is not None else sys.stderr)
+    if not formats:
+        return Published(report, analysis, [json_path], False, stdout)
+    from envcheck.render.writing import outcome_message, render_after_run
+
+    outcome = render_after_run(report, json_path, formats, lang, analysis)
+    message = outcome_message(outcome, json_path, lang)
+    if message:
+        _say(message, stderr, command)
+    return Published(report, analysis, [json_path, *outcome.written], outcome.interrupted, stdout)
 
 
 @dataclass(frozen=True)

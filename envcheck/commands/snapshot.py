@@ -1,11 +1,5 @@
-"""``envcheck snapshot``: record what the probes read on this machine into one JSON file.
-
-Attach the file to a support thread: ``envcheck check --replay FILE`` shows, on any machine and
-without a GPU, what envcheck sees here. Secrets are redacted as everywhere; ``--anonymize``
-also replaces host and user names, addresses, GPU UUIDs and serials. It goes where every report goes
-(the reports folder, ``--out-dir`` or ``ENVCHECK_REPORTS_DIR``), or to ``--out FILE``; never overwritten:
-the default name takes ``-2``, ``-3``, ... when another snapshot of the same second has it. The
-destination is checked before anything is probed.
+"""``envcheck snapshot``: what the probes read on this machine, in one JSON file that ``envcheck check --replay``
+shows on any machine. It goes where every report goes, or to ``--out FILE``; never overwritten.
 """
 
 from __future__ import annotations
