@@ -87,8 +87,9 @@ def load_baseline(path: str) -> Baseline:
     return baseline_from_nodes(nodes_of(report), path, report.host, report.created)
 
 
-def real_deps(args: FleetOptions, ctx: Any, transport: Any, sweep: Any, out_dir: str) -> Any:
-    """Each rank's work as envcheck does it for real: subprocess workers, torchrun, NVML."""
+def real_deps(args: FleetOptions, ctx: Any, transport: Any, sweep: Any, out_dir: str, cpu: bool) -> Any:
+    """Each rank's work as envcheck does it for real: subprocess workers, torchrun, NVML; ``cpu``: the node's
+    collectives on gloo with CPU tensors, whatever GPUs the machine has (``--cpu``, or no GPU)."""
     from envcheck.bench import assemble, runner, suite
     from envcheck.checks import evaluate
     from envcheck.node.collective_run import Placement, launch_sweep, read_outputs
@@ -137,10 +138,11 @@ def real_deps(args: FleetOptions, ctx: Any, transport: Any, sweep: Any, out_dir:
         return "cuda" if environment().get("torch_runtime", "cuda_available") else "cpu"
 
     def node(gpus: tuple[int, ...], work_dir: str) -> Node:
-        dev = device()
+        dev = "cpu" if cpu else device()
         # --crosscheck: the node's own sweep runs a plain torch.distributed loop too (not the world's).
         plan = replace(sweep, crosscheck_loop=args.crosscheck and dev == "cuda")
-        _step(ctx.rank, "node tests: topology, error counters, peer copies, collectives")
+        _step(ctx.rank, "node tests: topology, error counters, peer copies, collectives" if dev == "cuda" else
+              "node tests on the CPU: topology, error counters, collectives (gloo)")
         return run_node(NodeOptions(gpus, work_dir, dev, plan, PeerPlan() if dev == "cuda" else None))
 
     def world(go: Any, node_index: int, ctx_: Any, gpus: tuple[int, ...], work_dir: str
@@ -300,9 +302,7 @@ def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
     export_for_torch(ctx, os.environ)  # type: ignore[arg-type]
     transport = open_store_transport(ctx.rank, ctx.world_size, ctx.master_addr, args.join_timeout)
     work_dir = tempfile.mkdtemp(prefix=f"envcheck-fleet-r{ctx.rank}-")
-    deps = real_deps(args, ctx, transport, sweep, out_text)
-    if cpu:
-        deps = _cpu_deps(deps, sweep, ctx.rank)
+    deps = real_deps(args, ctx, transport, sweep, out_text, cpu)
     options = FleetOptions(work_dir, sweep, not args.no_world, args.rank_timeout, args.world_timeout,
                            args.join_timeout, baseline, rules,
                            {"quick": not args.full, "sweep_sizes": list(sweep.sizes)})
@@ -315,10 +315,7 @@ def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
     if fleet is None:
         verdict = transport.get("done", 0.0)
         transport.close()
-        if verdict == "pass":
-            shutil.rmtree(work_dir, ignore_errors=True)
-        else:
-            _keep(work_dir, ctx.rank, args.lang)
+        _keep(work_dir, ctx.rank, args.lang, passed=verdict == "pass")
         return EXIT_OK
     stops.armed = False  # the report is written whatever arrives now
     if stops.launcher_gone:
@@ -341,10 +338,7 @@ def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
         finish(transport, passed)
         time.sleep(0.5)  # the others read "done" from this rank's store before it goes
         transport.close()
-    if passed:
-        shutil.rmtree(work_dir, ignore_errors=True)
-    else:
-        _keep(work_dir, ctx.rank, args.lang)
+    _keep(work_dir, ctx.rank, args.lang, passed)
     drain = analysis.fleet.drain if analysis.fleet is not None else ()
     if drain:
         from envcheck.render.escape import visible
@@ -357,12 +351,13 @@ def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
     return EXIT_OK if passed else EXIT_FAIL
 
 
-def _keep(work_dir: str, rank: int, lang: str) -> None:
-    """A run that did not pass keeps the rank's working files (the children's logs and outputs); say where."""
+def _keep(work_dir: str, rank: int, lang: str, passed: bool = False) -> None:
+    """The rank's working files (the children's logs and outputs): removed when the fleet passed, else kept and
+    named."""
     from envcheck.render.escape import visible
     from envcheck.render.i18n import translate
 
-    if os.path.isdir(work_dir) and os.listdir(work_dir):
+    if not passed and os.path.isdir(work_dir) and os.listdir(work_dir):
         print(visible(translate(lang, "fleet.work_kept", rank=rank, path=work_dir)), file=sys.stderr)
     else:
         shutil.rmtree(work_dir, ignore_errors=True)
@@ -380,14 +375,3 @@ def _has_gpu() -> bool:
         return isinstance(count, int) and count > 0
     finally:
         nvml.shutdown()
-
-
-def _cpu_deps(deps: Any, sweep: Any, rank: int) -> Any:
-    """``--cpu``: the collectives on gloo with CPU tensors, whatever GPUs the machine has (CI)."""
-    from envcheck.node.run import NodeOptions, run_node
-
-    def node(gpus: tuple[int, ...], work_dir: str) -> Node:
-        _step(rank, "node tests on the CPU: topology, error counters, collectives (gloo)")
-        return run_node(NodeOptions(gpus, work_dir, "cpu", sweep, None))
-
-    return replace(deps, node=node)

@@ -110,13 +110,10 @@ def rank_context(environ: Mapping[str, str], host: str | None = None) -> RankCon
 
 def export_for_torch(ctx: RankContext, environ: dict[str, str]) -> None:
     """Under srun, the variables torch's env:// rendezvous reads, from Slurm's."""
-    if ctx.launcher != "slurm":
-        return
-    environ.setdefault("RANK", str(ctx.rank))
-    environ.setdefault("WORLD_SIZE", str(ctx.world_size))
-    environ.setdefault("LOCAL_RANK", str(ctx.local_rank))
-    environ.setdefault("MASTER_ADDR", ctx.master_addr)
-    environ.setdefault("MASTER_PORT", str(ctx.master_port))
+    if ctx.launcher == "slurm":
+        for name, value in (("RANK", ctx.rank), ("WORLD_SIZE", ctx.world_size), ("LOCAL_RANK", ctx.local_rank),
+                            ("MASTER_ADDR", ctx.master_addr), ("MASTER_PORT", ctx.master_port)):
+            environ.setdefault(name, str(value))
 
 
 def local_gpus(ctx: RankContext, environ: Mapping[str, str]) -> tuple[int, ...]:
