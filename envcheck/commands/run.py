@@ -53,14 +53,10 @@ class Collaborators:
 
 
 def collaborators() -> Collaborators:
-    """The real probes, checks and renderers: the one place they are imported."""
+    """The real probes and checks: the one place they are imported."""
+    from envcheck.checks import evaluate
     from envcheck.probes.collect import collect, new_report
 
-    try:
-        from envcheck.checks import evaluate
-    except ImportError:  # checks not installed in this build: the report carries facts only
-        def evaluate(env: Environment) -> tuple[Check, ...]:
-            return ()
     return Collaborators(collect=collect, evaluate=evaluate, new_report=new_report)
 
 
@@ -357,11 +353,11 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: Any = None
             cross = (deps.crosscheck or run_crosscheck)(benches, sections.get("node"), node_work)
         except Exception as e:  # noqa: BLE001 - a bug of the cross-checks: a finding, never the finished run's loss
             from envcheck.analysis.crosscheck import CRASHED_NOTE
+            from envcheck.bench.failure import one_line
             from envcheck.crosscheck.run import CrosscheckRun
             from envcheck.model.crosscheck import Crosscheck
 
-            cross = CrosscheckRun(Crosscheck(notes=(model.Note(CRASHED_NOTE, {"detail": f"{type(e).__name__}: {e}"
-                                                                                .splitlines()[0][:300]}),)))
+            cross = CrosscheckRun(Crosscheck(notes=(model.Note(CRASHED_NOTE, {"detail": one_line(e)}),)))
         sections["crosscheck"] = cross.crosscheck
         stopped = cross.stopped
 

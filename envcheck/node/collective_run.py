@@ -134,8 +134,7 @@ def assemble(outputs: Sequence[RankOutput], plan: SweepPlan, world_size: int, sc
     outcomes: list[RankOutcome] = []
     backend = None
     version = None
-    results: dict[tuple[str, str, int, tuple[int, ...]], dict[int, dict[str, Any]]] = {}
-    order: list[tuple[str, str, int, tuple[int, ...]]] = []
+    results: dict[tuple[str, str, int, tuple[int, ...]], dict[int, dict[str, Any]]] = {}  # in the order reported
     for rank in range(world_size):
         evs = by_rank.get(rank, [])
         start = next((e for e in evs if e["event"] == "start"), None)
@@ -155,18 +154,12 @@ def assemble(outputs: Sequence[RankOutput], plan: SweepPlan, world_size: int, sc
         outcomes.append(RankOutcome(rank, status, start.get("host") if start else None,
                                     start.get("local_rank") if start else None, text))
         for e in evs:
-            if e["event"] != "result":
-                continue
-            key = (str(e["phase"]), str(e["op"]), int(e["size_bytes"]), tuple(int(r) for r in e["ranks"]))
-            if key not in results:
-                results[key] = {}
-                order.append(key)
-            results[key][rank] = e
+            if e["event"] == "result":
+                key = (str(e["phase"]), str(e["op"]), int(e["size_bytes"]), tuple(int(r) for r in e["ranks"]))
+                results.setdefault(key, {})[rank] = e
     sweep: list[CollectiveResult] = []
     narrowing: list[CollectiveResult] = []
-    for key in order:
-        phase, op, size, ranks = key
-        got = results[key]
+    for (phase, op, size, ranks), got in results.items():
         first = next(iter(got.values()))
         timings = tuple(RankTiming(r, Timing.from_samples(str(e.get("method") or "cuda_events"), e["samples_us"]))
                         for r, e in sorted(got.items()) if e.get("samples_us"))
