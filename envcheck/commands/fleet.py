@@ -68,14 +68,8 @@ def parse_sweep_sizes(text: str) -> tuple[int, ...]:
         raise UsageError(f"--sweep-sizes {text!r}: expected e.g. 1M..4G or 64K,1M") from None
 
 
-def nodes_of(report: Report) -> list[FleetNode]:
-    """The nodes a baseline report describes: a fleet report's nodes, or one machine's report as one node."""
-    if report.fleet is not None:
-        return list(report.fleet.nodes)
-    return [FleetNode(report.host, (), report.environment, report.checks, report.benches, report.node)]
-
-
 def load_baseline(path: str) -> Baseline:
+    """``--baseline``: a fleet report's nodes, or one machine's report as one node."""
     from envcheck.analysis.fleet import baseline_from_nodes
     from envcheck.model import ReportError, load
     from envcheck.model.codec import VERDICT_KINDS
@@ -84,7 +78,9 @@ def load_baseline(path: str) -> Baseline:
         report = load(path, VERDICT_KINDS)
     except ReportError as e:
         raise UsageError(f"--baseline {e}") from None
-    return baseline_from_nodes(nodes_of(report), path, report.host, report.created)
+    nodes = report.fleet.nodes if report.fleet is not None else (
+        FleetNode(report.host, (), report.environment, report.checks, report.benches, report.node),)
+    return baseline_from_nodes(nodes, path, report.host, report.created)
 
 
 def real_deps(args: FleetOptions, ctx: Any, transport: Any, sweep: Any, out_dir: str, cpu: bool) -> Any:
