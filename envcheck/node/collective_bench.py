@@ -150,24 +150,17 @@ class CollectiveBench:
     """Measures collectives for one rank. ``dist`` is ``torch.distributed``; ``torch`` the module."""
 
     def __init__(self, torch: Any, dist: Any, device: str, rank: int, world_size: int) -> None:
+        from envcheck.bench.timer import CudaEventClock, HostClock
+
         self.torch = torch
         self.dist = dist
         self.device = device  # "cuda:<i>" or "cpu"
         self.rank = rank
         self.world_size = world_size
         self.cuda = device.startswith("cuda")
-        self.l2_bytes: int | None = None  # None: rotation_sets assumes an H100's
-        if self.cuda:
-            from envcheck.bench.timer import CudaEventClock
-
-            self.l2_bytes = int(getattr(torch.cuda.get_device_properties(torch.device(device)), "L2_cache_size", 0)) \
-                or None
-
-            self.clock: Any = CudaEventClock()
-        else:
-            from envcheck.bench.timer import HostClock
-
-            self.clock = HostClock()
+        props = torch.cuda.get_device_properties(torch.device(device)) if self.cuda else None
+        self.l2_bytes: int | None = int(getattr(props, "L2_cache_size", 0)) or None  # None: an H100's is assumed
+        self.clock: Any = CudaEventClock() if self.cuda else HostClock()
         self.method = "cuda_events" if self.cuda else "host_clock"
         self._nccl_allocator: Any = None  # torch's NCCL allocator, once use_registered_buffers found it
         self._registered_error: str | None = None
