@@ -219,7 +219,7 @@ class CollectiveBench:
             group = self.dist.new_group(list(ranks))
             for op in ops:
                 send, recv = buffers(torch, op, layout(op, 1024 * len(ranks), len(ranks), 4), self.device)
-                call(self.dist, op, send.fill_(1.0), recv, group, ranks[0])
+                self._call(op, send.fill_(1.0), recv, group, ranks[0])
             torch.cuda.synchronize()
             held = before - (self.free_bytes() or 0)
             if not self._min_over(int(held <= COMMUNICATOR_MEMORY_SHARE * total), None):
@@ -227,6 +227,9 @@ class CollectiveBench:
                 break
             made.append(group)
         return tuple(made)
+
+    def _call(self, op: str, send: Any, recv: Any, group: Any, root: int) -> None:
+        call(self.dist, op, send, recv, group, root)  # one method: a test hook slows a rank here
 
     def _capture(self, op: str, sets: list[tuple[Any, Any]], group: Any, root: int, calls: int,
                  warm_call: bool = True) -> tuple[Any, str | None]:
@@ -240,7 +243,7 @@ class CollectiveBench:
                 side = torch.cuda.Stream()
                 side.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(side):
-                    call(self.dist, op, *sets[0], group, root)
+                    self._call(op, *sets[0], group, root)
                 torch.cuda.current_stream().wait_stream(side)
             torch.cuda.synchronize()
             graph = torch.cuda.CUDAGraph()
@@ -248,7 +251,7 @@ class CollectiveBench:
             # capture; in the default global mode those queries would invalidate it.
             with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                 for i in range(calls):
-                    call(self.dist, op, *sets[i % len(sets)], group, root)
+                    self._call(op, *sets[i % len(sets)], group, root)
         except Exception as e:  # noqa: BLE001 - a refused capture is a recorded reason, not a crash
             error = one_line(e)
             graph = None
@@ -394,12 +397,12 @@ class CollectiveBench:
         ``iters`` samples of ``stride`` eager calls back to back, then (on a GPU, with ``graph``) ``replays``
         replays of a graph of ``calls`` calls (sized here from the eager calls when None)."""
         for i in range(warmup):
-            call(self.dist, op, *sets[i % len(sets)], group, root)
+            self._call(op, *sets[i % len(sets)], group, root)
         self.clock.synchronize()
         # Marks between calls, as nccl-tests times its loop: the samples add up to the loop's time per call.
         marks = [self.clock.mark()]
         for i in range(warmup, warmup + iters * stride):  # the cycle goes on from the warm-up's
-            call(self.dist, op, *sets[i % len(sets)], group, root)
+            self._call(op, *sets[i % len(sets)], group, root)
             if (i - warmup + 1) % stride == 0:
                 marks.append(self.clock.mark())
         self.clock.synchronize()
@@ -490,7 +493,7 @@ class CollectiveBench:
             self._fill(send, value_in)
             if recv is not None:
                 recv.fill_(-1.0)  # poison: an element the collective never wrote shows as wrong
-            call(self.dist, op, send, recv, group, root)
+            self._call(op, send, recv, group, root)
             self.clock.synchronize()
             wrong = self._count_wrong(recv if recv is not None else send, value_out)
             result = replace(base, samples_us=samples, wrong=wrong, gpu_samples_us=gpu,
