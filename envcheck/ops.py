@@ -136,10 +136,6 @@ def valid_name(name: object) -> bool:
                                                                    for ch in name)
 
 
-# A conv2d shape's dimensions, as ``--sizes`` takes them (NxCxHxWxKxRxSTRIDE) and every view names them.
-CONV_DIMS = ("N", "C", "H", "W", "K", "R", "stride ")
-
-
 @dataclass(frozen=True)
 class OpSpec:
     """What one op is. ``family`` groups ops that take the same shapes (and the same sizes on

@@ -18,17 +18,15 @@ def count(n: int) -> str:
     return str(n)
 
 
-def shape(dims: Sequence[int] | int | str, names: Sequence[str] = ()) -> str:
-    """The one way a size is written: an element count for vectors (``256M``), ``4096×11008×4096`` otherwise,
-    each dimension with its name where ``names`` are given (``N64 C64 H128 W128 K64 R7 stride 2``). ``dims`` may
-    be the ``AxB`` text reports keep in notes; text that is no size is returned as it is."""
+def shape(dims: Sequence[int] | int | str) -> str:
+    """The one way a size is written: an element count for vectors (``256M``), ``4096×11008×4096`` otherwise
+    (views name a convolution's dimensions in their language: ``render.i18n.size``). ``dims`` may be the ``AxB``
+    text reports keep in notes; text that is no size is returned as it is."""
     if isinstance(dims, str):
         if not all(d.isdigit() for d in dims.split("x")):
             return dims
         dims = [int(d) for d in dims.split("x")]
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    if names:
-        return " ".join(f"{name}{d}" for name, d in zip(names, dims, strict=False))
     return count(dims[0]) if len(dims) == 1 else "×".join(str(d) for d in dims)
 
 

@@ -5,7 +5,8 @@ driver version, a check's title, finding and fix, an NVML throttle reason) comes
 ``Strings``, so a test can make each of them hostile and check that the terminal, Markdown and
 HTML renderings show it and never obey it. The rows themselves are real: ``compare.diff`` and
 ``compare.history`` computed them from reports that differ in known ways (a 10 % faster other
-side, one case throttled on the baseline, one numeric pass turned fail, one case on each side only).
+side, one case throttled on the baseline, one numeric pass turned fail, one case on each side only). Its two
+GPU models have no noise floor in common, so it judges no row; ``judged`` is a diff whose every row is judged.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+import compare_fixtures as fx
 import factories
 
 from envcheck.compare.diff import Diff
@@ -78,6 +80,13 @@ def diff(s: Strings = Strings(), comparisons: int = 1) -> Diff:
                         fail_numeric=True, drop=1))
               for i in range(comparisons)]
     return compare_diff([(s.base_label, base), *others])
+
+
+def judged() -> Diff:
+    """The committed back-to-back pair on one H200, the second run's every time 10 % shorter: every comparable row
+    judged with the floors shipped for the H200, most of them faster."""
+    base, other = fx.h200_rerun()
+    return compare_diff([(fx.H200_RERUN[0].name, base), (fx.H200_RERUN[1].name, fx.scaled(other, 0.9))])
 
 
 def history(s: Strings = Strings(), points: int = 3) -> History:

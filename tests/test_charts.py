@@ -119,8 +119,14 @@ def test_charts_in_chinese():
 
 
 def test_diff_ratio_chart_follows_its_data_and_draws_each_interval_and_the_practical_band():
-    """The ratio charts once fixed y at 0.4 .. 2.5 with every point within ±10% and drew no interval."""
-    d = compare_data.diff()
+    """The ratio charts once fixed y at 0.4 .. 2.5 with every point within ±10% and drew no interval. A row not
+    judged (no noise floor: two GPU models) is drawn with no interval."""
+    unjudged = compare_data.diff().comparisons[0]
+    drawn = ch.ratio_chart(unjudged, "en", 2.0)
+    assert drawn is not None and {c.verdict for c in unjudged.compared} == {"not judged"}
+    assert all(p.low is None and p.high is None for panel in drawn.spec.panels for s in panel.series for p in s.points)
+    assert not [c for ax in figure(drawn.spec).axes for c in ax.collections if c.get_gid() == INTERVAL]
+    d = compare_data.judged()
     drawn = ch.ratio_chart(d.comparisons[0], "en", d.practical_pct)
     assert drawn is not None
     points = [p for panel in drawn.spec.panels for s in panel.series for p in s.points]

@@ -240,14 +240,17 @@ def test_the_triton_on_a_cpu_set_up_says_what_it_needs() -> None:
 
 def test_one_way_to_write_a_size() -> None:
     """Element counts as the tables write them (``256M``) also where a note names them, and a convolution's
-    dimensions with their names."""
+    dimensions with their names, in the reader's language."""
     from envcheck.render import fmt
+    from envcheck.render.i18n import case_label, size
 
     assert fmt.param("size", "268435456") == fmt.shape((268435456,)) == "256M"
     assert fmt.param("shapes", ("1024", "1000003", "134217728")) == "1K, 1000003, 128M"
     assert fmt.param("size", "8192x8192x8192") == fmt.shape((8192, 8192, 8192)) == "8192×8192×8192"
-    assert fmt.shape((64, 64, 128, 128, 64, 7, 2), "conv2d") == "N64 C64 H128 W128 K64 R7 stride 2"
-    assert fmt.case_label(("conv2d", "torch", "fp16", "fp16", (8, 3, 32, 32, 16, 3, 1))).endswith(
+    assert size("en", (64, 64, 128, 128, 64, 7, 2), "conv2d") == "N64 C64 H128 W128 K64 R7 stride 2"
+    assert size("zh-CN", (64, 64, 128, 128, 64, 7, 2), "conv2d") == "N64 C64 H128 W128 K64 R7 步长 2"
+    assert size("en", (8192, 8192, 8192), "matmul") == "8192×8192×8192"
+    assert case_label("en", ("conv2d", "torch", "fp16", "fp16", (8, 3, 32, 32, 16, 3, 1))).endswith(
         "N8 C3 H32 W32 K16 R3 stride 1")
     assert fmt.shape("1 MiB") == "1 MiB"  # text that is no size stays as it is
 

@@ -10,6 +10,7 @@ import factories_cpu
 import pytest
 
 from envcheck.analysis import analyse
+from envcheck.commands.options import RunOptions
 from envcheck.model import Timing
 from envcheck.render.documents import render_html, render_markdown
 from envcheck.render.terminal.console import capture
@@ -85,7 +86,7 @@ def test_an_interpreted_kernel_is_checked_not_warmed_up_nor_timed_and_the_run_sa
     monkeypatch.setattr(interpret, "enable", lambda: None)
     monkeypatch.setattr(kernels, "vector_add", lambda x, y, out, extra=None: torch.add(x, y, out=out))
     env = factories_cpu.environment()
-    options = dataclasses.replace(_Options(), ops=["vector_add"])
+    options = RunOptions(ops=("vector_add",), no_compile=True, interpret=True)
     plan = suite.plan(options, env)
     assert plan.settings.interpret and [n.key for n in plan.notes][0] == "bench.interpreted"
     cases = []
@@ -108,14 +109,3 @@ def test_an_interpreted_kernel_is_checked_not_warmed_up_nor_timed_and_the_run_sa
     text = capture(lambda c: print_run(c, r, a, lang="en"), width=120)
     assert "checked" in text and "Triton and torch.compile were not measured" not in text
     assert translate("en", "bench.interpreted") in " ".join(text.split())
-
-
-@dataclasses.dataclass
-class _Options:
-    quick: bool = False
-    ops: list | None = None
-    sizes: list | None = None
-    dtypes: list | None = None
-    device: int = 0
-    no_compile: bool = True
-    interpret: bool = True

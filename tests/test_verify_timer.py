@@ -28,7 +28,7 @@ def test_every_row_is_printed_with_its_ratio_noise_and_the_verdict(script, capsy
     assert status in (0, 1)  # a host clock against a host clock need not agree within 1%
     lines = out.splitlines()
     assert lines[0].startswith("GPU: Fake GPU")
-    for label in ("vector_add fp32 4097", "matmul bf16 32x33x31"):
+    for label in ("vector_add fp32 4097", "matmul bf16 32×33×31"):
         rows = [ln for ln in lines if ln.startswith(label)]
         assert [ln.split()[len(label.split())] for ln in rows] == ["torch", "triton"], out
     assert any(ln.startswith("largest deviation from do_bench_cudagraph:") for ln in lines)
@@ -42,7 +42,7 @@ def test_workloads_rows_are_the_first_users_headline_cases_at_3_percent(script, 
     status = script.main(["--workloads"])
     out = capsys.readouterr().out
     assert status in (0, 1)
-    for label in ("layer_norm fp32 64x96", "sum_lead fp32 4x8x16"):
+    for label in ("layer_norm fp32 64×96", "sum_lead fp32 4×8×16"):
         assert [ln.split()[3] for ln in out.splitlines() if ln.startswith(label)] == ["torch", "triton"], out
     assert "(allowed 3%)" in out
     assert script.main(["--bogus"]) == 2

@@ -156,9 +156,9 @@ def test_user_mode_measures_every_impl_warm_then_cold_and_judges_the_warm_rows(f
     lines = out.splitlines()
     assert lines[0].startswith("GPU: Fake GPU")
     assert lines[1].startswith(f"{user.name}: every declared op") and str(user.parent) not in out, out
-    assert any(ln.startswith("  left out: small fp32 4x4 (working set 144 bytes)") for ln in lines), out
-    warm = [i for i, ln in enumerate(lines) if ln.startswith("wsum fp32 512x512 ") and "cold-L2" not in ln]
-    cold = [i for i, ln in enumerate(lines) if ln.startswith("wsum fp32 512x512 cold-L2 ")]
+    assert any(ln.startswith("  left out: small fp32 4×4 (working set 144 bytes)") for ln in lines), out
+    warm = [i for i, ln in enumerate(lines) if ln.startswith("wsum fp32 512×512 ") and "cold-L2" not in ln]
+    cold = [i for i, ln in enumerate(lines) if ln.startswith("wsum fp32 512×512 cold-L2 ")]
     # case (3 words, 4 cold), impl, envcheck, cudagraph, ratio, sets: the baseline first, then the others.
     assert [tuple(lines[i].split()[3:8:4]) for i in warm] == [("torch", "1"), ("mine", "1")], out
     assert [tuple(lines[i].split()[4:9:4]) for i in cold] == [("torch", "2"), ("mine", "2")], out
@@ -180,7 +180,7 @@ def test_only_the_warm_rows_decide_the_exit_status(faked, capsys, monkeypatch, w
 
     def measure_row(rt, nvml, target, op, dtype, shape, impls):
         cold = rt.settings.cold_l2
-        label = f"{op} {dtype} 512x512" + (script.COLD if cold else "")
+        label = f"{op} {dtype} 512×512" + (script.COLD if cold else "")
         us = cold_us if cold else warm_us
         return [script.Result(label, impl, rotation_sets=1, gpu=[timing(us)] * script.ROUNDS,
                               launch=[timing(5.0)] * script.ROUNDS, theirs=[100.0] * script.ROUNDS) for impl in impls]

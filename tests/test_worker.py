@@ -95,8 +95,8 @@ def test_plan_round_trips_and_bad_plans_name_the_problem() -> None:
 def test_planned_case_names_its_group() -> None:
     c = _case("matmul", "torch", "fp32", "tf32", (512, 512, 512))
     assert c.group == ("matmul", "fp32", "tf32", (512, 512, 512))
-    assert c.group_label == "matmul fp32/tf32 512x512x512" and c.label == "matmul fp32/tf32 512x512x512 torch"
-    assert _case("relu", shape=(1 << 20,)).group_label == "relu fp32 2^20"
+    assert c.group_label == "matmul fp32/tf32 512×512×512" and c.label == "matmul fp32/tf32 512×512×512 torch"
+    assert _case("relu", shape=(1 << 20,)).group_label == "relu fp32 1M"
     with pytest.raises(ValueError):
         PlannedCase("relu", "torch", "fp32", "fp32", (4, 4))
 

@@ -264,7 +264,7 @@ def _by_content() -> dict[frozenset[str], list[Path]]:
     groups: dict[frozenset[str], list[Path]] = {}
     for p in REPORTS:
         doc = json.loads(gzip.decompress(p.read_bytes()))
-        if doc.get("format") != "envcheck-diff":
+        if doc.get("format") == "envcheck-report":  # not a diff's JSON, nor the judge fit's
             groups.setdefault(frozenset(_what_it_holds(doc, "", set())), []).append(p)
     return groups
 

@@ -179,7 +179,7 @@ class PlannedCase:
 
     @property
     def group_label(self) -> str:
-        """``matmul fp32/tf32 4096x4096x4096``: the group, as progress lines name it."""
+        """``matmul fp32/tf32 4096×4096×4096``: the group, as progress lines name it."""
         return f"{self.op} {variant(self.dtype, self.precision)} {units.shape(self.shape)}"
 
     @property

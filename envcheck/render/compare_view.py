@@ -15,7 +15,7 @@ from envcheck.compare.envdiff import STORY_AREAS, CheckChange, EnvChange
 from envcheck.compare.match import SAMPLING
 from envcheck.render import fmt
 from envcheck.render.checktext import localized
-from envcheck.render.i18n import catalog, phrase, translate
+from envcheck.render.i18n import case_label, catalog, phrase, translate
 from envcheck.render.node_compare_view import NodeCompareView, control_pairs, node_compare_view, unmatched_lines
 from envcheck.render.tiles import Tile
 from envcheck.render.view import ceiling_name
@@ -167,7 +167,7 @@ def _group_row(g: Any, lang: str) -> GroupRow:
 
 
 def _case_row(c: Any, lang: str) -> CaseRow:
-    return CaseRow(case_name(c), c.timing or fmt.DASH, fmt.duration_us(c.base_us), fmt.duration_us(c.other_us),
+    return CaseRow(case_name(c, lang), c.timing or fmt.DASH, fmt.duration_us(c.base_us), fmt.duration_us(c.other_us),
                    fmt.ratio(c.ratio), fmt.interval(c.low, c.high), fmt.pct(c.base_pct), fmt.pct(c.other_pct),
                    c.verdict, verdict_text(lang, c.verdict))
 
@@ -177,11 +177,11 @@ def _shape(shape: Any) -> str:
     return fmt.shape(shape) if isinstance(shape, tuple) else str(shape)
 
 
-def case_name(c: Any) -> str:
+def case_name(c: Any, lang: str) -> str:
     """One compared case, with the one label every view uses when the comparison carries its key."""
     key = getattr(c, "key", None)
     if isinstance(key, tuple) and getattr(c, "other_precision", None) is None:
-        return fmt.case_label(key)
+        return case_label(lang, key)
     return str(c.name)
 
 
@@ -345,9 +345,9 @@ def comparison_view(cmp: Any, lang: str, escape: Escape, confidence: float = 0.9
         ops=tuple(_group_row(o, lang) for o in cmp.ops),
         significant=tuple(_case_row(c, lang) for c in sig),
         compared=tuple(_case_row(c, lang) for c in cmp.compared),
-        numeric=tuple(NumericRow(case_name(c), fmt.sci(c.numeric.base_rel_l2), fmt.sci(c.numeric.other_rel_l2),
+        numeric=tuple(NumericRow(case_name(c, lang), fmt.sci(c.numeric.base_rel_l2), fmt.sci(c.numeric.other_rel_l2),
                                  numeric_label(c, lang)) for c in cmp.numeric_changes if c.numeric),
-        not_comparable=tuple((case_name(c), reasons_text(c.reasons, lang, escape)) for c in cmp.not_comparable),
+        not_comparable=tuple((case_name(c, lang), reasons_text(c.reasons, lang, escape)) for c in cmp.not_comparable),
         only_base=_refs(cmp.only_base), only_other=_refs(cmp.only_other),
         only_base_title=t("diff.only_base", count=len(cmp.only_base)),
         only_other_title=t("diff.only_other", label=escape(cmp.other.label), count=len(cmp.only_other)),

@@ -26,7 +26,7 @@ from typing import Any
 
 from envcheck import units
 from envcheck.errors import first_line as first_line  # the one definition; presentation reads it from here
-from envcheck.ops import CONV_DIMS, OPS, variant
+from envcheck.ops import variant
 
 DASH = "–"  # where a number does not exist (not measured, not applicable)
 
@@ -167,9 +167,7 @@ def rate(x: Any, unit: str) -> str:
 count = units.count
 
 
-def shape(dims: Sequence[int] | int | str, op: str | None = None) -> str:
-    """What a size column shows (``units.shape``): a convolution's dimensions named when ``op`` is given."""
-    return units.shape(dims, CONV_DIMS if op in OPS and OPS[op].family == "conv" else ())
+shape = units.shape  # what a size column shows; ``i18n.size`` names a convolution's dimensions
 
 
 def shape_key(dims: Sequence[int]) -> tuple[int, tuple[int, ...]]:
@@ -180,12 +178,6 @@ def shape_key(dims: Sequence[int]) -> tuple[int, tuple[int, ...]]:
 def precision_label(dtype: str, precision: str | None) -> str:
     """``fp32``, or ``fp32/tf32`` when the arithmetic differs from the dtype."""
     return variant(dtype, precision or dtype)
-
-
-def case_label(key: Sequence[Any]) -> str:
-    """One case: ``matmul triton fp32/tf32 4096×4096×4096`` (a ``CaseKey``)."""
-    op, impl, dtype, precision, dims = key
-    return f"{op} {impl} {precision_label(dtype, precision)} {shape(dims, op)}"
 
 
 # --------------------------------------------------------------------------- parameters by unit

@@ -28,6 +28,7 @@ from typing import Any
 
 from envcheck.model.facts import STATUSES, Check
 from envcheck.model.reasons import KEYS as REASON_KEYS
+from envcheck.ops import OPS
 from envcheck.render import fmt
 
 LANGS: tuple[str, ...] = ("en", "zh-CN")
@@ -76,6 +77,19 @@ def translate(lang: str, key: str, **params: Any) -> str:
     """The message ``key`` in ``lang`` with ``params`` (already text) filled in; KeyError when unknown."""
     message = catalog(lang)[_singular(lang, key, params)]
     return message.format(**params) if params else message
+
+
+def size(lang: str, dims: Sequence[int], op: str) -> str:
+    """``fmt.shape``, but a convolution's dimensions each with its name in ``lang`` (``N64 C64 … R7 stride 2``)."""
+    if op in OPS and OPS[op].family == "conv" and len(dims) == 7:
+        return translate(lang, "size.conv", **dict(zip(("n", "c", "h", "w", "k", "r", "stride"), dims, strict=True)))
+    return fmt.shape(dims)
+
+
+def case_label(lang: str, key: Sequence[Any]) -> str:
+    """One case: ``matmul triton fp32/tf32 4096×4096×4096`` (a ``CaseKey``)."""
+    op, impl, dtype, precision, dims = key
+    return f"{op} {impl} {fmt.precision_label(dtype, precision)} {size(lang, dims, op)}"
 
 
 # Parameters whose values are words of a small vocabulary, phrased in the reader's language.

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from envcheck.analysis.phases import BenchPhases
 from envcheck.render import fmt
-from envcheck.render.i18n import has, join, translate
+from envcheck.render.i18n import case_label, has, join, translate
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ def phase_table(phases: BenchPhases | None, lang: str, escape: Callable[[str], s
     for c in phases.slowest:
         when = (translate(lang, "phases.span", start=fmt.num(c.span_s[0]), end=fmt.num(c.span_s[1]))
                 if c.span_s is not None else "")
-        cases.append(f"{escape(fmt.case_label(c.key))} {fmt.seconds(c.seconds)}{when}")
+        cases.append(f"{escape(case_label(lang, c.key))} {fmt.seconds(c.seconds)}{when}")
     if node:
         explain = translate(lang, "phases.node_explain", total=fmt.seconds(phases.total_s))
     else:

@@ -31,7 +31,7 @@ from envcheck.ops import IMPLS, PRECISIONS
 from envcheck.redact import redact_value
 from envcheck.render import fmt
 from envcheck.render.checktext import all_localized
-from envcheck.render.i18n import check_counts, has, join, phrase, translate
+from envcheck.render.i18n import case_label, check_counts, has, join, phrase, translate
 from envcheck.render.node_view import node_section, node_tiles
 from envcheck.render.phase_view import PhaseTable, phase_table
 from envcheck.render.tiles import Tile
@@ -326,7 +326,7 @@ def _finding(f: Finding, p: _Phraser, key: str | None = None, params: dict[str, 
     flag_name = FINDING_FLAG.get(f.key)
     flag = _flag(flag_name, None, p) if flag_name else None
     return FindingView(f.key, f.level, p.key(key or f.key, f.params if params is None else params, raw),
-                       tuple(RowRef(fmt.case_label(k), anchor(k, p.prefix)) for k in rows), _row_groups(rows), flag)
+                       tuple(RowRef(case_label(p.lang, k), anchor(k, p.prefix)) for k in rows), _row_groups(rows), flag)
 
 
 def _findings(ba: BenchAnalysis, p: _Phraser) -> tuple[list[FindingView], dict[str, list[FindingView]]]:

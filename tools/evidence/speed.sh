@@ -103,9 +103,10 @@ say "machine"
   "$py" -c 'import os, torch, triton; print("torch", torch.__version__, "triton", triton.__version__, "cpus", os.cpu_count())'
   git log -1 --format='tree %h %s' 2>/dev/null
 } 2>&1 | tee -a "$log"
-# A fresh machine: envcheck's cache (where its workers point Triton and Inductor) empty, and neither variable
-# set, so the defaults of an earlier call (~/.triton, /tmp/torchinductor_$USER) serve nothing.
-export ENVCHECK_CACHE_DIR="$(mktemp -d)/envcheck"
+# A fresh machine: envcheck's cache (where its workers point Triton and Inductor) empty unless ENVCHECK_CACHE_DIR
+# names one (a second call on the same machine continuing the first's), and neither variable set, so the defaults
+# of an earlier call (~/.triton, /tmp/torchinductor_$USER) serve nothing.
+export ENVCHECK_CACHE_DIR="${ENVCHECK_CACHE_DIR:-$(mktemp -d)/envcheck}"
 unset TRITON_CACHE_DIR TORCHINDUCTOR_CACHE_DIR
 
 want cold && run cold 220 300

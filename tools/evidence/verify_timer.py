@@ -298,9 +298,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import triton
 
+    from envcheck import units
     from envcheck.bench import device
     from envcheck.bench.monitor import LimitWatch
-    from envcheck.bench.sizes import describe
     from envcheck.bench.timer import Timer
     from envcheck.model import Settings
     from envcheck.probes.nvml import Nvml
@@ -344,8 +344,8 @@ def main(argv: list[str] | None = None) -> int:
         for (op, dtype, shape, _), ws in largest_shapes(ops):
             if (op, dtype, shape) not in {r[:3] for r in rows}:
                 size = f"{ws / 2**20:.1f} MiB" if ws >= 1 << 17 else f"{ws} bytes"
-                print(f"  left out: {op} {dtype} {describe(shape)} (working set {size})")
-    width = max(26, *(len(f"{op} {dtype} {describe(shape)}{COLD if user else ''}") for op, dtype, shape, _ in rows))
+                print(f"  left out: {op} {dtype} {units.shape(shape)} (working set {size})")
+    width = max(26, *(len(f"{op} {dtype} {units.shape(shape)}{COLD if user else ''}") for op, dtype, shape, _ in rows))
     iw = max(6, *(len(i) for *_, impls in rows for i in impls))
     sets_head = f" {'sets':>4}" if user else ""
     print(f"{'case':<{width}} {'impl':<{iw}} {'envcheck':>9} {'cudagraph':>9} {'ratio':>6}{sets_head} {'spread% e|c':>11}"
