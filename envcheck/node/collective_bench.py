@@ -1,59 +1,54 @@
-"""One collective at one size on one group of ranks: timed twice, as single-GPU ops are, then checked.
+"""One collective at one size on one group of ranks, timed twice as single-GPU ops are, then checked
+(docs/node.md says why each rule is there, with the logs):
 
-1. **Per call**: warm-up calls, then timed calls back to back, the way nccl-tests times its eager loop: what a
-   ``torch.distributed`` caller pays, launch overhead included (a CUDA event every few calls on a GPU, the host
-   clock on the CPU).
-2. **GPU time** (GPUs only): the call captured many times in one CUDA graph and the graph replayed back to back
-   after untimed replays, each sample one replay divided by its calls: the counterpart of nccl-tests' ``-G``.
-   Every member of the group captures or none replays (a lone replay would wait for its peers for ever); a
-   refused capture is recorded with its reason and the per-call time stands alone. The samples pool
-   ``CAPTURES`` captures spread over several communicators of the same ranks and, for sizes past 3x L2, over
-   fresh allocations: which communicator and where a buffer lands set the pace, so one of each is luck.
-3. A separate call on fresh inputs whose output is checked element by element (nccl-tests' #wrong).
+1. **per call**: warm-up calls, then eager calls back to back with a mark every ``PER_CALL_LOOP`` calls (CUDA
+   events on a GPU, the host clock on the CPU): what a ``torch.distributed`` caller pays;
+2. **GPU time** (GPUs only): the call captured ``calls`` times in one CUDA graph, replayed back to back after
+   ``GRAPH_WARM_US`` of untimed replays, each sample one replay divided by its calls (nccl-tests' ``-G``). A
+   graph is sized so a replay lasts ``GRAPH_REPLAY_US``, again from the GPU time where that is much quicker.
+   The samples join ``CAPTURES`` captures, one on each communicator the caller passes (which communicator a
+   call goes through can set its pace), on a fresh allocation each where one set of buffers exceeds 3x L2;
+3. a call on freshly written inputs, its output checked element by element (nccl-tests' #wrong);
 4. (torch with an NCCL memory pool) the GPU time again on buffers from NCCL's allocator, which NCCL registers
-   when a graph captures a call on them (``CollectiveBench._registered``): nccl-tests' default graph mode.
+   in a captured graph (``CollectiveBench._registered``), its output checked too.
 
-On a GPU, L2 is kept cold as nccl-tests keeps it (``envcheck.bench.l2``): a size whose buffers could stay in L2
-cycles through ``rotation_sets`` sets of buffers, the same count on every member. docs/node.md gives each rule
-here with the measurements behind it.
+L2 is kept cold as for single-GPU ops (``envcheck.bench.l2``), 1 MiB and less included, as nccl-tests shifts
+its buffers. Every rank of the group calls :func:`measure` with the same arguments in the same order;
+decisions that could differ between ranks (out of memory, a refused capture) are agreed with a tiny
+collective first. The same code drives NCCL on GPUs and gloo on the CPU.
 
-Runs inside a torchrun worker (``envcheck.node.collective_worker``) with a process group up; NCCL on GPUs and
-gloo on the CPU differ only in the tensors' device and the clock. Every rank calls :func:`measure` with the same
-arguments in the same order; a decision that could differ between ranks (out of memory) is agreed on first
-with a tiny collective, so no rank skips a size the others run.
-
-Inputs hold small integers, exact in float32, so the check is equality: rank r's element i is
-``r + 1 + i % 7``; for all_to_all, rank r's chunk for rank j, element k, is ``8 (r n + j) + 1 + k % 7``.
+Inputs hold small integers, so every expected output is exact and the check is equality: rank r's element i
+is ``r + 1 + i % 7``; for all_to_all, rank r's chunk for rank j, element k, is ``8 (r n + j) + 1 + k % 7``.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
 from envcheck.analysis.node import layout
 from envcheck.bench.failure import one_line
 from envcheck.bench.l2 import DEFAULT_L2_BYTES, ROTATE_L2_MULTIPLE, rotation_sets
+from envcheck.bench.timer import make_clock
 
 GRAPH_REPLAY_US = 1000.0  # a replay should last about this long: calls per graph = this / time per call
-GRAPH_WARM_US = 50_000.0  # untimed replays before a capture's timed ones: a burst starts at a slower pace
-MAX_GRAPH_CALLS = 256  # before rounding up to whole cycles through the sets of buffers
+GRAPH_WARM_US = 50_000.0  # untimed replays back to back for about this long before the timed ones of a capture
+MAX_GRAPH_CALLS = 256  # then rounded up to whole cycles through the sets of buffers
 CHUNK_ELEMS = 1 << 25  # 128 MiB of float32 per step when writing inputs and checking outputs
 MEMORY_HEADROOM = 0.85  # share of the free memory a size may use (NCCL's own buffers need the rest)
-MiB = 1 << 20
-INPLACE = ("all_reduce", "broadcast")  # collectives whose output is their input buffer
-CAPTURES = 12  # graph captures the GPU time pools
-COMMUNICATORS = CAPTURES  # one capture on each: the communicators, not the captures, are the independent draws
-COMMUNICATOR_MEMORY_SHARE = 0.15  # of a GPU's memory the extra communicators may hold (~870 MiB each on an H100)
-ALLOCATIONS = CAPTURES  # fresh allocations of a size past 3x L2, one capture on each
+CAPTURES = 12  # graph captures the GPU time pools: the communicators, not the captures, are the draws
+COMMUNICATORS = CAPTURES  # one capture on each, as long as the extra ones hold at most this share of memory:
+COMMUNICATOR_MEMORY_SHARE = 0.15  # about 870 MiB each on an H100
+ALLOCATIONS = CAPTURES  # where a large size's buffers land moved it by up to 14%: one allocation is luck
 ALLOCATION_WARMUP = 2  # warm-up calls on each allocation after the first (the communicator is warm)
-# Below PER_CALL_LOOP_BELOW an event marks every PER_CALL_LOOP calls, not every call: an event between calls adds
-# its own host cost to each, while from 64 MiB a call keeps the GPU busy long enough to hide it.
+# An event between every eager call adds its own host cost to each; from 64 MiB the host runs ahead anyway.
 PER_CALL_LOOP = 10
 PER_CALL_LOOP_BELOW = 64 * (1 << 20)
-REGISTERED_CAPTURES = 3  # captures on NCCL-registered buffers, on as many communicators
+REGISTERED_CAPTURES = 3  # captures of the GPU time on NCCL-registered buffers, on as many communicators
+IN_PLACE = ("all_reduce", "broadcast")  # no output buffer
 
 
 @dataclass(frozen=True)
@@ -88,12 +83,12 @@ class Measured:
 
 
 def whole_cycles(calls: int, sets: int) -> int:
-    """``calls`` rounded up to whole cycles through ``sets`` sets of buffers: every replay visits each set alike."""
+    """``calls`` rounded up to whole cycles through ``sets`` sets of buffers."""
     return max(1, math.ceil(calls / sets)) * sets
 
 
 def warm_replays(replay_us: float) -> int:
-    """Untimed replays after the one that measured ``replay_us``, to keep the GPUs busy for ``GRAPH_WARM_US``."""
+    """Untimed replays, after the one that measured ``replay_us``, that fill about GRAPH_WARM_US."""
     return max(0, math.ceil(GRAPH_WARM_US / max(replay_us, 1.0)) - 1)
 
 
@@ -105,32 +100,26 @@ def calls_per_graph(per_call_us: float) -> int:
 
 
 def allocations_for(buffer_bytes: int, l2_bytes: int | None, sets: int) -> int:
-    """Fresh allocations a size's timed calls are spread over on a GPU: ``ALLOCATIONS`` where one set of buffers
-    exceeds 3x L2 (smaller sizes rotate through sets instead), else 1; the same on every member of a group."""
+    """Fresh allocations a size's timed calls are spread over: ``ALLOCATIONS`` where one set of buffers
+    exceeds 3x L2 (smaller sizes rotate through sets instead), else 1; the same on every rank."""
     if sets > 1 or buffer_bytes < ROTATE_L2_MULTIPLE * (l2_bytes or DEFAULT_L2_BYTES):
         return 1
     return ALLOCATIONS
 
 
 def need_bytes(op: str, size_bytes: int, n: int, element_bytes: int = 4) -> int:
-    """Device memory one rank needs for ``op`` at size S: its buffers and a chunk of the check's values and indices."""
+    """Device memory one rank needs: its buffers, and a chunk of expected values and indices for the check."""
     return buffer_bytes(op, size_bytes, n, element_bytes) + CHUNK_ELEMS * (element_bytes + 8)
 
 
 def buffer_bytes(op: str, size_bytes: int, n: int, element_bytes: int = 4) -> int:
-    """One rank's input and output buffers for ``op`` at size S: the working set L2 could keep between calls."""
+    """One rank's input and output buffers (one where the call is in place): what L2 could keep."""
     lay = layout(op, size_bytes, n, element_bytes)
-    return (lay.send if op in INPLACE else lay.send + lay.recv) * element_bytes
-
-
-def buffers(torch: Any, op: str, lay: Any, device: str, zeros: bool = False) -> tuple[Any, Any]:
-    """A fresh (input, output) pair of float32 tensors for ``op`` (no output where the call is in place)."""
-    send = (torch.zeros if zeros else torch.empty)(lay.send, dtype=torch.float32, device=device)
-    return send, None if op in INPLACE else torch.empty(lay.recv, dtype=torch.float32, device=device)
+    return (lay.send if op in IN_PLACE else lay.send + lay.recv) * element_bytes
 
 
 def call(dist: Any, op: str, send: Any, recv: Any, group: Any = None, root: int = 0) -> None:
-    """One call of ``op`` on ``group`` (None: the default group)."""
+    """One call of ``op`` on ``group`` (None: the default group; the cross-check loop's too)."""
     if op == "all_reduce":
         dist.all_reduce(send, group=group)
     elif op == "broadcast":
@@ -150,17 +139,17 @@ class CollectiveBench:
     """Measures collectives for one rank. ``dist`` is ``torch.distributed``; ``torch`` the module."""
 
     def __init__(self, torch: Any, dist: Any, device: str, rank: int, world_size: int) -> None:
-        from envcheck.bench.timer import CudaEventClock, HostClock
-
         self.torch = torch
         self.dist = dist
         self.device = device  # "cuda:<i>" or "cpu"
         self.rank = rank
         self.world_size = world_size
         self.cuda = device.startswith("cuda")
-        props = torch.cuda.get_device_properties(torch.device(device)) if self.cuda else None
-        self.l2_bytes: int | None = int(getattr(props, "L2_cache_size", 0)) or None  # None: an H100's is assumed
-        self.clock: Any = CudaEventClock() if self.cuda else HostClock()
+        self.l2_bytes: int | None = None  # None: rotation_sets assumes an H100's
+        if self.cuda:
+            self.l2_bytes = int(getattr(torch.cuda.get_device_properties(torch.device(device)), "L2_cache_size", 0)) \
+                or None
+        self.clock: Any = make_clock("cuda" if self.cuda else "cpu")
         self.method = "cuda_events" if self.cuda else "host_clock"
         self._nccl_allocator: Any = None  # torch's NCCL allocator, once use_registered_buffers found it
         self._registered_error: str | None = None
@@ -177,21 +166,34 @@ class CollectiveBench:
         free, _total = self.torch.cuda.mem_get_info(self.torch.device(self.device))
         return int(free)
 
-    def _chunks(self, t: Any) -> Any:
-        """(slice, indices) of the flat tensor ``t``, ``CHUNK_ELEMS`` at a time."""
-        for lo in range(0, t.numel(), CHUNK_ELEMS):
-            hi = min(t.numel(), lo + CHUNK_ELEMS)
-            yield slice(lo, hi), self.torch.arange(lo, hi, dtype=self.torch.int64, device=self.device)
+    def _chunks(self, t: Any, value_at: Any) -> Iterator[tuple[slice, Any]]:
+        """Each chunk of the flat tensor ``t`` and the values ``value_at`` gives its indices."""
+        n = t.numel()
+        for lo in range(0, n, CHUNK_ELEMS):
+            idx = self.torch.arange(lo, min(n, lo + CHUNK_ELEMS), dtype=self.torch.int64, device=self.device)
+            yield slice(lo, lo + len(idx)), value_at(idx).to(t.dtype)
 
     def _fill(self, t: Any, value_at: Any) -> None:
-        for part, idx in self._chunks(t):
-            t[part] = value_at(idx).to(t.dtype)
+        for part, values in self._chunks(t, value_at):
+            t[part] = values
 
     def _count_wrong(self, t: Any, value_at: Any) -> int:
-        return sum(int((t[part] != value_at(idx).to(t.dtype)).sum().item()) for part, idx in self._chunks(t))
+        return sum(int((t[part] != values).sum().item()) for part, values in self._chunks(t, value_at))
+
+    def _check(self, send: Any, recv: Any, values: tuple[Any, Any], run: Callable[[], Any]) -> int:
+        """``run()`` on fresh inputs and a poisoned output (an element never written shows); the wrong count."""
+        self._fill(send, values[0])
+        if recv is not None:
+            recv.fill_(-1.0)
+        run()
+        self.clock.synchronize()
+        return self._count_wrong(recv if recv is not None else send, values[1])
+
+    def _empty(self, elements: int) -> Any:
+        return self.torch.empty(elements, dtype=self.torch.float32, device=self.device)
 
     def _patterns(self, op: str, n: int, me: int, per: int) -> tuple[Any, Any]:
-        """(input value at index, expected output value at index) for this rank (index ``me`` in the group)."""
+        """(input value at index, expected output value at index) for group member ``me``."""
         tri = n * (n + 1) // 2
         if op == "all_reduce":
             return (lambda i: me + 1 + i % 7), (lambda i: tri + n * (i % 7))
@@ -207,9 +209,8 @@ class CollectiveBench:
         raise ValueError(f"unknown collective {op!r}")
 
     def more_communicators(self, ranks: tuple[int, ...], ops: tuple[str, ...]) -> tuple[Any, ...]:
-        """Up to ``COMMUNICATORS`` - 1 more communicators of ``ranks`` (every rank of the world calls ``new_group``),
-        each connected now by a small call of each of ``ops``, not inside a timed size; no more once they would
-        hold over ``COMMUNICATOR_MEMORY_SHARE`` of some member's GPU memory. None off a GPU (gloo: one)."""
+        """Up to ``COMMUNICATORS`` - 1 more communicators of ``ranks`` (every rank calls it), each connected now by
+        a small call of each op, while they hold at most ``COMMUNICATOR_MEMORY_SHARE`` of every member's GPU."""
         if not self.cuda:
             return ()
         torch = self.torch
@@ -218,8 +219,9 @@ class CollectiveBench:
         for _ in range(COMMUNICATORS - 1):
             group = self.dist.new_group(list(ranks))
             for op in ops:
-                send, recv = buffers(torch, op, layout(op, 1024 * len(ranks), len(ranks), 4), self.device)
-                self._call(op, send.fill_(1.0), recv, group, ranks[0])
+                lay = layout(op, 1024 * len(ranks), len(ranks), 4)
+                recv = None if op in IN_PLACE else self._empty(lay.recv)
+                self._call(op, self._empty(lay.send).fill_(1.0), recv, group, ranks[0])
             torch.cuda.synchronize()
             held = before - (self.free_bytes() or 0)
             if not self._min_over(int(held <= COMMUNICATOR_MEMORY_SHARE * total), None):
@@ -233,8 +235,8 @@ class CollectiveBench:
 
     def _capture(self, op: str, sets: list[tuple[Any, Any]], group: Any, root: int, calls: int,
                  warm_call: bool = True) -> tuple[Any, str | None]:
-        """(graph, error): ``calls`` calls (whole cycles through ``sets``) captured in one CUDA graph, None with
-        the error where any member of the group failed to capture (every member calls it and agrees)."""
+        """(graph, error): ``calls`` calls cycling through ``sets`` captured in one CUDA graph; None with the
+        error where any member of the group failed to capture (every member calls it)."""
         torch = self.torch
         graph = None
         error = None
@@ -247,8 +249,8 @@ class CollectiveBench:
                 torch.cuda.current_stream().wait_stream(side)
             torch.cuda.synchronize()
             graph = torch.cuda.CUDAGraph()
-            # thread_local: ProcessGroupNCCL's watchdog thread keeps querying its events during the
-            # capture; in the default global mode those queries would invalidate it.
+            # thread_local: ProcessGroupNCCL's watchdog queries its events during the capture, which would
+            # invalidate a global-mode capture.
             with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                 for i in range(calls):
                     self._call(op, *sets[i % len(sets)], group, root)
@@ -263,15 +265,15 @@ class CollectiveBench:
 
     def _gpu_time(self, op: str, sets: list[tuple[Any, Any]], group: Any, root: int, calls: int,
                   replays: int) -> tuple[tuple[float, ...], str | None, str | None]:
-        """(samples per call, reason, error) of ``calls`` calls (whole cycles through ``sets``) captured in one CUDA
-        graph and replayed ``replays`` times back to back; none replays unless every member captured."""
+        """(samples per call, reason, error) of a graph of ``calls`` calls replayed ``replays`` times back to back.
+        Every member calls it; none replays unless all captured."""
         torch = self.torch
         graph, error = self._capture(op, sets, group, root, calls)
         if graph is None:
             return (), "capture_failed", error
         try:
-            # Untimed replays first, as many on every member (the group's longest replay decides): on an idle GPU
-            # the first replay's start event fires before its launch, and a burst can start at a slower pace.
+            # Untimed replays first (the group's longest replay decides how many, the same on every member): a
+            # burst of all_to_all can start at a slower pace.
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             graph.replay()
@@ -293,8 +295,7 @@ class CollectiveBench:
         return samples, None, None
 
     def use_registered_buffers(self) -> str | None:
-        """Make the GPU time on NCCL-registered buffers possible: torch's NCCL memory pool (ncclMemAlloc) of the
-        default process group. None where it is ready, else why not (torch or NCCL too old, no GPU)."""
+        """Find torch's NCCL memory pool (ncclMemAlloc) of the default group; None where ready, else why not."""
         if not self.cuda:
             self._registered_error = "no GPU"
             return "no_cuda_graphs"
@@ -310,18 +311,17 @@ class CollectiveBench:
 
     def _registered(self, op: str, size_bytes: int, n: int, lay: Any, values: tuple[Any, Any], comms: tuple[Any, ...],
                     root: int, calls: int, replays: int, free: int | None, need: int) -> dict[str, Any]:
-        """The ``Measured`` fields of the GPU time on buffers from NCCL's allocator (a pool made for this size and
-        dropped after it): ``REGISTERED_CAPTURES`` graphs, one per communicator, then one call's graph checked.
-        Only ncclMemAlloc buffers can be mapped by the peer processes, so only they get NCCL's zero-copy
-        transfers between processes; nccl-tests' one process gets them for plain buffers too (docs/node.md)."""
+        """The ``Measured`` fields of the GPU time on buffers from NCCL's allocator (a pool made for this size):
+        ``REGISTERED_CAPTURES`` graphs, one on each communicator in turn, then a graph of one call on fresh inputs,
+        its output checked. Between processes NCCL registers (moves without copying) only such buffers, where
+        nccl-tests' one process registers its plain ones too: this is the counterpart of its ``-G``."""
         torch = self.torch
-        value_in, value_out = values
         pool = torch.cuda.MemPool(self._nccl_allocator)
         sets: list[tuple[Any, Any]] = []
         graph = None
         try:
             with torch.cuda.use_mem_pool(pool):
-                first = self._allocate(op, lay, value_in, comms[0])
+                first = self._allocate(op, lay, values[0], comms[0])
                 if first is None:
                     return {"reg_reason": "out_of_memory"}
                 sets = [first] + self._more_sets(op, size_bytes, n, *first, free, need, comms[0])
@@ -332,31 +332,25 @@ class CollectiveBench:
                 if not got:
                     return {"reg_reason": "capture_failed", "reg_error": err}
                 samples += got
-            # The check: one call captured (nothing runs), fresh inputs written, the output poisoned, one replay.
-            send, recv = sets[0]
+            # The check: one call captured (nothing runs), then replayed once on fresh inputs.
             graph, err = self._capture(op, sets[:1], comms[0], root, 1, warm_call=False)
             if graph is None:
                 return {"reg_reason": "capture_failed", "reg_error": err}
-            self._fill(send, value_in)
-            if recv is not None:
-                recv.fill_(-1.0)
-            graph.replay()
-            torch.cuda.synchronize()
-            wrong = self._count_wrong(recv if recv is not None else send, value_out)
+            wrong = self._check(*sets[0], values, graph.replay)
             return {"reg_samples_us": samples, "reg_calls": calls, "reg_captures": REGISTERED_CAPTURES,
                     "reg_wrong": wrong}
         finally:
             if graph is not None:
                 graph.reset()
-            sets, first, send, recv, graph = [], None, None, None, None  # noqa: F841 - released before the pool
+            sets, first, graph = [], None, None  # noqa: F841 - released before the pool
             torch.cuda.synchronize()
             del pool
             torch.cuda.empty_cache()
 
     def _more_sets(self, op: str, size_bytes: int, n: int, send: Any, recv: Any, free: int | None, need: int,
                    group: Any) -> list[tuple[Any, Any]]:
-        """The extra sets of buffers that keep L2 cold on a GPU, copies of the first set's input: as many on every
-        member (the fewest any member can hold), none on the CPU or where a member cannot hold them."""
+        """The extra sets of buffers that keep L2 cold on a GPU (copies of the first set's input), as many on every
+        member of the group; none where a member cannot hold them all."""
         if not self.cuda:
             return []
         spare = None if free is None else MEMORY_HEADROOM * free - need
@@ -375,10 +369,10 @@ class CollectiveBench:
         return extra
 
     def _allocate(self, op: str, lay: Any, value_in: Any, group: Any) -> tuple[Any, Any] | None:
-        """A fresh (input, output) pair for ``op``, the input written; None on every member of the group where any
-        member ran out of memory."""
+        """A fresh (input, output) pair, the input written; None on every member where any ran out of memory."""
         try:
-            send, recv = buffers(self.torch, op, lay, self.device)
+            send = self._empty(lay.send)
+            recv = None if op in IN_PLACE else self._empty(lay.recv)
             allocated = 1
         except RuntimeError:  # torch.cuda.OutOfMemoryError is a RuntimeError
             send = recv = None
@@ -394,12 +388,12 @@ class CollectiveBench:
                graph: bool, calls: int | None, replays: int, stride: int = 1) -> tuple[
                    tuple[float, ...], tuple[float, ...], int, str | None, str | None]:
         """(per-call samples, GPU samples, calls per graph, reason, error) of ``op`` on ``sets``: ``warmup`` calls,
-        ``iters`` samples of ``stride`` eager calls back to back, then (on a GPU, with ``graph``) ``replays``
-        replays of a graph of ``calls`` calls (sized here from the eager calls when None)."""
+        ``iters`` marks ``stride`` eager calls apart, then (on a GPU, with ``graph``) ``replays`` replays of a graph
+        of ``calls`` calls (None: sized here from the eager calls)."""
         for i in range(warmup):
             self._call(op, *sets[i % len(sets)], group, root)
         self.clock.synchronize()
-        # Marks between calls, as nccl-tests times its loop: the samples add up to the loop's time per call.
+        # As nccl-tests times its loop: the samples add up to the whole loop, their mean is its time per call.
         marks = [self.clock.mark()]
         for i in range(warmup, warmup + iters * stride):  # the cycle goes on from the warm-up's
             self._call(op, *sets[i % len(sets)], group, root)
@@ -427,9 +421,9 @@ class CollectiveBench:
 
     def measure(self, op: str, size_bytes: int, ranks: tuple[int, ...], group: Any, warmup: int,
                 iters: int, graph: bool = True, more_groups: tuple[Any, ...] = ()) -> Measured:
-        """``op`` at nccl-tests' size ``size_bytes`` on the group of global ``ranks``: per call, then (on a GPU, with
-        ``graph``) the GPU time, captured in turn on ``group`` and ``more_groups`` (other communicators of the same
-        ranks). An error is returned, not raised; after one the process group may be unusable."""
+        """``op`` at nccl-tests' size ``size_bytes`` on the group of global ``ranks`` (this rank among them), the
+        captures taken in turn on ``group`` and ``more_groups`` (communicators of the same ranks). An error is
+        returned; after one the process group may be unusable and the caller stops."""
         n = len(ranks)
         me = ranks.index(self.rank)
         lay = layout(op, size_bytes, n, 4)
@@ -444,18 +438,17 @@ class CollectiveBench:
         torch = self.torch
         first: tuple[Any, Any] | None = None
         sets: list[tuple[Any, Any]] = []
-        send = recv = None
         try:
             root = ranks[0]
-            value_in, value_out = self._patterns(op, n, me, lay.count)
-            first = self._allocate(op, lay, value_in, group)
+            values = self._patterns(op, n, me, lay.count)
+            first = self._allocate(op, lay, values[0], group)
             if first is None:
                 return replace(base, skipped="out_of_memory", need_bytes=need, free_bytes=free)
             sets = [first] + self._more_sets(op, size_bytes, n, *first, free, need, group)
             allocations = allocations_for(buffer_bytes(op, size_bytes, n), self.l2_bytes, len(sets)) if self.cuda \
                 else 1
-            # Rounds: a graph captured afresh in each, on the communicators in turn and, where there are several,
-            # a fresh allocation each (the eager calls split among them, else all in the first round).
+            # Rounds: a graph captured afresh in each, the communicators in turn, a fresh allocation in each where
+            # there are several; the eager calls split among the allocations, or all in the first round.
             comms = (group, *more_groups) if self.cuda else (group,)
             stride = PER_CALL_LOOP if self.cuda and lay.size_bytes < PER_CALL_LOOP_BELOW else 1
             rounds = CAPTURES if self.cuda and (graph or allocations > 1) else 1
@@ -472,7 +465,7 @@ class CollectiveBench:
                 if k and allocations > 1:  # the previous buffers go back to the driver first: the new land elsewhere
                     sets, first = [], None
                     torch.cuda.empty_cache()
-                    first = self._allocate(op, lay, value_in, group)
+                    first = self._allocate(op, lay, values[0], group)
                     if first is None:  # another process took the memory meanwhile: the size is not measured
                         return replace(base, skipped="out_of_memory", need_bytes=need, free_bytes=self.free_bytes())
                     sets = [first]
@@ -488,28 +481,22 @@ class CollectiveBench:
                     captures += 1
                 elif k == 0 or timed_graph:  # no GPU time, or a later capture refused (every member agreed):
                     gpu, timed_graph, reason, error = (), False, why, err  # the per-call time stands alone
-            send, recv = first
-            # The check: fresh inputs (timed all_reduce calls summed in place), the last allocation's first set.
-            self._fill(send, value_in)
-            if recv is not None:
-                recv.fill_(-1.0)  # poison: an element the collective never wrote shows as wrong
-            self._call(op, send, recv, group, root)
-            self.clock.synchronize()
-            wrong = self._count_wrong(recv if recv is not None else send, value_out)
-            result = replace(base, samples_us=samples, wrong=wrong, gpu_samples_us=gpu,
-                              gpu_calls=calls or 1, gpu_reason=None if gpu else reason,
-                              gpu_error=None if gpu else error, rotation_sets=len(sets), allocations=allocations,
-                              captures=captures if gpu else 1, communicators=min(captures, len(comms)) if gpu else 1)
+            # The check: in the first set of the last allocation (timed all_reduce calls summed in place).
+            wrong = self._check(*first, values, lambda: self._call(op, *first, group, root))
+            result = replace(base, samples_us=samples, wrong=wrong, gpu_samples_us=gpu, gpu_calls=calls or 1,
+                             gpu_reason=None if gpu else reason, gpu_error=None if gpu else error,
+                             rotation_sets=len(sets), allocations=allocations, captures=captures if gpu else 1,
+                             communicators=min(captures, len(comms)) if gpu else 1)
             if not (self.cuda and graph):
                 return result
             if not gpu:  # no graph on plain buffers: none on registered ones either
                 return replace(result, reg_reason="not_captured")
             if self._nccl_allocator is None:
                 return replace(result, reg_reason="no_nccl_allocator", reg_error=self._registered_error)
-            first, sets, send, recv = None, [], None, None  # the plain buffers go back before the pool's are made
+            first, sets = None, []  # the plain buffers go back before the pool's are made
             torch.cuda.empty_cache()
             try:
-                registered = self._registered(op, size_bytes, n, lay, (value_in, value_out), comms, root, calls or 1,
+                registered = self._registered(op, size_bytes, n, lay, values, comms, root, calls or 1,
                                               math.ceil(iters / REGISTERED_CAPTURES), free, need)
             except Exception as e:  # noqa: BLE001 - the plain result stands; the registered one failed, and says how
                 registered = {"reg_reason": "error", "reg_error": one_line(e)}
@@ -517,7 +504,7 @@ class CollectiveBench:
         except Exception as e:  # noqa: BLE001 - a failed collective is a result, reported by the caller
             return replace(base, error=one_line(e))
         finally:
-            first, sets, send, recv = None, [], None, None  # every buffer released before the cache is emptied
+            first, sets = None, []  # every buffer released before the cache is emptied
             if self.cuda:
                 torch.cuda.empty_cache()
 

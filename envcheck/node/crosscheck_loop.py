@@ -22,7 +22,7 @@ from typing import Any
 
 from envcheck.analysis.collectives import layout
 from envcheck.bench.failure import one_line
-from envcheck.node.collective_bench import buffers, call
+from envcheck.node.collective_bench import IN_PLACE, call
 
 CALLS = 20
 LOOPS = 5
@@ -76,7 +76,8 @@ def run_loops(torch: Any, dist: Any, device: str, world: int, plan: dict[str, An
             send = recv = None
             try:
                 try:
-                    send, recv = buffers(torch, op, lay, device, zeros=True)
+                    send = torch.zeros(lay.send, dtype=torch.float32, device=device)
+                    recv = None if op in IN_PLACE else torch.empty(lay.recv, dtype=torch.float32, device=device)
                     allocated = True
                 except RuntimeError:  # torch.cuda.OutOfMemoryError is a RuntimeError
                     send = recv = None
