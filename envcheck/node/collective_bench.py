@@ -118,6 +118,23 @@ def buffer_bytes(op: str, size_bytes: int, n: int, element_bytes: int = 4) -> in
     return (lay.send if op in IN_PLACE else lay.send + lay.recv) * element_bytes
 
 
+def call(dist: Any, op: str, send: Any, recv: Any, group: Any = None, root: int = 0) -> None:
+    """One call of ``op`` on ``group`` (None: the default group; the cross-check loop's too)."""
+    if op == "all_reduce":
+        dist.all_reduce(send, group=group)
+    elif op == "broadcast":
+        dist.broadcast(send, src=root, group=group)
+    elif op == "all_gather":
+        # torch 2.13 renames the single-tensor forms; 2.11 has only the old names.
+        (getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor)(recv, send, group=group)
+    elif op == "reduce_scatter":
+        (getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor)(recv, send, group=group)
+    elif op == "all_to_all":
+        dist.all_to_all_single(recv, send, group=group)
+    else:
+        raise ValueError(f"unknown collective {op!r}")
+
+
 class CollectiveBench:
     """Measures collectives for one rank. ``dist`` is ``torch.distributed``; ``torch`` the module."""
 
@@ -214,20 +231,7 @@ class CollectiveBench:
         return tuple(made)
 
     def _call(self, op: str, send: Any, recv: Any, group: Any, root: int) -> None:
-        d = self.dist
-        if op == "all_reduce":
-            d.all_reduce(send, group=group)
-        elif op == "broadcast":
-            d.broadcast(send, src=root, group=group)
-        elif op == "all_gather":
-            # torch 2.13 renames the single-tensor forms; 2.11 (the lent GPUs) has only the old names.
-            (getattr(d, "all_gather_single", None) or d.all_gather_into_tensor)(recv, send, group=group)
-        elif op == "reduce_scatter":
-            (getattr(d, "reduce_scatter_single", None) or d.reduce_scatter_tensor)(recv, send, group=group)
-        elif op == "all_to_all":
-            d.all_to_all_single(recv, send, group=group)
-        else:
-            raise ValueError(f"unknown collective {op!r}")
+        call(self.dist, op, send, recv, group, root)  # one method: a test hook slows a rank here
 
     def _capture(self, op: str, sets: list[tuple[Any, Any]], group: Any, root: int, calls: int,
                  warm_call: bool = True) -> tuple[Any, str | None]:
