@@ -353,8 +353,8 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: Any = None
             cross = (deps.crosscheck or run_crosscheck)(benches, sections.get("node"), node_work)
         except Exception as e:  # noqa: BLE001 - a bug of the cross-checks: a finding, never the finished run's loss
             from envcheck.analysis.crosscheck import CRASHED_NOTE
-            from envcheck.bench.failure import one_line
             from envcheck.crosscheck.run import CrosscheckRun
+            from envcheck.errors import one_line
             from envcheck.model.crosscheck import Crosscheck
 
             cross = CrosscheckRun(Crosscheck(notes=(model.Note(CRASHED_NOTE, {"detail": one_line(e)}),)))
