@@ -89,12 +89,12 @@ def real_deps(args: FleetOptions, ctx: Any, transport: Any, sweep: Any, out_dir:
     from envcheck.bench import assemble, runner, suite
     from envcheck.checks import evaluate
     from envcheck.node.collective_run import Placement, launch_sweep, read_outputs
-    from envcheck.node.counters import LINKS_SECTION, probe_links
     from envcheck.node.fleet import FleetDeps, local_gpus
     from envcheck.node.launch import SubprocessLauncher
     from envcheck.node.peer import PeerPlan
     from envcheck.node.run import NodeOptions, run_node
     from envcheck.probes.collect import collect, utc_now
+    from envcheck.probes.link_counters import LINKS_SECTION, probe_links
 
     cache: dict[str, Environment] = {}
     launcher = SubprocessLauncher()

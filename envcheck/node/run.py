@@ -69,7 +69,7 @@ def _smi(host: Host, argv: list[str]) -> tuple[str | None, str | None]:
 
 
 def probe_node_topology(nvml: NvmlLike, host: Host, gpus: tuple[int, ...]) -> Topology:
-    from envcheck.node.topology import probe_topology
+    from envcheck.probes.topology import probe_topology
 
     topo, why = _smi(host, ["nvidia-smi", "topo", "-m"])
     speeds, _ = _smi(host, ["nvidia-smi", "nvlink", "-s"])
@@ -90,10 +90,10 @@ def run_node(options: NodeOptions, deps: NodeDeps | None = None) -> Node:
     """Every node test for ``options.gpus``. Never raises, except KeyboardInterrupt after Ctrl-C with the
     node as far as it got in ``exc.args[0]``."""
     from envcheck.node.collective_run import Placement, run_sweep
-    from envcheck.node.counters import read_counters
     from envcheck.node.peer import run_peer_copies
-    from envcheck.node.xid import scan_xids
     from envcheck.probes.collect import utc_now
+    from envcheck.probes.link_counters import read_counters
+    from envcheck.probes.xid import scan_xids
 
     deps = deps or real_deps()
     t0 = time.monotonic()

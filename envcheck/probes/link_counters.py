@@ -11,10 +11,10 @@ from typing import Any
 
 from envcheck.model.facts import Facts, known, missing
 from envcheck.model.node import NVLINK_COUNTERS, Counter, CounterSnapshot, XidScan
-from envcheck.node.topology import active_links, field_value
 from envcheck.probes.gpus import NvmlLike
 from envcheck.probes.host import Host
 from envcheck.probes.nvml import NvmlCallError
+from envcheck.probes.topology import active_links, field_value
 
 # nvmlNvLinkErrorCounter_t, in NVLINK_COUNTERS order
 NVLINK_COUNTER_IDS = {name: i for i, name in enumerate(NVLINK_COUNTERS)}
@@ -117,8 +117,8 @@ def links_section(nvml: NvmlLike, host: Host, snapshot: CounterSnapshot, xid: Xi
 
 def probe_links(nvml: NvmlLike | None = None, host: Host | None = None, timeout: float = 10.0) -> Facts:
     """The ``links`` section for every GPU NVML lists (what ``collect`` adds to the environment). Never raises."""
-    from envcheck.node.xid import scan_xids
     from envcheck.probes.host import default_host
+    from envcheck.probes.xid import scan_xids
 
     host = host or default_host()
     own = nvml is None

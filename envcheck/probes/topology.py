@@ -10,10 +10,10 @@ from typing import Any
 
 from envcheck.model.facts import Fact, known, missing
 from envcheck.model.node import GpuLinks, GpuPair, NvLink, Topology
-from envcheck.node.smi_text import LinkSpeed, parse_nvlink_speeds, parse_topo_matrix
 from envcheck.probes.gpus import NvmlLike
 from envcheck.probes.nvml import NvmlCallError
 from envcheck.probes.nvml_fields import field_value
+from envcheck.probes.smi_text import LinkSpeed, parse_nvlink_speeds, parse_topo_matrix
 
 # nvmlGpuTopologyLevel_t -> the model's names (nvidia-smi topo -m: X, PIX, PXB, PHB, NODE, SYS)
 TOPOLOGY_LEVELS = {0: "internal", 10: "single", 20: "multiple", 30: "hostbridge", 40: "node", 50: "system"}
