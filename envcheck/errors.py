@@ -18,3 +18,11 @@ def first_line(text: object, limit: int = 200) -> str:
     """The first non-empty line of a message (an exception, a child's stderr), shortened to ``limit``."""
     line = next((s.strip() for s in str(text or "").splitlines() if s.strip()), "")
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """``Type: first line of the message`` (compiler errors run to pages): a failure's detail in a report."""
+    text = str(exc).strip()
+    first = text.splitlines()[0].strip() if text else ""
+    line = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return line if len(line) <= limit else line[: limit - 3] + "..."

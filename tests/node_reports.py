@@ -50,10 +50,10 @@ from envcheck.model.node import (
 )
 from envcheck.node import nccl_tests
 from envcheck.node.collective_bench import CAPTURES, COMMUNICATORS, allocations_for, buffer_bytes
-from envcheck.node.counters import LINKS_SECTION, links_section, read_counters
 from envcheck.node.nccl_log import distinct, parse_choices
-from envcheck.node.topology import probe_topology
 from envcheck.probes.collect import read_nvml
+from envcheck.probes.link_counters import LINKS_SECTION, links_section, read_counters
+from envcheck.probes.topology import probe_topology
 
 MiB, GiB = 1 << 20, 1 << 30
 CREATED = "2026-11-22T03:10:00Z"

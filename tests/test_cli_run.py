@@ -55,7 +55,7 @@ def test_write_outputs_names_a_node_report_for_its_gpus(tmp_path):
 
     node = load(Path(__file__).resolve().parent.parent / "evidence" / "2026-11-28_2058Z_vm_4x-h200_node_quick.json.gz")
     when = datetime(2026, 11, 29, 1, 2, tzinfo=timezone.utc)
-    written, _ = run_cmd.write_outputs(node, tmp_path, [], "en", when)
+    written = run_cmd.publish(node, None, tmp_path, [], "en", when, None, None, "run").written
     assert [p.name for p in written] == ["2026-11-29_0102Z_vm_4x-h200_node.json"]
 
 

@@ -8,6 +8,7 @@ import platform
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from envcheck.errors import one_line
 from envcheck.model import BenchDevice, Note
 from envcheck.ops import OPS, OpSpec, lookup
 
@@ -84,8 +85,6 @@ def open_nvml() -> tuple[Any, str | None]:
         nvml = Nvml()
         error = nvml.init()
     except Exception as e:  # noqa: BLE001 - see the docstring
-        from envcheck.bench.failure import one_line  # failure.py imports this module
-
         return None, one_line(e)
     return (None, str(error)) if error else (nvml, None)
 

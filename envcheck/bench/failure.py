@@ -10,18 +10,10 @@ from typing import TypeVar
 
 from envcheck.bench.device import Runtime
 from envcheck.bench.suite import PlannedCase
+from envcheck.errors import one_line
 from envcheck.model import Case, Note, Skip
 
 T = TypeVar("T")
-MAX_DETAIL = 300
-
-
-def one_line(exc: BaseException) -> str:
-    """``Type: first line of the message`` (compiler errors run to pages)."""
-    text = str(exc).strip()
-    first = text.splitlines()[0].strip() if text else ""
-    line = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-    return line if len(line) <= MAX_DETAIL else line[: MAX_DETAIL - 3] + "..."
 
 
 def log(what: str, exc: BaseException | None = None) -> None:

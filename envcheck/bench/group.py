@@ -13,13 +13,14 @@ from typing import Any
 
 from envcheck.bench import accuracy, compile_cache, jax_impl
 from envcheck.bench.device import Runtime
-from envcheck.bench.failure import log, one_line
+from envcheck.bench.failure import log
 from envcheck.bench.graphs import graph_region
 from envcheck.bench.interpret import checked_only
 from envcheck.bench.l2 import Rotation, rotation_sets
 from envcheck.bench.phases import Stopwatch
 from envcheck.bench.suite import PlannedCase
 from envcheck.bench.timer import Region
+from envcheck.errors import one_line
 from envcheck.model import Accuracy, Case, Note, OutputAccuracy, Skip, Timing
 
 # Share of free device memory a group may use; rotating buffers get half of what it leaves (the other half:

@@ -14,10 +14,11 @@ from collections.abc import Callable
 from typing import Any
 
 from envcheck.bench.device import Runtime
-from envcheck.bench.failure import log, one_line
+from envcheck.bench.failure import log
 from envcheck.bench.group import Prepared
 from envcheck.bench.interpret import checked_only
 from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS, Region, calls_per_sample
+from envcheck.errors import one_line
 from envcheck.model import Case, Note, Timing
 from envcheck.ops import lookup
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from envcheck.bench import ceilings, compile_ahead, compile_cache, device, protocol
-from envcheck.bench.failure import guarded, log, one_line
+from envcheck.bench.failure import guarded, log
 from envcheck.bench.group import Prepared, open_group, prepare
 from envcheck.bench.impls import tf32_matmul
 from envcheck.bench.l2 import ROTATE_L2_MULTIPLE, SMALL_BYTES
@@ -19,6 +19,7 @@ from envcheck.bench.phases import Stopwatch
 from envcheck.bench.sampling import POWER_PROBE_MS, sample, settle, span, to_case
 from envcheck.bench.suite import PlannedCase
 from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS, Timer
+from envcheck.errors import one_line
 from envcheck.model import BenchDevice, Case, MonitorWindow, Note, Skip
 from envcheck.ops import lookup
 

@@ -127,8 +127,8 @@ def _utc() -> str:
 
 
 def default_xid_scanner() -> XidScan:
-    from envcheck.node.xid import scan_xids
     from envcheck.probes.host import default_host
+    from envcheck.probes.xid import scan_xids
 
     return scan_xids(default_host())
 

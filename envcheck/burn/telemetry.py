@@ -11,7 +11,6 @@ from typing import Any
 
 from envcheck.bench.monitor import GONE, LOST, NvmlSample, aligned, every, read_nvml
 from envcheck.model.burn import TELEMETRY_FIELDS, Telemetry
-from envcheck.node.topology import field_value
 from envcheck.probes.nvml import (
     CLOCK_MEM,
     CLOCK_SM,
@@ -22,6 +21,7 @@ from envcheck.probes.nvml import (
     NvmlCallError,
     reason_names,
 )
+from envcheck.probes.topology import field_value
 
 INTERVAL_S = 0.5  # twice a second: "at least once a second" even when a call runs late
 FI_DEV_MEMORY_TEMP = 82  # NVML_FI_DEV_MEMORY_TEMP: HBM temperature (nvidia-smi -q: Memory Current Temp)

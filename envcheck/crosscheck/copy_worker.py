@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from envcheck.bench.failure import one_line
+from envcheck.errors import one_line
 
 
 def time_copy(torch: Any, src: int, dst: int, size_bytes: int, calls: int, loops: int, warmup: int) -> list[float]:

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from envcheck.bench.failure import one_line
+from envcheck.errors import one_line
 
 Emit = Callable[[dict[str, Any]], None]
 

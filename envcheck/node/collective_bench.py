@@ -30,9 +30,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from envcheck.analysis.node import layout
-from envcheck.bench.failure import one_line
 from envcheck.bench.l2 import DEFAULT_L2_BYTES, ROTATE_L2_MULTIPLE, rotation_sets
 from envcheck.bench.timer import make_clock
+from envcheck.errors import one_line
 
 GRAPH_REPLAY_US = 1000.0  # a replay should last about this long: calls per graph = this / time per call
 GRAPH_WARM_US = 50_000.0  # untimed replays back to back for about this long before the timed ones of a capture
@@ -116,6 +116,23 @@ def buffer_bytes(op: str, size_bytes: int, n: int, element_bytes: int = 4) -> in
     """One rank's input and output buffers (one where the call is in place): what L2 could keep."""
     lay = layout(op, size_bytes, n, element_bytes)
     return (lay.send if op in IN_PLACE else lay.send + lay.recv) * element_bytes
+
+
+def call(dist: Any, op: str, send: Any, recv: Any, group: Any = None, root: int = 0) -> None:
+    """One call of ``op`` on ``group`` (None: the default group; the cross-check loop's too)."""
+    if op == "all_reduce":
+        dist.all_reduce(send, group=group)
+    elif op == "broadcast":
+        dist.broadcast(send, src=root, group=group)
+    elif op == "all_gather":
+        # torch 2.13 renames the single-tensor forms; 2.11 has only the old names.
+        (getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor)(recv, send, group=group)
+    elif op == "reduce_scatter":
+        (getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor)(recv, send, group=group)
+    elif op == "all_to_all":
+        dist.all_to_all_single(recv, send, group=group)
+    else:
+        raise ValueError(f"unknown collective {op!r}")
 
 
 class CollectiveBench:
@@ -214,20 +231,7 @@ class CollectiveBench:
         return tuple(made)
 
     def _call(self, op: str, send: Any, recv: Any, group: Any, root: int) -> None:
-        d = self.dist
-        if op == "all_reduce":
-            d.all_reduce(send, group=group)
-        elif op == "broadcast":
-            d.broadcast(send, src=root, group=group)
-        elif op == "all_gather":
-            # torch 2.13 renames the single-tensor forms; 2.11 (the lent GPUs) has only the old names.
-            (getattr(d, "all_gather_single", None) or d.all_gather_into_tensor)(recv, send, group=group)
-        elif op == "reduce_scatter":
-            (getattr(d, "reduce_scatter_single", None) or d.reduce_scatter_tensor)(recv, send, group=group)
-        elif op == "all_to_all":
-            d.all_to_all_single(recv, send, group=group)
-        else:
-            raise ValueError(f"unknown collective {op!r}")
+        call(self.dist, op, send, recv, group, root)  # one method: a test hook slows a rank here
 
     def _capture(self, op: str, sets: list[tuple[Any, Any]], group: Any, root: int, calls: int,
                  warm_call: bool = True) -> tuple[Any, str | None]:

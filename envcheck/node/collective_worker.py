@@ -29,7 +29,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from envcheck.bench.failure import one_line
+from envcheck.errors import one_line
 from envcheck.node.events import Emitter
 
 LEARN_PREFIX = "learn."  # the learning launch's event files: learn.rank<r>.jsonl

@@ -20,7 +20,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from envcheck.bench.failure import one_line
+from envcheck.errors import one_line
 
 PATTERN_MOD = 251
 CHUNK = 1 << 25

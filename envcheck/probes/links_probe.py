@@ -14,7 +14,7 @@ SECTION = "links"
 
 def child(args: object, out: Any) -> None:
     from envcheck.model import to_dict
-    from envcheck.node.counters import probe_links
+    from envcheck.probes.link_counters import probe_links
 
     out({"facts": to_dict(probe_links())})
 
