@@ -1,6 +1,5 @@
-"""Command line: ``envcheck NAME`` runs ``envcheck.commands.NAME.main(options)`` with the options typed
-(commands/options.py); a command's module is imported only when it runs, so ``--help`` and ``--version``
-work even when the GPU stack is broken.
+"""Command line: ``envcheck NAME`` runs ``envcheck.commands.NAME.main(options)`` with typed options; a command's
+module is imported only when it runs, so ``--help`` and ``--version`` work when the GPU stack is broken.
 """
 
 from __future__ import annotations
@@ -21,8 +20,7 @@ from envcheck.errors import EXIT_INTERRUPTED, EXIT_USAGE, UsageError
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors: ``envcheck run: error: ...`` and exit status 2, without
-    the usage block (``--help`` shows it)."""
+    """argparse with one-line errors (``envcheck run: error: ...``, exit status 2), without the usage block."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -131,11 +129,8 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
     try:
         handler = importlib.import_module(f"envcheck.commands.{args.command}").main
-        # A command lives seconds to minutes and makes no cycles worth collecting, while the
-        # collector would walk every object of a large report again and again (a third of a
-        # 20,000-case diff): reference counting frees what a command drops. SIGTERM and SIGHUP (a
-        # scheduler's end of job, a closed ssh session) end it as Ctrl-C does: its children go first.
-        # The language of everything the command shows, chosen once for the command.
+        # A command makes no cycles worth collecting, while the collector would walk a large report again and
+        # again. SIGTERM and SIGHUP end it as Ctrl-C does: its children go first. The language, once per command.
         with gc_paused(), stop_signals(as_interrupt), language(getattr(args, "lang", None) or DEFAULT_LANG):
             return int(handler(typed(args)))
     except (UsageError, ReportError) as e:

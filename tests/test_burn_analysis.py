@@ -14,7 +14,7 @@ from envcheck.burn.telemetry import Sampler, TelemetrySample, to_telemetry
 from envcheck.model import BenchDevice, Stop, StopCause
 from envcheck.model.burn import Burn, BurnGpu, MemtestRecord, PhaseRun, SdcMismatch, SdcRecord
 from envcheck.model.node import XidScan
-from envcheck.node.xid import parse_xids
+from envcheck.probes.xid import parse_xids
 from tests.fake_nvml import FakeNvml
 
 H200 = BenchDevice("cuda", "NVIDIA H200", 0, pci_bus_id="00000000:00:06.0")

@@ -226,7 +226,7 @@ def test_an_anonymized_burn_report_names_no_host_and_no_gpu_uuid():
 def test_the_burn_html_is_well_formed_with_its_charts_and_a_verdict_per_gpu(lang):
     from test_render import parse
 
-    from envcheck.node.xid import parse_xids
+    from envcheck.probes.xid import parse_xids
     from tests.test_burn_analysis import KMSG_AFTER, POWER_OK, SECOND, gpu, replay
 
     b = Burn(1.0, "2026-11-25T00:00:00Z", 60.0,

@@ -10,8 +10,8 @@ from node_fakes import capture, fake_nvml
 from envcheck.checks import links
 from envcheck.model import Environment
 from envcheck.model.node import Counter, CounterSnapshot, Node
-from envcheck.node.counters import LINKS_SECTION, links_section, read_counters
-from envcheck.node.xid import parse_xids, scan_xids
+from envcheck.probes.link_counters import LINKS_SECTION, links_section, read_counters
+from envcheck.probes.xid import parse_xids, scan_xids
 
 DAY = 86400.0
 

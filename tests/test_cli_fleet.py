@@ -9,6 +9,7 @@ from envcheck import model
 from envcheck.cli import build_parser, parse
 from envcheck.commands import fleet as cmd
 from envcheck.commands.options import FleetOptions, Gpus
+from envcheck.commands.run import publish
 from envcheck.errors import UsageError
 from envcheck.model import Environment, Report
 from envcheck.model.fleet import Fleet, FleetNode, RankStatus, Rule
@@ -42,13 +43,21 @@ def test_run_takes_gpus_and_an_outlier_margin():
         build_parser().parse_args(["run", "--outlier-margin", "1.5"])
 
 
+def _write(out_dir, formats=(), stderr=None):
+    """What rank 0 writes: the fleet report's JSON (and its documents), as ``envcheck fleet`` publishes it."""
+    from datetime import datetime, timezone
+
+    report = cmd.fleet_report(_fleet(), None)
+    return publish(report, None, out_dir, formats, datetime.now(timezone.utc), stderr, None, "fleet").written
+
+
 def test_a_fleet_report_is_a_baseline_for_the_next(tmp_path):
-    path = cmd.write_fleet_report(_fleet(), tmp_path, None)
+    [path] = _write(tmp_path)
     report = model.load(path)
     assert report.kind == "fleet" and report.fleet == _fleet()
     base = cmd.load_baseline(str(path))
     assert {r.metric: r.value for r in base.values} == pytest.approx({"gpu.bandwidth_gbps": 4200.0, "checks.failed": 0.0})
-    again = cmd.write_fleet_report(_fleet(), tmp_path, None)
+    [again] = _write(tmp_path)
     assert again != path  # never replaced
 
 
@@ -99,11 +108,7 @@ def test_the_summary_is_phrased_in_the_reader_s_language():
 
 
 def test_rank_0_writes_the_documents_beside_the_json(tmp_path):
-    from envcheck.analysis import analyse
-
-    report = cmd.fleet_report(_fleet(), None)
-    path = cmd.write_fleet_report(_fleet(), tmp_path, None, report)
-    written = cmd.write_documents(report, path, ["md", "html"], analyse(report))
+    path, *written = _write(tmp_path, ["md", "html"])
     assert {p.suffix for p in written} == {".md", ".html"} and all(p.parent == tmp_path for p in written)
     assert "Take out of service: n1." in path.with_suffix(".md").read_text()
 
@@ -129,7 +134,7 @@ def test_a_full_out_dir_at_the_end_sends_the_fleet_report_to_the_fallback_with_o
     monkeypatch.setattr(reportname, "write_report", full)
     monkeypatch.setattr(run_cmd, "fallback_dirs", lambda: [fallback])
     err = io.StringIO()
-    path = cmd.write_fleet_report(_fleet(), out_dir, None, stderr=err)
+    [path] = _write(out_dir, stderr=err)
     assert path is not None and path.parent == fallback and model.load(path).fleet == _fleet()
     [line] = err.getvalue().splitlines()
     assert line.startswith("envcheck fleet: warning:") and "No space left on device" in line

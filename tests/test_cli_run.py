@@ -51,12 +51,11 @@ def test_a_node_run_is_named_for_its_gpus_not_like_one_gpu_s_run():
 
 
 def test_write_outputs_names_a_node_report_for_its_gpus(tmp_path):
-    from envcheck.analysis import analyse
     from envcheck.model import load
 
     node = load(Path(__file__).resolve().parent.parent / "evidence" / "2026-11-28_2058Z_vm_4x-h200_node_quick.json.gz")
     when = datetime(2026, 11, 29, 1, 2, tzinfo=timezone.utc)
-    written, _ = run_cmd.write_outputs(node, tmp_path, [], when, None, analyse(node))
+    written = run_cmd.publish(node, None, tmp_path, [], when, None, None, "run").written
     assert [p.name for p in written] == ["2026-11-29_0102Z_vm_4x-h200_node.json"]
 
 
@@ -119,6 +118,7 @@ def test_scripted_run_writes_a_dated_report_renders_it_and_prints_the_summary(tm
 
 def test_a_run_analyses_its_report_once_for_the_documents_the_summary_and_the_exit_status(tmp_path, monkeypatch):
     import envcheck.analysis
+    import envcheck.render.writing
 
     calls = []
 
@@ -128,6 +128,7 @@ def test_a_run_analyses_its_report_once_for_the_documents_the_summary_and_the_ex
 
     real = envcheck.analysis.analyse
     monkeypatch.setattr(envcheck.analysis, "analyse", counted)
+    monkeypatch.setattr(envcheck.render.writing, "analyse", counted)
     rc, _, err = execute(parse("--quick", "--ops", "relu", "--out-dir", str(tmp_path / "r"), "--format", "json,md,html"),
                          deps(tmp_path, None))
     assert rc == 0, err

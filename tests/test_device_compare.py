@@ -14,7 +14,7 @@ from envcheck.analysis import node as an
 from envcheck.model import Environment, Report, Timing
 from envcheck.model.node import CollectiveResult, Collectives, Node, RankTiming
 from envcheck.node import nccl_tests
-from envcheck.node.topology import probe_topology
+from envcheck.probes.topology import probe_topology
 
 SCRIPT = Path(__file__).resolve().parent.parent / "tools" / "evidence" / "compare_node.py"
 REPORTS = SCRIPT.parents[2] / "evidence"

@@ -74,7 +74,7 @@ def test_identical_runs_are_the_same_everywhere():
     assert cmp.env == () and cmp.checks == () and cmp.same_machine is True
     assert cmp.cases and all(c.verdict == "same" and c.ratio == 1.0 and c.low <= 1.0 <= c.high for c in cmp.cases)
     assert cmp.overall.geomean == pytest.approx(1.0) and cmp.overall.count == 208
-    assert cmp.regressions(0.1) == [] and cmp.biggest_changes(5) == ()
+    assert cmp.regressions(0.1) == []
 
 
 # --------------------------------------------------------------------------- finding real changes
@@ -142,7 +142,7 @@ def test_per_side_numbers_are_the_analysis_numbers():
         assert (c.base_gbps, c.other_gbps, c.base_tflops, c.other_tflops) == (x.gbps, y.gbps, x.tflops, y.tflops)
         assert (c.base_pct, c.other_pct) == (x.pct_theoretical, y.pct_theoretical)
         assert (c.base_pct_measured, c.other_pct_measured) == (x.pct_measured, y.pct_measured)
-        assert (c.base_flags, c.other_flags, c.base_speedup) == (x.flags, y.flags, x.speedup)
+        assert (c.base_flags, c.other_flags) == (x.flags, y.flags)
         assert c.category == x.category and c.base_us == x.time.median_us
     bw = next(r for r in cmp.ceilings if (r.name, r.kind) == ("bandwidth", "theoretical"))
     ca = analyse(a).bench.ceilings.get("bandwidth", "theoretical")
@@ -187,7 +187,7 @@ def test_numeric_error_changes_follow_the_analysis_verdicts():
 
 def test_another_physical_gpu_is_an_environment_difference(negative_control):
     (change,) = negative_control.env
-    assert (change.key, change.identity) == ("gpu.uuid", True)
+    assert change.key == "gpu.uuid"
     assert (change.before, change.after) == ("GPU-66f4c21c-1fa5-0d31-b1cd-73cbb10a45d2",
                                              "GPU-864be31b-1c83-bb06-459b-885fba99fd31")
     assert negative_control.same_machine is False and negative_control.same_gpu
@@ -219,22 +219,6 @@ def test_serials_tell_machines_apart_where_there_is_no_uuid():
 
 
 # --------------------------------------------------------------------------- ordering, JSON, round trips
-
-
-def test_biggest_changes_lead_with_both_directions():
-    r = fx.h200_after()
-    ra = {x.key: x for x in analyse(r).bench.results}
-    by_kind: dict = {}
-    for k in fx.keys(r, impl="torch"):  # one row per kind: changed rows are not each other's controls
-        by_kind.setdefault((k[0], ra[k].category), k)
-    ks = list(by_kind.values())
-    slow = fx.scaled(fx.scaled(r, 1.5, ks[:2]), 1.2, ks[2:4])
-    fast = fx.scaled(slow, 0.5, ks[4:5])
-    cmp = one(r, fast)
-    top = cmp.biggest_changes(2)
-    assert [c.key for c in top] == [ks[0], ks[1], ks[4]] or [c.key for c in top] == [ks[1], ks[0], ks[4]]
-    assert [c.verdict for c in top] == ["slower", "slower", "faster"]
-    assert len(cmp.biggest_changes(10)) == 5
 
 
 def test_reports_compare_the_same_after_a_json_round_trip():

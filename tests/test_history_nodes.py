@@ -31,7 +31,7 @@ def test_a_node_and_its_simulated_fleet_are_one_machine_on_one_host():
     assert [p.info.label.split("_", 2)[-1] for p in h.points] == [
         "vm_2x-h200_node.json.gz", "fleet-2x_vm.json.gz:vm/0", "fleet-2x_vm.json.gz:vm/1"]
     assert {p.info.host for p in h.points} == {"vm"}
-    assert h.hosts == () and not h.mixed  # today: "different hosts: vm, vm/0, vm/1"
+    assert h.hosts == () and h.gpus == ()  # today: "different hosts: vm, vm/0, vm/1"
 
 
 def test_history_heads_name_each_machine():

@@ -237,7 +237,7 @@ def test_default_sweep_is_nccl_tests_one_mebibyte_to_four_gibibytes():
 def test_busbw_against_what_the_h200_links_allow():
     from node_fakes import capture, fake_nvml
 
-    from envcheck.node.topology import probe_topology
+    from envcheck.probes.topology import probe_topology
 
     cap = capture()
     topo = probe_topology(fake_nvml(), (0, 1), cap["topo_m"]["stdout"], cap["nvlink_s"]["stdout"])

@@ -7,12 +7,12 @@ import io
 
 import pytest
 
-from envcheck.bench.failure import one_line
+from envcheck.errors import one_line
 from envcheck.harness.failures import ChildError, Crash, Outcome, Stopped, Timeout
 from envcheck.model.node import Launch
 from envcheck.node import collective_worker
 from envcheck.node.collective_run import RankOutput, SweepPlan, assemble
-from envcheck.node.events import Emitter, read_events, read_events_file
+from envcheck.node.events import Emitter, read_events
 from envcheck.node.peer import PeerPlan, worker_error
 from envcheck.node.peer import assemble as assemble_peer
 
@@ -26,10 +26,6 @@ def test_what_the_writer_writes_the_reader_reads_and_a_cut_short_line_is_skipped
     assert text.count("\n") == 5  # one event per line
     assert read_events(text) == [{"event": "start", "pid": 7},
                                  {"event": "copy", "samples_us": [1.5, 2.0], "error": None}]
-
-
-def test_a_file_the_worker_never_created_has_no_events(tmp_path):
-    assert read_events_file(tmp_path / "missing.jsonl") == []
 
 
 @pytest.mark.parametrize(("flags", "expected"), [

@@ -17,8 +17,8 @@ from envcheck.analysis.ceilings import ceilings
 from envcheck.bench import suite
 from envcheck.commands.options import RunOptions
 from envcheck.model import Environment, Gpu, known
-from envcheck.node.counters import LINKS_SECTION
 from envcheck.node.run import NodeDeps, run_node_suite
+from envcheck.probes.link_counters import LINKS_SECTION
 
 
 def test_rates_are_the_analysis_measured_ceiling_and_best_torch_matmul():

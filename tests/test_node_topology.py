@@ -9,8 +9,8 @@ from envcheck.analysis import node as an
 from envcheck.model import build, to_dict
 from envcheck.model.facts import known
 from envcheck.model.node import GpuLinks, NvLink, Topology
-from envcheck.node.smi_text import parse_nvlink_speeds, parse_topo_matrix
-from envcheck.node.topology import probe_topology
+from envcheck.probes.smi_text import parse_nvlink_speeds, parse_topo_matrix
+from envcheck.probes.topology import probe_topology
 
 
 def _h200_topology(**kw):

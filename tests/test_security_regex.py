@@ -21,10 +21,10 @@ from envcheck import anonymize, redact, reportname
 from envcheck.analysis import burn, fleet, peaks
 from envcheck.checks import cuda_versions, torch
 from envcheck.node import fleet as node_fleet
-from envcheck.node import nccl_log, nccl_tests, smi_text, xid
+from envcheck.node import nccl_log, nccl_tests
 from envcheck.outside_json import read_json
 from envcheck.outside_text import encodable, json_text, visible
-from envcheck.probes import cuda, platform, torch_probe, triton_probe, wsl
+from envcheck.probes import cuda, platform, smi_text, torch_probe, triton_probe, wsl, xid
 from envcheck.render import chart_draw, escape, junit, toc
 from envcheck.render.terminal import console
 

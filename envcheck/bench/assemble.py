@@ -1,9 +1,5 @@
-"""The report's ``Bench`` of one device, from the plan and what the worker reported.
-
-Every planned case appears exactly once: measured (a Case), skipped with a reason (by the
-planner or the worker), or, when the run stopped early, a skip ``skip.not_run`` naming the
-stop's cause.
-"""
+"""The report's ``Bench`` of one device, from the plan and what the worker reported: every planned case once,
+measured, skipped with a reason, or (the run stopped early) ``skip.not_run`` naming the stop's cause."""
 
 from __future__ import annotations
 
@@ -19,8 +15,7 @@ def unrun_skips(plan: Plan, outcome: BenchOutcome) -> list[Skip]:
         return []
     seen = {c.key for c in outcome.cases}
     for s in outcome.skips:
-        # A skip of one precision (matmul fp32 as TF32) says nothing of the others (IEEE fp32);
-        # only a skip that names none (schema-1 workers) stands for every precision.
+        # A skip of one precision says nothing of the others; one that names none (schema 1) stands for all.
         precisions = (s.precision,) if s.precision else PRECISIONS
         seen |= {(s.op, s.impl, s.dtype, p, s.shape) for p in precisions}
     reason = Note("skip.not_run", {"cause": outcome.stop.cause.value})

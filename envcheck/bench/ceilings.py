@@ -1,29 +1,12 @@
-"""The measured ceilings: raw samples of the kernels the analysis takes the best of.
+"""The measured ceilings: raw samples of the kernels the analysis takes the best of, since no case may beat a
+ceiling (one copy at one size did not hold: reading is cheaper than writing).
 
-A measured ceiling must be one: no case may beat it. One eager device-to-device copy at one
-size did not hold (17 H200 rows and 27 H100 rows beat it: reading is cheaper than writing,
-so read-heavy ops outrun a 1:1 copy), nor did one cuBLAS size taken once at a cool start
-(fp16 and bf16 rates on the same tensor cores differed by 5-12% and moved 8-13% between two
-H200 runs). So:
+* **Bandwidth**: ``copy``, ``read`` (a reduction), ``fill`` and ``triad`` over buffers far past L2.
+* **Matmul**: cuBLAS at ``MATMUL_SHAPES`` per precision the suite measures, on the cases' inputs and layouts.
 
-* **Bandwidth**: four kernels over buffers far past L2 (``BANDWIDTH_BUFFER_BYTES`` each, 1 GiB,
-  less when free memory is short; at least ``MIN_L2_MULTIPLE`` x L2): ``copy`` (read +
-  write: ``a.copy_(b)``), ``read`` (a reduction: ``sum(b)``, read only), ``fill`` (write
-  only: ``a.fill_``), ``triad`` (``a = b + s*c``: two reads, one write). The analysis counts
-  each one's bytes and takes the best rate as the measured bandwidth.
-* **Matmul**: ``torch.matmul`` (cuBLAS) at several shapes per precision the suite measures
-  (``MATMUL_SHAPES``, those that fit), the same inputs and layouts as the cases (impls.py).
-
-Every one is timed as cases are: a CUDA graph of ~1 ms of back-to-back calls (graphs.py),
-replayed between CUDA events, samples interleaved (timer.py). When and why: at the start of
-the run, before any case, in two windows, bandwidth kernels in one and every precision's
-matmuls in the other, each after ``WARMUP_MS`` of its own kernels in turns. A GPU under
-sustained tensor-core load settles at its power cap (an H200 at 700 W loses 10-20% of its
-clock within a second): the matmul window is warmed into that steady state, the one a matmul
-case reaches in its own warm-up, race and graph sizing, and all precisions share it (so fp16
-and bf16 are compared at one power state). Memory-bound kernels draw less power: their window
-does not mix with tensor-core load, as a memory-bound case's group does not. Each window is
-taken at the start so that a run cut short still has its ceilings.
+Each is timed as cases are (graph replays, interleaved), at the start of the run so a run cut short keeps
+them, in two windows each warmed ``WARMUP_MS``: the matmuls meet the GPU at its power cap, as a matmul case
+does, and all precisions share that state; the memory-bound kernels never mix with tensor-core load.
 """
 
 from __future__ import annotations
@@ -43,9 +26,7 @@ BANDWIDTH_BUFFER_BYTES = 1 << 30
 MIN_L2_MULTIPLE = 8
 MATMUL_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 16384))
 WARMUP_MS = 500.0
-# Share of free device memory the ceiling kernels may take (the CUDA context, cuBLAS
-# workspaces and the graphs' pools need the rest).
-MEMORY_FRACTION = 0.5
+MEMORY_FRACTION = 0.5  # of free memory: the CUDA context, cuBLAS workspaces and the graphs' pools need the rest
 TRIAD_SCALAR = 0.5
 
 
@@ -61,8 +42,8 @@ class Kernel:
 
 
 def bandwidth_kernels(free_bytes: int, l2_bytes: int | None) -> list[Kernel]:
-    """copy, read, fill and triad over three fp32 buffers sized from free memory; [] when even
-    the smallest far-past-L2 size does not fit."""
+    """copy, read, fill and triad over three fp32 buffers sized from free memory; [] where they cannot be far
+    past L2."""
     import torch
 
     per_buffer = min(BANDWIDTH_BUFFER_BYTES, int(MEMORY_FRACTION * free_bytes) // 3)
@@ -83,8 +64,7 @@ def bandwidth_kernels(free_bytes: int, l2_bytes: int | None) -> list[Kernel]:
 
 
 def matmul_kernels(precisions: tuple[str, ...], free_bytes: int, seed: int) -> list[Kernel]:
-    """cuBLAS at each of MATMUL_SHAPES for each precision, while the operands of all of them fit
-    in the share of free memory: every precision's smaller shapes come before any larger one."""
+    """cuBLAS at each of MATMUL_SHAPES for each precision while they all fit, smaller shapes first."""
     kernels: list[Kernel] = []
     budget = MEMORY_FRACTION * free_bytes
     for m, n, k in MATMUL_SHAPES:
@@ -112,11 +92,8 @@ def matmul_kernel(precision: str, shape: tuple[int, int, int], seed: int) -> Ker
 
 def measure(timer: Timer, kernels: list[Kernel], capture: Callable[[Timer, Kernel], Region] | None = None
             ) -> Iterator[CeilingRun | tuple[Kernel, BaseException]]:
-    """Each kernel's CeilingRun, or the kernel and what stopped it, from one interleaved window.
-
-    ``capture`` makes a kernel's graph Region (tests replace it); matmul graphs are captured
-    under their precision's TF32 switch, which cuBLAS reads at capture time, not at replay.
-    """
+    """Each kernel's CeilingRun, or the kernel and what stopped it, from one interleaved window. ``capture`` makes
+    a kernel's graph Region (tests replace it), under its TF32 switch: cuBLAS reads it at capture."""
     capture = capture or _capture
     regions: list[tuple[Kernel, Region]] = []
     for k in kernels:

@@ -1,7 +1,5 @@
-"""What the worker runs for one op, behind one seam: its inputs, its implementations bound to
-them, its float64 reference. group.py asks the runtime for an ``OpCode`` and prepares, checks
-and times every op the same way, whoever wrote it: envcheck's built-in ops (``BuiltinCode``:
-impls.py and accuracy.py) and a user's declared ops (envcheck/userbench/code.py).
+"""What the worker runs for one op, behind one seam (its inputs, implementations and float64 reference), so every
+op is prepared, checked and timed the same way: envcheck's own (``BuiltinCode``) and a user's (userbench/code.py).
 """
 
 from __future__ import annotations
@@ -19,29 +17,27 @@ if TYPE_CHECKING:  # annotations only: the suite imports the runtime, which impo
 
 
 class OpCode(Protocol):
-    def make_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs:
-        """Fresh random inputs of one case, drawn from ``generator``."""
+    """Fresh inputs drawn from ``generator``; the output the implementations write into (None: they allocate);
+    inputs on which a correct implementation is within one ulp (exact.py; None: none declared); ``planned``'s
+    implementation bound to each (inputs, output) set, the checked one first; the float64 reference in pieces;
+    which kernel ran, once it ran."""
 
-    def make_output(self, shape: tuple[int, ...], dtype: str, device: str) -> Any:
-        """The preallocated output the implementations write into; None where they allocate."""
+    def make_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs: ...
 
-    def exact_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs | None:
-        """Inputs on which a correct implementation is within one ulp (exact.py); None: none declared."""
+    def make_output(self, shape: tuple[int, ...], dtype: str, device: str) -> Any: ...
 
-    def bound(self, planned: PlannedCase, sets: list[tuple[Inputs, Any]]) -> list[Impl]:
-        """``planned``'s implementation bound to each (inputs, output) set, the checked one first."""
+    def exact_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs | None: ...
 
-    def reference_chunks(self, inputs: Inputs, shape: tuple[int, ...] = ()) -> Iterable[accuracy.RefChunk]:
-        """The float64 reference of the output of ``inputs`` (a case of ``shape``), in pieces."""
+    def bound(self, planned: PlannedCase, sets: list[tuple[Inputs, Any]]) -> list[Impl]: ...
 
-    def kernel(self, planned: PlannedCase) -> str | None:
-        """Which kernel ran, once it ran (None: nothing to say)."""
+    def reference_chunks(self, inputs: Inputs, shape: tuple[int, ...] = ()) -> Iterable[accuracy.RefChunk]: ...
+
+    def kernel(self, planned: PlannedCase) -> str | None: ...
 
 
 @dataclass(frozen=True)
 class BuiltinCode:
-    """One of envcheck's own ops. ``control``: the run's positive-control switch (model.CONTROLS), given
-    to the Triton binding only when set: every other run binds as before."""
+    """One of envcheck's own ops. ``control``: the run's positive control (model.CONTROLS), for the Triton binding."""
 
     op: str
     control: str | None = None
@@ -57,8 +53,7 @@ class BuiltinCode:
 
     def bound(self, planned: PlannedCase, sets: list[tuple[Inputs, Any]]) -> list[Impl]:
         op, impl = self.op, planned.impl
-        # conv2d's stride lives in its shape, and a compiled linear_fwbw writes into the set's output:
-        # only such ops get the shape and outputs (the other bindings depend on their tensors alone).
+        # conv2d's stride lives in its shape, and a compiled linear_fwbw writes into the set's output.
         more = spec(op).family == "conv" or spec(op).backward
         shape: dict[str, Any] = {"shape": planned.shape} if more else {}
         if impl == "torch":

@@ -1,11 +1,8 @@
-"""Compiling the planned cases' Triton kernels while the worker measures.
-
-A few niced children of the worker (``child``, through the harness, each waited for in a thread of the worker),
-no GPU visible to them, run each planned Triton case's first call on stand-in tensors with Triton's JIT set to
-compile for the GPU's architecture without launching (the matmul race to compile its candidates untimed): the
-kernels and launchers land in the run's Triton cache, where the worker's own first call finds them. Nothing
-here runs on the GPU or decides what runs. A child's plan:
-{"cc": [9, 0], "sms": 132, "control": null, "cases": [[op, dtype, precision, shape], ...]}.
+"""Compiling the planned cases' Triton kernels while the worker measures: a few niced children (``child``, through
+the harness), no GPU visible to them, run each Triton case's first call on stand-in tensors with Triton's JIT
+compiling for the GPU's architecture without launching, into the run's cache, where the worker's own first call
+finds them. Nothing here runs on the GPU. A child's plan: {"cc", "sms", "control", "cases": [[op, dtype,
+precision, shape], ...]}.
 """
 from __future__ import annotations
 
@@ -32,8 +29,8 @@ def children(cpus: int | None) -> int:
 
 
 def shares(cases: Sequence[PlannedCase], n: int) -> list[list[list[Any]]]:
-    """The Triton cases of built-in ops, once each in plan order, dealt to ``n`` children by (op, dtype,
-    precision): the shapes of one kernel family share compiled specialisations, so one child compiles them."""
+    """The Triton cases of built-in ops dealt to ``n`` children by (op, dtype, precision): one family's shapes share
+    compiled specialisations."""
     families: dict[tuple[str, str, str], list[list[Any]]] = {}
     for c in dict.fromkeys(c for c in cases if c.impl == "triton" and c.op in OPS):
         families.setdefault((c.op, c.dtype, c.precision), []).append([c.op, c.dtype, c.precision, list(c.shape)])
@@ -77,8 +74,8 @@ def stop(started: Sequence[Ahead]) -> None:
 
 
 class Stand:
-    """A meta tensor that passes for a CUDA tensor of device 0 where a wrapper and Triton's JIT look: its
-    data pointer is its byte offset (a real allocation starts 512-byte aligned), views stay stand-ins."""
+    """A meta tensor that passes for a CUDA tensor of device 0 to Triton's JIT: its data pointer is its byte offset
+    (a real allocation is 512-byte aligned), its views stand-ins too."""
 
     is_cuda = True
 
@@ -172,8 +169,7 @@ def compile_cases(plan: dict[str, Any]) -> tuple[int, int]:
 
 
 def warm_inductor() -> None:
-    """Start Inductor's compile workers now (they start at the first torch.compile otherwise, and the
-    worker waits for them there): they come up while the first groups are prepared."""
+    """Start Inductor's compile workers now, while the first groups are prepared, not at the first torch.compile."""
     try:
         from torch._inductor.async_compile import maybe_warm_pool
 

@@ -1,11 +1,6 @@
 """What a second run on this machine reuses: Triton's kernels, Inductor's FX graphs and autotuning, the matmul
-race's winners.
-
-One folder per GPU model, driver, torch and Triton under the user's cache folder (userdirs.cache_dir), made
-0700 and checked as the user's own before use (destination.private_folder); Triton and Inductor are pointed
-at it through their variables unless the user set them. A folder that fails the check is not used: the run
-compiles into a private temporary folder, never a shared writable one like /tmp/torchinductor_<user>. Each
-case says whether its first call came from a cache (``Case.cache``, model.CACHE_STATES).
+race's winners, in one folder per GPU model, driver, torch and Triton under the user's cache folder, made 0700
+and checked as the user's own (else a private temporary folder, never a shared one like /tmp/torchinductor_*).
 """
 
 from __future__ import annotations
@@ -64,7 +59,7 @@ def use_for(torch: Any, index: int, environ: Any = None) -> Path:
 
 def use(name: str, environ: Any) -> Path:
     """Point Triton and Inductor (where the user has not) at folder ``name`` of the cache, load its matmul tiles
-    and count compiles from here on; a folder that fails its checks is replaced by a private temporary one."""
+    and count compiles from here on."""
     global _folder
     from envcheck.destination import DestinationError, private_folder
     from envcheck.userdirs import cache_dir
@@ -159,8 +154,7 @@ def _listen() -> None:
 
 
 def mark() -> tuple[int, int, int, int]:
-    """Compiles so far: Triton's, matmul races, torch.compile's cache hits (its FX graph or AOT autograd
-    caches) and its FX-graph compiles."""
+    """Compiles so far: Triton's, matmul races, torch.compile's cache hits and its FX-graph compiles."""
     fx = (0, 0)
     with contextlib.suppress(Exception):  # torch._dynamo is imported by a torch.compile case only
         if "torch._dynamo" in sys.modules:
@@ -171,8 +165,7 @@ def mark() -> tuple[int, int, int, int]:
 
 
 def state(impl: str, before: tuple[int, ...], after: tuple[int, ...]) -> str | None:
-    """Whether a first call between two ``mark``s came from a cache: ``hit`` (compiled and raced nothing),
-    ``raced`` (its kernels were cached, its matmul tile raced), ``miss`` (it compiled); None where unknown."""
+    """Whether a first call between two ``mark``s came from a cache (model.CACHE_STATES); None where unknown."""
     compiled, raced, hits, misses = (y - x for x, y in zip(before, after, strict=True))
     if _folder is None:
         return None

@@ -1,8 +1,4 @@
-"""The device the worker measures on: whether CUDA is usable, what the GPU (or CPU) is, the
-NVML handle that names the same GPU, and the CPU thread count.
-
-Inside the worker only (imports torch).
-"""
+"""The device the worker measures on: whether CUDA is usable, what the GPU (or CPU) is (inside the worker only)."""
 
 from __future__ import annotations
 
@@ -12,6 +8,7 @@ import platform
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from envcheck.errors import one_line
 from envcheck.model import BenchDevice, Note
 from envcheck.ops import OPS, OpSpec, lookup
 
@@ -20,8 +17,7 @@ if TYPE_CHECKING:
     from envcheck.bench.monitor import LimitWatch
 
 def versions(torch: Any) -> dict[str, str]:
-    """torch / triton / CUDA / jax versions the run used (only those known; jax's from its
-    metadata, not imported: it is imported only where a JAX case runs)."""
+    """torch / triton / CUDA / jax versions the run used (jax's from its metadata: not imported here)."""
     found = {"torch": str(torch.__version__), "cuda": torch.version.cuda}
     for name in ("triton", "jax"):
         try:
@@ -61,8 +57,7 @@ def torch_pci_bus_id(props: Any) -> str | None:
 
 
 def cuda_device(torch: Any, index: int, nvml: Any = None) -> BenchDevice:
-    """The GPU as the report names it; the PCI bus id from NVML when it answers (it is what
-    nvidia-smi prints), else from torch."""
+    """The GPU as the report names it; the PCI bus id from NVML (as nvidia-smi prints it), else from torch."""
     props = torch.cuda.get_device_properties(index)
     uuid = nvml_uuid(props)
     bus_id = None
@@ -80,6 +75,18 @@ def cuda_device(torch: Any, index: int, nvml: Any = None) -> BenchDevice:
         memory_total_bytes=int(props.total_memory), compute_capability=f"{props.major}.{props.minor}",
         pci_bus_id=str(bus_id) if bus_id else torch_pci_bus_id(props),
     )
+
+
+def open_nvml() -> tuple[Any, str | None]:
+    """NVML opened, or None and why not: no NVML means no clock samples, never no measurement."""
+    try:
+        from envcheck.probes.nvml import Nvml
+
+        nvml = Nvml()
+        error = nvml.init()
+    except Exception as e:  # noqa: BLE001 - see the docstring
+        return None, one_line(e)
+    return (None, str(error)) if error else (nvml, None)
 
 
 def cpu_name(read: Callable[[str], str] | None = None) -> str:
@@ -100,8 +107,7 @@ def _read_text(path: str) -> str:
 
 
 class Runtime:
-    """What every step of the worker shares: torch, the backend and device, the timer, the
-    settings, and the two things a failed step needs (free memory, a clean-up)."""
+    """What every step of the worker shares: torch, the device, the timer, the settings, the declared ops."""
 
     def __init__(self, torch: Any, backend: str, index: int, device: BenchDevice, timer: Any, settings: Any,
                  ops: tuple[OpSpec, ...] = (), source: str | None = None, code: str | None = None) -> None:
@@ -118,8 +124,7 @@ class Runtime:
         self.source = source
         self.code_of = code  # "module:function" making a declared op's OpCode (the planner's choice)
         self._codes: dict[str, OpCode] = {}
-        # NVML's watch over the GPU's power and thermal limits while an implementation settles (None: no
-        # NVML), and when the last sustained window closed (host seconds): sampling.settle's two inputs.
+        # sampling.settle's inputs: NVML's watch over the power and thermal limits, the last sustained window's end.
         self.limit_watch: Callable[[], LimitWatch] | None = None
         self.sustained_until: float | None = None
 
@@ -127,10 +132,8 @@ class Runtime:
         return lookup(op, self.ops)
 
     def code(self, op: str) -> OpCode:
-        """What runs for ``op``: envcheck's own code, or a declared op's, made by the function the
-        plan names (``code``: the user-bench planner names its own, so the suite never imports the
-        layer above it), on first use, here in the worker: an import that fails is the failure of
-        the cases that need it."""
+        """What runs for ``op``: envcheck's own code, or a declared op's made by the plan's ``code`` function (the
+        suite never imports userbench), on first use: an import that fails is the failure of its cases."""
         if op in OPS:
             from envcheck.bench.code import BuiltinCode  # not at the top: code.py imports the suite, which imports this
 

@@ -1,10 +1,5 @@
-"""How a failed step of the worker becomes a result: one case's failure, never the run's end.
-
-Out of memory becomes a Skip (the size does not fit: not a defect of the implementation);
-any other exception becomes a Case with a ``Failure`` (the stage and the exception's first
-line), its traceback on the worker's stderr. Either way the worker cleans up (``after_failure``)
-and the group's other implementations go on.
-"""
+"""How a failed step of the worker becomes one case's result, never the run's end: out of memory a Skip (the size
+does not fit), any other exception a failed Case (its stage and first line; the traceback on stderr)."""
 
 from __future__ import annotations
 
@@ -15,31 +10,17 @@ from typing import TypeVar
 
 from envcheck.bench.device import Runtime
 from envcheck.bench.suite import PlannedCase
+from envcheck.errors import one_line
 from envcheck.model import Case, Note, Skip
 
 T = TypeVar("T")
-MAX_DETAIL = 300
-
-
-def one_line(exc: BaseException) -> str:
-    """``Type: first line of the message`` (compiler errors run to pages; the report wants one line)."""
-    text = str(exc).strip()
-    first = text.splitlines()[0].strip() if text else ""
-    line = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-    return line if len(line) <= MAX_DETAIL else line[: MAX_DETAIL - 3] + "..."
 
 
 def log(what: str, exc: BaseException | None = None) -> None:
-    """A line (and the traceback of ``exc``) on the worker's stderr, for people reading it."""
+    """A line (and the traceback of ``exc``) on the worker's stderr."""
     print(f"envcheck worker: {what}", file=sys.stderr)
     if exc is not None:
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
-
-
-def oom_skip(rt: Runtime, planned: PlannedCase) -> Skip:
-    free = rt.free_bytes()
-    need = rt.spec(planned.op).memory_needed_bytes(planned.shape, planned.dtype)
-    return planned.skip(Note("skip.out_of_memory", {"need_bytes": need, "free_bytes": free}))
 
 
 def guarded(rt: Runtime, planned: PlannedCase, stage: str, step: Callable[[], T]) -> T | Case | Skip:
@@ -48,7 +29,8 @@ def guarded(rt: Runtime, planned: PlannedCase, stage: str, step: Callable[[], T]
         return step()
     except rt.oom:
         rt.after_failure()
-        return oom_skip(rt, planned)
+        need = rt.spec(planned.op).memory_needed_bytes(planned.shape, planned.dtype)
+        return planned.skip(Note("skip.out_of_memory", {"need_bytes": need, "free_bytes": rt.free_bytes()}))
     except Exception as e:  # noqa: BLE001 - one case's failure is that case's result, never the run's end
         log(f"{planned.label} failed ({stage}):", e)
         rt.after_failure()

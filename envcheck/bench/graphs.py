@@ -1,9 +1,6 @@
-"""GPU time by CUDA-graph replay: capture ``k`` back-to-back calls, size ``k``, replay.
-
-A replay's own cost (3-5 us on an H100/H200) lands in each sample, so replays last ``GRAPH_TARGET_US`` = 1 ms
-(a bias under 0.5%; do_bench_cudagraph replays ~``rep`` ms for the same reason), at most ``MAX_GRAPH_CALLS``
-calls. ``k`` is sized from multi-call graphs, where that cost is amortised, and re-sized until it holds. With
-a ``Rotation`` over R sets (l2.py), ``k`` is a whole number of cycles and restarts at set 0 before each capture.
+"""GPU time by CUDA-graph replay: ``k`` back-to-back calls captured, replays of about ``GRAPH_TARGET_US`` so a
+replay's own 3-5 us cost is under 0.5%. ``k`` is sized from multi-call graphs and re-sized until it holds; with
+a ``Rotation`` (l2.py) it is whole cycles, restarted at set 0 before each capture.
 """
 from __future__ import annotations
 
@@ -15,19 +12,13 @@ from envcheck.bench.timer import GRAPH, Region, Timer, calls_per_sample
 
 GRAPH_TARGET_US = 1000.0
 MAX_GRAPH_CALLS = 1000
-# How many times graph_region may re-size a graph (2 -> ~400 -> ~1000 calls in practice).
-MAX_SIZING_ROUNDS = 4
-# Re-capturing for a few more calls changes nothing measurable: stop within this factor.
-SIZING_SLACK = 1.1
+MAX_SIZING_ROUNDS = 4  # re-sizings of a graph (2 -> ~400 -> ~1000 calls in practice)
+SIZING_SLACK = 1.1  # re-capturing for a few more calls changes nothing measurable
 
 
 def capture_graph(fn: Callable[[], Any], calls: int) -> Any:
-    """A ``torch.cuda.CUDAGraph`` of ``calls`` back-to-back calls of ``fn`` (already warmed up).
-
-    Warm-up calls run on a side stream first, as the torch CUDA-graph docs require (lazy
-    initialisation, e.g. cuBLAS workspaces, must not happen during capture); the capture
-    itself runs on the side stream ``torch.cuda.graph`` creates.
-    """
+    """A ``torch.cuda.CUDAGraph`` of ``calls`` back-to-back calls of ``fn``, after two on a side stream (torch's
+    recipe: lazy initialisation must not happen during capture)."""
     import torch
 
     side = torch.cuda.Stream()
@@ -65,11 +56,8 @@ def graph_region(timer: Timer, fn: Callable[[], Any], sets: int = 1) -> Region:
             del graph
             graph = _warm_capture(timer, fn, m * sets)
         return Region(graph.replay, GRAPH, m * sets)
-    # k only grows: each estimate can be too long (the replay's own cost, or a host that
-    # submits replays more slowly than the GPU runs them), never too short, so a per-call time
-    # that shrinks as k grows was inflated and k is sized again from the longer graph. The
-    # first graph holds 2 calls: a one-call replay can read 100 us for a 2 us kernel (seen on
-    # an H100, vector_add 65536: k = 1 and 20 us reported), which would stop sizing at once.
+    # k only grows: an estimate can be too long (the replay's cost, a slow host), never too short. The first
+    # graph holds 2 calls: a one-call replay can read 100 us for a 2 us kernel and stop the sizing at once.
     k = 2
     graph = _warm_capture(timer, fn, k)
     for _ in range(MAX_SIZING_ROUNDS):

@@ -1,17 +1,9 @@
-"""Preparing one group of cases (every implementation of one op, dtype, precision and shape, on the same
-inputs): ``open_group`` draws its tensors (for memory-bound cases kept out of L2, R - 1 further sets: l2.py)
-or says why it cannot fit; ``prepare`` takes one implementation through
-
-1. its first call, timed until done: ``compile_s`` (the JIT and matmul race, or torch.compile), and whether
-   it came from a cache (compile_cache.py);
-2. the checked call on NaN-poisoned output against the float64 reference (accuracy.py); a built-in op with a
-   tiny output (``sum_all``: one number) over CHECK_ROUNDS inputs drawn in turn; then the op's exact inputs
-   (exact.py) drawn into the same tensors, and the first inputs drawn again from the group's seed;
-3. warm-up calls for ``warmup_ms`` (at least 3), cycling through the sets;
-4. on a GPU, the CUDA graph its GPU time replays (graphs.py); one that cannot be captured costs the GPU time
-   only (a note).
-
-A failure in 1-2 is the case's (stage ``compile``, ``first_call`` or ``check``); out of memory is a skip.
+"""Preparing one group of cases (every implementation of one op, dtype, precision and shape, on the same inputs):
+``open_group`` draws its tensors (and the sets that keep L2 cold: l2.py) or says why they cannot fit;
+``prepare`` takes one implementation through its first call (``compile_s``, and whether a cache served it), the
+checked call on poisoned output against the float64 reference (an op with a tiny output over ``CHECK_ROUNDS``
+draws; then the op's exact inputs, exact.py), the warm-up, and on a GPU the CUDA graph its GPU time replays. A
+failure is the case's; out of memory is a skip.
 """
 from __future__ import annotations
 
@@ -21,27 +13,27 @@ from typing import Any
 
 from envcheck.bench import accuracy, compile_cache, jax_impl
 from envcheck.bench.device import Runtime
-from envcheck.bench.failure import log, one_line
+from envcheck.bench.failure import log
 from envcheck.bench.graphs import graph_region
 from envcheck.bench.interpret import checked_only
 from envcheck.bench.l2 import Rotation, rotation_sets
 from envcheck.bench.phases import Stopwatch
 from envcheck.bench.suite import PlannedCase
 from envcheck.bench.timer import Region
+from envcheck.errors import one_line
 from envcheck.model import Accuracy, Case, Note, OutputAccuracy, Skip, Timing
 
 # Share of free device memory a group may use; rotating buffers get half of what it leaves (the other half:
 # outputs torch.compile allocates per set, the graphs' pools).
 MEMORY_FRACTION = 0.8
-# Checked calls of an op whose output has fewer than SMALL_OUTPUT elements (built-in ops).
-CHECK_ROUNDS = 8
+CHECK_ROUNDS = 8  # checked calls of a built-in op whose output has fewer than SMALL_OUTPUT elements
 SMALL_OUTPUT = 16
 
 
 @dataclass
 class Group:
-    """The tensors every implementation of a group shares: ``inputs`` / ``out`` (checked), ``extra_sets``
-    for rotating buffers; ``skip``: why it could not be set up; ``notes``: said of every case."""
+    """The tensors every implementation of a group shares (``inputs`` / ``out`` checked, ``extra_sets`` rotated);
+    ``skip``: why it could not be set up; ``notes``: said of every case."""
 
     key: tuple[Any, ...]
     inputs: dict[str, Any] = field(default_factory=dict)
@@ -167,12 +159,11 @@ def _check(rt: Runtime, planned: PlannedCase, group: Group, fn: Any) -> tuple[ac
 
 
 def _bound(rt: Runtime, planned: PlannedCase, group: Group) -> list[Any]:
-    """The implementation bound to each set of the group, the checked (first) set first."""
     return rt.code(planned.op).bound(planned, [(group.inputs, group.out), *group.extra_sets])
 
 
 def prepare(rt: Runtime, planned: PlannedCase, group: Group, watch: Stopwatch | None = None) -> Prepared | Case | Skip:
-    """Steps 1-4 of one implementation, each a phase of ``watch`` (out of memory propagates: failure.guarded)."""
+    """The steps of one implementation, each a phase of ``watch`` (out of memory propagates: failure.guarded)."""
     timer = rt.timer
     watch = watch if watch is not None else Stopwatch()
     start = watch.now()
@@ -214,8 +205,7 @@ def prepare(rt: Runtime, planned: PlannedCase, group: Group, watch: Stopwatch | 
                         kernel=rt.code(planned.op).kernel(planned), watch=watch, start_s=start, cache=cache,
                         outputs=tuple(dataclasses.replace(o, exact=exact_parts.get(o.name)) for o in tally.outputs()),
                         exact=exact.accuracy() if exact is not None else None)
-    if rt.cuda and planned.impl == "jax":
-        # JAX launches on its own streams, which a torch CUDA graph cannot capture (jax_impl.py).
+    if rt.cuda and planned.impl == "jax":  # its own streams: no CUDA graph captures them
         prepared.notes.append(Note("case.jax_host_timed"))
     elif rt.cuda:
         try:

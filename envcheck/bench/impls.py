@@ -1,16 +1,13 @@
-"""The implementations of each op (PyTorch, envcheck's Triton kernel, ``torch.compile``, and
-JAX where it is installed: jax_impl.py) and the tensors they run on. What an op costs and
-what shapes it takes is envcheck/ops.py; its float64 reference is accuracy.py (reference_ops.py
-for the first users' workloads).
-
-Torch is imported inside the functions: the worker alone calls them.
-"""
+"""The implementations of each built-in op (PyTorch, envcheck's Triton kernel, ``torch.compile``; JAX in
+jax_impl.py) and the tensors they run on; what an op costs is envcheck/ops.py, its reference accuracy.py.
+Torch is imported inside the functions: the worker alone calls them."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from envcheck.ops import spec
@@ -18,12 +15,10 @@ from envcheck.ops import spec
 Inputs = dict[str, Any]  # name -> torch.Tensor, in the eager function's argument order
 Impl = Callable[[], Any]  # one call of the op; returns the output tensor
 
-# Softmax inputs sit this far above zero: softmax is shift-invariant, so a correct kernel
-# (which subtracts the row max before exp) gives the same result, while one that forgets to
-# overflows: exp(100) is past fp32's range (exp overflows above 88.7; fp16's above 11.1) and
-# its rows turn to inf / NaN. At randn * 4 without an offset such a kernel passed.
+# Softmax inputs sit this far above zero: a kernel that forgets to subtract the row max overflows (exp(100)).
 SOFTMAX_OFFSET = 100.0
 SOFTMAX_SPREAD = 4.0
+REDUCE_DIMS = {"all": (0, 1, 2), "inner": (2,), "lead": (0, 1)}  # the axes each reduction sums or maxes over
 
 
 def torch_dtype(dtype: str) -> Any:
@@ -33,16 +28,10 @@ def torch_dtype(dtype: str) -> Any:
 
 
 def make_inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs:
-    """Fresh random inputs (never zeros: a kernel that ignores its input must not pass).
-
-    Standard normal values, drawn in float32 and rounded once to ``dtype``; the float64
-    reference is computed from these rounded values, so input rounding never counts as error.
-    Softmax gets ``randn * 4 + 100``: rows with a real spread, far from zero (SOFTMAX_OFFSET).
-    Matmul inputs are scaled by 1/sqrt(K) so outputs stay O(1) and fp16 never overflows. Layer
-    norm's special rows: far from zero, of a variance near eps, constant (``LAYER_NORM_*``). The
-    semantics random values never reach (all-negative rows, constant softmax rows) are the exact
-    inputs' (exact.py).
-    """
+    """Fresh random inputs (never zeros: a kernel that ignores its input must not pass): standard normal values
+    drawn in float32 and rounded once to ``dtype`` (the reference uses the rounded values), softmax's far from zero,
+    matmul's scaled by 1/sqrt(K), layer norm's with special rows; what random values never reach is the exact
+    inputs' (exact.py)."""
     import torch
 
     spec(op).check_shape(shape)
@@ -82,19 +71,13 @@ def make_inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, genera
                 "dy": randn(m, n, scale=1.0 / float(max(m, n)) ** 0.5)}
     s = 1.0 / float(k) ** 0.5
     if dtype == "fp32":
-        # B as nn.Linear stores it: W of shape (N, K), used as W.T (K-major). Hopper's TF32
-        # tensor-core instruction reads B only K-major; with a row-major B Triton's TF32 matmul
-        # ran at ~0.25x of cuBLAS on an H200, against ~0.86x in this layout. Both
-        # implementations get the same tensors, so the comparison stays fair.
+        # B K-major, as nn.Linear stores W: Hopper's TF32 tensor-core instruction reads B only K-major.
         return {"a": randn(m, k, scale=s), "b": randn(n, k, scale=s).t()}
     return {"a": randn(m, k, scale=s), "b": randn(k, n, scale=s)}
 
 
-# Layer norm's special rows: far from zero (a one-pass variance E[x^2] - E[x]^2 cancels there),
-# of a variance near eps = 1e-5 (eps outside the square root, or a sample variance, shows
-# there), constant (variance 0: the output is the bias). The constant is a power of two, so every
-# summation order computes its mean exactly: a mean off by one rounding would be amplified by
-# rstd = 1/sqrt(eps) = 316 in a correct kernel too (an ill-conditioned row, not a bug).
+# Layer norm's special rows: far from zero (a one-pass variance cancels), of a variance near eps (eps outside
+# the square root shows), constant (a power of two: every summation order gets its mean exactly).
 LAYER_NORM_CONSTANT = 0.5
 LAYER_NORM_FAR = 100.0
 LAYER_NORM_TINY = 3e-3
@@ -122,12 +105,8 @@ def make_output(op: str, shape: tuple[int, ...], dtype: str, device: str) -> Any
 
 
 def torch_impl(op: str, inputs: Inputs, out: Any, shape: tuple[int, ...] = ()) -> Impl:
-    """The PyTorch call a user would write, writing into ``out`` where ATen has an out= form.
-
-    relu is ATen's ``clamp_min(x, 0)`` (what ``torch.relu`` dispatches to) and softmax is
-    ``_softmax.out`` (what ``torch.softmax`` dispatches to), so no extra allocation sits in
-    the timed region. Matmul's TF32 switch is set by the caller (see ``tf32_matmul``).
-    """
+    """The PyTorch call a user would write, into ``out`` where ATen has an out= form (relu: ``clamp_min``, softmax:
+    ``_softmax.out``, what torch dispatches to), so no extra allocation is timed."""
     import torch
 
     if op == "vector_add":
@@ -157,7 +136,7 @@ def _reduction(how: str, over: str) -> Callable[[Inputs, Any], Impl]:
 
         x = inputs["x"]
         a, b, c = x.shape
-        dims, view = {"all": ((0, 1, 2), ()), "inner": ((2,), (a, b)), "lead": ((0, 1), (c,))}[over]
+        dims, view = REDUCE_DIMS[over], {"all": (), "inner": (a, b), "lead": (c,)}[over]
         fn = torch.sum if how == "sum" else torch.amax
         shaped = out.view(view)
 
@@ -171,8 +150,7 @@ def _reduction(how: str, over: str) -> Callable[[Inputs, Any], Impl]:
 
 
 def _layer_norm(inputs: Inputs, out: Any) -> Impl:
-    """``F.layer_norm`` as users call it: it allocates its output (ATen's out= form also wants
-    the mean and rstd buffers, in a dtype that differs between CPU and CUDA)."""
+    """``F.layer_norm`` as users call it, allocating its output (ATen's out= form wants mean and rstd too)."""
     import torch
 
     x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
@@ -189,10 +167,8 @@ def _conv2d(inputs: Inputs, out: Any, stride: int) -> Impl:
 
 
 def _softmax_fwbw(inputs: Inputs, out: Any, forward: Callable[..., Any] | None = None) -> Impl:
-    """Autograd: forward, then the backward pass for the upstream gradient dy; returns y and dx
-    as autograd allocated them (accuracy.checked_call's allocating path joins them as
-    ``make_output`` lays them, outside the timed call: a copy into ``out`` would add 80% to
-    the traffic of this memory-bound op)."""
+    """Autograd's forward and backward for dy; y and dx as autograd allocated them (a copy into ``out`` would add
+    80% to this memory-bound op's traffic: accuracy.checked_call joins them outside the timed call)."""
     import torch
 
     x = inputs["x"].detach().requires_grad_()
@@ -207,9 +183,7 @@ def _softmax_fwbw(inputs: Inputs, out: Any, forward: Callable[..., Any] | None =
 
 
 def _linear_fwbw(inputs: Inputs, out: Any, forward: Callable[..., Any] | None = None) -> Impl:
-    """Autograd: y = x W^T, then dx and dW for dy, written into ``out`` (y, dx and dW flattened,
-    each judged). The copy into ``out`` moves M N + (M + N) K elements, small beside the three
-    matmuls' 6 MNK FLOPs."""
+    """Autograd: y = x W^T, then dx and dW for dy, flattened into ``out`` (small beside the matmuls' 6 MNK FLOPs)."""
     import torch
 
     x = inputs["x"].detach().requires_grad_()
@@ -235,20 +209,14 @@ _NEW_TORCH: dict[str, Callable[[Inputs, Any], Impl]] = {
 
 def triton_impl(op: str, inputs: Inputs, out: Any, precision: str, shape: tuple[int, ...] = (),
                 control: str | None = None) -> Impl:
-    """envcheck's Triton kernel for ``op`` (imports Triton: call inside the worker only).
-    ``control``: the run's positive-control switch (model.CONTROLS), None in ordinary runs.
-
-    Workspaces a kernel needs (the reductions' partials) are made here, once, outside every
-    timed region; the forward + backward ops write y into ``out`` beside their gradients."""
+    """envcheck's Triton kernel for ``op`` (imports Triton). ``control``: the run's positive control (model.CONTROLS).
+    Workspaces (the reductions' partials) are made here, outside every timed region."""
     from envcheck.bench import kernels
 
     fn = getattr(kernels, op)
     if spec(op).family == "reduce":
         x = inputs["x"]
-        import importlib
-
-        reduce = importlib.import_module("envcheck.bench.kernels.reduce")  # the module of the six reductions
-        work = reduce.workspace(x, spec(op).reduce_over)
+        work = importlib.import_module("envcheck.bench.kernels.reduce").workspace(x, spec(op).reduce_over)
         return lambda: fn(x, out, work)
     if op == "layer_norm":
         x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
@@ -291,12 +259,10 @@ def triton_impl(op: str, inputs: Inputs, out: Any, precision: str, shape: tuple[
 
 
 def triton_kernel(op: str, shape: tuple[int, ...], dtype: str, precision: str) -> str | None:
-    """Which kernel and tile envcheck's Triton ``op`` ran at this shape, once it ran: matmul
-    races several (see kernels/tuning.py); the other ops have one kernel (None)."""
+    """Which tile envcheck's Triton matmul ran at this shape, once it ran (its race: kernels/tuning.py); the other
+    ops have one kernel (None)."""
     if op != "matmul":
         return None
-    import importlib
-
     matmul = importlib.import_module("envcheck.bench.kernels.matmul")  # the module, not the function
     m, n, k = shape
     tile = matmul.tuned_tile(m, n, k, torch_dtype(dtype), precision)
@@ -304,13 +270,12 @@ def triton_kernel(op: str, shape: tuple[int, ...], dtype: str, precision: str) -
 
 
 def eager(op: str, shape: tuple[int, ...] = ()) -> Callable[..., Any]:
-    """The out-of-place PyTorch function torch.compile traces (out= forms do not compile well).
-    For the forward + backward ops: the forward only (the backward is autograd's, compiled by
-    AOTAutograd with it). Reductions return their result flat, as ``out`` holds it."""
+    """The out-of-place PyTorch function torch.compile traces (out= forms do not compile well); for the forward +
+    backward ops the forward (AOTAutograd compiles the backward). Reductions return their result flat."""
     import torch
 
     if spec(op).family == "reduce":
-        dims = {"all": (0, 1, 2), "inner": (2,), "lead": (0, 1)}[spec(op).reduce_over]
+        dims = REDUCE_DIMS[spec(op).reduce_over]
         fn = torch.sum if op.startswith("sum") else torch.amax
         return lambda x: fn(x, dim=dims).reshape(-1)
     if op == "conv2d":
@@ -330,15 +295,9 @@ def eager(op: str, shape: tuple[int, ...] = ()) -> Callable[..., Any]:
 
 def compiled_on_sets(op: str, sets: list[Inputs], shape: tuple[int, ...] = (),
                      outs: list[Any] | None = None) -> list[Impl]:
-    """``torch.compile`` of the eager op with static shapes, ONCE, bound to each set's inputs;
-    compiling happens on the first call.
-
-    Dynamo's caches are reset first: every group compiles a function with the same code
-    object, and after ``cache_size_limit`` shapes Dynamo would silently fall back to eager (or
-    turn on dynamic shapes), measuring something other than a compiled kernel for this shape.
-    One compiled function for all sets: the extra sets pass its guards (same shapes, dtypes,
-    strides) and reuse its code; a compile per set would make every set a new compile.
-    """
+    """``torch.compile`` of the eager op with static shapes, once for every set (they pass its guards), bound to
+    each set's inputs. Dynamo's caches are reset first: past ``cache_size_limit`` shapes of one code object it
+    would fall back to eager silently."""
     import torch
 
     with contextlib.suppress(Exception):  # a private API; resetting protects the measurement, it is not required
@@ -351,34 +310,16 @@ def compiled_on_sets(op: str, sets: list[Inputs], shape: tuple[int, ...] = (),
     return [functools.partial(compiled, *inputs.values()) for inputs in sets]
 
 
-class tf32_matmul:  # noqa: N801 - used like the torch context managers it mirrors
-    """Context manager: ``torch.backends.cuda.matmul.allow_tf32`` and cuDNN's
-    ``torch.backends.cudnn.allow_tf32`` (convolutions: on by default in PyTorch) set for
-    ``precision``, restored after.
+@contextlib.contextmanager
+def tf32_matmul(precision: str) -> Iterator[None]:
+    """cuBLAS's and cuDNN's TF32 switches set for ``precision`` (``fp32``: off, ``tf32``: on, else as they are),
+    restored after: both sides of a TF32 row use TF32."""
+    import torch
 
-    ``fp32`` -> IEEE (False), ``tf32`` -> True; fp16/bf16 matmuls ignore the switch (left as is).
-    Both the PyTorch and the compiled implementation read it, so both sides of a TF32 row use TF32.
-    """
-
-    def __init__(self, precision: str) -> None:
-        self.precision = precision
-        self._saved: bool | None = None
-        self._saved_cudnn: bool | None = None
-
-    def __enter__(self) -> tf32_matmul:
-        import torch
-
-        self._saved = torch.backends.cuda.matmul.allow_tf32
-        self._saved_cudnn = torch.backends.cudnn.allow_tf32
-        if self.precision in ("fp32", "tf32"):
-            torch.backends.cuda.matmul.allow_tf32 = self.precision == "tf32"
-            torch.backends.cudnn.allow_tf32 = self.precision == "tf32"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        import torch
-
-        if self._saved is not None:
-            torch.backends.cuda.matmul.allow_tf32 = self._saved
-        if self._saved_cudnn is not None:
-            torch.backends.cudnn.allow_tf32 = self._saved_cudnn
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    if precision in ("fp32", "tf32"):
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved

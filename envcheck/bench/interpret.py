@@ -1,16 +1,6 @@
-"""Triton's CPU interpreter (``TRITON_INTERPRET=1``), made to compute as a GPU does: what
-``envcheck run --interpret`` (settings.interpret) runs the built-in Triton kernels under, so
-a machine without a GPU (CI) judges their accuracy end to end, through the worker's own path.
-
-Triton reads the switch when it decorates a kernel, so ``enable`` runs in the worker before
-any kernel module is imported. Two workarounds for triton 3.6's interpreter come with it:
-
-* scalars are 1-element arrays whose ``__index__`` is ``int(array)``, which NumPy 2.4 made a
-  TypeError: every kernel with a run-time loop bound (``range(0, cols, BLOCK)``) fails;
-* fp32 -> bf16 drops the low 16 bits (NumPy has no bfloat16; ``cast_impl`` passes no rounding
-  mode), a biased round-toward-zero with 2-3x the RMS error of the round-to-nearest-even a
-  GPU's ``.to(tl.bfloat16)`` does (on an H200 Triton's bf16 outputs have exactly torch's
-  error): every correct bf16 kernel would read 2-3x worse than it is.
+"""Triton's CPU interpreter (``TRITON_INTERPRET=1``, ``envcheck run --interpret``), made to compute as a GPU does,
+so a machine without a GPU judges the Triton kernels' accuracy through the worker's own path. ``enable`` runs
+before any kernel is decorated (Triton reads the switch then), with two workarounds for triton 3.6's interpreter.
 """
 
 from __future__ import annotations
@@ -24,14 +14,13 @@ _patched = False
 
 
 def checked_only(rt: Any, planned: Any) -> bool:
-    """Whether the implementation ``planned`` (of ``rt``'s run) is run by the interpreter: then it is
-    checked against its reference and never warmed up or timed, since its time means nothing."""
+    """Whether ``planned`` runs in the interpreter: then it is checked, never warmed up or timed."""
     return interpreted(rt.settings.interpret, "cuda" if rt.cuda else "cpu", planned.impl,
                        rt.spec(planned.op).baseline)
 
 
 def enable() -> None:
-    """Turn the interpreter on for kernels decorated from now on, with both workarounds."""
+    """Turn the interpreter on for kernels decorated from now on."""
     global _patched
     os.environ["TRITON_INTERPRET"] = "1"
     if _patched:
@@ -42,9 +31,8 @@ def enable() -> None:
 
 
 def fix_scalar_index() -> None:
-    """Work around triton 3.6's interpreter on NumPy >= 2.4: it keeps scalars as 1-element arrays and
-    implements ``__index__`` as ``int(array)``, which NumPy 2.4 turned from a deprecation into a
-    TypeError; every kernel with a run-time loop bound (``range(0, cols, BLOCK)``) then fails."""
+    """Scalars are 1-element arrays whose ``__index__`` is ``int(array)``, a TypeError since NumPy 2.4: every kernel
+    with a run-time loop bound (``range(0, cols, BLOCK)``) failed."""
     from triton.runtime import interpreter
 
     original = interpreter._patch_lang_tensor
@@ -57,6 +45,8 @@ def fix_scalar_index() -> None:
 
 
 def round_bf16_to_nearest() -> None:
+    """fp32 -> bf16 dropped the low 16 bits (NumPy has no bfloat16), 2-3x the error of a GPU's round to nearest
+    even: every correct bf16 kernel would have read 2-3x worse than it is."""
     import numpy as np
     import triton.language as tl
     from triton.runtime import interpreter

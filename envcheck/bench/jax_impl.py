@@ -1,22 +1,9 @@
-"""JAX as another implementation of every op, where ``jax`` is installed.
-
-Each op is the ``jax.numpy`` / ``jax.lax`` function a JAX user would write, ``jax.jit``-compiled
-once per group (static shapes), on the group's own tensors shared through DLPack (no copy:
-the same inputs as the other implementations; the float64 reference is computed from them).
-Arithmetic is held to what the other implementations do: fp16/bf16 reductions and matmuls
-accumulate in fp32 and round once; an fp32 matmul or convolution runs in IEEE fp32 (``fp32``)
-or TF32 (``tf32``) as asked, never in XLA's default, which on recent GPUs is TF32 for both. The
-forward + backward ops use ``jax.vjp`` and return the forward output beside the gradients (it is
-judged, and XLA cannot drop the forward pass as dead code: autograd runs it too).
-
-What the timing measures: JAX launches on its own CUDA streams, which a torch CUDA graph cannot
-capture, so a JAX case has no CUDA-graph GPU time; its launch time is one call through
-``block_until_ready`` between CUDA events: the dispatch, the device work and the wait, what a
-Python caller of the jitted function pays per synchronised call (the note ``case.jax_host_timed``
-says so on every JAX row). Its first call (trace + XLA compile + run) is ``compile_s``.
-
-XLA would take 75% of GPU memory at import; ``XLA_PYTHON_CLIENT_PREALLOCATE=false`` (set before
-the import unless the user set it) makes it allocate what it uses, beside torch's allocator.
+"""JAX as another implementation of every op, where ``jax`` is installed: the ``jax.numpy`` / ``jax.lax`` function
+a JAX user would write, jitted once per group, on the group's own tensors through DLPack (no copy). Arithmetic
+is held to the other implementations': fp16/bf16 reductions and matmuls accumulate in fp32, an fp32 matmul or
+convolution runs IEEE or TF32 as asked (never XLA's default TF32), and the forward + backward ops return the
+forward output beside the gradients (so XLA cannot drop it). JAX launches on its own streams, which a CUDA graph
+cannot capture: a JAX case has only a launch time, one call through ``block_until_ready`` between CUDA events.
 """
 
 from __future__ import annotations
@@ -26,10 +13,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from envcheck.bench.impls import REDUCE_DIMS, Impl, Inputs
 from envcheck.ops import spec
-
-Inputs = dict[str, Any]
-Impl = Callable[[], Any]
 
 LAYER_NORM_EPS = 1e-5
 
@@ -48,6 +33,7 @@ def installed() -> bool:
 
 
 def _import() -> Any:
+    # XLA would take 75% of GPU memory at import: it allocates what it uses instead, beside torch's allocator.
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     import jax
 
@@ -55,14 +41,11 @@ def _import() -> Any:
 
 
 def function(op: str, shape: tuple[int, ...], precision: str) -> Callable[..., Any]:
-    """The JAX function of ``op`` (not jitted), taking the inputs in ``impls.make_inputs``'s
-    order; it returns the output (linear_fwbw: y, dx and dW flattened), or softmax_fwbw's y
-    and dx."""
+    """The JAX function of ``op`` (not jitted), on the inputs in ``impls.make_inputs``'s order."""
     jax = _import()
     jnp = jax.numpy
     lax = jax.lax
     f32 = jnp.float32
-    # The arithmetic of fp32 dots and convolutions, set while tracing (see the module docstring).
     dot_precision = {"fp32": "float32", "tf32": "tensorfloat32"}.get(precision, "bfloat16")
 
     def traced(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -74,7 +57,7 @@ def function(op: str, shape: tuple[int, ...], precision: str) -> Callable[..., A
 
     s = spec(op)
     if s.family == "reduce":
-        axes = {"all": (0, 1, 2), "inner": (2,), "lead": (0, 1)}[s.reduce_over]
+        axes = REDUCE_DIMS[s.reduce_over]
         if op.startswith("sum"):
             return lambda x: jnp.sum(x, axis=axes, dtype=f32).astype(x.dtype).reshape(-1)
         return lambda x: jnp.max(x, axis=axes).reshape(-1)
@@ -123,8 +106,7 @@ def function(op: str, shape: tuple[int, ...], precision: str) -> Callable[..., A
 
 
 def on_sets(op: str, sets: list[tuple[Inputs, Any]], precision: str, shape: tuple[int, ...]) -> list[Impl]:
-    """The jitted op bound to each set's inputs (shared through DLPack); each call blocks until
-    its result is ready and returns it as a torch tensor (DLPack again, no copy)."""
+    """The jitted op bound to each set's inputs; each call blocks until its result is ready, a torch tensor."""
     import torch
 
     jax = _import()

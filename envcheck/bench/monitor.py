@@ -1,15 +1,7 @@
-"""NVML sampling while a group of benchmark cases runs: clocks, temperature, power, clock-event reasons.
-
-A case measured while the GPU was power- or heat-limited is not the GPU's real speed. The
-monitor keeps every sample of its window raw (``model.MonitorWindow``); the analysis decides
-what counts as throttled. The sampler runs in a daemon thread and costs one NVML call per
-quantity per sample (ctypes releases the GIL during each call, so the thread barely touches
-the Python that launches kernels). It never raises: without NVML the window has no samples.
-
-Samples stay aligned (one entry per sample in every quantity of the window): a quantity NVML
-refuses for good (Not Supported, No Permission), or that failed in most samples (a timeout on
-every call), is left out of the window; a sample that missed a quantity kept in it (a
-transient NVML error) is left out of the window.
+"""NVML sampling while an implementation is measured: clocks, temperature, power, clock-event reasons, kept raw
+(``model.MonitorWindow``; the analysis decides what counts as throttled). A daemon thread, one NVML call per
+quantity per sample (ctypes releases the GIL). It never raises: without NVML there is no window. Samples stay
+aligned: a quantity refused for good or missing from most samples is left out, and so is a sample missing one.
 """
 
 from __future__ import annotations
@@ -17,9 +9,8 @@ from __future__ import annotations
 import statistics
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from types import TracebackType
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from envcheck.model import MonitorWindow
@@ -40,14 +31,24 @@ _EVENTS = "nvmlDeviceGetCurrentClocksEventReasons"
 _EVENTS_OLD = "nvmlDeviceGetCurrentClocksThrottleReasons"  # drivers before R535
 
 
-@dataclass
-class _Quantity:
-    """One sampled NVML query."""
+# MonitorWindow's field -> its query (nvidia-smi's Clocks, Temperature, Power Draw in mW).
+READERS: dict[str, Callable[[Any, Any], Any]] = {
+    "sm_mhz": lambda n, h: n.call("nvmlDeviceGetClockInfo", h, CLOCK_SM),
+    "mem_mhz": lambda n, h: n.call("nvmlDeviceGetClockInfo", h, CLOCK_MEM),
+    "temperature_c": lambda n, h: n.call("nvmlDeviceGetTemperature", h, TEMPERATURE_GPU),
+    "power_w": lambda n, h: n.call("nvmlDeviceGetPowerUsage", h) * 1e-3,
+}
 
-    call: str
-    args: tuple[Any, ...]
-    scale: float = 1.0
-    live: bool = True
+
+@dataclass(frozen=True)
+class NvmlSample:
+    """One sample: seconds since the start, the quantities read (by field name), the active clock-event reasons
+    (None: this driver gives none), and whether the GPU was lost."""
+
+    t_s: float
+    values: dict[str, float] = field(default_factory=dict)
+    reasons: tuple[str, ...] | None = None
+    lost: bool = False
 
 
 def window_state(window: MonitorWindow | None) -> str:
@@ -59,42 +60,14 @@ def window_state(window: MonitorWindow | None) -> str:
     return f"{statistics.fmean(window.sm_mhz):.0f} MHz{power}"
 
 
-# MonitorWindow's field for each quantity.
-_FIELDS = {"sm_clock": "sm_mhz", "mem_clock": "mem_mhz", "temperature": "temperature_c", "power": "power_w"}
-
-
-@dataclass
-class _Row:
-    t_s: float
-    values: dict[str, float]
-    reasons: tuple[str, ...] | None  # None: this driver gives no clock-event reasons
-
-
 class Monitor:
-    """Samples one GPU every ``interval_s`` while the ``with`` block runs.
+    """Samples one GPU every ``interval_s`` while the ``with`` block runs, and on enter and exit (so a short case
+    gets two). ``index``: NVML's index, or better its UUID (torch's, without the prefix, too) or PCI bus id, since
+    NVML ignores CUDA_VISIBLE_DEVICES. ``nvml``: the seam (None: no samples; initialised here, shut down by the
+    caller); ``clock`` and ``sleep``: the time seam. ``window()`` holds every sample, across repeated blocks."""
 
-    ``index`` is NVML's device index, or (better, from a CUDA device) its UUID
-    (``"GPU-8d0ff531-..."``; torch's ``props.uuid`` without the prefix works too) or
-    PCI bus id: NVML ignores ``CUDA_VISIBLE_DEVICES`` and orders devices by PCI bus,
-    while CUDA's default order is fastest first, so CUDA device 0 need not be NVML 0.
-
-    ``nvml`` is the NVML seam (initialised here if it is not yet; the caller shuts
-    it down), or None: no samples. ``clock`` and
-    ``sleep`` are the time seam: by default ``time.monotonic`` and a wait on the
-    monitor's stop event (so leaving the block never waits out an interval). A
-    sample is also taken on enter and on exit, so even a case shorter than one
-    interval gets two. ``window()`` gives every sample taken, across repeated blocks.
-    """
-
-    def __init__(
-        self,
-        nvml: Any,
-        index: int | str,
-        interval_s: float = 0.02,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], Any] | None = None,
-    ) -> None:
+    def __init__(self, nvml: Any, index: int | str, interval_s: float = 0.02, *,
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], Any] | None = None) -> None:
         if interval_s <= 0:
             raise ValueError("interval_s must be positive")
         self.nvml = nvml
@@ -107,24 +80,15 @@ class Monitor:
         self._thread: threading.Thread | None = None
         self._handle: Any = None
         self._events_call: str | None = None
-        self._rows: list[_Row] = []
+        self._rows: list[NvmlSample] = []
         self._t0 = 0.0
-        self._quantities: dict[str, _Quantity] = {
-            "sm_clock": _Quantity("nvmlDeviceGetClockInfo", (CLOCK_SM,)),
-            "mem_clock": _Quantity("nvmlDeviceGetClockInfo", (CLOCK_MEM,)),
-            "temperature": _Quantity("nvmlDeviceGetTemperature", (TEMPERATURE_GPU,)),
-            "power": _Quantity("nvmlDeviceGetPowerUsage", (), scale=1e-3),  # mW -> W
-        }
-
-    # -- lifecycle
+        self._dead: set[str] = set()  # quantities refused for good
 
     def __enter__(self) -> Monitor:
         self.start()
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def start(self) -> None:
@@ -150,27 +114,16 @@ class Monitor:
         thread.join(timeout=max(1.0, 10 * self.interval_s))
         self._sample()
 
-    # -- results
-
     def window(self) -> MonitorWindow | None:
         """Every sample so far, raw; None when there is none (no NVML, or the GPU was lost at once)."""
         with self._lock:
             rows = list(self._rows)
-
-        def mostly(present: Callable[[_Row], bool]) -> bool:
-            hits = sum(map(present, rows))
-            return hits > 0 and 2 * hits >= len(rows)
-
-        keys = [k for k, q in self._quantities.items() if q.live and mostly(lambda r, k=k: k in r.values)]
-        with_reasons = mostly(lambda r: r.reasons is not None)
-        rows = [r for r in rows if all(k in r.values for k in keys) and (r.reasons is not None or not with_reasons)]
+        rows, keys, with_reasons = aligned(rows, [k for k in READERS if k not in self._dead])
         if not rows:
             return None
-        columns = {_FIELDS[k]: [r.values[k] for r in rows] for k in keys}
+        columns = {k: [r.values[k] for r in rows] for k in keys}
         reasons = tuple(r.reasons or () for r in rows) if with_reasons else ()
         return MonitorWindow(interval_s=self.interval_s, t_s=[r.t_s for r in rows], reasons=reasons, **columns)
-
-    # -- sampling
 
     def _open(self) -> Any:
         """The device handle, and which clock-event query this driver answers; None disables sampling."""
@@ -188,21 +141,14 @@ class Monitor:
             except NvmlCallError as e:
                 if e.error_name in PERMANENT_ERRORS:
                     continue
-            except Exception:  # noqa: BLE001 - see _read
+            except Exception:  # noqa: BLE001 - see read_nvml
                 continue
             self._events_call = name
             break
         return handle
 
     def _run(self) -> None:
-        next_at = self._clock() + self.interval_s
-        while not self._stop.is_set():
-            self._sleep(max(0.0, next_at - self._clock()))
-            if self._stop.is_set():
-                break
-            self._sample()
-            # Fixed-rate schedule: a slow NVML call shortens the next wait instead of drifting.
-            next_at = max(next_at + self.interval_s, self._clock())
+        every(self.interval_s, self._clock, self._sleep, self._stop, self._sample)
 
     def _sample(self) -> None:
         handle = self._handle
@@ -210,61 +156,46 @@ class Monitor:
             return
         t_s = self._clock() - self._t0
         readings: dict[str, float] = {}
-        for key, q in self._quantities.items():
-            if not q.live:
+        for key, read in READERS.items():
+            if key in self._dead:
                 continue
-            value = self._read(q.call, handle, *q.args)
-            if value is _LOST:
+            value = self._read(lambda read=read: read(self.nvml, handle))
+            if value is LOST:
                 return
-            if value is _FAILED_FOR_GOOD:
-                q.live = False
+            if value is GONE:
+                self._dead.add(key)
             elif isinstance(value, (int, float)):
-                readings[key] = float(value) * q.scale
+                readings[key] = float(value)
         reasons: tuple[str, ...] | None = None
         if self._events_call is not None:
-            mask = self._read(self._events_call, handle)
-            if mask is _LOST:
+            mask = self._read(lambda: self.nvml.call(self._events_call, handle))
+            if mask is LOST:
                 return
-            if mask is _FAILED_FOR_GOOD:
+            if mask is GONE:
                 self._events_call = None
             elif isinstance(mask, int):
                 reasons = tuple(sorted(slowing(reason_names(mask))))
         if not readings and reasons is None:
             return
         with self._lock:
-            self._rows.append(_Row(t_s, readings, reasons))
+            self._rows.append(NvmlSample(t_s, readings, reasons))
 
-    def _read(self, name: str, *args: Any) -> Any:
-        try:
-            return self.nvml.call(name, *args)
-        except NvmlCallError as e:
-            if e.error_name == GPU_IS_LOST:
-                self._handle = None  # nothing more to read from this GPU
-                return _LOST
-            if e.error_name in PERMANENT_ERRORS:
-                return _FAILED_FOR_GOOD
-            return None
-        except Exception:  # noqa: BLE001 - see _open
-            return None
+    def _read(self, call: Callable[[], Any]) -> Any:
+        got = read_nvml(call)
+        if got is LOST:
+            self._handle = None  # nothing more to read from this GPU
+        return got
 
 
-class LimitWatch:
-    """Whether the GPU slowed for power or heat while the ``with`` block ran: NVML's clock-event
-    reasons (those ``slowing`` keeps) sampled every ``interval_s`` by a ``Monitor``. ``limited()``
-    is None where the driver gives no reasons (or there is no NVML): unknown."""
+class LimitWatch(Monitor):
+    """Whether the GPU slowed for power or heat while the ``with`` block ran (the clock-event reasons ``slowing``
+    keeps); ``limited()`` is None where the driver gives no reasons, or there is no NVML: unknown."""
 
     def __init__(self, nvml: Any, index: int | str, interval_s: float = 0.025) -> None:
-        self._monitor = Monitor(nvml, index, interval_s)
-
-    def __enter__(self) -> LimitWatch:
-        self._monitor.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._monitor.stop()
+        super().__init__(nvml, index, interval_s)
 
     def limited(self) -> bool | None:
-        window = self._monitor.window()
+        window = self.window()
         if window is None or not window.reasons:
             return None
         return any(window.reasons)
@@ -282,5 +213,41 @@ def _handle_call(device: int | str) -> tuple[str, int | str]:
     return "nvmlDeviceGetHandleByUUID", ident
 
 
-_LOST = object()
-_FAILED_FOR_GOOD = object()
+LOST, GONE = object(), object()  # read_nvml's answers: the GPU is lost; the query is refused for good
+
+
+def read_nvml(call: Callable[[], Any]) -> Any:
+    """``call()``'s answer, ``LOST``, ``GONE``, or None where it failed this time only."""
+    try:
+        return call()
+    except NvmlCallError as e:
+        if e.error_name == GPU_IS_LOST:
+            return LOST
+        return GONE if e.error_name in PERMANENT_ERRORS else None
+    except Exception:  # noqa: BLE001 - a malformed answer: none this time; sampling never breaks what it watches
+        return None
+
+
+def every(interval_s: float, clock: Callable[[], float], sleep: Callable[[float], Any], stop: threading.Event,
+          sample: Callable[[], object]) -> None:
+    """``sample()`` every ``interval_s`` until ``stop``, at a fixed rate: a slow NVML call shortens the next wait."""
+    next_at = clock() + interval_s
+    while not stop.is_set():
+        sleep(max(0.0, next_at - clock()))
+        if stop.is_set():
+            break
+        sample()
+        next_at = max(next_at + interval_s, clock())
+
+
+def aligned(rows: Sequence[NvmlSample], keys: Iterable[str]) -> tuple[list[NvmlSample], list[str], bool]:
+    """(the rows kept, the quantities kept, whether reasons are): a quantity, or the reasons, present in most rows
+    is kept, and a row missing one kept is left out, so every column has one entry per row."""
+    def mostly(present: Callable[[NvmlSample], bool]) -> bool:
+        hits = sum(map(present, rows))
+        return hits > 0 and 2 * hits >= len(rows)
+
+    kept = [k for k in keys if mostly(lambda r, k=k: k in r.values)]
+    reasons = mostly(lambda r: r.reasons is not None)
+    rows = [r for r in rows if all(k in r.values for k in kept) and (r.reasons is not None or not reasons)]
+    return rows, kept, reasons

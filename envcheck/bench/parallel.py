@@ -1,22 +1,21 @@
-"""The per-GPU suite on several GPUs at once: one isolated worker per GPU (``runner.run_worker``, each in its
-own thread), so a node's GPUs take about as long as one. Ctrl-C, SIGTERM and SIGHUP stop every worker's tree
-and keep what each finished; a worker that crashes or hangs costs only its own GPU.
-"""
+"""The per-GPU suite on several GPUs at once, one worker each (a thread per worker): a worker that crashes or
+hangs costs only its GPU; Ctrl-C, SIGTERM and SIGHUP stop them all and keep what each finished."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
-from envcheck.bench import runner, suite
+from envcheck.bench import protocol, runner, suite
 from envcheck.bench.assemble import assemble
 from envcheck.harness.signals import together
 from envcheck.model import Bench, Stop, StopCause
 
-OnGpuEvent = Callable[[int, runner.Event], None]
+OnGpuEvent = Callable[[int, protocol.Event], None]
 
 
 def _utc() -> str:
@@ -44,28 +43,24 @@ class ParallelRun:
 
 def run_gpus(plans: Sequence[suite.Plan], timeout: float, on_event: OnGpuEvent | None = None, *,
              command: Sequence[str] = runner.WORKER_COMMAND) -> ParallelRun:
-    """Run every plan's worker at once and wait for all; one ``GpuRun`` per plan, in plan order. Never raises
-    for what a worker does; a stop signal stops them all, and each unfinished GPU's bench records it."""
+    """Every plan's worker at once; one ``GpuRun`` per plan, in plan order, each unfinished one with its stop."""
     outcomes: list[runner.BenchOutcome | None] = [None] * len(plans)
     started: list[str] = [""] * len(plans)
     durations: list[float] = [0.0] * len(plans)
     lock = threading.Lock()
 
-    def job(k: int, plan: suite.Plan) -> Callable[[threading.Event], None]:
-        def seen(ev: runner.Event) -> None:
-            if on_event is not None:
-                with lock:
-                    on_event(plan.index, ev)
+    def seen(gpu: int, ev: protocol.Event) -> None:
+        if on_event is not None:
+            with lock:
+                on_event(gpu, ev)
 
-        def run(stop: threading.Event) -> None:
-            started[k] = _utc()
-            t0 = time.monotonic()
-            outcomes[k] = runner.run_worker(plan, seen, timeout, command=command, stop=stop)
-            durations[k] = time.monotonic() - t0
+    def run(k: int, stop: threading.Event) -> None:
+        started[k], t0 = _utc(), time.monotonic()
+        outcomes[k] = runner.run_worker(plans[k], functools.partial(seen, plans[k].index), timeout, command=command,
+                                        stop=stop)
+        durations[k] = time.monotonic() - t0
 
-        return run
-
-    stopped = together([job(k, p) for k, p in enumerate(plans) if p.runnable])
+    stopped = together([functools.partial(run, k) for k, p in enumerate(plans) if p.runnable])
     cause = stopped.cause if stopped else None
     runs = []
     for k, plan in enumerate(plans):

@@ -1,6 +1,4 @@
-"""Where the worker's time goes: host seconds per named phase (``model.BENCH_PHASES``, ``CASE_PHASES``), added
-up as the worker runs; host time, since the question is what a run spends its minutes on (analysis/phases.py).
-"""
+"""Where the worker's time goes: host seconds per named phase (``model.BENCH_PHASES``, ``CASE_PHASES``)."""
 from __future__ import annotations
 
 import time
@@ -17,7 +15,6 @@ class Stopwatch:
         self.seconds: dict[str, float] = {}
 
     def now(self) -> float:
-        """Seconds since the stopwatch started."""
         return self._clock() - self.zero
 
     def add(self, name: str, seconds: float) -> None:
@@ -33,7 +30,7 @@ class Stopwatch:
             self.add(name, self._clock() - start)
 
     def child(self) -> Stopwatch:
-        """A stopwatch of its own (a case's phases) on the same clock and zero (its span's offsets)."""
+        """A stopwatch of its own (a case's phases) on the same clock and zero."""
         return Stopwatch(self._clock, self.zero)
 
     def rounded(self) -> dict[str, float]:

@@ -1,9 +1,7 @@
 """The benchmark worker's contract with ``envcheck run``: its plan and the events it streams.
 
-The worker (``envcheck.bench.worker:main``) runs through the harness (``envcheck/harness``: its own session,
-Ctrl-C reaching ``envcheck run`` alone, which stops the worker's whole tree and keeps what finished). Its
-arguments are a ``WorkerPlan`` in the report's JSON form; within each group (op, dtype, precision, shape) the
-cases are consecutive, torch first. It streams one event a message, ``{"event": <kind>, ...fields}``::
+The worker (``envcheck.bench.worker:main``, through the harness) is given a ``WorkerPlan`` in the report's JSON
+form, each group's cases consecutive, torch first. It streams one event a message, ``{"event": <kind>, ...}``::
 
     start            Started(device, versions)
     ceiling          CeilingMeasured(run)             any number: the measured ceilings' kernels
@@ -13,11 +11,9 @@ cases are consecutive, torch first. It streams one event a message, ``{"event": 
       case / skip    Measured(case) / Skipped(skip)    one per case of the group, same order
     note             Noted(note)                       any time: a key and parameters, never a sentence
 
-and returns the seconds it spent on the ceilings and inputs (``model.BENCH_PHASES``). ``i`` is the case's
-index in the plan; windows are numbered from 0 in the order sent, and a case's ``window`` is that number. A
-group's implementations are sampled interleaved (sampling.py), so its results come together after its
-``case_start`` events. A worker that ends without returning crashed or was stopped: the cases received stand,
-those of its group are lost, and the runner records every unreported case as not run, with the cause.
+and returns its phases' seconds (``model.BENCH_PHASES``). ``i`` is the case's index in the plan; windows are
+numbered from 0 as sent. A worker that ends without returning crashed or was stopped: the cases received stand,
+and every unreported case is recorded as not run, with the cause.
 """
 
 from __future__ import annotations
@@ -122,8 +118,7 @@ def encode(event: Any, events: Mapping[str, type] = EVENTS) -> dict[str, Any]:
 
 
 def decode(data: Any, events: Mapping[str, type] = EVENTS) -> Any:
-    """The event in a message's data; ProtocolError for anything else (a payload that is not a valid model
-    object names its field)."""
+    """The event in a message's data; ProtocolError (naming the field) for anything else."""
     kind = data.get("event") if isinstance(data, dict) else None
     if kind not in events:
         raise ProtocolError(f"not a worker event: {str(data)[:120]!r}")
@@ -133,9 +128,9 @@ def decode(data: Any, events: Mapping[str, type] = EVENTS) -> Any:
         raise ProtocolError(f"malformed {kind} event: {e}") from None
 
 
-def decode_plan(data: Any) -> WorkerPlan:
-    """The plan the worker was given, validated (ProtocolError naming the first problem)."""
+def decode_plan(data: Any, plan: type = WorkerPlan) -> Any:
+    """The plan a worker was given, validated (ProtocolError naming the first problem)."""
     try:
-        return build(WorkerPlan, data)  # type: ignore[no-any-return]
+        return build(plan, data)
     except (ValueError, TypeError) as e:
         raise ProtocolError(f"bad plan: {e}") from None

@@ -1,9 +1,6 @@
-"""``envcheck run --repeat N``: N independent repeats of every case in one report, so a diff can tell a real
-change from run-to-run noise (compare/stats.py). Each repeat is a fresh worker (its own CUDA context,
-allocations and kernel loads) over the whole plan, the cases in N interleaved passes so a drift over the run
-spreads over every case's repeats. Each repeat samples as a single run does (sharing the cap made each
-repeat's median noisier, so following a diff's advice to repeat cut 100 samples to 33); a case keeps them all
-in one ``Timing`` (``passes``: each repeat's count), the worst numeric error of any repeat, every note, and
+"""``envcheck run --repeat N``: N independent repeats of every case in one report, so a diff can tell a change from
+run-to-run noise. Each repeat is a fresh worker over the whole plan, sampling as a single run does; a case keeps
+every repeat's samples in one ``Timing`` (``passes``), the worst numeric error, every note, and
 ``case.repeat_failed`` for a repeat in which it failed.
 """
 from __future__ import annotations
@@ -68,9 +65,8 @@ def added(phases: Iterable[Mapping[str, float]]) -> dict[str, float]:
 
 
 def merge(outcomes: Sequence[BenchOutcome]) -> BenchOutcome:
-    """The outcome of every repeat as one: cases merged by key (in the first repeat's order),
-    monitor windows one after the other (each case keeps its first measured repeat's window),
-    the measured ceilings of the first repeat, every note, and the first stop."""
+    """Every repeat's outcome as one: cases merged by key, windows one after the other, the first repeat's ceilings,
+    every note, the first stop."""
     if not outcomes:
         raise ValueError("nothing to merge")
     if len(outcomes) == 1:

@@ -1,18 +1,7 @@
-"""Running a plan to the end through crashes and hangs of the code it measures.
-
-``envcheck run`` measures envcheck's own kernels: a worker that dies ends the run, and what
-finished is kept (runner.py). ``envcheck bench`` measures a user's code, where a crash
-(``os._exit``, a segfault) or a hang is a property of one case, not of the machine: the case
-the worker was on fails with the cause, and a fresh worker goes on with the cases left (the
-rest of that group included: a group is measured together, so its results died with the
-worker), without measuring the ceilings again. A crash while the group's shared inputs were
-drawn (no case started) fails the whole group. A case that crashes only while the group is
-sampled is blamed on the group's last-started case; run again, the real culprit crashes again
-and is blamed in turn, so every restart removes at least one case and the loop ends. A stop
-by the user, a signal, the run's own time limit or a worker that cannot start ends the run.
-
-The restarted workers' monitor windows are renumbered after the earlier ones', so every case
-still points at its own window in the one ``Bench``.
+"""``envcheck bench``: a plan run to the end through crashes and hangs of the user's code, a property of one case,
+not of the machine. The case the worker was on fails with the cause (every case of its group, where it was
+drawing the group's inputs) and a fresh worker goes on with the cases left, without the ceilings. Every restart
+removes at least one case, so the loop ends; a stop by the user, a signal or the time limit ends the run.
 """
 
 from __future__ import annotations
@@ -32,8 +21,7 @@ CASE_CAUSES = (StopCause.CRASHED, StopCause.EXITED, StopCause.HUNG)
 
 
 def _cause(out: BenchOutcome) -> Failure:
-    """The failure of the cases a dead or stalled worker was on: stage ``crash`` or ``hang``, and
-    what the machine said (the worker's last stderr line, else its signal or exit status)."""
+    """Stage ``crash`` or ``hang``, and what the machine said (the last stderr line, the signal, the status)."""
     stop = out.stop
     assert stop is not None
     if out.stalled:
@@ -45,8 +33,7 @@ def _cause(out: BenchOutcome) -> Failure:
 def run_resuming(plan: Plan, on_event: OnEvent, timeout: float, stall_s: float, *,
                  command: Sequence[str] = runner.WORKER_COMMAND,
                  clock: Callable[[], float] = time.monotonic) -> BenchOutcome:
-    """Every case of ``plan`` reported (measured, skipped, or failed with its crash or hang),
-    unless the run itself was stopped (``stop`` says how, as for ``run_worker``)."""
+    """Every case of ``plan`` reported (measured, skipped, or failed with its crash or hang), unless stopped."""
     merged = BenchOutcome()
     deadline = clock() + timeout
     remaining: tuple[PlannedCase, ...] = plan.cases
@@ -62,8 +49,7 @@ def run_resuming(plan: Plan, on_event: OnEvent, timeout: float, stall_s: float, 
             if stop is not None:
                 merged.stop = dataclasses.replace(stop, finished=merged.finished, planned=len(plan.cases))
             break
-        # The worker goes through the plan in order: with no case started, it was drawing the
-        # inputs of the group of its first unreported case.
+        # With no case started, it was drawing the inputs of its first unreported case's group.
         if stop.during is None:
             group = next(pc for pc in remaining if pc.key not in reported).group
             culprits = {pc.key for pc in remaining if pc.group == group and pc.key not in reported}

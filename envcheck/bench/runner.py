@@ -1,9 +1,6 @@
-"""Runs the benchmark worker through the harness and gathers what it reports (the contract: protocol.py).
-
-Whatever the worker does (crash, hang past its limits, garbage) or befalls ``envcheck run`` (Ctrl-C, the
-SIGTERM or SIGHUP of a batch scheduler or a closed terminal), the worker's tree is stopped, what finished is
-kept and how it ended is recorded (``Stop``). A worker is given by its command: its target, then the folders
-its module needs on ``sys.path`` (tests' fakes).
+"""Runs the benchmark worker through the harness and gathers what it reports (the contract: protocol.py). Whatever
+the worker does or befalls the run (Ctrl-C, SIGTERM, SIGHUP), what finished is kept and how it ended recorded.
+A worker is given by its command: its target, then folders for its ``sys.path`` (tests' fakes).
 """
 
 from __future__ import annotations
@@ -14,17 +11,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from envcheck.bench import protocol
-from envcheck.bench.protocol import (
-    CaseStarted,
-    CeilingMeasured,
-    Event,
-    Measured,
-    Noted,
-    Skipped,
-    Started,
-    WindowSampled,
-    WorkerPlan,
-)
 from envcheck.bench.suite import Plan
 from envcheck.harness.env import user_path
 from envcheck.harness.failures import ChildError, Hang, to_stop
@@ -34,12 +20,10 @@ from envcheck.model.bench import check_phases
 
 WORKER_COMMAND = ("envcheck.bench.worker:main",)
 TERMINATE_GRACE_S = 5.0  # SIGTERM, then SIGKILL: a worker stuck in a CUDA call ignores SIGTERM
-# With a per-case limit (``stall_s``): the most a worker may take to start (import torch, open the device)
-# before its first event; a loaded node has been seen to take over a minute.
-STARTUP_S = 300.0
+STARTUP_S = 300.0  # with ``stall_s``: the most a worker may take to start (a loaded node took over a minute)
 MAX_IGNORED_SHOWN = 3
 
-OnEvent = Callable[[Event], None]
+OnEvent = Callable[[protocol.Event], None]
 
 
 @dataclass
@@ -62,32 +46,31 @@ class BenchOutcome:
 
     @property
     def finished(self) -> int:
-        """Planned cases the worker finished: measured or skipped by it."""
         return len(self.cases) + len(self.skips)
 
     @property
     def interrupted(self) -> bool:
-        """Stopped by the user or by a signal to ``envcheck run`` (exit status 130)."""
+        """Stopped by the user or a signal (exit status 130)."""
         return self.stop is not None and self.stop.cause in (StopCause.USER, StopCause.SIGNAL)
 
-    def apply(self, ev: Event) -> None:
+    def apply(self, ev: protocol.Event) -> None:
         """Record one event (ValueError when it contradicts what came before)."""
-        if isinstance(ev, Measured):
+        if isinstance(ev, protocol.Measured):
             w = ev.case.window
             if w is not None and not 0 <= w < len(self.windows):
                 raise ValueError(f"case names monitor window {w}, but {len(self.windows)} were sent")
             self.cases.append(ev.case)
-        elif isinstance(ev, Skipped):
+        elif isinstance(ev, protocol.Skipped):
             self.skips.append(ev.skip)
-        elif isinstance(ev, WindowSampled):
+        elif isinstance(ev, protocol.WindowSampled):
             if ev.index != len(self.windows):
                 raise ValueError(f"monitor window {ev.index} sent as window {len(self.windows)}")
             self.windows.append(ev.window)
-        elif isinstance(ev, CeilingMeasured):
+        elif isinstance(ev, protocol.CeilingMeasured):
             self.ceiling_runs.append(ev.run)
-        elif isinstance(ev, Noted):
+        elif isinstance(ev, protocol.Noted):
             self.notes.append(ev.note)
-        elif isinstance(ev, Started):
+        elif isinstance(ev, protocol.Started):
             self.device = ev.device
             self.versions = dict(ev.versions)
 
@@ -95,12 +78,9 @@ class BenchOutcome:
 def run_worker(plan: Plan, on_event: OnEvent, timeout: float, *, command: Sequence[str] = WORKER_COMMAND,
                grace_s: float = TERMINATE_GRACE_S, stall_s: float | None = None, startup_s: float = STARTUP_S,
                stop: threading.Event | None = None) -> BenchOutcome:
-    """Run the worker on ``plan``; ``on_event`` sees every decoded event as it arrives. Never raises for what
-    the worker does: Ctrl-C (here or in ``on_event``), SIGTERM, SIGHUP or ``stop`` end it with what finished.
-    Once it returned it is ended at once: its teardown (CUDA, Inductor's compile workers) is nothing the run
-    waits for. With ``stall_s``, a worker that sends no event for that long once started is stopped as timed
-    out, with ``stalled`` set (``envcheck bench``: a user's case that hangs; resume.py goes on); before its
-    start it has ``startup_s``. Its events are redacted before they are decoded (the harness)."""
+    """Run the worker on ``plan``; ``on_event`` sees every decoded event. Never raises for what the worker does;
+    ``stop`` ends it too. Once it returned it is ended at once (its teardown is nothing the run waits for). With
+    ``stall_s``, a started worker silent that long is stopped, ``stalled`` (``envcheck bench``: resume.py)."""
     assert plan.backend is not None, "a plan without a device has nothing to run"
     out = BenchOutcome()
     examples: list[str] = []
@@ -118,11 +98,11 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float, *, command: Sequen
             if len(examples) < MAX_IGNORED_SHOWN:
                 examples.append(str(data)[:80])
             return False
-        if isinstance(ev, CaseStarted):
+        if isinstance(ev, protocol.CaseStarted):
             current = ev.case.key
-        elif isinstance(ev, (Measured, Skipped)):
+        elif isinstance(ev, (protocol.Measured, protocol.Skipped)):
             current = None
-        elif isinstance(ev, Started):
+        elif isinstance(ev, protocol.Started):
             out.phases.setdefault("startup", round(time.monotonic() - t0, 4))  # imports, CUDA context, NVML
         on_event(ev)
         return None
@@ -130,7 +110,7 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float, *, command: Sequen
     def idle() -> float | None:
         return None if stall_s is None else stall_s if out.device is not None else startup_s
 
-    args = to_dict(WorkerPlan(plan.backend, plan.index, plan.cases, plan.settings, plan.ops, plan.source,
+    args = to_dict(protocol.WorkerPlan(plan.backend, plan.index, plan.cases, plan.settings, plan.ops, plan.source,
                               plan.ceilings, plan.code))
     got = spawn(command[0], args, timeout=timeout, on_event=seen, idle=idle, exit_s=0.0, grace_s=grace_s,
                 stop=stop, paths=(*command[1:], *(user_path() if plan.source else ())))

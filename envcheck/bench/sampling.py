@@ -1,14 +1,10 @@
-"""Sampling a prepared implementation: its GPU time and launch time in turns in ONE window of its own, once
-it has run back to back long enough to bring the GPU to the state it keeps under it (docs/measurement.md).
+"""Sampling a prepared implementation: its GPU and launch times in turns in one window of its own, once it has
+run long enough to bring the GPU to the state it keeps under it (docs/measurement.md says why each rule).
 
-The implementations of a group are settled and sampled one after another, never in turns with each other
-(they would share one power budget). A compute-bound implementation whose load meets the GPU's power or
-thermal limit (seen, not guessed: NVML's clock-event reasons watched for ``POWER_PROBE_MS``; without NVML,
-every one) is timed sustained: it settles at least ``SUSTAIN_SETTLE_MS`` and its samples span
-``SUSTAIN_WINDOW_MS`` (note ``case.sustained``). One that follows a sustained one within ``RECENT_MS`` meets
-the GPU in the limiter's state: it settles ``RECENT_SETTLE_MS`` and is sustained without a probe. A failure
-falls on its own implementation: a graph that fails to replay costs the GPU time (a note), an eager batch
-that fails the case.
+A compute-bound implementation whose load meets the GPU's power or thermal limit (NVML's clock-event reasons
+watched for ``POWER_PROBE_MS``; without NVML, every one) is timed sustained: it settles ``SUSTAIN_SETTLE_MS``
+and its samples span ``SUSTAIN_WINDOW_MS``. One that follows a sustained one within ``RECENT_MS`` settles
+``RECENT_SETTLE_MS`` and is sustained without a probe. A graph that fails to replay costs the GPU time only.
 """
 
 from __future__ import annotations
@@ -18,10 +14,11 @@ from collections.abc import Callable
 from typing import Any
 
 from envcheck.bench.device import Runtime
-from envcheck.bench.failure import log, one_line
+from envcheck.bench.failure import log
 from envcheck.bench.group import Prepared
 from envcheck.bench.interpret import checked_only
 from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS, Region, calls_per_sample
+from envcheck.errors import one_line
 from envcheck.model import Case, Note, Timing
 from envcheck.ops import lookup
 
@@ -38,21 +35,19 @@ def _repeat(fn: Callable[[], Any], calls: int) -> Callable[[], None]:
 
 
 def sustained(region: Region, replay_us: float, max_samples: int) -> Region:
-    """``region`` (a replay of ``replay_us``) spanning ``SUSTAIN_WINDOW_MS`` in at most ``max_samples``
-    samples, each replaying it as often as that needs; one replay is the spacer."""
+    """``region`` (a replay of ``replay_us``) repeated so ``max_samples`` span ``SUSTAIN_WINDOW_MS``."""
     r = max(1, math.ceil(SUSTAIN_WINDOW_MS * 1e3 / (max_samples * max(replay_us, 1e-3))))
     return Region(_repeat(region.run, r), region.method, region.calls_per_sample * r,
                   window_ms=SUSTAIN_WINDOW_MS, spacer=region.run)
 
 
 def sustains(rt: Runtime, op: str) -> bool:
-    """Whether an implementation of ``op`` is timed sustained: a compute-bound op (built-in or declared) on a GPU."""
+    """Whether an implementation of ``op`` may be timed sustained: a compute-bound op on a GPU."""
     return rt.cuda and lookup(op, rt.ops).compute_bound
 
 
 def settle(rt: Runtime, p: Prepared) -> None:
-    """Run one implementation until its GPU time holds (CUDA only), deciding ``p.sustained`` where it
-    ``sustains`` (module docstring)."""
+    """Run one implementation until its GPU time holds (CUDA only), deciding ``p.sustained``."""
     if not rt.cuda:
         return
     region = p.graph.run if p.graph is not None else p.fn
@@ -94,7 +89,6 @@ def sample(rt: Runtime, p: Prepared) -> None:
     timer = rt.timer
     regions: list[Region] = []
     kinds: list[str] = []  # "gpu" | "launch" per region
-    # The per-call GPU time sizes the eager batch (its length only, no reported number).
     single: float | None = None
     if p.graph is not None:
         try:
@@ -151,6 +145,6 @@ def to_case(p: Prepared, window: int | None) -> Case:
 
 
 def span(p: Prepared) -> tuple[float, float]:
-    """When ``p``'s work began and ended (seconds on its stopwatch; the end: its sampling's, or now)."""
+    """When ``p``'s work began and ended, on its stopwatch."""
     end = p.end_s if p.end_s is not None else p.watch.now()
     return round(p.start_s, 4), round(max(end, p.start_s), 4)

@@ -1,20 +1,7 @@
-"""Sizes given on the command line (``envcheck run --sizes``), parsed into shapes.
-
-Grammar of one item:
-
-- ``N``: an element count: ``1024``, ``1_048_576``, ``2^20`` (also ``2**20``), ``1e6``
-  or a binary multiple ``4K`` / ``1M`` / ``1G``. K, M and G are powers of two
-  (2^10, 2^20, 2^30) because GPU sizes are: ``1M`` is 1,048,576 elements, the same
-  as ``2^20``. Write ``1e6`` for a decimal million.
-- ``RxC``: rows x columns, for softmax and row_sum (``4096x4096``).
-- ``MxNxK``: a matmul of an (M, K) by a (K, N) matrix (``4096x11008x4096``); also the
-  (a, b, c) tensor the reductions take (``4x512x896``) and linear_fwbw's (M, N, K).
-- ``NxCxHxWxKxRxSTRIDE``: a conv2d of an N x C x H x W input by K filters of R x R
-  (``32x64x32x32x64x3x1``).
-
-Which ops a size feeds is decided by ``shape_for``: ``N`` is the element count of the
-vector ops and, for matmul, an N x N x N square; ``RxC`` feeds softmax and row_sum;
-``MxNxK`` feeds matmul.
+"""Sizes given on the command line (``envcheck run --sizes``), parsed into shapes. One item is ``N`` (an element
+count: ``1024``, ``1_048_576``, ``2^20``, ``2**20``, ``1e6``, or ``4K`` / ``1M`` / ``1G``, powers of two as GPU
+sizes are), ``RxC``, ``MxNxK`` (matmul, the reductions' (a, b, c), linear_fwbw) or ``NxCxHxWxKxRxSTRIDE``
+(conv2d); ``shape_for`` says which ops a size feeds.
 """
 
 from __future__ import annotations
@@ -25,8 +12,7 @@ from collections.abc import Iterable
 from envcheck.errors import UsageError
 from envcheck.ops import spec
 
-# Beyond this no single benchmark tensor fits any GPU made (2^40 elements is 4 TiB in fp32).
-MAX_DIM = 1 << 40
+MAX_DIM = 1 << 40  # 4 TiB in fp32: no single benchmark tensor fits any GPU made
 
 EXAMPLES = "examples: 1024, 2^20, 1M, 4096x4096, 4096x11008x4096"
 
@@ -42,10 +28,7 @@ def _not_a_size(item: str, why: str = "") -> UsageError:
 
 
 def parse_count(text: str, item: str | None = None) -> int:
-    """One positive dimension: ``1024``, ``2^20``, ``1M`` (= 2^20), ``1e6``.
-
-    ``item`` is the whole ``--sizes`` item, named in the error message.
-    """
+    """One positive dimension; ``item``: the whole ``--sizes`` item, for the error message."""
     whole = item if item is not None else text
     t = text.strip().lower().replace("_", "")
     value: int | None = None
@@ -90,12 +73,8 @@ def parse_sizes(items: Iterable[str]) -> tuple[tuple[int, ...], ...]:
 
 
 def shape_for(op: str, size: tuple[int, ...], matmul_square: bool) -> tuple[int, ...] | None:
-    """The shape ``op`` is run at for a parsed size, or None when the size does not fit the op.
-
-    ``matmul_square``: whether a one-number size also means an N x N x N matmul (when the
-    user named matmul in ``--ops``; otherwise ``--sizes 1M`` would plan a matmul of 2^60
-    multiply-adds).
-    """
+    """The shape ``op`` runs at for a parsed size, or None. ``matmul_square``: whether ``N`` also means an N^3 matmul
+    (only where the user named matmul: ``--sizes 1M`` would plan 2^60 multiply-adds)."""
     family = spec(op).family
     if family == "matmul":
         if len(size) == 3:

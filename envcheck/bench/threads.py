@@ -4,20 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-# On a machine this small the harness (the worker's own Python, the parent, NVML's thread) needs
-# a core of its own: torch's thread pool fighting it for the cores made the CPU baseline swing
-# 100x between runs on a 2-core VM (vector_add 102400: 16 ms, then 7,976 us).
+# On a machine this small the worker's own Python and the parent need a core: torch's pool fighting them for the
+# cores made the CPU baseline swing 100x between runs on a 2-core VM.
 SMALL_MACHINE_CORES = 4
 
 
 def cpu_threads(physical: Callable[[], int | None] | None = None,
                 logical: Callable[[], int | None] | None = None) -> int:
-    """Threads torch uses for the CPU baseline: the physical cores, less one on small machines.
-
-    Hyper-threads share a core's arithmetic units, so counting them (torch's default) only
-    adds contention to element-wise and BLAS work. ``physical`` / ``logical`` are psutil's
-    counts (the seam tests replace).
-    """
+    """Threads torch uses for the CPU baseline: the physical cores (hyper-threads only add contention), less one
+    on small machines. ``physical`` / ``logical``: psutil's counts, the test seam."""
     import psutil
 
     cores = (physical or (lambda: psutil.cpu_count(logical=False)))()

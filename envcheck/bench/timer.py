@@ -1,15 +1,11 @@
 """Timing of device work: warm-up, settling, sample counts, interleaved sampling, the clock seam.
 
-A ``Clock`` marks the stream of work (CUDA events on a GPU, ``perf_counter`` around synchronous CPU calls);
-``Timer.clock_factory`` is the seam tests replace with a fake device. A ``Region`` is what a sample times: a
-CUDA-graph replay of k calls (GPU time), eager calls between events (launch time), or a host-clock batch on
-the CPU; each sample is divided by its calls. The rules, and why each (docs/measurement.md): ``rep_ms`` of
-samples at the estimated length within [min_samples, max_samples]; an implementation's GPU and launch regions
-sampled in turns of ``INTERLEAVE_TURN_US``, forwards then backwards; an eager turn starts on an idle GPU, a
-graph turn after idle with an untimed spacer replay; settling in blocks of ``SETTLE_BLOCK_US`` until one is
-within ``SETTLE_TOLERANCE`` of the one before; a window ends early once every graph region's median lies
-within ``stop_ci`` of both ends of its distribution-free 95% interval (from ``STOP_MIN_SAMPLES`` on; only the
-width decides, never the value), except a sustained one (``window_ms``), which spans its window.
+A ``Clock`` marks the stream of work (CUDA events, or ``perf_counter`` around synchronous CPU calls);
+``Timer.clock_factory`` is the seam tests replace. A ``Region`` is what a sample times (a graph replay of k
+calls, eager calls between events, a host-clock batch), each sample divided by its calls. The rules and why
+(docs/measurement.md): ``rep_ms`` of samples within [min_samples, max_samples], an implementation's regions
+in turns forwards then backwards, an eager turn on an idle GPU, a graph turn after idle behind an untimed
+spacer, settling until a block holds, and an early end once every graph median's 95% interval is narrow.
 """
 
 from __future__ import annotations
@@ -48,22 +44,35 @@ HOST = "host_clock"
 
 
 class Clock(Protocol):
-    """Timestamps in the device's stream of work."""
+    """Timestamps in the device's stream of work: ``elapsed_us`` between two marks is valid after
+    ``synchronize``; ``host_s`` is host wall time (for the budgets)."""
+
+    def mark(self) -> Any: ...
+
+    def elapsed_us(self, start: Any, end: Any) -> float: ...
+
+    def synchronize(self) -> None: ...
+
+    def host_s(self) -> float: ...
+
+
+class HostClock:
+    """``perf_counter`` around synchronous work (CPU tensors finish before the call returns)."""
 
     def mark(self) -> Any:
-        """Place a timestamp after the work enqueued so far."""
+        return time.perf_counter()
 
     def elapsed_us(self, start: Any, end: Any) -> float:
-        """Microseconds between two marks; valid after ``synchronize``."""
+        return (end - start) * 1e6
 
     def synchronize(self) -> None:
-        """Wait until all enqueued work has finished."""
+        pass
 
     def host_s(self) -> float:
-        """Host wall time in seconds (for the warm-up and sample budgets)."""
+        return time.perf_counter()
 
 
-class CudaEventClock:
+class CudaEventClock(HostClock):
     """CUDA events on the current stream (``elapsed_time`` is in milliseconds)."""
 
     def __init__(self) -> None:
@@ -81,25 +90,6 @@ class CudaEventClock:
 
     def synchronize(self) -> None:
         self._torch.cuda.synchronize()
-
-    def host_s(self) -> float:
-        return time.perf_counter()
-
-
-class HostClock:
-    """``perf_counter`` around synchronous work (CPU tensors finish before the call returns)."""
-
-    def mark(self) -> float:
-        return time.perf_counter()
-
-    def elapsed_us(self, start: float, end: float) -> float:
-        return (end - start) * 1e6
-
-    def synchronize(self) -> None:
-        pass
-
-    def host_s(self) -> float:
-        return time.perf_counter()
 
 
 def make_clock(backend: str) -> Clock:
@@ -128,8 +118,7 @@ class Region:
 
 
 def median_ci(samples: Sequence[float]) -> tuple[float, float]:
-    """Distribution-free 95% confidence interval of the median: the order statistics of ranks
-    n/2 - 0.98 sqrt(n) and 1 + n/2 + 0.98 sqrt(n) (1-based), clamped to the samples."""
+    """Distribution-free 95% interval of the median: order statistics n/2 -/+ 0.98 sqrt(n) (1-based), clamped."""
     xs = sorted(samples)
     n = len(xs)
     half = Z95 * math.sqrt(n) / 2
@@ -160,7 +149,6 @@ class Timer:
 
     @property
     def eager_method(self) -> str:
-        """How eager calls are timed on this backend."""
         return EAGER if self.backend == "cuda" else HOST
 
     def first_call_s(self, fn: Callable[[], Any]) -> float:
@@ -171,8 +159,7 @@ class Timer:
         return self.clock.host_s() - t0
 
     def warmup(self, fn: Callable[[], Any], budget_ms: float | None = None) -> int:
-        """Call ``fn`` for ``warmup_ms`` (or ``budget_ms``), at least 3 calls (allocator, cuBLAS workspace,
-        launchers, thread pools, clocks ramping up); returns the count."""
+        """Call ``fn`` for ``warmup_ms`` (or ``budget_ms``), at least 3 calls; the count."""
         calls = 0
         start = self.clock.host_s()
         budget_s = (self.settings.warmup_ms if budget_ms is None else budget_ms) / 1e3
@@ -185,9 +172,8 @@ class Timer:
         return calls
 
     def settle(self, region: Callable[[], Any], min_ms: float = 0.0) -> tuple[int, bool]:
-        """Run ``region`` in blocks until, ``min_ms`` or more into it, a block's median is within
-        ``SETTLE_TOLERANCE`` of the one before, or ``max(SETTLE_MAX_MS, 2 min_ms)`` passed; the blocks
-        run and whether the time settled."""
+        """Run ``region`` in blocks until, ``min_ms`` or more in, a block's median is within ``SETTLE_TOLERANCE`` of
+        the one before (or ``max(SETTLE_MAX_MS, 2 min_ms)`` passed); (blocks run, whether it settled)."""
         longest_ms = max(SETTLE_MAX_MS, 2 * min_ms)
         start = self.clock.host_s()
         first = self._samples(region, ESTIMATE_SAMPLES)
@@ -236,8 +222,7 @@ class Timer:
 
     def _fixed(self, regions: Sequence[Region], marks: dict[int, list[tuple[Any, Any]]], stop_ci: float
                ) -> tuple[bool, bool]:
-        """Whether the marks were read (a synchronisation), and whether the window can end now: every
-        region has its minimum and every graph region's median is fixed within ``stop_ci``."""
+        """(whether the marks were read: a synchronisation, whether every graph median is fixed within ``stop_ci``)."""
         graphs = [i for i in marks if regions[i].method == GRAPH]
         if not graphs or any(len(m) < self.settings.min_samples for m in marks.values()):
             return False, False
@@ -255,10 +240,9 @@ class Timer:
 
     def measure_interleaved(self, regions: Sequence[Region], stop_ci: float | None = None
                             ) -> list[Timing | BaseException]:
-        """One Timing per region, their samples taken in turns (each its own count, split into the same
-        number of turns, round-robin forwards then backwards) so drift falls on all alike. A region that
-        raises gets the exception as its result; the others go on. With ``stop_ci`` and no ``window_ms``
-        the window may end early; ``stopped_by`` says why it ended."""
+        """One Timing per region, their samples taken in turns (forwards, then backwards) so drift falls on all alike;
+        a region that raises gets its exception. With ``stop_ci`` and no ``window_ms`` the window may end early;
+        ``stopped_by`` says why it ended."""
         windowed = any(r.window_ms is not None for r in regions)
         if windowed:
             stop_ci = None

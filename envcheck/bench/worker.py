@@ -1,124 +1,74 @@
-"""The isolated benchmark worker, ``main`` run by the harness (its contract: protocol.py).
-
-Everything that can crash or hang happens here, never in the ``envcheck run`` process. The
-run, in order: the device (device.py), the measured ceilings (ceilings.py), then each group
-of cases: prepared one implementation at a time (group.py), then sampled one implementation at a
-time, each under an NVML monitor window of its own (sampling.py, monitor.py), reported in plan
-order. One case failing never ends the run (failure.py).
-"""
+"""The isolated benchmark worker, ``main`` run by the harness (its contract: protocol.py): the device, the
+measured ceilings, then each group of cases, its implementations prepared (group.py), then each sampled under
+an NVML window of its own (sampling.py), reported in plan order. One case failing never ends the run."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Iterator
+import itertools
+from collections.abc import Callable
 from typing import Any
 
 from envcheck.bench import ceilings, compile_ahead, compile_cache, device, protocol
-from envcheck.bench.failure import guarded, log, one_line
+from envcheck.bench.failure import guarded, log
 from envcheck.bench.group import Prepared, open_group, prepare
 from envcheck.bench.impls import tf32_matmul
 from envcheck.bench.l2 import ROTATE_L2_MULTIPLE, SMALL_BYTES
 from envcheck.bench.phases import Stopwatch
-from envcheck.bench.protocol import (
-    CaseStarted,
-    CeilingMeasured,
-    Event,
-    Measured,
-    Noted,
-    Skipped,
-    Started,
-    WindowSampled,
-    WorkerPlan,
-)
 from envcheck.bench.sampling import POWER_PROBE_MS, sample, settle, span, to_case
 from envcheck.bench.suite import PlannedCase
 from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS, Timer
+from envcheck.errors import one_line
 from envcheck.model import BenchDevice, Case, MonitorWindow, Note, Skip
 from envcheck.ops import lookup
 
-Emit = Callable[[Event], None]
-# NVML's power reading is itself an average over tens of ms to a second (driver-dependent), and
-# the clock swings worth seeing take hundreds of ms: 50 ms samples show them and keep a
-# group's window to a few dozen samples.
-MONITOR_INTERVAL_S = 0.05
+Emit = Callable[[protocol.Event], None]
+MONITOR_INTERVAL_S = 0.05  # NVML's power is itself an average, and the clock swings worth seeing take 100s of ms
 CEILING_SEED = 1
 
 
-class _SafeMonitor:
-    """NVML sampling around a measurement that never raises: any failure gives no window."""
-
-    def __init__(self, factory: Callable[[], Any] | None) -> None:
-        self._factory = factory
-        self._monitor: Any = None
-
-    def __enter__(self) -> _SafeMonitor:
-        if self._factory is not None:
-            try:
-                self._monitor = self._factory()
-                self._monitor.__enter__()
-            except Exception as e:  # noqa: BLE001 - monitoring is optional; the cases are measured regardless
-                log(f"NVML monitor unavailable: {one_line(e)}")
-                self._monitor = None
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._monitor is not None:
-            try:
-                self._monitor.__exit__(None, None, None)
-            except Exception as e:  # noqa: BLE001
-                log(f"NVML monitor stop failed: {one_line(e)}")
-
-    def window(self) -> MonitorWindow | None:
-        if self._monitor is None:
-            return None
-        try:
-            return self._monitor.window()
-        except Exception as e:  # noqa: BLE001
-            log(f"NVML samples unreadable: {one_line(e)}")
-            return None
-
-
-def groups_in_order(cases: tuple[PlannedCase, ...]) -> Iterator[tuple[int, list[PlannedCase]]]:
-    """Runs of consecutive cases of one group, with the first's index in the plan."""
-    start = 0
-    while start < len(cases):
-        end = start + 1
-        while end < len(cases) and cases[end].group == cases[start].group:
-            end += 1
-        yield start, list(cases[start:end])
-        start = end
+def _window(monitor: Any) -> MonitorWindow | None:
+    """The monitor's window (a Monitor never raises while it samples); None where NVML's samples do not make one."""
+    try:
+        return monitor.window() if monitor is not None else None
+    except Exception as e:  # noqa: BLE001 - the window is optional; the case stands without it
+        log(f"NVML samples unreadable: {one_line(e)}")
+        return None
 
 
 class Worker:
     """Runs one plan, emitting protocol events through ``emit``."""
 
-    def __init__(self, plan: WorkerPlan, emit: Emit) -> None:
+    def __init__(self, plan: protocol.WorkerPlan, emit: Emit) -> None:
         self.plan = plan
         self.emit = emit
         self._monitor_factory: Callable[[], Any] | None = None
         self._nvml: Any = None
         self._windows = 0
-        self.watch = Stopwatch()  # the run's phases that belong to no one case (model.BENCH_PHASES); spans' zero
+        self.watch = Stopwatch()  # the phases of no one case (model.BENCH_PHASES); spans' zero
 
     def note(self, note: Note) -> None:
-        self.emit(Noted(note))
+        self.emit(protocol.Noted(note))
 
     def run(self) -> dict[str, float]:
-        """Every case of the plan; the seconds spent on what belongs to no one case (model.BENCH_PHASES)."""
+        """Every case of the plan; the seconds of the phases of no one case."""
         import torch
 
         plan = self.plan
         if plan.backend == "cuda":
             reason = device.cuda_unusable(torch, plan.index)
             if reason:
-                self.emit(Started(BenchDevice("cuda", f"CUDA device {plan.index}", plan.index), device.versions(torch)))
+                unusable = BenchDevice("cuda", f"CUDA device {plan.index}", plan.index)
+                self.emit(protocol.Started(unusable, device.versions(torch)))
                 self.note(reason)
                 for c in plan.cases:
-                    self.emit(Skipped(c.skip(reason)))
+                    self.emit(protocol.Skipped(c.skip(reason)))
                 return self.watch.rounded()
             torch.cuda.set_device(plan.index)
-            self._open_nvml()
+            self._nvml, error = device.open_nvml()
+            if error:
+                self.note(Note("bench.nvml_unavailable", {"detail": error}))
             dev = device.cuda_device(torch, plan.index, self._nvml)
             compile_cache.use_for(torch, plan.index)  # before anything compiles
         else:
@@ -131,7 +81,7 @@ class Worker:
             dev = BenchDevice("cpu", device.cpu_name())
         rt = device.Runtime(torch, plan.backend, plan.index, dev, Timer(plan.backend, plan.settings), plan.settings,
                             ops=plan.ops, source=plan.source, code=plan.code)
-        self.emit(Started(dev, device.versions(torch)))
+        self.emit(protocol.Started(dev, device.versions(torch)))
         ahead = compile_ahead.start(plan.cases, dev, plan.settings.control) if rt.cuda else []
         try:
             if rt.cuda:
@@ -151,10 +101,12 @@ class Worker:
                         compile_ahead.warm_inductor()
             else:
                 self.note(Note("bench.cpu_timing", {"threads": int(torch.get_num_threads())}))
-            seed = plan.settings.seed
-            for g, (first, cases) in enumerate(groups_in_order(plan.cases)):
-                self._run_group(rt, first, cases, seed + g)
+            first = 0
+            for g, (_, run) in enumerate(itertools.groupby(plan.cases, key=lambda c: c.group)):
+                cases = list(run)
+                self._run_group(rt, first, cases, plan.settings.seed + g)
                 rt.after_failure()  # the group's tensors go back to the device before the next is sized
+                first += len(cases)
         finally:
             compile_ahead.stop(ahead)
             compile_cache.save()
@@ -163,29 +115,13 @@ class Worker:
                     self._nvml.shutdown()
         return self.watch.rounded()
 
-    # ----------------------------------------------------------------------- set-up
-
-    def _open_nvml(self) -> None:
-        try:
-            from envcheck.probes.nvml import Nvml
-
-            nvml = Nvml()
-            error = nvml.init()
-        except Exception as e:  # noqa: BLE001 - no NVML means no clock samples, not no benchmark
-            error = one_line(e)
-        if error:
-            self.note(Note("bench.nvml_unavailable", {"detail": str(error)}))
-            return
-        self._nvml = nvml
-
     def _start_monitoring(self, dev: BenchDevice, rt: device.Runtime) -> None:
         if self._nvml is None:
             return
         from envcheck.bench.monitor import LimitWatch, Monitor
 
         nvml = self._nvml
-        # NVML numbers GPUs by PCI bus and ignores CUDA_VISIBLE_DEVICES; the UUID names the
-        # same GPU in both, so CUDA device 0 is monitored even when it is NVML device 3.
+        # NVML ignores CUDA_VISIBLE_DEVICES: the UUID names the same GPU in both.
         target: int | str = dev.uuid or dev.pci_bus_id or self.plan.index
         self._monitor_factory = lambda: Monitor(nvml, target, interval_s=MONITOR_INTERVAL_S)
         rt.limit_watch = lambda: LimitWatch(nvml, target)
@@ -196,8 +132,6 @@ class Worker:
                                              "min_bytes": SMALL_BYTES}))
         else:
             self.note(Note("bench.l2_not_cold"))
-
-    # ----------------------------------------------------------------------- ceilings
 
     def _measure_ceilings(self, rt: device.Runtime) -> None:
         """The bandwidth window, then the matmul window (ceilings.py says why two, and when)."""
@@ -220,15 +154,13 @@ class Worker:
                     log(f"ceiling {kernel.kernel} {kernel.precision or kernel.dtype} failed", error)
                     self.note(ceilings.failure_note(kernel, one_line(error)))
                 else:
-                    self.emit(CeilingMeasured(got))
+                    self.emit(protocol.CeilingMeasured(got))
         except Exception as e:  # noqa: BLE001 - the ceilings are optional; every case still runs
             log(f"measured {what} ceilings failed", e)
             self.note(Note("ceiling.window_failed", {"ceiling": what, "detail": one_line(e)}))
         finally:
             del kernels
             rt.after_failure()  # frees the buffers before the first group is sized
-
-    # ----------------------------------------------------------------------- one group of cases
 
     def _run_group(self, rt: device.Runtime, first: int, cases: list[PlannedCase], seed: int) -> None:
         """Prepare each implementation, sample them together, emit a result for each in plan order."""
@@ -241,14 +173,14 @@ class Worker:
             log(f"{head.group_label}: setting up the group failed", e)
             rt.after_failure()
             for j, pc in enumerate(cases):
-                self.emit(CaseStarted(first + j, total, pc))
+                self.emit(protocol.CaseStarted(first + j, total, pc))
             for pc in cases:
-                self.emit(Measured(pc.failed("run", one_line(e))))
+                self.emit(protocol.Measured(pc.failed("run", one_line(e))))
             return
         results: list[Case | Skip | Prepared] = []
         with tf32_matmul(head.precision) if lookup(head.op, self.plan.ops).compute_bound else contextlib.nullcontext():
             for j, pc in enumerate(cases):
-                self.emit(CaseStarted(first + j, total, pc))
+                self.emit(protocol.CaseStarted(first + j, total, pc))
                 if group.skip is not None:
                     results.append(pc.skip(group.skip))
                     continue
@@ -261,34 +193,32 @@ class Worker:
                     p = r
                     r = _timed(guarded(rt, p.planned, "sample", lambda p=p: to_case(p, windows[id(p)])), p.watch,
                                p.start_s, span(p)[1])
-                self.emit(Skipped(r) if isinstance(r, Skip) else Measured(r))
+                self.emit(protocol.Skipped(r) if isinstance(r, Skip) else protocol.Measured(r))
 
     def _sample(self, rt: device.Runtime, p: Prepared) -> int | None:
-        """Settle one prepared implementation, then sample it under a monitor window of its own
-        (sustained where its load meets the GPU's power or thermal limit: sampling.py); the window's index."""
+        """Settle one prepared implementation, then sample it under a monitor window of its own; the window's index."""
         with p.watch.phase("settle"):
             settle(rt, p)
-        monitor = _SafeMonitor(self._monitor_factory if rt.cuda else None)
-        with p.watch.phase("sampling"), monitor:
+        monitor = self._monitor_factory() if rt.cuda and self._monitor_factory is not None else None
+        with p.watch.phase("sampling"), contextlib.nullcontext() if monitor is None else monitor:
             try:
                 sample(rt, p)
             except Exception as e:  # noqa: BLE001 - this implementation's measurement failed as a whole
                 log(f"{p.planned.label}: sampling failed", e)
                 p.failure = p.failure or e
         p.end_s = p.watch.now()
-        samples = monitor.window()
+        samples = _window(monitor)
         if samples is None:
             return None
         window = self._windows
         self._windows += 1
-        self.emit(WindowSampled(window, samples))
+        self.emit(protocol.WindowSampled(window, samples))
         return window
 
 
 def _timed(result: Case | Skip | Prepared, watch: Stopwatch, start: float, end: float | None = None
            ) -> Case | Skip | Prepared:
-    """A failed case with the phases and span its work took (a Prepared carries its own; a Case
-    built from one has them already)."""
+    """A failed case with the phases and span its work took (a Case built from a Prepared has them already)."""
     if not isinstance(result, Case) or result.phases or result.span_s is not None:
         return result
     end = watch.now() if end is None else end

@@ -1,5 +1,4 @@
-"""Device time for the burn's intervals: CUDA events on a GPU, the host clock on a CPU (where
-every torch call is synchronous, so the host clock is the device's)."""
+"""Device time for the burn's intervals: CUDA events on a GPU, the host clock on a CPU (where torch is synchronous)."""
 
 from __future__ import annotations
 
@@ -7,35 +6,9 @@ import time
 from typing import Any
 
 
-class Stopwatch:
-    """``start()`` then ``stop()`` -> seconds of device work between them (synchronises)."""
-
-    def __init__(self, torch: Any, cuda: bool) -> None:
-        self.torch = torch
-        self.cuda = cuda
-        self._t0 = 0.0
-        self._start: Any = None
-
-    def start(self) -> None:
-        if self.cuda:
-            self._start = self.torch.cuda.Event(enable_timing=True)
-            self._start.record()
-        else:
-            self._t0 = time.perf_counter()
-
-    def stop(self) -> float:
-        if self.cuda:
-            end = self.torch.cuda.Event(enable_timing=True)
-            end.record()
-            end.synchronize()
-            return max(float(self._start.elapsed_time(end)) / 1e3, 1e-9)
-        return max(time.perf_counter() - self._t0, 1e-9)
-
-
 class Laps:
-    """Device time of the GEMM calls alone: an event pair (a host clock on a CPU) around each call,
-    summed when the interval ends. The checksum between two calls keeps the GPU busy but is not
-    the GEMM's work, so the interval's TFLOP/s is the GEMM's, as a plain matmul loop measures it."""
+    """Device time between ``begin()`` and ``end()``, summed over the laps when the interval ends: the GEMM's calls
+    alone (the checksums between them are not its work), or a whole interval of copies as one lap."""
 
     def __init__(self, torch: Any, cuda: bool) -> None:
         self.torch = torch

@@ -9,7 +9,6 @@ recomputed in float64, within 2 ulps of the output relative to the sum of |a*b|)
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,8 +22,7 @@ FP8_OUT = "bf16"  # fp8 GEMMs (torch._scaled_mm) write bf16
 
 
 def gemm_k(dtype: str, n: int) -> int:
-    """The inner size: 2n for fp8, whose GEMM is twice as fast, so the per-iteration checksum (a read
-    of the n x n output) stays about as small a share of each iteration as for bf16."""
+    """The inner size: 2n for fp8, twice as fast, so the checksum stays as small a share of an iteration."""
     return 2 * n if dtype == "fp8" else n
 
 
@@ -34,8 +32,7 @@ def torch_dtype(torch: Any, name: str) -> Any:
 
 
 def best_dtype(torch: Any, cuda: bool, allow_fp8: bool = True) -> str:
-    """The GPU's best dense tensor-core dtype: fp8 where the GPU (sm_89+) and torch can run a
-    scaled fp8 GEMM, else bf16 where supported, else fp16; on a CPU, bf16."""
+    """The GPU's best dense tensor-core dtype: fp8 where a scaled fp8 GEMM runs, else bf16, else fp16."""
     if not cuda:
         return "bf16"
     if allow_fp8 and torch.cuda.get_device_capability() >= (8, 9) and hasattr(torch, "float8_e4m3fn"):
@@ -51,8 +48,7 @@ def best_dtype(torch: Any, cuda: bool, allow_fp8: bool = True) -> str:
 
 @dataclass
 class Gemm:
-    """Inputs and the call for one dtype and size: ``a`` (n x k) and ``b`` (k x n, column-major for
-    fp8, as ``_scaled_mm`` wants) on the device."""
+    """Inputs and the call: ``a`` (n x k) and ``b`` (k x n, column-major for fp8, as ``_scaled_mm`` wants)."""
 
     torch: Any
     dtype: str
@@ -118,9 +114,8 @@ class SdcChecker:
     _exact: Any = None  # (float64 values, error bound) of the sampled elements
 
     def checksum(self, out: Any) -> Any:
-        """The output's bits summed as 64-bit words (wrapping): one read of the output, no cast. The
-        first burn on an H100 summed int16 words into int64, which casts the whole output first: 0.6 ms
-        of every 2.3 ms iteration went to the checksum, and the GEMM ran 73% of the time."""
+        """The output's bits summed as 64-bit words (wrapping): one read of the output, no cast (a cast took a
+        quarter of each iteration)."""
         torch = self.torch
         bits = bits_view(torch, out)
         if (bits.numel() * bits.element_size()) % 8 == 0 and bits.is_contiguous():
@@ -134,8 +129,8 @@ class SdcChecker:
         n = self.gemm.n
         self._sample = [(rng.randrange(n), rng.randrange(n)) for _ in range(FP64_ELEMENTS)]
 
-    def _add(self, m: SdcMismatch, count: int = 1) -> None:
-        self.mismatch_count += count
+    def _add(self, m: SdcMismatch) -> None:
+        self.mismatch_count += 1
         if len(self.mismatches) < MAX_MISMATCHES:
             self.mismatches.append(m)
 
@@ -191,5 +186,3 @@ class SdcChecker:
 def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
-
-Call = Callable[[], Any]

@@ -68,8 +68,7 @@ def _popcount(torch: Any, x: Any) -> int:
 
 def _ranges(torch: Any, wrong: Any, xor: Any, base: int, lo: int, pattern: str, pass_index: int,
             budget: int) -> list[BitErrorRange]:
-    """Consecutive wrong word indices (``wrong``, sorted, within a chunk starting at word ``lo``)
-    as address ranges; at most ``budget``."""
+    """Consecutive wrong word indices (sorted, in the chunk from word ``lo``) as address ranges; at most ``budget``."""
     idx = wrong.tolist()
     out: list[BitErrorRange] = []
     start = prev = idx[0]
@@ -107,7 +106,3 @@ def check_pattern(torch: Any, buf: Any, name: str, arg: int, seed: int, pass_ind
             if len(ranges) < budget:
                 ranges += _ranges(torch, wrong, xor, base, lo, name, pass_index, budget - len(ranges))
     return Found(tuple(ranges), bits)
-
-
-def words_for(free_bytes: int, fraction: float) -> int:
-    return max(1, int(free_bytes * fraction) // WORD_BYTES)

@@ -1,7 +1,5 @@
-"""The burn worker's contract with ``envcheck burn``: its plan and the events it streams.
-
-The worker (``envcheck.burn.worker:main``) runs through the harness, like the benchmark worker; its arguments
-are a ``BurnPlan``. It streams ``{"event": <kind>, ...}`` (bench/protocol.py's encoding)::
+"""The burn worker's contract with ``envcheck burn``: its plan (``BurnPlan``) and the events it streams, encoded
+as bench/protocol.py's (the worker: ``envcheck.burn.worker:main``, through the harness)::
 
     start        Started(device)
     sample       Sampled(sample)              about twice a second, from the telemetry thread, throughout
@@ -11,9 +9,7 @@ are a ``BurnPlan``. It streams ``{"event": <kind>, ...}`` (bench/protocol.py's e
       phase_end  PhaseEnded(phase, sdc, memtest)   the GEMM's checks / the memory test's record
     note         Noted(note)                  any time: a key and parameters
 
-and returns when every phase is done. Samples keep coming while a phase hangs: the parent judges a worker
-hung when no other event has come for ``stall_s`` (run.py). A worker that ends without returning crashed or
-was stopped: what it sent stands.
+Samples keep coming while a phase hangs: the parent judges a worker hung by its other events (run.py).
 """
 
 from __future__ import annotations
@@ -22,18 +18,14 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from envcheck.bench import protocol as bench_protocol
-from envcheck.bench.protocol import ProtocolError
 from envcheck.burn.telemetry import TelemetrySample
-from envcheck.model import BenchDevice, Note, build
 from envcheck.model.burn import CONTROLS, MemtestRecord, SdcRecord
 
 
 @dataclass(frozen=True)
 class BurnPlan:
-    """What one worker runs. Seconds per phase; ``gemm_n``: the square GEMM's side; ``dtype``:
-    None picks the GPU's best (gemm.best_dtype); ``memory_fraction``: share of the free memory the
-    memory test covers, ``stream_fraction`` the bandwidth phase's; ``max_bytes`` caps both (tests
-    run tiny); ``interval_s``: how long each measured interval lasts."""
+    """What one worker runs: seconds per phase; ``dtype`` None: the GPU's best (gemm.best_dtype); the shares of free
+    memory the memory test and the bandwidth phase cover, capped by ``max_bytes`` (tests run tiny)."""
 
     backend: str
     index: int
@@ -66,12 +58,6 @@ class BurnPlan:
     @property
     def seconds(self) -> float:
         return self.gemm_s + self.bandwidth_s + self.memtest_s
-
-
-@dataclass(frozen=True)
-class Started:
-    kind: ClassVar[str] = "start"
-    device: BenchDevice
 
 
 @dataclass(frozen=True)
@@ -109,12 +95,7 @@ class PhaseEnded:
     memtest: MemtestRecord | None = None
 
 
-@dataclass(frozen=True)
-class Noted:
-    kind: ClassVar[str] = "note"
-    note: Note
-
-
+Started, Noted = bench_protocol.Started, bench_protocol.Noted  # the same events as the benchmark worker's
 Event = Started | Sampled | PhaseStarted | IntervalDone | PhaseEnded | Noted
 EVENTS: dict[str, type] = {c.kind: c for c in (Started, Sampled, PhaseStarted, IntervalDone, PhaseEnded, Noted)}
 
@@ -129,7 +110,4 @@ def decode(data: Any) -> Event:
 
 
 def decode_plan(data: Any) -> BurnPlan:
-    try:
-        return build(BurnPlan, data)  # type: ignore[no-any-return]
-    except (ValueError, TypeError) as e:
-        raise ProtocolError(f"bad plan: {e}") from None
+    return bench_protocol.decode_plan(data, BurnPlan)  # type: ignore[return-value]

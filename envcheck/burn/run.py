@@ -1,11 +1,10 @@
-"""Runs a burn: one worker per GPU through the harness, all at once, gathering what each reports (``burn_gpus``).
-A worker that crashes, hangs (no interval for ``stall_s``), runs past its time or sends garbage makes its GPU a
-failed one with what it sent; the others finish. Ctrl-C, SIGTERM and SIGHUP stop every worker and keep what each
-sent.
-"""
+"""Runs a burn: one worker per GPU through the harness, all at once. A worker that crashes, hangs (no interval
+for ``stall_s``), overruns or sends garbage fails its GPU with what it sent; Ctrl-C, SIGTERM and SIGHUP stop
+every worker and keep what each sent."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -13,16 +12,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from envcheck.burn import protocol
-from envcheck.burn.protocol import (
-    BurnPlan,
-    Event,
-    IntervalDone,
-    Noted,
-    PhaseEnded,
-    PhaseStarted,
-    Sampled,
-    Started,
-)
 from envcheck.burn.telemetry import TelemetrySample, to_telemetry
 from envcheck.harness.failures import ChildError, to_stop
 from envcheck.harness.signals import together
@@ -35,31 +24,27 @@ WORKER_COMMAND = ("envcheck.burn.worker:main",)  # the target, then folders for 
 START_S = 180.0  # importing torch and starting CUDA on a loaded node
 STALL_S = 60.0  # no interval for this long after the start: the worker is hung
 SLACK_S = 120.0  # beyond the plan's seconds, before a worker that still reports is stopped
-OnEvent = Callable[[int, Event], None]
+OnEvent = Callable[[int, protocol.Event], None]
 XidScanner = Callable[[], XidScan]
 
 
 @dataclass
 class _Phase:
-    started: PhaseStarted
-    t_s: list[float] = field(default_factory=list)
-    dt_s: list[float] = field(default_factory=list)
-    work: list[float] = field(default_factory=list)
-    iterations: int = 0
+    started: protocol.PhaseStarted
+    intervals: list[protocol.IntervalDone] = field(default_factory=list)
     finished: bool = False
 
     def model(self) -> PhaseRun:
-        s = self.started
-        n = min(len(self.t_s), len(self.dt_s), len(self.work))  # a copy taken while intervals still arrive
-        return PhaseRun(s.phase, s.dtype, s.shape, s.unit, s.started_s, s.planned_s, self.t_s[:n], self.dt_s[:n],
-                        self.work[:n], self.iterations, self.finished)
+        s, done = self.started, list(self.intervals)  # a copy: intervals may still arrive
+        return PhaseRun(s.phase, s.dtype, s.shape, s.unit, s.started_s, s.planned_s, [i.t_s for i in done],
+                        [i.dt_s for i in done], [i.work for i in done], sum(i.iterations for i in done), self.finished)
 
 
 @dataclass
 class Collected:
     """Everything one worker sent, as it came."""
 
-    plan: BurnPlan
+    plan: protocol.BurnPlan
     device: BenchDevice | None = None
     samples: list[TelemetrySample] = field(default_factory=list)
     phases: list[_Phase] = field(default_factory=list)
@@ -69,27 +54,23 @@ class Collected:
     done: bool = False
     ignored: int = 0
 
-    def apply(self, ev: Event) -> bool:
+    def apply(self, ev: protocol.Event) -> bool:
         """Record one event; whether it shows progress (anything but a telemetry sample or a note)."""
-        if isinstance(ev, Sampled):
+        if isinstance(ev, protocol.Sampled):
             self.samples.append(ev.sample)
             return False
-        if isinstance(ev, Noted):
+        if isinstance(ev, protocol.Noted):
             self.notes.append(ev.note)
             return False
-        if isinstance(ev, Started):
+        if isinstance(ev, protocol.Started):
             self.device = ev.device
-        elif isinstance(ev, PhaseStarted):
+        elif isinstance(ev, protocol.PhaseStarted):
             self.phases.append(_Phase(ev))
-        elif isinstance(ev, IntervalDone):
+        elif isinstance(ev, protocol.IntervalDone):
             if not self.phases or self.phases[-1].started.phase != ev.phase:
                 raise ValueError(f"interval of phase {ev.phase!r} outside it")
-            p = self.phases[-1]
-            p.t_s.append(ev.t_s)
-            p.dt_s.append(ev.dt_s)
-            p.work.append(ev.work)
-            p.iterations += ev.iterations
-        elif isinstance(ev, PhaseEnded):
+            self.phases[-1].intervals.append(ev)
+        elif isinstance(ev, protocol.PhaseEnded):
             if self.phases and self.phases[-1].started.phase == ev.phase:
                 self.phases[-1].finished = True
             self.sdc = ev.sdc or self.sdc
@@ -115,11 +96,11 @@ class Collected:
         return sum(p.finished for p in self.phases)
 
 
-def run_worker(plan: BurnPlan, on_event: Callable[[Event], None], *, command: Sequence[str] = WORKER_COMMAND,
-               stop: threading.Event | None = None, stall_s: float = STALL_S, start_s: float = START_S,
-               slack_s: float = SLACK_S, got: Collected | None = None) -> BurnGpu:
-    """One GPU's worker, start to end; never raises for what the worker does. ``got``: where what it
-    sends is gathered (the caller's, so what was seen survives even if this thread is cut short)."""
+def run_worker(plan: protocol.BurnPlan, on_event: Callable[[protocol.Event], None], *,
+               command: Sequence[str] = WORKER_COMMAND, stop: threading.Event | None = None, stall_s: float = STALL_S,
+               start_s: float = START_S, slack_s: float = SLACK_S, got: Collected | None = None) -> BurnGpu:
+    """One GPU's worker, start to end; never raises for what it does. ``got``: where what it sends is gathered (the
+    caller's, so it survives this thread being cut short)."""
     got = got if got is not None else Collected(plan)
 
     def seen(data: object) -> bool:
@@ -146,8 +127,8 @@ def _utc() -> str:
 
 
 def default_xid_scanner() -> XidScan:
-    from envcheck.node.xid import scan_xids
     from envcheck.probes.host import default_host
+    from envcheck.probes.xid import scan_xids
 
     return scan_xids(default_host())
 
@@ -160,39 +141,34 @@ def new_xids(before: XidScan, after: XidScan) -> tuple[XidEvent, ...]:
 
 def burn_node(gpus: Sequence[int], minutes: float, *, cpu: bool = False, on_event: OnEvent | None = None,
               command: Sequence[str] = WORKER_COMMAND, **options: object) -> Burn:
-    """The burn of this machine's ``gpus`` for ``minutes`` each, all at once: what ``envcheck burn``,
-    ``run --burn`` and a fleet's node call. ``options``: BurnPlan fields (tiny sizes in tests);
-    ``cpu``: the CPU at tiny sizes instead (CI)."""
+    """The burn of this machine's ``gpus`` for ``minutes`` each, all at once (``envcheck burn``, ``run --burn``, a
+    fleet's node). ``options``: protocol.BurnPlan fields; ``cpu``: the CPU at tiny sizes instead (CI)."""
     from envcheck.burn.plan import CPU_OPTIONS, plans
 
     opts = {**(CPU_OPTIONS if cpu else {}), **options}
     return burn_gpus(plans(gpus, minutes, "cpu" if cpu else "cuda", **opts), minutes, on_event, command=command)
 
 
-def burn_gpus(plans: Sequence[BurnPlan], minutes: float, on_event: OnEvent | None = None, *,
+def burn_gpus(plans: Sequence[protocol.BurnPlan], minutes: float, on_event: OnEvent | None = None, *,
               command: Sequence[str] = WORKER_COMMAND, xid_scanner: XidScanner | None = default_xid_scanner,
               stall_s: float = STALL_S, start_s: float = START_S) -> Burn:
-    """Every plan's worker at once; one ``BurnGpu`` per plan, in plan order. Never raises for what a
-    worker does; Ctrl-C, SIGTERM and SIGHUP stop every worker and keep what each sent."""
+    """Every plan's worker at once; one ``BurnGpu`` per plan, in plan order."""
     before = xid_scanner() if xid_scanner else XidScan(None)
     results: list[BurnGpu | None] = [None] * len(plans)
     collected = [Collected(p) for p in plans]
     lock = threading.Lock()
     started, t0 = _utc(), time.monotonic()
 
-    def job(k: int, plan: BurnPlan) -> Callable[[threading.Event], None]:
-        def seen(ev: Event) -> None:
-            if on_event is not None:
-                with lock:
-                    on_event(plan.index, ev)
+    def seen(gpu: int, ev: protocol.Event) -> None:
+        if on_event is not None:
+            with lock:
+                on_event(gpu, ev)
 
-        def run(stop: threading.Event) -> None:
-            results[k] = run_worker(plan, seen, command=command, stop=stop, stall_s=stall_s, start_s=start_s,
-                                    got=collected[k])
+    def run(k: int, stop: threading.Event) -> None:
+        results[k] = run_worker(plans[k], functools.partial(seen, plans[k].index), command=command, stop=stop,
+                                stall_s=stall_s, start_s=start_s, got=collected[k])
 
-        return run
-
-    stopped = together([job(k, p) for k, p in enumerate(plans)])
+    stopped = together([functools.partial(run, k) for k in range(len(plans))])
     cause = stopped.cause if stopped else None
     gpus = []
     for k, got in enumerate(collected):

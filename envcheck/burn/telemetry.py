@@ -1,49 +1,33 @@
 """NVML telemetry of one GPU for the whole burn, about twice a second, in a daemon thread of the burn's worker
-(NVML calls release the GIL, so samples keep coming while a phase hangs). A quantity NVML refuses for good is
-not asked again; "GPU is lost" ends the sampling with a sample that says so. ``to_telemetry`` aligns the
-samples into the model's columns.
-"""
+(NVML calls release the GIL, so samples keep coming while a phase hangs). A quantity refused for good is not
+asked again; "GPU is lost" ends the sampling with a sample that says so."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
+from envcheck.bench.monitor import GONE, LOST, NvmlSample, aligned, every, read_nvml
 from envcheck.model.burn import TELEMETRY_FIELDS, Telemetry
-from envcheck.node.topology import field_value
 from envcheck.probes.nvml import (
     CLOCK_MEM,
     CLOCK_SM,
     ECC_COUNTER_VOLATILE,
-    GPU_IS_LOST,
     MEMORY_ERROR_CORRECTED,
     MEMORY_ERROR_UNCORRECTED,
-    PERMANENT_ERRORS,
     TEMPERATURE_GPU,
     NvmlCallError,
     reason_names,
 )
+from envcheck.probes.topology import field_value
 
 INTERVAL_S = 0.5  # twice a second: "at least once a second" even when a call runs late
 FI_DEV_MEMORY_TEMP = 82  # NVML_FI_DEV_MEMORY_TEMP: HBM temperature (nvidia-smi -q: Memory Current Temp)
 
 
-@dataclass(frozen=True)
-class TelemetrySample:
-    """One sample: seconds since the burn started, the quantities read (``TELEMETRY_FIELDS`` names),
-    the active clock-event reasons (None: this driver gives none), and whether the GPU was lost."""
-
-    t_s: float
-    values: dict[str, float] = field(default_factory=dict)
-    reasons: tuple[str, ...] | None = None
-    lost: bool = False
-
-
-_LOST = object()
-_GONE = object()  # refused for good
+TelemetrySample = NvmlSample  # its values named as ``TELEMETRY_FIELDS``
 
 
 def _remap(nvml: Any, handle: Any) -> tuple[float, float]:
@@ -103,10 +87,10 @@ class Sampler:
         for name, read in READERS.items():
             if name in self._dead:
                 continue
-            got = self._read(name, lambda read=read: read(self.nvml, self.handle))
-            if got is _LOST:
+            got = read_nvml(lambda read=read: read(self.nvml, self.handle))
+            if got is LOST:
                 return self._lost(t_s)
-            if got is _GONE:
+            if got is GONE:
                 self._dead.add(name)
             elif isinstance(got, tuple):
                 values["remap_pending"], values["remapped_uncorrectable"] = got
@@ -114,10 +98,10 @@ class Sampler:
                 values[name] = float(got)
         reasons: tuple[str, ...] | None = None
         while self._events is not None:
-            mask = self._read(self._events, lambda: self.nvml.call(self._events, self.handle))
-            if mask is _LOST:
+            mask = read_nvml(lambda: self.nvml.call(self._events, self.handle))
+            if mask is LOST:
                 return self._lost(t_s)
-            if mask is _GONE:  # drivers before R535 have only the old name
+            if mask is GONE:  # drivers before R535 have only the old name
                 self._events = _EVENTS[1] if self._events == _EVENTS[0] else None
                 continue
             if isinstance(mask, int):
@@ -133,30 +117,13 @@ class Sampler:
         self.sink(s)
         return s
 
-    def _read(self, name: str, call: Callable[[], Any]) -> Any:
-        try:
-            return call()
-        except NvmlCallError as e:
-            if e.error_name == GPU_IS_LOST:
-                return _LOST
-            if e.error_name in PERMANENT_ERRORS or e.error_name == "NVMLError_FunctionNotFound":
-                return _GONE
-            return None
-        except Exception:  # noqa: BLE001 - a malformed answer leaves the quantity out of this sample
-            return None
-
     def start(self) -> None:
         self.sample()
         self._thread = threading.Thread(target=self._run, name="envcheck-burn-telemetry", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        next_at = self.clock() + self.interval_s
-        while not self._stop.wait(max(0.0, next_at - self.clock())):
-            if self.lost:
-                return
-            self.sample()
-            next_at = max(next_at + self.interval_s, self.clock())
+        every(self.interval_s, self.clock, self._stop.wait, self._stop, self.sample)
 
     def stop(self) -> None:
         self._stop.set()
@@ -167,18 +134,9 @@ class Sampler:
 
 
 def to_telemetry(samples: Sequence[TelemetrySample], interval_s: float) -> Telemetry | None:
-    """The samples as aligned columns: a quantity present in most samples is kept, and a sample
-    missing a kept quantity is left out (a transient NVML error). None without a sample."""
+    """The samples as aligned columns (monitor.aligned); None without a sample."""
     lost = next((s.t_s for s in samples if s.lost), None)
-    rows = [s for s in samples if not s.lost]
-
-    def mostly(present: Callable[[TelemetrySample], bool]) -> bool:
-        hits = sum(map(present, rows))
-        return hits > 0 and 2 * hits >= len(rows)
-
-    keys = [k for k in TELEMETRY_FIELDS if mostly(lambda s, k=k: k in s.values)]
-    with_reasons = mostly(lambda s: s.reasons is not None)
-    rows = [s for s in rows if all(k in s.values for k in keys) and (s.reasons is not None or not with_reasons)]
+    rows, keys, with_reasons = aligned([s for s in samples if not s.lost], TELEMETRY_FIELDS)
     if not rows and lost is None:
         return None
     columns = {k: [s.values[k] for s in rows] for k in keys}

@@ -1,10 +1,6 @@
-"""The isolated burn worker, ``main`` run by the harness (its contract: protocol.py).
-
-One GPU (or, in tests, the CPU at tiny sizes): the telemetry thread (telemetry.py) from start to
-end, then the phases in order, each for its planned seconds in intervals of about
-``plan.interval_s``: the GEMM with its correctness checks (gemm.py), streaming copies, the memory
-test (memtest.py). Determinism is set before torch starts CUDA: cuBLAS's fixed workspace and
-torch's deterministic algorithms, so every GEMM iteration runs the same kernel the same way.
+"""The isolated burn worker, ``main`` run by the harness (its contract: protocol.py): on one GPU (or the CPU at
+tiny sizes), telemetry throughout, then the phases in order, each for its planned seconds in intervals of about
+``plan.interval_s``: the GEMM with its checks (gemm.py), streaming copies, the memory test (memtest.py).
 """
 
 from __future__ import annotations
@@ -16,25 +12,13 @@ from collections.abc import Callable
 from typing import Any
 
 from envcheck.burn import gemm as gemm_mod
-from envcheck.burn import memtest
-from envcheck.burn.clock import Laps, Stopwatch, next_count
-from envcheck.burn.protocol import (
-    BurnPlan,
-    Event,
-    IntervalDone,
-    Noted,
-    PhaseEnded,
-    PhaseStarted,
-    Sampled,
-    Started,
-    decode_plan,
-    encode,
-)
+from envcheck.burn import memtest, protocol
+from envcheck.burn.clock import Laps, next_count
 from envcheck.burn.telemetry import Sampler, TelemetrySample
 from envcheck.model import BenchDevice, Note
 from envcheck.model.burn import SLOW_GEMM_EVERY, MemtestRecord
 
-Emit = Callable[[Event], None]
+Emit = Callable[[protocol.Event], None]
 Corrupt = Callable[[int, Any], None]  # (iteration, output): the tests' planted fault
 Read = Callable[[Any], Any]
 CPU_BYTES = 16 << 20  # the CPU backend's memory when the plan gives no max_bytes
@@ -50,10 +34,10 @@ def flip_once(iteration: int, out: Any) -> None:
 
 
 class BurnWorker:
-    """Runs one plan. ``corrupt`` and ``read`` are the fault seams (tests only): the first may change
-    a GEMM output after each iteration, the second is the memory test's read-back."""
+    """Runs one plan. ``corrupt`` (a GEMM output after each iteration) and ``read`` (the memory test's read-back)
+    are the fault seams of tests."""
 
-    def __init__(self, plan: BurnPlan, emit: Emit, *, corrupt: Corrupt | None = None, read: Read | None = None,
+    def __init__(self, plan: protocol.BurnPlan, emit: Emit, *, corrupt: Corrupt | None = None, read: Read | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.plan = plan
         self.emit = emit
@@ -80,22 +64,22 @@ class BurnWorker:
 
             reason = device.cuda_unusable(torch, plan.index)
             if reason:
-                self.emit(Started(BenchDevice("cuda", f"CUDA device {plan.index}", plan.index)))
-                self.emit(Noted(reason))
+                self.emit(protocol.Started(BenchDevice("cuda", f"CUDA device {plan.index}", plan.index)))
+                self.emit(protocol.Noted(reason))
                 return
             torch.cuda.set_device(plan.index)
             self.device = torch.device("cuda", plan.index)
-            nvml = _open_nvml()
+            nvml, _ = device.open_nvml()
             dev = device.cuda_device(torch, plan.index, nvml)
-            sampler = _sampler(nvml, dev, plan, lambda s: self.emit(Sampled(s)), self.t0, self.clock)
+            sampler = _sampler(nvml, dev, plan, lambda s: self.emit(protocol.Sampled(s)), self.t0, self.clock)
             if nvml is None:
-                self.emit(Noted(Note("burn.no_telemetry")))
+                self.emit(protocol.Noted(Note("burn.no_telemetry")))
         else:
             from envcheck.bench.device import cpu_name
 
             dev = BenchDevice("cpu", cpu_name())
         torch.use_deterministic_algorithms(True, warn_only=True)
-        self.emit(Started(dev))
+        self.emit(protocol.Started(dev))
         if sampler is not None:
             sampler.start()
         try:
@@ -112,8 +96,6 @@ class BurnWorker:
                 with contextlib.suppress(Exception):
                     nvml.shutdown()
 
-    # ----------------------------------------------------------------------- phases
-
     def _free_bytes(self) -> int:
         if self.cuda:
             self.torch.cuda.empty_cache()
@@ -129,7 +111,7 @@ class BurnWorker:
         k = gemm_mod.gemm_k(dtype, n)
         g = gemm_mod.Gemm.make(torch, dtype, n, k, self.device, plan.seed)
         start = self.now()
-        self.emit(PhaseStarted("gemm", dtype, (n, n, k), "flop", start, plan.gemm_s))
+        self.emit(protocol.PhaseStarted("gemm", dtype, (n, n, k), "flop", start, plan.gemm_s))
         checker = gemm_mod.SdcChecker(torch, g, plan.seed)
         out = g()
         if self.corrupt is not None:
@@ -159,9 +141,9 @@ class BurnWorker:
             checker.check_sums(sums, first, t)
             checker.full(out, first + count - 1, t)
             checker.fp64(out, first + count - 1, t)
-            self.emit(IntervalDone("gemm", t, dt, float(g.flop * count), count))
+            self.emit(protocol.IntervalDone("gemm", t, dt, float(g.flop * count), count))
             count = next_count(count, dt, min(plan.interval_s, start + plan.gemm_s - t))
-        self.emit(PhaseEnded("gemm", sdc=checker.record()))
+        self.emit(protocol.PhaseEnded("gemm", sdc=checker.record()))
         del g, out, checker
 
     def bandwidth_phase(self) -> None:
@@ -170,43 +152,45 @@ class BurnWorker:
         src = torch.ones(half // 4, dtype=torch.float32, device=self.device)
         dst = torch.empty_like(src)
         start = self.now()
-        self.emit(PhaseStarted("bandwidth", "fp32", (half * 2,), "byte", start, plan.bandwidth_s))
-        sw = Stopwatch(torch, self.cuda)
+        self.emit(protocol.PhaseStarted("bandwidth", "fp32", (half * 2,), "byte", start, plan.bandwidth_s))
+        laps = Laps(torch, self.cuda)
         count = 1
         while self.now() - start < plan.bandwidth_s:
-            sw.start()
+            laps.begin()
             for _ in range(count):
                 dst.copy_(src)
                 src, dst = dst, src
-            dt = sw.stop()
-            # Each copy reads one half and writes the other.
-            t = self.now()
-            self.emit(IntervalDone("bandwidth", t, dt, float(2 * half * count), count))
+            laps.end()
+            dt = laps.total()
+            t = self.now()  # each copy reads one half and writes the other
+            self.emit(protocol.IntervalDone("bandwidth", t, dt, float(2 * half * count), count))
             count = next_count(count, dt, min(plan.interval_s, start + plan.bandwidth_s - t))
-        self.emit(PhaseEnded("bandwidth"))
+        self.emit(protocol.PhaseEnded("bandwidth"))
         del src, dst
 
     def memtest_phase(self) -> None:
         torch, plan = self.torch, self.plan
         free = self._free_bytes()
-        words = memtest.words_for(free, plan.memory_fraction)
+        words = max(1, int(free * plan.memory_fraction) // memtest.WORD_BYTES)
         buf = torch.empty(words, dtype=torch.int32, device=self.device)
         start = self.now()
-        self.emit(PhaseStarted("memtest", "int32", (words * memtest.WORD_BYTES,), "byte", start, plan.memtest_s))
+        covered = words * memtest.WORD_BYTES
+        self.emit(protocol.PhaseStarted("memtest", "int32", (covered,), "byte", start, plan.memtest_s))
         writes = [w for name in memtest.PATTERNS for w in memtest.sub_patterns(name)]
-        sw = Stopwatch(torch, self.cuda)
+        laps = Laps(torch, self.cuda)
         ranges: list[Any] = []
         bits = passes = 0
         done = False
         while not done:
             for j, (name, arg) in enumerate(writes):
-                sw.start()
+                laps.begin()
                 found = memtest.check_pattern(torch, buf, name, arg, plan.seed, passes, self.read,
                                               budget=memtest.MAX_RANGES - len(ranges))
-                dt = sw.stop()
+                laps.end()
+                dt = laps.total()
                 ranges += found.ranges
                 bits += found.bits
-                self.emit(IntervalDone("memtest", self.now(), dt, float(2 * words * memtest.WORD_BYTES), 1))
+                self.emit(protocol.IntervalDone("memtest", self.now(), dt, float(2 * covered), 1))
                 if self.now() - start >= plan.memtest_s and (passes or j == len(writes) - 1):
                     done = True
                     passes += j == len(writes) - 1
@@ -214,30 +198,19 @@ class BurnWorker:
             else:
                 passes += 1
                 done = self.now() - start >= plan.memtest_s
-        record = MemtestRecord(words * memtest.WORD_BYTES, free, memtest.PATTERNS, passes, self.now() - start,
+        record = MemtestRecord(covered, free, memtest.PATTERNS, passes, self.now() - start,
                                tuple(ranges), bits)
-        self.emit(PhaseEnded("memtest", memtest=record))
+        self.emit(protocol.PhaseEnded("memtest", memtest=record))
         del buf
 
 
-def _open_nvml() -> Any:
-    try:
-        from envcheck.probes.nvml import Nvml
-
-        nvml = Nvml()
-        return None if nvml.init() else nvml
-    except Exception:  # noqa: BLE001 - no NVML: no telemetry, the load still runs
-        return None
-
-
-def _sampler(nvml: Any, dev: BenchDevice, plan: BurnPlan, sink: Callable[[TelemetrySample], None], t0: float,
+def _sampler(nvml: Any, dev: BenchDevice, plan: protocol.BurnPlan, sink: Callable[[TelemetrySample], None], t0: float,
              clock: Callable[[], float]) -> Sampler | None:
     if nvml is None:
         return None
     from envcheck.bench.monitor import _handle_call
 
-    try:
-        # NVML orders GPUs by PCI bus and ignores CUDA_VISIBLE_DEVICES: the UUID names the same GPU.
+    try:  # NVML ignores CUDA_VISIBLE_DEVICES: the UUID names the same GPU
         handle = nvml.call(*_handle_call(dev.uuid or dev.pci_bus_id or plan.index))
     except Exception:  # noqa: BLE001
         return None
@@ -246,7 +219,6 @@ def _sampler(nvml: Any, dev: BenchDevice, plan: BurnPlan, sink: Callable[[Teleme
 
 def main(args: Any, out: Callable[[Any], None]) -> None:
     """The harness's target: the plan in, events out (from the load and the telemetry thread alike)."""
-    # Before torch initialises cuBLAS: a fixed workspace makes its GEMMs deterministic (cuBLAS docs,
-    # "Results reproducibility"), so a healthy GPU gives the same bits every iteration.
+    # Before cuBLAS starts: a fixed workspace makes its GEMMs deterministic (cuBLAS docs, "Results reproducibility").
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    BurnWorker(decode_plan(args), lambda ev: out(encode(ev))).run()
+    BurnWorker(protocol.decode_plan(args), lambda ev: out(protocol.encode(ev))).run()

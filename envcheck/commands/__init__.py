@@ -1,1 +1,40 @@
-"""One module per subcommand: ``main(options) -> int`` (the exit status), ``options`` its typed options."""
+"""One module per subcommand: ``main(options) -> int`` (the exit status), ``options`` its typed options. Here: the
+one way a command refuses and writes its ``--out`` file (never overwritten)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from envcheck.errors import UsageError
+
+
+def _taken(out: object, what: str) -> UsageError:
+    return UsageError(f"{out} already exists: choose a new file name (envcheck never overwrites a {what})")
+
+
+def check_out(out: str | None, what: str = "file") -> Path | None:
+    """``--out`` refused before any work: a taken name (the write checks again), a folder that is a file, cannot be
+    made or written."""
+    if not out:
+        return None
+    from envcheck.destination import DestinationError, prepare_destination
+
+    try:
+        prepare_destination(Path(out))
+    except FileExistsError:
+        raise _taken(out, what) from None
+    except DestinationError as e:
+        raise UsageError(f"--out: {e}") from None
+    return Path(out)
+
+
+def write_out(out: str | Path, text: str, what: str = "file") -> Path:
+    """``text`` in the new file ``out``; a taken name or a failed write is one line."""
+    from envcheck.files import write_new
+
+    try:
+        return write_new(out, text)
+    except FileExistsError:
+        raise _taken(out, what) from None
+    except OSError as e:
+        raise UsageError(f"cannot write {out}: {e.strerror or e}") from None

@@ -1,7 +1,6 @@
-"""``envcheck bench FILE.py`` (or ``module:object``): the ops a user's file declares, as the cases of
-``envcheck run``'s pipeline (commands/run.py). The source is imported only in a subprocess
-(userbench/discover.py: one that cannot be imported or declares nothing is one line, exit 2); a case
-that crashes or hangs fails alone and a fresh worker goes on with the rest (bench/resume.py).
+"""``envcheck bench FILE.py`` (or ``module:object``): the ops a user's file declares, as the cases of ``envcheck
+run``'s pipeline. The source is imported only in a subprocess; a case that crashes or hangs fails alone and a
+fresh worker goes on with the rest (bench/resume.py).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""``envcheck burn``: every selected GPU under sustained load at once, then a dated burn report.
-
-Steps: validate the options (before anything slow), probe the machine (no runtime probes: the
-workers import torch), run one isolated worker per GPU (``burn.run.burn_gpus``) with a line of
-progress per phase on stderr, write ``<out-dir>/<stamp>_<host>_<gpu>_burn.json`` (never replacing a
-file) and the Markdown / HTML beside it, then print the verdicts on stdout.
+"""``envcheck burn``: every selected GPU under sustained load at once (one isolated worker each, a line of
+progress per phase on stderr), then a dated burn report and its verdicts.
 
 Exit status:
   0    every GPU passed every verdict
@@ -31,8 +27,7 @@ def exit_status(verdict: str) -> int:
 
 
 def check_control(s: BurnOptions, gpus: Sequence[int]) -> tuple[str | None, int | None]:
-    """``--control`` and ``--control-gpu``, checked before anything runs: the GPU must be one of the
-    burn's, and ``slow_gemm`` is judged against the GPU's siblings, so it needs two GPUs or more."""
+    """``--control`` and ``--control-gpu``, checked before anything runs (``slow_gemm`` needs siblings)."""
     control, target = s.control, s.control_gpu
     if control is None:
         if target is not None:
@@ -47,17 +42,12 @@ def check_control(s: BurnOptions, gpus: Sequence[int]) -> tuple[str | None, int 
 
 
 def execute(s: BurnOptions, collect: Any = None, stderr: Any = None, stdout: Any = None) -> int:
-    from envcheck.commands.run import output_dir, output_formats, summary_stream, write_outputs
+    from envcheck.commands.run import destination, output_formats, publish
 
     formats = output_formats(s.format)
     if s.minutes > MAX_MINUTES:
         raise UsageError(f"--minutes: at most {MAX_MINUTES:.0f} (a day) per burn")
-    out_dir = output_dir(s.out_dir)
-    key = None
-    if s.anonymize:
-        from envcheck.anonymize import command_key
-
-        key = command_key()  # before the burn: a bad key must not cost a finished burn
+    out_dir, key = destination(s.out_dir, s.anonymize)
     err = stderr if stderr is not None else sys.stderr
     if collect is None:
         from envcheck.probes.collect import collect
@@ -70,22 +60,14 @@ def execute(s: BurnOptions, collect: Any = None, stderr: Any = None, stdout: Any
         say(f"positive control {control} on GPU {control_gpu} (recorded in the report; that GPU must fail)", err)
     when = datetime.now(timezone.utc)
     burn = burn_devices(gpus, s.minutes, cpu=s.cpu, stream=err, control=control, control_gpu=control_gpu)
-    from envcheck.analysis import analyse
     from envcheck.probes.collect import new_report
-
-    report = new_report("burn", env, burn=burn)
-    if key is not None:
-        from envcheck.anonymize import for_this_machine
-
-        report = for_this_machine(report.host, key).report(report)
-    analysis = analyse(report)
-    written, _ = write_outputs(report, out_dir, formats, when, err, analysis, command="burn")
     from envcheck.render.terminal.burn import print_burn
     from envcheck.render.terminal.console import make_console
 
-    assert analysis.burn is not None
-    print_burn(make_console(summary_stream(written, stdout, err)), analysis.burn, written)
-    return exit_status(analysis.burn.verdict)
+    out = publish(new_report("burn", env, burn=burn), key, out_dir, formats, when, err, stdout, "burn")
+    assert out.analysis.burn is not None
+    print_burn(make_console(out.stream), out.analysis.burn, out.written)
+    return exit_status(out.analysis.burn.verdict)
 
 
 def main(s: BurnOptions) -> int:

@@ -1,5 +1,4 @@
-"""Burning the selected GPUs with progress on stderr: what ``envcheck burn`` and ``envcheck run --burn`` share
-(each command module imports it; neither imports the other for it)."""
+"""Burning the selected GPUs with progress on stderr: what ``envcheck burn`` and ``run --burn`` share."""
 
 from __future__ import annotations
 
@@ -29,8 +28,7 @@ def progress(stream: Any, cpu: bool = False) -> Any:
 
 def burn_devices(gpus: Sequence[int], minutes: float, *, cpu: bool = False, stream: Any = None,
                  control: str | None = None, control_gpu: int | None = None) -> Burn:
-    """``burn.run.burn_node`` with one progress line per GPU and phase on ``stream`` (stderr);
-    ``control``: a positive control on ``control_gpu`` (``burn --control``)."""
+    """``burn.run.burn_node`` with a progress line per GPU and phase on ``stream`` (stderr)."""
     from envcheck.burn.run import burn_node
 
     return burn_node(gpus, minutes, cpu=cpu, on_event=progress(stream if stream is not None else sys.stderr, cpu),

@@ -1,12 +1,6 @@
-"""``envcheck check``: facts, isolated runtime probes and health checks with exact fixes.
-
-Exit status 0 when no check fails (warnings allowed), 1 when one does: scripts can gate GPU
-work on it. ``--out`` writes the report JSON and never replaces an existing file; the
-destination is checked before anything is probed.
-``--replay SNAPSHOT`` checks a machine recorded by ``envcheck snapshot`` instead of this one: the
-output says so (a banner naming the snapshot's host and capture time; ``replayed_from`` in the
-JSON, whose ``created`` is then the capture's time). ``--anonymize`` replaces what identifies the
-machine and its users (``envcheck/anonymize.py``).
+"""``envcheck check``: facts, isolated runtime probes and health checks with exact fixes. Exit status 0 when no
+check fails (warnings allowed), 1 when one does. ``--replay SNAPSHOT`` checks a machine recorded by ``envcheck
+snapshot`` instead, and says so (a banner; ``replayed_from`` in the JSON, ``created`` the capture's time).
 """
 
 from __future__ import annotations
@@ -18,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envcheck.commands import check_out, write_out
 from envcheck.commands.options import CheckOptions
 from envcheck.errors import EXIT_FAIL, EXIT_OK, UsageError
 
@@ -27,23 +22,6 @@ if TYPE_CHECKING:
     from envcheck.probes.host import Host
     from envcheck.probes.nvml import NvmlSeam
     from envcheck.snapshot import Snapshot
-
-
-def _check_out(path: str | None) -> Path | None:
-    """Refuse a bad --out before probing for a minute, not after: a taken name, a folder that is a
-    file, cannot be made or cannot be written."""
-    if not path:
-        return None
-    from envcheck.destination import DestinationError, prepare_destination
-
-    p = Path(path)
-    try:
-        prepare_destination(p)
-    except FileExistsError:
-        raise UsageError(f"{p} already exists: choose a new file name (envcheck never overwrites a report)") from None
-    except DestinationError as e:
-        raise UsageError(str(e)) from None
-    return p
 
 
 @dataclass(frozen=True)
@@ -80,8 +58,7 @@ def seams(path: str | None) -> Seams:
 
 
 def replayed(report: Report, s: Seams) -> Report:
-    """A report made from a snapshot: it says so, and its time is the capture's when the snapshot has
-    one, else the replay's (one reading of the clock, so the two never differ by the seconds between)."""
+    """A report made from a snapshot says so; its time is the capture's, else the replay's (one clock reading)."""
     if s.source is None:
         return report
     return dataclasses.replace(report, created=s.source.captured or s.source.replayed, replayed_from=s.source)
@@ -104,8 +81,7 @@ def anonymized(report: Report, anon: Anonymizer) -> Report:
     if report.replayed_from is None:
         return report
     src = report.replayed_from
-    # The default snapshot name holds the host between dashes (envcheck-snapshot-HOST-TIME.json),
-    # where the word rule of free text does not see it.
+    # The default snapshot name holds the host between dashes, where the word rule of free text does not see it.
     file = anon.text(src.file)
     if src.host and src.host not in ("unknown", "localhost"):
         file = re.sub(re.escape(src.host), anon.host(src.host), file, flags=re.IGNORECASE)
@@ -127,8 +103,8 @@ def main(s: CheckOptions, probe: bool = False) -> int:
                              "drop one of them")
         from envcheck.slurm import ready
 
-        ready()  # no scontrol, or a name that is not one node's, is refused before anything is probed
-    out = _check_out(s.out)
+        ready()  # no scontrol, or not one node's name, is refused before anything is probed
+    out = check_out(s.out, "report")
     key = None
     if s.anonymize:
         from envcheck.anonymize import command_key
@@ -143,13 +119,7 @@ def main(s: CheckOptions, probe: bool = False) -> int:
         env, checks = report.environment, report.checks
     text = json_text(model.dumps(report))
     if out is not None:
-        try:
-            model.write_new(out, text)
-        except FileExistsError:
-            raise UsageError(f"{out} already exists: choose a new file name (envcheck never overwrites a report)") \
-                from None
-        except OSError as e:
-            raise UsageError(f"cannot write {out}: {e.strerror or e}") from None
+        write_out(out, text, "report")
     if s.format in ("junit", "prometheus", "health"):
         from envcheck.analysis import analyse
         from envcheck.commands.export import emit

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from envcheck.commands import check_out, write_out
 from envcheck.commands.options import DiffOptions
 from envcheck.errors import EXIT_FAIL, EXIT_NOTHING_COMPARED, EXIT_OK, UsageError
 from envcheck.model import Report
@@ -19,34 +20,12 @@ def labels(paths: list[str]) -> list[str]:
     return names if len(set(names)) == len(names) else list(paths)
 
 
-def check_out(out: str | None) -> None:
-    """Refuse a bad --out before any work is done: a taken name (the write itself re-checks atomically),
-    a folder that is a file, cannot be made or written."""
-    if not out:
-        return
-    from envcheck.destination import DestinationError, prepare_destination
-
-    try:
-        prepare_destination(Path(out))
-    except FileExistsError:
-        raise UsageError(f"{out} already exists: envcheck never overwrites a file; choose another --out") from None
-    except DestinationError as e:
-        raise UsageError(f"--out: {e}") from None
-
-
 def emit(text: str, out: str | None) -> None:
     """Print ``text`` or write it to a new file ``out``."""
     if not out:
         sys.stdout.write(text)
         return
-    from envcheck.model import write_new
-
-    try:
-        path = write_new(out, text)
-    except FileExistsError:
-        raise UsageError(f"{out} already exists: envcheck never overwrites a file; choose another --out") from None
-    except OSError as e:
-        raise UsageError(f"cannot write {out}: {e.strerror or e}") from None
+    path = write_out(out, text)
     from envcheck.render.escape import visible
 
     print(visible(f"wrote {path}"), file=sys.stderr)
@@ -99,15 +78,9 @@ def several_gpus(analysed: list[tuple[str, Any]]) -> str | None:
             "GPU N of each")
 
 
-def load_nodes(paths: list[str], gpu: int | None = None) -> list[list[tuple[Any, Any]]]:
-    """Per file, (node, analysis) of each of its nodes (one for a report that is not a fleet's),
-    loaded and analysed once; ``gpu``: compare that GPU's suite of each (``on_gpu``)."""
-    return [nodes for nodes, _ in load_files(paths, gpu)]
-
-
 def load_files(paths: list[str], gpu: int | None = None) -> list[tuple[list[tuple[Any, Any]], tuple[str, Any]]]:
-    """Per file, its nodes as ``load_nodes`` gives them, and (label, its collectives across the fleet's
-    nodes as a comparison reads them: None unless a fleet ran them)."""
+    """Per file, (node, analysis) of each of its nodes (one for a report that is not a fleet's; ``gpu``: that GPU's
+    suite of each), and (label, its collectives across the fleet's nodes: None unless a fleet ran them)."""
     from envcheck.analysis import analyse
     from envcheck.compare.fleet_nodes import nodes_of, world_of
     from envcheck.model import load
@@ -153,28 +126,23 @@ def main(args: DiffOptions) -> int:
     else:
         out = render_diff(d, args.format)
     emit(out, args.out)
-    if args.fail_on_regression is not None:
-        regressions = d.regressions(args.fail_on_regression)
+    pct = args.fail_on_regression
+    if pct is not None:
         from envcheck.render import fmt
         from envcheck.render.compare_view import node_row_name
         from envcheck.render.escape import visible
 
-        for cmp, c in regressions:
-            print(visible(f"envcheck diff: regression: {c.name}: {fmt.ratio(c.ratio)} the time "
-                          f"{fmt.interval(c.low, c.high)} (run-to-run noise included) in {cmp.other.label} vs "
-                          f"{cmp.base.label}"), file=sys.stderr)
-        if regressions:
-            print(f"envcheck diff: {len(regressions)} case(s) slower by more than {args.fail_on_regression:g}%",
-                  file=sys.stderr)
-        node_regressions = d.node_regressions(args.fail_on_regression)
-        for base, other, r in node_regressions:
-            print(visible(f"envcheck diff: node regression: {node_row_name(r)}: {fmt.ratio(r.change.ratio)} the time "
-                          f"{fmt.interval(r.change.low, r.change.high)} (run-to-run noise included) in "
-                          f"{other} vs {base}"), file=sys.stderr)
-        if node_regressions:
-            print(f"envcheck diff: {len(node_regressions)} node test(s) slower by more than "
-                  f"{args.fail_on_regression:g}%", file=sys.stderr)
-        if regressions or node_regressions:
+        cases = [("regression", c.name, c, cmp.other.label, cmp.base.label) for cmp, c in d.regressions(pct)]
+        nodes = [("node regression", node_row_name(r), r.change, other, base)
+                 for base, other, r in d.node_regressions(pct)]
+        for rows, what in ((cases, "case(s)"), (nodes, "node test(s)")):
+            for kind, name, r, other, base in rows:
+                print(visible(f"envcheck diff: {kind}: {name}: {fmt.ratio(r.ratio)} the time "
+                              f"{fmt.interval(r.low, r.high)} (run-to-run noise included) in {other} vs {base}"),
+                      file=sys.stderr)
+            if rows:
+                print(f"envcheck diff: {len(rows)} {what} slower by more than {pct:g}%", file=sys.stderr)
+        if cases or nodes:
             return EXIT_FAIL
         if not d.judged:
             print("envcheck diff: nothing compared: no row in common was judged against run-to-run noise (no "

@@ -1,10 +1,7 @@
-"""``envcheck export REPORT.json --format junit|prometheus|health``: a saved report for the systems around a fleet.
-
-Any report (check, run, node run, fleet) becomes JUnit XML for CI, a Prometheus textfile for
-node_exporter, or the one-line health verdict Slurm and node-problem-detector read. Whatever the
-format, the exit status is the report's verdict (0 it passed, 1 it failed, 2 bad usage), as for
-``envcheck check --format ...``, which prints the same for the machine it just checked: a CI step
-fails on a failed report whichever file it asked for.
+"""``envcheck export REPORT.json --format junit|prometheus|health``: any saved report as JUnit XML for CI, a
+Prometheus textfile for node_exporter, or the one-line health verdict Slurm and node-problem-detector read.
+Whatever the format, the exit status is the report's verdict (0 passed, 1 failed, 2 bad usage), as for ``envcheck
+check --format ...``: a CI step fails on a failed report whichever file it asked for.
 """
 
 from __future__ import annotations
@@ -13,20 +10,9 @@ import sys
 from pathlib import Path
 
 from envcheck.analysis import Analysis
+from envcheck.commands import check_out, write_out
 from envcheck.commands.options import ExportOptions
 from envcheck.errors import EXIT_OK, UsageError
-
-
-def _write_new(path: Path, text: str) -> None:
-    from envcheck.files import write_new
-
-    try:
-        write_new(path, text)
-    except FileExistsError:
-        raise UsageError(f"{path} already exists: choose a new file name (envcheck never overwrites a report)") \
-            from None
-    except OSError as e:
-        raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 def emit(analysis: Analysis, fmt: str, out: str | None = None, slurm_drain: bool = False) -> int:
@@ -40,7 +26,7 @@ def emit(analysis: Analysis, fmt: str, out: str | None = None, slurm_drain: bool
 
         text = junit_xml(analysis)
         if out:
-            _write_new(Path(out), text)
+            write_out(out, text, "report")
         else:
             sys.stdout.write(text)
         return status
@@ -66,7 +52,7 @@ def emit(analysis: Analysis, fmt: str, out: str | None = None, slurm_drain: bool
 
             slurm.drain(reason)
         if out:
-            _write_new(Path(out), line + "\n")
+            write_out(out, line + "\n", "report")
         print(line)
         return status
     raise UsageError(f"unknown format {fmt!r}")
@@ -78,10 +64,8 @@ def main(args: ExportOptions) -> int:
     from envcheck.model.codec import VERDICT_KINDS
 
     if args.out:  # refused before the report is read: a textfile is replaced whole, any other file never
-        from envcheck.commands.diff import check_out
-
         if Path(args.out).is_dir():
             raise UsageError(f"{args.out} is a folder: name the file, e.g. {Path(args.out) / 'envcheck.prom'}")
         if args.format != "prometheus":
-            check_out(args.out)
+            check_out(args.out, "report")
     return emit(analyse(model.load(args.report, VERDICT_KINDS)), args.format, args.out)

@@ -1,7 +1,5 @@
-"""``envcheck fleet``, run by every rank of a launch:
-``torchrun --nnodes N --nproc-per-node G -m envcheck fleet [--baseline FILE] [--out-dir DIR]``
-(or under ``srun``). Rank 0 writes one dated fleet report (JSON, and its Markdown and HTML beside it)
-and prints which nodes to take out of service and why.
+"""``envcheck fleet``, run by every rank of ``torchrun --nnodes N --nproc-per-node G -m envcheck fleet`` (or
+``srun``): rank 0 writes one dated fleet report and prints which nodes to take out of service and why.
 
 Exit status (rank 0; the other ranks exit 0 once rank 0 is done):
   0    every node passed its rules and every rank reported in every phase
@@ -10,9 +8,7 @@ Exit status (rank 0; the other ranks exit 0 once rank 0 is done):
   130  Ctrl-C, SIGTERM or SIGHUP (what torchrun sends the other ranks when one dies, and Slurm at the
        end of a job): every rank stops its children; rank 0 first writes the partial fleet report
 
-Each rank's working files (node tests, the collectives' outputs and logs) go to a folder of its own
-under the system's temporary folder: removed when the fleet passed, kept (and named on stderr) when
-it did not, for whoever looks into the failure.
+Each rank's working files go to a temporary folder of its own: removed when the fleet passed, else kept and named.
 """
 
 from __future__ import annotations
@@ -35,7 +31,6 @@ from envcheck.model.fleet import Baseline, Fleet, FleetNode, Rule
 from envcheck.model.node import Launch, Node
 
 if TYPE_CHECKING:
-    from envcheck.analysis import Analysis
     from envcheck.node.collective_run import SweepPlan
 
 DEFAULT_SWEEP_SIZES = "1M..4G"  # on GPUs (NCCL); on the CPU the node tests' small gloo sweep
@@ -73,17 +68,8 @@ def parse_sweep_sizes(text: str) -> tuple[int, ...]:
         raise UsageError(f"--sweep-sizes {text!r}: expected e.g. 1M..4G or 64K,1M") from None
 
 
-# --------------------------------------------------------------------------- baseline
-
-
-def nodes_of(report: Report) -> list[FleetNode]:
-    """The nodes a baseline report describes: a fleet report's nodes, or one machine's report as one node."""
-    if report.fleet is not None:
-        return list(report.fleet.nodes)
-    return [FleetNode(report.host, (), report.environment, report.checks, report.benches, report.node)]
-
-
 def load_baseline(path: str) -> Baseline:
+    """``--baseline``: a fleet report's nodes, or one machine's report as one node."""
     from envcheck.analysis.fleet import baseline_from_nodes
     from envcheck.model import ReportError, load
     from envcheck.model.codec import VERDICT_KINDS
@@ -92,23 +78,23 @@ def load_baseline(path: str) -> Baseline:
         report = load(path, VERDICT_KINDS)
     except ReportError as e:
         raise UsageError(f"--baseline {e}") from None
-    return baseline_from_nodes(nodes_of(report), path, report.host, report.created)
+    nodes = report.fleet.nodes if report.fleet is not None else (
+        FleetNode(report.host, (), report.environment, report.checks, report.benches, report.node),)
+    return baseline_from_nodes(nodes, path, report.host, report.created)
 
 
-# --------------------------------------------------------------------------- the real collaborators
-
-
-def real_deps(args: FleetOptions, ctx: Any, transport: Any, sweep: Any, out_dir: str) -> Any:
-    """Each rank's work as envcheck does it for real: subprocess workers, torchrun, NVML."""
+def real_deps(args: FleetOptions, ctx: Any, transport: Any, sweep: Any, out_dir: str, cpu: bool) -> Any:
+    """Each rank's work as envcheck does it for real: subprocess workers, torchrun, NVML; ``cpu``: the node's
+    collectives on gloo with CPU tensors, whatever GPUs the machine has (``--cpu``, or no GPU)."""
     from envcheck.bench import assemble, runner, suite
     from envcheck.checks import evaluate
     from envcheck.node.collective_run import Placement, launch_sweep, read_outputs
-    from envcheck.node.counters import LINKS_SECTION, probe_links
     from envcheck.node.fleet import FleetDeps, local_gpus
     from envcheck.node.launch import SubprocessLauncher
     from envcheck.node.peer import PeerPlan
     from envcheck.node.run import NodeOptions, run_node
-    from envcheck.probes.collect import collect
+    from envcheck.probes.collect import collect, utc_now
+    from envcheck.probes.link_counters import LINKS_SECTION, probe_links
 
     cache: dict[str, Environment] = {}
     launcher = SubprocessLauncher()
@@ -129,7 +115,7 @@ def real_deps(args: FleetOptions, ctx: Any, transport: Any, sweep: Any, out_dir:
         options = RunOptions(quick=not args.full, ops=args.ops, sizes=args.sizes, dtypes=args.dtypes,
                              no_compile=args.no_compile)
         plan = suite.plan(options, env, gpu=gpu if device() == "cuda" else 0)
-        started = datetime.now(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+        started = utc_now()
         if not plan.runnable:
             return assemble.no_bench(plan, started)
         t0 = time.monotonic()
@@ -137,8 +123,6 @@ def real_deps(args: FleetOptions, ctx: Any, transport: Any, sweep: Any, out_dir:
         outcome = runner.run_worker(plan, _case_lines(ctx.rank, len(plan.cases)), args.timeout)
         bench_ = _machine_index(assemble.assemble(plan, outcome, started, time.monotonic() - t0), gpu, gpus)
         if outcome.interrupted:
-            # run_worker took the signal (its own handlers were installed): the rank stops here, with
-            # what its suite finished.
             raise KeyboardInterrupt(bench_)
         return bench_
 
@@ -150,10 +134,11 @@ def real_deps(args: FleetOptions, ctx: Any, transport: Any, sweep: Any, out_dir:
         return "cuda" if environment().get("torch_runtime", "cuda_available") else "cpu"
 
     def node(gpus: tuple[int, ...], work_dir: str) -> Node:
-        dev = device()
+        dev = "cpu" if cpu else device()
         # --crosscheck: the node's own sweep runs a plain torch.distributed loop too (not the world's).
         plan = replace(sweep, crosscheck_loop=args.crosscheck and dev == "cuda")
-        _step(ctx.rank, "node tests: topology, error counters, peer copies, collectives")
+        _step(ctx.rank, "node tests: topology, error counters, peer copies, collectives" if dev == "cuda" else
+              "node tests on the CPU: topology, error counters, collectives (gloo)")
         return run_node(NodeOptions(gpus, work_dir, dev, plan, PeerPlan() if dev == "cuda" else None))
 
     def world(go: Any, node_index: int, ctx_: Any, gpus: tuple[int, ...], work_dir: str
@@ -193,15 +178,11 @@ def _case_lines(rank: int, total: int) -> Any:
 
 
 def _machine_index(bench: Bench, ordinal: int, gpus: tuple[int, ...]) -> Bench:
-    """The bench named by its GPU's index on the machine (NVML's, as the node's topology, copies and
-    conditions name it), not by its CUDA ordinal among the rank's visible devices: two nodes simulated
-    on one machine each see their GPU as CUDA device 0."""
+    """The bench named by its GPU's machine index (NVML's, as the node tests name it), not its CUDA ordinal: two
+    nodes simulated on one machine each see their GPU as CUDA device 0."""
     if bench.device.backend != "cuda" or ordinal >= len(gpus) or bench.device.index == gpus[ordinal]:
         return bench
     return replace(bench, device=replace(bench.device, index=gpus[ordinal]))
-
-
-# --------------------------------------------------------------------------- the report
 
 
 def fleet_report(fleet: Fleet, environment: Environment | None) -> Report:
@@ -212,21 +193,9 @@ def fleet_report(fleet: Fleet, environment: Environment | None) -> Report:
     return new_report("fleet", environment or Environment(), host=host, fleet=fleet)
 
 
-def write_fleet_report(fleet: Fleet, out_dir: Path, environment: Environment | None,
-                       report: Report | None = None, stderr: Any = None) -> Path | None:
-    """The dated fleet report's JSON, never replacing a file; where ``out_dir`` refuses it (full,
-    read-only, gone since the start), in ``run``'s fallback folders, said in one line on stderr. None
-    only when nowhere took it: then its JSON went to stdout (``run.save_json``)."""
-    from envcheck import reportname
-    from envcheck.commands.run import save_json
-
-    report = report or fleet_report(fleet, environment)
-    return save_json(report, out_dir, reportname.name_for(report, datetime.now(timezone.utc)), stderr, command="fleet")
-
-
 def print_summary(report: Report, analysis: Any, written: list[Path], stdout: Any = None) -> None:
-    """What rank 0 prints: the verdicts and their reasons, the ranks that failed, hung or were slow, the
-    world sweep and where its slowness comes from, each node's GPUs, and the files written."""
+    """What rank 0 prints: the verdicts and why, the ranks that failed, hung or were slow, the world sweep, each
+    node's GPUs, and the files written."""
     from rich.markup import escape
 
     from envcheck.analysis.fleet import on_cpu
@@ -243,24 +212,9 @@ def print_summary(report: Report, analysis: Any, written: list[Path], stdout: An
         print_crosscheck(console, cross, host)
 
 
-def write_documents(report: Report, path: Path, formats: list[str], analysis: Analysis) -> list[Path]:
-    """The Markdown and HTML beside the fleet report's JSON, as one set, never raising (the JSON is the
-    report): what was written, and on stderr what was not and the command that writes it later."""
-    if not formats:
-        return []
-    from envcheck.render.writing import outcome_message, render_after_run
-
-    outcome = render_after_run(report, analysis, path, formats)
-    message = outcome_message(outcome, path)
-    if message:
-        print(f"envcheck fleet: {message}", file=sys.stderr)
-    return list(outcome.written)
-
-
 def sweep_plan(args: FleetOptions, cpu: bool) -> SweepPlan:
-    """The collectives' plan: nccl-tests' sweep on GPUs; on the CPU the node tests' small gloo sweep
-    (gloo moves about 1 GB/s, shared by every rank of the host: seconds, where 1M..4G takes minutes),
-    each overridden by the options given."""
+    """The collectives' plan: nccl-tests' sweep on GPUs, the node tests' small one on the CPU (gloo), with the
+    options given."""
     from envcheck.node.collective_run import SweepPlan
     from envcheck.node.run import quick_sweep
 
@@ -271,8 +225,8 @@ def sweep_plan(args: FleetOptions, cpu: bool) -> SweepPlan:
                    warmup=args.warmup if args.warmup is not None else base.warmup)
 
 
-# What the kernel sends a rank when its launcher dies (PR_SET_PDEATHSIG): a signal nothing else sends
-# it, so a launcher gone (``kill -9`` of torchrun) is told apart from torchrun's own SIGTERM.
+# What the kernel sends a rank when its launcher dies (PR_SET_PDEATHSIG): nothing else sends it, so a launcher
+# killed is told apart from torchrun's own SIGTERM.
 LAUNCHER_GONE = signal.SIGUSR2
 
 
@@ -289,8 +243,7 @@ class _StopSignals:
 
     def __call__(self, signum: int, frame: object) -> None:
         if signum == LAUNCHER_GONE:
-            # The signal also comes when the launcher's thread that started this rank ends: only a
-            # launcher really gone (this rank re-parented) stops it.
+            # It also comes when the launcher's thread that started this rank ends: only re-parenting counts.
             if os.getppid() == self.launcher:
                 return
             self.launcher_gone = True
@@ -324,14 +277,11 @@ def main(args: FleetOptions) -> int:
         stops.install()
         return _main(args, formats, stops)
     except KeyboardInterrupt:
-        # A rank other than 0 stopped (rank 0 returns its report): its children were stopped by the
-        # code that started them; rank 0 writes what it gathered.
         return EXIT_INTERRUPTED
 
 
 def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
-    from envcheck.analysis import analyse
-    from envcheck.commands.run import output_dir
+    from envcheck.commands.run import output_dir, publish
     from envcheck.node.fleet import FleetOptions, export_for_torch, finish, local_gpus, rank_context, run_rank
     from envcheck.node.transport import open_store_transport
     from envcheck.userdirs import out_dir as default_out_dir
@@ -348,9 +298,7 @@ def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
     export_for_torch(ctx, os.environ)  # type: ignore[arg-type]
     transport = open_store_transport(ctx.rank, ctx.world_size, ctx.master_addr, args.join_timeout)
     work_dir = tempfile.mkdtemp(prefix=f"envcheck-fleet-r{ctx.rank}-")
-    deps = real_deps(args, ctx, transport, sweep, out_text)
-    if cpu:
-        deps = _cpu_deps(deps, sweep, ctx.rank)
+    deps = real_deps(args, ctx, transport, sweep, out_text, cpu)
     options = FleetOptions(work_dir, sweep, not args.no_world, args.rank_timeout, args.world_timeout,
                            args.join_timeout, baseline, rules,
                            {"quick": not args.full, "sweep_sizes": list(sweep.sizes)})
@@ -363,10 +311,7 @@ def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
     if fleet is None:
         verdict = transport.get("done", 0.0)
         transport.close()
-        if verdict == "pass":
-            shutil.rmtree(work_dir, ignore_errors=True)
-        else:
-            _keep(work_dir, ctx.rank)
+        _keep(work_dir, ctx.rank, passed=verdict == "pass")
         return EXIT_OK
     stops.armed = False  # the report is written whatever arrives now
     if stops.launcher_gone:
@@ -379,24 +324,17 @@ def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
         fleet = replace(fleet, settings={**fleet.settings, "interrupted": stops.received or "SIGINT"})
     passed = False
     try:
-        env0 = fleet.nodes[0].environment if fleet.nodes else None
-        report = fleet_report(fleet, env0)
-        path = write_fleet_report(fleet, out_dir, env0, report)
-        analysis = analyse(report)
+        report = fleet_report(fleet, fleet.nodes[0].environment if fleet.nodes else None)
+        out = publish(report, None, out_dir, formats, datetime.now(timezone.utc), sys.stderr, None, "fleet")
+        analysis = out.analysis
         passed = analysis.fleet is not None and analysis.fleet.passed and all(
             c.ok for _, c in analysis.fleet_crosschecks)
-        if path is None:  # the JSON went to stdout: the summary must not follow it there
-            print_summary(report, analysis, [], sys.stderr)
-        else:
-            print_summary(report, analysis, [path, *write_documents(report, path, formats, analysis)])
+        print_summary(report, analysis, out.written, out.stream)
     finally:
         finish(transport, passed)
         time.sleep(0.5)  # the others read "done" from this rank's store before it goes
         transport.close()
-    if passed:
-        shutil.rmtree(work_dir, ignore_errors=True)
-    else:
-        _keep(work_dir, ctx.rank)
+    _keep(work_dir, ctx.rank, passed)
     drain = analysis.fleet.drain if analysis.fleet is not None else ()
     if drain:
         from envcheck.render.escape import visible
@@ -409,12 +347,13 @@ def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
     return EXIT_OK if passed else EXIT_FAIL
 
 
-def _keep(work_dir: str, rank: int) -> None:
-    """A run that did not pass keeps the rank's working files (the children's logs and outputs); say where."""
+def _keep(work_dir: str, rank: int, passed: bool = False) -> None:
+    """The rank's working files (the children's logs and outputs): removed when the fleet passed, else kept and
+    named."""
     from envcheck.render.escape import visible
     from envcheck.render.i18n import t
 
-    if os.path.isdir(work_dir) and os.listdir(work_dir):
+    if not passed and os.path.isdir(work_dir) and os.listdir(work_dir):
         print(visible(t("fleet.work_kept", rank=rank, path=work_dir)), file=sys.stderr)
     else:
         shutil.rmtree(work_dir, ignore_errors=True)
@@ -432,15 +371,3 @@ def _has_gpu() -> bool:
         return isinstance(count, int) and count > 0
     finally:
         nvml.shutdown()
-
-
-def _cpu_deps(deps: Any, sweep: Any, rank: int) -> Any:
-    """``--cpu``: the collectives on gloo with CPU tensors, whatever GPUs the machine has (CI, and a
-    check of the fleet plumbing without touching a GPU)."""
-    from envcheck.node.run import NodeOptions, run_node
-
-    def node(gpus: tuple[int, ...], work_dir: str) -> Node:
-        _step(rank, "node tests on the CPU: topology, error counters, collectives (gloo)")
-        return run_node(NodeOptions(gpus, work_dir, "cpu", sweep, None))
-
-    return replace(deps, node=node)

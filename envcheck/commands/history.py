@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envcheck.commands.diff import check_out, emit, labels, per_node, terminal_text
+from envcheck.commands import check_out
+from envcheck.commands.diff import emit, labels, per_node, terminal_text
 from envcheck.commands.options import HistoryOptions
 from envcheck.errors import EXIT_OK, UsageError
 from envcheck.files import REPORT_SUFFIXES
@@ -21,18 +22,17 @@ SNAPSHOT = "envcheck-snapshot-"  # envcheck snapshot's default file names (comma
 
 
 def _folder(p: Path) -> list[Path]:
-    """Every ``*.json`` (or ``*.json.gz``) entry of a folder, whatever it is: a pipe, a device or a folder so named
-    is refused by the loader (never opened for reading) and noted, not silently passed over."""
+    """Every report entry of a folder but snapshots, whatever it is: the loader refuses and notes a pipe, a
+    device or a folder so named, never opened for reading."""
     try:
-        # Snapshots share the reports folder (envcheck snapshot) and are no report: not listed.
         return sorted(q for q in p.iterdir() if q.name.endswith(REPORT_SUFFIXES) and not q.name.startswith(SNAPSHOT))
     except OSError as e:
         raise UsageError(f"cannot list {p}: {e.strerror or e}") from None
 
 
 def collect(paths: list[str]) -> tuple[list[tuple[str, Report]], list[LeftOut]]:
-    """Reports from folders (every ``*.json``) and files, a fleet report one per node, and what was left out: in a
-    folder anything that is not a readable report is left out with its one-line error; a file named must be one."""
+    """Reports from folders and files, a fleet report one per node, and what was left out: in a folder what is not a
+    readable report is left out with its one-line error; a file named must be one."""
     from envcheck.compare.history import UNREADABLE, LeftOut
     from envcheck.model import ReportError, load
 
@@ -74,9 +74,7 @@ def _note(x: LeftOut) -> str:
 
 
 def _tell(text: str) -> None:
-    """A note on stderr, wrapped to the terminal's width (``COLUMNS``, else the terminal stderr is,
-    else 100) at spaces only, so a path or a file name stays whole."""
-    import os
+    """A note on stderr, wrapped to the terminal's width at spaces only, so a path or a file name stays whole."""
     import textwrap
 
     from envcheck.render.escape import visible

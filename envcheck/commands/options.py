@@ -1,6 +1,5 @@
-"""Each command's options, typed: one frozen dataclass per command whose fields are also its ``add_argument``
-calls (cli.py builds the parser from them), so an option is declared once and every command gets typed
-settings, never an ``argparse.Namespace``. Stdlib only: ``--help`` must work when the GPU stack is broken.
+"""Each command's options as one frozen dataclass whose fields are also its ``add_argument`` calls (cli.py builds
+the parser from them). Stdlib only: ``--help`` must work when the GPU stack is broken.
 """
 
 from __future__ import annotations
@@ -208,8 +207,7 @@ class RunOptions:
     repeat: int = opt("N independent repeats of every case in one report, each a fresh worker, in interleaved passes; "
                       "diffs then measure run-to-run noise from them (default: 1; one GPU only)", 1, type=_repeat,
                       metavar="N")
-    # model.bench.CONTROLS spelt out: importing the model would cost --help a quarter of a second (a test keeps
-    # the two equal).
+    # model.bench.CONTROLS spelt out, as importing the model would slow --help (a test keeps the two equal).
     control: str | None = opt("the diff's positive control: vector_add_extra_bytes makes envcheck's Triton vector add "
                               "move 4%% more bytes (recorded in the report; never for real measurements)",
                               choices=["vector_add_extra_bytes"], metavar="NAME")

@@ -1,9 +1,5 @@
-"""``envcheck probe``: facts about the machine, fast.
-
-No torch import and no runtime subprocess: package metadata, /proc, NVML (in a child process)
-and a few quick commands only, so it answers in a fraction of
-``python -m torch.utils.collect_env``'s time and still works when importing torch would crash.
-``--replay SNAPSHOT`` probes a machine recorded by ``envcheck snapshot`` instead, and says so.
+"""``envcheck probe``: facts about the machine, fast: check's pipeline without torch, runtime probes or checks,
+so it works when importing torch would crash.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""``envcheck render REPORT.json``: regenerate the Markdown / HTML documents of a report (no GPU needed).
-
-The documents are written as one set (``render.writing``): after a refusal or a failure none of
-them was written and the existing ones are as they were, so the message can say so and the same
-command, fixed, works. What can be refused without rendering (formats, language, the folder, a file
-already there) is refused first, before seconds of work.
+"""``envcheck render REPORT.json``: regenerate the documents of a report (no GPU needed), as one set: after a
+refusal or a failure none was written. What can be refused without rendering is refused first.
 """
 
 from __future__ import annotations
@@ -16,7 +12,7 @@ from envcheck.errors import EXIT_OK, UsageError
 
 def preflight(args: RenderOptions) -> Path | None:
     """The output folder (None: beside the report), once the arguments and the files a render would replace
-    are checked; ``write_documents`` checks the set again as it writes it."""
+    are checked (``write_documents`` checks again as it writes)."""
     from envcheck.files import exists, report_stem
     from envcheck.render.i18n import document_stem
     from envcheck.render.writing import validate

@@ -53,18 +53,11 @@ class Collaborators:
 
 
 def collaborators() -> Collaborators:
-    """The real probes, checks and renderers: the one place they are imported."""
+    """The real probes and checks: the one place they are imported."""
+    from envcheck.checks import evaluate
     from envcheck.probes.collect import collect, new_report
 
-    try:
-        from envcheck.checks import evaluate
-    except ImportError:  # checks not installed in this build: the report carries facts only
-        def evaluate(env: Environment) -> tuple[Check, ...]:
-            return ()
     return Collaborators(collect=collect, evaluate=evaluate, new_report=new_report)
-
-
-# --------------------------------------------------------------------------- options
 
 
 def output_formats(formats: Sequence[str]) -> list[str]:
@@ -96,7 +89,15 @@ def output_dir(text: str | None) -> Path:
     return d
 
 
-# --------------------------------------------------------------------------- progress
+def destination(out_dir: str | None, anonymize: bool) -> tuple[Path, bytes | None]:
+    """The reports folder (``output_dir``) and ``--anonymize``'s key, both before any work: a bad one must not
+    cost a finished run."""
+    folder = output_dir(out_dir)
+    if not anonymize:
+        return folder, None
+    from envcheck.anonymize import command_key
+
+    return folder, command_key()
 
 
 class ProgressView:
@@ -145,13 +146,6 @@ class ProgressView:
 
 def _say(text: str, stream: Any = None, command: str = "run") -> None:
     print(f"envcheck {command}: {text}", file=stream if stream is not None else sys.stderr, flush=True)
-
-
-# --------------------------------------------------------------------------- the run
-
-
-def _utc(dt: datetime) -> str:
-    return dt.astimezone(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def exit_status(report: Report, stopped: bool, node_problems: int = 0, analysis: Analysis | None = None) -> int:
@@ -205,32 +199,41 @@ def save_json(report: Report, out_dir: Path, stem: str, stderr: Any = None, comm
     return None
 
 
-def summary_stream(written: Sequence[Path], stdout: Any, stderr: Any) -> Any:
-    """Where the terminal summary goes: ``stdout``, unless the report's JSON went there (nothing written):
-    then ``stderr``, so what a user saves from stdout is the JSON alone."""
-    if written:
-        return stdout
-    return stderr if stderr is not None else sys.stderr
+@dataclass(frozen=True)
+class Published:
+    """A finished report as written: anonymized where asked, analysed once, and the stream its summary goes to."""
+
+    report: Report
+    analysis: Analysis
+    written: list[Path]
+    stopped: bool  # Ctrl-C during the rendering (the JSON is whole)
+    stream: Any
 
 
-def write_outputs(report: Report, out_dir: Path, formats: Sequence[str], when: datetime, stderr: Any,
-                  analysis: Analysis, command: str = "run") -> tuple[list[Path], bool]:
-    """The JSON under a fresh dated name (``reportname.name_for``), then the renderings beside it (all or none);
-    what exists, and whether Ctrl-C stopped the rendering (the JSON is whole)."""
+def publish(report: Report, key: bytes | None, out_dir: Path, formats: Sequence[str], when: datetime,
+            stderr: Any, stdout: Any, command: str) -> Published:
+    """What every command that writes a dated report does once it has one: anonymize, analyse, write the JSON under
+    a fresh dated name (``reportname.name_for``) and the renderings beside it (all or none, never raising: a
+    message says what was not written), and send the summary to stdout, unless the JSON went there."""
+    from envcheck.analysis import analyse
+
+    if key is not None:
+        from envcheck.anonymize import for_this_machine
+
+        report = for_this_machine(report.host, key).report(report)
+    analysis = analyse(report)
     json_path = save_json(report, out_dir, reportname.name_for(report, when), stderr, command)
-    if json_path is None:
-        return [], False
-    written = [json_path]
+    if json_path is None:  # what a user saves from stdout is the JSON alone
+        return Published(report, analysis, [], False, stderr if stderr is not None else sys.stderr)
     if not formats:
-        return written, False
+        return Published(report, analysis, [json_path], False, stdout)
     from envcheck.render.writing import outcome_message, render_after_run
 
     outcome = render_after_run(report, analysis, json_path, formats)
-    written += outcome.written
     message = outcome_message(outcome, json_path)
     if message:
         _say(message, stderr, command)
-    return written, outcome.interrupted
+    return Published(report, analysis, [json_path, *outcome.written], outcome.interrupted, stdout)
 
 
 @dataclass(frozen=True)
@@ -277,12 +280,7 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: Any = None
     before anything is probed (default: the built-in suite)."""
     formats = output_formats(s.format)
     find = find or suite_cases(s)
-    out_dir = output_dir(s.out_dir)
-    key = None
-    if s.anonymize:
-        from envcheck.anonymize import command_key
-
-        key = command_key()  # before any work: a bad key must not cost a finished run
+    out_dir, key = destination(s.out_dir, s.anonymize)
     err_stream = stderr if stderr is not None else sys.stderr
 
     def say(text: str) -> None:
@@ -297,7 +295,7 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: Any = None
     plan = source.plan(env)
 
     when = datetime.now(timezone.utc)
-    started = _utc(when)
+    started = when.replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
     stopped = False
     sections: dict[str, Any] = {}
     problems = 0
@@ -356,10 +354,10 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: Any = None
         except Exception as e:  # noqa: BLE001 - a bug of the cross-checks: a finding, never the finished run's loss
             from envcheck.analysis.crosscheck import CRASHED_NOTE
             from envcheck.crosscheck.run import CrosscheckRun
+            from envcheck.errors import one_line
             from envcheck.model.crosscheck import Crosscheck
 
-            cross = CrosscheckRun(Crosscheck(notes=(model.Note(CRASHED_NOTE, {"detail": f"{type(e).__name__}: {e}"
-                                                                                .splitlines()[0][:300]}),)))
+            cross = CrosscheckRun(Crosscheck(notes=(model.Note(CRASHED_NOTE, {"detail": one_line(e)}),)))
         sections["crosscheck"] = cross.crosscheck
         stopped = cross.stopped
 
@@ -370,21 +368,14 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: Any = None
         say(f"burn-in: {s.burn:g} min on {'the CPU' if cpu else 'GPU(s) ' + ', '.join(map(str, gpus))}")
         sections["burn"] = burn_devices(gpus, s.burn, cpu=cpu, stream=err_stream)
         stopped = sections["burn"].stopped is not None
-    report = deps.new_report("run", env, checks, benches=benches, **sections)
-    if key is not None:
-        from envcheck.anonymize import for_this_machine
-
-        report = for_this_machine(report.host, key).report(report)
-    from envcheck.analysis import analyse
-
-    analysis = analyse(report)
-    written, render_stopped = write_outputs(report, out_dir, formats, when, err_stream, analysis, command)
-    stopped = stopped or render_stopped
-
+    out = publish(deps.new_report("run", env, checks, benches=benches, **sections), key, out_dir, formats, when,
+                  err_stream, stdout, command)
+    report, analysis, written = out.report, out.analysis, out.written
+    stopped = stopped or out.stopped
     from envcheck.render.terminal.console import make_console
     from envcheck.render.terminal.run import print_run
 
-    console = make_console(summary_stream(written, stdout, err_stream))
+    console = make_console(out.stream)
     print_run(console, report, analysis, written)
     if analysis.crosscheck is not None:  # --crosscheck: the ratios and their bars (the verdict counts them)
         from envcheck.render.terminal.crosscheck import print_crosscheck

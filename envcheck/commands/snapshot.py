@@ -1,11 +1,5 @@
-"""``envcheck snapshot``: record what the probes read on this machine into one JSON file.
-
-Attach the file to a support thread: ``envcheck check --replay FILE`` shows, on any machine and
-without a GPU, what envcheck sees here. Secrets are redacted as everywhere; ``--anonymize``
-also replaces host and user names, addresses, GPU UUIDs and serials. It goes where every report goes
-(the reports folder, ``--out-dir`` or ``ENVCHECK_REPORTS_DIR``), or to ``--out FILE``; never overwritten:
-the default name takes ``-2``, ``-3``, ... when another snapshot of the same second has it. The
-destination is checked before anything is probed.
+"""``envcheck snapshot``: what the probes read on this machine, in one JSON file that ``envcheck check --replay``
+shows on any machine. It goes where every report goes, or to ``--out FILE``; never overwritten.
 """
 
 from __future__ import annotations
@@ -24,11 +18,11 @@ def default_name(hostname: str, when: str) -> str:
 
 
 def main(s: SnapshotOptions) -> int:
-    from envcheck import model, snapshot
-    from envcheck.commands.check import _check_out
+    from envcheck import snapshot
+    from envcheck.commands import check_out, write_out
     from envcheck.commands.run import output_dir
 
-    out = _check_out(s.out)
+    out = check_out(s.out)
     folder = output_dir(s.out_dir) if out is None else None
     key = None
     if s.anonymize:
@@ -41,18 +35,16 @@ def main(s: SnapshotOptions) -> int:
 
         snap = anonymize_snapshot(snap, for_this_machine(snap.hostname, key))
     text = snapshot.dumps(snap)
-    try:
-        if folder is not None:  # two snapshots of one second: the second takes -2 (reportname's rule)
-            from envcheck import reportname
+    if out is not None:
+        path = write_out(out, text)
+    else:  # two snapshots of one second: the second takes -2 (reportname's rule)
+        from envcheck import reportname
 
+        try:
             path = reportname.write_report(folder, default_name(snap.hostname, str(snap.meta.get("captured") or ""))
                                            .removesuffix(".json"), text)
-        else:
-            path = model.write_new(out, text)
-    except FileExistsError:
-        raise UsageError(f"{out} already exists: choose a new file name (envcheck never overwrites a file)") from None
-    except OSError as e:
-        raise UsageError(f"cannot write {out or 'the snapshot'}: {e.strerror or e}") from None
+        except OSError as e:
+            raise UsageError(f"cannot write the snapshot: {e.strerror or e}") from None
     from envcheck.render.escape import visible
 
     print(visible(f"snapshot written to {path}; replay it anywhere with: envcheck check --replay {path}"),

@@ -1,13 +1,12 @@
-"""The result of ``envcheck diff``: pure data, built from reports and their analyses, rendered elsewhere.
-
-The first report is the baseline; every other becomes one ``Comparison`` against it; a ratio is other /
-baseline time (above 1 is slower). Per-side numbers come from ``envcheck.analysis``; ratios, intervals,
-floors, verdicts and geometric means from ``stats``. Each report's first bench is compared.
+"""The result of ``envcheck diff`` as pure data: every report against the first, its first bench compared; a
+ratio is other / baseline time (above 1 is slower). Per-side numbers come from ``envcheck.analysis``; ratios,
+intervals, floors, verdicts and geometric means from ``stats``.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,9 +26,8 @@ from envcheck.model import CaseKey, Note, Report, Timing
 from envcheck.ops import variant
 
 NUMERIC_JUMP = 10.0  # relative error that grows (or shrinks) by this factor is reported
-NOT_JUDGED = "not judged"  # a ratio shown without a verdict: no noise floor covers the row (_case_diffs)
-# Why a row is not judged (its CaseDiff.reasons): no repeats and no shipped floor (``run --repeat`` gives one),
-# or a GPU run's host-timed row without a shipped launch floor (nothing a user can run gives one).
+NOT_JUDGED = stats.NOT_JUDGED
+# Why a row is not judged: no repeats and no shipped floor, or a GPU run's host-timed row without a launch floor.
 NO_FLOOR = "diff.not_judged.no_floor"
 NO_LAUNCH_FLOOR = "diff.not_judged.launch"
 HOST_CLOCK = "host_clock"  # model.TIMING_METHODS: a CPU run's times
@@ -95,10 +93,9 @@ def numeric_change(a: CaseResult, b: CaseResult) -> NumericChange | None:
 
 
 @dataclass(frozen=True)
-class CaseDiff:
-    """One case on both sides (``verdict``: ``VERDICTS``): each side's numbers are its analysis'; ``low`` / ``high``
-    the interval of ``ratio`` with run-to-run noise (``floor``), of which ``within_log_se`` the samples' own part;
-    ``cluster``: the kind the geometric means treat as moving together."""
+class CaseDiff(stats.Called):
+    """One case on both sides: each side's numbers its analysis'; ``low`` / ``high`` the interval of ``ratio``
+    (run-to-run noise ``floor`` included); ``cluster``: the kind the geometric means treat as moving together."""
 
     op: str
     impl: str
@@ -130,8 +127,6 @@ class CaseDiff:
     other_pct_measured: float | None = None
     base_flags: tuple[str, ...] = ()
     other_flags: tuple[str, ...] = ()
-    base_speedup: float | None = None  # over PyTorch in the same run (analysis)
-    other_speedup: float | None = None
     within_log_se: float | None = None
     floor: stats.NoiseFloor | None = None
     cluster: str = ""
@@ -151,15 +146,6 @@ class CaseDiff:
         if self.other_precision is not None:
             v = f"{v}/{self.other_precision}"
         return f"{self.op} {self.impl} {v} {self.shape_label}"
-
-    @property
-    def compared(self) -> bool:
-        return self.ratio is not None and self.verdict != "not comparable"
-
-    @property
-    def judged(self) -> bool:
-        """Compared and held against a noise estimate: a row the geometric means and calls count."""
-        return self.compared and self.verdict != NOT_JUDGED
 
     @property
     def change_pct(self) -> float | None:
@@ -272,13 +258,6 @@ class Comparison:
         out = [c for c in self.cases if c.verdict == "slower" and c.ratio is not None and c.ratio > 1 + pct / 100]
         return sorted(out, key=lambda c: -(c.ratio or 0))
 
-    def biggest_changes(self, n: int) -> tuple[CaseDiff, ...]:
-        """The ``n`` largest significant slowdowns (largest first), then the ``n`` largest
-        significant speedups (largest first): both directions, whatever the balance."""
-        slower = sorted((c for c in self.cases if c.verdict == "slower"), key=lambda c: -(c.ratio or 0))
-        faster = sorted((c for c in self.cases if c.verdict == "faster"), key=lambda c: c.ratio or 0)
-        return tuple(slower[:n]) + tuple(faster[:n])
-
 
 @dataclass(frozen=True)
 class Diff:
@@ -313,8 +292,8 @@ class Diff:
 
 
 def case_kinds(timing: str | None, op: str, category: str) -> tuple[tuple[str, ...], ...]:
-    """The kinds of a compared case, most specific first (op and size category, op, category, all), each of one
-    timing: a launch time moves with the host far more than a GPU time, so the two never share a floor."""
+    """The kinds of a compared case, most specific first, each of one timing: a launch time moves with the host
+    far more than a GPU time, so the two never share a floor."""
     t = timing or ""
     return ((t, op, category), (t, op), (t, category), (t,))
 
@@ -327,15 +306,14 @@ def _sides(a: CaseResult, b: CaseResult, timing: str | None) -> dict[str, object
         base_gbps=a.gbps, other_gbps=b.gbps, base_tflops=a.tflops, other_tflops=b.tflops,
         base_pct=a.pct_theoretical, other_pct=b.pct_theoretical,
         base_pct_measured=a.pct_measured, other_pct_measured=b.pct_measured,
-        base_flags=a.flags, other_flags=b.flags, base_speedup=a.speedup, other_speedup=b.speedup,
+        base_flags=a.flags, other_flags=b.flags,
         numeric=numeric_change(a, b), other_precision=b.case.precision if b.case.precision != ca.precision else None,
         cluster="/".join(case_kinds(timing, ca.op, a.category)[0]),
     )
 
 
 class _Samples(Sequence[np.ndarray]):
-    """The samples of timings as float32 arrays, each made when read: a 20,000-case diff
-    never holds a second copy of every sample."""
+    """The samples of timings as float32 arrays made when read: a large diff never holds a second copy."""
 
     def __init__(self, timings: Sequence[Timing]) -> None:
         self._timings = timings
@@ -365,10 +343,9 @@ class _Rows:
 
 def _case_diffs(m: matching.Matching, *, practical: float, confidence: float, resamples: int,
                 seed: int, model_floors: shipped.ModelFloors | None = None, settings: tuple[str, ...] = ()) -> _Rows:
-    """Every pair's row, its floor from the reports' repeats (plus a shipped floor's run-level share) or the
-    floor shipped for the model and kind, never from the pair (stats.py); without one the row is not judged
-    (``NO_FLOOR``). A GPU run's host-timed row (JAX's) is judged only with a shipped launch floor: its repeats
-    share what moves the host (docs/compare.md). ``settings``: sampling settings the runs differ in (no pair)."""
+    """Every pair's row, its floor from the reports' repeats (plus a shipped floor's run-level share) or shipped
+    for the model and kind, never from the pair; without one the row is not judged. A GPU run's host-timed row
+    is judged only with a shipped launch floor (docs/compare.md). ``settings``: sampling settings that differ."""
     out: list[CaseDiff | None] = []
     todo = []  # (slot, a, b, which, ta, tb) of the comparable pairs
     differ = [Note(matching.SETTINGS_DIFFER, {"names": settings})] if settings else []
@@ -410,24 +387,17 @@ def _case_diffs(m: matching.Matching, *, practical: float, confidence: float, re
             launch_used = launch_used or which == shipped.LAUNCH
         ivs.append(stats.RatioInterval(ratio, None, None, None, ta.n, tb.n, within_se) if k in unjudged
                    else stats.interval(ratio, within_se, floor, ta.n, tb.n, confidence))  # type: ignore[arg-type]
-    significant = stats.bh_significant([stats.p_value(iv) for iv in ivs], 1.0 - confidence)
-    used: list[stats.NoiseFloor] = []
+    verdicts, distinct = stats.family_verdicts(ivs, unjudged, NOT_JUDGED, practical, confidence)
     for k, (slot, a, b, which, ta, tb) in enumerate(todo):
         iv = ivs[k]
-        if iv.floor is not None and iv.has_interval:
-            used.append(iv.floor)
         out[slot] = CaseDiff(
-            verdict=NOT_JUDGED if k in unjudged else stats.verdict(iv, practical, significant[k]),
-            reasons=(Note(unjudged[k]),) if k in unjudged else (), timing=which, method=ta.method,
+            verdict=verdicts[k], reasons=(Note(unjudged[k]),) if k in unjudged else (), timing=which, method=ta.method,
             base_us=ta.median_us, other_us=tb.median_us, ratio=iv.ratio, low=iv.low, high=iv.high, n_base=iv.n_base,
             n_other=iv.n_other, log_se=iv.log_se, within_log_se=iv.within_log_se, floor=iv.floor,
             **_sides(a, b, which),  # type: ignore[arg-type]
         )
-    count: dict[str, int] = {}
-    for f in used:
-        count[f.source] = count.get(f.source, 0) + 1
+    count = Counter(iv.floor.source for iv in ivs if iv.floor is not None and iv.has_interval)
     sources = tuple((s, count[s]) for s in stats.ALLOWANCE_SOURCES if s in count)
-    distinct = sorted(set(used), key=lambda f: (-f.log_sd, f.source, f.kind))
     return _Rows([c for c in out if c is not None], distinct, sum(iv.has_interval for iv in ivs), sources,
                  "shipped" in count or run_share, launch_used)
 
@@ -464,8 +434,7 @@ def _ceilings(a: BenchAnalysis | None, b: BenchAnalysis | None) -> tuple[Ceiling
 def compare_analysed(base: tuple[str, Analysis], other: tuple[str, Analysis], *, practical: float = stats.PRACTICAL,
                      confidence: float = stats.CONFIDENCE, resamples: int = stats.RESAMPLES,
                      seed: int = stats.SEED, floors: Mapping[str, shipped.ModelFloors] | None = None) -> Comparison:
-    """One analysed report against the analysed baseline. ``floors``: the noise floors by GPU model
-    (default: those shipped; e.g. floors learned without the pair judged, for an out-of-sample test)."""
+    """One analysed report against the analysed baseline. ``floors``: noise floors by GPU model (default: shipped)."""
     (la, aa), (lb, ab) = base, other
     a, b = aa.report, ab.report
     ba, bb = aa.bench, ab.bench
@@ -477,10 +446,7 @@ def compare_analysed(base: tuple[str, Analysis], other: tuple[str, Analysis], *,
     model_floors = None
     settings = matching.settings_differ(ba.bench.settings if ba else None, bb.bench.settings if bb else None)
     if ba and bb:
-        # Shipped floors were learned from reruns on one physical GPU (one machine, for node rows):
-        # they hold for the same GPU again, never across models, nor across two GPUs of one model
-        # (another H200 launched small kernels 3-5% faster in the committed two-GPU pair: a floor
-        # that does not cover).
+        # Shipped floors were learned from reruns on one physical GPU: never across models nor two GPUs of one.
         name_a, name_b = ba.bench.device.name, bb.bench.device.name
         if name_a != name_b or same is not True:
             model_floors = None

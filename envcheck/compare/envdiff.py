@@ -1,6 +1,5 @@
 """What differs between two environments and two sets of health checks: only facts that explain a performance or
-health change (versions, GPU model, identity, limits, clocks, power, ECC, MIG), each change with the ``key`` of
-its fact (``driver.driver_version``, ``gpu.uuid``, ``setting.quick``).
+health change, each with the ``key`` of its fact (``driver.driver_version``, ``gpu.uuid``, ``setting.quick``).
 """
 
 from __future__ import annotations
@@ -62,8 +61,7 @@ SECTION_FIELDS: tuple[tuple[str, str, str, str, Formatter], ...] = (
 
 GPU_FIELDS: tuple[tuple[str, str, str, Formatter], ...] = (
     ("gpu", "name", "model", _plain),
-    # Another physical GPU of the same model: the commonest hidden difference between two
-    # cloud runs ("vm" both times), and one that moves numbers by a few percent.
+    # Another physical GPU of the same model: the commonest hidden difference between two cloud runs.
     ("gpu", "uuid", "UUID", _plain),
     ("gpu", "serial", "serial number", _plain),
     ("gpu", "memory_total_bytes", "memory", _gib),
@@ -94,11 +92,6 @@ class EnvChange:
     key: str = ""  # the fact: "<section>.<key>", "gpu.<key>", "bench.<name>", "envcheck.version", "setting.<name>"
 
     @property
-    def identity(self) -> bool:
-        """A change of which physical GPU it is, not of what the GPU is or runs."""
-        return self.key in IDENTITY_KEYS
-
-    @property
     def title(self) -> str:
         return f"GPU {self.gpu} {self.label}" if self.gpu is not None else self.label
 
@@ -109,9 +102,9 @@ def _show(f: Fact, fmt: Formatter) -> str:
     return f"— ({f.reason})" if f.reason else "—"
 
 
-def _compare_fact(a: Fact, b: Fact) -> bool:
-    """True when the two facts differ in a way worth showing: two missing facts never do (their reasons are
-    often run-specific); a fact only one side could read does."""
+def _differ(a: Fact, b: Fact) -> bool:
+    """Whether two facts differ in a way worth showing: two missing facts never do (their reasons are often
+    run-specific); a fact only one side could read does."""
     if not a.ok and not b.ok:
         return False
     return bool(a.value != b.value)
@@ -125,7 +118,7 @@ def env_changes(a: Environment, b: Environment) -> list[EnvChange]:
         if key not in a.sections.get(section, {}) or key not in b.sections.get(section, {}):
             continue
         fa, fb = a.fact(section, key), b.fact(section, key)
-        if _compare_fact(fa, fb):
+        if _differ(fa, fb):
             out.append(EnvChange(area, label, _show(fa, fmt), _show(fb, fmt), key=f"{section}.{key}"))
     gpus_a = {g.index: g for g in a.gpus}
     gpus_b = {g.index: g for g in b.gpus}
@@ -146,12 +139,10 @@ def env_changes(a: Environment, b: Environment) -> list[EnvChange]:
             got_a, got_b = ga.facts.get(key), gb.facts.get(key)
             if got_a is None or got_b is None:
                 continue
-            if _compare_fact(got_a, got_b):
+            if _differ(got_a, got_b):
                 out.append(EnvChange(area, label, _show(got_a, fmt), _show(got_b, fmt), idx, key=f"gpu.{key}"))
     return out
 
-
-IDENTITY_KEYS = frozenset({"gpu.uuid", "gpu.serial", "bench.uuid"})
 
 _RANK = {"pass": 0, "skip": 0, "warn": 1, "fail": 2}
 
@@ -184,8 +175,7 @@ def check_changes(a: tuple[Check, ...], b: tuple[Check, ...], same_machine: bool
         x, y = ca.get(cid), cb.get(cid)
         if x and y and x.status == y.status:
             continue
-        # A check that exists on one side only matters when it is not passing: a new passing
-        # check, or a skipped one that is no longer run, tells the reader nothing.
+        # A check on one side only matters when it is not passing.
         if y is None:
             if x is None or _RANK[x.status] == 0:
                 continue
@@ -214,24 +204,20 @@ def check_changes(a: tuple[Check, ...], b: tuple[Check, ...], same_machine: bool
 
 STORY_AREAS = frozenset({"driver", "cuda", "torch", "triton", "kernel", "gpu", "os", "python"})
 
-# The built-in implementations a change of one package can move: Triton runs envcheck's Triton
-# kernels and the code torch.compile generates, nothing else. A change anywhere else (driver, GPU,
-# CUDA, PyTorch, which every implementation's tensors go through, the OS, envcheck) can move any
-# row, and so can any change move a user's implementation, whose imports envcheck cannot see.
+# The built-in implementations a change of one package can move: Triton runs envcheck's Triton kernels and what
+# torch.compile generates. A change anywhere else can move any row, and any change a user's implementation.
 MOVES_ONLY = {"triton": frozenset({"triton", "compile"})}
 
 
 def can_move(change: EnvChange, impl: str) -> bool:
-    """Whether ``change`` can explain a change in the times of implementation ``impl``: a Triton
-    install never explains a PyTorch row (issue 38)."""
+    """Whether ``change`` can explain a change in ``impl``'s times: a Triton install never explains a PyTorch row."""
     only = MOVES_ONLY.get(change.area)
     return only is None or impl in only or impl not in IMPLS
 
 
 def report_env_changes(a: Report, b: Report) -> list[EnvChange]:
-    """``env_changes`` plus what the benchmarks themselves recorded: the versions they ran
-    with where the probes do not already show a change, the benchmarked GPU's UUID where
-    NVML gave none, envcheck's own version and the run settings."""
+    """``env_changes`` plus what the benchmarks recorded: their versions and GPU UUID where the probes show no
+    change, envcheck's own version and the run settings (they move numbers as much as a driver update)."""
     out = env_changes(a.environment, b.environment)
     shown = {c.key for c in out}
     ba, bb = a.bench, b.bench
@@ -244,8 +230,6 @@ def report_env_changes(a: Report, b: Report) -> list[EnvChange]:
         ua, ub = ba.device.uuid, bb.device.uuid
         if ua and ub and ua != ub:
             out.append(EnvChange("gpu", "UUID (benchmark)", ua, ub, ba.device.index, key="bench.uuid"))
-    # How envcheck itself measured: a new envcheck or other run settings can move the numbers
-    # as much as a driver update, and a history must not blame the machine for it.
     if a.tool_version != b.tool_version:
         out.append(EnvChange("envcheck", "envcheck version", a.tool_version, b.tool_version, key="envcheck.version"))
     if ba and bb:

@@ -49,9 +49,8 @@ def _node_gpus(fleet_report: Report, node: FleetNode) -> tuple[int, ...]:
 
 
 def nodes_of(label: str, report: Report) -> tuple[NodeReport, ...]:
-    """A fleet report as one report per node (``label:node``), each shaped like that node's own
-    ``envcheck run --gpus`` report with its machine's host name (a node simulated on a shared host
-    is labelled ``host/N`` by the fleet, its host is still ``host``); any other report as it is."""
+    """A fleet report as one report per node (``label:node``), each like that node's own ``run --gpus`` report
+    with its machine's host name (a simulated node ``host/N`` is still ``host``); any other report as it is."""
     if report.fleet is None:
         return (NodeReport(label, report, NodeId(label, report.host, _uuids(report, ()), report.host)),)
     out = []
@@ -65,8 +64,7 @@ def nodes_of(label: str, report: Report) -> tuple[NodeReport, ...]:
 
 
 def world_of(report: Report) -> NodeSide | None:
-    """A fleet report's collectives across all its nodes, as a comparison reads them (None: not a
-    fleet, or it ran none)."""
+    """A fleet report's collectives across all its nodes, as a comparison reads them (None: none)."""
     if report.fleet is None:
         return None
     return world_side(tuple(analyse_sweep(c) for c in report.fleet.collectives))
@@ -76,8 +74,8 @@ def diff_nodes(reports: Sequence[Sequence[tuple[NodeReport, Analysis]]],
                worlds: Sequence[tuple[str, NodeSide | None]] = (), *, practical: float = stats.PRACTICAL,
                confidence: float = stats.CONFIDENCE, resamples: int = stats.RESAMPLES,
                seed: int = stats.SEED) -> Diff:
-    """Every node of every later report against the first report's node that is the same machine; the unmatched
-    in ``Diff.unmatched``; ``worlds``: each report's collectives across its fleet, against the first's."""
+    """Every node of every later report against the first report's node that is the same machine (the unmatched
+    listed); ``worlds``: each report's collectives across its fleet, against the first's."""
     if len(reports) < 2:
         raise ValueError("diff needs at least two reports")
     base = list(reports[0])

@@ -1,10 +1,6 @@
-"""The result of ``envcheck history``: each machine's reports over time, as trends and steps.
-
-Reports are grouped by machine (its GPUs' UUIDs: ``machine.py``); reports without benchmark results are
-left out with a note. Each op's trend is its geometric-mean time ratio to the first report sampled alike
-that ran it (cases matched as in ``diff``); a node's tests give node-level series beside. A step is a
-significant change (as in ``diff``) between consecutive reports of one (op, impl, dtype, precision) group,
-with what changed in the environment at that point.
+"""``envcheck history``: each machine's reports (grouped by GPU UUIDs) over time. An op's trend is its
+geometric-mean time ratio to the first report sampled alike that ran it; a step is a significant change (as in
+``diff``) between consecutive reports of one (op, impl, dtype, precision) group, with what changed at that point.
 """
 
 from __future__ import annotations
@@ -58,9 +54,8 @@ class OpPoint:
 
 @dataclass(frozen=True)
 class NodePoint:
-    """A node's own numbers in one report (its node tests, as the node analysis gives them): NCCL
-    all_reduce bus bandwidth at the sweep's smallest and largest size, and the slowest GPU pair's
-    one-way peer copy (copy engine): the numbers a cable, a switch tray, a driver or NCCL moves."""
+    """A node's numbers in one report: NCCL all_reduce busbw at the sweep's smallest and largest size, and the
+    slowest GPU pair's one-way peer copy: what a cable, a switch tray, a driver or NCCL moves."""
 
     small_bytes: int | None
     small_busbw: float | None
@@ -99,19 +94,18 @@ class Step:
 
     @property
     def change_pct(self) -> float:
-        """How much less (faster) or more (slower) time, in percent of the previous time: "7% faster" is a 0.93 ratio."""
+        """Less (faster) or more (slower) time in percent: "7% faster" is a 0.93 ratio."""
         return abs(self.ratio - 1) * 100
 
     @property
     def factor(self) -> float:
-        """The change as a factor >= 1 (3.0: three times faster or slower), for changes too large for percent."""
+        """The change as a factor >= 1, for changes too large for percent."""
         return 1 / self.ratio if self.ratio < 1 else self.ratio
 
 
 @dataclass(frozen=True)
 class History:
-    """One machine's reports in time order. ``hosts`` / ``gpus``: host names and GPU models
-    with the labels of their reports, listed only when there is more than one."""
+    """One machine's reports in time order; ``hosts`` / ``gpus``: names with their reports' labels, if several."""
 
     points: tuple[Point, ...]
     ops: tuple[str, ...]
@@ -120,28 +114,18 @@ class History:
     gpus: tuple[tuple[str, tuple[str, ...]], ...]
     practical_pct: float
     machine: MachineId | None = None
-    # (sampling settings, labels) of each group of reports measured alike, when there is more than
-    # one group: a report is trended against, and stepped from, reports of its own group only.
+    # (sampling settings, labels) of each group measured alike, if several: a report is compared within its group.
     settings: tuple[tuple[Settings, tuple[str, ...]], ...] = ()
-
-    @property
-    def mixed(self) -> bool:
-        return len(self.hosts) > 1 or len(self.gpus) > 1
 
     @property
     def trend(self) -> bool:
         """Two reports or more: one report is a starting point, not a trend."""
         return len(self.points) > 1
 
-    @property
-    def has_node(self) -> bool:
-        return any(p.node is not None for p in self.points)
-
 
 @dataclass(frozen=True)
 class Histories:
-    """``envcheck history`` of a set of reports: one history per machine (most reports
-    first), and what was left out."""
+    """One history per machine (most reports first), and what was left out."""
 
     machines: tuple[History, ...]
     left_out: tuple[LeftOut, ...] = ()
@@ -160,9 +144,8 @@ def group_name(c: CaseDiff) -> str:
 
 
 def _op_point(op: str, a: Analysis, vs_first: Sequence[CaseDiff] | None, declared: Sequence[OpSpec] = ()) -> OpPoint:
-    """``vs_first``: the op's cases against the first report that ran it (None: this is that report);
-    ``declared``: the user ops declared by any report of the history (a report that did not run one
-    has no declaration of it, and the op's point there is empty, not an error)."""
+    """``vs_first``: the op's cases against the first report that ran it (None: this is it); ``declared``: the
+    user ops any report declared (a report that did not run one has an empty point there)."""
     bench = a.bench
     results = [r for r in (bench.results if bench else ()) if r.case.op == op and r.status != "error"]
     top = max((r for r in results if r.rate is not None), key=lambda r: r.rate or 0.0, default=None)
@@ -219,9 +202,8 @@ def _first_gpu(a: Analysis) -> str | None:
 
 
 def on_gpu(a: Analysis, uuid: str | None) -> Analysis:
-    """``a`` as a history compares it with a report whose first suite ran on GPU ``uuid``: that
-    GPU's suite when ``a`` holds one (a node report holds one per GPU), else ``a`` as it is; so a
-    fleet node simulated on GPU 1 is trended against GPU 1 of the node run, not against GPU 0."""
+    """``a`` compared with a report whose first suite ran on GPU ``uuid``: that GPU's suite where ``a`` holds one
+    (a node report holds one per GPU), so a node simulated on GPU 1 is trended against GPU 1, not GPU 0."""
     if uuid is None or _first_gpu(a) == uuid:
         return a
     mine = next((ba for ba in a.benches if ba.bench.device.uuid == uuid), None)
@@ -263,9 +245,7 @@ def history_analysed(analysed: Sequence[tuple[str, Analysis]], *, practical: flo
     points: list[Point] = []
     steps: list[Step] = []
     for i, (label, a) in enumerate(ordered):
-        # The trend's baseline of an op and the step's previous report: the first report sampled alike
-        # that ran the op, and the latest earlier one sampled alike (a --quick run is never held against a full
-        # one). Each column is one op's: a report that did not run it has no value there.
+        # An op's trend baseline: the first report sampled alike that ran it; a step's: the latest alike.
         alike = [j for j in range(i) if sampling[j] == sampling[i]]
         firsts = {op: next((j for j in alike if op in ran[j]), None) for op in ops}
         points.append(Point(
@@ -306,8 +286,7 @@ def history(reports: Sequence[tuple[str, Report]], *, practical: float = stats.P
 def histories(reports: Sequence[tuple[str, Report]], left_out: Sequence[LeftOut] = (), *,
               practical: float = stats.PRACTICAL, resamples: int = stats.RESAMPLES,
               seed: int = stats.SEED) -> Histories:
-    """One history per machine of ``reports``; reports without benchmark results are left
-    out (added to ``left_out``, after what the caller already left out)."""
+    """One history per machine of ``reports``; reports without benchmark results are added to ``left_out``."""
     skipped = list(left_out)
     by_machine: dict[tuple[str, tuple[str, ...]], list[tuple[str, Report]]] = {}
     for label, r in reports:

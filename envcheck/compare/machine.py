@@ -71,8 +71,7 @@ def machine_of(report: Report) -> MachineId:
 
 
 def same_machine(a: MachineId, b: MachineId) -> bool | None:
-    """True or False when the hardware says; None when it cannot (then host and models are
-    the best guess, and only a difference in them is certain)."""
+    """True or False when the hardware says; None when it cannot (only a different host or model is certain)."""
     if a.uuids is not None and b.uuids is not None:
         return a.uuids == b.uuids
     if a.serials is not None and b.serials is not None:

@@ -1,6 +1,5 @@
-"""Pairing the cases of two benchmark runs on their key, and deciding whether a pair may be compared: one timed
-differently or on incomparable terms is kept with its reasons (keys with parameters), never silently dropped
-or compared anyway. Everything judged here is read from the analysis.
+"""Pairing the cases of two runs on their key, and whether a pair may be compared: one that may not is kept with
+its reasons, never dropped or compared anyway. Pairing the nodes of two fleets by who they are.
 """
 
 from __future__ import annotations
@@ -18,11 +17,8 @@ METHODS_DIFFER = "compare.methods_differ"  # baseline, other
 THROTTLED = "compare.throttled"  # side, reasons (NVML names)
 SETTINGS_DIFFER = "compare.settings_differ"  # names: the run settings that measure differently
 
-# The run settings that change how every case is sampled (``--quick``, the CPU's thread count):
-# a median of 20 samples after 20 ms of warm-up is not the median of 200 after 50 ms, so runs
-# that differ here are not compared row by row. What a run selected (ops, sizes: the pairs'
-# keys), its seed, repeats and a positive control (what the diff is meant to find) are not
-# among them.
+# The run settings that change how every case is sampled: a median of 20 samples after 20 ms of warm-up is not
+# the median of 200 after 50 ms, so runs that differ here are not compared row by row.
 SAMPLING = ("quick", "warmup_ms", "rep_ms", "min_samples", "max_samples", "cold_l2", "threads")
 
 LooseKey = tuple[str, str, str, tuple[int, ...]]
@@ -30,8 +26,7 @@ LooseKey = tuple[str, str, str, tuple[int, ...]]
 
 @dataclass(frozen=True)
 class Matching:
-    """Results of two runs, paired: ``pairs`` on the same key, ``precision_pairs`` differing in precision only
-    (never compared, listed), ``only_base`` / ``only_other`` the rest."""
+    """Results of two runs paired on the same key; ``precision_pairs`` differ in precision only (listed)."""
 
     pairs: tuple[tuple[CaseResult, CaseResult], ...]
     precision_pairs: tuple[tuple[CaseResult, CaseResult], ...]
@@ -53,8 +48,7 @@ def _loose(r: CaseResult) -> LooseKey:
 
 
 def match(base: tuple[CaseResult, ...], other: tuple[CaseResult, ...]) -> Matching:
-    """Pair the results of two runs (either may be empty: a probe or check report has none).
-    Dictionary lookups only: linear in the number of cases."""
+    """Pair the results of two runs (either may be empty), in time linear in the number of cases."""
     a = _first_by_key(base)
     b = _first_by_key(other)
     pairs = tuple((a[k], b[k]) for k in a if k in b)
@@ -112,10 +106,8 @@ def comparability(a: CaseResult, b: CaseResult) -> list[Note]:
     if a.case.precision != b.case.precision:
         reasons.append(Note(PRECISION_DIFFERS, {"baseline": a.case.precision, "other": b.case.precision}))
     ca, cb = a.conditions, b.conditions
-    # Both sides at their software power cap is the normal state of a GPU under a full
-    # tensor-core load (an H100 / H200 reaches 700 W on a large matmul): each ran at its rated
-    # power, so the pair compares what the two machines deliver. Any other throttling, or
-    # throttling on one side only, means one side ran below what its hardware can do.
+    # Both sides at their power cap is a GPU's normal state under full tensor-core load: the pair compares what
+    # each delivers at its rated power. Other throttling, or on one side only, means a side ran below its best.
     both_capped = ca is not None and cb is not None and ca.power_capped_only and cb.power_capped_only
     if not both_capped:
         for side, c in (("baseline", ca), ("other", cb)):
@@ -124,8 +116,6 @@ def comparability(a: CaseResult, b: CaseResult) -> list[Note]:
     reasons.extend(timings(a, b)[3])
     return reasons
 
-
-# --------------------------------------------------------------------------- nodes of fleets
 
 # Why a node has no partner (``Unmatched.reason``).
 NO_PARTNER = "compare.node_unmatched"  # side: no node of the other side has its host or its GPUs
@@ -138,8 +128,7 @@ BY_HOST = "host"  # same host, other GPUs (or GPUs without UUIDs)
 
 @dataclass(frozen=True)
 class NodeId:
-    """Who a node is: its host (the machine's own name, not the ``host/N`` label of a node
-    simulated on a shared host) and its GPUs' UUIDs (empty when unknown)."""
+    """Who a node is: its machine's host name (not a simulated node's ``host/N``) and its GPUs' UUIDs."""
 
     label: str
     host: str

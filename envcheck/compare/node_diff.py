@@ -1,12 +1,8 @@
-"""What changed between two nodes: the node tests of two reports side by side, as pure data.
-
-Each side's numbers are its node analysis' (read through ``node_read``); ratios, intervals, verdicts and
-what changed (topology, NVLinks, NCCL and its algorithms) are built here with ``stats``, as for the kernel
-cases. Collectives pair on (scope, op, size), their time the mean of the per-iteration times (its
-within-run error the mean's); copies on (kind, method, source, destination, directions), their time the
-median. The run-to-run floor of a row is the one shipped for its kind (a collective's per size: its noise
-is a property of the size, not of the size class) for two runs on one machine; without one the row is not
-judged. The rows with an interval are one family (Benjamini-Hochberg). GPU indices are each node's own.
+"""The node tests of two reports side by side, as pure data: each side's numbers its node analysis' (through
+``node_read``); ratios, intervals, verdicts and what changed (topology, NVLinks, NCCL) built here with
+``stats``. Collectives pair on (scope, op, size), their time the mean of the per-iteration times; copies on
+(kind, method, source, destination, directions), their time the median. A row's floor is the one shipped for
+its kind (a collective's per size) for two runs on one machine; without one the row is not judged.
 """
 
 from __future__ import annotations
@@ -28,12 +24,11 @@ NODE_FAILED = "compare.node_failed"  # side, status
 RANKS_DIFFER = "compare.ranks_differ"  # baseline, other
 TIMING_DIFFERS = "compare.methods_differ"  # baseline, other (the key of match.METHODS_DIFFER)
 
-NOT_JUDGED = "not judged"  # no node floor shipped for its kind (diff.NOT_JUDGED)
+NOT_JUDGED = stats.NOT_JUDGED  # no node floor shipped for its kind
 NO_NODE_FLOOR = "diff.not_judged.no_node_floor"
 MEASURED = ("ok", "unverified")  # collective statuses whose time is a measurement of the call
-# Collectives from this size are "large" (nccl-tests' bar tightens there too): their run-to-run noise
-# differs from the small sizes' (all_gather and reduce_scatter at 1-4 GiB moved 3-10% between
-# back-to-back runs on 2 x H100 and 2 x H200, the small sizes' under 2%).
+# Collectives from this size are "large": their run-to-run noise differs from the small sizes' (nccl-tests' bar
+# tightens there too).
 LARGE_BYTES = 64 << 20
 
 
@@ -42,9 +37,8 @@ def size_class(size_bytes: int) -> str:
 
 
 @dataclass(frozen=True)
-class RatioRow:
-    """What a node row's ratio carries: other / baseline time, its interval (run-to-run noise
-    included, ``floor``) and the verdict; ``reasons``: why it was not compared."""
+class RatioRow(stats.Called):
+    """A node row's other / baseline time, its interval (``floor`` included), verdict and ``reasons`` if none."""
 
     verdict: str  # faster | slower | same | uncertain | not comparable | not judged
     ratio: float | None = None
@@ -55,15 +49,6 @@ class RatioRow:
     within_log_se: float | None = None
     floor: stats.NoiseFloor | None = None
     reasons: tuple[Note, ...] = ()
-
-    @property
-    def compared(self) -> bool:
-        return self.ratio is not None and self.verdict != "not comparable"
-
-    @property
-    def judged(self) -> bool:
-        """Compared and held against a noise floor."""
-        return self.compared and self.verdict != NOT_JUDGED
 
 
 @dataclass(frozen=True)
@@ -116,8 +101,7 @@ class CopyDiff:
 
 @dataclass(frozen=True)
 class CounterDiff:
-    """One GPU's error counter (summed over its links) on both sides; rates per second during
-    the node tests, and since boot."""
+    """One GPU's error counter (summed over its links) on both sides; rates per second in the tests, since boot."""
 
     gpu: int
     name: str
@@ -137,8 +121,7 @@ class CounterDiff:
 
 @dataclass(frozen=True)
 class Change:
-    """A difference in how the node is wired or driven (``what``): a GPU pair's ``path``, a GPU's active
-    ``nvlinks``, a sweep's ``nccl`` version, NCCL's ``algorithm`` for ``op`` at ``size_bytes``; None: absent."""
+    """A difference in how the node is wired or driven (``what``): ``path``, ``nvlinks``, ``nccl``, ``algorithm``."""
 
     what: str
     before: str | None
@@ -215,35 +198,23 @@ class _Pending:
 
 def _finish(pending: Sequence[_Pending | RatioRow], practical: float, confidence: float,
             model_floors: shipped.ModelFloors | None) -> tuple[list[RatioRow], list[stats.NoiseFloor]]:
-    """Each row's floor (shipped for its kind; without one the row is not judged: never a floor from
-    the pair itself), its interval, and its verdict, the rows with an interval called as one family
-    (Benjamini-Hochberg)."""
-    todo = [(i, p) for i, p in enumerate(pending) if isinstance(p, _Pending)]
-    ivs: dict[int, stats.RatioInterval] = {}
+    """Each row's floor (shipped for its kind, never from the pair; without one the row is not judged), its
+    interval and its verdict, the rows with an interval called as one family."""
+    todo = [p for p in pending if isinstance(p, _Pending)]
+    ivs: list[stats.RatioInterval] = []
     unjudged: set[int] = set()
-    for i, p in todo:
+    for k, p in enumerate(todo):
         floor = model_floors.node_floor(p.kinds) if model_floors is not None else None
         within = p.within_se if math.isfinite(p.within_se) else None
         if floor is None and within is not None:
-            unjudged.add(i)
-        ivs[i] = (stats.RatioInterval(p.ratio, None, None, None, p.n_base, p.n_other, within) if i in unjudged
-                  else stats.interval(p.ratio, within, floor or stats.NO_FLOOR, p.n_base, p.n_other, confidence))
-    keys = list(ivs)
-    significant = dict(zip(keys, stats.bh_significant([stats.p_value(ivs[i]) for i in keys], 1.0 - confidence),
-                           strict=True))
-    out: list[RatioRow] = []
-    used: set[stats.NoiseFloor] = set()
-    for i, row in enumerate(pending):
-        if isinstance(row, RatioRow):
-            out.append(row)
-            continue
-        iv = ivs[i]
-        if iv.floor is not None and iv.has_interval:
-            used.add(iv.floor)
-        out.append(RatioRow(NOT_JUDGED if i in unjudged else stats.verdict(iv, practical, significant[i]), iv.ratio,
-                            iv.low, iv.high, iv.n_base, iv.n_other, iv.within_log_se, iv.floor,
-                            (Note(NO_NODE_FLOOR),) if i in unjudged else ()))
-    return out, sorted(used, key=lambda f: (-f.log_sd, f.source, f.kind))
+            unjudged.add(k)
+        ivs.append(stats.RatioInterval(p.ratio, None, None, None, p.n_base, p.n_other, within) if k in unjudged
+                   else stats.interval(p.ratio, within, floor or stats.NO_FLOOR, p.n_base, p.n_other, confidence))
+    verdicts, used = stats.family_verdicts(ivs, unjudged, NOT_JUDGED, practical, confidence)
+    rows = iter(RatioRow(v, iv.ratio, iv.low, iv.high, iv.n_base, iv.n_other, iv.within_log_se, iv.floor,
+                         (Note(NO_NODE_FLOOR),) if k in unjudged else ())
+                for k, (v, iv) in enumerate(zip(verdicts, ivs, strict=True)))
+    return [row if isinstance(row, RatioRow) else next(rows) for row in pending], used
 
 
 def _collective_pending(a: CollectivePoint, b: CollectivePoint) -> _Pending | RatioRow:
@@ -339,8 +310,8 @@ def _pending(ka: _Keyed, kb: _Keyed, resamples: int,
 
 def floor_rows(a: NodeSide, b: NodeSide, *, resamples: int = stats.RESAMPLES,
                seed: int = stats.SEED) -> list[tuple[tuple[tuple[str, ...], ...], float, float]]:
-    """(kinds, log ratio, within-run standard error) of every node row with an interval of its own:
-    what ``tools/evidence/noise_floors.py`` learns the shipped node floors from."""
+    """(kinds, log ratio, within-run standard error) of every node row with an interval of its own: what
+    ``tools/evidence/noise_floors.py`` learns the shipped node floors from."""
     _, _, pending = _pending(_Keyed.of(a), _Keyed.of(b), resamples, seed)
     return [(p.kinds, math.log(p.ratio), p.within_se) for p in pending
             if isinstance(p, _Pending) and math.isfinite(p.within_se)]

@@ -13,8 +13,8 @@ from envcheck.model.node import RankTiming
 
 @dataclass(frozen=True)
 class CollectivePoint:
-    """One collective at one size on one node, as the analysis gives it: ``time_us`` its GPU time, else its
-    per-call time (``timing``), over per-iteration ``samples_us`` (each the mean over the ranks)."""
+    """One collective at one size on one node: its GPU time, else its per-call time (``timing``), over
+    per-iteration ``samples_us`` (each the mean over the ranks)."""
 
     scope: str
     op: str
@@ -73,8 +73,6 @@ def _per_iteration(timings: Sequence[RankTiming]) -> tuple[float, ...]:
 def _points(sa: SweepAnalysis) -> tuple[CollectivePoint, ...]:
     out = []
     for row, result in zip(sa.rows, sa.collectives.results, strict=True):
-        # The GPU time (without host overhead), where the node analysis records one beside the per-call time.
-        # busbw_gbps is that of the row's time basis: the GPU time's where the row has one.
         t: float | None
         if row.time_basis == "gpu" and row.gpu_time_us is not None:
             t, timing, busbw = row.gpu_time_us, "gpu", row.busbw_gbps
@@ -111,8 +109,7 @@ def node_side(na: NodeAnalysis | None) -> NodeSide | None:
 
 
 def world_side(sweeps: Sequence[SweepAnalysis]) -> NodeSide | None:
-    """A fleet's collectives across all its nodes (``analysis.fleet``'s world sweeps) as a side of a
-    comparison: collectives and NCCL versions only; None when the fleet ran none."""
+    """A fleet's collectives across all its nodes as a side of a comparison; None when it ran none."""
     if not sweeps:
         return None
     return NodeSide(tuple(p for sa in sweeps for p in _points(sa)),

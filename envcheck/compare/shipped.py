@@ -1,11 +1,7 @@
-"""Noise floors shipped with envcheck: how far a row moves between two runs where nothing changed.
-
-For each GPU model with committed back-to-back controls, ``tools/evidence/noise_floors.py`` learns one floor
-per kind of case (``diff.case_kinds``; node rows ``node/...``, host-timed rows ``launch/...``) and writes
-``noise_floors.json`` beside this module with the runs it came from (docs/compare.md). A kind's floor is
-``sqrt(max(0, mean(log ratio^2) - mean(within^2)))`` over its rows: the spread around *no change*, a mean
-square because run-to-run noise is heavy-tailed. It holds only for reruns on one physical GPU (one machine,
-for node rows) and the implementations its controls measured (``impls``, ``launch_impls``).
+"""Noise floors shipped with envcheck: how far a row moves between two runs where nothing changed, per GPU model
+and kind of case, learned from committed controls by ``tools/evidence/noise_floors.py`` (docs/compare.md). A
+kind's floor is ``sqrt(max(0, mean(log ratio^2) - mean(within^2)))``: a mean square, as run-to-run noise is
+heavy-tailed. It holds only for reruns on one physical GPU and the implementations its controls measured.
 """
 
 from __future__ import annotations
@@ -28,8 +24,7 @@ LAUNCH = "launch"  # the timing of the rows timed on the host's side of a call (
 
 @dataclass(frozen=True)
 class KindFloor:
-    """The floor of one kind of case on one GPU model: a log-scale standard deviation, from
-    ``rows`` rows with ``df`` degrees of freedom."""
+    """The floor of one kind of case on one GPU model: a log-scale standard deviation over ``rows`` rows."""
 
     log_sd: float
     rows: int
@@ -38,9 +33,7 @@ class KindFloor:
 
 @dataclass(frozen=True)
 class ModelFloors:
-    """The floors of one GPU model and where they came from (``pairs``: the committed report
-    file names of each control pair, baseline first; ``impls``: the implementations their rows
-    measured)."""
+    """The floors of one GPU model and the committed control pairs (baseline first) they came from."""
 
     model: str
     pairs: tuple[tuple[str, str], ...]
@@ -58,14 +51,12 @@ class ModelFloors:
         for k in kinds:
             f = self.kinds.get(kind_label(k))
             if f is not None and f.rows >= stats.MIN_FLOOR_CASES:
-                # Taken as shared by every case of the kind: the geometric means then never count
-                # a kind's cases as independent (stats.geomean).
                 return stats.NoiseFloor(f.log_sd, "shipped", k, f.rows, f.df)
         return None
 
     def floor(self, kinds: Sequence[tuple[str, ...]], impl: str) -> stats.NoiseFloor | None:
-        """The floor of the most specific of ``kinds`` that has one (None when none has, or when
-        the controls never measured ``impl`` on the kinds' timing: ``launch_impls`` for launch time)."""
+        """The floor of the most specific of ``kinds`` that has one; None where the controls never measured
+        ``impl`` on the kinds' timing."""
         timing = kinds[0][0] if kinds and kinds[0] else ""
         if impl not in (self.launch_impls if timing == LAUNCH else self.impls):
             return None
@@ -73,7 +64,7 @@ class ModelFloors:
 
 
 def kind_label(kind: tuple[str, ...]) -> str:
-    """A kind as stored: "gpu/matmul/large", "gpu/matmul", "gpu/large", "gpu" (every row of its timing)."""
+    """A kind as stored: "gpu/matmul/large", "gpu/matmul", "gpu/large", "gpu"."""
     return "/".join(kind)
 
 

@@ -1,38 +1,16 @@
-"""The statistics only a comparison has: time ratios, their intervals, verdicts, geometric means.
+"""The statistics only a comparison has: time ratios, their intervals, verdicts, geometric means. It knows
+nothing of reports: it takes samples, log ratios and labels and returns numbers (docs/compare.md).
 
-Every other number a diff shows comes from ``envcheck.analysis``. This module knows nothing of
-reports: it takes samples, log ratios and labels, and returns numbers.
+A ratio's interval is ``log ratio +- t(confidence, df) x sqrt(within_se^2 + floor^2)``: within-run noise
+(each side's median, bootstrapped: ``median_log_se``) plus run-to-run noise, the **noise floor**, from the
+reports' own repeats (``repeats``: then the floor alone, within-run noise included) or the floor shipped for
+the GPU model (``shipped``), never from the two runs being judged. The rows with an interval are one family
+(Benjamini-Hochberg). Geometric means treat the cases of one kind as sharing its floor, so 200 cases of a few
+kinds are never taken for 200 independent measurements.
 
-**What a ratio's interval covers.** A time ratio (other / baseline median) moves without a real
-change for two reasons: the uncertainty of each side's median (*within-run*, from bootstrapping
-its samples: ``median_log_se``) and *run-to-run* noise: a rerun of the same code lands elsewhere
-(another GPU, clocks under a power cap, the host), which the samples of one run cannot show.
-Run-to-run noise, the **noise floor** (``NoiseFloor.source``), comes only from runs other than the
-pair's own medians, never estimated from the two runs being judged (a real change would hide in its
-own allowance; design.md):
-
-1. ``repeats``: the reports' own independent repeats (``run --repeat N``, bench/repeat.py): the
-   spread of the repeats' log medians, within-run noise included; the ratio is that of the sides'
-   mean log medians, its variance ``s_a^2/N_a + s_b^2/N_b`` (Welch). Repeats of one run share what
-   moves a whole run; where a shipped floor exists, its run-level share is added (``with_run_share``).
-2. ``shipped``: the floor of the GPU model and kind of case learned from committed back-to-back
-   controls (``compare/shipped.py``), for two reports of one physical GPU, added to within-run noise.
-
-A row with neither is shown with its ratio and *not judged* (diff.py). A row's interval is
-``log ratio +- t(confidence, df) x sqrt(within_se^2 + floor^2)`` (repeats: the floor alone).
-
-**Many rows at once.** The rows with an interval are one family: each row's p-value goes through
-Benjamini-Hochberg (``bh_significant``) at a false discovery rate of 1 - confidence, and only a row
-significant after that and beyond the practical threshold is called faster or slower.
-
-**Geometric means** treat the cases of one kind as sharing its floor (their standard deviations
-add within a kind, variances across kinds and for within-run noise), so 200 cases of a few kinds
-are never taken for 200 independent measurements.
-
-**Within-run standard errors, fast.** A resampled median depends only on which order statistics
-are drawn: for n samples it is the m-th order statistic of n uniform draws, ``U(m) ~ Beta(m, n-m+1)``.
-The ``RESAMPLES`` index pairs are drawn once per n, so each case costs one gather and a weighted
-variance: the percentile bootstrap's variance of the log median, for 20,000 cases in under a second.
+**Within-run standard errors, fast.** A resampled median is the m-th order statistic of n uniform draws,
+``U(m) ~ Beta(m, n-m+1)``: the ``RESAMPLES`` index pairs are drawn once per n, so each case costs one gather
+and a weighted variance (20,000 cases in under a second).
 """
 
 from __future__ import annotations
@@ -40,7 +18,7 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from collections.abc import Hashable, Sequence
+from collections.abc import Container, Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -129,14 +107,10 @@ def _quantile(confidence: float, df: int | None) -> float:
     return normal_quantile(confidence) if df is None else t_quantile(confidence, df)
 
 
-# --------------------------------------------------------------------------- within-run noise
-
-
 @functools.lru_cache(maxsize=4096)
 def _median_pairs(n: int, resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Distinct (lower, upper) middle order-statistic indices of ``resamples`` bootstrap
-    resamples of n values, and the share of resamples drawing each pair (see the module
-    docstring). For odd n the two indices are equal."""
+    """Distinct (lower, upper) middle order-statistic indices of ``resamples`` bootstrap resamples of n values,
+    and the share of resamples drawing each pair (equal indices for odd n)."""
     rng = np.random.default_rng(np.random.SeedSequence([seed, n]))
     if n % 2:
         m = (n + 1) // 2
@@ -145,8 +119,7 @@ def _median_pairs(n: int, resamples: int, seed: int) -> tuple[np.ndarray, np.nda
     else:
         m = n // 2
         u = rng.beta(m, n - m + 1, resamples)
-        # The next order statistic: the smallest of the n - m draws above u, i.e. u plus
-        # (1 - u) x Beta(1, n - m), whose inverse CDF is 1 - v^(1/(n-m)).
+        # The next order statistic: u plus (1 - u) x Beta(1, n - m), whose inverse CDF is 1 - v^(1/(n-m)).
         u2 = u + (1.0 - u) * -np.expm1(np.log(rng.random(resamples)) / (n - m))
         lo = np.minimum((u * n).astype(np.int64), n - 1)
         hi = np.minimum((u2 * n).astype(np.int64), n - 1)
@@ -156,9 +129,8 @@ def _median_pairs(n: int, resamples: int, seed: int) -> tuple[np.ndarray, np.nda
 
 def median_log_se(timings: Sequence[np.ndarray], *, lengths: Sequence[int] | None = None,
                   resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:
-    """Bootstrap standard error of log(median) of each array (NaN below ``MIN_SAMPLES``), one resampling
-    pattern per length (reproducible, order-independent). ``lengths``: when ``timings`` makes each array as
-    it is read (only one batch is then held at once)."""
+    """Bootstrap standard error of log(median) of each array (NaN below ``MIN_SAMPLES``), one resampling pattern
+    per length. ``lengths``: when ``timings`` makes each array as it is read (one batch held at once)."""
     sizes = lengths if lengths is not None else [len(x) for x in timings]
     out = np.full(len(sizes), np.nan)
     by_n: dict[int, list[int]] = {}
@@ -179,15 +151,11 @@ def median_log_se(timings: Sequence[np.ndarray], *, lengths: Sequence[int] | Non
     return out
 
 
-# --------------------------------------------------------------------------- run-to-run noise
-
-
 @dataclass(frozen=True)
 class NoiseFloor:
-    """The run-to-run noise of one case: a standard deviation of its log time ratio (``log_sd``),
-    its ``source`` (``ALLOWANCE_SOURCES``; ``none``: no floor, an interval of within-run noise only),
-    the kind of case it was learned for (``kind``, over ``cases`` rows or repeats) and its degrees
-    of freedom. Every case of a kind shares it (``geomean``)."""
+    """The run-to-run noise of one case: a standard deviation of its log time ratio, its ``source``
+    (``ALLOWANCE_SOURCES``; ``none``: within-run noise only), the kind it was learned for (over ``cases`` rows or
+    repeats) and its degrees of freedom. Every case of a kind shares it (``geomean``)."""
 
     log_sd: float
     source: str
@@ -209,13 +177,9 @@ class NoiseFloor:
 NO_FLOOR = NoiseFloor(0.0, "none", (), 0, None)
 
 
-# --------------------------------------------------------------------------- repeats
-
-
 @dataclass(frozen=True)
 class Repeats:
-    """One side's independent repeats of a case: the mean and sample variance of the log
-    median of each repeat, over ``count`` repeats (at least 2)."""
+    """One side's independent repeats of a case: mean and sample variance of their log medians (``count`` >= 2)."""
 
     mean_log: float
     var_log: float
@@ -223,8 +187,7 @@ class Repeats:
 
 
 def repeats_of(samples: np.ndarray, passes: Sequence[int]) -> Repeats | None:
-    """The repeats of one timing, its samples split in ``passes`` (lengths, in order), or None
-    for fewer than two repeats."""
+    """The repeats of one timing, its samples split in ``passes`` (lengths); None for fewer than two."""
     if len(passes) < 2:
         return None
     bounds = np.cumsum((0, *passes))
@@ -256,10 +219,9 @@ def repeat_floor(base: Repeats | None, other: Repeats | None) -> NoiseFloor | No
 
 def with_run_share(repeats: NoiseFloor, base: Repeats | None, other: Repeats | None, single: NoiseFloor,
                    within_se: tuple[float, float] = (math.nan, math.nan)) -> NoiseFloor:
-    """The repeats' allowance with the run-level share of ``single`` (a shipped floor) added: its variance
+    """The repeats' allowance plus the run-level share of ``single`` (a shipped floor): its variance
     ``2 s_run^2 + s_a^2 + s_b^2`` less each side's repeat-to-repeat variance beyond within-run noise
-    (``within_se``: each side's standard error of its median; NaN: unknown) leaves ``2 s_run^2``, what moves a
-    whole run and its repeats alike, added to the repeats' variance (Satterthwaite's degrees of freedom)."""
+    (``within_se``; NaN: unknown) leaves what moves a whole run and its repeats alike (Satterthwaite's df)."""
     sides = []
     for r, se in zip((base, other), within_se, strict=True):
         if r is not None:
@@ -276,7 +238,22 @@ def with_run_share(repeats: NoiseFloor, base: Repeats | None, other: Repeats | N
     return NoiseFloor(math.sqrt(var), "repeats", single.kind, repeats.cases, df)
 
 
-# --------------------------------------------------------------------------- one case
+NOT_JUDGED = "not judged"  # a ratio shown without a verdict: no noise floor covers the row
+
+
+class Called:
+    """What a compared row shares: ``compared`` it has a ratio, ``judged`` it was held against a noise floor."""
+
+    ratio: float | None
+    verdict: str
+
+    @property
+    def compared(self) -> bool:
+        return self.ratio is not None and self.verdict != "not comparable"
+
+    @property
+    def judged(self) -> bool:
+        return self.compared and self.verdict != NOT_JUDGED
 
 
 @dataclass(frozen=True)
@@ -307,8 +284,7 @@ def interval(ratio: float, within_se: float | None, floor: NoiseFloor, n_base: i
     has_within = within_se is not None and math.isfinite(within_se)
     if not has_within and not floor.includes_within:
         return RatioInterval(ratio, None, None, None, n_base, n_other, None, floor)
-    # Repeats measured the spread of whole medians: within-run noise is already in their floor,
-    # and an interval stands even where one repeat had too few samples for a bootstrap.
+    # Repeats measured whole medians: within-run noise is in their floor, even with too few samples to bootstrap.
     se = floor.log_sd if floor.includes_within else math.sqrt(within_se**2 + floor.log_sd**2)  # type: ignore[operator]
     within_se = within_se if has_within else None
     half = _quantile(confidence, floor.df) * se
@@ -321,8 +297,7 @@ def interval(ratio: float, within_se: float | None, floor: NoiseFloor, n_base: i
 
 def within_interval(base: Sequence[float], other: Sequence[float], *, confidence: float = CONFIDENCE,
                     resamples: int = RESAMPLES, seed: int = SEED) -> RatioInterval:
-    """Ratio of medians other/base with an interval for within-run noise only (no floor):
-    what two sets of samples alone can say."""
+    """Ratio of medians other/base with an interval of within-run noise only: what two sets of samples can say."""
     a = np.asarray(base, dtype=np.float64)
     b = np.asarray(other, dtype=np.float64)
     if not len(a) or not len(b):
@@ -349,9 +324,6 @@ def verdict(iv: RatioInterval, practical: float = PRACTICAL, significant: bool |
     return "same"
 
 
-# --------------------------------------------------------------------------- many rows at once
-
-
 def p_value(iv: RatioInterval) -> float | None:
     """Two-sided p-value of "nothing changed" for one row, from the same t as its interval (None without one)."""
     if not iv.has_interval or iv.log_se is None:
@@ -365,6 +337,16 @@ def p_value(iv: RatioInterval) -> float | None:
     if df > _T_SERIES_MAX_DF:  # the series needs ~df terms; the normal tail is within 1e-3 there
         return 2.0 * (1.0 - statistics.NormalDist().cdf(z))
     return max(0.0, 1.0 - _t_central(z, df))
+
+
+def family_verdicts(ivs: Sequence[RatioInterval], unjudged: Container[int], not_judged: str, practical: float,
+                    confidence: float) -> tuple[list[str], list[NoiseFloor]]:
+    """Each row's verdict (``not_judged`` for the rows in ``unjudged``), the rows with an interval called as one
+    family (Benjamini-Hochberg), and the distinct floors those rows used, largest first."""
+    significant = bh_significant([p_value(iv) for iv in ivs], 1.0 - confidence)
+    verdicts = [not_judged if k in unjudged else verdict(iv, practical, significant[k]) for k, iv in enumerate(ivs)]
+    used = {iv.floor for iv in ivs if iv.floor is not None and iv.has_interval}
+    return verdicts, sorted(used, key=lambda f: (-f.log_sd, f.source, f.kind))
 
 
 def bh_significant(pvalues: Sequence[float | None], level: float = 1.0 - CONFIDENCE) -> list[bool]:
@@ -385,14 +367,9 @@ def bh_significant(pvalues: Sequence[float | None], level: float = 1.0 - CONFIDE
     return out
 
 
-# --------------------------------------------------------------------------- many cases
-
-
 @dataclass(frozen=True)
 class Geomean:
-    """Geometric mean of case ratios with an interval that treats the cases of one kind as
-    moving together (module docstring). ``count``: ratios behind it; ``clusters``: the kinds
-    they fall in."""
+    """Geometric mean of case ratios, the cases of one kind moving together; ``clusters``: the kinds."""
 
     ratio: float
     low: float | None
@@ -400,14 +377,10 @@ class Geomean:
     count: int
     clusters: int = 1
 
-    def excludes_one(self) -> bool:
-        return self.low is not None and self.high is not None and (self.low > 1.0 or self.high < 1.0)
-
 
 def geomean(intervals: Sequence[RatioInterval], clusters: Sequence[Hashable] | None = None,
             confidence: float = CONFIDENCE) -> Geomean | None:
-    """Geometric-mean ratio of several cases, or None when there are none. ``clusters``: the
-    kind of each case, whose shift its cases share (default: each case its own)."""
+    """Geometric-mean ratio of several cases (None for none); ``clusters``: each case's kind (default: its own)."""
     if not intervals:
         return None
     labels: Sequence[Hashable] = clusters if clusters is not None else range(len(intervals))
@@ -433,11 +406,5 @@ def geomean(intervals: Sequence[RatioInterval], clusters: Sequence[Hashable] | N
 
 
 def geomean_verdict(g: Geomean, practical: float = PRACTICAL) -> str:
-    """As ``verdict``, for a geometric mean."""
-    if g.low is None or g.high is None:
-        return "uncertain"
-    if g.low > 1.0 and g.ratio > 1.0 + practical:
-        return "slower"
-    if g.high < 1.0 and g.ratio < 1.0 / (1.0 + practical):
-        return "faster"
-    return "same"
+    """As ``verdict``, for a geometric mean (its ratio lies inside its interval)."""
+    return verdict(RatioInterval(g.ratio, g.low, g.high, None, g.count, g.count), practical)

@@ -1,12 +1,6 @@
 """A plain torch copy between every ordered pair of GPUs, in a child (``run``, through the harness): the counterpart
-of envcheck's copy-engine peer copies (``envcheck.node.peer_worker``).
-
-What a user would write: ``b.copy_(a)`` with ``a`` on the source GPU and ``b`` on the destination, on the source's
-current stream, ``calls`` copies back to back between two CUDA events, ``loops`` such loops after ``warmup``
-copies; a sample is one loop divided by ``calls``. No streams of its own, no per-copy events, no check: the way
-tools/evidence/compare_node.py timed it.
-
-Events (the parent is ``envcheck.crosscheck.copies``)::
+of the copy-engine peer copies, as a user would write it (``b.copy_(a)`` on the source's current stream,
+``calls`` back to back between two CUDA events, a sample per loop). Events (the parent: crosscheck.copies)::
 
     {"event": "devices", "devices": n}
     {"event": "copy", "src", "dst", "size_bytes", "calls", "samples_us" | "error"}   CUDA indices of this process
@@ -17,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from envcheck.bench.failure import one_line
+from envcheck.errors import one_line
 
 
 def time_copy(torch: Any, src: int, dst: int, size_bytes: int, calls: int, loops: int, warmup: int) -> list[float]:

@@ -1,11 +1,5 @@
-"""The headline cases of a GPU's suite: the ones ``run --crosscheck`` times again with
-``triton.testing.do_bench_cudagraph`` (the one definition).
-
-Per op and precision (dtype and the arithmetic used), the case that moves the most: its largest shape by
-bytes for a memory-bound op, by FLOPs for a compute-bound one (as tools/evidence/verify_ops.py picks them),
-among the shapes where envcheck measured a GPU time for PyTorch; at that shape, the implementations
-``IMPLS`` envcheck measured. Every one is timed: the counterpart cycles through as many sets of buffers as the
-case did (``Case.rotation_sets``), so both keep L2 cold alike at every size.
+"""The headline cases of a GPU's suite, which ``run --crosscheck`` times again: per op, dtype and precision, the
+largest shape (by bytes, or FLOPs where compute-bound) with a GPU time for PyTorch, and there each of ``IMPLS``.
 """
 
 from __future__ import annotations

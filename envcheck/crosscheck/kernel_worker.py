@@ -1,19 +1,13 @@
-"""The worker that times a GPU's headline cases with ``triton.testing.do_bench_cudagraph``, ``main`` run by the
-harness (``envcheck.crosscheck.kernels``). Its plan::
+"""The worker that times a GPU's headline cases with ``triton.testing.do_bench_cudagraph`` (``main``, through the
+harness; the parent: ``envcheck.crosscheck.kernels``). Its plan::
 
     {"gpu": <CUDA index>, "rounds": R, "seed": S, "control": <run --control or null>,
      "rows": [{"op", "impl", "dtype", "precision", "shape": [...], "rep_ms", "settle_ms", "sets", "kernel"}, ...]}
 
-Its events, in order: ``{"event": "ready", "torch", "triton", "device"}`` once the device is open, then one
-``{"event": "row", "i", "samples_us": [...], "kernel"}`` or ``{"event": "row", "i", "error"}`` per row, in order.
-
-Each row's call is built by envcheck's own builders (``envcheck.bench.impls``: the same inputs, output and
-call the suite times, TF32 set as the suite sets it), over as many sets of buffers as the suite's case cycled
-through (``sets``: L2 kept cold alike at every size), its matmul race pinned to the suite's winner
-(``kernel``: Triton's autotuning here could pick another tile), then timed by Triton's tool alone: one untimed
-``do_bench_cudagraph`` over ``settle_ms`` (the GPU's clocks settle: the tool settles nothing itself), then
-``rounds`` calls with ``rep=rep_ms`` and ``return_mode="all"``, every replay's time per call a sample.
-One row failing (out of memory, a kernel that does not compile) is that row's ``error``; the others go on.
+Its events: ``{"event": "ready", "torch", "triton", "device"}``, then per row ``{"event": "row", "i",
+"samples_us", "kernel"}`` or ``{"event": "row", "i", "error"}``. Each row is the suite's own call (bench.impls,
+its TF32 switch, as many sets of buffers, its matmul tile pinned), timed by the tool alone after an untimed
+``settle_ms`` (the tool settles nothing itself), every replay of ``rounds`` calls a sample.
 """
 
 from __future__ import annotations
@@ -23,7 +17,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from envcheck.bench.failure import one_line
+from envcheck.errors import one_line
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -44,7 +38,7 @@ def build_call(torch: Any, row: dict[str, Any], control: str | None, seed: int, 
 
 
 def cycled(torch: Any, row: dict[str, Any], control: str | None, seed: int, device: str) -> Callable[[], Any]:
-    """One call on each of the row's ``sets`` of fresh buffers in turn, as the suite's case cycled (time / sets)."""
+    """One call on each of the row's ``sets`` of fresh buffers in turn, as the suite's case cycled."""
     calls = [build_call(torch, row, control, seed + j, device) for j in range(max(1, int(row.get("sets", 1))))]
     if len(calls) == 1:
         return calls[0]
@@ -57,8 +51,7 @@ def cycled(torch: Any, row: dict[str, Any], control: str | None, seed: int, devi
 
 @contextlib.contextmanager
 def pinned(kernel: str | None) -> Iterator[None]:
-    """The matmul race (``tuning.fastest``) picks the tile labelled ``kernel`` (the suite's winner) where it is a
-    candidate, so the tool times the kernel the suite timed; else it races as the suite did."""
+    """The matmul race picks the tile labelled ``kernel`` (the suite's winner) where it is a candidate."""
     from envcheck.bench.kernels import tuning
 
     race = tuning.fastest
@@ -73,8 +66,7 @@ def pinned(kernel: str | None) -> Iterator[None]:
 
 
 def time_row(bench: Callable[..., Any], fn: Callable[[], Any], row: dict[str, Any], rounds: int) -> list[float]:
-    """``fn`` settled, then timed ``rounds`` times by ``bench`` (``do_bench_cudagraph``): every replay, us per call
-    (a call over ``sets`` sets of buffers is ``sets`` calls)."""
+    """``fn`` settled, then timed ``rounds`` times by ``bench``: every replay, us per call of one set."""
     bench(fn, rep=max(1, round(float(row["settle_ms"]))), return_mode="median")  # settling, untimed
     sets = max(1, int(row.get("sets", 1)))
     samples: list[float] = []
@@ -85,8 +77,7 @@ def time_row(bench: Callable[..., Any], fn: Callable[[], Any], row: dict[str, An
 
 
 def run(plan: dict[str, Any], emit: Emit, torch: Any = None, bench: Callable[..., Any] | None = None) -> None:
-    """Every row of ``plan``; ``torch`` and ``bench`` (``do_bench_cudagraph``) are the real ones unless given
-    (tests pass CPU stand-ins)."""
+    """Every row of ``plan``; ``torch`` and ``bench``: tests' CPU stand-ins."""
     if torch is None:
         import torch as torch_module
 
@@ -113,7 +104,6 @@ def run(plan: dict[str, Any], emit: Emit, torch: Any = None, bench: Callable[...
     for i, row in enumerate(plan["rows"]):
         fn = None
         try:
-            # TF32 as the suite sets it for a compute-bound op (bench/worker.py), on both implementations.
             with tf32_matmul(row["precision"]) if lookup(row["op"]).compute_bound else contextlib.nullcontext():
                 fn = cycled(torch, row, plan.get("control"), int(plan.get("seed", 0)), device)
                 with pinned(row.get("kernel")):

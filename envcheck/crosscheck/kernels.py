@@ -1,12 +1,11 @@
-"""The single-GPU cross-check: each GPU's headline cases (``headline.py``) timed again, after the suite, by
-``triton.testing.do_bench_cudagraph`` in a worker (``kernel_worker.py``, through the harness) per GPU, the GPUs
-at once as their suites ran. What each worker reported becomes ``KernelTiming`` rows, how it ended a ``ToolRun``.
-"""
+"""The single-GPU cross-check: each GPU's headline cases timed again by ``do_bench_cudagraph`` in a worker per GPU
+(``kernel_worker.py``), the GPUs at once; ``KernelTiming`` rows and a ``ToolRun`` each."""
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,15 +22,11 @@ from envcheck.model.node import Launch
 WORKER_COMMAND = ("envcheck.crosscheck.kernel_worker:main",)  # the target, then folders for its sys.path
 ARGV = ("python", "-m", "envcheck.crosscheck.kernel_worker")  # the run as the report names it
 ROUNDS = 3
-# do_bench_cudagraph's ``rep``: a graph of calls lasting about this long, replayed ten times a round. A
-# memory-bound case gets verify_timer.py's tenth of a 300 ms window (a graph sized to the whole window would
-# hold 100,000 calls of a 3 us kernel and time the graph, not the kernel), a compute-bound one the tenth of
-# envcheck's sustained window, which its timer samples such a case over (bench/timer.py).
+# do_bench_cudagraph's ``rep`` (a graph of calls this long, replayed ten times a round): a tenth of the window a
+# case is sampled over (a graph of a whole window would time the graph, not the kernel).
 REP_MS = 30.0
 SUSTAIN_REP_MS = SUSTAIN_WINDOW_MS / 10
-# Untimed, before the rounds: the GPU's clocks settle (verify_timer.py's SETTLE_MS; the timer's for a
-# compute-bound case).
-SETTLE_MS = 300.0
+SETTLE_MS = 300.0  # untimed before the rounds, for a memory-bound case (the timer's for a compute-bound one)
 START_S = 300.0  # the worker's start: a loaded node has taken a minute to import torch and open the device
 ROW_S = 60.0  # each row: Triton's first call (compile, the matmul's race), the settling and the rounds
 
@@ -50,19 +45,17 @@ class GpuPlan:
 
 
 def plan_gpu(bench: Bench, seed: int = 0, cuda_index: int | None = None) -> GpuPlan | None:
-    """The worker's plan for ``bench``'s GPU (``cuda_index``: its CUDA index in this process where that is not its
-    machine index, as under a fleet launcher's CUDA_VISIBLE_DEVICES); None for a bench without headline cases
-    (the CPU, nothing timed)."""
+    """The worker's plan for ``bench``'s GPU (``cuda_index``: its CUDA index in this process where that differs);
+    None for a bench without headline cases."""
     heads = headlines(bench)
     if not heads or bench.device.index is None:
         return None
-    # Each row as the suite ran it: its sets of buffers (L2 cold alike) and its matmul race's winner.
     rows = [{"op": c.op, "impl": c.impl, "dtype": c.dtype, "precision": c.precision, "shape": list(c.shape),
              "rep_ms": SUSTAIN_REP_MS if h.compute_bound else REP_MS,
              "settle_ms": SUSTAIN_SETTLE_MS if h.compute_bound else SETTLE_MS, "sets": c.rotation_sets,
              "kernel": c.kernel} for c, h in ((h.case, h) for h in heads)]
-    plan = {"gpu": bench.device.index if cuda_index is None else cuda_index, "rounds": ROUNDS, "seed": seed, "control": bench.settings.control,
-            "rows": rows}
+    plan = {"gpu": bench.device.index if cuda_index is None else cuda_index, "rounds": ROUNDS, "seed": seed,
+            "control": bench.settings.control, "rows": rows}
     return GpuPlan(bench.device.index, heads, plan)
 
 
@@ -107,19 +100,15 @@ class KernelChecks:
 def run_kernels(benches: Sequence[Bench], command: Sequence[str] | None = None,
                 cuda_indices: Mapping[int, int] | None = None) -> KernelChecks:
     """Every GPU bench's headline cases timed by its own worker, the workers at once (``cuda_indices``: machine
-    index -> CUDA index, where they differ). Ctrl-C, SIGTERM or SIGHUP stops them all and keeps what they
-    reported."""
+    index -> CUDA index, where they differ); a stop signal keeps what they reported."""
     plans = [p for b in benches if (p := plan_gpu(b, cuda_index=(cuda_indices or {}).get(b.device.index or 0)))
              is not None]
     results: dict[int, tuple[list[dict[str, Any]], Launch]] = {}
 
-    def job(p: GpuPlan) -> Callable[[threading.Event], None]:
-        def run(stop: threading.Event) -> None:
-            results[p.gpu] = run_one(p.plan, p.timeout_s, command or WORKER_COMMAND, stop)
+    def run(p: GpuPlan, stop: threading.Event) -> None:
+        results[p.gpu] = run_one(p.plan, p.timeout_s, command or WORKER_COMMAND, stop)
 
-        return run
-
-    stopped = together([job(p) for p in plans])
+    stopped = together([functools.partial(run, p) for p in plans])
     rows: list[KernelTiming] = []
     runs: list[ToolRun] = []
     for p in plans:

@@ -1,6 +1,5 @@
-"""The collectives' plain ``torch.distributed`` loop, as the sweep's ranks wrote it (``envcheck.node.crosscheck_loop``
-events in each ``rank<r>.jsonl`` of the sweep's folder), gathered into ``LoopTiming`` rows: one per (op, size),
-each rank's samples kept."""
+"""The collectives' plain ``torch.distributed`` loop, as the sweep's ranks wrote it (node.crosscheck_loop), in
+``LoopTiming`` rows: one per (op, size), each rank's samples kept."""
 
 from __future__ import annotations
 

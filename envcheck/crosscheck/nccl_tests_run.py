@@ -1,7 +1,6 @@
-"""nccl-tests, where found (``$NCCL_TESTS_DIR`` or its ``build/``, else ``PATH``; not found: a note), on the
-node's GPUs in each of ``MODES`` at the sweep's sizes: one process driving every GPU (``-g N``), ``-w 5``,
-each run through the node's launcher with a time limit, parsed by ``envcheck.node.nccl_tests``. A run that
-hangs or fails is kept with its exit status and its output's tail (redacted); the others go on.
+"""nccl-tests, where found (``$NCCL_TESTS_DIR`` or its ``build/``, else ``PATH``), on the node's GPUs in each of
+``MODES`` at the sweep's sizes, one process driving every GPU, each run through the node's launcher with a time
+limit; a run that hangs or fails is kept with its exit status and its output's tail.
 """
 
 from __future__ import annotations
@@ -26,8 +25,8 @@ WARMUP = ("-w", "5")
 
 @dataclass(frozen=True)
 class Mode:
-    """One way nccl-tests times a collective: its arguments beyond the sizes (``small`` below ``LARGE_BYTES``,
-    ``large`` from it), the NCCL settings it is given, and how many processes time the large sizes."""
+    """One way nccl-tests times a collective: its arguments (``small`` below ``LARGE_BYTES``, ``large`` from it),
+    its NCCL settings, and how many processes time the large sizes."""
 
     name: str  # model.crosscheck.NCCL_TESTS_MODES
     small: tuple[str, ...]
@@ -37,17 +36,9 @@ class Mode:
 
 
 LARGE_BYTES = 256 << 20
-# Its eager loop (-n 20: each call launched from the host, what its default run reports), and its CUDA-graph mode
-# with NCCL's defaults, where NCCL registers the buffers of the captured graph (nccl-tests' cudaMalloc buffers, one
-# process for every GPU), and with that registration off (NCCL_GRAPH_REGISTER=0), as between processes torch's
-# caching-allocator buffers cannot be registered (all_gather 256 MiB on 2 x H200: 309.1 GB/s busbw registered,
-# 245.7 not, 243.4 eager, evidence/device-logs/2026-11-28_2006Z_4x-h200_collective_causes_nccl-tests.txt.gz).
-# In graph mode nccl-tests' clock runs from the first launch of a fresh graph to the end of the last: below
-# LARGE_BYTES a graph of 40 calls launched 100 times shares that start among 4000 calls (with 200, envcheck read
-# 2-26% more busbw, docs/node.md), and its buffers span 3x the largest small size, so that every call meets a cold
-# L2 (it shifts them through its largest size at each iteration). From LARGE_BYTES, 20 calls 5 times, in
-# ``large_runs`` processes (each allocates once, and where a buffer lands moves 1-4 GiB by up to 14%): each size is
-# held against their median. NCCL_GRAPH_MIXING_SUPPORT=0 as envcheck's timed sweep (collective_worker.GRAPH_TIMING_ENV).
+# The eager loop, graph mode with NCCL's defaults (buffers registered) and with registration off, the counterpart
+# of torch's unregistered buffers (docs/node.md). Below LARGE_BYTES a graph's start is shared by 4000 calls and
+# the buffers span 3x the largest size (a cold L2); from it, ``large_runs`` processes, each allocating once.
 _GRAPH_SMALL = (*WARMUP, "-n", "40", "-G", "100")
 _GRAPH_LARGE = (*WARMUP, "-n", "20", "-G", "5")
 _GRAPH_ENV = {"NCCL_GRAPH_MIXING_SUPPORT": "0"}
@@ -60,8 +51,7 @@ MODES = (
 
 def find_binaries(ops: Sequence[str], environ: Mapping[str, str] | None = None,
                   which: Callable[[str], str | None] = shutil.which) -> dict[str, str]:
-    """op -> the path of its nccl-tests binary, for each op of ``ops`` found: in ``$NCCL_TESTS_DIR`` (or its
-    ``build/``) when set, else on ``PATH``."""
+    """op -> the path of its nccl-tests binary, for each op of ``ops`` found."""
     environ = os.environ if environ is None else environ
     folder = environ.get(ENV_DIR, "").strip()
     found: dict[str, str] = {}
@@ -83,8 +73,7 @@ def find_binaries(ops: Sequence[str], environ: Mapping[str, str] | None = None,
 
 
 def size_args(sizes: Sequence[int]) -> tuple[str, ...]:
-    """``-b``, ``-e`` and ``-f`` covering ``sizes``: their own factor where they grow by one (nccl-tests' ``-f``),
-    else doubling, which reaches every power of two between them."""
+    """``-b``, ``-e`` and ``-f`` covering ``sizes``: their own factor where they grow by one, else doubling."""
     lo, hi = min(sizes), max(sizes)
     ordered = sorted(set(sizes))
     factor = 2
@@ -140,9 +129,7 @@ def run_nccl_tests(ops: Sequence[str], sizes: Sequence[int], gpus: tuple[int, ..
 
 
 def _parts(mode: Mode, sizes: Sequence[int]) -> list[tuple[tuple[str, ...], tuple[str, ...], int, tuple[int, int]]]:
-    """(size arguments, mode arguments, processes, [lowest, highest) size kept) of each run ``mode`` takes over
-    ``sizes``: one where its small and large arguments are the same, else the sizes below ``LARGE_BYTES`` (their
-    buffers spanning 3x the largest) and those from it apart."""
+    """(size arguments, mode arguments, processes, [lowest, highest) size kept) of each run ``mode`` takes."""
     if mode.small == mode.large:
         return [(size_args(sizes), mode.small, 1, (0, 1 << 62))]
     small = [s for s in sizes if s < LARGE_BYTES]

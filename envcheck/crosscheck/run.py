@@ -1,8 +1,6 @@
-"""``--crosscheck``: after the suite (and the node tests), the same work timed by independent tools, each in a
-child with a time limit, kept raw in the report: each GPU's headline cases (``kernels.py``, the GPUs at once);
-on a node of two GPUs or more the copies (``copies.py``), the sweep's plain ``torch.distributed`` loop
-(``loops.py``) and nccl-tests where found. One that does not apply is a note (no CUDA GPU, Triton's
-interpreter, one GPU, no nccl-tests); Ctrl-C stops the tool running and keeps what the others measured.
+"""``--crosscheck``: after the suite and the node tests, the same work timed by independent tools, each in a child
+with a time limit, kept raw: each GPU's headline cases; on a node the copies, the sweep's plain loop and
+nccl-tests. One that does not apply is a note; Ctrl-C stops the tool running and keeps what the others measured.
 """
 
 from __future__ import annotations
@@ -54,9 +52,7 @@ def _copy_size(node: Node) -> int | None:
 def run_crosscheck(benches: Sequence[Bench], node: Node | None = None, work_dir: str | os.PathLike[str] | None = None,
                    *, launcher: Launcher | None = None, environ: Mapping[str, str] | None = None,
                    kernel_command: Sequence[str] | None = None) -> CrosscheckRun:
-    """The cross-checks of a run whose suites gave ``benches`` and whose node tests (``--gpus``) gave ``node``
-    in ``work_dir`` (the node tests' folder: the sweep's events, and this step's own files): the GPUs' part,
-    then the node's."""
+    """The GPUs' cross-checks, then the node's (``work_dir``: the node tests' folder, the sweep's events there)."""
     environ = os.environ if environ is None else environ
     gpus = kernel_crosscheck(benches, environ=environ, command=kernel_command)
     if gpus.stopped or node is None or gpus.crosscheck.notes:  # stopped, no node, or not available here
@@ -67,8 +63,7 @@ def run_crosscheck(benches: Sequence[Bench], node: Node | None = None, work_dir:
 def kernel_crosscheck(benches: Sequence[Bench], *, environ: Mapping[str, str] | None = None,
                       command: Sequence[str] | None = None,
                       cuda_indices: Mapping[int, int] | None = None) -> CrosscheckRun:
-    """Each GPU bench's headline cases against do_bench_cudagraph (a fleet rank runs it for its own GPU, whose
-    CUDA index in its process ``cuda_indices`` gives)."""
+    """Each GPU bench's headline cases against do_bench_cudagraph (``cuda_indices``: for a fleet rank's GPU)."""
     from envcheck.crosscheck.kernels import run_kernels
 
     environ = os.environ if environ is None else environ
@@ -123,8 +118,7 @@ def node_crosscheck(node: Node, work_dir: str | os.PathLike[str] | None, *, laun
 
 
 def nccl_tests_sweep(sweep: Collectives) -> tuple[tuple[str, ...], tuple[int, ...]]:
-    """The ops and sizes (nccl-tests' S) nccl-tests runs: those of the sweep that envcheck measured, so a size
-    the sweep skipped (out of memory on this GPU) does not make nccl-tests fail on it."""
+    """The ops and sizes nccl-tests runs: those the sweep measured (a size it skipped would fail there too)."""
     from envcheck.analysis.collectives import layout
 
     measured = {(r.op, r.size_bytes) for r in sweep.results if not r.skipped and r.timings}

@@ -1,5 +1,4 @@
-"""What a tool's worker wrote as samples, taken only when it is a list of finite positive numbers: a worker's
-output is outside text (it may crash mid-line, or print ``NaN``), and the model refuses anything else."""
+"""A tool's samples, taken only as a list of finite positive numbers: a worker's output is outside text."""
 
 from __future__ import annotations
 

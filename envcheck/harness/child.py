@@ -1,7 +1,5 @@
-"""The child's side of the harness protocol (messages.py): run one target, report on the parent's fd.
-
-Standard library only: a child started without site-packages (``-S``: the NVML child, fast) runs it too.
-"""
+"""The child's side of the harness protocol (messages.py): run one target, report on the parent's fd. Standard
+library only: a child started without site-packages (the NVML child) runs it too."""
 
 from __future__ import annotations
 
@@ -55,8 +53,7 @@ class Out:
 
 
 def _line(msg: dict[str, Any]) -> str:
-    """One message as strict JSON: a NaN goes as its name and a lone surrogate (a user's exception text) as
-    ``?``, which JSON cannot carry; both are rare enough to be looked for only when they are there."""
+    """One message as strict JSON: a NaN as its name, a lone surrogate (a user's exception text) as ``?``."""
     try:
         text = json.dumps(msg, allow_nan=False, **_JSON)
     except ValueError:

@@ -1,6 +1,5 @@
-"""Any other program envcheck runs (nvidia-smi, scontrol, nccl-tests, torchrun): the same environment rule
-as a Python child (env.py), a session of its own, and killed with everything in it on a time limit, Ctrl-C
-or a stop signal, never left running."""
+"""Any other program envcheck runs (nvidia-smi, nccl-tests, torchrun): the environment rule of a Python child, a
+session of its own, killed with everything in it on a time limit, Ctrl-C or a stop signal."""
 
 from __future__ import annotations
 
@@ -23,8 +22,7 @@ DRAIN_S = 2.0  # after a kill: a grandchild that left the group may hold the pip
 
 @dataclass(frozen=True)
 class RunResult:
-    """What one program did. ``returncode`` is None when it never ran to an exit status (not found, not
-    executable; the host seam's runs also when killed at their limit); ``error`` then says why."""
+    """What one program did; ``returncode`` None where it never ran to an exit status, ``error`` says why."""
 
     argv: tuple[str, ...]
     returncode: int | None
@@ -51,8 +49,7 @@ class RunResult:
 
 
 def parent_death_signal(sig: int = signal.SIGTERM) -> Callable[[], bool] | None:
-    """On Linux, a function asking the kernel to send ``sig`` to the process that calls it when its parent
-    dies, even by SIGKILL (a ``preexec_fn``; or called in a process for itself); None elsewhere."""
+    """On Linux, a ``preexec_fn`` asking for ``sig`` when the parent dies, even by SIGKILL; None elsewhere."""
     if not sys.platform.startswith("linux"):
         return None
     import ctypes
@@ -67,9 +64,8 @@ def parent_death_signal(sig: int = signal.SIGTERM) -> Callable[[], bool] | None:
 def run(argv: Sequence[str], timeout: float, *, env: Mapping[str, str] | None = None, merge: bool = False,
         sink: Callable[[bytes], None] | None = None, grace_s: float = 0.0, die_with_parent: bool = False) -> RunResult:
     """Run ``argv`` (no shell) to its end or ``timeout``; never raises for what it does. ``env``: its whole
-    environment, made by ``clean_env`` (by default, from this process's). ``merge``: stderr into stdout;
-    ``sink`` gets the output as it comes instead of it being kept. Ctrl-C (or any exception) kills it first,
-    then goes on."""
+    environment (default: ``clean_env()``); ``merge``: stderr into stdout; ``sink``: the output as it comes.
+    Ctrl-C (or any exception) kills it first, then goes on."""
     start, args = time.monotonic(), tuple(argv)
     try:
         proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

@@ -1,9 +1,6 @@
-"""The environment of every process envcheck starts: an allow-list of the user's, NVLink multicast off.
-
-A child sees only what it needs to find its libraries and GPUs (as pyperf's ``create_environ``), never a
-token or a password it could print. Multicast (NCCL's NVLS, PyTorch's symmetric memory, NVSHMEM) can put
-every GPU of a shared host out of service and envcheck never needs it, so it is switched off last. CUDA
-numbers devices by PCI bus, as NVML does, unless the user chose an order.
+"""The environment of every process envcheck starts: an allow-list of the user's (never a token it could print),
+NVLink multicast off last (it can put every GPU of a shared host out of service), CUDA's devices in NVML's
+order unless the user chose one.
 """
 
 from __future__ import annotations
@@ -30,8 +27,8 @@ def _allowed(name: str, allow: Iterable[str]) -> bool:
 
 def clean_env(extra: Mapping[str, str] | None = None, base: Mapping[str, str] | None = None,
               allow: Iterable[str] = ()) -> dict[str, str]:
-    """``base`` (this process's environment by default) cut to ``ALLOWED`` and ``allow``, secret names out
-    (NCCL's own excepted: NCCL_IB_PKEY is a partition, not a key), then ``extra``, multicast off last."""
+    """``base`` (default: this process's) cut to ``ALLOWED`` and ``allow``, secret names out (NCCL_IB_PKEY is a
+    partition, not a key), then ``extra``, multicast off last."""
     names = (*ALLOWED, *allow)
     env = dict(DEVICE_ORDER)
     env.update({k: v for k, v in (os.environ if base is None else base).items()
@@ -42,8 +39,7 @@ def clean_env(extra: Mapping[str, str] | None = None, base: Mapping[str, str] | 
 
 
 def user_path(base: Mapping[str, str] | None = None) -> tuple[str, ...]:
-    """Where a user's own module (``envcheck bench mod:OPS``) is looked for, as their Python would: the current
-    folder, then PYTHONPATH's; for the end of a child's ``sys.path``, where nothing shadows the standard
-    library or envcheck."""
+    """Where a user's own module (``envcheck bench mod:OPS``) is looked for, as their Python would, for the end of a
+    child's ``sys.path``: the current folder, then PYTHONPATH's."""
     entries = (os.environ if base is None else base).get("PYTHONPATH", "").split(os.pathsep)
     return tuple(dict.fromkeys(os.path.abspath(e) for e in ["", *entries]))

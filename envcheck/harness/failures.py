@@ -1,13 +1,5 @@
-"""What a child's run came to: one ``Outcome``, its ``failure`` one of seven tagged kinds, first match wins.
-
-``SpawnFailed``: it could not start. ``Stopped``: the parent stopped it (Ctrl-C, SIGTERM, SIGHUP, or another
-thread). ``Garbage``: a line on its fd that is not a message, a protocol it does not speak, anything after
-its last message. ``ChildError``: the target raised. ``Timeout``: still talking when ``timeout`` ran out (a
-GPU call that released the GIL and never returned). ``Hang``: silent for ``heartbeat`` (a stuck interpreter),
-for the caller's ``idle`` limit on events (a case that never ends), or not exiting ``exit_s`` after Done.
-``Crash``: it ended without a last message, or with a non-zero status after Done (a negative status: the
-signal). ``to_stop`` and ``to_launch`` write a failure where the report records one (``Stop``, ``Launch``).
-"""
+"""What a child's run came to: one ``Outcome``, its ``failure`` one of seven tagged kinds (spawn.py says when
+each), and ``to_stop`` / ``to_launch``, which write it where the report records one (``Stop``, ``Launch``)."""
 
 from __future__ import annotations
 
@@ -26,24 +18,24 @@ class _Failure(msgspec.Struct, tag_field="kind", tag=True, frozen=True):
     pass
 
 
-class SpawnFailed(_Failure):
+class SpawnFailed(_Failure):  # it could not start
     error: str
 
 
-class Stopped(_Failure):
-    signal: str | None = None  # None: another thread asked
+class Stopped(_Failure):  # Ctrl-C, SIGTERM, SIGHUP, or another thread asked (signal None)
+    signal: str | None = None
 
     @property
     def cause(self) -> StopCause:
         return StopCause.USER if self.signal in (None, "SIGINT") else StopCause.SIGNAL
 
 
-class Garbage(_Failure):
+class Garbage(_Failure):  # not a message, a protocol it does not speak, anything after its last message
     error: str
     sample: str = ""
 
 
-class ChildError(_Failure):
+class ChildError(_Failure):  # the target raised
     type: str
     message: str
     traceback: str = ""
@@ -54,18 +46,18 @@ class ChildError(_Failure):
         return f"{self.type}: {first}" if first else self.type
 
 
-class Timeout(_Failure):
+class Timeout(_Failure):  # still talking when ``timeout`` ran out (a GPU call that never returned)
     after_s: float
     phase: str = ""
 
 
-class Hang(_Failure):
+class Hang(_Failure):  # silent for ``heartbeat``, no event for ``idle``, or not exiting ``exit_s`` after Done
     after_s: float
     phase: str = ""
-    idle: bool = False  # the caller's limit on events, not the heartbeat
+    idle: bool = False  # the caller's limit on events
 
 
-class Crash(_Failure):
+class Crash(_Failure):  # ended without a last message, or with a non-zero status after Done
     returncode: int | None
     phase: str = ""
 
@@ -89,9 +81,8 @@ def signal_name(returncode: int | None) -> str | None:
 
 @dataclass
 class Outcome:
-    """How one child's run went: its result once Done came, the failure if any (also after Done: a crash
-    or hang at exit), its exit status, the last lines of its stderr (bounded, redacted), and ``memory``
-    when the memory watch killed it."""
+    """How one child's run went: its result once Done came, the failure if any (also after Done), its exit status,
+    its stderr's last lines (redacted), and ``memory`` where the memory watch killed it."""
 
     result: Any = None
     done: bool = False
@@ -114,8 +105,7 @@ class Outcome:
 
 
 def to_stop(out: Outcome, finished: int, planned: int, *, idle: StopCause = StopCause.HUNG, **extra: Any) -> Stop | None:
-    """The report's ``Stop`` for a run that did not finish (None once Done came); ``idle``: the cause a
-    stall on the caller's own limit gets."""
+    """The report's ``Stop`` for a run that did not finish (None once Done came); ``idle``: the cause of a stall."""
     f = out.failure
     if out.done or f is None:
         return None
@@ -140,7 +130,7 @@ def to_stop(out: Outcome, finished: int, planned: int, *, idle: StopCause = Stop
 
 
 def to_launch(out: Outcome, argv: Sequence[str], timeout: float) -> Launch:
-    """The report's ``Launch`` of one child: how it ended, its exit status, its stderr's tail."""
+    """The report's ``Launch`` of one child."""
     f = out.failure
     error = f"could not start ({f.error})" if isinstance(f, SpawnFailed) else None
     return Launch(tuple(argv), out.returncode, timeout, round(out.wall_s, 3),

@@ -1,8 +1,6 @@
-"""A child's output cut into bounded lines, whatever it writes (500 MiB without a newline, a ``\\r``
-progress bar): ``\\n``, ``\\r`` and ``\\r\\n`` end a line, empty lines are dropped, a long line keeps its
-head and tail around a marker, and bytes are decoded as UTF-8 with errors replaced. A cut takes
-``CUT_EDGE`` more bytes each side, so no part of a secret straddling it survives the redactor.
-"""
+"""A child's output cut into bounded lines, whatever it writes: any line break ends a line, empty lines are dropped,
+a long line keeps its head and tail around a marker, cut ``CUT_EDGE`` further each side so no part of a secret
+straddling the cut survives the redactor."""
 
 from __future__ import annotations
 

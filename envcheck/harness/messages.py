@@ -1,22 +1,16 @@
 """The protocol between envcheck and every Python child it starts (child.py is the child's side).
 
-Start: ``python -E [-S] -c BOOT ROOT FD PPID``: BOOT puts ROOT (the folder holding this envcheck) on
-``sys.path``, nothing from the current folder or PYTHONPATH, and runs ``child.main``. The child dies
-with its parent (``PR_SET_PDEATHSIG``, and EOF on stdin ends its process group).
-
-Parent -> child, on stdin, one JSON line: ``{"target": "module:function", "args": ..., "paths": [...],
-"beat_s": s}``; ``paths`` go at the end of ``sys.path`` (a user's own modules). Stdin then stays open.
-
-Child -> parent, on fd FD only (its stdout goes to stderr: a library's chatter cannot corrupt it), one
-JSON object a line, tagged by ``kind``::
+Start: ``python -E [-S] -c BOOT ROOT FD PPID`` (BOOT puts this envcheck's folder on ``sys.path``, nothing from
+the current folder). The child dies with its parent (``PR_SET_PDEATHSIG``; EOF on stdin ends its group).
+Parent -> child, on stdin, one JSON line: ``{"target": "module:function", "args", "paths", "beat_s"}``; stdin
+then stays open. Child -> parent, on fd FD only (its stdout goes to stderr), one JSON object a line::
 
     Hello(protocol, pid)                first
     Beat(seq, phase)                    every ``beat_s`` from a thread, and at each new phase
     Event(data)                         what the target streams as it goes, in its own shape
     Done(result) | Raised(type, message, traceback)   last: the target returned, or raised
 
-The target is ``function(args, out)``: ``out(data)`` sends an Event, ``out.phase(name)`` a Beat. The
-parent's rules, what a run can come to and how it is ended: spawn.py and failures.py.
+The target is ``function(args, out)``: ``out(data)`` sends an Event, ``out.phase(name)`` a Beat.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Everything a child leads to, found and ended, also what left its tree (a helper in a session of its
-own whose parent exited). This process becomes a child subreaper (Linux), so orphans stay its
-descendants; each child carries ``ENVCHECK_SCOPE`` (inherited by its descendants, readable in /proc
-even after they change their environment); and a process that cleared its environment but stayed in
-the child's session is found by that. Only a double fork that also clears the environment and starts
-a new session escapes all three.
+"""Everything a child leads to, found and ended, also what left its tree: this process is a child subreaper
+(Linux), each child carries ``ENVCHECK_SCOPE`` (inherited, readable in /proc), and its session is looked at;
+only a double fork that also clears the environment and starts a new session escapes all three.
 """
 
 from __future__ import annotations
@@ -15,15 +12,16 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from envcheck.harness.child import PR_SET_CHILD_SUBREAPER, prctl
 
 SCOPE_VAR = "ENVCHECK_SCOPE"
 ROUNDS = 5  # kill, look again: a process may start another while it is being stopped
 
+T = TypeVar("T")
 _counter = itertools.count(1)
 _lock = threading.Lock()
 _subreaper: bool | None = None
@@ -35,8 +33,7 @@ def new_token() -> str:
 
 
 def become_subreaper() -> bool:
-    """Make this process a child subreaper (Linux; once); whether it is one. Orphaned
-    descendants then become this process's children until it reaps them (``end``)."""
+    """Make this process a child subreaper (Linux; once): orphaned descendants become its children."""
     global _subreaper
     with _lock:
         if _subreaper is None:
@@ -44,56 +41,34 @@ def become_subreaper() -> bool:
         return _subreaper
 
 
-def members(token: str, root: int | None = None) -> list[Any]:
-    """The live psutil processes of scope ``token``: the descendants of this process that are in ``root``'s
-    tree or session (root: a child of this process, leader of its own session) or whose environment carries
-    the token."""
+def _ask(question: Callable[[], T], default: T) -> T:
+    """``question()`` about a process, or ``default`` where it is gone or not ours to see."""
     import psutil
 
     try:
-        ours = psutil.Process().children(recursive=True)
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return []
-    try:
-        tree = {p.pid for p in psutil.Process(root).children(recursive=True)} if root is not None else set()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):  # root is gone: its session and token still say
-        tree = set()
-    return [p for p in ours if p.pid in tree or (root is not None and _session(p.pid) == root) or _token_of(p) == token]
+        return question()
+    except (psutil.Error, OSError):
+        return default
+
+
+def members(token: str, root: int | None = None) -> list[Any]:
+    """The live descendants of this process in ``root``'s tree or session, or carrying ``token`` (in the environment
+    it started with, which /proc keeps)."""
+    import psutil
+
+    ours = _ask(lambda: psutil.Process().children(recursive=True), [])
+    tree = {p.pid for p in _ask(lambda: psutil.Process(root).children(recursive=True), [])} if root else set()
+    return [p for p in ours if p.pid in tree or (root is not None and _ask(lambda p=p: os.getsid(p.pid), None) == root)
+            or _ask(lambda p=p: p.environ().get(SCOPE_VAR), None) == token]
 
 
 def resident_bytes(procs: list[Any]) -> int:
-    import psutil
-
-    total = 0
-    for p in procs:
-        try:
-            total += int(p.memory_info().rss)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            pass
-    return total
-
-
-def _session(pid: int) -> int | None:
-    try:
-        return os.getsid(pid)
-    except OSError:
-        return None
-
-
-def _token_of(p: Any) -> str | None:
-    """``p``'s scope token, from the environment it started with (/proc keeps it)."""
-    import psutil
-
-    try:
-        return p.environ().get(SCOPE_VAR)  # type: ignore[no-any-return]
-    except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):
-        return None
+    return sum(_ask(lambda p=p: int(p.memory_info().rss), 0) for p in procs)
 
 
 def end(token: str, root: int | None = None, *, session: int | None = None, wait_s: float = 2.0) -> None:
-    """Kill every process of scope ``token`` (``root``'s tree included, ``root`` itself excepted)
-    and reap those this process adopted; also reap adopted zombies of ``session`` (the worker's
-    session: an orphan that died by itself). ``root`` is left to its ``Popen`` to reap."""
+    """Kill every process of scope ``token`` but ``root`` (its ``Popen`` reaps it) and reap those this process
+    adopted, adopted zombies of ``session`` too."""
     import psutil
 
     killed: dict[int, Any] = {}
@@ -121,16 +96,12 @@ def end(token: str, root: int | None = None, *, session: int | None = None, wait
 def _running(p: Any) -> bool:
     import psutil
 
-    try:
-        return bool(p.status() != psutil.STATUS_ZOMBIE)
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return False
+    return _ask(lambda: bool(p.status() != psutil.STATUS_ZOMBIE), False)
 
 
 def _reap(procs: list[Any], wait_s: float) -> None:
-    """Collect the exit of each killed process that is (or becomes, as its parent dies) this
-    process's child; its own parent reaps the others. ``is_running`` compares start times, so a
-    pid reused by a new child of another thread's ``Popen`` is never waited for here."""
+    """Collect the exit of each killed process that is (or becomes) this process's child; ``is_running`` compares
+    start times, so a reused pid is never waited for."""
     import psutil
 
     me = os.getpid()
@@ -177,7 +148,7 @@ class Session:
         self.signal(signal.SIGKILL)
 
     def stop(self, grace_s: float) -> None:
-        """SIGTERM, then SIGKILL after ``grace_s`` (at once without one, or on a second Ctrl-C), then reaped."""
+        """SIGTERM, SIGKILL after ``grace_s`` (at once without one, or on a second Ctrl-C), then reaped."""
         if grace_s > 0 and self.proc.poll() is None:
             self.signal(signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired, KeyboardInterrupt):
@@ -192,7 +163,7 @@ _LIVE: set[Killable] = set()
 
 @contextmanager
 def live(child: Killable) -> Iterator[None]:
-    """``child`` is known to ``end_all`` while inside."""
+    """``child`` is known to ``end_all`` inside."""
     with _lock:
         _LIVE.add(child)
     try:
@@ -203,8 +174,7 @@ def live(child: Killable) -> Iterator[None]:
 
 
 def end_all() -> int:
-    """Kill every child still running, from any thread; how many there were (Ctrl-C reaches the main
-    thread only, while children started from other threads wait there)."""
+    """Kill every child still running, from any thread (Ctrl-C reaches the main thread only); how many."""
     with _lock:
         children = list(_LIVE)
     for child in children:

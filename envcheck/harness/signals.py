@@ -1,5 +1,5 @@
-"""SIGTERM and SIGHUP (a batch scheduler's end of job, a closed terminal) handled as Ctrl-C is, and several
-children driven from threads while the main thread, the only one signals reach, waits."""
+"""SIGTERM and SIGHUP (a scheduler's end of job, a closed terminal) handled as Ctrl-C is, and several children
+driven from threads while the main thread, the only one signals reach, waits."""
 
 from __future__ import annotations
 
@@ -37,8 +37,8 @@ class Received:
 
 @contextmanager
 def stop_signals(exc: Callable[[int], BaseException] = Signalled) -> Iterator[Received]:
-    """While inside and armed, the first SIGTERM or SIGHUP raises ``exc(signum)`` in the main thread; any other
-    is only noted, so saving what finished is never cut short. In another thread nothing is installed."""
+    """While armed, the first SIGTERM or SIGHUP raises ``exc(signum)`` in the main thread; later ones are only
+    noted, so saving what finished is never cut short. Outside the main thread nothing is installed."""
     got = Received()
 
     def handle(signum: int, frame: object) -> None:
@@ -60,8 +60,8 @@ def stop_signals(exc: Callable[[int], BaseException] = Signalled) -> Iterator[Re
 
 
 def together(jobs: Sequence[Callable[[threading.Event], None]]) -> Stopped | None:
-    """Run each job in a thread of its own (each is given the event that asks its child to stop) and wait
-    in this one; Ctrl-C, SIGTERM or SIGHUP stops them all, waits for what they gathered and is returned."""
+    """Each job in a thread of its own (given the event that stops its child), waited for here; Ctrl-C, SIGTERM or
+    SIGHUP stops them all, waits for what they gathered and is returned."""
     stop, left, lock, finished = threading.Event(), [len(jobs)], threading.Lock(), threading.Event()
 
     def run(job: Callable[[threading.Event], None]) -> None:

@@ -1,12 +1,9 @@
 """Starting a Python child and waiting for it: the parent's side of the harness (protocol: messages.py).
 
-One wait loop (``selectors`` over the child's fd, its stderr, and its stdin while the start line goes out),
-its wake-up recomputed from ``time.monotonic()`` on each pass: ``timeout`` for the whole run, ``heartbeat``
-for silence, the caller's ``idle`` for silence of events, ``exit_s`` after the last message, and a look at
-the resident memory of its scope (scope.py) every ``WATCH_S``. It runs in a session of its own (Ctrl-C in
-the terminal reaches envcheck alone, which decides) with an allow-listed environment (env.py), and is ended
-whole on every way out: SIGTERM to its session, ``grace_s``, SIGKILL, then what is left of its scope.
-Everything it writes is bounded (lines.py) and redacted before anyone sees it.
+One wait loop over the child's fd, stderr and stdin, with its limits: ``timeout`` for the run, ``heartbeat``
+for silence, the caller's ``idle`` for silence of events, ``exit_s`` after the last message, and its scope's
+memory every ``WATCH_S``. The child runs in a session of its own (Ctrl-C reaches envcheck alone, which decides)
+with an allow-listed environment, and is ended whole on every way out; all it writes is bounded and redacted.
 """
 
 from __future__ import annotations
@@ -31,9 +28,8 @@ from envcheck.harness.signals import Signalled, stop_signals
 from envcheck.outside_text import encodable
 from envcheck.redact import Redactor
 
-# No current folder (``-c`` puts it first) and no PYTHONPATH (``-E``): nothing where the user stands shadows
-# envcheck or the standard library. Not ``-I``, which also drops the user's site-packages (``pip install
-# --user torch``), which the probes must see as the user's Python does. ROOT goes after the standard library.
+# No current folder and no PYTHONPATH (``-E``): nothing where the user stands shadows envcheck. Not ``-I``: the
+# probes must see the user's site-packages (``pip install --user torch``). ROOT goes after the standard library.
 BOOT = ("import sys\nr, p = sys.argv[1], sys.path\nif p and p[0] == '':\n    del p[0]\n"
         "r in p or p.insert(next((i for i, x in enumerate(p) if x.endswith(('site-packages', 'dist-packages'))),"
         " len(p)), r)\nfrom envcheck.harness.child import main\nsys.exit(main(sys.argv[2:]))\n")
@@ -43,8 +39,7 @@ GRACE_S = 5.0  # SIGTERM, then SIGKILL: a child stuck in a CUDA call ignores SIG
 TICK_S = 0.1  # the longest wait between two looks at the process (its exit, a stop asked by another thread)
 DRAIN_S = 2.0  # after it is gone, how long its output may still be read
 WATCH_S = 1.0  # between two looks at its memory (one scan of the process table)
-# Half the host's RAM per child: the rest stays for the system, envcheck and the other GPUs' workers. Resident
-# memory, not an rlimit: CUDA reserves terabytes of address space and its allocators map what they never touch.
+# Of the host's RAM per child; resident memory, not an rlimit: CUDA reserves terabytes of address space.
 MEMORY_FRACTION = 0.5
 MESSAGE_BYTES = 8 << 20  # a message carries one event (a case's samples): well under this
 STDERR_BYTES = 64 << 10
@@ -70,11 +65,10 @@ def spawn(target: str, args: Any = None, *, timeout: float, on_event: OnEvent | 
           heartbeat: float = HEARTBEAT_S, idle: Callable[[], float | None] | None = None, exit_s: float = EXIT_S,
           grace_s: float = GRACE_S, stop: threading.Event | None = None, env: Mapping[str, str] | None = None,
           allow: Iterable[str] = (), python: str | None = None, paths: Sequence[str] = (), site: bool = True) -> Outcome:
-    """Run ``target`` (``"module:function"``) on ``args`` in a child and wait for it; never raises for what the
-    child or a signal does. ``on_event`` sees each Event's data (decoded, redacted); returning False says it
-    was no progress (``idle`` times the silence of progress). ``stop``, set by another thread, stops it.
-    ``env``: variables set over the allow-listed ones (``allow``: more names); ``python``: the interpreter
-    (this one); ``site``: False starts it without site-packages; ``paths``: folders for the end of its path."""
+    """Run ``target`` (``"module:function"``) on ``args`` in a child and wait for it; never raises for what the child
+    or a signal does. ``on_event`` sees each Event's data (decoded, redacted); False from it: no progress, for
+    ``idle``. ``stop``: another thread's stop. ``env``: set over the allow-listed variables (``allow``: more
+    names); ``site``: False, no site-packages; ``paths``: folders for the end of its path."""
     t0 = time.monotonic()
     scope.become_subreaper()
     token = scope.new_token()
@@ -116,8 +110,7 @@ class _Run:
         self.garbage: Garbage | None = None
 
     def clean(self, value: Any) -> Any:
-        """Data as envcheck may keep it: each string redacted (in the decoded data: redacting JSON text could
-        join two strings into one match) and encodable."""
+        """Each string redacted (in the decoded data: in JSON text two strings could join into one match)."""
         if isinstance(value, str):
             return encodable(self.redactor.text(value))
         if isinstance(value, dict):

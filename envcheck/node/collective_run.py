@@ -1,10 +1,6 @@
-"""Runs the collective sweep under torch's own launcher and turns what the ranks wrote into a
-``Collectives``: ``python -m torch.distributed.run --standalone --nproc-per-node N -m
-envcheck.node.collective_worker`` on one node, or a static rendezvous across nodes (the fleet run).
-
-The launch goes through the launcher seam (time limit, process group and workers stopped on timeout
-or Ctrl-C, NVLink multicast off). Whatever the ranks wrote before the end is kept: a size that was
-planned and never reported appears as ``skipped="not_run"``, never as missing silently.
+"""Runs the collective sweep under torchrun (standalone on one node, a static rendezvous across a fleet's nodes)
+through the launcher seam, and turns what the ranks wrote into a ``Collectives``. Whatever the ranks wrote
+before the end is kept; a planned size never reported is ``skipped="not_run"``, never silently missing.
 """
 
 from __future__ import annotations
@@ -53,8 +49,8 @@ def sizes(lo: int = MiB, hi: int = 4 * GiB, factor: int = 4) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class SweepPlan:
-    """What the ranks run: ``ops`` x ``sizes`` (nccl-tests' S), ``warmup`` then ``iters`` timed calls
-    each (nccl-tests' defaults: -w 5 -n 20), then the narrowing bisection when ``narrow``."""
+    """What the ranks run: ``ops`` x ``sizes`` (nccl-tests' S), ``warmup`` then ``iters`` timed calls each
+    (nccl-tests' -w 5 -n 20), then the narrowing bisection when ``narrow``."""
 
     ops: tuple[str, ...] = COLLECTIVES
     sizes: tuple[int, ...] = sizes()
@@ -116,8 +112,7 @@ def read_outputs(out_dir: str | os.PathLike[str]) -> tuple[RankOutput, ...]:
 
 
 def worker_pids(out_dir: str | os.PathLike[str], prefix: str = "") -> list[int]:
-    """Pids the workers reported (in ``<prefix>rank<r>.jsonl``), still running this module (a recycled
-    pid is left alone)."""
+    """Pids the workers reported (``<prefix>rank<r>.jsonl``) still running this module (not a recycled pid)."""
     pids = []
     for p in sorted(Path(out_dir).glob(f"{prefix}rank*.jsonl")):
         for ev in read_events(p.read_text(encoding="utf-8", errors="replace")):
@@ -139,8 +134,7 @@ def assemble(outputs: Sequence[RankOutput], plan: SweepPlan, world_size: int, sc
     outcomes: list[RankOutcome] = []
     backend = None
     version = None
-    results: dict[tuple[str, str, int, tuple[int, ...]], dict[int, dict[str, Any]]] = {}
-    order: list[tuple[str, str, int, tuple[int, ...]]] = []
+    results: dict[tuple[str, str, int, tuple[int, ...]], dict[int, dict[str, Any]]] = {}  # in the order reported
     for rank in range(world_size):
         evs = by_rank.get(rank, [])
         start = next((e for e in evs if e["event"] == "start"), None)
@@ -160,18 +154,12 @@ def assemble(outputs: Sequence[RankOutput], plan: SweepPlan, world_size: int, sc
         outcomes.append(RankOutcome(rank, status, start.get("host") if start else None,
                                     start.get("local_rank") if start else None, text))
         for e in evs:
-            if e["event"] != "result":
-                continue
-            key = (str(e["phase"]), str(e["op"]), int(e["size_bytes"]), tuple(int(r) for r in e["ranks"]))
-            if key not in results:
-                results[key] = {}
-                order.append(key)
-            results[key][rank] = e
+            if e["event"] == "result":
+                key = (str(e["phase"]), str(e["op"]), int(e["size_bytes"]), tuple(int(r) for r in e["ranks"]))
+                results.setdefault(key, {})[rank] = e
     sweep: list[CollectiveResult] = []
     narrowing: list[CollectiveResult] = []
-    for key in order:
-        phase, op, size, ranks = key
-        got = results[key]
+    for (phase, op, size, ranks), got in results.items():
         first = next(iter(got.values()))
         timings = tuple(RankTiming(r, Timing.from_samples(str(e.get("method") or "cuda_events"), e["samples_us"]))
                         for r, e in sorted(got.items()) if e.get("samples_us"))
@@ -181,19 +169,15 @@ def assemble(outputs: Sequence[RankOutput], plan: SweepPlan, world_size: int, sc
         # Every member must have a GPU time for the call to have one; else the first reason given.
         if len(gpu_timings) != len(timings) or not timings:
             gpu_timings = ()
-        gpu_reason = None if gpu_timings else next(
-            (str(e["gpu_reason"]) for e in got.values() if e.get("gpu_reason") in GPU_TIME_REASONS), "not_captured")
-        gpu_error = None if gpu_timings else next((str(e["gpu_error"]) for e in got.values() if e.get("gpu_error")),
-                                                  None)
+        gpu_reason = None if gpu_timings else _first(got, "gpu_reason", GPU_TIME_REASONS) or "not_captured"
         missing = tuple(r for r in ranks if r not in got)
         wrongs = [got[r].get("wrong") for r in ranks if r in got]
         wrong = sum(wrongs) if wrongs and not missing and all(isinstance(w, int) for w in wrongs) else None
-        error = next((str(e["error"]) for e in got.values() if e.get("error")), None)
-        skipped = next((str(e["skipped"]) for e in got.values() if e.get("skipped")), None)
         free = [e.get("free_bytes") for e in got.values() if isinstance(e.get("free_bytes"), int)]
-        res = CollectiveResult(op, size, int(first.get("count", 0)), "float32", ranks, timings, wrong, error, skipped,
-                               first.get("need_bytes"), min(free) if free else None, missing, gpu_timings,
-                               gpu_reason if timings else None, gpu_error,
+        res = CollectiveResult(op, size, int(first.get("count", 0)), "float32", ranks, timings, wrong,
+                               _first(got, "error"), _first(got, "skipped"), first.get("need_bytes"),
+                               min(free) if free else None, missing, gpu_timings, gpu_reason if timings else None,
+                               None if gpu_timings else _first(got, "gpu_error"),
                                max(1, int(first.get("rotation_sets") or 1)) if timings else 1,
                                max(1, int(first.get("allocations") or 1)) if timings else 1,
                                max(1, int(first.get("captures") or 1)) if gpu_timings else 1,
@@ -230,8 +214,7 @@ def assemble(outputs: Sequence[RankOutput], plan: SweepPlan, world_size: int, sc
 
 @dataclass(frozen=True)
 class Placement:
-    """Where the ranks run: ``nproc`` per node on ``gpus`` (CUDA_VISIBLE_DEVICES; None: all), one node
-    standalone, or ``nnodes`` with a static rendezvous at ``master_addr:master_port``."""
+    """Where the ranks run: ``nproc`` per node on ``gpus`` (None: all), standalone or ``nnodes`` of a rendezvous."""
 
     nproc: int
     gpus: tuple[int, ...] | None = None
@@ -244,9 +227,8 @@ class Placement:
 
 def launch_sweep(plan: SweepPlan, placement: Placement, out_dir: str | os.PathLike[str], launcher: Launcher,
                  timeout: float, learn: bool = False) -> Launch:
-    """Start the ranks of this node and wait for them (or the time limit); outputs land in ``out_dir``.
-    ``learn``: the untimed launch that only learns NCCL's algorithms (its debug log on); run it before
-    the timed one, into the same ``out_dir``, where :func:`read_outputs` finds its logs."""
+    """Start this node's ranks and wait for them (or the time limit); outputs land in ``out_dir``. ``learn``: the
+    untimed launch, before the timed one into the same ``out_dir``, that learns NCCL's algorithms from its log."""
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
     plan_path = d / "plan.json"
@@ -270,9 +252,8 @@ LEARN_SHARE = 0.25
 
 def run_sweep(plan: SweepPlan, placement: Placement, out_dir: str | os.PathLike[str], launcher: Launcher,
               timeout: float, scope: str = "node") -> Collectives:
-    """One node's sweep from launch to ``Collectives``: on GPUs, first an untimed launch that learns
-    NCCL's algorithms with its debug log on, then the timed sweep with the log off (a failed learning
-    launch costs the algorithms, never the sweep)."""
+    """One node's sweep from launch to ``Collectives``: on GPUs the learning launch first (a failed one costs the
+    algorithms, never the sweep), then the timed sweep with NCCL's debug log off."""
     if plan.device == "cuda":
         t0 = time.monotonic()
         learned = launch_sweep(plan, placement, out_dir, launcher, timeout * LEARN_SHARE, learn=True)
@@ -283,6 +264,11 @@ def run_sweep(plan: SweepPlan, placement: Placement, out_dir: str | os.PathLike[
     return assemble(read_outputs(out_dir), plan, placement.nproc * placement.nnodes, scope, launch)
 
 
+def _first(got: dict[int, dict[str, Any]], key: str, allowed: Any = None) -> str | None:
+    """The first rank's ``key`` (one of ``allowed`` where given), as text."""
+    return next((str(e[key]) for e in got.values() if e.get(key) and (allowed is None or e[key] in allowed)), None)
+
+
 def _with_registered(res: CollectiveResult, got: dict[int, dict[str, Any]], ranks: tuple[int, ...]) -> CollectiveResult:
     """``res`` with the GPU time on NCCL-registered buffers the ranks reported (every member's samples, or none
     and the first reason given), and its check summed over the members."""
@@ -291,11 +277,10 @@ def _with_registered(res: CollectiveResult, got: dict[int, dict[str, Any]], rank
     reg = tuple(RankTiming(r, Timing.from_samples("cuda_graph", e["reg_samples_us"], int(e.get("reg_calls") or 1)))
                 for r, e in sorted(got.items()) if e.get("reg_samples_us"))
     if len(reg) != len(ranks):
-        reason = next((str(e["reg_reason"]) for e in got.values() if e.get("reg_reason") in REGISTERED_REASONS), None)
+        reason = _first(got, "reg_reason", REGISTERED_REASONS)
         if reason is None:  # a worker from before registered buffers, or one that said nothing: nothing to show
             return res
-        error = next((str(e["reg_error"]) for e in got.values() if e.get("reg_error")), None)
-        return replace(res, registered_reason=reason, registered_error=error)
+        return replace(res, registered_reason=reason, registered_error=_first(got, "reg_error"))
     wrongs = [got[r].get("reg_wrong") for r in ranks]
     wrong = sum(wrongs) if all(isinstance(w, int) for w in wrongs) else None  # type: ignore[misc]
     captures = max(1, int(next(iter(got.values())).get("reg_captures") or 1))

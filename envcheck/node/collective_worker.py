@@ -1,29 +1,25 @@
-"""The collective sweep, one process per rank under torchrun (torchrun starts the ranks, not envcheck's harness):
+"""The collective sweep, one process per rank under torchrun (which starts the ranks, not the harness):
 ``python -m torch.distributed.run ... -m envcheck.node.collective_worker --plan PLAN.json --out DIR``.
 
-Each rank appends JSON lines to ``DIR/rank<r>.jsonl`` as it goes (node/events.py), so whatever finished before
-a crash, a hang or a timeout is kept; the parent is ``envcheck.node.collective_run``::
+Each rank appends JSON lines to ``DIR/rank<r>.jsonl`` as it goes, so what finished before a crash or a hang
+is kept (the reader: ``envcheck.node.collective_run``)::
 
     {"event": "start", "rank", "local_rank", "world_size", "host", "pid"}        first, before torch
     {"event": "ready", "backend", "device", "nccl_version"}                      process group up
     {"event": "result", "at_s", "phase": "sweep" | "narrow", **collective_bench.Measured}
     {"event": "crosscheck_loop", ...}        with the plan's crosscheck_loop: envcheck.node.crosscheck_loop
-    {"event": "error", "text"}                                                   an exception, last line
-    {"event": "done"}
+    {"event": "error", "text"} | {"event": "done"}                               last
 
-With ``--learn`` the ranks only learn NCCL's algorithms: each (op, size) runs once, untimed, with
-NCCL's debug output on (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,TUNING,COLL) written to
-``DIR/nccl.rank<r>.log`` (the tuning line names the algorithm and protocol of each call, the COLL
-line before it names the communicator and its rank count), events to ``DIR/learn.rank<r>.jsonl``. NCCL
-reads its debug settings once per process, so the timed sweep runs in a launch of its own with them
-off: a log line per call would be timed with every call. Rank r uses device LOCAL_RANK among those
-CUDA_VISIBLE_DEVICES shows it.
+``--learn`` runs each (op, size) once, untimed, with NCCL's debug log on (``DIR/nccl.rank<r>.log`` names each
+call's algorithm), events in ``DIR/learn.rank<r>.jsonl``: NCCL reads its debug settings once per process, so
+the timed sweep runs in a launch of its own with the log off.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import os
 import socket
@@ -33,17 +29,15 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from envcheck.bench.failure import one_line
+from envcheck.errors import one_line
 from envcheck.node.events import Emitter
 
 LEARN_PREFIX = "learn."  # the learning launch's event files: learn.rank<r>.jsonl
 NCCL_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,TUNING,COLL"}
-# The timed sweep's CUDA graphs (read at initialisation): no support for graphs mixed with eager calls in
-# flight (it synchronises consecutive captured calls; envcheck never mixes them) and no flight recorder, under
-# its current and older name. Left on, they doubled a graph's per-call time (docs/node.md).
+# The timed sweep (read at NCCL's start): no graphs mixed with eager calls in flight (envcheck never mixes
+# them) and no flight recorder, under both its names; left on, they doubled a graph's per-call time.
 GRAPH_TIMING_ENV = {"NCCL_GRAPH_MIXING_SUPPORT": "0", "TORCH_FR_BUFFER_SIZE": "0", "TORCH_NCCL_TRACE_BUFFER_SIZE": "0"}
-# Test hook: slow every collective of one global rank by this many microseconds (narrowing tests
-# on the CPU need a rank that is really slow).
+# Test hook, "RANK:MICROSECONDS": every collective of one rank slowed (narrowing tests on the CPU).
 SLOW_RANK_ENV = "ENVCHECK_TEST_SLOW_RANK"
 
 
@@ -59,8 +53,6 @@ def _slow_hook(bench: Any, rank: int) -> None:
     who, delay_us = spec.split(":", 1)
     if int(who) != rank:
         return
-    import time
-
     call = bench._call
 
     def slow_call(*a: Any, **k: Any) -> None:
@@ -71,8 +63,7 @@ def _slow_hook(bench: Any, rank: int) -> None:
 
 
 def _destroy_group(dist: Any, sub: Any) -> None:
-    """Free a narrowing sub-group or one of the sweep's extra communicators (each holds NCCL memory and
-    sockets). Its measurements are already shared, so a failure to free it is not the rank's result."""
+    """Free a sub-group or an extra communicator; its results are shared already, so a failure is only said."""
     try:
         dist.destroy_process_group(sub)
     except Exception as e:  # noqa: BLE001
@@ -85,12 +76,10 @@ def run(plan: dict[str, Any], out_dir: str, emit: Emitter, learn: bool = False) 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     cuda = plan.get("device") == "cuda"
     if cuda and learn:
-        # Before the first NCCL call: NCCL reads its debug settings once, at initialisation.
         os.environ.update(NCCL_DEBUG_ENV)
         os.environ["NCCL_DEBUG_FILE"] = os.path.join(out_dir, f"nccl.rank{rank}.log")
     elif cuda:
-        # The timed sweep: no debug output from NCCL (a parent's NCCL_DEBUG would be timed with every call).
-        for k in (*NCCL_DEBUG_ENV, "NCCL_DEBUG_FILE"):
+        for k in (*NCCL_DEBUG_ENV, "NCCL_DEBUG_FILE"):  # a parent's NCCL_DEBUG would be timed with every call
             os.environ.pop(k, None)
         os.environ.update(GRAPH_TIMING_ENV)
     import torch
@@ -124,20 +113,14 @@ def run(plan: dict[str, Any], out_dir: str, emit: Emitter, learn: bool = False) 
     warmup, iters = int(plan.get("warmup", 5)), int(plan.get("iters", 20))
     if learn:
         warmup, iters = 0, 1  # one logged call per (op, size): NCCL decides per call, nothing is timed here
-    # More communicators of every rank for the timed sweep: its GPU times spread their captures over them (which
-    # communicator a call goes through sets its pace).
     more = () if learn else bench.more_communicators(everyone, tuple(plan["ops"]))
     broken = False
-    for op in plan["ops"]:
-        for size in plan["sizes"]:
-            m = bench.measure(op, int(size), everyone, None, warmup, iters, graph=not learn, more_groups=more)
-            emit(_measured_event(m, "sweep", started))
-            if m.error:
-                broken = True  # a failed collective can leave the communicator unusable
-                break
-        if broken:
+    for op, size in itertools.product(plan["ops"], plan["sizes"]):
+        m = bench.measure(op, int(size), everyone, None, warmup, iters, graph=not learn, more_groups=more)
+        emit(_measured_event(m, "sweep", started))
+        if m.error:  # a failed collective can leave the communicator unusable
+            broken = True
             break
-
     if plan.get("crosscheck_loop") and not broken and not learn:  # run --crosscheck: a user's plain loop
         from envcheck.node.crosscheck_loop import run_loops
 

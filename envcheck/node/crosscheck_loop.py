@@ -1,21 +1,17 @@
-"""A plain ``torch.distributed`` loop at each size of the sweep: the counterpart of envcheck's per-call time
-(``run --crosscheck``), run by every rank of the sweep's torchrun workers once the sweep is done
-(``envcheck.node.collective_worker`` calls :func:`run_loops` when the plan has ``crosscheck_loop``).
+"""A plain ``torch.distributed`` loop at each size of the sweep (``run --crosscheck``): the counterpart of
+envcheck's per-call time, run by the sweep's torchrun workers once the sweep is done (``collective_worker``).
 
-What a user's training loop pays per call: one pair of buffers allocated once (zeros: nothing is checked,
-and a sum of zeros never overflows however many calls accumulate in place), ``WARMUP`` calls, then ``LOOPS``
-times ``CALLS`` calls back to back between two CUDA events (the host clock on the CPU, where gloo's calls
-return when done), on the default process group. Each loop divided by its calls is one sample. Deliberately
-none of the sweep's machinery: no rotating buffers, no graphs, no event between calls.
+What a user's training loop pays per call: one pair of buffers allocated once (zeros: a sum of zeros never
+overflows), ``WARMUP`` calls, then ``LOOPS`` times ``CALLS`` calls back to back between two CUDA events (the
+host clock on the CPU), on the default group; each loop divided by its calls is one sample. Deliberately none
+of the sweep's machinery: no rotating buffers, no graphs, no event between calls.
 
-Each rank appends one event per (op, size) to its events file, after the sweep's (``collective_worker``'s
-protocol)::
+Each rank appends one event per (op, size) to its events file, after the sweep's::
 
     {"event": "crosscheck_loop", "op", "size_bytes", "ranks", "calls", "method", "samples_us" | "error" | "skipped"}
 
-``size_bytes`` is nccl-tests' S after its rounding (``analysis.collectives.layout``), as the sweep reports it.
-Every rank of the group allocates or none times: out of memory on one rank is agreed on first (a collective
-waiting for a rank that skipped would hang). After an error the communicator may be unusable: the loops stop.
+Out of memory on one rank is agreed on first (a collective waiting for a rank that skipped would hang); after
+an error the communicator may be unusable and the loops stop.
 """
 
 from __future__ import annotations
@@ -25,7 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 from envcheck.analysis.collectives import layout
-from envcheck.bench.failure import one_line
+from envcheck.errors import one_line
+from envcheck.node.collective_bench import IN_PLACE, call
 
 CALLS = 20
 LOOPS = 5
@@ -33,23 +30,6 @@ WARMUP = 5
 EVENT = "crosscheck_loop"
 
 Emit = Callable[[dict[str, Any]], None]
-
-
-def call(dist: Any, op: str, send: Any, recv: Any) -> None:
-    """One call of ``op`` as a user writes it, on the default group (rank 0 the root of a broadcast)."""
-    if op == "all_reduce":
-        dist.all_reduce(send)
-    elif op == "broadcast":
-        dist.broadcast(send, src=0)
-    elif op == "all_gather":
-        # torch 2.13 renames the single-tensor forms; 2.11 (the lent GPUs) has only the old names.
-        (getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor)(recv, send)
-    elif op == "reduce_scatter":
-        (getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor)(recv, send)
-    elif op == "all_to_all":
-        dist.all_to_all_single(recv, send)
-    else:
-        raise ValueError(f"unknown collective {op!r}")
 
 
 def _everyone(torch: Any, dist: Any, device: str, ok: bool) -> bool:
@@ -97,8 +77,7 @@ def run_loops(torch: Any, dist: Any, device: str, world: int, plan: dict[str, An
             try:
                 try:
                     send = torch.zeros(lay.send, dtype=torch.float32, device=device)
-                    recv = None if op in ("all_reduce", "broadcast") else \
-                        torch.empty(lay.recv, dtype=torch.float32, device=device)
+                    recv = None if op in IN_PLACE else torch.empty(lay.recv, dtype=torch.float32, device=device)
                     allocated = True
                 except RuntimeError:  # torch.cuda.OutOfMemoryError is a RuntimeError
                     send = recv = None

@@ -10,7 +10,6 @@ fail, so that its first event gets written.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import IO, Any
 
 
@@ -36,10 +35,3 @@ def read_events(text: str) -> list[dict[str, Any]]:
         if isinstance(ev, dict) and isinstance(ev.get("event"), str):
             out.append(ev)
     return out
-
-
-def read_events_file(path: Path) -> list[dict[str, Any]]:
-    """The events in the file at ``path``; none when the worker never created it."""
-    if not path.exists():
-        return []
-    return read_events(path.read_text(encoding="utf-8", errors="replace"))

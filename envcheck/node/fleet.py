@@ -1,18 +1,12 @@
-"""A fleet run: ``torchrun --nnodes N --nproc-per-node G -m envcheck fleet`` (or ``srun ... python -m
-envcheck fleet``). Every rank benchmarks its own GPU; each node's first rank (local rank 0, the node's
-leader) probes the node and runs its node tests; the leaders then start one collective sweep across
-the whole world (torchrun again, static rendezvous at rank 0's host); rank 0 gathers everything and
-returns one ``Fleet``.
+"""A fleet run (``torchrun ... -m envcheck fleet`` or ``srun``): every rank benchmarks its own GPU; each node's
+leader (local rank 0) probes the node and runs its node tests; the leaders then start one collective sweep
+across the world; rank 0 gathers everything into one ``Fleet``.
 
-The ranks themselves never touch a GPU: every benchmark and collective runs in children with time
-limits, so a rank can only fail by a bug of envcheck's (caught and sent as data) or by dying. Rank 0
-waits for each rank's hand-over at most ``rank_timeout_s`` after its own part; a rank that never
-answers is reported as ``timeout`` with that time, one that never joined as ``missing``, and the
-rest of the fleet is reported all the same. Each rank's status names the phase whose hand-over failed
-or never came (``suite``; ``node`` and ``world`` for a node's leader): a leader silent after its suite
-is lost all the same. Once rank 0's own share of the world sweep has ended, it waits ``join_timeout_s``
-for the other leaders' shares (the sweep is one job: they end together), not the sweep's whole limit.
-A stop signal (KeyboardInterrupt) makes rank 0 gather at once what was handed over (``run_rank``).
+The ranks never touch a GPU themselves (children with time limits do), so a rank fails only by a bug of
+envcheck's (sent as data) or by dying. Rank 0 waits for each rank's hand-over at most ``rank_timeout_s`` after
+its own part: a rank that never answers is ``timeout``, one that never joined ``missing``, with the phase whose
+hand-over failed (``suite``, ``node``, ``world``), and the rest of the fleet is reported all the same. The world
+sweep is one job: once rank 0's share ended, the other leaders get ``join_timeout_s``, not the sweep's limit.
 
 Hand-over keys (``envcheck.node.transport``), all JSON of model objects:
   join/<rank>            RankJoin, first thing each rank does
@@ -33,6 +27,7 @@ import re
 import socket
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -44,8 +39,6 @@ from envcheck.model.fleet import Baseline, Fleet, FleetNode, RankStatus, Rule
 from envcheck.model.node import Collectives, Launch, Node
 from envcheck.node.collective_run import RankOutput, SweepPlan
 from envcheck.node.transport import Transport
-
-# --------------------------------------------------------------------------- who am I
 
 
 @dataclass(frozen=True)
@@ -117,26 +110,21 @@ def rank_context(environ: Mapping[str, str], host: str | None = None) -> RankCon
 
 def export_for_torch(ctx: RankContext, environ: dict[str, str]) -> None:
     """Under srun, the variables torch's env:// rendezvous reads, from Slurm's."""
-    if ctx.launcher != "slurm":
-        return
-    environ.setdefault("RANK", str(ctx.rank))
-    environ.setdefault("WORLD_SIZE", str(ctx.world_size))
-    environ.setdefault("LOCAL_RANK", str(ctx.local_rank))
-    environ.setdefault("MASTER_ADDR", ctx.master_addr)
-    environ.setdefault("MASTER_PORT", str(ctx.master_port))
+    if ctx.launcher == "slurm":
+        for name, value in (("RANK", ctx.rank), ("WORLD_SIZE", ctx.world_size), ("LOCAL_RANK", ctx.local_rank),
+                            ("MASTER_ADDR", ctx.master_addr), ("MASTER_PORT", ctx.master_port)):
+            environ.setdefault(name, str(value))
 
 
 def local_gpus(ctx: RankContext, environ: Mapping[str, str]) -> tuple[int, ...]:
-    """The machine's GPU indices this node's ranks use: CUDA_VISIBLE_DEVICES when it lists indices
-    (two simulated nodes on one machine each see one GPU), else the first ``local_world_size``."""
+    """The GPU indices this node's ranks use: CUDA_VISIBLE_DEVICES when it lists indices (simulated nodes),
+    else the first ``local_world_size``."""
     visible = environ.get("CUDA_VISIBLE_DEVICES", "")
     parts = [p.strip() for p in visible.split(",") if p.strip()]
     if parts and all(p.isdigit() for p in parts):
         return tuple(int(p) for p in parts[: ctx.local_world_size])
     return tuple(range(ctx.local_world_size))
 
-
-# --------------------------------------------------------------------------- what ranks hand over
 
 
 @dataclass(frozen=True)
@@ -204,13 +192,10 @@ def _error_text(e: BaseException) -> tuple[str, str]:
     return last, "".join(traceback.format_exception(type(e), e, e.__traceback__))[-2000:]
 
 
-# --------------------------------------------------------------------------- the run
-
 
 @dataclass(frozen=True)
 class FleetOptions:
-    """``rank_timeout_s``: how long rank 0 waits for each rank's hand-over after its own part is done
-    (the time a slow rank is given); the world sweep has ``world_timeout_s``."""
+    """``rank_timeout_s``: how long rank 0 waits for each rank's hand-over after its own part."""
 
     work_dir: str
     sweep: SweepPlan = field(default_factory=SweepPlan)
@@ -226,14 +211,8 @@ class FleetOptions:
 @dataclass(frozen=True)
 class FleetDeps:
     """What a rank does, as functions: tests replace them to script failing, hanging and slow ranks.
-
-    ``bench(gpu)``: this rank's suite on CUDA device ``gpu``; ``probe()``: this node's environment and
-    checks; ``node(gpus, work_dir)``: the node tests; ``world(go, node_index, ctx, gpus, work_dir)``: this
-    node's share of the world sweep (its ranks' raw outputs and the launch). With ``fleet --crosscheck``:
-    ``gpu_crosscheck(bench, gpu)``, a rank's GPU (CUDA device ``gpu``) timed again by independent tools after
-    its suite, and
-    ``node_crosscheck(node, work_dir)``, the leader's after the node tests (``envcheck.crosscheck.run``).
-    """
+    ``world``: this node's share of the world sweep; the crosschecks: ``fleet --crosscheck``'s, after the suite
+    (a GPU's) and after the node tests (the leader's)."""
 
     transport: Transport
     bench: Callable[[int], Bench]
@@ -243,12 +222,6 @@ class FleetDeps:
     clock: Callable[[], float] = time.monotonic
     gpu_crosscheck: Callable[[Bench, int], Crosscheck] | None = None
     node_crosscheck: Callable[[Node, str], Crosscheck] | None = None
-
-
-def _utc() -> str:
-    from datetime import datetime, timezone
-
-    return datetime.now(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # After a stop signal, how long rank 0 still takes for the hand-overs in flight (torchrun gives its
@@ -266,18 +239,15 @@ class _Progress:
 
 
 def run_rank(ctx: RankContext, options: FleetOptions, deps: FleetDeps, gpus: tuple[int, ...]) -> Fleet | None:
-    """This rank's part of the fleet run; rank 0 returns the Fleet, the others None. Never raises for
-    what its own work does.
+    """This rank's part of the fleet run; rank 0 returns the Fleet, the others None. Never raises for what its
+    own work does. After KeyboardInterrupt (also SIGTERM / SIGHUP, as ``envcheck fleet`` turns them) rank 0
+    gathers at once what was handed over and returns the partial fleet; any other rank raises it again."""
+    from envcheck.probes.collect import utc_now
 
-    KeyboardInterrupt (Ctrl-C, and SIGTERM / SIGHUP once ``envcheck fleet`` turned them into it: what
-    torchrun and Slurm send) stops the rank's work where it is; the children are stopped by the code
-    that started them. Rank 0 then gathers at once what the ranks had handed over and returns the
-    partial fleet (``settings["interrupted"]``); any other rank raises KeyboardInterrupt again.
-    """
     t = deps.transport
     clock = deps.clock
     t0 = clock()
-    started = _utc()
+    started = utc_now()
     my_gpu = gpus[ctx.local_rank] if ctx.local_rank < len(gpus) else None
     progress = _Progress(RankJoin(ctx.rank, ctx.host, ctx.local_rank, ctx.node_rank, my_gpu))
     interrupted = False
@@ -313,8 +283,7 @@ def _work(ctx: RankContext, options: FleetOptions, deps: FleetDeps, gpus: tuple[
     try:
         report = RankReport(ctx.rank, bench=deps.bench(ctx.local_rank), elapsed_s=round(clock() - t0, 3))
     except KeyboardInterrupt as stop:
-        # Stopped during its suite: hand over what the suite finished (``bench`` raises it with the
-        # partial bench), then stop.
+        # Stopped during its suite: hand over the partial bench ``bench`` raised it with, then stop.
         if stop.args and isinstance(stop.args[0], Bench):
             t.put(f"rank/{ctx.rank}", _dump(RankReport(ctx.rank, bench=stop.args[0], error="interrupted",
                                                        elapsed_s=round(clock() - t0, 3))))
@@ -328,8 +297,7 @@ def _work(ctx: RankContext, options: FleetOptions, deps: FleetDeps, gpus: tuple[
     t.put(f"rank/{ctx.rank}", _dump(report))
     t.put(f"benched/{ctx.node_rank}/{ctx.local_rank}", "1")
 
-    # 2. the node (its leader), once every GPU of the node is done with its suite: peer copies and
-    # collectives on GPUs still being timed would disturb both measurements
+    # 2. the node (its leader), once every GPU of the node is done with its suite (or both would be disturbed)
     if ctx.leader:
         node_dir = os.path.join(options.work_dir, f"node{ctx.node_rank}")
         env: Environment | None = None
@@ -355,8 +323,7 @@ def _work(ctx: RankContext, options: FleetOptions, deps: FleetDeps, gpus: tuple[
             error = _error_text(e)[0]
         t.put(f"node/{ctx.node_rank}", _dump(NodeReport(ctx.node_rank, ctx.host, env, checks, node, error, cross)))
 
-    # 3. the world sweep, started by every leader at once
-    # One node's own sweep already covers its ranks: the world sweep is for two nodes or more.
+    # 3. the world sweep, started by every leader at once (one node's own sweep already covers its ranks)
     if options.world and ctx.nnodes >= 2 and ctx.world_size >= 2:
         if ctx.leader:
             t.put(f"world/ready/{ctx.node_rank}", "1")
@@ -384,10 +351,8 @@ def _work(ctx: RankContext, options: FleetOptions, deps: FleetDeps, gpus: tuple[
 
 def _gather(ctx: RankContext, options: FleetOptions, deps: FleetDeps, progress: _Progress, t0: float, started: str,
             patient: bool) -> Fleet:
-    """Rank 0: everything the ranks handed over, each hand-over waited for at most its time limit
-    (``patient``), or, after a stop signal, all of them together at most ``STOP_GRACE_S`` (the other
-    ranks got the signal too and hand over what they finished at once). A rank whose
-    hand-over of some phase failed or never came is reported with that phase."""
+    """Rank 0: everything the ranks handed over, each waited for at most its time limit (``patient``) or, after a
+    stop signal, all together at most ``STOP_GRACE_S`` (the others got the signal too and hand over at once)."""
     t = deps.transport
     clock = deps.clock
     deadline = clock() + options.rank_timeout_s
@@ -449,9 +414,7 @@ def _gather(ctx: RankContext, options: FleetOptions, deps: FleetDeps, progress: 
         outs: list[RankOutput] = []
         launch: Launch | None = None
         for n in go.nodes:
-            # The world sweep is one job: once this node's share ended, the others' end within moments
-            # (their collectives wait on each other); a leader silent for the join time after that is
-            # lost, and is not waited for up to the whole sweep's limit.
+            # One job: once this node's share ended, a leader silent for the join time is lost.
             limit = (options.join_timeout_s - (clock() - progress.world_done) if progress.world_done is not None
                      else options.world_timeout_s)
             w = _load(WorldOutputs, t.get(f"world/out/{n}", wait(limit)))
@@ -474,20 +437,16 @@ def _gather(ctx: RankContext, options: FleetOptions, deps: FleetDeps, progress: 
 
 
 def finish(transport: Transport, passed: bool = False) -> None:
-    """Rank 0, after the report is written: let the other ranks go, telling them whether the fleet
-    passed (they keep their working files when it did not)."""
+    """Rank 0, after the report is written: let the other ranks go, saying whether the fleet passed."""
     transport.put("done", "pass" if passed else "fail")
 
 
 def _node_names(joins: dict[int, RankJoin]) -> dict[int, str]:
-    """Node rank -> name: its host, with ``/<node rank>`` when two nodes share a host name (nodes
-    simulated on one machine)."""
+    """Node rank -> name: its host, with ``/<node rank>`` when two nodes share a host (simulated nodes)."""
     hosts: dict[int, str] = {}
     for j in sorted(joins.values(), key=lambda j: j.rank):
         hosts.setdefault(j.node_rank, j.host)
-    counts: dict[str, int] = {}
-    for h in hosts.values():
-        counts[h] = counts.get(h, 0) + 1
+    counts = Counter(hosts.values())
     return {n: (h if counts[h] == 1 else f"{h}/{n}") for n, h in hosts.items()}
 
 

@@ -1,10 +1,8 @@
-"""The one seam through which the node and fleet code starts processes: programs (torchrun, nccl-tests) with
-``run``, Python children (the peer copies, the plain copies) with ``spawn``; both through the harness (the
-environment rule, a session of its own, a time limit, stopped with everything it started).
+"""The seam through which node and fleet code starts processes, both through the harness: programs (torchrun,
+nccl-tests) with ``run``, Python children (the copies) with ``spawn``.
 
-torchrun starts each worker in a session of its own (torch.distributed.elastic's SubprocessHandler uses
-``start_new_session=True``), so ending torchrun's session leaves the workers alive: a job names the pids of
-the processes it started (``orphans``: the workers report theirs as their first act), stopped by id after it.
+torchrun starts each worker in a session of its own, so ending torchrun's session leaves them alive: a job
+names the pids it started (``orphans``: the workers report theirs first), killed by id after it.
 """
 
 from __future__ import annotations
@@ -30,8 +28,7 @@ LINE_BYTES = 64 << 10
 def torchrun_argv(nproc: int, module: str, args: Sequence[str] = (), *, nnodes: int = 1, node_rank: int = 0,
                   master_addr: str | None = None, master_port: int | None = None,
                   python: str = sys.executable) -> list[str]:
-    """``python -m torch.distributed.run ... -m module args``: standalone on one node, a static
-    rendezvous at ``master_addr:master_port`` across nodes."""
+    """``python -m torch.distributed.run ... -m module args``: standalone, or a static rendezvous across nodes."""
     argv = [python, "-m", "torch.distributed.run"]
     if nnodes == 1 and master_addr is None:
         argv += ["--standalone", f"--nproc-per-node={nproc}"]
@@ -42,8 +39,7 @@ def torchrun_argv(nproc: int, module: str, args: Sequence[str] = (), *, nnodes: 
 
 
 def envcheck_pythonpath(extra: str | None) -> str:
-    """A worker's PYTHONPATH: envcheck's own folder first, then ``extra`` (the user's), so the workers
-    import this envcheck wherever torchrun starts them."""
+    """A worker's PYTHONPATH: this envcheck's folder first, then ``extra`` (the user's)."""
     from envcheck.harness.spawn import package_root
 
     return os.pathsep.join(p for p in (package_root(), extra) if p)
@@ -60,8 +56,7 @@ class Launcher(Protocol):
 
 
 def _kill_orphans(orphans: Callable[[], Iterable[int]] | None) -> None:
-    """SIGKILL to each orphan's process group (a torchrun worker leads a session of its own), or to
-    the orphan alone when it leads none."""
+    """SIGKILL to each orphan's process group, or to the orphan alone when it leads none."""
     for pid in (orphans() if orphans is not None else ()):
         try:
             os.killpg(pid, signal.SIGKILL)
@@ -73,8 +68,8 @@ def _kill_orphans(orphans: Callable[[], Iterable[int]] | None) -> None:
 
 
 class SubprocessLauncher:
-    """The real launcher: output into ``log_path`` as it comes, its last lines kept; SIGTERM first on a time
-    limit (torchrun forwards it to its workers and tears them down), SIGKILL after the grace."""
+    """Output into ``log_path`` as it comes, its last lines kept; on a time limit SIGTERM first (torchrun tears
+    its workers down), SIGKILL after the grace."""
 
     def __init__(self, grace_s: float = TERMINATE_GRACE_S) -> None:
         self.grace_s = grace_s

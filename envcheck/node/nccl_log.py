@@ -1,17 +1,13 @@
-"""NCCL's own debug output (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS including TUNING and COLL): which
-algorithm and protocol it chose for each call, and its version.
-
-The lines this reads, as NCCL 2.28 prints them (captured on the lent 2 x H200 node)::
+"""NCCL's debug output (NCCL_DEBUG=INFO, subsystems TUNING and COLL): the algorithm and protocol of each call,
+and its version. The lines this reads, as NCCL 2.28 prints them::
 
     vm:642:642 [0] NCCL INFO NCCL version 2.28.9+cuda13.0
     vm:642:642 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x7f.. recvbuff 0x7f.. count 262144 datatype 7 op 0 \
 root 0 comm 0x263eaad0 [nranks=2] stream (nil)
     vm:642:642 [0] NCCL INFO AllReduce: 1048576 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..23}
 
-The tuning line comes from the communicator's rank 0 only and does not name the communicator: the
-COLL line just before it in the same process does (with its rank count), so choices made for
-sub-groups are told apart from the world's. NCCL runs all-to-all as grouped send/recv and prints
-no algorithm for it.
+The tuning line (from the communicator's rank 0) does not name the communicator: the COLL line before it in the
+same process does, so sub-groups' choices are told apart from the world's. all-to-all prints no algorithm.
 """
 
 from __future__ import annotations
@@ -52,8 +48,7 @@ def parse_choices(text: str, rank: int) -> tuple[AlgoChoice, ...]:
 
 
 def distinct(choices: tuple[AlgoChoice, ...]) -> tuple[AlgoChoice, ...]:
-    """One entry per (communicator size, op, bytes, algo, proto, channels): the log repeats each
-    decision for every warm-up and timed call."""
+    """One entry per (communicator size, op, bytes, algo, proto, channels): the log repeats each for every call."""
     seen: dict[tuple, AlgoChoice] = {}
     for c in choices:
         key = (c.rank, c.nranks, c.nccl_op, c.nccl_bytes, c.algo, c.proto, c.channel_lo, c.channel_hi)

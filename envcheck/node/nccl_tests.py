@@ -1,7 +1,5 @@
-"""nccl-tests' output (``all_reduce_perf -b 1M -e 4G -f 4 -g 2``), read so envcheck's own bus bandwidth
-can be held against it at the same sizes: the evidence that the numbers mean the same thing.
-
-One row per size, with both placements (nccl-tests 2.19 prints out-of-place, then in-place)::
+"""nccl-tests' output (``all_reduce_perf -b 1M -e 4G -f 4 -g 2``), to hold envcheck's bus bandwidth against at
+the same sizes. One row per size, out-of-place then in-place (nccl-tests 2.19)::
 
   #       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong
      1048576        262144     float     sum      -1    15.25   68.77   68.77       0    14.60   71.82   71.82       0

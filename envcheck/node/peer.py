@@ -1,7 +1,5 @@
-"""Runs the peer-copy worker (``envcheck.node.peer_worker``) through the launcher seam and turns its
-events into ``PeerCopies``, with GPU indices mapped back from the worker's CUDA numbering (it sees
-only the selected GPUs, through CUDA_VISIBLE_DEVICES) to the machine's.
-"""
+"""Runs the peer-copy worker (``envcheck.node.peer_worker``) through the launcher seam; its events become
+``PeerCopies``, GPU indices mapped back from its CUDA numbering (CUDA_VISIBLE_DEVICES) to the machine's."""
 
 from __future__ import annotations
 
@@ -18,8 +16,7 @@ WORKER_MODULE = "envcheck.node.peer_worker"
 
 @dataclass(frozen=True)
 class PeerPlan:
-    """256 MiB per copy: at NVLink speeds (~0.5 ms) far above the event resolution, and small enough
-    for any GPU. nvbandwidth's defaults are similar (64 MiB buffers, more iterations)."""
+    """256 MiB per copy: ~0.5 ms at NVLink speeds, far above the events' resolution, and fits any GPU."""
 
     size_bytes: int = 1 << 28
     warmup: int = 3
@@ -33,8 +30,7 @@ class PeerPlan:
 
 
 def worker_error(out: Outcome, timeout: float) -> str | None:
-    """Why a node worker's run ended before the worker did (``interrupted``, ``timed_out``, ``launch_failed``),
-    its exception in one line, or ``no_done_event``; None when it finished."""
+    """Why a node worker did not finish (``Launch.ended_early``'s key, its exception, or ``no_done_event``)."""
     if out.done:
         return None
     early = to_launch(out, (), timeout).ended_early

@@ -1,17 +1,10 @@
 """Copy bandwidth matrices of one node, in a child (``run``, started through the harness by ``envcheck.node.peer``).
 
-For every ordered pair of GPUs, device-to-device copies two ways, as nvbandwidth measures them:
-
-- ``copy_engine``: ``dst.copy_(src)`` across devices, which torch runs as cudaMemcpyPeerAsync on the
-  source's current stream once peer access is on (it turns it on itself), so the copy engines move it;
-- ``sm_kernel``: a Triton copy kernel launched on the destination that loads the source's memory
-  through peer access (nvbandwidth's "memcpy_read_sm"), so the SMs move it;
-
-each one way and both ways at once (``bidirectional``: src->dst and dst->src started together, the
-sample being the longer of the two). Then host-to-device and device-to-host copies from and to
-pinned host memory. Every copy is timed with CUDA events on the stream it runs on, over ``iters``
-calls after ``warmup``, and the destination is then checked element by element against the pattern
-the source holds (``i % 251`` as float32).
+For every ordered pair of GPUs, as nvbandwidth measures them: ``copy_engine`` (``dst.copy_(src)``, which torch
+runs as cudaMemcpyPeerAsync) and ``sm_kernel`` (a Triton kernel on the destination loading the source through
+peer access, nvbandwidth's "memcpy_read_sm"), one way and both ways at once (a sample: the longer direction);
+then host-to-device and device-to-host copies with pinned memory. Each copy is timed with CUDA events on its own
+streams, ``iters`` calls after ``warmup``, and its destination checked against the source's ``i % 251``.
 
 Events::
 
@@ -23,10 +16,11 @@ Events::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from envcheck.bench.failure import one_line
+from envcheck.errors import one_line
 
 PATTERN_MOD = 251
 CHUNK = 1 << 25
@@ -40,26 +34,21 @@ class Copier:
         self.iters = iters
         self._kernel: Any = None
 
-    # ----------------------------------------------------------------- data
-
-    def pattern(self, device: Any, pinned: bool = False) -> Any:
+    def _chunks(self, device: Any) -> Iterator[tuple[slice, Any]]:
+        """Each chunk of a buffer and the pattern's values there."""
         t = self.torch
-        out = t.empty(self.n, dtype=t.float32, device=device, pin_memory=pinned)
         for lo in range(0, self.n, CHUNK):
             hi = min(self.n, lo + CHUNK)
-            out[lo:hi] = (t.arange(lo, hi, dtype=t.int64, device=device) % PATTERN_MOD).to(t.float32)
+            yield slice(lo, hi), (t.arange(lo, hi, dtype=t.int64, device=device) % PATTERN_MOD).to(t.float32)
+
+    def pattern(self, device: Any, pinned: bool = False) -> Any:
+        out = self.torch.empty(self.n, dtype=self.torch.float32, device=device, pin_memory=pinned)
+        for part, values in self._chunks(device):
+            out[part] = values
         return out
 
     def wrong(self, x: Any) -> int:
-        t = self.torch
-        bad = 0
-        for lo in range(0, self.n, CHUNK):
-            hi = min(self.n, lo + CHUNK)
-            want = (t.arange(lo, hi, dtype=t.int64, device=x.device) % PATTERN_MOD).to(t.float32)
-            bad += int((x[lo:hi] != want).sum().item())
-        return bad
-
-    # ----------------------------------------------------------------- the SM copy
+        return sum(int((x[part] != want).sum().item()) for part, want in self._chunks(x.device))
 
     def sm_copy(self, src: Any, dst: Any) -> None:
         """A Triton kernel on ``dst``'s device pulling ``src`` over peer access."""
@@ -79,27 +68,19 @@ class Copier:
         # Launched on the current device and stream, which the caller set to the destination's.
         self._kernel[(triton.cdiv(self.n, block),)](src, dst, self.n, BLOCK=block, num_warps=8)
 
-    # ----------------------------------------------------------------- timing
-
     def _timed(self, jobs: list[tuple[int, int | None, Any]]) -> list[float]:
-        """Run each ``(device, peer, fn)`` job at once per iteration; a sample is the longest job's time.
-
-        Each job gets streams of its own on both GPUs it touches: torch orders a cross-device copy
-        against the *current* streams of both devices, so two directions sharing the default streams
-        would run one after the other instead of at the same time.
-        """
+        """Each ``(device, peer, fn)`` job at once per iteration; a sample is the longest job's time. Each job gets
+        streams of its own on both its GPUs: torch orders a cross-device copy against the current streams of
+        both, so two directions on the default streams would run one after the other."""
         t = self.torch
         streams = [(t.cuda.Stream(device=dev), t.cuda.Stream(device=peer) if peer is not None else None)
                    for dev, peer, _ in jobs]
 
         def within(k: int) -> Any:
-            import contextlib
-
             dev = jobs[k][0]
             stack = contextlib.ExitStack()
             own, other = streams[k]
-            # Setting a stream also makes its device current (torch.cuda.set_stream): the peer's
-            # stream first, the job's own last, so the job's device is current inside.
+            # Setting a stream makes its device current: the peer's first, the job's own last.
             if other is not None:
                 stack.enter_context(t.cuda.stream(other))
             stack.enter_context(t.cuda.stream(own))

@@ -1,10 +1,7 @@
-"""One node's tests across its GPUs, in order: topology, error counters, peer copies, the collective
-sweep, counters again and the kernel log. What ``envcheck run --gpus`` adds after the per-GPU suites,
-and what each node's leader runs in a fleet.
-
-Every step that can crash or hang runs in a child through the launcher seam with its own time
-limit; one step failing is recorded (``Node.skipped`` or the step's ``error``) and the next runs.
-Ctrl-C during a step stops it and returns the node as far as it got, with ``interrupted`` set.
+"""One node's tests across its GPUs, in order: topology, error counters, peer copies, the collective sweep,
+counters again and the kernel log: what ``envcheck run --gpus`` adds after the per-GPU suites, and what each
+node's leader runs in a fleet. A step that can crash or hang runs in a child with its own time limit; a failed
+step is recorded (``Node.skipped`` or its ``error``) and the next runs.
 """
 
 from __future__ import annotations
@@ -14,7 +11,6 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,8 +27,7 @@ from envcheck.probes.host import Host
 if TYPE_CHECKING:
     from envcheck.bench.suite import Plan
 
-# Stage limits. The 4 GiB all_reduce on 8 slow PCIe GPUs (~10 GB/s busbw) takes ~0.9 s a call, 25
-# calls per size: the sweep's limit leaves room for that; a healthy NVLink node needs a tenth of it.
+# Stage limits: room for 4 GiB all_reduce on 8 slow PCIe GPUs (~0.9 s a call); NVLink needs a tenth.
 SWEEP_TIMEOUT_S = 480.0
 PEER_TIMEOUT_S = 240.0
 SMI_TIMEOUT_S = 20.0
@@ -40,8 +35,7 @@ SMI_TIMEOUT_S = 20.0
 
 @dataclass(frozen=True)
 class NodeOptions:
-    """What to run on this node's GPUs ``gpus`` (machine indices); ``work_dir`` keeps the children's
-    files (rank outputs, NCCL logs, torchrun's output)."""
+    """What to run on this node's GPUs ``gpus`` (machine indices); ``work_dir`` keeps the children's files."""
 
     gpus: tuple[int, ...]
     work_dir: str
@@ -55,7 +49,6 @@ class NodeOptions:
 
 @dataclass(frozen=True)
 class NodeDeps:
-    """The seams: NVML, the host (files and short commands), the launcher, the kernel-log reader."""
 
     nvml: Callable[[], NvmlLike]
     host: Host
@@ -70,17 +63,13 @@ def real_deps() -> NodeDeps:
     return NodeDeps(Nvml, default_host(), SubprocessLauncher())
 
 
-def _utc() -> str:
-    return datetime.now(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _smi(host: Host, argv: list[str]) -> tuple[str | None, str | None]:
     r = host.run(argv, timeout=SMI_TIMEOUT_S)  # Host.run gives every child the child environment
     return (r.stdout, None) if r.ok else (None, r.describe())
 
 
 def probe_node_topology(nvml: NvmlLike, host: Host, gpus: tuple[int, ...]) -> Topology:
-    from envcheck.node.topology import probe_topology
+    from envcheck.probes.topology import probe_topology
 
     topo, why = _smi(host, ["nvidia-smi", "topo", "-m"])
     speeds, _ = _smi(host, ["nvidia-smi", "nvlink", "-s"])
@@ -101,13 +90,14 @@ def run_node(options: NodeOptions, deps: NodeDeps | None = None) -> Node:
     """Every node test for ``options.gpus``. Never raises, except KeyboardInterrupt after Ctrl-C with the
     node as far as it got in ``exc.args[0]``."""
     from envcheck.node.collective_run import Placement, run_sweep
-    from envcheck.node.counters import read_counters
     from envcheck.node.peer import run_peer_copies
-    from envcheck.node.xid import scan_xids
+    from envcheck.probes.collect import utc_now
+    from envcheck.probes.link_counters import read_counters
+    from envcheck.probes.xid import scan_xids
 
     deps = deps or real_deps()
     t0 = time.monotonic()
-    started = _utc()
+    started = utc_now()
     work = Path(options.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     skipped: list[NodeSkip] = []
@@ -164,12 +154,9 @@ def run_node(options: NodeOptions, deps: NodeDeps | None = None) -> Node:
     return node()
 
 
-# --------------------------------------------------------------------------- envcheck run --gpus
-
 
 def quick_sweep(device: str) -> SweepPlan:
-    """The sweep ``envcheck run --gpus`` runs: nccl-tests' 1 MiB .. 4 GiB by 4 on GPUs (stopping where
-    memory runs out), a small one on the CPU where gloo moves about 1 GB/s."""
+    """The sweep ``envcheck run --gpus`` runs: nccl-tests' 1 MiB .. 4 GiB on GPUs, a small one on the CPU (gloo)."""
     if device == "cuda":
         return SweepPlan()
     return SweepPlan(sizes=sizes(1 << 16, 1 << 22, 4), warmup=2, iters=5, device="cpu", narrow=False)
@@ -177,8 +164,7 @@ def quick_sweep(device: str) -> SweepPlan:
 
 @dataclass(frozen=True)
 class NodeRun:
-    """What ``envcheck run --gpus`` adds to a report: one bench per GPU, the node, and the checks of the
-    counters read around the node tests (``envcheck.checks.links.delta_checks``)."""
+    """What ``envcheck run --gpus`` adds to a report: a bench per GPU, the node, and the link counters' checks."""
 
     gpus: tuple[int, ...]
     benches: tuple[Bench, ...]
@@ -191,8 +177,7 @@ def run_node_suite(gpus: tuple[int, ...], plans: Sequence[Plan], work_dir: str, 
                    crosscheck: bool = False, outlier_margin: float = 0.05,
                    on_event: Callable[[int, Any], None] | None = None, deps: NodeDeps | None = None,
                    worker_command: Sequence[str] | None = None) -> NodeRun:
-    """``envcheck run --gpus``: every GPU's suite (``plans``, one per GPU) at once, then the node tests;
-    ``crosscheck``: the sweep runs a plain torch.distributed loop too."""
+    """``envcheck run --gpus``: every GPU's suite (one plan each) at once, then the node tests."""
     from envcheck.bench import parallel, runner
     from envcheck.checks import guarded
     from envcheck.checks.links import delta_checks

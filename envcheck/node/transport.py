@@ -1,11 +1,7 @@
-"""The distributed transport of a fleet run: how ranks hand their results to rank 0.
-
-Built on torch.distributed, with no cluster code of envcheck's own: the ranks join a gloo process
-group (``init_process_group("gloo")``, rendezvous from torchrun's variables or srun's), rank 0 opens a
-``torch.distributed.TCPStore`` and announces it with one gloo ``broadcast_object_list``, and from then
-on every hand-over is a store key. Keys, unlike a gather, wait per rank with a time limit: a rank
-that died or hangs costs rank 0 its ``timeout_s`` and shows in the report as such, while the ranks
-that answered are still reported. Values are JSON text of model objects.
+"""How a fleet's ranks hand their results to rank 0, on torch.distributed alone: the ranks join a gloo group,
+rank 0 opens a ``TCPStore`` and announces it with one ``broadcast_object_list``, and every hand-over is a store
+key holding JSON. Keys, unlike a gather, wait per rank with a time limit: a dead or hung rank costs rank 0 its
+``timeout_s`` and is reported as such, beside the ranks that answered.
 """
 
 from __future__ import annotations
@@ -44,11 +40,8 @@ class StoreTransport:
         self.store.set(key, value)
 
     def get(self, key: str, timeout_s: float) -> str | None:
-        # Polled rather than ``store.wait``-ed: a key already there is read however slowly the store
-        # answers (a 1 ms wait for rank 0's own join, long set, timed out about once in a hundred on a
-        # loaded 2-core machine, and the rank was reported missing although it had answered), and a
-        # signal (SIGTERM from torchrun or Slurm) is handled within a poll, not after a wait of many
-        # minutes inside the store's C++ code.
+        # Polled, not ``store.wait``-ed: a key already there is read however slowly a loaded store answers, and
+        # a signal (SIGTERM from torchrun or Slurm) is handled within a poll, not after minutes in the C++ wait.
         deadline = time.monotonic() + max(timeout_s, 0.0)
         try:
             while not self.store.check([key]):

@@ -1,11 +1,7 @@
-"""Xid events since boot, from the kernel log, without privileges where the system allows it.
+"""Xid events since boot from the kernel log (NVML's event API only sees Xids while a process listens).
 
-NVML's event API only sees Xids that happen while a process listens, so past ones come from the
-kernel log. Sources, in order: ``/dev/kmsg`` (readable unless ``kernel.dmesg_restrict`` is 1 without
-CAP_SYSLOG), ``journalctl -k -b`` (root or the systemd-journal / adm group), ``dmesg``. The first
-that reads wins; each failure is recorded as a reason, so "no Xids" is never confused with "could
-not look". The kernel's ring buffer holds the most recent messages only: on a chatty host, Xids from
-long ago may have scrolled out (``journalctl`` keeps them when it is readable).
+Sources, in order: ``/dev/kmsg`` (unless ``kernel.dmesg_restrict``), ``journalctl -k -b``, ``dmesg``; the first
+that reads wins and each failure is a recorded reason, so "no Xids" is never "could not look".
 """
 
 from __future__ import annotations
@@ -30,11 +26,8 @@ KmsgReader = Callable[[], str]
 
 
 def read_kmsg(path: str = "/dev/kmsg") -> str:
-    """Every record in the kernel ring buffer, one per line; raises OSError (EPERM when restricted).
-
-    /dev/kmsg blocks at the end of the buffer, so it is read non-blocking until EAGAIN; EPIPE means
-    a record was overwritten while reading, and reading goes on from the next one.
-    """
+    """Every record in the kernel ring buffer, one per line; raises OSError (EPERM when restricted). Read
+    non-blocking until EAGAIN (it blocks at the end); EPIPE: a record was overwritten, go on from the next."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     records: list[str] = []
     try:

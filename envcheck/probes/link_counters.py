@@ -1,10 +1,8 @@
-"""Link error counters through the NVML seam, and the ``links`` section of the environment that
-the link checks (``envcheck.checks.links``) read.
+"""Link error counters through the NVML seam, and the ``links`` section of the environment the link checks read.
 
-NVML counts PCIe replays and NVLink replay / recovery / CRC / ECC errors since the driver loaded.
-A few on a link that has run for weeks are normal (the lent H200 node shows CRC-data 3 and ECC-data
-4 on a healthy link), so a reading means little alone: it is dated with the uptime, to make a rate,
-and read before and after the node tests, to make a delta.
+NVML counts PCIe replays and NVLink replay / recovery / CRC / ECC errors since the driver loaded; a few on a
+link that has run for weeks are normal, so a reading is dated with the uptime (a rate) and read before and
+after the node tests (a delta).
 """
 
 from __future__ import annotations
@@ -13,10 +11,10 @@ from typing import Any
 
 from envcheck.model.facts import Facts, known, missing
 from envcheck.model.node import NVLINK_COUNTERS, Counter, CounterSnapshot, XidScan
-from envcheck.node.topology import active_links, field_value
 from envcheck.probes.gpus import NvmlLike
 from envcheck.probes.host import Host
 from envcheck.probes.nvml import NvmlCallError
+from envcheck.probes.topology import active_links, field_value
 
 # nvmlNvLinkErrorCounter_t, in NVLINK_COUNTERS order
 NVLINK_COUNTER_IDS = {name: i for i, name in enumerate(NVLINK_COUNTERS)}
@@ -90,9 +88,8 @@ def _remapped_rows(nvml: NvmlLike, index: int) -> Any:
 
 def links_section(nvml: NvmlLike, host: Host, snapshot: CounterSnapshot, xid: XidScan,
                   indices: tuple[int, ...]) -> Facts:
-    """The ``links`` section: per GPU ``gpu<i>.pcie_replay``, ``gpu<i>.nvlink_errors`` (one dict per
-    active link: link, replay, recovery, crc_flit, crc_data, ecc_data), ``gpu<i>.remapped_rows``,
-    ``gpu<i>.pci_bus_id``; ``uptime_s``; ``xid_source`` and ``xid_events`` (one dict per event)."""
+    """The ``links`` section: per GPU ``gpu<i>.pcie_replay``, ``.nvlink_errors`` (a dict per active link),
+    ``.remapped_rows``, ``.pci_bus_id``; ``uptime_s``; ``xid_source`` and ``xid_events``."""
     f: Facts = {}
     f["uptime_s"] = known(snapshot.uptime_s) if snapshot.uptime_s is not None else missing(
         snapshot.uptime_reason or "unknown")
@@ -120,8 +117,8 @@ def links_section(nvml: NvmlLike, host: Host, snapshot: CounterSnapshot, xid: Xi
 
 def probe_links(nvml: NvmlLike | None = None, host: Host | None = None, timeout: float = 10.0) -> Facts:
     """The ``links`` section for every GPU NVML lists (what ``collect`` adds to the environment). Never raises."""
-    from envcheck.node.xid import scan_xids
     from envcheck.probes.host import default_host
+    from envcheck.probes.xid import scan_xids
 
     host = host or default_host()
     own = nvml is None

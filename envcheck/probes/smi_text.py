@@ -1,8 +1,5 @@
-"""Parsers for ``nvidia-smi topo -m`` and ``nvidia-smi nvlink -s``: a cross-check of NVML's answers,
-and a fallback where an NVML binding is missing (per-link speed on an older nvidia-ml-py).
-
-Both read the text nvidia-smi prints on a terminal or into a pipe: tab-separated columns, the header
-underlined with ANSI escapes (``ESC[4m ... ESC[0m``) even when piped.
+"""Parsers for ``nvidia-smi topo -m`` and ``nvlink -s``: a cross-check of NVML, and a fallback where a binding
+is missing. nvidia-smi prints tab-separated columns, the header underlined with ANSI escapes even into a pipe.
 """
 
 from __future__ import annotations
@@ -17,11 +14,8 @@ _GPU = re.compile(r"^GPU(\d+)$")
 
 
 def parse_topo_matrix(text: str) -> tuple[TopoCell, ...]:
-    """The GPU-to-GPU cells of ``nvidia-smi topo -m`` (``NV18``, ``SYS``, ``PIX``...), self cells left out.
-
-    NIC rows and columns, affinity columns and the legend are ignored. Raises ValueError when the
-    text has no GPU matrix (nvidia-smi printed an error instead).
-    """
+    """The GPU-to-GPU cells of ``nvidia-smi topo -m`` (``NV18``, ``SYS``...), without self cells, NICs, affinity
+    and legend. ValueError when the text has no GPU matrix (nvidia-smi printed an error instead)."""
     lines = [_ANSI.sub("", ln).rstrip("\n") for ln in text.splitlines()]
     header: list[str] | None = None
     cells: list[TopoCell] = []

@@ -1,11 +1,7 @@
-"""How a node's GPUs connect, read through the NVML seam: each GPU's PCIe link and NVLinks, and each
-pair's common PCIe ancestor and peer-to-peer status. ``nvidia-smi topo -m`` and ``nvlink -s`` texts,
-when given, are kept as a cross-check and fill per-link speeds the NVML binding cannot read.
-
-Every query is a value or a reason; a GPU that cannot be queried keeps its entry with ``lost`` set
-and the others are still read. Nothing here derives a bandwidth (``envcheck.analysis.node`` does).
-The functions take the NVML seam object, so they run wherever the seam runs (in-process, or in the
-isolated NVML child).
+"""How a node's GPUs connect, read through the NVML seam: each GPU's PCIe link and NVLinks, each pair's common
+PCIe ancestor and peer-to-peer status. ``nvidia-smi topo -m`` and ``nvlink -s`` texts are kept as a cross-check
+and fill per-link speeds the NVML binding cannot read. Every query is a value or a reason; a GPU that cannot be
+queried keeps its entry with ``lost`` set. Nothing here derives a bandwidth (``envcheck.analysis.node`` does).
 """
 
 from __future__ import annotations
@@ -14,10 +10,10 @@ from typing import Any
 
 from envcheck.model.facts import Fact, known, missing
 from envcheck.model.node import GpuLinks, GpuPair, NvLink, Topology
-from envcheck.node.smi_text import LinkSpeed, parse_nvlink_speeds, parse_topo_matrix
 from envcheck.probes.gpus import NvmlLike
 from envcheck.probes.nvml import NvmlCallError
 from envcheck.probes.nvml_fields import field_value
+from envcheck.probes.smi_text import LinkSpeed, parse_nvlink_speeds, parse_topo_matrix
 
 # nvmlGpuTopologyLevel_t -> the model's names (nvidia-smi topo -m: X, PIX, PXB, PHB, NODE, SYS)
 TOPOLOGY_LEVELS = {0: "internal", 10: "single", 20: "multiple", 30: "hostbridge", 40: "node", 50: "system"}
@@ -46,8 +42,7 @@ def _fact(nvml: NvmlLike, name: str, *args: Any, convert: Any = None) -> Fact:
 
 
 def _remote_pci(nvml: NvmlLike, handle: Any, link: int) -> Fact:
-    """The far end's PCI bus id. The _v2 call is missing from some nvidia-ml-py releases (as on the
-    lent H200 node: "module 'pynvml' has no attribute ..._v2"), so the first version is tried next."""
+    """The far end's PCI bus id; some nvidia-ml-py releases lack the _v2 call, so the first version is tried next."""
     reasons = []
     for name in ("nvmlDeviceGetNvLinkRemotePciInfo_v2", "nvmlDeviceGetNvLinkRemotePciInfo"):
         try:
@@ -81,10 +76,9 @@ def _speed(nvml: NvmlLike, handle: Any, link: int, smi: dict[int, float | None])
 
 
 def link_states(nvml: NvmlLike, handle: Any, count: Fact) -> list[tuple[int, bool | NvmlCallError]]:
-    """Each NVLink of a GPU with its state (``nvmlDeviceGetNvLinkState``; nvidia-smi nvlink -s):
-    True active, False inactive, or the error reading it raised. ``count`` is the GPU's link count;
-    when NVML could not give it, links are tried up to ``DEFAULT_MAX_LINKS`` and the first Not
-    Supported or Invalid Argument ends the list."""
+    """Each NVLink of a GPU with its state (``nvmlDeviceGetNvLinkState``; nvidia-smi nvlink -s): True active, False
+    inactive, or the error reading it. Without a link ``count``, links up to ``DEFAULT_MAX_LINKS`` are tried and
+    the first Not Supported or Invalid Argument ends the list."""
     limit = count.value if count.ok else DEFAULT_MAX_LINKS
     states: list[tuple[int, bool | NvmlCallError]] = []
     for link in range(limit):
@@ -105,13 +99,9 @@ def active_links(nvml: NvmlLike, handle: Any) -> tuple[int, ...]:
 def _nvlinks(nvml: NvmlLike, handle: Any, count: Fact, smi: dict[int, float | None]) -> tuple[NvLink, ...]:
     links: list[NvLink] = []
     for link, state in link_states(nvml, handle, count):
-        if isinstance(state, NvmlCallError):
-            links.append(NvLink(link, False, version=missing(state.reason), speed_mbps=missing(state.reason),
-                                remote_type=missing(state.reason), remote_pci_bus_id=missing(state.reason)))
-            continue
-        if not state:
-            links.append(NvLink(link, False, version=missing("link inactive"), speed_mbps=missing("link inactive"),
-                                remote_type=missing("link inactive"), remote_pci_bus_id=missing("link inactive")))
+        if state is not True:
+            why = missing(state.reason if isinstance(state, NvmlCallError) else "link inactive")
+            links.append(NvLink(link, False, version=why, speed_mbps=why, remote_type=why, remote_pci_bus_id=why))
             continue
         speed, source = _speed(nvml, handle, link, smi)
         links.append(NvLink(
@@ -165,11 +155,8 @@ def probe_pair(nvml: NvmlLike, a: int, b: int, ha: Any, hb: Any) -> GpuPair:
 
 def probe_topology(nvml: NvmlLike, indices: tuple[int, ...] | None = None, topo_text: str | None = None,
                    nvlink_text: str | None = None, smi_reason: str | None = None) -> Topology:
-    """The node's topology for GPUs ``indices`` (all NVML lists when None). Never raises.
-
-    ``topo_text`` / ``nvlink_text``: what ``nvidia-smi topo -m`` / ``nvidia-smi nvlink -s`` printed
-    (None with ``smi_reason`` when they could not run).
-    """
+    """The node's topology for GPUs ``indices`` (all NVML lists when None). Never raises. ``topo_text`` /
+    ``nvlink_text``: what ``nvidia-smi topo -m`` / ``nvlink -s`` printed (None, with ``smi_reason``, if not run)."""
     cells: tuple = ()
     reason = smi_reason
     if topo_text is not None:
