@@ -118,7 +118,6 @@ def test_scripted_run_writes_a_dated_report_renders_it_and_prints_the_summary(tm
 
 def test_a_run_analyses_its_report_once_for_the_documents_the_summary_and_the_exit_status(tmp_path, monkeypatch):
     import envcheck.analysis
-    import envcheck.render.writing
 
     calls = []
 
@@ -128,7 +127,6 @@ def test_a_run_analyses_its_report_once_for_the_documents_the_summary_and_the_ex
 
     real = envcheck.analysis.analyse
     monkeypatch.setattr(envcheck.analysis, "analyse", counted)
-    monkeypatch.setattr(envcheck.render.writing, "analyse", counted)
     rc, _, err = execute(parse("--quick", "--ops", "relu", "--out-dir", str(tmp_path / "r"), "--format", "json,md,html"),
                          deps(tmp_path, None))
     assert rc == 0, err

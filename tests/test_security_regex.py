@@ -55,7 +55,7 @@ CASES: list[tuple[str, Callable[[Any], object], Any]] = [
     ("ptxas release", triton_probe.parse_ptxas_version, "release 1.1, V" + run("1.")),
     ("slurm host list: opened brackets", node_fleet.expand_nodelist, run("a[")),
     ("PCI bus id: a run of hex digits", burn._pci, "a" * MB),
-    ("markdown heading: blanks inside", lambda s: toc.markdown_toc(s, "en"), "## a" + " " * MB + "b\n"),
+    ("markdown heading: blanks inside", toc.markdown_toc, "## a" + " " * MB + "b\n"),
     ("heading slug: opened brackets", lambda s: toc.slug(s, {}), run("[a")),
     ("heading slug: links without their end", lambda s: toc.slug(s, {}), run("[a](")),
     ("terminal: blanks before the end", lambda s: console._TRAILING.sub(r"\1", s), " " * MB + "x\n"),

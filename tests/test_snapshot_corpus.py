@@ -19,7 +19,7 @@ from envcheck.checks import evaluate
 from envcheck.model import Check
 from envcheck.probes.collect import collect
 from envcheck.render.checktext import localized
-from envcheck.render.i18n import catalog, has
+from envcheck.render.i18n import catalog, language
 
 HERE = Path(__file__).parent / "fixtures" / "snapshots"
 SNAPSHOTS = sorted((HERE / "corpus").glob("*.json")) + sorted((HERE / "fixtures").glob("*.json"))
@@ -111,7 +111,8 @@ def _slots(template: str, text: str) -> dict[str, str] | None:
 
 def _misread(check: Check, lang: str) -> list[str]:
     """What a person reading ``check`` in ``lang`` would stumble on."""
-    shown = localized(check, lang)
+    with language(lang):
+        shown = localized(check)
     out = []
     for part, text in (("title", shown.title), ("finding", shown.finding), ("fix", shown.fix or "")):
         if re.search(r"\{\w*\}|\bcheck\.[a-z_]+\.", text):
@@ -123,7 +124,7 @@ def _misread(check: Check, lang: str) -> list[str]:
     for fix_part in filter(None, re.split(r"[;；]\s*|，|, ", shown.fix or "")):
         if len(fix_part) >= 20 and fix_part in shown.finding:
             out.append(f"the fix's {fix_part!r} is inside the finding: {shown.finding}")
-    if check.key and has(lang, check.key):
+    if check.key and check.key in catalog(lang):
         slots = _slots(catalog(lang)[check.key], shown.finding)
         if slots is None:
             out.append(f"finding does not read as its sentence {catalog(lang)[check.key]!r}: {shown.finding}")
