@@ -1,7 +1,6 @@
-"""The cross-checks of a run (``run --crosscheck``), raw: what independent tools measured of the same work in the
-same run: ``do_bench_cudagraph`` on the headline cases (``KernelTiming``), a plain torch peer copy (``CopyTiming``),
-a ``torch.distributed`` loop (``LoopTiming``) and nccl-tests (``NcclTestsRun``); how each tool's launch ended and
-why a cross-check did not apply. Ratios and verdicts are ``envcheck.analysis.crosscheck``'s.
+"""The cross-checks of a run (``run --crosscheck``), raw: what independent tools measured of the same work
+(``do_bench_cudagraph``, a torch peer copy, a ``torch.distributed`` loop, nccl-tests) and how each launch ended;
+ratios and verdicts: ``envcheck.analysis.crosscheck``.
 """
 
 from __future__ import annotations
@@ -17,8 +16,7 @@ from envcheck.outside_json import Int, Json
 TOOLS = ("do_bench_cudagraph", "torch_copy", "torch_distributed_loop", "nccl_tests")
 # nccl-tests' eager loop, its CUDA-graph mode (captured buffers registered), and that with registration off.
 NCCL_TESTS_MODES = ("eager", "graph", "graph_unregistered")
-# Why a planned row was not timed: ``not_run`` (the tool ended before it); ``fits_l2`` in reports before the tool
-# cycled the suite's sets of buffers (a case L2 could hold was not compared).
+# Why a planned row was not timed: ``not_run`` (the tool ended first); ``fits_l2`` in older reports.
 ROW_SKIPS = ("fits_l2", "not_run")
 
 
@@ -33,9 +31,8 @@ def _one_outcome(samples: Samples | None, error: str | None, skipped: str | None
 
 @dataclass(frozen=True)
 class KernelTiming:
-    """One headline case of GPU ``gpu`` timed by ``do_bench_cudagraph``: after ``settle_ms`` untimed, ``rounds`` calls
-    with ``rep=rep_ms`` and ``return_mode="all"``; ``samples_us``: every replay's time per call. ``sets``: the sets
-    of buffers each call cycled through, as the suite's case did; ``kernel``: the Triton tile timed (the suite's)."""
+    """One headline case timed by ``do_bench_cudagraph``: after ``settle_ms``, ``rounds`` calls with ``rep=rep_ms``;
+    ``samples_us``: every replay's time per call; ``sets`` and ``kernel``: as the suite's case."""
 
     gpu: Int
     op: str
@@ -81,8 +78,8 @@ class CopyTiming:
 
 @dataclass(frozen=True)
 class LoopTiming:
-    """``calls`` back-to-back ``torch.distributed`` calls of ``op`` between two events on each rank: each sample
-    one loop per call, what a user's loop pays; ``skipped``: why it did not run."""
+    """``calls`` back-to-back ``torch.distributed`` calls of ``op`` between two events on each rank (a sample per
+    call: what a user's loop pays)."""
 
     op: str
     size_bytes: Int
@@ -101,8 +98,7 @@ class LoopTiming:
 
 @dataclass(frozen=True)
 class NcclTestsRun:
-    """One nccl-tests binary run for ``op`` in ``mode`` with ``env`` (NCCL settings given); ``rows``: what it printed,
-    parsed (``envcheck.node.nccl_tests``)."""
+    """One nccl-tests run for ``op`` in ``mode`` with ``env`` (NCCL settings); ``rows``: what it printed, parsed."""
 
     op: str
     mode: str

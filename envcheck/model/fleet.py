@@ -1,6 +1,5 @@
-"""A fleet run's raw results: each node's own (shaped like a single-node report, so the comparisons read a fleet node
-as one machine), how every rank ended, the collectives across all, and the rules and baseline the verdicts
-(``envcheck.analysis.fleet``) are judged by.
+"""A fleet run's raw results: each node's own (shaped like a single-node report), how every rank ended, the
+collectives across all, and the rules and baseline its verdicts (``envcheck.analysis.fleet``) are judged by.
 """
 
 from __future__ import annotations
@@ -21,9 +20,8 @@ DIRECTIONS = ("higher", "lower")  # which way is better
 
 @dataclass(frozen=True)
 class RankStatus:
-    """How one rank's part ended: ``ok``, ``error`` (its last line sent), ``timeout`` (silent for ``given_s``) or
-    ``missing`` (never joined); ``phase``: the hand-over that failed (None in older reports: its suite);
-    ``world_rank``: its rank in the collectives across nodes (None: it took no part)."""
+    """How one rank's part ended (``RANK_STATUSES``); ``phase``: the hand-over that failed (None in older reports:
+    its suite); ``world_rank``: its rank in the collectives across nodes (None: it took no part)."""
 
     rank: Int
     status: str
@@ -73,8 +71,7 @@ class Rule:
 
 @dataclass(frozen=True)
 class Reference:
-    """A metric's value in the baseline; ``algo``: the NCCL algorithm behind a bus bandwidth (``RING/SIMPLE``), so
-    busbw is never compared across algorithms without saying so."""
+    """A metric's value in the baseline; ``algo``: the NCCL algorithm behind a bus bandwidth (``RING/SIMPLE``)."""
 
     metric: str
     value: float
@@ -94,7 +91,7 @@ class Baseline:
 @dataclass(frozen=True)
 class Fleet:
     """Every node of a ``torchrun`` / ``srun`` launch, gathered by rank 0; ``collectives``: the sweeps across the
-    world (a node's own are in its ``node``); without a ``baseline`` each node is held against the fleet's median."""
+    world; without a ``baseline`` each node is held against the fleet's median."""
 
     world_size: Int
     nnodes: Int

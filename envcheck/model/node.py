@@ -1,6 +1,5 @@
-"""One node's raw results beyond the per-GPU suites: its GPUs' links, copies over them, collectives across them,
-and the error counters that say whether the links are healthy. Values or the reasons they are missing; no
-bandwidths, percentages or verdicts (``envcheck.analysis.node``). Units live in the field names.
+"""One node's raw results beyond the per-GPU suites: its GPUs' links, copies over them, collectives across them
+and the links' error counters; values or the reasons they are missing (verdicts: ``envcheck.analysis.node``).
 """
 
 from __future__ import annotations
@@ -10,8 +9,6 @@ from dataclasses import dataclass, field
 from envcheck.model.bench import OMIT_DEFAULT, Timing
 from envcheck.model.facts import Fact, missing
 from envcheck.outside_json import Int, Json
-
-# --------------------------------------------------------------------------- topology
 
 # NVML's nvmlGpuTopologyLevel_t, as the names ``nvidia-smi topo -m`` prints for them.
 PCIE_LEVELS = ("internal", "single", "multiple", "hostbridge", "node", "system")
@@ -53,8 +50,8 @@ class GpuLinks:
 
 @dataclass(frozen=True)
 class GpuPair:
-    """What NVML says of two GPUs together (``nvidia-smi topo -m``, ``topo -p2p``): their closest common PCIe
-    ancestor (``PCIE_LEVELS``) and, per P2P capability (read, write, nvlink, atomics), NVML's status name."""
+    """Two GPUs as NVML sees them (``nvidia-smi topo -m``, ``topo -p2p``): their closest common PCIe ancestor
+    (``PCIE_LEVELS``) and NVML's status name per P2P capability (read, write, nvlink, atomics)."""
 
     a: Int
     b: Int
@@ -80,9 +77,6 @@ class Topology:
     smi_cells: tuple[TopoCell, ...] = ()
     smi_reason: str | None = None  # why nvidia-smi topo -m gave nothing
     reason: str | None = None  # why NVML gave nothing (then gpus and pairs are empty)
-
-
-# --------------------------------------------------------------------------- error counters
 
 
 @dataclass(frozen=True)
@@ -117,15 +111,12 @@ class XidEvent:
 
 @dataclass(frozen=True)
 class XidScan:
-    """Xid events since boot and where they were read (``/dev/kmsg``, ``journalctl -k``, ``dmesg``; None: nowhere,
-    ``reasons`` say why)."""
+    """Xid events since boot and where they were read (``/dev/kmsg``, ``journalctl -k``, ``dmesg``; None: nowhere)."""
 
     source: str | None
     events: tuple[XidEvent, ...] = ()
     reasons: tuple[str, ...] = ()
 
-
-# --------------------------------------------------------------------------- copies
 
 COPY_KINDS = ("h2d", "d2h", "d2d")  # d2d: between two different GPUs
 COPY_METHODS = ("copy_engine", "sm_kernel")
@@ -133,8 +124,8 @@ COPY_METHODS = ("copy_engine", "sm_kernel")
 
 @dataclass(frozen=True)
 class Copy:
-    """One copy: ``bytes_per_direction`` from ``src`` to ``dst`` (GPU indices, None: host memory) per call;
-    ``bidirectional``: the reverse copy ran at once (the timing covers both); ``wrong``: elements that differed."""
+    """One copy of ``bytes_per_direction`` per call from ``src`` to ``dst`` (GPU indices, None: host memory);
+    ``bidirectional``: the reverse copy ran at once; ``wrong``: elements that differed."""
 
     kind: str
     method: str
@@ -178,8 +169,6 @@ class PeerCopies:
     duration_s: float | None = None
 
 
-# --------------------------------------------------------------------------- collectives
-
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
 # Why a collective has no GPU time (graph replays): gloo on the CPU, a refused capture, or none reached.
 GPU_TIME_REASONS = ("no_cuda_graphs", "capture_failed", "not_captured")
@@ -197,14 +186,10 @@ class RankTiming:
 
 @dataclass(frozen=True)
 class CollectiveResult:
-    """One collective at one size on one group of ranks. ``size_bytes`` and ``count`` are nccl-tests' columns;
-    ``wrong``: elements off the expected result, over the ranks (#wrong); ``skipped``: a key why the size did not run.
-    Two times, as for single-GPU ops: ``timings`` each rank's per-call samples (eager calls: what a caller pays),
-    ``gpu_timings`` the GPU time (graph replays, launch gaps removed; else ``gpu_reason``), and again on NCCL-registered
-    buffers (``registered_*``). ``rotation_sets`` (buffer sets cycled to keep L2 cold), ``allocations`` (fresh
-    allocations the calls are spread over), ``captures`` and ``communicators`` (graphs pooled, and the communicators
-    they were captured on) count how each size was measured; 1 is what reports before they were recorded used.
-    """
+    """One collective at one size on one group of ranks (``size_bytes``, ``count``, ``wrong``: nccl-tests'
+    columns). Two times as for single-GPU ops: ``timings`` (eager calls, per rank) and ``gpu_timings`` (graph
+    replays; else ``gpu_reason``), again on NCCL-registered buffers (``registered_*``); the counts (buffer sets,
+    allocations, captures, communicators) say how it was measured, 1 in reports before they were recorded."""
 
     op: str
     size_bytes: Int
@@ -247,8 +232,8 @@ class CollectiveResult:
 
 @dataclass(frozen=True)
 class AlgoChoice:
-    """One ``NCCL INFO AllReduce: 1073741824 Bytes -> Algo RING proto SIMPLE ...`` line, as NCCL printed it;
-    ``nranks`` and ``comm`` from the call's ``opCount`` line before it (with NCCL_DEBUG_SUBSYS=COLL)."""
+    """One ``NCCL INFO AllReduce: 1073741824 Bytes -> Algo RING proto SIMPLE ...`` line; ``nranks`` and ``comm``
+    from the call's ``opCount`` line before it."""
 
     rank: Int
     nccl_op: str
@@ -299,8 +284,8 @@ class Launch:
 
 @dataclass(frozen=True)
 class Collectives:
-    """A collective sweep over one group of processes (``scope``: ``node`` or ``world``); ``hosts`` by rank;
-    ``narrowing``: re-runs on sub-groups to find what makes it slow (``analysis.fleet.next_narrowing_group``)."""
+    """A collective sweep over one group of processes (``scope``: ``node`` or ``world``); ``narrowing``: re-runs
+    on sub-groups to find what makes it slow."""
 
     scope: str
     backend: str  # nccl | gloo
@@ -317,9 +302,6 @@ class Collectives:
     error: str | None = None
 
 
-# --------------------------------------------------------------------------- the node
-
-
 @dataclass(frozen=True)
 class NodeSkip:
     """A node test that did not run (``peer_copies``, ``collectives``, ``xid``...) and why."""
@@ -330,8 +312,7 @@ class NodeSkip:
 
 @dataclass(frozen=True)
 class Node:
-    """Everything found and measured across one machine's selected ``gpus``; the counters bracket the node tests,
-    so errors the tests provoked show as a delta."""
+    """Everything found and measured across one machine's ``gpus``; the counters bracket the node tests."""
 
     host: str
     gpus: tuple[Int, ...] = ()

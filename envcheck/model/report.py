@@ -18,8 +18,8 @@ KINDS = ("probe", "check", "run", "fleet", "burn")
 
 @dataclass(frozen=True)
 class ReplaySource:
-    """The snapshot a replayed report was made from: its file's name (a path would name the replaying machine's
-    folder), the recorded host, and when it was captured and replayed."""
+    """The snapshot a replayed report was made from: its file's name (not a path), the host, when it was captured
+    and replayed."""
 
     file: str
     host: str
@@ -29,9 +29,8 @@ class ReplaySource:
 
 @dataclass(frozen=True)
 class Report:
-    """What one envcheck command found: ``benches`` one per device, ``node`` its GPUs' links and what went over
-    them, ``fleet`` (kind ``fleet``) every node, ``burn`` and ``crosscheck`` as run; ``anonymized``: identifying
-    values are stable pseudonyms; ``replayed_from``: the facts are a snapshot's (``created`` its capture's)."""
+    """What one envcheck command found: ``benches`` one per device, ``node`` its GPUs' links, ``fleet`` every node;
+    ``anonymized``: identifying values are stable pseudonyms; ``replayed_from``: the facts are a snapshot's."""
 
     tool_version: str
     created: str  # ISO 8601, UTC, seconds
