@@ -119,49 +119,30 @@ def torch_impl(op: str, inputs: Inputs, out: Any, shape: tuple[int, ...] = ()) -
     if op == "row_sum":
         x = inputs["x"]
         return lambda: torch.sum(x, dim=-1, out=out)
-    if op == "conv2d":
-        return _conv2d(inputs, out, stride=shape[6])
-    if op in _NEW_TORCH:
-        return _NEW_TORCH[op](inputs, out)
-    a, b = inputs["a"], inputs["b"]
-    return lambda: torch.matmul(a, b, out=out)
-
-
-def _reduction(how: str, over: str) -> Callable[[Inputs, Any], Impl]:
-    """torch.sum / torch.amax over the op's axes, into ``out`` viewed as the result's shape."""
-    def bind(inputs: Inputs, out: Any) -> Impl:
-        import torch
-
+    if op == "conv2d":  # cuDNN on a GPU; it allocates its output
+        x, w, stride, pad = inputs["x"], inputs["weight"], shape[6], inputs["weight"].shape[2] // 2
+        return lambda: torch.nn.functional.conv2d(x, w, stride=stride, padding=pad)
+    if op == "layer_norm":  # allocating its output (ATen's out= form wants mean and rstd too)
+        x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
+        return lambda: torch.nn.functional.layer_norm(x, (x.shape[1],), w, b, 1e-5)
+    if op == "softmax_fwbw":
+        return _softmax_fwbw(inputs, out)
+    if op == "linear_fwbw":
+        return _linear_fwbw(inputs, out)
+    if spec(op).family == "reduce":  # into ``out`` viewed as the result's shape
         x = inputs["x"]
         a, b, c = x.shape
-        dims, view = REDUCE_DIMS[over], {"all": (), "inner": (a, b), "lead": (c,)}[over]
-        fn = torch.sum if how == "sum" else torch.amax
-        shaped = out.view(view)
+        over = spec(op).reduce_over
+        dims, shaped = REDUCE_DIMS[over], out.view({"all": (), "inner": (a, b), "lead": (c,)}[over])
+        fn = torch.sum if op.startswith("sum") else torch.amax
 
-        def call() -> Any:
+        def reduction() -> Any:
             fn(x, dim=dims, out=shaped)
             return out  # flat, as the reference and the other implementations give it
 
-        return call
-
-    return bind
-
-
-def _layer_norm(inputs: Inputs, out: Any) -> Impl:
-    """``F.layer_norm`` as users call it, allocating its output (ATen's out= form wants mean and rstd too)."""
-    import torch
-
-    x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
-    return lambda: torch.nn.functional.layer_norm(x, (x.shape[1],), w, b, 1e-5)
-
-
-def _conv2d(inputs: Inputs, out: Any, stride: int) -> Impl:
-    """``F.conv2d`` (cuDNN on a GPU; it allocates its output), padding R // 2."""
-    import torch
-
-    x, w = inputs["x"], inputs["weight"]
-    pad = w.shape[2] // 2
-    return lambda: torch.nn.functional.conv2d(x, w, stride=stride, padding=pad)
+        return reduction
+    a, b = inputs["a"], inputs["b"]
+    return lambda: torch.matmul(a, b, out=out)
 
 
 def _softmax_fwbw(inputs: Inputs, out: Any, forward: Callable[..., Any] | None = None) -> Impl:
@@ -195,14 +176,6 @@ def _linear_fwbw(inputs: Inputs, out: Any, forward: Callable[..., Any] | None = 
         return torch.cat((y.detach().reshape(-1), dx.reshape(-1), dw.reshape(-1)), out=out)
 
     return call
-
-
-_NEW_TORCH: dict[str, Callable[[Inputs, Any], Impl]] = {
-    "layer_norm": _layer_norm,
-    "softmax_fwbw": _softmax_fwbw,
-    "linear_fwbw": _linear_fwbw,
-    **{f"{how}_{over}": _reduction(how, over) for how in ("sum", "max") for over in ("all", "inner", "lead")},
-}
 
 
 def triton_impl(op: str, inputs: Inputs, out: Any, precision: str, shape: tuple[int, ...] = (),

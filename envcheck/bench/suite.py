@@ -91,10 +91,8 @@ _CONV = OpSizes(
     compile=((32, 64, 32, 32, 64, 3, 1), (8, 32, 128, 128, 64, 7, 2)),
     interpret=((2, 3, 9, 11, 5, 4, 2), (2, 5, 9, 9, 4, 3, 1)))
 # Row-wise training ops (rows, cols): up to softmax's single-tile limit of 32768 columns.
-_ROW_OPS = OpSizes(
-    full=_at(((4096, 1024), (1000, 4097), (8192, 4096), (4096, 8192), (1024, 32768))),
-    quick=_at(((1000, 4097), (8192, 4096))), cpu=((1024, 1024), (257, 1025), (4096, 1024)),
-    cpu_quick=((257, 1025), (1024, 1024)), compile=((4096, 1024), (8192, 4096)), interpret=((37, 1000),))
+_ROW_OPS = dataclasses.replace(_ROWS, full=_at(((4096, 1024), (1000, 4097), (8192, 4096), (4096, 8192),
+                                                (1024, 32768))))
 # Reductions of (a, b, c): a user's (4, 512, 896), a large power of two, ragged ones.
 _REDUCE = OpSizes(
     full=_at(((4, 512, 896), (64, 1024, 1024), (16, 4096, 4096), (1000, 3, 4097), (7, 33, 1001))),

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, overload
 
+from envcheck.model.facts import check_in
 from envcheck.ops import DTYPES, IMPLS, OPS, PRECISIONS, OpSpec, lookup, valid_name
 from envcheck.outside_json import Int
 
@@ -140,8 +141,7 @@ class Timing:
 
     def __post_init__(self) -> None:
         samples_of(self, "samples_us")
-        if self.method not in TIMING_METHODS:
-            raise ValueError(f"unknown timing method {self.method!r}")
+        check_in("timing method", self.method, TIMING_METHODS)
         if not len(self.samples_us):
             raise ValueError("a timing needs at least one sample")
         # In C: a NaN or infinity makes the sum non-finite, a zero or negative sample the minimum.
@@ -464,8 +464,7 @@ class CeilingRun:
     precision: str | None = None
 
     def __post_init__(self) -> None:
-        if self.dtype not in DTYPES:
-            raise ValueError(f"unknown dtype {self.dtype!r} (known: {', '.join(DTYPES)})")
+        check_in("dtype", self.dtype, DTYPES, known=True)
         if self.precision is not None and self.precision not in PRECISIONS:
             raise ValueError(f"unknown precision {self.precision!r} (known: {', '.join(PRECISIONS)})")
         if not isinstance(self.shape, tuple):
@@ -565,8 +564,7 @@ class BenchDevice:
     pci_bus_id: str | None = None
 
     def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise ValueError(f"unknown backend {self.backend!r}")
+        check_in("backend", self.backend, BACKENDS)
 
 
 @dataclass(frozen=True)

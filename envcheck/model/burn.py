@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from envcheck.model.bench import BenchDevice, Note, Samples, Stop, StopCause, samples_of
+from envcheck.model.facts import check_in
 from envcheck.model.node import XidEvent
 from envcheck.outside_json import Int
 
@@ -68,10 +69,8 @@ class PhaseRun:
     finished: bool = False
 
     def __post_init__(self) -> None:
-        if self.phase not in PHASES:
-            raise ValueError(f"unknown burn phase {self.phase!r}")
-        if self.unit not in UNITS:
-            raise ValueError(f"unknown unit {self.unit!r}")
+        check_in("burn phase", self.phase, PHASES)
+        check_in("unit", self.unit, UNITS)
         samples_of(self, "t_s", "dt_s", "work")
         if any(x <= 0 for x in self.dt_s):
             raise ValueError("interval times must be positive")
@@ -90,8 +89,7 @@ class SdcMismatch:
     got: float | None = None
 
     def __post_init__(self) -> None:
-        if self.check not in SDC_CHECKS:
-            raise ValueError(f"unknown SDC check {self.check!r}")
+        check_in("SDC check", self.check, SDC_CHECKS)
 
 
 @dataclass(frozen=True)

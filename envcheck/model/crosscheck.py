@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass, field
 
 from envcheck.model.bench import OMIT_DEFAULT, Note, Samples, samples_of
+from envcheck.model.facts import check_in
 from envcheck.model.node import COLLECTIVES, Launch, RankTiming
 from envcheck.model.reference import NcclTestsRow
 from envcheck.outside_json import Int, Json
@@ -25,8 +26,7 @@ def _one_outcome(samples: Samples | None, error: str | None, skipped: str | None
         raise ValueError("a cross-check row has samples, an error or a skip reason: exactly one")
     if samples is not None and (not len(samples) or not min(samples) > 0 or not math.isfinite(sum(samples))):
         raise ValueError("cross-check samples must be finite and positive")
-    if skipped is not None and skipped not in ROW_SKIPS:
-        raise ValueError(f"unknown cross-check skip {skipped!r}")
+    check_in("cross-check skip", skipped, (None, *ROW_SKIPS))
 
 
 @dataclass(frozen=True)
@@ -90,8 +90,7 @@ class LoopTiming:
     skipped: str | None = None
 
     def __post_init__(self) -> None:
-        if self.op not in COLLECTIVES:
-            raise ValueError(f"unknown collective {self.op!r}")
+        check_in("collective", self.op, COLLECTIVES)
         if self.calls < 1:
             raise ValueError("a loop has at least one call")
 
@@ -109,10 +108,8 @@ class NcclTestsRun:
     version: str | None = None
 
     def __post_init__(self) -> None:
-        if self.op not in COLLECTIVES:
-            raise ValueError(f"unknown collective {self.op!r}")
-        if self.mode not in NCCL_TESTS_MODES:
-            raise ValueError(f"unknown nccl-tests mode {self.mode!r}")
+        check_in("collective", self.op, COLLECTIVES)
+        check_in("nccl-tests mode", self.mode, NCCL_TESTS_MODES)
 
 
 @dataclass(frozen=True)
@@ -124,8 +121,7 @@ class ToolRun:
     gpu: Int | None = None
 
     def __post_init__(self) -> None:
-        if self.tool not in TOOLS:
-            raise ValueError(f"unknown cross-check tool {self.tool!r}")
+        check_in("cross-check tool", self.tool, TOOLS)
 
 
 @dataclass(frozen=True)

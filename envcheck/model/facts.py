@@ -17,6 +17,12 @@ class ReportError(Exception):
     """A file that cannot be read as an envcheck report (one-line message)."""
 
 
+def check_in(what: str, value: object, allowed: tuple[object, ...], known: bool = False) -> None:
+    """ValueError ``unknown <what> <value>`` (``known``: naming the allowed values) unless ``value`` is one."""
+    if value not in allowed:
+        raise ValueError(f"unknown {what} {value!r}" + (f" (known: {', '.join(map(str, allowed))})" if known else ""))
+
+
 @dataclass(frozen=True)
 class Fact:
     """One probed value, or the reason it is missing; units live in the key (``memory_total_bytes``)."""
@@ -140,8 +146,7 @@ class Check:
     params: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"unknown check status {self.status!r}")
+        check_in("check status", self.status, STATUSES)
         if any(not isinstance(k, str) or not isinstance(v, str) for k, v in self.params.items()):
             raise ValueError("a check's parameters are text")
         if "\n" in self.finding:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from envcheck.model.bench import Bench
 from envcheck.model.crosscheck import Crosscheck
-from envcheck.model.facts import Check, Environment
+from envcheck.model.facts import Check, Environment, check_in
 from envcheck.model.node import Collectives, Node
 from envcheck.outside_json import Int, Json
 
@@ -35,10 +35,8 @@ class RankStatus:
     world_rank: Int | None = None
 
     def __post_init__(self) -> None:
-        if self.status not in RANK_STATUSES:
-            raise ValueError(f"unknown rank status {self.status!r}")
-        if self.phase is not None and self.phase not in RANK_PHASES:
-            raise ValueError(f"unknown rank phase {self.phase!r}")
+        check_in("rank status", self.status, RANK_STATUSES)
+        check_in("rank phase", self.phase, (None, *RANK_PHASES))
 
 
 @dataclass(frozen=True)
@@ -63,8 +61,7 @@ class Rule:
     margin: float
 
     def __post_init__(self) -> None:
-        if self.direction not in DIRECTIONS:
-            raise ValueError(f"unknown direction {self.direction!r}")
+        check_in("direction", self.direction, DIRECTIONS)
         if not 0 <= self.margin < 1:
             raise ValueError(f"margin must be a fraction in [0, 1), got {self.margin!r}")
 

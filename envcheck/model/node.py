@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from envcheck.model.bench import OMIT_DEFAULT, Timing
-from envcheck.model.facts import Fact, missing
+from envcheck.model.facts import Fact, check_in, missing
 from envcheck.outside_json import Int, Json
 
 # NVML's nvmlGpuTopologyLevel_t, as the names ``nvidia-smi topo -m`` prints for them.
@@ -139,10 +139,8 @@ class Copy:
     pinned: bool | None = None  # host buffer pinned (h2d, d2h)
 
     def __post_init__(self) -> None:
-        if self.kind not in COPY_KINDS:
-            raise ValueError(f"unknown copy kind {self.kind!r}")
-        if self.method not in COPY_METHODS:
-            raise ValueError(f"unknown copy method {self.method!r}")
+        check_in("copy kind", self.kind, COPY_KINDS)
+        check_in("copy method", self.method, COPY_METHODS)
         if (self.src is None) != (self.kind == "h2d") or (self.dst is None) != (self.kind == "d2h"):
             raise ValueError(f"a {self.kind} copy has src={self.src!r}, dst={self.dst!r}")
         if self.kind == "d2d" and self.src == self.dst:
@@ -222,12 +220,9 @@ class CollectiveResult:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
         if not 1 <= self.communicators <= self.captures:
             raise ValueError(f"communicators must be 1 to captures ({self.captures}), not {self.communicators}")
-        if self.op not in COLLECTIVES:
-            raise ValueError(f"unknown collective {self.op!r}")
-        if self.registered_reason is not None and self.registered_reason not in REGISTERED_REASONS:
-            raise ValueError(f"unknown reason for no registered GPU time {self.registered_reason!r}")
-        if self.gpu_reason is not None and self.gpu_reason not in GPU_TIME_REASONS:
-            raise ValueError(f"unknown reason for no GPU time {self.gpu_reason!r}")
+        check_in("collective", self.op, COLLECTIVES)
+        check_in("reason for no registered GPU time", self.registered_reason, (None, *REGISTERED_REASONS))
+        check_in("reason for no GPU time", self.gpu_reason, (None, *GPU_TIME_REASONS))
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from envcheck.model.bench import Bench
 from envcheck.model.burn import Burn
 from envcheck.model.crosscheck import Crosscheck
-from envcheck.model.facts import Check, Environment
+from envcheck.model.facts import Check, Environment, check_in
 from envcheck.model.fleet import Fleet
 from envcheck.model.node import Node
 from envcheck.outside_json import Int
@@ -48,8 +48,7 @@ class Report:
     schema_version: Int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"unknown report kind {self.kind!r}")
+        check_in("report kind", self.kind, KINDS)
         if (self.kind == "fleet") != (self.fleet is not None):
             raise ValueError("a fleet report, and only a fleet report, has a fleet section")
 
