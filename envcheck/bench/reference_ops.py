@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from envcheck.bench.impls import REDUCE_DIMS
 from envcheck.ops import REFERENCE_CHUNK_ELEMENTS, spec
 
 LAYER_NORM_EPS = 1e-5
@@ -42,7 +43,7 @@ def chunks(op: str, inputs: dict[str, Any], chunk_elements: int = REFERENCE_CHUN
     s = spec(op)
     if s.family == "reduce":
         xd = inputs["x"].double()
-        dims = {"all": (0, 1, 2), "inner": (2,), "lead": (0, 1)}[s.reduce_over]
+        dims = REDUCE_DIMS[s.reduce_over]
         how = torch.sum if op.startswith("sum") else torch.amax
         yield RefChunk(slice(0, s.output_elements(xd.shape)), how(xd, dim=dims).reshape(-1),
                         how(xd.abs(), dim=dims).reshape(-1))
