@@ -175,10 +175,7 @@ def reduce(x: torch.Tensor, out: torch.Tensor, how: str, over: str,
     return out
 
 
-Reduction = Callable[..., torch.Tensor]
-
-
-def _op(how: str, over: str) -> Reduction:
+def _op(how: str, over: str) -> Callable[..., torch.Tensor]:
     def fn(x: torch.Tensor, out: torch.Tensor, work: torch.Tensor | None = None) -> torch.Tensor:
         return reduce(x, out, how, over, work)
 
