@@ -1,30 +1,11 @@
 """Stable pseudonyms for what identifies a machine or a person, in reports, snapshots and free text.
 
-``--anonymize`` replaces the host name, user names, IP and MAC addresses, GPU and MIG UUIDs and GPU serial numbers with pseudonyms such as
-``host-5c1e09a2d4``, ``/home/user-81f0c2b7aa/`` or ``GPU-3f2a...``. PCI bus ids stay: the same
-``00000000:01:00.0`` is on millions of machines, and it is what ties a GPU to its checks.
-
-Pseudonyms are a keyed hash (HMAC-SHA256) of the value with a key made once per user and kept
-in ``$XDG_CONFIG_HOME/envcheck/anonymize.key`` (``~/.config/envcheck/anonymize.key``), readable
-by that user only. The same machine therefore maps to the same pseudonyms in every report, so
-``envcheck diff`` and ``history`` still match one machine's reports, while nobody without the key
-can test a guess ("is this host-5c1e09a2d4 the box called gpu-lab-3?"). Deleting the key starts
-new pseudonyms.
-
-Where a known name is replaced (the host name, and its short form when it is fully qualified; the
-user names of ``USER``, ``LOGNAME``, ``USERNAME`` and the last part of ``HOME``):
-
-* everywhere it appears as a whole word, in any case (not inside a longer run of letters or digits:
-  ``_`` separates, so ``alice_matmul.py`` loses its ``alice``),
-  when it has at least ``MIN_WORD`` characters and is not a common word (``COMMON_NAMES``: a user
-  called ``user`` or ``test`` is not hunted through every message);
-* for every name, however short or common, where it can only be that name: in home paths
-  (``/home/NAME``, ``/Users/NAME``, and under the recorded ``HOME`` wherever it lives, such as
-  ``/scratch/u/NAME``), in ``NAME@host``, and in the report's host field.
-
-Two entry points, so whole reports can be treated the same way: :meth:`Anonymizer.text` for
-free text, and :meth:`Anonymizer.value` for JSON-like data (keys included, so a snapshot's file
-paths and the contents that mention them stay consistent).
+``--anonymize`` replaces host and user names, IP and MAC addresses, GPU and MIG UUIDs and serials by an HMAC-SHA256
+under a key made once per user (``$XDG_CONFIG_HOME/envcheck/anonymize.key``, mode 0600): one machine keeps its
+pseudonyms, so ``diff`` and ``history`` still match its reports, and nobody without the key can test a guess. PCI
+bus ids stay (the same on millions of machines). A known name is replaced as a whole word (``_`` separates) when it
+has ``MIN_WORD`` characters and is no ``COMMON_NAMES`` word, and anywhere it can only be a name (home paths,
+``NAME@``, the host field).
 """
 
 from __future__ import annotations
@@ -51,10 +32,8 @@ _HOME = re.compile(r"(?P<prefix>/home/|/Users/|/mnt/[A-Za-z]/Users/|[A-Za-z]:\\\
 _NOT_PEOPLE = frozenset({"Public", "Default", "All Users", "Default User", "root", "shared"})
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _GPU_UUID = re.compile(rf"\b(?P<kind>GPU|MIG)-(?P<uuid>{_UUID})\b")
-# Four dotted numbers that are not part of a longer dotted or hyphenated word: a kernel
-# release (5.15.153.1-microsoft-standard-WSL2) or a VBIOS version (94.06.19.00.4a) is not an address.
-# An address inside a file name (``run_10.1.2.4_x.log``, ``nccl_10.1.2.4.log``) or a range
-# (``10.1.2.5-10.1.2.6``) is one too: ``_`` and a dash between digits are separators here.
+# Four dotted numbers not part of a longer dotted or hyphenated word (a kernel release 5.15.153.1-microsoft, a VBIOS
+# 94.06.19.00.4a); ``_`` and a dash between digits separate (``run_10.1.2.4_x.log``, ``10.1.2.5-10.1.2.6``).
 _IPV4 = re.compile(r"(?<![A-Za-z0-9.])(?<![A-Za-z]-)(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})"
                    r"(?![A-Za-z0-9]|\.\d|-[A-Za-z])")
 # EC2's host names spell the address with dashes (``ip-10-1-2-3``, ``ip-10-1-2-3.ec2.internal``).
@@ -63,8 +42,7 @@ _IPV6 = re.compile(r"(?<![\w:.])(?:[0-9a-fA-F]{0,4}:){2,7}[0-9a-fA-F]{0,4}(?![\w
 _MAC = re.compile(r"(?<![\w:-])(?:[0-9a-fA-F]{2}([:-]))(?:[0-9a-fA-F]{2}\1){4}[0-9a-fA-F]{2}(?![\w:-])")
 _SERIAL = re.compile(r"(?P<label>Serial Number\s*:\s*)(?P<serial>[0-9A-Za-z]{6,})")
 _SERIAL_KEYS = frozenset({"nvmlDeviceGetSerial", "serial"})
-# A name shorter than this, or one of these words, is replaced only where it can only be a name
-# (home paths, ``name@``, the host field): "a" or "test" as a word is everywhere in a report.
+# A shorter name, or one of these words, is replaced only where it can only be a name ("test" is everywhere).
 MIN_WORD = 3
 COMMON_NAMES = frozenset({
     "admin", "administrator", "build", "cuda", "data", "default", "dev", "docker", "guest", "gpu", "home",
@@ -103,8 +81,7 @@ def load_key(path: Path | None = None) -> bytes:
 
 
 def command_key() -> bytes:
-    """``load_key`` for a command with ``--anonymize``, called before it does any work: a key that cannot
-    be read or made is the user's one-line error then, not a traceback after a finished run."""
+    """``load_key`` for a command with ``--anonymize``, called before any work: one line, not a late traceback."""
     try:
         return load_key()
     except OSError as e:
@@ -112,9 +89,7 @@ def command_key() -> bytes:
 
 
 class Anonymizer:
-    """Pseudonyms under one key. ``hosts`` and ``users``: names to replace (where: the module
-    docstring); ``homes``: home folders wherever they are (``/scratch/u/bob``), whose last part is
-    replaced wherever the folder appears in a path."""
+    """Pseudonyms under one key for ``hosts``, ``users`` and ``homes`` (home folders wherever they are)."""
 
     def __init__(self, key: bytes, hosts: Iterable[str] = (), users: Iterable[str] = (),
                  homes: Iterable[str] = ()) -> None:
@@ -140,33 +115,24 @@ class Anonymizer:
         h = self._digest(kind, uuid.lower())
         return f"{kind}-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
+    def _address(self, text: str, original: str) -> str:
+        try:
+            addr = ipaddress.ip_address(text)
+        except ValueError:
+            return original
+        return original if addr.is_loopback or addr.is_unspecified else self.pseudonym("ip", str(addr))
+
     def _ipv4(self, m: re.Match[str]) -> str:
-        octets = [int(g) for g in m.groups()]
-        if any(o > 255 for o in octets):
-            return m.group(0)
-        addr = ipaddress.IPv4Address(".".join(str(o) for o in octets))
-        if addr.is_loopback or addr.is_unspecified:
-            return m.group(0)
-        return self.pseudonym("ip", str(addr))
+        return self._address(".".join(str(int(g)) for g in m.groups()), m.group(0))
 
     def _ipv6(self, m: re.Match[str]) -> str:
         text = m.group(0)
         # Times (13:18:48) and the like are not addresses: demand "::" or eight groups, then a valid parse.
-        if "::" not in text and text.count(":") < 7:
-            return text
-        try:
-            addr = ipaddress.IPv6Address(text)
-        except ValueError:
-            return text
-        if addr.is_loopback or addr.is_unspecified:
-            return text
-        return self.pseudonym("ip", str(addr))
+        return text if "::" not in text and text.count(":") < 7 else self._address(text, text)
 
     def _home(self, m: re.Match[str]) -> str:
         name = m.group("name")
-        if name in _NOT_PEOPLE:
-            return m.group(0)
-        return m.group("prefix") + self.pseudonym("user", name)
+        return m.group(0) if name in _NOT_PEOPLE else m.group("prefix") + self.pseudonym("user", name)
 
     def text(self, text: str) -> str:
         """``text`` with every identifying item replaced (see the module docstring)."""
@@ -182,8 +148,7 @@ class Anonymizer:
         text = _EC2.sub(self._ipv4, text)
         text = _IPV4.sub(self._ipv4, text)
         text = _IPV6.sub(self._ipv6, text)
-        # Names are found in any case (NCCL and BMCs upper-case host names) and inside file names,
-        # where ``_`` separates words (``alice_matmul.py``, ``run_node1_x.log``).
+        # In any case (NCCL upper-cases host names), and in file names, where ``_`` separates (alice_matmul.py).
         for user in self.users:
             where = rf"(?<![A-Za-z0-9]){re.escape(user)}(?![A-Za-z0-9])" if _is_word_name(user) else \
                 rf"(?<![\w.-]){re.escape(user)}(?=@)"
@@ -195,12 +160,10 @@ class Anonymizer:
         return text
 
     def value(self, value: Any, key: str | None = None) -> Any:
-        """JSON-like data with every string (dictionary keys too) passed through :meth:`text`;
-        a value under a serial-number key is replaced whole."""
+        """JSON-like data with every string (keys too) passed through :meth:`text`; a serial is replaced whole."""
         if isinstance(value, str):
-            if key in _SERIAL_KEYS and value not in ("", "N/A"):
-                return self.pseudonym("serial", value)
-            return self.text(value)
+            return self.pseudonym("serial", value) if key in _SERIAL_KEYS and value not in ("", "N/A") else \
+                self.text(value)
         if isinstance(value, dict):
             return {self.text(str(k)): self.value(v, str(k)) for k, v in value.items()}
         if isinstance(value, list):
@@ -208,8 +171,6 @@ class Anonymizer:
         if isinstance(value, tuple):
             return tuple(self.value(v, key) for v in value)
         return value
-
-    # ----------------------------------------------------------------- model objects
 
     def fact(self, fact: Fact) -> Fact:
         return Fact(value=self.value(fact.value), reason=self.text(fact.reason) if fact.reason else fact.reason)
@@ -229,9 +190,7 @@ class Anonymizer:
             params={k: self.text(v) for k, v in check.params.items()})
 
     def model(self, obj: Any, field_name: str | None = None) -> Any:
-        """Any part of a report (a bench, a node, a fleet, a check) with every string anonymised:
-        facts as :meth:`fact`, a bare GPU UUID field (torch's form, without ``GPU-``) as a GPU UUID,
-        host fields as :meth:`host`, numbers and samples as they are."""
+        """Any part of a report with every string anonymised (a bare ``uuid`` field as a GPU UUID, ``host`` fields)."""
         if isinstance(obj, Fact):
             return self.fact(obj)
         if isinstance(obj, Environment):
@@ -261,17 +220,14 @@ class Anonymizer:
 
 
 def _home_name(home: str) -> str:
-    """The user-name part of a home folder (``/scratch/u/bob`` -> ``bob``); "" for ``/``, ``/root``
-    and the like, which name nobody."""
+    """The user-name part of a home folder (``/scratch/u/bob`` -> ``bob``); "" for ``/``, ``/root`` and the like."""
     home = str(home or "").rstrip("/")
     name = home.rsplit("/", 1)[-1] if home.startswith("/") and home.count("/") >= 2 else ""
     return "" if name in _NOT_PEOPLE else name
 
 
 def _is_home(home: str) -> bool:
-    """A home folder whose path is worth replacing: any absolute folder but ``/`` itself. ``/root`` and
-    ``/opt/svc`` name nobody as a word, but as a path they say whose and which machine's files these are
-    (a report of root's run lists /root/.pyenv/... nine times)."""
+    """A home folder whose path is worth replacing: any absolute folder but ``/`` (``/root`` says whose files)."""
     home = str(home or "").rstrip("/")
     return home.startswith("/") and len(home) > 1
 
@@ -303,15 +259,13 @@ def own_home() -> list[str]:
 
 
 def for_this_machine(host: str, key: bytes | None = None) -> Anonymizer:
-    """An anonymizer for reports of this machine: its host name and the user running envcheck, with
-    their home however it is named (``HOME`` and the password database)."""
+    """An anonymizer for this machine's reports: its host name, the user running envcheck and their home."""
     return Anonymizer(key if key is not None else load_key(), hosts=[host], users=users_in(os.environ),
                       homes=[*homes_in(os.environ), *own_home()])
 
 
 def anonymize_snapshot(snap: Any, anonymizer: Anonymizer) -> Any:
-    """A snapshot (``envcheck.snapshot.Snapshot``) with its host name, paths, addresses, UUIDs and
-    serials replaced, consistently in file names and contents, so it still replays."""
+    """A snapshot anonymised alike in file names and contents, so it still replays."""
     meta = dict(snap.meta)
     host = str(meta.get("host") or "")
     environ = snap.host.get("environ") or {}

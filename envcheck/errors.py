@@ -1,8 +1,5 @@
-"""Errors people see and the exit statuses scripts read: one place, imported by every layer.
-
-Nothing here imports from envcheck, so any module may raise these without importing the
-command line (which would be an upward import, and a loop: the CLI loads the commands).
-"""
+"""Errors people see and the exit statuses scripts read: one place, importing nothing of envcheck, so any layer may
+raise these without importing the command line."""
 
 from __future__ import annotations
 
@@ -18,13 +15,9 @@ class UsageError(Exception):
 
 
 def first_line(text: object, limit: int = 200) -> str:
-    """The first non-empty line of a message (an exception, a subprocess's stderr), shortened to ``limit``:
-    the one place any layer cuts a machine message down to what fits in a sentence or a table cell."""
-    for line in str(text or "").splitlines():
-        line = line.strip()
-        if line:
-            return line if len(line) <= limit else line[: limit - 1] + "…"
-    return ""
+    """The first non-empty line of a message (an exception, a child's stderr), shortened to ``limit``."""
+    line = next((s.strip() for s in str(text or "").splitlines() if s.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def one_line(exc: BaseException, limit: int = 300) -> str:

@@ -1,24 +1,11 @@
-"""Writing files that users keep: never replacing one unasked, never leaving one half-written.
+"""Writing files that users keep: never replacing one unasked, never leaving one half-written (docs/security.md).
 
-Every write stages its files in a private folder beside the targets (``tempfile.mkdtemp``: a random
-name ``.envcheck-XXXXXXXX.tmp``, mode 0700), flushed (fsync) before any name the user sees changes,
-and locked (``flock``) while its writer lives. No hard links (vfat, exFAT and many shares refuse them):
-``O_EXCL`` creation and ``rename`` within one folder are what every filesystem offers.
-
-* ``write_new``: one new file, renamed into place with ``RENAME_NOREPLACE`` (Linux ``renameat2``),
-  which fails when the name exists. Without it the name is first claimed with an empty ``O_EXCL``
-  file and the staged one renamed over it (a kill at that instant leaves an empty file).
-* ``replace_file``: one file meant to be refreshed (a Prometheus textfile): renamed over the old one.
-* ``write_set``: files and folders that belong together (a report's Markdown, charts and HTML)
-  appear all or none. With ``force`` the old targets are first moved into the stage (``old/``);
-  then the stage's ``new/`` is renamed ``go/``, and only then are the new files put in place.
-
-A writer killed outright (``kill -9``) leaves its stage; the next write into the folder finishes it
-(``go/`` present: the rest of the new files are put where their names are free) or undoes it (the old
-files back where their names are free), then removes it. Only a stage envcheck makes is touched: a
-real folder (never a symlink) with that name, owned by this user, closed to others, unlocked; it is
-read through its open descriptor, so nothing renamed in meanwhile is followed. Nothing read from a
-folder ever makes envcheck replace or delete a file outside such a stage.
+Every write stages its files in a private folder beside the targets (``.envcheck-XXXXXXXX.tmp``, mode 0700, locked
+while its writer lives), flushed before a name the user sees changes; only ``O_EXCL`` and ``rename`` within a folder
+(no hard links: many filesystems refuse them). ``write_new`` renames with ``RENAME_NOREPLACE`` (else claims the name
+with an empty file first); ``write_set`` moves old targets into the stage's ``old/``, renames ``new/`` to ``go/``,
+then puts the new files in place. A stage a killed writer left is finished (``go/``) or undone by the next write, if
+it is a real folder owned by this user, closed to others and unlocked.
 """
 
 from __future__ import annotations
@@ -27,6 +14,7 @@ import contextlib
 import ctypes
 import errno
 import fcntl
+import itertools
 import os
 import shutil
 import stat
@@ -40,8 +28,7 @@ STAGE_PREFIX, STAGE_SUFFIX = ".envcheck-", ".tmp"
 
 
 def _bytes(content: Content) -> bytes:
-    """UTF-8 of ``content``; a lone surrogate (a name that was not UTF-8, as Python hands it over) is
-    written as its escape ``\\udcff``: valid inside JSON, plain text elsewhere, never an error."""
+    """UTF-8 of ``content``; a lone surrogate is written as its escape ``\\udcff`` (valid inside JSON)."""
     if isinstance(content, bytes):
         return content
     try:
@@ -77,8 +64,8 @@ _RENAMEAT2 = _renameat2()
 
 
 def rename_noreplace(src: Path, dst: Path) -> bool:
-    """Rename ``src`` to ``dst`` atomically, failing with FileExistsError when ``dst`` exists (even as a
-    dangling symlink). False when this system or filesystem cannot promise that (the caller falls back)."""
+    """Rename ``src`` to ``dst`` atomically, FileExistsError when ``dst`` exists (even as a dangling symlink). False
+    when this system or filesystem cannot promise that (the caller falls back)."""
     if _RENAMEAT2 is None:
         return False
     rc = _RENAMEAT2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE)  # type: ignore[operator]
@@ -139,8 +126,7 @@ def _publish(src: Path, dst: Path) -> None:
 
 @contextlib.contextmanager
 def _stage(folder: Path) -> Iterator[Path]:
-    """A private stage in ``folder``, locked (its ``lock`` file) until removed on leaving, with an
-    empty ``new/`` and ``old/``. After a failed undo it stays, for the next write to recover."""
+    """A private stage in ``folder``, locked until removed on leaving (kept after a failed undo, to recover)."""
     while True:
         path = Path(tempfile.mkdtemp(prefix=STAGE_PREFIX, suffix=STAGE_SUFFIX, dir=folder))
         with contextlib.suppress(FileNotFoundError, FileExistsError):  # a clean-up took it before us: another
@@ -164,8 +150,7 @@ def _stage(folder: Path) -> Iterator[Path]:
 
 
 def clean_stale(folder: Path) -> list[Path]:
-    """Finish or undo the stages killed writers left in ``folder`` (module docstring); the stages
-    removed. Never raises: what cannot be done is left as it is."""
+    """Finish or undo the stages killed writers left in ``folder``; the stages removed. Never raises."""
     done = []
     with contextlib.suppress(OSError):
         for name in os.listdir(folder):
@@ -222,27 +207,23 @@ def _parent(p: Path) -> None:
 
 def write_new(path: str | os.PathLike[str], content: Content) -> Path:
     """Write ``content`` to a new file ``path``; FileExistsError when the name is taken (even by a dangling symlink)."""
-    p = Path(path)
-    _parent(p)
-    if exists(p):
-        raise FileExistsError(17, "File exists", str(p))
-    with _stage(p.parent) as s:
-        _write_file(s / "new" / p.name, _bytes(content))
-        _publish(s / "new" / p.name, p)
-    _fsync_folder(p.parent)
-    return p
+    return _write_one(Path(path), content, replace=False)
 
 
 def replace_file(path: str | os.PathLike[str], content: Content) -> Path:
-    """Replace ``path`` whole (a reader sees the old file or the new one, never half of one); a symlink
-    there is replaced, never followed; a folder is refused (IsADirectoryError)."""
-    p = Path(path)
+    """Replace ``path`` whole (a reader sees the old file or the new one); a symlink there is replaced, not followed."""
+    return _write_one(Path(path), content, replace=True)
+
+
+def _write_one(p: Path, content: Content, replace: bool) -> Path:
     _parent(p)
-    if p.is_dir() and not p.is_symlink():
+    if replace and p.is_dir() and not p.is_symlink():
         raise IsADirectoryError(21, "Is a directory", str(p))
+    if not replace and exists(p):
+        raise FileExistsError(17, "File exists", str(p))
     with _stage(p.parent) as s:
         _write_file(s / "new" / p.name, _bytes(content))
-        os.replace(s / "new" / p.name, p)
+        (os.replace if replace else _publish)(s / "new" / p.name, p)
     _fsync_folder(p.parent)
     return p
 
@@ -272,11 +253,8 @@ class SetExistsError(FileExistsError):
 
 
 def write_set(files: FileSet, force: bool = False) -> list[Path]:
-    """Write every file and folder of ``files``, all or none; the paths written, folders' files included.
-
-    Without ``force`` an existing target refuses the whole set (SetExistsError) before anything is
-    written; with it, existing targets are replaced, but only once every new file is complete.
-    """
+    """Write every file and folder of ``files``, all or none; the paths written. Without ``force`` an existing
+    target refuses the whole set (SetExistsError); with it, targets are replaced once every new file is complete."""
     targets = files.targets()
     if len({t.parent for t in targets}) > 1:
         raise ValueError("the files of a set share one folder")
@@ -339,15 +317,9 @@ def _place(s: Path, targets: list[Path], force: bool) -> None:
 
 def _mkdirs(folder: Path) -> list[Path]:
     """Create ``folder`` and missing parents; the ones created, outermost first (to undo)."""
-    missing = []
-    p = folder
-    while not p.exists():
-        missing.append(p)
-        if p.parent == p:
-            break
-        p = p.parent
+    missing = list(itertools.takewhile(lambda p: not p.exists(), (folder, *folder.parents)))
     folder.mkdir(parents=True, exist_ok=True)
-    return list(reversed(missing))
+    return missing[::-1]
 
 
 REPORT_SUFFIXES = (".json.gz", ".json")  # a report's file names: its JSON, or that JSON gzip-compressed

@@ -3,6 +3,7 @@ naming the field: ``benches[0].device.sm_count: Expected `int`, got `bool```."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -38,10 +39,8 @@ MAX_INFLATION = 100  # reports and snapshots shrink 5 to 15 times under gzip; a 
 
 
 def read_text(p: Path, max_bytes: int, error: type[Exception], what: str) -> str:
-    """The text of the regular file ``p``, gzip-compressed (committed evidence is) or not, of at most ``max_bytes``
-    (inflated: nor ``MAX_INFLATION`` times its compressed size), as one ``error`` line naming the file when it is none.
-    Opened non-blocking and checked on the open file itself: a pipe, or a file swapped for one after a check, never
-    blocks; a device is never read without end."""
+    """The text of the regular file ``p``, gzip-compressed or not, of at most ``max_bytes`` (nor ``MAX_INFLATION``
+    times its compressed size), else one ``error`` line. Checked on the open file: a pipe or device is never read."""
     try:
         fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except FileNotFoundError:
@@ -79,8 +78,7 @@ def read_text(p: Path, max_bytes: int, error: type[Exception], what: str) -> str
 
 
 def check_numbers(value: object, where: str = "", max_depth: int = 0, ints: bool = True) -> None:
-    """ValueError naming the first non-finite number, (``ints``) integer past 64 bits or (``max_depth``) value
-    nested deeper."""
+    """ValueError naming the first non-finite number, integer past 64 bits (``ints``) or too deep a value."""
     stack: list[tuple[object, int, str]] = [(value, 0, where)]
     while stack:
         v, depth, path = stack.pop()
@@ -97,12 +95,10 @@ def check_numbers(value: object, where: str = "", max_depth: int = 0, ints: bool
 
 
 def read_json(text: str, error: type[Exception], what: str) -> Json:
-    """The JSON value of ``text``, read by msgspec. What msgspec refuses and Python's reader takes (a lone
-    surrogate, NaN, 1e400) is read by Python's, made encodable and checked, so that the error names the field."""
-    try:
+    """The JSON value of ``text``, read by msgspec; what only Python's reader takes (a lone surrogate, NaN, 1e400) is
+    read by it, made encodable and checked, so that the error names the field."""
+    with contextlib.suppress(msgspec.DecodeError, ValueError, RecursionError):
         return msgspec.json.decode(text)
-    except (msgspec.DecodeError, ValueError, RecursionError):
-        pass
     try:
         data = encodable(json.loads(text))
     except json.JSONDecodeError as e:

@@ -1,14 +1,9 @@
 """Text from outside envcheck (a machine, a snapshot, a report, a child process): made safe, by one rule each.
 
-* **Encodable where it is read.** JSON may spell a lone surrogate (``"\\ud800"``), which no UTF-8 writer
-  accepts: the readers pass what they read through ``encodable`` (each becomes U+FFFD, as a UTF-8
-  decoder does with a bad byte).
-* **Seen as it is, wherever it is shown.** A character that changes how text reads without being seen
-  (``unseen``: controls, format characters such as bidi controls, zero-width characters, tags and
-  invisible operators, line and paragraph separators, surrogates, noncharacters, and the invisible letters
-  and marks no category names: Hangul fillers, variation selectors) is written ``\\u{202e}`` by ``visible``:
-  the terminal, Markdown, HTML, charts, JUnit and Prometheus labels. JSON spells the same characters as
-  its own escapes (``json_text``), so a document still reads back to the same strings.
+* Encodable where it is read: a lone surrogate (no UTF-8 writer accepts one) becomes U+FFFD (``encodable``).
+* Seen as it is wherever it is shown: a character that changes how text reads without being seen (``unseen``:
+  controls, bidi and zero-width characters, tags, separators, surrogates, noncharacters, Hangul fillers, variation
+  selectors) is written ``\\u{202e}`` by ``visible``, and as JSON's own escapes by ``json_text``.
 """
 
 from __future__ import annotations
@@ -47,8 +42,7 @@ def visible(text: Any, lines: bool = False) -> str:
 
 
 def json_text(text: str) -> str:
-    """A JSON document (``json.dumps(..., ensure_ascii=False)``) with every ``unseen`` character written
-    as JSON's ``\\uXXXX`` (a surrogate pair beyond the first plane): still valid JSON, read back the same."""
+    """A JSON document with every ``unseen`` character written as JSON's ``\\uXXXX``: read back the same."""
     def escape(c: str) -> str:
         units = c.encode("utf-16-be", "surrogatepass")
         return "".join(f"\\u{int.from_bytes(units[i:i + 2], 'big'):04x}" for i in range(0, len(units), 2))
@@ -57,8 +51,7 @@ def json_text(text: str) -> str:
 
 
 def encodable(value: Any) -> Any:
-    """``value`` (a string, or JSON-like lists and objects of them, keys included) with every lone
-    surrogate replaced by U+FFFD; anything else as it is."""
+    """``value`` (a string, or JSON-like data of them, keys included) with every lone surrogate made U+FFFD."""
     if isinstance(value, str):
         return _SURROGATE.sub(REPLACEMENT, value) if _SURROGATE.search(value) else value
     if isinstance(value, dict):

@@ -1,17 +1,5 @@
-"""Secrets out of everything envcheck captures: variable values, command output, file text.
-
-Reports and snapshots get shared, pasted into issues and committed. A torch import may print
-``HF_TOKEN`` to stderr, an exception may carry ``https://user:password@host``: whatever a probe
-captures passes :meth:`Redactor.text` at the host seam (``probes/host.py``) before any probe
-sees it, so no fact can carry a secret by forgetting to ask.
-
-Three things are removed:
-- the value of every environment variable whose name marks a secret (``HF_TOKEN``,
-  ``AWS_SECRET_ACCESS_KEY``, ``DB_PASSWORD``), wherever that value appears;
-- the credentials inside URLs (``scheme://user:pass@host`` -> ``scheme://<redacted>@host``);
-- well-known token formats (GitHub, GitLab, Hugging Face, Slack, OpenAI, AWS key ids), in case
-  one sits where no name warns of it.
-"""
+"""Secrets out of everything envcheck captures, at the host seam: the value of every secret-named variable
+wherever it appears, credentials inside URLs, and well-known token formats where no name warns of them."""
 
 from __future__ import annotations
 
@@ -23,14 +11,10 @@ REDACTED = "<redacted>"
 # Parts of a variable name that mark its value as a secret.
 SECRET_NAME_PARTS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "AUTH", "COOKIE", "SESSION")
 
-# A secret-named variable's value is searched for in captured text only from this length on:
-# SESSION and AUTH also name harmless short values (XDG_SESSION_ID=3, XDG_SESSION_CLASS=user)
-# whose every occurrence in a traceback would otherwise vanish.
+# Shorter secret-named values (XDG_SESSION_ID=3) are not searched for: every "3" would vanish.
 MIN_SECRET_LENGTH = 8
 
-# Userinfo in a URL (scheme://user:pass@host, or a bare token as the user: https://ghp_x@github.com).
-# The scheme is bounded: unbounded, every start in a long run of letters scanned to its end (100,000
-# characters of a variable took 30 s); a longer scheme still matches, from a later start in the run.
+# Userinfo in a URL (scheme://user:pass@host); the scheme is bounded so a long run of letters scans in linear time.
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}://)(?P<userinfo>[^/?#@\s]+)@")
 # Well-known token formats. The look-behind keeps ordinary words ("/opt/desk-environment") from matching.
 _TOKEN_SHAPES = re.compile(
@@ -51,28 +35,15 @@ def redact_urls(text: str) -> str:
 
 
 def redact_value(name: str, value: str) -> str:
-    """``value`` of variable ``name`` as it may appear in a report.
-
-    The whole value goes when the name marks a secret or a known token format appears in it;
-    otherwise only the credentials inside URLs go
-    (``https://user:pass@host/simple`` -> ``https://<redacted>@host/simple``).
-    """
-    if is_secret_name(name) or _TOKEN_SHAPES.search(value):
-        return REDACTED
-    return _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", value)
+    """``value`` of variable ``name`` as it may appear in a report: all of it redacted when the name marks a secret
+    or a token format appears in it, else only the credentials inside URLs."""
+    return REDACTED if is_secret_name(name) or _TOKEN_SHAPES.search(value) else redact_urls(value)
 
 
 def secret_values(environ: Mapping[str, str]) -> tuple[str, ...]:
-    """Values of the secret-named variables worth searching for, longest first (so a secret that
-    contains another is replaced whole)."""
-    found = set()
-    for name, value in environ.items():
-        if not is_secret_name(name) or not isinstance(value, str):
-            continue
-        value = value.strip()
-        if len(value) >= MIN_SECRET_LENGTH and value != REDACTED:
-            found.add(value)
-    return tuple(sorted(found, key=len, reverse=True))
+    """Values of the secret-named variables worth searching for, longest first (a secret holding another goes whole)."""
+    found = {value.strip() for name, value in environ.items() if is_secret_name(name) and isinstance(value, str)}
+    return tuple(sorted((v for v in found if len(v) >= MIN_SECRET_LENGTH and v != REDACTED), key=len, reverse=True))
 
 
 class Redactor:

@@ -1,17 +1,14 @@
 """Dated report file names that say what the report is, sort by time and never replace an existing report.
 
-``2026-11-21_2215Z_gpu-box-1_h200.json``: UTC stamp (minutes), host, and the GPU the benchmark
-ran on (or ``cpu``), then what else it is: ``4x-h200_node`` for a node run, ``_burn``, ``_bench-OPS``
-for your own ops, ``fleet-2x`` for a fleet (``name_for``). A name already used by anything a report set holds (the JSON,
-the Markdown, HTML and charts folder rendered beside it, in any language), even by a dangling
-symlink, gets ``-2``, ``-3``, ... so two runs in the same minute both survive and the renders
-of the new one are never refused for a name an old one took.
+``2026-11-21_2215Z_gpu-box-1_h200.json``: UTC stamp (minutes), host, the GPU (or ``cpu``), then ``4x-h200_node``,
+``_burn``, ``_bench-OPS`` or ``fleet-2x`` (``name_for``). A name any file of a report set already uses (the JSON, or
+the Markdown, HTML and charts beside it in any language), even a dangling symlink, gets ``-2``, ``-3``, ...
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -51,15 +48,13 @@ def report_stem(when: datetime, host: str | None, gpu_name: str | None) -> str:
 
 
 def node_stem(when: datetime, host: str | None, gpu_names: Sequence[str]) -> str:
-    """A node run's (``run --gpus``): ``2026-11-28_2058Z_vm_4x-h200_node``, ``..._2x-gpus_node`` for GPUs of
-    different kinds; never named like one GPU's run of the same minute."""
+    """A node run's: ``2026-11-28_2058Z_vm_4x-h200_node``, ``..._2x-gpus_node`` for GPUs of different kinds."""
     kinds = {device_slug(n) for n in gpu_names}
     what = kinds.pop() if len(kinds) == 1 else "gpus"
     return f"{stamp(when)}_{slug(host, fallback='host')}_{len(gpu_names)}x-{what}_node"
 
 
 def name_for(report: model.Report, when: datetime) -> str:
-    """The stem of a report's files: what it is, from the report itself."""
     if report.fleet is not None:
         host = report.fleet.nodes[0].host if report.fleet.nodes else "fleet"
         return f"{stamp(when)}_fleet-{report.fleet.nnodes}x_{slug(host, 'host')}"
@@ -74,19 +69,13 @@ def name_for(report: model.Report, when: datetime) -> str:
     return f"{stem}_bench-{slug('-'.join(declared), 'ops')}" if declared else stem
 
 
-def _candidates(stem: str) -> Iterable[str]:
-    yield stem
-    for i in range(2, MAX_ATTEMPTS + 1):
-        yield f"{stem}-{i}"
-
-
 def _taken(out_dir: Path, name: str) -> bool:
     return any(exists(out_dir / f"{document_stem(name, lang)}{suffix}") for lang in LANGS for suffix in SIBLING_SUFFIXES)
 
 
 def write_report(out_dir: Path, stem: str, content: str) -> Path:
     """Write a new report JSON under a free dated name; never replaces a file, even in a race."""
-    for name in _candidates(stem):
+    for name in (stem, *(f"{stem}-{i}" for i in range(2, MAX_ATTEMPTS + 1))):
         if _taken(out_dir, name):
             continue
         try:

@@ -1,12 +1,5 @@
-"""Draining a node in Slurm: the one place envcheck runs ``scontrol``.
-
-A HealthCheckProgram (slurm.conf) or a prolog that finds a problem drains its node so no job lands
-there, with a reason ``sinfo -R`` shows; NHC does the same with ``scontrol update``. The node is
-named as slurmd knows it (``SLURMD_NODENAME`` in a prolog or health check), else by the short host
-name, which is what slurm.conf's NodeName usually holds; either must be one node's name (a
-hostlist or ``ALL`` would drain many nodes). Only a check of this machine drains it: ``check
---replay`` refuses ``--slurm-drain`` (the findings are another machine's).
-"""
+"""Draining a node in Slurm (``check --slurm-drain``): the one place envcheck runs ``scontrol``. The node is named as
+slurmd knows it (``SLURMD_NODENAME``), else by the short host name, and must be one node's name."""
 
 from __future__ import annotations
 
@@ -22,16 +15,13 @@ from envcheck.harness.env import clean_env
 SCONTROL_TIMEOUT_S = 30.0
 
 
-# One node's name, as a host name is spelled: letters, digits, '-', '_' and '.', starting and ending
-# with a letter or digit. scontrol reads more than one node in NodeName: a hostlist (``n[1-100]``), a
-# comma list, ``ALL``; a name starting with '-' would be an option and a newline a second line.
+# One node's name: scontrol reads a hostlist (``n[1-100]``), a list or ``ALL`` as many nodes, a '-' as an option.
 _NODE_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,126}[A-Za-z0-9])?")
 _NOT_ONE_NODE = {"all"}
 
 
 def node_name() -> str:
-    """This node's name (``SLURMD_NODENAME``, else the short host name); UsageError (one line) when it
-    is not one node's name: envcheck drains this node, never a list of them."""
+    """This node's name (``SLURMD_NODENAME``, else the short host name); UsageError when it is not one node's."""
     from envcheck.outside_text import visible
 
     env = os.environ.get("SLURMD_NODENAME")
@@ -45,8 +35,7 @@ def node_name() -> str:
 
 
 def ready() -> tuple[str, str]:
-    """This node's name and scontrol's path; UsageError (one line) when either is missing. Called before any
-    work, so a drain that could not happen is said at once, not after the checks."""
+    """This node's name and scontrol's path; UsageError when either is missing (called before any work)."""
     name = node_name()
     scontrol = shutil.which("scontrol")
     if scontrol is None:
@@ -55,8 +44,7 @@ def ready() -> tuple[str, str]:
 
 
 def drain(reason: str) -> str:
-    """Drain this node with ``reason``; the node's name. UsageError (one line) when scontrol is missing,
-    fails or hangs: a health check that cannot drain must say so, not pass quietly."""
+    """Drain this node with ``reason``; the node's name. UsageError when scontrol is missing, fails or hangs."""
     name, scontrol = ready()
     argv = [scontrol, "update", f"NodeName={name}", "State=DRAIN", f"Reason={reason}"]
     done = command.run(argv, SCONTROL_TIMEOUT_S, env=clean_env(allow=("SLURM_*",)))

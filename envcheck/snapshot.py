@@ -1,11 +1,8 @@
 """A machine in one JSON file: what every probe read at the seams (``envcheck snapshot``), probed again anywhere
-without a GPU (``check --replay``, ``probe --replay``). What a user attaches to a support thread, and what the
-tests are made of (``tests/fixtures/snapshots/``).
+without a GPU (``check --replay``); what a user attaches to a support thread, and what the tests are made of.
 
-Format: ``{"format": "envcheck-snapshot", "version": 1, "meta": ..., "host": ..., "nvml": ...}``, each section as
-``snapshot_schema.py`` types it (the NVML table: ``probes/nvml_table.py``). It is read as a report is
-(``outside_json``): a regular file, bounded, every field the replay reads checked, strings made encodable; a problem
-is one ``SnapshotError`` line naming the file and the field.
+Format: ``{"format": "envcheck-snapshot", "version": 1, "meta": ..., "host": ..., "nvml": ...}``, typed by
+``snapshot_schema.py``; read as a report is, a problem being one ``SnapshotError`` line naming file and field.
 
 Format history (``version``):
   1 - first format (2026-11).
@@ -28,7 +25,6 @@ if TYPE_CHECKING:
 
 FORMAT = "envcheck-snapshot"
 VERSION = 1
-# A snapshot holds a few hundred small files and outputs: kilobytes to a few megabytes, never this.
 MAX_SNAPSHOT_BYTES = 32 << 20
 
 
@@ -47,12 +43,9 @@ class Snapshot:
         return str(self.meta.get("host") or self.meta.get("id") or "snapshot")
 
 
-def to_dict(snap: Snapshot) -> dict[str, Json]:
-    return {"format": FORMAT, "version": VERSION, "meta": snap.meta, "host": snap.host, "nvml": snap.nvml}
-
-
 def dumps(snap: Snapshot) -> str:
-    return json.dumps(to_dict(snap), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+    data = {"format": FORMAT, "version": VERSION, "meta": snap.meta, "host": snap.host, "nvml": snap.nvml}
+    return json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def from_dict(data: Json) -> Snapshot:
@@ -114,16 +107,7 @@ def capture(timeout: float = 120.0) -> Snapshot:
     nvml = IsolatedNvml(host, timeout=min(timeout, NVML_TIMEOUT_S))
     collect(host=host, nvml=nvml, runtime=True, timeout=timeout)
     section = host.section()
-    meta = {
-        "id": None,
-        "title": None,
-        "captured": utc_now(),
-        "envcheck_version": __version__,
-        "host": hostname(),
-        "sources": ["recorded by envcheck snapshot"],
-        "derived": [],
-        "hand_written": [],
-    }
-    # What the recording seams read (variables, file names and texts, children's output) may hold lone
-    # surrogates, Python's spelling of bytes that are not UTF-8: made encodable, as loads() does.
+    meta = {"id": None, "title": None, "captured": utc_now(), "envcheck_version": __version__, "host": hostname(),
+            "sources": ["recorded by envcheck snapshot"], "derived": [], "hand_written": []}
+    # What the seams read may hold lone surrogates (bytes that are not UTF-8): made encodable, as loads() does.
     return Snapshot(meta=meta, host=encodable(section), nvml=encodable(nvml.table))

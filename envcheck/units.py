@@ -1,6 +1,4 @@
-"""Sizes, byte sizes, intervals and counter rates as plain text, one spelling for the terminal, the checks,
-the progress lines and ``envcheck diff``; ``render.fmt`` writes a size through ``shape`` here too.
-"""
+"""Sizes, byte sizes, intervals and counter rates as plain text: one spelling for every view and check."""
 
 from __future__ import annotations
 
@@ -19,9 +17,8 @@ def count(n: int) -> str:
 
 
 def shape(dims: Sequence[int] | int | str) -> str:
-    """The one way a size is written: an element count for vectors (``256M``), ``4096×11008×4096`` otherwise
-    (views name a convolution's dimensions in their language: ``render.i18n.size``). ``dims`` may be the ``AxB``
-    text reports keep in notes; text that is no size is returned as it is."""
+    """The one way a size is written: an element count for vectors (``256M``), ``4096×11008×4096`` otherwise (views
+    name a convolution's dimensions: ``render.i18n.size``). ``dims`` may be ``AxB`` text; other text stays."""
     if isinstance(dims, str):
         if not all(d.isdigit() for d in dims.split("x")):
             return dims
@@ -44,8 +41,7 @@ def span(seconds: float) -> str:
 
 
 def per_unit(count: float, seconds: float) -> str:
-    """``count`` over ``seconds`` as a plain number per the first unit that makes it at least 1
-    (``1,063/min``, ``0.4/d``): never an exponent, never "per hour over 0.0 h"."""
+    """``count`` over ``seconds`` per the first unit that makes it at least 1 (``1,063/min``, ``0.4/d``)."""
     for unit, size in (("s", 1), ("min", 60), ("h", 3600), ("d", 86400)):
         per = count / seconds * size
         if per >= 1 or unit == "d":

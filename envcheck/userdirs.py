@@ -1,9 +1,6 @@
-"""The user's folders envcheck writes to by default (XDG Base Directory), out of every source tree.
-
-Reports: ``$XDG_DATA_HOME/envcheck/reports`` (else ``~/.local/share/...``); ``ENVCHECK_REPORTS_DIR`` moves it,
-``--out-dir`` overrides it per run, ``envcheck history`` with no path reads it. Compiled kernels and tuning
-(bench/compile_cache.py): ``$XDG_CACHE_HOME/envcheck`` (else ``~/.cache/envcheck``); ``ENVCHECK_CACHE_DIR``
-moves it.
+"""The user's folders envcheck writes to by default (XDG Base Directory): reports in
+``$XDG_DATA_HOME/envcheck/reports`` (``ENVCHECK_REPORTS_DIR`` moves it, ``--out-dir`` overrides it per run),
+compiled kernels and tuning in ``$XDG_CACHE_HOME/envcheck`` (``ENVCHECK_CACHE_DIR`` moves it).
 """
 
 from __future__ import annotations
@@ -15,12 +12,15 @@ ENV_VAR = "ENVCHECK_REPORTS_DIR"
 CACHE_VAR = "ENVCHECK_CACHE_DIR"
 
 
-def reports_dir() -> Path:
-    explicit = os.environ.get(ENV_VAR)
+def _folder(override: str, xdg: str, fallback: str, *tail: str) -> Path:
+    explicit = os.environ.get(override)
     if explicit:
         return Path(explicit).expanduser()
-    data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(data) / "envcheck" / "reports"
+    return Path(os.environ.get(xdg) or os.path.join(os.path.expanduser("~"), fallback), "envcheck", *tail)
+
+
+def reports_dir() -> Path:
+    return _folder(ENV_VAR, "XDG_DATA_HOME", os.path.join(".local", "share"), "reports")
 
 
 def out_dir(value: str | None) -> str:
@@ -29,8 +29,4 @@ def out_dir(value: str | None) -> str:
 
 
 def cache_dir() -> Path:
-    explicit = os.environ.get(CACHE_VAR)
-    if explicit:
-        return Path(explicit).expanduser()
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache) / "envcheck"
+    return _folder(CACHE_VAR, "XDG_CACHE_HOME", ".cache")

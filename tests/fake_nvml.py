@@ -19,12 +19,14 @@ table and list only what differs from it.
 
 from __future__ import annotations
 
+import copy
+import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from envcheck.probes.nvml import NvmlCallError
-from envcheck.probes.nvml_table import TableHandle, TableNvml, load_table_file
+from envcheck.probes.nvml_table import TableHandle, TableNvml
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nvml"
 
@@ -45,6 +47,31 @@ FakeHandle = TableHandle
 def load_table(name: str) -> dict[str, Any]:
     """A table from tests/fixtures/nvml/<name>.json, with its ``_base`` (if any) merged under it."""
     return load_table_file(FIXTURES / f"{name}.json")
+
+
+def load_table_file(path: Path) -> dict[str, Any]:
+    """A table from a JSON file, with the table its ``_base`` names (a file beside it) merged under it:
+    a variant lists only what differs, GPU by GPU."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    base_name = data.pop("_base", None)
+    if base_name is None:
+        return data
+    return merge_tables(load_table_file(path.with_name(f"{base_name}.json")), data)
+
+
+def merge_tables(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` laid on ``base``: top-level keys replaced, ``gpus`` merged index by index (a
+    variant with more GPUs than its base repeats the base's last GPU)."""
+    over = dict(over)
+    gpus_over = over.pop("gpus", None)
+    table = {**copy.deepcopy(base), **over}
+    if gpus_over is not None:
+        base_gpus = base.get("gpus") or [{}]
+        table["gpus"] = [
+            {**copy.deepcopy(base_gpus[min(i, len(base_gpus) - 1)]), **g} for i, g in enumerate(gpus_over)
+        ]
+        table["count"] = len(table["gpus"])
+    return table
 
 
 class FakeNvml(TableNvml):

@@ -51,7 +51,7 @@ from envcheck.model.node import (
 from envcheck.node import nccl_tests
 from envcheck.node.collective_bench import CAPTURES, COMMUNICATORS, allocations_for, buffer_bytes
 from envcheck.node.nccl_log import distinct, parse_choices
-from envcheck.probes.gpus import probe_nvml
+from envcheck.probes.collect import read_nvml
 from envcheck.probes.link_counters import LINKS_SECTION, links_section, read_counters
 from envcheck.probes.topology import probe_topology
 
@@ -75,7 +75,7 @@ def environment(host_gpus: tuple[int, ...] = (0, 1)) -> Environment:
     env = factories.environment()
     nvml = fake_nvml()
     nvml.init()
-    driver, gpus = probe_nvml(nvml)
+    driver, gpus = read_nvml(nvml)
     links = links_section(nvml, _host(UPTIME_BEFORE), read_counters(nvml, host_gpus, _host(UPTIME_BEFORE)),
                           XidScan("/dev/kmsg"), host_gpus)
     torch_rt = {**env.sections["torch_runtime"], "device_count": known(len(gpus))}

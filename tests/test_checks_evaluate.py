@@ -69,7 +69,7 @@ def test_collect_shuts_nvml_down_and_survives_a_crashing_probe(monkeypatch) -> N
     def broken(host: object) -> dict:
         raise ValueError("unexpected /proc format")
 
-    monkeypatch.setattr(collect_mod, "_cuda", broken)
+    monkeypatch.setattr(collect_mod.cuda, "probe_cuda", broken)
     nvml = FakeNvml.fixture("h200")
     env = collect(host=_cpu_laptop_host(), nvml=nvml)
     assert nvml.shutdown_count >= 1

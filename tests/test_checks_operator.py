@@ -17,10 +17,10 @@ from envcheck.model import Check, Environment, known
 from envcheck.probes import platform
 from envcheck.probes.collect import collect
 from envcheck.probes.gpus import probe_gpu
-from envcheck.probes.nvml_table import TableNvml, merge_tables
+from envcheck.probes.nvml_table import TableNvml
 from envcheck.probes.packages import PackageInfo
 from envcheck.probes.replay import ReplayHost
-from tests.fake_nvml import load_table
+from tests.fake_nvml import load_table, merge_tables
 
 
 def _gpu(over: dict[str, Any], base: str = "h200"):

@@ -11,8 +11,10 @@ from fakes import FakeHost
 from envcheck.model import Fact, to_dict
 from envcheck.probes import cuda, envvars
 from envcheck.probes.cuda import LdCache, parse_ldconfig, parse_nvcc_version, probe_cuda
-from envcheck.probes.envvars import REDACTED, probe_env, redact
+from envcheck.probes.envvars import probe_env
 from envcheck.probes.host import RunResult, default_host
+from envcheck.redact import REDACTED
+from envcheck.redact import redact_value as redact
 
 FIX = Path(__file__).parent / "fixtures"
 LDCONFIG_H200 = (FIX / "system" / "ldconfig_p.h200").read_text(encoding="utf-8")

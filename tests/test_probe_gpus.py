@@ -14,6 +14,7 @@ from envcheck.analysis.ceilings import theoretical_bandwidth_gbps
 from envcheck.model import Environment, Gpu, dumps, to_dict
 from envcheck.probes import gpus as g
 from envcheck.probes import nvml as n
+from envcheck.probes.collect import read_nvml
 
 CAPTURE = Path(__file__).parent / "fixtures" / "h200_capture.json"
 NOT_SUPPORTED = "not supported on this GPU (NVML: Not Supported)"
@@ -21,7 +22,7 @@ LOST = "GPU is lost (NVML: GPU is lost)"
 
 
 def facts_of(fake: FakeNvml) -> tuple[dict, tuple[Gpu, ...]]:
-    return g.probe_nvml(fake)
+    return read_nvml(fake)
 
 
 # ------------------------------------------------------------------ several machines, several drivers
@@ -371,7 +372,7 @@ def test_report_with_probed_gpus_round_trips():
 def test_real_nvml_agrees_with_torch():
     import torch
 
-    drv, found = g.probe_nvml()
+    drv, found = read_nvml(n.Nvml())
     assert drv["nvml_error"].value is None, drv["nvml_error"].value
     assert drv["gpu_count"].value == len(found) >= 1
     # CUDA_VISIBLE_DEVICES may hide GPUs from torch; compare by UUID, not index.

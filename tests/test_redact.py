@@ -29,7 +29,9 @@ def test_short_values_of_session_variables_do_not_erase_ordinary_words() -> None
 
 def test_the_real_host_redacts_what_its_children_print(monkeypatch) -> None:
     monkeypatch.setenv("HF_TOKEN", ENV["HF_TOKEN"])
-    res = Host().run([sys.executable, "-c", "import os,sys; print(os.environ['HF_TOKEN']); "
+    # The child never gets the secret (its environment is an allow-list): it prints the value itself, as a tool
+    # that read it from a file would, and the host still knows it from its own environment.
+    res = Host().run([sys.executable, "-c", f"import sys; print({ENV['HF_TOKEN']!r}); "
                       "sys.stderr.write('https://u:p4ssw0rd@x.example\\n')"], timeout=30)
     assert res.stdout.strip() == REDACTED and res.stderr.strip() == "https://<redacted>@x.example"
 

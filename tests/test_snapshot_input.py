@@ -152,7 +152,8 @@ def test_an_integer_past_64_bits_inside_any_answer_is_refused(tmp_path: Path) ->
 
 def test_real_nvml_captures_pass_the_schema() -> None:
     """The NVML answer types are those of real machines: every captured table in the fixtures fits."""
-    from envcheck.probes.nvml_table import load_table_file
+    from fake_nvml import load_table_file
+
     from envcheck.snapshot_schema import check_sections
 
     fixtures = Path(__file__).parent / "fixtures"

@@ -1,8 +1,5 @@
-"""Health checks: rules from an ``Environment`` to pass / warn / fail / skip verdicts with exact fixes.
-
-One module per subject; each has ``checks(env) -> list[Check]``. Checks only read facts:
-they never probe, so a report's checks can be recomputed from its JSON.
-"""
+"""Health checks: rules from an ``Environment`` to pass / warn / fail / skip verdicts with exact fixes, one module
+per subject. Checks only read facts, so a report's checks can be recomputed from its JSON."""
 
 from __future__ import annotations
 
@@ -20,29 +17,18 @@ T = TypeVar("T")
 def _rules() -> tuple[tuple[str, Rule], ...]:
     from envcheck.checks import driver, env, gpu, links, operator, torch, triton, wsl
 
-    return (
-        ("driver", driver.checks),
-        ("wsl", wsl.checks),
-        ("gpu", gpu.checks),
-        ("torch", torch.checks),
-        ("triton", triton.checks),
-        ("env", env.checks),
-        ("links", links.checks),
-        ("operator", operator.checks),
-    )
+    subjects = (driver, wsl, gpu, torch, triton, env, links, operator)
+    return tuple((m.__name__.rsplit(".", 1)[1], m.checks) for m in subjects)
 
 
 def evaluate(env: Environment) -> tuple[Check, ...]:
     """Every check, worst first (fail, warn, pass, skip), subject order kept within a status. Never raises."""
-    found: list[Check] = []
-    for subject, rule in _rules():
-        found.extend(guarded(subject, rule, env))
-    return worst_first(found)
+    return worst_first(c for subject, rule in _rules() for c in guarded(subject, rule, env))
 
 
 def guarded(subject: str, rule: Callable[[T], list[Check]], arg: T) -> list[Check]:
-    """``rule(arg)``'s checks; when the rule cannot run, one FAILING check ``<subject>.internal`` with the error's
-    first line: the verdicts it would have given are unknown, never a pass (issue 36)."""
+    """``rule(arg)``'s checks; when the rule cannot run, one failing check ``<subject>.internal``: its verdicts are
+    unknown, never a pass."""
     try:
         return list(rule(arg))
     except Exception as e:  # noqa: BLE001 - a buggy rule must not hide the others' verdicts

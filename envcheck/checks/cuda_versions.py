@@ -1,8 +1,5 @@
-"""CUDA version arithmetic the checks share: what a driver runs, which torch wheel fits it.
-
-Sources: the CUDA Toolkit release notes ("CUDA Toolkit and Corresponding Driver Versions",
-Linux x86_64) and the wheel indexes on download.pytorch.org.
-"""
+"""CUDA version arithmetic the checks share: what a driver runs, which torch wheel fits it (sources: the CUDA
+Toolkit release notes' driver table for Linux x86_64, the wheel indexes on download.pytorch.org)."""
 
 from __future__ import annotations
 
@@ -38,8 +35,7 @@ ARCH_MIN_CUDA: dict[Version, Version] = {
     (12, 0): (12, 8),
     (12, 1): (12, 9),
 }
-# Maxwell, Pascal and Volta (sm_50..sm_70) were dropped from the CUDA 12.8+ builds; cu126 is
-# the newest index that still ships them.
+# Maxwell, Pascal and Volta (sm_50..sm_70) left the CUDA 12.8+ builds: cu126 is the newest index with them.
 LAST_WHEEL_FOR_OLD_ARCH: Version = (12, 6)
 
 
@@ -47,10 +43,7 @@ def parse(text: str | None) -> Version | None:
     """(12, 8) from "12.8", "12.8.93" or "cu128"; None when unreadable."""
     if not text:
         return None
-    m = re.match(r"^\s*cu(\d+)(\d)\s*$", text)
-    if m:
-        return int(m.group(1)), int(m.group(2))
-    m = re.match(r"^\s*(\d+)\.(\d+)", text)
+    m = re.match(r"^\s*cu(\d+)(\d)\s*$", text) or re.match(r"^\s*(\d+)\.(\d+)", text)
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
@@ -70,14 +63,12 @@ def pip_install(v: Version, force: bool = True) -> str:
 
 def wheel_for_driver(driver_cuda: Version) -> Version | None:
     """The newest torch CUDA build this driver runs without minor-version caveats, or None."""
-    fitting = [w for w in WHEEL_CUDA if w <= driver_cuda]
-    return fitting[-1] if fitting else None
+    return max((w for w in WHEEL_CUDA if w <= driver_cuda), default=None)
 
 
 def compat_wheel_for_driver(driver_cuda: Version) -> Version | None:
-    """The torch CUDA build to install under this driver: the newest it runs outright, else the
-    oldest build of the driver's CUDA major, which runs by minor-version compatibility (a CUDA 11.4
-    driver runs cu118 wheels: CUDA Compatibility guide; PTX JIT of newer code excepted)."""
+    """The torch CUDA build to install under this driver: the newest it runs outright, else the oldest of the
+    driver's CUDA major, which runs by minor-version compatibility (a CUDA 11.4 driver runs cu118 wheels)."""
     exact = wheel_for_driver(driver_cuda)
     if exact is not None:
         return exact
@@ -86,9 +77,7 @@ def compat_wheel_for_driver(driver_cuda: Version) -> Version | None:
 
 
 def install_for_driver(driver_cuda: Version, force: bool = True) -> dict[str, str] | None:
-    """How to install the build :func:`compat_wheel_for_driver` picks, as a fix's parameters: the pip
-    command, and ``install_key`` saying so when it relies on minor-version compatibility; None when no
-    build runs under this driver."""
+    """How to install the build :func:`compat_wheel_for_driver` picks, as a fix's parameters; None when none runs."""
     wheel = compat_wheel_for_driver(driver_cuda)
     if wheel is None:
         return None
@@ -99,30 +88,19 @@ def install_for_driver(driver_cuda: Version, force: bool = True) -> dict[str, st
 
 
 def pick_index_by_hand() -> dict[str, str]:
-    """The parameters of the fix "torch.pick_index.fix", when the driver's CUDA version is unknown:
-    which index to take, not a guess."""
+    """The parameters of the fix "torch.pick_index.fix" when the driver's CUDA version is unknown."""
     return {"url": INDEX_URL.format(tag="cu<XY>"), "tags": ", ".join(tag(w) for w in WHEEL_CUDA)}
 
 
 def min_driver(cuda: Version) -> str | None:
     """Oldest driver for CUDA ``cuda`` (the exact release or the next one listed)."""
-    for v in sorted(MIN_DRIVER):
-        if v >= cuda:
-            return MIN_DRIVER[v]
-    return None
+    return next((MIN_DRIVER[v] for v in sorted(MIN_DRIVER) if v >= cuda), None)
 
 
 def wheel_for_arch(cc: Version, driver_cuda: Version | None) -> Version | None:
-    """The torch CUDA build for a GPU of capability ``cc`` under this driver: the newest the driver runs, if it
-    compiles for ``cc``; None when none fits both (upgrade the driver first)."""
-    if cc < (7, 5):
-        need_max = LAST_WHEEL_FOR_OLD_ARCH
-        candidates = [w for w in WHEEL_CUDA if w <= need_max]
-    else:
-        candidates = [w for w in WHEEL_CUDA if w >= arch_min_cuda(cc)]
-    if driver_cuda is not None:
-        candidates = [w for w in candidates if w <= driver_cuda]
-    return candidates[-1] if candidates else None
+    """The newest torch CUDA build this driver runs that compiles for ``cc``; None when none fits both."""
+    fits = [w for w in WHEEL_CUDA if (w <= LAST_WHEEL_FOR_OLD_ARCH if cc < (7, 5) else w >= arch_min_cuda(cc))]
+    return max((w for w in fits if driver_cuda is None or w <= driver_cuda), default=None)
 
 
 def arch_min_cuda(cc: Version) -> Version:

@@ -1,7 +1,5 @@
-"""The NVIDIA driver: does NVML load, and does it see a GPU. ``envcheck check`` answers "is this a working GPU
-machine?": without a usable GPU the first check here fails, plainly, and everything that needs a GPU is
-``skip``, so the one cause is the one red line.
-"""
+"""The NVIDIA driver: does NVML load, and does it see a GPU. Without a usable GPU the first check here fails and
+everything that needs a GPU is ``skip``, so the one cause is the one red line."""
 
 from __future__ import annotations
 
@@ -12,11 +10,7 @@ from envcheck.model import Check, Environment
 
 def _nvml_process_failure(what: str, env: Environment) -> Check:
     """The child that read NVML crashed or hung: the library itself is broken or the GPU is stuck."""
-    hung = what.startswith("hung")
-    if hung:
-        fix = "nvml.hung.wsl.fix" if machine.is_wsl(env) else "nvml.hung.fix"
-    else:
-        fix = "nvml.crashed.wsl.fix" if machine.is_wsl(env) else "nvml.crashed.fix"
+    fix = f"nvml.{'hung' if what.startswith('hung') else 'crashed'}{'.wsl' if machine.is_wsl(env) else ''}.fix"
     return said("driver.nvml", "fail", "nvml.process", fix, what=what)
 
 
@@ -41,10 +35,8 @@ def _wsl_nvml_failure(err: str, env: Environment) -> Check | None:
 
 def _nvml_failure(err: str, env: Environment) -> Check:
     wsl_ = machine.is_wsl(env)
-    if wsl_ and "nvidia-ml-py" not in err.lower():
-        found = _wsl_nvml_failure(err, env)
-        if found is not None:
-            return found
+    if wsl_ and "nvidia-ml-py" not in err.lower() and (found := _wsl_nvml_failure(err, env)):
+        return found
     low = err.lower()
     if "mismatch" in low:
         return said("driver.nvml", "fail", "nvml.mismatch", "nvml.mismatch.fix", err=err)
@@ -95,12 +87,9 @@ def check_gpus(env: Environment) -> Check:
     shape = "gpus.named" if names else "gpus.count"
     if lost:
         first = lost[0]
-        if isinstance(env.get("driver", "nvml_process_error"), str) and machine.is_wsl(env):
-            fix = "gpus.lost.wsl.fix"
-        elif isinstance(env.get("driver", "nvml_process_error"), str):
-            fix = "gpus.lost.process.fix"
-        else:
-            fix = "gpus.lost.fix"
+        crashed = isinstance(process, str)
+        fix = "gpus.lost.wsl.fix" if crashed and machine.is_wsl(env) else "gpus.lost.process.fix" if crashed \
+            else "gpus.lost.fix"
         return said("driver.gpus", "fail", f"{shape}.lost", fix, **seen, lost=len(lost), index=first.index,
                     why=first.lost)
     return said("driver.gpus", "pass", shape, **seen)

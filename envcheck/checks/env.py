@@ -10,10 +10,9 @@ from envcheck.model import Check, Environment
 def visible_devices_problem(value: str, count: int) -> tuple[str, dict[str, str]] | None:
     """Why ``CUDA_VISIBLE_DEVICES=value`` hides GPUs (a finding key and its parameters), or None: CUDA reads the
     list up to its first invalid entry (``""``, ``-1``, an index past the last GPU)."""
-    items = [v.strip() for v in value.split(",")]
     if not value.strip():
         return "env.cvd_empty", {}
-    first = items[0]
+    first = value.split(",")[0].strip()
     if first.startswith("-"):
         return "env.cvd_negative", {"first": first}
     if first.isdigit() and count and int(first) >= count:
@@ -44,6 +43,4 @@ def check_launch_blocking(env: Environment) -> Check:
 
 
 def checks(env: Environment) -> list[Check]:
-    if env.get("env", "variables") is None:
-        return []
-    return [check_visible_devices(env), check_launch_blocking(env)]
+    return [] if env.get("env", "variables") is None else [check_visible_devices(env), check_launch_blocking(env)]

@@ -1,7 +1,5 @@
-"""A report's checks as keys and parameters, also for reports written before checks carried keys: the rules run
-again on its recorded facts lend their keys to a recorded check of the same id and status; otherwise it stays
-as recorded (its English), and the renderers say so. The verdict recorded is never changed.
-"""
+"""A report's checks as keys and parameters, also for reports written before checks carried keys: today's rules
+lend their keys to a recorded check of the same id and status; otherwise it stays as recorded (its English)."""
 
 from __future__ import annotations
 
@@ -15,8 +13,7 @@ from envcheck.model.node import Node
 
 
 def keyed(checks: Sequence[Check], env: Environment | None, node: Node | None = None) -> tuple[Check, ...]:
-    """``checks`` with keys wherever the rules, run again on ``env`` (and on ``node``'s counters, for
-    the checks of a node run), agree with the recorded status."""
+    """``checks`` with keys wherever the rules, run again on ``env`` (and ``node``), agree with the recorded status."""
     if all(_current(c) for c in checks) or env is None or not env.sections:
         return tuple(checks)
     today = {c.id: c for c in (*evaluate(env), *(delta_checks(node) if node is not None else ()))}

@@ -1,10 +1,11 @@
-"""Link and error-counter health: PCIe replays, NVLink errors, Xid events, row remapping, from the ``links``
-section. NVML's counters run since the driver loaded, so every threshold is a rate over the uptime or a delta
-during envcheck's node tests (``delta_checks``), at DCGM's limits; a report without the section gets no verdict.
-"""
+"""Link and error-counter health from the ``links`` section: PCIe replays, NVLink errors, Xid events, row remapping.
+NVML's counters run since the driver loaded, so every threshold (DCGM's) is a rate over the uptime, or a delta
+during envcheck's node tests."""
 
 from __future__ import annotations
 
+import collections
+import re
 from typing import Any
 
 from envcheck import units
@@ -16,23 +17,17 @@ from envcheck.analysis.counters import (
     counter_deltas,
     counter_over_limit,
 )
-from envcheck.checks.machine import has_gpu
+from envcheck.checks.machine import gpu_label, has_gpu
 from envcheck.checks.said import said
-from envcheck.model import Check, Environment
+from envcheck.model import Check, Environment, Status
 from envcheck.model.node import Node
 
 SECTION = "links"
 
-# From NVIDIA's Xid catalogue (docs.nvidia.com/deploy/xid-errors): events that mean the GPU or its
-# links need a reset or service, as opposed to an application fault (13, 31, 43 ...) that a restart of
-# the job clears. 48 double-bit ECC, 62 internal micro-controller halt, 64 row-remapping failure,
-# 74 NVLink error, 79 fallen off the bus, 92 high single-bit ECC rate, 95 uncontained ECC error,
-# 119 / 120 GSP timeout / error, 140 unrecovered ECC error.
+# Xids that need a reset or service, not a restart of the job (docs.nvidia.com/deploy/xid-errors): 48 double-bit
+# ECC, 62 micro-controller halt, 64 row-remap failure, 74 NVLink, 79 off the bus, 92 high single-bit ECC rate,
+# 95 uncontained ECC, 119/120 GSP timeout/error, 140 unrecovered ECC.
 SERVICE_XIDS = frozenset({48, 62, 64, 74, 79, 92, 95, 119, 120, 140})
-
-
-def _links(env: Environment) -> dict[str, Any] | None:
-    return env.sections.get(SECTION)
 
 
 def _get(env: Environment, key: str) -> Any:
@@ -44,46 +39,42 @@ def _reason(env: Environment, key: str) -> str:
 
 
 def _indices(env: Environment) -> list[int]:
-    out = set()
-    for key in (_links(env) or {}):
-        if key.startswith("gpu") and "." in key:
-            head = key.split(".", 1)[0][3:]
-            if head.isdigit():
-                out.add(int(head))
-    return sorted(out)
+    return sorted({int(m[1]) for key in env.sections.get(SECTION, {}) if (m := re.match(r"gpu(\d+)\.", key))})
 
 
-def _label(env: Environment, i: int) -> str:
+def _said(rule: str, env: Environment, i: int, status: Status, key: str, fix: str | None = None, /,
+          **params: object) -> Check:
     gpu = next((g for g in env.gpus if g.index == i), None)
-    name = gpu.get("name") if gpu else None
-    return f"GPU {i} ({name})" if name else f"GPU {i}"
+    return said(f"links.{rule}.{i}", status, key, fix, gpu=gpu_label(gpu) if gpu else f"GPU {i}", **params)
+
+
+def _unread(rule: str, env: Environment, i: int, key: str) -> Check:
+    return _said(rule, env, i, "skip", "gpu.skip", reason=_reason(env, key))
 
 
 def check_pcie_replay(env: Environment, i: int) -> Check:
-    cid = f"links.pcie_replay.{i}"
-    label = _label(env, i)
     count, uptime = _get(env, f"gpu{i}.pcie_replay"), _get(env, "uptime_s")
     if not isinstance(count, int):
-        return said(cid, "skip", "gpu.skip", gpu=label, reason=_reason(env, f"gpu{i}.pcie_replay"))
+        return _unread("pcie_replay", env, i, f"gpu{i}.pcie_replay")
     if not isinstance(uptime, (int, float)) or uptime <= 0:
-        return said(cid, "skip", "links.replay_no_uptime", gpu=label, count=count, reason=_reason(env, "uptime_s"))
+        return _said("pcie_replay", env, i, "skip", "links.replay_no_uptime", count=count,
+                     reason=_reason(env, "uptime_s"))
     per_min = count / (uptime / 60)
     limit = f"{PCIE_REPLAY_PER_MIN_LIMIT:g}/min"
     if per_min > PCIE_REPLAY_PER_MIN_LIMIT:
-        return said(cid, "fail", "links.replay_high", "links.replay_high.fix", gpu=label, count=count,
-                    rate=f"{per_min:.1f}/min", limit=limit, index=i)
-    return said(cid, "pass", "links.replay_ok", gpu=label, count=count, rate=f"{per_min:.2g}/min", limit=limit)
+        return _said("pcie_replay", env, i, "fail", "links.replay_high", "links.replay_high.fix", count=count,
+                     rate=f"{per_min:.1f}/min", limit=limit, index=i)
+    return _said("pcie_replay", env, i, "pass", "links.replay_ok", count=count, rate=f"{per_min:.2g}/min",
+                 limit=limit)
 
 
 def check_nvlink(env: Environment, i: int) -> Check:
-    cid = f"links.nvlink.{i}"
-    label = _label(env, i)
     links = _get(env, f"gpu{i}.nvlink_errors")
     uptime = _get(env, "uptime_s")
     if not isinstance(links, list):
-        return said(cid, "skip", "gpu.skip", gpu=label, reason=_reason(env, f"gpu{i}.nvlink_errors"))
+        return _unread("nvlink", env, i, f"gpu{i}.nvlink_errors")
     if not links:
-        return said(cid, "skip", "links.no_nvlink", gpu=label)
+        return _said("nvlink", env, i, "skip", "links.no_nvlink")
     totals = {k: sum(int(lk.get(k) or 0) for lk in links) for k in ("crc_flit", "crc_data", "replay", "recovery",
                                                                        "ecc_data")}
     recovering = [lk["link"] for lk in links if (lk.get("recovery") or 0) > 0]
@@ -94,37 +85,35 @@ def check_nvlink(env: Environment, i: int) -> Check:
     busiest = max(((lk["link"], k, lk[k]) for lk in links for k in RATE_COUNTERS if isinstance(lk.get(k), int)),
                   key=lambda b: b[2], default=None)
     if timed and busiest is not None and busiest[2] / uptime > NVLINK_CRC_PER_S_LIMIT:
-        return said(cid, "fail", "links.nvlink_hot", "links.nvlink_hot.fix", gpu=label, link=busiest[0],
-                    counter=busiest[1], rate=f"{busiest[2] / uptime:.0f}/s", limit=limit, index=i)
+        return _said("nvlink", env, i, "fail", "links.nvlink_hot", "links.nvlink_hot.fix", link=busiest[0],
+                     counter=busiest[1], rate=f"{busiest[2] / uptime:.0f}/s", limit=limit, index=i)
     if recovering:
-        return said(cid, "warn", "links.nvlink_recovery", "links.nvlink_recovery.fix", gpu=label,
-                    links=", ".join(map(str, recovering)), index=i)
+        return _said("nvlink", env, i, "warn", "links.nvlink_recovery", "links.nvlink_recovery.fix",
+                     links=", ".join(map(str, recovering)), index=i)
     n = len(links)
     if not counts:
-        return said(cid, "pass", "links.nvlink_clean", gpu=label, count=n)
+        return _said("nvlink", env, i, "pass", "links.nvlink_clean", count=n)
     if timed and busiest is not None:
-        return said(cid, "pass", "links.nvlink_counts.busiest", gpu=label, count=n, counts=counts, limit=limit,
-                    rate=units.per_unit(sum(totals.values()), uptime), span=units.span(uptime),
-                    link=busiest[0], counter=busiest[1], top=units.per_unit(busiest[2], uptime))
-    return said(cid, "pass", "links.nvlink_counts", gpu=label, count=n, counts=counts, limit=limit)
+        return _said("nvlink", env, i, "pass", "links.nvlink_counts.busiest", count=n, counts=counts, limit=limit,
+                     rate=units.per_unit(sum(totals.values()), uptime), span=units.span(uptime),
+                     link=busiest[0], counter=busiest[1], top=units.per_unit(busiest[2], uptime))
+    return _said("nvlink", env, i, "pass", "links.nvlink_counts", count=n, counts=counts, limit=limit)
 
 
 def check_row_remap(env: Environment, i: int) -> Check:
-    cid = f"links.row_remap.{i}"
-    label = _label(env, i)
     rows = _get(env, f"gpu{i}.remapped_rows")
     if not isinstance(rows, dict):
-        return said(cid, "skip", "gpu.skip", gpu=label, reason=_reason(env, f"gpu{i}.remapped_rows"))
+        return _unread("row_remap", env, i, f"gpu{i}.remapped_rows")
     if rows.get("failure"):
-        return said(cid, "fail", "links.remap_failed", "links.remap_failed.fix", gpu=label)
+        return _said("row_remap", env, i, "fail", "links.remap_failed", "links.remap_failed.fix")
     if rows.get("pending"):
-        return said(cid, "warn", "gpu.remap_pending", "links.remap_pending.fix", gpu=label, index=i)
+        return _said("row_remap", env, i, "warn", "gpu.remap_pending", "links.remap_pending.fix", index=i)
     unc = rows.get("uncorrectable") or 0
     cor = rows.get("correctable") or 0
     if unc:
-        return said(cid, "warn", "links.remap_uncorrectable", "links.remap_uncorrectable.fix", gpu=label, count=unc,
-                    correctable=cor, index=i)
-    return said(cid, "pass", "links.remap_ok", gpu=label, count=cor)
+        return _said("row_remap", env, i, "warn", "links.remap_uncorrectable", "links.remap_uncorrectable.fix",
+                     count=unc, correctable=cor, index=i)
+    return _said("row_remap", env, i, "pass", "links.remap_ok", count=cor)
 
 
 def _pci_key(bus: str) -> str:
@@ -155,9 +144,7 @@ def check_xid(env: Environment) -> Check:
         return said(cid, "skip", "links.xid_unreadable", "links.xid_unreadable.fix", reason=_reason(env, "xid_source"))
     if not events:
         return said(cid, "pass", "links.xid_none", source=source)
-    by_xid: dict[int, int] = {}
-    for e in events:
-        by_xid[int(e["xid"])] = by_xid.get(int(e["xid"]), 0) + 1
+    by_xid = collections.Counter(int(e["xid"]) for e in events)
     serious = sorted(x for x in by_xid if x in SERVICE_XIDS)
     gpus = sorted({g for g in (_gpu_of_pci(env, e.get("pci_bus_id")) for e in events) if g is not None})
     listed = ", ".join(f"Xid {x} x{n}" for x, n in sorted(by_xid.items()))
@@ -171,15 +158,12 @@ def check_xid(env: Environment) -> Check:
 
 
 def checks(env: Environment) -> list[Check]:
-    if _links(env) is None:
+    if SECTION not in env.sections:
         return []
     out: list[Check] = [check_xid(env)]
     for i in _indices(env):
         out.extend((check_pcie_replay(env, i), check_nvlink(env, i), check_row_remap(env, i)))
     return out
-
-
-# --------------------------------------------------------------------------- during the node tests
 
 
 def _describe(change: CounterChange) -> str:
@@ -189,28 +173,22 @@ def _describe(change: CounterChange) -> str:
 
 
 def delta_checks(node: Node) -> list[Check]:
-    """Counters that grew while envcheck's own peer copies and collectives loaded the links.
-
-    Run after the node tests (``envcheck run --gpus``): the interval is minutes, so a rate here is
-    sharp where a since-boot rate is diluted by idle weeks.
-    """
+    """Counters that grew while envcheck's own node tests loaded the links: over minutes, a rate is sharp where a
+    since-boot one is diluted by idle weeks."""
     if node.counters_before is None or node.counters_after is None:
         return []
     changes = counter_deltas(node.counters_before, node.counters_after)
-    out = []
-    for gpu in node.gpus:
-        mine = [c for c in changes if c.gpu == gpu]
-        cid = f"links.during_tests.{gpu}"
-        if not mine:
-            out.append(said(cid, "skip", "links.delta_unread", index=gpu))
-            continue
-        bad = [c for c in mine if counter_over_limit(c)]
-        grew = [c for c in mine if c.delta > 0]
-        if bad:
-            out.append(said(cid, "fail", "links.delta_bad", "links.delta_bad.fix", index=gpu,
-                            what="; ".join(_describe(c) for c in bad[:3])))
-        elif grew:
-            out.append(said(cid, "pass", "links.delta_grew", index=gpu, what="; ".join(_describe(c) for c in grew[:3])))
-        else:
-            out.append(said(cid, "pass", "links.delta_none", index=gpu))
-    return out
+    return [_delta(gpu, [c for c in changes if c.gpu == gpu]) for gpu in node.gpus]
+
+
+def _delta(gpu: int, mine: list[CounterChange]) -> Check:
+    cid = f"links.during_tests.{gpu}"
+    bad, grew = [c for c in mine if counter_over_limit(c)], [c for c in mine if c.delta > 0]
+    if not mine:
+        return said(cid, "skip", "links.delta_unread", index=gpu)
+    if bad:
+        return said(cid, "fail", "links.delta_bad", "links.delta_bad.fix", index=gpu,
+                    what="; ".join(_describe(c) for c in bad[:3]))
+    if grew:
+        return said(cid, "pass", "links.delta_grew", index=gpu, what="; ".join(_describe(c) for c in grew[:3]))
+    return said(cid, "pass", "links.delta_none", index=gpu)

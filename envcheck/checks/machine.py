@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from envcheck import units
 from envcheck.checks import cuda_versions
-from envcheck.model import Environment, Gpu
+from envcheck.checks.said import said
+from envcheck.model import Check, Environment, Gpu, Status
 
 
 def gpu_count(env: Environment) -> int:
@@ -18,8 +18,7 @@ def has_gpu(env: Environment) -> bool:
 
 
 def cpu_only(env: Environment) -> bool:
-    """No NVIDIA GPU to be seen: NVML found none (or no driver answers) and no WSL2 GPU device is
-    passed in. GPU-only advice (install Triton, fix its JIT) does not apply to such a machine."""
+    """No NVIDIA GPU to be seen (none from NVML, no WSL2 GPU device): GPU-only advice does not apply."""
     return not has_gpu(env) and not (is_wsl(env) and env.get("wsl", "dxg_present") is True)
 
 
@@ -42,27 +41,29 @@ def gpu_label(gpu: Gpu) -> str:
     return f"GPU {gpu.index} ({name})" if name else f"GPU {gpu.index}"
 
 
+def gpu_said(rule: str, gpu: Gpu, status: Status, key: str, fix: str | None = None, /, **params: object) -> Check:
+    """The check ``gpu.<rule>.<index>`` of ``gpu``, which its finding names first (``gpu=GPU 0 (NVIDIA H200)``)."""
+    return said(f"gpu.{rule}.{gpu.index}", status, key, fix, gpu=gpu_label(gpu), **params)
+
+
+def gpu_skip(rule: str, gpu: Gpu, fact: str) -> Check:
+    found = gpu.facts.get(fact)
+    return gpu_said(rule, gpu, "skip", "gpu.skip", reason=found.reason if found and found.reason else "not probed")
+
+
+def unread(check_id: str, env: Environment, section: str, key: str, default: str = "not probed") -> Check:
+    return said(check_id, "skip", "reason", reason=env.fact(section, key).reason or default)
+
+
 def capability(gpu: Gpu) -> cuda_versions.Version | None:
     return cuda_versions.parse(gpu.get("compute_capability"))
 
 
-def sm_name(cc: cuda_versions.Version) -> str:
-    return f"sm_{cc[0]}{cc[1]}"
-
-
-def gib(n: float | None) -> str:
-    return units.gib(n) or "?"
-
-
-def runtime_ran(env: Environment, section: str) -> bool:
-    """False when the runtime probes were skipped (``envcheck probe``)."""
-    f = env.fact(section, "error")
-    return not (f.reason or "").startswith("not run")
-
-
-def not_run_reason(env: Environment, section: str) -> str:
-    """Why a runtime section did not run, as recorded (``envcheck probe`` skips them; a snapshot may hold none)."""
-    return env.fact(section, "error").reason or "not run"
+def not_run(check_id: str, env: Environment, section: str) -> Check | None:
+    """``check_id`` skipped, with the recorded reason, when the runtime probe ``section`` did not run (``envcheck
+    probe`` skips them; a snapshot may hold none); None when it ran."""
+    why = env.fact(section, "error").reason or ""
+    return said(check_id, "skip", "reason", reason=why) if why.startswith("not run") else None
 
 
 def variables(env: Environment) -> dict[str, str]:
@@ -77,14 +78,12 @@ def container(env: Environment) -> str | None:
 
 
 def driver_fix(cuda: cuda_versions.Version, wsl: bool, in_container: str | None = None) -> dict[str, str]:
-    """How to get a driver that runs CUDA ``cuda``, as a fix's parameters (``upgrade_key`` and the version
-    needed). Under WSL2 the driver is Windows'; in a container it is the host's (nothing installed inside
-    the container changes it)."""
+    """How to get a driver that runs CUDA ``cuda``, as a fix's parameters: under WSL2 the driver is Windows', in a
+    container the host's."""
     need = cuda_versions.min_driver(cuda)
     where = "wsl" if wsl else "k8s" if in_container == "kubernetes" else "container" if in_container else "host"
-    if need:
-        return {"upgrade_key": f"check.driver.upgrade.{where}.need", "need": need}
-    return {"upgrade_key": f"check.driver.upgrade.{where}"}
+    return {"upgrade_key": f"check.driver.upgrade.{where}.need", "need": need} if need else {
+        "upgrade_key": f"check.driver.upgrade.{where}"}
 
 
 def driver_fix_for(env: Environment, cuda: cuda_versions.Version) -> dict[str, str]:

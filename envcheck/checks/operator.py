@@ -1,13 +1,11 @@
-"""What an operator accepting a node checks beyond the GPUs' health counters: per GPU the compute mode, its
-temperature against NVML's slowdown threshold (``TEMPERATURE_MARGIN_C`` of headroom at rest), time in thermal
-or HW-brake slowdowns since the driver loaded (any is a finding; the SW power cap never), NVSwitch fabric
-registration; per node the IOMMU, PCIe ACS, InfiniBand/RoCE ports, GPUDirect RDMA, the fabric manager and the
-GPU stack's Python packages.
-"""
+"""What an operator accepting a node checks beyond the GPUs' health counters: per GPU the compute mode, headroom
+below the slowdown temperature, time in thermal or brake slowdowns, NVSwitch fabric registration; per node the
+IOMMU, PCIe ACS, InfiniBand ports, GPUDirect RDMA, the fabric manager and the GPU stack's Python packages."""
 
 from __future__ import annotations
 
 from envcheck.checks import machine
+from envcheck.checks.machine import gpu_said, gpu_skip
 from envcheck.checks.said import said
 from envcheck.model import Check, Environment, Gpu
 
@@ -17,25 +15,18 @@ THERMAL_SECONDS = 0.0
 FAULT_EVENTS = ("sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
 
 
-def _skip(cid: str, gpu: Gpu, key: str) -> Check:
-    fact = gpu.facts.get(key)
-    reason = fact.reason if fact and fact.reason else "not probed"
-    return said(cid, "skip", "gpu.skip", gpu=machine.gpu_label(gpu), reason=reason)
-
-
 def check_compute_mode(gpu: Gpu) -> Check:
-    cid = f"gpu.compute_mode.{gpu.index}"
-    label = machine.gpu_label(gpu)
     mode = gpu.get("compute_mode")
     if not isinstance(mode, str):
-        return _skip(cid, gpu, "compute_mode")
+        return gpu_skip("compute_mode", gpu, "compute_mode")
     if mode == "default":
-        return said(cid, "pass", "op.mode_default", gpu=label)
+        return gpu_said("compute_mode", gpu, "pass", "op.mode_default")
     if mode == "prohibited":
-        return said(cid, "fail", "op.mode_prohibited", "op.mode.fix", gpu=label, index=gpu.index)
+        return gpu_said("compute_mode", gpu, "fail", "op.mode_prohibited", "op.mode.fix", index=gpu.index)
     if mode in ("exclusive_process", "exclusive_thread"):
-        return said(cid, "warn", "op.mode_exclusive", "op.mode_exclusive.fix", gpu=label, mode=mode, index=gpu.index)
-    return said(cid, "warn", "op.mode_unknown", "op.mode.fix", gpu=label, mode=mode, index=gpu.index)
+        return gpu_said("compute_mode", gpu, "warn", "op.mode_exclusive", "op.mode_exclusive.fix", mode=mode,
+                        index=gpu.index)
+    return gpu_said("compute_mode", gpu, "warn", "op.mode_unknown", "op.mode.fix", mode=mode, index=gpu.index)
 
 
 def _positive(x: object) -> bool:
@@ -43,10 +34,7 @@ def _positive(x: object) -> bool:
 
 
 def check_temperature(gpu: Gpu) -> Check:
-    """Headroom below the slowdown threshold: NVML's margin (nvidia-smi's "GPU T.Limit Temp") where the
-    driver gives it, else the current temperature against the absolute slowdown threshold."""
-    cid = f"gpu.temperature.{gpu.index}"
-    label = machine.gpu_label(gpu)
+    """Headroom below slowdown: NVML's margin ("GPU T.Limit Temp") where given, else against the absolute threshold."""
     temp, margin = gpu.get("temperature_c"), gpu.get("temperature_margin_c")
     slowdown, shutdown = gpu.get("temperature_slowdown_c"), gpu.get("temperature_shutdown_c")
     have_temp = isinstance(temp, (int, float)) and not isinstance(temp, bool)
@@ -61,7 +49,7 @@ def check_temperature(gpu: Gpu) -> Check:
         if _positive(shutdown):
             shape, values = "limits.shutdown", values | {"shutdown": f"{shutdown:g}"}
     else:
-        return _skip(cid, gpu, "temperature_margin_c" if not have_temp else "temperature_slowdown_c")
+        return gpu_skip("temperature", gpu, "temperature_margin_c" if not have_temp else "temperature_slowdown_c")
     mem, mem_max = gpu.get("temperature_memory_c"), gpu.get("temperature_memory_max_c")
     mem_hot = _positive(mem) and _positive(mem_max) and mem >= mem_max
     if _positive(mem):
@@ -71,19 +59,17 @@ def check_temperature(gpu: Gpu) -> Check:
             values |= {"mem_max": f"{mem_max:g}"}
             shape += "_max"
     if left <= 0 or mem_hot:
-        return said(cid, "fail", f"op.temp_hot.{shape}", "op.temp.fix", gpu=label, index=gpu.index, **values)
+        return gpu_said("temperature", gpu, "fail", f"op.temp_hot.{shape}", "op.temp.fix", index=gpu.index, **values)
     if left < TEMPERATURE_MARGIN_C:
-        return said(cid, "warn", f"op.temp_close.{shape}", "op.temp.fix", gpu=label, index=gpu.index,
-                    margin=TEMPERATURE_MARGIN_C, **values)
-    return said(cid, "pass", f"op.temp.{shape}", gpu=label, **values)
+        return gpu_said("temperature", gpu, "warn", f"op.temp_close.{shape}", "op.temp.fix", index=gpu.index,
+                        margin=TEMPERATURE_MARGIN_C, **values)
+    return gpu_said("temperature", gpu, "pass", f"op.temp.{shape}", **values)
 
 
 def check_clock_events(gpu: Gpu) -> Check:
-    cid = f"gpu.clock_events.{gpu.index}"
-    label = machine.gpu_label(gpu)
     counters = gpu.get("clock_event_ns")
     if not isinstance(counters, dict) or not counters:
-        return _skip(cid, gpu, "clock_event_ns")
+        return gpu_skip("clock_events", gpu, "clock_event_ns")
     seconds = {k: v / 1e9 for k, v in counters.items() if isinstance(v, (int, float))}
     faults = {k: s for k, s in seconds.items() if k in FAULT_EVENTS and s > THERMAL_SECONDS}
     cap = seconds.get("sw_power_cap")
@@ -91,30 +77,28 @@ def check_clock_events(gpu: Gpu) -> Check:
     if faults:
         # NVML's event names (identifiers) with the seconds spent in each.
         shown = ", ".join(f"{k} {s:,.1f} s" for k, s in sorted(faults.items()))
-        return said(cid, "warn", "op.slowdown.cap" if cap else "op.slowdown", "op.slowdown.fix", gpu=label,
-                    shown=shown, index=gpu.index, **capped)
-    return said(cid, "pass", "op.no_slowdown.cap" if cap else "op.no_slowdown", gpu=label, **capped)
+        return gpu_said("clock_events", gpu, "warn", "op.slowdown.cap" if cap else "op.slowdown", "op.slowdown.fix",
+                        shown=shown, index=gpu.index, **capped)
+    return gpu_said("clock_events", gpu, "pass", "op.no_slowdown.cap" if cap else "op.no_slowdown", **capped)
 
 
 def check_fabric(gpu: Gpu, fabricmanager: object) -> Check:
-    cid = f"gpu.fabric.{gpu.index}"
-    label = machine.gpu_label(gpu)
     state = gpu.get("fabric_state")
     if not isinstance(state, str):
-        return _skip(cid, gpu, "fabric_state")
+        return gpu_skip("fabric", gpu, "fabric_state")
     if state == "not_supported":
-        return said(cid, "skip", "op.no_fabric", gpu=label)
+        return gpu_said("fabric", gpu, "skip", "op.no_fabric")
     fm = {"fm": fabricmanager} if isinstance(fabricmanager, str) and fabricmanager else {}
     more = ".fm" if fm else ""
     if state != "completed":
-        return said(cid, "fail", f"op.fabric_pending{more}", "op.fabric.fix", gpu=label, state=state, **fm)
+        return gpu_said("fabric", gpu, "fail", f"op.fabric_pending{more}", "op.fabric.fix", state=state, **fm)
     status = gpu.get("fabric_status")
     if status != "success":
-        return said(cid, "fail", f"op.fabric_failed{more}", "op.fabric.fix", gpu=label, status=status, **fm)
+        return gpu_said("fabric", gpu, "fail", f"op.fabric_failed{more}", "op.fabric.fix", status=status, **fm)
     clique = gpu.get("fabric_clique_id")
     if clique is not None:
-        return said(cid, "pass", "op.fabric_ok.clique", gpu=label, clique=clique)
-    return said(cid, "pass", "op.fabric_ok", gpu=label)
+        return gpu_said("fabric", gpu, "pass", "op.fabric_ok.clique", clique=clique)
+    return gpu_said("fabric", gpu, "pass", "op.fabric_ok")
 
 
 def _multi_gpu_bare_metal(env: Environment) -> bool:
@@ -127,7 +111,7 @@ def check_iommu(env: Environment) -> Check | None:
     if not _multi_gpu_bare_metal(env):
         return None
     if not isinstance(domains, dict):
-        return said(cid, "skip", "reason", reason=env.fact("platform", "gpu_iommu_domains").reason or "not probed")
+        return machine.unread(cid, env, "platform", "gpu_iommu_domains")
     translated = sorted(b for b, t in domains.items() if isinstance(t, str) and t.upper().startswith("DMA"))
     if translated:
         return said(cid, "warn", "op.iommu_translated", "op.iommu.fix", count=len(translated),
@@ -141,7 +125,7 @@ def check_acs(env: Environment) -> Check | None:
         return None
     bridges = env.get("platform", "acs_redirect")
     if not isinstance(bridges, list):
-        return said(cid, "skip", "reason", reason=env.fact("platform", "acs_redirect").reason or "not probed")
+        return machine.unread(cid, env, "platform", "acs_redirect")
     if not bridges:
         return said(cid, "pass", "op.acs_ok")
     ids = [b.get("bus_id", "?") for b in bridges if isinstance(b, dict)]
@@ -152,15 +136,14 @@ def check_acs(env: Environment) -> Check | None:
 def check_infiniband(env: Environment) -> Check | None:
     cid = "platform.infiniband"
     ports = env.get("platform", "infiniband_ports")
-    if not isinstance(ports, list):
-        return None
-    if not ports:
+    if not isinstance(ports, list) or not ports:
         return None  # no RDMA NIC: nothing to say on a laptop or a single box
     down = [p for p in ports if isinstance(p, dict) and str(p.get("state", "")).upper() != "ACTIVE"]
     names = [f"{p.get('device')}/{p.get('port')}" for p in down]
     if down:
         # Device names and the states the kernel reports (identifiers).
-        states = ", ".join(f"{n} {p.get('state') or '?'} ({p.get('phys_state') or '?'})" for n, p in zip(names, down, strict=True))
+        states = ", ".join(f"{n} {p.get('state') or '?'} ({p.get('phys_state') or '?'})"
+                           for n, p in zip(names, down, strict=True))
         return said(cid, "warn", "op.ib_down", "op.ib.fix", count=len(down), total=len(ports), states=states)
     rates = sorted({str(p.get("rate") or "?") for p in ports if isinstance(p, dict)})
     return said(cid, "pass", "op.ib_ok", count=len(ports), rates=", ".join(rates))
@@ -175,7 +158,7 @@ def check_gpudirect_rdma(env: Environment) -> Check | None:
     if isinstance(module, str) and module:
         return said(cid, "pass", "op.module_loaded", module=module)
     if module is None:
-        return said(cid, "skip", "reason", reason=env.fact("platform", "gpudirect_rdma_module").reason or "not probed")
+        return machine.unread(cid, env, "platform", "gpudirect_rdma_module")
     return said(cid, "warn", "op.peermem_missing", "op.peermem.fix")
 
 
@@ -190,7 +173,7 @@ def check_fabricmanager(env: Environment) -> Check | None:
     if state == "active":
         return said(cid, "pass", "op.fm_active")
     if not isinstance(state, str):
-        return said(cid, "skip", "reason", reason=env.fact("platform", "fabricmanager").reason or "not probed")
+        return machine.unread(cid, env, "platform", "fabricmanager")
     return said(cid, "fail", "op.fm_down", "op.fm.fix", state=state)
 
 
@@ -219,8 +202,7 @@ def check_packages(env: Environment) -> Check | None:
     return said(cid, "pass", "op.pins_ok", listed=listed, count=len(pinned))
 
 
-# The GPU fact each per-GPU check reads first: a GPU probed by an envcheck older than these checks has
-# none of them, and gets no verdict rather than a row of "not probed".
+# The facts these per-GPU checks read: a GPU probed by an older envcheck has none, and gets no verdict.
 _GPU_KEYS = ("compute_mode", "temperature_margin_c", "clock_event_ns", "fabric_state")
 
 

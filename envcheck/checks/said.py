@@ -1,11 +1,10 @@
-"""How a rule says its verdict: a finding key (``check.<key>``) and, when not passing, a fix key, sharing one set
-of parameters (machine text, made one line and bounded here). The English is filled in from the catalogue
-(package data: checks never import the renderers) for JUnit, the health line and readers of the JSON; every
-human view phrases the keys in the reader's language instead.
-"""
+"""How a rule says its verdict: a finding key (``check.<key>``) and, when not passing, a fix key, sharing one set of
+parameters (machine text, one line, bounded). The English comes from the catalogue for JUnit and readers of the
+JSON; every human view phrases the keys in the reader's language."""
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
 import re
@@ -26,11 +25,6 @@ def _english() -> Mapping[str, str]:
     return json.loads(text)
 
 
-class _Blank(dict):  # type: ignore[type-arg]
-    def __missing__(self, key: str) -> str:
-        return ""
-
-
 def nested_keys(params: Mapping[str, str]) -> dict[str, str]:
     """Parameters ``<name>_key``: a catalogue key phrased (with the same parameters) into ``<name>``."""
     return {k[:-4]: v for k, v in params.items() if k.endswith("_key") and v.startswith("check.")}
@@ -43,9 +37,7 @@ def title_key(check_id: str) -> str:
 
 def _param(value: object) -> str:
     s = visible(value)
-    if len(s) <= MAX_PARAM_CHARS:
-        return s
-    return s[:MAX_PARAM_CHARS - 3] + "..."
+    return s if len(s) <= MAX_PARAM_CHARS else s[:MAX_PARAM_CHARS - 3] + "..."
 
 
 def said(check_id: str, status: Status, key: str, fix: str | None = None, details: str | None = None, /,
@@ -56,7 +48,7 @@ def said(check_id: str, status: Status, key: str, fix: str | None = None, detail
     for name, nested in nested_keys(text).items():  # a phrase inside the fix: a driver upgrade, an install
         if name in params:  # it would land where the finding's own value belongs (issue 49)
             raise ValueError(f"{check_id}: parameter {name!r} is also the phrase of {name}_key")
-        text[name] = en[nested].format_map(_Blank(text))
+        text[name] = en[nested].format_map(collections.defaultdict(str, text))
     finding_key = f"check.{key}"
     if text.get("count") == "1" and f"{finding_key}.one" in en:  # the singular form, as the renderers pick it
         finding_key = f"{finding_key}.one"

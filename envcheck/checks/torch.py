@@ -9,13 +9,7 @@ from envcheck.checks import cuda_versions as cv
 from envcheck.checks import machine
 from envcheck.checks.env import visible_devices_problem
 from envcheck.checks.said import said
-from envcheck.model import Check, Environment
-
-# A torch CUDA build runs on an older driver of the same CUDA major (minor-version
-# compatibility, CUDA 11+), except for code that needs the newer driver: PTX JIT of code
-# built by the newer toolkit fails with "the provided PTX was compiled with an unsupported
-# toolchain", and APIs added in the newer minor release return "not supported"
-# (the finding "torch.driver_minor_compat" says so).
+from envcheck.model import Check, Environment, Gpu
 
 
 def _version(env: Environment) -> str:
@@ -70,14 +64,13 @@ def check_driver_compat(env: Environment) -> Check:
     if torch_cuda <= driver_cuda:
         return said(cid, "pass", "torch.driver_ok", **both)
     wheel = cv.wheel_for_driver(driver_cuda)
-    if torch_cuda[0] > driver_cuda[0]:
-        # No compatibility across CUDA majors: torch.cuda.is_available() is False
-        # ("The NVIDIA driver on your system is too old").
+    if torch_cuda[0] > driver_cuda[0]:  # no compatibility across CUDA majors: is_available() is False
         fix, how = _driver_or_keep(env, torch_cuda, driver_cuda)
         return said(cid, "fail", "torch.driver_too_old", fix, **(both | how))
+    # Minor-version compatibility (CUDA 11+): runs, but PTX JIT of newer code and newer APIs fail.
     upgrade = machine.driver_fix_for(env, torch_cuda)
     fix, how = ("driver_or_pip.fix", upgrade | {"pip": cv.pip_install(wheel)}) if wheel else ("driver.fix", upgrade)
-    if _runtime_says_too_old(env):
+    if "driver on your system is too old" in _runtime_text(env):
         # Minor-version compatibility did not carry: torch itself refused this driver.
         return said(cid, "fail", "torch.driver_refused", fix, **(both | how))
     return said(cid, "warn", "torch.driver_minor_compat", fix, **(both | how))
@@ -95,38 +88,23 @@ def _runtime_text(env: Environment) -> str:
                                      *(env.get("torch_runtime", "warnings") or [])])
 
 
-def _runtime_says_too_old(env: Environment) -> bool:
-    return "driver on your system is too old" in _runtime_text(env)
-
-
 _ARCH = re.compile(r"^(sm|compute)_(\d+?)(\d)([af]?)$")
 
 
 def arch_support(cc: cv.Version, arch_list: list[str]) -> tuple[str, str | None]:
     """How torch's ``arch_list`` covers a GPU of capability ``cc``: ``sass`` (a binary for it), ``compatible`` (one
     of its major and a lower minor, which runs unchanged), ``ptx`` (JIT-compiled at first use) or ``none``."""
-    best_compat: tuple[int, str] | None = None
-    best_ptx: tuple[int, str] | None = None
-    for entry in arch_list:
-        m = _ARCH.match(entry)
-        if not m:
-            continue
-        kind, major, minor, suffix = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
-        if kind == "sm" and (major, minor) == cc:
-            return "sass", entry  # sm_90a too: arch-specific code runs on exactly that GPU
-        if suffix:
-            continue
-        if kind == "sm" and major == cc[0] and minor < cc[1] and (best_compat is None or minor > best_compat[0]):
-            best_compat = (minor, entry)
-        if kind == "compute" and (major, minor) <= cc:
-            num = major * 10 + minor
-            if best_ptx is None or num > best_ptx[0]:
-                best_ptx = (num, entry)
-    if best_compat:
-        return "compatible", best_compat[1]
-    if best_ptx:
-        return "ptx", best_ptx[1]
-    return "none", None
+    entries = [(m[1], (int(m[2]), int(m[3])), m[4], e) for e in arch_list if (m := _ARCH.match(e))]
+    # sm_90a too: arch-specific code runs on exactly that GPU
+    sass = next((e for kind, v, _, e in entries if kind == "sm" and v == cc), None)
+    if sass:
+        return "sass", sass
+    plain = [(kind, v, e) for kind, v, suffix, e in entries if not suffix]
+    compat = max(((v, e) for kind, v, e in plain if kind == "sm" and v[0] == cc[0] and v[1] < cc[1]), default=None)
+    if compat:
+        return "compatible", compat[1]
+    ptx = max(((v, e) for kind, v, e in plain if kind == "compute" and v <= cc), default=None)
+    return ("ptx", ptx[1]) if ptx else ("none", None)
 
 
 def check_arch(env: Environment) -> list[Check]:
@@ -136,46 +114,35 @@ def check_arch(env: Environment) -> list[Check]:
         return [said("torch.arch", "skip", "torch.arch_unknown", reason=reason)]
     if not env.gpus:
         return [said("torch.arch", "skip", "torch.arch_no_gpu")]
-    out = []
-    listed = " ".join(arch_list)
-    for gpu in env.gpus:
-        cc = machine.capability(gpu)
-        cid = f"torch.arch.{gpu.index}"
-        if cc is None:
-            out.append(said(cid, "skip", "torch.cc_unknown", gpu=machine.gpu_label(gpu)))
-            continue
-        kind, entry = arch_support(cc, arch_list)
-        who = {"gpu": machine.gpu_label(gpu), "sm": machine.sm_name(cc), "entry": entry}
-        if kind == "sass":
-            out.append(said(cid, "pass", "torch.arch_sass", **who))
-        elif kind == "compatible":
-            out.append(said(cid, "pass", "torch.arch_compatible", **who))
-        else:
-            wheel = cv.wheel_for_arch(cc, machine.driver_cuda(env))
-            if wheel:
-                fix, how = "cmd", {"cmd": cv.pip_install(wheel)}
-            else:
-                need = cv.LAST_WHEEL_FOR_OLD_ARCH if cc < (7, 5) else cv.arch_min_cuda(cc)
-                fix, how = "driver_then_pip.fix", machine.driver_fix_for(env, need) | {"pip": cv.pip_install(need)}
-            if kind == "ptx":
-                out.append(said(cid, "warn", "torch.arch_ptx", fix, **who, **how))
-            else:
-                out.append(said(cid, "fail", "torch.arch_none", fix, version=_version(env), listed=listed, **who, **how))
-    return out
+    return [_arch(env, gpu, arch_list) for gpu in env.gpus]
+
+
+def _arch(env: Environment, gpu: Gpu, arch_list: list[str]) -> Check:
+    cc, cid = machine.capability(gpu), f"torch.arch.{gpu.index}"
+    if cc is None:
+        return said(cid, "skip", "torch.cc_unknown", gpu=machine.gpu_label(gpu))
+    kind, entry = arch_support(cc, arch_list)
+    who = {"gpu": machine.gpu_label(gpu), "sm": f"sm_{cc[0]}{cc[1]}", "entry": entry}
+    if kind in ("sass", "compatible"):
+        return said(cid, "pass", f"torch.arch_{kind}", **who)
+    wheel = cv.wheel_for_arch(cc, machine.driver_cuda(env))
+    if wheel:
+        fix, how = "cmd", {"cmd": cv.pip_install(wheel)}
+    else:
+        need = cv.LAST_WHEEL_FOR_OLD_ARCH if cc < (7, 5) else cv.arch_min_cuda(cc)
+        fix, how = "driver_then_pip.fix", machine.driver_fix_for(env, need) | {"pip": cv.pip_install(need)}
+    if kind == "ptx":
+        return said(cid, "warn", "torch.arch_ptx", fix, **who, **how)
+    return said(cid, "fail", "torch.arch_none", fix, version=_version(env), listed=" ".join(arch_list), **who, **how)
 
 
 def shadow(env: Environment) -> tuple[str, str] | None:
-    """(where ``import torch`` really loads torch from, the fix) when it is not the installed
-    distribution: a ``torch`` package on PYTHONPATH (seen without importing), or the folder the
-    isolated import reported."""
+    """(where ``import torch`` really loads torch from, the fix) when it is not the installed distribution."""
     installed = env.get("torch", "location")
     static = env.get("torch", "shadowed_by")
     loaded = env.get("torch_runtime", "location")
-    where = None
-    if isinstance(loaded, str) and installed and posixpath.normpath(loaded) != posixpath.normpath(str(installed)):
-        where = loaded
-    elif isinstance(static, str):
-        where = static
+    moved = isinstance(loaded, str) and installed and posixpath.normpath(loaded) != posixpath.normpath(str(installed))
+    where = loaded if moved else static if isinstance(static, str) else None
     if where is None:
         return None
     pythonpath = machine.variables(env).get("PYTHONPATH") or ""
@@ -207,12 +174,10 @@ def check_shadowed(env: Environment) -> Check:
 
 
 def _details(env: Environment) -> str | None:
-    parts = [env.get("torch_runtime", "error"), env.get("torch_runtime", "output_tail")]
     warnings = env.get("torch_runtime", "warnings")
-    if isinstance(warnings, list) and warnings:
-        parts.append("\n".join(str(w) for w in warnings))
-    text = "\n".join(str(p) for p in parts if p)
-    return text or None
+    warned = "\n".join(str(w) for w in warnings) if isinstance(warnings, list) else ""
+    return "\n".join(str(p) for p in (env.get("torch_runtime", "error"), env.get("torch_runtime", "output_tail"),
+                                       warned) if p) or None
 
 
 def _first_line(text: str) -> str:
@@ -222,8 +187,8 @@ def _first_line(text: str) -> str:
 def check_import(env: Environment) -> Check:
     if not env.get("torch", "installed"):
         return said("torch.import", "skip", "torch.not_installed")
-    if not machine.runtime_ran(env, "torch_runtime"):
-        return said("torch.import", "skip", "reason", reason=machine.not_run_reason(env, "torch_runtime"))
+    if skipped := machine.not_run("torch.import", env, "torch_runtime"):
+        return skipped
     if env.get("torch_runtime", "import_ok"):
         secs = env.get("torch_runtime", "import_s")
         if isinstance(secs, (int, float)):
@@ -235,14 +200,9 @@ def check_import(env: Environment) -> Check:
         where, fix = shadowed
         return said("torch.import", "fail", "torch.import_failed.where", "cmd", _details(env), error=_first_line(error),
                     where=where, cmd=fix)
-    if "timed out" in error:
-        fix = "torch.import_hung.fix"
-    elif "crashed with" in error:
-        fix = "torch.import_crashed.fix"
-    elif "No module named" in error:
-        fix = "torch.import_incomplete.fix"
-    else:
-        fix = "torch.reinstall.fix"
+    fix = next((f"torch.import_{kind}.fix" for said_, kind in (("timed out", "hung"), ("crashed with", "crashed"),
+                                                               ("No module named", "incomplete")) if said_ in error),
+               "torch.reinstall.fix")
     return said("torch.import", "fail", "torch.import_failed", fix, _details(env), error=_first_line(error))
 
 
@@ -250,8 +210,8 @@ def check_cuda_available(env: Environment) -> Check:
     cid = "torch.cuda_available"
     if env.get("torch", "build") != "cuda":
         return said(cid, "skip", "torch.not_cuda")
-    if not machine.runtime_ran(env, "torch_runtime"):
-        return said(cid, "skip", "reason", reason=machine.not_run_reason(env, "torch_runtime"))
+    if skipped := machine.not_run(cid, env, "torch_runtime"):
+        return skipped
     avail = env.get("torch_runtime", "cuda_available")
     if avail is None:
         return said(cid, "skip", "torch.available_unknown", reason=env.fact("torch_runtime", "cuda_available").reason)
@@ -276,8 +236,8 @@ def check_cuda_available(env: Environment) -> Check:
 
 
 def check_smoke(env: Environment) -> Check:
-    if not machine.runtime_ran(env, "torch_runtime"):
-        return said("torch.smoke", "skip", "reason", reason=machine.not_run_reason(env, "torch_runtime"))
+    if skipped := machine.not_run("torch.smoke", env, "torch_runtime"):
+        return skipped
     ok = env.get("torch_runtime", "smoke_ok")
     if ok is None:
         return said("torch.smoke", "skip", "not_run", reason=env.fact("torch_runtime", "smoke_ok").reason)
@@ -287,12 +247,8 @@ def check_smoke(env: Environment) -> Check:
             return said("torch.smoke", "pass", "torch.smoke.time", ms=f"{secs * 1000:.0f}")
         return said("torch.smoke", "pass", "torch.smoke")
     error = str(env.get("torch_runtime", "error") or "wrong result")
-    if "no kernel image" in error:
-        fix = "torch.smoke_arch.fix"
-    elif "out of memory" in error:
-        fix = "torch.smoke_oom.fix"
-    else:
-        fix = "torch.smoke_other.fix"
+    fix = "torch.smoke_arch.fix" if "no kernel image" in error else "torch.smoke_oom.fix" if "out of memory" in error \
+        else "torch.smoke_other.fix"
     return said("torch.smoke", "fail", "torch.smoke_failed", fix, _details(env), error=_first_line(error))
 
 

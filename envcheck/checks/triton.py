@@ -8,7 +8,7 @@ import posixpath
 from envcheck.checks import cuda_versions as cv
 from envcheck.checks import machine
 from envcheck.checks.said import said
-from envcheck.model import Check, Environment
+from envcheck.model import Check, Environment, Gpu
 from envcheck.probes.cuda import WSL_LIB_DIR
 
 MIN_CC = (7, 0)  # Triton 3.x generates code for Volta and newer only
@@ -39,10 +39,6 @@ def check_installed(env: Environment) -> Check:
     return said("triton.installed", "warn", "triton.missing", "cmd", cmd="pip install triton")
 
 
-def _base(version: str) -> str:
-    return version.split("+")[0]
-
-
 def check_pin(env: Environment) -> Check:
     pin = env.get("torch", "triton_pin")
     version = env.get("triton", "version")
@@ -50,7 +46,7 @@ def check_pin(env: Environment) -> Check:
         return _skip("triton.version_pin")
     if not pin or not version:
         return said("triton.version_pin", "skip", "triton.no_pin")
-    if _base(str(pin)) == _base(str(version)):
+    if str(pin).split("+")[0] == str(version).split("+")[0]:  # a local tag (+git...) is no other version
         return said("triton.version_pin", "pass", "triton.pinned", version=version)
     return said("triton.version_pin", "warn", "triton.pin_differs", "cmd", torch=env.get("torch", "version"), pin=pin,
                 version=version, cmd=f"pip install triton=={pin}")
@@ -84,9 +80,7 @@ def check_headers(env: Environment) -> Check:
 def headers_fix(env: Environment) -> Fix:
     version = str(env.get("system", "python_version") or "")
     mm = ".".join(version.split(".")[:2]) or "3"
-    if env.get("system", "python_env") == "conda":
-        return "triton.headers_conda.fix", {"mm": mm}
-    return "triton.headers_apt.fix", {"mm": mm}
+    return f"triton.headers_{'conda' if env.get('system', 'python_env') == 'conda' else 'apt'}.fix", {"mm": mm}
 
 
 def libcuda_fix(env: Environment) -> Fix:
@@ -110,8 +104,7 @@ def link_fix(env: Environment) -> Fix:
 
 
 def check_libcuda(env: Environment) -> Check:
-    """What Triton's launcher build needs from the driver: libcuda.so.1 found the way Triton looks for
-    it, and a libcuda.so beside it for ``-lcuda`` (torch.compile builds through Triton the same way)."""
+    """What Triton's launcher build needs: libcuda.so.1 found as Triton looks for it, and libcuda.so for ``-lcuda``."""
     cid = "triton.libcuda"
     if not _installed(env):
         return _skip(cid)
@@ -151,31 +144,25 @@ def check_gpu_support(env: Environment) -> list[Check]:
         return [_skip("triton.gpu")]
     if not env.gpus:
         return [said("triton.gpu", "skip", "triton.gpu_none")]
-    out = []
-    for gpu in env.gpus:
-        cid = f"triton.gpu.{gpu.index}"
-        cc = machine.capability(gpu)
-        label = machine.gpu_label(gpu)
-        if cc is None:
-            out.append(said(cid, "skip", "torch.cc_unknown", gpu=label))
-            continue
-        sm = cc[0] * 10 + cc[1]
-        if cc < MIN_CC:
-            out.append(said(cid, "fail", "triton.too_old_gpu", "triton.too_old_gpu.fix", gpu=label, cc=cv.text(cc),
-                            version=env.get("triton", "version")))
-            continue
-        max_sm, version, var = _ptxas_for(env, sm)
-        if not isinstance(max_sm, int):
-            out.append(said(cid, "skip", "triton.ptxas_unknown", gpu=label))
-            continue
-        if max_sm >= sm:
-            out.append(said(cid, "pass", "triton.ptxas_ok", gpu=label, sm=sm, version=version, max_sm=max_sm))
-            continue
-        override = machine.variables(env).get(var)
-        need = cv.text(cv.arch_min_cuda(cc))
-        out.append(said(cid, "fail", "triton.ptxas_old", "triton.ptxas_override.fix" if override else "triton.ptxas_old.fix",
-                        gpu=label, sm=sm, version=version, max_sm=max_sm, var=var, need=need))
-    return out
+    return [_gpu_support(env, gpu) for gpu in env.gpus]
+
+
+def _gpu_support(env: Environment, gpu: Gpu) -> Check:
+    cid, label, cc = f"triton.gpu.{gpu.index}", machine.gpu_label(gpu), machine.capability(gpu)
+    if cc is None:
+        return said(cid, "skip", "torch.cc_unknown", gpu=label)
+    sm = cc[0] * 10 + cc[1]
+    if cc < MIN_CC:
+        return said(cid, "fail", "triton.too_old_gpu", "triton.too_old_gpu.fix", gpu=label, cc=cv.text(cc),
+                    version=env.get("triton", "version"))
+    max_sm, version, var = _ptxas_for(env, sm)
+    if not isinstance(max_sm, int):
+        return said(cid, "skip", "triton.ptxas_unknown", gpu=label)
+    if max_sm >= sm:
+        return said(cid, "pass", "triton.ptxas_ok", gpu=label, sm=sm, version=version, max_sm=max_sm)
+    fix = "triton.ptxas_override.fix" if machine.variables(env).get(var) else "triton.ptxas_old.fix"
+    return said(cid, "fail", "triton.ptxas_old", fix, gpu=label, sm=sm, version=version, max_sm=max_sm, var=var,
+                need=cv.text(cv.arch_min_cuda(cc)))
 
 
 def _smoke_fix(error: str, env: Environment) -> Fix:
@@ -187,8 +174,7 @@ def _smoke_fix(error: str, env: Environment) -> Fix:
     if "cannot find -lcuda" in low:
         if not env.get("cuda", "libcuda_link"):
             return link_fix(env)
-        # The libcuda.so is there but this Triton's search missed it (Triton 2.0 used `whereis`,
-        # which never looks in /usr/lib/wsl/lib): gcc also searches LIBRARY_PATH for -l.
+        # There, but this Triton's search missed it (2.0 used `whereis`): gcc also searches LIBRARY_PATH.
         folder = posixpath.dirname(str(env.get("cuda", "libcuda_link")))
         return "cmd", {"cmd": f"export LIBRARY_PATH={folder}:$LIBRARY_PATH"}
     if "libcuda" in low:
@@ -204,23 +190,18 @@ def _smoke_fix(error: str, env: Environment) -> Fix:
 def check_smoke(env: Environment) -> Check:
     if not _installed(env):
         return _skip("triton.smoke")
-    if not machine.runtime_ran(env, "triton_runtime"):
-        return said("triton.smoke", "skip", "reason", reason=machine.not_run_reason(env, "triton_runtime"))
+    if skipped := machine.not_run("triton.smoke", env, "triton_runtime"):
+        return skipped
     ok = env.get("triton_runtime", "smoke_ok")
     if ok is None:
-        return said("triton.smoke", "skip", "reason", reason=env.fact("triton_runtime", "smoke_ok").reason or "not run")
+        return machine.unread("triton.smoke", env, "triton_runtime", "smoke_ok", "not run")
     error = str(env.get("triton_runtime", "error") or "")
     details = "\n".join(str(x) for x in (error, env.get("triton_runtime", "output_tail")) if x) or None
     if ok and env.get("triton_runtime", "run_ok") is not False:
-        compile_s = env.get("triton_runtime", "compile_s")
-        run_s = env.get("triton_runtime", "run_s")
-        if isinstance(compile_s, (int, float)) and isinstance(run_s, (int, float)):
-            return said("triton.smoke", "pass", "triton.smoke.both", compile=f"{compile_s:.2f}", run=f"{run_s * 1e3:.2f}")
-        if isinstance(compile_s, (int, float)):
-            return said("triton.smoke", "pass", "triton.smoke.compile", compile=f"{compile_s:.2f}")
-        if isinstance(run_s, (int, float)):
-            return said("triton.smoke", "pass", "triton.smoke.run", run=f"{run_s * 1e3:.2f}")
-        return said("triton.smoke", "pass", "triton.smoke")
+        times = {name: f"{value * scale:.2f}" for name, scale in (("compile", 1), ("run", 1e3))
+                 if isinstance(value := env.get("triton_runtime", f"{name}_s"), (int, float))}
+        shape = {("compile", "run"): ".both", ("compile",): ".compile", ("run",): ".run"}.get(tuple(times), "")
+        return said("triton.smoke", "pass", f"triton.smoke{shape}", **times)
     first = " ".join(error.strip().splitlines()[0].split()) if error.strip() else "wrong result"
     fix, params = _smoke_fix(error + "\n" + str(env.get("triton_runtime", "output_tail") or ""), env)
     return said("triton.smoke", "fail", "triton.smoke_second_failed" if ok else "triton.smoke_failed", fix, details,

@@ -11,8 +11,6 @@ from envcheck.probes.cuda import WSL_LIB_DIR
 
 WSL_LIB = WSL_LIB_DIR  # the Windows driver's libraries, mounted into every WSL2 distro
 
-# The fix "wsl.loader.fix" makes the loader search the Windows driver's folder, as the ld.wsl.conf WSL writes does.
-
 
 def check_version(env: Environment) -> Check:
     version = env.get("wsl", "wsl_version")
@@ -26,7 +24,7 @@ def check_dxg(env: Environment) -> Check:
     if env.get("wsl", "dxg_present") is True:
         return said("wsl.dxg", "pass", "wsl.dxg")
     if env.get("wsl", "dxg_present") is None:
-        return said("wsl.dxg", "skip", "reason", reason=env.fact("wsl", "dxg_present").reason or "unknown")
+        return machine.unread("wsl.dxg", env, "wsl", "dxg_present", "unknown")
     return said("wsl.dxg", "fail", "wsl.dxg.missing", "wsl.dxg.missing.fix")
 
 
@@ -54,26 +52,18 @@ def check_loader_path(env: Environment) -> Check:
     if reach is True:
         return said("wsl.loader_path", "pass", "wsl.on_path", lib=WSL_LIB)
     if reach is None:
-        return said("wsl.loader_path", "skip", "reason",
-                    reason=env.fact("wsl", "loader_path_has_wsl_lib").reason or "unknown")
+        return machine.unread("wsl.loader_path", env, "wsl", "loader_path_has_wsl_lib", "unknown")
     if env.get("wsl", "lib_dir_present") is False:
         return said("wsl.loader_path", "fail", "wsl.no_lib_dir", "wsl.windows_driver.fix", lib=WSL_LIB)
     return said("wsl.loader_path", "fail", "wsl.not_reached", "wsl.loader.fix", lib=WSL_LIB)
 
 
-# The Windows driver ships libcuda.so, libcuda.so.1 and libcuda.so.1.1 as three copies, so every
-# ldconfig run prints "/sbin/ldconfig.real: /usr/lib/wsl/lib/libcuda.so.1 is not a symbolic link"
-# (microsoft/WSL#5548, #5663). CUDA still loads; the noise is the harm. Replacing the two copies by
-# links inside WSL is what NVIDIA's forum and #5663 give; a Windows driver update brings the copies
-# back, and the lasting fix is made in C:\Windows\System32\lxss\lib (yuk7/ArchWSL#248).
-
-
 def check_symlinks(env: Environment) -> Check:
-    """Broken libcuda links fail; copies inside /usr/lib/wsl/lib (how several Windows drivers
-    ship them) only make ldconfig print "is not a symbolic link" and are a warning."""
+    """Broken libcuda links fail; copies in /usr/lib/wsl/lib (how several Windows drivers ship them: CUDA still
+    loads, ldconfig prints "is not a symbolic link", microsoft/WSL#5663) are a warning."""
     links = env.get("wsl", "libcuda_symlinks")
     if not isinstance(links, list):
-        return said("wsl.libcuda_symlinks", "skip", "reason", reason=env.fact("wsl", "libcuda_symlinks").reason or "unknown")
+        return machine.unread("wsl.libcuda_symlinks", env, "wsl", "libcuda_symlinks", "unknown")
     bad = [x for x in links if isinstance(x, dict) and not x.get("ok")]
     if not bad:
         return said("wsl.libcuda_symlinks", "pass", "wsl.links_ok", count=len(links))
@@ -89,37 +79,32 @@ def check_symlinks(env: Environment) -> Check:
     return said("wsl.libcuda_symlinks", "warn", "wsl.link_copies", "wsl.link_copies.fix", copies=copies, lib=WSL_LIB)
 
 
-def linux_driver_packages(env: Environment) -> list[str]:
-    found = env.get("wsl", "linux_driver_packages")
-    return [str(p) for p in found] if isinstance(found, list) else []
+def _strings(env: Environment, key: str) -> list[str]:
+    found = env.get("wsl", key)
+    return [str(x) for x in found] if isinstance(found, list) else []
 
 
 def purge_params(env: Environment) -> dict[str, str]:
-    """The parameters of the fix "wsl.purge.fix": the Linux driver packages found, or the patterns when none was named."""
-    names = linux_driver_packages(env) or ["'nvidia-driver-*'", "'libnvidia-compute-*'", "'nvidia-utils-*'"]
+    """The fix "wsl.purge.fix"'s parameters: the Linux driver packages found, else the patterns."""
+    names = _strings(env, "linux_driver_packages") or ["'nvidia-driver-*'", "'libnvidia-compute-*'", "'nvidia-utils-*'"]
     return {"packages": " ".join(names), "lib": WSL_LIB}
 
 
 def linux_driver_evidence(env: Environment) -> list[str]:
-    evidence = env.get("wsl", "linux_driver_in_wsl")
-    return [str(e) for e in evidence] if isinstance(evidence, list) else []
+    return _strings(env, "linux_driver_in_wsl")
 
 
-# A Linux driver (apt's nvidia-driver-*, nvidia-utils-*, the `cuda` or `cuda-drivers` meta-packages,
-# or NVIDIA's .run installer) puts its own libcuda.so.1 and libnvidia-ml.so.1 ahead of the WSL ones:
-# nvidia-smi then says "GPU access blocked by the operating system" (microsoft/WSL#9166) and CUDA
-# "no CUDA-capable device". Only the toolkit belongs inside.
 def check_linux_driver(env: Environment) -> Check:
+    """A Linux driver inside WSL2 puts its libraries ahead of the Windows driver's: nvidia-smi then says "GPU access
+    blocked by the operating system" (microsoft/WSL#9166). Only the toolkit belongs inside."""
     evidence = env.get("wsl", "linux_driver_in_wsl")
     if not isinstance(evidence, list):
-        return said("wsl.linux_driver", "skip", "reason", reason=env.fact("wsl", "linux_driver_in_wsl").reason or "unknown")
+        return machine.unread("wsl.linux_driver", env, "wsl", "linux_driver_in_wsl", "unknown")
     if not evidence:
         return said("wsl.linux_driver", "pass", "wsl.windows_only")
     return said("wsl.linux_driver", "fail", "wsl.linux_driver.more" if len(evidence) > 1 else "wsl.linux_driver",
                 "wsl.purge.fix", "\n".join(str(e) for e in evidence), first=evidence[0], more=len(evidence) - 1,
                 **purge_params(env))
-
-
 
 
 def check_nvidia_smi(env: Environment) -> Check:

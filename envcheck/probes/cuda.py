@@ -1,8 +1,5 @@
-"""Section ``cuda``: where the driver's libcuda and the CUDA toolkit (nvcc, ptxas) are,
-and whether Triton and torch extensions can compile (a C compiler, Python headers).
-
-Two short subprocesses at most: ``ldconfig -p`` (milliseconds) and ``nvcc --version``
-(tens of milliseconds), each under a timeout.
+"""Section ``cuda``: where the driver's libcuda and the CUDA toolkit (nvcc, ptxas) are, and whether Triton and torch
+extensions can compile (a C compiler, Python headers). Runs ``ldconfig -p`` and ``nvcc --version`` at most.
 """
 
 from __future__ import annotations
@@ -10,6 +7,7 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from envcheck.model import Fact, Facts, known, missing
@@ -26,9 +24,7 @@ NVCC_TIMEOUT_S = 5.0
 LDCONFIG_FALLBACKS = ("/sbin/ldconfig", "/usr/sbin/ldconfig", "/sbin/ldconfig.real")
 DEFAULT_TOOLKIT = "/usr/local/cuda"
 
-# ldconfig -p tags each entry with its ABI; on a 64-bit host the cache also lists the
-# 32-bit compat libraries (libcuda.so.1 (libc6) => /usr/lib/i386-linux-gnu/...), which
-# the 64-bit loader never picks.
+# ldconfig -p tags each entry with its ABI: a 64-bit host's cache also lists 32-bit libraries its loader never picks.
 _ABI_TAG = {"x86_64": "x86-64", "aarch64": "AArch64", "ppc64le": "64bit"}
 _LDCONFIG_LINE = re.compile(r"^\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(.+)$")
 _NVCC_RELEASE = re.compile(r"release\s+(\d+\.\d+)(?:,\s*V(\d+\.\d+\.\d+))?")
@@ -36,10 +32,8 @@ _NVCC_RELEASE = re.compile(r"release\s+(\d+\.\d+)(?:,\s*V(\d+\.\d+\.\d+))?")
 
 def standard_lib_dirs(machine: str) -> tuple[str, ...]:
     """Folders where distributions and NVIDIA's container runtime put driver libraries."""
-    return (
-        f"/usr/lib/{machine}-linux-gnu", f"/lib/{machine}-linux-gnu", "/usr/lib64", "/lib64",
-        "/usr/local/nvidia/lib64", "/usr/lib", "/lib",
-    )
+    return (f"/usr/lib/{machine}-linux-gnu", f"/lib/{machine}-linux-gnu", "/usr/lib64", "/lib64",
+            "/usr/local/nvidia/lib64", "/usr/lib", "/lib")
 
 
 @dataclass(frozen=True)
@@ -73,10 +67,11 @@ def parse_ldconfig(text: str, machine: str) -> dict[str, list[str]]:
 
 def ldconfig_path(host: Host) -> str | None:
     # ldconfig lives in /sbin, which is often not on a normal user's PATH.
-    found = host.which("ldconfig")
-    if found:
-        return found
-    return next((p for p in LDCONFIG_FALLBACKS if host.exists(p)), None)
+    return host.which("ldconfig") or _first(host, LDCONFIG_FALLBACKS)
+
+
+def _first(host: Host, paths: Iterable[str]) -> str | None:
+    return next((p for p in paths if host.exists(p)), None)
 
 
 def read_ld_cache(host: Host) -> LdCache:
@@ -85,9 +80,7 @@ def read_ld_cache(host: Host) -> LdCache:
     if exe is None:
         return LdCache(error="ldconfig not found")
     result = host.run([exe, "-p"], timeout=LDCONFIG_TIMEOUT_S)
-    if not result.ok:
-        return LdCache(error=result.describe())
-    return LdCache(libs=parse_ldconfig(result.stdout, host.machine()))
+    return LdCache(parse_ldconfig(result.stdout, host.machine())) if result.ok else LdCache(error=result.describe())
 
 
 def ld_library_path_dirs(host: Host) -> list[str]:
@@ -96,20 +89,11 @@ def ld_library_path_dirs(host: Host) -> list[str]:
 
 
 def _libcuda(host: Host, cache: LdCache) -> Fact:
-    """Where libcuda.so.1 resolves, searched in the dynamic loader's order
-    (LD_LIBRARY_PATH, then its cache), then in the folders drivers install into."""
-    for d in ld_library_path_dirs(host):
-        candidate = posixpath.join(d, LIBCUDA)
-        if host.exists(candidate):
-            return known(candidate)
-    for p in cache.paths(LIBCUDA):
-        if host.exists(p):
-            return known(p)
-    for d in (WSL_LIB_DIR, *standard_lib_dirs(host.machine())):
-        candidate = posixpath.join(d, LIBCUDA)
-        if host.exists(candidate):
-            return known(candidate)
-    return missing(f"{LIBCUDA} not found (LD_LIBRARY_PATH, ldconfig cache, standard folders): no NVIDIA driver")
+    """Where libcuda.so.1 resolves, in the loader's order (LD_LIBRARY_PATH, its cache), then where drivers go."""
+    found = _first(host, [*(posixpath.join(d, LIBCUDA) for d in ld_library_path_dirs(host)), *cache.paths(LIBCUDA),
+                          *(posixpath.join(d, LIBCUDA) for d in (WSL_LIB_DIR, *standard_lib_dirs(host.machine())))])
+    why = f"{LIBCUDA} not found (LD_LIBRARY_PATH, ldconfig cache, standard folders): no NVIDIA driver"
+    return known(found) if found else missing(why)
 
 
 def linker_default_dirs(machine: str) -> tuple[str, ...]:
@@ -119,9 +103,8 @@ def linker_default_dirs(machine: str) -> tuple[str, ...]:
 
 
 def triton_libcuda_dirs(host: Host, cache: LdCache) -> list[str]:
-    """The folders Triton (2.1 and newer) gives the linker with ``-L`` when it builds its launcher
-    with ``-lcuda`` (``libcuda_dirs`` in triton/backends/nvidia/driver.py): TRITON_LIBCUDA_PATH, else
-    the folders of the loader cache's libcuda.so.1, else the LD_LIBRARY_PATH folders holding one."""
+    """The folders Triton (2.1+) gives the linker with ``-L`` for its launcher (``libcuda_dirs`` in its driver.py):
+    TRITON_LIBCUDA_PATH, else those of the loader cache's libcuda.so.1, else the LD_LIBRARY_PATH ones holding one."""
     override = host.environ.get("TRITON_LIBCUDA_PATH")
     if override:
         return [override]
@@ -136,42 +119,31 @@ def _dirs_fact(dirs: list[str]) -> Fact:
 
 
 def _libcuda_link(host: Host, cache: LdCache) -> Fact:
-    """The ``libcuda.so`` that ``-lcuda`` links against when Triton builds its launcher (and
-    torch.compile through it): LIBRARY_PATH, Triton's ``-L`` folders, then the linker's own.
-    Only ``libcuda.so.1`` is needed to run CUDA; without ``libcuda.so`` the build fails with
-    "/usr/bin/ld: cannot find -lcuda" (pytorch/pytorch#97501, #103417)."""
+    """The ``libcuda.so`` that ``-lcuda`` links when Triton builds its launcher: LIBRARY_PATH, Triton's ``-L``
+    folders, then the linker's own. Without it: "cannot find -lcuda" (pytorch/pytorch#97501)."""
     triton_dirs = triton_libcuda_dirs(host, cache)
     if not triton_dirs:
         return missing(f"Triton finds no {LIBCUDA} in `ldconfig -p` or LD_LIBRARY_PATH "
                        "(it fails with 'libcuda.so cannot found!')")
     library_path = [d for d in host.environ.get("LIBRARY_PATH", "").split(":") if d]
     searched = list(dict.fromkeys([*library_path, *triton_dirs, *linker_default_dirs(host.machine())]))
-    for d in searched:
-        candidate = posixpath.join(d, LIBCUDA_LINK)
-        if host.exists(candidate):
-            return known(candidate)
-    return missing(f"no {LIBCUDA_LINK} in {', '.join(searched)}: linking with -lcuda fails")
+    found = _first(host, (posixpath.join(d, LIBCUDA_LINK) for d in searched))
+    return known(found) if found else missing(f"no {LIBCUDA_LINK} in {', '.join(searched)}: linking with -lcuda fails")
 
 
 def parse_nvcc_version(text: str) -> str | None:
     """``13.0.88`` from ``nvcc --version`` (``release 13.0, V13.0.88``); ``13.0`` when only the release shows."""
     m = _NVCC_RELEASE.search(text)
-    if not m:
-        return None
-    return m.group(2) or m.group(1)
+    return (m.group(2) or m.group(1)) if m else None
 
 
 def _toolkit(host: Host, nvcc: str | None) -> Fact:
-    not_dirs = []
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        value = host.environ.get(var)
-        if value:
-            if host.is_dir(value):
-                return known(value)
-            not_dirs.append(f"{var}={value} is not a folder")
-    if nvcc:
-        # nvcc found on PATH lives in <toolkit>/bin; nvvm/ (where cicc lives) tells a toolkit
-        # from a folder like /usr/local that only holds a wrapper script.
+    named = [(var, value) for var in ("CUDA_HOME", "CUDA_PATH") if (value := host.environ.get(var))]
+    home = next((value for _, value in named if host.is_dir(value)), None)
+    if home:
+        return known(home)
+    not_dirs = [f"{var}={value} is not a folder" for var, value in named]
+    if nvcc:  # <toolkit>/bin/nvcc; nvvm/ tells a toolkit from a folder that only holds a wrapper script
         root = posixpath.dirname(posixpath.dirname(host.realpath(nvcc)))
         if host.is_dir(posixpath.join(root, "nvvm")):
             return known(root)
@@ -181,14 +153,7 @@ def _toolkit(host: Host, nvcc: str | None) -> Fact:
 
 
 def _tool(host: Host, name: str, toolkit: Fact) -> str | None:
-    found = host.which(name)
-    if found:
-        return found
-    if toolkit.ok:
-        candidate = posixpath.join(toolkit.value, "bin", name)
-        if host.exists(candidate):
-            return candidate
-    return None
+    return host.which(name) or (_first(host, [posixpath.join(toolkit.value, "bin", name)]) if toolkit.ok else None)
 
 
 def _nvcc_facts(host: Host, nvcc: str | None) -> Facts:
@@ -196,12 +161,9 @@ def _nvcc_facts(host: Host, nvcc: str | None) -> Facts:
         why = "nvcc not found on PATH or in the CUDA toolkit"
         return {"nvcc_path": missing(why), "nvcc_version": missing(why)}
     result = host.run([nvcc, "--version"], timeout=NVCC_TIMEOUT_S)
-    if not result.ok:
-        version = missing(result.describe())
-    else:
-        parsed = parse_nvcc_version(result.stdout)
-        version = known(parsed) if parsed else missing("no 'release X.Y' in nvcc --version output")
-    return {"nvcc_path": known(nvcc), "nvcc_version": version}
+    parsed = parse_nvcc_version(result.stdout) if result.ok else None
+    why = result.describe() if not result.ok else "no 'release X.Y' in nvcc --version output"
+    return {"nvcc_path": known(nvcc), "nvcc_version": known(parsed) if parsed else missing(why)}
 
 
 def _cc(host: Host) -> Fact:
@@ -215,10 +177,9 @@ def _cc(host: Host) -> Fact:
         found = host.which(first)
         if found:
             return known(found)
-    for name in ("cc", "gcc", "clang"):
-        found = host.which(name)
-        if found:
-            return known(found)
+    found = next((p for p in map(host.which, ("cc", "gcc", "clang")) if p), None)
+    if found:
+        return known(found)
     if cc_env:
         return missing(f"CC={cc_env} not found, and no cc, gcc or clang on PATH")
     return missing("no C compiler (cc, gcc, clang) on PATH: Triton cannot build its launcher")
@@ -229,24 +190,12 @@ def _python_headers(host: Host) -> Fact:
     if not include:
         return missing("interpreter reports no include folder")
     header = posixpath.join(include, "Python.h")
-    if host.exists(header):
-        return known(header)
-    return missing(f"no Python.h in {include} (Python development headers not installed)")
+    return known(header) if host.exists(header) else missing(
+        f"no Python.h in {include} (Python development headers not installed)")
 
 
 def probe_cuda(host: Host, cache: LdCache | None = None) -> Facts:
-    """Facts of section ``cuda``; every key in ``KEYS`` is present, none raises.
-
-    ``cache``: the loader cache when the caller already read it (saves one ``ldconfig -p``).
-    """
-    try:
-        return _probe(host, cache if cache is not None else read_ld_cache(host))
-    except Exception as e:  # noqa: BLE001 - a probe records its failure instead of raising
-        why = f"cuda probe failed ({type(e).__name__}: {e})"
-        return {k: missing(why) for k in KEYS}
-
-
-def _probe(host: Host, cache: LdCache) -> Facts:
+    cache = cache if cache is not None else read_ld_cache(host)
     facts: Facts = {"libcuda_path": _libcuda(host, cache),
                     "triton_libcuda_dirs": _dirs_fact(triton_libcuda_dirs(host, cache)),
                     "libcuda_link": _libcuda_link(host, cache)}

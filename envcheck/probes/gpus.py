@@ -1,39 +1,14 @@
-"""The driver section and one entry per GPU, read through the NVML seam.
-
-Each fact is a value or the reason it is missing; one unsupported query never
-hides the others, and a lost GPU never hides the other GPUs. Docstrings and
-comments name the ``nvidia-smi -q`` field each key corresponds to, so a user can
-check a report against the tool they already trust.
-"""
+"""The driver section and one entry per GPU, read through the NVML seam: each fact a value or the reason it is
+missing, a lost GPU never hiding the others. Comments name the ``nvidia-smi -q`` field of each key."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from envcheck.model import Fact, Facts, Gpu, known, missing
+from envcheck.probes import nvml as n
 from envcheck.probes import nvml_fields
-from envcheck.probes.nvml import (
-    ARCHITECTURES,
-    CLOCK_MEM,
-    CLOCK_SM,
-    COMPUTE_MODES,
-    ECC_COUNTER_AGGREGATE,
-    ECC_COUNTER_VOLATILE,
-    FABRIC_STATES,
-    GPU_IS_LOST,
-    MEMORY_ERROR_UNCORRECTED,
-    PROBE_FAILED,
-    PSTATE_UNKNOWN,
-    TEMPERATURE_GPU,
-    TEMPERATURE_THRESHOLD_GPU_MAX,
-    TEMPERATURE_THRESHOLD_MEM_MAX,
-    TEMPERATURE_THRESHOLD_SHUTDOWN,
-    TEMPERATURE_THRESHOLD_SLOWDOWN,
-    NvmlCallError,
-    NvmlLike,
-    reason_names,
-    slowing,
-)
+from envcheck.probes.nvml import NvmlCallError, NvmlLike
 
 DRIVER_KEYS = ("driver_version", "cuda_driver_version", "nvml_version", "nvml_library", "nvml_error", "gpu_count",
                "nvml_process_error")
@@ -53,8 +28,7 @@ GPU_KEYS = (
     "clock_event_ns",
 )
 
-# FP32 CUDA cores per SM by compute capability (CUDA C Programming Guide,
-# "Arithmetic Instructions" throughput table). NVML reports cores, not SMs.
+# FP32 cores per SM by compute capability (CUDA C Programming Guide): NVML reports cores, not SMs.
 CORES_PER_SM: dict[str, int] = {
     "7.0": 64, "7.2": 64, "7.5": 64,  # Volta, Xavier, Turing
     "8.0": 64,  # GA100 (A100, A30)
@@ -63,29 +37,21 @@ CORES_PER_SM: dict[str, int] = {
     "10.0": 128, "10.1": 128, "10.3": 128, "11.0": 128, "12.0": 128, "12.1": 128,  # Blackwell
 }
 
-# Architecture by compute-capability major, used only when NVML cannot say.
+_CORES_BY_MAJOR = {"7": 64, "10": 128, "11": 128, "12": 128}
+# Architecture by compute capability, used only when NVML cannot say.
 _ARCH_BY_CC = {"7.0": "Volta", "7.2": "Volta", "7.5": "Turing", "8.9": "Ada Lovelace", "9.0": "Hopper"}
 _ARCH_BY_MAJOR = {8: "Ampere", 10: "Blackwell", 11: "Blackwell", 12: "Blackwell"}
 
 
 def cores_per_sm(compute_capability: str) -> int | None:
-    """Cores per SM for ``"9.0"``-style capabilities; unknown minors fall back to their major's family."""
-    if compute_capability in CORES_PER_SM:
-        return CORES_PER_SM[compute_capability]
-    major = compute_capability.split(".")[0]
-    if major in ("7",):
-        return 64
-    if major in ("10", "11", "12"):
-        return 128
-    return None
+    """Cores per SM for ``"9.0"``-style capabilities."""
+    return CORES_PER_SM.get(compute_capability) or _CORES_BY_MAJOR.get(compute_capability.split(".")[0])
 
 
 def sm_count_from_cores(cores: int, cc: str) -> int | None:
     """SM count from NVML's CUDA core count, or None when the capability is unknown or it does not divide."""
     per_sm = cores_per_sm(cc)
-    if not per_sm or cores <= 0 or cores % per_sm:
-        return None
-    return cores // per_sm
+    return None if not per_sm or cores <= 0 or cores % per_sm else cores // per_sm
 
 
 def cuda_version_text(version: int) -> str:
@@ -93,51 +59,27 @@ def cuda_version_text(version: int) -> str:
     return f"{version // 1000}.{(version % 1000) // 10}"
 
 
-# --------------------------------------------------------------------------- driver
-
-
-def probe_nvml(nvml: NvmlLike | None = None) -> tuple[Facts, tuple[Gpu, ...]]:
-    """The ``driver`` section and the GPUs in one go: initialise NVML, read, shut it down."""
-    if nvml is None:
-        from envcheck.probes.nvml import Nvml
-
-        nvml = Nvml()
-    try:
-        return probe_driver(nvml), probe_gpus(nvml)
-    finally:
-        nvml.shutdown()
-
-
 def probe_driver(nvml: NvmlLike) -> Facts:
-    """The ``driver`` section. Initialises ``nvml`` if needed (``init`` is idempotent); never raises.
-
-    Keys: driver_version (nvidia-smi: Driver Version), cuda_driver_version
-    (nvidia-smi: CUDA Version: the newest CUDA this driver runs), nvml_version,
-    nvml_library (the libnvidia-ml.so actually loaded), nvml_error (a value only
-    when NVML failed to initialise), gpu_count (nvidia-smi: Attached GPUs).
-    """
+    """The ``driver`` section (nvidia-smi: Driver Version, CUDA Version, Attached GPUs); never raises."""
     init_error = nvml.init()
     process = _process_error(nvml)
     if init_error is not None:
-        why = f"NVML unavailable: {init_error}"
-        failed = {k: missing(why) for k in DRIVER_KEYS}
-        failed["nvml_error"] = known(init_error)
-        failed["nvml_process_error"] = process
-        return failed
+        failed = {k: missing(f"NVML unavailable: {init_error}") for k in DRIVER_KEYS}
+        return failed | {"nvml_error": known(init_error), "nvml_process_error": process}
 
     facts: Facts = {}
-    facts["driver_version"] = _fact(nvml, "nvmlSystemGetDriverVersion")
+    facts["driver_version"] = _derived(*nvml.query("nvmlSystemGetDriverVersion"))
     v, why = nvml.query("nvmlSystemGetCudaDriverVersion_v2")
     if v is None:
         # Older drivers only have the first version of this call.
         v, why = nvml.query("nvmlSystemGetCudaDriverVersion")
     cuda = cuda_version_text(v) if isinstance(v, int) and v > 0 else None
     facts["cuda_driver_version"] = known(cuda) if cuda else missing(why or f"NVML reported CUDA version {v!r}")
-    facts["nvml_version"] = _fact(nvml, "nvmlSystemGetNVMLVersion")
+    facts["nvml_version"] = _derived(*nvml.query("nvmlSystemGetNVMLVersion"))
     path, why = nvml.library_path()
     facts["nvml_library"] = known(path) if path else missing(why or "unknown")
     facts["nvml_error"] = missing("NVML initialised")
-    facts["gpu_count"] = _fact(nvml, "nvmlDeviceGetCount")
+    facts["gpu_count"] = _derived(*nvml.query("nvmlDeviceGetCount"))
     facts["nvml_process_error"] = process
     return facts
 
@@ -150,17 +92,12 @@ def _process_error(nvml: NvmlLike) -> Fact:
     return known(failure_text(failure)) if isinstance(failure, dict) else missing(NVML_PROCESS_OK)
 
 
-# --------------------------------------------------------------------------- GPUs
-
-
 def probe_gpus(nvml: NvmlLike) -> tuple[Gpu, ...]:
     """One :class:`Gpu` per device NVML lists (empty when NVML is unavailable); never raises."""
     if nvml.init() is not None:
         return ()
     count, _ = nvml.query("nvmlDeviceGetCount")
-    if not isinstance(count, int):
-        return ()
-    return tuple(_probe_gpu_guarded(nvml, i) for i in range(count))
+    return tuple(_probe_gpu_guarded(nvml, i) for i in range(count)) if isinstance(count, int) else ()
 
 
 def _probe_gpu_guarded(nvml: NvmlLike, index: int) -> Gpu:
@@ -176,17 +113,13 @@ def probe_gpu(nvml: NvmlLike, index: int) -> Gpu:
     """Every GPU key for device ``index``; a lost GPU keeps whatever could still be read."""
     try:
         handle = nvml.call("nvmlDeviceGetHandleByIndex", index)
-    except NvmlCallError as e:
-        # Without a handle nothing about the GPU can be read (nvidia-smi: "Unable to determine the
-        # device handle for GPU ...").
+    except NvmlCallError as e:  # nvidia-smi: "Unable to determine the device handle for GPU ..."
         return Gpu(index, {k: missing(e.reason) for k in GPU_KEYS}, lost=e.reason)
     reader = _Reader(nvml, handle)
-    facts = _gpu_facts(reader)
-    return Gpu(index, facts, lost=reader.lost)
+    return Gpu(index, _gpu_facts(reader), lost=reader.lost)
 
 
 class _Reader:
-    """Queries one device, remembering whether NVML said the GPU is lost."""
 
     def __init__(self, nvml: NvmlLike, handle: Any) -> None:
         self.nvml = nvml
@@ -198,20 +131,16 @@ class _Reader:
             return self.nvml.call(name, self.handle, *args), None
         except NvmlCallError as e:
             # A GPU whose queries crashed the NVML process is as unreadable as one NVML calls lost.
-            if e.error_name in (GPU_IS_LOST, PROBE_FAILED) and self.lost is None:
+            if e.error_name in (n.GPU_IS_LOST, n.PROBE_FAILED) and self.lost is None:
                 self.lost = e.reason
             return None, e.reason
 
+    def field(self, field_id: int) -> tuple[Any, str | None]:
+        return nvml_fields.field_value(self.nvml, self.handle, field_id)
+
     def fact(self, name: str, *args: Any, convert: Any = None) -> Fact:
         value, why = self.get(name, *args)
-        if value is None:
-            return missing(why or "no value")
-        return known(convert(value) if convert else value)
-
-
-def _fact(nvml: NvmlLike, name: str, *args: Any) -> Fact:
-    value, why = nvml.query(name, *args)
-    return known(value) if value is not None else missing(why or "no value")
+        return _derived(convert(value) if convert and value is not None else value, why)
 
 
 def _derived(value: Any, why: str | None) -> Fact:
@@ -230,7 +159,7 @@ def _gpu_facts(r: _Reader) -> Facts:
     f["compute_capability"] = _derived(cc, cc_why)
 
     arch, why = r.get("nvmlDeviceGetArchitecture")  # Product Architecture
-    arch_name = ARCHITECTURES.get(arch) if isinstance(arch, int) else None
+    arch_name = n.ARCHITECTURES.get(arch) if isinstance(arch, int) else None
     if arch_name is None and cc is not None:
         arch_name = _ARCH_BY_CC.get(cc) or _ARCH_BY_MAJOR.get(int(cc.split(".")[0]))
     if arch_name is None and isinstance(arch, int):
@@ -245,10 +174,10 @@ def _gpu_facts(r: _Reader) -> Facts:
     f["cuda_cores"] = _derived(cores, why)
     f["sm_count"], f["sm_count_source"] = _sm_count(cores, why, cc, cc_why)
 
-    f["sm_clock_mhz"] = r.fact("nvmlDeviceGetClockInfo", CLOCK_SM)  # Clocks: SM
-    f["sm_clock_max_mhz"] = r.fact("nvmlDeviceGetMaxClockInfo", CLOCK_SM)  # Max Clocks: SM
-    f["mem_clock_mhz"] = r.fact("nvmlDeviceGetClockInfo", CLOCK_MEM)  # Clocks: Memory
-    f["mem_clock_max_mhz"] = r.fact("nvmlDeviceGetMaxClockInfo", CLOCK_MEM)  # Max Clocks: Memory
+    f["sm_clock_mhz"] = r.fact("nvmlDeviceGetClockInfo", n.CLOCK_SM)  # Clocks: SM
+    f["sm_clock_max_mhz"] = r.fact("nvmlDeviceGetMaxClockInfo", n.CLOCK_SM)  # Max Clocks: SM
+    f["mem_clock_mhz"] = r.fact("nvmlDeviceGetClockInfo", n.CLOCK_MEM)  # Clocks: Memory
+    f["mem_clock_max_mhz"] = r.fact("nvmlDeviceGetMaxClockInfo", n.CLOCK_MEM)  # Max Clocks: Memory
     f["memory_bus_width_bits"] = r.fact("nvmlDeviceGetMemoryBusWidth")
 
     # PCI: GPU Link Info: PCIe Generation Current / Device Max, Link Width Current / Max
@@ -260,18 +189,16 @@ def _gpu_facts(r: _Reader) -> Facts:
     # GPU Power Readings: Instantaneous Power Draw / Current Power Limit (NVML gives milliwatts)
     f["power_w"] = r.fact("nvmlDeviceGetPowerUsage", convert=_watts)
     f["power_limit_w"] = r.fact("nvmlDeviceGetEnforcedPowerLimit", convert=_watts)
-    f["temperature_c"] = r.fact("nvmlDeviceGetTemperature", TEMPERATURE_GPU)  # Temperature: GPU Current Temp
+    f["temperature_c"] = r.fact("nvmlDeviceGetTemperature", n.TEMPERATURE_GPU)  # Temperature: GPU Current Temp
     f["pstate"] = _pstate(*r.get("nvmlDeviceGetPerformanceState"))  # Performance State
 
     ecc, why = r.get("nvmlDeviceGetEccMode")  # ECC Mode: Current
     f["ecc_mode_current"] = _derived(bool(ecc[0]) if isinstance(ecc, list) and ecc else None, why)
     # ECC Errors: Volatile / Aggregate: DRAM Uncorrectable
-    f["ecc_uncorrected_volatile"] = r.fact(
-        "nvmlDeviceGetTotalEccErrors", MEMORY_ERROR_UNCORRECTED, ECC_COUNTER_VOLATILE
-    )
-    f["ecc_uncorrected_aggregate"] = r.fact(
-        "nvmlDeviceGetTotalEccErrors", MEMORY_ERROR_UNCORRECTED, ECC_COUNTER_AGGREGATE
-    )
+    f["ecc_uncorrected_volatile"] = r.fact("nvmlDeviceGetTotalEccErrors", n.MEMORY_ERROR_UNCORRECTED,
+                                           n.ECC_COUNTER_VOLATILE)
+    f["ecc_uncorrected_aggregate"] = r.fact("nvmlDeviceGetTotalEccErrors", n.MEMORY_ERROR_UNCORRECTED,
+                                            n.ECC_COUNTER_AGGREGATE)
     # Retired Pages: Pending Page Blacklist (pre-Ampere; Hopper says Not Supported and remaps rows instead)
     f["retired_pages_pending"] = r.fact("nvmlDeviceGetRetiredPagesPendingStatus", convert=bool)
     rows, why = r.get("nvmlDeviceGetRemappedRows")  # Remapped Rows: Pending / Remapping Failure Occurred
@@ -296,20 +223,19 @@ def _operator_facts(r: _Reader) -> Facts:
     """Compute mode, temperature thresholds, NVSwitch fabric state and clock-event time since boot."""
     f: Facts = {}
     mode, why = r.get("nvmlDeviceGetComputeMode")  # Compute Mode
-    f["compute_mode"] = _derived(COMPUTE_MODES.get(mode, f"unknown_{mode}") if isinstance(mode, int) else None, why)
-    # Temperature: GPU T.Limit Temp: degrees left before the slowdown threshold (drivers r535+; Hopper and
-    # newer report thresholds relative to it, and may refuse the absolute ones below)
+    f["compute_mode"] = _derived(n.COMPUTE_MODES.get(mode, f"unknown_{mode}") if isinstance(mode, int) else None, why)
+    # Temperature: GPU T.Limit Temp: degrees left before slowdown (r535+; Hopper may refuse the absolute ones below)
     f["temperature_margin_c"] = r.fact("nvmlDeviceGetMarginTemperature")
     # Temperature: GPU Slowdown Temp / GPU Shutdown Temp / GPU Max Operating Temp / Memory Max Operating Temp
-    f["temperature_slowdown_c"] = r.fact("nvmlDeviceGetTemperatureThreshold", TEMPERATURE_THRESHOLD_SLOWDOWN)
-    f["temperature_shutdown_c"] = r.fact("nvmlDeviceGetTemperatureThreshold", TEMPERATURE_THRESHOLD_SHUTDOWN)
-    f["temperature_gpu_max_c"] = r.fact("nvmlDeviceGetTemperatureThreshold", TEMPERATURE_THRESHOLD_GPU_MAX)
-    f["temperature_memory_max_c"] = r.fact("nvmlDeviceGetTemperatureThreshold", TEMPERATURE_THRESHOLD_MEM_MAX)
-    f["temperature_memory_c"] = _derived(*_field(r, nvml_fields.FI_MEMORY_TEMP))  # Memory Current Temp
+    f["temperature_slowdown_c"] = r.fact("nvmlDeviceGetTemperatureThreshold", n.TEMPERATURE_THRESHOLD_SLOWDOWN)
+    f["temperature_shutdown_c"] = r.fact("nvmlDeviceGetTemperatureThreshold", n.TEMPERATURE_THRESHOLD_SHUTDOWN)
+    f["temperature_gpu_max_c"] = r.fact("nvmlDeviceGetTemperatureThreshold", n.TEMPERATURE_THRESHOLD_GPU_MAX)
+    f["temperature_memory_max_c"] = r.fact("nvmlDeviceGetTemperatureThreshold", n.TEMPERATURE_THRESHOLD_MEM_MAX)
+    f["temperature_memory_c"] = _derived(*r.field(nvml_fields.FI_MEMORY_TEMP))  # Memory Current Temp
     # Fabric: State / Status / CliqueId (NVSwitch systems; "N/A" elsewhere)
     fabric, why = r.get("nvmlDeviceGetGpuFabricInfo")
     if isinstance(fabric, dict) and isinstance(fabric.get("state"), int):
-        state = FABRIC_STATES.get(fabric["state"], f"unknown_{fabric['state']}")
+        state = n.FABRIC_STATES.get(fabric["state"], f"unknown_{fabric['state']}")
         f["fabric_state"] = known(state)
         status = fabric.get("status")
         # status is an nvmlReturn_t: 0 is NVML_SUCCESS; it only means something once registration ended
@@ -324,22 +250,11 @@ def _operator_facts(r: _Reader) -> Facts:
     return f
 
 
-def _field(r: _Reader, field_id: int) -> tuple[Any, str | None]:
-    return nvml_fields.field_value(r.nvml, r.handle, field_id)
-
-
 def _clock_event_counters(r: _Reader) -> Fact:
-    """Clocks Event Reasons Counters (nvidia-smi -q -d PERFORMANCE): ns spent in each reason since the driver
-    loaded. A reason the driver does not count is left out; none counted is a missing fact with the reason."""
-    counted: dict[str, int] = {}
-    why = None
-    for name, field_id in nvml_fields.CLOCK_EVENT_COUNTERS.items():
-        value, why_one = _field(r, field_id)
-        if isinstance(value, int) and not isinstance(value, bool):
-            counted[name] = value
-        else:
-            why = why or why_one
-    return known(counted) if counted else missing(why or "no value")
+    """Clocks Event Reasons Counters (nvidia-smi -q -d PERFORMANCE): ns in each reason since the driver loaded."""
+    read = {name: r.field(field_id) for name, field_id in nvml_fields.CLOCK_EVENT_COUNTERS.items()}
+    counted = {name: v for name, (v, _) in read.items() if isinstance(v, int) and not isinstance(v, bool)}
+    return known(counted) if counted else missing(next((w for _, w in read.values() if w), "no value"))
 
 
 def _watts(milliwatts: Any) -> float:
@@ -349,25 +264,19 @@ def _watts(milliwatts: Any) -> float:
 def _pstate(value: Any, why: str | None) -> Fact:
     if value is None:
         return missing(why or "no value")
-    if value == PSTATE_UNKNOWN:
-        return missing("unknown (NVML reports no performance state)")
-    return known(f"P{value}")
+    return missing("unknown (NVML reports no performance state)") if value == n.PSTATE_UNKNOWN else known(f"P{value}")
 
 
 def _sm_count(cores: Any, cores_why: str | None, cc: str | None, cc_why: str | None) -> tuple[Fact, Fact]:
     """SM count derived from NVML's core count (NVML has no SM-count query that works everywhere)."""
-    if not isinstance(cores, int):
-        why = f"CUDA core count unknown: {cores_why}"
-        return missing(why), missing(why)
-    if cc is None:
-        why = f"compute capability unknown: {cc_why}"
-        return missing(why), missing(why)
-    sms = sm_count_from_cores(cores, cc)
-    if sms is None:
-        why = f"no cores-per-SM figure for compute capability {cc} ({cores} cores)"
-        return missing(why), missing(why)
-    source = f"{cores} CUDA cores (NVML) / {cores_per_sm(cc)} cores per SM for compute capability {cc}"
-    return known(sms), known(source)
+    sms = sm_count_from_cores(cores, cc) if isinstance(cores, int) and cc is not None else None
+    if sms is not None:
+        return known(sms), known(f"{cores} CUDA cores (NVML) / {cores_per_sm(str(cc))} cores per SM for compute "
+                                 f"capability {cc}")
+    why = (f"CUDA core count unknown: {cores_why}" if not isinstance(cores, int) else
+           f"compute capability unknown: {cc_why}" if cc is None else
+           f"no cores-per-SM figure for compute capability {cc} ({cores} cores)")
+    return missing(why), missing(why)
 
 
 def _clock_events(r: _Reader) -> tuple[Fact, Fact]:
@@ -378,27 +287,21 @@ def _clock_events(r: _Reader) -> tuple[Fact, Fact]:
         mask, why = r.get("nvmlDeviceGetCurrentClocksThrottleReasons")
     if not isinstance(mask, int):
         return missing(why or "no value"), missing(why or "no value")
-    names = reason_names(mask)
-    return known(names), known(bool(slowing(names)))
+    names = n.reason_names(mask)
+    return known(names), known(bool(n.slowing(names)))
 
 
 def _processes(r: _Reader) -> Fact:
-    """Processes (nvidia-smi -q): compute and graphics, one entry per pid.
-
-    ``used_bytes`` is None where the driver cannot attribute memory (Windows/WDDM,
-    hence WSL2); ``name`` is None when NVML cannot name the process (another PID
-    namespace, e.g. a different container).
-    """
+    """Processes (nvidia-smi -q): compute and graphics, one entry per pid. ``used_bytes`` is None where the driver
+    cannot attribute memory (WDDM, hence WSL2); ``name`` None for a process of another PID namespace."""
     compute, why = r.get("nvmlDeviceGetComputeRunningProcesses")
     if compute is None:
         return missing(why or "no value")
     graphics, _ = r.get("nvmlDeviceGetGraphicsRunningProcesses")
     seen: dict[int, dict[str, Any]] = {}
     for p in list(compute) + list(graphics or []):
-        if not isinstance(p, dict) or not isinstance(p.get("pid"), int):
-            continue
-        pid = p["pid"]
-        if pid in seen:
+        pid = p.get("pid") if isinstance(p, dict) else None
+        if not isinstance(pid, int) or pid in seen:
             continue
         name, _ = r.nvml.query("nvmlSystemGetProcessName", pid)
         used = p.get("usedGpuMemory")

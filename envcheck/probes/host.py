@@ -1,22 +1,14 @@
 """The host seam: every file read, subprocess, environment variable and PATH lookup a probe makes.
 
-Probes take a ``Host`` and never touch ``os``, ``open`` or ``subprocess`` themselves, so
-``envcheck snapshot`` records a machine by wrapping this seam (``probes/recording.py``) and
-``--replay`` and the tests answer from a recorded machine (``probes/replay.py``).
-
-File methods raise ``OSError`` like their ``os`` counterparts: the probe turns the error
-into a recorded reason. ``run`` never raises: a missing binary, a crash or a hang all come
-back as a ``RunResult``.
-
-Every text that crosses the seam (a file read, a command's output) passes
-:class:`envcheck.redact.Redactor` first: subclasses implement ``_read_text`` and ``_run``, and
-the public ``read_text`` and ``run`` redact what those return, so no probe can forget to.
-Children start through the harness (``envcheck/harness``): killed on their time limit, on Ctrl-C
-or a stop signal, never left running.
+Probes never touch ``os``, ``open`` or ``subprocess`` themselves, so a machine can be recorded (``recording.py``) and
+replayed (``replay.py``). File methods raise ``OSError`` like ``os``; ``run`` never raises. The public ``read_text``
+and ``run`` redact every text that crosses the seam, so no probe can forget to.
+Children start through the harness (``envcheck/harness``), never left running.
 """
 
 from __future__ import annotations
 
+import functools
 import glob as _glob
 import json
 import math
@@ -36,16 +28,15 @@ from envcheck.probes.packages import PackageInfo, find_package
 from envcheck.redact import Redactor
 
 MEMINFO = "/proc/meminfo"
+# A Host's interpreter attributes, as a snapshot's ``python`` object names them.
+PYTHON_FIELDS = {"python_executable": "executable", "python_version": "version", "python_prefix": "prefix",
+                 "base_prefix": "base_prefix", "python_include_dir": "include_dir"}
 # A Python child's events, one a line after this, in a run's stdout: how snapshots record them.
 MARKER = "@@envcheck-json@@ "
 
 
 def parse_meminfo(text: str) -> tuple[int, int | None]:
-    """(MemTotal, MemAvailable) in bytes from /proc/meminfo text.
-
-    MemAvailable is None on kernels older than 3.14, which lack it. Raises ValueError
-    when MemTotal is absent (not a meminfo file).
-    """
+    """(MemTotal, MemAvailable) in bytes (MemAvailable None before kernel 3.14); ValueError without MemTotal."""
     values: dict[str, int] = {}
     for line in text.splitlines():
         name, _, rest = line.partition(":")
@@ -75,11 +66,15 @@ class Host:
         """Built from ``environ`` as it is now (tests and the recorder replace it after __init__)."""
         return Redactor(self.environ)
 
-    # ----------------------------------------------------------------- files
-
     def read_text(self, path: str) -> str:
         """The file's text, secrets redacted; raises ``OSError`` like ``open``."""
         return self.redactor.text(self._read_text(path))
+
+    def text_or_none(self, path: str) -> str | None:
+        try:
+            return self.read_text(path)
+        except OSError:
+            return None
 
     def _read_text(self, path: str) -> str:
         with open(path, encoding="utf-8", errors="replace") as f:
@@ -110,13 +105,11 @@ class Host:
         """Bytes available to an unprivileged user on the file system holding ``path``."""
         return shutil.disk_usage(path).free
 
-    # ----------------------------------------------------------------- processes
-
     def run(self, argv: list[str], timeout: float, env: dict[str, str] | None = None,
             name: str | None = None) -> RunResult:
-        """Run ``argv`` (no shell) and collect its output, secrets redacted; never raises (KeyboardInterrupt
-        aside, after killing the child). ``env``: the environment the allow-list is cut from (this
-        process's by default). ``name`` gives the run a stable identity in snapshots."""
+        """Run ``argv`` (no shell) and collect its output, secrets redacted; never raises (KeyboardInterrupt aside,
+        after killing the child). ``env``: the environment the allow-list is cut from (this process's by default).
+        ``name`` gives the run a stable identity in snapshots (``torch_runtime``)."""
         args = tuple(argv)
         if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
             return RunResult(args, None, error=f"invalid timeout {timeout!r} (a positive number of seconds)")
@@ -153,8 +146,6 @@ class Host:
         return RunResult(argv, None if timed_out else out.returncode, stdout, out.stderr_tail, timed_out,
                          f"timed out after {timeout:g} s" if timed_out else None, out.wall_s)
 
-    # ----------------------------------------------------------------- lookups
-
     def which(self, name: str) -> str | None:
         """Path of ``name`` on the PATH of ``environ`` (not of this process), or None."""
         return shutil.which(name, path=self.environ.get("PATH", os.defpath))
@@ -169,6 +160,10 @@ class Host:
     def machine(self) -> str:
         return platform.machine()
 
+    def has_run(self, name: str) -> bool:
+        """Whether the named run (``torch_runtime``) can run here: always, on a real machine."""
+        return True
+
     def memory(self) -> tuple[int, int | None]:
         """(total_bytes, available_bytes) from /proc/meminfo; raises OSError when unreadable."""
         text = self.read_text(MEMINFO)
@@ -178,12 +173,6 @@ class Host:
             raise OSError(f"{MEMINFO}: {e}") from None
 
 
-_DEFAULT: Host | None = None
-
-
+@functools.cache
 def default_host() -> Host:
-    """The real machine (one shared instance)."""
-    global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = Host()
-    return _DEFAULT
+    return Host()

@@ -1,12 +1,5 @@
-"""The ``links`` section (error counters, NVLink and PCIe health, Xid events) read in a child.
-
-``envcheck.probes.link_counters.probe_links`` asks NVML for every GPU's PCIe replay count, NVLink
-error counters and row-remap state. NVML is a C library that can segfault or hang on a
-broken install, so, like the GPU facts (``nvml_isolated.py``), it is asked in a child
-process under a timeout, and only its answers come back; a crash or hang becomes the
-section's ``error`` fact, which the link checks report. Only ``check`` and ``run`` read it:
-``probe`` stays fast.
-"""
+"""The ``links`` section (PCIe replays, NVLink errors, row remapping, Xid events) read in a child, as NVML may crash
+or hang: a crash or hang becomes the section's ``error`` fact. Only ``check`` and ``run`` read it."""
 
 from __future__ import annotations
 

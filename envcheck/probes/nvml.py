@@ -1,21 +1,11 @@
-"""The one seam between envcheck and NVML (the NVIDIA Management Library).
-
-Every NVML call in envcheck goes through :class:`Nvml`: probes and the benchmark
-monitor never import ``pynvml`` themselves, and tests swap in a fake fed with
-tables captured from real machines (same interface: ``init``, ``call``,
-``query``, ``library_path``, ``shutdown``).
-
-Values come back as plain JSON-ready data, exactly as the capture tables store
-them: bytes become ``str``, ctypes structures and pynvml's "friendly objects"
-become dicts of their fields, tuples become lists. ``pynvml`` (the
-``nvidia-ml-py`` package) is imported only inside :meth:`Nvml.init`, so
-``envcheck --help`` works on a machine whose NVIDIA stack is broken.
-
-The NVML enum values envcheck passes are defined here, so fakes need no pynvml.
+"""The one seam between envcheck and NVML: every call through :class:`Nvml` (or a table with its interface), values
+as plain JSON-ready data. ``pynvml`` is imported only in :meth:`Nvml.init`, so ``--help`` works on a machine whose
+NVIDIA stack is broken; the enum values envcheck passes are here, so fakes need no pynvml.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 from pathlib import Path
 from typing import Any, Protocol
@@ -40,8 +30,7 @@ TEMPERATURE_THRESHOLD_GPU_MAX = 3
 # nvmlComputeMode_t (nvidia-smi -q: Compute Mode)
 COMPUTE_MODES: dict[int, str] = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
 
-# nvmlGpuFabricState_t (nvidia-smi -q: Fabric: State): NVSwitch systems register each GPU with the
-# fabric manager; other systems answer "not supported".
+# nvmlGpuFabricState_t (nvidia-smi -q: Fabric: State): NVSwitch systems register each GPU with the fabric manager.
 FABRIC_STATES: dict[int, str] = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
 
 # nvmlMemoryErrorType_t
@@ -86,9 +75,7 @@ CLOCKS_EVENT_REASONS: dict[int, str] = {
     0x100: "display_clock_setting",
 }
 
-# Reasons that mean the GPU runs slower than it could. The others are either
-# benign (idle, a clock the user pinned, display clocks) or coordinate boost
-# across GPUs (sync_boost) without a thermal or power cause.
+# Reasons that mean the GPU runs slower than it could (idle, pinned clocks and sync_boost do not).
 SLOWING_REASONS: frozenset[str] = frozenset(
     {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
 )
@@ -97,24 +84,12 @@ THERMAL_REASONS: frozenset[str] = frozenset({"sw_thermal_slowdown", "hw_thermal_
 
 
 def reason_names(mask: int) -> list[str]:
-    """Names of the clock-event reasons set in ``mask``, lowest bit first.
-
-    Bits this table does not know (newer drivers add some) are kept as
-    ``unknown_0x...`` rather than dropped, so a report never hides one.
-    """
-    names: list[str] = []
-    bit = 1
-    remaining = int(mask)
-    while remaining:
-        if remaining & bit:
-            names.append(CLOCKS_EVENT_REASONS.get(bit, f"unknown_{bit:#x}"))
-            remaining &= ~bit
-        bit <<= 1
-    return names
+    """Names of the clock-event reasons set in ``mask``, lowest first; an unknown bit as ``unknown_0x...``."""
+    bits = [1 << i for i in range(int(mask).bit_length()) if int(mask) >> i & 1]
+    return [CLOCKS_EVENT_REASONS.get(bit, f"unknown_{bit:#x}") for bit in bits]
 
 
 def slowing(names: list[str] | tuple[str, ...]) -> list[str]:
-    """The reasons among ``names`` that slow the GPU (see :data:`SLOWING_REASONS`)."""
     return [n for n in names if n in SLOWING_REASONS]
 
 
@@ -141,8 +116,7 @@ _MEANINGS: dict[str, str] = {
 }
 
 GPU_IS_LOST = "NVMLError_GpuIsLost"
-# Not NVML's own errors: the process that read NVML for envcheck crashed or hung before this
-# answer (probes/nvml_child.py), or a replayed snapshot holds no answer for the query.
+# Not NVML's own errors: the NVML child crashed or hung before this answer; a snapshot holds no answer.
 PROBE_FAILED = "EnvcheckNvmlProbeFailed"
 NOT_CAPTURED = "EnvcheckNotCaptured"
 
@@ -165,19 +139,11 @@ class NvmlCallError(Exception):
     @property
     def reason(self) -> str:
         """Short text for a missing fact, e.g. ``not supported on this GPU (NVML: Not Supported)``."""
-        return reason_for(self.error_name, self.text)
-
-
-def reason_for(error_name: str, text: str) -> str:
-    if error_name == PROBE_FAILED:
-        return f"not read: the NVML probe process {text}"
-    if error_name == NOT_CAPTURED:
-        return "not captured in this snapshot"
-    meaning = _MEANINGS.get(error_name, "NVML error")
-    return f"{meaning} (NVML: {text})"
-
-
-# --------------------------------------------------------------------------- value conversion
+        if self.error_name == PROBE_FAILED:
+            return f"not read: the NVML probe process {self.text}"
+        if self.error_name == NOT_CAPTURED:
+            return "not captured in this snapshot"
+        return f"{_MEANINGS.get(self.error_name, 'NVML error')} (NVML: {self.text})"
 
 
 def plain(value: Any) -> Any:
@@ -207,11 +173,7 @@ def _library_from_maps(maps_text: str) -> str | None:
     return None
 
 
-# --------------------------------------------------------------------------- the seam
-
-
 class NvmlLike(Protocol):
-    """What the probes need from :class:`Nvml` (and its test fake)."""
 
     def init(self) -> str | None: ...
     def call(self, name: str, *args: Any) -> Any: ...
@@ -234,20 +196,12 @@ class NvmlSeam:
             return None, e.reason
 
 
-# Queries that fill a structure the caller passes (pynvml takes it as an argument): the seam makes
-# the structure and answers with its fields, so tables and fakes hold plain data like any query.
+# Queries that fill a structure the caller passes: the seam makes it and answers its fields, as plain data.
 STRUCT_QUERIES: dict[str, str] = {"nvmlDeviceGetGpuFabricInfo": "c_nvmlGpuFabricInfo_t"}
 
 
 class Nvml(NvmlSeam):
-    """NVML through pynvml, every failure turned into data.
-
-    ``init`` must succeed before ``call``; ``query`` never raises. Device handles
-    (``nvmlDeviceGetHandleByIndex`` / ``ByUUID`` / ``ByPciBusId``) come back untouched. ``init`` is
-    idempotent (each probe calls it; the first answer stands until ``shutdown``). Handles from
-    ``call("nvmlDeviceGetHandleByIndex", i)`` are opaque: pass them back as the
-    first argument of device calls.
-    """
+    """NVML through pynvml, every failure turned into data; ``init``'s first answer stands until ``shutdown``."""
 
     def __init__(self) -> None:
         self._lib: Any = None
@@ -260,15 +214,9 @@ class Nvml(NvmlSeam):
         return self._lib is not None
 
     def init(self) -> str | None:
-        """Load and initialise NVML: None when it worked, else the real error text.
-
-        The texts are NVML's own (``nvmlErrorString``), e.g. "Driver Not Loaded",
-        "NVML Shared Library Not Found", or "RM has detected an NVML/RM version
-        mismatch." (what ``nvidia-smi`` prints as "Failed to initialize NVML:
-        Driver/library version mismatch" after a driver upgrade without a reboot).
-        """
+        """Load and initialise NVML: None when it worked, else NVML's own error text (``nvmlErrorString``: "Driver
+        Not Loaded", "RM has detected an NVML/RM version mismatch." after a driver upgrade without a reboot)."""
         if self._tried:
-            # Probes call init() each; the first answer stands until shutdown().
             return self._init_result
         self._tried = True
         self._init_result = self._load()
@@ -307,9 +255,7 @@ class Nvml(NvmlSeam):
             value = fn(*args)
         except Exception as e:  # noqa: BLE001 - NVMLError subclasses and binding mismatches alike
             raise NvmlCallError(name, type(e).__name__, str(e) or type(e).__name__) from None
-        if name.startswith("nvmlDeviceGetHandleBy"):
-            return value  # an opaque pointer: keep as is
-        return plain(value)
+        return value if name.startswith("nvmlDeviceGetHandleBy") else plain(value)  # a handle: an opaque pointer
 
     def library_path(self) -> tuple[str | None, str | None]:
         """``(path, None)`` of the libnvidia-ml this process loaded, or ``(None, reason)``."""
@@ -320,9 +266,7 @@ class Nvml(NvmlSeam):
         except OSError as e:
             return None, f"cannot read /proc/self/maps ({e.strerror})"
         path = _library_from_maps(text)
-        if path is None:
-            return None, "libnvidia-ml not found in this process's memory map"
-        return path, None
+        return (path, None) if path else (None, "libnvidia-ml not found in this process's memory map")
 
     def shutdown(self) -> None:
         """Release NVML; safe to call twice or after a failed init."""
@@ -330,7 +274,5 @@ class Nvml(NvmlSeam):
         self._tried = False
         if lib is None:
             return
-        try:
+        with contextlib.suppress(Exception):  # nothing useful to do about a failed shutdown
             lib.nvmlShutdown()
-        except Exception:  # noqa: BLE001 - nothing useful to do about a failed shutdown
-            pass

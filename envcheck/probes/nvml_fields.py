@@ -1,8 +1,5 @@
-"""NVML field values (``nvmlDeviceGetFieldValues``): counters and properties that have no query of their own.
-
-The call succeeds as a whole and fails per field: both levels become a reason. Used by the GPU
-probes (clock-event counters, memory temperature) and the node topology (NVLink counts and speeds).
-"""
+"""NVML field values (``nvmlDeviceGetFieldValues``): counters and properties that have no query of their own, for
+the GPU probes (clock-event counters, memory temperature) and the node topology (NVLink counts and speeds)."""
 
 from __future__ import annotations
 
@@ -12,8 +9,7 @@ from envcheck.probes.nvml import NvmlCallError, NvmlLike
 
 # NVML field ids (nvml.h) the GPU probes read
 FI_MEMORY_TEMP = 82  # NVML_FI_DEV_MEMORY_TEMP: HBM temperature, C (nvidia-smi: Memory Current Temp)
-# Time spent in each clock-event reason since the driver loaded, in ns (nvidia-smi -q -d PERFORMANCE:
-# "Clocks Event Reasons Counters"); NVML_FI_DEV_CLOCKS_EVENT_REASON_*.
+# NVML_FI_DEV_CLOCKS_EVENT_REASON_*: ns in each reason since the driver loaded (nvidia-smi -q -d PERFORMANCE).
 CLOCK_EVENT_COUNTERS: dict[str, int] = {
     "sw_power_cap": 74, "sync_boost": 76, "sw_thermal_slowdown": 269, "hw_thermal_slowdown": 270,
     "hw_power_brake_slowdown": 271,
@@ -28,11 +24,7 @@ _VALUE_KEYS = {0: ("dVal", "d"), 1: ("uiVal", "ui"), 2: ("ulVal", "ul"), 3: ("ul
 
 
 def field_value(nvml: NvmlLike, handle: Any, field_id: int, scope: int = 0) -> tuple[Any, str | None]:
-    """One NVML field value (``nvmlDeviceGetFieldValues``): ``(value, None)`` or ``(None, reason)``.
-
-    The call succeeds as a whole and fails per field (``nvmlReturn`` of each entry), so both levels
-    are turned into reasons.
-    """
+    """One NVML field value: ``(value, None)``, or ``(None, reason)`` when the call or the field failed."""
     try:
         answer = nvml.call("nvmlDeviceGetFieldValues", handle, [(field_id, scope)])
     except NvmlCallError as e:
@@ -44,9 +36,7 @@ def field_value(nvml: NvmlLike, handle: Any, field_id: int, scope: int = 0) -> t
     if ret:
         return None, f"field {field_id}: {_RETURN_NAMES.get(ret, f'NVML error {ret}')}"
     union = entry.get("value")
-    keys = _VALUE_KEYS.get(entry.get("valueType"), ())
-    if isinstance(union, dict):
-        for k in keys:
-            if k in union:
-                return union[k], None
+    key = next((k for k in _VALUE_KEYS.get(entry.get("valueType"), ()) if isinstance(union, dict) and k in union), None)
+    if key is not None:
+        return union[key], None
     return None, f"field {field_id}: value of unknown type {entry.get('valueType')!r}"

@@ -1,9 +1,7 @@
 """NVML as a table of answers: recorded from the live library, replayed to the probes.
 
-A table holds every NVML answer the probes asked for, each a value or the NVML error it
-raised, so a machine's NVML can be replayed anywhere (``envcheck check --replay``, the tests)
-and the live NVML can run in a child process that hands its table back
-(``probes/nvml_child.py``)::
+A table holds every NVML answer the probes asked for, each a value or the NVML error it raised, so a machine's NVML
+can be replayed anywhere (``check --replay``, the tests) and the live NVML can run in a child that hands it back::
 
     {"library": "/usr/lib/wsl/lib/libnvidia-ml.so.1",       # or "library_error": "<reason>"
      "init_error": {"error": "NVMLError_DriverNotLoaded", "text": "Driver Not Loaded"},  # when init failed
@@ -14,19 +12,16 @@ and the live NVML can run in a child process that hands its table back
                "nvmlDeviceGetEccMode": {"error": "NVMLError_NotSupported", "text": "Not Supported"}}],
      "failure": {"error": "crashed with SIGSEGV", "during": "nvmlDeviceGetPowerUsage on GPU 0"}}
 
-A query with enum arguments is keyed by their names (``nvmlDeviceGetTotalEccErrors[UNCORRECTED,VOLATILE]``),
-other arguments by their value (``nvmlSystemGetProcessName[4242]``); device queries live
-under their GPU. An entry may hold ``{"values": [...]}``: one answer per call, the last
-repeating (a monitor's samples). ``failure`` is set when the process that read NVML crashed
-or hung: every answer it never gave then fails with that story instead of a made-up one.
+A query with enum arguments is keyed by their names (``nvmlDeviceGetTotalEccErrors[UNCORRECTED,VOLATILE]``), other
+arguments by their value (``nvmlSystemGetProcessName[4242]``); device queries live under their GPU. An entry may hold
+``{"values": [...]}``: one answer per call, the last repeating (a monitor's samples). ``failure``: the process that
+read NVML crashed or hung, and every answer it never gave fails with that story instead of a made-up one.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from envcheck.probes import nvml as n
@@ -49,8 +44,7 @@ LABELS: dict[str, tuple[dict[int, str], ...]] = {
 }
 
 HANDLE_BY_INDEX = "nvmlDeviceGetHandleByIndex"
-# What a table without an answer says: fixtures written by hand leave out what an old driver
-# lacks, so their default is the error such a driver gives.
+# What a table without an answer says: hand-written fixtures leave out what an old driver lacks.
 FUNCTION_NOT_FOUND = ("NVMLError_FunctionNotFound", "Function Not Found")
 
 
@@ -63,59 +57,34 @@ def table_key(name: str, args: tuple[Any, ...]) -> str:
     return f"{name}[{','.join(names)}]"
 
 
-def load_table_file(path: Path) -> dict[str, Any]:
-    """A table from a JSON file, with the table its ``_base`` names (a file beside it) merged under it:
-    a variant lists only what differs, GPU by GPU."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    base_name = data.pop("_base", None)
-    if base_name is None:
-        return data
-    return merge_tables(load_table_file(path.with_name(f"{base_name}.json")), data)
-
-
-def merge_tables(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """``over`` laid on ``base``: top-level keys replaced, ``gpus`` merged index by index (a
-    variant with more GPUs than its base repeats the base's last GPU)."""
-    over = dict(over)
-    gpus_over = over.pop("gpus", None)
-    table = {**copy.deepcopy(base), **over}
-    if gpus_over is not None:
-        base_gpus = base.get("gpus") or [{}]
-        table["gpus"] = [
-            {**copy.deepcopy(base_gpus[min(i, len(base_gpus) - 1)]), **g} for i, g in enumerate(gpus_over)
-        ]
-        table["count"] = len(table["gpus"])
-    return table
-
-
 def failure_text(failure: dict[str, Any]) -> str:
     """``crashed with SIGSEGV in nvmlDeviceGetPowerUsage on GPU 1`` from a table's ``failure``."""
     during = failure.get("during")
     return f"{failure.get('error') or 'failed'}" + (f" in {during}" if during else "")
 
 
+def _error(name: str, entry: dict[str, Any]) -> NvmlCallError:
+    return NvmlCallError(name, str(entry["error"]), str(entry.get("text") or entry["error"]))
+
+
+def _failed(name: str, failure: dict[str, Any]) -> NvmlCallError:
+    return NvmlCallError(name, PROBE_FAILED, failure_text(failure))
+
+
 class TableHandle:
-    """A device handle of a replayed NVML: just the GPU's index. (A plain class, not a dataclass:
-    the NVML child imports this module, and dataclasses costs it a fifth of its start-up.)"""
+    """A device handle of a replayed NVML: the GPU's index (no dataclass: it costs the NVML child's start-up)."""
 
     __slots__ = ("index",)
 
     def __init__(self, index: int) -> None:
         self.index = index
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, TableHandle) and other.index == self.index
-
-    def __hash__(self) -> int:
-        return hash(("TableHandle", self.index))
-
     def __repr__(self) -> str:
         return f"TableHandle({self.index})"
 
 
 class TableNvml(NvmlSeam):
-    """The NVML seam's interface (``init``, ``call``, ``query``, ``library_path``, ``shutdown``),
-    answered from a table. ``absent``: the NVML error (class name, text) for a query the table
+    """The NVML seam answered from a table. ``absent``: the NVML error (class name, text) for a query the table
     lacks; snapshots use ``NOT_CAPTURED`` so a probe newer than the snapshot says so."""
 
     def __init__(self, table: dict[str, Any], absent: tuple[str, str] = FUNCTION_NOT_FOUND) -> None:
@@ -137,19 +106,10 @@ class TableNvml(NvmlSeam):
         err = self.table.get("init_error")
         if isinstance(err, dict):
             return str(err.get("text") or err.get("error") or "NVML error")
-        if self.failure and "count" not in self.table and not self._has_answers():
-            # The NVML process died before nvmlInit answered.
-            return f"the NVML probe process {failure_text(self.failure)}"
+        if self.failure and "count" not in self.table and not any(k.startswith("nvml") for k in self.table):
+            return f"the NVML probe process {failure_text(self.failure)}"  # it died before nvmlInit answered
         self._ready = True
         return None
-
-    def _has_answers(self) -> bool:
-        return any(k.startswith("nvml") for k in self.table)
-
-    def _raise_absent(self, name: str) -> None:
-        if self.failure:
-            raise NvmlCallError(name, PROBE_FAILED, failure_text(self.failure))
-        raise NvmlCallError(name, *self.absent)
 
     def call(self, name: str, *args: Any) -> Any:
         self.calls.append((name, *args))
@@ -171,10 +131,9 @@ class TableNvml(NvmlSeam):
         key = table_key(name, rest)
         entry = source.get(key)
         if not isinstance(entry, dict):
-            self._raise_absent(name)
-            raise AssertionError("unreachable")
+            raise _failed(name, self.failure) if self.failure else NvmlCallError(name, *self.absent)
         if "error" in entry:
-            raise NvmlCallError(name, str(entry["error"]), str(entry.get("text") or entry["error"]))
+            raise _error(name, entry)
         if "values" in entry:
             pos = self._positions.get((gpu, key), 0)
             self._positions[(gpu, key)] = pos + 1
@@ -187,10 +146,10 @@ class TableNvml(NvmlSeam):
             raise NvmlCallError(name, "NVMLError_InvalidArgument", "Invalid Argument")
         gpus = self.table.get("gpus") or []
         if index >= len(gpus) and self.failure:
-            raise NvmlCallError(name, PROBE_FAILED, failure_text(self.failure))
+            raise _failed(name, self.failure)
         entry = gpus[index].get(HANDLE_BY_INDEX) if index < len(gpus) else None
         if isinstance(entry, dict) and "error" in entry:
-            raise NvmlCallError(name, str(entry["error"]), str(entry.get("text") or entry["error"]))
+            raise _error(name, entry)
         return TableHandle(index)
 
     def _find(self, name: str, ident: str) -> TableHandle:
@@ -207,49 +166,38 @@ class TableNvml(NvmlSeam):
         if not self._ready:
             return None, "NVML is not loaded"
         path = self.table.get("library")
-        if path:
-            return str(path), None
-        return None, str(self.table.get("library_error") or "libnvidia-ml not found in this process's memory map")
+        why = str(self.table.get("library_error") or "libnvidia-ml not found in this process's memory map")
+        return (str(path), None) if path else (None, why)
 
     def shutdown(self) -> None:
         self.shutdown_count += 1
         self._ready = False
 
 
-# --------------------------------------------------------------------------- recording
-
 Listener = Callable[[str, "int | None", "dict[str, Any] | None"], None]
 
 
 class RecordingNvml(NvmlSeam):
-    """Wraps a live NVML seam and writes every answer into ``table`` as the probes ask.
-
-    ``listener(event, gpu, entry)`` hears ``("calling", gpu, {"key": ...})`` before each call
-    and ``("answer", gpu, {"key": ..., **entry})`` after it, so a child process can report each
-    answer as it comes: if the next call crashes the process, what came before survives.
-    """
+    """A live NVML seam that tells each answer as the probes ask: ``listener(event, gpu, entry)`` hears
+    ``("calling", gpu, {"key": ...})`` before each call and ``("answer", gpu, {"key": ..., **entry})`` after it, so a
+    child reports each answer as it comes (if the next call crashes it, what came before survives)."""
 
     def __init__(self, live: Any, listener: Listener | None = None) -> None:
         self.live = live
         self.listener = listener
-        self.table: dict[str, Any] = {}
+        self.events: list[dict[str, Any]] = []
         self._handles: dict[int, int] = {}  # id(handle) -> GPU index
         self._keep: list[Any] = []  # the handles themselves, so no id is reused while recording
         self._inited = False
 
+    @property
+    def table(self) -> dict[str, Any]:
+        return table_from_events(self.events)[0]
+
     def _tell(self, event: str, gpu: int | None, entry: dict[str, Any]) -> None:
+        self.events.append({"event": event, "gpu": gpu, **entry})
         if self.listener is not None:
             self.listener(event, gpu, entry)
-
-    def _store(self, gpu: int | None, key: str, entry: dict[str, Any]) -> None:
-        if gpu is None:
-            self.table[key] = entry
-        else:
-            gpus = self.table.setdefault("gpus", [])
-            while len(gpus) <= gpu:
-                gpus.append({})
-            gpus[gpu][key] = entry
-        self._tell("answer", gpu, {"key": key, **entry})
 
     def init(self) -> str | None:
         if self._inited:
@@ -257,12 +205,11 @@ class RecordingNvml(NvmlSeam):
         self._inited = True
         self._tell("calling", None, {"key": "nvmlInit"})
         err = self.live.init()
-        if err is not None:
-            entry = {"error": getattr(self.live, "init_error_name", None) or "NVMLError", "text": err}
-            self.table["init_error"] = entry
-            self._tell("answer", None, {"key": "init_error", **entry})
-        else:
+        if err is None:
             self._tell("answer", None, {"key": "nvmlInit", "value": None})
+        else:
+            name = getattr(self.live, "init_error_name", None) or "NVMLError"
+            self._tell("answer", None, {"key": "init_error", "error": name, "text": err})
         return err
 
     def call(self, name: str, *args: Any) -> Any:
@@ -277,25 +224,20 @@ class RecordingNvml(NvmlSeam):
         try:
             value = self.live.call(name, *args)
         except NvmlCallError as e:
-            self._store(gpu, key, {"error": e.error_name, "text": e.text})
+            self._tell("answer", gpu, {"key": key, "error": e.error_name, "text": e.text})
             raise
         if name == HANDLE_BY_INDEX:
             self._handles[id(value)] = int(args[0])
             self._keep.append(value)
-            self._store(gpu, key, {"value": None})
+            self._tell("answer", gpu, {"key": key, "value": None})
         elif name == "nvmlDeviceGetCount":
-            self.table["count"] = value
             self._tell("answer", None, {"key": "count", "value": value})
         else:
-            self._store(gpu, key, {"value": value})
+            self._tell("answer", gpu, {"key": key, "value": value})
         return value
 
     def library_path(self) -> tuple[str | None, str | None]:
         path, why = self.live.library_path()
-        if path:
-            self.table["library"] = path
-        else:
-            self.table["library_error"] = why
         self._tell("answer", None, {"key": "library" if path else "library_error", "value": path or why})
         return path, why
 
@@ -304,8 +246,7 @@ class RecordingNvml(NvmlSeam):
 
 
 def table_from_events(events: list[dict[str, Any]]) -> tuple[dict[str, Any], str | None]:
-    """(the table, the call under way when the events stop) from a RecordingNvml listener's
-    events in order, as a child process reported them."""
+    """(the table, the call under way when the events stop) from a RecordingNvml's events in order."""
     table: dict[str, Any] = {}
     pending: str | None = None
     for ev in events:
@@ -320,19 +261,14 @@ def table_from_events(events: list[dict[str, Any]]) -> tuple[dict[str, Any], str
             continue
         pending = None
         entry = {k: v for k, v in ev.items() if k in ("value", "error", "text")}
-        if key == "count":
-            table["count"] = entry.get("value")
-        elif key in ("library", "library_error"):
+        if key in ("count", "library", "library_error"):
             table[key] = entry.get("value")
         elif key == "init_error":
             table["init_error"] = {"error": entry.get("error"), "text": entry.get("text")}
-        elif key == "nvmlInit":
-            continue
         elif isinstance(gpu, int):
             gpus = table.setdefault("gpus", [])
-            while len(gpus) <= gpu:
-                gpus.append({})
+            gpus.extend({} for _ in range(gpu + 1 - len(gpus)))
             gpus[gpu][key] = entry
-        else:
+        elif key != "nvmlInit":
             table[key] = entry
     return table, pending

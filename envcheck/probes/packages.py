@@ -1,9 +1,5 @@
-"""The package-metadata seam: what pip installed, read without importing the package.
-
-Reading ``importlib.metadata`` costs milliseconds; ``import torch`` costs seconds and can
-crash. Probes ask this module (through a ``lookup`` argument tests replace) and read any
-file inside the package as text through the Host.
-"""
+"""The package-metadata seam: what pip installed, read without importing the package (``import torch`` costs
+seconds and can crash)."""
 
 from __future__ import annotations
 
@@ -15,8 +11,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class PackageInfo:
-    """An installed distribution: ``location`` is the folder holding the import package
-    (site-packages), ``requires`` its ``Requires-Dist`` lines."""
+    """An installed distribution: ``location`` is its site-packages folder, ``requires`` its Requires-Dist lines."""
 
     name: str
     version: str
@@ -34,17 +29,10 @@ def find_package(name: str) -> PackageInfo | None:
     """The installed distribution ``name`` in this interpreter, or None; never raises."""
     try:
         dist = importlib.metadata.distribution(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    except Exception:  # noqa: BLE001 - a corrupt METADATA file must read as "not installed", not crash a probe
+    except Exception:  # noqa: BLE001 - not installed; a corrupt METADATA file reads the same, never a crash
         return None
     try:
         location = str(dist.locate_file(""))
     except Exception:  # noqa: BLE001 - same: exotic finders may not support locate_file
         location = ""
-    return PackageInfo(
-        name=name,
-        version=dist.version or "",
-        location=location,
-        requires=tuple(dist.requires or ()),
-    )
+    return PackageInfo(name, dist.version or "", location, tuple(dist.requires or ()))

@@ -1,24 +1,6 @@
-"""Section ``platform``: what lies between the GPUs and the rest of a node.
-
-What an operator accepting a node checks beyond the GPUs themselves, each read through the Host
-seam (so ``envcheck snapshot`` records it and ``--replay`` feeds it back):
-
-- ``iommu``: the kernel's IOMMU and the DMA domain type of each GPU's IOMMU group
-  (``/sys/kernel/iommu_groups/<n>/type``: ``identity`` is passthrough, ``DMA``/``DMA-FQ`` translate
-  every peer-to-peer and RDMA access);
-- ``acs_redirect``: PCIe bridges whose Access Control Services redirect peer-to-peer requests up to
-  the root complex (``lspci -vvv``: ``ACSCtl: ... ReqRedir+ CmpltRedir+``), which NCCL's
-  troubleshooting guide tells bare-metal users to disable;
-- ``infiniband_ports``: every InfiniBand / RoCE port under ``/sys/class/infiniband`` with its state,
-  physical state, rate and link layer (what ``ibstat`` prints);
-- ``gpudirect_rdma_module``: whether ``nvidia_peermem`` (or the older ``nv_peer_mem``) is loaded;
-- ``fabricmanager``: ``systemctl is-active nvidia-fabricmanager`` (needed on NVSwitch systems);
-- ``python_packages``: the Python packages that make a GPU stack (torch, triton, jax, the ``nvidia-*``
-  CUDA wheels torch pins, NCCL's), with the versions installed and the versions torch requires, as
-  ``python -m torch.utils.collect_env`` lists them.
-
-Every key is a value or the reason it is missing; nothing here raises.
-"""
+"""Section ``platform``: what lies between the GPUs and the rest of a node, as an operator accepting it checks: each
+GPU's IOMMU domain, PCIe ACS redirection (``lspci -vvv``), InfiniBand / RoCE ports, the GPUDirect RDMA module, the
+NVSwitch fabric manager, and the GPU stack's Python packages against the versions torch pins."""
 
 from __future__ import annotations
 
@@ -49,9 +31,7 @@ _REQUIREMENT = re.compile(r"^\s*(nvidia-[A-Za-z0-9_.-]+)\s*(?:\[[^\]]*\])?\s*(==
 
 def probe_platform(host: Host, gpu_bus_ids: list[str]) -> Facts:
     """Facts of section ``platform``; ``gpu_bus_ids``: NVML's PCI bus ids of the GPUs (``00000000:18:00.0``)."""
-    if not host.exists("/proc/cmdline"):
-        # Every Linux kernel (WSL2's too) has it: its absence means a snapshot recorded before this
-        # section existed, or a system that is not Linux.
+    if not host.exists("/proc/cmdline"):  # every Linux has it: an older snapshot, or not Linux
         why = "not captured: /proc/cmdline is absent (a snapshot from an older envcheck, or not Linux)"
         return {k: missing(why) for k in KEYS}
     f: Facts = {}
@@ -73,11 +53,7 @@ def sysfs_bus_id(nvml_bus_id: str) -> str:
     domain, _, rest = nvml_bus_id.strip().lower().rpartition(":")
     head, _, bus = domain.rpartition(":") if domain.count(":") else ("", "", domain)
     dom = head or "0"
-    return f"{int(dom, 16):04x}:{bus}:{rest}" if _is_hex(dom) else nvml_bus_id.lower()
-
-
-def _is_hex(text: str) -> bool:
-    return bool(text) and all(c in "0123456789abcdef" for c in text)
+    return f"{int(dom, 16):04x}:{bus}:{rest}" if re.fullmatch("[0-9a-f]+", dom) else nvml_bus_id.lower()
 
 
 def _cmdline_iommu(host: Host) -> Fact:
@@ -118,8 +94,8 @@ def _gpu_domains(host: Host, bus_ids: list[str]) -> Fact:
 
 
 def parse_lspci_acs(text: str) -> list[dict[str, Any]]:
-    """Devices whose ``ACSCtl`` turns on request or completion redirection, from ``lspci -vvv`` text:
-    ``[{"bus_id": "0000:16:02.0", "device": "PCI bridge: ...", "enabled": ["SrcValid", "ReqRedir", ...]}]``."""
+    """Devices whose ``ACSCtl`` turns on request or completion redirection, from ``lspci -vvv`` text, as
+    ``{"bus_id": "0000:16:02.0", "device": "PCI bridge: ...", "enabled": ["SrcValid", "ReqRedir", ...]}``."""
     found: list[dict[str, Any]] = []
     device = bus_id = None
     for line in text.splitlines():
@@ -147,16 +123,16 @@ def _acs_redirect(host: Host) -> Fact:
     return known(parse_lspci_acs(res.stdout))
 
 
-def _read(host: Host, path: str) -> str | None:
-    try:
-        return host.read_text(path).strip()
-    except OSError:
+def _read(host: Host, path: str, labelled: bool = False) -> str | None:
+    """The file's text, stripped (``labelled``: of its number, as in ``4: ACTIVE``); None when unreadable."""
+    text = host.text_or_none(path)
+    if text is None:
         return None
+    return text.partition(":")[2].strip() if labelled and ":" in text else text.strip()
 
 
 def _infiniband_ports(host: Host) -> Fact:
-    """``[{"device": "mlx5_0", "port": 1, "state": "ACTIVE", "phys_state": "LinkUp", "rate": "400 Gb/sec (4X NDR)",
-    "link_layer": "InfiniBand"}]``; an empty list when the machine has no RDMA device."""
+    """Every InfiniBand / RoCE port (device, port, state, phys_state, rate, link_layer); [] without an RDMA device."""
     if not host.is_dir(INFINIBAND):
         return known([])
     try:
@@ -172,30 +148,21 @@ def _infiniband_ports(host: Host) -> Fact:
             continue
         for num in numbers:
             p = f"{base}/{num}"
-            state = _read(host, f"{p}/state")  # "4: ACTIVE"
-            phys = _read(host, f"{p}/phys_state")  # "5: LinkUp"
-            ports.append({
-                "device": dev, "port": int(num) if num.isdigit() else num,
-                "state": state.partition(":")[2].strip() if state and ":" in state else state,
-                "phys_state": phys.partition(":")[2].strip() if phys and ":" in phys else phys,
-                "rate": _read(host, f"{p}/rate"), "link_layer": _read(host, f"{p}/link_layer"),
-            })
+            ports.append({"device": dev, "port": int(num) if num.isdigit() else num,
+                          "state": _read(host, f"{p}/state", True), "phys_state": _read(host, f"{p}/phys_state", True),
+                          "rate": _read(host, f"{p}/rate"), "link_layer": _read(host, f"{p}/link_layer")})
     return known(ports)
 
 
 def _peermem(host: Host) -> Fact:
-    for module in PEERMEM_MODULES:
-        if host.is_dir(f"/sys/module/{module}"):
-            return known(module)
+    if module := next((m for m in PEERMEM_MODULES if host.is_dir(f"/sys/module/{m}")), None):
+        return known(module)
     try:
         modules = host.read_text("/proc/modules")
     except OSError as e:
         return missing(f"cannot read /proc/modules ({e.strerror or e})")
     loaded = {line.split(" ", 1)[0] for line in modules.splitlines() if line}
-    for module in PEERMEM_MODULES:
-        if module in loaded:
-            return known(module)
-    return known("")  # read, and not loaded
+    return known(next((m for m in PEERMEM_MODULES if m in loaded), ""))  # "": read, and not loaded
 
 
 def _fabricmanager(host: Host) -> Fact:
@@ -203,20 +170,14 @@ def _fabricmanager(host: Host) -> Fact:
         return missing("systemctl not found (no systemd here: a container or WSL)")
     res = host.run(["systemctl", "is-active", "nvidia-fabricmanager"], timeout=SYSTEMCTL_TIMEOUT_S,
                    name="fabricmanager_active")
-    state = res.stdout.strip().splitlines()[0] if res.stdout.strip() else ""
-    if state:
-        return known(state)  # active, inactive, failed, activating, ... (exit status 3 when not active)
-    return missing(f"systemctl is-active nvidia-fabricmanager: {res.describe()}")
+    state = res.stdout.strip().splitlines()[0] if res.stdout.strip() else ""  # active, inactive, failed, ...
+    return known(state) if state else missing(f"systemctl is-active nvidia-fabricmanager: {res.describe()}")
 
 
 def _python_packages(host: Host) -> Fact:
-    """``[{"name": "torch", "version": "2.11.0+cu130"}, {"name": "nvidia-nccl-cu13", "version": "2.28.3",
-    "required": "==2.28.3", "required_by": "torch"}, ...]``: installed ones, and torch's pins even when missing."""
-    rows: dict[str, dict[str, Any]] = {}
-    for name in STACK_PACKAGES:
-        info = host.package(name)
-        if info is not None:
-            rows[name] = {"name": name, "version": info.version}
+    """Each stack package installed, and each torch pins even when missing, with the version torch requires."""
+    rows: dict[str, dict[str, Any]] = {
+        name: {"name": name, "version": info.version} for name in STACK_PACKAGES if (info := host.package(name))}
     torch = host.package("torch")
     for req in (torch.requires if torch else ()):
         m = _REQUIREMENT.match(req)

@@ -1,16 +1,6 @@
-"""The host seam, recorded: every file, folder, link, command and variable the probes look at.
-
-``RecordingHost`` is the real machine (it answers exactly as :class:`Host` does) that also
-writes down each answer, as the file system, environment and commands a
-:class:`~envcheck.probes.replay.ReplayHost` can later be built from (``envcheck snapshot``).
-What it writes is already redacted: ``read_text`` and ``run`` of the base class redact, and
-environment values pass :func:`envcheck.redact.redact_value`.
-
-Paths are recorded as a file system, not as a log of calls, so a replay answers questions
-the same way the machine would: for every path a probe touches, each component that is a
-symbolic link is recorded with its target (``/lib -> usr/lib``), and the path itself as a
-file (text if a probe read it, ``None`` if it only checked it exists), a folder or a link.
-"""
+"""The host seam, recorded (``envcheck snapshot``): the real machine, answering as :class:`Host` does, writing down
+each answer (already redacted) as a file system a ``ReplayHost`` answers from as the machine would: every link on
+a touched path with its target, the path as a file (its text if read), a folder or a link."""
 
 from __future__ import annotations
 
@@ -21,7 +11,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from envcheck.probes.host import Host, RunResult
+from envcheck.probes.host import PYTHON_FIELDS, Host, RunResult
 from envcheck.probes.packages import PackageInfo
 from envcheck.redact import redact_value
 
@@ -73,8 +63,6 @@ class RecordingHost(Host):
         # Secrets are looked up in the whole environment, not only in what probes read.
         return Redactor(self._real_environ)
 
-    # ----------------------------------------------------------------- the file system model
-
     def _abs(self, path: str) -> str:
         return posixpath.normpath(posixpath.join(self.cwd, path))
 
@@ -108,8 +96,6 @@ class RecordingHost(Host):
                         self.dirs.add(current)
                     else:
                         self.files.setdefault(current, None)
-
-    # ----------------------------------------------------------------- files
 
     def read_text(self, path: str) -> str:
         try:
@@ -163,8 +149,6 @@ class RecordingHost(Host):
             self.disk_answers[self._abs(os.path.realpath(path))] = free
         return free
 
-    # ----------------------------------------------------------------- processes and lookups
-
     def run(self, argv: list[str], timeout: float, env: dict[str, str] | None = None,
             name: str | None = None) -> RunResult:
         return self._record(super().run(argv, timeout, env=env, name=name), name)
@@ -207,18 +191,13 @@ class RecordingHost(Host):
         self._machine = super().machine()
         return self._machine
 
-    # ----------------------------------------------------------------- the result
-
     def section(self) -> dict[str, Any]:
-        """The snapshot's ``host`` section (format in ``envcheck/snapshot.py``)."""
         with self._lock:
             return {
                 "machine": self._machine if self._machine is not None else super().machine(),
                 "cpu_count": self._cpu_count if self._cpu_count is not None else super().cpu_count(),
                 "cwd": self.cwd,
-                "python": {"executable": self.python_executable, "version": self.python_version,
-                           "prefix": self.python_prefix, "base_prefix": self.base_prefix,
-                           "include_dir": self.python_include_dir},
+                "python": {name: getattr(self, attr) for attr, name in PYTHON_FIELDS.items()},
                 "environ": dict(sorted(self.environ.read.items())),
                 "files": dict(sorted(self.files.items())),
                 "errors": dict(sorted(self.errors.items())),

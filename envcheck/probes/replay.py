@@ -1,15 +1,6 @@
-"""A recorded machine behind the host seam: what ``--replay`` and the tests probe.
-
-``ReplayHost`` is a small in-memory machine: a file system of files, links and folders, the
-commands it answers, its environment, its Python and its installed packages. It is built
-from a snapshot's ``host`` section (``envcheck snapshot`` records one through
-``probes/recording.py``) or directly from dictionaries (the tests' ``FakeHost``).
-
-The file system behaves like the real one for what probes ask: links are followed component
-by component (``/lib -> usr/lib``), a link whose target is absent is broken, folders list
-what is under them, ``glob`` matches one level like :mod:`glob`. A file recorded without its
-content (``None``: it exists, nobody read it) refuses to be read.
-"""
+"""A recorded machine behind the host seam (``--replay``, the tests): files, links, folders, commands, environment,
+Python and packages in memory. Links are followed component by component, ``glob`` matches one level, and a file
+recorded without its content refuses to be read."""
 
 from __future__ import annotations
 
@@ -18,7 +9,7 @@ import posixpath
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from envcheck.probes.host import Host, RunResult
+from envcheck.probes.host import PYTHON_FIELDS, Host, RunResult
 from envcheck.probes.packages import PackageInfo
 
 CommandAnswer = RunResult | tuple[int, str, str]
@@ -34,11 +25,9 @@ class ReplayHost(Host):
       recorded; an ``OSError`` instance is raised on read (``PermissionError(13, ...)``).
     - ``links``: path -> target (absolute or relative to the link's folder).
     - ``dirs``: folders that exist even if empty; parents of every file and link exist too.
-    - ``commands``: keyed by the argv tuple, by argv[0] as given, or by argv[0]'s base name
-      (tried in that order); values a ``RunResult``, an ``(rc, stdout, stderr)`` tuple or a
-      callable ``argv -> either``. ``runs``: the same, keyed by the run's ``name``
-      (``torch_runtime``), tried first. An unknown command answers ``unknown_command``
-      (``not found`` like a missing binary; a snapshot says it was not captured).
+    - ``commands``: keyed by the argv tuple, argv[0] as given, or its base name (tried in that order); values a
+      ``RunResult``, an ``(rc, stdout, stderr)`` tuple or a callable ``argv -> either``. ``runs``: the same, keyed
+      by the run's ``name`` (``torch_runtime``), tried first. An unknown command answers ``unknown_command``.
     - ``which``: name -> path or None, overriding the search of ``PATH`` in ``environ``.
     - ``disk_free``: bytes free, one number for every existing path or a dict path -> bytes.
     - ``packages``: distribution name -> ``PackageInfo`` (absent: not installed).
@@ -92,23 +81,16 @@ class ReplayHost(Host):
         self.unknown_command = unknown_command
         self.calls: list[tuple[str, ...]] = []
 
-    # ----------------------------------------------------------------- snapshots
-
     @classmethod
     def from_section(cls, section: Mapping[str, Any]) -> ReplayHost:
-        """A host from a snapshot's ``host`` section (see ``envcheck/snapshot.py`` for the format), whose
-        types ``envcheck/snapshot_schema.py`` checked when the snapshot was read."""
+        """A host from a snapshot's ``host`` section (types checked by ``snapshot_schema.py`` when it was read)."""
         files: dict[str, str | None | OSError] = dict(section.get("files") or {})
         for path, err in (section.get("errors") or {}).items():
             files[path] = OSError(int(err.get("errno") or 5), str(err.get("strerror") or "I/O error"), path)
-        commands: dict[tuple[str, ...] | str, CommandSpec] = {}
-        for c in section.get("commands") or []:
-            argv = tuple(str(a) for a in c["argv"])
-            commands[argv] = run_result(argv, c)
-        runs: dict[str, CommandSpec] = {}
-        for name, c in (section.get("runs") or {}).items():
-            argv = tuple(str(a) for a in c.get("argv") or (name,))
-            runs[name] = run_result(argv, c)
+        recorded = [run_result(tuple(map(str, c["argv"])), c) for c in section.get("commands") or []]
+        commands: dict[tuple[str, ...] | str, CommandSpec] = {r.argv: r for r in recorded}
+        runs: dict[str, CommandSpec] = {name: run_result(tuple(map(str, c.get("argv") or (name,))), c)
+                                        for name, c in (section.get("runs") or {}).items()}
         packages = {name: (PackageInfo(name, str(p.get("version") or ""), str(p.get("location") or ""),
                                        tuple(p.get("requires") or ())) if p else None)
                     for name, p in (section.get("packages") or {}).items()}
@@ -125,17 +107,11 @@ class ReplayHost(Host):
             cpu_count=section.get("cpu_count"),
             machine=str(section.get("machine") or ""),
             cwd=str(section.get("cwd") or "/"),
-            python_executable=str(python.get("executable") or ""),
-            python_version=str(python.get("version") or ""),
-            python_prefix=str(python.get("prefix") or ""),
-            base_prefix=str(python.get("base_prefix") or ""),
-            python_include_dir=str(python.get("include_dir") or ""),
+            **{attr: str(python.get(name) or "") for attr, name in PYTHON_FIELDS.items()},
             packages=packages,
             runs=runs,
             unknown_command=NOT_CAPTURED,
         )
-
-    # ----------------------------------------------------------------- paths
 
     def _abs(self, path: str) -> str:
         return posixpath.normpath(posixpath.join(self.cwd, path))
@@ -156,8 +132,6 @@ class ReplayHost(Host):
             current = candidate
         return current
 
-    # ----------------------------------------------------------------- Host API
-
     def _read_text(self, path: str) -> str:
         real = self._resolve(path)
         if real in self.files:
@@ -171,18 +145,19 @@ class ReplayHost(Host):
             raise IsADirectoryError(21, "Is a directory", path)
         raise FileNotFoundError(2, "No such file or directory", path)
 
-    def exists(self, path: str) -> bool:
+    def _real(self, path: str) -> str | None:
+        """``_resolve``, or None for a loop of links."""
         try:
-            real = self._resolve(path)
+            return self._resolve(path)
         except OSError:
-            return False
+            return None
+
+    def exists(self, path: str) -> bool:
+        real = self._real(path)
         return real in self.files or real in self.dirs
 
     def is_dir(self, path: str) -> bool:
-        try:
-            return self._resolve(path) in self.dirs
-        except OSError:
-            return False
+        return self._real(path) in self.dirs
 
     def is_symlink(self, path: str) -> bool:
         return self._abs(path) in self.links
@@ -194,10 +169,7 @@ class ReplayHost(Host):
         return self.links[p]
 
     def realpath(self, path: str) -> str:
-        try:
-            return self._resolve(path)
-        except OSError:
-            return self._abs(path)
+        return self._real(path) or self._abs(path)
 
     def _entries(self) -> set[str]:
         return set(self.files) | set(self.links) | self.dirs
@@ -230,12 +202,9 @@ class ReplayHost(Host):
     def _run(self, args: tuple[str, ...], timeout: float, env: dict[str, str] | None,
              name: str | None) -> RunResult:
         self.calls.append(args)
-        spec: CommandSpec | None = self.runs.get(name) if name else None
-        if spec is None:
-            for key in (args, args[0] if args else "", posixpath.basename(args[0]) if args else ""):
-                if key in self.commands:
-                    spec = self.commands[key]
-                    break
+        keys = (args, args[0], posixpath.basename(args[0])) if args else (args,)
+        spec = (self.runs.get(name) if name else None) or next((self.commands[k] for k in keys if k in self.commands),
+                                                               None)
         if spec is None:
             return RunResult(args, None, error=self.unknown_command)
         answer = spec(args) if callable(spec) else spec
@@ -253,20 +222,14 @@ class ReplayHost(Host):
             return self._which[name]
         if "/" in name:
             return self._abs(name) if self._resolve(name) in self.files else None
-        for d in self.environ.get("PATH", "").split(":"):
-            if d:
-                candidate = posixpath.join(self._abs(d), name)
-                if self.exists(candidate) and not self.is_dir(candidate):
-                    return candidate
-        return None
+        found = (posixpath.join(self._abs(d), name) for d in self.environ.get("PATH", "").split(":") if d)
+        return next((c for c in found if self.exists(c) and not self.is_dir(c)), None)
 
     def package(self, name: str) -> PackageInfo | None:
         return self.packages.get(name)
 
     def has_run(self, name: str) -> bool:
-        """Whether the run ``name`` (``torch_runtime``) can be replayed. A snapshot made from a post
-        that shows no import of torch holds none: that runtime section then reads "not run",
-        not "failed"."""
+        """Whether the run ``name`` (``torch_runtime``) can be replayed; a section without one reads "not run"."""
         return self.unknown_command != NOT_CAPTURED or name in self.runs
 
     def cpu_count(self) -> int | None:

@@ -1,8 +1,4 @@
-"""Section ``system``: operating system, CPU, memory, disk, Python and container.
-
-Everything comes from files under /proc and /etc through the host seam; nothing here
-starts a process, so the section costs a few milliseconds.
-"""
+"""Section ``system``: operating system, CPU, memory, disk, Python and container, from /proc and /etc only."""
 
 from __future__ import annotations
 
@@ -20,8 +16,7 @@ KEYS = (
 
 OS_RELEASE_FILES = ("/etc/os-release", "/usr/lib/os-release")
 
-# Arm CPUs name no model in /proc/cpuinfo, only implementer and part numbers
-# (values from the kernel's arch/arm64/include/asm/cputype.h).
+# Arm CPUs name no model in /proc/cpuinfo, only numbers (the kernel's arch/arm64/include/asm/cputype.h).
 ARM_IMPLEMENTERS = {
     "0x41": "Arm", "0x42": "Broadcom", "0x43": "Cavium", "0x48": "HiSilicon", "0x4e": "NVIDIA",
     "0x51": "Qualcomm", "0x61": "Apple", "0xc0": "Ampere",
@@ -96,11 +91,8 @@ def _cpu_facts(host: Host) -> Facts:
     facts["cpu_cores_logical"] = known(logical) if logical else missing(f"CPU count {why}")
 
     cores = {(b["physical id"], b["core id"]) for b in processors if "physical id" in b and "core id" in b}
-    if cores:
-        facts["cpu_cores_physical"] = known(len(cores))
-    else:
-        # Arm and some hypervisors do not expose the topology in /proc/cpuinfo.
-        facts["cpu_cores_physical"] = missing(f"core topology {why}")
+    # Arm and some hypervisors do not expose the topology in /proc/cpuinfo.
+    facts["cpu_cores_physical"] = known(len(cores)) if cores else missing(f"core topology {why}")
     return facts
 
 
@@ -118,27 +110,23 @@ def _os_facts(host: Host) -> Facts:
         return {"os_name": missing(why), "os_id": missing(why), "os_version": missing(why)}
 
     def pick(*names: str) -> Fact:
-        for n in names:
-            if info.get(n):
-                return known(info[n])
-        return missing(f"os-release has no {names[0]}")
+        value = next((info[n] for n in names if info.get(n)), None)
+        return known(value) if value else missing(f"os-release has no {names[0]}")
 
     name = pick("PRETTY_NAME", "NAME")
     return {"os_name": name, "os_id": pick("ID"), "os_version": pick("VERSION_ID")}
 
 
 def _kernel(host: Host) -> Fact:
-    try:
-        return known(host.read_text("/proc/sys/kernel/osrelease").strip())
-    except OSError:
-        pass
+    release = host.text_or_none("/proc/sys/kernel/osrelease")
+    if release is not None:
+        return known(release.strip())
     try:
         words = host.read_text("/proc/version").split()
     except OSError as e:
         return missing(f"kernel release unreadable ({e.strerror or e})")
-    if len(words) >= 3 and words[:2] == ["Linux", "version"]:
-        return known(words[2])
-    return missing("kernel release not in /proc/version")
+    return known(words[2]) if words[:2] == ["Linux", "version"] and len(words) >= 3 else missing(
+        "kernel release not in /proc/version")
 
 
 def _memory_facts(host: Host) -> Facts:
@@ -188,10 +176,7 @@ def detect_container(host: Host) -> str:
     """``docker``, ``podman``, ``kubernetes``, ``lxc`` or ``none`` (WSL is not a container)."""
     if host.environ.get("KUBERNETES_SERVICE_HOST"):
         return "kubernetes"
-    try:
-        cgroup = host.read_text("/proc/1/cgroup")
-    except OSError:
-        cgroup = ""
+    cgroup = host.text_or_none("/proc/1/cgroup") or ""
     if "kubepods" in cgroup:
         return "kubernetes"
     if host.exists("/run/.containerenv"):
@@ -201,27 +186,13 @@ def detect_container(host: Host) -> str:
     if "lxc" in cgroup:
         return "lxc"
     # systemd writes the container manager's name here (podman, docker, lxc, systemd-nspawn, ...).
-    try:
-        manager = host.read_text("/run/systemd/container").strip()
-    except OSError:
-        manager = ""
+    manager = (host.text_or_none("/run/systemd/container") or "").strip()
     if manager in ("docker", "podman", "lxc"):
         return manager
-    if host.environ.get("container") in ("docker", "podman", "lxc"):
-        return host.environ["container"]
-    return "none"
+    return host.environ["container"] if host.environ.get("container") in ("docker", "podman", "lxc") else "none"
 
 
 def probe_system(host: Host, reports_dir: str = "reports") -> Facts:
-    """Facts of section ``system``; every key in ``KEYS`` is present, none raises."""
-    try:
-        return _probe(host, reports_dir)
-    except Exception as e:  # noqa: BLE001 - a probe records its failure instead of raising
-        why = f"system probe failed ({type(e).__name__}: {e})"
-        return {k: missing(why) for k in KEYS}
-
-
-def _probe(host: Host, reports_dir: str) -> Facts:
     facts: Facts = {}
     facts.update(_os_facts(host))
     facts["kernel"] = _kernel(host)

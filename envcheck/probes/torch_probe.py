@@ -1,9 +1,6 @@
-"""PyTorch: what is installed (package metadata, no import) and what it does at run time (isolated).
-
-``probe_torch`` reads pip's metadata and ``torch/version.py`` as text, so ``envcheck probe``
-stays fast and cannot be crashed by a broken CUDA install. ``probe_torch_runtime`` imports
-torch in a child (``runtime_child``) and runs one tiny GPU op whose answer is checked, because
-``torch.cuda.is_available()`` returning True does not mean kernels run.
+"""PyTorch: what is installed (pip's metadata and ``torch/version.py`` as text: fast, and no broken CUDA can crash
+it) and what it does at run time: imported in a child (``runtime_child``) that runs one GPU op whose answer is
+checked, as ``torch.cuda.is_available()`` being True does not mean kernels run.
 """
 
 from __future__ import annotations
@@ -37,17 +34,12 @@ _TRITON_PIN = re.compile(r"^\s*(?:triton|pytorch-triton(?:-rocm|-xpu)?)\s*==\s*(
 def version_py_value(text: str, name: str) -> str | None:
     """The string assigned to ``name`` in torch/version.py text, or None (unset or ``None``)."""
     m = re.search(_VERSION_PY.format(name=re.escape(name)), text, re.MULTILINE)
-    if not m:
-        return None
-    return m.group(1) if m.group(1) is not None else m.group(2)
+    return None if not m else m.group(1) if m.group(1) is not None else m.group(2)
 
 
 def build_from(version: str, version_py: str | None) -> tuple[str | None, str | None]:
-    """(build, cuda_version): build is ``cuda`` | ``rocm`` | ``cpu``; either None when unknowable.
-
-    The local tag (``+cu130``, ``+cpu``, ``+rocm6.3``) decides when present; a wheel from PyPI
-    has none (``2.5.1`` is a CUDA build on Linux x86_64), so version.py decides then.
-    """
+    """(build, cuda_version): build is ``cuda`` | ``rocm`` | ``cpu``; either None when unknowable. The local tag
+    (``+cu130``, ``+cpu``) decides when present; a PyPI wheel has none, so version.py decides then."""
     cuda = version_py_value(version_py, "cuda") if version_py else None
     hip = version_py_value(version_py, "hip") if version_py else None
     local = version.partition("+")[2].lower()
@@ -72,19 +64,12 @@ def build_from(version: str, version_py: str | None) -> tuple[str | None, str | 
 
 
 def triton_pin(requires: tuple[str, ...]) -> str | None:
-    for line in requires:
-        m = _TRITON_PIN.match(line)
-        if m:
-            return m.group(1)
-    return None
+    return next((m.group(1) for m in map(_TRITON_PIN.match, requires) if m), None)
 
 
 def shadowing_torch(host: Host, installed: str | None) -> str | None:
-    """The ``torch`` package a PYTHONPATH folder puts ahead of the installed one (``installed``:
-    its folder), or None. Python searches PYTHONPATH before site-packages, so a torch source
-    checkout or a stray copy there is what ``import torch`` loads. Only a regular package
-    (``__init__.py``) or a module shadows: a bare ``torch/`` folder is a namespace portion, which
-    loses to the installed package."""
+    """The ``torch`` package a PYTHONPATH folder puts ahead of the installed one (``installed``), or None: a bare
+    ``torch/`` folder (a namespace portion) loses to the installed package, so only a package or module counts."""
     real_installed = host.realpath(installed) if installed else None
     for d in host.environ.get("PYTHONPATH", "").split(":"):
         if not d:
@@ -107,15 +92,13 @@ def probe_torch(host: Host, lookup: Lookup | None = None) -> Facts:
         return {"installed": known(False), **{k: missing(why) for k in TORCH_KEYS if k != "installed"},
                 "shadowed_by": shadow_fact}
     version_py_path = pkg.path("torch", "version.py")
+    version_py: str | None = None
+    vp_reason = ""
     try:
-        version_py: str | None = host.read_text(version_py_path)
+        version_py = host.read_text(version_py_path)
     except OSError as e:
-        version_py = None
         vp_reason = f"cannot read {version_py_path} ({e.strerror or e.__class__.__name__})"
-    else:
-        vp_reason = ""
-    # Wheels from download.pytorch.org may carry a bare "2.11.0" in their metadata while
-    # torch.__version__ (version.py) says "2.11.0+cu130": the latter is what users quote.
+    # A wheel's metadata may say "2.11.0" where torch.__version__ says "2.11.0+cu130", what users quote.
     version = (version_py_value(version_py, "__version__") if version_py else None) or pkg.version
     build, cuda = build_from(version, version_py)
     facts: Facts = {
@@ -138,8 +121,6 @@ def probe_torch(host: Host, lookup: Lookup | None = None) -> Facts:
     facts["shadowed_by"] = shadow_fact
     return facts
 
-
-# --------------------------------------------------------------------------- runtime (isolated)
 
 def runtime_child(args: object, out: Any) -> None:
     """In the child: import torch, read CUDA's view, run one op whose answer is known. Reports in stages, so a
@@ -200,7 +181,6 @@ def _fact(data: dict[str, Any], key: str, reason: str) -> Any:
 
 
 def runtime_facts(iso: Isolated) -> Facts:
-    """Facts of the ``torch_runtime`` section from what the isolated child did."""
     data = iso.data or {}
     error_text = data.get("error") or iso.error
     if not data.get("import_ok"):
@@ -228,15 +208,13 @@ def runtime_facts(iso: Isolated) -> Facts:
         if not data["smoke_ok"] and not error_text:
             error_text = f"smoke op gave {data.get('smoke_value')!r}, expected {data.get('smoke_expected')!r}"
     elif data.get("cuda_available") is False and not error_text:
-        facts["smoke_ok"] = missing(NO_CUDA_DEVICE)
-        facts["smoke_s"] = missing(NO_CUDA_DEVICE)
+        facts["smoke_ok"] = facts["smoke_s"] = missing(NO_CUDA_DEVICE)
     elif data.get("cuda_available") and error_text:
         # CUDA was reported available, then device properties or the op failed or crashed.
         facts["smoke_ok"] = known(False)
         facts["smoke_s"] = missing(why)
     else:
-        facts["smoke_ok"] = missing(why)
-        facts["smoke_s"] = missing(why)
+        facts["smoke_ok"] = facts["smoke_s"] = missing(why)
     facts.update(isolate.error_facts(error_text, iso))
     return facts
 

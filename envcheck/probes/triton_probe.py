@@ -1,8 +1,6 @@
-"""Triton: what is installed (metadata, its ptxas) and whether a kernel compiles and runs (isolated).
-
-Triton turns PTX into a cubin with a ``ptxas`` it ships (or the one ``TRITON_PTXAS_PATH``
-names): that ptxas, not the CUDA toolkit, decides which GPU architectures Triton can
-target. Since Triton 3.3 a second one, ``ptxas-blackwell``, serves sm_100 and newer.
+"""Triton: what is installed (metadata, its ptxas) and whether a kernel compiles and runs (isolated). The ptxas
+Triton ships (or ``TRITON_PTXAS_PATH`` names), not the CUDA toolkit, decides which GPUs it can target; since
+Triton 3.3 a second one, ``ptxas-blackwell``, serves sm_100 and newer.
 """
 
 from __future__ import annotations
@@ -22,8 +20,7 @@ RUNTIME_KEYS = ("smoke_ok", "compile_s", "run_ok", "run_s", "error", "output_tai
 NO_GPU = reasons.TRITON_NO_GPU
 PTXAS_TIMEOUT_S = 10.0
 
-# Highest sm_XX each CUDA release's ptxas can target (CUDA Toolkit release notes):
-# 11.1 added sm_86, 11.8 sm_89/sm_90, 12.8 sm_100/sm_101/sm_120, 12.9 sm_103/sm_121.
+# Highest sm_XX each CUDA release's ptxas can target (CUDA Toolkit release notes).
 PTXAS_MAX_SM: tuple[tuple[tuple[int, int], int], ...] = (
     ((10, 0), 75),
     ((11, 0), 80),
@@ -44,31 +41,20 @@ def ptxas_max_sm(release: str) -> int | None:
     if not m:
         return None
     ver = (int(m.group(1)), int(m.group(2)))
-    best = None
-    for since, sm in PTXAS_MAX_SM:
-        if ver >= since:
-            best = sm
-    return best
+    return next((sm for since, sm in reversed(PTXAS_MAX_SM) if ver >= since), None)
 
 
 def parse_ptxas_version(text: str) -> str | None:
     """``12.8.93`` from ``ptxas --version`` output ("Cuda compilation tools, release 12.8, V12.8.93")."""
     m = _RELEASE.search(text)
-    if not m:
-        return None
-    return m.group(3) or f"{m.group(1)}.{m.group(2)}"
+    return (m.group(3) or f"{m.group(1)}.{m.group(2)}") if m else None
 
 
 def _ptxas_facts(host: Host, env_var: str, bundled: str, prefix: str, path_fallback: bool) -> Facts:
     """``<prefix>_path``, ``_version``, ``_max_sm`` of the ptxas Triton will pick: $env_var, bundled, PATH."""
-    chosen: str | None = None
     override = host.environ.get(env_var)
-    if override and host.exists(override):
-        chosen = override
-    elif host.exists(bundled):
-        chosen = bundled
-    elif path_fallback:
-        chosen = host.which("ptxas")
+    chosen = (override if override and host.exists(override) else bundled if host.exists(bundled)
+              else host.which("ptxas") if path_fallback else None)
     if not chosen:
         why = f"no ptxas: {env_var} unset and none bundled at {bundled}"
         return {f"{prefix}_path": missing(why), f"{prefix}_version": missing(why), f"{prefix}_max_sm": missing(why)}
@@ -77,8 +63,7 @@ def _ptxas_facts(host: Host, env_var: str, bundled: str, prefix: str, path_fallb
     version = parse_ptxas_version(res.stdout) if res.ok else None
     if version is None:
         why = res.describe() if not res.ok else "unrecognised `ptxas --version` output"
-        facts[f"{prefix}_version"] = missing(why)
-        facts[f"{prefix}_max_sm"] = missing(why)
+        facts[f"{prefix}_version"] = facts[f"{prefix}_max_sm"] = missing(why)
         return facts
     facts[f"{prefix}_version"] = known(version)
     sm = ptxas_max_sm(version)
@@ -108,15 +93,11 @@ def probe_triton(host: Host, lookup: Lookup | None = None) -> Facts:
                                   path_fallback=False))
     else:
         why = "this Triton uses one ptxas for every architecture"
-        for k in ("ptxas_blackwell_path", "ptxas_blackwell_version", "ptxas_blackwell_max_sm"):
-            facts[k] = missing(why)
+        facts.update({f"ptxas_blackwell_{k}": missing(why) for k in ("path", "version", "max_sm")})
     return facts
 
 
-# --------------------------------------------------------------------------- runtime (isolated)
-
-# Written to a file and imported after TRITON_CACHE_DIR is set: a private cache makes the first call
-# a real compile (a warm ~/.triton cache would hide a broken compiler).
+# Written to a file and imported after TRITON_CACHE_DIR is set: a private cache makes the first call a real compile.
 KERNEL_SOURCE = '''
 import triton
 import triton.language as tl
@@ -191,7 +172,6 @@ def runtime_child(args: object, out: Any) -> None:
 
 
 def runtime_facts(iso: Isolated) -> Facts:
-    """Facts of the ``triton_runtime`` section from what the isolated child did."""
     data: dict[str, Any] = iso.data or {}
     error_text = data.get("error") or iso.error
     if data.get("cuda") is False and not error_text:

@@ -1,11 +1,6 @@
-"""Section ``wsl``: WSL version and the state of the GPU bridge from Windows.
-
-Under WSL2 the GPU driver lives on Windows. Its Linux side is /dev/dxg plus the libraries
-Windows mounts read-only at /usr/lib/wsl/lib (libcuda.so.1, libnvidia-ml.so.1, ...). CUDA
-breaks when the loader cannot reach that folder, or when a Linux NVIDIA driver installed
-inside the distribution shadows those libraries. This probe records evidence only; the
-checks turn it into verdicts and fixes (the researched fixes are kept below).
-"""
+"""Section ``wsl``: the WSL version and the GPU bridge from Windows (/dev/dxg and the driver's libraries in
+/usr/lib/wsl/lib). CUDA breaks when the loader cannot reach them or a Linux driver inside shadows them; this probe
+records the evidence, the checks judge it."""
 
 from __future__ import annotations
 
@@ -25,8 +20,7 @@ KEYS = (
 NOT_WSL = reasons.NOT_WSL
 DXG = "/dev/dxg"
 DPKG_TIMEOUT_S = 5.0
-# Linux driver packages that must not be installed inside WSL2 (Ubuntu/Debian names); nvidia-utils-*
-# brings a Linux nvidia-smi and, through libnvidia-compute-*, a Linux libnvidia-ml.so.1.
+# Linux driver packages that must not be installed inside WSL2 (Ubuntu/Debian names).
 DRIVER_PACKAGE_PATTERNS = ("nvidia-driver-*", "libnvidia-compute-*", "nvidia-utils-*")
 # The driver libraries CUDA programs and NVML load by soname; each must come from WSL_LIB_DIR.
 DRIVER_SONAMES = ("libcuda.so.1", "libnvidia-ml.so.1")
@@ -36,31 +30,16 @@ _WSL1_KERNEL = re.compile(r"(?<!\d)\d+\.\d+\.\d+-\d+-Microsoft\b")
 
 
 def wsl_version(osrelease: str, proc_version: str, host: Host) -> int | None:
-    """1 or 2 under WSL, None otherwise.
-
-    WSL2 kernels say ``...-microsoft-standard-WSL2`` (``-microsoft-standard`` before 5.10);
-    WSL1 fakes a ``4.4.0-19041-Microsoft`` kernel. A custom WSL2 kernel may say neither,
-    so the interop hooks WSL sets up are the last resort (WSL1 cannot run custom kernels).
-    """
+    """1 or 2 under WSL, None otherwise. WSL2 kernels say ``-microsoft-standard(-WSL2)``, WSL1 fakes
+    ``4.4.0-19041-Microsoft``; a custom WSL2 kernel may say neither, so WSL's interop hooks are the last resort."""
     text = f"{osrelease[:4096]} {proc_version[:4096]}"  # a kernel's strings: a few hundred characters
     lower = text.lower()
     if "microsoft-standard" in lower or "wsl2" in lower:
         return 2
     if _WSL1_KERNEL.search(text):
         return 1
-    if "microsoft" in lower:
-        return 2
-    if host.environ.get("WSL_INTEROP") or host.environ.get("WSL_DISTRO_NAME") or host.exists(
-            "/proc/sys/fs/binfmt_misc/WSLInterop"):
-        return 2
-    return None
-
-
-def _read(host: Host, path: str) -> str:
-    try:
-        return host.read_text(path)
-    except OSError:
-        return ""
+    interop = host.environ.get("WSL_INTEROP") or host.environ.get("WSL_DISTRO_NAME")
+    return 2 if "microsoft" in lower or interop or host.exists("/proc/sys/fs/binfmt_misc/WSLInterop") else None
 
 
 def _unique_dirs(host: Host, dirs: tuple[str, ...]) -> list[str]:
@@ -125,18 +104,10 @@ def _linux_driver_evidence(host: Host, std_dirs: list[str], packages: list[str])
 
 
 def parse_dpkg_installed(text: str) -> list[str]:
-    """Installed package names from ``dpkg-query -W -f='${Package}\\t${db:Status-Abbrev}\\n'``.
-
-    dpkg also lists packages it merely knows of: the second letter (the status) ``n`` (not
-    installed) or ``c`` (config files left after a removal). Every other status (installed,
-    unpacked, half-configured, awaiting triggers) means the files are on disk.
-    """
-    names = []
-    for line in text.splitlines():
-        name, _, status = line.partition("\t")
-        if name.strip() and len(status) >= 2 and status[1] not in "nc ":
-            names.append(name.strip())
-    return names
+    """Installed package names from ``dpkg-query -W -f='${Package}\\t${db:Status-Abbrev}\\n'``: a status letter
+    ``n`` (not installed) or ``c`` (config files left) means no files on disk; every other one means some."""
+    rows = (line.partition("\t") for line in text.splitlines())
+    return [name.strip() for name, _, status in rows if name.strip() and len(status) >= 2 and status[1] not in "nc "]
 
 
 def _driver_packages(host: Host) -> list[str]:
@@ -148,19 +119,14 @@ def _driver_packages(host: Host) -> list[str]:
     # dpkg-query exits 1 when a pattern matches nothing, yet still lists the others.
     if result.returncode not in (0, 1):
         return []
-    # dpkg-query lists only what the patterns match; filtering again keeps the evidence
-    # about drivers whatever a wrapper or an older dpkg prints.
+    # Filtered again: a wrapper or an older dpkg may print more than the patterns match.
     return [name for name in parse_dpkg_installed(result.stdout)
             if any(fnmatch.fnmatchcase(name, pattern) for pattern in DRIVER_PACKAGE_PATTERNS)]
 
 
 def _loader_shadows(host: Host) -> Fact:
-    """Driver libraries that LD_LIBRARY_PATH makes the loader find before the Windows driver's.
-
-    The loader searches LD_LIBRARY_PATH before its cache, so a folder there holding another
-    libcuda.so.1 or libnvidia-ml.so.1 (a Linux driver's, a CUDA stub) wins over /usr/lib/wsl/lib
-    even when the cache is right: nvidia-smi then fails to talk to the driver (microsoft/WSL#9099).
-    """
+    """Driver libraries that LD_LIBRARY_PATH (searched before the loader's cache) makes the loader find before the
+    Windows driver's: nvidia-smi then fails to talk to the driver (microsoft/WSL#9099)."""
     found = []
     for soname in DRIVER_SONAMES:
         for d in ld_library_path_dirs(host):
@@ -174,9 +140,8 @@ def _loader_shadows(host: Host) -> Fact:
 
 
 def _nvidia_smi(host: Host) -> tuple[Fact, Fact]:
-    """Where nvidia-smi is, and whether PATH finds it. The Windows driver puts it in
-    /usr/lib/wsl/lib, which WSL adds to PATH only for the shell it starts itself: root (sudo's
-    secure_path) and SSH sessions do not get it (microsoft/WSL#8794, #9185)."""
+    """Where nvidia-smi is, and whether PATH finds it: WSL adds /usr/lib/wsl/lib to PATH only for the shell it
+    starts, not for sudo's or SSH sessions (microsoft/WSL#8794, #9185)."""
     on_path = host.which("nvidia-smi")
     if on_path:
         return known(on_path), known(True)
@@ -196,20 +161,9 @@ def _loader_reaches_wsl_lib(host: Host, cache: LdCache) -> Fact:
 
 
 def probe_wsl(host: Host, cache: LdCache | None = None) -> Facts:
-    """Facts of section ``wsl``; every key in ``KEYS`` is present, none raises.
-
-    Off WSL every key but ``is_wsl`` is missing("not WSL") and nothing is run.
-    ``cache``: the loader cache when the caller already read it (saves one ``ldconfig -p``).
-    """
-    try:
-        return _probe(host, cache)
-    except Exception as e:  # noqa: BLE001 - a probe records its failure instead of raising
-        why = f"wsl probe failed ({type(e).__name__}: {e})"
-        return {k: missing(why) for k in KEYS}
-
-
-def _probe(host: Host, cache: LdCache | None) -> Facts:
-    version = wsl_version(_read(host, "/proc/sys/kernel/osrelease"), _read(host, "/proc/version"), host)
+    """Facts of section ``wsl`` (off WSL, ``is_wsl`` only). ``cache``: the loader cache when the caller read it."""
+    version = wsl_version(host.text_or_none("/proc/sys/kernel/osrelease") or "",
+                          host.text_or_none("/proc/version") or "", host)
     if version is None:
         return {"is_wsl": known(False), **{k: missing(NOT_WSL) for k in KEYS[1:]}}
     distro = host.environ.get("WSL_DISTRO_NAME")
