@@ -162,8 +162,8 @@ def checked_call(fn: Callable[[], Any], out: Any) -> tuple[Any, bool]:
     if out is not None:
         poison(out)
     result = fn()
-    if out is not None and not isinstance(result, tuple) and (result.data_ptr(), result.shape) == (out.data_ptr(),
-                                                                                                 out.shape):
+    same = out is not None and not isinstance(result, tuple) and result.data_ptr() == out.data_ptr()
+    if same and result.shape == out.shape:
         return result, True
     ptrs = [_poisoned(t) for t in _parts(result)]  # no name left holding a block: freed below
     del result
