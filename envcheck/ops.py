@@ -1,23 +1,12 @@
 """The benchmarked ops as data: the one registry of what each op is and what one call costs.
 
-Everything that depends on the op alone lives here, once: its shapes, whether it is judged on
-bandwidth or on FLOP/s, the bytes and FLOPs one call must move and do (the *minimum* a correct
-implementation moves: every input read once, every output written once, so bytes / time holds
-against the DRAM ceiling), the device memory a group of its cases needs, its outputs, the length of
-their accumulations and the roundings of its arithmetic (what its error grows with: docs/judge.md).
-Plain Python, no torch: the parent process and the analysis read it freely.
-
-Shapes: ``(n,)`` for vector_add and relu; ``(rows, cols)`` for softmax, row_sum, layer_norm and
-softmax_fwbw (over ``cols``); ``(M, N, K)`` for matmul (a is M x K, b is K x N) and linear_fwbw (x is
-M x K, W is N x K, y = x W^T); ``(a, b, c)`` for the reductions, by sum or max over every axis
-(``*_all``), the inner one (``*_inner``) or the two leading ones (``*_lead``); ``(N, C, H, W, K, R,
-stride)`` for conv2d (NCHW, K filters of C x R x R, padding R // 2). A forward + backward op's output
-is its forward output and gradients, each judged on its own (``outputs``): softmax's y over dx,
-linear's y, dx and dW flattened; its forward output counts in the traffic (``forward_elements``).
-
-A user's op (``envcheck bench FILE.py``) is an ``OpSpec`` of family ``declared``, carrying what its
-author declared (``Declared``); it travels in the report (``Bench.ops``), and ``lookup`` finds a
-built-in op here or a declared one there.
+Per op, once: its shapes, whether it is judged on bandwidth or FLOP/s, the minimum bytes and FLOPs of one call
+(every input read once, every output written once, so bytes / time holds against the DRAM ceiling), the memory
+a group of its cases needs, its outputs, their accumulation lengths and roundings (docs/judge.md). Plain
+Python, no torch. Shapes: ``(n,)`` for the vector ops; ``(rows, cols)`` for the row ops (over ``cols``);
+``(M, N, K)`` for matmul and linear_fwbw (x is M x K, W is N x K); ``(a, b, c)`` for the reductions over every
+axis, the inner one or the two leading ones; ``(N, C, H, W, K, R, stride)`` for conv2d (NCHW, padding R // 2).
+A user's op (``envcheck bench``) is an ``OpSpec`` of family ``declared``, carried in the report's ``Bench.ops``.
 """
 
 from __future__ import annotations
@@ -35,29 +24,16 @@ ITEMSIZE: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2}
 IMPLS: tuple[str, ...] = ("torch", "triton", "compile", "jax")
 UNIT_ROUNDOFF: dict[str, float] = {"fp32": 2.0**-24, "tf32": 2.0**-11, "fp16": 2.0**-11, "bf16": 2.0**-8}
 
-# Roundings in the compute precision per output element, beyond accumulation and storage:
-# softmax's subtraction, exp (a few ulp with the fast exp2 GPUs use) and division; layer norm's
-# subtraction, rsqrt, scale, weight and bias; softmax_fwbw's softmax, then y dy, dy - sum and
-# the product with y; a TF32 matmul rounds both inputs, an IEEE one each product. A sum's
-# roundings are its accumulation; a max is exact.
+# Roundings in the compute precision per output element beyond accumulation and storage (softmax: subtract,
+# exp, divide; a TF32 matmul rounds both inputs, an IEEE one each product; a max is exact): docs/judge.md.
 _ROUNDINGS = {"softmax": 8, "layer_norm": 6, "softmax_fwbw": 12, "fp32": 1, "tf32": 2}
-# Intermediates rounded to the case's dtype: autograd keeps softmax's y in fp16/bf16 and the
-# backward reads it; an implementation working in the storage dtype (PyTorch on the CPU) also
-# rounds y dy, its row sum and dy minus it.
+# Intermediates rounded to the case's dtype: autograd keeps softmax's y in fp16/bf16 for the backward.
 _STORED = {"softmax_fwbw": 4}
+# FLOPs per element read (exp counted as one, as roofline models do); 1 for the ops not listed.
+FLOPS_PER_ELEMENT = {"softmax": 5, "layer_norm": 7, "softmax_fwbw": 9}
 
-# FLOPs per element of softmax: max (1 compare), subtract the max (1), exp (1), sum (1 add),
-# divide by the sum (1). Exp is counted as one operation, as roofline models usually do.
-SOFTMAX_FLOPS_PER_ELEMENT = 5
-
-# layer_norm per element: mean (1), subtract (1), square and add (2), scale by rstd (1), weight
-# and bias (2). softmax_fwbw adds to softmax's 5 the backward y * dy (1), its row sum (1),
-# dy - sum (1) and the product with y (1). Informational: both are judged on bandwidth.
-LAYER_NORM_FLOPS_PER_ELEMENT = 7
-SOFTMAX_FWBW_FLOPS_PER_ELEMENT = 9
-
-# The float64 reference is compared in chunks of at most this many elements: a 2^28-element
-# vector would need 2 GiB per float64 copy, more than a smaller GPU can spare beside the case.
+# The float64 reference is compared in chunks of at most this many elements: a 2^28-element vector would need
+# 2 GiB per float64 copy, more than a smaller GPU can spare beside the case.
 REFERENCE_CHUNK_ELEMENTS = 1 << 24
 
 
@@ -71,9 +47,8 @@ class Traffic:
 
 @dataclass(frozen=True)
 class Cost:
-    """What one call of a declared op moves and computes at one (shape, dtype), as its author
-    declared it (``accumulation``: terms summed into one output element, what the rounding
-    error of a correct implementation grows with)."""
+    """What one call of a declared op moves and computes at one (shape, dtype), as declared; ``accumulation``:
+    terms summed into one output element (what a correct implementation's rounding error grows with)."""
 
     shape: tuple[Int, ...]
     dtype: str
@@ -84,21 +59,18 @@ class Cost:
     def __post_init__(self) -> None:
         if not isinstance(self.shape, tuple):
             object.__setattr__(self, "shape", tuple(self.shape))
-        if not self.shape or any(not _positive_int(d) for d in self.shape):
+        if not self.shape or any(not _int_from(d, 1) for d in self.shape):
             raise ValueError(f"a declared shape needs positive integers, got {self.shape}")
         if self.dtype not in ITEMSIZE:
             raise ValueError(f"unknown dtype {self.dtype!r} (known: {', '.join(ITEMSIZE)})")
-        if not (_positive_int(self.bytes) and _non_negative_int(self.flops) and _positive_int(self.accumulation)):
+        if not (_int_from(self.bytes, 1) and _int_from(self.flops, 0) and _int_from(self.accumulation, 1)):
             raise ValueError("bytes and accumulation must be positive integers, flops a non-negative integer")
 
 
 @dataclass(frozen=True)
 class Declared:
-    """What a user declared of their own op: its implementations (names they chose), which one
-    speedups and the relative accuracy judge compare with (``baseline``), the roundings in the
-    compute precision each output element goes through beyond accumulation and storage (as
-    analysis/tolerance.py counts them for the built-in ops), and its cost at each declared
-    (shape, dtype)."""
+    """A user's op: its implementations, the ``baseline`` speedups and relative errors compare with, the
+    roundings per output element beyond accumulation and storage, and its cost at each (shape, dtype)."""
 
     impls: tuple[str, ...]
     baseline: str
@@ -114,33 +86,28 @@ class Declared:
             raise ValueError("a declared op needs at least one (shape, dtype) cost")
         if len({(c.shape, c.dtype) for c in self.costs}) != len(self.costs):
             raise ValueError("each (shape, dtype) of a declared op is declared once")
-        if not _non_negative_int(self.roundings):
+        if not _int_from(self.roundings, 0):
             raise ValueError("roundings must be a non-negative integer")
 
     def cost(self, shape: tuple[int, ...], dtype: str) -> Cost | None:
         return next((c for c in self.costs if c.shape == tuple(shape) and c.dtype == dtype), None)
 
 
-def _positive_int(x: object) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and x > 0
-
-
-def _non_negative_int(x: object) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+def _int_from(x: object, low: int) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= low
 
 
 def valid_name(name: object) -> bool:
-    """Names a user gives an op or an implementation: what a report, a file name and every
-    output format carry without escaping surprises (at most 64 of letters, digits and _.-)."""
+    """A name a user gives an op or an implementation: at most 64 of letters, digits and _.- (what a report, a
+    file name and every output format carry without escaping surprises)."""
     return isinstance(name, str) and 0 < len(name) <= 64 and all(ch.isascii() and (ch.isalnum() or ch in "_.-")
                                                                    for ch in name)
 
 
 @dataclass(frozen=True)
 class OpSpec:
-    """What one op is. ``family`` groups ops that take the same shapes (and the same sizes on
-    the command line): ``vector`` (n,), ``rows`` (rows, cols), ``matmul`` (M, N, K), and
-    ``declared`` for a user's op, whose costs are its ``declared`` table (rank 0: any)."""
+    """What one op is. ``family`` groups ops that take the same shapes: ``vector`` (n,), ``rows`` (rows, cols),
+    ``matmul`` (M, N, K), ``reduce``, ``conv``, and ``declared`` for a user's op (rank 0: any)."""
 
     name: str
     family: str
@@ -153,7 +120,6 @@ class OpSpec:
 
     @property
     def impls(self) -> tuple[str, ...]:
-        """The implementations the op may have."""
         return self.declared.impls if self.declared is not None else IMPLS
 
     @property
@@ -166,7 +132,8 @@ class OpSpec:
             if not any(c.shape == tuple(shape) for c in self.declared.costs):
                 raise ValueError(f"{self.name} declares no case of shape {tuple(shape)}")
             return
-        self._check_rank(shape)
+        if len(shape) != self.rank or any(not isinstance(d, int) or isinstance(d, bool) or d <= 0 for d in shape):
+            raise ValueError(f"{self.name} needs a shape of {self.rank} positive integer(s), got {tuple(shape)}")
         if self.family == "conv" and shape[6] > shape[5]:
             raise ValueError(f"{self.name} needs a stride no larger than the kernel, got {tuple(shape)}")
 
@@ -175,10 +142,6 @@ class OpSpec:
         _, _, h, w, _, r, stride = shape
         pad = r // 2
         return (h + 2 * pad - r) // stride + 1, (w + 2 * pad - r) // stride + 1
-
-    def _check_rank(self, shape: tuple[int, ...]) -> None:
-        if len(shape) != self.rank or any(not isinstance(d, int) or isinstance(d, bool) or d <= 0 for d in shape):
-            raise ValueError(f"{self.name} needs a shape of {self.rank} positive integer(s), got {tuple(shape)}")
 
     def output_elements(self, shape: tuple[int, ...]) -> int:
         if self.family == "vector":
@@ -208,15 +171,12 @@ class OpSpec:
         return self.inputs * math.prod(shape)
 
     def forward_elements(self, shape: tuple[int, ...]) -> int:
-        """Elements of the forward output a forward + backward op also writes (autograd keeps
-        it for the backward pass): y of softmax, y = x W^T of linear; 0 for the other ops."""
-        if not self.backward:
-            return 0
-        return shape[0] * shape[1]
+        """Elements of the forward output a forward + backward op also writes (autograd keeps it for the
+        backward): softmax's y, linear's y = x W^T; 0 for the other ops."""
+        return shape[0] * shape[1] if self.backward else 0
 
     def traffic(self, shape: tuple[int, ...], dtype: str) -> Traffic:
-        """Bytes and FLOPs of one call at ``shape`` in ``dtype`` (a shape a Case or a planned
-        case accepted: they check it, once, where they are made)."""
+        """Bytes and FLOPs of one call at ``shape`` in ``dtype`` (a shape checked where its case was made)."""
         if self.declared is not None:
             cost = self._cost(shape, dtype)
             return Traffic(cost.bytes, cost.flops)
@@ -228,41 +188,32 @@ class OpSpec:
         elif self.family == "conv":
             _, c, _, _, _, r, _ = shape
             flops = 2 * self.output_elements(shape) * c * r * r
-        elif self.name == "softmax":
-            flops = SOFTMAX_FLOPS_PER_ELEMENT * math.prod(shape)
-        elif self.name == "softmax_fwbw":
-            flops = SOFTMAX_FWBW_FLOPS_PER_ELEMENT * math.prod(shape)
-        elif self.name == "layer_norm":
-            flops = LAYER_NORM_FLOPS_PER_ELEMENT * math.prod(shape)
-        else:
-            flops = math.prod(shape)  # one add or one max per element read
+        else:  # one add or one max per element read, or the op's count
+            flops = FLOPS_PER_ELEMENT.get(self.name, 1) * math.prod(shape)
         return Traffic(nbytes, flops)
 
     def working_set_bytes(self, shape: tuple[int, ...], dtype: str) -> int:
-        """Bytes of the tensors one call touches (inputs + output): what could sit in L2.
-        Every byte is touched once per call, so it equals the traffic."""
+        """Bytes of the tensors one call touches (what could sit in L2): each once per call, so the traffic."""
         return self.traffic(shape, dtype).bytes
 
     def compute_precision(self, dtype: str, precision: str) -> str:
-        """The arithmetic actually used: TF32 only for fp32 matmuls asked to use it; element-wise
-        and reduction ops compute fp16/bf16 inputs in fp32 (PyTorch and our kernels upcast)."""
+        """The arithmetic actually used: TF32 only for fp32 matmuls asked to use it; element-wise and reduction
+        ops compute fp16/bf16 inputs in fp32 (PyTorch and our kernels upcast)."""
         if self.compute_bound:
             return precision
         return "fp32" if dtype in ("fp16", "bf16") else dtype
 
     def roundings(self, precision: str, output: str = "") -> tuple[int, int]:
-        """(roundings in the compute precision per element of ``output`` beyond accumulation and
-        storage, intermediates stored in the case's dtype); a forward + backward op's y is
-        rounded as its forward op's output."""
+        """(roundings in the compute precision per element of ``output`` beyond accumulation and storage,
+        intermediates stored in the case's dtype); a forward + backward op's y counts as its forward op's."""
         if self.declared is not None:
             return self.declared.roundings, 0
         name = "softmax" if output == "y" and self.name == "softmax_fwbw" else self.name
         return _ROUNDINGS.get(precision if self.compute_bound else name, 0), _STORED.get(name, 0)
 
     def outputs(self, shape: tuple[int, ...]) -> tuple[tuple[str, int], ...]:
-        """The outputs judged apart, each with its accumulation length: linear_fwbw's y = x W^T
-        (sums over K), dx = dy W (over N) and dW = dy^T x (over M); softmax_fwbw's y and dx
-        (each over a row); one unnamed output for every other op."""
+        """The outputs judged apart, each with its accumulation length: linear_fwbw's y = x W^T (over K),
+        dx = dy W (over N), dW = dy^T x (over M); softmax_fwbw's y and dx (a row); one unnamed output else."""
         if self.backward and self.family == "matmul":
             m, n, k = shape
             return (("y", k), ("dx", n), ("dW", m))
@@ -271,9 +222,8 @@ class OpSpec:
         return (("", self.accumulation(shape)),)
 
     def accumulation(self, shape: tuple[int, ...]) -> int:
-        """Terms summed into one output element: matmul's K, the row length of softmax and
-        row_sum, 1 for element-wise ops (a declared op: what its author declared, the longest
-        over its dtypes). Rounding error grows with it."""
+        """Terms summed into one output element, what rounding error grows with (a declared op: the longest
+        its author declared over its dtypes)."""
         if self.declared is not None:
             return max(c.accumulation for c in self.declared.costs if c.shape == tuple(shape))
         if self.family == "matmul":
@@ -290,17 +240,11 @@ class OpSpec:
         return 1
 
     def memory_needed_bytes(self, shape: tuple[int, ...], dtype: str) -> int:
-        """Device memory one group of cases (same op, dtype, shape) needs at its peak.
-
-        Inputs and the preallocated output, a second output for implementations that
-        allocate their own (softmax in torch, torch.compile), and the float64 reference
-        chunk with the float64 copies of the inputs it is computed from (bounded by
-        ``REFERENCE_CHUNK_ELEMENTS``; matmul also holds ``b`` in float64 whole, and the
-        magnitude reference |a||b| beside it).
-        """
+        """Device memory one group of cases (same op, dtype, shape) needs at its peak: inputs and output, a
+        second output for implementations that allocate their own, and the float64 reference chunk with the
+        float64 copies of the inputs it is computed from (matmul also holds ``b`` and |b| whole)."""
         if self.declared is not None:
-            # Unknown layout: the inputs and outputs, again for a second output, and float64
-            # copies of them for the reference (4x an fp16 output's bytes).
+            # Unknown layout: inputs and outputs, again for a second output, float64 copies for the reference.
             return 4 * self._cost(shape, dtype).bytes
         size = ITEMSIZE[dtype]
         ws = self.working_set_bytes(shape, dtype)
@@ -311,8 +255,7 @@ class OpSpec:
             _, n, k = shape
             ref += 2 * 8 * k * n
         elif self.backward or self.family in ("conv", "reduce") or self.name == "layer_norm":
-            # The new ops' references hold float64 copies of the inputs (and their absolute
-            # values) and of the forward output whole.
+            # These references hold float64 copies of the inputs (and |inputs|) and of the forward output whole.
             ref += 2 * 8 * (self.input_elements(shape) + self.forward_elements(shape))
         return ws + out + ref
 
@@ -363,15 +306,13 @@ NATIVE_IMPLS = ("torch", "compile", "jax")
 
 
 def interpreted(interpret: bool, backend: str, impl: str, baseline: str) -> bool:
-    """Whether ``impl`` runs in Triton's interpreter: ``run --interpret`` (or ``envcheck bench`` under
-    ``TRITON_INTERPRET=1``) on the CPU, neither its op's baseline nor a native implementation (a user's
-    implementation may hold a Triton kernel under any name). Such a kernel is checked, never timed."""
+    """Whether ``impl`` runs in Triton's interpreter (checked, never timed): ``--interpret`` (or ``envcheck
+    bench`` under ``TRITON_INTERPRET=1``) on the CPU, neither its op's baseline nor a native implementation."""
     return interpret and backend != "cuda" and impl != baseline and impl not in NATIVE_IMPLS
 
 
 def lookup(op: str, declared: Iterable[OpSpec] = ()) -> OpSpec:
-    """The spec of ``op``: a built-in one, else one of the ``declared`` ops (a report's
-    ``Bench.ops``); ValueError if neither has it."""
+    """The spec of ``op``: a built-in one, else one of the ``declared`` ops (a report's ``Bench.ops``)."""
     if op in OPS:
         return OPS[op]
     for s in declared:
@@ -384,9 +325,9 @@ def variant(dtype: str, precision: str) -> str:
     """``fp32``, or ``fp32/tf32`` when the arithmetic differs from the dtype: the one short form."""
     return dtype if precision == dtype else f"{dtype}/{precision}"
 
-# What runs without --ops: the machine-health suite. The first users' workloads (issue 22)
-# run when named, one by one or as the group ``workloads``: they would triple the default suite's
-# cases and time. Ops named replace the default ones; the group ``default`` names them (``default,workloads``).
+
+# What runs without --ops: the machine-health suite; the workloads run when named (they would triple its
+# time). Ops named replace the default ones; the group ``default`` names them (``default,workloads``).
 DEFAULT_OPS: tuple[str, ...] = ("vector_add", "relu", "matmul", "softmax", "row_sum")
 OP_GROUPS: dict[str, tuple[str, ...]] = {"default": DEFAULT_OPS,
                                          "workloads": tuple(op for op in OP_NAMES if op not in DEFAULT_OPS)}

@@ -1,28 +1,25 @@
 """How far an output is from its float64 reference: statistics only, no verdict (docs/judge.md).
 
-Every output is compared, chunk by chunk along its first dimension (a 2^28-element vector never
-needs its float64 output whole), with the op computed in float64 from the same rounded inputs and
-with its magnitude (the op on the inputs' absolute values: the scale an element's rounding error
-grows with, floored at the dtype's smallest normal, so no element is divided by zero). The
-statistics are ``model.Accuracy``'s; non-finite outputs count as zeros in them and apart. An op
-with several outputs gets each its own statistics (``Tally.outputs``).
-
-Every output is NaN-poisoned before its checked call (``checked_call``); an implementation that
-allocates its own output is called twice, the first result poisoned and freed, and whether the
-allocator handed its block back to the checked call is verified by the pointer (``poisoned``). One
-returning several tensors (autograd's) has each poisoned so, joined as ``make_output`` lays them.
+Each output is compared chunk by chunk along its first dimension (reference_ops.py) with the op in float64 on
+the same rounded inputs and with its magnitude (the op on |inputs|, floored at the dtype's smallest normal);
+non-finite outputs count as zeros, and apart. Every output is NaN-poisoned before its checked call; one that an
+implementation allocates itself is poisoned by a first call whose block the allocator must hand back
+(``checked_call``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from envcheck.bench import reference_ops
+from envcheck.bench.reference_ops import RefChunk
 from envcheck.model import Accuracy, OutputAccuracy
-from envcheck.ops import REFERENCE_CHUNK_ELEMENTS, UNIT_ROUNDOFF, OpSpec
+from envcheck.ops import UNIT_ROUNDOFF, OpSpec
+
+reference_chunks = reference_ops.chunks  # float64 reference pieces of a built-in op
 
 
 def ulp(ref: Any, dtype: str) -> Any:
@@ -39,28 +36,10 @@ def ulp(ref: Any, dtype: str) -> Any:
     return torch.ldexp(torch.ones_like(ref), exp + int(math.log2(info.eps)) - 1)
 
 
-@dataclass(frozen=True)
-class RefChunk:
-    """The float64 reference of ``out[rows]`` and the magnitude its rounding error scales with."""
-
-    rows: slice
-    ref: Any
-    mag: Any
-    output: str = ""  # which output of an op with several (``y``, ``dx``, ``dW``): judged apart
-
-
-def reference_chunks(op: str, inputs: dict[str, Any],
-                     chunk_elements: int = REFERENCE_CHUNK_ELEMENTS, shape: tuple[int, ...] = ()) -> Iterator[RefChunk]:
-    """Float64 reference pieces of a built-in op, covering the output along its first dimension
-    (reference_ops.py), computed on the inputs' device."""
-    yield from reference_ops.chunks(op, inputs, shape, chunk_elements, RefChunk)
-
-
 class Tally:
-    """Running sums of the statistics of the outputs checked so far: the whole output, and each
-    named output (``RefChunk.output``) of an op with several. Several checked calls (the rounds
-    of an op with a tiny output: group.py) add into one tally, as one longer output. ``spec`` and
-    ``precision``: the op's roundings that ``max_ulps`` allows for (none without)."""
+    """Running sums of the statistics of the outputs checked so far, whole and per named output; several
+    checked calls (group.py's rounds) add in as one longer output. ``spec`` and ``precision``: the op's
+    roundings that ``max_ulps`` allows for (none without)."""
 
     def __init__(self, dtype: str, spec: OpSpec | None = None, precision: str = "") -> None:
         self.dtype = dtype
@@ -76,8 +55,7 @@ class Tally:
         return c * UNIT_ROUNDOFF[self.spec.compute_precision(self.dtype, self.precision)] + s * UNIT_ROUNDOFF[self.dtype]
 
     def add(self, out: Any, chunks: Iterable[RefChunk]) -> Tally:
-        """Compare ``out`` (a tensor of ``dtype``) with its reference chunks; sums accumulate in
-        float64 on the output's device, one chunk at a time."""
+        """Compare ``out`` with its reference chunks, summing in float64 on its device, a chunk at a time."""
         import torch
 
         from envcheck.bench.impls import torch_dtype
@@ -178,17 +156,14 @@ def poison(out: Any) -> None:
 
 
 def checked_call(fn: Callable[[], Any], out: Any) -> tuple[Any, bool]:
-    """One call of ``fn`` whose output started as NaN: ``(output, poisoned)``.
-
-    ``out`` is the preallocated output the implementation is bound to. An implementation that
-    returns another tensor (it allocates its own) gets the two-call treatment of the module
-    docstring; ``poisoned`` is False when the allocator did not hand the poisoned block back,
-    so an unwritten element of that output could have passed unseen.
-    """
+    """One call of ``fn`` whose output started as NaN: ``(output, poisoned)``. ``out``: the preallocated output
+    it is bound to; one returning its own tensor(s) is called twice, the first result poisoned and freed, and
+    ``poisoned`` is False when the allocator did not hand that block back (an unwritten element could pass)."""
     if out is not None:
         poison(out)
     result = fn()
-    if out is not None and not isinstance(result, tuple) and _same_memory(result, out):
+    same = out is not None and not isinstance(result, tuple) and result.data_ptr() == out.data_ptr()
+    if same and result.shape == out.shape:
         return result, True
     ptrs = [_poisoned(t) for t in _parts(result)]  # no name left holding a block: freed below
     del result
@@ -210,6 +185,3 @@ def _parts(result: Any) -> tuple[Any, ...]:
     """The tensors an implementation returned: one, or the outputs of an op with several."""
     return result if isinstance(result, tuple) else (result,)
 
-
-def _same_memory(a: Any, b: Any) -> bool:
-    return a.data_ptr() == b.data_ptr() and a.shape == b.shape

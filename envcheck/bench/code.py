@@ -1,6 +1,5 @@
-"""What the worker runs for one op, behind one seam (its inputs, implementations and float64 reference), so every
-op is prepared, checked and timed the same way: envcheck's own (``BuiltinCode``) and a user's (userbench/code.py).
-"""
+"""What the worker runs for one op behind one seam (inputs, implementations, float64 reference), so envcheck's
+ops (``BuiltinCode``) and a user's (userbench/code.py) are prepared, checked and timed the same way."""
 
 from __future__ import annotations
 
@@ -17,21 +16,14 @@ if TYPE_CHECKING:  # annotations only: the suite imports the runtime, which impo
 
 
 class OpCode(Protocol):
-    """Fresh inputs drawn from ``generator``; the output the implementations write into (None: they allocate);
-    inputs on which a correct implementation is within one ulp (exact.py; None: none declared); ``planned``'s
-    implementation bound to each (inputs, output) set, the checked one first; the float64 reference in pieces;
-    which kernel ran, once it ran."""
+    """Inputs; the output implementations write into (None: they allocate); exact inputs (exact.py; None: none);
+    ``planned``'s implementation bound to each (inputs, output) set; the float64 reference; the kernel that ran."""
 
     def make_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs: ...
-
     def make_output(self, shape: tuple[int, ...], dtype: str, device: str) -> Any: ...
-
     def exact_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs | None: ...
-
     def bound(self, planned: PlannedCase, sets: list[tuple[Inputs, Any]]) -> list[Impl]: ...
-
     def reference_chunks(self, inputs: Inputs, shape: tuple[int, ...] = ()) -> Iterable[accuracy.RefChunk]: ...
-
     def kernel(self, planned: PlannedCase) -> str | None: ...
 
 
@@ -70,7 +62,7 @@ class BuiltinCode:
         return impls.compiled_on_sets(op, [inputs for inputs, _ in sets])
 
     def reference_chunks(self, inputs: Inputs, shape: tuple[int, ...] = ()) -> Iterable[accuracy.RefChunk]:
-        return accuracy.reference_chunks(self.op, inputs, **({"shape": shape} if spec(self.op).family == "conv" else {}))
+        return accuracy.reference_chunks(self.op, inputs, shape=shape)
 
     def kernel(self, planned: PlannedCase) -> str | None:
         if planned.impl != "triton":

@@ -1,8 +1,6 @@
-"""Exact inputs: a second checked call per implementation on small integers and powers of two, whose
-every product and partial sum, in any order, is an integer below 2^24, so that a correct kernel is
-within one ulp of the float64 reference (after the op's own roundings). A reduction's terms come in
-pairs that cancel against a weight equal on both, so a dropped element, a transposed operand or a
-clamped border moves the few-unit result by many ulps. docs/judge.md gives each op's design.
+"""Exact inputs: small integers and powers of two whose every product and partial sum is an integer below 2^24,
+so a correct kernel is within one ulp of the float64 reference; terms cancel in pairs, so a dropped element, a
+transposed operand or a clamped border moves the few-unit result by many ulps (docs/judge.md).
 """
 
 from __future__ import annotations

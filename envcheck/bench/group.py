@@ -1,9 +1,7 @@
-"""Preparing one group of cases (every implementation of one op, dtype, precision and shape, on the same inputs):
-``open_group`` draws its tensors (and the sets that keep L2 cold: l2.py) or says why they cannot fit;
-``prepare`` takes one implementation through its first call (``compile_s``, and whether a cache served it), the
-checked call on poisoned output against the float64 reference (an op with a tiny output over ``CHECK_ROUNDS``
-draws; then the op's exact inputs, exact.py), the warm-up, and on a GPU the CUDA graph its GPU time replays. A
-failure is the case's; out of memory is a skip.
+"""Preparing one group of cases (every implementation of one op, dtype, precision and shape, on one set of inputs):
+``open_group`` draws its tensors (and the sets that keep L2 cold) or says why they cannot fit; ``prepare`` takes
+an implementation through its first call, the checked calls (random and exact inputs), the warm-up and, on a GPU,
+the CUDA-graph capture. A failure is the case's; out of memory is a skip.
 """
 from __future__ import annotations
 
@@ -32,8 +30,8 @@ SMALL_OUTPUT = 16
 
 @dataclass
 class Group:
-    """The tensors every implementation of a group shares (``inputs`` / ``out`` checked, ``extra_sets`` rotated);
-    ``skip``: why it could not be set up; ``notes``: said of every case."""
+    """The tensors a group's implementations share (``inputs`` / ``out`` checked, ``extra_sets`` rotated); ``skip``:
+    why it could not be set up; ``notes``: said of every case."""
 
     key: tuple[Any, ...]
     inputs: dict[str, Any] = field(default_factory=dict)
@@ -117,8 +115,8 @@ def open_group(rt: Runtime, first: PlannedCase, seed: int) -> Group:
 
 
 def _draw_round(rt: Runtime, planned: PlannedCase, group: Group, r: int) -> None:
-    """Round ``r``'s inputs, drawn into the group's own tensors (the implementations are bound
-    to them); round 0 is the group's first draw, drawn again from its seed."""
+    """Round ``r``'s inputs, drawn into the group's own tensors (which the implementations are bound to); round
+    0 is the group's first draw again."""
     gen = rt.torch.Generator(device=rt.where).manual_seed(group.seed * CHECK_ROUNDS + r if r else group.seed)
     fresh = rt.code(planned.op).make_inputs(planned.shape, planned.dtype, rt.where, gen)
     for name, t in group.inputs.items():
@@ -127,8 +125,8 @@ def _draw_round(rt: Runtime, planned: PlannedCase, group: Group, r: int) -> None
 
 def _check(rt: Runtime, planned: PlannedCase, group: Group, fn: Any) -> tuple[accuracy.Tally, accuracy.Tally | None,
                                                                             bool]:
-    """The checked call(s) of ``fn`` on the group's inputs and on the op's exact inputs, each
-    compared with its reference: (random inputs, exact inputs or None, every output poisoned)."""
+    """The checked calls of ``fn`` on the group's and the op's exact inputs: (random, exact or None, every
+    output poisoned)."""
     code, spec = rt.code(planned.op), rt.spec(planned.op)
 
     def checked(tally: accuracy.Tally) -> bool:

@@ -28,10 +28,8 @@ def torch_dtype(dtype: str) -> Any:
 
 
 def make_inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs:
-    """Fresh random inputs (never zeros: a kernel that ignores its input must not pass): standard normal values
-    drawn in float32 and rounded once to ``dtype`` (the reference uses the rounded values), softmax's far from zero,
-    matmul's scaled by 1/sqrt(K), layer norm's with special rows; what random values never reach is the exact
-    inputs' (exact.py)."""
+    """Fresh random inputs (never zeros): standard normal values drawn in float32 and rounded once to ``dtype``,
+    softmax's far from zero, matmul's scaled by 1/sqrt(K), layer norm's with special rows (exact inputs: exact.py)."""
     import torch
 
     spec(op).check_shape(shape)
@@ -106,7 +104,7 @@ def make_output(op: str, shape: tuple[int, ...], dtype: str, device: str) -> Any
 
 def torch_impl(op: str, inputs: Inputs, out: Any, shape: tuple[int, ...] = ()) -> Impl:
     """The PyTorch call a user would write, into ``out`` where ATen has an out= form (relu: ``clamp_min``, softmax:
-    ``_softmax.out``, what torch dispatches to), so no extra allocation is timed."""
+    ``_softmax.out``, what torch dispatches to): no extra allocation is timed."""
     import torch
 
     if op == "vector_add":
@@ -121,54 +119,35 @@ def torch_impl(op: str, inputs: Inputs, out: Any, shape: tuple[int, ...] = ()) -
     if op == "row_sum":
         x = inputs["x"]
         return lambda: torch.sum(x, dim=-1, out=out)
-    if op == "conv2d":
-        return _conv2d(inputs, out, stride=shape[6])
-    if op in _NEW_TORCH:
-        return _NEW_TORCH[op](inputs, out)
+    if op == "conv2d":  # cuDNN on a GPU; it allocates its output
+        x, w, stride, pad = inputs["x"], inputs["weight"], shape[6], inputs["weight"].shape[2] // 2
+        return lambda: torch.nn.functional.conv2d(x, w, stride=stride, padding=pad)
+    if op == "layer_norm":  # allocating its output (ATen's out= form wants mean and rstd too)
+        x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
+        return lambda: torch.nn.functional.layer_norm(x, (x.shape[1],), w, b, 1e-5)
+    if op == "softmax_fwbw":
+        return _softmax_fwbw(inputs, out)
+    if op == "linear_fwbw":
+        return _linear_fwbw(inputs, out)
+    if spec(op).family == "reduce":  # into ``out`` viewed as the result's shape
+        x = inputs["x"]
+        a, b, c = x.shape
+        over = spec(op).reduce_over
+        dims, shaped = REDUCE_DIMS[over], out.view({"all": (), "inner": (a, b), "lead": (c,)}[over])
+        fn = torch.sum if op.startswith("sum") else torch.amax
+
+        def reduction() -> Any:
+            fn(x, dim=dims, out=shaped)
+            return out  # flat, as the reference and the other implementations give it
+
+        return reduction
     a, b = inputs["a"], inputs["b"]
     return lambda: torch.matmul(a, b, out=out)
 
 
-def _reduction(how: str, over: str) -> Callable[[Inputs, Any], Impl]:
-    """torch.sum / torch.amax over the op's axes, into ``out`` viewed as the result's shape."""
-    def bind(inputs: Inputs, out: Any) -> Impl:
-        import torch
-
-        x = inputs["x"]
-        a, b, c = x.shape
-        dims, view = REDUCE_DIMS[over], {"all": (), "inner": (a, b), "lead": (c,)}[over]
-        fn = torch.sum if how == "sum" else torch.amax
-        shaped = out.view(view)
-
-        def call() -> Any:
-            fn(x, dim=dims, out=shaped)
-            return out  # flat, as the reference and the other implementations give it
-
-        return call
-
-    return bind
-
-
-def _layer_norm(inputs: Inputs, out: Any) -> Impl:
-    """``F.layer_norm`` as users call it, allocating its output (ATen's out= form wants mean and rstd too)."""
-    import torch
-
-    x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
-    return lambda: torch.nn.functional.layer_norm(x, (x.shape[1],), w, b, 1e-5)
-
-
-def _conv2d(inputs: Inputs, out: Any, stride: int) -> Impl:
-    """``F.conv2d`` (cuDNN on a GPU; it allocates its output), padding R // 2."""
-    import torch
-
-    x, w = inputs["x"], inputs["weight"]
-    pad = w.shape[2] // 2
-    return lambda: torch.nn.functional.conv2d(x, w, stride=stride, padding=pad)
-
-
 def _softmax_fwbw(inputs: Inputs, out: Any, forward: Callable[..., Any] | None = None) -> Impl:
     """Autograd's forward and backward for dy; y and dx as autograd allocated them (a copy into ``out`` would add
-    80% to this memory-bound op's traffic: accuracy.checked_call joins them outside the timed call)."""
+    80% to the traffic: accuracy.checked_call joins them, untimed)."""
     import torch
 
     x = inputs["x"].detach().requires_grad_()
@@ -199,18 +178,10 @@ def _linear_fwbw(inputs: Inputs, out: Any, forward: Callable[..., Any] | None = 
     return call
 
 
-_NEW_TORCH: dict[str, Callable[[Inputs, Any], Impl]] = {
-    "layer_norm": _layer_norm,
-    "softmax_fwbw": _softmax_fwbw,
-    "linear_fwbw": _linear_fwbw,
-    **{f"{how}_{over}": _reduction(how, over) for how in ("sum", "max") for over in ("all", "inner", "lead")},
-}
-
-
 def triton_impl(op: str, inputs: Inputs, out: Any, precision: str, shape: tuple[int, ...] = (),
                 control: str | None = None) -> Impl:
-    """envcheck's Triton kernel for ``op`` (imports Triton). ``control``: the run's positive control (model.CONTROLS).
-    Workspaces (the reductions' partials) are made here, outside every timed region."""
+    """envcheck's Triton kernel for ``op``, its workspace made here, untimed; ``control``: the run's positive
+    control (model.CONTROLS)."""
     from envcheck.bench import kernels
 
     fn = getattr(kernels, op)
@@ -259,8 +230,7 @@ def triton_impl(op: str, inputs: Inputs, out: Any, precision: str, shape: tuple[
 
 
 def triton_kernel(op: str, shape: tuple[int, ...], dtype: str, precision: str) -> str | None:
-    """Which tile envcheck's Triton matmul ran at this shape, once it ran (its race: kernels/tuning.py); the other
-    ops have one kernel (None)."""
+    """Which tile envcheck's Triton matmul ran at this shape, once it ran (kernels/tuning.py); None for the others."""
     if op != "matmul":
         return None
     matmul = importlib.import_module("envcheck.bench.kernels.matmul")  # the module, not the function
@@ -270,8 +240,8 @@ def triton_kernel(op: str, shape: tuple[int, ...], dtype: str, precision: str) -
 
 
 def eager(op: str, shape: tuple[int, ...] = ()) -> Callable[..., Any]:
-    """The out-of-place PyTorch function torch.compile traces (out= forms do not compile well); for the forward +
-    backward ops the forward (AOTAutograd compiles the backward). Reductions return their result flat."""
+    """The out-of-place PyTorch function torch.compile traces (out= forms do not compile well): the forward of a
+    forward + backward op (AOTAutograd compiles the backward); reductions flat."""
     import torch
 
     if spec(op).family == "reduce":
@@ -295,9 +265,8 @@ def eager(op: str, shape: tuple[int, ...] = ()) -> Callable[..., Any]:
 
 def compiled_on_sets(op: str, sets: list[Inputs], shape: tuple[int, ...] = (),
                      outs: list[Any] | None = None) -> list[Impl]:
-    """``torch.compile`` of the eager op with static shapes, once for every set (they pass its guards), bound to
-    each set's inputs. Dynamo's caches are reset first: past ``cache_size_limit`` shapes of one code object it
-    would fall back to eager silently."""
+    """``torch.compile`` of the eager op with static shapes, once for every set, bound to each set's inputs; Dynamo
+    reset first (past ``cache_size_limit`` shapes of one code object it would fall back to eager silently)."""
     import torch
 
     with contextlib.suppress(Exception):  # a private API; resetting protects the measurement, it is not required
@@ -312,8 +281,7 @@ def compiled_on_sets(op: str, sets: list[Inputs], shape: tuple[int, ...] = (),
 
 @contextlib.contextmanager
 def tf32_matmul(precision: str) -> Iterator[None]:
-    """cuBLAS's and cuDNN's TF32 switches set for ``precision`` (``fp32``: off, ``tf32``: on, else as they are),
-    restored after: both sides of a TF32 row use TF32."""
+    """cuBLAS's and cuDNN's TF32 switches set for ``precision`` (``fp32`` off, ``tf32`` on), restored after."""
     import torch
 
     saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32

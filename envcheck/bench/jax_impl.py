@@ -1,9 +1,7 @@
-"""JAX as another implementation of every op, where ``jax`` is installed: the ``jax.numpy`` / ``jax.lax`` function
-a JAX user would write, jitted once per group, on the group's own tensors through DLPack (no copy). Arithmetic
-is held to the other implementations': fp16/bf16 reductions and matmuls accumulate in fp32, an fp32 matmul or
-convolution runs IEEE or TF32 as asked (never XLA's default TF32), and the forward + backward ops return the
-forward output beside the gradients (so XLA cannot drop it). JAX launches on its own streams, which a CUDA graph
-cannot capture: a JAX case has only a launch time, one call through ``block_until_ready`` between CUDA events.
+"""JAX as another implementation of every op: the ``jax.numpy`` / ``jax.lax`` function a JAX user would write,
+jitted once per group, on the group's tensors through DLPack (no copy), with the others' arithmetic (fp32
+accumulation, IEEE or TF32 as asked, the forward output kept). JAX's own streams escape CUDA graphs: a JAX case
+has a launch time only.
 """
 
 from __future__ import annotations
@@ -14,9 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from envcheck.bench.impls import REDUCE_DIMS, Impl, Inputs
+from envcheck.bench.reference_ops import LAYER_NORM_EPS
 from envcheck.ops import spec
-
-LAYER_NORM_EPS = 1e-5
 
 
 class NoDevice(Exception):
@@ -114,8 +111,8 @@ def on_sets(op: str, sets: list[tuple[Inputs, Any]], precision: str, shape: tupl
         if jax.default_backend() != "gpu":
             raise NoDevice(jax.default_backend())
         torch.cuda.synchronize()  # the inputs were drawn on torch's stream; JAX reads them on its own
-    # DLPack hands JAX row-major buffers only: a transposed view (fp32 matmul's K-major b) is shared as the
-    # tensor it transposes, transposed back inside the jit: every input stays the caller's memory (group.py).
+    # DLPack hands JAX row-major buffers only: a transposed view (fp32 matmul's K-major b) is shared as the tensor
+    # it transposes and transposed back inside the jit, so every input stays the caller's memory.
     flipped = [not t.is_contiguous() and t.dim() == 2 and t.t().is_contiguous() for t in sets[0][0].values()]
     fn = function(op, shape, precision)
     jitted = jax.jit(lambda *xs: fn(*(x.T if f else x for x, f in zip(xs, flipped, strict=True))))

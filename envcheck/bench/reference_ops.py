@@ -9,32 +9,43 @@ chunk's output: softmax_fwbw's y over dx, linear_fwbw's y, dx and dW flattened o
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
-from envcheck.ops import spec
+from envcheck.bench.impls import REDUCE_DIMS
+from envcheck.ops import REFERENCE_CHUNK_ELEMENTS, spec
 
 LAYER_NORM_EPS = 1e-5
 
 
+@dataclass(frozen=True)
+class RefChunk:
+    """The float64 reference of ``out[rows]`` and the magnitude its rounding error scales with."""
+
+    rows: slice
+    ref: Any
+    mag: Any
+    output: str = ""  # which output of an op with several (``y``, ``dx``, ``dW``): judged apart
+
+
 def slices(n: int, per_item: int, chunk_elements: int) -> Iterator[slice]:
-    """Slices of a first dimension of ``n`` items of ``per_item`` elements each, about
-    ``chunk_elements`` elements a slice and never less than one item (a row is never split)."""
+    """Slices of ``n`` items of ``per_item`` elements, about ``chunk_elements`` a slice, at least one item."""
     step = max(1, chunk_elements // max(1, per_item))
     for lo in range(0, n, step):
         yield slice(lo, min(n, lo + step))
 
 
-def chunks(op: str, inputs: dict[str, Any], shape: tuple[int, ...], chunk_elements: int,
-           ref_chunk: Any) -> Iterator[Any]:
-    """``ref_chunk(rows, ref, mag, output)`` pieces covering ``op``'s output along its first dimension."""
+def chunks(op: str, inputs: dict[str, Any], chunk_elements: int = REFERENCE_CHUNK_ELEMENTS,
+           shape: tuple[int, ...] = ()) -> Iterator[RefChunk]:
+    """Pieces covering ``op``'s output along its first dimension, computed on the inputs' device."""
     import torch
 
     s = spec(op)
     if s.family == "reduce":
         xd = inputs["x"].double()
-        dims = {"all": (0, 1, 2), "inner": (2,), "lead": (0, 1)}[s.reduce_over]
+        dims = REDUCE_DIMS[s.reduce_over]
         how = torch.sum if op.startswith("sum") else torch.amax
-        yield ref_chunk(slice(0, s.output_elements(xd.shape)), how(xd, dim=dims).reshape(-1),
+        yield RefChunk(slice(0, s.output_elements(xd.shape)), how(xd, dim=dims).reshape(-1),
                         how(xd.abs(), dim=dims).reshape(-1))
     elif op == "conv2d":
         x, wd = inputs["x"], inputs["weight"].double()
@@ -42,23 +53,23 @@ def chunks(op: str, inputs: dict[str, Any], shape: tuple[int, ...], chunk_elemen
             xd = x[sl].double()
             conv = [torch.nn.functional.conv2d(v, w, stride=shape[6], padding=shape[5] // 2)
                     for v, w in ((xd, wd), (xd.abs(), wd.abs()))]
-            yield ref_chunk(sl, *conv)
+            yield RefChunk(sl, *conv)
     elif op == "matmul":
         a, bd = inputs["a"], inputs["b"].double()
         for sl in slices(a.shape[0], max(*bd.shape), chunk_elements):
             ad = a[sl].double()
-            yield ref_chunk(sl, ad @ bd, ad.abs() @ bd.abs())
+            yield RefChunk(sl, ad @ bd, ad.abs() @ bd.abs())
     elif op == "linear_fwbw":
         xd, wd, dyd = inputs["x"].double(), inputs["w"].double(), inputs["dy"].double()
         at = 0
         for name, p, q in (("y", xd, wd.t()), ("dx", dyd, wd), ("dW", dyd.t(), xd)):
             ref = p @ q
-            yield ref_chunk(slice(at, at + ref.numel()), ref.reshape(-1), (p.abs() @ q.abs()).reshape(-1), name)
+            yield RefChunk(slice(at, at + ref.numel()), ref.reshape(-1), (p.abs() @ q.abs()).reshape(-1), name)
             at += ref.numel()
     else:  # element-wise and row-wise ops
         x = inputs["x"]
         for sl in slices(x.shape[0], x[0].numel(), chunk_elements):
-            yield from (ref_chunk(*c) for c in _rows(op, x[sl].double(), inputs, sl, x.shape[0]))
+            yield from (RefChunk(*c) for c in _rows(op, x[sl].double(), inputs, sl, x.shape[0]))
 
 
 def _rows(op: str, xd: Any, inputs: dict[str, Any], sl: slice, rows: int) -> list[tuple[Any, ...]]:

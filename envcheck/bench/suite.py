@@ -1,10 +1,9 @@
 """The benchmark suite: which (op, implementation, dtype, precision, shape) cases to run.
 
-``plan`` turns the command line and the probed environment into a ``Plan`` (the cases, the run's ``Settings``,
-the cases skipped with why); it reads probe facts only, never measures or imports torch. Every suite has
-ragged shapes beside the powers of two (the kernels' tail masking measured and checked), and ``--quick``
-reaches every kernel path and precision. ``--interpret`` on a machine without a GPU runs envcheck's Triton
-kernels under Triton's CPU interpreter at small shapes, checked like a GPU run's (what CI uses).
+``plan`` turns the command line and the probe facts into a ``Plan`` (cases, ``Settings``, skips with why);
+it never measures or imports torch. Every suite has ragged shapes beside the powers of two (tail masking),
+``--quick`` reaches every kernel path and precision, and ``--interpret`` (no GPU) runs the Triton kernels in
+Triton's CPU interpreter at small shapes, checked like a GPU run's.
 """
 from __future__ import annotations
 
@@ -41,8 +40,7 @@ def _at(shapes: Sequence[Shape], dtypes: tuple[str, ...] = DTYPES) -> tuple[Entr
 
 @dataclass(frozen=True)
 class OpSizes:
-    """An op's suites: the full and quick GPU ones, the CPU baseline's, torch.compile's shapes (full, quick),
-    the interpreter's (``--interpret``: every dtype, fp32 in IEEE)."""
+    """An op's suites: GPU (full, quick), CPU baseline, torch.compile's shapes, the interpreter's (every dtype)."""
 
     full: tuple[Entry, ...]
     quick: tuple[Entry, ...]
@@ -68,8 +66,7 @@ _ROWS = OpSizes(
     full=_at(((4096, 1024), (1000, 4097), (8192, 4096), (16384, 8192), (4096, 32768))),
     quick=_at(((1000, 4097), (8192, 4096))), cpu=((1024, 1024), (257, 1025), (4096, 1024)),
     cpu_quick=((257, 1025), (1024, 1024)), compile=((4096, 1024), (8192, 4096)), interpret=((37, 1000),))
-# Past softmax's single-tile limit (32768 columns): its online kernel runs only there; 2 x 33000 in the
-# interpreter, with a partial last block.
+# Past softmax's single-tile limit (32768 columns), where its online kernel runs (2 x 33000 interpreted).
 _ONLINE = ((256, 65536),)
 _SOFTMAX = dataclasses.replace(_ROWS, full=_ROWS.full + _at(_ONLINE), quick=_ROWS.quick + _at(_ONLINE),
                                interpret=((37, 1000), (2, 33000)))
@@ -81,8 +78,8 @@ _MATMUL = OpSizes(
     cpu_quick=((255, 257, 253), (256, 256, 256), (512, 512, 512)),
     compile=((1024, 1024, 1024), (1000, 1001, 999), (4096, 4096, 4096)),
     interpret=((67, 45, 200),))  # K = 200: the short accumulation where a 16-bit one hides in the rounding
-# conv2d (N, C, H, W, K, R, stride): 32 to 128 pixels, kernels 3, 5, 7, strides 1 and 2, a ragged input, and a
-# ragged conv (even kernel, odd widths at stride 2, C R R = 304: a multiple of no block).
+# conv2d (N, C, H, W, K, R, stride): kernels 3, 5, 7, strides 1 and 2, a ragged input, a ragged conv (even
+# kernel, odd widths at stride 2, C R R = 304: a multiple of no block).
 _CONV_RAGGED = (8, 19, 33, 35, 24, 4, 2)
 _CONV = OpSizes(
     full=_at(((32, 64, 32, 32, 64, 3, 1), (32, 64, 32, 32, 64, 5, 1), (32, 64, 32, 32, 64, 7, 1),
@@ -94,10 +91,8 @@ _CONV = OpSizes(
     compile=((32, 64, 32, 32, 64, 3, 1), (8, 32, 128, 128, 64, 7, 2)),
     interpret=((2, 3, 9, 11, 5, 4, 2), (2, 5, 9, 9, 4, 3, 1)))
 # Row-wise training ops (rows, cols): up to softmax's single-tile limit of 32768 columns.
-_ROW_OPS = OpSizes(
-    full=_at(((4096, 1024), (1000, 4097), (8192, 4096), (4096, 8192), (1024, 32768))),
-    quick=_at(((1000, 4097), (8192, 4096))), cpu=((1024, 1024), (257, 1025), (4096, 1024)),
-    cpu_quick=((257, 1025), (1024, 1024)), compile=((4096, 1024), (8192, 4096)), interpret=((37, 1000),))
+_ROW_OPS = dataclasses.replace(_ROWS, full=_at(((4096, 1024), (1000, 4097), (8192, 4096), (4096, 8192),
+                                                (1024, 32768))))
 # Reductions of (a, b, c): a user's (4, 512, 896), a large power of two, ragged ones.
 _REDUCE = OpSizes(
     full=_at(((4, 512, 896), (64, 1024, 1024), (16, 4096, 4096), (1000, 3, 4097), (7, 33, 1001))),
@@ -115,8 +110,8 @@ SUITES: dict[str, OpSizes] = {
     **{f"{how}_{over}": _REDUCE for how in ("sum", "max") for over in ("all", "inner", "lead")},
 }
 
-# The presets (timer.py states the rules). 150 samples a timing keep a full report's raw samples under 1 MB;
-# stop_ci is half the 1% within which GPU times agree with do_bench_cudagraph (tools/evidence/verify_timer.py).
+# The presets (timer.py states the rules): 150 samples a timing keep a full report under 1 MB; stop_ci is half
+# the 1% within which GPU times agree with do_bench_cudagraph (tools/evidence/verify_timer.py).
 GPU_SETTINGS = Settings(warmup_ms=25, rep_ms=100, min_samples=10, max_samples=150, cold_l2=True, stop_ci=0.005)
 GPU_QUICK_SETTINGS = Settings(warmup_ms=10, rep_ms=40, min_samples=10, max_samples=100, cold_l2=True,
                               stop_ci=0.005)
@@ -179,7 +174,7 @@ class PlannedCase:
 
     @property
     def group_label(self) -> str:
-        """``matmul fp32/tf32 4096×4096×4096``: the group, as progress lines name it."""
+        """``matmul fp32/tf32 4096×4096×4096``, as progress lines name the group."""
         return f"{self.op} {variant(self.dtype, self.precision)} {units.shape(self.shape)}"
 
     @property
@@ -196,8 +191,7 @@ class PlannedCase:
 
 @dataclass(frozen=True)
 class Plan:
-    """What ``envcheck run`` measures (``backend`` None: nothing can be); ``device``: as the probes saw it,
-    named in the report when the worker never says."""
+    """What ``envcheck run`` measures (``backend`` None: nothing can be); ``device`` as the probes saw it."""
 
     backend: str | None  # cuda | cpu | None
     index: int
@@ -216,9 +210,6 @@ class Plan:
         return self.backend is not None and bool(self.cases)
 
 
-# --------------------------------------------------------------------------- options
-
-
 @dataclass(frozen=True)
 class Selection:
     """The user's ``--ops``, ``--dtypes`` and ``--sizes``, validated."""
@@ -227,8 +218,6 @@ class Selection:
     ops_given: bool
     dtypes: tuple[tuple[str, str | None], ...] | None  # (dtype, precision or None=all)
     sizes: tuple[tuple[int, ...], ...] | None
-
-
 
 
 def select(options: RunOptions) -> Selection:
@@ -290,9 +279,6 @@ def check_device(index: int, env: Environment) -> None:
         raise UsageError(f"--device {index}: this machine has {count} CUDA GPU{'s' if count != 1 else ''} ({listed})")
 
 
-# --------------------------------------------------------------------------- the device
-
-
 def _first_line(text: Any, limit: int = 300) -> str:
     line = next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
     return line if len(line) <= limit else line[: limit - 3] + "..."
@@ -346,8 +332,8 @@ def triton_unusable(env: Environment) -> Note | None:
 
 
 def jax_unusable(options: RunOptions, ops_given: bool, one_of_several: bool) -> Note | None:
-    """Why JAX is not measured, else None. It runs on one GPU alone (beside other workers, a JAX client would
-    open a context on every visible GPU), for the ops named with ``--ops`` (the default suite keeps its time)."""
+    """Why JAX is not measured, else None: it runs on one GPU alone (a JAX client opens a context on every
+    visible GPU) and for ops named with ``--ops`` only (the default suite keeps its time)."""
     if options.no_jax:
         return Note("bench.jax_off")
     if one_of_several:
@@ -389,9 +375,6 @@ def free_memory(env: Environment, backend: str, index: int) -> tuple[int | None,
     if total is None:
         return None, where
     return int(total) - int(used or 0), where
-
-
-# --------------------------------------------------------------------------- the suite
 
 
 Triple = tuple[str, str, tuple[int, ...]]  # dtype, precision, shape

@@ -1,6 +1,5 @@
-"""The report model: immutable dataclasses of raw results and their versioned JSON (``model/codec.py``). Probes and
-benchmarks build a report; ``envcheck.analysis`` derives every number from it; nothing here probes, measures,
-derives or renders."""
+"""The report model: immutable dataclasses of raw results and their versioned JSON (``model/codec.py``); nothing
+here probes, measures, derives or renders."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""One device's benchmark results, raw: what the isolated worker measured. Every derived number (throughput,
-shares of ceilings, speedups, flags, verdicts) is ``envcheck.analysis``'s; a timing's statistics are properties of
-its samples, never stored. Sentences are never stored either: notes and reasons are keys plus parameters
-(``Note``); what the machine said stays as it said it, in ``detail`` fields.
+"""One device's benchmark results, raw: what the isolated worker measured. Every derived number is
+``envcheck.analysis``'s (a timing's statistics are properties of its samples); notes are keys plus parameters
+(``Note``), what the machine said stays in ``detail`` fields.
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, overload
 
+from envcheck.model.facts import check_in
 from envcheck.ops import DTYPES, IMPLS, OPS, PRECISIONS, OpSpec, lookup, valid_name
 from envcheck.outside_json import Int
 
@@ -26,27 +26,23 @@ TIMING_METHODS = ("cuda_graph", "cuda_events", "host_clock")
 STATS_BATCH_SAMPLES = 1 << 21
 LITTLE_ENDIAN = sys.byteorder == "little"
 BACKENDS = ("cuda", "cpu")
-# The diff's positive control (``run --control``): the Triton vector add also reads 4% more bytes (kernels/vector_add.py).
 CONTROLS = ("vector_add_extra_bytes",)
 
 ParamValue = str | Int | float | bool | None | tuple[str | Int | float, ...]
 
-# Where a bench's wall time went, seconds (shares: analysis/phases.py): the parts of no one case (``Bench.phases``;
-# ``torch_compile``: Inductor's workers) and a case's own (``Case.phases``; a compiled implementation's first call is
-# ``compile_s``). Other names are kept.
+# Where a bench's wall time went, seconds: the parts of no one case (``Bench.phases``) and a case's own
+# (``Case.phases``). Other names are kept.
 BENCH_PHASES = ("startup", "ceilings", "inputs", "torch_compile", "shutdown")
 CASE_PHASES = ("first_call", "check", "warmup", "graph", "settle", "sampling")
-# Whether a case's first call came from a cache (bench/compile_cache.py): ``hit`` (it compiled and raced
-# nothing), ``raced`` (its kernels were cached, its matmul tile raced), ``miss`` (it compiled).
+# Whether a case's first call came from a cache (bench/compile_cache.py): ``raced``: cached kernels, tile raced.
 CACHE_STATES = ("hit", "raced", "miss")
-# Why a case's sampling window ended (bench/timer.py): its GPU time's median fixed within ``stop_ci``
-# (``ci``), its sample count reached (``count``), its sustained window spanned (``window``).
+# Why a case's sampling ended (bench/timer.py): median fixed within ``stop_ci``, sample count, sustained window.
 SAMPLING_STOPS = ("ci", "count", "window")
 
 
 class Samples(Sequence[float]):
-    """An immutable sequence of float32 samples: rounded when made, so a report in memory and read back from its
-    JSON hold the same numbers; 4 bytes a sample (a tuple of floats costs 32), so a 20,000-case diff fits."""
+    """An immutable sequence of float32 samples, rounded when made (a report in memory and read back hold the same
+    numbers), 4 bytes a sample (a tuple of floats costs 32)."""
 
     __slots__ = ("_a",)
     _a: array[float]
@@ -111,8 +107,8 @@ class Samples(Sequence[float]):
 
 
 def samples_of(obj: object, *names: str) -> int:
-    """Each named field of a frozen dataclass (None allowed) made a ``Samples`` (one made in memory may be a list), all
-    as long as the first; that length (-1: none)."""
+    """Each named field of a frozen dataclass (None allowed) made a ``Samples``, all as long as the first; that
+    length (-1: none)."""
     n = -1
     for name in names:
         v = getattr(obj, name)
@@ -135,9 +131,8 @@ class TimingStats:
 
 @dataclass(frozen=True)
 class Timing:
-    """Raw samples of one timed region, microseconds per call. ``method``: ``cuda_graph`` (replay, launch gaps
-    removed), ``cuda_events`` (eager calls: what a Python caller pays) or ``host_clock`` (the CPU baseline). Each
-    sample is already divided by ``calls_per_sample``. ``passes``: the sample count of each ``run --repeat``."""
+    """Raw samples of one timed region, microseconds per call (``method``: ``TIMING_METHODS``); ``passes``: the
+    sample count of each ``run --repeat``."""
 
     method: str
     samples_us: Samples
@@ -146,8 +141,7 @@ class Timing:
 
     def __post_init__(self) -> None:
         samples_of(self, "samples_us")
-        if self.method not in TIMING_METHODS:
-            raise ValueError(f"unknown timing method {self.method!r}")
+        check_in("timing method", self.method, TIMING_METHODS)
         if not len(self.samples_us):
             raise ValueError("a timing needs at least one sample")
         # In C: a NaN or infinity makes the sum non-finite, a zero or negative sample the minimum.
@@ -195,9 +189,8 @@ class Timing:
 
 
 def compute_stats(timings: Iterable[Timing]) -> None:
-    """The statistics of many timings at once (numpy over batches of similar length: a fraction of one call each),
-    kept with each timing. Rows are padded with +inf, which sorts last and is never summed (sums are read from a
-    running sum at the row's last sample): a timing gets the same statistics alone or in any batch."""
+    """The statistics of many timings at once (numpy over batches of similar length), kept with each. Rows are
+    padded with +inf, sorted last and never summed: a timing gets the same statistics alone or in any batch."""
     todo = sorted((t for t in timings if "_stats" not in t.__dict__), key=lambda t: len(t.samples_us))
     start = 0
     while start < len(todo):
@@ -250,7 +243,7 @@ def _check_params(params: Mapping[str, object]) -> None:
 @dataclass(frozen=True)
 class Note:
     """A statement about a run, a case or a skip: a catalogue key and its parameters, whose names carry their unit
-    (``_bytes``, ``_s``, ``_pct``). ``legacy.text``: a schema-1 report's English, shown as recorded."""
+    (``_bytes``, ``_s``); ``legacy.text``: a schema-1 report's English, shown as recorded."""
 
     key: str
     params: Mapping[str, ParamValue] = field(default_factory=dict)
@@ -284,13 +277,10 @@ def legacy(text: str) -> Note:
 
 @dataclass(frozen=True)
 class Accuracy:
-    """Error of one output against its float64 reference, statistics only. ``rel_l2``: ||out - ref|| / ||ref||;
-    ``max_abs``; ``max_rel_elem``: the largest |out - ref| / mag, mag the op over its inputs' absolute values (the
-    scale an element's rounding grows with, so a few wrong elements stand out); non-finite outputs count as zeros,
-    and in ``nonfinite``. ``excess_l2``: ||out - round(ref)|| / ||ref||, the error beyond the one rounding to the
-    output's dtype every correct implementation pays (tells fp32 from 16-bit accumulation at short lengths).
-    ``max_ulps``: the largest error in ulps of the output at ref beside the op's own roundings (bench/accuracy.py),
-    what exact inputs are judged on (docs/judge.md; absent before issue 48)."""
+    """Error of one output against its float64 reference (bench/accuracy.py, docs/judge.md): ``rel_l2`` is
+    ||out - ref|| / ||ref||; ``max_rel_elem`` the largest |out - ref| / mag (mag: the op on |inputs|); ``excess_l2``
+    the error beyond the one rounding to the output's dtype; ``max_ulps`` the largest error in ulps beside the op's
+    own roundings (what exact inputs are judged on); non-finite outputs count as zeros, and in ``nonfinite``."""
 
     rel_l2: float
     max_abs: float
@@ -313,8 +303,8 @@ class Accuracy:
 
 @dataclass(frozen=True)
 class OutputAccuracy:
-    """The error of one named output of an op with several (``linear_fwbw``: y, dx, dW), each against its own
-    reference: a small output stacked over a large one would hide in its scale; ``exact``: on exact inputs."""
+    """The error of one named output of an op with several (``linear_fwbw``: y, dx, dW), against its own reference
+    (a small output stacked over a large one would hide in its scale); ``exact``: on exact inputs."""
 
     name: str
     accuracy: Accuracy
@@ -335,8 +325,8 @@ class Failure:
 
 @dataclass(frozen=True)
 class MonitorWindow:
-    """NVML samples of one GPU over one window (a group of cases measured together), one entry per sample in each
-    sequence (None: NVML would not give it); ``reasons``: the active clock-event reasons at each sample."""
+    """NVML samples of one GPU over a group of cases (None: NVML would not give it); ``reasons``: the active
+    clock-event reasons at each sample."""
 
     interval_s: float
     t_s: Samples
@@ -367,7 +357,7 @@ class MonitorSummary:
 
 
 class Planned:
-    """What a case and a skip both name (for the type checker: a plain base adds no dataclass field)."""
+    """What a case and a skip both name (a plain base: no dataclass field)."""
 
     op: str
     impl: str
@@ -377,10 +367,9 @@ class Planned:
 
 @dataclass(frozen=True)
 class Case(Planned):
-    """One measured (op, implementation, dtype, precision, shape), raw. ``precision``: the arithmetic (``tf32``
-    for an fp32 matmul on tensor cores); ``window``: its NVML samples in ``Bench.windows``; ``rotation_sets``: input
-    and output sets cycled through to keep L2 cold (1: none); ``span_s``: its work's start and end, seconds since
-    its worker started (a group's implementations are prepared, then sampled, in turn: spans overlap)."""
+    """One measured (op, implementation, dtype, precision, shape), raw. ``window``: its NVML samples in
+    ``Bench.windows``; ``rotation_sets``: input and output sets cycled to keep L2 cold; ``span_s``: its work's start
+    and end, seconds since its worker started."""
 
     op: str
     impl: str
@@ -466,7 +455,7 @@ class Skip(Planned):
 @dataclass(frozen=True)
 class CeilingRun:
     """One measurement behind a measured ceiling: ``kernel`` (``copy``, ``read``, ``fill``, ``triad``, or cuBLAS
-    ``matmul`` at ``precision``), its shape (elements, or M, N, K) and samples; bytes and FLOPs: analysis/ceilings.py."""
+    ``matmul`` at ``precision``), its shape (elements, or M, N, K) and samples."""
 
     kernel: str
     dtype: str
@@ -475,9 +464,7 @@ class CeilingRun:
     precision: str | None = None
 
     def __post_init__(self) -> None:
-        # What the analysis's tables and shape reads would trip over is refused here, at load.
-        if self.dtype not in DTYPES:
-            raise ValueError(f"unknown dtype {self.dtype!r} (known: {', '.join(DTYPES)})")
+        check_in("dtype", self.dtype, DTYPES, known=True)
         if self.precision is not None and self.precision not in PRECISIONS:
             raise ValueError(f"unknown precision {self.precision!r} (known: {', '.join(PRECISIONS)})")
         if not isinstance(self.shape, tuple):
@@ -513,8 +500,8 @@ class StopCause(str, Enum):
 
 @dataclass(frozen=True)
 class Stop:
-    """How an unfinished run ended: ``finished`` of ``planned`` cases reported, the case it was ``during``, and the
-    worker's last stderr line (``detail``)."""
+    """How an unfinished run ended: ``finished`` of ``planned`` cases reported, the case it was ``during``, the
+    worker's last stderr line."""
 
     cause: StopCause
     finished: Int = 0
@@ -528,8 +515,8 @@ class Stop:
 
 @dataclass(frozen=True)
 class Settings:
-    """How a run measured, read by the planner, the worker, the timer and the report. ``threads``: torch's CPU
-    threads (CPU baseline); ``repeat``: ``run --repeat``; ``control``: the diff's positive control (``CONTROLS``)."""
+    """How a run measured. ``threads``: torch's CPU threads (CPU baseline); ``repeat``: ``run --repeat``;
+    ``control``: the diff's positive control (``CONTROLS``: vector_add reads 4% more bytes)."""
 
     warmup_ms: float = 25.0
     rep_ms: float = 100.0
@@ -577,8 +564,7 @@ class BenchDevice:
     pci_bus_id: str | None = None
 
     def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise ValueError(f"unknown backend {self.backend!r}")
+        check_in("backend", self.backend, BACKENDS)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,5 @@
-"""The burn-in section of a report (``envcheck burn``, ``run --burn``), raw: per GPU, each phase's work per
-interval, NVML telemetry throughout, the memory test's coverage and bit errors, every silent-data-corruption
-mismatch; the host's Xid lines once. Verdicts, thresholds and rates are ``envcheck.analysis.burn``'s.
+"""The burn-in section of a report (``envcheck burn``, ``run --burn``), raw: per GPU, each phase's work per interval,
+NVML telemetry, the memory test and every silent-data-corruption mismatch; verdicts: ``envcheck.analysis.burn``.
 """
 
 from __future__ import annotations
@@ -8,26 +7,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from envcheck.model.bench import BenchDevice, Note, Samples, Stop, StopCause, samples_of
+from envcheck.model.facts import check_in
 from envcheck.model.node import XidEvent
 from envcheck.outside_json import Int
 
 PHASES = ("gemm", "bandwidth", "memtest")
 UNITS = ("flop", "byte")
 SDC_CHECKS = ("checksum", "full", "fp64")
-# Positive controls of the burn's verdicts (``burn --control``), on one GPU: ``slow_gemm`` times an uncounted GEMM
-# after every ninth (the rate reads 10% low whatever the clocks do); ``flip_bit`` flips one output bit once.
+# Positive controls (``burn --control``): ``slow_gemm`` times an uncounted GEMM after every ninth (10% low);
+# ``flip_bit`` flips one output bit once.
 CONTROLS = ("slow_gemm", "flip_bit")
 SLOW_GEMM_EVERY = 9
-# Telemetry quantities besides time, in the order they are sampled (Telemetry's Samples fields).
 TELEMETRY_FIELDS = ("sm_mhz", "mem_mhz", "power_w", "power_limit_w", "temperature_c", "mem_temperature_c",
                     "ecc_corrected", "ecc_uncorrected", "pcie_replays", "remap_pending", "remapped_uncorrectable")
 
 
 @dataclass(frozen=True)
 class Telemetry:
-    """NVML samples of one GPU over the whole burn, one entry per sample in each quantity (None: NVML would not give
-    it); ECC counts are the volatile ones; ``reasons``: the active clock-event reasons; ``lost_s``: when NVML said
-    the GPU fell off the bus."""
+    """NVML samples of one GPU over the whole burn (None: NVML would not give it; ECC counts volatile); ``lost_s``:
+    when NVML said the GPU fell off the bus."""
 
     interval_s: float
     t_s: Samples
@@ -55,8 +53,8 @@ class Telemetry:
 
 @dataclass(frozen=True)
 class PhaseRun:
-    """One phase on one GPU, per interval (about a second): its end, its device time and the work done (FLOP for
-    ``gemm``, bytes read plus written otherwise). ``shape``: (M, N, K) for the GEMM, (bytes,) otherwise."""
+    """One phase on one GPU, per interval (about a second): its end, device time and work (FLOP for ``gemm``, bytes
+    otherwise); ``shape``: (M, N, K) for the GEMM, (bytes,) otherwise."""
 
     phase: str
     dtype: str
@@ -71,10 +69,8 @@ class PhaseRun:
     finished: bool = False
 
     def __post_init__(self) -> None:
-        if self.phase not in PHASES:
-            raise ValueError(f"unknown burn phase {self.phase!r}")
-        if self.unit not in UNITS:
-            raise ValueError(f"unknown unit {self.unit!r}")
+        check_in("burn phase", self.phase, PHASES)
+        check_in("unit", self.unit, UNITS)
         samples_of(self, "t_s", "dt_s", "work")
         if any(x <= 0 for x in self.dt_s):
             raise ValueError("interval times must be positive")
@@ -82,8 +78,8 @@ class PhaseRun:
 
 @dataclass(frozen=True)
 class SdcMismatch:
-    """One result that differed from the first iteration's (``checksum``, ``full``) or from float64 (``fp64``);
-    ``element``: its flat index (-1: only the checksum saw it)."""
+    """A result that differed from the first iteration's or from float64; ``element``: its flat index (-1: only the
+    checksum saw it)."""
 
     check: str
     iteration: Int
@@ -93,14 +89,13 @@ class SdcMismatch:
     got: float | None = None
 
     def __post_init__(self) -> None:
-        if self.check not in SDC_CHECKS:
-            raise ValueError(f"unknown SDC check {self.check!r}")
+        check_in("SDC check", self.check, SDC_CHECKS)
 
 
 @dataclass(frozen=True)
 class SdcRecord:
-    """The GEMM's correctness checks: checksums, full compares, float64 spot checks (``fp64_max_error`` in units of
-    the tolerance's bound); the first ``mismatches`` found and the ``mismatch_count`` of all."""
+    """The GEMM's correctness checks (``fp64_max_error`` in units of the tolerance's bound); the first
+    ``mismatches`` found and the ``mismatch_count`` of all."""
 
     iterations: Int
     checksums: Int
@@ -158,8 +153,8 @@ class BurnGpu:
 
 @dataclass(frozen=True)
 class Burn:
-    """Every selected GPU's burn, run at once: Xid lines new during it (read from ``xid_source``; None: nowhere,
-    ``xid_reasons`` say why), and ``stopped``: Ctrl-C or a signal ended it (what was seen is kept)."""
+    """Every selected GPU's burn, run at once, the Xid lines new during it (from ``xid_source``; None: nowhere);
+    ``stopped``: Ctrl-C or a signal ended it."""
 
     minutes: float
     started: str

@@ -2,16 +2,14 @@
 frozen dataclasses, whose ``__post_init__`` checks what a type cannot), an older schema upgraded first.
 
 JSON format history (``schema_version``):
-  1 - environment, checks and one ``bench`` of cases with samples and derived numbers, English notes (2026-11-21).
+  1 - environment, checks and one ``bench`` of cases with samples and derived numbers, English notes.
   2 - raw results only: ``benches``, ``accuracy``, NVML ``windows``, ``ceiling_runs``, notes as keys, ``node``, ``fleet``.
-  3 - additions: ``burn``, ``replayed_from``, check keys, declared ``ops``, repeats, collectives' GPU time (2026-11-25).
+  3 - additions: ``burn``, ``replayed_from``, check keys, declared ``ops``, repeats, collectives' GPU time.
   4 - additions: ``excess_l2``, ``outputs``, ``settings.interpret``; within 4: phases, ``stop_ci``, ``registered_*``.
-  5 - additions: ``crosscheck`` (2026-11-28), a bump so that an older envcheck says it is too old.
-An addition reads by leaving it out (unknown fields are ignored): only 1 -> 2 is a step (``UPGRADES``).
-
-Samples are ``{"f32le_b64": ...}``, little-endian float32 (a list of numbers is read too). A field is left out
-where it holds None, () or {} that is also its default, or, marked ``OMIT_DEFAULT``, its default: an older report
-written back stays as it was. A bad file is one ``ReportError`` line naming the file and the field.
+  5 - additions: ``crosscheck``, a bump so that an older envcheck says it is too old.
+An addition reads by leaving it out (unknown fields are ignored): only 1 -> 2 is a step (``UPGRADES``). Samples
+are ``{"f32le_b64": ...}`` (a list of numbers is read too); a field at a default of None, () or {} (or marked
+``OMIT_DEFAULT``) is left out, so an older report written back stays as it was.
 """
 
 from __future__ import annotations
@@ -45,8 +43,6 @@ SAMPLES_KEY = "f32le_b64"
 MAX_REPORT_BYTES = 512 << 20  # a report this large is not one envcheck wrote
 VERDICT_KINDS = ("check", "run", "fleet", "burn")  # what export, diff and fleet --baseline read: a probe has facts only
 
-
-# --------------------------------------------------------------------------- writing
 
 _KEEP = object()
 
@@ -110,9 +106,6 @@ def _dec_hook(tp: type, obj: object) -> object:
     raise ValueError(f"expected samples ({{{SAMPLES_KEY!r}: ...}} or a list of numbers)")
 
 
-# --------------------------------------------------------------------------- reading a report
-
-
 def build(tp: type[T], data: object, where: str = "") -> T:
     """A model object of type ``tp`` from its JSON form, validated (numbers and fact types included)."""
     check_numbers(data, where, ints=False)
@@ -163,9 +156,8 @@ _SETTINGS_1 = ("warmup_ms", "rep_ms", "min_samples", "max_samples", "cold_l2", "
 
 
 def v1_to_v2(data: JSON) -> JSON:
-    """Schema 1's one ``bench`` as ``benches``: derived numbers dropped (the analysis recomputes them), ``error`` as
-    ``accuracy``, an errored case a ``failure``, English notes, reasons and messages ``legacy.text`` notes, an
-    interruption a ``legacy`` stop, measured ceilings ``recorded_ceilings`` (they had no samples)."""
+    """Schema 1's one ``bench`` as ``benches``: derived numbers dropped, ``error`` as ``accuracy``, an errored case
+    a ``failure``, English text ``legacy.text`` notes, measured ceilings ``recorded_ceilings`` (no samples)."""
     bench = data.get("bench")
     b = _obj(bench, "bench") if bench is not None else {}
     out = {k: v for k, v in data.items() if k != "bench"}
@@ -203,8 +195,8 @@ def _case_v1(c: JSON, device: object, where: str) -> JSON:
     flags = c.get("flags")
     if flags is not None and (not isinstance(flags, list) or not all(isinstance(f, str) for f in flags)):
         raise ValueError(f"{where}.flags: expected a list of strings, got {_kind(flags)}")
-    # Schema 1 did not record which cases kept L2 cold: one it did not flag l2_resident whose working set fits in
-    # L2 was kept cold (that is what the flag meant), so it gets 2 sets ("kept cold"; the count was not recorded).
+    # Schema 1 did not record which cases kept L2 cold: one not flagged l2_resident whose working set fits in L2
+    # was kept cold (what the flag meant), so it gets 2 sets.
     op, shape, dtype = c.get("op"), c.get("shape"), c.get("dtype")
     l2 = device.get("l2_bytes") if isinstance(device, dict) else None
     if (isinstance(op, str) and op in OPS and not spec(op).compute_bound and isinstance(shape, list)
@@ -223,7 +215,7 @@ UPGRADES: dict[int, Callable[[JSON], JSON]] = {1: v1_to_v2}
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
     """The cyclic collector off while many objects and no cycles are made (a large report, an analysis): it would
-    walk them all again every few hundred allocations. Reference counting still frees everything."""
+    walk them all again every few hundred allocations."""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -270,8 +262,7 @@ def loads(text: str) -> Report:
 
 
 def load(path: str | os.PathLike[str], kinds: tuple[str, ...] = KINDS) -> Report:
-    """Read a report of one of ``kinds`` (its JSON, or the JSON gzip-compressed); every failure is a
-    ReportError naming the file."""
+    """Read a report of one of ``kinds`` (JSON, or gzip-compressed); every failure is a ReportError naming the file."""
     p = Path(path)
     text = read_text(p, MAX_REPORT_BYTES, ReportError, "report")
     try:

@@ -1,7 +1,6 @@
-"""The cross-checks of a run (``run --crosscheck``), raw: what independent tools measured of the same work in the
-same run: ``do_bench_cudagraph`` on the headline cases (``KernelTiming``), a plain torch peer copy (``CopyTiming``),
-a ``torch.distributed`` loop (``LoopTiming``) and nccl-tests (``NcclTestsRun``); how each tool's launch ended and
-why a cross-check did not apply. Ratios and verdicts are ``envcheck.analysis.crosscheck``'s.
+"""The cross-checks of a run (``run --crosscheck``), raw: what independent tools measured of the same work
+(``do_bench_cudagraph``, a torch peer copy, a ``torch.distributed`` loop, nccl-tests) and how each launch ended;
+ratios and verdicts: ``envcheck.analysis.crosscheck``.
 """
 
 from __future__ import annotations
@@ -10,6 +9,7 @@ import math
 from dataclasses import dataclass, field
 
 from envcheck.model.bench import OMIT_DEFAULT, Note, Samples, samples_of
+from envcheck.model.facts import check_in
 from envcheck.model.node import COLLECTIVES, Launch, RankTiming
 from envcheck.model.reference import NcclTestsRow
 from envcheck.outside_json import Int, Json
@@ -17,8 +17,7 @@ from envcheck.outside_json import Int, Json
 TOOLS = ("do_bench_cudagraph", "torch_copy", "torch_distributed_loop", "nccl_tests")
 # nccl-tests' eager loop, its CUDA-graph mode (captured buffers registered), and that with registration off.
 NCCL_TESTS_MODES = ("eager", "graph", "graph_unregistered")
-# Why a planned row was not timed: ``not_run`` (the tool ended before it); ``fits_l2`` in reports before the tool
-# cycled the suite's sets of buffers (a case L2 could hold was not compared).
+# Why a planned row was not timed: ``not_run`` (the tool ended first); ``fits_l2`` in older reports.
 ROW_SKIPS = ("fits_l2", "not_run")
 
 
@@ -27,15 +26,13 @@ def _one_outcome(samples: Samples | None, error: str | None, skipped: str | None
         raise ValueError("a cross-check row has samples, an error or a skip reason: exactly one")
     if samples is not None and (not len(samples) or not min(samples) > 0 or not math.isfinite(sum(samples))):
         raise ValueError("cross-check samples must be finite and positive")
-    if skipped is not None and skipped not in ROW_SKIPS:
-        raise ValueError(f"unknown cross-check skip {skipped!r}")
+    check_in("cross-check skip", skipped, (None, *ROW_SKIPS))
 
 
 @dataclass(frozen=True)
 class KernelTiming:
-    """One headline case of GPU ``gpu`` timed by ``do_bench_cudagraph``: after ``settle_ms`` untimed, ``rounds`` calls
-    with ``rep=rep_ms`` and ``return_mode="all"``; ``samples_us``: every replay's time per call. ``sets``: the sets
-    of buffers each call cycled through, as the suite's case did; ``kernel``: the Triton tile timed (the suite's)."""
+    """One headline case timed by ``do_bench_cudagraph``: after ``settle_ms``, ``rounds`` calls with ``rep=rep_ms``;
+    ``samples_us``: every replay's time per call; ``sets`` and ``kernel``: as the suite's case."""
 
     gpu: Int
     op: str
@@ -81,8 +78,8 @@ class CopyTiming:
 
 @dataclass(frozen=True)
 class LoopTiming:
-    """``calls`` back-to-back ``torch.distributed`` calls of ``op`` between two events on each rank: each sample
-    one loop per call, what a user's loop pays; ``skipped``: why it did not run."""
+    """``calls`` back-to-back ``torch.distributed`` calls of ``op`` between two events on each rank (a sample per
+    call: what a user's loop pays)."""
 
     op: str
     size_bytes: Int
@@ -93,16 +90,14 @@ class LoopTiming:
     skipped: str | None = None
 
     def __post_init__(self) -> None:
-        if self.op not in COLLECTIVES:
-            raise ValueError(f"unknown collective {self.op!r}")
+        check_in("collective", self.op, COLLECTIVES)
         if self.calls < 1:
             raise ValueError("a loop has at least one call")
 
 
 @dataclass(frozen=True)
 class NcclTestsRun:
-    """One nccl-tests binary run for ``op`` in ``mode`` with ``env`` (NCCL settings given); ``rows``: what it printed,
-    parsed (``envcheck.node.nccl_tests``)."""
+    """One nccl-tests run for ``op`` in ``mode`` with ``env`` (NCCL settings); ``rows``: what it printed, parsed."""
 
     op: str
     mode: str
@@ -113,10 +108,8 @@ class NcclTestsRun:
     version: str | None = None
 
     def __post_init__(self) -> None:
-        if self.op not in COLLECTIVES:
-            raise ValueError(f"unknown collective {self.op!r}")
-        if self.mode not in NCCL_TESTS_MODES:
-            raise ValueError(f"unknown nccl-tests mode {self.mode!r}")
+        check_in("collective", self.op, COLLECTIVES)
+        check_in("nccl-tests mode", self.mode, NCCL_TESTS_MODES)
 
 
 @dataclass(frozen=True)
@@ -128,8 +121,7 @@ class ToolRun:
     gpu: Int | None = None
 
     def __post_init__(self) -> None:
-        if self.tool not in TOOLS:
-            raise ValueError(f"unknown cross-check tool {self.tool!r}")
+        check_in("cross-check tool", self.tool, TOOLS)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,12 @@ class ReportError(Exception):
     """A file that cannot be read as an envcheck report (one-line message)."""
 
 
+def check_in(what: str, value: object, allowed: tuple[object, ...], known: bool = False) -> None:
+    """ValueError ``unknown <what> <value>`` (``known``: naming the allowed values) unless ``value`` is one."""
+    if value not in allowed:
+        raise ValueError(f"unknown {what} {value!r}" + (f" (known: {', '.join(map(str, allowed))})" if known else ""))
+
+
 @dataclass(frozen=True)
 class Fact:
     """One probed value, or the reason it is missing; units live in the key (``memory_total_bytes``)."""
@@ -45,8 +51,8 @@ Facts = dict[str, Fact]
 
 Number = Union[Int, float]  # noqa: UP007 (a runtime alias)
 Objects = list[dict[str, Json]]
-# The type of each fact value the analysis, the renderers or the comparisons read, by key: loading a report refuses
-# another (a number where a GPU's name belongs) with the field named. Keys not listed are free-form.
+# The type of each fact value the analysis, renderers or comparisons read: loading a report refuses another type
+# with the field named. Keys not listed are free-form.
 GPU_FACT_TYPES: dict[str, Form] = {
     **dict.fromkeys(("name", "uuid", "serial", "architecture", "compute_capability", "pci_bus_id", "vbios_version",
                      "compute_mode", "fabric_state", "fabric_status"), str),
@@ -75,8 +81,7 @@ SECTION_FACT_TYPES: dict[str, dict[str, Form]] = {
                  "acs_redirect": Objects, "infiniband_ports": Objects, "gpudirect_rdma_module": str,
                  "fabricmanager": str, "python_packages": Objects},
 }
-# What the peaks and the theoretical bandwidth multiply: 0 (not known, as NVML says under WSL2) or
-# a physical magnitude; a negative, tiny or enormous one would draw a roof off every chart.
+# What the peaks and the theoretical bandwidth multiply: 0 (unknown, as under WSL2) or a physical magnitude.
 GPU_FACT_RANGES: dict[str, tuple[float, float]] = dict.fromkeys(
     ("sm_count", "memory_bus_width_bits", "sm_clock_mhz", "sm_clock_max_mhz", "mem_clock_max_mhz"), (1, 1e6))
 # The ``links`` section's keys are per GPU, ``gpu<i>.<counter>``: typed by the counter.
@@ -134,17 +139,14 @@ class Check:
     finding: str
     fix: str | None = None
     details: str | None = None  # what a crashed subprocess printed, trimmed
-    # What the rule said, as catalogue keys and their parameters (text: versions, paths, commands,
-    # errors, already formatted by the rule): ``key`` is the finding, ``fix_key`` the fix; the title's
-    # key follows from the id (``check.title.<id without a GPU index>``). title/finding/fix above keep
-    # the English, for readers of the JSON and for reports written before checks carried keys.
+    # What the rule said as catalogue keys (finding, fix; the title's follows from the id) and text parameters;
+    # title/finding/fix above keep the English, for readers of the JSON and for older reports.
     key: str | None = None
     fix_key: str | None = None
     params: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"unknown check status {self.status!r}")
+        check_in("check status", self.status, STATUSES)
         if any(not isinstance(k, str) or not isinstance(v, str) for k, v in self.params.items()):
             raise ValueError("a check's parameters are text")
         if "\n" in self.finding:

@@ -1,6 +1,5 @@
-"""A fleet run's raw results: each node's own (shaped like a single-node report, so the comparisons read a fleet node
-as one machine), how every rank ended, the collectives across all, and the rules and baseline the verdicts
-(``envcheck.analysis.fleet``) are judged by.
+"""A fleet run's raw results: each node's own (shaped like a single-node report), how every rank ended, the
+collectives across all, and the rules and baseline its verdicts (``envcheck.analysis.fleet``) are judged by.
 """
 
 from __future__ import annotations
@@ -9,7 +8,7 @@ from dataclasses import dataclass, field
 
 from envcheck.model.bench import Bench
 from envcheck.model.crosscheck import Crosscheck
-from envcheck.model.facts import Check, Environment
+from envcheck.model.facts import Check, Environment, check_in
 from envcheck.model.node import Collectives, Node
 from envcheck.outside_json import Int, Json
 
@@ -21,9 +20,8 @@ DIRECTIONS = ("higher", "lower")  # which way is better
 
 @dataclass(frozen=True)
 class RankStatus:
-    """How one rank's part ended: ``ok``, ``error`` (its last line sent), ``timeout`` (silent for ``given_s``) or
-    ``missing`` (never joined); ``phase``: the hand-over that failed (None in older reports: its suite);
-    ``world_rank``: its rank in the collectives across nodes (None: it took no part)."""
+    """How one rank's part ended (``RANK_STATUSES``); ``phase``: the hand-over that failed (None in older reports:
+    its suite); ``world_rank``: its rank in the collectives across nodes (None: it took no part)."""
 
     rank: Int
     status: str
@@ -37,10 +35,8 @@ class RankStatus:
     world_rank: Int | None = None
 
     def __post_init__(self) -> None:
-        if self.status not in RANK_STATUSES:
-            raise ValueError(f"unknown rank status {self.status!r}")
-        if self.phase is not None and self.phase not in RANK_PHASES:
-            raise ValueError(f"unknown rank phase {self.phase!r}")
+        check_in("rank status", self.status, RANK_STATUSES)
+        check_in("rank phase", self.phase, (None, *RANK_PHASES))
 
 
 @dataclass(frozen=True)
@@ -65,16 +61,14 @@ class Rule:
     margin: float
 
     def __post_init__(self) -> None:
-        if self.direction not in DIRECTIONS:
-            raise ValueError(f"unknown direction {self.direction!r}")
+        check_in("direction", self.direction, DIRECTIONS)
         if not 0 <= self.margin < 1:
             raise ValueError(f"margin must be a fraction in [0, 1), got {self.margin!r}")
 
 
 @dataclass(frozen=True)
 class Reference:
-    """A metric's value in the baseline; ``algo``: the NCCL algorithm behind a bus bandwidth (``RING/SIMPLE``), so
-    busbw is never compared across algorithms without saying so."""
+    """A metric's value in the baseline; ``algo``: the NCCL algorithm behind a bus bandwidth (``RING/SIMPLE``)."""
 
     metric: str
     value: float
@@ -94,7 +88,7 @@ class Baseline:
 @dataclass(frozen=True)
 class Fleet:
     """Every node of a ``torchrun`` / ``srun`` launch, gathered by rank 0; ``collectives``: the sweeps across the
-    world (a node's own are in its ``node``); without a ``baseline`` each node is held against the fleet's median."""
+    world; without a ``baseline`` each node is held against the fleet's median."""
 
     world_size: Int
     nnodes: Int

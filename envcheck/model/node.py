@@ -1,6 +1,5 @@
-"""One node's raw results beyond the per-GPU suites: its GPUs' links, copies over them, collectives across them,
-and the error counters that say whether the links are healthy. Values or the reasons they are missing; no
-bandwidths, percentages or verdicts (``envcheck.analysis.node``). Units live in the field names.
+"""One node's raw results beyond the per-GPU suites: its GPUs' links, copies over them, collectives across them
+and the links' error counters; values or the reasons they are missing (verdicts: ``envcheck.analysis.node``).
 """
 
 from __future__ import annotations
@@ -8,10 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from envcheck.model.bench import OMIT_DEFAULT, Timing
-from envcheck.model.facts import Fact, missing
+from envcheck.model.facts import Fact, check_in, missing
 from envcheck.outside_json import Int, Json
-
-# --------------------------------------------------------------------------- topology
 
 # NVML's nvmlGpuTopologyLevel_t, as the names ``nvidia-smi topo -m`` prints for them.
 PCIE_LEVELS = ("internal", "single", "multiple", "hostbridge", "node", "system")
@@ -53,8 +50,8 @@ class GpuLinks:
 
 @dataclass(frozen=True)
 class GpuPair:
-    """What NVML says of two GPUs together (``nvidia-smi topo -m``, ``topo -p2p``): their closest common PCIe
-    ancestor (``PCIE_LEVELS``) and, per P2P capability (read, write, nvlink, atomics), NVML's status name."""
+    """Two GPUs as NVML sees them (``nvidia-smi topo -m``, ``topo -p2p``): their closest common PCIe ancestor
+    (``PCIE_LEVELS``) and NVML's status name per P2P capability (read, write, nvlink, atomics)."""
 
     a: Int
     b: Int
@@ -80,9 +77,6 @@ class Topology:
     smi_cells: tuple[TopoCell, ...] = ()
     smi_reason: str | None = None  # why nvidia-smi topo -m gave nothing
     reason: str | None = None  # why NVML gave nothing (then gpus and pairs are empty)
-
-
-# --------------------------------------------------------------------------- error counters
 
 
 @dataclass(frozen=True)
@@ -117,15 +111,12 @@ class XidEvent:
 
 @dataclass(frozen=True)
 class XidScan:
-    """Xid events since boot and where they were read (``/dev/kmsg``, ``journalctl -k``, ``dmesg``; None: nowhere,
-    ``reasons`` say why)."""
+    """Xid events since boot and where they were read (``/dev/kmsg``, ``journalctl -k``, ``dmesg``; None: nowhere)."""
 
     source: str | None
     events: tuple[XidEvent, ...] = ()
     reasons: tuple[str, ...] = ()
 
-
-# --------------------------------------------------------------------------- copies
 
 COPY_KINDS = ("h2d", "d2h", "d2d")  # d2d: between two different GPUs
 COPY_METHODS = ("copy_engine", "sm_kernel")
@@ -133,8 +124,8 @@ COPY_METHODS = ("copy_engine", "sm_kernel")
 
 @dataclass(frozen=True)
 class Copy:
-    """One copy: ``bytes_per_direction`` from ``src`` to ``dst`` (GPU indices, None: host memory) per call;
-    ``bidirectional``: the reverse copy ran at once (the timing covers both); ``wrong``: elements that differed."""
+    """One copy of ``bytes_per_direction`` per call from ``src`` to ``dst`` (GPU indices, None: host memory);
+    ``bidirectional``: the reverse copy ran at once; ``wrong``: elements that differed."""
 
     kind: str
     method: str
@@ -148,10 +139,8 @@ class Copy:
     pinned: bool | None = None  # host buffer pinned (h2d, d2h)
 
     def __post_init__(self) -> None:
-        if self.kind not in COPY_KINDS:
-            raise ValueError(f"unknown copy kind {self.kind!r}")
-        if self.method not in COPY_METHODS:
-            raise ValueError(f"unknown copy method {self.method!r}")
+        check_in("copy kind", self.kind, COPY_KINDS)
+        check_in("copy method", self.method, COPY_METHODS)
         if (self.src is None) != (self.kind == "h2d") or (self.dst is None) != (self.kind == "d2h"):
             raise ValueError(f"a {self.kind} copy has src={self.src!r}, dst={self.dst!r}")
         if self.kind == "d2d" and self.src == self.dst:
@@ -178,8 +167,6 @@ class PeerCopies:
     duration_s: float | None = None
 
 
-# --------------------------------------------------------------------------- collectives
-
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
 # Why a collective has no GPU time (graph replays): gloo on the CPU, a refused capture, or none reached.
 GPU_TIME_REASONS = ("no_cuda_graphs", "capture_failed", "not_captured")
@@ -197,14 +184,10 @@ class RankTiming:
 
 @dataclass(frozen=True)
 class CollectiveResult:
-    """One collective at one size on one group of ranks. ``size_bytes`` and ``count`` are nccl-tests' columns;
-    ``wrong``: elements off the expected result, over the ranks (#wrong); ``skipped``: a key why the size did not run.
-    Two times, as for single-GPU ops: ``timings`` each rank's per-call samples (eager calls: what a caller pays),
-    ``gpu_timings`` the GPU time (graph replays, launch gaps removed; else ``gpu_reason``), and again on NCCL-registered
-    buffers (``registered_*``). ``rotation_sets`` (buffer sets cycled to keep L2 cold), ``allocations`` (fresh
-    allocations the calls are spread over), ``captures`` and ``communicators`` (graphs pooled, and the communicators
-    they were captured on) count how each size was measured; 1 is what reports before they were recorded used.
-    """
+    """One collective at one size on one group of ranks (``size_bytes``, ``count``, ``wrong``: nccl-tests'
+    columns). Two times as for single-GPU ops: ``timings`` (eager calls, per rank) and ``gpu_timings`` (graph
+    replays; else ``gpu_reason``), again on NCCL-registered buffers (``registered_*``); the counts (buffer sets,
+    allocations, captures, communicators) say how it was measured, 1 in reports before they were recorded."""
 
     op: str
     size_bytes: Int
@@ -237,18 +220,15 @@ class CollectiveResult:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
         if not 1 <= self.communicators <= self.captures:
             raise ValueError(f"communicators must be 1 to captures ({self.captures}), not {self.communicators}")
-        if self.op not in COLLECTIVES:
-            raise ValueError(f"unknown collective {self.op!r}")
-        if self.registered_reason is not None and self.registered_reason not in REGISTERED_REASONS:
-            raise ValueError(f"unknown reason for no registered GPU time {self.registered_reason!r}")
-        if self.gpu_reason is not None and self.gpu_reason not in GPU_TIME_REASONS:
-            raise ValueError(f"unknown reason for no GPU time {self.gpu_reason!r}")
+        check_in("collective", self.op, COLLECTIVES)
+        check_in("reason for no registered GPU time", self.registered_reason, (None, *REGISTERED_REASONS))
+        check_in("reason for no GPU time", self.gpu_reason, (None, *GPU_TIME_REASONS))
 
 
 @dataclass(frozen=True)
 class AlgoChoice:
-    """One ``NCCL INFO AllReduce: 1073741824 Bytes -> Algo RING proto SIMPLE ...`` line, as NCCL printed it;
-    ``nranks`` and ``comm`` from the call's ``opCount`` line before it (with NCCL_DEBUG_SUBSYS=COLL)."""
+    """One ``NCCL INFO AllReduce: 1073741824 Bytes -> Algo RING proto SIMPLE ...`` line; ``nranks`` and ``comm``
+    from the call's ``opCount`` line before it."""
 
     rank: Int
     nccl_op: str
@@ -299,8 +279,8 @@ class Launch:
 
 @dataclass(frozen=True)
 class Collectives:
-    """A collective sweep over one group of processes (``scope``: ``node`` or ``world``); ``hosts`` by rank;
-    ``narrowing``: re-runs on sub-groups to find what makes it slow (``analysis.fleet.next_narrowing_group``)."""
+    """A collective sweep over one group of processes (``scope``: ``node`` or ``world``); ``narrowing``: re-runs
+    on sub-groups to find what makes it slow."""
 
     scope: str
     backend: str  # nccl | gloo
@@ -317,9 +297,6 @@ class Collectives:
     error: str | None = None
 
 
-# --------------------------------------------------------------------------- the node
-
-
 @dataclass(frozen=True)
 class NodeSkip:
     """A node test that did not run (``peer_copies``, ``collectives``, ``xid``...) and why."""
@@ -330,8 +307,7 @@ class NodeSkip:
 
 @dataclass(frozen=True)
 class Node:
-    """Everything found and measured across one machine's selected ``gpus``; the counters bracket the node tests,
-    so errors the tests provoked show as a delta."""
+    """Everything found and measured across one machine's ``gpus``; the counters bracket the node tests."""
 
     host: str
     gpus: tuple[Int, ...] = ()

@@ -1,9 +1,5 @@
-"""The fixed reasons probes record for a missing fact, each with the catalogue key it is shown by.
-
-A fact's reason is text (``Fact.reason``): most are what the machine said (an error, a path). These
-are envcheck's own sentences, always written the same; the probes write them from here and the
-renderers phrase them by their key in the reader's language (reports of every version recorded
-the same English, so older reports are phrased too). A reason not listed here is shown as recorded.
+"""envcheck's own reasons for a missing fact (``Fact.reason``), each with the catalogue key that phrases it in
+the reader's language; a reason not listed (what the machine said) is shown as recorded.
 """
 
 from __future__ import annotations

@@ -1,6 +1,4 @@
-"""What an independent tool measured, as envcheck reads it: the reference its own numbers are held
-against (nccl-tests' rows, parsed by ``envcheck.node.nccl_tests``; compared in
-``envcheck.analysis.collectives``)."""
+"""What an independent tool measured, the reference envcheck's numbers are held against: nccl-tests' rows."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from envcheck.model.bench import Bench
 from envcheck.model.burn import Burn
 from envcheck.model.crosscheck import Crosscheck
-from envcheck.model.facts import Check, Environment
+from envcheck.model.facts import Check, Environment, check_in
 from envcheck.model.fleet import Fleet
 from envcheck.model.node import Node
 from envcheck.outside_json import Int
@@ -18,8 +18,8 @@ KINDS = ("probe", "check", "run", "fleet", "burn")
 
 @dataclass(frozen=True)
 class ReplaySource:
-    """The snapshot a replayed report was made from: its file's name (a path would name the replaying machine's
-    folder), the recorded host, and when it was captured and replayed."""
+    """The snapshot a replayed report was made from: its file's name (not a path), the host, when it was captured
+    and replayed."""
 
     file: str
     host: str
@@ -29,9 +29,8 @@ class ReplaySource:
 
 @dataclass(frozen=True)
 class Report:
-    """What one envcheck command found: ``benches`` one per device, ``node`` its GPUs' links and what went over
-    them, ``fleet`` (kind ``fleet``) every node, ``burn`` and ``crosscheck`` as run; ``anonymized``: identifying
-    values are stable pseudonyms; ``replayed_from``: the facts are a snapshot's (``created`` its capture's)."""
+    """What one envcheck command found: ``benches`` one per device, ``node`` its GPUs' links, ``fleet`` every node;
+    ``anonymized``: identifying values are stable pseudonyms; ``replayed_from``: the facts are a snapshot's."""
 
     tool_version: str
     created: str  # ISO 8601, UTC, seconds
@@ -49,8 +48,7 @@ class Report:
     schema_version: Int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"unknown report kind {self.kind!r}")
+        check_in("report kind", self.kind, KINDS)
         if (self.kind == "fleet") != (self.fleet is not None):
             raise ValueError("a fleet report, and only a fleet report, has a fleet section")
 

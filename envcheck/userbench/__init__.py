@@ -1,9 +1,5 @@
-"""Your own kernels measured like envcheck's built-in ops (``envcheck bench FILE.py``).
-
-``Op`` (api.py) is the whole public API; discover.py finds the declared ops of a file or
-``module:object`` in an isolated subprocess; code.py is what the benchmark worker runs for
-them (inputs, implementations, float64 reference), behind the same seam as the built-in ops.
-"""
+"""Your own kernels measured like envcheck's built-in ops (``envcheck bench FILE.py``): ``Op`` (api.py) is the
+public API, discover.py finds a source's ops in a child, code.py is what the worker runs for them."""
 
 from envcheck.userbench.api import DeclarationError, Op
 

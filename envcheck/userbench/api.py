@@ -1,55 +1,9 @@
 """Declaring your own op for ``envcheck bench FILE.py``: the one public API.
 
-A file (or ``module:object``) declares one or more ``Op`` values: what the op is called, its
-implementations, a float64 reference, how to draw its inputs, at which shapes and dtypes, and
-what one call moves and computes. Everything else is envcheck's, exactly as for the built-in
-ops: GPU time by CUDA-graph replay and launch time, cold L2, the NVML monitor, the accuracy
-judged at the precision used (also against the baseline implementation's own error),
-ceilings, flags, findings, the dated report, ``render``, ``diff`` and ``history``::
-
-    import torch
-    from envcheck.userbench import Op
-
-    def inputs(shape, dtype, device, generator):
-        (n,) = shape
-        x = torch.randn(n, generator=generator, device=device, dtype=torch.float32).to(dtype)
-        return (x,)
-
-    SCALE = Op(
-        name="scale2",
-        impls={"torch": lambda x: x * 2, "mine": my_triton_scale},   # the first is the baseline
-        reference=lambda x: x * 2,                                  # gets float64 copies of the inputs
-        inputs=inputs,
-        shapes=[(1 << 20,), (1 << 24,)],
-        dtypes=["fp32", "fp16"],
-        bytes=lambda shape, dtype: 2 * shape[0] * (4 if dtype == "fp32" else 2),
-    )
-
-Contract of each callable (all run in envcheck's isolated worker, never in ``envcheck bench``
-itself, so an exception, a crash or a hang in them is that case's failure, not the run's):
-
-* ``inputs(shape, dtype, device, generator) -> tuple of tensors``: fresh random inputs (never
-  zeros), drawn from ``generator`` (a ``torch.Generator`` seeded by envcheck) on ``device``
-  (``"cuda"`` or ``"cpu"``); ``dtype`` is the ``torch.dtype`` of the case.
-* each implementation: ``fn(*inputs) -> tensor``, the output of one call (allocated or not).
-  A ``"module:function"`` string is imported in the worker when first needed.
-* ``reference(*inputs) -> tensor``: the op in float64; it gets float64 copies of the inputs'
-  rounded values (floating inputs only), so input rounding never counts as error.
-* ``magnitude(*inputs) -> tensor`` (optional): per output element, the scale its rounding error
-  grows with (for a sum, the sum of the terms' absolute values). Default: ``reference`` on the
-  inputs' absolute values, right for sums and products of the inputs.
-* ``bytes(shape, dtype) -> int``: the minimum bytes one call must move (inputs read once,
-  outputs written once), so GB/s can be held against the memory ceilings; ``dtype`` is
-  ``"fp32"``, ``"fp16"`` or ``"bf16"``. ``flops(shape, dtype) -> int`` likewise (default 0).
-* ``accumulation(shape) -> int`` (optional): terms summed into one output element (a
-  reduction's length, a matmul's K); the error bound grows with it. Default 1.
-* ``exact(shape, dtype, device, generator) -> tuple of tensors`` (optional): inputs, as
-  ``inputs`` returns them, on which every correct implementation is within one ulp of the
-  reference after the ``roundings`` (small integers, powers of two: docs/userbench.md).
-
-``roundings``: roundings in the compute precision each output element goes through besides
-accumulation and the final store (envcheck counts 8 for softmax: subtract, exp, divide);
-``compute_bound``: judge the op on FLOP/s against the precision's peak instead of bandwidth.
+A file (or ``module:object``) declares ``Op`` values: the op's name, its implementations, a float64 reference,
+how to draw its inputs, at which shapes and dtypes, and what one call moves and computes; envcheck times,
+judges, reports and compares them exactly as its built-in ops. Every callable runs in the isolated worker
+(its exception, crash or hang is its case's failure). Each field's contract: docs/userbench.md.
 """
 
 from __future__ import annotations
@@ -81,7 +35,7 @@ def _count(value: object, what: str, name: str, positive: bool) -> int:
 
 @dataclass(frozen=True)
 class Op:
-    """One op of your own (see the module docstring for every field's contract)."""
+    """One op of your own (each field's contract: docs/userbench.md)."""
 
     name: str
     impls: Mapping[str, Callable[..., Any] | str]
@@ -118,7 +72,7 @@ class Op:
         for what in ("flops", "accumulation", "magnitude", "exact"):
             if getattr(self, what) is not None and not callable(getattr(self, what)):
                 raise DeclarationError(f"op {name!r}: {what} must be a callable or None")
-        object.__setattr__(self, "shapes", self._shapes(self.shapes, "shapes"))
+        object.__setattr__(self, "shapes", self._shapes(self.shapes))
         dtypes = tuple(self.dtypes) if not isinstance(self.dtypes, str) else (self.dtypes,)
         if not dtypes or any(d not in ITEMSIZE for d in dtypes) or len(set(dtypes)) != len(dtypes):
             raise DeclarationError(f"op {name!r}: dtypes must be distinct among {', '.join(ITEMSIZE)}, got {dtypes}")
@@ -132,18 +86,18 @@ class Op:
         if not isinstance(self.compute_bound, bool):
             raise DeclarationError(f"op {name!r}: compute_bound must be True or False")
 
-    def _shapes(self, shapes: Any, what: str) -> tuple[Shape, ...]:
+    def _shapes(self, shapes: Any) -> tuple[Shape, ...]:
         try:
             out = tuple(tuple(s) for s in shapes)
         except TypeError:
             out = ()
         if not out or not all(_is_shape(s) for s in out) or len(set(out)) != len(out):
-            raise DeclarationError(f"op {self.name!r}: {what} must be distinct tuples of positive integers")
+            raise DeclarationError(f"op {self.name!r}: shapes must be distinct tuples of positive integers")
         return out
 
     def spec(self) -> OpSpec:
-        """The op as the registry and the report know it: its declared cost at every shape and
-        dtype (this calls ``bytes``, ``flops`` and ``accumulation``)."""
+        """The op as the registry and the report know it, its cost at every shape and dtype (this calls
+        ``bytes``, ``flops`` and ``accumulation``)."""
         costs = []
         for shape in self.shapes:
             k = _count(self.accumulation(shape), "accumulation", self.name, True) if self.accumulation else 1

@@ -1,15 +1,12 @@
-"""A user's declared op as the benchmark worker runs it (the ``OpCode`` of envcheck/bench/code.py).
-
-Inside the worker only: the user's file is imported here (``discover.load``), once per
-worker, and each op's callables are called as api.py's contract says. Whatever they raise is
-the failure of the case that called them (group.py guards every step); a crash or a hang ends
-the worker, and the runner restarts it for the cases left (bench/resume.py).
+"""A user's declared op as the benchmark worker runs it (the ``OpCode`` of envcheck/bench/code.py): the user's
+file imported once per worker; what its callables raise is their case's failure (group.py), a crash or a hang
+ends the worker, which the runner restarts for the cases left (bench/resume.py).
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
+import pkgutil
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -33,14 +30,6 @@ def user_code(source: str, name: str) -> UserCode:
     if name not in ops:
         raise DeclarationError(f"{source} no longer declares op {name!r}")
     return UserCode(ops[name])
-
-
-def _resolve(fn: Any) -> Any:
-    """A callable, or the function a ``"module:function"`` string names (imported now)."""
-    if callable(fn):
-        return fn
-    module, attr = str(fn).split(":")
-    return getattr(importlib.import_module(module), attr)
 
 
 class UserCode:
@@ -69,7 +58,9 @@ class UserCode:
         return None  # a user's implementation returns its output (checked_call poisons it)
 
     def bound(self, planned: PlannedCase, sets: list[tuple[Inputs, Any]]) -> list[Impl]:
-        fn = _resolve(self.op.impls[planned.impl])
+        fn = self.op.impls[planned.impl]
+        if not callable(fn):  # a "module:function" string, imported now
+            fn = pkgutil.resolve_name(fn)
         return [functools.partial(fn, *inputs.values()) for inputs, _ in sets]
 
     def reference_chunks(self, inputs: Inputs, shape: tuple[int, ...] = ()) -> Iterator[RefChunk]:

@@ -1,11 +1,8 @@
-"""Finding the ops a user declared: ``FILE.py`` (every top-level ``Op``, and lists of them) or
-``module:object`` (that ``Op``, or a list of them).
+"""Finding the ops a user declared: ``FILE.py`` (every top-level ``Op``, and lists of them) or ``module:object``.
 
-Importing a user's file runs their code, which may raise, crash or hang: ``envcheck bench`` never imports
-it itself. ``discover`` runs ``child`` through the harness with a time limit; it answers
-``{"ops": [OpSpec, ...]}`` (the declarations with their costs evaluated) or ``{"error": "<one line>"}``.
-Anything else (a crash, a hang) becomes one ``UsageError`` line too: a source that cannot be declared is a
-bad argument (exit 2). The worker imports the same source again with ``load`` (code.py).
+Importing a user's file runs their code, which may raise, crash or hang, so ``discover`` runs ``child`` through
+the harness with a time limit: it answers ``{"ops": [OpSpec, ...]}`` or ``{"error": "<one line>"}``, and
+anything else is one ``UsageError`` line too (exit 2). The worker imports the source again (``load``).
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from envcheck.errors import UsageError
+from envcheck.errors import UsageError, one_line
 from envcheck.model import build, to_dict
 from envcheck.userbench.api import DeclarationError, Op
 
@@ -97,9 +94,7 @@ def _one_line(exc: BaseException) -> str:
     elif isinstance(exc, DeclarationError):
         line = str(exc)
     else:
-        text = str(exc).strip()
-        first = text.splitlines()[0].strip() if text else ""
-        line = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+        return one_line(exc, MAX_LINE)
     return line if len(line) <= MAX_LINE else line[: MAX_LINE - 3] + "..."
 
 
@@ -112,8 +107,8 @@ def child(source: str, out: Any) -> dict[str, Any]:
 
 
 def discover(source: str, timeout: float = DISCOVER_TIMEOUT_S) -> tuple[Any, ...]:
-    """The declared ops' ``OpSpec`` values, from a child (bounded, redacted, its memory watched, whatever it
-    left running ended); UsageError (one line) otherwise."""
+    """The declared ops' ``OpSpec`` values, from a child (bounded, its memory watched, whatever it left running
+    ended); UsageError (one line) otherwise."""
     from envcheck.harness import failures as f
     from envcheck.harness.env import user_path
     from envcheck.harness.spawn import spawn

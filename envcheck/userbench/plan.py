@@ -1,6 +1,5 @@
-"""The cases of ``envcheck bench``: every declared (op, dtype, shape), every implementation, the baseline
-first, planned as the built-in suite is (bench/suite.py: the same device, presets, memory check and notes).
-Never imports torch, never runs the user's code (the ops arrive as ``OpSpec`` from discover.py).
+"""The cases of ``envcheck bench``: every declared (op, dtype, shape) and implementation, the baseline first,
+planned as the built-in suite (bench/suite.py); the ops arrive as ``OpSpec`` (no torch, no user code here).
 """
 
 from __future__ import annotations

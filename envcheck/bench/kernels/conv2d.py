@@ -1,12 +1,8 @@
 """2-D convolution, NCHW, as an implicit GEMM: no im2col buffer is ever written.
 
-The output (N, K, P, Q) is a matrix product of M = N * P * Q output pixels by K filters over
-the reduction C * R * R: each program computes a BLOCK_M x BLOCK_N tile of it with ``tl.dot``,
-gathering the input patch of each (pixel, reduction index) on the fly (zero padding R // 2 by
-masking), so the input is read from memory in place. Square kernels, one stride for both axes.
-
-Precision as matmul's (kernels/matmul.py): fp32 in IEEE ("fp32") or TF32 ("tf32"), fp16 and
-bf16 on tensor cores, always accumulated in fp32.
+The output is a product of M = N * P * Q pixels by K filters over C * R * R: a program computes a tile of it with
+``tl.dot``, gathering each input patch in place (zero padding R // 2 by masking). Square kernels, one stride;
+precisions as matmul's, accumulated in fp32.
 """
 
 from __future__ import annotations
@@ -15,7 +11,8 @@ import torch
 import triton
 import triton.language as tl
 
-from envcheck.bench.kernels.matmul import _PRECISIONS
+from envcheck.bench.kernels.matmul import dot_precision
+from envcheck.ops import OPS
 
 _INT32_LIMIT = 2**31
 PATHS: tuple[str, ...] = ("implicit_gemm",)
@@ -69,12 +66,6 @@ def path() -> str:
     return "implicit_gemm"
 
 
-def output_size(h: int, w: int, r: int, stride: int) -> tuple[int, int]:
-    """(P, Q) with padding r // 2 (as envcheck/ops.py counts it)."""
-    pad = r // 2
-    return (h + 2 * pad - r) // stride + 1, (w + 2 * pad - r) // stride + 1
-
-
 def conv2d(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, stride: int, precision: str) -> torch.Tensor:
     """``out = conv2d(x, weight, stride=stride, padding=R // 2)`` for NCHW ``x`` (N, C, H, W) and
     ``weight`` (K, C, R, R), any strides; ``out`` is (N, K, P, Q). Returns ``out``."""
@@ -85,17 +76,11 @@ def conv2d(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, stride: int
         raise ValueError(f"conv2d needs a positive integer stride, got {stride!r}")
     nb, c, h, w = x.shape
     k, _, r, _ = weight.shape
-    p, q = output_size(h, w, r, stride)
+    p, q = OPS["conv2d"].conv_output((nb, c, h, w, k, r, stride))
     if out.shape != (nb, k, p, q):
         raise ValueError(f"conv2d of {tuple(x.shape)} by {tuple(weight.shape)} at stride {stride} needs out of "
                          f"{(nb, k, p, q)}, got {tuple(out.shape)}")
-    if len({x.dtype, weight.dtype, out.dtype}) != 1 or x.dtype not in _PRECISIONS:
-        raise ValueError(f"conv2d needs x, weight and out of one dtype among fp32/fp16/bf16, got "
-                         f"{x.dtype}, {weight.dtype}, {out.dtype}")
-    input_precision = _PRECISIONS[x.dtype].get(precision)
-    if input_precision is None:
-        raise ValueError(f"conv2d precision {precision!r} does not apply to {x.dtype}: use "
-                         f"{' or '.join(_PRECISIONS[x.dtype])}")
+    ip = dot_precision("conv2d", "x, weight and out", precision, x, weight, out)
     m = nb * p * q
     if m == 0 or k == 0:
         return out
@@ -105,6 +90,6 @@ def conv2d(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, stride: int
     _conv2d_kernel[(triton.cdiv(m, _BLOCK_M), triton.cdiv(k, block_n))](
         x, weight, out, m, c, h, w, k, p, q, c * r * r, *x.stride(), *weight.stride(), *out.stride(),
         R=r, STRIDE=stride, PAD=r // 2, BLOCK_M=_BLOCK_M, BLOCK_N=block_n, BLOCK_K=_BLOCK_K,
-        INPUT_PRECISION="ieee" if upcast else input_precision, UPCAST=upcast, INT64=int64,
+        INPUT_PRECISION="ieee" if upcast else ip, UPCAST=upcast, INT64=int64,
         num_warps=4, num_stages=3)
     return out

@@ -1,10 +1,7 @@
 """Layer norm over the last dim of a 2-D tensor (forward, with weight and bias), fp32 arithmetic.
 
-One kernel: each row is held in one register tile (read once, written once: the ideal traffic),
-the mean first and then the variance of the centred values (two passes over registers, not
-E[x^2] - E[x]^2, which cancels catastrophically when the mean is large). Short rows are packed
-several to a program. Rows longer than ``MAX_COLS`` are refused: normalised widths in models
-stay well below it.
+Each row sits in one register tile (read once, written once); the variance is of the centred values, not
+E[x^2] - E[x]^2, which cancels catastrophically when the mean is large. Rows past ``MAX_COLS`` are refused.
 """
 
 from __future__ import annotations
@@ -14,6 +11,8 @@ import functools
 import torch
 import triton
 import triton.language as tl
+
+from envcheck.bench.kernels.softmax import row_tile
 
 MAX_COLS = 32768
 EPS = 1e-5  # torch.nn.functional.layer_norm's default
@@ -49,13 +48,7 @@ def path(cols: int) -> str:
     return "tile"
 
 
-@functools.lru_cache(maxsize=256)
-def _config(rows: int, cols: int) -> tuple[int, int, int]:
-    block_cols = triton.next_power_of_2(cols)
-    block_rows = max(1, min(4096 // block_cols, triton.next_power_of_2(rows)))
-    tile = block_rows * block_cols
-    warps = 4 if tile <= 2048 else 8 if tile <= 8192 else 16
-    return block_rows, block_cols, warps
+_config = functools.lru_cache(maxsize=256)(functools.partial(row_tile, values=4096))
 
 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, out: torch.Tensor,

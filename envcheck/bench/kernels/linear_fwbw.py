@@ -1,9 +1,5 @@
-"""Forward and backward of a linear layer without bias, as envcheck's Triton matmul runs them.
-
-x is (M, K), W is (N, K) (nn.Linear's layout), dy is (M, N). The three matmuls autograd runs:
-y = x W^T (forward), dx = dy W and dW = dy^T x (backward), each through ``kernels.matmul``
-(its race picks a kernel and tile per problem and layout). ``out`` holds dx over dW,
-(M + N) x K, so one tensor carries both gradients to the check.
+"""Forward and backward of a linear layer without bias, as envcheck's Triton matmul runs them: x (M, K), W (N, K)
+(nn.Linear's layout), dy (M, N); y = x W^T, dx = dy W and dW = dy^T x, each through ``kernels.matmul``.
 """
 
 from __future__ import annotations

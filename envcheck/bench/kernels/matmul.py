@@ -1,10 +1,8 @@
 """``out = a @ b`` with tensor cores: fp16 / bf16 (fp32 accumulation) and fp32 as TF32 or IEEE.
 
-The pointer kernel runs on any GPU (a program per output tile, K walked in BLOCK_K steps that
-Triton pipelines, tiles visited in GROUP_M-tall column groups for L2 reuse); on Hopper and later
-the TMA kernels of matmul_tma.py join it, and the first call for each problem races them
-(tuning.py). TF32 needs B K-major, as nn.Linear keeps its weight: Hopper's TF32 wgmma reads B only
-that way. Under the interpreter, or with CPU tensors, the pointer kernel runs with one small tile.
+The pointer kernel runs on any GPU; on Hopper and later the TMA kernels (matmul_tma.py) join it and the first
+call of each problem races them (tuning.py). TF32 needs B K-major, as nn.Linear keeps its weight (Hopper's TF32
+wgmma reads B only that way). Under the interpreter or on CPU tensors, the pointer kernel runs one small tile.
 """
 
 from __future__ import annotations
@@ -30,11 +28,9 @@ try:
 except ImportError:  # a Triton without tensor descriptors: the pointer kernel only
     matmul_tma = None
 
-# Offsets are int32 unless an operand spans 2^31 elements; module-level so a test can force int64.
-_INT32_LIMIT = 2**31
+_INT32_LIMIT = 2**31  # int64 offsets from this size on; module-level so a test can force them
 
-# precision argument -> tl.dot input_precision, per dtype. fp16/bf16 have one precision (their
-# own: tensor cores read them natively); "tf32" there would only be ignored by tl.dot.
+# precision argument -> tl.dot input_precision, per dtype (fp16/bf16: their own; "tf32" is ignored there).
 _PRECISIONS: dict[torch.dtype, dict[str, str]] = {
     torch.float32: {"tf32": "tf32", "fp32": "ieee"},
     torch.float16: {"fp16": "tf32"},
@@ -61,9 +57,8 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                    UPCAST: tl.constexpr, ALIGNED: tl.constexpr, VEC: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     if ALIGNED:
-        # The wrapper checked these are multiples of VEC (16 bytes of elements). Triton only
-        # infers divisibility by 16 elements from argument values, so without the hints a
-        # shape like 1000 would turn every load into scalar accesses (~6x slower at 1000^3).
+        # Multiples of VEC (16 bytes), as the wrapper checked: Triton infers divisibility by 16 elements only,
+        # so without the hints a shape like 1000 would make every load scalar (~6x slower at 1000^3).
         K = tl.multiple_of(K, VEC)
         N = tl.multiple_of(N, VEC)
         stride_am = tl.multiple_of(stride_am, VEC)
@@ -78,8 +73,8 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
         rm = rm.to(tl.int64)
         rn = rn.to(tl.int64)
         rk = rk.to(tl.int64)
-    # Rows/cols past the edge wrap around (% M, % N) instead of being masked: the loads stay
-    # unmasked along M and N (cheaper, better pipelined) and the store below drops them.
+    # Rows/cols past the edge wrap around instead of being masked (cheaper, better pipelined loads); the
+    # store drops them.
     ram = rm % M
     rbn = rn % N
     if ALIGNED:
@@ -94,9 +89,8 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
         a = tl.load(a_ptrs, mask=rk[None, :] < k_left, other=0.0)
         b = tl.load(b_ptrs, mask=rk[:, None] < k_left, other=0.0)
         if UPCAST:
-            # Interpreter only: numpy has no bfloat16, so the interpreter's dot would multiply raw
-            # bits. bf16 -> fp32 is exact and so is every bf16 x bf16 product in fp32, so the
-            # IEEE fp32 dot computes what the tensor cores do (fp32 accumulation).
+            # Interpreter only (numpy has no bfloat16): bf16 products are exact in fp32, so the IEEE fp32 dot
+            # computes what the tensor cores do.
             a = a.to(tl.float32)
             b = b.to(tl.float32)
         acc = _dot(a, b, acc, INPUT_PRECISION, ALLOW_TF32)
@@ -125,8 +119,8 @@ _CANDIDATES_32BIT = (
     Tile(TMA_PERSISTENT, 128, 256, 32, 3, 8),
     Tile(TMA_PERSISTENT, 128, 128, 32, 4, 8),
 )
-# Per compute capability, the candidates that never won a race there (every matmul race in the committed
-# H100 and H200 reports), by precision: not compiled nor raced there. The tall tile stays for tall outputs.
+# Per compute capability and precision, candidates that never won a race in the committed H100 and H200
+# reports: not compiled nor raced there (the tall tile stays for tall outputs).
 _NEVER_WON: dict[tuple[int, int], dict[str, frozenset[Tile]]] = {
     (9, 0): {
         "16bit": frozenset({_CANDIDATES_16BIT[1]}),
@@ -137,16 +131,12 @@ _NEVER_WON: dict[tuple[int, int], dict[str, frozenset[Tile]]] = {
 
 Launcher = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None]
 
-# Everything the launch depends on (shapes, dtypes, strides, device, 16-byte alignment) -> the winning
-# tile and its launcher with all but the tensors bound: a warm call is a dict lookup and the launch.
+# What a launch depends on (shapes, dtypes, strides, device, 16-byte alignment) -> the winning tile and its
+# launcher with all but the tensors bound: a warm call is a dict lookup and the launch.
 _LAUNCHERS: dict[tuple[Any, ...], tuple[Tile | None, Launcher]] = {}
 
-# Interpreter: one small tile, little numpy work per program.
-_INTERPRET_TILE = Tile(POINTER, 32, 32, 32, 1, 4, group_m=4)
-
-
-# Decided once, when @triton.jit ran: under TRITON_INTERPRET=1 it returns an interpreter
-# object instead of a JITFunction, whatever the environment says later.
+_INTERPRET_TILE = Tile(POINTER, 32, 32, 32, 1, 4, group_m=4)  # little numpy work per program
+# Decided when @triton.jit ran: under TRITON_INTERPRET=1 it made an interpreter object, not a JITFunction.
 _INTERPRETED = not isinstance(_matmul_kernel, triton.runtime.JITFunction)
 
 
@@ -162,9 +152,8 @@ def _device(device: int) -> tuple[int, tuple[int, int]]:
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, precision: str) -> torch.Tensor:
-    """``out = a @ b`` for a (M, K), b (K, N), out (M, N), all one dtype; returns ``out``.
-    ``precision``: ``fp16`` / ``bf16``, or ``tf32`` / ``fp32`` (IEEE) for fp32; fp32 accumulation.
-    The first call for a new problem (sizes, dtype, precision, layout) picks its tile (``_race``)."""
+    """``out = a @ b`` for a (M, K), b (K, N), out (M, N) of one dtype; ``precision`` ``fp16`` / ``bf16``, or
+    ``tf32`` / ``fp32`` (IEEE) for fp32. The first call of a new problem picks its tile (``_race``)."""
     if _INTERPRETED or not a.is_cuda:
         input_precision = _validate(a, b, out, precision)
         if a.shape[0] and b.shape[1]:
@@ -187,15 +176,19 @@ def _validate(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, precision: st
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0] or out.shape != (a.shape[0], b.shape[1]):
         raise ValueError(f"matmul needs a (M, K), b (K, N) and out (M, N), got {tuple(a.shape)}, "
                          f"{tuple(b.shape)}, {tuple(out.shape)}")
-    dtype = a.dtype
-    if b.dtype != dtype or out.dtype != dtype or dtype not in _PRECISIONS:
-        raise ValueError(f"matmul needs a, b and out of one dtype among fp32/fp16/bf16, got "
-                         f"{a.dtype}, {b.dtype}, {out.dtype}")
-    input_precision = _PRECISIONS[dtype].get(precision)
-    if input_precision is None:
-        raise ValueError(f"matmul precision {precision!r} does not apply to {dtype}: use "
+    return dot_precision("matmul", "a, b and out", precision, a, b, out)
+
+
+def dot_precision(op: str, names: str, precision: str, *tensors: torch.Tensor) -> str:
+    """tl.dot's input precision for ``precision`` on ``tensors`` of one dtype, or ValueError in one line."""
+    dtype = tensors[0].dtype
+    if len({t.dtype for t in tensors}) != 1 or dtype not in _PRECISIONS:
+        raise ValueError(f"{op} needs {names} of one dtype among fp32/fp16/bf16, got "
+                         f"{', '.join(str(t.dtype) for t in tensors)}")
+    if precision not in _PRECISIONS[dtype]:
+        raise ValueError(f"{op} precision {precision!r} does not apply to {dtype}: use "
                          f"{' or '.join(_PRECISIONS[dtype])}")
-    return input_precision
+    return _PRECISIONS[dtype][precision]
 
 
 def _race(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, precision: str) -> tuple[Tile | None, Launcher]:
@@ -240,9 +233,8 @@ def vector_aligned(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> bool:
 
 def launcher(tile: Tile, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, input_precision: str,
              allow_tf32: bool, *, upcast: bool = False, programs: int = 2) -> Launcher:
-    """A launch of ``tile``'s kernel for operands shaped, strided and aligned as these are, with
-    everything but the tensors bound. ``programs``: the persistent kernel's (the SM count);
-    ``upcast``: interpreter only (bf16 widened to fp32)."""
+    """A launch of ``tile``'s kernel for operands laid out as these, all but the tensors bound; ``programs``:
+    the persistent kernel's (the SM count); ``upcast``: interpreter only (bf16 widened to fp32)."""
     M, K = a.shape
     N = b.shape[1]
     if tile.kind != POINTER:
@@ -264,10 +256,8 @@ def launcher(tile: Tile, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, in
 
 
 def tuned_tile(m: int, n: int, k: int, dtype: torch.dtype, precision: str) -> Tile | None:
-    """The kernel and tile the race picked for this problem; None before its first GPU call.
-
-    With several layouts of one problem raced (e.g. a row-major and a K-major B), the first.
-    """
+    """The kernel and tile the race picked for this problem (of several layouts raced, the first); None
+    before its first GPU call."""
     for (a_shape, b_shape, _, a_dtype, _, _, prec, *_), (tile, _) in _LAUNCHERS.items():
         if tile is not None and (*a_shape, b_shape[1], a_dtype, prec) == (m, k, n, dtype, precision):
             return tile

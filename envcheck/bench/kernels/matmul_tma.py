@@ -1,11 +1,8 @@
 """``out = a @ b`` with operands loaded by the Tensor Memory Accelerator (Hopper and later).
 
-TMA copies a whole tile between global and shared memory from a tensor descriptor in one instruction: no
-per-thread address arithmetic or masks (out-of-bounds reads are zeros, stores dropped). ``tma``: a program per
-output tile; ``tma_persistent``: one program per SM walking tiles ``pid, pid + SMS, ...`` with the (tile, K)
-loop flattened, so the next tile's loads overlap this one's epilogue. The descriptors are built on the host
-at every call and passed by value (a CUDA graph captures them; nothing is allocated on the device), which
-costs launch time (40-100 us against 20-25 us for the pointer kernel at 1024^3 on an H200).
+``tma``: a program per output tile; ``tma_persistent``: one program per SM walking tiles with the (tile, K)
+loop flattened, so the next tile's loads overlap this one's epilogue. The descriptors are built on the host at
+every call and passed by value (a CUDA graph captures them; nothing is allocated on the device).
 """
 from __future__ import annotations
 
@@ -19,9 +16,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 from envcheck.bench.kernels.tile_order import grouped_tile
 from envcheck.bench.kernels.tuning import TMA_PERSISTENT, Tile
 
-# TMA addresses global memory in 16-byte units: the base and every stride but the last must be
-# multiples of 16 bytes, and the last dimension contiguous.
-_ALIGN_BYTES = 16
+_ALIGN_BYTES = 16  # TMA's unit: the base and every stride but the last (contiguous) dimension's
 
 
 @triton.jit
@@ -46,11 +41,8 @@ def _tile_product(a_desc, b_desc, off_m, off_n, K, INPUT_PRECISION: tl.constexpr
 
 @triton.jit
 def _store_tile(c_desc, acc, off_m, off_n, BLOCK_N: tl.constexpr, SPLIT_STORE: tl.constexpr):
-    """Store ``acc`` converted to ``c``'s dtype; in two column halves when SPLIT_STORE.
-
-    Halves need half the shared-memory staging buffer, which is what lets a 128x256 tile keep
-    four pipeline stages (4 x 48 KiB + 32 KiB fits Hopper's 227 KiB; a whole tile would not).
-    """
+    """Store ``acc`` in ``c``'s dtype; in two column halves when SPLIT_STORE, which halves the staging buffer
+    (a 128x256 tile keeps four stages: 4 x 48 KiB + 32 KiB fits Hopper's 227 KiB, a whole tile would not)."""
     if SPLIT_STORE:
         halves = tl.permute(tl.reshape(acc, (acc.shape[0], 2, BLOCK_N // 2)), (0, 2, 1))
         left, right = tl.split(halves)
@@ -88,11 +80,8 @@ def _matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, INPUT_PRECISI
 
 
 def eligible(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> bool:
-    """Whether TMA can address all three operands as they are laid out.
-
-    ``a`` and ``out`` row-major, ``b`` row-major or K-major (as nn.Linear keeps its weight),
-    base addresses and leading strides multiples of 16 bytes.
-    """
+    """Whether TMA can address the operands: ``a`` and ``out`` row-major, ``b`` row-major or K-major, base
+    addresses and leading strides multiples of 16 bytes."""
     size = a.element_size()
     if a.stride(1) != 1 or out.stride(1) != 1:
         return False
@@ -113,11 +102,8 @@ def split_store(tile: Tile) -> bool:
 
 def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, input_precision: str, tile: Tile,
            *, programs: int, upcast: bool = False) -> None:
-    """Launch the TMA kernel ``tile.kind`` for ``out = a @ b`` (operands checked by the caller).
-
-    ``programs``: how many persistent programs to run (the SM count); the grid is the smaller
-    of that and the number of tiles. ``upcast``: interpreter only, bf16 loads widened to fp32.
-    """
+    """Launch the TMA kernel ``tile.kind`` for ``out = a @ b`` (operands checked by the caller); ``programs``:
+    the persistent kernel's (the SM count); ``upcast``: interpreter only, bf16 loads widened to fp32."""
     M, K = a.shape
     N = b.shape[1]
     bm, bn, bk = tile.block_m, tile.block_n, tile.block_k
@@ -134,8 +120,7 @@ def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, input_precision:
                               "SPLIT_STORE": split, **tile.blocks, "num_stages": tile.num_stages,
                               "num_warps": tile.num_warps}
     if tile.kind == TMA_PERSISTENT:
-        # PROGRAMS is the loop's stride and fixed per GPU (one compile for every shape); with
-        # fewer tiles than programs, the grid shrinks and each program does one tile.
+        # PROGRAMS, the loop's stride, is fixed per GPU (one compile for every shape); the grid shrinks to the tiles.
         grid = (max(1, min(programs, tiles)),)
         _matmul_tma_persistent_kernel[grid](a_desc, b_desc, c_desc, M, N, K, PROGRAMS=programs, FLATTEN=True,
                                             **common)

@@ -1,21 +1,9 @@
-"""Sum and max of a 3-D tensor over every axis, the inner axis or the two leading axes.
+"""Sum and max of a 3-D tensor (a, b, c) over every axis, the inner axis or the two leading ones, in fp32.
 
-Accumulated in fp32 (like torch.sum and torch.amax on fp16/bf16), rounded once on store. Three
-kernel paths, one per kind of reduction (``path`` says which a call takes):
-
-- ``inner``: (a, b, c) reduced over c, read as (rows, cols) with rows = a * b: each program
-  owns a block of rows and walks their columns (as row_sum does).
-- ``lead``: reduced over a and b, read as (B, C) with B = a * b: column blocks across
-  programs, and B split in chunks across programs too (a few hundred columns alone would
-  leave most SMs idle): stage one writes one fp32 partial per chunk and column into a
-  workspace, stage two reduces the partials.
-- ``all``: one output, read as a flat vector: stage one reduces chunks into fp32 partials,
-  stage two reduces the partials in one program.
-
-The split is deterministic (no atomics), so a result never depends on timing. The two-stage
-paths need a workspace of fp32 partials: ``workspace`` makes it once, outside any timed or
-captured region; the wrapper makes one when none is given (an allocation: a caller timing the
-kernel passes its own).
+One path per kind: ``inner`` walks the columns of a block of rows (as row_sum); ``lead`` reads (a * b, c) in
+column blocks with the rows split in chunks too (a few hundred columns alone leave SMs idle), and ``all`` reads
+a flat vector in chunks: both write fp32 partials to a workspace (``workspace``, made outside any timed region)
+that a second stage reduces. No atomics: a result never depends on timing.
 """
 
 from __future__ import annotations
@@ -31,8 +19,7 @@ _INT32_LIMIT = 2**31
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 PATHS: tuple[str, ...] = ("inner", "lead", "all")
 _HOWS = ("sum", "max")
-# Programs stage one aims for: ~4 waves of a 132-SM GPU.
-_TARGET_PROGRAMS = 528
+_TARGET_PROGRAMS = 528  # programs stage one aims for: ~4 waves of a 132-SM GPU
 _FLAT_BLOCK = 4096
 _LEAD_BLOCK_B = 32
 _LEAD_BLOCK_C = 128
@@ -72,8 +59,7 @@ def _inner_kernel(x_ptr, out_ptr, rows, cols, stride_xr, IS_MAX: tl.constexpr,
 @triton.jit
 def _lead_kernel(x_ptr, out_ptr, B, C, chunk, IS_MAX: tl.constexpr,
                  BLOCK_B: tl.constexpr, BLOCK_C: tl.constexpr, INT64: tl.constexpr):
-    """Rows [s * chunk, (s + 1) * chunk) of column block j of a (B, C) row-major tensor into
-    out[s, columns] (out is (splits, C))."""
+    """Rows [s * chunk, (s + 1) * chunk) of column block j of a (B, C) tensor into out[s, columns]."""
     j = tl.program_id(0)
     s = tl.program_id(1)
     c = j * BLOCK_C + tl.arange(0, BLOCK_C)
@@ -115,8 +101,7 @@ def path(over: str) -> str:
 
 @functools.lru_cache(maxsize=256)
 def _splits(length: int, column_blocks: int, block: int) -> tuple[int, int]:
-    """(splits, chunk): ``length`` cut into chunks (multiples of ``block``) so that splits x
-    column blocks is about _TARGET_PROGRAMS."""
+    """(splits, chunk): ``length`` cut in chunks of whole blocks, splits x column blocks about _TARGET_PROGRAMS."""
     wanted = max(1, min(triton.cdiv(_TARGET_PROGRAMS, column_blocks), triton.cdiv(length, block)))
     chunk = triton.cdiv(triton.cdiv(length, wanted), block) * block
     return triton.cdiv(length, chunk), chunk
@@ -143,9 +128,8 @@ def workspace(x: torch.Tensor, over: str) -> torch.Tensor | None:
 
 def reduce(x: torch.Tensor, out: torch.Tensor, how: str, over: str,
            work: torch.Tensor | None = None) -> torch.Tensor:
-    """``out`` = the ``how`` ("sum" or "max") of a contiguous 3-D fp32/fp16/bf16 ``x`` over
-    ``over``: every axis (out of 1 element), the inner one (a * b elements) or the two leading
-    ones (c elements); ``out`` is contiguous, of x's dtype. Returns ``out``."""
+    """``out`` = the ``how`` ("sum" or "max") of a contiguous 3-D fp32/fp16/bf16 ``x`` over ``over`` (out of 1,
+    a * b or c elements, contiguous, of x's dtype). Returns ``out``."""
     if how not in _HOWS:
         raise ValueError(f"reduce how {how!r}: use sum or max")
     path(over)
@@ -191,10 +175,7 @@ def reduce(x: torch.Tensor, out: torch.Tensor, how: str, over: str,
     return out
 
 
-Reduction = Callable[..., torch.Tensor]
-
-
-def _op(how: str, over: str) -> Reduction:
+def _op(how: str, over: str) -> Callable[..., torch.Tensor]:
     def fn(x: torch.Tensor, out: torch.Tensor, work: torch.Tensor | None = None) -> torch.Tensor:
         return reduce(x, out, how, over, work)
 

@@ -1,7 +1,4 @@
-"""Element-wise ``out = relu(x)``: a read-one, write-one bandwidth probe.
-
-Streams exactly like vector_add, so it shares its size-picked launch config.
-"""
+"""Element-wise ``out = relu(x)``: a read-one, write-one bandwidth probe, launched as vector_add is."""
 
 from __future__ import annotations
 
@@ -11,8 +8,7 @@ import triton.language as tl
 
 from envcheck.bench.kernels.vector_add import launch_config
 
-# See vector_add: int64 offsets only past int32 range; module-level so a test can force them.
-_INT32_LIMIT = 2**31
+_INT32_LIMIT = 2**31  # int64 offsets from this size on; module-level so a test can force them
 
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -24,8 +20,7 @@ def _relu_kernel(x_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr, INT64: tl.constexp
         pid = pid.to(tl.int64)
     offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     mask = offsets < n
-    # fp32 compare is exact for every input dtype; it also keeps the Triton interpreter, which
-    # has no bf16 arithmetic (it would compare raw bits), correct for bf16.
+    # fp32 compare: exact for every dtype, and right under the interpreter, which has no bf16 arithmetic.
     x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
     zero = tl.zeros_like(x)
     # `x < 0` rather than max(x, 0): NaN compares false and passes through, as in torch.relu.

@@ -1,10 +1,7 @@
 """Row sum over the last dim of a 2-D tensor, accumulated in fp32 (like torch.sum(x, dim=-1)).
 
-Each program owns a block of rows and walks their columns, keeping a 2-D fp32 accumulator
-and reducing it across columns once at the end: one tree reduction per row instead of one per
-step, and the result does not depend on how many programs there are. No split across
-programs: that would need atomics (order-dependent results) or a scratch buffer (an
-allocation), so a handful of very long rows runs on only a handful of SMs.
+A program walks the columns of a block of rows into a 2-D fp32 accumulator reduced once at the end. Rows are
+not split across programs (atomics would make results order-dependent, a scratch buffer is an allocation).
 """
 
 from __future__ import annotations
@@ -15,8 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-# int64 offsets only past int32 range; module-level so a test can force them.
-_INT32_LIMIT = 2**31
+_INT32_LIMIT = 2**31  # int64 offsets from this size on; module-level so a test can force them
 
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -50,10 +46,8 @@ def _config(rows: int, cols: int, element_size: int) -> tuple[int, int, int]:
 
 
 def row_sum(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """``out = x.sum(dim=-1)`` for a 2-D fp32/fp16/bf16 tensor; ``out`` has shape (rows,) and x's dtype.
-
-    Accumulates in fp32 and rounds once on store. Any strides are accepted.
-    """
+    """``out = x.sum(dim=-1)`` for a 2-D fp32/fp16/bf16 tensor of any strides into ``out`` (rows,) of its dtype,
+    accumulated in fp32 and rounded once on store."""
     if x.dim() != 2 or out.dim() != 1 or out.shape[0] != x.shape[0]:
         raise ValueError(f"row_sum needs x of shape (rows, cols) and out of shape (rows,), got "
                          f"{tuple(x.shape)}, {tuple(out.shape)}")

@@ -1,13 +1,8 @@
 """Row softmax over the last dim of a 2-D tensor, numerically stable, fp32 arithmetic.
 
-Two kernels, picked by row length:
-
-- rows up to ``_MAX_SINGLE_BLOCK_COLS`` fit one register tile: read once, write once (the
-  ideal 2 bytes moved per element and dtype byte). Short rows are packed several to a
-  program so each program still moves a few KiB.
-- longer rows use an online softmax (running max and rescaled running sum, Milakov &
-  Gimelshein 2018) in a loop: one pass for the statistics, one to write, so any length works
-  at the cost of reading the row twice.
+Rows up to ``_MAX_SINGLE_BLOCK_COLS`` fit one register tile (read once, written once; short rows packed several
+to a program); longer rows take an online softmax (running max and rescaled sum, Milakov & Gimelshein 2018):
+any length, at the cost of reading the row twice.
 """
 
 from __future__ import annotations
@@ -18,13 +13,10 @@ import torch
 import triton
 import triton.language as tl
 
-# Longest row held in one tile. 32768 fp32 values over 16 warps is 64 per thread: still no
-# register spills on sm_80/sm_90, and it covers the common vocabulary-sized rows.
+# Longest row held in one tile: 32768 fp32 values over 16 warps, 64 per thread, spill no registers on sm_80/90.
 _MAX_SINGLE_BLOCK_COLS = 32768
-# Columns per loop step of the online kernel.
-_ONLINE_BLOCK_COLS = 4096
-# int64 offsets only past int32 range; module-level so a test can force them.
-_INT32_LIMIT = 2**31
+_ONLINE_BLOCK_COLS = 4096  # columns per loop step of the online kernel
+_INT32_LIMIT = 2**31  # int64 offsets from this size on; module-level so a test can force them
 
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 PATHS: tuple[str, ...] = ("tile", "online")
@@ -80,22 +72,21 @@ def _softmax_online_kernel(x_ptr, out_ptr, cols, stride_xr, stride_xc, stride_or
         tl.store(out_row + c * stride_oc, tl.exp(x - row_max) * inv, mask=mask)
 
 
-@functools.lru_cache(maxsize=256)
-def _tile_config(rows: int, cols: int) -> tuple[int, int, int]:
-    """(BLOCK_ROWS, BLOCK_COLS, num_warps) for the single-tile kernel."""
+def row_tile(rows: int, cols: int, values: int) -> tuple[int, int, int]:
+    """(BLOCK_ROWS, BLOCK_COLS, num_warps) of a kernel holding a row in one register tile: short rows packed
+    to about ``values`` per program, never past the rows there are (layer_norm's and softmax_fwbw's too)."""
     block_cols = triton.next_power_of_2(cols)
-    # About 4096 values per program: short rows are packed, never past the rows there are.
-    block_rows = max(1, min(4096 // block_cols, triton.next_power_of_2(rows)))
+    block_rows = max(1, min(values // block_cols, triton.next_power_of_2(rows)))
     tile = block_rows * block_cols
     warps = 4 if tile <= 2048 else 8 if tile <= 8192 else 16
     return block_rows, block_cols, warps
 
 
-def softmax(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """``out = softmax(x, dim=-1)`` for a 2-D fp32/fp16/bf16 tensor, computed in fp32; returns ``out``.
+_tile_config = functools.lru_cache(maxsize=256)(functools.partial(row_tile, values=4096))
 
-    Any strides are accepted (unit column stride is what makes the loads vectorise).
-    """
+
+def softmax(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``out = softmax(x, dim=-1)`` for a 2-D fp32/fp16/bf16 tensor of any strides, in fp32; returns ``out``."""
     if x.dim() != 2 or out.shape != x.shape:
         raise ValueError(f"softmax needs x and out of one 2-D shape, got {tuple(x.shape)}, {tuple(out.shape)}")
     if out.dtype != x.dtype or x.dtype not in _DTYPES:

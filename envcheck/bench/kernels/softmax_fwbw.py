@@ -1,9 +1,7 @@
-"""Softmax forward and backward in one kernel: given x and the upstream gradient dy, write
-y = softmax(x) (what autograd keeps) and dx = y * (dy - sum(y * dy)) over the last dim.
+"""Softmax forward and backward in one kernel: y = softmax(x) and dx = y * (dy - sum(y * dy)) over the last dim.
 
-Fused: each row is read once (x and dy) and written once (y and dx), the minimum traffic of
-a forward + backward pass; autograd's two kernels read y again. One path: the row in one
-register tile, so rows are limited to ``MAX_COLS`` (the register budget of softmax's tile).
+Fused, each row read once (x, dy) and written once (y, dx), the minimum traffic (autograd's two kernels read y
+again); the row sits in one register tile, so rows are limited to ``MAX_COLS``.
 """
 
 from __future__ import annotations

@@ -8,9 +8,8 @@ import triton.language as tl
 
 @triton.jit
 def grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
-    """Tile number ``tile``'s (row, column) when GROUP_M-tall groups of tile rows are swept
-    column by column: consecutive tiles share A row-panels and B column-panels while they
-    are still in L2 (row-major order would stream all of B between two uses of a panel)."""
+    """Tile ``tile``'s (row, column) when GROUP_M-tall groups of tile rows are swept column by column, so
+    consecutive tiles share A and B panels while they are still in L2."""
     num_pid_in_group = GROUP_M * num_pid_n
     first_pid_m = (tile // num_pid_in_group) * GROUP_M
     group_size_m = min(num_pid_m - first_pid_m, GROUP_M)

@@ -1,9 +1,7 @@
 """Choosing a matmul kernel and tile for one problem: the candidates (``Tile``) and their race.
 
-``fastest`` times every candidate that compiles on the real problem the way envcheck times any
-implementation: CUDA graphs of back-to-back calls, replayed in interleaved turns after a warm-up that brings
-the GPU to its power cap, so the race ranks the GPU time a report quotes, in the GPU's loaded state, without
-the host's launch cost (docs/measurement.md says what other races picked).
+``fastest`` times every candidate that compiles as envcheck times any implementation (CUDA-graph replays in
+interleaved turns after a warm-up to the power cap), so it ranks the GPU time a report quotes.
 """
 from __future__ import annotations
 
@@ -19,8 +17,7 @@ TMA = "tma"
 TMA_PERSISTENT = "tma_persistent"
 KINDS = (POINTER, TMA, TMA_PERSISTENT)
 
-# Each candidate's share of the race, after all ran in turns for ``warmup_ms``: a large matmul then meets the
-# GPU at its power cap, as the benchmark will.
+# Each candidate's share of the race, after all ran in turns for ``warmup_ms`` (the GPU then at its power cap).
 RACE_SETTINGS = Settings(warmup_ms=300.0, rep_ms=25.0, min_samples=10, max_samples=200)
 
 # GPU time per call (us) of each callable, or the exception that stopped it.
@@ -62,9 +59,8 @@ class Tile:
 
 
 def fastest(candidates: Mapping[Tile, Callable[[], Any]], measure: Measure | None = None) -> Tile:
-    """The candidate whose call (the whole problem) takes the least GPU time. Their first calls (compiles)
-    run side by side; one that fails then or while timed drops out; when all fail, the first failure is
-    raised. ``measure`` replaces the CUDA-graph timing (tests)."""
+    """The candidate whose call takes the least GPU time; first calls (compiles) run side by side, one that
+    fails drops out, all failing raise the first failure. ``measure`` replaces the CUDA-graph timing (tests)."""
     import torch
 
     alive: dict[Tile, Callable[[], Any]] = {}
@@ -88,8 +84,8 @@ def fastest(candidates: Mapping[Tile, Callable[[], Any]], measure: Measure | Non
 
 
 def first_calls(fns: Sequence[Callable[[], Any]]) -> list[Exception | None]:
-    """Call each of ``fns`` once, up to COMPILE_THREADS at a time, each on the caller's CUDA device
-    and stream; what each raised (None: it ran). Returns once every call was made and its work queued."""
+    """Call each of ``fns`` once, up to COMPILE_THREADS at a time, on the caller's CUDA device and stream;
+    what each raised (None: it ran)."""
     run = _on_this_device()
 
     def first(fn: Callable[[], Any]) -> Exception | None:
@@ -106,8 +102,8 @@ def first_calls(fns: Sequence[Callable[[], Any]]) -> list[Exception | None]:
 
 
 def _on_this_device() -> Callable[[Callable[[], Any]], Any]:
-    """How a pool thread calls a candidate: on the caller's CUDA device and stream (a new thread's
-    current device is device 0, its stream the default one), or plainly where CUDA is not in use."""
+    """How a pool thread calls a candidate: on the caller's CUDA device and stream (a new thread's are device 0
+    and the default stream), or plainly where CUDA is not in use."""
     import torch
 
     if not (torch.cuda.is_available() and torch.cuda.is_initialized()):

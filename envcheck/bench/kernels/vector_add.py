@@ -1,9 +1,7 @@
 """Element-wise ``out = x + y``: the bandwidth probe (3 bytes moved per element and dtype byte).
 
-A plain one-pass kernel is all Hopper needs to reach ~90% of theoretical HBM bandwidth at
-2^26+ elements, as long as each program moves enough bytes to keep loads in flight. The
-config is a fixed function of the size instead of ``@triton.autotune``: autotuning would add
-a dictionary-keyed dispatch to every launch, and a benchmark measures exactly that cost.
+The launch config is a fixed function of the size, not ``@triton.autotune``: autotuning adds a dictionary-keyed
+dispatch to every launch, the very cost a benchmark measures.
 """
 
 from __future__ import annotations
@@ -14,17 +12,13 @@ import torch
 import triton
 import triton.language as tl
 
-# Offsets are computed in int32 unless the tensor is this large; module-level so a test can
-# force the int64 path on small inputs.
-_INT32_LIMIT = 2**31
+_INT32_LIMIT = 2**31  # int64 offsets from this size on; module-level so a test can force them
 
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
-# The diff's positive control (``run --control vector_add_extra_bytes``): the kernel also reads
-# a zero-filled buffer of this share of its elements and adds it, so it moves 3 + 3 x 0.04 = 3.12
-# bytes per element and dtype byte instead of 3: a memory-bound launch about 4% slower, with the
-# same result (x + 0 + y). Never active unless asked for, and recorded in the report's settings.
+# The diff's positive control (``run --control vector_add_extra_bytes``): the kernel also reads and adds a
+# zero buffer of this share of its elements, 3.12 bytes moved instead of 3: about 4% slower, the same result.
 EXTRA_SHARE = 0.12
 
 
@@ -45,13 +39,8 @@ def _vector_add_kernel(x_ptr, y_ptr, out_ptr, n, extra_ptr, n_extra, BLOCK_SIZE:
 
 
 def launch_config(n: int, element_size: int) -> tuple[int, int]:
-    """(BLOCK_SIZE, num_warps) for ``n`` elements of ``element_size`` bytes.
-
-    4 KiB of each input per program: one 16-byte load per thread at 8 warps. On an H200 this
-    matched torch at 2^26-2^28 elements (4377 vs 4365 GB/s fp32), while 8-32 KiB blocks lost
-    0.5-2%. Small tensors get 4 warps: twice the programs per byte, better spread over SMs.
-    Shared with relu, which streams the same way.
-    """
+    """(BLOCK_SIZE, num_warps) for ``n`` elements of ``element_size`` bytes (relu's too): 4 KiB of each input
+    per program, one 16-byte load per thread at 8 warps; small tensors get 4 warps, more programs per byte."""
     return 4096 // element_size, 8 if n * element_size >= 1 << 22 else 4
 
 
