@@ -11,10 +11,12 @@ from typing import Any
 
 import pytest
 
-from envcheck.model import Case, build
-from envcheck.ops import OP_NAMES
-from tests.planted import PLANTED
-from tests.test_judge import check_planted, judged
+pytest.importorskip("torch")  # the planted bugs are torch code
+
+from envcheck.model import Case, build  # noqa: E402
+from envcheck.ops import OP_NAMES  # noqa: E402
+from tests.planted import PLANTED  # noqa: E402
+from tests.test_judge import check_planted, judged  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 

@@ -6,6 +6,7 @@ check --format ...``: a CI step fails on a failed report whichever file it asked
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -64,7 +65,7 @@ def main(args: ExportOptions) -> int:
     from envcheck.model.codec import VERDICT_KINDS
 
     if args.out:  # refused before the report is read: a textfile is replaced whole, any other file never
-        if Path(args.out).is_dir():
+        if os.path.isdir(args.out):  # False, not an OSError, for a name too long
             raise UsageError(f"{args.out} is a folder: name the file, e.g. {Path(args.out) / 'envcheck.prom'}")
         if args.format != "prometheus":
             check_out(args.out, "report")
