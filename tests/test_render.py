@@ -234,7 +234,7 @@ def test_sizes_in_numeric_order_and_one_notation(h200_md):
 def test_tolerances_read_the_same_in_every_layout(h200, h200_md):
     wide = capture(lambda c: print_run(c, h200, analyse(h200)), width=170)
     for text in (h200_md, wide):
-        assert "33% (2.8e-8" in text  # err/bound, then the error itself, one short exponent form
+        assert "23% (2.8e-8" in text  # err/bound, then the error itself, one short exponent form
         assert "e-07" not in text and "e-08" not in text
 
 
