@@ -29,6 +29,7 @@ from envcheck.render.chart_spec import (
     scales,
     y_values,
 )
+from envcheck.render.i18n import t
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -297,7 +298,8 @@ def _panel(ax: Axes, panel: Panel) -> None:
 
 
 def legend_keys(chart: Chart) -> list[Key]:
-    """The legend: the chart's own keys or one per series name, then one per ceiling, roof and band label."""
+    """The legend: the chart's own keys or one per series name, then one per ceiling, roof and band label, and
+    what a marker off the line means where the chart has one."""
     keys: list[Key] = []
     if chart.legend is not None:
         keys += chart.legend
@@ -307,6 +309,9 @@ def legend_keys(chart: Chart) -> list[Key]:
     for p in chart.panels:
         keys += [Key(r.label, r.color, None, r.dashed) for r in p.refs]
         keys += [Key(r.label, r.color, None, r.measured) for r in p.roofs]
+    # Points of a ragged size stand alone in the opposite fill (``_series``): the legend says what they are.
+    if any(split_ragged(s.points, scales(p)[0] != "linear")[1] for p in chart.panels for s in p.series if s.connect):
+        keys.append(Key(t("chart.key.off_grid"), st.INK, "circle", line=False, hollow=True))
     first: dict[str, Key] = {}
     for k in keys:
         first.setdefault(k.label, k)  # one entry per label, where and as it first appears
@@ -337,10 +342,6 @@ def legend_layout(labels: Sequence[str], width: float) -> list[list[tuple[int, s
     return rows
 
 
-def _row_lines(row: Sequence[tuple[int, str]]) -> int:
-    return max(t.count("\n") + 1 for _, t in row)
-
-
 def figure(chart: Chart) -> Figure:
     """The chart as a matplotlib Figure (no pyplot, no GUI): panels in a grid of at most ``MAX_COLUMNS``."""
     from matplotlib.figure import Figure
@@ -355,7 +356,7 @@ def figure(chart: Chart) -> Figure:
     bands = _bands(chart)
     labels = [k.label for k in keys] + bands
     layout = legend_layout(labels, width)
-    legend_rows = sum(_row_lines(r) for r in layout)
+    legend_rows = sum(max(x.count("\n") + 1 for _, x in r) for r in layout)
     title = _wrap(clean(chart.title), st.TITLE_SIZE, width - 20)
     title_h = _TITLE_ROOM * (title.count("\n") + 1)
     height = title_h + rows * st.PANEL_H + legend_rows * st.LEGEND_ROW + (10 if legend_rows else 0)
@@ -384,7 +385,7 @@ def figure(chart: Chart) -> Figure:
             fig.legend([handles[i] for i, _ in row], [t for _, t in row], loc="lower left", ncol=len(row),
                        bbox_to_anchor=(12 / width, (4 + below) / height), handlelength=2.2, columnspacing=1.4,
                        borderaxespad=0, borderpad=0.2)
-            below += _row_lines(row) * st.LEGEND_ROW
+            below += max(x.count("\n") + 1 for _, x in row) * st.LEGEND_ROW
     return fig
 
 
@@ -413,10 +414,6 @@ def _tidy(svg: str, chart: Chart) -> str:
         f' style="stroke-linejoin:round;stroke-linecap:butt;{_FONT_CSS}">'
     return (head + f"<title>{escape(name)}</title><desc>{escape(desc)}</desc>"
             + svg[head_end:]).rstrip() + "\n"
-
-
-def _salt(chart: Chart, name: str) -> str:
-    return f"{st.SALT}-{re.sub(r'[^A-Za-z0-9_]', '', name)}-{len(chart.title)}"
 
 
 def _texts(chart: Chart) -> str:
@@ -456,7 +453,8 @@ def to_svg(chart: Chart, name: str = "chart") -> str:
     """The chart as SVG text, the same bytes for the same chart and ``name`` on every run."""
     import matplotlib
 
-    with matplotlib.rc_context(_rc(chart, **{"svg.hashsalt": _salt(chart, name)})), _quiet():
+    salt = f"{st.SALT}-{re.sub(r'[^A-Za-z0-9_]', '', name)}-{len(chart.title)}"
+    with matplotlib.rc_context(_rc(chart, **{"svg.hashsalt": salt})), _quiet():
         fig = figure(chart)
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
@@ -472,10 +470,6 @@ def to_png(chart: Chart, dpi: int = 144) -> bytes:
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None}, facecolor="white")
     return buf.getvalue()
-
-
-def _svg_job(job: tuple[Chart, str]) -> str:
-    return to_svg(*job)
 
 
 def to_svgs(jobs: Sequence[tuple[Chart, str]]) -> list[str]:
@@ -498,6 +492,6 @@ def to_svgs(jobs: Sequence[tuple[Chart, str]]) -> list[str]:
     font_manager.fontManager.ttflist  # noqa: B018 -- the font list loaded before the fork, not in each worker
     try:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            return list(pool.map(_svg_job, jobs, chunksize=1))
+            return list(pool.map(to_svg, [c for c, _ in jobs], [n for _, n in jobs], chunksize=1))
     except Exception:  # noqa: BLE001 -- a pool that cannot start or lost a worker: draw here instead
         return [to_svg(*j) for j in jobs]

@@ -14,6 +14,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from envcheck.analysis.verdict import verdict
 from envcheck.render import burn_view, compare_view, crosscheck_view, fmt, i18n, view
 from envcheck.render.code_spans import fix
 from envcheck.render.escape import html_command, md_code, md_code_cell, md_lead, md_text, visible
@@ -35,7 +36,8 @@ FILTERS = {
     "variant": lambda c: fmt.precision_label(c.dtype, c.precision),
 }
 GLOBALS = {"t": i18n.t, "phrase": i18n.phrase, "has": i18n.has, "word": i18n.word, "check_counts": i18n.check_counts,
-           "v": view, "bv": burn_view, "cv": crosscheck_view, "dv": compare_view, "fmt": fmt, "lang": i18n.current}
+           "v": view, "bv": burn_view, "cv": crosscheck_view, "dv": compare_view, "fmt": fmt, "lang": i18n.current,
+           "verdict_of": verdict}
 
 
 @functools.cache
