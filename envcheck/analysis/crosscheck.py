@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from envcheck.analysis.collectives import against_nccl_tests, collective_row, placement_of
-from envcheck.analysis.copies import copy_row
+from envcheck.analysis.links import copy_row
 from envcheck.model import Bench, Case, Note
 from envcheck.model.crosscheck import Crosscheck, KernelTiming, LoopTiming, NcclTestsRun
 from envcheck.model.node import Collectives, Launch, Node
