@@ -19,7 +19,7 @@ from envcheck import __version__
 from envcheck.harness.scope import end_all
 from envcheck.model import Bench, Check, Environment, Fact, Facts, Gpu, Report, missing
 from envcheck.outside_text import encodable
-from envcheck.probes import cuda, envvars, gpus, links_probe, platform, system, torch_probe, triton_probe, wsl
+from envcheck.probes import cuda, envvars, gpus, link_counters, platform, system, torch_probe, triton_probe, wsl
 from envcheck.probes.host import Host, default_host
 
 T = TypeVar("T")
@@ -119,7 +119,7 @@ def _collect(host: Host, nvml: object, runtime: bool, timeout: float, reports_di
     if runtime:
         for name, probe, not_run in (("torch_runtime", torch_probe.probe_torch_runtime, torch_probe.not_run),
                                      ("triton_runtime", triton_probe.probe_triton_runtime, triton_probe.not_run),
-                                     (links_probe.SECTION, links_probe.probe_links_isolated, links_probe.not_run)):
+                                     (link_counters.LINKS_SECTION, link_counters.probe_links_isolated, link_counters.not_run)):
             if host.has_run(name):
                 background[name] = _section(name, functools.partial(probe, host, timeout))
             else:
@@ -136,8 +136,8 @@ def _collect(host: Host, nvml: object, runtime: bool, timeout: float, reports_di
     sections["platform"] = guarded("platform", lambda: platform.probe_platform(host, bus_ids))
     sections.update({name: bg.result() for name, bg in background.items()})
     ordered = {name: sections[name] for name in SECTIONS}
-    if links_probe.SECTION in sections:  # per-GPU keys: not part of the fixed key contract above
-        ordered[links_probe.SECTION] = sections[links_probe.SECTION]
+    if link_counters.LINKS_SECTION in sections:  # per-GPU keys: not part of the fixed key contract above
+        ordered[link_counters.LINKS_SECTION] = sections[link_counters.LINKS_SECTION]
     return Environment(sections={name: _encodable(facts) for name, facts in ordered.items()},
                        gpus=tuple(Gpu(g.index, _encodable(g.facts), encodable(g.lost)) for g in found),
                        probe_s=round(time.perf_counter() - start, 3))
