@@ -8,18 +8,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
 
 from envcheck.bench import protocol, runner, suite
-from envcheck.bench.assemble import assemble
 from envcheck.harness.signals import together
 from envcheck.model import Bench, Stop, StopCause
+from envcheck.probes.collect import utc_now
 
 OnGpuEvent = Callable[[int, protocol.Event], None]
-
-
-def _utc() -> str:
-    return datetime.now(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
@@ -55,7 +50,7 @@ def run_gpus(plans: Sequence[suite.Plan], timeout: float, on_event: OnGpuEvent |
                 on_event(gpu, ev)
 
     def run(k: int, stop: threading.Event) -> None:
-        started[k], t0 = _utc(), time.monotonic()
+        started[k], t0 = utc_now(), time.monotonic()
         outcomes[k] = runner.run_worker(plans[k], functools.partial(seen, plans[k].index), timeout, command=command,
                                         stop=stop)
         durations[k] = time.monotonic() - t0
@@ -70,6 +65,6 @@ def run_gpus(plans: Sequence[suite.Plan], timeout: float, on_event: OnGpuEvent |
             base = out.stop or Stop(cause, out.finished, len(plan.cases))
             out.stop = replace(base, cause=cause, signal=stopped.signal, finished=out.finished,
                                planned=len(plan.cases), returncode=None)
-        bench = assemble(plan, out, started[k] or _utc(), durations[k])
+        bench = runner.assemble(plan, out, started[k] or utc_now(), durations[k])
         runs.append(GpuRun(plan.index, plan, out, bench))
     return ParallelRun(tuple(runs), cause, stopped.signal if stopped else None)

@@ -14,8 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from envcheck.bench.device import Runtime
-from envcheck.bench.failure import log
-from envcheck.bench.group import Prepared
+from envcheck.bench.group import Prepared, log
 from envcheck.bench.interpret import checked_only
 from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS, Region, calls_per_sample
 from envcheck.errors import one_line
@@ -134,7 +133,7 @@ def sample(rt: Runtime, p: Prepared) -> None:
 
 
 def to_case(p: Prepared, window: int | None) -> Case:
-    """The Case of one sampled implementation (its failure, if any, is raised for failure.guarded)."""
+    """The Case of one sampled implementation (its failure, if any, is raised for group.guarded)."""
     if p.failure is not None:
         raise p.failure
     pc = p.planned

@@ -11,8 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from envcheck.bench import ceilings, compile_ahead, compile_cache, device, protocol
-from envcheck.bench.failure import guarded, log
-from envcheck.bench.group import Prepared, open_group, prepare
+from envcheck.bench.group import Prepared, guarded, log, open_group, prepare
 from envcheck.bench.impls import tf32_matmul
 from envcheck.bench.l2 import ROTATE_L2_MULTIPLE, SMALL_BYTES
 from envcheck.bench.phases import Stopwatch
