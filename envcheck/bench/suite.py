@@ -15,7 +15,6 @@ from typing import Any, Protocol
 from envcheck import units
 from envcheck.bench import jax_impl
 from envcheck.bench import sizes as sz
-from envcheck.bench.threads import cpu_threads
 from envcheck.errors import UsageError
 from envcheck.model import BenchDevice, Case, CaseKey, Environment, Failure, Note, Settings, Skip
 from envcheck.ops import DEFAULT_OPS, DTYPES, OP_GROUPS, OP_NAMES, OpSpec, spec, variant
@@ -118,6 +117,23 @@ GPU_QUICK_SETTINGS = Settings(warmup_ms=10, rep_ms=40, min_samples=10, max_sampl
 # The CPU warms longer (thread pools, fresh pages) and takes 20 samples at least (a host clock on a shared machine).
 CPU_SETTINGS = Settings(warmup_ms=50, rep_ms=100, min_samples=20, max_samples=200, cold_l2=False)
 CPU_QUICK_SETTINGS = Settings(warmup_ms=20, rep_ms=40, min_samples=20, max_samples=100, cold_l2=False)
+
+# On a machine this small the worker's own Python and the parent need a core: torch's pool fighting them for the
+# cores made the CPU baseline swing 100x between runs on a 2-core VM.
+SMALL_MACHINE_CORES = 4
+
+
+def cpu_threads(physical: Callable[[], int | None] | None = None,
+                logical: Callable[[], int | None] | None = None) -> int:
+    """Threads torch uses for the CPU baseline: the physical cores (hyper-threads only add contention), less one
+    on small machines (``physical`` / ``logical``: psutil's counts, the test seam)."""
+    import psutil
+
+    cores = (physical or (lambda: psutil.cpu_count(logical=False)))()
+    if not cores:
+        cores = (logical or (lambda: psutil.cpu_count(logical=True)))() or 1
+    return max(1, cores - 1) if cores <= SMALL_MACHINE_CORES else cores
+
 
 # Share of free memory a case may use (the context, allocator slack and rotating buffers need the rest).
 MEMORY_HEADROOM = 0.8

@@ -362,7 +362,7 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: Any = None
         stopped = cross.stopped
 
     if s.burn and not stopped:
-        from envcheck.commands.burning import burn_devices
+        from envcheck.commands.burn import burn_devices
 
         cpu = plan.backend == "cpu" and s.gpus is None  # no GPU: the CPU at tiny sizes
         say(f"burn-in: {s.burn:g} min on {'the CPU' if cpu else 'GPU(s) ' + ', '.join(map(str, gpus))}")
