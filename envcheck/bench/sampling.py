@@ -1,10 +1,7 @@
 """Sampling a prepared implementation: its GPU and launch times in turns in one window of its own, once it has
-run long enough to bring the GPU to the state it keeps under it (docs/measurement.md says why each rule).
-
-A compute-bound implementation whose load meets the GPU's power or thermal limit (NVML's clock-event reasons
-watched for ``POWER_PROBE_MS``; without NVML, every one) is timed sustained: it settles ``SUSTAIN_SETTLE_MS``
-and its samples span ``SUSTAIN_WINDOW_MS``. One that follows a sustained one within ``RECENT_MS`` settles
-``RECENT_SETTLE_MS`` and is sustained without a probe. A graph that fails to replay costs the GPU time only.
+run long enough to bring the GPU to the state it keeps under it. A compute-bound one whose load meets the GPU's
+power or thermal limit (NVML watched for ``POWER_PROBE_MS``; without NVML, every one) is timed sustained; one
+within ``RECENT_MS`` of a sustained one is too, without a probe (docs/measurement.md says why each rule).
 """
 
 from __future__ import annotations
@@ -41,7 +38,7 @@ def sustained(region: Region, replay_us: float, max_samples: int) -> Region:
 
 
 def sustains(rt: Runtime, op: str) -> bool:
-    """Whether an implementation of ``op`` may be timed sustained: a compute-bound op on a GPU."""
+    """Whether ``op`` may be timed sustained: a compute-bound op on a GPU."""
     return rt.cuda and lookup(op, rt.ops).compute_bound
 
 

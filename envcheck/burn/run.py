@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from envcheck.burn import protocol
 from envcheck.burn.telemetry import TelemetrySample, to_telemetry
 from envcheck.harness.failures import ChildError, to_stop
-from envcheck.harness.signals import together
+from envcheck.harness.signals import each, serial
 from envcheck.harness.spawn import spawn
 from envcheck.model import BenchDevice, Note, Stop, StopCause, to_dict
 from envcheck.model.burn import Burn, BurnGpu, MemtestRecord, PhaseRun, SdcRecord
@@ -148,25 +148,18 @@ def burn_gpus(plans: Sequence[protocol.BurnPlan], minutes: float, on_event: OnEv
               stall_s: float = STALL_S, start_s: float = START_S) -> Burn:
     """Every plan's worker at once; one ``BurnGpu`` per plan, in plan order."""
     before = xid_scanner() if xid_scanner else XidScan(None)
-    results: list[BurnGpu | None] = [None] * len(plans)
     collected = [Collected(p) for p in plans]
-    lock = threading.Lock()
+    seen = serial(on_event)
     started, t0 = utc_now(), time.monotonic()
 
-    def seen(gpu: int, ev: protocol.Event) -> None:
-        if on_event is not None:
-            with lock:
-                on_event(gpu, ev)
+    def run(got: Collected, stop: threading.Event) -> BurnGpu:
+        return run_worker(got.plan, functools.partial(seen, got.plan.index), command=command, stop=stop,
+                          stall_s=stall_s, start_s=start_s, got=got)
 
-    def run(k: int, stop: threading.Event) -> None:
-        results[k] = run_worker(plans[k], functools.partial(seen, plans[k].index), command=command, stop=stop,
-                                stall_s=stall_s, start_s=start_s, got=collected[k])
-
-    stopped = together([functools.partial(run, k) for k in range(len(plans))])
+    results, stopped = each(collected, run)
     cause = stopped.cause if stopped else None
     gpus = []
-    for k, got in enumerate(collected):
-        g = results[k]
+    for got, g in zip(collected, results, strict=True):
         if g is None:  # its thread did not finish in time: what it gathered still stands
             g = got.gpu(Stop(StopCause.HUNG, got.finished_phases, got.planned_phases))
         if cause is not None and g.stop is not None:

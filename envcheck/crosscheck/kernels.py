@@ -5,7 +5,6 @@ and there each of ``IMPLS``."""
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ from typing import Any
 from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS
 from envcheck.crosscheck import good_samples
 from envcheck.harness.failures import to_launch
-from envcheck.harness.signals import together
+from envcheck.harness.signals import each
 from envcheck.harness.spawn import spawn
 from envcheck.model import Bench, Case
 from envcheck.model.crosscheck import KernelTiming, ToolRun
@@ -124,20 +123,15 @@ def run_kernels(benches: Sequence[Bench], command: Sequence[str] | None = None,
     index -> CUDA index, where they differ); a stop signal keeps what they reported."""
     plans = [p for b in benches if (p := plan_gpu(b, cuda_index=(cuda_indices or {}).get(b.device.index or 0)))
              is not None]
-    results: dict[int, tuple[list[dict[str, Any]], Launch]] = {}
-
-    def run(p: GpuPlan, stop: threading.Event) -> None:
-        results[p.gpu] = run_one(p.plan, p.timeout_s, command or WORKER_COMMAND, stop)
-
-    stopped = together([functools.partial(run, p) for p in plans])
+    results, stopped = each(plans, lambda p, stop: assemble(p, *run_one(p.plan, p.timeout_s,
+                                                                         command or WORKER_COMMAND, stop)))
     rows: list[KernelTiming] = []
     runs: list[ToolRun] = []
-    for p in plans:
-        if p.gpu not in results:  # never started
+    for p, got in zip(plans, results, strict=True):
+        if got is None:  # never started
             rows += [KernelTiming(p.gpu, c.op, c.impl, c.dtype, c.precision, c.shape, skipped="not_run")
                      for c in p.heads]
-            continue
-        got_rows, run = assemble(p, *results[p.gpu])
-        rows += got_rows
-        runs.append(run)
+        else:
+            rows += got[0]
+            runs.append(got[1])
     return KernelChecks(tuple(rows), tuple(runs), stopped is not None)
