@@ -1,9 +1,7 @@
-"""The benchmark suite: which (op, implementation, dtype, precision, shape) cases to run.
-
-``plan`` turns the command line and the probe facts into a ``Plan`` (cases, ``Settings``, skips with why);
-it never measures or imports torch. Every suite has ragged shapes beside the powers of two (tail masking),
-``--quick`` reaches every kernel path and precision, and ``--interpret`` (no GPU) runs the Triton kernels in
-Triton's CPU interpreter at small shapes, checked like a GPU run's.
+"""The benchmark suite: ``plan`` turns the command line and the probe facts into a ``Plan`` of (op, implementation,
+dtype, precision, shape) cases, ``Settings`` and skips with why, never importing torch. Every suite has ragged
+shapes beside the powers of two; ``--quick`` reaches every kernel path and precision; ``--interpret`` checks the
+Triton kernels in Triton's CPU interpreter at small shapes.
 """
 from __future__ import annotations
 
@@ -15,7 +13,6 @@ from typing import Any, Protocol
 from envcheck import units
 from envcheck.bench import jax_impl
 from envcheck.bench import sizes as sz
-from envcheck.bench.threads import cpu_threads
 from envcheck.errors import UsageError
 from envcheck.model import BenchDevice, Case, CaseKey, Environment, Failure, Note, Settings, Skip
 from envcheck.ops import DEFAULT_OPS, DTYPES, OP_GROUPS, OP_NAMES, OpSpec, spec, variant
@@ -118,6 +115,23 @@ GPU_QUICK_SETTINGS = Settings(warmup_ms=10, rep_ms=40, min_samples=10, max_sampl
 # The CPU warms longer (thread pools, fresh pages) and takes 20 samples at least (a host clock on a shared machine).
 CPU_SETTINGS = Settings(warmup_ms=50, rep_ms=100, min_samples=20, max_samples=200, cold_l2=False)
 CPU_QUICK_SETTINGS = Settings(warmup_ms=20, rep_ms=40, min_samples=20, max_samples=100, cold_l2=False)
+
+# On a machine this small the worker's own Python and the parent need a core: torch's pool fighting them for the
+# cores made the CPU baseline swing 100x between runs on a 2-core VM.
+SMALL_MACHINE_CORES = 4
+
+
+def cpu_threads(physical: Callable[[], int | None] | None = None,
+                logical: Callable[[], int | None] | None = None) -> int:
+    """Threads torch uses for the CPU baseline: the physical cores (hyper-threads only add contention), less one
+    on small machines (``physical`` / ``logical``: psutil's counts, the test seam)."""
+    import psutil
+
+    cores = (physical or (lambda: psutil.cpu_count(logical=False)))()
+    if not cores:
+        cores = (logical or (lambda: psutil.cpu_count(logical=True)))() or 1
+    return max(1, cores - 1) if cores <= SMALL_MACHINE_CORES else cores
+
 
 # Share of free memory a case may use (the context, allocator slack and rotating buffers need the rest).
 MEMORY_HEADROOM = 0.8
@@ -259,17 +273,11 @@ def select(options: RunOptions) -> Selection:
     return Selection(ops, ops_given, dtypes, sizes)
 
 
-def _device_count(env: Environment) -> int:
-    """CUDA devices ``--device`` may name: torch's count (CUDA_VISIBLE_DEVICES, as the worker), else NVML's."""
-    count = env.get("torch_runtime", "device_count")
-    if isinstance(count, int):
-        return max(count, 0) if count or not env.gpus else len(env.gpus)
-    return len(env.gpus)
-
-
 def check_device(index: int, env: Environment) -> None:
-    """``--device N`` names a GPU this machine has, whatever runs (UsageError otherwise)."""
-    count = _device_count(env)
+    """``--device N`` names a GPU this machine has, whatever runs (UsageError otherwise): torch's count
+    (CUDA_VISIBLE_DEVICES, as the worker), else NVML's."""
+    count = env.get("torch_runtime", "device_count")
+    count = max(count, 0) if isinstance(count, int) and (count or not env.gpus) else len(env.gpus)
     if index == 0 and count == 0:
         return  # the default, on a machine without a GPU: the CPU baseline runs
     if not 0 <= index < count:
@@ -279,7 +287,7 @@ def check_device(index: int, env: Environment) -> None:
         raise UsageError(f"--device {index}: this machine has {count} CUDA GPU{'s' if count != 1 else ''} ({listed})")
 
 
-def _first_line(text: Any, limit: int = 300) -> str:
+def _first_line(text: object, limit: int = 300) -> str:
     line = next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
@@ -332,8 +340,8 @@ def triton_unusable(env: Environment) -> Note | None:
 
 
 def jax_unusable(options: RunOptions, ops_given: bool, one_of_several: bool) -> Note | None:
-    """Why JAX is not measured, else None: it runs on one GPU alone (a JAX client opens a context on every
-    visible GPU) and for ops named with ``--ops`` only (the default suite keeps its time)."""
+    """Why JAX is not measured, else None: on one GPU alone (a JAX client opens a context on every visible GPU),
+    for ops named with ``--ops`` only."""
     if options.no_jax:
         return Note("bench.jax_off")
     if one_of_several:
@@ -413,8 +421,8 @@ def _all_dtype_shapes(op: str, backend: str, shapes: Sequence[tuple[int, ...]],
 
 
 def frame(quick: bool, device: int, env: Environment, ops: tuple[str, ...]) -> Plan:
-    """A plan before its cases: the device, the settings preset and the notes (``backend`` None: PyTorch
-    cannot run). ``envcheck run``'s suite and ``envcheck bench``'s declared ops both start here."""
+    """A plan before its cases (``run``'s and ``bench``'s): the device, the settings preset and the notes
+    (``backend`` None: PyTorch cannot run)."""
     check_device(device, env)
     no_torch = torch_missing(env)
     if no_torch:
@@ -452,9 +460,8 @@ def with_cases(plan: Plan, planned: Sequence[PlannedCase], env: Environment, spe
 
 
 def plan(options: RunOptions, env: Environment, gpu: int | None = None) -> Plan:
-    """The built-in suite's cases for these options on this machine (UsageError on bad options); ``--quick``
-    with ``--sizes`` runs the given sizes with the quick settings. ``gpu``: one GPU of several measured at
-    once (``run --gpus``, ``fleet``), in place of ``--device``."""
+    """The built-in suite's cases for these options on this machine (UsageError on bad options). ``gpu``: one GPU
+    of several measured at once (``run --gpus``, ``fleet``), in place of ``--device``."""
     sel = select(options)
     quick = options.quick
     base = frame(quick, options.device if gpu is None else gpu, env, sel.ops)

@@ -86,7 +86,7 @@ def load_baseline(path: str) -> Baseline:
 def real_deps(args: FleetOptions, ctx: Any, transport: Any, sweep: Any, out_dir: str, cpu: bool) -> Any:
     """Each rank's work as envcheck does it for real: subprocess workers, torchrun, NVML; ``cpu``: the node's
     collectives on gloo with CPU tensors, whatever GPUs the machine has (``--cpu``, or no GPU)."""
-    from envcheck.bench import assemble, runner, suite
+    from envcheck.bench import runner, suite
     from envcheck.checks import evaluate
     from envcheck.node.collective_run import Placement, launch_sweep, read_outputs
     from envcheck.node.fleet import FleetDeps, local_gpus
@@ -117,11 +117,11 @@ def real_deps(args: FleetOptions, ctx: Any, transport: Any, sweep: Any, out_dir:
         plan = suite.plan(options, env, gpu=gpu if device() == "cuda" else 0)
         started = utc_now()
         if not plan.runnable:
-            return assemble.no_bench(plan, started)
+            return runner.no_bench(plan, started)
         t0 = time.monotonic()
         _step(ctx.rank, f"suite: {len(plan.cases)} cases on {'GPU ' + str(gpu) if device() == 'cuda' else 'the CPU'}")
         outcome = runner.run_worker(plan, _case_lines(ctx.rank, len(plan.cases)), args.timeout)
-        bench_ = _machine_index(assemble.assemble(plan, outcome, started, time.monotonic() - t0), gpu, gpus)
+        bench_ = _machine_index(runner.assemble(plan, outcome, started, time.monotonic() - t0), gpu, gpus)
         if outcome.interrupted:
             raise KeyboardInterrupt(bench_)
         return bench_

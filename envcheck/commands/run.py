@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envcheck import model, reportname
-from envcheck.bench import assemble, runner, suite
+from envcheck.bench import runner, suite
 from envcheck.bench.protocol import CaseStarted, Event, Measured, Skipped
 from envcheck.commands.options import RunOptions
 from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
@@ -333,14 +333,14 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: Any = None
             plan = dataclasses.replace(plan, settings=pass_settings(plan.settings, s.repeat))
         with ProgressView(len(plan.cases) * s.repeat, err_stream, f"envcheck {command}") as view:
             outcome = source.measure(plan, view, s.timeout, deps.worker_command)
-        benches = (assemble.assemble(plan, outcome, started, time.monotonic() - t0),)
+        benches = (runner.assemble(plan, outcome, started, time.monotonic() - t0),)
         stopped = outcome.interrupted
         if outcome.stop is not None:
             stop = outcome.stop
             say(f"stopped early ({stop.cause.value}{f', {stop.signal}' if stop.signal else ''}) after "
                 f"{stop.finished} of {stop.planned} cases")
     else:
-        benches = (assemble.no_bench(plan, started),)
+        benches = (runner.no_bench(plan, started),)
         for note in plan.notes:
             say(note.key)
 
@@ -362,7 +362,7 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: Any = None
         stopped = cross.stopped
 
     if s.burn and not stopped:
-        from envcheck.commands.burning import burn_devices
+        from envcheck.commands.burn import burn_devices
 
         cpu = plan.backend == "cpu" and s.gpus is None  # no GPU: the CPU at tiny sizes
         say(f"burn-in: {s.burn:g} min on {'the CPU' if cpu else 'GPU(s) ' + ', '.join(map(str, gpus))}")
