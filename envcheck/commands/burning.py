@@ -8,6 +8,7 @@ from typing import Any
 
 from envcheck.burn.protocol import Event, PhaseStarted, Started
 from envcheck.model.burn import Burn
+from envcheck.render.i18n import word
 
 
 def say(text: str, stream: Any) -> None:
@@ -22,7 +23,7 @@ def progress(stream: Any, cpu: bool = False) -> Any:
         if isinstance(ev, Started):
             say(f"{who}: {ev.device.name}", stream)
         elif isinstance(ev, PhaseStarted):
-            say(f"{who}: {ev.phase} ({ev.dtype}, {ev.planned_s:.0f} s)", stream)
+            say(f"{who}: {word('burn.phase.', ev.phase)} ({ev.dtype}, {ev.planned_s:.0f} s)", stream)
     return on_event
 
 
