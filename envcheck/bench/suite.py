@@ -243,7 +243,7 @@ def select(options: RunOptions) -> Selection:
         unknown = [o for o in ops if o not in OP_NAMES]
         if unknown:
             valid = ", ".join((*OP_NAMES, *OP_GROUPS))
-            raise UsageError(f"--ops: unknown op {unknown[0]!r} (valid: {valid})")
+            raise UsageError("error.ops_unknown", op=repr(unknown[0]), known=valid)
     else:
         ops = DEFAULT_OPS
     dtypes = None
@@ -252,7 +252,7 @@ def select(options: RunOptions) -> Selection:
         for d in options.dtypes:
             alias = DTYPE_ALIASES.get(d.strip().lower())
             if alias is None:
-                raise UsageError(f"--dtypes: unknown dtype {d!r} (valid: fp32, fp16, bf16, tf32)")
+                raise UsageError("error.dtypes_unknown", dtype=repr(d))
             picked.setdefault(alias, None)
         dtypes = tuple(picked)
     sizes = None
@@ -260,13 +260,7 @@ def select(options: RunOptions) -> Selection:
         sizes = sz.parse_sizes(options.sizes)
         for size in sizes:
             if not any(sz.shape_for(op, size, matmul_square=ops_given) for op in ops):
-                raise UsageError(
-                    f"--sizes: {'x'.join(map(str, size))} fits none of the selected ops "
-                    + ("(vector_add, relu: N; softmax, row_sum: ROWSxCOLS; matmul: MxNxK, or N with --ops matmul)"
-                       if not ops_given else
-                       "(vector_add, relu: N; softmax, row_sum, layer_norm, softmax_fwbw: ROWSxCOLS; matmul, "
-                       "linear_fwbw: MxNxK, or N with --ops matmul; sum_*, max_*: AxBxC; conv2d: NxCxHxWxKxRxSTRIDE)")
-                )
+                raise UsageError(f"error.sizes_fit_none{'.ops' if ops_given else ''}", item="x".join(map(str, size)))
         if not ops_given:
             # Without --ops, the sizes choose the ops: 1M alone means the vector ops only.
             ops = tuple(op for op in ops if any(sz.shape_for(op, s, matmul_square=False) for s in sizes))
@@ -282,9 +276,8 @@ def check_device(index: int, env: Environment) -> None:
         return  # the default, on a machine without a GPU: the CPU baseline runs
     if not 0 <= index < count:
         if count == 0:
-            raise UsageError(f"--device {index}: this machine has no CUDA GPU")
-        listed = ", ".join(str(i) for i in range(count))
-        raise UsageError(f"--device {index}: this machine has {count} CUDA GPU{'s' if count != 1 else ''} ({listed})")
+            raise UsageError("error.device_none", index=index)
+        raise UsageError("error.device_missing", index=index, count=count, have=tuple(range(count)))
 
 
 def _first_line(text: object, limit: int = 300) -> str:
@@ -485,8 +478,7 @@ def plan(options: RunOptions, env: Environment, gpu: int | None = None) -> Plan:
     interpret = options.interpret
     if interpret:
         if backend == "cuda":
-            raise UsageError("--interpret: this machine has a usable CUDA GPU, on which the Triton kernels run "
-                             "compiled; the interpreter is for machines without one (drop --interpret)")
+            raise UsageError("error.interpret_gpu")
         impls = ["torch", "triton"]
         notes[notes.index(Note("bench.cpu_baseline"))] = Note("bench.interpreted")
         if env.get("triton", "installed") is False:

@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 
 from envcheck import __version__
 from envcheck.harness.scope import end_all
-from envcheck.model import Bench, Check, Environment, Fact, Facts, Gpu, Report, missing
+from envcheck.model import Bench, Check, Environment, Fact, Facts, Gpu, Report, missing, reasons
 from envcheck.outside_text import encodable
 from envcheck.probes import cuda, envvars, gpus, link_counters, platform, system, torch_probe, triton_probe, wsl
 from envcheck.probes.host import Host, default_host
@@ -110,9 +110,6 @@ def collect(host: Host | None = None, nvml: object | None = None, runtime: bool 
         raise
 
 
-NOT_CAPTURED_RUN = "not run: the snapshot holds no run of it"
-
-
 def _collect(host: Host, nvml: object, runtime: bool, timeout: float, reports_dir: str, start: float) -> Environment:
     background: dict[str, _Background[Facts]] = {}
     sections: dict[str, Facts] = {"torch_runtime": torch_probe.not_run(), "triton_runtime": triton_probe.not_run()}
@@ -123,7 +120,7 @@ def _collect(host: Host, nvml: object, runtime: bool, timeout: float, reports_di
             if host.has_run(name):
                 background[name] = _section(name, functools.partial(probe, host, timeout))
             else:
-                sections[name] = not_run(NOT_CAPTURED_RUN)
+                sections[name] = not_run(reasons.NOT_CAPTURED_RUN)
     nvml_bg = _Background("nvml", lambda: read_nvml(nvml), lambda: (
         {k: missing("NVML probe thread ended without a result") for k in gpus.DRIVER_KEYS}, ()))
     for name, read in (("system", lambda: system.probe_system(host, reports_dir=reports_dir)),

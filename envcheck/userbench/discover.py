@@ -39,11 +39,11 @@ def source_argument(text: str) -> str:
         return text
     path = Path(text).expanduser()
     if not path.exists():
-        raise UsageError(f"{text}: no such file (give FILE.py or module:object)")
+        raise UsageError("error.source_missing", source=text)
     if not path.is_file():
-        raise UsageError(f"{text}: not a file (give FILE.py or module:object)")
+        raise UsageError("error.source_not_file", source=text)
     if path.suffix != ".py":
-        raise UsageError(f"{text}: not a Python file (.py)")
+        raise UsageError("error.source_not_python", source=text)
     return str(path.resolve())
 
 
@@ -125,20 +125,19 @@ def discover(source: str, timeout: float = DISCOVER_TIMEOUT_S) -> tuple[Any, ...
     if isinstance(got.failure, f.Stopped):
         raise KeyboardInterrupt(got.failure.signal)
     if isinstance(got.failure, f.SpawnFailed):
-        raise UsageError(f"{source}: could not start Python to import it ({got.failure.error})")
+        raise UsageError("error.source_start", source=source, error=got.failure.error)
     if isinstance(got.failure, (f.Timeout, f.Hang)) and not got.done:
-        raise UsageError(f"{source}: importing it did not finish within {timeout:g} s")
+        raise UsageError("error.source_timeout", source=source, limit=f"{timeout:g}")
     if not isinstance(answer, dict):
-        last = got.last_words or ""
-        code = got.returncode
+        last, code = got.last_words or "", got.returncode
         how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
-        raise UsageError(f"{source}: importing it ended the process ({how}){': ' + last[:200] if last else ''}")
+        raise UsageError(f"error.source_ended{'.said' if last else ''}", source=source, how=how, said=last[:200])
     if "error" in answer:
-        raise UsageError(f"{source}: {answer['error']}")
+        raise UsageError("error.flag", flag=source, error=answer["error"])
     try:
         return tuple(build(OpSpec, s) for s in answer["ops"])
     except (KeyError, TypeError, ValueError) as e:
-        raise UsageError(f"{source}: its declarations cannot be read ({e})") from None
+        raise UsageError("error.source_unreadable", source=source, error=e) from None
 
 
 def plan(ops: tuple[OpSpec, ...], source: str, quick: bool, device: int, env: Environment,
