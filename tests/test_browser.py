@@ -1,13 +1,16 @@
 """The HTML reports in a real browser: headless Chromium lays them out at a laptop's 1400 px and a phone's 390 px.
 
-At 1400 px no table may be wider than its container (everything important visible without scrolling
-sideways); at 390 px the page itself must not scroll sideways, and only the per-case tables and the
-GPU x GPU matrices of a node report (their first column pinned) may scroll inside their frame. The report is laid out in an iframe of the
-wanted width, so the measurement does not depend on the smallest window Chromium allows, and a
-script in the test's wrapper page (never in the report, which has none) writes what it measured
-into the DOM that ``--dump-dom`` prints.
+Run, node, burn, diff, history and fleet pages, from the committed evidence and in both languages. At 1400 px no
+table may be wider than its container (everything important visible without scrolling sideways); at 390 px the page
+itself must not scroll sideways, and only the per-case tables and the GPU x GPU matrices of a node report (their first
+column pinned) may scroll inside their frame; at both nothing reaches past the page's sides, no heading is cut, the
+verdict and the first thing it says failed are in the first screen, and no page is endlessly tall. The report is laid
+out in an iframe of the wanted width, so the measurement does not depend on the smallest window Chromium allows, and a
+script in the test's wrapper page (never in the report, which has none) writes what it measured into the DOM that
+``--dump-dom`` prints.
 
-Skipped where no Chromium is installed (``apt-get install -y chromium``).
+Skipped where no Chromium is installed (``apt-get install -y chromium``; ``fonts-noto-cjk`` lays Chinese out as a
+reader sees it).
 """
 
 from __future__ import annotations
@@ -18,12 +21,13 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import NamedTuple
 
 import compare_data
 import factories_cpu
 import node_reports
 import pytest
-from in_lang import render_diff, render_history, render_html
+from in_lang import render_diff, render_histories, render_html
 
 from envcheck.model import load
 
@@ -69,9 +73,25 @@ function settled(frame, i) {{
         out.push('cell ' + t.className + ' ' + c.textContent.slice(0, 30) + ' ' + c.scrollWidth + '>' + c.clientWidth);
     }});
   }});
+  var vw = win.innerWidth;
+  d.querySelectorAll('body *').forEach(function (e) {{
+    // Nothing reaches past the page's sides but inside a frame of its own that scrolls (counted above).
+    if (e.namespaceURI !== 'http://www.w3.org/1999/xhtml' && e.tagName !== 'svg') return;
+    var b = e.getBoundingClientRect();
+    if (!b.width || (b.right <= vw + 1 && b.left >= -1)) return;
+    for (var p = e.parentElement; p && p !== d.body; p = p.parentElement)
+      if (getComputedStyle(p).overflowX !== 'visible') return;
+    out.push('wide ' + e.tagName + '.' + (e.getAttribute('class') || '') + ' ' + Math.round(b.right) + '>' + vw);
+  }});
+  d.querySelectorAll('h1, h2, h3, h4, summary, .verdict').forEach(function (h) {{
+    if (h.scrollWidth > h.clientWidth + 1) out.push('heading ' + h.textContent.slice(0, 40) + ' ' + h.scrollWidth + '>' + h.clientWidth);
+  }});
+  // Where the first screen ends: the bottom of the page's verdict and of the first thing it says failed.
+  var v = d.querySelector('.glance .verdict'), f = d.querySelector('.glance li');
+  function bottom(e) {{ return e ? Math.round(e.getBoundingClientRect().bottom + win.scrollY) : -1; }}
   var r = document.createElement('div');
   r.id = 'r' + i;
-  r.setAttribute('data-page', d.documentElement.scrollWidth + '/' + win.innerWidth);
+  r.setAttribute('data-page', d.documentElement.scrollWidth + '/' + vw + '/' + d.documentElement.scrollHeight + '/' + bottom(v) + '/' + bottom(f));
   r.setAttribute('data-overflow', out.join('|'));
   document.body.appendChild(r);
 }}
@@ -81,9 +101,17 @@ function settled(frame, i) {{
 FRAME = '<iframe style="border:0;display:block" width="{width}" height="900" onload="measure(this, {i})" srcdoc="{doc}"></iframe>'
 
 
-def measure(docs: list[str], width: int, tmp_path: Path) -> list[tuple[int, int, list[str]]]:
-    """Per document, laid out at ``width`` px, each in an iframe of its own in one page (one Chromium for all):
-    (page width, viewport width, what is wider than its frame as "class scrollWidth>clientWidth")."""
+class Measured(NamedTuple):
+    page: int  # the page's width
+    viewport: int
+    height: int  # the page's height
+    verdict: int  # the bottom of the page's verdict (-1: none), of the first thing it says failed or warns
+    finding: int
+    overflow: list[str]  # what is wider than its frame, as "what scrollWidth>clientWidth"
+
+
+def measure(docs: list[str], width: int, tmp_path: Path) -> list[Measured]:
+    """Each document laid out at ``width`` px, each in an iframe of its own in one page (one Chromium for all)."""
     page = tmp_path / f"measure_{width}.html"
     frames = "\n".join(FRAME.format(width=width, i=i, doc=html.escape(doc, quote=True)) for i, doc in enumerate(docs))
     page.write_text(MEASURE.format(frames=frames), encoding="utf-8")
@@ -91,38 +119,50 @@ def measure(docs: list[str], width: int, tmp_path: Path) -> list[tuple[int, int,
     res = subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                           "--disable-component-update", "--disable-sync", "--no-first-run",
                           f"--user-data-dir={profile}", "--window-size=1600,1000", "--virtual-time-budget=15000",
-                          "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=300)
-    found = {int(m.group(1)): m for m in re.finditer(r'<div id="r(\d+)" data-page="(\d+)/(\d+)" data-overflow="([^"]*)">',
+                          "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=600)
+    found = {int(m.group(1)): m for m in re.finditer(r'<div id="r(\d+)" data-page="([\d/-]+)" data-overflow="([^"]*)">',
                                                       res.stdout)}
     assert sorted(found) == list(range(len(docs))), res.stderr[-2000:]
-    return [(int(m.group(2)), int(m.group(3)), [x for x in html.unescape(m.group(4)).split("|") if x])
+    return [Measured(*map(int, m.group(2).split("/")), [x for x in html.unescape(m.group(3)).split("|") if x])
             for _, m in sorted(found.items())]
 
 
+def evidence(*names: str) -> list[str]:
+    return [str(ROOT / "evidence" / f"{n}.json.gz") for n in names]
+
+
 def documents() -> dict[str, str]:
-    report = load(ROOT / "evidence" / "2026-11-22_0104Z_vm_h200.json.gz")
-    burn = load(ROOT / "evidence" / "2026-11-28_1737Z_vm_2x-h200_burn_healthy.json.gz")
-    userbench = load(ROOT / "evidence" / "2026-11-26_0225Z_vm_h200_userbench_softmax-wsum.json.gz")
-    node = node_reports.node_report(trouble=True)
-    return {
-        "burn": render_html(burn),
-        "burn.zh-CN": render_html(burn, "zh-CN"),
-        "userbench": render_html(userbench),
-        "userbench.zh-CN": render_html(userbench, "zh-CN"),
-        "cpu.zh-CN": render_html(factories_cpu.report(), "zh-CN"),
-        "fleet.zh-CN": render_html(node_reports.fleet_report(), "zh-CN"),
-        "diff.zh-CN": render_diff(compare_data.diff(), "html", "zh-CN"),
-        "node.real": render_html(load(ROOT / "evidence" / "2026-11-22_2326Z_vm_2x-h200_node.json.gz")),
-        "node.trouble.zh-CN": render_html(node, "zh-CN"),
-        "h200": render_html(report),
-        "h200.zh-CN": render_html(report, "zh-CN"),
-        "cpu": render_html(factories_cpu.report()),
-        "node": render_html(node_reports.node_report(trouble=True)),
-        "node.zh-CN": render_html(node_reports.node_report(trouble=True), "zh-CN"),
-        "fleet": render_html(node_reports.fleet_report()),
-        "diff": render_diff(compare_data.diff(), "html"),
-        "history": render_history(compare_data.history(), "html"),
+    """A page of each kind (run, node, burn, diff, history, fleet) from the committed evidence, and the synthetic
+    node and fleet reports in trouble, in both languages."""
+    from envcheck.commands.diff import load_files
+    from envcheck.commands.history import collect
+    from envcheck.compare.diff import diff_analysed
+    from envcheck.compare.history import histories
+
+    files = load_files(evidence("2026-11-26_0431Z_vm_h100_controls_baseline", "2026-11-26_0431Z_vm_h100_controls_control"))
+    diff = diff_analysed([(n.label, a) for nodes, _ in files for n, a in nodes])
+    history = histories(*collect(evidence("2026-11-21_2341Z_vm_h200", "2026-11-22_0104Z_vm_h200",
+                                          "2026-11-22_2139Z_vm_h200", "2026-11-22_2143Z_vm_h200",
+                                          "2026-11-26_0456Z_vm_h200", "2026-11-26_0459Z_vm_h200"))).machines
+    reports = {
+        "h200": load(ROOT / "evidence" / "2026-11-22_0104Z_vm_h200.json.gz"),
+        "cpu": factories_cpu.report(),
+        "userbench": load(ROOT / "evidence" / "2026-11-26_0225Z_vm_h200_userbench_softmax-wsum.json.gz"),
+        "burn": load(ROOT / "evidence" / "2026-11-28_1737Z_vm_2x-h200_burn_healthy.json.gz"),
+        "burn.failed": load(ROOT / "evidence" / "2026-11-28_1732Z_vm_4x-h200_burn_control-slow_gemm-gpu2.json.gz"),
+        "node.real": load(ROOT / "evidence" / "2026-11-22_2326Z_vm_2x-h200_node.json.gz"),
+        "node.4x": load(ROOT / "evidence" / "2026-11-26_1524Z_vm_4x-h100_node.json.gz"),
+        "node": node_reports.node_report(trouble=True),
+        "fleet.real": load(ROOT / "evidence" / "2026-11-22_2330Z_fleet-2x_vm-0.json.gz"),
+        "fleet": node_reports.fleet_report(),
     }
+    out = {}
+    for lang, suffix in (("en", ""), ("zh-CN", ".zh-CN")):
+        out |= {name + suffix: render_html(r, lang) for name, r in reports.items()}
+        out["diff" + suffix] = render_diff(diff, "html", lang)
+        out["diff.names" + suffix] = render_diff(compare_data.diff(), "html", lang)
+        out["history" + suffix] = render_histories(history, "html", lang)
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -130,12 +170,17 @@ def docs():
     return documents()
 
 
-ALL = ["h200", "h200.zh-CN", "cpu", "cpu.zh-CN", "node", "node.zh-CN", "node.real", "fleet", "fleet.zh-CN", "diff",
-       "diff.zh-CN", "history", "burn", "burn.zh-CN", "userbench", "userbench.zh-CN"]
+ALL = [name + suffix for suffix in ("", ".zh-CN") for name in (
+    "h200", "cpu", "userbench", "burn", "burn.failed", "node.real", "node.4x", "node", "fleet.real", "fleet", "diff",
+    "diff.names", "history")]
+# The first screen of a phone (390 x 844, less the browser's bars) and of a laptop (1400 x 900, less the same), and
+# the tallest page (a node report of 2 GPUs was 28,800 px at 1400 px and 44,800 px at 390 px, its charts one per row).
+FIRST_SCREEN = {390: 660, 1400: 760}
+TALLEST = {390: 30_000, 1400: 15_000}
 
 
 @pytest.fixture(scope="module")
-def measured(docs, tmp_path_factory) -> dict[tuple[str, int], tuple[int, int, list[str]]]:
+def measured(docs, tmp_path_factory) -> dict[tuple[str, int], Measured]:
     """Every document of ALL measured at a laptop's and a phone's width: one Chromium per width (each a
     second or two to start; one per document and width was most of this module's time)."""
     where = tmp_path_factory.mktemp("measure")
@@ -145,17 +190,27 @@ def measured(docs, tmp_path_factory) -> dict[tuple[str, int], tuple[int, int, li
 
 @pytest.mark.parametrize("name", ALL)
 def test_nothing_is_wider_than_its_container_at_1400_px(measured, name):
-    page, viewport, overflow = measured[name, 1400]
-    assert viewport == 1400 and page <= viewport
-    assert not overflow, overflow
+    m = measured[name, 1400]
+    assert m.viewport == 1400 and m.page <= m.viewport
+    assert not m.overflow, m.overflow
 
 
 @pytest.mark.parametrize("name", ALL)
 def test_at_phone_width_only_the_case_tables_scroll_inside_their_frame(measured, name):
-    page, viewport, overflow = measured[name, 390]
-    assert viewport == 390 and page <= viewport, "the page scrolls sideways"
-    # The per-case tables and the GPU x GPU matrices keep their grid (first column pinned).
-    assert all(o.startswith(("cases ", "matrix ")) for o in overflow), overflow
+    m = measured[name, 390]
+    assert m.viewport == 390 and m.page <= m.viewport, "the page scrolls sideways"
+    # The per-case tables and the GPU x GPU matrices keep their grid (first column pinned); nothing else is
+    # wider than the page, and no heading is cut.
+    assert all(o.startswith(("cases ", "matrix ")) for o in m.overflow), m.overflow
+
+
+@pytest.mark.parametrize("width", [390, 1400])
+@pytest.mark.parametrize("name", ALL)
+def test_the_verdict_and_what_failed_are_in_the_first_screen(measured, name, width):
+    m = measured[name, width]
+    assert 0 < m.verdict <= FIRST_SCREEN[width], m
+    assert m.finding <= FIRST_SCREEN[width], m
+    assert m.height <= TALLEST[width], m
 
 
 def png_size(path: Path) -> tuple[int, int]:

@@ -171,6 +171,23 @@ def test_points_at_one_x_without_a_power_of_two_break_the_line():
     assert [[p.x for p in r] for r in runs] == [[1000], [9000, 27000]]
 
 
+def test_the_legend_says_what_a_point_off_the_line_is_only_where_one_is_drawn():
+    from envcheck.render.i18n import language, t
+
+    """1000003 elements beside 2^20 is drawn alone, in the opposite fill: the legend's key says what it is."""
+    grid = tuple(cs.Point(1 << k, k) for k in range(10, 22, 2))
+
+    def chart(pts):
+        return cs.Chart("t", (cs.Panel("", cs.Axis("x", "log2"), cs.Axis("y"), (cs.Series("s", pts, st.BLUE),)),), "d")
+
+    assert [k.label for k in cd.legend_keys(chart(grid))] == ["s"]
+    for lang in ("en", "zh-CN"):
+        with language(lang):
+            keys = cd.legend_keys(chart((*grid, cs.Point(1000003, 3.0))))
+            assert [k.label for k in keys] == ["s", t("chart.key.off_grid")]
+    assert keys[-1].hollow and not keys[-1].line
+
+
 # --------------------------------------------------------------------------- axes
 
 
