@@ -141,9 +141,10 @@ def documents() -> dict[str, str]:
 
     files = load_files(evidence("2026-11-26_0431Z_vm_h100_controls_baseline", "2026-11-26_0431Z_vm_h100_controls_control"))
     diff = diff_analysed([(n.label, a) for nodes, _ in files for n, a in nodes])
-    history = histories(*collect(evidence("2026-11-21_2341Z_vm_h200", "2026-11-22_0104Z_vm_h200",
-                                          "2026-11-22_2139Z_vm_h200", "2026-11-22_2143Z_vm_h200",
-                                          "2026-11-26_0456Z_vm_h200", "2026-11-26_0459Z_vm_h200"))).machines
+    # Two machines, one with step changes (the positive control's slower vector_add).
+    history = histories(*collect(evidence(*(f"2026-11-26_0431Z_vm_h100_controls_{x}" for x in ("baseline", "control",
+                                                                                               "rerun")),
+                                          "2026-11-26_0449Z_vm_h100", "2026-11-26_0452Z_vm_h100"))).machines
     reports = {
         "h200": load(ROOT / "evidence" / "2026-11-22_0104Z_vm_h200.json.gz"),
         "cpu": factories_cpu.report(),
