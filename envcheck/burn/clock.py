@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torch.cuda import Event
 
 
 class Laps:
     """Device time between ``begin()`` and ``end()``, summed over the laps when the interval ends: the GEMM's calls
     alone (the checksums between them are not its work), or a whole interval of copies as one lap."""
 
-    def __init__(self, torch: Any, cuda: bool) -> None:
+    def __init__(self, torch: ModuleType, cuda: bool) -> None:
         self.torch = torch
         self.cuda = cuda
-        self._pairs: list[tuple[Any, Any]] = []
+        self._pairs: list[tuple[Event, Event | None]] = []
         self._host = 0.0
         self._t0 = 0.0
 
@@ -36,9 +40,9 @@ class Laps:
     def total(self) -> float:
         """Seconds of every call since the last total (synchronises)."""
         if self.cuda:
-            if self._pairs:
+            if self._pairs and self._pairs[-1][1] is not None:
                 self._pairs[-1][1].synchronize()
-            took = sum(float(a.elapsed_time(b)) for a, b in self._pairs) / 1e3
+            took = sum(float(a.elapsed_time(b)) for a, b in self._pairs if b is not None) / 1e3
             self._pairs = []
         else:
             took, self._host = self._host, 0.0

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from envcheck.bench import protocol as bench_protocol
 from envcheck.burn.telemetry import TelemetrySample
@@ -67,13 +67,13 @@ class BurnPlan:
 
 
 def plans(gpus: Sequence[int], minutes: float, backend: str = "cuda", seed: int = 0, *,
-          control: str | None = None, control_gpu: int | None = None, **options: Any) -> tuple[BurnPlan, ...]:
+          control: str | None = None, control_gpu: int | None = None, **options: object) -> tuple[BurnPlan, ...]:
     """One plan per GPU (``options``: BurnPlan's other fields); ``control`` runs on ``control_gpu`` (None: the
     first) alone."""
     s = {phase: minutes * 60.0 * share for phase, share in SHARES.items()}
     target = gpus[0] if control_gpu is None and gpus else control_gpu
     return tuple(BurnPlan(backend, g, s["gemm"], s["bandwidth"], s["memtest"], seed=seed,
-                          control=control if g == target else None, **options) for g in gpus)
+                          control=control if g == target else None, **options) for g in gpus)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -116,14 +116,14 @@ Event = Started | Sampled | PhaseStarted | IntervalDone | PhaseEnded | Noted
 EVENTS: dict[str, type] = {c.kind: c for c in (Started, Sampled, PhaseStarted, IntervalDone, PhaseEnded, Noted)}
 
 
-def encode(event: Event) -> dict[str, Any]:
+def encode(event: Event) -> dict[str, object]:
     return bench_protocol.encode(event, EVENTS)
 
 
-def decode(data: Any) -> Event:
+def decode(data: object) -> Event:
     """The event in a message's data; ProtocolError for anything else."""
     return bench_protocol.decode(data, EVENTS)  # type: ignore[no-any-return]
 
 
-def decode_plan(data: Any) -> BurnPlan:
+def decode_plan(data: object) -> BurnPlan:
     return bench_protocol.decode_plan(data, BurnPlan)  # type: ignore[return-value]

@@ -9,23 +9,28 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from envcheck.burn import gemm as gemm_mod
 from envcheck.burn import memtest, protocol
 from envcheck.burn.clock import Laps, next_count
 from envcheck.burn.telemetry import Sampler, TelemetrySample
 from envcheck.model import BenchDevice, Note
-from envcheck.model.burn import SLOW_GEMM_EVERY, MemtestRecord
+from envcheck.model.burn import SLOW_GEMM_EVERY, BitErrorRange, MemtestRecord
+from envcheck.probes.nvml import NvmlLike
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 Emit = Callable[[protocol.Event], None]
-Corrupt = Callable[[int, Any], None]  # (iteration, output): the tests' planted fault
-Read = Callable[[Any], Any]
+Corrupt = Callable[[int, "Tensor"], None]  # (iteration, output): the tests' planted fault
+Read = Callable[["Tensor"], "Tensor"]
 CPU_BYTES = 16 << 20  # the CPU backend's memory when the plan gives no max_bytes
 FLIP_AT = 5  # the iteration whose output the ``flip_bit`` control corrupts
 
 
-def flip_once(iteration: int, out: Any) -> None:
+def flip_once(iteration: int, out: Tensor) -> None:
     """The ``flip_bit`` control: the lowest bit of the first element of one output, once."""
     if iteration == FLIP_AT:
         import torch
@@ -45,9 +50,9 @@ class BurnWorker:
         self.read = read or (lambda t: t)
         self.clock = clock
         self.t0 = clock()
-        self.torch: Any = None
+        self.torch: ModuleType = None  # type: ignore[assignment]  # imported by run()
         self.cuda = plan.backend == "cuda"
-        self.device: Any = "cpu"
+        self.device: object = "cpu"
 
     def now(self) -> float:
         return self.clock() - self.t0
@@ -57,7 +62,7 @@ class BurnWorker:
 
         self.torch = torch
         plan = self.plan
-        nvml: Any = None
+        nvml: NvmlLike | None = None
         sampler: Sampler | None = None
         if self.cuda:
             from envcheck.bench import device
@@ -178,7 +183,7 @@ class BurnWorker:
         self.emit(protocol.PhaseStarted("memtest", "int32", (covered,), "byte", start, plan.memtest_s))
         writes = [w for name in memtest.PATTERNS for w in memtest.sub_patterns(name)]
         laps = Laps(torch, self.cuda)
-        ranges: list[Any] = []
+        ranges: list[BitErrorRange] = []
         bits = passes = 0
         done = False
         while not done:
@@ -204,7 +209,7 @@ class BurnWorker:
         del buf
 
 
-def _sampler(nvml: Any, dev: BenchDevice, plan: protocol.BurnPlan, sink: Callable[[TelemetrySample], None], t0: float,
+def _sampler(nvml: NvmlLike | None, dev: BenchDevice, plan: protocol.BurnPlan, sink: Callable[[TelemetrySample], None], t0: float,
              clock: Callable[[], float]) -> Sampler | None:
     if nvml is None:
         return None
@@ -217,7 +222,7 @@ def _sampler(nvml: Any, dev: BenchDevice, plan: protocol.BurnPlan, sink: Callabl
     return Sampler(nvml, handle, sink, t0, plan.telemetry_interval_s, clock)
 
 
-def main(args: Any, out: Callable[[Any], None]) -> None:
+def main(args: object, out: Callable[[dict[str, object]], None]) -> None:
     """The harness's target: the plan in, events out (from the load and the telemetry thread alike)."""
     # Before cuBLAS starts: a fixed workspace makes its GEMMs deterministic (cuBLAS docs, "Results reproducibility").
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
