@@ -14,14 +14,15 @@ from envcheck.probes.nvml import (
     CLOCK_MEM,
     CLOCK_SM,
     ECC_COUNTER_VOLATILE,
+    FI_MEMORY_TEMP,
     MEMORY_ERROR_CORRECTED,
     MEMORY_ERROR_UNCORRECTED,
     TEMPERATURE_GPU,
     NvmlCallError,
     NvmlLike,
+    field_value,
     reason_names,
 )
-from envcheck.probes.nvml_fields import FI_MEMORY_TEMP, field_value
 
 INTERVAL_S = 0.5  # twice a second: "at least once a second" even when a call runs late
 

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from envcheck import __version__
 from envcheck.harness.scope import end_all
@@ -21,6 +21,7 @@ from envcheck.model import Bench, Check, Environment, Fact, Facts, Gpu, Report, 
 from envcheck.outside_text import encodable
 from envcheck.probes import cuda, envvars, gpus, link_counters, platform, system, torch_probe, triton_probe, wsl
 from envcheck.probes.host import Host, default_host
+from envcheck.probes.nvml import NvmlLike
 
 T = TypeVar("T")
 # The fact key contract: every key below is present in its section after collect().
@@ -76,7 +77,7 @@ def _section(section: str, probe: Callable[[], Facts]) -> _Background[Facts]:
     return _Background(section, lambda: guarded(section, probe), lambda: guarded(section, lambda: {}))
 
 
-def read_nvml(nvml: Any) -> tuple[Facts, tuple[Gpu, ...]]:
+def read_nvml(nvml: NvmlLike) -> tuple[Facts, tuple[Gpu, ...]]:
     """The driver section and the GPUs: NVML initialised once here and shut down after; never raises."""
     try:
         driver = guarded("driver", lambda: gpus.probe_driver(nvml))
@@ -93,7 +94,7 @@ def read_nvml(nvml: Any) -> tuple[Facts, tuple[Gpu, ...]]:
             nvml.shutdown()
 
 
-def collect(host: Host | None = None, nvml: object | None = None, runtime: bool = False, timeout: float = 120.0,
+def collect(host: Host | None = None, nvml: NvmlLike | None = None, runtime: bool = False, timeout: float = 120.0,
             reports_dir: str = "reports") -> Environment:
     """Every section plus the GPUs; runtime probes (subprocesses) only when ``runtime``. Never raises
     (KeyboardInterrupt aside, after every probe child is killed). ``nvml``: by default NVML read in a child."""
@@ -110,7 +111,7 @@ def collect(host: Host | None = None, nvml: object | None = None, runtime: bool 
         raise
 
 
-def _collect(host: Host, nvml: object, runtime: bool, timeout: float, reports_dir: str, start: float) -> Environment:
+def _collect(host: Host, nvml: NvmlLike, runtime: bool, timeout: float, reports_dir: str, start: float) -> Environment:
     background: dict[str, _Background[Facts]] = {}
     sections: dict[str, Facts] = {"torch_runtime": torch_probe.not_run(), "triton_runtime": triton_probe.not_run()}
     if runtime:
@@ -158,8 +159,9 @@ def hostname() -> str:
 
 
 def new_report(kind: str, environment: Environment, checks: tuple[Check, ...] = (),
-               benches: tuple[Bench, ...] = (), host: str | None = None, **sections: Any) -> Report:
+               benches: tuple[Bench, ...] = (), host: str | None = None, **sections: object) -> Report:
     """A report stamped with a host name (``host``, else this machine's), the time and envcheck's version."""
     return Report(tool_version=__version__, created=utc_now(), host=host or hostname(), kind=kind,
-                  environment=environment, checks=tuple(checks), benches=tuple(benches), **sections)
+                  environment=environment, checks=tuple(checks), benches=tuple(benches),
+                  **sections)  # type: ignore[arg-type]
 

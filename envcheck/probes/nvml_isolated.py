@@ -10,12 +10,15 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envcheck.harness import failures as f
 from envcheck.harness.spawn import spawn
 from envcheck.probes.host import Host
 from envcheck.probes.nvml_table import TableNvml, table_from_events
+
+if TYPE_CHECKING:
+    from envcheck.outside_json import Json
 
 NVML_TIMEOUT_S = 30.0  # nvmlInit on a many-GPU box without persistence mode takes seconds, never this long
 NOT_INSTALLED = "the nvidia-ml-py package is not installed: pip install nvidia-ml-py"
@@ -48,11 +51,11 @@ class IsolatedNvml(TableNvml):
             self.table = self._read()
         return super().init()
 
-    def _read(self) -> dict[str, Any]:
+    def _read(self) -> dict[str, Json]:
         found = pynvml_dir()
         if found is None and not self.paths:
             return {"init_error": {"error": "ImportError", "text": NOT_INSTALLED}}
-        events: list[Any] = []
+        events: list[dict[str, Json]] = []
         # No site-packages: the child needs pynvml alone, and envcheck probe stays fast.
         out = spawn("envcheck.probes.nvml_child:read", timeout=self.timeout, heartbeat=self.timeout,
                     on_event=events.append, python=self.host.python_executable or None,

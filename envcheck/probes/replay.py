@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import fnmatch
 import posixpath
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from envcheck.model import reasons
 from envcheck.probes.host import PYTHON_FIELDS, Host, RunResult
 from envcheck.probes.packages import PackageInfo
+
+if TYPE_CHECKING:
+    from envcheck.outside_json import Json
 
 CommandAnswer = RunResult | tuple[int, str, str]
 CommandSpec = CommandAnswer | Callable[[tuple[str, ...]], CommandAnswer]
@@ -83,7 +86,7 @@ class ReplayHost(Host):
         self.calls: list[tuple[str, ...]] = []
 
     @classmethod
-    def from_section(cls, section: Mapping[str, Any]) -> ReplayHost:
+    def from_section(cls, section: Mapping[str, Json]) -> ReplayHost:
         """A host from a snapshot's ``host`` section (types checked by ``snapshot_schema.py`` when it was read)."""
         files: dict[str, str | None | OSError] = dict(section.get("files") or {})
         for path, err in (section.get("errors") or {}).items():
@@ -214,7 +217,8 @@ class ReplayHost(Host):
         rc, out, err = answer
         return RunResult(args, rc, out, err, wall_s=0.001)
 
-    def run_python(self, target: str, timeout: float, name: str, args: Any = None, **kw: Any) -> RunResult:
+    def run_python(self, target: str, timeout: float, name: str, args: object = None,
+                   env: Mapping[str, str] | None = None, paths: Sequence[str] = ()) -> RunResult:
         """The run recorded as ``name``, else a command answering for the Python itself."""
         return self._run((self.python_executable, target), timeout, None, name)
 
@@ -240,7 +244,7 @@ class ReplayHost(Host):
         return self._machine
 
 
-def run_result(argv: tuple[str, ...], data: Mapping[str, Any]) -> RunResult:
+def run_result(argv: tuple[str, ...], data: Mapping[str, Json]) -> RunResult:
     """A ``RunResult`` from its snapshot form (``returncode``, ``stdout``, ``stderr``, ...)."""
     rc = data.get("returncode")
     return RunResult(

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
-from envcheck.model import Facts, known, missing, reasons
+from envcheck.model import Fact, Facts, known, missing, reasons
 from envcheck.probes import isolate
-from envcheck.probes.host import Host
+from envcheck.probes.host import Emit, Host
 from envcheck.probes.isolate import Isolated, run_python
 from envcheck.probes.packages import Lookup, PackageInfo
+
+if TYPE_CHECKING:
+    from envcheck.outside_json import Json
 
 TORCH_KEYS = ("installed", "version", "build", "cuda_version", "location", "triton_pin", "shadowed_by")
 RUNTIME_KEYS = (
@@ -122,7 +125,7 @@ def probe_torch(host: Host, lookup: Lookup | None = None) -> Facts:
     return facts
 
 
-def runtime_child(args: object, out: Any) -> None:
+def runtime_child(args: object, out: Emit) -> None:
     """In the child: import torch, read CUDA's view, run one op whose answer is known. Reports in stages, so a
     crash in CUDA's start still leaves the import's facts."""
     import os
@@ -144,7 +147,7 @@ def runtime_child(args: object, out: Any) -> None:
             return
         out({"import_ok": True, "import_s": time.perf_counter() - t0,
              "location": os.path.dirname(getattr(torch, "__file__", None) or "") or None})
-        got: dict[str, Any] = {}
+        got: dict[str, Json] = {}
         try:
             got["arch_list"] = list(torch.cuda.get_arch_list())
             got["cudnn_version"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
@@ -175,7 +178,7 @@ def runtime_child(args: object, out: Any) -> None:
             out({"error": f"{type(e).__name__}: {e}", "warnings": texts()})
 
 
-def _fact(data: dict[str, Any], key: str, reason: str) -> Any:
+def _fact(data: dict[str, Json], key: str, reason: str) -> Fact:
     v = data.get(key)
     return known(v) if v is not None else missing(reason)
 
