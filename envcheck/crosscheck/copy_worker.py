@@ -9,12 +9,16 @@ of the copy-engine peer copies, as a user would write it (``b.copy_(a)`` on the 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from envcheck.errors import one_line
 
+if TYPE_CHECKING:
+    from envcheck.outside_json import Json
 
-def time_copy(torch: Any, src: int, dst: int, size_bytes: int, calls: int, loops: int, warmup: int) -> list[float]:
+
+def time_copy(torch: ModuleType, src: int, dst: int, size_bytes: int, calls: int, loops: int, warmup: int) -> list[float]:
     """Per-copy times (us) of ``loops`` loops of ``calls`` back-to-back ``b.copy_(a)`` from GPU ``src`` to ``dst``."""
     a = torch.ones(size_bytes // 4, device=f"cuda:{src}")
     b = torch.empty(size_bytes // 4, device=f"cuda:{dst}")
@@ -34,7 +38,7 @@ def time_copy(torch: Any, src: int, dst: int, size_bytes: int, calls: int, loops
     return out
 
 
-def run(plan: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
+def run(plan: dict[str, Json], emit: Callable[[dict[str, Json]], None]) -> None:
     import torch
 
     n = torch.cuda.device_count()
@@ -45,7 +49,7 @@ def run(plan: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
         for dst in range(n):
             if src == dst:
                 continue
-            ev: dict[str, Any] = {"event": "copy", "src": src, "dst": dst, "size_bytes": size, "calls": calls}
+            ev: dict[str, Json] = {"event": "copy", "src": src, "dst": dst, "size_bytes": size, "calls": calls}
             try:
                 ev["samples_us"] = time_copy(torch, src, dst, size, calls, loops, warmup)
             except Exception as e:  # noqa: BLE001 - one pair's failure is that pair's result

@@ -10,7 +10,10 @@ fail, so that its first event gets written.
 from __future__ import annotations
 
 import json
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from envcheck.outside_json import Json
 
 
 class Emitter:
@@ -19,12 +22,12 @@ class Emitter:
     def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
 
-    def __call__(self, event: dict[str, Any]) -> None:
+    def __call__(self, event: dict[str, Json]) -> None:
         self.stream.write(json.dumps(event, separators=(",", ":")) + "\n")
         self.stream.flush()
 
 
-def read_events(text: str) -> list[dict[str, Any]]:
+def read_events(text: str) -> list[dict[str, Json]]:
     """The events in ``text``, in order; other lines are skipped."""
     out = []
     for line in text.splitlines():

@@ -30,7 +30,7 @@ import traceback
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from envcheck.errors import UsageError
 from envcheck.model import Bench, Check, Environment, build, to_dict
@@ -39,6 +39,11 @@ from envcheck.model.fleet import Baseline, Fleet, FleetNode, RankStatus, Rule
 from envcheck.model.node import Collectives, Launch, Node
 from envcheck.node.collective_run import RankOutput, SweepPlan
 from envcheck.node.transport import Transport
+
+if TYPE_CHECKING:
+    from envcheck.outside_json import Json
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -172,11 +177,11 @@ class WorldOutputs:
     error: str | None = None
 
 
-def _dump(obj: Any) -> str:
+def _dump(obj: object) -> str:
     return json.dumps(to_dict(obj), allow_nan=False, separators=(",", ":"), default=str)
 
 
-def _load(tp: Any, text: str | None) -> Any:
+def _load(tp: type[T], text: str | None) -> T | None:
     if text is None:
         return None
     try:
@@ -203,7 +208,7 @@ class FleetOptions:
     join_timeout_s: float = 60.0
     baseline: Baseline | None = None
     rules: tuple[Rule, ...] = ()
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Json] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from envcheck.analysis.node import CRASHED
 from envcheck.harness.signals import as_interrupt, stop_signals
@@ -25,7 +25,11 @@ from envcheck.probes.gpus import NvmlLike
 from envcheck.probes.host import Host
 
 if TYPE_CHECKING:
+    from envcheck.bench.parallel import OnGpuEvent
     from envcheck.bench.suite import Plan
+    from envcheck.outside_json import Json
+
+T = TypeVar("T")
 
 # Stage limits: room for 4 GiB all_reduce on 8 slow PCIe GPUs (~0.9 s a call); NVLink needs a tenth.
 SWEEP_TIMEOUT_S = 480.0
@@ -76,7 +80,7 @@ def probe_node_topology(nvml: NvmlLike, host: Host, gpus: tuple[int, ...]) -> To
     return probe_topology(nvml, gpus, topo, speeds, why)
 
 
-def _guard(what: str, skipped: list[NodeSkip], fn: Callable[[], Any]) -> Any:
+def _guard(what: str, skipped: list[NodeSkip], fn: Callable[[], T]) -> T | None:
     try:
         return fn()
     except KeyboardInterrupt:
@@ -109,7 +113,7 @@ def run_node(options: NodeOptions, deps: NodeDeps | None = None) -> Node:
     peer: PeerCopies | None = None
     collectives: list[Collectives] = []
     xid: XidScan | None = None
-    settings: dict[str, Any] = {"outlier_margin": options.outlier_margin, "device": options.device,
+    settings: dict[str, Json] = {"outlier_margin": options.outlier_margin, "device": options.device,
                                 "peer": options.peer.to_json() if options.peer else None,
                                 "sweep_timeout_s": options.sweep_timeout_s, "peer_timeout_s": options.peer_timeout_s}
 
@@ -175,7 +179,7 @@ class NodeRun:
 
 def run_node_suite(gpus: tuple[int, ...], plans: Sequence[Plan], work_dir: str, timeout: float, *,
                    crosscheck: bool = False, outlier_margin: float = 0.05,
-                   on_event: Callable[[int, Any], None] | None = None, deps: NodeDeps | None = None,
+                   on_event: OnGpuEvent | None = None, deps: NodeDeps | None = None,
                    worker_command: Sequence[str] | None = None) -> NodeRun:
     """``envcheck run --gpus``: every GPU's suite (one plan each) at once, then the node tests."""
     from envcheck.bench import parallel, runner

@@ -9,7 +9,10 @@ from __future__ import annotations
 import socket
 import time
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from torch.distributed import TCPStore
 
 POLL_S = 0.2  # how often a waiting rank asks the store for a key
 
@@ -31,7 +34,7 @@ class Transport(Protocol):
 class StoreTransport:
     """A ``torch.distributed.TCPStore`` hosted by rank 0."""
 
-    def __init__(self, store: Any, rank: int, world_size: int) -> None:
+    def __init__(self, store: TCPStore, rank: int, world_size: int) -> None:
         self.store = store
         self.rank = rank
         self.world_size = world_size
@@ -70,7 +73,7 @@ def open_store_transport(rank: int, world_size: int, master_addr: str, timeout_s
 
     timeout = timedelta(seconds=timeout_s)
     dist.init_process_group("gloo", timeout=timeout)
-    endpoint: list[Any] = [None, None]
+    endpoint: list[str | int | None] = [None, None]
     store = None
     if rank == 0:
         store = dist.TCPStore(master_addr, 0, world_size, is_master=True, timeout=timeout, wait_for_workers=False)
