@@ -6,13 +6,14 @@ fresh worker goes on with the rest (bench/resume.py).
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TextIO
 
 from envcheck.commands import run
 from envcheck.commands.options import BenchOptions, RunOptions
 
 
-def execute(s: BenchOptions, deps: run.Collaborators | None = None, stderr: Any = None, stdout: Any = None) -> int:
+def execute(s: BenchOptions, deps: run.Collaborators | None = None, stderr: TextIO | None = None,
+            stdout: TextIO | None = None) -> int:
     from envcheck.bench.resume import run_resuming
     from envcheck.userbench import discover
 

@@ -15,7 +15,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from envcheck.errors import UsageError, one_line
 from envcheck.model import Environment, build, to_dict
@@ -47,7 +47,7 @@ def source_argument(text: str) -> str:
     return str(path.resolve())
 
 
-def _ops_in(value: Any, where: str) -> list[Op]:
+def _ops_in(value: object, where: str) -> list[Op]:
     if isinstance(value, Op):
         return [value]
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, Op) for v in value):
@@ -105,7 +105,7 @@ def _one_line(exc: BaseException) -> str:
     return line if len(line) <= MAX_LINE else line[: MAX_LINE - 3] + "..."
 
 
-def child(source: str, out: Any) -> dict[str, Any]:
+def child(source: str, out: object) -> dict[str, object]:
     """In the child: the declared ops' specs, or the one line saying why there are none."""
     try:
         return {"ops": [to_dict(op.spec()) for op in load(source)]}
@@ -113,7 +113,7 @@ def child(source: str, out: Any) -> dict[str, Any]:
         return {"error": _one_line(e)}
 
 
-def discover(source: str, timeout: float = DISCOVER_TIMEOUT_S) -> tuple[Any, ...]:
+def discover(source: str, timeout: float = DISCOVER_TIMEOUT_S) -> tuple[OpSpec, ...]:
     """The declared ops' ``OpSpec`` values, from a child (bounded, its memory watched, whatever it left running
     ended); UsageError (one line) otherwise."""
     from envcheck.harness import failures as f
