@@ -1,10 +1,7 @@
-"""The power phase: one deterministic GEMM, repeated, every result checked (gpu-burn's idea, made exact).
-
-Fixed inputs, deterministic algorithms and a fixed cuBLAS workspace: a healthy GPU returns the same bits every
-iteration. Checks, cheapest first: ``checksum`` (each iteration's bits summed on the device, compared once per
-interval), ``full`` (the interval's last output against the first, bit for bit) and ``fp64`` (sampled elements
-recomputed in float64, within 2 ulps of the output relative to the sum of |a*b|).
-"""
+"""The power phase: one deterministic GEMM repeated, every result checked (gpu-burn's idea, made exact): a healthy
+GPU returns the same bits every iteration. Checks: ``checksum`` (each iteration's bits summed, compared once an
+interval), ``full`` (the interval's last output bit for bit) and ``fp64`` (sampled elements in float64, within
+2 ulps relative to the sum of |a*b|)."""
 
 from __future__ import annotations
 

@@ -1,17 +1,14 @@
-"""The burn worker's contract with ``envcheck burn``: its plan (``BurnPlan``, ``plans``: most of a burn of M minutes
-to the GEMM, which heats the GPU and draws its power limit, a quarter to the memory test, the rest to streaming)
-and the events it streams, encoded as bench/protocol.py's (the worker: ``envcheck.burn.worker:main``)::
+"""The burn worker's contract (``envcheck.burn.worker:main``): its ``BurnPlan`` (``plans``: most of M minutes to
+the GEMM, a quarter to the memory test, the rest to streaming) and its events, encoded as bench/protocol.py's::
 
-    start        Started(device)
-    sample       Sampled(sample)              about twice a second, from the telemetry thread, throughout
-    then for each phase of the plan, in order (gemm, bandwidth, memtest; a phase of 0 s is left out):
-      phase      PhaseStarted(...)            dtype, shape, unit, when it started, its planned seconds
-      interval   IntervalDone(...)            one per interval of about ``interval_s``: device time and work
-      phase_end  PhaseEnded(phase, sdc, memtest)   the GEMM's checks / the memory test's record
-    note         Noted(note)                  any time: a key and parameters
+    start      Started(device)
+    sample     Sampled(sample)              about twice a second, from the telemetry thread, throughout
+    phase      PhaseStarted(...)            per phase of the plan in order (gemm, bandwidth, memtest)
+    interval   IntervalDone(...)            one per ``interval_s``: device time and work
+    phase_end  PhaseEnded(phase, sdc, memtest)
+    note       Noted(note)                  any time
 
-Samples keep coming while a phase hangs: the parent judges a worker hung by its other events (run.py).
-"""
+Samples keep coming while a phase hangs: the parent judges a worker hung by its other events (run.py)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""``envcheck burn``: every selected GPU under sustained load at once (one isolated worker each, a line of
-progress per phase on stderr), then a dated burn report and its verdicts.
-
-Exit status:
-  0    every GPU passed every verdict
-  1    a GPU failed a verdict, or its worker crashed, hung or timed out (the report is written)
-  130  Ctrl-C, SIGTERM or SIGHUP (what was seen is written first)
-  2    bad options (one line on stderr; nothing is run)
-"""
+"""``envcheck burn``: every selected GPU under sustained load at once (one isolated worker each, a line per phase on
+stderr), then a dated burn report. Exit status: 0 every GPU passed; 1 a GPU failed a verdict or its worker
+crashed, hung or timed out (the report is written); 130 Ctrl-C, SIGTERM or SIGHUP; 2 bad options."""
 
 from __future__ import annotations
 

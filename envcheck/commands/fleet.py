@@ -1,15 +1,10 @@
-"""``envcheck fleet``, run by every rank of ``torchrun --nnodes N --nproc-per-node G -m envcheck fleet`` (or
-``srun``): rank 0 writes one dated fleet report and prints which nodes to take out of service and why.
+"""``envcheck fleet``, run by every rank of ``torchrun ... -m envcheck fleet`` (or ``srun``): rank 0 writes one dated
+fleet report and prints which nodes to take out of service and why. Each rank's working files are removed when
+the fleet passed, else kept and named.
 
-Exit status (rank 0; the other ranks exit 0 once rank 0 is done):
-  0    every node passed its rules and every rank reported in every phase
-  1    a node failed a rule, could not be measured, or a rank failed, hung, died or never joined
-  2    bad options, or not started by a launcher (one line on stderr)
-  130  Ctrl-C, SIGTERM or SIGHUP (what torchrun sends the other ranks when one dies, and Slurm at the
-       end of a job): every rank stops its children; rank 0 first writes the partial fleet report
-
-Each rank's working files go to a temporary folder of its own: removed when the fleet passed, else kept and named.
-"""
+Exit status (rank 0; the others exit 0 once it is done): 0 every node passed and every rank reported; 1 a node
+failed a rule or could not be measured, or a rank failed, hung, died or never joined; 2 bad options or no launcher;
+130 Ctrl-C, SIGTERM or SIGHUP (every rank stops its children; rank 0 first writes the partial report)."""
 
 from __future__ import annotations
 

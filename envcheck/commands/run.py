@@ -1,17 +1,9 @@
-"""``envcheck run`` (the built-in suite) and ``envcheck bench`` (the ops a user's file declares): one
-pipeline. Validate the options, probe the machine, plan the cases, measure them in the isolated worker
-with progress on stderr, write the dated report (never replacing a file) and its renderings, print the
-summary on stdout.
+"""``envcheck run`` (the built-in suite) and ``envcheck bench`` (a user's ops): one pipeline. Validate, probe, plan,
+measure in the isolated worker (progress on stderr), write the dated report and its renderings, print the summary.
 
-Exit status:
-  0    every check passed or warned, and every measured case passed
-  1    a check failed, a case failed numerically or could not run, the worker crashed or
-       timed out (the partial report is still written), nothing could be measured, (--burn)
-       a GPU failed the burn-in, or (--crosscheck) a number lay outside its bar against an
-       independent tool, or a tool failed or hung
-  130  Ctrl-C, SIGTERM or SIGHUP during the benchmark (the partial report is written first)
-  2    bad options or a bad source (one line on stderr; nothing is run)
-"""
+Exit status: 0 every check passed or warned and every case passed; 1 a check or case failed, the worker crashed
+or timed out (the partial report is written), nothing was measured, or a --burn / --crosscheck verdict failed;
+130 Ctrl-C, SIGTERM or SIGHUP (the partial report is written first); 2 bad options or source (nothing is run)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
-"""A plain torch copy between every ordered pair of GPUs, in a child (``run``, through the harness): the counterpart
-of the copy-engine peer copies, as a user would write it (``b.copy_(a)`` on the source's current stream,
-``calls`` back to back between two CUDA events, a sample per loop). Events (the parent: crosscheck.copies)::
+"""A plain torch copy between every ordered pair of GPUs, in a child (``run``): the copy-engine peer copies as a
+user writes them (``b.copy_(a)``, ``calls`` back to back between two CUDA events, a sample per loop). Events::
 
     {"event": "devices", "devices": n}
-    {"event": "copy", "src", "dst", "size_bytes", "calls", "samples_us" | "error"}   CUDA indices of this process
-"""
+    {"event": "copy", "src", "dst", "size_bytes", "calls", "samples_us" | "error"}   CUDA indices of this process"""
 
 from __future__ import annotations
 

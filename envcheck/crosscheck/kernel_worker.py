@@ -1,14 +1,11 @@
-"""The worker that times a GPU's headline cases with ``triton.testing.do_bench_cudagraph`` (``main``, through the
-harness; the parent: ``envcheck.crosscheck.kernels``). Its plan::
+"""Times a GPU's headline cases with ``triton.testing.do_bench_cudagraph`` (``main``; the parent:
+``crosscheck.kernels``), each the suite's own call (bench.impls, its TF32 switch, sets of buffers, matmul tile)
+after an untimed ``settle_ms``. Plan and events::
 
-    {"gpu": <CUDA index>, "rounds": R, "seed": S, "control": <run --control or null>,
-     "rows": [{"op", "impl", "dtype", "precision", "shape": [...], "rep_ms", "settle_ms", "sets", "kernel"}, ...]}
-
-Its events: ``{"event": "ready", "torch", "triton", "device"}``, then per row ``{"event": "row", "i",
-"samples_us", "kernel"}`` or ``{"event": "row", "i", "error"}``. Each row is the suite's own call (bench.impls,
-its TF32 switch, as many sets of buffers, its matmul tile pinned), timed by the tool alone after an untimed
-``settle_ms`` (the tool settles nothing itself), every replay of ``rounds`` calls a sample.
-"""
+    {"gpu", "rounds", "seed", "control", "rows": [{"op", "impl", "dtype", "precision", "shape", "rep_ms",
+                                                  "settle_ms", "sets", "kernel"}, ...]}
+    {"event": "ready", "torch", "triton", "device"}, then per row
+    {"event": "row", "i", "samples_us", "kernel"} or {"event": "row", "i", "error"}"""
 
 from __future__ import annotations
 

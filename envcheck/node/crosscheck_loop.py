@@ -1,18 +1,11 @@
-"""A plain ``torch.distributed`` loop at each size of the sweep (``run --crosscheck``): the counterpart of
-envcheck's per-call time, run by the sweep's torchrun workers once the sweep is done (``collective_worker``).
-
-What a user's training loop pays per call: one pair of buffers allocated once (zeros: a sum of zeros never
-overflows), ``WARMUP`` calls, then ``LOOPS`` times ``CALLS`` calls back to back between two CUDA events (the
-host clock on the CPU), on the default group; each loop divided by its calls is one sample. Deliberately none
-of the sweep's machinery: no rotating buffers, no graphs, no event between calls.
-
-Each rank appends one event per (op, size) to its events file, after the sweep's::
+"""A plain ``torch.distributed`` loop at each size of the sweep (``run --crosscheck``), run by the sweep's workers
+after it: what a user's loop pays per call, with none of the sweep's machinery (one pair of zeroed buffers,
+``WARMUP`` calls, ``LOOPS`` times ``CALLS`` calls between two CUDA events, default group). Each rank appends::
 
     {"event": "crosscheck_loop", "op", "size_bytes", "ranks", "calls", "method", "samples_us" | "error" | "skipped"}
 
-Out of memory on one rank is agreed on first (a collective waiting for a rank that skipped would hang); after
-an error the communicator may be unusable and the loops stop.
-"""
+Out of memory is agreed on first (a collective waiting for a rank that skipped would hang); after an error the
+loops stop."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""The JSON-lines files through which the torchrun ranks (``collective_worker``, started by torchrun, not by
-envcheck) report to their parent (``collective_run``): one JSON object per line, each with an ``event``
-name, written and flushed as it happens, so whatever finished before a crash, a hang or a timeout is on disk;
-the parent skips lines that are not events (one cut short by a kill).
-
-Kept light (no torch, no envcheck.model at run time): a worker imports this before anything that can
-fail, so that its first event gets written.
-"""
+"""The JSON-lines events files of the torchrun ranks (``collective_worker``) for their parent (``collective_run``):
+one object per line, flushed as it happens, so what finished before a crash is on disk. Light (no torch, no
+model): a worker imports it before anything that can fail."""
 
 from __future__ import annotations
 

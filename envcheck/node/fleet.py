@@ -1,23 +1,12 @@
-"""A fleet run (``torchrun ... -m envcheck fleet`` or ``srun``): every rank benchmarks its own GPU; each node's
-leader (local rank 0) probes the node and runs its node tests; the leaders then start one collective sweep
-across the world; rank 0 gathers everything into one ``Fleet``.
+"""A fleet run (``torchrun ... -m envcheck fleet`` or ``srun``): every rank benchmarks its GPU, each node's leader
+probes the node and runs its node tests, the leaders start one collective sweep across the world, and rank 0
+gathers it all into one ``Fleet``. Ranks only start children, so one fails by a bug (sent as data) or by dying:
+rank 0 waits for each hand-over at most ``rank_timeout_s`` (``timeout``; never joined: ``missing``) and reports
+the rest all the same.
 
-The ranks never touch a GPU themselves (children with time limits do), so a rank fails only by a bug of
-envcheck's (sent as data) or by dying. Rank 0 waits for each rank's hand-over at most ``rank_timeout_s`` after
-its own part: a rank that never answers is ``timeout``, one that never joined ``missing``, with the phase whose
-hand-over failed (``suite``, ``node``, ``world``), and the rest of the fleet is reported all the same. The world
-sweep is one job: once rank 0's share ended, the other leaders get ``join_timeout_s``, not the sweep's limit.
-
-Hand-over keys (``envcheck.node.transport``), all JSON of model objects:
-  join/<rank>            RankJoin, first thing each rank does
-  rank/<rank>            RankReport: its bench or its error (with --crosscheck, its GPU's cross-checks)
-  node/<node_rank>       NodeReport: the node's environment, checks and node tests (leaders; with
-                         --crosscheck, the node's cross-checks)
-  world/ready/<node>     a leader is ready for the world sweep
-  world/go               WorldGo from rank 0: the nodes taking part and the rendezvous address
-  world/out/<node>       WorldOutputs: the node's ranks' raw sweep outputs
-  done                   rank 0 has written the report; the others may exit
-"""
+Hand-over keys (``envcheck.node.transport``), JSON of model objects: ``join/<rank>`` RankJoin, ``rank/<rank>``
+RankReport, ``node/<node_rank>`` NodeReport (leaders), ``world/ready/<node>``, ``world/go`` WorldGo (rank 0),
+``world/out/<node>`` WorldOutputs, ``done`` (rank 0 wrote the report: the others may exit)."""
 
 from __future__ import annotations
 

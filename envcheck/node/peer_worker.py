@@ -1,18 +1,12 @@
-"""Copy bandwidth matrices of one node, in a child (``run``, started through the harness by ``envcheck.node.peer``).
-
-For every ordered pair of GPUs, as nvbandwidth measures them: ``copy_engine`` (``dst.copy_(src)``, which torch
-runs as cudaMemcpyPeerAsync) and ``sm_kernel`` (a Triton kernel on the destination loading the source through
-peer access, nvbandwidth's "memcpy_read_sm"), one way and both ways at once (a sample: the longer direction);
-then host-to-device and device-to-host copies with pinned memory. Each copy is timed with CUDA events on its own
-streams, ``iters`` calls after ``warmup``, and its destination checked against the source's ``i % 251``.
-
-Events::
+"""Copy bandwidth matrices of one node, in a child (``run``, started by ``envcheck.node.peer``), as nvbandwidth
+measures them: for every ordered pair ``copy_engine`` (``dst.copy_(src)``) and ``sm_kernel`` (a Triton kernel on
+the destination pulling over peer access), one way and both ways at once; then pinned host copies. CUDA events on
+each copy's own streams, ``iters`` calls after ``warmup``, the destination checked against ``i % 251``. Events::
 
     {"event": "devices", "devices": n}
     {"event": "access", "a", "b", "allowed"}
     {"event": "copy", "kind", "method", "src", "dst", "bytes_per_direction", "bidirectional", "pinned",
-     "samples_us", "wrong", "error"}                          src / dst: CUDA indices in this process
-"""
+     "samples_us", "wrong", "error"}                          src / dst: CUDA indices in this process"""
 
 from __future__ import annotations
 

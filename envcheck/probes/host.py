@@ -1,10 +1,6 @@
-"""The host seam: every file read, subprocess, environment variable and PATH lookup a probe makes.
-
-Probes never touch ``os``, ``open`` or ``subprocess`` themselves, so a machine can be recorded (``recording.py``) and
-replayed (``replay.py``). File methods raise ``OSError`` like ``os``; ``run`` never raises. The public ``read_text``
-and ``run`` redact every text that crosses the seam, so no probe can forget to.
-Children start through the harness (``envcheck/harness``), never left running.
-"""
+"""The host seam: every file read, subprocess, environment variable and PATH lookup a probe makes, so a machine can
+be recorded (``recording.py``) and replayed (``replay.py``). File methods raise ``OSError`` like ``os``; ``run``
+never raises; ``read_text`` and ``run`` redact what crosses the seam, so no probe can forget to."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""What a probe's child (importing torch, CUDA init, a Triton compile) learnt, and how it ended: an ``Isolated``.
-
-The child runs through the host seam (``Host.run_python``, the harness underneath), which gives its events
-as stdout lines after ``MARKER``: the form snapshots record a run in, so a recorded machine replays alike.
-Events are merged in order, so a crash half-way still leaves what was learnt before it.
-"""
+"""A probe's child (importing torch, CUDA init, a Triton compile) as an ``Isolated``: its events, merged in order
+(a crash half-way keeps what came before), and how it ended. Run through ``Host.run_python``, which gives the
+events as stdout lines after ``MARKER``: the form snapshots record, so a recorded machine replays alike."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""What runs inside the NVML child (started by ``probes/nvml_isolated.py``): every question the driver and
-GPU probes (``probes/gpus.py``) ask, each answer sent the moment NVML gives it, so a segfault or hang in
-libnvidia-ml leaves every earlier answer with the parent and the last ``calling`` event names the call
-that never returned. The questions are listed rather than found by running the probes here, which need
-``envcheck.model`` (most of a 0.1 s start-up); the child starts without site-packages for the same reason
-(``tests/test_nvml_isolated.py`` checks the list covers every question).
-"""
+"""Inside the NVML child (``nvml_isolated.py``): every question the driver and GPU probes ask, each answer sent as
+NVML gives it, so a crash or hang in libnvidia-ml keeps the earlier answers and the last ``calling`` event names
+the call that never returned. The questions are listed, not found by running the probes, which need
+``envcheck.model`` (``tests/test_nvml_isolated.py`` checks the list covers every question)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""NVML in a child: a libnvidia-ml that segfaults (``envcheck check`` used to die with status 139 and print
-nothing) or hangs takes only the child down. The child (``nvml_child.py``) sends every answer as it gets it;
-:class:`IsolatedNvml` replays them to the same probes. The answers given before a crash or hang still count,
-and every answer never given fails with what happened (``not read: the NVML probe process crashed with
-SIGSEGV in nvmlDeviceGetPowerUsage on GPU 1``): one GPU that crashes NVML hides no GPU read before it.
-"""
+"""NVML in a child (``nvml_child.py``): a libnvidia-ml that segfaults or hangs takes only the child down.
+:class:`IsolatedNvml` replays its answers to the same probes; those given before a crash still count, and every
+one never given says what happened (``not read: the NVML probe process crashed with SIGSEGV in ...``)."""
 
 from __future__ import annotations
 

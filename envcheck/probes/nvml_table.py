@@ -1,22 +1,16 @@
-"""NVML as a table of answers: recorded from the live library, replayed to the probes.
-
-A table holds every NVML answer the probes asked for, each a value or the NVML error it raised, so a machine's NVML
-can be replayed anywhere (``check --replay``, the tests) and the live NVML can run in a child that hands it back::
+"""NVML as a table of answers, recorded from the live library and replayed to the probes (``check --replay``, the
+tests, the NVML child's hand-back)::
 
     {"library": "/usr/lib/wsl/lib/libnvidia-ml.so.1",       # or "library_error": "<reason>"
      "init_error": {"error": "NVMLError_DriverNotLoaded", "text": "Driver Not Loaded"},  # when init failed
-     "nvmlSystemGetDriverVersion": {"value": "576.02"},
-     "count": 1,
-     "gpus": [{"nvmlDeviceGetName": {"value": "NVIDIA GeForce RTX 3060 Laptop GPU"},
-               "nvmlDeviceGetClockInfo[SM]": {"value": 210},
+     "nvmlSystemGetDriverVersion": {"value": "576.02"}, "count": 1,
+     "gpus": [{"nvmlDeviceGetClockInfo[SM]": {"value": 210},
                "nvmlDeviceGetEccMode": {"error": "NVMLError_NotSupported", "text": "Not Supported"}}],
      "failure": {"error": "crashed with SIGSEGV", "during": "nvmlDeviceGetPowerUsage on GPU 0"}}
 
-A query with enum arguments is keyed by their names (``nvmlDeviceGetTotalEccErrors[UNCORRECTED,VOLATILE]``), other
-arguments by their value (``nvmlSystemGetProcessName[4242]``); device queries live under their GPU. An entry may hold
-``{"values": [...]}``: one answer per call, the last repeating (a monitor's samples). ``failure``: the process that
-read NVML crashed or hung, and every answer it never gave fails with that story instead of a made-up one.
-"""
+Enum arguments are keyed by name, others by value (``nvmlSystemGetProcessName[4242]``); ``{"values": [...]}``
+answers one per call, the last repeating. ``failure``: every answer the crashed or hung reader never gave fails
+with that story."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Declaring your own op for ``envcheck bench FILE.py``: the one public API.
-
-A file (or ``module:object``) declares ``Op`` values: the op's name, its implementations, a float64 reference,
-how to draw its inputs, at which shapes and dtypes, and what one call moves and computes; envcheck times,
-judges, reports and compares them exactly as its built-in ops. Every callable runs in the isolated worker
-(its exception, crash or hang is its case's failure). Each field's contract: docs/userbench.md.
-"""
+"""``Op``: declaring your own op for ``envcheck bench FILE.py`` (the one public API): its implementations, a float64
+reference, its inputs, shapes and dtypes, and what one call moves and computes. Every callable runs in the
+isolated worker. Each field's contract: docs/userbench.md."""
 
 from __future__ import annotations
 

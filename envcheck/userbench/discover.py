@@ -1,10 +1,6 @@
-"""Finding the ops a user declared: ``FILE.py`` (every top-level ``Op``, and lists of them) or ``module:object``.
-
-Importing a user's file runs their code, which may raise, crash or hang, so ``discover`` runs ``child`` through
-the harness with a time limit: it answers ``{"ops": [OpSpec, ...]}`` or ``{"error": "<one line>"}``, and
-anything else is one ``UsageError`` line too (exit 2). The worker imports the source again (``load``), through
-``CODE``.
-"""
+"""The ops a user declared (``FILE.py``: every top-level ``Op`` or list of them; or ``module:object``), found in a
+child with a time limit, as importing their file runs their code: ``{"ops": [OpSpec, ...]}`` or ``{"error":
+"<one line>"}``, anything else one ``UsageError`` line. The worker imports the source again (``CODE``)."""
 
 from __future__ import annotations
 
