@@ -21,6 +21,7 @@ from envcheck.model import Bench, Check, Environment, Fact, Facts, Gpu, Report, 
 from envcheck.outside_text import encodable
 from envcheck.probes import cuda, envvars, gpus, link_counters, platform, system, torch_probe, triton_probe, wsl
 from envcheck.probes.host import Host, default_host
+from envcheck.probes.isolate import not_run
 from envcheck.probes.nvml import NvmlLike
 
 T = TypeVar("T")
@@ -113,15 +114,15 @@ def collect(host: Host | None = None, nvml: NvmlLike | None = None, runtime: boo
 
 def _collect(host: Host, nvml: NvmlLike, runtime: bool, timeout: float, reports_dir: str, start: float) -> Environment:
     background: dict[str, _Background[Facts]] = {}
-    sections: dict[str, Facts] = {"torch_runtime": torch_probe.not_run(), "triton_runtime": triton_probe.not_run()}
+    sections: dict[str, Facts] = {name: not_run(SECTION_KEYS[name]) for name in ("torch_runtime", "triton_runtime")}
     if runtime:
-        for name, probe, not_run in (("torch_runtime", torch_probe.probe_torch_runtime, torch_probe.not_run),
-                                     ("triton_runtime", triton_probe.probe_triton_runtime, triton_probe.not_run),
-                                     (link_counters.LINKS_SECTION, link_counters.probe_links_isolated, link_counters.not_run)):
+        for name, probe in (("torch_runtime", torch_probe.probe_torch_runtime),
+                            ("triton_runtime", triton_probe.probe_triton_runtime),
+                            (link_counters.LINKS_SECTION, link_counters.probe_links_isolated)):
             if host.has_run(name):
                 background[name] = _section(name, functools.partial(probe, host, timeout))
-            else:
-                sections[name] = not_run(reasons.NOT_CAPTURED_RUN)
+            else:  # the links section's keys are per GPU: its one fixed key is ``error``
+                sections[name] = not_run(SECTION_KEYS.get(name, ("error",)), reasons.NOT_CAPTURED_RUN)
     nvml_bg = _Background("nvml", lambda: read_nvml(nvml), lambda: (
         {k: missing("NVML probe thread ended without a result") for k in gpus.DRIVER_KEYS}, ()))
     for name, read in (("system", lambda: system.probe_system(host, reports_dir=reports_dir)),

@@ -155,7 +155,3 @@ def probe_links_isolated(host: Host, timeout: float) -> Facts:
         except ValueError as e:
             return {"error": missing(f"the links probe answered something unreadable: {e}")}
     return {"error": missing(iso.error or "the links probe reported nothing")}
-
-
-def not_run(reason: str = isolate.NOT_RUN) -> Facts:
-    return {"error": missing(reason)}

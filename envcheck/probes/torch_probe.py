@@ -10,9 +10,8 @@ import re
 from typing import TYPE_CHECKING
 
 from envcheck.model import Fact, Facts, known, missing, reasons
-from envcheck.probes import isolate
 from envcheck.probes.host import Emit, Host
-from envcheck.probes.isolate import Isolated, run_python
+from envcheck.probes.isolate import Isolated, error_facts, run_python
 from envcheck.probes.packages import Lookup, PackageInfo
 
 if TYPE_CHECKING:
@@ -218,14 +217,10 @@ def runtime_facts(iso: Isolated) -> Facts:
         facts["smoke_s"] = missing(why)
     else:
         facts["smoke_ok"] = facts["smoke_s"] = missing(why)
-    facts.update(isolate.error_facts(error_text, iso))
+    facts.update(error_facts(error_text, iso))
     return facts
 
 
 def probe_torch_runtime(host: Host, timeout: float) -> Facts:
     """Facts of the ``torch_runtime`` section: import torch, init CUDA and run one op, in a child."""
     return runtime_facts(run_python(host, "envcheck.probes.torch_probe:runtime_child", timeout, "torch_runtime"))
-
-
-def not_run(reason: str = isolate.NOT_RUN) -> Facts:
-    return isolate.not_run(RUNTIME_KEYS, reason)

@@ -9,9 +9,8 @@ import re
 from typing import TYPE_CHECKING
 
 from envcheck.model import Facts, known, missing, reasons
-from envcheck.probes import isolate
 from envcheck.probes.host import Emit, Host
-from envcheck.probes.isolate import Isolated, run_python
+from envcheck.probes.isolate import Isolated, error_facts, run_python
 from envcheck.probes.packages import Lookup
 
 if TYPE_CHECKING:
@@ -198,14 +197,10 @@ def runtime_facts(iso: Isolated) -> Facts:
         facts["run_ok"] = missing("the first call failed" if facts["smoke_ok"].value is False else why)
     facts["run_s"] = known(data["run_s"]) if data.get("run_s") is not None else missing(
         facts["run_ok"].reason or why)
-    facts.update(isolate.error_facts(error_text, iso))
+    facts.update(error_facts(error_text, iso))
     return facts
 
 
 def probe_triton_runtime(host: Host, timeout: float) -> Facts:
     """Facts of the ``triton_runtime`` section: compile and run a masked vector add in a child."""
     return runtime_facts(run_python(host, "envcheck.probes.triton_probe:runtime_child", timeout, "triton_runtime"))
-
-
-def not_run(reason: str = isolate.NOT_RUN) -> Facts:
-    return isolate.not_run(RUNTIME_KEYS, reason)
