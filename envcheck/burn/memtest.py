@@ -1,8 +1,6 @@
-"""The memory test: memtest86 / DCGM's patterns written over one buffer of most of the free memory, all of it
-before any is read back: walking ones and zeros (stuck and coupled bits), each word's own address (address
-lines), seeded random (data-dependent faults). Chunk by chunk (``CHUNK_WORDS``), so the expected values need
-no second buffer; every wrong word is located, consecutive ones as one range. ``read`` is the read-back seam.
-"""
+"""The memory test: memtest86 / DCGM's patterns over one buffer of most of the free memory, all written before any is
+read back (walking ones and zeros, each word's address, seeded random), chunk by chunk; every wrong word located,
+consecutive ones as a range. ``read`` is the read-back seam."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The isolated burn worker, ``main`` run by the harness (its contract: protocol.py): on one GPU (or the CPU at
-tiny sizes), telemetry throughout, then the phases in order, each for its planned seconds in intervals of about
-``plan.interval_s``: the GEMM with its checks (gemm.py), streaming copies, the memory test (memtest.py).
-"""
+"""The isolated burn worker (``main``; its contract: protocol.py): on one GPU (or the CPU), telemetry throughout, the
+phases in order in intervals of about ``plan.interval_s``: the checked GEMM, streaming copies, the memory test."""
 
 from __future__ import annotations
 

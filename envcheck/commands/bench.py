@@ -1,7 +1,5 @@
-"""``envcheck bench FILE.py`` (or ``module:object``): the ops a user's file declares, as the cases of ``envcheck
-run``'s pipeline. The source is imported only in a subprocess; a case that crashes or hangs fails alone and a
-fresh worker goes on with the rest (bench/resume.py).
-"""
+"""``envcheck bench FILE.py`` (or ``module:object``): a user's ops as the cases of ``run``'s pipeline, the source
+imported only in children; a case that crashes or hangs fails alone (bench/resume.py)."""
 
 from __future__ import annotations
 

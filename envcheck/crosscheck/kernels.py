@@ -1,7 +1,5 @@
-"""The single-GPU cross-check: each GPU's headline cases timed again by ``do_bench_cudagraph`` in a worker per GPU
-(``kernel_worker.py``), the GPUs at once; ``KernelTiming`` rows and a ``ToolRun`` each. The headline cases: per
-op, dtype and precision, the largest shape (by bytes, or FLOPs where compute-bound) with a GPU time for PyTorch,
-and there each of ``IMPLS``."""
+"""The single-GPU cross-check: each GPU's headline cases (per op, dtype and precision the largest shape PyTorch has
+a GPU time for, each of ``IMPLS`` there) timed by ``do_bench_cudagraph`` in a worker per GPU, the GPUs at once."""
 
 from __future__ import annotations
 

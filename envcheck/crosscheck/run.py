@@ -1,7 +1,6 @@
-"""``--crosscheck``: after the suite and the node tests, the same work timed by independent tools, each in a child
-with a time limit, kept raw: each GPU's headline cases; on a node the copies, the sweep's plain loop and
-nccl-tests. One that does not apply is a note; Ctrl-C stops the tool running and keeps what the others measured.
-"""
+"""``--crosscheck``: the same work timed again by independent tools, each in a child with a time limit, kept raw (each
+GPU's headline cases; on a node the copies, the sweep's plain loop and nccl-tests). One that does not apply is a
+note; Ctrl-C keeps what the others measured."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""One node's tests across its GPUs, in order: topology, error counters, peer copies, the collective sweep,
-counters again and the kernel log: what ``envcheck run --gpus`` adds after the per-GPU suites, and what each
-node's leader runs in a fleet. A step that can crash or hang runs in a child with its own time limit; a failed
-step is recorded (``Node.skipped`` or its ``error``) and the next runs.
-"""
+"""One node's tests across its GPUs, in order (``run --gpus`` after the suites, and each fleet node's leader):
+topology, error counters, peer copies, the collective sweep, counters again and the kernel log. A step that can
+crash or hang runs in a child with its own limit; a failed step is recorded and the next runs."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""How a fleet's ranks hand their results to rank 0, on torch.distributed alone: the ranks join a gloo group,
-rank 0 opens a ``TCPStore`` and announces it with one ``broadcast_object_list``, and every hand-over is a store
-key holding JSON. Keys, unlike a gather, wait per rank with a time limit: a dead or hung rank costs rank 0 its
-``timeout_s`` and is reported as such, beside the ranks that answered.
-"""
+"""How a fleet's ranks hand results to rank 0, on torch.distributed alone: a gloo group, a ``TCPStore`` rank 0 opens
+and announces, a store key of JSON per hand-over. Keys, unlike a gather, wait per rank with a time limit: a dead or
+hung rank costs rank 0 its ``timeout_s``, beside the ranks that answered."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Assemble every probe into one ``Environment``, and an ``Environment`` into a ``Report``.
-
-Each section is probed behind its own guard, so a probe that raises loses only its keys; NVML and the runtime
-probes (children that may take seconds, crash or hang) run in threads. Every string is made encodable here, once.
-"""
+"""Every probe into one ``Environment``, each section behind its own guard (a probe that raises loses only its keys),
+NVML and the runtime probes in threads; every string made encodable here, once."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Link error counters through the NVML seam, and the ``links`` section the link checks read (PCIe replays, NVLink
-errors, row remapping, Xid events), read in a child by ``check`` and ``run`` as NVML may crash or hang. NVML counts
-since the driver loaded, so a reading is dated with the uptime (a rate) and read around the node tests (a delta).
-"""
+"""Link error counters (PCIe replays, NVLink errors, row remapping, Xids) and the ``links`` section the link checks
+read, in a child as NVML may crash or hang. NVML counts since the driver loaded: a reading is dated with the uptime
+(a rate) and taken around the node tests (a delta)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""How a node's GPUs connect, read through the NVML seam: each GPU's PCIe link and NVLinks, each pair's common
-PCIe ancestor and peer-to-peer status. ``nvidia-smi topo -m`` and ``nvlink -s`` texts are kept as a cross-check
-and fill per-link speeds the NVML binding cannot read. Every query is a value or a reason; a GPU that cannot be
-queried keeps its entry with ``lost`` set. Nothing here derives a bandwidth (``envcheck.analysis.node`` does).
-"""
+"""How a node's GPUs connect, through the NVML seam: each GPU's PCIe link and NVLinks, each pair's common ancestor and
+peer-to-peer status; ``nvidia-smi topo -m`` and ``nvlink -s`` are kept as a cross-check and fill per-link speeds
+the binding cannot read. A GPU that cannot be queried keeps its entry with ``lost`` set."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""PyTorch: what is installed (pip's metadata and ``torch/version.py`` as text: fast, and no broken CUDA can crash
-it) and what it does at run time: imported in a child (``runtime_child``) that runs one GPU op whose answer is
-checked, as ``torch.cuda.is_available()`` being True does not mean kernels run.
-"""
+"""PyTorch: what is installed (pip's metadata and ``torch/version.py`` as text: no broken CUDA can crash it), and in a
+child one GPU op whose answer is checked, as ``torch.cuda.is_available()`` does not mean kernels run."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""A user's declared op as the benchmark worker runs it (the ``OpCode`` of envcheck/bench/code.py): the user's
-file imported once per worker; what its callables raise is their case's failure (group.py), a crash or a hang
-ends the worker, which the runner restarts for the cases left (bench/resume.py).
-"""
+"""A user's declared op as the benchmark worker runs it (bench/code.py's ``OpCode``): what its callables raise is
+their case's failure; a crash or hang ends the worker, restarted for the cases left (bench/resume.py)."""
 
 from __future__ import annotations
 
