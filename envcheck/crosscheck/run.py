@@ -9,16 +9,12 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from envcheck.model import Bench, Note
 from envcheck.model.crosscheck import CopyTiming, Crosscheck, KernelTiming, LoopTiming, NcclTestsRun, ToolRun
 from envcheck.model.node import Collectives, Node
 from envcheck.node.launch import Launcher
 from envcheck.probes.collect import utc_now
-
-if TYPE_CHECKING:
-    from envcheck.outside_json import Json
 
 INTERPRET_VAR = "TRITON_INTERPRET"
 SWEEP_FOLDER = "collectives"  # where node/run.py's run_node puts the sweep's files in the node's work folder
@@ -149,7 +145,7 @@ class _Parts:
         from envcheck.crosscheck.kernels import ROUNDS
         from envcheck.crosscheck.nccl_tests_run import MODES
 
-        settings: dict[str, Json] = {"kernel_rounds": ROUNDS} if self.kernels else {}
+        settings: dict[str, object] = {"kernel_rounds": ROUNDS} if self.kernels else {}
         if self.nccl:
             settings["nccl_tests_modes"] = {m.name: " ".join(m.args) for m in MODES}
         return CrosscheckRun(Crosscheck(self.kernels, self.copies, self.loops, self.nccl, tuple(self.runs),

@@ -19,7 +19,7 @@ import traceback
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from envcheck.errors import UsageError
 from envcheck.model import Bench, Check, Environment, build, to_dict
@@ -28,9 +28,6 @@ from envcheck.model.fleet import Baseline, Fleet, FleetNode, RankStatus, Rule
 from envcheck.model.node import Collectives, Launch, Node
 from envcheck.node.collective_run import RankOutput, SweepPlan
 from envcheck.node.transport import Transport
-
-if TYPE_CHECKING:
-    from envcheck.outside_json import Json
 
 T = TypeVar("T")
 
@@ -197,7 +194,7 @@ class FleetOptions:
     join_timeout_s: float = 60.0
     baseline: Baseline | None = None
     rules: tuple[Rule, ...] = ()
-    settings: dict[str, Json] = field(default_factory=dict)
+    settings: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

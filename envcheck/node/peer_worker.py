@@ -19,6 +19,7 @@ from envcheck.errors import one_line
 
 if TYPE_CHECKING:
     from torch import Tensor
+    from torch.cuda import Event
 
     from envcheck.outside_json import Json
 
@@ -95,7 +96,7 @@ class Copier:
                     fn()
         for d in devices:
             t.cuda.synchronize(d)
-        marks: list[list[Json]] = []
+        marks: list[list[tuple[Event, Event]]] = []
         for _ in range(self.iters):
             starts = []
             for k in range(len(jobs)):

@@ -25,7 +25,6 @@ from envcheck.probes.host import Host
 if TYPE_CHECKING:
     from envcheck.bench.parallel import OnGpuEvent
     from envcheck.bench.suite import Plan
-    from envcheck.outside_json import Json
 
 T = TypeVar("T")
 
@@ -111,7 +110,7 @@ def run_node(options: NodeOptions, deps: NodeDeps | None = None) -> Node:
     peer: PeerCopies | None = None
     collectives: list[Collectives] = []
     xid: XidScan | None = None
-    settings: dict[str, Json] = {"outlier_margin": options.outlier_margin, "device": options.device,
+    settings: dict[str, object] = {"outlier_margin": options.outlier_margin, "device": options.device,
                                 "peer": options.peer.to_json() if options.peer else None,
                                 "sweep_timeout_s": options.sweep_timeout_s, "peer_timeout_s": options.peer_timeout_s}
 
