@@ -313,10 +313,8 @@ class CollectiveBench:
     def _registered(self, op: str, size_bytes: int, n: int, lay: Layout, values: tuple[ValueAt, ValueAt],
                     comms: tuple[object, ...], root: int, calls: int, replays: int, free: int | None,
                     need: int) -> dict[str, object]:
-        """The ``Measured`` fields of the GPU time on buffers from NCCL's allocator (a pool made for this size):
-        ``REGISTERED_CAPTURES`` graphs, one on each communicator in turn, then a graph of one call on fresh inputs,
-        its output checked. Between processes NCCL registers (moves without copying) only such buffers, where
-        nccl-tests' one process registers its plain ones too: this is the counterpart of its ``-G``."""
+        """The ``Measured`` fields of the GPU time on buffers from NCCL's allocator (which NCCL registers, as nccl-tests'
+        ``-G`` does its own): ``REGISTERED_CAPTURES`` graphs on the communicators in turn, then one checked call."""
         torch = self.torch
         pool = torch.cuda.MemPool(self._nccl_allocator)
         sets: list[Buffers] = []

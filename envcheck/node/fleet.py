@@ -115,7 +115,6 @@ def local_gpus(ctx: RankContext, environ: Mapping[str, str]) -> tuple[int, ...]:
     return tuple(range(ctx.local_world_size))
 
 
-
 @dataclass(frozen=True)
 class RankJoin:
     rank: int
@@ -179,7 +178,6 @@ def _load(tp: type[T], text: str | None) -> T | None:
 def _error_text(e: BaseException) -> tuple[str, str]:
     last = f"{type(e).__name__}: {e}".splitlines()[0][:300]
     return last, "".join(traceback.format_exception(type(e), e, e.__traceback__))[-2000:]
-
 
 
 @dataclass(frozen=True)

@@ -155,7 +155,6 @@ def run_node(options: NodeOptions, deps: NodeDeps | None = None) -> Node:
     return node()
 
 
-
 def quick_sweep(device: str) -> SweepPlan:
     """The sweep ``envcheck run --gpus`` runs: nccl-tests' 1 MiB .. 4 GiB on GPUs, a small one on the CPU (gloo)."""
     if device == "cuda":

@@ -121,10 +121,8 @@ class Host:
 
     def run_python(self, target: str, timeout: float, name: str, args: object = None,
                    env: Mapping[str, str] | None = None, paths: Sequence[str] = ()) -> RunResult:
-        """Run ``target`` (``module:function``) in an isolated child of ``python_executable``, its one limit
-        ``timeout``: its events as stdout lines after ``MARKER``, its stderr's tail, how it ended. Never
-        raises, KeyboardInterrupt aside (after the child is ended). ``env``: variables set for it; ``paths``: folders
-        put on its ``sys.path``."""
+        """``target`` (``module:function``) in an isolated child of ``python_executable``, its one limit ``timeout``: its
+        events as stdout lines after ``MARKER``. Never raises, KeyboardInterrupt aside (after the child is ended)."""
         from envcheck.harness import failures as f
         from envcheck.harness.spawn import spawn
 

@@ -23,20 +23,13 @@ NOT_CAPTURED = reasons.NOT_CAPTURED
 
 
 class ReplayHost(Host):
-    """A machine made of dictionaries.
+    """A machine made of dictionaries; every run is appended to ``calls`` (argv tuples) for assertions.
 
-    - ``files``: path -> text; ``None`` for a file that exists but whose content was not
-      recorded; an ``OSError`` instance is raised on read (``PermissionError(13, ...)``).
-    - ``links``: path -> target (absolute or relative to the link's folder).
-    - ``dirs``: folders that exist even if empty; parents of every file and link exist too.
-    - ``commands``: keyed by the argv tuple, argv[0] as given, or its base name (tried in that order); values a
-      ``RunResult``, an ``(rc, stdout, stderr)`` tuple or a callable ``argv -> either``. ``runs``: the same, keyed
-      by the run's ``name`` (``torch_runtime``), tried first. An unknown command answers ``unknown_command``.
-    - ``which``: name -> path or None, overriding the search of ``PATH`` in ``environ``.
-    - ``disk_free``: bytes free, one number for every existing path or a dict path -> bytes.
-    - ``packages``: distribution name -> ``PackageInfo`` (absent: not installed).
-    Every run is appended to ``calls`` (argv tuples) for assertions.
-    """
+    ``files``: path -> text, ``None`` (exists, content not recorded) or an ``OSError`` raised on read; ``links``: path
+    -> target; ``dirs``: folders (parents of every file and link exist too); ``commands``: by argv tuple, argv[0] or
+    its base name, values a ``RunResult``, ``(rc, stdout, stderr)`` or ``argv -> either``; ``runs``: the same by run
+    name, tried first; ``which`` overrides ``PATH``; ``disk_free``: bytes, or path -> bytes; ``packages``: name ->
+    ``PackageInfo``. An unknown command answers ``unknown_command``."""
 
     def __init__(
         self,
