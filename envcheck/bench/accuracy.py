@@ -6,23 +6,25 @@ checked call (``checked_call``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envcheck.bench import reference_ops
+from envcheck.bench.impls import Impl, torch_dtype
 from envcheck.bench.reference_ops import RefChunk
 from envcheck.model import Accuracy, OutputAccuracy
 from envcheck.ops import UNIT_ROUNDOFF, OpSpec
 
+if TYPE_CHECKING:
+    import torch
+
 reference_chunks = reference_ops.chunks  # float64 reference pieces of a built-in op
 
 
-def ulp(ref: Any, dtype: str) -> Any:
+def ulp(ref: torch.Tensor, dtype: str) -> torch.Tensor:
     """The spacing of ``dtype``'s numbers at each |ref| (float64; the subnormal spacing below the smallest normal)."""
     import torch
-
-    from envcheck.bench.impls import torch_dtype
 
     info = torch.finfo(torch_dtype(dtype))
     _, exp = torch.frexp(ref)
@@ -48,11 +50,9 @@ class Tally:
         c, s = self.spec.roundings(self.precision, output)
         return c * UNIT_ROUNDOFF[self.spec.compute_precision(self.dtype, self.precision)] + s * UNIT_ROUNDOFF[self.dtype]
 
-    def add(self, out: Any, chunks: Iterable[RefChunk]) -> Tally:
+    def add(self, out: torch.Tensor, chunks: Iterable[RefChunk]) -> Tally:
         """Compare ``out`` with its reference chunks, summing in float64 on its device, a chunk at a time."""
         import torch
-
-        from envcheck.bench.impls import torch_dtype
 
         tdt = torch_dtype(self.dtype)
         floor = torch.finfo(tdt).tiny
@@ -115,7 +115,7 @@ class _Sums:
                           self.excess_sq, self.max_ulps)
 
 
-def compare(out: Any, chunks: Iterable[RefChunk], dtype: str) -> Accuracy:
+def compare(out: torch.Tensor, chunks: Iterable[RefChunk], dtype: str) -> Accuracy:
     """The statistics of ``out`` (a tensor of ``dtype``) against its reference chunks, whole."""
     return Tally(dtype).add(out, chunks).accuracy()
 
@@ -141,13 +141,13 @@ def _finite(x: float) -> float:
     return LARGEST if math.isnan(x) else min(x, LARGEST)
 
 
-def poison(out: Any) -> None:
+def poison(out: torch.Tensor) -> None:
     """Fill a floating-point output with NaN so elements a kernel fails to write stay visible."""
     if out.is_floating_point():
         out.fill_(float("nan"))
 
 
-def checked_call(fn: Callable[[], Any], out: Any) -> tuple[Any, bool]:
+def checked_call(fn: Impl, out: torch.Tensor | None) -> tuple[torch.Tensor, bool]:
     """One call of ``fn`` whose output (``out``, or what it returns: then a second call, on the first result's
     poisoned block) started as NaN: ``(output, poisoned)``, False where the allocator did not hand it back."""
     if out is not None:
@@ -167,12 +167,12 @@ def checked_call(fn: Callable[[], Any], out: Any) -> tuple[Any, bool]:
     return result, poisoned
 
 
-def _poisoned(t: Any) -> int:
+def _poisoned(t: torch.Tensor) -> int:
     poison(t)
     return t.data_ptr()
 
 
-def _parts(result: Any) -> tuple[Any, ...]:
+def _parts(result: torch.Tensor | tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
     """The tensors an implementation returned: one, or the outputs of an op with several."""
     return result if isinstance(result, tuple) else (result,)
 

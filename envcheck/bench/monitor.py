@@ -180,7 +180,7 @@ class Monitor:
         with self._lock:
             self._rows.append(NvmlSample(t_s, readings, reasons))
 
-    def _read(self, call: Callable[[], Any]) -> Any:
+    def _read(self, call: Callable[[], object]) -> Any:
         got = read_nvml(call)
         if got is LOST:
             self._handle = None  # nothing more to read from this GPU
@@ -216,7 +216,7 @@ def _handle_call(device: int | str) -> tuple[str, int | str]:
 LOST, GONE = object(), object()  # read_nvml's answers: the GPU is lost; the query is refused for good
 
 
-def read_nvml(call: Callable[[], Any]) -> Any:
+def read_nvml(call: Callable[[], object]) -> Any:
     """``call()``'s answer, ``LOST``, ``GONE``, or None where it failed this time only."""
     try:
         return call()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 from envcheck.bench.device import Runtime
 from envcheck.bench.group import Prepared, log
@@ -23,7 +22,7 @@ RECENT_MS = 100.0
 RECENT_SETTLE_MS = 100.0
 
 
-def _repeat(fn: Callable[[], Any], calls: int) -> Callable[[], None]:
+def _repeat(fn: Callable[[], object], calls: int) -> Callable[[], None]:
     def region() -> None:
         for _ in range(calls):
             fn()

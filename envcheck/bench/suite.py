@@ -8,13 +8,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from envcheck import units
 from envcheck.bench import jax_impl
 from envcheck.bench import sizes as sz
 from envcheck.errors import UsageError
 from envcheck.model import BenchDevice, Case, CaseKey, Environment, Failure, Note, Settings, Skip
+from envcheck.model.bench import ParamValue
 from envcheck.ops import DEFAULT_OPS, DTYPES, OP_GROUPS, OP_NAMES, OpSpec, spec, variant
 
 # What users type -> (dtype, precision or None): ``tf32`` asks for TF32 fp32 matmuls only, ``fp32`` for both.
@@ -361,7 +362,7 @@ def probed_device(env: Environment, backend: str | None, index: int) -> BenchDev
     return BenchDevice("cpu", str(cpu) if cpu else "CPU")
 
 
-def free_memory(env: Environment, backend: str, index: int) -> tuple[int | None, dict[str, Any]]:
+def free_memory(env: Environment, backend: str, index: int) -> tuple[int | None, dict[str, ParamValue]]:
     """Memory a case may use on the device, and how a skip names that memory."""
     if backend == "cpu":
         avail = env.get("system", "ram_available_bytes")

@@ -10,6 +10,8 @@ import torch
 import triton
 import triton.language as tl
 
+from envcheck.bench.kernels.softmax import row_tile
+
 MAX_COLS = 32768
 _INT32_LIMIT = 2**31
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -57,10 +59,7 @@ def softmax_fwbw(x: torch.Tensor, dy: torch.Tensor, y: torch.Tensor, out: torch.
     if rows == 0:
         return out
     path(cols)
-    block_cols = triton.next_power_of_2(cols)
-    block_rows = max(1, min(2048 // block_cols, triton.next_power_of_2(rows)))
-    tile = block_rows * block_cols
-    warps = 4 if tile <= 2048 else 8 if tile <= 8192 else 16
+    block_rows, block_cols, warps = row_tile(rows, cols, values=2048)
     _softmax_fwbw_kernel[(triton.cdiv(rows, block_rows),)](
         x, dy, y, out, rows, cols, cols, BLOCK_ROWS=block_rows, BLOCK_COLS=block_cols,
         INT64=x.numel() >= _INT32_LIMIT, num_warps=warps)
