@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from envcheck.bench.code import OpCode
     from envcheck.bench.monitor import LimitWatch
     from envcheck.bench.timer import Timer
-    from envcheck.probes.nvml import Nvml
+    from envcheck.probes.nvml import Nvml, NvmlLike
 
 
 def versions(torch: ModuleType) -> dict[str, str]:
@@ -63,7 +63,7 @@ def torch_pci_bus_id(props: _CudaDeviceProperties) -> str | None:
         return None
 
 
-def cuda_device(torch: ModuleType, index: int, nvml: Nvml | None = None) -> BenchDevice:
+def cuda_device(torch: ModuleType, index: int, nvml: NvmlLike | None = None) -> BenchDevice:
     """The GPU as the report names it; the PCI bus id from NVML (as nvidia-smi prints it), else from torch."""
     props = torch.cuda.get_device_properties(index)
     uuid = nvml_uuid(props)

@@ -12,9 +12,12 @@ import importlib
 import sys
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envcheck.ops import OP_NAMES
+
+if TYPE_CHECKING:
+    import torch
 
 OPS: tuple[str, ...] = OP_NAMES  # each defined by the module of its name, but the reductions (one module)
 MODULES: dict[str, str] = {f"{how}_{over}": "reduce" for how in ("sum", "max") for over in ("all", "inner", "lead")}
@@ -35,13 +38,13 @@ def triton_available() -> str | None:
     return None
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> Any:  # a kernel, or KERNELS: what the caller named
     # PEP 562: a kernel resolved on first access is cached as a module global (a dict hit, not an import).
     if name in OPS:
         fn = globals()[name] = getattr(importlib.import_module(f"{__name__}.{MODULES.get(name, name)}"), name)
         return fn
     if name == "KERNELS":
-        kernels: dict[str, Callable[..., Any]] = {op: __getattr__(op) for op in OPS}
+        kernels: dict[str, Callable[..., torch.Tensor]] = {op: __getattr__(op) for op in OPS}
         globals()["KERNELS"] = kernels
         return kernels
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -55,7 +58,7 @@ class _KernelPackage(types.ModuleType):
     """Keeps ``kernels.<op>`` the function after ``import kernels.<op>``, which sets the parent's attribute of
     that name to the module (still reachable through ``importlib.import_module``)."""
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         if name in OPS and isinstance(value, types.ModuleType):
             value = getattr(value, name)
         super().__setattr__(name, value)

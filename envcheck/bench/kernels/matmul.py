@@ -11,7 +11,6 @@ import functools
 import inspect
 import types
 from collections.abc import Callable
-from typing import Any
 
 import torch
 import triton
@@ -133,7 +132,7 @@ Launcher = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None]
 
 # What a launch depends on (shapes, dtypes, strides, device, 16-byte alignment) -> the winning tile and its
 # launcher with all but the tensors bound: a warm call is a dict lookup and the launch.
-_LAUNCHERS: dict[tuple[Any, ...], tuple[Tile | None, Launcher]] = {}
+_LAUNCHERS: dict[tuple[object, ...], tuple[Tile | None, Launcher]] = {}
 
 _INTERPRET_TILE = Tile(POINTER, 32, 32, 32, 1, 4, group_m=4)  # little numpy work per program
 # Decided when @triton.jit ran: under TRITON_INTERPRET=1 it made an interpreter object, not a JITFunction.

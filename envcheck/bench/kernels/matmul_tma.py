@@ -6,8 +6,6 @@ every call and passed by value (a CUDA graph captures them; nothing is allocated
 """
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import triton
 import triton.language as tl
@@ -116,7 +114,7 @@ def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, input_precision:
         b_desc = TensorDescriptor(b, [K, N], [b.stride(0), 1], [bk, bn])
     c_desc = TensorDescriptor(out, [M, N], [out.stride(0), 1], [bm, bn // 2 if split else bn])
     tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
-    common: dict[str, Any] = {"INPUT_PRECISION": input_precision, "B_KMAJOR": kmajor, "UPCAST": upcast,
+    common: dict[str, str | int | bool] = {"INPUT_PRECISION": input_precision, "B_KMAJOR": kmajor, "UPCAST": upcast,
                               "SPLIT_STORE": split, **tile.blocks, "num_stages": tile.num_stages,
                               "num_warps": tile.num_warps}
     if tile.kind == TMA_PERSISTENT:
