@@ -185,53 +185,33 @@ def _linear_fwbw(inputs: Inputs, out: torch.Tensor, forward: Forward | None = No
 
 def triton_impl(op: str, inputs: Inputs, out: torch.Tensor, precision: str, shape: tuple[int, ...] = (),
                 control: str | None = None) -> Impl:
-    """envcheck's Triton kernel for ``op``, its workspace made here, untimed; ``control``: the run's positive
-    control (model.CONTROLS)."""
+    """envcheck's Triton kernel for ``op`` on the inputs (in the kernel's argument order), into ``out``; its
+    workspace made here, untimed; ``control``: the run's positive control (model.CONTROLS)."""
     from envcheck.bench import kernels
 
-    fn = getattr(kernels, op)
-    if spec(op).family == "reduce":
-        x = inputs["x"]
-        work = importlib.import_module("envcheck.bench.kernels.reduce").workspace(x, spec(op).reduce_over)
-        return lambda: fn(x, out, work)
-    if op == "layer_norm":
-        x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
-        return lambda: fn(x, w, b, out)
-    if op == "conv2d":
-        x, w = inputs["x"], inputs["weight"]
-        return lambda: fn(x, w, out, shape[6], precision)
+    fn, xs, outs, more = getattr(kernels, op), tuple(inputs.values()), (out,), ()
     if op == "softmax_fwbw":
-        x, dy = inputs["x"], inputs["dy"]
-        y, dx = out[:x.shape[0]], out[x.shape[0]:]  # y over dx, each judged
+        outs = (out[:xs[0].shape[0]], out[xs[0].shape[0]:])  # y over dx, each judged
+    elif op == "linear_fwbw":
+        m, n, k = xs[0].shape[0], xs[1].shape[0], xs[0].shape[1]
+        outs = (out[:m * n].view(m, n), out[m * n:].view(m + n, k))  # y, then dx over dW
+    if spec(op).family == "reduce":
+        more = (importlib.import_module("envcheck.bench.kernels.reduce").workspace(xs[0], spec(op).reduce_over),)
+    elif op == "conv2d":
+        more = (shape[6], precision)
+    elif op in ("matmul", "linear_fwbw"):
+        more = (precision,)
+    elif op == "vector_add" and control == "vector_add_extra_bytes":
+        from envcheck.bench.kernels.vector_add import extra_buffer
 
-        def softmax() -> torch.Tensor:
-            fn(x, dy, y, dx)
-            return out
+        more = (extra_buffer(xs[0]),)  # one per set of inputs: it rotates with them, L2 stays cold
+    args = (*xs, *outs, *more)
 
-        return softmax
-    if op == "linear_fwbw":
-        x, w, dy = inputs["x"], inputs["w"], inputs["dy"]
-        m, n, k = x.shape[0], w.shape[0], x.shape[1]
-        y, grads = out[:m * n].view(m, n), out[m * n:].view(m + n, k)  # y, then dx over dW
+    def call() -> torch.Tensor:
+        fn(*args)
+        return out
 
-        def linear() -> torch.Tensor:
-            fn(x, w, dy, y, grads, precision)
-            return out
-
-        return linear
-    if op == "vector_add":
-        x, y = inputs["x"], inputs["y"]
-        if control == "vector_add_extra_bytes":
-            from envcheck.bench.kernels.vector_add import extra_buffer
-
-            extra = extra_buffer(x)  # one per set of inputs: it rotates with them, L2 stays cold
-            return lambda: fn(x, y, out, extra)
-        return lambda: fn(x, y, out)
-    if op in ("relu", "softmax", "row_sum"):
-        x = inputs["x"]
-        return lambda: fn(x, out)
-    a, b = inputs["a"], inputs["b"]
-    return lambda: fn(a, b, out, precision)
+    return call
 
 
 def triton_kernel(op: str, shape: tuple[int, ...], dtype: str, precision: str) -> str | None:

@@ -18,6 +18,7 @@ import triton.language as tl
 
 from envcheck.bench import compile_cache
 from envcheck.bench.kernels import tuning
+from envcheck.bench.kernels.checks import one_dtype
 from envcheck.bench.kernels.tile_order import grouped_tile
 from envcheck.bench.kernels.tuning import POINTER, TMA, TMA_PERSISTENT, Tile
 
@@ -180,10 +181,7 @@ def _validate(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, precision: st
 
 def dot_precision(op: str, names: str, precision: str, *tensors: torch.Tensor) -> str:
     """tl.dot's input precision for ``precision`` on ``tensors`` of one dtype, or ValueError in one line."""
-    dtype = tensors[0].dtype
-    if len({t.dtype for t in tensors}) != 1 or dtype not in _PRECISIONS:
-        raise ValueError(f"{op} needs {names} of one dtype among fp32/fp16/bf16, got "
-                         f"{', '.join(str(t.dtype) for t in tensors)}")
+    dtype = one_dtype(op, names, *tensors)
     if precision not in _PRECISIONS[dtype]:
         raise ValueError(f"{op} precision {precision!r} does not apply to {dtype}: use "
                          f"{' or '.join(_PRECISIONS[dtype])}")

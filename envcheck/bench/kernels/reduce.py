@@ -15,8 +15,9 @@ import torch
 import triton
 import triton.language as tl
 
+from envcheck.bench.kernels.checks import one_dtype
+
 _INT32_LIMIT = 2**31
-_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 PATHS: tuple[str, ...] = ("inner", "lead", "all")
 _HOWS = ("sum", "max")
 _TARGET_PROGRAMS = 528  # programs stage one aims for: ~4 waves of a 132-SM GPU
@@ -140,8 +141,7 @@ def reduce(x: torch.Tensor, out: torch.Tensor, how: str, over: str,
     if out.numel() != want or not out.is_contiguous():
         raise ValueError(f"{how} over {over} axes of {tuple(x.shape)} needs a contiguous out of {want} "
                          f"element(s), got {tuple(out.shape)}")
-    if out.dtype != x.dtype or x.dtype not in _DTYPES:
-        raise ValueError(f"reduce needs x and out of one dtype among fp32/fp16/bf16, got {x.dtype}, {out.dtype}")
+    one_dtype("reduce", "x and out", x, out)
     if x.numel() == 0:
         raise ValueError(f"reduce needs a non-empty x, got shape {tuple(x.shape)}")
     is_max = how == "max"

@@ -10,11 +10,11 @@ import torch
 import triton
 import triton.language as tl
 
+from envcheck.bench.kernels.checks import one_dtype
 from envcheck.bench.kernels.softmax import row_tile
 
 MAX_COLS = 32768
 _INT32_LIMIT = 2**31
-_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 PATHS: tuple[str, ...] = ("tile",)
 
 
@@ -50,11 +50,7 @@ def softmax_fwbw(x: torch.Tensor, dy: torch.Tensor, y: torch.Tensor, out: torch.
     if x.dim() != 2 or not (x.shape == dy.shape == y.shape == out.shape):
         raise ValueError(f"softmax_fwbw needs x, dy, y and out of one 2-D shape, got {tuple(x.shape)}, "
                          f"{tuple(dy.shape)}, {tuple(y.shape)}, {tuple(out.shape)}")
-    if len({x.dtype, dy.dtype, y.dtype, out.dtype}) != 1 or x.dtype not in _DTYPES:
-        raise ValueError(f"softmax_fwbw needs tensors of one dtype among fp32/fp16/bf16, got "
-                         f"{x.dtype}, {dy.dtype}, {y.dtype}, {out.dtype}")
-    if not all(t.is_contiguous() for t in (x, dy, y, out)):
-        raise ValueError("softmax_fwbw needs contiguous tensors")
+    one_dtype("softmax_fwbw", "tensors", x, dy, y, out, contiguous=True)
     rows, cols = x.shape
     if rows == 0:
         return out
