@@ -1,8 +1,6 @@
-"""Compiling the planned cases' Triton kernels while the worker measures: a few niced children (``child``, through
-the harness), no GPU visible to them, run each Triton case's first call on stand-in tensors with Triton's JIT
-compiling for the GPU's architecture without launching, into the run's cache, where the worker's own first call
-finds them. Nothing here runs on the GPU. A child's plan: {"cc", "sms", "control", "cases": [[op, dtype,
-precision, shape], ...]}.
+"""Compiling the planned Triton kernels while the worker measures: a few niced children (``child``), with no GPU
+visible, run each Triton case's first call on stand-in tensors, Triton's JIT compiling for the GPU's architecture
+without launching, into the run's cache where the worker's own first call finds them.
 """
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""Preparing one group of cases (every implementation of one op, dtype, precision and shape, on one set of inputs):
-``open_group`` draws its tensors (and the sets that keep L2 cold) or says why they cannot fit; ``prepare`` takes
-an implementation through its first call, the checked calls (random and exact inputs), the warm-up and, on a GPU,
-the CUDA-graph capture. A failed step is its case's result, never the run's end: out of memory a Skip (the size
-does not fit), any other exception a failed Case (its stage and first line; the traceback on stderr).
+"""One group of cases (every implementation of one op, dtype, precision and shape, on shared inputs): ``open_group``
+draws its tensors (and the sets that keep L2 cold); ``prepare`` takes an implementation through its first call,
+checked calls, warm-up and CUDA-graph capture. A failed step is its case's result, never the run's end: out of
+memory a Skip, any other exception a failed Case (its stage and first line; the traceback on stderr).
 """
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""Keeping L2 cold: a memory-bound case whose working set could stay in L2 between calls (above 1 MiB, below 3x
-L2) gets R = ceil(3 x L2 / working set) sets of inputs and outputs, and every implementation cycles through
-them (``Rotation``) in its warm-up, graph and eager calls, so every call meets data evicted from L2 with no
-flush in the timed region. Smaller cases stay hot (launch-bound; thousands of sets), compute-bound ones are
-never rotated; the analysis flags the rows left in L2 (``Case.rotation_sets``).
+"""Keeping L2 cold: a memory-bound case whose working set could stay in L2 between calls (1 MiB to 3x L2) gets
+R = ceil(3 x L2 / working set) sets of inputs and outputs that every implementation cycles through (``Rotation``),
+so every call meets data evicted from L2 with no flush timed. Smaller cases stay hot (launch-bound), compute-bound
+ones are never rotated; the analysis flags the rows left in L2 (``Case.rotation_sets``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""Float64 references of every built-in op, chunk by chunk along the output's first dimension (a
-row is never split), with the magnitude each output element's rounding error scales with: the op
-on the inputs' absolute values (a max's is exact), except where an error in a shared intermediate
-moves every element of a row: layer norm's mag = rstd |w| (|x - mean| + mean|x|) + |b| (its mean),
-softmax_fwbw's dx's y (|dy| + sum(y |dy|)) (the row's sum). An op with several outputs names each
-chunk's output: softmax_fwbw's y over dx, linear_fwbw's y, dx and dW flattened one after the other.
+"""Float64 references of every built-in op, chunk by chunk along the output's first dimension (a row never split),
+with the magnitude each element's rounding error scales with: the op on the inputs' absolute values, except where
+an error in a shared intermediate moves a whole row: layer norm's rstd |w| (|x - mean| + mean|x|) + |b| (its
+mean), softmax_fwbw's dx's y (|dy| + sum(y |dy|)) (the row's sum). Several outputs are named per chunk.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""envcheck's own Triton kernels, one family per module, loaded on first use (``kernels.<op>``).
-
-Every wrapper takes a preallocated ``out``, returns it, allocates nothing (but the reductions' workspace when
-none is given) and never synchronises, so after one warm-up call it is safe to capture in a CUDA graph; bad
-arguments raise a one-line ``ValueError`` before any launch. Importing this package imports neither torch nor
-Triton: ``--help`` stays fast and a broken Triton shows only where a kernel is wanted.
+"""envcheck's own Triton kernels, one family per module, loaded on first use (``kernels.<op>``): importing this
+package imports neither torch nor Triton, so ``--help`` stays fast and a broken Triton shows only where a kernel
+is wanted. Every wrapper writes a preallocated ``out``, allocates nothing (but a reduction's missing workspace)
+and never synchronises, so it can be captured in a CUDA graph; bad arguments are a one-line ``ValueError``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""``out = a @ b`` with tensor cores: fp16 / bf16 (fp32 accumulation) and fp32 as TF32 or IEEE.
-
-The pointer kernel runs on any GPU; on Hopper and later the TMA kernels (matmul_tma.py) join it and the first
-call of each problem races them (tuning.py). TF32 needs B K-major, as nn.Linear keeps its weight (Hopper's TF32
-wgmma reads B only that way). Under the interpreter or on CPU tensors, the pointer kernel runs one small tile.
+"""``out = a @ b`` with tensor cores: fp16 / bf16 (fp32 accumulation) and fp32 as TF32 or IEEE. The pointer
+kernel runs anywhere; on Hopper the TMA kernels (matmul_tma.py) join it and each problem's first call races them
+(tuning.py). TF32 needs B K-major (Hopper's TF32 wgmma reads B only that way, as nn.Linear keeps its weight).
+Under the interpreter or on CPU tensors, the pointer kernel runs one small tile.
 """
 
 from __future__ import annotations

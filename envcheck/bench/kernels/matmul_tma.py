@@ -1,8 +1,6 @@
-"""``out = a @ b`` with operands loaded by the Tensor Memory Accelerator (Hopper and later).
-
-``tma``: a program per output tile; ``tma_persistent``: one program per SM walking tiles with the (tile, K)
-loop flattened, so the next tile's loads overlap this one's epilogue. The descriptors are built on the host at
-every call and passed by value (a CUDA graph captures them; nothing is allocated on the device).
+"""``out = a @ b`` with operands loaded by the Tensor Memory Accelerator (Hopper and later). ``tma``: a program per
+output tile; ``tma_persistent``: one per SM walking tiles, the (tile, K) loop flattened so the next tile's loads
+overlap this one's epilogue. Descriptors are built on the host and passed by value (a CUDA graph captures them).
 """
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Row softmax over the last dim of a 2-D tensor, numerically stable, fp32 arithmetic.
-
-Rows up to ``_MAX_SINGLE_BLOCK_COLS`` fit one register tile (read once, written once; short rows packed several
-to a program); longer rows take an online softmax (running max and rescaled sum, Milakov & Gimelshein 2018):
-any length, at the cost of reading the row twice.
+"""Row softmax over the last dim of a 2-D tensor, numerically stable, in fp32. Rows up to
+``_MAX_SINGLE_BLOCK_COLS`` sit in one register tile (read once, short rows packed several to a program); longer
+ones take an online softmax (running max and rescaled sum, Milakov & Gimelshein 2018), reading the row twice.
 """
 
 from __future__ import annotations
