@@ -189,7 +189,9 @@ def triton_impl(op: str, inputs: Inputs, out: torch.Tensor, precision: str, shap
     workspace made here, untimed; ``control``: the run's positive control (model.CONTROLS)."""
     from envcheck.bench import kernels
 
-    fn, xs, outs, more = getattr(kernels, op), tuple(inputs.values()), (out,), ()
+    fn, xs = getattr(kernels, op), tuple(inputs.values())
+    outs: tuple[torch.Tensor, ...] = (out,)
+    more: tuple[object, ...] = ()  # the kernel's arguments after its outputs
     if op == "softmax_fwbw":
         outs = (out[:xs[0].shape[0]], out[xs[0].shape[0]:])  # y over dx, each judged
     elif op == "linear_fwbw":
