@@ -67,15 +67,15 @@ class Tally:
                 o = torch.where(bad, torch.zeros_like(o), o)
             diff = (o - chunk.ref).abs()
             excess = o - chunk.ref.to(tdt).double()  # beyond the one rounding to the output's dtype
-            sums = (float(torch.sum(diff * diff).item()), float(torch.sum(chunk.ref * chunk.ref).item()),
-                    float(torch.sum(excess * excess).item()),
-                    float(diff.max().item()) if diff.numel() else 0.0,
-                    float((diff / torch.clamp_min(chunk.mag, floor)).max().item()) if diff.numel() else 0.0,
-                    n_bad, o.numel(), float((diff / (ulp(chunk.ref, self.dtype) + self._rounding(chunk.output)
-                                                     * chunk.mag)).max().item()) if diff.numel() else 0.0)
-            self.whole.add(*sums)
+            sums = _Sums(float(torch.sum(diff * diff).item()), float(torch.sum(chunk.ref * chunk.ref).item()),
+                         float(torch.sum(excess * excess).item()),
+                         float(diff.max().item()) if diff.numel() else 0.0,
+                         float((diff / torch.clamp_min(chunk.mag, floor)).max().item()) if diff.numel() else 0.0,
+                         n_bad, o.numel(), float((diff / (ulp(chunk.ref, self.dtype) + self._rounding(chunk.output)
+                                                          * chunk.mag)).max().item()) if diff.numel() else 0.0)
+            self.whole.add(sums)
             if chunk.output:
-                self.parts.setdefault(chunk.output, _Sums()).add(*sums)
+                self.parts.setdefault(chunk.output, _Sums()).add(sums)
         return self
 
     def accuracy(self) -> Accuracy:
@@ -99,16 +99,15 @@ class _Sums:
     elements: int = 0
     max_ulps: float = 0.0
 
-    def add(self, err_sq: float, ref_sq: float, excess_sq: float, max_abs: float, max_rel: float,
-            nonfinite: int, elements: int, max_ulps: float) -> None:
-        self.err_sq += err_sq
-        self.ref_sq += ref_sq
-        self.excess_sq += excess_sq
-        self.max_abs = max(self.max_abs, max_abs)
-        self.max_rel = max(self.max_rel, max_rel)
-        self.nonfinite += nonfinite
-        self.elements += elements
-        self.max_ulps = max(self.max_ulps, max_ulps)
+    def add(self, o: _Sums) -> None:
+        self.err_sq += o.err_sq
+        self.ref_sq += o.ref_sq
+        self.excess_sq += o.excess_sq
+        self.max_abs = max(self.max_abs, o.max_abs)
+        self.max_rel = max(self.max_rel, o.max_rel)
+        self.nonfinite += o.nonfinite
+        self.elements += o.elements
+        self.max_ulps = max(self.max_ulps, o.max_ulps)
 
     def accuracy(self) -> Accuracy:
         return statistics(self.err_sq, self.ref_sq, self.max_abs, self.max_rel, self.nonfinite, self.elements,
