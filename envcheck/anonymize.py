@@ -1,11 +1,7 @@
-"""Stable pseudonyms for what identifies a machine or a person, in reports, snapshots and free text.
-
-``--anonymize`` replaces host and user names, IP and MAC addresses, GPU and MIG UUIDs and serials by an HMAC-SHA256
-under a key made once per user (``$XDG_CONFIG_HOME/envcheck/anonymize.key``, mode 0600): one machine keeps its
-pseudonyms, so ``diff`` and ``history`` still match its reports, and nobody without the key can test a guess. PCI
-bus ids stay (the same on millions of machines). A known name is replaced as a whole word (``_`` separates) when it
-has ``MIN_WORD`` characters and is no ``COMMON_NAMES`` word, and anywhere it can only be a name (home paths,
-``NAME@``, the host field).
+"""Stable pseudonyms for what identifies a machine or a person, in reports, snapshots and free text: an HMAC-SHA256
+under a key made once per user, so one machine keeps its pseudonyms (``diff`` and ``history`` still match) and
+nobody without the key can test a guess. A known name is replaced as a whole word of ``MIN_WORD`` characters that
+is no ``COMMON_NAMES`` word, and anywhere it can only be a name (home paths, ``NAME@``, the host field).
 """
 
 from __future__ import annotations

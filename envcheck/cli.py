@@ -55,9 +55,8 @@ def parse(argv: Sequence[str]) -> Any:
 
 
 class _Guarded:
-    """A standard stream while a command runs: a write that fails (the reader went away, a full disk, a
-    closed descriptor) ends that stream's output, never the command, whose exit status stays its own.
-    Characters the stream's encoding lacks (``PYTHONIOENCODING=ascii``) are written as escapes."""
+    """A standard stream while a command runs: a failed write ends that stream's output, never the command;
+    characters the stream's encoding lacks are written as escapes."""
 
     def __init__(self, stream: TextIO | None) -> None:
         self.stream = stream

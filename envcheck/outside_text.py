@@ -1,9 +1,8 @@
 """Text from outside envcheck (a machine, a snapshot, a report, a child process): made safe, by one rule each.
 
-* Encodable where it is read: a lone surrogate (no UTF-8 writer accepts one) becomes U+FFFD (``encodable``).
-* Seen as it is wherever it is shown: a character that changes how text reads without being seen (``unseen``:
-  controls, bidi and zero-width characters, tags, separators, surrogates, noncharacters, Hangul fillers, variation
-  selectors) is written ``\\u{202e}`` by ``visible``, and as JSON's own escapes by ``json_text``.
+* Encodable where it is read: a lone surrogate becomes U+FFFD (``encodable``).
+* Seen as it is wherever it is shown: a character that changes how text reads without being seen (controls, bidi,
+  zero-width...) is written ``\\u{202e}`` by ``visible``, and as JSON's own escapes by ``json_text``.
 """
 
 from __future__ import annotations

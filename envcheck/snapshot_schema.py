@@ -1,7 +1,5 @@
-"""What a snapshot may hold: the types of every field the replay seams read (``probes/replay.py`` the ``host``
-section, ``probes/nvml_table.py`` the ``nvml`` one, ``snapshot.Snapshot`` the ``meta``), checked by msgspec once,
-when the file is read. A field it does not know is kept and ignored (a newer envcheck's snapshot may carry more).
-A new probe adds what it reads to ``Host``, ``Meta`` or, for an NVML query's answer, ``NVML_VALUES``.
+"""What a snapshot may hold: the types of every field the replay seams read, checked by msgspec once when the
+file is read; an unknown field is ignored. A new probe adds what it reads to ``Host``, ``Meta`` or ``NVML_VALUES``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Derived numbers: everything computed from a report's raw results, in one place.
-
-``analyse(report)`` returns an ``Analysis``: per benchmarked device its ceilings, every case's numbers
-(``CaseResult``), findings, recommendations and totals; the node's, the fleet's, the burn-in's and the
-cross-checks' analyses where the report has them. Every view, diff and history reads these; none of them
-computes a throughput, a share, a speedup, a flag or a verdict itself.
+"""Derived numbers: everything computed from a report's raw results, in one place. ``analyse(report)`` is what
+every view, diff and history reads; none of them computes a throughput, a share, a flag or a verdict itself.
 """
 
 from __future__ import annotations

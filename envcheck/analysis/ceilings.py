@@ -1,8 +1,6 @@
-"""The physical limits a device's cases are judged against, each with where its number came from: bandwidth
-(GB/s) theoretical from NVML (``2 x clock_MHz x 1e6 x bus_bits / 8``, the 2 for the double data rate; else the
-datasheet's figure, else missing with the reason) and measured as the best bandwidth kernel timed far past L2
-in the same run (a read-heavy op can beat a 1:1 copy); compute (TFLOP/s) theoretical from ``peaks`` and
-measured as the best cuBLAS rate of the precision. Schema-1 reports' measured values are used as recorded.
+"""The physical limits a device's cases are judged against, each with its source: bandwidth theoretical from
+NVML's clock and bus width (else the datasheet) and measured as the best kernel timed far past L2; compute
+theoretical from ``peaks`` and measured as the best cuBLAS rate of the precision.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""What the GPU was doing while a case ran: NVML's samples of its window, summarised.
-
-A case measured while the GPU was power- or heat-limited is not the GPU's real speed; the
-summary says which clock-slowing reasons were active (NVML names such as ``sw_power_cap``,
-``hw_thermal_slowdown``) and for what share of the samples, so the case can be flagged.
+"""What the GPU was doing while a case ran: NVML's samples of its window summarised, with the clock-slowing
+reasons active and for what share, so a case measured power- or heat-limited can be flagged.
 """
 
 from __future__ import annotations

@@ -57,9 +57,7 @@ def counter_deltas(before: CounterSnapshot, after: CounterSnapshot) -> tuple[Cou
 
 
 def counter_rates(snapshot: CounterSnapshot) -> tuple[CounterChange, ...]:
-    """Each counter as a rate since boot: NVML's counters start at zero when the driver loads, which
-    on a server (persistence mode, driver loaded at boot) is boot. A rate over a long uptime is an
-    average: the delta over the node tests (:func:`counter_deltas`) is the sharper signal."""
+    """Each counter as a rate since boot (NVML's start at zero when the driver loads: on a server, at boot)."""
     if snapshot.uptime_s is None or snapshot.uptime_s <= 0:
         return ()
     return tuple(CounterChange(c.gpu, c.name, c.link, c.value, snapshot.uptime_s, c.value / snapshot.uptime_s)
@@ -88,13 +86,8 @@ COUNTER_ORDER = ("pcie_replay", "pcie_replay_rollover", *("replay", "recovery", 
 
 @dataclass(frozen=True)
 class CounterRow:
-    """One error counter of one GPU, summed over its links (``links``: how many were read).
-
-    ``before`` / ``after``: the totals at the two readings around the node tests; ``delta`` and
-    ``per_s``: their growth over ``interval_s``; ``boot_per_s``: the total since boot as a rate.
-    ``over_limit``: a link's growth during the tests is past DCGM's limit; ``boot_over_limit``: a
-    link's rate since boot is.
-    """
+    """One error counter of one GPU summed over its links: its growth over the node tests (``delta``, ``per_s``)
+    and since boot; ``over_limit``: a link's growth is past DCGM's limit (``boot_over_limit``: since boot)."""
 
     gpu: int
     name: str

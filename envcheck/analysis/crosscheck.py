@@ -46,10 +46,8 @@ class Counterpart:
 
 @dataclass(frozen=True)
 class CrossRow:
-    """envcheck's ``ours`` against the counterpart's ``theirs`` (``quantity``'s unit): ``ratio`` = ours / theirs,
-    ``within`` when ``|ratio - 1| <= bar``, else ``outside``; ``not_compared`` with its ``reason``. The other
-    fields say what the row is of. ``reason``: a model.crosscheck.ROW_SKIPS reason, ``tool_failed``,
-    ``no_counterpart``, ``not_measured``, ``no_gpu_time``, ``launch_bound`` or ``kernel_differs`` (another tile)."""
+    """envcheck's ``ours`` against the counterpart's ``theirs``: ``ratio`` = ours / theirs, ``within`` when
+    ``|ratio - 1| <= bar``, else ``outside``; ``not_compared`` with its ``reason``."""
 
     kind: str
     op: str
@@ -82,9 +80,8 @@ class CrossRow:
 
 @dataclass(frozen=True)
 class CrossFinding:
-    """``outside_bar`` (``row``), ``tool_failed`` (a launch: ``tool``, ``gpu``, ``cause``, ``returncode``,
-    ``detail``: its stderr's last lines, redacted when it was read) or ``row_failed`` (``row`` with its
-    ``detail``)."""
+    """``outside_bar`` (``row``), ``tool_failed`` (a launch; ``detail``: its stderr's last lines, redacted) or
+    ``row_failed`` (``row`` with its ``detail``)."""
 
     key: str
     tool: str

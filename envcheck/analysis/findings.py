@@ -1,7 +1,5 @@
-"""Findings: what a benchmark run's own numbers say, as data (a catalogue key, its parameters and the rows it
-speaks of), only where the data supports them, so a clean run gets no boilerplate. Parameter names carry their
-unit (``_us``, ``_pct``, ``_x``, ``_gbps``...), so a renderer formats them without knowing the finding.
-``recommendations`` turns findings into actions.
+"""Findings: what a run's own numbers say, as a catalogue key, parameters (named with their unit: ``_us``,
+``_pct``...) and rows, only where the data supports them; ``recommendations`` turns them into actions.
 """
 
 from __future__ import annotations
@@ -157,9 +155,8 @@ def l2_resident(results: Sequence[CaseResult]) -> list[Finding]:
 
 
 def above_ceiling(results: Sequence[CaseResult]) -> list[Finding]:
-    """Rows faster than a ceiling they are held against: memory-bound rows served from L2 apart (``_cached``:
-    they measure the cache); the rest counted by the kind of ceiling beaten (``_compute``, ``_mixed``). A
-    compute-bound row is never "cached": its time is arithmetic (it beats matmuls timed at lower clocks)."""
+    """Rows faster than a ceiling they are held against: memory-bound rows served from L2 apart (``_cached``);
+    the rest by the kind of ceiling beaten (a compute-bound row is never "cached": its time is arithmetic)."""
     rows = _flagged(results, fl.ABOVE_CEILING)
     if not rows:
         return []

@@ -1,21 +1,13 @@
 """What a link between GPUs (NVLink) or between a GPU and its host (PCIe) carries, per direction,
 from the documents that define it: the reference for every "% of links".
 
-**NVLink.** The datasheets quote an NVLink generation's bandwidth as the total over both directions
-and all links of a GPU (H100/H200 SXM: "NVLink: 900GB/s" over 18 links). Per link and direction
-that is 25 GB/s for NVLink 2, 3 and 4 and 50 GB/s for NVLink 5. NVML reports a higher per-link
-*signalling* rate (``nvmlDeviceGetFieldValues(NVML_FI_DEV_NVLINK_SPEED_MBPS_*)``, ``nvidia-smi nvlink
--s``: 26.562 GB/s on an H200, 25.781 on an A100): the line rate before the link's own framing. It is
-kept as a fact beside the reference, never used as one (a copy or a collective can never reach it).
+**NVLink.** Datasheets quote the total over both directions and all links (H100 SXM: 900 GB/s over 18 links):
+25 GB/s per link and direction for NVLink 2-4, 50 for NVLink 5. NVML's higher *signalling* rate is the line rate
+before framing: shown beside the reference, never used as one. NVML's ``nvmlNvlinkVersion_t`` (nvml.h) names the
+generation (6 = NVLink 4).
 
-NVML names the generation through ``nvmlDeviceGetNvLinkVersion``, whose values are the enum
-``nvmlNvlinkVersion_t`` (nvml.h): 1 = 1.0, 2 = 2.0, 3 = 2.2, 4 = 3.0, 5 = 3.1, 6 = 4.0, 7 = 5.0; an
-H200 answers 6 (NVLink 4).
-
-**PCIe.** Per lane: the transfer rate (GT/s) of the generation times its line code, per direction:
-8b/10b for Gen 1-2, 128b/130b for Gen 3-5, and for Gen 6 FLIT mode, where 242 of every 256 bytes are
-TLP and DLLP payload (the rest FEC and CRC). Gen5 x16: 32 x 16 x 128/130 / 8 = 63.0 GB/s. Packet
-headers come on top of the line code, so a copy reaches about 85-90% of it at best.
+**PCIe.** Per lane and direction: the generation's GT/s times its line code (8b/10b for Gen 1-2, 128b/130b for
+Gen 3-5, FLIT 242/256 for Gen 6); Gen5 x16 is 63.0 GB/s. Packet headers come on top: a copy reaches ~85-90%.
 """
 
 from __future__ import annotations

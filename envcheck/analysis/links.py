@@ -12,11 +12,9 @@ from envcheck.model.node import Copy, GpuLinks, NvLink, PeerCopies, Topology
 
 @dataclass(frozen=True)
 class PairPath:
-    """How two GPUs reach each other (``via``: ``nvlink``, ``nvswitch``: the smaller GPU's link set, or
-    ``pcie``) and the bandwidth per direction that allows: ``nvlinks`` usable links x ``link_gbps`` (the
-    datasheet rate of their generation, ``link_specs``), or the slower PCIe link. ``reference``:
-    ``datasheet``, or ``nvml_signalling`` where NVML names no generation (then the shares are understated);
-    ``signalling_gbps`` is NVML's line rate, shown beside, never used as a reference."""
+    """How two GPUs reach each other (``nvlink``, ``nvswitch``, ``pcie``) and the bandwidth per direction that
+    allows (usable links x datasheet rate, or the slower PCIe link); ``reference``: ``datasheet``, or
+    ``nvml_signalling`` where NVML names no generation."""
 
     a: int
     b: int

@@ -1,11 +1,7 @@
-"""Narrowing a slow collective down to a rank, a link, a node or the network between groups.
-
-A bisection over the ranks of a sweep: measure the whole group, then its halves (split by nodes
-while it spans several, so a node is never cut), descend into the slower half, and settle the last
-few ranks with pairs, each pair held only to the best pair of its own kind (inside a node on NVLink,
-across nodes on the network). The same walk decides which group to measure next, while the ranks
-run it (``envcheck.node.narrowing``), and explains the steps afterwards (``narrowing_conclusion``).
-Pure: it knows ranks, hosts and bus bandwidths, nothing of reports.
+"""Narrowing a slow collective down to a rank, a link, a node or the network between groups: a bisection over
+the ranks (halves split by nodes, so a node is never cut), down the slower half, the last few ranks settled with
+pairs held to the best pair of their own kind. The same walk picks the next group while the ranks run it
+(``envcheck.node.narrowing``) and explains the steps afterwards. Pure: ranks, hosts and busbw only.
 """
 
 from __future__ import annotations
@@ -28,15 +24,9 @@ class NarrowStep:
 
 @dataclass(frozen=True)
 class Conclusion:
-    """What the bisection found.
-
-    ``kind``: ``none`` (no part slower than the rest), ``rank`` (one rank, i.e. its GPU and its own
-    links: ``ranks`` = (r,)), ``link`` (the connection between two ranks: ``ranks`` = (a, b)),
-    ``between`` (each side is fine alone, together slow: the connection between ``ranks`` and
-    ``other``, across nodes the network), ``group`` (a group slower than its sibling while uniform
-    inside: a node-wide cause when it is one node), ``inconclusive``, ``not_applicable`` (fewer than
-    three ranks).
-    """
+    """What the bisection found (``kind``): ``none``, ``rank`` (its GPU and own links), ``link`` (between two
+    ranks), ``between`` (each side fine alone, slow together: the connection, across nodes the network),
+    ``group`` (slower than its sibling, uniform inside), ``inconclusive``, ``not_applicable`` (under three ranks)."""
 
     kind: str
     ranks: tuple[int, ...] = ()

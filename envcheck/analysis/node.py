@@ -222,9 +222,8 @@ class NodeProblem:
 
 def node_problems(node: Node, benches: Sequence[Bench] = (), margin: float | None = None,
                   found: Sequence[Outlier] | None = None) -> tuple[NodeProblem, ...]:
-    """Everything that keeps a node run from passing; empty when all its tests ran clean. A size
-    skipped for memory is no problem (the sweep stops where memory does); one never reached is.
-    ``found``: the outliers already derived from ``benches`` (then they are not derived again)."""
+    """Everything that keeps a node run from passing (a size skipped for memory is none; one never reached is).
+    ``found``: the outliers already derived from ``benches``."""
     out: list[NodeProblem] = []
     for s in node.skipped:
         if s.reason not in NOT_APPLICABLE:

@@ -1,10 +1,5 @@
-"""Where a run's time went: the phases of one bench, each with its share of the bench's wall time.
-
-The seconds the runner and worker clocked (``Bench.phases``, ``Case.phases``) added up once, in reading
-order, a case's first call named by what dominates it (``torch_compile``, ``triton_compile``: the JIT and
-the matmul race, else ``first_call``); ``other`` is the bench's ``duration_s`` less the rest. Beside them,
-how many cases came from a cache and why their sampling stopped. ``node_phases`` splits the node tests'
-wall time into peer copies, collective sweeps and the rest. Reports older than phases have none.
+"""Where a run's time went: the phases the runner and worker clocked, each with its share of the bench's wall
+time (``other``: the rest), a case's first call named by what dominates it; ``node_phases`` for the node tests.
 """
 
 from __future__ import annotations

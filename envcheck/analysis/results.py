@@ -1,12 +1,6 @@
-"""Every number derived from one case's raw results, computed here once.
-
-A case is quoted at its GPU time (CUDA-graph replay) where it has one, else at its launch
-time (eager calls; the only time on the CPU). From that: achieved bandwidth (bytes of the
-traffic model / time) and FLOP/s, their shares of the device's theoretical and measured
-ceilings (bandwidth for memory-bound ops, the precision's FLOP/s peak for compute-bound
-ones), the speedup over PyTorch in the same group (same op, dtype, precision and shape;
-torch's quoted time / this one, only when both were timed the same way), the numeric verdict
-and the flags.
+"""Every number derived from one case's raw results, computed here once: its quoted time (GPU time where it has
+one, else launch time), bandwidth and FLOP/s with their shares of the ceilings, the speedup over PyTorch in the
+same group (only when both were timed the same way), the numeric verdict and the flags.
 """
 
 from __future__ import annotations
@@ -31,9 +25,7 @@ def group_key(case: Case) -> GroupKey:
 
 @dataclass(frozen=True)
 class CaseResult:
-    """One case with everything derived from it. ``status``: ``pass`` (measured, within both
-    tolerances), ``fail`` (measured, a bound broken: see ``verdict.broken``), ``error`` (not
-    measured: see ``case.failure``)."""
+    """One case with everything derived from it; ``status``: ``pass``, ``fail`` (a bound broken) or ``error``."""
 
     case: Case
     spec: OpSpec  # what its op is (built-in, or declared by the user in ``Bench.ops``)

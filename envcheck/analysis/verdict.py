@@ -1,10 +1,5 @@
-"""One verdict per report, with its reasons, worst first: what JUnit, Prometheus and the one-line health check
-read, so they never disagree about a machine. The rule is the one ``envcheck run`` exits by: a check fails; a run's
-suite is missing, empty or stopped, a case is not a pass, or the node tests found a problem (a CPU run asked for
-with ``--interpret`` does not count the GPU driver's checks); a fleet node does not pass or a rank was lost; a
-burn-in GPU does not hold, the host logged an Xid on no GPU of it, or it stopped early; a cross-check row lies
-outside its bar or its tool failed (one that does not apply is a note). Reasons are keys and parameters
-(``verdict.reason.<key>``).
+"""One verdict per report with its reasons, worst first (``verdict.reason.<key>``): what JUnit, Prometheus, the
+health check and ``envcheck run``'s exit status read, so they never disagree about a machine.
 """
 
 from __future__ import annotations

@@ -343,9 +343,8 @@ class _Rows:
 
 def _case_diffs(m: matching.Matching, *, practical: float, confidence: float, resamples: int,
                 seed: int, model_floors: shipped.ModelFloors | None = None, settings: tuple[str, ...] = ()) -> _Rows:
-    """Every pair's row, its floor from the reports' repeats (plus a shipped floor's run-level share) or shipped
-    for the model and kind, never from the pair; without one the row is not judged. A GPU run's host-timed row
-    is judged only with a shipped launch floor (docs/compare.md). ``settings``: sampling settings that differ."""
+    """Every pair's row, its floor from the reports' repeats or shipped for the model and kind, never from the
+    pair; without one the row is not judged (docs/compare.md). ``settings``: sampling settings that differ."""
     out: list[CaseDiff | None] = []
     todo = []  # (slot, a, b, which, ta, tb) of the comparable pairs
     differ = [Note(matching.SETTINGS_DIFFER, {"names": settings})] if settings else []

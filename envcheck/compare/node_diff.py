@@ -1,8 +1,6 @@
-"""The node tests of two reports side by side, as pure data: each side's numbers its node analysis' (read
-through ``NodeSide``, the one adapter, which derives nothing); ratios, intervals, verdicts and what changed (topology, NVLinks, NCCL) built here with
-``stats``. Collectives pair on (scope, op, size), their time the mean of the per-iteration times; copies on
-(kind, method, source, destination, directions), their time the median. A row's floor is the one shipped for
-its kind (a collective's per size) for two runs on one machine; without one the row is not judged.
+"""The node tests of two reports side by side: each side's numbers its node analysis' (through ``NodeSide``);
+ratios, verdicts and what changed built here. Collectives pair on (scope, op, size), copies on their ends; a
+row's floor is the one shipped for its kind, for two runs on one machine; without one it is not judged.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""One device's benchmark results, raw: what the isolated worker measured. Every derived number is
-``envcheck.analysis``'s (a timing's statistics are properties of its samples); notes are keys plus parameters
-(``Note``), what the machine said stays in ``detail`` fields.
+"""One device's benchmark results, raw: what the isolated worker measured; notes are keys plus parameters, what
+the machine said stays in ``detail`` fields. Derived numbers are ``envcheck.analysis``'s.
 """
 
 from __future__ import annotations
@@ -367,9 +366,8 @@ class Planned:
 
 @dataclass(frozen=True)
 class Case(Planned):
-    """One measured (op, implementation, dtype, precision, shape), raw. ``window``: its NVML samples in
-    ``Bench.windows``; ``rotation_sets``: input and output sets cycled to keep L2 cold; ``span_s``: its work's start
-    and end, seconds since its worker started."""
+    """One measured (op, implementation, dtype, precision, shape), raw; ``window``: its NVML samples in
+    ``Bench.windows``; ``span_s``: its work's start and end since its worker started."""
 
     op: str
     impl: str

@@ -184,10 +184,8 @@ class RankTiming:
 
 @dataclass(frozen=True)
 class CollectiveResult:
-    """One collective at one size on one group of ranks (``size_bytes``, ``count``, ``wrong``: nccl-tests'
-    columns). Two times as for single-GPU ops: ``timings`` (eager calls, per rank) and ``gpu_timings`` (graph
-    replays; else ``gpu_reason``), again on NCCL-registered buffers (``registered_*``); the counts (buffer sets,
-    allocations, captures, communicators) say how it was measured, 1 in reports before they were recorded."""
+    """One collective at one size on a group of ranks: ``timings`` (eager calls, per rank) and ``gpu_timings``
+    (graph replays; else ``gpu_reason``), again on NCCL-registered buffers (``registered_*``)."""
 
     op: str
     size_bytes: Int
