@@ -12,7 +12,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, TextIO
+from typing import TextIO
 
 from envcheck import __version__
 from envcheck.commands.options import COMMANDS
@@ -44,13 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def typed(args: argparse.Namespace) -> Any:
+def typed(args: argparse.Namespace) -> object:
     """The command's options as its dataclass: the one place a Namespace is read."""
     cls = COMMANDS[args.command]
     return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
 
 
-def parse(argv: Sequence[str]) -> Any:
+def parse(argv: Sequence[str]) -> object:
     return typed(build_parser().parse_args(argv))
 
 
