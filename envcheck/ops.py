@@ -94,8 +94,7 @@ def _int_from(x: object, low: int) -> bool:
 
 
 def valid_name(name: object) -> bool:
-    """A name a user gives an op or an implementation: at most 64 of letters, digits and _.- (what a report, a
-    file name and every output format carry without escaping surprises)."""
+    """A user's op or implementation name: at most 64 of letters, digits and _.- (safe in every output)."""
     return isinstance(name, str) and 0 < len(name) <= 64 and all(ch.isascii() and (ch.isalnum() or ch in "_.-")
                                                                    for ch in name)
 
@@ -218,8 +217,7 @@ class OpSpec:
         return (("", self.accumulation(shape)),)
 
     def accumulation(self, shape: tuple[int, ...]) -> int:
-        """Terms summed into one output element, what rounding error grows with (a declared op: the longest
-        its author declared over its dtypes)."""
+        """Terms summed into one output element (a declared op: the longest declared over its dtypes)."""
         if self.declared is not None:
             return max(c.accumulation for c in self.declared.costs if c.shape == tuple(shape))
         if self.family == "matmul":

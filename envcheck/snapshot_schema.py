@@ -156,8 +156,7 @@ def _answer(value: Form) -> type[Struct]:
 
 
 def answers(table: Mapping[str, Json], where: str) -> None:
-    """ValueError naming the first answer (a key ``nvml*``) of ``table`` (an NVML table or one GPU's) of the
-    wrong type."""
+    """ValueError naming the first answer (a key ``nvml*``) of ``table`` of the wrong type."""
     for key, entry in table.items():
         if key.startswith("nvml"):
             convert(entry, _answer(NVML_VALUES.get(key.split("[", 1)[0], Any)), f"{where}.{key}")

@@ -95,8 +95,7 @@ class Drift:
 
 @dataclass(frozen=True)
 class Margin:
-    """How far one GPU stood from one rule (``burn.rule.<rule>``, read against THRESHOLDS[``threshold``]):
-    ``value`` against ``limit`` (percent for shares and falls), ``room`` to firing, negative when it fired."""
+    """How far one GPU stood from one rule: ``value`` against ``limit``, ``room`` negative when it fired."""
 
     rule: str
     threshold: str

@@ -23,8 +23,7 @@ KERNEL_ACCESSES = {"copy": 2, "read": 1, "fill": 1, "triad": 3}
 
 @dataclass(frozen=True)
 class Ceiling:
-    """A limit: ``name`` is ``bandwidth`` (GB/s) or a precision (TFLOP/s); ``kind`` is
-    ``theoretical`` or ``measured``."""
+    """A limit: ``name`` is ``bandwidth`` or a precision, ``kind`` ``theoretical`` or ``measured``."""
 
     name: str
     kind: str
@@ -60,8 +59,7 @@ def theoretical_bandwidth_gbps(mem_clock_max_mhz: float | None, bus_width_bits: 
 
 
 def env_gpu(env: Environment, bench: Bench) -> Gpu | None:
-    """The NVML GPU a bench ran on: by UUID (NVML and CUDA number GPUs differently), else by
-    index, else the only GPU there is."""
+    """The NVML GPU a bench ran on: by UUID (NVML and CUDA number GPUs differently), else by index."""
     dev = bench.device
     if dev.backend != "cuda":
         return None
@@ -133,8 +131,7 @@ def _measured(bench: Bench) -> list[Ceiling]:
 
 
 def ceilings(env: Environment, bench: Bench) -> Ceilings:
-    """Every limit of ``bench``'s device: theoretical from the environment and the datasheet
-    table, measured from the run's own ceiling kernels."""
+    """Every limit of ``bench``'s device: theoretical and measured."""
     if bench.device.backend != "cuda":
         return Ceilings()
     gpu = env_gpu(env, bench)

@@ -131,8 +131,7 @@ UNSTEADY_MIN_SAMPLES = 10  # fewer replays than this say nothing about a second 
 
 
 def pace_spread(result: CollectiveResult) -> float | None:
-    """How far the GPU replays' mean lies above their fastest tenth on the worst rank (0.043: 4.3%); None without
-    enough replays or over fresh allocations."""
+    """How far the GPU replays' mean lies above their fastest tenth on the worst rank (0.043: 4.3%)."""
     if result.allocations > 1:
         return None
     spreads = []
@@ -354,8 +353,7 @@ def _median_placement(ps: list[Placement]) -> Placement:
 
 
 def medians(rows: Iterable[NcclTestsRow]) -> tuple[NcclTestsRow, ...]:
-    """Several nccl-tests runs as one row per (op, size): each column the median, ``#wrong`` the largest, the runs
-    counted and each placement's busbw range kept (one run varies as much as the bar)."""
+    """Several nccl-tests runs as one row per (op, size): medians, the largest ``#wrong``, the range."""
     groups: dict[tuple[str, int], list[NcclTestsRow]] = {}
     for r in rows:
         groups.setdefault((r.op, r.size_bytes), []).append(r)

@@ -33,8 +33,7 @@ class CounterChange:
 
 
 def counter_interval_s(before: CounterSnapshot | None, after: CounterSnapshot | None) -> float | None:
-    """Seconds between two readings, from their uptimes; None when either is missing or the uptime did
-    not grow (a reboot between the readings restarted it: no interval is known)."""
+    """Seconds between two readings from their uptimes; None when unknown (a reboot between them)."""
     if before is None or after is None or before.uptime_s is None or after.uptime_s is None:
         return None
     return after.uptime_s - before.uptime_s if after.uptime_s > before.uptime_s else None
@@ -111,8 +110,7 @@ class UnreadCounter:
 
 def counter_rows(before: CounterSnapshot | None, after: CounterSnapshot | None
                  ) -> tuple[tuple[CounterRow, ...], tuple[CounterChange, ...], tuple[UnreadCounter, ...]]:
-    """Per GPU and counter, the totals and rates (rows); the per-link changes past their limit during the
-    tests; the counters that could not be read, with NVML's reason."""
+    """Per GPU and counter the totals and rates, the changes past their limit, the unread counters."""
     last = after or before
     if last is None:
         return (), (), ()

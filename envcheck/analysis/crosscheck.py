@@ -36,8 +36,7 @@ DETAIL_LINES = 6  # of a failed tool's stderr, the last lines a finding carries
 
 @dataclass(frozen=True)
 class Counterpart:
-    """The independent measurement a row is held against: ``tool`` (model.crosscheck.TOOLS), its ``mode``
-    (nccl-tests' ``NCCL_TESTS_MODES``) and the settings it ran with, as (name, value) pairs."""
+    """The independent measurement a row is held against: its tool, mode and settings."""
 
     tool: str
     mode: str | None = None
@@ -184,8 +183,7 @@ def copy_rows(cc: Crosscheck, node: Node | None) -> tuple[CrossRow, ...]:
 
 
 def loop_time_us(loop: LoopTiming) -> float | None:
-    """The loop's time per call: each rank's median loop (of ``calls`` calls), averaged over the ranks, as
-    envcheck's per-call time averages its ranks (``collectives.mean_time_us``)."""
+    """The loop's time per call: each rank's median loop, averaged over the ranks (as ``mean_time_us``)."""
     per_rank = [statistics.median(t.timing.samples_us) for t in loop.timings if len(t.timing.samples_us)]
     return statistics.fmean(per_rank) if per_rank and loop.error is None else None
 
@@ -196,8 +194,7 @@ def _nccl_settings(run: NcclTestsRun, placement: str) -> tuple[tuple[str, str], 
 
 
 def collective_rows(cc: Crosscheck, node: Node | None) -> tuple[CrossRow, ...]:
-    """The node sweep's collectives against nccl-tests' modes (``against_nccl_tests``) and every size's per-call
-    time against the plain ``torch.distributed`` loop."""
+    """The node sweep against nccl-tests' modes and the plain ``torch.distributed`` loop."""
     sweeps = [c for c in (node.collectives if node is not None else ()) if c.scope == "node"]
     if not sweeps:
         return ()

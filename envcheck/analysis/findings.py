@@ -26,8 +26,7 @@ LOW_BANDWIDTH_PCT = 70.0  # of the measured ceiling: below this a memory-bound k
 
 @dataclass(frozen=True)
 class Finding:
-    """One observation. ``level``: ``info``, ``warn`` (the numbers need care) or ``fail``
-    (something is wrong). ``rows``: the cases it is about, in report order."""
+    """One observation (``info``, ``warn`` or ``fail``) and the cases it is about, in report order."""
 
     key: str
     params: Mapping[str, ParamValue] = field(default_factory=dict)
@@ -90,8 +89,7 @@ def failures(results: Sequence[CaseResult]) -> list[Finding]:
 
 
 def throttled(results: Sequence[CaseResult]) -> list[Finding]:
-    """Rows slowed by heat or a hardware limit (a warning), apart from rows that only ran at the
-    software power cap: that is how a GPU runs a full tensor-core load, not a fault."""
+    """Rows slowed by heat or a hardware limit (the SW power cap is how a GPU runs a full load)."""
     rows = _flagged(results, fl.THROTTLED)
     capped = [r for r in rows if r.conditions is not None and r.conditions.power_capped_only]
     hot = [r for r in rows if not (r.conditions is not None and r.conditions.power_capped_only)]
@@ -214,8 +212,7 @@ def compute_best(results: Sequence[CaseResult], ceils: Ceilings) -> list[Finding
 
 
 def speedup_large(results: Sequence[CaseResult]) -> list[Finding]:
-    """Per op, implementation and precision (IEEE fp32 on CUDA cores apart from tensor cores): the geometric-mean
-    speedup over the large sizes."""
+    """Per op, implementation and precision: the geometric-mean speedup over the large sizes."""
     out = []
     for op in _ops(results):
         impls = dict.fromkeys(r.case.impl for r in results if r.case.op == op and r.case.impl != r.spec.baseline)
@@ -235,8 +232,7 @@ def speedup_large(results: Sequence[CaseResult]) -> list[Finding]:
 
 
 def tf32(results: Sequence[CaseResult]) -> list[Finding]:
-    """fp32 data multiplied in TF32, per implementation: its largest error (of passing rows) beside the largest
-    of IEEE fp32 rows of the same op and shapes."""
+    """fp32 data multiplied in TF32: its largest error beside IEEE fp32 rows of the same op and shapes."""
     measured = _measured(results)
     rows = [r for r in measured if r.case.dtype == "fp32" and r.case.precision == "tf32"
             and r.case.accuracy is not None and r.status == "pass"]

@@ -23,8 +23,7 @@ PCIE6_FAQ = Doc("PCI-SIG: PCIe 6.0 Specification FAQ (FLIT mode)", "https://pcis
 
 @dataclass(frozen=True)
 class NvlinkSpec:
-    """One NVLink generation: what one link carries per direction (GB/s), and where that comes from
-    (``doc`` and ``quote``: the document's own figure the per-link rate is divided from)."""
+    """One NVLink generation: what one link carries per direction (GB/s), and the document's figure."""
 
     generation: int
     link_gbps: float

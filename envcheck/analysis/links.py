@@ -77,8 +77,7 @@ def _gpu_pcie_gbps(g: GpuLinks) -> float | None:
 
 
 def host_link_gbps(topology: Topology, gpu: int) -> float | None:
-    """Expected host <-> GPU bandwidth per direction: the GPU's PCIe link at its maximum generation
-    and width (an idle GPU lowers the current ones to save power)."""
+    """Host <-> GPU bandwidth per direction at the link's max generation and width (idle GPUs lower it)."""
     g = next((x for x in topology.gpus if x.index == gpu), None)
     return _gpu_pcie_gbps(g) if g is not None else None
 
@@ -123,8 +122,7 @@ SMI_LEVEL_NAMES = {"internal": "X", "single": "PIX", "multiple": "PXB", "hostbri
 
 
 def topo_label(p: PairPath) -> str:
-    """The pair as ``nvidia-smi topo -m`` would print it: ``NV18`` for a bonded set of NVLinks
-    (direct or through NVSwitches), else the PCIe level's name (``SYS``, ``NODE``, ``PHB``...)."""
+    """The pair as ``nvidia-smi topo -m`` prints it: ``NV18`` for bonded NVLinks, else ``SYS``, ``PHB``..."""
     if p.nvlinks:
         return f"NV{p.nvlinks}"
     return SMI_LEVEL_NAMES.get(p.pcie_level or "", "?")
@@ -176,8 +174,7 @@ def smi_disagreements(topology: Topology) -> tuple[tuple[int, int, str, str], ..
 
 @dataclass(frozen=True)
 class CopyRow:
-    """One copy's bandwidth (bytes over the median time, both directions of a bidirectional copy counted)
-    against what the link allows for the same directions."""
+    """One copy's bandwidth (over the median time) against what the link allows in the same directions."""
 
     kind: str
     method: str

@@ -71,8 +71,7 @@ DEFAULT_OUTLIER_MARGIN = 0.05
 
 @dataclass(frozen=True)
 class GpuRates:
-    """What one GPU's suite says of its speed: its measured bandwidth ceiling and its best torch matmul rate
-    (a suite run on the CPU: no ceiling, a host-clock matmul rate)."""
+    """What one GPU's suite says of its speed: its measured bandwidth and its best torch matmul rate."""
 
     index: int | None
     bandwidth_gbps: float | None
@@ -262,8 +261,7 @@ def outlier_margin(node: Node, margin: float | None = None) -> float:
 
 @dataclass(frozen=True)
 class GpuRow:
-    """One GPU of a node: its rates, its cases' tally, whether it fell behind its siblings, and, when it
-    did, its condition as probed."""
+    """One GPU of a node: its rates, cases' tally, whether it fell behind its siblings and its condition."""
 
     index: int | None
     name: str
@@ -279,8 +277,7 @@ class GpuRow:
 
 @dataclass(frozen=True)
 class NodeAnalysis:
-    """Everything derived from one node's results (``node`` None: a fleet node whose node tests did
-    not report; its GPUs still have rows). ``status``: ``pass`` when ``problems`` is empty."""
+    """Everything derived from one node's results (``node`` None: a fleet node whose tests did not report)."""
 
     node: Node | None
     gpus: tuple[GpuRow, ...]
@@ -316,8 +313,7 @@ class NodeAnalysis:
 
 
 def analyse_node(node: Node | None, benches: Sequence[BenchAnalysis], env: Environment | None, margin: float | None = None) -> NodeAnalysis:
-    """``benches``: the node's ``BenchAnalysis`` per GPU (their ceilings and results are reused, not
-    derived again); ``env``: the environment the GPUs' conditions are read from."""
+    """``benches``: the node's ``BenchAnalysis`` per GPU; ``env``: where the GPUs' conditions are read."""
     m = outlier_margin(node, margin) if node is not None else (DEFAULT_OUTLIER_MARGIN if margin is None else margin)
     rates = [rates_from(ba.bench, ba.ceilings, ba.results) for ba in benches]
     found = outliers_from_rates(rates, m)

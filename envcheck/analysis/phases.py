@@ -62,8 +62,7 @@ def _add(into: dict[str, float], items: Iterable[tuple[str, float]]) -> None:
 
 
 def bench_phases(bench: Bench, probe_s: float | None = None) -> BenchPhases | None:
-    """The phase table of ``bench`` (``probe_s``: the environment's probe before it); None when it
-    recorded no phases (an older report, or no run)."""
+    """The phase table of ``bench`` (``probe_s``: the probe before it); None when it recorded none."""
     timed = [c for c in bench.cases if c.phases]
     if not bench.phases and not timed:
         return None

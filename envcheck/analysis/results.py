@@ -82,8 +82,7 @@ def _flags(case: Case, backend: str, time: Timing | None, ws: int, l2: int | Non
 
 
 def _verdict(c: Case, op: OpSpec, whole: Tolerance, baseline: Case | None) -> Verdict:
-    """Each output of an op with several judged on its own (reports before schema 4 recorded
-    only the whole output: judged whole, as then)."""
+    """Each output of an op with several judged on its own (before schema 4: the whole output)."""
     assert c.accuracy is not None
     if not c.outputs:
         return judge(c.accuracy, whole, baseline.accuracy if baseline is not None else None, c.exact)

@@ -39,8 +39,7 @@ def _spec(op: OpSpec | str) -> OpSpec:
 
 
 class Scales(NamedTuple):
-    """The model's error scales of one output, relative to it (``element``: to each element's
-    magnitude), and the compute precision (``OpSpec.compute_precision``)."""
+    """The model's error scales of one output, relative to it, and the compute precision."""
 
     l2: float
     element: float
@@ -50,9 +49,7 @@ class Scales(NamedTuple):
 
 def scales(op: OpSpec | str, dtype: str, precision: str, shape: tuple[int, ...], output: str = "",
            elements: int | None = None) -> Scales:
-    """The scales of ``output`` (an op's named output, ``OpSpec.outputs``; "" for the whole) of
-    a case; ``elements``: how many were compared (a small output may cross a few rounding
-    boundaries where the model expects none)."""
+    """The scales of ``output`` ("" for the whole) of a case of ``elements`` compared."""
     if dtype not in UNIT_ROUNDOFF or precision not in UNIT_ROUNDOFF:
         raise ValueError(f"unknown dtype/precision {dtype}/{precision}")
     op = _spec(op)
@@ -68,8 +65,7 @@ def scales(op: OpSpec | str, dtype: str, precision: str, shape: tuple[int, ...],
 
 @dataclass(frozen=True)
 class Tolerance:
-    """The bounds of one output of a case: ``rel_l2``, ``element`` (max_rel_elem), ``excess``
-    (excess_l2), and ``exact`` (max_ulps on exact inputs)."""
+    """The bounds of one output of a case: ``rel_l2``, ``element``, ``excess`` and ``exact``."""
 
     rel_l2: float
     element: float
@@ -134,8 +130,7 @@ def judge(acc: Accuracy, tol: Tolerance, baseline: Accuracy | None = None, exact
 def judge_outputs(outputs: Mapping[str, Accuracy], tols: Mapping[str, Tolerance],
                   baselines: Mapping[str, Accuracy] | None = None,
                   exacts: Mapping[str, Accuracy | None] | None = None) -> Verdict:
-    """The verdict on a case of several outputs: each judged against its own bounds, the case
-    failing on any (``Verdict.failed_outputs``)."""
+    """The verdict on a case of several outputs, each judged against its own bounds."""
     verdicts = {name: judge(acc, tols[name], (baselines or {}).get(name), (exacts or {}).get(name))
                 for name, acc in outputs.items()}
     worst = max(verdicts.values(), key=lambda v: v.ratio or 0.0)

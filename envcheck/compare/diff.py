@@ -181,8 +181,7 @@ class CaseRef:
 
 @dataclass(frozen=True)
 class GroupSummary:
-    """Geometric-mean ratio of one group's comparable cases, and how the verdicts split.
-    ``clusters``: the kinds of case behind the interval (stats.geomean)."""
+    """Geometric-mean ratio of one group's comparable cases, and how the verdicts split."""
 
     name: str
     geomean: float | None

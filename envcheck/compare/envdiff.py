@@ -103,8 +103,7 @@ def _show(f: Fact, fmt: Formatter) -> str:
 
 
 def _differ(a: Fact, b: Fact) -> bool:
-    """Whether two facts differ in a way worth showing: two missing facts never do (their reasons are often
-    run-specific); a fact only one side could read does."""
+    """Whether two facts differ in a way worth showing (two missing facts never do)."""
     if not a.ok and not b.ok:
         return False
     return bool(a.value != b.value)
@@ -166,8 +165,7 @@ CHECK_ORDER = {"new_fail": 0, "worse": 1, "different": 2, "fixed": 3, "better": 
 
 
 def check_changes(a: tuple[Check, ...], b: tuple[Check, ...], same_machine: bool | None = True) -> list[CheckChange]:
-    """Verdict changes from checks ``a`` to ``b``; newly failing checks first. ``same_machine``:
-    False when the reports come from different machines (every change is then ``different``)."""
+    """Verdict changes from checks ``a`` to ``b``, newly failing first (two machines: ``different``)."""
     ca = {c.id: c for c in a}
     cb = {c.id: c for c in b}
     out: list[CheckChange] = []

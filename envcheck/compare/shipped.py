@@ -55,8 +55,7 @@ class ModelFloors:
         return None
 
     def floor(self, kinds: Sequence[tuple[str, ...]], impl: str) -> stats.NoiseFloor | None:
-        """The floor of the most specific of ``kinds`` that has one; None where the controls never measured
-        ``impl`` on the kinds' timing."""
+        """The floor of the most specific of ``kinds`` that has one for ``impl``; None without one."""
         timing = kinds[0][0] if kinds and kinds[0] else ""
         if impl not in (self.launch_impls if timing == LAUNCH else self.impls):
             return None

@@ -342,8 +342,7 @@ def family_verdicts(ivs: Sequence[RatioInterval], unjudged: Container[int], not_
 
 
 def bh_significant(pvalues: Sequence[float | None], level: float = 1.0 - CONFIDENCE) -> list[bool]:
-    """Benjamini-Hochberg: which rows are significant with the false discovery rate at ``level`` (None: no
-    interval, not tested)."""
+    """Benjamini-Hochberg: which rows are significant at false discovery rate ``level``."""
     idx = [i for i, p in enumerate(pvalues) if p is not None]
     m = len(idx)
     out = [False] * len(pvalues)

@@ -106,8 +106,7 @@ class Samples(Sequence[float]):
 
 
 def samples_of(obj: object, *names: str) -> int:
-    """Each named field of a frozen dataclass (None allowed) made a ``Samples``, all as long as the first; that
-    length (-1: none)."""
+    """Each named field (None allowed) made ``Samples`` of one length; that length (-1: none)."""
     n = -1
     for name in names:
         v = getattr(obj, name)
@@ -130,8 +129,7 @@ class TimingStats:
 
 @dataclass(frozen=True)
 class Timing:
-    """Raw samples of one timed region, microseconds per call (``method``: ``TIMING_METHODS``); ``passes``: the
-    sample count of each ``run --repeat``."""
+    """Raw samples of one timed region, microseconds per call; ``passes``: each ``run --repeat``'s count."""
 
     method: str
     samples_us: Samples
@@ -324,8 +322,7 @@ class Failure:
 
 @dataclass(frozen=True)
 class MonitorWindow:
-    """NVML samples of one GPU over a group of cases (None: NVML would not give it); ``reasons``: the active
-    clock-event reasons at each sample."""
+    """NVML samples of one GPU over a group of cases (None: NVML would not give it)."""
 
     interval_s: float
     t_s: Samples
@@ -498,8 +495,7 @@ class StopCause(str, Enum):
 
 @dataclass(frozen=True)
 class Stop:
-    """How an unfinished run ended: ``finished`` of ``planned`` cases reported, the case it was ``during``, the
-    worker's last stderr line."""
+    """How an unfinished run ended: ``finished`` of ``planned`` cases, the case it was ``during``."""
 
     cause: StopCause
     finished: Int = 0

@@ -153,8 +153,7 @@ class BurnGpu:
 
 @dataclass(frozen=True)
 class Burn:
-    """Every selected GPU's burn, run at once, the Xid lines new during it (from ``xid_source``; None: nowhere);
-    ``stopped``: Ctrl-C or a signal ended it."""
+    """Every selected GPU's burn, run at once, and the Xid lines new during it."""
 
     minutes: float
     started: str

@@ -277,8 +277,7 @@ class Launch:
 
 @dataclass(frozen=True)
 class Collectives:
-    """A collective sweep over one group of processes (``scope``: ``node`` or ``world``); ``narrowing``: re-runs
-    on sub-groups to find what makes it slow."""
+    """A collective sweep over one group of processes; ``narrowing``: re-runs on sub-groups."""
 
     scope: str
     backend: str  # nccl | gloo
