@@ -1,7 +1,8 @@
-"""Stable pseudonyms for what identifies a machine or a person, in reports, snapshots and free text: an HMAC-SHA256
-under a key made once per user, so one machine keeps its pseudonyms (``diff`` and ``history`` still match) and
-nobody without the key can test a guess. A known name is replaced as a whole word of ``MIN_WORD`` characters that
-is no ``COMMON_NAMES`` word, and anywhere it can only be a name (home paths, ``NAME@``, the host field).
+"""Stable pseudonyms for host and user names, IP and MAC addresses, GPU UUIDs and serials (PCI bus ids stay) in
+reports, snapshots and free text: an HMAC-SHA256 under a key made once per user, so one machine keeps its
+pseudonyms (``diff`` and ``history`` still match) and nobody without the key can test a guess. A known name is
+replaced as a whole word of ``MIN_WORD`` characters that is no ``COMMON_NAMES`` word, and anywhere it can only be
+a name (home paths, ``NAME@``, the host field).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -78,14 +78,9 @@ def stopped(bench: Bench) -> list[Finding]:
 
 
 def failures(results: Sequence[CaseResult]) -> list[Finding]:
-    out = []
-    failed = [r for r in results if r.status == "fail"]
-    if failed:
-        out.append(Finding("finding.failed", {"count": len(failed)}, "fail", _keys(failed)))
-    errored = [r for r in results if r.status == "error"]
-    if errored:
-        out.append(Finding("finding.errored", {"count": len(errored)}, "fail", _keys(errored)))
-    return out
+    by = {status: [r for r in results if r.status == status] for status in ("fail", "error")}
+    return [Finding(key, {"count": len(rows)}, "fail", _keys(rows))
+            for key, rows in (("finding.failed", by["fail"]), ("finding.errored", by["error"])) if rows]
 
 
 def throttled(results: Sequence[CaseResult]) -> list[Finding]:
@@ -256,31 +251,19 @@ def tf32(results: Sequence[CaseResult]) -> list[Finding]:
 
 def missing_ceilings(ceils: Ceilings) -> list[Finding]:
     """A theoretical limit that could not be known, said once with the reason: a missing % is never silent."""
-    out = []
-    for m in ceils.missing:
-        if m.kind == THEORETICAL:
-            out.append(Finding("finding.ceiling_missing", {"name": m.name, "reason_key": m.key, **m.params}, "warn"))
-    return out
+    return [Finding("finding.ceiling_missing", {"name": m.name, "reason_key": m.key, **m.params}, "warn")
+            for m in ceils.missing if m.kind == THEORETICAL]
 
 
 def findings(bench: Bench, results: Sequence[CaseResult], ceils: Ceilings) -> tuple[Finding, ...]:
     """Every finding, most serious kinds first (the run's completeness, failures, then the measurements)."""
-    out: list[Finding] = []
-    out += stopped(bench)
-    out += failures(results)
-    out += throttled(results)
-    out += noisy(results)
-    out += above_ceiling(results)
-    out += missing_ceilings(ceils)
-    out += launch_bound(results)
-    out += launch_overhead(results)
-    out += l2_resident(results)
-    out += bandwidth_best(results)
-    if bench.device.backend == "cuda":  # a CPU baseline has no peak to hold FLOP/s against
-        out += compute_best(results, ceils)
-    out += speedup_large(results)
-    out += tf32(results)
-    return tuple(out)
+    def each(*rules: Callable[[Sequence[CaseResult]], list[Finding]]) -> list[Finding]:
+        return [f for rule in rules for f in rule(results)]
+
+    on_gpu = bench.device.backend == "cuda"  # a CPU baseline has no peak to hold FLOP/s against
+    return (*stopped(bench), *each(failures, throttled, noisy, above_ceiling), *missing_ceilings(ceils),
+            *each(launch_bound, launch_overhead, l2_resident, bandwidth_best),
+            *(compute_best(results, ceils) if on_gpu else ()), *each(speedup_large, tf32))
 
 
 def recommendations(found: Sequence[Finding]) -> tuple[Recommendation, ...]:

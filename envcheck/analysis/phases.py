@@ -89,7 +89,7 @@ def _count(values: Iterable[str | None]) -> tuple[tuple[str, int], ...]:
 
 
 def node_phases(node: Node | None) -> BenchPhases | None:
-    """The node tests' time by test (module docstring); None without a node or its wall time."""
+    """The node tests' time: peer copies, collective sweeps and the rest; None without a node or its wall time."""
     if node is None or not node.duration_s:
         return None
     seconds: dict[str, float] = {}

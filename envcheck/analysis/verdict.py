@@ -142,7 +142,9 @@ def crosscheck_reasons(cross: CrosscheckAnalysis | None) -> list[Reason]:
 
 
 def verdict(analysis: Analysis) -> Verdict:
-    """The report's verdict and why (see the module docstring)."""
+    """The report's verdict and why: a check fails; a suite is missing, empty or stopped, a case is not a pass or the
+    node tests found a problem; a fleet node does not pass or a rank was lost; a burn-in GPU does not hold, the host
+    logged an Xid or it stopped early; a cross-check row lies outside its bar or its tool failed."""
     from envcheck.analysis.fleet import GPU_STACK_CHECKS
 
     report = analysis.report
