@@ -128,13 +128,8 @@ def _settings(*pairs: tuple[str, object]) -> tuple[tuple[str, str], ...]:
 
 
 def _case(benches: Sequence[Bench], k: KernelTiming) -> Case | None:
-    for b in benches:
-        if b.device.index is not None and b.device.index != k.gpu:
-            continue
-        for c in b.cases:
-            if c.key == (k.op, k.impl, k.dtype, k.precision, k.shape) and c.failure is None:
-                return c
-    return None
+    return next((c for b in benches if b.device.index in (None, k.gpu) for c in b.cases
+                 if c.key == (k.op, k.impl, k.dtype, k.precision, k.shape) and c.failure is None), None)
 
 
 def kernel_rows(cc: Crosscheck, benches: Sequence[Bench]) -> tuple[CrossRow, ...]:
@@ -217,11 +212,7 @@ def collective_rows(cc: Crosscheck, node: Node | None) -> tuple[CrossRow, ...]:
             quantity = "registered_busbw_gbps" if buffers == "registered" else "gpu_busbw_gbps"
             run = runs.get((a.op, a.theirs_mode, a.size_bytes))
             part = Counterpart("nccl_tests", a.theirs_mode, _nccl_settings(run, a.placement) if run is not None else ())
-            reason = None
-            if not a.held:
-                reason = "launch_bound"
-            elif a.basis == "per_call":
-                reason = "no_gpu_time"
+            reason = "launch_bound" if not a.held else "no_gpu_time" if a.basis == "per_call" else None
             out.append(_held(CrossRow("collective", a.op, quantity, part, a.tolerance, a.ours_gbps, a.theirs_gbps,
                                       reason=reason, size_bytes=a.size_bytes, ranks=len(sweep.results[0].ranks),
                                       buffers=buffers, placement=a.placement)))
@@ -249,9 +240,7 @@ def launch_cause(launch: Launch) -> str | None:
     """How a tool's launch ended badly (``timed_out``, ``interrupted``, ``launch_failed``, ``exit_status``)."""
     if launch.ended_early is not None:
         return launch.ended_early
-    if launch.returncode not in (0, None):
-        return "exit_status"
-    return None
+    return "exit_status" if launch.returncode not in (0, None) else None
 
 
 def _tail(launch: Launch) -> str | None:

@@ -130,20 +130,11 @@ def case_results(bench: Bench, ceils: Ceilings) -> tuple[CaseResult, ...]:
             speedup = base.median_us / time.median_us
         baseline = base_accuracy.get(group_key(c)) if c.impl != op.baseline else None
         verdict = _verdict(c, op, tol, baseline) if c.measured and c.accuracy is not None else None
-        if not c.measured:
-            status = "error"
-        elif verdict is None or not verdict.passed:
-            status = "fail"  # measured but never checked is not a pass
-        else:
-            status = "pass"
-        conditions = None
-        if backend == "cuda":
-            if c.window is not None:
-                if c.window not in windows:
-                    windows[c.window] = cond.of_window(bench.windows[c.window])
-                conditions = windows[c.window]
-            else:
-                conditions = cond.of_case(bench, c)
+        # Measured but never checked is not a pass.
+        status = "error" if not c.measured else "pass" if verdict is not None and verdict.passed else "fail"
+        if backend == "cuda" and c.window is not None and c.window not in windows:
+            windows[c.window] = cond.of_window(bench.windows[c.window])
+        conditions = None if backend != "cuda" else windows[c.window] if c.window is not None else cond.of_case(bench, c)
         out.append(CaseResult(
             case=c, spec=op, status=status, traffic=traffic, working_set_bytes=ws, category=fl.category(ws, l2),
             time=time, gbps=gbps, tflops=tflops, ceiling_name=name, pct_theoretical=pct_t, pct_measured=pct_m,
