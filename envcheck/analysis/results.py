@@ -1,17 +1,18 @@
 """Every number derived from one case's raw results, computed here once: its quoted time (GPU time where it has
 one, else launch time), bandwidth and FLOP/s with their shares of the ceilings, the speedup over PyTorch in the
-same group (only when both were timed the same way), the numeric verdict and the flags.
+same group (only when both were timed the same way), the numeric verdict, the flags and the GPU's conditions
+while it ran (NVML's samples of its window).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from envcheck.analysis import conditions as cond
 from envcheck.analysis import flags as fl
 from envcheck.analysis.ceilings import BANDWIDTH, MEASURED, THEORETICAL, Ceilings
 from envcheck.analysis.tolerance import Tolerance, Verdict, judge, judge_outputs, tolerance
-from envcheck.model import Bench, Case, CaseKey, Timing
+from envcheck.model import Bench, Case, CaseKey, MonitorWindow, Timing
 from envcheck.model.bench import compute_stats
 from envcheck.ops import OpSpec, Traffic, interpreted
 
@@ -21,6 +22,56 @@ GroupKey = tuple[str, str, str, tuple[int, ...]]
 def group_key(case: Case) -> GroupKey:
     """The cases that compare with one another: same op, dtype, precision and shape."""
     return (case.op, case.dtype, case.precision, case.shape)
+
+
+POWER_CAP = "sw_power_cap"  # the software power cap: how a GPU runs a full tensor-core load, not a fault
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """What the GPU was doing while a case ran, so a case measured power- or heat-limited can be flagged."""
+
+    samples: int
+    sm_mhz_min: float | None = None
+    sm_mhz_max: float | None = None
+    sm_mhz_mean: float | None = None
+    mem_mhz_min: float | None = None
+    mem_mhz_max: float | None = None
+    temperature_c_max: float | None = None
+    power_w_max: float | None = None
+    power_w_mean: float | None = None
+    reasons: tuple[str, ...] = ()  # clock-slowing reasons active at any sample, first seen first
+    throttled_share: float | None = None  # share of samples with any such reason (None: unknown)
+
+    @property
+    def throttled(self) -> bool:
+        return bool(self.reasons)
+
+    @property
+    def power_capped_only(self) -> bool:
+        """Slowed by the software power cap alone: a full load, not heat or a fault."""
+        return set(self.reasons) == {POWER_CAP}
+
+
+def _stats(xs: Iterable[float] | None) -> tuple[float | None, float | None, float | None]:
+    vals = list(xs) if xs is not None else []
+    return (min(vals), max(vals), sum(vals) / len(vals)) if vals else (None, None, None)
+
+
+def of_window(w: MonitorWindow) -> Conditions:
+    sm, mem, temp, power = (_stats(xs) for xs in (w.sm_mhz, w.mem_mhz, w.temperature_c, w.power_w))
+    share = sum(1 for rs in w.reasons if rs) / len(w.reasons) if w.reasons else None
+    return Conditions(len(w.t_s), sm[0], sm[1], sm[2], mem[0], mem[1], temp[1], power[1], power[2],
+                      tuple(dict.fromkeys(r for rs in w.reasons for r in rs)), share)
+
+
+def of_case(case: Case) -> Conditions | None:
+    """A schema-1 case's NVML summary as it was recorded (no window)."""
+    m = case.monitor
+    if m is None:
+        return None
+    return Conditions(m.samples, m.sm_clock_mhz_min, m.sm_clock_mhz_max, None, m.mem_clock_mhz_min,
+                      m.mem_clock_mhz_max, m.temperature_c_max, m.power_w_max, None, tuple(m.throttle_reasons))
 
 
 @dataclass(frozen=True)
@@ -43,7 +94,7 @@ class CaseResult:
     tolerance: Tolerance
     verdict: Verdict | None
     flags: tuple[str, ...]
-    conditions: cond.Conditions | None
+    conditions: Conditions | None
     # Run by Triton's interpreter on the CPU (``interpreted``): its time is no speed, and it has no speedup.
     interpreted: bool = False
 
@@ -65,7 +116,7 @@ def _pct(value: float | None, ceils: Ceilings, name: str, kind: str) -> float | 
 
 
 def _flags(case: Case, backend: str, time: Timing | None, ws: int, l2: int | None,
-           conditions: cond.Conditions | None, pct_t: float | None, pct_m: float | None) -> tuple[str, ...]:
+           conditions: Conditions | None, pct_t: float | None, pct_m: float | None) -> tuple[str, ...]:
     out = []
     if backend == "cuda":
         if fl.is_launch_bound(case.gpu, case.launch):
@@ -104,7 +155,7 @@ def case_results(bench: Bench, ceils: Ceilings) -> tuple[CaseResult, ...]:
                 torch_time[group_key(c)] = c.best_time
             if c.accuracy is not None:
                 base_accuracy[group_key(c)] = c
-    windows: dict[int, cond.Conditions] = {}  # a group's cases share one window: summarised once
+    windows: dict[int, Conditions] = {}  # a group's cases share one window: summarised once
     out = []
     for c in bench.cases:
         op = bench.spec(c.op)
@@ -133,8 +184,8 @@ def case_results(bench: Bench, ceils: Ceilings) -> tuple[CaseResult, ...]:
         # Measured but never checked is not a pass.
         status = "error" if not c.measured else "pass" if verdict is not None and verdict.passed else "fail"
         if backend == "cuda" and c.window is not None and c.window not in windows:
-            windows[c.window] = cond.of_window(bench.windows[c.window])
-        conditions = None if backend != "cuda" else windows[c.window] if c.window is not None else cond.of_case(bench, c)
+            windows[c.window] = of_window(bench.windows[c.window])
+        conditions = None if backend != "cuda" else windows[c.window] if c.window is not None else of_case(c)
         out.append(CaseResult(
             case=c, spec=op, status=status, traffic=traffic, working_set_bytes=ws, category=fl.category(ws, l2),
             time=time, gbps=gbps, tflops=tflops, ceiling_name=name, pct_theoretical=pct_t, pct_measured=pct_m,

@@ -97,16 +97,12 @@ class EnvChange:
 
 
 def _show(f: Fact, fmt: Formatter) -> str:
-    if f.ok:
-        return fmt(f.value)
-    return f"— ({f.reason})" if f.reason else "—"
+    return fmt(f.value) if f.ok else f"— ({f.reason})" if f.reason else "—"
 
 
 def _differ(a: Fact, b: Fact) -> bool:
     """Whether two facts differ in a way worth showing (two missing facts never do)."""
-    if not a.ok and not b.ok:
-        return False
-    return bool(a.value != b.value)
+    return (a.ok or b.ok) and bool(a.value != b.value)
 
 
 def env_changes(a: Environment, b: Environment) -> list[EnvChange]:
@@ -244,8 +240,4 @@ UNSHOWN_SETTINGS = frozenset({"ops", "impls"})
 
 
 def _setting(value: object) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, (list, tuple)):
-        return ", ".join(str(v) for v in value)
-    return str(value)
+    return "—" if value is None else ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
