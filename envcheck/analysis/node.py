@@ -41,9 +41,10 @@ from envcheck.analysis.counters import (
     counter_interval_s,
     counter_rows,
 )
-from envcheck.analysis.link_specs import NVLINK, PCIE, pcie_gbps
 from envcheck.analysis.links import (
+    NVLINK,
     PATH_SOURCES,
+    PCIE,
     SMI_LEVEL_NAMES,
     CopyRow,
     GpuNvlinks,
@@ -52,6 +53,7 @@ from envcheck.analysis.links import (
     gpu_nvlinks,
     pair_path,
     pair_paths,
+    pcie_gbps,
     smi_disagreements,
     topo_label,
 )
