@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from envcheck.model.node import (
-    Counter,
-    CounterSnapshot,
-)
+from envcheck.model.node import CounterSnapshot
 
 # --------------------------------------------------------------------------- error counters
 
@@ -72,10 +69,6 @@ def counter_over_limit(change: CounterChange) -> bool:
     if change.name in RATE_COUNTERS:
         return change.per_s > NVLINK_CRC_PER_S_LIMIT
     return False
-
-
-def counters_of(snapshot: CounterSnapshot, gpu: int) -> tuple[Counter, ...]:
-    return tuple(c for c in snapshot.counters if c.gpu == gpu)
 
 
 # --------------------------------------------------------------------------- a node, analysed once

@@ -324,9 +324,7 @@ def p_value(iv: RatioInterval) -> float | None:
         return 0.0 if iv.ratio != 1.0 else 1.0
     z = abs(math.log(iv.ratio)) / iv.log_se
     df = iv.floor.df if iv.floor is not None else None
-    if df is None:
-        return 2.0 * (1.0 - statistics.NormalDist().cdf(z))
-    if df > _T_SERIES_MAX_DF:  # the series needs ~df terms; the normal tail is within 1e-3 there
+    if df is None or df > _T_SERIES_MAX_DF:  # the series needs ~df terms; the normal tail is within 1e-3 there
         return 2.0 * (1.0 - statistics.NormalDist().cdf(z))
     return max(0.0, 1.0 - _t_central(z, df))
 
@@ -349,10 +347,8 @@ def bh_significant(pvalues: Sequence[float | None], level: float = 1.0 - CONFIDE
     if not m:
         return out
     order = sorted(idx, key=lambda i: pvalues[i])  # type: ignore[arg-type, return-value]
-    cut = 0
-    for rank, i in enumerate(order, start=1):
-        if pvalues[i] <= level * rank / m:  # type: ignore[operator]
-            cut = rank
+    cut = max((rank for rank, i in enumerate(order, start=1) if pvalues[i] <= level * rank / m),  # type: ignore[operator]
+              default=0)
     for i in order[:cut]:
         out[i] = True
     return out
