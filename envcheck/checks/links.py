@@ -1,6 +1,5 @@
-"""Link and error-counter health from the ``links`` section: PCIe replays, NVLink errors, Xid events, row remapping.
-NVML's counters run since the driver loaded, so every threshold (DCGM's) is a rate over the uptime, or a delta
-during envcheck's node tests."""
+"""Link and error-counter health from the ``links`` section: PCIe replays, NVLink errors, Xid events, row remapping;
+every threshold (DCGM's) is a rate over the uptime, or a delta during envcheck's node tests."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
 """The result of ``envcheck diff`` as pure data: every report against the first, its first bench compared; a
-ratio is other / baseline time (above 1 is slower). Per-side numbers come from ``envcheck.analysis``; ratios,
-intervals, floors, verdicts and geometric means from ``stats``.
-"""
+ratio is other / baseline time (above 1 is slower)."""
 
 from __future__ import annotations
 

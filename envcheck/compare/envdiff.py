@@ -1,6 +1,5 @@
 """What differs between two environments and two sets of health checks: only facts that explain a performance or
-health change, each with the ``key`` of its fact (``driver.driver_version``, ``gpu.uuid``, ``setting.quick``).
-"""
+health change, each with the ``key`` of its fact (``driver.driver_version``, ``gpu.uuid``, ``setting.quick``)."""
 
 from __future__ import annotations
 

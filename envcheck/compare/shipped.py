@@ -1,7 +1,6 @@
 """Noise floors shipped with envcheck: how far a row moves between two runs where nothing changed, per GPU model
-and kind of case, learned from committed controls by ``tools/evidence/noise_floors.py`` (docs/compare.md). A
-kind's floor is ``sqrt(max(0, mean(log ratio^2) - mean(within^2)))``: a mean square, as run-to-run noise is
-heavy-tailed. It holds only for reruns on one physical GPU and the implementations its controls measured.
+and kind of case, learned from committed controls (docs/compare.md) as ``sqrt(max(0, mean(log ratio^2) -
+mean(within^2)))``. It holds only for reruns on one physical GPU and the implementations its controls measured.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""The burn-in section of a report (``envcheck burn``, ``run --burn``), raw: per GPU, each phase's work per interval,
-NVML telemetry, the memory test and every silent-data-corruption mismatch; verdicts: ``envcheck.analysis.burn``.
-"""
+"""The burn-in section of a report, raw: per GPU each phase's work per interval, NVML telemetry, the memory test
+and every silent-data-corruption mismatch."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """One node's raw results beyond the per-GPU suites: its GPUs' links, copies over them, collectives across them
-and the links' error counters; values or the reasons they are missing (verdicts: ``envcheck.analysis.node``).
-"""
+and the links' error counters; values or the reasons they are missing."""
 
 from __future__ import annotations
 
