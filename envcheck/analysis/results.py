@@ -6,7 +6,6 @@ while it ran (NVML's samples of its window).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from envcheck.analysis import flags as fl
@@ -33,13 +32,8 @@ class Conditions:
 
     samples: int
     sm_mhz_min: float | None = None
-    sm_mhz_max: float | None = None
-    sm_mhz_mean: float | None = None
-    mem_mhz_min: float | None = None
-    mem_mhz_max: float | None = None
     temperature_c_max: float | None = None
     power_w_max: float | None = None
-    power_w_mean: float | None = None
     reasons: tuple[str, ...] = ()  # clock-slowing reasons active at any sample, first seen first
     throttled_share: float | None = None  # share of samples with any such reason (None: unknown)
 
@@ -53,15 +47,10 @@ class Conditions:
         return set(self.reasons) == {POWER_CAP}
 
 
-def _stats(xs: Iterable[float] | None) -> tuple[float | None, float | None, float | None]:
-    vals = list(xs) if xs is not None else []
-    return (min(vals), max(vals), sum(vals) / len(vals)) if vals else (None, None, None)
-
-
 def of_window(w: MonitorWindow) -> Conditions:
-    sm, mem, temp, power = (_stats(xs) for xs in (w.sm_mhz, w.mem_mhz, w.temperature_c, w.power_w))
     share = sum(1 for rs in w.reasons if rs) / len(w.reasons) if w.reasons else None
-    return Conditions(len(w.t_s), sm[0], sm[1], sm[2], mem[0], mem[1], temp[1], power[1], power[2],
+    sm, temp, power = w.sm_mhz, w.temperature_c, w.power_w
+    return Conditions(len(w.t_s), min(sm) if sm else None, max(temp) if temp else None, max(power) if power else None,
                       tuple(dict.fromkeys(r for rs in w.reasons for r in rs)), share)
 
 
@@ -70,8 +59,7 @@ def of_case(case: Case) -> Conditions | None:
     m = case.monitor
     if m is None:
         return None
-    return Conditions(m.samples, m.sm_clock_mhz_min, m.sm_clock_mhz_max, None, m.mem_clock_mhz_min,
-                      m.mem_clock_mhz_max, m.temperature_c_max, m.power_w_max, None, tuple(m.throttle_reasons))
+    return Conditions(m.samples, m.sm_clock_mhz_min, m.temperature_c_max, m.power_w_max, tuple(m.throttle_reasons))
 
 
 @dataclass(frozen=True)
