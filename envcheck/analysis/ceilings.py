@@ -63,16 +63,10 @@ def env_gpu(env: Environment, bench: Bench) -> Gpu | None:
     dev = bench.device
     if dev.backend != "cuda":
         return None
-    if dev.uuid:
-        want = dev.uuid if dev.uuid.startswith("GPU-") else f"GPU-{dev.uuid}"
-        for g in env.gpus:
-            if g.get("uuid") == want:
-                return g
-    if dev.index is not None:
-        for g in env.gpus:
-            if g.index == dev.index:
-                return g
-    return env.gpus[0] if len(env.gpus) == 1 else None
+    want = (dev.uuid if dev.uuid.startswith("GPU-") else f"GPU-{dev.uuid}") if dev.uuid else None
+    return (next((g for g in env.gpus if want and g.get("uuid") == want), None)
+            or next((g for g in env.gpus if dev.index is not None and g.index == dev.index), None)
+            or (env.gpus[0] if len(env.gpus) == 1 else None))
 
 
 def _theoretical_bandwidth(gpu: Gpu | None, name: str) -> Ceiling | MissingCeiling:
@@ -87,12 +81,9 @@ def _theoretical_bandwidth(gpu: Gpu | None, name: str) -> Ceiling | MissingCeili
         gbps, source = sheet
         return Ceiling(BANDWIDTH, THEORETICAL, gbps, UNITS[BANDWIDTH], source)
     # Say which NVML answer was missing: under WSL2 both usually are (Not Supported).
-    why = []
-    for key in ("mem_clock_max_mhz", "memory_bus_width_bits"):
-        f = gpu.facts.get(key) if gpu else None
-        if f is None or not f.ok:
-            why.append(key)
-    reason = (gpu.facts[why[0]].reason if gpu and why and why[0] in gpu.facts else None) or "not probed"
+    facts = gpu.facts if gpu else {}
+    why = [key for key in ("mem_clock_max_mhz", "memory_bus_width_bits") if key not in facts or not facts[key].ok]
+    reason = (facts[why[0]].reason if why and why[0] in facts else None) or "not probed"
     return MissingCeiling(BANDWIDTH, THEORETICAL, "ceiling.no_bandwidth",
                           {"missing": ", ".join(why) or "unknown", "reason": reason})
 
