@@ -103,12 +103,10 @@ class Analysis:
     @cached_property
     def theoretical_bandwidths(self) -> dict[int, float]:
         """Each probed GPU's theoretical memory bandwidth, from its own facts (a stored value is never read)."""
-        out = {}
-        for g in self.report.environment.gpus:
-            bw = theoretical_bandwidth_gbps(g.get("mem_clock_max_mhz"), g.get("memory_bus_width_bits"))
-            if bw is not None:
-                out[g.index] = bw
-        return out
+        gpus = self.report.environment.gpus
+        return {g.index: bw for g in gpus
+                if (bw := theoretical_bandwidth_gbps(g.get("mem_clock_max_mhz"), g.get("memory_bus_width_bits")))
+                is not None}
 
 
 def analyse_bench(env: Environment, bench: Bench) -> BenchAnalysis:
