@@ -443,10 +443,8 @@ def compare_analysed(base: tuple[str, Analysis], other: tuple[str, Analysis], *,
     settings = matching.settings_differ(ba.bench.settings if ba else None, bb.bench.settings if bb else None)
     if ba and bb:
         # Shipped floors were learned from reruns on one physical GPU: never across models nor two GPUs of one.
-        name_a, name_b = ba.bench.device.name, bb.bench.device.name
-        if name_a != name_b or same is not True:
-            model_floors = None
-        else:
+        name_a = ba.bench.device.name
+        if name_a == bb.bench.device.name and same is True:
             model_floors = shipped.for_model(name_a) if floors is None else floors.get(name_a) if name_a else None
         found = _case_diffs(m, practical=practical, confidence=confidence, resamples=resamples, seed=seed,
                             model_floors=model_floors, settings=settings)
@@ -489,6 +487,4 @@ def diff_analysed(analysed: Sequence[tuple[str, Analysis]], *, practical: float 
 
 def diff(reports: Sequence[tuple[str, Report]], **kw: Any) -> Diff:
     """Compare every report with the first (each analysed here); ``kw``: as ``diff_analysed``'s."""
-    if len(reports) < 2:
-        raise ValueError("diff needs at least two reports")
     return diff_analysed([(label, analyse(r)) for label, r in reports], **kw)
