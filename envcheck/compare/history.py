@@ -220,11 +220,7 @@ def history_analysed(analysed: Sequence[tuple[str, Analysis]], *, practical: flo
         raise ValueError("history needs at least one report")
     ordered = sorted(analysed, key=lambda la: _when(la[1].report))
     first = ordered[0]
-    ops: dict[str, None] = {}
-    for _, a in ordered:
-        for b in a.report.benches[:1]:
-            for case in b.cases:
-                ops.setdefault(case.op, None)
+    ops = dict.fromkeys(c.op for _, a in ordered for b in a.report.benches[:1] for c in b.cases)
     kw = {"practical": practical, "resamples": resamples, "seed": seed}
     declared = tuple({s.name: s for _, a in ordered for b in a.report.benches for s in b.ops}.values())
     sampling = [_sampling(a) for _, a in ordered]
