@@ -167,11 +167,7 @@ def not_applied(fleet: Fleet, rules: Sequence[Rule], metrics: Sequence[Sequence[
 
 
 def _rule_for(name: str, rules: Sequence[Rule]) -> Rule | None:
-    best = None
-    for r in rules:
-        if name.startswith(r.metric) and (best is None or len(r.metric) > len(best.metric)):
-            best = r
-    return best
+    return max((r for r in rules if name.startswith(r.metric)), key=lambda r: len(r.metric), default=None)
 
 
 def _references(metrics: Sequence[Sequence[Metric]]) -> tuple[Reference, ...]:

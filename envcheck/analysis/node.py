@@ -208,9 +208,7 @@ OUTLIER_METRICS = ("bandwidth_gbps", "matmul_tflops")
 def skip_reason(reason: str) -> tuple[str, str | None]:
     """A ``NodeSkip`` reason as (key, detail): ``crashed: OSError: x`` is (``crashed``, ``OSError: x``)."""
     head, sep, detail = reason.partition(": ")
-    if head == CRASHED and sep:
-        return CRASHED, detail
-    return reason, None
+    return (CRASHED, detail) if head == CRASHED and sep else (reason, None)
 
 
 @dataclass(frozen=True)
