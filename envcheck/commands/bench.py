@@ -8,6 +8,7 @@ from typing import TextIO
 
 from envcheck.commands import run
 from envcheck.commands.options import BenchOptions, RunOptions
+from envcheck.render.i18n import t
 
 
 def execute(s: BenchOptions, deps: run.Collaborators | None = None, stderr: TextIO | None = None,
@@ -18,7 +19,7 @@ def execute(s: BenchOptions, deps: run.Collaborators | None = None, stderr: Text
     source = discover.source_argument(s.source)
 
     def find(say: run.Say) -> run.Cases:
-        say(f"reading the ops {s.source} declares (in a subprocess)")
+        say(t("bench.cli.reading", source=s.source))
         ops = discover.discover(source)
         interpret = os.environ.get("TRITON_INTERPRET") == "1"  # the worker inherits it: Triton runs interpreted
         return run.Cases(lambda env: discover.plan(ops, source, s.quick, s.device, env, interpret=interpret),
