@@ -111,19 +111,30 @@ def read_outputs(out_dir: str | os.PathLike[str]) -> tuple[RankOutput, ...]:
     return tuple(outs)
 
 
+def _worker_events(out_dir: str | os.PathLike[str], prefix: str) -> list[list[dict[str, Any]]]:
+    return [read_events(p.read_text(encoding="utf-8", errors="replace"))
+            for p in sorted(Path(out_dir).glob(f"{prefix}rank*.jsonl"))]
+
+
 def worker_pids(out_dir: str | os.PathLike[str], prefix: str = "") -> list[int]:
     """Pids the workers reported (``<prefix>rank<r>.jsonl``) still running this module (not a recycled pid)."""
     pids = []
-    for p in sorted(Path(out_dir).glob(f"{prefix}rank*.jsonl")):
-        for ev in read_events(p.read_text(encoding="utf-8", errors="replace")):
-            if ev["event"] == "start" and isinstance(ev.get("pid"), int):
-                try:
-                    cmd = Path(f"/proc/{ev['pid']}/cmdline").read_bytes()
-                except OSError:
-                    continue
-                if WORKER_MODULE.encode() in cmd:
-                    pids.append(ev["pid"])
+    for ev in (e for evs in _worker_events(out_dir, prefix) for e in evs):
+        if ev["event"] == "start" and isinstance(ev.get("pid"), int):
+            try:
+                cmd = Path(f"/proc/{ev['pid']}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if WORKER_MODULE.encode() in cmd:
+                pids.append(ev["pid"])
     return pids
+
+
+def workers_done(out_dir: str | os.PathLike[str], prefix: str, nproc: int) -> bool:
+    """This node's ``nproc`` workers all said done and ended: torchrun waits only for other nodes' agents now."""
+    evs = _worker_events(out_dir, prefix)
+    return (len(evs) == nproc and all(any(e["event"] == "done" for e in r) for r in evs)
+            and not worker_pids(out_dir, prefix))
 
 
 def assemble(outputs: Sequence[RankOutput], plan: SweepPlan, world_size: int, scope: str,
@@ -243,7 +254,8 @@ def launch_sweep(plan: SweepPlan, placement: Placement, out_dir: str | os.PathLi
                          master_port=placement.master_port)
     prefix = LEARN_PREFIX if learn else ""
     log = d / f"torchrun.{prefix}node{placement.node_rank}.log"
-    return launcher.run(argv, clean_env(extra), timeout, log_path=str(log), orphans=lambda: worker_pids(d, prefix))
+    return launcher.run(argv, clean_env(extra), timeout, log_path=str(log), orphans=lambda: worker_pids(d, prefix),
+                        finished=lambda: workers_done(d, prefix, placement.nproc))
 
 
 # Share of a sweep's time limit the learning launch may use (it runs each size once, untimed).
