@@ -134,8 +134,8 @@ def charts_once(undrawn_charts, lang: str) -> contextlib.AbstractContextManager[
 
 @contextlib.contextmanager
 def gpu_charts_undrawn() -> Iterator[None]:
-    """A node page's GPU charts (``gpu<i>_...``, 22 of its 25) as placeholders: they carry no machine text there,
-    and the run test above draws the same charts from hostile reports; the node's and the world's are drawn."""
+    """A node page's GPU charts (``gpu<i>_...``, 22 of its 25) as placeholders: no machine text reaches them (the
+    run test above draws them for its every-fragment example); the node's and the world's charts are drawn."""
     from conftest import PLACEHOLDER_SVG
 
     from envcheck.render import chart_draw
@@ -180,7 +180,9 @@ def test_run_renders_never_obey_machine_text(undrawn_charts, host, gpu, env_valu
     r = hostile_report(host, gpu, env_value, note_label, title, finding, fix, detail)
     a = analyse(r)
     for lang in ("en", "zh-CN"):
-        with charts_once(undrawn_charts, lang):
+        # No machine text of a run reaches its charts (the GPU's name and the notes are on the page around them):
+        # drawn for the example with every fragment in every field, placeholders for the draws.
+        with contextlib.nullcontext() if lang == "en" and host == EVERY else undrawn_charts():
             check_html(render_html(r, lang, analysis=a))
         check_markdown(render_markdown(r, lang, "r_charts", analysis=a))
     check_terminal(capture(lambda c: print_run(c, r, a), width=100))
