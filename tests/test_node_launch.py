@@ -107,14 +107,10 @@ def test_a_job_whose_workers_all_finished_is_not_held_by_torchruns_exit_barrier(
     marker, pid = tmp_path / "workers_done", tmp_path / "pid"
     code = (f"import os, time; open({str(pid)!r}, 'w').write(str(os.getpid())); open({str(marker)!r}, 'w')\n"
             "time.sleep(600)\n")
-    launch = SubprocessLauncher(grace_s=1.0).run([sys.executable, "-c", code], clean_env(), 300,
+    launch = SubprocessLauncher(grace_s=0.2).run([sys.executable, "-c", code], clean_env(), 300,
                                                  finished=marker.exists)
     assert launch.returncode == 0 and not launch.timed_out and not launch.ended_early
     assert not _alive(int(pid.read_text()))
-    # Not finished: a job that runs to its limit is stopped as timed out, not counted a success.
-    slow = SubprocessLauncher(grace_s=1.0).run([sys.executable, "-c", "import time; time.sleep(600)"], clean_env(), 2,
-                                               finished=lambda: False)
-    assert slow.timed_out and slow.returncode != 0
 
 
 def test_a_nodes_workers_are_done_once_each_said_done_and_ended(tmp_path):
