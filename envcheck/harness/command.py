@@ -74,12 +74,9 @@ def run(argv: Sequence[str], timeout: float, *, env: Mapping[str, str] | None = 
                                 stderr=subprocess.STDOUT if merge else subprocess.PIPE, start_new_session=True,
                                 env=dict(env) if env is not None else clean_env(),
                                 preexec_fn=parent_death_signal() if die_with_parent else None)
-    except FileNotFoundError:
-        return RunResult(args, None, error="not found", wall_s=time.monotonic() - start)
-    except PermissionError:
-        return RunResult(args, None, error="permission denied", wall_s=time.monotonic() - start)
     except (OSError, ValueError) as e:
-        return RunResult(args, None, error=f"cannot start ({e})", wall_s=time.monotonic() - start)
+        why = {FileNotFoundError: "not found", PermissionError: "permission denied"}.get(type(e), f"cannot start ({e})")
+        return RunResult(args, None, error=why, wall_s=time.monotonic() - start)
     group = scope.Session(proc)
     got: dict[int, list[bytes]] = {}
     with scope.live(group):

@@ -5,6 +5,7 @@ before the end is kept; a planned size never reported is ``skipped="not_run"``, 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
@@ -40,11 +41,7 @@ NARROW_SIZE = 256 * MiB
 
 def sizes(lo: int = MiB, hi: int = 4 * GiB, factor: int = 4) -> tuple[int, ...]:
     """nccl-tests' ``-b lo -e hi -f factor`` sweep: 1 MiB, 4 MiB, ... 4 GiB by default."""
-    out, s = [], lo
-    while s <= hi:
-        out.append(s)
-        s *= factor
-    return tuple(out)
+    return tuple(itertools.takewhile(lambda s: s <= hi, (lo * factor**k for k in itertools.count())))
 
 
 @dataclass(frozen=True)
@@ -100,10 +97,9 @@ def read_outputs(out_dir: str | os.PathLike[str]) -> tuple[RankOutput, ...]:
     d = Path(out_dir)
     outs = []
     for p in sorted(d.glob("rank*.jsonl")):
-        try:
-            rank = int(p.stem[4:])
-        except ValueError:
+        if not p.stem[4:].isdecimal():
             continue
+        rank = int(p.stem[4:])
         text = p.read_text(encoding="utf-8", errors="replace")
         log = d / f"nccl.rank{rank}.log"
         log_text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
@@ -111,30 +107,26 @@ def read_outputs(out_dir: str | os.PathLike[str]) -> tuple[RankOutput, ...]:
     return tuple(outs)
 
 
-def _worker_events(out_dir: str | os.PathLike[str], prefix: str) -> list[list[dict[str, Any]]]:
-    return [read_events(p.read_text(encoding="utf-8", errors="replace"))
-            for p in sorted(Path(out_dir).glob(f"{prefix}rank*.jsonl"))]
-
-
 def worker_pids(out_dir: str | os.PathLike[str], prefix: str = "") -> list[int]:
     """Pids the workers reported (``<prefix>rank<r>.jsonl``) still running this module (not a recycled pid)."""
     pids = []
-    for ev in (e for evs in _worker_events(out_dir, prefix) for e in evs):
-        if ev["event"] == "start" and isinstance(ev.get("pid"), int):
-            try:
-                cmd = Path(f"/proc/{ev['pid']}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if WORKER_MODULE.encode() in cmd:
-                pids.append(ev["pid"])
+    for p in sorted(Path(out_dir).glob(f"{prefix}rank*.jsonl")):
+        for ev in read_events(p.read_text(encoding="utf-8", errors="replace")):
+            if ev["event"] == "start" and isinstance(ev.get("pid"), int):
+                try:
+                    cmd = Path(f"/proc/{ev['pid']}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                if WORKER_MODULE.encode() in cmd:
+                    pids.append(ev["pid"])
     return pids
 
 
 def workers_done(out_dir: str | os.PathLike[str], prefix: str, nproc: int) -> bool:
     """This node's ``nproc`` workers all said done and ended: torchrun waits only for other nodes' agents now."""
-    evs = _worker_events(out_dir, prefix)
-    return (len(evs) == nproc and all(any(e["event"] == "done" for e in r) for r in evs)
-            and not worker_pids(out_dir, prefix))
+    files = list(Path(out_dir).glob(f"{prefix}rank*.jsonl"))
+    return len(files) == nproc and not worker_pids(out_dir, prefix) and all(
+        any(e["event"] == "done" for e in read_events(p.read_text(encoding="utf-8", errors="replace"))) for p in files)
 
 
 def assemble(outputs: Sequence[RankOutput], plan: SweepPlan, world_size: int, scope: str,

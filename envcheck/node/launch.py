@@ -2,14 +2,14 @@
 nccl-tests) with ``run``, Python children (the copies) with ``spawn``.
 
 torchrun starts each worker in a session of its own, so ending torchrun's session leaves them alive: a job
-names the pids it started (``orphans``: the workers report theirs first), killed by id after it. Once its
-workers all said done (``finished``), torchrun only waits in its exit barrier for the other nodes' agents: up
-to 300 s for a node that was lost, so after the grace it is stopped and the job counts as its workers' success.
-"""
+names the pids it started (``orphans``: the workers report theirs first), killed by id after it. Once they all
+said done (``finished``), torchrun only waits in its exit barrier for the other nodes' agents (300 s for a node
+that was lost): after the grace it is stopped, and the job has succeeded as its workers did."""
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import signal
 import sys
@@ -65,10 +65,8 @@ def _kill_orphans(orphans: Callable[[], Iterable[int]] | None) -> None:
         try:
             os.killpg(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
 
 
 class SubprocessLauncher:
