@@ -116,6 +116,9 @@ def test_a_job_whose_workers_all_finished_is_not_held_by_torchruns_exit_barrier(
 def test_a_nodes_workers_are_done_once_each_said_done_and_ended(tmp_path):
     # A live process running the worker module (by its command line), as torchrun's worker would.
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", WORKER_MODULE])
+    deadline = time.monotonic() + 60  # a real worker is past its exec when it writes its pid
+    while WORKER_MODULE.encode() not in Path(f"/proc/{proc.pid}/cmdline").read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.01)
 
     def events(pid: int, done: bool) -> str:
         return json.dumps({"event": "start", "pid": pid}) + ('\n{"event":"done"}\n' if done else "\n")
