@@ -152,5 +152,6 @@ def test_measuring_commands_on_the_cpu_say_nothing_in_english(session: Session) 
     session.run("bench", str(USER_FILE), "--quick", "--format", "json", "--timeout", "300")
     session.run("snapshot", "--out", str(session.tmp / "snap.json"))
     session.run("check", "--replay", str(session.tmp / "snap.json"))
-    assert not session.english()
+    found = session.english()
+    assert not found, "\n".join(f"{k}: {v}" for k, v in found.items())
 
