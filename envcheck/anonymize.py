@@ -85,7 +85,7 @@ def command_key() -> bytes:
     try:
         return load_key()
     except OSError as e:
-        raise UsageError(f"cannot read or make the anonymisation key: {e}") from None
+        raise UsageError("error.anonymize_key", error=e) from None
 
 
 class Anonymizer:

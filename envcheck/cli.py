@@ -125,22 +125,22 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from envcheck.harness.signals import as_interrupt, stop_signals
     from envcheck.model import ReportError
     from envcheck.model.codec import gc_paused
-    from envcheck.render.i18n import DEFAULT_LANG, language
+    from envcheck.render.escape import visible
+    from envcheck.render.i18n import DEFAULT_LANG, language, t
 
-    try:
-        handler = importlib.import_module(f"envcheck.commands.{args.command}").main
-        # A command makes no cycles worth collecting, while the collector would walk a large report again and
-        # again. SIGTERM and SIGHUP end it as Ctrl-C does: its children go first. The language, once per command.
-        with gc_paused(), stop_signals(as_interrupt), language(getattr(args, "lang", None) or DEFAULT_LANG):
-            return int(handler(typed(args)))
-    except (UsageError, ReportError) as e:
-        from envcheck.render.escape import visible
-
-        print(visible(f"envcheck {args.command}: error: {e}"), file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print(f"envcheck {args.command}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    with language(getattr(args, "lang", None) or DEFAULT_LANG):  # once per command, its errors included
+        try:
+            handler = importlib.import_module(f"envcheck.commands.{args.command}").main
+            # A command makes no cycles worth collecting, while the collector would walk a large report again and
+            # again. SIGTERM and SIGHUP end it as Ctrl-C does: its children go first.
+            with gc_paused(), stop_signals(as_interrupt):
+                return int(handler(typed(args)))
+        except (UsageError, ReportError) as e:
+            print(visible(t("cli.error", command=args.command, error=e)), file=sys.stderr)
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            print(t("cli.interrupted", command=args.command), file=sys.stderr)
+            return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

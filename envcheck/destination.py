@@ -8,10 +8,11 @@ import os
 import stat
 from pathlib import Path
 
+from envcheck.errors import Said
 from envcheck.files import exists
 
 
-class DestinationError(Exception):
+class DestinationError(Said):
     """A file cannot be written where asked (one line: what is wrong with the folder)."""
 
 
@@ -27,24 +28,24 @@ def prepare_folder(folder: Path, create: bool = True) -> None:
     """``folder`` made if missing and checked writable (DestinationError otherwise). ``create=False``: only checked,
     the nearest existing folder on its path standing for it (for a writer that makes the folders itself)."""
     if exists(folder) and not folder.is_dir():
-        raise DestinationError(f"{folder} is a file, not a folder: choose a file name in a folder")
+        raise DestinationError("error.dest_is_file", path=folder)
     if not create:
         nearest = folder
         while not exists(nearest) and nearest.parent != nearest:
             nearest = nearest.parent
         if not nearest.is_dir():
-            raise DestinationError(f"cannot create the folder {folder}: {nearest} is a file")
+            raise DestinationError("error.dest_nearest_file", path=folder, nearest=nearest)
         if not os.access(nearest, os.W_OK | os.X_OK):
-            raise DestinationError(f"{nearest} is not writable: choose another folder")
+            raise DestinationError("error.dest_unwritable", path=nearest)
         return
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
-        raise DestinationError(f"cannot create the folder {folder}: part of its path is a file") from None
+        raise DestinationError("error.dest_path_file", path=folder) from None
     except OSError as e:
-        raise DestinationError(f"cannot create the folder {folder} ({e.strerror or e})") from None
+        raise DestinationError("error.dest_create", path=folder, error=e.strerror or e) from None
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise DestinationError(f"{folder} is not writable: choose another folder")
+        raise DestinationError("error.dest_unwritable", path=folder)
 
 
 def private_folder(folder: Path) -> None:
@@ -56,21 +57,21 @@ def private_folder(folder: Path) -> None:
     except FileExistsError:
         pass  # verified below, whoever made it
     except OSError as e:
-        raise DestinationError(f"cannot create the folder {folder} ({e.strerror or e})") from None
+        raise DestinationError("error.dest_create", path=folder, error=e.strerror or e) from None
     try:
         st = os.lstat(folder)
     except OSError as e:
-        raise DestinationError(f"cannot inspect {folder} ({e.strerror or e})") from None
+        raise DestinationError("error.dest_inspect", path=folder, error=e.strerror or e) from None
     if stat.S_ISLNK(st.st_mode):
-        raise DestinationError(f"{folder} is a symbolic link, not a folder of this user's")
+        raise DestinationError("error.dest_symlink", path=folder)
     if not stat.S_ISDIR(st.st_mode):
-        raise DestinationError(f"{folder} is not a folder")
+        raise DestinationError("error.not_folder", path=folder)
     if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
-        raise DestinationError(f"{folder} belongs to another user (uid {st.st_uid})")
+        raise DestinationError("error.dest_other_user", path=folder, uid=st.st_uid)
     if st.st_mode & 0o077:
         # Ours, but open to others (a loose umask): a report names the host and its GPUs, so close it first.
         with contextlib.suppress(OSError, NotImplementedError):
             os.chmod(folder, 0o700, follow_symlinks=False)
         mode = stat.S_IMODE(os.lstat(folder).st_mode)
         if mode & 0o022:
-            raise DestinationError(f"{folder} is writable by other users (mode {mode:o})")
+            raise DestinationError("error.dest_open", path=folder, mode=f"{mode:o}")

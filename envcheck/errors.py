@@ -1,5 +1,5 @@
-"""Errors people see and the exit statuses scripts read: one place, importing nothing of envcheck, so any layer may
-raise these without importing the command line."""
+"""Errors people see and the exit statuses scripts read: one place, importing nothing of envcheck until a message is
+said, so any layer may raise these without importing the command line."""
 
 from __future__ import annotations
 
@@ -10,7 +10,21 @@ EXIT_NOTHING_COMPARED = 3  # diff --fail-on-regression judged no row: neither a 
 EXIT_INTERRUPTED = 130  # Ctrl-C or SIGTERM: what finished was kept
 
 
-class UsageError(Exception):
+class Said(Exception):
+    """An error in envcheck's words: a catalogue key and its parameters (text already), said in the language of the
+    command that shows it; ``str()`` looks the key up then (render/i18n.py), so any layer may raise one."""
+
+    def __init__(self, key: str, **params: object) -> None:
+        super().__init__(key)
+        self.key, self.params = key, params
+
+    def __str__(self) -> str:
+        from envcheck.render.i18n import has, phrase
+
+        return phrase(self.key, self.params) if has(self.key) else self.key
+
+
+class UsageError(Said):
     """Bad input from the user: printed as one line, exit status 2."""
 
 

@@ -44,17 +44,17 @@ def read_text(p: Path, max_bytes: int, error: type[Exception], what: str) -> str
     try:
         fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except FileNotFoundError:
-        raise error(f"{p}: no such file") from None
+        raise error("error.no_such_file", path=p) from None
     except OSError as e:
-        raise error(f"{p}: cannot read ({e.strerror or e})") from None
+        raise error("error.cannot_read", path=p, error=e.strerror or e) from None
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
-            raise error(f"{p}: is a directory, not a {what} file")
+            raise error("error.is_dir", path=p, what=what)
         if not stat.S_ISREG(st.st_mode):
-            raise error(f"{p}: not a regular file (a pipe, socket or device), not a {what}")
+            raise error("error.not_regular", path=p, what=what)
         if st.st_size > max_bytes:
-            raise error(f"{p}: {st.st_size} bytes, too large to be a {what} (at most {max_bytes >> 20} MiB)")
+            raise error("error.too_large.bytes", path=p, what=what, count=st.st_size, most=max_bytes >> 20)
         with os.fdopen(fd, "rb", closefd=False) as f:
             data = f.read(max_bytes + 1)
         limit = max_bytes
@@ -63,16 +63,15 @@ def read_text(p: Path, max_bytes: int, error: type[Exception], what: str) -> str
             d = zlib.decompressobj(16 + zlib.MAX_WBITS)
             data = d.decompress(data, limit + 1)  # never more than the limit in memory: a bomb stops here
             if not d.eof and not d.unconsumed_tail:
-                raise error(f"{p}: cannot read (the compressed {what} ends early)")
+                raise error("error.ends_early", path=p, what=what)
         if len(data) > limit:  # it grew while it was read, or decompressed to more
-            raise error(f"{p}: too large to be a {what} (at most {max_bytes >> 20} MiB"
-                        + (f"; more than {limit} bytes once decompressed, {MAX_INFLATION} times its compressed size)"
-                           if limit < max_bytes else ")"))
+            raise error(f"error.too_large{'.inflated' if limit < max_bytes else ''}", path=p, what=what,
+                        most=max_bytes >> 20, limit=limit, times=MAX_INFLATION)
         return data.decode("utf-8")
     except (OSError, zlib.error) as e:
-        raise error(f"{p}: cannot read ({e.__class__.__name__}: {e})") from None
+        raise error("error.cannot_read", path=p, error=f"{e.__class__.__name__}: {e}") from None
     except UnicodeDecodeError as e:
-        raise error(f"{p}: not UTF-8 text (byte {e.start}), not a {what}") from None
+        raise error("error.not_utf8", path=p, byte=e.start, what=what) from None
     finally:
         os.close(fd)
 
@@ -102,15 +101,15 @@ def read_json(text: str, error: type[Exception], what: str) -> Json:
     try:
         data = encodable(json.loads(text))
     except json.JSONDecodeError as e:
-        raise error(f"not valid JSON ({e.msg} at line {e.lineno})") from None
+        raise error("error.not_json", error=e.msg, line=e.lineno) from None
     except RecursionError:
-        raise error(f"nested too deeply to be a {what}") from None
+        raise error("error.too_deep", what=what) from None
     except ValueError as e:  # an integer literal of thousands of digits (int's string conversion limit)
-        raise error(f"not a {what} ({str(e).split(';')[0]})") from None
+        raise error("error.not_a", what=what, error=str(e).split(";")[0]) from None
     try:
         check_numbers(data, ints=False)
     except ValueError as e:
-        raise error(str(e)) from None
+        raise error("error.as_is", error=e) from None
     return data
 
 def convert(data: object, tp: type[T], where: str = "", dec_hook: Hook | None = None) -> T:

@@ -82,4 +82,4 @@ def write_report(out_dir: Path, stem: str, content: str) -> Path:
             return model.write_new(out_dir / f"{name}.json", content)
         except FileExistsError:  # another run took the name between the check and the write
             continue
-    raise model.ReportError(f"{out_dir}: {MAX_ATTEMPTS} reports named {stem}* already exist")
+    raise model.ReportError("error.names_taken", path=out_dir, count=MAX_ATTEMPTS, stem=stem)

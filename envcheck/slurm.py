@@ -27,10 +27,8 @@ def node_name() -> str:
     env = os.environ.get("SLURMD_NODENAME")
     name = env if env else socket.gethostname().split(".")[0]
     if not _NODE_NAME.fullmatch(name) or name.lower() in _NOT_ONE_NODE:
-        where = "SLURMD_NODENAME" if env else "the host name"
         shown = visible(name[:80] + ("..." if len(name) > 80 else ""))
-        raise UsageError(f"--slurm-drain: {where} '{shown}' is not one node's name (letters, digits, '-', '_', '.'; "
-                         "no hostlist, no ALL): nothing drained")
+        raise UsageError(f"error.slurm_name{'' if env else '.host'}", name=shown)
     return name
 
 
@@ -39,7 +37,7 @@ def ready() -> tuple[str, str]:
     name = node_name()
     scontrol = shutil.which("scontrol")
     if scontrol is None:
-        raise UsageError("--slurm-drain: scontrol is not on PATH (run it on a Slurm node, or drop --slurm-drain)")
+        raise UsageError("error.scontrol_missing")
     return name, scontrol
 
 
@@ -49,10 +47,10 @@ def drain(reason: str) -> str:
     argv = [scontrol, "update", f"NodeName={name}", "State=DRAIN", f"Reason={reason}"]
     done = command.run(argv, SCONTROL_TIMEOUT_S, env=clean_env(allow=("SLURM_*",)))
     if done.timed_out:
-        raise UsageError(f"--slurm-drain: scontrol did not answer in {SCONTROL_TIMEOUT_S:.0f} s")
+        raise UsageError("error.scontrol_timeout", limit=f"{SCONTROL_TIMEOUT_S:.0f}")
     if done.returncode is None:
-        raise UsageError(f"--slurm-drain: cannot run scontrol ({done.error})")
+        raise UsageError("error.scontrol_start", error=done.error)
     if done.returncode != 0:
         said = (done.stderr or done.stdout).strip().splitlines()
-        raise UsageError(f"--slurm-drain: scontrol failed (exit {done.returncode}): {said[0] if said else ''}")
+        raise UsageError("error.scontrol_failed", code=done.returncode, said=said[0] if said else "")
     return name

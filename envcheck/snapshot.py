@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envcheck.errors import Said
 from envcheck.outside_json import Json, read_json, read_text
 from envcheck.outside_text import encodable
 
@@ -28,7 +29,7 @@ VERSION = 1
 MAX_SNAPSHOT_BYTES = 32 << 20
 
 
-class SnapshotError(Exception):
+class SnapshotError(Said):
     """A file that cannot be read as a snapshot (one-line message)."""
 
 
@@ -54,21 +55,19 @@ def from_dict(data: Json) -> Snapshot:
 
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         got = data.get("format") if isinstance(data, dict) and isinstance(data.get("format"), str) else None
-        raise SnapshotError(f"not an envcheck snapshot ({f'an {got[:40]!r} document' if got else 'no format field'}): "
-                            "envcheck snapshot writes one")
+        raise SnapshotError(f"error.not_snapshot{'.got' if got else ''}", got=repr(got and got[:40]))
     version = data.get("version")
     if isinstance(version, bool) or not isinstance(version, int):
-        raise SnapshotError("version: expected an integer")
+        raise SnapshotError("error.version_not_int", field="version")
     if version > VERSION:
-        raise SnapshotError(f"snapshot version {version} is newer than this envcheck understands ({VERSION}): "
-                            "upgrade envcheck (pip install -U envcheck)")
+        raise SnapshotError("error.snapshot_newer", version=version, known=VERSION)
     if version < 1:
-        raise SnapshotError(f"unknown snapshot version {version}")
+        raise SnapshotError("error.snapshot_version", version=version)
     sections: dict[str, Json] = {k: {} if data.get(k) is None else data.get(k) for k in ("meta", "host", "nvml")}
     try:
         check_sections(sections)
     except ValueError as e:
-        raise SnapshotError(str(e)) from None
+        raise SnapshotError("error.as_is", error=e) from None
     return Snapshot(**sections)
 
 
@@ -84,7 +83,7 @@ def load(path: str | os.PathLike[str]) -> Snapshot:
     try:
         return loads(text)
     except SnapshotError as e:
-        raise SnapshotError(f"{p}: {e}") from None
+        raise SnapshotError("error.flag", flag=p, error=e) from None
 
 
 def replay(snap: Snapshot) -> tuple[ReplayHost, TableNvml]:

@@ -222,7 +222,7 @@ def test_the_slow_gemm_control_runs_one_uncounted_gemm_after_every_nine(monkeypa
 
 
 def test_a_control_runs_on_its_gpu_alone():
-    from envcheck.burn.plan import plans
+    from envcheck.burn.protocol import plans
 
     assert [p.control for p in plans((0, 1, 2), 1.0, control="slow_gemm", control_gpu=1)] == [None, "slow_gemm", None]
     assert [p.control for p in plans((2, 3), 1.0, control="flip_bit")] == ["flip_bit", None]

@@ -19,7 +19,7 @@ from crosscheck_fakes import MATMUL, MiB, all_reduce, bench, captured, case, lau
 from fake_crosscheck_worker import TOKEN, command
 
 from envcheck import cli, model
-from envcheck.crosscheck import copies, headline, kernel_worker, kernels, loops, nccl_tests_run
+from envcheck.crosscheck import copies, kernel_worker, kernels, loops, nccl_tests_run
 from envcheck.crosscheck.run import CrosscheckRun, run_crosscheck
 from envcheck.harness.failures import Crash, Outcome
 from envcheck.model import Note
@@ -40,12 +40,12 @@ def test_headlines_are_each_op_and_precisions_largest_case_for_torch_and_triton(
               case("vector_add", "torch", "fp16", (1 << 20,), 6.0),  # fp16's largest fits L2 (6 MiB < 3 x 60): timed too
               case("matmul", "torch", "fp16", (2048, 2048, 2048), 20.0), case("matmul", "torch", "fp16", MATMUL, 100.0),
               case("matmul", "triton", "fp16", MATMUL, 110.0))
-    got = [(h.case.op, h.case.impl, h.case.dtype, h.case.shape) for h in headline.headlines(b)]
+    got = [(c.op, c.impl, c.dtype, c.shape) for c in kernels.headlines(b)]
     assert got == [("vector_add", "torch", "fp32", (1 << 28,)), ("vector_add", "triton", "fp32", (1 << 28,)),
                    ("vector_add", "torch", "fp16", (1 << 20,)),
                    ("matmul", "torch", "fp16", MATMUL), ("matmul", "triton", "fp16", MATMUL)]
     cpu = model.Bench(model.BenchDevice("cpu", "x"), cases=b.cases)
-    assert headline.headlines(cpu) == ()
+    assert kernels.headlines(cpu) == ()
 
 
 def test_the_worker_builds_the_suites_call_and_times_it_with_the_tool_alone():

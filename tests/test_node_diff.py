@@ -21,8 +21,7 @@ from envcheck.compare.diff import compare, diff
 from envcheck.compare.export import to_data
 from envcheck.compare.fleet_nodes import diff_nodes, nodes_of
 from envcheck.compare.match import BY_IDENTITY, NodeId, pair_nodes
-from envcheck.compare.node_diff import compare_sides
-from envcheck.compare.node_read import node_side
+from envcheck.compare.node_diff import compare_sides, node_side
 
 GIB = 1 << 30
 

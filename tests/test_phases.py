@@ -14,7 +14,7 @@ from in_lang import print_run, render_html, render_markdown
 from envcheck import model
 from envcheck.analysis import analyse
 from envcheck.analysis.phases import OTHER, bench_phases
-from envcheck.bench import assemble, protocol, repeat, runner
+from envcheck.bench import protocol, repeat, runner
 from envcheck.bench.phases import Stopwatch
 from envcheck.bench.suite import CPU_QUICK_SETTINGS, Plan, PlannedCase
 from envcheck.model import Bench, BenchDevice, Case, Timing
@@ -139,7 +139,7 @@ def test_the_runner_clocks_the_workers_start_and_exit(tmp_path) -> None:
     out = runner.run_worker(plan, lambda ev: None, 60.0, command=command(script))
     assert out.done and out.phases["ceilings"] == 3.5 and out.phases["inputs"] == 0.25
     assert out.phases["startup"] >= 0.2 and out.phases["shutdown"] >= 0.0  # measured: no bound on a busy machine
-    bench = assemble.assemble(plan, out, "2026-11-29T00:00:00Z", 30.0)
+    bench = runner.assemble(plan, out, "2026-11-29T00:00:00Z", 30.0)
     assert bench.phases == out.phases and bench.cases[0].phases == {"sampling": 0.5}
 
 

@@ -183,7 +183,7 @@ def test_no_probe_child_outlives_envcheck_check_ended_by_a_signal(tmp_path: Path
 def test_a_module_planted_where_envcheck_runs_is_never_imported_by_a_probe_child(tmp_path: Path, monkeypatch) -> None:
     """A json.py or torch.py in the folder the user runs envcheck from (a cloned repo, downloads), or on
     PYTHONPATH: before, the probe children ran ``python -c`` with that folder first on sys.path."""
-    from envcheck.probes.links_probe import probe_links_isolated
+    from envcheck.probes.link_counters import probe_links_isolated
 
     mark = tmp_path / "imported"
     for name in ("json.py", "torch.py", "pynvml.py"):

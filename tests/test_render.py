@@ -339,7 +339,7 @@ def test_every_key_the_analysis_uses_is_in_the_catalogue():
 
 def test_every_key_the_code_and_the_templates_name_is_in_the_catalogue():
     """Babel's extraction (babel.cfg: Python, and Jinja's templates) of every key given to t() or phrase() as
-    written: a key named in the code has its message."""
+    written, or to an error of envcheck's own words (errors.Said): a key named in the code has its message."""
     from babel.messages.extract import extract_from_dir
     from babel.messages.frontend import parse_mapping_cfg
 
@@ -348,7 +348,8 @@ def test_every_key_the_code_and_the_templates_name_is_in_the_catalogue():
     found = {(Path(name).name, msg if isinstance(msg, str) else msg[0]) for name, _, msg, _, _ in
              extract_from_dir(ROOT / "envcheck", [(p.removeprefix("envcheck/"), m) for p, m in methods],
                               {k.removeprefix("envcheck/"): v for k, v in options.items()},
-                              keywords={"t": None, "phrase": None, "_": None})}
+                              keywords={"t": None, "phrase": None, "_": None, "UsageError": None, "ReportError": None,
+                                        "SnapshotError": None, "DestinationError": None, "error": None})}
     assert {k for _, k in found} >= {"report.title", "section.health", "burn.col.device", "diff.node.col.test"}
     # Key-shaped strings only: Babel's tokenizer also takes a tensor named ``t`` for the function (collective_bench).
     keys = {(name, k) for name, k in found if re.fullmatch(r"[a-z0-9_]+(\.[\w-]+)+", k)}

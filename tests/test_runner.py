@@ -16,7 +16,7 @@ import pytest
 from fake_worker import command
 
 from envcheck import model
-from envcheck.bench import assemble, protocol, runner
+from envcheck.bench import protocol, runner
 from envcheck.bench.suite import GPU_QUICK_SETTINGS, Plan, PlannedCase
 from envcheck.model import BenchDevice, Case, CeilingRun, MonitorWindow, Note, Skip, StopCause, Timing
 
@@ -98,7 +98,7 @@ def test_normal_run_collects_typed_events_and_feeds_the_plan(tmp_path):
     assert out.stderr_tail == "compiler chatter"
     assert sum(isinstance(e, protocol.CaseStarted) for e in seen) == 3 and isinstance(seen[-1], protocol.Noted)
 
-    bench = assemble.assemble(PLAN, out, "2026-11-22T22:00:00Z", 12.3456)
+    bench = runner.assemble(PLAN, out, "2026-11-22T22:00:00Z", 12.3456)
     assert bench.device == DEVICE and not bench.partial and bench.duration_s == 12.346
     assert bench.notes == (Note("bench.compile_off"), Note("bench.l2_cold", {"l2_bytes": 62914560}))
     assert bench.settings == GPU_QUICK_SETTINGS and bench.ceiling_runs == (CEILING,)
@@ -115,7 +115,7 @@ def test_crash_mid_way_keeps_finished_cases_and_records_the_stop(tmp_path):
     assert out.returncode == -signal.SIGSEGV and len(out.cases) == 2 and not out.interrupted
     assert out.stop == model.Stop(StopCause.CRASHED, finished=2, planned=4, during=PLANNED[2].key, signal="SIGSEGV",
                                   returncode=-signal.SIGSEGV, detail="Fatal Python error: Segmentation fault")
-    bench = assemble.assemble(PLAN, out, "2026-11-22T22:00:00Z", 1.0)
+    bench = runner.assemble(PLAN, out, "2026-11-22T22:00:00Z", 1.0)
     assert bench.partial and bench.stop == out.stop
     unrun = [s for s in bench.skipped if s.reason.key == "skip.not_run"]
     assert [(s.op, s.impl, s.precision) for s in unrun] == [("matmul", "torch", "tf32"), ("matmul", "triton", "tf32")]
@@ -165,7 +165,7 @@ def test_ctrl_c_stops_the_worker_and_keeps_what_finished(tmp_path):
     assert out.interrupted and len(out.cases) == 2
     assert (out.stop.cause, out.stop.signal, out.stop.finished, out.stop.planned) == (StopCause.USER, "SIGINT", 2, 4)
     assert out.returncode is not None and out.returncode < 0  # terminated by signal
-    bench = assemble.assemble(PLAN, out, "2026-11-22T22:00:00Z", 1.0)
+    bench = runner.assemble(PLAN, out, "2026-11-22T22:00:00Z", 1.0)
     assert sum(s.reason == Note("skip.not_run", {"cause": "user"}) for s in bench.skipped) == 2
 
 
@@ -173,7 +173,7 @@ def test_worker_that_cannot_start_is_reported_not_raised(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "executable", str(tmp_path / "no-such-python"))
     out = runner.run_worker(PLAN, lambda ev: None, 5)
     assert out.stop.cause == StopCause.START_FAILED and out.stop.detail.startswith("FileNotFoundError")
-    bench = assemble.assemble(PLAN, out, "2026-11-22T22:00:00Z", 0.0)
+    bench = runner.assemble(PLAN, out, "2026-11-22T22:00:00Z", 0.0)
     assert bench.device.name == "NVIDIA H200 (probed)"  # the worker never said: the probes' name
     assert len(bench.skipped) == 4
 
@@ -188,7 +188,7 @@ def test_a_worker_is_ended_once_it_sent_done_and_its_teardown_is_not_waited_for(
         assert time.monotonic() - t0 < 30  # not the sleep, nor the time limit
         assert out.done and out.stop is None and out.notes == [] and len(out.cases) == 4
         assert 0 <= out.phases["shutdown"] < 30
-        bench = assemble.assemble(PLAN, out, "2026-11-22T22:00:00Z", 1.0)
+        bench = runner.assemble(PLAN, out, "2026-11-22T22:00:00Z", 1.0)
         assert not bench.partial and bench.skipped == ()
 
 
@@ -212,12 +212,12 @@ def test_a_skip_of_one_precision_leaves_the_other_precision_unrun():
     plan = Plan("cuda", 0, (tf32, ieee), GPU_QUICK_SETTINGS, DEVICE)
     out = runner.BenchOutcome(skips=[tf32.skip(Note("skip.out_of_memory"))],
                               stop=model.Stop(StopCause.CRASHED, 1, 2, signal="SIGSEGV"))
-    (unrun,) = assemble.unrun_skips(plan, out)
+    (unrun,) = runner.unrun_skips(plan, out)
     assert unrun == ieee.skip(Note("skip.not_run", {"cause": "crashed"}))
     # A skip that names no precision (schema-1 workers) stands for every precision.
     legacy = runner.BenchOutcome(skips=[Skip("matmul", "torch", "fp32", shape, Note("x"))],
                                  stop=model.Stop(StopCause.USER))
-    assert assemble.unrun_skips(plan, legacy) == []
+    assert runner.unrun_skips(plan, legacy) == []
 
 
 def _gone(pid: int, wait_s: float = 10.0) -> bool:

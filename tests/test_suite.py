@@ -240,7 +240,7 @@ def test_cpu_machine_plans_torch_only_small_sizes_and_says_why():
 
 
 def test_cpu_threads_are_the_physical_cores_less_one_on_small_machines():
-    from envcheck.bench.threads import cpu_threads
+    from envcheck.bench.suite import cpu_threads
 
     assert cpu_threads(lambda: 2, lambda: 4) == 1  # a 2-core VM: one for torch, one for the harness
     assert cpu_threads(lambda: 4, lambda: 8) == 3

@@ -14,7 +14,7 @@ import pytest
 from envcheck.errors import UsageError
 from envcheck.userbench import DeclarationError, Op
 from envcheck.userbench import discover as disc
-from envcheck.userbench import plan as uplan
+from envcheck.userbench import discover as uplan
 from tests.test_suite import cpu_env
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,8 +8,7 @@ import pytest
 from envcheck.bench import protocol
 from envcheck.bench.suite import PlannedCase
 from envcheck.model import Settings, to_dict
-from envcheck.userbench.discover import load
-from envcheck.userbench.plan import CODE
+from envcheck.userbench.discover import CODE, load
 from tests.test_userbench import GOOD, write
 
 FAST = Settings(warmup_ms=1, rep_ms=2, min_samples=3, max_samples=5, cold_l2=False, threads=1)

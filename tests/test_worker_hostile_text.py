@@ -35,7 +35,7 @@ def test_hostile_text_from_a_user_s_code_leaves_every_view_valid_and_one_line(tm
     from in_lang import junit_xml, render_html, render_markdown
 
     from envcheck.analysis import analyse
-    from envcheck.bench import assemble
+    from envcheck.bench import runner
     from tests.test_outputs import _schema
 
     monkeypatch.setenv("HF_TOKEN", SECRET)
@@ -48,7 +48,7 @@ def test_hostile_text_from_a_user_s_code_leaves_every_view_valid_and_one_line(tm
     out, _ = run_script(tmp_path, steps)
     assert out.stop.cause == StopCause.EXITED and len(out.cases) == 3
     report = model.Report("0.1.0", "2026-11-22T22:00:00Z", "h", "run", model.Environment(),
-                          benches=(assemble.assemble(PLAN, out, "2026-11-22T22:00:00Z", 1.0),))
+                          benches=(runner.assemble(PLAN, out, "2026-11-22T22:00:00Z", 1.0),))
     text = model.dumps(report)
     text.encode("utf-8")
     assert model.loads(text) == report

@@ -1,15 +1,9 @@
 """Derived numbers: everything computed from a report's raw results, in one place.
 
-``analyse(report)`` returns an ``Analysis``: per benchmarked device, its ceilings (theoretical
-and measured, each with its source), every case's derived numbers (``CaseResult``: GB/s,
-TFLOP/s, shares of the ceilings, speedup, verdict, flags, NVML conditions), findings,
-recommendations and totals; for a node run (``report.node``) the node's analysis (``node``:
-per-GPU rates and outliers, link paths, copies, collectives, counters, problems); for a fleet
-report the fleet's (``fleet``: each node analysed the same way, verdicts, world collectives); for a run
-with ``--crosscheck`` its cross-checks (``crosscheck``: each of envcheck's numbers against an independent
-tool's, the ratio and its bar).
-Terminal, Markdown, HTML, charts, diff and history read these; none of them computes a
-throughput, a share, a speedup, a flag or a verdict itself.
+``analyse(report)`` returns an ``Analysis``: per benchmarked device its ceilings, every case's numbers
+(``CaseResult``), findings, recommendations and totals; the node's, the fleet's, the burn-in's and the
+cross-checks' analyses where the report has them. Every view, diff and history reads these; none of them
+computes a throughput, a share, a speedup, a flag or a verdict itself.
 """
 
 from __future__ import annotations
@@ -51,11 +45,15 @@ class BenchAnalysis:
     @cached_property
     def best(self) -> dict[str, Finding]:
         """Per op, the finding naming its best row (a compute-bound op's fastest precision's)."""
+        def tflops(f: Finding) -> float:
+            v = f.params.get("tflops")
+            return float(v) if isinstance(v, (int, float)) else 0.0
+
         out: dict[str, Finding] = {}
         for f in self.findings:
             if f.key in ("finding.bandwidth_best", "finding.compute_best", "finding.compute_best_nopeak"):
-                op = f.params["op"]
-                if op not in out or (f.params.get("tflops") or 0) > (out[op].params.get("tflops") or 0):
+                op = str(f.params["op"])
+                if op not in out or tflops(f) > tflops(out[op]):
                     out[op] = f
         return out
 
@@ -117,11 +115,7 @@ class Analysis:
         return out
 
 
-def analyse_bench(report: Report, bench: Bench) -> BenchAnalysis:
-    return analyse_bench_in(report.environment, bench)
-
-
-def analyse_bench_in(env: Environment, bench: Bench) -> BenchAnalysis:
+def analyse_bench(env: Environment, bench: Bench) -> BenchAnalysis:
     """One bench against the environment it ran in (a fleet node's own, for instance)."""
     ceils = ceilings(env, bench)
     results = case_results(bench, ceils)
@@ -132,9 +126,9 @@ def analyse_bench_in(env: Environment, bench: Bench) -> BenchAnalysis:
 
 def analyse(report: Report) -> Analysis:
     with gc_paused():  # many objects, no cycles: see model/codec.py
-        benches = tuple(analyse_bench(report, b) for b in report.benches)
+        benches = tuple(analyse_bench(report.environment, b) for b in report.benches)
         node = analyse_node(report.node, benches, report.environment) if report.node is not None else None
-        fleet = analyse_fleet(report.fleet, analyse_bench_in) if report.fleet is not None else None
+        fleet = analyse_fleet(report.fleet, analyse_bench) if report.fleet is not None else None
         burn = analyse_burn(report.burn) if report.burn is not None else None
         cross = analyse_crosscheck(report.crosscheck, report.benches, report.node) if report.crosscheck is not None else None
         nodes = report.fleet.nodes if report.fleet is not None else ()

@@ -22,8 +22,7 @@ from envcheck.model.node import XidEvent
 
 @dataclass(frozen=True)
 class Threshold:
-    """A limit a verdict uses: ``value`` and the tool or practice it is anchored to (``anchor``:
-    catalogue ``burn.anchor.<anchor>``)."""
+    """A limit a verdict uses and the tool or practice it is anchored to (catalogue ``burn.anchor.<anchor>``)."""
 
     key: str
     value: float
@@ -70,9 +69,7 @@ class Reference:
     tflops: float
 
 
-# The middle of the per-GPU medians of this project's committed healthy burns (docs/burn.md): H100 1225-1231
-# in evidence/2026-11-25_2224Z_vm_2x-h100_burn.json.gz; H200 1189-1243 in evidence/2026-11-28_17*Z_vm_*-h200_burn_*
-# (the healthy burns and the GPUs of the control burns that ran no control).
+# The middle of the per-GPU medians of the committed healthy burns (docs/burn.md).
 REFERENCES: Mapping[str, Reference] = {r.sku: r for r in (
     Reference("NVIDIA H100 80GB HBM3", "fp8", (8192, 8192, 16384), 1228.0),
     Reference("NVIDIA H200", "fp8", (8192, 8192, 16384), 1216.0),
@@ -88,8 +85,7 @@ class BurnFinding:
 
 @dataclass(frozen=True)
 class Drift:
-    """A least-squares line through a quantity over a phase: its fall over the phase as a share of
-    the mean (negative: it fell), and that slope in standard errors."""
+    """A least-squares line over a phase: its change as a share of the mean (negative: a fall) and its t."""
 
     change: float
     t: float
@@ -103,9 +99,8 @@ class Drift:
 
 @dataclass(frozen=True)
 class Margin:
-    """How far one GPU stood from one rule: ``value`` against ``limit`` (percent for shares and
-    falls, a count otherwise); ``room``: the distance to firing in the same unit, negative when it
-    fired. ``rule``: catalogue ``burn.rule.<rule>``; ``threshold``: the THRESHOLDS key it reads."""
+    """How far one GPU stood from one rule (``burn.rule.<rule>``, read against THRESHOLDS[``threshold``]):
+    ``value`` against ``limit`` (percent for shares and falls), ``room`` to firing, negative when it fired."""
 
     rule: str
     threshold: str
@@ -193,16 +188,12 @@ class BurnAnalysis:
 
     @property
     def verdict(self) -> str:
-        """``fail`` when any GPU failed or the host logged an Xid; ``stopped`` when interrupted before
-        that; else ``pass``."""
+        """``fail`` when any GPU failed or the host logged an Xid; else ``stopped`` when interrupted."""
         if self.findings or any(g.status == "fail" for g in self.gpus):
             return "fail"
         if self.interrupted or any(g.status != "pass" for g in self.gpus) or not self.gpus:
             return "stopped" if self.interrupted else "fail"
         return "pass"
-
-
-# --------------------------------------------------------------------------- numbers
 
 
 def _median(xs: Sequence[float]) -> float | None:
@@ -226,8 +217,7 @@ def drift(t: Sequence[float], y: Sequence[float]) -> Drift | None:
 
 
 def _late(t: Sequence[float], y: Sequence[float]) -> tuple[list[float], list[float]]:
-    """The points after the first third of the span: before that a GPU reaching its temperature at the
-    power cap lowers its clocks (leakage grows with heat), which is how it settles, not a fault."""
+    """The points after the first third of the span: a GPU settling at its power cap slows as it heats."""
     cut = min(t) + (max(t) - min(t)) / 3 if t else 0.0
     keep = [(a, b) for a, b in zip(t, y, strict=True) if a >= cut]
     return [a for a, _ in keep], [b for _, b in keep]
@@ -239,8 +229,8 @@ def settled(t: Sequence[float], y: Sequence[float]) -> Drift | None:
 
 
 def settled_reference(t: Sequence[float], y: Sequence[float]) -> float | None:
-    """The GPU's own settled speed: the nearest-rank SETTLED_PERCENTILE of its settled values (None with fewer
-    than MIN_POINTS). Its cold first intervals run 10-15% above what it then holds: never a reference."""
+    """The GPU's own settled speed (its cold start runs 10-15% above): the nearest-rank SETTLED_PERCENTILE of
+    its settled values (None with fewer than MIN_POINTS)."""
     late = sorted(_late(t, y)[1])
     return late[max(0, math.ceil(SETTLED_PERCENTILE * len(late)) - 1)] if len(late) >= MIN_POINTS else None
 
@@ -275,9 +265,6 @@ def _pci(text: str | None) -> tuple[int, int, int] | None:
     return (int(m[1], 16), int(m[2], 16), int(m[3], 16)) if m else None
 
 
-# --------------------------------------------------------------------------- verdicts
-
-
 def _stop_finding(stop: Stop, lost_s: float | None) -> BurnFinding | None:
     if stop.cause in (StopCause.USER, StopCause.SIGNAL):
         return None  # interrupted: nothing is known against the GPU
@@ -288,8 +275,7 @@ def _stop_finding(stop: Stop, lost_s: float | None) -> BurnFinding | None:
 
 
 def _on_cpu(g: BurnGpu) -> bool:
-    """A CPU burn (``burn --cpu``) tests the code path at tiny sizes on shared cores: no NVML counters,
-    and its rates are figures of nothing, so none is derived."""
+    """A CPU burn tests the code path at tiny sizes on shared cores: its rates are figures of nothing."""
     return g.device is not None and g.device.backend == "cpu"
 
 
@@ -330,40 +316,38 @@ def analyse_gpu(g: BurnGpu, xids: tuple[XidEvent, ...]) -> GpuBurn:
         pending = tel.remap_pending is not None and any(x > 0 for x in tel.remap_pending)
     margins: list[Margin] = []
 
-    def over(rule: str, threshold: str, value: float | None, *, pct: bool = False) -> bool:
-        """Judges ``value`` (a count, or a share/fall as a fraction when ``pct``) against the
-        threshold's limit, fired above it; records the margin."""
+    def over(rule: str, value: float | None, *, pct: bool = False) -> bool:
+        """Whether ``value`` (a fraction when ``pct``) is above the rule's limit; records the margin."""
         if value is None:
             return False
         scale = 100.0 if pct else 1.0
-        limit = THRESHOLDS[threshold].value * scale
-        margins.append(Margin(rule, threshold, value * scale, limit, limit - value * scale))
+        limit = THRESHOLDS[rule].value * scale
+        margins.append(Margin(rule, rule, value * scale, limit, limit - value * scale))
         return margins[-1].fired
 
     sdc = g.sdc
-    if over("sdc", "sdc", sdc.mismatch_count if sdc is not None else None):
+    if over("sdc", sdc.mismatch_count if sdc is not None else None):
         assert sdc is not None
         first = sdc.mismatches[0] if sdc.mismatches else None
         found.append(BurnFinding("sdc", {"count": sdc.mismatch_count, "iteration": first.iteration if first else None,
                                          "t_s": first.t_s if first else None,
                                          "element": first.element if first else None}, "sdc"))
-    if over("bit_errors", "bit_errors", g.memtest.error_bits if g.memtest is not None else None):
+    if over("bit_errors", g.memtest.error_bits if g.memtest is not None else None):
         assert g.memtest is not None
         first_r = g.memtest.errors[0] if g.memtest.errors else None
         found.append(BurnFinding("bit_errors", {"bits": g.memtest.error_bits, "ranges": len(g.memtest.errors),
                                                 "address": f"{first_r.start_address:#x}" if first_r else None,
                                                 "pattern": first_r.pattern if first_r else None}, "bit_errors"))
-    if over("xids", "xids", len(xids)):
+    if over("xids", len(xids)):
         found.append(BurnFinding("xids", {"count": len(xids), "xid": xids[0].xid}, "xids"))
-    if over("ecc_uncorrected", "ecc_uncorrected", ecc_u):
+    if over("ecc_uncorrected", ecc_u):
         found.append(BurnFinding("ecc_uncorrected", {"count": ecc_u}, "ecc_uncorrected"))
-    if over("remap_pending", "remap_pending", int(pending) if tel is not None and tel.remap_pending is not None
-            else None):
+    if over("remap_pending", int(pending) if tel is not None and tel.remap_pending is not None else None):
         found.append(BurnFinding("remap_pending", {}, "remap_pending"))
-    if over("pcie_replays", "pcie_replays", replays):
+    if over("pcie_replays", replays):
         found.append(BurnFinding("pcie_replays", {"count": replays, "limit": THRESHOLDS["pcie_replays"].value},
                                  "pcie_replays"))
-    if tshare is not None and over("throttle_share", "throttle_share", tshare, pct=True):
+    if tshare is not None and over("throttle_share", tshare, pct=True):
         found.append(BurnFinding("throttled", {"share_pct": 100 * tshare, "reasons": reasons},
                                  "throttle_share"))
     finished_gemm = gemm is not None and gemm.finished
@@ -384,13 +368,13 @@ def analyse_gpu(g: BurnGpu, xids: tuple[XidEvent, ...]) -> GpuBurn:
         if gr.drift.falling:
             found.append(BurnFinding("throughput_falling", {"fall_pct": -100 * gr.drift.change}, "drift"))
     if finished_gemm and gr is not None and gr.median and gr.settled and \
-            over("ceiling_margin", "ceiling_margin", 1 - gr.median / gr.settled, pct=True):
+            over("ceiling_margin", 1 - gr.median / gr.settled, pct=True):
         found.append(BurnFinding("below_settled", {"median": gr.median, "settled": gr.settled,
                                                    "below_pct": 100 * (1 - gr.median / gr.settled)},
                                  "ceiling_margin"))
     ref = reference_for(g)
     if ref and finished_gemm and gr is not None and gr.median and \
-            over("reference_margin", "reference_margin", 1 - gr.median / ref.tflops, pct=True):
+            over("reference_margin", 1 - gr.median / ref.tflops, pct=True):
         found.append(BurnFinding("below_reference", {"median": gr.median, "reference": ref.tflops, "sku": ref.sku,
                                                      "below_pct": 100 * (1 - gr.median / ref.tflops)},
                                  "reference_margin"))
@@ -410,9 +394,8 @@ def analyse_gpu(g: BurnGpu, xids: tuple[XidEvent, ...]) -> GpuBurn:
 
 
 def _drift_margin(rule: str, d: Drift) -> Margin:
-    """A drift's margin: its fall (percent) against the limit. A fall past the limit that is not a
-    slope (fewer than ``drift_t`` standard errors from none, or too few points) does not fire: its
-    room reads 0, at the edge."""
+    """A drift's fall (percent) against the limit; past it but no slope (too few points or standard errors):
+    room 0, at the edge."""
     limit = 100 * THRESHOLDS["drift"].value
     fall = -100 * d.change
     return Margin(rule, "drift", fall, limit, limit - fall if d.falling else max(limit - fall, 0.0))

@@ -1,22 +1,8 @@
-"""The physical limits a device's cases are judged against, each with where its number came from.
-
-Bandwidth (GB/s, 1e9 bytes/s):
-* theoretical: NVML's max memory clock x bus width: ``2 x clock_MHz x 1e6 x bus_bits / 8``
-  (the 2 is the double data rate NVML's memory clock does not include). H200: 2 x 3201 x
-  6016 / 8 = 4814.3 GB/s; H100 SXM: 2 x 2619 x 5120 / 8 = 3352.3 GB/s. Where NVML cannot
-  give both (GeForce cards under WSL2), the datasheet's figure stands in, and where the
-  datasheet has none the ceiling is missing with the reason.
-* measured: the best of the bandwidth kernels the worker timed in the same run (copy,
-  read-only reduction, write-only fill, triad), each at a size far past L2: a read-heavy op
-  can beat a 1:1 copy, so the copy alone is no ceiling.
-
-Compute (TFLOP/s, dense, fp32 accumulation as PyTorch uses):
-* theoretical: ``peaks.compute_peaks`` (datasheet row, or SMs x clock x per-SM rate with the
-  GeForce and tensor-clock corrections, or a recorded reason).
-* measured: the best cuBLAS rate over the matmul shapes the worker timed for that precision.
-
-This is the one place these numbers are derived; schema-1 reports' measured values (stored
-without samples) are used as recorded.
+"""The physical limits a device's cases are judged against, each with where its number came from: bandwidth
+(GB/s) theoretical from NVML (``2 x clock_MHz x 1e6 x bus_bits / 8``, the 2 for the double data rate; else the
+datasheet's figure, else missing with the reason) and measured as the best bandwidth kernel timed far past L2
+in the same run (a read-heavy op can beat a 1:1 copy); compute (TFLOP/s) theoretical from ``peaks`` and
+measured as the best cuBLAS rate of the precision. Schema-1 reports' measured values are used as recorded.
 """
 
 from __future__ import annotations
@@ -25,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from envcheck.analysis.peaks import Source, compute_peaks, spec_bandwidth
-from envcheck.model import Bench, CeilingRun, Environment, Gpu, Timing
+from envcheck.model import Bench, CeilingRun, Environment, Gpu
 from envcheck.ops import ITEMSIZE, PRECISIONS, spec
 
 BANDWIDTH = "bandwidth"
@@ -65,10 +51,7 @@ class Ceilings:
     missing: tuple[MissingCeiling, ...] = ()
 
     def get(self, name: str, kind: str) -> Ceiling | None:
-        for c in self.found:
-            if c.name == name and c.kind == kind:
-                return c
-        return None
+        return next((c for c in self.found if c.name == name and c.kind == kind), None)
 
 
 def theoretical_bandwidth_gbps(mem_clock_max_mhz: float | None, bus_width_bits: int | None) -> float | None:
@@ -130,12 +113,6 @@ def run_rate(run: CeilingRun) -> float:
     return run_bytes(run) / seconds / 1e9
 
 
-def _run_source(run: CeilingRun, timing: Timing) -> Source:
-    return Source("measured_" + run.kernel, {
-        "size": "x".join(str(d) for d in run.shape), "dtype": run.dtype, "samples": timing.n,
-        "method": timing.method})
-
-
 def _measured(bench: Bench) -> list[Ceiling]:
     best: dict[str, tuple[float, CeilingRun]] = {}
     for run in bench.ceiling_runs:
@@ -148,8 +125,9 @@ def _measured(bench: Bench) -> list[Ceiling]:
         rate = run_rate(run)
         if name not in best or rate > best[name][0]:
             best[name] = (rate, run)
-    out = [Ceiling(name, MEASURED, rate, UNITS[name], _run_source(run, run.timing))
-           for name, (rate, run) in best.items()]
+    out = [Ceiling(name, MEASURED, rate, UNITS[name], Source("measured_" + run.kernel, {
+        "size": "x".join(str(d) for d in run.shape), "dtype": run.dtype, "samples": run.timing.n,
+        "method": run.timing.method})) for name, (rate, run) in best.items()]
     for rec in bench.recorded_ceilings:
         if rec.name not in best:
             out.append(Ceiling(rec.name, MEASURED, rec.value, rec.unit, Source("recorded", {"text": rec.source})))

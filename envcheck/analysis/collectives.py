@@ -82,26 +82,19 @@ def layout(op: str, size_bytes: int, n: int, element_bytes: int = 4) -> Layout:
     raise ValueError(f"unknown collective {op!r}")
 
 
-def _mean_over_ranks(timings: Sequence[RankTiming]) -> float | None:
-    per_rank = [statistics.fmean(t.timing.samples_us) for t in timings if len(t.timing.samples_us)]
+def mean_time_us(result: CollectiveResult) -> float | None:
+    """Per-call time as nccl-tests reports it by default (``-a 1``): each rank's mean, averaged over the ranks."""
+    per_rank = [statistics.fmean(t.timing.samples_us) for t in result.timings if len(t.timing.samples_us)]
     return statistics.fmean(per_rank) if per_rank else None
 
 
-def mean_time_us(result: CollectiveResult) -> float | None:
-    """Per-call time of one call as nccl-tests reports it by default (``-a 1``): each rank's mean
-    iteration time, averaged over the ranks. None without samples."""
-    return _mean_over_ranks(result.timings)
-
-
 def capture_means_us(result: CollectiveResult) -> tuple[float, ...]:
-    """Each graph capture's time of one call: its replays' mean on each rank, averaged over the ranks, in the order
-    the captures were taken. A rank's ``gpu_timings`` hold ``captures`` runs of equal length one after the other
-    (``envcheck.node.collective_bench.CollectiveBench.measure``); where they do not divide so (a report written
-    otherwise), or there was one capture, every replay counts as one capture's. Empty without GPU time."""
+    """Each graph capture's replay mean, averaged over the ranks, in capture order (empty without GPU time)."""
     return _capture_means(result.gpu_timings, result.captures)
 
 
 def _capture_means(timings: Sequence[RankTiming], captures: int) -> tuple[float, ...]:
+    # A rank's samples hold ``captures`` equal runs back to back; where they do not divide so, one capture.
     series = [t.timing.samples_us for t in timings if len(t.timing.samples_us)]
     if not series:
         return ()
@@ -115,25 +108,9 @@ def _capture_means(timings: Sequence[RankTiming], captures: int) -> tuple[float,
 
 
 def gpu_time_us(result: CollectiveResult) -> float | None:
-    """GPU time of one call (CUDA-graph replays), from each graph capture's mean (its replays' mean on each rank,
-    averaged over the ranks, as nccl-tests' graph mode (``-G``) reports one run); with one capture, that mean.
-
-    Each capture is a draw of what moves a collective's pace from one process to the next, and nccl-tests' run
-    is one such draw; ``tools/evidence/compare_node.py`` holds envcheck against the median of several runs.
-
-    - Captures of one allocation differ by their communicator, and those draws take two values: all_to_all
-      64 MiB on 2 x H100 ran at about 138.5 us a call on most communicators and 145-150 on some. The GPU time is
-      the median of the captures, the pace of the typical communicator, as the reference's median is. Their mean
-      would move with how many slow ones a run drew: at 1736Z, 3 of 12 ran slow, and the mean read 237.5 GB/s
-      busbw against nccl-tests' 242.8 (0.978), the median 241.4 (0.994)
-      (evidence/2026-11-26_1736Z_vm_2x-h100_node.json.gz, tests/test_device_compare.py).
-    - Captures on fresh allocations each (sizes above 3x L2, ``result.allocations``) differ by where their
-      buffers landed, a spread without two values (reduce_scatter 4 GiB read 274-314 GB/s over ten
-      allocations): the GPU time is their mean. Over the 22 committed 2 x H100 and 4 x H100 runs of
-      1134Z-1736Z, the mean left 1 of 330 such rows over 2% from nccl-tests' median, the median 4
-      (evidence/device-logs/2026-11-26_node_runs_mean_vs_median.md).
-
-    None where there is no GPU time (``result.gpu_reason``)."""
+    """GPU time of one call (CUDA-graph replays, as nccl-tests' ``-G``) from the captures' means: on one
+    allocation their median (communicators run at one of two paces; the median is the typical one), on fresh
+    allocations their mean (a spread by where buffers land). docs/node.md has the evidence. None without it."""
     means = capture_means_us(result)
     if not means:
         return None
@@ -155,19 +132,15 @@ def _cv(timings: Sequence[RankTiming]) -> float | None:
     return statistics.pstdev(xs) / mean if mean > 0 else None
 
 
-# A size's GPU replays ran at more than one pace where their mean lies this far above their fastest tenth (on some
-# rank). On 2 x H100 all_to_all 64 MiB ran at about 138-140 us a call on some communicators and 147-151 on others in
-# the same run (2026-11-26 1508Z). Over the fourteen node runs of 1309Z-1511Z (evidence/2026-11-26_*_vm_2x-h100_node
-# .json) the four where it read 232.6-234.9 GB/s busbw, between the paces, lie 3.4-4.3% above; the ten at 240.1-242.8
-# 0.4-1.3%; and the other 119 sizes of one allocation in the six runs of 1458Z-1511Z at most 2.1%.
+# Replays whose mean lies this far above their fastest tenth (on some rank) ran at more than one pace
+# (mixed-pace runs read 3.4-4.3% above, steady ones at most 2.1%: docs/node.md).
 UNSTEADY_RATIO = 1.03
 UNSTEADY_MIN_SAMPLES = 10  # fewer replays than this say nothing about a second pace
 
 
 def pace_spread(result: CollectiveResult) -> float | None:
-    """How far the GPU replays' mean lies above their fastest tenth, on the rank where it lies furthest (0.043:
-    4.3%); None without enough replays, or where the replays were spread over fresh allocations on purpose (where a
-    buffer lands moves a large size by several percent, envcheck.node.collective_bench.ALLOCATIONS)."""
+    """How far the GPU replays' mean lies above their fastest tenth, on the worst rank (0.043: 4.3%); None
+    without enough replays, or over fresh allocations (where a buffer lands moves the time on purpose)."""
     if result.allocations > 1:
         return None
     spreads = []
@@ -182,36 +155,20 @@ def pace_spread(result: CollectiveResult) -> float | None:
 
 
 def is_unsteady(spread: float | None) -> bool:
-    """A :func:`pace_spread` over ``UNSTEADY_RATIO`` - 1: the replays ran at more than one pace."""
     return spread is not None and spread > UNSTEADY_RATIO - 1
 
 
-# Which time a row's bandwidths and shares use: the GPU time, or (none: gloo, a refused capture, a
-# report from before GPU times) the per-call time, labelled so.
-TIME_BASES = ("gpu", "per_call")
 # Why a row has no GPU time: the model's reasons, and ``not_recorded`` for a report that predates them.
 NO_GPU_TIME = ("no_cuda_graphs", "capture_failed", "not_captured", "not_recorded")
 
 
 @dataclass(frozen=True)
 class CollectiveRow:
-    """One collective at one size, with nccl-tests' numbers and the algorithm NCCL chose.
-
-    ``algos``: the distinct (algorithm, protocol) pairs NCCL's rank 0 logged for this call, e.g.
-    ``(("RING", "SIMPLE"),)``; empty when unknown (``algo_reason``). ``status``: ``ok``, ``wrong``
-    (elements differed), ``error``, ``skipped`` or ``unverified`` (measured, not checked).
-
-    Two times, as for single-GPU ops: ``gpu_time_us`` (CUDA-graph replays: NCCL and the links alone)
-    and ``call_time_us`` (eager calls: what a ``torch.distributed`` caller pays). ``time_us``,
-    ``algbw_gbps``, ``busbw_gbps`` and ``cv`` are those of ``time_basis``: the GPU time where there is
-    one, else the per-call time (``gpu_reason``, one of ``NO_GPU_TIME``, says why). ``launch_bound``:
-    the per-call time is more than ``flags.LAUNCH_BOUND_RATIO`` x the GPU time, so a caller's cost at
-    this size is the host's, not the links'. ``call_busbw_gbps``: the busbw a caller sees per call.
-    ``pace_spread``: how far the GPU replays' mean lies above their fastest tenth (:func:`pace_spread`).
-    ``registered_time_us`` / ``registered_busbw_gbps``: the GPU time on buffers NCCL registered (zero-copy), where
-    measured, else ``registered_reason`` (``REGISTERED_REASONS``, None in reports from before it). Either check
-    finding a wrong element makes the row ``wrong``.
-    """
+    """One collective at one size, with nccl-tests' numbers and the (algorithm, protocol) pairs NCCL's rank 0
+    logged (``algos``; empty: ``algo_reason``). ``time_us``, the bandwidths and ``cv`` are of ``time_basis``:
+    the GPU time (graph replays) where there is one, else the per-call time (``gpu_reason`` says why).
+    ``launch_bound``: the per-call time is over ``LAUNCH_BOUND_RATIO`` x the GPU time. ``registered_*``: the
+    GPU time on buffers NCCL registered, else ``registered_reason``."""
 
     op: str
     size_bytes: int
@@ -344,6 +301,11 @@ def algorithm_changes(rows: Sequence[CollectiveRow]) -> tuple[tuple[str, int, st
 # all_to_all write a separate output: each is compared with nccl-tests' column of the same placement
 # (all_to_all out of place: nccl-tests' in-place alltoall is another operation, and unchecked).
 IN_PLACE_OPS = ("all_reduce", "broadcast")
+
+
+def placement_of(op: str) -> str:
+    return "in_place" if op in IN_PLACE_OPS else "out_of_place"
+
 NCCL_TESTS_MIN_BYTES = 0  # every size both ran
 # The bar (issue 17): within 5 % at every size, within 2 % from 64 MiB up, where the links dominate.
 NCCL_TESTS_TOLERANCE = 0.05
@@ -357,17 +319,10 @@ def nccl_tests_tolerance(size_bytes: int) -> float:
 
 @dataclass(frozen=True)
 class Agreement:
-    """envcheck's busbw for one op and size against nccl-tests' (``ratio`` = envcheck / nccl-tests).
-
-    Like is held against like: envcheck's GPU time (graph replays) against nccl-tests' CUDA-graph
-    mode (``-G``; ``theirs_mode`` ``graph_unregistered``, or ``graph`` for the registered time), or, where envcheck has only a per-call time (gloo, a
-    refused capture) or nccl-tests ran only eagerly, the per-call time against nccl-tests' default
-    eager loop (``eager``); ``basis`` says which of envcheck's times it is. ``within``: the ratio is
-    within ``tolerance`` (:func:`nccl_tests_tolerance` of the size); ``theirs_runs`` / ``theirs_range``: how
-    many nccl-tests runs the reference is the median of, and their spread. ``call_gbps`` / ``eager_gbps``:
-    envcheck's per-call busbw and nccl-tests' eager one, shown beside (no bar: a Python caller pays
-    more per call than nccl-tests' C loop, most at small sizes).
-    """
+    """envcheck's busbw for one op and size against nccl-tests' (``ratio`` = envcheck / nccl-tests), like
+    against like: a GPU time against ``-G`` (``theirs_mode`` ``graph_unregistered``, or ``graph`` when
+    registered), else the per-call time against the eager loop; ``basis``: which of envcheck's times.
+    ``theirs_runs`` / ``theirs_range``: the runs the reference is the median of, and their spread."""
 
     op: str
     size_bytes: int
@@ -389,7 +344,6 @@ class Agreement:
 
     @property
     def ours_unsteady(self) -> bool:
-        """envcheck's GPU replays ran at more than one pace (``CollectiveRow.unsteady``): its time is a mix."""
         return is_unsteady(self.ours_pace_spread)
 
     @property
@@ -418,11 +372,8 @@ def _median_placement(ps: list[Placement]) -> Placement:
 
 
 def medians(rows: Iterable[NcclTestsRow]) -> tuple[NcclTestsRow, ...]:
-    """Rows of several nccl-tests runs of the same sizes (one log holding every run) as one row per
-    (op, size): each column the median over the runs, ``#wrong`` the largest, with the runs counted and
-    each placement's busbw range kept. nccl-tests' own run-to-run spread at 1 GiB reached 2.6% on 2 x H200
-    (reduce_scatter 1992 against 1941 us, evidence/device-logs/2026-11-26_0019Z_2x-h200_nccl-tests.tgz),
-    as wide as the 2% bar: one run is too unsteady a reference. A single run comes back unchanged."""
+    """Several nccl-tests runs of the same sizes as one row per (op, size): each column the median, ``#wrong``
+    the largest, the runs counted and each placement's busbw range kept (one run varies as much as the bar)."""
     groups: dict[tuple[str, int], list[NcclTestsRow]] = {}
     for r in rows:
         groups.setdefault((r.op, r.size_bytes), []).append(r)
@@ -443,32 +394,19 @@ def medians(rows: Iterable[NcclTestsRow]) -> tuple[NcclTestsRow, ...]:
 def against_nccl_tests(collectives: Collectives, rows: Sequence[NcclTestsRow], graph_rows: Sequence[NcclTestsRow] = (),
                        min_bytes: int = NCCL_TESTS_MIN_BYTES, registered_rows: Sequence[NcclTestsRow] = (),
                        hold_eager: bool = False) -> tuple[Agreement, ...]:
-    """Every size at or above ``min_bytes`` that nccl-tests ran, with whether envcheck agrees.
-
-    ``rows``: ``envcheck.node.nccl_tests.NcclTestsRow`` of nccl-tests' default (eager) loop on the same GPUs;
-    ``graph_rows``: of its CUDA-graph mode (``-G``) with ``NCCL_GRAPH_REGISTER=0``, the counterpart of envcheck's
-    GPU time on plain buffers; ``registered_rows``: of ``-G`` with NCCL's defaults, where NCCL registers the
-    buffers a captured call uses (nccl-tests drives every GPU from one process, so it can register its plain
-    buffers), the counterpart of envcheck's GPU time on buffers from NCCL's allocator (``registered_time_us``;
-    between processes NCCL can register only those). nccl-tests' S and envcheck's ``size_bytes`` are the same
-    quantity, so rows match on (op, size); several runs of the same sizes count as one, each column their
-    median (``medians``).
-
-    One ``Agreement`` per size: the unregistered graph run where there is one and envcheck has a GPU time, else
-    the eager loop. With ``hold_eager``, the eager loop gets an ``Agreement`` of its own too, held against the
-    plain GPU time where nccl-tests' eager loop is not launch-bound (its time within the bar of its own
-    unregistered graph time: one thread launching every GPU's call in turn leaves gaps below a few MiB, e.g.
-    all_gather 1 MiB on 4 x H200: 34.3 us a call eager, 12.8 in -G); a launch-bound size is listed, not held
-    (``held`` False). With ``registered_rows``, one more ``Agreement`` per size (mode ``graph``). The modes are
-    named as ``model.crosscheck.NCCL_TESTS_MODES``: ``eager``, ``graph`` (NCCL's defaults), ``graph_unregistered``.
-    """
+    """Every size at or above ``min_bytes`` that nccl-tests ran (rows match on (op, size), several runs as their
+    ``medians``), with whether envcheck agrees: one ``Agreement`` per size against ``graph_rows`` (``-G`` with
+    ``NCCL_GRAPH_REGISTER=0``) where both have a GPU time, else against ``rows`` (the eager loop). ``hold_eager``:
+    the eager loop too, held only where it is not launch-bound (``eager_launch_bound``). ``registered_rows``
+    (``-G`` with NCCL's defaults): one more per size against envcheck's time on registered buffers."""
     ours = {(r.op, r.size_bytes): r for r in collective_rows(collectives)}
     graph = {(t.op, t.size_bytes): t for t in medians(graph_rows)}
+    plain = {(t.op, t.size_bytes): t for t in medians(rows)}
     out = []
-    for t in medians(rows):
+    for t in plain.values():
         if t.size_bytes < min_bytes:
             continue
-        placement = "in_place" if t.op in IN_PLACE_OPS else "out_of_place"
+        placement = placement_of(t.op)
         eager = _column(t, placement)
         mine = ours.get((t.op, t.size_bytes))
         g = graph.get((t.op, t.size_bytes))
@@ -485,20 +423,17 @@ def against_nccl_tests(collectives: Collectives, rows: Sequence[NcclTestsRow], g
     for t in medians(registered_rows):
         if t.size_bytes < min_bytes:
             continue
-        placement = "in_place" if t.op in IN_PLACE_OPS else "out_of_place"
+        placement = placement_of(t.op)
         mine = ours.get((t.op, t.size_bytes))
-        plain = next((r for r in medians(rows) if (r.op, r.size_bytes) == (t.op, t.size_bytes)), None)
-        out.append(_agreement(t, t, "graph", placement, mine,
-                              _column(plain, placement) if plain is not None else None, True,
+        p = plain.get((t.op, t.size_bytes))
+        out.append(_agreement(t, t, "graph", placement, mine, _column(p, placement) if p is not None else None, True,
                               mine.registered_busbw_gbps if mine is not None else None, "registered"))
     return tuple(out)
 
 
 def eager_launch_bound(eager: NcclTestsRow, graph: NcclTestsRow | None, placement: str) -> bool:
-    """nccl-tests' eager loop is launch-bound at this size: its busbw lies below that of its own CUDA-graph mode
-    without registration (the same calls and buffers, launched once) by more than the size's bar, so its time is
-    its host loop's (one thread launching every GPU's call in turn), not the links'. Unknown without the graph
-    run: not launch-bound."""
+    """nccl-tests' eager loop is launch-bound at this size: its busbw lies more than the bar below its own
+    unregistered ``-G`` run's (one thread launching every GPU's call in turn). Unknown without it: not."""
     if graph is None or not _column(graph, placement) > 0:
         return False
     return 1 - _column(eager, placement) / _column(graph, placement) > nccl_tests_tolerance(eager.size_bytes)

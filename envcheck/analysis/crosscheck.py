@@ -14,14 +14,10 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from envcheck.analysis.collectives import (
-    IN_PLACE_OPS,
-    against_nccl_tests,
-    collective_row,
-)
-from envcheck.analysis.copies import copy_row
+from envcheck.analysis.collectives import against_nccl_tests, collective_row, placement_of
+from envcheck.analysis.links import copy_row
 from envcheck.model import Bench, Case, Note
 from envcheck.model.crosscheck import Crosscheck, KernelTiming, LoopTiming, NcclTestsRun
 from envcheck.model.node import Collectives, Launch, Node
@@ -33,20 +29,7 @@ LOOP_BAR = 0.10
 NCCL_EAGER_MODE = "eager"
 
 KINDS = ("kernel", "copy", "collective")
-# What a row compares: a headline case's GPU time, a copy's bandwidth, a collective's busbw from its GPU time or
-# its per-call time, a collective's per-call time.
-QUANTITIES = ("gpu_time_us", "copy_gbps", "gpu_busbw_gbps", "registered_busbw_gbps", "call_busbw_gbps", "call_time_us")
 STATUSES = ("within", "outside", "not_compared")
-# Why a row has no ratio: a model.crosscheck.ROW_SKIPS reason; ``tool_failed`` (the tool raised on it: ``detail``);
-# ``no_counterpart`` (the tool gave nothing at this size); ``not_measured`` (envcheck has no such number);
-# ``no_gpu_time`` (envcheck's collective has a per-call time only).
-# ``launch_bound`` (nccl-tests' eager loop is its host's at this size: ``collectives.eager_launch_bound``).
-# ``kernel_differs``: the tool's Triton matmul ran another tile than the suite's race picked (``detail``: both).
-REASONS = ("fits_l2", "not_run", "tool_failed", "no_counterpart", "not_measured", "no_gpu_time", "launch_bound",
-           "kernel_differs")
-FINDING_KEYS = ("outside_bar", "tool_failed", "row_failed", "not_finished")
-# How a tool's launch ended badly (``launch_cause``).
-LAUNCH_CAUSES = ("timed_out", "interrupted", "launch_failed", "exit_status")
 CRASHED_NOTE = "crosscheck.crashed"  # a note envcheck writes when its own cross-check code raised (``detail``)
 DETAIL_LINES = 6  # of a failed tool's stderr, the last lines a finding carries
 
@@ -65,7 +48,8 @@ class Counterpart:
 class CrossRow:
     """envcheck's ``ours`` against the counterpart's ``theirs`` (``quantity``'s unit): ``ratio`` = ours / theirs,
     ``within`` when ``|ratio - 1| <= bar``, else ``outside``; ``not_compared`` with its ``reason``. The other
-    fields say what the row is of (a kernel case, a copy's GPUs, a collective's size and placement)."""
+    fields say what the row is of. ``reason``: a model.crosscheck.ROW_SKIPS reason, ``tool_failed``,
+    ``no_counterpart``, ``not_measured``, ``no_gpu_time``, ``launch_bound`` or ``kernel_differs`` (another tile)."""
 
     kind: str
     op: str
@@ -130,8 +114,6 @@ class CrosscheckAnalysis:
 
 def _held(row: CrossRow) -> CrossRow:
     """``row`` with its ratio and status, from ``ours`` and ``theirs`` (or its reason as given)."""
-    from dataclasses import replace
-
     if row.reason is not None:
         return row
     if row.ours is None:
@@ -216,10 +198,6 @@ def _nccl_settings(run: NcclTestsRun, placement: str) -> tuple[tuple[str, str], 
     return (("args", " ".join(run.argv[1:])), *sorted(run.env.items()), ("placement", placement), *version)
 
 
-def _busbw(row: NcclTestsRow, placement: str) -> float:
-    return (row.in_place if placement == "in_place" else row.out_of_place).busbw_gbps
-
-
 def collective_rows(cc: Crosscheck, node: Node | None) -> tuple[CrossRow, ...]:
     """The node sweep's collectives against nccl-tests' modes (``against_nccl_tests``) and every size's per-call
     time against the plain ``torch.distributed`` loop."""
@@ -259,7 +237,7 @@ def collective_rows(cc: Crosscheck, node: Node | None) -> tuple[CrossRow, ...]:
         if res.skipped or not res.timings:
             continue
         row = collective_row(res, sweep)
-        placement = "in_place" if res.op in IN_PLACE_OPS else "out_of_place"
+        placement = placement_of(res.op)
         loop = loops.get((res.op, res.size_bytes))
         part = Counterpart("torch_distributed_loop", None, _settings(("calls", loop.calls if loop else loop_calls)))
         out.append(_held(CrossRow("collective", res.op, "call_time_us", part, LOOP_BAR, row.call_time_us,
@@ -274,7 +252,7 @@ def collective_rows(cc: Crosscheck, node: Node | None) -> tuple[CrossRow, ...]:
 
 
 def launch_cause(launch: Launch) -> str | None:
-    """How a tool's launch ended badly (``LAUNCH_CAUSES``), None when it ran to a clean end."""
+    """How a tool's launch ended badly (``timed_out``, ``interrupted``, ``launch_failed``, ``exit_status``)."""
     if launch.ended_early is not None:
         return launch.ended_early
     if launch.returncode not in (0, None):

@@ -1,13 +1,6 @@
-"""Findings: what a benchmark run's own numbers say, as data.
-
-Pure functions of a bench's ``CaseResult`` s and ceilings: each returns ``Finding`` objects (a
-catalogue key, its parameters and the rows it speaks of) only when the data supports them,
-so a clean run gets no boilerplate. A finding is one sentence with a count; the rows it is
-about travel as case keys in ``rows``, for a renderer to point at or fold away, never inline
-in the sentence. Parameter names carry their unit (``_us``, ``_pct``, ``_err``, ``_tol``,
-``_x``, ``_gbps``, ``_tflops``, ``_shape``), so a renderer formats numbers without knowing
-the finding.
-
+"""Findings: what a benchmark run's own numbers say, as data (a catalogue key, its parameters and the rows it
+speaks of), only where the data supports them, so a clean run gets no boilerplate. Parameter names carry their
+unit (``_us``, ``_pct``, ``_x``, ``_gbps``...), so a renderer formats them without knowing the finding.
 ``recommendations`` turns findings into actions.
 """
 
@@ -20,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from envcheck.analysis import flags as fl
-from envcheck.analysis.ceilings import BANDWIDTH, MEASURED, THEORETICAL, Ceilings
+from envcheck.analysis.ceilings import THEORETICAL, Ceilings
 from envcheck.analysis.results import CaseResult, group_key
 from envcheck.analysis.summary import geomean
 from envcheck.model import Bench, CaseKey, StopCause
@@ -74,9 +67,6 @@ def _elements(r: CaseResult) -> int:
     return math.prod(r.case.shape)
 
 
-# --------------------------------------------------------------------------- individual findings
-
-
 def stopped(bench: Bench) -> list[Finding]:
     stop = bench.stop
     if stop is None:
@@ -127,9 +117,7 @@ def noisy(results: Sequence[CaseResult]) -> list[Finding]:
 
 
 def launch_bound(results: Sequence[CaseResult]) -> list[Finding]:
-    """Per op and implementation: how many rows are launch-bound, and the largest such size
-    (where launch cost, not the kernel, decides). Implementations differ: Triton's Python
-    launcher costs more than PyTorch's, so it stays launch-bound to larger sizes."""
+    """Per op and implementation (their launchers differ): how many rows are launch-bound, and the largest."""
     out = []
     flagged = _flagged(results, fl.LAUNCH_BOUND)
     for op in _ops(flagged):
@@ -142,13 +130,8 @@ def launch_bound(results: Sequence[CaseResult]) -> list[Finding]:
 
 
 def launch_overhead(results: Sequence[CaseResult]) -> list[Finding]:
-    """What a Python caller pays per call where an implementation is launch-bound.
-
-    Per non-torch implementation: its launch-bound rows that have a torch row in the same
-    group; the median eager launch time of each side over those pairs. Launch time, not launch
-    minus GPU time: in a launch-bound row the host launch overlaps the GPU work, so the
-    launch time is the whole cost of a call.
-    """
+    """Per non-baseline implementation, over its launch-bound rows with a torch row in the group: the median
+    launch time of each side (in a launch-bound row the launch overlaps the GPU work: it is the whole cost)."""
     measured = [r for r in _measured(results) if r.case.launch]
     torch_rows = {group_key(r.case): r for r in measured if r.case.impl == r.spec.baseline}
     out = []
@@ -166,8 +149,7 @@ def launch_overhead(results: Sequence[CaseResult]) -> list[Finding]:
 
 
 def l2_resident(results: Sequence[CaseResult]) -> list[Finding]:
-    """Memory-bound rows whose working set fits in L2 (their GB/s measure the cache).
-    Compute-bound ops are left out: judged in FLOP/s, L2 residency is no bandwidth concern."""
+    """Memory-bound rows whose working set fits in L2 (their GB/s measure the cache)."""
     rows = [r for r in _flagged(results, fl.L2_RESIDENT) if not r.spec.compute_bound]
     if not rows:
         return []
@@ -175,18 +157,9 @@ def l2_resident(results: Sequence[CaseResult]) -> list[Finding]:
 
 
 def above_ceiling(results: Sequence[CaseResult]) -> list[Finding]:
-    """Rows faster than a ceiling they are held against, each named with the ceiling it beat and why.
-
-    * Memory-bound rows served from L2 (``finding.above_ceiling_cached``) beat a *bandwidth* ceiling
-      because they measure the cache, not memory.
-    * Every other row counts in "N rows are faster than a ceiling" (``finding.above_ceiling``, or
-      ``_compute`` / ``_mixed`` by the kinds of ceiling beaten; ``bandwidth`` and ``compute`` count
-      each kind). Above a bandwidth ceiling, the kernels that measured it left bandwidth unused. Above
-      a *compute* ceiling (a precision's measured FLOP/s), the cause is the ceiling's own matmuls: timed
-      once, at their own shapes, under the GPU's power cap, they ran at lower clocks than the row did,
-      so the row beats them. L2 residency says nothing about a compute-bound row (its time is
-      arithmetic), so it never moves one into the cached finding.
-    """
+    """Rows faster than a ceiling they are held against: memory-bound rows served from L2 apart (``_cached``:
+    they measure the cache); the rest counted by the kind of ceiling beaten (``_compute``, ``_mixed``). A
+    compute-bound row is never "cached": its time is arithmetic (it beats matmuls timed at lower clocks)."""
     rows = _flagged(results, fl.ABOVE_CEILING)
     if not rows:
         return []
@@ -244,9 +217,8 @@ def compute_best(results: Sequence[CaseResult], ceils: Ceilings) -> list[Finding
 
 
 def speedup_large(results: Sequence[CaseResult]) -> list[Finding]:
-    """Per op, implementation and precision: geometric-mean speedup over the large sizes
-    (launch cost excluded). Per precision, so IEEE fp32 matmul (CUDA cores, where Triton is
-    far behind cuBLAS) does not hide that every tensor-core precision is at parity."""
+    """Per op, implementation and precision (IEEE fp32 on CUDA cores apart from tensor cores): the geometric-mean
+    speedup over the large sizes."""
     out = []
     for op in _ops(results):
         impls = dict.fromkeys(r.case.impl for r in results if r.case.op == op and r.case.impl != r.spec.baseline)
@@ -266,9 +238,8 @@ def speedup_large(results: Sequence[CaseResult]) -> list[Finding]:
 
 
 def tf32(results: Sequence[CaseResult]) -> list[Finding]:
-    """fp32 data multiplied in TF32: say so per implementation, with its largest error next to
-    the largest error of IEEE fp32 rows of the same op and shapes. Failed rows are left out
-    (``failures`` reports them), so what is quoted here is within tolerance."""
+    """fp32 data multiplied in TF32, per implementation: its largest error (of passing rows) beside the largest
+    of IEEE fp32 rows of the same op and shapes."""
     measured = _measured(results)
     rows = [r for r in measured if r.case.dtype == "fp32" and r.case.precision == "tf32"
             and r.case.accuracy is not None and r.status == "pass"]
@@ -291,9 +262,7 @@ def tf32(results: Sequence[CaseResult]) -> list[Finding]:
 
 
 def missing_ceilings(ceils: Ceilings) -> list[Finding]:
-    """A theoretical limit that could not be known (no NVML memory clock under WSL2, an
-    architecture with no known rate): said once, with the reason, so a missing % column is
-    never a silent gap."""
+    """A theoretical limit that could not be known, said once with the reason: a missing % is never silent."""
     out = []
     for m in ceils.missing:
         if m.kind == THEORETICAL:
@@ -319,9 +288,6 @@ def findings(bench: Bench, results: Sequence[CaseResult], ceils: Ceilings) -> tu
     out += speedup_large(results)
     out += tf32(results)
     return tuple(out)
-
-
-# --------------------------------------------------------------------------- recommendations
 
 
 def recommendations(found: Sequence[Finding]) -> tuple[Recommendation, ...]:
@@ -355,4 +321,3 @@ def recommendations(found: Sequence[Finding]) -> tuple[Recommendation, ...]:
     return tuple(out)
 
 
-__all__ = ["BANDWIDTH", "MEASURED", "Finding", "Recommendation", "findings", "recommendations"]

@@ -1,31 +1,15 @@
 """Flags a measured case carries, and its size category: pure functions of its raw results.
 
-Definitions (the report's readers rely on them meaning exactly this):
+* ``noisy``: the quoted timing's CV is above 5% or its IQR above 10% of the median (outliers; a bimodal spread).
+* ``launch_bound``: the launch time (eager calls) is over 1.5x the GPU time: it measures the host's launch
+  path, not the kernel (a Triton kernel that "looks slow" there has a slower Python launcher).
+* ``throttled``: NVML reported a clock-slowing reason while the case ran.
+* ``l2_resident``: the working set fits in L2 and was not kept cold by rotating buffers (cases of 1 MiB and
+  less stay hot on purpose; matmuls are never rotated), so its bandwidth can exceed DRAM's.
+* ``above_ceiling``: the throughput exceeds a ceiling it is held against: never shown without saying so.
 
-* ``noisy``: the quoted timing (GPU time, or launch time where no GPU time exists) has a
-  coefficient of variation above 5% or an IQR above 10% of its median. Either means the
-  median is less certain than the differences a comparison usually cares about; CV catches
-  outliers, IQR/median catches a bimodal spread (clock changes, another process).
-* ``launch_bound``: the launch time (eager calls, what a Python caller pays) is more than
-  1.5x the GPU time (graph replay). The GPU finishes before Python can launch the next call,
-  so the eager number measures the host launch path, not the kernel: a Triton kernel that
-  "looks slow" here has a slower Python launcher, not a slower kernel.
-* ``throttled``: NVML reported an active clock-slowing reason (power cap, thermal, hardware
-  slowdown) while the case ran.
-* ``l2_resident``: the working set fits in the L2 cache AND it was not kept cold (one set of
-  buffers, no rotation), so part of the traffic may have been served from L2 and the
-  bandwidth can exceed DRAM's. Memory-bound cases above 1 MiB and below 3x L2 are kept cold
-  by rotating buffers and so never carry it; small ones (<= 1 MiB) are left hot on purpose
-  (keeping a 12 KiB call cold would take thousands of buffer sets, and such a call is launch
-  and latency bound either way), and matmuls are never rotated (their time is arithmetic).
-* ``above_ceiling``: the throughput exceeds a ceiling it is held against (the measured one,
-  or even the theoretical one). Either the case was served from a cache (then it is also
-  ``l2_resident``), or it beat every kernel that measured the ceiling; the flag makes sure
-  a number above a "ceiling" is never shown without saying so.
-
-Size categories, by working-set bytes and relative to this GPU's L2 so that they mean the
-same thing on every GPU: ``small`` <= 1 MiB (latency and launch dominate), ``medium`` fits in
-L2, ``large`` up to 16x L2 (streams from DRAM), ``xlarge`` beyond.
+Size categories, relative to this GPU's L2 so they mean the same on every GPU: ``small`` <= 1 MiB, ``medium``
+fits in L2, ``large`` up to 16x L2, ``xlarge`` beyond.
 """
 
 from __future__ import annotations
@@ -46,8 +30,6 @@ SMALL_BYTES = 1 << 20
 LARGE_L2_MULTIPLE = 16
 # Used when the L2 size is unknown (CPU backend, old torch): an H100's 50 MiB.
 DEFAULT_L2_BYTES = 50 * (1 << 20)
-
-CATEGORIES = ("small", "medium", "large", "xlarge")
 
 
 def is_noisy(timing: Timing | None) -> bool:

@@ -182,14 +182,12 @@ def _rule_for(name: str, rules: Sequence[Rule]) -> Rule | None:
     return best
 
 
-def _references(nodes: Sequence[FleetNode],
-                metrics: Sequence[Sequence[Metric]] | None = None) -> tuple[Reference, ...]:
-    """Each metric's median over the nodes that measured it. A busbw's median is taken over the nodes
-    whose NCCL chose the most common algorithm for it, and carries that algorithm. ``metrics``: each
-    node's metrics already derived, in node order."""
+def _references(metrics: Sequence[Sequence[Metric]]) -> tuple[Reference, ...]:
+    """Each metric's median over the nodes that measured it (``metrics``: per node). A busbw's median is taken
+    over the nodes whose NCCL chose the most common algorithm for it, and carries that algorithm."""
     values: dict[str, list[tuple[float, str | None]]] = {}
-    for i, node in enumerate(nodes):
-        for m in (metrics[i] if metrics is not None else node_metrics(node)):
+    for ms in metrics:
+        for m in ms:
             if m.value is not None:
                 values.setdefault(m.name, []).append((m.value, m.algo))
     out = []
@@ -206,12 +204,12 @@ def rules_in_force(fleet: Fleet) -> tuple[Rule, ...]:
     return fleet.rules or DEFAULT_RULES
 
 
-def references(fleet: Fleet, metrics: Sequence[Sequence[Metric]] | None = None) -> tuple[tuple[Reference, ...], str]:
+def references(fleet: Fleet, metrics: Sequence[Sequence[Metric]]) -> tuple[tuple[Reference, ...], str]:
     """The values each node is held to and where they come from: the baseline's (``baseline``) when the
     fleet has one, else the fleet's medians (``fleet_median``)."""
     if fleet.baseline is not None and fleet.baseline.values:
         return fleet.baseline.values, "baseline"
-    return _references(fleet.nodes, metrics), "fleet_median"
+    return _references(metrics), "fleet_median"
 
 
 @dataclass(frozen=True)
@@ -247,13 +245,11 @@ class NodeVerdict:
     findings: tuple[Finding, ...] = ()
 
 
-def judge_node(node: FleetNode, references: Sequence[Reference], source: str, rules: Sequence[Rule],
-               failed_ranks: Sequence[int] = (), metrics: Sequence[Metric] | None = None) -> NodeVerdict:
+def _judge_metrics(metrics: Sequence[Metric], references: Sequence[Reference], source: str,
+                   rules: Sequence[Rule]) -> tuple[Finding, ...]:
+    """A node's metrics held to the references under the rules."""
     refs = {r.metric: r for r in references}
     findings: list[Finding] = []
-    if failed_ranks:
-        findings.append(Finding("rank_failed", ranks=tuple(failed_ranks)))
-    metrics = node_metrics(node) if metrics is None else metrics
     for m in metrics:
         rule = _rule_for(m.name, rules)
         if rule is None:
@@ -294,7 +290,7 @@ def judge_node(node: FleetNode, references: Sequence[Reference], source: str, ru
         if rule is not None:
             findings.append(Finding("missing", ref_name, reference=refs[ref_name].value, source=source,
                                     reason="not_measured", margin=rule.margin, direction=rule.direction))
-    return _verdict(node.host, tuple(findings))
+    return tuple(findings)
 
 
 def _verdict(host: str, findings: tuple[Finding, ...]) -> NodeVerdict:
@@ -371,6 +367,7 @@ def judge(fleet: Fleet, metrics: Sequence[Sequence[Metric]] | None = None,
     node, and so does a problem its own tests found (``problems`` per node, else derived from its node tests);
     a host lost before it sent anything gets a verdict of its own. ``metrics``: already derived, per node."""
     rules = rules_in_force(fleet)
+    metrics = [node_metrics(n) for n in fleet.nodes] if metrics is None else metrics
     refs, source = references(fleet, metrics)
     lost = lost_ranks(fleet)
     failed: dict[str, dict[str, list[int]]] = {}
@@ -379,16 +376,13 @@ def judge(fleet: Fleet, metrics: Sequence[Sequence[Metric]] | None = None,
     unfinished = _unfinished_world(fleet, lost)
     out = []
     for i, n in enumerate(fleet.nodes):
-        v = judge_node(n, refs, source, rules, (), metrics[i] if metrics is not None else None)
         extra = _lost_findings(failed.get(n.host, {}))
         if n.host in unfinished:
             extra += (Finding("missing", "world.collectives", reason=unfinished[n.host]),)
         found = problems[i] if problems is not None else node_problems(n.node) if n.node is not None else ()
         if found:
             extra += (Finding("node_problem", value=float(len(found)), reason=found[0].key),)
-        if extra:
-            v = _verdict(n.host, extra + v.findings)
-        out.append(v)
+        out.append(_verdict(n.host, extra + _judge_metrics(metrics[i], refs, source, rules)))
     known = {n.host for n in fleet.nodes}
     for host, phases in sorted(failed.items()):
         if host not in known:
@@ -404,7 +398,7 @@ def baseline_from_nodes(nodes: Sequence[FleetNode], source: str, host: str | Non
                         created: str | None = None) -> Baseline:
     """A baseline from a previous report's nodes (one node for a single-node report): per metric, the
     median over those nodes."""
-    return Baseline(source, _references(nodes), host, created)
+    return Baseline(source, _references([node_metrics(n) for n in nodes]), host, created)
 
 
 # --------------------------------------------------------------------------- keys and metric names

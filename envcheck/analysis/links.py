@@ -1,5 +1,5 @@
-"""Link bandwidth a node's topology allows: how two GPUs reach each other (NVLink, NVSwitch, PCIe)
-and the bandwidth per direction that gives. Pure functions of ``envcheck.model.node.Topology``."""
+"""Link bandwidth a node's topology allows: how two GPUs reach each other (NVLink, NVSwitch, PCIe), the
+bandwidth per direction that gives, and copies (host <-> GPU, GPU <-> GPU) against it."""
 
 from __future__ import annotations
 
@@ -7,29 +7,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from envcheck.analysis.link_specs import NVLINK, nvlink_generation, pcie_gbps
-from envcheck.model.node import (
-    GpuLinks,
-    NvLink,
-    Topology,
-)
+from envcheck.model.node import Copy, GpuLinks, NvLink, PeerCopies, Topology
 
-# --------------------------------------------------------------------------- link bandwidth from the topology
 
 @dataclass(frozen=True)
 class PairPath:
-    """How two GPUs reach each other, and the bandwidth per direction that allows.
-
-    ``via``: ``nvlink`` (direct links), ``nvswitch`` (both GPUs' links end on NVSwitches: the pair
-    gets the smaller of the two GPUs' link sets), or ``pcie``. ``nvlinks``: active links the pair
-    can use. ``link_gbps``: what one of them carries per direction, from the datasheet of its
-    generation (``envcheck.analysis.link_specs``); ``expected_gbps``: per direction (active links x
-    that, or the slower PCIe link's generation x width after its line code). ``source``: a key
-    (``PATH_SOURCES``) naming the facts it came from, phrased by the presentation.
-    ``generation``: the NVLink generation (None: unknown, or PCIe); ``reference``: ``datasheet``, or
-    ``nvml_signalling`` when the generation is unknown and NVML's signalling rate is all there is
-    (then the shares of it are understated). ``signalling_gbps``: NVML's per-link rate, a fact shown
-    beside the reference and never used as one.
-    """
+    """How two GPUs reach each other (``via``: ``nvlink``, ``nvswitch``: the smaller GPU's link set, or
+    ``pcie``) and the bandwidth per direction that allows: ``nvlinks`` usable links x ``link_gbps`` (the
+    datasheet rate of their generation, ``link_specs``), or the slower PCIe link. ``reference``:
+    ``datasheet``, or ``nvml_signalling`` where NVML names no generation (then the shares are understated);
+    ``signalling_gbps`` is NVML's line rate, shown beside, never used as a reference."""
 
     a: int
     b: int
@@ -44,18 +31,13 @@ class PairPath:
     signalling_gbps: float | None = None
 
 
-# What a pair's per-link reference rests on (PairPath.reference).
-LINK_REFERENCES = ("datasheet", "nvml_signalling")
-
-
 def _active(g: GpuLinks) -> list[NvLink]:
     return [lk for lk in g.nvlinks if lk.active]
 
 
 def _nvlink_rate(links: Sequence[NvLink]) -> tuple[float | None, int | None, str | None, float | None]:
-    """(payload GB/s per link per direction, generation, reference, NVML's signalling GB/s) of a
-    bonded set of links: the datasheet of its generation when NVML names one (the oldest, should
-    they differ), else NVML's signalling rate, marked as such."""
+    """(payload GB/s per link per direction, generation, reference, NVML's signalling GB/s) of a bonded set
+    of links: the datasheet of its (oldest) generation when NVML names one, else NVML's signalling rate."""
     signalling = _link_speed_gbps(links)
     gens = [g for g in (nvlink_generation(lk.version.value) for lk in links if lk.version.ok) if g is not None]
     spec = NVLINK.get(min(gens)) if gens else None
@@ -74,8 +56,7 @@ def _link_speed_gbps(links: Iterable[NvLink]) -> float | None:
 
 @dataclass(frozen=True)
 class GpuNvlinks:
-    """One GPU's NVLinks as the topology table shows them: ``active`` of ``total`` links, and the speed
-    per link of the active set (its slowest; None when NVML gave no speed)."""
+    """One GPU's NVLinks: ``active`` of ``total``, and the active set's slowest speed per link."""
 
     gpu: int
     active: int
@@ -136,9 +117,7 @@ def pair_path(topology: Topology, a: int, b: int) -> PairPath | None:
     return PairPath(a, b, "pcie", 0, None, expected, level, "pcie_link")
 
 
-# Where a pair's expected bandwidth comes from: active NVLinks x what one carries; for NVSwitch the
-# smaller GPU's active NVLinks x that; the slower GPU's PCIe generation x width (counts from NVML,
-# rates from envcheck.analysis.link_specs).
+# Where a pair's expected bandwidth comes from (PairPath.source).
 PATH_SOURCES = ("nvlink_links", "nvswitch_links", "pcie_link")
 # ``nvidia-smi topo -m``'s names for NVML's PCIe levels (PCIE_LEVELS), so the matrix reads like its output.
 SMI_LEVEL_NAMES = {"internal": "X", "single": "PIX", "multiple": "PXB", "hostbridge": "PHB", "node": "NODE",
@@ -175,10 +154,8 @@ def pair_paths(topology: Topology) -> tuple[PairPath, ...]:
 
 
 def smi_disagreements(topology: Topology) -> tuple[tuple[int, int, str, str], ...]:
-    """(a, b, what NVML implies, what ``nvidia-smi topo -m`` printed) where they differ on the NVLink count.
-
-    NVML and nvidia-smi read the same driver, so a difference means envcheck misread one of them.
-    """
+    """(a, b, what NVML implies, what ``nvidia-smi topo -m`` printed) where they differ on the NVLink count:
+    both read the same driver, so a difference means envcheck misread one of them."""
     out = []
     for cell in topology.smi_cells:
         if cell.a >= cell.b:
@@ -197,3 +174,47 @@ def smi_disagreements(topology: Topology) -> tuple[tuple[int, int, str, str], ..
         elif p.nvlinks:
             out.append((cell.a, cell.b, f"NV{p.nvlinks}", cell.text))
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class CopyRow:
+    """One copy's bandwidth (bytes over the median time, both directions of a bidirectional copy counted)
+    against what the link allows for the same directions."""
+
+    kind: str
+    method: str
+    src: int | None
+    dst: int | None
+    directions: int
+    gbps: float | None
+    expected_gbps: float | None
+    pct_expected: float | None
+    wrong: int | None
+    error: str | None
+    via: str | None = None
+
+
+def copy_row(c: Copy, topology: Topology | None) -> CopyRow:
+    directions = 2 if c.bidirectional else 1
+    gbps = None
+    if c.timing is not None and len(c.timing.samples_us):
+        t = c.timing.median_us
+        gbps = c.bytes_per_direction * directions / (t * 1e-6) / 1e9 if t > 0 else None
+    expected = via = None
+    if topology is not None:
+        if c.kind == "d2d" and c.src is not None and c.dst is not None:
+            p = pair_path(topology, c.src, c.dst)
+            if p is not None:
+                via = p.via
+                expected = p.expected_gbps * directions if p.expected_gbps is not None else None
+        else:
+            gpu = c.dst if c.kind == "h2d" else c.src
+            one = host_link_gbps(topology, gpu) if gpu is not None else None
+            via = "pcie"
+            expected = one * directions if one is not None else None
+    pct = 100 * gbps / expected if gbps is not None and expected else None
+    return CopyRow(c.kind, c.method, c.src, c.dst, directions, gbps, expected, pct, c.wrong, c.error, via)
+
+
+def copy_rows(peer: PeerCopies, topology: Topology | None) -> tuple[CopyRow, ...]:
+    return tuple(copy_row(c, topology) for c in peer.copies)

@@ -1,51 +1,7 @@
-"""Theoretical compute peaks (dense TFLOP/s) for any NVIDIA GPU, each with where it came from.
-
-Precisions are those a case can run: ``fp32`` on CUDA cores; ``tf32``, ``fp16`` and ``bf16``
-on tensor cores **with fp32 accumulation**, because that is what torch.matmul and Triton's
-``tl.dot`` do. Every figure is dense (NVIDIA prints most tensor figures "with sparsity", twice
-the dense rate; this table holds half of those).
-
-Three ways to a peak, tried in this order for each precision:
-
-1. **Datasheet row** (``SPECS``): the GPU's NVML name matches one row, whose figures come
-   from a cited NVIDIA document. Where the document prints cores and clock but no TFLOP/s
-   (GeForce product pages, laptop pages), the row's figure is SMs x that clock x the per-SM
-   rate below, computed here. Laptop clocks depend on the power limit the laptop maker
-   chose: the row holds the top of NVIDIA's "boost clock" range (``clock_basis="up_to"``),
-   so the figure is the best that GPU model can do, not what a given laptop does.
-   When NVML counts other SMs than the row (an RTX 3080 12GB has 70 SMs under the same NVML
-   name as the 10GB card's 68), the row's figure is scaled by the SM ratio.
-2. **Derived** from the architecture: SMs x NVML max SM clock x FLOP per clock per SM, with
-   two corrections that the datasheets make necessary:
-   * **GeForce rule.** GeForce parts of Turing, Ampere GA10x, Ada and Blackwell GB20x run
-     fp16/bf16/tf32 with fp32 accumulation at half the rate of their data-centre and
-     workstation siblings (Turing whitepaper: RTX 2080 Ti 56.9 vs Quadro RTX 6000 130.5
-     TFLOP/s; GA102: RTX 3090 71 vs A40 149.7; Ada: RTX 4090 165.2 vs L40S 362). A part is
-     GeForce when its name says "GeForce": every GeForce NVML name does, and the full-rate
-     parts do not (RTX A6000, RTX 6000 Ada Generation, RTX PRO 6000 Blackwell, Quadro RTX,
-     TITAN RTX), so "RTX" alone is no consumer marker. Data-centre parts that are half rate
-     anyway (L40) are rows. Turing parts without "RTX" in their name (GTX 16xx, MX, T1000)
-     have no tensor cores at all. Without a name these architectures get no tensor peak:
-     the product line, not the chip, sets the rate.
-   * **Tensor clock.** Hopper and Blackwell datasheets quote tensor rates below the clock
-     their fp32 figure implies (H100 SXM: 989.4 TFLOP/s = 132 SMs x 1830 MHz x 4096, while
-     66.9 fp32 = 132 x 1980 x 256 and NVML's max is 1980). For those architectures the
-     derived tensor clock is NVML's max x the ratio of the two clocks in a reference row's
-     datasheet (``Arch.tensor_clock_ref``); H100 SXM's ratio reproduces H100 PCIe's 756
-     within 0.2%.
-   NVML's max SM clock on GeForce parts is the top of the boost curve, above the rated boost
-   clock, so a derived GeForce peak is a ceiling the card reaches only at that clock.
-3. **Missing**: a ``Missing`` with a catalogue key and parameters, never silence:
-   ``peak.no_cc`` (no compute capability and no row), ``peak.unknown_arch`` (no per-SM rate
-   for the compute capability), ``peak.no_tensor_path`` (the architecture has no tensor path
-   for the precision: Volta and Turing lack tf32 and bf16), ``peak.no_tensor_cores`` (a
-   Turing part without them), ``peak.no_name`` (the rate depends on the product line and the
-   name is unknown), ``peak.no_sm_count``, ``peak.no_clock``.
-
-Rows say how far they were checked: ``verified=True`` means the figures were read in the
-cited document or a verbatim copy of it; ``verified=False`` means they were not, and
-``evidence`` names the secondary page they were checked against (``None``: none found, the
-row rests on the cited document alone). ``Source.verified`` carries the same flag to reports.
+"""Theoretical compute peaks (dense TFLOP/s, fp32 accumulation) for any NVIDIA GPU, each with its source: a
+datasheet row (``SPECS``), else derived from the architecture (SMs x clock x per-SM rate, with the GeForce
+half-rate rule and the tensor clock of Hopper and Blackwell), else a ``Missing`` with its reason. The rules and
+how far each row was checked: docs/measurement.md ("Compute peaks").
 """
 
 from __future__ import annotations
@@ -133,7 +89,7 @@ class GpuSpec:
     evidence: Doc | None = None  # when not verified: the secondary page the figures were checked against
 
     def matches(self, name: str) -> bool:
-        return _compiled(self.pattern).fullmatch(normalise(name)) is not None
+        return re.fullmatch(self.pattern, normalise(name)) is not None  # re caches the compiled pattern
 
 
 def normalise(name: str) -> str:
@@ -146,15 +102,6 @@ def normalise(name: str) -> str:
     while tokens and tokens[0] in ("nvidia", "tesla"):
         tokens.pop(0)
     return " ".join(tokens)
-
-
-_PATTERNS: dict[str, re.Pattern[str]] = {}
-
-
-def _compiled(pattern: str) -> re.Pattern[str]:
-    if pattern not in _PATTERNS:
-        _PATTERNS[pattern] = re.compile(pattern)
-    return _PATTERNS[pattern]
 
 
 # --- Documents -------------------------------------------------------------------------------

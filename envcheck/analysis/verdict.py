@@ -1,24 +1,10 @@
-"""One verdict per report, with its reasons: what every machine-facing output says first.
-
-The JUnit file, the Prometheus textfile and the one-line health check (Slurm, node-problem-detector)
-are views of the same analysed report; they all read the verdict from here, so they never disagree
-about whether a machine passed. The rule is the one ``envcheck run`` exits by:
-
-- a ``check`` report fails when a check fails;
-- a ``run`` report also fails when a GPU's suite is missing, empty or stopped early, when a case is
-  not a pass (a broken tolerance or a case that could not be measured), or when the node tests
-  found a problem; a CPU run asked for (``--interpret``) expects no GPU: the GPU driver's checks do not count;
-- a ``fleet`` report fails when a node does not pass (a failed rule, a lost rank, a missing
-  measurement) or a world collective found a problem;
-- a burn-in (``burn`` report, or a run with ``--burn``) fails when a GPU does not hold (any finding of
-  analysis/burn.py, or a GPU that did not finish), when the host logged an Xid on no GPU of the burn, or
-  when it was stopped before the end.
-- a run with ``--crosscheck`` (or a fleet node's) fails when one of its numbers lies outside the bar it is held
-  to against an independent tool, or a tool failed or hung (analysis/crosscheck.py's findings); a
-  cross-check that does not apply (no CUDA, nccl-tests not found) is a note, not a failure.
-
-Reasons are keys and parameters (``verdict.reason.<key>`` in the catalogues), worst first; a check's
-own finding is carried as recorded.
+"""One verdict per report, with its reasons, worst first: what JUnit, Prometheus and the one-line health check
+read, so they never disagree about a machine. The rule is the one ``envcheck run`` exits by: a check fails; a run's
+suite is missing, empty or stopped, a case is not a pass, or the node tests found a problem (a CPU run asked for
+with ``--interpret`` does not count the GPU driver's checks); a fleet node does not pass or a rank was lost; a
+burn-in GPU does not hold, the host logged an Xid on no GPU of it, or it stopped early; a cross-check row lies
+outside its bar or its tool failed (one that does not apply is a note). Reasons are keys and parameters
+(``verdict.reason.<key>``).
 """
 
 from __future__ import annotations
@@ -98,7 +84,7 @@ def _finding(findings: tuple[FleetFinding, ...]) -> str:
     if not findings:
         return "-"
     f = findings[0]
-    ranks = getattr(f, "ranks", ())
+    ranks = f.ranks
     return " ".join(x for x in (f.kind, f.metric or "", f"rank {','.join(map(str, ranks))}" if ranks else "") if x)
 
 
@@ -132,9 +118,7 @@ def _burn_reasons(analysis: Analysis) -> list[Reason]:
 
 
 def crosscheck_reasons(cross: CrosscheckAnalysis | None) -> list[Reason]:
-    """A cross-check's findings as reasons (``cross``: an ``analysis.crosscheck.CrosscheckAnalysis``): the first
-    row outside its bar, with how many are, and the first tool that failed, with how many findings of that
-    kind there are."""
+    """The first cross-check row outside its bar and the first tool that failed, each with how many there are."""
     if cross is None:
         return []
     out: list[Reason] = []

@@ -1,10 +1,6 @@
-"""How far an output is from its float64 reference: statistics only, no verdict (docs/judge.md).
-
-Each output is compared chunk by chunk along its first dimension (reference_ops.py) with the op in float64 on
-the same rounded inputs and with its magnitude (the op on |inputs|, floored at the dtype's smallest normal);
-non-finite outputs count as zeros, and apart. Every output is NaN-poisoned before its checked call; one that an
-implementation allocates itself is poisoned by a first call whose block the allocator must hand back
-(``checked_call``).
+"""How far an output is from its float64 reference, chunk by chunk (reference_ops.py): statistics only, no
+verdict (docs/judge.md). Non-finite outputs count as zeros, and apart; every output is NaN-poisoned before its
+checked call (``checked_call``).
 """
 
 from __future__ import annotations
@@ -23,8 +19,7 @@ reference_chunks = reference_ops.chunks  # float64 reference pieces of a built-i
 
 
 def ulp(ref: Any, dtype: str) -> Any:
-    """The spacing of ``dtype``'s numbers at each |ref| (float64 in, float64 out); below the
-    smallest normal number, the subnormal spacing."""
+    """The spacing of ``dtype``'s numbers at each |ref| (float64; the subnormal spacing below the smallest normal)."""
     import torch
 
     from envcheck.bench.impls import torch_dtype
@@ -37,9 +32,8 @@ def ulp(ref: Any, dtype: str) -> Any:
 
 
 class Tally:
-    """Running sums of the statistics of the outputs checked so far, whole and per named output; several
-    checked calls (group.py's rounds) add in as one longer output. ``spec`` and ``precision``: the op's
-    roundings that ``max_ulps`` allows for (none without)."""
+    """Running sums of the statistics of the outputs checked so far, whole and per named output (several checked
+    calls add in as one longer output); ``spec`` and ``precision``: the roundings ``max_ulps`` allows for."""
 
     def __init__(self, dtype: str, spec: OpSpec | None = None, precision: str = "") -> None:
         self.dtype = dtype
@@ -128,9 +122,8 @@ def compare(out: Any, chunks: Iterable[RefChunk], dtype: str) -> Accuracy:
 
 def statistics(err_sq: float, ref_sq: float, max_abs: float, max_rel: float, nonfinite: int,
                elements: int, excess_sq: float | None = None, max_ulps: float | None = None) -> Accuracy:
-    """An Accuracy from accumulated sums (pure: the tests feed it numbers)."""
-    # An all-zero reference (relu of all-negative input) has no scale: the absolute norm of
-    # the error stands in, so anything nonzero still shows.
+    """An Accuracy from accumulated sums."""
+    # An all-zero reference (relu of all-negative input) has no scale: the error's absolute norm stands in.
     def rel(sq: float) -> float:
         return math.sqrt(sq / ref_sq) if ref_sq > 0 else math.sqrt(sq)
 
@@ -144,8 +137,7 @@ LARGEST = 1.7976931348623157e308  # float64's largest: fails any bound, and JSON
 
 
 def _finite(x: float) -> float:
-    # A NaN (a reference that is itself broken) or an overflow must never reach the report as
-    # "no error", nor as a number JSON cannot hold.
+    # A NaN (a broken reference) or an overflow never reaches the report as "no error" or as what JSON cannot hold.
     return LARGEST if math.isnan(x) else min(x, LARGEST)
 
 
@@ -156,9 +148,8 @@ def poison(out: Any) -> None:
 
 
 def checked_call(fn: Callable[[], Any], out: Any) -> tuple[Any, bool]:
-    """One call of ``fn`` whose output started as NaN: ``(output, poisoned)``. ``out``: the preallocated output
-    it is bound to; one returning its own tensor(s) is called twice, the first result poisoned and freed, and
-    ``poisoned`` is False when the allocator did not hand that block back (an unwritten element could pass)."""
+    """One call of ``fn`` whose output (``out``, or what it returns: then a second call, on the first result's
+    poisoned block) started as NaN: ``(output, poisoned)``, False where the allocator did not hand it back."""
     if out is not None:
         poison(out)
     result = fn()

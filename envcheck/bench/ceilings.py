@@ -1,12 +1,7 @@
-"""The measured ceilings: raw samples of the kernels the analysis takes the best of, since no case may beat a
-ceiling (one copy at one size did not hold: reading is cheaper than writing).
-
-* **Bandwidth**: ``copy``, ``read`` (a reduction), ``fill`` and ``triad`` over buffers far past L2.
-* **Matmul**: cuBLAS at ``MATMUL_SHAPES`` per precision the suite measures, on the cases' inputs and layouts.
-
-Each is timed as cases are (graph replays, interleaved), at the start of the run so a run cut short keeps
-them, in two windows each warmed ``WARMUP_MS``: the matmuls meet the GPU at its power cap, as a matmul case
-does, and all precisions share that state; the memory-bound kernels never mix with tensor-core load.
+"""The measured ceilings, raw samples the analysis takes the best of (no case may beat a ceiling): bandwidth
+(``copy``, ``read``, ``fill``, ``triad`` far past L2) and cuBLAS matmuls (``MATMUL_SHAPES`` per precision the suite
+measures). Timed as cases are, first, in two windows warmed ``WARMUP_MS`` each: the matmuls at the power cap, the
+memory-bound kernels never beside tensor-core load.
 """
 
 from __future__ import annotations
@@ -42,8 +37,7 @@ class Kernel:
 
 
 def bandwidth_kernels(free_bytes: int, l2_bytes: int | None) -> list[Kernel]:
-    """copy, read, fill and triad over three fp32 buffers sized from free memory; [] where they cannot be far
-    past L2."""
+    """copy, read, fill and triad over three fp32 buffers from free memory; [] where they cannot be far past L2."""
     import torch
 
     per_buffer = min(BANDWIDTH_BUFFER_BYTES, int(MEMORY_FRACTION * free_bytes) // 3)
@@ -92,8 +86,8 @@ def matmul_kernel(precision: str, shape: tuple[int, int, int], seed: int) -> Ker
 
 def measure(timer: Timer, kernels: list[Kernel], capture: Callable[[Timer, Kernel], Region] | None = None
             ) -> Iterator[CeilingRun | tuple[Kernel, BaseException]]:
-    """Each kernel's CeilingRun, or the kernel and what stopped it, from one interleaved window. ``capture`` makes
-    a kernel's graph Region (tests replace it), under its TF32 switch: cuBLAS reads it at capture."""
+    """Each kernel's CeilingRun, or the kernel and what stopped it, from one interleaved window (``capture``: the
+    graph Region seam, under the TF32 switch cuBLAS reads at capture)."""
     capture = capture or _capture
     regions: list[tuple[Kernel, Region]] = []
     for k in kernels:

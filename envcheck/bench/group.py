@@ -1,17 +1,20 @@
 """Preparing one group of cases (every implementation of one op, dtype, precision and shape, on one set of inputs):
 ``open_group`` draws its tensors (and the sets that keep L2 cold) or says why they cannot fit; ``prepare`` takes
 an implementation through its first call, the checked calls (random and exact inputs), the warm-up and, on a GPU,
-the CUDA-graph capture. A failure is the case's; out of memory is a skip.
+the CUDA-graph capture. A failed step is its case's result, never the run's end: out of memory a Skip (the size
+does not fit), any other exception a failed Case (its stage and first line; the traceback on stderr).
 """
 from __future__ import annotations
 
 import dataclasses
+import sys
+import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from envcheck.bench import accuracy, compile_cache, jax_impl
 from envcheck.bench.device import Runtime
-from envcheck.bench.failure import log
 from envcheck.bench.graphs import graph_region
 from envcheck.bench.interpret import checked_only
 from envcheck.bench.l2 import Rotation, rotation_sets
@@ -26,6 +29,28 @@ from envcheck.model import Accuracy, Case, Note, OutputAccuracy, Skip, Timing
 MEMORY_FRACTION = 0.8
 CHECK_ROUNDS = 8  # checked calls of a built-in op whose output has fewer than SMALL_OUTPUT elements
 SMALL_OUTPUT = 16
+T = TypeVar("T")
+
+
+def log(what: str, exc: BaseException | None = None) -> None:
+    """A line (and the traceback of ``exc``) on the worker's stderr."""
+    print(f"envcheck worker: {what}", file=sys.stderr)
+    if exc is not None:
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+
+
+def guarded(rt: Runtime, planned: PlannedCase, stage: str, step: Callable[[], T]) -> T | Case | Skip:
+    """``step()``, with out-of-memory turned into a Skip and any other exception into a failed Case."""
+    try:
+        return step()
+    except rt.oom:
+        rt.after_failure()
+        need = rt.spec(planned.op).memory_needed_bytes(planned.shape, planned.dtype)
+        return planned.skip(Note("skip.out_of_memory", {"need_bytes": need, "free_bytes": rt.free_bytes()}))
+    except Exception as e:  # noqa: BLE001 - one case's failure is that case's result, never the run's end
+        log(f"{planned.label} failed ({stage}):", e)
+        rt.after_failure()
+        return planned.failed(stage, one_line(e))
 
 
 @dataclass
@@ -161,7 +186,7 @@ def _bound(rt: Runtime, planned: PlannedCase, group: Group) -> list[Any]:
 
 
 def prepare(rt: Runtime, planned: PlannedCase, group: Group, watch: Stopwatch | None = None) -> Prepared | Case | Skip:
-    """The steps of one implementation, each a phase of ``watch`` (out of memory propagates: failure.guarded)."""
+    """The steps of one implementation, each a phase of ``watch`` (out of memory propagates: guarded)."""
     timer = rt.timer
     watch = watch if watch is not None else Stopwatch()
     start = watch.now()

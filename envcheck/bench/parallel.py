@@ -8,27 +8,18 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
 
 from envcheck.bench import protocol, runner, suite
-from envcheck.bench.assemble import assemble
-from envcheck.harness.signals import together
+from envcheck.harness.signals import each, serial
 from envcheck.model import Bench, Stop, StopCause
+from envcheck.probes.collect import utc_now
 
 OnGpuEvent = Callable[[int, protocol.Event], None]
 
 
-def _utc() -> str:
-    return datetime.now(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 @dataclass(frozen=True)
 class GpuRun:
-    """One GPU's suite: its plan, what its worker reported, and the resulting Bench."""
-
     gpu: int
-    plan: suite.Plan
-    outcome: runner.BenchOutcome
     bench: Bench
 
 
@@ -44,32 +35,25 @@ class ParallelRun:
 def run_gpus(plans: Sequence[suite.Plan], timeout: float, on_event: OnGpuEvent | None = None, *,
              command: Sequence[str] = runner.WORKER_COMMAND) -> ParallelRun:
     """Every plan's worker at once; one ``GpuRun`` per plan, in plan order, each unfinished one with its stop."""
-    outcomes: list[runner.BenchOutcome | None] = [None] * len(plans)
-    started: list[str] = [""] * len(plans)
-    durations: list[float] = [0.0] * len(plans)
-    lock = threading.Lock()
+    seen = serial(on_event)
 
-    def seen(gpu: int, ev: protocol.Event) -> None:
-        if on_event is not None:
-            with lock:
-                on_event(gpu, ev)
+    def run(plan: suite.Plan, stop: threading.Event) -> tuple[runner.BenchOutcome, str, float] | None:
+        if not plan.runnable:
+            return None
+        started, t0 = utc_now(), time.monotonic()
+        out = runner.run_worker(plan, functools.partial(seen, plan.index), timeout, command=command, stop=stop)
+        return out, started, time.monotonic() - t0
 
-    def run(k: int, stop: threading.Event) -> None:
-        started[k], t0 = _utc(), time.monotonic()
-        outcomes[k] = runner.run_worker(plans[k], functools.partial(seen, plans[k].index), timeout, command=command,
-                                        stop=stop)
-        durations[k] = time.monotonic() - t0
-
-    stopped = together([functools.partial(run, k) for k, p in enumerate(plans) if p.runnable])
+    got, stopped = each(plans, run)
     cause = stopped.cause if stopped else None
     runs = []
-    for k, plan in enumerate(plans):
-        out = outcomes[k] or runner.BenchOutcome(stop=Stop(StopCause.START_FAILED, 0, len(plan.cases)))
+    for plan, ran in zip(plans, got, strict=True):
+        out, started, took = ran or (runner.BenchOutcome(stop=Stop(StopCause.START_FAILED, 0, len(plan.cases))),
+                                     utc_now(), 0.0)
         if stopped is not None and cause is not None and not out.done:
             # The worker died of the SIGTERM this process sent it: the cause is what reached envcheck.
             base = out.stop or Stop(cause, out.finished, len(plan.cases))
             out.stop = replace(base, cause=cause, signal=stopped.signal, finished=out.finished,
                                planned=len(plan.cases), returncode=None)
-        bench = assemble(plan, out, started[k] or _utc(), durations[k])
-        runs.append(GpuRun(plan.index, plan, out, bench))
+        runs.append(GpuRun(plan.index, runner.assemble(plan, out, started, took)))
     return ParallelRun(tuple(runs), cause, stopped.signal if stopped else None)

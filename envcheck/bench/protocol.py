@@ -1,7 +1,5 @@
-"""The benchmark worker's contract with ``envcheck run``: its plan and the events it streams.
-
-The worker (``envcheck.bench.worker:main``, through the harness) is given a ``WorkerPlan`` in the report's JSON
-form, each group's cases consecutive, torch first. It streams one event a message, ``{"event": <kind>, ...}``::
+"""The benchmark worker's contract (``envcheck.bench.worker:main``): a ``WorkerPlan`` in the report's JSON form,
+each group's cases consecutive, torch first, and the events it streams, one a message (``{"event": <kind>, ...}``)::
 
     start            Started(device, versions)
     ceiling          CeilingMeasured(run)             any number: the measured ceilings' kernels
@@ -12,8 +10,7 @@ form, each group's cases consecutive, torch first. It streams one event a messag
     note             Noted(note)                       any time: a key and parameters, never a sentence
 
 and returns its phases' seconds (``model.BENCH_PHASES``). ``i`` is the case's index in the plan; windows are
-numbered from 0 as sent. A worker that ends without returning crashed or was stopped: the cases received stand,
-and every unreported case is recorded as not run, with the cause.
+numbered from 0 as sent. A worker that ends without returning crashed or was stopped (runner.py).
 """
 
 from __future__ import annotations

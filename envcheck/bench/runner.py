@@ -1,6 +1,7 @@
-"""Runs the benchmark worker through the harness and gathers what it reports (the contract: protocol.py). Whatever
-the worker does or befalls the run (Ctrl-C, SIGTERM, SIGHUP), what finished is kept and how it ended recorded.
-A worker is given by its command: its target, then folders for its ``sys.path`` (tests' fakes).
+"""Runs the benchmark worker through the harness and gathers what it reports (the contract: protocol.py) into the
+report's ``Bench``. Whatever the worker does or befalls the run (Ctrl-C, SIGTERM, SIGHUP), what finished is kept
+and how it ended recorded: every planned case once, measured, skipped with a reason, or ``skip.not_run`` naming
+the stop's cause. A worker is given by its command: its target, then folders for its ``sys.path`` (tests' fakes).
 """
 
 from __future__ import annotations
@@ -15,8 +16,21 @@ from envcheck.bench.suite import Plan
 from envcheck.harness.env import user_path
 from envcheck.harness.failures import ChildError, Hang, to_stop
 from envcheck.harness.spawn import spawn
-from envcheck.model import BenchDevice, Case, CaseKey, CeilingRun, MonitorWindow, Note, Skip, Stop, StopCause, to_dict
+from envcheck.model import (
+    Bench,
+    BenchDevice,
+    Case,
+    CaseKey,
+    CeilingRun,
+    MonitorWindow,
+    Note,
+    Skip,
+    Stop,
+    StopCause,
+    to_dict,
+)
 from envcheck.model.bench import check_phases
+from envcheck.ops import PRECISIONS
 
 WORKER_COMMAND = ("envcheck.bench.worker:main",)
 TERMINATE_GRACE_S = 5.0  # SIGTERM, then SIGKILL: a worker stuck in a CUDA call ignores SIGTERM
@@ -131,3 +145,41 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float, *, command: Sequen
         out.notes.append(Note("bench.worker_failed", {"detail": f.line[:300]}))
     out.stop = to_stop(got, out.finished, len(plan.cases), idle=StopCause.TIMEOUT, during=current)
     return out
+
+
+def unrun_skips(plan: Plan, outcome: BenchOutcome) -> list[Skip]:
+    """Planned cases the worker never reported, as skips that say why."""
+    if outcome.stop is None:
+        return []
+    seen = {c.key for c in outcome.cases}
+    for s in outcome.skips:
+        # A skip of one precision says nothing of the others; one that names none (schema 1) stands for all.
+        precisions = (s.precision,) if s.precision else PRECISIONS
+        seen |= {(s.op, s.impl, s.dtype, p, s.shape) for p in precisions}
+    reason = Note("skip.not_run", {"cause": outcome.stop.cause.value})
+    return [c.skip(reason) for c in plan.cases if c.key not in seen]
+
+
+def assemble(plan: Plan, outcome: BenchOutcome, started: str, duration_s: float) -> Bench:
+    """The Bench of a run whose worker ran (or tried to)."""
+    return Bench(
+        device=outcome.device or plan.device,
+        settings=plan.settings,
+        cases=tuple(outcome.cases),
+        skipped=tuple(plan.skips) + tuple(outcome.skips) + tuple(unrun_skips(plan, outcome)),
+        ceiling_runs=tuple(outcome.ceiling_runs),
+        windows=tuple(outcome.windows),
+        notes=tuple(dict.fromkeys((*plan.notes, *outcome.notes))),
+        stop=outcome.stop,
+        started=started,
+        duration_s=round(duration_s, 3),
+        versions=dict(outcome.versions),
+        ops=plan.ops,
+        phases=dict(outcome.phases),
+    )
+
+
+def no_bench(plan: Plan, started: str) -> Bench:
+    """The Bench of a run where nothing could be measured: the reason, and no cases."""
+    return Bench(device=plan.device, settings=plan.settings, skipped=plan.skips, notes=plan.notes,
+                 started=started, duration_s=0.0, ops=plan.ops)

@@ -1,10 +1,7 @@
 """Sampling a prepared implementation: its GPU and launch times in turns in one window of its own, once it has
-run long enough to bring the GPU to the state it keeps under it (docs/measurement.md says why each rule).
-
-A compute-bound implementation whose load meets the GPU's power or thermal limit (NVML's clock-event reasons
-watched for ``POWER_PROBE_MS``; without NVML, every one) is timed sustained: it settles ``SUSTAIN_SETTLE_MS``
-and its samples span ``SUSTAIN_WINDOW_MS``. One that follows a sustained one within ``RECENT_MS`` settles
-``RECENT_SETTLE_MS`` and is sustained without a probe. A graph that fails to replay costs the GPU time only.
+run long enough to bring the GPU to the state it keeps under it. A compute-bound one whose load meets the GPU's
+power or thermal limit (NVML watched for ``POWER_PROBE_MS``; without NVML, every one) is timed sustained; one
+within ``RECENT_MS`` of a sustained one is too, without a probe (docs/measurement.md says why each rule).
 """
 
 from __future__ import annotations
@@ -14,8 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from envcheck.bench.device import Runtime
-from envcheck.bench.failure import log
-from envcheck.bench.group import Prepared
+from envcheck.bench.group import Prepared, log
 from envcheck.bench.interpret import checked_only
 from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS, Region, calls_per_sample
 from envcheck.errors import one_line
@@ -42,7 +38,7 @@ def sustained(region: Region, replay_us: float, max_samples: int) -> Region:
 
 
 def sustains(rt: Runtime, op: str) -> bool:
-    """Whether an implementation of ``op`` may be timed sustained: a compute-bound op on a GPU."""
+    """Whether ``op`` may be timed sustained: a compute-bound op on a GPU."""
     return rt.cuda and lookup(op, rt.ops).compute_bound
 
 
@@ -134,7 +130,7 @@ def sample(rt: Runtime, p: Prepared) -> None:
 
 
 def to_case(p: Prepared, window: int | None) -> Case:
-    """The Case of one sampled implementation (its failure, if any, is raised for failure.guarded)."""
+    """The Case of one sampled implementation (its failure, if any, is raised for group.guarded)."""
     if p.failure is not None:
         raise p.failure
     pc = p.planned

@@ -14,8 +14,6 @@ from envcheck.ops import spec
 
 MAX_DIM = 1 << 40  # 4 TiB in fp32: no single benchmark tensor fits any GPU made
 
-EXAMPLES = "examples: 1024, 2^20, 1M, 4096x4096, 4096x11008x4096"
-
 _MULTIPLIERS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _POWER = re.compile(r"^(\d+)(?:\^|\*\*)(\d+)$")
 _SCALED = re.compile(r"^(\d+)([kmg]?)$")
@@ -23,8 +21,7 @@ _SCIENTIFIC = re.compile(r"^(\d+(?:\.\d+)?)e(\d+)$")
 
 
 def _not_a_size(item: str, why: str = "") -> UsageError:
-    detail = f" ({why})" if why else ""
-    return UsageError(f"--sizes: {item!r} is not a size{detail} ({EXAMPLES})")
+    return UsageError(f"error.not_a_size{'.' + why if why else ''}", item=repr(item))
 
 
 def parse_count(text: str, item: str | None = None) -> int:
@@ -35,24 +32,24 @@ def parse_count(text: str, item: str | None = None) -> int:
     if m := _POWER.match(t):
         base, exp = int(m.group(1)), int(m.group(2))
         if exp > 64:
-            raise _not_a_size(whole, "too large")
+            raise _not_a_size(whole, "too_large")
         value = base**exp
     elif m := _SCALED.match(t):
         value = int(m.group(1)) * _MULTIPLIERS[m.group(2)]
     elif m := _SCIENTIFIC.match(t):
         mantissa, exp = m.group(1), int(m.group(2))
         if exp > 15:
-            raise _not_a_size(whole, "too large")
+            raise _not_a_size(whole, "too_large")
         x = float(mantissa) * 10**exp
         if not x.is_integer():
-            raise _not_a_size(whole, "not a whole number")
+            raise _not_a_size(whole, "not_whole")
         value = int(x)
     if value is None:
         raise _not_a_size(whole)
     if value <= 0:
-        raise _not_a_size(whole, "must be positive")
+        raise _not_a_size(whole, "not_positive")
     if value > MAX_DIM:
-        raise _not_a_size(whole, "too large")
+        raise _not_a_size(whole, "too_large")
     return value
 
 

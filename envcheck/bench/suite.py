@@ -1,9 +1,7 @@
-"""The benchmark suite: which (op, implementation, dtype, precision, shape) cases to run.
-
-``plan`` turns the command line and the probe facts into a ``Plan`` (cases, ``Settings``, skips with why);
-it never measures or imports torch. Every suite has ragged shapes beside the powers of two (tail masking),
-``--quick`` reaches every kernel path and precision, and ``--interpret`` (no GPU) runs the Triton kernels in
-Triton's CPU interpreter at small shapes, checked like a GPU run's.
+"""The benchmark suite: ``plan`` turns the command line and the probe facts into a ``Plan`` of (op, implementation,
+dtype, precision, shape) cases, ``Settings`` and skips with why, never importing torch. Every suite has ragged
+shapes beside the powers of two; ``--quick`` reaches every kernel path and precision; ``--interpret`` checks the
+Triton kernels in Triton's CPU interpreter at small shapes.
 """
 from __future__ import annotations
 
@@ -15,7 +13,6 @@ from typing import Any, Protocol
 from envcheck import units
 from envcheck.bench import jax_impl
 from envcheck.bench import sizes as sz
-from envcheck.bench.threads import cpu_threads
 from envcheck.errors import UsageError
 from envcheck.model import BenchDevice, Case, CaseKey, Environment, Failure, Note, Settings, Skip
 from envcheck.ops import DEFAULT_OPS, DTYPES, OP_GROUPS, OP_NAMES, OpSpec, spec, variant
@@ -118,6 +115,23 @@ GPU_QUICK_SETTINGS = Settings(warmup_ms=10, rep_ms=40, min_samples=10, max_sampl
 # The CPU warms longer (thread pools, fresh pages) and takes 20 samples at least (a host clock on a shared machine).
 CPU_SETTINGS = Settings(warmup_ms=50, rep_ms=100, min_samples=20, max_samples=200, cold_l2=False)
 CPU_QUICK_SETTINGS = Settings(warmup_ms=20, rep_ms=40, min_samples=20, max_samples=100, cold_l2=False)
+
+# On a machine this small the worker's own Python and the parent need a core: torch's pool fighting them for the
+# cores made the CPU baseline swing 100x between runs on a 2-core VM.
+SMALL_MACHINE_CORES = 4
+
+
+def cpu_threads(physical: Callable[[], int | None] | None = None,
+                logical: Callable[[], int | None] | None = None) -> int:
+    """Threads torch uses for the CPU baseline: the physical cores (hyper-threads only add contention), less one
+    on small machines (``physical`` / ``logical``: psutil's counts, the test seam)."""
+    import psutil
+
+    cores = (physical or (lambda: psutil.cpu_count(logical=False)))()
+    if not cores:
+        cores = (logical or (lambda: psutil.cpu_count(logical=True)))() or 1
+    return max(1, cores - 1) if cores <= SMALL_MACHINE_CORES else cores
+
 
 # Share of free memory a case may use (the context, allocator slack and rotating buffers need the rest).
 MEMORY_HEADROOM = 0.8
@@ -229,7 +243,7 @@ def select(options: RunOptions) -> Selection:
         unknown = [o for o in ops if o not in OP_NAMES]
         if unknown:
             valid = ", ".join((*OP_NAMES, *OP_GROUPS))
-            raise UsageError(f"--ops: unknown op {unknown[0]!r} (valid: {valid})")
+            raise UsageError("error.ops_unknown", op=repr(unknown[0]), known=valid)
     else:
         ops = DEFAULT_OPS
     dtypes = None
@@ -238,7 +252,7 @@ def select(options: RunOptions) -> Selection:
         for d in options.dtypes:
             alias = DTYPE_ALIASES.get(d.strip().lower())
             if alias is None:
-                raise UsageError(f"--dtypes: unknown dtype {d!r} (valid: fp32, fp16, bf16, tf32)")
+                raise UsageError("error.dtypes_unknown", dtype=repr(d))
             picked.setdefault(alias, None)
         dtypes = tuple(picked)
     sizes = None
@@ -246,40 +260,27 @@ def select(options: RunOptions) -> Selection:
         sizes = sz.parse_sizes(options.sizes)
         for size in sizes:
             if not any(sz.shape_for(op, size, matmul_square=ops_given) for op in ops):
-                raise UsageError(
-                    f"--sizes: {'x'.join(map(str, size))} fits none of the selected ops "
-                    + ("(vector_add, relu: N; softmax, row_sum: ROWSxCOLS; matmul: MxNxK, or N with --ops matmul)"
-                       if not ops_given else
-                       "(vector_add, relu: N; softmax, row_sum, layer_norm, softmax_fwbw: ROWSxCOLS; matmul, "
-                       "linear_fwbw: MxNxK, or N with --ops matmul; sum_*, max_*: AxBxC; conv2d: NxCxHxWxKxRxSTRIDE)")
-                )
+                raise UsageError(f"error.sizes_fit_none{'.ops' if ops_given else ''}", item="x".join(map(str, size)))
         if not ops_given:
             # Without --ops, the sizes choose the ops: 1M alone means the vector ops only.
             ops = tuple(op for op in ops if any(sz.shape_for(op, s, matmul_square=False) for s in sizes))
     return Selection(ops, ops_given, dtypes, sizes)
 
 
-def _device_count(env: Environment) -> int:
-    """CUDA devices ``--device`` may name: torch's count (CUDA_VISIBLE_DEVICES, as the worker), else NVML's."""
-    count = env.get("torch_runtime", "device_count")
-    if isinstance(count, int):
-        return max(count, 0) if count or not env.gpus else len(env.gpus)
-    return len(env.gpus)
-
-
 def check_device(index: int, env: Environment) -> None:
-    """``--device N`` names a GPU this machine has, whatever runs (UsageError otherwise)."""
-    count = _device_count(env)
+    """``--device N`` names a GPU this machine has, whatever runs (UsageError otherwise): torch's count
+    (CUDA_VISIBLE_DEVICES, as the worker), else NVML's."""
+    count = env.get("torch_runtime", "device_count")
+    count = max(count, 0) if isinstance(count, int) and (count or not env.gpus) else len(env.gpus)
     if index == 0 and count == 0:
         return  # the default, on a machine without a GPU: the CPU baseline runs
     if not 0 <= index < count:
         if count == 0:
-            raise UsageError(f"--device {index}: this machine has no CUDA GPU")
-        listed = ", ".join(str(i) for i in range(count))
-        raise UsageError(f"--device {index}: this machine has {count} CUDA GPU{'s' if count != 1 else ''} ({listed})")
+            raise UsageError("error.device_none", index=index)
+        raise UsageError("error.device_missing", index=index, count=count, have=tuple(range(count)))
 
 
-def _first_line(text: Any, limit: int = 300) -> str:
+def _first_line(text: object, limit: int = 300) -> str:
     line = next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
@@ -332,8 +333,8 @@ def triton_unusable(env: Environment) -> Note | None:
 
 
 def jax_unusable(options: RunOptions, ops_given: bool, one_of_several: bool) -> Note | None:
-    """Why JAX is not measured, else None: it runs on one GPU alone (a JAX client opens a context on every
-    visible GPU) and for ops named with ``--ops`` only (the default suite keeps its time)."""
+    """Why JAX is not measured, else None: on one GPU alone (a JAX client opens a context on every visible GPU),
+    for ops named with ``--ops`` only."""
     if options.no_jax:
         return Note("bench.jax_off")
     if one_of_several:
@@ -413,8 +414,8 @@ def _all_dtype_shapes(op: str, backend: str, shapes: Sequence[tuple[int, ...]],
 
 
 def frame(quick: bool, device: int, env: Environment, ops: tuple[str, ...]) -> Plan:
-    """A plan before its cases: the device, the settings preset and the notes (``backend`` None: PyTorch
-    cannot run). ``envcheck run``'s suite and ``envcheck bench``'s declared ops both start here."""
+    """A plan before its cases (``run``'s and ``bench``'s): the device, the settings preset and the notes
+    (``backend`` None: PyTorch cannot run)."""
     check_device(device, env)
     no_torch = torch_missing(env)
     if no_torch:
@@ -452,9 +453,8 @@ def with_cases(plan: Plan, planned: Sequence[PlannedCase], env: Environment, spe
 
 
 def plan(options: RunOptions, env: Environment, gpu: int | None = None) -> Plan:
-    """The built-in suite's cases for these options on this machine (UsageError on bad options); ``--quick``
-    with ``--sizes`` runs the given sizes with the quick settings. ``gpu``: one GPU of several measured at
-    once (``run --gpus``, ``fleet``), in place of ``--device``."""
+    """The built-in suite's cases for these options on this machine (UsageError on bad options). ``gpu``: one GPU
+    of several measured at once (``run --gpus``, ``fleet``), in place of ``--device``."""
     sel = select(options)
     quick = options.quick
     base = frame(quick, options.device if gpu is None else gpu, env, sel.ops)
@@ -478,8 +478,7 @@ def plan(options: RunOptions, env: Environment, gpu: int | None = None) -> Plan:
     interpret = options.interpret
     if interpret:
         if backend == "cuda":
-            raise UsageError("--interpret: this machine has a usable CUDA GPU, on which the Triton kernels run "
-                             "compiled; the interpreter is for machines without one (drop --interpret)")
+            raise UsageError("error.interpret_gpu")
         impls = ["torch", "triton"]
         notes[notes.index(Note("bench.cpu_baseline"))] = Note("bench.interpreted")
         if env.get("triton", "installed") is False:

@@ -1,11 +1,6 @@
-"""Timing of device work: warm-up, settling, sample counts, interleaved sampling, the clock seam.
-
-A ``Clock`` marks the stream of work (CUDA events, or ``perf_counter`` around synchronous CPU calls);
-``Timer.clock_factory`` is the seam tests replace. A ``Region`` is what a sample times (a graph replay of k
-calls, eager calls between events, a host-clock batch), each sample divided by its calls. The rules and why
-(docs/measurement.md): ``rep_ms`` of samples within [min_samples, max_samples], an implementation's regions
-in turns forwards then backwards, an eager turn on an idle GPU, a graph turn after idle behind an untimed
-spacer, settling until a block holds, and an early end once every graph median's 95% interval is narrow.
+"""Timing of device work: warm-up, settling, sample counts, interleaved sampling, the clock seam
+(``Timer.clock_factory``). A ``Region`` is what a sample times (a graph replay of k calls, eager calls between
+events, a host-clock batch), each sample divided by its calls. The rules and why: docs/measurement.md.
 """
 
 from __future__ import annotations
@@ -44,8 +39,7 @@ HOST = "host_clock"
 
 
 class Clock(Protocol):
-    """Timestamps in the device's stream of work: ``elapsed_us`` between two marks is valid after
-    ``synchronize``; ``host_s`` is host wall time (for the budgets)."""
+    """Marks in the stream of work (``elapsed_us`` valid after ``synchronize``); ``host_s``: host wall time."""
 
     def mark(self) -> Any: ...
 
@@ -98,7 +92,7 @@ def make_clock(backend: str) -> Clock:
 
 def calls_per_sample(single_call_us: float, target_us: float = TARGET_SAMPLE_US,
                      cap: int = MAX_CALLS_PER_SAMPLE) -> int:
-    """Calls to put in one sample so it lasts at least ``target_us`` (1 for long calls)."""
+    """Calls in one sample so it lasts at least ``target_us``."""
     if not single_call_us > 0:
         return cap
     return max(1, min(cap, math.ceil(target_us / single_call_us)))
@@ -106,9 +100,8 @@ def calls_per_sample(single_call_us: float, target_us: float = TARGET_SAMPLE_US,
 
 @dataclass(frozen=True)
 class Region:
-    """What one implementation times: ``run`` makes ``calls_per_sample`` calls of the op, timed by
-    ``method`` (GRAPH, EAGER, HOST); ``window_ms``: how long its samples span (None: ``rep_ms``);
-    ``spacer``: the untimed run ahead of a turn on an idle GPU (None: ``run``)."""
+    """``run`` makes ``calls_per_sample`` calls of the op, timed by ``method``; ``window_ms``: how long its samples
+    span (None: ``rep_ms``); ``spacer``: the untimed run ahead of a turn on an idle GPU (None: ``run``)."""
 
     run: Callable[[], Any]
     method: str
@@ -129,8 +122,6 @@ def median_ci(samples: Sequence[float]) -> tuple[float, float]:
 
 def median_fixed(samples: Sequence[float], stop_ci: float) -> bool:
     """Whether ``samples``' median lies within ``stop_ci`` of both ends of its 95% interval."""
-    if len(samples) < STOP_MIN_SAMPLES:
-        return False
     lo, hi = median_ci(samples)
     median = statistics.median(samples)
     return max(median - lo, hi - median) <= stop_ci * median
@@ -152,7 +143,7 @@ class Timer:
         return EAGER if self.backend == "cuda" else HOST
 
     def first_call_s(self, fn: Callable[[], Any]) -> float:
-        """Wall time of one call until its work is done: compile + autotune on a first call."""
+        """Wall time of one call until its work is done (a first call's compile and autotuning)."""
         t0 = self.clock.host_s()
         fn()
         self.clock.synchronize()
@@ -224,9 +215,8 @@ class Timer:
                ) -> tuple[bool, bool]:
         """(whether the marks were read: a synchronisation, whether every graph median is fixed within ``stop_ci``)."""
         graphs = [i for i in marks if regions[i].method == GRAPH]
-        if not graphs or any(len(m) < self.settings.min_samples for m in marks.values()):
-            return False, False
-        if any(len(marks[i]) < STOP_MIN_SAMPLES for i in graphs):
+        if (not graphs or any(len(m) < self.settings.min_samples for m in marks.values())
+                or any(len(marks[i]) < STOP_MIN_SAMPLES for i in graphs)):
             return False, False
         self.clock.synchronize()
         return True, all(median_fixed([self.clock.elapsed_us(s, e) for s, e in marks[i]], stop_ci) for i in graphs)

@@ -1,6 +1,5 @@
-"""The isolated benchmark worker, ``main`` run by the harness (its contract: protocol.py): the device, the
-measured ceilings, then each group of cases, its implementations prepared (group.py), then each sampled under
-an NVML window of its own (sampling.py), reported in plan order. One case failing never ends the run."""
+"""The benchmark worker (its contract: protocol.py): the device, the measured ceilings, then each group of cases
+prepared (group.py) and sampled under an NVML window each (sampling.py). One case failing never ends the run."""
 
 from __future__ import annotations
 
@@ -8,11 +7,10 @@ import contextlib
 import dataclasses
 import itertools
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envcheck.bench import ceilings, compile_ahead, compile_cache, device, protocol
-from envcheck.bench.failure import guarded, log
-from envcheck.bench.group import Prepared, open_group, prepare
+from envcheck.bench.group import Prepared, guarded, log, open_group, prepare
 from envcheck.bench.impls import tf32_matmul
 from envcheck.bench.l2 import ROTATE_L2_MULTIPLE, SMALL_BYTES
 from envcheck.bench.phases import Stopwatch
@@ -20,21 +18,15 @@ from envcheck.bench.sampling import POWER_PROBE_MS, sample, settle, span, to_cas
 from envcheck.bench.suite import PlannedCase
 from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS, Timer
 from envcheck.errors import one_line
-from envcheck.model import BenchDevice, Case, MonitorWindow, Note, Skip
+from envcheck.model import BenchDevice, Case, Note, Skip
 from envcheck.ops import lookup
+
+if TYPE_CHECKING:
+    from envcheck.bench.monitor import Monitor
 
 Emit = Callable[[protocol.Event], None]
 MONITOR_INTERVAL_S = 0.05  # NVML's power is itself an average, and the clock swings worth seeing take 100s of ms
 CEILING_SEED = 1
-
-
-def _window(monitor: Any) -> MonitorWindow | None:
-    """The monitor's window (a Monitor never raises while it samples); None where NVML's samples do not make one."""
-    try:
-        return monitor.window() if monitor is not None else None
-    except Exception as e:  # noqa: BLE001 - the window is optional; the case stands without it
-        log(f"NVML samples unreadable: {one_line(e)}")
-        return None
 
 
 class Worker:
@@ -43,7 +35,7 @@ class Worker:
     def __init__(self, plan: protocol.WorkerPlan, emit: Emit) -> None:
         self.plan = plan
         self.emit = emit
-        self._monitor_factory: Callable[[], Any] | None = None
+        self._monitor_factory: Callable[[], Monitor] | None = None
         self._nvml: Any = None
         self._windows = 0
         self.watch = Stopwatch()  # the phases of no one case (model.BENCH_PHASES); spans' zero
@@ -207,7 +199,11 @@ class Worker:
                 log(f"{p.planned.label}: sampling failed", e)
                 p.failure = p.failure or e
         p.end_s = p.watch.now()
-        samples = _window(monitor)
+        try:  # a Monitor never raises while it samples
+            samples = monitor.window() if monitor is not None else None
+        except Exception as e:  # noqa: BLE001 - the window is optional; the case stands without it
+            log(f"NVML samples unreadable: {one_line(e)}")
+            samples = None
         if samples is None:
             return None
         window = self._windows

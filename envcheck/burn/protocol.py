@@ -1,5 +1,6 @@
-"""The burn worker's contract with ``envcheck burn``: its plan (``BurnPlan``) and the events it streams, encoded
-as bench/protocol.py's (the worker: ``envcheck.burn.worker:main``, through the harness)::
+"""The burn worker's contract with ``envcheck burn``: its plan (``BurnPlan``, ``plans``: most of a burn of M minutes
+to the GEMM, which heats the GPU and draws its power limit, a quarter to the memory test, the rest to streaming)
+and the events it streams, encoded as bench/protocol.py's (the worker: ``envcheck.burn.worker:main``)::
 
     start        Started(device)
     sample       Sampled(sample)              about twice a second, from the telemetry thread, throughout
@@ -14,12 +15,17 @@ Samples keep coming while a phase hangs: the parent judges a worker hung by its 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from envcheck.bench import protocol as bench_protocol
 from envcheck.burn.telemetry import TelemetrySample
 from envcheck.model.burn import CONTROLS, MemtestRecord, SdcRecord
+
+SHARES = {"gemm": 0.60, "bandwidth": 0.15, "memtest": 0.25}
+# A CPU burn (CI and tests, no GPU needed) runs tiny sizes: the point is the pipeline.
+CPU_OPTIONS = {"gemm_n": 128, "max_bytes": 1 << 20, "interval_s": 0.25}
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,16 @@ class BurnPlan:
     @property
     def seconds(self) -> float:
         return self.gemm_s + self.bandwidth_s + self.memtest_s
+
+
+def plans(gpus: Sequence[int], minutes: float, backend: str = "cuda", seed: int = 0, *,
+          control: str | None = None, control_gpu: int | None = None, **options: Any) -> tuple[BurnPlan, ...]:
+    """One plan per GPU (``options``: BurnPlan's other fields); ``control`` runs on ``control_gpu`` (None: the
+    first) alone."""
+    s = {phase: minutes * 60.0 * share for phase, share in SHARES.items()}
+    target = gpus[0] if control_gpu is None and gpus else control_gpu
+    return tuple(BurnPlan(backend, g, s["gemm"], s["bandwidth"], s["memtest"], seed=seed,
+                          control=control if g == target else None, **options) for g in gpus)
 
 
 @dataclass(frozen=True)

@@ -9,16 +9,16 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 
 from envcheck.burn import protocol
 from envcheck.burn.telemetry import TelemetrySample, to_telemetry
 from envcheck.harness.failures import ChildError, to_stop
-from envcheck.harness.signals import together
+from envcheck.harness.signals import each, serial
 from envcheck.harness.spawn import spawn
 from envcheck.model import BenchDevice, Note, Stop, StopCause, to_dict
 from envcheck.model.burn import Burn, BurnGpu, MemtestRecord, PhaseRun, SdcRecord
 from envcheck.model.node import XidEvent, XidScan
+from envcheck.probes.collect import utc_now
 
 WORKER_COMMAND = ("envcheck.burn.worker:main",)  # the target, then folders for its sys.path (tests' fakes)
 START_S = 180.0  # importing torch and starting CUDA on a loaded node
@@ -122,10 +122,6 @@ def run_worker(plan: protocol.BurnPlan, on_event: Callable[[protocol.Event], Non
     return got.gpu(to_stop(out, got.finished_phases, got.planned_phases))
 
 
-def _utc() -> str:
-    return datetime.now(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def default_xid_scanner() -> XidScan:
     from envcheck.probes.host import default_host
     from envcheck.probes.xid import scan_xids
@@ -143,10 +139,8 @@ def burn_node(gpus: Sequence[int], minutes: float, *, cpu: bool = False, on_even
               command: Sequence[str] = WORKER_COMMAND, **options: object) -> Burn:
     """The burn of this machine's ``gpus`` for ``minutes`` each, all at once (``envcheck burn``, ``run --burn``, a
     fleet's node). ``options``: protocol.BurnPlan fields; ``cpu``: the CPU at tiny sizes instead (CI)."""
-    from envcheck.burn.plan import CPU_OPTIONS, plans
-
-    opts = {**(CPU_OPTIONS if cpu else {}), **options}
-    return burn_gpus(plans(gpus, minutes, "cpu" if cpu else "cuda", **opts), minutes, on_event, command=command)
+    opts = {**(protocol.CPU_OPTIONS if cpu else {}), **options}
+    return burn_gpus(protocol.plans(gpus, minutes, "cpu" if cpu else "cuda", **opts), minutes, on_event, command=command)
 
 
 def burn_gpus(plans: Sequence[protocol.BurnPlan], minutes: float, on_event: OnEvent | None = None, *,
@@ -154,25 +148,18 @@ def burn_gpus(plans: Sequence[protocol.BurnPlan], minutes: float, on_event: OnEv
               stall_s: float = STALL_S, start_s: float = START_S) -> Burn:
     """Every plan's worker at once; one ``BurnGpu`` per plan, in plan order."""
     before = xid_scanner() if xid_scanner else XidScan(None)
-    results: list[BurnGpu | None] = [None] * len(plans)
     collected = [Collected(p) for p in plans]
-    lock = threading.Lock()
-    started, t0 = _utc(), time.monotonic()
+    seen = serial(on_event)
+    started, t0 = utc_now(), time.monotonic()
 
-    def seen(gpu: int, ev: protocol.Event) -> None:
-        if on_event is not None:
-            with lock:
-                on_event(gpu, ev)
+    def run(got: Collected, stop: threading.Event) -> BurnGpu:
+        return run_worker(got.plan, functools.partial(seen, got.plan.index), command=command, stop=stop,
+                          stall_s=stall_s, start_s=start_s, got=got)
 
-    def run(k: int, stop: threading.Event) -> None:
-        results[k] = run_worker(plans[k], functools.partial(seen, plans[k].index), command=command, stop=stop,
-                                stall_s=stall_s, start_s=start_s, got=collected[k])
-
-    stopped = together([functools.partial(run, k) for k in range(len(plans))])
+    results, stopped = each(collected, run)
     cause = stopped.cause if stopped else None
     gpus = []
-    for k, got in enumerate(collected):
-        g = results[k]
+    for got, g in zip(collected, results, strict=True):
         if g is None:  # its thread did not finish in time: what it gathered still stands
             g = got.gpu(Stop(StopCause.HUNG, got.finished_phases, got.planned_phases))
         if cause is not None and g.stop is not None:

@@ -9,7 +9,7 @@ from envcheck.errors import UsageError
 
 
 def _taken(out: object, what: str) -> UsageError:
-    return UsageError(f"{out} already exists: choose a new file name (envcheck never overwrites a {what})")
+    return UsageError("error.taken", path=out, what=what)
 
 
 def check_out(out: str | None, what: str = "file") -> Path | None:
@@ -24,7 +24,7 @@ def check_out(out: str | None, what: str = "file") -> Path | None:
     except FileExistsError:
         raise _taken(out, what) from None
     except DestinationError as e:
-        raise UsageError(f"--out: {e}") from None
+        raise UsageError("error.flag", flag="--out", error=e) from None
     return Path(out)
 
 
@@ -37,4 +37,4 @@ def write_out(out: str | Path, text: str, what: str = "file") -> Path:
     except FileExistsError:
         raise _taken(out, what) from None
     except OSError as e:
-        raise UsageError(f"cannot write {out}: {e.strerror or e}") from None
+        raise UsageError("error.cannot_write", path=out, error=e.strerror or e) from None

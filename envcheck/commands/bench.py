@@ -14,7 +14,7 @@ from envcheck.commands.options import BenchOptions, RunOptions
 
 def execute(s: BenchOptions, deps: run.Collaborators | None = None, stderr: Any = None, stdout: Any = None) -> int:
     from envcheck.bench.resume import run_resuming
-    from envcheck.userbench import discover, plan
+    from envcheck.userbench import discover
 
     source = discover.source_argument(s.source)
 
@@ -22,7 +22,7 @@ def execute(s: BenchOptions, deps: run.Collaborators | None = None, stderr: Any 
         say(f"reading the ops {s.source} declares (in a subprocess)")
         ops = discover.discover(source)
         interpret = os.environ.get("TRITON_INTERPRET") == "1"  # the worker inherits it: Triton runs interpreted
-        return run.Cases(lambda env: plan.plan(ops, source, s.quick, s.device, env, interpret=interpret),
+        return run.Cases(lambda env: discover.plan(ops, source, s.quick, s.device, env, interpret=interpret),
                          lambda p, on_event, timeout, command: run_resuming(p, on_event, timeout, s.case_timeout,
                                                                             command=command))
 

@@ -11,15 +11,43 @@ Exit status:
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TextIO
 
-from envcheck.commands.burning import burn_devices, say
+from envcheck.burn.protocol import Event, PhaseStarted, Started
 from envcheck.commands.options import BurnOptions
 from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
+from envcheck.model.burn import Burn
+from envcheck.render.i18n import t, word
 
 MAX_MINUTES = 24 * 60.0
+
+
+def say(text: str, stream: TextIO) -> None:
+    print(f"envcheck burn: {text}", file=stream, flush=True)
+
+
+def progress(stream: TextIO, cpu: bool = False) -> Callable[[int, Event], None]:
+    """One line per GPU (or the CPU) per phase on stderr (each phase lasts minutes: no bar needed)."""
+
+    def on_event(gpu: int, ev: Event) -> None:
+        who = "CPU" if cpu else f"GPU {gpu}"
+        if isinstance(ev, Started):
+            say(f"{who}: {ev.device.name}", stream)
+        elif isinstance(ev, PhaseStarted):
+            say(f"{who}: {word('burn.phase.', ev.phase)} ({ev.dtype}, {ev.planned_s:.0f} s)", stream)
+    return on_event
+
+
+def burn_devices(gpus: Sequence[int], minutes: float, *, cpu: bool = False, stream: TextIO | None = None,
+                 control: str | None = None, control_gpu: int | None = None) -> Burn:
+    """``burn.run.burn_node`` with a progress line per GPU and phase on ``stream`` (stderr): ``envcheck burn`` and
+    ``run --burn``."""
+    from envcheck.burn.run import burn_node
+
+    return burn_node(gpus, minutes, cpu=cpu, on_event=progress(stream if stream is not None else sys.stderr, cpu),
+                     control=control, control_gpu=control_gpu)
 
 
 def exit_status(verdict: str) -> int:
@@ -31,13 +59,13 @@ def check_control(s: BurnOptions, gpus: Sequence[int]) -> tuple[str | None, int 
     control, target = s.control, s.control_gpu
     if control is None:
         if target is not None:
-            raise UsageError("--control-gpu: give --control too")
+            raise UsageError("error.control_gpu_alone")
         return None, None
     target = gpus[0] if target is None else target
     if target not in gpus:
-        raise UsageError(f"--control-gpu {target}: not one of the GPUs burned ({', '.join(map(str, gpus))})")
+        raise UsageError("error.control_gpu_not_burned", gpu=target, gpus=gpus)
     if control == "slow_gemm" and len(gpus) < 2:
-        raise UsageError("--control slow_gemm: a GPU's speed is judged against its siblings; burn two GPUs or more")
+        raise UsageError("error.control_slow_gemm_one")
     return control, target
 
 
@@ -46,7 +74,7 @@ def execute(s: BurnOptions, collect: Any = None, stderr: Any = None, stdout: Any
 
     formats = output_formats(s.format)
     if s.minutes > MAX_MINUTES:
-        raise UsageError(f"--minutes: at most {MAX_MINUTES:.0f} (a day) per burn")
+        raise UsageError("error.burn_minutes", most=f"{MAX_MINUTES:.0f}")
     out_dir, key = destination(s.out_dir, s.anonymize)
     err = stderr if stderr is not None else sys.stderr
     if collect is None:
@@ -54,10 +82,10 @@ def execute(s: BurnOptions, collect: Any = None, stderr: Any = None, stdout: Any
     env = collect(runtime=False, reports_dir=str(out_dir))
     gpus = (0,) if s.cpu else s.gpus.pick(len(env.gpus))
     control, control_gpu = check_control(s, gpus)
-    where = "the CPU (tiny sizes)" if s.cpu else f"GPU{'s' if len(gpus) > 1 else ''} {', '.join(map(str, gpus))}"
-    say(f"{s.minutes:g} min on {where} at once (Ctrl-C stops and keeps what was seen)", err)
+    where = "cpu" if s.cpu else "gpus" if len(gpus) > 1 else "gpu"
+    say(t(f"burn.cli.start.{where}", minutes=f"{s.minutes:g}", gpus=", ".join(map(str, gpus))), err)
     if control is not None:
-        say(f"positive control {control} on GPU {control_gpu} (recorded in the report; that GPU must fail)", err)
+        say(t("burn.cli.control", control=control, gpu=control_gpu), err)
     when = datetime.now(timezone.utc)
     burn = burn_devices(gpus, s.minutes, cpu=s.cpu, stream=err, control=control, control_gpu=control_gpu)
     from envcheck.probes.collect import new_report

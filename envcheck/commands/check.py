@@ -49,7 +49,7 @@ def seams(path: str | None) -> Seams:
     try:
         snap = snapshot.load(path)
     except snapshot.SnapshotError as e:
-        raise UsageError(str(e)) from None
+        raise UsageError("error.as_is", error=e) from None
     host, nvml = snapshot.replay(snap)
     captured = snap.meta.get("captured")
     source = ReplaySource(file=Path(path).name, host=snap.hostname, replayed=utc_now(),
@@ -97,10 +97,9 @@ def main(s: CheckOptions, probe: bool = False) -> int:
 
     if s.slurm_drain:
         if s.format != "health":
-            raise UsageError("--slurm-drain goes with --format health")
+            raise UsageError("error.slurm_drain_format")
         if s.replay:
-            raise UsageError("--slurm-drain drains this node, and --replay checks another machine's snapshot: "
-                             "drop one of them")
+            raise UsageError("error.slurm_drain_replay")
         from envcheck.slurm import ready
 
         ready()  # no scontrol, or not one node's name, is refused before anything is probed

@@ -27,8 +27,9 @@ def emit(text: str, out: str | None) -> None:
         return
     path = write_out(out, text)
     from envcheck.render.escape import visible
+    from envcheck.render.i18n import t
 
-    print(visible(f"wrote {path}"), file=sys.stderr)
+    print(visible(t("cli.wrote", path=path)), file=sys.stderr)
 
 
 def terminal_text(draw: Callable[[Any], None], *, to_file: bool) -> str:
@@ -61,8 +62,7 @@ def on_gpu(label: str, report: Report, index: int | None) -> Report:
     chosen = [b for b in cuda if b.device.index == index]
     if not chosen:
         have = sorted({b.device.index for b in cuda if b.device.index is not None})
-        where = f"its GPUs: {', '.join(map(str, have))}" if have else "it ran on no GPU"
-        raise UsageError(f"--gpu {index}: {label} has no results of GPU {index} ({where})")
+        raise UsageError(f"error.diff_gpu{'' if have else '_none'}", index=index, label=label, have=have)
     return dataclasses.replace(report, benches=(chosen[0],), node=None)
 
 
@@ -72,10 +72,10 @@ def several_gpus(analysed: list[tuple[str, Any]]) -> str | None:
     many = [(label, len(a.report.benches)) for label, a in analysed if len(a.report.benches) > 1]
     if not many:
         return None
-    label, n = many[0]
-    more = f" (and {len(many) - 1} more reports)" if len(many) > 1 else ""
-    return (f"{label} holds the suites of {n} GPUs{more}; each report's first is compared: --gpu N compares "
-            "GPU N of each")
+    from envcheck.render.i18n import t
+
+    (label, n), more = many[0], len(many) - 1
+    return t(f"diff.cli.several_gpus{'.more' if more else ''}", label=label, count=n, more=more)
 
 
 def load_files(paths: list[str], gpu: int | None = None) -> list[tuple[list[tuple[Any, Any]], tuple[str, Any]]]:
@@ -106,16 +106,16 @@ def main(args: DiffOptions) -> int:
     per_file = [nodes for nodes, _ in files]
     analysed = [(n.label, a) for nodes in per_file for n, a in nodes]
     if len(analysed) < 2:
-        raise UsageError("diff needs at least two reports (a fleet report counts one per node): a baseline "
-                         "and one or more to compare with it")
+        raise UsageError("error.diff_two")
     fleets = any(n.fleet for nodes in per_file for n, _ in nodes)
     # Fleets: each node against the baseline's node that is the same machine, never by position.
     d = diff_nodes(per_file, [w for _, w in files]) if fleets and len(per_file) > 1 else diff_analysed(analysed)
     note = several_gpus(analysed) if gpu is None else None
     if note:
         from envcheck.render.escape import visible
+        from envcheck.render.i18n import t
 
-        print(visible(f"envcheck diff: note: {note}"), file=sys.stderr)
+        print(visible(t("diff.cli.note", note=note)), file=sys.stderr)
     if args.format == "json":
         from envcheck.compare.export import to_json
         from envcheck.render.escape import json_text
@@ -131,21 +131,19 @@ def main(args: DiffOptions) -> int:
         from envcheck.render import fmt
         from envcheck.render.compare_view import node_row_name
         from envcheck.render.escape import visible
+        from envcheck.render.i18n import t
 
-        cases = [("regression", c.name, c, cmp.other.label, cmp.base.label) for cmp, c in d.regressions(pct)]
-        nodes = [("node regression", node_row_name(r), r.change, other, base)
-                 for base, other, r in d.node_regressions(pct)]
-        for rows, what in ((cases, "case(s)"), (nodes, "node test(s)")):
-            for kind, name, r, other, base in rows:
-                print(visible(f"envcheck diff: {kind}: {name}: {fmt.ratio(r.ratio)} the time "
-                              f"{fmt.interval(r.low, r.high)} (run-to-run noise included) in {other} vs {base}"),
-                      file=sys.stderr)
+        cases = [(c.name, c, cmp.other.label, cmp.base.label) for cmp, c in d.regressions(pct)]
+        nodes = [(node_row_name(r), r.change, other, base) for base, other, r in d.node_regressions(pct)]
+        for rows, what in ((cases, "case"), (nodes, "node")):
+            for name, r, other, base in rows:
+                print(visible(t(f"diff.cli.regression.{what}", name=name, ratio=fmt.ratio(r.ratio), other=other,
+                                interval=fmt.interval(r.low, r.high), base=base)), file=sys.stderr)
             if rows:
-                print(f"envcheck diff: {len(rows)} {what} slower by more than {pct:g}%", file=sys.stderr)
+                print(t(f"diff.cli.slower.{what}", count=len(rows), pct=f"{pct:g}"), file=sys.stderr)
         if cases or nodes:
             return EXIT_FAIL
         if not d.judged:
-            print("envcheck diff: nothing compared: no row in common was judged against run-to-run noise (no "
-                  "benchmark in common, or only rows no noise estimate covers), so no verdict", file=sys.stderr)
+            print(t("diff.cli.nothing_compared"), file=sys.stderr)
             return EXIT_NOTHING_COMPARED
     return EXIT_OK

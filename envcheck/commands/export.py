@@ -39,7 +39,7 @@ def emit(analysis: Analysis, fmt: str, out: str | None = None, slurm_drain: bool
             try:
                 write_textfile(analysis, path)
             except OSError as e:
-                raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
+                raise UsageError("error.cannot_write", path=path, error=e.strerror or e) from None
         else:
             sys.stdout.write(prometheus_text(analysis))
         return status
@@ -56,7 +56,7 @@ def emit(analysis: Analysis, fmt: str, out: str | None = None, slurm_drain: bool
             write_out(out, line + "\n", "report")
         print(line)
         return status
-    raise UsageError(f"unknown format {fmt!r}")
+    raise UsageError("error.unknown_format", format=repr(fmt))
 
 
 def main(args: ExportOptions) -> int:
@@ -66,7 +66,7 @@ def main(args: ExportOptions) -> int:
 
     if args.out:  # refused before the report is read: a textfile is replaced whole, any other file never
         if os.path.isdir(args.out):  # False, not an OSError, for a name too long
-            raise UsageError(f"{args.out} is a folder: name the file, e.g. {Path(args.out) / 'envcheck.prom'}")
+            raise UsageError("error.out_is_folder", path=args.out, example=Path(args.out) / "envcheck.prom")
         if args.format != "prometheus":
             check_out(args.out, "report")
     return emit(analyse(model.load(args.report, VERDICT_KINDS)), args.format, args.out)

@@ -29,6 +29,7 @@ from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from envcheck.model import Bench, Check, Environment, Report
 from envcheck.model.fleet import Baseline, Fleet, FleetNode, Rule
 from envcheck.model.node import Launch, Node
+from envcheck.render.i18n import t
 
 if TYPE_CHECKING:
     from envcheck.node.collective_run import SweepPlan
@@ -40,11 +41,11 @@ def parse_rule(text: str) -> Rule:
     """``--rule node.all_reduce:higher:0.1`` (metric prefix, direction, margin as a fraction)."""
     parts = text.split(":")
     if len(parts) != 3:
-        raise UsageError(f"--rule {text!r}: expected METRIC:higher|lower:MARGIN, e.g. gpu.bandwidth_gbps:higher:0.05")
+        raise UsageError("error.rule_form", rule=repr(text))
     try:
         return Rule(parts[0], parts[1], float(parts[2]))
     except ValueError as e:
-        raise UsageError(f"--rule {text!r}: {e}") from None
+        raise UsageError("error.flag", flag=f"--rule {text!r}", error=e) from None
 
 
 def parse_size(text: str) -> int:
@@ -65,7 +66,7 @@ def parse_sweep_sizes(text: str) -> tuple[int, ...]:
             return sizes(parse_size(lo), parse_size(hi), 4)
         return tuple(parse_size(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise UsageError(f"--sweep-sizes {text!r}: expected e.g. 1M..4G or 64K,1M") from None
+        raise UsageError("error.sweep_sizes", sizes=repr(text)) from None
 
 
 def load_baseline(path: str) -> Baseline:
@@ -77,7 +78,7 @@ def load_baseline(path: str) -> Baseline:
     try:
         report = load(path, VERDICT_KINDS)
     except ReportError as e:
-        raise UsageError(f"--baseline {e}") from None
+        raise UsageError("error.baseline", error=e) from None
     nodes = report.fleet.nodes if report.fleet is not None else (
         FleetNode(report.host, (), report.environment, report.checks, report.benches, report.node),)
     return baseline_from_nodes(nodes, path, report.host, report.created)
@@ -86,7 +87,7 @@ def load_baseline(path: str) -> Baseline:
 def real_deps(args: FleetOptions, ctx: Any, transport: Any, sweep: Any, out_dir: str, cpu: bool) -> Any:
     """Each rank's work as envcheck does it for real: subprocess workers, torchrun, NVML; ``cpu``: the node's
     collectives on gloo with CPU tensors, whatever GPUs the machine has (``--cpu``, or no GPU)."""
-    from envcheck.bench import assemble, runner, suite
+    from envcheck.bench import runner, suite
     from envcheck.checks import evaluate
     from envcheck.node.collective_run import Placement, launch_sweep, read_outputs
     from envcheck.node.fleet import FleetDeps, local_gpus
@@ -102,7 +103,7 @@ def real_deps(args: FleetOptions, ctx: Any, transport: Any, sweep: Any, out_dir:
 
     def environment() -> Environment:
         if "env" not in cache:
-            _step(ctx.rank, "probing this machine (torch, CUDA and NVML, each isolated)")
+            _step(ctx.rank, t("fleet.cli.probing"))
             env = collect(runtime=True, timeout=120.0, reports_dir=out_dir)
             if ctx.leader:
                 env = Environment({**env.sections, LINKS_SECTION: probe_links()}, env.gpus, env.probe_s)
@@ -117,11 +118,12 @@ def real_deps(args: FleetOptions, ctx: Any, transport: Any, sweep: Any, out_dir:
         plan = suite.plan(options, env, gpu=gpu if device() == "cuda" else 0)
         started = utc_now()
         if not plan.runnable:
-            return assemble.no_bench(plan, started)
+            return runner.no_bench(plan, started)
         t0 = time.monotonic()
-        _step(ctx.rank, f"suite: {len(plan.cases)} cases on {'GPU ' + str(gpu) if device() == 'cuda' else 'the CPU'}")
+        where = t("run.cli.on_gpu", gpu=gpu) if device() == "cuda" else t("run.cli.on_cpu")
+        _step(ctx.rank, t("fleet.cli.suite", count=len(plan.cases), where=where))
         outcome = runner.run_worker(plan, _case_lines(ctx.rank, len(plan.cases)), args.timeout)
-        bench_ = _machine_index(assemble.assemble(plan, outcome, started, time.monotonic() - t0), gpu, gpus)
+        bench_ = _machine_index(runner.assemble(plan, outcome, started, time.monotonic() - t0), gpu, gpus)
         if outcome.interrupted:
             raise KeyboardInterrupt(bench_)
         return bench_
@@ -137,8 +139,7 @@ def real_deps(args: FleetOptions, ctx: Any, transport: Any, sweep: Any, out_dir:
         dev = "cpu" if cpu else device()
         # --crosscheck: the node's own sweep runs a plain torch.distributed loop too (not the world's).
         plan = replace(sweep, crosscheck_loop=args.crosscheck and dev == "cuda")
-        _step(ctx.rank, "node tests: topology, error counters, peer copies, collectives" if dev == "cuda" else
-              "node tests on the CPU: topology, error counters, collectives (gloo)")
+        _step(ctx.rank, t(f"fleet.cli.node.{dev}"))
         return run_node(NodeOptions(gpus, work_dir, dev, plan, PeerPlan() if dev == "cuda" else None))
 
     def world(go: Any, node_index: int, ctx_: Any, gpus: tuple[int, ...], work_dir: str
@@ -146,7 +147,7 @@ def real_deps(args: FleetOptions, ctx: Any, transport: Any, sweep: Any, out_dir:
         d = os.path.join(work_dir, f"node{ctx_.node_rank}")
         placement = Placement(ctx_.local_world_size, gpus if device() == "cuda" else None, len(go.nodes),
                               node_index, go.master_addr, go.master_port)
-        _step(ctx.rank, f"collectives across {len(go.nodes)} nodes")
+        _step(ctx.rank, t("fleet.cli.world", count=len(go.nodes)))
         launch = launch_sweep(sweep, placement, d, launcher, args.world_timeout)
         return read_outputs(d), launch
 
@@ -162,7 +163,7 @@ def real_deps(args: FleetOptions, ctx: Any, transport: Any, sweep: Any, out_dir:
 
 def _step(rank: int, text: str) -> None:
     """A line on stderr as each long step of a rank starts (probing, its suite, the node tests, the world)."""
-    print(f"envcheck fleet: rank {rank}: {text}", file=sys.stderr, flush=True)
+    print(t("fleet.cli.step", rank=rank, text=text), file=sys.stderr, flush=True)
 
 
 def _case_lines(rank: int, total: int) -> Any:
@@ -199,7 +200,6 @@ def print_summary(report: Report, analysis: Any, written: list[Path], stdout: An
     from rich.markup import escape
 
     from envcheck.analysis.fleet import on_cpu
-    from envcheck.render.i18n import t
     from envcheck.render.terminal.console import make_console
     from envcheck.render.terminal.crosscheck import print_crosscheck
     from envcheck.render.terminal.node import print_fleet
@@ -317,8 +317,7 @@ def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
     if stops.launcher_gone:
         transport.close()
         _keep(work_dir, ctx.rank)
-        print("envcheck fleet: the launcher is gone (killed): this rank stopped its work; no report is written "
-              "for a job that was killed", file=sys.stderr)
+        print(t("fleet.cli.launcher_gone"), file=sys.stderr)
         return EXIT_INTERRUPTED
     if fleet.settings.get("interrupted"):
         fleet = replace(fleet, settings={**fleet.settings, "interrupted": stops.received or "SIGINT"})
@@ -338,7 +337,6 @@ def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
     drain = analysis.fleet.drain if analysis.fleet is not None else ()
     if drain:
         from envcheck.render.escape import visible
-        from envcheck.render.i18n import t
 
         hosts = ", ".join(v.host for v in drain)
         print(visible(t("fleet.drain", hosts=hosts, count=len(drain))), file=sys.stderr)
@@ -351,7 +349,6 @@ def _keep(work_dir: str, rank: int, passed: bool = False) -> None:
     """The rank's working files (the children's logs and outputs): removed when the fleet passed, else kept and
     named."""
     from envcheck.render.escape import visible
-    from envcheck.render.i18n import t
 
     if not passed and os.path.isdir(work_dir) and os.listdir(work_dir):
         print(visible(t("fleet.work_kept", rank=rank, path=work_dir)), file=sys.stderr)

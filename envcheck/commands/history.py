@@ -27,7 +27,7 @@ def _folder(p: Path) -> list[Path]:
     try:
         return sorted(q for q in p.iterdir() if q.name.endswith(REPORT_SUFFIXES) and not q.name.startswith(SNAPSHOT))
     except OSError as e:
-        raise UsageError(f"cannot list {p}: {e.strerror or e}") from None
+        raise UsageError("error.cannot_list", path=p, error=e.strerror or e) from None
 
 
 def collect(paths: list[str]) -> tuple[list[tuple[str, Report]], list[LeftOut]]:
@@ -59,7 +59,7 @@ def collect(paths: list[str]) -> tuple[list[tuple[str, Report]], list[LeftOut]]:
                 raise
             left_out.append(LeftOut(f.name, UNREADABLE, str(e)))
     if not loaded:
-        raise UsageError(f"no envcheck reports found in {', '.join(paths)}")
+        raise UsageError("error.no_reports", paths=paths)
     names = labels([str(f) for f, _ in loaded])
     return [nr for name, (_, r) in zip(names, loaded, strict=True) for nr in per_node(name, r)], left_out
 
@@ -118,10 +118,8 @@ def main(args: HistoryOptions) -> int:
     for x in hs.left_out:
         _tell(t("history.note", note=_note(x)))
     if not hs.machines:
-        raise UsageError(f"no benchmark results among the reports in {', '.join(paths)}: "
-                         "history needs reports of envcheck run")
+        raise UsageError("error.no_bench_results", paths=paths)
     if len(hs.machines) > 1:
-        _tell(t("history.note", note=t("history.note.machines",
-                                                                      count=len(hs.machines))))
+        _tell(t("history.note", note=t("history.note.machines", count=len(hs.machines))))
     emit(render(hs, args.format, bool(args.out)), args.out)
     return EXIT_OK

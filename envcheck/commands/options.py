@@ -81,19 +81,18 @@ class Gpus:
         parts = [p.strip() for p in text.split(",")]
         for p in parts:
             if not p.isdigit():
-                raise UsageError(f"--gpus: {p!r} is not a GPU index (use all, or e.g. 0,2)")
+                raise UsageError("error.gpus_index", value=repr(p))
         return cls(tuple(dict.fromkeys(map(int, parts))))
 
     def pick(self, count: int) -> tuple[int, ...]:
         """The indices, checked against the ``count`` GPUs present."""
         if self.only is None:
             if count < 1:
-                raise UsageError("--gpus all: no GPU found")
+                raise UsageError("error.gpus_none")
             return tuple(range(count))
         for i in self.only:
             if not i < count:
-                raise UsageError(f"--gpus: GPU {i} does not exist ({count} GPU{'s' if count != 1 else ''}: "
-                                 f"{', '.join(map(str, range(count)))})")
+                raise UsageError("error.gpus_missing", gpu=i, count=count, have=tuple(range(count)))
         return self.only
 
 
@@ -150,6 +149,7 @@ class ProbeOptions:
 
     format: str = opt(None, "text", choices=["text", "json"])
     replay: str | None = opt("probe the machine recorded by envcheck snapshot instead", metavar="SNAPSHOT")
+    lang: str = _lang()
 
 
 @dataclass(frozen=True)
@@ -178,6 +178,7 @@ class SnapshotOptions:
                               "$ENVCHECK_REPORTS_DIR, as every report)", metavar="DIR")
     anonymize: bool = _anonymize()
     timeout: float = _seconds(PROBE_TIMEOUT, 120.0)
+    lang: str = _lang()
 
 
 @dataclass(frozen=True)

@@ -24,14 +24,14 @@ def preflight(args: RenderOptions) -> Path | None:
         try:
             prepare_folder(out_dir, create=False)
         except DestinationError as e:
-            raise UsageError(f"--out: {e}; nothing was written") from None
+            raise UsageError("error.out_nothing_written", error=e) from None
     stem = report_stem(args.report)
     doc = document_stem(stem)
     names = {"md": f"{doc}.md", "html": f"{doc}.html", "junit": f"{doc}.junit.xml", "prometheus": f"{stem}.prom"}
     taken = [p for f in validate(args.format) if f in names
              and exists(p := (out_dir or Path(args.report).parent) / names[f])]
     if taken and not args.force:
-        raise UsageError(f"{taken[0]} already exists; --force replaces the rendered files")
+        raise UsageError("error.rendered_exists", path=taken[0])
     return out_dir
 
 
@@ -47,8 +47,7 @@ def main(args: RenderOptions) -> int:
                                   force=args.force)
     except OSError as e:
         where = out_dir or Path(args.report).parent
-        raise UsageError(f"cannot write to {where} ({e.strerror or e}); nothing was written, "
-                         "the files there are as they were") from None
+        raise UsageError("error.render_write", path=where, error=e.strerror or e) from None
     for line in written_lines(written):
         print(line)
     return EXIT_OK

@@ -27,11 +27,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envcheck import model, reportname
-from envcheck.bench import assemble, runner, suite
+from envcheck.bench import runner, suite
 from envcheck.bench.protocol import CaseStarted, Event, Measured, Skipped
 from envcheck.commands.options import RunOptions
 from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from envcheck.model import Check, Environment, Report
+from envcheck.render.i18n import phrase, t, word
 
 if TYPE_CHECKING:
     from envcheck.analysis import Analysis
@@ -66,7 +67,7 @@ def output_formats(formats: Sequence[str]) -> list[str]:
     for f in formats:
         f = f.strip().lower()
         if f not in FORMATS:
-            raise UsageError(f"--format: unknown format {f!r} (valid: {', '.join(FORMATS)})")
+            raise UsageError("error.format_unknown", format=repr(f), known=FORMATS)
         if f != "json" and f not in picked:
             picked.append(f)
     return picked
@@ -80,12 +81,12 @@ def output_dir(text: str | None) -> Path:
     d = Path(default_out_dir(text)).expanduser()
     try:
         if d.exists() and not d.is_dir():
-            raise UsageError(f"--out-dir: {d} is a file, not a folder")
+            raise UsageError("error.out_dir_file", path=d)
         d.mkdir(parents=True, exist_ok=True)
     except OSError as e:  # a name the file system refuses (too long) as much as a folder it refuses
-        raise UsageError(f"--out-dir: cannot create {d} ({e.strerror or e})") from None
+        raise UsageError("error.out_dir_create", path=d, error=e.strerror or e) from None
     if not os.access(d, os.W_OK | os.X_OK):
-        raise UsageError(f"--out-dir: {d} is not writable")
+        raise UsageError("error.out_dir_unwritable", path=d)
     return d
 
 
@@ -119,7 +120,7 @@ class ProgressView:
                                       TimeElapsedColumn(), TextColumn("{task.fields[label]}"),
                                       console=Console(file=self.stream), transient=True)
             self._progress.start()
-            self._task = self._progress.add_task("bench", total=self.total, label="starting the worker")
+            self._task = self._progress.add_task("bench", total=self.total, label=t("run.cli.starting_worker"))
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -189,11 +190,10 @@ def save_json(report: Report, out_dir: Path, stem: str, stderr: Any = None, comm
             tried.append(f"{folder} ({getattr(e, 'strerror', None) or e})")
             continue
         if folder != out_dir:
-            _say(f"warning: could not write the report in {tried[0]}; saved it in {path.parent} instead"
-                 + (f" (skipped: {'; '.join(tried[1:])})" if len(tried) > 1 else ""), stderr, command)
+            _say(t(f"run.cli.saved_elsewhere{'.skipped' if len(tried) > 1 else ''}", tried=tried[0],
+                   folder=path.parent, skipped="; ".join(tried[1:])), stderr, command)
         return path
-    _say("error: the report could not be written anywhere (" + "; ".join(tried) + "); its JSON follows on "
-         f"stdout: save it with `envcheck {command} ... > report.json`", stderr, command)
+    _say(t("run.cli.not_saved", tried="; ".join(tried), command=command), stderr, command)
     sys.stdout.write(content)
     sys.stdout.flush()
     return None
@@ -253,7 +253,7 @@ def suite_cases(s: RunOptions) -> Callable[[Say], Cases]:
     within one time limit (bench/repeat.py), a stop ending the repeats."""
     suite.select(s)  # bad --ops/--sizes/--dtypes fail here, before the probes
     if s.repeat > 1 and s.gpus is not None:
-        raise UsageError("--repeat runs one GPU's suite N times; it cannot be combined with --gpus")
+        raise UsageError("error.repeat_gpus")
 
     def measure(plan: suite.Plan, on_event: runner.OnEvent, timeout: float,
                 command: Sequence[str]) -> runner.BenchOutcome:
@@ -289,7 +289,7 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: Any = None
     source = find(say)
     deps = deps or collaborators()
 
-    say("probing the machine (PyTorch and Triton are tried in subprocesses)")
+    say(t("run.cli.probing"))
     env = deps.collect(runtime=True, timeout=min(s.timeout, RUNTIME_PROBE_TIMEOUT_S), reports_dir=str(out_dir))
     checks = tuple(deps.evaluate(env))
     plan = source.plan(env)
@@ -312,8 +312,7 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: Any = None
 
             host = for_this_machine(host, key).host(host)
         names = [str(env.gpus[i].get("name") or "gpu") for i in gpus]
-        say(f"running the suite on GPUs {s.gpus} at once, then the node tests (Ctrl-C stops and keeps what "
-            "finished)")
+        say(t("run.cli.running_node", gpus=s.gpus))
         node_work = out_dir / f"{reportname.node_stem(when, host, names)}_work"
         result = run_node_suite(gpus, tuple(suite.plan(s, env, gpu=g) for g in gpus), str(node_work), s.timeout,
                                 crosscheck=s.crosscheck, outlier_margin=s.outlier_margin,
@@ -322,10 +321,10 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: Any = None
         sections["node"] = result.node
         problems = len(node_problems(result.node, result.benches))
     elif plan.runnable:
-        where = f"GPU {plan.index}" if plan.backend == "cuda" else "the CPU"
-        of = f" of {len(plan.ops)} declared op(s)" if plan.ops else ""
-        times = f", {s.repeat} independent repeats" if s.repeat > 1 else ""
-        say(f"running {len(plan.cases)} cases{of} on {where}{times} (Ctrl-C stops and keeps what finished)")
+        where = t("run.cli.on_gpu", gpu=plan.index) if plan.backend == "cuda" else t("run.cli.on_cpu")
+        of = t("run.cli.declared", count=len(plan.ops)) if plan.ops else ""
+        times = t("run.cli.repeats", count=s.repeat) if s.repeat > 1 else ""
+        say(t("run.cli.running", count=len(plan.cases), of=of, where=where, times=times))
         t0 = time.monotonic()
         if s.repeat > 1:  # each repeat's settings, as the report records them
             from envcheck.bench.repeat import pass_settings
@@ -333,22 +332,21 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: Any = None
             plan = dataclasses.replace(plan, settings=pass_settings(plan.settings, s.repeat))
         with ProgressView(len(plan.cases) * s.repeat, err_stream, f"envcheck {command}") as view:
             outcome = source.measure(plan, view, s.timeout, deps.worker_command)
-        benches = (assemble.assemble(plan, outcome, started, time.monotonic() - t0),)
+        benches = (runner.assemble(plan, outcome, started, time.monotonic() - t0),)
         stopped = outcome.interrupted
         if outcome.stop is not None:
             stop = outcome.stop
-            say(f"stopped early ({stop.cause.value}{f', {stop.signal}' if stop.signal else ''}) after "
-                f"{stop.finished} of {stop.planned} cases")
+            cause = word("stop_cause.", stop.cause.value) + (f", {stop.signal}" if stop.signal else "")
+            say(t("run.cli.stopped", cause=cause, finished=stop.finished, planned=stop.planned))
     else:
-        benches = (assemble.no_bench(plan, started),)
+        benches = (runner.no_bench(plan, started),)
         for note in plan.notes:
-            say(note.key)
+            say(phrase(note.key, note.params))
 
     if s.crosscheck and not stopped:
         from envcheck.crosscheck.run import run_crosscheck
 
-        say("cross-checks: the same work timed again by independent tools (do_bench_cudagraph"
-            + (", a plain torch copy and torch.distributed loop, nccl-tests where found)" if node_work else ")"))
+        say(t(f"run.cli.crosscheck{'.node' if node_work else ''}"))
         try:
             cross = (deps.crosscheck or run_crosscheck)(benches, sections.get("node"), node_work)
         except Exception as e:  # noqa: BLE001 - a bug of the cross-checks: a finding, never the finished run's loss
@@ -362,10 +360,10 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: Any = None
         stopped = cross.stopped
 
     if s.burn and not stopped:
-        from envcheck.commands.burning import burn_devices
+        from envcheck.commands.burn import burn_devices
 
         cpu = plan.backend == "cpu" and s.gpus is None  # no GPU: the CPU at tiny sizes
-        say(f"burn-in: {s.burn:g} min on {'the CPU' if cpu else 'GPU(s) ' + ', '.join(map(str, gpus))}")
+        say(t(f"run.cli.burn{'.cpu' if cpu else ''}", minutes=f"{s.burn:g}", gpus=", ".join(map(str, gpus))))
         sections["burn"] = burn_devices(gpus, s.burn, cpu=cpu, stream=err_stream)
         stopped = sections["burn"].stopped is not None
     out = publish(deps.new_report("run", env, checks, benches=benches, **sections), key, out_dir, formats, when,

@@ -44,9 +44,9 @@ def main(s: SnapshotOptions) -> int:
             path = reportname.write_report(folder, default_name(snap.hostname, str(snap.meta.get("captured") or ""))
                                            .removesuffix(".json"), text)
         except OSError as e:
-            raise UsageError(f"cannot write the snapshot: {e.strerror or e}") from None
+            raise UsageError("error.snapshot_write", error=e.strerror or e) from None
     from envcheck.render.escape import visible
+    from envcheck.render.i18n import t
 
-    print(visible(f"snapshot written to {path}; replay it anywhere with: envcheck check --replay {path}"),
-          file=sys.stderr)
+    print(visible(t("snapshot.written", path=path)), file=sys.stderr)
     return EXIT_OK

@@ -14,8 +14,7 @@ from envcheck.compare import stats
 from envcheck.compare.diff import Diff, ReportInfo, compare_analysed
 from envcheck.compare.machine import machine_of
 from envcheck.compare.match import NodeId, Unmatched, pair_nodes
-from envcheck.compare.node_diff import WorldComparison, compare_sides
-from envcheck.compare.node_read import NodeSide, world_side
+from envcheck.compare.node_diff import NodeSide, WorldComparison, compare_sides, world_side
 from envcheck.model import Report
 from envcheck.model.fleet import FleetNode
 

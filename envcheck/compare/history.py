@@ -18,8 +18,7 @@ from envcheck.compare.diff import CaseDiff, Comparison, ReportInfo, compare_anal
 from envcheck.compare.envdiff import EnvChange, can_move
 from envcheck.compare.machine import MachineId, machine_of
 from envcheck.compare.match import SAMPLING
-from envcheck.compare.node_diff import MEASURED
-from envcheck.compare.node_read import node_side
+from envcheck.compare.node_diff import MEASURED, node_side
 from envcheck.model import Report, Settings
 from envcheck.ops import OpSpec, lookup, variant
 

@@ -1,5 +1,5 @@
-"""The node tests of two reports side by side, as pure data: each side's numbers its node analysis' (through
-``node_read``); ratios, intervals, verdicts and what changed (topology, NVLinks, NCCL) built here with
+"""The node tests of two reports side by side, as pure data: each side's numbers its node analysis' (read
+through ``NodeSide``, the one adapter, which derives nothing); ratios, intervals, verdicts and what changed (topology, NVLinks, NCCL) built here with
 ``stats``. Collectives pair on (scope, op, size), their time the mean of the per-iteration times; copies on
 (kind, method, source, destination, directions), their time the median. A row's floor is the one shipped for
 its kind (a collective's per size) for two runs on one machine; without one the row is not judged.
@@ -7,6 +7,7 @@ its kind (a collective's per size) for two runs on one machine; without one the 
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections.abc import Sequence
@@ -14,10 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envcheck.analysis.node import NodeAnalysis
+from envcheck.analysis.node import CopyRow, CounterRow, GpuNvlinks, NodeAnalysis, PairPath, SweepAnalysis, topo_label
 from envcheck.compare import shipped, stats
-from envcheck.compare.node_read import CollectivePoint, CopyPoint, NodeSide, node_side
 from envcheck.model import Note
+from envcheck.model.node import RankTiming
 
 # Reason keys (the presentation's catalogue phrases them).
 NODE_FAILED = "compare.node_failed"  # side, status
@@ -34,6 +35,84 @@ LARGE_BYTES = 64 << 20
 
 def size_class(size_bytes: int) -> str:
     return "large" if size_bytes >= LARGE_BYTES else "small"
+
+
+@dataclass(frozen=True)
+class CollectivePoint:
+    """One collective at one size on one node: its GPU time, else its per-call time (``timing``), over
+    per-iteration ``samples_us`` (each the mean over the ranks)."""
+
+    scope: str
+    op: str
+    size_bytes: int
+    ranks: int
+    time_us: float | None
+    busbw_gbps: float | None
+    samples_us: tuple[float, ...]
+    timing: str  # gpu | call
+    status: str
+    algo: str | None
+
+
+@dataclass(frozen=True)
+class CopyPoint:
+    """One peer or host copy: the analysis' row and the per-iteration times behind its median."""
+
+    row: CopyRow
+    samples_us: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class NodeSide:
+    """One node's results as the comparison reads them."""
+
+    collectives: tuple[CollectivePoint, ...]
+    nccl_versions: tuple[tuple[str, str | None], ...]  # (scope, version) per sweep
+    copies: tuple[CopyPoint, ...]
+    counters: tuple[CounterRow, ...]
+    pairs: tuple[PairPath, ...]
+    nvlinks: tuple[GpuNvlinks, ...]
+
+
+def _per_iteration(timings: Sequence[RankTiming]) -> tuple[float, ...]:
+    """Iteration i's time averaged over the ranks that have an i-th sample."""
+    series = [list(t.timing.samples_us) for t in timings if len(t.timing.samples_us)]
+    columns = ([x for x in col if x is not None] for col in itertools.zip_longest(*series))
+    return tuple(sum(xs) / len(xs) for xs in columns)
+
+
+def _points(sweeps: Sequence[SweepAnalysis]) -> tuple[CollectivePoint, ...]:
+    out = []
+    for sa in sweeps:
+        for row, result in zip(sa.rows, sa.collectives.results, strict=True):
+            gpu = row.time_basis == "gpu" and row.gpu_time_us is not None
+            out.append(CollectivePoint(sa.collectives.scope, row.op, row.size_bytes, row.n,
+                                       row.gpu_time_us if gpu else row.time_us, row.busbw_gbps,
+                                       _per_iteration(result.gpu_timings if gpu else result.timings),
+                                       "gpu" if gpu else "call", row.status, row.algo_label))
+    return tuple(out)
+
+
+def _versions(sweeps: Sequence[SweepAnalysis]) -> tuple[tuple[str, str | None], ...]:
+    return tuple((sa.collectives.scope, sa.collectives.nccl_version) for sa in sweeps)
+
+
+def node_side(na: NodeAnalysis | None) -> NodeSide | None:
+    """The comparison's view of one analysed node; None for a run without node tests."""
+    if na is None or na.node is None:
+        return None
+    copies = na.node.peer.copies if na.node.peer is not None else ()
+    if len(copies) == len(na.copies):  # rows are one per copy (analysis.node.copy_rows); never mis-pair
+        points = tuple(CopyPoint(r, tuple(c.timing.samples_us) if c.timing is not None else ())
+                       for r, c in zip(na.copies, copies, strict=True))
+    else:
+        points = tuple(CopyPoint(r, ()) for r in na.copies)
+    return NodeSide(_points(na.sweeps), _versions(na.sweeps), points, na.counters, na.paths, na.nvlinks)
+
+
+def world_side(sweeps: Sequence[SweepAnalysis]) -> NodeSide | None:
+    """A fleet's collectives across all its nodes as a side of a comparison; None when it ran none."""
+    return NodeSide(_points(sweeps), _versions(sweeps), (), (), (), ()) if sweeps else None
 
 
 @dataclass(frozen=True)
@@ -263,8 +342,8 @@ def _coll_label(k: tuple[str, str, int]) -> str:
 
 def _changes(a: NodeSide, b: NodeSide) -> list[Change]:
     out: list[Change] = []
-    pa = {(p.a, p.b): p.label for p in a.pairs}
-    pb = {(p.a, p.b): p.label for p in b.pairs}
+    pa = {(p.a, p.b): topo_label(p) for p in a.pairs}
+    pb = {(p.a, p.b): topo_label(p) for p in b.pairs}
     for k in dict.fromkeys([*pa, *pb]):
         if pa.get(k) != pb.get(k):
             out.append(Change("path", pa.get(k), pb.get(k), gpus=k))

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from envcheck.crosscheck.samples import good_samples
+from envcheck.crosscheck import good_samples
 from envcheck.harness.failures import ChildError, to_launch
 from envcheck.model.crosscheck import CopyTiming, ToolRun
 from envcheck.node.launch import Launcher

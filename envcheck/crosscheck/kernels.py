@@ -1,21 +1,21 @@
 """The single-GPU cross-check: each GPU's headline cases timed again by ``do_bench_cudagraph`` in a worker per GPU
-(``kernel_worker.py``), the GPUs at once; ``KernelTiming`` rows and a ``ToolRun`` each."""
+(``kernel_worker.py``), the GPUs at once; ``KernelTiming`` rows and a ``ToolRun`` each. The headline cases: per
+op, dtype and precision, the largest shape (by bytes, or FLOPs where compute-bound) with a GPU time for PyTorch,
+and there each of ``IMPLS``."""
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS
-from envcheck.crosscheck.headline import Headline, headlines
-from envcheck.crosscheck.samples import good_samples
+from envcheck.crosscheck import good_samples
 from envcheck.harness.failures import to_launch
-from envcheck.harness.signals import together
+from envcheck.harness.signals import each
 from envcheck.harness.spawn import spawn
-from envcheck.model import Bench
+from envcheck.model import Bench, Case
 from envcheck.model.crosscheck import KernelTiming, ToolRun
 from envcheck.model.node import Launch
 
@@ -29,6 +29,26 @@ SUSTAIN_REP_MS = SUSTAIN_WINDOW_MS / 10
 SETTLE_MS = 300.0  # untimed before the rounds, for a memory-bound case (the timer's for a compute-bound one)
 START_S = 300.0  # the worker's start: a loaded node has taken a minute to import torch and open the device
 ROW_S = 60.0  # each row: Triton's first call (compile, the matmul's race), the settling and the rounds
+IMPLS = ("torch", "triton")
+
+
+def _size(bench: Bench, c: Case) -> int:
+    spec = bench.spec(c.op)
+    t = spec.traffic(c.shape, c.dtype)
+    return t.flops if spec.compute_bound else t.bytes
+
+
+def headlines(bench: Bench) -> tuple[Case, ...]:
+    """``bench``'s headline cases, in the suite's order (a CUDA bench; none on the CPU)."""
+    if bench.device.backend != "cuda":
+        return ()
+    timed = [c for c in bench.cases if c.impl in IMPLS and c.failure is None and c.gpu is not None]
+    best: dict[tuple[str, str, str], Case] = {}
+    for c in timed:
+        key = (c.op, c.dtype, c.precision)
+        if c.impl == "torch" and (key not in best or _size(bench, c) > _size(bench, best[key])):
+            best[key] = c
+    return tuple(c for c in timed if (head := best.get((c.op, c.dtype, c.precision))) is not None and c.shape == head.shape)
 
 
 @dataclass(frozen=True)
@@ -36,7 +56,7 @@ class GpuPlan:
     """One GPU's worker: its headline cases and the plan sent on its stdin."""
 
     gpu: int
-    heads: tuple[Headline, ...]
+    heads: tuple[Case, ...]
     plan: dict[str, Any]
 
     @property
@@ -51,9 +71,9 @@ def plan_gpu(bench: Bench, seed: int = 0, cuda_index: int | None = None) -> GpuP
     if not heads or bench.device.index is None:
         return None
     rows = [{"op": c.op, "impl": c.impl, "dtype": c.dtype, "precision": c.precision, "shape": list(c.shape),
-             "rep_ms": SUSTAIN_REP_MS if h.compute_bound else REP_MS,
-             "settle_ms": SUSTAIN_SETTLE_MS if h.compute_bound else SETTLE_MS, "sets": c.rotation_sets,
-             "kernel": c.kernel} for c, h in ((h.case, h) for h in heads)]
+             "rep_ms": SUSTAIN_REP_MS if sustain else REP_MS, "settle_ms": SUSTAIN_SETTLE_MS if sustain else SETTLE_MS,
+             "sets": c.rotation_sets, "kernel": c.kernel} for c in heads
+            for sustain in (bench.spec(c.op).compute_bound,)]
     plan = {"gpu": bench.device.index if cuda_index is None else cuda_index, "rounds": ROUNDS, "seed": seed,
             "control": bench.settings.control, "rows": rows}
     return GpuPlan(bench.device.index, heads, plan)
@@ -71,8 +91,8 @@ def assemble(p: GpuPlan, events: list[dict[str, Any]], launch: Launch) -> tuple[
     """``KernelTiming`` rows of one GPU from its worker's events (a row it never reported is ``not_run``)."""
     by_row = {int(e["i"]): e for e in events if e.get("event") == "row" and isinstance(e.get("i"), int)}
     rows = []
-    for i, (h, row) in enumerate(zip(p.heads, p.plan["rows"], strict=True)):
-        c, ev = h.case, by_row.get(i)
+    for i, (c, row) in enumerate(zip(p.heads, p.plan["rows"], strict=True)):
+        ev = by_row.get(i)
         base = {"gpu": p.gpu, "op": c.op, "impl": c.impl, "dtype": c.dtype, "precision": c.precision,
                 "shape": c.shape}
         kernel = ev["kernel"][:100] if ev is not None and isinstance(ev.get("kernel"), str) else None
@@ -103,20 +123,15 @@ def run_kernels(benches: Sequence[Bench], command: Sequence[str] | None = None,
     index -> CUDA index, where they differ); a stop signal keeps what they reported."""
     plans = [p for b in benches if (p := plan_gpu(b, cuda_index=(cuda_indices or {}).get(b.device.index or 0)))
              is not None]
-    results: dict[int, tuple[list[dict[str, Any]], Launch]] = {}
-
-    def run(p: GpuPlan, stop: threading.Event) -> None:
-        results[p.gpu] = run_one(p.plan, p.timeout_s, command or WORKER_COMMAND, stop)
-
-    stopped = together([functools.partial(run, p) for p in plans])
+    results, stopped = each(plans, lambda p, stop: assemble(p, *run_one(p.plan, p.timeout_s,
+                                                                         command or WORKER_COMMAND, stop)))
     rows: list[KernelTiming] = []
     runs: list[ToolRun] = []
-    for p in plans:
-        if p.gpu not in results:  # never started
-            rows += [KernelTiming(p.gpu, h.case.op, h.case.impl, h.case.dtype, h.case.precision, h.case.shape,
-                                  skipped="not_run") for h in p.heads]
-            continue
-        got_rows, run = assemble(p, *results[p.gpu])
-        rows += got_rows
-        runs.append(run)
+    for p, got in zip(plans, results, strict=True):
+        if got is None:  # never started
+            rows += [KernelTiming(p.gpu, c.op, c.impl, c.dtype, c.precision, c.shape, skipped="not_run")
+                     for c in p.heads]
+        else:
+            rows += got[0]
+            runs.append(got[1])
     return KernelChecks(tuple(rows), tuple(runs), stopped is not None)

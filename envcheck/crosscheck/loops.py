@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from envcheck.crosscheck.samples import good_samples
+from envcheck.crosscheck import good_samples
 from envcheck.model.bench import Timing
 from envcheck.model.crosscheck import LoopTiming
 from envcheck.model.node import COLLECTIVES, RankTiming

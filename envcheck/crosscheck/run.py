@@ -9,7 +9,6 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from envcheck.model import Bench, Note
 from envcheck.model.crosscheck import CopyTiming, Crosscheck, KernelTiming, LoopTiming, NcclTestsRun, ToolRun
 from envcheck.model.node import Collectives, Node
 from envcheck.node.launch import Launcher
+from envcheck.probes.collect import utc_now
 
 INTERPRET_VAR = "TRITON_INTERPRET"
 SWEEP_FOLDER = "collectives"  # where node/run.py's run_node puts the sweep's files in the node's work folder
@@ -35,10 +35,6 @@ def unavailable(benches: Sequence[Bench], environ: Mapping[str, str]) -> Note | 
     if environ.get(INTERPRET_VAR, "").strip() not in ("", "0"):
         return Note("crosscheck.interpreted", {"variable": INTERPRET_VAR})
     return None
-
-
-def _utc() -> str:
-    return datetime.now(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _copy_size(node: Node) -> int | None:
@@ -144,7 +140,7 @@ class _Parts:
     nccl: tuple[NcclTestsRun, ...] = ()
     runs: list[ToolRun] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
-    started: str = field(default_factory=lambda: _utc())
+    started: str = field(default_factory=utc_now)
     t0: float = field(default_factory=time.monotonic)
 
     def done(self, stopped: bool = False) -> CrosscheckRun:

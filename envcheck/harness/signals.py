@@ -3,15 +3,18 @@ driven from threads while the main thread, the only one signals reach, waits."""
 
 from __future__ import annotations
 
+import functools
 import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any, TypeVar
 
 from envcheck.harness.failures import Stopped
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 JOIN_S = 10.0  # after a stop, how long each thread may take to hand over what its child sent
+T, R = TypeVar("T"), TypeVar("R")
 
 
 class Signalled(BaseException):
@@ -93,3 +96,25 @@ def together(jobs: Sequence[Callable[[threading.Event], None]]) -> Stopped | Non
         stop.set()
         finished.wait(JOIN_S)
     return stopped
+
+
+def each(items: Sequence[T], job: Callable[[T, threading.Event], R]) -> tuple[list[R | None], Stopped | None]:
+    """``job(item, stop)`` for every item at once (``together``): the results in order (None: it did not finish)."""
+    got: list[R | None] = [None] * len(items)
+
+    def run(k: int, stop: threading.Event) -> None:
+        got[k] = job(items[k], stop)
+
+    return got, together([functools.partial(run, k) for k in range(len(items))])
+
+
+def serial(fn: Callable[..., None] | None) -> Callable[..., None]:
+    """``fn`` (None: nothing) called from one thread at a time."""
+    lock = threading.Lock()
+
+    def call(*args: Any) -> None:
+        if fn is not None:
+            with lock:
+                fn(*args)
+
+    return call

@@ -229,15 +229,14 @@ def from_dict(data: object, checked: bool = False) -> Report:
     """A Report from its JSON form, any schema version this tool knows (``checked``: numbers already checked)."""
     if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
         got = data.get("format") if isinstance(data, dict) and isinstance(data.get("format"), str) else None
-        raise ReportError(f"not an envcheck report ({f'an {got[:40]!r} document' if got else 'no format field'})")
+        raise ReportError(f"error.not_report{'.got' if got else ''}", got=repr(got and got[:40]))
     version = data.get("schema_version")
     if isinstance(version, bool) or not isinstance(version, int):
-        raise ReportError("schema_version: expected an integer")
+        raise ReportError("error.version_not_int", field="schema_version")
     if version > SCHEMA_VERSION:
-        raise ReportError(f"report schema {version} is newer than this envcheck understands ({SCHEMA_VERSION}): "
-                          "upgrade envcheck (pip install -U envcheck)")
+        raise ReportError("error.report_newer", version=version, known=SCHEMA_VERSION)
     if version < 1:
-        raise ReportError(f"schema_version: unknown version {version}")
+        raise ReportError("error.version_unknown", field="schema_version", version=version)
     try:
         if not checked:
             check_numbers(data, ints=False)
@@ -251,9 +250,9 @@ def from_dict(data: object, checked: bool = False) -> Report:
                 if n.environment is not None)]:
             check_facts(env, where)
     except ValueError as e:
-        raise ReportError(str(e)) from None
+        raise ReportError("error.as_is", error=e) from None
     except (TypeError, LookupError, AttributeError, RecursionError) as e:  # a model check that tripped over a value
-        raise ReportError(f"not a report ({e.__class__.__name__}: {e})") from None
+        raise ReportError("error.not_a", what="report", error=f"{e.__class__.__name__}: {e}") from None
     return report
 
 
@@ -270,9 +269,9 @@ def load(path: str | os.PathLike[str], kinds: tuple[str, ...] = KINDS) -> Report
         del text  # the text of a large report is as big as the model it becomes: not both at once
         report = from_dict(data, checked=True)
     except ReportError as e:
-        raise ReportError(f"{p}: {e}") from None
+        raise ReportError("error.flag", flag=p, error=e) from None
     if report.kind not in kinds:
-        raise ReportError(f"{p}: a {report.kind} report, where a {', '.join(kinds[:-1])} or {kinds[-1]} report is expected")
+        raise ReportError("error.report_kind", path=p, kind=report.kind, kinds=kinds[:-1], last=kinds[-1])
     return report
 
 

@@ -7,13 +7,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Union
 
+from envcheck.errors import Said
 from envcheck.outside_json import Form, Int, Json
 
 Status = Literal["pass", "warn", "fail", "skip"]
 STATUSES: tuple[str, ...] = ("fail", "warn", "pass", "skip")  # worst first
 
 
-class ReportError(Exception):
+class ReportError(Said):
     """A file that cannot be read as an envcheck report (one-line message)."""
 
 

@@ -12,6 +12,10 @@ NOT_WSL = "not WSL"
 NOT_PROBED = "not probed"
 NO_ERROR = "no error"
 NO_OUTPUT = "no output"
+NO_NVCC = "nvcc not found on PATH or in the CUDA toolkit"
+NOT_CAPTURED = "not captured in this snapshot"
+NOT_CAPTURED_RUN = "not run: the snapshot holds no run of it"
+NO_TORCH, NO_TRITON = "PyTorch is not installed for this Python", "Triton is not installed for this Python"
 
 KEYS: dict[str, str] = {
     NO_CUDA_DEVICE: "fact_reason.no_cuda_device",
@@ -22,4 +26,6 @@ KEYS: dict[str, str] = {
     NOT_PROBED: "fact_reason.not_probed",
     NO_ERROR: "fact_reason.no_error",
     NO_OUTPUT: "fact_reason.no_output",
+    **{r: f"fact_reason.{k}" for k, r in (("no_nvcc", NO_NVCC), ("not_captured", NOT_CAPTURED), ("no_torch", NO_TORCH),
+                                          ("not_captured_run", NOT_CAPTURED_RUN), ("no_triton", NO_TRITON))},
 }

@@ -102,10 +102,8 @@ def rank_context(environ: Mapping[str, str], host: str | None = None) -> RankCon
                                int(e.get("SLURM_NODEID", 0)), nnodes, e.get("MASTER_ADDR") or nodes[0], port,
                                "slurm", host)
     except (ValueError, IndexError) as err:
-        raise UsageError(f"fleet: unreadable launcher variables ({err})") from None
-    raise UsageError("fleet: run it under a launcher, e.g. torchrun --nnodes N --nproc-per-node G -m envcheck fleet "
-                     "(or srun ... python -m envcheck fleet): RANK / WORLD_SIZE (or SLURM_PROCID / SLURM_NTASKS) "
-                     "are not set")
+        raise UsageError("error.fleet_launcher_vars", error=err) from None
+    raise UsageError("error.fleet_no_launcher")
 
 
 def export_for_torch(ctx: RankContext, environ: dict[str, str]) -> None:

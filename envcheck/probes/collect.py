@@ -17,9 +17,9 @@ from typing import Any, Generic, TypeVar
 
 from envcheck import __version__
 from envcheck.harness.scope import end_all
-from envcheck.model import Bench, Check, Environment, Fact, Facts, Gpu, Report, missing
+from envcheck.model import Bench, Check, Environment, Fact, Facts, Gpu, Report, missing, reasons
 from envcheck.outside_text import encodable
-from envcheck.probes import cuda, envvars, gpus, links_probe, platform, system, torch_probe, triton_probe, wsl
+from envcheck.probes import cuda, envvars, gpus, link_counters, platform, system, torch_probe, triton_probe, wsl
 from envcheck.probes.host import Host, default_host
 
 T = TypeVar("T")
@@ -110,20 +110,17 @@ def collect(host: Host | None = None, nvml: object | None = None, runtime: bool 
         raise
 
 
-NOT_CAPTURED_RUN = "not run: the snapshot holds no run of it"
-
-
 def _collect(host: Host, nvml: object, runtime: bool, timeout: float, reports_dir: str, start: float) -> Environment:
     background: dict[str, _Background[Facts]] = {}
     sections: dict[str, Facts] = {"torch_runtime": torch_probe.not_run(), "triton_runtime": triton_probe.not_run()}
     if runtime:
         for name, probe, not_run in (("torch_runtime", torch_probe.probe_torch_runtime, torch_probe.not_run),
                                      ("triton_runtime", triton_probe.probe_triton_runtime, triton_probe.not_run),
-                                     (links_probe.SECTION, links_probe.probe_links_isolated, links_probe.not_run)):
+                                     (link_counters.LINKS_SECTION, link_counters.probe_links_isolated, link_counters.not_run)):
             if host.has_run(name):
                 background[name] = _section(name, functools.partial(probe, host, timeout))
             else:
-                sections[name] = not_run(NOT_CAPTURED_RUN)
+                sections[name] = not_run(reasons.NOT_CAPTURED_RUN)
     nvml_bg = _Background("nvml", lambda: read_nvml(nvml), lambda: (
         {k: missing("NVML probe thread ended without a result") for k in gpus.DRIVER_KEYS}, ()))
     for name, read in (("system", lambda: system.probe_system(host, reports_dir=reports_dir)),
@@ -136,8 +133,8 @@ def _collect(host: Host, nvml: object, runtime: bool, timeout: float, reports_di
     sections["platform"] = guarded("platform", lambda: platform.probe_platform(host, bus_ids))
     sections.update({name: bg.result() for name, bg in background.items()})
     ordered = {name: sections[name] for name in SECTIONS}
-    if links_probe.SECTION in sections:  # per-GPU keys: not part of the fixed key contract above
-        ordered[links_probe.SECTION] = sections[links_probe.SECTION]
+    if link_counters.LINKS_SECTION in sections:  # per-GPU keys: not part of the fixed key contract above
+        ordered[link_counters.LINKS_SECTION] = sections[link_counters.LINKS_SECTION]
     return Environment(sections={name: _encodable(facts) for name, facts in ordered.items()},
                        gpus=tuple(Gpu(g.index, _encodable(g.facts), encodable(g.lost)) for g in found),
                        probe_s=round(time.perf_counter() - start, 3))

@@ -10,7 +10,7 @@ import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from envcheck.model import Fact, Facts, known, missing
+from envcheck.model import Fact, Facts, known, missing, reasons
 from envcheck.probes.host import Host
 
 KEYS = ("libcuda_path", "triton_libcuda_dirs", "libcuda_link", "toolkit_path", "nvcc_path", "nvcc_version",
@@ -158,7 +158,7 @@ def _tool(host: Host, name: str, toolkit: Fact) -> str | None:
 
 def _nvcc_facts(host: Host, nvcc: str | None) -> Facts:
     if nvcc is None:
-        why = "nvcc not found on PATH or in the CUDA toolkit"
+        why = reasons.NO_NVCC
         return {"nvcc_path": missing(why), "nvcc_version": missing(why)}
     result = host.run([nvcc, "--version"], timeout=NVCC_TIMEOUT_S)
     parsed = parse_nvcc_version(result.stdout) if result.ok else None

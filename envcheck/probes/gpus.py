@@ -1,5 +1,5 @@
-"""The driver section and one entry per GPU, read through the NVML seam: each fact a value or the reason it is
-missing, a lost GPU never hiding the others. Comments name the ``nvidia-smi -q`` field of each key."""
+"""The driver section and one entry per GPU through the NVML seam, a lost GPU never hiding the others. Comments
+name the ``nvidia-smi -q`` field of each key."""
 
 from __future__ import annotations
 
@@ -28,24 +28,16 @@ GPU_KEYS = (
     "clock_event_ns",
 )
 
-# FP32 cores per SM by compute capability (CUDA C Programming Guide): NVML reports cores, not SMs.
-CORES_PER_SM: dict[str, int] = {
-    "7.0": 64, "7.2": 64, "7.5": 64,  # Volta, Xavier, Turing
-    "8.0": 64,  # GA100 (A100, A30)
-    "8.6": 128, "8.7": 128, "8.9": 128,  # GA10x, Orin, Ada
-    "9.0": 128,  # Hopper
-    "10.0": 128, "10.1": 128, "10.3": 128, "11.0": 128, "12.0": 128, "12.1": 128,  # Blackwell
-}
-
-_CORES_BY_MAJOR = {"7": 64, "10": 128, "11": 128, "12": 128}
+# FP32 cores per SM by compute capability, else by its major (CUDA C Programming Guide): NVML reports cores, not SMs.
+CORES_PER_SM: dict[str, int] = {"7": 64, "8.0": 64, "8.6": 128, "8.7": 128, "8.9": 128, "9.0": 128, "10": 128,
+                                "11": 128, "12": 128}
 # Architecture by compute capability, used only when NVML cannot say.
 _ARCH_BY_CC = {"7.0": "Volta", "7.2": "Volta", "7.5": "Turing", "8.9": "Ada Lovelace", "9.0": "Hopper"}
 _ARCH_BY_MAJOR = {8: "Ampere", 10: "Blackwell", 11: "Blackwell", 12: "Blackwell"}
 
 
 def cores_per_sm(compute_capability: str) -> int | None:
-    """Cores per SM for ``"9.0"``-style capabilities."""
-    return CORES_PER_SM.get(compute_capability) or _CORES_BY_MAJOR.get(compute_capability.split(".")[0])
+    return CORES_PER_SM.get(compute_capability) or CORES_PER_SM.get(compute_capability.split(".")[0])
 
 
 def sm_count_from_cores(cores: int, cc: str) -> int | None:
@@ -67,8 +59,7 @@ def probe_driver(nvml: NvmlLike) -> Facts:
         failed = {k: missing(f"NVML unavailable: {init_error}") for k in DRIVER_KEYS}
         return failed | {"nvml_error": known(init_error), "nvml_process_error": process}
 
-    facts: Facts = {}
-    facts["driver_version"] = _derived(*nvml.query("nvmlSystemGetDriverVersion"))
+    facts: Facts = {"driver_version": _derived(*nvml.query("nvmlSystemGetDriverVersion"))}
     v, why = nvml.query("nvmlSystemGetCudaDriverVersion_v2")
     if v is None:
         # Older drivers only have the first version of this call.
@@ -97,26 +88,21 @@ def probe_gpus(nvml: NvmlLike) -> tuple[Gpu, ...]:
     if nvml.init() is not None:
         return ()
     count, _ = nvml.query("nvmlDeviceGetCount")
-    return tuple(_probe_gpu_guarded(nvml, i) for i in range(count)) if isinstance(count, int) else ()
-
-
-def _probe_gpu_guarded(nvml: NvmlLike, index: int) -> Gpu:
-    """probe_gpu, with an unexpected value from a driver (a bug of ours) confined to its GPU."""
-    try:
-        return probe_gpu(nvml, index)
-    except Exception as e:  # noqa: BLE001 - one GPU's surprise must not hide the other GPUs
-        why = f"envcheck could not read this GPU ({type(e).__name__}: {e})"
-        return Gpu(index, {k: missing(why) for k in GPU_KEYS})
+    return tuple(probe_gpu(nvml, i) for i in range(count)) if isinstance(count, int) else ()
 
 
 def probe_gpu(nvml: NvmlLike, index: int) -> Gpu:
-    """Every GPU key for device ``index``; a lost GPU keeps whatever could still be read."""
+    """Every GPU key for device ``index``; a lost GPU keeps whatever could still be read, and an unexpected value
+    from a driver (a bug of ours) is confined to its GPU."""
     try:
         handle = nvml.call("nvmlDeviceGetHandleByIndex", index)
     except NvmlCallError as e:  # nvidia-smi: "Unable to determine the device handle for GPU ..."
         return Gpu(index, {k: missing(e.reason) for k in GPU_KEYS}, lost=e.reason)
     reader = _Reader(nvml, handle)
-    return Gpu(index, _gpu_facts(reader), lost=reader.lost)
+    try:
+        return Gpu(index, _gpu_facts(reader), lost=reader.lost)
+    except Exception as e:  # noqa: BLE001 - one GPU's surprise must not hide the other GPUs
+        return Gpu(index, {k: missing(f"envcheck could not read this GPU ({type(e).__name__}: {e})") for k in GPU_KEYS})
 
 
 class _Reader:
@@ -139,12 +125,18 @@ class _Reader:
         return nvml_fields.field_value(self.nvml, self.handle, field_id)
 
     def fact(self, name: str, *args: Any, convert: Any = None) -> Fact:
-        value, why = self.get(name, *args)
-        return _derived(convert(value) if convert and value is not None else value, why)
+        return _derived(*self.get(name, *args), convert)
 
 
-def _derived(value: Any, why: str | None) -> Fact:
+def _derived(value: Any, why: str | None, convert: Any = None) -> Fact:
+    """A fact from a query's ``(value, reason)``; ``convert``: what of a value is the fact (None: no value)."""
+    value = convert(value) if convert and value is not None else value
     return known(value) if value is not None else missing(why or "no value")
+
+
+def nvml_fact(nvml: NvmlLike, name: str, *args: Any, convert: Any = None) -> Fact:
+    """One query's answer as a fact (``convert``: as in ``_derived``)."""
+    return _derived(*nvml.query(name, *args), convert)
 
 
 def _gpu_facts(r: _Reader) -> Facts:

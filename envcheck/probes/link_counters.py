@@ -1,18 +1,17 @@
-"""Link error counters through the NVML seam, and the ``links`` section of the environment the link checks read.
-
-NVML counts PCIe replays and NVLink replay / recovery / CRC / ECC errors since the driver loaded; a few on a
-link that has run for weeks are normal, so a reading is dated with the uptime (a rate) and read before and
-after the node tests (a delta).
+"""Link error counters through the NVML seam, and the ``links`` section the link checks read (PCIe replays, NVLink
+errors, row remapping, Xid events), read in a child by ``check`` and ``run`` as NVML may crash or hang. NVML counts
+since the driver loaded, so a reading is dated with the uptime (a rate) and read around the node tests (a delta).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from envcheck.model.facts import Facts, known, missing
+from envcheck.model import Fact, Facts, build, known, missing
 from envcheck.model.node import NVLINK_COUNTERS, Counter, CounterSnapshot, XidScan
+from envcheck.probes import isolate
 from envcheck.probes.gpus import NvmlLike
-from envcheck.probes.host import Host
+from envcheck.probes.host import Host, default_host
 from envcheck.probes.nvml import NvmlCallError
 from envcheck.probes.topology import active_links, field_value
 
@@ -35,27 +34,23 @@ def read_uptime(host: Host) -> tuple[float | None, str | None]:
         return None, f"unexpected /proc/uptime: {text[:40]!r}"
 
 
+def _counter(gpu: int, name: str, read: tuple[Any, str | None], link: int | None = None) -> Counter:
+    value, why = read
+    return Counter(gpu, name, link=link, reason=why) if why is not None else Counter(gpu, name, int(value), link)
+
+
 def _gpu_counters(nvml: NvmlLike, index: int) -> list[Counter]:
-    try:
-        handle = nvml.call("nvmlDeviceGetHandleByIndex", index)
-    except NvmlCallError as e:
-        return [Counter(index, "pcie_replay", reason=e.reason)]
-    out: list[Counter] = []
-    try:
-        # nvidia-smi -q: PCI / Replays Since Reset, Replay Number Rollovers
-        out.append(Counter(index, "pcie_replay", value=int(nvml.call("nvmlDeviceGetPcieReplayCounter", handle))))
-    except NvmlCallError as e:
-        out.append(Counter(index, "pcie_replay", reason=e.reason))
+    handle, why = nvml.query("nvmlDeviceGetHandleByIndex", index)
+    if why is not None:
+        return [Counter(index, "pcie_replay", reason=why)]
+    # nvidia-smi -q: PCI / Replays Since Reset, Replay Number Rollovers
+    out = [_counter(index, "pcie_replay", nvml.query("nvmlDeviceGetPcieReplayCounter", handle))]
     value, why = field_value(nvml, handle, FI_PCIE_REPLAY_ROLLOVER)
     out.append(Counter(index, "pcie_replay_rollover", value=int(value)) if isinstance(value, int)
                else Counter(index, "pcie_replay_rollover", reason=why))
     for link in active_links(nvml, handle):
-        for name, cid in NVLINK_COUNTER_IDS.items():
-            try:
-                v = nvml.call("nvmlDeviceGetNvLinkErrorCounter", handle, link, cid)
-                out.append(Counter(index, name, value=int(v), link=link))
-            except NvmlCallError as e:
-                out.append(Counter(index, name, link=link, reason=e.reason))
+        out.extend(_counter(index, name, nvml.query("nvmlDeviceGetNvLinkErrorCounter", handle, link, cid), link)
+                   for name, cid in NVLINK_COUNTER_IDS.items())
     return out
 
 
@@ -117,7 +112,6 @@ def links_section(nvml: NvmlLike, host: Host, snapshot: CounterSnapshot, xid: Xi
 
 def probe_links(nvml: NvmlLike | None = None, host: Host | None = None, timeout: float = 10.0) -> Facts:
     """The ``links`` section for every GPU NVML lists (what ``collect`` adds to the environment). Never raises."""
-    from envcheck.probes.host import default_host
     from envcheck.probes.xid import scan_xids
 
     host = host or default_host()
@@ -140,3 +134,25 @@ def probe_links(nvml: NvmlLike | None = None, host: Host | None = None, timeout:
     finally:
         if own:
             nvml.shutdown()
+
+
+def child(args: object, out: Any) -> None:
+    from envcheck.model import to_dict
+
+    out({"facts": to_dict(probe_links())})
+
+
+def probe_links_isolated(host: Host, timeout: float) -> Facts:
+    """The ``links`` section from a child; ``error`` holds what went wrong when it did not report."""
+    iso = isolate.run_python(host, "envcheck.probes.link_counters:child", timeout, LINKS_SECTION)
+    raw = (iso.data or {}).get("facts")
+    if isinstance(raw, dict):
+        try:
+            return {str(k): build(Fact, v, f"links.{k}") for k, v in raw.items()}
+        except ValueError as e:
+            return {"error": missing(f"the links probe answered something unreadable: {e}")}
+    return {"error": missing(iso.error or "the links probe reported nothing")}
+
+
+def not_run(reason: str = isolate.NOT_RUN) -> Facts:
+    return {"error": missing(reason)}

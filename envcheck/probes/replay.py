@@ -9,13 +9,14 @@ import posixpath
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from envcheck.model import reasons
 from envcheck.probes.host import PYTHON_FIELDS, Host, RunResult
 from envcheck.probes.packages import PackageInfo
 
 CommandAnswer = RunResult | tuple[int, str, str]
 CommandSpec = CommandAnswer | Callable[[tuple[str, ...]], CommandAnswer]
 
-NOT_CAPTURED = "not captured in this snapshot"
+NOT_CAPTURED = reasons.NOT_CAPTURED
 
 
 class ReplayHost(Host):

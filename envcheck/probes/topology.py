@@ -10,7 +10,7 @@ from typing import Any
 
 from envcheck.model.facts import Fact, known, missing
 from envcheck.model.node import GpuLinks, GpuPair, NvLink, Topology
-from envcheck.probes.gpus import NvmlLike
+from envcheck.probes.gpus import NvmlLike, nvml_fact
 from envcheck.probes.nvml import NvmlCallError
 from envcheck.probes.nvml_fields import field_value
 from envcheck.probes.smi_text import LinkSpeed, parse_nvlink_speeds, parse_topo_matrix
@@ -31,29 +31,16 @@ FI_NVLINK_GET_SPEED = 164  # scope: the link; MB/s per direction
 # Links probed when NVML cannot say how many a GPU has (NVML_NVLINK_MAX_LINKS up to Hopper)
 DEFAULT_MAX_LINKS = 18
 
-def _fact(nvml: NvmlLike, name: str, *args: Any, convert: Any = None) -> Fact:
-    try:
-        value = nvml.call(name, *args)
-    except NvmlCallError as e:
-        return missing(e.reason)
-    if value is None:
-        return missing("no value")
-    return known(convert(value) if convert else value)
-
 
 def _remote_pci(nvml: NvmlLike, handle: Any, link: int) -> Fact:
     """The far end's PCI bus id; some nvidia-ml-py releases lack the _v2 call, so the first version is tried next."""
     reasons = []
     for name in ("nvmlDeviceGetNvLinkRemotePciInfo_v2", "nvmlDeviceGetNvLinkRemotePciInfo"):
-        try:
-            info = nvml.call(name, handle, link)
-        except NvmlCallError as e:
-            reasons.append(f"{name}: {e.reason}")
-            continue
+        info, why = nvml.query(name, handle, link)
         bus = info.get("busId") if isinstance(info, dict) else None
         if bus:
             return known(str(bus))
-        reasons.append(f"{name}: no bus id in {info!r:.60}")
+        reasons.append(f"{name}: {why or f'no bus id in {info!r:.60}'}")
     return missing("; ".join(reasons))
 
 
@@ -106,9 +93,9 @@ def _nvlinks(nvml: NvmlLike, handle: Any, count: Fact, smi: dict[int, float | No
         speed, source = _speed(nvml, handle, link, smi)
         links.append(NvLink(
             link, True,
-            version=_fact(nvml, "nvmlDeviceGetNvLinkVersion", handle, link),
+            version=nvml_fact(nvml, "nvmlDeviceGetNvLinkVersion", handle, link),
             speed_mbps=speed, speed_source=source,
-            remote_type=_fact(nvml, "nvmlDeviceGetNvLinkRemoteDeviceType", handle, link,
+            remote_type=nvml_fact(nvml, "nvmlDeviceGetNvLinkRemoteDeviceType", handle, link,
                               convert=lambda v: REMOTE_TYPES.get(v, "unknown")),
             remote_pci_bus_id=_remote_pci(nvml, handle, link),
         ))
@@ -122,19 +109,19 @@ def probe_gpu_links(nvml: NvmlLike, index: int, speeds: tuple[LinkSpeed, ...] = 
     except NvmlCallError as e:
         return GpuLinks(index, lost=e.reason), None
     try:
-        pci = _fact(nvml, "nvmlDeviceGetPciInfo", handle)
+        pci = nvml_fact(nvml, "nvmlDeviceGetPciInfo", handle)
         count = _link_count(nvml, handle)
         smi = {s.link: s.gbps for s in speeds if s.gpu == index}
         return GpuLinks(
             index,
-            uuid=_fact(nvml, "nvmlDeviceGetUUID", handle),
+            uuid=nvml_fact(nvml, "nvmlDeviceGetUUID", handle),
             pci_bus_id=known(pci.value["busId"]) if pci.ok and isinstance(pci.value, dict) and pci.value.get("busId")
             else missing(pci.reason or "no bus id"),
-            pcie_gen=_fact(nvml, "nvmlDeviceGetCurrPcieLinkGeneration", handle),
-            pcie_gen_max=_fact(nvml, "nvmlDeviceGetMaxPcieLinkGeneration", handle),
-            pcie_width=_fact(nvml, "nvmlDeviceGetCurrPcieLinkWidth", handle),
-            pcie_width_max=_fact(nvml, "nvmlDeviceGetMaxPcieLinkWidth", handle),
-            numa_node=_fact(nvml, "nvmlDeviceGetNumaNodeId", handle),
+            pcie_gen=nvml_fact(nvml, "nvmlDeviceGetCurrPcieLinkGeneration", handle),
+            pcie_gen_max=nvml_fact(nvml, "nvmlDeviceGetMaxPcieLinkGeneration", handle),
+            pcie_width=nvml_fact(nvml, "nvmlDeviceGetCurrPcieLinkWidth", handle),
+            pcie_width_max=nvml_fact(nvml, "nvmlDeviceGetMaxPcieLinkWidth", handle),
+            numa_node=nvml_fact(nvml, "nvmlDeviceGetNumaNodeId", handle),
             nvlink_count=count,
             nvlinks=_nvlinks(nvml, handle, count, smi),
         ), handle
@@ -146,9 +133,9 @@ def probe_pair(nvml: NvmlLike, a: int, b: int, ha: Any, hb: Any) -> GpuPair:
     if ha is None or hb is None:
         why = f"GPU {a if ha is None else b} could not be queried"
         return GpuPair(a, b, missing(why), {k: missing(why) for k in P2P_CAPS})
-    level = _fact(nvml, "nvmlDeviceGetTopologyCommonAncestor", ha, hb,
+    level = nvml_fact(nvml, "nvmlDeviceGetTopologyCommonAncestor", ha, hb,
                   convert=lambda v: TOPOLOGY_LEVELS.get(v, f"level_{v}"))
-    p2p = {name: _fact(nvml, "nvmlDeviceGetP2PStatus", ha, hb, idx, convert=lambda v: P2P_STATUS.get(v, "unknown"))
+    p2p = {name: nvml_fact(nvml, "nvmlDeviceGetP2PStatus", ha, hb, idx, convert=lambda v: P2P_STATUS.get(v, "unknown"))
            for name, idx in P2P_CAPS.items()}
     return GpuPair(a, b, level, p2p)
 

@@ -88,7 +88,7 @@ def probe_torch(host: Host, lookup: Lookup | None = None) -> Facts:
     shadow = shadowing_torch(host, pkg.path("torch") if pkg else None)
     shadow_fact = known(shadow) if shadow else missing(NOT_SHADOWED)
     if pkg is None:
-        why = f"PyTorch is not installed for {host.python_executable or 'this Python'}"
+        why = f"PyTorch is not installed for {host.python_executable}" if host.python_executable else reasons.NO_TORCH
         return {"installed": known(False), **{k: missing(why) for k in TORCH_KEYS if k != "installed"},
                 "shadowed_by": shadow_fact}
     version_py_path = pkg.path("torch", "version.py")

@@ -75,7 +75,7 @@ def probe_triton(host: Host, lookup: Lookup | None = None) -> Facts:
     """Facts of the ``triton`` section from metadata and ``ptxas --version``; never imports Triton."""
     pkg = (lookup or host.package)("triton")
     if pkg is None:
-        why = f"Triton is not installed for {host.python_executable or 'this Python'}"
+        why = f"Triton is not installed for {host.python_executable}" if host.python_executable else reasons.NO_TRITON
         return {"installed": known(False), **{k: missing(why) for k in TRITON_KEYS if k != "installed"}}
     bin_dir = pkg.path("triton", "backends", "nvidia", "bin")
     bundled = f"{bin_dir}/ptxas"

@@ -148,7 +148,7 @@ def case_label(key: Sequence[Any]) -> str:
 
 
 # Parameters whose values are words of a small vocabulary, phrased in the reader's language.
-VOCABULARY = {"side": "diff.side.", "stage": "stage.", "method": "timing_method."}
+VOCABULARY = {"side": "diff.side.", "stage": "stage.", "method": "timing_method.", "what": "noun."}
 
 
 class _Dashes(dict):  # type: ignore[type-arg]

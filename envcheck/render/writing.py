@@ -22,9 +22,9 @@ def validate(formats: Sequence[str]) -> list[str]:
     known = (*FORMATS, *MACHINE_FORMATS, *IMAGE_FORMATS)
     unknown = [f for f in formats if f not in known]
     if unknown:
-        raise UsageError(f"unknown format {unknown[0]!r}: choose from {', '.join(known)}")
+        raise UsageError("error.format_choose", format=repr(unknown[0]), known=known)
     if not formats:
-        raise UsageError(f"no format given: choose from {', '.join(known)}")
+        raise UsageError("error.format_none", known=known)
     return list(dict.fromkeys(formats))
 
 
@@ -68,19 +68,18 @@ def write_documents(report: Report, analysis: Analysis, json_path: Path, formats
     exists without ``force``; OSError from the disk leaves the folder as it was."""
     folder = Path(out_dir) if out_dir is not None else Path(json_path).parent
     if folder.exists() and not folder.is_dir():
-        raise UsageError(f"{folder} is not a folder")
+        raise UsageError("error.not_folder", path=folder)
     files = document_set(report, analysis, json_path, formats, out_dir)
     source = Path(json_path).resolve()
     if any(p.resolve() == source for p in (*files.files, *files.folders)):
-        raise UsageError(f"{json_path} would be replaced by its own rendering: rename the report to end in .json, "
-                         "or render into another folder with --out DIR")
+        raise UsageError("error.render_over_source", path=json_path)
     try:
         return write_set(files, force=force)
     except SetExistsError as e:
-        more = f" (and {len(e.existing) - 1} more)" if len(e.existing) > 1 else ""
-        raise UsageError(f"{e.existing[0]} already exists{more}; --force replaces the rendered files") from None
+        more = len(e.existing) - 1
+        raise UsageError(f"error.rendered_exists{'.more' if more else ''}", path=e.existing[0], more=more) from None
     except (IsADirectoryError, NotADirectoryError) as e:
-        raise UsageError(str(e)) from None
+        raise UsageError("error.as_is", error=e) from None
 
 
 def render_command(json_path: Path, formats: Sequence[str]) -> str:

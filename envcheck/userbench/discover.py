@@ -2,27 +2,34 @@
 
 Importing a user's file runs their code, which may raise, crash or hang, so ``discover`` runs ``child`` through
 the harness with a time limit: it answers ``{"ops": [OpSpec, ...]}`` or ``{"error": "<one line>"}``, and
-anything else is one ``UsageError`` line too (exit 2). The worker imports the source again (``load``).
+anything else is one ``UsageError`` line too (exit 2). The worker imports the source again (``load``), through
+``CODE``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import os
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envcheck.errors import UsageError, one_line
-from envcheck.model import build, to_dict
+from envcheck.model import Environment, build, to_dict
+from envcheck.ops import OpSpec
 from envcheck.userbench.api import DeclarationError, Op
+
+if TYPE_CHECKING:
+    from envcheck.bench.suite import Plan
 
 DISCOVER_TIMEOUT_S = 120.0
 MODULE_OBJECT = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
 MAX_LINE = 300
 STOP_GRACE_S = 2.0  # SIGTERM, then SIGKILL: plain Python importing a file needs no longer
+CODE = "envcheck.userbench.code:user_code"  # what makes a declared op's code in the worker
 
 
 def source_argument(text: str) -> str:
@@ -32,11 +39,11 @@ def source_argument(text: str) -> str:
         return text
     path = Path(text).expanduser()
     if not path.exists():
-        raise UsageError(f"{text}: no such file (give FILE.py or module:object)")
+        raise UsageError("error.source_missing", source=text)
     if not path.is_file():
-        raise UsageError(f"{text}: not a file (give FILE.py or module:object)")
+        raise UsageError("error.source_not_file", source=text)
     if path.suffix != ".py":
-        raise UsageError(f"{text}: not a Python file (.py)")
+        raise UsageError("error.source_not_python", source=text)
     return str(path.resolve())
 
 
@@ -112,25 +119,42 @@ def discover(source: str, timeout: float = DISCOVER_TIMEOUT_S) -> tuple[Any, ...
     from envcheck.harness import failures as f
     from envcheck.harness.env import user_path
     from envcheck.harness.spawn import spawn
-    from envcheck.ops import OpSpec
-
     got = spawn("envcheck.userbench.discover:child", source, timeout=timeout, heartbeat=timeout,
                 grace_s=STOP_GRACE_S, paths=user_path())
     answer = got.result if got.done else None
     if isinstance(got.failure, f.Stopped):
         raise KeyboardInterrupt(got.failure.signal)
     if isinstance(got.failure, f.SpawnFailed):
-        raise UsageError(f"{source}: could not start Python to import it ({got.failure.error})")
+        raise UsageError("error.source_start", source=source, error=got.failure.error)
     if isinstance(got.failure, (f.Timeout, f.Hang)) and not got.done:
-        raise UsageError(f"{source}: importing it did not finish within {timeout:g} s")
+        raise UsageError("error.source_timeout", source=source, limit=f"{timeout:g}")
     if not isinstance(answer, dict):
-        last = got.last_words or ""
-        code = got.returncode
+        last, code = got.last_words or "", got.returncode
         how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
-        raise UsageError(f"{source}: importing it ended the process ({how}){': ' + last[:200] if last else ''}")
+        raise UsageError(f"error.source_ended{'.said' if last else ''}", source=source, how=how, said=last[:200])
     if "error" in answer:
-        raise UsageError(f"{source}: {answer['error']}")
+        raise UsageError("error.flag", flag=source, error=answer["error"])
     try:
         return tuple(build(OpSpec, s) for s in answer["ops"])
     except (KeyError, TypeError, ValueError) as e:
-        raise UsageError(f"{source}: its declarations cannot be read ({e})") from None
+        raise UsageError("error.source_unreadable", source=source, error=e) from None
+
+
+def plan(ops: tuple[OpSpec, ...], source: str, quick: bool, device: int, env: Environment,
+         interpret: bool = False) -> Plan:
+    """The cases of ``envcheck bench``: every declared (op, dtype, shape) and implementation, the baseline first,
+    planned as the built-in suite. ``interpret``: the worker inherits ``TRITON_INTERPRET=1``: on the CPU the Triton
+    kernels run interpreted, as the report records (their times are not speeds)."""
+    from envcheck.bench import suite
+
+    base = dataclasses.replace(suite.frame(quick, device, env, tuple(op.name for op in ops)),
+                               ops=ops, source=source, code=CODE)
+    if base.backend is None:
+        return base
+    impls = tuple(dict.fromkeys(i for op in ops for i in op.impls))
+    settings = dataclasses.replace(base.settings, impls=impls, interpret=interpret and base.backend == "cpu")
+    planned = [suite.PlannedCase(op.name, impl, cost.dtype, cost.dtype, cost.shape)
+               for op in ops for cost in (op.declared.costs if op.declared else ())
+               for impl in (op.baseline, *(i for i in op.impls if i != op.baseline))]
+    specs = {op.name: op for op in ops}
+    return dataclasses.replace(suite.with_cases(base, planned, env, specs.__getitem__), settings=settings)

@@ -38,7 +38,7 @@ from typing import Any
 
 from envcheck.analysis import analyse
 from envcheck.compare import diff, node_diff, shipped
-from envcheck.compare.node_read import node_side
+from envcheck.compare.node_diff import node_side
 from envcheck.model import Report, Timing, load
 
 

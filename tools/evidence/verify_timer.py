@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     from envcheck.bench.timer import Timer
     from envcheck.model import Settings
     from envcheck.probes.nvml import Nvml
-    from envcheck.userbench.plan import CODE
+    from envcheck.userbench.discover import CODE
 
     settings = Settings(warmup_ms=25, rep_ms=WINDOW_MS, min_samples=30, max_samples=1000, cold_l2=False)
     index = torch.cuda.current_device()

@@ -14,12 +14,13 @@ from envcheck.render import fmt
 from envcheck.render.escape import term
 from envcheck.render.i18n import t
 from envcheck.render.terminal.console import heading
+from envcheck.render.view import fact_reason
 
 REASON_CHARS = 70
 
 
 def _reason(env: Environment, section: str, key: str) -> str:
-    why = env.fact(section, key).reason or t("unknown")
+    why = fact_reason(env.fact(section, key).reason)
     return term(why if len(why) <= REASON_CHARS else why[: REASON_CHARS - 1] + "…")
 
 
