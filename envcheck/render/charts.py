@@ -10,10 +10,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from envcheck.analysis import BenchAnalysis, CaseResult
 from envcheck.analysis.ceilings import BANDWIDTH, MEASURED, THEORETICAL
+from envcheck.analysis.node import CollectiveRow, SweepAnalysis
+from envcheck.model import Timing
 from envcheck.ops import IMPLS, OPS, OpSpec
 from envcheck.render import chart_spec as cs
 from envcheck.render import chart_style as st
@@ -22,6 +24,7 @@ from envcheck.render.i18n import t
 
 if TYPE_CHECKING:
     from envcheck.compare.diff import Comparison
+    from envcheck.compare.history import History
 
 # --------------------------------------------------------------------------- the style
 
@@ -183,7 +186,7 @@ def _points(rs: Sequence[CaseResult], x: Quantity, y: Callable[[CaseResult], flo
     return tuple(out)
 
 
-def _with_iqr(pts: tuple[cs.Point, ...], rs: Sequence[CaseResult], x: Quantity, timing: Callable[[CaseResult], Any]
+def _with_iqr(pts: tuple[cs.Point, ...], rs: Sequence[CaseResult], x: Quantity, timing: Callable[[CaseResult], Timing | None]
               ) -> tuple[cs.Point, ...]:
     """``pts`` (as ``_points`` made them from ``rs``) with each time's interquartile range as its interval: a noisy
     row shows how noisy it is."""
@@ -344,7 +347,7 @@ def _when(created: str) -> datetime | None:
         return None
 
 
-def history_chart(h: Any) -> Drawn | None:
+def history_chart(h: History) -> Drawn | None:
     """Per op, the geometric-mean time ratio to the first report over time (days since the first)."""
     times = [_when(p.info.created) for p in h.points]
     if any(w is None for w in times) or len(times) < 2:
@@ -378,14 +381,14 @@ ALGO_STYLES = tuple(zip((st.VERMILLION, st.BLUISH_GREEN, st.REDDISH_PURPLE, st.O
                         ("square", "triangle", "diamond", "cross", "plus", "circle"), strict=True))
 
 
-def busbw_chart(sweep: Any, op: str, section: str) -> Drawn | None:
+def busbw_chart(sweep: SweepAnalysis, op: str, section: str) -> Drawn | None:
     """An op's bus bandwidth against message size, each size marked by NCCL's algorithm and protocol (a change of
     marker: NCCL switched), and what the links allow when the topology is known."""
     rows = [r for r in sweep.rows if r.op == op and r.busbw_gbps is not None and r.size_bytes > 0]
     if len(rows) < 2:
         return None
 
-    def tip(r: Any) -> str:
+    def tip(r: CollectiveRow) -> str:
         algo = f" ({r.algo_label})" if r.algo_label else ""
         return f"{fmt.size_bytes(r.size_bytes)}: {fmt.rate(r.busbw_gbps, 'GB/s')}{algo}"
 

@@ -4,12 +4,12 @@ by one macro per medium. Cells stay short and sentences go to lines: no terminal
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from envcheck.analysis import Analysis
 from envcheck.analysis import node as an
-from envcheck.model.node import COPY_METHODS
+from envcheck.model.node import COPY_METHODS, CollectiveResult, GpuLinks
 from envcheck.render import fmt
 from envcheck.render.i18n import esc, has, join, phrase, t, word
 
@@ -103,7 +103,7 @@ def _gpu(i: int | None) -> str:
 
 
 def _condition_rows(c: an.GpuCondition) -> tuple[tuple[Cell, ...], ...]:
-    def both(cur: Any, top: Any, unit: str) -> str:
+    def both(cur: float | None, top: float | None, unit: str) -> str:
         if cur is None and top is None:
             return fmt.DASH
         return f"{fmt.num(cur, 4) if cur is not None else fmt.DASH} / {fmt.num(top, 4) if top is not None else fmt.DASH}" \
@@ -171,7 +171,7 @@ def gpus_part(na: an.NodeAnalysis, pid: str = "gpus") -> Part | None:
 # --------------------------------------------------------------------------- topology
 
 
-def _pcie(g: Any) -> str:
+def _pcie(g: GpuLinks) -> str:
     gen, width, gmax, wmax = (f.value if f.ok else None for f in (g.pcie_gen, g.pcie_width, g.pcie_gen_max,
                                                                    g.pcie_width_max))
     if gen is None and gmax is None:
@@ -180,7 +180,7 @@ def _pcie(g: Any) -> str:
                width=fmt.num(width if width is not None else wmax))
 
 
-def _nvlinks(g: Any, nv: an.GpuNvlinks | None) -> Cell:
+def _nvlinks(g: GpuLinks, nv: an.GpuNvlinks | None) -> Cell:
     if not g.nvlinks or nv is None:
         return DASH
     sub = t("node.per_link", gbps=fmt.num(nv.per_link_gbps)) if nv.per_link_gbps is not None else ""
@@ -334,7 +334,7 @@ def _copy_name(r: an.CopyRow) -> str:
 COLLECTIVE_STYLE = {"ok": "pass", "wrong": "fail", "error": "fail", "unverified": "warn"}
 
 
-def _status_cell(row: an.CollectiveRow, result: Any) -> Cell:
+def _status_cell(row: an.CollectiveRow, result: CollectiveResult) -> Cell:
     if row.status == "skipped":
         return Cell(word("node.size_skip.", result.skipped), status="warn", badge=True)
     return Cell(t(f"node.coll.status.{row.status}"), status=COLLECTIVE_STYLE.get(row.status, ""), badge=True)
@@ -449,7 +449,7 @@ def _times_lines(sa: an.SweepAnalysis, gpu_times: bool) -> list[Line]:
     return out + _capture_errors(r.gpu_error for r in sa.collectives.results)
 
 
-def _capture_errors(errors: Any) -> list[Line]:
+def _capture_errors(errors: Iterable[str | None]) -> list[Line]:
     return [Line(t("node.coll.times.capture_error", error=esc(fmt.first_line(e))), "warn")
             for e in dict.fromkeys(e for e in errors if e)]
 
@@ -479,7 +479,7 @@ def _per_call_cell(row: an.CollectiveRow) -> Cell:
     return Cell(fmt.duration_us(row.call_time_us), *((t("flag.launch_bound"), "warn") if row.launch_bound else ()))
 
 
-def _skip_sentence(row: an.CollectiveRow, res: Any) -> str:
+def _skip_sentence(row: an.CollectiveRow, res: CollectiveResult) -> str:
     size = fmt.size_bytes(row.size_bytes)
     if res.skipped == "out_of_memory":
         return t("node.coll.oom", size=size, need=fmt.nbytes(res.need_bytes), free=fmt.nbytes(res.free_bytes))

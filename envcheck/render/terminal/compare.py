@@ -4,11 +4,12 @@ tables narrowed below ``console.WIDE_FROM`` columns to those that decide.
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.cells import cell_len
 from rich.console import Console
 
+from envcheck.compare.diff import Comparison, Diff
+from envcheck.compare.history import History
+from envcheck.compare.node_diff import NodeComparison
 from envcheck.render import compare_view as dv
 from envcheck.render import fmt
 from envcheck.render.escape import term
@@ -29,7 +30,7 @@ def _heads(*keys: str) -> list[str]:
     return [t(k) for k in keys]
 
 
-def _comparison(console: Console, cmp: Any, d: Any) -> None:
+def _comparison(console: Console, cmp: Comparison, d: Diff) -> None:
     is_wide = wide(console)
     title = dv.vs(cmp)
     console.print()
@@ -117,7 +118,7 @@ def _comparison(console: Console, cmp: Any, d: Any) -> None:
             bullets(console, [("-", term(line)) for line in dv.refs(refs)])
 
 
-def _node(console: Console, n: Any, d: Any, heading: str | None = None) -> None:
+def _node(console: Console, n: NodeComparison, d: Diff, heading: str | None = None) -> None:
     """The node tests' digest: what changed in the wiring and NCCL, the significant rows, the counters that
     moved; every row is in ``--format md`` / ``html`` / ``json``."""
     console.print()
@@ -147,7 +148,7 @@ def _node(console: Console, n: Any, d: Any, heading: str | None = None) -> None:
                      fmt.num(c.other_boot_per_s)) for c in counters], title=t("diff.node.counters"))
 
 
-def print_diff(console: Console, d: Any) -> None:
+def print_diff(console: Console, d: Diff) -> None:
     """A diff (``compare.diff.Diff``) for the terminal."""
     with escaping(term):
         console.print(f"[bold]{dv.title(d)}[/]")
@@ -175,7 +176,7 @@ def print_diff(console: Console, d: Any) -> None:
         console.print(f"[dim]{t('term.diff_method')}[/]")
 
 
-def print_history(console: Console, h: Any) -> None:
+def print_history(console: Console, h: History) -> None:
     """A history (``compare.history.History``) for the terminal."""
     with escaping(term):
         is_wide = wide(console)
