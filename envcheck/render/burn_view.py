@@ -1,7 +1,5 @@
-"""The burn-in as every medium shows it: a row per GPU, the verdicts with cause and fix, the detail tables.
-
-Every number comes from ``analysis.burn``; templates and the terminal call these to phrase it.
-"""
+"""The burn-in as every medium shows it: a row per GPU, the verdicts with cause and fix, the detail tables;
+every number comes from ``analysis.burn``."""
 
 from __future__ import annotations
 
@@ -9,6 +7,7 @@ from envcheck.analysis.burn import THRESHOLDS, BurnAnalysis, Drift, GpuBurn, Mar
 from envcheck.model import Report
 from envcheck.render import fmt
 from envcheck.render.i18n import esc, join, phrase, t
+from envcheck.render.view import subtitle as subtitle
 
 RATE_UNIT = {"gemm": "TFLOP/s", "bandwidth": "GB/s", "memtest": "GB/s"}
 PCT_RULES = ("sibling_margin", "ceiling_margin", "reference_margin", "power_share", "drift", "throttle_share")
@@ -193,6 +192,3 @@ def title(report: Report) -> str:
     return t("burn.title", gpu=esc(names[0]) if names else t("no_gpu"), host=esc(report.host),
              date=esc(report.created[:10]))
 
-
-def subtitle(report: Report) -> str:
-    return t("report.subtitle", kind=t("kind.burn"), created=esc(report.created), version=esc(report.tool_version))

@@ -4,6 +4,7 @@ directly and nothing is derived here.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from envcheck.compare.diff import CaseDiff, CaseRef, CeilingRow, Comparison, Diff, GroupSummary
@@ -126,10 +127,8 @@ def noise(cmp: Comparison, confidence: float) -> str:
                        count=counts["shipped"]))
     said = [t("diff.noise", sources=join(parts) if parts else t("diff.noise.none"), tested=cmp.tested,
               fdr=fdr(confidence))]
-    why: dict[str, int] = {}  # each reason rows are not judged for, with its advice where following it helps
-    for c in cmp.cases:
-        for n in c.reasons if c.verdict == "not judged" else ():
-            why[n.key] = why.get(n.key, 0) + 1
+    # Each reason rows are not judged for, with its advice where following it helps.
+    why = Counter(n.key for c in cmp.cases if c.verdict == "not judged" for n in c.reasons)
     return " ".join([*said, *(t(key, count=n) for key, n in why.items())])
 
 
@@ -198,8 +197,7 @@ def node_row_name(r: CollectiveDiff | CopyDiff) -> str:
     (``<->`` both directions at once)."""
     if isinstance(r, CollectiveDiff):
         return f"{'' if r.scope == 'node' else f'{r.scope} '}{r.op} {fmt.size_bytes(r.size_bytes)}"
-    src = "host" if r.src is None else f"GPU{r.src}"
-    dst = "host" if r.dst is None else f"GPU{r.dst}"
+    src, dst = ("host" if g is None else f"GPU{g}" for g in (r.src, r.dst))
     return f"{r.kind} {r.method} {src}{'<->' if r.directions == 2 else '->'}{dst}"
 
 
@@ -248,9 +246,7 @@ def machine_name(m: MachineId | None) -> str:
     """A machine as the history heads name it: host, GPU count and model, short UUIDs."""
     if m is None:
         return fmt.DASH
-    models: dict[str, int] = {}
-    for g in m.gpus:
-        models[g.model or "GPU"] = models.get(g.model or "GPU", 0) + 1
+    models = Counter(g.model or "GPU" for g in m.gpus)
     gpus = ", ".join(f"{n} × {model}" if n > 1 else model for model, n in models.items())
     ids = ", ".join(short_uuid(g.uuid) for g in m.gpus if g.uuid)
     return " · ".join(x for x in (m.host, gpus) if x) + (f" ({ids})" if ids else "")

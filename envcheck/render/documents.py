@@ -31,6 +31,7 @@ class ChartLink(NamedTuple):
 
 Placed = dict[tuple[str, str | None], list[ch.Drawn | ChartLink]]  # charts by (section, op)
 
+
 def report_charts(analysis: Analysis) -> list[ch.Drawn]:
     """Every chart of a report, in reading order: each GPU's run charts, then a busbw chart per op of every
     collective sweep (a node's, a fleet's world and its nodes'), then the burn's."""

@@ -1,8 +1,6 @@
-"""Numbers and labels as people read them: the one place a value becomes text, so every medium shows the same
-digits (plain text: the medium escapes it). Errors and tolerances in exponent form with two digits (``7.7e-4``),
-speedups with two decimals (``1.02×``), a diff's ratios with three (``0.864×``), percentages whole above 10 and
-with a decimal below; no digit grouping (``4814 GB/s`` stays one token for a parser of piped output).
-"""
+"""Numbers as people read them, the one place a value becomes text so every medium shows the same digits: errors
+in exponent form (``7.7e-4``), speedups ``1.02×``, a diff's ratios ``0.864×``, percentages whole above 10; no digit
+grouping (``4814 GB/s`` stays one token for a parser of piped output)."""
 
 from __future__ import annotations
 

@@ -32,12 +32,8 @@ LEGACY_TEXT = "legacy.text"
 Escape = Callable[[str], str]
 
 
-def _same(text: str) -> str:
-    return text
-
-
 _LANG: ContextVar[str] = ContextVar("envcheck_lang", default=DEFAULT_LANG)
-_ESCAPE: ContextVar[Escape] = ContextVar("envcheck_escape", default=_same)
+_ESCAPE: ContextVar[Escape] = ContextVar("envcheck_escape", default=str)  # none until a medium sets one
 
 
 class UnknownLanguage(ValueError):

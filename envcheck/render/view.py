@@ -1,7 +1,5 @@
-"""A run report's sentences and compact lists, shared by every medium: templates and the terminal read the analysis
-directly; what takes more than a lookup (findings with their rows, a case's error and detail, tiles, the
-methodology, the environment) is phrased here, machine text escaped for the render's medium.
-"""
+"""A run report's sentences and compact lists, shared by every medium: what takes more than a lookup of the analysis
+(findings with their rows, a case's error, tiles, the method, the environment), machine text escaped per medium."""
 
 from __future__ import annotations
 
@@ -410,7 +408,7 @@ def title(report: Report) -> str:
 
 
 def subtitle(report: Report) -> str:
-    kind = t(f"kind.{report.kind}") if report.kind in ("probe", "check", "run") else esc(report.kind)
+    kind = t(f"kind.{report.kind}") if has(f"kind.{report.kind}") else esc(report.kind)
     return t("report.subtitle", kind=kind, created=esc(report.created), version=esc(report.tool_version))
 
 

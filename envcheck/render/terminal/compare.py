@@ -14,7 +14,7 @@ from envcheck.render import compare_view as dv
 from envcheck.render import fmt
 from envcheck.render.escape import term
 from envcheck.render.i18n import escaping, t, word
-from envcheck.render.terminal.console import bullets, print_fitted, print_rows, table, wide
+from envcheck.render.terminal.console import bullets, print_rows, table, wide
 
 MAX_ROWS = 40  # significant-change rows shown in the terminal; the documents list them all
 VERDICT_STYLE = {"slower": "red", "faster": "green", "not comparable": "yellow", "uncertain": "yellow",
@@ -191,15 +191,10 @@ def print_history(console: Console, h: History) -> None:
                    title=t("history.trend"))
         nodes = [p for p in h.points if getattr(p, "node", None) is not None]
         if nodes:
-            node = table(console, title=t("history.node"))
-            node.add_column(t("diff.col.report"), no_wrap=True)
-            for col in ("history.col.ar_small", "history.col.ar_large", "history.col.p2p"):
-                node.add_column(t(col), justify="right")
-            for p in nodes:
-                node.add_row(term(p.info.label), dv.busbw_at(p.node.small_busbw, p.node.small_bytes),
-                             dv.busbw_at(p.node.large_busbw, p.node.large_bytes), fmt.num(p.node.p2p_gbps))
-            console.print()
-            print_fitted(console, node)
+            print_rows(console, _heads("diff.col.report", "history.col.ar_small", "history.col.ar_large", "history.col.p2p"),
+                       [(term(p.info.label), dv.busbw_at(p.node.small_busbw, p.node.small_bytes),
+                         dv.busbw_at(p.node.large_busbw, p.node.large_bytes), fmt.num(p.node.p2p_gbps)) for p in nodes],
+                       title=t("history.node"))
         print_rows(console, [t("diff.col.report"), *map(term, h.ops)],
                    [(term(p.info.label), *(dv.peak(p.op(op), unit=is_wide) for op in h.ops)) for p in h.points],
                    title=t("history.peaks"), caption=None if is_wide else t("term.peaks_units"))

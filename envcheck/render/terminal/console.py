@@ -25,6 +25,9 @@ RULE_UNDER_HEAD = box.Box("    \n    \n ── \n    \n    \n    \n    \n    \n"
 ASCII_RULE_UNDER_HEAD = box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
 PIPE_WIDTH = 120  # a pipe has no width: wide enough for a log line, narrow enough for a log viewer
 WIDE_FROM = 130  # columns from which the wide layouts are used
+# The colour of each status word, in every layout (checks, cases, node cells, burns, cross-checks).
+STYLE = {"fail": "bold red", "error": "bold red", "warn": "yellow", "stopped": "yellow", "pass": "green", "skip": "dim",
+         "muted": "dim"}
 
 
 def _pipe_width() -> int:
@@ -133,9 +136,9 @@ def print_fitted(console: Console, tab: Table, keep: int = 1) -> None:
 
 
 def print_rows(console: Console, heads: Sequence[str], rows: Iterable[Sequence[str]], right: int | Sequence[bool] = 1,
-               title: str | None = None, caption: str | None = None, keep: int = 1) -> None:
-    """A table after a blank line, fitted (``print_fitted``); ``right``: the columns set right, or the first of
-    them (every one after it is too)."""
+               title: str | None = None, caption: str | None = None, keep: int = 1, lead: str | None = None) -> None:
+    """A table after a blank line (and ``lead``, a heading of its own line), fitted; ``right``: the columns set
+    right, or the first of them (every one after it is too)."""
     tab = table(console, title=title, caption=caption)
     for i, head in enumerate(heads):
         at_right = i >= right if isinstance(right, int) else right[i]
@@ -143,6 +146,8 @@ def print_rows(console: Console, heads: Sequence[str], rows: Iterable[Sequence[s
     for row in rows:
         tab.add_row(*row)
     console.print()
+    if lead:
+        console.print(lead)
     print_fitted(console, tab, keep=keep)
 
 

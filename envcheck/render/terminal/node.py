@@ -15,9 +15,8 @@ from envcheck.render.escape import term
 from envcheck.render.fleet_view import FleetView, fleet_view
 from envcheck.render.i18n import escaping, t
 from envcheck.render.node_view import Cell, Line, Part, Section, Table, Tile
-from envcheck.render.terminal.console import bullets, heading, print_fitted, print_written, styled, table, wide
+from envcheck.render.terminal.console import STYLE, bullets, heading, print_rows, print_written, styled, wide
 
-STYLE = {"fail": "bold red", "warn": "yellow", "pass": "green", "muted": "dim"}
 MARK = {"fail": "[bold red]✗[/]", "warn": "[yellow]![/]", "pass": "[green]✓[/]"}
 
 
@@ -37,23 +36,17 @@ def _cell(c: Cell, subs: bool) -> str:
 
 
 def print_table(console: Console, tbl: Table) -> None:
-    is_wide = wide(console)
-    if tbl.title:
-        console.print()
-        console.print(f"[bold]{tbl.title}[/]")
+    is_wide, title = wide(console), f"[bold]{tbl.title}[/]" if tbl.title else None
     if tbl.layout == "facts":
+        if title:
+            console.print()
+            console.print(title)
         bullets(console, [("-", f"{row[0].text}: {_cell(row[1], True)}") for row in tbl.rows])
     else:
         keep = [i for i in range(len(tbl.cols)) if is_wide or i not in tbl.detail]
         subs = is_wide or tbl.subs == "always"
-        tab = table(console)
-        for i in keep:
-            tab.add_column(tbl.cols[i], justify="right" if tbl.right[i] else "left", no_wrap=True)
-        for row in tbl.rows:
-            tab.add_row(*(_cell(row[i], subs) for i in keep))
-        if not tbl.title:
-            console.print()
-        print_fitted(console, tab)
+        print_rows(console, [tbl.cols[i] for i in keep], [[_cell(row[i], subs) for i in keep] for row in tbl.rows],
+                   [tbl.right[i] for i in keep], lead=title)
     line_items(console, tbl.notes)
 
 

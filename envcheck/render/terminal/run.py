@@ -1,8 +1,5 @@
 """The terminal summary of ``envcheck run``: a table per op, the findings, the totals, the checks. Below
-``console.WIDE_FROM`` columns an op table has a time per implementation, its speedups, the best share of the
-theoretical ceiling, the worst error over its bound and the flags as letters (a legend printed); from there on
-throughput and both shares per implementation, flags spelt out. No cell wraps at 100 columns.
-"""
+``console.WIDE_FROM`` columns the op tables abbreviate (flags as letters, with a legend): no cell wraps at 100."""
 
 from __future__ import annotations
 
@@ -19,20 +16,8 @@ from envcheck.render import view as v
 from envcheck.render.checktext import all_localized
 from envcheck.render.escape import term
 from envcheck.render.i18n import check_counts, escaping, t
-from envcheck.render.terminal.console import (
-    bullets,
-    heading,
-    print_fitted,
-    print_rows,
-    print_written,
-    started,
-    styled,
-    table,
-    wide,
-)
-
-STATUS_STYLE = {"fail": "bold red", "error": "bold red", "warn": "yellow", "pass": "green", "skip": "dim"}
-
+from envcheck.render.terminal import console as tc
+from envcheck.render.terminal.console import bullets, heading, print_rows, print_written, started, styled, wide
 
 Row = dict[str, CaseResult]  # a table row: one size and precision, a result per implementation
 
@@ -106,20 +91,14 @@ def op_table(console: Console, ba: BenchAnalysis, op: str, rs: Sequence[CaseResu
     cols.append((t("col.error") if is_wide else t("term.col.err_tol"), True, lambda row: _error_cell(row, is_wide)))
     if any(r.flags for r in rs):
         cols.append((t("col.flags"), False, lambda row: _flags_cell(row, is_wide)))
-    tab = table(console)
-    for head, right, _ in cols:
-        tab.add_column(head, justify="right" if right else "left", no_wrap=True)
     groups: dict[tuple[str, str], Row] = {}
     for r in rs:
         groups.setdefault((fmt.precision_label(r.case.dtype, r.case.precision), fmt.shape(r.case.shape)), {})[
             r.case.impl] = r
-    for row in groups.values():
-        tab.add_row(*(cell(row) for _, _, cell in cols))
-    console.print()
     # The heading is a line of its own: as a table title it would wrap at the table's width.
     caption = t("term.op_caption", time=time_label) if has_speedup else t("term.op_caption_plain", time=time_label)
-    console.print(f"[bold]{term(op)}[/]  [dim]{caption}[/]")
-    print_fitted(console, tab, keep=2)  # size and dtype name a row
+    print_rows(console, [head for head, _, _ in cols], [[cell(row) for _, _, cell in cols] for row in groups.values()],
+               [right for _, right, _ in cols], keep=2, lead=f"[bold]{term(op)}[/]  [dim]{caption}[/]")
 
 
 def _finding_lines(console: Console, items: Sequence[v.Said]) -> None:
@@ -220,14 +199,14 @@ def check_lines(console: Console, report: Report) -> None:
     verdict = report.verdict
     console.print()
     console.print(styled(t("term.checks", verdict=t(f"status.{verdict}"), counts=check_counts(report.checks)),
-                          STATUS_STYLE.get(verdict, "")))
+                          tc.STYLE.get(verdict, "")))
     lines = []
     for c in all_localized(keyed(report.checks, report.environment, report.node)):
         if c.status in ("fail", "warn"):
             text = f"{term(c.title)}: {term(c.finding)}"
             if c.fix:
                 text += f"\n[cyan]{term(t('term.fix', fix=c.fix))}[/]"
-            lines.append((styled(t(f"status.{c.status}").upper(), STATUS_STYLE[c.status]), text))
+            lines.append((styled(t(f"status.{c.status}").upper(), tc.STYLE[c.status]), text))
     if lines:
         bullets(console, lines)
 
