@@ -141,8 +141,7 @@ def split(g: GroupSummary) -> str:
     """How the rows' verdicts split, with the ratios not judged when there are any."""
     said = t("diff.split", slower=g.slower, faster=g.faster, same=g.same, uncertain=g.uncertain,
              not_comparable=g.not_comparable)
-    unjudged = getattr(g, "not_judged", 0)
-    return f"{said} {t('diff.split.not_judged', count=unjudged)}" if unjudged else said
+    return f"{said} {t('diff.split.not_judged', count=g.not_judged)}" if g.not_judged else said
 
 
 def headline(cmp: Comparison, d: Diff) -> list[Tile]:
@@ -152,7 +151,7 @@ def headline(cmp: Comparison, d: Diff) -> list[Tile]:
         return []
     g = cmp.overall
     rest = [t("diff.card.calls_rest", same=g.same, uncertain=g.uncertain, not_comparable=g.not_comparable)]
-    rest += [t("diff.card.not_judged", count=g.not_judged)] if getattr(g, "not_judged", 0) else []
+    rest += [t("diff.card.not_judged", count=g.not_judged)] if g.not_judged else []
     lines = [t("diff.card.testing_line", fdr=fdr(d.confidence))]
     lines += [t("diff.card.practical", pct=fmt.general(d.practical_pct))] if d.practical_pct is not None else []
     return [Tile(t("diff.card.overall"), fmt.ratio(g.geomean),
@@ -165,8 +164,7 @@ def headline(cmp: Comparison, d: Diff) -> list[Tile]:
 
 def settings_differ(cmp: Comparison) -> str | None:
     """"These runs sampled differently (quick False → True, ...)": the first thing a diff of such runs says."""
-    names = getattr(cmp, "settings", ())
-    if not names:
+    if not (names := cmp.settings):
         return None
     shown = {c.key: c for c in cmp.env}
     parts = [f"{n} {shown[f'setting.{n}'].before} → {shown[f'setting.{n}'].after}" if f"setting.{n}" in shown else n
@@ -186,7 +184,7 @@ def unmatched(d: Diff) -> list[str]:
                                                                                   or fmt.DASH),
               side=t(f"diff.side.{u.side}"), why=phrase(u.reason, {"side": "other" if u.side == "baseline" else
                                                                    "baseline"}))
-            for u in getattr(d, "unmatched", ())]
+            for u in d.unmatched]
 
 
 # --------------------------------------------------------------------------- node tests
@@ -253,18 +251,18 @@ def machine_name(m: MachineId | None) -> str:
 
 
 def machine_names(hs: Sequence[History]) -> str:
-    return "; ".join(esc(machine_name(getattr(h, "machine", None))) for h in hs)
+    return "; ".join(esc(machine_name(h.machine)) for h in hs)
 
 
 def history_title(h: History) -> str:
-    return t("history.title.machine", machine=esc(machine_name(getattr(h, "machine", None))), count=len(h.points),
+    return t("history.title.machine", machine=esc(machine_name(h.machine)), count=len(h.points),
              first=esc(h.points[0].info.created), last=esc(h.points[-1].info.created))
 
 
 def warnings(h: History) -> list[str]:
     """Reports of several hosts, GPUs or sampling settings in one history, each group named."""
-    names = [n for n in SAMPLING if len({getattr(s, n) for s, _ in getattr(h, "settings", ())}) > 1]
-    settings = [(", ".join(f"`{n} {getattr(s, n)}`" for n in names), labels) for s, labels in getattr(h, "settings", ())]
+    names = [n for n in SAMPLING if len({getattr(s, n) for s, _ in h.settings}) > 1]
+    settings = [(", ".join(f"`{n} {getattr(s, n)}`" for n in names), labels) for s, labels in h.settings]
     return [t(key, groups=esc("; ".join(f"{name}: {', '.join(labels)}" for name, labels in groups)))
             for key, groups in (("history.mixed_hosts", h.hosts), ("history.mixed_gpus", h.gpus),
                                 ("history.mixed_settings", settings)) if groups]
@@ -272,13 +270,13 @@ def warnings(h: History) -> list[str]:
 
 def point_gpu(p: Point) -> str:
     gpu = p.info.gpu_name or fmt.DASH
-    return f"{gpu} ({short_uuid(p.gpu_uuid)})" if getattr(p, "gpu_uuid", None) else gpu
+    return f"{gpu} ({short_uuid(p.gpu_uuid)})" if p.gpu_uuid else gpu
 
 
 def trend(h: History, p: Point) -> list[tuple[str, str] | None]:
     """Per op, (ratio, interval) to the first report; none where one report is all there is (a column of
     1.000× would read as a measured trend)."""
-    return [(fmt.ratio(o.ratio), fmt.interval(o.low, o.high)) if (o := p.op(op)) and getattr(h, "trend", True)
+    return [(fmt.ratio(o.ratio), fmt.interval(o.low, o.high)) if (o := p.op(op)) and h.trend
             else None for op in h.ops]
 
 

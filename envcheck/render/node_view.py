@@ -139,11 +139,8 @@ def gpus_part(na: an.NodeAnalysis, pid: str = "gpus") -> Part | None:
         return None
     rows = []
     for g in na.gpus:
-        flag = DASH
-        if g.outliers:
-            short = join([t(f"node.outlier.short.{o.metric}", shortfall=fmt.ratio_pct(o.shortfall))
-                            for o in g.outliers])
-            flag = Cell(short, status="fail")
+        flag = Cell(join([t(f"node.outlier.short.{o.metric}", shortfall=fmt.ratio_pct(o.shortfall))
+                          for o in g.outliers]), status="fail") if g.outliers else DASH
         tally = Cell(f"{g.passed}/{g.cases}", status="pass" if g.cases and g.passed == g.cases else
                      "fail" if g.failed or g.errors else "")
         if g.backend == "cuda":
@@ -167,8 +164,8 @@ def gpus_part(na: an.NodeAnalysis, pid: str = "gpus") -> Part | None:
                          unit="GB/s" if o.metric == "bandwidth_gbps" else "TFLOP/s", median=fmt.num(o.siblings_median),
                          shortfall=fmt.ratio_pct(o.shortfall)), "fail") for o in g.outliers]
         if g.outliers and g.condition is not None:
-            tables.append(Table(f"condition-{g.index}", (t("col.item"), t("col.value")), (False, False),
-                                _condition_rows(g.condition), t("node.cond.title", gpu=fmt.num(g.index)), "facts"))
+            tables.append(Table(f"condition-{g.index}", *heads("col.item", "col.value"), _condition_rows(g.condition),
+                                t("node.cond.title", gpu=fmt.num(g.index)), "facts"))
     return Part(pid, t("node.part.gpus"), tuple(lines), tuple(tables))
 
 
@@ -375,14 +372,11 @@ def sweep_part(sa: an.SweepAnalysis, section: str, pid: str) -> Part:
                                        if res.absent_ranks else "")
                 notes.append(Line(t(f"node.coll.note.{row.status}", size=fmt.size_bytes(row.size_bytes),
                                       detail=cause(detail) if detail else fmt.DASH), "fail"))
-        for op_, size, before, after in sa.changes:
-            if op_ == op:
-                notes.append(Line(t("node.coll.algo_change", size=fmt.size_bytes(size), before=esc(before or ""),
-                                      after=esc(after or ""))))
-        reasons = dict.fromkeys(r.algo_reason for r in sa.rows if r.op == op and not r.algos and r.algo_reason
-                                and c.backend == "nccl" and c.choices)
-        for why in reasons:
-            notes.append(Line(t("node.coll.algo_unknown", reason=cause(why))))
+        notes += [Line(t("node.coll.algo_change", size=fmt.size_bytes(size), before=esc(before or ""),
+                         after=esc(after or ""))) for op_, size, before, after in sa.changes if op_ == op]
+        notes += [Line(t("node.coll.algo_unknown", reason=cause(why))) for why in dict.fromkeys(
+            r.algo_reason for r in sa.rows if r.op == op and not r.algos and r.algo_reason and c.backend == "nccl"
+            and c.choices)]
         cols = heads(">node.col.size", ">node.col.gpu_time" if gpu_times else ">node.col.time",
                      *([">node.col.per_call"] if gpu_times else []), ">node.col.algbw", ">node.col.busbw",
                      *([">node.col.busbw_registered"] if registered else []), *([">node.col.pct_links"] if links else []),
@@ -392,9 +386,7 @@ def sweep_part(sa: an.SweepAnalysis, section: str, pid: str) -> Part:
         narrow_lines, table = narrowing(sa, links)
         lines += narrow_lines
         tables.append(table)
-    backend = "NCCL" if c.backend == "nccl" else c.backend
-    if c.nccl_version and c.backend == "nccl":
-        backend += f" {c.nccl_version}"
+    backend = (f"NCCL {c.nccl_version}" if c.nccl_version else "NCCL") if c.backend == "nccl" else c.backend
     title = t(f"node.coll.title.{c.scope}" if has(f"node.coll.title.{c.scope}") else "node.coll.title.node",
                 backend=esc(backend), ranks=fmt.num(c.world_size), count=len(hosts))
     return Part(pid, title, tuple(lines), tuple(tables))
@@ -412,10 +404,8 @@ def _times_lines(sa: an.SweepAnalysis, gpu_times: bool) -> list[Line]:
     if gpu_times:
         bound = [r for r in sa.rows if r.launch_bound]
         out.append(Line(t("node.coll.times.gpu", count=len(bound))))
-    missing = dict.fromkeys(r.gpu_reason for r in sa.rows if r.time_basis == "per_call" and r.gpu_reason)
-    for why in missing:
-        out.append(Line(t("node.coll.times.per_call", reason=word("node.gpu_time.", why)),
-                        "warn" if why == "capture_failed" else ""))
+    out += [Line(t("node.coll.times.per_call", reason=word("node.gpu_time.", why)), "warn" if why == "capture_failed"
+                 else "") for why in dict.fromkeys(r.gpu_reason for r in sa.rows if r.time_basis == "per_call" and r.gpu_reason)]
     cold = [r.rotation_sets for r in sa.collectives.results if r.rotation_sets > 1]
     if cold:
         out.append(Line(t("node.coll.l2_cold", count=len(cold), sets=_span(cold))))
@@ -494,9 +484,9 @@ def counters_part(na: an.NodeAnalysis, pid: str = "counters") -> Part | None:
         lines.append(Line(t("node.counters.no_after"), "warn"))
     elif before is not None and before.uptime_s is not None and after.uptime_s is not None:
         lines.append(Line(t("node.counters.no_interval"), "warn"))
-    for ch in na.counters_over_limit:
-        lines.append(Line(t("node.counters.over", gpu=fmt.num(ch.gpu), counter=word("node.counter.", ch.name),
-                              link=fmt.num(ch.link), delta=fmt.num(ch.delta), rate=fmt.num(ch.per_s)), "fail"))
+    lines += [Line(t("node.counters.over", gpu=fmt.num(ch.gpu), counter=word("node.counter.", ch.name),
+                     link=fmt.num(ch.link), delta=fmt.num(ch.delta), rate=fmt.num(ch.per_s)), "fail")
+              for ch in na.counters_over_limit]
     tables = []
     shown = [r for r in na.counters if r.delta or r.after or r.before or r.over_limit or r.boot_over_limit]
     quiet = len(na.counters) - len(shown)
@@ -512,9 +502,8 @@ def counters_part(na: an.NodeAnalysis, pid: str = "counters") -> Part | None:
                                             crc=fmt.general(an.NVLINK_CRC_PER_S_LIMIT))),)))
     if quiet:
         lines.append(Line(t("node.counters.quiet", count=quiet)))
-    unread = {(u.name, u.reason) for u in na.counters_unread}
-    for name, reason in sorted(unread):
-        lines.append(Line(t("node.counters.unread", counter=word("node.counter.", name), reason=cause(reason))))
+    lines += [Line(t("node.counters.unread", counter=word("node.counter.", name), reason=cause(reason)))
+              for name, reason in sorted({(u.name, u.reason) for u in na.counters_unread})]
     xid = node.xid
     if xid is not None:
         if xid.source is None:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import NamedTuple
@@ -93,8 +93,9 @@ def flags(r: CaseResult) -> list[Flag]:
     return sorted((flag(f, r) for f in r.flags), key=lambda f: FLAG_ORDER.index(f.name))
 
 
-def flag_legend(ba: BenchAnalysis) -> list[Flag]:
-    seen = {f.name: f for r in ba.results for f in flags(r)}
+def flag_legend(rs: BenchAnalysis | Iterable[CaseResult]) -> list[Flag]:
+    """The flags of a bench's (or some) results, each once, in their order."""
+    seen = {f.name: f for r in (rs.results if isinstance(rs, BenchAnalysis) else rs) for f in flags(r)}
     return [seen[n] for n in FLAG_ORDER if n in seen]
 
 
@@ -318,8 +319,7 @@ def method_lines(ba: BenchAnalysis) -> list[str]:
     bench, st = ba.bench, ba.bench.settings
     out = [t(f"method.{m}", samples=str(lo) if lo == hi else f"{lo}–{hi}") for m, (lo, hi) in ba.samples.items()]
     out.append(t("method.median"))
-    cuda = bench.device.backend == "cuda"
-    if cuda:
+    if bench.device.backend == "cuda":
         out.append(t("method.cold_l2") if st.cold_l2 else t("method.warm_l2"))
     if any(c.compile_s is not None for c in bench.cases):
         out.append(t("method.first_call"))
@@ -335,10 +335,8 @@ def settings(ba: BenchAnalysis) -> list[tuple[str, str]]:
     out = [("warmup_ms", fmt.num(st.warmup_ms)), ("rep_ms", fmt.num(st.rep_ms)),
            ("samples", f"{st.min_samples}–{st.max_samples}"), ("seed", str(st.seed)),
            ("quick", t("yes") if st.quick else t("no"))]
-    if ba.bench.device.backend == "cuda":
-        out.insert(3, ("cold_l2", t("yes") if st.cold_l2 else t("no")))
-    else:
-        out.insert(3, ("threads", str(st.threads) if st.threads is not None else t("unknown")))
+    out.insert(3, ("cold_l2", t("yes") if st.cold_l2 else t("no")) if ba.bench.device.backend == "cuda" else
+               ("threads", str(st.threads) if st.threads is not None else t("unknown")))
     out += [("stop_ci", fmt.ratio_pct(st.stop_ci))] if st.stop_ci is not None else []
     out += [("ops", ",".join(st.ops))] if st.ops else []
     out += [("impls", ",".join(st.impls))] if st.impls else []

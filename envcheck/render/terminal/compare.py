@@ -165,11 +165,11 @@ def print_diff(console: Console, d: Diff) -> None:
             console.print()
             console.print(f"[bold yellow]{t('diff.unmatched', count=len(unmatched))}[/]")
             bullets(console, [("-", line) for line in unmatched])
-        for w in getattr(d, "worlds", ()):
+        for w in d.worlds:
             _node(console, w.node, d, heading=t("diff.world", other=term(w.other), baseline=term(w.base)))
         for cmp in d.comparisons:
             _comparison(console, cmp, d)
-            if getattr(cmp, "node", None) is not None:
+            if cmp.node is not None:
                 _node(console, cmp.node, d)
         console.print()
         # The method in one line; the paragraph is in the documents, not after every diff in a terminal.
@@ -189,7 +189,7 @@ def print_history(console: Console, h: History) -> None:
                    [(term(p.info.label), *((f"{x[0]} {x[1]}" if is_wide else x[0]) if x else fmt.DASH
                                            for x in dv.trend(h, p)), fmt.num(p.copy_gbps)) for p in h.points],
                    title=t("history.trend"))
-        nodes = [p for p in h.points if getattr(p, "node", None) is not None]
+        nodes = [p for p in h.points if p.node is not None]
         if nodes:
             print_rows(console, _heads("diff.col.report", "history.col.ar_small", "history.col.ar_large", "history.col.p2p"),
                        [(term(p.info.label), dv.busbw_at(p.node.small_busbw, p.node.small_bytes),

@@ -23,9 +23,7 @@ Row = dict[str, CaseResult]  # a table row: one size and precision, a result per
 
 
 def _speed_style(x: float | None) -> str:
-    if x is None:
-        return ""
-    return "green" if x >= 1.05 else "yellow" if x < 0.95 else ""
+    return "" if x is None else "green" if x >= 1.05 else "yellow" if x < 0.95 else ""
 
 
 def _error_cell(rows: Row, values: bool = False) -> str:
@@ -51,8 +49,7 @@ def _case(row: Row) -> Case:
 
 
 def _flags_cell(rows: Row, is_wide: bool) -> str:
-    seen = {f.name: f for r in rows.values() for f in v.flags(r)}
-    flags = [seen[n] for n in v.FLAG_ORDER if n in seen]
+    flags = v.flag_legend(rows.values())
     text = ", ".join(f.label for f in flags) if is_wide else " ".join(f.abbr for f in flags)
     return styled(term(text), "yellow" if flags else "")
 
