@@ -60,13 +60,9 @@ def counter_rate(per_s: float | None) -> str:
 
 def sci(x: float | None) -> str:
     """A numeric error or a tolerance: two significant digits in exponent form."""
-    if x is None:
+    if x is None or not math.isfinite(x):
         return DASH
-    if x == 0:
-        return "0"
-    if not math.isfinite(x):
-        return DASH
-    return exp(x, 2)
+    return "0" if x == 0 else exp(x, 2)
 
 
 def nbytes(x: float | None) -> str:
