@@ -1,11 +1,8 @@
-"""Stable pseudonyms for what identifies a machine or a person, in reports, snapshots and free text.
-
-``--anonymize`` replaces host and user names, IP and MAC addresses, GPU and MIG UUIDs and serials by an HMAC-SHA256
-under a key made once per user (``$XDG_CONFIG_HOME/envcheck/anonymize.key``, mode 0600): one machine keeps its
-pseudonyms, so ``diff`` and ``history`` still match its reports, and nobody without the key can test a guess. PCI
-bus ids stay (the same on millions of machines). A known name is replaced as a whole word (``_`` separates) when it
-has ``MIN_WORD`` characters and is no ``COMMON_NAMES`` word, and anywhere it can only be a name (home paths,
-``NAME@``, the host field).
+"""Stable pseudonyms for host and user names, IP and MAC addresses, GPU UUIDs and serials (PCI bus ids stay) in
+reports, snapshots and free text: an HMAC-SHA256 under a key made once per user, so one machine keeps its
+pseudonyms (``diff`` and ``history`` still match) and nobody without the key can test a guess. A known name is
+replaced as a whole word of ``MIN_WORD`` characters that is no ``COMMON_NAMES`` word, and anywhere it can only be
+a name (home paths, ``NAME@``, the host field).
 """
 
 from __future__ import annotations
@@ -19,10 +16,16 @@ import re
 import secrets
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from envcheck.errors import UsageError
 from envcheck.model import Check, Environment, Fact, Gpu, Report
+from envcheck.outside_json import Json
+
+if TYPE_CHECKING:
+    from envcheck.snapshot import Snapshot
+
+T = TypeVar("T")
 
 KEY_FILE = "anonymize.key"
 KEY_BYTES = 32
@@ -159,7 +162,7 @@ class Anonymizer:
                               flags=re.IGNORECASE)
         return text
 
-    def value(self, value: Any, key: str | None = None) -> Any:
+    def value(self, value: Json, key: str | None = None) -> Json:
         """JSON-like data with every string (keys too) passed through :meth:`text`; a serial is replaced whole."""
         if isinstance(value, str):
             return self.pseudonym("serial", value) if key in _SERIAL_KEYS and value not in ("", "N/A") else \
@@ -189,8 +192,11 @@ class Anonymizer:
             # The parameters are the machine's words (paths, names, errors) that the sentences are built from.
             params={k: self.text(v) for k, v in check.params.items()})
 
-    def model(self, obj: Any, field_name: str | None = None) -> Any:
-        """Any part of a report with every string anonymised (a bare ``uuid`` field as a GPU UUID, ``host`` fields)."""
+    def model(self, obj: T) -> T:
+        """A part of a report with every string anonymised (a bare ``uuid`` field as a GPU UUID, ``host`` fields)."""
+        return cast(T, self._walk(obj, None))
+
+    def _walk(self, obj: object, field_name: str | None) -> object:
         if isinstance(obj, Fact):
             return self.fact(obj)
         if isinstance(obj, Environment):
@@ -202,12 +208,12 @@ class Anonymizer:
                 return self.host(obj)
             return self.value(obj, field_name)
         if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-            changes = {f.name: self.model(getattr(obj, f.name), f.name) for f in dataclasses.fields(obj)}
+            changes = {f.name: self._walk(getattr(obj, f.name), f.name) for f in dataclasses.fields(obj)}
             return dataclasses.replace(obj, **changes)
         if isinstance(obj, tuple):
-            return tuple(self.model(x, field_name) for x in obj)
+            return tuple(self._walk(x, field_name) for x in obj)
         if isinstance(obj, dict):
-            return {k: self.model(v, k) for k, v in obj.items()}
+            return {k: self._walk(v, k) for k, v in obj.items()}
         return obj
 
     def report(self, report: Report) -> Report:
@@ -232,7 +238,7 @@ def _is_home(home: str) -> bool:
     return home.startswith("/") and len(home) > 1
 
 
-def users_in(environ: Mapping[str, Any]) -> set[str]:
+def users_in(environ: Mapping[str, object]) -> set[str]:
     """User names a recorded environment names (USER, LOGNAME, USERNAME, the last part of HOME wherever it is)."""
     found = {str(environ[k]) for k in ("USER", "LOGNAME", "USERNAME") if environ.get(k)}
     home = str(environ.get("HOME") or "")
@@ -241,7 +247,7 @@ def users_in(environ: Mapping[str, Any]) -> set[str]:
     return found
 
 
-def homes_in(environ: Mapping[str, Any]) -> list[str]:
+def homes_in(environ: Mapping[str, object]) -> list[str]:
     """The home folder a recorded environment names, wherever it lives (``/root`` included)."""
     home = str(environ.get("HOME") or "")
     return [home] if _is_home(home) else []
@@ -264,7 +270,7 @@ def for_this_machine(host: str, key: bytes | None = None) -> Anonymizer:
                       homes=[*homes_in(os.environ), *own_home()])
 
 
-def anonymize_snapshot(snap: Any, anonymizer: Anonymizer) -> Any:
+def anonymize_snapshot(snap: Snapshot, anonymizer: Anonymizer) -> Snapshot:
     """A snapshot anonymised alike in file names and contents, so it still replays."""
     meta = dict(snap.meta)
     host = str(meta.get("host") or "")

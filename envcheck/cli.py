@@ -12,7 +12,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, TextIO
+from typing import TextIO
 
 from envcheck import __version__
 from envcheck.commands.options import COMMANDS
@@ -44,20 +44,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def typed(args: argparse.Namespace) -> Any:
+def typed(args: argparse.Namespace) -> object:
     """The command's options as its dataclass: the one place a Namespace is read."""
     cls = COMMANDS[args.command]
     return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
 
 
-def parse(argv: Sequence[str]) -> Any:
+def parse(argv: Sequence[str]) -> object:
     return typed(build_parser().parse_args(argv))
 
 
 class _Guarded:
-    """A standard stream while a command runs: a write that fails (the reader went away, a full disk, a
-    closed descriptor) ends that stream's output, never the command, whose exit status stays its own.
-    Characters the stream's encoding lacks (``PYTHONIOENCODING=ascii``) are written as escapes."""
+    """A standard stream while a command runs: a failed write ends that stream's output, never the command;
+    characters the stream's encoding lacks are written as escapes."""
 
     def __init__(self, stream: TextIO | None) -> None:
         self.stream = stream

@@ -17,8 +17,7 @@ class DestinationError(Said):
 
 
 def prepare_destination(path: Path) -> None:
-    """Make sure a new file ``path`` can be written: its folder exists (created if missing) and is writable
-    (DestinationError), and the name is free (FileExistsError)."""
+    """Make sure a new file ``path`` can be written: its folder exists and is writable, the name free."""
     if exists(path):
         raise FileExistsError(17, "File exists", str(path))
     prepare_folder(path.parent if str(path.parent) else Path("."))

@@ -1,11 +1,7 @@
 """Writing files that users keep: never replacing one unasked, never leaving one half-written (docs/security.md).
-
-Every write stages its files in a private folder beside the targets (``.envcheck-XXXXXXXX.tmp``, mode 0700, locked
-while its writer lives), flushed before a name the user sees changes; only ``O_EXCL`` and ``rename`` within a folder
-(no hard links: many filesystems refuse them). ``write_new`` renames with ``RENAME_NOREPLACE`` (else claims the name
-with an empty file first); ``write_set`` moves old targets into the stage's ``old/``, renames ``new/`` to ``go/``,
-then puts the new files in place. A stage a killed writer left is finished (``go/``) or undone by the next write, if
-it is a real folder owned by this user, closed to others and unlocked.
+Every write stages its files in a private, locked folder beside the targets and uses only ``O_EXCL`` and ``rename``
+within a folder; ``write_set`` swaps through the stage's ``old/``, ``new/`` and ``go/``, so a stage a killed writer
+left is finished or undone by the next write.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""The benchmarked ops as data: the one registry of what each op is and what one call costs.
-
-Per op, once: its shapes, whether it is judged on bandwidth or FLOP/s, the minimum bytes and FLOPs of one call
-(every input read once, every output written once, so bytes / time holds against the DRAM ceiling), the memory
-a group of its cases needs, its outputs, their accumulation lengths and roundings (docs/judge.md). Plain
-Python, no torch. Shapes: ``(n,)`` for the vector ops; ``(rows, cols)`` for the row ops (over ``cols``);
-``(M, N, K)`` for matmul and linear_fwbw (x is M x K, W is N x K); ``(a, b, c)`` for the reductions over every
-axis, the inner one or the two leading ones; ``(N, C, H, W, K, R, stride)`` for conv2d (NCHW, padding R // 2).
-A user's op (``envcheck bench``) is an ``OpSpec`` of family ``declared``, carried in the report's ``Bench.ops``.
+"""The benchmarked ops as data, plain Python: per op its shapes, whether it is judged on bandwidth or FLOP/s, the
+minimum bytes and FLOPs of one call (each input read and output written once), the memory a group of cases needs
+and its outputs' accumulation lengths and roundings (docs/judge.md). Shapes: ``(n,)``, ``(rows, cols)``, ``(M, N,
+K)`` (x is M x K, W is N x K), ``(a, b, c)`` for reductions, ``(N, C, H, W, K, R, stride)`` for conv2d (NCHW).
+A user's op (``envcheck bench``) is an ``OpSpec`` of family ``declared``, carried in ``Bench.ops``.
 """
 
 from __future__ import annotations
@@ -98,8 +94,7 @@ def _int_from(x: object, low: int) -> bool:
 
 
 def valid_name(name: object) -> bool:
-    """A name a user gives an op or an implementation: at most 64 of letters, digits and _.- (what a report, a
-    file name and every output format carry without escaping surprises)."""
+    """A user's op or implementation name: at most 64 of letters, digits and _.- (safe in every output)."""
     return isinstance(name, str) and 0 < len(name) <= 64 and all(ch.isascii() and (ch.isalnum() or ch in "_.-")
                                                                    for ch in name)
 
@@ -222,8 +217,7 @@ class OpSpec:
         return (("", self.accumulation(shape)),)
 
     def accumulation(self, shape: tuple[int, ...]) -> int:
-        """Terms summed into one output element, what rounding error grows with (a declared op: the longest
-        its author declared over its dtypes)."""
+        """Terms summed into one output element (a declared op: the longest declared over its dtypes)."""
         if self.declared is not None:
             return max(c.accumulation for c in self.declared.costs if c.shape == tuple(shape))
         if self.family == "matmul":
@@ -240,9 +234,8 @@ class OpSpec:
         return 1
 
     def memory_needed_bytes(self, shape: tuple[int, ...], dtype: str) -> int:
-        """Device memory one group of cases (same op, dtype, shape) needs at its peak: inputs and output, a
-        second output for implementations that allocate their own, and the float64 reference chunk with the
-        float64 copies of the inputs it is computed from (matmul also holds ``b`` and |b| whole)."""
+        """Device memory one group of cases needs at its peak: inputs, two outputs and the float64 reference chunk
+        with its float64 inputs (matmul also holds ``b`` and |b| whole)."""
         if self.declared is not None:
             # Unknown layout: inputs and outputs, again for a second output, float64 copies for the reference.
             return 4 * self._cost(shape, dtype).bytes

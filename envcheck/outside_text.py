@@ -1,9 +1,8 @@
 """Text from outside envcheck (a machine, a snapshot, a report, a child process): made safe, by one rule each.
 
-* Encodable where it is read: a lone surrogate (no UTF-8 writer accepts one) becomes U+FFFD (``encodable``).
-* Seen as it is wherever it is shown: a character that changes how text reads without being seen (``unseen``:
-  controls, bidi and zero-width characters, tags, separators, surrogates, noncharacters, Hangul fillers, variation
-  selectors) is written ``\\u{202e}`` by ``visible``, and as JSON's own escapes by ``json_text``.
+* Encodable where it is read: a lone surrogate becomes U+FFFD (``encodable``).
+* Seen as it is wherever it is shown: a character that changes how text reads without being seen (controls, bidi,
+  zero-width...) is written ``\\u{202e}`` by ``visible``, and as JSON's own escapes by ``json_text``.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ def unseen(c: str) -> bool:
     return c in _UNSEEN or unicodedata.category(c) in _CATEGORIES
 
 
-def visible(text: Any, lines: bool = False) -> str:
+def visible(text: object, lines: bool = False) -> str:
     """``text`` with every ``unseen`` character written ``\\u{...}`` (newline and tab kept with ``lines``:
     for a template's own layout, never for machine text)."""
     s = str(text)
@@ -50,7 +49,7 @@ def json_text(text: str) -> str:
     return _CANDIDATE_IN_LINES.sub(lambda m: escape(m[0]) if unseen(m[0]) else m[0], text)
 
 
-def encodable(value: Any) -> Any:
+def encodable(value: Any) -> Any:  # JSON-like data from outside
     """``value`` (a string, or JSON-like data of them, keys included) with every lone surrogate made U+FFFD."""
     if isinstance(value, str):
         return _SURROGATE.sub(REPLACEMENT, value) if _SURROGATE.search(value) else value

@@ -1,8 +1,5 @@
-"""Dated report file names that say what the report is, sort by time and never replace an existing report.
-
-``2026-11-21_2215Z_gpu-box-1_h200.json``: UTC stamp (minutes), host, the GPU (or ``cpu``), then ``4x-h200_node``,
-``_burn``, ``_bench-OPS`` or ``fleet-2x`` (``name_for``). A name any file of a report set already uses (the JSON, or
-the Markdown, HTML and charts beside it in any language), even a dangling symlink, gets ``-2``, ``-3``, ...
+"""Dated report file names that say what the report is, sort by time and never replace an existing report
+(``2026-11-21_2215Z_gpu-box-1_h200.json``); a name any file of a report set already uses gets ``-2``, ``-3``, ...
 """
 
 from __future__ import annotations

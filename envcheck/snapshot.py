@@ -1,11 +1,7 @@
 """A machine in one JSON file: what every probe read at the seams (``envcheck snapshot``), probed again anywhere
-without a GPU (``check --replay``); what a user attaches to a support thread, and what the tests are made of.
-
-Format: ``{"format": "envcheck-snapshot", "version": 1, "meta": ..., "host": ..., "nvml": ...}``, typed by
-``snapshot_schema.py``; read as a report is, a problem being one ``SnapshotError`` line naming file and field.
-
-Format history (``version``):
-  1 - first format (2026-11).
+without a GPU (``check --replay``). Format: ``{"format": "envcheck-snapshot", "version": 1, "meta": ..., "host":
+..., "nvml": ...}``, typed by ``snapshot_schema.py``; a problem is one ``SnapshotError`` line naming the field.
+Format history (``version``): 1 - first format (2026-11).
 """
 
 from __future__ import annotations

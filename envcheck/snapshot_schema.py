@@ -1,7 +1,5 @@
-"""What a snapshot may hold: the types of every field the replay seams read (``probes/replay.py`` the ``host``
-section, ``probes/nvml_table.py`` the ``nvml`` one, ``snapshot.Snapshot`` the ``meta``), checked by msgspec once,
-when the file is read. A field it does not know is kept and ignored (a newer envcheck's snapshot may carry more).
-A new probe adds what it reads to ``Host``, ``Meta`` or, for an NVML query's answer, ``NVML_VALUES``.
+"""What a snapshot may hold: the types of every field the replay seams read, checked by msgspec once when the
+file is read; an unknown field is ignored. A new probe adds what it reads to ``Host``, ``Meta`` or ``NVML_VALUES``.
 """
 
 from __future__ import annotations
@@ -158,8 +156,7 @@ def _answer(value: Form) -> type[Struct]:
 
 
 def answers(table: Mapping[str, Json], where: str) -> None:
-    """ValueError naming the first answer (a key ``nvml*``) of ``table`` (an NVML table or one GPU's) of the
-    wrong type."""
+    """ValueError naming the first answer (a key ``nvml*``) of ``table`` of the wrong type."""
     for key, entry in table.items():
         if key.startswith("nvml"):
             convert(entry, _answer(NVML_VALUES.get(key.split("[", 1)[0], Any)), f"{where}.{key}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 _BINARY = (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10))
 
@@ -27,7 +26,7 @@ def shape(dims: Sequence[int] | int | str) -> str:
     return count(dims[0]) if len(dims) == 1 else "×".join(str(d) for d in dims)
 
 
-def gib(n: Any) -> str | None:
+def gib(n: object) -> str | None:
     """``85899345920`` -> ``80.0 GiB``; None when ``n`` is not a number (a missing fact)."""
     return f"{n / 2**30:.1f} GiB" if isinstance(n, (int, float)) else None
 

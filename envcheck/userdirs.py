@@ -1,6 +1,5 @@
-"""The user's folders envcheck writes to by default (XDG Base Directory): reports in
-``$XDG_DATA_HOME/envcheck/reports`` (``ENVCHECK_REPORTS_DIR`` moves it, ``--out-dir`` overrides it per run),
-compiled kernels and tuning in ``$XDG_CACHE_HOME/envcheck`` (``ENVCHECK_CACHE_DIR`` moves it).
+"""The user's folders envcheck writes to by default (XDG): reports in ``$XDG_DATA_HOME/envcheck/reports``
+(``ENVCHECK_REPORTS_DIR``, ``--out-dir``), compiled kernels in ``$XDG_CACHE_HOME/envcheck`` (``ENVCHECK_CACHE_DIR``).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 one of envcheck's Triton kernels replaced by a planted bug (tests/planted.py):
 ``python tests/interpret_child.py RUN...``, each RUN ``OPS`` or ``OPS:PLANT``, optionally
 ``@SEED`` (the run's input seed; default 0) (TRITON_INTERPRET is set here, before any kernel is
-decorated). Prints, per RUN, the measured cases as the report's JSON holds them (one object), for
-tests/test_judge.py to judge in-process with the analysis the CLI uses.
+decorated); a planted RUN runs only the Triton cases its bug applies to. Prints, per RUN, the
+measured cases as the report's JSON holds them (one object), for tests/test_judge.py to judge
+in-process with the analysis the CLI uses.
 
 The plan is ``suite.plan`` for ``run --interpret --ops OPS`` on a machine without a GPU, the
 run is ``worker.Worker`` (inputs, first call, checked calls, exact inputs, reference, statistics:
@@ -50,7 +51,12 @@ def run(ops: str, plant: str | None, seed: int = 0) -> list[dict]:
 
     plan = suite.plan(RunOptions(ops=tuple(ops.split(",")), no_compile=True, interpret=True),
                       factories_cpu.environment())
-    return run_planned(plan.cases, plan.backend or "cpu", dataclasses.replace(plan.settings, seed=seed), plant)
+    cases = plan.cases
+    if plant:  # only the Triton cases the bug applies to: the others run the shipped code (the correct suite's run)
+        from tests.planted import PLANTED
+
+        cases = tuple(c for c in cases if c.impl == "triton" and PLANTED[plant].applies(c.dtype, c.shape))
+    return run_planned(cases, plan.backend or "cpu", dataclasses.replace(plan.settings, seed=seed), plant)
 
 
 def main(runs: list[str]) -> None:

@@ -130,7 +130,8 @@ class ScriptedLauncher:
         self.jobs: list[tuple[tuple[str, ...], dict[str, str]]] = []
 
     def run(self, argv: Sequence[str], env: Mapping[str, str], timeout: float, *, log_path: str | None = None,
-            orphans: Callable[[], Iterable[int]] | None = None) -> Launch:
+            orphans: Callable[[], Iterable[int]] | None = None, finished: Callable[[], bool] | None = None
+            ) -> Launch:
         self.jobs.append((tuple(argv), dict(env)))
         try:
             rc = self.play(argv, env)

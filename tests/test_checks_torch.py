@@ -205,9 +205,10 @@ def test_smoke_failure_from_the_arch_mismatch() -> None:
 
 
 def test_probe_only_skips_runtime_checks() -> None:
-    from envcheck.probes.torch_probe import not_run
+    from envcheck.probes.isolate import not_run
+    from envcheck.probes.torch_probe import RUNTIME_KEYS
 
-    env = env_with(**{f"torch_runtime.{k}": v for k, v in not_run().items()})
+    env = env_with(**{f"torch_runtime.{k}": v for k, v in not_run(RUNTIME_KEYS).items()})
     for fn in (torch_checks.check_import, torch_checks.check_cuda_available, torch_checks.check_smoke):
         assert fn(env).status == "skip"
     assert torch_checks.check_arch(env)[0].status == "skip"

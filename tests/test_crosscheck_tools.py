@@ -197,7 +197,8 @@ class ReplayLauncher:
         self.jobs: list[tuple[tuple[str, ...], dict[str, str]]] = []
 
     def run(self, argv: Sequence[str], env: Mapping[str, str], timeout: float, *, log_path: str | None = None,
-            orphans: Callable[[], Iterable[int]] | None = None) -> Launch:
+            orphans: Callable[[], Iterable[int]] | None = None, finished: Callable[[], bool] | None = None
+            ) -> Launch:
         self.jobs.append((tuple(argv), dict(env)))
         rc, out = self.play(argv, env)
         if log_path:

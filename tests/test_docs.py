@@ -203,6 +203,18 @@ def test_docs_index_links_every_page() -> None:
     assert not missing, f"docs/README.md does not link: {', '.join(missing)}"
 
 
+_SOURCE_PATH = re.compile(r"\b(?:[a-z_]+/)+[a-z_]+\.py\b")
+
+
+def test_every_source_file_a_page_names_exists() -> None:
+    """A module folded into another or renamed takes its name out of the docs: a path a page names
+    (``bench/suite.py``, ``envcheck/cli.py``, ``tools/evidence/judge_fit.py``) is a file of the tree, read from
+    the root or from ``envcheck/``."""
+    stale = sorted({f"{page.name}: {name}" for page in _pages() for name in _SOURCE_PATH.findall(page.read_text())
+                    if not (ROOT / name).is_file() and not (ROOT / "envcheck" / name).is_file()})
+    assert not stale, stale
+
+
 # --------------------------------------------------------------------------- the newcomer's path (issue 51)
 
 

@@ -286,3 +286,15 @@ def test_the_child_and_its_group_die_with_envcheck_whatever_ends_it(tmp_path, si
         assert out.strip() == "Stopped" and gone(grandchild), "the child's own child outlived envcheck"
     else:
         os.kill(grandchild, signal.SIGKILL) if not gone(grandchild, 0.1) else None
+
+
+def test_each_job_speaks_the_command_s_language():
+    """The per-GPU threads run in the caller's context: a zh-CN burn's progress lines are Chinese (a thread started
+    without it read the default language: the phase names came out English)."""
+    from envcheck.render.i18n import language, word
+
+    said: list[str] = []
+    with language("zh-CN"):
+        together([lambda stop: said.append(word("burn.phase.", "gemm"))] * 2)
+    together([lambda stop: said.append(word("burn.phase.", "gemm"))])
+    assert said[0] == said[1] != said[2] == "GEMM with its correctness checks"

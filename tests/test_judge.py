@@ -298,12 +298,13 @@ def _interpret(*runs: str) -> dict[str, list[Case]]:
 
 
 def check_planted(name: str, cases: list[Case]) -> list[float]:
-    """Every case the bug applies to fails by SEVERAL times its bound, PyTorch's pass; returns the bug's err/bound."""
+    """Every case the bug applies to fails by SEVERAL times its bound, PyTorch's (where run) pass; returns the bug's
+    err/bound. PyTorch and the cases a bug does not apply to run the shipped code: the correct suite's test."""
     from tests.planted import PLANTED
 
     plant = PLANTED[name]
     results = judged(cases)
-    assert {r.case.impl for r in results} == {"torch", "triton"} and all(r.case.measured for r in results), name
+    assert "triton" in {r.case.impl for r in results} and all(r.case.measured for r in results), name
     bugs = [r for r in results if r.case.impl == "triton" and plant.applies(r.case.dtype, r.case.shape)]
     assert bugs, f"{name} applies to no case of the suite"
     weak = [(r.case.key, r.verdict) for r in bugs if r.status != "fail" or r.verdict.ratio < SEVERAL]

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from envcheck.analysis.node import collective_narrowing
 from envcheck.harness.env import clean_env
 from envcheck.model import build
 from envcheck.model.fleet import Fleet
-from envcheck.node.collective_run import Placement, SweepPlan, run_sweep
+from envcheck.node.collective_run import Placement, SweepPlan, assemble, launch_sweep, read_outputs, run_sweep
 from envcheck.node.launch import SubprocessLauncher
 
 pytestmark = pytest.mark.slow
@@ -266,6 +267,38 @@ def test_a_rank_killed_or_stopped_during_the_world_collectives_fails_its_node(tm
     assert "Rank 2 was lost in the collectives across nodes" in out0
     assert "the link between" not in out0
     _none_left(tmp_path)  # the launchers too, now
+
+
+def test_a_node_whose_agent_is_gone_after_the_sweep_does_not_hold_the_others(tmp_path):
+    """Two nodes' world launches; node 1's torchrun agent stops (SIGSTOP, as a lost node's) while its worker
+    sweeps on: node 0's torchrun, its worker done, would wait 300 s in its exit barrier for that agent. Node 0's
+    launch ends well inside its 200 s limit, counted as its worker's success, and the sweep has both ranks."""
+    plan = SweepPlan(ops=("all_reduce",), sizes=(1 << 16,), warmup=1, iters=3, device="cpu", narrow=False)
+    port, launches = _free_port(), {}
+
+    def node(n: int) -> None:
+        where = Placement(1, None, 2, n, "127.0.0.1", port, {"ENVCHECK_TEST_SLOW_RANK": "1:300000"})
+        launches[n] = launch_sweep(plan, where, tmp_path / f"node{n}", SubprocessLauncher(grace_s=2.0), 200)
+
+    threads = [threading.Thread(target=node, args=(n,)) for n in (0, 1)]
+    for th in threads:
+        th.start()
+    agent = None
+    try:
+        _wait_for("node1/rank1.jsonl", tmp_path, '"event":"ready"')
+        agent = next(c for c in psutil.Process().children() if "--node-rank=1" in c.cmdline())
+        agent.suspend()
+        threads[0].join(200)
+    finally:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if agent is not None:
+                agent.kill()
+        for th in threads:
+            th.join(60)
+    assert launches[0].returncode == 0 and not launches[0].ended_early, launches[0]
+    outs = read_outputs(tmp_path / "node0") + read_outputs(tmp_path / "node1")
+    c = assemble(outs, plan, 2, "world", launches[0])
+    assert c.error is None and [r.status for r in c.ranks] == ["ok", "ok"]
 
 
 def test_sigterm_to_the_launcher_writes_the_partial_report_and_stops_every_child(tmp_path):

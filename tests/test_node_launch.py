@@ -21,7 +21,7 @@ from envcheck.commands.options import Gpus
 from envcheck.errors import UsageError
 from envcheck.harness.env import NO_MULTICAST, clean_env
 from envcheck.model import BenchDevice, Settings, StopCause
-from envcheck.node.collective_run import Placement, SweepPlan, launch_sweep
+from envcheck.node.collective_run import WORKER_MODULE, Placement, SweepPlan, launch_sweep, workers_done
 from envcheck.node.launch import SubprocessLauncher, torchrun_argv
 from envcheck.node.peer import PeerPlan, run_peer_copies
 
@@ -99,6 +99,41 @@ def test_a_job_past_its_time_is_stopped_with_its_children_and_its_own_sessions(t
     assert time.monotonic() - t0 < 15
     time.sleep(0.2)
     assert not _alive(int(pids.read_text()))
+
+
+def test_a_job_whose_workers_all_finished_is_not_held_by_torchruns_exit_barrier(tmp_path):
+    """torchrun whose workers all said done waits in its exit barrier for the other nodes' agents, 300 s for a
+    node that was lost: the launcher stops it after its grace, and the job counts as its workers' success."""
+    marker, pid = tmp_path / "workers_done", tmp_path / "pid"
+    code = (f"import os, time; open({str(pid)!r}, 'w').write(str(os.getpid())); open({str(marker)!r}, 'w')\n"
+            "time.sleep(600)\n")
+    launch = SubprocessLauncher(grace_s=0.2).run([sys.executable, "-c", code], clean_env(), 300,
+                                                 finished=marker.exists)
+    assert launch.returncode == 0 and not launch.timed_out and not launch.ended_early
+    assert not _alive(int(pid.read_text()))
+
+
+def test_a_nodes_workers_are_done_once_each_said_done_and_ended(tmp_path):
+    # A live process running the worker module (by its command line), as torchrun's worker would.
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", WORKER_MODULE])
+    deadline = time.monotonic() + 60  # a real worker is past its exec when it writes its pid
+    while WORKER_MODULE.encode() not in Path(f"/proc/{proc.pid}/cmdline").read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+    def events(pid: int, done: bool) -> str:
+        return json.dumps({"event": "start", "pid": pid}) + ('\n{"event":"done"}\n' if done else "\n")
+    try:
+        (tmp_path / "rank0.jsonl").write_text(events(os.getpid(), True))
+        (tmp_path / "rank1.jsonl").write_text(events(proc.pid, False))
+        (tmp_path / "learn.rank1.jsonl").write_text('{"event":"done"}\n')  # the learning launch's: not this one's
+        assert not workers_done(tmp_path, "", 2)  # rank 1 has not said done
+        (tmp_path / "rank1.jsonl").write_text(events(proc.pid, True))
+        assert not workers_done(tmp_path, "", 2)  # said done, still running
+        assert not workers_done(tmp_path, "", 3)  # a rank never started
+    finally:
+        proc.kill()
+        proc.wait()
+    assert workers_done(tmp_path, "", 2) and not workers_done(tmp_path, "learn.", 2)
 
 
 def test_a_program_that_cannot_start_is_a_launch_error():

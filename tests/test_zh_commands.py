@@ -19,8 +19,10 @@ from pathlib import Path
 import pytest
 from test_zh_complete import English, _machine_strings
 
-from envcheck import cli
+from envcheck import cli, snapshot
+from envcheck.model import to_dict
 from envcheck.ops import OP_GROUPS
+from envcheck.probes.collect import collect
 
 pytestmark = pytest.mark.usefixtures("charts_not_drawn")
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,6 +41,16 @@ NAMES = {"json", "md", "html", "text", "junit", "prometheus", "health", "png", "
 def _json(path: Path) -> object:
     data = path.read_bytes()
     return json.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
+
+
+def _replayed_strings(path: Path) -> set[str]:
+    """A snapshot holds the files it read whole (os-release, cpuinfo); what a check says of them is the
+    environment they give: its strings are the machine's (this machine's OS and CPU name, whatever they are)."""
+    data = _json(path)
+    if not isinstance(data, dict) or data.get("format") != "envcheck-snapshot":
+        return set()
+    host, nvml = snapshot.replay(snapshot.load(path))
+    return _machine_strings(to_dict(collect(host=host, nvml=nvml, runtime=True, timeout=60)), set())
 
 
 class Session:
@@ -70,6 +82,7 @@ class Session:
             machine |= {str(p), p.name, p.stem}
             if p.is_file() and p.name.endswith((".json", ".json.gz")):
                 _machine_strings(_json(p), machine)
+                machine |= _replayed_strings(p)
         self.printed.append((" ".join(argv), out + err, machine))
         return out + err
 
@@ -152,5 +165,6 @@ def test_measuring_commands_on_the_cpu_say_nothing_in_english(session: Session) 
     session.run("bench", str(USER_FILE), "--quick", "--format", "json", "--timeout", "300")
     session.run("snapshot", "--out", str(session.tmp / "snap.json"))
     session.run("check", "--replay", str(session.tmp / "snap.json"))
-    assert not session.english()
+    found = session.english()
+    assert not found, "\n".join(f"{k}: {v}" for k, v in found.items())
 

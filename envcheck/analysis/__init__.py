@@ -1,9 +1,5 @@
-"""Derived numbers: everything computed from a report's raw results, in one place.
-
-``analyse(report)`` returns an ``Analysis``: per benchmarked device its ceilings, every case's numbers
-(``CaseResult``), findings, recommendations and totals; the node's, the fleet's, the burn-in's and the
-cross-checks' analyses where the report has them. Every view, diff and history reads these; none of them
-computes a throughput, a share, a speedup, a flag or a verdict itself.
+"""Derived numbers: everything computed from a report's raw results, in one place. ``analyse(report)`` is what
+every view, diff and history reads; none of them computes a throughput, a share, a flag or a verdict itself.
 """
 
 from __future__ import annotations
@@ -107,12 +103,10 @@ class Analysis:
     @cached_property
     def theoretical_bandwidths(self) -> dict[int, float]:
         """Each probed GPU's theoretical memory bandwidth, from its own facts (a stored value is never read)."""
-        out = {}
-        for g in self.report.environment.gpus:
-            bw = theoretical_bandwidth_gbps(g.get("mem_clock_max_mhz"), g.get("memory_bus_width_bits"))
-            if bw is not None:
-                out[g.index] = bw
-        return out
+        gpus = self.report.environment.gpus
+        return {g.index: bw for g in gpus
+                if (bw := theoretical_bandwidth_gbps(g.get("mem_clock_max_mhz"), g.get("memory_bus_width_bits")))
+                is not None}
 
 
 def analyse_bench(env: Environment, bench: Bench) -> BenchAnalysis:

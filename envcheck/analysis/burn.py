@@ -1,9 +1,5 @@
-"""The burn-in's derived numbers and verdicts, computed once: rates, power against the limit, drifts,
-throttling, counter deltas, Xids per GPU, each GPU's findings (``burn.finding.<key>`` / ``burn.fix.<key>``:
-any fails its GPU) and its margin on every rule (``THRESHOLDS``, each with the tool it comes from).
-
-Not a fault: the SW power cap, and clocks settling as the GPU heats (the first third of a phase); a fall
-counts only as a fitted slope after that, past the margin and well outside its noise.
+"""The burn-in's derived numbers and verdicts, computed once: each GPU's findings (any fails it) and its margin
+on every rule (``THRESHOLDS``). Not a fault: the SW power cap, and clocks settling in a phase's first third.
 """
 
 from __future__ import annotations
@@ -99,8 +95,7 @@ class Drift:
 
 @dataclass(frozen=True)
 class Margin:
-    """How far one GPU stood from one rule (``burn.rule.<rule>``, read against THRESHOLDS[``threshold``]):
-    ``value`` against ``limit`` (percent for shares and falls), ``room`` to firing, negative when it fired."""
+    """How far one GPU stood from one rule: ``value`` against ``limit``, ``room`` negative when it fired."""
 
     rule: str
     threshold: str
@@ -229,8 +224,7 @@ def settled(t: Sequence[float], y: Sequence[float]) -> Drift | None:
 
 
 def settled_reference(t: Sequence[float], y: Sequence[float]) -> float | None:
-    """The GPU's own settled speed (its cold start runs 10-15% above): the nearest-rank SETTLED_PERCENTILE of
-    its settled values (None with fewer than MIN_POINTS)."""
+    """The GPU's own settled speed (its cold start runs 10-15% above); None with fewer than MIN_POINTS."""
     late = sorted(_late(t, y)[1])
     return late[max(0, math.ceil(SETTLED_PERCENTILE * len(late)) - 1)] if len(late) >= MIN_POINTS else None
 
@@ -394,8 +388,7 @@ def analyse_gpu(g: BurnGpu, xids: tuple[XidEvent, ...]) -> GpuBurn:
 
 
 def _drift_margin(rule: str, d: Drift) -> Margin:
-    """A drift's fall (percent) against the limit; past it but no slope (too few points or standard errors):
-    room 0, at the edge."""
+    """A drift's fall (percent) against the limit; past it without a significant slope: room 0."""
     limit = 100 * THRESHOLDS["drift"].value
     fall = -100 * d.change
     return Margin(rule, "drift", fall, limit, limit - fall if d.falling else max(limit - fall, 0.0))

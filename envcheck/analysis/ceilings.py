@@ -1,8 +1,6 @@
-"""The physical limits a device's cases are judged against, each with where its number came from: bandwidth
-(GB/s) theoretical from NVML (``2 x clock_MHz x 1e6 x bus_bits / 8``, the 2 for the double data rate; else the
-datasheet's figure, else missing with the reason) and measured as the best bandwidth kernel timed far past L2
-in the same run (a read-heavy op can beat a 1:1 copy); compute (TFLOP/s) theoretical from ``peaks`` and
-measured as the best cuBLAS rate of the precision. Schema-1 reports' measured values are used as recorded.
+"""The physical limits a device's cases are judged against, each with its source: bandwidth theoretical from
+NVML's clock and bus width (else the datasheet) and measured as the best kernel timed far past L2; compute
+theoretical from ``peaks`` and measured as the best cuBLAS rate of the precision.
 """
 
 from __future__ import annotations
@@ -25,8 +23,7 @@ KERNEL_ACCESSES = {"copy": 2, "read": 1, "fill": 1, "triad": 3}
 
 @dataclass(frozen=True)
 class Ceiling:
-    """A limit: ``name`` is ``bandwidth`` (GB/s) or a precision (TFLOP/s); ``kind`` is
-    ``theoretical`` or ``measured``."""
+    """A limit: ``name`` is ``bandwidth`` or a precision, ``kind`` ``theoretical`` or ``measured``."""
 
     name: str
     kind: str
@@ -62,21 +59,14 @@ def theoretical_bandwidth_gbps(mem_clock_max_mhz: float | None, bus_width_bits: 
 
 
 def env_gpu(env: Environment, bench: Bench) -> Gpu | None:
-    """The NVML GPU a bench ran on: by UUID (NVML and CUDA number GPUs differently), else by
-    index, else the only GPU there is."""
+    """The NVML GPU a bench ran on: by UUID (NVML and CUDA number GPUs differently), else by index."""
     dev = bench.device
     if dev.backend != "cuda":
         return None
-    if dev.uuid:
-        want = dev.uuid if dev.uuid.startswith("GPU-") else f"GPU-{dev.uuid}"
-        for g in env.gpus:
-            if g.get("uuid") == want:
-                return g
-    if dev.index is not None:
-        for g in env.gpus:
-            if g.index == dev.index:
-                return g
-    return env.gpus[0] if len(env.gpus) == 1 else None
+    want = (dev.uuid if dev.uuid.startswith("GPU-") else f"GPU-{dev.uuid}") if dev.uuid else None
+    return (next((g for g in env.gpus if want and g.get("uuid") == want), None)
+            or next((g for g in env.gpus if dev.index is not None and g.index == dev.index), None)
+            or (env.gpus[0] if len(env.gpus) == 1 else None))
 
 
 def _theoretical_bandwidth(gpu: Gpu | None, name: str) -> Ceiling | MissingCeiling:
@@ -91,12 +81,9 @@ def _theoretical_bandwidth(gpu: Gpu | None, name: str) -> Ceiling | MissingCeili
         gbps, source = sheet
         return Ceiling(BANDWIDTH, THEORETICAL, gbps, UNITS[BANDWIDTH], source)
     # Say which NVML answer was missing: under WSL2 both usually are (Not Supported).
-    why = []
-    for key in ("mem_clock_max_mhz", "memory_bus_width_bits"):
-        f = gpu.facts.get(key) if gpu else None
-        if f is None or not f.ok:
-            why.append(key)
-    reason = (gpu.facts[why[0]].reason if gpu and why and why[0] in gpu.facts else None) or "not probed"
+    facts = gpu.facts if gpu else {}
+    why = [key for key in ("mem_clock_max_mhz", "memory_bus_width_bits") if key not in facts or not facts[key].ok]
+    reason = (facts[why[0]].reason if why and why[0] in facts else None) or "not probed"
     return MissingCeiling(BANDWIDTH, THEORETICAL, "ceiling.no_bandwidth",
                           {"missing": ", ".join(why) or "unknown", "reason": reason})
 
@@ -135,8 +122,7 @@ def _measured(bench: Bench) -> list[Ceiling]:
 
 
 def ceilings(env: Environment, bench: Bench) -> Ceilings:
-    """Every limit of ``bench``'s device: theoretical from the environment and the datasheet
-    table, measured from the run's own ceiling kernels."""
+    """Every limit of ``bench``'s device: theoretical and measured."""
     if bench.device.backend != "cuda":
         return Ceilings()
     gpu = env_gpu(env, bench)

@@ -49,14 +49,8 @@ def busbw_factor(op: str, n: int) -> float:
 
 @dataclass(frozen=True)
 class Layout:
-    """The buffers of one collective at nccl-tests' size S on ``n`` ranks, in elements.
-
-    ``count``: nccl-tests' "count" column; ``send`` / ``recv``: each rank's input and output;
-    ``size_bytes``: S after nccl-tests' rounding (per-rank chunks aligned to 16 bytes);
-    ``nccl_bytes``: the size NCCL's tuning line prints for the call (count x element size, per
-    rank for AllGather / ReduceScatter), None for all_to_all (NCCL runs it as send/recv and
-    prints no algorithm).
-    """
+    """The buffers of one collective at nccl-tests' size S on ``n`` ranks, in elements; ``size_bytes``: S after
+    nccl-tests' 16-byte rounding; ``nccl_bytes``: the size NCCL's tuning line prints (None for all_to_all)."""
 
     count: int
     send: int
@@ -108,9 +102,8 @@ def _capture_means(timings: Sequence[RankTiming], captures: int) -> tuple[float,
 
 
 def gpu_time_us(result: CollectiveResult) -> float | None:
-    """GPU time of one call (CUDA-graph replays, as nccl-tests' ``-G``) from the captures' means: on one
-    allocation their median (communicators run at one of two paces; the median is the typical one), on fresh
-    allocations their mean (a spread by where buffers land). docs/node.md has the evidence. None without it."""
+    """GPU time of one call (graph replays, as ``-G``): the captures' median on one allocation (two paces), their
+    mean over fresh allocations (docs/node.md). None without it."""
     means = capture_means_us(result)
     if not means:
         return None
@@ -118,8 +111,7 @@ def gpu_time_us(result: CollectiveResult) -> float | None:
 
 
 def registered_time_us(result: CollectiveResult) -> float | None:
-    """GPU time of one call on buffers NCCL registered (``CollectiveResult.registered_timings``): the median of its
-    captures' means, as :func:`gpu_time_us` takes for one allocation (they share one pool). None without it."""
+    """GPU time of one call on buffers NCCL registered: the median of its captures' means (one pool)."""
     means = _capture_means(result.registered_timings, result.registered_captures)
     return statistics.median(means) if means else None
 
@@ -139,8 +131,7 @@ UNSTEADY_MIN_SAMPLES = 10  # fewer replays than this say nothing about a second 
 
 
 def pace_spread(result: CollectiveResult) -> float | None:
-    """How far the GPU replays' mean lies above their fastest tenth, on the worst rank (0.043: 4.3%); None
-    without enough replays, or over fresh allocations (where a buffer lands moves the time on purpose)."""
+    """How far the GPU replays' mean lies above their fastest tenth on the worst rank (0.043: 4.3%)."""
     if result.allocations > 1:
         return None
     spreads = []
@@ -164,11 +155,8 @@ NO_GPU_TIME = ("no_cuda_graphs", "capture_failed", "not_captured", "not_recorded
 
 @dataclass(frozen=True)
 class CollectiveRow:
-    """One collective at one size, with nccl-tests' numbers and the (algorithm, protocol) pairs NCCL's rank 0
-    logged (``algos``; empty: ``algo_reason``). ``time_us``, the bandwidths and ``cv`` are of ``time_basis``:
-    the GPU time (graph replays) where there is one, else the per-call time (``gpu_reason`` says why).
-    ``launch_bound``: the per-call time is over ``LAUNCH_BOUND_RATIO`` x the GPU time. ``registered_*``: the
-    GPU time on buffers NCCL registered, else ``registered_reason``."""
+    """One collective at one size with nccl-tests' numbers and NCCL's (algorithm, protocol) pairs. ``time_us``, the
+    bandwidths and ``cv`` are of ``time_basis``: the GPU time (graph replays) where there is one, else per call."""
 
     op: str
     size_bytes: int
@@ -194,8 +182,7 @@ class CollectiveRow:
 
     @property
     def unsteady(self) -> bool:
-        """The GPU replays ran at more than one pace (:func:`pace_spread` over ``UNSTEADY_RATIO`` - 1): the time is
-        a mix, and a second run may read another."""
+        """The GPU replays ran at more than one pace: the time is a mix, and a second run may read another."""
         return is_unsteady(self.pace_spread)
 
     @property
@@ -231,8 +218,7 @@ def algos_for(result: CollectiveResult, collectives: Collectives) -> tuple[tuple
 
 
 def bandwidths_gbps(op: str, size_bytes: int, n: int, time_us: float | None) -> tuple[float | None, float | None]:
-    """nccl-tests' (algbw, busbw) in GB/s of one call of ``time_us``: algbw = S / t, busbw = algbw x
-    factor(op, n). The one place they are computed (the worker's narrowing reads it too)."""
+    """nccl-tests' (algbw, busbw) in GB/s of one call of ``time_us``: algbw = S / t, busbw = algbw x factor(op, n)."""
     if not time_us:
         return None, None
     algbw = size_bytes / (time_us * 1e-6) / 1e9
@@ -282,8 +268,7 @@ def collective_rows(collectives: Collectives, narrowing: bool = False) -> tuple[
 
 
 def algorithm_changes(rows: Sequence[CollectiveRow]) -> tuple[tuple[str, int, str | None, str | None], ...]:
-    """(op, size, before, after) wherever NCCL switched algorithm between two consecutive sizes of
-    one op: the places where a busbw curve may step for a reason that is not the hardware."""
+    """(op, size, before, after) wherever NCCL switched algorithm between two consecutive sizes of one op."""
     out = []
     last: dict[str, str | None] = {}
     for r in sorted(rows, key=lambda r: (r.op, r.size_bytes)):
@@ -297,9 +282,8 @@ def algorithm_changes(rows: Sequence[CollectiveRow]) -> tuple[tuple[str, int, st
 
 # --------------------------------------------------------------------------- against nccl-tests
 
-# torch.distributed's all_reduce and broadcast work in place; its all_gather, reduce_scatter and
-# all_to_all write a separate output: each is compared with nccl-tests' column of the same placement
-# (all_to_all out of place: nccl-tests' in-place alltoall is another operation, and unchecked).
+# torch.distributed's all_reduce and broadcast work in place, the others write a separate output: each is held to
+# nccl-tests' column of the same placement.
 IN_PLACE_OPS = ("all_reduce", "broadcast")
 
 
@@ -319,10 +303,8 @@ def nccl_tests_tolerance(size_bytes: int) -> float:
 
 @dataclass(frozen=True)
 class Agreement:
-    """envcheck's busbw for one op and size against nccl-tests' (``ratio`` = envcheck / nccl-tests), like
-    against like: a GPU time against ``-G`` (``theirs_mode`` ``graph_unregistered``, or ``graph`` when
-    registered), else the per-call time against the eager loop; ``basis``: which of envcheck's times.
-    ``theirs_runs`` / ``theirs_range``: the runs the reference is the median of, and their spread."""
+    """envcheck's busbw for one op and size against nccl-tests' (``ratio`` = envcheck / nccl-tests), like against
+    like: a GPU time against ``-G`` (``theirs_mode``), else the per-call time against the eager loop."""
 
     op: str
     size_bytes: int
@@ -355,8 +337,7 @@ class Agreement:
 
     @property
     def reference_unsteady(self) -> bool:
-        """nccl-tests' own runs lie further apart than the bar: held against their median, nccl-tests
-        itself would miss it."""
+        """nccl-tests' own runs lie further apart than the bar: nccl-tests itself would miss it."""
         spread = self.theirs_spread
         return spread is not None and spread > self.tolerance
 
@@ -372,8 +353,7 @@ def _median_placement(ps: list[Placement]) -> Placement:
 
 
 def medians(rows: Iterable[NcclTestsRow]) -> tuple[NcclTestsRow, ...]:
-    """Several nccl-tests runs of the same sizes as one row per (op, size): each column the median, ``#wrong``
-    the largest, the runs counted and each placement's busbw range kept (one run varies as much as the bar)."""
+    """Several nccl-tests runs as one row per (op, size): medians, the largest ``#wrong``, the range."""
     groups: dict[tuple[str, int], list[NcclTestsRow]] = {}
     for r in rows:
         groups.setdefault((r.op, r.size_bytes), []).append(r)
@@ -394,11 +374,9 @@ def medians(rows: Iterable[NcclTestsRow]) -> tuple[NcclTestsRow, ...]:
 def against_nccl_tests(collectives: Collectives, rows: Sequence[NcclTestsRow], graph_rows: Sequence[NcclTestsRow] = (),
                        min_bytes: int = NCCL_TESTS_MIN_BYTES, registered_rows: Sequence[NcclTestsRow] = (),
                        hold_eager: bool = False) -> tuple[Agreement, ...]:
-    """Every size at or above ``min_bytes`` that nccl-tests ran (rows match on (op, size), several runs as their
-    ``medians``), with whether envcheck agrees: one ``Agreement`` per size against ``graph_rows`` (``-G`` with
-    ``NCCL_GRAPH_REGISTER=0``) where both have a GPU time, else against ``rows`` (the eager loop). ``hold_eager``:
-    the eager loop too, held only where it is not launch-bound (``eager_launch_bound``). ``registered_rows``
-    (``-G`` with NCCL's defaults): one more per size against envcheck's time on registered buffers."""
+    """One ``Agreement`` per size nccl-tests ran (several runs as their ``medians``): against ``graph_rows`` (``-G``,
+    unregistered) where both have a GPU time, else ``rows`` (eager); ``hold_eager``: the eager loop too, where not
+    launch-bound; ``registered_rows`` (``-G``, NCCL's defaults): against envcheck's time on registered buffers."""
     ours = {(r.op, r.size_bytes): r for r in collective_rows(collectives)}
     graph = {(t.op, t.size_bytes): t for t in medians(graph_rows)}
     plain = {(t.op, t.size_bytes): t for t in medians(rows)}
@@ -432,8 +410,7 @@ def against_nccl_tests(collectives: Collectives, rows: Sequence[NcclTestsRow], g
 
 
 def eager_launch_bound(eager: NcclTestsRow, graph: NcclTestsRow | None, placement: str) -> bool:
-    """nccl-tests' eager loop is launch-bound at this size: its busbw lies more than the bar below its own
-    unregistered ``-G`` run's (one thread launching every GPU's call in turn). Unknown without it: not."""
+    """nccl-tests' eager loop is launch-bound here: its busbw lies more than the bar below its own ``-G`` run's."""
     if graph is None or not _column(graph, placement) > 0:
         return False
     return 1 - _column(eager, placement) / _column(graph, placement) > nccl_tests_tolerance(eager.size_bytes)
@@ -453,9 +430,8 @@ def _agreement(t: NcclTestsRow, ref: NcclTestsRow, mode: str, placement: str, mi
 
 
 def ring_expectation(topology: Topology, gpus: Sequence[int]) -> float | None:
-    """The bus bandwidth the links allow a collective over ``gpus``, GB/s per direction: the slowest
-    hop of the ring through them in order (busbw is defined so that it reaches the bottleneck link's
-    bandwidth at best, doc/PERFORMANCE.md). None when a hop's bandwidth is unknown."""
+    """The busbw the links allow over ``gpus``: the slowest hop of the ring through them (nccl-tests'
+    doc/PERFORMANCE.md), GB/s per direction; None when a hop's bandwidth is unknown."""
     if len(gpus) < 2:
         return None
     hops = []
@@ -477,10 +453,8 @@ def pct_of_links(row: CollectiveRow, expectation: float | None) -> float | None:
 
 @dataclass(frozen=True)
 class SweepAnalysis:
-    """One collective sweep with its numbers: ``rows`` parallel to ``collectives.results``, each row's
-    share of what the links allow (``pct_links``, against ``expectation_gbps``: the slowest hop of a
-    ring through the sweep's GPUs, None where the topology is unknown, as across nodes), NCCL's
-    algorithm changes, the narrowing runs and where they point."""
+    """One collective sweep with its numbers: ``rows`` parallel to ``collectives.results``, each with its share of
+    what the links allow (``pct_links``, against the slowest ring hop), NCCL's algorithm changes and the narrowing."""
 
     collectives: Collectives
     rows: tuple[CollectiveRow, ...]
@@ -496,8 +470,7 @@ class SweepAnalysis:
         return tuple(dict.fromkeys(r.op for r in self.rows))
 
     def largest(self, op: str | None = None) -> tuple[CollectiveRow, float | None] | None:
-        """The sweep's (or ``op``'s) correct row of the largest size, with its share of the links: what a
-        summary quotes."""
+        """The sweep's (or ``op``'s) correct row of the largest size, with its share of the links."""
         ok = [(r, pct) for r, pct in zip(self.rows, self.pct_links, strict=True)
               if (op is None or r.op == op) and r.busbw_gbps is not None and r.status == "ok"]
         return max(ok, key=lambda x: x[0].size_bytes) if ok else None
@@ -522,15 +495,8 @@ def analyse_sweep(collectives: Collectives, topology: Topology | None = None,
 # --------------------------------------------------------------------------- narrowing a sweep's slowness
 
 
-def narrowing_steps(collectives: Collectives) -> tuple[NarrowStep, ...]:
-    """The sub-group runs of a sweep as bisection steps (their busbw from the stored samples)."""
-    return tuple(NarrowStep(r.ranks, r.busbw_gbps if r.status in ("ok", "unverified") else None)
-                 for r in collective_rows(collectives, narrowing=True))
-
-
 def collective_narrowing(collectives: Collectives) -> Conclusion | None:
-    """Where a sweep's slowness comes from, re-derived from its stored sub-group runs; None when it
-    ran no narrowing."""
+    """Where a sweep's slowness comes from, re-derived from its stored sub-group runs; None without them."""
     if not collectives.narrowing:
         return None
     lost = tuple(o.rank for o in collectives.ranks if o.status != "ok")
@@ -539,4 +505,6 @@ def collective_narrowing(collectives: Collectives) -> Conclusion | None:
     hosts = collectives.hosts if len(collectives.hosts) == collectives.world_size else tuple(
         str(r) for r in range(collectives.world_size))
     margin = float(collectives.settings.get("narrow_margin", DEFAULT_NARROW_MARGIN))
-    return narrowing_conclusion(narrowing_steps(collectives), tuple(range(collectives.world_size)), hosts, margin)
+    steps = tuple(NarrowStep(r.ranks, r.busbw_gbps if r.status in ("ok", "unverified") else None)
+                  for r in collective_rows(collectives, narrowing=True))
+    return narrowing_conclusion(steps, tuple(range(collectives.world_size)), hosts, margin)

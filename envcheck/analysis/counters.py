@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from envcheck.model.node import (
-    Counter,
-    CounterSnapshot,
-)
+from envcheck.model.node import CounterSnapshot
 
 # --------------------------------------------------------------------------- error counters
 
@@ -33,8 +30,7 @@ class CounterChange:
 
 
 def counter_interval_s(before: CounterSnapshot | None, after: CounterSnapshot | None) -> float | None:
-    """Seconds between two readings, from their uptimes; None when either is missing or the uptime did
-    not grow (a reboot between the readings restarted it: no interval is known)."""
+    """Seconds between two readings from their uptimes; None when unknown (a reboot between them)."""
     if before is None or after is None or before.uptime_s is None or after.uptime_s is None:
         return None
     return after.uptime_s - before.uptime_s if after.uptime_s > before.uptime_s else None
@@ -57,9 +53,7 @@ def counter_deltas(before: CounterSnapshot, after: CounterSnapshot) -> tuple[Cou
 
 
 def counter_rates(snapshot: CounterSnapshot) -> tuple[CounterChange, ...]:
-    """Each counter as a rate since boot: NVML's counters start at zero when the driver loads, which
-    on a server (persistence mode, driver loaded at boot) is boot. A rate over a long uptime is an
-    average: the delta over the node tests (:func:`counter_deltas`) is the sharper signal."""
+    """Each counter as a rate since boot (NVML's start at zero when the driver loads: on a server, at boot)."""
     if snapshot.uptime_s is None or snapshot.uptime_s <= 0:
         return ()
     return tuple(CounterChange(c.gpu, c.name, c.link, c.value, snapshot.uptime_s, c.value / snapshot.uptime_s)
@@ -77,10 +71,6 @@ def counter_over_limit(change: CounterChange) -> bool:
     return False
 
 
-def counters_of(snapshot: CounterSnapshot, gpu: int) -> tuple[Counter, ...]:
-    return tuple(c for c in snapshot.counters if c.gpu == gpu)
-
-
 # --------------------------------------------------------------------------- a node, analysed once
 
 COUNTER_ORDER = ("pcie_replay", "pcie_replay_rollover", *("replay", "recovery", "crc_flit", "crc_data", "ecc_data"))
@@ -88,13 +78,8 @@ COUNTER_ORDER = ("pcie_replay", "pcie_replay_rollover", *("replay", "recovery", 
 
 @dataclass(frozen=True)
 class CounterRow:
-    """One error counter of one GPU, summed over its links (``links``: how many were read).
-
-    ``before`` / ``after``: the totals at the two readings around the node tests; ``delta`` and
-    ``per_s``: their growth over ``interval_s``; ``boot_per_s``: the total since boot as a rate.
-    ``over_limit``: a link's growth during the tests is past DCGM's limit; ``boot_over_limit``: a
-    link's rate since boot is.
-    """
+    """One error counter of one GPU summed over its links: its growth over the node tests (``delta``, ``per_s``)
+    and since boot; ``over_limit``: a link's growth is past DCGM's limit (``boot_over_limit``: since boot)."""
 
     gpu: int
     name: str
@@ -118,8 +103,7 @@ class UnreadCounter:
 
 def counter_rows(before: CounterSnapshot | None, after: CounterSnapshot | None
                  ) -> tuple[tuple[CounterRow, ...], tuple[CounterChange, ...], tuple[UnreadCounter, ...]]:
-    """Per GPU and counter, the totals and rates (rows); the per-link changes past their limit during the
-    tests; the counters that could not be read, with NVML's reason."""
+    """Per GPU and counter the totals and rates, the changes past their limit, the unread counters."""
     last = after or before
     if last is None:
         return (), (), ()

@@ -36,8 +36,7 @@ DETAIL_LINES = 6  # of a failed tool's stderr, the last lines a finding carries
 
 @dataclass(frozen=True)
 class Counterpart:
-    """The independent measurement a row is held against: ``tool`` (model.crosscheck.TOOLS), its ``mode``
-    (nccl-tests' ``NCCL_TESTS_MODES``) and the settings it ran with, as (name, value) pairs."""
+    """The independent measurement a row is held against: its tool, mode and settings."""
 
     tool: str
     mode: str | None = None
@@ -46,10 +45,8 @@ class Counterpart:
 
 @dataclass(frozen=True)
 class CrossRow:
-    """envcheck's ``ours`` against the counterpart's ``theirs`` (``quantity``'s unit): ``ratio`` = ours / theirs,
-    ``within`` when ``|ratio - 1| <= bar``, else ``outside``; ``not_compared`` with its ``reason``. The other
-    fields say what the row is of. ``reason``: a model.crosscheck.ROW_SKIPS reason, ``tool_failed``,
-    ``no_counterpart``, ``not_measured``, ``no_gpu_time``, ``launch_bound`` or ``kernel_differs`` (another tile)."""
+    """envcheck's ``ours`` against the counterpart's ``theirs``: ``ratio`` = ours / theirs, ``within`` when
+    ``|ratio - 1| <= bar``, else ``outside``; ``not_compared`` with its ``reason``."""
 
     kind: str
     op: str
@@ -82,9 +79,8 @@ class CrossRow:
 
 @dataclass(frozen=True)
 class CrossFinding:
-    """``outside_bar`` (``row``), ``tool_failed`` (a launch: ``tool``, ``gpu``, ``cause``, ``returncode``,
-    ``detail``: its stderr's last lines, redacted when it was read) or ``row_failed`` (``row`` with its
-    ``detail``)."""
+    """``outside_bar`` (``row``), ``tool_failed`` (a launch; ``detail``: its stderr's last lines, redacted) or
+    ``row_failed`` (``row`` with its ``detail``)."""
 
     key: str
     tool: str
@@ -132,13 +128,8 @@ def _settings(*pairs: tuple[str, object]) -> tuple[tuple[str, str], ...]:
 
 
 def _case(benches: Sequence[Bench], k: KernelTiming) -> Case | None:
-    for b in benches:
-        if b.device.index is not None and b.device.index != k.gpu:
-            continue
-        for c in b.cases:
-            if c.key == (k.op, k.impl, k.dtype, k.precision, k.shape) and c.failure is None:
-                return c
-    return None
+    return next((c for b in benches if b.device.index in (None, k.gpu) for c in b.cases
+                 if c.key == (k.op, k.impl, k.dtype, k.precision, k.shape) and c.failure is None), None)
 
 
 def kernel_rows(cc: Crosscheck, benches: Sequence[Bench]) -> tuple[CrossRow, ...]:
@@ -187,8 +178,7 @@ def copy_rows(cc: Crosscheck, node: Node | None) -> tuple[CrossRow, ...]:
 
 
 def loop_time_us(loop: LoopTiming) -> float | None:
-    """The loop's time per call: each rank's median loop (of ``calls`` calls), averaged over the ranks, as
-    envcheck's per-call time averages its ranks (``collectives.mean_time_us``)."""
+    """The loop's time per call: each rank's median loop, averaged over the ranks (as ``mean_time_us``)."""
     per_rank = [statistics.median(t.timing.samples_us) for t in loop.timings if len(t.timing.samples_us)]
     return statistics.fmean(per_rank) if per_rank and loop.error is None else None
 
@@ -199,8 +189,7 @@ def _nccl_settings(run: NcclTestsRun, placement: str) -> tuple[tuple[str, str], 
 
 
 def collective_rows(cc: Crosscheck, node: Node | None) -> tuple[CrossRow, ...]:
-    """The node sweep's collectives against nccl-tests' modes (``against_nccl_tests``) and every size's per-call
-    time against the plain ``torch.distributed`` loop."""
+    """The node sweep against nccl-tests' modes and the plain ``torch.distributed`` loop."""
     sweeps = [c for c in (node.collectives if node is not None else ()) if c.scope == "node"]
     if not sweeps:
         return ()
@@ -223,11 +212,7 @@ def collective_rows(cc: Crosscheck, node: Node | None) -> tuple[CrossRow, ...]:
             quantity = "registered_busbw_gbps" if buffers == "registered" else "gpu_busbw_gbps"
             run = runs.get((a.op, a.theirs_mode, a.size_bytes))
             part = Counterpart("nccl_tests", a.theirs_mode, _nccl_settings(run, a.placement) if run is not None else ())
-            reason = None
-            if not a.held:
-                reason = "launch_bound"
-            elif a.basis == "per_call":
-                reason = "no_gpu_time"
+            reason = "launch_bound" if not a.held else "no_gpu_time" if a.basis == "per_call" else None
             out.append(_held(CrossRow("collective", a.op, quantity, part, a.tolerance, a.ours_gbps, a.theirs_gbps,
                                       reason=reason, size_bytes=a.size_bytes, ranks=len(sweep.results[0].ranks),
                                       buffers=buffers, placement=a.placement)))
@@ -255,9 +240,7 @@ def launch_cause(launch: Launch) -> str | None:
     """How a tool's launch ended badly (``timed_out``, ``interrupted``, ``launch_failed``, ``exit_status``)."""
     if launch.ended_early is not None:
         return launch.ended_early
-    if launch.returncode not in (0, None):
-        return "exit_status"
-    return None
+    return "exit_status" if launch.returncode not in (0, None) else None
 
 
 def _tail(launch: Launch) -> str | None:

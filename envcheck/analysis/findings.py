@@ -1,14 +1,12 @@
-"""Findings: what a benchmark run's own numbers say, as data (a catalogue key, its parameters and the rows it
-speaks of), only where the data supports them, so a clean run gets no boilerplate. Parameter names carry their
-unit (``_us``, ``_pct``, ``_x``, ``_gbps``...), so a renderer formats them without knowing the finding.
-``recommendations`` turns findings into actions.
+"""Findings: what a run's own numbers say, as a catalogue key, parameters (named with their unit: ``_us``,
+``_pct``...) and rows, only where the data supports them; ``recommendations`` turns them into actions.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -28,8 +26,7 @@ LOW_BANDWIDTH_PCT = 70.0  # of the measured ceiling: below this a memory-bound k
 
 @dataclass(frozen=True)
 class Finding:
-    """One observation. ``level``: ``info``, ``warn`` (the numbers need care) or ``fail``
-    (something is wrong). ``rows``: the cases it is about, in report order."""
+    """One observation (``info``, ``warn`` or ``fail``) and the cases it is about, in report order."""
 
     key: str
     params: Mapping[str, ParamValue] = field(default_factory=dict)
@@ -81,19 +78,13 @@ def stopped(bench: Bench) -> list[Finding]:
 
 
 def failures(results: Sequence[CaseResult]) -> list[Finding]:
-    out = []
-    failed = [r for r in results if r.status == "fail"]
-    if failed:
-        out.append(Finding("finding.failed", {"count": len(failed)}, "fail", _keys(failed)))
-    errored = [r for r in results if r.status == "error"]
-    if errored:
-        out.append(Finding("finding.errored", {"count": len(errored)}, "fail", _keys(errored)))
-    return out
+    by = {status: [r for r in results if r.status == status] for status in ("fail", "error")}
+    return [Finding(key, {"count": len(rows)}, "fail", _keys(rows))
+            for key, rows in (("finding.failed", by["fail"]), ("finding.errored", by["error"])) if rows]
 
 
 def throttled(results: Sequence[CaseResult]) -> list[Finding]:
-    """Rows slowed by heat or a hardware limit (a warning), apart from rows that only ran at the
-    software power cap: that is how a GPU runs a full tensor-core load, not a fault."""
+    """Rows slowed by heat or a hardware limit (the SW power cap is how a GPU runs a full load)."""
     rows = _flagged(results, fl.THROTTLED)
     capped = [r for r in rows if r.conditions is not None and r.conditions.power_capped_only]
     hot = [r for r in rows if not (r.conditions is not None and r.conditions.power_capped_only)]
@@ -157,9 +148,8 @@ def l2_resident(results: Sequence[CaseResult]) -> list[Finding]:
 
 
 def above_ceiling(results: Sequence[CaseResult]) -> list[Finding]:
-    """Rows faster than a ceiling they are held against: memory-bound rows served from L2 apart (``_cached``:
-    they measure the cache); the rest counted by the kind of ceiling beaten (``_compute``, ``_mixed``). A
-    compute-bound row is never "cached": its time is arithmetic (it beats matmuls timed at lower clocks)."""
+    """Rows faster than a ceiling they are held against: memory-bound rows served from L2 apart (``_cached``);
+    the rest by the kind of ceiling beaten (a compute-bound row is never "cached": its time is arithmetic)."""
     rows = _flagged(results, fl.ABOVE_CEILING)
     if not rows:
         return []
@@ -217,8 +207,7 @@ def compute_best(results: Sequence[CaseResult], ceils: Ceilings) -> list[Finding
 
 
 def speedup_large(results: Sequence[CaseResult]) -> list[Finding]:
-    """Per op, implementation and precision (IEEE fp32 on CUDA cores apart from tensor cores): the geometric-mean
-    speedup over the large sizes."""
+    """Per op, implementation and precision: the geometric-mean speedup over the large sizes."""
     out = []
     for op in _ops(results):
         impls = dict.fromkeys(r.case.impl for r in results if r.case.op == op and r.case.impl != r.spec.baseline)
@@ -238,8 +227,7 @@ def speedup_large(results: Sequence[CaseResult]) -> list[Finding]:
 
 
 def tf32(results: Sequence[CaseResult]) -> list[Finding]:
-    """fp32 data multiplied in TF32, per implementation: its largest error (of passing rows) beside the largest
-    of IEEE fp32 rows of the same op and shapes."""
+    """fp32 data multiplied in TF32: its largest error beside IEEE fp32 rows of the same op and shapes."""
     measured = _measured(results)
     rows = [r for r in measured if r.case.dtype == "fp32" and r.case.precision == "tf32"
             and r.case.accuracy is not None and r.status == "pass"]
@@ -263,31 +251,19 @@ def tf32(results: Sequence[CaseResult]) -> list[Finding]:
 
 def missing_ceilings(ceils: Ceilings) -> list[Finding]:
     """A theoretical limit that could not be known, said once with the reason: a missing % is never silent."""
-    out = []
-    for m in ceils.missing:
-        if m.kind == THEORETICAL:
-            out.append(Finding("finding.ceiling_missing", {"name": m.name, "reason_key": m.key, **m.params}, "warn"))
-    return out
+    return [Finding("finding.ceiling_missing", {"name": m.name, "reason_key": m.key, **m.params}, "warn")
+            for m in ceils.missing if m.kind == THEORETICAL]
 
 
 def findings(bench: Bench, results: Sequence[CaseResult], ceils: Ceilings) -> tuple[Finding, ...]:
     """Every finding, most serious kinds first (the run's completeness, failures, then the measurements)."""
-    out: list[Finding] = []
-    out += stopped(bench)
-    out += failures(results)
-    out += throttled(results)
-    out += noisy(results)
-    out += above_ceiling(results)
-    out += missing_ceilings(ceils)
-    out += launch_bound(results)
-    out += launch_overhead(results)
-    out += l2_resident(results)
-    out += bandwidth_best(results)
-    if bench.device.backend == "cuda":  # a CPU baseline has no peak to hold FLOP/s against
-        out += compute_best(results, ceils)
-    out += speedup_large(results)
-    out += tf32(results)
-    return tuple(out)
+    def each(*rules: Callable[[Sequence[CaseResult]], list[Finding]]) -> list[Finding]:
+        return [f for rule in rules for f in rule(results)]
+
+    on_gpu = bench.device.backend == "cuda"  # a CPU baseline has no peak to hold FLOP/s against
+    return (*stopped(bench), *each(failures, throttled, noisy, above_ceiling), *missing_ceilings(ceils),
+            *each(launch_bound, launch_overhead, l2_resident, bandwidth_best),
+            *(compute_best(results, ceils) if on_gpu else ()), *each(speedup_large, tf32))
 
 
 def recommendations(found: Sequence[Finding]) -> tuple[Recommendation, ...]:

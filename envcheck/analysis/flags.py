@@ -1,15 +1,8 @@
 """Flags a measured case carries, and its size category: pure functions of its raw results.
 
-* ``noisy``: the quoted timing's CV is above 5% or its IQR above 10% of the median (outliers; a bimodal spread).
-* ``launch_bound``: the launch time (eager calls) is over 1.5x the GPU time: it measures the host's launch
-  path, not the kernel (a Triton kernel that "looks slow" there has a slower Python launcher).
-* ``throttled``: NVML reported a clock-slowing reason while the case ran.
-* ``l2_resident``: the working set fits in L2 and was not kept cold by rotating buffers (cases of 1 MiB and
-  less stay hot on purpose; matmuls are never rotated), so its bandwidth can exceed DRAM's.
-* ``above_ceiling``: the throughput exceeds a ceiling it is held against: never shown without saying so.
-
-Size categories, relative to this GPU's L2 so they mean the same on every GPU: ``small`` <= 1 MiB, ``medium``
-fits in L2, ``large`` up to 16x L2, ``xlarge`` beyond.
+``noisy`` (CV or IQR too large), ``launch_bound`` (the launch time measures the host's launch path, not the
+kernel), ``throttled``, ``l2_resident`` (its bandwidth can exceed DRAM's), ``above_ceiling``. Size categories are
+relative to the GPU's L2: ``small`` <= 1 MiB, ``medium`` fits in L2, ``large`` up to 16x L2, ``xlarge`` beyond.
 """
 
 from __future__ import annotations

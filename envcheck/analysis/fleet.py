@@ -1,6 +1,5 @@
-"""Derived numbers of a fleet: each node's metrics and its one verdict against a baseline or the fleet's median
-under SuperBench-style rules (metric, direction, margin), the nodes to take out of service and why. A metric
-that could not be measured never passes (``incomplete``, with the reason).
+"""A fleet's derived numbers: each node's metrics and its one verdict against a baseline or the fleet's median under
+SuperBench-style rules (metric, direction, margin). A metric that could not be measured never passes.
 """
 
 from __future__ import annotations
@@ -32,10 +31,8 @@ if TYPE_CHECKING:
 
 # --------------------------------------------------------------------------- metrics
 
-# SuperBench-style rules: each metric name starting with ``metric`` is held to its reference.
-# The margins: a GPU's copy bandwidth and matmul rate repeat within ~1-2 % run to run on an idle
-# GPU (the H200 reports in reports/), so 5 % is a real shortfall; links and collectives vary more
-# with NCCL's channel setup and placement, hence 10 %. Failed checks and wrong results: none allowed.
+# Each metric name starting with ``metric`` is held to its reference. A GPU's bandwidth and matmul rate repeat
+# within ~1-2 % (docs/fleet.md), links and collectives vary more with NCCL's setup; failures: none allowed.
 DEFAULT_RULES: tuple[Rule, ...] = (
     Rule("gpu.bandwidth_gbps", "higher", 0.05),
     Rule("gpu.matmul_tflops", "higher", 0.05),
@@ -58,16 +55,14 @@ class Metric:
 
 def node_metrics(node: FleetNode, rates: Sequence[GpuRates] | None = None) -> tuple[Metric, ...]:
     """A node's metrics: its slowest GPU (a job runs at its pace), slowest peer link and collectives at their
-    largest size. ``rates``: its GPUs' rates already derived (one per bench)."""
+    largest size. ``rates``: one per bench, if already derived."""
     out: list[Metric] = []
     rates = list(rates) if rates is not None else [gpu_rates(b) for b in node.benches]
     on_gpu = any(getattr(b.device, "backend", None) == "cuda" for b in node.benches)
     matmul_planned = on_gpu and any(c.op == "matmul" for b in node.benches for c in (*b.cases, *b.skipped))
     for name, attr, planned in (("gpu.bandwidth_gbps", "bandwidth_gbps", on_gpu),
                                 ("gpu.matmul_tflops", "matmul_tflops", matmul_planned)):
-        # A metric of a test nobody asked for (--ops without matmul) or that does not apply (a suite run
-        # on the CPU has no GPU rates: ``fleet --cpu`` on a machine without one) is no finding; one that
-        # was planned on a GPU and is missing is.
+        # A test nobody asked for (--ops without matmul) or that does not apply (``fleet --cpu``) is no finding.
         if node.benches and not planned:
             continue
         vals = [getattr(r, attr) for r in rates if getattr(r, attr) is not None]
@@ -124,8 +119,7 @@ def node_metrics(node: FleetNode, rates: Sequence[GpuRates] | None = None) -> tu
     return tuple(out)
 
 
-# Checks of the GPU driver stack say nothing about a node whose suites ran on the CPU (``fleet --cpu`` on
-# a machine without a GPU: the smoke test a CI runs); there they do not apply, like its GPU metrics.
+# Checks of the GPU driver stack do not apply to a node whose suites ran on the CPU (``fleet --cpu``).
 GPU_STACK_CHECKS = ("driver.",)
 
 
@@ -141,9 +135,8 @@ def failed_checks(node: FleetNode) -> tuple[Check, ...]:
                  if c.status == "fail" and not (cpu_only and c.id.startswith(GPU_STACK_CHECKS)))
 
 
-# Why a rule was not applied on a CPU fleet (``NotApplied.reason``), each phrased in the catalogues
-# (``fleet.not_applied.<reason>``): a CPU's speed, shared with whatever else runs on its cores, is shown
-# but not judged (as in ``burn --cpu``); a CPU has no GPUs to copy between; no node ran the test.
+# Why a rule was not applied on a CPU fleet (``fleet.not_applied.<reason>``): a shared CPU's speed is shown but not
+# judged (as in ``burn --cpu``); a CPU has no GPUs to copy between; no node ran the test.
 NOT_APPLIED_REASONS = ("cpu_speed", "no_gpu_pairs", "not_run")
 _GPU_SPEED_RULES = ("gpu.bandwidth_gbps", "gpu.matmul_tflops")
 
@@ -158,8 +151,7 @@ class NotApplied:
 
 def not_applied(fleet: Fleet, rules: Sequence[Rule], metrics: Sequence[Sequence[Metric]],
                 refs: Sequence[Reference]) -> tuple[NotApplied, ...]:
-    """The rules a fleet whose every suite ran on the CPU was not judged by: those no node has a metric
-    under, nor a reference. A GPU fleet applies every rule it lists (none returned)."""
+    """The rules a CPU fleet was not judged by (no node has a metric nor a reference under them); none on GPUs."""
     if not fleet.nodes or not all(on_cpu(n) for n in fleet.nodes):
         return ()
     held = {r for ms in metrics for m in ms if (r := _rule_for(m.name, rules)) is not None}
@@ -175,16 +167,12 @@ def not_applied(fleet: Fleet, rules: Sequence[Rule], metrics: Sequence[Sequence[
 
 
 def _rule_for(name: str, rules: Sequence[Rule]) -> Rule | None:
-    best = None
-    for r in rules:
-        if name.startswith(r.metric) and (best is None or len(r.metric) > len(best.metric)):
-            best = r
-    return best
+    return max((r for r in rules if name.startswith(r.metric)), key=lambda r: len(r.metric), default=None)
 
 
 def _references(metrics: Sequence[Sequence[Metric]]) -> tuple[Reference, ...]:
-    """Each metric's median over the nodes that measured it (``metrics``: per node). A busbw's median is taken
-    over the nodes whose NCCL chose the most common algorithm for it, and carries that algorithm."""
+    """Each metric's median over the nodes that measured it; a busbw's over the nodes whose NCCL chose the most
+    common algorithm, which it carries."""
     values: dict[str, list[tuple[float, str | None]]] = {}
     for ms in metrics:
         for m in ms:
@@ -205,8 +193,7 @@ def rules_in_force(fleet: Fleet) -> tuple[Rule, ...]:
 
 
 def references(fleet: Fleet, metrics: Sequence[Sequence[Metric]]) -> tuple[tuple[Reference, ...], str]:
-    """The values each node is held to and where they come from: the baseline's (``baseline``) when the
-    fleet has one, else the fleet's medians (``fleet_median``)."""
+    """The values each node is held to and their source: the baseline's, else the fleet's medians."""
     if fleet.baseline is not None and fleet.baseline.values:
         return fleet.baseline.values, "baseline"
     return _references(metrics), "fleet_median"
@@ -214,10 +201,9 @@ def references(fleet: Fleet, metrics: Sequence[Sequence[Metric]]) -> tuple[tuple
 
 @dataclass(frozen=True)
 class Finding:
-    """Why a node is not passing (``kind``): ``worse`` (``value`` vs ``reference`` from ``source``, ``shortfall``
-    the fraction worse, ``margin`` the rule's allowance), ``missing`` (``reason``), ``rank_failed`` (``ranks`` lost
-    in the phase ``reason``), ``algorithm_differs`` (NCCL chose another algorithm: ``reason`` names both),
-    ``node_problem`` (the node's own tests found ``value`` problems, the first ``reason``)."""
+    """Why a node is not passing (``kind``, FINDING_KINDS): ``worse`` (``value`` vs ``reference``, ``shortfall`` the
+    fraction worse), ``missing``, ``rank_failed`` (``ranks`` lost in phase ``reason``), ``algorithm_differs``,
+    ``node_problem`` (``value`` problems its own tests found, the first ``reason``)."""
 
     kind: str
     metric: str | None = None
@@ -232,7 +218,7 @@ class Finding:
 
     @property
     def fails(self) -> bool:
-        """Whether it fails its node (else it leaves the node incomplete, or only warns)."""
+        """Whether it fails its node (else the node is incomplete, or it only warns)."""
         return self.kind in FAILING_KINDS
 
 
@@ -259,8 +245,7 @@ def _judge_metrics(metrics: Sequence[Metric], references: Sequence[Reference], s
             continue
         reference = refs.get(m.name)
         if rule.direction == "lower" and rule.margin == 0.0:
-            # A count that must be zero (failed checks, wrong elements) is held to zero, not to a
-            # median or a baseline that may have failed as well.
+            # A count that must be zero is held to zero, not to a median or baseline that may have failed too.
             if m.value > 0:
                 findings.append(Finding("worse", m.name, m.value, 0.0, ZERO_SOURCE, None, margin=0.0,
                                         direction=rule.direction))
@@ -282,8 +267,7 @@ def _judge_metrics(metrics: Sequence[Metric], references: Sequence[Reference], s
         if worse:
             findings.append(Finding("worse", m.name, m.value, ref, source, short, margin=rule.margin,
                                     direction=rule.direction))
-    # A reference the node has no metric for (a size it could not reach, a test that never ran) was not
-    # measured: never a pass.
+    # A reference the node has no metric for was not measured: never a pass.
     measured = {m.name for m in metrics}
     for ref_name in sorted(set(refs) - measured):
         rule = _rule_for(ref_name, rules)
@@ -293,19 +277,13 @@ def _judge_metrics(metrics: Sequence[Metric], references: Sequence[Reference], s
     return tuple(findings)
 
 
-def _verdict(host: str, findings: tuple[Finding, ...]) -> NodeVerdict:
-    return NodeVerdict(host, "fail" if any(f.fails for f in findings) else "incomplete" if findings else "pass",
-                       findings)
-
-
 # Where rank 0 stopped hearing from a rank: it never joined, or a phase's hand-over failed or never came.
 LOST_PHASES = ("join", "suite", "node", "world")
 
 
 @dataclass(frozen=True)
 class LostRank:
-    """A rank that failed, hung, died or never reported, the phase it was lost in (``LOST_PHASES``) and its
-    ``status`` (its own, or its worker's in the collectives across nodes)."""
+    """A rank that failed, hung, died or never reported, and the phase it was lost in (``LOST_PHASES``)."""
 
     rank: int
     host: str | None
@@ -316,8 +294,8 @@ class LostRank:
 
 
 def world_culprits(collectives: Collectives) -> tuple[int, ...]:
-    """The ranks of a sweep across nodes that stopped it: those that died without a word, else those that
-    failed; at a time limit only those that failed before it (the others were waiting on them, or one hung)."""
+    """The ranks that stopped a sweep across nodes: those that died without a word, else those that failed; at a
+    time limit only those that failed (the others were waiting on them)."""
     bad = [o for o in collectives.ranks if o.status != "ok"]
     if not bad:
         return ()
@@ -328,8 +306,8 @@ def world_culprits(collectives: Collectives) -> tuple[int, ...]:
 
 
 def lost_ranks(fleet: Fleet) -> tuple[LostRank, ...]:
-    """Every rank lost in any phase: those whose own hand-over failed or never came, and those whose
-    worker stopped the collectives across nodes (``world_culprits``, mapped back by ``world_rank``)."""
+    """Every rank lost in any phase: its own hand-over failed or never came, or its worker stopped the collectives
+    across nodes (``world_culprits``)."""
     out: dict[int, LostRank] = {}
     for r in fleet.ranks:
         if r.status != "ok":
@@ -346,8 +324,7 @@ def lost_ranks(fleet: Fleet) -> tuple[LostRank, ...]:
 
 
 def _unfinished_world(fleet: Fleet, lost: Sequence[LostRank]) -> dict[str, str]:
-    """Host -> why: the nodes of a sweep across nodes that did not finish with no rank to name: none is vouched
-    for. A rank of the sweep lost in any phase is its cause: only its node is blamed."""
+    """Host -> why, for the nodes of an unfinished sweep across nodes with no lost rank to blame."""
     named = {x.rank for x in lost}
     out: dict[str, str] = {}
     for c in fleet.collectives:
@@ -363,9 +340,8 @@ def _unfinished_world(fleet: Fleet, lost: Sequence[LostRank]) -> dict[str, str]:
 
 def judge(fleet: Fleet, metrics: Sequence[Sequence[Metric]] | None = None,
           problems: Sequence[Sequence[NodeProblem]] | None = None) -> tuple[NodeVerdict, ...]:
-    """Every node's one verdict, against the baseline or the fleet median: a rank lost in any phase fails its
-    node, and so does a problem its own tests found (``problems`` per node, else derived from its node tests);
-    a host lost before it sent anything gets a verdict of its own. ``metrics``: already derived, per node."""
+    """Every node's one verdict against the baseline or the fleet median; a lost rank or a problem its own tests
+    found fails its node; a host lost before it sent anything gets a verdict of its own."""
     rules = rules_in_force(fleet)
     metrics = [node_metrics(n) for n in fleet.nodes] if metrics is None else metrics
     refs, source = references(fleet, metrics)
@@ -382,7 +358,8 @@ def judge(fleet: Fleet, metrics: Sequence[Sequence[Metric]] | None = None,
         found = problems[i] if problems is not None else node_problems(n.node) if n.node is not None else ()
         if found:
             extra += (Finding("node_problem", value=float(len(found)), reason=found[0].key),)
-        out.append(_verdict(n.host, extra + _judge_metrics(metrics[i], refs, source, rules)))
+        fs = extra + _judge_metrics(metrics[i], refs, source, rules)
+        out.append(NodeVerdict(n.host, "fail" if any(f.fails for f in fs) else "incomplete" if fs else "pass", fs))
     known = {n.host for n in fleet.nodes}
     for host, phases in sorted(failed.items()):
         if host not in known:
@@ -396,8 +373,7 @@ def _lost_findings(phases: dict[str, list[int]]) -> tuple[Finding, ...]:
 
 def baseline_from_nodes(nodes: Sequence[FleetNode], source: str, host: str | None = None,
                         created: str | None = None) -> Baseline:
-    """A baseline from a previous report's nodes (one node for a single-node report): per metric, the
-    median over those nodes."""
+    """A baseline from a previous report's nodes: per metric, the median over them."""
     return Baseline(source, _references([node_metrics(n) for n in nodes]), host, created)
 
 
@@ -409,8 +385,7 @@ FAILING_KINDS = ("worse", "rank_failed", "node_problem")
 VERDICT_STATUSES = ("pass", "fail", "incomplete")
 SOURCES = ("baseline", "fleet_median")
 ZERO_SOURCE = "zero"  # a finding's source where a count is held to zero whatever the reference
-# Why a metric has no value (Metric.reason); a node test's error or skip reason may stand there too
-# (envcheck.analysis.node.RUN_ERRORS, SKIP_REASONS), or an exception's last line.
+# Why a metric has no value; a node test's error or skip reason (analysis.node) may stand there too.
 MISSING_REASONS = ("no_bench", "not_measured", "not_measured_on_every_gpu", "copy_failed_or_wrong", "not_run",
                    "not_verified",
                    *(f"collective_{s}" for s in ("ok", "error", "wrong", "unverified")))
@@ -431,8 +406,7 @@ _METRIC_PATTERNS = (
 
 @dataclass(frozen=True)
 class MetricName:
-    """What a metric name (as :func:`node_metrics` writes it) stands for: a key of ``METRIC_KEYS``, its
-    parameters (``kind`` of copy, collective ``op`` and ``size_bytes``) and the unit of its values."""
+    """What a metric name stands for: a key of ``METRIC_KEYS``, its parameters and the unit of its values."""
 
     key: str
     params: tuple[tuple[str, ParamValue], ...] = ()
@@ -440,8 +414,7 @@ class MetricName:
 
 
 def describe_metric(name: str) -> MetricName:
-    """The inverse of the names :func:`node_metrics` builds; an unknown name (a newer baseline's) is
-    ``other`` with the name itself as its parameter."""
+    """The inverse of :func:`node_metrics`' names; an unknown name (a newer baseline's) is ``other``."""
     for pattern, key, unit in _METRIC_PATTERNS:
         m = pattern.fullmatch(name)
         if m:
@@ -452,8 +425,7 @@ def describe_metric(name: str) -> MetricName:
 
 # --------------------------------------------------------------------------- ranks
 
-# A rank that reported in time but took this much longer than the median of the others: worth naming,
-# since the rank timeout is set for the slowest machine a fleet may hold, not for this one.
+# A rank this much slower than the others' median is worth naming: the timeout is set for the slowest machine.
 SLOW_RANK_FACTOR = 1.5
 
 
@@ -484,8 +456,7 @@ def slow_ranks(ranks: Sequence[RankStatus], factor: float = SLOW_RANK_FACTOR) ->
 
 @dataclass(frozen=True)
 class FleetNodeAnalysis:
-    """One node of a fleet: its GPUs' analyses (``benches``: ``BenchAnalysis``), its node analysis, its
-    metrics, its verdict and how its ranks ended."""
+    """One node of a fleet: its GPUs' and node analyses, metrics, verdict and how its ranks ended."""
 
     node: FleetNode
     benches: tuple[BenchAnalysis, ...]
@@ -497,9 +468,8 @@ class FleetNodeAnalysis:
 
 @dataclass(frozen=True)
 class FleetAnalysis:
-    """Everything derived from a fleet report. ``verdicts``: one per node, and one per host whose ranks
-    failed before it sent anything; ``drain``: those not passing; ``references`` and ``source``: what
-    the nodes were held to; ``sweeps``: the world collectives with their narrowing."""
+    """Everything derived from a fleet report. ``verdicts``: one per node and per host lost before it sent anything;
+    ``references`` and ``source``: what the nodes were held to; ``sweeps``: the world collectives."""
 
     fleet: Fleet
     nodes: tuple[FleetNodeAnalysis, ...]

@@ -1,11 +1,7 @@
-"""Narrowing a slow collective down to a rank, a link, a node or the network between groups.
-
-A bisection over the ranks of a sweep: measure the whole group, then its halves (split by nodes
-while it spans several, so a node is never cut), descend into the slower half, and settle the last
-few ranks with pairs, each pair held only to the best pair of its own kind (inside a node on NVLink,
-across nodes on the network). The same walk decides which group to measure next, while the ranks
-run it (``envcheck.node.narrowing``), and explains the steps afterwards (``narrowing_conclusion``).
-Pure: it knows ranks, hosts and bus bandwidths, nothing of reports.
+"""Narrowing a slow collective down to a rank, a link, a node or the network between groups: a bisection over
+the ranks (halves split by nodes, so a node is never cut), down the slower half, the last few ranks settled with
+pairs held to the best pair of their own kind. The same walk picks the next group while the ranks run it
+(``envcheck.node.narrowing``) and explains the steps afterwards. Pure: ranks, hosts and busbw only.
 """
 
 from __future__ import annotations
@@ -28,15 +24,9 @@ class NarrowStep:
 
 @dataclass(frozen=True)
 class Conclusion:
-    """What the bisection found.
-
-    ``kind``: ``none`` (no part slower than the rest), ``rank`` (one rank, i.e. its GPU and its own
-    links: ``ranks`` = (r,)), ``link`` (the connection between two ranks: ``ranks`` = (a, b)),
-    ``between`` (each side is fine alone, together slow: the connection between ``ranks`` and
-    ``other``, across nodes the network), ``group`` (a group slower than its sibling while uniform
-    inside: a node-wide cause when it is one node), ``inconclusive``, ``not_applicable`` (fewer than
-    three ranks).
-    """
+    """What the bisection found (``kind``): ``none``, ``rank`` (its GPU and own links), ``link`` (between two
+    ranks), ``between`` (each side fine alone, slow together: the connection, across nodes the network),
+    ``group`` (slower than its sibling, uniform inside), ``inconclusive``, ``not_applicable`` (under three ranks)."""
 
     kind: str
     ranks: tuple[int, ...] = ()
@@ -62,11 +52,7 @@ def halves(group: tuple[int, ...], hosts: Sequence[str]) -> tuple[tuple[int, ...
 
 def _slower(x: float | None, y: float | None, margin: float) -> bool:
     """Whether ``x`` is slower than ``y`` by more than ``margin`` (a failed run counts as slowest)."""
-    if x is None:
-        return y is not None
-    if y is None:
-        return False
-    return x < y * (1 - margin)
+    return y is not None and (x is None or x < y * (1 - margin))
 
 
 def _hosts_of(ranks: tuple[int, ...], hosts: Sequence[str]) -> tuple[str, ...]:
@@ -90,11 +76,8 @@ def _walk(steps: Sequence[NarrowStep], world: tuple[int, ...], hosts: Sequence[s
         if len(h1) < 2 or len(h2) < 2:
             break  # a one-rank half: settle it with pairs
         b1, b2, bp = bw[h1], bw[h2], bw[suspect]
-        if _slower(b1, b2, margin):
-            suspect, descended = h1, True
-            continue
-        if _slower(b2, b1, margin):
-            suspect, descended = h2, True
+        if _slower(b1, b2, margin) or _slower(b2, b1, margin):
+            suspect, descended = h1 if _slower(b1, b2, margin) else h2, True
             continue
         if b1 is not None and b2 is not None and _slower(bp, min(b1, b2), margin):
             return None, Conclusion("between", h1, h2, _hosts_of(suspect, hosts))
@@ -150,14 +133,11 @@ def next_narrowing_group(steps: Sequence[NarrowStep], world: tuple[int, ...], ho
 def narrowing_conclusion(steps: Sequence[NarrowStep], world: tuple[int, ...], hosts: Sequence[str],
                          margin: float = DEFAULT_NARROW_MARGIN) -> Conclusion:
     group, conclusion = _walk(steps, world, hosts, margin)
-    if conclusion is not None:
-        return conclusion
-    return Conclusion("inconclusive", group or (), (), _hosts_of(group or (), hosts))
+    return conclusion or Conclusion("inconclusive", group or (), (), _hosts_of(group or (), hosts))
 
 
 def lost_conclusion(ranks: Sequence[int]) -> Conclusion:
-    """A sweep a rank of which died or never reported (``ranks``): the groups holding it have no
-    measurement, and the bisection would blame whatever link it tried last, not the lost rank."""
+    """A sweep a rank of which was lost: the bisection would blame whatever link it tried last, not the rank."""
     return Conclusion("lost", ranks=tuple(ranks))
 
 

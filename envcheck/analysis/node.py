@@ -41,9 +41,10 @@ from envcheck.analysis.counters import (
     counter_interval_s,
     counter_rows,
 )
-from envcheck.analysis.link_specs import NVLINK, PCIE, pcie_gbps
 from envcheck.analysis.links import (
+    NVLINK,
     PATH_SOURCES,
+    PCIE,
     SMI_LEVEL_NAMES,
     CopyRow,
     GpuNvlinks,
@@ -52,6 +53,7 @@ from envcheck.analysis.links import (
     gpu_nvlinks,
     pair_path,
     pair_paths,
+    pcie_gbps,
     smi_disagreements,
     topo_label,
 )
@@ -71,8 +73,7 @@ DEFAULT_OUTLIER_MARGIN = 0.05
 
 @dataclass(frozen=True)
 class GpuRates:
-    """What one GPU's suite says of its speed: its measured bandwidth ceiling and its best torch matmul rate
-    (a suite run on the CPU: no ceiling, a host-clock matmul rate)."""
+    """What one GPU's suite says of its speed: its measured bandwidth and its best torch matmul rate."""
 
     index: int | None
     bandwidth_gbps: float | None
@@ -207,9 +208,7 @@ OUTLIER_METRICS = ("bandwidth_gbps", "matmul_tflops")
 def skip_reason(reason: str) -> tuple[str, str | None]:
     """A ``NodeSkip`` reason as (key, detail): ``crashed: OSError: x`` is (``crashed``, ``OSError: x``)."""
     head, sep, detail = reason.partition(": ")
-    if head == CRASHED and sep:
-        return CRASHED, detail
-    return reason, None
+    return (CRASHED, detail) if head == CRASHED and sep else (reason, None)
 
 
 @dataclass(frozen=True)
@@ -222,9 +221,8 @@ class NodeProblem:
 
 def node_problems(node: Node, benches: Sequence[Bench] = (), margin: float | None = None,
                   found: Sequence[Outlier] | None = None) -> tuple[NodeProblem, ...]:
-    """Everything that keeps a node run from passing; empty when all its tests ran clean. A size
-    skipped for memory is no problem (the sweep stops where memory does); one never reached is.
-    ``found``: the outliers already derived from ``benches`` (then they are not derived again)."""
+    """Everything that keeps a node run from passing (a size skipped for memory is none; one never reached is).
+    ``found``: the outliers already derived from ``benches``."""
     out: list[NodeProblem] = []
     for s in node.skipped:
         if s.reason not in NOT_APPLICABLE:
@@ -263,8 +261,7 @@ def outlier_margin(node: Node, margin: float | None = None) -> float:
 
 @dataclass(frozen=True)
 class GpuRow:
-    """One GPU of a node: its rates, its cases' tally, whether it fell behind its siblings, and, when it
-    did, its condition as probed."""
+    """One GPU of a node: its rates, cases' tally, whether it fell behind its siblings and its condition."""
 
     index: int | None
     name: str
@@ -280,8 +277,7 @@ class GpuRow:
 
 @dataclass(frozen=True)
 class NodeAnalysis:
-    """Everything derived from one node's results (``node`` None: a fleet node whose node tests did
-    not report; its GPUs still have rows). ``status``: ``pass`` when ``problems`` is empty."""
+    """Everything derived from one node's results (``node`` None: a fleet node whose tests did not report)."""
 
     node: Node | None
     gpus: tuple[GpuRow, ...]
@@ -317,8 +313,7 @@ class NodeAnalysis:
 
 
 def analyse_node(node: Node | None, benches: Sequence[BenchAnalysis], env: Environment | None, margin: float | None = None) -> NodeAnalysis:
-    """``benches``: the node's ``BenchAnalysis`` per GPU (their ceilings and results are reused, not
-    derived again); ``env``: the environment the GPUs' conditions are read from."""
+    """``benches``: the node's ``BenchAnalysis`` per GPU; ``env``: where the GPUs' conditions are read."""
     m = outlier_margin(node, margin) if node is not None else (DEFAULT_OUTLIER_MARGIN if margin is None else margin)
     rates = [rates_from(ba.bench, ba.ceilings, ba.results) for ba in benches]
     found = outliers_from_rates(rates, m)

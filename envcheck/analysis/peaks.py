@@ -61,10 +61,8 @@ class Arch:
     verified: bool = True
 
 
-# Where a row's clock comes from: printed in the document; up_to: the top of a laptop's
-# power-dependent boost range; nvml: the document prints none, NVML's max SM clock for the
-# part; implied: the document prints none, the clock its fp32 figure implies; assumed: none
-# of those could be found (the row says which part it was taken from).
+# Where a row's clock comes from: printed; up_to: the top of a laptop's boost range; nvml: NVML's max SM clock;
+# implied: by the fp32 figure; assumed: taken from another part (the row says which).
 CLOCK_BASES = ("printed", "up_to", "nvml", "implied", "assumed")
 
 
@@ -93,11 +91,8 @@ class GpuSpec:
 
 
 def normalise(name: str) -> str:
-    """Lower case, ``-``/``_`` as spaces, without the vendor words older and newer drivers differ on.
-
-    ``"Tesla V100-SXM2-16GB"`` -> ``"v100 sxm2 16gb"``; ``"NVIDIA GeForce RTX 3060"`` and the older
-    driver's ``"GeForce RTX 3060"`` -> ``"geforce rtx 3060"``.
-    """
+    """Lower case, ``-``/``_`` as spaces, without the vendor words drivers differ on ("Tesla V100-SXM2-16GB" ->
+    "v100 sxm2 16gb")."""
     tokens = re.sub(r"[-_]", " ", name.lower()).split()
     while tokens and tokens[0] in ("nvidia", "tesla"):
         tokens.pop(0)
@@ -180,10 +175,8 @@ H20_REPORT = Doc("NVIDIA H20 vs H100 (78 SMs per Geekbench 6; dense rates)",
                  "https://zangshuxian.com/new/674733024499207168")
 
 
-# --- Architectures: the one table of architecture names ------------------------------------
-# Dense FLOP per clock per SM, an FMA counting 2, at the full (data-centre) rate: CUDA-core
-# FMA for fp32, tensor cores with fp32 accumulation for the rest. Each rate reproduces its
-# whitepaper's datasheet figures in SPECS (tests/test_peaks.py checks every row).
+# --- Architectures: dense FLOP/clock/SM (an FMA counts 2) at the full data-centre rate, tensor cores with fp32
+# accumulation; each reproduces its whitepaper's figures in SPECS (tests/test_peaks.py).
 _VOLTA = MappingProxyType({"fp32": 128, "fp16": 1024})  # 64 FP32 cores, 8 tensor cores x 64 FMA
 _AMPERE_GA10X = MappingProxyType({"fp32": 256, "tf32": 512, "fp16": 1024, "bf16": 1024})
 ARCHS: Mapping[str, Arch] = MappingProxyType({
@@ -195,15 +188,12 @@ ARCHS: Mapping[str, Arch] = MappingProxyType({
     "7.5": Arch("Turing", _VOLTA, TURING_WP, geforce_halves=True),
     "8.0": Arch("Ampere", {"fp32": 128, "tf32": 1024, "fp16": 2048, "bf16": 2048}, A100_WP),
     "8.6": Arch("Ampere", _AMPERE_GA10X, GA102_WP, geforce_halves=True),
-    # Orin: 128 FP32 cores per SM (5.3 TFLOP/s = 16 SMs x 1.3 GHz x 256) and GA100-class tensor
-    # cores (170 sparse INT8 TOPS = 16 x 1.3 GHz x 4096 x 2, A100's INT8 rate); the fp16/bf16/tf32
-    # rates assume A100's INT8:FP16 ratio, which the brief does not print.
+    # Orin: fp32 from 5.3 TFLOP/s = 16 SMs x 1.3 GHz x 256; tensor rates assume A100's INT8:FP16 ratio.
     "8.7": Arch("Ampere", {"fp32": 256, "tf32": 1024, "fp16": 2048, "bf16": 2048}, ORIN_BRIEF, verified=False),
     "8.9": Arch("Ada Lovelace", _AMPERE_GA10X, ADA_WP, geforce_halves=True),
     "9.0": Arch("Hopper", {"fp32": 256, "tf32": 2048, "fp16": 4096, "bf16": 4096}, H100_WP,
                 tensor_clock_ref="h100_sxm"),
-    # B200's per-SM rates are implied by its datasheet (2.25 PFLOP/s dense bf16 over 148 SMs
-    # needs 8192 FLOP/clk at 1.86 GHz); NVIDIA prints no per-SM figure or clock for it.
+    # B200's per-SM rates are implied by its datasheet (2.25 PFLOP/s bf16 over 148 SMs at 1.86 GHz).
     "10.0": Arch("Blackwell", {"fp32": 256, "tf32": 4096, "fp16": 8192, "bf16": 8192}, BLACKWELL_DS,
                  tensor_clock_ref="b200", verified=False),
     "10.3": Arch("Blackwell"), "11.0": Arch("Blackwell"), "12.1": Arch("Blackwell"),
@@ -269,8 +259,7 @@ SPECS: tuple[GpuSpec, ...] = (
             GA102_WP, _dc(29.8, 29.8, 59.5), verified=False, evidence=FUDZILLA_RTX30),
     GpuSpec("rtx_3090", "GeForce RTX 3090", "8.6", r"geforce rtx 3090", 82, 1695, "printed", 936.0,
             GA102_WP, _dc(35.6, 35.6, 71.0)),
-    # Laptops: NVIDIA prints cores and a boost-clock range; memory speed is the maker's choice,
-    # so no bandwidth. There is no RTX 3090 Laptop GPU.
+    # Laptops: memory speed is the maker's choice, so no bandwidth.
     GpuSpec("rtx_3060_laptop", "GeForce RTX 3060 Laptop GPU", "8.6", r"geforce rtx 3060 laptop gpu", 30, 1703,
             "up_to", None, RTX30_LAPTOPS, verified=False, evidence=HWDB_3060_LAPTOP),
     GpuSpec("rtx_3070_laptop", "GeForce RTX 3070 Laptop GPU", "8.6", r"geforce rtx 3070 laptop gpu", 40, 1620,
@@ -300,8 +289,7 @@ SPECS: tuple[GpuSpec, ...] = (
             "up_to", None, LAPTOPS_COMPARE),
     GpuSpec("rtx_4090_laptop", "GeForce RTX 4090 Laptop GPU", "8.9", r"geforce rtx 4090 laptop gpu", 76, 2040,
             "up_to", None, LAPTOPS_COMPARE),
-    # Hopper. The documents print no clock: 1980/1755 are the max SM clocks NVML reports (and
-    # what the fp32 figures imply); the tensor clocks are what the tensor figures imply.
+    # Hopper: no printed clock; 1980/1755 are NVML's max SM clocks, the tensor clocks implied by the figures.
     GpuSpec("h100_sxm", "H100 SXM5", "9.0", r"h100 (80gb hbm3|sxm5 80gb)", 132, 1980, "nvml", 3350.0,
             H100_WP, _dc(66.9, 494.7, 989.4), tensor_clock_mhz=1830),
     GpuSpec("h100_pcie", "H100 PCIe", "9.0", r"h100 pcie", 114, 1755, "nvml", 2000.0,
@@ -313,14 +301,12 @@ SPECS: tuple[GpuSpec, ...] = (
             H200_DS, _dc(67.0, 494.5, 989.5), tensor_clock_mhz=1830, verified=False, evidence=AIHPC_H200),
     GpuSpec("h200_nvl", "H200 NVL", "9.0", r"h200 ?nvl", 132, 1785, "nvml", 4800.0,
             H200_DS, _dc(60.0, 417.5, 835.5), tensor_clock_mhz=1545, verified=False),
-    # H20: export-control part; tensor throughput is capped far below 78 SMs x clock x rate.
-    # Its reported fp32 figure (44 TFLOP/s) exceeds 78 SMs x 1980 MHz x 256 = 39.5, so it is left
-    # out and fp32 is derived from NVML instead. The 1980 MHz is assumed from the H100 SXM.
+    # H20: tensor rates capped by firmware; its reported fp32 (44) exceeds 78 SMs x 1980 MHz x 256, so fp32 is
+    # derived from NVML. The 1980 MHz is assumed from the H100 SXM.
     GpuSpec("h20", "H20", "9.0", r"h20", 78, 1980, "assumed", 4000.0,
             H20_PAGE, {"tf32": 74.0, "fp16": 148.0, "bf16": 148.0}, capped=True, verified=False,
             evidence=H20_REPORT),
-    # Blackwell. 148 SMs is what CUDA reports for a B200 (the datasheet prints no SM count);
-    # clocks are implied by the 75 TFLOP/s fp32 and 2.25 PFLOP/s bf16 figures.
+    # Blackwell: 148 SMs as CUDA reports a B200; clocks implied by its fp32 and bf16 figures.
     GpuSpec("b200", "B200 (HGX)", "10.0", r"b200", 148, 1979, "implied", 7700.0,
             BLACKWELL_DS, _dc(75.0, 1100.0, 2250.0), tensor_clock_mhz=1856),
     GpuSpec("rtx_5090", "GeForce RTX 5090", "12.0", r"geforce rtx 5090", 170, 2407, "printed", 1792.0,
@@ -342,8 +328,7 @@ def is_geforce(name: str | None) -> bool:
 
 
 def _rate(cc: str, precision: str, name: str | None, half_rate: bool | None = None) -> tuple[int, bool] | str:
-    """Dense FLOP/clk/SM for ``precision`` on this part and whether the GeForce rule halved it,
-    or the catalogue key of why there is none."""
+    """Dense FLOP/clk/SM for ``precision`` and whether the GeForce rule halved it, or the key of why none."""
     arch = ARCHS.get(cc)
     if arch is None or not arch.per_sm:
         return "peak.unknown_arch"
@@ -355,8 +340,7 @@ def _rate(cc: str, precision: str, name: str | None, half_rate: bool | None = No
     if arch.geforce_halves and not name and half_rate is None:
         # The product line sets the rate (and on Turing whether tensor cores exist at all).
         return "peak.no_name"
-    # Turing tensor cores exist only on RTX-branded parts (TU10x); GTX 16, MX and Quadro T
-    # parts (TU11x) have none. The T4 row states its rate class, so the rule skips it.
+    # Turing tensor cores exist only on RTX-branded parts (TU10x); the T4 row states its rate class.
     if cc == "7.5" and half_rate is None and "rtx" not in normalise(name or "").split():
         return "peak.no_tensor_cores"
     halved = arch.geforce_halves and (is_geforce(name) if half_rate is None else half_rate)
@@ -444,11 +428,7 @@ def _derive(name: str | None, cc: str | None, sm_count: int | None, clock_mhz: f
 
 def compute_peaks(name: str | None, compute_capability: str | None, sm_count: int | None,
                   sm_clock_max_mhz: float | None) -> tuple[tuple[Peak, ...], tuple[Missing, ...]]:
-    """A peak or the reason there is none, for every precision.
-
-    ``name``: NVML's (or torch's) device name; ``sm_clock_max_mhz``: NVML's max SM clock
-    (``nvidia-smi -q``: Max Clocks / SM).
-    """
+    """A peak or the reason there is none, for every precision; ``sm_clock_max_mhz``: NVML's max SM clock."""
     spec = spec_for(name)
     cc = compute_capability or (spec.cc if spec else None)
     peaks: list[Peak] = []

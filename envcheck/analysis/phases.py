@@ -1,10 +1,5 @@
-"""Where a run's time went: the phases of one bench, each with its share of the bench's wall time.
-
-The seconds the runner and worker clocked (``Bench.phases``, ``Case.phases``) added up once, in reading
-order, a case's first call named by what dominates it (``torch_compile``, ``triton_compile``: the JIT and
-the matmul race, else ``first_call``); ``other`` is the bench's ``duration_s`` less the rest. Beside them,
-how many cases came from a cache and why their sampling stopped. ``node_phases`` splits the node tests'
-wall time into peer copies, collective sweeps and the rest. Reports older than phases have none.
+"""Where a run's time went: the phases the runner and worker clocked, each with its share of the bench's wall
+time (``other``: the rest), a case's first call named by what dominates it; ``node_phases`` for the node tests.
 """
 
 from __future__ import annotations
@@ -67,8 +62,7 @@ def _add(into: dict[str, float], items: Iterable[tuple[str, float]]) -> None:
 
 
 def bench_phases(bench: Bench, probe_s: float | None = None) -> BenchPhases | None:
-    """The phase table of ``bench`` (``probe_s``: the environment's probe before it); None when it
-    recorded no phases (an older report, or no run)."""
+    """The phase table of ``bench`` (``probe_s``: the probe before it); None when it recorded none."""
     timed = [c for c in bench.cases if c.phases]
     if not bench.phases and not timed:
         return None
@@ -95,7 +89,7 @@ def _count(values: Iterable[str | None]) -> tuple[tuple[str, int], ...]:
 
 
 def node_phases(node: Node | None) -> BenchPhases | None:
-    """The node tests' time by test (module docstring); None without a node or its wall time."""
+    """The node tests' time: peer copies, collective sweeps and the rest; None without a node or its wall time."""
     if node is None or not node.duration_s:
         return None
     seconds: dict[str, float] = {}

@@ -1,23 +1,17 @@
-"""Every number derived from one case's raw results, computed here once.
-
-A case is quoted at its GPU time (CUDA-graph replay) where it has one, else at its launch
-time (eager calls; the only time on the CPU). From that: achieved bandwidth (bytes of the
-traffic model / time) and FLOP/s, their shares of the device's theoretical and measured
-ceilings (bandwidth for memory-bound ops, the precision's FLOP/s peak for compute-bound
-ones), the speedup over PyTorch in the same group (same op, dtype, precision and shape;
-torch's quoted time / this one, only when both were timed the same way), the numeric verdict
-and the flags.
+"""Every number derived from one case's raw results, computed here once: its quoted time (GPU time where it has
+one, else launch time), bandwidth and FLOP/s with their shares of the ceilings, the speedup over PyTorch in the
+same group (only when both were timed the same way), the numeric verdict, the flags and the GPU's conditions
+while it ran (NVML's samples of its window).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from envcheck.analysis import conditions as cond
 from envcheck.analysis import flags as fl
 from envcheck.analysis.ceilings import BANDWIDTH, MEASURED, THEORETICAL, Ceilings
 from envcheck.analysis.tolerance import Tolerance, Verdict, judge, judge_outputs, tolerance
-from envcheck.model import Bench, Case, CaseKey, Timing
+from envcheck.model import Bench, Case, CaseKey, MonitorWindow, Timing
 from envcheck.model.bench import compute_stats
 from envcheck.ops import OpSpec, Traffic, interpreted
 
@@ -29,11 +23,48 @@ def group_key(case: Case) -> GroupKey:
     return (case.op, case.dtype, case.precision, case.shape)
 
 
+POWER_CAP = "sw_power_cap"  # the software power cap: how a GPU runs a full tensor-core load, not a fault
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """What the GPU was doing while a case ran, so a case measured power- or heat-limited can be flagged."""
+
+    samples: int
+    sm_mhz_min: float | None = None
+    temperature_c_max: float | None = None
+    power_w_max: float | None = None
+    reasons: tuple[str, ...] = ()  # clock-slowing reasons active at any sample, first seen first
+    throttled_share: float | None = None  # share of samples with any such reason (None: unknown)
+
+    @property
+    def throttled(self) -> bool:
+        return bool(self.reasons)
+
+    @property
+    def power_capped_only(self) -> bool:
+        """Slowed by the software power cap alone: a full load, not heat or a fault."""
+        return set(self.reasons) == {POWER_CAP}
+
+
+def of_window(w: MonitorWindow) -> Conditions:
+    share = sum(1 for rs in w.reasons if rs) / len(w.reasons) if w.reasons else None
+    sm, temp, power = w.sm_mhz, w.temperature_c, w.power_w
+    return Conditions(len(w.t_s), min(sm) if sm else None, max(temp) if temp else None, max(power) if power else None,
+                      tuple(dict.fromkeys(r for rs in w.reasons for r in rs)), share)
+
+
+def of_case(case: Case) -> Conditions | None:
+    """A schema-1 case's NVML summary as it was recorded (no window)."""
+    m = case.monitor
+    if m is None:
+        return None
+    return Conditions(m.samples, m.sm_clock_mhz_min, m.temperature_c_max, m.power_w_max, tuple(m.throttle_reasons))
+
+
 @dataclass(frozen=True)
 class CaseResult:
-    """One case with everything derived from it. ``status``: ``pass`` (measured, within both
-    tolerances), ``fail`` (measured, a bound broken: see ``verdict.broken``), ``error`` (not
-    measured: see ``case.failure``)."""
+    """One case with everything derived from it; ``status``: ``pass``, ``fail`` (a bound broken) or ``error``."""
 
     case: Case
     spec: OpSpec  # what its op is (built-in, or declared by the user in ``Bench.ops``)
@@ -51,7 +82,7 @@ class CaseResult:
     tolerance: Tolerance
     verdict: Verdict | None
     flags: tuple[str, ...]
-    conditions: cond.Conditions | None
+    conditions: Conditions | None
     # Run by Triton's interpreter on the CPU (``interpreted``): its time is no speed, and it has no speedup.
     interpreted: bool = False
 
@@ -73,7 +104,7 @@ def _pct(value: float | None, ceils: Ceilings, name: str, kind: str) -> float | 
 
 
 def _flags(case: Case, backend: str, time: Timing | None, ws: int, l2: int | None,
-           conditions: cond.Conditions | None, pct_t: float | None, pct_m: float | None) -> tuple[str, ...]:
+           conditions: Conditions | None, pct_t: float | None, pct_m: float | None) -> tuple[str, ...]:
     out = []
     if backend == "cuda":
         if fl.is_launch_bound(case.gpu, case.launch):
@@ -90,8 +121,7 @@ def _flags(case: Case, backend: str, time: Timing | None, ws: int, l2: int | Non
 
 
 def _verdict(c: Case, op: OpSpec, whole: Tolerance, baseline: Case | None) -> Verdict:
-    """Each output of an op with several judged on its own (reports before schema 4 recorded
-    only the whole output: judged whole, as then)."""
+    """Each output of an op with several judged on its own (before schema 4: the whole output)."""
     assert c.accuracy is not None
     if not c.outputs:
         return judge(c.accuracy, whole, baseline.accuracy if baseline is not None else None, c.exact)
@@ -113,7 +143,7 @@ def case_results(bench: Bench, ceils: Ceilings) -> tuple[CaseResult, ...]:
                 torch_time[group_key(c)] = c.best_time
             if c.accuracy is not None:
                 base_accuracy[group_key(c)] = c
-    windows: dict[int, cond.Conditions] = {}  # a group's cases share one window: summarised once
+    windows: dict[int, Conditions] = {}  # a group's cases share one window: summarised once
     out = []
     for c in bench.cases:
         op = bench.spec(c.op)
@@ -139,20 +169,11 @@ def case_results(bench: Bench, ceils: Ceilings) -> tuple[CaseResult, ...]:
             speedup = base.median_us / time.median_us
         baseline = base_accuracy.get(group_key(c)) if c.impl != op.baseline else None
         verdict = _verdict(c, op, tol, baseline) if c.measured and c.accuracy is not None else None
-        if not c.measured:
-            status = "error"
-        elif verdict is None or not verdict.passed:
-            status = "fail"  # measured but never checked is not a pass
-        else:
-            status = "pass"
-        conditions = None
-        if backend == "cuda":
-            if c.window is not None:
-                if c.window not in windows:
-                    windows[c.window] = cond.of_window(bench.windows[c.window])
-                conditions = windows[c.window]
-            else:
-                conditions = cond.of_case(bench, c)
+        # Measured but never checked is not a pass.
+        status = "error" if not c.measured else "pass" if verdict is not None and verdict.passed else "fail"
+        if backend == "cuda" and c.window is not None and c.window not in windows:
+            windows[c.window] = of_window(bench.windows[c.window])
+        conditions = None if backend != "cuda" else windows[c.window] if c.window is not None else of_case(c)
         out.append(CaseResult(
             case=c, spec=op, status=status, traffic=traffic, working_set_bytes=ws, category=fl.category(ws, l2),
             time=time, gbps=gbps, tflops=tflops, ceiling_name=name, pct_theoretical=pct_t, pct_measured=pct_m,

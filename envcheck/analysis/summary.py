@@ -1,8 +1,5 @@
-"""Totals of a benchmark run, like a test report's: per op, per implementation and precision.
-
-Speedups are summarised per precision as well as per op and implementation: an IEEE fp32
-matmul runs on CUDA cores, where a Triton kernel is far behind cuBLAS, and averaged with the
-tensor-core precisions it would make a kernel at parity on every one of them look slow.
+"""Totals of a benchmark run: per op, per implementation and precision. Speedups go per precision too: an fp32
+matmul on CUDA cores averaged with the tensor-core precisions would make a kernel at parity look slow.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
-"""Whether an output is right: its error judged against an error model of the op at the
-precision actually used, and its error on exact inputs (docs/judge.md states and derives both).
-
-Per output: ``c`` roundings in the compute precision (u_c) and ``s`` intermediates stored in its
-dtype (``OpSpec.roundings``), ``K`` terms accumulated in fp32 (u_a), its storage rounding (u_o).
-The model's scales, relative to the output: ``l2`` = e + u_o with e = c u_c + sqrt(K) u_a + s u_o
-(rounding errors of random sign add like a random walk); ``element`` = c u_c + K u_a + (1 + s) u_o
-(the classical worst case, against each element's magnitude); ``excess`` = sqrt(e^2 + 4 u_o e +
-16 u_o^2 / n) (beyond one rounding of the reference, n elements). Each bound is MARGIN x FIT x
-scale (never under the scale), FIT the worst correct measured over it (1 where none was: a user's op). On exact
-inputs (bench/exact.py) a correct output is within EXACT_ULPS (max_ulps). The error relative to the
-baseline's is shown beside the verdict, never part of it.
+"""Whether an output is right: its error against an error model of the op at the precision actually used, and
+its error on exact inputs (docs/judge.md states and derives both). With ``c`` roundings in the compute precision,
+``s`` stored intermediates, ``K`` fp32 accumulations and e = c u_c + sqrt(K) u_a + s u_o, the scales are ``l2`` =
+e + u_o, ``element`` = c u_c + K u_a + (1 + s) u_o and ``excess`` = sqrt(e^2 + 4 u_o e + 16 u_o^2 / n); each bound
+is MARGIN x FIT x scale, FIT the worst correct measured (1 for a user's op). The error relative to the baseline's
+is shown beside the verdict, never part of it.
 """
 
 from __future__ import annotations
@@ -39,8 +33,7 @@ def _spec(op: OpSpec | str) -> OpSpec:
 
 
 class Scales(NamedTuple):
-    """The model's error scales of one output, relative to it (``element``: to each element's
-    magnitude), and the compute precision (``OpSpec.compute_precision``)."""
+    """The model's error scales of one output, relative to it, and the compute precision."""
 
     l2: float
     element: float
@@ -50,9 +43,7 @@ class Scales(NamedTuple):
 
 def scales(op: OpSpec | str, dtype: str, precision: str, shape: tuple[int, ...], output: str = "",
            elements: int | None = None) -> Scales:
-    """The scales of ``output`` (an op's named output, ``OpSpec.outputs``; "" for the whole) of
-    a case; ``elements``: how many were compared (a small output may cross a few rounding
-    boundaries where the model expects none)."""
+    """The scales of ``output`` ("" for the whole) of a case of ``elements`` compared."""
     if dtype not in UNIT_ROUNDOFF or precision not in UNIT_ROUNDOFF:
         raise ValueError(f"unknown dtype/precision {dtype}/{precision}")
     op = _spec(op)
@@ -68,8 +59,7 @@ def scales(op: OpSpec | str, dtype: str, precision: str, shape: tuple[int, ...],
 
 @dataclass(frozen=True)
 class Tolerance:
-    """The bounds of one output of a case: ``rel_l2``, ``element`` (max_rel_elem), ``excess``
-    (excess_l2), and ``exact`` (max_ulps on exact inputs)."""
+    """The bounds of one output of a case: ``rel_l2``, ``element``, ``excess`` and ``exact``."""
 
     rel_l2: float
     element: float
@@ -96,10 +86,8 @@ def tolerance(op: OpSpec | str, dtype: str, precision: str, shape: tuple[int, ..
 
 @dataclass(frozen=True)
 class Verdict:
-    """``passed``, and which bounds an output broke (``nonfinite``, ``rel_l2``, ``element``, ``excess``,
-    ``exact``). ``ratio``: err/bound, the worst statistic over its bound, the one number every view
-    shows; ``relative``: rel_l2 over the baseline's, information only. Of an op with several outputs,
-    each judged on its own: those that broke a bound, each output's ratio; the numbers the worst's."""
+    """``passed`` and the bounds an output broke; ``ratio``: the worst statistic over its bound, the one number
+    every view shows; ``relative``: rel_l2 over the baseline's, information only."""
 
     passed: bool
     broken: tuple[str, ...]
@@ -114,10 +102,8 @@ class Verdict:
 
 
 def judge(acc: Accuracy, tol: Tolerance, baseline: Accuracy | None = None, exact: Accuracy | None = None) -> Verdict:
-    """The verdict on one output; ``baseline``: the baseline implementation's statistics on the
-    same inputs (information only); ``exact``: the output's statistics on exact inputs (None:
-    not measured, reports before issue 48). Statistics a report's schema lacks (schema 1: the
-    element statistic and the non-finite count; before 4: excess_l2) are not judged."""
+    """The verdict on one output (``exact``: its statistics on exact inputs, if measured); a statistic the
+    report's schema lacks is not judged."""
     ratios = {"rel_l2": acc.rel_l2 / tol.rel_l2}
     if acc.max_rel_elem is not None:
         ratios["element"] = acc.max_rel_elem / tol.element
@@ -134,8 +120,7 @@ def judge(acc: Accuracy, tol: Tolerance, baseline: Accuracy | None = None, exact
 def judge_outputs(outputs: Mapping[str, Accuracy], tols: Mapping[str, Tolerance],
                   baselines: Mapping[str, Accuracy] | None = None,
                   exacts: Mapping[str, Accuracy | None] | None = None) -> Verdict:
-    """The verdict on a case of several outputs: each judged against its own bounds, the case
-    failing on any (``Verdict.failed_outputs``)."""
+    """The verdict on a case of several outputs, each judged against its own bounds."""
     verdicts = {name: judge(acc, tols[name], (baselines or {}).get(name), (exacts or {}).get(name))
                 for name, acc in outputs.items()}
     worst = max(verdicts.values(), key=lambda v: v.ratio or 0.0)

@@ -1,10 +1,5 @@
-"""One verdict per report, with its reasons, worst first: what JUnit, Prometheus and the one-line health check
-read, so they never disagree about a machine. The rule is the one ``envcheck run`` exits by: a check fails; a run's
-suite is missing, empty or stopped, a case is not a pass, or the node tests found a problem (a CPU run asked for
-with ``--interpret`` does not count the GPU driver's checks); a fleet node does not pass or a rank was lost; a
-burn-in GPU does not hold, the host logged an Xid on no GPU of it, or it stopped early; a cross-check row lies
-outside its bar or its tool failed (one that does not apply is a note). Reasons are keys and parameters
-(``verdict.reason.<key>``).
+"""One verdict per report with its reasons, worst first (``verdict.reason.<key>``): what JUnit, Prometheus, the
+health check and ``envcheck run``'s exit status read, so they never disagree about a machine.
 """
 
 from __future__ import annotations
@@ -147,7 +142,9 @@ def crosscheck_reasons(cross: CrosscheckAnalysis | None) -> list[Reason]:
 
 
 def verdict(analysis: Analysis) -> Verdict:
-    """The report's verdict and why (see the module docstring)."""
+    """The report's verdict and why: a check fails; a suite is missing, empty or stopped, a case is not a pass or the
+    node tests found a problem; a fleet node does not pass or a rank was lost; a burn-in GPU does not hold, the host
+    logged an Xid or it stopped early; a cross-check row lies outside its bar or its tool failed."""
     from envcheck.analysis.fleet import GPU_STACK_CHECKS
 
     report = analysis.report

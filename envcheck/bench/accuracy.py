@@ -6,23 +6,25 @@ checked call (``checked_call``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envcheck.bench import reference_ops
+from envcheck.bench.impls import Impl, torch_dtype
 from envcheck.bench.reference_ops import RefChunk
 from envcheck.model import Accuracy, OutputAccuracy
 from envcheck.ops import UNIT_ROUNDOFF, OpSpec
 
+if TYPE_CHECKING:
+    import torch
+
 reference_chunks = reference_ops.chunks  # float64 reference pieces of a built-in op
 
 
-def ulp(ref: Any, dtype: str) -> Any:
+def ulp(ref: torch.Tensor, dtype: str) -> torch.Tensor:
     """The spacing of ``dtype``'s numbers at each |ref| (float64; the subnormal spacing below the smallest normal)."""
     import torch
-
-    from envcheck.bench.impls import torch_dtype
 
     info = torch.finfo(torch_dtype(dtype))
     _, exp = torch.frexp(ref)
@@ -48,11 +50,9 @@ class Tally:
         c, s = self.spec.roundings(self.precision, output)
         return c * UNIT_ROUNDOFF[self.spec.compute_precision(self.dtype, self.precision)] + s * UNIT_ROUNDOFF[self.dtype]
 
-    def add(self, out: Any, chunks: Iterable[RefChunk]) -> Tally:
+    def add(self, out: torch.Tensor, chunks: Iterable[RefChunk]) -> Tally:
         """Compare ``out`` with its reference chunks, summing in float64 on its device, a chunk at a time."""
         import torch
-
-        from envcheck.bench.impls import torch_dtype
 
         tdt = torch_dtype(self.dtype)
         floor = torch.finfo(tdt).tiny
@@ -67,15 +67,15 @@ class Tally:
                 o = torch.where(bad, torch.zeros_like(o), o)
             diff = (o - chunk.ref).abs()
             excess = o - chunk.ref.to(tdt).double()  # beyond the one rounding to the output's dtype
-            sums = (float(torch.sum(diff * diff).item()), float(torch.sum(chunk.ref * chunk.ref).item()),
-                    float(torch.sum(excess * excess).item()),
-                    float(diff.max().item()) if diff.numel() else 0.0,
-                    float((diff / torch.clamp_min(chunk.mag, floor)).max().item()) if diff.numel() else 0.0,
-                    n_bad, o.numel(), float((diff / (ulp(chunk.ref, self.dtype) + self._rounding(chunk.output)
-                                                     * chunk.mag)).max().item()) if diff.numel() else 0.0)
-            self.whole.add(*sums)
+            sums = _Sums(float(torch.sum(diff * diff).item()), float(torch.sum(chunk.ref * chunk.ref).item()),
+                         float(torch.sum(excess * excess).item()),
+                         float(diff.max().item()) if diff.numel() else 0.0,
+                         float((diff / torch.clamp_min(chunk.mag, floor)).max().item()) if diff.numel() else 0.0,
+                         n_bad, o.numel(), float((diff / (ulp(chunk.ref, self.dtype) + self._rounding(chunk.output)
+                                                          * chunk.mag)).max().item()) if diff.numel() else 0.0)
+            self.whole.add(sums)
             if chunk.output:
-                self.parts.setdefault(chunk.output, _Sums()).add(*sums)
+                self.parts.setdefault(chunk.output, _Sums()).add(sums)
         return self
 
     def accuracy(self) -> Accuracy:
@@ -99,23 +99,22 @@ class _Sums:
     elements: int = 0
     max_ulps: float = 0.0
 
-    def add(self, err_sq: float, ref_sq: float, excess_sq: float, max_abs: float, max_rel: float,
-            nonfinite: int, elements: int, max_ulps: float) -> None:
-        self.err_sq += err_sq
-        self.ref_sq += ref_sq
-        self.excess_sq += excess_sq
-        self.max_abs = max(self.max_abs, max_abs)
-        self.max_rel = max(self.max_rel, max_rel)
-        self.nonfinite += nonfinite
-        self.elements += elements
-        self.max_ulps = max(self.max_ulps, max_ulps)
+    def add(self, o: _Sums) -> None:
+        self.err_sq += o.err_sq
+        self.ref_sq += o.ref_sq
+        self.excess_sq += o.excess_sq
+        self.max_abs = max(self.max_abs, o.max_abs)
+        self.max_rel = max(self.max_rel, o.max_rel)
+        self.nonfinite += o.nonfinite
+        self.elements += o.elements
+        self.max_ulps = max(self.max_ulps, o.max_ulps)
 
     def accuracy(self) -> Accuracy:
         return statistics(self.err_sq, self.ref_sq, self.max_abs, self.max_rel, self.nonfinite, self.elements,
                           self.excess_sq, self.max_ulps)
 
 
-def compare(out: Any, chunks: Iterable[RefChunk], dtype: str) -> Accuracy:
+def compare(out: torch.Tensor, chunks: Iterable[RefChunk], dtype: str) -> Accuracy:
     """The statistics of ``out`` (a tensor of ``dtype``) against its reference chunks, whole."""
     return Tally(dtype).add(out, chunks).accuracy()
 
@@ -141,13 +140,13 @@ def _finite(x: float) -> float:
     return LARGEST if math.isnan(x) else min(x, LARGEST)
 
 
-def poison(out: Any) -> None:
+def poison(out: torch.Tensor) -> None:
     """Fill a floating-point output with NaN so elements a kernel fails to write stay visible."""
     if out.is_floating_point():
         out.fill_(float("nan"))
 
 
-def checked_call(fn: Callable[[], Any], out: Any) -> tuple[Any, bool]:
+def checked_call(fn: Impl, out: torch.Tensor | None) -> tuple[torch.Tensor, bool]:
     """One call of ``fn`` whose output (``out``, or what it returns: then a second call, on the first result's
     poisoned block) started as NaN: ``(output, poisoned)``, False where the allocator did not hand it back."""
     if out is not None:
@@ -167,12 +166,12 @@ def checked_call(fn: Callable[[], Any], out: Any) -> tuple[Any, bool]:
     return result, poisoned
 
 
-def _poisoned(t: Any) -> int:
+def _poisoned(t: torch.Tensor) -> int:
     poison(t)
     return t.data_ptr()
 
 
-def _parts(result: Any) -> tuple[Any, ...]:
+def _parts(result: torch.Tensor | tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
     """The tensors an implementation returned: one, or the outputs of an op with several."""
     return result if isinstance(result, tuple) else (result,)
 

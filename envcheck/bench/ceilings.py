@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from envcheck.bench import impls
 from envcheck.bench.graphs import graph_region
@@ -32,7 +31,7 @@ class Kernel:
     kernel: str
     dtype: str
     shape: tuple[int, ...]
-    fn: Callable[[], Any]
+    fn: Callable[[], object]
     precision: str | None = None
 
 
@@ -114,7 +113,6 @@ def _capture(timer: Timer, k: Kernel) -> Region:
 
 def failure_note(k: Kernel, detail: str) -> Note:
     """What the report says of a ceiling kernel that could not be measured."""
-    params: dict[str, Any] = {"kernel": k.kernel, "dtype": k.dtype, "shape": k.shape, "detail": detail}
-    if k.precision:
-        params["precision"] = k.precision
-    return Note("ceiling.failed", params)
+    precision = {"precision": k.precision} if k.precision else {}
+    return Note("ceiling.failed", {"kernel": k.kernel, "dtype": k.dtype, "shape": k.shape, "detail": detail,
+                                   **precision})

@@ -5,24 +5,30 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from envcheck.bench import accuracy, exact, impls
 from envcheck.bench.impls import Impl, Inputs
 from envcheck.ops import spec
 
 if TYPE_CHECKING:  # annotations only: the suite imports the runtime, which imports this module
+    import torch
+
     from envcheck.bench.suite import PlannedCase
+
+Sets = list[tuple[Inputs, "torch.Tensor | None"]]  # (inputs, output) per set; None: the implementation allocates
 
 
 class OpCode(Protocol):
     """Inputs; the output implementations write into (None: they allocate); exact inputs (exact.py; None: none);
     ``planned``'s implementation bound to each (inputs, output) set; the float64 reference; the kernel that ran."""
 
-    def make_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs: ...
-    def make_output(self, shape: tuple[int, ...], dtype: str, device: str) -> Any: ...
-    def exact_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs | None: ...
-    def bound(self, planned: PlannedCase, sets: list[tuple[Inputs, Any]]) -> list[Impl]: ...
+    def make_inputs(self, shape: tuple[int, ...], dtype: str, device: str,
+                    generator: torch.Generator | None) -> Inputs: ...
+    def make_output(self, shape: tuple[int, ...], dtype: str, device: str) -> torch.Tensor | None: ...
+    def exact_inputs(self, shape: tuple[int, ...], dtype: str, device: str,
+                     generator: torch.Generator | None) -> Inputs | None: ...
+    def bound(self, planned: PlannedCase, sets: Sets) -> list[Impl]: ...
     def reference_chunks(self, inputs: Inputs, shape: tuple[int, ...] = ()) -> Iterable[accuracy.RefChunk]: ...
     def kernel(self, planned: PlannedCase) -> str | None: ...
 
@@ -34,20 +40,22 @@ class BuiltinCode:
     op: str
     control: str | None = None
 
-    def make_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs:
+    def make_inputs(self, shape: tuple[int, ...], dtype: str, device: str,
+                    generator: torch.Generator | None) -> Inputs:
         return impls.make_inputs(self.op, shape, dtype, device, generator)
 
-    def make_output(self, shape: tuple[int, ...], dtype: str, device: str) -> Any:
+    def make_output(self, shape: tuple[int, ...], dtype: str, device: str) -> torch.Tensor:
         return impls.make_output(self.op, shape, dtype, device)
 
-    def exact_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs:
+    def exact_inputs(self, shape: tuple[int, ...], dtype: str, device: str,
+                     generator: torch.Generator | None) -> Inputs:
         return exact.inputs(self.op, shape, dtype, device, generator)
 
-    def bound(self, planned: PlannedCase, sets: list[tuple[Inputs, Any]]) -> list[Impl]:
+    def bound(self, planned: PlannedCase, sets: Sets) -> list[Impl]:
         op, impl = self.op, planned.impl
         # conv2d's stride lives in its shape, and a compiled linear_fwbw writes into the set's output.
         more = spec(op).family == "conv" or spec(op).backward
-        shape: dict[str, Any] = {"shape": planned.shape} if more else {}
+        shape = {"shape": planned.shape} if more else {}
         if impl == "torch":
             return [impls.torch_impl(op, inputs, out, **shape) for inputs, out in sets]
         if impl == "triton":

@@ -1,8 +1,6 @@
-"""Compiling the planned cases' Triton kernels while the worker measures: a few niced children (``child``, through
-the harness), no GPU visible to them, run each Triton case's first call on stand-in tensors with Triton's JIT
-compiling for the GPU's architecture without launching, into the run's cache, where the worker's own first call
-finds them. Nothing here runs on the GPU. A child's plan: {"cc", "sms", "control", "cases": [[op, dtype,
-precision, shape], ...]}.
+"""Compiling the planned Triton kernels while the worker measures: a few niced children (``child``), with no GPU
+visible, run each Triton case's first call on stand-in tensors, Triton's JIT compiling for the GPU's architecture
+without launching, into the run's cache where the worker's own first call finds them.
 """
 from __future__ import annotations
 
@@ -10,12 +8,17 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from envcheck.bench.suite import PlannedCase
 from envcheck.model import BenchDevice
 from envcheck.ops import OPS
+
+if TYPE_CHECKING:
+    import torch
+
+    from envcheck.bench.kernels.tuning import Tile
 
 NICE = 10  # below the worker, whose host thread times launches
 COMPILE_S = 3600.0  # a child's own limit: the worker ends them when it ends
@@ -24,17 +27,27 @@ MAX_CHILDREN = 4
 SPARE_CPUS = 4
 
 
+AheadCase = list[Any]  # JSON: [op, dtype, precision, [dims]]
+
+
+class AheadPlan(TypedDict):
+    cc: list[int]
+    sms: int
+    control: str | None
+    cases: list[AheadCase]
+
+
 def children(cpus: int | None) -> int:
     return max(0, min(MAX_CHILDREN, ((cpus or 1) - SPARE_CPUS) // 3))
 
 
-def shares(cases: Sequence[PlannedCase], n: int) -> list[list[list[Any]]]:
+def shares(cases: Sequence[PlannedCase], n: int) -> list[list[AheadCase]]:
     """The Triton cases of built-in ops dealt to ``n`` children by (op, dtype, precision): one family's shapes share
     compiled specialisations."""
-    families: dict[tuple[str, str, str], list[list[Any]]] = {}
+    families: dict[tuple[str, str, str], list[AheadCase]] = {}
     for c in dict.fromkeys(c for c in cases if c.impl == "triton" and c.op in OPS):
         families.setdefault((c.op, c.dtype, c.precision), []).append([c.op, c.dtype, c.precision, list(c.shape)])
-    out: list[list[list[Any]]] = [[] for _ in range(n)]
+    out: list[list[AheadCase]] = [[] for _ in range(n)]
     for i, family in enumerate(families.values()):
         out[i % n] += family
     return [s for s in out if s]
@@ -51,14 +64,14 @@ def start(cases: Sequence[PlannedCase], device: BenchDevice, control: str | None
     cc = [int(x) for x in device.compute_capability.split(".")]
     started = []
     for share in shares(cases, children(os.cpu_count() if cpus is None else cpus)):
-        plan, stop_it = {"cc": cc, "sms": device.sm_count, "control": control, "cases": share}, threading.Event()
+        plan, stop_it = AheadPlan(cc=cc, sms=device.sm_count, control=control, cases=share), threading.Event()
         t = threading.Thread(target=_run, args=(plan, stop_it), daemon=True, name="envcheck-compile-ahead")
         t.start()
         started.append((t, stop_it))
     return started
 
 
-def _run(plan: dict[str, Any], stop_it: threading.Event) -> None:
+def _run(plan: AheadPlan, stop_it: threading.Event) -> None:
     from envcheck.harness.spawn import spawn
 
     out = spawn(f"{__name__}:child", plan, timeout=COMPILE_S, heartbeat=COMPILE_S, stop=stop_it, grace_s=0.0,
@@ -79,16 +92,16 @@ class Stand:
 
     is_cuda = True
 
-    def __init__(self, meta: Any) -> None:
+    def __init__(self, meta: torch.Tensor) -> None:
         self._t = meta
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Any:  # the meta tensor's, stand-ins for tensors
         got = getattr(self._t, name)
         if not callable(got):
             return got
         return lambda *a, **k: _stand(got(*(x._t if isinstance(x, Stand) else x for x in a), **k))
 
-    def __getitem__(self, key: Any) -> Stand:
+    def __getitem__(self, key: object) -> Stand:
         return Stand(self._t[key])
 
     def __len__(self) -> int:
@@ -101,13 +114,13 @@ class Stand:
         return 0
 
 
-def _stand(x: Any) -> Any:
+def _stand(x: object) -> object:
     import torch
 
     return Stand(x) if isinstance(x, torch.Tensor) else x
 
 
-def compile_cases(plan: dict[str, Any]) -> tuple[int, int]:
+def compile_cases(plan: AheadPlan) -> tuple[int, int]:
     """Each case's first call, compiled only; (cases compiled, cases that failed)."""
     from triton.backends.compiler import GPUTarget
     from triton.runtime import driver
@@ -125,7 +138,7 @@ def compile_cases(plan: dict[str, Any]) -> tuple[int, int]:
         def get_current_stream(self, device: int | None = None) -> int:
             return 0
 
-        def get_current_target(self) -> Any:
+        def get_current_target(self) -> GPUTarget:
             return GPUTarget("cuda", cc[0] * 10 + cc[1], 32)
 
     driver.set_active(Target())
@@ -137,7 +150,7 @@ def compile_cases(plan: dict[str, Any]) -> tuple[int, int]:
         CudaLauncher = None  # noqa: N806
     run = JITFunction.run
 
-    def compile_only(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+    def compile_only(self: JITFunction, *args: object, grid: object, warmup: bool, **kwargs: object) -> object:
         kernel = run(self, *args, grid=grid, warmup=True, **kwargs)
         if kernel is not None and CudaLauncher is not None:
             try:
@@ -146,7 +159,7 @@ def compile_cases(plan: dict[str, Any]) -> tuple[int, int]:
                 pass
         return kernel
 
-    def race(candidates: dict[Any, Any], measure: Any = None) -> Any:
+    def race(candidates: Mapping[Tile, Callable[[], object]], measure: object = None) -> Tile:
         tuning.first_calls(list(candidates.values()))
         return next(iter(candidates))
 
@@ -178,7 +191,7 @@ def warm_inductor() -> None:
         print(f"envcheck worker: Inductor's compile workers not started early ({e})", file=sys.stderr)
 
 
-def child(plan: dict[str, Any], out: Any) -> str:
+def child(plan: AheadPlan, out: object) -> str:
     os.nice(NICE)
     t0 = time.monotonic()
     done, failed = compile_cases(plan)

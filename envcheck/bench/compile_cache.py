@@ -12,10 +12,15 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import MutableMapping
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from envcheck.bench.kernels.tuning import Tile
+
+if TYPE_CHECKING:
+    import torch
 
 TRITON_VAR = "TRITON_CACHE_DIR"
 INDUCTOR_VAR = "TORCHINDUCTOR_CACHE_DIR"
@@ -43,7 +48,7 @@ def driver_version(path: str = DRIVER_FILE) -> str:
     return "unknown"
 
 
-def use_for(torch: Any, index: int, environ: Any = None) -> Path:
+def use_for(torch: ModuleType, index: int, environ: MutableMapping[str, str] | None = None) -> Path:
     """Use the cache folder of CUDA device ``index`` in this process and the children it starts."""
     import importlib.metadata
 
@@ -57,7 +62,7 @@ def use_for(torch: Any, index: int, environ: Any = None) -> Path:
     return use(name, os.environ if environ is None else environ)
 
 
-def use(name: str, environ: Any) -> Path:
+def use(name: str, environ: MutableMapping[str, str]) -> Path:
     """Point Triton and Inductor (where the user has not) at folder ``name`` of the cache, load its matmul tiles
     and count compiles from here on."""
     global _folder
@@ -114,7 +119,7 @@ def save() -> None:
     _new.clear()
 
 
-def problem_key(a: Any, b: Any, out: Any, precision: str) -> str:
+def problem_key(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, precision: str) -> str:
     """A matmul problem as the race saw it: shapes, dtype, precision, strides, 16-byte alignment."""
     align = (a.data_ptr() | b.data_ptr() | out.data_ptr()) % 16
     return (f"{tuple(a.shape)}x{tuple(b.shape)} {str(a.dtype).removeprefix('torch.')} {precision} "
@@ -143,7 +148,7 @@ def _listen() -> None:
         return
     before = knobs.compilation.listener
 
-    def heard(*args: Any, **kwargs: Any) -> None:
+    def heard(*args: object, **kwargs: object) -> None:
         if not kwargs.get("cache_hit", True):
             _counts["compiled"] += 1
         if before is not None:

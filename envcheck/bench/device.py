@@ -6,17 +6,24 @@ import importlib
 import importlib.metadata
 import platform
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from envcheck.errors import one_line
-from envcheck.model import BenchDevice, Note
+from envcheck.model import BenchDevice, Note, Settings
 from envcheck.ops import OPS, OpSpec, lookup
 
 if TYPE_CHECKING:
+    from torch._C import _CudaDeviceProperties
+
     from envcheck.bench.code import OpCode
     from envcheck.bench.monitor import LimitWatch
+    from envcheck.bench.timer import Timer
+    from envcheck.probes.nvml import Nvml, NvmlLike
 
-def versions(torch: Any) -> dict[str, str]:
+
+def versions(torch: ModuleType) -> dict[str, str]:
     """torch / triton / CUDA / jax versions the run used (jax's from its metadata: not imported here)."""
     found = {"torch": str(torch.__version__), "cuda": torch.version.cuda}
     for name in ("triton", "jax"):
@@ -27,7 +34,7 @@ def versions(torch: Any) -> dict[str, str]:
     return {k: str(v) for k, v in found.items() if v}
 
 
-def cuda_unusable(torch: Any, index: int) -> Note | None:
+def cuda_unusable(torch: ModuleType, index: int) -> Note | None:
     """Why CUDA device ``index`` cannot be measured from this torch, else None."""
     if torch.version.cuda is None:
         return Note("bench.no_cuda.cpu_build", {"torch_version": str(torch.__version__)})
@@ -39,7 +46,7 @@ def cuda_unusable(torch: Any, index: int) -> Note | None:
     return None
 
 
-def nvml_uuid(props: Any) -> str | None:
+def nvml_uuid(props: _CudaDeviceProperties) -> str | None:
     """The GPU's UUID in NVML's form (``GPU-8d0ff531-...``); torch prints it without the prefix."""
     uuid = getattr(props, "uuid", None)
     if not uuid:
@@ -48,7 +55,7 @@ def nvml_uuid(props: Any) -> str | None:
     return text if text.upper().startswith(("GPU-", "MIG-")) else f"GPU-{text}"
 
 
-def torch_pci_bus_id(props: Any) -> str | None:
+def torch_pci_bus_id(props: _CudaDeviceProperties) -> str | None:
     """``00000000:19:00.0`` (NVML's form) from torch's PCI domain, bus and device numbers."""
     try:
         return f"{int(props.pci_domain_id):08X}:{int(props.pci_bus_id):02X}:{int(props.pci_device_id):02X}.0"
@@ -56,7 +63,7 @@ def torch_pci_bus_id(props: Any) -> str | None:
         return None
 
 
-def cuda_device(torch: Any, index: int, nvml: Any = None) -> BenchDevice:
+def cuda_device(torch: ModuleType, index: int, nvml: NvmlLike | None = None) -> BenchDevice:
     """The GPU as the report names it; the PCI bus id from NVML (as nvidia-smi prints it), else from torch."""
     props = torch.cuda.get_device_properties(index)
     uuid = nvml_uuid(props)
@@ -77,7 +84,7 @@ def cuda_device(torch: Any, index: int, nvml: Any = None) -> BenchDevice:
     )
 
 
-def open_nvml() -> tuple[Any, str | None]:
+def open_nvml() -> tuple[Nvml | None, str | None]:
     """NVML opened, or None and why not: no NVML means no clock samples, never no measurement."""
     try:
         from envcheck.probes.nvml import Nvml
@@ -92,7 +99,7 @@ def open_nvml() -> tuple[Any, str | None]:
 def cpu_name(read: Callable[[str], str] | None = None) -> str:
     """The CPU's model name from /proc/cpuinfo, else what ``platform`` knows."""
     try:
-        text = (read or _read_text)("/proc/cpuinfo")
+        text = (read or (lambda path: Path(path).read_text(encoding="utf-8")))("/proc/cpuinfo")
     except OSError:
         text = ""
     for line in text.splitlines():
@@ -101,16 +108,12 @@ def cpu_name(read: Callable[[str], str] | None = None) -> str:
     return platform.processor() or platform.machine() or "CPU"
 
 
-def _read_text(path: str) -> str:
-    with open(path, encoding="utf-8") as f:
-        return f.read()
-
-
 class Runtime:
     """What every step of the worker shares: torch, the device, the timer, the settings, the declared ops."""
 
-    def __init__(self, torch: Any, backend: str, index: int, device: BenchDevice, timer: Any, settings: Any,
-                 ops: tuple[OpSpec, ...] = (), source: str | None = None, code: str | None = None) -> None:
+    def __init__(self, torch: ModuleType, backend: str, index: int, device: BenchDevice, timer: Timer,
+                 settings: Settings, ops: tuple[OpSpec, ...] = (), source: str | None = None,
+                 code: str | None = None) -> None:
         self.torch = torch
         self.backend = backend
         self.index = index

@@ -5,29 +5,30 @@ transposed operand or a clamped border moves the few-unit result by many ulps (d
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+from envcheck.bench.impls import Inputs, torch_dtype
 from envcheck.ops import spec
 
-Inputs = dict[str, Any]
+if TYPE_CHECKING:
+    import torch
+
 # A sum's mirror: a thread summing every 256th term meets 32 of one sign (past 2048, where fp16 stops
 # holding every integer), and half of it at the largest values stays far below 2^24.
 BLOCK = 1 << 14
 
 
-def inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs:
+def inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, generator: torch.Generator | None) -> Inputs:
     """The exact inputs of one case of a built-in op, laid out as ``impls.make_inputs`` lays them."""
     import torch
 
-    from envcheck.bench.impls import torch_dtype
-
-    def ints(lo: int, hi: int, *dims: int) -> Any:
+    def ints(lo: int, hi: int, *dims: int) -> torch.Tensor:
         return torch.randint(lo, hi, dims, generator=generator, device=device, dtype=torch.float32)
 
-    def signs(*dims: int) -> Any:
+    def signs(*dims: int) -> torch.Tensor:
         return ints(0, 2, *dims) * 2 - 1
 
-    def mirror(n: int) -> tuple[Any, Any]:
+    def mirror(n: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Per position along an axis of ``n``: its sign (+1, -1 in a block's halves, 0 a middle) and
         the position it mirrors."""
         p = torch.arange(n, device=device)
@@ -37,7 +38,7 @@ def inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, generator: 
         sign = torch.where(o < h, 1.0, torch.where(o >= m - h, -1.0, 0.0))
         return sign, start + torch.where(o < h, o, m - 1 - o)
 
-    def zero_sum(slices: int, n: int, lo: int, hi: int) -> Any:
+    def zero_sum(slices: int, n: int, lo: int, hi: int) -> torch.Tensor:
         """(slices, n) rows summing to +-1: each block ends with an adjustment, of alternating sign
         (a dropped block shows), the last's +-1 more where they would cancel."""
         sign, at = mirror(n)
@@ -48,7 +49,7 @@ def inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, generator: 
         x[:, ends] += signs(slices, 1) * alternate
         return x
 
-    def pairs(n: int) -> tuple[Any, Any]:
+    def pairs(n: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Per position along an axis of ``n``: +1, -1 in each pair of neighbours (0 for a last one
         alone), and its pair's index."""
         p = torch.arange(n, device=device)

@@ -5,10 +5,13 @@ a ``Rotation`` (l2.py) it is whole cycles, restarted at set 0 before each captur
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envcheck.bench.l2 import Rotation
 from envcheck.bench.timer import GRAPH, Region, Timer, calls_per_sample
+
+if TYPE_CHECKING:
+    import torch
 
 GRAPH_TARGET_US = 1000.0
 MAX_GRAPH_CALLS = 1000
@@ -16,7 +19,7 @@ MAX_SIZING_ROUNDS = 4  # re-sizings of a graph (2 -> ~400 -> ~1000 calls in prac
 SIZING_SLACK = 1.1  # re-capturing for a few more calls changes nothing measurable
 
 
-def capture_graph(fn: Callable[[], Any], calls: int) -> Any:
+def capture_graph(fn: Callable[[], object], calls: int) -> torch.cuda.CUDAGraph:
     """A ``torch.cuda.CUDAGraph`` of ``calls`` back-to-back calls of ``fn``, after two on a side stream (torch's
     recipe: lazy initialisation must not happen during capture)."""
     import torch
@@ -36,7 +39,7 @@ def capture_graph(fn: Callable[[], Any], calls: int) -> Any:
     return graph
 
 
-def _warm_capture(timer: Timer, fn: Callable[[], Any], calls: int) -> Any:
+def _warm_capture(timer: Timer, fn: Callable[[], object], calls: int) -> torch.cuda.CUDAGraph:
     """``capture_graph`` and one replay: the first replay of a graph uploads it to the device."""
     if isinstance(fn, Rotation):
         fn.restart()
@@ -46,7 +49,7 @@ def _warm_capture(timer: Timer, fn: Callable[[], Any], calls: int) -> Any:
     return graph
 
 
-def graph_region(timer: Timer, fn: Callable[[], Any], sets: int = 1) -> Region:
+def graph_region(timer: Timer, fn: Callable[[], object], sets: int = 1) -> Region:
     """The CUDA graph of ``fn`` (warmed up) to replay for its GPU time, as a Region to sample."""
     if sets > 1:
         graph = _warm_capture(timer, fn, sets)

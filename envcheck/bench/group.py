@@ -1,8 +1,7 @@
-"""Preparing one group of cases (every implementation of one op, dtype, precision and shape, on one set of inputs):
-``open_group`` draws its tensors (and the sets that keep L2 cold) or says why they cannot fit; ``prepare`` takes
-an implementation through its first call, the checked calls (random and exact inputs), the warm-up and, on a GPU,
-the CUDA-graph capture. A failed step is its case's result, never the run's end: out of memory a Skip (the size
-does not fit), any other exception a failed Case (its stage and first line; the traceback on stderr).
+"""One group of cases (every implementation of one op, dtype, precision and shape, on shared inputs): ``open_group``
+draws its tensors (and the sets that keep L2 cold); ``prepare`` takes an implementation through its first call,
+checked calls, warm-up and CUDA-graph capture. A failed step is its case's result, never the run's end: out of
+memory a Skip, any other exception a failed Case (its stage and first line; the traceback on stderr).
 """
 from __future__ import annotations
 
@@ -11,11 +10,12 @@ import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from envcheck.bench import accuracy, compile_cache, jax_impl
 from envcheck.bench.device import Runtime
 from envcheck.bench.graphs import graph_region
+from envcheck.bench.impls import Impl, Inputs
 from envcheck.bench.interpret import checked_only
 from envcheck.bench.l2 import Rotation, rotation_sets
 from envcheck.bench.phases import Stopwatch
@@ -23,6 +23,11 @@ from envcheck.bench.suite import PlannedCase
 from envcheck.bench.timer import Region
 from envcheck.errors import one_line
 from envcheck.model import Accuracy, Case, Note, OutputAccuracy, Skip, Timing
+
+if TYPE_CHECKING:
+    import torch
+
+    from envcheck.bench.code import Sets
 
 # Share of free device memory a group may use; rotating buffers get half of what it leaves (the other half:
 # outputs torch.compile allocates per set, the graphs' pools).
@@ -58,10 +63,10 @@ class Group:
     """The tensors a group's implementations share (``inputs`` / ``out`` checked, ``extra_sets`` rotated); ``skip``:
     why it could not be set up; ``notes``: said of every case."""
 
-    key: tuple[Any, ...]
-    inputs: dict[str, Any] = field(default_factory=dict)
-    out: Any = None
-    extra_sets: list[tuple[dict[str, Any], Any]] = field(default_factory=list)
+    key: tuple[str, str, str, tuple[int, ...]]
+    inputs: Inputs = field(default_factory=dict)
+    out: torch.Tensor | None = None
+    extra_sets: Sets = field(default_factory=list)
     skip: Note | None = None
     notes: tuple[Note, ...] = ()
     seed: int = 0
@@ -77,7 +82,7 @@ class Prepared:
     """One implementation of a group, made ready; its timings land here when sampled."""
 
     planned: PlannedCase
-    fn: Any  # one call of the op (a Rotation over the sets, or the bound call)
+    fn: Callable[[], object]  # one call of the op (a Rotation over the sets, or the bound call)
     compile_s: float | None
     accuracy: Accuracy
     rotation_sets: int
@@ -148,8 +153,8 @@ def _draw_round(rt: Runtime, planned: PlannedCase, group: Group, r: int) -> None
         t.copy_(fresh[name])
 
 
-def _check(rt: Runtime, planned: PlannedCase, group: Group, fn: Any) -> tuple[accuracy.Tally, accuracy.Tally | None,
-                                                                            bool]:
+def _check(rt: Runtime, planned: PlannedCase, group: Group, fn: Impl
+           ) -> tuple[accuracy.Tally, accuracy.Tally | None, bool]:
     """The checked calls of ``fn`` on the group's and the op's exact inputs: (random, exact or None, every
     output poisoned)."""
     code, spec = rt.code(planned.op), rt.spec(planned.op)
@@ -181,7 +186,7 @@ def _check(rt: Runtime, planned: PlannedCase, group: Group, fn: Any) -> tuple[ac
     return tally, exact, poisoned
 
 
-def _bound(rt: Runtime, planned: PlannedCase, group: Group) -> list[Any]:
+def _bound(rt: Runtime, planned: PlannedCase, group: Group) -> list[Impl]:
     return rt.code(planned.op).bound(planned, [(group.inputs, group.out), *group.extra_sets])
 
 

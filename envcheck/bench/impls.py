@@ -8,12 +8,16 @@ import contextlib
 import functools
 import importlib
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envcheck.ops import spec
 
-Inputs = dict[str, Any]  # name -> torch.Tensor, in the eager function's argument order
-Impl = Callable[[], Any]  # one call of the op; returns the output tensor
+if TYPE_CHECKING:
+    import torch
+
+Inputs = dict[str, "torch.Tensor"]  # in the eager function's argument order
+Impl = Callable[[], "torch.Tensor | tuple[torch.Tensor, ...]"]  # one call of the op (an op's outputs apart, or joined)
+Forward = Callable[..., "torch.Tensor"]  # an out-of-place PyTorch function of the inputs
 
 # Softmax inputs sit this far above zero: a kernel that forgets to subtract the row max overflows (exp(100)).
 SOFTMAX_OFFSET = 100.0
@@ -21,13 +25,14 @@ SOFTMAX_SPREAD = 4.0
 REDUCE_DIMS = {"all": (0, 1, 2), "inner": (2,), "lead": (0, 1)}  # the axes each reduction sums or maxes over
 
 
-def torch_dtype(dtype: str) -> Any:
+def torch_dtype(dtype: str) -> torch.dtype:
     import torch
 
     return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
 
 
-def make_inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs:
+def make_inputs(op: str, shape: tuple[int, ...], dtype: str, device: str,
+                generator: torch.Generator | None) -> Inputs:
     """Fresh random inputs (never zeros): standard normal values drawn in float32 and rounded once to ``dtype``,
     softmax's far from zero, matmul's scaled by 1/sqrt(K), layer norm's with special rows (exact inputs: exact.py)."""
     import torch
@@ -35,7 +40,7 @@ def make_inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, genera
     spec(op).check_shape(shape)
     tdt = torch_dtype(dtype)
 
-    def randn(*dims: int, scale: float = 1.0, offset: float = 0.0) -> Any:
+    def randn(*dims: int, scale: float = 1.0, offset: float = 0.0) -> torch.Tensor:
         x = torch.randn(*dims, generator=generator, device=device, dtype=torch.float32)
         if scale != 1.0:
             x.mul_(scale)
@@ -81,7 +86,7 @@ LAYER_NORM_FAR = 100.0
 LAYER_NORM_TINY = 3e-3
 
 
-def make_output(op: str, shape: tuple[int, ...], dtype: str, device: str) -> Any:
+def make_output(op: str, shape: tuple[int, ...], dtype: str, device: str) -> torch.Tensor:
     import torch
 
     s = spec(op)
@@ -102,7 +107,7 @@ def make_output(op: str, shape: tuple[int, ...], dtype: str, device: str) -> Any
     return torch.empty(s.output_elements(shape), dtype=tdt, device=device)
 
 
-def torch_impl(op: str, inputs: Inputs, out: Any, shape: tuple[int, ...] = ()) -> Impl:
+def torch_impl(op: str, inputs: Inputs, out: torch.Tensor, shape: tuple[int, ...] = ()) -> Impl:
     """The PyTorch call a user would write, into ``out`` where ATen has an out= form (relu: ``clamp_min``, softmax:
     ``_softmax.out``, what torch dispatches to): no extra allocation is timed."""
     import torch
@@ -136,7 +141,7 @@ def torch_impl(op: str, inputs: Inputs, out: Any, shape: tuple[int, ...] = ()) -
         dims, shaped = REDUCE_DIMS[over], out.view({"all": (), "inner": (a, b), "lead": (c,)}[over])
         fn = torch.sum if op.startswith("sum") else torch.amax
 
-        def reduction() -> Any:
+        def reduction() -> torch.Tensor:
             fn(x, dim=dims, out=shaped)
             return out  # flat, as the reference and the other implementations give it
 
@@ -145,7 +150,7 @@ def torch_impl(op: str, inputs: Inputs, out: Any, shape: tuple[int, ...] = ()) -
     return lambda: torch.matmul(a, b, out=out)
 
 
-def _softmax_fwbw(inputs: Inputs, out: Any, forward: Callable[..., Any] | None = None) -> Impl:
+def _softmax_fwbw(inputs: Inputs, out: torch.Tensor | None, forward: Forward | None = None) -> Impl:
     """Autograd's forward and backward for dy; y and dx as autograd allocated them (a copy into ``out`` would add
     80% to the traffic: accuracy.checked_call joins them, untimed)."""
     import torch
@@ -154,14 +159,14 @@ def _softmax_fwbw(inputs: Inputs, out: Any, forward: Callable[..., Any] | None =
     dy = inputs["dy"]
     fwd = forward or (lambda v: torch.softmax(v, dim=-1))
 
-    def call() -> Any:
+    def call() -> tuple[torch.Tensor, torch.Tensor]:
         y = fwd(x)
         return y.detach(), torch.autograd.grad(y, x, dy)[0]
 
     return call
 
 
-def _linear_fwbw(inputs: Inputs, out: Any, forward: Callable[..., Any] | None = None) -> Impl:
+def _linear_fwbw(inputs: Inputs, out: torch.Tensor, forward: Forward | None = None) -> Impl:
     """Autograd: y = x W^T, then dx and dW for dy, flattened into ``out`` (small beside the matmuls' 6 MNK FLOPs)."""
     import torch
 
@@ -170,7 +175,7 @@ def _linear_fwbw(inputs: Inputs, out: Any, forward: Callable[..., Any] | None = 
     dy = inputs["dy"]
     fwd = forward or torch.nn.functional.linear
 
-    def call() -> Any:
+    def call() -> torch.Tensor:
         y = fwd(x, w)
         dx, dw = torch.autograd.grad(y, (x, w), dy)
         return torch.cat((y.detach().reshape(-1), dx.reshape(-1), dw.reshape(-1)), out=out)
@@ -178,55 +183,37 @@ def _linear_fwbw(inputs: Inputs, out: Any, forward: Callable[..., Any] | None = 
     return call
 
 
-def triton_impl(op: str, inputs: Inputs, out: Any, precision: str, shape: tuple[int, ...] = (),
+def triton_impl(op: str, inputs: Inputs, out: torch.Tensor, precision: str, shape: tuple[int, ...] = (),
                 control: str | None = None) -> Impl:
-    """envcheck's Triton kernel for ``op``, its workspace made here, untimed; ``control``: the run's positive
-    control (model.CONTROLS)."""
+    """envcheck's Triton kernel for ``op`` on the inputs (in the kernel's argument order), into ``out``; its
+    workspace made here, untimed; ``control``: the run's positive control (model.CONTROLS)."""
     from envcheck.bench import kernels
 
-    fn = getattr(kernels, op)
-    if spec(op).family == "reduce":
-        x = inputs["x"]
-        work = importlib.import_module("envcheck.bench.kernels.reduce").workspace(x, spec(op).reduce_over)
-        return lambda: fn(x, out, work)
-    if op == "layer_norm":
-        x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
-        return lambda: fn(x, w, b, out)
-    if op == "conv2d":
-        x, w = inputs["x"], inputs["weight"]
-        return lambda: fn(x, w, out, shape[6], precision)
+    fn, xs = getattr(kernels, op), tuple(inputs.values())
+    outs: tuple[torch.Tensor, ...] = (out,)
+    more: tuple[object, ...] = ()  # the kernel's arguments after its outputs
     if op == "softmax_fwbw":
-        x, dy = inputs["x"], inputs["dy"]
-        y, dx = out[:x.shape[0]], out[x.shape[0]:]  # y over dx, each judged
+        outs = (out[:xs[0].shape[0]], out[xs[0].shape[0]:])  # y over dx, each judged
+    elif op == "linear_fwbw":
+        m, n, k = xs[0].shape[0], xs[1].shape[0], xs[0].shape[1]
+        outs = (out[:m * n].view(m, n), out[m * n:].view(m + n, k))  # y, then dx over dW
+    if spec(op).family == "reduce":
+        more = (importlib.import_module("envcheck.bench.kernels.reduce").workspace(xs[0], spec(op).reduce_over),)
+    elif op == "conv2d":
+        more = (shape[6], precision)
+    elif op in ("matmul", "linear_fwbw"):
+        more = (precision,)
+    elif op == "vector_add" and control == "vector_add_extra_bytes":
+        from envcheck.bench.kernels.vector_add import extra_buffer
 
-        def softmax() -> Any:
-            fn(x, dy, y, dx)
-            return out
+        more = (extra_buffer(xs[0]),)  # one per set of inputs: it rotates with them, L2 stays cold
+    args = (*xs, *outs, *more)
 
-        return softmax
-    if op == "linear_fwbw":
-        x, w, dy = inputs["x"], inputs["w"], inputs["dy"]
-        m, n, k = x.shape[0], w.shape[0], x.shape[1]
-        y, grads = out[:m * n].view(m, n), out[m * n:].view(m + n, k)  # y, then dx over dW
+    def call() -> torch.Tensor:
+        fn(*args)
+        return out
 
-        def linear() -> Any:
-            fn(x, w, dy, y, grads, precision)
-            return out
-
-        return linear
-    if op == "vector_add":
-        x, y = inputs["x"], inputs["y"]
-        if control == "vector_add_extra_bytes":
-            from envcheck.bench.kernels.vector_add import extra_buffer
-
-            extra = extra_buffer(x)  # one per set of inputs: it rotates with them, L2 stays cold
-            return lambda: fn(x, y, out, extra)
-        return lambda: fn(x, y, out)
-    if op in ("relu", "softmax", "row_sum"):
-        x = inputs["x"]
-        return lambda: fn(x, out)
-    a, b = inputs["a"], inputs["b"]
-    return lambda: fn(a, b, out, precision)
+    return call
 
 
 def triton_kernel(op: str, shape: tuple[int, ...], dtype: str, precision: str) -> str | None:
@@ -239,7 +226,7 @@ def triton_kernel(op: str, shape: tuple[int, ...], dtype: str, precision: str) -
     return tile.label if tile is not None else None
 
 
-def eager(op: str, shape: tuple[int, ...] = ()) -> Callable[..., Any]:
+def eager(op: str, shape: tuple[int, ...] = ()) -> Forward:
     """The out-of-place PyTorch function torch.compile traces (out= forms do not compile well): the forward of a
     forward + backward op (AOTAutograd compiles the backward); reductions flat."""
     import torch
@@ -264,7 +251,7 @@ def eager(op: str, shape: tuple[int, ...] = ()) -> Callable[..., Any]:
 
 
 def compiled_on_sets(op: str, sets: list[Inputs], shape: tuple[int, ...] = (),
-                     outs: list[Any] | None = None) -> list[Impl]:
+                     outs: list[torch.Tensor] | None = None) -> list[Impl]:
     """``torch.compile`` of the eager op with static shapes, once for every set, bound to each set's inputs; Dynamo
     reset first (past ``cache_size_limit`` shapes of one code object it would fall back to eager silently)."""
     import torch

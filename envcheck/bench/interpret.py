@@ -6,14 +6,18 @@ before any kernel is decorated (Triton reads the switch then), with two workarou
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envcheck.ops import interpreted
+
+if TYPE_CHECKING:
+    from envcheck.bench.device import Runtime
+    from envcheck.bench.suite import PlannedCase
 
 _patched = False
 
 
-def checked_only(rt: Any, planned: Any) -> bool:
+def checked_only(rt: Runtime, planned: PlannedCase) -> bool:
     """Whether ``planned`` runs in the interpreter: then it is checked, never warmed up or timed."""
     return interpreted(rt.settings.interpret, "cuda" if rt.cuda else "cpu", planned.impl,
                        rt.spec(planned.op).baseline)
@@ -37,7 +41,7 @@ def fix_scalar_index() -> None:
 
     original = interpreter._patch_lang_tensor
 
-    def patched(tensor: Any, scope: Any) -> None:
+    def patched(tensor: object, scope: Any) -> None:  # Any: Triton's private interpreter
         original(tensor, scope)
         scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.item()))
 
@@ -54,7 +58,7 @@ def round_bf16_to_nearest() -> None:
     builder = interpreter.InterpreterBuilder
     original = builder.cast_impl
 
-    def cast_impl(self: Any, src: Any, dst_type: Any) -> Any:
+    def cast_impl(self: object, src: Any, dst_type: Any) -> object:  # Any: Triton's interpreter handles
         if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
             bits = np.ascontiguousarray(src.data, dtype=np.float32).view(np.uint32).astype(np.uint64)
             rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)

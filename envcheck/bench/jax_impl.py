@@ -9,11 +9,19 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from envcheck.bench.impls import REDUCE_DIMS, Impl, Inputs
 from envcheck.bench.reference_ops import LAYER_NORM_EPS
 from envcheck.ops import spec
+
+if TYPE_CHECKING:
+    from jax import Array
+
+    from envcheck.bench.code import Sets
+
+JaxFn = Callable[..., "Array | tuple[Array, Array]"]
 
 
 class NoDevice(Exception):
@@ -29,7 +37,7 @@ def installed() -> bool:
     return importlib.util.find_spec("jax") is not None
 
 
-def _import() -> Any:
+def _import() -> ModuleType:
     # XLA would take 75% of GPU memory at import: it allocates what it uses instead, beside torch's allocator.
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     import jax
@@ -37,7 +45,7 @@ def _import() -> Any:
     return jax
 
 
-def function(op: str, shape: tuple[int, ...], precision: str) -> Callable[..., Any]:
+def function(op: str, shape: tuple[int, ...], precision: str) -> JaxFn:
     """The JAX function of ``op`` (not jitted), on the inputs in ``impls.make_inputs``'s order."""
     jax = _import()
     jnp = jax.numpy
@@ -45,8 +53,8 @@ def function(op: str, shape: tuple[int, ...], precision: str) -> Callable[..., A
     f32 = jnp.float32
     dot_precision = {"fp32": "float32", "tf32": "tensorfloat32"}.get(precision, "bfloat16")
 
-    def traced(fn: Callable[..., Any]) -> Callable[..., Any]:
-        def run(*args: Any) -> Any:
+    def traced(fn: JaxFn) -> JaxFn:
+        def run(*args: Array) -> Array | tuple[Array, Array]:
             with jax.default_matmul_precision(dot_precision):
                 return fn(*args)
 
@@ -67,7 +75,7 @@ def function(op: str, shape: tuple[int, ...], precision: str) -> Callable[..., A
     if op == "row_sum":
         return lambda x: jnp.sum(x, axis=-1, dtype=f32).astype(x.dtype)
     if op == "layer_norm":
-        def layer_norm(x: Any, w: Any, b: Any) -> Any:
+        def layer_norm(x: Array, w: Array, b: Array) -> Array:
             xf = x.astype(f32)
             mean = jnp.mean(xf, axis=-1, keepdims=True)
             centred = xf - mean
@@ -80,20 +88,20 @@ def function(op: str, shape: tuple[int, ...], precision: str) -> Callable[..., A
     if op == "conv2d":
         stride, pad = shape[6], shape[5] // 2
 
-        def conv2d(x: Any, w: Any) -> Any:
+        def conv2d(x: Array, w: Array) -> Array:
             y = lax.conv_general_dilated(x, w, (stride, stride), ((pad, pad), (pad, pad)),
                                          dimension_numbers=("NCHW", "OIHW", "NCHW"), preferred_element_type=f32)
             return y.astype(x.dtype)
 
         return traced(conv2d)
     if op == "softmax_fwbw":
-        def softmax_fwbw(x: Any, dy: Any) -> Any:
+        def softmax_fwbw(x: Array, dy: Array) -> tuple[Array, Array]:
             y, vjp = jax.vjp(lambda v: jax.nn.softmax(v.astype(f32), axis=-1).astype(v.dtype), x)
             return y, vjp(dy)[0]  # y over dx, joined outside the timed call (as torch's)
 
         return softmax_fwbw
     if op == "linear_fwbw":
-        def linear_fwbw(x: Any, w: Any, dy: Any) -> Any:
+        def linear_fwbw(x: Array, w: Array, dy: Array) -> Array:
             y, vjp = jax.vjp(lambda a, b: jnp.matmul(a, b.T, preferred_element_type=f32).astype(a.dtype), x, w)
             dx, dw = vjp(dy)
             return jnp.concatenate([y.ravel(), dx.ravel(), dw.ravel()])  # as impls.make_output lays it
@@ -102,7 +110,7 @@ def function(op: str, shape: tuple[int, ...], precision: str) -> Callable[..., A
     raise ValueError(f"no JAX implementation of {op!r}")
 
 
-def on_sets(op: str, sets: list[tuple[Inputs, Any]], precision: str, shape: tuple[int, ...]) -> list[Impl]:
+def on_sets(op: str, sets: Sets, precision: str, shape: tuple[int, ...]) -> list[Impl]:
     """The jitted op bound to each set's inputs; each call blocks until its result is ready, a torch tensor."""
     import torch
 
@@ -121,7 +129,7 @@ def on_sets(op: str, sets: list[tuple[Inputs, Any]], precision: str, shape: tupl
         args = [jax.dlpack.from_dlpack(t.t() if f else t.contiguous()) for t, f in zip(inputs.values(), flipped,
                                                                                      strict=True)]
 
-        def call() -> Any:
+        def call() -> torch.Tensor | tuple[torch.Tensor, ...]:
             result = jax.block_until_ready(jitted(*args))
             if isinstance(result, tuple):  # several outputs: accuracy.checked_call joins them
                 return tuple(torch.from_dlpack(r) for r in result)

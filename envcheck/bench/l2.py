@@ -1,15 +1,13 @@
-"""Keeping L2 cold: a memory-bound case whose working set could stay in L2 between calls (above 1 MiB, below 3x
-L2) gets R = ceil(3 x L2 / working set) sets of inputs and outputs, and every implementation cycles through
-them (``Rotation``) in its warm-up, graph and eager calls, so every call meets data evicted from L2 with no
-flush in the timed region. Smaller cases stay hot (launch-bound; thousands of sets), compute-bound ones are
-never rotated; the analysis flags the rows left in L2 (``Case.rotation_sets``).
+"""Keeping L2 cold: a memory-bound case whose working set could stay in L2 between calls (1 MiB to 3x L2) gets
+R = ceil(3 x L2 / working set) sets of inputs and outputs that every implementation cycles through (``Rotation``),
+so every call meets data evicted from L2 with no flush timed. Smaller cases stay hot (launch-bound), compute-bound
+ones are never rotated; the analysis flags the rows left in L2 (``Case.rotation_sets``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
 
 SMALL_BYTES = 1 << 20
 ROTATE_L2_MULTIPLE = 3  # below this multiple of L2, lines of the previous call can still serve the next
@@ -40,12 +38,12 @@ class Rotation:
     the checked one). Each set's last result is kept until it is called again, so an implementation that
     allocates its output writes R buffers too, not the same L2-hot block from the allocator."""
 
-    def __init__(self, fns: Sequence[Callable[[], Any]]) -> None:
+    def __init__(self, fns: Sequence[Callable[[], object]]) -> None:
         if not fns:
             raise ValueError("a rotation needs at least one set")
         self.fns = tuple(fns)
         self._next = 0
-        self._kept: list[Any] = [None] * len(self.fns)
+        self._kept: list[object] = [None] * len(self.fns)
 
     @property
     def sets(self) -> int:
@@ -55,7 +53,7 @@ class Rotation:
         """The next call is on set 0: every implementation's graph visits the shared sets in the same order."""
         self._next = 0
 
-    def __call__(self) -> Any:
+    def __call__(self) -> object:
         i = self._next
         self._next = (i + 1) % len(self.fns)
         result = self.fns[i]()

@@ -11,7 +11,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from envcheck.model import MonitorWindow
 from envcheck.probes.nvml import (
@@ -21,6 +20,7 @@ from envcheck.probes.nvml import (
     PERMANENT_ERRORS,
     TEMPERATURE_GPU,
     NvmlCallError,
+    NvmlLike,
     reason_names,
     slowing,
 )
@@ -32,7 +32,7 @@ _EVENTS_OLD = "nvmlDeviceGetCurrentClocksThrottleReasons"  # drivers before R535
 
 
 # MonitorWindow's field -> its query (nvidia-smi's Clocks, Temperature, Power Draw in mW).
-READERS: dict[str, Callable[[Any, Any], Any]] = {
+READERS: dict[str, Callable[[NvmlLike, object], float]] = {
     "sm_mhz": lambda n, h: n.call("nvmlDeviceGetClockInfo", h, CLOCK_SM),
     "mem_mhz": lambda n, h: n.call("nvmlDeviceGetClockInfo", h, CLOCK_MEM),
     "temperature_c": lambda n, h: n.call("nvmlDeviceGetTemperature", h, TEMPERATURE_GPU),
@@ -66,8 +66,8 @@ class Monitor:
     NVML ignores CUDA_VISIBLE_DEVICES. ``nvml``: the seam (None: no samples; initialised here, shut down by the
     caller); ``clock`` and ``sleep``: the time seam. ``window()`` holds every sample, across repeated blocks."""
 
-    def __init__(self, nvml: Any, index: int | str, interval_s: float = 0.02, *,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], Any] | None = None) -> None:
+    def __init__(self, nvml: NvmlLike | None, index: int | str, interval_s: float = 0.02, *,
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], object] | None = None) -> None:
         if interval_s <= 0:
             raise ValueError("interval_s must be positive")
         self.nvml = nvml
@@ -78,7 +78,7 @@ class Monitor:
         self._sleep = sleep if sleep is not None else self._stop.wait
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._handle: Any = None
+        self._handle: object = None  # NVML's device handle
         self._events_call: str | None = None
         self._rows: list[NvmlSample] = []
         self._t0 = 0.0
@@ -125,7 +125,7 @@ class Monitor:
         reasons = tuple(r.reasons or () for r in rows) if with_reasons else ()
         return MonitorWindow(interval_s=self.interval_s, t_s=[r.t_s for r in rows], reasons=reasons, **columns)
 
-    def _open(self) -> Any:
+    def _open(self) -> object:
         """The device handle, and which clock-event query this driver answers; None disables sampling."""
         if self.nvml is None:
             return None
@@ -180,7 +180,7 @@ class Monitor:
         with self._lock:
             self._rows.append(NvmlSample(t_s, readings, reasons))
 
-    def _read(self, call: Callable[[], Any]) -> Any:
+    def _read(self, call: Callable[[], object]) -> object:
         got = read_nvml(call)
         if got is LOST:
             self._handle = None  # nothing more to read from this GPU
@@ -191,7 +191,7 @@ class LimitWatch(Monitor):
     """Whether the GPU slowed for power or heat while the ``with`` block ran (the clock-event reasons ``slowing``
     keeps); ``limited()`` is None where the driver gives no reasons, or there is no NVML: unknown."""
 
-    def __init__(self, nvml: Any, index: int | str, interval_s: float = 0.025) -> None:
+    def __init__(self, nvml: NvmlLike | None, index: int | str, interval_s: float = 0.025) -> None:
         super().__init__(nvml, index, interval_s)
 
     def limited(self) -> bool | None:
@@ -216,7 +216,7 @@ def _handle_call(device: int | str) -> tuple[str, int | str]:
 LOST, GONE = object(), object()  # read_nvml's answers: the GPU is lost; the query is refused for good
 
 
-def read_nvml(call: Callable[[], Any]) -> Any:
+def read_nvml(call: Callable[[], object]) -> object:
     """``call()``'s answer, ``LOST``, ``GONE``, or None where it failed this time only."""
     try:
         return call()
@@ -228,7 +228,7 @@ def read_nvml(call: Callable[[], Any]) -> Any:
         return None
 
 
-def every(interval_s: float, clock: Callable[[], float], sleep: Callable[[float], Any], stop: threading.Event,
+def every(interval_s: float, clock: Callable[[], float], sleep: Callable[[float], object], stop: threading.Event,
           sample: Callable[[], object]) -> None:
     """``sample()`` every ``interval_s`` until ``stop``, at a fixed rate: a slow NVML call shortens the next wait."""
     next_at = clock() + interval_s

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 from envcheck.bench.suite import PlannedCase
 from envcheck.model import BenchDevice, Case, CeilingRun, MonitorWindow, Note, Settings, Skip, build, to_dict
+from envcheck.model.codec import JSON
 from envcheck.ops import OpSpec, lookup
 
 BACKENDS = ("cuda", "cpu")
@@ -107,14 +108,14 @@ EVENTS: dict[str, type] = {cls.kind: cls for cls in (Started, CeilingMeasured, C
                                                       Measured, Skipped, Noted)}
 
 
-def encode(event: Any, events: Mapping[str, type] = EVENTS) -> dict[str, Any]:
+def encode(event: object, events: Mapping[str, type] = EVENTS) -> JSON:
     """One event as a message's data."""
     if type(event) not in events.values():
         raise ProtocolError(f"not a worker event: {type(event).__name__}")
-    return {"event": event.kind, **to_dict(event)}
+    return {"event": event.kind, **to_dict(event)}  # type: ignore[attr-defined]
 
 
-def decode(data: Any, events: Mapping[str, type] = EVENTS) -> Any:
+def decode(data: object, events: Mapping[str, type] = EVENTS) -> Any:  # Any: the caller's events
     """The event in a message's data; ProtocolError (naming the field) for anything else."""
     kind = data.get("event") if isinstance(data, dict) else None
     if kind not in events:
@@ -125,7 +126,7 @@ def decode(data: Any, events: Mapping[str, type] = EVENTS) -> Any:
         raise ProtocolError(f"malformed {kind} event: {e}") from None
 
 
-def decode_plan(data: Any, plan: type = WorkerPlan) -> Any:
+def decode_plan(data: object, plan: type = WorkerPlan) -> Any:  # Any: the caller's plan class
     """The plan a worker was given, validated (ProtocolError naming the first problem)."""
     try:
         return build(plan, data)

@@ -1,19 +1,20 @@
-"""Float64 references of every built-in op, chunk by chunk along the output's first dimension (a
-row is never split), with the magnitude each output element's rounding error scales with: the op
-on the inputs' absolute values (a max's is exact), except where an error in a shared intermediate
-moves every element of a row: layer norm's mag = rstd |w| (|x - mean| + mean|x|) + |b| (its mean),
-softmax_fwbw's dx's y (|dy| + sum(y |dy|)) (the row's sum). An op with several outputs names each
-chunk's output: softmax_fwbw's y over dx, linear_fwbw's y, dx and dW flattened one after the other.
+"""Float64 references of every built-in op, chunk by chunk along the output's first dimension (a row never split),
+with the magnitude each element's rounding error scales with: the op on the inputs' absolute values, except where
+an error in a shared intermediate moves a whole row: layer norm's rstd |w| (|x - mean| + mean|x|) + |b| (its
+mean), softmax_fwbw's dx's y (|dy| + sum(y |dy|)) (the row's sum). Several outputs are named per chunk.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
-from envcheck.bench.impls import REDUCE_DIMS
+from envcheck.bench.impls import REDUCE_DIMS, Inputs
 from envcheck.ops import REFERENCE_CHUNK_ELEMENTS, spec
+
+if TYPE_CHECKING:
+    import torch
 
 LAYER_NORM_EPS = 1e-5
 
@@ -23,8 +24,8 @@ class RefChunk:
     """The float64 reference of ``out[rows]`` and the magnitude its rounding error scales with."""
 
     rows: slice
-    ref: Any
-    mag: Any
+    ref: torch.Tensor
+    mag: torch.Tensor
     output: str = ""  # which output of an op with several (``y``, ``dx``, ``dW``): judged apart
 
 
@@ -35,7 +36,7 @@ def slices(n: int, per_item: int, chunk_elements: int) -> Iterator[slice]:
         yield slice(lo, min(n, lo + step))
 
 
-def chunks(op: str, inputs: dict[str, Any], chunk_elements: int = REFERENCE_CHUNK_ELEMENTS,
+def chunks(op: str, inputs: Inputs, chunk_elements: int = REFERENCE_CHUNK_ELEMENTS,
            shape: tuple[int, ...] = ()) -> Iterator[RefChunk]:
     """Pieces covering ``op``'s output along its first dimension, computed on the inputs' device."""
     import torch
@@ -69,32 +70,32 @@ def chunks(op: str, inputs: dict[str, Any], chunk_elements: int = REFERENCE_CHUN
     else:  # element-wise and row-wise ops
         x = inputs["x"]
         for sl in slices(x.shape[0], x[0].numel(), chunk_elements):
-            yield from (RefChunk(*c) for c in _rows(op, x[sl].double(), inputs, sl, x.shape[0]))
+            yield from _rows(op, x[sl].double(), inputs, sl, x.shape[0])
 
 
-def _rows(op: str, xd: Any, inputs: dict[str, Any], sl: slice, rows: int) -> list[tuple[Any, ...]]:
-    """(output rows, reference, magnitude, output) of an element-wise or row-wise op on input rows ``sl``."""
+def _rows(op: str, xd: torch.Tensor, inputs: Inputs, sl: slice, rows: int) -> list[RefChunk]:
+    """The chunks of an element-wise or row-wise op on input rows ``sl``."""
     import torch
 
     if op == "vector_add":
         yd = inputs["y"][sl].double()
-        return [(sl, xd + yd, xd.abs() + yd.abs())]
+        return [RefChunk(sl, xd + yd, xd.abs() + yd.abs())]
     if op == "relu":
-        return [(sl, torch.clamp_min(xd, 0.0), xd.abs())]
+        return [RefChunk(sl, torch.clamp_min(xd, 0.0), xd.abs())]
     if op == "row_sum":
-        return [(sl, xd.sum(dim=-1), xd.abs().sum(dim=-1))]
+        return [RefChunk(sl, xd.sum(dim=-1), xd.abs().sum(dim=-1))]
     if op == "layer_norm":
         wd, bd = inputs["weight"].double(), inputs["bias"].double()
         centred = xd - xd.mean(dim=-1, keepdim=True)
         rstd = torch.rsqrt((centred * centred).mean(dim=-1, keepdim=True) + LAYER_NORM_EPS)
         mag = rstd * wd.abs() * (centred.abs() + xd.abs().mean(dim=-1, keepdim=True)) + bd.abs()
-        return [(sl, centred * rstd * wd + bd, mag)]
+        return [RefChunk(sl, centred * rstd * wd + bd, mag)]
     y = torch.softmax(xd, dim=-1)
     if op == "softmax":
-        return [(sl, y, y)]
+        return [RefChunk(sl, y, y)]
     if op != "softmax_fwbw":
         raise ValueError(f"unknown op {op!r}")
     dyd = inputs["dy"][sl].double()
     dx = y * (dyd - (y * dyd).sum(dim=-1, keepdim=True))
     mag = y * (dyd.abs() + (y * dyd.abs()).sum(dim=-1, keepdim=True))
-    return [(sl, y, y, "y"), (slice(rows + sl.start, rows + sl.stop), dx, mag, "dx")]  # dx: ``rows`` further
+    return [RefChunk(sl, y, y, "y"), RefChunk(slice(rows + sl.start, rows + sl.stop), dx, mag, "dx")]  # dx below y

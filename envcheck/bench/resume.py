@@ -44,8 +44,7 @@ def run_resuming(plan: Plan, on_event: OnEvent, timeout: float, stall_s: float, 
         _merge(merged, out)
         reported = {c.key for c in out.cases} | {s.key for s in out.skips}
         stop = out.stop
-        own = stop is not None and (stop.cause in CASE_CAUSES or out.stalled)
-        if stop is None or not own:
+        if stop is None or not (stop.cause in CASE_CAUSES or out.stalled):  # the run's stop, not the case's
             if stop is not None:
                 merged.stop = dataclasses.replace(stop, finished=merged.finished, planned=len(plan.cases))
             break

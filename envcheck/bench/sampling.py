@@ -6,9 +6,9 @@ within ``RECENT_MS`` of a sustained one is too, without a probe (docs/measuremen
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
-from typing import Any
 
 from envcheck.bench.device import Runtime
 from envcheck.bench.group import Prepared, log
@@ -23,7 +23,7 @@ RECENT_MS = 100.0
 RECENT_SETTLE_MS = 100.0
 
 
-def _repeat(fn: Callable[[], Any], calls: int) -> Callable[[], None]:
+def _repeat(fn: Callable[[], object], calls: int) -> Callable[[], None]:
     def region() -> None:
         for _ in range(calls):
             fn()
@@ -83,14 +83,10 @@ def sample(rt: Runtime, p: Prepared) -> None:
         return
     sustain = rt.cuda and (p.sustained if p.sustained is not None else sustains(rt, p.planned.op))
     timer = rt.timer
-    regions: list[Region] = []
-    kinds: list[str] = []  # "gpu" | "launch" per region
     single: float | None = None
     if p.graph is not None:
-        try:
+        with contextlib.suppress(Exception):  # the graph's own sampling reports this failure
             single = timer.estimate_us(p.graph.run) / max(1, p.graph.calls_per_sample)
-        except Exception:  # noqa: BLE001 - the graph's own sampling reports this failure
-            single = None
     try:
         if single is None:
             single = timer.estimate_us(p.fn)
@@ -98,34 +94,30 @@ def sample(rt: Runtime, p: Prepared) -> None:
         p.failure, p.graph = e, None
         return
     cap = timer.settings.max_samples
+    regions: dict[str, Region] = {}  # by the field of ``p`` its timing fills
     if p.graph is not None:
-        regions.append(sustained(p.graph, single * p.graph.calls_per_sample, cap) if sustain else p.graph)
-        kinds.append("gpu")
+        regions["gpu"] = sustained(p.graph, single * p.graph.calls_per_sample, cap) if sustain else p.graph
     batch = calls_per_sample(single)
     window: float | None = None
     if sustain and p.graph is None:  # the launch time is the case's time: it gets the window
         batch = max(batch, math.ceil(SUSTAIN_WINDOW_MS * 1e3 / (cap * max(single, 1e-3))))
         window = SUSTAIN_WINDOW_MS
-    regions.append(Region(_repeat(p.fn, batch), timer.eager_method, batch, window_ms=window))
-    kinds.append("launch")
-    results = timer.measure_interleaved(regions, stop_ci=None if sustain else timer.settings.stop_ci)
+    regions["launch"] = Region(_repeat(p.fn, batch), timer.eager_method, batch, window_ms=window)
+    results = timer.measure_interleaved(list(regions.values()), stop_ci=None if sustain else timer.settings.stop_ci)
     p.sampled_until = timer.stopped_by
     if sustain:
         rt.sustained_until = timer.clock.host_s()
         p.notes.append(Note("case.sustained", {"window_ms": round(SUSTAIN_WINDOW_MS)}))
-    failed = False
-    for kind, got in zip(kinds, results, strict=True):
+    for kind, got in zip(regions, results, strict=True):
         if isinstance(got, Timing):
             setattr(p, kind, got)
         elif kind == "gpu" and not isinstance(got, rt.oom):
             log(f"{p.planned.label}: CUDA graph replay failed: {got!r}")
             p.notes.append(Note("case.no_gpu_time", {"stage": "replay", "detail": one_line(got)}))
-            failed = True
         else:
             p.failure = p.failure or got
-            failed = True
     p.graph = None  # the graph's memory goes with it
-    if failed:
+    if not all(isinstance(got, Timing) for got in results):
         rt.after_failure()
 
 

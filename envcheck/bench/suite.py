@@ -1,20 +1,19 @@
-"""The benchmark suite: ``plan`` turns the command line and the probe facts into a ``Plan`` of (op, implementation,
-dtype, precision, shape) cases, ``Settings`` and skips with why, never importing torch. Every suite has ragged
-shapes beside the powers of two; ``--quick`` reaches every kernel path and precision; ``--interpret`` checks the
-Triton kernels in Triton's CPU interpreter at small shapes.
-"""
+"""The benchmark suite: ``plan`` turns the options and the probe facts into a ``Plan`` of cases, settings and
+skips with why, without importing torch. Ragged shapes sit beside powers of two; ``--quick`` still reaches every
+kernel path and precision."""
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from envcheck import units
 from envcheck.bench import jax_impl
 from envcheck.bench import sizes as sz
 from envcheck.errors import UsageError
 from envcheck.model import BenchDevice, Case, CaseKey, Environment, Failure, Note, Settings, Skip
+from envcheck.model.bench import ParamValue
 from envcheck.ops import DEFAULT_OPS, DTYPES, OP_GROUPS, OP_NAMES, OpSpec, spec, variant
 
 # What users type -> (dtype, precision or None): ``tf32`` asks for TF32 fp32 matmuls only, ``fp32`` for both.
@@ -248,13 +247,10 @@ def select(options: RunOptions) -> Selection:
         ops = DEFAULT_OPS
     dtypes = None
     if options.dtypes:
-        picked: dict[tuple[str, str | None], None] = {}
-        for d in options.dtypes:
-            alias = DTYPE_ALIASES.get(d.strip().lower())
-            if alias is None:
-                raise UsageError("error.dtypes_unknown", dtype=repr(d))
-            picked.setdefault(alias, None)
-        dtypes = tuple(picked)
+        unknown = [d for d in options.dtypes if d.strip().lower() not in DTYPE_ALIASES]
+        if unknown:
+            raise UsageError("error.dtypes_unknown", dtype=repr(unknown[0]))
+        dtypes = tuple(dict.fromkeys(DTYPE_ALIASES[d.strip().lower()] for d in options.dtypes))
     sizes = None
     if options.sizes:
         sizes = sz.parse_sizes(options.sizes)
@@ -361,7 +357,7 @@ def probed_device(env: Environment, backend: str | None, index: int) -> BenchDev
     return BenchDevice("cpu", str(cpu) if cpu else "CPU")
 
 
-def free_memory(env: Environment, backend: str, index: int) -> tuple[int | None, dict[str, Any]]:
+def free_memory(env: Environment, backend: str, index: int) -> tuple[int | None, dict[str, ParamValue]]:
     """Memory a case may use on the device, and how a skip names that memory."""
     if backend == "cpu":
         avail = env.get("system", "ram_available_bytes")
@@ -490,7 +486,6 @@ def plan(options: RunOptions, env: Environment, gpu: int | None = None) -> Plan:
     settings = dataclasses.replace(settings, impls=tuple(impls), control=options.control)
 
     planned: list[PlannedCase] = []
-    compile_sizes: dict[str, list[tuple[int, ...]]] = {}
     for op in sel.ops:
         shapes = None
         if sel.sizes is not None:
@@ -503,14 +498,14 @@ def plan(options: RunOptions, env: Environment, gpu: int | None = None) -> Plan:
                 shapes = list(dict.fromkeys(s for _, _, s in _default_shapes(op, suite_of, quick)))
             triples = _all_dtype_shapes(op, backend, shapes, sel.dtypes or (("fp32", None),),
                                         user_sizes=sel.sizes is not None)
-        compile_at = set(shapes) if (sel.sizes is not None and shapes) else set(SUITES[op].quick_compile if quick else SUITES[op].compile)
+        compile_at = set(shapes) if sel.sizes is not None and shapes else set(
+            SUITES[op].quick_compile if quick else SUITES[op].compile)
         if ("compile" in impls or "jax" in impls) and compile_at:
-            compile_sizes[op] = sorted(compile_at)
+            at = tuple("x".join(map(str, s)) for s in sorted(compile_at))
+            notes.append(Note("bench.compile_sizes", {"op": op, "shapes": at}))
         # compile and jax compile per shape: measured at the compile sizes only
         planned += [PlannedCase(op, impl, dtype, precision, shape) for dtype, precision, shape in triples
                     for impl in impls if impl not in ("compile", "jax") or shape in compile_at]
-    for op, at in compile_sizes.items():
-        notes.append(Note("bench.compile_sizes", {"op": op, "shapes": tuple("x".join(map(str, s)) for s in at)}))
     if backend == "cuda" and options.no_compile:
         notes.append(Note("bench.compile_off"))
     if triton_reason and (backend == "cuda" or interpret):

@@ -10,9 +10,12 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol, TypeAlias
 
 from envcheck.model import Settings, Timing
+
+if TYPE_CHECKING:
+    import torch
 
 # A launch-time or CPU sample lasts at least this long (CUDA events resolve about 0.5 us).
 TARGET_SAMPLE_US = 100.0
@@ -36,14 +39,15 @@ Z95 = 1.96
 GRAPH = "cuda_graph"
 EAGER = "cuda_events"
 HOST = "host_clock"
+Mark: TypeAlias = "float | torch.cuda.Event"  # a host time, or a CUDA event recorded in the stream
 
 
 class Clock(Protocol):
     """Marks in the stream of work (``elapsed_us`` valid after ``synchronize``); ``host_s``: host wall time."""
 
-    def mark(self) -> Any: ...
+    def mark(self) -> Mark: ...
 
-    def elapsed_us(self, start: Any, end: Any) -> float: ...
+    def elapsed_us(self, start: Mark, end: Mark) -> float: ...
 
     def synchronize(self) -> None: ...
 
@@ -53,10 +57,10 @@ class Clock(Protocol):
 class HostClock:
     """``perf_counter`` around synchronous work (CPU tensors finish before the call returns)."""
 
-    def mark(self) -> Any:
+    def mark(self) -> float:
         return time.perf_counter()
 
-    def elapsed_us(self, start: Any, end: Any) -> float:
+    def elapsed_us(self, start: float, end: float) -> float:
         return (end - start) * 1e6
 
     def synchronize(self) -> None:
@@ -74,12 +78,12 @@ class CudaEventClock(HostClock):
 
         self._torch = torch
 
-    def mark(self) -> Any:
+    def mark(self) -> torch.cuda.Event:
         ev = self._torch.cuda.Event(enable_timing=True)
         ev.record()
         return ev
 
-    def elapsed_us(self, start: Any, end: Any) -> float:
+    def elapsed_us(self, start: torch.cuda.Event, end: torch.cuda.Event) -> float:
         return float(start.elapsed_time(end)) * 1e3
 
     def synchronize(self) -> None:
@@ -103,11 +107,11 @@ class Region:
     """``run`` makes ``calls_per_sample`` calls of the op, timed by ``method``; ``window_ms``: how long its samples
     span (None: ``rep_ms``); ``spacer``: the untimed run ahead of a turn on an idle GPU (None: ``run``)."""
 
-    run: Callable[[], Any]
+    run: Callable[[], object]
     method: str
     calls_per_sample: int = 1
     window_ms: float | None = None
-    spacer: Callable[[], Any] | None = None
+    spacer: Callable[[], object] | None = None
 
 
 def median_ci(samples: Sequence[float]) -> tuple[float, float]:
@@ -142,14 +146,14 @@ class Timer:
     def eager_method(self) -> str:
         return EAGER if self.backend == "cuda" else HOST
 
-    def first_call_s(self, fn: Callable[[], Any]) -> float:
+    def first_call_s(self, fn: Callable[[], object]) -> float:
         """Wall time of one call until its work is done (a first call's compile and autotuning)."""
         t0 = self.clock.host_s()
         fn()
         self.clock.synchronize()
         return self.clock.host_s() - t0
 
-    def warmup(self, fn: Callable[[], Any], budget_ms: float | None = None) -> int:
+    def warmup(self, fn: Callable[[], object], budget_ms: float | None = None) -> int:
         """Call ``fn`` for ``warmup_ms`` (or ``budget_ms``), at least 3 calls; the count."""
         calls = 0
         start = self.clock.host_s()
@@ -162,7 +166,7 @@ class Timer:
         self.clock.synchronize()
         return calls
 
-    def settle(self, region: Callable[[], Any], min_ms: float = 0.0) -> tuple[int, bool]:
+    def settle(self, region: Callable[[], object], min_ms: float = 0.0) -> tuple[int, bool]:
         """Run ``region`` in blocks until, ``min_ms`` or more in, a block's median is within ``SETTLE_TOLERANCE`` of
         the one before (or ``max(SETTLE_MAX_MS, 2 min_ms)`` passed); (blocks run, whether it settled)."""
         longest_ms = max(SETTLE_MAX_MS, 2 * min_ms)
@@ -181,12 +185,12 @@ class Timer:
                 return blocks, False
             before = now
 
-    def _samples(self, region: Callable[[], Any], n: int) -> list[float]:
+    def _samples(self, region: Callable[[], object], n: int) -> list[float]:
         marks = self._enqueue(region, n)
         self.clock.synchronize()
         return [self.clock.elapsed_us(s, e) for s, e in marks]
 
-    def _enqueue(self, region: Callable[[], Any], n: int) -> list[tuple[Any, Any]]:
+    def _enqueue(self, region: Callable[[], object], n: int) -> list[tuple[Mark, Mark]]:
         """``n`` samples enqueued back to back, not synchronised: their (start, end) marks."""
         marks = []
         for _ in range(n):
@@ -203,15 +207,15 @@ class Timer:
         n = math.ceil((s.rep_ms if window_ms is None else window_ms) * 1e3 / estimate_us)
         return max(s.min_samples, min(s.max_samples, n))
 
-    def estimate_us(self, region: Callable[[], Any]) -> float:
+    def estimate_us(self, region: Callable[[], object]) -> float:
         """Median time of a few (discarded) samples of ``region``."""
         return statistics.median(self._samples(region, ESTIMATE_SAMPLES))
 
-    def shortest_us(self, region: Callable[[], Any]) -> float:
+    def shortest_us(self, region: Callable[[], object]) -> float:
         """Shortest of a few (discarded) samples: for sizing, where a sample may be too long, never too short."""
         return min(self._samples(region, ESTIMATE_SAMPLES))
 
-    def _fixed(self, regions: Sequence[Region], marks: dict[int, list[tuple[Any, Any]]], stop_ci: float
+    def _fixed(self, regions: Sequence[Region], marks: dict[int, list[tuple[Mark, Mark]]], stop_ci: float
                ) -> tuple[bool, bool]:
         """(whether the marks were read: a synchronisation, whether every graph median is fixed within ``stop_ci``)."""
         graphs = [i for i in marks if regions[i].method == GRAPH]
@@ -251,7 +255,7 @@ class Timer:
         if counts:
             turns = max(1, min(min(counts.values()), math.ceil(busy_us / INTERLEAVE_TURN_US)))
             # Graph turns side by side, then eager ones: one spacer per round.
-            marks: dict[int, list[tuple[Any, Any]]] = {
+            marks: dict[int, list[tuple[Mark, Mark]]] = {
                 i: [] for i in sorted(counts, key=lambda i: regions[i].method == EAGER)}
             idle = True  # the estimates ended with a synchronisation
             for t in range(turns):

@@ -7,7 +7,7 @@ import contextlib
 import dataclasses
 import itertools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from envcheck.bench import ceilings, compile_ahead, compile_cache, device, protocol
 from envcheck.bench.group import Prepared, guarded, log, open_group, prepare
@@ -19,10 +19,12 @@ from envcheck.bench.suite import PlannedCase
 from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS, Timer
 from envcheck.errors import one_line
 from envcheck.model import BenchDevice, Case, Note, Skip
+from envcheck.model.codec import JSON
 from envcheck.ops import lookup
 
 if TYPE_CHECKING:
     from envcheck.bench.monitor import Monitor
+    from envcheck.probes.nvml import NvmlLike
 
 Emit = Callable[[protocol.Event], None]
 MONITOR_INTERVAL_S = 0.05  # NVML's power is itself an average, and the clock swings worth seeing take 100s of ms
@@ -36,7 +38,7 @@ class Worker:
         self.plan = plan
         self.emit = emit
         self._monitor_factory: Callable[[], Monitor] | None = None
-        self._nvml: Any = None
+        self._nvml: NvmlLike | None = None
         self._windows = 0
         self.watch = Stopwatch()  # the phases of no one case (model.BENCH_PHASES); spans' zero
 
@@ -221,6 +223,6 @@ def _timed(result: Case | Skip | Prepared, watch: Stopwatch, start: float, end: 
     return dataclasses.replace(result, phases=watch.rounded(), span_s=(round(start, 4), round(max(end, start), 4)))
 
 
-def main(args: Any, out: Callable[[Any], None]) -> dict[str, float]:
+def main(args: object, out: Callable[[JSON], None]) -> dict[str, float]:
     """The harness's target: the plan in, events out, the worker's phases back."""
     return Worker(protocol.decode_plan(args), lambda ev: out(protocol.encode(ev))).run()

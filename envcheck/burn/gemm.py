@@ -1,18 +1,19 @@
-"""The power phase: one deterministic GEMM, repeated, every result checked (gpu-burn's idea, made exact).
-
-Fixed inputs, deterministic algorithms and a fixed cuBLAS workspace: a healthy GPU returns the same bits every
-iteration. Checks, cheapest first: ``checksum`` (each iteration's bits summed on the device, compared once per
-interval), ``full`` (the interval's last output against the first, bit for bit) and ``fp64`` (sampled elements
-recomputed in float64, within 2 ulps of the output relative to the sum of |a*b|).
-"""
+"""The power phase: one deterministic GEMM repeated, every result checked (gpu-burn's idea, made exact): a healthy
+GPU returns the same bits every iteration. Checks: ``checksum`` (each iteration's bits summed, compared once an
+interval), ``full`` (the interval's last output bit for bit) and ``fp64`` (sampled elements in float64, within
+2 ulps relative to the sum of |a*b|)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from envcheck.model.burn import SdcMismatch, SdcRecord
+
+if TYPE_CHECKING:
+    from torch import Tensor, dtype
 
 FP64_ELEMENTS = 64
 MAX_MISMATCHES = 32
@@ -26,12 +27,12 @@ def gemm_k(dtype: str, n: int) -> int:
     return 2 * n if dtype == "fp8" else n
 
 
-def torch_dtype(torch: Any, name: str) -> Any:
+def torch_dtype(torch: ModuleType, name: str) -> dtype | None:
     return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
             "fp8": getattr(torch, "float8_e4m3fn", None)}[name]
 
 
-def best_dtype(torch: Any, cuda: bool, allow_fp8: bool = True) -> str:
+def best_dtype(torch: ModuleType, cuda: bool, allow_fp8: bool = True) -> str:
     """The GPU's best dense tensor-core dtype: fp8 where a scaled fp8 GEMM runs, else bf16, else fp16."""
     if not cuda:
         return "bf16"
@@ -50,16 +51,16 @@ def best_dtype(torch: Any, cuda: bool, allow_fp8: bool = True) -> str:
 class Gemm:
     """Inputs and the call: ``a`` (n x k) and ``b`` (k x n, column-major for fp8, as ``_scaled_mm`` wants)."""
 
-    torch: Any
+    torch: ModuleType
     dtype: str
     n: int
     k: int
-    a: Any
-    b: Any
-    scale: Any = None
+    a: Tensor
+    b: Tensor
+    scale: Tensor | None = None
 
     @classmethod
-    def make(cls, torch: Any, dtype: str, n: int, k: int, device: Any, seed: int) -> Gemm:
+    def make(cls, torch: ModuleType, dtype: str, n: int, k: int, device: str, seed: int) -> Gemm:
         """(n x k) @ (k x n) with inputs drawn from ``seed``."""
         g = torch.Generator(device="cpu")
         g.manual_seed(seed)
@@ -81,14 +82,14 @@ class Gemm:
     def flop(self) -> int:
         return 2 * self.n * self.n * self.k
 
-    def __call__(self) -> Any:
+    def __call__(self) -> Tensor:
         if self.dtype == "fp8":
             return self.torch._scaled_mm(self.a, self.b, scale_a=self.scale, scale_b=self.scale,
                                          out_dtype=self.torch.bfloat16)
         return self.torch.matmul(self.a, self.b)
 
 
-def bits_view(torch: Any, out: Any) -> Any:
+def bits_view(torch: ModuleType, out: Tensor) -> Tensor:
     """The output's bits as integers of the same width (for exact compares and checksums)."""
     width = {2: torch.int16, 4: torch.int32}[out.element_size()]
     return out.view(width)
@@ -98,11 +99,11 @@ def bits_view(torch: Any, out: Any) -> Any:
 class SdcChecker:
     """Every check of one GEMM's results; ``record()`` is the model's view of what it did."""
 
-    torch: Any
+    torch: ModuleType
     gemm: Gemm
     seed: int
-    reference: Any = None  # the first output
-    ref_sum: Any = None
+    reference: Tensor | None = None  # the first output
+    ref_sum: Tensor | None = None
     iterations: int = 0
     checksums: int = 0
     full_compares: int = 0
@@ -111,9 +112,9 @@ class SdcChecker:
     mismatches: list[SdcMismatch] = field(default_factory=list)
     mismatch_count: int = 0
     _sample: list[tuple[int, int]] = field(default_factory=list)
-    _exact: Any = None  # (float64 values, error bound) of the sampled elements
+    _exact: tuple[Tensor, Tensor] | None = None  # (float64 values, error bound) of the sampled elements
 
-    def checksum(self, out: Any) -> Any:
+    def checksum(self, out: Tensor) -> Tensor:
         """The output's bits summed as 64-bit words (wrapping): one read of the output, no cast (a cast took a
         quarter of each iteration)."""
         torch = self.torch
@@ -122,7 +123,7 @@ class SdcChecker:
             return bits.view(torch.int64).sum()
         return bits.sum(dtype=torch.int64)
 
-    def first(self, out: Any) -> None:
+    def first(self, out: Tensor) -> None:
         self.reference = out.clone()
         self.ref_sum = self.checksum(out)
         rng = __import__("random").Random(self.seed)
@@ -134,28 +135,29 @@ class SdcChecker:
         if len(self.mismatches) < MAX_MISMATCHES:
             self.mismatches.append(m)
 
-    def check_sums(self, sums: Any, first_iteration: int, t_s: float) -> None:
+    def check_sums(self, sums: Tensor, first_iteration: int, t_s: float) -> None:
         """Each slot of ``sums`` (iterations first_iteration...) against the first's checksum."""
         self.checksums += int(sums.numel())
         bad = (sums != self.ref_sum).nonzero().flatten().tolist()
         for k in bad:
             self._add(SdcMismatch("checksum", first_iteration + int(k), t_s))
 
-    def full(self, out: Any, iteration: int, t_s: float) -> None:
+    def full(self, out: Tensor, iteration: int, t_s: float) -> None:
         """``out`` bit for bit against the first output, every differing element located."""
         self.full_compares += 1
-        torch = self.torch
-        diff = bits_view(torch, out) != bits_view(torch, self.reference)
+        torch, ref = self.torch, self.reference
+        assert ref is not None, "first() comes first"
+        diff = bits_view(torch, out) != bits_view(torch, ref)
         if not bool(diff.any()):
             return
         where = diff.flatten().nonzero().flatten()
-        flat_out, flat_ref = out.flatten(), self.reference.flatten()
+        flat_out, flat_ref = out.flatten(), ref.flatten()
         for e in where[:MAX_MISMATCHES].tolist():
             self._add(SdcMismatch("full", iteration, t_s, int(e), _finite(float(flat_ref[e])),
                                   _finite(float(flat_out[e]))))
         self.mismatch_count += max(0, int(where.numel()) - MAX_MISMATCHES)
 
-    def fp64(self, out: Any, iteration: int, t_s: float) -> None:
+    def fp64(self, out: Tensor, iteration: int, t_s: float) -> None:
         """The sampled elements of ``out`` against float64 sums of the same inputs."""
         torch = self.torch
         self.fp64_checks += 1

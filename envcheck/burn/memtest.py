@@ -1,16 +1,18 @@
-"""The memory test: memtest86 / DCGM's patterns written over one buffer of most of the free memory, all of it
-before any is read back: walking ones and zeros (stuck and coupled bits), each word's own address (address
-lines), seeded random (data-dependent faults). Chunk by chunk (``CHUNK_WORDS``), so the expected values need
-no second buffer; every wrong word is located, consecutive ones as one range. ``read`` is the read-back seam.
-"""
+"""The memory test: memtest86 / DCGM's patterns over one buffer of most of the free memory, all written before any is
+read back (walking ones and zeros, each word's address, seeded random), chunk by chunk; every wrong word located,
+consecutive ones as a range. ``read`` is the read-back seam."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from envcheck.model.burn import BitErrorRange
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 PATTERNS = ("walking_ones", "walking_zeros", "address", "random")
 WORD_BYTES = 4
@@ -41,7 +43,7 @@ def sub_patterns(name: str) -> list[tuple[str, int]]:
     return [(name, 0)]
 
 
-def expected(torch: Any, name: str, arg: int, lo: int, hi: int, device: Any, seed: int) -> Any:
+def expected(torch: ModuleType, name: str, arg: int, lo: int, hi: int, device: object, seed: int) -> Tensor:
     """The int32 words pattern ``name`` puts at word indices [lo, hi)."""
     n = hi - lo
     if name == "walking_ones":
@@ -58,7 +60,7 @@ def expected(torch: Any, name: str, arg: int, lo: int, hi: int, device: Any, see
     raise ValueError(f"unknown memory test pattern {name!r}")
 
 
-def _popcount(torch: Any, x: Any) -> int:
+def _popcount(torch: ModuleType, x: Tensor) -> int:
     bits = 0
     x = x.to(torch.int64) & 0xFFFFFFFF
     for b in range(32):
@@ -66,7 +68,7 @@ def _popcount(torch: Any, x: Any) -> int:
     return bits
 
 
-def _ranges(torch: Any, wrong: Any, xor: Any, base: int, lo: int, pattern: str, pass_index: int,
+def _ranges(torch: ModuleType, wrong: Tensor, xor: Tensor, base: int, lo: int, pattern: str, pass_index: int,
             budget: int) -> list[BitErrorRange]:
     """Consecutive wrong word indices (sorted, in the chunk from word ``lo``) as address ranges; at most ``budget``."""
     idx = wrong.tolist()
@@ -86,8 +88,8 @@ def _ranges(torch: Any, wrong: Any, xor: Any, base: int, lo: int, pattern: str, 
     return out
 
 
-def check_pattern(torch: Any, buf: Any, name: str, arg: int, seed: int, pass_index: int,
-                  read: Callable[[Any], Any] = lambda t: t, chunk: int = CHUNK_WORDS,
+def check_pattern(torch: ModuleType, buf: Tensor, name: str, arg: int, seed: int, pass_index: int,
+                  read: Callable[[Tensor], Tensor] = lambda t: t, chunk: int = CHUNK_WORDS,
                   budget: int = MAX_RANGES) -> Found:
     """Write pattern (``name``, ``arg``) over all of ``buf`` (int32), then read it all back."""
     words = buf.numel()

@@ -1,23 +1,20 @@
-"""The burn worker's contract with ``envcheck burn``: its plan (``BurnPlan``, ``plans``: most of a burn of M minutes
-to the GEMM, which heats the GPU and draws its power limit, a quarter to the memory test, the rest to streaming)
-and the events it streams, encoded as bench/protocol.py's (the worker: ``envcheck.burn.worker:main``)::
+"""The burn worker's contract (``envcheck.burn.worker:main``): its ``BurnPlan`` (``plans``: most of M minutes to
+the GEMM, a quarter to the memory test, the rest to streaming) and its events, encoded as bench/protocol.py's::
 
-    start        Started(device)
-    sample       Sampled(sample)              about twice a second, from the telemetry thread, throughout
-    then for each phase of the plan, in order (gemm, bandwidth, memtest; a phase of 0 s is left out):
-      phase      PhaseStarted(...)            dtype, shape, unit, when it started, its planned seconds
-      interval   IntervalDone(...)            one per interval of about ``interval_s``: device time and work
-      phase_end  PhaseEnded(phase, sdc, memtest)   the GEMM's checks / the memory test's record
-    note         Noted(note)                  any time: a key and parameters
+    start      Started(device)
+    sample     Sampled(sample)              about twice a second, from the telemetry thread, throughout
+    phase      PhaseStarted(...)            per phase of the plan in order (gemm, bandwidth, memtest)
+    interval   IntervalDone(...)            one per ``interval_s``: device time and work
+    phase_end  PhaseEnded(phase, sdc, memtest)
+    note       Noted(note)                  any time
 
-Samples keep coming while a phase hangs: the parent judges a worker hung by its other events (run.py).
-"""
+Samples keep coming while a phase hangs: the parent judges a worker hung by its other events (run.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from envcheck.bench import protocol as bench_protocol
 from envcheck.burn.telemetry import TelemetrySample
@@ -67,13 +64,13 @@ class BurnPlan:
 
 
 def plans(gpus: Sequence[int], minutes: float, backend: str = "cuda", seed: int = 0, *,
-          control: str | None = None, control_gpu: int | None = None, **options: Any) -> tuple[BurnPlan, ...]:
+          control: str | None = None, control_gpu: int | None = None, **options: object) -> tuple[BurnPlan, ...]:
     """One plan per GPU (``options``: BurnPlan's other fields); ``control`` runs on ``control_gpu`` (None: the
     first) alone."""
     s = {phase: minutes * 60.0 * share for phase, share in SHARES.items()}
     target = gpus[0] if control_gpu is None and gpus else control_gpu
     return tuple(BurnPlan(backend, g, s["gemm"], s["bandwidth"], s["memtest"], seed=seed,
-                          control=control if g == target else None, **options) for g in gpus)
+                          control=control if g == target else None, **options) for g in gpus)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -116,14 +113,14 @@ Event = Started | Sampled | PhaseStarted | IntervalDone | PhaseEnded | Noted
 EVENTS: dict[str, type] = {c.kind: c for c in (Started, Sampled, PhaseStarted, IntervalDone, PhaseEnded, Noted)}
 
 
-def encode(event: Event) -> dict[str, Any]:
+def encode(event: Event) -> dict[str, object]:
     return bench_protocol.encode(event, EVENTS)
 
 
-def decode(data: Any) -> Event:
+def decode(data: object) -> Event:
     """The event in a message's data; ProtocolError for anything else."""
     return bench_protocol.decode(data, EVENTS)  # type: ignore[no-any-return]
 
 
-def decode_plan(data: Any) -> BurnPlan:
+def decode_plan(data: object) -> BurnPlan:
     return bench_protocol.decode_plan(data, BurnPlan)  # type: ignore[return-value]

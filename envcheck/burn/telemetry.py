@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from envcheck.bench.monitor import GONE, LOST, NvmlSample, aligned, every, read_nvml
 from envcheck.model.burn import TELEMETRY_FIELDS, Telemetry
@@ -15,34 +14,35 @@ from envcheck.probes.nvml import (
     CLOCK_MEM,
     CLOCK_SM,
     ECC_COUNTER_VOLATILE,
+    FI_MEMORY_TEMP,
     MEMORY_ERROR_CORRECTED,
     MEMORY_ERROR_UNCORRECTED,
     TEMPERATURE_GPU,
     NvmlCallError,
+    NvmlLike,
+    field_value,
     reason_names,
 )
-from envcheck.probes.topology import field_value
 
 INTERVAL_S = 0.5  # twice a second: "at least once a second" even when a call runs late
-FI_DEV_MEMORY_TEMP = 82  # NVML_FI_DEV_MEMORY_TEMP: HBM temperature (nvidia-smi -q: Memory Current Temp)
 
 
 TelemetrySample = NvmlSample  # its values named as ``TELEMETRY_FIELDS``
 
 
-def _remap(nvml: Any, handle: Any) -> tuple[float, float]:
+def _remap(nvml: NvmlLike, handle: object) -> tuple[float, float]:
     rows = nvml.call("nvmlDeviceGetRemappedRows", handle)  # [correctable, uncorrectable, pending, failure]
     return float(bool(rows[2])), float(rows[1])
 
 
 # Each quantity: how to read it from a handle (a number, or a pair for the two remap columns).
-READERS: dict[str, Callable[[Any, Any], Any]] = {
+READERS: dict[str, Callable[[NvmlLike, object], float | tuple[float, float]]] = {
     "sm_mhz": lambda n, h: n.call("nvmlDeviceGetClockInfo", h, CLOCK_SM),
     "mem_mhz": lambda n, h: n.call("nvmlDeviceGetClockInfo", h, CLOCK_MEM),
     "power_w": lambda n, h: n.call("nvmlDeviceGetPowerUsage", h) / 1e3,  # nvidia-smi: Power Draw (mW)
     "power_limit_w": lambda n, h: n.call("nvmlDeviceGetEnforcedPowerLimit", h) / 1e3,  # Enforced Power Limit
     "temperature_c": lambda n, h: n.call("nvmlDeviceGetTemperature", h, TEMPERATURE_GPU),
-    "mem_temperature_c": lambda n, h: _field(n, h, FI_DEV_MEMORY_TEMP),
+    "mem_temperature_c": lambda n, h: _field(n, h, FI_MEMORY_TEMP),
     "ecc_corrected": lambda n, h: n.call("nvmlDeviceGetTotalEccErrors", h, MEMORY_ERROR_CORRECTED,
                                          ECC_COUNTER_VOLATILE),
     "ecc_uncorrected": lambda n, h: n.call("nvmlDeviceGetTotalEccErrors", h, MEMORY_ERROR_UNCORRECTED,
@@ -53,7 +53,7 @@ READERS: dict[str, Callable[[Any, Any], Any]] = {
 _EVENTS = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
 
 
-def _field(nvml: Any, handle: Any, field_id: int) -> Any:
+def _field(nvml: NvmlLike, handle: object, field_id: int) -> float:
     value, why = field_value(nvml, handle, field_id)
     if value is None:
         raise NvmlCallError("nvmlDeviceGetFieldValues", "NVMLError_NotSupported", why or "no value")
@@ -64,7 +64,7 @@ class Sampler:
     """Samples GPU ``target`` (NVML index, UUID or PCI bus id) every ``interval_s`` into ``sink``
     from ``start()`` until ``stop()``. Never raises; without NVML it samples nothing."""
 
-    def __init__(self, nvml: Any, handle: Any, sink: Callable[[TelemetrySample], None], t0: float,
+    def __init__(self, nvml: NvmlLike, handle: object, sink: Callable[[TelemetrySample], None], t0: float,
                  interval_s: float = INTERVAL_S, clock: Callable[[], float] = time.monotonic) -> None:
         self.nvml = nvml
         self.handle = handle
@@ -98,7 +98,7 @@ class Sampler:
                 values[name] = float(got)
         reasons: tuple[str, ...] | None = None
         while self._events is not None:
-            mask = read_nvml(lambda: self.nvml.call(self._events, self.handle))
+            mask = read_nvml(lambda name=self._events: self.nvml.call(name, self.handle))
             if mask is LOST:
                 return self._lost(t_s)
             if mask is GONE:  # drivers before R535 have only the old name

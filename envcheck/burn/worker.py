@@ -1,7 +1,5 @@
-"""The isolated burn worker, ``main`` run by the harness (its contract: protocol.py): on one GPU (or the CPU at
-tiny sizes), telemetry throughout, then the phases in order, each for its planned seconds in intervals of about
-``plan.interval_s``: the GEMM with its checks (gemm.py), streaming copies, the memory test (memtest.py).
-"""
+"""The isolated burn worker (``main``; its contract: protocol.py): on one GPU (or the CPU), telemetry throughout, the
+phases in order in intervals of about ``plan.interval_s``: the checked GEMM, streaming copies, the memory test."""
 
 from __future__ import annotations
 
@@ -9,28 +7,80 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from envcheck.burn import gemm as gemm_mod
 from envcheck.burn import memtest, protocol
-from envcheck.burn.clock import Laps, next_count
 from envcheck.burn.telemetry import Sampler, TelemetrySample
 from envcheck.model import BenchDevice, Note
-from envcheck.model.burn import SLOW_GEMM_EVERY, MemtestRecord
+from envcheck.model.burn import SLOW_GEMM_EVERY, BitErrorRange, MemtestRecord
+from envcheck.probes.nvml import NvmlLike
+
+if TYPE_CHECKING:
+    from torch import Tensor
+    from torch.cuda import Event
 
 Emit = Callable[[protocol.Event], None]
-Corrupt = Callable[[int, Any], None]  # (iteration, output): the tests' planted fault
-Read = Callable[[Any], Any]
+Corrupt = Callable[[int, "Tensor"], None]  # (iteration, output): the tests' planted fault
+Read = Callable[["Tensor"], "Tensor"]
 CPU_BYTES = 16 << 20  # the CPU backend's memory when the plan gives no max_bytes
 FLIP_AT = 5  # the iteration whose output the ``flip_bit`` control corrupts
 
 
-def flip_once(iteration: int, out: Any) -> None:
+def flip_once(iteration: int, out: Tensor) -> None:
     """The ``flip_bit`` control: the lowest bit of the first element of one output, once."""
     if iteration == FLIP_AT:
         import torch
 
         gemm_mod.bits_view(torch, out).view(-1)[0] ^= 1
+
+
+class Laps:
+    """Device time between ``begin()`` and ``end()``, summed over the laps when the interval ends: the GEMM's calls
+    alone (the checksums between them are not its work), or a whole interval of copies as one lap."""
+
+    def __init__(self, torch: ModuleType, cuda: bool) -> None:
+        self.torch = torch
+        self.cuda = cuda
+        self._pairs: list[tuple[Event, Event | None]] = []
+        self._host = 0.0
+        self._t0 = 0.0
+
+    def begin(self) -> None:
+        if self.cuda:
+            e = self.torch.cuda.Event(enable_timing=True)
+            e.record()
+            self._pairs.append((e, None))
+        else:
+            self._t0 = time.perf_counter()
+
+    def end(self) -> None:
+        if self.cuda:
+            e = self.torch.cuda.Event(enable_timing=True)
+            e.record()
+            self._pairs[-1] = (self._pairs[-1][0], e)
+        else:
+            self._host += time.perf_counter() - self._t0
+
+    def total(self) -> float:
+        """Seconds of every call since the last total (synchronises)."""
+        if self.cuda:
+            if self._pairs and self._pairs[-1][1] is not None:
+                self._pairs[-1][1].synchronize()
+            took = sum(float(a.elapsed_time(b)) for a, b in self._pairs if b is not None) / 1e3
+            self._pairs = []
+        else:
+            took, self._host = self._host, 0.0
+        return max(took, 1e-9)
+
+
+def next_count(count: int, took_s: float, target_s: float) -> int:
+    """Iterations for the next interval so it lasts about ``target_s`` (never more than 4x the last): the
+    phase's time left caps it, so a phase ends near its planned time."""
+    if took_s <= 0:
+        return count * 2
+    return max(1, min(count * 4, int(count * max(target_s, 0.0) / took_s)))
 
 
 class BurnWorker:
@@ -45,9 +95,9 @@ class BurnWorker:
         self.read = read or (lambda t: t)
         self.clock = clock
         self.t0 = clock()
-        self.torch: Any = None
+        self.torch: ModuleType = None  # type: ignore[assignment]  # imported by run()
         self.cuda = plan.backend == "cuda"
-        self.device: Any = "cpu"
+        self.device: object = "cpu"
 
     def now(self) -> float:
         return self.clock() - self.t0
@@ -57,7 +107,7 @@ class BurnWorker:
 
         self.torch = torch
         plan = self.plan
-        nvml: Any = None
+        nvml: NvmlLike | None = None
         sampler: Sampler | None = None
         if self.cuda:
             from envcheck.bench import device
@@ -178,7 +228,7 @@ class BurnWorker:
         self.emit(protocol.PhaseStarted("memtest", "int32", (covered,), "byte", start, plan.memtest_s))
         writes = [w for name in memtest.PATTERNS for w in memtest.sub_patterns(name)]
         laps = Laps(torch, self.cuda)
-        ranges: list[Any] = []
+        ranges: list[BitErrorRange] = []
         bits = passes = 0
         done = False
         while not done:
@@ -204,7 +254,7 @@ class BurnWorker:
         del buf
 
 
-def _sampler(nvml: Any, dev: BenchDevice, plan: protocol.BurnPlan, sink: Callable[[TelemetrySample], None], t0: float,
+def _sampler(nvml: NvmlLike | None, dev: BenchDevice, plan: protocol.BurnPlan, sink: Callable[[TelemetrySample], None], t0: float,
              clock: Callable[[], float]) -> Sampler | None:
     if nvml is None:
         return None
@@ -217,7 +267,7 @@ def _sampler(nvml: Any, dev: BenchDevice, plan: protocol.BurnPlan, sink: Callabl
     return Sampler(nvml, handle, sink, t0, plan.telemetry_interval_s, clock)
 
 
-def main(args: Any, out: Callable[[Any], None]) -> None:
+def main(args: object, out: Callable[[dict[str, object]], None]) -> None:
     """The harness's target: the plan in, events out (from the load and the telemetry thread alike)."""
     # Before cuBLAS starts: a fixed workspace makes its GEMMs deterministic (cuBLAS docs, "Results reproducibility").
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")

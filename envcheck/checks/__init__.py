@@ -27,8 +27,7 @@ def evaluate(env: Environment) -> tuple[Check, ...]:
 
 
 def guarded(subject: str, rule: Callable[[T], list[Check]], arg: T) -> list[Check]:
-    """``rule(arg)``'s checks; when the rule cannot run, one failing check ``<subject>.internal``: its verdicts are
-    unknown, never a pass."""
+    """``rule(arg)``'s checks; a rule that cannot run is one failing ``<subject>.internal`` check."""
     try:
         return list(rule(arg))
     except Exception as e:  # noqa: BLE001 - a buggy rule must not hide the others' verdicts

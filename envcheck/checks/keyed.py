@@ -1,5 +1,5 @@
-"""A report's checks as keys and parameters, also for reports written before checks carried keys: today's rules
-lend their keys to a recorded check of the same id and status; otherwise it stays as recorded (its English)."""
+"""A report's checks as keys, also for reports written before checks carried them: today's rules lend their keys
+to a recorded check of the same id and status; otherwise it stays as recorded."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Link and error-counter health from the ``links`` section: PCIe replays, NVLink errors, Xid events, row remapping.
-NVML's counters run since the driver loaded, so every threshold (DCGM's) is a rate over the uptime, or a delta
-during envcheck's node tests."""
+"""Link and error-counter health from the ``links`` section: PCIe replays, NVLink errors, Xid events, row remapping;
+every threshold (DCGM's) is a rate over the uptime, or a delta during envcheck's node tests."""
 
 from __future__ import annotations
 
@@ -24,9 +23,7 @@ from envcheck.model.node import Node
 
 SECTION = "links"
 
-# Xids that need a reset or service, not a restart of the job (docs.nvidia.com/deploy/xid-errors): 48 double-bit
-# ECC, 62 micro-controller halt, 64 row-remap failure, 74 NVLink, 79 off the bus, 92 high single-bit ECC rate,
-# 95 uncontained ECC, 119/120 GSP timeout/error, 140 unrecovered ECC.
+# Xids that need a reset or service, not a restart of the job (docs.nvidia.com/deploy/xid-errors).
 SERVICE_XIDS = frozenset({48, 62, 64, 74, 79, 92, 95, 119, 120, 140})
 
 

@@ -1,6 +1,5 @@
-"""What an operator accepting a node checks beyond the GPUs' health counters: per GPU the compute mode, headroom
-below the slowdown temperature, time in thermal or brake slowdowns, NVSwitch fabric registration; per node the
-IOMMU, PCIe ACS, InfiniBand ports, GPUDirect RDMA, the fabric manager and the GPU stack's Python packages."""
+"""What an operator accepting a node checks beyond the GPUs' health counters: per GPU compute mode, thermal
+headroom and slowdowns, fabric registration; per node IOMMU, ACS, InfiniBand, GPUDirect RDMA and packages."""
 
 from __future__ import annotations
 

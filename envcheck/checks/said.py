@@ -1,6 +1,5 @@
 """How a rule says its verdict: a finding key (``check.<key>``) and, when not passing, a fix key, sharing one set of
-parameters (machine text, one line, bounded). The English comes from the catalogue for JUnit and readers of the
-JSON; every human view phrases the keys in the reader's language."""
+parameters; the English comes from the catalogue, every human view phrases the keys in the reader's language."""
 
 from __future__ import annotations
 

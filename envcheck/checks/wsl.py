@@ -1,15 +1,12 @@
-"""WSL2: the GPU reaches Linux through /dev/dxg and the Windows driver's libraries in
-/usr/lib/wsl/lib; a Linux NVIDIA driver installed inside the distro, or an LD_LIBRARY_PATH that
-puts other driver libraries first, shadows them; nvidia-smi lives in that folder too."""
+"""WSL2: the GPU reaches Linux through /dev/dxg and the Windows driver's libraries in /usr/lib/wsl/lib; a Linux
+driver inside the distro, or an LD_LIBRARY_PATH that puts other driver libraries first, shadows them."""
 
 from __future__ import annotations
 
 from envcheck.checks import machine
 from envcheck.checks.said import said
 from envcheck.model import Check, Environment
-from envcheck.probes.cuda import WSL_LIB_DIR
-
-WSL_LIB = WSL_LIB_DIR  # the Windows driver's libraries, mounted into every WSL2 distro
+from envcheck.probes.cuda import WSL_LIB_DIR as WSL_LIB  # the Windows driver's, mounted into every WSL2 distro
 
 
 def check_version(env: Environment) -> Check:

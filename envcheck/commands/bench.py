@@ -1,25 +1,25 @@
-"""``envcheck bench FILE.py`` (or ``module:object``): the ops a user's file declares, as the cases of ``envcheck
-run``'s pipeline. The source is imported only in a subprocess; a case that crashes or hangs fails alone and a
-fresh worker goes on with the rest (bench/resume.py).
-"""
+"""``envcheck bench FILE.py`` (or ``module:object``): a user's ops as the cases of ``run``'s pipeline, the source
+imported only in children; a case that crashes or hangs fails alone (bench/resume.py)."""
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TextIO
 
 from envcheck.commands import run
 from envcheck.commands.options import BenchOptions, RunOptions
+from envcheck.render.i18n import t
 
 
-def execute(s: BenchOptions, deps: run.Collaborators | None = None, stderr: Any = None, stdout: Any = None) -> int:
+def execute(s: BenchOptions, deps: run.Collaborators | None = None, stderr: TextIO | None = None,
+            stdout: TextIO | None = None) -> int:
     from envcheck.bench.resume import run_resuming
     from envcheck.userbench import discover
 
     source = discover.source_argument(s.source)
 
     def find(say: run.Say) -> run.Cases:
-        say(f"reading the ops {s.source} declares (in a subprocess)")
+        say(t("bench.cli.reading", source=s.source))
         ops = discover.discover(source)
         interpret = os.environ.get("TRITON_INTERPRET") == "1"  # the worker inherits it: Triton runs interpreted
         return run.Cases(lambda env: discover.plan(ops, source, s.quick, s.device, env, interpret=interpret),

@@ -1,23 +1,18 @@
-"""``envcheck burn``: every selected GPU under sustained load at once (one isolated worker each, a line of
-progress per phase on stderr), then a dated burn report and its verdicts.
-
-Exit status:
-  0    every GPU passed every verdict
-  1    a GPU failed a verdict, or its worker crashed, hung or timed out (the report is written)
-  130  Ctrl-C, SIGTERM or SIGHUP (what was seen is written first)
-  2    bad options (one line on stderr; nothing is run)
-"""
+"""``envcheck burn``: every selected GPU under sustained load at once (one isolated worker each, a line per phase on
+stderr), then a dated burn report. Exit status: 0 every GPU passed; 1 a GPU failed a verdict or its worker
+crashed, hung or timed out (the report is written); 130 Ctrl-C, SIGTERM or SIGHUP; 2 bad options."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
-from typing import Any, TextIO
+from typing import TextIO
 
 from envcheck.burn.protocol import Event, PhaseStarted, Started
 from envcheck.commands.options import BurnOptions
 from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
+from envcheck.model import Environment
 from envcheck.model.burn import Burn
 from envcheck.render.i18n import t, word
 
@@ -69,7 +64,8 @@ def check_control(s: BurnOptions, gpus: Sequence[int]) -> tuple[str | None, int 
     return control, target
 
 
-def execute(s: BurnOptions, collect: Any = None, stderr: Any = None, stdout: Any = None) -> int:
+def execute(s: BurnOptions, collect: Callable[..., Environment] | None = None, stderr: TextIO | None = None,
+            stdout: TextIO | None = None) -> int:
     from envcheck.commands.run import destination, output_formats, publish
 
     formats = output_formats(s.format)

@@ -1,7 +1,5 @@
-"""``envcheck check``: facts, isolated runtime probes and health checks with exact fixes. Exit status 0 when no
-check fails (warnings allowed), 1 when one does. ``--replay SNAPSHOT`` checks a machine recorded by ``envcheck
-snapshot`` instead, and says so (a banner; ``replayed_from`` in the JSON, ``created`` the capture's time).
-"""
+"""``envcheck check``: facts, isolated runtime probes and health checks with fixes; exit 1 when a check fails.
+``--replay SNAPSHOT`` checks a machine ``envcheck snapshot`` recorded, and says so (a banner, ``replayed_from``)."""
 
 from __future__ import annotations
 

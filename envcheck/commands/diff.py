@@ -6,12 +6,18 @@ import dataclasses
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envcheck.commands import check_out, write_out
 from envcheck.commands.options import DiffOptions
 from envcheck.errors import EXIT_FAIL, EXIT_NOTHING_COMPARED, EXIT_OK, UsageError
 from envcheck.model import Report
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from envcheck.analysis import Analysis
+    from envcheck.compare.fleet_nodes import NodeReport, NodeSide
 
 
 def labels(paths: list[str]) -> list[str]:
@@ -32,7 +38,7 @@ def emit(text: str, out: str | None) -> None:
     print(visible(t("cli.wrote", path=path)), file=sys.stderr)
 
 
-def terminal_text(draw: Callable[[Any], None], *, to_file: bool) -> str:
+def terminal_text(draw: Callable[[Console], None], *, to_file: bool) -> str:
     """What ``draw`` prints, captured under the one console policy: a terminal's width and colours
     when stdout is one and no ``--out`` was given, else plain text at the pipe width."""
     from envcheck.render.terminal.console import capture
@@ -66,7 +72,7 @@ def on_gpu(label: str, report: Report, index: int | None) -> Report:
     return dataclasses.replace(report, benches=(chosen[0],), node=None)
 
 
-def several_gpus(analysed: list[tuple[str, Any]]) -> str | None:
+def several_gpus(analysed: list[tuple[str, Analysis]]) -> str | None:
     """The note that a comparison without ``--gpu`` reads each report's first GPU only, when a report
     holds the suites of several."""
     many = [(label, len(a.report.benches)) for label, a in analysed if len(a.report.benches) > 1]
@@ -78,7 +84,8 @@ def several_gpus(analysed: list[tuple[str, Any]]) -> str | None:
     return t(f"diff.cli.several_gpus{'.more' if more else ''}", label=label, count=n, more=more)
 
 
-def load_files(paths: list[str], gpu: int | None = None) -> list[tuple[list[tuple[Any, Any]], tuple[str, Any]]]:
+def load_files(paths: list[str], gpu: int | None = None
+               ) -> list[tuple[list[tuple[NodeReport, Analysis]], tuple[str, NodeSide | None]]]:
     """Per file, (node, analysis) of each of its nodes (one for a report that is not a fleet's; ``gpu``: that GPU's
     suite of each), and (label, its collectives across the fleet's nodes: None unless a fleet ran them)."""
     from envcheck.analysis import analyse

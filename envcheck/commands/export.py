@@ -1,8 +1,5 @@
-"""``envcheck export REPORT.json --format junit|prometheus|health``: any saved report as JUnit XML for CI, a
-Prometheus textfile for node_exporter, or the one-line health verdict Slurm and node-problem-detector read.
-Whatever the format, the exit status is the report's verdict (0 passed, 1 failed, 2 bad usage), as for ``envcheck
-check --format ...``: a CI step fails on a failed report whichever file it asked for.
-"""
+"""``envcheck export REPORT.json --format junit|prometheus|health``: a saved report for CI, node_exporter or Slurm.
+Whatever the format, the exit status is the report's verdict (0 passed, 1 failed, 2 bad usage), as ``check``'s."""
 
 from __future__ import annotations
 

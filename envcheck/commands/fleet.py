@@ -1,15 +1,10 @@
-"""``envcheck fleet``, run by every rank of ``torchrun --nnodes N --nproc-per-node G -m envcheck fleet`` (or
-``srun``): rank 0 writes one dated fleet report and prints which nodes to take out of service and why.
+"""``envcheck fleet``, run by every rank of ``torchrun ... -m envcheck fleet`` (or ``srun``): rank 0 writes one dated
+fleet report and prints which nodes to take out of service and why. Each rank's working files are removed when
+the fleet passed, else kept and named.
 
-Exit status (rank 0; the other ranks exit 0 once rank 0 is done):
-  0    every node passed its rules and every rank reported in every phase
-  1    a node failed a rule, could not be measured, or a rank failed, hung, died or never joined
-  2    bad options, or not started by a launcher (one line on stderr)
-  130  Ctrl-C, SIGTERM or SIGHUP (what torchrun sends the other ranks when one dies, and Slurm at the
-       end of a job): every rank stops its children; rank 0 first writes the partial fleet report
-
-Each rank's working files go to a temporary folder of its own: removed when the fleet passed, else kept and named.
-"""
+Exit status (rank 0; the others exit 0 once it is done): 0 every node passed and every rank reported; 1 a node
+failed a rule or could not be measured, or a rank failed, hung, died or never joined; 2 bad options or no launcher;
+130 Ctrl-C, SIGTERM or SIGHUP (every rank stops its children; rank 0 first writes the partial report)."""
 
 from __future__ import annotations
 
@@ -19,10 +14,11 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TextIO
 
 from envcheck.commands.options import FleetOptions, RunOptions
 from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
@@ -32,7 +28,11 @@ from envcheck.model.node import Launch, Node
 from envcheck.render.i18n import t
 
 if TYPE_CHECKING:
-    from envcheck.node.collective_run import SweepPlan
+    from envcheck.analysis import Analysis
+    from envcheck.bench.protocol import Event
+    from envcheck.node.collective_run import RankOutput, SweepPlan
+    from envcheck.node.fleet import FleetDeps, RankContext, WorldGo
+    from envcheck.node.transport import Transport
 
 DEFAULT_SWEEP_SIZES = "1M..4G"  # on GPUs (NCCL); on the CPU the node tests' small gloo sweep
 
@@ -84,7 +84,8 @@ def load_baseline(path: str) -> Baseline:
     return baseline_from_nodes(nodes, path, report.host, report.created)
 
 
-def real_deps(args: FleetOptions, ctx: Any, transport: Any, sweep: Any, out_dir: str, cpu: bool) -> Any:
+def real_deps(args: FleetOptions, ctx: RankContext, transport: Transport, sweep: SweepPlan, out_dir: str,
+              cpu: bool) -> FleetDeps:
     """Each rank's work as envcheck does it for real: subprocess workers, torchrun, NVML; ``cpu``: the node's
     collectives on gloo with CPU tensors, whatever GPUs the machine has (``--cpu``, or no GPU)."""
     from envcheck.bench import runner, suite
@@ -142,8 +143,8 @@ def real_deps(args: FleetOptions, ctx: Any, transport: Any, sweep: Any, out_dir:
         _step(ctx.rank, t(f"fleet.cli.node.{dev}"))
         return run_node(NodeOptions(gpus, work_dir, dev, plan, PeerPlan() if dev == "cuda" else None))
 
-    def world(go: Any, node_index: int, ctx_: Any, gpus: tuple[int, ...], work_dir: str
-              ) -> tuple[tuple[Any, ...], Launch | None]:
+    def world(go: WorldGo, node_index: int, ctx_: RankContext, gpus: tuple[int, ...], work_dir: str
+              ) -> tuple[tuple[RankOutput, ...], Launch | None]:
         d = os.path.join(work_dir, f"node{ctx_.node_rank}")
         placement = Placement(ctx_.local_world_size, gpus if device() == "cuda" else None, len(go.nodes),
                               node_index, go.master_addr, go.master_port)
@@ -166,13 +167,13 @@ def _step(rank: int, text: str) -> None:
     print(t("fleet.cli.step", rank=rank, text=text), file=sys.stderr, flush=True)
 
 
-def _case_lines(rank: int, total: int) -> Any:
+def _case_lines(rank: int, total: int) -> Callable[[Event], None]:
     """The suite's progress: a line per case started, counted."""
     from envcheck.bench.protocol import CaseStarted
 
     started = iter(range(1, total + 1))
 
-    def on_event(ev: Any) -> None:
+    def on_event(ev: Event) -> None:
         if isinstance(ev, CaseStarted):
             _step(rank, f"[{next(started, total)}/{total}] {ev.case.label}")
     return on_event
@@ -194,7 +195,7 @@ def fleet_report(fleet: Fleet, environment: Environment | None) -> Report:
     return new_report("fleet", environment or Environment(), host=host, fleet=fleet)
 
 
-def print_summary(report: Report, analysis: Any, written: list[Path], stdout: Any = None) -> None:
+def print_summary(report: Report, analysis: Analysis, written: list[Path], stdout: TextIO | None = None) -> None:
     """What rank 0 prints: the verdicts and why, the ranks that failed, hung or were slow, the world sweep, each
     node's GPUs, and the files written."""
     from rich.markup import escape

@@ -13,17 +13,20 @@ from typing import Any, ClassVar
 from envcheck.errors import UsageError
 from envcheck.ops import ops_help
 
+# What opt() gives is a dataclass field standing for a default of any type, as ``dataclasses.field`` is typed.
+Field = Any
 
-def opt(help: str | None = None, default: Any = None, **kw: Any) -> Any:
+
+def opt(help: str | None = None, default: object = None, **kw: object) -> Field:
     """An option ``--field-name``: ``kw`` are its ``add_argument`` keywords; ``required`` ones have no default."""
     return field(default=MISSING if kw.get("required") else default, metadata={"help": help, **kw})
 
 
-def flag(help: str) -> Any:
+def flag(help: str) -> Field:
     return opt(help, False, action="store_true")
 
 
-def arg(help: str | None = None, **kw: Any) -> Any:
+def arg(help: str | None = None, **kw: object) -> Field:
     """A positional argument named as its field."""
     return field(metadata={"positional": True, "help": help, **kw})
 
@@ -103,16 +106,16 @@ def _gpus(value: str) -> Gpus:
         raise argparse.ArgumentTypeError(str(e).removeprefix("--gpus: ")) from None
 
 
-def _lang() -> Any:
+def _lang() -> Field:
     return opt("report language (default: en)", "en", choices=["en", "zh-CN"])
 
 
-def _anonymize() -> Any:
+def _anonymize() -> Field:
     return flag("replace host name, user names, home paths, IP addresses, GPU UUIDs and serials with stable "
                 "pseudonyms (the same machine keeps the same ones), for sharing")
 
 
-def _crosscheck() -> Any:
+def _crosscheck() -> Field:
     return flag("after the measurements, time the same work with independent tools in the same run "
                 "(triton.testing.do_bench_cudagraph on each GPU's headline cases; with --gpus a plain torch copy, a "
                 "plain torch.distributed loop, and nccl-tests from $NCCL_TESTS_DIR or PATH in its eager and "
@@ -120,22 +123,22 @@ def _crosscheck() -> Any:
                 "run")
 
 
-def _out_dir(what: str = "the dated report goes") -> Any:
+def _out_dir(what: str = "the dated report goes") -> Field:
     return opt(f"where {what} (default: ~/.local/share/envcheck/reports, or $ENVCHECK_REPORTS_DIR: never inside "
                "a source tree)", metavar="DIR")
 
 
-def _formats() -> Any:
+def _formats() -> Field:
     return opt("comma-separated outputs among json,md,html,junit,prometheus (default: json,md,html; json is always "
                "written; junit: <name>.junit.xml for CI, prometheus: <name>.prom for node_exporter)",
                ("json", "md", "html"), type=_csv, metavar="FORMATS")
 
 
-def _seconds(help: str, default: float) -> Any:
+def _seconds(help: str, default: float) -> Field:
     return opt(help, default, type=_positive_float, metavar="S")
 
 
-def _suite(what: str, metavar: str) -> Any:
+def _suite(what: str, metavar: str) -> Field:
     return opt(f"per-GPU suite {what}, as for run", type=_csv, metavar=metavar)
 
 

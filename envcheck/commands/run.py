@@ -1,17 +1,9 @@
-"""``envcheck run`` (the built-in suite) and ``envcheck bench`` (the ops a user's file declares): one
-pipeline. Validate the options, probe the machine, plan the cases, measure them in the isolated worker
-with progress on stderr, write the dated report (never replacing a file) and its renderings, print the
-summary on stdout.
+"""``envcheck run`` (the built-in suite) and ``envcheck bench`` (a user's ops): one pipeline. Validate, probe, plan,
+measure in the isolated worker (progress on stderr), write the dated report and its renderings, print the summary.
 
-Exit status:
-  0    every check passed or warned, and every measured case passed
-  1    a check failed, a case failed numerically or could not run, the worker crashed or
-       timed out (the partial report is still written), nothing could be measured, (--burn)
-       a GPU failed the burn-in, or (--crosscheck) a number lay outside its bar against an
-       independent tool, or a tool failed or hung
-  130  Ctrl-C, SIGTERM or SIGHUP during the benchmark (the partial report is written first)
-  2    bad options or a bad source (one line on stderr; nothing is run)
-"""
+Exit status: 0 every check passed or warned and every case passed; 1 a check or case failed, the worker crashed
+or timed out (the partial report is written), nothing was measured, or a --burn / --crosscheck verdict failed;
+130 Ctrl-C, SIGTERM or SIGHUP (the partial report is written first); 2 bad options or source (nothing is run)."""
 
 from __future__ import annotations
 
@@ -24,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TextIO
 
 from envcheck import model, reportname
 from envcheck.bench import runner, suite
@@ -35,6 +27,8 @@ from envcheck.model import Check, Environment, Report
 from envcheck.render.i18n import phrase, t, word
 
 if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
     from envcheck.analysis import Analysis
     from envcheck.crosscheck.run import CrosscheckRun
 
@@ -104,12 +98,12 @@ def destination(out_dir: str | None, anonymize: bool) -> tuple[Path, bytes | Non
 class ProgressView:
     """Progress of the worker on stderr: a rich bar on a terminal, plain lines otherwise."""
 
-    def __init__(self, total: int, stream: Any, command: str = "envcheck run") -> None:
+    def __init__(self, total: int, stream: TextIO, command: str = "envcheck run") -> None:
         self.total, self.stream, self.command = total, stream, command
         self.done = self.started = 0  # cases measured, and started (the plain progress lines' count)
         self.start = time.monotonic()
-        self._progress: Any = None
-        self._task: Any = None
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
 
     def __enter__(self) -> ProgressView:
         if getattr(self.stream, "isatty", lambda: False)():
@@ -132,7 +126,7 @@ class ProgressView:
             if self._progress is not None:
                 from rich.markup import escape
 
-                self._progress.update(self._task, label=escape(ev.case.label))
+                self._progress.update(self._task, label=escape(ev.case.label))  # type: ignore[arg-type]
             else:  # counted as started: a group's cases are all prepared before any finishes
                 self.started += 1
                 k = min(self.started, self.total)
@@ -142,10 +136,10 @@ class ProgressView:
         elif isinstance(ev, (Measured, Skipped)):
             self.done += 1
             if self._progress is not None:
-                self._progress.update(self._task, completed=self.done)
+                self._progress.update(self._task, completed=self.done)  # type: ignore[arg-type]
 
 
-def _say(text: str, stream: Any = None, command: str = "run") -> None:
+def _say(text: str, stream: TextIO | None = None, command: str = "run") -> None:
     print(f"envcheck {command}: {text}", file=stream if stream is not None else sys.stderr, flush=True)
 
 
@@ -169,7 +163,7 @@ def fallback_dirs() -> list[Path]:
     return [Path(state) / "envcheck" / "reports", Path(tempfile.gettempdir()) / "envcheck-reports"]
 
 
-def save_json(report: Report, out_dir: Path, stem: str, stderr: Any = None, command: str = "run") -> Path | None:
+def save_json(report: Report, out_dir: Path, stem: str, stderr: TextIO | None = None, command: str = "run") -> Path | None:
     """The report JSON under a fresh name in ``out_dir``, else in a fallback folder (said so); None only when
     nowhere takes it, and then the JSON goes to stdout: a finished run is never lost."""
     from envcheck.destination import DestinationError, private_folder
@@ -207,11 +201,11 @@ class Published:
     analysis: Analysis
     written: list[Path]
     stopped: bool  # Ctrl-C during the rendering (the JSON is whole)
-    stream: Any
+    stream: TextIO | None
 
 
 def publish(report: Report, key: bytes | None, out_dir: Path, formats: Sequence[str], when: datetime,
-            stderr: Any, stdout: Any, command: str) -> Published:
+            stderr: TextIO | None, stdout: TextIO | None, command: str) -> Published:
     """What every command that writes a dated report does once it has one: anonymize, analyse, write the JSON under
     a fresh dated name (``reportname.name_for``) and the renderings beside it (all or none, never raising: a
     message says what was not written), and send the summary to stdout, unless the JSON went there."""
@@ -274,7 +268,8 @@ def suite_cases(s: RunOptions) -> Callable[[Say], Cases]:
     return lambda say: cases
 
 
-def execute(s: RunOptions, deps: Collaborators | None = None, stderr: Any = None, stdout: Any = None,
+def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | None = None,
+            stdout: TextIO | None = None,
             find: Callable[[Say], Cases] | None = None, command: str = "run") -> int:
     """The pipeline, its collaborators injectable; ``find`` gives the cases once the options are checked,
     before anything is probed (default: the built-in suite)."""
@@ -297,7 +292,7 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: Any = None
     when = datetime.now(timezone.utc)
     started = when.replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
     stopped = False
-    sections: dict[str, Any] = {}
+    sections: dict[str, object] = {}
     problems = 0
     node_work: Path | None = None
     gpus = s.gpus.pick(len(env.gpus)) if s.gpus is not None else (plan.index,)

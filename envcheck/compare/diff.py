@@ -1,7 +1,5 @@
 """The result of ``envcheck diff`` as pure data: every report against the first, its first bench compared; a
-ratio is other / baseline time (above 1 is slower). Per-side numbers come from ``envcheck.analysis``; ratios,
-intervals, floors, verdicts and geometric means from ``stats``.
-"""
+ratio is other / baseline time (above 1 is slower)."""
 
 from __future__ import annotations
 
@@ -181,8 +179,7 @@ class CaseRef:
 
 @dataclass(frozen=True)
 class GroupSummary:
-    """Geometric-mean ratio of one group's comparable cases, and how the verdicts split.
-    ``clusters``: the kinds of case behind the interval (stats.geomean)."""
+    """Geometric-mean ratio of one group's comparable cases, and how the verdicts split."""
 
     name: str
     geomean: float | None
@@ -343,9 +340,8 @@ class _Rows:
 
 def _case_diffs(m: matching.Matching, *, practical: float, confidence: float, resamples: int,
                 seed: int, model_floors: shipped.ModelFloors | None = None, settings: tuple[str, ...] = ()) -> _Rows:
-    """Every pair's row, its floor from the reports' repeats (plus a shipped floor's run-level share) or shipped
-    for the model and kind, never from the pair; without one the row is not judged. A GPU run's host-timed row
-    is judged only with a shipped launch floor (docs/compare.md). ``settings``: sampling settings that differ."""
+    """Every pair's row, its floor from the reports' repeats or shipped for the model and kind, never from the
+    pair; without one the row is not judged (docs/compare.md). ``settings``: sampling settings that differ."""
     out: list[CaseDiff | None] = []
     todo = []  # (slot, a, b, which, ta, tb) of the comparable pairs
     differ = [Note(matching.SETTINGS_DIFFER, {"names": settings})] if settings else []
@@ -447,10 +443,8 @@ def compare_analysed(base: tuple[str, Analysis], other: tuple[str, Analysis], *,
     settings = matching.settings_differ(ba.bench.settings if ba else None, bb.bench.settings if bb else None)
     if ba and bb:
         # Shipped floors were learned from reruns on one physical GPU: never across models nor two GPUs of one.
-        name_a, name_b = ba.bench.device.name, bb.bench.device.name
-        if name_a != name_b or same is not True:
-            model_floors = None
-        else:
+        name_a = ba.bench.device.name
+        if name_a == bb.bench.device.name and same is True:
             model_floors = shipped.for_model(name_a) if floors is None else floors.get(name_a) if name_a else None
         found = _case_diffs(m, practical=practical, confidence=confidence, resamples=resamples, seed=seed,
                             model_floors=model_floors, settings=settings)
@@ -493,6 +487,4 @@ def diff_analysed(analysed: Sequence[tuple[str, Analysis]], *, practical: float 
 
 def diff(reports: Sequence[tuple[str, Report]], **kw: Any) -> Diff:
     """Compare every report with the first (each analysed here); ``kw``: as ``diff_analysed``'s."""
-    if len(reports) < 2:
-        raise ValueError("diff needs at least two reports")
     return diff_analysed([(label, analyse(r)) for label, r in reports], **kw)

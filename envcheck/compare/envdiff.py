@@ -1,6 +1,5 @@
 """What differs between two environments and two sets of health checks: only facts that explain a performance or
-health change, each with the ``key`` of its fact (``driver.driver_version``, ``gpu.uuid``, ``setting.quick``).
-"""
+health change, each with the ``key`` of its fact (``driver.driver_version``, ``gpu.uuid``, ``setting.quick``)."""
 
 from __future__ import annotations
 
@@ -97,17 +96,12 @@ class EnvChange:
 
 
 def _show(f: Fact, fmt: Formatter) -> str:
-    if f.ok:
-        return fmt(f.value)
-    return f"— ({f.reason})" if f.reason else "—"
+    return fmt(f.value) if f.ok else f"— ({f.reason})" if f.reason else "—"
 
 
 def _differ(a: Fact, b: Fact) -> bool:
-    """Whether two facts differ in a way worth showing: two missing facts never do (their reasons are often
-    run-specific); a fact only one side could read does."""
-    if not a.ok and not b.ok:
-        return False
-    return bool(a.value != b.value)
+    """Whether two facts differ in a way worth showing (two missing facts never do)."""
+    return (a.ok or b.ok) and bool(a.value != b.value)
 
 
 def env_changes(a: Environment, b: Environment) -> list[EnvChange]:
@@ -166,8 +160,7 @@ CHECK_ORDER = {"new_fail": 0, "worse": 1, "different": 2, "fixed": 3, "better": 
 
 
 def check_changes(a: tuple[Check, ...], b: tuple[Check, ...], same_machine: bool | None = True) -> list[CheckChange]:
-    """Verdict changes from checks ``a`` to ``b``; newly failing checks first. ``same_machine``:
-    False when the reports come from different machines (every change is then ``different``)."""
+    """Verdict changes from checks ``a`` to ``b``, newly failing first (two machines: ``different``)."""
     ca = {c.id: c for c in a}
     cb = {c.id: c for c in b}
     out: list[CheckChange] = []
@@ -246,8 +239,4 @@ UNSHOWN_SETTINGS = frozenset({"ops", "impls"})
 
 
 def _setting(value: object) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, (list, tuple)):
-        return ", ".join(str(v) for v in value)
-    return str(value)
+    return "—" if value is None else ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)

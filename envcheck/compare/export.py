@@ -28,8 +28,7 @@ def _num(x: float | None) -> float | None:
 
 
 def _pick(obj: object, *fields: str | tuple[str, str]) -> dict[str, Json]:
-    """``obj``'s fields in order, each under its name or a (key, attribute) pair's key: a non-finite float as
-    null, a tuple as a list."""
+    """``obj``'s fields in order, a non-finite float as null, a tuple as a list."""
     out: dict[str, Json] = {}
     for f in fields:
         key, attr = (f, f) if isinstance(f, str) else f

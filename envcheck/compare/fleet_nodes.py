@@ -1,6 +1,4 @@
-"""The nodes of a fleet report as reports of their own (``label:node``), and ``diff`` of reports whose nodes are
-paired by host and GPU UUIDs (``match.pair_nodes``), never by position; a node without a partner is listed.
-"""
+"""A fleet report's nodes as reports of their own (``label:node``), paired by host and GPU UUIDs for ``diff``."""
 
 from __future__ import annotations
 
@@ -88,11 +86,9 @@ def diff_nodes(reports: Sequence[Sequence[tuple[NodeReport, Analysis]]],
             comps.append(compare_analysed((nb.label, ab), (no.label, ao), practical=practical,
                                           confidence=confidence, resamples=resamples, seed=seed))
     kw = {"practical": practical, "confidence": confidence, "resamples": resamples, "seed": seed}
-    world_cmps = []
-    if worlds and worlds[0][1] is not None:
-        for label, side in worlds[1:]:
-            if side is not None:
-                world_cmps.append(WorldComparison(worlds[0][0], label, compare_sides(worlds[0][1], side, **kw)))  # type: ignore[arg-type]
+    first, base_side = worlds[0] if worlds else ("", None)
+    world_cmps = [WorldComparison(first, label, compare_sides(base_side, side, **kw))  # type: ignore[arg-type]
+                  for label, side in worlds[1:] if base_side is not None and side is not None]
     infos = [n for n, _ in base] + [n for o in reports[1:] for n, _ in o]
     return Diff(tuple(ReportInfo.of(n.label, n.report) for n in infos), tuple(comps), practical * 100, confidence,
                 resamples, tuple(unmatched), tuple(world_cmps))

@@ -1,6 +1,5 @@
-"""``envcheck history``: each machine's reports (grouped by GPU UUIDs) over time. An op's trend is its
-geometric-mean time ratio to the first report sampled alike that ran it; a step is a significant change (as in
-``diff``) between consecutive reports of one (op, impl, dtype, precision) group, with what changed at that point.
+"""``envcheck history``: each machine's reports over time. An op's trend is its geometric-mean time ratio to the
+first report sampled alike that ran it; a step is a significant change between consecutive reports of a group.
 """
 
 from __future__ import annotations
@@ -148,19 +147,17 @@ def _op_point(op: str, a: Analysis, vs_first: Sequence[CaseDiff] | None, declare
     bench = a.bench
     results = [r for r in (bench.results if bench else ()) if r.case.op == op and r.status != "error"]
     top = max((r for r in results if r.rate is not None), key=lambda r: r.rate or 0.0, default=None)
-    ratio: float | None
-    low: float | None
-    high: float | None
+    span: tuple[float | None, float | None, float | None, int]
     if not any(r.case.op == op for r in (bench.results if bench else ())):  # not run here: no value in its column
-        ratio, low, high, count = None, None, None, 0
+        span = (None, None, None, 0)
     elif vs_first is None:  # the first report that ran it: its ratio is 1 by definition
-        ratio, low, high, count = 1.0, 1.0, 1.0, len(results)
+        span = (1.0, 1.0, 1.0, len(results))
     else:
         g = summarise(op, vs_first, 0.0, stats.CONFIDENCE)
-        ratio, low, high, count = g.geomean, g.low, g.high, g.count
+        span = (g.geomean, g.low, g.high, g.count)
     bound = lookup(op, (*(bench.bench.ops if bench else ()), *declared)).compute_bound
     return OpPoint(
-        op, ratio, low, high, count,
+        op, *span,
         top.gbps if top and not bound else None, top.pct_theoretical if top and not bound else None,
         top.tflops if top and bound else None, top.pct_theoretical if top and bound else None,
     )
@@ -223,11 +220,7 @@ def history_analysed(analysed: Sequence[tuple[str, Analysis]], *, practical: flo
         raise ValueError("history needs at least one report")
     ordered = sorted(analysed, key=lambda la: _when(la[1].report))
     first = ordered[0]
-    ops: dict[str, None] = {}
-    for _, a in ordered:
-        for b in a.report.benches[:1]:
-            for case in b.cases:
-                ops.setdefault(case.op, None)
+    ops = dict.fromkeys(c.op for _, a in ordered for b in a.report.benches[:1] for c in b.cases)
     kw = {"practical": practical, "resamples": resamples, "seed": seed}
     declared = tuple({s.name: s for _, a in ordered for b in a.report.benches for s in b.ops}.values())
     sampling = [_sampling(a) for _, a in ordered]

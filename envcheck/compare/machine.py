@@ -1,6 +1,5 @@
-"""Which machine a report comes from: its GPUs' NVML UUIDs (else board serials), never its host name (cloud
-boxes are all ``vm``, and one host name can hand out another GPU on every boot). A machine with neither falls
-back to its host and GPU models, and is then never called the same machine for certain.
+"""Which machine a report comes from: its GPUs' UUIDs (else serials), never its host name (one host name can
+hand out another GPU on every boot); without either, host and GPU models, never the same machine for certain.
 """
 
 from __future__ import annotations

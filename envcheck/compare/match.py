@@ -1,6 +1,5 @@
-"""Pairing the cases of two runs on their key, and whether a pair may be compared: one that may not is kept with
-its reasons, never dropped or compared anyway. Pairing the nodes of two fleets by who they are.
-"""
+"""Pairing the cases of two runs on their key (a pair that may not be compared is kept with its reasons), and the
+nodes of two fleets by who they are."""
 
 from __future__ import annotations
 

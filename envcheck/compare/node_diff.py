@@ -1,8 +1,6 @@
-"""The node tests of two reports side by side, as pure data: each side's numbers its node analysis' (read
-through ``NodeSide``, the one adapter, which derives nothing); ratios, intervals, verdicts and what changed (topology, NVLinks, NCCL) built here with
-``stats``. Collectives pair on (scope, op, size), their time the mean of the per-iteration times; copies on
-(kind, method, source, destination, directions), their time the median. A row's floor is the one shipped for
-its kind (a collective's per size) for two runs on one machine; without one the row is not judged.
+"""The node tests of two reports side by side: each side's numbers its node analysis' (through ``NodeSide``);
+ratios, verdicts and what changed built here. Collectives pair on (scope, op, size), copies on their ends; a
+row's floor is the one shipped for its kind, for two runs on one machine; without one it is not judged.
 """
 
 from __future__ import annotations
@@ -342,16 +340,10 @@ def _coll_label(k: tuple[str, str, int]) -> str:
 
 def _changes(a: NodeSide, b: NodeSide) -> list[Change]:
     out: list[Change] = []
-    pa = {(p.a, p.b): topo_label(p) for p in a.pairs}
-    pb = {(p.a, p.b): topo_label(p) for p in b.pairs}
-    for k in dict.fromkeys([*pa, *pb]):
-        if pa.get(k) != pb.get(k):
-            out.append(Change("path", pa.get(k), pb.get(k), gpus=k))
-    la = {g.gpu: f"{g.active}/{g.total}" for g in a.nvlinks}
-    lb = {g.gpu: f"{g.active}/{g.total}" for g in b.nvlinks}
-    for gpu in dict.fromkeys([*la, *lb]):
-        if la.get(gpu) != lb.get(gpu):
-            out.append(Change("nvlinks", la.get(gpu), lb.get(gpu), gpus=(gpu,)))
+    paths = [{(p.a, p.b): topo_label(p) for p in s.pairs} for s in (a, b)]
+    links = [{(g.gpu,): f"{g.active}/{g.total}" for g in s.nvlinks} for s in (a, b)]
+    for what, (xa, xb) in (("path", paths), ("nvlinks", links)):
+        out += [Change(what, xa.get(k), xb.get(k), gpus=k) for k in dict.fromkeys([*xa, *xb]) if xa.get(k) != xb.get(k)]
     va, vb = dict(a.nccl_versions), dict(b.nccl_versions)
     for scope in dict.fromkeys([*va, *vb]):
         if scope in va and scope in vb and va[scope] != vb[scope]:

@@ -1,7 +1,6 @@
 """Noise floors shipped with envcheck: how far a row moves between two runs where nothing changed, per GPU model
-and kind of case, learned from committed controls by ``tools/evidence/noise_floors.py`` (docs/compare.md). A
-kind's floor is ``sqrt(max(0, mean(log ratio^2) - mean(within^2)))``: a mean square, as run-to-run noise is
-heavy-tailed. It holds only for reruns on one physical GPU and the implementations its controls measured.
+and kind of case, learned from committed controls (docs/compare.md) as ``sqrt(max(0, mean(log ratio^2) -
+mean(within^2)))``. It holds only for reruns on one physical GPU and the implementations its controls measured.
 """
 
 from __future__ import annotations
@@ -55,8 +54,7 @@ class ModelFloors:
         return None
 
     def floor(self, kinds: Sequence[tuple[str, ...]], impl: str) -> stats.NoiseFloor | None:
-        """The floor of the most specific of ``kinds`` that has one; None where the controls never measured
-        ``impl`` on the kinds' timing."""
+        """The floor of the most specific of ``kinds`` that has one for ``impl``; None without one."""
         timing = kinds[0][0] if kinds and kinds[0] else ""
         if impl not in (self.launch_impls if timing == LAUNCH else self.impls):
             return None

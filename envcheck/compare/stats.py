@@ -1,16 +1,9 @@
-"""The statistics only a comparison has: time ratios, their intervals, verdicts, geometric means. It knows
-nothing of reports: it takes samples, log ratios and labels and returns numbers (docs/compare.md).
-
-A ratio's interval is ``log ratio +- t(confidence, df) x sqrt(within_se^2 + floor^2)``: within-run noise
-(each side's median, bootstrapped: ``median_log_se``) plus run-to-run noise, the **noise floor**, from the
-reports' own repeats (``repeats``: then the floor alone, within-run noise included) or the floor shipped for
-the GPU model (``shipped``), never from the two runs being judged. The rows with an interval are one family
-(Benjamini-Hochberg). Geometric means treat the cases of one kind as sharing its floor, so 200 cases of a few
-kinds are never taken for 200 independent measurements.
-
-**Within-run standard errors, fast.** A resampled median is the m-th order statistic of n uniform draws,
-``U(m) ~ Beta(m, n-m+1)``: the ``RESAMPLES`` index pairs are drawn once per n, so each case costs one gather
-and a weighted variance (20,000 cases in under a second).
+"""The statistics only a comparison has: time ratios, intervals, verdicts, geometric means, from samples, log
+ratios and labels (docs/compare.md). An interval is ``log ratio +- t(confidence, df) x sqrt(within_se^2 +
+floor^2)``: within-run noise (bootstrapped medians) plus the **noise floor** from the reports' repeats or shipped
+for the GPU model, never from the two runs judged. The rows are one family (Benjamini-Hochberg); geometric means
+treat the cases of one kind as sharing its floor. A resampled median is an order statistic, ``U(m) ~ Beta(m,
+n-m+1)``: the index pairs are drawn once per n, so each case costs one gather and a weighted variance.
 """
 
 from __future__ import annotations
@@ -153,9 +146,8 @@ def median_log_se(timings: Sequence[np.ndarray], *, lengths: Sequence[int] | Non
 
 @dataclass(frozen=True)
 class NoiseFloor:
-    """The run-to-run noise of one case: a standard deviation of its log time ratio, its ``source``
-    (``ALLOWANCE_SOURCES``; ``none``: within-run noise only), the kind it was learned for (over ``cases`` rows or
-    repeats) and its degrees of freedom. Every case of a kind shares it (``geomean``)."""
+    """The run-to-run noise of one case (a standard deviation of its log time ratio), its source, the kind it was
+    learned for and its degrees of freedom; every case of a kind shares it."""
 
     log_sd: float
     source: str
@@ -332,9 +324,7 @@ def p_value(iv: RatioInterval) -> float | None:
         return 0.0 if iv.ratio != 1.0 else 1.0
     z = abs(math.log(iv.ratio)) / iv.log_se
     df = iv.floor.df if iv.floor is not None else None
-    if df is None:
-        return 2.0 * (1.0 - statistics.NormalDist().cdf(z))
-    if df > _T_SERIES_MAX_DF:  # the series needs ~df terms; the normal tail is within 1e-3 there
+    if df is None or df > _T_SERIES_MAX_DF:  # the series needs ~df terms; the normal tail is within 1e-3 there
         return 2.0 * (1.0 - statistics.NormalDist().cdf(z))
     return max(0.0, 1.0 - _t_central(z, df))
 
@@ -350,18 +340,15 @@ def family_verdicts(ivs: Sequence[RatioInterval], unjudged: Container[int], not_
 
 
 def bh_significant(pvalues: Sequence[float | None], level: float = 1.0 - CONFIDENCE) -> list[bool]:
-    """Benjamini-Hochberg: which rows are significant with the false discovery rate at ``level`` (None: no
-    interval, not tested)."""
+    """Benjamini-Hochberg: which rows are significant at false discovery rate ``level``."""
     idx = [i for i, p in enumerate(pvalues) if p is not None]
     m = len(idx)
     out = [False] * len(pvalues)
     if not m:
         return out
     order = sorted(idx, key=lambda i: pvalues[i])  # type: ignore[arg-type, return-value]
-    cut = 0
-    for rank, i in enumerate(order, start=1):
-        if pvalues[i] <= level * rank / m:  # type: ignore[operator]
-            cut = rank
+    cut = max((rank for rank, i in enumerate(order, start=1) if pvalues[i] <= level * rank / m),  # type: ignore[operator]
+              default=0)
     for i in order[:cut]:
         out[i] = True
     return out

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envcheck.crosscheck import good_samples
 from envcheck.harness.failures import ChildError, to_launch
 from envcheck.model.crosscheck import CopyTiming, ToolRun
 from envcheck.node.launch import Launcher
+
+if TYPE_CHECKING:
+    from envcheck.outside_json import Json
 
 WORKER_MODULE = "envcheck.crosscheck.copy_worker"
 CALLS = 20  # copies back to back per loop, as tools/evidence/compare_node.py
@@ -20,7 +23,7 @@ WARMUP = 3
 TIMEOUT_S = 240.0  # as the peer copies' own worker (node/run.py)
 
 
-def assemble(events: list[dict[str, Any]], gpus: tuple[int, ...],
+def assemble(events: list[dict[str, Json]], gpus: tuple[int, ...],
              clean: Callable[[str], str] = str) -> tuple[CopyTiming, ...]:
     """``CopyTiming`` rows from the worker's events; ``gpus[i]`` is the machine's index of CUDA device i."""
     out = []
@@ -40,7 +43,7 @@ def assemble(events: list[dict[str, Any]], gpus: tuple[int, ...],
 
 def run_copies(gpus: tuple[int, ...], size_bytes: int, launcher: Launcher,
                timeout: float = TIMEOUT_S) -> tuple[tuple[CopyTiming, ...], ToolRun]:
-    events: list[Any] = []
+    events: list[Json] = []
     plan = {"size_bytes": size_bytes, "calls": CALLS, "loops": LOOPS, "warmup": WARMUP}
     out = launcher.spawn(f"{WORKER_MODULE}:run", plan, {"CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in gpus)},
                          timeout, events.append)

@@ -1,20 +1,22 @@
-"""A plain torch copy between every ordered pair of GPUs, in a child (``run``, through the harness): the counterpart
-of the copy-engine peer copies, as a user would write it (``b.copy_(a)`` on the source's current stream,
-``calls`` back to back between two CUDA events, a sample per loop). Events (the parent: crosscheck.copies)::
+"""A plain torch copy between every ordered pair of GPUs, in a child (``run``): the copy-engine peer copies as a
+user writes them (``b.copy_(a)``, ``calls`` back to back between two CUDA events, a sample per loop). Events::
 
     {"event": "devices", "devices": n}
-    {"event": "copy", "src", "dst", "size_bytes", "calls", "samples_us" | "error"}   CUDA indices of this process
-"""
+    {"event": "copy", "src", "dst", "size_bytes", "calls", "samples_us" | "error"}   CUDA indices of this process"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from envcheck.errors import one_line
 
+if TYPE_CHECKING:
+    from envcheck.outside_json import Json
 
-def time_copy(torch: Any, src: int, dst: int, size_bytes: int, calls: int, loops: int, warmup: int) -> list[float]:
+
+def time_copy(torch: ModuleType, src: int, dst: int, size_bytes: int, calls: int, loops: int, warmup: int) -> list[float]:
     """Per-copy times (us) of ``loops`` loops of ``calls`` back-to-back ``b.copy_(a)`` from GPU ``src`` to ``dst``."""
     a = torch.ones(size_bytes // 4, device=f"cuda:{src}")
     b = torch.empty(size_bytes // 4, device=f"cuda:{dst}")
@@ -34,7 +36,7 @@ def time_copy(torch: Any, src: int, dst: int, size_bytes: int, calls: int, loops
     return out
 
 
-def run(plan: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
+def run(plan: dict[str, Json], emit: Callable[[dict[str, Json]], None]) -> None:
     import torch
 
     n = torch.cuda.device_count()
@@ -45,7 +47,7 @@ def run(plan: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
         for dst in range(n):
             if src == dst:
                 continue
-            ev: dict[str, Any] = {"event": "copy", "src": src, "dst": dst, "size_bytes": size, "calls": calls}
+            ev: dict[str, Json] = {"event": "copy", "src": src, "dst": dst, "size_bytes": size, "calls": calls}
             try:
                 ev["samples_us"] = time_copy(torch, src, dst, size, calls, loops, warmup)
             except Exception as e:  # noqa: BLE001 - one pair's failure is that pair's result

@@ -1,28 +1,31 @@
-"""The worker that times a GPU's headline cases with ``triton.testing.do_bench_cudagraph`` (``main``, through the
-harness; the parent: ``envcheck.crosscheck.kernels``). Its plan::
+"""Times a GPU's headline cases with ``triton.testing.do_bench_cudagraph`` (``main``; the parent:
+``crosscheck.kernels``), each the suite's own call (bench.impls, its TF32 switch, sets of buffers, matmul tile)
+after an untimed ``settle_ms``. Plan and events::
 
-    {"gpu": <CUDA index>, "rounds": R, "seed": S, "control": <run --control or null>,
-     "rows": [{"op", "impl", "dtype", "precision", "shape": [...], "rep_ms", "settle_ms", "sets", "kernel"}, ...]}
-
-Its events: ``{"event": "ready", "torch", "triton", "device"}``, then per row ``{"event": "row", "i",
-"samples_us", "kernel"}`` or ``{"event": "row", "i", "error"}``. Each row is the suite's own call (bench.impls,
-its TF32 switch, as many sets of buffers, its matmul tile pinned), timed by the tool alone after an untimed
-``settle_ms`` (the tool settles nothing itself), every replay of ``rounds`` calls a sample.
-"""
+    {"gpu", "rounds", "seed", "control", "rows": [{"op", "impl", "dtype", "precision", "shape", "rep_ms",
+                                                  "settle_ms", "sets", "kernel"}, ...]}
+    {"event": "ready", "torch", "triton", "device"}, then per row
+    {"event": "row", "i", "samples_us", "kernel"} or {"event": "row", "i", "error"}"""
 
 from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from envcheck.errors import one_line
 
-Emit = Callable[[dict[str, Any]], None]
+if TYPE_CHECKING:
+    from envcheck.bench.kernels.tuning import Tile
+    from envcheck.outside_json import Json
+
+Emit = Callable[[dict[str, "Json"]], None]
+Call = Callable[[], object]
 
 
-def build_call(torch: Any, row: dict[str, Any], control: str | None, seed: int, device: str) -> Callable[[], Any]:
+def build_call(torch: ModuleType, row: dict[str, Json], control: str | None, seed: int, device: str) -> Call:
     """The suite's call of ``row`` (op, implementation, dtype, precision, shape) on fresh inputs."""
     from envcheck.bench import impls
 
@@ -37,7 +40,7 @@ def build_call(torch: Any, row: dict[str, Any], control: str | None, seed: int, 
     raise ValueError(f"no cross-check for implementation {row['impl']!r}")
 
 
-def cycled(torch: Any, row: dict[str, Any], control: str | None, seed: int, device: str) -> Callable[[], Any]:
+def cycled(torch: ModuleType, row: dict[str, Json], control: str | None, seed: int, device: str) -> Call:
     """One call on each of the row's ``sets`` of fresh buffers in turn, as the suite's case cycled."""
     calls = [build_call(torch, row, control, seed + j, device) for j in range(max(1, int(row.get("sets", 1))))]
     if len(calls) == 1:
@@ -56,7 +59,7 @@ def pinned(kernel: str | None) -> Iterator[None]:
 
     race = tuning.fastest
 
-    def pick(candidates: Any, measure: Any = None) -> Any:
+    def pick(candidates: Mapping[Tile, Call], measure: object = None) -> Tile:
         return next((t for t in candidates if t.label == kernel), None) or race(candidates, measure)
     tuning.fastest = pick if kernel else race
     try:
@@ -65,7 +68,7 @@ def pinned(kernel: str | None) -> Iterator[None]:
         tuning.fastest = race
 
 
-def time_row(bench: Callable[..., Any], fn: Callable[[], Any], row: dict[str, Any], rounds: int) -> list[float]:
+def time_row(bench: Callable[..., object], fn: Call, row: dict[str, Json], rounds: int) -> list[float]:
     """``fn`` settled, then timed ``rounds`` times by ``bench``: every replay, us per call of one set."""
     bench(fn, rep=max(1, round(float(row["settle_ms"]))), return_mode="median")  # settling, untimed
     sets = max(1, int(row.get("sets", 1)))
@@ -76,13 +79,14 @@ def time_row(bench: Callable[..., Any], fn: Callable[[], Any], row: dict[str, An
     return samples
 
 
-def run(plan: dict[str, Any], emit: Emit, torch: Any = None, bench: Callable[..., Any] | None = None) -> None:
+def run(plan: dict[str, Json], emit: Emit, torch: ModuleType | None = None,
+        bench: Callable[..., object] | None = None) -> None:
     """Every row of ``plan``; ``torch`` and ``bench``: tests' CPU stand-ins."""
     if torch is None:
         import torch as torch_module
 
         torch = torch_module
-    versions: dict[str, Any] = {"torch": torch.__version__}
+    versions: dict[str, Json] = {"torch": torch.__version__}
     if bench is None:
         import triton
         import triton.testing
@@ -123,7 +127,7 @@ def run(plan: dict[str, Any], emit: Emit, torch: Any = None, bench: Callable[...
                 torch.cuda.empty_cache()
 
 
-def main(plan: Any, out: Emit) -> None:
+def main(plan: object, out: Emit) -> None:
     if not isinstance(plan, dict) or not isinstance(plan.get("rows"), list):
         raise ValueError("the plan is a JSON object with a list of rows")
     run(plan, out)

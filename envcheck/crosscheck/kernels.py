@@ -1,14 +1,12 @@
-"""The single-GPU cross-check: each GPU's headline cases timed again by ``do_bench_cudagraph`` in a worker per GPU
-(``kernel_worker.py``), the GPUs at once; ``KernelTiming`` rows and a ``ToolRun`` each. The headline cases: per
-op, dtype and precision, the largest shape (by bytes, or FLOPs where compute-bound) with a GPU time for PyTorch,
-and there each of ``IMPLS``."""
+"""The single-GPU cross-check: each GPU's headline cases (per op, dtype and precision the largest shape PyTorch has
+a GPU time for, each of ``IMPLS`` there) timed by ``do_bench_cudagraph`` in a worker per GPU, the GPUs at once."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS
 from envcheck.crosscheck import good_samples
@@ -18,6 +16,9 @@ from envcheck.harness.spawn import spawn
 from envcheck.model import Bench, Case
 from envcheck.model.crosscheck import KernelTiming, ToolRun
 from envcheck.model.node import Launch
+
+if TYPE_CHECKING:
+    from envcheck.outside_json import Json
 
 WORKER_COMMAND = ("envcheck.crosscheck.kernel_worker:main",)  # the target, then folders for its sys.path
 ARGV = ("python", "-m", "envcheck.crosscheck.kernel_worker")  # the run as the report names it
@@ -57,7 +58,7 @@ class GpuPlan:
 
     gpu: int
     heads: tuple[Case, ...]
-    plan: dict[str, Any]
+    plan: dict[str, Json]
 
     @property
     def timeout_s(self) -> float:
@@ -79,15 +80,15 @@ def plan_gpu(bench: Bench, seed: int = 0, cuda_index: int | None = None) -> GpuP
     return GpuPlan(bench.device.index, heads, plan)
 
 
-def run_one(plan: dict[str, Any], timeout: float, command: Sequence[str] = WORKER_COMMAND,
-            stop: threading.Event | None = None) -> tuple[list[dict[str, Any]], Launch]:
+def run_one(plan: dict[str, Json], timeout: float, command: Sequence[str] = WORKER_COMMAND,
+            stop: threading.Event | None = None) -> tuple[list[dict[str, Json]], Launch]:
     """One worker on ``plan``: the events it sent (redacted) and how its run ended."""
-    events: list[Any] = []
+    events: list[Json] = []
     out = spawn(command[0], plan, timeout=timeout, on_event=events.append, stop=stop, paths=command[1:])
     return [e for e in events if isinstance(e, dict)], to_launch(out, ARGV, timeout)
 
 
-def assemble(p: GpuPlan, events: list[dict[str, Any]], launch: Launch) -> tuple[tuple[KernelTiming, ...], ToolRun]:
+def assemble(p: GpuPlan, events: list[dict[str, Json]], launch: Launch) -> tuple[tuple[KernelTiming, ...], ToolRun]:
     """``KernelTiming`` rows of one GPU from its worker's events (a row it never reported is ``not_run``)."""
     by_row = {int(e["i"]): e for e in events if e.get("event") == "row" and isinstance(e.get("i"), int)}
     rows = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envcheck.crosscheck import good_samples
 from envcheck.model.bench import Timing
@@ -15,10 +15,13 @@ from envcheck.node.collective_run import RankOutput, read_outputs
 from envcheck.node.crosscheck_loop import EVENT
 from envcheck.node.events import read_events
 
+if TYPE_CHECKING:
+    from envcheck.outside_json import Json
+
 
 def assemble(outputs: Sequence[RankOutput], clean: Callable[[str], str] = str) -> tuple[LoopTiming, ...]:
     """One ``LoopTiming`` per (op, size) any rank reported, in the order they ran; ``clean`` redacts errors."""
-    got: dict[tuple[str, int], dict[int, dict[str, Any]]] = {}
+    got: dict[tuple[str, int], dict[int, dict[str, Json]]] = {}
     for o in outputs:
         for ev in read_events(o.events_text):
             if ev["event"] != EVENT or ev.get("op") not in COLLECTIVES or not isinstance(ev.get("size_bytes"), int):

@@ -1,7 +1,6 @@
-"""``--crosscheck``: after the suite and the node tests, the same work timed by independent tools, each in a child
-with a time limit, kept raw: each GPU's headline cases; on a node the copies, the sweep's plain loop and
-nccl-tests. One that does not apply is a note; Ctrl-C stops the tool running and keeps what the others measured.
-"""
+"""``--crosscheck``: the same work timed again by independent tools, each in a child with a time limit, kept raw (each
+GPU's headline cases; on a node the copies, the sweep's plain loop and nccl-tests). One that does not apply is a
+note; Ctrl-C keeps what the others measured."""
 
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from envcheck.model import Bench, Note
 from envcheck.model.crosscheck import CopyTiming, Crosscheck, KernelTiming, LoopTiming, NcclTestsRun, ToolRun
@@ -147,7 +145,7 @@ class _Parts:
         from envcheck.crosscheck.kernels import ROUNDS
         from envcheck.crosscheck.nccl_tests_run import MODES
 
-        settings: dict[str, Any] = {"kernel_rounds": ROUNDS} if self.kernels else {}
+        settings: dict[str, object] = {"kernel_rounds": ROUNDS} if self.kernels else {}
         if self.nccl:
             settings["nccl_tests_modes"] = {m.name: " ".join(m.args) for m in MODES}
         return CrosscheckRun(Crosscheck(self.kernels, self.copies, self.loops, self.nccl, tuple(self.runs),

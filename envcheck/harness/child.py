@@ -3,6 +3,7 @@ library only: a child started without site-packages (the NVML child) runs it too
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import math
@@ -89,11 +90,9 @@ def prctl(option: int, value: int) -> bool:
 
 def _orphaned() -> None:
     """EOF on stdin: the parent is gone (or ends this run): the whole process group goes."""
-    try:
+    with contextlib.suppress(OSError):
         while os.read(0, 65536):  # the raw fd: a buffered reader's lock would abort the interpreter's exit
             pass
-    except OSError:
-        pass
     os.killpg(os.getpgid(0), signal.SIGKILL)
 
 

@@ -31,6 +31,7 @@ class RunResult:
     timed_out: bool = False
     error: str | None = None  # "not found", "permission denied", "timed out after 5 s", ...
     wall_s: float = 0.0
+    over: bool = False  # stopped as ``over()`` held
 
     @property
     def ok(self) -> bool:
@@ -62,33 +63,32 @@ def parent_death_signal(sig: int = signal.SIGTERM) -> Callable[[], bool] | None:
 
 
 def run(argv: Sequence[str], timeout: float, *, env: Mapping[str, str] | None = None, merge: bool = False,
-        sink: Callable[[bytes], None] | None = None, grace_s: float = 0.0, die_with_parent: bool = False) -> RunResult:
-    """Run ``argv`` (no shell) to its end or ``timeout``; never raises for what it does. ``env``: its whole
-    environment (default: ``clean_env()``); ``merge``: stderr into stdout; ``sink``: the output as it comes.
-    Ctrl-C (or any exception) kills it first, then goes on."""
+        sink: Callable[[bytes], None] | None = None, grace_s: float = 0.0, die_with_parent: bool = False,
+        over: Callable[[], bool] | None = None) -> RunResult:
+    """Run ``argv`` (no shell) to its end, ``timeout`` or ``over()`` (asked each second; stopped then, not timed
+    out); never raises for what it does. ``env``: its whole environment (default: ``clean_env()``); ``merge``:
+    stderr into stdout; ``sink``: the output as it comes. Ctrl-C (or any exception) kills it first, then goes on."""
     start, args = time.monotonic(), tuple(argv)
     try:
         proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT if merge else subprocess.PIPE, start_new_session=True,
                                 env=dict(env) if env is not None else clean_env(),
                                 preexec_fn=parent_death_signal() if die_with_parent else None)
-    except FileNotFoundError:
-        return RunResult(args, None, error="not found", wall_s=time.monotonic() - start)
-    except PermissionError:
-        return RunResult(args, None, error="permission denied", wall_s=time.monotonic() - start)
     except (OSError, ValueError) as e:
-        return RunResult(args, None, error=f"cannot start ({e})", wall_s=time.monotonic() - start)
+        why = {FileNotFoundError: "not found", PermissionError: "permission denied"}.get(type(e), f"cannot start ({e})")
+        return RunResult(args, None, error=why, wall_s=time.monotonic() - start)
     group = scope.Session(proc)
     got: dict[int, list[bytes]] = {}
     with scope.live(group):
         try:
-            timed_out = not _read(proc, got, sink, start + timeout)
-            if not timed_out:
+            ended = _read(proc, got, sink, start + timeout, over)
+            if ended:
                 try:
                     proc.wait(timeout=max(start + timeout - time.monotonic(), 0.001))
                 except subprocess.TimeoutExpired:  # its output closed, it did not end
-                    timed_out = True
-            if timed_out:
+                    ended = False
+            timed_out = not ended and time.monotonic() >= start + timeout
+            if not ended:
                 group.stop(grace_s)
                 _read(proc, got, sink, time.monotonic() + DRAIN_S)
                 proc.wait()
@@ -101,21 +101,21 @@ def run(argv: Sequence[str], timeout: float, *, env: Mapping[str, str] | None = 
         if p:
             p.close()
     return RunResult(args, proc.returncode, out, err, timed_out, f"timed out after {timeout:g} s" if timed_out else None,
-                     time.monotonic() - start)
+                     time.monotonic() - start, not ended and not timed_out)
 
 
 def _read(proc: subprocess.Popen[bytes], got: dict[int, list[bytes]], sink: Callable[[bytes], None] | None,
-          deadline: float) -> bool:
-    """Its output until both pipes close (True) or ``deadline`` (False)."""
+          deadline: float, over: Callable[[], bool] | None = None) -> bool:
+    """Its output until both pipes close (True), ``deadline`` or ``over()`` (False)."""
     with selectors.DefaultSelector() as sel:
         for p in (proc.stdout, proc.stderr):
             if p is not None and not p.closed:
                 sel.register(p, selectors.EVENT_READ)
         while sel.get_map():
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 or (over is not None and over()):
                 return False
-            for key, _ in sel.select(left):
+            for key, _ in sel.select(min(left, 1.0)):
                 data = os.read(key.fd, READ_CHUNK)
                 if not data:
                     sel.unregister(key.fileobj)

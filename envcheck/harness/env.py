@@ -13,11 +13,11 @@ from envcheck.redact import is_secret_name
 NO_MULTICAST: dict[str, str] = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                                 "NVSHMEM_DISABLE_NVLS": "1"}
 DEVICE_ORDER: dict[str, str] = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-# Names, or prefixes ending in "*": the libraries' and the GPU stack's own settings.
+# Names, or prefixes ending in "*": the libraries' and the GPU stack's own settings, and the tests' hooks.
 ALLOWED: tuple[str, ...] = (
     "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR", "LD_LIBRARY_PATH", "CC", "CXX",
     "LC_*", "CUDA_*", "NVIDIA_*", "NCCL_*", "NVSHMEM_*", "TORCH*", "PYTORCH_*", "TRITON_*", "XDG_*", "CUBLAS_*",
-    "CUDNN_*", "OMP_*", "JAX_*", "XLA_*", "FI_*", "UCX_*", "GLOO_*", "HIP_*", "ROCR_*", "HSA_*",
+    "CUDNN_*", "OMP_*", "JAX_*", "XLA_*", "FI_*", "UCX_*", "GLOO_*", "HIP_*", "ROCR_*", "HSA_*", "ENVCHECK_TEST_*",
 )
 
 

@@ -10,10 +10,6 @@ CUT_EDGE = 1024  # longer than any token or password the redactor looks for
 _BREAK = re.compile(rb"\r\n|\r|\n")
 
 
-def cut_marker(cut: int) -> str:
-    return f" [envcheck: {cut} bytes cut] "
-
-
 class LineCutter:
     """Feed it bytes as they come; it returns each finished line, bounded to about ``limit`` bytes."""
 
@@ -63,7 +59,7 @@ class LineCutter:
         else:
             head = self._head[:-CUT_EDGE].decode("utf-8", errors="replace")
             tail = self._tail[CUT_EDGE:].decode("utf-8", errors="replace")
-            line = head + cut_marker(self._cut + 2 * CUT_EDGE) + tail
+            line = f"{head} [envcheck: {self._cut + 2 * CUT_EDGE} bytes cut] {tail}"
         self._head.clear()
         self._tail.clear()
         self._cut = 0

@@ -77,18 +77,14 @@ def end(token: str, root: int | None = None, *, session: int | None = None, wait
         if not alive:
             break
         for p in alive:
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
                 p.send_signal(signal.SIGKILL)
                 killed[p.pid] = p
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                pass
     if session is not None:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied, OSError):
             for p in psutil.Process().children():
                 if p.pid != root and p.status() == psutil.STATUS_ZOMBIE and os.getsid(p.pid) == session:
                     killed.setdefault(p.pid, p)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):
-            pass
     killed.pop(root if root is not None else -1, None)
     _reap(list(killed.values()), wait_s)
 

@@ -3,6 +3,7 @@ driven from threads while the main thread, the only one signals reach, waits."""
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import signal
 import threading
@@ -63,8 +64,8 @@ def stop_signals(exc: Callable[[int], BaseException] = Signalled) -> Iterator[Re
 
 
 def together(jobs: Sequence[Callable[[threading.Event], None]]) -> Stopped | None:
-    """Each job in a thread of its own (given the event that stops its child), waited for here; Ctrl-C, SIGTERM or
-    SIGHUP stops them all, waits for what they gathered and is returned."""
+    """Each job in a thread of its own (given the event that stops its child) and the caller's context (the command's
+    language), waited for here; Ctrl-C, SIGTERM or SIGHUP stops them all, waits for what they gathered and is returned."""
     stop, left, lock, finished = threading.Event(), [len(jobs)], threading.Lock(), threading.Event()
 
     def run(job: Callable[[threading.Event], None]) -> None:
@@ -76,7 +77,7 @@ def together(jobs: Sequence[Callable[[threading.Event], None]]) -> Stopped | Non
                 if not left[0]:
                     finished.set()
 
-    threads = [threading.Thread(target=run, args=(job,), daemon=True) for job in jobs]
+    threads = [threading.Thread(target=contextvars.copy_context().run, args=(run, job), daemon=True) for job in jobs]
     for t in threads:
         t.start()
     stopped: Stopped | None = None

@@ -9,6 +9,7 @@ with an allow-listed environment, and is ended whole on every way out; all it wr
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import selectors
 import subprocess
@@ -248,16 +249,12 @@ class _Run:
             pass
         os.close(self.fd)
         for stream in (self.proc.stdin, self.proc.stderr):
-            try:
+            with contextlib.suppress(OSError):
                 stream.close()  # type: ignore[union-attr]
-            except OSError:
-                pass
         self.out.returncode, self.out.tail = self.proc.returncode, tuple(self.tail)
 
     def kill_now(self) -> None:
         self.session.kill_now()
         for p in scope.members(self.token, self.proc.pid):
-            try:
+            with contextlib.suppress(Exception):  # gone already, or not ours to kill
                 p.kill()
-            except Exception:  # noqa: BLE001 - gone already, or not ours to kill
-                pass

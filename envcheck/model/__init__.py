@@ -1,5 +1,4 @@
-"""The report model: immutable dataclasses of raw results and their versioned JSON (``model/codec.py``); nothing
-here probes, measures, derives or renders."""
+"""The report model: immutable dataclasses of raw results and their versioned JSON; nothing derives or renders."""
 
 from __future__ import annotations
 

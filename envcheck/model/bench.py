@@ -1,6 +1,5 @@
-"""One device's benchmark results, raw: what the isolated worker measured. Every derived number is
-``envcheck.analysis``'s (a timing's statistics are properties of its samples); notes are keys plus parameters
-(``Note``), what the machine said stays in ``detail`` fields.
+"""One device's benchmark results, raw: what the isolated worker measured; notes are keys plus parameters, what
+the machine said stays in ``detail`` fields. Derived numbers are ``envcheck.analysis``'s.
 """
 
 from __future__ import annotations
@@ -107,8 +106,7 @@ class Samples(Sequence[float]):
 
 
 def samples_of(obj: object, *names: str) -> int:
-    """Each named field of a frozen dataclass (None allowed) made a ``Samples``, all as long as the first; that
-    length (-1: none)."""
+    """Each named field (None allowed) made ``Samples`` of one length; that length (-1: none)."""
     n = -1
     for name in names:
         v = getattr(obj, name)
@@ -131,8 +129,7 @@ class TimingStats:
 
 @dataclass(frozen=True)
 class Timing:
-    """Raw samples of one timed region, microseconds per call (``method``: ``TIMING_METHODS``); ``passes``: the
-    sample count of each ``run --repeat``."""
+    """Raw samples of one timed region, microseconds per call; ``passes``: each ``run --repeat``'s count."""
 
     method: str
     samples_us: Samples
@@ -325,8 +322,7 @@ class Failure:
 
 @dataclass(frozen=True)
 class MonitorWindow:
-    """NVML samples of one GPU over a group of cases (None: NVML would not give it); ``reasons``: the active
-    clock-event reasons at each sample."""
+    """NVML samples of one GPU over a group of cases (None: NVML would not give it)."""
 
     interval_s: float
     t_s: Samples
@@ -367,9 +363,8 @@ class Planned:
 
 @dataclass(frozen=True)
 class Case(Planned):
-    """One measured (op, implementation, dtype, precision, shape), raw. ``window``: its NVML samples in
-    ``Bench.windows``; ``rotation_sets``: input and output sets cycled to keep L2 cold; ``span_s``: its work's start
-    and end, seconds since its worker started."""
+    """One measured (op, implementation, dtype, precision, shape), raw; ``window``: its NVML samples in
+    ``Bench.windows``; ``span_s``: its work's start and end since its worker started."""
 
     op: str
     impl: str
@@ -500,8 +495,7 @@ class StopCause(str, Enum):
 
 @dataclass(frozen=True)
 class Stop:
-    """How an unfinished run ended: ``finished`` of ``planned`` cases reported, the case it was ``during``, the
-    worker's last stderr line."""
+    """How an unfinished run ended: ``finished`` of ``planned`` cases, the case it was ``during``."""
 
     cause: StopCause
     finished: Int = 0

@@ -1,6 +1,5 @@
-"""The burn-in section of a report (``envcheck burn``, ``run --burn``), raw: per GPU, each phase's work per interval,
-NVML telemetry, the memory test and every silent-data-corruption mismatch; verdicts: ``envcheck.analysis.burn``.
-"""
+"""The burn-in section of a report, raw: per GPU each phase's work per interval, NVML telemetry, the memory test
+and every silent-data-corruption mismatch."""
 
 from __future__ import annotations
 
@@ -153,8 +152,7 @@ class BurnGpu:
 
 @dataclass(frozen=True)
 class Burn:
-    """Every selected GPU's burn, run at once, the Xid lines new during it (from ``xid_source``; None: nowhere);
-    ``stopped``: Ctrl-C or a signal ended it."""
+    """Every selected GPU's burn, run at once, and the Xid lines new during it."""
 
     minutes: float
     started: str

@@ -1,7 +1,5 @@
-"""The cross-checks of a run (``run --crosscheck``), raw: what independent tools measured of the same work
-(``do_bench_cudagraph``, a torch peer copy, a ``torch.distributed`` loop, nccl-tests) and how each launch ended;
-ratios and verdicts: ``envcheck.analysis.crosscheck``.
-"""
+"""The cross-checks of a run (``run --crosscheck``), raw: what independent tools measured of the same work and how
+each launch ended."""
 
 from __future__ import annotations
 

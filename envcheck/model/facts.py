@@ -115,8 +115,7 @@ class Gpu:
 
 @dataclass(frozen=True)
 class Environment:
-    """Sections of facts (``system``, ``wsl``, ``driver``, ``cuda``, ``env``, ``torch``,
-    ``torch_runtime``, ``triton``, ``triton_runtime``) and one entry per GPU."""
+    """Sections of facts (``system``, ``driver``, ``torch``...) and one entry per GPU."""
 
     sections: dict[str, Facts] = field(default_factory=dict)
     gpus: tuple[Gpu, ...] = ()

@@ -1,6 +1,5 @@
-"""A fleet run's raw results: each node's own (shaped like a single-node report), how every rank ended, the
-collectives across all, and the rules and baseline its verdicts (``envcheck.analysis.fleet``) are judged by.
-"""
+"""A fleet run's raw results: each node's own, how every rank ended, the collectives across all, and the rules and
+baseline its verdicts are judged by."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """One node's raw results beyond the per-GPU suites: its GPUs' links, copies over them, collectives across them
-and the links' error counters; values or the reasons they are missing (verdicts: ``envcheck.analysis.node``).
-"""
+and the links' error counters; values or the reasons they are missing."""
 
 from __future__ import annotations
 
@@ -184,10 +183,8 @@ class RankTiming:
 
 @dataclass(frozen=True)
 class CollectiveResult:
-    """One collective at one size on one group of ranks (``size_bytes``, ``count``, ``wrong``: nccl-tests'
-    columns). Two times as for single-GPU ops: ``timings`` (eager calls, per rank) and ``gpu_timings`` (graph
-    replays; else ``gpu_reason``), again on NCCL-registered buffers (``registered_*``); the counts (buffer sets,
-    allocations, captures, communicators) say how it was measured, 1 in reports before they were recorded."""
+    """One collective at one size on a group of ranks: ``timings`` (eager calls, per rank) and ``gpu_timings``
+    (graph replays; else ``gpu_reason``), again on NCCL-registered buffers (``registered_*``)."""
 
     op: str
     size_bytes: Int
@@ -279,8 +276,7 @@ class Launch:
 
 @dataclass(frozen=True)
 class Collectives:
-    """A collective sweep over one group of processes (``scope``: ``node`` or ``world``); ``narrowing``: re-runs
-    on sub-groups to find what makes it slow."""
+    """A collective sweep over one group of processes; ``narrowing``: re-runs on sub-groups."""
 
     scope: str
     backend: str  # nccl | gloo

@@ -1,6 +1,4 @@
-"""envcheck's own reasons for a missing fact (``Fact.reason``), each with the catalogue key that phrases it in
-the reader's language; a reason not listed (what the machine said) is shown as recorded.
-"""
+"""envcheck's own reasons for a missing fact, each with the catalogue key that phrases it; others as recorded."""
 
 from __future__ import annotations
 

@@ -18,8 +18,7 @@ KINDS = ("probe", "check", "run", "fleet", "burn")
 
 @dataclass(frozen=True)
 class ReplaySource:
-    """The snapshot a replayed report was made from: its file's name (not a path), the host, when it was captured
-    and replayed."""
+    """The snapshot a replayed report was made from: its file name, host, and when."""
 
     file: str
     host: str

@@ -1,24 +1,14 @@
-"""One collective at one size on one group of ranks, timed twice as single-GPU ops are, then checked
-(docs/node.md says why each rule is there, with the logs):
+"""One collective at one size on one group of ranks, timed as single-GPU ops are, then checked (docs/node.md says
+why each rule is there): per call (eager calls, a mark every ``PER_CALL_LOOP``); GPU time (the call captured in
+a CUDA graph sized to last ``GRAPH_REPLAY_US``, replayed after ``GRAPH_WARM_US`` of warm replays, pooled over
+``CAPTURES`` captures on as many communicators and, where one set of buffers exceeds 3x L2, fresh allocations);
+a call on fresh inputs checked element by element (nccl-tests' #wrong); and, with torch's NCCL memory pool, the
+GPU time again on NCCL-registered buffers. L2 is kept cold as for single-GPU ops (``envcheck.bench.l2``).
 
-1. **per call**: warm-up calls, then eager calls back to back with a mark every ``PER_CALL_LOOP`` calls (CUDA
-   events on a GPU, the host clock on the CPU): what a ``torch.distributed`` caller pays;
-2. **GPU time** (GPUs only): the call captured ``calls`` times in one CUDA graph, replayed back to back after
-   ``GRAPH_WARM_US`` of untimed replays, each sample one replay divided by its calls (nccl-tests' ``-G``). A
-   graph is sized so a replay lasts ``GRAPH_REPLAY_US``, again from the GPU time where that is much quicker.
-   The samples join ``CAPTURES`` captures, one on each communicator the caller passes (which communicator a
-   call goes through can set its pace), on a fresh allocation each where one set of buffers exceeds 3x L2;
-3. a call on freshly written inputs, its output checked element by element (nccl-tests' #wrong);
-4. (torch with an NCCL memory pool) the GPU time again on buffers from NCCL's allocator, which NCCL registers
-   in a captured graph (``CollectiveBench._registered``), its output checked too.
-
-L2 is kept cold as for single-GPU ops (``envcheck.bench.l2``), 1 MiB and less included, as nccl-tests shifts
-its buffers. Every rank of the group calls :func:`measure` with the same arguments in the same order;
-decisions that could differ between ranks (out of memory, a refused capture) are agreed with a tiny
-collective first. The same code drives NCCL on GPUs and gloo on the CPU.
-
-Inputs hold small integers, so every expected output is exact and the check is equality: rank r's element i
-is ``r + 1 + i % 7``; for all_to_all, rank r's chunk for rank j, element k, is ``8 (r n + j) + 1 + k % 7``.
+Every rank of the group calls :func:`measure` with the same arguments in the same order; decisions that could
+differ between ranks (out of memory, a refused capture) are agreed with a tiny collective first. The same code
+drives NCCL on GPUs and gloo on the CPU. Inputs hold small integers so every expected output is exact: rank r's
+element i is ``r + 1 + i % 7``; for all_to_all, rank r's chunk for rank j, element k, is ``8 (r n + j) + 1 + k % 7``.
 """
 
 from __future__ import annotations
@@ -27,12 +17,21 @@ import math
 import statistics
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from envcheck.analysis.node import layout
 from envcheck.bench.l2 import DEFAULT_L2_BYTES, ROTATE_L2_MULTIPLE, rotation_sets
 from envcheck.bench.timer import make_clock
 from envcheck.errors import one_line
+
+if TYPE_CHECKING:
+    import torch
+
+    from envcheck.analysis.collectives import Layout
+
+Buffers = tuple["torch.Tensor", "torch.Tensor | None"]  # (input, output; None where the call is in place)
+ValueAt = Callable[["torch.Tensor"], "torch.Tensor"]  # index -> the value an element holds
 
 GRAPH_REPLAY_US = 1000.0  # a replay should last about this long: calls per graph = this / time per call
 GRAPH_WARM_US = 50_000.0  # untimed replays back to back for about this long before the timed ones of a capture
@@ -118,7 +117,8 @@ def buffer_bytes(op: str, size_bytes: int, n: int, element_bytes: int = 4) -> in
     return (lay.send if op in IN_PLACE else lay.send + lay.recv) * element_bytes
 
 
-def call(dist: Any, op: str, send: Any, recv: Any, group: Any = None, root: int = 0) -> None:
+def call(dist: ModuleType, op: str, send: torch.Tensor, recv: torch.Tensor | None, group: object = None,
+         root: int = 0) -> None:
     """One call of ``op`` on ``group`` (None: the default group; the cross-check loop's too)."""
     if op == "all_reduce":
         dist.all_reduce(send, group=group)
@@ -138,7 +138,7 @@ def call(dist: Any, op: str, send: Any, recv: Any, group: Any = None, root: int 
 class CollectiveBench:
     """Measures collectives for one rank. ``dist`` is ``torch.distributed``; ``torch`` the module."""
 
-    def __init__(self, torch: Any, dist: Any, device: str, rank: int, world_size: int) -> None:
+    def __init__(self, torch: ModuleType, dist: ModuleType, device: str, rank: int, world_size: int) -> None:
         self.torch = torch
         self.dist = dist
         self.device = device  # "cuda:<i>" or "cpu"
@@ -149,12 +149,12 @@ class CollectiveBench:
         if self.cuda:
             self.l2_bytes = int(getattr(torch.cuda.get_device_properties(torch.device(device)), "L2_cache_size", 0)) \
                 or None
-        self.clock: Any = make_clock("cuda" if self.cuda else "cpu")
+        self.clock = make_clock("cuda" if self.cuda else "cpu")
         self.method = "cuda_events" if self.cuda else "host_clock"
-        self._nccl_allocator: Any = None  # torch's NCCL allocator, once use_registered_buffers found it
+        self._nccl_allocator: object = None  # torch's NCCL allocator, once use_registered_buffers found it
         self._registered_error: str | None = None
 
-    def _min_over(self, value: int, group: Any) -> int:
+    def _min_over(self, value: int, group: object) -> int:
         """The smallest ``value`` over the group (every member calls it)."""
         t = self.torch.tensor([value], dtype=self.torch.int64, device=self.device)
         self.dist.all_reduce(t, op=self.dist.ReduceOp.MIN, group=group)
@@ -166,21 +166,22 @@ class CollectiveBench:
         free, _total = self.torch.cuda.mem_get_info(self.torch.device(self.device))
         return int(free)
 
-    def _chunks(self, t: Any, value_at: Any) -> Iterator[tuple[slice, Any]]:
+    def _chunks(self, t: torch.Tensor, value_at: ValueAt) -> Iterator[tuple[slice, torch.Tensor]]:
         """Each chunk of the flat tensor ``t`` and the values ``value_at`` gives its indices."""
         n = t.numel()
         for lo in range(0, n, CHUNK_ELEMS):
             idx = self.torch.arange(lo, min(n, lo + CHUNK_ELEMS), dtype=self.torch.int64, device=self.device)
             yield slice(lo, lo + len(idx)), value_at(idx).to(t.dtype)
 
-    def _fill(self, t: Any, value_at: Any) -> None:
+    def _fill(self, t: torch.Tensor, value_at: ValueAt) -> None:
         for part, values in self._chunks(t, value_at):
             t[part] = values
 
-    def _count_wrong(self, t: Any, value_at: Any) -> int:
+    def _count_wrong(self, t: torch.Tensor, value_at: ValueAt) -> int:
         return sum(int((t[part] != values).sum().item()) for part, values in self._chunks(t, value_at))
 
-    def _check(self, send: Any, recv: Any, values: tuple[Any, Any], run: Callable[[], Any]) -> int:
+    def _check(self, send: torch.Tensor, recv: torch.Tensor | None, values: tuple[ValueAt, ValueAt],
+               run: Callable[[], object]) -> int:
         """``run()`` on fresh inputs and a poisoned output (an element never written shows); the wrong count."""
         self._fill(send, values[0])
         if recv is not None:
@@ -189,10 +190,10 @@ class CollectiveBench:
         self.clock.synchronize()
         return self._count_wrong(recv if recv is not None else send, values[1])
 
-    def _empty(self, elements: int) -> Any:
+    def _empty(self, elements: int) -> torch.Tensor:
         return self.torch.empty(elements, dtype=self.torch.float32, device=self.device)
 
-    def _patterns(self, op: str, n: int, me: int, per: int) -> tuple[Any, Any]:
+    def _patterns(self, op: str, n: int, me: int, per: int) -> tuple[ValueAt, ValueAt]:
         """(input value at index, expected output value at index) for group member ``me``."""
         tri = n * (n + 1) // 2
         if op == "all_reduce":
@@ -208,14 +209,14 @@ class CollectiveBench:
                     (lambda i: 8 * ((i // per) * n + me) + 1 + (i % per) % 7))
         raise ValueError(f"unknown collective {op!r}")
 
-    def more_communicators(self, ranks: tuple[int, ...], ops: tuple[str, ...]) -> tuple[Any, ...]:
+    def more_communicators(self, ranks: tuple[int, ...], ops: tuple[str, ...]) -> tuple[object, ...]:
         """Up to ``COMMUNICATORS`` - 1 more communicators of ``ranks`` (every rank calls it), each connected now by
         a small call of each op, while they hold at most ``COMMUNICATOR_MEMORY_SHARE`` of every member's GPU."""
         if not self.cuda:
             return ()
         torch = self.torch
         before, total = (int(x) for x in torch.cuda.mem_get_info(torch.device(self.device)))
-        made: list[Any] = []
+        made: list[object] = []
         for _ in range(COMMUNICATORS - 1):
             group = self.dist.new_group(list(ranks))
             for op in ops:
@@ -230,11 +231,11 @@ class CollectiveBench:
             made.append(group)
         return tuple(made)
 
-    def _call(self, op: str, send: Any, recv: Any, group: Any, root: int) -> None:
+    def _call(self, op: str, send: torch.Tensor, recv: torch.Tensor | None, group: object, root: int) -> None:
         call(self.dist, op, send, recv, group, root)  # one method: a test hook slows a rank here
 
-    def _capture(self, op: str, sets: list[tuple[Any, Any]], group: Any, root: int, calls: int,
-                 warm_call: bool = True) -> tuple[Any, str | None]:
+    def _capture(self, op: str, sets: list[Buffers], group: object, root: int, calls: int,
+                 warm_call: bool = True) -> tuple[torch.cuda.CUDAGraph | None, str | None]:
         """(graph, error): ``calls`` calls cycling through ``sets`` captured in one CUDA graph; None with the
         error where any member of the group failed to capture (every member calls it)."""
         torch = self.torch
@@ -263,7 +264,7 @@ class CollectiveBench:
             return None, error or "another rank's capture failed"
         return graph, None
 
-    def _gpu_time(self, op: str, sets: list[tuple[Any, Any]], group: Any, root: int, calls: int,
+    def _gpu_time(self, op: str, sets: list[Buffers], group: object, root: int, calls: int,
                   replays: int) -> tuple[tuple[float, ...], str | None, str | None]:
         """(samples per call, reason, error) of a graph of ``calls`` calls replayed ``replays`` times back to back.
         Every member calls it; none replays unless all captured."""
@@ -309,15 +310,14 @@ class CollectiveBench:
             return "no_nccl_allocator"
         return None
 
-    def _registered(self, op: str, size_bytes: int, n: int, lay: Any, values: tuple[Any, Any], comms: tuple[Any, ...],
-                    root: int, calls: int, replays: int, free: int | None, need: int) -> dict[str, Any]:
-        """The ``Measured`` fields of the GPU time on buffers from NCCL's allocator (a pool made for this size):
-        ``REGISTERED_CAPTURES`` graphs, one on each communicator in turn, then a graph of one call on fresh inputs,
-        its output checked. Between processes NCCL registers (moves without copying) only such buffers, where
-        nccl-tests' one process registers its plain ones too: this is the counterpart of its ``-G``."""
+    def _registered(self, op: str, size_bytes: int, n: int, lay: Layout, values: tuple[ValueAt, ValueAt],
+                    comms: tuple[object, ...], root: int, calls: int, replays: int, free: int | None,
+                    need: int) -> dict[str, object]:
+        """The ``Measured`` fields of the GPU time on buffers from NCCL's allocator (which NCCL registers, as nccl-tests'
+        ``-G`` does its own): ``REGISTERED_CAPTURES`` graphs on the communicators in turn, then one checked call."""
         torch = self.torch
         pool = torch.cuda.MemPool(self._nccl_allocator)
-        sets: list[tuple[Any, Any]] = []
+        sets: list[Buffers] = []
         graph = None
         try:
             with torch.cuda.use_mem_pool(pool):
@@ -347,8 +347,8 @@ class CollectiveBench:
             del pool
             torch.cuda.empty_cache()
 
-    def _more_sets(self, op: str, size_bytes: int, n: int, send: Any, recv: Any, free: int | None, need: int,
-                   group: Any) -> list[tuple[Any, Any]]:
+    def _more_sets(self, op: str, size_bytes: int, n: int, send: torch.Tensor, recv: torch.Tensor | None,
+                   free: int | None, need: int, group: object) -> list[Buffers]:
         """The extra sets of buffers that keep L2 cold on a GPU (copies of the first set's input), as many on every
         member of the group; none where a member cannot hold them all."""
         if not self.cuda:
@@ -357,7 +357,7 @@ class CollectiveBench:
         mine = rotation_sets(buffer_bytes(op, size_bytes, n), self.l2_bytes, memory_bound=True, spare_bytes=spare,
                              min_bytes=0)
         count = self._min_over(mine, group)
-        extra: list[tuple[Any, Any]] = []
+        extra: list[Buffers] = []
         try:
             for _ in range(count - 1):
                 extra.append((send.clone(), None if recv is None else self.torch.empty_like(recv)))
@@ -368,7 +368,7 @@ class CollectiveBench:
             return []
         return extra
 
-    def _allocate(self, op: str, lay: Any, value_in: Any, group: Any) -> tuple[Any, Any] | None:
+    def _allocate(self, op: str, lay: Layout, value_in: ValueAt, group: object) -> Buffers | None:
         """A fresh (input, output) pair, the input written; None on every member where any ran out of memory."""
         try:
             send = self._empty(lay.send)
@@ -384,7 +384,7 @@ class CollectiveBench:
         self._fill(send, value_in)
         return send, recv
 
-    def _timed(self, op: str, sets: list[tuple[Any, Any]], group: Any, root: int, warmup: int, iters: int,
+    def _timed(self, op: str, sets: list[Buffers], group: object, root: int, warmup: int, iters: int,
                graph: bool, calls: int | None, replays: int, stride: int = 1) -> tuple[
                    tuple[float, ...], tuple[float, ...], int, str | None, str | None]:
         """(per-call samples, GPU samples, calls per graph, reason, error) of ``op`` on ``sets``: ``warmup`` calls,
@@ -419,8 +419,8 @@ class CollectiveBench:
                     calls, (gpu, reason, error) = more, again
         return samples, gpu, calls, reason, error
 
-    def measure(self, op: str, size_bytes: int, ranks: tuple[int, ...], group: Any, warmup: int,
-                iters: int, graph: bool = True, more_groups: tuple[Any, ...] = ()) -> Measured:
+    def measure(self, op: str, size_bytes: int, ranks: tuple[int, ...], group: object, warmup: int,
+                iters: int, graph: bool = True, more_groups: tuple[object, ...] = ()) -> Measured:
         """``op`` at nccl-tests' size ``size_bytes`` on the group of global ``ranks`` (this rank among them), the
         captures taken in turn on ``group`` and ``more_groups`` (communicators of the same ranks). An error is
         returned; after one the process group may be unusable and the caller stops."""
@@ -436,8 +436,8 @@ class CollectiveBench:
                 least = self._min_over(free or 0, group)
                 return replace(base, skipped="out_of_memory", need_bytes=need, free_bytes=least)
         torch = self.torch
-        first: tuple[Any, Any] | None = None
-        sets: list[tuple[Any, Any]] = []
+        first: Buffers | None = None
+        sets: list[Buffers] = []
         try:
             root = ranks[0]
             values = self._patterns(op, n, me, lay.count)

@@ -5,6 +5,7 @@ before the end is kept; a planned size never reported is ``skipped="not_run"``, 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
@@ -40,11 +41,7 @@ NARROW_SIZE = 256 * MiB
 
 def sizes(lo: int = MiB, hi: int = 4 * GiB, factor: int = 4) -> tuple[int, ...]:
     """nccl-tests' ``-b lo -e hi -f factor`` sweep: 1 MiB, 4 MiB, ... 4 GiB by default."""
-    out, s = [], lo
-    while s <= hi:
-        out.append(s)
-        s *= factor
-    return tuple(out)
+    return tuple(itertools.takewhile(lambda s: s <= hi, (lo * factor**k for k in itertools.count())))
 
 
 @dataclass(frozen=True)
@@ -100,10 +97,9 @@ def read_outputs(out_dir: str | os.PathLike[str]) -> tuple[RankOutput, ...]:
     d = Path(out_dir)
     outs = []
     for p in sorted(d.glob("rank*.jsonl")):
-        try:
-            rank = int(p.stem[4:])
-        except ValueError:
+        if not p.stem[4:].isdecimal():
             continue
+        rank = int(p.stem[4:])
         text = p.read_text(encoding="utf-8", errors="replace")
         log = d / f"nccl.rank{rank}.log"
         log_text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
@@ -124,6 +120,13 @@ def worker_pids(out_dir: str | os.PathLike[str], prefix: str = "") -> list[int]:
                 if WORKER_MODULE.encode() in cmd:
                     pids.append(ev["pid"])
     return pids
+
+
+def workers_done(out_dir: str | os.PathLike[str], prefix: str, nproc: int) -> bool:
+    """This node's ``nproc`` workers all said done and ended: torchrun waits only for other nodes' agents now."""
+    files = list(Path(out_dir).glob(f"{prefix}rank*.jsonl"))
+    return len(files) == nproc and not worker_pids(out_dir, prefix) and all(
+        any(e["event"] == "done" for e in read_events(p.read_text(encoding="utf-8", errors="replace"))) for p in files)
 
 
 def assemble(outputs: Sequence[RankOutput], plan: SweepPlan, world_size: int, scope: str,
@@ -243,7 +246,8 @@ def launch_sweep(plan: SweepPlan, placement: Placement, out_dir: str | os.PathLi
                          master_port=placement.master_port)
     prefix = LEARN_PREFIX if learn else ""
     log = d / f"torchrun.{prefix}node{placement.node_rank}.log"
-    return launcher.run(argv, clean_env(extra), timeout, log_path=str(log), orphans=lambda: worker_pids(d, prefix))
+    return launcher.run(argv, clean_env(extra), timeout, log_path=str(log), orphans=lambda: worker_pids(d, prefix),
+                        finished=lambda: workers_done(d, prefix, placement.nproc))
 
 
 # Share of a sweep's time limit the learning launch may use (it runs each size once, untimed).

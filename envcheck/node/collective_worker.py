@@ -47,11 +47,8 @@ def _measured_event(m: Any, phase: str, started: float | None = None) -> dict[st
 
 
 def _slow_hook(bench: Any, rank: int) -> None:
-    spec = os.environ.get(SLOW_RANK_ENV, "")
-    if not spec or ":" not in spec:
-        return
-    who, delay_us = spec.split(":", 1)
-    if int(who) != rank:
+    who, _, delay_us = os.environ.get(SLOW_RANK_ENV, "").partition(":")
+    if not delay_us or int(who) != rank:
         return
     call = bench._call
 

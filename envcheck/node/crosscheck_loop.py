@@ -1,45 +1,45 @@
-"""A plain ``torch.distributed`` loop at each size of the sweep (``run --crosscheck``): the counterpart of
-envcheck's per-call time, run by the sweep's torchrun workers once the sweep is done (``collective_worker``).
-
-What a user's training loop pays per call: one pair of buffers allocated once (zeros: a sum of zeros never
-overflows), ``WARMUP`` calls, then ``LOOPS`` times ``CALLS`` calls back to back between two CUDA events (the
-host clock on the CPU), on the default group; each loop divided by its calls is one sample. Deliberately none
-of the sweep's machinery: no rotating buffers, no graphs, no event between calls.
-
-Each rank appends one event per (op, size) to its events file, after the sweep's::
+"""A plain ``torch.distributed`` loop at each size of the sweep (``run --crosscheck``), run by the sweep's workers
+after it: what a user's loop pays per call, with none of the sweep's machinery (one pair of zeroed buffers,
+``WARMUP`` calls, ``LOOPS`` times ``CALLS`` calls between two CUDA events, default group). Each rank appends::
 
     {"event": "crosscheck_loop", "op", "size_bytes", "ranks", "calls", "method", "samples_us" | "error" | "skipped"}
 
-Out of memory on one rank is agreed on first (a collective waiting for a rank that skipped would hang); after
-an error the communicator may be unusable and the loops stop.
-"""
+Out of memory is agreed on first (a collective waiting for a rank that skipped would hang); after an error the
+loops stop."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from envcheck.analysis.collectives import layout
 from envcheck.errors import one_line
 from envcheck.node.collective_bench import IN_PLACE, call
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from envcheck.outside_json import Json
 
 CALLS = 20
 LOOPS = 5
 WARMUP = 5
 EVENT = "crosscheck_loop"
 
-Emit = Callable[[dict[str, Any]], None]
+Emit = Callable[[dict[str, "Json"]], None]
 
 
-def _everyone(torch: Any, dist: Any, device: str, ok: bool) -> bool:
+def _everyone(torch: ModuleType, dist: ModuleType, device: str, ok: bool) -> bool:
     """Whether ``ok`` holds on every rank (each rank calls it)."""
     t = torch.tensor([int(ok)], dtype=torch.int64, device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MIN)
     return bool(t.item())
 
 
-def loop_samples(torch: Any, dist: Any, device: str, op: str, send: Any, recv: Any) -> list[float]:
+def loop_samples(torch: ModuleType, dist: ModuleType, device: str, op: str, send: Tensor,
+                 recv: Tensor | None) -> list[float]:
     """``LOOPS`` samples of ``CALLS`` back-to-back calls each, us per call."""
     cuda = device.startswith("cuda")
     for _ in range(WARMUP):
@@ -65,13 +65,13 @@ def loop_samples(torch: Any, dist: Any, device: str, op: str, send: Any, recv: A
     return out
 
 
-def run_loops(torch: Any, dist: Any, device: str, world: int, plan: dict[str, Any], emit: Emit) -> None:
+def run_loops(torch: ModuleType, dist: ModuleType, device: str, world: int, plan: dict[str, Json], emit: Emit) -> None:
     """The loop at every (op, size) of ``plan`` (``ops``, ``sizes``: nccl-tests' S), every rank in step."""
     method = "cuda_events" if device.startswith("cuda") else "host_clock"
     for op in plan["ops"]:
         for size in plan["sizes"]:
             lay = layout(op, int(size), world, 4)
-            ev: dict[str, Any] = {"event": EVENT, "op": op, "size_bytes": lay.size_bytes, "ranks": list(range(world)),
+            ev: dict[str, Json] = {"event": EVENT, "op": op, "size_bytes": lay.size_bytes, "ranks": list(range(world)),
                                   "calls": CALLS, "method": method}
             send = recv = None
             try:

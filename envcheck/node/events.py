@@ -1,16 +1,14 @@
-"""The JSON-lines files through which the torchrun ranks (``collective_worker``, started by torchrun, not by
-envcheck) report to their parent (``collective_run``): one JSON object per line, each with an ``event``
-name, written and flushed as it happens, so whatever finished before a crash, a hang or a timeout is on disk;
-the parent skips lines that are not events (one cut short by a kill).
-
-Kept light (no torch, no envcheck.model at run time): a worker imports this before anything that can
-fail, so that its first event gets written.
-"""
+"""The JSON-lines events files of the torchrun ranks (``collective_worker``) for their parent (``collective_run``):
+one object per line, flushed as it happens, so what finished before a crash is on disk. Light (no torch, no
+model): a worker imports it before anything that can fail."""
 
 from __future__ import annotations
 
 import json
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from envcheck.outside_json import Json
 
 
 class Emitter:
@@ -19,12 +17,12 @@ class Emitter:
     def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
 
-    def __call__(self, event: dict[str, Any]) -> None:
+    def __call__(self, event: dict[str, Json]) -> None:
         self.stream.write(json.dumps(event, separators=(",", ":")) + "\n")
         self.stream.flush()
 
 
-def read_events(text: str) -> list[dict[str, Any]]:
+def read_events(text: str) -> list[dict[str, Json]]:
     """The events in ``text``, in order; other lines are skipped."""
     out = []
     for line in text.splitlines():

@@ -1,23 +1,12 @@
-"""A fleet run (``torchrun ... -m envcheck fleet`` or ``srun``): every rank benchmarks its own GPU; each node's
-leader (local rank 0) probes the node and runs its node tests; the leaders then start one collective sweep
-across the world; rank 0 gathers everything into one ``Fleet``.
+"""A fleet run (``torchrun ... -m envcheck fleet`` or ``srun``): every rank benchmarks its GPU, each node's leader
+probes the node and runs its node tests, the leaders start one collective sweep across the world, and rank 0
+gathers it all into one ``Fleet``. Ranks only start children, so one fails by a bug (sent as data) or by dying:
+rank 0 waits for each hand-over at most ``rank_timeout_s`` (``timeout``; never joined: ``missing``) and reports
+the rest all the same.
 
-The ranks never touch a GPU themselves (children with time limits do), so a rank fails only by a bug of
-envcheck's (sent as data) or by dying. Rank 0 waits for each rank's hand-over at most ``rank_timeout_s`` after
-its own part: a rank that never answers is ``timeout``, one that never joined ``missing``, with the phase whose
-hand-over failed (``suite``, ``node``, ``world``), and the rest of the fleet is reported all the same. The world
-sweep is one job: once rank 0's share ended, the other leaders get ``join_timeout_s``, not the sweep's limit.
-
-Hand-over keys (``envcheck.node.transport``), all JSON of model objects:
-  join/<rank>            RankJoin, first thing each rank does
-  rank/<rank>            RankReport: its bench or its error (with --crosscheck, its GPU's cross-checks)
-  node/<node_rank>       NodeReport: the node's environment, checks and node tests (leaders; with
-                         --crosscheck, the node's cross-checks)
-  world/ready/<node>     a leader is ready for the world sweep
-  world/go               WorldGo from rank 0: the nodes taking part and the rendezvous address
-  world/out/<node>       WorldOutputs: the node's ranks' raw sweep outputs
-  done                   rank 0 has written the report; the others may exit
-"""
+Hand-over keys (``envcheck.node.transport``), JSON of model objects: ``join/<rank>`` RankJoin, ``rank/<rank>``
+RankReport, ``node/<node_rank>`` NodeReport (leaders), ``world/ready/<node>``, ``world/go`` WorldGo (rank 0),
+``world/out/<node>`` WorldOutputs, ``done`` (rank 0 wrote the report: the others may exit)."""
 
 from __future__ import annotations
 
@@ -30,7 +19,7 @@ import traceback
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TypeVar
 
 from envcheck.errors import UsageError
 from envcheck.model import Bench, Check, Environment, build, to_dict
@@ -39,6 +28,8 @@ from envcheck.model.fleet import Baseline, Fleet, FleetNode, RankStatus, Rule
 from envcheck.model.node import Collectives, Launch, Node
 from envcheck.node.collective_run import RankOutput, SweepPlan
 from envcheck.node.transport import Transport
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -124,7 +115,6 @@ def local_gpus(ctx: RankContext, environ: Mapping[str, str]) -> tuple[int, ...]:
     return tuple(range(ctx.local_world_size))
 
 
-
 @dataclass(frozen=True)
 class RankJoin:
     rank: int
@@ -172,11 +162,11 @@ class WorldOutputs:
     error: str | None = None
 
 
-def _dump(obj: Any) -> str:
+def _dump(obj: object) -> str:
     return json.dumps(to_dict(obj), allow_nan=False, separators=(",", ":"), default=str)
 
 
-def _load(tp: Any, text: str | None) -> Any:
+def _load(tp: type[T], text: str | None) -> T | None:
     if text is None:
         return None
     try:
@@ -188,7 +178,6 @@ def _load(tp: Any, text: str | None) -> Any:
 def _error_text(e: BaseException) -> tuple[str, str]:
     last = f"{type(e).__name__}: {e}".splitlines()[0][:300]
     return last, "".join(traceback.format_exception(type(e), e, e.__traceback__))[-2000:]
-
 
 
 @dataclass(frozen=True)
@@ -203,7 +192,7 @@ class FleetOptions:
     join_timeout_s: float = 60.0
     baseline: Baseline | None = None
     rules: tuple[Rule, ...] = ()
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -2,15 +2,18 @@
 nccl-tests) with ``run``, Python children (the copies) with ``spawn``.
 
 torchrun starts each worker in a session of its own, so ending torchrun's session leaves them alive: a job
-names the pids it started (``orphans``: the workers report theirs first), killed by id after it.
-"""
+names the pids it started (``orphans``: the workers report theirs first), killed by id after it. Once they all
+said done (``finished``), torchrun only waits in its exit barrier for the other nodes' agents (300 s for a node
+that was lost): after the grace it is stopped, and the job has succeeded as its workers did."""
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import IO, Any, Protocol
 
@@ -49,7 +52,8 @@ class Launcher(Protocol):
     """Runs one job to its end or its time limit; never raises for anything the job does."""
 
     def run(self, argv: Sequence[str], env: Mapping[str, str], timeout: float, *, log_path: str | None = None,
-            orphans: Callable[[], Iterable[int]] | None = None) -> Launch: ...
+            orphans: Callable[[], Iterable[int]] | None = None, finished: Callable[[], bool] | None = None
+            ) -> Launch: ...
 
     def spawn(self, target: str, args: Any, env: Mapping[str, str], timeout: float,
               on_event: Callable[[Any], None]) -> Outcome: ...
@@ -61,10 +65,8 @@ def _kill_orphans(orphans: Callable[[], Iterable[int]] | None) -> None:
         try:
             os.killpg(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
 
 
 class SubprocessLauncher:
@@ -75,10 +77,12 @@ class SubprocessLauncher:
         self.grace_s = grace_s
 
     def run(self, argv: Sequence[str], env: Mapping[str, str], timeout: float, *, log_path: str | None = None,
-            orphans: Callable[[], Iterable[int]] | None = None) -> Launch:
+            orphans: Callable[[], Iterable[int]] | None = None, finished: Callable[[], bool] | None = None
+            ) -> Launch:
         tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         cutter = LineCutter(LINE_BYTES)
         log: IO[bytes] | None = open(log_path, "ab") if log_path else None  # noqa: SIM115
+        done_at: list[float] = []  # when ``finished`` first held
 
         def sink(data: bytes) -> None:
             tail.extend(cutter.feed(data))
@@ -86,9 +90,14 @@ class SubprocessLauncher:
                 log.write(data)
                 log.flush()
 
+        def over() -> bool:
+            if not done_at and finished is not None and finished():
+                done_at.append(time.monotonic())
+            return bool(done_at) and time.monotonic() - done_at[0] > self.grace_s
+
         try:
             ran = command.run(argv, timeout, env=env, merge=True, sink=sink, grace_s=self.grace_s,
-                              die_with_parent=True)
+                              die_with_parent=True, over=over)
         except KeyboardInterrupt:
             ran = None
         finally:
@@ -98,7 +107,8 @@ class SubprocessLauncher:
         tail.extend(line for line in [cutter.close()] if line)
         if ran is not None and ran.returncode is None:
             return Launch(tuple(argv), None, timeout, round(ran.wall_s, 3), error=f"could not start ({ran.error})")
-        return Launch(tuple(argv), ran.returncode if ran else None, timeout, round(ran.wall_s, 3) if ran else 0.0,
+        return Launch(tuple(argv), 0 if ran and ran.over else ran.returncode if ran else None, timeout,
+                      round(ran.wall_s, 3) if ran else 0.0,
                       timed_out=bool(ran and ran.timed_out), interrupted=ran is None,
                       stderr_tail=Redactor({**os.environ, **env}).text("\n".join(tail)))
 

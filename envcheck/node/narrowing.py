@@ -1,8 +1,5 @@
-"""Narrowing a slow collective down to a rank, a link, a node or the network between groups: re-run
-it on the sub-groups the bisection asks for (``envcheck.analysis.fleet.next_narrowing_group``) until
-it has its answer. Every rank runs this loop with the same results, so all agree on each next group
-(``torch.distributed.new_group`` must be called by every rank, members or not).
-"""
+"""Narrowing a slow collective to a rank, a link, a node or the network: the sub-groups the bisection asks for
+(``analysis.fleet.next_narrowing_group``), measured by every rank in step (``new_group`` needs every rank)."""
 
 from __future__ import annotations
 

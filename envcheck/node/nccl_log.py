@@ -1,14 +1,11 @@
-"""NCCL's debug output (NCCL_DEBUG=INFO, subsystems TUNING and COLL): the algorithm and protocol of each call,
-and its version. The lines this reads, as NCCL 2.28 prints them::
+"""NCCL's debug output (NCCL_DEBUG=INFO, subsystems TUNING and COLL): each call's algorithm and protocol, and the
+version, as NCCL 2.28 prints them::
 
-    vm:642:642 [0] NCCL INFO NCCL version 2.28.9+cuda13.0
     vm:642:642 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x7f.. recvbuff 0x7f.. count 262144 datatype 7 op 0 \
 root 0 comm 0x263eaad0 [nranks=2] stream (nil)
     vm:642:642 [0] NCCL INFO AllReduce: 1048576 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..23}
 
-The tuning line (from the communicator's rank 0) does not name the communicator: the COLL line before it in the
-same process does, so sub-groups' choices are told apart from the world's. all-to-all prints no algorithm.
-"""
+The tuning line names no communicator: the COLL line before it in the same process does."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
-"""nccl-tests' output (``all_reduce_perf -b 1M -e 4G -f 4 -g 2``), to hold envcheck's bus bandwidth against at
-the same sizes. One row per size, out-of-place then in-place (nccl-tests 2.19)::
+"""nccl-tests' output (``all_reduce_perf -b 1M -e 4G -f 4 -g 2``), to hold envcheck's bus bandwidth against: a row
+per size, out-of-place then in-place (nccl-tests 2.19; ``#wrong`` is ``N/A`` where it does not check)::
 
   #       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong
-     1048576        262144     float     sum      -1    15.25   68.77   68.77       0    14.60   71.82   71.82       0
-
-``#wrong`` is ``N/A`` where nccl-tests does not check (alltoall in place).
-"""
+     1048576        262144     float     sum      -1    15.25   68.77   68.77       0    14.60   71.82   71.82       0"""
 
 from __future__ import annotations
 

@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envcheck.harness.failures import ChildError, Outcome, to_launch
 from envcheck.model.bench import Timing
 from envcheck.model.node import Copy, PeerAccess, PeerCopies
 from envcheck.node.launch import Launcher
+
+if TYPE_CHECKING:
+    from envcheck.outside_json import Json
 
 WORKER_MODULE = "envcheck.node.peer_worker"
 
@@ -24,7 +27,7 @@ class PeerPlan:
     bidirectional: bool = True
     methods: tuple[str, ...] = ("copy_engine", "sm_kernel")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Json]:
         return {"size_bytes": self.size_bytes, "warmup": self.warmup, "iters": self.iters,
                 "bidirectional": self.bidirectional, "methods": list(self.methods)}
 
@@ -39,10 +42,10 @@ def worker_error(out: Outcome, timeout: float) -> str | None:
     return out.failure.line if isinstance(out.failure, ChildError) else "no_done_event"
 
 
-def assemble(events: list[dict[str, Any]], gpus: tuple[int, ...], plan: PeerPlan, error: str | None,
+def assemble(events: list[dict[str, Json]], gpus: tuple[int, ...], plan: PeerPlan, error: str | None,
              duration_s: float | None) -> PeerCopies:
     """``PeerCopies`` from the worker's events; ``gpus[i]`` is the machine's index of CUDA device i."""
-    def phys(i: Any) -> int | None:
+    def phys(i: Json) -> int | None:
         return gpus[i] if isinstance(i, int) and 0 <= i < len(gpus) else None
 
     copies, access = [], []
@@ -61,7 +64,7 @@ def assemble(events: list[dict[str, Any]], gpus: tuple[int, ...], plan: PeerPlan
 
 
 def run_peer_copies(plan: PeerPlan, gpus: tuple[int, ...], launcher: Launcher, timeout: float) -> PeerCopies:
-    events: list[Any] = []
+    events: list[Json] = []
     out = launcher.spawn(f"{WORKER_MODULE}:run", plan.to_json(),
                          {"CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in gpus)}, timeout, events.append)
     return assemble([e for e in events if isinstance(e, dict)], gpus, plan, worker_error(out, timeout), out.wall_s)

@@ -1,56 +1,58 @@
-"""Copy bandwidth matrices of one node, in a child (``run``, started through the harness by ``envcheck.node.peer``).
-
-For every ordered pair of GPUs, as nvbandwidth measures them: ``copy_engine`` (``dst.copy_(src)``, which torch
-runs as cudaMemcpyPeerAsync) and ``sm_kernel`` (a Triton kernel on the destination loading the source through
-peer access, nvbandwidth's "memcpy_read_sm"), one way and both ways at once (a sample: the longer direction);
-then host-to-device and device-to-host copies with pinned memory. Each copy is timed with CUDA events on its own
-streams, ``iters`` calls after ``warmup``, and its destination checked against the source's ``i % 251``.
-
-Events::
+"""Copy bandwidth matrices of one node, in a child (``run``, started by ``envcheck.node.peer``), as nvbandwidth
+measures them: for every ordered pair ``copy_engine`` (``dst.copy_(src)``) and ``sm_kernel`` (a Triton kernel on
+the destination pulling over peer access), one way and both ways at once; then pinned host copies. CUDA events on
+each copy's own streams, ``iters`` calls after ``warmup``, the destination checked against ``i % 251``. Events::
 
     {"event": "devices", "devices": n}
     {"event": "access", "a", "b", "allowed"}
     {"event": "copy", "kind", "method", "src", "dst", "bytes_per_direction", "bidirectional", "pinned",
-     "samples_us", "wrong", "error"}                          src / dst: CUDA indices in this process
-"""
+     "samples_us", "wrong", "error"}                          src / dst: CUDA indices in this process"""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from envcheck.errors import one_line
 
+if TYPE_CHECKING:
+    from torch import Tensor
+    from torch.cuda import Event
+
+    from envcheck.outside_json import Json
+
 PATTERN_MOD = 251
+Job = tuple[int, "int | None", Callable[[], object]]  # (its device, the peer or None, the call)
 CHUNK = 1 << 25
 
 
 class Copier:
-    def __init__(self, torch: Any, n_elems: int, warmup: int, iters: int) -> None:
+    def __init__(self, torch: ModuleType, n_elems: int, warmup: int, iters: int) -> None:
         self.torch = torch
         self.n = n_elems
         self.warmup = warmup
         self.iters = iters
-        self._kernel: Any = None
+        self._kernel: Callable[..., object] | None = None
 
-    def _chunks(self, device: Any) -> Iterator[tuple[slice, Any]]:
+    def _chunks(self, device: object) -> Iterator[tuple[slice, Tensor]]:
         """Each chunk of a buffer and the pattern's values there."""
         t = self.torch
         for lo in range(0, self.n, CHUNK):
             hi = min(self.n, lo + CHUNK)
             yield slice(lo, hi), (t.arange(lo, hi, dtype=t.int64, device=device) % PATTERN_MOD).to(t.float32)
 
-    def pattern(self, device: Any, pinned: bool = False) -> Any:
+    def pattern(self, device: object, pinned: bool = False) -> Tensor:
         out = self.torch.empty(self.n, dtype=self.torch.float32, device=device, pin_memory=pinned)
         for part, values in self._chunks(device):
             out[part] = values
         return out
 
-    def wrong(self, x: Any) -> int:
+    def wrong(self, x: Tensor) -> int:
         return sum(int((x[part] != want).sum().item()) for part, want in self._chunks(x.device))
 
-    def sm_copy(self, src: Any, dst: Any) -> None:
+    def sm_copy(self, src: Tensor, dst: Tensor) -> None:
         """A Triton kernel on ``dst``'s device pulling ``src`` over peer access."""
         import triton
 
@@ -68,7 +70,7 @@ class Copier:
         # Launched on the current device and stream, which the caller set to the destination's.
         self._kernel[(triton.cdiv(self.n, block),)](src, dst, self.n, BLOCK=block, num_warps=8)
 
-    def _timed(self, jobs: list[tuple[int, int | None, Any]]) -> list[float]:
+    def _timed(self, jobs: list[Job]) -> list[float]:
         """Each ``(device, peer, fn)`` job at once per iteration; a sample is the longest job's time. Each job gets
         streams of its own on both its GPUs: torch orders a cross-device copy against the current streams of
         both, so two directions on the default streams would run one after the other."""
@@ -76,7 +78,7 @@ class Copier:
         streams = [(t.cuda.Stream(device=dev), t.cuda.Stream(device=peer) if peer is not None else None)
                    for dev, peer, _ in jobs]
 
-        def within(k: int) -> Any:
+        def within(k: int) -> contextlib.ExitStack:
             dev = jobs[k][0]
             stack = contextlib.ExitStack()
             own, other = streams[k]
@@ -94,7 +96,7 @@ class Copier:
                     fn()
         for d in devices:
             t.cuda.synchronize(d)
-        marks: list[list[Any]] = []
+        marks: list[list[tuple[Event, Event]]] = []
         for _ in range(self.iters):
             starts = []
             for k in range(len(jobs)):
@@ -114,7 +116,7 @@ class Copier:
             t.cuda.synchronize(d)
         return [max(max(a.elapsed_time(b) * 1e3 for a, b in row), 1e-3) for row in marks]
 
-    def d2d(self, a: int, b: int, method: str, both: bool) -> dict[str, Any]:
+    def d2d(self, a: int, b: int, method: str, both: bool) -> dict[str, Json]:
         t = self.torch
         if method == "sm_kernel" and not (t.cuda.can_device_access_peer(b, a)
                                           and (not both or t.cuda.can_device_access_peer(a, b))):
@@ -125,7 +127,7 @@ class Copier:
         dst_a = t.empty(self.n, dtype=t.float32, device=f"cuda:{a}") if both else None
         if method == "copy_engine":
             # torch runs a cross-device copy on the source device's current stream
-            jobs: list[tuple[int, int | None, Any]] = [(a, b, lambda: dst_b.copy_(src_a, non_blocking=True))]
+            jobs: list[Job] = [(a, b, lambda: dst_b.copy_(src_a, non_blocking=True))]
             if both:
                 jobs.append((b, a, lambda: dst_a.copy_(src_b, non_blocking=True)))
         else:
@@ -141,7 +143,7 @@ class Copier:
         wrong = self.wrong(dst_b) + (self.wrong(dst_a) if dst_a is not None else 0)
         return {"samples_us": samples, "wrong": wrong}
 
-    def host(self, gpu: int, to_device: bool) -> dict[str, Any]:
+    def host(self, gpu: int, to_device: bool) -> dict[str, Json]:
         t = self.torch
         if to_device:
             src, dst = self.pattern("cpu", pinned=True), t.empty(self.n, dtype=t.float32, device=f"cuda:{gpu}")
@@ -154,7 +156,7 @@ class Copier:
         return {"samples_us": samples, "wrong": self.wrong(dst)}
 
 
-def run(plan: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
+def run(plan: dict[str, Json], emit: Callable[[dict[str, Json]], None]) -> None:
     import torch
 
     n_dev = torch.cuda.device_count()
@@ -167,9 +169,9 @@ def run(plan: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
             if a != b:
                 emit({"event": "access", "a": a, "b": b, "allowed": bool(torch.cuda.can_device_access_peer(a, b))})
 
-    def record(kind: str, method: str, src: int | None, dst: int | None, both: bool, fn: Any,
+    def record(kind: str, method: str, src: int | None, dst: int | None, both: bool, fn: Callable[[], dict[str, Json]],
                pinned: bool | None = None) -> None:
-        ev: dict[str, Any] = {"event": "copy", "kind": kind, "method": method, "src": src, "dst": dst,
+        ev: dict[str, Json] = {"event": "copy", "kind": kind, "method": method, "src": src, "dst": dst,
                               "bytes_per_direction": c.n * 4, "bidirectional": both, "pinned": pinned}
         try:
             ev.update(fn())

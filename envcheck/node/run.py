@@ -1,8 +1,6 @@
-"""One node's tests across its GPUs, in order: topology, error counters, peer copies, the collective sweep,
-counters again and the kernel log: what ``envcheck run --gpus`` adds after the per-GPU suites, and what each
-node's leader runs in a fleet. A step that can crash or hang runs in a child with its own time limit; a failed
-step is recorded (``Node.skipped`` or its ``error``) and the next runs.
-"""
+"""One node's tests across its GPUs, in order (``run --gpus`` after the suites, and each fleet node's leader):
+topology, error counters, peer copies, the collective sweep, counters again and the kernel log. A step that can
+crash or hang runs in a child with its own limit; a failed step is recorded and the next runs."""
 
 from __future__ import annotations
 
@@ -12,7 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from envcheck.analysis.node import CRASHED
 from envcheck.harness.signals import as_interrupt, stop_signals
@@ -25,7 +23,10 @@ from envcheck.probes.gpus import NvmlLike
 from envcheck.probes.host import Host
 
 if TYPE_CHECKING:
+    from envcheck.bench.parallel import OnGpuEvent
     from envcheck.bench.suite import Plan
+
+T = TypeVar("T")
 
 # Stage limits: room for 4 GiB all_reduce on 8 slow PCIe GPUs (~0.9 s a call); NVLink needs a tenth.
 SWEEP_TIMEOUT_S = 480.0
@@ -76,7 +77,7 @@ def probe_node_topology(nvml: NvmlLike, host: Host, gpus: tuple[int, ...]) -> To
     return probe_topology(nvml, gpus, topo, speeds, why)
 
 
-def _guard(what: str, skipped: list[NodeSkip], fn: Callable[[], Any]) -> Any:
+def _guard(what: str, skipped: list[NodeSkip], fn: Callable[[], T]) -> T | None:
     try:
         return fn()
     except KeyboardInterrupt:
@@ -109,7 +110,7 @@ def run_node(options: NodeOptions, deps: NodeDeps | None = None) -> Node:
     peer: PeerCopies | None = None
     collectives: list[Collectives] = []
     xid: XidScan | None = None
-    settings: dict[str, Any] = {"outlier_margin": options.outlier_margin, "device": options.device,
+    settings: dict[str, object] = {"outlier_margin": options.outlier_margin, "device": options.device,
                                 "peer": options.peer.to_json() if options.peer else None,
                                 "sweep_timeout_s": options.sweep_timeout_s, "peer_timeout_s": options.peer_timeout_s}
 
@@ -154,7 +155,6 @@ def run_node(options: NodeOptions, deps: NodeDeps | None = None) -> Node:
     return node()
 
 
-
 def quick_sweep(device: str) -> SweepPlan:
     """The sweep ``envcheck run --gpus`` runs: nccl-tests' 1 MiB .. 4 GiB on GPUs, a small one on the CPU (gloo)."""
     if device == "cuda":
@@ -175,7 +175,7 @@ class NodeRun:
 
 def run_node_suite(gpus: tuple[int, ...], plans: Sequence[Plan], work_dir: str, timeout: float, *,
                    crosscheck: bool = False, outlier_margin: float = 0.05,
-                   on_event: Callable[[int, Any], None] | None = None, deps: NodeDeps | None = None,
+                   on_event: OnGpuEvent | None = None, deps: NodeDeps | None = None,
                    worker_command: Sequence[str] | None = None) -> NodeRun:
     """``envcheck run --gpus``: every GPU's suite (one plan each) at once, then the node tests."""
     from envcheck.bench import parallel, runner

@@ -1,15 +1,16 @@
-"""How a fleet's ranks hand their results to rank 0, on torch.distributed alone: the ranks join a gloo group,
-rank 0 opens a ``TCPStore`` and announces it with one ``broadcast_object_list``, and every hand-over is a store
-key holding JSON. Keys, unlike a gather, wait per rank with a time limit: a dead or hung rank costs rank 0 its
-``timeout_s`` and is reported as such, beside the ranks that answered.
-"""
+"""How a fleet's ranks hand results to rank 0, on torch.distributed alone: a gloo group, a ``TCPStore`` rank 0 opens
+and announces, a store key of JSON per hand-over. Keys, unlike a gather, wait per rank with a time limit: a dead or
+hung rank costs rank 0 its ``timeout_s``, beside the ranks that answered."""
 
 from __future__ import annotations
 
 import socket
 import time
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from torch.distributed import TCPStore
 
 POLL_S = 0.2  # how often a waiting rank asks the store for a key
 
@@ -31,7 +32,7 @@ class Transport(Protocol):
 class StoreTransport:
     """A ``torch.distributed.TCPStore`` hosted by rank 0."""
 
-    def __init__(self, store: Any, rank: int, world_size: int) -> None:
+    def __init__(self, store: TCPStore, rank: int, world_size: int) -> None:
         self.store = store
         self.rank = rank
         self.world_size = world_size
@@ -70,7 +71,7 @@ def open_store_transport(rank: int, world_size: int, master_addr: str, timeout_s
 
     timeout = timedelta(seconds=timeout_s)
     dist.init_process_group("gloo", timeout=timeout)
-    endpoint: list[Any] = [None, None]
+    endpoint: list[str | int | None] = [None, None]
     store = None
     if rank == 0:
         store = dist.TCPStore(master_addr, 0, world_size, is_master=True, timeout=timeout, wait_for_workers=False)

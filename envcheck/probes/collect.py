@@ -1,8 +1,5 @@
-"""Assemble every probe into one ``Environment``, and an ``Environment`` into a ``Report``.
-
-Each section is probed behind its own guard, so a probe that raises loses only its keys; NVML and the runtime
-probes (children that may take seconds, crash or hang) run in threads. Every string is made encodable here, once.
-"""
+"""Every probe into one ``Environment``, each section behind its own guard (a probe that raises loses only its keys),
+NVML and the runtime probes in threads; every string made encodable here, once."""
 
 from __future__ import annotations
 
@@ -13,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from envcheck import __version__
 from envcheck.harness.scope import end_all
@@ -21,6 +18,8 @@ from envcheck.model import Bench, Check, Environment, Fact, Facts, Gpu, Report, 
 from envcheck.outside_text import encodable
 from envcheck.probes import cuda, envvars, gpus, link_counters, platform, system, torch_probe, triton_probe, wsl
 from envcheck.probes.host import Host, default_host
+from envcheck.probes.isolate import not_run
+from envcheck.probes.nvml import NvmlLike
 
 T = TypeVar("T")
 # The fact key contract: every key below is present in its section after collect().
@@ -76,7 +75,7 @@ def _section(section: str, probe: Callable[[], Facts]) -> _Background[Facts]:
     return _Background(section, lambda: guarded(section, probe), lambda: guarded(section, lambda: {}))
 
 
-def read_nvml(nvml: Any) -> tuple[Facts, tuple[Gpu, ...]]:
+def read_nvml(nvml: NvmlLike) -> tuple[Facts, tuple[Gpu, ...]]:
     """The driver section and the GPUs: NVML initialised once here and shut down after; never raises."""
     try:
         driver = guarded("driver", lambda: gpus.probe_driver(nvml))
@@ -93,7 +92,7 @@ def read_nvml(nvml: Any) -> tuple[Facts, tuple[Gpu, ...]]:
             nvml.shutdown()
 
 
-def collect(host: Host | None = None, nvml: object | None = None, runtime: bool = False, timeout: float = 120.0,
+def collect(host: Host | None = None, nvml: NvmlLike | None = None, runtime: bool = False, timeout: float = 120.0,
             reports_dir: str = "reports") -> Environment:
     """Every section plus the GPUs; runtime probes (subprocesses) only when ``runtime``. Never raises
     (KeyboardInterrupt aside, after every probe child is killed). ``nvml``: by default NVML read in a child."""
@@ -110,17 +109,17 @@ def collect(host: Host | None = None, nvml: object | None = None, runtime: bool 
         raise
 
 
-def _collect(host: Host, nvml: object, runtime: bool, timeout: float, reports_dir: str, start: float) -> Environment:
+def _collect(host: Host, nvml: NvmlLike, runtime: bool, timeout: float, reports_dir: str, start: float) -> Environment:
     background: dict[str, _Background[Facts]] = {}
-    sections: dict[str, Facts] = {"torch_runtime": torch_probe.not_run(), "triton_runtime": triton_probe.not_run()}
+    sections: dict[str, Facts] = {name: not_run(SECTION_KEYS[name]) for name in ("torch_runtime", "triton_runtime")}
     if runtime:
-        for name, probe, not_run in (("torch_runtime", torch_probe.probe_torch_runtime, torch_probe.not_run),
-                                     ("triton_runtime", triton_probe.probe_triton_runtime, triton_probe.not_run),
-                                     (link_counters.LINKS_SECTION, link_counters.probe_links_isolated, link_counters.not_run)):
+        for name, probe in (("torch_runtime", torch_probe.probe_torch_runtime),
+                            ("triton_runtime", triton_probe.probe_triton_runtime),
+                            (link_counters.LINKS_SECTION, link_counters.probe_links_isolated)):
             if host.has_run(name):
                 background[name] = _section(name, functools.partial(probe, host, timeout))
-            else:
-                sections[name] = not_run(reasons.NOT_CAPTURED_RUN)
+            else:  # the links section's keys are per GPU: its one fixed key is ``error``
+                sections[name] = not_run(SECTION_KEYS.get(name, ("error",)), reasons.NOT_CAPTURED_RUN)
     nvml_bg = _Background("nvml", lambda: read_nvml(nvml), lambda: (
         {k: missing("NVML probe thread ended without a result") for k in gpus.DRIVER_KEYS}, ()))
     for name, read in (("system", lambda: system.probe_system(host, reports_dir=reports_dir)),
@@ -158,8 +157,9 @@ def hostname() -> str:
 
 
 def new_report(kind: str, environment: Environment, checks: tuple[Check, ...] = (),
-               benches: tuple[Bench, ...] = (), host: str | None = None, **sections: Any) -> Report:
+               benches: tuple[Bench, ...] = (), host: str | None = None, **sections: object) -> Report:
     """A report stamped with a host name (``host``, else this machine's), the time and envcheck's version."""
     return Report(tool_version=__version__, created=utc_now(), host=host or hostname(), kind=kind,
-                  environment=environment, checks=tuple(checks), benches=tuple(benches), **sections)
+                  environment=environment, checks=tuple(checks), benches=tuple(benches),
+                  **sections)  # type: ignore[arg-type]
 

@@ -3,12 +3,17 @@ name the ``nvidia-smi -q`` field of each key."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from envcheck.model import Fact, Facts, Gpu, known, missing
 from envcheck.probes import nvml as n
-from envcheck.probes import nvml_fields
 from envcheck.probes.nvml import NvmlCallError, NvmlLike
+
+if TYPE_CHECKING:
+    from envcheck.outside_json import Json
+
+    Convert = Callable[[Json], Json]  # what of an answer is the fact
 
 DRIVER_KEYS = ("driver_version", "cuda_driver_version", "nvml_version", "nvml_library", "nvml_error", "gpu_count",
                "nvml_process_error")
@@ -107,12 +112,12 @@ def probe_gpu(nvml: NvmlLike, index: int) -> Gpu:
 
 class _Reader:
 
-    def __init__(self, nvml: NvmlLike, handle: Any) -> None:
+    def __init__(self, nvml: NvmlLike, handle: object) -> None:
         self.nvml = nvml
         self.handle = handle
         self.lost: str | None = None
 
-    def get(self, name: str, *args: Any) -> tuple[Any, str | None]:
+    def get(self, name: str, *args: object) -> tuple[Json, str | None]:
         try:
             return self.nvml.call(name, self.handle, *args), None
         except NvmlCallError as e:
@@ -121,20 +126,20 @@ class _Reader:
                 self.lost = e.reason
             return None, e.reason
 
-    def field(self, field_id: int) -> tuple[Any, str | None]:
-        return nvml_fields.field_value(self.nvml, self.handle, field_id)
+    def field(self, field_id: int) -> tuple[Json, str | None]:
+        return n.field_value(self.nvml, self.handle, field_id)
 
-    def fact(self, name: str, *args: Any, convert: Any = None) -> Fact:
+    def fact(self, name: str, *args: object, convert: Convert | None = None) -> Fact:
         return _derived(*self.get(name, *args), convert)
 
 
-def _derived(value: Any, why: str | None, convert: Any = None) -> Fact:
+def _derived(value: Json, why: str | None, convert: Convert | None = None) -> Fact:
     """A fact from a query's ``(value, reason)``; ``convert``: what of a value is the fact (None: no value)."""
     value = convert(value) if convert and value is not None else value
     return known(value) if value is not None else missing(why or "no value")
 
 
-def nvml_fact(nvml: NvmlLike, name: str, *args: Any, convert: Any = None) -> Fact:
+def nvml_fact(nvml: NvmlLike, name: str, *args: object, convert: Convert | None = None) -> Fact:
     """One query's answer as a fact (``convert``: as in ``_derived``)."""
     return _derived(*nvml.query(name, *args), convert)
 
@@ -223,7 +228,7 @@ def _operator_facts(r: _Reader) -> Facts:
     f["temperature_shutdown_c"] = r.fact("nvmlDeviceGetTemperatureThreshold", n.TEMPERATURE_THRESHOLD_SHUTDOWN)
     f["temperature_gpu_max_c"] = r.fact("nvmlDeviceGetTemperatureThreshold", n.TEMPERATURE_THRESHOLD_GPU_MAX)
     f["temperature_memory_max_c"] = r.fact("nvmlDeviceGetTemperatureThreshold", n.TEMPERATURE_THRESHOLD_MEM_MAX)
-    f["temperature_memory_c"] = _derived(*r.field(nvml_fields.FI_MEMORY_TEMP))  # Memory Current Temp
+    f["temperature_memory_c"] = _derived(*r.field(n.FI_MEMORY_TEMP))  # Memory Current Temp
     # Fabric: State / Status / CliqueId (NVSwitch systems; "N/A" elsewhere)
     fabric, why = r.get("nvmlDeviceGetGpuFabricInfo")
     if isinstance(fabric, dict) and isinstance(fabric.get("state"), int):
@@ -244,22 +249,22 @@ def _operator_facts(r: _Reader) -> Facts:
 
 def _clock_event_counters(r: _Reader) -> Fact:
     """Clocks Event Reasons Counters (nvidia-smi -q -d PERFORMANCE): ns in each reason since the driver loaded."""
-    read = {name: r.field(field_id) for name, field_id in nvml_fields.CLOCK_EVENT_COUNTERS.items()}
+    read = {name: r.field(field_id) for name, field_id in n.CLOCK_EVENT_COUNTERS.items()}
     counted = {name: v for name, (v, _) in read.items() if isinstance(v, int) and not isinstance(v, bool)}
     return known(counted) if counted else missing(next((w for _, w in read.values() if w), "no value"))
 
 
-def _watts(milliwatts: Any) -> float:
+def _watts(milliwatts: float) -> float:
     return round(float(milliwatts) / 1000.0, 3)
 
 
-def _pstate(value: Any, why: str | None) -> Fact:
+def _pstate(value: Json, why: str | None) -> Fact:
     if value is None:
         return missing(why or "no value")
     return missing("unknown (NVML reports no performance state)") if value == n.PSTATE_UNKNOWN else known(f"P{value}")
 
 
-def _sm_count(cores: Any, cores_why: str | None, cc: str | None, cc_why: str | None) -> tuple[Fact, Fact]:
+def _sm_count(cores: Json, cores_why: str | None, cc: str | None, cc_why: str | None) -> tuple[Fact, Fact]:
     """SM count derived from NVML's core count (NVML has no SM-count query that works everywhere)."""
     sms = sm_count_from_cores(cores, cc) if isinstance(cores, int) and cc is not None else None
     if sms is not None:
@@ -290,7 +295,7 @@ def _processes(r: _Reader) -> Fact:
     if compute is None:
         return missing(why or "no value")
     graphics, _ = r.get("nvmlDeviceGetGraphicsRunningProcesses")
-    seen: dict[int, dict[str, Any]] = {}
+    seen: dict[int, dict[str, Json]] = {}
     for p in list(compute) + list(graphics or []):
         pid = p.get("pid") if isinstance(p, dict) else None
         if not isinstance(pid, int) or pid in seen:

@@ -1,10 +1,6 @@
-"""The host seam: every file read, subprocess, environment variable and PATH lookup a probe makes.
-
-Probes never touch ``os``, ``open`` or ``subprocess`` themselves, so a machine can be recorded (``recording.py``) and
-replayed (``replay.py``). File methods raise ``OSError`` like ``os``; ``run`` never raises. The public ``read_text``
-and ``run`` redact every text that crosses the seam, so no probe can forget to.
-Children start through the harness (``envcheck/harness``), never left running.
-"""
+"""The host seam: every file read, subprocess, environment variable and PATH lookup a probe makes, so a machine can
+be recorded (``recording.py``) and replayed (``replay.py``). File methods raise ``OSError`` like ``os``; ``run``
+never raises; ``read_text`` and ``run`` redact what crosses the seam, so no probe can forget to."""
 
 from __future__ import annotations
 
@@ -17,9 +13,8 @@ import platform
 import shutil
 import sys
 import sysconfig
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
 from envcheck.harness import command
 from envcheck.harness.command import RunResult
@@ -33,6 +28,7 @@ PYTHON_FIELDS = {"python_executable": "executable", "python_version": "version",
                  "base_prefix": "base_prefix", "python_include_dir": "include_dir"}
 # A Python child's events, one a line after this, in a run's stdout: how snapshots record them.
 MARKER = "@@envcheck-json@@ "
+Emit = Callable[[dict[str, object]], None]  # how a probe's child sends an event (the harness's ``out``)
 
 
 def parse_meminfo(text: str) -> tuple[int, int | None]:
@@ -123,17 +119,16 @@ class Host:
         ran = command.run(args, timeout, env=clean_env(base=env))
         return replace(ran, returncode=None) if ran.timed_out else ran
 
-    def run_python(self, target: str, timeout: float, name: str, args: Any = None,
-                   env: Mapping[str, str] | None = None, **kw: Any) -> RunResult:
-        """Run ``target`` (``module:function``) in an isolated child of ``python_executable``, its one limit
-        ``timeout``: its events as stdout lines after ``MARKER``, its stderr's tail, how it ended. Never
-        raises, KeyboardInterrupt aside (after the child is ended). ``env``: variables set for it."""
+    def run_python(self, target: str, timeout: float, name: str, args: object = None,
+                   env: Mapping[str, str] | None = None, paths: Sequence[str] = ()) -> RunResult:
+        """``target`` (``module:function``) in an isolated child of ``python_executable``, its one limit ``timeout``: its
+        events as stdout lines after ``MARKER``. Never raises, KeyboardInterrupt aside (after the child is ended)."""
         from envcheck.harness import failures as f
         from envcheck.harness.spawn import spawn
 
-        events: list[Any] = []
+        events: list[object] = []
         out = spawn(target, args, timeout=timeout, heartbeat=timeout, on_event=events.append, env=env,
-                    python=self.python_executable, **kw)
+                    python=self.python_executable, paths=paths)
         if isinstance(out.failure, f.Stopped):
             raise KeyboardInterrupt(out.failure.signal)
         argv = (self.python_executable, target)

@@ -1,20 +1,21 @@
-"""What a probe's child (importing torch, CUDA init, a Triton compile) learnt, and how it ended: an ``Isolated``.
-
-The child runs through the host seam (``Host.run_python``, the harness underneath), which gives its events
-as stdout lines after ``MARKER``: the form snapshots record a run in, so a recorded machine replays alike.
-Events are merged in order, so a crash half-way still leaves what was learnt before it.
-"""
+"""A probe's child (importing torch, CUDA init, a Triton compile) as an ``Isolated``: its events, merged in order
+(a crash half-way keeps what came before), and how it ended. Run through ``Host.run_python``, which gives the
+events as stdout lines after ``MARKER``: the form snapshots record, so a recorded machine replays alike."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envcheck.harness.failures import signal_name
 from envcheck.model import Facts, known, missing
 from envcheck.probes.host import MARKER, Host
+
+if TYPE_CHECKING:
+    from envcheck.outside_json import Json
 
 NOT_RUN = "not run: envcheck probe skips runtime probes"
 TAIL_LINES = 40
@@ -28,14 +29,14 @@ class Isolated:
     """What the child reported (merged in order), why it failed in one line (None: it exited 0 and reported),
     and the last lines it wrote."""
 
-    data: dict[str, Any] | None
+    data: dict[str, Json] | None
     error: str | None
     output_tail: str
 
 
-def parse_reports(stdout: str) -> tuple[list[dict[str, Any]], list[str]]:
+def parse_reports(stdout: str) -> tuple[list[dict[str, Json]], list[str]]:
     """(the JSON reports in order, the other lines) from a run's stdout."""
-    reports: list[dict[str, Any]] = []
+    reports: list[dict[str, Json]] = []
     other: list[str] = []
     for line in stdout.splitlines():
         if line.startswith(MARKER):
@@ -70,13 +71,14 @@ def _one_line(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def run_python(host: Host, target: str, timeout: float, name: str, args: Any = None, **kw: Any) -> Isolated:
+def run_python(host: Host, target: str, timeout: float, name: str, args: object = None,
+               paths: Sequence[str] = ()) -> Isolated:
     """Run ``target`` (``module:function``) in a child through ``host``; never raises. The merged reports are
     ``data``; a timeout, a crash by signal or a non-zero exit is recorded in ``error``. ``name``: the run's
     identity in snapshots."""
-    res = host.run_python(target, timeout, name, args, **kw)
+    res = host.run_python(target, timeout, name, args, paths=paths)
     reports, other = parse_reports(res.stdout)
-    data: dict[str, Any] | None = None
+    data: dict[str, Json] | None = None
     for obj in reports:
         data = {**(data or {}), **obj}
     combined = [*other, *res.stderr.splitlines()]

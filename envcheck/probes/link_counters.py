@@ -1,19 +1,21 @@
-"""Link error counters through the NVML seam, and the ``links`` section the link checks read (PCIe replays, NVLink
-errors, row remapping, Xid events), read in a child by ``check`` and ``run`` as NVML may crash or hang. NVML counts
-since the driver loaded, so a reading is dated with the uptime (a rate) and read around the node tests (a delta).
-"""
+"""Link error counters (PCIe replays, NVLink errors, row remapping, Xids) and the ``links`` section the link checks
+read, in a child as NVML may crash or hang. NVML counts since the driver loaded: a reading is dated with the uptime
+(a rate) and taken around the node tests (a delta)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envcheck.model import Fact, Facts, build, known, missing
 from envcheck.model.node import NVLINK_COUNTERS, Counter, CounterSnapshot, XidScan
 from envcheck.probes import isolate
 from envcheck.probes.gpus import NvmlLike
-from envcheck.probes.host import Host, default_host
-from envcheck.probes.nvml import NvmlCallError
-from envcheck.probes.topology import active_links, field_value
+from envcheck.probes.host import Emit, Host, default_host
+from envcheck.probes.nvml import NvmlCallError, field_value
+from envcheck.probes.topology import active_links
+
+if TYPE_CHECKING:
+    from envcheck.outside_json import Json
 
 # nvmlNvLinkErrorCounter_t, in NVLINK_COUNTERS order
 NVLINK_COUNTER_IDS = {name: i for i, name in enumerate(NVLINK_COUNTERS)}
@@ -34,7 +36,7 @@ def read_uptime(host: Host) -> tuple[float | None, str | None]:
         return None, f"unexpected /proc/uptime: {text[:40]!r}"
 
 
-def _counter(gpu: int, name: str, read: tuple[Any, str | None], link: int | None = None) -> Counter:
+def _counter(gpu: int, name: str, read: tuple[Json, str | None], link: int | None = None) -> Counter:
     value, why = read
     return Counter(gpu, name, link=link, reason=why) if why is not None else Counter(gpu, name, int(value), link)
 
@@ -68,7 +70,7 @@ def read_counters(nvml: NvmlLike, indices: tuple[int, ...], host: Host) -> Count
     return CounterSnapshot(uptime, tuple(counters), why)
 
 
-def _remapped_rows(nvml: NvmlLike, index: int) -> Any:
+def _remapped_rows(nvml: NvmlLike, index: int) -> Fact:
     """nvidia-smi -q: Remapped Rows (Correctable Error, Uncorrectable Error, Pending, Remapping Failure)."""
     try:
         handle = nvml.call("nvmlDeviceGetHandleByIndex", index)
@@ -96,7 +98,7 @@ def links_section(nvml: NvmlLike, host: Host, snapshot: CounterSnapshot, xid: Xi
         replay = next((c for c in mine if c.name == "pcie_replay"), None)
         f[f"gpu{i}.pcie_replay"] = (known(replay.value) if replay and replay.value is not None
                                     else missing(replay.reason if replay and replay.reason else "not read"))
-        by_link: dict[int, dict[str, Any]] = {}
+        by_link: dict[int, dict[str, int | None]] = {}
         for c in mine:
             if c.link is not None:
                 by_link.setdefault(c.link, {"link": c.link})[c.name] = c.value
@@ -136,7 +138,7 @@ def probe_links(nvml: NvmlLike | None = None, host: Host | None = None, timeout:
             nvml.shutdown()
 
 
-def child(args: object, out: Any) -> None:
+def child(args: object, out: Emit) -> None:
     from envcheck.model import to_dict
 
     out({"facts": to_dict(probe_links())})
@@ -152,7 +154,3 @@ def probe_links_isolated(host: Host, timeout: float) -> Facts:
         except ValueError as e:
             return {"error": missing(f"the links probe answered something unreadable: {e}")}
     return {"error": missing(iso.error or "the links probe reported nothing")}
-
-
-def not_run(reason: str = isolate.NOT_RUN) -> Facts:
-    return {"error": missing(reason)}

@@ -8,7 +8,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 from pathlib import Path
-from typing import Any, Protocol
+from types import ModuleType
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from envcheck.outside_json import Json  # what pynvml answers, as plain data: checked where it is read
 
 # --------------------------------------------------------------------------- NVML enums (nvml.h)
 
@@ -146,7 +150,7 @@ class NvmlCallError(Exception):
         return f"{_MEANINGS.get(self.error_name, 'NVML error')} (NVML: {self.text})"
 
 
-def plain(value: Any) -> Any:
+def plain(value: object) -> Json:
     """JSON-ready data from what pynvml returns (the shape the capture tables store)."""
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
@@ -176,8 +180,8 @@ def _library_from_maps(maps_text: str) -> str | None:
 class NvmlLike(Protocol):
 
     def init(self) -> str | None: ...
-    def call(self, name: str, *args: Any) -> Any: ...
-    def query(self, name: str, *args: Any) -> tuple[Any, str | None]: ...
+    def call(self, name: str, *args: object) -> Json: ...
+    def query(self, name: str, *args: object) -> tuple[Json, str | None]: ...
     def library_path(self) -> tuple[str | None, str | None]: ...
     def shutdown(self) -> None: ...
 
@@ -185,10 +189,10 @@ class NvmlLike(Protocol):
 class NvmlSeam:
     """What every NVML seam (live, table, recording) shares: ``query`` on top of its ``call``."""
 
-    def call(self, name: str, *args: Any) -> Any:
+    def call(self, name: str, *args: object) -> Json:
         raise NotImplementedError
 
-    def query(self, name: str, *args: Any) -> tuple[Any, str | None]:
+    def query(self, name: str, *args: object) -> tuple[Json, str | None]:
         """``(value, None)``, or ``(None, reason)`` when the call failed. Never raises."""
         try:
             return self.call(name, *args), None
@@ -204,7 +208,7 @@ class Nvml(NvmlSeam):
     """NVML through pynvml, every failure turned into data; ``init``'s first answer stands until ``shutdown``."""
 
     def __init__(self) -> None:
-        self._lib: Any = None
+        self._lib: ModuleType | None = None
         self._init_result: str | None = None
         self._tried = False
         self.init_error_name: str | None = None
@@ -236,7 +240,7 @@ class Nvml(NvmlSeam):
         self._lib = pynvml
         return None
 
-    def call(self, name: str, *args: Any) -> Any:
+    def call(self, name: str, *args: object) -> Json:
         """``pynvml.<name>(*args)`` as plain data; raises :class:`NvmlCallError` on any failure."""
         if self._lib is None:
             raise NvmlCallError(name, "NVMLError_Uninitialized", "Uninitialized")
@@ -276,3 +280,38 @@ class Nvml(NvmlSeam):
             return
         with contextlib.suppress(Exception):  # nothing useful to do about a failed shutdown
             lib.nvmlShutdown()
+
+
+# NVML field values (nvmlDeviceGetFieldValues): counters and properties without a query of their own.
+FI_MEMORY_TEMP = 82  # NVML_FI_DEV_MEMORY_TEMP: HBM temperature, C (nvidia-smi: Memory Current Temp)
+# NVML_FI_DEV_CLOCKS_EVENT_REASON_*: ns in each reason since the driver loaded (nvidia-smi -q -d PERFORMANCE).
+CLOCK_EVENT_COUNTERS: dict[str, int] = {
+    "sw_power_cap": 74, "sync_boost": 76, "sw_thermal_slowdown": 269, "hw_thermal_slowdown": 270,
+    "hw_power_brake_slowdown": 271,
+}
+
+# nvmlReturn_t names for field values that failed individually
+_RETURN_NAMES = {1: "Uninitialized", 2: "Invalid Argument", 3: "Not Supported", 4: "Insufficient Permissions",
+                 6: "Not Found", 13: "Function Not Found", 15: "GPU is lost", 999: "Unknown Error"}
+# nvmlValueType_t -> the union member holding the value; the capture script's short names too
+_VALUE_KEYS = {0: ("dVal", "d"), 1: ("uiVal", "ui"), 2: ("ulVal", "ul"), 3: ("ullVal", "ull"),
+               4: ("sllVal", "sll"), 5: ("siVal", "si"), 6: ("usVal", "us")}
+
+
+def field_value(nvml: NvmlLike, handle: object, field_id: int, scope: int = 0) -> tuple[Json, str | None]:
+    """One NVML field value: ``(value, None)``, or ``(None, reason)`` when the call or the field failed."""
+    try:
+        answer = nvml.call("nvmlDeviceGetFieldValues", handle, [(field_id, scope)])
+    except NvmlCallError as e:
+        return None, e.reason
+    entry = answer[0] if isinstance(answer, list) and answer else answer
+    if not isinstance(entry, dict):
+        return None, f"unexpected field value {entry!r:.80}"
+    ret = entry.get("nvmlReturn", 0)
+    if ret:
+        return None, f"field {field_id}: {_RETURN_NAMES.get(ret, f'NVML error {ret}')}"
+    union = entry.get("value")
+    key = next((k for k in _VALUE_KEYS.get(entry.get("valueType"), ()) if isinstance(union, dict) and k in union), None)
+    if key is not None:
+        return union[key], None
+    return None, f"field {field_id}: value of unknown type {entry.get('valueType')!r}"

@@ -1,18 +1,18 @@
-"""What runs inside the NVML child (started by ``probes/nvml_isolated.py``): every question the driver and
-GPU probes (``probes/gpus.py``) ask, each answer sent the moment NVML gives it, so a segfault or hang in
-libnvidia-ml leaves every earlier answer with the parent and the last ``calling`` event names the call
-that never returned. The questions are listed rather than found by running the probes here, which need
-``envcheck.model`` (most of a 0.1 s start-up); the child starts without site-packages for the same reason
-(``tests/test_nvml_isolated.py`` checks the list covers every question).
-"""
+"""Inside the NVML child (``nvml_isolated.py``): every question the driver and GPU probes ask, each answer sent as
+NVML gives it, so a crash or hang in libnvidia-ml keeps the earlier answers and the last ``calling`` event names
+the call that never returned. The questions are listed, not found by running the probes, which need
+``envcheck.model`` (``tests/test_nvml_isolated.py`` checks the list covers every question)."""
 
 from __future__ import annotations
 
 import faulthandler
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from envcheck.probes import nvml as n
-from envcheck.probes import nvml_fields as fi
+
+if TYPE_CHECKING:
+    from envcheck.probes.nvml_table import RecordingNvml
 
 # System-wide questions; both CUDA-version calls (older drivers have only the first version).
 SYSTEM_QUERIES: tuple[str, ...] = (
@@ -21,7 +21,7 @@ SYSTEM_QUERIES: tuple[str, ...] = (
 )
 
 # Per-GPU questions with their arguments after the handle, in the order gpus.py reads them.
-DEVICE_QUERIES: tuple[tuple[str, tuple[Any, ...]], ...] = (
+DEVICE_QUERIES: tuple[tuple[str, tuple[object, ...]], ...] = (
     ("nvmlDeviceGetName", ()),
     ("nvmlDeviceGetUUID", ()),
     ("nvmlDeviceGetPciInfo", ()),
@@ -61,14 +61,14 @@ DEVICE_QUERIES: tuple[tuple[str, tuple[Any, ...]], ...] = (
     ("nvmlDeviceGetTemperatureThreshold", (n.TEMPERATURE_THRESHOLD_SHUTDOWN,)),
     ("nvmlDeviceGetTemperatureThreshold", (n.TEMPERATURE_THRESHOLD_GPU_MAX,)),
     ("nvmlDeviceGetTemperatureThreshold", (n.TEMPERATURE_THRESHOLD_MEM_MAX,)),
-    ("nvmlDeviceGetFieldValues", ([(fi.FI_MEMORY_TEMP, 0)],)),
+    ("nvmlDeviceGetFieldValues", ([(n.FI_MEMORY_TEMP, 0)],)),
     ("nvmlDeviceGetGpuFabricInfo", ()),
-    *(("nvmlDeviceGetFieldValues", ([(field_id, 0)],)) for field_id in fi.CLOCK_EVENT_COUNTERS.values()),
+    *(("nvmlDeviceGetFieldValues", ([(field_id, 0)],)) for field_id in n.CLOCK_EVENT_COUNTERS.values()),
 )
 PROCESS_LISTS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses")
 
 
-def read_all(nvml: Any) -> None:
+def read_all(nvml: RecordingNvml) -> None:
     """Ask ``nvml`` (a RecordingNvml) every question of the plan; never raises for an NVML error."""
     if nvml.init() is not None:
         return
@@ -91,7 +91,7 @@ def read_all(nvml: Any) -> None:
         nvml.query("nvmlSystemGetProcessName", pid)
 
 
-def read(args: object, out: Any) -> None:
+def read(args: object, out: Callable[[dict[str, object]], None]) -> None:
     # A crash inside libnvidia-ml then prints the Python frame it happened under to stderr.
     faulthandler.enable()
     from envcheck.probes.nvml_table import RecordingNvml

@@ -1,21 +1,21 @@
-"""NVML in a child: a libnvidia-ml that segfaults (``envcheck check`` used to die with status 139 and print
-nothing) or hangs takes only the child down. The child (``nvml_child.py``) sends every answer as it gets it;
-:class:`IsolatedNvml` replays them to the same probes. The answers given before a crash or hang still count,
-and every answer never given fails with what happened (``not read: the NVML probe process crashed with
-SIGSEGV in nvmlDeviceGetPowerUsage on GPU 1``): one GPU that crashes NVML hides no GPU read before it.
-"""
+"""NVML in a child (``nvml_child.py``): a libnvidia-ml that segfaults or hangs takes only the child down.
+:class:`IsolatedNvml` replays its answers to the same probes; those given before a crash still count, and every
+one never given says what happened (``not read: the NVML probe process crashed with SIGSEGV in ...``)."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envcheck.harness import failures as f
 from envcheck.harness.spawn import spawn
 from envcheck.probes.host import Host
 from envcheck.probes.nvml_table import TableNvml, table_from_events
+
+if TYPE_CHECKING:
+    from envcheck.outside_json import Json
 
 NVML_TIMEOUT_S = 30.0  # nvmlInit on a many-GPU box without persistence mode takes seconds, never this long
 NOT_INSTALLED = "the nvidia-ml-py package is not installed: pip install nvidia-ml-py"
@@ -48,11 +48,11 @@ class IsolatedNvml(TableNvml):
             self.table = self._read()
         return super().init()
 
-    def _read(self) -> dict[str, Any]:
+    def _read(self) -> dict[str, Json]:
         found = pynvml_dir()
         if found is None and not self.paths:
             return {"init_error": {"error": "ImportError", "text": NOT_INSTALLED}}
-        events: list[Any] = []
+        events: list[dict[str, Json]] = []
         # No site-packages: the child needs pynvml alone, and envcheck probe stays fast.
         out = spawn("envcheck.probes.nvml_child:read", timeout=self.timeout, heartbeat=self.timeout,
                     on_event=events.append, python=self.host.python_executable or None,

@@ -1,31 +1,28 @@
-"""NVML as a table of answers: recorded from the live library, replayed to the probes.
-
-A table holds every NVML answer the probes asked for, each a value or the NVML error it raised, so a machine's NVML
-can be replayed anywhere (``check --replay``, the tests) and the live NVML can run in a child that hands it back::
+"""NVML as a table of answers, recorded from the live library and replayed to the probes (``check --replay``, the
+tests, the NVML child's hand-back)::
 
     {"library": "/usr/lib/wsl/lib/libnvidia-ml.so.1",       # or "library_error": "<reason>"
      "init_error": {"error": "NVMLError_DriverNotLoaded", "text": "Driver Not Loaded"},  # when init failed
-     "nvmlSystemGetDriverVersion": {"value": "576.02"},
-     "count": 1,
-     "gpus": [{"nvmlDeviceGetName": {"value": "NVIDIA GeForce RTX 3060 Laptop GPU"},
-               "nvmlDeviceGetClockInfo[SM]": {"value": 210},
+     "nvmlSystemGetDriverVersion": {"value": "576.02"}, "count": 1,
+     "gpus": [{"nvmlDeviceGetClockInfo[SM]": {"value": 210},
                "nvmlDeviceGetEccMode": {"error": "NVMLError_NotSupported", "text": "Not Supported"}}],
      "failure": {"error": "crashed with SIGSEGV", "during": "nvmlDeviceGetPowerUsage on GPU 0"}}
 
-A query with enum arguments is keyed by their names (``nvmlDeviceGetTotalEccErrors[UNCORRECTED,VOLATILE]``), other
-arguments by their value (``nvmlSystemGetProcessName[4242]``); device queries live under their GPU. An entry may hold
-``{"values": [...]}``: one answer per call, the last repeating (a monitor's samples). ``failure``: the process that
-read NVML crashed or hung, and every answer it never gave fails with that story instead of a made-up one.
-"""
+Enum arguments are keyed by name, others by value (``nvmlSystemGetProcessName[4242]``); ``{"values": [...]}``
+answers one per call, the last repeating. ``failure``: every answer the crashed or hung reader never gave fails
+with that story."""
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envcheck.probes import nvml as n
-from envcheck.probes.nvml import PROBE_FAILED, NvmlCallError, NvmlSeam
+from envcheck.probes.nvml import PROBE_FAILED, NvmlCallError, NvmlLike, NvmlSeam
+
+if TYPE_CHECKING:
+    from envcheck.outside_json import Json
 
 # Enum arguments -> the names tables use for them.
 _CLOCKS = {n.CLOCK_GRAPHICS: "GRAPHICS", n.CLOCK_SM: "SM", n.CLOCK_MEM: "MEM", n.CLOCK_VIDEO: "VIDEO"}
@@ -48,7 +45,7 @@ HANDLE_BY_INDEX = "nvmlDeviceGetHandleByIndex"
 FUNCTION_NOT_FOUND = ("NVMLError_FunctionNotFound", "Function Not Found")
 
 
-def table_key(name: str, args: tuple[Any, ...]) -> str:
+def table_key(name: str, args: tuple[Json, ...]) -> str:
     """``nvmlDeviceGetClockInfo[SM]`` for ``("nvmlDeviceGetClockInfo", (CLOCK_SM,))`` (handle removed)."""
     if not args:
         return name
@@ -57,17 +54,17 @@ def table_key(name: str, args: tuple[Any, ...]) -> str:
     return f"{name}[{','.join(names)}]"
 
 
-def failure_text(failure: dict[str, Any]) -> str:
+def failure_text(failure: dict[str, Json]) -> str:
     """``crashed with SIGSEGV in nvmlDeviceGetPowerUsage on GPU 1`` from a table's ``failure``."""
     during = failure.get("during")
     return f"{failure.get('error') or 'failed'}" + (f" in {during}" if during else "")
 
 
-def _error(name: str, entry: dict[str, Any]) -> NvmlCallError:
+def _error(name: str, entry: dict[str, Json]) -> NvmlCallError:
     return NvmlCallError(name, str(entry["error"]), str(entry.get("text") or entry["error"]))
 
 
-def _failed(name: str, failure: dict[str, Any]) -> NvmlCallError:
+def _failed(name: str, failure: dict[str, Json]) -> NvmlCallError:
     return NvmlCallError(name, PROBE_FAILED, failure_text(failure))
 
 
@@ -87,17 +84,17 @@ class TableNvml(NvmlSeam):
     """The NVML seam answered from a table. ``absent``: the NVML error (class name, text) for a query the table
     lacks; snapshots use ``NOT_CAPTURED`` so a probe newer than the snapshot says so."""
 
-    def __init__(self, table: dict[str, Any], absent: tuple[str, str] = FUNCTION_NOT_FOUND) -> None:
+    def __init__(self, table: dict[str, Json], absent: tuple[str, str] = FUNCTION_NOT_FOUND) -> None:
         self.table = copy.deepcopy(table)
         self.absent = absent
-        self.calls: list[tuple[Any, ...]] = []
+        self.calls: list[tuple[object, ...]] = []
         self.init_count = 0
         self.shutdown_count = 0
         self._ready = False
         self._positions: dict[tuple[int | None, str], int] = {}
 
     @property
-    def failure(self) -> dict[str, Any] | None:
+    def failure(self) -> dict[str, Json] | None:
         f = self.table.get("failure")
         return f if isinstance(f, dict) else None
 
@@ -111,7 +108,7 @@ class TableNvml(NvmlSeam):
         self._ready = True
         return None
 
-    def call(self, name: str, *args: Any) -> Any:
+    def call(self, name: str, *args: object) -> Json:
         self.calls.append((name, *args))
         if not self._ready:
             raise NvmlCallError(name, "NVMLError_Uninitialized", "Uninitialized")
@@ -174,7 +171,7 @@ class TableNvml(NvmlSeam):
         self._ready = False
 
 
-Listener = Callable[[str, "int | None", "dict[str, Any] | None"], None]
+Listener = Callable[[str, "int | None", "dict[str, Json] | None"], None]
 
 
 class RecordingNvml(NvmlSeam):
@@ -182,19 +179,19 @@ class RecordingNvml(NvmlSeam):
     ``("calling", gpu, {"key": ...})`` before each call and ``("answer", gpu, {"key": ..., **entry})`` after it, so a
     child reports each answer as it comes (if the next call crashes it, what came before survives)."""
 
-    def __init__(self, live: Any, listener: Listener | None = None) -> None:
+    def __init__(self, live: NvmlLike, listener: Listener | None = None) -> None:
         self.live = live
         self.listener = listener
-        self.events: list[dict[str, Any]] = []
+        self.events: list[dict[str, Json]] = []
         self._handles: dict[int, int] = {}  # id(handle) -> GPU index
-        self._keep: list[Any] = []  # the handles themselves, so no id is reused while recording
+        self._keep: list[object] = []  # the handles themselves, so no id is reused while recording
         self._inited = False
 
     @property
-    def table(self) -> dict[str, Any]:
+    def table(self) -> dict[str, Json]:
         return table_from_events(self.events)[0]
 
-    def _tell(self, event: str, gpu: int | None, entry: dict[str, Any]) -> None:
+    def _tell(self, event: str, gpu: int | None, entry: dict[str, Json]) -> None:
         self.events.append({"event": event, "gpu": gpu, **entry})
         if self.listener is not None:
             self.listener(event, gpu, entry)
@@ -212,7 +209,7 @@ class RecordingNvml(NvmlSeam):
             self._tell("answer", None, {"key": "init_error", "error": name, "text": err})
         return err
 
-    def call(self, name: str, *args: Any) -> Any:
+    def call(self, name: str, *args: object) -> Json:
         gpu: int | None = None
         rest = args
         if name == HANDLE_BY_INDEX:
@@ -245,9 +242,9 @@ class RecordingNvml(NvmlSeam):
         self.live.shutdown()
 
 
-def table_from_events(events: list[dict[str, Any]]) -> tuple[dict[str, Any], str | None]:
+def table_from_events(events: list[dict[str, Json]]) -> tuple[dict[str, Json], str | None]:
     """(the table, the call under way when the events stop) from a RecordingNvml's events in order."""
-    table: dict[str, Any] = {}
+    table: dict[str, Json] = {}
     pending: str | None = None
     for ev in events:
         kind, gpu, key = ev.get("event"), ev.get("gpu"), ev.get("key")

@@ -5,7 +5,6 @@ NVSwitch fabric manager, and the GPU stack's Python packages against the version
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from envcheck.model import Fact, Facts, known, missing
 from envcheck.probes.host import Host
@@ -93,10 +92,10 @@ def _gpu_domains(host: Host, bus_ids: list[str]) -> Fact:
     return known(domains) if domains else missing(why or "no GPU in an IOMMU group")
 
 
-def parse_lspci_acs(text: str) -> list[dict[str, Any]]:
+def parse_lspci_acs(text: str) -> list[dict[str, object]]:
     """Devices whose ``ACSCtl`` turns on request or completion redirection, from ``lspci -vvv`` text, as
     ``{"bus_id": "0000:16:02.0", "device": "PCI bridge: ...", "enabled": ["SrcValid", "ReqRedir", ...]}``."""
-    found: list[dict[str, Any]] = []
+    found: list[dict[str, object]] = []
     device = bus_id = None
     for line in text.splitlines():
         if line and not line[0].isspace():
@@ -139,7 +138,7 @@ def _infiniband_ports(host: Host) -> Fact:
         devices = host.listdir(INFINIBAND)
     except OSError as e:
         return missing(f"cannot list {INFINIBAND} ({e.strerror or e})")
-    ports: list[dict[str, Any]] = []
+    ports: list[dict[str, object]] = []
     for dev in devices:
         base = f"{INFINIBAND}/{dev}/ports"
         try:
@@ -176,7 +175,7 @@ def _fabricmanager(host: Host) -> Fact:
 
 def _python_packages(host: Host) -> Fact:
     """Each stack package installed, and each torch pins even when missing, with the version torch requires."""
-    rows: dict[str, dict[str, Any]] = {
+    rows: dict[str, dict[str, str | None]] = {
         name: {"name": name, "version": info.version} for name in STACK_PACKAGES if (info := host.package(name))}
     torch = host.package("torch")
     for req in (torch.requires if torch else ()):
@@ -189,4 +188,4 @@ def _python_packages(host: Host) -> Fact:
         row["required_by"] = "torch"
         if op and version:
             row["required"] = f"{op}{version}"
-    return known(sorted(rows.values(), key=lambda r: (r["name"] not in STACK_PACKAGES, r["name"])))
+    return known(sorted(rows.values(), key=lambda r: (r["name"] not in STACK_PACKAGES, str(r["name"]))))

@@ -8,8 +8,7 @@ import os
 import posixpath
 import stat
 import threading
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
 
 from envcheck.probes.host import PYTHON_FIELDS, Host, RunResult
 from envcheck.probes.packages import PackageInfo
@@ -45,14 +44,14 @@ class RecordingHost(Host):
         self._lock = threading.RLock()
         self.cwd = os.getcwd()
         self.files: dict[str, str | None] = {}
-        self.errors: dict[str, dict[str, Any]] = {}
+        self.errors: dict[str, dict[str, int | str | None]] = {}
         self.links: dict[str, str] = {}
         self.dirs: set[str] = set()
         self.which_answers: dict[str, str | None] = {}
         self.disk_answers: dict[str, int] = {}
-        self.commands: list[dict[str, Any]] = []
-        self.runs: dict[str, dict[str, Any]] = {}
-        self.packages: dict[str, dict[str, Any] | None] = {}
+        self.commands: list[dict[str, object]] = []
+        self.runs: dict[str, dict[str, object]] = {}
+        self.packages: dict[str, dict[str, object] | None] = {}
         self._cpu_count: int | None = None
         self._machine: str | None = None
 
@@ -153,11 +152,12 @@ class RecordingHost(Host):
             name: str | None = None) -> RunResult:
         return self._record(super().run(argv, timeout, env=env, name=name), name)
 
-    def run_python(self, target: str, timeout: float, name: str, args: Any = None, **kw: Any) -> RunResult:
-        return self._record(super().run_python(target, timeout, name, args, **kw), name)
+    def run_python(self, target: str, timeout: float, name: str, args: object = None,
+                   env: Mapping[str, str] | None = None, paths: Sequence[str] = ()) -> RunResult:
+        return self._record(super().run_python(target, timeout, name, args, env, paths), name)
 
     def _record(self, res: RunResult, name: str | None) -> RunResult:
-        entry = {"argv": list(res.argv), "returncode": res.returncode, "stdout": res.stdout, "stderr": res.stderr,
+        entry: dict[str, object] = {"argv": list(res.argv), "returncode": res.returncode, "stdout": res.stdout, "stderr": res.stderr,
                  "timed_out": res.timed_out, "error": res.error, "wall_s": round(res.wall_s, 3)}
         with self._lock:
             if name:
@@ -191,7 +191,7 @@ class RecordingHost(Host):
         self._machine = super().machine()
         return self._machine
 
-    def section(self) -> dict[str, Any]:
+    def section(self) -> dict[str, object]:
         with self._lock:
             return {
                 "machine": self._machine if self._machine is not None else super().machine(),

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import fnmatch
 import posixpath
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from envcheck.model import reasons
 from envcheck.probes.host import PYTHON_FIELDS, Host, RunResult
 from envcheck.probes.packages import PackageInfo
+
+if TYPE_CHECKING:
+    from envcheck.outside_json import Json
 
 CommandAnswer = RunResult | tuple[int, str, str]
 CommandSpec = CommandAnswer | Callable[[tuple[str, ...]], CommandAnswer]
@@ -20,20 +23,13 @@ NOT_CAPTURED = reasons.NOT_CAPTURED
 
 
 class ReplayHost(Host):
-    """A machine made of dictionaries.
+    """A machine made of dictionaries; every run is appended to ``calls`` (argv tuples) for assertions.
 
-    - ``files``: path -> text; ``None`` for a file that exists but whose content was not
-      recorded; an ``OSError`` instance is raised on read (``PermissionError(13, ...)``).
-    - ``links``: path -> target (absolute or relative to the link's folder).
-    - ``dirs``: folders that exist even if empty; parents of every file and link exist too.
-    - ``commands``: keyed by the argv tuple, argv[0] as given, or its base name (tried in that order); values a
-      ``RunResult``, an ``(rc, stdout, stderr)`` tuple or a callable ``argv -> either``. ``runs``: the same, keyed
-      by the run's ``name`` (``torch_runtime``), tried first. An unknown command answers ``unknown_command``.
-    - ``which``: name -> path or None, overriding the search of ``PATH`` in ``environ``.
-    - ``disk_free``: bytes free, one number for every existing path or a dict path -> bytes.
-    - ``packages``: distribution name -> ``PackageInfo`` (absent: not installed).
-    Every run is appended to ``calls`` (argv tuples) for assertions.
-    """
+    ``files``: path -> text, ``None`` (exists, content not recorded) or an ``OSError`` raised on read; ``links``: path
+    -> target; ``dirs``: folders (parents of every file and link exist too); ``commands``: by argv tuple, argv[0] or
+    its base name, values a ``RunResult``, ``(rc, stdout, stderr)`` or ``argv -> either``; ``runs``: the same by run
+    name, tried first; ``which`` overrides ``PATH``; ``disk_free``: bytes, or path -> bytes; ``packages``: name ->
+    ``PackageInfo``. An unknown command answers ``unknown_command``."""
 
     def __init__(
         self,
@@ -83,7 +79,7 @@ class ReplayHost(Host):
         self.calls: list[tuple[str, ...]] = []
 
     @classmethod
-    def from_section(cls, section: Mapping[str, Any]) -> ReplayHost:
+    def from_section(cls, section: Mapping[str, Json]) -> ReplayHost:
         """A host from a snapshot's ``host`` section (types checked by ``snapshot_schema.py`` when it was read)."""
         files: dict[str, str | None | OSError] = dict(section.get("files") or {})
         for path, err in (section.get("errors") or {}).items():
@@ -214,7 +210,8 @@ class ReplayHost(Host):
         rc, out, err = answer
         return RunResult(args, rc, out, err, wall_s=0.001)
 
-    def run_python(self, target: str, timeout: float, name: str, args: Any = None, **kw: Any) -> RunResult:
+    def run_python(self, target: str, timeout: float, name: str, args: object = None,
+                   env: Mapping[str, str] | None = None, paths: Sequence[str] = ()) -> RunResult:
         """The run recorded as ``name``, else a command answering for the Python itself."""
         return self._run((self.python_executable, target), timeout, None, name)
 
@@ -240,7 +237,7 @@ class ReplayHost(Host):
         return self._machine
 
 
-def run_result(argv: tuple[str, ...], data: Mapping[str, Any]) -> RunResult:
+def run_result(argv: tuple[str, ...], data: Mapping[str, Json]) -> RunResult:
     """A ``RunResult`` from its snapshot form (``returncode``, ``stdout``, ``stderr``, ...)."""
     rc = data.get("returncode")
     return RunResult(

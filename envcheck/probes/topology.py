@@ -1,18 +1,13 @@
-"""How a node's GPUs connect, read through the NVML seam: each GPU's PCIe link and NVLinks, each pair's common
-PCIe ancestor and peer-to-peer status. ``nvidia-smi topo -m`` and ``nvlink -s`` texts are kept as a cross-check
-and fill per-link speeds the NVML binding cannot read. Every query is a value or a reason; a GPU that cannot be
-queried keeps its entry with ``lost`` set. Nothing here derives a bandwidth (``envcheck.analysis.node`` does).
-"""
+"""How a node's GPUs connect, through the NVML seam: each GPU's PCIe link and NVLinks, each pair's common ancestor and
+peer-to-peer status; ``nvidia-smi topo -m`` and ``nvlink -s`` are kept as a cross-check and fill per-link speeds
+the binding cannot read. A GPU that cannot be queried keeps its entry with ``lost`` set."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from envcheck.model.facts import Fact, known, missing
 from envcheck.model.node import GpuLinks, GpuPair, NvLink, Topology
 from envcheck.probes.gpus import NvmlLike, nvml_fact
-from envcheck.probes.nvml import NvmlCallError
-from envcheck.probes.nvml_fields import field_value
+from envcheck.probes.nvml import NvmlCallError, field_value
 from envcheck.probes.smi_text import LinkSpeed, parse_nvlink_speeds, parse_topo_matrix
 
 # nvmlGpuTopologyLevel_t -> the model's names (nvidia-smi topo -m: X, PIX, PXB, PHB, NODE, SYS)
@@ -32,7 +27,7 @@ FI_NVLINK_GET_SPEED = 164  # scope: the link; MB/s per direction
 DEFAULT_MAX_LINKS = 18
 
 
-def _remote_pci(nvml: NvmlLike, handle: Any, link: int) -> Fact:
+def _remote_pci(nvml: NvmlLike, handle: object, link: int) -> Fact:
     """The far end's PCI bus id; some nvidia-ml-py releases lack the _v2 call, so the first version is tried next."""
     reasons = []
     for name in ("nvmlDeviceGetNvLinkRemotePciInfo_v2", "nvmlDeviceGetNvLinkRemotePciInfo"):
@@ -44,12 +39,12 @@ def _remote_pci(nvml: NvmlLike, handle: Any, link: int) -> Fact:
     return missing("; ".join(reasons))
 
 
-def _link_count(nvml: NvmlLike, handle: Any) -> Fact:
+def _link_count(nvml: NvmlLike, handle: object) -> Fact:
     value, why = field_value(nvml, handle, FI_NVLINK_LINK_COUNT)
     return known(int(value)) if isinstance(value, int) else missing(why or "no value")
 
 
-def _speed(nvml: NvmlLike, handle: Any, link: int, smi: dict[int, float | None]) -> tuple[Fact, str | None]:
+def _speed(nvml: NvmlLike, handle: object, link: int, smi: dict[int, float | None]) -> tuple[Fact, str | None]:
     value, why = field_value(nvml, handle, FI_NVLINK_GET_SPEED, link)
     if isinstance(value, int) and value > 0:
         return known(value), "nvml"
@@ -62,7 +57,7 @@ def _speed(nvml: NvmlLike, handle: Any, link: int, smi: dict[int, float | None])
     return missing(f"NVLINK_GET_SPEED: {why}; NVLINK_SPEED_MBPS_COMMON: {why2}"), None
 
 
-def link_states(nvml: NvmlLike, handle: Any, count: Fact) -> list[tuple[int, bool | NvmlCallError]]:
+def link_states(nvml: NvmlLike, handle: object, count: Fact) -> list[tuple[int, bool | NvmlCallError]]:
     """Each NVLink of a GPU with its state (``nvmlDeviceGetNvLinkState``; nvidia-smi nvlink -s): True active, False
     inactive, or the error reading it. Without a link ``count``, links up to ``DEFAULT_MAX_LINKS`` are tried and
     the first Not Supported or Invalid Argument ends the list."""
@@ -78,12 +73,12 @@ def link_states(nvml: NvmlLike, handle: Any, count: Fact) -> list[tuple[int, boo
     return states
 
 
-def active_links(nvml: NvmlLike, handle: Any) -> tuple[int, ...]:
+def active_links(nvml: NvmlLike, handle: object) -> tuple[int, ...]:
     """The GPU's active NVLinks (none on a GPU without NVLink, or whose link states cannot be read)."""
     return tuple(link for link, state in link_states(nvml, handle, _link_count(nvml, handle)) if state is True)
 
 
-def _nvlinks(nvml: NvmlLike, handle: Any, count: Fact, smi: dict[int, float | None]) -> tuple[NvLink, ...]:
+def _nvlinks(nvml: NvmlLike, handle: object, count: Fact, smi: dict[int, float | None]) -> tuple[NvLink, ...]:
     links: list[NvLink] = []
     for link, state in link_states(nvml, handle, count):
         if state is not True:
@@ -102,7 +97,7 @@ def _nvlinks(nvml: NvmlLike, handle: Any, count: Fact, smi: dict[int, float | No
     return tuple(links)
 
 
-def probe_gpu_links(nvml: NvmlLike, index: int, speeds: tuple[LinkSpeed, ...] = ()) -> tuple[GpuLinks, Any]:
+def probe_gpu_links(nvml: NvmlLike, index: int, speeds: tuple[LinkSpeed, ...] = ()) -> tuple[GpuLinks, object]:
     """One GPU's links, and its NVML handle (None when the GPU is lost). Never raises."""
     try:
         handle = nvml.call("nvmlDeviceGetHandleByIndex", index)
@@ -129,7 +124,7 @@ def probe_gpu_links(nvml: NvmlLike, index: int, speeds: tuple[LinkSpeed, ...] = 
         return GpuLinks(index, lost=f"envcheck could not read this GPU ({type(e).__name__}: {e})"), None
 
 
-def probe_pair(nvml: NvmlLike, a: int, b: int, ha: Any, hb: Any) -> GpuPair:
+def probe_pair(nvml: NvmlLike, a: int, b: int, ha: object, hb: object) -> GpuPair:
     if ha is None or hb is None:
         why = f"GPU {a if ha is None else b} could not be queried"
         return GpuPair(a, b, missing(why), {k: missing(why) for k in P2P_CAPS})
@@ -163,7 +158,7 @@ def probe_topology(nvml: NvmlLike, indices: tuple[int, ...] | None = None, topo_
             return Topology(smi_cells=cells, smi_reason=reason, reason=e.reason)
         indices = tuple(range(int(count)))
     gpus: list[GpuLinks] = []
-    handles: dict[int, Any] = {}
+    handles: dict[int, object] = {}
     for i in indices:
         g, h = probe_gpu_links(nvml, i, speeds)
         gpus.append(g)

@@ -1,19 +1,19 @@
-"""PyTorch: what is installed (pip's metadata and ``torch/version.py`` as text: fast, and no broken CUDA can crash
-it) and what it does at run time: imported in a child (``runtime_child``) that runs one GPU op whose answer is
-checked, as ``torch.cuda.is_available()`` being True does not mean kernels run.
-"""
+"""PyTorch: what is installed (pip's metadata and ``torch/version.py`` as text: no broken CUDA can crash it), and in a
+child one GPU op whose answer is checked, as ``torch.cuda.is_available()`` does not mean kernels run."""
 
 from __future__ import annotations
 
 import posixpath
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
-from envcheck.model import Facts, known, missing, reasons
-from envcheck.probes import isolate
-from envcheck.probes.host import Host
-from envcheck.probes.isolate import Isolated, run_python
+from envcheck.model import Fact, Facts, known, missing, reasons
+from envcheck.probes.host import Emit, Host
+from envcheck.probes.isolate import Isolated, error_facts, run_python
 from envcheck.probes.packages import Lookup, PackageInfo
+
+if TYPE_CHECKING:
+    from envcheck.outside_json import Json
 
 TORCH_KEYS = ("installed", "version", "build", "cuda_version", "location", "triton_pin", "shadowed_by")
 RUNTIME_KEYS = (
@@ -122,7 +122,7 @@ def probe_torch(host: Host, lookup: Lookup | None = None) -> Facts:
     return facts
 
 
-def runtime_child(args: object, out: Any) -> None:
+def runtime_child(args: object, out: Emit) -> None:
     """In the child: import torch, read CUDA's view, run one op whose answer is known. Reports in stages, so a
     crash in CUDA's start still leaves the import's facts."""
     import os
@@ -144,7 +144,7 @@ def runtime_child(args: object, out: Any) -> None:
             return
         out({"import_ok": True, "import_s": time.perf_counter() - t0,
              "location": os.path.dirname(getattr(torch, "__file__", None) or "") or None})
-        got: dict[str, Any] = {}
+        got: dict[str, Json] = {}
         try:
             got["arch_list"] = list(torch.cuda.get_arch_list())
             got["cudnn_version"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
@@ -175,7 +175,7 @@ def runtime_child(args: object, out: Any) -> None:
             out({"error": f"{type(e).__name__}: {e}", "warnings": texts()})
 
 
-def _fact(data: dict[str, Any], key: str, reason: str) -> Any:
+def _fact(data: dict[str, Json], key: str, reason: str) -> Fact:
     v = data.get(key)
     return known(v) if v is not None else missing(reason)
 
@@ -215,14 +215,10 @@ def runtime_facts(iso: Isolated) -> Facts:
         facts["smoke_s"] = missing(why)
     else:
         facts["smoke_ok"] = facts["smoke_s"] = missing(why)
-    facts.update(isolate.error_facts(error_text, iso))
+    facts.update(error_facts(error_text, iso))
     return facts
 
 
 def probe_torch_runtime(host: Host, timeout: float) -> Facts:
     """Facts of the ``torch_runtime`` section: import torch, init CUDA and run one op, in a child."""
     return runtime_facts(run_python(host, "envcheck.probes.torch_probe:runtime_child", timeout, "torch_runtime"))
-
-
-def not_run(reason: str = isolate.NOT_RUN) -> Facts:
-    return isolate.not_run(RUNTIME_KEYS, reason)

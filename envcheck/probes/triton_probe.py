@@ -6,13 +6,15 @@ Triton 3.3 a second one, ``ptxas-blackwell``, serves sm_100 and newer.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envcheck.model import Facts, known, missing, reasons
-from envcheck.probes import isolate
-from envcheck.probes.host import Host
-from envcheck.probes.isolate import Isolated, run_python
+from envcheck.probes.host import Emit, Host
+from envcheck.probes.isolate import Isolated, error_facts, run_python
 from envcheck.probes.packages import Lookup
+
+if TYPE_CHECKING:
+    from envcheck.outside_json import Json
 
 TRITON_KEYS = ("installed", "version", "location", "bundled_ptxas", "ptxas_path", "ptxas_version", "ptxas_max_sm",
                "ptxas_blackwell_path", "ptxas_blackwell_version", "ptxas_blackwell_max_sm")
@@ -112,7 +114,7 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, x + y, mask=mask)
 '''
 
-def runtime_child(args: object, out: Any) -> None:
+def runtime_child(args: object, out: Emit) -> None:
     """In the child: compile and run a masked vector add, its answer checked against torch's."""
     import importlib.util
     import os
@@ -172,7 +174,7 @@ def runtime_child(args: object, out: Any) -> None:
 
 
 def runtime_facts(iso: Isolated) -> Facts:
-    data: dict[str, Any] = iso.data or {}
+    data: dict[str, Json] = iso.data or {}
     error_text = data.get("error") or iso.error
     if data.get("cuda") is False and not error_text:
         return {**{k: missing(NO_GPU) for k in RUNTIME_KEYS}, "error": missing("no error")}
@@ -195,14 +197,10 @@ def runtime_facts(iso: Isolated) -> Facts:
         facts["run_ok"] = missing("the first call failed" if facts["smoke_ok"].value is False else why)
     facts["run_s"] = known(data["run_s"]) if data.get("run_s") is not None else missing(
         facts["run_ok"].reason or why)
-    facts.update(isolate.error_facts(error_text, iso))
+    facts.update(error_facts(error_text, iso))
     return facts
 
 
 def probe_triton_runtime(host: Host, timeout: float) -> Facts:
     """Facts of the ``triton_runtime`` section: compile and run a masked vector add in a child."""
     return runtime_facts(run_python(host, "envcheck.probes.triton_probe:runtime_child", timeout, "triton_runtime"))
-
-
-def not_run(reason: str = isolate.NOT_RUN) -> Facts:
-    return isolate.not_run(RUNTIME_KEYS, reason)

@@ -1,8 +1,5 @@
-"""Xid events since boot from the kernel log (NVML's event API only sees Xids while a process listens).
-
-Sources, in order: ``/dev/kmsg`` (unless ``kernel.dmesg_restrict``), ``journalctl -k -b``, ``dmesg``; the first
-that reads wins and each failure is a recorded reason, so "no Xids" is never "could not look".
-"""
+"""Xid events since boot from the kernel log (NVML's event API only sees Xids while a process listens): ``/dev/kmsg``,
+``journalctl -k -b``, then ``dmesg``; each failure is a recorded reason, so "no Xids" is never "could not look"."""
 
 from __future__ import annotations
 

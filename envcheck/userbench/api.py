@@ -1,16 +1,11 @@
-"""Declaring your own op for ``envcheck bench FILE.py``: the one public API.
-
-A file (or ``module:object``) declares ``Op`` values: the op's name, its implementations, a float64 reference,
-how to draw its inputs, at which shapes and dtypes, and what one call moves and computes; envcheck times,
-judges, reports and compares them exactly as its built-in ops. Every callable runs in the isolated worker
-(its exception, crash or hang is its case's failure). Each field's contract: docs/userbench.md.
-"""
+"""``Op``: declaring your own op for ``envcheck bench FILE.py`` (the one public API): its implementations, a float64
+reference, its inputs, shapes and dtypes, and what one call moves and computes. Every callable runs in the
+isolated worker. Each field's contract: docs/userbench.md."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from envcheck.ops import ITEMSIZE, OPS, Cost, Declared, OpSpec, declared_op, valid_name
 
@@ -38,17 +33,17 @@ class Op:
     """One op of your own (each field's contract: docs/userbench.md)."""
 
     name: str
-    impls: Mapping[str, Callable[..., Any] | str]
-    reference: Callable[..., Any]
-    inputs: Callable[..., Sequence[Any]]
+    impls: Mapping[str, Callable[..., object] | str]
+    reference: Callable[..., object]
+    inputs: Callable[..., object]  # a tensor or a tuple of them (checked where called)
     shapes: Sequence[Shape]
     bytes: Callable[[Shape, str], int]
     flops: Callable[[Shape, str], int] | None = None
     dtypes: Sequence[str] = ("fp32",)
     baseline: str | None = None  # the implementation others are compared with (default: the first)
     accumulation: Callable[[Shape], int] | None = None
-    magnitude: Callable[..., Any] | None = None
-    exact: Callable[..., Sequence[Any]] | None = None
+    magnitude: Callable[..., object] | None = None
+    exact: Callable[..., object] | None = None
     roundings: int = 0
     compute_bound: bool = False
 
@@ -86,9 +81,9 @@ class Op:
         if not isinstance(self.compute_bound, bool):
             raise DeclarationError(f"op {name!r}: compute_bound must be True or False")
 
-    def _shapes(self, shapes: Any) -> tuple[Shape, ...]:
+    def _shapes(self, shapes: object) -> tuple[Shape, ...]:
         try:
-            out = tuple(tuple(s) for s in shapes)
+            out = tuple(tuple(s) for s in shapes)  # type: ignore[attr-defined]
         except TypeError:
             out = ()
         if not out or not all(_is_shape(s) for s in out) or len(set(out)) != len(out):

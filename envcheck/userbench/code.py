@@ -1,20 +1,22 @@
-"""A user's declared op as the benchmark worker runs it (the ``OpCode`` of envcheck/bench/code.py): the user's
-file imported once per worker; what its callables raise is their case's failure (group.py), a crash or a hang
-ends the worker, which the runner restarts for the cases left (bench/resume.py).
-"""
+"""A user's declared op as the benchmark worker runs it (bench/code.py's ``OpCode``): what its callables raise is
+their case's failure; a crash or hang ends the worker, restarted for the cases left (bench/resume.py)."""
 
 from __future__ import annotations
 
 import functools
 import pkgutil
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from envcheck.bench.accuracy import RefChunk
 from envcheck.bench.impls import Impl, Inputs, torch_dtype
 from envcheck.userbench.api import DeclarationError, Op
 
 if TYPE_CHECKING:  # annotations only: the suite imports the runtime, which imports this module
+    from collections.abc import Callable
+
+    import torch
+
     from envcheck.bench.suite import PlannedCase
 
 
@@ -38,8 +40,8 @@ class UserCode:
     def __init__(self, op: Op) -> None:
         self.op = op
 
-    def make_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any,
-                    fn: Any = None, what: str = "inputs") -> Inputs:
+    def make_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: torch.Generator,
+                    fn: Callable[..., object] | None = None, what: str = "inputs") -> Inputs:
         import torch
 
         got = (fn or self.op.inputs)(tuple(shape), torch_dtype(dtype), device, generator)
@@ -49,15 +51,16 @@ class UserCode:
             raise DeclarationError(f"{self.op.name}: {what}() must return a tuple of tensors, got {type(got).__name__}")
         return {f"arg{i}": t for i, t in enumerate(got)}
 
-    def exact_inputs(self, shape: tuple[int, ...], dtype: str, device: str, generator: Any) -> Inputs | None:
+    def exact_inputs(self, shape: tuple[int, ...], dtype: str, device: str,
+                     generator: torch.Generator) -> Inputs | None:
         if self.op.exact is None:
             return None
         return self.make_inputs(shape, dtype, device, generator, self.op.exact, "exact")
 
-    def make_output(self, shape: tuple[int, ...], dtype: str, device: str) -> Any:
+    def make_output(self, shape: tuple[int, ...], dtype: str, device: str) -> None:
         return None  # a user's implementation returns its output (checked_call poisons it)
 
-    def bound(self, planned: PlannedCase, sets: list[tuple[Inputs, Any]]) -> list[Impl]:
+    def bound(self, planned: PlannedCase, sets: list[tuple[Inputs, object]]) -> list[Impl]:
         fn = self.op.impls[planned.impl]
         if not callable(fn):  # a "module:function" string, imported now
             fn = pkgutil.resolve_name(fn)
@@ -66,7 +69,7 @@ class UserCode:
     def reference_chunks(self, inputs: Inputs, shape: tuple[int, ...] = ()) -> Iterator[RefChunk]:
         import torch
 
-        def wide(t: Any) -> Any:
+        def wide(t: torch.Tensor) -> torch.Tensor:
             return t.double() if t.is_floating_point() else t
 
         args = [wide(t) for t in inputs.values()]

@@ -1,10 +1,6 @@
-"""Finding the ops a user declared: ``FILE.py`` (every top-level ``Op``, and lists of them) or ``module:object``.
-
-Importing a user's file runs their code, which may raise, crash or hang, so ``discover`` runs ``child`` through
-the harness with a time limit: it answers ``{"ops": [OpSpec, ...]}`` or ``{"error": "<one line>"}``, and
-anything else is one ``UsageError`` line too (exit 2). The worker imports the source again (``load``), through
-``CODE``.
-"""
+"""The ops a user declared (``FILE.py``: every top-level ``Op`` or list of them; or ``module:object``), found in a
+child with a time limit, as importing their file runs their code: ``{"ops": [OpSpec, ...]}`` or ``{"error":
+"<one line>"}``, anything else one ``UsageError`` line. The worker imports the source again (``CODE``)."""
 
 from __future__ import annotations
 
@@ -15,7 +11,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from envcheck.errors import UsageError, one_line
 from envcheck.model import Environment, build, to_dict
@@ -47,7 +43,7 @@ def source_argument(text: str) -> str:
     return str(path.resolve())
 
 
-def _ops_in(value: Any, where: str) -> list[Op]:
+def _ops_in(value: object, where: str) -> list[Op]:
     if isinstance(value, Op):
         return [value]
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, Op) for v in value):
@@ -105,7 +101,7 @@ def _one_line(exc: BaseException) -> str:
     return line if len(line) <= MAX_LINE else line[: MAX_LINE - 3] + "..."
 
 
-def child(source: str, out: Any) -> dict[str, Any]:
+def child(source: str, out: object) -> dict[str, object]:
     """In the child: the declared ops' specs, or the one line saying why there are none."""
     try:
         return {"ops": [to_dict(op.spec()) for op in load(source)]}
@@ -113,7 +109,7 @@ def child(source: str, out: Any) -> dict[str, Any]:
         return {"error": _one_line(e)}
 
 
-def discover(source: str, timeout: float = DISCOVER_TIMEOUT_S) -> tuple[Any, ...]:
+def discover(source: str, timeout: float = DISCOVER_TIMEOUT_S) -> tuple[OpSpec, ...]:
     """The declared ops' ``OpSpec`` values, from a child (bounded, its memory watched, whatever it left running
     ended); UsageError (one line) otherwise."""
     from envcheck.harness import failures as f

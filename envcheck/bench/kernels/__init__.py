@@ -1,9 +1,7 @@
-"""envcheck's own Triton kernels, one family per module, loaded on first use (``kernels.<op>``).
-
-Every wrapper takes a preallocated ``out``, returns it, allocates nothing (but the reductions' workspace when
-none is given) and never synchronises, so after one warm-up call it is safe to capture in a CUDA graph; bad
-arguments raise a one-line ``ValueError`` before any launch. Importing this package imports neither torch nor
-Triton: ``--help`` stays fast and a broken Triton shows only where a kernel is wanted.
+"""envcheck's own Triton kernels, one family per module, loaded on first use (``kernels.<op>``): importing this
+package imports neither torch nor Triton, so ``--help`` stays fast and a broken Triton shows only where a kernel
+is wanted. Every wrapper writes a preallocated ``out``, allocates nothing (but a reduction's missing workspace)
+and never synchronises, so it can be captured in a CUDA graph; bad arguments are a one-line ``ValueError``.
 """
 
 from __future__ import annotations
@@ -12,9 +10,12 @@ import importlib
 import sys
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envcheck.ops import OP_NAMES
+
+if TYPE_CHECKING:
+    import torch
 
 OPS: tuple[str, ...] = OP_NAMES  # each defined by the module of its name, but the reductions (one module)
 MODULES: dict[str, str] = {f"{how}_{over}": "reduce" for how in ("sum", "max") for over in ("all", "inner", "lead")}
@@ -35,13 +36,13 @@ def triton_available() -> str | None:
     return None
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> Any:  # a kernel, or KERNELS: what the caller named
     # PEP 562: a kernel resolved on first access is cached as a module global (a dict hit, not an import).
     if name in OPS:
         fn = globals()[name] = getattr(importlib.import_module(f"{__name__}.{MODULES.get(name, name)}"), name)
         return fn
     if name == "KERNELS":
-        kernels: dict[str, Callable[..., Any]] = {op: __getattr__(op) for op in OPS}
+        kernels: dict[str, Callable[..., torch.Tensor]] = {op: __getattr__(op) for op in OPS}
         globals()["KERNELS"] = kernels
         return kernels
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -55,7 +56,7 @@ class _KernelPackage(types.ModuleType):
     """Keeps ``kernels.<op>`` the function after ``import kernels.<op>``, which sets the parent's attribute of
     that name to the module (still reachable through ``importlib.import_module``)."""
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         if name in OPS and isinstance(value, types.ModuleType):
             value = getattr(value, name)
         super().__setattr__(name, value)

@@ -1,8 +1,6 @@
-"""2-D convolution, NCHW, as an implicit GEMM: no im2col buffer is ever written.
-
-The output is a product of M = N * P * Q pixels by K filters over C * R * R: a program computes a tile of it with
-``tl.dot``, gathering each input patch in place (zero padding R // 2 by masking). Square kernels, one stride;
-precisions as matmul's, accumulated in fp32.
+"""2-D convolution, NCHW, as an implicit GEMM (no im2col buffer): M = N * P * Q pixels by K filters over C * R * R,
+a tile per program with ``tl.dot``, each input patch gathered in place (zero padding R // 2 by masking). Square
+kernels, one stride; precisions as matmul's, accumulated in fp32.
 """
 
 from __future__ import annotations

@@ -12,12 +12,12 @@ import torch
 import triton
 import triton.language as tl
 
+from envcheck.bench.kernels.checks import one_dtype
 from envcheck.bench.kernels.softmax import row_tile
 
 MAX_COLS = 32768
 EPS = 1e-5  # torch.nn.functional.layer_norm's default
 _INT32_LIMIT = 2**31
-_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 PATHS: tuple[str, ...] = ("tile",)
 
 
@@ -58,9 +58,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, out: t
     if x.dim() != 2 or out.shape != x.shape or weight.shape != (x.shape[1],) or bias.shape != (x.shape[1],):
         raise ValueError(f"layer_norm needs x and out of one 2-D shape and weight, bias of (cols,), got "
                          f"{tuple(x.shape)}, {tuple(out.shape)}, {tuple(weight.shape)}, {tuple(bias.shape)}")
-    if len({x.dtype, out.dtype, weight.dtype, bias.dtype}) != 1 or x.dtype not in _DTYPES:
-        raise ValueError(f"layer_norm needs x, weight, bias and out of one dtype among fp32/fp16/bf16, got "
-                         f"{x.dtype}, {weight.dtype}, {bias.dtype}, {out.dtype}")
+    one_dtype("layer_norm", "x, weight, bias and out", x, weight, bias, out)
     if x.stride(1) != 1 or out.stride(1) != 1 or not weight.is_contiguous() or not bias.is_contiguous():
         raise ValueError("layer_norm needs rows of unit column stride")
     rows, cols = x.shape

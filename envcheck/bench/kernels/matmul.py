@@ -1,8 +1,7 @@
-"""``out = a @ b`` with tensor cores: fp16 / bf16 (fp32 accumulation) and fp32 as TF32 or IEEE.
-
-The pointer kernel runs on any GPU; on Hopper and later the TMA kernels (matmul_tma.py) join it and the first
-call of each problem races them (tuning.py). TF32 needs B K-major, as nn.Linear keeps its weight (Hopper's TF32
-wgmma reads B only that way). Under the interpreter or on CPU tensors, the pointer kernel runs one small tile.
+"""``out = a @ b`` with tensor cores: fp16 / bf16 (fp32 accumulation) and fp32 as TF32 or IEEE. The pointer
+kernel runs anywhere; on Hopper the TMA kernels (matmul_tma.py) join it and each problem's first call races them
+(tuning.py). TF32 needs B K-major (Hopper's TF32 wgmma reads B only that way, as nn.Linear keeps its weight).
+Under the interpreter or on CPU tensors, the pointer kernel runs one small tile.
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ import functools
 import inspect
 import types
 from collections.abc import Callable
-from typing import Any
 
 import torch
 import triton
@@ -19,6 +17,7 @@ import triton.language as tl
 
 from envcheck.bench import compile_cache
 from envcheck.bench.kernels import tuning
+from envcheck.bench.kernels.checks import one_dtype
 from envcheck.bench.kernels.tile_order import grouped_tile
 from envcheck.bench.kernels.tuning import POINTER, TMA, TMA_PERSISTENT, Tile
 
@@ -133,7 +132,7 @@ Launcher = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None]
 
 # What a launch depends on (shapes, dtypes, strides, device, 16-byte alignment) -> the winning tile and its
 # launcher with all but the tensors bound: a warm call is a dict lookup and the launch.
-_LAUNCHERS: dict[tuple[Any, ...], tuple[Tile | None, Launcher]] = {}
+_LAUNCHERS: dict[tuple[object, ...], tuple[Tile | None, Launcher]] = {}
 
 _INTERPRET_TILE = Tile(POINTER, 32, 32, 32, 1, 4, group_m=4)  # little numpy work per program
 # Decided when @triton.jit ran: under TRITON_INTERPRET=1 it made an interpreter object, not a JITFunction.
@@ -181,10 +180,7 @@ def _validate(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, precision: st
 
 def dot_precision(op: str, names: str, precision: str, *tensors: torch.Tensor) -> str:
     """tl.dot's input precision for ``precision`` on ``tensors`` of one dtype, or ValueError in one line."""
-    dtype = tensors[0].dtype
-    if len({t.dtype for t in tensors}) != 1 or dtype not in _PRECISIONS:
-        raise ValueError(f"{op} needs {names} of one dtype among fp32/fp16/bf16, got "
-                         f"{', '.join(str(t.dtype) for t in tensors)}")
+    dtype = one_dtype(op, names, *tensors)
     if precision not in _PRECISIONS[dtype]:
         raise ValueError(f"{op} precision {precision!r} does not apply to {dtype}: use "
                          f"{' or '.join(_PRECISIONS[dtype])}")

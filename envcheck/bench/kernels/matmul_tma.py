@@ -1,12 +1,8 @@
-"""``out = a @ b`` with operands loaded by the Tensor Memory Accelerator (Hopper and later).
-
-``tma``: a program per output tile; ``tma_persistent``: one program per SM walking tiles with the (tile, K)
-loop flattened, so the next tile's loads overlap this one's epilogue. The descriptors are built on the host at
-every call and passed by value (a CUDA graph captures them; nothing is allocated on the device).
+"""``out = a @ b`` with operands loaded by the Tensor Memory Accelerator (Hopper and later). ``tma``: a program per
+output tile; ``tma_persistent``: one per SM walking tiles, the (tile, K) loop flattened so the next tile's loads
+overlap this one's epilogue. Descriptors are built on the host and passed by value (a CUDA graph captures them).
 """
 from __future__ import annotations
-
-from typing import Any
 
 import torch
 import triton
@@ -116,7 +112,7 @@ def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, input_precision:
         b_desc = TensorDescriptor(b, [K, N], [b.stride(0), 1], [bk, bn])
     c_desc = TensorDescriptor(out, [M, N], [out.stride(0), 1], [bm, bn // 2 if split else bn])
     tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
-    common: dict[str, Any] = {"INPUT_PRECISION": input_precision, "B_KMAJOR": kmajor, "UPCAST": upcast,
+    common: dict[str, str | int | bool] = {"INPUT_PRECISION": input_precision, "B_KMAJOR": kmajor, "UPCAST": upcast,
                               "SPLIT_STORE": split, **tile.blocks, "num_stages": tile.num_stages,
                               "num_warps": tile.num_warps}
     if tile.kind == TMA_PERSISTENT:

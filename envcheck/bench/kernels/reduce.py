@@ -1,9 +1,7 @@
 """Sum and max of a 3-D tensor (a, b, c) over every axis, the inner axis or the two leading ones, in fp32.
-
-One path per kind: ``inner`` walks the columns of a block of rows (as row_sum); ``lead`` reads (a * b, c) in
-column blocks with the rows split in chunks too (a few hundred columns alone leave SMs idle), and ``all`` reads
-a flat vector in chunks: both write fp32 partials to a workspace (``workspace``, made outside any timed region)
-that a second stage reduces. No atomics: a result never depends on timing.
+``inner`` walks a block of rows (row_sum's blocks); ``lead`` reads (a * b, c) in column blocks with the rows in
+chunks too (a few hundred columns alone leave SMs idle), ``all`` a flat vector in chunks: both write fp32 partials
+to a ``workspace`` (made untimed) that a second stage reduces. No atomics: a result never depends on timing.
 """
 
 from __future__ import annotations
@@ -15,8 +13,10 @@ import torch
 import triton
 import triton.language as tl
 
+from envcheck.bench.kernels.checks import one_dtype
+from envcheck.bench.kernels.row_sum import _config as row_blocks
+
 _INT32_LIMIT = 2**31
-_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 PATHS: tuple[str, ...] = ("inner", "lead", "all")
 _HOWS = ("sum", "max")
 _TARGET_PROGRAMS = 528  # programs stage one aims for: ~4 waves of a 132-SM GPU
@@ -140,8 +140,7 @@ def reduce(x: torch.Tensor, out: torch.Tensor, how: str, over: str,
     if out.numel() != want or not out.is_contiguous():
         raise ValueError(f"{how} over {over} axes of {tuple(x.shape)} needs a contiguous out of {want} "
                          f"element(s), got {tuple(out.shape)}")
-    if out.dtype != x.dtype or x.dtype not in _DTYPES:
-        raise ValueError(f"reduce needs x and out of one dtype among fp32/fp16/bf16, got {x.dtype}, {out.dtype}")
+    one_dtype("reduce", "x and out", x, out)
     if x.numel() == 0:
         raise ValueError(f"reduce needs a non-empty x, got shape {tuple(x.shape)}")
     is_max = how == "max"
@@ -149,10 +148,7 @@ def reduce(x: torch.Tensor, out: torch.Tensor, how: str, over: str,
     kind = path(over)
     if kind == "inner":
         rows, cols = a * b, c
-        block_cols = min(triton.next_power_of_2(cols), 8192 // x.element_size())
-        block_rows = max(1, min(8192 // x.element_size() // block_cols, triton.next_power_of_2(rows)))
-        while block_rows > 1 and triton.cdiv(rows, block_rows) < _TARGET_PROGRAMS:
-            block_rows //= 2
+        block_rows, block_cols, _ = row_blocks(rows, cols, x.element_size())
         _inner_kernel[(triton.cdiv(rows, block_rows),)](
             x, out, rows, cols, cols, IS_MAX=is_max, BLOCK_ROWS=block_rows, BLOCK_COLS=block_cols, INT64=int64,
             num_warps=4)

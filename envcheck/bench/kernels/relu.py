@@ -6,11 +6,10 @@ import torch
 import triton
 import triton.language as tl
 
+from envcheck.bench.kernels.checks import one_dtype
 from envcheck.bench.kernels.vector_add import launch_config
 
 _INT32_LIMIT = 2**31  # int64 offsets from this size on; module-level so a test can force them
-
-_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 @triton.jit
@@ -31,10 +30,7 @@ def relu(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """``out = max(x, 0)`` (NaN kept) for 1-D contiguous fp32/fp16/bf16 tensors; returns ``out``."""
     if x.dim() != 1 or out.shape != x.shape:
         raise ValueError(f"relu needs two 1-D tensors of one length, got {tuple(x.shape)}, {tuple(out.shape)}")
-    if out.dtype != x.dtype or x.dtype not in _DTYPES:
-        raise ValueError(f"relu needs x and out of one dtype among fp32/fp16/bf16, got {x.dtype}, {out.dtype}")
-    if not (x.is_contiguous() and out.is_contiguous()):
-        raise ValueError("relu needs contiguous tensors")
+    one_dtype("relu", "x and out", x, out, contiguous=True)
     n = x.numel()
     if n == 0:
         return out

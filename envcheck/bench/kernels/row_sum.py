@@ -12,9 +12,9 @@ import torch
 import triton
 import triton.language as tl
 
-_INT32_LIMIT = 2**31  # int64 offsets from this size on; module-level so a test can force them
+from envcheck.bench.kernels.checks import one_dtype
 
-_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_INT32_LIMIT = 2**31  # int64 offsets from this size on; module-level so a test can force them
 
 
 @triton.jit
@@ -51,8 +51,7 @@ def row_sum(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     if x.dim() != 2 or out.dim() != 1 or out.shape[0] != x.shape[0]:
         raise ValueError(f"row_sum needs x of shape (rows, cols) and out of shape (rows,), got "
                          f"{tuple(x.shape)}, {tuple(out.shape)}")
-    if out.dtype != x.dtype or x.dtype not in _DTYPES:
-        raise ValueError(f"row_sum needs x and out of one dtype among fp32/fp16/bf16, got {x.dtype}, {out.dtype}")
+    one_dtype("row_sum", "x and out", x, out)
     rows, cols = x.shape
     if rows == 0:
         return out

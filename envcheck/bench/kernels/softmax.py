@@ -1,8 +1,6 @@
-"""Row softmax over the last dim of a 2-D tensor, numerically stable, fp32 arithmetic.
-
-Rows up to ``_MAX_SINGLE_BLOCK_COLS`` fit one register tile (read once, written once; short rows packed several
-to a program); longer rows take an online softmax (running max and rescaled sum, Milakov & Gimelshein 2018):
-any length, at the cost of reading the row twice.
+"""Row softmax over the last dim of a 2-D tensor, numerically stable, in fp32. Rows up to
+``_MAX_SINGLE_BLOCK_COLS`` sit in one register tile (read once, short rows packed several to a program); longer
+ones take an online softmax (running max and rescaled sum, Milakov & Gimelshein 2018), reading the row twice.
 """
 
 from __future__ import annotations
@@ -13,12 +11,12 @@ import torch
 import triton
 import triton.language as tl
 
+from envcheck.bench.kernels.checks import one_dtype
+
 # Longest row held in one tile: 32768 fp32 values over 16 warps, 64 per thread, spill no registers on sm_80/90.
 _MAX_SINGLE_BLOCK_COLS = 32768
 _ONLINE_BLOCK_COLS = 4096  # columns per loop step of the online kernel
 _INT32_LIMIT = 2**31  # int64 offsets from this size on; module-level so a test can force them
-
-_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 PATHS: tuple[str, ...] = ("tile", "online")
 
 
@@ -89,8 +87,7 @@ def softmax(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """``out = softmax(x, dim=-1)`` for a 2-D fp32/fp16/bf16 tensor of any strides, in fp32; returns ``out``."""
     if x.dim() != 2 or out.shape != x.shape:
         raise ValueError(f"softmax needs x and out of one 2-D shape, got {tuple(x.shape)}, {tuple(out.shape)}")
-    if out.dtype != x.dtype or x.dtype not in _DTYPES:
-        raise ValueError(f"softmax needs x and out of one dtype among fp32/fp16/bf16, got {x.dtype}, {out.dtype}")
+    one_dtype("softmax", "x and out", x, out)
     rows, cols = x.shape
     if rows == 0 or cols == 0:
         return out

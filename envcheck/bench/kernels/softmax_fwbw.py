@@ -10,9 +10,11 @@ import torch
 import triton
 import triton.language as tl
 
+from envcheck.bench.kernels.checks import one_dtype
+from envcheck.bench.kernels.softmax import row_tile
+
 MAX_COLS = 32768
 _INT32_LIMIT = 2**31
-_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 PATHS: tuple[str, ...] = ("tile",)
 
 
@@ -48,19 +50,12 @@ def softmax_fwbw(x: torch.Tensor, dy: torch.Tensor, y: torch.Tensor, out: torch.
     if x.dim() != 2 or not (x.shape == dy.shape == y.shape == out.shape):
         raise ValueError(f"softmax_fwbw needs x, dy, y and out of one 2-D shape, got {tuple(x.shape)}, "
                          f"{tuple(dy.shape)}, {tuple(y.shape)}, {tuple(out.shape)}")
-    if len({x.dtype, dy.dtype, y.dtype, out.dtype}) != 1 or x.dtype not in _DTYPES:
-        raise ValueError(f"softmax_fwbw needs tensors of one dtype among fp32/fp16/bf16, got "
-                         f"{x.dtype}, {dy.dtype}, {y.dtype}, {out.dtype}")
-    if not all(t.is_contiguous() for t in (x, dy, y, out)):
-        raise ValueError("softmax_fwbw needs contiguous tensors")
+    one_dtype("softmax_fwbw", "tensors", x, dy, y, out, contiguous=True)
     rows, cols = x.shape
     if rows == 0:
         return out
     path(cols)
-    block_cols = triton.next_power_of_2(cols)
-    block_rows = max(1, min(2048 // block_cols, triton.next_power_of_2(rows)))
-    tile = block_rows * block_cols
-    warps = 4 if tile <= 2048 else 8 if tile <= 8192 else 16
+    block_rows, block_cols, warps = row_tile(rows, cols, values=2048)
     _softmax_fwbw_kernel[(triton.cdiv(rows, block_rows),)](
         x, dy, y, out, rows, cols, cols, BLOCK_ROWS=block_rows, BLOCK_COLS=block_cols,
         INT64=x.numel() >= _INT32_LIMIT, num_warps=warps)

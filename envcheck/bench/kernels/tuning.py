@@ -8,9 +8,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envcheck.model import Settings
+
+if TYPE_CHECKING:
+    from envcheck.bench.timer import Region
 
 POINTER = "pointer"
 TMA = "tma"
@@ -21,7 +24,7 @@ KINDS = (POINTER, TMA, TMA_PERSISTENT)
 RACE_SETTINGS = Settings(warmup_ms=300.0, rep_ms=25.0, min_samples=10, max_samples=200)
 
 # GPU time per call (us) of each callable, or the exception that stopped it.
-Measure = Callable[[list[Callable[[], Any]]], list["float | BaseException"]]
+Measure = Callable[[list[Callable[[], object]]], list["float | BaseException"]]
 # The candidates' first calls (compiles) at a time: Triton releases the GIL in LLVM and ptxas.
 COMPILE_THREADS = 8
 
@@ -53,17 +56,17 @@ class Tile:
         return (f"{self.kind} {self.block_m}x{self.block_n}x{self.block_k} "
                 f"s{self.num_stages} w{self.num_warps}")
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, str | int]:
         """What a report shows of the chosen candidate."""
         return {"kernel": self.kind, **self.blocks, "num_stages": self.num_stages, "num_warps": self.num_warps}
 
 
-def fastest(candidates: Mapping[Tile, Callable[[], Any]], measure: Measure | None = None) -> Tile:
+def fastest(candidates: Mapping[Tile, Callable[[], object]], measure: Measure | None = None) -> Tile:
     """The candidate whose call takes the least GPU time; first calls (compiles) run side by side, one that
     fails drops out, all failing raise the first failure. ``measure`` replaces the CUDA-graph timing (tests)."""
     import torch
 
-    alive: dict[Tile, Callable[[], Any]] = {}
+    alive: dict[Tile, Callable[[], object]] = {}
     first_error: BaseException | None = None
     for (tile, fn), error in zip(candidates.items(), first_calls(list(candidates.values())), strict=True):
         if error is not None:  # out of resources, unsupported: this candidate only
@@ -83,12 +86,12 @@ def fastest(candidates: Mapping[Tile, Callable[[], Any]], measure: Measure | Non
     return min(timed, key=timed.__getitem__)
 
 
-def first_calls(fns: Sequence[Callable[[], Any]]) -> list[Exception | None]:
+def first_calls(fns: Sequence[Callable[[], object]]) -> list[Exception | None]:
     """Call each of ``fns`` once, up to COMPILE_THREADS at a time, on the caller's CUDA device and stream;
     what each raised (None: it ran)."""
     run = _on_this_device()
 
-    def first(fn: Callable[[], Any]) -> Exception | None:
+    def first(fn: Callable[[], object]) -> Exception | None:
         try:
             run(fn)
         except Exception as e:  # noqa: BLE001 - the candidate's own failure, handed back
@@ -101,7 +104,7 @@ def first_calls(fns: Sequence[Callable[[], Any]]) -> list[Exception | None]:
         return list(pool.map(first, fns))
 
 
-def _on_this_device() -> Callable[[Callable[[], Any]], Any]:
+def _on_this_device() -> Callable[[Callable[[], object]], object]:
     """How a pool thread calls a candidate: on the caller's CUDA device and stream (a new thread's are device 0
     and the default stream), or plainly where CUDA is not in use."""
     import torch
@@ -113,20 +116,20 @@ def _on_this_device() -> Callable[[Callable[[], Any]], Any]:
     driver.active.get_current_device()  # Triton's driver made here, once, not by several threads at a time
     device, stream = torch.cuda.current_device(), torch.cuda.current_stream()
 
-    def on_device(fn: Callable[[], Any]) -> Any:
+    def on_device(fn: Callable[[], object]) -> object:
         with torch.cuda.device(device), torch.cuda.stream(stream):
             return fn()
 
     return on_device
 
 
-def graph_times(fns: list[Callable[[], Any]]) -> list[float | BaseException]:
+def graph_times(fns: list[Callable[[], object]]) -> list[float | BaseException]:
     """Median GPU time per call of each (compiled) callable: CUDA-graph replays, interleaved."""
     from envcheck.bench.graphs import graph_region
     from envcheck.bench.timer import Timer
 
     timer = Timer("cuda", RACE_SETTINGS)
-    regions: list[Any] = []
+    regions: list[Region] = []
     out: list[float | BaseException] = []
     for fn in fns:
         try:

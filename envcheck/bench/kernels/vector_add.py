@@ -12,10 +12,9 @@ import torch
 import triton
 import triton.language as tl
 
+from envcheck.bench.kernels.checks import one_dtype
+
 _INT32_LIMIT = 2**31  # int64 offsets from this size on; module-level so a test can force them
-
-_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-
 
 # The diff's positive control (``run --control vector_add_extra_bytes``): the kernel also reads and adds a
 # zero buffer of this share of its elements, 3.12 bytes moved instead of 3: about 4% slower, the same result.
@@ -55,11 +54,7 @@ def vector_add(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor, extra: torch
     if x.dim() != 1 or y.shape != x.shape or out.shape != x.shape:
         raise ValueError(f"vector_add needs three 1-D tensors of one length, got {tuple(x.shape)}, "
                          f"{tuple(y.shape)}, {tuple(out.shape)}")
-    if y.dtype != x.dtype or out.dtype != x.dtype or x.dtype not in _DTYPES:
-        raise ValueError(f"vector_add needs x, y and out of one dtype among fp32/fp16/bf16, got "
-                         f"{x.dtype}, {y.dtype}, {out.dtype}")
-    if not (x.is_contiguous() and y.is_contiguous() and out.is_contiguous()):
-        raise ValueError("vector_add needs contiguous tensors")
+    one_dtype("vector_add", "x, y and out", x, y, out, contiguous=True)
     n = x.numel()
     if n == 0:
         return out
