@@ -1,11 +1,7 @@
-"""Presentation: everything envcheck shows (terminal, Markdown, HTML, charts, JUnit, Prometheus, the health line).
-
-Reads a report's analysis or a comparison's data and derives nothing. ``i18n`` and ``locale/``: the language and
-its gettext catalogues; ``fmt`` and ``escape``: values as text, made safe per medium; ``jinja`` and ``templates/``:
-the documents; ``view``, ``compare_view``, ``node_view``, ``fleet_view``, ``burn_view``, ``crosscheck_view``: what
-takes more than a lookup to say; ``charts``: what each chart shows, drawn by ``chart_draw``; ``terminal``: the
-console layouts. The heavy modules load on first use, so ``envcheck.render.i18n`` stays cheap to import.
-"""
+"""Presentation: everything envcheck shows (terminal, Markdown, HTML, charts, JUnit, Prometheus, the health line),
+from a report's analysis or a comparison's data, deriving nothing. ``i18n``: the language; ``fmt`` and ``escape``:
+values as text, safe per medium; ``*_view``: what takes more than a lookup to say; ``charts``: what each chart shows;
+``terminal``: the console layouts. Heavy modules load on first use, so ``envcheck.render.i18n`` stays cheap."""
 
 from __future__ import annotations
 

@@ -1,15 +1,13 @@
-"""The burn-in as every medium shows it: a row per GPU, the verdicts with cause and fix, the detail tables.
-
-Every number comes from ``analysis.burn``; templates and the terminal call these to phrase it.
-"""
+"""The burn-in as every medium shows it: a row per GPU, the verdicts with cause and fix, the detail tables;
+every number comes from ``analysis.burn``."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from envcheck.analysis.burn import THRESHOLDS, BurnAnalysis, GpuBurn, Margin
+from envcheck.analysis.burn import THRESHOLDS, BurnAnalysis, Drift, GpuBurn, Margin
+from envcheck.model import Report
 from envcheck.render import fmt
 from envcheck.render.i18n import esc, join, phrase, t
+from envcheck.render.view import subtitle as subtitle
 
 RATE_UNIT = {"gemm": "TFLOP/s", "bandwidth": "GB/s", "memtest": "GB/s"}
 PCT_RULES = ("sibling_margin", "ceiling_margin", "reference_margin", "power_share", "drift", "throttle_share")
@@ -54,7 +52,7 @@ def _rate(g: GpuBurn, phase: str) -> str:
     return f"{fmt.rate(r.median, RATE_UNIT[phase])} ({fmt.num(r.best)})"
 
 
-def _change(drift: Any) -> str:
+def _change(drift: Drift) -> str:
     return f"{'+' if drift.change >= 0 else ''}{fmt.pct(100 * drift.change)}"
 
 
@@ -189,11 +187,8 @@ def no_findings(a: BurnAnalysis) -> str:
     return t("burn.no_findings_cpu") if on_cpu(a) else t("burn.no_findings")
 
 
-def title(report: Any) -> str:
+def title(report: Report) -> str:
     names = [g.device.name for g in report.burn.gpus if g.device] if report.burn else []
     return t("burn.title", gpu=esc(names[0]) if names else t("no_gpu"), host=esc(report.host),
              date=esc(report.created[:10]))
 
-
-def subtitle(report: Any) -> str:
-    return t("report.subtitle", kind=t("kind.burn"), created=esc(report.created), version=esc(report.tool_version))

@@ -10,10 +10,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from envcheck.analysis import BenchAnalysis, CaseResult
 from envcheck.analysis.ceilings import BANDWIDTH, MEASURED, THEORETICAL
+from envcheck.analysis.node import CollectiveRow, SweepAnalysis
+from envcheck.model import Timing
 from envcheck.ops import IMPLS, OPS, OpSpec
 from envcheck.render import chart_spec as cs
 from envcheck.render import chart_style as st
@@ -22,6 +24,7 @@ from envcheck.render.i18n import t
 
 if TYPE_CHECKING:
     from envcheck.compare.diff import Comparison
+    from envcheck.compare.history import History
 
 # --------------------------------------------------------------------------- the style
 
@@ -32,7 +35,6 @@ IMPL_MARKERS = {"torch": "circle", "triton": "square", "compile": "triangle", "j
 _OP_MARKER_ORDER = ("circle", "square", "diamond", "triangle", "cross")
 OP_MARKERS = {op: _OP_MARKER_ORDER[i % len(_OP_MARKER_ORDER)] for i, op in enumerate(OPS)}
 MEASURED_COLOR = st.REDDISH_PURPLE  # ceilings measured in the run; theoretical ones are st.GREY
-VERDICT_COLORS = {"faster": st.BLUISH_GREEN, "slower": st.VERMILLION}
 SERIES_COLORS = st.PALETTE
 
 
@@ -50,22 +52,11 @@ class Quantity:
         return cs.Axis(t(self.label), self.scale, self.zero, self.include)  # type: ignore[arg-type]
 
 
-def _elements(r: CaseResult) -> float:
-    return float(math.prod(r.case.shape))
-
-
-def _flop(r: CaseResult) -> float:
-    return float(r.traffic.flops)
-
-
-def _intensity(r: CaseResult) -> float | None:
-    # The roofline's x: FLOP per byte of the traffic the analysis counted for the case.
-    return r.traffic.flops / r.traffic.bytes if r.traffic.bytes and r.traffic.flops else None
-
-
-ELEMENTS = Quantity("chart.axis.elements", "log2", value=_elements)
-FLOP = Quantity("chart.axis.flop", "log2", value=_flop)
-INTENSITY = Quantity("chart.axis.intensity", "log10", value=_intensity)
+ELEMENTS = Quantity("chart.axis.elements", "log2", value=lambda r: float(math.prod(r.case.shape)))
+FLOP = Quantity("chart.axis.flop", "log2", value=lambda r: float(r.traffic.flops))
+# The roofline's x: FLOP per byte of the traffic the analysis counted for the case.
+INTENSITY = Quantity("chart.axis.intensity", "log10",
+                     value=lambda r: r.traffic.flops / r.traffic.bytes if r.traffic.bytes and r.traffic.flops else None)
 TIME = Quantity("chart.axis.time_us", "log10")
 SPEEDUP = Quantity("chart.axis.speedup", "linear", zero=False, include=(1.0,))
 GBPS = Quantity("chart.axis.gbps", "linear")
@@ -168,6 +159,10 @@ def _by_impl(rs: Sequence[CaseResult]) -> list[tuple[str, list[CaseResult]]]:
     return [(impl, [r for r in rs if r.case.impl == impl]) for impl in IMPLS if any(r.case.impl == impl for r in rs)]
 
 
+def _impl_series(impl: str, points: tuple[cs.Point, ...], **kw: bool) -> cs.Series:
+    return cs.Series(impl, points, IMPL_COLORS.get(impl, st.GREY), IMPL_MARKERS.get(impl, "diamond"), **kw)
+
+
 def _tip(r: CaseResult, value: str) -> str:
     return f"{r.case.impl} {fmt.shape(r.case.shape)}: {value}"
 
@@ -183,7 +178,7 @@ def _points(rs: Sequence[CaseResult], x: Quantity, y: Callable[[CaseResult], flo
     return tuple(out)
 
 
-def _with_iqr(pts: tuple[cs.Point, ...], rs: Sequence[CaseResult], x: Quantity, timing: Callable[[CaseResult], Any]
+def _with_iqr(pts: tuple[cs.Point, ...], rs: Sequence[CaseResult], x: Quantity, timing: Callable[[CaseResult], Timing | None]
               ) -> tuple[cs.Point, ...]:
     """``pts`` (as ``_points`` made them from ``rs``) with each time's interquartile range as its interval: a noisy
     row shows how noisy it is."""
@@ -224,8 +219,7 @@ def _speedup_chart(op: str, rs: Sequence[CaseResult]) -> Drawn | None:
     x = size_quantity(rs[0].spec)
     facets = []
     for variant, vrs in _variants(rs):
-        series = [cs.Series(impl, _points(irs, x, lambda r: r.speedup, fmt.speedup), IMPL_COLORS.get(impl, st.GREY),
-                            IMPL_MARKERS.get(impl, "diamond")) for impl, irs in _by_impl(vrs)
+        series = [_impl_series(impl, _points(irs, x, lambda r: r.speedup, fmt.speedup)) for impl, irs in _by_impl(vrs)
                   if impl != rs[0].spec.baseline]
         parity = cs.RefLine(1.0, t("chart.ref.parity"), IMPL_COLORS["torch"], dashed=True)
         facets.append(Facet(variant, tuple(series), (parity,)))
@@ -241,10 +235,8 @@ def _throughput_chart(op: str, rs: Sequence[CaseResult], ba: BenchAnalysis) -> D
     unit = "TFLOP/s" if compute else "GB/s"
     facets = []
     for variant, vrs in _variants(rs):
-        series = [cs.Series(impl, _points(irs, x, lambda r: r.tflops if compute else r.gbps,
-                                          lambda v: fmt.rate(v, unit)), IMPL_COLORS.get(impl, st.GREY),
-                            IMPL_MARKERS.get(impl, "diamond"))
-                  for impl, irs in _by_impl(vrs)]
+        series = [_impl_series(impl, _points(irs, x, lambda r: r.tflops if compute else r.gbps,
+                                             lambda v: fmt.rate(v, unit))) for impl, irs in _by_impl(vrs)]
         name = vrs[0].case.precision if compute else BANDWIDTH
         refs = []
         for kind, color, dashed in ((THEORETICAL, st.GREY, False), (MEASURED, MEASURED_COLOR, True)):
@@ -344,7 +336,7 @@ def _when(created: str) -> datetime | None:
         return None
 
 
-def history_chart(h: Any) -> Drawn | None:
+def history_chart(h: History) -> Drawn | None:
     """Per op, the geometric-mean time ratio to the first report over time (days since the first)."""
     times = [_when(p.info.created) for p in h.points]
     if any(w is None for w in times) or len(times) < 2:
@@ -378,14 +370,14 @@ ALGO_STYLES = tuple(zip((st.VERMILLION, st.BLUISH_GREEN, st.REDDISH_PURPLE, st.O
                         ("square", "triangle", "diamond", "cross", "plus", "circle"), strict=True))
 
 
-def busbw_chart(sweep: Any, op: str, section: str) -> Drawn | None:
+def busbw_chart(sweep: SweepAnalysis, op: str, section: str) -> Drawn | None:
     """An op's bus bandwidth against message size, each size marked by NCCL's algorithm and protocol (a change of
     marker: NCCL switched), and what the links allow when the topology is known."""
     rows = [r for r in sweep.rows if r.op == op and r.busbw_gbps is not None and r.size_bytes > 0]
     if len(rows) < 2:
         return None
 
-    def tip(r: Any) -> str:
+    def tip(r: CollectiveRow) -> str:
         algo = f" ({r.algo_label})" if r.algo_label else ""
         return f"{fmt.size_bytes(r.size_bytes)}: {fmt.rate(r.busbw_gbps, 'GB/s')}{algo}"
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Any
 
 from markupsafe import Markup
 
@@ -32,7 +31,7 @@ def code_spans(page: str) -> str:
     return "".join(out)
 
 
-def fix(text: Any) -> Markup:
+def fix(text: object) -> Markup:
     """A check's fix for HTML: the whole of it as a command, or its words with each `command` as one."""
     shown = visible(str(text), lines=True)
     parts = shown.split("`")

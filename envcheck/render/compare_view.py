@@ -4,12 +4,16 @@ directly and nothing is derived here.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
-from typing import Any
 
+from envcheck.compare.diff import CaseDiff, CaseRef, CeilingRow, Comparison, Diff, GroupSummary
 from envcheck.compare.envdiff import STORY_AREAS, CheckChange, EnvChange
+from envcheck.compare.history import History, OpPoint, Point, Step
+from envcheck.compare.machine import MachineId
 from envcheck.compare.match import SAMPLING
-from envcheck.compare.node_diff import Change, CollectiveDiff, CopyDiff, NodeComparison
+from envcheck.compare.node_diff import Change, CollectiveDiff, CopyDiff, NodeComparison, RatioRow
+from envcheck.model import Note
 from envcheck.render import fmt
 from envcheck.render.checktext import localized
 from envcheck.render.i18n import case_label, esc, has, join, phrase, t, word
@@ -21,38 +25,38 @@ def verdict(value: str) -> str:
     return word("diff.verdict.", value)
 
 
-def title(d: Any) -> str:
+def title(d: Diff) -> str:
     return t("diff.title", count=len(d.reports), baseline=esc(d.baseline.label))
 
 
-def vs(cmp: Any) -> str:
+def vs(cmp: Comparison) -> str:
     return t("diff.vs", other=esc(cmp.other.label), baseline=esc(cmp.base.label))
 
 
-def gpus_differ(cmp: Any) -> str | None:
+def gpus_differ(cmp: Comparison) -> str | None:
     return None if cmp.same_gpu else t("diff.different_gpus", baseline_gpu=esc(cmp.base.gpu_name or fmt.DASH),
                                        other_gpu=esc(cmp.other.gpu_name or fmt.DASH))
 
 
-def case_name(c: Any) -> str:
+def case_name(c: CaseDiff | CaseRef | RatioRow) -> str:
     """One compared case, by the one label every view uses when the comparison carries its key."""
     key = getattr(c, "key", None)
     return case_label(key) if isinstance(key, tuple) and getattr(c, "other_precision", None) is None else str(c.name)
 
 
-def significant(cmp: Any) -> list[Any]:
+def significant(cmp: Comparison | NodeComparison) -> list[CaseDiff | CollectiveDiff | CopyDiff]:
     """The rows called slower or faster, the largest ratio first."""
     rows = [*cmp.collectives, *cmp.copies] if isinstance(cmp, NodeComparison) else cmp.cases
     return sorted((c for c in rows if getattr(c, "change", c).verdict in ("slower", "faster")),
                   key=lambda c: -(getattr(c, "change", c).ratio or 0))
 
 
-def reasons_text(reasons: Sequence[Any]) -> str:
+def reasons_text(reasons: Sequence[Note | str]) -> str:
     """Why a pair was not compared: reasons given as keys are phrased, text is shown as given."""
     return "; ".join(phrase(r.key, r.params) if hasattr(r, "key") else esc(r) for r in reasons)
 
 
-def env_label(c: Any) -> str:
+def env_label(c: EnvChange) -> str:
     key = getattr(c, "key", "")
     if key and has(f"fact.{key}"):
         return f"GPU {c.gpu} {t(f'fact.{key}')}" if c.gpu is not None else t(f"fact.{key}")
@@ -61,7 +65,7 @@ def env_label(c: Any) -> str:
     return str(c.title)
 
 
-def env_value(c: Any, value: str) -> str:
+def env_value(c: EnvChange, value: str) -> str:
     """A run setting's yes or no in the reader's words; every other value as recorded."""
     if str(getattr(c, "key", "")).startswith("setting.") and value in ("True", "False"):
         return t("yes") if value == "True" else t("no")
@@ -79,7 +83,7 @@ def status(value: str | None) -> str:
     return t(f"status.{value}") if value else fmt.DASH
 
 
-def refs(items: Sequence[Any]) -> list[str]:
+def refs(items: Sequence[CaseRef]) -> list[str]:
     """Cases present on one side only, compacted per op, implementation and precision."""
     groups: dict[str, list[str]] = {}
     for r in items:
@@ -88,14 +92,14 @@ def refs(items: Sequence[Any]) -> list[str]:
     return [f"{k}: {', '.join(v)}" for k, v in groups.items()]
 
 
-def numeric_label(c: Any) -> str:
+def numeric_label(c: CaseDiff) -> str:
     n = c.numeric
     if n.kind == "grew":
         return t("diff.numeric.grew", factor=f"{n.factor:.0f}×" if n.factor else "")
     return word("diff.numeric.", n.kind)
 
 
-def ceiling_label(c: Any) -> str:
+def ceiling_label(c: CeilingRow) -> str:
     kind = t(f"ceiling.{c.kind}") if c.kind in ("theoretical", "measured") else c.kind
     return f"{ceiling_name(c.name)} {kind} ({c.unit})"
 
@@ -109,7 +113,7 @@ def fdr(confidence: float) -> str:
     return fmt.general(round((1.0 - confidence) * 100, 6))
 
 
-def noise(cmp: Any, confidence: float) -> str:
+def noise(cmp: Comparison, confidence: float) -> str:
     """One sentence: each allowance source with its rows, then the family tested."""
     counts = dict(cmp.sources)
     pairs = control_pairs(cmp.shipped_pairs)
@@ -123,34 +127,31 @@ def noise(cmp: Any, confidence: float) -> str:
                        count=counts["shipped"]))
     said = [t("diff.noise", sources=join(parts) if parts else t("diff.noise.none"), tested=cmp.tested,
               fdr=fdr(confidence))]
-    why: dict[str, int] = {}  # each reason rows are not judged for, with its advice where following it helps
-    for c in cmp.cases:
-        for n in c.reasons if c.verdict == "not judged" else ():
-            why[n.key] = why.get(n.key, 0) + 1
+    # Each reason rows are not judged for, with its advice where following it helps.
+    why = Counter(n.key for c in cmp.cases if c.verdict == "not judged" for n in c.reasons)
     return " ".join([*said, *(t(key, count=n) for key, n in why.items())])
 
 
-def overall(g: Any) -> str:
+def overall(g: GroupSummary) -> str:
     return t("diff.overall", ratio=fmt.ratio(g.geomean), interval=fmt.interval(g.low, g.high), count=g.count,
              verdict=verdict(g.verdict))
 
 
-def split(g: Any) -> str:
+def split(g: GroupSummary) -> str:
     """How the rows' verdicts split, with the ratios not judged when there are any."""
     said = t("diff.split", slower=g.slower, faster=g.faster, same=g.same, uncertain=g.uncertain,
              not_comparable=g.not_comparable)
-    unjudged = getattr(g, "not_judged", 0)
-    return f"{said} {t('diff.split.not_judged', count=unjudged)}" if unjudged else said
+    return f"{said} {t('diff.split.not_judged', count=g.not_judged)}" if g.not_judged else said
 
 
-def headline(cmp: Any, d: Any) -> list[Tile]:
+def headline(cmp: Comparison, d: Diff) -> list[Tile]:
     """The comparison at a glance: the overall ratio with its interval and verdict, the rows called slower and
     faster, and the family the multiple-testing correction covered."""
     if not cmp.cases:
         return []
     g = cmp.overall
     rest = [t("diff.card.calls_rest", same=g.same, uncertain=g.uncertain, not_comparable=g.not_comparable)]
-    rest += [t("diff.card.not_judged", count=g.not_judged)] if getattr(g, "not_judged", 0) else []
+    rest += [t("diff.card.not_judged", count=g.not_judged)] if g.not_judged else []
     lines = [t("diff.card.testing_line", fdr=fdr(d.confidence))]
     lines += [t("diff.card.practical", pct=fmt.general(d.practical_pct))] if d.practical_pct is not None else []
     return [Tile(t("diff.card.overall"), fmt.ratio(g.geomean),
@@ -161,10 +162,9 @@ def headline(cmp: Any, d: Any) -> list[Tile]:
             Tile(t("diff.card.testing"), t("diff.card.testing_value", tested=cmp.tested), tuple(lines))]
 
 
-def settings_differ(cmp: Any) -> str | None:
+def settings_differ(cmp: Comparison) -> str | None:
     """"These runs sampled differently (quick False → True, ...)": the first thing a diff of such runs says."""
-    names = getattr(cmp, "settings", ())
-    if not names:
+    if not (names := cmp.settings):
         return None
     shown = {c.key: c for c in cmp.env}
     parts = [f"{n} {shown[f'setting.{n}'].before} → {shown[f'setting.{n}'].after}" if f"setting.{n}" in shown else n
@@ -173,18 +173,18 @@ def settings_differ(cmp: Any) -> str | None:
     return t("diff.settings_differ", settings=join([f"`{esc(x)}`" for x in parts]), count=len(cmp.cases))
 
 
-def method(d: Any) -> str:
+def method(d: Diff) -> str:
     return t("diff.method", confidence=fmt.general(d.confidence * 100), resamples=d.resamples,
              threshold=fmt.general(d.practical_pct), fdr=fdr(d.confidence))
 
 
-def unmatched(d: Any) -> list[str]:
+def unmatched(d: Diff) -> list[str]:
     """Each fleet node without a partner: who it is and why it was not compared."""
     return [t("diff.unmatched.row", label=esc(u.label), host=esc(u.host), gpus=esc(", ".join(g[:12] for g in u.uuids)
                                                                                   or fmt.DASH),
               side=t(f"diff.side.{u.side}"), why=phrase(u.reason, {"side": "other" if u.side == "baseline" else
                                                                    "baseline"}))
-            for u in getattr(d, "unmatched", ())]
+            for u in d.unmatched]
 
 
 # --------------------------------------------------------------------------- node tests
@@ -195,8 +195,7 @@ def node_row_name(r: CollectiveDiff | CopyDiff) -> str:
     (``<->`` both directions at once)."""
     if isinstance(r, CollectiveDiff):
         return f"{'' if r.scope == 'node' else f'{r.scope} '}{r.op} {fmt.size_bytes(r.size_bytes)}"
-    src = "host" if r.src is None else f"GPU{r.src}"
-    dst = "host" if r.dst is None else f"GPU{r.dst}"
+    src, dst = ("host" if g is None else f"GPU{g}" for g in (r.src, r.dst))
     return f"{r.kind} {r.method} {src}{'<->' if r.directions == 2 else '->'}{dst}"
 
 
@@ -241,49 +240,47 @@ def short_uuid(uuid: str | None) -> str:
     return uuid[:12] if uuid else fmt.DASH
 
 
-def machine_name(m: Any) -> str:
+def machine_name(m: MachineId | None) -> str:
     """A machine as the history heads name it: host, GPU count and model, short UUIDs."""
     if m is None:
         return fmt.DASH
-    models: dict[str, int] = {}
-    for g in m.gpus:
-        models[g.model or "GPU"] = models.get(g.model or "GPU", 0) + 1
+    models = Counter(g.model or "GPU" for g in m.gpus)
     gpus = ", ".join(f"{n} × {model}" if n > 1 else model for model, n in models.items())
     ids = ", ".join(short_uuid(g.uuid) for g in m.gpus if g.uuid)
     return " · ".join(x for x in (m.host, gpus) if x) + (f" ({ids})" if ids else "")
 
 
-def machine_names(hs: Any) -> str:
-    return "; ".join(esc(machine_name(getattr(h, "machine", None))) for h in hs)
+def machine_names(hs: Sequence[History]) -> str:
+    return "; ".join(esc(machine_name(h.machine)) for h in hs)
 
 
-def history_title(h: Any) -> str:
-    return t("history.title.machine", machine=esc(machine_name(getattr(h, "machine", None))), count=len(h.points),
+def history_title(h: History) -> str:
+    return t("history.title.machine", machine=esc(machine_name(h.machine)), count=len(h.points),
              first=esc(h.points[0].info.created), last=esc(h.points[-1].info.created))
 
 
-def warnings(h: Any) -> list[str]:
+def warnings(h: History) -> list[str]:
     """Reports of several hosts, GPUs or sampling settings in one history, each group named."""
-    names = [n for n in SAMPLING if len({getattr(s, n) for s, _ in getattr(h, "settings", ())}) > 1]
-    settings = [(", ".join(f"`{n} {getattr(s, n)}`" for n in names), labels) for s, labels in getattr(h, "settings", ())]
+    names = [n for n in SAMPLING if len({getattr(s, n) for s, _ in h.settings}) > 1]
+    settings = [(", ".join(f"`{n} {getattr(s, n)}`" for n in names), labels) for s, labels in h.settings]
     return [t(key, groups=esc("; ".join(f"{name}: {', '.join(labels)}" for name, labels in groups)))
             for key, groups in (("history.mixed_hosts", h.hosts), ("history.mixed_gpus", h.gpus),
                                 ("history.mixed_settings", settings)) if groups]
 
 
-def point_gpu(p: Any) -> str:
+def point_gpu(p: Point) -> str:
     gpu = p.info.gpu_name or fmt.DASH
-    return f"{gpu} ({short_uuid(p.gpu_uuid)})" if getattr(p, "gpu_uuid", None) else gpu
+    return f"{gpu} ({short_uuid(p.gpu_uuid)})" if p.gpu_uuid else gpu
 
 
-def trend(h: Any, p: Any) -> list[tuple[str, str] | None]:
+def trend(h: History, p: Point) -> list[tuple[str, str] | None]:
     """Per op, (ratio, interval) to the first report; none where one report is all there is (a column of
     1.000× would read as a measured trend)."""
-    return [(fmt.ratio(o.ratio), fmt.interval(o.low, o.high)) if (o := p.op(op)) and getattr(h, "trend", True)
+    return [(fmt.ratio(o.ratio), fmt.interval(o.low, o.high)) if (o := p.op(op)) and h.trend
             else None for op in h.ops]
 
 
-def peak(o: Any, unit: bool = True) -> str:
+def peak(o: OpPoint | None, unit: bool = True) -> str:
     if o is None or (o.peak_gbps is None and o.peak_tflops is None):
         return fmt.DASH
     value, name, share = ((o.peak_tflops, "TFLOP/s", o.peak_tflops_pct) if o.peak_tflops is not None
@@ -303,7 +300,7 @@ def _story(changes: Sequence[EnvChange]) -> str:
     return join(parts + ([t("history.step.settings", names=", ".join(settings))] if settings else []))
 
 
-def step(s: Any) -> str:
+def step(s: Step) -> str:
     """"matmul triton bf16 got 7.0% faster at 2026-12-01 when driver 575.57 -> 580.159"."""
     when = esc(s.created[:10])
     if s.factor >= 2:  # "281× slower" reads better than "28024% slower"

@@ -1,7 +1,5 @@
-"""The cross-checks as every medium shows them: a ratio table per kind (single-GPU cases, copies, collectives),
-each row naming its counterpart and its bar, the findings phrased, the notes. Every number comes from
-``analysis.crosscheck``.
-"""
+"""The cross-checks as every medium shows them: a ratio table per kind, the findings phrased, the notes; every
+number comes from ``analysis.crosscheck``."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from envcheck.analysis import Analysis
 from envcheck.model import Report
@@ -17,12 +17,19 @@ from envcheck.render.i18n import escaping
 from envcheck.render.jinja import render
 from envcheck.render.toc import html_toc, markdown_toc
 
+if TYPE_CHECKING:
+    from envcheck.compare.diff import Diff
+    from envcheck.compare.history import History
+
 
 class ChartLink(NamedTuple):
     """A chart as the Markdown shows it: its title and the relative path of its SVG file."""
 
     title: str
     path: str
+
+
+Placed = dict[tuple[str, str | None], list[ch.Drawn | ChartLink]]  # charts by (section, op)
 
 
 def report_charts(analysis: Analysis) -> list[ch.Drawn]:
@@ -50,9 +57,9 @@ def _medium(fmt: str) -> Iterator[None]:
         yield
 
 
-def _page(report: Report, analysis: Analysis, fmt: str, charts: dict[Any, list[Any]]) -> str:
+def _page(report: Report, analysis: Analysis, fmt: str, charts: Placed) -> str:
     with _medium(fmt):
-        context: dict[str, Any] = {"report": report, "a": analysis, "charts": charts}
+        context: dict[str, object] = {"report": report, "a": analysis, "charts": charts}
         if report.fleet is not None:
             from envcheck.render.fleet_view import fleet_view
 
@@ -67,9 +74,9 @@ def _page(report: Report, analysis: Analysis, fmt: str, charts: dict[Any, list[A
                       node_tiles=node and node_tiles(node), **context)
 
 
-def _by_place(items: Sequence[ch.Drawn], make: Callable[[ch.Drawn], Any] | None = None) -> dict[Any, list[Any]]:
+def _by_place(items: Sequence[ch.Drawn], make: Callable[[ch.Drawn], ch.Drawn | ChartLink] | None = None) -> Placed:
     """Charts by where a document places them: (section, op); ``make`` turns each into what the medium shows."""
-    out: dict[Any, list[Any]] = {}
+    out: Placed = {}
     for c in items:
         out.setdefault((c.section, c.op), []).append(make(c) if make else c)
     return out
@@ -97,7 +104,7 @@ def _check(fmt: str) -> None:
         raise ValueError(f"unknown document format {fmt!r}")
 
 
-def render_diff(d: Any, fmt: str) -> str:
+def render_diff(d: Diff, fmt: str) -> str:
     """A diff (``compare.diff.Diff``) as ``md`` or ``html`` text; the HTML has one ratio chart per comparison."""
     _check(fmt)
     with _medium(fmt):
@@ -106,7 +113,7 @@ def render_diff(d: Any, fmt: str) -> str:
     return markdown_toc(text) if fmt == "md" else code_spans(html_toc(text))
 
 
-def render_histories(hs: Any, fmt: str) -> str:
+def render_histories(hs: Sequence[History], fmt: str) -> str:
     """Machines' histories (``compare.history.History`` each) as one ``md`` or ``html`` document, a section each."""
     _check(fmt)
     with _medium(fmt):
@@ -115,5 +122,5 @@ def render_histories(hs: Any, fmt: str) -> str:
         return code_spans(html_toc(render("history.html.j2", machines=[(h, ch.history_chart(h)) for h in hs])))
 
 
-def render_history(h: Any, fmt: str) -> str:
+def render_history(h: History, fmt: str) -> str:
     return render_histories([h], fmt)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Any
 
 from markupsafe import Markup
 
@@ -24,12 +23,12 @@ _MD_INLINE = re.compile(r"([\\`*_\[\]<>&|~$])")
 _MD_BLOCK_START = re.compile(r"^(\s*)([#>+\-=]|\d+[.)])")
 
 
-def md_text(text: Any) -> str:
+def md_text(text: object) -> str:
     """Literal text in Markdown, inline or in a table cell: no markup, no raw HTML, one line."""
     return _MD_INLINE.sub(r"\\\1", visible(text))
 
 
-def md_lead(text: Any) -> str:
+def md_lead(text: object) -> str:
     """Escaped text (``md_text``) that begins a line: a leading ``#``, ``>``, ``-``, ``1.`` would open a block."""
     return _MD_BLOCK_START.sub(_escape_block, str(text), count=1)
 
@@ -40,7 +39,7 @@ def _escape_block(m: re.Match[str]) -> str:
     return f"{lead}{mark[:-1]}\\{mark[-1]}" if mark[0].isdigit() else f"{lead}\\{mark}"
 
 
-def md_code(text: Any, in_table: bool = False) -> str:
+def md_code(text: object, in_table: bool = False) -> str:
     """A Markdown code span holding ``text`` literally: fenced one backtick longer than its longest run, padded
     where it starts or ends with one; in a GFM table ``|`` escaped (the table parser removes the backslash)."""
     s = visible(text)
@@ -52,14 +51,14 @@ def md_code(text: Any, in_table: bool = False) -> str:
     return f"{fence}{pad}{s}{pad}{fence}"
 
 
-def md_code_cell(text: Any) -> str:
+def md_code_cell(text: object) -> str:
     return md_code(text, in_table=True)
 
 
 # --------------------------------------------------------------------------- terminal
 
 
-def term(text: Any) -> str:
+def term(text: object) -> str:
     """Text for rich with markup on: brackets escaped, controls and bidi characters visible."""
     from rich.markup import escape
 
@@ -70,7 +69,7 @@ def term(text: Any) -> str:
 _TOKEN = re.compile(r"[^\s\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]+")
 
 
-def html_command(text: Any) -> Markup:
+def html_command(text: object) -> Markup:
     """A fix for HTML that wraps only between its tokens: each run of a command's characters is one unbreakable box
     (browsers also break after a hyphen and, with overflow-wrap, anywhere)."""
     shown = visible(str(text), lines=True)

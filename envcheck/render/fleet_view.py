@@ -23,10 +23,12 @@ from envcheck.render.node_view import (
     _gpu,
     cause,
     conclusion_text,
+    heads,
     node_parts,
     sweep_part,
     verdict_lines,
 )
+from envcheck.render.view import footer, subtitle
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,6 @@ def not_applied_text(fa: af.FleetAnalysis) -> str:
 
 def _verdict_section(fa: af.FleetAnalysis) -> Section:
     rows = []
-    lines = []
     nodes = {n.node.host: n for n in fa.nodes}
     for v in fa.verdicts:
         n = nodes.get(v.host)
@@ -107,14 +108,10 @@ def _verdict_section(fa: af.FleetAnalysis) -> Section:
         reasons = t("fleet.reasons", count=len(v.findings)) if v.findings else fmt.DASH
         rows.append((Cell(esc(v.host)), Cell(ranks),
                      Cell(t(f"fleet.verdict.{v.status}"), status=status, badge=True), Cell(reasons)))
-    cols = (t("fleet.col.node"), t("node.col.ranks"), t("fleet.col.verdict"), t("fleet.col.reasons"))
-    table = Table("verdicts", cols, (False, False, False, True), tuple(rows))
-    if fa.drain:
-        lines.append(Line(t("fleet.drain", hosts=esc(", ".join(v.host for v in fa.drain)),
-                              count=len(fa.drain)), "fail"))
-    else:
-        lines.append(Line(t("fleet.all_pass"), "pass"))
-    lines.append(Line(t(f"fleet.judged.{fa.source}", count=len(fa.applied))))
+    table = Table("verdicts", *heads("fleet.col.node", "node.col.ranks", "fleet.col.verdict", ">fleet.col.reasons"),
+                  tuple(rows))
+    lines = [Line(t("fleet.drain", hosts=esc(", ".join(v.host for v in fa.drain)), count=len(fa.drain)), "fail")
+             if fa.drain else Line(t("fleet.all_pass"), "pass"), Line(t(f"fleet.judged.{fa.source}", count=len(fa.applied)))]
     if fa.not_applied:  # never a rule shown as held that was not applied
         lines.append(Line(not_applied_text(fa)))
     parts = [Part(f"verdict-{_slug(v.host)}", t("fleet.verdict.of", host=esc(v.host),
@@ -135,10 +132,7 @@ def _ranks_section(fa: af.FleetAnalysis) -> Section:
         x = lost.get(r.rank)
         if x is None and r.rank not in slow:
             continue
-        if x is None:
-            label, status = t("fleet.rank.slow"), "warn"
-        else:
-            label, status = t(f"fleet.rank.{_rank_word(x)}"), "fail"
+        label, status = (t("fleet.rank.slow"), "warn") if x is None else (t(f"fleet.rank.{_rank_word(x)}"), "fail")
         rows.append((Cell(str(r.rank)), Cell(esc(r.host or "?")), Cell(_gpu(r.gpu)),
                      Cell(label, status=status, badge=True),
                      Cell(fmt.seconds(r.elapsed_s)), Cell(fmt.seconds(x.given_s if x is not None else r.given_s))))
@@ -153,13 +147,10 @@ def _ranks_section(fa: af.FleetAnalysis) -> Section:
                      error=esc(fmt.first_line(x.error or "")), given=fmt.seconds(x.given_s)), "fail") for x in fa.lost]
     lines += [Line(t("fleet.rank.slow.line", rank=fmt.num(s.rank), host=esc(s.host or "?"),
                      elapsed=fmt.seconds(s.elapsed_s), median=fmt.seconds(s.others_median_s)), "warn") for s in fa.slow]
-    tables = ()
-    if rows:
-        cols = (t("fleet.col.rank"), t("fleet.col.host"), t("node.col.gpu"), t("col.status"),
-                t("fleet.col.elapsed"), t("fleet.col.given"))
-        tables = (Table("ranks", cols, (True, False, False, False, True, True), tuple(rows)),)
-    return Section("ranks", t("fleet.section.ranks"), tuple(lines), (Part("ranks-table", "", (), tables),)
-                   if tables else ())
+    table = Table("ranks", *heads(">fleet.col.rank", "fleet.col.host", "node.col.gpu", "col.status",
+                                  ">fleet.col.elapsed", ">fleet.col.given"), tuple(rows))
+    return Section("ranks", t("fleet.section.ranks"), tuple(lines), (Part("ranks-table", "", (), (table,)),)
+                   if rows else ())
 
 
 def _rank_word(x: af.LostRank) -> str:
@@ -172,20 +163,17 @@ def _rules_section(fa: af.FleetAnalysis) -> Section:
     f = fa.fleet
     rows = tuple((Cell(esc(r.metric)), Cell(_rule_label(r)),
                   Cell(t(f"fleet.direction.{r.direction}")), Cell(fmt.ratio_pct(r.margin))) for r in fa.applied)
-    cols = (t("fleet.col.rule"), t("fleet.col.means"), t("fleet.col.better"), t("fleet.col.margin"))
     lines = [Line(t("fleet.rules.given") if f.rules else t("fleet.rules.default"))]
-    if f.baseline is not None:
-        lines.append(Line(t("fleet.baseline", source=esc(f.baseline.source), host=esc(f.baseline.host or "?"),
-                              created=esc(f.baseline.created or fmt.DASH))))
-    else:
-        lines.append(Line(t("fleet.no_baseline")))
+    lines.append(Line(t("fleet.baseline", source=esc(f.baseline.source), host=esc(f.baseline.host or "?"),
+                        created=esc(f.baseline.created or fmt.DASH)) if f.baseline is not None else t("fleet.no_baseline")))
     if fa.not_applied:
         lines.append(Line(not_applied_text(fa)))
     refs = tuple((Cell(metric_label(r.metric)), Cell(_value(r.metric, r.value)),
                   Cell(esc(r.algo)) if r.algo else DASH) for r in fa.references)
-    ref_cols = (t("fleet.col.metric"), t(f"fleet.col.reference.{fa.source}"), t("node.col.algo"))
-    tables = (Table("rules", cols, (False, False, False, True), rows, t("fleet.rules.title")),
-              Table("references", ref_cols, (False, True, False), refs, t(f"fleet.references.{fa.source}")))
+    tables = (Table("rules", *heads("fleet.col.rule", "fleet.col.means", "fleet.col.better", ">fleet.col.margin"), rows,
+                    t("fleet.rules.title")),
+              Table("references", *heads("fleet.col.metric", f">fleet.col.reference.{fa.source}", "node.col.algo"), refs,
+                    t(f"fleet.references.{fa.source}")))
     return Section("rules", t("fleet.section.rules"), tuple(lines), (Part("rules-tables", "", (), tables),))
 
 
@@ -244,12 +232,11 @@ def fleet_view(report: Report, analysis: Analysis) -> FleetView:
     return FleetView(
         title=t("fleet.title", nodes=t("fleet.count.nodes", count=f.nnodes),
                   ranks=t("fleet.count.ranks", count=f.world_size), date=esc(report.created[:10])),
-        subtitle=t("report.subtitle", kind=t("kind.fleet"), created=esc(report.created),
-                     version=esc(report.tool_version)),
+        subtitle=subtitle(report),
         machine=t("fleet.machine", launcher=esc(f.launcher), took=fmt.seconds(f.duration_s),
                     hosts=esc(", ".join(n.node.host for n in fa.nodes))),
         tiles=tuple(tiles), sections=tuple(sections),
-        footer=t("report.footer", version=esc(report.tool_version), schema=report.schema_version),
+        footer=footer(report),
     )
 
 

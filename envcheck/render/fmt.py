@@ -1,14 +1,11 @@
-"""Numbers and labels as people read them: the one place a value becomes text, so every medium shows the same
-digits (plain text: the medium escapes it). Errors and tolerances in exponent form with two digits (``7.7e-4``),
-speedups with two decimals (``1.02×``), a diff's ratios with three (``0.864×``), percentages whole above 10 and
-with a decimal below; no digit grouping (``4814 GB/s`` stays one token for a parser of piped output).
-"""
+"""Numbers as people read them, the one place a value becomes text so every medium shows the same digits: errors
+in exponent form (``7.7e-4``), speedups ``1.02×``, a diff's ratios ``0.864×``, percentages whole above 10; no digit
+grouping (``4814 GB/s`` stays one token for a parser of piped output)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from envcheck import units
 from envcheck.errors import first_line as first_line  # the one definition; presentation reads it from here
@@ -17,7 +14,7 @@ from envcheck.ops import variant
 DASH = "–"  # where a number does not exist (not measured, not applicable)
 
 
-def num(x: Any, digits: int = 3) -> str:
+def num(x: float | None, digits: int = 3) -> str:
     """A number with ``digits`` significant digits; integers as they are; exponent only far from 1."""
     if x is None:
         return DASH
@@ -49,7 +46,7 @@ def exp(x: float, digits: int = 2) -> str:
 RATE_UNITS = (("s", 1.0), ("min", 60.0), ("h", 3600.0), ("d", 86400.0))
 
 
-def counter_rate(per_s: Any) -> str:
+def counter_rate(per_s: float | None) -> str:
     """A count per second in the first unit that makes it at least 1 (``12/s``, ``3.4/min``, ``0.52/d``)."""
     if per_s is None or not isinstance(per_s, (int, float)) or not math.isfinite(per_s):
         return DASH
@@ -61,18 +58,14 @@ def counter_rate(per_s: Any) -> str:
     return DASH  # unreachable: the last unit always answers
 
 
-def sci(x: Any) -> str:
+def sci(x: float | None) -> str:
     """A numeric error or a tolerance: two significant digits in exponent form."""
-    if x is None:
+    if x is None or not math.isfinite(x):
         return DASH
-    if x == 0:
-        return "0"
-    if not math.isfinite(x):
-        return DASH
-    return exp(x, 2)
+    return "0" if x == 0 else exp(x, 2)
 
 
-def nbytes(x: Any) -> str:
+def nbytes(x: float | None) -> str:
     """Bytes in binary units with one decimal (``140.4 GiB``, ``60.0 MiB``), as nvidia-smi shows MiB."""
     if x is None:
         return DASH
@@ -84,7 +77,7 @@ def nbytes(x: Any) -> str:
     return DASH  # unreachable: the loop returns at TiB
 
 
-def duration_us(x: Any) -> str:
+def duration_us(x: float | None) -> str:
     """A time given in microseconds, in the unit that keeps three significant digits readable."""
     if x is None:
         return DASH
@@ -95,7 +88,7 @@ def duration_us(x: Any) -> str:
     return f"{num(x)} µs"
 
 
-def size_bytes(x: Any) -> str:
+def size_bytes(x: float | None) -> str:
     """``1 MiB``, ``4 GiB`` when an exact binary multiple (as nccl-tests' sizes), else ``nbytes``."""
     if x is None:
         return DASH
@@ -106,11 +99,11 @@ def size_bytes(x: Any) -> str:
     return nbytes(n)
 
 
-def seconds(x: Any) -> str:
+def seconds(x: float | None) -> str:
     return DASH if x is None else duration_us(x * 1e6)
 
 
-def pct(x: Any) -> str:
+def pct(x: float | None) -> str:
     """A share already scaled to 0..100: whole numbers, one decimal below 10 so small shares are not "0%"."""
     if x is None:
         return DASH
@@ -118,21 +111,21 @@ def pct(x: Any) -> str:
     return f"{x:.{digits}f}%"
 
 
-def ratio_pct(x: Any) -> str:
+def ratio_pct(x: float | None) -> str:
     """A ratio 0..1 as a percentage."""
     return DASH if x is None else pct(100 * x)
 
 
-def speedup(x: Any) -> str:
+def speedup(x: float | None) -> str:
     return DASH if x is None else f"{x:.2f}×"
 
 
-def ratio(x: Any) -> str:
+def ratio(x: float | None) -> str:
     """A diff's time ratio (other / baseline)."""
     return DASH if x is None else f"{x:.3f}×"
 
 
-def interval(low: Any, high: Any) -> str:
+def interval(low: float | None, high: float | None) -> str:
     return DASH if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
 
 
@@ -141,7 +134,7 @@ def general(x: float) -> str:
     return f"{x:g}"
 
 
-def rate(x: Any, unit: str) -> str:
+def rate(x: float | None, unit: str) -> str:
     return DASH if x is None else f"{num(x)} {unit}"
 
 
@@ -167,7 +160,7 @@ def precision_label(dtype: str, precision: str | None) -> str:
 # --------------------------------------------------------------------------- parameters by unit
 
 
-def param(name: str, v: Any) -> str:
+def param(name: str, v: object) -> str:
     """A note's, finding's or source's parameter, formatted by the unit its name carries."""
     if v is None:
         return DASH
@@ -200,12 +193,12 @@ def param(name: str, v: Any) -> str:
     return num(v) if isinstance(v, float) else str(v)
 
 
-def params(values: Mapping[str, Any], escape: Callable[[str], str] = str) -> dict[str, str]:
+def params(values: Mapping[str, object], escape: Callable[[str], str] = str) -> dict[str, str]:
     """Every parameter formatted (``param``) and then escaped for the medium."""
     return {k: escape(param(k, v)) for k, v in values.items()}
 
 
-def fact_value(key: str, v: Any, words: Callable[[str], str]) -> str:
+def fact_value(key: str, v: object, words: Callable[[str], str]) -> str:
     """A probed fact's value, formatted by the unit its key names; ``words`` translates yes/no/none."""
     if isinstance(v, bool):
         return words("yes") if v else words("no")

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
 
+from envcheck.model import CaseKey
 from envcheck.model.facts import STATUSES, Check
 from envcheck.model.reasons import KEYS as REASON_KEYS
 from envcheck.ops import OPS
@@ -32,12 +32,8 @@ LEGACY_TEXT = "legacy.text"
 Escape = Callable[[str], str]
 
 
-def _same(text: str) -> str:
-    return text
-
-
 _LANG: ContextVar[str] = ContextVar("envcheck_lang", default=DEFAULT_LANG)
-_ESCAPE: ContextVar[Escape] = ContextVar("envcheck_escape", default=_same)
+_ESCAPE: ContextVar[Escape] = ContextVar("envcheck_escape", default=str)  # none until a medium sets one
 
 
 class UnknownLanguage(ValueError):
@@ -72,7 +68,7 @@ def current() -> str:
     return _LANG.get()
 
 
-def esc(text: Any) -> str:
+def esc(text: object) -> str:
     """Machine text made safe for the medium being rendered."""
     return _ESCAPE.get()(str(text))
 
@@ -84,7 +80,7 @@ def translations(lang: str) -> gettext.GNUTranslations:
         return gettext.GNUTranslations(f)
 
 
-def _messages() -> dict[Any, str]:
+def _messages() -> dict[str | tuple[str, int], str]:
     # gettext's own table (plural entries under (msgid, form)): the one way to ask whether a key is known.
     return translations(_LANG.get())._catalog  # type: ignore[attr-defined,no-any-return]
 
@@ -104,7 +100,7 @@ def has(key: str) -> bool:
     return _message(key, {}) is not None
 
 
-def _message(key: str, params: Mapping[str, Any]) -> str | None:
+def _message(key: str, params: Mapping[str, object]) -> str | None:
     table = _messages()
     one = key.endswith(".one") and (key[:-4], 0) in table  # the singular as reports store it (checks.said)
     base = key[:-4] if one else key
@@ -114,7 +110,7 @@ def _message(key: str, params: Mapping[str, Any]) -> str | None:
     return table.get(key)
 
 
-def t(key: str, **params: Any) -> str:
+def t(key: str, **params: object) -> str:
     """The message ``key`` with ``params`` (already text) filled in; KeyError when unknown."""
     message = _message(key, params)
     if message is None:
@@ -122,12 +118,12 @@ def t(key: str, **params: Any) -> str:
     return message.format(**params) if params else message
 
 
-def nt(singular: str, plural: str, n: int, **params: Any) -> str:
+def nt(singular: str, plural: str, n: int, **params: object) -> str:
     """``ngettext`` for the templates' i18n extension: the keys' plural entries are chosen by ``count``."""
     return t(singular if n == 1 else plural, count=n, **params)
 
 
-def word(prefix: str, value: Any) -> str:
+def word(prefix: str, value: object) -> str:
     """A word of a small vocabulary (``diff.verdict.slower``); a value without one as it is, escaped."""
     if value is None:
         return fmt.DASH
@@ -141,7 +137,7 @@ def size(dims: Sequence[int], op: str) -> str:
     return fmt.shape(dims)
 
 
-def case_label(key: Sequence[Any]) -> str:
+def case_label(key: CaseKey) -> str:
     """One case: ``matmul triton fp32/tf32 4096×4096×4096`` (a ``CaseKey``)."""
     op, impl, dtype, precision, dims = key
     return f"{op} {impl} {fmt.precision_label(dtype, precision)} {size(dims, op)}"
@@ -156,7 +152,7 @@ class _Dashes(dict):  # type: ignore[type-arg]
         return fmt.DASH
 
 
-def phrase(key: str, params: Mapping[str, Any] | None = None, raw: Mapping[str, str] | None = None) -> str:
+def phrase(key: str, params: Mapping[str, object] | None = None, raw: Mapping[str, str] | None = None) -> str:
     """A data-supplied key phrased; ``raw``: parameters that are text of this medium already."""
     params = dict(params or {})
     if key == LEGACY_TEXT:

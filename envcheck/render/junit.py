@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from envcheck.analysis import Analysis, BenchAnalysis, CaseResult
 from envcheck.analysis.verdict import Verdict, verdict
@@ -24,7 +24,7 @@ def _lines(parts: Sequence[object]) -> str:
 class _Suite:
     def __init__(self, name: str) -> None:
         self.el = ET.Element("testsuite", name=name)
-        self.tests = self.failures = self.errors = self.skipped = 0
+        self.counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
         self.time = 0.0
 
     def case(self, classname: str, name: str, *, failure: str | None = None, error: str | None = None,
@@ -34,26 +34,20 @@ class _Suite:
         if time_s is not None:
             tc.set("time", f"{time_s:.9f}")
             self.time += time_s
-        self.tests += 1
-        if failure is not None:
-            self.failures += 1
-            f = ET.SubElement(tc, "failure", message=_text(failure), type="fail")
-            f.text = _lines(detail) if detail else None
-        elif error is not None:
-            self.errors += 1
-            e = ET.SubElement(tc, "error", message=_text(error), type="error")
-            e.text = _lines(detail) if detail else None
-        elif skipped is not None:
-            self.skipped += 1
-            ET.SubElement(tc, "skipped", message=_text(skipped))
+        self.counts["tests"] += 1
+        for tag, count, message, kind in (("failure", "failures", failure, "fail"), ("error", "errors", error, "error"),
+                                          ("skipped", "skipped", skipped, None)):
+            if message is not None:
+                self.counts[count] += 1
+                el = ET.SubElement(tc, tag, message=_text(message), **({"type": kind} if kind else {}))
+                el.text = _lines(detail) if detail and kind else None
+                break
         if out:
             ET.SubElement(tc, "system-out").text = _lines(out)
 
     def done(self, timestamp: str, hostname: str) -> ET.Element:
-        self.el.set("tests", str(self.tests))
-        self.el.set("failures", str(self.failures))
-        self.el.set("errors", str(self.errors))
-        self.el.set("skipped", str(self.skipped))
+        for k, n in self.counts.items():
+            self.el.set(k, str(n))
         self.el.set("time", f"{self.time:.6f}")
         self.el.set("timestamp", timestamp)
         self.el.set("hostname", _text(hostname))
@@ -205,20 +199,12 @@ def junit_xml(a: Analysis) -> str:
     report = a.report
     parts = [s for s in (_checks_suite(a), *(_bench_suite(ba) for ba in a.benches), _node_suite(a),
                          _fleet_suite(a), _burn_suite(a)) if s is not None]
-    suites: Iterable[_Suite | None] = (_verdict_suite(a, any(s.failures or s.errors for s in parts)), *parts)
+    suites = [_verdict_suite(a, any(s.counts["failures"] or s.counts["errors"] for s in parts)), *parts]
     root = ET.Element("testsuites", name=f"envcheck {report.kind} {_text(report.host)}")
-    totals = {"tests": 0, "failures": 0, "errors": 0}
-    time_s = 0.0
     for s in suites:
-        if s is None:
-            continue
         root.append(s.done(report.created, report.host))
-        totals["tests"] += s.tests
-        totals["failures"] += s.failures
-        totals["errors"] += s.errors
-        time_s += s.time
-    for k, n in totals.items():
-        root.set(k, str(n))
-    root.set("time", f"{time_s:.6f}")
+    for k in ("tests", "failures", "errors"):
+        root.set(k, str(sum(s.counts[k] for s in suites)))
+    root.set("time", f"{sum(s.time for s in suites):.6f}")
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

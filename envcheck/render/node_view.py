@@ -4,12 +4,13 @@ by one macro per medium. Cells stay short and sentences go to lines: no terminal
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from envcheck.analysis import Analysis
 from envcheck.analysis import node as an
-from envcheck.model.node import COPY_METHODS
+from envcheck.model.node import COPY_METHODS, CollectiveResult, GpuLinks
 from envcheck.render import fmt
 from envcheck.render.i18n import esc, has, join, phrase, t, word
 
@@ -82,6 +83,7 @@ class Tile:
 
 
 DASH = Cell(fmt.DASH, status="muted")
+SELF = Cell("X", status="muted")  # a GPU against itself in a GPU x GPU grid
 
 
 def cause(text: str | None) -> str:
@@ -95,6 +97,15 @@ def cause(text: str | None) -> str:
     return t(f"node.reason.{key}") if has(f"node.reason.{key}") else esc(fmt.first_line(text))
 
 
+def heads(*keys: str) -> tuple[tuple[str, ...], tuple[bool, ...]]:
+    """A table's (columns, set right) from catalogue keys, ``>`` before a key setting its column right."""
+    return tuple(t(k.lstrip(">")) for k in keys), tuple(k.startswith(">") for k in keys)
+
+
+def _flagged(text: str, flag: str, on: bool) -> Cell:
+    return Cell(text, *((t(f"flag.{flag}"), "warn") if on else ()))
+
+
 def _gpu(i: int | None) -> str:
     return fmt.DASH if i is None else f"GPU{i}"
 
@@ -103,11 +114,8 @@ def _gpu(i: int | None) -> str:
 
 
 def _condition_rows(c: an.GpuCondition) -> tuple[tuple[Cell, ...], ...]:
-    def both(cur: Any, top: Any, unit: str) -> str:
-        if cur is None and top is None:
-            return fmt.DASH
-        return f"{fmt.num(cur, 4) if cur is not None else fmt.DASH} / {fmt.num(top, 4) if top is not None else fmt.DASH}" \
-               f" {unit}".rstrip()
+    def both(cur: float | None, top: float | None, unit: str) -> str:
+        return fmt.DASH if cur is None and top is None else f"{fmt.num(cur, 4)} / {fmt.num(top, 4)} {unit}"
 
     link = fmt.DASH
     if c.pcie_gen is not None or c.pcie_width is not None:
@@ -126,22 +134,13 @@ def _condition_rows(c: an.GpuCondition) -> tuple[tuple[Cell, ...], ...]:
     return tuple((Cell(t(k)), Cell(v)) for k, v in rows)
 
 
-def _outlier_line(o: an.Outlier) -> Line:
-    unit = "GB/s" if o.metric == "bandwidth_gbps" else "TFLOP/s"
-    return Line(t(f"node.outlier.{o.metric}", gpu=fmt.num(o.gpu), value=fmt.num(o.value), unit=unit,
-                    median=fmt.num(o.siblings_median), shortfall=fmt.ratio_pct(o.shortfall)), "fail")
-
-
 def gpus_part(na: an.NodeAnalysis, pid: str = "gpus") -> Part | None:
     if not na.gpus:
         return None
     rows = []
     for g in na.gpus:
-        flag = DASH
-        if g.outliers:
-            short = join([t(f"node.outlier.short.{o.metric}", shortfall=fmt.ratio_pct(o.shortfall))
-                            for o in g.outliers])
-            flag = Cell(short, status="fail")
+        flag = Cell(join([t(f"node.outlier.short.{o.metric}", shortfall=fmt.ratio_pct(o.shortfall))
+                          for o in g.outliers]), status="fail") if g.outliers else DASH
         tally = Cell(f"{g.passed}/{g.cases}", status="pass" if g.cases and g.passed == g.cases else
                      "fail" if g.failed or g.errors else "")
         if g.backend == "cuda":
@@ -155,23 +154,25 @@ def gpus_part(na: an.NodeAnalysis, pid: str = "gpus") -> Part | None:
                      Cell(str(g.failed), status="fail" if g.failed else ""),
                      Cell(str(g.errors), status="fail" if g.errors else ""), flag))
     cpu = all(g.backend != "cuda" for g in na.gpus)
-    cols = (t("node.col.gpu"), t("node.col.name"), t("node.col.bandwidth_cpu") if cpu else t("node.col.bandwidth"),
-            t("node.col.matmul_cpu") if cpu else t("node.col.matmul"),
-            t("node.col.passed"), t("col.failed"), t("col.errors"), t("node.col.outlier"))
-    tables = [Table("gpus", cols, (False, False, True, True, True, True, True, False), tuple(rows), detail=(1,))]
+    suffix = "_cpu" if cpu else ""
+    tables = [Table("gpus", *heads("node.col.gpu", "node.col.name", f">node.col.bandwidth{suffix}", f">node.col.matmul{suffix}",
+                                   ">node.col.passed", ">col.failed", ">col.errors", "node.col.outlier"), tuple(rows),
+                    detail=(1,))]
     lines = [Line(t("node.gpus.explain_cpu") if cpu else t("node.gpus.explain", margin=fmt.ratio_pct(na.margin)))]
     for g in na.gpus:
-        lines += [_outlier_line(o) for o in g.outliers]
+        lines += [Line(t(f"node.outlier.{o.metric}", gpu=fmt.num(o.gpu), value=fmt.num(o.value),
+                         unit="GB/s" if o.metric == "bandwidth_gbps" else "TFLOP/s", median=fmt.num(o.siblings_median),
+                         shortfall=fmt.ratio_pct(o.shortfall)), "fail") for o in g.outliers]
         if g.outliers and g.condition is not None:
-            tables.append(Table(f"condition-{g.index}", (t("col.item"), t("col.value")), (False, False),
-                                _condition_rows(g.condition), t("node.cond.title", gpu=fmt.num(g.index)), "facts"))
+            tables.append(Table(f"condition-{g.index}", *heads("col.item", "col.value"), _condition_rows(g.condition),
+                                t("node.cond.title", gpu=fmt.num(g.index)), "facts"))
     return Part(pid, t("node.part.gpus"), tuple(lines), tuple(tables))
 
 
 # --------------------------------------------------------------------------- topology
 
 
-def _pcie(g: Any) -> str:
+def _pcie(g: GpuLinks) -> str:
     gen, width, gmax, wmax = (f.value if f.ok else None for f in (g.pcie_gen, g.pcie_width, g.pcie_gen_max,
                                                                    g.pcie_width_max))
     if gen is None and gmax is None:
@@ -180,11 +181,17 @@ def _pcie(g: Any) -> str:
                width=fmt.num(width if width is not None else wmax))
 
 
-def _nvlinks(g: Any, nv: an.GpuNvlinks | None) -> Cell:
+def _nvlinks(g: GpuLinks, nv: an.GpuNvlinks | None) -> Cell:
     if not g.nvlinks or nv is None:
         return DASH
     sub = t("node.per_link", gbps=fmt.num(nv.per_link_gbps)) if nv.per_link_gbps is not None else ""
     return Cell(f"{nv.active}/{fmt.num(nv.total)}", sub, "" if nv.active == nv.total else "warn")
+
+
+def _path_cell(path: an.PairPath | None) -> Cell:
+    if path is None:
+        return DASH
+    return Cell(an.topo_label(path), f"{fmt.num(path.expected_gbps)} GB/s" if path.expected_gbps is not None else "")
 
 
 def _reference_line(x: an.PairPath) -> Line:
@@ -207,47 +214,32 @@ def topology_part(na: an.NodeAnalysis, pid: str = "topology") -> Part | None:
     gpus = sorted(topo.gpus, key=lambda g: g.index)
     tables = []
     if gpus:
-        heads = tuple(_gpu(g.index) for g in gpus)
         rows = []
         for g in gpus:
-            cells = []
-            for h in gpus:
-                if h.index == g.index:
-                    cells.append(Cell("X", status="muted"))
-                    continue
-                path = na.path(g.index, h.index)
-                if path is None:
-                    cells.append(DASH)
-                else:
-                    sub = f"{fmt.num(path.expected_gbps)} GB/s" if path.expected_gbps is not None else ""
-                    cells.append(Cell(an.topo_label(path), sub))
+            cells = [SELF if h.index == g.index else _path_cell(na.path(g.index, h.index)) for h in gpus]
             if g.lost:
                 cells = [Cell(t("node.gpu_lost"), status="fail")] + [DASH] * (len(gpus) - 1)
             numa = g.numa_node.value if g.numa_node.ok else None
             rows.append((Cell(_gpu(g.index)), *cells, Cell(_pcie(g)), Cell(fmt.num(numa)) if numa is not None
                          else DASH, _nvlinks(g, na.gpu_nvlinks(g.index))))
-        cols = ("", *heads, t("node.col.pcie"), t("node.col.numa"), t("node.col.nvlinks"))
-        tables.append(Table("topology", cols, (False,) * (len(heads) + 1) + (False, True, True), tuple(rows),
+        cols = ("", *(_gpu(g.index) for g in gpus), t("node.col.pcie"), t("node.col.numa"), t("node.col.nvlinks"))
+        tables.append(Table("topology", cols, (False,) * (len(gpus) + 2) + (True, True), tuple(rows),
                             layout="matrix", notes=(Line(t("node.topology.legend")),)))
         for g in gpus:
             if g.lost:
                 lines.append(Line(t("node.topology.lost", gpu=fmt.num(g.index), reason=cause(g.lost)), "fail"))
     if na.paths:
-        rows = []
-        for x in na.paths:
-            rows.append((Cell(f"GPU{x.a} ↔ GPU{x.b}"), Cell(word("node.via.", x.via)),
-                         Cell(str(x.nvlinks) if x.nvlinks else fmt.DASH), Cell(fmt.num(x.link_gbps)),
-                         Cell(fmt.num(x.signalling_gbps)), Cell(fmt.num(x.expected_gbps)),
-                         Cell(an.SMI_LEVEL_NAMES.get(x.pcie_level or "", fmt.DASH))))
-        cols = (t("node.col.pair"), t("node.col.path"), t("node.col.nvlinks"), t("node.col.link_gbps"),
-                t("node.col.signalling_gbps"), t("node.col.expected"), t("node.col.pcie_level"))
+        rows = [(Cell(f"GPU{x.a} ↔ GPU{x.b}"), Cell(word("node.via.", x.via)), Cell(str(x.nvlinks) if x.nvlinks else
+                 fmt.DASH), Cell(fmt.num(x.link_gbps)), Cell(fmt.num(x.signalling_gbps)), Cell(fmt.num(x.expected_gbps)),
+                 Cell(an.SMI_LEVEL_NAMES.get(x.pcie_level or "", fmt.DASH))) for x in na.paths]
         sources = dict.fromkeys(x.source for x in na.paths)
         notes = tuple(Line(t("node.topology.source", via=word("node.via.", next(x.via for x in na.paths
                                                                                       if x.source == s)),
                                source=word("node.source.", s))) for s in sources)
         notes += tuple(_reference_line(x) for x in dict((x.reference, x) for x in na.paths if x.reference).values())
-        tables.append(Table("pairs", cols, (False, False, True, True, True, True, False), tuple(rows),
-                            t("node.pairs.title"), notes=notes))
+        tables.append(Table("pairs", *heads("node.col.pair", "node.col.path", ">node.col.nvlinks", ">node.col.link_gbps",
+                                            ">node.col.signalling_gbps", ">node.col.expected", "node.col.pcie_level"),
+                            tuple(rows), t("node.pairs.title"), notes=notes))
     for a, b, ours, smi in na.disagreements:
         lines.append(Line(t("node.topology.disagree", a=fmt.num(a), b=fmt.num(b), nvml=esc(ours),
                               smi=esc(smi)), "warn"))
@@ -290,13 +282,8 @@ def copies_part(na: an.NodeAnalysis, pid: str = "copies") -> Part | None:
             mine = {(r.src, r.dst): r for r in d2d if r.method == method and r.directions == directions}
             if not mine:
                 continue
-            rows = []
-            for a in gpus:
-                cells = []
-                for b in gpus:
-                    r = mine.get((a, b))
-                    cells.append(Cell("X", status="muted") if a == b else _copy_cell(r) if r else DASH)
-                rows.append((Cell(_gpu(a)), *cells))
+            rows = [(Cell(_gpu(a)), *(SELF if a == b else _copy_cell(r) if (r := mine.get((a, b))) else DASH
+                                      for b in gpus)) for a in gpus]
             title = t(f"node.copies.d2d.{directions}", method=word("node.method.", method))
             tables.append(Table(f"d2d-{method}-{directions}", (t("node.col.src_dst"), *(_gpu(g) for g in gpus)),
                                 (False,) + (True,) * len(gpus), tuple(rows), title, "matrix", subs="always"))
@@ -308,23 +295,17 @@ def copies_part(na: an.NodeAnalysis, pid: str = "copies") -> Part | None:
             d2h = next((r for r in host if r.kind == "d2h" and r.src == g and r.directions == 1), None)
             if h2d is None and d2h is None:
                 continue
-            expected = (h2d or d2h).expected_gbps if (h2d or d2h) else None
             rows.append((Cell(_gpu(g)), _copy_cell(h2d) if h2d else DASH, _copy_cell(d2h) if d2h else DASH,
-                         Cell(fmt.num(expected))))
-        cols = (t("node.col.gpu"), t("node.copies.col.h2d"), t("node.copies.col.d2h"), t("node.col.expected"))
-        tables.append(Table("host", cols, (False, True, True, True), tuple(rows), t("node.copies.host"),
-                            subs="always"))
+                         Cell(fmt.num((h2d or d2h).expected_gbps))))  # type: ignore[union-attr]
+        tables.append(Table("host", *heads("node.col.gpu", ">node.copies.col.h2d", ">node.copies.col.d2h",
+                                           ">node.col.expected"), tuple(rows), t("node.copies.host"), subs="always"))
     if tables:
         lines.append(Line(t("node.copies.cells")))
     lines += [Line(t("node.copies.no_access", a=fmt.num(a.a), b=fmt.num(a.b))) for a in peer.access if not a.allowed]
-    lines += [Line(t("node.copies.copy_failed", what=_copy_name(r), reason=cause(r.error)), "fail")
+    lines += [Line(t("node.copies.copy_failed", what=t(f"node.copy.name.{r.kind}", src=fmt.num(r.src),
+                                                        dst=fmt.num(r.dst), method=word("node.method.", r.method)), reason=cause(r.error)), "fail")
               for r in na.copies if r.error and r.error != "no_peer_access"]
     return Part(pid, t("node.part.copies"), tuple(lines), tuple(tables))
-
-
-def _copy_name(r: an.CopyRow) -> str:
-    return t(f"node.copy.name.{r.kind}", src=fmt.num(r.src), dst=fmt.num(r.dst),
-               method=word("node.method.", r.method))
 
 
 # --------------------------------------------------------------------------- collectives
@@ -334,10 +315,10 @@ def _copy_name(r: an.CopyRow) -> str:
 COLLECTIVE_STYLE = {"ok": "pass", "wrong": "fail", "error": "fail", "unverified": "warn"}
 
 
-def _status_cell(row: an.CollectiveRow, result: Any) -> Cell:
-    if row.status == "skipped":
+def _status_cell(status: str, result: CollectiveResult | None = None) -> Cell:
+    if status == "skipped" and result is not None:
         return Cell(word("node.size_skip.", result.skipped), status="warn", badge=True)
-    return Cell(t(f"node.coll.status.{row.status}"), status=COLLECTIVE_STYLE.get(row.status, ""), badge=True)
+    return Cell(t(f"node.coll.status.{status}"), status=COLLECTIVE_STYLE.get(status, ""), badge=True)
 
 
 def sweep_part(sa: an.SweepAnalysis, section: str, pid: str) -> Part:
@@ -373,42 +354,39 @@ def sweep_part(sa: an.SweepAnalysis, section: str, pid: str) -> Part:
                 continue
             wrong = (Cell(str(row.wrong), status="fail" if row.wrong else "") if row.wrong is not None else DASH)
             share = ((Cell(fmt.pct(pct)) if pct is not None else DASH),) if links else ()
-            per_call = (_per_call_cell(row),) if gpu_times else ()
-            rows.append((Cell(fmt.size_bytes(row.size_bytes)), _time_cell(row), *per_call,
+            # A time marked where its replays ran at two paces; a per-call one where it is launch-bound (the host's).
+            per_call = (DASH if row.call_time_us is None else _flagged(fmt.duration_us(row.call_time_us), "launch_bound",
+                                                                       row.launch_bound),) if gpu_times else ()
+            rows.append((Cell(fmt.size_bytes(row.size_bytes)),
+                         _flagged(fmt.duration_us(row.time_us), "two_paces", row.unsteady), *per_call,
                          Cell(fmt.num(row.algbw_gbps)), Cell(fmt.num(row.busbw_gbps)),
                          *((Cell(fmt.num(row.registered_busbw_gbps)),) if registered else ()), *share,
-                         Cell(esc(row.algo_label)) if row.algo_label else DASH, wrong, _status_cell(row, res)))
+                         Cell(esc(row.algo_label)) if row.algo_label else DASH, wrong, _status_cell(row.status, res)))
             if row.status == "skipped" and res is not None:
-                notes.append(Line(_skip_sentence(row, res), "warn" if res.skipped != "out_of_memory" else "info"))
+                size = fmt.size_bytes(row.size_bytes)
+                notes.append(Line(t("node.coll.oom", size=size, need=fmt.nbytes(res.need_bytes),
+                                    free=fmt.nbytes(res.free_bytes)), "info") if res.skipped == "out_of_memory"
+                             else Line(t("node.coll.skipped", size=size, reason=cause(res.skipped)), "warn"))
             elif row.status in ("error", "unverified") and res is not None:
                 detail = res.error or (t("node.coll.absent", ranks=", ".join(map(str, res.absent_ranks)))
                                        if res.absent_ranks else "")
                 notes.append(Line(t(f"node.coll.note.{row.status}", size=fmt.size_bytes(row.size_bytes),
                                       detail=cause(detail) if detail else fmt.DASH), "fail"))
-        for op_, size, before, after in sa.changes:
-            if op_ == op:
-                notes.append(Line(t("node.coll.algo_change", size=fmt.size_bytes(size), before=esc(before or ""),
-                                      after=esc(after or ""))))
-        reasons = dict.fromkeys(r.algo_reason for r in sa.rows if r.op == op and not r.algos and r.algo_reason
-                                and c.backend == "nccl" and c.choices)
-        for why in reasons:
-            notes.append(Line(t("node.coll.algo_unknown", reason=cause(why))))
-        cols = (t("node.col.size"), t("node.col.gpu_time") if gpu_times else t("node.col.time"),
-                *((t("node.col.per_call"),) if gpu_times else ()), t("node.col.algbw"), t("node.col.busbw"),
-                *((t("node.col.busbw_registered"),) if registered else ()),
-                *((t("node.col.pct_links"),) if links else ()), t("node.col.algo"), t("node.col.wrong"),
-                t("col.status"))
-        right = (True, True, *((True,) if gpu_times else ()), True, True, *((True,) if registered else ()),
-                 *((True,) if links else ()), False, True, False)
-        tables.append(Table(f"coll-{op}", cols, right, tuple(rows), esc(op), notes=tuple(notes),
-                            charts=(section, op)))
+        notes += [Line(t("node.coll.algo_change", size=fmt.size_bytes(size), before=esc(before or ""),
+                         after=esc(after or ""))) for op_, size, before, after in sa.changes if op_ == op]
+        notes += [Line(t("node.coll.algo_unknown", reason=cause(why))) for why in dict.fromkeys(
+            r.algo_reason for r in sa.rows if r.op == op and not r.algos and r.algo_reason and c.backend == "nccl"
+            and c.choices)]
+        cols = heads(">node.col.size", ">node.col.gpu_time" if gpu_times else ">node.col.time",
+                     *([">node.col.per_call"] if gpu_times else []), ">node.col.algbw", ">node.col.busbw",
+                     *([">node.col.busbw_registered"] if registered else []), *([">node.col.pct_links"] if links else []),
+                     "node.col.algo", ">node.col.wrong", "col.status")
+        tables.append(Table(f"coll-{op}", *cols, tuple(rows), esc(op), notes=tuple(notes), charts=(section, op)))
     if sa.narrowing:
         narrow_lines, table = narrowing(sa, links)
         lines += narrow_lines
         tables.append(table)
-    backend = "NCCL" if c.backend == "nccl" else c.backend
-    if c.nccl_version and c.backend == "nccl":
-        backend += f" {c.nccl_version}"
+    backend = (f"NCCL {c.nccl_version}" if c.nccl_version else "NCCL") if c.backend == "nccl" else c.backend
     title = t(f"node.coll.title.{c.scope}" if has(f"node.coll.title.{c.scope}") else "node.coll.title.node",
                 backend=esc(backend), ranks=fmt.num(c.world_size), count=len(hosts))
     return Part(pid, title, tuple(lines), tuple(tables))
@@ -426,10 +404,8 @@ def _times_lines(sa: an.SweepAnalysis, gpu_times: bool) -> list[Line]:
     if gpu_times:
         bound = [r for r in sa.rows if r.launch_bound]
         out.append(Line(t("node.coll.times.gpu", count=len(bound))))
-    missing = dict.fromkeys(r.gpu_reason for r in sa.rows if r.time_basis == "per_call" and r.gpu_reason)
-    for why in missing:
-        out.append(Line(t("node.coll.times.per_call", reason=word("node.gpu_time.", why)),
-                        "warn" if why == "capture_failed" else ""))
+    out += [Line(t("node.coll.times.per_call", reason=word("node.gpu_time.", why)), "warn" if why == "capture_failed"
+                 else "") for why in dict.fromkeys(r.gpu_reason for r in sa.rows if r.time_basis == "per_call" and r.gpu_reason)]
     cold = [r.rotation_sets for r in sa.collectives.results if r.rotation_sets > 1]
     if cold:
         out.append(Line(t("node.coll.l2_cold", count=len(cold), sets=_span(cold))))
@@ -449,7 +425,7 @@ def _times_lines(sa: an.SweepAnalysis, gpu_times: bool) -> list[Line]:
     return out + _capture_errors(r.gpu_error for r in sa.collectives.results)
 
 
-def _capture_errors(errors: Any) -> list[Line]:
+def _capture_errors(errors: Iterable[str | None]) -> list[Line]:
     return [Line(t("node.coll.times.capture_error", error=esc(fmt.first_line(e))), "warn")
             for e in dict.fromkeys(e for e in errors if e)]
 
@@ -457,33 +433,11 @@ def _capture_errors(errors: Any) -> list[Line]:
 def _registered_lines(sa: an.SweepAnalysis, registered: bool) -> list[Line]:
     """What the registered-buffer column means, and why sizes that have a GPU time have none there."""
     out = [Line(t("node.coll.registered"))] if registered else []
-    why: dict[str, int] = {}
-    for r in sa.rows:
-        if r.time_basis == "gpu" and r.registered_reason is not None:
-            why[r.registered_reason] = why.get(r.registered_reason, 0) + 1
+    why = Counter(r.registered_reason for r in sa.rows if r.time_basis == "gpu" and r.registered_reason is not None)
     for reason, count in why.items():
         out.append(Line(t("node.coll.registered.none", count=fmt.num(count), reason=word("node.registered.", reason)),
                         "warn" if reason in ("capture_failed", "error") else ""))
     return out + _capture_errors(r.registered_error for r in sa.collectives.results)
-
-
-def _time_cell(row: an.CollectiveRow) -> Cell:
-    """The time, marked where its replays ran at two paces (a mix a second run may not repeat)."""
-    return Cell(fmt.duration_us(row.time_us), *((t("flag.two_paces"), "warn") if row.unsteady else ()))
-
-
-def _per_call_cell(row: an.CollectiveRow) -> Cell:
-    """The per-call time, marked where it is launch-bound (the host's cost)."""
-    if row.call_time_us is None:
-        return DASH
-    return Cell(fmt.duration_us(row.call_time_us), *((t("flag.launch_bound"), "warn") if row.launch_bound else ()))
-
-
-def _skip_sentence(row: an.CollectiveRow, res: Any) -> str:
-    size = fmt.size_bytes(row.size_bytes)
-    if res.skipped == "out_of_memory":
-        return t("node.coll.oom", size=size, need=fmt.nbytes(res.need_bytes), free=fmt.nbytes(res.free_bytes))
-    return t("node.coll.skipped", size=size, reason=cause(res.skipped))
 
 
 def conclusion_text(sa: an.SweepAnalysis) -> str | None:
@@ -504,17 +458,14 @@ def narrowing(sa: an.SweepAnalysis, links: bool = True) -> tuple[list[Line], Tab
         where = ", ".join(dict.fromkeys(hosts[r] for r in row.ranks if r < len(hosts)))
         share = ((Cell(fmt.pct(pct)) if pct is not None else DASH),) if links else ()
         rows.append((Cell(", ".join(map(str, row.ranks))), Cell(esc(where)), Cell(fmt.num(row.busbw_gbps)),
-                     *share, Cell(t(f"node.coll.status.{row.status}"),
-                                  status=COLLECTIVE_STYLE.get(row.status, ""),
-                                  badge=True)))
-    cols = (t("node.col.ranks"), t("node.col.hosts"), t("node.col.busbw"),
-            *((t("node.col.pct_links"),) if links else ()), t("col.status"))
+                     *share, _status_cell(row.status)))
+    cols = heads("node.col.ranks", "node.col.hosts", ">node.col.busbw", *([">node.col.pct_links"] if links else []),
+                 "col.status")
     k = sa.conclusion
     level = "fail" if k is not None and k.located else "info"
     text = conclusion_text(sa)
     lines = [Line(text, level)] if text else []
-    right = (False, False, True, *((True,) if links else ()), False)
-    return lines, Table("narrowing", cols, right, tuple(rows), t("node.coll.narrowing"))
+    return lines, Table("narrowing", *cols, tuple(rows), t("node.coll.narrowing"))
 
 
 # --------------------------------------------------------------------------- counters
@@ -533,30 +484,26 @@ def counters_part(na: an.NodeAnalysis, pid: str = "counters") -> Part | None:
         lines.append(Line(t("node.counters.no_after"), "warn"))
     elif before is not None and before.uptime_s is not None and after.uptime_s is not None:
         lines.append(Line(t("node.counters.no_interval"), "warn"))
-    for ch in na.counters_over_limit:
-        lines.append(Line(t("node.counters.over", gpu=fmt.num(ch.gpu), counter=word("node.counter.", ch.name),
-                              link=fmt.num(ch.link), delta=fmt.num(ch.delta), rate=fmt.num(ch.per_s)), "fail"))
+    lines += [Line(t("node.counters.over", gpu=fmt.num(ch.gpu), counter=word("node.counter.", ch.name),
+                     link=fmt.num(ch.link), delta=fmt.num(ch.delta), rate=fmt.num(ch.per_s)), "fail")
+              for ch in na.counters_over_limit]
     tables = []
     shown = [r for r in na.counters if r.delta or r.after or r.before or r.over_limit or r.boot_over_limit]
     quiet = len(na.counters) - len(shown)
     if shown:
-        rows = []
-        for r in shown:
-            rows.append((Cell(_gpu(r.gpu)), Cell(word("node.counter.", r.name)),
-                         Cell(fmt.num(r.links)), Cell(fmt.num(r.before)), Cell(fmt.num(r.after)),
-                         Cell(fmt.num(r.delta), status="fail" if r.over_limit else ""),
-                         Cell(fmt.counter_rate(r.per_s), status="fail" if r.over_limit else ""),
-                         Cell(fmt.counter_rate(r.boot_per_s), status="fail" if r.boot_over_limit else "")))
-        cols = (t("node.col.gpu"), t("node.col.counter"), t("node.col.links"), t("node.col.before"),
-                t("node.col.after"), t("node.col.delta"), t("node.col.per_s"), t("node.col.boot_per_s"))
-        tables.append(Table("counters", cols, (False, False, True, True, True, True, True, True), tuple(rows),
+        rows = [(Cell(_gpu(r.gpu)), Cell(word("node.counter.", r.name)), Cell(fmt.num(r.links)), Cell(fmt.num(r.before)),
+                 Cell(fmt.num(r.after)), Cell(fmt.num(r.delta), status="fail" if r.over_limit else ""),
+                 Cell(fmt.counter_rate(r.per_s), status="fail" if r.over_limit else ""),
+                 Cell(fmt.counter_rate(r.boot_per_s), status="fail" if r.boot_over_limit else "")) for r in shown]
+        cols = heads("node.col.gpu", "node.col.counter", ">node.col.links", ">node.col.before", ">node.col.after",
+                     ">node.col.delta", ">node.col.per_s", ">node.col.boot_per_s")
+        tables.append(Table("counters", *cols, tuple(rows),
                             notes=(Line(t("node.counters.limits", pcie=fmt.general(an.PCIE_REPLAY_PER_MIN_LIMIT),
                                             crc=fmt.general(an.NVLINK_CRC_PER_S_LIMIT))),)))
     if quiet:
         lines.append(Line(t("node.counters.quiet", count=quiet)))
-    unread = {(u.name, u.reason) for u in na.counters_unread}
-    for name, reason in sorted(unread):
-        lines.append(Line(t("node.counters.unread", counter=word("node.counter.", name), reason=cause(reason))))
+    lines += [Line(t("node.counters.unread", counter=word("node.counter.", name), reason=cause(reason)))
+              for name, reason in sorted({(u.name, u.reason) for u in na.counters_unread})]
     xid = node.xid
     if xid is not None:
         if xid.source is None:

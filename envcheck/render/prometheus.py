@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import calendar
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -40,23 +40,17 @@ class _ReportCollector(Collector):
     def _families(self) -> Iterator[GaugeMetricFamily]:
         a, report = self.a, self.a.report
         env = report.environment
-        info = GaugeMetricFamily("envcheck_info", "envcheck version and what the report is about",
-                                 labels=["version", "kind", "host", "gpu_name", "driver"])
-        info.add_metric([__version__, report.kind, report.host, str(report.gpu_name or ""),
-                         str(env.get("driver", "driver_version") or "")], 1)
-        yield info
+        yield _gauge("envcheck_info", "envcheck version and what the report is about",
+                     ["version", "kind", "host", "gpu_name", "driver"],
+                     [([__version__, report.kind, report.host, str(report.gpu_name or ""),
+                        str(env.get("driver", "driver_version") or "")], 1)])
         ts = _timestamp(report.created)
         if ts is not None:
             yield GaugeMetricFamily("envcheck_report_timestamp_seconds", "when the report was made", value=ts)
         v = verdict(a)
-        ok = GaugeMetricFamily("envcheck_verdict_ok", "1 when the report passes", labels=["kind"])
-        ok.add_metric([report.kind], 1 if v.ok else 0)
-        yield ok
-        reasons = GaugeMetricFamily("envcheck_verdict_reasons", "reasons keeping the report from passing",
-                                    labels=["reason"])
-        for key in REASON_KEYS:
-            reasons.add_metric([key], sum(r.key == key for r in v.reasons))
-        yield reasons
+        yield _gauge("envcheck_verdict_ok", "1 when the report passes", ["kind"], [([report.kind], 1 if v.ok else 0)])
+        yield _gauge("envcheck_verdict_reasons", "reasons keeping the report from passing", ["reason"],
+                     (([key], sum(r.key == key for r in v.reasons)) for key in REASON_KEYS))
         yield from self._checks()
         yield from self._cases()
         yield from self._node()
@@ -65,43 +59,31 @@ class _ReportCollector(Collector):
 
     def _checks(self) -> Iterator[GaugeMetricFamily]:
         checks = self.a.report.checks
-        if not checks:
-            return
-        each = GaugeMetricFamily("envcheck_check_status", "each health check's status", labels=["check", "status"])
-        for c in checks:
-            each.add_metric([c.id, c.status], 1)
-        yield each
-        counts = GaugeMetricFamily("envcheck_checks", "health checks by status", labels=["status"])
-        for status in STATUSES:
-            counts.add_metric([status], sum(c.status == status for c in checks))
-        yield counts
+        if checks:
+            yield _gauge("envcheck_check_status", "each health check's status", ["check", "status"],
+                         (([c.id, c.status], 1) for c in checks))
+            yield _gauge("envcheck_checks", "health checks by status", ["status"],
+                         (([s], sum(c.status == s for c in checks)) for s in STATUSES))
 
     def _cases(self) -> Iterator[GaugeMetricFamily]:
         if not self.a.benches:
             return
-        ok = GaugeMetricFamily("envcheck_case_ok", "1 when the benchmark case passed", labels=CASE_LABELS)
-        t = GaugeMetricFamily("envcheck_case_gpu_time_seconds", "median time of one call", labels=CASE_LABELS)
-        bw = GaugeMetricFamily("envcheck_case_bandwidth_bytes_per_second", "achieved memory bandwidth",
-                               labels=CASE_LABELS)
-        fl = GaugeMetricFamily("envcheck_case_flops", "achieved FLOP/s", labels=CASE_LABELS)
-        share = GaugeMetricFamily("envcheck_case_ceiling_ratio", "share of the ceiling the case is judged on",
-                                  labels=[*CASE_LABELS, "ceiling"])
-        for ba in self.a.benches:
-            gpu = str(ba.bench.device.index) if ba.bench.device.index is not None else ba.bench.device.backend
-            for r in ba.results:
-                c = r.case
-                labels = [gpu, c.op, c.impl, c.dtype, c.precision, "x".join(str(d) for d in c.shape)]
-                ok.add_metric(labels, 1 if r.status == "pass" else 0)
-                if r.time is not None:
-                    t.add_metric(labels, r.time.stats.median * 1e-6)
-                if r.gbps is not None:
-                    bw.add_metric(labels, r.gbps * 1e9)
-                if r.tflops is not None:
-                    fl.add_metric(labels, r.tflops * 1e12)
-                for name, pct in (("theoretical", r.pct_theoretical), ("measured", r.pct_measured)):
-                    if pct is not None:
-                        share.add_metric([*labels, name], pct / 100.0)
-        yield from (ok, t, bw, fl, share)
+        rows = [([str(ba.bench.device.index) if ba.bench.device.index is not None else ba.bench.device.backend,
+                  r.case.op, r.case.impl, r.case.dtype, r.case.precision, "x".join(str(d) for d in r.case.shape)], r)
+                for ba in self.a.benches for r in ba.results]
+        yield _gauge("envcheck_case_ok", "1 when the benchmark case passed", CASE_LABELS,
+                     ((labels, 1 if r.status == "pass" else 0) for labels, r in rows))
+        yield _gauge("envcheck_case_gpu_time_seconds", "median time of one call", CASE_LABELS,
+                     ((labels, r.time.stats.median * 1e-6) for labels, r in rows if r.time is not None))
+        yield _gauge("envcheck_case_bandwidth_bytes_per_second", "achieved memory bandwidth", CASE_LABELS,
+                     ((labels, r.gbps * 1e9) for labels, r in rows if r.gbps is not None))
+        yield _gauge("envcheck_case_flops", "achieved FLOP/s", CASE_LABELS,
+                     ((labels, r.tflops * 1e12) for labels, r in rows if r.tflops is not None))
+        yield _gauge("envcheck_case_ceiling_ratio", "share of the ceiling the case is judged on",
+                     [*CASE_LABELS, "ceiling"],
+                     (([*labels, name], pct / 100.0) for labels, r in rows
+                      for name, pct in (("theoretical", r.pct_theoretical), ("measured", r.pct_measured))
+                      if pct is not None))
 
     def _node(self) -> Iterator[GaugeMetricFamily]:
         node = self.a.node
@@ -109,52 +91,40 @@ class _ReportCollector(Collector):
             return
         yield GaugeMetricFamily("envcheck_node_ok", "1 when the node tests found no problem",
                                 value=0 if node.problems else 1)
-        busbw = GaugeMetricFamily("envcheck_collective_busbw_bytes_per_second", "collective bus bandwidth",
-                                  labels=["op", "size_bytes", "scope"])
-        for sweep in node.sweeps:
-            scope = sweep.collectives.scope
-            for row in sweep.rows:
-                if row.busbw_gbps is not None:
-                    busbw.add_metric([row.op, str(row.size_bytes), scope], row.busbw_gbps * 1e9)
-        yield busbw
-        copies = GaugeMetricFamily("envcheck_peer_copy_bytes_per_second", "peer and host copy bandwidth",
-                                   labels=["kind", "method", "src", "dst"])
-        for c in node.copies:
-            if c.gbps is not None:
-                copies.add_metric([c.kind, c.method, str(c.src), str(c.dst)], c.gbps * 1e9)
-        yield copies
+        yield _gauge("envcheck_collective_busbw_bytes_per_second", "collective bus bandwidth",
+                     ["op", "size_bytes", "scope"],
+                     (([row.op, str(row.size_bytes), sweep.collectives.scope], row.busbw_gbps * 1e9)
+                      for sweep in node.sweeps for row in sweep.rows if row.busbw_gbps is not None))
+        yield _gauge("envcheck_peer_copy_bytes_per_second", "peer and host copy bandwidth",
+                     ["kind", "method", "src", "dst"],
+                     (([c.kind, c.method, str(c.src), str(c.dst)], c.gbps * 1e9) for c in node.copies
+                      if c.gbps is not None))
 
     def _fleet(self) -> Iterator[GaugeMetricFamily]:
-        fleet = self.a.fleet
-        if fleet is None:
-            return
-        nodes = GaugeMetricFamily("envcheck_fleet_node_ok", "1 when the fleet's verdict on the node is pass",
-                                  labels=["host"])
-        for v in fleet.verdicts:
-            nodes.add_metric([v.host], 1 if v.status == "pass" else 0)
-        yield nodes
-
+        if self.a.fleet is not None:
+            yield _gauge("envcheck_fleet_node_ok", "1 when the fleet's verdict on the node is pass", ["host"],
+                         (([v.host], 1 if v.status == "pass" else 0) for v in self.a.fleet.verdicts))
 
     def _burn(self) -> Iterator[GaugeMetricFamily]:
         burn = self.a.burn
         if burn is None:
             return
-        ok = GaugeMetricFamily("envcheck_burn_gpu_ok", "1 when the GPU held through the burn-in", labels=["gpu"])
-        flops = GaugeMetricFamily("envcheck_burn_gemm_flops", "median sustained GEMM FLOP/s", labels=["gpu"])
-        bw = GaugeMetricFamily("envcheck_burn_bandwidth_bytes_per_second", "median streaming bandwidth",
-                               labels=["gpu"])
-        power = GaugeMetricFamily("envcheck_burn_power_ratio", "highest power over the enforced limit",
-                                  labels=["gpu"])
-        for g in burn.gpus:
-            gpu = str(g.gpu.index)
-            ok.add_metric([gpu], 1 if g.status == "pass" else 0)
-            if (tf := g.rate("gemm")) is not None:
-                flops.add_metric([gpu], tf * 1e12)
-            if (gb := g.rate("bandwidth")) is not None:
-                bw.add_metric([gpu], gb * 1e9)
-            if g.power_share is not None:
-                power.add_metric([gpu], g.power_share)
-        yield from (ok, flops, bw, power)
+        gpus = [([str(g.gpu.index)], g) for g in burn.gpus]
+        yield _gauge("envcheck_burn_gpu_ok", "1 when the GPU held through the burn-in", ["gpu"],
+                     ((gpu, 1 if g.status == "pass" else 0) for gpu, g in gpus))
+        yield _gauge("envcheck_burn_gemm_flops", "median sustained GEMM FLOP/s", ["gpu"],
+                     ((gpu, tf * 1e12) for gpu, g in gpus if (tf := g.rate("gemm")) is not None))
+        yield _gauge("envcheck_burn_bandwidth_bytes_per_second", "median streaming bandwidth", ["gpu"],
+                     ((gpu, gb * 1e9) for gpu, g in gpus if (gb := g.rate("bandwidth")) is not None))
+        yield _gauge("envcheck_burn_power_ratio", "highest power over the enforced limit", ["gpu"],
+                     ((gpu, g.power_share) for gpu, g in gpus if g.power_share is not None))
+
+
+def _gauge(name: str, doc: str, labels: list[str], samples: Iterable[tuple[list[str], float]]) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, doc, labels=labels)
+    for values, value in samples:
+        family.add_metric(values, value)
+    return family
 
 
 def registry(analysis: Analysis) -> CollectorRegistry:

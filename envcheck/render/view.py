@@ -1,22 +1,23 @@
-"""A run report's sentences and compact lists, shared by every medium: templates and the terminal read the analysis
-directly; what takes more than a lookup (findings with their rows, a case's error and detail, tiles, the
-methodology, the environment) is phrased here, machine text escaped for the render's medium.
-"""
+"""A run report's sentences and compact lists, shared by every medium: what takes more than a lookup of the analysis
+(findings with their rows, a case's error, tiles, the method, the environment), machine text escaped per medium."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from envcheck.analysis import Analysis, BenchAnalysis, CaseResult
 from envcheck.analysis import flags as fl
 from envcheck.analysis.ceilings import MEASURED, THEORETICAL, Ceiling, Ceilings, MissingCeiling
 from envcheck.analysis.findings import Finding
+from envcheck.analysis.peaks import Source
+from envcheck.analysis.phases import BenchPhases
+from envcheck.analysis.summary import Tally
 from envcheck.checks import worst_first
 from envcheck.checks.keyed import keyed
-from envcheck.model import CaseKey, Check, Fact, Report, Skip, known, reasons
+from envcheck.model import CaseKey, Check, Fact, Gpu, Report, Skip, known, reasons
 from envcheck.ops import IMPLS, PRECISIONS
 from envcheck.redact import redact_value
 from envcheck.render import fmt
@@ -92,8 +93,9 @@ def flags(r: CaseResult) -> list[Flag]:
     return sorted((flag(f, r) for f in r.flags), key=lambda f: FLAG_ORDER.index(f.name))
 
 
-def flag_legend(ba: BenchAnalysis) -> list[Flag]:
-    seen = {f.name: f for r in ba.results for f in flags(r)}
+def flag_legend(rs: BenchAnalysis | Iterable[CaseResult]) -> list[Flag]:
+    """The flags of a bench's (or some) results, each once, in their order."""
+    seen = {f.name: f for r in (rs.results if isinstance(rs, BenchAnalysis) else rs) for f in flags(r)}
     return [seen[n] for n in FLAG_ORDER if n in seen]
 
 
@@ -112,7 +114,7 @@ def row_groups(keys: Sequence[CaseKey]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _said(f: Finding, prefix: str, key: str | None = None, params: Any = None, rows: Sequence[CaseKey] | None = None,
+def _said(f: Finding, prefix: str, key: str | None = None, params: Mapping[str, object] | None = None, rows: Sequence[CaseKey] | None = None,
           raw: dict[str, str] | None = None) -> Said:
     rows = tuple(f.rows if rows is None else rows)
     name = FINDING_FLAG.get(f.key)
@@ -175,7 +177,7 @@ def impls(rs: Sequence[CaseResult]) -> list[str]:
     return sorted(dict.fromkeys(r.case.impl for r in rs), key=lambda i: IMPLS.index(i) if i in IMPLS else len(IMPLS))
 
 
-def has_any(rs: Sequence[Any], attr: str) -> bool:
+def has_any(rs: Sequence[CaseResult], attr: str) -> bool:
     """Whether any row has ``attr`` (dotted) set: which columns a table shows."""
     return any(attrgetter(attr)(r) is not None for r in rs)
 
@@ -230,7 +232,7 @@ def detail(r: CaseResult) -> str:
     return join(parts + [phrase(n.key, n.params) for n in r.case.notes])
 
 
-def speedups(ba: BenchAnalysis) -> tuple[tuple[str, ...], list[tuple[str, str, list[Any]]]]:
+def speedups(ba: BenchAnalysis) -> tuple[tuple[str, ...], list[tuple[str, str, list[Tally | None]]]]:
     """The precisions, and per op and implementation each precision's tally (None: not run); Triton's
     interpreter, which has no speedup, has no row."""
     tallies = ba.summary.by_op_impl_precision
@@ -245,7 +247,7 @@ def speedups(ba: BenchAnalysis) -> tuple[tuple[str, ...], list[tuple[str, str, l
     return precisions, rows
 
 
-def speedup_range(x: Any) -> str:
+def speedup_range(x: Tally) -> str:
     return fmt.DASH if x.speedup_min is None else f"{fmt.speedup(x.speedup_min)}–{fmt.speedup(x.speedup_max)}"
 
 
@@ -291,7 +293,7 @@ def ceiling_name(name: str) -> str:
     return t(f"ceiling.name.{name}") if has(f"ceiling.name.{name}") else name
 
 
-def source(s: Any) -> str:
+def source(s: Source | str | None) -> str:
     """Where a ceiling comes from: an analysis ``Source`` phrased, or an older comparison's text as it is."""
     if s is None:
         return fmt.DASH
@@ -317,8 +319,7 @@ def method_lines(ba: BenchAnalysis) -> list[str]:
     bench, st = ba.bench, ba.bench.settings
     out = [t(f"method.{m}", samples=str(lo) if lo == hi else f"{lo}–{hi}") for m, (lo, hi) in ba.samples.items()]
     out.append(t("method.median"))
-    cuda = bench.device.backend == "cuda"
-    if cuda:
+    if bench.device.backend == "cuda":
         out.append(t("method.cold_l2") if st.cold_l2 else t("method.warm_l2"))
     if any(c.compile_s is not None for c in bench.cases):
         out.append(t("method.first_call"))
@@ -334,10 +335,8 @@ def settings(ba: BenchAnalysis) -> list[tuple[str, str]]:
     out = [("warmup_ms", fmt.num(st.warmup_ms)), ("rep_ms", fmt.num(st.rep_ms)),
            ("samples", f"{st.min_samples}–{st.max_samples}"), ("seed", str(st.seed)),
            ("quick", t("yes") if st.quick else t("no"))]
-    if ba.bench.device.backend == "cuda":
-        out.insert(3, ("cold_l2", t("yes") if st.cold_l2 else t("no")))
-    else:
-        out.insert(3, ("threads", str(st.threads) if st.threads is not None else t("unknown")))
+    out.insert(3, ("cold_l2", t("yes") if st.cold_l2 else t("no")) if ba.bench.device.backend == "cuda" else
+               ("threads", str(st.threads) if st.threads is not None else t("unknown")))
     out += [("stop_ci", fmt.ratio_pct(st.stop_ci))] if st.stop_ci is not None else []
     out += [("ops", ",".join(st.ops))] if st.ops else []
     out += [("impls", ",".join(st.impls))] if st.impls else []
@@ -383,7 +382,7 @@ def env_variables(report: Report) -> list[tuple[str, str]]:
     return [(str(k), redact_value(str(k), str(x))) for k, x in sorted(v.items())] if isinstance(v, dict) else []
 
 
-def gpu_rows(a: Analysis, g: Any) -> list[tuple[str, str | None, str | None]]:
+def gpu_rows(a: Analysis, g: Gpu) -> list[tuple[str, str | None, str | None]]:
     rows = [fact_row(f"fact.gpu.{k}", k, g.facts[k]) for k in GPU_FACTS if k in g.facts]
     bw = a.theoretical_bandwidths.get(g.index)
     if bw is not None:
@@ -407,7 +406,7 @@ def title(report: Report) -> str:
 
 
 def subtitle(report: Report) -> str:
-    kind = t(f"kind.{report.kind}") if report.kind in ("probe", "check", "run") else esc(report.kind)
+    kind = t(f"kind.{report.kind}") if has(f"kind.{report.kind}") else esc(report.kind)
     return t("report.subtitle", kind=kind, created=esc(report.created), version=esc(report.tool_version))
 
 
@@ -448,18 +447,18 @@ def phase_label(phase: str) -> str:
     return t(f"phase.{phase}") if has(f"phase.{phase}") else esc(phase)
 
 
-def phase_explain(p: Any, node: bool = False) -> str:
+def phase_explain(p: BenchPhases, node: bool = False) -> str:
     if node:
         return t("phases.node_explain", total=fmt.seconds(p.total_s))
     return t("phases.explain", total=fmt.seconds(p.total_s)) + (t("phases.probe", probe=fmt.seconds(p.probe_s))
                                                                 if p.probe_s else "")
 
 
-def phase_by_op(p: Any) -> str:
+def phase_by_op(p: BenchPhases) -> str:
     return t("phases.by_op", ops=join([f"{esc(op)} {fmt.seconds(s)}" for op, s in p.by_op])) if p.by_op else ""
 
 
-def phase_slowest(p: Any) -> str:
+def phase_slowest(p: BenchPhases) -> str:
     cases = [f"{esc(case_label(c.key))} {fmt.seconds(c.seconds)}"
              + (t("phases.span", start=fmt.num(c.span_s[0]), end=fmt.num(c.span_s[1])) if c.span_s is not None else "")
              for c in p.slowest]

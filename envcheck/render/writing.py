@@ -5,6 +5,7 @@ refusal, a full disk or Ctrl-C leave the folder as it was. ``render_after_run`` 
 from __future__ import annotations
 
 import shlex
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from envcheck.files import Content, FileSet, SetExistsError, report_stem, write_
 from envcheck.model import Report
 from envcheck.render import FORMATS, IMAGE_FORMATS, MACHINE_FORMATS
 from envcheck.render.documents import render_html, render_markdown, report_charts
+from envcheck.render.escape import visible
 from envcheck.render.i18n import DEFAULT_LANG, current, document_stem, t
 
 
@@ -124,8 +126,6 @@ def render_after_run(report: Report, analysis: Analysis, json_path: Path, format
 def outcome_message(outcome: DocumentsOutcome, json_path: Path) -> str | None:
     """What to say when the documents were not written (None when they were): the JSON is saved, none of the
     documents exists, and the command that writes them."""
-    from envcheck.render.escape import visible
-
     if outcome.ok:
         return None
     key = "run.documents.interrupted" if outcome.interrupted else "run.documents.failed"
@@ -140,11 +140,5 @@ def written_lines(paths: Sequence[Path]) -> list[str]:
         return []
     home = paths[0].parent
     lines = [str(p) for p in paths if p.parent == home]
-    folders: dict[Path, int] = {}
-    for p in paths:
-        if p.parent != home:
-            folders[p.parent] = folders.get(p.parent, 0) + 1
-    lines += [f"{d}/ ({n})" for d, n in folders.items()]
-    from envcheck.render.escape import visible
-
+    lines += [f"{d}/ ({n})" for d, n in Counter(p.parent for p in paths if p.parent != home).items()]
     return [visible(line) for line in lines]  # a name with a newline or bytes that are not UTF-8 stays one line

@@ -13,9 +13,8 @@ from envcheck.model import Check
 from envcheck.render.checktext import all_localized
 from envcheck.render.escape import term
 from envcheck.render.i18n import check_counts, t
-from envcheck.render.terminal.console import bullets, heading, table, wide
+from envcheck.render.terminal.console import STYLE, bullets, heading, table, wide
 
-STYLE = {"fail": "bold red", "warn": "yellow", "pass": "green", "skip": "dim"}
 DETAIL_LINES = 15
 
 
@@ -25,31 +24,22 @@ def status_text(status: str) -> str:
 
 def checks_table(console: Console, checks: Sequence[Check]) -> Table:
     """Every check but the skipped ones: status, check, finding with the fix under it."""
-    if wide(console):
+    is_wide = wide(console)
+    if is_wide:
         tab = table(console)
         tab.add_column(t("col.status"), no_wrap=True)
         tab.add_column(t("col.check"), overflow="fold", max_width=36)
         tab.add_column(f"{t('col.finding')} / {t('col.fix')}", overflow="fold")
-        for c in checks:
-            if c.status == "skip":
-                continue
-            cell = term(c.finding)
-            if c.fix and c.status != "pass":
-                cell += f"\n[bold]{term(t('term.fix', fix=c.fix))}[/]"
-            tab.add_row(status_text(c.status), term(c.title), cell)
-        return tab
-    # A list: the status in its own column, the rest one paragraph that wraps under itself.
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(no_wrap=True)
-    grid.add_column(overflow="fold")
-    for c in checks:
-        if c.status == "skip":
-            continue
-        text = f"[bold]{term(c.title)}[/]: {term(c.finding)}"
-        if c.fix and c.status != "pass":
-            text += f"\n[cyan]{term(t('term.fix', fix=c.fix))}[/]"
-        grid.add_row(status_text(c.status), text)
-    return grid
+    else:  # a list: the status in its own column, the rest one paragraph that wraps under itself
+        tab = Table.grid(padding=(0, 1))
+        tab.add_column(no_wrap=True)
+        tab.add_column(overflow="fold")
+    for c in (c for c in checks if c.status != "skip"):
+        fix = term(t("term.fix", fix=c.fix)) if c.fix and c.status != "pass" else ""
+        fix = f"\n[{'bold' if is_wide else 'cyan'}]{fix}[/]" if fix else ""
+        tab.add_row(status_text(c.status), *((term(c.title), term(c.finding) + fix) if is_wide
+                                             else (f"[bold]{term(c.title)}[/]: {term(c.finding)}{fix}",)))
+    return tab
 
 
 def skipped_lines(console: Console, checks: Sequence[Check]) -> None:

@@ -10,7 +10,8 @@ import os
 import re
 import sys
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import IO
 
 from rich import box
@@ -24,6 +25,9 @@ RULE_UNDER_HEAD = box.Box("    \n    \n ── \n    \n    \n    \n    \n    \n"
 ASCII_RULE_UNDER_HEAD = box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
 PIPE_WIDTH = 120  # a pipe has no width: wide enough for a log line, narrow enough for a log viewer
 WIDE_FROM = 130  # columns from which the wide layouts are used
+# The colour of each status word, in every layout (checks, cases, node cells, burns, cross-checks).
+STYLE = {"fail": "bold red", "error": "bold red", "warn": "yellow", "stopped": "yellow", "pass": "green", "skip": "dim",
+         "muted": "dim"}
 
 
 def _pipe_width() -> int:
@@ -131,6 +135,22 @@ def print_fitted(console: Console, tab: Table, keep: int = 1) -> None:
         console.print(_columns(tab, head + group, title=n == 0, caption=n == len(groups) - 1))
 
 
+def print_rows(console: Console, heads: Sequence[str], rows: Iterable[Sequence[str]], right: int | Sequence[bool] = 1,
+               title: str | None = None, caption: str | None = None, keep: int = 1, lead: str | None = None) -> None:
+    """A table after a blank line (and ``lead``, a heading of its own line), fitted; ``right``: the columns set
+    right, or the first of them (every one after it is too)."""
+    tab = table(console, title=title, caption=caption)
+    for i, head in enumerate(heads):
+        at_right = i >= right if isinstance(right, int) else right[i]
+        tab.add_column(head, justify="right" if at_right else "left", no_wrap=True)
+    for row in rows:
+        tab.add_row(*row)
+    console.print()
+    if lead:
+        console.print(lead)
+    print_fitted(console, tab, keep=keep)
+
+
 _HEADED: weakref.WeakSet[Console] = weakref.WeakSet()
 
 
@@ -147,6 +167,22 @@ def started(console: Console) -> None:
     """Something was printed: the next ``heading`` gets its blank line above (a run's summary table
     printed before the first heading ran straight into "Findings")."""
     _HEADED.add(console)
+
+
+def styled(text: str, style: str) -> str:
+    return f"[{style}]{text}[/]" if style and text else text
+
+
+def print_written(console: Console, written: Sequence[Path]) -> None:
+    """The files a command wrote, under their heading."""
+    from envcheck.render.escape import term
+    from envcheck.render.i18n import t
+    from envcheck.render.writing import written_lines
+
+    if written:
+        heading(console, t("term.report"))
+        for line in written_lines(written):
+            console.print(f"  {term(line)}")
 
 
 def bullets(console: Console, items: Sequence[tuple[str, str]]) -> None:

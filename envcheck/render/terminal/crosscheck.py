@@ -9,9 +9,8 @@ from envcheck.analysis.crosscheck import CrosscheckAnalysis
 from envcheck.render import crosscheck_view as cv
 from envcheck.render.escape import term
 from envcheck.render.i18n import escaping, t
-from envcheck.render.terminal.console import bullets, heading
+from envcheck.render.terminal.console import STYLE, bullets, heading
 
-STYLE = {"fail": "bold red", "pass": "green", "skip": "dim"}
 MAX_FINDINGS = 20  # the terminal's share; the report lists every one
 
 

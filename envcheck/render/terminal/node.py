@@ -14,17 +14,10 @@ from envcheck.model import Report
 from envcheck.render.escape import term
 from envcheck.render.fleet_view import FleetView, fleet_view
 from envcheck.render.i18n import escaping, t
-from envcheck.render.node_view import Cell, Line, Part, Section, Table
-from envcheck.render.terminal.console import bullets, heading, print_fitted, table, wide
-from envcheck.render.writing import written_lines
+from envcheck.render.node_view import Cell, Line, Part, Section, Table, Tile
+from envcheck.render.terminal.console import STYLE, bullets, heading, print_rows, print_written, styled, wide
 
-STYLE = {"fail": "bold red", "warn": "yellow", "pass": "green", "muted": "dim"}
 MARK = {"fail": "[bold red]✗[/]", "warn": "[yellow]![/]", "pass": "[green]✓[/]"}
-
-
-def _styled(text: str, status: str) -> str:
-    style = STYLE.get(status, "")
-    return f"[{style}]{text}[/]" if style and text else text
 
 
 def line_items(console: Console, items: Sequence[Line]) -> None:
@@ -32,29 +25,28 @@ def line_items(console: Console, items: Sequence[Line]) -> None:
         bullets(console, [(MARK.get(x.level, "-"), x.text) for x in items])
 
 
+def print_tiles(console: Console, tiles: Sequence[Tile]) -> None:
+    bullets(console, [(MARK.get(x.status or "", "-"), f"{x.label}: [bold]{x.value}[/]"
+                       + (f" [dim]({'; '.join(x.lines)})[/]" if x.lines else "")) for x in tiles])
+
+
 def _cell(c: Cell, subs: bool) -> str:
-    text = _styled(c.text, c.status)
+    text = styled(c.text, STYLE.get(c.status, ""))
     return f"{text} [dim]{c.sub}[/]" if subs and c.sub else text
 
 
 def print_table(console: Console, tbl: Table) -> None:
-    is_wide = wide(console)
-    if tbl.title:
-        console.print()
-        console.print(f"[bold]{tbl.title}[/]")
+    is_wide, title = wide(console), f"[bold]{tbl.title}[/]" if tbl.title else None
     if tbl.layout == "facts":
+        if title:
+            console.print()
+            console.print(title)
         bullets(console, [("-", f"{row[0].text}: {_cell(row[1], True)}") for row in tbl.rows])
     else:
         keep = [i for i in range(len(tbl.cols)) if is_wide or i not in tbl.detail]
         subs = is_wide or tbl.subs == "always"
-        tab = table(console)
-        for i in keep:
-            tab.add_column(tbl.cols[i], justify="right" if tbl.right[i] else "left", no_wrap=True)
-        for row in tbl.rows:
-            tab.add_row(*(_cell(row[i], subs) for i in keep))
-        if not tbl.title:
-            console.print()
-        print_fitted(console, tab)
+        print_rows(console, [tbl.cols[i] for i in keep], [[_cell(row[i], subs) for i in keep] for row in tbl.rows],
+                   [tbl.right[i] for i in keep], lead=title)
     line_items(console, tbl.notes)
 
 
@@ -70,8 +62,8 @@ def print_part(console: Console, part: Part) -> None:
 def print_section(console: Console, sec: Section) -> None:
     title = sec.title
     if sec.status:
-        status = {"pass": "pass", "fail": "fail"}.get(sec.status, "warn")
-        title += " " + _styled(t(f"node.status.{sec.status}").upper(), status)
+        style = STYLE[sec.status if sec.status in ("pass", "fail") else "warn"]
+        title += " " + styled(t(f"node.status.{sec.status}").upper(), style)
     heading(console, title)
     line_items(console, sec.lines)
     for part in sec.parts:
@@ -89,8 +81,7 @@ def print_fleet(console: Console, report: Report, analysis: Analysis, written: S
 def _print_fleet(console: Console, v: FleetView, written: Sequence[Path], full: bool) -> None:
     heading(console, v.title)
     console.print(f"[dim]{v.machine}[/]")
-    bullets(console, [(MARK.get(x.status or "", "-"), f"{x.label}: [bold]{x.value}[/]"
-                       + (f" [dim]({'; '.join(x.lines)})[/]" if x.lines else "")) for x in v.tiles])
+    print_tiles(console, v.tiles)
     nodes = [sec for sec in v.sections if sec.id.startswith("node-")]
     for sec in v.sections:
         if full or sec not in nodes:
@@ -101,7 +92,4 @@ def _print_fleet(console: Console, v: FleetView, written: Sequence[Path], full: 
     if nodes and not full:
         console.print()
         console.print(f"[dim]{t('fleet.node.details')}[/]")
-    if written:
-        heading(console, t("term.report"))
-        for line in written_lines(written):
-            console.print(f"  {term(line)}")
+    print_written(console, written)

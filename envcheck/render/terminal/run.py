@@ -1,45 +1,36 @@
 """The terminal summary of ``envcheck run``: a table per op, the findings, the totals, the checks. Below
-``console.WIDE_FROM`` columns an op table has a time per implementation, its speedups, the best share of the
-theoretical ceiling, the worst error over its bound and the flags as letters (a legend printed); from there on
-throughput and both shares per implementation, flags spelt out. No cell wraps at 100 columns.
-"""
+``console.WIDE_FROM`` columns the op tables abbreviate (flags as letters, with a legend): no cell wraps at 100."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rich.console import Console
 
 from envcheck.analysis import Analysis, BenchAnalysis, CaseResult
 from envcheck.checks.keyed import keyed
-from envcheck.model import Report
+from envcheck.model import Case, Report
 from envcheck.render import fmt
 from envcheck.render import view as v
 from envcheck.render.checktext import all_localized
 from envcheck.render.escape import term
 from envcheck.render.i18n import check_counts, escaping, t
-from envcheck.render.terminal.console import bullets, heading, print_fitted, started, table, wide
-from envcheck.render.writing import written_lines
+from envcheck.render.terminal import console as tc
+from envcheck.render.terminal.console import bullets, heading, print_rows, print_written, started, styled, wide
 
-STATUS_STYLE = {"fail": "bold red", "error": "bold red", "warn": "yellow", "pass": "green", "skip": "dim"}
+Row = dict[str, CaseResult]  # a table row: one size and precision, a result per implementation
 
 
 def _speed_style(x: float | None) -> str:
-    if x is None:
-        return ""
-    return "green" if x >= 1.05 else "yellow" if x < 0.95 else ""
+    return "" if x is None else "green" if x >= 1.05 else "yellow" if x < 0.95 else ""
 
 
-def _styled(text: str, style: str) -> str:
-    return f"[{style}]{text}[/]" if style and text else text
-
-
-def _error_cell(rows: dict[str, CaseResult], values: bool = False) -> str:
+def _error_cell(rows: Row, values: bool = False) -> str:
     """The row's worst error: as a share of its tolerance, or (``values``) the error and the tolerance; where
     an op with several outputs failed on some, those outputs (named, or with their ratios when ``values``)."""
     if any(r.status == "error" for r in rows.values()):
-        return _styled("error", "bold red")
+        return styled("error", "bold red")
     judged = [r for r in rows.values() if r.verdict is not None and r.verdict.ratio is not None]
     if not judged:
         return fmt.DASH
@@ -50,7 +41,17 @@ def _error_cell(rows: dict[str, CaseResult], values: bool = False) -> str:
         text += "; " + "; ".join(v.failed_outputs(r) for r in failing)
     elif failing:
         text += " " + term(",".join(dict.fromkeys(o for r in failing for o in r.verdict.failed_outputs)))  # type: ignore[union-attr]
-    return _styled(text, "bold red" if any(r.status == "fail" for r in rows.values()) else "")
+    return styled(text, "bold red" if any(r.status == "fail" for r in rows.values()) else "")
+
+
+def _case(row: Row) -> Case:
+    return next(iter(row.values())).case
+
+
+def _flags_cell(rows: Row, is_wide: bool) -> str:
+    flags = v.flag_legend(rows.values())
+    text = ", ".join(f.label for f in flags) if is_wide else " ".join(f.abbr for f in flags)
+    return styled(term(text), "yellow" if flags else "")
 
 
 def op_table(console: Console, ba: BenchAnalysis, op: str, rs: Sequence[CaseResult]) -> None:
@@ -62,60 +63,39 @@ def op_table(console: Console, ba: BenchAnalysis, op: str, rs: Sequence[CaseResu
     is_wide = wide(console)
     time_label = t("col.gpu_time") if has_gpu else t("col.host_time") if ba.bench.device.backend == "cpu" \
         else t("col.launch_time")
-    tab = table(console)
-    tab.add_column(t("col.size"), justify="right", no_wrap=True)
-    tab.add_column(t("col.dtype"), no_wrap=True)
-    for impl in impls:
-        tab.add_column(term(impl), justify="right", no_wrap=True)
-    for impl in others if has_speedup else ():
-        tab.add_column(f"×{term(impl)}", justify="right", no_wrap=True)
-    if is_wide:
-        tab.add_column(f"{unit} ({'/'.join(impls)})", justify="right", no_wrap=True)
-        if has_share:
-            tab.add_column(f"{t('col.pct_theoretical')} ({'/'.join(impls)})", justify="right", no_wrap=True)
-    else:
-        if len(impls) == 1:  # room for the throughput: one implementation, no speedup columns
-            tab.add_column(unit, justify="right", no_wrap=True)
-        if has_share:
-            tab.add_column(t("term.col.best_pct"), justify="right", no_wrap=True)
-    tab.add_column(t("col.error") if is_wide else t("term.col.err_tol"), justify="right", no_wrap=True)
-    has_flags = any(r.flags for r in rs)
-    if has_flags:
-        tab.add_column(t("col.flags"), no_wrap=True)
-    groups: dict[tuple[str, str], dict[str, CaseResult]] = {}
+
+    def each(show: Callable[[CaseResult], str]) -> Callable[[Row], str]:  # every implementation's, side by side
+        return lambda row: " / ".join(show(row[i]) if i in row else fmt.DASH for i in impls)
+
+    def best_share(row: Row) -> str:  # the highest share of the theoretical ceiling among the implementations
+        shares = [r.pct_theoretical for r in row.values() if r.pct_theoretical is not None]
+        return fmt.pct(max(shares)) if shares else fmt.DASH
+
+    cols: list[tuple[str, bool, Callable[[Row], str]]] = [
+        (t("col.size"), True, lambda row: term(fmt.shape(_case(row).shape))),
+        (t("col.dtype"), False, lambda row: term(fmt.precision_label(_case(row).dtype, _case(row).precision)))]
+    cols += [(term(i), True, lambda row, i=i: styled(v.case_time(row[i], "gpu" if has_gpu else "launch"),
+                                                     "red" if row[i].status == "error" else "") if i in row else "")
+             for i in impls]
+    cols += [(f"×{term(i)}", True, lambda row, i=i: styled(fmt.speedup(row[i].speedup), _speed_style(row[i].speedup))
+              if i in row else "") for i in (others if has_speedup else ())]
+    if is_wide or len(impls) == 1:  # narrow: room for the throughput with one implementation only
+        cols.append((f"{unit} ({'/'.join(impls)})" if is_wide else unit, True, each(v.throughput)))
+    if has_share and is_wide:
+        cols.append((f"{t('col.pct_theoretical')} ({'/'.join(impls)})", True, each(lambda r: fmt.pct(r.pct_theoretical))))
+    elif has_share:
+        cols.append((t("term.col.best_pct"), True, best_share))
+    cols.append((t("col.error") if is_wide else t("term.col.err_tol"), True, lambda row: _error_cell(row, is_wide)))
+    if any(r.flags for r in rs):
+        cols.append((t("col.flags"), False, lambda row: _flags_cell(row, is_wide)))
+    groups: dict[tuple[str, str], Row] = {}
     for r in rs:
         groups.setdefault((fmt.precision_label(r.case.dtype, r.case.precision), fmt.shape(r.case.shape)), {})[
             r.case.impl] = r
-    for (variant, size), rows in groups.items():
-        cells = [term(size), term(variant)]
-        cells += [_styled(v.case_time(rows[i], "gpu" if has_gpu else "launch"),
-                          "red" if rows[i].status == "error" else "") if i in rows else "" for i in impls]
-        if has_speedup:
-            cells += [_styled(fmt.speedup(rows[i].speedup), _speed_style(rows[i].speedup)) if i in rows else ""
-                      for i in others]
-        if is_wide:
-            cells.append(" / ".join(v.throughput(rows[i]) if i in rows else fmt.DASH for i in impls))
-            if has_share:
-                cells.append(" / ".join(fmt.pct(rows[i].pct_theoretical) if i in rows else fmt.DASH for i in impls))
-        else:
-            if len(impls) == 1:
-                cells.append(v.throughput(rows[impls[0]]) if impls[0] in rows else fmt.DASH)
-            if has_share:  # the highest share of the theoretical ceiling among the row's implementations
-                shares = [r for r in rows.values() if r.pct_theoretical is not None]
-                cells.append(fmt.pct(max(shares, key=lambda r: r.pct_theoretical or 0.0).pct_theoretical)
-                             if shares else fmt.DASH)
-        cells.append(_error_cell(rows, values=is_wide))
-        seen = {f.name: f for r in rows.values() for f in v.flags(r)}
-        flags = [seen[n] for n in v.FLAG_ORDER if n in seen]
-        if has_flags:
-            text = ", ".join(f.label for f in flags) if is_wide else " ".join(f.abbr for f in flags)
-            cells.append(_styled(term(text), "yellow" if flags else ""))
-        tab.add_row(*cells)
-    console.print()
     # The heading is a line of its own: as a table title it would wrap at the table's width.
     caption = t("term.op_caption", time=time_label) if has_speedup else t("term.op_caption_plain", time=time_label)
-    console.print(f"[bold]{term(op)}[/]  [dim]{caption}[/]")
-    print_fitted(console, tab, keep=2)  # size and dtype name a row
+    print_rows(console, [head for head, _, _ in cols], [[cell(row) for _, _, cell in cols] for row in groups.values()],
+               [right for _, right, _ in cols], keep=2, lead=f"[bold]{term(op)}[/]  [dim]{caption}[/]")
 
 
 def _finding_lines(console: Console, items: Sequence[v.Said]) -> None:
@@ -133,29 +113,16 @@ def _finding_lines(console: Console, items: Sequence[v.Said]) -> None:
 
 
 def totals(console: Console, ba: BenchAnalysis) -> None:
-    tab = table(console, title=t("section.summary"))
-    tab.add_column(t("col.op"), no_wrap=True)
-    for col in ("col.cases", "col.passed", "col.failed", "col.errors"):
-        tab.add_column(t(col), justify="right", no_wrap=True)
-    for x in (*ba.summary.by_op, ba.summary.overall):
-        bad = x.failed or x.errors
-        tab.add_row(term(x.op or t("summary.all")), str(x.cases), _styled(str(x.passed), "" if bad else "green"),
-                    _styled(str(x.failed), "bold red" if x.failed else ""),
-                    _styled(str(x.errors), "bold red" if x.errors else ""))
-    console.print()
-    print_fitted(console, tab)
+    print_rows(console, [t(c) for c in ("col.op", "col.cases", "col.passed", "col.failed", "col.errors")],
+               [(term(x.op or t("summary.all")), str(x.cases), styled(str(x.passed), "" if x.failed or x.errors else "green"),
+                 styled(str(x.failed), "bold red" if x.failed else ""), styled(str(x.errors), "bold red" if x.errors else ""))
+                for x in (*ba.summary.by_op, ba.summary.overall)], title=t("section.summary"))
     precisions, rows = v.speedups(ba)
     if rows:
-        sp = table(console, title=t("term.speedups"), caption=t("term.speedups_caption"))
-        sp.add_column(t("col.op"), no_wrap=True)
-        sp.add_column(t("col.impl"), no_wrap=True)
-        for p in precisions:
-            sp.add_column(p, justify="right", no_wrap=True)
-        for op, impl, cells in rows:
-            sp.add_row(term(op), term(impl), *(_styled(fmt.speedup(x.speedup_geomean), _speed_style(x.speedup_geomean))
-                                               if x else fmt.DASH for x in cells))
-        console.print()
-        print_fitted(console, sp, keep=2)
+        print_rows(console, [t("col.op"), t("col.impl"), *precisions],
+                   [(term(op), term(impl), *(styled(fmt.speedup(x.speedup_geomean), _speed_style(x.speedup_geomean))
+                                             if x else fmt.DASH for x in cells)) for op, impl, cells in rows],
+                   2, t("term.speedups"), t("term.speedups_caption"), keep=2)
 
 
 def bench_lines(console: Console, ba: BenchAnalysis, prefix: str = "") -> None:
@@ -228,15 +195,15 @@ def check_lines(console: Console, report: Report) -> None:
         return
     verdict = report.verdict
     console.print()
-    console.print(_styled(t("term.checks", verdict=t(f"status.{verdict}"), counts=check_counts(report.checks)),
-                          STATUS_STYLE.get(verdict, "")))
+    console.print(styled(t("term.checks", verdict=t(f"status.{verdict}"), counts=check_counts(report.checks)),
+                          tc.STYLE.get(verdict, "")))
     lines = []
     for c in all_localized(keyed(report.checks, report.environment, report.node)):
         if c.status in ("fail", "warn"):
             text = f"{term(c.title)}: {term(c.finding)}"
             if c.fix:
                 text += f"\n[cyan]{term(t('term.fix', fix=c.fix))}[/]"
-            lines.append((_styled(t(f"status.{c.status}").upper(), STATUS_STYLE[c.status]), text))
+            lines.append((styled(t(f"status.{c.status}").upper(), tc.STYLE[c.status]), text))
     if lines:
         bullets(console, lines)
 
@@ -250,20 +217,15 @@ def print_run(console: Console, report: Report, analysis: Analysis, written: Seq
         elif analysis.bench is not None:
             bench_lines(console, analysis.bench)
         check_lines(console, report)
-        if written:
-            heading(console, t("term.report"))
-            for line in written_lines(written):
-                console.print(f"  {term(line)}")
+        print_written(console, written)
 
 
 def _print_node_run(console: Console, report: Report, analysis: Analysis) -> None:
     from envcheck.render.node_view import node_section, node_tiles
-    from envcheck.render.terminal.node import MARK, print_section
+    from envcheck.render.terminal.node import print_section, print_tiles
 
     heading(console, v.title(report))
-    tiles = node_tiles(analysis.node) if analysis.node is not None else ()
-    bullets(console, [(MARK.get(x.status or "", "-"), f"{x.label}: [bold]{x.value}[/]"
-                       + (f" [dim]({'; '.join(x.lines)})[/]" if x.lines else "")) for x in tiles])
+    print_tiles(console, node_tiles(analysis.node) if analysis.node is not None else ())
     if analysis.node is not None:
         print_section(console, node_section(analysis.node))
     if analysis.node_phases is not None:
