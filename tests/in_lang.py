@@ -9,7 +9,7 @@ from envcheck.analysis import analyse
 from envcheck.render import documents, health, junit, writing
 from envcheck.render.i18n import escaping, language, t
 from envcheck.render.i18n import phrase as i18n_phrase
-from envcheck.render.terminal import burn, checks, compare, crosscheck, environment, node, run
+from envcheck.render.terminal import bench, burn, checks, compare, crosscheck, environment, node
 
 
 def render_markdown(report, lang="en", charts_dir="charts", analysis=None, charts=None) -> str:
@@ -39,7 +39,7 @@ def render_histories(hs, fmt, lang="en") -> str:
 
 def print_run(console, report, analysis, written=(), lang="en") -> None:
     with language(lang):
-        run.print_run(console, report, analysis, written)
+        bench.print_run(console, report, analysis, written)
 
 
 def print_fleet(console, report, analysis, written=(), lang="en", full=False) -> None:

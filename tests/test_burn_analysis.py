@@ -9,7 +9,7 @@ import random
 import pytest
 
 from envcheck.analysis.burn import THRESHOLDS, analyse_burn, drift
-from envcheck.burn.run import new_xids
+from envcheck.burn.launch import new_xids
 from envcheck.burn.telemetry import Sampler, TelemetrySample, to_telemetry
 from envcheck.model import BenchDevice, Stop, StopCause
 from envcheck.model.burn import Burn, BurnGpu, MemtestRecord, PhaseRun, SdcMismatch, SdcRecord

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from envcheck.analysis.burn import analyse_burn
+from envcheck.burn.launch import burn_gpus
 from envcheck.burn.protocol import plans
-from envcheck.burn.run import burn_gpus
 from envcheck.model.node import XidScan
 
 pytestmark = pytest.mark.gpu

@@ -10,8 +10,8 @@ torch = pytest.importorskip("torch")
 from envcheck.analysis.burn import analyse_burn  # noqa: E402
 from envcheck.burn import memtest  # noqa: E402
 from envcheck.burn.gemm import Gemm, SdcChecker  # noqa: E402
+from envcheck.burn.launch import Collected  # noqa: E402
 from envcheck.burn.protocol import BurnPlan, PhaseEnded, decode, encode  # noqa: E402
-from envcheck.burn.run import Collected  # noqa: E402
 from envcheck.burn.worker import BurnWorker  # noqa: E402
 from envcheck.model.burn import Burn  # noqa: E402
 

@@ -20,8 +20,8 @@ from in_lang import render_html, render_markdown
 from envcheck import cli, model
 from envcheck.analysis import analyse
 from envcheck.burn import protocol
+from envcheck.burn.launch import burn_gpus
 from envcheck.burn.protocol import plans
-from envcheck.burn.run import burn_gpus
 from envcheck.burn.telemetry import TelemetrySample
 from envcheck.errors import UsageError
 from envcheck.model import BenchDevice, Report, StopCause

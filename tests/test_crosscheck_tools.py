@@ -20,7 +20,7 @@ from fake_crosscheck_worker import TOKEN, command
 
 from envcheck import cli, model
 from envcheck.crosscheck import copies, kernel_worker, kernels, loops, nccl_tests_run
-from envcheck.crosscheck.run import CrosscheckRun, run_crosscheck
+from envcheck.crosscheck.tools import CrosscheckRun, run_crosscheck
 from envcheck.harness.failures import Crash, Outcome
 from envcheck.model import Note
 from envcheck.model.crosscheck import Crosscheck, ToolRun
@@ -283,7 +283,7 @@ def test_nccl_tests_runs_each_mode_and_reads_its_real_output(tmp_path):
 
 
 def test_nccl_tests_runs_the_sizes_envcheck_measured():
-    from envcheck.crosscheck.run import nccl_tests_sweep
+    from envcheck.crosscheck.tools import nccl_tests_sweep
     from envcheck.model.node import CollectiveResult, Collectives
 
     results = (all_reduce(MiB, 70.0, 12.0), all_reduce(4 * MiB, 90.0, 40.0),
@@ -449,7 +449,7 @@ def test_fleet_passes_each_ranks_and_leaders_crosschecks_to_its_node(tmp_path):
     from envcheck.commands.fleet import fleet_report
     from envcheck.model import Environment
     from envcheck.node.collective_run import SweepPlan
-    from envcheck.node.fleet import FleetDeps, FleetOptions, RankContext, run_rank
+    from envcheck.node.fleet_rank import FleetDeps, FleetOptions, RankContext, run_rank
 
     world, per_node = 4, 2
     transports = MemoryTransport.fleet(world)

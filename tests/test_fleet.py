@@ -17,7 +17,7 @@ from envcheck.model import Bench, BenchDevice, Check, Environment, build, to_dic
 from envcheck.model.fleet import Baseline, Fleet, FleetNode, Reference, Rule
 from envcheck.model.node import Node
 from envcheck.node.collective_run import SweepPlan
-from envcheck.node.fleet import (
+from envcheck.node.fleet_rank import (
     FleetDeps,
     FleetOptions,
     RankContext,

@@ -22,7 +22,7 @@ from envcheck.model import Bench, BenchDevice, Environment, Note, Skip, build, t
 from envcheck.model.fleet import Fleet, FleetNode, RankStatus
 from envcheck.model.node import Launch, Node
 from envcheck.node.collective_run import RankOutput, SweepPlan, assemble
-from envcheck.node.fleet import FleetDeps, FleetOptions, RankContext, run_rank
+from envcheck.node.fleet_rank import FleetDeps, FleetOptions, RankContext, run_rank
 from envcheck.node.transport import StoreTransport
 
 PLAN = SweepPlan(ops=("all_reduce",), sizes=(1 << 16,), warmup=1, iters=2, device="cpu", narrow=False)

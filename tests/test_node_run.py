@@ -16,7 +16,7 @@ from envcheck.model import build, to_dict
 from envcheck.model.node import Node
 from envcheck.node.collective_run import Placement, SweepPlan, run_sweep
 from envcheck.node.peer import PeerPlan
-from envcheck.node.run import NodeDeps, NodeOptions, run_node
+from envcheck.node.steps import NodeDeps, NodeOptions, run_node
 
 MiB = 1 << 20
 

@@ -10,7 +10,7 @@ import pytest
 
 from envcheck.harness.signals import as_interrupt, stop_signals
 from envcheck.model.node import Node
-from envcheck.node import run as node_run
+from envcheck.node import steps as node_steps
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
@@ -43,7 +43,7 @@ def test_sigterm_during_the_node_tests_returns_the_node_marked_interrupted(monke
             raise KeyboardInterrupt(Node("vm", (0, 1), settings={"interrupted": True})) from None
         return Node("vm", (0, 1))
 
-    monkeypatch.setattr(node_run, "run_node", run_node)
+    monkeypatch.setattr(node_steps, "run_node", run_node)
 
-    result = node_run.run_node_suite((0, 1), (), str(tmp_path), 60.0)
+    result = node_steps.run_node_suite((0, 1), (), str(tmp_path), 60.0)
     assert result.interrupted and result.node.settings.get("interrupted") is True

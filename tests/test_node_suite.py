@@ -17,7 +17,7 @@ from envcheck.analysis.ceilings import ceilings
 from envcheck.bench import suite
 from envcheck.commands.options import RunOptions
 from envcheck.model import Environment, Gpu, known
-from envcheck.node.run import NodeDeps, run_node_suite
+from envcheck.node.steps import NodeDeps, run_node_suite
 from envcheck.probes.link_counters import LINKS_SECTION
 
 

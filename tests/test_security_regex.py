@@ -20,7 +20,7 @@ import pytest
 from envcheck import anonymize, redact, reportname
 from envcheck.analysis import burn, fleet, peaks
 from envcheck.checks import cuda_versions, torch
-from envcheck.node import fleet as node_fleet
+from envcheck.node import fleet_rank as node_fleet
 from envcheck.node import nccl_log, nccl_tests
 from envcheck.outside_json import read_json
 from envcheck.outside_text import encodable, json_text, visible

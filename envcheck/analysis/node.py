@@ -186,7 +186,7 @@ def gpu_condition(env: Environment, index: int) -> GpuCondition:
 
 # Node tests that were skipped because they do not apply here, not because something failed.
 NOT_APPLICABLE = ("no_cuda", "not_requested", "single_gpu")
-# A node test that raised: ``envcheck.node.run`` records ``f"{CRASHED}: {exception}"`` as its reason.
+# A node test that raised: ``envcheck.node.steps`` records ``f"{CRASHED}: {exception}"`` as its reason.
 CRASHED = "crashed"
 
 # Every key the node runner and this module hand to the presentation, each phrased in the catalogues

@@ -39,7 +39,7 @@ def burn_devices(gpus: Sequence[int], minutes: float, *, cpu: bool = False, stre
                  control: str | None = None, control_gpu: int | None = None) -> Burn:
     """``burn.run.burn_node`` with a progress line per GPU and phase on ``stream`` (stderr): ``envcheck burn`` and
     ``run --burn``."""
-    from envcheck.burn.run import burn_node
+    from envcheck.burn.launch import burn_node
 
     return burn_node(gpus, minutes, cpu=cpu, on_event=progress(stream if stream is not None else sys.stderr, cpu),
                      control=control, control_gpu=control_gpu)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from envcheck.analysis import Analysis
     from envcheck.bench.protocol import Event
     from envcheck.node.collective_run import RankOutput, SweepPlan
-    from envcheck.node.fleet import FleetDeps, RankContext, WorldGo
+    from envcheck.node.fleet_rank import FleetDeps, RankContext, WorldGo
     from envcheck.node.transport import Transport
 
 DEFAULT_SWEEP_SIZES = "1M..4G"  # on GPUs (NCCL); on the CPU the node tests' small gloo sweep
@@ -91,10 +91,10 @@ def real_deps(args: FleetOptions, ctx: RankContext, transport: Transport, sweep:
     from envcheck.bench import runner, suite
     from envcheck.checks import evaluate
     from envcheck.node.collective_run import Placement, launch_sweep, read_outputs
-    from envcheck.node.fleet import FleetDeps, local_gpus
+    from envcheck.node.fleet_rank import FleetDeps, local_gpus
     from envcheck.node.launch import SubprocessLauncher
     from envcheck.node.peer import PeerPlan
-    from envcheck.node.run import NodeOptions, run_node
+    from envcheck.node.steps import NodeOptions, run_node
     from envcheck.probes.collect import collect, utc_now
     from envcheck.probes.link_counters import LINKS_SECTION, probe_links
 
@@ -154,7 +154,7 @@ def real_deps(args: FleetOptions, ctx: RankContext, transport: Transport, sweep:
 
     deps = FleetDeps(transport, bench, probe, node, world)
     if args.crosscheck:
-        from envcheck.crosscheck.run import kernel_crosscheck, node_crosscheck
+        from envcheck.crosscheck.tools import kernel_crosscheck, node_crosscheck
 
         deps = replace(deps, gpu_crosscheck=lambda b, ordinal: kernel_crosscheck(
             [b], cuda_indices={b.device.index or 0: ordinal}).crosscheck,
@@ -217,7 +217,7 @@ def sweep_plan(args: FleetOptions, cpu: bool) -> SweepPlan:
     """The collectives' plan: nccl-tests' sweep on GPUs, the node tests' small one on the CPU (gloo), with the
     options given."""
     from envcheck.node.collective_run import SweepPlan
-    from envcheck.node.run import quick_sweep
+    from envcheck.node.steps import quick_sweep
 
     base = quick_sweep("cpu") if cpu else SweepPlan(sizes=parse_sweep_sizes(DEFAULT_SWEEP_SIZES))
     return replace(base, sizes=parse_sweep_sizes(args.sweep_sizes) if args.sweep_sizes else base.sizes,
@@ -283,7 +283,7 @@ def main(args: FleetOptions) -> int:
 
 def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
     from envcheck.commands.run import output_dir, publish
-    from envcheck.node.fleet import FleetOptions, export_for_torch, finish, local_gpus, rank_context, run_rank
+    from envcheck.node.fleet_rank import FleetOptions, export_for_torch, finish, local_gpus, rank_context, run_rank
     from envcheck.node.transport import open_store_transport
     from envcheck.userdirs import out_dir as default_out_dir
 

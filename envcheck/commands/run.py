@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
     from envcheck.analysis import Analysis
-    from envcheck.crosscheck.run import CrosscheckRun
+    from envcheck.crosscheck.tools import CrosscheckRun
 
 FORMATS = ("json", "md", "html", "junit", "prometheus")
 RUNTIME_PROBE_TIMEOUT_S = 120.0
@@ -44,7 +44,7 @@ class Collaborators:
     evaluate: Callable[[Environment], Sequence[Check]]
     new_report: Callable[..., Report]
     worker_command: Sequence[str] = runner.WORKER_COMMAND
-    crosscheck: Callable[..., CrosscheckRun] | None = None  # --crosscheck (None: crosscheck/run.py's)
+    crosscheck: Callable[..., CrosscheckRun] | None = None  # --crosscheck (None: crosscheck/tools.py's)
 
 
 def collaborators() -> Collaborators:
@@ -298,7 +298,7 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
     gpus = s.gpus.pick(len(env.gpus)) if s.gpus is not None else (plan.index,)
     if s.gpus is not None:
         from envcheck.analysis.node import node_problems
-        from envcheck.node.run import run_node_suite
+        from envcheck.node.steps import run_node_suite
         from envcheck.probes.collect import hostname
 
         host = hostname()
@@ -339,14 +339,14 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
             say(phrase(note.key, note.params))
 
     if s.crosscheck and not stopped:
-        from envcheck.crosscheck.run import run_crosscheck
+        from envcheck.crosscheck.tools import run_crosscheck
 
         say(t(f"run.cli.crosscheck{'.node' if node_work else ''}"))
         try:
             cross = (deps.crosscheck or run_crosscheck)(benches, sections.get("node"), node_work)
         except Exception as e:  # noqa: BLE001 - a bug of the cross-checks: a finding, never the finished run's loss
             from envcheck.analysis.crosscheck import CRASHED_NOTE
-            from envcheck.crosscheck.run import CrosscheckRun
+            from envcheck.crosscheck.tools import CrosscheckRun
             from envcheck.errors import one_line
             from envcheck.model.crosscheck import Crosscheck
 
@@ -365,8 +365,8 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
                   err_stream, stdout, command)
     report, analysis, written = out.report, out.analysis, out.written
     stopped = stopped or out.stopped
+    from envcheck.render.terminal.bench import print_run
     from envcheck.render.terminal.console import make_console
-    from envcheck.render.terminal.run import print_run
 
     console = make_console(out.stream)
     print_run(console, report, analysis, written)

@@ -20,7 +20,7 @@ WORKER_MODULE = "envcheck.crosscheck.copy_worker"
 CALLS = 20  # copies back to back per loop, as tools/evidence/compare_node.py
 LOOPS = 5
 WARMUP = 3
-TIMEOUT_S = 240.0  # as the peer copies' own worker (node/run.py)
+TIMEOUT_S = 240.0  # as the peer copies' own worker (node/steps.py)
 
 
 def assemble(events: list[dict[str, Json]], gpus: tuple[int, ...],

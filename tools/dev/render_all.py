@@ -129,7 +129,7 @@ def _print_report(console, report, analysis) -> None:
         if report.kind == "check":
             print_checks(console, report.checks, report.environment.probe_s)
     else:
-        from envcheck.render.terminal.run import print_run
+        from envcheck.render.terminal.bench import print_run
 
         print_run(console, report, analysis)
         if analysis.crosscheck is not None:

@@ -17,7 +17,7 @@ from envcheck.node.launch import Launcher
 from envcheck.probes.collect import utc_now
 
 INTERPRET_VAR = "TRITON_INTERPRET"
-SWEEP_FOLDER = "collectives"  # where node/run.py's run_node puts the sweep's files in the node's work folder
+SWEEP_FOLDER = "collectives"  # where node/steps.py's run_node puts the sweep's files in the node's work folder
 
 
 @dataclass(frozen=True)
