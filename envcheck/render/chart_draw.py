@@ -285,7 +285,7 @@ def _panel(ax: Axes, panel: Panel) -> None:
         ax.axhline(ref.value, color=ref.color, ls="--" if ref.dashed else "-", lw=1.3, zorder=1.5)
     x_lo, x_hi = ax.get_xlim()
     for roof, a, b in roof_segments(panel.roofs, x_lo, x_hi):
-        ys = (roof.bandwidth * a, roof.bandwidth * b) if isinstance(roof, MemoryRoof) else (roof.peak, roof.peak)
+        ys = (roof.value * a, roof.value * b) if isinstance(roof, MemoryRoof) else (roof.value, roof.value)
         ax.plot((a, b), ys, color=roof.color, ls="--" if roof.measured else "-", lw=1.5, zorder=1.5)
     ax.set_xlim(x_lo, x_hi)
     # Sizes a series ran at (a chart of run times): a compile series measured at fewer sizes breaks where it did not.

@@ -1,6 +1,6 @@
 """What a chart shows, as data (``Chart`` > ``Panel`` > ``Series`` of ``Point``s, ceilings, a band, roofline
 roofs), validated where it is built; ``chart_draw`` draws it. Roofline units must agree: x in FLOP/byte, y in
-TFLOP/s, a ``MemoryRoof.bandwidth`` in TB/s.
+TFLOP/s, a ``MemoryRoof.value`` in TB/s.
 """
 
 from __future__ import annotations
@@ -77,36 +77,26 @@ class RefLine:
 
 
 @dataclass(frozen=True)
-class MemoryRoof:
-    """The roofline's slope: y = bandwidth × x (bandwidth in y units per x unit). Measured: dashed."""
+class Roof:
+    """A roofline roof at ``value`` (y units, or y units per x unit for a memory roof's slope). Measured: dashed."""
 
-    bandwidth: float
+    value: float
     label: str
     color: str = GREY
     measured: bool = False
 
     def __post_init__(self) -> None:
         _check_color(self.color, self.label)
-        if not (math.isfinite(self.bandwidth) and self.bandwidth > 0):
-            raise ValueError(f"memory roof {self.label!r}: bandwidth must be positive, got {self.bandwidth}")
+        if not (math.isfinite(self.value) and self.value > 0):
+            raise ValueError(f"roof {self.label!r}: value must be positive, got {self.value}")
 
 
-@dataclass(frozen=True)
-class ComputeRoof:
-    """A horizontal compute roof at ``peak``, starting where it meets the memory roof. Measured: dashed."""
-
-    peak: float
-    label: str
-    color: str = GREY
-    measured: bool = False
-
-    def __post_init__(self) -> None:
-        _check_color(self.color, self.label)
-        if not (math.isfinite(self.peak) and self.peak > 0):
-            raise ValueError(f"compute roof {self.label!r}: peak must be positive, got {self.peak}")
+class MemoryRoof(Roof):
+    """The roofline's slope: y = value × x, up to where it meets its compute roofs."""
 
 
-Roof = MemoryRoof | ComputeRoof
+class ComputeRoof(Roof):
+    """A horizontal roof at ``value``, from where it meets its memory roof."""
 
 
 @dataclass(frozen=True)
@@ -194,8 +184,8 @@ def worth_drawing(panel: Panel) -> bool:
 
 
 def ridge(memory: MemoryRoof, compute: ComputeRoof) -> float:
-    """The x where the memory roof meets a compute roof: peak / bandwidth."""
-    return compute.peak / memory.bandwidth
+    """The x where the memory roof meets a compute roof."""
+    return compute.value / memory.value
 
 
 def _partner(compute: ComputeRoof, roofs: Sequence[Roof]) -> MemoryRoof | None:
@@ -231,7 +221,7 @@ def y_values(panel: Panel) -> list[float]:
     """Every y the panel must show: points with their intervals, ceilings, the band, the compute roofs."""
     ys = [v for s in panel.series for p in s.points for v in (p.y, p.low, p.high) if v is not None]
     ys += list(panel.y.include) + [r.value for r in panel.refs]
-    ys += [r.peak for r in panel.roofs if isinstance(r, ComputeRoof)]
+    ys += [r.value for r in panel.roofs if isinstance(r, ComputeRoof)]
     if panel.band is not None:
         ys += [panel.band.low, panel.band.high]
     return ys

@@ -10,24 +10,9 @@ from envcheck.analysis import fleet as af
 from envcheck.model import Report
 from envcheck.model.fleet import Rule
 from envcheck.render import fmt
+from envcheck.render import node_view as nv
 from envcheck.render.checktext import all_localized
 from envcheck.render.i18n import esc, has, join, phrase, t, word
-from envcheck.render.node_view import (
-    DASH,
-    Cell,
-    Line,
-    Part,
-    Section,
-    Table,
-    Tile,
-    _gpu,
-    cause,
-    conclusion_text,
-    heads,
-    node_parts,
-    sweep_part,
-    verdict_lines,
-)
 from envcheck.render.view import footer, subtitle
 
 
@@ -36,8 +21,8 @@ class FleetView:
     title: str
     subtitle: str
     machine: str
-    tiles: tuple[Tile, ...]
-    sections: tuple[Section, ...]
+    tiles: tuple[nv.Tile, ...]
+    sections: tuple[nv.Section, ...]
     footer: str
 
 
@@ -67,7 +52,7 @@ def _value(name: str | None, v: float | None) -> str:
 def finding_text(f: af.Finding) -> str:
     if f.kind == "missing":
         # Why a metric has no value: the fleet's words for it, else a node test's error or skip reason.
-        reason = t(f"fleet.missing.{f.reason}") if has(f"fleet.missing.{f.reason}") else cause(f.reason)
+        reason = t(f"fleet.missing.{f.reason}") if has(f"fleet.missing.{f.reason}") else nv.cause(f.reason)
     else:
         reason = esc(f.reason or "")  # algorithm_differs: the two NCCL algorithm/protocol names
     raw = {"metric": metric_label(f.metric), "value": _value(f.metric, f.value),
@@ -81,6 +66,10 @@ def finding_text(f: af.Finding) -> str:
     if f.kind == "missing" and f.reference is not None:
         key += ".with_reference"
     return phrase(key, {"count": len(f.ranks)}, raw)
+
+
+def finding_line(f: af.Finding) -> nv.Line:
+    return nv.Line(finding_text(f), "fail" if f.fails or f.kind == "missing" else "warn")
 
 
 def _rule_label(r: Rule) -> str:
@@ -97,7 +86,7 @@ def not_applied_text(fa: af.FleetAnalysis) -> str:
         for x in fa.not_applied]))
 
 
-def _verdict_section(fa: af.FleetAnalysis) -> Section:
+def _verdict_section(fa: af.FleetAnalysis) -> nv.Section:
     rows = []
     nodes = {n.node.host: n for n in fa.nodes}
     for v in fa.verdicts:
@@ -106,23 +95,24 @@ def _verdict_section(fa: af.FleetAnalysis) -> Section:
             sorted({str(r) for f in v.findings for r in f.ranks}))
         status = {"pass": "pass", "fail": "fail", "incomplete": "warn"}.get(v.status, "")
         reasons = t("fleet.reasons", count=len(v.findings)) if v.findings else fmt.DASH
-        rows.append((Cell(esc(v.host)), Cell(ranks),
-                     Cell(t(f"fleet.verdict.{v.status}"), status=status, badge=True), Cell(reasons)))
-    table = Table("verdicts", *heads("fleet.col.node", "node.col.ranks", "fleet.col.verdict", ">fleet.col.reasons"),
-                  tuple(rows))
-    lines = [Line(t("fleet.drain", hosts=esc(", ".join(v.host for v in fa.drain)), count=len(fa.drain)), "fail")
-             if fa.drain else Line(t("fleet.all_pass"), "pass"), Line(t(f"fleet.judged.{fa.source}", count=len(fa.applied)))]
+        rows.append((nv.Cell(esc(v.host)), nv.Cell(ranks),
+                     nv.Cell(t(f"fleet.verdict.{v.status}"), status=status, badge=True), nv.Cell(reasons)))
+    table = nv.Table("verdicts", *nv.heads("fleet.col.node", "node.col.ranks", "fleet.col.verdict",
+                                           ">fleet.col.reasons"), tuple(rows))
+    lines = [nv.Line(t("fleet.drain", hosts=esc(", ".join(v.host for v in fa.drain)), count=len(fa.drain)), "fail")
+             if fa.drain else nv.Line(t("fleet.all_pass"), "pass"),
+             nv.Line(t(f"fleet.judged.{fa.source}", count=len(fa.applied)))]
     if fa.not_applied:  # never a rule shown as held that was not applied
-        lines.append(Line(not_applied_text(fa)))
-    parts = [Part(f"verdict-{_slug(v.host)}", t("fleet.verdict.of", host=esc(v.host),
+        lines.append(nv.Line(not_applied_text(fa)))
+    parts = [nv.Part(f"verdict-{_slug(v.host)}", t("fleet.verdict.of", host=esc(v.host),
                                                 verdict=t(f"fleet.verdict.{v.status}")),
-                  tuple(Line(finding_text(f), "fail" if f.fails or f.kind == "missing" else "warn") for f in v.findings))
+                  tuple(finding_line(f) for f in v.findings))
              for v in fa.verdicts if v.findings]
-    return Section("verdicts", t("fleet.section.verdicts"), (*lines,), (Part("verdict-table", "", (), (table,)),
+    return nv.Section("verdicts", t("fleet.section.verdicts"), (*lines,), (nv.Part("verdict-table", "", (), (table,)),
                                                                           *parts))
 
 
-def _ranks_section(fa: af.FleetAnalysis) -> Section:
+def _ranks_section(fa: af.FleetAnalysis) -> nv.Section:
     f = fa.fleet
     slow = {s.rank: s for s in fa.slow}
     lost = {x.rank: x for x in fa.lost}
@@ -133,23 +123,25 @@ def _ranks_section(fa: af.FleetAnalysis) -> Section:
         if x is None and r.rank not in slow:
             continue
         label, status = (t("fleet.rank.slow"), "warn") if x is None else (t(f"fleet.rank.{_rank_word(x)}"), "fail")
-        rows.append((Cell(str(r.rank)), Cell(esc(r.host or "?")), Cell(_gpu(r.gpu)),
-                     Cell(label, status=status, badge=True),
-                     Cell(fmt.seconds(r.elapsed_s)), Cell(fmt.seconds(x.given_s if x is not None else r.given_s))))
-    lines = [Line(t("fleet.ranks.summary", ok=f.world_size - len(fa.lost), count=f.world_size,
+        rows.append((nv.Cell(str(r.rank)), nv.Cell(esc(r.host or "?")), nv.Cell(nv._gpu(r.gpu)),
+                     nv.Cell(label, status=status, badge=True),
+                     nv.Cell(fmt.seconds(r.elapsed_s)),
+                     nv.Cell(fmt.seconds(x.given_s if x is not None else r.given_s))))
+    lines = [nv.Line(t("fleet.ranks.summary", ok=f.world_size - len(fa.lost), count=f.world_size,
                       launcher=esc(f.launcher), nodes=t("fleet.count.nodes", count=f.nnodes)),
                   "pass" if not fa.lost else "fail")]
     if fa.interrupted:
         signal = f.settings.get("interrupted")  # True from code that did not name it: Ctrl-C
-        lines.append(Line(t("fleet.interrupted", signal=esc(signal if isinstance(signal, str) else "SIGINT")), "fail"))
-    lines += [Line(t(f"fleet.rank.{_rank_word(x)}.line", rank=fmt.num(x.rank), phase=t(f"fleet.phase.{x.phase}"),
+        lines.append(nv.Line(t("fleet.interrupted", signal=esc(signal if isinstance(signal, str) else "SIGINT")),
+                             "fail"))
+    lines += [nv.Line(t(f"fleet.rank.{_rank_word(x)}.line", rank=fmt.num(x.rank), phase=t(f"fleet.phase.{x.phase}"),
                      host=esc(x.host or (by_rank[x.rank].host if x.rank in by_rank else None) or "?"),
                      error=esc(fmt.first_line(x.error or "")), given=fmt.seconds(x.given_s)), "fail") for x in fa.lost]
-    lines += [Line(t("fleet.rank.slow.line", rank=fmt.num(s.rank), host=esc(s.host or "?"),
+    lines += [nv.Line(t("fleet.rank.slow.line", rank=fmt.num(s.rank), host=esc(s.host or "?"),
                      elapsed=fmt.seconds(s.elapsed_s), median=fmt.seconds(s.others_median_s)), "warn") for s in fa.slow]
-    table = Table("ranks", *heads(">fleet.col.rank", "fleet.col.host", "node.col.gpu", "col.status",
+    table = nv.Table("ranks", *nv.heads(">fleet.col.rank", "fleet.col.host", "node.col.gpu", "col.status",
                                   ">fleet.col.elapsed", ">fleet.col.given"), tuple(rows))
-    return Section("ranks", t("fleet.section.ranks"), tuple(lines), (Part("ranks-table", "", (), (table,)),)
+    return nv.Section("ranks", t("fleet.section.ranks"), tuple(lines), (nv.Part("ranks-table", "", (), (table,)),)
                    if rows else ())
 
 
@@ -159,22 +151,23 @@ def _rank_word(x: af.LostRank) -> str:
     return "lost" if x.phase == "world" and x.status == "missing" else x.status
 
 
-def _rules_section(fa: af.FleetAnalysis) -> Section:
+def _rules_section(fa: af.FleetAnalysis) -> nv.Section:
     f = fa.fleet
-    rows = tuple((Cell(esc(r.metric)), Cell(_rule_label(r)),
-                  Cell(t(f"fleet.direction.{r.direction}")), Cell(fmt.ratio_pct(r.margin))) for r in fa.applied)
-    lines = [Line(t("fleet.rules.given") if f.rules else t("fleet.rules.default"))]
-    lines.append(Line(t("fleet.baseline", source=esc(f.baseline.source), host=esc(f.baseline.host or "?"),
-                        created=esc(f.baseline.created or fmt.DASH)) if f.baseline is not None else t("fleet.no_baseline")))
+    rows = tuple((nv.Cell(esc(r.metric)), nv.Cell(_rule_label(r)),
+                  nv.Cell(t(f"fleet.direction.{r.direction}")), nv.Cell(fmt.ratio_pct(r.margin))) for r in fa.applied)
+    lines = [nv.Line(t("fleet.rules.given") if f.rules else t("fleet.rules.default"))]
+    lines.append(nv.Line(t("fleet.baseline", source=esc(f.baseline.source), host=esc(f.baseline.host or "?"),
+                           created=esc(f.baseline.created or fmt.DASH)) if f.baseline is not None
+                         else t("fleet.no_baseline")))
     if fa.not_applied:
-        lines.append(Line(not_applied_text(fa)))
-    refs = tuple((Cell(metric_label(r.metric)), Cell(_value(r.metric, r.value)),
-                  Cell(esc(r.algo)) if r.algo else DASH) for r in fa.references)
-    tables = (Table("rules", *heads("fleet.col.rule", "fleet.col.means", "fleet.col.better", ">fleet.col.margin"), rows,
-                    t("fleet.rules.title")),
-              Table("references", *heads("fleet.col.metric", f">fleet.col.reference.{fa.source}", "node.col.algo"), refs,
-                    t(f"fleet.references.{fa.source}")))
-    return Section("rules", t("fleet.section.rules"), tuple(lines), (Part("rules-tables", "", (), tables),))
+        lines.append(nv.Line(not_applied_text(fa)))
+    refs = tuple((nv.Cell(metric_label(r.metric)), nv.Cell(_value(r.metric, r.value)),
+                  nv.Cell(esc(r.algo)) if r.algo else nv.DASH) for r in fa.references)
+    tables = (nv.Table("rules", *nv.heads("fleet.col.rule", "fleet.col.means", "fleet.col.better",
+                                          ">fleet.col.margin"), rows, t("fleet.rules.title")),
+              nv.Table("references", *nv.heads("fleet.col.metric", f">fleet.col.reference.{fa.source}",
+                                               "node.col.algo"), refs, t(f"fleet.references.{fa.source}")))
+    return nv.Section("rules", t("fleet.section.rules"), tuple(lines), (nv.Part("rules-tables", "", (), tables),))
 
 
 def _slug(text: str) -> str:
@@ -187,36 +180,35 @@ def fleet_view(report: Report, analysis: Analysis) -> FleetView:
     f = fa.fleet
     sections = [_verdict_section(fa), _ranks_section(fa)]
     if fa.sweeps:
-        sections.append(Section("world", t("fleet.section.world"), (),
-                                tuple(sweep_part(sa, f"world{i}", f"world{i}") for i, sa in enumerate(fa.sweeps))))
+        sections.append(nv.Section("world", t("fleet.section.world"), (),
+                                tuple(nv.sweep_part(sa, f"world{i}", f"world{i}") for i, sa in enumerate(fa.sweeps))))
     for k, n in enumerate(fa.nodes):
         prefix = f"n{k}-"
-        lines = [Line(t("fleet.node.ranks", ranks=", ".join(map(str, n.node.ranks)) or fmt.DASH,
+        lines = [nv.Line(t("fleet.node.ranks", ranks=", ".join(map(str, n.node.ranks)) or fmt.DASH,
                           verdict=t(f"fleet.verdict.{n.verdict.status}"), count=len(n.node.ranks)),
                       {"pass": "pass", "fail": "fail"}.get(n.verdict.status, "warn"))]
         failed = af.failed_checks(n.node)
         if failed:
-            lines.append(Line(t("fleet.node.checks_failed", count=len(failed),
+            lines.append(nv.Line(t("fleet.node.checks_failed", count=len(failed),
                                   checks=esc("; ".join(f"{c.title}: {c.finding}" for c in all_localized(failed)))),
                               "fail"))
         if n.node.node is None:
-            lines.append(Line(t("fleet.node.no_node_tests"), "warn"))
+            lines.append(nv.Line(t("fleet.node.no_node_tests"), "warn"))
         elif n.verdict.status == "pass" or n.analysis.problems:
-            lines += verdict_lines(n.analysis)
+            lines += nv.verdict_lines(n.analysis)
         else:
             # The node tests found nothing, but the node does not pass: the verdict's reasons say why,
             # not "nothing keeps this node from passing".
-            lines += [Line(finding_text(x), "fail" if x.fails or x.kind == "missing" else "warn")
-                      for x in n.verdict.findings]
-        sections.append(Section(f"node-{_slug(n.node.host)}", t("fleet.section.node", host=esc(n.node.host)),
-                                tuple(lines), node_parts(n.analysis, prefix, f"n{k}_"), n.verdict.status))
+            lines += [finding_line(x) for x in n.verdict.findings]
+        sections.append(nv.Section(f"node-{_slug(n.node.host)}", t("fleet.section.node", host=esc(n.node.host)),
+                                tuple(lines), nv.node_parts(n.analysis, prefix, f"n{k}_"), n.verdict.status))
     sections.append(_rules_section(fa))
     drain = fa.drain
-    tiles = [Tile(t("fleet.card.nodes"), t("fleet.card.nodes_value", ok=len(fa.verdicts) - len(drain),
+    tiles = [nv.Tile(t("fleet.card.nodes"), t("fleet.card.nodes_value", ok=len(fa.verdicts) - len(drain),
                                               count=len(fa.verdicts)),
                   (t("fleet.card.drain", hosts=esc(", ".join(v.host for v in drain))),) if drain else (),
                   "fail" if drain else "pass"),
-             Tile(t("fleet.card.ranks"), t("fleet.card.ranks_value", ok=f.world_size - len(fa.lost),
+             nv.Tile(t("fleet.card.ranks"), t("fleet.card.ranks_value", ok=f.world_size - len(fa.lost),
                                               count=f.world_size),
                   (t("fleet.card.slow", count=len(fa.slow)),) if fa.slow else (),
                   "fail" if fa.lost else None)]
@@ -224,8 +216,8 @@ def fleet_view(report: Report, analysis: Analysis) -> FleetView:
         if (top := sa.largest()) is not None:
             r = top[0]
             lines_ = (t("fleet.card.world_line", op=esc(r.op), size=fmt.size_bytes(r.size_bytes)),)
-            text = conclusion_text(sa)
-            tiles.append(Tile(t("fleet.card.world"), f"{fmt.num(r.busbw_gbps)} GB/s",
+            text = nv.conclusion_text(sa)
+            tiles.append(nv.Tile(t("fleet.card.world"), f"{fmt.num(r.busbw_gbps)} GB/s",
                               lines_ + ((text,) if text else ()),
                               "fail" if sa.conclusion is not None and sa.conclusion.located else None))
             break
