@@ -219,15 +219,13 @@ def topology_part(na: an.NodeAnalysis, pid: str = "topology") -> Part | None:
             cells = [SELF if h.index == g.index else _path_cell(na.path(g.index, h.index)) for h in gpus]
             if g.lost:
                 cells = [Cell(t("node.gpu_lost"), status="fail")] + [DASH] * (len(gpus) - 1)
+                lines.append(Line(t("node.topology.lost", gpu=fmt.num(g.index), reason=cause(g.lost)), "fail"))
             numa = g.numa_node.value if g.numa_node.ok else None
             rows.append((Cell(_gpu(g.index)), *cells, Cell(_pcie(g)), Cell(fmt.num(numa)) if numa is not None
                          else DASH, _nvlinks(g, na.gpu_nvlinks(g.index))))
         cols = ("", *(_gpu(g.index) for g in gpus), t("node.col.pcie"), t("node.col.numa"), t("node.col.nvlinks"))
         tables.append(Table("topology", cols, (False,) * (len(gpus) + 2) + (True, True), tuple(rows),
                             layout="matrix", notes=(Line(t("node.topology.legend")),)))
-        for g in gpus:
-            if g.lost:
-                lines.append(Line(t("node.topology.lost", gpu=fmt.num(g.index), reason=cause(g.lost)), "fail"))
     if na.paths:
         rows = [(Cell(f"GPU{x.a} ↔ GPU{x.b}"), Cell(word("node.via.", x.via)), Cell(str(x.nvlinks) if x.nvlinks else
                  fmt.DASH), Cell(fmt.num(x.link_gbps)), Cell(fmt.num(x.signalling_gbps)), Cell(fmt.num(x.expected_gbps)),
@@ -406,17 +404,13 @@ def _times_lines(sa: an.SweepAnalysis, gpu_times: bool) -> list[Line]:
         out.append(Line(t("node.coll.times.gpu", count=len(bound))))
     out += [Line(t("node.coll.times.per_call", reason=word("node.gpu_time.", why)), "warn" if why == "capture_failed"
                  else "") for why in dict.fromkeys(r.gpu_reason for r in sa.rows if r.time_basis == "per_call" and r.gpu_reason)]
-    cold = [r.rotation_sets for r in sa.collectives.results if r.rotation_sets > 1]
-    if cold:
-        out.append(Line(t("node.coll.l2_cold", count=len(cold), sets=_span(cold))))
-    spread = [r.allocations for r in sa.collectives.results if r.allocations > 1]
-    if spread:
-        out.append(Line(t("node.coll.allocations", count=len(spread), allocations=_span(spread))))
-    pooled = [r for r in sa.collectives.results if r.captures > 1]
-    if pooled:
-        out.append(Line(t("node.coll.captures", count=len(pooled),
-                            captures=_span([r.captures for r in pooled]),
-                            communicators=_span([r.communicators for r in pooled]))))
+    # Sizes timed over several buffer sets, allocations or graphs: each sentence's placeholders and their fields.
+    for key, fields in (("node.coll.l2_cold", {"sets": "rotation_sets"}),
+                        ("node.coll.allocations", {"allocations": "allocations"}),
+                        ("node.coll.captures", {"captures": "captures", "communicators": "communicators"})):
+        if mine := [r for r in sa.collectives.results if getattr(r, next(iter(fields.values()))) > 1]:
+            spans = {name: _span([getattr(r, f) for r in mine]) for name, f in fields.items()}
+            out.append(Line(t(key, count=len(mine), **spans)))
     unsteady = [r for r in sa.rows if r.unsteady]
     if unsteady:
         out.append(Line(t("node.coll.unsteady", count=len(unsteady), bar=fmt.pct(100 * (an.UNSTEADY_RATIO - 1)),
