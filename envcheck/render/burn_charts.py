@@ -1,6 +1,5 @@
 """The burn-in's charts: clocks, power, temperature and throughput over time, a series per GPU, each a
-``BurnChart`` spec drawn through ``charts.facet_chart``.
-"""
+``BurnChart`` spec drawn through ``charts.facet_chart``."""
 
 from __future__ import annotations
 

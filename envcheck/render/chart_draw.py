@@ -1,8 +1,7 @@
 """A ``chart_spec.Chart`` drawn with matplotlib: SVG text for documents, PNG for pasting into an issue.
 Deterministic SVG (no date, fixed hash salt, only referenced ids kept); text as text in a font list that reaches
 CJK, mathtext off; points of ragged sizes drawn alone, never as a cliff of the line; axes that cannot exaggerate
-(a log axis spans a decade, a linear one includes zero or ±10 %); ticks in ``fmt``'s notation; the legend below.
-"""
+(a log axis spans a decade, a linear one includes zero or ±10 %); ticks in ``fmt``'s notation; the legend below."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """What a chart shows, as data (``Chart`` > ``Panel`` > ``Series`` of ``Point``s, ceilings, a band, roofline
 roofs), validated where it is built; ``chart_draw`` draws it. Roofline units must agree: x in FLOP/byte, y in
-TFLOP/s, a ``MemoryRoof.value`` in TB/s.
-"""
+TFLOP/s, a ``MemoryRoof.value`` in TB/s."""
 
 from __future__ import annotations
 

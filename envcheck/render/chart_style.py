@@ -1,6 +1,5 @@
 """The one chart style: sizes (SVG units), fonts, colours, markers, matplotlib settings. A one-panel chart scaled
-to a phone's 370 px column keeps its ticks at 10 px or more: ``TICK_SIZE * 370 / PANEL_W >= 10``.
-"""
+to a phone's 370 px column keeps its ticks at 10 px or more: ``TICK_SIZE * 370 / PANEL_W >= 10``."""
 
 from __future__ import annotations
 

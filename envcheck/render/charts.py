@@ -1,7 +1,6 @@
 """Every chart envcheck draws (run, diff, history, node): what each shows, as ``chart_spec`` data. An axis's label
 and the value its points sit at come from one ``Quantity``, so they cannot disagree; ``facet_chart`` leaves out
-panels with fewer than two sizes and returns None when none is left. Numbers are the analysis's.
-"""
+panels with fewer than two sizes and returns None when none is left. Numbers are the analysis's."""
 
 from __future__ import annotations
 

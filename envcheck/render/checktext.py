@@ -1,6 +1,5 @@
 """A check's title, finding and fix in the reader's language, from its keys; a check recorded before checks
-carried keys, which today's rules do not say the same way, keeps its English, marked as recorded.
-"""
+carried keys, which today's rules do not say the same way, keeps its English, marked as recorded."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Code spans in HTML: a `command` the catalogue marks with backticks becomes ``<code>`` in a finished page's text
-(never inside a tag, code, a chart, style or title); ``fix`` lays a check's fix out as code.
-"""
+(never inside a tag, code, a chart, style or title); ``fix`` lays a check's fix out as code."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """A diff's and a history's sentences and labels, shared by every medium; the comparison's records are read
-directly and nothing is derived here.
-"""
+directly and nothing is derived here."""
 
 from __future__ import annotations
 

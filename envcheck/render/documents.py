@@ -1,5 +1,4 @@
-"""Markdown and self-contained HTML of a report, a diff and a history: text, the same bytes for the same input.
-"""
+"""Markdown and self-contained HTML of a report, a diff and a history: text, the same bytes for the same input."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Machine text made safe per medium: ``md_text`` / ``md_code`` (Markdown, GFM tables), ``term`` (rich markup),
-``json_text``; unseen characters shown by one rule (``outside_text.visible``); HTML by Jinja's autoescape.
-"""
+``json_text``; unseen characters shown by one rule (``outside_text.visible``); HTML by Jinja's autoescape."""
 
 from __future__ import annotations
 

@@ -5,8 +5,7 @@ The catalogues are gettext's: ``locale/<ll_CC>/LC_MESSAGES/envcheck.po`` (msgids
 The language is chosen once (``language``: the CLI around a command, a test around a render) and the medium's
 escaping once (``escaping``: Markdown, rich markup; none for HTML, which escapes whole sentences). ``t`` names a key
 (a missing one is a KeyError); ``phrase`` says a key from data: parameters formatted by unit and escaped, an unknown
-key shown generically, a missing placeholder as a dash, ``legacy.text`` (a schema-1 report's English) as recorded.
-"""
+key shown generically, a missing placeholder as a dash, ``legacy.text`` (a schema-1 report's English) as recorded."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 machine text through ``md`` / ``code``. ``finalize`` shows unseen characters in every value printed; the i18n
 extension's gettext is ``i18n.t``. Templates read the analysis directly, format with ``render.fmt``'s filters and
 phrase with ``t``, ``phrase`` and the views (``v``, ``bv``, ``cv``, ``dv``). No bytecode cache: a cached template
-is unpickled and run, so a cache folder someone else can write would run their code.
-"""
+is unpickled and run, so a cache folder someone else can write would run their code."""
 
 from __future__ import annotations
 

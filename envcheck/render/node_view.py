@@ -1,6 +1,5 @@
 """A node run and a fleet for every medium: ``Section`` > ``Part`` > ``Table`` of ``Cell``s and ``Line``s, laid out
-by one macro per medium. Cells stay short and sentences go to lines: no terminal cell wraps at 100 columns.
-"""
+by one macro per medium. Cells stay short and sentences go to lines: no terminal cell wraps at 100 columns."""
 
 from __future__ import annotations
 

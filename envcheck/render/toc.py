@@ -1,6 +1,5 @@
 """A table of contents before a long document's first section, read from the document's own headings (HTML
-section ids, GitHub's Markdown slugs), so every document gets one without its template knowing.
-"""
+section ids, GitHub's Markdown slugs), so every document gets one without its template knowing."""
 
 from __future__ import annotations
 

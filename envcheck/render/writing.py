@@ -1,6 +1,5 @@
 """A report's documents written as one set (Markdown with its charts, HTML, JUnit, Prometheus), all or none: a
-refusal, a full disk or Ctrl-C leave the folder as it was. ``render_after_run`` never raises.
-"""
+refusal, a full disk or Ctrl-C leave the folder as it was. ``render_after_run`` never raises."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The checks (worst first), what failed subprocesses printed, and the one-line verdict: a table from
-``console.WIDE_FROM`` columns on, below it a list with the fix under each finding.
-"""
+``console.WIDE_FROM`` columns on, below it a list with the fix under each finding."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """A diff and a history in the terminal: a digest of the documents (the per-case tables are in md / html), the
-tables narrowed below ``console.WIDE_FROM`` columns to those that decide.
-"""
+tables narrowed below ``console.WIDE_FROM`` columns to those that decide."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The one console policy: a terminal's width and colours; in a pipe no ANSI codes, ASCII rules and a fixed width
 (``COLUMNS``, else ``PIPE_WIDTH``). Below ``WIDE_FROM`` columns layouts drop columns and abbreviate, and a table
-still too wide prints as several (``print_fitted``): no cell wraps at 100 columns or is cut at 80.
-"""
+still too wide prints as several (``print_fitted``): no cell wraps at 100 columns or is cut at 80."""
 
 from __future__ import annotations
 

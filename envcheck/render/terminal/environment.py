@@ -1,5 +1,4 @@
-"""The compact environment panel: a line per layer of the stack and per GPU; a missing fact shows its reason.
-"""
+"""The compact environment panel: a line per layer of the stack and per GPU; a missing fact shows its reason."""
 
 from __future__ import annotations
 

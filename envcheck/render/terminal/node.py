@@ -1,6 +1,5 @@
 """A node run's and a fleet's terminal: the documents' sections (``render.node_view``), a table's detail columns
-and second lines dropped below ``console.WIDE_FROM`` columns and an item/value table as a list.
-"""
+and second lines dropped below ``console.WIDE_FROM`` columns and an item/value table as a list."""
 
 from __future__ import annotations
 
