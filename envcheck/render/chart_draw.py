@@ -171,14 +171,6 @@ def _locator(scale: str, lo: float, hi: float) -> Any:
     return ticker.LogLocator(base=base, subs=subs, numticks=MAX_TICKS)
 
 
-def _label(scale: str, lo: float, hi: float) -> Any:
-    """How the axis writes a tick value (``fmt``'s notation)."""
-    if scale == "log2":
-        return _binary
-    si = max(abs(lo), abs(hi)) >= 1e4
-    return lambda v: _decimal(v, si)
-
-
 def _axis(ax: Axes, which: str, scale: str, values: Sequence[float], zero: bool) -> list[tuple[float, str]]:
     """Set the axis' scale and limits; its ticks as (value, label). matplotlib's own tick artists are switched
     off and the ticks drawn by ``_ticks`` instead: five artists per tick were most of a chart's drawing time."""
@@ -194,8 +186,8 @@ def _axis(ax: Axes, which: str, scale: str, values: Sequence[float], zero: bool)
     axis.set_major_locator(ticker.NullLocator())
     axis.set_minor_locator(ticker.NullLocator())
     ticks = [float(t) for t in _locator(scale, lo, hi).tick_values(lo, hi) if lo <= t <= hi]
-    label = _label(scale, lo, hi)
-    return [(t, label(t)) for t in ticks]
+    si = max(abs(lo), abs(hi)) >= 1e4  # tick values in ``fmt``'s notation, SI prefixes from 10^4
+    return [(t, _binary(t) if scale == "log2" else _decimal(t, si)) for t in ticks]
 
 
 def _ticks(ax: Axes, xt: Sequence[tuple[float, str]], yt: Sequence[tuple[float, str]], panel: Panel) -> None:
