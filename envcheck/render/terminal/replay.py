@@ -9,14 +9,11 @@ from envcheck.render.escape import term
 from envcheck.render.i18n import t
 
 
-def replay_banner(source: ReplaySource) -> str:
-    """``Replay of snapshot FILE: the machine HOST as captured TIME, not this machine`` (rich markup)."""
-    params = {"file": term(source.file), "host": term(source.host)}
-    if source.captured:
-        return t("term.replay.banner", captured=term(source.captured), **params)
-    return t("term.replay.banner_undated", **params)
-
-
 def print_replay_banner(console: Console, source: ReplaySource | None) -> None:
-    if source is not None:
-        console.print(f"[bold yellow]{replay_banner(source)}[/]")
+    """``Replay of snapshot FILE: the machine HOST as captured TIME, not this machine``."""
+    if source is None:
+        return
+    params = {"file": term(source.file), "host": term(source.host)}
+    banner = (t("term.replay.banner", captured=term(source.captured), **params) if source.captured
+              else t("term.replay.banner_undated", **params))
+    console.print(f"[bold yellow]{banner}[/]")
