@@ -160,6 +160,10 @@ def precision_label(dtype: str, precision: str | None) -> str:
 # --------------------------------------------------------------------------- parameters by unit
 
 
+PARAM_UNITS: tuple[tuple[str | tuple[str, ...], Callable[[float], str]], ...] = (
+    ("_us", duration_us), ("_s", seconds), ("_bytes", nbytes), ("_pct", pct), (("_err", "_tol"), sci), ("_x", speedup))
+
+
 def param(name: str, v: object) -> str:
     """A note's, finding's or source's parameter, formatted by the unit its name carries."""
     if v is None:
@@ -174,18 +178,9 @@ def param(name: str, v: object) -> str:
         return ", ".join(param(name, x) for x in v)
     if not isinstance(v, (int, float)):
         return str(v)
-    if name.endswith("_us"):
-        return duration_us(v)
-    if name.endswith("_s"):
-        return seconds(v)
-    if name.endswith("_bytes"):
-        return nbytes(v)
-    if name.endswith("_pct"):
-        return pct(v)
-    if name.endswith(("_err", "_tol")):
-        return sci(v)
-    if name.endswith("_x"):
-        return speedup(v)
+    for suffix, show in PARAM_UNITS:
+        if name.endswith(suffix):
+            return show(v)
     if name in ("elements",) or name.endswith("_elements"):
         return count(int(v))
     if name.endswith("_mhz"):
