@@ -15,15 +15,8 @@ MACHINE_FORMATS: tuple[str, ...] = ("junit", "prometheus")
 # Each chart as an image to paste into an issue: <stem>_charts/<name>.png, beside the SVGs.
 IMAGE_FORMATS: tuple[str, ...] = ("png",)
 
-_LAZY = {
-    "render_markdown": "envcheck.render.documents",
-    "render_html": "envcheck.render.documents",
-    "render_diff": "envcheck.render.documents",
-    "render_history": "envcheck.render.documents",
-    "write_documents": "envcheck.render.writing",
-    "render_after_run": "envcheck.render.writing",
-    "DocumentsOutcome": "envcheck.render.writing",
-}
+_LAZY = {**dict.fromkeys(("render_markdown", "render_html", "render_diff", "render_history"), "envcheck.render.documents"),
+         **dict.fromkeys(("write_documents", "render_after_run", "DocumentsOutcome"), "envcheck.render.writing")}
 
 __all__ = ["FORMATS", "IMAGE_FORMATS", "LANGS", "MACHINE_FORMATS", *_LAZY]
 
