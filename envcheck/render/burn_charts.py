@@ -59,11 +59,6 @@ CHARTS = (
 )
 
 
-def _thin(pts: Sequence[tuple[float, float]]) -> Sequence[tuple[float, float]]:
-    step = max(1, -(-len(pts) // MAX_POINTS))
-    return pts[::step]
-
-
 def burn_charts(a: BurnAnalysis) -> list[ch.Drawn]:
     out: list[ch.Drawn] = []
     for spec in CHARTS:
@@ -75,7 +70,9 @@ def burn_charts(a: BurnAnalysis) -> list[ch.Drawn]:
             # Colour, marker and dash per GPU: two GPUs running alike draw one over the other, and both still show.
             color, marker = st.PALETTE[k % len(st.PALETTE)], st.MARKERS[k % len(st.MARKERS)]
             name = t("burn.gpu", index=g.gpu.index)
-            pts = tuple(cs.Point(x - t0, y, f"{name}: {fmt.num(x)} s, {fmt.num(y)}") for x, y in _thin(spec.points(g)))
+            raw = spec.points(g)
+            pts = tuple(cs.Point(x - t0, y, f"{name}: {fmt.num(x)} s, {fmt.num(y)}")
+                        for x, y in raw[::max(1, -(-len(raw) // MAX_POINTS))])  # every k-th: at most MAX_POINTS
             if pts:
                 series.append(cs.Series(name, pts, color, marker, dashed=k % 2 == 1))
             value = spec.limit(g) if spec.limit else None

@@ -291,14 +291,6 @@ def busbw_at(bw: float | None, size: int | None) -> str:
     return fmt.DASH if bw is None else f"{fmt.num(bw)} @ {fmt.size_bytes(size)}"
 
 
-def _story(changes: Sequence[EnvChange]) -> str:
-    """What changed at a step ("driver 575.57 -> 580.159, PyTorch 2.10.0 -> 2.11.0")."""
-    parts = [f"{env_label(c)} {c.before} -> {c.after}" for c in changes
-             if c.area in STORY_AREAS or c.key == "envcheck.version"]
-    settings = [c.key.removeprefix("setting.") for c in changes if c.key.startswith("setting.")]
-    return join(parts + ([t("history.step.settings", names=", ".join(settings))] if settings else []))
-
-
 def step(s: Step) -> str:
     """"matmul triton bf16 got 7.0% faster at 2026-12-01 when driver 575.57 -> 580.159"."""
     when = esc(s.created[:10])
@@ -306,5 +298,9 @@ def step(s: Step) -> str:
         head = t(f"history.step.{s.direction}_x", group=esc(s.group), factor=fmt.num(s.factor), when=when)
     else:
         head = t(f"history.step.{s.direction}", group=esc(s.group), pct=f"{s.change_pct:.1f}", when=when)
-    story = _story(list(s.changes))
+    # What changed at the step ("driver 575.57 -> 580.159, PyTorch 2.10.0 -> 2.11.0").
+    parts = [f"{env_label(c)} {c.before} -> {c.after}" for c in s.changes
+             if c.area in STORY_AREAS or c.key == "envcheck.version"]
+    settings = [c.key.removeprefix("setting.") for c in s.changes if c.key.startswith("setting.")]
+    story = join(parts + ([t("history.step.settings", names=", ".join(settings))] if settings else []))
     return head + (t("history.step.when", changes=esc(story)) if story else t("history.step.nochange"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import gettext
 import string
+from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -146,11 +147,6 @@ def case_label(key: CaseKey) -> str:
 VOCABULARY = {"side": "diff.side.", "stage": "stage.", "method": "timing_method.", "what": "noun."}
 
 
-class _Dashes(dict):  # type: ignore[type-arg]
-    def __missing__(self, key: str) -> str:
-        return fmt.DASH
-
-
 def phrase(key: str, params: Mapping[str, object] | None = None, raw: Mapping[str, str] | None = None) -> str:
     """A data-supplied key phrased; ``raw``: parameters that are text of this medium already."""
     params = dict(params or {})
@@ -168,7 +164,7 @@ def phrase(key: str, params: Mapping[str, object] | None = None, raw: Mapping[st
     if message is None:
         shown = ", ".join(f"{esc(k)}={values[k]}" for k in sorted(values))
         return f"{esc(key)} ({shown})" if shown else esc(key)
-    return message.format_map(_Dashes(values))
+    return message.format_map(defaultdict(lambda: fmt.DASH, values))  # a missing placeholder: a dash
 
 
 def join(parts: Sequence[str]) -> str:

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
 from envcheck.analysis import Analysis, BenchAnalysis, CaseResult
-from envcheck.analysis.verdict import Verdict, verdict
+from envcheck.analysis.verdict import verdict
 from envcheck.render import fmt
 from envcheck.render.escape import visible
 from envcheck.render.i18n import phrase, t
@@ -54,16 +54,11 @@ class _Suite:
         return self.el
 
 
-def reason_text(v: Verdict) -> list[str]:
-    """Each reason of the verdict as one sentence, from the catalogue."""
-    return [t(f"verdict.reason.{r.key}", **r.values) for r in v.reasons]
-
-
 def _verdict_suite(a: Analysis, carried: bool) -> _Suite:
     """``carried``: another case already fails or errs with the verdict's problem: it is not counted twice."""
     v = verdict(a)
     s = _Suite("envcheck.verdict")
-    lines = reason_text(v)
+    lines = [t(f"verdict.reason.{r.key}", **r.values) for r in v.reasons]
     if lines and carried:
         s.case("envcheck", f"{a.report.kind}", out=[t("junit.verdict_carried"), *lines])
     else:
@@ -86,11 +81,6 @@ def _checks_suite(a: Analysis) -> _Suite | None:
         else:
             s.case(f"envcheck.check.{subject}", name, out=[f"{c.status.upper()}: {c.finding}", *detail[1:]])
     return s
-
-
-def case_name(r: CaseResult) -> str:
-    c = r.case
-    return f"{c.impl} {c.dtype}/{c.precision} {'x'.join(str(d) for d in c.shape)}"
 
 
 def _numbers(r: CaseResult) -> str:
@@ -121,17 +111,19 @@ def _bench_suite(ba: BenchAnalysis) -> _Suite:
         if val:
             ET.SubElement(props, "property", name=k, value=_text(val))
     for r in ba.results:
+        c = r.case
+        name = f"{c.impl} {c.dtype}/{c.precision} {'x'.join(str(d) for d in c.shape)}"
         time_s = r.time.stats.median * 1e-6 if r.time is not None else None
         if r.status == "error":
             failure = r.case.failure
-            s.case(r.case.op, case_name(r), error=f"not measured ({failure.stage})" if failure else "not measured",
+            s.case(c.op, name, error=f"not measured ({failure.stage})" if failure else "not measured",
                    detail=[failure.detail] if failure else ())
         elif r.status != "pass":
             broken = ", ".join(r.verdict.broken) if r.verdict else r.status
-            s.case(r.case.op, case_name(r), failure=f"accuracy bound broken: {broken}", detail=[_numbers(r)],
+            s.case(c.op, name, failure=f"accuracy bound broken: {broken}", detail=[_numbers(r)],
                    time_s=time_s)
         else:
-            s.case(r.case.op, case_name(r), out=[_numbers(r)], time_s=time_s)
+            s.case(c.op, name, out=[_numbers(r)], time_s=time_s)
     if ba.bench.stop is not None:
         st = ba.bench.stop
         s.case("envcheck.run", "finished every planned case",

@@ -213,23 +213,19 @@ def print_run(console: Console, report: Report, analysis: Analysis, written: Seq
     tests first, then each GPU's tables under its own heading."""
     with escaping(term):
         if analysis.node is not None or len(analysis.benches) > 1:
-            _print_node_run(console, report, analysis)
+            from envcheck.render.node_view import node_section, node_tiles
+            from envcheck.render.terminal.node import print_section, print_tiles
+
+            heading(console, v.title(report))
+            print_tiles(console, node_tiles(analysis.node) if analysis.node is not None else ())
+            if analysis.node is not None:
+                print_section(console, node_section(analysis.node))
+            if analysis.node_phases is not None:
+                phase_lines(console, analysis.node_phases, node=True)
+            for i, ba in enumerate(analysis.benches):
+                heading(console, v.bench_title(ba))
+                bench_lines(console, ba, v.bench_prefix(analysis, i))
         elif analysis.bench is not None:
             bench_lines(console, analysis.bench)
         check_lines(console, report)
         print_written(console, written)
-
-
-def _print_node_run(console: Console, report: Report, analysis: Analysis) -> None:
-    from envcheck.render.node_view import node_section, node_tiles
-    from envcheck.render.terminal.node import print_section, print_tiles
-
-    heading(console, v.title(report))
-    print_tiles(console, node_tiles(analysis.node) if analysis.node is not None else ())
-    if analysis.node is not None:
-        print_section(console, node_section(analysis.node))
-    if analysis.node_phases is not None:
-        phase_lines(console, analysis.node_phases, node=True)
-    for i, ba in enumerate(analysis.benches):
-        heading(console, v.bench_title(ba))
-        bench_lines(console, ba, v.bench_prefix(analysis, i))

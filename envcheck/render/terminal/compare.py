@@ -13,7 +13,7 @@ from envcheck.render import compare_view as dv
 from envcheck.render import fmt
 from envcheck.render.escape import term
 from envcheck.render.i18n import escaping, t, word
-from envcheck.render.terminal.console import bullets, print_rows, table, wide
+from envcheck.render.terminal.console import bullets, print_rows, styled, table, wide
 
 MAX_ROWS = 40  # significant-change rows shown in the terminal; the documents list them all
 VERDICT_STYLE = {"slower": "red", "faster": "green", "not comparable": "yellow", "uncertain": "yellow",
@@ -21,8 +21,7 @@ VERDICT_STYLE = {"slower": "red", "faster": "green", "not comparable": "yellow",
 
 
 def _v(verdict: str, text: str) -> str:
-    style = VERDICT_STYLE.get(verdict, "")
-    return f"[{style}]{text}[/]" if style else text
+    return styled(text, VERDICT_STYLE.get(verdict, ""))
 
 
 def _heads(*keys: str) -> list[str]:

@@ -11,7 +11,7 @@ from rich.console import Console
 from envcheck.analysis import Analysis
 from envcheck.model import Report
 from envcheck.render.escape import term
-from envcheck.render.fleet_view import FleetView, fleet_view
+from envcheck.render.fleet_view import fleet_view
 from envcheck.render.i18n import escaping, t
 from envcheck.render.node_view import Cell, Line, Part, Section, Table, Tile
 from envcheck.render.terminal.console import STYLE, bullets, heading, print_rows, print_written, styled, wide
@@ -74,21 +74,18 @@ def print_fleet(console: Console, report: Report, analysis: Analysis, written: S
     """What ``envcheck fleet``'s rank 0 prints: the verdicts and their reasons, the ranks, the collectives across
     nodes, and per node its verdict, problems and GPUs (``full``: every part of every node, as the documents)."""
     with escaping(term):
-        _print_fleet(console, fleet_view(report, analysis), written, full)
-
-
-def _print_fleet(console: Console, v: FleetView, written: Sequence[Path], full: bool) -> None:
-    heading(console, v.title)
-    console.print(f"[dim]{v.machine}[/]")
-    print_tiles(console, v.tiles)
-    nodes = [sec for sec in v.sections if sec.id.startswith("node-")]
-    for sec in v.sections:
-        if full or sec not in nodes:
-            print_section(console, sec)
-        else:
-            print_section(console, Section(sec.id, sec.title, sec.lines,
-                                           tuple(p for p in sec.parts if p.id.endswith("gpus")), sec.status))
-    if nodes and not full:
-        console.print()
-        console.print(f"[dim]{t('fleet.node.details')}[/]")
-    print_written(console, written)
+        v = fleet_view(report, analysis)
+        heading(console, v.title)
+        console.print(f"[dim]{v.machine}[/]")
+        print_tiles(console, v.tiles)
+        nodes = [sec for sec in v.sections if sec.id.startswith("node-")]
+        for sec in v.sections:
+            if full or sec not in nodes:
+                print_section(console, sec)
+            else:
+                print_section(console, Section(sec.id, sec.title, sec.lines,
+                                               tuple(p for p in sec.parts if p.id.endswith("gpus")), sec.status))
+        if nodes and not full:
+            console.print()
+            console.print(f"[dim]{t('fleet.node.details')}[/]")
+        print_written(console, written)
