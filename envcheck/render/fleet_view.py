@@ -105,11 +105,11 @@ def _verdict_section(fa: af.FleetAnalysis) -> nv.Section:
     if fa.not_applied:  # never a rule shown as held that was not applied
         lines.append(nv.Line(not_applied_text(fa)))
     parts = [nv.Part(f"verdict-{_slug(v.host)}", t("fleet.verdict.of", host=esc(v.host),
-                                                verdict=t(f"fleet.verdict.{v.status}")),
-                  tuple(finding_line(f) for f in v.findings))
+                                                   verdict=t(f"fleet.verdict.{v.status}")),
+                     tuple(finding_line(f) for f in v.findings))
              for v in fa.verdicts if v.findings]
-    return nv.Section("verdicts", t("fleet.section.verdicts"), (*lines,), (nv.Part("verdict-table", "", (), (table,)),
-                                                                          *parts))
+    return nv.Section("verdicts", t("fleet.section.verdicts"), (*lines,),
+                      (nv.Part("verdict-table", "", (), (table,)), *parts))
 
 
 def _ranks_section(fa: af.FleetAnalysis) -> nv.Section:
@@ -128,21 +128,23 @@ def _ranks_section(fa: af.FleetAnalysis) -> nv.Section:
                      nv.Cell(fmt.seconds(r.elapsed_s)),
                      nv.Cell(fmt.seconds(x.given_s if x is not None else r.given_s))))
     lines = [nv.Line(t("fleet.ranks.summary", ok=f.world_size - len(fa.lost), count=f.world_size,
-                      launcher=esc(f.launcher), nodes=t("fleet.count.nodes", count=f.nnodes)),
-                  "pass" if not fa.lost else "fail")]
+                         launcher=esc(f.launcher), nodes=t("fleet.count.nodes", count=f.nnodes)),
+                     "pass" if not fa.lost else "fail")]
     if fa.interrupted:
         signal = f.settings.get("interrupted")  # True from code that did not name it: Ctrl-C
         lines.append(nv.Line(t("fleet.interrupted", signal=esc(signal if isinstance(signal, str) else "SIGINT")),
                              "fail"))
     lines += [nv.Line(t(f"fleet.rank.{_rank_word(x)}.line", rank=fmt.num(x.rank), phase=t(f"fleet.phase.{x.phase}"),
-                     host=esc(x.host or (by_rank[x.rank].host if x.rank in by_rank else None) or "?"),
-                     error=esc(fmt.first_line(x.error or "")), given=fmt.seconds(x.given_s)), "fail") for x in fa.lost]
+                        host=esc(x.host or (by_rank[x.rank].host if x.rank in by_rank else None) or "?"),
+                        error=esc(fmt.first_line(x.error or "")), given=fmt.seconds(x.given_s)), "fail")
+              for x in fa.lost]
     lines += [nv.Line(t("fleet.rank.slow.line", rank=fmt.num(s.rank), host=esc(s.host or "?"),
-                     elapsed=fmt.seconds(s.elapsed_s), median=fmt.seconds(s.others_median_s)), "warn") for s in fa.slow]
+                        elapsed=fmt.seconds(s.elapsed_s), median=fmt.seconds(s.others_median_s)), "warn")
+              for s in fa.slow]
     table = nv.Table("ranks", *nv.heads(">fleet.col.rank", "fleet.col.host", "node.col.gpu", "col.status",
-                                  ">fleet.col.elapsed", ">fleet.col.given"), tuple(rows))
+                                        ">fleet.col.elapsed", ">fleet.col.given"), tuple(rows))
     return nv.Section("ranks", t("fleet.section.ranks"), tuple(lines), (nv.Part("ranks-table", "", (), (table,)),)
-                   if rows else ())
+                      if rows else ())
 
 
 def _rank_word(x: af.LostRank) -> str:
@@ -181,17 +183,17 @@ def fleet_view(report: Report, analysis: Analysis) -> FleetView:
     sections = [_verdict_section(fa), _ranks_section(fa)]
     if fa.sweeps:
         sections.append(nv.Section("world", t("fleet.section.world"), (),
-                                tuple(nv.sweep_part(sa, f"world{i}", f"world{i}") for i, sa in enumerate(fa.sweeps))))
+                                   tuple(nv.sweep_part(sa, f"world{i}", f"world{i}") for i, sa in enumerate(fa.sweeps))))
     for k, n in enumerate(fa.nodes):
         prefix = f"n{k}-"
         lines = [nv.Line(t("fleet.node.ranks", ranks=", ".join(map(str, n.node.ranks)) or fmt.DASH,
-                          verdict=t(f"fleet.verdict.{n.verdict.status}"), count=len(n.node.ranks)),
-                      {"pass": "pass", "fail": "fail"}.get(n.verdict.status, "warn"))]
+                             verdict=t(f"fleet.verdict.{n.verdict.status}"), count=len(n.node.ranks)),
+                         {"pass": "pass", "fail": "fail"}.get(n.verdict.status, "warn"))]
         failed = af.failed_checks(n.node)
         if failed:
             lines.append(nv.Line(t("fleet.node.checks_failed", count=len(failed),
-                                  checks=esc("; ".join(f"{c.title}: {c.finding}" for c in all_localized(failed)))),
-                              "fail"))
+                                     checks=esc("; ".join(f"{c.title}: {c.finding}" for c in all_localized(failed)))),
+                                 "fail"))
         if n.node.node is None:
             lines.append(nv.Line(t("fleet.node.no_node_tests"), "warn"))
         elif n.verdict.status == "pass" or n.analysis.problems:
@@ -201,25 +203,25 @@ def fleet_view(report: Report, analysis: Analysis) -> FleetView:
             # not "nothing keeps this node from passing".
             lines += [finding_line(x) for x in n.verdict.findings]
         sections.append(nv.Section(f"node-{_slug(n.node.host)}", t("fleet.section.node", host=esc(n.node.host)),
-                                tuple(lines), nv.node_parts(n.analysis, prefix, f"n{k}_"), n.verdict.status))
+                                   tuple(lines), nv.node_parts(n.analysis, prefix, f"n{k}_"), n.verdict.status))
     sections.append(_rules_section(fa))
     drain = fa.drain
     tiles = [nv.Tile(t("fleet.card.nodes"), t("fleet.card.nodes_value", ok=len(fa.verdicts) - len(drain),
-                                              count=len(fa.verdicts)),
-                  (t("fleet.card.drain", hosts=esc(", ".join(v.host for v in drain))),) if drain else (),
-                  "fail" if drain else "pass"),
+                                                 count=len(fa.verdicts)),
+                     (t("fleet.card.drain", hosts=esc(", ".join(v.host for v in drain))),) if drain else (),
+                     "fail" if drain else "pass"),
              nv.Tile(t("fleet.card.ranks"), t("fleet.card.ranks_value", ok=f.world_size - len(fa.lost),
-                                              count=f.world_size),
-                  (t("fleet.card.slow", count=len(fa.slow)),) if fa.slow else (),
-                  "fail" if fa.lost else None)]
+                                                 count=f.world_size),
+                     (t("fleet.card.slow", count=len(fa.slow)),) if fa.slow else (),
+                     "fail" if fa.lost else None)]
     for sa in fa.sweeps:
         if (top := sa.largest()) is not None:
             r = top[0]
             lines_ = (t("fleet.card.world_line", op=esc(r.op), size=fmt.size_bytes(r.size_bytes)),)
             text = nv.conclusion_text(sa)
             tiles.append(nv.Tile(t("fleet.card.world"), f"{fmt.num(r.busbw_gbps)} GB/s",
-                              lines_ + ((text,) if text else ()),
-                              "fail" if sa.conclusion is not None and sa.conclusion.located else None))
+                                 lines_ + ((text,) if text else ()),
+                                 "fail" if sa.conclusion is not None and sa.conclusion.located else None))
             break
     return FleetView(
         title=t("fleet.title", nodes=t("fleet.count.nodes", count=f.nnodes),

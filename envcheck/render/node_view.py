@@ -505,9 +505,8 @@ def counters_part(na: an.NodeAnalysis, pid: str = "counters") -> Part | None:
             lines.append(Line(t("node.xid.none", source=esc(xid.source))))
         else:
             lines.append(Line(t("node.xid.some", count=len(xid.events), source=esc(xid.source)), "fail"))
-            for e in xid.events:
-                lines.append(Line(t("node.xid.event", xid=fmt.num(e.xid), bus=esc(e.pci_bus_id or "?"),
-                                      line=esc(fmt.first_line(e.line))), "fail"))
+            lines += [Line(t("node.xid.event", xid=fmt.num(e.xid), bus=esc(e.pci_bus_id or "?"),
+                             line=esc(fmt.first_line(e.line))), "fail") for e in xid.events]
     return Part(pid, t("node.part.counters"), tuple(lines), tuple(tables))
 
 
