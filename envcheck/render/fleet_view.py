@@ -182,8 +182,8 @@ def fleet_view(report: Report, analysis: Analysis) -> FleetView:
     f = fa.fleet
     sections = [_verdict_section(fa), _ranks_section(fa)]
     if fa.sweeps:
-        sections.append(nv.Section("world", t("fleet.section.world"), (),
-                                   tuple(nv.sweep_part(sa, f"world{i}", f"world{i}") for i, sa in enumerate(fa.sweeps))))
+        sections.append(nv.Section("world", t("fleet.section.world"), (), tuple(
+            nv.sweep_part(sa, f"world{i}", f"world{i}") for i, sa in enumerate(fa.sweeps))))
     for k, n in enumerate(fa.nodes):
         prefix = f"n{k}-"
         lines = [nv.Line(t("fleet.node.ranks", ranks=", ".join(map(str, n.node.ranks)) or fmt.DASH,
