@@ -177,10 +177,10 @@ def _points(rs: Sequence[CaseResult], x: Quantity, y: Callable[[CaseResult], flo
     return tuple(out)
 
 
-def _with_iqr(pts: tuple[cs.Point, ...], rs: Sequence[CaseResult], x: Quantity, timing: Callable[[CaseResult], Timing | None]
-              ) -> tuple[cs.Point, ...]:
-    """``pts`` (as ``_points`` made them from ``rs``) with each time's interquartile range as its interval: a noisy
-    row shows how noisy it is."""
+def _times(rs: Sequence[CaseResult], x: Quantity, timing: Callable[[CaseResult], Timing | None]
+           ) -> tuple[cs.Point, ...]:
+    """Each row's median time with its interquartile range as its interval: a noisy row shows how noisy it is."""
+    pts = _points(rs, x, lambda r: tm.median_us if (tm := timing(r)) else None, fmt.duration_us)
     assert x.value is not None
     iqr = {}
     for r in rs:
@@ -197,10 +197,7 @@ def _time_chart(op: str, rs: Sequence[CaseResult], backend: str) -> Drawn | None
         series = []
         for impl, irs in _by_impl(vrs):
             color, marker = IMPL_COLORS.get(impl, st.GREY), IMPL_MARKERS.get(impl, "diamond")
-            gpu = _with_iqr(_points(irs, x, lambda r: r.case.gpu.median_us if r.case.gpu else None, fmt.duration_us),
-                            irs, x, lambda r: r.case.gpu)
-            launch = _with_iqr(_points(irs, x, lambda r: r.case.launch.median_us if r.case.launch else None,
-                                       fmt.duration_us), irs, x, lambda r: r.case.launch)
+            gpu, launch = _times(irs, x, lambda r: r.case.gpu), _times(irs, x, lambda r: r.case.launch)
             if gpu:
                 series.append(cs.Series(t("chart.series.gpu_time", impl=impl), gpu, color, marker))
             if launch:
