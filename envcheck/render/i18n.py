@@ -1,11 +1,8 @@
-"""Every sentence envcheck shows, in the render's language, escaped for its medium.
-
-The catalogues are gettext's: ``locale/<ll_CC>/LC_MESSAGES/envcheck.po`` (msgids: the keys code and reports store;
-``str.format`` placeholders) compiled to the ``.mo`` read here with the standard library (tools/dev/catalog.py).
-The language is chosen once (``language``: the CLI around a command, a test around a render) and the medium's
-escaping once (``escaping``: Markdown, rich markup; none for HTML, which escapes whole sentences). ``t`` names a key
-(a missing one is a KeyError); ``phrase`` says a key from data: parameters formatted by unit and escaped, an unknown
-key shown generically, a missing placeholder as a dash, ``legacy.text`` (a schema-1 report's English) as recorded."""
+"""Every sentence envcheck shows, in the render's language, escaped for its medium. The catalogues are gettext's
+(``locale/<ll_CC>/LC_MESSAGES/envcheck.po``, msgids the keys code and reports store, compiled by tools/dev/catalog.py).
+The language is chosen once (``language``) and the medium's escaping once (``escaping``; none for HTML, which escapes
+whole sentences). ``t`` names a key (KeyError when unknown); ``phrase`` says a key from data: parameters formatted by
+unit and escaped, an unknown key shown generically, a missing placeholder as a dash, ``legacy.text`` as recorded."""
 
 from __future__ import annotations
 

@@ -51,8 +51,6 @@ def environment() -> jinja2.Environment:
     )
     env.filters.update(FILTERS)
     env.globals.update(GLOBALS)
-    # The i18n extension's gettext is the render's catalogue (i18n.t: keys in, the active language out), so
-    # `_()`, `gettext()` and `{% trans %}` read what `t()` reads.
     env.install_gettext_callables(gettext=i18n.t, ngettext=i18n.nt, newstyle=False)  # type: ignore[attr-defined]
     return env
 
