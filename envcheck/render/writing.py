@@ -83,16 +83,6 @@ def write_documents(report: Report, analysis: Analysis, json_path: Path, formats
         raise UsageError("error.as_is", error=e) from None
 
 
-def render_command(json_path: Path, formats: Sequence[str]) -> str:
-    """The ``envcheck render`` command that writes these documents again."""
-    args = ["envcheck", "render", str(json_path)]
-    if sorted(formats) != sorted(FORMATS):
-        args += ["--format", ",".join(formats)]
-    if current() != DEFAULT_LANG:
-        args += ["--lang", current()]
-    return shlex.join(args)
-
-
 @dataclass(frozen=True)
 class DocumentsOutcome:
     """What a render after a run left: ``written`` (all of the set, or nothing), and when nothing,
@@ -111,7 +101,10 @@ class DocumentsOutcome:
 def render_after_run(report: Report, analysis: Analysis, json_path: Path, formats: Sequence[str]) -> DocumentsOutcome:
     """Write the documents of a report whose JSON is saved; never raises, Ctrl-C included: the set is written
     all or none, so after a failure ``retry`` works as given, and a renderer's bug cannot lose the run."""
-    retry = render_command(json_path, formats)
+    args = ["envcheck", "render", str(json_path)]  # the command that writes these documents again
+    args += ["--format", ",".join(formats)] if sorted(formats) != sorted(FORMATS) else []
+    args += ["--lang", current()] if current() != DEFAULT_LANG else []
+    retry = shlex.join(args)
     try:
         return DocumentsOutcome(tuple(write_documents(report, analysis, json_path, formats)))
     except KeyboardInterrupt:

@@ -17,10 +17,6 @@ from envcheck.render.terminal.console import STYLE, bullets, heading, table, wid
 DETAIL_LINES = 15
 
 
-def status_text(status: str) -> str:
-    return f"[{STYLE.get(status, '')}]{t(f'status.{status}').upper()}[/]"
-
-
 def checks_table(console: Console, checks: Sequence[Check]) -> Table:
     """Every check but the skipped ones: status, check, finding with the fix under it."""
     is_wide = wide(console)
@@ -36,7 +32,7 @@ def checks_table(console: Console, checks: Sequence[Check]) -> Table:
     for c in (c for c in checks if c.status != "skip"):
         fix = term(t("term.fix", fix=c.fix)) if c.fix and c.status != "pass" else ""
         fix = f"\n[{'bold' if is_wide else 'cyan'}]{fix}[/]" if fix else ""
-        tab.add_row(status_text(c.status), *((term(c.title), term(c.finding) + fix) if is_wide
+        tab.add_row(f"[{STYLE.get(c.status, '')}]{t(f'status.{c.status}').upper()}[/]", *((term(c.title), term(c.finding) + fix) if is_wide
                                              else (f"[bold]{term(c.title)}[/]: {term(c.finding)}{fix}",)))
     return tab
 
