@@ -43,35 +43,28 @@ class Laps:
     def __init__(self, torch: ModuleType, cuda: bool) -> None:
         self.torch = torch
         self.cuda = cuda
-        self._pairs: list[tuple[Event, Event | None]] = []
-        self._host = 0.0
-        self._t0 = 0.0
+        self._laps: list[tuple[Event | float, Event | float]] = []
+        self._start: Event | float = 0.0
+
+    def _mark(self) -> Event | float:
+        if not self.cuda:
+            return time.perf_counter()
+        e = self.torch.cuda.Event(enable_timing=True)
+        e.record()
+        return e
 
     def begin(self) -> None:
-        if self.cuda:
-            e = self.torch.cuda.Event(enable_timing=True)
-            e.record()
-            self._pairs.append((e, None))
-        else:
-            self._t0 = time.perf_counter()
+        self._start = self._mark()
 
     def end(self) -> None:
-        if self.cuda:
-            e = self.torch.cuda.Event(enable_timing=True)
-            e.record()
-            self._pairs[-1] = (self._pairs[-1][0], e)
-        else:
-            self._host += time.perf_counter() - self._t0
+        self._laps.append((self._start, self._mark()))
 
     def total(self) -> float:
         """Seconds of every call since the last total (synchronises)."""
-        if self.cuda:
-            if self._pairs and self._pairs[-1][1] is not None:
-                self._pairs[-1][1].synchronize()
-            took = sum(float(a.elapsed_time(b)) for a, b in self._pairs if b is not None) / 1e3
-            self._pairs = []
-        else:
-            took, self._host = self._host, 0.0
+        if self.cuda and self._laps:
+            self._laps[-1][1].synchronize()
+        laps, self._laps = self._laps, []
+        took = sum(float(a.elapsed_time(b)) for a, b in laps) / 1e3 if self.cuda else sum(b - a for a, b in laps)
         return max(took, 1e-9)
 
 

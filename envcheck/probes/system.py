@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import posixpath
+import re
 import shlex
 
 from envcheck.model import Fact, Facts, known, missing
@@ -46,20 +47,9 @@ def parse_os_release(text: str) -> dict[str, str]:
 
 def parse_cpuinfo(text: str) -> list[dict[str, str]]:
     """One dict per blank-line separated block of /proc/cpuinfo (a logical CPU, or a header on arm)."""
-    blocks: list[dict[str, str]] = []
-    current: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            if current:
-                blocks.append(current)
-                current = {}
-            continue
-        key, sep, value = line.partition(":")
-        if sep:
-            current[key.strip()] = value.strip()
-    if current:
-        blocks.append(current)
-    return blocks
+    blocks = ({k.strip(): v.strip() for k, sep, v in (ln.partition(":") for ln in block.splitlines()) if sep}
+              for block in re.split(r"\n[^\S\n]*(?:\n|$)", text))
+    return [b for b in blocks if b]
 
 
 def _arm_model(blocks: list[dict[str, str]]) -> str | None:
