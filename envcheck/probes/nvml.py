@@ -168,6 +168,15 @@ def plain(value: object) -> Json:
     return value
 
 
+def _library_from_maps(maps_text: str) -> str | None:
+    """Path of the libnvidia-ml mapped into this process, from /proc/self/maps text."""
+    for line in maps_text.splitlines():
+        parts = line.split(maxsplit=5)
+        if len(parts) == 6 and "libnvidia-ml" in Path(parts[5]).name:
+            return parts[5].strip()
+    return None
+
+
 class NvmlLike(Protocol):
 
     def init(self) -> str | None: ...
@@ -260,9 +269,7 @@ class Nvml(NvmlSeam):
             text = Path("/proc/self/maps").read_text(encoding="utf-8", errors="replace")
         except OSError as e:
             return None, f"cannot read /proc/self/maps ({e.strerror})"
-        # The libnvidia-ml mapped into this process: the path ends a /proc/self/maps line.
-        rows = (line.split(maxsplit=5) for line in text.splitlines())
-        path = next((r[5].strip() for r in rows if len(r) == 6 and "libnvidia-ml" in Path(r[5]).name), None)
+        path = _library_from_maps(text)
         return (path, None) if path else (None, "libnvidia-ml not found in this process's memory map")
 
     def shutdown(self) -> None:

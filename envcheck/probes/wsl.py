@@ -44,14 +44,12 @@ def wsl_version(osrelease: str, proc_version: str, host: Host) -> int | None:
 
 def _unique_dirs(host: Host, dirs: tuple[str, ...]) -> list[str]:
     # On merged-/usr systems /lib is a link to usr/lib: look at each real folder once.
-    seen: set[str] = set()
-    out = []
+    seen: dict[str, str] = {}
     for d in dirs:
         real = host.realpath(d)
         if real not in seen and host.is_dir(d):
-            seen.add(real)
-            out.append(d)
-    return out
+            seen[real] = d
+    return list(seen.values())
 
 
 def _in_wsl_dir(path: str) -> bool:
