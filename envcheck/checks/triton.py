@@ -52,25 +52,24 @@ def check_pin(env: Environment) -> Check:
                 version=version, cmd=f"pip install triton=={pin}")
 
 
-def check_compiler(env: Environment) -> Check:
+def _found(env: Environment, cid: str, key: str, shape: str) -> Check | None:
+    """The check of a file Triton's JIT needs (``cuda.<key>``) when it is found or not needed; None: missing."""
     if not _installed(env):
-        return _skip("triton.c_compiler")
-    cc = env.get("cuda", "cc_path")
-    if not cc and not machine.has_gpu(env):
-        return said("triton.c_compiler", "skip", "triton.no_gpu")
-    if cc:
-        return said("triton.c_compiler", "pass", "triton.cc", path=cc)
-    return said("triton.c_compiler", "fail", "triton.no_cc", "triton.cc.fix", reason=env.fact("cuda", "cc_path").reason)
+        return _skip(cid)
+    path = env.get("cuda", key)
+    if path:
+        return said(cid, "pass", shape, path=path)
+    return None if machine.has_gpu(env) else said(cid, "skip", "triton.no_gpu")
+
+
+def check_compiler(env: Environment) -> Check:
+    return _found(env, "triton.c_compiler", "cc_path", "triton.cc") or said(
+        "triton.c_compiler", "fail", "triton.no_cc", "triton.cc.fix", reason=env.fact("cuda", "cc_path").reason)
 
 
 def check_headers(env: Environment) -> Check:
-    if not _installed(env):
-        return _skip("triton.python_headers")
-    headers = env.get("cuda", "python_headers")
-    if not headers and not machine.has_gpu(env):
-        return said("triton.python_headers", "skip", "triton.no_gpu")
-    if headers:
-        return said("triton.python_headers", "pass", "path", path=headers)
+    if found := _found(env, "triton.python_headers", "python_headers", "path"):
+        return found
     version = str(env.get("system", "python_version") or "")
     fix, params = headers_fix(env)
     return said("triton.python_headers", "fail", "triton.no_headers", fix, version=version or "?",
