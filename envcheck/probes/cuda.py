@@ -168,16 +168,12 @@ def _nvcc_facts(host: Host, nvcc: str | None) -> Facts:
 
 def _cc(host: Host) -> Fact:
     cc_env = host.environ.get("CC", "").strip()
-    if cc_env:
-        try:
-            first = shlex.split(cc_env)[0]
-        except (ValueError, IndexError):
-            first = cc_env.split()[0]
-        # "ccache gcc": the compiler that matters is the wrapped one, but ccache runs it.
-        found = host.which(first)
-        if found:
-            return known(found)
-    found = next((p for p in map(host.which, ("cc", "gcc", "clang")) if p), None)
+    try:
+        named = shlex.split(cc_env)[:1]
+    except ValueError:
+        named = cc_env.split()[:1]
+    # "ccache gcc": the compiler that matters is the wrapped one, but ccache runs it.
+    found = next((p for p in map(host.which, (*named, "cc", "gcc", "clang")) if p), None)
     if found:
         return known(found)
     if cc_env:
