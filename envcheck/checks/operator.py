@@ -213,9 +213,5 @@ def checks(env: Environment) -> list[Check]:
             continue
         out.extend((check_compute_mode(gpu), check_temperature(gpu), check_clock_events(gpu),
                     check_fabric(gpu, fabricmanager)))
-    for rule in (check_fabricmanager, check_iommu, check_acs, check_infiniband, check_gpudirect_rdma,
-                 check_packages):
-        found = rule(env)
-        if found is not None:
-            out.append(found)
-    return out
+    node = (check_fabricmanager, check_iommu, check_acs, check_infiniband, check_gpudirect_rdma, check_packages)
+    return out + [c for c in (rule(env) for rule in node) if c is not None]

@@ -102,9 +102,9 @@ class RecordingHost(Host):
         except OSError as e:
             with self._lock:
                 self.errors[self._abs(path)] = {"errno": e.errno, "strerror": e.strerror or str(e)}
-            self._note(path)
             raise
-        self._note(path)
+        finally:
+            self._note(path)
         with self._lock:
             self.files[self._abs(os.path.realpath(path))] = text
         return text
