@@ -74,10 +74,8 @@ class UserCode:
 
         args = [wide(t) for t in inputs.values()]
         ref = self.op.reference(*args)
-        if self.op.magnitude is not None:
-            mag = self.op.magnitude(*args)
-        else:
-            mag = self.op.reference(*[t.abs() if t.is_floating_point() else t for t in args])
+        mag = (self.op.magnitude(*args) if self.op.magnitude is not None
+               else self.op.reference(*[t.abs() if t.is_floating_point() else t for t in args]))
         for what, t in (("reference", ref), ("magnitude", mag)):
             if not isinstance(t, torch.Tensor):
                 raise DeclarationError(f"{self.op.name}: {what}() must return a tensor, got {type(t).__name__}")
