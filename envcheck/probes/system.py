@@ -119,6 +119,11 @@ def _kernel(host: Host) -> Fact:
         "kernel release not in /proc/version")
 
 
+def _arch(host: Host) -> Fact:
+    arch = host.machine()
+    return known(arch) if arch else missing("platform reports no machine type")
+
+
 def _memory_facts(host: Host) -> Facts:
     try:
         total, available = host.memory()
@@ -183,14 +188,7 @@ def detect_container(host: Host) -> str:
 
 
 def probe_system(host: Host, reports_dir: str = "reports") -> Facts:
-    facts: Facts = {}
-    facts.update(_os_facts(host))
-    facts["kernel"] = _kernel(host)
-    arch = host.machine()
-    facts["arch"] = known(arch) if arch else missing("platform reports no machine type")
-    facts.update(_cpu_facts(host))
-    facts.update(_memory_facts(host))
-    facts.update(_disk_facts(host, reports_dir))
-    facts.update(_python_facts(host))
-    facts["container"] = known(detect_container(host))
+    facts: Facts = {**_os_facts(host), "kernel": _kernel(host), "arch": _arch(host), **_cpu_facts(host),
+                    **_memory_facts(host), **_disk_facts(host, reports_dir), **_python_facts(host),
+                    "container": known(detect_container(host))}
     return {k: facts.get(k, missing("not probed")) for k in KEYS}
