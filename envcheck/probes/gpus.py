@@ -58,8 +58,12 @@ def cuda_version_text(version: int) -> str:
 
 def probe_driver(nvml: NvmlLike) -> Facts:
     """The ``driver`` section (nvidia-smi: Driver Version, CUDA Version, Attached GPUs); never raises."""
+    from envcheck.probes.nvml_table import failure_text
+
     init_error = nvml.init()
-    process = _process_error(nvml)
+    # What happened to the child process that read NVML, when it crashed or hung (``nvml_isolated``).
+    failure = getattr(nvml, "failure", None)
+    process = known(failure_text(failure)) if isinstance(failure, dict) else missing(NVML_PROCESS_OK)
     if init_error is not None:
         failed = {k: missing(f"NVML unavailable: {init_error}") for k in DRIVER_KEYS}
         return failed | {"nvml_error": known(init_error), "nvml_process_error": process}
@@ -78,14 +82,6 @@ def probe_driver(nvml: NvmlLike) -> Facts:
     facts["gpu_count"] = _derived(*nvml.query("nvmlDeviceGetCount"))
     facts["nvml_process_error"] = process
     return facts
-
-
-def _process_error(nvml: NvmlLike) -> Fact:
-    """What happened to the child process that read NVML, when it crashed or hung (``nvml_isolated``)."""
-    from envcheck.probes.nvml_table import failure_text
-
-    failure = getattr(nvml, "failure", None)
-    return known(failure_text(failure)) if isinstance(failure, dict) else missing(NVML_PROCESS_OK)
 
 
 def probe_gpus(nvml: NvmlLike) -> tuple[Gpu, ...]:
