@@ -65,18 +65,13 @@ def parse_ldconfig(text: str, machine: str) -> dict[str, list[str]]:
     return libs
 
 
-def ldconfig_path(host: Host) -> str | None:
-    # ldconfig lives in /sbin, which is often not on a normal user's PATH.
-    return host.which("ldconfig") or _first(host, LDCONFIG_FALLBACKS)
-
-
 def _first(host: Host, paths: Iterable[str]) -> str | None:
     return next((p for p in paths if host.exists(p)), None)
 
 
 def read_ld_cache(host: Host) -> LdCache:
     """The loader cache; never raises (``error`` says why it is empty)."""
-    exe = ldconfig_path(host)
+    exe = host.which("ldconfig") or _first(host, LDCONFIG_FALLBACKS)  # /sbin: often not on a user's PATH
     if exe is None:
         return LdCache(error="ldconfig not found")
     result = host.run([exe, "-p"], timeout=LDCONFIG_TIMEOUT_S)
@@ -112,10 +107,6 @@ def triton_libcuda_dirs(host: Host, cache: LdCache) -> list[str]:
     if not dirs:
         dirs = [d for d in ld_library_path_dirs(host) if host.exists(posixpath.join(d, LIBCUDA))]
     return list(dict.fromkeys(dirs))
-
-
-def _dirs_fact(dirs: list[str]) -> Fact:
-    return known(dirs) if dirs else missing(f"no {LIBCUDA} in `ldconfig -p` or LD_LIBRARY_PATH")
 
 
 def _libcuda_link(host: Host, cache: LdCache) -> Fact:
@@ -192,9 +183,10 @@ def _python_headers(host: Host) -> Fact:
 
 def probe_cuda(host: Host, cache: LdCache | None = None) -> Facts:
     cache = cache if cache is not None else read_ld_cache(host)
-    facts: Facts = {"libcuda_path": _libcuda(host, cache),
-                    "triton_libcuda_dirs": _dirs_fact(triton_libcuda_dirs(host, cache)),
-                    "libcuda_link": _libcuda_link(host, cache)}
+    facts: Facts = {"libcuda_path": _libcuda(host, cache)}
+    dirs = triton_libcuda_dirs(host, cache)
+    facts["triton_libcuda_dirs"] = known(dirs) if dirs else missing(f"no {LIBCUDA} in `ldconfig -p` or LD_LIBRARY_PATH")
+    facts["libcuda_link"] = _libcuda_link(host, cache)
     nvcc = host.which("nvcc")
     toolkit = _toolkit(host, nvcc)
     facts["toolkit_path"] = toolkit
