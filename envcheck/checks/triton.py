@@ -129,14 +129,6 @@ def check_libcuda(env: Environment) -> Check:
     return said(cid, "pass", "triton.libcuda_ok", path=path, link=link)
 
 
-def _ptxas_for(env: Environment, sm: int) -> tuple[int | None, str | None, str]:
-    """(max sm, version, env var) of the ptxas Triton uses for ``sm`` (sm_100+ has its own since 3.3)."""
-    if sm >= 100 and env.get("triton", "ptxas_blackwell_max_sm") is not None:
-        return (env.get("triton", "ptxas_blackwell_max_sm"), env.get("triton", "ptxas_blackwell_version"),
-                "TRITON_PTXAS_BLACKWELL_PATH")
-    return env.get("triton", "ptxas_max_sm"), env.get("triton", "ptxas_version"), "TRITON_PTXAS_PATH"
-
-
 def check_gpu_support(env: Environment) -> list[Check]:
     """Per GPU: compute capability Triton supports, and a ptxas that can target it."""
     if not _installed(env):
@@ -154,7 +146,10 @@ def _gpu_support(env: Environment, gpu: Gpu) -> Check:
     if cc < MIN_CC:
         return said(cid, "fail", "triton.too_old_gpu", "triton.too_old_gpu.fix", gpu=label, cc=cv.text(cc),
                     version=env.get("triton", "version"))
-    max_sm, version, var = _ptxas_for(env, sm)
+    # Triton (3.3+) has a ptxas of its own for sm_100 and newer.
+    blackwell = sm >= 100 and env.get("triton", "ptxas_blackwell_max_sm") is not None
+    key, var = ("ptxas_blackwell", "TRITON_PTXAS_BLACKWELL_PATH") if blackwell else ("ptxas", "TRITON_PTXAS_PATH")
+    max_sm, version = env.get("triton", f"{key}_max_sm"), env.get("triton", f"{key}_version")
     if not isinstance(max_sm, int):
         return said(cid, "skip", "triton.ptxas_unknown", gpu=label)
     if max_sm >= sm:

@@ -239,15 +239,11 @@ def _operator_facts(r: _Reader) -> Facts:
     else:
         why = why or "no value"
         f["fabric_state"], f["fabric_status"], f["fabric_clique_id"] = missing(why), missing(why), missing(why)
-    f["clock_event_ns"] = _clock_event_counters(r)
-    return f
-
-
-def _clock_event_counters(r: _Reader) -> Fact:
-    """Clocks Event Reasons Counters (nvidia-smi -q -d PERFORMANCE): ns in each reason since the driver loaded."""
+    # Clocks Event Reasons Counters (nvidia-smi -q -d PERFORMANCE): ns in each reason since the driver loaded.
     read = {name: r.field(field_id) for name, field_id in n.CLOCK_EVENT_COUNTERS.items()}
     counted = {name: v for name, (v, _) in read.items() if isinstance(v, int) and not isinstance(v, bool)}
-    return known(counted) if counted else missing(next((w for _, w in read.values() if w), "no value"))
+    f["clock_event_ns"] = known(counted) if counted else missing(next((w for _, w in read.values() if w), "no value"))
+    return f
 
 
 def _watts(milliwatts: float) -> float:
