@@ -348,10 +348,10 @@ def test_the_shipped_node_floors_hold_on_pairs_they_were_not_learned_from():
 
 def _busbw_ratio(a, b, op: str, size: int) -> float:
     """b's busbw at (op, size) over a's, from the analysis."""
-    from envcheck.analysis import node as an
+    from envcheck.analysis.collectives import collective_rows
 
     def busbw(r):
-        return next(row.busbw_gbps for c in r.node.collectives for row in an.collective_rows(c)
+        return next(row.busbw_gbps for c in r.node.collectives for row in collective_rows(c)
                     if (row.op, row.size_bytes) == (op, size))
 
     return busbw(b) / busbw(a)

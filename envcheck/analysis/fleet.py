@@ -10,22 +10,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from envcheck.analysis.node import (
-    NOT_APPLICABLE,
-    GpuRates,
-    NodeProblem,
-    collective_rows,
-    copy_rows,
-    gpu_rates,
-    node_problems,
-)
+from envcheck.analysis.collectives import collective_rows
+from envcheck.analysis.links import copy_rows
+from envcheck.analysis.node import NOT_APPLICABLE, GpuRates, NodeProblem, gpu_rates, node_problems
 from envcheck.model.facts import Check
 from envcheck.model.fleet import Baseline, Fleet, FleetNode, RankStatus, Reference, Rule
 from envcheck.model.node import Collectives
 
 if TYPE_CHECKING:
     from envcheck.analysis import BenchAnalysis
-    from envcheck.analysis.node import NodeAnalysis, SweepAnalysis
+    from envcheck.analysis.collectives import SweepAnalysis
+    from envcheck.analysis.node import NodeAnalysis
     from envcheck.model import Bench, Environment
     from envcheck.model.bench import ParamValue
 
@@ -502,7 +497,8 @@ class FleetAnalysis:
 
 def analyse_fleet(fleet: Fleet, analyse_bench: Callable[[Environment, Bench], BenchAnalysis]) -> FleetAnalysis:
     """``analyse_bench(environment, bench)`` gives a ``BenchAnalysis`` (``envcheck.analysis``)."""
-    from envcheck.analysis.node import analyse_node, analyse_sweep, rates_from
+    from envcheck.analysis.collectives import analyse_sweep
+    from envcheck.analysis.node import analyse_node, rates_from
     from envcheck.model import Environment
 
     per_node = []

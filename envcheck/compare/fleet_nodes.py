@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from envcheck.analysis import Analysis
-from envcheck.analysis.node import analyse_sweep
+from envcheck.analysis.collectives import analyse_sweep
 from envcheck.compare import stats
 from envcheck.compare.diff import Diff, ReportInfo, compare_analysed
 from envcheck.compare.machine import machine_of
