@@ -17,9 +17,8 @@ from test_cli_diff import envcheck
 
 from envcheck import model
 from envcheck.analysis import analyse
-from envcheck.compare.diff import compare, diff
+from envcheck.compare.diff import compare, diff, diff_nodes, nodes_of
 from envcheck.compare.export import to_data
-from envcheck.compare.fleet_nodes import diff_nodes, nodes_of
 from envcheck.compare.match import BY_IDENTITY, NodeId, pair_nodes
 from envcheck.compare.node_diff import compare_sides, node_side
 
