@@ -34,17 +34,16 @@ NCCL_NAMES = {"all_reduce": "AllReduce", "all_gather": "AllGather", "reduce_scat
               "all_to_all": "AlltoAll", "broadcast": "Broadcast"}
 
 
+_BUSBW_SHARE = {"all_reduce": 2, "all_gather": 1, "reduce_scatter": 1, "all_to_all": 1, "broadcast": 0}
+
+
 def busbw_factor(op: str, n: int) -> float:
     """nccl-tests' correction from algbw to busbw (doc/PERFORMANCE.md, "Summary")."""
     if n < 1:
         raise ValueError("a group has at least one rank")
-    if op == "all_reduce":
-        return 2 * (n - 1) / n
-    if op in ("all_gather", "reduce_scatter", "all_to_all"):
-        return (n - 1) / n
-    if op == "broadcast":
-        return 1.0
-    raise ValueError(f"unknown collective {op!r}")
+    if op not in _BUSBW_SHARE:
+        raise ValueError(f"unknown collective {op!r}")
+    return _BUSBW_SHARE[op] * (n - 1) / n if op != "broadcast" else 1.0
 
 
 @dataclass(frozen=True)
@@ -205,16 +204,9 @@ def algos_for(result: CollectiveResult, collectives: Collectives) -> tuple[tuple
     n = len(result.ranks)
     lay = layout(result.op, result.size_bytes, n, ELEMENT_BYTES.get(result.dtype, 4))
     name = NCCL_NAMES[result.op]
-    found: list[tuple[str, str]] = []
-    for c in collectives.choices:
-        if c.nccl_op != name or c.nccl_bytes != lay.nccl_bytes:
-            continue
-        if c.nranks is not None and c.nranks != n:
-            continue
-        pair = (c.algo, c.proto)
-        if pair not in found:
-            found.append(pair)
-    return tuple(found), (None if found else "not_in_nccl_log")
+    found = tuple(dict.fromkeys((c.algo, c.proto) for c in collectives.choices
+                                if c.nccl_op == name and c.nccl_bytes == lay.nccl_bytes and c.nranks in (None, n)))
+    return found, (None if found else "not_in_nccl_log")
 
 
 def bandwidths_gbps(op: str, size_bytes: int, n: int, time_us: float | None) -> tuple[float | None, float | None]:
@@ -239,21 +231,12 @@ def collective_row(result: CollectiveResult, collectives: Collectives) -> Collec
     algbw, busbw = bandwidths_gbps(result.op, result.size_bytes, n, t)
     call_busbw = bandwidths_gbps(result.op, result.size_bytes, n, call)[1]
     launch_bound = gpu is not None and call is not None and call > LAUNCH_BOUND_RATIO * gpu
-    no_gpu = None
-    if gpu is None and call is not None:
-        no_gpu = result.gpu_reason if result.gpu_reason is not None else "not_recorded"
+    no_gpu = (result.gpu_reason or "not_recorded") if gpu is None and call is not None else None
     reg = registered_time_us(result)
     wrong = result.wrong
     if wrong is not None and result.registered_wrong:
         wrong += result.registered_wrong
-    if result.error:
-        status = "error"
-    elif wrong is None:
-        status = "unverified"
-    elif wrong:
-        status = "wrong"
-    else:
-        status = "ok"
+    status = "error" if result.error else "unverified" if wrong is None else "wrong" if wrong else "ok"
     cv = _cv(result.gpu_timings if gpu is not None else result.timings)
     return CollectiveRow(result.op, result.size_bytes, result.ranks, t, algbw, busbw, cv, wrong,
                          status, algos, why, basis, gpu, call, call_busbw, launch_bound, no_gpu,
@@ -434,14 +417,9 @@ def ring_expectation(topology: Topology, gpus: Sequence[int]) -> float | None:
     doc/PERFORMANCE.md), GB/s per direction; None when a hop's bandwidth is unknown."""
     if len(gpus) < 2:
         return None
-    hops = []
-    for i, a in enumerate(gpus):
-        b = gpus[(i + 1) % len(gpus)]
-        p = pair_path(topology, a, b)
-        if p is None or p.expected_gbps is None:
-            return None
-        hops.append(p.expected_gbps)
-    return min(hops)
+    paths = [pair_path(topology, a, gpus[(i + 1) % len(gpus)]) for i, a in enumerate(gpus)]
+    hops = [p.expected_gbps for p in paths if p is not None and p.expected_gbps is not None]
+    return min(hops) if len(hops) == len(gpus) else None
 
 
 def pct_of_links(row: CollectiveRow, expectation: float | None) -> float | None:
