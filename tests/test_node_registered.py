@@ -11,8 +11,8 @@ import pytest
 
 from envcheck.analysis.collectives import against_nccl_tests, bandwidths_gbps, busbw_factor, collective_row, layout
 from envcheck.model import Timing, build, to_dict
+from envcheck.model.crosscheck import NcclTestsRow, Placement
 from envcheck.model.node import CollectiveResult, Collectives, RankTiming
-from envcheck.model.reference import NcclTestsRow, Placement
 from envcheck.node.collective_bench import CollectiveBench, Measured
 from envcheck.node.collective_run import _with_registered
 

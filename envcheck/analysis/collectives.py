@@ -17,13 +17,13 @@ from envcheck.analysis.narrowing import (
     lost_conclusion,
     narrowing_conclusion,
 )
+from envcheck.model.crosscheck import NcclTestsRow, Placement
 from envcheck.model.node import (
     CollectiveResult,
     Collectives,
     RankTiming,
     Topology,
 )
-from envcheck.model.reference import NcclTestsRow, Placement
 
 # --------------------------------------------------------------------------- nccl-tests' definitions
 

@@ -19,9 +19,8 @@ from dataclasses import dataclass, field, replace
 from envcheck.analysis.collectives import against_nccl_tests, collective_row, placement_of
 from envcheck.analysis.links import copy_row
 from envcheck.model import Bench, Case, Note
-from envcheck.model.crosscheck import Crosscheck, KernelTiming, LoopTiming, NcclTestsRun
+from envcheck.model.crosscheck import Crosscheck, KernelTiming, LoopTiming, NcclTestsRow, NcclTestsRun
 from envcheck.model.node import Collectives, Launch, Node
-from envcheck.model.reference import NcclTestsRow
 
 KERNEL_BAR = 0.03
 COPY_BAR = 0.03
