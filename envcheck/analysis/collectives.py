@@ -231,12 +231,21 @@ def collective_row(result: CollectiveResult, collectives: Collectives) -> Collec
     algbw, busbw = bandwidths_gbps(result.op, result.size_bytes, n, t)
     call_busbw = bandwidths_gbps(result.op, result.size_bytes, n, call)[1]
     launch_bound = gpu is not None and call is not None and call > LAUNCH_BOUND_RATIO * gpu
-    no_gpu = (result.gpu_reason or "not_recorded") if gpu is None and call is not None else None
+    no_gpu = None
+    if gpu is None and call is not None:
+        no_gpu = result.gpu_reason if result.gpu_reason is not None else "not_recorded"
     reg = registered_time_us(result)
     wrong = result.wrong
     if wrong is not None and result.registered_wrong:
         wrong += result.registered_wrong
-    status = "error" if result.error else "unverified" if wrong is None else "wrong" if wrong else "ok"
+    if result.error:
+        status = "error"
+    elif wrong is None:
+        status = "unverified"
+    elif wrong:
+        status = "wrong"
+    else:
+        status = "ok"
     cv = _cv(result.gpu_timings if gpu is not None else result.timings)
     return CollectiveRow(result.op, result.size_bytes, result.ranks, t, algbw, busbw, cv, wrong,
                          status, algos, why, basis, gpu, call, call_busbw, launch_bound, no_gpu,

@@ -236,20 +236,20 @@ def _judge_metrics(metrics: Sequence[Metric], references: Sequence[Reference], s
         rule = _rule_for(m.name, rules)
         if rule is None:
             continue
-        held = functools.partial(Finding, margin=rule.margin, direction=rule.direction)
+        RuleFinding = functools.partial(Finding, margin=rule.margin, direction=rule.direction)
         reference = refs.get(m.name)
         if m.value is None:
-            findings.append(held("missing", m.name, reason=m.reason))
+            findings.append(RuleFinding("missing", m.name, reason=m.reason))
         elif rule.direction == "lower" and rule.margin == 0.0:
             # A count that must be zero is held to zero, not to a median or baseline that may have failed too.
             if m.value > 0:
-                findings.append(held("worse", m.name, m.value, 0.0, ZERO_SOURCE, None))
+                findings.append(RuleFinding("worse", m.name, m.value, 0.0, ZERO_SOURCE, None))
         elif reference is not None:
             ref = reference.value
             if m.algo and reference.algo and m.algo != reference.algo:
                 # Not like with like: say so, whatever the numbers.
-                findings.append(held("algorithm_differs", m.name, m.value, ref, source,
-                                     reason=f"{m.algo} vs {reference.algo}"))
+                findings.append(RuleFinding("algorithm_differs", m.name, m.value, ref, source,
+                                            reason=f"{m.algo} vs {reference.algo}"))
             if rule.direction == "higher":
                 worse = m.value < ref * (1 - rule.margin)
                 short = 1 - m.value / ref if ref else None
@@ -257,7 +257,7 @@ def _judge_metrics(metrics: Sequence[Metric], references: Sequence[Reference], s
                 worse = m.value > ref * (1 + rule.margin)
                 short = (m.value / ref - 1) if ref else None
             if worse:
-                findings.append(held("worse", m.name, m.value, ref, source, short))
+                findings.append(RuleFinding("worse", m.name, m.value, ref, source, short))
     # A reference the node has no metric for was not measured: never a pass.
     measured = {m.name for m in metrics}
     for ref_name in sorted(set(refs) - measured):
