@@ -10,10 +10,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from envcheck.bench import ceilings, compile_ahead, compile_cache, device, protocol
-from envcheck.bench.group import Prepared, guarded, log, open_group, prepare
+from envcheck.bench.group import Prepared, Stopwatch, guarded, log, open_group, prepare
 from envcheck.bench.impls import tf32_matmul
 from envcheck.bench.l2 import ROTATE_L2_MULTIPLE, SMALL_BYTES
-from envcheck.bench.phases import Stopwatch
 from envcheck.bench.sampling import POWER_PROBE_MS, sample, settle, span, to_case
 from envcheck.bench.suite import PlannedCase
 from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS, Timer
