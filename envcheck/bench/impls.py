@@ -84,6 +84,7 @@ def make_inputs(op: str, shape: tuple[int, ...], dtype: str, device: str,
 LAYER_NORM_CONSTANT = 0.5
 LAYER_NORM_FAR = 100.0
 LAYER_NORM_TINY = 3e-3
+LAYER_NORM_EPS = 1e-5
 
 
 def make_output(op: str, shape: tuple[int, ...], dtype: str, device: str) -> torch.Tensor:
@@ -129,7 +130,7 @@ def torch_impl(op: str, inputs: Inputs, out: torch.Tensor, shape: tuple[int, ...
         return lambda: torch.nn.functional.conv2d(x, w, stride=stride, padding=pad)
     if op == "layer_norm":  # allocating its output (ATen's out= form wants mean and rstd too)
         x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
-        return lambda: torch.nn.functional.layer_norm(x, (x.shape[1],), w, b, 1e-5)
+        return lambda: torch.nn.functional.layer_norm(x, (x.shape[1],), w, b, LAYER_NORM_EPS)
     if op == "softmax_fwbw":
         return _softmax_fwbw(inputs, out)
     if op == "linear_fwbw":
@@ -244,7 +245,7 @@ def eager(op: str, shape: tuple[int, ...] = ()) -> Forward:
         "softmax": lambda x: torch.softmax(x, dim=-1),
         "row_sum": lambda x: x.sum(dim=-1),
         "matmul": torch.matmul,
-        "layer_norm": lambda x, w, b: torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, 1e-5),
+        "layer_norm": lambda x, w, b: torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, LAYER_NORM_EPS),
         "softmax_fwbw": lambda x: torch.softmax(x, dim=-1),
         "linear_fwbw": torch.nn.functional.linear,
     }[op]

@@ -12,8 +12,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from envcheck.bench.impls import REDUCE_DIMS, Impl, Inputs
-from envcheck.bench.reference_ops import LAYER_NORM_EPS
+from envcheck.bench.impls import LAYER_NORM_EPS, REDUCE_DIMS, Impl, Inputs
 from envcheck.ops import spec
 
 if TYPE_CHECKING:
