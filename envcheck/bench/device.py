@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.metadata
 import platform
@@ -162,9 +163,6 @@ class Runtime:
 
     def after_failure(self) -> None:
         """Let a failed step's queued work finish and its memory go, so the next step starts clean."""
-        if self.cuda:
-            for step in (self.torch.cuda.synchronize, self.torch.cuda.empty_cache):
-                try:
-                    step()
-                except Exception:  # noqa: BLE001 - a sticky CUDA error shows in the next step's own failure
-                    pass
+        for step in (self.torch.cuda.synchronize, self.torch.cuda.empty_cache) if self.cuda else ():
+            with contextlib.suppress(Exception):  # a sticky CUDA error shows in the next step's own failure
+                step()
