@@ -189,8 +189,7 @@ def _draw_round(rt: Runtime, planned: PlannedCase, group: Group, r: int) -> None
 
 def _check(rt: Runtime, planned: PlannedCase, group: Group, fn: Impl
            ) -> tuple[accuracy.Tally, accuracy.Tally | None, bool]:
-    """The checked calls of ``fn`` on the group's and the op's exact inputs: (random, exact or None, every
-    output poisoned)."""
+    """``fn``'s checked calls on the group's and the op's exact inputs: (random, exact or None, all poisoned)."""
     code, spec = rt.code(planned.op), rt.spec(planned.op)
 
     def checked(tally: accuracy.Tally) -> bool:
