@@ -42,8 +42,7 @@ def children(cpus: int | None) -> int:
 
 
 def shares(cases: Sequence[PlannedCase], n: int) -> list[list[AheadCase]]:
-    """The Triton cases of built-in ops dealt to ``n`` children by (op, dtype, precision): one family's shapes share
-    compiled specialisations."""
+    """Triton cases of built-in ops dealt to ``n`` children by family (op, dtype, precision): it shares compiles."""
     families: dict[tuple[str, str, str], list[AheadCase]] = {}
     for c in dict.fromkeys(c for c in cases if c.impl == "triton" and c.op in OPS):
         families.setdefault((c.op, c.dtype, c.precision), []).append([c.op, c.dtype, c.precision, list(c.shape)])

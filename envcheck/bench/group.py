@@ -179,8 +179,7 @@ def open_group(rt: Runtime, first: PlannedCase, seed: int) -> Group:
 
 
 def _draw_round(rt: Runtime, planned: PlannedCase, group: Group, r: int) -> None:
-    """Round ``r``'s inputs, drawn into the group's own tensors (which the implementations are bound to); round
-    0 is the group's first draw again."""
+    """Round ``r``'s inputs, drawn into the group's bound tensors; round 0 is the group's first draw again."""
     gen = rt.torch.Generator(device=rt.where).manual_seed(group.seed * CHECK_ROUNDS + r if r else group.seed)
     fresh = rt.code(planned.op).make_inputs(planned.shape, planned.dtype, rt.where, gen)
     for name, t in group.inputs.items():

@@ -312,8 +312,7 @@ def added(phases: Iterable[Mapping[str, float]]) -> dict[str, float]:
 
 
 def merge(outcomes: Sequence[BenchOutcome]) -> BenchOutcome:
-    """Every repeat's outcome as one: cases merged by key, windows one after the other, the first repeat's ceilings,
-    every note, the first stop."""
+    """Every repeat's outcome as one: cases merged by key, windows in order, the first ceilings and stop, every note."""
     if not outcomes:
         raise ValueError("nothing to merge")
     if len(outcomes) == 1:

@@ -490,8 +490,7 @@ def _all_dtype_shapes(op: str, backend: str, shapes: Sequence[tuple[int, ...]],
 
 
 def frame(quick: bool, device: int, env: Environment, ops: tuple[str, ...]) -> Plan:
-    """A plan before its cases (``run``'s and ``bench``'s): the device, the settings preset and the notes
-    (``backend`` None: PyTorch cannot run)."""
+    """A plan before its cases (run's and bench's): device, settings preset, notes (``backend`` None: no PyTorch)."""
     check_device(device, env)
     no_torch = torch_missing(env)
     if no_torch:
@@ -513,8 +512,7 @@ def frame(quick: bool, device: int, env: Environment, ops: tuple[str, ...]) -> P
 
 def with_cases(plan: Plan, planned: Sequence[PlannedCase], env: Environment, specs: Callable[[str], OpSpec] = spec,
                skip: Callable[[PlannedCase], Note | None] = lambda p: None) -> Plan:
-    """``plan`` with the ``planned`` cases, less those the device's free memory cannot hold or ``skip`` names
-    a reason for (each kept as a skip with its reason)."""
+    """``plan`` with the ``planned`` cases, less those free memory cannot hold or ``skip`` names (kept as skips)."""
     budget, where = free_memory(env, plan.backend or "cpu", plan.index)
     cases, skips = [], []
     for p in planned:
