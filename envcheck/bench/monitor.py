@@ -25,6 +25,8 @@ from envcheck.probes.nvml import (
     slowing,
 )
 
+__all__ = ["LimitWatch", "Monitor", "reason_names", "window_state"]
+
 _EVENTS = "nvmlDeviceGetCurrentClocksEventReasons"
 _EVENTS_OLD = "nvmlDeviceGetCurrentClocksThrottleReasons"  # drivers before R535
 
