@@ -28,10 +28,8 @@ def versions(torch: ModuleType) -> dict[str, str]:
     """torch / triton / CUDA / jax versions the run used (jax's from its metadata: not imported here)."""
     found = {"torch": str(torch.__version__), "cuda": torch.version.cuda}
     for name in ("triton", "jax"):
-        try:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             found[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            pass
     return {k: str(v) for k, v in found.items() if v}
 
 

@@ -336,9 +336,7 @@ def merge(outcomes: Sequence[BenchOutcome]) -> BenchOutcome:
                 out.skips.append(s)
     out.ceiling_runs = list(outcomes[0].ceiling_runs)
     out.notes = list(dict.fromkeys(out.notes))
-    stopped = [o for o in outcomes if o.stop is not None]
-    if stopped:
-        out.stop = stopped[0].stop
+    out.stop = next((o.stop for o in outcomes if o.stop is not None), None)
     last = outcomes[-1]
     out.stderr_tail, out.returncode, out.done = last.stderr_tail, last.returncode, all(o.done for o in outcomes)
     out.phases = added(o.phases for o in outcomes)
