@@ -68,12 +68,10 @@ def cuda_device(torch: ModuleType, index: int, nvml: NvmlLike | None = None) -> 
     uuid = nvml_uuid(props)
     bus_id = None
     if nvml is not None and uuid:
-        try:
+        with contextlib.suppress(Exception):  # NVML is optional here: torch's numbers stand in
             handle = nvml.call("nvmlDeviceGetHandleByUUID", uuid)
             info = nvml.call("nvmlDeviceGetPciInfo", handle)
             bus_id = info.get("busId") if isinstance(info, dict) else None
-        except Exception:  # noqa: BLE001 - NVML is optional here: torch's numbers stand in
-            bus_id = None
     return BenchDevice(
         backend="cuda", name=str(props.name), index=index, uuid=uuid,
         sm_count=int(props.multi_processor_count),
