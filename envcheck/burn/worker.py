@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from envcheck.burn import gemm as gemm_mod
 from envcheck.burn import memtest, protocol
-from envcheck.burn.telemetry import Sampler, TelemetrySample
+from envcheck.burn.telemetry import Sampler
 from envcheck.model import BenchDevice, Note
 from envcheck.model.burn import SLOW_GEMM_EVERY, BitErrorRange, MemtestRecord
 from envcheck.probes.nvml import NvmlLike
@@ -114,9 +114,15 @@ class BurnWorker:
             self.device = torch.device("cuda", plan.index)
             nvml, _ = device.open_nvml()
             dev = device.cuda_device(torch, plan.index, nvml)
-            sampler = _sampler(nvml, dev, plan, lambda s: self.emit(protocol.Sampled(s)), self.t0, self.clock)
             if nvml is None:
                 self.emit(protocol.Noted(Note("burn.no_telemetry")))
+            else:
+                from envcheck.bench.monitor import _handle_call
+
+                with contextlib.suppress(Exception):  # NVML ignores CUDA_VISIBLE_DEVICES: the UUID names the same GPU
+                    handle = nvml.call(*_handle_call(dev.uuid or dev.pci_bus_id or plan.index))
+                    sampler = Sampler(nvml, handle, lambda s: self.emit(protocol.Sampled(s)), self.t0,
+                                      plan.telemetry_interval_s, self.clock)
         else:
             from envcheck.bench.device import cpu_name
 
@@ -245,19 +251,6 @@ class BurnWorker:
                                tuple(ranges), bits)
         self.emit(protocol.PhaseEnded("memtest", memtest=record))
         del buf
-
-
-def _sampler(nvml: NvmlLike | None, dev: BenchDevice, plan: protocol.BurnPlan, sink: Callable[[TelemetrySample], None], t0: float,
-             clock: Callable[[], float]) -> Sampler | None:
-    if nvml is None:
-        return None
-    from envcheck.bench.monitor import _handle_call
-
-    try:  # NVML ignores CUDA_VISIBLE_DEVICES: the UUID names the same GPU
-        handle = nvml.call(*_handle_call(dev.uuid or dev.pci_bus_id or plan.index))
-    except Exception:  # noqa: BLE001
-        return None
-    return Sampler(nvml, handle, sink, t0, plan.telemetry_interval_s, clock)
 
 
 def main(args: object, out: Callable[[dict[str, object]], None]) -> None:

@@ -183,7 +183,9 @@ def _gpu_facts(r: _Reader) -> Facts:
     f["power_w"] = r.fact("nvmlDeviceGetPowerUsage", convert=_watts)
     f["power_limit_w"] = r.fact("nvmlDeviceGetEnforcedPowerLimit", convert=_watts)
     f["temperature_c"] = r.fact("nvmlDeviceGetTemperature", n.TEMPERATURE_GPU)  # Temperature: GPU Current Temp
-    f["pstate"] = _pstate(*r.get("nvmlDeviceGetPerformanceState"))  # Performance State
+    pstate, why = r.get("nvmlDeviceGetPerformanceState")  # Performance State
+    f["pstate"] = (missing(why or "no value") if pstate is None else known(f"P{pstate}") if pstate != n.PSTATE_UNKNOWN
+                   else missing("unknown (NVML reports no performance state)"))
 
     ecc, why = r.get("nvmlDeviceGetEccMode")  # ECC Mode: Current
     f["ecc_mode_current"] = _derived(bool(ecc[0]) if isinstance(ecc, list) and ecc else None, why)
@@ -248,12 +250,6 @@ def _operator_facts(r: _Reader) -> Facts:
 
 def _watts(milliwatts: float) -> float:
     return round(float(milliwatts) / 1000.0, 3)
-
-
-def _pstate(value: Json, why: str | None) -> Fact:
-    if value is None:
-        return missing(why or "no value")
-    return missing("unknown (NVML reports no performance state)") if value == n.PSTATE_UNKNOWN else known(f"P{value}")
 
 
 def _sm_count(cores: Json, cores_why: str | None, cc: str | None, cc_why: str | None) -> tuple[Fact, Fact]:
