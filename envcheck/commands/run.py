@@ -143,17 +143,14 @@ def _say(text: str, stream: TextIO | None = None, command: str = "run") -> None:
     print(f"envcheck {command}: {text}", file=stream if stream is not None else sys.stderr, flush=True)
 
 
-def exit_status(report: Report, stopped: bool, node_problems: int = 0, analysis: Analysis | None = None) -> int:
-    """The module docstring's exit status; whether a case passed is the analysis's verdict."""
-    if stopped:
-        return EXIT_INTERRUPTED
-    if node_problems:
-        return EXIT_FAIL
-    from envcheck.analysis import analyse
+def exit_status(analysis: Analysis, stopped: bool, node_problems: int = 0) -> int:
+    """The module docstring's exit status; a case passes by the verdict the JUnit, Prometheus and health outputs
+    give (analysis/verdict.py)."""
     from envcheck.analysis.verdict import verdict
 
-    # The same verdict the JUnit, Prometheus and health outputs give (analysis/verdict.py).
-    return EXIT_OK if verdict(analysis or analyse(report)).ok else EXIT_FAIL
+    if stopped:
+        return EXIT_INTERRUPTED
+    return EXIT_FAIL if node_problems or not verdict(analysis).ok else EXIT_OK
 
 
 def fallback_dirs() -> list[Path]:
@@ -379,7 +376,7 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
 
         print_burn(console, analysis.burn)
         problems += analysis.burn.verdict == "fail"
-    return exit_status(report, stopped, problems, analysis)
+    return exit_status(analysis, stopped, problems)
 
 
 def main(s: RunOptions) -> int:
