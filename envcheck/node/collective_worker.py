@@ -78,7 +78,8 @@ def run_narrowing(measure: Callable[[tuple[int, ...]], float | None], world: tup
     from envcheck.analysis.narrowing import DEFAULT_NARROW_MARGIN, NarrowStep, next_narrowing_group
 
     steps: list[NarrowStep] = []
-    while (group := next_narrowing_group(steps, world, hosts, DEFAULT_NARROW_MARGIN if margin is None else margin)) is not None:
+    margin = DEFAULT_NARROW_MARGIN if margin is None else margin
+    while (group := next_narrowing_group(steps, world, hosts, margin)) is not None:
         steps.append(NarrowStep(group, measure(group)))
     return tuple(steps)
 
