@@ -352,11 +352,8 @@ def _gather(ctx: RankContext, options: FleetOptions, deps: FleetDeps, progress: 
     def given(limit: float) -> float:
         return limit if patient else STOP_GRACE_S
 
-    joins: dict[int, RankJoin] = {0: progress.join}
-    for r in range(1, ctx.world_size):
-        j = _load(RankJoin, t.get(f"join/{r}", wait(options.join_timeout_s)))
-        if j is not None:
-            joins[r] = j
+    joins = {0: progress.join, **{r: j for r in range(1, ctx.world_size)
+                                  if (j := _load(RankJoin, t.get(f"join/{r}", wait(options.join_timeout_s))))}}
     names = _node_names(joins)
     reports: dict[int, RankReport] = {}
     statuses: dict[int, RankStatus] = {}
@@ -376,22 +373,20 @@ def _gather(ctx: RankContext, options: FleetOptions, deps: FleetDeps, progress: 
                                  elapsed_s=rep.elapsed_s, phase="suite" if rep.error else None)
     leaders = {j.node_rank: r for r, j in sorted(joins.items(), reverse=True) if j.local_rank == 0}
 
-    def lost(r: int | None, phase: str, error: str | None, given_s: float) -> None:
-        """A leader whose node's hand-over of ``phase`` failed (``error``) or never came."""
-        if r is None or statuses[r].status != "ok":
-            return
-        statuses[r] = replace(statuses[r], status="error" if error else "timeout", error=error, phase=phase,
-                              given_s=None if error else round(given(given_s), 3))
+    def handed(n: int, phase: str, got: T | None, limit: float) -> T | None:
+        """``got``, node ``n``'s hand-over of ``phase``; its leader's status says where it failed or never came."""
+        r = leaders.get(n)
+        error = getattr(got, "error", None)
+        if r is not None and statuses[r].status == "ok" and (got is None or error):
+            statuses[r] = replace(statuses[r], status="error" if error else "timeout", error=error, phase=phase,
+                                  given_s=None if error else round(given(limit), 3))
+        return got
 
     node_reports: dict[int, NodeReport] = {}
     for n in sorted({j.node_rank for j in joins.values()}):
-        rep_n = _load(NodeReport, t.get(f"node/{n}", wait(deadline - clock())))
-        if rep_n is not None:
-            node_reports[n] = rep_n
-            if rep_n.error:
-                lost(leaders.get(n), "node", rep_n.error, 0.0)
-        else:
-            lost(leaders.get(n), "node", None, options.rank_timeout_s)
+        if (got := handed(n, "node", _load(NodeReport, t.get(f"node/{n}", wait(deadline - clock()))),
+                          options.rank_timeout_s)) is not None:
+            node_reports[n] = got
     collectives: list[Collectives] = []
     go = progress.go
     if go is not None:
@@ -400,19 +395,14 @@ def _gather(ctx: RankContext, options: FleetOptions, deps: FleetDeps, progress: 
         nproc = ctx.local_world_size
         outs: list[RankOutput] = []
         launch: Launch | None = None
+        # One job: once this node's share ended, a leader silent for the join time is lost.
+        lasting = options.join_timeout_s if progress.world_done is not None else options.world_timeout_s
         for n in go.nodes:
-            # One job: once this node's share ended, a leader silent for the join time is lost.
-            limit = (options.join_timeout_s - (clock() - progress.world_done) if progress.world_done is not None
-                     else options.world_timeout_s)
-            w = _load(WorldOutputs, t.get(f"world/out/{n}", wait(limit)))
-            if w is None:
-                lost(leaders.get(n), "world", None, options.join_timeout_s if progress.world_done is not None
-                     else options.world_timeout_s)
-                continue
-            if w.error:
-                lost(leaders.get(n), "world", w.error, 0.0)
-            outs.extend(w.outputs)
-            launch = launch or w.launch
+            since = clock() - progress.world_done if progress.world_done is not None else 0.0
+            w = handed(n, "world", _load(WorldOutputs, t.get(f"world/out/{n}", wait(lasting - since))), lasting)
+            if w is not None:
+                outs.extend(w.outputs)
+                launch = launch or w.launch
         for r, j in joins.items():
             if j.node_rank in go.nodes:
                 statuses[r] = replace(statuses[r], world_rank=go.nodes.index(j.node_rank) * nproc + j.local_rank)
