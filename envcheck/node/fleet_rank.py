@@ -15,13 +15,12 @@ import os
 import re
 import socket
 import time
-import traceback
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
-from envcheck.errors import UsageError
+from envcheck.errors import UsageError, one_line
 from envcheck.model import Bench, Check, Environment, build, to_dict
 from envcheck.model.crosscheck import Crosscheck
 from envcheck.model.fleet import Baseline, Fleet, FleetNode, RankStatus, Rule
@@ -126,12 +125,11 @@ class RankJoin:
 
 @dataclass(frozen=True)
 class RankReport:
-    """One rank's own part: its GPU's bench, or the error that stopped it (last line; traceback tail)."""
+    """One rank's own part: its GPU's bench, or the error that stopped it."""
 
     rank: int
     bench: Bench | None = None
     error: str | None = None
-    detail: str | None = None
     elapsed_s: float = 0.0
     crosscheck: Crosscheck | None = None  # fleet --crosscheck: its GPU's headline cases, timed again
 
@@ -173,11 +171,6 @@ def _load(tp: type[T], text: str | None) -> T | None:
         return build(tp, json.loads(text))
     except (ValueError, TypeError, KeyError, AttributeError):
         return None
-
-
-def _error_text(e: BaseException) -> tuple[str, str]:
-    last = f"{type(e).__name__}: {e}".splitlines()[0][:300]
-    return last, "".join(traceback.format_exception(type(e), e, e.__traceback__))[-2000:]
 
 
 @dataclass(frozen=True)
@@ -276,8 +269,7 @@ def _work(ctx: RankContext, options: FleetOptions, deps: FleetDeps, gpus: tuple[
                                                        elapsed_s=round(clock() - t0, 3))))
         raise
     except Exception as e:  # noqa: BLE001 - the error is the rank's result
-        last, detail = _error_text(e)
-        report = RankReport(ctx.rank, error=last, detail=detail, elapsed_s=round(clock() - t0, 3))
+        report = RankReport(ctx.rank, error=one_line(e), elapsed_s=round(clock() - t0, 3))
     gpu_cross, bench = deps.gpu_crosscheck, report.bench
     if gpu_cross is not None and bench is not None:
         report = replace(report, crosscheck=_crosschecked(lambda: gpu_cross(bench, ctx.local_rank)))
@@ -307,7 +299,7 @@ def _work(ctx: RankContext, options: FleetOptions, deps: FleetDeps, gpus: tuple[
                 t.put(f"node/{ctx.node_rank}", _dump(NodeReport(ctx.node_rank, ctx.host, env, checks, stop.args[0])))
             raise
         except Exception as e:  # noqa: BLE001 - the error is the node's result
-            error = _error_text(e)[0]
+            error = one_line(e)
         t.put(f"node/{ctx.node_rank}", _dump(NodeReport(ctx.node_rank, ctx.host, env, checks, node, error, cross)))
 
     # 3. the world sweep, started by every leader at once (one node's own sweep already covers its ranks)
@@ -329,7 +321,7 @@ def _work(ctx: RankContext, options: FleetOptions, deps: FleetDeps, gpus: tuple[
                                           os.path.join(options.work_dir, "world"))
                 mine = WorldOutputs(ctx.node_rank, outs, launch)
             except Exception as e:  # noqa: BLE001
-                mine = WorldOutputs(ctx.node_rank, error=_error_text(e)[0])
+                mine = WorldOutputs(ctx.node_rank, error=one_line(e))
             t.put(f"world/out/{ctx.node_rank}", _dump(mine))
             progress.world_done = clock()
             if mine.launch is not None and mine.launch.interrupted:
@@ -451,7 +443,7 @@ def _crosschecked(run: Callable[[], Crosscheck]) -> Crosscheck:
     try:
         return run()
     except Exception as e:  # noqa: BLE001 - the cross-checks are extra: the rank's own results stand
-        return Crosscheck(notes=(Note(CRASHED_NOTE, {"detail": _error_text(e)[0]}),))
+        return Crosscheck(notes=(Note(CRASHED_NOTE, {"detail": one_line(e)}),))
 
 
 def free_port() -> int:
