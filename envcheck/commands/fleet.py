@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from envcheck.commands import tell
 from envcheck.commands.options import FleetOptions, RunOptions
 from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from envcheck.model import Bench, Check, Environment, Report
@@ -337,10 +338,7 @@ def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
     _keep(work_dir, ctx.rank, passed)
     drain = analysis.fleet.drain if analysis.fleet is not None else ()
     if drain:
-        from envcheck.render.escape import visible
-
-        hosts = ", ".join(v.host for v in drain)
-        print(visible(t("fleet.drain", hosts=hosts, count=len(drain))), file=sys.stderr)
+        tell(t("fleet.drain", hosts=", ".join(v.host for v in drain), count=len(drain)))
     if fleet.settings.get("interrupted"):
         return EXIT_INTERRUPTED
     return EXIT_OK if passed else EXIT_FAIL
@@ -349,10 +347,8 @@ def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
 def _keep(work_dir: str, rank: int, passed: bool = False) -> None:
     """The rank's working files (the children's logs and outputs): removed when the fleet passed, else kept and
     named."""
-    from envcheck.render.escape import visible
-
     if not passed and os.path.isdir(work_dir) and os.listdir(work_dir):
-        print(visible(t("fleet.work_kept", rank=rank, path=work_dir)), file=sys.stderr)
+        tell(t("fleet.work_kept", rank=rank, path=work_dir))
     else:
         shutil.rmtree(work_dir, ignore_errors=True)
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, TextIO
 from envcheck import model, reportname
 from envcheck.bench import runner, suite
 from envcheck.bench.protocol import CaseStarted, Event, Measured, Skipped
+from envcheck.commands import anonymize_key
 from envcheck.commands.options import RunOptions
 from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from envcheck.model import Check, Environment, Report
@@ -88,11 +89,7 @@ def destination(out_dir: str | None, anonymize: bool) -> tuple[Path, bytes | Non
     """The reports folder (``output_dir``) and ``--anonymize``'s key, both before any work: a bad one must not
     cost a finished run."""
     folder = output_dir(out_dir)
-    if not anonymize:
-        return folder, None
-    from envcheck.anonymize import command_key
-
-    return folder, command_key()
+    return folder, anonymize_key(anonymize)
 
 
 class ProgressView:
