@@ -23,8 +23,9 @@ from envcheck.bench import runner, suite
 from envcheck.bench.protocol import CaseStarted, Event, Measured, Skipped
 from envcheck.commands import anonymize_key
 from envcheck.commands.options import RunOptions
-from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
+from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError, one_line
 from envcheck.model import Check, Environment, Report
+from envcheck.model.crosscheck import Crosscheck
 from envcheck.render.i18n import phrase, t, word
 
 if TYPE_CHECKING:
@@ -333,16 +334,13 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
             say(phrase(note.key, note.params))
 
     if s.crosscheck and not stopped:
-        from envcheck.crosscheck.tools import run_crosscheck
+        from envcheck.crosscheck.tools import CrosscheckRun, run_crosscheck
 
         say(t(f"run.cli.crosscheck{'.node' if node_work else ''}"))
         try:
             cross = (deps.crosscheck or run_crosscheck)(benches, sections.get("node"), node_work)
         except Exception as e:  # noqa: BLE001 - a bug of the cross-checks: a finding, never the finished run's loss
             from envcheck.analysis.crosscheck import CRASHED_NOTE
-            from envcheck.crosscheck.tools import CrosscheckRun
-            from envcheck.errors import one_line
-            from envcheck.model.crosscheck import Crosscheck
 
             cross = CrosscheckRun(Crosscheck(notes=(model.Note(CRASHED_NOTE, {"detail": one_line(e)}),)))
         sections["crosscheck"] = cross.crosscheck
@@ -357,13 +355,12 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
         stopped = sections["burn"].stopped is not None
     out = publish(deps.new_report("run", env, checks, benches=benches, **sections), key, out_dir, formats, when,
                   err_stream, stdout, command)
-    report, analysis, written = out.report, out.analysis, out.written
-    stopped = stopped or out.stopped
+    analysis = out.analysis
     from envcheck.render.terminal.bench import print_run
     from envcheck.render.terminal.console import make_console
 
     console = make_console(out.stream)
-    print_run(console, report, analysis, written)
+    print_run(console, out.report, analysis, out.written)
     if analysis.crosscheck is not None:  # --crosscheck: the ratios and their bars (the verdict counts them)
         from envcheck.render.terminal.crosscheck import print_crosscheck
 
@@ -373,7 +370,7 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
 
         print_burn(console, analysis.burn)
         problems += analysis.burn.verdict == "fail"
-    return exit_status(analysis, stopped, problems)
+    return exit_status(analysis, stopped or out.stopped, problems)
 
 
 def main(s: RunOptions) -> int:
