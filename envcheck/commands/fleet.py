@@ -8,6 +8,7 @@ failed a rule or could not be measured, or a rank failed, hung, died or never jo
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -99,18 +100,16 @@ def real_deps(args: FleetOptions, ctx: RankContext, transport: Transport, sweep:
     from envcheck.probes.collect import collect, utc_now
     from envcheck.probes.link_counters import LINKS_SECTION, probe_links
 
-    cache: dict[str, Environment] = {}
     launcher = SubprocessLauncher()
     gpus = local_gpus(ctx, os.environ)
 
+    @functools.cache
     def environment() -> Environment:
-        if "env" not in cache:
-            _step(ctx.rank, t("fleet.cli.probing"))
-            env = collect(runtime=True, timeout=120.0, reports_dir=out_dir)
-            if ctx.leader:
-                env = Environment({**env.sections, LINKS_SECTION: probe_links()}, env.gpus, env.probe_s)
-            cache["env"] = env
-        return cache["env"]
+        _step(ctx.rank, t("fleet.cli.probing"))
+        env = collect(runtime=True, timeout=120.0, reports_dir=out_dir)
+        if ctx.leader:
+            env = Environment({**env.sections, LINKS_SECTION: probe_links()}, env.gpus, env.probe_s)
+        return env
 
     def bench(gpu: int) -> Bench:
         env = environment()
