@@ -62,7 +62,6 @@ def run_crosscheck(benches: Sequence[Bench], node: Node | None = None, work_dir:
                    *, launcher: Launcher | None = None, environ: Mapping[str, str] | None = None,
                    kernel_command: Sequence[str] | None = None) -> CrosscheckRun:
     """The GPUs' cross-checks, then the node's (``work_dir``: the node tests' folder, the sweep's events there)."""
-    environ = os.environ if environ is None else environ
     gpus = kernel_crosscheck(benches, environ=environ, command=kernel_command)
     if gpus.stopped or node is None or gpus.crosscheck.notes:  # stopped, no node, or not available here
         return gpus
@@ -75,9 +74,8 @@ def kernel_crosscheck(benches: Sequence[Bench], *, environ: Mapping[str, str] | 
     """Each GPU bench's headline cases against do_bench_cudagraph (``cuda_indices``: for a fleet rank's GPU)."""
     from envcheck.crosscheck.kernels import run_kernels
 
-    environ = os.environ if environ is None else environ
     got = _Parts()
-    why = unavailable(benches, environ)
+    why = unavailable(benches, os.environ if environ is None else environ)
     if why is not None:
         got.notes.append(why)
         return got.done()
