@@ -289,9 +289,8 @@ def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
 
     out_text = default_out_dir(args.out_dir)
     ctx = rank_context(os.environ)
-    out_dir = Path(out_text)
-    if ctx.rank == 0:  # the one that writes: a folder it cannot write is one line before any work
-        out_dir = output_dir(out_text)
+    # Rank 0 writes: a folder it cannot write is one line before any work.
+    out_dir = output_dir(out_text) if ctx.rank == 0 else Path(out_text)
     cpu = bool(args.cpu) or not _has_gpu()
     baseline = load_baseline(args.baseline) if args.baseline else None
     rules = tuple(parse_rule(r) for r in args.rule or ())
@@ -338,9 +337,7 @@ def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
     drain = analysis.fleet.drain if analysis.fleet is not None else ()
     if drain:
         tell(t("fleet.drain", hosts=", ".join(v.host for v in drain), count=len(drain)))
-    if fleet.settings.get("interrupted"):
-        return EXIT_INTERRUPTED
-    return EXIT_OK if passed else EXIT_FAIL
+    return EXIT_INTERRUPTED if fleet.settings.get("interrupted") else EXIT_OK if passed else EXIT_FAIL
 
 
 def _keep(work_dir: str, rank: int, passed: bool = False) -> None:
