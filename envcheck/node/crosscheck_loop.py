@@ -9,6 +9,7 @@ loops stop."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -59,29 +60,26 @@ def run_loops(torch: ModuleType, dist: ModuleType, device: str, world: int, plan
     """The loop at every (op, size) of ``plan`` (``ops``, ``sizes``: nccl-tests' S), every rank in step."""
     method = "cuda_events" if device.startswith("cuda") else "host_clock"
     clock = make_clock("cuda" if method == "cuda_events" else "cpu")
-    for op in plan["ops"]:
-        for size in plan["sizes"]:
-            lay = layout(op, int(size), world, 4)
-            ev: dict[str, Json] = {"event": EVENT, "op": op, "size_bytes": lay.size_bytes, "ranks": list(range(world)),
-                                  "calls": CALLS, "method": method}
-            send = recv = None
+    for op, size in itertools.product(plan["ops"], plan["sizes"]):
+        lay = layout(op, int(size), world, 4)
+        ev: dict[str, Json] = {"event": EVENT, "op": op, "size_bytes": lay.size_bytes, "ranks": list(range(world)),
+                              "calls": CALLS, "method": method}
+        send = recv = None
+        try:
             try:
-                try:
-                    send = torch.zeros(lay.send, dtype=torch.float32, device=device)
-                    recv = None if op in IN_PLACE else torch.empty(lay.recv, dtype=torch.float32, device=device)
-                    allocated = True
-                except RuntimeError:  # torch.cuda.OutOfMemoryError is a RuntimeError
-                    send = recv = None
-                    allocated = False
-                if not _everyone(torch, dist, device, allocated):
-                    emit({**ev, "skipped": "out_of_memory"})
-                    continue
-                ev["samples_us"] = loop_samples(clock, dist, op, send, recv)
-                emit(ev)
-            except Exception as e:  # noqa: BLE001 - a failed loop is its row's result; the communicator may be gone
-                emit({**ev, "error": one_line(e)})
-                return
-            finally:
+                send = torch.zeros(lay.send, dtype=torch.float32, device=device)
+                recv = None if op in IN_PLACE else torch.empty(lay.recv, dtype=torch.float32, device=device)
+            except RuntimeError:  # torch.cuda.OutOfMemoryError is a RuntimeError
                 send = recv = None
-                if device.startswith("cuda"):
-                    torch.cuda.empty_cache()
+            if not _everyone(torch, dist, device, send is not None):
+                emit({**ev, "skipped": "out_of_memory"})
+                continue
+            ev["samples_us"] = loop_samples(clock, dist, op, send, recv)
+            emit(ev)
+        except Exception as e:  # noqa: BLE001 - a failed loop is its row's result; the communicator may be gone
+            emit({**ev, "error": one_line(e)})
+            return
+        finally:
+            send = recv = None
+            if device.startswith("cuda"):
+                torch.cuda.empty_cache()
