@@ -279,28 +279,26 @@ def _work(ctx: RankContext, options: FleetOptions, deps: FleetDeps, gpus: tuple[
     # 2. the node (its leader), once every GPU of the node is done with its suite (or both would be disturbed)
     if ctx.leader:
         node_dir = os.path.join(options.work_dir, f"node{ctx.node_rank}")
-        env: Environment | None = None
-        checks: tuple[Check, ...] = ()
-        node: Node | None = None
-        cross: Crosscheck | None = None
-        error = None
+        got = NodeReport(ctx.node_rank, ctx.host)  # what the node has so far
         try:
             env, checks = deps.probe()
+            got = replace(got, environment=env, checks=checks)
             deadline = clock() + options.rank_timeout_s
             for local in range(1, ctx.local_world_size):
                 t.get(f"benched/{ctx.node_rank}/{local}", max(deadline - clock(), 0.001))
             node = deps.node(gpus, node_dir)
+            got = replace(got, node=node)
             node_cross = deps.node_crosscheck
             if node_cross is not None:
-                cross = _crosschecked(lambda: node_cross(node, node_dir))
+                got = replace(got, crosscheck=_crosschecked(lambda: node_cross(node, node_dir)))
         except KeyboardInterrupt as stop:
             # The node tests return what they finished with the interrupt: hand that over, then stop.
             if stop.args and isinstance(stop.args[0], Node):
-                t.put(f"node/{ctx.node_rank}", _dump(NodeReport(ctx.node_rank, ctx.host, env, checks, stop.args[0])))
+                t.put(f"node/{ctx.node_rank}", _dump(replace(got, node=stop.args[0], crosscheck=None)))
             raise
         except Exception as e:  # noqa: BLE001 - the error is the node's result
-            error = one_line(e)
-        t.put(f"node/{ctx.node_rank}", _dump(NodeReport(ctx.node_rank, ctx.host, env, checks, node, error, cross)))
+            got = replace(got, error=one_line(e))
+        t.put(f"node/{ctx.node_rank}", _dump(got))
 
     # 3. the world sweep, started by every leader at once (one node's own sweep already covers its ranks)
     if options.world and ctx.nnodes >= 2 and ctx.world_size >= 2:
