@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from envcheck.analysis import Analysis
-    from envcheck.compare.fleet_nodes import NodeReport, NodeSide
+    from envcheck.compare.diff import NodeReport, NodeSide
 
 
 def labels(paths: list[str]) -> list[str]:
@@ -52,8 +52,8 @@ def terminal_text(draw: Callable[[Console], None], *, to_file: bool) -> str:
 
 def per_node(label: str, report: Report) -> list[tuple[str, Report]]:
     """A fleet report as one report per node (``label:host``), each shaped like that node's own
-    ``envcheck run --gpus`` report; any other report as it is (``compare.fleet_nodes``)."""
-    from envcheck.compare.fleet_nodes import nodes_of
+    ``envcheck run --gpus`` report; any other report as it is (``compare.diff``)."""
+    from envcheck.compare.diff import nodes_of
 
     return [(n.label, n.report) for n in nodes_of(label, report)]
 
@@ -88,7 +88,7 @@ def load_files(paths: list[str], gpu: int | None = None
     """Per file, (node, analysis) of each of its nodes (one for a report that is not a fleet's; ``gpu``: that GPU's
     suite of each), and (label, its collectives across the fleet's nodes: None unless a fleet ran them)."""
     from envcheck.analysis import analyse
-    from envcheck.compare.fleet_nodes import nodes_of, world_of
+    from envcheck.compare.diff import nodes_of, world_of
     from envcheck.model import load
     from envcheck.model.codec import VERDICT_KINDS
 
@@ -101,8 +101,7 @@ def load_files(paths: list[str], gpu: int | None = None
 
 
 def main(args: DiffOptions) -> int:
-    from envcheck.compare.diff import diff_analysed
-    from envcheck.compare.fleet_nodes import diff_nodes
+    from envcheck.compare.diff import diff_analysed, diff_nodes
     from envcheck.render.documents import render_diff
     from envcheck.render.terminal.compare import print_diff
 

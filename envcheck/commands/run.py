@@ -239,7 +239,7 @@ Say = Callable[[str], None]
 
 def suite_cases(s: RunOptions) -> Callable[[Say], Cases]:
     """The built-in suite, its options checked now; each case ``--repeat`` times, one pass after another
-    within one time limit (bench/repeat.py), a stop ending the repeats."""
+    within one time limit (bench/runner.py), a stop ending the repeats."""
     suite.select(s)  # bad --ops/--sizes/--dtypes fail here, before the probes
     if s.repeat > 1 and s.gpus is not None:
         raise UsageError("error.repeat_gpus")
@@ -248,8 +248,6 @@ def suite_cases(s: RunOptions) -> Callable[[Say], Cases]:
                 command: Sequence[str]) -> runner.BenchOutcome:
         if s.repeat == 1:
             return runner.run_worker(plan, on_event, timeout, command=command)
-        from envcheck.bench import repeat
-
         deadline = time.monotonic() + timeout
         outcomes = []
         for _ in range(s.repeat):
@@ -257,7 +255,7 @@ def suite_cases(s: RunOptions) -> Callable[[Say], Cases]:
             outcomes.append(outcome)
             if outcome.stop is not None:
                 break
-        return repeat.merge(outcomes)
+        return runner.merge(outcomes)
 
     cases = Cases(lambda env: suite.plan(s, env), measure)
     return lambda say: cases
@@ -317,7 +315,7 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
         say(t("run.cli.running", count=len(plan.cases), of=of, where=where, times=times))
         t0 = time.monotonic()
         if s.repeat > 1:  # each repeat's settings, as the report records them
-            from envcheck.bench.repeat import pass_settings
+            from envcheck.bench.runner import pass_settings
 
             plan = dataclasses.replace(plan, settings=pass_settings(plan.settings, s.repeat))
         with ProgressView(len(plan.cases) * s.repeat, err_stream, f"envcheck {command}") as view:

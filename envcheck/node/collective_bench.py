@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from envcheck.analysis.node import layout
+from envcheck.analysis.collectives import layout
 from envcheck.bench.l2 import DEFAULT_L2_BYTES, ROTATE_L2_MULTIPLE, rotation_sets
 from envcheck.bench.timer import make_clock
 from envcheck.errors import one_line

@@ -182,7 +182,7 @@ def assemble(outputs: Sequence[RankOutput], plan: SweepPlan, world_size: int, sc
         res = _with_registered(res, got, ranks)
         (narrowing if phase == "narrow" else sweep).append(res)
     # Planned sizes nobody reported (a crash or the time limit came first) are listed as not run.
-    from envcheck.analysis.node import layout
+    from envcheck.analysis.collectives import layout
 
     seen = {(r.op, r.size_bytes) for r in sweep}
     everyone = tuple(range(world_size))

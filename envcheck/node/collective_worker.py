@@ -99,8 +99,8 @@ def run(plan: dict[str, Any], out_dir: str, emit: Emitter, learn: bool = False) 
     import torch
     import torch.distributed as dist
 
+    from envcheck.analysis.collectives import bandwidths_gbps, layout
     from envcheck.analysis.narrowing import DEFAULT_NARROW_MARGIN
-    from envcheck.analysis.node import bandwidths_gbps, layout
     from envcheck.node.collective_bench import CollectiveBench
 
     timeout = timedelta(seconds=float(plan.get("pg_timeout_s", 300)))

@@ -1,5 +1,5 @@
 """A user's declared op as the benchmark worker runs it (bench/code.py's ``OpCode``): what its callables raise is
-their case's failure; a crash or hang ends the worker, restarted for the cases left (bench/resume.py)."""
+their case's failure; a crash or hang ends the worker, restarted for the cases left (bench/runner.py)."""
 
 from __future__ import annotations
 
