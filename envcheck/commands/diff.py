@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envcheck.commands import check_out, write_out
+from envcheck.commands import check_out, tell, write_out
 from envcheck.commands.options import DiffOptions
 from envcheck.errors import EXIT_FAIL, EXIT_NOTHING_COMPARED, EXIT_OK, UsageError
 from envcheck.model import Report
@@ -32,10 +32,9 @@ def emit(text: str, out: str | None) -> None:
         sys.stdout.write(text)
         return
     path = write_out(out, text)
-    from envcheck.render.escape import visible
     from envcheck.render.i18n import t
 
-    print(visible(t("cli.wrote", path=path)), file=sys.stderr)
+    tell(t("cli.wrote", path=path))
 
 
 def terminal_text(draw: Callable[[Console], None], *, to_file: bool) -> str:
@@ -118,10 +117,9 @@ def main(args: DiffOptions) -> int:
     d = diff_nodes(per_file, [w for _, w in files]) if fleets and len(per_file) > 1 else diff_analysed(analysed)
     note = several_gpus(analysed) if gpu is None else None
     if note:
-        from envcheck.render.escape import visible
         from envcheck.render.i18n import t
 
-        print(visible(t("diff.cli.note", note=note)), file=sys.stderr)
+        tell(t("diff.cli.note", note=note))
     if args.format == "json":
         from envcheck.compare.export import to_json
         from envcheck.render.escape import json_text
@@ -136,15 +134,14 @@ def main(args: DiffOptions) -> int:
     if pct is not None:
         from envcheck.render import fmt
         from envcheck.render.compare_view import node_row_name
-        from envcheck.render.escape import visible
         from envcheck.render.i18n import t
 
         cases = [(c.name, c, cmp.other.label, cmp.base.label) for cmp, c in d.regressions(pct)]
         nodes = [(node_row_name(r), r.change, other, base) for base, other, r in d.node_regressions(pct)]
         for rows, what in ((cases, "case"), (nodes, "node")):
             for name, r, other, base in rows:
-                print(visible(t(f"diff.cli.regression.{what}", name=name, ratio=fmt.ratio(r.ratio), other=other,
-                                interval=fmt.interval(r.low, r.high), base=base)), file=sys.stderr)
+                tell(t(f"diff.cli.regression.{what}", name=name, ratio=fmt.ratio(r.ratio), other=other,
+                       interval=fmt.interval(r.low, r.high), base=base))
             if rows:
                 print(t(f"diff.cli.slower.{what}", count=len(rows), pct=f"{pct:g}"), file=sys.stderr)
         if cases or nodes:

@@ -21,9 +21,11 @@ from typing import TYPE_CHECKING, TextIO
 from envcheck import model, reportname
 from envcheck.bench import runner, suite
 from envcheck.bench.protocol import CaseStarted, Event, Measured, Skipped
+from envcheck.commands import anonymize_key
 from envcheck.commands.options import RunOptions
-from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
+from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError, one_line
 from envcheck.model import Check, Environment, Report
+from envcheck.model.crosscheck import Crosscheck
 from envcheck.render.i18n import phrase, t, word
 
 if TYPE_CHECKING:
@@ -88,11 +90,7 @@ def destination(out_dir: str | None, anonymize: bool) -> tuple[Path, bytes | Non
     """The reports folder (``output_dir``) and ``--anonymize``'s key, both before any work: a bad one must not
     cost a finished run."""
     folder = output_dir(out_dir)
-    if not anonymize:
-        return folder, None
-    from envcheck.anonymize import command_key
-
-    return folder, command_key()
+    return folder, anonymize_key(anonymize)
 
 
 class ProgressView:
@@ -143,17 +141,14 @@ def _say(text: str, stream: TextIO | None = None, command: str = "run") -> None:
     print(f"envcheck {command}: {text}", file=stream if stream is not None else sys.stderr, flush=True)
 
 
-def exit_status(report: Report, stopped: bool, node_problems: int = 0, analysis: Analysis | None = None) -> int:
-    """The module docstring's exit status; whether a case passed is the analysis's verdict."""
-    if stopped:
-        return EXIT_INTERRUPTED
-    if node_problems:
-        return EXIT_FAIL
-    from envcheck.analysis import analyse
+def exit_status(analysis: Analysis, stopped: bool, node_problems: int = 0) -> int:
+    """The module docstring's exit status; a case passes by the verdict the JUnit, Prometheus and health outputs
+    give (analysis/verdict.py)."""
     from envcheck.analysis.verdict import verdict
 
-    # The same verdict the JUnit, Prometheus and health outputs give (analysis/verdict.py).
-    return EXIT_OK if verdict(analysis or analyse(report)).ok else EXIT_FAIL
+    if stopped:
+        return EXIT_INTERRUPTED
+    return EXIT_FAIL if node_problems or not verdict(analysis).ok else EXIT_OK
 
 
 def fallback_dirs() -> list[Path]:
@@ -337,16 +332,13 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
             say(phrase(note.key, note.params))
 
     if s.crosscheck and not stopped:
-        from envcheck.crosscheck.tools import run_crosscheck
+        from envcheck.crosscheck.tools import CrosscheckRun, run_crosscheck
 
         say(t(f"run.cli.crosscheck{'.node' if node_work else ''}"))
         try:
             cross = (deps.crosscheck or run_crosscheck)(benches, sections.get("node"), node_work)
         except Exception as e:  # noqa: BLE001 - a bug of the cross-checks: a finding, never the finished run's loss
             from envcheck.analysis.crosscheck import CRASHED_NOTE
-            from envcheck.crosscheck.tools import CrosscheckRun
-            from envcheck.errors import one_line
-            from envcheck.model.crosscheck import Crosscheck
 
             cross = CrosscheckRun(Crosscheck(notes=(model.Note(CRASHED_NOTE, {"detail": one_line(e)}),)))
         sections["crosscheck"] = cross.crosscheck
@@ -361,13 +353,12 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
         stopped = sections["burn"].stopped is not None
     out = publish(deps.new_report("run", env, checks, benches=benches, **sections), key, out_dir, formats, when,
                   err_stream, stdout, command)
-    report, analysis, written = out.report, out.analysis, out.written
-    stopped = stopped or out.stopped
+    analysis = out.analysis
     from envcheck.render.terminal.bench import print_run
     from envcheck.render.terminal.console import make_console
 
     console = make_console(out.stream)
-    print_run(console, report, analysis, written)
+    print_run(console, out.report, analysis, out.written)
     if analysis.crosscheck is not None:  # --crosscheck: the ratios and their bars (the verdict counts them)
         from envcheck.render.terminal.crosscheck import print_crosscheck
 
@@ -377,7 +368,7 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
 
         print_burn(console, analysis.burn)
         problems += analysis.burn.verdict == "fail"
-    return exit_status(report, stopped, problems, analysis)
+    return exit_status(analysis, stopped or out.stopped, problems)
 
 
 def main(s: RunOptions) -> int:
