@@ -205,18 +205,18 @@ def _gpu_facts(r: _Reader) -> Facts:
     f["mig_mode"] = _derived(bool(mig[0]) if isinstance(mig, list) and mig else None, why)
     f["persistence_mode"] = r.fact("nvmlDeviceGetPersistenceMode", convert=bool)  # Persistence Mode
 
-    f["throttle_reasons"], f["throttled"] = _clock_events(r)
+    # Clocks Event Reasons ("Clocks Throttle Reasons", the only name drivers before r535 have)
+    mask, why = r.get("nvmlDeviceGetCurrentClocksEventReasons")
+    if mask is None:
+        mask, why = r.get("nvmlDeviceGetCurrentClocksThrottleReasons")
+    names = n.reason_names(mask) if isinstance(mask, int) else None
+    f["throttle_reasons"], f["throttled"] = ((known(names), known(bool(n.slowing(names)))) if names is not None
+                                             else (missing(why or "no value"), missing(why or "no value")))
     f["processes"] = _processes(r)
     util, why = r.get("nvmlDeviceGetUtilizationRates")  # Utilization: GPU
     f["utilization_gpu_pct"] = _derived(util.get("gpu") if isinstance(util, dict) else None, why)
     f["vbios_version"] = r.fact("nvmlDeviceGetVbiosVersion")  # VBIOS Version
-    f.update(_operator_facts(r))
-    return f
-
-
-def _operator_facts(r: _Reader) -> Facts:
-    """Compute mode, temperature thresholds, NVSwitch fabric state and clock-event time since boot."""
-    f: Facts = {}
+    # What an operator accepting a node reads: compute mode, thermal limits, NVSwitch fabric, clock-event time.
     mode, why = r.get("nvmlDeviceGetComputeMode")  # Compute Mode
     f["compute_mode"] = _derived(n.COMPUTE_MODES.get(mode, f"unknown_{mode}") if isinstance(mode, int) else None, why)
     # Temperature: GPU T.Limit Temp: degrees left before slowdown (r535+; Hopper may refuse the absolute ones below)
@@ -262,18 +262,6 @@ def _sm_count(cores: Json, cores_why: str | None, cc: str | None, cc_why: str | 
            f"compute capability unknown: {cc_why}" if cc is None else
            f"no cores-per-SM figure for compute capability {cc} ({cores} cores)")
     return missing(why), missing(why)
-
-
-def _clock_events(r: _Reader) -> tuple[Fact, Fact]:
-    """Clocks Event Reasons (nvidia-smi -q; "Clocks Throttle Reasons" before driver 535)."""
-    mask, why = r.get("nvmlDeviceGetCurrentClocksEventReasons")
-    if mask is None:
-        # Drivers before r535 only have the older name of the same query.
-        mask, why = r.get("nvmlDeviceGetCurrentClocksThrottleReasons")
-    if not isinstance(mask, int):
-        return missing(why or "no value"), missing(why or "no value")
-    names = n.reason_names(mask)
-    return known(names), known(bool(n.slowing(names)))
 
 
 def _processes(r: _Reader) -> Fact:
