@@ -83,14 +83,6 @@ def ld_library_path_dirs(host: Host) -> list[str]:
     return [d for d in host.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
 
 
-def _libcuda(host: Host, cache: LdCache) -> Fact:
-    """Where libcuda.so.1 resolves, in the loader's order (LD_LIBRARY_PATH, its cache), then where drivers go."""
-    found = _first(host, [*(posixpath.join(d, LIBCUDA) for d in ld_library_path_dirs(host)), *cache.paths(LIBCUDA),
-                          *(posixpath.join(d, LIBCUDA) for d in (WSL_LIB_DIR, *standard_lib_dirs(host.machine())))])
-    why = f"{LIBCUDA} not found (LD_LIBRARY_PATH, ldconfig cache, standard folders): no NVIDIA driver"
-    return known(found) if found else missing(why)
-
-
 def linker_default_dirs(machine: str) -> tuple[str, ...]:
     """Where gcc's linker looks for ``-l`` libraries without ``-L`` (Debian multiarch layout)."""
     return ("/usr/local/lib", f"/lib/{machine}-linux-gnu", f"/usr/lib/{machine}-linux-gnu", "/lib64", "/usr/lib64",
@@ -183,7 +175,11 @@ def _python_headers(host: Host) -> Fact:
 
 def probe_cuda(host: Host, cache: LdCache | None = None) -> Facts:
     cache = cache if cache is not None else read_ld_cache(host)
-    facts: Facts = {"libcuda_path": _libcuda(host, cache)}
+    # Where libcuda.so.1 resolves, in the loader's order (LD_LIBRARY_PATH, its cache), then where drivers go.
+    found = _first(host, [*(posixpath.join(d, LIBCUDA) for d in ld_library_path_dirs(host)), *cache.paths(LIBCUDA),
+                          *(posixpath.join(d, LIBCUDA) for d in (WSL_LIB_DIR, *standard_lib_dirs(host.machine())))])
+    why = f"{LIBCUDA} not found (LD_LIBRARY_PATH, ldconfig cache, standard folders): no NVIDIA driver"
+    facts: Facts = {"libcuda_path": known(found) if found else missing(why)}
     dirs = triton_libcuda_dirs(host, cache)
     facts["triton_libcuda_dirs"] = known(dirs) if dirs else missing(f"no {LIBCUDA} in `ldconfig -p` or LD_LIBRARY_PATH")
     facts["libcuda_link"] = _libcuda_link(host, cache)

@@ -119,11 +119,6 @@ def _kernel(host: Host) -> Fact:
         "kernel release not in /proc/version")
 
 
-def _arch(host: Host) -> Fact:
-    arch = host.machine()
-    return known(arch) if arch else missing("platform reports no machine type")
-
-
 def _memory_facts(host: Host) -> Facts:
     try:
         total, available = host.memory()
@@ -188,7 +183,9 @@ def detect_container(host: Host) -> str:
 
 
 def probe_system(host: Host, reports_dir: str = "reports") -> Facts:
-    facts: Facts = {**_os_facts(host), "kernel": _kernel(host), "arch": _arch(host), **_cpu_facts(host),
+    arch = host.machine()
+    facts: Facts = {**_os_facts(host), "kernel": _kernel(host),
+                    "arch": known(arch) if arch else missing("platform reports no machine type"), **_cpu_facts(host),
                     **_memory_facts(host), **_disk_facts(host, reports_dir), **_python_facts(host),
                     "container": known(detect_container(host))}
     return {k: facts.get(k, missing("not probed")) for k in KEYS}
