@@ -164,15 +164,6 @@ def _cc(host: Host) -> Fact:
     return missing("no C compiler (cc, gcc, clang) on PATH: Triton cannot build its launcher")
 
 
-def _python_headers(host: Host) -> Fact:
-    include = host.python_include_dir
-    if not include:
-        return missing("interpreter reports no include folder")
-    header = posixpath.join(include, "Python.h")
-    return known(header) if host.exists(header) else missing(
-        f"no Python.h in {include} (Python development headers not installed)")
-
-
 def probe_cuda(host: Host, cache: LdCache | None = None) -> Facts:
     cache = cache if cache is not None else read_ld_cache(host)
     # Where libcuda.so.1 resolves, in the loader's order (LD_LIBRARY_PATH, its cache), then where drivers go.
@@ -190,5 +181,11 @@ def probe_cuda(host: Host, cache: LdCache | None = None) -> Facts:
     ptxas = _tool(host, "ptxas", toolkit)
     facts["ptxas_path"] = known(ptxas) if ptxas else missing("ptxas not found on PATH or in the CUDA toolkit")
     facts["cc_path"] = _cc(host)
-    facts["python_headers"] = _python_headers(host)
+    include = host.python_include_dir
+    header = posixpath.join(include, "Python.h")
+    if not include:
+        facts["python_headers"] = missing("interpreter reports no include folder")
+    else:
+        facts["python_headers"] = known(header) if host.exists(header) else missing(
+            f"no Python.h in {include} (Python development headers not installed)")
     return {k: facts.get(k, missing("not probed")) for k in KEYS}
