@@ -139,16 +139,6 @@ def _tool(host: Host, name: str, toolkit: Fact) -> str | None:
     return host.which(name) or (_first(host, [posixpath.join(toolkit.value, "bin", name)]) if toolkit.ok else None)
 
 
-def _nvcc_facts(host: Host, nvcc: str | None) -> Facts:
-    if nvcc is None:
-        why = reasons.NO_NVCC
-        return {"nvcc_path": missing(why), "nvcc_version": missing(why)}
-    result = host.run([nvcc, "--version"], timeout=NVCC_TIMEOUT_S)
-    parsed = parse_nvcc_version(result.stdout) if result.ok else None
-    why = result.describe() if not result.ok else "no 'release X.Y' in nvcc --version output"
-    return {"nvcc_path": known(nvcc), "nvcc_version": known(parsed) if parsed else missing(why)}
-
-
 def _cc(host: Host) -> Fact:
     cc_env = host.environ.get("CC", "").strip()
     try:
@@ -177,7 +167,14 @@ def probe_cuda(host: Host, cache: LdCache | None = None) -> Facts:
     nvcc = host.which("nvcc")
     toolkit = _toolkit(host, nvcc)
     facts["toolkit_path"] = toolkit
-    facts.update(_nvcc_facts(host, nvcc or _tool(host, "nvcc", toolkit)))
+    nvcc = nvcc or _tool(host, "nvcc", toolkit)
+    if nvcc is None:
+        facts["nvcc_path"] = facts["nvcc_version"] = missing(reasons.NO_NVCC)
+    else:
+        result = host.run([nvcc, "--version"], timeout=NVCC_TIMEOUT_S)
+        parsed = parse_nvcc_version(result.stdout) if result.ok else None
+        why = result.describe() if not result.ok else "no 'release X.Y' in nvcc --version output"
+        facts["nvcc_path"], facts["nvcc_version"] = known(nvcc), known(parsed) if parsed else missing(why)
     ptxas = _tool(host, "ptxas", toolkit)
     facts["ptxas_path"] = known(ptxas) if ptxas else missing("ptxas not found on PATH or in the CUDA toolkit")
     facts["cc_path"] = _cc(host)
