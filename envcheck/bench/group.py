@@ -28,7 +28,7 @@ from envcheck.model import Accuracy, Case, Note, OutputAccuracy, Skip, Timing
 if TYPE_CHECKING:
     import torch
 
-    from envcheck.bench.code import Sets
+    from envcheck.bench.impls import Sets
 
 # Share of free device memory a group may use; rotating buffers get half of what it leaves (the other half:
 # outputs torch.compile allocates per set, the graphs' pools).

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import torch
 
 Inputs = dict[str, "torch.Tensor"]  # in the eager function's argument order
+Sets = list[tuple[Inputs, "torch.Tensor | None"]]  # (inputs, output) per set; None: the implementation allocates
 Impl = Callable[[], "torch.Tensor | tuple[torch.Tensor, ...]"]  # one call of the op (an op's outputs apart, or joined)
 Forward = Callable[..., "torch.Tensor"]  # an out-of-place PyTorch function of the inputs
 

@@ -12,13 +12,11 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from envcheck.bench.impls import LAYER_NORM_EPS, REDUCE_DIMS, Impl, Inputs
+from envcheck.bench.impls import LAYER_NORM_EPS, REDUCE_DIMS, Impl, Inputs, Sets
 from envcheck.ops import spec
 
 if TYPE_CHECKING:
     from jax import Array
-
-    from envcheck.bench.code import Sets
 
 JaxFn = Callable[..., "Array | tuple[Array, Array]"]
 
