@@ -102,6 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = _Guarded(sys.stdout)
     sys.stdout, sys.stderr = out, _Guarded(sys.stderr)  # type: ignore[assignment]
     command = "envcheck"
+    import envcheck.render.i18n  # noqa: F401 - says the errors of every layer (errors.say), the parser's too
     try:
         parser = build_parser()
         args = parser.parse_args(argv)

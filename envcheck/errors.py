@@ -1,7 +1,9 @@
-"""Errors people see and the exit statuses scripts read: one place, importing nothing of envcheck until a message is
-said, so any layer may raise these without importing the command line."""
+"""Errors people see and the exit statuses scripts read: one place, importing nothing of envcheck, so any layer may
+raise these without importing the command line or the renderer."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Mapping
 
 EXIT_OK = 0
 EXIT_FAIL = 1  # a check or a case failed, or the run could not finish
@@ -10,18 +12,25 @@ EXIT_NOTHING_COMPARED = 3  # diff --fail-on-regression judged no row: neither a 
 EXIT_INTERRUPTED = 130  # Ctrl-C or SIGTERM: what finished was kept
 
 
+def _unsaid(key: str, params: Mapping[str, object]) -> str | None:
+    return None
+
+
+# How a catalogue key is said in the command's language (None: not a key). render/i18n.py puts its lookup here as
+# it loads: it imports this module, never the other way round.
+say: Callable[[str, Mapping[str, object]], str | None] = _unsaid
+
+
 class Said(Exception):
     """An error in envcheck's words: a catalogue key and its parameters (text already), said in the language of the
-    command that shows it; ``str()`` looks the key up then (render/i18n.py), so any layer may raise one."""
+    command that shows it when ``str()`` is asked (``say``)."""
 
     def __init__(self, key: str, **params: object) -> None:
         super().__init__(key)
         self.key, self.params = key, params
 
     def __str__(self) -> str:
-        from envcheck.render.i18n import has, phrase
-
-        return phrase(self.key, self.params) if has(self.key) else self.key
+        return say(self.key, self.params) or self.key
 
 
 class UsageError(Said):

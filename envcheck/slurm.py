@@ -20,8 +20,9 @@ _NODE_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,126}[A-Za-z0-9])?")
 _NOT_ONE_NODE = {"all"}
 
 
-def node_name() -> str:
-    """This node's name (``SLURMD_NODENAME``, else the short host name); UsageError when it is not one node's."""
+def ready() -> tuple[str, str]:
+    """This node's name (``SLURMD_NODENAME``, else the short host name) and scontrol's path; UsageError when the
+    name is not one node's or scontrol is missing (called before any work)."""
     from envcheck.outside_text import visible
 
     env = os.environ.get("SLURMD_NODENAME")
@@ -29,12 +30,6 @@ def node_name() -> str:
     if not _NODE_NAME.fullmatch(name) or name.lower() in _NOT_ONE_NODE:
         shown = visible(name[:80] + ("..." if len(name) > 80 else ""))
         raise UsageError(f"error.slurm_name{'' if env else '.host'}", name=shown)
-    return name
-
-
-def ready() -> tuple[str, str]:
-    """This node's name and scontrol's path; UsageError when either is missing (called before any work)."""
-    name = node_name()
     scontrol = shutil.which("scontrol")
     if scontrol is None:
         raise UsageError("error.scontrol_missing")

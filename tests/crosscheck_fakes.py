@@ -8,9 +8,8 @@ import tarfile
 from pathlib import Path
 
 from envcheck.model import Accuracy, Bench, BenchDevice, Case, Environment, Report, Timing
-from envcheck.model.crosscheck import Crosscheck, KernelTiming, LoopTiming, NcclTestsRun
+from envcheck.model.crosscheck import Crosscheck, KernelTiming, LoopTiming, NcclTestsRow, NcclTestsRun, Placement
 from envcheck.model.node import CollectiveResult, Collectives, Copy, Launch, Node, PeerCopies, RankTiming
-from envcheck.model.reference import NcclTestsRow, Placement
 
 LOGS = Path(__file__).resolve().parents[1] / "evidence" / "device-logs"
 MATMUL = (4096, 4096, 4096)

@@ -26,6 +26,7 @@ from fakes import FakeHost
 from node_fakes import capture, fake_nvml, text
 
 from envcheck.analysis import node as an
+from envcheck.analysis.collectives import IN_PLACE_OPS, collective_row, layout
 from envcheck.analysis.fleet import baseline_from_nodes
 from envcheck.analysis.narrowing import NarrowStep, next_narrowing_group
 from envcheck.bench.l2 import rotation_sets
@@ -112,7 +113,7 @@ PER_CALL_FLOOR_US = 45.0
 
 
 def _timed(op: str, size: int, time_us: float, ranks: tuple[int, ...], iters: int = 20) -> CollectiveResult:
-    lay = an.layout(op, size, len(ranks))
+    lay = layout(op, size, len(ranks))
     per_call = max(time_us, PER_CALL_FLOOR_US)
     timings = tuple(RankTiming(r, Timing.from_samples("cuda_events", [per_call] * iters)) for r in ranks)
     gpu = tuple(RankTiming(r, Timing.from_samples("cuda_graph", [time_us] * iters, iters)) for r in ranks)
@@ -128,7 +129,7 @@ def sweep() -> Collectives:
     """The pair's sweep: nccl-tests' times for every op and size, NCCL's logged algorithms."""
     results = []
     for row in nccl_tests.parse(text("nccl_tests_x2.txt")):
-        placement = row.in_place if row.op in an.IN_PLACE_OPS else row.out_of_place
+        placement = row.in_place if row.op in IN_PLACE_OPS else row.out_of_place
         results.append(_timed(row.op, row.size_bytes, placement.time_us, (0, 1)))
     choices = distinct(parse_choices(text("nccl_sweep_x2.log"), 0))
     outcomes = tuple(RankOutcome(r, "ok", "vm", r) for r in (0, 1))
@@ -242,7 +243,7 @@ def _world(slow_rank: int | None) -> Collectives:
         steps: list[NarrowStep] = []
         while (group := next_narrowing_group(steps, world, hosts)) is not None:
             narrowing.append(run(256 * MiB, group))
-            steps.append(NarrowStep(group, an.collective_row(narrowing[-1], Collectives("world", "nccl", 4)).busbw_gbps))
+            steps.append(NarrowStep(group, collective_row(narrowing[-1], Collectives("world", "nccl", 4)).busbw_gbps))
     settings = {**SWEEP_SETTINGS, "ops": ["all_reduce"], "sizes": list(base_us), "narrow_op": "all_reduce",
                 "narrow_size_bytes": 256 * MiB}
     outcomes = tuple(RankOutcome(r, "ok", hosts[r], r % 2) for r in world)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from fake_clock import FakeClock
 
-from envcheck.bench import ceilings
+from envcheck.bench import worker as ceilings
 from envcheck.bench.timer import GRAPH, Region, Timer
 from envcheck.model import CeilingRun, Note, Settings
 

@@ -66,14 +66,14 @@ def test_one_row_within_and_one_outside_its_bar_fails_the_run_naming_the_row():
     v = verdict(a)
     assert [x.key for x in v.reasons] == ["crosscheck_kernel"]
     assert v.reasons[0].values.items() >= {"impl": "triton", "ratio": "1.100", "bar_pct": "3", "count": 1}.items()
-    assert exit_status(r, stopped=False) == EXIT_FAIL
+    assert exit_status(a, stopped=False) == EXIT_FAIL
 
 
 def test_every_row_within_its_bar_passes():
     r = report(Crosscheck(kernels=(kernel("torch", 99.0), kernel("triton", 109.0))), (HEAD,))
     a = analyse(r)
     assert a.crosscheck.ok and a.crosscheck.counts == {"within": 2, "outside": 0, "not_compared": 0}
-    assert verdict(a).ok and exit_status(r, stopped=False) == EXIT_OK
+    assert verdict(a).ok and exit_status(a, stopped=False) == EXIT_OK
 
 
 def test_bars_are_inclusive_and_symmetric():

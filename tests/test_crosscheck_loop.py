@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from envcheck.analysis import crosscheck as ax
-from envcheck.crosscheck.loops import read_loops
+from envcheck.crosscheck.tools import read_loops
 from envcheck.node import crosscheck_loop
 from envcheck.node.collective_run import Placement, SweepPlan, run_sweep
 from envcheck.node.launch import SubprocessLauncher

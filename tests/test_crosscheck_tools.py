@@ -19,7 +19,7 @@ from crosscheck_fakes import MATMUL, MiB, all_reduce, bench, captured, case, lau
 from fake_crosscheck_worker import TOKEN, command
 
 from envcheck import cli, model
-from envcheck.crosscheck import copies, kernel_worker, kernels, loops, nccl_tests_run
+from envcheck.crosscheck import kernel_worker, kernels, nccl_tests_run, tools
 from envcheck.crosscheck.tools import CrosscheckRun, run_crosscheck
 from envcheck.harness.failures import Crash, Outcome
 from envcheck.model import Note
@@ -294,15 +294,15 @@ def test_nccl_tests_runs_the_sizes_envcheck_measured():
 
 def test_the_plain_copy_rows_name_the_machines_gpus(tmp_path):
     def play(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, list]:
-        assert argv == (f"{copies.WORKER_MODULE}:run",) and env == {"CUDA_VISIBLE_DEVICES": "2,5"}
+        assert argv == (f"{tools.COPY_WORKER}:run",) and env == {"CUDA_VISIBLE_DEVICES": "2,5"}
         return 0, [{"event": "copy", "src": 0, "dst": 1, "size_bytes": MiB, "calls": 20, "samples_us": [3.0, 3.1]},
                    {"event": "copy", "src": 1, "dst": 0, "size_bytes": MiB, "calls": 20, "error": "RuntimeError: x"},
                    {"event": "copy", "src": 7, "dst": 0, "size_bytes": MiB, "samples_us": [1.0]}]
 
-    rows, run = copies.run_copies((2, 5), MiB, ReplayLauncher(play))
+    rows, run = tools.run_copies((2, 5), MiB, ReplayLauncher(play))
     assert [(r.src, r.dst, r.samples_us is not None, r.error) for r in rows] == [(2, 5, True, None),
                                                                                  (5, 2, False, "RuntimeError: x")]
-    assert run.tool == "torch_copy" and run.launch.argv == ("python", "-m", copies.WORKER_MODULE)
+    assert run.tool == "torch_copy" and run.launch.argv == ("python", "-m", tools.COPY_WORKER)
 
 
 def test_the_loops_the_ranks_wrote_are_gathered_per_op_and_size(tmp_path):
@@ -317,11 +317,11 @@ def test_the_loops_the_ranks_wrote_are_gathered_per_op_and_size(tmp_path):
     (tmp_path / "rank1.jsonl").write_text(events(1, {**ev, "samples_us": [29.0, 29.5]},
                                                  {**ev, "size_bytes": 4 * MiB, "skipped": "out_of_memory"}))
     (tmp_path / "learn.rank0.jsonl").write_text(events(0, {**ev, "samples_us": [1.0]}))
-    got = loops.read_loops(tmp_path)
+    got = tools.read_loops(tmp_path)
     assert [(x.op, x.size_bytes, [t.rank for t in x.timings], x.skipped) for x in got] == [
         ("all_reduce", MiB, [0, 1], None), ("all_reduce", 4 * MiB, [], "out_of_memory")]
     assert list(got[0].timings[1].timing.samples_us) == [29.0, 29.5] and got[0].calls == 20
-    assert loops.read_loops(tmp_path / "missing") == ()
+    assert tools.read_loops(tmp_path / "missing") == ()
 
 
 # --------------------------------------------------------------------------- the steps together
@@ -345,7 +345,7 @@ def test_a_node_run_crosschecks_copies_loops_and_nccl_tests(tmp_path):
          "samples_us": [30.0]}) + "\n")
 
     def play(argv: Sequence[str], env: Mapping[str, str]) -> tuple[int, Any]:
-        if argv == (f"{copies.WORKER_MODULE}:run",):
+        if argv == (f"{tools.COPY_WORKER}:run",):
             return 0, [{"event": "copy", "src": 0, "dst": 1, "size_bytes": 256 * MiB, "calls": 20, "samples_us": [700.0]}]
         return 0, ""
 

@@ -10,7 +10,7 @@ import pytest
 from node_fakes import NODE, capture, fake_nvml
 
 from envcheck import model
-from envcheck.analysis import node as an
+from envcheck.analysis.collectives import IN_PLACE_OPS, against_nccl_tests
 from envcheck.model import Environment, Report, Timing
 from envcheck.model.node import CollectiveResult, Collectives, Node, RankTiming
 from envcheck.node import nccl_tests
@@ -35,7 +35,7 @@ def _node_doc(tmp_path: Path, slower: float, gpu: bool = False, per_call_floor_u
     rows = nccl_tests.parse((NODE / "nccl_tests_x2.txt").read_text())
     results = []
     for r in rows:
-        col = r.in_place if r.op in an.IN_PLACE_OPS else r.out_of_place
+        col = r.in_place if r.op in IN_PLACE_OPS else r.out_of_place
         t = col.time_us * (rows_slower or {}).get((r.op, r.size_bytes), slower)
         call = max(t, per_call_floor_us)
         timings = tuple(RankTiming(k, Timing.from_samples("cuda_events", [call * 0.99, call * 1.01])) for k in (0, 1))
@@ -264,7 +264,7 @@ def test_4x_h200_registered_and_plain_gpu_times_agree_with_both_nccl_tests_graph
 
     r = model.load(EVIDENCE / "2026-11-28_2058Z_vm_4x-h200_node_quick.json.gz")
     sweep = next(c for c in r.node.collectives if c.scope == "node")
-    got = an.against_nccl_tests(sweep, rows("eager"), rows("graph_unregistered"), registered_rows=rows("graph"),
+    got = against_nccl_tests(sweep, rows("eager"), rows("graph_unregistered"), registered_rows=rows("graph"),
                                 hold_eager=True)
     big = [a for a in got if a.size_bytes >= 16 << 20 and a.ours_gbps is not None and a.theirs_mode != "eager"]
     assert len(big) == 24 and all(a.within for a in big), [(a.op, a.size_bytes, a.theirs_mode, a.ratio) for a in big

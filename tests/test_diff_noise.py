@@ -366,7 +366,7 @@ def test_a_cpu_diff_advises_repeats_only_where_they_help_and_following_the_advic
     import factories_cpu
     from in_lang import render_diff
 
-    from envcheck.bench.repeat import pass_settings
+    from envcheck.bench.runner import pass_settings
     from envcheck.model import Note
 
     rng = np.random.default_rng(49)

@@ -16,8 +16,8 @@ import pytest
 from node_fakes import MemoryTransport, bench_with_bandwidth
 
 from envcheck.analysis import analyse
+from envcheck.analysis.collectives import collective_narrowing
 from envcheck.analysis.fleet import judge, lost_ranks, node_metrics, world_culprits
-from envcheck.analysis.node import collective_narrowing
 from envcheck.model import Bench, BenchDevice, Environment, Note, Skip, build, to_dict
 from envcheck.model.fleet import Fleet, FleetNode, RankStatus
 from envcheck.model.node import Launch, Node

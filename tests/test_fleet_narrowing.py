@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from envcheck.analysis.narrowing import NarrowStep, halves, narrowing_conclusion
-from envcheck.node.narrowing import run_narrowing
+from envcheck.node.collective_worker import run_narrowing
 
 HOSTS = ("a",) * 4 + ("b",) * 4  # two nodes of four GPUs
 WORLD = tuple(range(8))

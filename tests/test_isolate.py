@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from envcheck.probes.host import MARKER, Host, RunResult
-from envcheck.probes.isolate import TAIL_LINES, exception_line, parse_reports, run_python
+from envcheck.probes.isolate import EXCEPTION_LINE, TAIL_LINES, last_line, parse_reports, run_python
 from envcheck.probes.recording import RecordingHost
 from envcheck.probes.replay import ReplayHost
 from tests.fakes import FakeHost
@@ -82,12 +82,12 @@ def test_a_recorded_run_replays_as_it_ran() -> None:
 
 
 def test_a_report_cut_by_a_crash_is_skipped() -> None:
-    reports, other = parse_reports(f'{MARKER}{{"a": 1}}\n{MARKER}{{"b": 2, "c\nplain')
-    assert reports == [{"a": 1}] and other[-1] == "plain"
+    data, other = parse_reports(f'{MARKER}{{"a": 1}}\n{MARKER}{{"b": 2, "c\nplain')
+    assert data == {"a": 1} and other[-1] == "plain"
 
 
 def test_exception_line_finds_warnings_and_errors() -> None:
     text = ("Traceback (most recent call last):\n  File \"<string>\", line 1\n"
             "RuntimeError: The NVIDIA driver on your system is too old (found version 11040).\n")
-    assert exception_line(text).startswith("RuntimeError: The NVIDIA driver")
-    assert exception_line("just text\n") is None
+    assert last_line(text, EXCEPTION_LINE).startswith("RuntimeError: The NVIDIA driver")
+    assert last_line("just text\n", EXCEPTION_LINE) is None

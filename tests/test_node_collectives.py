@@ -9,8 +9,19 @@ import pytest
 from node_fakes import text
 
 from envcheck.analysis import collectives
-from envcheck.analysis import node as an
-from envcheck.analysis.collectives import medians
+from envcheck.analysis.collectives import (
+    IN_PLACE_OPS,
+    NCCL_NAMES,
+    against_nccl_tests,
+    algorithm_changes,
+    busbw_factor,
+    collective_row,
+    collective_rows,
+    layout,
+    medians,
+    pct_of_links,
+    ring_expectation,
+)
 from envcheck.model import Timing, build, to_dict
 from envcheck.model.node import CollectiveResult, Collectives, RankTiming
 from envcheck.node import nccl_tests
@@ -21,7 +32,7 @@ NCCL_TESTS = nccl_tests.parse(text("nccl_tests_x2.txt"))
 
 
 def test_nccl_tests_output_parses_every_row():
-    assert {r.op for r in NCCL_TESTS} == set(an.NCCL_NAMES)
+    assert {r.op for r in NCCL_TESTS} == set(NCCL_NAMES)
     assert len(NCCL_TESTS) == 35
     ar4g = next(r for r in NCCL_TESTS if r.op == "all_reduce" and r.size_bytes == 4 << 30)
     assert ar4g.out_of_place.busbw_gbps == 345.03 and ar4g.in_place.wrong == 0
@@ -32,29 +43,29 @@ def test_nccl_tests_output_parses_every_row():
 @pytest.mark.parametrize("row", NCCL_TESTS, ids=lambda r: f"{r.op}-{r.size_bytes}")
 def test_our_definitions_reproduce_nccl_tests_columns(row):
     """Same S, same count column, same algbw -> busbw factor: envcheck's numbers mean nccl-tests' numbers."""
-    lay = an.layout(row.op, row.size_bytes, 2, 4)
+    lay = layout(row.op, row.size_bytes, 2, 4)
     assert lay.size_bytes == row.size_bytes
     assert lay.count == row.count
     oop = row.out_of_place
     assert row.size_bytes / (oop.time_us * 1e-6) / 1e9 == pytest.approx(oop.algbw_gbps, rel=2e-3)
-    assert oop.algbw_gbps * an.busbw_factor(row.op, 2) == pytest.approx(oop.busbw_gbps, rel=2e-3)
+    assert oop.algbw_gbps * busbw_factor(row.op, 2) == pytest.approx(oop.busbw_gbps, rel=2e-3)
 
 
 def test_busbw_factors_on_eight_ranks():
-    assert an.busbw_factor("all_reduce", 8) == pytest.approx(1.75)
-    assert an.busbw_factor("all_gather", 8) == an.busbw_factor("reduce_scatter", 8) == pytest.approx(0.875)
-    assert an.busbw_factor("all_to_all", 8) == pytest.approx(0.875)
-    assert an.busbw_factor("broadcast", 8) == 1.0
+    assert busbw_factor("all_reduce", 8) == pytest.approx(1.75)
+    assert busbw_factor("all_gather", 8) == busbw_factor("reduce_scatter", 8) == pytest.approx(0.875)
+    assert busbw_factor("all_to_all", 8) == pytest.approx(0.875)
+    assert busbw_factor("broadcast", 8) == 1.0
 
 
 def test_layout_rounds_per_rank_chunks_like_nccl_tests():
-    lay = an.layout("all_gather", 1000, 3, 4)  # 250 elements / 3 = 83 -> 80 (16-byte multiples)
+    lay = layout("all_gather", 1000, 3, 4)  # 250 elements / 3 = 83 -> 80 (16-byte multiples)
     assert (lay.count, lay.send, lay.recv, lay.size_bytes) == (80, 80, 240, 960)
 
 
 def _result(op, size, time_us, n=2, wrong=0, samples=20):
     timings = tuple(RankTiming(r, Timing.from_samples("cuda_events", [time_us] * samples)) for r in range(n))
-    return CollectiveResult(op, size, an.layout(op, size, n).count, "float32", tuple(range(n)), timings, wrong)
+    return CollectiveResult(op, size, layout(op, size, n).count, "float32", tuple(range(n)), timings, wrong)
 
 
 def _sweep(results, choices=()):
@@ -65,7 +76,7 @@ def test_busbw_from_samples_is_nccl_tests_mean_over_iterations_and_ranks():
     r = CollectiveResult("all_reduce", 1 << 30, 1 << 28, "float32", (0, 1), (
         RankTiming(0, Timing.from_samples("cuda_events", [3000.0, 3400.0])),
         RankTiming(1, Timing.from_samples("cuda_events", [3200.0, 3200.0]))), 0)
-    row = an.collective_row(r, _sweep([r]))
+    row = collective_row(r, _sweep([r]))
     assert row.time_us == pytest.approx(3200.0)
     assert row.busbw_gbps == pytest.approx((1 << 30) / 3200e-6 / 1e9)  # factor 2(n-1)/n = 1 on two ranks
 
@@ -80,19 +91,19 @@ def _gpu_result(op, size, gpu_us, call_us, n=2):
 def test_agreement_with_nccl_tests_at_every_size_5_percent_and_2_from_64_mib():
     ours = []
     for r in NCCL_TESTS:
-        col = r.in_place if r.op in an.IN_PLACE_OPS else r.out_of_place
+        col = r.in_place if r.op in IN_PLACE_OPS else r.out_of_place
         ours.append(_result(r.op, r.size_bytes, col.time_us * 1.01))  # 1 % slower than nccl-tests
-    agreed = an.against_nccl_tests(_sweep(ours), NCCL_TESTS)
+    agreed = against_nccl_tests(_sweep(ours), NCCL_TESTS)
     assert len(agreed) == len(NCCL_TESTS) == 35 and all(a.within for a in agreed)  # 1 MiB .. 4 GiB, all five
     assert {a.size_bytes for a in agreed} == set(sizes())
     # 3 % off: inside the 5 % band below 64 MiB, outside the 2 % band from 64 MiB up.
     ar = {r.size_bytes: r.in_place.time_us for r in NCCL_TESTS if r.op == "all_reduce"}
     off = [_result("all_reduce", s, t * 1.03) for s, t in ar.items()]
-    got = {a.size_bytes: a for a in an.against_nccl_tests(_sweep(off), NCCL_TESTS) if a.op == "all_reduce"}
+    got = {a.size_bytes: a for a in against_nccl_tests(_sweep(off), NCCL_TESTS) if a.op == "all_reduce"}
     assert [got[s].within for s in sorted(got)] == [s < 64 << 20 for s in sorted(got)]
     assert got[1 << 30].tolerance == 0.02 and got[1 << 20].tolerance == 0.05
     assert got[1 << 30].ratio == pytest.approx(1 / 1.03, rel=1e-3) and got[1 << 30].placement == "in_place"
-    a2a = next(a for a in an.against_nccl_tests(_sweep(ours), NCCL_TESTS) if a.op == "all_to_all")
+    a2a = next(a for a in against_nccl_tests(_sweep(ours), NCCL_TESTS) if a.op == "all_to_all")
     assert a2a.placement == "out_of_place"
 
 
@@ -105,39 +116,39 @@ def test_gpu_time_is_held_against_nccl_tests_graph_mode_and_per_call_beside_it()
     graph = [nccl_tests.NcclTestsRow(t.op, t.size_bytes, t.count, t.dtype,
                                      nccl_tests.Placement(14.0, 74.9, 74.9, 0), nccl_tests.Placement(14.0, 74.9, 74.9, 0))]
     ours = _gpu_result("all_reduce", 1 << 20, 14.1, 46.4)  # the committed H200 run's 46.4 us per call
-    (a,) = an.against_nccl_tests(_sweep([ours]), eager, graph)
+    (a,) = against_nccl_tests(_sweep([ours]), eager, graph)
     assert a.theirs_mode == "graph_unregistered" and a.basis == "gpu" and a.within
     assert a.theirs_gbps == pytest.approx(74.9) and a.ratio == pytest.approx(14.0 / 14.1, rel=1e-3)
     assert a.call_gbps == pytest.approx((1 << 20) / 46.4e-6 / 1e9) and a.eager_gbps == t.in_place.busbw_gbps
     # A per-call-only row (gloo, a refused capture) is held against nccl-tests' eager loop instead.
-    (b,) = an.against_nccl_tests(_sweep([_result("all_reduce", 1 << 20, 46.4)]), eager, graph)
+    (b,) = against_nccl_tests(_sweep([_result("all_reduce", 1 << 20, 46.4)]), eager, graph)
     assert b.theirs_mode == "eager" and b.basis == "per_call" and not b.within
 
 
 def test_per_call_overhead_is_flagged_launch_bound_and_never_blamed_on_the_links():
     """Issue 17 item 1: at 1 MiB the committed run's 46.4 us per call (host overhead) gave 22.6 GB/s,
     "5% of links". With a GPU time the busbw and the share of the links are the GPU's."""
-    row = an.collective_row(_gpu_result("all_reduce", 1 << 20, 16.5, 46.4), _sweep([]))
+    row = collective_row(_gpu_result("all_reduce", 1 << 20, 16.5, 46.4), _sweep([]))
     assert row.time_basis == "gpu" and row.launch_bound and row.gpu_reason is None
     assert row.time_us == pytest.approx(16.5) and row.gpu_time_us == pytest.approx(16.5)
     assert row.call_time_us == pytest.approx(46.4)
     assert row.busbw_gbps == pytest.approx((1 << 20) / 16.5e-6 / 1e9)  # 63.6 GB/s, nccl-tests' 63.5
     assert row.call_busbw_gbps == pytest.approx((1 << 20) / 46.4e-6 / 1e9)  # 22.6 GB/s, what a caller sees
-    assert an.pct_of_links(row, 450.0) == pytest.approx(100 * row.busbw_gbps / 450.0)
+    assert pct_of_links(row, 450.0) == pytest.approx(100 * row.busbw_gbps / 450.0)
     # At 4 GiB the host is hidden behind the GPU: both times agree and nothing is flagged.
-    big = an.collective_row(_gpu_result("all_reduce", 4 << 30, 12500.0, 12510.0), _sweep([]))
+    big = collective_row(_gpu_result("all_reduce", 4 << 30, 12500.0, 12510.0), _sweep([]))
     assert not big.launch_bound and big.time_basis == "gpu"
 
 
 def test_without_a_gpu_time_the_per_call_time_is_used_and_says_why():
     gloo = CollectiveResult("all_reduce", 1 << 20, 1 << 18, "float32", (0, 1), _result("all_reduce", 1 << 20, 900.0).timings,
                             0, gpu_reason="no_cuda_graphs")
-    row = an.collective_row(gloo, Collectives("node", "gloo", 2, results=(gloo,)))
+    row = collective_row(gloo, Collectives("node", "gloo", 2, results=(gloo,)))
     assert row.time_basis == "per_call" and row.gpu_reason == "no_cuda_graphs" and not row.launch_bound
     assert row.time_us == pytest.approx(900.0) and row.gpu_time_us is None
     refused = CollectiveResult("all_reduce", 1 << 20, 1 << 18, "float32", (0, 1), gloo.timings, 0,
                                gpu_reason="capture_failed", gpu_error="RuntimeError: operation not permitted")
-    assert an.collective_row(refused, _sweep([refused])).gpu_reason == "capture_failed"
+    assert collective_row(refused, _sweep([refused])).gpu_reason == "capture_failed"
     assert build(CollectiveResult, to_dict(refused)) == refused
     with pytest.raises(ValueError, match="no GPU time"):
         CollectiveResult("all_reduce", 1 << 20, 1 << 18, "float32", (0, 1), gpu_reason="because")
@@ -150,7 +161,7 @@ def test_the_committed_node_report_predates_gpu_times_and_still_loads_labelled_p
     from envcheck.model import load
 
     node = load("evidence/2026-11-22_2326Z_vm_2x-h200_node.json.gz").node
-    rows = an.collective_rows(node.collectives[0])
+    rows = collective_rows(node.collectives[0])
     assert rows and all(r.time_basis == "per_call" and r.gpu_reason == "not_recorded" for r in rows if r.call_time_us)
     ar = next(r for r in rows if r.op == "all_reduce" and r.size_bytes == 1 << 20)
     assert ar.time_us == pytest.approx(ar.call_time_us) and 40 < ar.time_us < 60  # the ~45 us floor of issue 17
@@ -173,23 +184,23 @@ def test_row_carries_the_algorithm_matched_on_ncclbytes_per_rank():
     ag = _result("all_gather", 2 << 30, 2000.0)
     a2a = _result("all_to_all", 1 << 30, 2000.0)
     sweep = _sweep([ag, a2a], choices)
-    assert an.collective_row(ag, sweep).algos == (("RING", "SIMPLE"),)
-    assert an.collective_row(a2a, sweep).algo_reason == "nccl_p2p"
+    assert collective_row(ag, sweep).algos == (("RING", "SIMPLE"),)
+    assert collective_row(a2a, sweep).algo_reason == "nccl_p2p"
     small = _result("all_gather", 2 << 20, 20.0)
-    assert an.collective_row(small, _sweep([small], choices)).algo_label == "RING/LL"
+    assert collective_row(small, _sweep([small], choices)).algo_label == "RING/LL"
 
 
 def test_algorithm_change_between_sizes_is_listed():
     choices = distinct(parse_choices(text("nccl_sweep_x2.log"), rank=0))
-    rows = [an.collective_row(r, _sweep([], choices)) for r in
+    rows = [collective_row(r, _sweep([], choices)) for r in
             (_result("all_reduce", 1 << 20, 15.0), _result("all_reduce", 1 << 26, 250.0))]
-    assert an.algorithm_changes(rows) == (("all_reduce", 1 << 26, "RING/LL", "RING/SIMPLE"),)
+    assert algorithm_changes(rows) == (("all_reduce", 1 << 26, "RING/LL", "RING/SIMPLE"),)
 
 
 def test_wrong_elements_and_errors_are_statuses():
     sweep = _sweep([])
-    assert an.collective_row(_result("all_reduce", 1 << 20, 10.0, wrong=3), sweep).status == "wrong"
-    assert an.collective_row(_result("all_reduce", 1 << 20, 10.0, wrong=None), sweep).status == "unverified"
+    assert collective_row(_result("all_reduce", 1 << 20, 10.0, wrong=3), sweep).status == "wrong"
+    assert collective_row(_result("all_reduce", 1 << 20, 10.0, wrong=None), sweep).status == "unverified"
 
 
 def _events(rank, results, done=True, host="vm"):
@@ -214,7 +225,7 @@ def test_assemble_keeps_every_rank_and_lists_unreached_sizes():
     first, unreached = c.results
     assert first.wrong == 2 and len(first.timings) == 2
     assert unreached.size_bytes == 1 << 22 and unreached.skipped == "not_run"
-    assert an.collective_row(unreached, c).status == "skipped"
+    assert collective_row(unreached, c).status == "skipped"
     assert build(Collectives, to_dict(c)) == c
 
 
@@ -241,11 +252,11 @@ def test_busbw_against_what_the_h200_links_allow():
 
     cap = capture()
     topo = probe_topology(fake_nvml(), (0, 1), cap["topo_m"]["stdout"], cap["nvlink_s"]["stdout"])
-    expect = an.ring_expectation(topo, (0, 1))
+    expect = ring_expectation(topo, (0, 1))
     assert expect == pytest.approx(450.0)  # 18 NVLink 4 links x 25 GB/s (datasheet), not 18 x 26.562 (NVML)
     ar = next(r for r in NCCL_TESTS if r.op == "all_reduce" and r.size_bytes == 4 << 30)
-    row = an.collective_row(_result("all_reduce", 4 << 30, ar.in_place.time_us), _sweep([]))
-    assert an.pct_of_links(row, expect) == pytest.approx(100 * 342.63 / 450.0, rel=2e-3)  # about 76 %
+    row = collective_row(_result("all_reduce", 4 << 30, ar.in_place.time_us), _sweep([]))
+    assert pct_of_links(row, expect) == pytest.approx(100 * 342.63 / 450.0, rel=2e-3)  # about 76 %
 
 
 def test_assemble_keeps_both_times_and_a_gpu_time_needs_every_member():
@@ -266,7 +277,7 @@ def test_assemble_keeps_both_times_and_a_gpu_time_needs_every_member():
     assert one.captures == 12 and four.captures == 1  # graphs pooled; none where there is no GPU time
     assert one.communicators == 6 and four.communicators == 1
     assert four.gpu_timings == () and four.gpu_reason == "capture_failed" and "refused" in four.gpu_error
-    rows = an.collective_rows(c)
+    rows = collective_rows(c)
     assert [r.time_basis for r in rows] == ["gpu", "per_call"]
     assert rows[0].time_us == pytest.approx(16.5) and rows[0].launch_bound
     assert build(Collectives, to_dict(c)) == c
@@ -298,10 +309,10 @@ def test_several_nccl_tests_runs_are_one_reference_their_median_with_the_spread(
     assert medians(runs[:1]) == (runs[0],)  # one run: unchanged
     # envcheck 2.4% quicker than the slowest run but within 2% of the median: it agrees with the median.
     ours = _gpu_result("reduce_scatter", 1 << 30, 1960.0 * 0.99, 2000.0)
-    (a,) = an.against_nccl_tests(_sweep([ours]), runs[:1], runs)
+    (a,) = against_nccl_tests(_sweep([ours]), runs[:1], runs)
     assert a.theirs_mode == "graph_unregistered" and a.theirs_runs == 3 and a.within
     assert a.theirs_gbps == pytest.approx(m.out_of_place.busbw_gbps) and a.theirs_range == (lo, hi)
-    (one,) = an.against_nccl_tests(_sweep([ours]), runs[:1], runs[:1])
+    (one,) = against_nccl_tests(_sweep([ours]), runs[:1], runs[:1])
     assert one.theirs_runs == 1 and one.theirs_range is None and not one.within  # 2.9% off the slowest run
 
 
@@ -319,15 +330,15 @@ def test_replays_at_two_paces_are_flagged_and_one_pace_with_its_jitter_is_not():
     two = [139, 139, 149, 149, 151, 147, 139, 140, 149, 150, 150, 148, 138, 139, 150, 150, 138, 138, 139, 138, 150,
            148, 138, 138]
     one = [53, 54, 54, 54, 53, 53, 54, 54, 54, 54, 53, 54, 54, 54, 54, 54, 54, 53, 54, 54, 54, 54, 54, 54]
-    split = an.collective_row(_paced([two, one]), _sweep([]))
+    split = collective_row(_paced([two, one]), _sweep([]))
     assert split.pace_spread == pytest.approx(sum(two) / 24 / 138 - 1) and split.unsteady
-    steady = an.collective_row(_paced([one, one]), _sweep([]))
+    steady = collective_row(_paced([one, one]), _sweep([]))
     assert steady.pace_spread == pytest.approx(sum(one) / 24 / 53 - 1) and not steady.unsteady
     # Spread over fresh allocations on purpose (where a buffer lands), or too few replays: no judgment.
-    assert an.collective_row(_paced([two, two], allocations=12), _sweep([])).pace_spread is None
-    assert an.collective_row(_paced([two[:9], two[:9]]), _sweep([])).pace_spread is None
+    assert collective_row(_paced([two, two], allocations=12), _sweep([])).pace_spread is None
+    assert collective_row(_paced([two[:9], two[:9]]), _sweep([])).pace_spread is None
     # No GPU time (per-call rows): nothing to judge either.
-    assert an.collective_row(_result("all_to_all", 64 << 20, 140.0), _sweep([])).pace_spread is None
+    assert collective_row(_result("all_to_all", 64 << 20, 140.0), _sweep([])).pace_spread is None
 
 
 def test_the_gpu_time_is_the_median_of_the_captures_of_one_allocation_and_the_mean_of_fresh_ones():

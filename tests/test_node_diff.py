@@ -17,9 +17,8 @@ from test_cli_diff import envcheck
 
 from envcheck import model
 from envcheck.analysis import analyse
-from envcheck.compare.diff import compare, diff
+from envcheck.compare.diff import compare, diff, diff_nodes, nodes_of
 from envcheck.compare.export import to_data
-from envcheck.compare.fleet_nodes import diff_nodes, nodes_of
 from envcheck.compare.match import BY_IDENTITY, NodeId, pair_nodes
 from envcheck.compare.node_diff import compare_sides, node_side
 
@@ -348,10 +347,10 @@ def test_the_shipped_node_floors_hold_on_pairs_they_were_not_learned_from():
 
 def _busbw_ratio(a, b, op: str, size: int) -> float:
     """b's busbw at (op, size) over a's, from the analysis."""
-    from envcheck.analysis import node as an
+    from envcheck.analysis.collectives import collective_rows
 
     def busbw(r):
-        return next(row.busbw_gbps for c in r.node.collectives for row in an.collective_rows(c)
+        return next(row.busbw_gbps for c in r.node.collectives for row in collective_rows(c)
                     if (row.op, row.size_bytes) == (op, size))
 
     return busbw(b) / busbw(a)

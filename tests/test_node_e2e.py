@@ -17,8 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from envcheck.analysis import node as an
-from envcheck.analysis.node import collective_narrowing
+from envcheck.analysis.collectives import busbw_factor, collective_narrowing, collective_rows
 from envcheck.harness.env import clean_env
 from envcheck.model import build
 from envcheck.model.fleet import Fleet
@@ -34,12 +33,12 @@ def test_gloo_sweep_under_torchrun_verifies_every_result(tmp_path):
     c = run_sweep(plan, Placement(2), tmp_path, SubprocessLauncher(), 180)
     assert c.error is None and c.backend == "gloo" and [r.status for r in c.ranks] == ["ok", "ok"]
     assert c.choices_reason == "backend_not_nccl"
-    rows = an.collective_rows(c)
+    rows = collective_rows(c)
     assert len(rows) == 10 and {r.status for r in rows} == {"ok"}
     for r, res in zip(rows, c.results, strict=True):
         assert res.wrong == 0 and len(res.timings) == 2 and all(t.timing.n == 4 for t in res.timings)
         mean = sum(sum(t.timing.samples_us) / 4 for t in res.timings) / 2
-        assert r.busbw_gbps == pytest.approx(res.size_bytes / (mean * 1e-6) / 1e9 * an.busbw_factor(r.op, 2))
+        assert r.busbw_gbps == pytest.approx(res.size_bytes / (mean * 1e-6) / 1e9 * busbw_factor(r.op, 2))
         # No CUDA graphs on gloo: no GPU time, the per-call (host clock) time is used and labelled so.
         assert res.gpu_timings == () and res.gpu_reason == "no_cuda_graphs"
         assert r.time_basis == "per_call" and r.gpu_reason == "no_cuda_graphs" and not r.launch_bound
@@ -208,7 +207,7 @@ def test_fleet_of_two_simulated_nodes_writes_one_report(tmp_path):
     assert all(n.node is not None for n in fleet.nodes)
     (world,) = fleet.collectives
     assert world.scope == "world" and world.world_size == 2 and world.backend == "gloo"
-    rows = an.collective_rows(world)
+    rows = collective_rows(world)
     assert rows and {r.status for r in rows} == {"ok"} and all(r.wrong == 0 for r in rows)
     # Rank 0 wrote the documents beside the JSON and printed the summary through the presentation layer.
     stem = path.stem

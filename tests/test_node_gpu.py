@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from envcheck.analysis import node as an
+from envcheck.analysis.collectives import collective_rows
 from envcheck.node.collective_bench import ALLOCATIONS, CAPTURES, COMMUNICATORS
 from envcheck.node.collective_run import Placement, SweepPlan, run_sweep
 from envcheck.node.launch import SubprocessLauncher
@@ -40,7 +40,7 @@ def test_nccl_sweep_reports_busbw_and_the_algorithm(tmp_path):
     plan = SweepPlan(sizes=(1 << 20, 1 << 26), iters=5, narrow=False)
     c = run_sweep(plan, Placement(n), tmp_path, SubprocessLauncher(), 300)
     assert c.error is None and c.backend == "nccl" and c.nccl_version, c.launch.stderr_tail
-    rows = an.collective_rows(c)
+    rows = collective_rows(c)
     assert {r.status for r in rows} == {"ok"} and all(r.busbw_gbps > 0 for r in rows)
     assert all(r.algos for r in rows if r.op != "all_to_all")
 
@@ -54,7 +54,7 @@ def test_nccl_sweep_times_graph_replays_and_eager_calls(tmp_path):
     plan = SweepPlan(ops=("all_reduce", "all_to_all"), sizes=(1 << 20, 1 << 28), iters=10, narrow=False)
     c = run_sweep(plan, Placement(n), tmp_path, SubprocessLauncher(), 300)
     assert c.error is None, c.launch.stderr_tail
-    rows = an.collective_rows(c)
+    rows = collective_rows(c)
     for r, res in zip(rows, c.results, strict=True):
         assert r.status == "ok" and r.time_basis == "gpu", (res.gpu_reason, res.gpu_error)
         assert all(t.timing.method == "cuda_graph" for t in res.gpu_timings) and len(res.gpu_timings) == n

@@ -9,10 +9,10 @@ from dataclasses import replace
 
 import pytest
 
-from envcheck.analysis import node as an
+from envcheck.analysis.collectives import against_nccl_tests, bandwidths_gbps, busbw_factor, collective_row, layout
 from envcheck.model import Timing, build, to_dict
+from envcheck.model.crosscheck import NcclTestsRow, Placement
 from envcheck.model.node import CollectiveResult, Collectives, RankTiming
-from envcheck.model.reference import NcclTestsRow, Placement
 from envcheck.node.collective_bench import CollectiveBench, Measured
 from envcheck.node.collective_run import _with_registered
 
@@ -24,7 +24,7 @@ def _times(us: float, n: int = 2, method: str = "cuda_graph") -> tuple[RankTimin
 
 
 def _result(op: str, size: int, gpu_us: float, reg_us: float | None = None, **kw) -> CollectiveResult:
-    lay = an.layout(op, size, 2, 4)
+    lay = layout(op, size, 2, 4)
     return CollectiveResult(op, lay.size_bytes, lay.count, "float32", (0, 1), _times(gpu_us * 1.5, method="cuda_events"),
                             0, gpu_timings=_times(gpu_us), registered_timings=() if reg_us is None else _times(reg_us),
                             registered_captures=3 if reg_us is not None else 1, **kw)
@@ -32,7 +32,7 @@ def _result(op: str, size: int, gpu_us: float, reg_us: float | None = None, **kw
 
 def _row(op: str, size: int, us: float) -> NcclTestsRow:
     algbw = size / (us * 1e-6) / 1e9
-    p = Placement(us, algbw, algbw * an.busbw_factor(op, 2), 0)
+    p = Placement(us, algbw, algbw * busbw_factor(op, 2), 0)
     return NcclTestsRow(op, size, size // 4, "float", p, p)
 
 
@@ -47,7 +47,7 @@ def test_each_mode_is_held_against_its_counterpart_and_a_launch_bound_eager_loop
     eager = [_row("all_gather", 256 * MIB, 551.5), _row("all_gather", MIB, 24.1)]
     graph = [_row("all_gather", 256 * MIB, 546.2), _row("all_gather", MIB, 10.2)]
     registered = [_row("all_gather", 256 * MIB, 434.2), _row("all_gather", MIB, 10.3)]
-    got = {(a.size_bytes, a.theirs_mode): a for a in an.against_nccl_tests(sweep, eager, graph,
+    got = {(a.size_bytes, a.theirs_mode): a for a in against_nccl_tests(sweep, eager, graph,
                                                                             registered_rows=registered, hold_eager=True)}
     assert set(got) == {(s, m) for s in (MIB, 256 * MIB) for m in ("graph_unregistered", "eager", "graph")}
     unreg = got[(256 * MIB, "graph_unregistered")]
@@ -57,12 +57,12 @@ def test_each_mode_is_held_against_its_counterpart_and_a_launch_bound_eager_loop
     assert reg.basis == "registered" and reg.within and reg.ratio == pytest.approx(434.2 / 434.0, rel=1e-4)
     assert not got[(MIB, "eager")].held and got[(MIB, "graph_unregistered")].held
     # Without hold_eager (reports compared before both modes were held) one row per size and mode given.
-    assert len(an.against_nccl_tests(sweep, eager, graph)) == 2
+    assert len(against_nccl_tests(sweep, eager, graph)) == 2
 
 
 def test_a_missing_registered_time_never_agrees_and_the_plain_time_is_not_held_against_the_registered_mode():
     sweep = _sweep(_result("all_to_all", 64 * MIB, 136.0, registered_reason="capture_failed"))
-    (plain, reg) = an.against_nccl_tests(sweep, [_row("all_to_all", 64 * MIB, 137.0)],
+    (plain, reg) = against_nccl_tests(sweep, [_row("all_to_all", 64 * MIB, 137.0)],
                                          [_row("all_to_all", 64 * MIB, 136.5)],
                                          registered_rows=[_row("all_to_all", 64 * MIB, 110.0)])
     assert plain.within and reg.theirs_mode == "graph"
@@ -74,10 +74,10 @@ def test_the_registered_time_is_the_median_of_its_captures_and_a_wrong_registere
     samples = [300.0] * 4 + [248.0] * 4 + [250.0] * 4  # three captures: one slow communicator
     r = replace(r, registered_timings=tuple(RankTiming(k, Timing.from_samples("cuda_graph", samples, 4))
                                             for k in (0, 1)), registered_captures=3)
-    row = an.collective_row(r, _sweep(r))
+    row = collective_row(r, _sweep(r))
     assert row.registered_time_us == pytest.approx(250.0) and row.status == "ok"
-    assert row.registered_busbw_gbps == pytest.approx(an.bandwidths_gbps("all_reduce", r.size_bytes, 2, 250.0)[1])
-    bad = an.collective_row(replace(r, registered_wrong=3), _sweep(r))
+    assert row.registered_busbw_gbps == pytest.approx(bandwidths_gbps("all_reduce", r.size_bytes, 2, 250.0)[1])
+    bad = collective_row(replace(r, registered_wrong=3), _sweep(r))
     assert bad.status == "wrong" and bad.wrong == 3
 
 
@@ -198,7 +198,7 @@ def test_the_node_page_shows_the_registered_column_its_meaning_and_why_a_size_ha
                                                             *node.collectives[1:])))
     md = render_markdown(report, lang=lang)
     assert catalog(lang)["node.col.busbw_registered"] in md
-    bw = an.bandwidths_gbps(first.op, first.size_bytes, n, 80.0)[1]
+    bw = bandwidths_gbps(first.op, first.size_bytes, n, 80.0)[1]
     assert f"{bw:.1f}" in md or f"{bw:,.1f}" in md or f"{bw:.0f}" in md
     assert catalog(lang)["node.registered.capture_failed"] in md and "<b>refused</b>" not in md
 

@@ -12,6 +12,8 @@ from fakes import FakeHost
 from node_fakes import ScriptedLauncher, capture, fake_nvml, text
 
 from envcheck.analysis import node as an
+from envcheck.analysis.collectives import collective_rows
+from envcheck.analysis.links import copy_rows
 from envcheck.model import build, to_dict
 from envcheck.model.node import Node
 from envcheck.node.collective_run import Placement, SweepPlan, run_sweep
@@ -80,7 +82,7 @@ def test_node_tests_run_in_order_and_keep_every_result(tmp_path):
     assert (ce.src, ce.dst, h2d.dst, sm.src, sm.dst) == (0, 2, 2, 2, 0)
     assert sm.error == "no_peer_access" and sm.timing is None
     (sweep,) = node.collectives
-    row = an.collective_rows(sweep)[0]
+    row = collective_rows(sweep)[0]
     assert row.algos == (("RING", "LL"),) and row.status == "ok"
     # NCCL's algorithms come from an untimed launch of their own (debug log on); the timed one runs without it.
     assert [job[0][1:3] or job[0] for job in launcher.jobs] == [
@@ -97,14 +99,14 @@ def test_copies_are_held_against_the_links_found(tmp_path):
     # NVML GPU 2 does not exist on the 2-GPU capture: its copies have no expectation, and say so by None.
     topo = node.topology
     assert topo.gpus[1].lost is not None
-    rows = an.copy_rows(node.peer, topo)
+    rows = copy_rows(node.peer, topo)
     assert rows[0].expected_gbps is None and rows[0].gbps == pytest.approx(256 * MiB / 700e-6 / 1e9)
 
 
 def test_copy_rows_on_the_h200_pair(tmp_path):
     opts = NodeOptions((0, 1), str(tmp_path), "cuda", SweepPlan(ops=("all_reduce",), sizes=(MiB,)), PeerPlan())
     node = run_node(opts, NodeDeps(fake_nvml, _host(), ScriptedLauncher(_play), kmsg=lambda: ""))
-    ce, h2d, _ = an.copy_rows(node.peer, node.topology)
+    ce, h2d, _ = copy_rows(node.peer, node.topology)
     assert ce.via == "nvswitch" and ce.expected_gbps == pytest.approx(450.0)
     assert ce.pct_expected == pytest.approx(100 * (256 * MiB / 700e-6 / 1e9) / 450.0)
     assert h2d.via == "pcie" and h2d.expected_gbps == pytest.approx(63.015, abs=1e-3)
@@ -162,7 +164,7 @@ def test_a_failed_learning_launch_costs_the_algorithms_not_the_sweep(tmp_path):
     c = run_sweep(SweepPlan(ops=("all_reduce",), sizes=(MiB,)), Placement(2), tmp_path, launcher, 100.0)
     assert [("--learn" in j[0]) for j in launcher.jobs] == [True, False]
     assert c.error is None and c.choices == () and c.choices_reason == "no_nccl_log"
-    (row,) = an.collective_rows(c)
+    (row,) = collective_rows(c)
     assert row.status == "ok" and row.time_basis == "gpu" and row.algo_reason == "no_nccl_log"
 
 

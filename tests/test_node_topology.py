@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from node_fakes import capture, fake_nvml
 
-from envcheck.analysis import node as an
+from envcheck.analysis.collectives import ring_expectation
+from envcheck.analysis.links import NVLINK, PCIE, pair_path, pcie_gbps, smi_disagreements, topo_label
 from envcheck.model import build, to_dict
 from envcheck.model.facts import known
 from envcheck.model.node import GpuLinks, NvLink, Topology
@@ -26,7 +27,7 @@ def test_h200_pair_reaches_over_18_nvswitch_links_at_26_562_mbps():
     assert len([lk for lk in g0.nvlinks if lk.active]) == 18
     assert {lk.remote_type.value for lk in g0.nvlinks} == {"switch"}
     assert g0.nvlinks[0].speed_mbps.value == 26562 and g0.nvlinks[0].speed_source == "nvml"
-    path = an.pair_path(topo, 0, 1)
+    path = pair_path(topo, 0, 1)
     assert path.via == "nvswitch" and path.nvlinks == 18
     # NVML names NVLink 4 (version 6): 18 links x 25 GB/s per direction from the datasheet (900 GB/s
     # bidirectional), not NVML's 18 x 26.562 = 478 GB/s signalling rate, which stays beside it as a fact.
@@ -56,7 +57,7 @@ def test_pair_p2p_status_and_smi_agree():
     assert {k: f.value for k, f in topo.pairs[0].p2p.items()} == {"read": "ok", "write": "ok", "nvlink": "ok",
                                                                   "atomics": "ok"}
     assert [(c.a, c.b, c.text) for c in topo.smi_cells] == [(0, 1, "NV18"), (1, 0, "NV18")]
-    assert an.smi_disagreements(topo) == ()
+    assert smi_disagreements(topo) == ()
 
 
 def test_smi_disagreement_is_reported():
@@ -66,7 +67,7 @@ def test_smi_disagreement_is_reported():
     from envcheck.model.node import TopoCell
 
     wrong = replace(topo, smi_cells=(TopoCell(0, 1, "NV12"),))
-    assert an.smi_disagreements(wrong) == ((0, 1, "NV18", "NV12"),)
+    assert smi_disagreements(wrong) == ((0, 1, "NV18", "NV12"),)
 
 
 def test_a_lost_gpu_keeps_its_entry_and_hides_nothing_else():
@@ -103,13 +104,13 @@ def test_nvlink_speeds_parse_every_line():
 @pytest.mark.parametrize(("gen", "width", "gbps"), [(5, 16, 63.015), (4, 16, 31.508), (3, 16, 15.754),
                                                     (2, 8, 4.0), (1, 1, 0.25), (6, 16, 121.0)])
 def test_pcie_bandwidth_per_direction(gen, width, gbps):
-    assert an.pcie_gbps(gen, width) == pytest.approx(gbps, abs=1e-3)
+    assert pcie_gbps(gen, width) == pytest.approx(gbps, abs=1e-3)
 
 
 def test_pcie_pair_expects_the_slower_link():
     a = GpuLinks(0, pcie_gen_max=known(5), pcie_width_max=known(16))
     b = GpuLinks(1, pcie_gen_max=known(4), pcie_width_max=known(16))
-    p = an.pair_path(Topology((a, b)), 0, 1)
+    p = pair_path(Topology((a, b)), 0, 1)
     assert p.via == "pcie" and p.expected_gbps == pytest.approx(31.508, abs=1e-3)
 
 
@@ -120,7 +121,7 @@ def test_direct_nvlinks_count_only_links_to_the_peer():
 
     a = GpuLinks(0, pci_bus_id=known("00000000:07:00.0"), nvlinks=links("0000:0B:00.0"))
     b = GpuLinks(1, pci_bus_id=known("00000000:0B:00.0"), nvlinks=links("0000:07:00.0"))
-    p = an.pair_path(Topology((a, b)), 0, 1)
+    p = pair_path(Topology((a, b)), 0, 1)
     # No generation from NVML: the signalling rate is the only reference, and says so.
     assert p.via == "nvlink" and p.nvlinks == 4 and p.expected_gbps == pytest.approx(100.0)
     assert p.reference == "nvml_signalling" and p.generation is None
@@ -135,23 +136,23 @@ def test_nvlink_reference_is_the_datasheet_payload_of_the_generation_nvml_names(
 
     a = GpuLinks(0, pci_bus_id=known("00000000:07:00.0"), nvlinks=links("0000:0B:00.0"))
     b = GpuLinks(1, pci_bus_id=known("00000000:0B:00.0"), nvlinks=links("0000:07:00.0"))
-    p = an.pair_path(Topology((a, b)), 0, 1)
+    p = pair_path(Topology((a, b)), 0, 1)
     assert (p.generation, p.link_gbps, p.reference) == (gen, per_link, "datasheet")
     assert p.expected_gbps == pytest.approx(18 * per_link) and p.signalling_gbps == pytest.approx(26.562)
 
 
 def test_link_table_matches_the_datasheets_bidirectional_totals():
     # H100/H200 SXM: 900 GB/s over 18 links; A100: 600 over 12; V100: 300 over 6; B200: 1800 over 18.
-    assert 2 * 18 * an.NVLINK[4].link_gbps == 900
-    assert 2 * 12 * an.NVLINK[3].link_gbps == 600
-    assert 2 * 6 * an.NVLINK[2].link_gbps == 300
-    assert 2 * 18 * an.NVLINK[5].link_gbps == 1800
-    assert all(s.doc.url.startswith("https://") for s in (*an.NVLINK.values(), *an.PCIE.values()))
+    assert 2 * 18 * NVLINK[4].link_gbps == 900
+    assert 2 * 12 * NVLINK[3].link_gbps == 600
+    assert 2 * 6 * NVLINK[2].link_gbps == 300
+    assert 2 * 18 * NVLINK[5].link_gbps == 1800
+    assert all(s.doc.url.startswith("https://") for s in (*NVLINK.values(), *PCIE.values()))
 
 
 def test_committed_2x_h200_topology_gives_450_gbps_per_direction():
     from envcheck.model import load
 
     node = load("evidence/2026-11-22_2326Z_vm_2x-h200_node.json.gz").node
-    assert an.topo_label(an.pair_path(node.topology, 0, 1)) == "NV18"
-    assert an.ring_expectation(node.topology, node.gpus) == pytest.approx(450.0)
+    assert topo_label(pair_path(node.topology, 0, 1)) == "NV18"
+    assert ring_expectation(node.topology, node.gpus) == pytest.approx(450.0)

@@ -16,6 +16,9 @@ from rich.cells import cell_len
 from envcheck.analysis import analyse, narrowing
 from envcheck.analysis import fleet as af
 from envcheck.analysis import node as an
+from envcheck.analysis.collectives import NO_GPU_TIME
+from envcheck.analysis.counters import COUNTER_ORDER
+from envcheck.analysis.links import PATH_SOURCES, GpuNvlinks
 from envcheck.model import dump, load
 from envcheck.model.fleet import DIRECTIONS, RANK_STATUSES, Fleet
 from envcheck.model.node import COPY_KINDS, COPY_METHODS
@@ -54,9 +57,9 @@ def _keys() -> set[str]:
         "node.problem.": an.PROBLEM_KEYS, "node.test.": an.NODE_TESTS,
         "node.reason.": (*an.SKIP_REASONS, *an.SIZE_SKIPS, *an.ALGO_REASONS, *an.RUN_ERRORS),
         "node.coll.status.": an.COLLECTIVE_STATUSES, "node.size_skip.": an.SIZE_SKIPS,
-        "node.source.": an.PATH_SOURCES, "node.via.": ("nvlink", "nvswitch", "pcie"),
+        "node.source.": PATH_SOURCES, "node.via.": ("nvlink", "nvswitch", "pcie"),
         "node.copy.kind.": COPY_KINDS, "node.copy.name.": COPY_KINDS, "node.method.": COPY_METHODS,
-        "node.copy.cell.": (*an.RUN_ERRORS, "failed"), "node.counter.": an.COUNTER_ORDER,
+        "node.copy.cell.": (*an.RUN_ERRORS, "failed"), "node.counter.": COUNTER_ORDER,
         "node.metric.": an.OUTLIER_METRICS, "node.outlier.": an.OUTLIER_METRICS,
         "node.outlier.short.": an.OUTLIER_METRICS, "node.status.": af.VERDICT_STATUSES,
         "fleet.finding.": af.FINDING_KINDS, "fleet.narrowing.": narrowing.CONCLUSION_KINDS,
@@ -89,7 +92,7 @@ def test_the_registries_hold_every_key_the_code_writes():
     assert _literals(r'NodeProblem\("(\w+)"', "envcheck/analysis/node.py") == set(an.PROBLEM_KEYS)
     assert _literals(r'Finding\("(\w+)"', "envcheck/analysis/fleet.py") <= set(af.FINDING_KINDS)
     assert _literals(r'Conclusion\("(\w+)"', "envcheck/analysis/narrowing.py") == set(narrowing.CONCLUSION_KINDS)
-    assert _literals(r'"(\w+_links?)"(?:\)|, gen)', "envcheck/analysis/links.py") == set(an.PATH_SOURCES)
+    assert _literals(r'"(\w+_links?)"(?:\)|, gen)', "envcheck/analysis/links.py") == set(PATH_SOURCES)
     assert _literals(r'status = "(\w+)"', "envcheck/analysis/collectives.py") <= set(an.COLLECTIVE_STATUSES)
     assert _literals(r'status = "(\w+)"', "envcheck/analysis/fleet.py") <= set(af.VERDICT_STATUSES)
     assert _literals(r'(?:return \(\), |or )"(\w+)"', "envcheck/analysis/collectives.py") | {"not_in_nccl_log"} == set(an.ALGO_REASONS)
@@ -367,7 +370,7 @@ def test_a_reboot_between_the_counter_readings_leaves_the_interval_unknown_not_n
 def test_the_topology_shows_each_gpus_nvlinks_as_the_analysis_counted_them(node_trouble):
     # H200 x2: 18 NVLinks per GPU, all active, 26.562 GB/s each (NVML's speed in MB/s).
     n = analyse(node_trouble).node
-    assert n.nvlinks == (an.GpuNvlinks(0, 18, 18, 26.562), an.GpuNvlinks(1, 18, 18, 26.562))
+    assert n.nvlinks == (GpuNvlinks(0, 18, 18, 26.562), GpuNvlinks(1, 18, 18, 26.562))
     assert "| 18/18 (26.6 GB/s each, NVML signalling) |" in render_markdown(node_trouble)
 
 
@@ -391,7 +394,7 @@ def test_every_reason_for_no_gpu_time_is_phrased_in_both_languages():
     from envcheck.model.node import GPU_TIME_REASONS
     from envcheck.render.i18n import catalog
 
-    assert set(GPU_TIME_REASONS) | {"not_recorded"} == set(an.NO_GPU_TIME)
+    assert set(GPU_TIME_REASONS) | {"not_recorded"} == set(NO_GPU_TIME)
     for lang in ("en", "zh-CN"):
-        for why in an.NO_GPU_TIME:
+        for why in NO_GPU_TIME:
             assert f"node.gpu_time.{why}" in catalog(lang)

@@ -15,7 +15,7 @@ import pytest
 
 from envcheck.analysis.tolerance import UNIT_ROUNDOFF, scales, tolerance
 from envcheck.bench import jax_impl, suite
-from envcheck.bench import sizes as sz
+from envcheck.bench import suite as sz
 from envcheck.commands.options import RunOptions
 from envcheck.errors import UsageError
 from envcheck.model import Note

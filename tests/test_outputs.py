@@ -62,7 +62,7 @@ def test_every_output_parses_and_tells_the_same_verdict(path: Path) -> None:
     assert (line == "OK") == v.ok and status == (0 if v.ok else 1)
     assert len(line) <= MAX_LINE and "\n" not in line
     if a.report.kind == "run":
-        assert exit_status(a.report, stopped=False, analysis=a) == status
+        assert exit_status(a, stopped=False) == status
 
 
 def test_junit_counts_each_failed_check_and_case() -> None:

@@ -14,8 +14,9 @@ from in_lang import print_run, render_html, render_markdown
 from envcheck import model
 from envcheck.analysis import analyse
 from envcheck.analysis.phases import OTHER, bench_phases
-from envcheck.bench import protocol, repeat, runner
-from envcheck.bench.phases import Stopwatch
+from envcheck.bench import protocol, runner
+from envcheck.bench import runner as repeat
+from envcheck.bench.group import Stopwatch
 from envcheck.bench.suite import CPU_QUICK_SETTINGS, Plan, PlannedCase
 from envcheck.model import Bench, BenchDevice, Case, Timing
 from envcheck.render.terminal.console import capture

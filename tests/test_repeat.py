@@ -16,7 +16,7 @@ import pytest
 from test_cli_run import deps, execute, parse, reports_in
 
 from envcheck import cli, model
-from envcheck.bench import repeat
+from envcheck.bench import runner as repeat
 from envcheck.bench.runner import BenchOutcome
 from envcheck.model import Accuracy, Case, Failure, MonitorWindow, Note, ReportError, Settings, Stop, StopCause, Timing
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from envcheck import units
-from envcheck.bench import sizes
+from envcheck.bench import suite as sizes
 from envcheck.errors import UsageError
 
 

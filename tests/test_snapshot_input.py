@@ -154,7 +154,7 @@ def test_real_nvml_captures_pass_the_schema() -> None:
     """The NVML answer types are those of real machines: every captured table in the fixtures fits."""
     from fake_nvml import load_table_file
 
-    from envcheck.snapshot_schema import check_sections
+    from envcheck.snapshot import check_sections
 
     fixtures = Path(__file__).parent / "fixtures"
     tables = [load_table_file(p) for p in sorted((fixtures / "nvml").glob("*.json"))]

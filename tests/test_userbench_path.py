@@ -64,8 +64,8 @@ def test_a_user_op_the_worker_cannot_find_fails_its_cases_not_the_run(tmp_path):
 
 
 def test_a_restarted_worker_s_monitor_windows_are_numbered_after_the_earlier_ones():
-    from envcheck.bench.resume import _merge
     from envcheck.bench.runner import BenchOutcome
+    from envcheck.bench.runner import _extend as _merge
     from envcheck.model import Case, MonitorWindow, Timing
 
     def outcome(op: str) -> BenchOutcome:

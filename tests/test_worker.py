@@ -579,7 +579,7 @@ def test_cpu_name_from_proc_cpuinfo() -> None:
 
 
 def test_ceiling_windows_report_runs_and_say_what_could_not_be_measured(worker_mod, monkeypatch) -> None:
-    from envcheck.bench import ceilings
+    from envcheck.bench import worker as ceilings
 
     run = CeilingRun("copy", "fp32", (1 << 28,), Timing.from_samples("cuda_graph", [500.0, 501.0], 2))
     broken = ceilings.Kernel("matmul", "fp32", (8192, 8192, 16384), lambda: None, "tf32")

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from envcheck import model
-from envcheck.bench import protocol, resume
+from envcheck.bench import protocol
+from envcheck.bench import runner as resume
 from envcheck.errors import UsageError
 from envcheck.harness import spawn as harness_spawn
 from envcheck.harness.lines import CUT_EDGE, LineCutter

@@ -17,13 +17,13 @@ from envcheck.analysis.narrowing import (
     lost_conclusion,
     narrowing_conclusion,
 )
+from envcheck.model.crosscheck import NcclTestsRow, Placement
 from envcheck.model.node import (
     CollectiveResult,
     Collectives,
     RankTiming,
     Topology,
 )
-from envcheck.model.reference import NcclTestsRow, Placement
 
 # --------------------------------------------------------------------------- nccl-tests' definitions
 
@@ -34,17 +34,16 @@ NCCL_NAMES = {"all_reduce": "AllReduce", "all_gather": "AllGather", "reduce_scat
               "all_to_all": "AlltoAll", "broadcast": "Broadcast"}
 
 
+_BUSBW_SHARE = {"all_reduce": 2, "all_gather": 1, "reduce_scatter": 1, "all_to_all": 1, "broadcast": 0}
+
+
 def busbw_factor(op: str, n: int) -> float:
     """nccl-tests' correction from algbw to busbw (doc/PERFORMANCE.md, "Summary")."""
     if n < 1:
         raise ValueError("a group has at least one rank")
-    if op == "all_reduce":
-        return 2 * (n - 1) / n
-    if op in ("all_gather", "reduce_scatter", "all_to_all"):
-        return (n - 1) / n
-    if op == "broadcast":
-        return 1.0
-    raise ValueError(f"unknown collective {op!r}")
+    if op not in _BUSBW_SHARE:
+        raise ValueError(f"unknown collective {op!r}")
+    return _BUSBW_SHARE[op] * (n - 1) / n if op != "broadcast" else 1.0
 
 
 @dataclass(frozen=True)
@@ -205,16 +204,9 @@ def algos_for(result: CollectiveResult, collectives: Collectives) -> tuple[tuple
     n = len(result.ranks)
     lay = layout(result.op, result.size_bytes, n, ELEMENT_BYTES.get(result.dtype, 4))
     name = NCCL_NAMES[result.op]
-    found: list[tuple[str, str]] = []
-    for c in collectives.choices:
-        if c.nccl_op != name or c.nccl_bytes != lay.nccl_bytes:
-            continue
-        if c.nranks is not None and c.nranks != n:
-            continue
-        pair = (c.algo, c.proto)
-        if pair not in found:
-            found.append(pair)
-    return tuple(found), (None if found else "not_in_nccl_log")
+    found = tuple(dict.fromkeys((c.algo, c.proto) for c in collectives.choices
+                                if c.nccl_op == name and c.nccl_bytes == lay.nccl_bytes and c.nranks in (None, n)))
+    return found, (None if found else "not_in_nccl_log")
 
 
 def bandwidths_gbps(op: str, size_bytes: int, n: int, time_us: float | None) -> tuple[float | None, float | None]:
@@ -434,14 +426,9 @@ def ring_expectation(topology: Topology, gpus: Sequence[int]) -> float | None:
     doc/PERFORMANCE.md), GB/s per direction; None when a hop's bandwidth is unknown."""
     if len(gpus) < 2:
         return None
-    hops = []
-    for i, a in enumerate(gpus):
-        b = gpus[(i + 1) % len(gpus)]
-        p = pair_path(topology, a, b)
-        if p is None or p.expected_gbps is None:
-            return None
-        hops.append(p.expected_gbps)
-    return min(hops)
+    paths = [pair_path(topology, a, gpus[(i + 1) % len(gpus)]) for i, a in enumerate(gpus)]
+    hops = [p.expected_gbps for p in paths if p is not None and p.expected_gbps is not None]
+    return min(hops) if len(hops) == len(gpus) else None
 
 
 def pct_of_links(row: CollectiveRow, expectation: float | None) -> float | None:

@@ -19,9 +19,8 @@ from dataclasses import dataclass, field, replace
 from envcheck.analysis.collectives import against_nccl_tests, collective_row, placement_of
 from envcheck.analysis.links import copy_row
 from envcheck.model import Bench, Case, Note
-from envcheck.model.crosscheck import Crosscheck, KernelTiming, LoopTiming, NcclTestsRun
+from envcheck.model.crosscheck import Crosscheck, KernelTiming, LoopTiming, NcclTestsRow, NcclTestsRun
 from envcheck.model.node import Collectives, Launch, Node
-from envcheck.model.reference import NcclTestsRow
 
 KERNEL_BAR = 0.03
 COPY_BAR = 0.03
@@ -163,9 +162,7 @@ def copy_rows(cc: Crosscheck, node: Node | None) -> tuple[CrossRow, ...]:
         for c in (peer.copies if peer is not None else ()):
             if (c.kind, c.method, c.src, c.dst, c.bidirectional) == ("d2d", "copy_engine", t.src, t.dst, False):
                 mine = copy_row(c, node.topology if node is not None else None).gbps
-        theirs = None
-        if t.samples_us is not None:
-            theirs = t.size_bytes / (statistics.median(t.samples_us) * 1e-6) / 1e9
+        theirs = t.size_bytes / (statistics.median(t.samples_us) * 1e-6) / 1e9 if t.samples_us is not None else None
         part = Counterpart("torch_copy", None, _settings(("size_bytes", t.size_bytes), ("calls", t.calls),
                                                          ("loops", len(t.samples_us) if t.samples_us else None)))
         out.append(_held(CrossRow("copy", "copy", "copy_gbps", part, COPY_BAR, mine, theirs,
@@ -245,8 +242,7 @@ def launch_cause(launch: Launch) -> str | None:
 
 def _tail(launch: Launch) -> str | None:
     lines = [ln for ln in launch.stderr_tail.splitlines() if ln.strip()]
-    text = "\n".join(lines[-DETAIL_LINES:]) or launch.error
-    return text or None
+    return "\n".join(lines[-DETAIL_LINES:]) or launch.error or None
 
 
 def findings(cc: Crosscheck, rows: Sequence[CrossRow]) -> tuple[CrossFinding, ...]:

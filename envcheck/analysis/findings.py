@@ -70,10 +70,9 @@ def stopped(bench: Bench) -> list[Finding]:
         return []
     if stop.cause is StopCause.LEGACY:
         return [Finding("finding.stopped.legacy", {"text": stop.detail or ""}, "fail")]
-    params: dict[str, ParamValue] = {"finished": stop.finished, "planned": stop.planned}
-    for name in ("signal", "returncode", "timeout_s", "detail"):
-        if getattr(stop, name) is not None:
-            params[name] = getattr(stop, name)
+    params: dict[str, ParamValue] = {"finished": stop.finished, "planned": stop.planned, **{
+        name: getattr(stop, name) for name in ("signal", "returncode", "timeout_s", "detail")
+        if getattr(stop, name) is not None}}
     return [Finding(f"finding.stopped.{stop.cause.value}", params, "fail")]
 
 
@@ -142,9 +141,7 @@ def launch_overhead(results: Sequence[CaseResult]) -> list[Finding]:
 def l2_resident(results: Sequence[CaseResult]) -> list[Finding]:
     """Memory-bound rows whose working set fits in L2 (their GB/s measure the cache)."""
     rows = [r for r in _flagged(results, fl.L2_RESIDENT) if not r.spec.compute_bound]
-    if not rows:
-        return []
-    return [Finding("finding.l2_resident", {"count": len(rows)}, "info", _keys(rows))]
+    return [Finding("finding.l2_resident", {"count": len(rows)}, "info", _keys(rows))] if rows else []
 
 
 def above_ceiling(results: Sequence[CaseResult]) -> list[Finding]:
@@ -197,12 +194,10 @@ def compute_best(results: Sequence[CaseResult], ceils: Ceilings) -> list[Finding
             best = max((r for r in rows if r.case.precision == prec), key=lambda r: r.tflops or 0.0)
             peak = ceils.get(prec, THEORETICAL)
             params = {"op": op, "dtype": best.case.dtype, "precision": prec, "impl": best.case.impl,
-                      "shape": best.case.shape, "tflops": best.tflops}
-            if peak:
-                out.append(Finding("finding.compute_best", {**params, "peak_tflops": peak.value,
-                                                            "peak_pct": best.pct_theoretical}, "info", (best.key,)))
-            else:
-                out.append(Finding("finding.compute_best_nopeak", params, "info", (best.key,)))
+                      "shape": best.case.shape, "tflops": best.tflops,
+                      **({"peak_tflops": peak.value, "peak_pct": best.pct_theoretical} if peak else {})}
+            out.append(Finding("finding.compute_best" if peak else "finding.compute_best_nopeak", params, "info",
+                               (best.key,)))
     return out
 
 

@@ -4,28 +4,24 @@ SuperBench-style rules (metric, direction, margin). A metric that could not be m
 
 from __future__ import annotations
 
+import functools
 import re
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from envcheck.analysis.node import (
-    NOT_APPLICABLE,
-    GpuRates,
-    NodeProblem,
-    collective_rows,
-    copy_rows,
-    gpu_rates,
-    node_problems,
-)
+from envcheck.analysis.collectives import collective_rows
+from envcheck.analysis.links import copy_rows
+from envcheck.analysis.node import NOT_APPLICABLE, GpuRates, NodeProblem, gpu_rates, node_problems
 from envcheck.model.facts import Check
 from envcheck.model.fleet import Baseline, Fleet, FleetNode, RankStatus, Reference, Rule
 from envcheck.model.node import Collectives
 
 if TYPE_CHECKING:
     from envcheck.analysis import BenchAnalysis
-    from envcheck.analysis.node import NodeAnalysis, SweepAnalysis
+    from envcheck.analysis.collectives import SweepAnalysis
+    from envcheck.analysis.node import NodeAnalysis
     from envcheck.model import Bench, Environment
     from envcheck.model.bench import ParamValue
 
@@ -240,33 +236,28 @@ def _judge_metrics(metrics: Sequence[Metric], references: Sequence[Reference], s
         rule = _rule_for(m.name, rules)
         if rule is None:
             continue
-        if m.value is None:
-            findings.append(Finding("missing", m.name, reason=m.reason, margin=rule.margin, direction=rule.direction))
-            continue
+        RuleFinding = functools.partial(Finding, margin=rule.margin, direction=rule.direction)
         reference = refs.get(m.name)
-        if rule.direction == "lower" and rule.margin == 0.0:
+        if m.value is None:
+            findings.append(RuleFinding("missing", m.name, reason=m.reason))
+        elif rule.direction == "lower" and rule.margin == 0.0:
             # A count that must be zero is held to zero, not to a median or baseline that may have failed too.
             if m.value > 0:
-                findings.append(Finding("worse", m.name, m.value, 0.0, ZERO_SOURCE, None, margin=0.0,
-                                        direction=rule.direction))
-            continue
-        if reference is None:
-            continue
-        ref = reference.value
-        if m.algo and reference.algo and m.algo != reference.algo:
-            # Not like with like: say so, whatever the numbers.
-            findings.append(Finding("algorithm_differs", m.name, m.value, ref, source,
-                                    reason=f"{m.algo} vs {reference.algo}", margin=rule.margin,
-                                    direction=rule.direction))
-        if rule.direction == "higher":
-            worse = m.value < ref * (1 - rule.margin)
-            short = 1 - m.value / ref if ref else None
-        else:
-            worse = m.value > ref * (1 + rule.margin)
-            short = (m.value / ref - 1) if ref else None
-        if worse:
-            findings.append(Finding("worse", m.name, m.value, ref, source, short, margin=rule.margin,
-                                    direction=rule.direction))
+                findings.append(RuleFinding("worse", m.name, m.value, 0.0, ZERO_SOURCE, None))
+        elif reference is not None:
+            ref = reference.value
+            if m.algo and reference.algo and m.algo != reference.algo:
+                # Not like with like: say so, whatever the numbers.
+                findings.append(RuleFinding("algorithm_differs", m.name, m.value, ref, source,
+                                            reason=f"{m.algo} vs {reference.algo}"))
+            if rule.direction == "higher":
+                worse = m.value < ref * (1 - rule.margin)
+                short = 1 - m.value / ref if ref else None
+            else:
+                worse = m.value > ref * (1 + rule.margin)
+                short = (m.value / ref - 1) if ref else None
+            if worse:
+                findings.append(RuleFinding("worse", m.name, m.value, ref, source, short))
     # A reference the node has no metric for was not measured: never a pass.
     measured = {m.name for m in metrics}
     for ref_name in sorted(set(refs) - measured):
@@ -502,7 +493,8 @@ class FleetAnalysis:
 
 def analyse_fleet(fleet: Fleet, analyse_bench: Callable[[Environment, Bench], BenchAnalysis]) -> FleetAnalysis:
     """``analyse_bench(environment, bench)`` gives a ``BenchAnalysis`` (``envcheck.analysis``)."""
-    from envcheck.analysis.node import analyse_node, analyse_sweep, rates_from
+    from envcheck.analysis.collectives import analyse_sweep
+    from envcheck.analysis.node import analyse_node, rates_from
     from envcheck.model import Environment
 
     per_node = []

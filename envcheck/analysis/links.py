@@ -76,10 +76,7 @@ def nvlink_generation(nvml_version: object) -> int | None:
 def pcie_gbps(gen: int, width: int) -> float | None:
     """What a PCIe link carries per direction, GB/s: lanes x GT/s x line code / 8 (None when unknown)."""
     spec = PCIE.get(gen)
-    if spec is None or width <= 0:
-        return None
-    return spec.lane_gbps * width
-
+    return spec.lane_gbps * width if spec is not None and width > 0 else None
 
 
 @dataclass(frozen=True)
@@ -195,9 +192,7 @@ SMI_LEVEL_NAMES = {"internal": "X", "single": "PIX", "multiple": "PXB", "hostbri
 
 def topo_label(p: PairPath) -> str:
     """The pair as ``nvidia-smi topo -m`` prints it: ``NV18`` for bonded NVLinks, else ``SYS``, ``PHB``..."""
-    if p.nvlinks:
-        return f"NV{p.nvlinks}"
-    return SMI_LEVEL_NAMES.get(p.pcie_level or "", "?")
+    return f"NV{p.nvlinks}" if p.nvlinks else SMI_LEVEL_NAMES.get(p.pcie_level or "", "?")
 
 
 def _same_bus(x: str, y: str) -> bool:
@@ -212,13 +207,8 @@ def _same_bus(x: str, y: str) -> bool:
 
 def pair_paths(topology: Topology) -> tuple[PairPath, ...]:
     idx = sorted(g.index for g in topology.gpus)
-    out = []
-    for i, a in enumerate(idx):
-        for b in idx[i + 1:]:
-            p = pair_path(topology, a, b)
-            if p is not None:
-                out.append(p)
-    return tuple(out)
+    paths = (pair_path(topology, a, b) for i, a in enumerate(idx) for b in idx[i + 1:])
+    return tuple(p for p in paths if p is not None)
 
 
 def smi_disagreements(topology: Topology) -> tuple[tuple[int, int, str, str], ...]:

@@ -1,7 +1,7 @@
 """Narrowing a slow collective down to a rank, a link, a node or the network between groups: a bisection over
 the ranks (halves split by nodes, so a node is never cut), down the slower half, the last few ranks settled with
 pairs held to the best pair of their own kind. The same walk picks the next group while the ranks run it
-(``envcheck.node.narrowing``) and explains the steps afterwards. Pure: ranks, hosts and busbw only.
+(``envcheck.node.collective_worker``) and explains the steps afterwards. Pure: ranks, hosts and busbw only.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A node analysed once: GPUs behind their siblings, what keeps a node run from passing (its problems) and the
 whole ``NodeAnalysis``, built with the collective sweeps (``collectives``), the links and copies (``links``) and
-the error counters (``counters``), whose names are re-exported here: the one door to the node's numbers.
+the error counters (``counters``); import those names from their own modules.
 """
 
 from __future__ import annotations
@@ -11,28 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from envcheck.analysis.ceilings import BANDWIDTH, MEASURED, Ceilings, ceilings
-from envcheck.analysis.collectives import (
-    IN_PLACE_OPS,
-    NCCL_NAMES,
-    NO_GPU_TIME,
-    UNSTEADY_RATIO,
-    Agreement,
-    CollectiveRow,
-    SweepAnalysis,
-    against_nccl_tests,
-    algorithm_changes,
-    analyse_sweep,
-    bandwidths_gbps,
-    busbw_factor,
-    collective_narrowing,
-    collective_row,
-    collective_rows,
-    layout,
-    pct_of_links,
-    ring_expectation,
-)
+from envcheck.analysis.collectives import UNSTEADY_RATIO, SweepAnalysis, analyse_sweep, collective_rows
 from envcheck.analysis.counters import (
-    COUNTER_ORDER,
     NVLINK_CRC_PER_S_LIMIT,
     PCIE_REPLAY_PER_MIN_LIMIT,
     CounterChange,
@@ -43,17 +23,13 @@ from envcheck.analysis.counters import (
 )
 from envcheck.analysis.links import (
     NVLINK,
-    PATH_SOURCES,
-    PCIE,
     SMI_LEVEL_NAMES,
     CopyRow,
     GpuNvlinks,
     PairPath,
     copy_rows,
     gpu_nvlinks,
-    pair_path,
     pair_paths,
-    pcie_gbps,
     smi_disagreements,
     topo_label,
 )
@@ -337,11 +313,5 @@ def analyse_node(node: Node | None, benches: Sequence[BenchAnalysis], env: Envir
         tuple(gpu_nvlinks(g) for g in topo.gpus) if topo is not None else ())
 
 
-__all__ = [  # the names other modules read through this door (its own definitions aside)
-    "IN_PLACE_OPS", "NCCL_NAMES", "NO_GPU_TIME", "UNSTEADY_RATIO", "Agreement", "CollectiveRow", "SweepAnalysis",
-    "against_nccl_tests", "algorithm_changes", "analyse_sweep", "bandwidths_gbps", "busbw_factor",
-    "collective_narrowing", "collective_row", "collective_rows", "layout", "pct_of_links", "ring_expectation",
-    "CopyRow", "copy_rows", "COUNTER_ORDER", "NVLINK_CRC_PER_S_LIMIT", "PCIE_REPLAY_PER_MIN_LIMIT", "CounterRow",
-    "NVLINK", "PCIE", "pcie_gbps", "PATH_SOURCES", "SMI_LEVEL_NAMES", "GpuNvlinks", "PairPath", "pair_path",
-    "pair_paths", "smi_disagreements", "topo_label",
-]
+__all__ = ["NVLINK", "NVLINK_CRC_PER_S_LIMIT", "PCIE_REPLAY_PER_MIN_LIMIT", "SMI_LEVEL_NAMES", "UNSTEADY_RATIO",
+           "topo_label"]  # read by render.node_view as ``an.NAME``

@@ -57,9 +57,8 @@ def of_window(w: MonitorWindow) -> Conditions:
 def of_case(case: Case) -> Conditions | None:
     """A schema-1 case's NVML summary as it was recorded (no window)."""
     m = case.monitor
-    if m is None:
-        return None
-    return Conditions(m.samples, m.sm_clock_mhz_min, m.temperature_c_max, m.power_w_max, tuple(m.throttle_reasons))
+    return None if m is None else Conditions(m.samples, m.sm_clock_mhz_min, m.temperature_c_max, m.power_w_max,
+                                             tuple(m.throttle_reasons))
 
 
 @dataclass(frozen=True)
@@ -98,9 +97,7 @@ class CaseResult:
 
 def _pct(value: float | None, ceils: Ceilings, name: str, kind: str) -> float | None:
     c = ceils.get(name, kind)
-    if value is None or c is None or c.value <= 0:
-        return None
-    return 100.0 * value / c.value
+    return None if value is None or c is None or c.value <= 0 else 100.0 * value / c.value
 
 
 def _flags(case: Case, backend: str, time: Timing | None, ws: int, l2: int | None,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from envcheck.bench import accuracy, exact, impls
-from envcheck.bench.impls import Impl, Inputs
+from envcheck.bench.impls import Impl, Inputs, Sets
 from envcheck.ops import spec
 
 if TYPE_CHECKING:  # annotations only: the suite imports the runtime, which imports this module
@@ -16,7 +16,6 @@ if TYPE_CHECKING:  # annotations only: the suite imports the runtime, which impo
 
     from envcheck.bench.suite import PlannedCase
 
-Sets = list[tuple[Inputs, "torch.Tensor | None"]]  # (inputs, output) per set; None: the implementation allocates
 
 
 class OpCode(Protocol):

@@ -4,6 +4,7 @@ without launching, into the run's cache where the worker's own first call finds 
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -42,8 +43,7 @@ def children(cpus: int | None) -> int:
 
 
 def shares(cases: Sequence[PlannedCase], n: int) -> list[list[AheadCase]]:
-    """The Triton cases of built-in ops dealt to ``n`` children by (op, dtype, precision): one family's shapes share
-    compiled specialisations."""
+    """Triton cases of built-in ops dealt to ``n`` children by family (op, dtype, precision): it shares compiles."""
     families: dict[tuple[str, str, str], list[AheadCase]] = {}
     for c in dict.fromkeys(c for c in cases if c.impl == "triton" and c.op in OPS):
         families.setdefault((c.op, c.dtype, c.precision), []).append([c.op, c.dtype, c.precision, list(c.shape)])
@@ -153,10 +153,8 @@ def compile_cases(plan: AheadPlan) -> tuple[int, int]:
     def compile_only(self: JITFunction, *args: object, grid: object, warmup: bool, **kwargs: object) -> object:
         kernel = run(self, *args, grid=grid, warmup=True, **kwargs)
         if kernel is not None and CudaLauncher is not None:
-            try:
-                CudaLauncher(kernel.src, kernel.metadata)  # the launcher's C module, built into the cache
-            except Exception:  # noqa: BLE001, S110 - the worker builds it then
-                pass
+            with contextlib.suppress(Exception):  # the launcher's C module, built into the cache (else by the worker)
+                CudaLauncher(kernel.src, kernel.metadata)
         return kernel
 
     def race(candidates: Mapping[Tile, Callable[[], object]], measure: object = None) -> Tile:

@@ -63,8 +63,7 @@ def use_for(torch: ModuleType, index: int, environ: MutableMapping[str, str] | N
 
 
 def use(name: str, environ: MutableMapping[str, str]) -> Path:
-    """Point Triton and Inductor (where the user has not) at folder ``name`` of the cache, load its matmul tiles
-    and count compiles from here on."""
+    """Point Triton and Inductor (unless the user did) at cache folder ``name``; load its tiles, count compiles."""
     global _folder
     from envcheck.destination import DestinationError, private_folder
     from envcheck.userdirs import cache_dir

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.metadata
 import platform
@@ -27,10 +28,8 @@ def versions(torch: ModuleType) -> dict[str, str]:
     """torch / triton / CUDA / jax versions the run used (jax's from its metadata: not imported here)."""
     found = {"torch": str(torch.__version__), "cuda": torch.version.cuda}
     for name in ("triton", "jax"):
-        try:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             found[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            pass
     return {k: str(v) for k, v in found.items() if v}
 
 
@@ -69,12 +68,10 @@ def cuda_device(torch: ModuleType, index: int, nvml: NvmlLike | None = None) -> 
     uuid = nvml_uuid(props)
     bus_id = None
     if nvml is not None and uuid:
-        try:
+        with contextlib.suppress(Exception):  # NVML is optional here: torch's numbers stand in
             handle = nvml.call("nvmlDeviceGetHandleByUUID", uuid)
             info = nvml.call("nvmlDeviceGetPciInfo", handle)
             bus_id = info.get("busId") if isinstance(info, dict) else None
-        except Exception:  # noqa: BLE001 - NVML is optional here: torch's numbers stand in
-            bus_id = None
     return BenchDevice(
         backend="cuda", name=str(props.name), index=index, uuid=uuid,
         sm_count=int(props.multi_processor_count),
@@ -162,9 +159,6 @@ class Runtime:
 
     def after_failure(self) -> None:
         """Let a failed step's queued work finish and its memory go, so the next step starts clean."""
-        if self.cuda:
-            for step in (self.torch.cuda.synchronize, self.torch.cuda.empty_cache):
-                try:
-                    step()
-                except Exception:  # noqa: BLE001 - a sticky CUDA error shows in the next step's own failure
-                    pass
+        for step in (self.torch.cuda.synchronize, self.torch.cuda.empty_cache) if self.cuda else ():
+            with contextlib.suppress(Exception):  # a sticky CUDA error shows in the next step's own failure
+                step()

@@ -29,8 +29,7 @@ def inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, generator: 
         return ints(0, 2, *dims) * 2 - 1
 
     def mirror(n: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per position along an axis of ``n``: its sign (+1, -1 in a block's halves, 0 a middle) and
-        the position it mirrors."""
+        """Per position along an axis of ``n``: its sign (+-1 in a block's halves, 0 a middle), what it mirrors."""
         p = torch.arange(n, device=device)
         start = p // BLOCK * BLOCK
         m = torch.clamp(n - start, max=BLOCK)
@@ -50,8 +49,7 @@ def inputs(op: str, shape: tuple[int, ...], dtype: str, device: str, generator: 
         return x
 
     def pairs(n: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per position along an axis of ``n``: +1, -1 in each pair of neighbours (0 for a last one
-        alone), and its pair's index."""
+        """Per position along an axis of ``n``: +1, -1 in each pair (0 for a last one alone), its pair's index."""
         p = torch.arange(n, device=device)
         return torch.where(p % 2 == 0, 1.0, -1.0) * (p < n - n % 2), p // 2
 

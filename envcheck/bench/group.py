@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
@@ -18,7 +20,6 @@ from envcheck.bench.graphs import graph_region
 from envcheck.bench.impls import Impl, Inputs
 from envcheck.bench.interpret import checked_only
 from envcheck.bench.l2 import Rotation, rotation_sets
-from envcheck.bench.phases import Stopwatch
 from envcheck.bench.suite import PlannedCase
 from envcheck.bench.timer import Region
 from envcheck.errors import one_line
@@ -27,7 +28,7 @@ from envcheck.model import Accuracy, Case, Note, OutputAccuracy, Skip, Timing
 if TYPE_CHECKING:
     import torch
 
-    from envcheck.bench.code import Sets
+    from envcheck.bench.impls import Sets
 
 # Share of free device memory a group may use; rotating buffers get half of what it leaves (the other half:
 # outputs torch.compile allocates per set, the graphs' pools).
@@ -35,6 +36,39 @@ MEMORY_FRACTION = 0.8
 CHECK_ROUNDS = 8  # checked calls of a built-in op whose output has fewer than SMALL_OUTPUT elements
 SMALL_OUTPUT = 16
 T = TypeVar("T")
+
+
+class Stopwatch:
+    """Where the worker's time goes: host seconds per named phase (model.BENCH_PHASES, CASE_PHASES) since
+    ``zero`` (``clock``: seconds, the test seam)."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter, zero: float | None = None) -> None:
+        self._clock = clock
+        self.zero = clock() if zero is None else zero
+        self.seconds: dict[str, float] = {}
+
+    def now(self) -> float:
+        return self._clock() - self.zero
+
+    def add(self, name: str, seconds: float) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + max(0.0, seconds)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Time the block as part of ``name`` (also when it raises: the time was spent)."""
+        start = self._clock()
+        try:
+            yield
+        finally:
+            self.add(name, self._clock() - start)
+
+    def child(self) -> Stopwatch:
+        """A stopwatch of its own (a case's phases) on the same clock and zero."""
+        return Stopwatch(self._clock, self.zero)
+
+    def rounded(self) -> dict[str, float]:
+        """The phases in milliseconds' precision, as a report keeps them."""
+        return {name: round(s, 4) for name, s in self.seconds.items()}
 
 
 def log(what: str, exc: BaseException | None = None) -> None:
@@ -145,8 +179,7 @@ def open_group(rt: Runtime, first: PlannedCase, seed: int) -> Group:
 
 
 def _draw_round(rt: Runtime, planned: PlannedCase, group: Group, r: int) -> None:
-    """Round ``r``'s inputs, drawn into the group's own tensors (which the implementations are bound to); round
-    0 is the group's first draw again."""
+    """Round ``r``'s inputs, drawn into the group's bound tensors; round 0 is the group's first draw again."""
     gen = rt.torch.Generator(device=rt.where).manual_seed(group.seed * CHECK_ROUNDS + r if r else group.seed)
     fresh = rt.code(planned.op).make_inputs(planned.shape, planned.dtype, rt.where, gen)
     for name, t in group.inputs.items():
@@ -155,8 +188,7 @@ def _draw_round(rt: Runtime, planned: PlannedCase, group: Group, r: int) -> None
 
 def _check(rt: Runtime, planned: PlannedCase, group: Group, fn: Impl
            ) -> tuple[accuracy.Tally, accuracy.Tally | None, bool]:
-    """The checked calls of ``fn`` on the group's and the op's exact inputs: (random, exact or None, every
-    output poisoned)."""
+    """``fn``'s checked calls on the group's and the op's exact inputs: (random, exact or None, all poisoned)."""
     code, spec = rt.code(planned.op), rt.spec(planned.op)
 
     def checked(tally: accuracy.Tally) -> bool:

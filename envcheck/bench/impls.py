@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import torch
 
 Inputs = dict[str, "torch.Tensor"]  # in the eager function's argument order
+Sets = list[tuple[Inputs, "torch.Tensor | None"]]  # (inputs, output) per set; None: the implementation allocates
 Impl = Callable[[], "torch.Tensor | tuple[torch.Tensor, ...]"]  # one call of the op (an op's outputs apart, or joined)
 Forward = Callable[..., "torch.Tensor"]  # an out-of-place PyTorch function of the inputs
 
@@ -48,14 +49,11 @@ def make_inputs(op: str, shape: tuple[int, ...], dtype: str, device: str,
             x.add_(offset)
         return x.to(tdt)
 
-    if op == "vector_add":
-        return {"x": randn(shape[0]), "y": randn(shape[0])}
-    if op == "relu":
-        return {"x": randn(shape[0])}
     if op == "softmax":
         return {"x": randn(*shape, scale=SOFTMAX_SPREAD, offset=SOFTMAX_OFFSET)}
-    if op == "row_sum" or spec(op).family == "reduce":
-        return {"x": randn(*shape)}
+    if op in ("vector_add", "relu", "row_sum") or spec(op).family == "reduce":
+        x = randn(*shape)
+        return {"x": x, "y": randn(*shape)} if op == "vector_add" else {"x": x}
     if op == "layer_norm":
         x = randn(*shape).float()
         x[1::8] += LAYER_NORM_FAR
@@ -84,6 +82,16 @@ def make_inputs(op: str, shape: tuple[int, ...], dtype: str, device: str,
 LAYER_NORM_CONSTANT = 0.5
 LAYER_NORM_FAR = 100.0
 LAYER_NORM_TINY = 3e-3
+LAYER_NORM_EPS = 1e-5
+
+
+# The output's shape where it is not the flat ``output_elements``: softmax_fwbw's y over dx; linear_fwbw's y, dx
+# and dW flattened one after the other.
+OUTPUT_SHAPES: dict[str, Callable[[tuple[int, ...]], tuple[int, ...]]] = {
+    "softmax": lambda s: s, "layer_norm": lambda s: s, "softmax_fwbw": lambda s: (2 * s[0], s[1]),
+    "conv2d": lambda s: (s[0], s[4], *spec("conv2d").conv_output(s)),
+    "linear_fwbw": lambda s: (s[0] * s[1] + (s[0] + s[1]) * s[2],), "matmul": lambda s: s[:2],
+}
 
 
 def make_output(op: str, shape: tuple[int, ...], dtype: str, device: str) -> torch.Tensor:
@@ -91,20 +99,8 @@ def make_output(op: str, shape: tuple[int, ...], dtype: str, device: str) -> tor
 
     s = spec(op)
     s.check_shape(shape)
-    tdt = torch_dtype(dtype)
-    if op in ("softmax", "layer_norm"):
-        return torch.empty(*shape, dtype=tdt, device=device)
-    if op == "softmax_fwbw":  # y over dx
-        return torch.empty(2 * shape[0], shape[1], dtype=tdt, device=device)
-    if op == "conv2d":
-        p, q = s.conv_output(shape)
-        return torch.empty(shape[0], shape[4], p, q, dtype=tdt, device=device)
-    if op == "linear_fwbw":  # y, dx and dW, flattened one after the other
-        m, n, k = shape
-        return torch.empty(m * n + (m + n) * k, dtype=tdt, device=device)
-    if op == "matmul":
-        return torch.empty(shape[0], shape[1], dtype=tdt, device=device)
-    return torch.empty(s.output_elements(shape), dtype=tdt, device=device)
+    dims = OUTPUT_SHAPES[op](shape) if op in OUTPUT_SHAPES else (s.output_elements(shape),)
+    return torch.empty(*dims, dtype=torch_dtype(dtype), device=device)
 
 
 def torch_impl(op: str, inputs: Inputs, out: torch.Tensor, shape: tuple[int, ...] = ()) -> Impl:
@@ -112,24 +108,6 @@ def torch_impl(op: str, inputs: Inputs, out: torch.Tensor, shape: tuple[int, ...
     ``_softmax.out``, what torch dispatches to): no extra allocation is timed."""
     import torch
 
-    if op == "vector_add":
-        x, y = inputs["x"], inputs["y"]
-        return lambda: torch.add(x, y, out=out)
-    if op == "relu":
-        x = inputs["x"]
-        return lambda: torch.clamp_min(x, 0.0, out=out)
-    if op == "softmax":
-        x = inputs["x"]
-        return lambda: torch.ops.aten._softmax.out(x, -1, False, out=out)
-    if op == "row_sum":
-        x = inputs["x"]
-        return lambda: torch.sum(x, dim=-1, out=out)
-    if op == "conv2d":  # cuDNN on a GPU; it allocates its output
-        x, w, stride, pad = inputs["x"], inputs["weight"], shape[6], inputs["weight"].shape[2] // 2
-        return lambda: torch.nn.functional.conv2d(x, w, stride=stride, padding=pad)
-    if op == "layer_norm":  # allocating its output (ATen's out= form wants mean and rstd too)
-        x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
-        return lambda: torch.nn.functional.layer_norm(x, (x.shape[1],), w, b, 1e-5)
     if op == "softmax_fwbw":
         return _softmax_fwbw(inputs, out)
     if op == "linear_fwbw":
@@ -146,8 +124,19 @@ def torch_impl(op: str, inputs: Inputs, out: torch.Tensor, shape: tuple[int, ...
             return out  # flat, as the reference and the other implementations give it
 
         return reduction
-    a, b = inputs["a"], inputs["b"]
-    return lambda: torch.matmul(a, b, out=out)
+    x, y, w, bias, a, b = (inputs.get(name) for name in ("x", "y", "weight", "bias", "a", "b"))
+    stride, pad = (shape[6], w.shape[2] // 2) if op == "conv2d" else (1, 0)
+    calls: dict[str, Impl] = {
+        "vector_add": lambda: torch.add(x, y, out=out),
+        "relu": lambda: torch.clamp_min(x, 0.0, out=out),
+        "softmax": lambda: torch.ops.aten._softmax.out(x, -1, False, out=out),
+        "row_sum": lambda: torch.sum(x, dim=-1, out=out),
+        # cuDNN on a GPU; conv2d and layer_norm allocate their output (ATen's layer_norm.out wants mean and rstd)
+        "conv2d": lambda: torch.nn.functional.conv2d(x, w, stride=stride, padding=pad),
+        "layer_norm": lambda: torch.nn.functional.layer_norm(x, (x.shape[1],), w, bias, LAYER_NORM_EPS),
+        "matmul": lambda: torch.matmul(a, b, out=out),
+    }
+    return calls[op]
 
 
 def _softmax_fwbw(inputs: Inputs, out: torch.Tensor | None, forward: Forward | None = None) -> Impl:
@@ -244,7 +233,7 @@ def eager(op: str, shape: tuple[int, ...] = ()) -> Forward:
         "softmax": lambda x: torch.softmax(x, dim=-1),
         "row_sum": lambda x: x.sum(dim=-1),
         "matmul": torch.matmul,
-        "layer_norm": lambda x, w, b: torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, 1e-5),
+        "layer_norm": lambda x, w, b: torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, LAYER_NORM_EPS),
         "softmax_fwbw": lambda x: torch.softmax(x, dim=-1),
         "linear_fwbw": torch.nn.functional.linear,
     }[op]

@@ -12,14 +12,11 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from envcheck.bench.impls import REDUCE_DIMS, Impl, Inputs
-from envcheck.bench.reference_ops import LAYER_NORM_EPS
+from envcheck.bench.impls import LAYER_NORM_EPS, REDUCE_DIMS, Impl, Inputs, Sets
 from envcheck.ops import spec
 
 if TYPE_CHECKING:
     from jax import Array
-
-    from envcheck.bench.code import Sets
 
 JaxFn = Callable[..., "Array | tuple[Array, Array]"]
 
@@ -66,48 +63,41 @@ def function(op: str, shape: tuple[int, ...], precision: str) -> JaxFn:
         if op.startswith("sum"):
             return lambda x: jnp.sum(x, axis=axes, dtype=f32).astype(x.dtype).reshape(-1)
         return lambda x: jnp.max(x, axis=axes).reshape(-1)
-    if op == "vector_add":
-        return lambda x, y: x + y
-    if op == "relu":
-        return lambda x: jnp.maximum(x, 0)
-    if op == "softmax":
-        return lambda x: jax.nn.softmax(x.astype(f32), axis=-1).astype(x.dtype)
-    if op == "row_sum":
-        return lambda x: jnp.sum(x, axis=-1, dtype=f32).astype(x.dtype)
-    if op == "layer_norm":
-        def layer_norm(x: Array, w: Array, b: Array) -> Array:
-            xf = x.astype(f32)
-            mean = jnp.mean(xf, axis=-1, keepdims=True)
-            centred = xf - mean
-            var = jnp.mean(centred * centred, axis=-1, keepdims=True)
-            return (centred * lax.rsqrt(var + LAYER_NORM_EPS) * w.astype(f32) + b.astype(f32)).astype(x.dtype)
 
-        return layer_norm
-    if op == "matmul":
-        return traced(lambda a, b: jnp.matmul(a, b, preferred_element_type=f32).astype(a.dtype))
-    if op == "conv2d":
+    def layer_norm(x: Array, w: Array, b: Array) -> Array:
+        xf = x.astype(f32)
+        centred = xf - jnp.mean(xf, axis=-1, keepdims=True)
+        var = jnp.mean(centred * centred, axis=-1, keepdims=True)
+        return (centred * lax.rsqrt(var + LAYER_NORM_EPS) * w.astype(f32) + b.astype(f32)).astype(x.dtype)
+
+    def conv2d(x: Array, w: Array) -> Array:
         stride, pad = shape[6], shape[5] // 2
+        y = lax.conv_general_dilated(x, w, (stride, stride), ((pad, pad), (pad, pad)),
+                                     dimension_numbers=("NCHW", "OIHW", "NCHW"), preferred_element_type=f32)
+        return y.astype(x.dtype)
 
-        def conv2d(x: Array, w: Array) -> Array:
-            y = lax.conv_general_dilated(x, w, (stride, stride), ((pad, pad), (pad, pad)),
-                                         dimension_numbers=("NCHW", "OIHW", "NCHW"), preferred_element_type=f32)
-            return y.astype(x.dtype)
+    def softmax_fwbw(x: Array, dy: Array) -> tuple[Array, Array]:
+        y, vjp = jax.vjp(lambda v: jax.nn.softmax(v.astype(f32), axis=-1).astype(v.dtype), x)
+        return y, vjp(dy)[0]  # y over dx, joined outside the timed call (as torch's)
 
-        return traced(conv2d)
-    if op == "softmax_fwbw":
-        def softmax_fwbw(x: Array, dy: Array) -> tuple[Array, Array]:
-            y, vjp = jax.vjp(lambda v: jax.nn.softmax(v.astype(f32), axis=-1).astype(v.dtype), x)
-            return y, vjp(dy)[0]  # y over dx, joined outside the timed call (as torch's)
+    def linear_fwbw(x: Array, w: Array, dy: Array) -> Array:
+        y, vjp = jax.vjp(lambda a, b: jnp.matmul(a, b.T, preferred_element_type=f32).astype(a.dtype), x, w)
+        dx, dw = vjp(dy)
+        return jnp.concatenate([y.ravel(), dx.ravel(), dw.ravel()])  # as impls.make_output lays it
 
-        return softmax_fwbw
-    if op == "linear_fwbw":
-        def linear_fwbw(x: Array, w: Array, dy: Array) -> Array:
-            y, vjp = jax.vjp(lambda a, b: jnp.matmul(a, b.T, preferred_element_type=f32).astype(a.dtype), x, w)
-            dx, dw = vjp(dy)
-            return jnp.concatenate([y.ravel(), dx.ravel(), dw.ravel()])  # as impls.make_output lays it
-
-        return traced(linear_fwbw)
-    raise ValueError(f"no JAX implementation of {op!r}")
+    functions: dict[str, JaxFn] = {
+        "vector_add": lambda x, y: x + y,
+        "relu": lambda x: jnp.maximum(x, 0),
+        "softmax": lambda x: jax.nn.softmax(x.astype(f32), axis=-1).astype(x.dtype),
+        "row_sum": lambda x: jnp.sum(x, axis=-1, dtype=f32).astype(x.dtype),
+        "layer_norm": layer_norm, "softmax_fwbw": softmax_fwbw,
+        # the matmul-family ops under the asked precision
+        "matmul": traced(lambda a, b: jnp.matmul(a, b, preferred_element_type=f32).astype(a.dtype)),
+        "conv2d": traced(conv2d), "linear_fwbw": traced(linear_fwbw),
+    }
+    if op not in functions:
+        raise ValueError(f"no JAX implementation of {op!r}")
+    return functions[op]
 
 
 def on_sets(op: str, sets: Sets, precision: str, shape: tuple[int, ...]) -> list[Impl]:

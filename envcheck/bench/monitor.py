@@ -52,8 +52,7 @@ class NvmlSample:
 
 
 def window_state(window: MonitorWindow | None) -> str:
-    """The mean SM clock and power of a window, for the timer checks' logs (``1874 MHz 556 W``;
-    ``n/a`` without clock samples)."""
+    """A window's mean SM clock and power for the timer checks' logs (``1874 MHz 556 W``; ``n/a``: no clocks)."""
     if window is None or window.sm_mhz is None:
         return "n/a"
     power = f" {statistics.fmean(window.power_w):.0f} W" if window.power_w is not None else ""

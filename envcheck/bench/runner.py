@@ -2,31 +2,38 @@
 report's ``Bench``. Whatever the worker does or befalls the run (Ctrl-C, SIGTERM, SIGHUP), what finished is kept
 and how it ended recorded: every planned case once, measured, skipped with a reason, or ``skip.not_run`` naming
 the stop's cause. A worker is given by its command: its target, then folders for its ``sys.path`` (tests' fakes).
+``run_resuming`` (``envcheck bench``) restarts a worker past a case that crashed or hung; ``merge`` joins the
+outcomes of ``run --repeat``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from envcheck.bench import protocol
-from envcheck.bench.suite import Plan
+from envcheck.bench.suite import Plan, PlannedCase
 from envcheck.harness.env import user_path
 from envcheck.harness.failures import ChildError, Hang, to_stop
 from envcheck.harness.spawn import spawn
 from envcheck.model import (
+    Accuracy,
     Bench,
     BenchDevice,
     Case,
     CaseKey,
     CeilingRun,
+    Failure,
     MonitorWindow,
     Note,
+    Settings,
     Skip,
     Stop,
     StopCause,
+    Timing,
     to_dict,
 )
 from envcheck.model.bench import check_phases
@@ -94,7 +101,7 @@ def run_worker(plan: Plan, on_event: OnEvent, timeout: float, *, command: Sequen
                stop: threading.Event | None = None) -> BenchOutcome:
     """Run the worker on ``plan``; ``on_event`` sees every decoded event. Never raises for what the worker does;
     ``stop`` ends it too. Once it returned it is ended at once (its teardown is nothing the run waits for). With
-    ``stall_s``, a started worker silent that long is stopped, ``stalled`` (``envcheck bench``: resume.py)."""
+    ``stall_s``, a started worker silent that long is stopped, ``stalled`` (``envcheck bench``: run_resuming)."""
     assert plan.backend is not None, "a plan without a device has nothing to run"
     out = BenchOutcome()
     examples: list[str] = []
@@ -183,3 +190,154 @@ def no_bench(plan: Plan, started: str) -> Bench:
     """The Bench of a run where nothing could be measured: the reason, and no cases."""
     return Bench(device=plan.device, settings=plan.settings, skipped=plan.skips, notes=plan.notes,
                  started=started, duration_s=0.0, ops=plan.ops)
+
+
+# envcheck bench: a plan run to the end through crashes and hangs of the user's code (a property of one case,
+# not of the machine). Causes that belong to the case being measured; any other stop belongs to the run.
+CASE_CAUSES = (StopCause.CRASHED, StopCause.EXITED, StopCause.HUNG)
+
+
+def _cause(out: BenchOutcome) -> Failure:
+    """Stage ``crash`` or ``hang``, and what the machine said (the last stderr line, the signal, the status)."""
+    stop = out.stop
+    assert stop is not None
+    if out.stalled:
+        return Failure("hang", f"no result within {stop.timeout_s:g} s" if stop.timeout_s else "-")
+    said = stop.detail or stop.signal or (f"exit status {stop.returncode}" if stop.returncode is not None else "-")
+    return Failure("crash", said)
+
+
+def run_resuming(plan: Plan, on_event: OnEvent, timeout: float, stall_s: float, *,
+                 command: Sequence[str] = WORKER_COMMAND,
+                 clock: Callable[[], float] = time.monotonic) -> BenchOutcome:
+    """Every case of ``plan`` reported (measured, skipped, or failed with its crash or hang), unless stopped."""
+    merged = BenchOutcome()
+    deadline = clock() + timeout
+    remaining: tuple[PlannedCase, ...] = plan.cases
+    first = True
+    while remaining:
+        part = dataclasses.replace(plan, cases=remaining, ceilings=plan.ceilings and first)
+        out = run_worker(part, on_event, max(1.0, deadline - clock()), command=command, stall_s=stall_s)
+        _extend(merged, out)
+        reported = {c.key for c in out.cases} | {s.key for s in out.skips}
+        stop = out.stop
+        if stop is None or not (stop.cause in CASE_CAUSES or out.stalled):  # the run's stop, not the case's
+            if stop is not None:
+                merged.stop = dataclasses.replace(stop, finished=merged.finished, planned=len(plan.cases))
+            break
+        # With no case started, it was drawing the inputs of its first unreported case's group.
+        if stop.during is None:
+            group = next(pc for pc in remaining if pc.key not in reported).group
+            culprits = {pc.key for pc in remaining if pc.group == group and pc.key not in reported}
+        else:
+            culprits = {stop.during}
+        failure = _cause(out)
+        for pc in remaining:
+            if pc.key in culprits:
+                case = pc.failed(failure.stage, failure.detail)
+                merged.cases.append(case)
+                on_event(protocol.Measured(case))
+        remaining = tuple(pc for pc in remaining if pc.key not in reported and pc.key not in culprits)
+        first = False
+    return merged
+
+
+def _extend(into: BenchOutcome, out: BenchOutcome) -> None:
+    offset = len(into.windows)
+    into.cases += [dataclasses.replace(c, window=c.window + offset) if c.window is not None else c for c in out.cases]
+    into.skips += out.skips
+    into.ceiling_runs += out.ceiling_runs
+    into.windows += out.windows
+    into.notes += [n for n in out.notes if n not in into.notes]
+    into.device = into.device or out.device
+    into.versions = into.versions or dict(out.versions)
+    into.stderr_tail = out.stderr_tail
+    into.returncode = out.returncode
+    into.done = out.done
+
+
+# run --repeat N: N independent repeats of every case in one report (a diff tells a change from run-to-run noise),
+# each a fresh worker over the whole plan; a case keeps every repeat's samples in one Timing (``passes``), the
+# worst numeric error, every note, and ``case.repeat_failed`` for a repeat in which it failed.
+def pass_settings(settings: Settings, repeat: int) -> Settings:
+    """Each repeat's settings: a single run's, the repeat count recorded."""
+    if repeat < 1:
+        raise ValueError("repeat must be at least 1")
+    return settings if repeat == 1 else dataclasses.replace(settings, repeat=repeat)
+
+
+def _join(timings: Sequence[Timing]) -> Timing:
+    """One timing of several repeats' samples, in order, with each repeat's count."""
+    first = timings[0]
+    if len(timings) == 1:
+        return first
+    samples = [x for t in timings for x in t.samples_us]
+    return Timing(first.method, samples, first.calls_per_sample, tuple(t.n for t in timings))
+
+
+def _worst(accuracies: Sequence[Accuracy | None]) -> Accuracy | None:
+    """The accuracy of the repeat that erred most: a verdict never passes what failed once."""
+    got = [a for a in accuracies if a is not None]
+    if not got:
+        return None
+    return max(got, key=lambda a: (a.nonfinite or 0, a.rel_l2, a.max_rel_elem or 0.0, a.max_abs))
+
+
+def merge_cases(repeats: Sequence[tuple[int, Case]]) -> Case:
+    """One case from its repeats: (repeat number from 1, the case as that repeat reported it)."""
+    measured = [(i, c) for i, c in repeats if c.measured]
+    if not measured:
+        return repeats[0][1]
+    first = measured[0][1]
+    notes = list(dict.fromkeys(n for _, c in measured for n in c.notes))
+    notes += [Note("case.repeat_failed", {"repeat": i, "stage": c.failure.stage})
+              for i, c in repeats if c.failure is not None]
+    # Joined per method: the GPU time keeps only the repeats whose graph held.
+    gpus = [c.gpu for _, c in measured if c.gpu is not None and c.gpu.method == (first.gpu.method if first.gpu else "")]
+    launches = [c.launch for _, c in measured
+                if c.launch is not None and first.launch is not None and c.launch.method == first.launch.method]
+    return dataclasses.replace(
+        first, gpu=_join(gpus) if gpus else None, launch=_join(launches) if launches else None,
+        accuracy=_worst([c.accuracy for _, c in measured]), notes=tuple(notes),
+        phases=added(c.phases for _, c in repeats), span_s=None if len(repeats) > 1 else first.span_s)
+
+
+def added(phases: Iterable[Mapping[str, float]]) -> dict[str, float]:
+    """Seconds per phase over the repeats (a span is one worker's: several have none in common)."""
+    out: dict[str, float] = {}
+    for p in phases:
+        for name, s in p.items():
+            out[name] = round(out.get(name, 0.0) + s, 4)
+    return out
+
+
+def merge(outcomes: Sequence[BenchOutcome]) -> BenchOutcome:
+    """Every repeat's outcome as one: cases merged by key, windows in order, the first ceilings and stop, every note."""
+    if not outcomes:
+        raise ValueError("nothing to merge")
+    if len(outcomes) == 1:
+        return outcomes[0]
+    out = BenchOutcome(device=outcomes[0].device, versions=dict(outcomes[0].versions))
+    by_key: dict[CaseKey, list[tuple[int, Case]]] = {}
+    for i, o in enumerate(outcomes, start=1):
+        offset = len(out.windows)
+        out.windows.extend(o.windows)
+        for c in o.cases:
+            if c.window is not None:
+                c = dataclasses.replace(c, window=c.window + offset)
+            by_key.setdefault(c.key, []).append((i, c))
+        out.notes.extend(o.notes)
+    out.cases = [merge_cases(v) for v in by_key.values()]
+    seen: set[CaseKey] = set(by_key)
+    for o in outcomes:
+        for s in o.skips:
+            if s.key not in seen:
+                seen.add(s.key)
+                out.skips.append(s)
+    out.ceiling_runs = list(outcomes[0].ceiling_runs)
+    out.notes = list(dict.fromkeys(out.notes))
+    out.stop = next((o.stop for o in outcomes if o.stop is not None), None)
+    last = outcomes[-1]
+    out.stderr_tail, out.returncode, out.done = last.stderr_tail, last.returncode, all(o.done for o in outcomes)
+    out.phases = added(o.phases for o in outcomes)
+    return out

@@ -4,13 +4,13 @@ kernel path and precision."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from envcheck import units
 from envcheck.bench import jax_impl
-from envcheck.bench import sizes as sz
 from envcheck.errors import UsageError
 from envcheck.model import BenchDevice, Case, CaseKey, Environment, Failure, Note, Settings, Skip
 from envcheck.model.bench import ParamValue
@@ -23,6 +23,86 @@ DTYPE_ALIASES: dict[str, tuple[str, str | None]] = {
     "fp16": ("fp16", None), "float16": ("fp16", None), "half": ("fp16", None),
     "bf16": ("bf16", None), "bfloat16": ("bf16", None),
 }
+
+# Sizes given on the command line (``envcheck run --sizes``), parsed into shapes. One item is ``N`` (an element
+# count: ``1024``, ``1_048_576``, ``2^20``, ``2**20``, ``1e6``, or ``4K`` / ``1M`` / ``1G``, powers of two as GPU
+# sizes are), ``RxC``, ``MxNxK`` (matmul, the reductions' (a, b, c), linear_fwbw) or ``NxCxHxWxKxRxSTRIDE``
+# (conv2d); ``shape_for`` says which ops a size feeds.
+MAX_DIM = 1 << 40  # 4 TiB in fp32: no single benchmark tensor fits any GPU made
+
+_MULTIPLIERS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+_POWER = re.compile(r"^(\d+)(?:\^|\*\*)(\d+)$")
+_SCALED = re.compile(r"^(\d+)([kmg]?)$")
+_SCIENTIFIC = re.compile(r"^(\d+(?:\.\d+)?)e(\d+)$")
+
+
+def _not_a_size(item: str, why: str = "") -> UsageError:
+    return UsageError(f"error.not_a_size{'.' + why if why else ''}", item=repr(item))
+
+
+def parse_count(text: str, item: str | None = None) -> int:
+    """One positive dimension; ``item``: the whole ``--sizes`` item, for the error message."""
+    whole = item if item is not None else text
+    t = text.strip().lower().replace("_", "")
+    value: int | None = None
+    if m := _POWER.match(t):
+        base, exp = int(m.group(1)), int(m.group(2))
+        if exp > 64:
+            raise _not_a_size(whole, "too_large")
+        value = base**exp
+    elif m := _SCALED.match(t):
+        value = int(m.group(1)) * _MULTIPLIERS[m.group(2)]
+    elif m := _SCIENTIFIC.match(t):
+        mantissa, exp = m.group(1), int(m.group(2))
+        if exp > 15:
+            raise _not_a_size(whole, "too_large")
+        x = float(mantissa) * 10**exp
+        if not x.is_integer():
+            raise _not_a_size(whole, "not_whole")
+        value = int(x)
+    if value is None:
+        raise _not_a_size(whole)
+    if value <= 0:
+        raise _not_a_size(whole, "not_positive")
+    if value > MAX_DIM:
+        raise _not_a_size(whole, "too_large")
+    return value
+
+
+def parse_size(item: str) -> tuple[int, ...]:
+    """One ``--sizes`` item as a shape of 1, 2, 3 or 7 (conv2d) dimensions."""
+    parts = item.strip().lower().split("x")
+    if not (1 <= len(parts) <= 3 or len(parts) == 7) or any(not p.strip() for p in parts):
+        raise _not_a_size(item)
+    return tuple(parse_count(p, item) for p in parts)
+
+
+def parse_sizes(items: Iterable[str]) -> tuple[tuple[int, ...], ...]:
+    """Every item parsed, duplicates dropped, the user's order kept."""
+    out: dict[tuple[int, ...], None] = {}
+    for item in items:
+        out.setdefault(parse_size(item), None)
+    return tuple(out)
+
+
+def shape_for(op: str, size: tuple[int, ...], matmul_square: bool) -> tuple[int, ...] | None:
+    """The shape ``op`` runs at for a parsed size, or None. ``matmul_square``: whether ``N`` also means an N^3 matmul
+    (only where the user named matmul: ``--sizes 1M`` would plan 2^60 multiply-adds)."""
+    family = spec(op).family
+    if family == "matmul":
+        if len(size) == 3:
+            return size
+        if len(size) == 1 and matmul_square:
+            return (size[0],) * 3
+        return None
+    if len(size) != spec(op).rank:
+        return None
+    try:
+        spec(op).check_shape(size)  # e.g. a conv2d stride larger than its kernel
+    except ValueError:
+        return None
+    return size
+
 
 # IEEE fp32 matmul runs on CUDA cores (no tensor cores): a Triton kernel takes seconds at 8192^3.
 IEEE_MATMUL_MAX_DIM = 4096
@@ -253,13 +333,13 @@ def select(options: RunOptions) -> Selection:
         dtypes = tuple(dict.fromkeys(DTYPE_ALIASES[d.strip().lower()] for d in options.dtypes))
     sizes = None
     if options.sizes:
-        sizes = sz.parse_sizes(options.sizes)
+        sizes = parse_sizes(options.sizes)
         for size in sizes:
-            if not any(sz.shape_for(op, size, matmul_square=ops_given) for op in ops):
+            if not any(shape_for(op, size, matmul_square=ops_given) for op in ops):
                 raise UsageError(f"error.sizes_fit_none{'.ops' if ops_given else ''}", item="x".join(map(str, size)))
         if not ops_given:
             # Without --ops, the sizes choose the ops: 1M alone means the vector ops only.
-            ops = tuple(op for op in ops if any(sz.shape_for(op, s, matmul_square=False) for s in sizes))
+            ops = tuple(op for op in ops if any(shape_for(op, s, matmul_square=False) for s in sizes))
     return Selection(ops, ops_given, dtypes, sizes)
 
 
@@ -410,8 +490,7 @@ def _all_dtype_shapes(op: str, backend: str, shapes: Sequence[tuple[int, ...]],
 
 
 def frame(quick: bool, device: int, env: Environment, ops: tuple[str, ...]) -> Plan:
-    """A plan before its cases (``run``'s and ``bench``'s): the device, the settings preset and the notes
-    (``backend`` None: PyTorch cannot run)."""
+    """A plan before its cases (run's and bench's): device, settings preset, notes (``backend`` None: no PyTorch)."""
     check_device(device, env)
     no_torch = torch_missing(env)
     if no_torch:
@@ -433,8 +512,7 @@ def frame(quick: bool, device: int, env: Environment, ops: tuple[str, ...]) -> P
 
 def with_cases(plan: Plan, planned: Sequence[PlannedCase], env: Environment, specs: Callable[[str], OpSpec] = spec,
                skip: Callable[[PlannedCase], Note | None] = lambda p: None) -> Plan:
-    """``plan`` with the ``planned`` cases, less those the device's free memory cannot hold or ``skip`` names
-    a reason for (each kept as a skip with its reason)."""
+    """``plan`` with the ``planned`` cases, less those free memory cannot hold or ``skip`` names (kept as skips)."""
     budget, where = free_memory(env, plan.backend or "cpu", plan.index)
     cases, skips = [], []
     for p in planned:
@@ -489,7 +567,7 @@ def plan(options: RunOptions, env: Environment, gpu: int | None = None) -> Plan:
     for op in sel.ops:
         shapes = None
         if sel.sizes is not None:
-            shapes = [s for s in (sz.shape_for(op, size, sel.ops_given) for size in sel.sizes) if s]
+            shapes = [s for s in (shape_for(op, size, sel.ops_given) for size in sel.sizes) if s]
         suite_of = "interpret" if interpret else backend
         if shapes is None and sel.dtypes is None:
             triples = _default_shapes(op, suite_of, quick)

@@ -6,21 +6,22 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from envcheck.bench import ceilings, compile_ahead, compile_cache, device, protocol
-from envcheck.bench.group import Prepared, guarded, log, open_group, prepare
+from envcheck.bench import compile_ahead, compile_cache, device, impls, protocol
+from envcheck.bench.graphs import graph_region
+from envcheck.bench.group import Prepared, Stopwatch, guarded, log, open_group, prepare
 from envcheck.bench.impls import tf32_matmul
-from envcheck.bench.l2 import ROTATE_L2_MULTIPLE, SMALL_BYTES
-from envcheck.bench.phases import Stopwatch
+from envcheck.bench.l2 import DEFAULT_L2_BYTES, ROTATE_L2_MULTIPLE, SMALL_BYTES
 from envcheck.bench.sampling import POWER_PROBE_MS, sample, settle, span, to_case
 from envcheck.bench.suite import PlannedCase
-from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS, Timer
+from envcheck.bench.timer import SUSTAIN_SETTLE_MS, SUSTAIN_WINDOW_MS, Region, Timer
 from envcheck.errors import one_line
-from envcheck.model import BenchDevice, Case, Note, Skip
+from envcheck.model import BenchDevice, Case, CeilingRun, Note, Skip, Timing
 from envcheck.model.codec import JSON
-from envcheck.ops import lookup
+from envcheck.ops import ITEMSIZE, lookup
 
 if TYPE_CHECKING:
     from envcheck.bench.monitor import Monitor
@@ -128,25 +129,25 @@ class Worker:
             self.note(Note("bench.l2_not_cold"))
 
     def _measure_ceilings(self, rt: device.Runtime) -> None:
-        """The bandwidth window, then the matmul window (ceilings.py says why two, and when)."""
+        """The bandwidth window, then the matmul window (the ceilings' section below says why two, and when)."""
         precisions = tuple(dict.fromkeys(c.precision for c in self.plan.cases
                                          if lookup(c.op, self.plan.ops).compute_bound))
-        self._ceiling_window(rt, lambda free: ceilings.bandwidth_kernels(free, rt.device.l2_bytes), "bandwidth")
+        self._ceiling_window(rt, lambda free: bandwidth_kernels(free, rt.device.l2_bytes), "bandwidth")
         if precisions:
-            self._ceiling_window(rt, lambda free: ceilings.matmul_kernels(precisions, free, CEILING_SEED), "matmul")
+            self._ceiling_window(rt, lambda free: matmul_kernels(precisions, free, CEILING_SEED), "matmul")
 
-    def _ceiling_window(self, rt: device.Runtime, make: Callable[[int], list[ceilings.Kernel]], what: str) -> None:
-        kernels: list[ceilings.Kernel] = []
+    def _ceiling_window(self, rt: device.Runtime, make: Callable[[int], list[Kernel]], what: str) -> None:
+        kernels: list[Kernel] = []
         try:
             free = rt.free_bytes() or 0
             kernels = make(free)
             if not kernels:
                 self.note(Note("ceiling.no_memory", {"ceiling": what, "free_bytes": free}))
-            for got in ceilings.measure(rt.timer, kernels):
+            for got in measure(rt.timer, kernels):
                 if isinstance(got, tuple):
                     kernel, error = got
                     log(f"ceiling {kernel.kernel} {kernel.precision or kernel.dtype} failed", error)
-                    self.note(ceilings.failure_note(kernel, one_line(error)))
+                    self.note(failure_note(kernel, one_line(error)))
                 else:
                     self.emit(protocol.CeilingMeasured(got))
         except Exception as e:  # noqa: BLE001 - the ceilings are optional; every case still runs
@@ -226,3 +227,109 @@ def _timed(result: Case | Skip | Prepared, watch: Stopwatch, start: float, end: 
 def main(args: object, out: Callable[[JSON], None]) -> dict[str, float]:
     """The harness's target: the plan in, events out, the worker's phases back."""
     return Worker(protocol.decode_plan(args), lambda ev: out(protocol.encode(ev))).run()
+
+
+# The measured ceilings, raw samples the analysis takes the best of (no case may beat a ceiling): bandwidth
+# (``copy``, ``read``, ``fill``, ``triad`` far past L2) and cuBLAS matmuls (``MATMUL_SHAPES`` per precision the
+# suite measures). Timed as cases are, first, in two windows warmed ``WARMUP_MS`` each: the matmuls at the power
+# cap, the memory-bound kernels never beside tensor-core load.
+BANDWIDTH_BUFFER_BYTES = 1 << 30
+MIN_L2_MULTIPLE = 8
+MATMUL_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 16384))
+WARMUP_MS = 500.0
+MEMORY_FRACTION = 0.5  # of free memory: the CUDA context, cuBLAS workspaces and the graphs' pools need the rest
+TRIAD_SCALAR = 0.5
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One ceiling kernel bound to its buffers, and what its CeilingRun records."""
+
+    kernel: str
+    dtype: str
+    shape: tuple[int, ...]
+    fn: Callable[[], object]
+    precision: str | None = None
+
+
+def bandwidth_kernels(free_bytes: int, l2_bytes: int | None) -> list[Kernel]:
+    """copy, read, fill and triad over three fp32 buffers from free memory; [] where they cannot be far past L2."""
+    import torch
+
+    per_buffer = min(BANDWIDTH_BUFFER_BYTES, int(MEMORY_FRACTION * free_bytes) // 3)
+    if per_buffer < MIN_L2_MULTIPLE * (l2_bytes or DEFAULT_L2_BYTES):
+        return []
+    n = per_buffer // (1 << 20) * (1 << 20) // 4
+    a = torch.empty(n, dtype=torch.float32, device="cuda")
+    b = torch.empty_like(a).normal_()
+    c = torch.empty_like(a).normal_()
+    total = torch.empty((), dtype=torch.float32, device="cuda")
+    shape = (n,)
+    return [
+        Kernel("copy", "fp32", shape, lambda: a.copy_(b)),
+        Kernel("read", "fp32", shape, lambda: torch.sum(b, dim=0, out=total)),
+        Kernel("fill", "fp32", shape, lambda: a.fill_(1.0)),
+        Kernel("triad", "fp32", shape, lambda: torch.add(b, c, alpha=TRIAD_SCALAR, out=a)),
+    ]
+
+
+def matmul_kernels(precisions: tuple[str, ...], free_bytes: int, seed: int) -> list[Kernel]:
+    """cuBLAS at each of MATMUL_SHAPES for each precision while they all fit, smaller shapes first."""
+    kernels: list[Kernel] = []
+    budget = MEMORY_FRACTION * free_bytes
+    for m, n, k in MATMUL_SHAPES:
+        for precision in precisions:
+            need = (m * k + k * n + m * n) * ITEMSIZE[_dtype(precision)]
+            if need <= budget:
+                kernels.append(matmul_kernel(precision, (m, n, k), seed))
+                budget -= need
+    return kernels
+
+
+def _dtype(precision: str) -> str:
+    return "fp32" if precision in ("fp32", "tf32") else precision
+
+
+def matmul_kernel(precision: str, shape: tuple[int, int, int], seed: int) -> Kernel:
+    import torch
+
+    dtype = _dtype(precision)
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    inputs = impls.make_inputs("matmul", shape, dtype, "cuda", gen)
+    out = impls.make_output("matmul", shape, dtype, "cuda")
+    return Kernel("matmul", dtype, shape, impls.torch_impl("matmul", inputs, out), precision)
+
+
+def measure(timer: Timer, kernels: list[Kernel], capture: Callable[[Timer, Kernel], Region] | None = None
+            ) -> Iterator[CeilingRun | tuple[Kernel, BaseException]]:
+    """Each kernel's CeilingRun, or the kernel and what stopped it, from one interleaved window (``capture``: the
+    graph Region seam, under the TF32 switch cuBLAS reads at capture)."""
+    capture = capture or _capture
+    regions: list[tuple[Kernel, Region]] = []
+    for k in kernels:
+        try:
+            regions.append((k, capture(timer, k)))
+        except Exception as e:  # noqa: BLE001 - one kernel's failure; the others are still measured
+            yield k, e
+    if not regions:
+        return
+    timer.warmup(lambda: [r.run() for _, r in regions], budget_ms=WARMUP_MS)
+    for (k, _), got in zip(regions, timer.measure_interleaved([r for _, r in regions]), strict=True):
+        if isinstance(got, Timing):
+            yield CeilingRun(k.kernel, k.dtype, k.shape, got, k.precision)
+        else:
+            yield k, got
+
+
+def _capture(timer: Timer, k: Kernel) -> Region:
+    with tf32_matmul(k.precision or k.dtype):
+        k.fn()  # cuBLAS handle and workspace, before the capture
+        timer.clock.synchronize()
+        return graph_region(timer, k.fn)
+
+
+def failure_note(k: Kernel, detail: str) -> Note:
+    """What the report says of a ceiling kernel that could not be measured."""
+    precision = {"precision": k.precision} if k.precision else {}
+    return Note("ceiling.failed", {"kernel": k.kernel, "dtype": k.dtype, "shape": k.shape, "detail": detail,
+                                   **precision})

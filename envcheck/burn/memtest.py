@@ -61,11 +61,8 @@ def expected(torch: ModuleType, name: str, arg: int, lo: int, hi: int, device: o
 
 
 def _popcount(torch: ModuleType, x: Tensor) -> int:
-    bits = 0
     x = x.to(torch.int64) & 0xFFFFFFFF
-    for b in range(32):
-        bits += int(((x >> b) & 1).sum())
-    return bits
+    return sum(int(((x >> b) & 1).sum()) for b in range(32))
 
 
 def _ranges(torch: ModuleType, wrong: Tensor, xor: Tensor, base: int, lo: int, pattern: str, pass_index: int,

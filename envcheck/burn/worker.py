@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from envcheck.burn import gemm as gemm_mod
 from envcheck.burn import memtest, protocol
-from envcheck.burn.telemetry import Sampler, TelemetrySample
+from envcheck.burn.telemetry import Sampler
 from envcheck.model import BenchDevice, Note
 from envcheck.model.burn import SLOW_GEMM_EVERY, BitErrorRange, MemtestRecord
 from envcheck.probes.nvml import NvmlLike
@@ -43,35 +43,28 @@ class Laps:
     def __init__(self, torch: ModuleType, cuda: bool) -> None:
         self.torch = torch
         self.cuda = cuda
-        self._pairs: list[tuple[Event, Event | None]] = []
-        self._host = 0.0
-        self._t0 = 0.0
+        self._laps: list[tuple[Event | float, Event | float]] = []
+        self._start: Event | float = 0.0
+
+    def _mark(self) -> Event | float:
+        if not self.cuda:
+            return time.perf_counter()
+        e = self.torch.cuda.Event(enable_timing=True)
+        e.record()
+        return e
 
     def begin(self) -> None:
-        if self.cuda:
-            e = self.torch.cuda.Event(enable_timing=True)
-            e.record()
-            self._pairs.append((e, None))
-        else:
-            self._t0 = time.perf_counter()
+        self._start = self._mark()
 
     def end(self) -> None:
-        if self.cuda:
-            e = self.torch.cuda.Event(enable_timing=True)
-            e.record()
-            self._pairs[-1] = (self._pairs[-1][0], e)
-        else:
-            self._host += time.perf_counter() - self._t0
+        self._laps.append((self._start, self._mark()))
 
     def total(self) -> float:
         """Seconds of every call since the last total (synchronises)."""
-        if self.cuda:
-            if self._pairs and self._pairs[-1][1] is not None:
-                self._pairs[-1][1].synchronize()
-            took = sum(float(a.elapsed_time(b)) for a, b in self._pairs if b is not None) / 1e3
-            self._pairs = []
-        else:
-            took, self._host = self._host, 0.0
+        if self.cuda and self._laps:
+            self._laps[-1][1].synchronize()
+        laps, self._laps = self._laps, []
+        took = sum(float(a.elapsed_time(b)) for a, b in laps) / 1e3 if self.cuda else sum(b - a for a, b in laps)
         return max(took, 1e-9)
 
 
@@ -121,9 +114,15 @@ class BurnWorker:
             self.device = torch.device("cuda", plan.index)
             nvml, _ = device.open_nvml()
             dev = device.cuda_device(torch, plan.index, nvml)
-            sampler = _sampler(nvml, dev, plan, lambda s: self.emit(protocol.Sampled(s)), self.t0, self.clock)
             if nvml is None:
                 self.emit(protocol.Noted(Note("burn.no_telemetry")))
+            else:
+                from envcheck.bench.monitor import _handle_call
+
+                with contextlib.suppress(Exception):  # NVML ignores CUDA_VISIBLE_DEVICES: the UUID names the same GPU
+                    handle = nvml.call(*_handle_call(dev.uuid or dev.pci_bus_id or plan.index))
+                    sampler = Sampler(nvml, handle, lambda s: self.emit(protocol.Sampled(s)), self.t0,
+                                      plan.telemetry_interval_s, self.clock)
         else:
             from envcheck.bench.device import cpu_name
 
@@ -252,19 +251,6 @@ class BurnWorker:
                                tuple(ranges), bits)
         self.emit(protocol.PhaseEnded("memtest", memtest=record))
         del buf
-
-
-def _sampler(nvml: NvmlLike | None, dev: BenchDevice, plan: protocol.BurnPlan, sink: Callable[[TelemetrySample], None], t0: float,
-             clock: Callable[[], float]) -> Sampler | None:
-    if nvml is None:
-        return None
-    from envcheck.bench.monitor import _handle_call
-
-    try:  # NVML ignores CUDA_VISIBLE_DEVICES: the UUID names the same GPU
-        handle = nvml.call(*_handle_call(dev.uuid or dev.pci_bus_id or plan.index))
-    except Exception:  # noqa: BLE001
-        return None
-    return Sampler(nvml, handle, sink, t0, plan.telemetry_interval_s, clock)
 
 
 def main(args: object, out: Callable[[dict[str, object]], None]) -> None:

@@ -8,12 +8,6 @@ from envcheck.checks.said import said
 from envcheck.model import Check, Environment
 
 
-def _nvml_process_failure(what: str, env: Environment) -> Check:
-    """The child that read NVML crashed or hung: the library itself is broken or the GPU is stuck."""
-    fix = f"nvml.{'hung' if what.startswith('hung') else 'crashed'}{'.wsl' if machine.is_wsl(env) else ''}.fix"
-    return said("driver.nvml", "fail", "nvml.process", fix, what=what)
-
-
 def _wsl_nvml_failure(err: str, env: Environment) -> Check | None:
     """Under WSL2 the cause is usually visible in the wsl facts: say that one, not a generic guess."""
     if wsl.shadows(env):
@@ -57,7 +51,9 @@ def check_nvml(env: Environment) -> Check:
     err = machine.nvml_error(env)
     process = env.get("driver", "nvml_process_error")
     if isinstance(process, str) and (err or env.get("driver", "driver_version") is None):
-        return _nvml_process_failure(process, env)
+        # The child that read NVML crashed or hung: the library itself is broken or the GPU is stuck.
+        fix = f"nvml.{'hung' if process.startswith('hung') else 'crashed'}{'.wsl' if machine.is_wsl(env) else ''}.fix"
+        return said("driver.nvml", "fail", "nvml.process", fix, what=process)
     if err:
         return _nvml_failure(err, env)
     version = env.get("driver", "driver_version")

@@ -4,6 +4,7 @@ carries its GPU index (``gpu.throttle.0``) so multi-GPU reports compare GPU by G
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from envcheck import units
@@ -117,13 +118,6 @@ RULES: tuple[Callable[[Gpu], Check], ...] = (
 
 
 def checks(env: Environment) -> list[Check]:
-    out: list[Check] = []
-    wsl = machine.is_wsl(env)
-    for gpu in env.gpus:
-        if gpu.lost:
-            continue  # driver.gpus reports it
-        out.extend(rule(gpu) for rule in RULES)
-        p = check_persistence(gpu, wsl)
-        if p:
-            out.append(p)
-    return out
+    rules = (*RULES, functools.partial(check_persistence, wsl=machine.is_wsl(env)))
+    # A lost GPU: driver.gpus reports it.
+    return [c for gpu in env.gpus if not gpu.lost for rule in rules if (c := rule(gpu)) is not None]

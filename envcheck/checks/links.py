@@ -122,13 +122,8 @@ def _pci_key(bus: str) -> str:
 
 
 def _gpu_of_pci(env: Environment, pci: str | None) -> int | None:
-    if not pci:
-        return None
-    for i in _indices(env):
-        bus = _get(env, f"gpu{i}.pci_bus_id")
-        if isinstance(bus, str) and _pci_key(bus) == _pci_key(pci):
-            return i
-    return None
+    buses = {i: _get(env, f"gpu{i}.pci_bus_id") for i in _indices(env)} if pci else {}
+    return next((i for i, bus in buses.items() if isinstance(bus, str) and _pci_key(bus) == _pci_key(pci)), None)
 
 
 def check_xid(env: Environment) -> Check:

@@ -77,14 +77,10 @@ def container(env: Environment) -> str | None:
     return found if isinstance(found, str) and found not in ("", "none") else None
 
 
-def driver_fix(cuda: cuda_versions.Version, wsl: bool, in_container: str | None = None) -> dict[str, str]:
+def driver_fix_for(env: Environment, cuda: cuda_versions.Version) -> dict[str, str]:
     """How to get a driver that runs CUDA ``cuda``, as a fix's parameters: under WSL2 the driver is Windows', in a
     container the host's."""
-    need = cuda_versions.min_driver(cuda)
-    where = "wsl" if wsl else "k8s" if in_container == "kubernetes" else "container" if in_container else "host"
+    need, in_container = cuda_versions.min_driver(cuda), container(env)
+    where = "wsl" if is_wsl(env) else "k8s" if in_container == "kubernetes" else "container" if in_container else "host"
     return {"upgrade_key": f"check.driver.upgrade.{where}.need", "need": need} if need else {
         "upgrade_key": f"check.driver.upgrade.{where}"}
-
-
-def driver_fix_for(env: Environment, cuda: cuda_versions.Version) -> dict[str, str]:
-    return driver_fix(cuda, is_wsl(env), container(env))

@@ -206,16 +206,9 @@ _GPU_KEYS = ("compute_mode", "temperature_margin_c", "clock_event_ns", "fabric_s
 
 
 def checks(env: Environment) -> list[Check]:
-    out: list[Check] = []
-    fabricmanager = env.get("platform", "fabricmanager")
-    for gpu in env.gpus:
-        if gpu.lost or not any(k in gpu.facts for k in _GPU_KEYS):
-            continue
-        out.extend((check_compute_mode(gpu), check_temperature(gpu), check_clock_events(gpu),
-                    check_fabric(gpu, fabricmanager)))
-    for rule in (check_fabricmanager, check_iommu, check_acs, check_infiniband, check_gpudirect_rdma,
-                 check_packages):
-        found = rule(env)
-        if found is not None:
-            out.append(found)
-    return out
+    fm = env.get("platform", "fabricmanager")
+    gpus = [g for g in env.gpus if not g.lost and any(k in g.facts for k in _GPU_KEYS)]
+    node = (check_fabricmanager, check_iommu, check_acs, check_infiniband, check_gpudirect_rdma, check_packages)
+    return [*(c for g in gpus for c in (check_compute_mode(g), check_temperature(g), check_clock_events(g),
+                                        check_fabric(g, fm))),
+            *(c for c in (rule(env) for rule in node) if c is not None)]

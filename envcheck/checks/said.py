@@ -36,16 +36,12 @@ def title_key(check_id: str) -> str:
     return f"check.title.{_GPU_INDEX.sub('', check_id)}"
 
 
-def _param(value: object) -> str:
-    s = visible(value)
-    return s if len(s) <= MAX_PARAM_CHARS else s[:MAX_PARAM_CHARS - 3] + "..."
-
-
 def said(check_id: str, status: Status, key: str, fix: str | None = None, details: str | None = None, /,
          **params: object) -> Check:
     """The check ``check_id`` with finding ``check.<key>`` and fix ``check.<fix>``, both given ``params``."""
     en = _english()
-    text = {k: _param(v) for k, v in params.items()}
+    text = {k: s if len(s := visible(v)) <= MAX_PARAM_CHARS else s[:MAX_PARAM_CHARS - 3] + "..."
+            for k, v in params.items()}
     for name, nested in nested_keys(text).items():  # a phrase inside the fix: a driver upgrade, an install
         if name in params:  # it would land where the finding's own value belongs (issue 49)
             raise ValueError(f"{check_id}: parameter {name!r} is also the phrase of {name}_key")

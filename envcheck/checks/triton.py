@@ -52,25 +52,24 @@ def check_pin(env: Environment) -> Check:
                 version=version, cmd=f"pip install triton=={pin}")
 
 
-def check_compiler(env: Environment) -> Check:
+def _found(env: Environment, cid: str, key: str, shape: str) -> Check | None:
+    """The check of a file Triton's JIT needs (``cuda.<key>``) when it is found or not needed; None: missing."""
     if not _installed(env):
-        return _skip("triton.c_compiler")
-    cc = env.get("cuda", "cc_path")
-    if not cc and not machine.has_gpu(env):
-        return said("triton.c_compiler", "skip", "triton.no_gpu")
-    if cc:
-        return said("triton.c_compiler", "pass", "triton.cc", path=cc)
-    return said("triton.c_compiler", "fail", "triton.no_cc", "triton.cc.fix", reason=env.fact("cuda", "cc_path").reason)
+        return _skip(cid)
+    path = env.get("cuda", key)
+    if path:
+        return said(cid, "pass", shape, path=path)
+    return None if machine.has_gpu(env) else said(cid, "skip", "triton.no_gpu")
+
+
+def check_compiler(env: Environment) -> Check:
+    return _found(env, "triton.c_compiler", "cc_path", "triton.cc") or said(
+        "triton.c_compiler", "fail", "triton.no_cc", "triton.cc.fix", reason=env.fact("cuda", "cc_path").reason)
 
 
 def check_headers(env: Environment) -> Check:
-    if not _installed(env):
-        return _skip("triton.python_headers")
-    headers = env.get("cuda", "python_headers")
-    if not headers and not machine.has_gpu(env):
-        return said("triton.python_headers", "skip", "triton.no_gpu")
-    if headers:
-        return said("triton.python_headers", "pass", "path", path=headers)
+    if found := _found(env, "triton.python_headers", "python_headers", "path"):
+        return found
     version = str(env.get("system", "python_version") or "")
     fix, params = headers_fix(env)
     return said("triton.python_headers", "fail", "triton.no_headers", fix, version=version or "?",
@@ -130,14 +129,6 @@ def check_libcuda(env: Environment) -> Check:
     return said(cid, "pass", "triton.libcuda_ok", path=path, link=link)
 
 
-def _ptxas_for(env: Environment, sm: int) -> tuple[int | None, str | None, str]:
-    """(max sm, version, env var) of the ptxas Triton uses for ``sm`` (sm_100+ has its own since 3.3)."""
-    if sm >= 100 and env.get("triton", "ptxas_blackwell_max_sm") is not None:
-        return (env.get("triton", "ptxas_blackwell_max_sm"), env.get("triton", "ptxas_blackwell_version"),
-                "TRITON_PTXAS_BLACKWELL_PATH")
-    return env.get("triton", "ptxas_max_sm"), env.get("triton", "ptxas_version"), "TRITON_PTXAS_PATH"
-
-
 def check_gpu_support(env: Environment) -> list[Check]:
     """Per GPU: compute capability Triton supports, and a ptxas that can target it."""
     if not _installed(env):
@@ -155,7 +146,10 @@ def _gpu_support(env: Environment, gpu: Gpu) -> Check:
     if cc < MIN_CC:
         return said(cid, "fail", "triton.too_old_gpu", "triton.too_old_gpu.fix", gpu=label, cc=cv.text(cc),
                     version=env.get("triton", "version"))
-    max_sm, version, var = _ptxas_for(env, sm)
+    # Triton (3.3+) has a ptxas of its own for sm_100 and newer.
+    blackwell = sm >= 100 and env.get("triton", "ptxas_blackwell_max_sm") is not None
+    key, var = ("ptxas_blackwell", "TRITON_PTXAS_BLACKWELL_PATH") if blackwell else ("ptxas", "TRITON_PTXAS_PATH")
+    max_sm, version = env.get("triton", f"{key}_max_sm"), env.get("triton", f"{key}_version")
     if not isinstance(max_sm, int):
         return said(cid, "skip", "triton.ptxas_unknown", gpu=label)
     if max_sm >= sm:

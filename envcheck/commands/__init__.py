@@ -3,9 +3,26 @@ one way a command refuses and writes its ``--out`` file (never overwritten)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from envcheck.errors import UsageError
+
+
+def tell(text: str) -> None:
+    """A line for people on stderr, what the machine wrote in it escaped."""
+    from envcheck.render.escape import visible
+
+    print(visible(text), file=sys.stderr)
+
+
+def anonymize_key(anonymize: bool) -> bytes | None:
+    """``--anonymize``'s key (kept per user: a machine keeps its pseudonyms from run to run), else None."""
+    if not anonymize:
+        return None
+    from envcheck.anonymize import command_key
+
+    return command_key()
 
 
 def _taken(out: object, what: str) -> UsageError:

@@ -1,5 +1,5 @@
 """``envcheck bench FILE.py`` (or ``module:object``): a user's ops as the cases of ``run``'s pipeline, the source
-imported only in children; a case that crashes or hangs fails alone (bench/resume.py)."""
+imported only in children; a case that crashes or hangs fails alone (bench/runner.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from envcheck.render.i18n import t
 
 def execute(s: BenchOptions, deps: run.Collaborators | None = None, stderr: TextIO | None = None,
             stdout: TextIO | None = None) -> int:
-    from envcheck.bench.resume import run_resuming
+    from envcheck.bench.runner import run_resuming
     from envcheck.userbench import discover
 
     source = discover.source_argument(s.source)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envcheck.commands import check_out, write_out
+from envcheck.commands import anonymize_key, check_out, write_out
 from envcheck.commands.options import CheckOptions
 from envcheck.errors import EXIT_FAIL, EXIT_OK, UsageError
 
@@ -102,11 +102,7 @@ def main(s: CheckOptions, probe: bool = False) -> int:
 
         ready()  # no scontrol, or not one node's name, is refused before anything is probed
     out = check_out(s.out, "report")
-    key = None
-    if s.anonymize:
-        from envcheck.anonymize import command_key
-
-        key = command_key()
+    key = anonymize_key(s.anonymize)
     seam = seams(s.replay)
     env = collect(host=seam.host, nvml=seam.nvml, runtime=not probe, timeout=s.timeout)
     checks = () if probe else evaluate(env)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envcheck.commands import check_out, write_out
+from envcheck.commands import check_out, tell, write_out
 from envcheck.commands.options import DiffOptions
 from envcheck.errors import EXIT_FAIL, EXIT_NOTHING_COMPARED, EXIT_OK, UsageError
 from envcheck.model import Report
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from envcheck.analysis import Analysis
-    from envcheck.compare.fleet_nodes import NodeReport, NodeSide
+    from envcheck.compare.diff import NodeReport, NodeSide
 
 
 def labels(paths: list[str]) -> list[str]:
@@ -32,10 +32,9 @@ def emit(text: str, out: str | None) -> None:
         sys.stdout.write(text)
         return
     path = write_out(out, text)
-    from envcheck.render.escape import visible
     from envcheck.render.i18n import t
 
-    print(visible(t("cli.wrote", path=path)), file=sys.stderr)
+    tell(t("cli.wrote", path=path))
 
 
 def terminal_text(draw: Callable[[Console], None], *, to_file: bool) -> str:
@@ -53,8 +52,8 @@ def terminal_text(draw: Callable[[Console], None], *, to_file: bool) -> str:
 
 def per_node(label: str, report: Report) -> list[tuple[str, Report]]:
     """A fleet report as one report per node (``label:host``), each shaped like that node's own
-    ``envcheck run --gpus`` report; any other report as it is (``compare.fleet_nodes``)."""
-    from envcheck.compare.fleet_nodes import nodes_of
+    ``envcheck run --gpus`` report; any other report as it is (``compare.diff``)."""
+    from envcheck.compare.diff import nodes_of
 
     return [(n.label, n.report) for n in nodes_of(label, report)]
 
@@ -89,7 +88,7 @@ def load_files(paths: list[str], gpu: int | None = None
     """Per file, (node, analysis) of each of its nodes (one for a report that is not a fleet's; ``gpu``: that GPU's
     suite of each), and (label, its collectives across the fleet's nodes: None unless a fleet ran them)."""
     from envcheck.analysis import analyse
-    from envcheck.compare.fleet_nodes import nodes_of, world_of
+    from envcheck.compare.diff import nodes_of, world_of
     from envcheck.model import load
     from envcheck.model.codec import VERDICT_KINDS
 
@@ -102,8 +101,7 @@ def load_files(paths: list[str], gpu: int | None = None
 
 
 def main(args: DiffOptions) -> int:
-    from envcheck.compare.diff import diff_analysed
-    from envcheck.compare.fleet_nodes import diff_nodes
+    from envcheck.compare.diff import diff_analysed, diff_nodes
     from envcheck.render.documents import render_diff
     from envcheck.render.terminal.compare import print_diff
 
@@ -119,10 +117,9 @@ def main(args: DiffOptions) -> int:
     d = diff_nodes(per_file, [w for _, w in files]) if fleets and len(per_file) > 1 else diff_analysed(analysed)
     note = several_gpus(analysed) if gpu is None else None
     if note:
-        from envcheck.render.escape import visible
         from envcheck.render.i18n import t
 
-        print(visible(t("diff.cli.note", note=note)), file=sys.stderr)
+        tell(t("diff.cli.note", note=note))
     if args.format == "json":
         from envcheck.compare.export import to_json
         from envcheck.render.escape import json_text
@@ -137,15 +134,14 @@ def main(args: DiffOptions) -> int:
     if pct is not None:
         from envcheck.render import fmt
         from envcheck.render.compare_view import node_row_name
-        from envcheck.render.escape import visible
         from envcheck.render.i18n import t
 
         cases = [(c.name, c, cmp.other.label, cmp.base.label) for cmp, c in d.regressions(pct)]
         nodes = [(node_row_name(r), r.change, other, base) for base, other, r in d.node_regressions(pct)]
         for rows, what in ((cases, "case"), (nodes, "node")):
             for name, r, other, base in rows:
-                print(visible(t(f"diff.cli.regression.{what}", name=name, ratio=fmt.ratio(r.ratio), other=other,
-                                interval=fmt.interval(r.low, r.high), base=base)), file=sys.stderr)
+                tell(t(f"diff.cli.regression.{what}", name=name, ratio=fmt.ratio(r.ratio), other=other,
+                       interval=fmt.interval(r.low, r.high), base=base))
             if rows:
                 print(t(f"diff.cli.slower.{what}", count=len(rows), pct=f"{pct:g}"), file=sys.stderr)
         if cases or nodes:

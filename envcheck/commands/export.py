@@ -19,27 +19,6 @@ def emit(analysis: Analysis, fmt: str, out: str | None = None, slurm_drain: bool
     from envcheck.errors import EXIT_FAIL
 
     status = EXIT_OK if verdict(analysis).ok else EXIT_FAIL
-    if fmt == "junit":
-        from envcheck.render.junit import junit_xml
-
-        text = junit_xml(analysis)
-        if out:
-            write_out(out, text, "report")
-        else:
-            sys.stdout.write(text)
-        return status
-    if fmt == "prometheus":
-        from envcheck.render.prometheus import prometheus_text, write_textfile
-
-        if out:
-            path = Path(out)
-            try:
-                write_textfile(analysis, path)
-            except OSError as e:
-                raise UsageError("error.cannot_write", path=path, error=e.strerror or e) from None
-        else:
-            sys.stdout.write(prometheus_text(analysis))
-        return status
     if fmt == "health":
         from envcheck.render.health import drain_reason, health_line
 
@@ -52,8 +31,25 @@ def emit(analysis: Analysis, fmt: str, out: str | None = None, slurm_drain: bool
         if out:
             write_out(out, line + "\n", "report")
         print(line)
-        return status
-    raise UsageError("error.unknown_format", format=repr(fmt))
+    elif fmt == "prometheus" and out:
+        from envcheck.render.prometheus import write_textfile
+
+        try:
+            write_textfile(analysis, Path(out))
+        except OSError as e:
+            raise UsageError("error.cannot_write", path=Path(out), error=e.strerror or e) from None
+    elif fmt in ("junit", "prometheus"):
+        from envcheck.render.junit import junit_xml
+        from envcheck.render.prometheus import prometheus_text
+
+        text = junit_xml(analysis) if fmt == "junit" else prometheus_text(analysis)
+        if out:
+            write_out(out, text, "report")
+        else:
+            sys.stdout.write(text)
+    else:
+        raise UsageError("error.unknown_format", format=repr(fmt))
+    return status
 
 
 def main(args: ExportOptions) -> int:

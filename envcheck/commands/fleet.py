@@ -8,6 +8,7 @@ failed a rule or could not be measured, or a rank failed, hung, died or never jo
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -20,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from envcheck.commands import tell
 from envcheck.commands.options import FleetOptions, RunOptions
 from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from envcheck.model import Bench, Check, Environment, Report
@@ -98,18 +100,16 @@ def real_deps(args: FleetOptions, ctx: RankContext, transport: Transport, sweep:
     from envcheck.probes.collect import collect, utc_now
     from envcheck.probes.link_counters import LINKS_SECTION, probe_links
 
-    cache: dict[str, Environment] = {}
     launcher = SubprocessLauncher()
     gpus = local_gpus(ctx, os.environ)
 
+    @functools.cache
     def environment() -> Environment:
-        if "env" not in cache:
-            _step(ctx.rank, t("fleet.cli.probing"))
-            env = collect(runtime=True, timeout=120.0, reports_dir=out_dir)
-            if ctx.leader:
-                env = Environment({**env.sections, LINKS_SECTION: probe_links()}, env.gpus, env.probe_s)
-            cache["env"] = env
-        return cache["env"]
+        _step(ctx.rank, t("fleet.cli.probing"))
+        env = collect(runtime=True, timeout=120.0, reports_dir=out_dir)
+        if ctx.leader:
+            env = Environment({**env.sections, LINKS_SECTION: probe_links()}, env.gpus, env.probe_s)
+        return env
 
     def bench(gpu: int) -> Bench:
         env = environment()
@@ -289,9 +289,8 @@ def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
 
     out_text = default_out_dir(args.out_dir)
     ctx = rank_context(os.environ)
-    out_dir = Path(out_text)
-    if ctx.rank == 0:  # the one that writes: a folder it cannot write is one line before any work
-        out_dir = output_dir(out_text)
+    # Rank 0 writes: a folder it cannot write is one line before any work.
+    out_dir = output_dir(out_text) if ctx.rank == 0 else Path(out_text)
     cpu = bool(args.cpu) or not _has_gpu()
     baseline = load_baseline(args.baseline) if args.baseline else None
     rules = tuple(parse_rule(r) for r in args.rule or ())
@@ -337,22 +336,15 @@ def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
     _keep(work_dir, ctx.rank, passed)
     drain = analysis.fleet.drain if analysis.fleet is not None else ()
     if drain:
-        from envcheck.render.escape import visible
-
-        hosts = ", ".join(v.host for v in drain)
-        print(visible(t("fleet.drain", hosts=hosts, count=len(drain))), file=sys.stderr)
-    if fleet.settings.get("interrupted"):
-        return EXIT_INTERRUPTED
-    return EXIT_OK if passed else EXIT_FAIL
+        tell(t("fleet.drain", hosts=", ".join(v.host for v in drain), count=len(drain)))
+    return EXIT_INTERRUPTED if fleet.settings.get("interrupted") else EXIT_OK if passed else EXIT_FAIL
 
 
 def _keep(work_dir: str, rank: int, passed: bool = False) -> None:
     """The rank's working files (the children's logs and outputs): removed when the fleet passed, else kept and
     named."""
-    from envcheck.render.escape import visible
-
     if not passed and os.path.isdir(work_dir) and os.listdir(work_dir):
-        print(visible(t("fleet.work_kept", rank=rank, path=work_dir)), file=sys.stderr)
+        tell(t("fleet.work_kept", rank=rank, path=work_dir))
     else:
         shutil.rmtree(work_dir, ignore_errors=True)
 

@@ -46,12 +46,10 @@ def collect(paths: list[str]) -> tuple[list[tuple[str, Report]], list[LeftOut]]:
             explicit.add(p)
     left_out: list[LeftOut] = []
     loaded = []
-    seen: set[str] = set()
+    unique: dict[str, Path] = {}  # a file named twice (or through a link) read once
     for f in files:
-        key = os.path.realpath(f)
-        if key in seen:
-            continue
-        seen.add(key)
+        unique.setdefault(os.path.realpath(f), f)
+    for f in unique.values():
         try:
             loaded.append((f, load(f)))
         except ReportError as e:

@@ -21,9 +21,11 @@ from typing import TYPE_CHECKING, TextIO
 from envcheck import model, reportname
 from envcheck.bench import runner, suite
 from envcheck.bench.protocol import CaseStarted, Event, Measured, Skipped
+from envcheck.commands import anonymize_key
 from envcheck.commands.options import RunOptions
-from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
+from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError, one_line
 from envcheck.model import Check, Environment, Report
+from envcheck.model.crosscheck import Crosscheck
 from envcheck.render.i18n import phrase, t, word
 
 if TYPE_CHECKING:
@@ -88,11 +90,7 @@ def destination(out_dir: str | None, anonymize: bool) -> tuple[Path, bytes | Non
     """The reports folder (``output_dir``) and ``--anonymize``'s key, both before any work: a bad one must not
     cost a finished run."""
     folder = output_dir(out_dir)
-    if not anonymize:
-        return folder, None
-    from envcheck.anonymize import command_key
-
-    return folder, command_key()
+    return folder, anonymize_key(anonymize)
 
 
 class ProgressView:
@@ -143,17 +141,14 @@ def _say(text: str, stream: TextIO | None = None, command: str = "run") -> None:
     print(f"envcheck {command}: {text}", file=stream if stream is not None else sys.stderr, flush=True)
 
 
-def exit_status(report: Report, stopped: bool, node_problems: int = 0, analysis: Analysis | None = None) -> int:
-    """The module docstring's exit status; whether a case passed is the analysis's verdict."""
-    if stopped:
-        return EXIT_INTERRUPTED
-    if node_problems:
-        return EXIT_FAIL
-    from envcheck.analysis import analyse
+def exit_status(analysis: Analysis, stopped: bool, node_problems: int = 0) -> int:
+    """The module docstring's exit status; a case passes by the verdict the JUnit, Prometheus and health outputs
+    give (analysis/verdict.py)."""
     from envcheck.analysis.verdict import verdict
 
-    # The same verdict the JUnit, Prometheus and health outputs give (analysis/verdict.py).
-    return EXIT_OK if verdict(analysis or analyse(report)).ok else EXIT_FAIL
+    if stopped:
+        return EXIT_INTERRUPTED
+    return EXIT_FAIL if node_problems or not verdict(analysis).ok else EXIT_OK
 
 
 def fallback_dirs() -> list[Path]:
@@ -244,7 +239,7 @@ Say = Callable[[str], None]
 
 def suite_cases(s: RunOptions) -> Callable[[Say], Cases]:
     """The built-in suite, its options checked now; each case ``--repeat`` times, one pass after another
-    within one time limit (bench/repeat.py), a stop ending the repeats."""
+    within one time limit (bench/runner.py), a stop ending the repeats."""
     suite.select(s)  # bad --ops/--sizes/--dtypes fail here, before the probes
     if s.repeat > 1 and s.gpus is not None:
         raise UsageError("error.repeat_gpus")
@@ -253,8 +248,6 @@ def suite_cases(s: RunOptions) -> Callable[[Say], Cases]:
                 command: Sequence[str]) -> runner.BenchOutcome:
         if s.repeat == 1:
             return runner.run_worker(plan, on_event, timeout, command=command)
-        from envcheck.bench import repeat
-
         deadline = time.monotonic() + timeout
         outcomes = []
         for _ in range(s.repeat):
@@ -262,7 +255,7 @@ def suite_cases(s: RunOptions) -> Callable[[Say], Cases]:
             outcomes.append(outcome)
             if outcome.stop is not None:
                 break
-        return repeat.merge(outcomes)
+        return runner.merge(outcomes)
 
     cases = Cases(lambda env: suite.plan(s, env), measure)
     return lambda say: cases
@@ -322,7 +315,7 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
         say(t("run.cli.running", count=len(plan.cases), of=of, where=where, times=times))
         t0 = time.monotonic()
         if s.repeat > 1:  # each repeat's settings, as the report records them
-            from envcheck.bench.repeat import pass_settings
+            from envcheck.bench.runner import pass_settings
 
             plan = dataclasses.replace(plan, settings=pass_settings(plan.settings, s.repeat))
         with ProgressView(len(plan.cases) * s.repeat, err_stream, f"envcheck {command}") as view:
@@ -339,23 +332,20 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
             say(phrase(note.key, note.params))
 
     if s.crosscheck and not stopped:
-        from envcheck.crosscheck.tools import run_crosscheck
+        from envcheck.crosscheck.tools import CrosscheckRun, run_crosscheck
 
         say(t(f"run.cli.crosscheck{'.node' if node_work else ''}"))
         try:
             cross = (deps.crosscheck or run_crosscheck)(benches, sections.get("node"), node_work)
         except Exception as e:  # noqa: BLE001 - a bug of the cross-checks: a finding, never the finished run's loss
             from envcheck.analysis.crosscheck import CRASHED_NOTE
-            from envcheck.crosscheck.tools import CrosscheckRun
-            from envcheck.errors import one_line
-            from envcheck.model.crosscheck import Crosscheck
 
             cross = CrosscheckRun(Crosscheck(notes=(model.Note(CRASHED_NOTE, {"detail": one_line(e)}),)))
         sections["crosscheck"] = cross.crosscheck
         stopped = cross.stopped
 
     if s.burn and not stopped:
-        from envcheck.commands.burn import burn_devices
+        from envcheck.commands.burning import burn_devices
 
         cpu = plan.backend == "cpu" and s.gpus is None  # no GPU: the CPU at tiny sizes
         say(t(f"run.cli.burn{'.cpu' if cpu else ''}", minutes=f"{s.burn:g}", gpus=", ".join(map(str, gpus))))
@@ -363,13 +353,12 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
         stopped = sections["burn"].stopped is not None
     out = publish(deps.new_report("run", env, checks, benches=benches, **sections), key, out_dir, formats, when,
                   err_stream, stdout, command)
-    report, analysis, written = out.report, out.analysis, out.written
-    stopped = stopped or out.stopped
+    analysis = out.analysis
     from envcheck.render.terminal.bench import print_run
     from envcheck.render.terminal.console import make_console
 
     console = make_console(out.stream)
-    print_run(console, report, analysis, written)
+    print_run(console, out.report, analysis, out.written)
     if analysis.crosscheck is not None:  # --crosscheck: the ratios and their bars (the verdict counts them)
         from envcheck.render.terminal.crosscheck import print_crosscheck
 
@@ -379,7 +368,7 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
 
         print_burn(console, analysis.burn)
         problems += analysis.burn.verdict == "fail"
-    return exit_status(report, stopped, problems, analysis)
+    return exit_status(analysis, stopped or out.stopped, problems)
 
 
 def main(s: RunOptions) -> int:

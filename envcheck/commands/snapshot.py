@@ -5,7 +5,6 @@ shows on any machine. It goes where every report goes, or to ``--out FILE``; nev
 from __future__ import annotations
 
 import re
-import sys
 
 from envcheck.commands.options import SnapshotOptions
 from envcheck.errors import EXIT_OK, UsageError
@@ -19,16 +18,12 @@ def default_name(hostname: str, when: str) -> str:
 
 def main(s: SnapshotOptions) -> int:
     from envcheck import snapshot
-    from envcheck.commands import check_out, write_out
+    from envcheck.commands import anonymize_key, check_out, tell, write_out
     from envcheck.commands.run import output_dir
 
     out = check_out(s.out)
     folder = output_dir(s.out_dir) if out is None else None
-    key = None
-    if s.anonymize:
-        from envcheck.anonymize import command_key
-
-        key = command_key()
+    key = anonymize_key(s.anonymize)
     snap = snapshot.capture(timeout=s.timeout)
     if key is not None:
         from envcheck.anonymize import anonymize_snapshot, for_this_machine
@@ -45,8 +40,7 @@ def main(s: SnapshotOptions) -> int:
                                            .removesuffix(".json"), text)
         except OSError as e:
             raise UsageError("error.snapshot_write", error=e.strerror or e) from None
-    from envcheck.render.escape import visible
     from envcheck.render.i18n import t
 
-    print(visible(t("snapshot.written", path=path)), file=sys.stderr)
+    tell(t("snapshot.written", path=path))
     return EXIT_OK

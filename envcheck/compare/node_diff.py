@@ -13,7 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envcheck.analysis.node import CopyRow, CounterRow, GpuNvlinks, NodeAnalysis, PairPath, SweepAnalysis, topo_label
+from envcheck.analysis.collectives import SweepAnalysis
+from envcheck.analysis.counters import CounterRow
+from envcheck.analysis.links import CopyRow, GpuNvlinks, PairPath, topo_label
+from envcheck.analysis.node import NodeAnalysis
 from envcheck.compare import shipped, stats
 from envcheck.model import Note
 from envcheck.model.node import RankTiming

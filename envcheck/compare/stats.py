@@ -44,21 +44,16 @@ def _t_central(t: float, df: int) -> float:
     Stegun 26.7.3-4 in theta = atan(t / sqrt(df)) (no scipy), stopped once its terms no longer count."""
     theta = math.atan(t / math.sqrt(df))
     s, c2 = math.sin(theta), math.cos(theta) ** 2
-    if df % 2 == 1:  # odd: 2/pi * (theta + sin*cos * (1 + 2/3 cos^2 + 2*4/(3*5) cos^4 + ...))
-        term, total = 1.0, 1.0 if df > 1 else 0.0
-        for k in range(1, (df - 1) // 2):
-            term *= c2 * (2 * k) / (2 * k + 1)
-            total += term
-            if term < 1e-17 * total:
-                break
-        return min(1.0, 2.0 / math.pi * (theta + s * math.cos(theta) * total))
-    term, total = 1.0, 1.0  # even: sin * (1 + 1/2 cos^2 + 1*3/(2*4) cos^4 + ...)
-    for k in range(1, df // 2):
-        term *= c2 * (2 * k - 1) / (2 * k)
+    # odd df: 2/pi * (theta + sin*cos * (1 + 2/3 cos^2 + 2*4/(3*5) cos^4 + ...));
+    # even df: sin * (1 + 1/2 cos^2 + 1*3/(2*4) cos^4 + ...)
+    odd = df % 2
+    term, total = 1.0, 1.0 if df > 1 else 0.0
+    for k in range(1, (df - odd) // 2):
+        term *= c2 * (2 * k - 1 + odd) / (2 * k + odd)
         total += term
         if term < 1e-17 * total:
             break
-    return min(1.0, s * total)
+    return min(1.0, 2.0 / math.pi * (theta + s * math.cos(theta) * total) if odd else s * total)
 
 
 _T_SERIES_MAX_DF = 200

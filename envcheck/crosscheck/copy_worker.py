@@ -6,6 +6,7 @@ user writes them (``b.copy_(a)``, ``calls`` back to back between two CUDA events
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -43,15 +44,12 @@ def run(plan: dict[str, Json], emit: Callable[[dict[str, Json]], None]) -> None:
     emit({"event": "devices", "devices": n})
     size = int(plan["size_bytes"])
     calls, loops, warmup = int(plan.get("calls", 20)), int(plan.get("loops", 5)), int(plan.get("warmup", 3))
-    for src in range(n):
-        for dst in range(n):
-            if src == dst:
-                continue
-            ev: dict[str, Json] = {"event": "copy", "src": src, "dst": dst, "size_bytes": size, "calls": calls}
-            try:
-                ev["samples_us"] = time_copy(torch, src, dst, size, calls, loops, warmup)
-            except Exception as e:  # noqa: BLE001 - one pair's failure is that pair's result
-                ev["error"] = one_line(e)
-            finally:
-                torch.cuda.empty_cache()
-            emit(ev)
+    for src, dst in itertools.permutations(range(n), 2):
+        ev: dict[str, Json] = {"event": "copy", "src": src, "dst": dst, "size_bytes": size, "calls": calls}
+        try:
+            ev["samples_us"] = time_copy(torch, src, dst, size, calls, loops, warmup)
+        except Exception as e:  # noqa: BLE001 - one pair's failure is that pair's result
+            ev["error"] = one_line(e)
+        finally:
+            torch.cuda.empty_cache()
+        emit(ev)

@@ -5,6 +5,7 @@ limit; a run that hangs or fails is kept with its exit status and its output's t
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
@@ -107,24 +108,21 @@ def run_nccl_tests(ops: Sequence[str], sizes: Sequence[int], gpus: tuple[int, ..
     d = Path(work_dir)
     d.mkdir(parents=True, exist_ok=True)
     runs: list[NcclTestsRun] = []
-    for op in ops:
-        if op not in found:
-            continue
-        for mode in MODES:
-            for part, extra, times, (lo, hi) in _parts(mode, sizes):
-                for k in range(times):
-                    args = (*part, "-g", str(len(gpus)), *extra)
-                    env = clean_env({"CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in gpus), **mode.env}, base=environ)
-                    log = d / f"{BINARIES[op]}.{mode.name}.{part[1]}.{k}.log"
-                    log.unlink(missing_ok=True)  # the launcher appends: the output parsed is this run's alone
-                    launch = launcher.run([found[op], *args], env, timeout, log_path=str(log))
-                    text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
-                    argv = (BINARIES[op], *args)  # the binary's name: its folder is this machine's
-                    rows = tuple(r for r in nccl_tests.parse(text) if r.size_bytes >= lo and r.size_bytes < hi)
-                    runs.append(NcclTestsRun(op, mode.name, argv, replace(launch, argv=argv), rows, dict(mode.env),
-                                             nccl_tests.version(text)))
-                    if launch.interrupted:
-                        return NcclTestsChecks(tuple(runs), tuple(notes), True)
+    for op, mode in itertools.product([o for o in ops if o in found], MODES):
+        for part, extra, times, (lo, hi) in _parts(mode, sizes):
+            for k in range(times):
+                args = (*part, "-g", str(len(gpus)), *extra)
+                env = clean_env({"CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in gpus), **mode.env}, base=environ)
+                log = d / f"{BINARIES[op]}.{mode.name}.{part[1]}.{k}.log"
+                log.unlink(missing_ok=True)  # the launcher appends: the output parsed is this run's alone
+                launch = launcher.run([found[op], *args], env, timeout, log_path=str(log))
+                text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+                argv = (BINARIES[op], *args)  # the binary's name: its folder is this machine's
+                rows = tuple(r for r in nccl_tests.parse(text) if r.size_bytes >= lo and r.size_bytes < hi)
+                runs.append(NcclTestsRun(op, mode.name, argv, replace(launch, argv=argv), rows, dict(mode.env),
+                                         nccl_tests.version(text)))
+                if launch.interrupted:
+                    return NcclTestsChecks(tuple(runs), tuple(notes), True)
     return NcclTestsChecks(tuple(runs), tuple(notes))
 
 

@@ -21,10 +21,6 @@ ALLOWED: tuple[str, ...] = (
 )
 
 
-def _allowed(name: str, allow: Iterable[str]) -> bool:
-    return any(name == a or (a.endswith("*") and name.startswith(a[:-1])) for a in allow)
-
-
 def clean_env(extra: Mapping[str, str] | None = None, base: Mapping[str, str] | None = None,
               allow: Iterable[str] = ()) -> dict[str, str]:
     """``base`` (default: this process's) cut to ``ALLOWED`` and ``allow``, secret names out (NCCL_IB_PKEY is a
@@ -32,7 +28,8 @@ def clean_env(extra: Mapping[str, str] | None = None, base: Mapping[str, str] | 
     names = (*ALLOWED, *allow)
     env = dict(DEVICE_ORDER)
     env.update({k: v for k, v in (os.environ if base is None else base).items()
-                if _allowed(k, names) and (k.startswith("NCCL_") or not is_secret_name(k))})
+                if any(k == a or (a.endswith("*") and k.startswith(a[:-1])) for a in names)
+                and (k.startswith("NCCL_") or not is_secret_name(k))})
     env.update(extra or {})
     env.update(NO_MULTICAST)
     return env

@@ -34,8 +34,7 @@ class LineCutter:
 
     def close(self) -> str | None:
         """The last line, when the output ended without a line break."""
-        line = self._finish()
-        return line or None
+        return self._finish() or None
 
     def _add(self, part: bytes) -> None:
         if not part:

@@ -73,7 +73,8 @@ def end(token: str, root: int | None = None, *, session: int | None = None, wait
 
     killed: dict[int, Any] = {}
     for _ in range(ROUNDS):
-        alive = [p for p in members(token, root) if p.pid != root and _running(p)]
+        alive = [p for p in members(token, root)
+                 if p.pid != root and _ask(lambda p=p: p.status() != psutil.STATUS_ZOMBIE, False)]
         if not alive:
             break
         for p in alive:
@@ -87,12 +88,6 @@ def end(token: str, root: int | None = None, *, session: int | None = None, wait
                     killed.setdefault(p.pid, p)
     killed.pop(root if root is not None else -1, None)
     _reap(list(killed.values()), wait_s)
-
-
-def _running(p: Any) -> bool:
-    import psutil
-
-    return _ask(lambda: bool(p.status() != psutil.STATUS_ZOMBIE), False)
 
 
 def _reap(procs: list[Any], wait_s: float) -> None:

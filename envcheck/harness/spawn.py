@@ -163,11 +163,10 @@ class _Run:
     def wait(self, start: bytes, deadline: float, timeout: float, heartbeat: float,
              idle: Callable[[], float | None] | None, exit_s: float, stop: threading.Event | None,
              grace_s: float) -> None:
-        for fd in (self.fd, self.err, self.stdin):
-            os.set_blocking(fd, False)
         sel = selectors.DefaultSelector()
         for fd, ev in ((self.fd, selectors.EVENT_READ), (self.err, selectors.EVENT_READ),
                        (self.stdin, selectors.EVENT_WRITE)):
+            os.set_blocking(fd, False)
             sel.register(fd, ev)
         pending, limit = memoryview(start), memory_limit()
         ended: Failure | None = None

@@ -1,5 +1,5 @@
 """The cross-checks of a run (``run --crosscheck``), raw: what independent tools measured of the same work and how
-each launch ended."""
+each launch ended; nccl-tests' rows are the reference envcheck's collectives are held against."""
 
 from __future__ import annotations
 
@@ -9,8 +9,32 @@ from dataclasses import dataclass, field
 from envcheck.model.bench import OMIT_DEFAULT, Note, Samples, samples_of
 from envcheck.model.facts import check_in
 from envcheck.model.node import COLLECTIVES, Launch, RankTiming
-from envcheck.model.reference import NcclTestsRow
 from envcheck.outside_json import Int, Json
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One placement's columns: time (us), algbw and busbw (GB/s), #wrong (None when N/A)."""
+
+    time_us: float
+    algbw_gbps: float
+    busbw_gbps: float
+    wrong: Int | None
+
+
+@dataclass(frozen=True)
+class NcclTestsRow:
+    """One size of one collective; ``runs``: how many nccl-tests runs it stands for (``analysis.collectives.medians``)."""
+
+    op: str
+    size_bytes: Int
+    count: Int
+    dtype: str
+    out_of_place: Placement
+    in_place: Placement
+    runs: Int = 1
+    busbw_range: tuple[tuple[float, float], tuple[float, float]] | None = None  # (out, in) placement: min, max
+
 
 TOOLS = ("do_bench_cudagraph", "torch_copy", "torch_distributed_loop", "nccl_tests")
 # nccl-tests' eager loop, its CUDA-graph mode (captured buffers registered), and that with registration off.

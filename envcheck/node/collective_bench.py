@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from envcheck.analysis.node import layout
+from envcheck.analysis.collectives import layout
 from envcheck.bench.l2 import DEFAULT_L2_BYTES, ROTATE_L2_MULTIPLE, rotation_sets
 from envcheck.bench.timer import make_clock
 from envcheck.errors import one_line
@@ -357,27 +357,21 @@ class CollectiveBench:
         mine = rotation_sets(buffer_bytes(op, size_bytes, n), self.l2_bytes, memory_bound=True, spare_bytes=spare,
                              min_bytes=0)
         count = self._min_over(mine, group)
-        extra: list[Buffers] = []
+        extra: list[Buffers] | None
         try:
-            for _ in range(count - 1):
-                extra.append((send.clone(), None if recv is None else self.torch.empty_like(recv)))
-            held = 1
+            extra = [(send.clone(), None if recv is None else self.torch.empty_like(recv)) for _ in range(count - 1)]
         except RuntimeError:  # out of memory after all (another process took some): no rotation
-            extra, held = [], 0
-        if not self._min_over(held, group):
-            return []
-        return extra
+            extra = None
+        held = self._min_over(int(extra is not None), group)  # every member asks, whatever it holds
+        return extra if held and extra is not None else []
 
     def _allocate(self, op: str, lay: Layout, value_in: ValueAt, group: object) -> Buffers | None:
         """A fresh (input, output) pair, the input written; None on every member where any ran out of memory."""
         try:
-            send = self._empty(lay.send)
-            recv = None if op in IN_PLACE else self._empty(lay.recv)
-            allocated = 1
+            send, recv = self._empty(lay.send), None if op in IN_PLACE else self._empty(lay.recv)
         except RuntimeError:  # torch.cuda.OutOfMemoryError is a RuntimeError
             send = recv = None
-            allocated = 0
-        if self.cuda and not self._min_over(allocated, group):
+        if self.cuda and not self._min_over(int(send is not None), group):
             return None
         if send is None:  # the CPU: nothing to agree on, the error is this rank's
             raise MemoryError(f"out of memory allocating {lay.send} float32 elements")
@@ -430,11 +424,8 @@ class CollectiveBench:
         base = Measured(op, lay.size_bytes, lay.count, ranks, method=self.method)
         need = need_bytes(op, size_bytes, n)
         free = self.free_bytes()
-        if self.cuda:
-            ok = self._min_over(int(free is not None and need <= MEMORY_HEADROOM * free), group)
-            if not ok:
-                least = self._min_over(free or 0, group)
-                return replace(base, skipped="out_of_memory", need_bytes=need, free_bytes=least)
+        if self.cuda and not self._min_over(int(free is not None and need <= MEMORY_HEADROOM * free), group):
+            return replace(base, skipped="out_of_memory", need_bytes=need, free_bytes=self._min_over(free or 0, group))
         torch = self.torch
         first: Buffers | None = None
         sets: list[Buffers] = []
@@ -469,10 +460,8 @@ class CollectiveBench:
                     if first is None:  # another process took the memory meanwhile: the size is not measured
                         return replace(base, skipped="out_of_memory", need_bytes=need, free_bytes=self.free_bytes())
                     sets = [first]
-                if allocations > 1:
-                    warm, eager_iters = (warmup if k == 0 else min(warmup, ALLOCATION_WARMUP)), per
-                else:
-                    warm, eager_iters = (warmup, iters) if k == 0 else (0, 0)
+                warm = warmup if k == 0 else min(warmup, ALLOCATION_WARMUP) if allocations > 1 else 0
+                eager_iters = per if allocations > 1 else iters if k == 0 else 0
                 eager, replays, calls, why, err = self._timed(op, sets, comms[k % len(comms)], root, warm,
                                                               eager_iters, timed_graph, calls, per, stride)
                 samples += eager

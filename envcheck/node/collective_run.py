@@ -139,27 +139,21 @@ def assemble(outputs: Sequence[RankOutput], plan: SweepPlan, world_size: int, sc
     version = None
     results: dict[tuple[str, str, int, tuple[int, ...]], dict[int, dict[str, Any]]] = {}  # in the order reported
     for rank in range(world_size):
-        evs = by_rank.get(rank, [])
-        start = next((e for e in evs if e["event"] == "start"), None)
-        if start and 0 <= rank < world_size:
-            hosts[rank] = str(start.get("host", "?"))
-        ready = next((e for e in evs if e["event"] == "ready"), None)
-        if ready:
-            backend = backend or ready.get("backend")
-            version = version or ready.get("nccl_version")
-        err = next((e for e in evs if e["event"] == "error"), None)
-        if any(e["event"] == "done" for e in evs):
-            status, text = "ok", None
-        elif err:
-            status, text = "error", str(err.get("text"))
-        else:
-            status, text = "missing", None
-        outcomes.append(RankOutcome(rank, status, start.get("host") if start else None,
-                                    start.get("local_rank") if start else None, text))
-        for e in evs:
+        first: dict[str, dict[str, Any]] = {}  # each kind of event's first
+        for e in by_rank.get(rank, []):
+            first.setdefault(e["event"], e)
             if e["event"] == "result":
                 key = (str(e["phase"]), str(e["op"]), int(e["size_bytes"]), tuple(int(r) for r in e["ranks"]))
                 results.setdefault(key, {})[rank] = e
+        start, ready, err = first.get("start", {}), first.get("ready"), first.get("error")
+        if start:
+            hosts[rank] = str(start.get("host", "?"))
+        if ready:
+            backend = backend or ready.get("backend")
+            version = version or ready.get("nccl_version")
+        status = "ok" if "done" in first else "error" if err else "missing"
+        outcomes.append(RankOutcome(rank, status, start.get("host"), start.get("local_rank"),
+                                    str(err.get("text")) if err and status == "error" else None))
     sweep: list[CollectiveResult] = []
     narrowing: list[CollectiveResult] = []
     for (phase, op, size, ranks), got in results.items():
@@ -188,7 +182,7 @@ def assemble(outputs: Sequence[RankOutput], plan: SweepPlan, world_size: int, sc
         res = _with_registered(res, got, ranks)
         (narrowing if phase == "narrow" else sweep).append(res)
     # Planned sizes nobody reported (a crash or the time limit came first) are listed as not run.
-    from envcheck.analysis.node import layout
+    from envcheck.analysis.collectives import layout
 
     seen = {(r.op, r.size_bytes) for r in sweep}
     everyone = tuple(range(world_size))
@@ -200,11 +194,7 @@ def assemble(outputs: Sequence[RankOutput], plan: SweepPlan, world_size: int, sc
     choices = tuple(c for o in outputs for c in o.choices)
     version = version or next((o.nccl_version for o in outputs if o.nccl_version), None)
     backend = backend or ("nccl" if plan.device == "cuda" else "gloo")
-    reason = None
-    if backend != "nccl":
-        reason = "backend_not_nccl"
-    elif not choices:
-        reason = "no_nccl_log"
+    reason = "backend_not_nccl" if backend != "nccl" else None if choices else "no_nccl_log"
     error = launch.ended_early if launch is not None else None
     if error is None:
         if launch is not None and launch.returncode not in (0, None):

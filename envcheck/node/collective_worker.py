@@ -26,11 +26,15 @@ import socket
 import statistics
 import sys
 import time
+from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envcheck.errors import one_line
 from envcheck.node.events import Emitter
+
+if TYPE_CHECKING:
+    from envcheck.analysis.narrowing import NarrowStep
 
 LEARN_PREFIX = "learn."  # the learning launch's event files: learn.rank<r>.jsonl
 NCCL_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,TUNING,COLL"}
@@ -67,6 +71,19 @@ def _destroy_group(dist: Any, sub: Any) -> None:
         print(f"envcheck: could not destroy a sub-group ({type(e).__name__}: {e})", file=sys.stderr)
 
 
+def run_narrowing(measure: Callable[[tuple[int, ...]], float | None], world: tuple[int, ...], hosts: Sequence[str],
+                  margin: float | None = None) -> tuple[NarrowStep, ...]:
+    """Narrowing a slow collective: ``measure`` (busbw in GB/s, None when the run failed) each sub-group the
+    bisection (``analysis.narrowing``) asks for, in its order, every rank in step (``new_group`` needs every rank)."""
+    from envcheck.analysis.narrowing import DEFAULT_NARROW_MARGIN, NarrowStep, next_narrowing_group
+
+    steps: list[NarrowStep] = []
+    margin = DEFAULT_NARROW_MARGIN if margin is None else margin
+    while (group := next_narrowing_group(steps, world, hosts, margin)) is not None:
+        steps.append(NarrowStep(group, measure(group)))
+    return tuple(steps)
+
+
 def run(plan: dict[str, Any], out_dir: str, emit: Emitter, learn: bool = False) -> None:
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
@@ -82,10 +99,9 @@ def run(plan: dict[str, Any], out_dir: str, emit: Emitter, learn: bool = False) 
     import torch
     import torch.distributed as dist
 
+    from envcheck.analysis.collectives import bandwidths_gbps, layout
     from envcheck.analysis.narrowing import DEFAULT_NARROW_MARGIN
-    from envcheck.analysis.node import bandwidths_gbps, layout
     from envcheck.node.collective_bench import CollectiveBench
-    from envcheck.node.narrowing import run_narrowing
 
     timeout = timedelta(seconds=float(plan.get("pg_timeout_s", 300)))
     if cuda:

@@ -9,18 +9,20 @@ loops stop."""
 
 from __future__ import annotations
 
-import time
+import itertools
 from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 from envcheck.analysis.collectives import layout
+from envcheck.bench.timer import make_clock
 from envcheck.errors import one_line
 from envcheck.node.collective_bench import IN_PLACE, call
 
 if TYPE_CHECKING:
     from torch import Tensor
 
+    from envcheck.bench.timer import Clock
     from envcheck.outside_json import Json
 
 CALLS = 20
@@ -38,59 +40,46 @@ def _everyone(torch: ModuleType, dist: ModuleType, device: str, ok: bool) -> boo
     return bool(t.item())
 
 
-def loop_samples(torch: ModuleType, dist: ModuleType, device: str, op: str, send: Tensor,
-                 recv: Tensor | None) -> list[float]:
-    """``LOOPS`` samples of ``CALLS`` back-to-back calls each, us per call."""
-    cuda = device.startswith("cuda")
+def loop_samples(clock: Clock, dist: ModuleType, op: str, send: Tensor, recv: Tensor | None) -> list[float]:
+    """``LOOPS`` samples of ``CALLS`` back-to-back calls each between two marks of ``clock``, us per call."""
     for _ in range(WARMUP):
         call(dist, op, send, recv)
-    if cuda:
-        torch.cuda.synchronize()
+    clock.synchronize()
     out = []
     for _ in range(LOOPS):
-        if cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(CALLS):
-                call(dist, op, send, recv)
-            end.record()
-            end.synchronize()
-            us = start.elapsed_time(end) * 1e3
-        else:
-            t0 = time.perf_counter()
-            for _ in range(CALLS):
-                call(dist, op, send, recv)
-            us = (time.perf_counter() - t0) * 1e6
-        out.append(max(us / CALLS, 1e-3))
+        start = clock.mark()
+        for _ in range(CALLS):
+            call(dist, op, send, recv)
+        end = clock.mark()
+        clock.synchronize()
+        out.append(max(clock.elapsed_us(start, end) / CALLS, 1e-3))
     return out
 
 
 def run_loops(torch: ModuleType, dist: ModuleType, device: str, world: int, plan: dict[str, Json], emit: Emit) -> None:
     """The loop at every (op, size) of ``plan`` (``ops``, ``sizes``: nccl-tests' S), every rank in step."""
     method = "cuda_events" if device.startswith("cuda") else "host_clock"
-    for op in plan["ops"]:
-        for size in plan["sizes"]:
-            lay = layout(op, int(size), world, 4)
-            ev: dict[str, Json] = {"event": EVENT, "op": op, "size_bytes": lay.size_bytes, "ranks": list(range(world)),
-                                  "calls": CALLS, "method": method}
-            send = recv = None
+    clock = make_clock("cuda" if method == "cuda_events" else "cpu")
+    for op, size in itertools.product(plan["ops"], plan["sizes"]):
+        lay = layout(op, int(size), world, 4)
+        ev: dict[str, Json] = {"event": EVENT, "op": op, "size_bytes": lay.size_bytes, "ranks": list(range(world)),
+                              "calls": CALLS, "method": method}
+        send = recv = None
+        try:
             try:
-                try:
-                    send = torch.zeros(lay.send, dtype=torch.float32, device=device)
-                    recv = None if op in IN_PLACE else torch.empty(lay.recv, dtype=torch.float32, device=device)
-                    allocated = True
-                except RuntimeError:  # torch.cuda.OutOfMemoryError is a RuntimeError
-                    send = recv = None
-                    allocated = False
-                if not _everyone(torch, dist, device, allocated):
-                    emit({**ev, "skipped": "out_of_memory"})
-                    continue
-                ev["samples_us"] = loop_samples(torch, dist, device, op, send, recv)
-                emit(ev)
-            except Exception as e:  # noqa: BLE001 - a failed loop is its row's result; the communicator may be gone
-                emit({**ev, "error": one_line(e)})
-                return
-            finally:
+                send = torch.zeros(lay.send, dtype=torch.float32, device=device)
+                recv = None if op in IN_PLACE else torch.empty(lay.recv, dtype=torch.float32, device=device)
+            except RuntimeError:  # torch.cuda.OutOfMemoryError is a RuntimeError
                 send = recv = None
-                if device.startswith("cuda"):
-                    torch.cuda.empty_cache()
+            if not _everyone(torch, dist, device, send is not None):
+                emit({**ev, "skipped": "out_of_memory"})
+                continue
+            ev["samples_us"] = loop_samples(clock, dist, op, send, recv)
+            emit(ev)
+        except Exception as e:  # noqa: BLE001 - a failed loop is its row's result; the communicator may be gone
+            emit({**ev, "error": one_line(e)})
+            return
+        finally:
+            send = recv = None
+            if device.startswith("cuda"):
+                torch.cuda.empty_cache()

@@ -15,13 +15,12 @@ import os
 import re
 import socket
 import time
-import traceback
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
-from envcheck.errors import UsageError
+from envcheck.errors import UsageError, one_line
 from envcheck.model import Bench, Check, Environment, build, to_dict
 from envcheck.model.crosscheck import Crosscheck
 from envcheck.model.fleet import Baseline, Fleet, FleetNode, RankStatus, Rule
@@ -126,12 +125,11 @@ class RankJoin:
 
 @dataclass(frozen=True)
 class RankReport:
-    """One rank's own part: its GPU's bench, or the error that stopped it (last line; traceback tail)."""
+    """One rank's own part: its GPU's bench, or the error that stopped it."""
 
     rank: int
     bench: Bench | None = None
     error: str | None = None
-    detail: str | None = None
     elapsed_s: float = 0.0
     crosscheck: Crosscheck | None = None  # fleet --crosscheck: its GPU's headline cases, timed again
 
@@ -173,11 +171,6 @@ def _load(tp: type[T], text: str | None) -> T | None:
         return build(tp, json.loads(text))
     except (ValueError, TypeError, KeyError, AttributeError):
         return None
-
-
-def _error_text(e: BaseException) -> tuple[str, str]:
-    last = f"{type(e).__name__}: {e}".splitlines()[0][:300]
-    return last, "".join(traceback.format_exception(type(e), e, e.__traceback__))[-2000:]
 
 
 @dataclass(frozen=True)
@@ -276,8 +269,7 @@ def _work(ctx: RankContext, options: FleetOptions, deps: FleetDeps, gpus: tuple[
                                                        elapsed_s=round(clock() - t0, 3))))
         raise
     except Exception as e:  # noqa: BLE001 - the error is the rank's result
-        last, detail = _error_text(e)
-        report = RankReport(ctx.rank, error=last, detail=detail, elapsed_s=round(clock() - t0, 3))
+        report = RankReport(ctx.rank, error=one_line(e), elapsed_s=round(clock() - t0, 3))
     gpu_cross, bench = deps.gpu_crosscheck, report.bench
     if gpu_cross is not None and bench is not None:
         report = replace(report, crosscheck=_crosschecked(lambda: gpu_cross(bench, ctx.local_rank)))
@@ -287,28 +279,26 @@ def _work(ctx: RankContext, options: FleetOptions, deps: FleetDeps, gpus: tuple[
     # 2. the node (its leader), once every GPU of the node is done with its suite (or both would be disturbed)
     if ctx.leader:
         node_dir = os.path.join(options.work_dir, f"node{ctx.node_rank}")
-        env: Environment | None = None
-        checks: tuple[Check, ...] = ()
-        node: Node | None = None
-        cross: Crosscheck | None = None
-        error = None
+        got = NodeReport(ctx.node_rank, ctx.host)  # what the node has so far
         try:
             env, checks = deps.probe()
+            got = replace(got, environment=env, checks=checks)
             deadline = clock() + options.rank_timeout_s
             for local in range(1, ctx.local_world_size):
                 t.get(f"benched/{ctx.node_rank}/{local}", max(deadline - clock(), 0.001))
             node = deps.node(gpus, node_dir)
+            got = replace(got, node=node)
             node_cross = deps.node_crosscheck
             if node_cross is not None:
-                cross = _crosschecked(lambda: node_cross(node, node_dir))
+                got = replace(got, crosscheck=_crosschecked(lambda: node_cross(node, node_dir)))
         except KeyboardInterrupt as stop:
             # The node tests return what they finished with the interrupt: hand that over, then stop.
             if stop.args and isinstance(stop.args[0], Node):
-                t.put(f"node/{ctx.node_rank}", _dump(NodeReport(ctx.node_rank, ctx.host, env, checks, stop.args[0])))
+                t.put(f"node/{ctx.node_rank}", _dump(replace(got, node=stop.args[0], crosscheck=None)))
             raise
         except Exception as e:  # noqa: BLE001 - the error is the node's result
-            error = _error_text(e)[0]
-        t.put(f"node/{ctx.node_rank}", _dump(NodeReport(ctx.node_rank, ctx.host, env, checks, node, error, cross)))
+            got = replace(got, error=one_line(e))
+        t.put(f"node/{ctx.node_rank}", _dump(got))
 
     # 3. the world sweep, started by every leader at once (one node's own sweep already covers its ranks)
     if options.world and ctx.nnodes >= 2 and ctx.world_size >= 2:
@@ -329,7 +319,7 @@ def _work(ctx: RankContext, options: FleetOptions, deps: FleetDeps, gpus: tuple[
                                           os.path.join(options.work_dir, "world"))
                 mine = WorldOutputs(ctx.node_rank, outs, launch)
             except Exception as e:  # noqa: BLE001
-                mine = WorldOutputs(ctx.node_rank, error=_error_text(e)[0])
+                mine = WorldOutputs(ctx.node_rank, error=one_line(e))
             t.put(f"world/out/{ctx.node_rank}", _dump(mine))
             progress.world_done = clock()
             if mine.launch is not None and mine.launch.interrupted:
@@ -352,11 +342,8 @@ def _gather(ctx: RankContext, options: FleetOptions, deps: FleetDeps, progress: 
     def given(limit: float) -> float:
         return limit if patient else STOP_GRACE_S
 
-    joins: dict[int, RankJoin] = {0: progress.join}
-    for r in range(1, ctx.world_size):
-        j = _load(RankJoin, t.get(f"join/{r}", wait(options.join_timeout_s)))
-        if j is not None:
-            joins[r] = j
+    joins = {0: progress.join, **{r: j for r in range(1, ctx.world_size)
+                                  if (j := _load(RankJoin, t.get(f"join/{r}", wait(options.join_timeout_s))))}}
     names = _node_names(joins)
     reports: dict[int, RankReport] = {}
     statuses: dict[int, RankStatus] = {}
@@ -376,22 +363,20 @@ def _gather(ctx: RankContext, options: FleetOptions, deps: FleetDeps, progress: 
                                  elapsed_s=rep.elapsed_s, phase="suite" if rep.error else None)
     leaders = {j.node_rank: r for r, j in sorted(joins.items(), reverse=True) if j.local_rank == 0}
 
-    def lost(r: int | None, phase: str, error: str | None, given_s: float) -> None:
-        """A leader whose node's hand-over of ``phase`` failed (``error``) or never came."""
-        if r is None or statuses[r].status != "ok":
-            return
-        statuses[r] = replace(statuses[r], status="error" if error else "timeout", error=error, phase=phase,
-                              given_s=None if error else round(given(given_s), 3))
+    def handed(n: int, phase: str, got: T | None, limit: float) -> T | None:
+        """``got``, node ``n``'s hand-over of ``phase``; its leader's status says where it failed or never came."""
+        r = leaders.get(n)
+        error = getattr(got, "error", None)
+        if r is not None and statuses[r].status == "ok" and (got is None or error):
+            statuses[r] = replace(statuses[r], status="error" if error else "timeout", error=error, phase=phase,
+                                  given_s=None if error else round(given(limit), 3))
+        return got
 
     node_reports: dict[int, NodeReport] = {}
     for n in sorted({j.node_rank for j in joins.values()}):
-        rep_n = _load(NodeReport, t.get(f"node/{n}", wait(deadline - clock())))
-        if rep_n is not None:
-            node_reports[n] = rep_n
-            if rep_n.error:
-                lost(leaders.get(n), "node", rep_n.error, 0.0)
-        else:
-            lost(leaders.get(n), "node", None, options.rank_timeout_s)
+        if (got := handed(n, "node", _load(NodeReport, t.get(f"node/{n}", wait(deadline - clock()))),
+                          options.rank_timeout_s)) is not None:
+            node_reports[n] = got
     collectives: list[Collectives] = []
     go = progress.go
     if go is not None:
@@ -400,19 +385,14 @@ def _gather(ctx: RankContext, options: FleetOptions, deps: FleetDeps, progress: 
         nproc = ctx.local_world_size
         outs: list[RankOutput] = []
         launch: Launch | None = None
+        # One job: once this node's share ended, a leader silent for the join time is lost.
+        lasting = options.join_timeout_s if progress.world_done is not None else options.world_timeout_s
         for n in go.nodes:
-            # One job: once this node's share ended, a leader silent for the join time is lost.
-            limit = (options.join_timeout_s - (clock() - progress.world_done) if progress.world_done is not None
-                     else options.world_timeout_s)
-            w = _load(WorldOutputs, t.get(f"world/out/{n}", wait(limit)))
-            if w is None:
-                lost(leaders.get(n), "world", None, options.join_timeout_s if progress.world_done is not None
-                     else options.world_timeout_s)
-                continue
-            if w.error:
-                lost(leaders.get(n), "world", w.error, 0.0)
-            outs.extend(w.outputs)
-            launch = launch or w.launch
+            since = clock() - progress.world_done if progress.world_done is not None else 0.0
+            w = handed(n, "world", _load(WorldOutputs, t.get(f"world/out/{n}", wait(lasting - since))), lasting)
+            if w is not None:
+                outs.extend(w.outputs)
+                launch = launch or w.launch
         for r, j in joins.items():
             if j.node_rank in go.nodes:
                 statuses[r] = replace(statuses[r], world_rank=go.nodes.index(j.node_rank) * nproc + j.local_rank)
@@ -461,7 +441,7 @@ def _crosschecked(run: Callable[[], Crosscheck]) -> Crosscheck:
     try:
         return run()
     except Exception as e:  # noqa: BLE001 - the cross-checks are extra: the rank's own results stand
-        return Crosscheck(notes=(Note(CRASHED_NOTE, {"detail": _error_text(e)[0]}),))
+        return Crosscheck(notes=(Note(CRASHED_NOTE, {"detail": one_line(e)}),))
 
 
 def free_port() -> int:

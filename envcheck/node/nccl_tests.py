@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 
-from envcheck.model.reference import NcclTestsRow, Placement
+from envcheck.model.crosscheck import NcclTestsRow, Placement
 
 # nccl-tests' binary names -> envcheck's collective names
 BINARIES = {"all_reduce_perf": "all_reduce", "all_gather_perf": "all_gather", "reduce_scatter_perf": "reduce_scatter",

@@ -11,6 +11,7 @@ each copy's own streams, ``iters`` calls after ``warmup``, the destination check
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -164,10 +165,8 @@ def run(plan: dict[str, Json], emit: Callable[[dict[str, Json]], None]) -> None:
     size = int(plan.get("size_bytes", 1 << 28))
     c = Copier(torch, size // 4, int(plan.get("warmup", 3)), int(plan.get("iters", 20)))
     methods = plan.get("methods", ["copy_engine", "sm_kernel"])
-    for a in range(n_dev):
-        for b in range(n_dev):
-            if a != b:
-                emit({"event": "access", "a": a, "b": b, "allowed": bool(torch.cuda.can_device_access_peer(a, b))})
+    for a, b in itertools.permutations(range(n_dev), 2):
+        emit({"event": "access", "a": a, "b": b, "allowed": bool(torch.cuda.can_device_access_peer(a, b))})
 
     def record(kind: str, method: str, src: int | None, dst: int | None, both: bool, fn: Callable[[], dict[str, Json]],
                pinned: bool | None = None) -> None:
@@ -182,14 +181,10 @@ def run(plan: dict[str, Json], emit: Callable[[dict[str, Json]], None]) -> None:
         emit(ev)
 
     for method in methods:
-        for a in range(n_dev):
-            for b in range(n_dev):
-                if a != b:
-                    record("d2d", method, a, b, False, lambda a=a, b=b, m=method: c.d2d(a, b, m, False))
-        if plan.get("bidirectional", True):
-            for a in range(n_dev):
-                for b in range(a + 1, n_dev):
-                    record("d2d", method, a, b, True, lambda a=a, b=b, m=method: c.d2d(a, b, m, True))
+        for a, b in itertools.permutations(range(n_dev), 2):
+            record("d2d", method, a, b, False, lambda a=a, b=b, m=method: c.d2d(a, b, m, False))
+        for a, b in itertools.combinations(range(n_dev), 2) if plan.get("bidirectional", True) else ():
+            record("d2d", method, a, b, True, lambda a=a, b=b, m=method: c.d2d(a, b, m, True))
     for g in range(n_dev):
         record("h2d", "copy_engine", None, g, False, lambda g=g: c.host(g, True), pinned=True)
         record("d2h", "copy_engine", g, None, False, lambda g=g: c.host(g, False), pinned=True)

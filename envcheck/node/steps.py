@@ -115,11 +115,9 @@ def run_node(options: NodeOptions, deps: NodeDeps | None = None) -> Node:
                                 "sweep_timeout_s": options.sweep_timeout_s, "peer_timeout_s": options.peer_timeout_s}
 
     def node(interrupted: bool = False) -> Node:
-        s = dict(settings)
-        if interrupted:
-            s["interrupted"] = True
         return Node(socket.gethostname() or "unknown", gpus, topology, before, after, xid, peer, tuple(collectives),
-                    tuple(skipped), s, started, round(time.monotonic() - t0, 3))
+                    tuple(skipped), {**settings, "interrupted": True} if interrupted else dict(settings), started,
+                    round(time.monotonic() - t0, 3))
 
     try:
         try:

@@ -4,6 +4,7 @@ hung rank costs rank 0 its ``timeout_s``, beside the ranks that answered."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 from datetime import timedelta
@@ -56,13 +57,11 @@ class StoreTransport:
         return data.decode("utf-8") if isinstance(data, bytes) else str(data)
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # nothing useful to do about a failed teardown
             import torch.distributed as dist
 
             if dist.is_initialized():
                 dist.destroy_process_group()
-        except Exception:  # noqa: BLE001 - nothing useful to do about a failed teardown
-            pass
 
 
 def open_store_transport(rank: int, world_size: int, master_addr: str, timeout_s: float) -> StoreTransport:

@@ -71,10 +71,6 @@ class _Background(Generic[T]):
         return self._result if self._result is not None else self._fallback()
 
 
-def _section(section: str, probe: Callable[[], Facts]) -> _Background[Facts]:
-    return _Background(section, lambda: guarded(section, probe), lambda: guarded(section, lambda: {}))
-
-
 def read_nvml(nvml: NvmlLike) -> tuple[Facts, tuple[Gpu, ...]]:
     """The driver section and the GPUs: NVML initialised once here and shut down after; never raises."""
     try:
@@ -117,7 +113,8 @@ def _collect(host: Host, nvml: NvmlLike, runtime: bool, timeout: float, reports_
                             ("triton_runtime", triton_probe.probe_triton_runtime),
                             (link_counters.LINKS_SECTION, link_counters.probe_links_isolated)):
             if host.has_run(name):
-                background[name] = _section(name, functools.partial(probe, host, timeout))
+                run = functools.partial(guarded, name, functools.partial(probe, host, timeout))
+                background[name] = _Background(name, run, functools.partial(guarded, name, dict))
             else:  # the links section's keys are per GPU: its one fixed key is ``error``
                 sections[name] = not_run(SECTION_KEYS.get(name, ("error",)), reasons.NOT_CAPTURED_RUN)
     nvml_bg = _Background("nvml", lambda: read_nvml(nvml), lambda: (

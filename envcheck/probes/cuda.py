@@ -65,18 +65,13 @@ def parse_ldconfig(text: str, machine: str) -> dict[str, list[str]]:
     return libs
 
 
-def ldconfig_path(host: Host) -> str | None:
-    # ldconfig lives in /sbin, which is often not on a normal user's PATH.
-    return host.which("ldconfig") or _first(host, LDCONFIG_FALLBACKS)
-
-
 def _first(host: Host, paths: Iterable[str]) -> str | None:
     return next((p for p in paths if host.exists(p)), None)
 
 
 def read_ld_cache(host: Host) -> LdCache:
     """The loader cache; never raises (``error`` says why it is empty)."""
-    exe = ldconfig_path(host)
+    exe = host.which("ldconfig") or _first(host, LDCONFIG_FALLBACKS)  # /sbin: often not on a user's PATH
     if exe is None:
         return LdCache(error="ldconfig not found")
     result = host.run([exe, "-p"], timeout=LDCONFIG_TIMEOUT_S)
@@ -86,14 +81,6 @@ def read_ld_cache(host: Host) -> LdCache:
 def ld_library_path_dirs(host: Host) -> list[str]:
     # Empty entries mean "the current folder" to the loader; they never hold a driver.
     return [d for d in host.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
-
-
-def _libcuda(host: Host, cache: LdCache) -> Fact:
-    """Where libcuda.so.1 resolves, in the loader's order (LD_LIBRARY_PATH, its cache), then where drivers go."""
-    found = _first(host, [*(posixpath.join(d, LIBCUDA) for d in ld_library_path_dirs(host)), *cache.paths(LIBCUDA),
-                          *(posixpath.join(d, LIBCUDA) for d in (WSL_LIB_DIR, *standard_lib_dirs(host.machine())))])
-    why = f"{LIBCUDA} not found (LD_LIBRARY_PATH, ldconfig cache, standard folders): no NVIDIA driver"
-    return known(found) if found else missing(why)
 
 
 def linker_default_dirs(machine: str) -> tuple[str, ...]:
@@ -112,10 +99,6 @@ def triton_libcuda_dirs(host: Host, cache: LdCache) -> list[str]:
     if not dirs:
         dirs = [d for d in ld_library_path_dirs(host) if host.exists(posixpath.join(d, LIBCUDA))]
     return list(dict.fromkeys(dirs))
-
-
-def _dirs_fact(dirs: list[str]) -> Fact:
-    return known(dirs) if dirs else missing(f"no {LIBCUDA} in `ldconfig -p` or LD_LIBRARY_PATH")
 
 
 def _libcuda_link(host: Host, cache: LdCache) -> Fact:
@@ -156,28 +139,14 @@ def _tool(host: Host, name: str, toolkit: Fact) -> str | None:
     return host.which(name) or (_first(host, [posixpath.join(toolkit.value, "bin", name)]) if toolkit.ok else None)
 
 
-def _nvcc_facts(host: Host, nvcc: str | None) -> Facts:
-    if nvcc is None:
-        why = reasons.NO_NVCC
-        return {"nvcc_path": missing(why), "nvcc_version": missing(why)}
-    result = host.run([nvcc, "--version"], timeout=NVCC_TIMEOUT_S)
-    parsed = parse_nvcc_version(result.stdout) if result.ok else None
-    why = result.describe() if not result.ok else "no 'release X.Y' in nvcc --version output"
-    return {"nvcc_path": known(nvcc), "nvcc_version": known(parsed) if parsed else missing(why)}
-
-
 def _cc(host: Host) -> Fact:
     cc_env = host.environ.get("CC", "").strip()
-    if cc_env:
-        try:
-            first = shlex.split(cc_env)[0]
-        except (ValueError, IndexError):
-            first = cc_env.split()[0]
-        # "ccache gcc": the compiler that matters is the wrapped one, but ccache runs it.
-        found = host.which(first)
-        if found:
-            return known(found)
-    found = next((p for p in map(host.which, ("cc", "gcc", "clang")) if p), None)
+    try:
+        named = shlex.split(cc_env)[:1]
+    except ValueError:
+        named = cc_env.split()[:1]
+    # "ccache gcc": the compiler that matters is the wrapped one, but ccache runs it.
+    found = next((p for p in map(host.which, (*named, "cc", "gcc", "clang")) if p), None)
     if found:
         return known(found)
     if cc_env:
@@ -185,26 +154,35 @@ def _cc(host: Host) -> Fact:
     return missing("no C compiler (cc, gcc, clang) on PATH: Triton cannot build its launcher")
 
 
-def _python_headers(host: Host) -> Fact:
-    include = host.python_include_dir
-    if not include:
-        return missing("interpreter reports no include folder")
-    header = posixpath.join(include, "Python.h")
-    return known(header) if host.exists(header) else missing(
-        f"no Python.h in {include} (Python development headers not installed)")
-
-
 def probe_cuda(host: Host, cache: LdCache | None = None) -> Facts:
     cache = cache if cache is not None else read_ld_cache(host)
-    facts: Facts = {"libcuda_path": _libcuda(host, cache),
-                    "triton_libcuda_dirs": _dirs_fact(triton_libcuda_dirs(host, cache)),
-                    "libcuda_link": _libcuda_link(host, cache)}
+    # Where libcuda.so.1 resolves, in the loader's order (LD_LIBRARY_PATH, its cache), then where drivers go.
+    found = _first(host, [*(posixpath.join(d, LIBCUDA) for d in ld_library_path_dirs(host)), *cache.paths(LIBCUDA),
+                          *(posixpath.join(d, LIBCUDA) for d in (WSL_LIB_DIR, *standard_lib_dirs(host.machine())))])
+    why = f"{LIBCUDA} not found (LD_LIBRARY_PATH, ldconfig cache, standard folders): no NVIDIA driver"
+    facts: Facts = {"libcuda_path": known(found) if found else missing(why)}
+    dirs = triton_libcuda_dirs(host, cache)
+    facts["triton_libcuda_dirs"] = known(dirs) if dirs else missing(f"no {LIBCUDA} in `ldconfig -p` or LD_LIBRARY_PATH")
+    facts["libcuda_link"] = _libcuda_link(host, cache)
     nvcc = host.which("nvcc")
     toolkit = _toolkit(host, nvcc)
     facts["toolkit_path"] = toolkit
-    facts.update(_nvcc_facts(host, nvcc or _tool(host, "nvcc", toolkit)))
+    nvcc = nvcc or _tool(host, "nvcc", toolkit)
+    if nvcc is None:
+        facts["nvcc_path"] = facts["nvcc_version"] = missing(reasons.NO_NVCC)
+    else:
+        result = host.run([nvcc, "--version"], timeout=NVCC_TIMEOUT_S)
+        parsed = parse_nvcc_version(result.stdout) if result.ok else None
+        why = result.describe() if not result.ok else "no 'release X.Y' in nvcc --version output"
+        facts["nvcc_path"], facts["nvcc_version"] = known(nvcc), known(parsed) if parsed else missing(why)
     ptxas = _tool(host, "ptxas", toolkit)
     facts["ptxas_path"] = known(ptxas) if ptxas else missing("ptxas not found on PATH or in the CUDA toolkit")
     facts["cc_path"] = _cc(host)
-    facts["python_headers"] = _python_headers(host)
+    include = host.python_include_dir
+    header = posixpath.join(include, "Python.h")
+    if not include:
+        facts["python_headers"] = missing("interpreter reports no include folder")
+    else:
+        facts["python_headers"] = known(header) if host.exists(header) else missing(
+            f"no Python.h in {include} (Python development headers not installed)")
     return {k: facts.get(k, missing("not probed")) for k in KEYS}

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from envcheck.model import Facts, known
 from envcheck.probes.host import Host
 from envcheck.redact import redact_value
@@ -26,9 +24,6 @@ def is_relevant(name: str) -> bool:
     return not name.startswith(IGNORED_PREFIXES) and (name in RELEVANT_NAMES or name.startswith(RELEVANT_PREFIXES))
 
 
-def relevant_variables(environ: Mapping[str, str]) -> dict[str, str]:
-    return {name: redact_value(name, environ[name]) for name in sorted(environ) if is_relevant(name)}
-
-
 def probe_env(host: Host) -> Facts:
-    return {"variables": known(relevant_variables(host.environ))}
+    env = host.environ
+    return {"variables": known({name: redact_value(name, env[name]) for name in sorted(env) if is_relevant(name)})}

@@ -58,8 +58,12 @@ def cuda_version_text(version: int) -> str:
 
 def probe_driver(nvml: NvmlLike) -> Facts:
     """The ``driver`` section (nvidia-smi: Driver Version, CUDA Version, Attached GPUs); never raises."""
+    from envcheck.probes.nvml_table import failure_text
+
     init_error = nvml.init()
-    process = _process_error(nvml)
+    # What happened to the child process that read NVML, when it crashed or hung (``nvml_isolated``).
+    failure = getattr(nvml, "failure", None)
+    process = known(failure_text(failure)) if isinstance(failure, dict) else missing(NVML_PROCESS_OK)
     if init_error is not None:
         failed = {k: missing(f"NVML unavailable: {init_error}") for k in DRIVER_KEYS}
         return failed | {"nvml_error": known(init_error), "nvml_process_error": process}
@@ -78,14 +82,6 @@ def probe_driver(nvml: NvmlLike) -> Facts:
     facts["gpu_count"] = _derived(*nvml.query("nvmlDeviceGetCount"))
     facts["nvml_process_error"] = process
     return facts
-
-
-def _process_error(nvml: NvmlLike) -> Fact:
-    """What happened to the child process that read NVML, when it crashed or hung (``nvml_isolated``)."""
-    from envcheck.probes.nvml_table import failure_text
-
-    failure = getattr(nvml, "failure", None)
-    return known(failure_text(failure)) if isinstance(failure, dict) else missing(NVML_PROCESS_OK)
 
 
 def probe_gpus(nvml: NvmlLike) -> tuple[Gpu, ...]:
@@ -187,7 +183,9 @@ def _gpu_facts(r: _Reader) -> Facts:
     f["power_w"] = r.fact("nvmlDeviceGetPowerUsage", convert=_watts)
     f["power_limit_w"] = r.fact("nvmlDeviceGetEnforcedPowerLimit", convert=_watts)
     f["temperature_c"] = r.fact("nvmlDeviceGetTemperature", n.TEMPERATURE_GPU)  # Temperature: GPU Current Temp
-    f["pstate"] = _pstate(*r.get("nvmlDeviceGetPerformanceState"))  # Performance State
+    pstate, why = r.get("nvmlDeviceGetPerformanceState")  # Performance State
+    f["pstate"] = (missing(why or "no value") if pstate is None else known(f"P{pstate}") if pstate != n.PSTATE_UNKNOWN
+                   else missing("unknown (NVML reports no performance state)"))
 
     ecc, why = r.get("nvmlDeviceGetEccMode")  # ECC Mode: Current
     f["ecc_mode_current"] = _derived(bool(ecc[0]) if isinstance(ecc, list) and ecc else None, why)
@@ -207,18 +205,18 @@ def _gpu_facts(r: _Reader) -> Facts:
     f["mig_mode"] = _derived(bool(mig[0]) if isinstance(mig, list) and mig else None, why)
     f["persistence_mode"] = r.fact("nvmlDeviceGetPersistenceMode", convert=bool)  # Persistence Mode
 
-    f["throttle_reasons"], f["throttled"] = _clock_events(r)
+    # Clocks Event Reasons ("Clocks Throttle Reasons", the only name drivers before r535 have)
+    mask, why = r.get("nvmlDeviceGetCurrentClocksEventReasons")
+    if mask is None:
+        mask, why = r.get("nvmlDeviceGetCurrentClocksThrottleReasons")
+    names = n.reason_names(mask) if isinstance(mask, int) else None
+    f["throttle_reasons"], f["throttled"] = ((known(names), known(bool(n.slowing(names)))) if names is not None
+                                             else (missing(why or "no value"), missing(why or "no value")))
     f["processes"] = _processes(r)
     util, why = r.get("nvmlDeviceGetUtilizationRates")  # Utilization: GPU
     f["utilization_gpu_pct"] = _derived(util.get("gpu") if isinstance(util, dict) else None, why)
     f["vbios_version"] = r.fact("nvmlDeviceGetVbiosVersion")  # VBIOS Version
-    f.update(_operator_facts(r))
-    return f
-
-
-def _operator_facts(r: _Reader) -> Facts:
-    """Compute mode, temperature thresholds, NVSwitch fabric state and clock-event time since boot."""
-    f: Facts = {}
+    # What an operator accepting a node reads: compute mode, thermal limits, NVSwitch fabric, clock-event time.
     mode, why = r.get("nvmlDeviceGetComputeMode")  # Compute Mode
     f["compute_mode"] = _derived(n.COMPUTE_MODES.get(mode, f"unknown_{mode}") if isinstance(mode, int) else None, why)
     # Temperature: GPU T.Limit Temp: degrees left before slowdown (r535+; Hopper may refuse the absolute ones below)
@@ -243,25 +241,15 @@ def _operator_facts(r: _Reader) -> Facts:
     else:
         why = why or "no value"
         f["fabric_state"], f["fabric_status"], f["fabric_clique_id"] = missing(why), missing(why), missing(why)
-    f["clock_event_ns"] = _clock_event_counters(r)
-    return f
-
-
-def _clock_event_counters(r: _Reader) -> Fact:
-    """Clocks Event Reasons Counters (nvidia-smi -q -d PERFORMANCE): ns in each reason since the driver loaded."""
+    # Clocks Event Reasons Counters (nvidia-smi -q -d PERFORMANCE): ns in each reason since the driver loaded.
     read = {name: r.field(field_id) for name, field_id in n.CLOCK_EVENT_COUNTERS.items()}
     counted = {name: v for name, (v, _) in read.items() if isinstance(v, int) and not isinstance(v, bool)}
-    return known(counted) if counted else missing(next((w for _, w in read.values() if w), "no value"))
+    f["clock_event_ns"] = known(counted) if counted else missing(next((w for _, w in read.values() if w), "no value"))
+    return f
 
 
 def _watts(milliwatts: float) -> float:
     return round(float(milliwatts) / 1000.0, 3)
-
-
-def _pstate(value: Json, why: str | None) -> Fact:
-    if value is None:
-        return missing(why or "no value")
-    return missing("unknown (NVML reports no performance state)") if value == n.PSTATE_UNKNOWN else known(f"P{value}")
 
 
 def _sm_count(cores: Json, cores_why: str | None, cc: str | None, cc_why: str | None) -> tuple[Fact, Fact]:
@@ -274,18 +262,6 @@ def _sm_count(cores: Json, cores_why: str | None, cc: str | None, cc_why: str | 
            f"compute capability unknown: {cc_why}" if cc is None else
            f"no cores-per-SM figure for compute capability {cc} ({cores} cores)")
     return missing(why), missing(why)
-
-
-def _clock_events(r: _Reader) -> tuple[Fact, Fact]:
-    """Clocks Event Reasons (nvidia-smi -q; "Clocks Throttle Reasons" before driver 535)."""
-    mask, why = r.get("nvmlDeviceGetCurrentClocksEventReasons")
-    if mask is None:
-        # Drivers before r535 only have the older name of the same query.
-        mask, why = r.get("nvmlDeviceGetCurrentClocksThrottleReasons")
-    if not isinstance(mask, int):
-        return missing(why or "no value"), missing(why or "no value")
-    names = n.reason_names(mask)
-    return known(names), known(bool(n.slowing(names)))
 
 
 def _processes(r: _Reader) -> Fact:

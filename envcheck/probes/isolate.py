@@ -21,7 +21,7 @@ NOT_RUN = "not run: envcheck probe skips runtime probes"
 TAIL_LINES = 40
 
 # A Python exception's last traceback line: "ModuleNotFoundError: No module named 'torch'".
-_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Warning)\b.*")
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Warning)\b.*")
 
 
 @dataclass(frozen=True)
@@ -34,36 +34,26 @@ class Isolated:
     output_tail: str
 
 
-def parse_reports(stdout: str) -> tuple[list[dict[str, Json]], list[str]]:
-    """(the JSON reports in order, the other lines) from a run's stdout."""
-    reports: list[dict[str, Json]] = []
+def parse_reports(stdout: str) -> tuple[dict[str, Json] | None, list[str]]:
+    """(the JSON reports merged in order, None without one; the other lines) from a run's stdout."""
+    data: dict[str, Json] | None = None
     other: list[str] = []
     for line in stdout.splitlines():
-        if line.startswith(MARKER):
-            try:
-                obj = json.loads(line[len(MARKER):])
-            except json.JSONDecodeError:
-                other.append(line)  # a report cut short by a crash mid-write (a recorded run of old)
-                continue
-            if isinstance(obj, dict):
-                reports.append(obj)
-        else:
+        try:
+            obj = json.loads(line[len(MARKER):]) if line.startswith(MARKER) else line
+        except json.JSONDecodeError:
+            obj = line  # a report cut short by a crash mid-write (a recorded run of old)
+        if obj is line:
             other.append(line)
-    return reports, other
+        elif isinstance(obj, dict):
+            data = {**(data or {}), **obj}
+    return data, other
 
 
-def exception_line(text: str) -> str | None:
-    """The last ``SomeError: message`` line of a traceback, if the text has one."""
-    found = None
-    for line in text.splitlines():
-        line = line.strip()
-        if _EXCEPTION_LINE.match(line):
-            found = line
-    return found
-
-
-def _last_line(text: str) -> str | None:
-    return next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), None)
+def last_line(text: str, match: re.Pattern[str] | None = None) -> str | None:
+    """The last non-blank line of ``text`` (that ``match`` matches: a traceback's ``SomeError: message``)."""
+    lines = (ln.strip() for ln in reversed(text.splitlines()))
+    return next((ln for ln in lines if ln and (match is None or match.match(ln))), None)
 
 
 def _one_line(text: str, limit: int = 300) -> str:
@@ -77,10 +67,7 @@ def run_python(host: Host, target: str, timeout: float, name: str, args: object 
     ``data``; a timeout, a crash by signal or a non-zero exit is recorded in ``error``. ``name``: the run's
     identity in snapshots."""
     res = host.run_python(target, timeout, name, args, paths=paths)
-    reports, other = parse_reports(res.stdout)
-    data: dict[str, Json] | None = None
-    for obj in reports:
-        data = {**(data or {}), **obj}
+    data, other = parse_reports(res.stdout)
     combined = [*other, *res.stderr.splitlines()]
     tail = "\n".join(combined[-TAIL_LINES:]).strip()
     sig = signal_name(res.returncode)
@@ -92,7 +79,7 @@ def run_python(host: Host, target: str, timeout: float, name: str, args: object 
     elif sig:
         error = f"crashed with {sig}"
     elif res.returncode != 0:
-        why = exception_line(res.stderr) or _last_line(res.stderr) or _last_line("\n".join(other))
+        why = last_line(res.stderr, EXCEPTION_LINE) or last_line(res.stderr) or last_line("\n".join(other))
         error = _one_line(f"exited {res.returncode}: {why}" if why else f"exited {res.returncode}")
     elif data is None:
         error = "exited 0 without reporting"

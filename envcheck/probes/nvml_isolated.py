@@ -21,17 +21,6 @@ NVML_TIMEOUT_S = 30.0  # nvmlInit on a many-GPU box without persistence mode tak
 NOT_INSTALLED = "the nvidia-ml-py package is not installed: pip install nvidia-ml-py"
 
 
-def pynvml_dir() -> str | None:
-    """Where ``import pynvml`` finds nvidia-ml-py for this interpreter, found without importing it."""
-    try:
-        spec = importlib.util.find_spec("pynvml")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.origin:
-        return None
-    return os.path.dirname(spec.origin)
-
-
 class IsolatedNvml(TableNvml):
     """The NVML seam for the live machine: the first ``init`` runs the child and fills the table.
     ``paths``: folders put on the child's ``sys.path`` (tests put a fake ``pynvml`` there)."""
@@ -49,7 +38,12 @@ class IsolatedNvml(TableNvml):
         return super().init()
 
     def _read(self) -> dict[str, Json]:
-        found = pynvml_dir()
+        # Where ``import pynvml`` finds nvidia-ml-py for this interpreter, found without importing it.
+        try:
+            spec = importlib.util.find_spec("pynvml")
+        except (ImportError, ValueError):
+            spec = None
+        found = os.path.dirname(spec.origin) if spec is not None and spec.origin else None
         if found is None and not self.paths:
             return {"init_error": {"error": "ImportError", "text": NOT_INSTALLED}}
         events: list[dict[str, Json]] = []

@@ -8,7 +8,7 @@ import os
 import posixpath
 import stat
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from envcheck.probes.host import PYTHON_FIELDS, Host, RunResult
 from envcheck.probes.packages import PackageInfo
@@ -102,32 +102,12 @@ class RecordingHost(Host):
         except OSError as e:
             with self._lock:
                 self.errors[self._abs(path)] = {"errno": e.errno, "strerror": e.strerror or str(e)}
-            self._note(path)
             raise
-        self._note(path)
+        finally:
+            self._note(path)
         with self._lock:
             self.files[self._abs(os.path.realpath(path))] = text
         return text
-
-    def exists(self, path: str) -> bool:
-        self._note(path)
-        return super().exists(path)
-
-    def is_dir(self, path: str) -> bool:
-        self._note(path)
-        return super().is_dir(path)
-
-    def is_symlink(self, path: str) -> bool:
-        self._note(path)
-        return super().is_symlink(path)
-
-    def readlink(self, path: str) -> str:
-        self._note(path)
-        return super().readlink(path)
-
-    def realpath(self, path: str) -> str:
-        self._note(path)
-        return super().realpath(path)
 
     def listdir(self, path: str) -> list[str]:
         names = super().listdir(path)
@@ -209,3 +189,18 @@ class RecordingHost(Host):
                 "runs": dict(sorted(self.runs.items())),
                 "packages": dict(sorted(self.packages.items())),
             }
+
+
+def _noting(name: str) -> Callable[[RecordingHost, str], object]:
+    """``Host.<name>(path)``, the path recorded first (every link on the way included)."""
+    asked = getattr(Host, name)
+
+    def method(self: RecordingHost, path: str) -> object:
+        self._note(path)
+        return asked(self, path)
+
+    return method
+
+
+for _name in ("exists", "is_dir", "is_symlink", "readlink", "realpath"):
+    setattr(RecordingHost, _name, _noting(_name))

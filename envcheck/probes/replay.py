@@ -80,7 +80,7 @@ class ReplayHost(Host):
 
     @classmethod
     def from_section(cls, section: Mapping[str, Json]) -> ReplayHost:
-        """A host from a snapshot's ``host`` section (types checked by ``snapshot_schema.py`` when it was read)."""
+        """A host from a snapshot's ``host`` section (types checked by ``snapshot.py`` when it was read)."""
         files: dict[str, str | None | OSError] = dict(section.get("files") or {})
         for path, err in (section.get("errors") or {}).items():
             files[path] = OSError(int(err.get("errno") or 5), str(err.get("strerror") or "I/O error"), path)

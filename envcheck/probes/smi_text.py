@@ -16,19 +16,16 @@ _GPU = re.compile(r"^GPU(\d+)$")
 def parse_topo_matrix(text: str) -> tuple[TopoCell, ...]:
     """The GPU-to-GPU cells of ``nvidia-smi topo -m`` (``NV18``, ``SYS``...), without self cells, NICs, affinity
     and legend. ValueError when the text has no GPU matrix (nvidia-smi printed an error instead)."""
-    lines = [_ANSI.sub("", ln).rstrip("\n") for ln in text.splitlines()]
     header: list[str] | None = None
     cells: list[TopoCell] = []
-    for ln in lines:
+    for ln in (_ANSI.sub("", ln) for ln in text.splitlines()):
         parts = [p.strip() for p in ln.split("\t")]
         if header is None:
             names = [p for p in parts if p]
             if names and _GPU.match(names[0]):
                 header = parts[1:] if parts and not parts[0] else parts
             continue
-        if not parts or not _GPU.match(parts[0]):
-            if not ln.strip():
-                continue
+        if not _GPU.match(parts[0]):
             if ln.lstrip().startswith(("Legend", "NIC Legend")):
                 break
             continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import posixpath
+import re
 import shlex
 
 from envcheck.model import Fact, Facts, known, missing
@@ -46,20 +47,9 @@ def parse_os_release(text: str) -> dict[str, str]:
 
 def parse_cpuinfo(text: str) -> list[dict[str, str]]:
     """One dict per blank-line separated block of /proc/cpuinfo (a logical CPU, or a header on arm)."""
-    blocks: list[dict[str, str]] = []
-    current: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            if current:
-                blocks.append(current)
-                current = {}
-            continue
-        key, sep, value = line.partition(":")
-        if sep:
-            current[key.strip()] = value.strip()
-    if current:
-        blocks.append(current)
-    return blocks
+    blocks = ({k.strip(): v.strip() for k, sep, v in (ln.partition(":") for ln in block.splitlines()) if sep}
+              for block in re.split(r"\n[^\S\n]*(?:\n|$)", text))
+    return [b for b in blocks if b]
 
 
 def _arm_model(blocks: list[dict[str, str]]) -> str | None:
@@ -193,14 +183,9 @@ def detect_container(host: Host) -> str:
 
 
 def probe_system(host: Host, reports_dir: str = "reports") -> Facts:
-    facts: Facts = {}
-    facts.update(_os_facts(host))
-    facts["kernel"] = _kernel(host)
     arch = host.machine()
-    facts["arch"] = known(arch) if arch else missing("platform reports no machine type")
-    facts.update(_cpu_facts(host))
-    facts.update(_memory_facts(host))
-    facts.update(_disk_facts(host, reports_dir))
-    facts.update(_python_facts(host))
-    facts["container"] = known(detect_container(host))
+    facts: Facts = {**_os_facts(host), "kernel": _kernel(host),
+                    "arch": known(arch) if arch else missing("platform reports no machine type"), **_cpu_facts(host),
+                    **_memory_facts(host), **_disk_facts(host, reports_dir), **_python_facts(host),
+                    "container": known(detect_container(host))}
     return {k: facts.get(k, missing("not probed")) for k in KEYS}

@@ -157,12 +157,8 @@ def probe_topology(nvml: NvmlLike, indices: tuple[int, ...] | None = None, topo_
         except NvmlCallError as e:
             return Topology(smi_cells=cells, smi_reason=reason, reason=e.reason)
         indices = tuple(range(int(count)))
-    gpus: list[GpuLinks] = []
-    handles: dict[int, object] = {}
-    for i in indices:
-        g, h = probe_gpu_links(nvml, i, speeds)
-        gpus.append(g)
-        handles[i] = h
+    probed = [probe_gpu_links(nvml, i, speeds) for i in indices]
+    handles = {i: h for i, (_, h) in zip(indices, probed, strict=True)}
     pairs = []
     for n, a in enumerate(indices):
         for b in indices[n + 1:]:
@@ -173,4 +169,4 @@ def probe_topology(nvml: NvmlLike, indices: tuple[int, ...] | None = None, topo_
                 pairs.append(GpuPair(a, b, missing(why), {k: missing(why) for k in P2P_CAPS}))
     keep = set(indices)
     cells = tuple(c for c in cells if c.a in keep and c.b in keep)
-    return Topology(tuple(gpus), tuple(pairs), cells, reason)
+    return Topology(tuple(g for g, _ in probed), tuple(pairs), cells, reason)

@@ -43,23 +43,12 @@ def build_from(version: str, version_py: str | None) -> tuple[str | None, str | 
     cuda = version_py_value(version_py, "cuda") if version_py else None
     hip = version_py_value(version_py, "hip") if version_py else None
     local = version.partition("+")[2].lower()
-    if local.startswith("cu"):
-        build = "cuda"
-        if cuda is None and re.fullmatch(r"cu\d{3,}", local):
-            digits = local[2:]
-            cuda = f"{digits[:-1]}.{digits[-1]}"  # cu128 -> 12.8, cu130 -> 13.0
-    elif local.startswith("rocm"):
-        build = "rocm"
-    elif local.startswith("cpu"):
-        build = "cpu"
-    elif cuda:
-        build = "cuda"
-    elif hip:
-        build = "rocm"
-    elif version_py is not None:
-        build = "cpu"
-    else:
-        build = None
+    build = next((b for prefix, b in (("cu", "cuda"), ("rocm", "rocm"), ("cpu", "cpu")) if local.startswith(prefix)),
+                 None)
+    if build == "cuda" and cuda is None and re.fullmatch(r"cu\d{3,}", local):
+        cuda = f"{local[2:-1]}.{local[-1]}"  # cu128 -> 12.8, cu130 -> 13.0
+    if build is None:
+        build = "cuda" if cuda else "rocm" if hip else "cpu" if version_py is not None else None
     return build, cuda
 
 

@@ -147,28 +147,22 @@ def runtime_child(args: object, out: Emit) -> None:
         x = torch.randn(n, device="cuda", generator=g)
         y = torch.randn(n, device="cuda", generator=g)
         want = x + y
-        result = torch.full_like(x, float("nan"))
+        result = torch.empty_like(x)
         grid = (triton.cdiv(n, 1024),)
-        try:
-            torch.cuda.synchronize()
-            t = time.perf_counter()
-            mod.add_kernel[grid](x, y, result, n, BLOCK=1024)
-            torch.cuda.synchronize()
-            compile_s = time.perf_counter() - t
-            out({"compile_s": compile_s, "smoke_ok": bool(torch.equal(result, want)),
-                 "mismatches": int((result != want).sum().item())})
-        except Exception as e:  # noqa: BLE001 - the compile's failure is the answer
-            out({"smoke_ok": False, "error": f"{type(e).__name__}: {e}"[:4000]})
-            return
-        try:
-            result.fill_(float("nan"))
-            torch.cuda.synchronize()
-            t = time.perf_counter()
-            mod.add_kernel[grid](x, y, result, n, BLOCK=1024)
-            torch.cuda.synchronize()
-            out({"run_s": time.perf_counter() - t, "run_ok": bool(torch.equal(result, want))})
-        except Exception as e:  # noqa: BLE001
-            out({"run_ok": False, "error": f"{type(e).__name__}: {e}"[:4000]})
+        for first in (True, False):  # the compile, then a call of the compiled kernel
+            try:
+                result.fill_(float("nan"))
+                torch.cuda.synchronize()
+                t = time.perf_counter()
+                mod.add_kernel[grid](x, y, result, n, BLOCK=1024)
+                torch.cuda.synchronize()
+                took = time.perf_counter() - t
+                out({"compile_s": took, "smoke_ok": bool(torch.equal(result, want)),
+                     "mismatches": int((result != want).sum().item())} if first
+                    else {"run_s": took, "run_ok": bool(torch.equal(result, want))})
+            except Exception as e:  # noqa: BLE001 - the call's failure is the answer
+                out({"smoke_ok" if first else "run_ok": False, "error": f"{type(e).__name__}: {e}"[:4000]})
+                return
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -44,26 +44,16 @@ def wsl_version(osrelease: str, proc_version: str, host: Host) -> int | None:
 
 def _unique_dirs(host: Host, dirs: tuple[str, ...]) -> list[str]:
     # On merged-/usr systems /lib is a link to usr/lib: look at each real folder once.
-    seen: set[str] = set()
-    out = []
+    seen: dict[str, str] = {}
     for d in dirs:
         real = host.realpath(d)
         if real not in seen and host.is_dir(d):
-            seen.add(real)
-            out.append(d)
-    return out
+            seen[real] = d
+    return list(seen.values())
 
 
 def _in_wsl_dir(path: str) -> bool:
     return path == WSL_LIB_DIR or path.startswith(WSL_LIB_DIR + "/")
-
-
-def _lib_dir_files(host: Host) -> Fact:
-    try:
-        names = host.listdir(WSL_LIB_DIR)
-    except OSError as e:
-        return missing(f"{WSL_LIB_DIR} unreadable ({e.strerror or e})")
-    return known(sorted(n for n in names if n.startswith(("libcuda", "libnvidia-ml"))))
 
 
 def _libcuda_links(host: Host, std_dirs: list[str]) -> list[dict[str, object]]:
@@ -152,14 +142,6 @@ def _nvidia_smi(host: Host) -> tuple[Fact, Fact]:
     return missing(why), known(False)
 
 
-def _loader_reaches_wsl_lib(host: Host, cache: LdCache) -> Fact:
-    if any(posixpath.normpath(d) == WSL_LIB_DIR for d in ld_library_path_dirs(host)):
-        return known(True)
-    if cache.error:
-        return missing(f"loader cache unreadable ({cache.error}) and LD_LIBRARY_PATH lacks {WSL_LIB_DIR}")
-    return known(WSL_LIB_DIR in cache.dirs())
-
-
 def probe_wsl(host: Host, cache: LdCache | None = None) -> Facts:
     """Facts of section ``wsl`` (off WSL, ``is_wsl`` only). ``cache``: the loader cache when the caller read it."""
     version = wsl_version(host.text_or_none("/proc/sys/kernel/osrelease") or "",
@@ -180,9 +162,20 @@ def probe_wsl(host: Host, cache: LdCache | None = None) -> Facts:
         facts.update({k: missing(why) for k in KEYS if k not in facts})
         return facts
     std_dirs = _unique_dirs(host, standard_lib_dirs(host.machine()))
-    facts["lib_dir_files"] = _lib_dir_files(host)
+    try:
+        names = host.listdir(WSL_LIB_DIR)
+        facts["lib_dir_files"] = known(sorted(n for n in names if n.startswith(("libcuda", "libnvidia-ml"))))
+    except OSError as e:
+        facts["lib_dir_files"] = missing(f"{WSL_LIB_DIR} unreadable ({e.strerror or e})")
     facts["libcuda_symlinks"] = known(_libcuda_links(host, std_dirs))
-    facts["loader_path_has_wsl_lib"] = _loader_reaches_wsl_lib(host, cache if cache is not None else read_ld_cache(host))
+    cache = cache if cache is not None else read_ld_cache(host)
+    if any(posixpath.normpath(d) == WSL_LIB_DIR for d in ld_library_path_dirs(host)):
+        facts["loader_path_has_wsl_lib"] = known(True)
+    elif cache.error:
+        why = f"loader cache unreadable ({cache.error}) and LD_LIBRARY_PATH lacks {WSL_LIB_DIR}"
+        facts["loader_path_has_wsl_lib"] = missing(why)
+    else:
+        facts["loader_path_has_wsl_lib"] = known(WSL_LIB_DIR in cache.dirs())
     facts["loader_shadows"] = _loader_shadows(host)
     packages = _driver_packages(host)
     facts["linux_driver_in_wsl"] = known(_linux_driver_evidence(host, std_dirs, packages))

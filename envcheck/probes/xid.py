@@ -52,10 +52,9 @@ def parse_xids(text: str) -> tuple[XidEvent, ...]:
         m = _XID.search(raw)
         if not m:
             continue
-        ts: float | None = None
         rec = _KMSG_RECORD.match(raw)
         if rec:
-            ts = int(rec.group("us")) / 1e6
+            ts: float | None = int(rec.group("us")) / 1e6
             line = rec.group("msg")
         else:
             b = _BRACKET_TS.match(raw)
@@ -70,8 +69,7 @@ def scan_xids(host: Host, kmsg: KmsgReader | None = None, timeout: float = 10.0)
     reasons: list[str] = []
     reader = kmsg if kmsg is not None else read_kmsg
     try:
-        text = reader()
-        return XidScan("/dev/kmsg", parse_xids(text))
+        return XidScan("/dev/kmsg", parse_xids(reader()))
     except OSError as e:
         reasons.append(f"/dev/kmsg: {e.strerror or e}")
     for name, argv in (("journalctl -k", ["journalctl", "-k", "-b", "-o", "short-monotonic", "--no-pager", "-q"]),

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from envcheck.analysis import BenchAnalysis, CaseResult
 from envcheck.analysis.ceilings import BANDWIDTH, MEASURED, THEORETICAL
-from envcheck.analysis.node import CollectiveRow, SweepAnalysis
+from envcheck.analysis.collectives import CollectiveRow, SweepAnalysis
 from envcheck.model import Timing
 from envcheck.ops import IMPLS, OPS, OpSpec
 from envcheck.render import chart_spec as cs

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
+from envcheck import errors
 from envcheck.model import CaseKey
 from envcheck.model.facts import STATUSES, Check
 from envcheck.model.reasons import KEYS as REASON_KEYS
@@ -178,3 +179,6 @@ def document_stem(stem: str, lang: str | None = None) -> str:
     """The file stem of a document rendered in ``lang`` (default: the render's) from ``<stem>.json``."""
     lang = lang or _LANG.get()
     return stem if lang == DEFAULT_LANG else f"{stem}.{lang}"
+
+
+errors.say = lambda key, params: phrase(key, params) if has(key) else None  # how an error of any layer is said

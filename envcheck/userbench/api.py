@@ -16,11 +16,6 @@ class DeclarationError(ValueError):
     """A declaration envcheck cannot run (one line, naming the op and the field)."""
 
 
-def _is_shape(s: object) -> bool:
-    return (isinstance(s, tuple) and len(s) > 0
-            and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in s))
-
-
 def _count(value: object, what: str, name: str, positive: bool) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < (1 if positive else 0):
         raise DeclarationError(f"op {name!r}: {what} must return a {'positive' if positive else 'non-negative'} "
@@ -86,7 +81,8 @@ class Op:
             out = tuple(tuple(s) for s in shapes)  # type: ignore[attr-defined]
         except TypeError:
             out = ()
-        if not out or not all(_is_shape(s) for s in out) or len(set(out)) != len(out):
+        shapes_ok = all(s and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in s) for s in out)
+        if not out or not shapes_ok or len(set(out)) != len(out):
             raise DeclarationError(f"op {self.name!r}: shapes must be distinct tuples of positive integers")
         return out
 

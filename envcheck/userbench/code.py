@@ -1,5 +1,5 @@
 """A user's declared op as the benchmark worker runs it (bench/code.py's ``OpCode``): what its callables raise is
-their case's failure; a crash or hang ends the worker, restarted for the cases left (bench/resume.py)."""
+their case's failure; a crash or hang ends the worker, restarted for the cases left (bench/runner.py)."""
 
 from __future__ import annotations
 
@@ -74,10 +74,8 @@ class UserCode:
 
         args = [wide(t) for t in inputs.values()]
         ref = self.op.reference(*args)
-        if self.op.magnitude is not None:
-            mag = self.op.magnitude(*args)
-        else:
-            mag = self.op.reference(*[t.abs() if t.is_floating_point() else t for t in args])
+        mag = (self.op.magnitude(*args) if self.op.magnitude is not None
+               else self.op.reference(*[t.abs() if t.is_floating_point() else t for t in args]))
         for what, t in (("reference", ref), ("magnitude", mag)):
             if not isinstance(t, torch.Tensor):
                 raise DeclarationError(f"{self.op.name}: {what}() must return a tensor, got {type(t).__name__}")

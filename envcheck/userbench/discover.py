@@ -43,13 +43,12 @@ def source_argument(text: str) -> str:
     return str(path.resolve())
 
 
-def _ops_in(value: object, where: str) -> list[Op]:
+def _ops_in(value: object) -> list[Op] | None:
     if isinstance(value, Op):
         return [value]
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, Op) for v in value):
         return list(value)
-    raise DeclarationError(f"{where} is not an envcheck.userbench.Op or a list of them "
-                           f"(it is {type(value).__name__})")
+    return None
 
 
 def load(source: str) -> list[Op]:
@@ -68,11 +67,8 @@ def load(source: str) -> list[Op]:
         spec.loader.exec_module(module)
         ops: list[Op] = []
         for key, value in vars(module).items():
-            if key.startswith("_"):
-                continue
-            if isinstance(value, Op) or (isinstance(value, (list, tuple)) and value
-                                         and all(isinstance(v, Op) for v in value)):
-                ops += [op for op in _ops_in(value, key) if op not in ops]
+            if not key.startswith("_") and (found := _ops_in(value)):
+                ops += [op for op in found if op not in ops]
         if not ops:
             raise DeclarationError(f"{path.name} declares no envcheck.userbench.Op at its top level")
     else:
@@ -82,7 +78,9 @@ def load(source: str) -> list[Op]:
         module = importlib.import_module(module_name)
         if not hasattr(module, attr):
             raise DeclarationError(f"module {module_name} has no {attr!r}")
-        ops = _ops_in(getattr(module, attr), source)
+        if not (ops := _ops_in(value := getattr(module, attr)) or []):
+            raise DeclarationError(f"{source} is not an envcheck.userbench.Op or a list of them "
+                                   f"(it is {type(value).__name__})")
     names = [op.name for op in ops]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup is not None:

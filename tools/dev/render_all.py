@@ -145,8 +145,7 @@ def _print_report(console, report, analysis) -> None:
 def render_comparison(name: str, kind: str, inputs: list[Path], out: Path) -> str:
     from envcheck.commands.diff import load_files
     from envcheck.commands.history import collect
-    from envcheck.compare.diff import diff_analysed
-    from envcheck.compare.fleet_nodes import diff_nodes
+    from envcheck.compare.diff import diff_analysed, diff_nodes
     from envcheck.compare.history import histories
     from envcheck.render.documents import render_diff, render_histories
     from envcheck.render.i18n import language

@@ -22,7 +22,7 @@ import statistics
 import torch
 import torch.distributed as dist
 
-from envcheck.analysis.node import bandwidths_gbps, layout
+from envcheck.analysis.collectives import bandwidths_gbps, layout
 
 MIB = 1 << 20
 

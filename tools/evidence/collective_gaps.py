@@ -41,7 +41,7 @@ def main() -> int:
     import torch.distributed as dist
     from torch.profiler import ProfilerActivity, profile
 
-    from envcheck.analysis.node import layout
+    from envcheck.analysis.collectives import layout
     from envcheck.node.collective_bench import CollectiveBench
 
     p = argparse.ArgumentParser()

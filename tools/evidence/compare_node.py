@@ -43,7 +43,16 @@ import sys
 from pathlib import Path
 
 from envcheck.analysis import node as an
+from envcheck.analysis.collectives import (
+    Agreement,
+    against_nccl_tests,
+    algorithm_changes,
+    collective_rows,
+    pct_of_links,
+    ring_expectation,
+)
 from envcheck.analysis.crosscheck import COPY_BAR
+from envcheck.analysis.links import copy_rows, pair_paths, smi_disagreements
 from envcheck.model import Bench, Check, Environment, load
 from envcheck.model.node import Node
 from envcheck.node import nccl_tests
@@ -89,7 +98,7 @@ def collective_lines(node: Node, rows: tuple[nccl_tests.NcclTestsRow, ...],
     sweeps = [c for c in node.collectives if c.scope == "node"]
     if not sweeps:
         return out + ["", "no collective sweep in the node report"], False
-    agreements = an.against_nccl_tests(sweeps[0], rows, graph_rows, registered_rows=registered_rows,
+    agreements = against_nccl_tests(sweeps[0], rows, graph_rows, registered_rows=registered_rows,
                                        hold_eager=hold_eager and bool(graph_rows))
     held = [a for a in agreements if a.held]
     ok = bool(held) and all(a.within for a in held)
@@ -126,33 +135,33 @@ def collective_lines(node: Node, rows: tuple[nccl_tests.NcclTestsRow, ...],
                        f"{len(held) - n_ok}; its node page flags them): " + "; ".join(
                            f"{a.op} {_size(a.size_bytes)} (mean {100 * (a.ours_pace_spread or 0):.1f} % above the "
                            f"fastest tenth)" for a in paced))
-    links = an.ring_expectation(node.topology, node.gpus) if node.topology is not None else None
+    links = ring_expectation(node.topology, node.gpus) if node.topology is not None else None
     out += ["", f"### envcheck's whole sweep (links allow {_f(links)} GB/s per direction)", "",
             "| op | size | busbw GB/s | % of links | algbw GB/s | GPU time us | registered busbw GB/s | per call us |"
             " launch-bound | cv | NCCL algo | #wrong |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---:|"]
-    for r in an.collective_rows(sweeps[0]):
+    for r in collective_rows(sweeps[0]):
         if r.status == "skipped":
             out.append(f"| {r.op} | {_size(r.size_bytes)} | skipped | | | | | | | | | |")
             continue
-        out.append(f"| {r.op} | {_size(r.size_bytes)} | {_f(r.busbw_gbps)} | {_f(an.pct_of_links(r, links))} | "
+        out.append(f"| {r.op} | {_size(r.size_bytes)} | {_f(r.busbw_gbps)} | {_f(pct_of_links(r, links))} | "
                    f"{_f(r.algbw_gbps)} | {_f(r.gpu_time_us)} | "
                    f"{_f(r.registered_busbw_gbps) if r.registered_reason is None else r.registered_reason} | "
                    f"{_f(r.call_time_us)} | "
                    f"{'yes' if r.launch_bound else 'no'} | {_f(r.cv, 3)} | {r.algo_label or r.algo_reason or '-'} | "
                    f"{r.wrong} |")
-    reasons = {(r.gpu_reason, res.gpu_error) for r, res in zip(an.collective_rows(sweeps[0]), sweeps[0].results,
+    reasons = {(r.gpu_reason, res.gpu_error) for r, res in zip(collective_rows(sweeps[0]), sweeps[0].results,
                                                                 strict=True) if r.gpu_reason}
     for why, err in sorted(reasons, key=str):
         out.append(f"\nno GPU time: {why}{f' ({err})' if err else ''}")
-    changes = an.algorithm_changes(an.collective_rows(sweeps[0]))
+    changes = algorithm_changes(collective_rows(sweeps[0]))
     if changes:
         out += ["", "NCCL changed algorithm between sizes: "
                 + "; ".join(f"{op} at {_size(size)}: {a} -> {b}" for op, size, a, b in changes)]
     return out, ok
 
 
-def _mode(a: an.Agreement) -> str:
+def _mode(a: Agreement) -> str:
     """nccl-tests' mode, and where the reference is the median of several runs, how many and their spread."""
     if a.theirs_runs < 2 or a.theirs_range is None:
         return a.theirs_mode
@@ -197,7 +206,7 @@ def copy_lines(node: Node, torch_copy: bool) -> tuple[list[str], bool]:
     ok = True
     if node.peer is None:
         return out + ["", "no peer copies in the node report"], False
-    for r in an.copy_rows(node.peer, node.topology):
+    for r in copy_rows(node.peer, node.topology):
         plain = ratio = "-"
         if torch_copy and r.kind == "d2d" and r.method == "copy_engine" and r.directions == 1 and r.gbps:
             g = torch_bandwidth_gbps(r.src, r.dst, node.peer.settings.get("size_bytes", 1 << 28))
@@ -215,10 +224,10 @@ def node_lines(env: Environment, checks: tuple[Check, ...], benches: tuple[Bench
     out = ["## Node", "", f"host {node.host}, GPUs {list(node.gpus)}, node tests {node.duration_s} s, "
                           f"whole run {wall_s} s", ""]
     if node.topology is not None:
-        for p in an.pair_paths(node.topology):
+        for p in pair_paths(node.topology):
             out.append(f"- GPU {p.a} <-> GPU {p.b}: {p.via}, {p.nvlinks} NVLinks x {_f(p.link_gbps, 3)} GB/s = "
                        f"{_f(p.expected_gbps)} GB/s per direction expected; PCIe level {p.pcie_level}")
-        for a, b, ours, smi in an.smi_disagreements(node.topology):
+        for a, b, ours, smi in smi_disagreements(node.topology):
             out.append(f"- nvidia-smi topo -m disagrees for GPU {a}-{b}: NVML says {ours}, nvidia-smi {smi}")
     margin = float(node.settings.get("outlier_margin", 0.05))
     for b in benches:

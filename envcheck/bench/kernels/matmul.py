@@ -252,8 +252,7 @@ def launcher(tile: Tile, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, in
 
 
 def tuned_tile(m: int, n: int, k: int, dtype: torch.dtype, precision: str) -> Tile | None:
-    """The kernel and tile the race picked for this problem (of several layouts raced, the first); None
-    before its first GPU call."""
+    """The tile the race picked for this problem (of several layouts, the first); None before its first GPU call."""
     for (a_shape, b_shape, _, a_dtype, _, _, prec, *_), (tile, _) in _LAUNCHERS.items():
         if tile is not None and (*a_shape, b_shape[1], a_dtype, prec) == (m, k, n, dtype, precision):
             return tile

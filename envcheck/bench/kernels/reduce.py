@@ -132,7 +132,7 @@ def reduce(x: torch.Tensor, out: torch.Tensor, how: str, over: str,
     a * b or c elements, contiguous, of x's dtype). Returns ``out``."""
     if how not in _HOWS:
         raise ValueError(f"reduce how {how!r}: use sum or max")
-    path(over)
+    kind = path(over)
     if x.dim() != 3 or not x.is_contiguous():
         raise ValueError(f"reduce needs a contiguous 3-D x, got shape {tuple(x.shape)}, strides {x.stride()}")
     a, b, c = x.shape
@@ -145,7 +145,6 @@ def reduce(x: torch.Tensor, out: torch.Tensor, how: str, over: str,
         raise ValueError(f"reduce needs a non-empty x, got shape {tuple(x.shape)}")
     is_max = how == "max"
     int64 = x.numel() >= _INT32_LIMIT
-    kind = path(over)
     if kind == "inner":
         rows, cols = a * b, c
         block_rows, block_cols, _ = row_blocks(rows, cols, x.element_size())

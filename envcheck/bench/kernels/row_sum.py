@@ -46,8 +46,7 @@ def _config(rows: int, cols: int, element_size: int) -> tuple[int, int, int]:
 
 
 def row_sum(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """``out = x.sum(dim=-1)`` for a 2-D fp32/fp16/bf16 tensor of any strides into ``out`` (rows,) of its dtype,
-    accumulated in fp32 and rounded once on store."""
+    """``out = x.sum(dim=-1)`` of x's dtype for a 2-D fp32/fp16/bf16 x of any strides, summed in fp32."""
     if x.dim() != 2 or out.dim() != 1 or out.shape[0] != x.shape[0]:
         raise ValueError(f"row_sum needs x of shape (rows, cols) and out of shape (rows,), got "
                          f"{tuple(x.shape)}, {tuple(out.shape)}")

@@ -45,8 +45,7 @@ def path(cols: int) -> str:
 
 
 def softmax_fwbw(x: torch.Tensor, dy: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """``y = softmax(x, -1)`` and ``out = dx`` for contiguous 2-D fp32/fp16/bf16 tensors of one
-    shape and dtype, computed in fp32. Returns ``out``."""
+    """``y = softmax(x, -1)`` and ``out = dx`` in fp32, for contiguous 2-D fp32/fp16/bf16 tensors of one shape."""
     if x.dim() != 2 or not (x.shape == dy.shape == y.shape == out.shape):
         raise ValueError(f"softmax_fwbw needs x, dy, y and out of one 2-D shape, got {tuple(x.shape)}, "
                          f"{tuple(dy.shape)}, {tuple(y.shape)}, {tuple(out.shape)}")

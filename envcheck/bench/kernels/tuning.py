@@ -87,8 +87,7 @@ def fastest(candidates: Mapping[Tile, Callable[[], object]], measure: Measure | 
 
 
 def first_calls(fns: Sequence[Callable[[], object]]) -> list[Exception | None]:
-    """Call each of ``fns`` once, up to COMPILE_THREADS at a time, on the caller's CUDA device and stream;
-    what each raised (None: it ran)."""
+    """Each of ``fns`` called once, COMPILE_THREADS at a time, on the caller's device and stream: what each raised."""
     run = _on_this_device()
 
     def first(fn: Callable[[], object]) -> Exception | None:
