@@ -328,3 +328,12 @@ def test_a_cpu_run_s_noisy_rows_get_no_gpu_machine_remedy():
 
     said = translate("en", "rec.noisy.cpu")
     assert "close other" not in said and "--quick" in said
+
+
+def test_a_written_path_is_printed_whole_however_narrow_the_terminal(tmp_path: Path) -> None:
+    """A path folded by the console cannot be copied: the written files stand one to a line, never cut."""
+    from envcheck.render.terminal.console import print_written
+
+    path = tmp_path / ("a-long-folder-name-" * 4) / "2026-12-07_1347Z_vm_cpu.zh-CN.md"
+    text = capture(lambda c: print_written(c, [path]), width=40)
+    assert str(path) in text.splitlines()[-1]

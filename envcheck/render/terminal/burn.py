@@ -32,4 +32,4 @@ def print_burn(console: Console, a: BurnAnalysis, written: Sequence[Path] = ()) 
         for note in bv.notes(a):  # what was not applied, a control, an unread kernel log: before trusting the pass
             console.print(f"[dim]{note}[/]")
         for line in written_lines(written):
-            console.print(term(line))
+            console.print(term(line), soft_wrap=True)

@@ -173,7 +173,8 @@ def styled(text: str, style: str) -> str:
 
 
 def print_written(console: Console, written: Sequence[Path]) -> None:
-    """The files a command wrote, under their heading."""
+    """The files a command wrote, under their heading, each path on one line however narrow the terminal (a path
+    folded by the console is a path the user cannot copy)."""
     from envcheck.render.escape import term
     from envcheck.render.i18n import t
     from envcheck.render.writing import written_lines
@@ -181,7 +182,7 @@ def print_written(console: Console, written: Sequence[Path]) -> None:
     if written:
         heading(console, t("term.report"))
         for line in written_lines(written):
-            console.print(f"  {term(line)}")
+            console.print(f"  {term(line)}", soft_wrap=True)
 
 
 def bullets(console: Console, items: Sequence[tuple[str, str]]) -> None:
