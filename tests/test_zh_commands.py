@@ -156,15 +156,18 @@ def test_the_same_commands_in_english_are_found_english(session: Session) -> Non
     assert len(session.english()) >= 20
 
 
-@pytest.mark.slow  # about 45 s: a run, a burn and a user's bench measured on the CPU
-def test_measuring_commands_on_the_cpu_say_nothing_in_english(session: Session) -> None:
+@pytest.mark.slow  # a run, a burn and a user's bench measured on the CPU: one test each, so they run side by side
+@pytest.mark.parametrize("what", ["run", "burn", "bench", "snapshot"])
+def test_measuring_commands_on_the_cpu_say_nothing_in_english(session: Session, what: str) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("triton")
-    session.run("run", "--quick", "--interpret", "--ops", "vector_add", "--format", "json,md")
-    session.run("burn", "--cpu", "--minutes", "0.02", "--format", "json")
-    session.run("bench", str(USER_FILE), "--quick", "--format", "json", "--timeout", "300")
-    session.run("snapshot", "--out", str(session.tmp / "snap.json"))
-    session.run("check", "--replay", str(session.tmp / "snap.json"))
+    snap = str(session.tmp / "snap.json")
+    commands = {"run": [("run", "--quick", "--interpret", "--ops", "vector_add", "--format", "json,md")],
+                "burn": [("burn", "--cpu", "--minutes", "0.02", "--format", "json")],
+                "bench": [("bench", str(USER_FILE), "--quick", "--format", "json", "--case-timeout", "15")],
+                "snapshot": [("snapshot", "--out", snap), ("check", "--replay", snap)]}[what]
+    for argv in commands:
+        session.run(*argv)
     found = session.english()
     assert not found, "\n".join(f"{k}: {v}" for k, v in found.items())
 

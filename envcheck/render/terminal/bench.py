@@ -30,7 +30,7 @@ def _error_cell(rows: Row, values: bool = False) -> str:
     """The row's worst error: as a share of its tolerance, or (``values``) the error and the tolerance; where
     an op with several outputs failed on some, those outputs (named, or with their ratios when ``values``)."""
     if any(r.status == "error" for r in rows.values()):
-        return styled("error", "bold red")
+        return styled(t("status.error"), "bold red")
     judged = [r for r in rows.values() if r.verdict is not None and r.verdict.ratio is not None]
     if not judged:
         return fmt.DASH
