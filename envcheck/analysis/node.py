@@ -11,10 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from envcheck.analysis.ceilings import BANDWIDTH, MEASURED, Ceilings, ceilings
-from envcheck.analysis.collectives import UNSTEADY_RATIO, SweepAnalysis, analyse_sweep, collective_rows
+from envcheck.analysis.collectives import SweepAnalysis, analyse_sweep, collective_rows
 from envcheck.analysis.counters import (
-    NVLINK_CRC_PER_S_LIMIT,
-    PCIE_REPLAY_PER_MIN_LIMIT,
     CounterChange,
     CounterRow,
     UnreadCounter,
@@ -22,8 +20,6 @@ from envcheck.analysis.counters import (
     counter_rows,
 )
 from envcheck.analysis.links import (
-    NVLINK,
-    SMI_LEVEL_NAMES,
     CopyRow,
     GpuNvlinks,
     PairPath,
@@ -31,7 +27,6 @@ from envcheck.analysis.links import (
     gpu_nvlinks,
     pair_paths,
     smi_disagreements,
-    topo_label,
 )
 from envcheck.analysis.results import CaseResult, case_results
 from envcheck.model import Bench, Environment
@@ -312,6 +307,3 @@ def analyse_node(node: Node | None, benches: Sequence[BenchAnalysis], env: Envir
         node_problems(node, (), m, found), counter_interval_s(node.counters_before, node.counters_after),
         tuple(gpu_nvlinks(g) for g in topo.gpus) if topo is not None else ())
 
-
-__all__ = ["NVLINK", "NVLINK_CRC_PER_S_LIMIT", "PCIE_REPLAY_PER_MIN_LIMIT", "SMI_LEVEL_NAMES", "UNSTEADY_RATIO",
-           "topo_label"]  # read by render.node_view as ``an.NAME``

@@ -9,6 +9,9 @@ from dataclasses import dataclass
 
 from envcheck.analysis import Analysis
 from envcheck.analysis import node as an
+from envcheck.analysis.collectives import UNSTEADY_RATIO
+from envcheck.analysis.counters import NVLINK_CRC_PER_S_LIMIT, PCIE_REPLAY_PER_MIN_LIMIT
+from envcheck.analysis.links import NVLINK, SMI_LEVEL_NAMES, topo_label
 from envcheck.model.node import COPY_METHODS, CollectiveResult, GpuLinks
 from envcheck.render import fmt
 from envcheck.render.i18n import esc, has, join, phrase, t, word
@@ -190,13 +193,13 @@ def _nvlinks(g: GpuLinks, nv: an.GpuNvlinks | None) -> Cell:
 def _path_cell(path: an.PairPath | None) -> Cell:
     if path is None:
         return DASH
-    return Cell(an.topo_label(path), f"{fmt.num(path.expected_gbps)} GB/s" if path.expected_gbps is not None else "")
+    return Cell(topo_label(path), f"{fmt.num(path.expected_gbps)} GB/s" if path.expected_gbps is not None else "")
 
 
 def _reference_line(x: an.PairPath) -> Line:
     """A pair's per-link rate: its NVLink generation's datasheet, else NVML's signalling rate (understating)."""
     if x.reference == "datasheet" and x.generation is not None:
-        spec = an.NVLINK[x.generation]
+        spec = NVLINK[x.generation]
         return Line(t("node.reference.datasheet", gen=fmt.num(x.generation), gbps=fmt.num(x.link_gbps),
                         doc=esc(spec.doc.title), signalling=fmt.num(x.signalling_gbps)))
     return Line(t("node.reference.nvml_signalling", signalling=fmt.num(x.signalling_gbps)), "warn")
@@ -228,7 +231,7 @@ def topology_part(na: an.NodeAnalysis, pid: str = "topology") -> Part | None:
     if na.paths:
         rows = [(Cell(f"GPU{x.a} ↔ GPU{x.b}"), Cell(word("node.via.", x.via)), Cell(str(x.nvlinks) if x.nvlinks else
                  fmt.DASH), Cell(fmt.num(x.link_gbps)), Cell(fmt.num(x.signalling_gbps)), Cell(fmt.num(x.expected_gbps)),
-                 Cell(an.SMI_LEVEL_NAMES.get(x.pcie_level or "", fmt.DASH))) for x in na.paths]
+                 Cell(SMI_LEVEL_NAMES.get(x.pcie_level or "", fmt.DASH))) for x in na.paths]
         sources = dict.fromkeys(x.source for x in na.paths)
         notes = tuple(Line(t("node.topology.source", via=word("node.via.", next(x.via for x in na.paths
                                                                                       if x.source == s)),
@@ -412,7 +415,7 @@ def _times_lines(sa: an.SweepAnalysis, gpu_times: bool) -> list[Line]:
             out.append(Line(t(key, count=len(mine), **spans)))
     unsteady = [r for r in sa.rows if r.unsteady]
     if unsteady:
-        out.append(Line(t("node.coll.unsteady", count=len(unsteady), bar=fmt.pct(100 * (an.UNSTEADY_RATIO - 1)),
+        out.append(Line(t("node.coll.unsteady", count=len(unsteady), bar=fmt.pct(100 * (UNSTEADY_RATIO - 1)),
                             sizes="; ".join(f"{esc(r.op)} {fmt.size_bytes(r.size_bytes)}: "
                                             f"+{fmt.pct(100 * (r.pace_spread or 0.0))}" for r in unsteady)), "warn"))
     return out + _capture_errors(r.gpu_error for r in sa.collectives.results)
@@ -491,8 +494,8 @@ def counters_part(na: an.NodeAnalysis, pid: str = "counters") -> Part | None:
         cols = heads("node.col.gpu", "node.col.counter", ">node.col.links", ">node.col.before", ">node.col.after",
                      ">node.col.delta", ">node.col.per_s", ">node.col.boot_per_s")
         tables.append(Table("counters", *cols, tuple(rows),
-                            notes=(Line(t("node.counters.limits", pcie=fmt.general(an.PCIE_REPLAY_PER_MIN_LIMIT),
-                                            crc=fmt.general(an.NVLINK_CRC_PER_S_LIMIT))),)))
+                            notes=(Line(t("node.counters.limits", pcie=fmt.general(PCIE_REPLAY_PER_MIN_LIMIT),
+                                            crc=fmt.general(NVLINK_CRC_PER_S_LIMIT))),)))
     if quiet:
         lines.append(Line(t("node.counters.quiet", count=quiet)))
     lines += [Line(t("node.counters.unread", counter=word("node.counter.", name), reason=cause(reason)))
