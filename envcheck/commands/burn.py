@@ -39,12 +39,13 @@ def check_control(s: BurnOptions, gpus: Sequence[int]) -> tuple[str | None, int 
 
 def execute(s: BurnOptions, collect: Callable[..., Environment] | None = None, stderr: TextIO | None = None,
             stdout: TextIO | None = None) -> int:
-    from envcheck.commands.run import destination, output_formats, publish
+    from envcheck.commands import anonymize_key
+    from envcheck.commands.run import output_dir, output_formats, publish
 
     formats = output_formats(s.format)
     if s.minutes > MAX_MINUTES:
         raise UsageError("error.burn_minutes", most=f"{MAX_MINUTES:.0f}")
-    out_dir, key = destination(s.out_dir, s.anonymize)
+    out_dir, key = output_dir(s.out_dir), anonymize_key(s.anonymize)
     err = stderr if stderr is not None else sys.stderr
     if collect is None:
         from envcheck.probes.collect import collect

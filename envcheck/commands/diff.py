@@ -12,6 +12,7 @@ from envcheck.commands import check_out, tell, write_out
 from envcheck.commands.options import DiffOptions
 from envcheck.errors import EXIT_FAIL, EXIT_NOTHING_COMPARED, EXIT_OK, UsageError
 from envcheck.model import Report
+from envcheck.render.i18n import t
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -32,8 +33,6 @@ def emit(text: str, out: str | None) -> None:
         sys.stdout.write(text)
         return
     path = write_out(out, text)
-    from envcheck.render.i18n import t
-
     tell(t("cli.wrote", path=path))
 
 
@@ -77,8 +76,6 @@ def several_gpus(analysed: list[tuple[str, Analysis]]) -> str | None:
     many = [(label, len(a.report.benches)) for label, a in analysed if len(a.report.benches) > 1]
     if not many:
         return None
-    from envcheck.render.i18n import t
-
     (label, n), more = many[0], len(many) - 1
     return t(f"diff.cli.several_gpus{'.more' if more else ''}", label=label, count=n, more=more)
 
@@ -117,8 +114,6 @@ def main(args: DiffOptions) -> int:
     d = diff_nodes(per_file, [w for _, w in files]) if fleets and len(per_file) > 1 else diff_analysed(analysed)
     note = several_gpus(analysed) if gpu is None else None
     if note:
-        from envcheck.render.i18n import t
-
         tell(t("diff.cli.note", note=note))
     if args.format == "json":
         from envcheck.compare.export import to_json
@@ -134,7 +129,6 @@ def main(args: DiffOptions) -> int:
     if pct is not None:
         from envcheck.render import fmt
         from envcheck.render.compare_view import node_row_name
-        from envcheck.render.i18n import t
 
         cases = [(c.name, c, cmp.other.label, cmp.base.label) for cmp, c in d.regressions(pct)]
         nodes = [(node_row_name(r), r.change, other, base) for base, other, r in d.node_regressions(pct)]

@@ -283,7 +283,7 @@ def main(args: FleetOptions) -> int:
 
 def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
     from envcheck.commands.run import output_dir, publish
-    from envcheck.node.fleet_rank import FleetOptions, export_for_torch, finish, local_gpus, rank_context, run_rank
+    from envcheck.node.fleet_rank import FleetOptions, export_for_torch, local_gpus, rank_context, run_rank
     from envcheck.node.transport import open_store_transport
     from envcheck.userdirs import out_dir as default_out_dir
 
@@ -330,7 +330,7 @@ def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
             c.ok for _, c in analysis.fleet_crosschecks)
         print_summary(report, analysis, out.written, out.stream)
     finally:
-        finish(transport, passed)
+        transport.put("done", "pass" if passed else "fail")  # the other ranks may go
         time.sleep(0.5)  # the others read "done" from this rank's store before it goes
         transport.close()
     _keep(work_dir, ctx.rank, passed)

@@ -12,6 +12,7 @@ from envcheck.commands.diff import emit, labels, per_node, terminal_text
 from envcheck.commands.options import HistoryOptions
 from envcheck.errors import EXIT_OK, UsageError
 from envcheck.files import REPORT_SUFFIXES
+from envcheck.render.i18n import t
 
 if TYPE_CHECKING:
     from envcheck.compare.history import Histories, LeftOut
@@ -64,7 +65,6 @@ def collect(paths: list[str]) -> tuple[list[tuple[str, Report]], list[LeftOut]]:
 
 def _note(x: LeftOut) -> str:
     from envcheck.compare.history import NO_BENCHMARK
-    from envcheck.render.i18n import t
 
     if x.reason == NO_BENCHMARK:
         return t("history.note.left_out", label=x.label, kind=x.detail)
@@ -103,7 +103,6 @@ def render(hs: Histories, fmt: str, to_file: bool) -> str:
 
 def main(args: HistoryOptions) -> int:
     from envcheck.compare.history import histories
-    from envcheck.render.i18n import t
 
     check_out(args.out)
     paths = args.paths

@@ -86,13 +86,6 @@ def output_dir(text: str | None) -> Path:
     return d
 
 
-def destination(out_dir: str | None, anonymize: bool) -> tuple[Path, bytes | None]:
-    """The reports folder (``output_dir``) and ``--anonymize``'s key, both before any work: a bad one must not
-    cost a finished run."""
-    folder = output_dir(out_dir)
-    return folder, anonymize_key(anonymize)
-
-
 class ProgressView:
     """Progress of the worker on stderr: a rich bar on a terminal, plain lines otherwise."""
 
@@ -268,7 +261,7 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
     before anything is probed (default: the built-in suite)."""
     formats = output_formats(s.format)
     find = find or suite_cases(s)
-    out_dir, key = destination(s.out_dir, s.anonymize)
+    out_dir, key = output_dir(s.out_dir), anonymize_key(s.anonymize)  # before any work: a bad one costs nothing
     err_stream = stderr if stderr is not None else sys.stderr
 
     def say(text: str) -> None:

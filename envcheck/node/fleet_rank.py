@@ -397,15 +397,10 @@ def _gather(ctx: RankContext, options: FleetOptions, deps: FleetDeps, progress: 
             if j.node_rank in go.nodes:
                 statuses[r] = replace(statuses[r], world_rank=go.nodes.index(j.node_rank) * nproc + j.local_rank)
         collectives.append(assemble(outs, options.sweep, nproc * len(go.nodes), "world", launch))
-    return Fleet(ctx.world_size, ctx.nnodes, ctx.launcher, _nodes(joins, reports, node_reports),
+    return Fleet(ctx.world_size, ctx.nnodes, ctx.launcher, _nodes(names, joins, reports, node_reports),
                  tuple(statuses[r] for r in range(ctx.world_size)), tuple(collectives), options.rules,
                  options.baseline, {**options.settings, "rank_timeout_s": options.rank_timeout_s,
                                     "world_timeout_s": options.world_timeout_s}, started, round(clock() - t0, 3))
-
-
-def finish(transport: Transport, passed: bool = False) -> None:
-    """Rank 0, after the report is written: let the other ranks go, saying whether the fleet passed."""
-    transport.put("done", "pass" if passed else "fail")
 
 
 def _node_names(joins: dict[int, RankJoin]) -> dict[int, str]:
@@ -417,9 +412,8 @@ def _node_names(joins: dict[int, RankJoin]) -> dict[int, str]:
     return {n: (h if counts[h] == 1 else f"{h}/{n}") for n, h in hosts.items()}
 
 
-def _nodes(joins: dict[int, RankJoin], reports: dict[int, RankReport],
+def _nodes(names: dict[int, str], joins: dict[int, RankJoin], reports: dict[int, RankReport],
            node_reports: dict[int, NodeReport]) -> tuple[FleetNode, ...]:
-    names = _node_names(joins)
     out = []
     for n, name in sorted(names.items()):
         ranks = tuple(sorted(r for r, j in joins.items() if j.node_rank == n))
