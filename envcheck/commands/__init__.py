@@ -30,8 +30,7 @@ def _taken(out: object, what: str) -> UsageError:
 
 
 def check_out(out: str | None, what: str = "file") -> Path | None:
-    """``--out`` refused before any work: a taken name (the write checks again), a folder that is a file, cannot be
-    made or written."""
+    """``--out`` refused before any work: a taken name, a folder that is a file, cannot be made or written."""
     if not out:
         return None
     from envcheck.destination import DestinationError, prepare_destination

@@ -68,5 +68,4 @@ def execute(s: BurnOptions, collect: Callable[..., Environment] | None = None, s
     return exit_status(out.analysis.burn.verdict)
 
 
-def main(s: BurnOptions) -> int:
-    return execute(s)
+main = execute

@@ -29,8 +29,7 @@ def progress(stream: TextIO, cpu: bool = False) -> Callable[[int, Event], None]:
 
 def burn_devices(gpus: Sequence[int], minutes: float, *, cpu: bool = False, stream: TextIO | None = None,
                  control: str | None = None, control_gpu: int | None = None) -> Burn:
-    """``burn.launch.burn_node`` with a progress line per GPU and phase on ``stream`` (stderr): ``envcheck burn`` and
-    ``run --burn``."""
+    """``burn.launch.burn_node`` with a progress line per GPU and phase on ``stream`` (stderr)."""
     from envcheck.burn.launch import burn_node
 
     return burn_node(gpus, minutes, cpu=cpu, on_event=progress(stream if stream is not None else sys.stderr, cpu),

@@ -37,8 +37,7 @@ def emit(text: str, out: str | None) -> None:
 
 
 def terminal_text(draw: Callable[[Console], None], *, to_file: bool) -> str:
-    """What ``draw`` prints, captured under the one console policy: a terminal's width and colours
-    when stdout is one and no ``--out`` was given, else plain text at the pipe width."""
+    """What ``draw`` prints: the terminal's width and colours on a tty without ``--out``, else plain."""
     from envcheck.render.terminal.console import capture
 
     tty = not to_file and sys.stdout.isatty()
@@ -50,16 +49,14 @@ def terminal_text(draw: Callable[[Console], None], *, to_file: bool) -> str:
 
 
 def per_node(label: str, report: Report) -> list[tuple[str, Report]]:
-    """A fleet report as one report per node (``label:host``), each shaped like that node's own
-    ``envcheck run --gpus`` report; any other report as it is (``compare.diff``)."""
+    """A fleet report as one report per node (``label:host``); any other report as it is."""
     from envcheck.compare.diff import nodes_of
 
     return [(n.label, n.report) for n in nodes_of(label, report)]
 
 
 def on_gpu(label: str, report: Report, index: int | None) -> Report:
-    """The report as diff compares it: with ``--gpu N`` only GPU N's suite (a node report, or a fleet
-    report's node, holds one per GPU), else as it is (its first suite is compared)."""
+    """The report as diff compares it: with ``--gpu N`` only GPU N's suite, else as it is."""
     if index is None:
         return report
     cuda = [b for b in report.benches if b.device.backend == "cuda"]
@@ -71,8 +68,7 @@ def on_gpu(label: str, report: Report, index: int | None) -> Report:
 
 
 def several_gpus(analysed: list[tuple[str, Analysis]]) -> str | None:
-    """The note that a comparison without ``--gpu`` reads each report's first GPU only, when a report
-    holds the suites of several."""
+    """The note that without ``--gpu`` only each report's first GPU is compared, when one holds several."""
     many = [(label, len(a.report.benches)) for label, a in analysed if len(a.report.benches) > 1]
     if not many:
         return None

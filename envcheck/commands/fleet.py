@@ -196,8 +196,7 @@ def fleet_report(fleet: Fleet, environment: Environment | None) -> Report:
 
 
 def print_summary(report: Report, analysis: Analysis, written: list[Path], stdout: TextIO | None = None) -> None:
-    """What rank 0 prints: the verdicts and why, the ranks that failed, hung or were slow, the world sweep, each
-    node's GPUs, and the files written."""
+    """What rank 0 prints: verdicts and why, failed or slow ranks, the world sweep, GPUs, files written."""
     from rich.markup import escape
 
     from envcheck.analysis.fleet import on_cpu
@@ -214,8 +213,7 @@ def print_summary(report: Report, analysis: Analysis, written: list[Path], stdou
 
 
 def sweep_plan(args: FleetOptions, cpu: bool) -> SweepPlan:
-    """The collectives' plan: nccl-tests' sweep on GPUs, the node tests' small one on the CPU (gloo), with the
-    options given."""
+    """The collectives' plan: nccl-tests' sweep on GPUs, the node tests' small one on the CPU, as given."""
     from envcheck.node.collective_run import SweepPlan
     from envcheck.node.steps import quick_sweep
 
@@ -341,8 +339,7 @@ def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
 
 
 def _keep(work_dir: str, rank: int, passed: bool = False) -> None:
-    """The rank's working files (the children's logs and outputs): removed when the fleet passed, else kept and
-    named."""
+    """The rank's working files (children's logs and outputs): removed when the fleet passed, else named."""
     if not passed and os.path.isdir(work_dir) and os.listdir(work_dir):
         tell(t("fleet.work_kept", rank=rank, path=work_dir))
     else:

@@ -23,8 +23,7 @@ SNAPSHOT = "envcheck-snapshot-"  # envcheck snapshot's default file names (comma
 
 
 def _folder(p: Path) -> list[Path]:
-    """Every report entry of a folder but snapshots, whatever it is: the loader refuses and notes a pipe, a
-    device or a folder so named, never opened for reading."""
+    """Every report entry of a folder but snapshots; the loader refuses a pipe or a device so named."""
     try:
         return sorted(q for q in p.iterdir() if q.name.endswith(REPORT_SUFFIXES) and not q.name.startswith(SNAPSHOT))
     except OSError as e:

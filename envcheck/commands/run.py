@@ -135,8 +135,7 @@ def _say(text: str, stream: TextIO | None = None, command: str = "run") -> None:
 
 
 def exit_status(analysis: Analysis, stopped: bool, node_problems: int = 0) -> int:
-    """The module docstring's exit status; a case passes by the verdict the JUnit, Prometheus and health outputs
-    give (analysis/verdict.py)."""
+    """The module docstring's exit status; a case passes by ``analysis.verdict``, as JUnit and health say."""
     from envcheck.analysis.verdict import verdict
 
     if stopped:
@@ -145,8 +144,7 @@ def exit_status(analysis: Analysis, stopped: bool, node_problems: int = 0) -> in
 
 
 def fallback_dirs() -> list[Path]:
-    """Where a finished run's JSON goes when ``--out-dir`` refuses it: the user's state folder, then the
-    temporary folder, each once ``destination.private_folder`` made or verified it as the user's own."""
+    """Where a finished run's JSON goes when ``--out-dir`` refuses it (each made private before use)."""
     state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return [Path(state) / "envcheck" / "reports", Path(tempfile.gettempdir()) / "envcheck-reports"]
 
@@ -220,8 +218,7 @@ def publish(report: Report, key: bytes | None, out_dir: Path, formats: Sequence[
 
 @dataclass(frozen=True)
 class Cases:
-    """Where a run's cases come from and how they are measured: the built-in suite (``suite_cases``) or the
-    ops a user's file declares (commands/bench.py)."""
+    """Where a run's cases come from and how they are measured: the built-in suite or a user's ops."""
 
     plan: Callable[[Environment], suite.Plan]
     measure: Callable[[suite.Plan, runner.OnEvent, float, Sequence[str]], runner.BenchOutcome]
@@ -231,8 +228,7 @@ Say = Callable[[str], None]
 
 
 def suite_cases(s: RunOptions) -> Callable[[Say], Cases]:
-    """The built-in suite, its options checked now; each case ``--repeat`` times, one pass after another
-    within one time limit (bench/runner.py), a stop ending the repeats."""
+    """The built-in suite, its options checked now; ``--repeat`` passes run one after another in one limit."""
     suite.select(s)  # bad --ops/--sizes/--dtypes fail here, before the probes
     if s.repeat > 1 and s.gpus is not None:
         raise UsageError("error.repeat_gpus")
@@ -257,8 +253,7 @@ def suite_cases(s: RunOptions) -> Callable[[Say], Cases]:
 def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | None = None,
             stdout: TextIO | None = None,
             find: Callable[[Say], Cases] | None = None, command: str = "run") -> int:
-    """The pipeline, its collaborators injectable; ``find`` gives the cases once the options are checked,
-    before anything is probed (default: the built-in suite)."""
+    """The pipeline, its collaborators injectable; ``find`` gives the cases before anything is probed."""
     formats = output_formats(s.format)
     find = find or suite_cases(s)
     out_dir, key = output_dir(s.out_dir), anonymize_key(s.anonymize)  # before any work: a bad one costs nothing
@@ -364,5 +359,4 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
     return exit_status(analysis, stopped or out.stopped, problems)
 
 
-def main(s: RunOptions) -> int:
-    return execute(s)
+main = execute

@@ -105,8 +105,7 @@ def export_for_torch(ctx: RankContext, environ: dict[str, str]) -> None:
 
 
 def local_gpus(ctx: RankContext, environ: Mapping[str, str]) -> tuple[int, ...]:
-    """The GPU indices this node's ranks use: CUDA_VISIBLE_DEVICES when it lists indices (simulated nodes),
-    else the first ``local_world_size``."""
+    """This node's GPUs: CUDA_VISIBLE_DEVICES's indices (simulated nodes), else the first ``local_world_size``."""
     visible = environ.get("CUDA_VISIBLE_DEVICES", "")
     parts = [p.strip() for p in visible.split(",") if p.strip()]
     if parts and all(p.isdigit() for p in parts):

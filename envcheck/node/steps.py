@@ -50,7 +50,6 @@ class NodeOptions:
 
 @dataclass(frozen=True)
 class NodeDeps:
-
     nvml: Callable[[], NvmlLike]
     host: Host
     launcher: Launcher
@@ -88,8 +87,7 @@ def _guard(what: str, skipped: list[NodeSkip], fn: Callable[[], T]) -> T | None:
 
 
 def run_node(options: NodeOptions, deps: NodeDeps | None = None) -> Node:
-    """Every node test for ``options.gpus``. Never raises, except KeyboardInterrupt after Ctrl-C with the
-    node as far as it got in ``exc.args[0]``."""
+    """Every node test; never raises but KeyboardInterrupt, the node as far as it got in its ``args[0]``."""
     from envcheck.node.collective_run import Placement, run_sweep
     from envcheck.node.peer import run_peer_copies
     from envcheck.probes.collect import utc_now

@@ -29,8 +29,7 @@ CODE = "envcheck.userbench.code:user_code"  # what makes a declared op's code in
 
 
 def source_argument(text: str) -> str:
-    """``FILE.py`` (made absolute: the worker may import it from anywhere) or ``module:object``;
-    a UsageError naming the problem otherwise."""
+    """``FILE.py`` (made absolute: the worker may import it from anywhere) or ``module:object``."""
     if MODULE_OBJECT.match(text) and not text.endswith(".py"):
         return text
     path = Path(text).expanduser()
@@ -108,8 +107,7 @@ def child(source: str, out: object) -> dict[str, object]:
 
 
 def discover(source: str, timeout: float = DISCOVER_TIMEOUT_S) -> tuple[OpSpec, ...]:
-    """The declared ops' ``OpSpec`` values, from a child (bounded, its memory watched, whatever it left running
-    ended); UsageError (one line) otherwise."""
+    """The declared ops' ``OpSpec`` values, from a bounded child; UsageError (one line) otherwise."""
     from envcheck.harness import failures as f
     from envcheck.harness.env import user_path
     from envcheck.harness.spawn import spawn
