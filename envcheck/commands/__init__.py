@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TextIO
 
 from envcheck.errors import UsageError
 
@@ -14,6 +15,11 @@ def tell(text: str) -> None:
     from envcheck.render.escape import visible
 
     print(visible(text), file=sys.stderr)
+
+
+def say(text: str, stream: TextIO | None = None, command: str = "run") -> None:
+    """A progress line, ``envcheck <command>: text``, on ``stream`` (default: stderr)."""
+    print(f"envcheck {command}: {text}", file=stream if stream is not None else sys.stderr, flush=True)
 
 
 def anonymize_key(anonymize: bool) -> bytes | None:

@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import TextIO
 
-from envcheck.commands.burning import burn_devices, say
+from envcheck.commands import say
+from envcheck.commands.burning import burn_devices
 from envcheck.commands.options import BurnOptions
 from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from envcheck.model import Environment
@@ -53,9 +54,9 @@ def execute(s: BurnOptions, collect: Callable[..., Environment] | None = None, s
     gpus = (0,) if s.cpu else s.gpus.pick(len(env.gpus))
     control, control_gpu = check_control(s, gpus)
     where = "cpu" if s.cpu else "gpus" if len(gpus) > 1 else "gpu"
-    say(t(f"burn.cli.start.{where}", minutes=f"{s.minutes:g}", gpus=", ".join(map(str, gpus))), err)
+    say(t(f"burn.cli.start.{where}", minutes=f"{s.minutes:g}", gpus=", ".join(map(str, gpus))), err, "burn")
     if control is not None:
-        say(t("burn.cli.control", control=control, gpu=control_gpu), err)
+        say(t("burn.cli.control", control=control, gpu=control_gpu), err, "burn")
     when = datetime.now(timezone.utc)
     burn = burn_devices(gpus, s.minutes, cpu=s.cpu, stream=err, control=control, control_gpu=control_gpu)
     from envcheck.probes.collect import new_report

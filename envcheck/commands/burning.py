@@ -7,12 +7,9 @@ from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from envcheck.burn.protocol import Event, PhaseStarted, Started
+from envcheck.commands import say
 from envcheck.model.burn import Burn
 from envcheck.render.i18n import word
-
-
-def say(text: str, stream: TextIO) -> None:
-    print(f"envcheck burn: {text}", file=stream, flush=True)
 
 
 def progress(stream: TextIO, cpu: bool = False) -> Callable[[int, Event], None]:
@@ -21,9 +18,9 @@ def progress(stream: TextIO, cpu: bool = False) -> Callable[[int, Event], None]:
     def on_event(gpu: int, ev: Event) -> None:
         who = "CPU" if cpu else f"GPU {gpu}"
         if isinstance(ev, Started):
-            say(f"{who}: {ev.device.name}", stream)
+            say(f"{who}: {ev.device.name}", stream, "burn")
         elif isinstance(ev, PhaseStarted):
-            say(f"{who}: {word('burn.phase.', ev.phase)} ({ev.dtype}, {ev.planned_s:.0f} s)", stream)
+            say(f"{who}: {word('burn.phase.', ev.phase)} ({ev.dtype}, {ev.planned_s:.0f} s)", stream, "burn")
     return on_event
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, TextIO
 from envcheck import model, reportname
 from envcheck.bench import runner, suite
 from envcheck.bench.protocol import CaseStarted, Event, Measured, Skipped
-from envcheck.commands import anonymize_key
+from envcheck.commands import anonymize_key, say
 from envcheck.commands.options import RunOptions
 from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError, one_line
 from envcheck.model import Check, Environment, Report
@@ -130,10 +130,6 @@ class ProgressView:
                 self._progress.update(self._task, completed=self.done)  # type: ignore[arg-type]
 
 
-def _say(text: str, stream: TextIO | None = None, command: str = "run") -> None:
-    print(f"envcheck {command}: {text}", file=stream if stream is not None else sys.stderr, flush=True)
-
-
 def exit_status(analysis: Analysis, stopped: bool, node_problems: int = 0) -> int:
     """The module docstring's exit status; a case passes by ``analysis.verdict``, as JUnit and health say."""
     from envcheck.analysis.verdict import verdict
@@ -170,10 +166,10 @@ def save_json(report: Report, out_dir: Path, stem: str, stderr: TextIO | None = 
             tried.append(f"{folder} ({getattr(e, 'strerror', None) or e})")
             continue
         if folder != out_dir:
-            _say(t(f"run.cli.saved_elsewhere{'.skipped' if len(tried) > 1 else ''}", tried=tried[0],
+            say(t(f"run.cli.saved_elsewhere{'.skipped' if len(tried) > 1 else ''}", tried=tried[0],
                    folder=path.parent, skipped="; ".join(tried[1:])), stderr, command)
         return path
-    _say(t("run.cli.not_saved", tried="; ".join(tried), command=command), stderr, command)
+    say(t("run.cli.not_saved", tried="; ".join(tried), command=command), stderr, command)
     sys.stdout.write(content)
     sys.stdout.flush()
     return None
@@ -212,7 +208,7 @@ def publish(report: Report, key: bytes | None, out_dir: Path, formats: Sequence[
     outcome = render_after_run(report, analysis, json_path, formats)
     message = outcome_message(outcome, json_path)
     if message:
-        _say(message, stderr, command)
+        say(message, stderr, command)
     return Published(report, analysis, [json_path, *outcome.written], outcome.interrupted, stdout)
 
 
@@ -259,13 +255,13 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
     out_dir, key = output_dir(s.out_dir), anonymize_key(s.anonymize)  # before any work: a bad one costs nothing
     err_stream = stderr if stderr is not None else sys.stderr
 
-    def say(text: str) -> None:
-        _say(text, err_stream, command)
+    def progress(text: str) -> None:
+        say(text, err_stream, command)
 
-    source = find(say)
+    source = find(progress)
     deps = deps or collaborators()
 
-    say(t("run.cli.probing"))
+    progress(t("run.cli.probing"))
     env = deps.collect(runtime=True, timeout=min(s.timeout, RUNTIME_PROBE_TIMEOUT_S), reports_dir=str(out_dir))
     checks = tuple(deps.evaluate(env))
     plan = source.plan(env)
@@ -288,7 +284,7 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
 
             host = for_this_machine(host, key).host(host)
         names = [str(env.gpus[i].get("name") or "gpu") for i in gpus]
-        say(t("run.cli.running_node", gpus=s.gpus))
+        progress(t("run.cli.running_node", gpus=s.gpus))
         node_work = out_dir / f"{reportname.node_stem(when, host, names)}_work"
         result = run_node_suite(gpus, tuple(suite.plan(s, env, gpu=g) for g in gpus), str(node_work), s.timeout,
                                 crosscheck=s.crosscheck, outlier_margin=s.outlier_margin,
@@ -300,7 +296,7 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
         where = t("run.cli.on_gpu", gpu=plan.index) if plan.backend == "cuda" else t("run.cli.on_cpu")
         of = t("run.cli.declared", count=len(plan.ops)) if plan.ops else ""
         times = t("run.cli.repeats", count=s.repeat) if s.repeat > 1 else ""
-        say(t("run.cli.running", count=len(plan.cases), of=of, where=where, times=times))
+        progress(t("run.cli.running", count=len(plan.cases), of=of, where=where, times=times))
         t0 = time.monotonic()
         if s.repeat > 1:  # each repeat's settings, as the report records them
             from envcheck.bench.runner import pass_settings
@@ -313,16 +309,16 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
         if outcome.stop is not None:
             stop = outcome.stop
             cause = word("stop_cause.", stop.cause.value) + (f", {stop.signal}" if stop.signal else "")
-            say(t("run.cli.stopped", cause=cause, finished=stop.finished, planned=stop.planned))
+            progress(t("run.cli.stopped", cause=cause, finished=stop.finished, planned=stop.planned))
     else:
         benches = (runner.no_bench(plan, started),)
         for note in plan.notes:
-            say(phrase(note.key, note.params))
+            progress(phrase(note.key, note.params))
 
     if s.crosscheck and not stopped:
         from envcheck.crosscheck.tools import CrosscheckRun, run_crosscheck
 
-        say(t(f"run.cli.crosscheck{'.node' if node_work else ''}"))
+        progress(t(f"run.cli.crosscheck{'.node' if node_work else ''}"))
         try:
             cross = (deps.crosscheck or run_crosscheck)(benches, sections.get("node"), node_work)
         except Exception as e:  # noqa: BLE001 - a bug of the cross-checks: a finding, never the finished run's loss
@@ -336,7 +332,7 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
         from envcheck.commands.burning import burn_devices
 
         cpu = plan.backend == "cpu" and s.gpus is None  # no GPU: the CPU at tiny sizes
-        say(t(f"run.cli.burn{'.cpu' if cpu else ''}", minutes=f"{s.burn:g}", gpus=", ".join(map(str, gpus))))
+        progress(t(f"run.cli.burn{'.cpu' if cpu else ''}", minutes=f"{s.burn:g}", gpus=", ".join(map(str, gpus))))
         sections["burn"] = burn_devices(gpus, s.burn, cpu=cpu, stream=err_stream)
         stopped = sections["burn"].stopped is not None
     out = publish(deps.new_report("run", env, checks, benches=benches, **sections), key, out_dir, formats, when,
