@@ -31,10 +31,6 @@ def anonymize_key(anonymize: bool) -> bytes | None:
     return command_key()
 
 
-def _taken(out: object, what: str) -> UsageError:
-    return UsageError("error.taken", path=out, what=what)
-
-
 def check_out(out: str | None, what: str = "file") -> Path | None:
     """``--out`` refused before any work: a taken name, a folder that is a file, cannot be made or written."""
     if not out:
@@ -44,7 +40,7 @@ def check_out(out: str | None, what: str = "file") -> Path | None:
     try:
         prepare_destination(Path(out))
     except FileExistsError:
-        raise _taken(out, what) from None
+        raise UsageError("error.taken", path=out, what=what) from None
     except DestinationError as e:
         raise UsageError("error.flag", flag="--out", error=e) from None
     return Path(out)
@@ -57,6 +53,6 @@ def write_out(out: str | Path, text: str, what: str = "file") -> Path:
     try:
         return write_new(out, text)
     except FileExistsError:
-        raise _taken(out, what) from None
+        raise UsageError("error.taken", path=out, what=what) from None
     except OSError as e:
         raise UsageError("error.cannot_write", path=out, error=e.strerror or e) from None

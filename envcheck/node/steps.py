@@ -56,13 +56,6 @@ class NodeDeps:
     kmsg: Callable[[], str] | None = None
 
 
-def real_deps() -> NodeDeps:
-    from envcheck.probes.host import default_host
-    from envcheck.probes.nvml import Nvml
-
-    return NodeDeps(Nvml, default_host(), SubprocessLauncher())
-
-
 def _smi(host: Host, argv: list[str]) -> tuple[str | None, str | None]:
     r = host.run(argv, timeout=SMI_TIMEOUT_S)  # Host.run gives every child the child environment
     return (r.stdout, None) if r.ok else (None, r.describe())
@@ -94,7 +87,11 @@ def run_node(options: NodeOptions, deps: NodeDeps | None = None) -> Node:
     from envcheck.probes.link_counters import read_counters
     from envcheck.probes.xid import scan_xids
 
-    deps = deps or real_deps()
+    if deps is None:
+        from envcheck.probes.host import default_host
+        from envcheck.probes.nvml import Nvml
+
+        deps = NodeDeps(Nvml, default_host(), SubprocessLauncher())
     t0 = time.monotonic()
     started = utc_now()
     work = Path(options.work_dir)
