@@ -9,12 +9,13 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import TextIO
 
+from envcheck.burn.protocol import Event, PhaseStarted, Started
 from envcheck.commands import say
-from envcheck.commands.burning import burn_devices
 from envcheck.commands.options import BurnOptions
 from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from envcheck.model import Environment
-from envcheck.render.i18n import t
+from envcheck.model.burn import Burn
+from envcheck.render.i18n import t, word
 
 MAX_MINUTES = 24 * 60.0
 
@@ -36,6 +37,22 @@ def check_control(s: BurnOptions, gpus: Sequence[int]) -> tuple[str | None, int 
     if control == "slow_gemm" and len(gpus) < 2:
         raise UsageError("error.control_slow_gemm_one")
     return control, target
+
+
+def burn_devices(gpus: Sequence[int], minutes: float, *, cpu: bool = False, stream: TextIO | None = None,
+                 control: str | None = None, control_gpu: int | None = None) -> Burn:
+    """``burn.launch.burn_node`` (also ``run --burn``'s) with a line per GPU (or the CPU) and phase on ``stream``
+    (default: stderr): each phase lasts minutes, no bar needed."""
+    from envcheck.burn.launch import burn_node
+
+    def on_event(gpu: int, ev: Event) -> None:
+        who = "CPU" if cpu else f"GPU {gpu}"
+        if isinstance(ev, Started):
+            say(f"{who}: {ev.device.name}", stream, "burn")
+        elif isinstance(ev, PhaseStarted):
+            say(f"{who}: {word('burn.phase.', ev.phase)} ({ev.dtype}, {ev.planned_s:.0f} s)", stream, "burn")
+
+    return burn_node(gpus, minutes, cpu=cpu, on_event=on_event, control=control, control_gpu=control_gpu)
 
 
 def execute(s: BurnOptions, collect: Callable[..., Environment] | None = None, stderr: TextIO | None = None,

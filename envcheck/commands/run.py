@@ -329,7 +329,7 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
         stopped = cross.stopped
 
     if s.burn and not stopped:
-        from envcheck.commands.burning import burn_devices
+        from envcheck.commands.burn import burn_devices
 
         cpu = plan.backend == "cpu" and s.gpus is None  # no GPU: the CPU at tiny sizes
         progress(t(f"run.cli.burn{'.cpu' if cpu else ''}", minutes=f"{s.burn:g}", gpus=", ".join(map(str, gpus))))
