@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, TextIO
 from envcheck.commands import tell
 from envcheck.commands.options import FleetOptions, RunOptions
 from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
-from envcheck.model import Bench, Check, Environment, Report
+from envcheck.model import Bench, Environment, Report
 from envcheck.model.fleet import Baseline, Fleet, FleetNode, Rule
 from envcheck.model.node import Launch, Node
 from envcheck.render.i18n import t
@@ -129,10 +129,6 @@ def real_deps(args: FleetOptions, ctx: RankContext, transport: Transport, sweep:
             raise KeyboardInterrupt(bench_)
         return bench_
 
-    def probe() -> tuple[Environment, tuple[Check, ...]]:
-        env = environment()
-        return env, tuple(evaluate(env))
-
     def device() -> str:
         return "cuda" if environment().get("torch_runtime", "cuda_available") else "cpu"
 
@@ -152,7 +148,7 @@ def real_deps(args: FleetOptions, ctx: RankContext, transport: Transport, sweep:
         launch = launch_sweep(sweep, placement, d, launcher, args.world_timeout)
         return read_outputs(d), launch
 
-    deps = FleetDeps(transport, bench, probe, node, world)
+    deps = FleetDeps(transport, bench, lambda: (environment(), tuple(evaluate(environment()))), node, world)
     if args.crosscheck:
         from envcheck.crosscheck.tools import kernel_crosscheck, node_crosscheck
 
