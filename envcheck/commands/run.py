@@ -145,7 +145,8 @@ def fallback_dirs() -> list[Path]:
     return [Path(state) / "envcheck" / "reports", Path(tempfile.gettempdir()) / "envcheck-reports"]
 
 
-def save_json(report: Report, out_dir: Path, stem: str, stderr: TextIO | None = None, command: str = "run") -> Path | None:
+def save_json(report: Report, out_dir: Path, stem: str, stderr: TextIO | None = None,
+              command: str = "run") -> Path | None:
     """The report JSON under a fresh name in ``out_dir``, else in a fallback folder (said so); None only when
     nowhere takes it, and then the JSON goes to stdout: a finished run is never lost."""
     from envcheck.destination import DestinationError, private_folder

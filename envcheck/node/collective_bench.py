@@ -305,8 +305,8 @@ class CollectiveBench:
     def _registered(self, op: str, size_bytes: int, n: int, lay: Layout, values: tuple[ValueAt, ValueAt],
                     comms: tuple[object, ...], root: int, calls: int, replays: int, free: int | None,
                     need: int) -> dict[str, object]:
-        """The ``Measured`` fields of the GPU time on buffers from NCCL's allocator (which NCCL registers, as nccl-tests'
-        ``-G`` does its own): ``REGISTERED_CAPTURES`` graphs on the communicators in turn, then one checked call."""
+        """The ``Measured`` fields of the GPU time on buffers from NCCL's allocator (NCCL registers them, as
+        nccl-tests' ``-G`` does its own): ``REGISTERED_CAPTURES`` graphs on the communicators in turn, then a check."""
         torch = self.torch
         pool = torch.cuda.MemPool(self._nccl_allocator)
         sets: list[Buffers] = []

@@ -354,8 +354,8 @@ def _gather(ctx: RankContext, options: FleetOptions, deps: FleetDeps, progress: 
         rep = _load(RankReport, t.get(f"rank/{r}", wait(deadline - clock())))
         host = names.get(j.node_rank, j.host)
         if rep is None:
-            statuses[r] = RankStatus(r, "timeout", host, j.local_rank, j.gpu, given_s=round(given(options.rank_timeout_s), 3),
-                                     phase="suite")
+            statuses[r] = RankStatus(r, "timeout", host, j.local_rank, j.gpu, phase="suite",
+                                     given_s=round(given(options.rank_timeout_s), 3))
             continue
         reports[r] = rep
         statuses[r] = RankStatus(r, "error" if rep.error else "ok", host, j.local_rank, j.gpu, rep.error,
