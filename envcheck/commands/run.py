@@ -189,9 +189,8 @@ class Published:
 
 def publish(report: Report, key: bytes | None, out_dir: Path, formats: Sequence[str], when: datetime,
             stderr: TextIO | None, stdout: TextIO | None, command: str) -> Published:
-    """What every command that writes a dated report does once it has one: anonymize, analyse, write the JSON under
-    a fresh dated name (``reportname.name_for``) and the renderings beside it (all or none, never raising: a
-    message says what was not written), and send the summary to stdout, unless the JSON went there."""
+    """Every dated report once made: anonymized, analysed, its JSON under a fresh name with the renderings beside it
+    (all or none, never raising: a message says what was not), the summary to stdout unless the JSON went there."""
     from envcheck.analysis import analyse
 
     if key is not None:

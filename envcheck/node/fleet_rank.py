@@ -189,9 +189,8 @@ class FleetOptions:
 
 @dataclass(frozen=True)
 class FleetDeps:
-    """What a rank does, as functions: tests replace them to script failing, hanging and slow ranks.
-    ``world``: this node's share of the world sweep; the crosschecks: ``fleet --crosscheck``'s, after the suite
-    (a GPU's) and after the node tests (the leader's)."""
+    """What a rank does, as functions (tests script failing, hanging and slow ranks with them); the crosschecks:
+    ``fleet --crosscheck``'s, after a GPU's suite and after the node tests."""
 
     transport: Transport
     bench: Callable[[int], Bench]

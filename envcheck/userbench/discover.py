@@ -134,9 +134,8 @@ def discover(source: str, timeout: float = DISCOVER_TIMEOUT_S) -> tuple[OpSpec, 
 
 def plan(ops: tuple[OpSpec, ...], source: str, quick: bool, device: int, env: Environment,
          interpret: bool = False) -> Plan:
-    """The cases of ``envcheck bench``: every declared (op, dtype, shape) and implementation, the baseline first,
-    planned as the built-in suite. ``interpret``: the worker inherits ``TRITON_INTERPRET=1``: on the CPU the Triton
-    kernels run interpreted, as the report records (their times are not speeds)."""
+    """The cases of ``envcheck bench``: every declared (op, dtype, shape) and implementation, the baseline first.
+    ``interpret``: the worker inherits ``TRITON_INTERPRET=1`` (on the CPU Triton runs interpreted: no speeds)."""
     from envcheck.bench import suite
 
     base = dataclasses.replace(suite.frame(quick, device, env, tuple(op.name for op in ops)),
