@@ -22,7 +22,7 @@ from msgspec import Meta as Bounds
 from msgspec import Struct
 
 from envcheck.errors import Said
-from envcheck.outside_json import Form, Json, check_numbers, convert, read_json, read_text
+from envcheck.outside_json import Form, Json, check_numbers, convert, read_json, read_text, versioned
 from envcheck.outside_text import encodable
 
 if TYPE_CHECKING:
@@ -214,16 +214,8 @@ def dumps(snap: Snapshot) -> str:
 
 def from_dict(data: Json) -> Snapshot:
     """A Snapshot from its JSON form; every field the replay reads is checked (``check_sections``)."""
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        got = data.get("format") if isinstance(data, dict) and isinstance(data.get("format"), str) else None
-        raise SnapshotError(f"error.not_snapshot{'.got' if got else ''}", got=repr(got and got[:40]))
-    version = data.get("version")
-    if isinstance(version, bool) or not isinstance(version, int):
-        raise SnapshotError("error.version_not_int", field="version")
-    if version > VERSION:
-        raise SnapshotError("error.snapshot_newer", version=version, known=VERSION)
-    if version < 1:
-        raise SnapshotError("error.snapshot_version", version=version)
+    versioned(data, FORMAT, "version", VERSION, SnapshotError,
+              ("error.not_snapshot", "error.snapshot_newer", "error.snapshot_version"))
     sections: dict[str, Json] = {k: {} if data.get(k) is None else data.get(k) for k in ("meta", "host", "nvml")}
     try:
         check_sections(sections)
