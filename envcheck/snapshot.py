@@ -57,6 +57,14 @@ MAX_GPUS = 1024
 GpuCount = Annotated[int, Bounds(ge=0, le=MAX_GPUS)]
 
 
+def _all_of(name: str, tp: Form, default: object, *fields: str) -> type[Struct]:
+    return msgspec.defstruct(name, [(f, tp, default) for f in fields])
+
+
+Python = _all_of("Python", str | None, None, "executable", "version", "prefix", "base_prefix", "include_dir")
+NvmlError = _all_of("NvmlError", str | None, None, "error", "text", "during")
+
+
 class Meta(Struct):
     id: str | None = None
     title: str | None = None
@@ -81,14 +89,6 @@ class Run(Struct):
 
 class Command(Run, kw_only=True):
     argv: list[str]  # required here
-
-
-class Python(Struct):
-    executable: str | None = None
-    version: str | None = None
-    prefix: str | None = None
-    base_prefix: str | None = None
-    include_dir: str | None = None
 
 
 class Errno(Struct):
@@ -119,12 +119,6 @@ class Host(Struct):
     packages: dict[str, Package | None] = {}
 
 
-class NvmlError(Struct):
-    error: str | None = None
-    text: str | None = None
-    during: str | None = None
-
-
 class Nvml(Struct):
     library: str | None = None
     library_error: str | None = None
@@ -138,10 +132,6 @@ class Sections(Struct):
     meta: Meta
     host: Host
     nvml: Nvml
-
-
-def _all_of(name: str, tp: Form, default: object, *fields: str) -> type[Struct]:
-    return msgspec.defstruct(name, [(f, tp, default) for f in fields])
 
 
 class Process(Struct):
