@@ -20,30 +20,51 @@ SYSTEM_QUERIES: tuple[str, ...] = (
     "nvmlSystemGetNVMLVersion",
 )
 
-# Per-GPU questions in the order gpus.py reads them: a name, or (name, its arguments after the handle).
-DEVICE_QUERIES: tuple[tuple[str, tuple[object, ...]], ...] = tuple((q, ()) if isinstance(q, str) else q for q in (
-    "nvmlDeviceGetName", "nvmlDeviceGetUUID", "nvmlDeviceGetPciInfo", "nvmlDeviceGetCudaComputeCapability",
-    "nvmlDeviceGetArchitecture", "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetNumGpuCores",
-    *((name, (clock,)) for clock in (n.CLOCK_SM, n.CLOCK_MEM)
-      for name in ("nvmlDeviceGetClockInfo", "nvmlDeviceGetMaxClockInfo")),
-    "nvmlDeviceGetMemoryBusWidth", "nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkGeneration",
-    "nvmlDeviceGetCurrPcieLinkWidth", "nvmlDeviceGetMaxPcieLinkWidth", "nvmlDeviceGetPowerUsage",
-    "nvmlDeviceGetEnforcedPowerLimit", ("nvmlDeviceGetTemperature", (n.TEMPERATURE_GPU,)),
-    "nvmlDeviceGetPerformanceState", "nvmlDeviceGetEccMode",
-    *(("nvmlDeviceGetTotalEccErrors", (n.MEMORY_ERROR_UNCORRECTED, counter))
-      for counter in (n.ECC_COUNTER_VOLATILE, n.ECC_COUNTER_AGGREGATE)),
-    "nvmlDeviceGetRetiredPagesPendingStatus", "nvmlDeviceGetRemappedRows", "nvmlDeviceGetMigMode",
-    "nvmlDeviceGetPersistenceMode", "nvmlDeviceGetCurrentClocksEventReasons",
-    "nvmlDeviceGetCurrentClocksThrottleReasons",  # the same, before driver r535
-    "nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses", "nvmlDeviceGetUtilizationRates",
-    "nvmlDeviceGetVbiosVersion", "nvmlDeviceGetComputeMode", "nvmlDeviceGetMarginTemperature",
-    *(("nvmlDeviceGetTemperatureThreshold", (threshold,)) for threshold in (
-        n.TEMPERATURE_THRESHOLD_SLOWDOWN, n.TEMPERATURE_THRESHOLD_SHUTDOWN, n.TEMPERATURE_THRESHOLD_GPU_MAX,
-        n.TEMPERATURE_THRESHOLD_MEM_MAX)),
+# Per-GPU questions with their arguments after the handle, in the order gpus.py reads them.
+DEVICE_QUERIES: tuple[tuple[str, tuple[object, ...]], ...] = (
+    ("nvmlDeviceGetName", ()),
+    ("nvmlDeviceGetUUID", ()),
+    ("nvmlDeviceGetPciInfo", ()),
+    ("nvmlDeviceGetCudaComputeCapability", ()),
+    ("nvmlDeviceGetArchitecture", ()),
+    ("nvmlDeviceGetMemoryInfo", ()),
+    ("nvmlDeviceGetNumGpuCores", ()),
+    ("nvmlDeviceGetClockInfo", (n.CLOCK_SM,)),
+    ("nvmlDeviceGetMaxClockInfo", (n.CLOCK_SM,)),
+    ("nvmlDeviceGetClockInfo", (n.CLOCK_MEM,)),
+    ("nvmlDeviceGetMaxClockInfo", (n.CLOCK_MEM,)),
+    ("nvmlDeviceGetMemoryBusWidth", ()),
+    ("nvmlDeviceGetCurrPcieLinkGeneration", ()),
+    ("nvmlDeviceGetMaxPcieLinkGeneration", ()),
+    ("nvmlDeviceGetCurrPcieLinkWidth", ()),
+    ("nvmlDeviceGetMaxPcieLinkWidth", ()),
+    ("nvmlDeviceGetPowerUsage", ()),
+    ("nvmlDeviceGetEnforcedPowerLimit", ()),
+    ("nvmlDeviceGetTemperature", (n.TEMPERATURE_GPU,)),
+    ("nvmlDeviceGetPerformanceState", ()),
+    ("nvmlDeviceGetEccMode", ()),
+    ("nvmlDeviceGetTotalEccErrors", (n.MEMORY_ERROR_UNCORRECTED, n.ECC_COUNTER_VOLATILE)),
+    ("nvmlDeviceGetTotalEccErrors", (n.MEMORY_ERROR_UNCORRECTED, n.ECC_COUNTER_AGGREGATE)),
+    ("nvmlDeviceGetRetiredPagesPendingStatus", ()),
+    ("nvmlDeviceGetRemappedRows", ()),
+    ("nvmlDeviceGetMigMode", ()),
+    ("nvmlDeviceGetPersistenceMode", ()),
+    ("nvmlDeviceGetCurrentClocksEventReasons", ()),
+    ("nvmlDeviceGetCurrentClocksThrottleReasons", ()),  # the same, before driver r535
+    ("nvmlDeviceGetComputeRunningProcesses", ()),
+    ("nvmlDeviceGetGraphicsRunningProcesses", ()),
+    ("nvmlDeviceGetUtilizationRates", ()),
+    ("nvmlDeviceGetVbiosVersion", ()),
+    ("nvmlDeviceGetComputeMode", ()),
+    ("nvmlDeviceGetMarginTemperature", ()),
+    ("nvmlDeviceGetTemperatureThreshold", (n.TEMPERATURE_THRESHOLD_SLOWDOWN,)),
+    ("nvmlDeviceGetTemperatureThreshold", (n.TEMPERATURE_THRESHOLD_SHUTDOWN,)),
+    ("nvmlDeviceGetTemperatureThreshold", (n.TEMPERATURE_THRESHOLD_GPU_MAX,)),
+    ("nvmlDeviceGetTemperatureThreshold", (n.TEMPERATURE_THRESHOLD_MEM_MAX,)),
     ("nvmlDeviceGetFieldValues", ([(n.FI_MEMORY_TEMP, 0)],)),
-    "nvmlDeviceGetGpuFabricInfo",
+    ("nvmlDeviceGetGpuFabricInfo", ()),
     *(("nvmlDeviceGetFieldValues", ([(field_id, 0)],)) for field_id in n.CLOCK_EVENT_COUNTERS.values()),
-))
+)
 PROCESS_LISTS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses")
 
 
