@@ -79,11 +79,11 @@ def _rule_label(r: Rule) -> str:
     return t("fleet.rule.prefix", prefix=esc(r.metric))
 
 
-def not_applied_text(fa: af.FleetAnalysis) -> str:
-    """The rules of a CPU fleet no node was held to, each with why."""
-    return t("fleet.not_applied", rules=join([
+def _not_applied(fa: af.FleetAnalysis) -> list[nv.Line]:
+    """The rules of a CPU fleet no node was held to, each with why: never a rule shown as held that was not applied."""
+    return [nv.Line(t("fleet.not_applied", rules=join([
         t("fleet.not_applied.item", rule=_rule_label(x.rule), reason=t(f"fleet.not_applied.{x.reason}"))
-        for x in fa.not_applied]))
+        for x in fa.not_applied])))] if fa.not_applied else []
 
 
 def _verdict_section(fa: af.FleetAnalysis) -> nv.Section:
@@ -101,14 +101,12 @@ def _verdict_section(fa: af.FleetAnalysis) -> nv.Section:
                                            ">fleet.col.reasons"), tuple(rows))
     lines = [nv.Line(t("fleet.drain", hosts=esc(", ".join(v.host for v in fa.drain)), count=len(fa.drain)), "fail")
              if fa.drain else nv.Line(t("fleet.all_pass"), "pass"),
-             nv.Line(t(f"fleet.judged.{fa.source}", count=len(fa.applied)))]
-    if fa.not_applied:  # never a rule shown as held that was not applied
-        lines.append(nv.Line(not_applied_text(fa)))
+             nv.Line(t(f"fleet.judged.{fa.source}", count=len(fa.applied))), *_not_applied(fa)]
     parts = [nv.Part(f"verdict-{_slug(v.host)}", t("fleet.verdict.of", host=esc(v.host),
                                                    verdict=t(f"fleet.verdict.{v.status}")),
                      tuple(finding_line(f) for f in v.findings))
              for v in fa.verdicts if v.findings]
-    return nv.Section("verdicts", t("fleet.section.verdicts"), (*lines,),
+    return nv.Section("verdicts", t("fleet.section.verdicts"), tuple(lines),
                       (nv.Part("verdict-table", "", (), (table,)), *parts))
 
 
@@ -123,7 +121,7 @@ def _ranks_section(fa: af.FleetAnalysis) -> nv.Section:
         if x is None and r.rank not in slow:
             continue
         label, status = (t("fleet.rank.slow"), "warn") if x is None else (t(f"fleet.rank.{_rank_word(x)}"), "fail")
-        rows.append((nv.Cell(str(r.rank)), nv.Cell(esc(r.host or "?")), nv.Cell(nv._gpu(r.gpu)),
+        rows.append((nv.Cell(str(r.rank)), nv.Cell(esc(r.host or "?")), nv.Cell(nv.gpu_label(r.gpu)),
                      nv.Cell(label, status=status, badge=True),
                      nv.Cell(fmt.seconds(r.elapsed_s)),
                      nv.Cell(fmt.seconds(x.given_s if x is not None else r.given_s))))
@@ -161,8 +159,7 @@ def _rules_section(fa: af.FleetAnalysis) -> nv.Section:
     lines.append(nv.Line(t("fleet.baseline", source=esc(f.baseline.source), host=esc(f.baseline.host or "?"),
                            created=esc(f.baseline.created or fmt.DASH)) if f.baseline is not None
                          else t("fleet.no_baseline")))
-    if fa.not_applied:
-        lines.append(nv.Line(not_applied_text(fa)))
+    lines += _not_applied(fa)
     refs = tuple((nv.Cell(metric_label(r.metric)), nv.Cell(_value(r.metric, r.value)),
                   nv.Cell(esc(r.algo)) if r.algo else nv.DASH) for r in fa.references)
     tables = (nv.Table("rules", *nv.heads("fleet.col.rule", "fleet.col.means", "fleet.col.better",
@@ -233,5 +230,3 @@ def fleet_view(report: Report, analysis: Analysis) -> FleetView:
         footer=footer(report),
     )
 
-
-__all__ = ["FleetView", "fleet_view"]
