@@ -16,8 +16,6 @@ from envcheck.model.node import COPY_METHODS, CollectiveResult, GpuLinks
 from envcheck.render import fmt
 from envcheck.render.i18n import esc, has, join, phrase, t, word
 
-# --------------------------------------------------------------------------- building blocks
-
 
 @dataclass(frozen=True)
 class Cell:
@@ -112,9 +110,6 @@ def gpu_label(i: int | None) -> str:
     return fmt.DASH if i is None else f"GPU{i}"
 
 
-# --------------------------------------------------------------------------- GPUs
-
-
 def _condition_rows(c: an.GpuCondition) -> tuple[tuple[Cell, ...], ...]:
     def both(cur: float | None, top: float | None, unit: str) -> str:
         return fmt.DASH if cur is None and top is None else f"{fmt.num(cur, 4)} / {fmt.num(top, 4)} {unit}"
@@ -169,9 +164,6 @@ def gpus_part(na: an.NodeAnalysis, pid: str = "gpus") -> Part | None:
             tables.append(Table(f"condition-{g.index}", *heads("col.item", "col.value"), _condition_rows(g.condition),
                                 t("node.cond.title", gpu=fmt.num(g.index)), "facts"))
     return Part(pid, t("node.part.gpus"), tuple(lines), tuple(tables))
-
-
-# --------------------------------------------------------------------------- topology
 
 
 def _pcie(g: GpuLinks) -> str:
@@ -250,9 +242,6 @@ def topology_part(na: an.NodeAnalysis, pid: str = "topology") -> Part | None:
     return Part(pid, t("node.part.topology"), tuple(lines), tuple(tables))
 
 
-# --------------------------------------------------------------------------- peer copies
-
-
 def _copy_cell(r: an.CopyRow | None) -> Cell:
     if r is None:
         return DASH
@@ -310,9 +299,6 @@ def copies_part(na: an.NodeAnalysis, pid: str = "copies") -> Part | None:
     return Part(pid, t("node.part.copies"), tuple(lines), tuple(tables))
 
 
-# --------------------------------------------------------------------------- collectives
-
-
 # The badge of a collective's status (an.COLLECTIVE_STATUSES), in the sweep tables and the narrowing table alike.
 COLLECTIVE_STYLE = {"ok": "pass", "wrong": "fail", "error": "fail", "unverified": "warn"}
 
@@ -329,10 +315,8 @@ def sweep_part(sa: an.SweepAnalysis, section: str, pid: str) -> Part:
     hosts = list(dict.fromkeys(c.hosts))
     if c.error:
         lines.append(Line(t("node.coll.failed", reason=cause(c.error)), "fail"))
-    for o in c.ranks:
-        if o.status != "ok":
-            lines.append(Line(t(f"node.coll.rank.{o.status}", rank=fmt.num(o.rank), host=esc(o.host or "?"),
-                                  error=esc(fmt.first_line(o.error or ""))), "fail"))
+    lines += [Line(t(f"node.coll.rank.{o.status}", rank=fmt.num(o.rank), host=esc(o.host or "?"),
+                     error=esc(fmt.first_line(o.error or ""))), "fail") for o in c.ranks if o.status != "ok"]
     if sa.expectation_gbps is not None:
         lines.append(Line(t("node.coll.expectation", gbps=fmt.num(sa.expectation_gbps))))
     elif c.scope == "world":
@@ -454,14 +438,9 @@ def narrowing(sa: an.SweepAnalysis, links: bool = True) -> tuple[list[Line], Tab
                      *share, _status_cell(row.status)))
     cols = heads("node.col.ranks", "node.col.hosts", ">node.col.busbw", *([">node.col.pct_links"] if links else []),
                  "col.status")
-    k = sa.conclusion
-    level = "fail" if k is not None and k.located else "info"
     text = conclusion_text(sa)
-    lines = [Line(text, level)] if text else []
-    return lines, Table("narrowing", *cols, tuple(rows), t("node.coll.narrowing"))
-
-
-# --------------------------------------------------------------------------- counters
+    level = "fail" if sa.conclusion is not None and sa.conclusion.located else "info"
+    return [Line(text, level)] if text else [], Table("narrowing", *cols, tuple(rows), t("node.coll.narrowing"))
 
 
 def counters_part(na: an.NodeAnalysis, pid: str = "counters") -> Part | None:
@@ -508,9 +487,6 @@ def counters_part(na: an.NodeAnalysis, pid: str = "counters") -> Part | None:
             lines += [Line(t("node.xid.event", xid=fmt.num(e.xid), bus=esc(e.pci_bus_id or "?"),
                              line=esc(fmt.first_line(e.line))), "fail") for e in xid.events]
     return Part(pid, t("node.part.counters"), tuple(lines), tuple(tables))
-
-
-# --------------------------------------------------------------------------- problems and the node
 
 
 PROBLEM_WORDS = {"test": "node.test.", "method": "node.method.", "status": "node.coll.status.",
