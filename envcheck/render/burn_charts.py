@@ -70,9 +70,8 @@ def burn_charts(a: BurnAnalysis) -> list[ch.Drawn]:
             if value and not any(r.value == value for r in refs):
                 refs.append(cs.RefLine(value, t("chart.ref.power_limit", value=fmt.num(value)), st.GREY,
                                        dashed=True))
-        desc = t("chart.desc.burn", what=t(spec.title))
-        chart = ch.facet_chart(t(spec.title), desc, [ch.Facet("", tuple(series), tuple(refs))],
-                               x_axis, spec.y)
+        chart = ch.facet_chart(t(spec.title), t("chart.desc.burn", what=t(spec.title)),
+                               [ch.Facet("", tuple(series), tuple(refs))], x_axis, spec.y)
         d = ch.draw(f"burn_{spec.name}", None, chart, x_axis, spec.y)
         if d is not None:
             out.append(replace(d, section=SECTION))

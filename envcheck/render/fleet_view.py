@@ -146,8 +146,7 @@ def _ranks_section(fa: af.FleetAnalysis) -> nv.Section:
 
 
 def _rank_word(x: af.LostRank) -> str:
-    """A lost rank's status, or ``lost``: a worker of the collectives across nodes went silent after its rank
-    had reported."""
+    """A lost rank's status, or ``lost``: a world collective's worker went silent after its rank had reported."""
     return "lost" if x.phase == "world" and x.status == "missing" else x.status
 
 
@@ -182,7 +181,6 @@ def fleet_view(report: Report, analysis: Analysis) -> FleetView:
         sections.append(nv.Section("world", t("fleet.section.world"), (), tuple(
             nv.sweep_part(sa, f"world{i}", f"world{i}") for i, sa in enumerate(fa.sweeps))))
     for k, n in enumerate(fa.nodes):
-        prefix = f"n{k}-"
         lines = [nv.Line(t("fleet.node.ranks", ranks=", ".join(map(str, n.node.ranks)) or fmt.DASH,
                              verdict=t(f"fleet.verdict.{n.verdict.status}"), count=len(n.node.ranks)),
                          {"pass": "pass", "fail": "fail"}.get(n.verdict.status, "warn"))]
@@ -200,7 +198,7 @@ def fleet_view(report: Report, analysis: Analysis) -> FleetView:
             # not "nothing keeps this node from passing".
             lines += [finding_line(x) for x in n.verdict.findings]
         sections.append(nv.Section(f"node-{_slug(n.node.host)}", t("fleet.section.node", host=esc(n.node.host)),
-                                   tuple(lines), nv.node_parts(n.analysis, prefix, f"n{k}_"), n.verdict.status))
+                                   tuple(lines), nv.node_parts(n.analysis, f"n{k}-", f"n{k}_"), n.verdict.status))
     sections.append(_rules_section(fa))
     drain = fa.drain
     tiles = [nv.Tile(t("fleet.card.nodes"), t("fleet.card.nodes_value", ok=len(fa.verdicts) - len(drain),

@@ -19,8 +19,7 @@ from envcheck.render.i18n import esc, has, join, phrase, t, word
 
 @dataclass(frozen=True)
 class Cell:
-    """A cell: its text, a muted second line, a status (pass, warn, fail: coloured; muted: not applicable), and
-    whether the text is a status word (a badge where the medium has them)."""
+    """Text, a muted second line, a status (pass/warn/fail: coloured; muted: not applicable); badge: a status word."""
 
     text: str
     sub: str = ""
@@ -463,8 +462,9 @@ def counters_part(na: an.NodeAnalysis, pid: str = "counters") -> Part | None:
     shown = [r for r in na.counters if r.delta or r.after or r.before or r.over_limit or r.boot_over_limit]
     quiet = len(na.counters) - len(shown)
     if shown:
-        rows = [(Cell(gpu_label(r.gpu)), Cell(word("node.counter.", r.name)), Cell(fmt.num(r.links)), Cell(fmt.num(r.before)),
-                 Cell(fmt.num(r.after)), Cell(fmt.num(r.delta), status="fail" if r.over_limit else ""),
+        rows = [(Cell(gpu_label(r.gpu)), Cell(word("node.counter.", r.name)), Cell(fmt.num(r.links)),
+                 Cell(fmt.num(r.before)), Cell(fmt.num(r.after)),
+                 Cell(fmt.num(r.delta), status="fail" if r.over_limit else ""),
                  Cell(fmt.counter_rate(r.per_s), status="fail" if r.over_limit else ""),
                  Cell(fmt.counter_rate(r.boot_per_s), status="fail" if r.boot_over_limit else "")) for r in shown]
         cols = heads("node.col.gpu", "node.col.counter", ">node.col.links", ">node.col.before", ">node.col.after",

@@ -16,6 +16,7 @@ from envcheck.render import view as v
 from envcheck.render.checktext import all_localized
 from envcheck.render.escape import term
 from envcheck.render.i18n import check_counts, escaping, t
+from envcheck.render.terminal.checks import fix_text
 from envcheck.render.terminal.console import STYLE, bullets, heading, print_rows, print_written, started, styled, wide
 
 Row = dict[str, CaseResult]  # a table row: one size and precision, a result per implementation
@@ -196,13 +197,9 @@ def check_lines(console: Console, report: Report) -> None:
     console.print()
     console.print(styled(t("term.checks", verdict=t(f"status.{verdict}"), counts=check_counts(report.checks)),
                           STYLE.get(verdict, "")))
-    lines = []
-    for c in all_localized(keyed(report.checks, report.environment, report.node)):
-        if c.status in ("fail", "warn"):
-            text = f"{term(c.title)}: {term(c.finding)}"
-            if c.fix:
-                text += f"\n[cyan]{term(t('term.fix', fix=c.fix))}[/]"
-            lines.append((styled(t(f"status.{c.status}").upper(), STYLE[c.status]), text))
+    checks = all_localized(keyed(report.checks, report.environment, report.node))
+    lines = [(styled(t(f"status.{c.status}").upper(), STYLE[c.status]),
+              f"{term(c.title)}: {term(c.finding)}{fix_text(c)}") for c in checks if c.status in ("fail", "warn")]
     if lines:
         bullets(console, lines)
 

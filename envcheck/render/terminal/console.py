@@ -42,8 +42,7 @@ _TRAILING = re.compile(r"(?<![ \t])[ \t]+((?:\x1b\[[0-9;]*m)*)(?=\n)")  # from a
 
 
 class _Trimmed:
-    """A stream that drops the spaces rich pads table cells and lines with at the end of a line, so
-    output piped to a file or a diff has no trailing whitespace (colour codes after them are kept)."""
+    """A stream without the spaces rich pads lines with at their end (colour codes kept): no trailing whitespace."""
 
     def __init__(self, stream: IO[str]) -> None:
         self._stream = stream
@@ -149,8 +148,7 @@ _HEADED: weakref.WeakSet[Console] = weakref.WeakSet()
 
 
 def heading(console: Console, text: str) -> None:
-    """A section heading (``text`` is markup: escape machine strings in it), a blank line above
-    it unless it is the first thing a command prints."""
+    """A section heading (markup: escape machine text), a blank line above unless nothing was printed before."""
     if console in _HEADED:
         console.print()
     _HEADED.add(console)
@@ -158,8 +156,7 @@ def heading(console: Console, text: str) -> None:
 
 
 def started(console: Console) -> None:
-    """Something was printed: the next ``heading`` gets its blank line above (a run's summary table
-    printed before the first heading ran straight into "Findings")."""
+    """Something was printed: the next ``heading`` gets its blank line above."""
     _HEADED.add(console)
 
 
