@@ -108,8 +108,7 @@ def _finding_lines(console: Console, items: Sequence[v.Said]) -> None:
                                                 "finding.tf32_noieee"):
             text += " " + t("term.rows_in_report", count=len(f.rows))
         lines.append(({"warn": "[yellow]![/]", "fail": "[bold red]✗[/]"}.get(f.level, "-"), text))
-    if lines:
-        bullets(console, lines)
+    bullets(console, lines)
 
 
 def totals(console: Console, ba: BenchAnalysis) -> None:
@@ -198,10 +197,9 @@ def check_lines(console: Console, report: Report) -> None:
     console.print(styled(t("term.checks", verdict=t(f"status.{verdict}"), counts=check_counts(report.checks)),
                           STYLE.get(verdict, "")))
     checks = all_localized(keyed(report.checks, report.environment, report.node))
-    lines = [(styled(t(f"status.{c.status}").upper(), STYLE[c.status]),
-              f"{term(c.title)}: {term(c.finding)}{fix_text(c)}") for c in checks if c.status in ("fail", "warn")]
-    if lines:
-        bullets(console, lines)
+    bullets(console, [(styled(t(f"status.{c.status}").upper(), STYLE[c.status]),
+                       f"{term(c.title)}: {term(c.finding)}{fix_text(c)}")
+                      for c in checks if c.status in ("fail", "warn")])
 
 
 def print_run(console: Console, report: Report, analysis: Analysis, written: Sequence[Path] = ()) -> None:

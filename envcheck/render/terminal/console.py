@@ -114,14 +114,11 @@ def print_fitted(console: Console, tab: Table, keep: int = 1) -> None:
         console.print(tab)
         return
     head = list(range(keep))
-    groups: list[list[int]] = []
-    current: list[int] = []
+    groups: list[list[int]] = [[]]
     for i in range(keep, len(tab.columns)):
-        if current and _natural_width(console, _columns(tab, head + current + [i])) > console.width:
-            groups.append(current)
-            current = []
-        current.append(i)
-    groups.append(current)
+        if groups[-1] and _natural_width(console, _columns(tab, head + groups[-1] + [i])) > console.width:
+            groups.append([])
+        groups[-1].append(i)
     for n, group in enumerate(groups):
         if n:
             console.print()

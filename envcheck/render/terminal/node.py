@@ -21,8 +21,7 @@ MARK = {"fail": "[bold red]✗[/]", "warn": "[yellow]![/]", "pass": "[green]✓[
 
 
 def line_items(console: Console, items: Sequence[Line]) -> None:
-    if items:
-        bullets(console, [(MARK.get(x.level, "-"), x.text) for x in items])
+    bullets(console, [(MARK.get(x.level, "-"), x.text) for x in items])
 
 
 def print_tiles(console: Console, tiles: Sequence[Tile]) -> None:
