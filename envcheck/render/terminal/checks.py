@@ -65,10 +65,8 @@ def details_lines(console: Console, checks: Sequence[Check]) -> None:
 def verdict_line(checks: Sequence[Check], probe_s: float | None = None) -> str:
     """``FAIL: 1 failed, 2 warned, 14 passed, 5 skipped in 5.2 s``: the worst status first."""
     worst = next((s for s in ("fail", "warn") if any(c.status == s for c in checks)), "pass")
-    counts = check_counts(checks)
     took = t("term.took", seconds=f"{probe_s:.1f}") if probe_s is not None else ""
-    head = t(f"term.verdict.{worst}")
-    return f"[{STYLE[worst]} bold]{head}[/]: {counts}{took}"
+    return f"[{STYLE[worst]} bold]{t(f'term.verdict.{worst}')}[/]: {check_counts(checks)}{took}"
 
 
 def print_checks(console: Console, checks: Sequence[Check], probe_s: float | None = None) -> None:
