@@ -184,8 +184,7 @@ def fleet_view(report: Report, analysis: Analysis) -> FleetView:
         lines = [nv.Line(t("fleet.node.ranks", ranks=", ".join(map(str, n.node.ranks)) or fmt.DASH,
                              verdict=t(f"fleet.verdict.{n.verdict.status}"), count=len(n.node.ranks)),
                          {"pass": "pass", "fail": "fail"}.get(n.verdict.status, "warn"))]
-        failed = af.failed_checks(n.node)
-        if failed:
+        if failed := af.failed_checks(n.node):
             lines.append(nv.Line(t("fleet.node.checks_failed", count=len(failed),
                                      checks=esc("; ".join(f"{c.title}: {c.finding}" for c in all_localized(failed)))),
                                  "fail"))
