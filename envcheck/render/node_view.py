@@ -231,9 +231,8 @@ def topology_part(na: an.NodeAnalysis, pid: str = "topology") -> Part | None:
         tables.append(Table("pairs", *heads("node.col.pair", "node.col.path", ">node.col.nvlinks", ">node.col.link_gbps",
                                             ">node.col.signalling_gbps", ">node.col.expected", "node.col.pcie_level"),
                             tuple(rows), t("node.pairs.title"), notes=notes))
-    for a, b, ours, smi in na.disagreements:
-        lines.append(Line(t("node.topology.disagree", a=fmt.num(a), b=fmt.num(b), nvml=esc(ours),
-                              smi=esc(smi)), "warn"))
+    lines += [Line(t("node.topology.disagree", a=fmt.num(a), b=fmt.num(b), nvml=esc(ours), smi=esc(smi)), "warn")
+              for a, b, ours, smi in na.disagreements]
     if topo.smi_cells and not na.disagreements:
         lines.append(Line(t("node.topology.smi_agrees")))
     elif topo.smi_reason:
@@ -524,8 +523,7 @@ def node_parts(na: an.NodeAnalysis, prefix: str, section: str) -> tuple[Part, ..
              copies_part(na, f"{prefix}copies")]
     node = na.node
     if node is not None:
-        for i, sa in enumerate(na.sweeps):
-            parts.append(sweep_part(sa, f"{section}{i}", f"{prefix}collectives{i}"))
+        parts += [sweep_part(sa, f"{section}{i}", f"{prefix}collectives{i}") for i, sa in enumerate(na.sweeps)]
         skipped = [s for s in node.skipped if s.reason in an.NOT_APPLICABLE]
         if skipped:
             parts.append(Part(f"{prefix}not-run", t("node.part.not_run"), tuple(
