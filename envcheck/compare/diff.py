@@ -26,8 +26,8 @@ from envcheck.compare.node_diff import (
     NodeComparison,
     NodeSide,
     WorldComparison,
-    compare_nodes,
     compare_sides,
+    node_side,
     world_side,
 )
 from envcheck.model import CaseKey, Note, Report, Timing
@@ -145,20 +145,12 @@ class CaseDiff(stats.Called):
         return (self.op, self.impl, self.dtype, self.precision, self.shape)
 
     @property
-    def shape_label(self) -> str:
-        return "x".join(str(d) for d in self.shape)
-
-    @property
     def name(self) -> str:
         """A compact identifier of the row ("matmul triton fp32/tf32 4096x4096x4096")."""
         v = variant(self.dtype, self.precision)
         if self.other_precision is not None:
             v = f"{v}/{self.other_precision}"
-        return f"{self.op} {self.impl} {v} {self.shape_label}"
-
-    @property
-    def change_pct(self) -> float | None:
-        return None if self.ratio is None else (self.ratio - 1.0) * 100.0
+        return f"{self.op} {self.impl} {v} {'x'.join(map(str, self.shape))}"
 
     def interval(self) -> stats.RatioInterval | None:
         if self.ratio is None:
@@ -182,10 +174,6 @@ class CaseRef:
     def of(cls, r: CaseResult) -> CaseRef:
         c = r.case
         return cls(c.op, c.impl, c.dtype, c.precision, c.shape, r.status)
-
-    @property
-    def shape_label(self) -> str:
-        return "x".join(str(d) for d in self.shape)
 
 
 @dataclass(frozen=True)
@@ -368,12 +356,11 @@ def _case_diffs(m: matching.Matching, *, practical: float, confidence: float, re
             out.append(None)
     timings = [t for _, _, _, _, ta, tb in todo for t in (ta, tb)]
     ses = stats.median_log_se(_Samples(timings), lengths=[t.n for t in timings], resamples=resamples, seed=seed)
-    ivs: list[stats.RatioInterval] = []
+    judging: list[tuple[float, float | None, stats.NoiseFloor | None, int, int]] = []
     unjudged: dict[int, str] = {}  # row -> why no floor covers it
     run_share = launch_used = False  # a shipped floor's run-level share went into a repeats row; a launch floor judged
     for k, (_, a, _, which, ta, tb) in enumerate(todo):
         within = math.hypot(ses[2 * k], ses[2 * k + 1])
-        within_se = within if math.isfinite(within) else None
         ra, rb = _repeats(ta), _repeats(tb)
         floor = stats.repeat_floor(ra, rb)
         single = model_floors.floor(case_kinds(which, a.case.op, a.category), a.case.impl) if model_floors else None
@@ -392,9 +379,8 @@ def _case_diffs(m: matching.Matching, *, practical: float, confidence: float, re
         elif floor is None:
             floor = single
             launch_used = launch_used or which == shipped.LAUNCH
-        ivs.append(stats.RatioInterval(ratio, None, None, None, ta.n, tb.n, within_se) if k in unjudged
-                   else stats.interval(ratio, within_se, floor, ta.n, tb.n, confidence))  # type: ignore[arg-type]
-    verdicts, distinct = stats.family_verdicts(ivs, unjudged, NOT_JUDGED, practical, confidence)
+        judging.append((ratio, within if math.isfinite(within) else None, None if k in unjudged else floor, ta.n, tb.n))
+    ivs, verdicts, distinct = stats.judge(judging, practical, confidence)
     for k, (slot, a, b, which, ta, tb) in enumerate(todo):
         iv = ivs[k]
         out[slot] = CaseDiff(
@@ -445,6 +431,7 @@ def compare_analysed(base: tuple[str, Analysis], other: tuple[str, Analysis], *,
     (la, aa), (lb, ab) = base, other
     a, b = aa.report, ab.report
     ba, bb = aa.bench, ab.bench
+    na, nb = node_side(aa.node), node_side(ab.node)  # the node tests, compared when both ran them
     m = matching.match(ba.results if ba else (), bb.results if bb else ())
     env = tuple(report_env_changes(a, b))
     ia, ib = ReportInfo.of(la, a), ReportInfo.of(lb, b)
@@ -471,8 +458,8 @@ def compare_analysed(base: tuple[str, Analysis], other: tuple[str, Analysis], *,
         shipped_model=model_floors.model if found.shipped_used and model_floors else None,
         shipped_pairs=((*model_floors.pairs, *(model_floors.launch_pairs if found.launch_used else ()))
                        if found.shipped_used and model_floors else ()), settings=settings,
-        node=compare_nodes(aa.node, ab.node, model_floors=model_floors, practical=practical, confidence=confidence,
-                           resamples=resamples, seed=seed),
+        node=compare_sides(na, nb, model_floors=model_floors, practical=practical, confidence=confidence,
+                           resamples=resamples, seed=seed) if na and nb else None,
     )
 
 

@@ -280,20 +280,17 @@ def _finish(pending: Sequence[_Pending | RatioRow], practical: float, confidence
             model_floors: shipped.ModelFloors | None) -> tuple[list[RatioRow], list[stats.NoiseFloor]]:
     """Each row's floor (shipped for its kind, never from the pair; without one the row is not judged), its
     interval and its verdict, the rows with an interval called as one family."""
-    todo = [p for p in pending if isinstance(p, _Pending)]
-    ivs: list[stats.RatioInterval] = []
-    unjudged: set[int] = set()
-    for k, p in enumerate(todo):
-        floor = model_floors.node_floor(p.kinds) if model_floors is not None else None
-        within = p.within_se if math.isfinite(p.within_se) else None
-        if floor is None and within is not None:
-            unjudged.add(k)
-        ivs.append(stats.RatioInterval(p.ratio, None, None, None, p.n_base, p.n_other, within) if k in unjudged
-                   else stats.interval(p.ratio, within, floor or stats.NO_FLOOR, p.n_base, p.n_other, confidence))
-    verdicts, used = stats.family_verdicts(ivs, unjudged, NOT_JUDGED, practical, confidence)
+    judging: list[tuple[float, float | None, stats.NoiseFloor | None, int, int]] = []
+    for p in pending:
+        if isinstance(p, _Pending):
+            floor = model_floors.node_floor(p.kinds) if model_floors is not None else None
+            within = p.within_se if math.isfinite(p.within_se) else None
+            # No floor: not judged; no samples either: no interval at all (uncertain).
+            judging.append((p.ratio, within, floor or (stats.NO_FLOOR if within is None else None), p.n_base,
+                            p.n_other))
+    ivs, verdicts, used = stats.judge(judging, practical, confidence)
     rows = iter(RatioRow(v, iv.ratio, iv.low, iv.high, iv.n_base, iv.n_other, iv.within_log_se, iv.floor,
-                         (Note(NO_NODE_FLOOR),) if k in unjudged else ())
-                for k, (v, iv) in enumerate(zip(verdicts, ivs, strict=True)))
+                         (Note(NO_NODE_FLOOR),) if v == NOT_JUDGED else ()) for v, iv in zip(verdicts, ivs, strict=True))
     return [row if isinstance(row, RatioRow) else next(rows) for row in pending], used
 
 
@@ -423,12 +420,3 @@ def compare_sides(a: NodeSide, b: NodeSide, *, practical: float = stats.PRACTICA
     source = model_floors if used else None  # the model whose node floors some row took
     return NodeComparison(collectives, copies, tuple(counters), tuple(_changes(a, b)), only_base, only_other,
                           tuple(floors), source.model if source else None, source.node_pairs if source else ())
-
-
-def compare_nodes(a: NodeAnalysis | None, b: NodeAnalysis | None, *,
-                  model_floors: shipped.ModelFloors | None = None, **kw: float | int) -> NodeComparison | None:
-    """The node tests of two analysed reports compared; None unless both ran them."""
-    sa, sb = node_side(a), node_side(b)
-    if sa is None or sb is None:
-        return None
-    return compare_sides(sa, sb, model_floors=model_floors, **kw)  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from collections.abc import Container, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -324,14 +324,18 @@ def p_value(iv: RatioInterval) -> float | None:
     return max(0.0, 1.0 - _t_central(z, df))
 
 
-def family_verdicts(ivs: Sequence[RatioInterval], unjudged: Container[int], not_judged: str, practical: float,
-                    confidence: float) -> tuple[list[str], list[NoiseFloor]]:
-    """Each row's verdict (``not_judged`` for the rows in ``unjudged``), the rows with an interval called as one
-    family (Benjamini-Hochberg), and the distinct floors those rows used, largest first."""
+def judge(rows: Sequence[tuple[float, float | None, NoiseFloor | None, int, int]], practical: float,
+          confidence: float) -> tuple[list[RatioInterval], list[str], list[NoiseFloor]]:
+    """The one verdict core of every comparison: each (ratio, within-run se, floor, n_base, n_other) row's interval
+    and verdict (``NOT_JUDGED`` without a floor), the rows with an interval called as one family
+    (Benjamini-Hochberg), and the distinct floors they used, largest first."""
+    ivs = [interval(r, w, f, nb, no, confidence) if f is not None else RatioInterval(r, None, None, None, nb, no, w)
+           for r, w, f, nb, no in rows]
     significant = bh_significant([p_value(iv) for iv in ivs], 1.0 - confidence)
-    verdicts = [not_judged if k in unjudged else verdict(iv, practical, significant[k]) for k, iv in enumerate(ivs)]
+    verdicts = [verdict(iv, practical, sig) if row[2] is not None else NOT_JUDGED
+                for row, iv, sig in zip(rows, ivs, significant, strict=True)]
     used = {iv.floor for iv in ivs if iv.floor is not None and iv.has_interval}
-    return verdicts, sorted(used, key=lambda f: (-f.log_sd, f.source, f.kind))
+    return ivs, verdicts, sorted(used, key=lambda f: (-f.log_sd, f.source, f.kind))
 
 
 def bh_significant(pvalues: Sequence[float | None], level: float = 1.0 - CONFIDENCE) -> list[bool]:
