@@ -322,20 +322,22 @@ def _copy_pending(a: CopyPoint, b: CopyPoint, resamples: int, seed: int) -> _Pen
                     len(a.samples_us), len(b.samples_us))
 
 
-def _copy_key(p: CopyPoint) -> tuple[str, str, int | None, int | None, int]:
-    r = p.row
-    return (r.kind, r.method, r.src, r.dst, r.directions)
+_CollKey = tuple[str, str, int]
+_CopyKey = tuple[str, str, int | None, int | None, int]
+_Keyed = tuple[dict[_CollKey, CollectivePoint], dict[_CopyKey, CopyPoint]]
 
 
-def _copy_label(k: tuple[str, str, int | None, int | None, int]) -> str:
+def _keyed(side: NodeSide) -> _Keyed:
+    """One side's collectives by (scope, op, size) and copies by their ends, in its order."""
+    return ({(p.scope, p.op, p.size_bytes): p for p in side.collectives},
+            {(p.row.kind, p.row.method, p.row.src, p.row.dst, p.row.directions): p for p in side.copies})
+
+
+def _copy_label(k: _CopyKey) -> str:
     kind, method, src, dst, directions = k
     arrow = "<->" if directions == 2 else "->"
     ends = {"h2d": f"host{arrow}GPU{dst}", "d2h": f"GPU{src}{arrow}host"}.get(kind, f"GPU{src}{arrow}GPU{dst}")
     return f"{kind} {method} {ends}"
-
-
-def _coll_label(k: tuple[str, str, int]) -> str:
-    return f"{k[0]} {k[1]} {k[2]}"
 
 
 def _changes(a: NodeSide, b: NodeSide) -> list[Change]:
@@ -356,34 +358,21 @@ def _changes(a: NodeSide, b: NodeSide) -> list[Change]:
     return out
 
 
-@dataclass(frozen=True)
-class _Keyed:
-    """One side's collectives by (scope, op, size) and copies by ``_copy_key``, in its order."""
-
-    collectives: dict[tuple[str, str, int], CollectivePoint]
-    copies: dict[tuple[str, str, int | None, int | None, int], CopyPoint]
-
-    @classmethod
-    def of(cls, side: NodeSide) -> _Keyed:
-        return cls({(p.scope, p.op, p.size_bytes): p for p in side.collectives}, {_copy_key(p): p for p in side.copies})
-
-
-def _pending(ka: _Keyed, kb: _Keyed, resamples: int,
-             seed: int) -> tuple[list[tuple[str, str, int]], list[tuple[str, str, int | None, int | None, int]],
-                                 list[_Pending | RatioRow]]:
-    """The paired collective and copy keys, and each pair's ratio before its floor (or why none)."""
-    coll_keys = [k for k in ka.collectives if k in kb.collectives]
-    copy_keys = [k for k in ka.copies if k in kb.copies]
-    pending: list[_Pending | RatioRow] = [_collective_pending(ka.collectives[k], kb.collectives[k]) for k in coll_keys]
-    pending += [_copy_pending(ka.copies[k], kb.copies[k], resamples, seed) for k in copy_keys]
-    return coll_keys, copy_keys, pending
+def _pending(ka: _Keyed, kb: _Keyed, resamples: int, seed: int) -> tuple[
+        list[tuple[CollectivePoint, CollectivePoint]], list[tuple[CopyPoint, CopyPoint]], list[_Pending | RatioRow]]:
+    """The paired collectives and copies, and each pair's ratio before its floor (or why none)."""
+    (ca, xa), (cb, xb) = ka, kb
+    colls = [(ca[k], cb[k]) for k in ca if k in cb]
+    copies = [(xa[k], xb[k]) for k in xa if k in xb]
+    pending = [*(_collective_pending(x, y) for x, y in colls), *(_copy_pending(x, y, resamples, seed) for x, y in copies)]
+    return colls, copies, pending
 
 
 def floor_rows(a: NodeSide, b: NodeSide, *, resamples: int = stats.RESAMPLES,
                seed: int = stats.SEED) -> list[tuple[tuple[tuple[str, ...], ...], float, float]]:
     """(kinds, log ratio, within-run standard error) of every node row with an interval of its own: what
     ``tools/evidence/noise_floors.py`` learns the shipped node floors from."""
-    _, _, pending = _pending(_Keyed.of(a), _Keyed.of(b), resamples, seed)
+    _, _, pending = _pending(_keyed(a), _keyed(b), resamples, seed)
     return [(p.kinds, math.log(p.ratio), p.within_se) for p in pending
             if isinstance(p, _Pending) and math.isfinite(p.within_se)]
 
@@ -392,31 +381,25 @@ def compare_sides(a: NodeSide, b: NodeSide, *, practical: float = stats.PRACTICA
                   confidence: float = stats.CONFIDENCE, resamples: int = stats.RESAMPLES,
                   seed: int = stats.SEED, model_floors: shipped.ModelFloors | None = None) -> NodeComparison:
     """``model_floors``: the shipped floors of the node's GPU model, for two runs on one machine."""
-    ka, kb = _Keyed.of(a), _Keyed.of(b)
-    ca, cb, xa, xb = ka.collectives, kb.collectives, ka.copies, kb.copies
-    coll_keys, copy_keys, pending = _pending(ka, kb, resamples, seed)
+    (ca, xa), (cb, xb) = ka, kb = _keyed(a), _keyed(b)
+    colls, pairs, pending = _pending(ka, kb, resamples, seed)
     rows, floors = _finish(pending, practical, confidence, model_floors)
     collectives = tuple(
         CollectiveDiff(x.scope, x.op, x.size_bytes, x.ranks, x.timing, x.time_us, y.time_us, x.busbw_gbps,
                        y.busbw_gbps, x.algo, y.algo, x.status, y.status, r)
-        for (x, y), r in zip(((ca[k], cb[k]) for k in coll_keys), rows[:len(coll_keys)], strict=True))
+        for (x, y), r in zip(colls, rows[:len(colls)], strict=True))
     copies = tuple(
         CopyDiff(x.row.kind, x.row.method, x.row.src, x.row.dst, x.row.directions, x.row.gbps, y.row.gbps,
                  x.row.pct_expected, y.row.pct_expected, r)
-        for (x, y), r in zip(((xa[k], xb[k]) for k in copy_keys), rows[len(coll_keys):], strict=True))
-    by_a = {(c.gpu, c.name): c for c in a.counters}
-    by_b = {(c.gpu, c.name): c for c in b.counters}
-    counters = []
-    for k in dict.fromkeys([*by_a, *by_b]):
-        x, y = by_a.get(k), by_b.get(k)
-        counters.append(CounterDiff(
-            k[0], k[1], x.delta if x else None, y.delta if y else None, x.per_s if x else None,
-            y.per_s if y else None, x.boot_per_s if x else None, y.boot_per_s if y else None,
-            bool(x and x.over_limit), bool(y and y.over_limit)))
-
-    only_base = tuple(_coll_label(k) for k in ca if k not in cb) + tuple(_copy_label(k) for k in xa if k not in xb)
-    only_other = tuple(_coll_label(k) for k in cb if k not in ca) + tuple(_copy_label(k) for k in xb if k not in xa)
+        for (x, y), r in zip(pairs, rows[len(colls):], strict=True))
+    by_a, by_b = ({(c.gpu, c.name): c for c in side.counters} for side in (a, b))
+    counters = tuple(CounterDiff(
+        k[0], k[1], x.delta if x else None, y.delta if y else None, x.per_s if x else None, y.per_s if y else None,
+        x.boot_per_s if x else None, y.boot_per_s if y else None, bool(x and x.over_limit), bool(y and y.over_limit))
+        for k in dict.fromkeys([*by_a, *by_b]) for x, y in [(by_a.get(k), by_b.get(k))])
+    only_base = (*(" ".join(map(str, k)) for k in ca if k not in cb), *(_copy_label(k) for k in xa if k not in xb))
+    only_other = (*(" ".join(map(str, k)) for k in cb if k not in ca), *(_copy_label(k) for k in xb if k not in xa))
     used = any(r.floor is not None and r.floor.source == "shipped" for r in rows)
     source = model_floors if used else None  # the model whose node floors some row took
-    return NodeComparison(collectives, copies, tuple(counters), tuple(_changes(a, b)), only_base, only_other,
+    return NodeComparison(collectives, copies, counters, tuple(_changes(a, b)), only_base, only_other,
                           tuple(floors), source.model if source else None, source.node_pairs if source else ())
