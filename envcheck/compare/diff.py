@@ -101,10 +101,11 @@ def numeric_change(a: CaseResult, b: CaseResult) -> NumericChange | None:
     return NumericChange(ea.rel_l2, eb.rel_l2, pa, pb, kind)
 
 
-@dataclass(frozen=True)
-class CaseDiff(stats.Called):
-    """One case on both sides: each side's numbers its analysis'; ``low`` / ``high`` the interval of ``ratio``
-    (run-to-run noise ``floor`` included); ``cluster``: the kind the geometric means treat as moving together."""
+@dataclass(frozen=True, kw_only=True)
+class CaseDiff(stats.RatioRow):
+    """One case on both sides: each side's numbers its analysis'; its ratio, interval and verdict as every
+    compared row's (reasons: keys of match.py, NO_FLOOR, NO_LAUNCH_FLOOR); ``cluster``: the kind the geometric
+    means treat as moving together."""
 
     op: str
     impl: str
@@ -112,17 +113,10 @@ class CaseDiff(stats.Called):
     precision: str
     shape: tuple[int, ...]
     category: str
-    verdict: str
-    reasons: tuple[Note, ...] = ()  # why not comparable (keys of match.py) or not judged (NO_FLOOR, NO_LAUNCH_FLOOR)
     timing: str | None = None  # gpu | launch
     method: str | None = None
     base_us: float | None = None
     other_us: float | None = None
-    ratio: float | None = None
-    low: float | None = None
-    high: float | None = None
-    n_base: int = 0
-    n_other: int = 0
     base_gbps: float | None = None
     other_gbps: float | None = None
     base_tflops: float | None = None
@@ -131,13 +125,10 @@ class CaseDiff(stats.Called):
     other_pct: float | None = None
     numeric: NumericChange | None = None
     other_precision: str | None = None  # set for precision-mismatched pairs
-    log_se: float | None = None
     base_pct_measured: float | None = None
     other_pct_measured: float | None = None
     base_flags: tuple[str, ...] = ()
     other_flags: tuple[str, ...] = ()
-    within_log_se: float | None = None
-    floor: stats.NoiseFloor | None = None
     cluster: str = ""
 
     @property
@@ -151,12 +142,6 @@ class CaseDiff(stats.Called):
         if self.other_precision is not None:
             v = f"{v}/{self.other_precision}"
         return f"{self.op} {self.impl} {v} {'x'.join(map(str, self.shape))}"
-
-    def interval(self) -> stats.RatioInterval | None:
-        if self.ratio is None:
-            return None
-        return stats.RatioInterval(self.ratio, self.low, self.high, self.log_se, self.n_base, self.n_other,
-                                   self.within_log_se, self.floor)
 
 
 @dataclass(frozen=True)
@@ -356,8 +341,7 @@ def _case_diffs(m: matching.Matching, *, practical: float, confidence: float, re
             out.append(None)
     timings = [t for _, _, _, _, ta, tb in todo for t in (ta, tb)]
     ses = stats.median_log_se(_Samples(timings), lengths=[t.n for t in timings], resamples=resamples, seed=seed)
-    judging: list[tuple[float, float | None, stats.NoiseFloor | None, int, int]] = []
-    unjudged: dict[int, str] = {}  # row -> why no floor covers it
+    judging: list[tuple[float, float | None, stats.NoiseFloor | None, int, int, str]] = []
     run_share = launch_used = False  # a shipped floor's run-level share went into a repeats row; a launch floor judged
     for k, (_, a, _, which, ta, tb) in enumerate(todo):
         within = math.hypot(ses[2 * k], ses[2 * k + 1])
@@ -368,31 +352,26 @@ def _case_diffs(m: matching.Matching, *, practical: float, confidence: float, re
         if floor is not None:  # the ratio of the repeats' geometric-mean medians: what their spread is of
             ratio = math.exp((rb.mean_log if rb else math.log(tb.median_us))
                              - (ra.mean_log if ra else math.log(ta.median_us)))
+        why = NO_FLOOR  # no floor: not judged, for this reason
         if which == shipped.LAUNCH and ta.method != HOST_CLOCK and single is None:
-            unjudged[k] = NO_LAUNCH_FLOOR
+            floor, why = None, NO_LAUNCH_FLOOR
         elif floor is not None and single is not None:  # what moves a whole run, which its repeats share
             floor = stats.with_run_share(floor, ra, rb, single, (ses[2 * k], ses[2 * k + 1]))
             run_share = run_share or floor.kind != ()
             launch_used = launch_used or (which == shipped.LAUNCH and floor.kind != ())
-        elif floor is None and single is None:
-            unjudged[k] = NO_FLOOR
-        elif floor is None:
+        elif floor is None and single is not None:
             floor = single
             launch_used = launch_used or which == shipped.LAUNCH
-        judging.append((ratio, within if math.isfinite(within) else None, None if k in unjudged else floor, ta.n, tb.n))
-    ivs, verdicts, distinct = stats.judge(judging, practical, confidence)
-    for k, (slot, a, b, which, ta, tb) in enumerate(todo):
-        iv = ivs[k]
-        out[slot] = CaseDiff(
-            verdict=verdicts[k], reasons=(Note(unjudged[k]),) if k in unjudged else (), timing=which, method=ta.method,
-            base_us=ta.median_us, other_us=tb.median_us, ratio=iv.ratio, low=iv.low, high=iv.high, n_base=iv.n_base,
-            n_other=iv.n_other, log_se=iv.log_se, within_log_se=iv.within_log_se, floor=iv.floor,
-            **_sides(a, b, which),  # type: ignore[arg-type]
-        )
-    count = Counter(iv.floor.source for iv in ivs if iv.floor is not None and iv.has_interval)
+        judging.append((ratio, within if math.isfinite(within) else None, floor, ta.n, tb.n, why))
+    judged, distinct = stats.judge(judging, practical, confidence)
+    for (slot, a, b, which, ta, tb), r in zip(todo, judged, strict=True):
+        out[slot] = CaseDiff(**vars(r), timing=which, method=ta.method, base_us=ta.median_us, other_us=tb.median_us,
+                             **_sides(a, b, which))  # type: ignore[arg-type]
+    tested = [r for r in judged if r.low is not None]  # the rows with an interval
+    count = Counter(r.floor.source for r in tested if r.floor is not None)
     sources = tuple((s, count[s]) for s in stats.ALLOWANCE_SOURCES if s in count)
-    return _Rows([c for c in out if c is not None], distinct, sum(iv.has_interval for iv in ivs), sources,
-                 "shipped" in count or run_share, launch_used)
+    return _Rows([c for c in out if c is not None], distinct, len(tested), sources, "shipped" in count or run_share,
+                 launch_used)
 
 
 def summarise(name: str, cases: Sequence[CaseDiff], practical: float, confidence: float) -> GroupSummary:

@@ -18,6 +18,7 @@ from envcheck.analysis.counters import CounterRow
 from envcheck.analysis.links import CopyRow, GpuNvlinks, PairPath, topo_label
 from envcheck.analysis.node import NodeAnalysis
 from envcheck.compare import shipped, stats
+from envcheck.compare.stats import RatioRow
 from envcheck.model import Note
 from envcheck.model.node import RankTiming
 
@@ -26,7 +27,6 @@ NODE_FAILED = "compare.node_failed"  # side, status
 RANKS_DIFFER = "compare.ranks_differ"  # baseline, other
 TIMING_DIFFERS = "compare.methods_differ"  # baseline, other (the key of match.METHODS_DIFFER)
 
-NOT_JUDGED = stats.NOT_JUDGED  # no node floor shipped for its kind
 NO_NODE_FLOOR = "diff.not_judged.no_node_floor"
 MEASURED = ("ok", "unverified")  # collective statuses whose time is a measurement of the call
 # Collectives from this size are "large": their run-to-run noise differs from the small sizes' (nccl-tests' bar
@@ -114,21 +114,6 @@ def node_side(na: NodeAnalysis | None) -> NodeSide | None:
 def world_side(sweeps: Sequence[SweepAnalysis]) -> NodeSide | None:
     """A fleet's collectives across all its nodes as a side of a comparison; None when it ran none."""
     return NodeSide(_points(sweeps), _versions(sweeps), (), (), (), ()) if sweeps else None
-
-
-@dataclass(frozen=True)
-class RatioRow(stats.Called):
-    """A node row's other / baseline time, its interval (``floor`` included), verdict and ``reasons`` if none."""
-
-    verdict: str  # faster | slower | same | uncertain | not comparable | not judged
-    ratio: float | None = None
-    low: float | None = None
-    high: float | None = None
-    n_base: int = 0
-    n_other: int = 0
-    within_log_se: float | None = None
-    floor: stats.NoiseFloor | None = None
-    reasons: tuple[Note, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -280,17 +265,16 @@ def _finish(pending: Sequence[_Pending | RatioRow], practical: float, confidence
             model_floors: shipped.ModelFloors | None) -> tuple[list[RatioRow], list[stats.NoiseFloor]]:
     """Each row's floor (shipped for its kind, never from the pair; without one the row is not judged), its
     interval and its verdict, the rows with an interval called as one family."""
-    judging: list[tuple[float, float | None, stats.NoiseFloor | None, int, int]] = []
+    judging: list[tuple[float, float | None, stats.NoiseFloor | None, int, int, str]] = []
     for p in pending:
         if isinstance(p, _Pending):
             floor = model_floors.node_floor(p.kinds) if model_floors is not None else None
             within = p.within_se if math.isfinite(p.within_se) else None
             # No floor: not judged; no samples either: no interval at all (uncertain).
             judging.append((p.ratio, within, floor or (stats.NO_FLOOR if within is None else None), p.n_base,
-                            p.n_other))
-    ivs, verdicts, used = stats.judge(judging, practical, confidence)
-    rows = iter(RatioRow(v, iv.ratio, iv.low, iv.high, iv.n_base, iv.n_other, iv.within_log_se, iv.floor,
-                         (Note(NO_NODE_FLOOR),) if v == NOT_JUDGED else ()) for v, iv in zip(verdicts, ivs, strict=True))
+                            p.n_other, NO_NODE_FLOOR))
+    judged, used = stats.judge(judging, practical, confidence)
+    rows = iter(judged)
     return [row if isinstance(row, RatioRow) else next(rows) for row in pending], used
 
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from envcheck.model import Note
+
 RESAMPLES = 2000
 CONFIDENCE = 0.95
 SEED = 20261121
@@ -228,21 +230,6 @@ def with_run_share(repeats: NoiseFloor, base: Repeats | None, other: Repeats | N
 NOT_JUDGED = "not judged"  # a ratio shown without a verdict: no noise floor covers the row
 
 
-class Called:
-    """What a compared row shares: ``compared`` it has a ratio, ``judged`` it was held against a noise floor."""
-
-    ratio: float | None
-    verdict: str
-
-    @property
-    def compared(self) -> bool:
-        return self.ratio is not None and self.verdict != "not comparable"
-
-    @property
-    def judged(self) -> bool:
-        return self.compared and self.verdict != NOT_JUDGED
-
-
 @dataclass(frozen=True)
 class RatioInterval:
     """``ratio`` = median(other) / median(baseline) with its interval; ``within_log_se``: the samples' own
@@ -263,6 +250,39 @@ class RatioInterval:
 
     def excludes_one(self) -> bool:
         return self.has_interval and (self.low > 1.0 or self.high < 1.0)  # type: ignore[operator]
+
+
+@dataclass(frozen=True)
+class RatioRow:
+    """A compared row (a case, a collective, a copy): other / baseline time, its interval (``floor`` included) and
+    verdict, and ``reasons`` when it is not comparable or not judged."""
+
+    verdict: str  # faster | slower | same | uncertain | not comparable | not judged
+    ratio: float | None = None
+    low: float | None = None
+    high: float | None = None
+    n_base: int = 0
+    n_other: int = 0
+    within_log_se: float | None = None
+    floor: NoiseFloor | None = None
+    reasons: tuple[Note, ...] = ()
+    log_se: float | None = None
+
+    @property
+    def compared(self) -> bool:
+        """It has a ratio."""
+        return self.ratio is not None and self.verdict != "not comparable"
+
+    @property
+    def judged(self) -> bool:
+        """It was held against a noise floor."""
+        return self.compared and self.verdict != NOT_JUDGED
+
+    def interval(self) -> RatioInterval | None:
+        if self.ratio is None:
+            return None
+        return RatioInterval(self.ratio, self.low, self.high, self.log_se, self.n_base, self.n_other,
+                             self.within_log_se, self.floor)
 
 
 def interval(ratio: float, within_se: float | None, floor: NoiseFloor, n_base: int, n_other: int,
@@ -324,18 +344,21 @@ def p_value(iv: RatioInterval) -> float | None:
     return max(0.0, 1.0 - _t_central(z, df))
 
 
-def judge(rows: Sequence[tuple[float, float | None, NoiseFloor | None, int, int]], practical: float,
-          confidence: float) -> tuple[list[RatioInterval], list[str], list[NoiseFloor]]:
-    """The one verdict core of every comparison: each (ratio, within-run se, floor, n_base, n_other) row's interval
-    and verdict (``NOT_JUDGED`` without a floor), the rows with an interval called as one family
-    (Benjamini-Hochberg), and the distinct floors they used, largest first."""
+def judge(rows: Sequence[tuple[float, float | None, NoiseFloor | None, int, int, str]], practical: float,
+          confidence: float) -> tuple[list[RatioRow], list[NoiseFloor]]:
+    """The one verdict core of every comparison: each (ratio, within-run se, floor, n_base, n_other, why) row's
+    interval and verdict (``NOT_JUDGED`` without a floor, ``why`` its reason), the rows with an interval called as
+    one family (Benjamini-Hochberg); and the distinct floors they used, largest first."""
     ivs = [interval(r, w, f, nb, no, confidence) if f is not None else RatioInterval(r, None, None, None, nb, no, w)
-           for r, w, f, nb, no in rows]
+           for r, w, f, nb, no, _ in rows]
     significant = bh_significant([p_value(iv) for iv in ivs], 1.0 - confidence)
-    verdicts = [verdict(iv, practical, sig) if row[2] is not None else NOT_JUDGED
-                for row, iv, sig in zip(rows, ivs, significant, strict=True)]
+    out = [RatioRow(verdict(iv, practical, sig), iv.ratio, iv.low, iv.high, iv.n_base, iv.n_other,
+                    iv.within_log_se, iv.floor, log_se=iv.log_se) if floor is not None
+           else RatioRow(NOT_JUDGED, iv.ratio, n_base=iv.n_base, n_other=iv.n_other, within_log_se=iv.within_log_se,
+                         reasons=(Note(why),))
+           for (_, _, floor, _, _, why), iv, sig in zip(rows, ivs, significant, strict=True)]
     used = {iv.floor for iv in ivs if iv.floor is not None and iv.has_interval}
-    return ivs, verdicts, sorted(used, key=lambda f: (-f.log_sd, f.source, f.kind))
+    return out, sorted(used, key=lambda f: (-f.log_sd, f.source, f.kind))
 
 
 def bh_significant(pvalues: Sequence[float | None], level: float = 1.0 - CONFIDENCE) -> list[bool]:
