@@ -40,7 +40,6 @@ NOT_JUDGED = stats.NOT_JUDGED
 NO_FLOOR = "diff.not_judged.no_floor"
 NO_LAUNCH_FLOOR = "diff.not_judged.launch"
 HOST_CLOCK = "host_clock"  # model.TIMING_METHODS: a CPU run's times
-VERDICTS = ("faster", "slower", "same", "uncertain", "not comparable", NOT_JUDGED)
 
 
 @dataclass(frozen=True)
@@ -379,7 +378,7 @@ def summarise(name: str, cases: Sequence[CaseDiff], practical: float, confidence
     comparable = [c for c in cases if c.judged]
     ivs = [c.interval() for c in comparable]
     g = stats.geomean([iv for iv in ivs if iv is not None], [c.cluster for c in comparable], confidence)
-    count = {v: sum(c.verdict == v for c in cases) for v in VERDICTS}
+    count = Counter(c.verdict for c in cases)
     return GroupSummary(
         name=name, geomean=g.ratio if g else None, low=g.low if g else None, high=g.high if g else None,
         count=g.count if g else 0, faster=count["faster"], slower=count["slower"], same=count["same"],
@@ -412,26 +411,21 @@ def compare_analysed(base: tuple[str, Analysis], other: tuple[str, Analysis], *,
     ba, bb = aa.bench, ab.bench
     na, nb = node_side(aa.node), node_side(ab.node)  # the node tests, compared when both ran them
     m = matching.match(ba.results if ba else (), bb.results if bb else ())
-    env = tuple(report_env_changes(a, b))
     ia, ib = ReportInfo.of(la, a), ReportInfo.of(lb, b)
     same = same_machine(ia.machine, ib.machine) if ia.machine and ib.machine else None
-    found = _Rows([], [], 0, (), False)
     model_floors = None
     settings = matching.settings_differ(ba.bench.settings if ba else None, bb.bench.settings if bb else None)
-    if ba and bb:
-        # Shipped floors were learned from reruns on one physical GPU: never across models nor two GPUs of one.
-        name_a = ba.bench.device.name
-        if name_a == bb.bench.device.name and same is True:
-            model_floors = shipped.for_model(name_a) if floors is None else floors.get(name_a) if name_a else None
-        found = _case_diffs(m, practical=practical, confidence=confidence, resamples=resamples, seed=seed,
-                            model_floors=model_floors, settings=settings)
+    # Shipped floors were learned from reruns on one physical GPU: never across models nor two GPUs of one.
+    if ba and bb and (name_a := ba.bench.device.name) == bb.bench.device.name and same is True:
+        model_floors = shipped.for_model(name_a) if floors is None else floors.get(name_a) if name_a else None
+    found = _case_diffs(m, practical=practical, confidence=confidence, resamples=resamples, seed=seed,
+                        model_floors=model_floors, settings=settings)
     cases = found.cases
-    ops = list(dict.fromkeys(c.op for c in cases))
     return Comparison(
-        base=ia, other=ib, env=env, checks=tuple(check_changes(keyed(a.checks, a.environment, a.node), keyed(b.checks, b.environment, b.node), same)),
+        base=ia, other=ib, env=tuple(report_env_changes(a, b)), checks=tuple(check_changes(keyed(a.checks, a.environment, a.node), keyed(b.checks, b.environment, b.node), same)),
         cases=tuple(cases), only_base=tuple(CaseRef.of(r) for r in m.only_base),
         only_other=tuple(CaseRef.of(r) for r in m.only_other),
-        ops=tuple(summarise(op, [c for c in cases if c.op == op], practical, confidence) for op in ops),
+        ops=tuple(summarise(op, [c for c in cases if c.op == op], practical, confidence) for op in dict.fromkeys(c.op for c in cases)),
         overall=summarise("all", cases, practical, confidence), ceilings=_ceilings(ba, bb),
         same_gpu=a.gpu_name == b.gpu_name, same_machine=same, floors=tuple(found.floors), tested=found.tested, sources=found.sources,
         shipped_model=model_floors.model if found.shipped_used and model_floors else None,
@@ -479,11 +473,8 @@ class NodeReport:
 
 
 def _uuids(report: Report, indices: Sequence[int]) -> frozenset[str]:
-    m = machine_of(report)
-    by_index = {g.index: g.uuid for g in m.gpus}
-    if not indices:
-        return frozenset(u for u in by_index.values() if u)
-    found = [by_index.get(i) for i in indices]
+    by_index = {g.index: g.uuid for g in machine_of(report).gpus}
+    found = [by_index.get(i) for i in indices] if indices else [u for u in by_index.values() if u]
     return frozenset(u for u in found if u) if all(found) else frozenset()
 
 
