@@ -520,14 +520,13 @@ def diff_nodes(reports: Sequence[Sequence[tuple[NodeReport, Analysis]]],
     base = list(reports[0])
     comps = []
     unmatched: list[matching.Unmatched] = []
+    kw = {"practical": practical, "confidence": confidence, "resamples": resamples, "seed": seed}
     for other in reports[1:]:
         pairs, left = matching.pair_nodes(tuple(n.id for n, _ in base), tuple(n.id for n, _ in other))
         unmatched += [u for u in left if u.side == "other" or u not in unmatched]
         for p in pairs:
             (nb, ab), (no, ao) = base[p.base], other[p.other]
-            comps.append(compare_analysed((nb.label, ab), (no.label, ao), practical=practical,
-                                          confidence=confidence, resamples=resamples, seed=seed))
-    kw = {"practical": practical, "confidence": confidence, "resamples": resamples, "seed": seed}
+            comps.append(compare_analysed((nb.label, ab), (no.label, ao), **kw))  # type: ignore[arg-type]
     first, base_side = worlds[0] if worlds else ("", None)
     world_cmps = [WorldComparison(first, label, compare_sides(base_side, side, **kw))  # type: ignore[arg-type]
                   for label, side in worlds[1:] if base_side is not None and side is not None]

@@ -34,10 +34,6 @@ MEASURED = ("ok", "unverified")  # collective statuses whose time is a measureme
 LARGE_BYTES = 64 << 20
 
 
-def size_class(size_bytes: int) -> str:
-    return "large" if size_bytes >= LARGE_BYTES else "small"
-
-
 @dataclass(frozen=True)
 class CollectivePoint:
     """One collective at one size on one node: its GPU time, else its per-call time (``timing``), over
@@ -288,10 +284,9 @@ def _collective_pending(a: CollectivePoint, b: CollectivePoint) -> _Pending | Ra
     if reasons or not a.time_us or not b.time_us:
         return RatioRow("not comparable", reasons=tuple(reasons))
     within = math.hypot(_mean_log_se(a.samples_us), _mean_log_se(b.samples_us))
-    return _Pending(b.time_us / a.time_us, within,
-                    ((a.scope, a.op, size_class(a.size_bytes), str(a.size_bytes)),
-                     (a.scope, a.op, size_class(a.size_bytes)), (a.scope, a.op), (a.scope,), ()),
-                    len(a.samples_us), len(b.samples_us))
+    size = "large" if a.size_bytes >= LARGE_BYTES else "small"
+    kinds = ((a.scope, a.op, size, str(a.size_bytes)), (a.scope, a.op, size), (a.scope, a.op), (a.scope,), ())
+    return _Pending(b.time_us / a.time_us, within, kinds, len(a.samples_us), len(b.samples_us))
 
 
 def _copy_pending(a: CopyPoint, b: CopyPoint, resamples: int, seed: int) -> _Pending | RatioRow:

@@ -32,13 +32,9 @@ _CHUNK = 256  # timings gathered at once: bounds the temporary (chunk x distinct
 
 def normal_quantile(confidence: float) -> float:
     """Two-sided normal critical value: z with P(|Z| < z) = confidence."""
-    _check_confidence(confidence)
-    return statistics.NormalDist().inv_cdf((1.0 + confidence) / 2.0)
-
-
-def _check_confidence(confidence: float) -> None:
     if not (0.0 < confidence < 1.0):
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    return statistics.NormalDist().inv_cdf((1.0 + confidence) / 2.0)
 
 
 def _t_central(t: float, df: int) -> float:
@@ -65,12 +61,11 @@ _T_SERIES_MAX_DF = 200
 def t_quantile(confidence: float, df: int) -> float:
     """Two-sided Student-t critical value for integer ``df`` >= 1: ``_t_central`` inverted by bisection up
     to ``_T_SERIES_MAX_DF``, the Cornish-Fisher expansion beyond (A&S 26.7.5; error below 1e-9 there)."""
-    _check_confidence(confidence)
+    z = normal_quantile(confidence)  # checks the confidence
     if df < 1:
         raise ValueError("a t quantile needs at least one degree of freedom")
     if df == 1:  # Cauchy: closed form
         return math.tan(math.pi * confidence / 2.0)
-    z = normal_quantile(confidence)
     if df > _T_SERIES_MAX_DF:
         g = ((z**3 + z) / 4,
              (5 * z**5 + 16 * z**3 + 3 * z) / 96,
