@@ -249,8 +249,8 @@ class RatioInterval:
 
 @dataclass(frozen=True)
 class RatioRow:
-    """A compared row (a case, a collective, a copy): other / baseline time, its interval (``floor`` included) and
-    verdict, and ``reasons`` when it is not comparable or not judged."""
+    """A compared row (a case, a collective, a copy): other / baseline time, its interval (``floor`` included),
+    verdict and ``reasons`` when not comparable or not judged; ``judged``: held against a noise floor."""
 
     verdict: str  # faster | slower | same | uncertain | not comparable | not judged
     ratio: float | None = None
@@ -265,12 +265,10 @@ class RatioRow:
 
     @property
     def compared(self) -> bool:
-        """It has a ratio."""
         return self.ratio is not None and self.verdict != "not comparable"
 
     @property
     def judged(self) -> bool:
-        """It was held against a noise floor."""
         return self.compared and self.verdict != NOT_JUDGED
 
     def interval(self) -> RatioInterval | None:
