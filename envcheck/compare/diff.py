@@ -390,15 +390,12 @@ def summarise(name: str, cases: Sequence[CaseDiff], practical: float, confidence
 
 def _ceilings(a: BenchAnalysis | None, b: BenchAnalysis | None) -> tuple[CeilingRow, ...]:
     rows: dict[tuple[str, str], CeilingRow] = {}
-    for side in (a, b):
-        for c in side.ceilings.found if side else ():
-            if (c.name, c.kind) in rows:
-                continue
-            ca: Ceiling | None = a.ceilings.get(c.name, c.kind) if a else None
-            cb: Ceiling | None = b.ceilings.get(c.name, c.kind) if b else None
-            rows[(c.name, c.kind)] = CeilingRow(c.name, c.kind, c.unit, ca.value if ca else None,
-                                               cb.value if cb else None, ca.source if ca else None,
-                                               cb.source if cb else None)
+    for c in (*(a.ceilings.found if a else ()), *(b.ceilings.found if b else ())):
+        ca: Ceiling | None = a.ceilings.get(c.name, c.kind) if a else None
+        cb: Ceiling | None = b.ceilings.get(c.name, c.kind) if b else None
+        rows.setdefault((c.name, c.kind), CeilingRow(c.name, c.kind, c.unit, ca.value if ca else None,
+                                                     cb.value if cb else None, ca.source if ca else None,
+                                                     cb.source if cb else None))
     return tuple(rows.values())
 
 
