@@ -317,7 +317,12 @@ def merge(outcomes: Sequence[BenchOutcome]) -> BenchOutcome:
         raise ValueError("nothing to merge")
     if len(outcomes) == 1:
         return outcomes[0]
-    out = BenchOutcome(device=outcomes[0].device, versions=dict(outcomes[0].versions))
+    first, last = outcomes[0], outcomes[-1]
+    out = BenchOutcome(device=first.device, versions=dict(first.versions), ceiling_runs=list(first.ceiling_runs),
+                       notes=list(dict.fromkeys(n for o in outcomes for n in o.notes)),
+                       stop=next((o.stop for o in outcomes if o.stop is not None), None), stderr_tail=last.stderr_tail,
+                       returncode=last.returncode, done=all(o.done for o in outcomes),
+                       phases=added(o.phases for o in outcomes))
     by_key: dict[CaseKey, list[tuple[int, Case]]] = {}
     for i, o in enumerate(outcomes, start=1):
         offset = len(out.windows)
@@ -326,18 +331,9 @@ def merge(outcomes: Sequence[BenchOutcome]) -> BenchOutcome:
             if c.window is not None:
                 c = dataclasses.replace(c, window=c.window + offset)
             by_key.setdefault(c.key, []).append((i, c))
-        out.notes.extend(o.notes)
     out.cases = [merge_cases(v) for v in by_key.values()]
-    seen: set[CaseKey] = set(by_key)
-    for o in outcomes:
-        for s in o.skips:
-            if s.key not in seen:
-                seen.add(s.key)
-                out.skips.append(s)
-    out.ceiling_runs = list(outcomes[0].ceiling_runs)
-    out.notes = list(dict.fromkeys(out.notes))
-    out.stop = next((o.stop for o in outcomes if o.stop is not None), None)
-    last = outcomes[-1]
-    out.stderr_tail, out.returncode, out.done = last.stderr_tail, last.returncode, all(o.done for o in outcomes)
-    out.phases = added(o.phases for o in outcomes)
+    skips: dict[CaseKey, Skip] = {}
+    for s in (s for o in outcomes for s in o.skips):
+        skips.setdefault(s.key, s)  # the first repeat's skip of a case no repeat measured
+    out.skips = [s for key, s in skips.items() if key not in by_key]
     return out
