@@ -373,7 +373,8 @@ def torch_missing(env: Environment) -> Note | None:
 
 def cuda_unusable(env: Environment) -> list[Note]:
     """Why there is no usable CUDA GPU, from the probe facts; [] when there is one."""
-    if env.get("torch_runtime", "cuda_available") is True and env.get("torch_runtime", "smoke_ok") is not False:
+    available = env.get("torch_runtime", "cuda_available")
+    if available is True and env.get("torch_runtime", "smoke_ok") is not False:
         return []
     reasons = []
     nvml_error = env.get("driver", "nvml_error")
@@ -387,14 +388,13 @@ def cuda_unusable(env: Environment) -> list[Note]:
     runtime_error = env.get("torch_runtime", "error")
     if runtime_error:
         reasons.append(Note("bench.no_cuda.runtime_error", {"detail": _first_line(runtime_error)}))
-    if env.get("torch_runtime", "cuda_available") is True and env.get("torch_runtime", "smoke_ok") is False:
+    if available is True:  # its smoke test failed
         reasons.append(Note("bench.no_cuda.smoke_failed"))
-    if not reasons:
-        if env.get("torch_runtime", "cuda_available") is False:
-            reasons.append(Note("bench.no_cuda.unavailable"))
-        else:
-            why = env.fact("torch_runtime", "cuda_available").reason
-            reasons.append(Note("bench.no_cuda.unknown", {"detail": _first_line(why) if why else None}))
+    if not reasons and available is False:
+        reasons.append(Note("bench.no_cuda.unavailable"))
+    elif not reasons:
+        why = env.fact("torch_runtime", "cuda_available").reason
+        reasons.append(Note("bench.no_cuda.unknown", {"detail": _first_line(why) if why else None}))
     return reasons
 
 
@@ -565,9 +565,8 @@ def plan(options: RunOptions, env: Environment, gpu: int | None = None) -> Plan:
 
     planned: list[PlannedCase] = []
     for op in sel.ops:
-        shapes = None
-        if sel.sizes is not None:
-            shapes = [s for s in (shape_for(op, size, sel.ops_given) for size in sel.sizes) if s]
+        shapes = None if sel.sizes is None else [
+            s for s in (shape_for(op, size, sel.ops_given) for size in sel.sizes) if s]
         suite_of = "interpret" if interpret else backend
         if shapes is None and sel.dtypes is None:
             triples = _default_shapes(op, suite_of, quick)
