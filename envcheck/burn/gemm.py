@@ -187,4 +187,3 @@ class SdcChecker:
 
 def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
-
