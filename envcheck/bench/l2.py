@@ -24,13 +24,8 @@ def rotation_sets(working_set_bytes: int, l2_bytes: int | None, *, memory_bound:
     if not (enabled and memory_bound and min_bytes < working_set_bytes < ROTATE_L2_MULTIPLE * l2):
         return 1
     sets = max(2, math.ceil(ROTATE_L2_MULTIPLE * l2 / working_set_bytes))
-    extra = (sets - 1) * working_set_bytes
-    limit = MAX_ROTATION_EXTRA_L2_MULTIPLE * l2
-    if spare_bytes is not None:
-        limit = min(limit, spare_bytes)
-    if sets > MAX_ROTATION_SETS or extra > limit:
-        return 1
-    return sets
+    limit = min(MAX_ROTATION_EXTRA_L2_MULTIPLE * l2, math.inf if spare_bytes is None else spare_bytes)
+    return 1 if sets > MAX_ROTATION_SETS or (sets - 1) * working_set_bytes > limit else sets
 
 
 class Rotation:
