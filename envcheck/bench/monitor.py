@@ -101,7 +101,8 @@ class Monitor:
         if self._handle is None:
             return
         self._sample()
-        self._thread = threading.Thread(target=self._run, name=f"envcheck-monitor-{self.index}", daemon=True)
+        self._thread = threading.Thread(target=every, name=f"envcheck-monitor-{self.index}", daemon=True,
+                                        args=(self.interval_s, self._clock, self._sleep, self._stop, self._sample))
         self._thread.start()
 
     def stop(self) -> None:
@@ -145,9 +146,6 @@ class Monitor:
             self._events_call = name
             break
         return handle
-
-    def _run(self) -> None:
-        every(self.interval_s, self._clock, self._sleep, self._stop, self._sample)
 
     def _sample(self) -> None:
         handle = self._handle

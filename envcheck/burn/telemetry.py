@@ -119,11 +119,9 @@ class Sampler:
 
     def start(self) -> None:
         self.sample()
-        self._thread = threading.Thread(target=self._run, name="envcheck-burn-telemetry", daemon=True)
+        self._thread = threading.Thread(target=every, name="envcheck-burn-telemetry", daemon=True,
+                                        args=(self.interval_s, self.clock, self._stop.wait, self._stop, self.sample))
         self._thread.start()
-
-    def _run(self) -> None:
-        every(self.interval_s, self.clock, self._stop.wait, self._stop, self.sample)
 
     def stop(self) -> None:
         self._stop.set()
