@@ -1,9 +1,6 @@
-"""Runs the benchmark worker through the harness and gathers what it reports (the contract: protocol.py) into the
-report's ``Bench``. Whatever the worker does or befalls the run (Ctrl-C, SIGTERM, SIGHUP), what finished is kept
-and how it ended recorded: every planned case once, measured, skipped with a reason, or ``skip.not_run`` naming
-the stop's cause. A worker is given by its command: its target, then folders for its ``sys.path`` (tests' fakes).
-``run_resuming`` (``envcheck bench``) restarts a worker past a case that crashed or hung; ``merge`` joins the
-outcomes of ``run --repeat``.
+"""Runs the benchmark worker through the harness and gathers what it reports (protocol.py) into the report's
+``Bench``. Whatever befalls the run (Ctrl-C, SIGTERM, SIGHUP), every planned case is reported once: measured, skipped
+with a reason, or ``skip.not_run`` naming the stop's cause. A worker's command: its target, then ``sys.path`` folders.
 """
 
 from __future__ import annotations

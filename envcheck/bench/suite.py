@@ -24,10 +24,8 @@ DTYPE_ALIASES: dict[str, tuple[str, str | None]] = {
     "bf16": ("bf16", None), "bfloat16": ("bf16", None),
 }
 
-# Sizes given on the command line (``envcheck run --sizes``), parsed into shapes. One item is ``N`` (an element
-# count: ``1024``, ``1_048_576``, ``2^20``, ``2**20``, ``1e6``, or ``4K`` / ``1M`` / ``1G``, powers of two as GPU
-# sizes are), ``RxC``, ``MxNxK`` (matmul, the reductions' (a, b, c), linear_fwbw) or ``NxCxHxWxKxRxSTRIDE``
-# (conv2d); ``shape_for`` says which ops a size feeds.
+# ``--sizes`` items: ``N`` (``1024``, ``1_048_576``, ``2^20``, ``2**20``, ``1e6``, ``4K`` / ``1M`` / ``1G`` in powers
+# of two), ``RxC``, ``MxNxK`` or conv2d's ``NxCxHxWxKxRxSTRIDE``; ``shape_for`` says which ops a size feeds.
 MAX_DIM = 1 << 40  # 4 TiB in fp32: no single benchmark tensor fits any GPU made
 
 _MULTIPLIERS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
