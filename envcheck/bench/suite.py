@@ -475,16 +475,9 @@ def _default_shapes(op: str, backend: str, quick: bool) -> list[Triple]:
 
 def _all_dtype_shapes(op: str, backend: str, shapes: Sequence[tuple[int, ...]],
                       dtypes: Sequence[tuple[str, str | None]], user_sizes: bool) -> list[Triple]:
-    """(dtype, precision, shape) for explicit dtypes and/or sizes."""
-    out = []
-    for shape in shapes:
-        for dtype, only in dtypes:
-            if spec(op).family == "matmul" and dtype == "fp32":
-                precisions = ("fp32",) if backend == "cpu" else _precisions(op, dtype, shape, user_sizes)
-                out += [(dtype, p, shape) for p in precisions if only in (None, p)]
-            elif only is None:  # tf32 means nothing outside matmul
-                out.append((dtype, dtype, shape))
-    return out
+    """(dtype, precision, shape) for explicit dtypes and/or sizes (``tf32`` only where a precision is TF32)."""
+    return [(dtype, p, shape) for shape in shapes for dtype, only in dtypes
+            for p in ((dtype,) if backend == "cpu" else _precisions(op, dtype, shape, user_sizes)) if only in (None, p)]
 
 
 def frame(quick: bool, device: int, env: Environment, ops: tuple[str, ...]) -> Plan:
