@@ -27,8 +27,8 @@ from envcheck.probes.nvml import (
 
 __all__ = ["LimitWatch", "Monitor", "reason_names", "window_state"]
 
-_EVENTS = "nvmlDeviceGetCurrentClocksEventReasons"
-_EVENTS_OLD = "nvmlDeviceGetCurrentClocksThrottleReasons"  # drivers before R535
+# The clock-event reasons' query, then its name in drivers before R535.
+EVENT_CALLS = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
 
 
 # MonitorWindow's field -> its query (nvidia-smi's Clocks, Temperature, Power Draw in mW).
@@ -135,7 +135,7 @@ class Monitor:
             handle = self.nvml.call(*_handle_call(self.index))
         except Exception:  # noqa: BLE001 - a monitor must never break the benchmark it watches
             return None
-        for name in (_EVENTS, _EVENTS_OLD):
+        for name in EVENT_CALLS:
             try:
                 self.nvml.call(name, handle)
             except NvmlCallError as e:
