@@ -1,7 +1,6 @@
 """One group of cases (every implementation of one op, dtype, precision and shape, on shared inputs): ``open_group``
-draws its tensors (and the sets that keep L2 cold); ``prepare`` takes an implementation through its first call,
-checked calls, warm-up and CUDA-graph capture. A failed step is its case's result, never the run's end: out of
-memory a Skip, any other exception a failed Case (its stage and first line; the traceback on stderr).
+draws its tensors; ``prepare`` takes an implementation through its first call, checked calls, warm-up and graph
+capture. A failed step is its case's result (out of memory a Skip, else a failed Case), never the run's end.
 """
 from __future__ import annotations
 

@@ -96,9 +96,8 @@ class BenchOutcome:
 def run_worker(plan: Plan, on_event: OnEvent, timeout: float, *, command: Sequence[str] = WORKER_COMMAND,
                grace_s: float = TERMINATE_GRACE_S, stall_s: float | None = None, startup_s: float = STARTUP_S,
                stop: threading.Event | None = None) -> BenchOutcome:
-    """Run the worker on ``plan``; ``on_event`` sees every decoded event. Never raises for what the worker does;
-    ``stop`` ends it too. Once it returned it is ended at once (its teardown is nothing the run waits for). With
-    ``stall_s``, a started worker silent that long is stopped, ``stalled`` (``envcheck bench``: run_resuming)."""
+    """Run the worker on ``plan`` (``on_event`` sees each event; never raises); ended at once when it returned (its
+    teardown is nothing to wait for). With ``stall_s``, a started worker silent that long is stopped, ``stalled``."""
     assert plan.backend is not None, "a plan without a device has nothing to run"
     out = BenchOutcome()
     examples: list[str] = []
