@@ -1,6 +1,5 @@
-"""How far an output is from its float64 reference, chunk by chunk (``reference_chunks``): statistics only, no
-verdict (docs/judge.md). Non-finite outputs count as zeros, and apart; every output is NaN-poisoned before its
-checked call (``checked_call``).
+"""How far an output is from its float64 reference, chunk by chunk: statistics only, no verdict (docs/judge.md).
+Non-finite outputs count as zeros, and apart; every output is NaN-poisoned before its checked call.
 """
 
 from __future__ import annotations

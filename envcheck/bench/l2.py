@@ -1,7 +1,6 @@
 """Keeping L2 cold: a memory-bound case whose working set could stay in L2 between calls (1 MiB to 3x L2) gets
-R = ceil(3 x L2 / working set) sets of inputs and outputs that every implementation cycles through (``Rotation``),
-so every call meets data evicted from L2 with no flush timed. Smaller cases stay hot (launch-bound), compute-bound
-ones are never rotated; the analysis flags the rows left in L2 (``Case.rotation_sets``).
+R = ceil(3 x L2 / working set) sets of inputs and outputs every implementation cycles through (``Rotation``), so
+each call meets data evicted from L2 with no flush timed. Smaller cases stay hot, compute-bound ones unrotated.
 """
 
 from __future__ import annotations
