@@ -319,8 +319,7 @@ def select(options: RunOptions) -> Selection:
         ops = tuple(dict.fromkeys(op for o in named for op in OP_GROUPS.get(o, (o,))))
         unknown = [o for o in ops if o not in OP_NAMES]
         if unknown:
-            valid = ", ".join((*OP_NAMES, *OP_GROUPS))
-            raise UsageError("error.ops_unknown", op=repr(unknown[0]), known=valid)
+            raise UsageError("error.ops_unknown", op=repr(unknown[0]), known=", ".join((*OP_NAMES, *OP_GROUPS)))
     else:
         ops = DEFAULT_OPS
     dtypes = None
