@@ -273,10 +273,8 @@ def _join(timings: Sequence[Timing]) -> Timing:
 
 def _worst(accuracies: Sequence[Accuracy | None]) -> Accuracy | None:
     """The accuracy of the repeat that erred most: a verdict never passes what failed once."""
-    got = [a for a in accuracies if a is not None]
-    if not got:
-        return None
-    return max(got, key=lambda a: (a.nonfinite or 0, a.rel_l2, a.max_rel_elem or 0.0, a.max_abs))
+    return max((a for a in accuracies if a is not None), default=None,
+               key=lambda a: (a.nonfinite or 0, a.rel_l2, a.max_rel_elem or 0.0, a.max_abs))
 
 
 def merge_cases(repeats: Sequence[tuple[int, Case]]) -> Case:
