@@ -287,13 +287,6 @@ OPS: dict[str, OpSpec] = {
 OP_NAMES: tuple[str, ...] = tuple(OPS)
 
 
-def spec(op: str) -> OpSpec:
-    try:
-        return OPS[op]
-    except KeyError:
-        raise ValueError(f"unknown op {op!r} (known: {', '.join(OPS)})") from None
-
-
 # Implementations that never run a Triton kernel: on the CPU they run natively, interpreter on or off.
 NATIVE_IMPLS = ("torch", "compile", "jax")
 
@@ -306,12 +299,13 @@ def interpreted(interpret: bool, backend: str, impl: str, baseline: str) -> bool
 
 def lookup(op: str, declared: Iterable[OpSpec] = ()) -> OpSpec:
     """The spec of ``op``: a built-in one, else one of the ``declared`` ops (a report's ``Bench.ops``)."""
-    if op in OPS:
-        return OPS[op]
-    for s in declared:
-        if s.name == op:
-            return s
-    raise ValueError(f"unknown op {op!r} (known: {', '.join((*OPS, *(s.name for s in declared)))})")
+    found = OPS.get(op) or next((s for s in declared if s.name == op), None)
+    if found is None:
+        raise ValueError(f"unknown op {op!r} (known: {', '.join((*OPS, *(s.name for s in declared)))})")
+    return found
+
+
+spec = lookup  # a built-in op's spec
 
 
 def variant(dtype: str, precision: str) -> str:

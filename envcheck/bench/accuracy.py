@@ -1,13 +1,12 @@
-"""How far an output is from its float64 reference, chunk by chunk (``reference_chunks``): statistics only, no
-verdict (docs/judge.md). Non-finite outputs count as zeros, and apart; every output is NaN-poisoned before its
-checked call (``checked_call``).
+"""How far an output is from its float64 reference, chunk by chunk: statistics only, no verdict (docs/judge.md).
+Non-finite outputs count as zeros, and apart; every output is NaN-poisoned before its checked call.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 from envcheck.bench.impls import LAYER_NORM_EPS, REDUCE_DIMS, Impl, Inputs, torch_dtype
@@ -105,7 +104,6 @@ def _rows(op: str, xd: torch.Tensor, inputs: Inputs, sl: slice, rows: int) -> li
     return [RefChunk(sl, y, y, "y"), RefChunk(slice(rows + sl.start, rows + sl.stop), dx, mag, "dx")]  # dx below y
 
 
-
 def ulp(ref: torch.Tensor, dtype: str) -> torch.Tensor:
     """The spacing of ``dtype``'s numbers at each |ref| (float64; the subnormal spacing below the smallest normal)."""
     import torch
@@ -184,14 +182,10 @@ class _Sums:
     max_ulps: float = 0.0
 
     def add(self, o: _Sums) -> None:
-        self.err_sq += o.err_sq
-        self.ref_sq += o.ref_sq
-        self.excess_sq += o.excess_sq
-        self.max_abs = max(self.max_abs, o.max_abs)
-        self.max_rel = max(self.max_rel, o.max_rel)
-        self.nonfinite += o.nonfinite
-        self.elements += o.elements
-        self.max_ulps = max(self.max_ulps, o.max_ulps)
+        """The maxima kept, the rest summed."""
+        for f in fields(self):
+            mine, theirs = getattr(self, f.name), getattr(o, f.name)
+            setattr(self, f.name, max(mine, theirs) if f.name.startswith("max_") else mine + theirs)
 
     def accuracy(self) -> Accuracy:
         return statistics(self.err_sq, self.ref_sq, self.max_abs, self.max_rel, self.nonfinite, self.elements,
@@ -258,4 +252,3 @@ def _poisoned(t: torch.Tensor) -> int:
 def _parts(result: torch.Tensor | tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
     """The tensors an implementation returned: one, or the outputs of an op with several."""
     return result if isinstance(result, tuple) else (result,)
-

@@ -17,7 +17,6 @@ if TYPE_CHECKING:  # annotations only: the suite imports the runtime, which impo
     from envcheck.bench.suite import PlannedCase
 
 
-
 class OpCode(Protocol):
     """Inputs; the output implementations write into (None: they allocate); exact inputs (exact.py; None: none);
     ``planned``'s implementation bound to each (inputs, output) set; the float64 reference; the kernel that ran."""

@@ -152,10 +152,7 @@ class Runtime:
 
     def free_bytes(self) -> int | None:
         """Free device memory (None on the CPU, where the planner checked available RAM)."""
-        if not self.cuda:
-            return None
-        free, _total = self.torch.cuda.mem_get_info(self.index)
-        return int(free)
+        return int(self.torch.cuda.mem_get_info(self.index)[0]) if self.cuda else None
 
     def after_failure(self) -> None:
         """Let a failed step's queued work finish and its memory go, so the next step starts clean."""

@@ -1,7 +1,6 @@
 """One group of cases (every implementation of one op, dtype, precision and shape, on shared inputs): ``open_group``
-draws its tensors (and the sets that keep L2 cold); ``prepare`` takes an implementation through its first call,
-checked calls, warm-up and CUDA-graph capture. A failed step is its case's result, never the run's end: out of
-memory a Skip, any other exception a failed Case (its stage and first line; the traceback on stderr).
+draws its tensors; ``prepare`` takes an implementation through its first call, checked calls, warm-up and graph
+capture. A failed step is its case's result (out of memory a Skip, else a failed Case), never the run's end.
 """
 from __future__ import annotations
 
@@ -159,11 +158,9 @@ def open_group(rt: Runtime, first: PlannedCase, seed: int) -> Group:
         rt.after_failure()
         group.skip = Note("skip.out_of_memory", {"need_bytes": need, "free_bytes": rt.free_bytes()})
         return group
-    ws = spec.working_set_bytes(shape, dtype)
-    cold = rt.settings.cold_l2 and rt.cuda
-    memory_bound = not spec.compute_bound
-    wanted = rotation_sets(ws, rt.device.l2_bytes, memory_bound=memory_bound, enabled=cold)
-    sets = rotation_sets(ws, rt.device.l2_bytes, memory_bound=memory_bound, enabled=cold, spare_bytes=spare)
+    ws, cold = spec.working_set_bytes(shape, dtype), rt.settings.cold_l2 and rt.cuda
+    wanted, sets = (rotation_sets(ws, rt.device.l2_bytes, memory_bound=not spec.compute_bound, enabled=cold,
+                                  spare_bytes=limit) for limit in (None, spare))  # the sets wanted, and those that fit
     try:  # fresh random data for every set, outside every timed region
         for _ in range(sets - 1):
             group.extra_sets.append((code.make_inputs(shape, dtype, rt.where, gen),

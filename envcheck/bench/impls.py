@@ -210,8 +210,7 @@ def triton_kernel(op: str, shape: tuple[int, ...], dtype: str, precision: str) -
     if op != "matmul":
         return None
     matmul = importlib.import_module("envcheck.bench.kernels.matmul")  # the module, not the function
-    m, n, k = shape
-    tile = matmul.tuned_tile(m, n, k, torch_dtype(dtype), precision)
+    tile = matmul.tuned_tile(*shape, torch_dtype(dtype), precision)
     return tile.label if tile is not None else None
 
 

@@ -1,7 +1,6 @@
-"""JAX as another implementation of every op: the ``jax.numpy`` / ``jax.lax`` function a JAX user would write,
-jitted once per group, on the group's tensors through DLPack (no copy), with the others' arithmetic (fp32
-accumulation, IEEE or TF32 as asked, the forward output kept). JAX's own streams escape CUDA graphs: a JAX case
-has a launch time only.
+"""JAX as another implementation of every op: what a JAX user would write, jitted once per group, on the group's
+tensors through DLPack (no copy), with the others' arithmetic (fp32 accumulation, IEEE or TF32 as asked). JAX's
+own streams escape CUDA graphs: a JAX case has a launch time only.
 """
 
 from __future__ import annotations

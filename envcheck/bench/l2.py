@@ -1,7 +1,6 @@
 """Keeping L2 cold: a memory-bound case whose working set could stay in L2 between calls (1 MiB to 3x L2) gets
-R = ceil(3 x L2 / working set) sets of inputs and outputs that every implementation cycles through (``Rotation``),
-so every call meets data evicted from L2 with no flush timed. Smaller cases stay hot (launch-bound), compute-bound
-ones are never rotated; the analysis flags the rows left in L2 (``Case.rotation_sets``).
+R = ceil(3 x L2 / working set) sets of inputs and outputs every implementation cycles through (``Rotation``), so
+each call meets data evicted from L2 with no flush timed. Smaller cases stay hot, compute-bound ones unrotated.
 """
 
 from __future__ import annotations
@@ -24,13 +23,8 @@ def rotation_sets(working_set_bytes: int, l2_bytes: int | None, *, memory_bound:
     if not (enabled and memory_bound and min_bytes < working_set_bytes < ROTATE_L2_MULTIPLE * l2):
         return 1
     sets = max(2, math.ceil(ROTATE_L2_MULTIPLE * l2 / working_set_bytes))
-    extra = (sets - 1) * working_set_bytes
-    limit = MAX_ROTATION_EXTRA_L2_MULTIPLE * l2
-    if spare_bytes is not None:
-        limit = min(limit, spare_bytes)
-    if sets > MAX_ROTATION_SETS or extra > limit:
-        return 1
-    return sets
+    limit = min(MAX_ROTATION_EXTRA_L2_MULTIPLE * l2, math.inf if spare_bytes is None else spare_bytes)
+    return 1 if sets > MAX_ROTATION_SETS or (sets - 1) * working_set_bytes > limit else sets
 
 
 class Rotation:

@@ -27,8 +27,8 @@ from envcheck.probes.nvml import (
 
 __all__ = ["LimitWatch", "Monitor", "reason_names", "window_state"]
 
-_EVENTS = "nvmlDeviceGetCurrentClocksEventReasons"
-_EVENTS_OLD = "nvmlDeviceGetCurrentClocksThrottleReasons"  # drivers before R535
+# The clock-event reasons' query, then its name in drivers before R535.
+EVENT_CALLS = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
 
 
 # MonitorWindow's field -> its query (nvidia-smi's Clocks, Temperature, Power Draw in mW).
@@ -101,7 +101,8 @@ class Monitor:
         if self._handle is None:
             return
         self._sample()
-        self._thread = threading.Thread(target=self._run, name=f"envcheck-monitor-{self.index}", daemon=True)
+        self._thread = threading.Thread(target=every, name=f"envcheck-monitor-{self.index}", daemon=True,
+                                        args=(self.interval_s, self._clock, self._sleep, self._stop, self._sample))
         self._thread.start()
 
     def stop(self) -> None:
@@ -134,7 +135,7 @@ class Monitor:
             handle = self.nvml.call(*_handle_call(self.index))
         except Exception:  # noqa: BLE001 - a monitor must never break the benchmark it watches
             return None
-        for name in (_EVENTS, _EVENTS_OLD):
+        for name in EVENT_CALLS:
             try:
                 self.nvml.call(name, handle)
             except NvmlCallError as e:
@@ -145,9 +146,6 @@ class Monitor:
             self._events_call = name
             break
         return handle
-
-    def _run(self) -> None:
-        every(self.interval_s, self._clock, self._sleep, self._stop, self._sample)
 
     def _sample(self) -> None:
         handle = self._handle

@@ -1,9 +1,6 @@
-"""Runs the benchmark worker through the harness and gathers what it reports (the contract: protocol.py) into the
-report's ``Bench``. Whatever the worker does or befalls the run (Ctrl-C, SIGTERM, SIGHUP), what finished is kept
-and how it ended recorded: every planned case once, measured, skipped with a reason, or ``skip.not_run`` naming
-the stop's cause. A worker is given by its command: its target, then folders for its ``sys.path`` (tests' fakes).
-``run_resuming`` (``envcheck bench``) restarts a worker past a case that crashed or hung; ``merge`` joins the
-outcomes of ``run --repeat``.
+"""Runs the benchmark worker through the harness and gathers what it reports (protocol.py) into the report's
+``Bench``. Whatever befalls the run (Ctrl-C, SIGTERM, SIGHUP), every planned case is reported once: measured, skipped
+with a reason, or ``skip.not_run`` naming the stop's cause. A worker's command: its target, then ``sys.path`` folders.
 """
 
 from __future__ import annotations
@@ -99,9 +96,8 @@ class BenchOutcome:
 def run_worker(plan: Plan, on_event: OnEvent, timeout: float, *, command: Sequence[str] = WORKER_COMMAND,
                grace_s: float = TERMINATE_GRACE_S, stall_s: float | None = None, startup_s: float = STARTUP_S,
                stop: threading.Event | None = None) -> BenchOutcome:
-    """Run the worker on ``plan``; ``on_event`` sees every decoded event. Never raises for what the worker does;
-    ``stop`` ends it too. Once it returned it is ended at once (its teardown is nothing the run waits for). With
-    ``stall_s``, a started worker silent that long is stopped, ``stalled`` (``envcheck bench``: run_resuming)."""
+    """Run the worker on ``plan`` (``on_event`` sees each event; never raises); ended at once when it returned (its
+    teardown is nothing to wait for). With ``stall_s``, a started worker silent that long is stopped, ``stalled``."""
     assert plan.backend is not None, "a plan without a device has nothing to run"
     out = BenchOutcome()
     examples: list[str] = []
@@ -277,10 +273,8 @@ def _join(timings: Sequence[Timing]) -> Timing:
 
 def _worst(accuracies: Sequence[Accuracy | None]) -> Accuracy | None:
     """The accuracy of the repeat that erred most: a verdict never passes what failed once."""
-    got = [a for a in accuracies if a is not None]
-    if not got:
-        return None
-    return max(got, key=lambda a: (a.nonfinite or 0, a.rel_l2, a.max_rel_elem or 0.0, a.max_abs))
+    return max((a for a in accuracies if a is not None), default=None,
+               key=lambda a: (a.nonfinite or 0, a.rel_l2, a.max_rel_elem or 0.0, a.max_abs))
 
 
 def merge_cases(repeats: Sequence[tuple[int, Case]]) -> Case:
@@ -317,7 +311,12 @@ def merge(outcomes: Sequence[BenchOutcome]) -> BenchOutcome:
         raise ValueError("nothing to merge")
     if len(outcomes) == 1:
         return outcomes[0]
-    out = BenchOutcome(device=outcomes[0].device, versions=dict(outcomes[0].versions))
+    first, last = outcomes[0], outcomes[-1]
+    out = BenchOutcome(device=first.device, versions=dict(first.versions), ceiling_runs=list(first.ceiling_runs),
+                       notes=list(dict.fromkeys(n for o in outcomes for n in o.notes)),
+                       stop=next((o.stop for o in outcomes if o.stop is not None), None), stderr_tail=last.stderr_tail,
+                       returncode=last.returncode, done=all(o.done for o in outcomes),
+                       phases=added(o.phases for o in outcomes))
     by_key: dict[CaseKey, list[tuple[int, Case]]] = {}
     for i, o in enumerate(outcomes, start=1):
         offset = len(out.windows)
@@ -326,18 +325,9 @@ def merge(outcomes: Sequence[BenchOutcome]) -> BenchOutcome:
             if c.window is not None:
                 c = dataclasses.replace(c, window=c.window + offset)
             by_key.setdefault(c.key, []).append((i, c))
-        out.notes.extend(o.notes)
     out.cases = [merge_cases(v) for v in by_key.values()]
-    seen: set[CaseKey] = set(by_key)
-    for o in outcomes:
-        for s in o.skips:
-            if s.key not in seen:
-                seen.add(s.key)
-                out.skips.append(s)
-    out.ceiling_runs = list(outcomes[0].ceiling_runs)
-    out.notes = list(dict.fromkeys(out.notes))
-    out.stop = next((o.stop for o in outcomes if o.stop is not None), None)
-    last = outcomes[-1]
-    out.stderr_tail, out.returncode, out.done = last.stderr_tail, last.returncode, all(o.done for o in outcomes)
-    out.phases = added(o.phases for o in outcomes)
+    skips: dict[CaseKey, Skip] = {}
+    for s in (s for o in outcomes for s in o.skips):
+        skips.setdefault(s.key, s)  # the first repeat's skip of a case no repeat measured
+    out.skips = [s for key, s in skips.items() if key not in by_key]
     return out

@@ -1,7 +1,6 @@
-"""Sampling a prepared implementation: its GPU and launch times in turns in one window of its own, once it has
-run long enough to bring the GPU to the state it keeps under it. A compute-bound one whose load meets the GPU's
-power or thermal limit (NVML watched for ``POWER_PROBE_MS``; without NVML, every one) is timed sustained; one
-within ``RECENT_MS`` of a sustained one is too, without a probe (docs/measurement.md says why each rule).
+"""Sampling a prepared implementation: its GPU and launch times in turns in one window of its own, once the GPU
+holds its state under it. A compute-bound one meeting the power or thermal limit (or any, without NVML) is timed
+sustained, as is one within ``RECENT_MS`` of a sustained one (docs/measurement.md says why each rule).
 """
 
 from __future__ import annotations

@@ -24,10 +24,8 @@ DTYPE_ALIASES: dict[str, tuple[str, str | None]] = {
     "bf16": ("bf16", None), "bfloat16": ("bf16", None),
 }
 
-# Sizes given on the command line (``envcheck run --sizes``), parsed into shapes. One item is ``N`` (an element
-# count: ``1024``, ``1_048_576``, ``2^20``, ``2**20``, ``1e6``, or ``4K`` / ``1M`` / ``1G``, powers of two as GPU
-# sizes are), ``RxC``, ``MxNxK`` (matmul, the reductions' (a, b, c), linear_fwbw) or ``NxCxHxWxKxRxSTRIDE``
-# (conv2d); ``shape_for`` says which ops a size feeds.
+# ``--sizes`` items: ``N`` (``1024``, ``1_048_576``, ``2^20``, ``2**20``, ``1e6``, ``4K`` / ``1M`` / ``1G`` in powers
+# of two), ``RxC``, ``MxNxK`` or conv2d's ``NxCxHxWxKxRxSTRIDE``; ``shape_for`` says which ops a size feeds.
 MAX_DIM = 1 << 40  # 4 TiB in fp32: no single benchmark tensor fits any GPU made
 
 _MULTIPLIERS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
@@ -321,8 +319,7 @@ def select(options: RunOptions) -> Selection:
         ops = tuple(dict.fromkeys(op for o in named for op in OP_GROUPS.get(o, (o,))))
         unknown = [o for o in ops if o not in OP_NAMES]
         if unknown:
-            valid = ", ".join((*OP_NAMES, *OP_GROUPS))
-            raise UsageError("error.ops_unknown", op=repr(unknown[0]), known=valid)
+            raise UsageError("error.ops_unknown", op=repr(unknown[0]), known=", ".join((*OP_NAMES, *OP_GROUPS)))
     else:
         ops = DEFAULT_OPS
     dtypes = None
@@ -373,7 +370,8 @@ def torch_missing(env: Environment) -> Note | None:
 
 def cuda_unusable(env: Environment) -> list[Note]:
     """Why there is no usable CUDA GPU, from the probe facts; [] when there is one."""
-    if env.get("torch_runtime", "cuda_available") is True and env.get("torch_runtime", "smoke_ok") is not False:
+    available = env.get("torch_runtime", "cuda_available")
+    if available is True and env.get("torch_runtime", "smoke_ok") is not False:
         return []
     reasons = []
     nvml_error = env.get("driver", "nvml_error")
@@ -387,14 +385,13 @@ def cuda_unusable(env: Environment) -> list[Note]:
     runtime_error = env.get("torch_runtime", "error")
     if runtime_error:
         reasons.append(Note("bench.no_cuda.runtime_error", {"detail": _first_line(runtime_error)}))
-    if env.get("torch_runtime", "cuda_available") is True and env.get("torch_runtime", "smoke_ok") is False:
+    if available is True:  # its smoke test failed
         reasons.append(Note("bench.no_cuda.smoke_failed"))
-    if not reasons:
-        if env.get("torch_runtime", "cuda_available") is False:
-            reasons.append(Note("bench.no_cuda.unavailable"))
-        else:
-            why = env.fact("torch_runtime", "cuda_available").reason
-            reasons.append(Note("bench.no_cuda.unknown", {"detail": _first_line(why) if why else None}))
+    if not reasons and available is False:
+        reasons.append(Note("bench.no_cuda.unavailable"))
+    elif not reasons:
+        why = env.fact("torch_runtime", "cuda_available").reason
+        reasons.append(Note("bench.no_cuda.unknown", {"detail": _first_line(why) if why else None}))
     return reasons
 
 
@@ -477,16 +474,9 @@ def _default_shapes(op: str, backend: str, quick: bool) -> list[Triple]:
 
 def _all_dtype_shapes(op: str, backend: str, shapes: Sequence[tuple[int, ...]],
                       dtypes: Sequence[tuple[str, str | None]], user_sizes: bool) -> list[Triple]:
-    """(dtype, precision, shape) for explicit dtypes and/or sizes."""
-    out = []
-    for shape in shapes:
-        for dtype, only in dtypes:
-            if spec(op).family == "matmul" and dtype == "fp32":
-                precisions = ("fp32",) if backend == "cpu" else _precisions(op, dtype, shape, user_sizes)
-                out += [(dtype, p, shape) for p in precisions if only in (None, p)]
-            elif only is None:  # tf32 means nothing outside matmul
-                out.append((dtype, dtype, shape))
-    return out
+    """(dtype, precision, shape) for explicit dtypes and/or sizes (``tf32`` only where a precision is TF32)."""
+    return [(dtype, p, shape) for shape in shapes for dtype, only in dtypes
+            for p in ((dtype,) if backend == "cpu" else _precisions(op, dtype, shape, user_sizes)) if only in (None, p)]
 
 
 def frame(quick: bool, device: int, env: Environment, ops: tuple[str, ...]) -> Plan:
@@ -565,9 +555,8 @@ def plan(options: RunOptions, env: Environment, gpu: int | None = None) -> Plan:
 
     planned: list[PlannedCase] = []
     for op in sel.ops:
-        shapes = None
-        if sel.sizes is not None:
-            shapes = [s for s in (shape_for(op, size, sel.ops_given) for size in sel.sizes) if s]
+        shapes = None if sel.sizes is None else [
+            s for s in (shape_for(op, size, sel.ops_given) for size in sel.sizes) if s]
         suite_of = "interpret" if interpret else backend
         if shapes is None and sel.dtypes is None:
             triples = _default_shapes(op, suite_of, quick)

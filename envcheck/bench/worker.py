@@ -229,10 +229,8 @@ def main(args: object, out: Callable[[JSON], None]) -> dict[str, float]:
     return Worker(protocol.decode_plan(args), lambda ev: out(protocol.encode(ev))).run()
 
 
-# The measured ceilings, raw samples the analysis takes the best of (no case may beat a ceiling): bandwidth
-# (``copy``, ``read``, ``fill``, ``triad`` far past L2) and cuBLAS matmuls (``MATMUL_SHAPES`` per precision the
-# suite measures). Timed as cases are, first, in two windows warmed ``WARMUP_MS`` each: the matmuls at the power
-# cap, the memory-bound kernels never beside tensor-core load.
+# The measured ceilings (no case may beat one): bandwidth kernels far past L2 and cuBLAS matmuls per precision
+# measured, timed as cases are in two windows warmed ``WARMUP_MS`` each (memory-bound never beside tensor-core load).
 BANDWIDTH_BUFFER_BYTES = 1 << 30
 MIN_L2_MULTIPLE = 8
 MATMUL_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 16384))

@@ -62,8 +62,7 @@ class Gemm:
     @classmethod
     def make(cls, torch: ModuleType, dtype: str, n: int, k: int, device: str, seed: int) -> Gemm:
         """(n x k) @ (k x n) with inputs drawn from ``seed``."""
-        g = torch.Generator(device="cpu")
-        g.manual_seed(seed)
+        g = torch.Generator(device="cpu").manual_seed(seed)
         # Fresh random inputs (never zeros), small enough that fp8 keeps them finite.
         a = torch.randn(n, k, generator=g) * 0.5
         b = torch.randn(k, n, generator=g) * 0.5
@@ -138,8 +137,7 @@ class SdcChecker:
     def check_sums(self, sums: Tensor, first_iteration: int, t_s: float) -> None:
         """Each slot of ``sums`` (iterations first_iteration...) against the first's checksum."""
         self.checksums += int(sums.numel())
-        bad = (sums != self.ref_sum).nonzero().flatten().tolist()
-        for k in bad:
+        for k in (sums != self.ref_sum).nonzero().flatten().tolist():
             self._add(SdcMismatch("checksum", first_iteration + int(k), t_s))
 
     def full(self, out: Tensor, iteration: int, t_s: float) -> None:
@@ -171,8 +169,7 @@ class SdcChecker:
                            prods.abs().sum(dim=1) * (2 * UNIT_ROUNDOFF[self.gemm.out_dtype]) + 1e-30)
         exact, bound = self._exact
         got = out[rows.to(out.device), cols.to(out.device)].to("cpu", torch.float64)
-        err = ((got - exact).abs() / bound)
-        err = torch.nan_to_num(err, nan=math.inf)
+        err = torch.nan_to_num((got - exact).abs() / bound, nan=math.inf)
         worst = float(err.max())
         self.fp64_max_error = max(self.fp64_max_error or 0.0, worst) if math.isfinite(worst) else self.fp64_max_error
         n = self.gemm.n
@@ -187,4 +184,3 @@ class SdcChecker:
 
 def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
-

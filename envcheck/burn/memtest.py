@@ -54,8 +54,7 @@ def expected(torch: ModuleType, name: str, arg: int, lo: int, hi: int, device: o
         # The low 32 bits of each word's index: unique within every 16 GiB window.
         return (torch.arange(lo, hi, dtype=torch.int64, device=device) & 0xFFFFFFFF).to(torch.int32)
     if name == "random":
-        g = torch.Generator(device=device)
-        g.manual_seed(seed * 1_000_003 + lo)
+        g = torch.Generator(device=device).manual_seed(seed * 1_000_003 + lo)
         return torch.randint(-(1 << 31), (1 << 31) - 1, (n,), dtype=torch.int32, device=device, generator=g)
     raise ValueError(f"unknown memory test pattern {name!r}")
 

@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from envcheck.bench.monitor import GONE, LOST, NvmlSample, aligned, every, read_nvml
+from envcheck.bench.monitor import EVENT_CALLS, GONE, LOST, NvmlSample, aligned, every, read_nvml
 from envcheck.model.burn import TELEMETRY_FIELDS, Telemetry
 from envcheck.probes.nvml import (
     CLOCK_MEM,
@@ -50,7 +50,6 @@ READERS: dict[str, Callable[[NvmlLike, object], float | tuple[float, float]]] = 
     "pcie_replays": lambda n, h: n.call("nvmlDeviceGetPcieReplayCounter", h),
     "remap": _remap,
 }
-_EVENTS = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
 
 
 def _field(nvml: NvmlLike, handle: object, field_id: int) -> float:
@@ -75,7 +74,7 @@ class Sampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._dead: set[str] = set()
-        self._events: str | None = _EVENTS[0]
+        self._events: str | None = EVENT_CALLS[0]
         self.lost = False
 
     def sample(self) -> TelemetrySample | None:
@@ -102,7 +101,7 @@ class Sampler:
             if mask is LOST:
                 return self._lost(t_s)
             if mask is GONE:  # drivers before R535 have only the old name
-                self._events = _EVENTS[1] if self._events == _EVENTS[0] else None
+                self._events = EVENT_CALLS[1] if self._events == EVENT_CALLS[0] else None
                 continue
             if isinstance(mask, int):
                 reasons = tuple(sorted(reason_names(mask)))
@@ -119,11 +118,9 @@ class Sampler:
 
     def start(self) -> None:
         self.sample()
-        self._thread = threading.Thread(target=self._run, name="envcheck-burn-telemetry", daemon=True)
+        self._thread = threading.Thread(target=every, name="envcheck-burn-telemetry", daemon=True,
+                                        args=(self.interval_s, self.clock, self._stop.wait, self._stop, self.sample))
         self._thread.start()
-
-    def _run(self) -> None:
-        every(self.interval_s, self.clock, self._stop.wait, self._stop, self.sample)
 
     def stop(self) -> None:
         self._stop.set()

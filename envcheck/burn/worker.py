@@ -132,12 +132,10 @@ class BurnWorker:
         if sampler is not None:
             sampler.start()
         try:
-            if plan.gemm_s > 0:
-                self.gemm_phase()
-            if plan.bandwidth_s > 0:
-                self.bandwidth_phase()
-            if plan.memtest_s > 0:
-                self.memtest_phase()
+            for seconds, phase in ((plan.gemm_s, self.gemm_phase), (plan.bandwidth_s, self.bandwidth_phase),
+                                   (plan.memtest_s, self.memtest_phase)):
+                if seconds > 0:
+                    phase()
         finally:
             if sampler is not None:
                 sampler.stop()

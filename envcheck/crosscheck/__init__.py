@@ -11,9 +11,6 @@ def good_samples(value: object) -> list[float] | None:
     numbers."""
     if not isinstance(value, list) or not value:
         return None
-    out = []
-    for x in value:
-        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0:
-            return None
-        out.append(float(x))
-    return out
+    if any(isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0 for x in value):
+        return None
+    return [float(x) for x in value]

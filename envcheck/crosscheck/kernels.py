@@ -94,18 +94,14 @@ def assemble(p: GpuPlan, events: list[dict[str, Json]], launch: Launch) -> tuple
     rows = []
     for i, (c, row) in enumerate(zip(p.heads, p.plan["rows"], strict=True)):
         ev = by_row.get(i)
-        base = {"gpu": p.gpu, "op": c.op, "impl": c.impl, "dtype": c.dtype, "precision": c.precision,
-                "shape": c.shape}
-        kernel = ev["kernel"][:100] if ev is not None and isinstance(ev.get("kernel"), str) else None
-        timing = {"rounds": p.plan["rounds"], "rep_ms": row["rep_ms"], "settle_ms": row["settle_ms"],
-                  "sets": row["sets"], "kernel": kernel}
-        samples = good_samples(ev.get("samples_us")) if ev is not None else None
         if ev is None:
-            rows.append(KernelTiming(**base, skipped="not_run"))
-        elif samples is not None:
-            rows.append(KernelTiming(**base, samples_us=samples, **timing))  # type: ignore[arg-type]
-        else:
-            rows.append(KernelTiming(**base, error=str(ev.get("error") or "no samples"), **timing))  # type: ignore[arg-type]
+            rows.append(KernelTiming(p.gpu, c.op, c.impl, c.dtype, c.precision, c.shape, skipped="not_run"))
+            continue
+        samples = good_samples(ev.get("samples_us"))
+        rows.append(KernelTiming(p.gpu, c.op, c.impl, c.dtype, c.precision, c.shape, samples,  # type: ignore[arg-type]
+                                 p.plan["rounds"], row["rep_ms"], row["settle_ms"],  # type: ignore[arg-type]
+                                 None if samples is not None else str(ev.get("error") or "no samples"),
+                                 sets=row["sets"], kernel=ev["kernel"][:100] if isinstance(ev.get("kernel"), str) else None))
     return tuple(rows), ToolRun("do_bench_cudagraph", launch, p.gpu)
 
 

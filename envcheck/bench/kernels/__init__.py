@@ -12,6 +12,7 @@ import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from envcheck.errors import one_line
 from envcheck.ops import OP_NAMES
 
 if TYPE_CHECKING:
@@ -30,21 +31,17 @@ def triton_available() -> str | None:
         import triton  # noqa: F401
         import triton.language  # noqa: F401
     except Exception as exc:  # noqa: BLE001 - a broken Triton fails in many ways: each is a reason, not a crash
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        detail = f": {first_line}" if first_line else ""
-        return f"cannot import Triton ({type(exc).__name__}{detail})"
+        return f"cannot import Triton ({one_line(exc)})"
     return None
 
 
 def __getattr__(name: str) -> Any:  # a kernel, or KERNELS: what the caller named
     # PEP 562: a kernel resolved on first access is cached as a module global (a dict hit, not an import).
     if name in OPS:
-        fn = globals()[name] = getattr(importlib.import_module(f"{__name__}.{MODULES.get(name, name)}"), name)
-        return fn
+        return globals().setdefault(name, getattr(importlib.import_module(f"{__name__}.{MODULES.get(name, name)}"), name))
     if name == "KERNELS":
         kernels: dict[str, Callable[..., torch.Tensor]] = {op: __getattr__(op) for op in OPS}
-        globals()["KERNELS"] = kernels
-        return kernels
+        return globals().setdefault("KERNELS", kernels)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

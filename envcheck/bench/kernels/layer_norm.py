@@ -6,14 +6,12 @@ E[x^2] - E[x]^2, which cancels catastrophically when the mean is large. Rows pas
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import triton
 import triton.language as tl
 
 from envcheck.bench.kernels.checks import one_dtype
-from envcheck.bench.kernels.softmax import row_tile
+from envcheck.bench.kernels.softmax import tile_config
 
 MAX_COLS = 32768
 EPS = 1e-5  # torch.nn.functional.layer_norm's default
@@ -48,9 +46,6 @@ def path(cols: int) -> str:
     return "tile"
 
 
-_config = functools.lru_cache(maxsize=256)(functools.partial(row_tile, values=4096))
-
-
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, out: torch.Tensor,
                eps: float = EPS) -> torch.Tensor:
     """``out = layer_norm(x, (cols,), weight, bias, eps)`` for a 2-D fp32/fp16/bf16 ``x`` whose
@@ -65,7 +60,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, out: t
     if rows == 0:
         return out
     path(cols)
-    block_rows, block_cols, warps = _config(rows, cols)
+    block_rows, block_cols, warps = tile_config(rows, cols)
     int64 = max(x.stride(0), out.stride(0)) * rows >= _INT32_LIMIT
     _layer_norm_kernel[(triton.cdiv(rows, block_rows),)](
         x, weight, bias, out, rows, cols, x.stride(0), out.stride(0), eps,

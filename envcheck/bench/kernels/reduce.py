@@ -111,10 +111,8 @@ def _plan(shape: tuple[int, ...], over: str) -> tuple[int, int, int]:
     """(splits, chunk, columns) of stage one of the two-stage paths."""
     a, b, c = shape
     if over == "lead":
-        splits, chunk = _splits(a * b, triton.cdiv(c, _LEAD_BLOCK_C), _LEAD_BLOCK_B)
-        return splits, chunk, c
-    splits, chunk = _splits(a * b * c, 1, _FLAT_BLOCK)
-    return splits, chunk, 1
+        return (*_splits(a * b, triton.cdiv(c, _LEAD_BLOCK_C), _LEAD_BLOCK_B), c)
+    return (*_splits(a * b * c, 1, _FLAT_BLOCK), 1)
 
 
 def workspace(x: torch.Tensor, over: str) -> torch.Tensor | None:

@@ -80,7 +80,7 @@ def row_tile(rows: int, cols: int, values: int) -> tuple[int, int, int]:
     return block_rows, block_cols, warps
 
 
-_tile_config = functools.lru_cache(maxsize=256)(functools.partial(row_tile, values=4096))
+tile_config = functools.lru_cache(maxsize=256)(functools.partial(row_tile, values=4096))
 
 
 def softmax(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -95,7 +95,7 @@ def softmax(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     sor, soc = out.stride()
     int64 = x.numel() >= _INT32_LIMIT or max(sxr, sor) * rows >= _INT32_LIMIT
     if path(cols) == "tile":
-        block_rows, block_cols, warps = _tile_config(rows, cols)
+        block_rows, block_cols, warps = tile_config(rows, cols)
         _softmax_tile_kernel[(triton.cdiv(rows, block_rows),)](
             x, out, rows, cols, sxr, sxc, sor, soc,
             BLOCK_ROWS=block_rows, BLOCK_COLS=block_cols, INT64=int64, num_warps=warps)

@@ -81,8 +81,7 @@ def fastest(candidates: Mapping[Tile, Callable[[], object]], measure: Measure | 
     times = dict(zip(alive, (measure or graph_times)(list(alive.values())), strict=True))
     timed = {tile: t for tile, t in times.items() if isinstance(t, float)}
     if not timed:
-        failure = next(t for t in times.values() if isinstance(t, BaseException))
-        raise failure
+        raise next(t for t in times.values() if isinstance(t, BaseException))
     return min(timed, key=timed.__getitem__)
 
 
