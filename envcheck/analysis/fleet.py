@@ -183,11 +183,6 @@ def _references(metrics: Sequence[Sequence[Metric]]) -> tuple[Reference, ...]:
     return tuple(out)
 
 
-def rules_in_force(fleet: Fleet) -> tuple[Rule, ...]:
-    """The rules the verdicts were judged by: the fleet's own, else the defaults."""
-    return fleet.rules or DEFAULT_RULES
-
-
 def references(fleet: Fleet, metrics: Sequence[Sequence[Metric]]) -> tuple[tuple[Reference, ...], str]:
     """The values each node is held to and their source: the baseline's, else the fleet's medians."""
     if fleet.baseline is not None and fleet.baseline.values:
@@ -333,7 +328,7 @@ def judge(fleet: Fleet, metrics: Sequence[Sequence[Metric]] | None = None,
           problems: Sequence[Sequence[NodeProblem]] | None = None) -> tuple[NodeVerdict, ...]:
     """Every node's one verdict against the baseline or the fleet median; a lost rank or a problem its own tests
     found fails its node; a host lost before it sent anything gets a verdict of its own."""
-    rules = rules_in_force(fleet)
+    rules = fleet.rules or DEFAULT_RULES
     metrics = [node_metrics(n) for n in fleet.nodes] if metrics is None else metrics
     refs, source = references(fleet, metrics)
     lost = lost_ranks(fleet)
@@ -508,7 +503,7 @@ def analyse_fleet(fleet: Fleet, analyse_bench: Callable[[Environment, Bench], Be
     refs, source = references(fleet, metrics)
     nodes = tuple(FleetNodeAnalysis(n, b, a, m, verdicts[i], tuple(r for r in fleet.ranks if r.rank in n.ranks))
                   for i, (n, b, a, m) in enumerate(per_node))
-    rules = rules_in_force(fleet)
+    rules = fleet.rules or DEFAULT_RULES
     return FleetAnalysis(fleet, nodes, verdicts, rules, refs, source,
                          tuple(analyse_sweep(c) for c in fleet.collectives),
                          tuple(r for r in fleet.ranks if r.status != "ok"), slow_ranks(fleet.ranks),

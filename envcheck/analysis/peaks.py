@@ -408,13 +408,10 @@ def _derive(name: str | None, cc: str | None, sm_count: int | None, clock_mhz: f
     if rate == "peak.unknown_arch":
         return Missing(precision, rate, {"cc": cc})
     arch = ARCHS[cc]
-    if isinstance(rate, str):
-        return Missing(precision, rate, {"cc": cc, "arch": arch.name})
+    if isinstance(rate, str) or not sm_count or not clock_mhz:
+        why = rate if isinstance(rate, str) else "peak.no_sm_count" if not sm_count else "peak.no_clock"
+        return Missing(precision, why, {"cc": cc, "arch": arch.name})
     per_sm, halved = rate
-    if not sm_count:
-        return Missing(precision, "peak.no_sm_count", {"cc": cc, "arch": arch.name})
-    if not clock_mhz:
-        return Missing(precision, "peak.no_clock", {"cc": cc, "arch": arch.name})
     params: dict[str, str | int | float] = {"cc": cc, "arch": arch.name, "sm_count": sm_count,
                                             "clock_mhz": clock_mhz, "per_sm": per_sm}
     ratio = tensor_clock_ratio(arch) if precision in TENSOR_PRECISIONS else 1.0

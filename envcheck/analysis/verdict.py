@@ -89,9 +89,8 @@ def _fleet_reasons(analysis: Analysis) -> list[Reason]:
         return []
     out = [_r("fleet_node", host=v.host, status=v.status, finding=_finding(v.findings))
            for v in fleet.verdicts if v.status != "pass"]
-    lost = [r for r in fleet.failed_ranks if r.status != "ok"]
-    if lost and not out:
-        out.append(_r("fleet_ranks_failed", count=len(lost)))
+    if fleet.failed_ranks and not out:  # failed_ranks: those whose status is not ok
+        out.append(_r("fleet_ranks_failed", count=len(fleet.failed_ranks)))
     # fleet --crosscheck: a node whose numbers an independent tool does not bear out, or whose tool failed.
     for host, cross in analysis.fleet_crosschecks:
         if cross.findings:
