@@ -60,10 +60,6 @@ def _keys(rows: Sequence[CaseResult]) -> tuple[CaseKey, ...]:
     return tuple(r.key for r in rows)
 
 
-def _elements(r: CaseResult) -> int:
-    return math.prod(r.case.shape)
-
-
 def stopped(bench: Bench) -> list[Finding]:
     stop = bench.stop
     if stop is None:
@@ -113,7 +109,7 @@ def launch_bound(results: Sequence[CaseResult]) -> list[Finding]:
     for op in _ops(flagged):
         for impl in dict.fromkeys(r.case.impl for r in flagged if r.case.op == op):
             mine = [r for r in flagged if r.case.op == op and r.case.impl == impl]
-            top = max(mine, key=_elements)
+            top = max(mine, key=lambda r: math.prod(r.case.shape))
             out.append(Finding("finding.launch_bound", {"op": op, "impl": impl, "count": len(mine),
                                                         "top_shape": top.case.shape}, "info", _keys(mine)))
     return out

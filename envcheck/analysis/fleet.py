@@ -152,14 +152,9 @@ def not_applied(fleet: Fleet, rules: Sequence[Rule], metrics: Sequence[Sequence[
         return ()
     held = {r for ms in metrics for m in ms if (r := _rule_for(m.name, rules)) is not None}
     held |= {r for ref in refs if (r := _rule_for(ref.metric, rules)) is not None}
-    out = []
-    for r in rules:
-        if r in held:
-            continue
-        reason = ("cpu_speed" if r.metric.startswith(_GPU_SPEED_RULES)
-                  else "no_gpu_pairs" if r.metric.startswith("peer.") else "not_run")
-        out.append(NotApplied(r, reason))
-    return tuple(out)
+    return tuple(NotApplied(r, "cpu_speed" if r.metric.startswith(_GPU_SPEED_RULES)
+                            else "no_gpu_pairs" if r.metric.startswith("peer.") else "not_run")
+                 for r in rules if r not in held)
 
 
 def _rule_for(name: str, rules: Sequence[Rule]) -> Rule | None:
@@ -283,8 +278,6 @@ def world_culprits(collectives: Collectives) -> tuple[int, ...]:
     """The ranks that stopped a sweep across nodes: those that died without a word, else those that failed; at a
     time limit only those that failed (the others were waiting on them)."""
     bad = [o for o in collectives.ranks if o.status != "ok"]
-    if not bad:
-        return ()
     errors = tuple(o.rank for o in bad if o.status == "error")
     if collectives.error == "timed_out":
         return errors
@@ -489,15 +482,15 @@ class FleetAnalysis:
 def analyse_fleet(fleet: Fleet, analyse_bench: Callable[[Environment, Bench], BenchAnalysis]) -> FleetAnalysis:
     """``analyse_bench(environment, bench)`` gives a ``BenchAnalysis`` (``envcheck.analysis``)."""
     from envcheck.analysis.collectives import analyse_sweep
-    from envcheck.analysis.node import analyse_node, rates_from
+    from envcheck.analysis.node import analyse_node
     from envcheck.model import Environment
 
     per_node = []
     for n in fleet.nodes:
         env = n.environment or Environment()
         benches = tuple(analyse_bench(env, b) for b in n.benches)
-        rates = [rates_from(ba.bench, ba.ceilings, ba.results) for ba in benches]
-        per_node.append((n, benches, analyse_node(n.node, benches, env), node_metrics(n, rates)))
+        a = analyse_node(n.node, benches, env)
+        per_node.append((n, benches, a, node_metrics(n, [g.rates for g in a.gpus])))
     metrics = [m for *_, m in per_node]
     verdicts = judge(fleet, metrics, [a.problems for _, _, a, _ in per_node])
     refs, source = references(fleet, metrics)

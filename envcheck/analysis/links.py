@@ -141,14 +141,14 @@ def pair_path(topology: Topology, a: int, b: int) -> PairPath | None:
         return None
     pair = next((p for p in topology.pairs if {p.a, p.b} == {a, b}), None)
     level = pair.pcie_level.value if pair is not None and pair.pcie_level.ok else None
-    bus_b = str(gb.pci_bus_id.value).lower() if gb.pci_bus_id.ok else None
-    bus_a = str(ga.pci_bus_id.value).lower() if ga.pci_bus_id.ok else None
-    direct = [lk for lk in _active(ga) if lk.remote_pci_bus_id.ok and bus_b
-              and _same_bus(str(lk.remote_pci_bus_id.value), bus_b)]
-    if not direct and bus_a:
-        # NVML may answer the remote end only from one side (or the binding may lack it on one GPU).
-        direct = [lk for lk in _active(gb) if lk.remote_pci_bus_id.ok
-                  and _same_bus(str(lk.remote_pci_bus_id.value), bus_a)]
+
+    def links_to(src: GpuLinks, dst: GpuLinks) -> list[NvLink]:
+        bus = str(dst.pci_bus_id.value) if dst.pci_bus_id.ok else None
+        return [lk for lk in _active(src) if bus and lk.remote_pci_bus_id.ok
+                and _same_bus(str(lk.remote_pci_bus_id.value), bus)]
+
+    # NVML may answer the remote end only from one side (or the binding may lack it on one GPU).
+    direct = links_to(ga, gb) or links_to(gb, ga)
     if direct:
         speed, gen, ref, signalling = _nvlink_rate(direct)
         expected = speed * len(direct) if speed is not None else None

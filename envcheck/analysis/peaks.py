@@ -317,9 +317,7 @@ SPEC_BY_KEY: Mapping[str, GpuSpec] = MappingProxyType({spec.key: spec for spec i
 
 def spec_for(name: str | None) -> GpuSpec | None:
     """The datasheet row for an NVML (or torch) GPU name, or None when no row describes it."""
-    if not name:
-        return None
-    return next((spec for spec in SPECS if spec.matches(name)), None)
+    return next((spec for spec in SPECS if spec.matches(name)), None) if name else None
 
 
 def is_geforce(name: str | None) -> bool:
@@ -355,9 +353,7 @@ def row_rate(spec: GpuSpec, precision: str) -> int | None:
 
 def row_clock_mhz(spec: GpuSpec, precision: str) -> int:
     """The clock a row's figure for ``precision`` is quoted at."""
-    if precision in TENSOR_PRECISIONS and spec.tensor_clock_mhz:
-        return spec.tensor_clock_mhz
-    return spec.clock_mhz
+    return spec.tensor_clock_mhz if precision in TENSOR_PRECISIONS and spec.tensor_clock_mhz else spec.clock_mhz
 
 
 def spec_tflops(spec: GpuSpec) -> Mapping[str, float]:

@@ -51,10 +51,9 @@ def _r(key: str, **params: ParamValue) -> Reason:
 
 
 def _bench_reasons(analysis: Analysis) -> list[Reason]:
-    out: list[Reason] = []
-    report = analysis.report
-    if not report.benches:
+    if not analysis.report.benches:
         return [_r("bench_missing")]
+    out: list[Reason] = []
     for ba in analysis.benches:
         gpu = ba.bench.device.index
         if not ba.bench.cases:
@@ -69,8 +68,7 @@ def _bench_reasons(analysis: Analysis) -> list[Reason]:
             out.append(_r("case_failed", gpu=gpu, count=len(bad), op=first.op, impl=first.impl, dtype=first.dtype,
                           shape="x".join(str(s) for s in first.shape), status=bad[0].status))
     if analysis.node is not None and analysis.node.problems:
-        first_problem = analysis.node.problems[0]
-        out.append(_r("node_problem", count=len(analysis.node.problems), problem=first_problem.key))
+        out.append(_r("node_problem", count=len(analysis.node.problems), problem=analysis.node.problems[0].key))
     return out
 
 
