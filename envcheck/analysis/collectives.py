@@ -101,8 +101,7 @@ def capture_means_us(result: CollectiveResult, registered: bool = False) -> tupl
 def gpu_time_us(result: CollectiveResult) -> float | None:
     """GPU time of one call (graph replays, as ``-G``): the captures' median on one allocation (two paces), their
     mean over fresh allocations (docs/node.md). None without it."""
-    means = capture_means_us(result)
-    if not means:
+    if not (means := capture_means_us(result)):
         return None
     return statistics.fmean(means) if result.allocations > 1 else statistics.median(means)
 

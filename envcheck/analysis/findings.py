@@ -234,9 +234,7 @@ def tf32(results: Sequence[CaseResult]) -> list[Finding]:
                                   "tf32_tol": worst.tolerance.rel_l2}
         if ieee:
             params["ieee_err"] = max(r.case.accuracy.rel_l2 for r in ieee)  # type: ignore[union-attr]
-            out.append(Finding("finding.tf32", params, "info", _keys(mine)))
-        else:
-            out.append(Finding("finding.tf32_noieee", params, "info", _keys(mine)))
+        out.append(Finding("finding.tf32" if ieee else "finding.tf32_noieee", params, "info", _keys(mine)))
     return out
 
 
@@ -269,9 +267,8 @@ def recommendations(found: Sequence[Finding]) -> tuple[Recommendation, ...]:
         out.append(Recommendation("rec.failures", {"ops": ",".join(ops_failing)}))
     if "finding.throttled" in keys:
         out.append(Recommendation("rec.throttled"))
-    for f in found:
-        if f.key == "finding.noisy":
-            out.append(Recommendation("rec.noisy.cpu" if f.params["host_clock"] else "rec.noisy"))
+    out += [Recommendation("rec.noisy.cpu" if f.params["host_clock"] else "rec.noisy")
+            for f in found if f.key == "finding.noisy"]
     # PyTorch eager's limit: what users pay without Triton (Triton's own launcher stays launch-bound longer).
     torch_bound = [f for f in found if f.key == "finding.launch_bound" and f.params["impl"] == "torch"
                    and OPS.get(str(f.params["op"])) is not None

@@ -77,8 +77,7 @@ def _finding(findings: tuple[FleetFinding, ...]) -> str:
     if not findings:
         return "-"
     f = findings[0]
-    ranks = f.ranks
-    return " ".join(x for x in (f.kind, f.metric or "", f"rank {','.join(map(str, ranks))}" if ranks else "") if x)
+    return " ".join(x for x in (f.kind, f.metric or "", f"rank {','.join(map(str, f.ranks))}" if f.ranks else "") if x)
 
 
 def _fleet_reasons(analysis: Analysis) -> list[Reason]:
