@@ -17,7 +17,6 @@ SCONTROL_TIMEOUT_S = 30.0
 
 # One node's name: scontrol reads a hostlist (``n[1-100]``), a list or ``ALL`` as many nodes, a '-' as an option.
 _NODE_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,126}[A-Za-z0-9])?")
-_NOT_ONE_NODE = {"all"}
 
 
 def ready() -> tuple[str, str]:
@@ -27,7 +26,7 @@ def ready() -> tuple[str, str]:
 
     env = os.environ.get("SLURMD_NODENAME")
     name = env if env else socket.gethostname().split(".")[0]
-    if not _NODE_NAME.fullmatch(name) or name.lower() in _NOT_ONE_NODE:
+    if not _NODE_NAME.fullmatch(name) or name.lower() == "all":
         shown = visible(name[:80] + ("..." if len(name) > 80 else ""))
         raise UsageError(f"error.slurm_name{'' if env else '.host'}", name=shown)
     scontrol = shutil.which("scontrol")

@@ -18,6 +18,10 @@ import pytest
 os.environ.pop("COLUMNS", None)
 os.environ.pop("LINES", None)
 
+# An error's words come from the catalogue once envcheck.render.i18n is imported, as the CLI does first
+# (envcheck/cli.py): without it a test run alone would read the bare catalogue key.
+import envcheck.render.i18n  # noqa: E402,F401
+
 try:
     from hypothesis import settings
 except ImportError:  # a test extra: without it the property tests skip (importorskip), the others run

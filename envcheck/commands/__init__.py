@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TextIO
 
 from envcheck.errors import UsageError
 
@@ -16,6 +17,11 @@ def tell(text: str) -> None:
     print(visible(text), file=sys.stderr)
 
 
+def say(text: str, stream: TextIO | None = None, command: str = "run") -> None:
+    """A progress line, ``envcheck <command>: text``, on ``stream`` (default: stderr)."""
+    print(f"envcheck {command}: {text}", file=stream if stream is not None else sys.stderr, flush=True)
+
+
 def anonymize_key(anonymize: bool) -> bytes | None:
     """``--anonymize``'s key (kept per user: a machine keeps its pseudonyms from run to run), else None."""
     if not anonymize:
@@ -25,13 +31,8 @@ def anonymize_key(anonymize: bool) -> bytes | None:
     return command_key()
 
 
-def _taken(out: object, what: str) -> UsageError:
-    return UsageError("error.taken", path=out, what=what)
-
-
 def check_out(out: str | None, what: str = "file") -> Path | None:
-    """``--out`` refused before any work: a taken name (the write checks again), a folder that is a file, cannot be
-    made or written."""
+    """``--out`` refused before any work: a taken name, a folder that is a file, cannot be made or written."""
     if not out:
         return None
     from envcheck.destination import DestinationError, prepare_destination
@@ -39,7 +40,7 @@ def check_out(out: str | None, what: str = "file") -> Path | None:
     try:
         prepare_destination(Path(out))
     except FileExistsError:
-        raise _taken(out, what) from None
+        raise UsageError("error.taken", path=out, what=what) from None
     except DestinationError as e:
         raise UsageError("error.flag", flag="--out", error=e) from None
     return Path(out)
@@ -52,6 +53,6 @@ def write_out(out: str | Path, text: str, what: str = "file") -> Path:
     try:
         return write_new(out, text)
     except FileExistsError:
-        raise _taken(out, what) from None
+        raise UsageError("error.taken", path=out, what=what) from None
     except OSError as e:
         raise UsageError("error.cannot_write", path=out, error=e.strerror or e) from None

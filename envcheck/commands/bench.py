@@ -31,5 +31,4 @@ def execute(s: BenchOptions, deps: run.Collaborators | None = None, stderr: Text
     return run.execute(options, deps, stderr, stdout, find, "bench")
 
 
-def main(s: BenchOptions) -> int:
-    return execute(s)
+main = execute

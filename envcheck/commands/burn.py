@@ -9,11 +9,13 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import TextIO
 
-from envcheck.commands.burning import burn_devices, say
+from envcheck.burn.protocol import Event, PhaseStarted, Started
+from envcheck.commands import say
 from envcheck.commands.options import BurnOptions
 from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
 from envcheck.model import Environment
-from envcheck.render.i18n import t
+from envcheck.model.burn import Burn
+from envcheck.render.i18n import t, word
 
 MAX_MINUTES = 24 * 60.0
 
@@ -37,14 +39,31 @@ def check_control(s: BurnOptions, gpus: Sequence[int]) -> tuple[str | None, int 
     return control, target
 
 
+def burn_devices(gpus: Sequence[int], minutes: float, *, cpu: bool = False, stream: TextIO | None = None,
+                 control: str | None = None, control_gpu: int | None = None) -> Burn:
+    """``burn.launch.burn_node`` (also ``run --burn``'s) with a line per GPU (or the CPU) and phase on ``stream``
+    (default: stderr): each phase lasts minutes, no bar needed."""
+    from envcheck.burn.launch import burn_node
+
+    def on_event(gpu: int, ev: Event) -> None:
+        who = "CPU" if cpu else f"GPU {gpu}"
+        if isinstance(ev, Started):
+            say(f"{who}: {ev.device.name}", stream, "burn")
+        elif isinstance(ev, PhaseStarted):
+            say(f"{who}: {word('burn.phase.', ev.phase)} ({ev.dtype}, {ev.planned_s:.0f} s)", stream, "burn")
+
+    return burn_node(gpus, minutes, cpu=cpu, on_event=on_event, control=control, control_gpu=control_gpu)
+
+
 def execute(s: BurnOptions, collect: Callable[..., Environment] | None = None, stderr: TextIO | None = None,
             stdout: TextIO | None = None) -> int:
-    from envcheck.commands.run import destination, output_formats, publish
+    from envcheck.commands import anonymize_key
+    from envcheck.commands.run import output_dir, output_formats, publish
 
     formats = output_formats(s.format)
     if s.minutes > MAX_MINUTES:
         raise UsageError("error.burn_minutes", most=f"{MAX_MINUTES:.0f}")
-    out_dir, key = destination(s.out_dir, s.anonymize)
+    out_dir, key = output_dir(s.out_dir), anonymize_key(s.anonymize)
     err = stderr if stderr is not None else sys.stderr
     if collect is None:
         from envcheck.probes.collect import collect
@@ -52,9 +71,9 @@ def execute(s: BurnOptions, collect: Callable[..., Environment] | None = None, s
     gpus = (0,) if s.cpu else s.gpus.pick(len(env.gpus))
     control, control_gpu = check_control(s, gpus)
     where = "cpu" if s.cpu else "gpus" if len(gpus) > 1 else "gpu"
-    say(t(f"burn.cli.start.{where}", minutes=f"{s.minutes:g}", gpus=", ".join(map(str, gpus))), err)
+    say(t(f"burn.cli.start.{where}", minutes=f"{s.minutes:g}", gpus=", ".join(map(str, gpus))), err, "burn")
     if control is not None:
-        say(t("burn.cli.control", control=control, gpu=control_gpu), err)
+        say(t("burn.cli.control", control=control, gpu=control_gpu), err, "burn")
     when = datetime.now(timezone.utc)
     burn = burn_devices(gpus, s.minutes, cpu=s.cpu, stream=err, control=control, control_gpu=control_gpu)
     from envcheck.probes.collect import new_report
@@ -67,5 +86,4 @@ def execute(s: BurnOptions, collect: Callable[..., Environment] | None = None, s
     return exit_status(out.analysis.burn.verdict)
 
 
-def main(s: BurnOptions) -> int:
-    return execute(s)
+main = execute

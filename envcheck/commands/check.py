@@ -31,10 +31,6 @@ class Seams:
     snapshot: Snapshot | None = None
     source: ReplaySource | None = None
 
-    @property
-    def hostname(self) -> str | None:
-        return self.source.host if self.source is not None else None
-
 
 def seams(path: str | None) -> Seams:
     """This machine's seams, or those of the ``--replay`` snapshot ``path`` (read with every field checked)."""
@@ -106,7 +102,8 @@ def main(s: CheckOptions, probe: bool = False) -> int:
     seam = seams(s.replay)
     env = collect(host=seam.host, nvml=seam.nvml, runtime=not probe, timeout=s.timeout)
     checks = () if probe else evaluate(env)
-    report = replayed(new_report("probe" if probe else "check", env, checks, host=seam.hostname), seam)
+    host = seam.source.host if seam.source is not None else None
+    report = replayed(new_report("probe" if probe else "check", env, checks, host=host), seam)
     if key is not None:
         report = anonymized(report, anonymizer(report.host, key, seam))
         env, checks = report.environment, report.checks

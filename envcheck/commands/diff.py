@@ -12,6 +12,7 @@ from envcheck.commands import check_out, tell, write_out
 from envcheck.commands.options import DiffOptions
 from envcheck.errors import EXIT_FAIL, EXIT_NOTHING_COMPARED, EXIT_OK, UsageError
 from envcheck.model import Report
+from envcheck.render.i18n import t
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -32,14 +33,11 @@ def emit(text: str, out: str | None) -> None:
         sys.stdout.write(text)
         return
     path = write_out(out, text)
-    from envcheck.render.i18n import t
-
     tell(t("cli.wrote", path=path))
 
 
 def terminal_text(draw: Callable[[Console], None], *, to_file: bool) -> str:
-    """What ``draw`` prints, captured under the one console policy: a terminal's width and colours
-    when stdout is one and no ``--out`` was given, else plain text at the pipe width."""
+    """What ``draw`` prints: the terminal's width and colours on a tty without ``--out``, else plain."""
     from envcheck.render.terminal.console import capture
 
     tty = not to_file and sys.stdout.isatty()
@@ -51,16 +49,14 @@ def terminal_text(draw: Callable[[Console], None], *, to_file: bool) -> str:
 
 
 def per_node(label: str, report: Report) -> list[tuple[str, Report]]:
-    """A fleet report as one report per node (``label:host``), each shaped like that node's own
-    ``envcheck run --gpus`` report; any other report as it is (``compare.diff``)."""
+    """A fleet report as one report per node (``label:host``); any other report as it is."""
     from envcheck.compare.diff import nodes_of
 
     return [(n.label, n.report) for n in nodes_of(label, report)]
 
 
 def on_gpu(label: str, report: Report, index: int | None) -> Report:
-    """The report as diff compares it: with ``--gpu N`` only GPU N's suite (a node report, or a fleet
-    report's node, holds one per GPU), else as it is (its first suite is compared)."""
+    """The report as diff compares it: with ``--gpu N`` only GPU N's suite, else as it is."""
     if index is None:
         return report
     cuda = [b for b in report.benches if b.device.backend == "cuda"]
@@ -72,13 +68,10 @@ def on_gpu(label: str, report: Report, index: int | None) -> Report:
 
 
 def several_gpus(analysed: list[tuple[str, Analysis]]) -> str | None:
-    """The note that a comparison without ``--gpu`` reads each report's first GPU only, when a report
-    holds the suites of several."""
+    """The note that without ``--gpu`` only each report's first GPU is compared, when one holds several."""
     many = [(label, len(a.report.benches)) for label, a in analysed if len(a.report.benches) > 1]
     if not many:
         return None
-    from envcheck.render.i18n import t
-
     (label, n), more = many[0], len(many) - 1
     return t(f"diff.cli.several_gpus{'.more' if more else ''}", label=label, count=n, more=more)
 
@@ -117,8 +110,6 @@ def main(args: DiffOptions) -> int:
     d = diff_nodes(per_file, [w for _, w in files]) if fleets and len(per_file) > 1 else diff_analysed(analysed)
     note = several_gpus(analysed) if gpu is None else None
     if note:
-        from envcheck.render.i18n import t
-
         tell(t("diff.cli.note", note=note))
     if args.format == "json":
         from envcheck.compare.export import to_json
@@ -134,7 +125,6 @@ def main(args: DiffOptions) -> int:
     if pct is not None:
         from envcheck.render import fmt
         from envcheck.render.compare_view import node_row_name
-        from envcheck.render.i18n import t
 
         cases = [(c.name, c, cmp.other.label, cmp.base.label) for cmp, c in d.regressions(pct)]
         nodes = [(node_row_name(r), r.change, other, base) for base, other, r in d.node_regressions(pct)]

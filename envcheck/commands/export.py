@@ -10,13 +10,12 @@ from pathlib import Path
 from envcheck.analysis import Analysis
 from envcheck.commands import check_out, write_out
 from envcheck.commands.options import ExportOptions
-from envcheck.errors import EXIT_OK, UsageError
+from envcheck.errors import EXIT_FAIL, EXIT_OK, UsageError
 
 
 def emit(analysis: Analysis, fmt: str, out: str | None = None, slurm_drain: bool = False) -> int:
     """Print (or write to ``out``) ``analysis`` as ``fmt``; the exit status is the verdict's, for every format."""
     from envcheck.analysis.verdict import verdict
-    from envcheck.errors import EXIT_FAIL
 
     status = EXIT_OK if verdict(analysis).ok else EXIT_FAIL
     if fmt == "health":

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, TextIO
 from envcheck.commands import tell
 from envcheck.commands.options import FleetOptions, RunOptions
 from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError
-from envcheck.model import Bench, Check, Environment, Report
+from envcheck.model import Bench, Environment, Report
 from envcheck.model.fleet import Baseline, Fleet, FleetNode, Rule
 from envcheck.model.node import Launch, Node
 from envcheck.render.i18n import t
@@ -129,10 +129,6 @@ def real_deps(args: FleetOptions, ctx: RankContext, transport: Transport, sweep:
             raise KeyboardInterrupt(bench_)
         return bench_
 
-    def probe() -> tuple[Environment, tuple[Check, ...]]:
-        env = environment()
-        return env, tuple(evaluate(env))
-
     def device() -> str:
         return "cuda" if environment().get("torch_runtime", "cuda_available") else "cpu"
 
@@ -152,7 +148,7 @@ def real_deps(args: FleetOptions, ctx: RankContext, transport: Transport, sweep:
         launch = launch_sweep(sweep, placement, d, launcher, args.world_timeout)
         return read_outputs(d), launch
 
-    deps = FleetDeps(transport, bench, probe, node, world)
+    deps = FleetDeps(transport, bench, lambda: (environment(), tuple(evaluate(environment()))), node, world)
     if args.crosscheck:
         from envcheck.crosscheck.tools import kernel_crosscheck, node_crosscheck
 
@@ -196,8 +192,7 @@ def fleet_report(fleet: Fleet, environment: Environment | None) -> Report:
 
 
 def print_summary(report: Report, analysis: Analysis, written: list[Path], stdout: TextIO | None = None) -> None:
-    """What rank 0 prints: the verdicts and why, the ranks that failed, hung or were slow, the world sweep, each
-    node's GPUs, and the files written."""
+    """What rank 0 prints: verdicts and why, failed or slow ranks, the world sweep, GPUs, files written."""
     from rich.markup import escape
 
     from envcheck.analysis.fleet import on_cpu
@@ -214,8 +209,7 @@ def print_summary(report: Report, analysis: Analysis, written: list[Path], stdou
 
 
 def sweep_plan(args: FleetOptions, cpu: bool) -> SweepPlan:
-    """The collectives' plan: nccl-tests' sweep on GPUs, the node tests' small one on the CPU (gloo), with the
-    options given."""
+    """The collectives' plan: nccl-tests' sweep on GPUs, the node tests' small one on the CPU, as given."""
     from envcheck.node.collective_run import SweepPlan
     from envcheck.node.steps import quick_sweep
 
@@ -283,7 +277,7 @@ def main(args: FleetOptions) -> int:
 
 def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
     from envcheck.commands.run import output_dir, publish
-    from envcheck.node.fleet_rank import FleetOptions, export_for_torch, finish, local_gpus, rank_context, run_rank
+    from envcheck.node.fleet_rank import FleetOptions, export_for_torch, local_gpus, rank_context, run_rank
     from envcheck.node.transport import open_store_transport
     from envcheck.userdirs import out_dir as default_out_dir
 
@@ -330,7 +324,7 @@ def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
             c.ok for _, c in analysis.fleet_crosschecks)
         print_summary(report, analysis, out.written, out.stream)
     finally:
-        finish(transport, passed)
+        transport.put("done", "pass" if passed else "fail")  # the other ranks may go
         time.sleep(0.5)  # the others read "done" from this rank's store before it goes
         transport.close()
     _keep(work_dir, ctx.rank, passed)
@@ -341,8 +335,7 @@ def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
 
 
 def _keep(work_dir: str, rank: int, passed: bool = False) -> None:
-    """The rank's working files (the children's logs and outputs): removed when the fleet passed, else kept and
-    named."""
+    """The rank's working files (children's logs and outputs): removed when the fleet passed, else named."""
     if not passed and os.path.isdir(work_dir) and os.listdir(work_dir):
         tell(t("fleet.work_kept", rank=rank, path=work_dir))
     else:

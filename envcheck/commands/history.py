@@ -12,6 +12,7 @@ from envcheck.commands.diff import emit, labels, per_node, terminal_text
 from envcheck.commands.options import HistoryOptions
 from envcheck.errors import EXIT_OK, UsageError
 from envcheck.files import REPORT_SUFFIXES
+from envcheck.render.i18n import t
 
 if TYPE_CHECKING:
     from envcheck.compare.history import Histories, LeftOut
@@ -22,8 +23,7 @@ SNAPSHOT = "envcheck-snapshot-"  # envcheck snapshot's default file names (comma
 
 
 def _folder(p: Path) -> list[Path]:
-    """Every report entry of a folder but snapshots, whatever it is: the loader refuses and notes a pipe, a
-    device or a folder so named, never opened for reading."""
+    """Every report entry of a folder but snapshots; the loader refuses a pipe or a device so named."""
     try:
         return sorted(q for q in p.iterdir() if q.name.endswith(REPORT_SUFFIXES) and not q.name.startswith(SNAPSHOT))
     except OSError as e:
@@ -64,7 +64,6 @@ def collect(paths: list[str]) -> tuple[list[tuple[str, Report]], list[LeftOut]]:
 
 def _note(x: LeftOut) -> str:
     from envcheck.compare.history import NO_BENCHMARK
-    from envcheck.render.i18n import t
 
     if x.reason == NO_BENCHMARK:
         return t("history.note.left_out", label=x.label, kind=x.detail)
@@ -103,7 +102,6 @@ def render(hs: Histories, fmt: str, to_file: bool) -> str:
 
 def main(args: HistoryOptions) -> int:
     from envcheck.compare.history import histories
-    from envcheck.render.i18n import t
 
     check_out(args.out)
     paths = args.paths

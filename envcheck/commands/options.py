@@ -319,9 +319,9 @@ class ExportOptions:
 class DiffOptions:
     """compare two or more reports; the first is the baseline"""
 
-    epilog: ClassVar[str] = ("exit status: 0 compared (and with --fail-on-regression, no regression); 1 a regression; 2 "
-                             "bad options or a file that is not a usable report; 3 with --fail-on-regression, nothing "
-                             "compared (no row judged against run-to-run noise: no verdict)")
+    epilog: ClassVar[str] = ("exit status: 0 compared (and with --fail-on-regression, no regression); 1 a regression; "
+                             "2 bad options or a file that is not a usable report; 3 with --fail-on-regression, "
+                             "nothing compared (no row judged against run-to-run noise: no verdict)")
 
     reports: list[str] = arg(nargs="+", metavar="REPORT.json")
     format: str = opt("json: the comparison as data for CI (format in envcheck/compare/export.py)", "text",

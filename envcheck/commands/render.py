@@ -11,8 +11,7 @@ from envcheck.errors import EXIT_OK, UsageError
 
 
 def preflight(args: RenderOptions) -> Path | None:
-    """The output folder (None: beside the report), once the arguments and the files a render would replace
-    are checked (``write_documents`` checks again as it writes)."""
+    """The output folder (None: beside the report), once what a render would replace is checked."""
     from envcheck.files import exists, report_stem
     from envcheck.render.i18n import document_stem
     from envcheck.render.writing import validate

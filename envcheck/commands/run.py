@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, TextIO
 from envcheck import model, reportname
 from envcheck.bench import runner, suite
 from envcheck.bench.protocol import CaseStarted, Event, Measured, Skipped
-from envcheck.commands import anonymize_key
+from envcheck.commands import anonymize_key, say
 from envcheck.commands.options import RunOptions
 from envcheck.errors import EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, UsageError, one_line
 from envcheck.model import Check, Environment, Report
@@ -86,13 +86,6 @@ def output_dir(text: str | None) -> Path:
     return d
 
 
-def destination(out_dir: str | None, anonymize: bool) -> tuple[Path, bytes | None]:
-    """The reports folder (``output_dir``) and ``--anonymize``'s key, both before any work: a bad one must not
-    cost a finished run."""
-    folder = output_dir(out_dir)
-    return folder, anonymize_key(anonymize)
-
-
 class ProgressView:
     """Progress of the worker on stderr: a rich bar on a terminal, plain lines otherwise."""
 
@@ -137,13 +130,8 @@ class ProgressView:
                 self._progress.update(self._task, completed=self.done)  # type: ignore[arg-type]
 
 
-def _say(text: str, stream: TextIO | None = None, command: str = "run") -> None:
-    print(f"envcheck {command}: {text}", file=stream if stream is not None else sys.stderr, flush=True)
-
-
 def exit_status(analysis: Analysis, stopped: bool, node_problems: int = 0) -> int:
-    """The module docstring's exit status; a case passes by the verdict the JUnit, Prometheus and health outputs
-    give (analysis/verdict.py)."""
+    """The module docstring's exit status; a case passes by ``analysis.verdict``, as JUnit and health say."""
     from envcheck.analysis.verdict import verdict
 
     if stopped:
@@ -152,13 +140,13 @@ def exit_status(analysis: Analysis, stopped: bool, node_problems: int = 0) -> in
 
 
 def fallback_dirs() -> list[Path]:
-    """Where a finished run's JSON goes when ``--out-dir`` refuses it: the user's state folder, then the
-    temporary folder, each once ``destination.private_folder`` made or verified it as the user's own."""
+    """Where a finished run's JSON goes when ``--out-dir`` refuses it (each made private before use)."""
     state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return [Path(state) / "envcheck" / "reports", Path(tempfile.gettempdir()) / "envcheck-reports"]
 
 
-def save_json(report: Report, out_dir: Path, stem: str, stderr: TextIO | None = None, command: str = "run") -> Path | None:
+def save_json(report: Report, out_dir: Path, stem: str, stderr: TextIO | None = None,
+              command: str = "run") -> Path | None:
     """The report JSON under a fresh name in ``out_dir``, else in a fallback folder (said so); None only when
     nowhere takes it, and then the JSON goes to stdout: a finished run is never lost."""
     from envcheck.destination import DestinationError, private_folder
@@ -179,10 +167,10 @@ def save_json(report: Report, out_dir: Path, stem: str, stderr: TextIO | None = 
             tried.append(f"{folder} ({getattr(e, 'strerror', None) or e})")
             continue
         if folder != out_dir:
-            _say(t(f"run.cli.saved_elsewhere{'.skipped' if len(tried) > 1 else ''}", tried=tried[0],
+            say(t(f"run.cli.saved_elsewhere{'.skipped' if len(tried) > 1 else ''}", tried=tried[0],
                    folder=path.parent, skipped="; ".join(tried[1:])), stderr, command)
         return path
-    _say(t("run.cli.not_saved", tried="; ".join(tried), command=command), stderr, command)
+    say(t("run.cli.not_saved", tried="; ".join(tried), command=command), stderr, command)
     sys.stdout.write(content)
     sys.stdout.flush()
     return None
@@ -201,9 +189,8 @@ class Published:
 
 def publish(report: Report, key: bytes | None, out_dir: Path, formats: Sequence[str], when: datetime,
             stderr: TextIO | None, stdout: TextIO | None, command: str) -> Published:
-    """What every command that writes a dated report does once it has one: anonymize, analyse, write the JSON under
-    a fresh dated name (``reportname.name_for``) and the renderings beside it (all or none, never raising: a
-    message says what was not written), and send the summary to stdout, unless the JSON went there."""
+    """Every dated report once made: anonymized, analysed, its JSON under a fresh name with the renderings beside it
+    (all or none, never raising: a message says what was not), the summary to stdout unless the JSON went there."""
     from envcheck.analysis import analyse
 
     if key is not None:
@@ -221,14 +208,13 @@ def publish(report: Report, key: bytes | None, out_dir: Path, formats: Sequence[
     outcome = render_after_run(report, analysis, json_path, formats)
     message = outcome_message(outcome, json_path)
     if message:
-        _say(message, stderr, command)
+        say(message, stderr, command)
     return Published(report, analysis, [json_path, *outcome.written], outcome.interrupted, stdout)
 
 
 @dataclass(frozen=True)
 class Cases:
-    """Where a run's cases come from and how they are measured: the built-in suite (``suite_cases``) or the
-    ops a user's file declares (commands/bench.py)."""
+    """Where a run's cases come from and how they are measured: the built-in suite or a user's ops."""
 
     plan: Callable[[Environment], suite.Plan]
     measure: Callable[[suite.Plan, runner.OnEvent, float, Sequence[str]], runner.BenchOutcome]
@@ -238,8 +224,7 @@ Say = Callable[[str], None]
 
 
 def suite_cases(s: RunOptions) -> Callable[[Say], Cases]:
-    """The built-in suite, its options checked now; each case ``--repeat`` times, one pass after another
-    within one time limit (bench/runner.py), a stop ending the repeats."""
+    """The built-in suite, its options checked now; ``--repeat`` passes run one after another in one limit."""
     suite.select(s)  # bad --ops/--sizes/--dtypes fail here, before the probes
     if s.repeat > 1 and s.gpus is not None:
         raise UsageError("error.repeat_gpus")
@@ -264,20 +249,19 @@ def suite_cases(s: RunOptions) -> Callable[[Say], Cases]:
 def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | None = None,
             stdout: TextIO | None = None,
             find: Callable[[Say], Cases] | None = None, command: str = "run") -> int:
-    """The pipeline, its collaborators injectable; ``find`` gives the cases once the options are checked,
-    before anything is probed (default: the built-in suite)."""
+    """The pipeline, its collaborators injectable; ``find`` gives the cases before anything is probed."""
     formats = output_formats(s.format)
     find = find or suite_cases(s)
-    out_dir, key = destination(s.out_dir, s.anonymize)
+    out_dir, key = output_dir(s.out_dir), anonymize_key(s.anonymize)  # before any work: a bad one costs nothing
     err_stream = stderr if stderr is not None else sys.stderr
 
-    def say(text: str) -> None:
-        _say(text, err_stream, command)
+    def progress(text: str) -> None:
+        say(text, err_stream, command)
 
-    source = find(say)
+    source = find(progress)
     deps = deps or collaborators()
 
-    say(t("run.cli.probing"))
+    progress(t("run.cli.probing"))
     env = deps.collect(runtime=True, timeout=min(s.timeout, RUNTIME_PROBE_TIMEOUT_S), reports_dir=str(out_dir))
     checks = tuple(deps.evaluate(env))
     plan = source.plan(env)
@@ -300,7 +284,7 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
 
             host = for_this_machine(host, key).host(host)
         names = [str(env.gpus[i].get("name") or "gpu") for i in gpus]
-        say(t("run.cli.running_node", gpus=s.gpus))
+        progress(t("run.cli.running_node", gpus=s.gpus))
         node_work = out_dir / f"{reportname.node_stem(when, host, names)}_work"
         result = run_node_suite(gpus, tuple(suite.plan(s, env, gpu=g) for g in gpus), str(node_work), s.timeout,
                                 crosscheck=s.crosscheck, outlier_margin=s.outlier_margin,
@@ -312,7 +296,7 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
         where = t("run.cli.on_gpu", gpu=plan.index) if plan.backend == "cuda" else t("run.cli.on_cpu")
         of = t("run.cli.declared", count=len(plan.ops)) if plan.ops else ""
         times = t("run.cli.repeats", count=s.repeat) if s.repeat > 1 else ""
-        say(t("run.cli.running", count=len(plan.cases), of=of, where=where, times=times))
+        progress(t("run.cli.running", count=len(plan.cases), of=of, where=where, times=times))
         t0 = time.monotonic()
         if s.repeat > 1:  # each repeat's settings, as the report records them
             from envcheck.bench.runner import pass_settings
@@ -325,16 +309,16 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
         if outcome.stop is not None:
             stop = outcome.stop
             cause = word("stop_cause.", stop.cause.value) + (f", {stop.signal}" if stop.signal else "")
-            say(t("run.cli.stopped", cause=cause, finished=stop.finished, planned=stop.planned))
+            progress(t("run.cli.stopped", cause=cause, finished=stop.finished, planned=stop.planned))
     else:
         benches = (runner.no_bench(plan, started),)
         for note in plan.notes:
-            say(phrase(note.key, note.params))
+            progress(phrase(note.key, note.params))
 
     if s.crosscheck and not stopped:
         from envcheck.crosscheck.tools import CrosscheckRun, run_crosscheck
 
-        say(t(f"run.cli.crosscheck{'.node' if node_work else ''}"))
+        progress(t(f"run.cli.crosscheck{'.node' if node_work else ''}"))
         try:
             cross = (deps.crosscheck or run_crosscheck)(benches, sections.get("node"), node_work)
         except Exception as e:  # noqa: BLE001 - a bug of the cross-checks: a finding, never the finished run's loss
@@ -345,10 +329,10 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
         stopped = cross.stopped
 
     if s.burn and not stopped:
-        from envcheck.commands.burning import burn_devices
+        from envcheck.commands.burn import burn_devices
 
         cpu = plan.backend == "cpu" and s.gpus is None  # no GPU: the CPU at tiny sizes
-        say(t(f"run.cli.burn{'.cpu' if cpu else ''}", minutes=f"{s.burn:g}", gpus=", ".join(map(str, gpus))))
+        progress(t(f"run.cli.burn{'.cpu' if cpu else ''}", minutes=f"{s.burn:g}", gpus=", ".join(map(str, gpus))))
         sections["burn"] = burn_devices(gpus, s.burn, cpu=cpu, stream=err_stream)
         stopped = sections["burn"].stopped is not None
     out = publish(deps.new_report("run", env, checks, benches=benches, **sections), key, out_dir, formats, when,
@@ -371,5 +355,4 @@ def execute(s: RunOptions, deps: Collaborators | None = None, stderr: TextIO | N
     return exit_status(analysis, stopped or out.stopped, problems)
 
 
-def main(s: RunOptions) -> int:
-    return execute(s)
+main = execute

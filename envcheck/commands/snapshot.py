@@ -8,6 +8,7 @@ import re
 
 from envcheck.commands.options import SnapshotOptions
 from envcheck.errors import EXIT_OK, UsageError
+from envcheck.render.i18n import t
 
 
 def default_name(hostname: str, when: str) -> str:
@@ -40,7 +41,5 @@ def main(s: SnapshotOptions) -> int:
                                            .removesuffix(".json"), text)
         except OSError as e:
             raise UsageError("error.snapshot_write", error=e.strerror or e) from None
-    from envcheck.render.i18n import t
-
     tell(t("snapshot.written", path=path))
     return EXIT_OK

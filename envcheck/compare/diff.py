@@ -26,8 +26,8 @@ from envcheck.compare.node_diff import (
     NodeComparison,
     NodeSide,
     WorldComparison,
-    compare_nodes,
     compare_sides,
+    node_side,
     world_side,
 )
 from envcheck.model import CaseKey, Note, Report, Timing
@@ -40,7 +40,6 @@ NOT_JUDGED = stats.NOT_JUDGED
 NO_FLOOR = "diff.not_judged.no_floor"
 NO_LAUNCH_FLOOR = "diff.not_judged.launch"
 HOST_CLOCK = "host_clock"  # model.TIMING_METHODS: a CPU run's times
-VERDICTS = ("faster", "slower", "same", "uncertain", "not comparable", NOT_JUDGED)
 
 
 @dataclass(frozen=True)
@@ -101,10 +100,11 @@ def numeric_change(a: CaseResult, b: CaseResult) -> NumericChange | None:
     return NumericChange(ea.rel_l2, eb.rel_l2, pa, pb, kind)
 
 
-@dataclass(frozen=True)
-class CaseDiff(stats.Called):
-    """One case on both sides: each side's numbers its analysis'; ``low`` / ``high`` the interval of ``ratio``
-    (run-to-run noise ``floor`` included); ``cluster``: the kind the geometric means treat as moving together."""
+@dataclass(frozen=True, kw_only=True)
+class CaseDiff(stats.RatioRow):
+    """One case on both sides: each side's numbers its analysis'; its ratio, interval and verdict as every
+    compared row's (reasons: keys of match.py, NO_FLOOR, NO_LAUNCH_FLOOR); ``cluster``: the kind the geometric
+    means treat as moving together."""
 
     op: str
     impl: str
@@ -112,17 +112,10 @@ class CaseDiff(stats.Called):
     precision: str
     shape: tuple[int, ...]
     category: str
-    verdict: str
-    reasons: tuple[Note, ...] = ()  # why not comparable (keys of match.py) or not judged (NO_FLOOR, NO_LAUNCH_FLOOR)
     timing: str | None = None  # gpu | launch
     method: str | None = None
     base_us: float | None = None
     other_us: float | None = None
-    ratio: float | None = None
-    low: float | None = None
-    high: float | None = None
-    n_base: int = 0
-    n_other: int = 0
     base_gbps: float | None = None
     other_gbps: float | None = None
     base_tflops: float | None = None
@@ -131,13 +124,10 @@ class CaseDiff(stats.Called):
     other_pct: float | None = None
     numeric: NumericChange | None = None
     other_precision: str | None = None  # set for precision-mismatched pairs
-    log_se: float | None = None
     base_pct_measured: float | None = None
     other_pct_measured: float | None = None
     base_flags: tuple[str, ...] = ()
     other_flags: tuple[str, ...] = ()
-    within_log_se: float | None = None
-    floor: stats.NoiseFloor | None = None
     cluster: str = ""
 
     @property
@@ -145,26 +135,12 @@ class CaseDiff(stats.Called):
         return (self.op, self.impl, self.dtype, self.precision, self.shape)
 
     @property
-    def shape_label(self) -> str:
-        return "x".join(str(d) for d in self.shape)
-
-    @property
     def name(self) -> str:
         """A compact identifier of the row ("matmul triton fp32/tf32 4096x4096x4096")."""
         v = variant(self.dtype, self.precision)
         if self.other_precision is not None:
             v = f"{v}/{self.other_precision}"
-        return f"{self.op} {self.impl} {v} {self.shape_label}"
-
-    @property
-    def change_pct(self) -> float | None:
-        return None if self.ratio is None else (self.ratio - 1.0) * 100.0
-
-    def interval(self) -> stats.RatioInterval | None:
-        if self.ratio is None:
-            return None
-        return stats.RatioInterval(self.ratio, self.low, self.high, self.log_se, self.n_base, self.n_other,
-                                   self.within_log_se, self.floor)
+        return f"{self.op} {self.impl} {v} {'x'.join(map(str, self.shape))}"
 
 
 @dataclass(frozen=True)
@@ -182,10 +158,6 @@ class CaseRef:
     def of(cls, r: CaseResult) -> CaseRef:
         c = r.case
         return cls(c.op, c.impl, c.dtype, c.precision, c.shape, r.status)
-
-    @property
-    def shape_label(self) -> str:
-        return "x".join(str(d) for d in self.shape)
 
 
 @dataclass(frozen=True)
@@ -368,12 +340,10 @@ def _case_diffs(m: matching.Matching, *, practical: float, confidence: float, re
             out.append(None)
     timings = [t for _, _, _, _, ta, tb in todo for t in (ta, tb)]
     ses = stats.median_log_se(_Samples(timings), lengths=[t.n for t in timings], resamples=resamples, seed=seed)
-    ivs: list[stats.RatioInterval] = []
-    unjudged: dict[int, str] = {}  # row -> why no floor covers it
+    judging: list[tuple[float, float | None, stats.NoiseFloor | None, int, int, str]] = []
     run_share = launch_used = False  # a shipped floor's run-level share went into a repeats row; a launch floor judged
     for k, (_, a, _, which, ta, tb) in enumerate(todo):
         within = math.hypot(ses[2 * k], ses[2 * k + 1])
-        within_se = within if math.isfinite(within) else None
         ra, rb = _repeats(ta), _repeats(tb)
         floor = stats.repeat_floor(ra, rb)
         single = model_floors.floor(case_kinds(which, a.case.op, a.category), a.case.impl) if model_floors else None
@@ -381,32 +351,26 @@ def _case_diffs(m: matching.Matching, *, practical: float, confidence: float, re
         if floor is not None:  # the ratio of the repeats' geometric-mean medians: what their spread is of
             ratio = math.exp((rb.mean_log if rb else math.log(tb.median_us))
                              - (ra.mean_log if ra else math.log(ta.median_us)))
+        why = NO_FLOOR  # no floor: not judged, for this reason
         if which == shipped.LAUNCH and ta.method != HOST_CLOCK and single is None:
-            unjudged[k] = NO_LAUNCH_FLOOR
+            floor, why = None, NO_LAUNCH_FLOOR
         elif floor is not None and single is not None:  # what moves a whole run, which its repeats share
             floor = stats.with_run_share(floor, ra, rb, single, (ses[2 * k], ses[2 * k + 1]))
             run_share = run_share or floor.kind != ()
             launch_used = launch_used or (which == shipped.LAUNCH and floor.kind != ())
-        elif floor is None and single is None:
-            unjudged[k] = NO_FLOOR
-        elif floor is None:
+        elif floor is None and single is not None:
             floor = single
             launch_used = launch_used or which == shipped.LAUNCH
-        ivs.append(stats.RatioInterval(ratio, None, None, None, ta.n, tb.n, within_se) if k in unjudged
-                   else stats.interval(ratio, within_se, floor, ta.n, tb.n, confidence))  # type: ignore[arg-type]
-    verdicts, distinct = stats.family_verdicts(ivs, unjudged, NOT_JUDGED, practical, confidence)
-    for k, (slot, a, b, which, ta, tb) in enumerate(todo):
-        iv = ivs[k]
-        out[slot] = CaseDiff(
-            verdict=verdicts[k], reasons=(Note(unjudged[k]),) if k in unjudged else (), timing=which, method=ta.method,
-            base_us=ta.median_us, other_us=tb.median_us, ratio=iv.ratio, low=iv.low, high=iv.high, n_base=iv.n_base,
-            n_other=iv.n_other, log_se=iv.log_se, within_log_se=iv.within_log_se, floor=iv.floor,
-            **_sides(a, b, which),  # type: ignore[arg-type]
-        )
-    count = Counter(iv.floor.source for iv in ivs if iv.floor is not None and iv.has_interval)
+        judging.append((ratio, within if math.isfinite(within) else None, floor, ta.n, tb.n, why))
+    judged, distinct = stats.judge(judging, practical, confidence)
+    for (slot, a, b, which, ta, tb), r in zip(todo, judged, strict=True):
+        out[slot] = CaseDiff(**vars(r), timing=which, method=ta.method, base_us=ta.median_us, other_us=tb.median_us,
+                             **_sides(a, b, which))  # type: ignore[arg-type]
+    tested = [r for r in judged if r.low is not None]  # the rows with an interval
+    count = Counter(r.floor.source for r in tested if r.floor is not None)
     sources = tuple((s, count[s]) for s in stats.ALLOWANCE_SOURCES if s in count)
-    return _Rows([c for c in out if c is not None], distinct, sum(iv.has_interval for iv in ivs), sources,
-                 "shipped" in count or run_share, launch_used)
+    return _Rows([c for c in out if c is not None], distinct, len(tested), sources, "shipped" in count or run_share,
+                 launch_used)
 
 
 def summarise(name: str, cases: Sequence[CaseDiff], practical: float, confidence: float) -> GroupSummary:
@@ -414,7 +378,7 @@ def summarise(name: str, cases: Sequence[CaseDiff], practical: float, confidence
     comparable = [c for c in cases if c.judged]
     ivs = [c.interval() for c in comparable]
     g = stats.geomean([iv for iv in ivs if iv is not None], [c.cluster for c in comparable], confidence)
-    count = {v: sum(c.verdict == v for c in cases) for v in VERDICTS}
+    count = Counter(c.verdict for c in cases)
     return GroupSummary(
         name=name, geomean=g.ratio if g else None, low=g.low if g else None, high=g.high if g else None,
         count=g.count if g else 0, faster=count["faster"], slower=count["slower"], same=count["same"],
@@ -426,15 +390,12 @@ def summarise(name: str, cases: Sequence[CaseDiff], practical: float, confidence
 
 def _ceilings(a: BenchAnalysis | None, b: BenchAnalysis | None) -> tuple[CeilingRow, ...]:
     rows: dict[tuple[str, str], CeilingRow] = {}
-    for side in (a, b):
-        for c in side.ceilings.found if side else ():
-            if (c.name, c.kind) in rows:
-                continue
-            ca: Ceiling | None = a.ceilings.get(c.name, c.kind) if a else None
-            cb: Ceiling | None = b.ceilings.get(c.name, c.kind) if b else None
-            rows[(c.name, c.kind)] = CeilingRow(c.name, c.kind, c.unit, ca.value if ca else None,
-                                               cb.value if cb else None, ca.source if ca else None,
-                                               cb.source if cb else None)
+    for c in (*(a.ceilings.found if a else ()), *(b.ceilings.found if b else ())):
+        ca: Ceiling | None = a.ceilings.get(c.name, c.kind) if a else None
+        cb: Ceiling | None = b.ceilings.get(c.name, c.kind) if b else None
+        rows.setdefault((c.name, c.kind), CeilingRow(c.name, c.kind, c.unit, ca.value if ca else None,
+                                                     cb.value if cb else None, ca.source if ca else None,
+                                                     cb.source if cb else None))
     return tuple(rows.values())
 
 
@@ -445,34 +406,30 @@ def compare_analysed(base: tuple[str, Analysis], other: tuple[str, Analysis], *,
     (la, aa), (lb, ab) = base, other
     a, b = aa.report, ab.report
     ba, bb = aa.bench, ab.bench
+    na, nb = node_side(aa.node), node_side(ab.node)  # the node tests, compared when both ran them
     m = matching.match(ba.results if ba else (), bb.results if bb else ())
-    env = tuple(report_env_changes(a, b))
     ia, ib = ReportInfo.of(la, a), ReportInfo.of(lb, b)
     same = same_machine(ia.machine, ib.machine) if ia.machine and ib.machine else None
-    found = _Rows([], [], 0, (), False)
     model_floors = None
     settings = matching.settings_differ(ba.bench.settings if ba else None, bb.bench.settings if bb else None)
-    if ba and bb:
-        # Shipped floors were learned from reruns on one physical GPU: never across models nor two GPUs of one.
-        name_a = ba.bench.device.name
-        if name_a == bb.bench.device.name and same is True:
-            model_floors = shipped.for_model(name_a) if floors is None else floors.get(name_a) if name_a else None
-        found = _case_diffs(m, practical=practical, confidence=confidence, resamples=resamples, seed=seed,
-                            model_floors=model_floors, settings=settings)
+    # Shipped floors were learned from reruns on one physical GPU: never across models nor two GPUs of one.
+    if ba and bb and (name_a := ba.bench.device.name) == bb.bench.device.name and same is True:
+        model_floors = shipped.for_model(name_a) if floors is None else floors.get(name_a) if name_a else None
+    found = _case_diffs(m, practical=practical, confidence=confidence, resamples=resamples, seed=seed,
+                        model_floors=model_floors, settings=settings)
     cases = found.cases
-    ops = list(dict.fromkeys(c.op for c in cases))
     return Comparison(
-        base=ia, other=ib, env=env, checks=tuple(check_changes(keyed(a.checks, a.environment, a.node), keyed(b.checks, b.environment, b.node), same)),
+        base=ia, other=ib, env=tuple(report_env_changes(a, b)), checks=tuple(check_changes(keyed(a.checks, a.environment, a.node), keyed(b.checks, b.environment, b.node), same)),
         cases=tuple(cases), only_base=tuple(CaseRef.of(r) for r in m.only_base),
         only_other=tuple(CaseRef.of(r) for r in m.only_other),
-        ops=tuple(summarise(op, [c for c in cases if c.op == op], practical, confidence) for op in ops),
+        ops=tuple(summarise(op, [c for c in cases if c.op == op], practical, confidence) for op in dict.fromkeys(c.op for c in cases)),
         overall=summarise("all", cases, practical, confidence), ceilings=_ceilings(ba, bb),
         same_gpu=a.gpu_name == b.gpu_name, same_machine=same, floors=tuple(found.floors), tested=found.tested, sources=found.sources,
         shipped_model=model_floors.model if found.shipped_used and model_floors else None,
         shipped_pairs=((*model_floors.pairs, *(model_floors.launch_pairs if found.launch_used else ()))
                        if found.shipped_used and model_floors else ()), settings=settings,
-        node=compare_nodes(aa.node, ab.node, model_floors=model_floors, practical=practical, confidence=confidence,
-                           resamples=resamples, seed=seed),
+        node=compare_sides(na, nb, model_floors=model_floors, practical=practical, confidence=confidence,
+                           resamples=resamples, seed=seed) if na and nb else None,
     )
 
 
@@ -513,11 +470,8 @@ class NodeReport:
 
 
 def _uuids(report: Report, indices: Sequence[int]) -> frozenset[str]:
-    m = machine_of(report)
-    by_index = {g.index: g.uuid for g in m.gpus}
-    if not indices:
-        return frozenset(u for u in by_index.values() if u)
-    found = [by_index.get(i) for i in indices]
+    by_index = {g.index: g.uuid for g in machine_of(report).gpus}
+    found = [by_index.get(i) for i in indices] if indices else [u for u in by_index.values() if u]
     return frozenset(u for u in found if u) if all(found) else frozenset()
 
 
@@ -563,14 +517,13 @@ def diff_nodes(reports: Sequence[Sequence[tuple[NodeReport, Analysis]]],
     base = list(reports[0])
     comps = []
     unmatched: list[matching.Unmatched] = []
+    kw = {"practical": practical, "confidence": confidence, "resamples": resamples, "seed": seed}
     for other in reports[1:]:
         pairs, left = matching.pair_nodes(tuple(n.id for n, _ in base), tuple(n.id for n, _ in other))
         unmatched += [u for u in left if u.side == "other" or u not in unmatched]
         for p in pairs:
             (nb, ab), (no, ao) = base[p.base], other[p.other]
-            comps.append(compare_analysed((nb.label, ab), (no.label, ao), practical=practical,
-                                          confidence=confidence, resamples=resamples, seed=seed))
-    kw = {"practical": practical, "confidence": confidence, "resamples": resamples, "seed": seed}
+            comps.append(compare_analysed((nb.label, ab), (no.label, ao), **kw))  # type: ignore[arg-type]
     first, base_side = worlds[0] if worlds else ("", None)
     world_cmps = [WorldComparison(first, label, compare_sides(base_side, side, **kw))  # type: ignore[arg-type]
                   for label, side in worlds[1:] if base_side is not None and side is not None]

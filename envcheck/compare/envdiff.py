@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from envcheck import units
 from envcheck.model import Check, Environment, Fact, Report
 from envcheck.ops import IMPLS
-from envcheck.outside_json import Json
 
 Formatter = Callable[[object], str]
 
@@ -21,10 +20,6 @@ def _plain(v: object) -> str:
     if isinstance(v, float):
         return f"{v:g}"
     return str(v)
-
-
-def _gib(v: Json) -> str:
-    return units.gib(v) or str(v)
 
 
 def _unit(unit: str) -> Formatter:
@@ -63,7 +58,7 @@ GPU_FIELDS: tuple[tuple[str, str, str, Formatter], ...] = (
     # Another physical GPU of the same model: the commonest hidden difference between two cloud runs.
     ("gpu", "uuid", "UUID", _plain),
     ("gpu", "serial", "serial number", _plain),
-    ("gpu", "memory_total_bytes", "memory", _gib),
+    ("gpu", "memory_total_bytes", "memory", lambda v: units.gib(v) or str(v)),
     ("gpu", "compute_capability", "compute capability", _plain),
     ("gpu", "sm_count", "SM count", _plain),
     ("gpu", "sm_clock_max_mhz", "max SM clock", _unit("MHz")),

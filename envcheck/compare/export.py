@@ -14,8 +14,8 @@ import json
 import math
 
 from envcheck.compare.diff import CaseDiff, CaseRef, Comparison, Diff, GroupSummary, ReportInfo
-from envcheck.compare.node_diff import CollectiveDiff, CopyDiff, NodeComparison, RatioRow
-from envcheck.compare.stats import NoiseFloor
+from envcheck.compare.node_diff import CollectiveDiff, CopyDiff, NodeComparison
+from envcheck.compare.stats import NoiseFloor, RatioRow
 from envcheck.model import Note
 from envcheck.outside_json import Json
 

@@ -188,13 +188,11 @@ def node_point(a: Analysis) -> NodePoint | None:
 
 def _sampling(a: Analysis) -> tuple[object, ...]:
     """How a report's (first) suite was sampled: reports that differ here are never compared (match.SAMPLING)."""
-    b = a.report.benches[0] if a.report.benches else None
-    return tuple(getattr(b.settings, n) for n in SAMPLING) if b is not None else ()
+    return tuple(getattr(a.report.benches[0].settings, n) for n in SAMPLING) if a.report.benches else ()
 
 
 def _first_gpu(a: Analysis) -> str | None:
-    b = a.report.benches[0] if a.report.benches else None
-    return b.device.uuid if b is not None else None
+    return a.report.benches[0].device.uuid if a.report.benches else None
 
 
 def on_gpu(a: Analysis, uuid: str | None) -> Analysis:
@@ -213,12 +211,12 @@ def _ceiling(a: Analysis, kind: str) -> float | None:
     return c.value if c else None
 
 
-def history_analysed(analysed: Sequence[tuple[str, Analysis]], *, practical: float = stats.PRACTICAL,
-                     resamples: int = stats.RESAMPLES, seed: int = stats.SEED) -> History:
-    """Trends and steps of analysed reports of one machine (any order: sorted by ``created`` here)."""
-    if not analysed:
+def history(reports: Sequence[tuple[str, Report]], *, practical: float = stats.PRACTICAL,
+            resamples: int = stats.RESAMPLES, seed: int = stats.SEED) -> History:
+    """Trends and steps of ``reports`` ((label, report) pairs of one machine, any order: sorted by ``created``)."""
+    if not reports:
         raise ValueError("history needs at least one report")
-    ordered = sorted(analysed, key=lambda la: _when(la[1].report))
+    ordered = sorted(((label, analyse(r)) for label, r in reports), key=lambda la: _when(la[1].report))
     first = ordered[0]
     ops = dict.fromkeys(c.op for _, a in ordered for b in a.report.benches[:1] for c in b.cases)
     kw = {"practical": practical, "resamples": resamples, "seed": seed}
@@ -266,13 +264,6 @@ def history_analysed(analysed: Sequence[tuple[str, Analysis]], *, practical: flo
                      for idx in by_sampling.values()) if len(by_sampling) > 1 else ()
     return History(tuple(points), tuple(ops), tuple(steps), _mixed(infos, "host"), _mixed(infos, "gpu_name"),
                    practical * 100, machine_of(first[1].report), settings)
-
-
-def history(reports: Sequence[tuple[str, Report]], *, practical: float = stats.PRACTICAL,
-            resamples: int = stats.RESAMPLES, seed: int = stats.SEED) -> History:
-    """Trends and steps of ``reports`` ((label, report) pairs of one machine, any order)."""
-    return history_analysed([(label, analyse(r)) for label, r in reports], practical=practical,
-                            resamples=resamples, seed=seed)
 
 
 def histories(reports: Sequence[tuple[str, Report]], left_out: Sequence[LeftOut] = (), *,

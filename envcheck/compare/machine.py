@@ -40,11 +40,6 @@ class MachineId:
         return tuple(sorted(g.model or "unknown" for g in self.gpus))
 
     @property
-    def known(self) -> bool:
-        """Identified by hardware (UUIDs or serials), not by host name."""
-        return self.uuids is not None or self.serials is not None
-
-    @property
     def key(self) -> tuple[str, tuple[str, ...]]:
         """What groups reports of one machine: the UUIDs, else the serials, else host and models."""
         if self.uuids is not None:

@@ -18,6 +18,7 @@ from envcheck.analysis.counters import CounterRow
 from envcheck.analysis.links import CopyRow, GpuNvlinks, PairPath, topo_label
 from envcheck.analysis.node import NodeAnalysis
 from envcheck.compare import shipped, stats
+from envcheck.compare.stats import RatioRow
 from envcheck.model import Note
 from envcheck.model.node import RankTiming
 
@@ -26,16 +27,11 @@ NODE_FAILED = "compare.node_failed"  # side, status
 RANKS_DIFFER = "compare.ranks_differ"  # baseline, other
 TIMING_DIFFERS = "compare.methods_differ"  # baseline, other (the key of match.METHODS_DIFFER)
 
-NOT_JUDGED = stats.NOT_JUDGED  # no node floor shipped for its kind
 NO_NODE_FLOOR = "diff.not_judged.no_node_floor"
 MEASURED = ("ok", "unverified")  # collective statuses whose time is a measurement of the call
 # Collectives from this size are "large": their run-to-run noise differs from the small sizes' (nccl-tests' bar
 # tightens there too).
 LARGE_BYTES = 64 << 20
-
-
-def size_class(size_bytes: int) -> str:
-    return "large" if size_bytes >= LARGE_BYTES else "small"
 
 
 @dataclass(frozen=True)
@@ -114,21 +110,6 @@ def node_side(na: NodeAnalysis | None) -> NodeSide | None:
 def world_side(sweeps: Sequence[SweepAnalysis]) -> NodeSide | None:
     """A fleet's collectives across all its nodes as a side of a comparison; None when it ran none."""
     return NodeSide(_points(sweeps), _versions(sweeps), (), (), (), ()) if sweeps else None
-
-
-@dataclass(frozen=True)
-class RatioRow(stats.Called):
-    """A node row's other / baseline time, its interval (``floor`` included), verdict and ``reasons`` if none."""
-
-    verdict: str  # faster | slower | same | uncertain | not comparable | not judged
-    ratio: float | None = None
-    low: float | None = None
-    high: float | None = None
-    n_base: int = 0
-    n_other: int = 0
-    within_log_se: float | None = None
-    floor: stats.NoiseFloor | None = None
-    reasons: tuple[Note, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -280,20 +261,16 @@ def _finish(pending: Sequence[_Pending | RatioRow], practical: float, confidence
             model_floors: shipped.ModelFloors | None) -> tuple[list[RatioRow], list[stats.NoiseFloor]]:
     """Each row's floor (shipped for its kind, never from the pair; without one the row is not judged), its
     interval and its verdict, the rows with an interval called as one family."""
-    todo = [p for p in pending if isinstance(p, _Pending)]
-    ivs: list[stats.RatioInterval] = []
-    unjudged: set[int] = set()
-    for k, p in enumerate(todo):
-        floor = model_floors.node_floor(p.kinds) if model_floors is not None else None
-        within = p.within_se if math.isfinite(p.within_se) else None
-        if floor is None and within is not None:
-            unjudged.add(k)
-        ivs.append(stats.RatioInterval(p.ratio, None, None, None, p.n_base, p.n_other, within) if k in unjudged
-                   else stats.interval(p.ratio, within, floor or stats.NO_FLOOR, p.n_base, p.n_other, confidence))
-    verdicts, used = stats.family_verdicts(ivs, unjudged, NOT_JUDGED, practical, confidence)
-    rows = iter(RatioRow(v, iv.ratio, iv.low, iv.high, iv.n_base, iv.n_other, iv.within_log_se, iv.floor,
-                         (Note(NO_NODE_FLOOR),) if k in unjudged else ())
-                for k, (v, iv) in enumerate(zip(verdicts, ivs, strict=True)))
+    judging: list[tuple[float, float | None, stats.NoiseFloor | None, int, int, str]] = []
+    for p in pending:
+        if isinstance(p, _Pending):
+            floor = model_floors.node_floor(p.kinds) if model_floors is not None else None
+            within = p.within_se if math.isfinite(p.within_se) else None
+            # No floor: not judged; no samples either: no interval at all (uncertain).
+            judging.append((p.ratio, within, floor or (stats.NO_FLOOR if within is None else None), p.n_base,
+                            p.n_other, NO_NODE_FLOOR))
+    judged, used = stats.judge(judging, practical, confidence)
+    rows = iter(judged)
     return [row if isinstance(row, RatioRow) else next(rows) for row in pending], used
 
 
@@ -307,10 +284,9 @@ def _collective_pending(a: CollectivePoint, b: CollectivePoint) -> _Pending | Ra
     if reasons or not a.time_us or not b.time_us:
         return RatioRow("not comparable", reasons=tuple(reasons))
     within = math.hypot(_mean_log_se(a.samples_us), _mean_log_se(b.samples_us))
-    return _Pending(b.time_us / a.time_us, within,
-                    ((a.scope, a.op, size_class(a.size_bytes), str(a.size_bytes)),
-                     (a.scope, a.op, size_class(a.size_bytes)), (a.scope, a.op), (a.scope,), ()),
-                    len(a.samples_us), len(b.samples_us))
+    size = "large" if a.size_bytes >= LARGE_BYTES else "small"
+    kinds = ((a.scope, a.op, size, str(a.size_bytes)), (a.scope, a.op, size), (a.scope, a.op), (a.scope,), ())
+    return _Pending(b.time_us / a.time_us, within, kinds, len(a.samples_us), len(b.samples_us))
 
 
 def _copy_pending(a: CopyPoint, b: CopyPoint, resamples: int, seed: int) -> _Pending | RatioRow:
@@ -325,20 +301,22 @@ def _copy_pending(a: CopyPoint, b: CopyPoint, resamples: int, seed: int) -> _Pen
                     len(a.samples_us), len(b.samples_us))
 
 
-def _copy_key(p: CopyPoint) -> tuple[str, str, int | None, int | None, int]:
-    r = p.row
-    return (r.kind, r.method, r.src, r.dst, r.directions)
+_CollKey = tuple[str, str, int]
+_CopyKey = tuple[str, str, int | None, int | None, int]
+_Keyed = tuple[dict[_CollKey, CollectivePoint], dict[_CopyKey, CopyPoint]]
 
 
-def _copy_label(k: tuple[str, str, int | None, int | None, int]) -> str:
+def _keyed(side: NodeSide) -> _Keyed:
+    """One side's collectives by (scope, op, size) and copies by their ends, in its order."""
+    return ({(p.scope, p.op, p.size_bytes): p for p in side.collectives},
+            {(p.row.kind, p.row.method, p.row.src, p.row.dst, p.row.directions): p for p in side.copies})
+
+
+def _copy_label(k: _CopyKey) -> str:
     kind, method, src, dst, directions = k
     arrow = "<->" if directions == 2 else "->"
     ends = {"h2d": f"host{arrow}GPU{dst}", "d2h": f"GPU{src}{arrow}host"}.get(kind, f"GPU{src}{arrow}GPU{dst}")
     return f"{kind} {method} {ends}"
-
-
-def _coll_label(k: tuple[str, str, int]) -> str:
-    return f"{k[0]} {k[1]} {k[2]}"
 
 
 def _changes(a: NodeSide, b: NodeSide) -> list[Change]:
@@ -359,34 +337,21 @@ def _changes(a: NodeSide, b: NodeSide) -> list[Change]:
     return out
 
 
-@dataclass(frozen=True)
-class _Keyed:
-    """One side's collectives by (scope, op, size) and copies by ``_copy_key``, in its order."""
-
-    collectives: dict[tuple[str, str, int], CollectivePoint]
-    copies: dict[tuple[str, str, int | None, int | None, int], CopyPoint]
-
-    @classmethod
-    def of(cls, side: NodeSide) -> _Keyed:
-        return cls({(p.scope, p.op, p.size_bytes): p for p in side.collectives}, {_copy_key(p): p for p in side.copies})
-
-
-def _pending(ka: _Keyed, kb: _Keyed, resamples: int,
-             seed: int) -> tuple[list[tuple[str, str, int]], list[tuple[str, str, int | None, int | None, int]],
-                                 list[_Pending | RatioRow]]:
-    """The paired collective and copy keys, and each pair's ratio before its floor (or why none)."""
-    coll_keys = [k for k in ka.collectives if k in kb.collectives]
-    copy_keys = [k for k in ka.copies if k in kb.copies]
-    pending: list[_Pending | RatioRow] = [_collective_pending(ka.collectives[k], kb.collectives[k]) for k in coll_keys]
-    pending += [_copy_pending(ka.copies[k], kb.copies[k], resamples, seed) for k in copy_keys]
-    return coll_keys, copy_keys, pending
+def _pending(ka: _Keyed, kb: _Keyed, resamples: int, seed: int) -> tuple[
+        list[tuple[CollectivePoint, CollectivePoint]], list[tuple[CopyPoint, CopyPoint]], list[_Pending | RatioRow]]:
+    """The paired collectives and copies, and each pair's ratio before its floor (or why none)."""
+    (ca, xa), (cb, xb) = ka, kb
+    colls = [(ca[k], cb[k]) for k in ca if k in cb]
+    copies = [(xa[k], xb[k]) for k in xa if k in xb]
+    pending = [*(_collective_pending(x, y) for x, y in colls), *(_copy_pending(x, y, resamples, seed) for x, y in copies)]
+    return colls, copies, pending
 
 
 def floor_rows(a: NodeSide, b: NodeSide, *, resamples: int = stats.RESAMPLES,
                seed: int = stats.SEED) -> list[tuple[tuple[tuple[str, ...], ...], float, float]]:
     """(kinds, log ratio, within-run standard error) of every node row with an interval of its own: what
     ``tools/evidence/noise_floors.py`` learns the shipped node floors from."""
-    _, _, pending = _pending(_Keyed.of(a), _Keyed.of(b), resamples, seed)
+    _, _, pending = _pending(_keyed(a), _keyed(b), resamples, seed)
     return [(p.kinds, math.log(p.ratio), p.within_se) for p in pending
             if isinstance(p, _Pending) and math.isfinite(p.within_se)]
 
@@ -395,40 +360,25 @@ def compare_sides(a: NodeSide, b: NodeSide, *, practical: float = stats.PRACTICA
                   confidence: float = stats.CONFIDENCE, resamples: int = stats.RESAMPLES,
                   seed: int = stats.SEED, model_floors: shipped.ModelFloors | None = None) -> NodeComparison:
     """``model_floors``: the shipped floors of the node's GPU model, for two runs on one machine."""
-    ka, kb = _Keyed.of(a), _Keyed.of(b)
-    ca, cb, xa, xb = ka.collectives, kb.collectives, ka.copies, kb.copies
-    coll_keys, copy_keys, pending = _pending(ka, kb, resamples, seed)
+    (ca, xa), (cb, xb) = ka, kb = _keyed(a), _keyed(b)
+    colls, pairs, pending = _pending(ka, kb, resamples, seed)
     rows, floors = _finish(pending, practical, confidence, model_floors)
     collectives = tuple(
         CollectiveDiff(x.scope, x.op, x.size_bytes, x.ranks, x.timing, x.time_us, y.time_us, x.busbw_gbps,
                        y.busbw_gbps, x.algo, y.algo, x.status, y.status, r)
-        for (x, y), r in zip(((ca[k], cb[k]) for k in coll_keys), rows[:len(coll_keys)], strict=True))
+        for (x, y), r in zip(colls, rows[:len(colls)], strict=True))
     copies = tuple(
         CopyDiff(x.row.kind, x.row.method, x.row.src, x.row.dst, x.row.directions, x.row.gbps, y.row.gbps,
                  x.row.pct_expected, y.row.pct_expected, r)
-        for (x, y), r in zip(((xa[k], xb[k]) for k in copy_keys), rows[len(coll_keys):], strict=True))
-    by_a = {(c.gpu, c.name): c for c in a.counters}
-    by_b = {(c.gpu, c.name): c for c in b.counters}
-    counters = []
-    for k in dict.fromkeys([*by_a, *by_b]):
-        x, y = by_a.get(k), by_b.get(k)
-        counters.append(CounterDiff(
-            k[0], k[1], x.delta if x else None, y.delta if y else None, x.per_s if x else None,
-            y.per_s if y else None, x.boot_per_s if x else None, y.boot_per_s if y else None,
-            bool(x and x.over_limit), bool(y and y.over_limit)))
-
-    only_base = tuple(_coll_label(k) for k in ca if k not in cb) + tuple(_copy_label(k) for k in xa if k not in xb)
-    only_other = tuple(_coll_label(k) for k in cb if k not in ca) + tuple(_copy_label(k) for k in xb if k not in xa)
+        for (x, y), r in zip(pairs, rows[len(colls):], strict=True))
+    by_a, by_b = ({(c.gpu, c.name): c for c in side.counters} for side in (a, b))
+    counters = tuple(CounterDiff(
+        k[0], k[1], x.delta if x else None, y.delta if y else None, x.per_s if x else None, y.per_s if y else None,
+        x.boot_per_s if x else None, y.boot_per_s if y else None, bool(x and x.over_limit), bool(y and y.over_limit))
+        for k in dict.fromkeys([*by_a, *by_b]) for x, y in [(by_a.get(k), by_b.get(k))])
+    only_base = (*(" ".join(map(str, k)) for k in ca if k not in cb), *(_copy_label(k) for k in xa if k not in xb))
+    only_other = (*(" ".join(map(str, k)) for k in cb if k not in ca), *(_copy_label(k) for k in xb if k not in xa))
     used = any(r.floor is not None and r.floor.source == "shipped" for r in rows)
     source = model_floors if used else None  # the model whose node floors some row took
-    return NodeComparison(collectives, copies, tuple(counters), tuple(_changes(a, b)), only_base, only_other,
+    return NodeComparison(collectives, copies, counters, tuple(_changes(a, b)), only_base, only_other,
                           tuple(floors), source.model if source else None, source.node_pairs if source else ())
-
-
-def compare_nodes(a: NodeAnalysis | None, b: NodeAnalysis | None, *,
-                  model_floors: shipped.ModelFloors | None = None, **kw: float | int) -> NodeComparison | None:
-    """The node tests of two analysed reports compared; None unless both ran them."""
-    sa, sb = node_side(a), node_side(b)
-    if sa is None or sb is None:
-        return None
-    return compare_sides(sa, sb, model_floors=model_floors, **kw)  # type: ignore[arg-type]

@@ -77,12 +77,6 @@ def kind_floor(log_ratios: Sequence[float], within_se: Sequence[float]) -> KindF
     return KindFloor(math.sqrt(max(0.0, spread2 - within2)), len(lr), len(lr))
 
 
-def _median(xs: Sequence[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2.0
-
-
 def parse(data: Json) -> dict[str, ModelFloors]:
     """The floors of every model from the data file's JSON (ValueError when it is not one)."""
     if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("version") != VERSION:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from collections.abc import Container, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from envcheck.model import Note
 
 RESAMPLES = 2000
 CONFIDENCE = 0.95
@@ -30,13 +32,9 @@ _CHUNK = 256  # timings gathered at once: bounds the temporary (chunk x distinct
 
 def normal_quantile(confidence: float) -> float:
     """Two-sided normal critical value: z with P(|Z| < z) = confidence."""
-    _check_confidence(confidence)
-    return statistics.NormalDist().inv_cdf((1.0 + confidence) / 2.0)
-
-
-def _check_confidence(confidence: float) -> None:
     if not (0.0 < confidence < 1.0):
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    return statistics.NormalDist().inv_cdf((1.0 + confidence) / 2.0)
 
 
 def _t_central(t: float, df: int) -> float:
@@ -63,12 +61,11 @@ _T_SERIES_MAX_DF = 200
 def t_quantile(confidence: float, df: int) -> float:
     """Two-sided Student-t critical value for integer ``df`` >= 1: ``_t_central`` inverted by bisection up
     to ``_T_SERIES_MAX_DF``, the Cornish-Fisher expansion beyond (A&S 26.7.5; error below 1e-9 there)."""
-    _check_confidence(confidence)
+    z = normal_quantile(confidence)  # checks the confidence
     if df < 1:
         raise ValueError("a t quantile needs at least one degree of freedom")
     if df == 1:  # Cauchy: closed form
         return math.tan(math.pi * confidence / 2.0)
-    z = normal_quantile(confidence)
     if df > _T_SERIES_MAX_DF:
         g = ((z**3 + z) / 4,
              (5 * z**5 + 16 * z**3 + 3 * z) / 96,
@@ -228,21 +225,6 @@ def with_run_share(repeats: NoiseFloor, base: Repeats | None, other: Repeats | N
 NOT_JUDGED = "not judged"  # a ratio shown without a verdict: no noise floor covers the row
 
 
-class Called:
-    """What a compared row shares: ``compared`` it has a ratio, ``judged`` it was held against a noise floor."""
-
-    ratio: float | None
-    verdict: str
-
-    @property
-    def compared(self) -> bool:
-        return self.ratio is not None and self.verdict != "not comparable"
-
-    @property
-    def judged(self) -> bool:
-        return self.compared and self.verdict != NOT_JUDGED
-
-
 @dataclass(frozen=True)
 class RatioInterval:
     """``ratio`` = median(other) / median(baseline) with its interval; ``within_log_se``: the samples' own
@@ -263,6 +245,37 @@ class RatioInterval:
 
     def excludes_one(self) -> bool:
         return self.has_interval and (self.low > 1.0 or self.high < 1.0)  # type: ignore[operator]
+
+
+@dataclass(frozen=True)
+class RatioRow:
+    """A compared row (a case, a collective, a copy): other / baseline time, its interval (``floor`` included),
+    verdict and ``reasons`` when not comparable or not judged; ``judged``: held against a noise floor."""
+
+    verdict: str  # faster | slower | same | uncertain | not comparable | not judged
+    ratio: float | None = None
+    low: float | None = None
+    high: float | None = None
+    n_base: int = 0
+    n_other: int = 0
+    within_log_se: float | None = None
+    floor: NoiseFloor | None = None
+    reasons: tuple[Note, ...] = ()
+    log_se: float | None = None
+
+    @property
+    def compared(self) -> bool:
+        return self.ratio is not None and self.verdict != "not comparable"
+
+    @property
+    def judged(self) -> bool:
+        return self.compared and self.verdict != NOT_JUDGED
+
+    def interval(self) -> RatioInterval | None:
+        if self.ratio is None:
+            return None
+        return RatioInterval(self.ratio, self.low, self.high, self.log_se, self.n_base, self.n_other,
+                             self.within_log_se, self.floor)
 
 
 def interval(ratio: float, within_se: float | None, floor: NoiseFloor, n_base: int, n_other: int,
@@ -324,14 +337,21 @@ def p_value(iv: RatioInterval) -> float | None:
     return max(0.0, 1.0 - _t_central(z, df))
 
 
-def family_verdicts(ivs: Sequence[RatioInterval], unjudged: Container[int], not_judged: str, practical: float,
-                    confidence: float) -> tuple[list[str], list[NoiseFloor]]:
-    """Each row's verdict (``not_judged`` for the rows in ``unjudged``), the rows with an interval called as one
-    family (Benjamini-Hochberg), and the distinct floors those rows used, largest first."""
+def judge(rows: Sequence[tuple[float, float | None, NoiseFloor | None, int, int, str]], practical: float,
+          confidence: float) -> tuple[list[RatioRow], list[NoiseFloor]]:
+    """The one verdict core of every comparison: each (ratio, within-run se, floor, n_base, n_other, why) row's
+    interval and verdict (``NOT_JUDGED`` without a floor, ``why`` its reason), the rows with an interval called as
+    one family (Benjamini-Hochberg); and the distinct floors they used, largest first."""
+    ivs = [interval(r, w, f, nb, no, confidence) if f is not None else RatioInterval(r, None, None, None, nb, no, w)
+           for r, w, f, nb, no, _ in rows]
     significant = bh_significant([p_value(iv) for iv in ivs], 1.0 - confidence)
-    verdicts = [not_judged if k in unjudged else verdict(iv, practical, significant[k]) for k, iv in enumerate(ivs)]
+    out = [RatioRow(verdict(iv, practical, sig), iv.ratio, iv.low, iv.high, iv.n_base, iv.n_other,
+                    iv.within_log_se, iv.floor, log_se=iv.log_se) if floor is not None
+           else RatioRow(NOT_JUDGED, iv.ratio, n_base=iv.n_base, n_other=iv.n_other, within_log_se=iv.within_log_se,
+                         reasons=(Note(why),))
+           for (_, _, floor, _, _, why), iv, sig in zip(rows, ivs, significant, strict=True)]
     used = {iv.floor for iv in ivs if iv.floor is not None and iv.has_interval}
-    return verdicts, sorted(used, key=lambda f: (-f.log_sd, f.source, f.kind))
+    return out, sorted(used, key=lambda f: (-f.log_sd, f.source, f.kind))
 
 
 def bh_significant(pvalues: Sequence[float | None], level: float = 1.0 - CONFIDENCE) -> list[bool]:

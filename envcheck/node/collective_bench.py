@@ -1,15 +1,7 @@
-"""One collective at one size on one group of ranks, timed as single-GPU ops are, then checked (docs/node.md says
-why each rule is there): per call (eager calls, a mark every ``PER_CALL_LOOP``); GPU time (the call captured in
-a CUDA graph sized to last ``GRAPH_REPLAY_US``, replayed after ``GRAPH_WARM_US`` of warm replays, pooled over
-``CAPTURES`` captures on as many communicators and, where one set of buffers exceeds 3x L2, fresh allocations);
-a call on fresh inputs checked element by element (nccl-tests' #wrong); and, with torch's NCCL memory pool, the
-GPU time again on NCCL-registered buffers. L2 is kept cold as for single-GPU ops (``envcheck.bench.l2``).
-
-Every rank of the group calls :func:`measure` with the same arguments in the same order; decisions that could
-differ between ranks (out of memory, a refused capture) are agreed with a tiny collective first. The same code
-drives NCCL on GPUs and gloo on the CPU. Inputs hold small integers so every expected output is exact: rank r's
-element i is ``r + 1 + i % 7``; for all_to_all, rank r's chunk for rank j, element k, is ``8 (r n + j) + 1 + k % 7``.
-"""
+"""One collective at one size on one group of ranks (NCCL on GPUs, gloo on the CPU), timed per call and as GPU time
+in CUDA graphs pooled over communicators and allocations, with L2 kept cold, then checked element by element
+(nccl-tests' #wrong) on inputs of small integers whose outputs are exact (``_patterns``); docs/node.md says why.
+Every rank of the group calls :func:`measure` alike: what could differ between ranks is agreed by a collective."""
 
 from __future__ import annotations
 
@@ -313,8 +305,8 @@ class CollectiveBench:
     def _registered(self, op: str, size_bytes: int, n: int, lay: Layout, values: tuple[ValueAt, ValueAt],
                     comms: tuple[object, ...], root: int, calls: int, replays: int, free: int | None,
                     need: int) -> dict[str, object]:
-        """The ``Measured`` fields of the GPU time on buffers from NCCL's allocator (which NCCL registers, as nccl-tests'
-        ``-G`` does its own): ``REGISTERED_CAPTURES`` graphs on the communicators in turn, then one checked call."""
+        """The ``Measured`` fields of the GPU time on buffers from NCCL's allocator (NCCL registers them, as
+        nccl-tests' ``-G`` does its own): ``REGISTERED_CAPTURES`` graphs on the communicators in turn, then a check."""
         torch = self.torch
         pool = torch.cuda.MemPool(self._nccl_allocator)
         sets: list[Buffers] = []

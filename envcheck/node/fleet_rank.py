@@ -105,8 +105,7 @@ def export_for_torch(ctx: RankContext, environ: dict[str, str]) -> None:
 
 
 def local_gpus(ctx: RankContext, environ: Mapping[str, str]) -> tuple[int, ...]:
-    """The GPU indices this node's ranks use: CUDA_VISIBLE_DEVICES when it lists indices (simulated nodes),
-    else the first ``local_world_size``."""
+    """This node's GPUs: CUDA_VISIBLE_DEVICES's indices (simulated nodes), else the first ``local_world_size``."""
     visible = environ.get("CUDA_VISIBLE_DEVICES", "")
     parts = [p.strip() for p in visible.split(",") if p.strip()]
     if parts and all(p.isdigit() for p in parts):
@@ -190,9 +189,8 @@ class FleetOptions:
 
 @dataclass(frozen=True)
 class FleetDeps:
-    """What a rank does, as functions: tests replace them to script failing, hanging and slow ranks.
-    ``world``: this node's share of the world sweep; the crosschecks: ``fleet --crosscheck``'s, after the suite
-    (a GPU's) and after the node tests (the leader's)."""
+    """What a rank does, as functions (tests script failing, hanging and slow ranks with them); the crosschecks:
+    ``fleet --crosscheck``'s, after a GPU's suite and after the node tests."""
 
     transport: Transport
     bench: Callable[[int], Bench]
@@ -355,8 +353,8 @@ def _gather(ctx: RankContext, options: FleetOptions, deps: FleetDeps, progress: 
         rep = _load(RankReport, t.get(f"rank/{r}", wait(deadline - clock())))
         host = names.get(j.node_rank, j.host)
         if rep is None:
-            statuses[r] = RankStatus(r, "timeout", host, j.local_rank, j.gpu, given_s=round(given(options.rank_timeout_s), 3),
-                                     phase="suite")
+            statuses[r] = RankStatus(r, "timeout", host, j.local_rank, j.gpu, phase="suite",
+                                     given_s=round(given(options.rank_timeout_s), 3))
             continue
         reports[r] = rep
         statuses[r] = RankStatus(r, "error" if rep.error else "ok", host, j.local_rank, j.gpu, rep.error,
@@ -397,15 +395,10 @@ def _gather(ctx: RankContext, options: FleetOptions, deps: FleetDeps, progress: 
             if j.node_rank in go.nodes:
                 statuses[r] = replace(statuses[r], world_rank=go.nodes.index(j.node_rank) * nproc + j.local_rank)
         collectives.append(assemble(outs, options.sweep, nproc * len(go.nodes), "world", launch))
-    return Fleet(ctx.world_size, ctx.nnodes, ctx.launcher, _nodes(joins, reports, node_reports),
+    return Fleet(ctx.world_size, ctx.nnodes, ctx.launcher, _nodes(names, joins, reports, node_reports),
                  tuple(statuses[r] for r in range(ctx.world_size)), tuple(collectives), options.rules,
                  options.baseline, {**options.settings, "rank_timeout_s": options.rank_timeout_s,
                                     "world_timeout_s": options.world_timeout_s}, started, round(clock() - t0, 3))
-
-
-def finish(transport: Transport, passed: bool = False) -> None:
-    """Rank 0, after the report is written: let the other ranks go, saying whether the fleet passed."""
-    transport.put("done", "pass" if passed else "fail")
 
 
 def _node_names(joins: dict[int, RankJoin]) -> dict[int, str]:
@@ -417,9 +410,8 @@ def _node_names(joins: dict[int, RankJoin]) -> dict[int, str]:
     return {n: (h if counts[h] == 1 else f"{h}/{n}") for n, h in hosts.items()}
 
 
-def _nodes(joins: dict[int, RankJoin], reports: dict[int, RankReport],
+def _nodes(names: dict[int, str], joins: dict[int, RankJoin], reports: dict[int, RankReport],
            node_reports: dict[int, NodeReport]) -> tuple[FleetNode, ...]:
-    names = _node_names(joins)
     out = []
     for n, name in sorted(names.items()):
         ranks = tuple(sorted(r for r, j in joins.items() if j.node_rank == n))

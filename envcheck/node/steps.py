@@ -50,18 +50,10 @@ class NodeOptions:
 
 @dataclass(frozen=True)
 class NodeDeps:
-
     nvml: Callable[[], NvmlLike]
     host: Host
     launcher: Launcher
     kmsg: Callable[[], str] | None = None
-
-
-def real_deps() -> NodeDeps:
-    from envcheck.probes.host import default_host
-    from envcheck.probes.nvml import Nvml
-
-    return NodeDeps(Nvml, default_host(), SubprocessLauncher())
 
 
 def _smi(host: Host, argv: list[str]) -> tuple[str | None, str | None]:
@@ -88,15 +80,18 @@ def _guard(what: str, skipped: list[NodeSkip], fn: Callable[[], T]) -> T | None:
 
 
 def run_node(options: NodeOptions, deps: NodeDeps | None = None) -> Node:
-    """Every node test for ``options.gpus``. Never raises, except KeyboardInterrupt after Ctrl-C with the
-    node as far as it got in ``exc.args[0]``."""
+    """Every node test; never raises but KeyboardInterrupt, the node as far as it got in its ``args[0]``."""
     from envcheck.node.collective_run import Placement, run_sweep
     from envcheck.node.peer import run_peer_copies
     from envcheck.probes.collect import utc_now
     from envcheck.probes.link_counters import read_counters
     from envcheck.probes.xid import scan_xids
 
-    deps = deps or real_deps()
+    if deps is None:
+        from envcheck.probes.host import default_host
+        from envcheck.probes.nvml import Nvml
+
+        deps = NodeDeps(Nvml, default_host(), SubprocessLauncher())
     t0 = time.monotonic()
     started = utc_now()
     work = Path(options.work_dir)

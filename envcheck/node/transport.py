@@ -19,9 +19,6 @@ POLL_S = 0.2  # how often a waiting rank asks the store for a key
 class Transport(Protocol):
     """Key/value hand-over between the ranks of one fleet run."""
 
-    rank: int
-    world_size: int
-
     def put(self, key: str, value: str) -> None: ...
 
     def get(self, key: str, timeout_s: float) -> str | None:

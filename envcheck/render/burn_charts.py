@@ -18,44 +18,35 @@ MAX_POINTS = 240  # per series: enough to see a trend; every sample stays in the
 SECONDS = ch.Quantity("chart.axis.burn_seconds", "linear")
 PHASE_SECONDS = ch.Quantity("chart.axis.phase_seconds", "linear")
 
-Points = Callable[[GpuBurn], Sequence[tuple[float, float]]]
-
-
-def _tel(field: str) -> Points:
-    def points(g: GpuBurn) -> Sequence[tuple[float, float]]:
-        tel = g.gpu.telemetry
-        ys = getattr(tel, field) if tel is not None else None
-        return list(zip(tel.t_s, ys, strict=True)) if tel is not None and ys is not None else []
-    return points
-
-
-def _rates(phase: str) -> Points:
-    def points(g: GpuBurn) -> Sequence[tuple[float, float]]:
-        r = g.rates.get(phase)
-        return list(zip(r.t_s, r.rates, strict=True)) if r is not None else []
-    return points
-
-
 @dataclass(frozen=True)
 class BurnChart:
-    """One chart: its file name, title key, y axis and what each GPU's series shows."""
+    """One chart: its file name, title key, y axis and the series each GPU has: a telemetry ``field``, or with
+    ``phase`` a phase's rates, x from the phase's start (a phase is a part of the burn, its chart shows that part)."""
 
     name: str
     title: str
     y: ch.Quantity
-    points: Points
+    field: str
     limit: Callable[[GpuBurn], float | None] | None = None  # a reference line (the power limit)
-    phase: bool = False  # x from the phase's start: a phase is a part of the burn, its chart shows that part
+    phase: bool = False
+
+    def points(self, g: GpuBurn) -> Sequence[tuple[float, float]]:
+        if self.phase:
+            r = g.rates.get(self.field)
+            return list(zip(r.t_s, r.rates, strict=True)) if r is not None else []
+        tel = g.gpu.telemetry
+        ys = getattr(tel, self.field) if tel is not None else None
+        return list(zip(tel.t_s, ys, strict=True)) if tel is not None and ys is not None else []
 
 
 CHARTS = (
-    BurnChart("clocks", "chart.title.burn_clocks", ch.Quantity("chart.axis.mhz", "linear"), _tel("sm_mhz")),
-    BurnChart("power", "chart.title.burn_power", ch.Quantity("chart.axis.watts", "linear"), _tel("power_w"),
+    BurnChart("clocks", "chart.title.burn_clocks", ch.Quantity("chart.axis.mhz", "linear"), "sm_mhz"),
+    BurnChart("power", "chart.title.burn_power", ch.Quantity("chart.axis.watts", "linear"), "power_w",
               lambda g: g.power_limit_w),
     BurnChart("temperature", "chart.title.burn_temperature", ch.Quantity("chart.axis.celsius", "linear"),
-              _tel("temperature_c")),
-    BurnChart("tflops", "chart.title.burn_tflops", ch.TFLOPS, _rates("gemm"), phase=True),
-    BurnChart("gbps", "chart.title.burn_gbps", ch.GBPS, _rates("bandwidth"), phase=True),
+              "temperature_c"),
+    BurnChart("tflops", "chart.title.burn_tflops", ch.TFLOPS, "gemm", phase=True),
+    BurnChart("gbps", "chart.title.burn_gbps", ch.GBPS, "bandwidth", phase=True),
 )
 
 
@@ -79,9 +70,8 @@ def burn_charts(a: BurnAnalysis) -> list[ch.Drawn]:
             if value and not any(r.value == value for r in refs):
                 refs.append(cs.RefLine(value, t("chart.ref.power_limit", value=fmt.num(value)), st.GREY,
                                        dashed=True))
-        desc = t("chart.desc.burn", what=t(spec.title))
-        chart = ch.facet_chart(t(spec.title), desc, [ch.Facet("", tuple(series), tuple(refs))],
-                               x_axis, spec.y)
+        chart = ch.facet_chart(t(spec.title), t("chart.desc.burn", what=t(spec.title)),
+                               [ch.Facet("", tuple(series), tuple(refs))], x_axis, spec.y)
         d = ch.draw(f"burn_{spec.name}", None, chart, x_axis, spec.y)
         if d is not None:
             out.append(replace(d, section=SECTION))

@@ -17,8 +17,6 @@ DETAIL_COLUMNS = {"memtest": ("bytes", "coverage", "patterns", "passes", "time",
                   "errors": ("pattern", "pass", "start", "end", "words", "bits"),
                   "sdc": ("iterations", "checksums", "full", "fp64", "fp64_error", "mismatches"),
                   "mismatch": ("check", "iteration", "time", "element", "expected", "got")}
-DETAIL_HEADS = {"memtest": "burn.memtest.col.", "errors": "burn.errors.col.", "sdc": "burn.sdc.col.",
-                "mismatch": "burn.mismatch.col."}
 
 
 def on_cpu(a: BurnAnalysis) -> bool:
@@ -115,7 +113,7 @@ def details(a: BurnAnalysis) -> dict[str, tuple[list[str], list[tuple[str, tuple
             out["mismatch"] += [(who, (t(f"burn.check.{x.check}"), str(x.iteration), fmt.seconds(x.t_s),
                                        str(x.element) if x.element >= 0 else fmt.DASH, fmt.num(x.expected),
                                        fmt.num(x.got))) for x in s.mismatches]
-    return {k: ([t(f"{DETAIL_HEADS[k]}{c}") for c in shown[k]], v) for k, v in out.items()}
+    return {k: ([t(f"burn.{k}.col.{c}") for c in shown[k]], v) for k, v in out.items()}
 
 
 def notes(a: BurnAnalysis) -> list[str]:

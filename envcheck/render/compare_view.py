@@ -11,7 +11,8 @@ from envcheck.compare.envdiff import STORY_AREAS, CheckChange, EnvChange
 from envcheck.compare.history import History, OpPoint, Point, Step
 from envcheck.compare.machine import MachineId
 from envcheck.compare.match import SAMPLING
-from envcheck.compare.node_diff import Change, CollectiveDiff, CopyDiff, NodeComparison, RatioRow
+from envcheck.compare.node_diff import Change, CollectiveDiff, CopyDiff, NodeComparison
+from envcheck.compare.stats import RatioRow
 from envcheck.model import Note
 from envcheck.render import fmt
 from envcheck.render.checktext import localized

@@ -79,11 +79,11 @@ def _rule_label(r: Rule) -> str:
     return t("fleet.rule.prefix", prefix=esc(r.metric))
 
 
-def not_applied_text(fa: af.FleetAnalysis) -> str:
-    """The rules of a CPU fleet no node was held to, each with why."""
-    return t("fleet.not_applied", rules=join([
+def _not_applied(fa: af.FleetAnalysis) -> list[nv.Line]:
+    """The rules of a CPU fleet no node was held to, each with why: never a rule shown as held that was not applied."""
+    return [nv.Line(t("fleet.not_applied", rules=join([
         t("fleet.not_applied.item", rule=_rule_label(x.rule), reason=t(f"fleet.not_applied.{x.reason}"))
-        for x in fa.not_applied]))
+        for x in fa.not_applied])))] if fa.not_applied else []
 
 
 def _verdict_section(fa: af.FleetAnalysis) -> nv.Section:
@@ -101,14 +101,12 @@ def _verdict_section(fa: af.FleetAnalysis) -> nv.Section:
                                            ">fleet.col.reasons"), tuple(rows))
     lines = [nv.Line(t("fleet.drain", hosts=esc(", ".join(v.host for v in fa.drain)), count=len(fa.drain)), "fail")
              if fa.drain else nv.Line(t("fleet.all_pass"), "pass"),
-             nv.Line(t(f"fleet.judged.{fa.source}", count=len(fa.applied)))]
-    if fa.not_applied:  # never a rule shown as held that was not applied
-        lines.append(nv.Line(not_applied_text(fa)))
+             nv.Line(t(f"fleet.judged.{fa.source}", count=len(fa.applied))), *_not_applied(fa)]
     parts = [nv.Part(f"verdict-{_slug(v.host)}", t("fleet.verdict.of", host=esc(v.host),
                                                    verdict=t(f"fleet.verdict.{v.status}")),
                      tuple(finding_line(f) for f in v.findings))
              for v in fa.verdicts if v.findings]
-    return nv.Section("verdicts", t("fleet.section.verdicts"), (*lines,),
+    return nv.Section("verdicts", t("fleet.section.verdicts"), tuple(lines),
                       (nv.Part("verdict-table", "", (), (table,)), *parts))
 
 
@@ -123,7 +121,7 @@ def _ranks_section(fa: af.FleetAnalysis) -> nv.Section:
         if x is None and r.rank not in slow:
             continue
         label, status = (t("fleet.rank.slow"), "warn") if x is None else (t(f"fleet.rank.{_rank_word(x)}"), "fail")
-        rows.append((nv.Cell(str(r.rank)), nv.Cell(esc(r.host or "?")), nv.Cell(nv._gpu(r.gpu)),
+        rows.append((nv.Cell(str(r.rank)), nv.Cell(esc(r.host or "?")), nv.Cell(nv.gpu_label(r.gpu)),
                      nv.Cell(label, status=status, badge=True),
                      nv.Cell(fmt.seconds(r.elapsed_s)),
                      nv.Cell(fmt.seconds(x.given_s if x is not None else r.given_s))))
@@ -148,8 +146,7 @@ def _ranks_section(fa: af.FleetAnalysis) -> nv.Section:
 
 
 def _rank_word(x: af.LostRank) -> str:
-    """A lost rank's status, or ``lost``: a worker of the collectives across nodes went silent after its rank
-    had reported."""
+    """A lost rank's status, or ``lost``: a world collective's worker went silent after its rank had reported."""
     return "lost" if x.phase == "world" and x.status == "missing" else x.status
 
 
@@ -161,8 +158,7 @@ def _rules_section(fa: af.FleetAnalysis) -> nv.Section:
     lines.append(nv.Line(t("fleet.baseline", source=esc(f.baseline.source), host=esc(f.baseline.host or "?"),
                            created=esc(f.baseline.created or fmt.DASH)) if f.baseline is not None
                          else t("fleet.no_baseline")))
-    if fa.not_applied:
-        lines.append(nv.Line(not_applied_text(fa)))
+    lines += _not_applied(fa)
     refs = tuple((nv.Cell(metric_label(r.metric)), nv.Cell(_value(r.metric, r.value)),
                   nv.Cell(esc(r.algo)) if r.algo else nv.DASH) for r in fa.references)
     tables = (nv.Table("rules", *nv.heads("fleet.col.rule", "fleet.col.means", "fleet.col.better",
@@ -185,12 +181,10 @@ def fleet_view(report: Report, analysis: Analysis) -> FleetView:
         sections.append(nv.Section("world", t("fleet.section.world"), (), tuple(
             nv.sweep_part(sa, f"world{i}", f"world{i}") for i, sa in enumerate(fa.sweeps))))
     for k, n in enumerate(fa.nodes):
-        prefix = f"n{k}-"
         lines = [nv.Line(t("fleet.node.ranks", ranks=", ".join(map(str, n.node.ranks)) or fmt.DASH,
                              verdict=t(f"fleet.verdict.{n.verdict.status}"), count=len(n.node.ranks)),
                          {"pass": "pass", "fail": "fail"}.get(n.verdict.status, "warn"))]
-        failed = af.failed_checks(n.node)
-        if failed:
+        if failed := af.failed_checks(n.node):
             lines.append(nv.Line(t("fleet.node.checks_failed", count=len(failed),
                                      checks=esc("; ".join(f"{c.title}: {c.finding}" for c in all_localized(failed)))),
                                  "fail"))
@@ -203,7 +197,7 @@ def fleet_view(report: Report, analysis: Analysis) -> FleetView:
             # not "nothing keeps this node from passing".
             lines += [finding_line(x) for x in n.verdict.findings]
         sections.append(nv.Section(f"node-{_slug(n.node.host)}", t("fleet.section.node", host=esc(n.node.host)),
-                                   tuple(lines), nv.node_parts(n.analysis, prefix, f"n{k}_"), n.verdict.status))
+                                   tuple(lines), nv.node_parts(n.analysis, f"n{k}-", f"n{k}_"), n.verdict.status))
     sections.append(_rules_section(fa))
     drain = fa.drain
     tiles = [nv.Tile(t("fleet.card.nodes"), t("fleet.card.nodes_value", ok=len(fa.verdicts) - len(drain),
@@ -233,5 +227,3 @@ def fleet_view(report: Report, analysis: Analysis) -> FleetView:
         footer=footer(report),
     )
 
-
-__all__ = ["FleetView", "fleet_view"]

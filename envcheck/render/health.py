@@ -14,8 +14,7 @@ PREFIX = "[node_problem] "
 
 
 def _cut(text: str, width: int, keep: int = 0) -> str:
-    """``text`` in ``width`` characters, cut at a word with "..." (never mid-word: "(NV..."); ``keep``:
-    the length of its head (the prefix and the check's name) that is never cut into."""
+    """``text`` in ``width`` characters, cut at a word with "..." (never mid-word), never into its ``keep`` head."""
     if len(text) <= width:
         return text
     head = text[: width - 3]

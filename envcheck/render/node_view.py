@@ -16,13 +16,10 @@ from envcheck.model.node import COPY_METHODS, CollectiveResult, GpuLinks
 from envcheck.render import fmt
 from envcheck.render.i18n import esc, has, join, phrase, t, word
 
-# --------------------------------------------------------------------------- building blocks
-
 
 @dataclass(frozen=True)
 class Cell:
-    """A cell: its text, a muted second line, a status (pass, warn, fail: coloured; muted: not applicable), and
-    whether the text is a status word (a badge where the medium has them)."""
+    """Text, a muted second line, a status (pass/warn/fail: coloured; muted: not applicable); badge: a status word."""
 
     text: str
     sub: str = ""
@@ -108,11 +105,8 @@ def _flagged(text: str, flag: str, on: bool) -> Cell:
     return Cell(text, *((t(f"flag.{flag}"), "warn") if on else ()))
 
 
-def _gpu(i: int | None) -> str:
+def gpu_label(i: int | None) -> str:
     return fmt.DASH if i is None else f"GPU{i}"
-
-
-# --------------------------------------------------------------------------- GPUs
 
 
 def _condition_rows(c: an.GpuCondition) -> tuple[tuple[Cell, ...], ...]:
@@ -151,7 +145,7 @@ def gpus_part(na: an.NodeAnalysis, pid: str = "gpus") -> Part | None:
             bandwidth = t("node.cpu.not_measured")
             matmul = (fmt.rate(g.rates.matmul_tflops * 1e3, "GFLOP/s") if g.rates.matmul_tflops is not None
                       else t("node.cpu.not_measured"))
-        rows.append((Cell(_gpu(g.index) if g.backend == "cuda" else t("node.cpu")), Cell(esc(g.name)),
+        rows.append((Cell(gpu_label(g.index) if g.backend == "cuda" else t("node.cpu")), Cell(esc(g.name)),
                      Cell(bandwidth), Cell(matmul, esc(g.rates.matmul_key or "")), tally,
                      Cell(str(g.failed), status="fail" if g.failed else ""),
                      Cell(str(g.errors), status="fail" if g.errors else ""), flag))
@@ -169,9 +163,6 @@ def gpus_part(na: an.NodeAnalysis, pid: str = "gpus") -> Part | None:
             tables.append(Table(f"condition-{g.index}", *heads("col.item", "col.value"), _condition_rows(g.condition),
                                 t("node.cond.title", gpu=fmt.num(g.index)), "facts"))
     return Part(pid, t("node.part.gpus"), tuple(lines), tuple(tables))
-
-
-# --------------------------------------------------------------------------- topology
 
 
 def _pcie(g: GpuLinks) -> str:
@@ -223,9 +214,9 @@ def topology_part(na: an.NodeAnalysis, pid: str = "topology") -> Part | None:
                 cells = [Cell(t("node.gpu_lost"), status="fail")] + [DASH] * (len(gpus) - 1)
                 lines.append(Line(t("node.topology.lost", gpu=fmt.num(g.index), reason=cause(g.lost)), "fail"))
             numa = g.numa_node.value if g.numa_node.ok else None
-            rows.append((Cell(_gpu(g.index)), *cells, Cell(_pcie(g)), Cell(fmt.num(numa)) if numa is not None
+            rows.append((Cell(gpu_label(g.index)), *cells, Cell(_pcie(g)), Cell(fmt.num(numa)) if numa is not None
                          else DASH, _nvlinks(g, na.gpu_nvlinks(g.index))))
-        cols = ("", *(_gpu(g.index) for g in gpus), t("node.col.pcie"), t("node.col.numa"), t("node.col.nvlinks"))
+        cols = ("", *(gpu_label(g.index) for g in gpus), t("node.col.pcie"), t("node.col.numa"), t("node.col.nvlinks"))
         tables.append(Table("topology", cols, (False,) * (len(gpus) + 2) + (True, True), tuple(rows),
                             layout="matrix", notes=(Line(t("node.topology.legend")),)))
     if na.paths:
@@ -240,9 +231,8 @@ def topology_part(na: an.NodeAnalysis, pid: str = "topology") -> Part | None:
         tables.append(Table("pairs", *heads("node.col.pair", "node.col.path", ">node.col.nvlinks", ">node.col.link_gbps",
                                             ">node.col.signalling_gbps", ">node.col.expected", "node.col.pcie_level"),
                             tuple(rows), t("node.pairs.title"), notes=notes))
-    for a, b, ours, smi in na.disagreements:
-        lines.append(Line(t("node.topology.disagree", a=fmt.num(a), b=fmt.num(b), nvml=esc(ours),
-                              smi=esc(smi)), "warn"))
+    lines += [Line(t("node.topology.disagree", a=fmt.num(a), b=fmt.num(b), nvml=esc(ours), smi=esc(smi)), "warn")
+              for a, b, ours, smi in na.disagreements]
     if topo.smi_cells and not na.disagreements:
         lines.append(Line(t("node.topology.smi_agrees")))
     elif topo.smi_reason:
@@ -250,10 +240,9 @@ def topology_part(na: an.NodeAnalysis, pid: str = "topology") -> Part | None:
     return Part(pid, t("node.part.topology"), tuple(lines), tuple(tables))
 
 
-# --------------------------------------------------------------------------- peer copies
-
-
-def _copy_cell(r: an.CopyRow) -> Cell:
+def _copy_cell(r: an.CopyRow | None) -> Cell:
+    if r is None:
+        return DASH
     if r.error:
         short = r.error if r.error in an.RUN_ERRORS else "failed"
         return Cell(t(f"node.copy.cell.{short}"), status="muted" if r.error == "no_peer_access" else "fail")
@@ -282,10 +271,10 @@ def copies_part(na: an.NodeAnalysis, pid: str = "copies") -> Part | None:
             mine = {(r.src, r.dst): r for r in d2d if r.method == method and r.directions == directions}
             if not mine:
                 continue
-            rows = [(Cell(_gpu(a)), *(SELF if a == b else _copy_cell(r) if (r := mine.get((a, b))) else DASH
-                                      for b in gpus)) for a in gpus]
+            rows = [(Cell(gpu_label(a)), *(SELF if a == b else _copy_cell(mine.get((a, b))) for b in gpus))
+                    for a in gpus]
             title = t(f"node.copies.d2d.{directions}", method=word("node.method.", method))
-            tables.append(Table(f"d2d-{method}-{directions}", (t("node.col.src_dst"), *(_gpu(g) for g in gpus)),
+            tables.append(Table(f"d2d-{method}-{directions}", (t("node.col.src_dst"), *(gpu_label(g) for g in gpus)),
                                 (False,) + (True,) * len(gpus), tuple(rows), title, "matrix", subs="always"))
     host = [r for r in na.copies if r.kind in ("h2d", "d2h")]
     if host:
@@ -295,7 +284,7 @@ def copies_part(na: an.NodeAnalysis, pid: str = "copies") -> Part | None:
             d2h = next((r for r in host if r.kind == "d2h" and r.src == g and r.directions == 1), None)
             if h2d is None and d2h is None:
                 continue
-            rows.append((Cell(_gpu(g)), _copy_cell(h2d) if h2d else DASH, _copy_cell(d2h) if d2h else DASH,
+            rows.append((Cell(gpu_label(g)), _copy_cell(h2d), _copy_cell(d2h),
                          Cell(fmt.num((h2d or d2h).expected_gbps))))  # type: ignore[union-attr]
         tables.append(Table("host", *heads("node.col.gpu", ">node.copies.col.h2d", ">node.copies.col.d2h",
                                            ">node.col.expected"), tuple(rows), t("node.copies.host"), subs="always"))
@@ -306,9 +295,6 @@ def copies_part(na: an.NodeAnalysis, pid: str = "copies") -> Part | None:
                                                         dst=fmt.num(r.dst), method=word("node.method.", r.method)), reason=cause(r.error)), "fail")
               for r in na.copies if r.error and r.error != "no_peer_access"]
     return Part(pid, t("node.part.copies"), tuple(lines), tuple(tables))
-
-
-# --------------------------------------------------------------------------- collectives
 
 
 # The badge of a collective's status (an.COLLECTIVE_STATUSES), in the sweep tables and the narrowing table alike.
@@ -327,10 +313,8 @@ def sweep_part(sa: an.SweepAnalysis, section: str, pid: str) -> Part:
     hosts = list(dict.fromkeys(c.hosts))
     if c.error:
         lines.append(Line(t("node.coll.failed", reason=cause(c.error)), "fail"))
-    for o in c.ranks:
-        if o.status != "ok":
-            lines.append(Line(t(f"node.coll.rank.{o.status}", rank=fmt.num(o.rank), host=esc(o.host or "?"),
-                                  error=esc(fmt.first_line(o.error or ""))), "fail"))
+    lines += [Line(t(f"node.coll.rank.{o.status}", rank=fmt.num(o.rank), host=esc(o.host or "?"),
+                     error=esc(fmt.first_line(o.error or ""))), "fail") for o in c.ranks if o.status != "ok"]
     if sa.expectation_gbps is not None:
         lines.append(Line(t("node.coll.expectation", gbps=fmt.num(sa.expectation_gbps))))
     elif c.scope == "world":
@@ -400,10 +384,7 @@ def _span(counts: list[int]) -> str:
 
 def _times_lines(sa: an.SweepAnalysis, gpu_times: bool) -> list[Line]:
     """What the sweep's times mean: the GPU time beside the per-call one, or the per-call time alone and why."""
-    out = []
-    if gpu_times:
-        bound = [r for r in sa.rows if r.launch_bound]
-        out.append(Line(t("node.coll.times.gpu", count=len(bound))))
+    out = [Line(t("node.coll.times.gpu", count=sum(r.launch_bound for r in sa.rows)))] if gpu_times else []
     out += [Line(t("node.coll.times.per_call", reason=word("node.gpu_time.", why)), "warn" if why == "capture_failed"
                  else "") for why in dict.fromkeys(r.gpu_reason for r in sa.rows if r.time_basis == "per_call" and r.gpu_reason)]
     # Sizes timed over several buffer sets, allocations or graphs: each sentence's placeholders and their fields.
@@ -413,8 +394,7 @@ def _times_lines(sa: an.SweepAnalysis, gpu_times: bool) -> list[Line]:
         if mine := [r for r in sa.collectives.results if getattr(r, next(iter(fields.values()))) > 1]:
             spans = {name: _span([getattr(r, f) for r in mine]) for name, f in fields.items()}
             out.append(Line(t(key, count=len(mine), **spans)))
-    unsteady = [r for r in sa.rows if r.unsteady]
-    if unsteady:
+    if unsteady := [r for r in sa.rows if r.unsteady]:
         out.append(Line(t("node.coll.unsteady", count=len(unsteady), bar=fmt.pct(100 * (UNSTEADY_RATIO - 1)),
                             sizes="; ".join(f"{esc(r.op)} {fmt.size_bytes(r.size_bytes)}: "
                                             f"+{fmt.pct(100 * (r.pace_spread or 0.0))}" for r in unsteady)), "warn"))
@@ -430,9 +410,8 @@ def _registered_lines(sa: an.SweepAnalysis, registered: bool) -> list[Line]:
     """What the registered-buffer column means, and why sizes that have a GPU time have none there."""
     out = [Line(t("node.coll.registered"))] if registered else []
     why = Counter(r.registered_reason for r in sa.rows if r.time_basis == "gpu" and r.registered_reason is not None)
-    for reason, count in why.items():
-        out.append(Line(t("node.coll.registered.none", count=fmt.num(count), reason=word("node.registered.", reason)),
-                        "warn" if reason in ("capture_failed", "error") else ""))
+    out += [Line(t("node.coll.registered.none", count=fmt.num(count), reason=word("node.registered.", reason)),
+                 "warn" if reason in ("capture_failed", "error") else "") for reason, count in why.items()]
     return out + _capture_errors(r.registered_error for r in sa.collectives.results)
 
 
@@ -457,14 +436,9 @@ def narrowing(sa: an.SweepAnalysis, links: bool = True) -> tuple[list[Line], Tab
                      *share, _status_cell(row.status)))
     cols = heads("node.col.ranks", "node.col.hosts", ">node.col.busbw", *([">node.col.pct_links"] if links else []),
                  "col.status")
-    k = sa.conclusion
-    level = "fail" if k is not None and k.located else "info"
     text = conclusion_text(sa)
-    lines = [Line(text, level)] if text else []
-    return lines, Table("narrowing", *cols, tuple(rows), t("node.coll.narrowing"))
-
-
-# --------------------------------------------------------------------------- counters
+    level = "fail" if sa.conclusion is not None and sa.conclusion.located else "info"
+    return [Line(text, level)] if text else [], Table("narrowing", *cols, tuple(rows), t("node.coll.narrowing"))
 
 
 def counters_part(na: an.NodeAnalysis, pid: str = "counters") -> Part | None:
@@ -487,8 +461,9 @@ def counters_part(na: an.NodeAnalysis, pid: str = "counters") -> Part | None:
     shown = [r for r in na.counters if r.delta or r.after or r.before or r.over_limit or r.boot_over_limit]
     quiet = len(na.counters) - len(shown)
     if shown:
-        rows = [(Cell(_gpu(r.gpu)), Cell(word("node.counter.", r.name)), Cell(fmt.num(r.links)), Cell(fmt.num(r.before)),
-                 Cell(fmt.num(r.after)), Cell(fmt.num(r.delta), status="fail" if r.over_limit else ""),
+        rows = [(Cell(gpu_label(r.gpu)), Cell(word("node.counter.", r.name)), Cell(fmt.num(r.links)),
+                 Cell(fmt.num(r.before)), Cell(fmt.num(r.after)),
+                 Cell(fmt.num(r.delta), status="fail" if r.over_limit else ""),
                  Cell(fmt.counter_rate(r.per_s), status="fail" if r.over_limit else ""),
                  Cell(fmt.counter_rate(r.boot_per_s), status="fail" if r.boot_over_limit else "")) for r in shown]
         cols = heads("node.col.gpu", "node.col.counter", ">node.col.links", ">node.col.before", ">node.col.after",
@@ -511,9 +486,6 @@ def counters_part(na: an.NodeAnalysis, pid: str = "counters") -> Part | None:
             lines += [Line(t("node.xid.event", xid=fmt.num(e.xid), bus=esc(e.pci_bus_id or "?"),
                              line=esc(fmt.first_line(e.line))), "fail") for e in xid.events]
     return Part(pid, t("node.part.counters"), tuple(lines), tuple(tables))
-
-
-# --------------------------------------------------------------------------- problems and the node
 
 
 PROBLEM_WORDS = {"test": "node.test.", "method": "node.method.", "status": "node.coll.status.",
@@ -551,8 +523,7 @@ def node_parts(na: an.NodeAnalysis, prefix: str, section: str) -> tuple[Part, ..
              copies_part(na, f"{prefix}copies")]
     node = na.node
     if node is not None:
-        for i, sa in enumerate(na.sweeps):
-            parts.append(sweep_part(sa, f"{section}{i}", f"{prefix}collectives{i}"))
+        parts += [sweep_part(sa, f"{section}{i}", f"{prefix}collectives{i}") for i, sa in enumerate(na.sweeps)]
         skipped = [s for s in node.skipped if s.reason in an.NOT_APPLICABLE]
         if skipped:
             parts.append(Part(f"{prefix}not-run", t("node.part.not_run"), tuple(
@@ -613,5 +584,3 @@ def node_tiles(na: an.NodeAnalysis) -> tuple[Tile, ...]:
             break
     return tuple(tiles)
 
-
-__all__ = ["Cell", "Line", "Part", "Section", "Table", "node_section", "node_tiles"]

@@ -87,8 +87,7 @@ class Op:
         return out
 
     def spec(self) -> OpSpec:
-        """The op as the registry and the report know it, its cost at every shape and dtype (this calls
-        ``bytes``, ``flops`` and ``accumulation``)."""
+        """The op as the registry and the report know it, its cost at every shape and dtype."""
         costs = []
         for shape in self.shapes:
             k = _count(self.accumulation(shape), "accumulation", self.name, True) if self.accumulation else 1

@@ -29,8 +29,7 @@ CODE = "envcheck.userbench.code:user_code"  # what makes a declared op's code in
 
 
 def source_argument(text: str) -> str:
-    """``FILE.py`` (made absolute: the worker may import it from anywhere) or ``module:object``;
-    a UsageError naming the problem otherwise."""
+    """``FILE.py`` (made absolute: the worker may import it from anywhere) or ``module:object``."""
     if MODULE_OBJECT.match(text) and not text.endswith(".py"):
         return text
     path = Path(text).expanduser()
@@ -108,8 +107,7 @@ def child(source: str, out: object) -> dict[str, object]:
 
 
 def discover(source: str, timeout: float = DISCOVER_TIMEOUT_S) -> tuple[OpSpec, ...]:
-    """The declared ops' ``OpSpec`` values, from a child (bounded, its memory watched, whatever it left running
-    ended); UsageError (one line) otherwise."""
+    """The declared ops' ``OpSpec`` values, from a bounded child; UsageError (one line) otherwise."""
     from envcheck.harness import failures as f
     from envcheck.harness.env import user_path
     from envcheck.harness.spawn import spawn
@@ -136,9 +134,8 @@ def discover(source: str, timeout: float = DISCOVER_TIMEOUT_S) -> tuple[OpSpec, 
 
 def plan(ops: tuple[OpSpec, ...], source: str, quick: bool, device: int, env: Environment,
          interpret: bool = False) -> Plan:
-    """The cases of ``envcheck bench``: every declared (op, dtype, shape) and implementation, the baseline first,
-    planned as the built-in suite. ``interpret``: the worker inherits ``TRITON_INTERPRET=1``: on the CPU the Triton
-    kernels run interpreted, as the report records (their times are not speeds)."""
+    """The cases of ``envcheck bench``: every declared (op, dtype, shape) and implementation, the baseline first.
+    ``interpret``: the worker inherits ``TRITON_INTERPRET=1`` (on the CPU Triton runs interpreted: no speeds)."""
     from envcheck.bench import suite
 
     base = dataclasses.replace(suite.frame(quick, device, env, tuple(op.name for op in ops)),

@@ -16,8 +16,8 @@ from envcheck.render import view as v
 from envcheck.render.checktext import all_localized
 from envcheck.render.escape import term
 from envcheck.render.i18n import check_counts, escaping, t
-from envcheck.render.terminal import console as tc
-from envcheck.render.terminal.console import bullets, heading, print_rows, print_written, started, styled, wide
+from envcheck.render.terminal.checks import fix_text
+from envcheck.render.terminal.console import STYLE, bullets, heading, print_rows, print_written, started, styled, wide
 
 Row = dict[str, CaseResult]  # a table row: one size and precision, a result per implementation
 
@@ -108,8 +108,7 @@ def _finding_lines(console: Console, items: Sequence[v.Said]) -> None:
                                                 "finding.tf32_noieee"):
             text += " " + t("term.rows_in_report", count=len(f.rows))
         lines.append(({"warn": "[yellow]![/]", "fail": "[bold red]✗[/]"}.get(f.level, "-"), text))
-    if lines:
-        bullets(console, lines)
+    bullets(console, lines)
 
 
 def totals(console: Console, ba: BenchAnalysis) -> None:
@@ -196,16 +195,11 @@ def check_lines(console: Console, report: Report) -> None:
     verdict = report.verdict
     console.print()
     console.print(styled(t("term.checks", verdict=t(f"status.{verdict}"), counts=check_counts(report.checks)),
-                          tc.STYLE.get(verdict, "")))
-    lines = []
-    for c in all_localized(keyed(report.checks, report.environment, report.node)):
-        if c.status in ("fail", "warn"):
-            text = f"{term(c.title)}: {term(c.finding)}"
-            if c.fix:
-                text += f"\n[cyan]{term(t('term.fix', fix=c.fix))}[/]"
-            lines.append((styled(t(f"status.{c.status}").upper(), tc.STYLE[c.status]), text))
-    if lines:
-        bullets(console, lines)
+                          STYLE.get(verdict, "")))
+    checks = all_localized(keyed(report.checks, report.environment, report.node))
+    bullets(console, [(styled(t(f"status.{c.status}").upper(), STYLE[c.status]),
+                       f"{term(c.title)}: {term(c.finding)}{fix_text(c)}")
+                      for c in checks if c.status in ("fail", "warn")])
 
 
 def print_run(console: Console, report: Report, analysis: Analysis, written: Sequence[Path] = ()) -> None:

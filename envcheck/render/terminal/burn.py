@@ -24,10 +24,8 @@ def print_burn(console: Console, a: BurnAnalysis, written: Sequence[Path] = ()) 
         for g, who, name, cells in bv.rows(a):
             tab.add_row(f"{who} {name}", f"[{STYLE.get(g.status, '')}]{t(f'burn.status.{g.status}')}[/]", *cells)
         print_fitted(console, tab)
-        findings = bv.findings(a)
-        if findings:
-            bullets(console, [("✗" if console.is_terminal else "-", f"{who}: {cause}" + (f" ({th})" if th else "")
-                               + f" {t('burn.fix')}: {fix}") for who, cause, fix, th in findings])
+        bullets(console, [("✗" if console.is_terminal else "-", f"{who}: {cause}" + (f" ({th})" if th else "")
+                           + f" {t('burn.fix')}: {fix}") for who, cause, fix, th in bv.findings(a)])
         console.print(f"[{STYLE.get(a.verdict, '')}]{bv.verdict_text(a)}[/] {bv.summary(a)}")
         for note in bv.notes(a):  # what was not applied, a control, an unread kernel log: before trusting the pass
             console.print(f"[dim]{note}[/]")

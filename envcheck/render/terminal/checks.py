@@ -30,11 +30,15 @@ def checks_table(console: Console, checks: Sequence[Check]) -> Table:
         tab.add_column(no_wrap=True)
         tab.add_column(overflow="fold")
     for c in (c for c in checks if c.status != "skip"):
-        fix = term(t("term.fix", fix=c.fix)) if c.fix and c.status != "pass" else ""
-        fix = f"\n[{'bold' if is_wide else 'cyan'}]{fix}[/]" if fix else ""
+        fix = fix_text(c, "bold" if is_wide else "cyan")
         tab.add_row(f"[{STYLE.get(c.status, '')}]{t(f'status.{c.status}').upper()}[/]", *((term(c.title), term(c.finding) + fix) if is_wide
                                              else (f"[bold]{term(c.title)}[/]: {term(c.finding)}{fix}",)))
     return tab
+
+
+def fix_text(c: Check, style: str = "cyan") -> str:
+    """The fix on a line of its own under the finding of a check that did not pass."""
+    return f"\n[{style}]{term(t('term.fix', fix=c.fix))}[/]" if c.fix and c.status != "pass" else ""
 
 
 def skipped_lines(console: Console, checks: Sequence[Check]) -> None:
@@ -61,10 +65,8 @@ def details_lines(console: Console, checks: Sequence[Check]) -> None:
 def verdict_line(checks: Sequence[Check], probe_s: float | None = None) -> str:
     """``FAIL: 1 failed, 2 warned, 14 passed, 5 skipped in 5.2 s``: the worst status first."""
     worst = next((s for s in ("fail", "warn") if any(c.status == s for c in checks)), "pass")
-    counts = check_counts(checks)
     took = t("term.took", seconds=f"{probe_s:.1f}") if probe_s is not None else ""
-    head = t(f"term.verdict.{worst}")
-    return f"[{STYLE[worst]} bold]{head}[/]: {counts}{took}"
+    return f"[{STYLE[worst]} bold]{t(f'term.verdict.{worst}')}[/]: {check_counts(checks)}{took}"
 
 
 def print_checks(console: Console, checks: Sequence[Check], probe_s: float | None = None) -> None:

@@ -4,12 +4,14 @@ still too wide prints as several (``print_fitted``): no cell wraps at 100 column
 
 from __future__ import annotations
 
+import copy
 import io
 import os
 import re
 import sys
 import weakref
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import IO
 
@@ -40,8 +42,7 @@ _TRAILING = re.compile(r"(?<![ \t])[ \t]+((?:\x1b\[[0-9;]*m)*)(?=\n)")  # from a
 
 
 class _Trimmed:
-    """A stream that drops the spaces rich pads table cells and lines with at the end of a line, so
-    output piped to a file or a diff has no trailing whitespace (colour codes after them are kept)."""
+    """A stream without the spaces rich pads lines with at their end (colour codes kept): no trailing whitespace."""
 
     def __init__(self, stream: IO[str]) -> None:
         self._stream = stream
@@ -98,18 +99,11 @@ def _natural_width(console: Console, tab: Table) -> int:
 
 
 def _columns(tab: Table, picked: Sequence[int], title: bool = True, caption: bool = True) -> Table:
-    """A table of the same style holding the columns ``picked`` of ``tab`` (headers, cells, settings),
-    with its title and caption where asked."""
-    out = Table(title=tab.title if title else None, caption=tab.caption if caption else None, box=tab.box,
-                show_edge=tab.show_edge, pad_edge=tab.pad_edge, collapse_padding=tab.collapse_padding,
-                title_justify=tab.title_justify, caption_justify=tab.caption_justify, title_style=tab.title_style,
-                caption_style=tab.caption_style)
-    cells = [list(c.cells) for c in tab.columns]
-    for i in picked:
-        c = tab.columns[i]
-        out.add_column(c.header, justify=c.justify, no_wrap=c.no_wrap, overflow=c.overflow, style=c.style)
-    for r in range(tab.row_count):
-        out.add_row(*(cells[i][r] for i in picked))
+    """The columns ``picked`` of ``tab`` as a table of its style, with its title and caption where asked."""
+    out = copy.copy(tab)
+    out.title = tab.title if title else None
+    out.caption = tab.caption if caption else None
+    out.columns = [replace(tab.columns[i], _index=n) for n, i in enumerate(picked)]
     return out
 
 
@@ -120,14 +114,11 @@ def print_fitted(console: Console, tab: Table, keep: int = 1) -> None:
         console.print(tab)
         return
     head = list(range(keep))
-    groups: list[list[int]] = []
-    current: list[int] = []
+    groups: list[list[int]] = [[]]
     for i in range(keep, len(tab.columns)):
-        if current and _natural_width(console, _columns(tab, head + current + [i])) > console.width:
-            groups.append(current)
-            current = []
-        current.append(i)
-    groups.append(current)
+        if groups[-1] and _natural_width(console, _columns(tab, head + groups[-1] + [i])) > console.width:
+            groups.append([])
+        groups[-1].append(i)
     for n, group in enumerate(groups):
         if n:
             console.print()
@@ -154,8 +145,7 @@ _HEADED: weakref.WeakSet[Console] = weakref.WeakSet()
 
 
 def heading(console: Console, text: str) -> None:
-    """A section heading (``text`` is markup: escape machine strings in it), a blank line above
-    it unless it is the first thing a command prints."""
+    """A section heading (markup: escape machine text), a blank line above unless nothing was printed before."""
     if console in _HEADED:
         console.print()
     _HEADED.add(console)
@@ -163,8 +153,7 @@ def heading(console: Console, text: str) -> None:
 
 
 def started(console: Console) -> None:
-    """Something was printed: the next ``heading`` gets its blank line above (a run's summary table
-    printed before the first heading ran straight into "Findings")."""
+    """Something was printed: the next ``heading`` gets its blank line above."""
     _HEADED.add(console)
 
 

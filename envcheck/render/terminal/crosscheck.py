@@ -23,7 +23,6 @@ def print_crosscheck(console: Console, a: CrosscheckAnalysis, host: str | None =
         shown = [cv.finding(f) for f in a.findings[:MAX_FINDINGS]]
         if len(a.findings) > MAX_FINDINGS:
             shown.append(t("crosscheck.more", count=len(a.findings) - MAX_FINDINGS))
-        if shown:
-            bullets(console, [("✗" if console.is_terminal else "-", f) for f in shown])
+        bullets(console, [("✗" if console.is_terminal else "-", f) for f in shown])
         for note in cv.notes(a):
             console.print(f"[dim]{note}[/]")

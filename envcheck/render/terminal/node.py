@@ -4,6 +4,7 @@ and second lines dropped below ``console.WIDE_FROM`` columns and an item/value t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -20,8 +21,7 @@ MARK = {"fail": "[bold red]✗[/]", "warn": "[yellow]![/]", "pass": "[green]✓[
 
 
 def line_items(console: Console, items: Sequence[Line]) -> None:
-    if items:
-        bullets(console, [(MARK.get(x.level, "-"), x.text) for x in items])
+    bullets(console, [(MARK.get(x.level, "-"), x.text) for x in items])
 
 
 def print_tiles(console: Console, tiles: Sequence[Tile]) -> None:
@@ -80,11 +80,8 @@ def print_fleet(console: Console, report: Report, analysis: Analysis, written: S
         print_tiles(console, v.tiles)
         nodes = [sec for sec in v.sections if sec.id.startswith("node-")]
         for sec in v.sections:
-            if full or sec not in nodes:
-                print_section(console, sec)
-            else:
-                print_section(console, Section(sec.id, sec.title, sec.lines,
-                                               tuple(p for p in sec.parts if p.id.endswith("gpus")), sec.status))
+            gpus = tuple(p for p in sec.parts if p.id.endswith("gpus"))
+            print_section(console, sec if full or sec not in nodes else replace(sec, parts=gpus))
         if nodes and not full:
             console.print()
             console.print(f"[dim]{t('fleet.node.details')}[/]")
