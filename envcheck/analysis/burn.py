@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from envcheck.model import Stop, StopCause
+from envcheck.model import StopCause
 from envcheck.model.bench import ParamValue, Samples
 from envcheck.model.burn import PHASES, Burn, BurnGpu, PhaseRun, Telemetry
 from envcheck.model.node import XidEvent
@@ -259,15 +259,6 @@ def _pci(text: str | None) -> tuple[int, int, int] | None:
     return (int(m[1], 16), int(m[2], 16), int(m[3], 16)) if m else None
 
 
-def _stop_finding(stop: Stop, lost_s: float | None) -> BurnFinding | None:
-    if stop.cause in (StopCause.USER, StopCause.SIGNAL):
-        return None  # interrupted: nothing is known against the GPU
-    if lost_s is not None:
-        return BurnFinding("gpu_lost", {"t_s": lost_s})
-    return BurnFinding("worker_" + stop.cause.value, {"finished": stop.finished, "planned": stop.planned,
-                                                      "signal": stop.signal, "detail": stop.detail})
-
-
 def _on_cpu(g: BurnGpu) -> bool:
     """A CPU burn tests the code path at tiny sizes on shared cores: its rates are figures of nothing."""
     return g.device is not None and g.device.backend == "cpu"
@@ -372,12 +363,14 @@ def analyse_gpu(g: BurnGpu, xids: tuple[XidEvent, ...]) -> GpuBurn:
         found.append(BurnFinding("below_reference", {"median": gr.median, "reference": ref.tflops, "sku": ref.sku,
                                                      "below_pct": 100 * (1 - gr.median / ref.tflops)},
                                  "reference_margin"))
-    if g.stop is not None:
-        f = _stop_finding(g.stop, tel.lost_s if tel is not None else None)
-        if f is not None:
-            found.append(f)
-    elif tel is not None and tel.lost_s is not None:
-        found.append(BurnFinding("gpu_lost", {"t_s": tel.lost_s}))
+    stop, lost_s = g.stop, tel.lost_s if tel is not None else None
+    if stop is not None and stop.cause in (StopCause.USER, StopCause.SIGNAL):
+        pass  # interrupted: nothing is known against the GPU
+    elif lost_s is not None:
+        found.append(BurnFinding("gpu_lost", {"t_s": lost_s}))
+    elif stop is not None:
+        found.append(BurnFinding("worker_" + stop.cause.value, {"finished": stop.finished, "planned": stop.planned,
+                                                                "signal": stop.signal, "detail": stop.detail}))
     else:
         # A worker that said "done" without every phase (CUDA unusable on this GPU, say) proved nothing.
         missing = tuple(p for p in PHASES if not any(r.phase == p and r.finished for r in g.phases))

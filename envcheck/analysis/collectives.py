@@ -81,13 +81,11 @@ def mean_time_us(result: CollectiveResult) -> float | None:
     return statistics.fmean(per_rank) if per_rank else None
 
 
-def capture_means_us(result: CollectiveResult) -> tuple[float, ...]:
-    """Each graph capture's replay mean, averaged over the ranks, in capture order (empty without GPU time)."""
-    return _capture_means(result.gpu_timings, result.captures)
-
-
-def _capture_means(timings: Sequence[RankTiming], captures: int) -> tuple[float, ...]:
-    # A rank's samples hold ``captures`` equal runs back to back; where they do not divide so, one capture.
+def capture_means_us(result: CollectiveResult, registered: bool = False) -> tuple[float, ...]:
+    """Each graph capture's replay mean, averaged over the ranks, in capture order (empty without GPU time);
+    ``registered``: of the replays on registered buffers. A rank's samples hold the captures back to back."""
+    timings, captures = ((result.registered_timings, result.registered_captures) if registered
+                         else (result.gpu_timings, result.captures))
     series = [t.timing.samples_us for t in timings if len(t.timing.samples_us)]
     if not series:
         return ()
@@ -103,15 +101,14 @@ def _capture_means(timings: Sequence[RankTiming], captures: int) -> tuple[float,
 def gpu_time_us(result: CollectiveResult) -> float | None:
     """GPU time of one call (graph replays, as ``-G``): the captures' median on one allocation (two paces), their
     mean over fresh allocations (docs/node.md). None without it."""
-    means = capture_means_us(result)
-    if not means:
+    if not (means := capture_means_us(result)):
         return None
     return statistics.fmean(means) if result.allocations > 1 else statistics.median(means)
 
 
 def registered_time_us(result: CollectiveResult) -> float | None:
     """GPU time of one call on buffers NCCL registered: the median of its captures' means (one pool)."""
-    means = _capture_means(result.registered_timings, result.registered_captures)
+    means = capture_means_us(result, registered=True)
     return statistics.median(means) if means else None
 
 
@@ -238,14 +235,7 @@ def collective_row(result: CollectiveResult, collectives: Collectives) -> Collec
     wrong = result.wrong
     if wrong is not None and result.registered_wrong:
         wrong += result.registered_wrong
-    if result.error:
-        status = "error"
-    elif wrong is None:
-        status = "unverified"
-    elif wrong:
-        status = "wrong"
-    else:
-        status = "ok"
+    status = "error" if result.error else "unverified" if wrong is None else "wrong" if wrong else "ok"
     cv = _cv(result.gpu_timings if gpu is not None else result.timings)
     return CollectiveRow(result.op, result.size_bytes, result.ranks, t, algbw, busbw, cv, wrong,
                          status, algos, why, basis, gpu, call, call_busbw, launch_bound, no_gpu,
@@ -282,7 +272,7 @@ IN_PLACE_OPS = ("all_reduce", "broadcast")
 def placement_of(op: str) -> str:
     return "in_place" if op in IN_PLACE_OPS else "out_of_place"
 
-NCCL_TESTS_MIN_BYTES = 0  # every size both ran
+
 # The bar (issue 17): within 5 % at every size, within 2 % from 64 MiB up, where the links dominate.
 NCCL_TESTS_TOLERANCE = 0.05
 NCCL_TESTS_TOLERANCE_LARGE = 0.02
@@ -364,8 +354,7 @@ def medians(rows: Iterable[NcclTestsRow]) -> tuple[NcclTestsRow, ...]:
 
 
 def against_nccl_tests(collectives: Collectives, rows: Sequence[NcclTestsRow], graph_rows: Sequence[NcclTestsRow] = (),
-                       min_bytes: int = NCCL_TESTS_MIN_BYTES, registered_rows: Sequence[NcclTestsRow] = (),
-                       hold_eager: bool = False) -> tuple[Agreement, ...]:
+                       registered_rows: Sequence[NcclTestsRow] = (), hold_eager: bool = False) -> tuple[Agreement, ...]:
     """One ``Agreement`` per size nccl-tests ran (several runs as their ``medians``): against ``graph_rows`` (``-G``,
     unregistered) where both have a GPU time, else ``rows`` (eager); ``hold_eager``: the eager loop too, where not
     launch-bound; ``registered_rows`` (``-G``, NCCL's defaults): against envcheck's time on registered buffers."""
@@ -374,8 +363,6 @@ def against_nccl_tests(collectives: Collectives, rows: Sequence[NcclTestsRow], g
     plain = {(t.op, t.size_bytes): t for t in medians(rows)}
     out = []
     for t in plain.values():
-        if t.size_bytes < min_bytes:
-            continue
         placement = placement_of(t.op)
         eager = _column(t, placement)
         mine = ours.get((t.op, t.size_bytes))
@@ -391,8 +378,6 @@ def against_nccl_tests(collectives: Collectives, rows: Sequence[NcclTestsRow], g
                                   mine.busbw_gbps if mine is not None else None,
                                   mine.time_basis if mine is not None else None))
     for t in medians(registered_rows):
-        if t.size_bytes < min_bytes:
-            continue
         placement = placement_of(t.op)
         mine = ours.get((t.op, t.size_bytes))
         p = plain.get((t.op, t.size_bytes))

@@ -1,13 +1,7 @@
-"""The cross-checks of a run held against their bars: each of envcheck's numbers beside the same work timed by
-an independent tool (the counterpart, named with its mode and settings), their ratio and whether it holds:
-
-- a headline case's **GPU time** against ``do_bench_cudagraph`` of the same call, buffers and matmul tile: 3%;
-- a GPU-to-GPU **copy** on the copy engines against a plain ``dst.copy_(src)``: 3%;
-- a collective's **busbw** against nccl-tests in the matching mode (``collectives.against_nccl_tests``): 5% at
-  every size, 2% from 64 MiB; its **per-call time** against a plain ``torch.distributed`` loop: 10%.
-
-A row outside its bar, a tool that failed or hung, and a row a tool could not time are findings; the run's
-verdict follows them. A pair that cannot be held is listed with its reason, never dropped.
+"""The cross-checks of a run held against their bars: each of envcheck's numbers (a case's GPU time, a copy, a
+collective's busbw and per-call time) beside the same work timed by an independent tool, their ratio and whether
+it holds. A row outside its bar, a tool that failed or hung, and a row a tool could not time are findings; a pair
+that cannot be held is listed with its reason, never dropped.
 """
 
 from __future__ import annotations
@@ -22,9 +16,9 @@ from envcheck.model import Bench, Case, Note
 from envcheck.model.crosscheck import Crosscheck, KernelTiming, LoopTiming, NcclTestsRow, NcclTestsRun
 from envcheck.model.node import Collectives, Launch, Node
 
-KERNEL_BAR = 0.03
-COPY_BAR = 0.03
-LOOP_BAR = 0.10
+KERNEL_BAR = 0.03  # do_bench_cudagraph of the same call, buffers and matmul tile
+COPY_BAR = 0.03  # a plain dst.copy_(src)
+LOOP_BAR = 0.10  # a plain torch.distributed loop; busbw: collectives.nccl_tests_tolerance
 NCCL_EAGER_MODE = "eager"
 
 KINDS = ("kernel", "copy", "collective")
@@ -201,7 +195,7 @@ def collective_rows(cc: Crosscheck, node: Node | None) -> tuple[CrossRow, ...]:
     out: list[CrossRow] = []
     if cc.nccl_tests:
         agreements = against_nccl_tests(sweep, by_mode.get(NCCL_EAGER_MODE, ()), by_mode.get("graph_unregistered", ()),
-                                        min_bytes=0, registered_rows=by_mode.get("graph", ()), hold_eager=True)
+                                        registered_rows=by_mode.get("graph", ()), hold_eager=True)
         for a in agreements:
             if (a.op, a.size_bytes) not in measured:
                 continue
@@ -233,13 +227,6 @@ def collective_rows(cc: Crosscheck, node: Node | None) -> tuple[CrossRow, ...]:
 # --------------------------------------------------------------------------- findings
 
 
-def launch_cause(launch: Launch) -> str | None:
-    """How a tool's launch ended badly (``timed_out``, ``interrupted``, ``launch_failed``, ``exit_status``)."""
-    if launch.ended_early is not None:
-        return launch.ended_early
-    return "exit_status" if launch.returncode not in (0, None) else None
-
-
 def _tail(launch: Launch) -> str | None:
     lines = [ln for ln in launch.stderr_tail.splitlines() if ln.strip()]
     return "\n".join(lines[-DETAIL_LINES:]) or launch.error or None
@@ -249,7 +236,9 @@ def findings(cc: Crosscheck, rows: Sequence[CrossRow]) -> tuple[CrossFinding, ..
     out: list[CrossFinding] = []
     launches = [(r.tool, r.gpu, r.launch) for r in cc.runs] + [("nccl_tests", None, r.launch) for r in cc.nccl_tests]
     for tool, gpu, launch in launches:
-        cause = launch_cause(launch)
+        # How a tool's launch ended badly (``timed_out``, ``interrupted``, ``launch_failed``, ``exit_status``).
+        cause = launch.ended_early if launch.ended_early is not None else (
+            "exit_status" if launch.returncode not in (0, None) else None)
         if cause is not None and cause != "interrupted":  # Ctrl-C is the run's stop, said by its exit status
             out.append(CrossFinding("tool_failed", tool, gpu=gpu, cause=cause, returncode=launch.returncode,
                                     detail=_tail(launch)))

@@ -60,10 +60,6 @@ def _keys(rows: Sequence[CaseResult]) -> tuple[CaseKey, ...]:
     return tuple(r.key for r in rows)
 
 
-def _elements(r: CaseResult) -> int:
-    return math.prod(r.case.shape)
-
-
 def stopped(bench: Bench) -> list[Finding]:
     stop = bench.stop
     if stop is None:
@@ -113,7 +109,7 @@ def launch_bound(results: Sequence[CaseResult]) -> list[Finding]:
     for op in _ops(flagged):
         for impl in dict.fromkeys(r.case.impl for r in flagged if r.case.op == op):
             mine = [r for r in flagged if r.case.op == op and r.case.impl == impl]
-            top = max(mine, key=_elements)
+            top = max(mine, key=lambda r: math.prod(r.case.shape))
             out.append(Finding("finding.launch_bound", {"op": op, "impl": impl, "count": len(mine),
                                                         "top_shape": top.case.shape}, "info", _keys(mine)))
     return out
@@ -238,9 +234,7 @@ def tf32(results: Sequence[CaseResult]) -> list[Finding]:
                                   "tf32_tol": worst.tolerance.rel_l2}
         if ieee:
             params["ieee_err"] = max(r.case.accuracy.rel_l2 for r in ieee)  # type: ignore[union-attr]
-            out.append(Finding("finding.tf32", params, "info", _keys(mine)))
-        else:
-            out.append(Finding("finding.tf32_noieee", params, "info", _keys(mine)))
+        out.append(Finding("finding.tf32" if ieee else "finding.tf32_noieee", params, "info", _keys(mine)))
     return out
 
 
@@ -273,9 +267,8 @@ def recommendations(found: Sequence[Finding]) -> tuple[Recommendation, ...]:
         out.append(Recommendation("rec.failures", {"ops": ",".join(ops_failing)}))
     if "finding.throttled" in keys:
         out.append(Recommendation("rec.throttled"))
-    for f in found:
-        if f.key == "finding.noisy":
-            out.append(Recommendation("rec.noisy.cpu" if f.params["host_clock"] else "rec.noisy"))
+    out += [Recommendation("rec.noisy.cpu" if f.params["host_clock"] else "rec.noisy")
+            for f in found if f.key == "finding.noisy"]
     # PyTorch eager's limit: what users pay without Triton (Triton's own launcher stays launch-bound longer).
     torch_bound = [f for f in found if f.key == "finding.launch_bound" and f.params["impl"] == "torch"
                    and OPS.get(str(f.params["op"])) is not None

@@ -152,14 +152,9 @@ def not_applied(fleet: Fleet, rules: Sequence[Rule], metrics: Sequence[Sequence[
         return ()
     held = {r for ms in metrics for m in ms if (r := _rule_for(m.name, rules)) is not None}
     held |= {r for ref in refs if (r := _rule_for(ref.metric, rules)) is not None}
-    out = []
-    for r in rules:
-        if r in held:
-            continue
-        reason = ("cpu_speed" if r.metric.startswith(_GPU_SPEED_RULES)
-                  else "no_gpu_pairs" if r.metric.startswith("peer.") else "not_run")
-        out.append(NotApplied(r, reason))
-    return tuple(out)
+    return tuple(NotApplied(r, "cpu_speed" if r.metric.startswith(_GPU_SPEED_RULES)
+                            else "no_gpu_pairs" if r.metric.startswith("peer.") else "not_run")
+                 for r in rules if r not in held)
 
 
 def _rule_for(name: str, rules: Sequence[Rule]) -> Rule | None:
@@ -181,11 +176,6 @@ def _references(metrics: Sequence[Sequence[Metric]]) -> tuple[Reference, ...]:
         same = [v for v, a in vals if a == common] if common is not None else [v for v, _ in vals]
         out.append(Reference(name, statistics.median(same), common))
     return tuple(out)
-
-
-def rules_in_force(fleet: Fleet) -> tuple[Rule, ...]:
-    """The rules the verdicts were judged by: the fleet's own, else the defaults."""
-    return fleet.rules or DEFAULT_RULES
 
 
 def references(fleet: Fleet, metrics: Sequence[Sequence[Metric]]) -> tuple[tuple[Reference, ...], str]:
@@ -288,8 +278,6 @@ def world_culprits(collectives: Collectives) -> tuple[int, ...]:
     """The ranks that stopped a sweep across nodes: those that died without a word, else those that failed; at a
     time limit only those that failed (the others were waiting on them)."""
     bad = [o for o in collectives.ranks if o.status != "ok"]
-    if not bad:
-        return ()
     errors = tuple(o.rank for o in bad if o.status == "error")
     if collectives.error == "timed_out":
         return errors
@@ -333,7 +321,7 @@ def judge(fleet: Fleet, metrics: Sequence[Sequence[Metric]] | None = None,
           problems: Sequence[Sequence[NodeProblem]] | None = None) -> tuple[NodeVerdict, ...]:
     """Every node's one verdict against the baseline or the fleet median; a lost rank or a problem its own tests
     found fails its node; a host lost before it sent anything gets a verdict of its own."""
-    rules = rules_in_force(fleet)
+    rules = fleet.rules or DEFAULT_RULES
     metrics = [node_metrics(n) for n in fleet.nodes] if metrics is None else metrics
     refs, source = references(fleet, metrics)
     lost = lost_ranks(fleet)
@@ -494,21 +482,21 @@ class FleetAnalysis:
 def analyse_fleet(fleet: Fleet, analyse_bench: Callable[[Environment, Bench], BenchAnalysis]) -> FleetAnalysis:
     """``analyse_bench(environment, bench)`` gives a ``BenchAnalysis`` (``envcheck.analysis``)."""
     from envcheck.analysis.collectives import analyse_sweep
-    from envcheck.analysis.node import analyse_node, rates_from
+    from envcheck.analysis.node import analyse_node
     from envcheck.model import Environment
 
     per_node = []
     for n in fleet.nodes:
         env = n.environment or Environment()
         benches = tuple(analyse_bench(env, b) for b in n.benches)
-        rates = [rates_from(ba.bench, ba.ceilings, ba.results) for ba in benches]
-        per_node.append((n, benches, analyse_node(n.node, benches, env), node_metrics(n, rates)))
+        a = analyse_node(n.node, benches, env)
+        per_node.append((n, benches, a, node_metrics(n, [g.rates for g in a.gpus])))
     metrics = [m for *_, m in per_node]
     verdicts = judge(fleet, metrics, [a.problems for _, _, a, _ in per_node])
     refs, source = references(fleet, metrics)
     nodes = tuple(FleetNodeAnalysis(n, b, a, m, verdicts[i], tuple(r for r in fleet.ranks if r.rank in n.ranks))
                   for i, (n, b, a, m) in enumerate(per_node))
-    rules = rules_in_force(fleet)
+    rules = fleet.rules or DEFAULT_RULES
     return FleetAnalysis(fleet, nodes, verdicts, rules, refs, source,
                          tuple(analyse_sweep(c) for c in fleet.collectives),
                          tuple(r for r in fleet.ranks if r.status != "ok"), slow_ranks(fleet.ranks),

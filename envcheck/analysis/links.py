@@ -1,14 +1,6 @@
-"""Link bandwidth a node's topology allows: how two GPUs reach each other (NVLink, NVSwitch, PCIe), the
-bandwidth per direction that gives, and copies (host <-> GPU, GPU <-> GPU) against it. What a link carries per
-direction comes from the documents that define it: the reference for every "% of links".
-
-**NVLink.** Datasheets quote the total over both directions and all links (H100 SXM: 900 GB/s over 18 links):
-25 GB/s per link and direction for NVLink 2-4, 50 for NVLink 5. NVML's higher *signalling* rate is the line rate
-before framing: shown beside the reference, never used as one. NVML's ``nvmlNvlinkVersion_t`` (nvml.h) names the
-generation (6 = NVLink 4).
-
-**PCIe.** Per lane and direction: the generation's GT/s times its line code (8b/10b for Gen 1-2, 128b/130b for
-Gen 3-5, FLIT 242/256 for Gen 6); Gen5 x16 is 63.0 GB/s. Packet headers come on top: a copy reaches ~85-90%.
+"""Link bandwidth a node's topology allows: how two GPUs reach each other (NVLink, NVSwitch, PCIe), the payload
+bandwidth per direction the defining documents give (never NVML's higher signalling rate: docs/node.md), and
+copies (host <-> GPU, GPU <-> GPU) against it: the reference for every "% of links".
 """
 
 from __future__ import annotations
@@ -68,11 +60,6 @@ PCIE = {
 }
 
 
-def nvlink_generation(nvml_version: object) -> int | None:
-    """The NVLink generation for NVML's version value (None when unknown)."""
-    return NVML_NVLINK_VERSION.get(nvml_version) if isinstance(nvml_version, int) else None
-
-
 def pcie_gbps(gen: int, width: int) -> float | None:
     """What a PCIe link carries per direction, GB/s: lanes x GT/s x line code / 8 (None when unknown)."""
     spec = PCIE.get(gen)
@@ -106,7 +93,8 @@ def _nvlink_rate(links: Sequence[NvLink]) -> tuple[float | None, int | None, str
     """(payload GB/s per link per direction, generation, reference, NVML's signalling GB/s) of a bonded set
     of links: the datasheet of its (oldest) generation when NVML names one, else NVML's signalling rate."""
     signalling = _link_speed_gbps(links)
-    gens = [g for g in (nvlink_generation(lk.version.value) for lk in links if lk.version.ok) if g is not None]
+    gens = [NVML_NVLINK_VERSION[v] for lk in links
+            if lk.version.ok and isinstance(v := lk.version.value, int) and v in NVML_NVLINK_VERSION]
     spec = NVLINK.get(min(gens)) if gens else None
     if spec is not None:
         return spec.link_gbps, spec.generation, "datasheet", signalling
@@ -145,12 +133,6 @@ def _gpu_pcie_gbps(g: GpuLinks) -> float | None:
     return pcie_gbps(gen, width)
 
 
-def host_link_gbps(topology: Topology, gpu: int) -> float | None:
-    """Host <-> GPU bandwidth per direction at the link's max generation and width (idle GPUs lower it)."""
-    g = next((x for x in topology.gpus if x.index == gpu), None)
-    return _gpu_pcie_gbps(g) if g is not None else None
-
-
 def pair_path(topology: Topology, a: int, b: int) -> PairPath | None:
     """How GPUs ``a`` and ``b`` connect, from NVML's answers alone (no per-model table)."""
     ga = next((g for g in topology.gpus if g.index == a), None)
@@ -159,14 +141,14 @@ def pair_path(topology: Topology, a: int, b: int) -> PairPath | None:
         return None
     pair = next((p for p in topology.pairs if {p.a, p.b} == {a, b}), None)
     level = pair.pcie_level.value if pair is not None and pair.pcie_level.ok else None
-    bus_b = str(gb.pci_bus_id.value).lower() if gb.pci_bus_id.ok else None
-    bus_a = str(ga.pci_bus_id.value).lower() if ga.pci_bus_id.ok else None
-    direct = [lk for lk in _active(ga) if lk.remote_pci_bus_id.ok and bus_b
-              and _same_bus(str(lk.remote_pci_bus_id.value), bus_b)]
-    if not direct and bus_a:
-        # NVML may answer the remote end only from one side (or the binding may lack it on one GPU).
-        direct = [lk for lk in _active(gb) if lk.remote_pci_bus_id.ok
-                  and _same_bus(str(lk.remote_pci_bus_id.value), bus_a)]
+
+    def links_to(src: GpuLinks, dst: GpuLinks) -> list[NvLink]:
+        bus = str(dst.pci_bus_id.value) if dst.pci_bus_id.ok else None
+        return [lk for lk in _active(src) if bus and lk.remote_pci_bus_id.ok
+                and _same_bus(str(lk.remote_pci_bus_id.value), bus)]
+
+    # NVML may answer the remote end only from one side (or the binding may lack it on one GPU).
+    direct = links_to(ga, gb) or links_to(gb, ga)
     if direct:
         speed, gen, ref, signalling = _nvlink_rate(direct)
         expected = speed * len(direct) if speed is not None else None
@@ -265,8 +247,9 @@ def copy_row(c: Copy, topology: Topology | None) -> CopyRow:
                 via = p.via
                 expected = p.expected_gbps * directions if p.expected_gbps is not None else None
         else:
-            gpu = c.dst if c.kind == "h2d" else c.src
-            one = host_link_gbps(topology, gpu) if gpu is not None else None
+            # Host <-> GPU at the link's max generation and width (idle GPUs lower the current ones).
+            g = next((x for x in topology.gpus if x.index == (c.dst if c.kind == "h2d" else c.src)), None)
+            one = _gpu_pcie_gbps(g) if g is not None else None
             via = "pcie"
             expected = one * directions if one is not None else None
     pct = 100 * gbps / expected if gbps is not None and expected else None

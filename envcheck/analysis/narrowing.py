@@ -124,10 +124,7 @@ def _walk(steps: Sequence[NarrowStep], world: tuple[int, ...], hosts: Sequence[s
 def next_narrowing_group(steps: Sequence[NarrowStep], world: tuple[int, ...], hosts: Sequence[str],
                          margin: float = DEFAULT_NARROW_MARGIN) -> tuple[int, ...] | None:
     """The sub-group to measure next, or None when the bisection has its answer (or ran out of steps)."""
-    if len(steps) >= MAX_NARROW_STEPS:
-        return None
-    group, _ = _walk(steps, world, hosts, margin)
-    return group
+    return None if len(steps) >= MAX_NARROW_STEPS else _walk(steps, world, hosts, margin)[0]
 
 
 def narrowing_conclusion(steps: Sequence[NarrowStep], world: tuple[int, ...], hosts: Sequence[str],

@@ -317,9 +317,7 @@ SPEC_BY_KEY: Mapping[str, GpuSpec] = MappingProxyType({spec.key: spec for spec i
 
 def spec_for(name: str | None) -> GpuSpec | None:
     """The datasheet row for an NVML (or torch) GPU name, or None when no row describes it."""
-    if not name:
-        return None
-    return next((spec for spec in SPECS if spec.matches(name)), None)
+    return next((spec for spec in SPECS if spec.matches(name)), None) if name else None
 
 
 def is_geforce(name: str | None) -> bool:
@@ -355,9 +353,7 @@ def row_rate(spec: GpuSpec, precision: str) -> int | None:
 
 def row_clock_mhz(spec: GpuSpec, precision: str) -> int:
     """The clock a row's figure for ``precision`` is quoted at."""
-    if precision in TENSOR_PRECISIONS and spec.tensor_clock_mhz:
-        return spec.tensor_clock_mhz
-    return spec.clock_mhz
+    return spec.tensor_clock_mhz if precision in TENSOR_PRECISIONS and spec.tensor_clock_mhz else spec.clock_mhz
 
 
 def spec_tflops(spec: GpuSpec) -> Mapping[str, float]:
@@ -408,13 +404,10 @@ def _derive(name: str | None, cc: str | None, sm_count: int | None, clock_mhz: f
     if rate == "peak.unknown_arch":
         return Missing(precision, rate, {"cc": cc})
     arch = ARCHS[cc]
-    if isinstance(rate, str):
-        return Missing(precision, rate, {"cc": cc, "arch": arch.name})
+    if isinstance(rate, str) or not sm_count or not clock_mhz:
+        why = rate if isinstance(rate, str) else "peak.no_sm_count" if not sm_count else "peak.no_clock"
+        return Missing(precision, why, {"cc": cc, "arch": arch.name})
     per_sm, halved = rate
-    if not sm_count:
-        return Missing(precision, "peak.no_sm_count", {"cc": cc, "arch": arch.name})
-    if not clock_mhz:
-        return Missing(precision, "peak.no_clock", {"cc": cc, "arch": arch.name})
     params: dict[str, str | int | float] = {"cc": cc, "arch": arch.name, "sm_count": sm_count,
                                             "clock_mhz": clock_mhz, "per_sm": per_sm}
     ratio = tensor_clock_ratio(arch) if precision in TENSOR_PRECISIONS else 1.0

@@ -47,11 +47,6 @@ class BenchPhases:
     stops: tuple[tuple[str, int], ...] = ()  # cases per model.SAMPLING_STOPS, those recorded
 
 
-def case_phase(case: Case, phase: str) -> str:
-    """The table's name for one of ``case``'s phases."""
-    return FIRST_CALL.get(case.impl, phase) if phase == "first_call" else phase
-
-
 def case_seconds(case: Case) -> float:
     return sum(case.phases.values())
 
@@ -69,7 +64,7 @@ def bench_phases(bench: Bench, probe_s: float | None = None) -> BenchPhases | No
     seconds: dict[str, float] = {}
     _add(seconds, bench.phases.items())
     for c in timed:
-        _add(seconds, ((case_phase(c, name), s) for name, s in c.phases.items()))
+        _add(seconds, ((FIRST_CALL.get(c.impl, n) if n == "first_call" else n, s) for n, s in c.phases.items()))
     names = [n for n in ORDER if n in seconds] + sorted(n for n in seconds if n not in ORDER)
     total = bench.duration_s if bench.duration_s else None
     if total is not None:

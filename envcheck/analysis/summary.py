@@ -50,13 +50,12 @@ class Summary:
 def tally(rows: Sequence[CaseResult], op: str | None = None, impl: str | None = None,
           precision: str | None = None) -> Tally:
     """Totals of ``rows``."""
-    rs = list(rows)
-    speedups = [r.speedup for r in rs if r.case.impl != r.spec.baseline and r.speedup is not None]
+    speedups = [r.speedup for r in rows if r.case.impl != r.spec.baseline and r.speedup is not None]
     return Tally(
-        op, impl, precision, len(rs),
-        passed=sum(r.status == "pass" for r in rs),
-        failed=sum(r.status == "fail" for r in rs),
-        errors=sum(r.status == "error" for r in rs),
+        op, impl, precision, len(rows),
+        passed=sum(r.status == "pass" for r in rows),
+        failed=sum(r.status == "fail" for r in rows),
+        errors=sum(r.status == "error" for r in rows),
         speedup_geomean=geomean(speedups), speedup_max=max(speedups) if speedups else None,
         speedup_min=min(speedups) if speedups else None, speedups=len(speedups),
     )

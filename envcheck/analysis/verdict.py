@@ -51,10 +51,9 @@ def _r(key: str, **params: ParamValue) -> Reason:
 
 
 def _bench_reasons(analysis: Analysis) -> list[Reason]:
-    out: list[Reason] = []
-    report = analysis.report
-    if not report.benches:
+    if not analysis.report.benches:
         return [_r("bench_missing")]
+    out: list[Reason] = []
     for ba in analysis.benches:
         gpu = ba.bench.device.index
         if not ba.bench.cases:
@@ -69,8 +68,7 @@ def _bench_reasons(analysis: Analysis) -> list[Reason]:
             out.append(_r("case_failed", gpu=gpu, count=len(bad), op=first.op, impl=first.impl, dtype=first.dtype,
                           shape="x".join(str(s) for s in first.shape), status=bad[0].status))
     if analysis.node is not None and analysis.node.problems:
-        first_problem = analysis.node.problems[0]
-        out.append(_r("node_problem", count=len(analysis.node.problems), problem=first_problem.key))
+        out.append(_r("node_problem", count=len(analysis.node.problems), problem=analysis.node.problems[0].key))
     return out
 
 
@@ -79,8 +77,7 @@ def _finding(findings: tuple[FleetFinding, ...]) -> str:
     if not findings:
         return "-"
     f = findings[0]
-    ranks = f.ranks
-    return " ".join(x for x in (f.kind, f.metric or "", f"rank {','.join(map(str, ranks))}" if ranks else "") if x)
+    return " ".join(x for x in (f.kind, f.metric or "", f"rank {','.join(map(str, f.ranks))}" if f.ranks else "") if x)
 
 
 def _fleet_reasons(analysis: Analysis) -> list[Reason]:
@@ -89,9 +86,8 @@ def _fleet_reasons(analysis: Analysis) -> list[Reason]:
         return []
     out = [_r("fleet_node", host=v.host, status=v.status, finding=_finding(v.findings))
            for v in fleet.verdicts if v.status != "pass"]
-    lost = [r for r in fleet.failed_ranks if r.status != "ok"]
-    if lost and not out:
-        out.append(_r("fleet_ranks_failed", count=len(lost)))
+    if fleet.failed_ranks and not out:  # failed_ranks: those whose status is not ok
+        out.append(_r("fleet_ranks_failed", count=len(fleet.failed_ranks)))
     # fleet --crosscheck: a node whose numbers an independent tool does not bear out, or whose tool failed.
     for host, cross in analysis.fleet_crosschecks:
         if cross.findings:
