@@ -15,8 +15,7 @@ from markupsafe import Markup
 
 from envcheck.analysis.verdict import verdict
 from envcheck.render import burn_view, compare_view, crosscheck_view, fmt, i18n, view
-from envcheck.render.code_spans import fix
-from envcheck.render.escape import html_command, md_code, md_code_cell, md_lead, md_text, visible
+from envcheck.render.escape import fix, html_command, md_code, md_code_cell, md_lead, md_text, visible
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
 
