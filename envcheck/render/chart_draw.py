@@ -177,12 +177,10 @@ def _axis(ax: Axes, which: str, scale: str, values: Sequence[float], zero: bool)
     from matplotlib import ticker
 
     lo, hi = _limits(values, scale, zero)
-    if scale == "linear":
-        (ax.set_xscale if which == "x" else ax.set_yscale)("linear")
-    else:
-        (ax.set_xscale if which == "x" else ax.set_yscale)("log", base=2 if scale == "log2" else 10)
-    (ax.set_xlim if which == "x" else ax.set_ylim)(lo, hi)
-    axis = ax.xaxis if which == "x" else ax.yaxis
+    base = {} if scale == "linear" else {"base": 2 if scale == "log2" else 10}
+    getattr(ax, f"set_{which}scale")("linear" if scale == "linear" else "log", **base)
+    getattr(ax, f"set_{which}lim")(lo, hi)
+    axis = getattr(ax, f"{which}axis")
     axis.set_major_locator(ticker.NullLocator())
     axis.set_minor_locator(ticker.NullLocator())
     ticks = [float(t) for t in _locator(scale, lo, hi).tick_values(lo, hi) if lo <= t <= hi]
@@ -291,12 +289,8 @@ def _panel(ax: Axes, panel: Panel) -> None:
 def legend_keys(chart: Chart) -> list[Key]:
     """The legend: the chart's own keys or one per series name, then one per ceiling, roof and band label, and
     what a marker off the line means where the chart has one."""
-    keys: list[Key] = []
-    if chart.legend is not None:
-        keys += chart.legend
-    else:
-        for s in (s for p in chart.panels for s in p.series):
-            keys.append(Key(s.name, s.color, s.marker, s.dashed, s.connect, s.hollow))
+    keys = list(chart.legend) if chart.legend is not None else [
+        Key(s.name, s.color, s.marker, s.dashed, s.connect, s.hollow) for p in chart.panels for s in p.series]
     for p in chart.panels:
         keys += [Key(r.label, r.color, None, r.dashed) for r in p.refs]
         keys += [Key(r.label, r.color, None, r.measured) for r in p.roofs]
@@ -440,26 +434,26 @@ def _quiet() -> Iterator[None]:
         yield
 
 
-def to_svg(chart: Chart, name: str = "chart") -> str:
-    """The chart as SVG text, the same bytes for the same chart and ``name`` on every run."""
+def _save(chart: Chart, buf: io.StringIO | io.BytesIO, rc: dict[str, Any], **savefig: Any) -> None:
     import matplotlib
 
+    with matplotlib.rc_context(_rc(chart, **rc)), _quiet():
+        figure(chart).savefig(buf, **savefig)
+
+
+def to_svg(chart: Chart, name: str = "chart") -> str:
+    """The chart as SVG text, the same bytes for the same chart and ``name`` on every run."""
     salt = f"{st.SALT}-{re.sub(r'[^A-Za-z0-9_]', '', name)}-{len(chart.title)}"
-    with matplotlib.rc_context(_rc(chart, **{"svg.hashsalt": salt})), _quiet():
-        fig = figure(chart)
-        buf = io.StringIO()
-        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+    buf = io.StringIO()
+    _save(chart, buf, {"svg.hashsalt": salt}, format="svg",
+          metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
     return _tidy(_FONT_FAMILY.sub("", buf.getvalue()), chart)
 
 
 def to_png(chart: Chart, dpi: int = 144) -> bytes:
     """The chart as PNG (twice its natural size by default: sharp when pasted into an issue)."""
-    import matplotlib
-
-    with matplotlib.rc_context(_rc(chart)), _quiet():
-        fig = figure(chart)
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None}, facecolor="white")
+    buf = io.BytesIO()
+    _save(chart, buf, {}, format="png", dpi=dpi, metadata={"Software": None}, facecolor="white")
     return buf.getvalue()
 
 
