@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, NamedTuple
 
 from envcheck.analysis import Analysis
@@ -110,11 +110,9 @@ def report_charts(analysis: Analysis) -> list[ch.Drawn]:
     return out
 
 
-@contextmanager
-def _medium(fmt: str) -> Iterator[None]:
+def _medium(fmt: str) -> AbstractContextManager[None]:
     # HTML autoescaping covers each sentence whole: escaping its parameters too would double it.
-    with escaping(md_text if fmt == "md" else str):
-        yield
+    return escaping(md_text if fmt == "md" else str)
 
 
 def _page(report: Report, analysis: Analysis, fmt: str, charts: Placed) -> str:
@@ -180,7 +178,3 @@ def render_histories(hs: Sequence[History], fmt: str) -> str:
         if fmt == "md":
             return markdown_toc("\n".join(render("history.md.j2", h=h) for h in hs))
         return code_spans(html_toc(render("history.html.j2", machines=[(h, ch.history_chart(h)) for h in hs])))
-
-
-def render_history(h: History, fmt: str) -> str:
-    return render_histories([h], fmt)

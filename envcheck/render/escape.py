@@ -11,7 +11,7 @@ from markupsafe import Markup
 
 from envcheck.outside_text import json_text, visible
 
-__all__ = ["code_spans", "fix", "html_command", "json_text", "md_code", "md_code_cell", "md_lead", "md_text", "term", "visible"]
+__all__ = ["code_spans", "fix", "html_command", "json_text", "md_code", "md_lead", "md_text", "term", "visible"]
 
 
 # --------------------------------------------------------------------------- Markdown
@@ -49,10 +49,6 @@ def md_code(text: object, in_table: bool = False) -> str:
     fence = "`" * (longest + 1)
     pad = " " if s.startswith(("`", " ")) or s.endswith(("`", " ")) or not s else ""
     return f"{fence}{pad}{s}{pad}{fence}"
-
-
-def md_code_cell(text: object) -> str:
-    return md_code(text, in_table=True)
 
 
 # --------------------------------------------------------------------------- terminal

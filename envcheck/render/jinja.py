@@ -15,7 +15,7 @@ from markupsafe import Markup
 
 from envcheck.analysis.verdict import verdict
 from envcheck.render import burn_view, compare_view, crosscheck_view, fmt, i18n, view
-from envcheck.render.escape import fix, html_command, md_code, md_code_cell, md_lead, md_text, visible
+from envcheck.render.escape import fix, html_command, md_code, md_lead, md_text, visible
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
 
@@ -27,7 +27,8 @@ def _finalize(value: Any) -> Any:
 
 
 FILTERS = {
-    "md": md_text, "lead": md_lead, "code": md_code, "code_cell": md_code_cell, "command": html_command, "fix": fix,
+    "md": md_text, "lead": md_lead, "code": md_code, "code_cell": functools.partial(md_code, in_table=True),
+    "command": html_command, "fix": fix,
     "esc": i18n.esc, "num": fmt.num, "pct": fmt.pct, "ratio_pct": fmt.ratio_pct, "sci": fmt.sci,
     "speedup": fmt.speedup, "ratio": fmt.ratio, "duration": fmt.duration_us, "seconds": fmt.seconds,
     "size_bytes": fmt.size_bytes, "shape": fmt.shape, "general": fmt.general,
