@@ -155,8 +155,7 @@ def _limits(values: Sequence[float], scale: str, zero: bool) -> tuple[float, flo
 
 
 def _locator(scale: str, lo: float, hi: float) -> Any:
-    """matplotlib's tick locator for the axis: nice linear steps, or powers of the base (with 2x/5x or 3x
-    between them on a base-10 axis of few decades)."""
+    """Nice linear steps, or powers of the base (with 2x/5x or 3x between on a base-10 axis of few decades)."""
     from matplotlib import ticker
 
     if scale == "linear":
@@ -379,8 +378,7 @@ _REF = re.compile(r'(?:url\(#|href="#)([^)"]+)')
 
 
 def _tidy(svg: str, chart: Chart) -> str:
-    """matplotlib's SVG made fit to inline: no prolog, metadata or page-wide style; only referenced ids; an
-    accessible name and description on the root."""
+    """matplotlib's SVG made fit to inline: no prolog, metadata, page-wide style or unused id; named for readers."""
     svg = svg[svg.index("<svg"):]
     # Natural size in px (matplotlib writes pt): the page shows a chart at the size its text was set for.
     svg = re.sub(r'(<svg[^>]*? width=")([\d.]+)pt(" height=")([\d.]+)pt"', r'\1\2\3\4"', svg, count=1)
@@ -427,8 +425,7 @@ _FONT_FAMILY = re.compile(r"(?:; )?font-family: [^;\"]*")
 
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
-    """Without matplotlib's warning for a glyph no installed font has (a machine string in a GPU name, say): the
-    SVG keeps the character as text for the browser's fonts, so it is no news to print on every render."""
+    """Without the warning for a glyph no installed font has: the SVG keeps it as text for the browser's fonts."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from font", category=UserWarning)
         yield

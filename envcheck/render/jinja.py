@@ -1,8 +1,6 @@
-"""The one Jinja environment of every document. ``.html.j2`` templates are autoescaped; Markdown templates pass
-machine text through ``md`` / ``code``. ``finalize`` shows unseen characters in every value printed; the i18n
-extension's gettext is ``i18n.t``. Templates read the analysis directly, format with ``render.fmt``'s filters and
-phrase with ``t``, ``phrase`` and the views (``v``, ``bv``, ``cv``, ``dv``). No bytecode cache: a cached template
-is unpickled and run, so a cache folder someone else can write would run their code."""
+"""The one Jinja environment of every document: ``.html.j2`` autoescaped, Markdown escaped by ``md`` / ``code``,
+unseen characters shown by ``finalize``, gettext as ``i18n.t``, views as ``v``, ``bv``, ``cv``, ``dv``. No bytecode
+cache: a cached template is unpickled and run, so a cache folder someone else can write would run their code."""
 
 from __future__ import annotations
 
