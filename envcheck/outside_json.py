@@ -76,6 +76,21 @@ def read_text(p: Path, max_bytes: int, error: type[Exception], what: str) -> str
         os.close(fd)
 
 
+def versioned(data: Json, fmt: str, field: str, newest: int, error: type[Exception], keys: tuple[str, str, str]) -> int:
+    """``data``'s version (``field``), 1 to ``newest``; else an ``error`` of ``keys``: not ``fmt``, too new, too old."""
+    if not isinstance(data, dict) or data.get("format") != fmt:
+        got = data.get("format") if isinstance(data, dict) and isinstance(data.get("format"), str) else None
+        raise error(f"{keys[0]}{'.got' if got else ''}", got=repr(got and got[:40]))
+    version = data.get(field)
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise error("error.version_not_int", field=field)
+    if version > newest:
+        raise error(keys[1], version=version, known=newest)
+    if version < 1:
+        raise error(keys[2], field=field, version=version)
+    return version
+
+
 def check_numbers(value: object, where: str = "", max_depth: int = 0, ints: bool = True) -> None:
     """ValueError naming the first non-finite number, integer past 64 bits (``ints``) or too deep a value."""
     stack: list[tuple[object, int, str]] = [(value, 0, where)]

@@ -22,7 +22,7 @@ from msgspec import Meta as Bounds
 from msgspec import Struct
 
 from envcheck.errors import Said
-from envcheck.outside_json import Form, Json, check_numbers, convert, read_json, read_text
+from envcheck.outside_json import Form, Json, check_numbers, convert, read_json, read_text, versioned
 from envcheck.outside_text import encodable
 
 if TYPE_CHECKING:
@@ -57,6 +57,14 @@ MAX_GPUS = 1024
 GpuCount = Annotated[int, Bounds(ge=0, le=MAX_GPUS)]
 
 
+def _all_of(name: str, tp: Form, default: object, *fields: str) -> type[Struct]:
+    return msgspec.defstruct(name, [(f, tp, default) for f in fields])
+
+
+Python = _all_of("Python", str | None, None, "executable", "version", "prefix", "base_prefix", "include_dir")
+NvmlError = _all_of("NvmlError", str | None, None, "error", "text", "during")
+
+
 class Meta(Struct):
     id: str | None = None
     title: str | None = None
@@ -81,14 +89,6 @@ class Run(Struct):
 
 class Command(Run, kw_only=True):
     argv: list[str]  # required here
-
-
-class Python(Struct):
-    executable: str | None = None
-    version: str | None = None
-    prefix: str | None = None
-    base_prefix: str | None = None
-    include_dir: str | None = None
 
 
 class Errno(Struct):
@@ -119,12 +119,6 @@ class Host(Struct):
     packages: dict[str, Package | None] = {}
 
 
-class NvmlError(Struct):
-    error: str | None = None
-    text: str | None = None
-    during: str | None = None
-
-
 class Nvml(Struct):
     library: str | None = None
     library_error: str | None = None
@@ -138,10 +132,6 @@ class Sections(Struct):
     meta: Meta
     host: Host
     nvml: Nvml
-
-
-def _all_of(name: str, tp: Form, default: object, *fields: str) -> type[Struct]:
-    return msgspec.defstruct(name, [(f, tp, default) for f in fields])
 
 
 class Process(Struct):
@@ -214,16 +204,8 @@ def dumps(snap: Snapshot) -> str:
 
 def from_dict(data: Json) -> Snapshot:
     """A Snapshot from its JSON form; every field the replay reads is checked (``check_sections``)."""
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        got = data.get("format") if isinstance(data, dict) and isinstance(data.get("format"), str) else None
-        raise SnapshotError(f"error.not_snapshot{'.got' if got else ''}", got=repr(got and got[:40]))
-    version = data.get("version")
-    if isinstance(version, bool) or not isinstance(version, int):
-        raise SnapshotError("error.version_not_int", field="version")
-    if version > VERSION:
-        raise SnapshotError("error.snapshot_newer", version=version, known=VERSION)
-    if version < 1:
-        raise SnapshotError("error.snapshot_version", version=version)
+    versioned(data, FORMAT, "version", VERSION, SnapshotError,
+              ("error.not_snapshot", "error.snapshot_newer", "error.snapshot_version"))
     sections: dict[str, Json] = {k: {} if data.get(k) is None else data.get(k) for k in ("meta", "host", "nvml")}
     try:
         check_sections(sections)

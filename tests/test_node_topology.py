@@ -10,8 +10,7 @@ from envcheck.analysis.links import NVLINK, PCIE, pair_path, pcie_gbps, smi_disa
 from envcheck.model import build, to_dict
 from envcheck.model.facts import known
 from envcheck.model.node import GpuLinks, NvLink, Topology
-from envcheck.probes.smi_text import parse_nvlink_speeds, parse_topo_matrix
-from envcheck.probes.topology import probe_topology
+from envcheck.probes.topology import parse_nvlink_speeds, parse_topo_matrix, probe_topology
 
 
 def _h200_topology(**kw):

@@ -24,7 +24,7 @@ from envcheck.node import fleet_rank as node_fleet
 from envcheck.node import nccl_log, nccl_tests
 from envcheck.outside_json import read_json
 from envcheck.outside_text import encodable, json_text, visible
-from envcheck.probes import cuda, platform, smi_text, torch_probe, triton_probe, wsl, xid
+from envcheck.probes import cuda, platform, topology, torch_probe, triton_probe, wsl, xid
 from envcheck.render import chart_draw, documents, escape, junit
 from envcheck.render.terminal import console
 
@@ -45,9 +45,9 @@ CASES: list[tuple[str, Callable[[Any], object], Any]] = [
     ("wsl: near misses", lambda s: wsl.wsl_version(s, s, NO_HOST), run("11.22.33-44-")),
     ("xid: starts without their end", xid.parse_xids, run("NVRM: Xid (PCI:0000:3b:00")),
     ("xid: kmsg record", xid.parse_xids, "1,2,3," + "x" * MB),
-    ("nvidia-smi nvlink: blanks inside a link line", smi_text.parse_nvlink_speeds,
+    ("nvidia-smi nvlink: blanks inside a link line", topology.parse_nvlink_speeds,
      "GPU 0:\n Link 0: a" + " " * MB + "x"),
-    ("nvidia-smi topo", smi_text.parse_topo_matrix, run("\x1b[1;1;1") + "\nGPU0\tGPU1"),
+    ("nvidia-smi topo", topology.parse_topo_matrix, run("\x1b[1;1;1") + "\nGPU0\tGPU1"),
     ("ldconfig: blanks inside an entry", lambda s: cuda.parse_ldconfig(s, "x86_64"),
      "libcuda.so.1 (libc6,x86-64) => a" + " " * MB + "x"),
     ("ldconfig: an entry without its end", lambda s: cuda.parse_ldconfig(s, "x86_64"), "a (" + "b" * MB),

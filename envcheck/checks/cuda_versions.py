@@ -69,11 +69,7 @@ def wheel_for_driver(driver_cuda: Version) -> Version | None:
 def compat_wheel_for_driver(driver_cuda: Version) -> Version | None:
     """The torch CUDA build to install under this driver: the newest it runs outright, else the oldest of the
     driver's CUDA major, which runs by minor-version compatibility (a CUDA 11.4 driver runs cu118 wheels)."""
-    exact = wheel_for_driver(driver_cuda)
-    if exact is not None:
-        return exact
-    same_major = [w for w in WHEEL_CUDA if w[0] == driver_cuda[0]]
-    return same_major[0] if same_major else None
+    return wheel_for_driver(driver_cuda) or next((w for w in WHEEL_CUDA if w[0] == driver_cuda[0]), None)
 
 
 def install_for_driver(driver_cuda: Version, force: bool = True) -> dict[str, str] | None:

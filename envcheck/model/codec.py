@@ -34,7 +34,7 @@ from envcheck.model.bench import LEGACY_TEXT, OMIT_DEFAULT, Note, Samples
 from envcheck.model.facts import GPU_FACT_RANGES, Environment, Facts, ReportError, fact_type
 from envcheck.model.report import KINDS, SCHEMA_VERSION, Report
 from envcheck.ops import OPS, spec
-from envcheck.outside_json import Json, check_numbers, convert, read_json, read_text
+from envcheck.outside_json import Json, check_numbers, convert, read_json, read_text, versioned
 
 T = TypeVar("T")
 JSON = dict[str, Json]  # a decoded JSON object before it is converted
@@ -225,18 +225,10 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def from_dict(data: object, checked: bool = False) -> Report:
+def from_dict(data: Json, checked: bool = False) -> Report:
     """A Report from its JSON form, any schema version this tool knows (``checked``: numbers already checked)."""
-    if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
-        got = data.get("format") if isinstance(data, dict) and isinstance(data.get("format"), str) else None
-        raise ReportError(f"error.not_report{'.got' if got else ''}", got=repr(got and got[:40]))
-    version = data.get("schema_version")
-    if isinstance(version, bool) or not isinstance(version, int):
-        raise ReportError("error.version_not_int", field="schema_version")
-    if version > SCHEMA_VERSION:
-        raise ReportError("error.report_newer", version=version, known=SCHEMA_VERSION)
-    if version < 1:
-        raise ReportError("error.version_unknown", field="schema_version", version=version)
+    version = versioned(data, FORMAT_NAME, "schema_version", SCHEMA_VERSION, ReportError,
+                        ("error.not_report", "error.report_newer", "error.version_unknown"))
     try:
         if not checked:
             check_numbers(data, ints=False)

@@ -265,13 +265,8 @@ class Launch:
     @property
     def ended_early(self) -> str | None:
         """Why it ended before what it ran did (``interrupted``, ``timed_out``, ``launch_failed``); None: it did not."""
-        if self.interrupted:
-            return "interrupted"
-        if self.timed_out:
-            return "timed_out"
-        if self.error:
-            return "launch_failed"
-        return None
+        causes = (("interrupted", self.interrupted), ("timed_out", self.timed_out), ("launch_failed", self.error))
+        return next((cause for cause, happened in causes if happened), None)
 
 
 @dataclass(frozen=True)

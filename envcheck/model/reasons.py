@@ -15,15 +15,5 @@ NOT_CAPTURED = "not captured in this snapshot"
 NOT_CAPTURED_RUN = "not run: the snapshot holds no run of it"
 NO_TORCH, NO_TRITON = "PyTorch is not installed for this Python", "Triton is not installed for this Python"
 
-KEYS: dict[str, str] = {
-    NO_CUDA_DEVICE: "fact_reason.no_cuda_device",
-    TRITON_NO_GPU: "fact_reason.triton_no_gpu",
-    NO_CUDA_ARCHS: "fact_reason.no_cuda_archs",
-    CPU_ONLY_BUILD: "fact_reason.cpu_only_build",
-    NOT_WSL: "fact_reason.not_wsl",
-    NOT_PROBED: "fact_reason.not_probed",
-    NO_ERROR: "fact_reason.no_error",
-    NO_OUTPUT: "fact_reason.no_output",
-    **{r: f"fact_reason.{k}" for k, r in (("no_nvcc", NO_NVCC), ("not_captured", NOT_CAPTURED), ("no_torch", NO_TORCH),
-                                          ("not_captured_run", NOT_CAPTURED_RUN), ("no_triton", NO_TRITON))},
-}
+# Each reason's catalogue key is its name in lower case.
+KEYS: dict[str, str] = {v: f"fact_reason.{k.lower()}" for k, v in dict(globals()).items() if k.isupper()}

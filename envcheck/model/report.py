@@ -60,10 +60,7 @@ class Report:
     def verdict(self) -> str:
         """Worst check status: fail > warn > pass (skip never decides)."""
         statuses = {c.status for c in self.checks}
-        for s in ("fail", "warn"):
-            if s in statuses:
-                return s
-        return "pass"
+        return next((s for s in ("fail", "warn") if s in statuses), "pass")
 
     @property
     def gpu_name(self) -> str | None:

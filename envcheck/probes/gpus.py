@@ -122,9 +122,6 @@ class _Reader:
                 self.lost = e.reason
             return None, e.reason
 
-    def field(self, field_id: int) -> tuple[Json, str | None]:
-        return n.field_value(self.nvml, self.handle, field_id)
-
     def fact(self, name: str, *args: object, convert: Convert | None = None) -> Fact:
         return _derived(*self.get(name, *args), convert)
 
@@ -226,7 +223,7 @@ def _gpu_facts(r: _Reader) -> Facts:
     f["temperature_shutdown_c"] = r.fact("nvmlDeviceGetTemperatureThreshold", n.TEMPERATURE_THRESHOLD_SHUTDOWN)
     f["temperature_gpu_max_c"] = r.fact("nvmlDeviceGetTemperatureThreshold", n.TEMPERATURE_THRESHOLD_GPU_MAX)
     f["temperature_memory_max_c"] = r.fact("nvmlDeviceGetTemperatureThreshold", n.TEMPERATURE_THRESHOLD_MEM_MAX)
-    f["temperature_memory_c"] = _derived(*r.field(n.FI_MEMORY_TEMP))  # Memory Current Temp
+    f["temperature_memory_c"] = _derived(*n.field_value(r.nvml, r.handle, n.FI_MEMORY_TEMP))  # Memory Current Temp
     # Fabric: State / Status / CliqueId (NVSwitch systems; "N/A" elsewhere)
     fabric, why = r.get("nvmlDeviceGetGpuFabricInfo")
     if isinstance(fabric, dict) and isinstance(fabric.get("state"), int):
@@ -242,7 +239,7 @@ def _gpu_facts(r: _Reader) -> Facts:
         why = why or "no value"
         f["fabric_state"], f["fabric_status"], f["fabric_clique_id"] = missing(why), missing(why), missing(why)
     # Clocks Event Reasons Counters (nvidia-smi -q -d PERFORMANCE): ns in each reason since the driver loaded.
-    read = {name: r.field(field_id) for name, field_id in n.CLOCK_EVENT_COUNTERS.items()}
+    read = {name: n.field_value(r.nvml, r.handle, field_id) for name, field_id in n.CLOCK_EVENT_COUNTERS.items()}
     counted = {name: v for name, (v, _) in read.items() if isinstance(v, int) and not isinstance(v, bool)}
     f["clock_event_ns"] = known(counted) if counted else missing(next((w for _, w in read.values() if w), "no value"))
     return f

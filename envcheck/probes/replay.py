@@ -9,7 +9,7 @@ import posixpath
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from envcheck.model import reasons
+from envcheck.model.reasons import NOT_CAPTURED
 from envcheck.probes.host import PYTHON_FIELDS, Host, RunResult
 from envcheck.probes.packages import PackageInfo
 
@@ -18,8 +18,6 @@ if TYPE_CHECKING:
 
 CommandAnswer = RunResult | tuple[int, str, str]
 CommandSpec = CommandAnswer | Callable[[tuple[str, ...]], CommandAnswer]
-
-NOT_CAPTURED = reasons.NOT_CAPTURED
 
 
 class ReplayHost(Host):

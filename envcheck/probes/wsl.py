@@ -17,7 +17,6 @@ KEYS = (
     "loader_path_has_wsl_lib", "loader_shadows", "linux_driver_in_wsl", "linux_driver_packages", "nvidia_smi_path",
     "nvidia_smi_on_path",
 )
-NOT_WSL = reasons.NOT_WSL
 DXG = "/dev/dxg"
 DPKG_TIMEOUT_S = 5.0
 # Linux driver packages that must not be installed inside WSL2 (Ubuntu/Debian names).
@@ -147,7 +146,7 @@ def probe_wsl(host: Host, cache: LdCache | None = None) -> Facts:
     version = wsl_version(host.text_or_none("/proc/sys/kernel/osrelease") or "",
                           host.text_or_none("/proc/version") or "", host)
     if version is None:
-        return {"is_wsl": known(False), **{k: missing(NOT_WSL) for k in KEYS[1:]}}
+        return {"is_wsl": known(False), **{k: missing(reasons.NOT_WSL) for k in KEYS[1:]}}
     distro = host.environ.get("WSL_DISTRO_NAME")
     facts: Facts = {
         "is_wsl": known(True),
