@@ -29,7 +29,7 @@ def render_diff(d, fmt, lang="en") -> str:
 
 def render_history(h, fmt, lang="en") -> str:
     with language(lang):
-        return documents.render_history(h, fmt)
+        return documents.render_histories([h], fmt)
 
 
 def render_histories(hs, fmt, lang="en") -> str:

@@ -60,7 +60,7 @@ def _source_names() -> tuple[set[str], set[tuple[str, str]]]:
     # The templates, and the two render modules that write HTML of their own (the table of contents,
     # the token boxes of fix commands).
     src = "".join(p.read_text() for p in [*(ROOT / "envcheck" / "templates").glob("*.html.j2"),
-                                          ROOT / "envcheck" / "render" / "toc.py",
+                                          ROOT / "envcheck" / "render" / "documents.py",
                                           ROOT / "envcheck" / "render" / "escape.py"])
     tags = {t.lower() for t in re.findall(r"<([a-zA-Z][a-zA-Z0-9]*)", src)}
     attrs = {(t, a.lower()) for t in tags for a in re.findall(r'\s([a-zA-Z][a-zA-Z-]*)=["{]', src)}

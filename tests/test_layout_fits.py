@@ -21,7 +21,7 @@ from envcheck.render.burn_charts import burn_charts
 from envcheck.render.chart_draw import figure, split_missing
 from envcheck.render.chart_spec import Point
 from envcheck.render.charts import run_charts
-from envcheck.render.code_spans import code_spans, fix
+from envcheck.render.escape import code_spans, fix
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "evidence" / "2026-11-22_0104Z_vm_h200.json.gz"

@@ -25,7 +25,7 @@ from envcheck.node import nccl_log, nccl_tests
 from envcheck.outside_json import read_json
 from envcheck.outside_text import encodable, json_text, visible
 from envcheck.probes import cuda, platform, topology, torch_probe, triton_probe, wsl, xid
-from envcheck.render import chart_draw, escape, junit, toc
+from envcheck.render import chart_draw, documents, escape, junit
 from envcheck.render.terminal import console
 
 MB = 1 << 20
@@ -55,9 +55,9 @@ CASES: list[tuple[str, Callable[[Any], object], Any]] = [
     ("ptxas release", triton_probe.parse_ptxas_version, "release 1.1, V" + run("1.")),
     ("slurm host list: opened brackets", node_fleet.expand_nodelist, run("a[")),
     ("PCI bus id: a run of hex digits", burn._pci, "a" * MB),
-    ("markdown heading: blanks inside", toc.markdown_toc, "## a" + " " * MB + "b\n"),
-    ("heading slug: opened brackets", lambda s: toc.slug(s, {}), run("[a")),
-    ("heading slug: links without their end", lambda s: toc.slug(s, {}), run("[a](")),
+    ("markdown heading: blanks inside", documents.markdown_toc, "## a" + " " * MB + "b\n"),
+    ("heading slug: opened brackets", lambda s: documents.slug(s, {}), run("[a")),
+    ("heading slug: links without their end", lambda s: documents.slug(s, {}), run("[a](")),
     ("terminal: blanks before the end", lambda s: console._TRAILING.sub(r"\1", s), " " * MB + "x\n"),
     ("svg tidy: blanks", lambda s: chart_draw._tidy(s, CHART), '<svg width="1pt" height="1pt">' + " " * MB + "x"),
     ("nccl-tests", nccl_tests.parse, "# Collective test starting: all_reduce_perf\n" + run("1 ") + "x"),

@@ -12,7 +12,7 @@ import pytest
 from in_lang import render_diff, render_history, render_html, render_markdown
 
 from envcheck.model import load
-from envcheck.render.toc import slug
+from envcheck.render.documents import slug
 
 # The contents and anchors of the documents are checked, never their charts.
 pytestmark = pytest.mark.usefixtures("charts_not_drawn")

@@ -15,7 +15,7 @@ MACHINE_FORMATS: tuple[str, ...] = ("junit", "prometheus")
 # Each chart as an image to paste into an issue: <stem>_charts/<name>.png, beside the SVGs.
 IMAGE_FORMATS: tuple[str, ...] = ("png",)
 
-_LAZY = {**dict.fromkeys(("render_markdown", "render_html", "render_diff", "render_history"), "envcheck.render.documents"),
+_LAZY = {**dict.fromkeys(("render_markdown", "render_html", "render_diff", "render_histories"), "envcheck.render.documents"),
          **dict.fromkeys(("write_documents", "render_after_run", "DocumentsOutcome"), "envcheck.render.writing")}
 
 __all__ = ["FORMATS", "IMAGE_FORMATS", "LANGS", "MACHINE_FORMATS", *_LAZY]

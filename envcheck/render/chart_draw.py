@@ -155,8 +155,7 @@ def _limits(values: Sequence[float], scale: str, zero: bool) -> tuple[float, flo
 
 
 def _locator(scale: str, lo: float, hi: float) -> Any:
-    """matplotlib's tick locator for the axis: nice linear steps, or powers of the base (with 2x/5x or 3x
-    between them on a base-10 axis of few decades)."""
+    """Nice linear steps, or powers of the base (with 2x/5x or 3x between on a base-10 axis of few decades)."""
     from matplotlib import ticker
 
     if scale == "linear":
@@ -177,12 +176,10 @@ def _axis(ax: Axes, which: str, scale: str, values: Sequence[float], zero: bool)
     from matplotlib import ticker
 
     lo, hi = _limits(values, scale, zero)
-    if scale == "linear":
-        (ax.set_xscale if which == "x" else ax.set_yscale)("linear")
-    else:
-        (ax.set_xscale if which == "x" else ax.set_yscale)("log", base=2 if scale == "log2" else 10)
-    (ax.set_xlim if which == "x" else ax.set_ylim)(lo, hi)
-    axis = ax.xaxis if which == "x" else ax.yaxis
+    base = {} if scale == "linear" else {"base": 2 if scale == "log2" else 10}
+    getattr(ax, f"set_{which}scale")("linear" if scale == "linear" else "log", **base)
+    getattr(ax, f"set_{which}lim")(lo, hi)
+    axis = getattr(ax, f"{which}axis")
     axis.set_major_locator(ticker.NullLocator())
     axis.set_minor_locator(ticker.NullLocator())
     ticks = [float(t) for t in _locator(scale, lo, hi).tick_values(lo, hi) if lo <= t <= hi]
@@ -291,12 +288,8 @@ def _panel(ax: Axes, panel: Panel) -> None:
 def legend_keys(chart: Chart) -> list[Key]:
     """The legend: the chart's own keys or one per series name, then one per ceiling, roof and band label, and
     what a marker off the line means where the chart has one."""
-    keys: list[Key] = []
-    if chart.legend is not None:
-        keys += chart.legend
-    else:
-        for s in (s for p in chart.panels for s in p.series):
-            keys.append(Key(s.name, s.color, s.marker, s.dashed, s.connect, s.hollow))
+    keys = list(chart.legend) if chart.legend is not None else [
+        Key(s.name, s.color, s.marker, s.dashed, s.connect, s.hollow) for p in chart.panels for s in p.series]
     for p in chart.panels:
         keys += [Key(r.label, r.color, None, r.dashed) for r in p.refs]
         keys += [Key(r.label, r.color, None, r.measured) for r in p.roofs]
@@ -385,8 +378,7 @@ _REF = re.compile(r'(?:url\(#|href="#)([^)"]+)')
 
 
 def _tidy(svg: str, chart: Chart) -> str:
-    """matplotlib's SVG made fit to inline: no prolog, metadata or page-wide style; only referenced ids; an
-    accessible name and description on the root."""
+    """matplotlib's SVG made fit to inline: no prolog, metadata, page-wide style or unused id; named for readers."""
     svg = svg[svg.index("<svg"):]
     # Natural size in px (matplotlib writes pt): the page shows a chart at the size its text was set for.
     svg = re.sub(r'(<svg[^>]*? width=")([\d.]+)pt(" height=")([\d.]+)pt"', r'\1\2\3\4"', svg, count=1)
@@ -433,33 +425,32 @@ _FONT_FAMILY = re.compile(r"(?:; )?font-family: [^;\"]*")
 
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
-    """Without matplotlib's warning for a glyph no installed font has (a machine string in a GPU name, say): the
-    SVG keeps the character as text for the browser's fonts, so it is no news to print on every render."""
+    """Without the warning for a glyph no installed font has: the SVG keeps it as text for the browser's fonts."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from font", category=UserWarning)
         yield
 
 
-def to_svg(chart: Chart, name: str = "chart") -> str:
-    """The chart as SVG text, the same bytes for the same chart and ``name`` on every run."""
+def _save(chart: Chart, buf: io.StringIO | io.BytesIO, rc: dict[str, Any], **savefig: Any) -> None:
     import matplotlib
 
+    with matplotlib.rc_context(_rc(chart, **rc)), _quiet():
+        figure(chart).savefig(buf, **savefig)
+
+
+def to_svg(chart: Chart, name: str = "chart") -> str:
+    """The chart as SVG text, the same bytes for the same chart and ``name`` on every run."""
     salt = f"{st.SALT}-{re.sub(r'[^A-Za-z0-9_]', '', name)}-{len(chart.title)}"
-    with matplotlib.rc_context(_rc(chart, **{"svg.hashsalt": salt})), _quiet():
-        fig = figure(chart)
-        buf = io.StringIO()
-        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+    buf = io.StringIO()
+    _save(chart, buf, {"svg.hashsalt": salt}, format="svg",
+          metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
     return _tidy(_FONT_FAMILY.sub("", buf.getvalue()), chart)
 
 
 def to_png(chart: Chart, dpi: int = 144) -> bytes:
     """The chart as PNG (twice its natural size by default: sharp when pasted into an issue)."""
-    import matplotlib
-
-    with matplotlib.rc_context(_rc(chart)), _quiet():
-        fig = figure(chart)
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None}, facecolor="white")
+    buf = io.BytesIO()
+    _save(chart, buf, {}, format="png", dpi=dpi, metadata={"Software": None}, facecolor="white")
     return buf.getvalue()
 
 

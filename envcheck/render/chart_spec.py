@@ -207,13 +207,13 @@ def roof_segments(roofs: Sequence[Roof], x_lo: float, x_hi: float) -> tuple[tupl
     return tuple(out)
 
 
-def resolve_scale(scale: str, values: Sequence[float]) -> str:
-    """``auto``: log10 when every value is positive and they span more than 1.5 decades, else linear."""
+def resolve_scale(scale: str, values: Sequence[float], roofline: bool = False) -> str:
+    """``auto``: log10 for a roofline (log-log by definition, however narrow its cases) or when every value is
+    positive and they span more than 1.5 decades, else linear."""
     if scale != "auto":
         return scale
-    if values and min(values) > 0 and max(values) / min(values) > AUTO_LOG_RATIO:
-        return "log10"
-    return "linear"
+    wide = bool(values) and min(values) > 0 and max(values) / min(values) > AUTO_LOG_RATIO
+    return "log10" if roofline or wide else "linear"
 
 
 def y_values(panel: Panel) -> list[float]:
@@ -230,9 +230,7 @@ def scales(panel: Panel) -> tuple[str, str]:
     """The panel's resolved (x, y) scales; ValueError when a log axis would have to show a value <= 0."""
     xs = [p.x for s in panel.series for p in s.points] + list(panel.x.include)
     ys = y_values(panel)
-    # A roofline is log-log by definition; "auto" must not turn it linear for a narrow set of cases.
-    sx = "log10" if panel.roofs and panel.x.scale == "auto" else resolve_scale(panel.x.scale, xs)
-    sy = "log10" if panel.roofs and panel.y.scale == "auto" else resolve_scale(panel.y.scale, ys)
+    sx, sy = resolve_scale(panel.x.scale, xs, bool(panel.roofs)), resolve_scale(panel.y.scale, ys, bool(panel.roofs))
     if panel.roofs and "linear" in (sx, sy):
         raise ValueError(f"panel {panel.title!r}: a roofline needs log axes, got x {sx}, y {sy}")
     for axis, scale, values in (("x", sx, xs), ("y", sy, ys)):

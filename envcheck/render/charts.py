@@ -138,10 +138,15 @@ def draw_all(charts: Sequence[Drawn]) -> None:
         d.__dict__["svg"] = svg  # the cached_property's own slot: as if ``d.svg`` had been read
 
 
-def draw(name: str, op: str | None, chart: cs.Chart | None, x: Quantity, y: Quantity) -> Drawn | None:
+def draw(name: str, op: str | None, chart: cs.Chart | None, x: Quantity, y: Quantity, section: str = "") -> Drawn | None:
     if chart is None:
         return None
-    return Drawn(name, op, chart.title, chart, x, y, wide=len(chart.panels) > 1)
+    return Drawn(name, op, chart.title, chart, x, y, wide=len(chart.panels) > 1, section=section)
+
+
+def _drawn(name: str, op: str | None, title: str, desc: str, facets: Sequence[Facet], x: Quantity, y: Quantity,
+           legend: Sequence[cs.Key] | None = None, section: str = "") -> Drawn | None:
+    return draw(name, op, facet_chart(title, desc, facets, x, y, legend), x, y, section)
 
 
 # --------------------------------------------------------------------------- run charts
@@ -158,8 +163,8 @@ def _by_impl(rs: Sequence[CaseResult]) -> list[tuple[str, list[CaseResult]]]:
     return [(impl, [r for r in rs if r.case.impl == impl]) for impl in IMPLS if any(r.case.impl == impl for r in rs)]
 
 
-def _impl_series(impl: str, points: tuple[cs.Point, ...], **kw: bool) -> cs.Series:
-    return cs.Series(impl, points, IMPL_COLORS.get(impl, st.GREY), IMPL_MARKERS.get(impl, "diamond"), **kw)
+def _impl_series(impl: str, points: tuple[cs.Point, ...], name: str | None = None, **kw: bool) -> cs.Series:
+    return cs.Series(name or impl, points, IMPL_COLORS.get(impl, st.GREY), IMPL_MARKERS.get(impl, "diamond"), **kw)
 
 
 def _tip(r: CaseResult, value: str) -> str:
@@ -196,19 +201,16 @@ def _time_chart(op: str, rs: Sequence[CaseResult], backend: str) -> Drawn | None
     for variant, vrs in _variants(rs):
         series = []
         for impl, irs in _by_impl(vrs):
-            color, marker = IMPL_COLORS.get(impl, st.GREY), IMPL_MARKERS.get(impl, "diamond")
             gpu, launch = _times(irs, x, lambda r: r.case.gpu), _times(irs, x, lambda r: r.case.launch)
             if gpu:
-                series.append(cs.Series(t("chart.series.gpu_time", impl=impl), gpu, color, marker))
+                series.append(_impl_series(impl, gpu, t("chart.series.gpu_time", impl=impl)))
             if launch:
                 key = "chart.series.launch_time" if backend == "cuda" else "chart.series.host_time"
-                series.append(cs.Series(t(key, impl=impl), launch, color, marker,
-                                        dashed=bool(gpu), hollow=bool(gpu)))
+                series.append(_impl_series(impl, launch, t(key, impl=impl), dashed=bool(gpu), hollow=bool(gpu)))
         facets.append(Facet(variant, tuple(series)))
-    title = t("chart.title.time", op=op)
     desc = t("chart.desc.time", op=op) if backend == "cuda" else t("chart.desc.time_cpu", op=op)
     desc += " " + t("chart.series.iqr")
-    return draw(f"{op}_time", op, facet_chart(title, desc, facets, x, TIME), x, TIME)
+    return _drawn(f"{op}_time", op, t("chart.title.time", op=op), desc, facets, x, TIME)
 
 
 def _speedup_chart(op: str, rs: Sequence[CaseResult]) -> Drawn | None:
@@ -219,9 +221,8 @@ def _speedup_chart(op: str, rs: Sequence[CaseResult]) -> Drawn | None:
                   if impl != rs[0].spec.baseline]
         parity = cs.RefLine(1.0, t("chart.ref.parity"), IMPL_COLORS["torch"], dashed=True)
         facets.append(Facet(variant, tuple(series), (parity,)))
-    title = t("chart.title.speedup", op=op)
-    return draw(f"{op}_speedup", op, facet_chart(title, t("chart.desc.speedup", op=op), facets, x,
-                                                 SPEEDUP), x, SPEEDUP)
+    return _drawn(f"{op}_speedup", op, t("chart.title.speedup", op=op), t("chart.desc.speedup", op=op), facets, x,
+                  SPEEDUP)
 
 
 def _throughput_chart(op: str, rs: Sequence[CaseResult], ba: BenchAnalysis) -> Drawn | None:
@@ -245,7 +246,7 @@ def _throughput_chart(op: str, rs: Sequence[CaseResult], ba: BenchAnalysis) -> D
     cpu = "_cpu" if ba.bench.device.backend == "cpu" and not compute else ""
     title = t("chart.title.tflops" if compute else f"chart.title.bandwidth{cpu}", op=op)
     desc = t("chart.desc.tflops" if compute else f"chart.desc.bandwidth{cpu}", op=op)
-    return draw(f"{op}_{'tflops' if compute else 'bandwidth'}", op, facet_chart(title, desc, facets, x, y), x, y)
+    return _drawn(f"{op}_{'tflops' if compute else 'bandwidth'}", op, title, desc, facets, x, y)
 
 
 def _roofline(ba: BenchAnalysis) -> Drawn | None:
@@ -277,9 +278,8 @@ def _roofline(ba: BenchAnalysis) -> Drawn | None:
                                     IMPL_COLORS.get(impl, st.GREY), OP_MARKERS.get(op, "cross"), connect=False))
     legend = [cs.Key(impl, IMPL_COLORS.get(impl, st.GREY), None, line=True) for impl, _ in _by_impl(rs)]
     legend += [cs.Key(op, st.GREY, OP_MARKERS.get(op, "cross"), line=False) for op in dict.fromkeys(r.case.op for r in rs)]
-    chart = facet_chart(t("chart.title.roofline"), t("chart.desc.roofline"),
-                        [Facet("", tuple(series), roofs=tuple(roofs))], INTENSITY, TFLOPS_LOG, legend)
-    return draw("roofline", None, chart, INTENSITY, TFLOPS_LOG)
+    return _drawn("roofline", None, t("chart.title.roofline"), t("chart.desc.roofline"),
+                  [Facet("", tuple(series), roofs=tuple(roofs))], INTENSITY, TFLOPS_LOG, legend)
 
 
 def run_charts(ba: BenchAnalysis, section: str = "") -> list[Drawn]:
@@ -321,8 +321,7 @@ def ratio_chart(cmp: Comparison, practical_pct: float | None = None) -> Drawn | 
         same = cs.RefLine(1.0, t("chart.ref.same"), st.GREY, dashed=True)
         facets.append(Facet(op, tuple(series), (same,), band=band))
     title = t("chart.title.ratio", other=cmp.other.label, baseline=cmp.base.label)
-    chart = facet_chart(title, t("chart.desc.ratio"), facets, BASE_TIME, RATIO)
-    return draw("ratio", None, chart, BASE_TIME, RATIO)
+    return _drawn("ratio", None, title, t("chart.desc.ratio"), facets, BASE_TIME, RATIO)
 
 
 def _when(created: str) -> datetime | None:
@@ -351,9 +350,8 @@ def history_chart(h: History) -> Drawn | None:
         series.append(cs.Series(op, tuple(pts), SERIES_COLORS[i % len(SERIES_COLORS)],
                                 OP_MARKERS.get(op, st.MARKERS[i % len(st.MARKERS)])))
     same = cs.RefLine(1.0, t("chart.ref.first"), st.GREY, dashed=True)
-    chart = facet_chart(t("chart.title.history"), t("chart.desc.history"),
-                        [Facet("", tuple(series), (same,))], x, RATIO)
-    return draw("history", None, chart, x, RATIO)
+    return _drawn("history", None, t("chart.title.history"), t("chart.desc.history"),
+                  [Facet("", tuple(series), (same,))], x, RATIO)
 
 
 # --------------------------------------------------------------------------- node charts
@@ -397,7 +395,5 @@ def busbw_chart(sweep: SweepAnalysis, op: str, section: str) -> Drawn | None:
         desc += " " + t("list.sep").join(
             t("chart.desc.algo_change", size=fmt.size_bytes(s), before=b or "", after=a or "")
             for _, s, b, a in changes)
-    chart = facet_chart(t("chart.title.busbw", op=op), desc, [Facet("", tuple(series), refs)],
-                        SIZE_BYTES, BUSBW, legend)
-    d = draw(f"{section}_{op}_busbw", op, chart, SIZE_BYTES, BUSBW)
-    return None if d is None else replace(d, section=section)
+    return _drawn(f"{section}_{op}_busbw", op, t("chart.title.busbw", op=op), desc, [Facet("", tuple(series), refs)],
+                  SIZE_BYTES, BUSBW, legend, section)

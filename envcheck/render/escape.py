@@ -1,5 +1,6 @@
 """Machine text made safe per medium: ``md_text`` / ``md_code`` (Markdown, GFM tables), ``term`` (rich markup),
-``json_text``; unseen characters shown by one rule (``outside_text.visible``); HTML by Jinja's autoescape."""
+``json_text``; unseen characters shown by one rule (``outside_text.visible``); HTML by Jinja's autoescape, with a
+`command` the catalogue marks with backticks shown as ``<code>`` (``code_spans``, ``fix``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from markupsafe import Markup
 
 from envcheck.outside_text import json_text, visible
 
-__all__ = ["html_command", "json_text", "md_code", "md_code_cell", "md_lead", "md_text", "term", "visible"]
+__all__ = ["code_spans", "fix", "html_command", "json_text", "md_code", "md_lead", "md_text", "term", "visible"]
 
 
 # --------------------------------------------------------------------------- Markdown
@@ -50,10 +51,6 @@ def md_code(text: object, in_table: bool = False) -> str:
     return f"{fence}{pad}{s}{pad}{fence}"
 
 
-def md_code_cell(text: object) -> str:
-    return md_code(text, in_table=True)
-
-
 # --------------------------------------------------------------------------- terminal
 
 
@@ -78,4 +75,30 @@ def html_command(text: object) -> Markup:
         out.append(f'<span class="tok">{html.escape(m.group(), quote=False)}</span>')
         end = m.end()
     out.append(html.escape(shown[end:], quote=False))
+    return Markup("".join(out))
+
+
+_KEEP = re.compile(r"<(code|pre|style|script|svg|title|textarea)\b.*?</\1>|<[^>]*>", re.DOTALL)
+_SPAN = re.compile(r"`([^`<>\n]+)`")
+
+
+def code_spans(page: str) -> str:
+    """``page`` with every `span` of its text (never inside a tag, code, a chart, style or title) as ``<code>``."""
+    out: list[str] = []
+    end = 0
+    for m in _KEEP.finditer(page):
+        out += [_SPAN.sub(r"<code>\1</code>", page[end:m.start()]), m.group(0)]
+        end = m.end()
+    out.append(_SPAN.sub(r"<code>\1</code>", page[end:]))
+    return "".join(out)
+
+
+def fix(text: object) -> Markup:
+    """A check's fix for HTML: the whole of it as a command, or its words with each `command` as one."""
+    shown = visible(str(text), lines=True)
+    parts = shown.split("`")
+    if len(parts) < 3 or len(parts) % 2 == 0:  # no span, or an unpaired backtick: a command as written
+        return Markup(f'<code class="fix">{html_command(shown)}</code>')
+    out = [html.escape(p, quote=False) if i % 2 == 0 else f'<code class="fix">{html_command(p)}</code>'
+           for i, p in enumerate(parts)]
     return Markup("".join(out))

@@ -52,10 +52,8 @@ def counter_rate(per_s: float | None) -> str:
         return DASH
     if per_s == 0:
         return "0"
-    for unit, size in RATE_UNITS:
-        if per_s * size >= 1 or unit == "d":
-            return f"{num(per_s * size)}/{unit}"
-    return DASH  # unreachable: the last unit always answers
+    unit, size = next((u, s) for u, s in RATE_UNITS if per_s * s >= 1 or u == "d")
+    return f"{num(per_s * size)}/{unit}"
 
 
 def sci(x: float | None) -> str:
@@ -142,8 +140,6 @@ def rate(x: float | None, unit: str) -> str:
 
 
 count = units.count
-
-
 shape = units.shape  # what a size column shows; ``i18n.size`` names a convolution's dimensions
 
 

@@ -1,8 +1,6 @@
-"""The one Jinja environment of every document. ``.html.j2`` templates are autoescaped; Markdown templates pass
-machine text through ``md`` / ``code``. ``finalize`` shows unseen characters in every value printed; the i18n
-extension's gettext is ``i18n.t``. Templates read the analysis directly, format with ``render.fmt``'s filters and
-phrase with ``t``, ``phrase`` and the views (``v``, ``bv``, ``cv``, ``dv``). No bytecode cache: a cached template
-is unpickled and run, so a cache folder someone else can write would run their code."""
+"""The one Jinja environment of every document: ``.html.j2`` autoescaped, Markdown escaped by ``md`` / ``code``,
+unseen characters shown by ``finalize``, gettext as ``i18n.t``, views as ``v``, ``bv``, ``cv``, ``dv``. No bytecode
+cache: a cached template is unpickled and run, so a cache folder someone else can write would run their code."""
 
 from __future__ import annotations
 
@@ -15,8 +13,7 @@ from markupsafe import Markup
 
 from envcheck.analysis.verdict import verdict
 from envcheck.render import burn_view, compare_view, crosscheck_view, fmt, i18n, view
-from envcheck.render.code_spans import fix
-from envcheck.render.escape import html_command, md_code, md_code_cell, md_lead, md_text, visible
+from envcheck.render.escape import fix, html_command, md_code, md_lead, md_text, visible
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
 
@@ -28,7 +25,8 @@ def _finalize(value: Any) -> Any:
 
 
 FILTERS = {
-    "md": md_text, "lead": md_lead, "code": md_code, "code_cell": md_code_cell, "command": html_command, "fix": fix,
+    "md": md_text, "lead": md_lead, "code": md_code, "code_cell": functools.partial(md_code, in_table=True),
+    "command": html_command, "fix": fix,
     "esc": i18n.esc, "num": fmt.num, "pct": fmt.pct, "ratio_pct": fmt.ratio_pct, "sci": fmt.sci,
     "speedup": fmt.speedup, "ratio": fmt.ratio, "duration": fmt.duration_us, "seconds": fmt.seconds,
     "size_bytes": fmt.size_bytes, "shape": fmt.shape, "general": fmt.general,

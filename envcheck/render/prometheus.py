@@ -127,15 +127,11 @@ def _gauge(name: str, doc: str, labels: list[str], samples: Iterable[tuple[list[
     return family
 
 
-def registry(analysis: Analysis) -> CollectorRegistry:
-    reg = CollectorRegistry(auto_describe=False)
-    reg.register(_ReportCollector(analysis))
-    return reg
-
-
 def prometheus_text(analysis: Analysis) -> str:
     """The textfile's content (Prometheus text exposition format 0.0.4)."""
-    return generate_latest(registry(analysis)).decode("utf-8")
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(_ReportCollector(analysis))
+    return generate_latest(reg).decode("utf-8")
 
 
 def write_textfile(analysis: Analysis, path: Path) -> None:

@@ -22,7 +22,7 @@ from envcheck.ops import IMPLS, PRECISIONS
 from envcheck.redact import redact_value
 from envcheck.render import fmt
 from envcheck.render.checktext import localized
-from envcheck.render.i18n import case_label, esc, has, join, phrase, t
+from envcheck.render.i18n import case_label, esc, has, join, phrase, t, word
 from envcheck.render.node_view import Tile
 
 # Facts shown in the environment table, in reading order: (section, key).
@@ -100,8 +100,7 @@ def flag_legend(rs: BenchAnalysis | Iterable[CaseResult]) -> list[Flag]:
 
 
 def row_groups(keys: Sequence[CaseKey]) -> tuple[str, ...]:
-    """Rows compacted: per op and precision, implementations sharing their sizes on one line, sizes in numeric
-    order ("matmul fp16 torch, triton: 2048×2048×2048, 4096×4096×4096")."""
+    """Rows compacted per op and precision: "matmul fp16 torch, triton: 2048×2048×2048, 4096×4096×4096"."""
     sizes: dict[tuple[str, str], dict[str, list[tuple[int, ...]]]] = {}
     for op, impl, dtype, precision, dims in keys:
         sizes.setdefault((op, fmt.precision_label(dtype, precision)), {}).setdefault(impl, []).append(tuple(dims))
@@ -233,8 +232,7 @@ def detail(r: CaseResult) -> str:
 
 
 def speedups(ba: BenchAnalysis) -> tuple[tuple[str, ...], list[tuple[str, str, list[Tally | None]]]]:
-    """The precisions, and per op and implementation each precision's tally (None: not run); Triton's
-    interpreter, which has no speedup, has no row."""
+    """The precisions, and per op and implementation each one's tally (None: not run; the interpreter: no row)."""
     tallies = ba.summary.by_op_impl_precision
     precisions = tuple(x for x in PRECISIONS if any(t.precision == x for t in tallies))
     interpreted = {(r.case.op, r.case.impl) for r in ba.results if r.interpreted}
@@ -406,8 +404,8 @@ def title(report: Report) -> str:
 
 
 def subtitle(report: Report) -> str:
-    kind = t(f"kind.{report.kind}") if has(f"kind.{report.kind}") else esc(report.kind)
-    return t("report.subtitle", kind=kind, created=esc(report.created), version=esc(report.tool_version))
+    return t("report.subtitle", kind=word("kind.", report.kind), created=esc(report.created),
+             version=esc(report.tool_version))
 
 
 def footer(report: Report) -> str:
@@ -425,8 +423,7 @@ def machine(report: Report) -> str:
 
 
 def bench_prefix(a: Analysis, position: int) -> str:
-    """The prefix of one bench's HTML ids and chart files: none for a run's only bench, ``gpu<i>_`` for one of
-    several (``dev<n>_`` for a device without an index)."""
+    """The prefix of a bench's HTML ids and chart files: none for a lone bench, else ``gpu<i>_`` (``dev<n>_``)."""
     if len(a.benches) <= 1 and a.node is None:
         return ""
     index = a.benches[position].bench.device.index
@@ -444,7 +441,7 @@ def checks(report: Report) -> tuple[Check, ...]:
 
 
 def phase_label(phase: str) -> str:
-    return t(f"phase.{phase}") if has(f"phase.{phase}") else esc(phase)
+    return word("phase.", phase)
 
 
 def phase_explain(p: BenchPhases, node: bool = False) -> str:
