@@ -9,7 +9,7 @@ from envcheck import model
 from envcheck.cli import build_parser, parse
 from envcheck.commands import fleet as cmd
 from envcheck.commands.options import FleetOptions, Gpus
-from envcheck.commands.run import publish
+from envcheck.commands.publish import publish
 from envcheck.errors import UsageError
 from envcheck.model import Environment, Report
 from envcheck.model.fleet import Fleet, FleetNode, RankStatus, Rule
@@ -121,7 +121,7 @@ def test_a_full_out_dir_at_the_end_sends_the_fleet_report_to_the_fallback_with_o
     import io
 
     from envcheck import reportname
-    from envcheck.commands import run as run_cmd
+    from envcheck.commands import publish as publish_cmd
 
     out_dir, fallback = tmp_path / "out", tmp_path / "fallback"
     real = reportname.write_report
@@ -132,7 +132,7 @@ def test_a_full_out_dir_at_the_end_sends_the_fleet_report_to_the_fallback_with_o
         return real(folder, stem, content)
 
     monkeypatch.setattr(reportname, "write_report", full)
-    monkeypatch.setattr(run_cmd, "fallback_dirs", lambda: [fallback])
+    monkeypatch.setattr(publish_cmd, "fallback_dirs", lambda: [fallback])
     err = io.StringIO()
     [path] = _write(out_dir, stderr=err)
     assert path is not None and path.parent == fallback and model.load(path).fleet == _fleet()

@@ -21,6 +21,7 @@ from test_suite import cpu_env, with_facts
 
 from envcheck import cli, model, reportname
 from envcheck.checks.said import said
+from envcheck.commands import publish as publish_cmd
 from envcheck.commands import run as run_cmd
 from envcheck.model import Check, StopCause, known
 
@@ -55,7 +56,7 @@ def test_write_outputs_names_a_node_report_for_its_gpus(tmp_path):
 
     node = load(Path(__file__).resolve().parent.parent / "evidence" / "2026-11-28_2058Z_vm_4x-h200_node_quick.json.gz")
     when = datetime(2026, 11, 29, 1, 2, tzinfo=timezone.utc)
-    written = run_cmd.publish(node, None, tmp_path, [], when, None, None, "run").written
+    written = publish_cmd.publish(node, None, tmp_path, [], when, None, None, "run").written
     assert [p.name for p in written] == ["2026-11-29_0102Z_vm_4x-h200_node.json"]
 
 
@@ -207,7 +208,7 @@ def test_sigterm_to_envcheck_run_writes_the_partial_report_and_stops_the_worker(
 def test_a_refused_out_dir_falls_back_and_says_where(tmp_path, monkeypatch):
     out_dir = tmp_path / "r"
     fallback = tmp_path / "state"
-    monkeypatch.setattr(run_cmd, "fallback_dirs", lambda: [fallback])
+    monkeypatch.setattr(publish_cmd, "fallback_dirs", lambda: [fallback])
     real = reportname.write_report
 
     def full_disk(folder, stem, content):
@@ -225,14 +226,14 @@ def test_a_refused_out_dir_falls_back_and_says_where(tmp_path, monkeypatch):
 
 
 def test_nowhere_to_write_puts_the_json_on_stdout(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(run_cmd, "fallback_dirs", lambda: [])
+    monkeypatch.setattr(publish_cmd, "fallback_dirs", lambda: [])
 
     def refuse(folder, stem, content):
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(reportname, "write_report", refuse)
     report = model.Report("0", "t", "h", "run", cpu_env())
-    assert run_cmd.save_json(report, tmp_path, "s", io.StringIO()) is None
+    assert publish_cmd.save_json(report, tmp_path, "s", io.StringIO()) is None
     assert model.loads(capsys.readouterr().out) == report
 
 

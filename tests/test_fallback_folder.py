@@ -11,6 +11,7 @@ import pytest
 from factories import report as make_report
 
 from envcheck import destination, model, reportname
+from envcheck.commands import publish as publish_cmd
 from envcheck.commands import run as run_cmd
 from envcheck.destination import DestinationError, private_folder
 
@@ -33,11 +34,11 @@ def test_a_planted_symlink_is_skipped_and_the_message_names_where_the_report_wen
     planted.parent.mkdir()
     planted.symlink_to(theirs)
     last = tmp_path / "last-resort"
-    monkeypatch.setattr(run_cmd, "fallback_dirs", lambda: [planted, last])
+    monkeypatch.setattr(publish_cmd, "fallback_dirs", lambda: [planted, last])
     out_dir = tmp_path / "out"
     refuse_out_dir(monkeypatch, out_dir)
     err = io.StringIO()
-    path = run_cmd.save_json(make_report(), out_dir, "s", err)
+    path = publish_cmd.save_json(make_report(), out_dir, "s", err)
     assert list(theirs.iterdir()) == []  # nothing landed in their folder
     assert path is not None and path.parent == last and model.load(path).host == make_report().host
     assert f"saved it in {last}" in err.getvalue() and "symbolic link" in err.getvalue()
@@ -103,7 +104,7 @@ def test_when_no_folder_takes_the_report_stdout_holds_its_json_alone(tmp_path, m
     def full(folder, stem, content):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(run_cmd, "fallback_dirs", lambda: [])
+    monkeypatch.setattr(publish_cmd, "fallback_dirs", lambda: [])
     monkeypatch.setattr(reportname, "write_report", full)
     rc = run_cmd.execute(parse("--quick", "--ops", "relu", "--out-dir", str(tmp_path / "out")), deps(tmp_path, None))
     out, err = capsys.readouterr()

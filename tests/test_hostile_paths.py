@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from envcheck import cli, files, model  # noqa: E402
-from envcheck.commands import run as run_cmd  # noqa: E402
+from envcheck.commands import publish as publish_cmd  # noqa: E402
 from envcheck.errors import UsageError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,13 +55,13 @@ def test_a_run_s_report_reaches_a_hostile_out_dir_or_fails_before_any_work(tmp_p
     after it (with the fallback folders behind it)."""
     target = tmp_path / name / "x"
     try:
-        out_dir = run_cmd.output_dir(str(target))
+        out_dir = publish_cmd.output_dir(str(target))
     except UsageError as e:
         assert not writable(name) and "\n" not in str(e).strip()
         return
     report = model.Report("0.1.0", "2026-11-21T22:00:00Z", f"box {name}", "run", factories.environment())
     err = io.StringIO()
-    path = run_cmd.save_json(report, out_dir, "stem", err)
+    path = publish_cmd.save_json(report, out_dir, "stem", err)
     assert path is not None and path.parent == out_dir and err.getvalue() == ""
     assert model.load(path).kind == "run"
 

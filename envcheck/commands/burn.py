@@ -58,7 +58,7 @@ def burn_devices(gpus: Sequence[int], minutes: float, *, cpu: bool = False, stre
 def execute(s: BurnOptions, collect: Callable[..., Environment] | None = None, stderr: TextIO | None = None,
             stdout: TextIO | None = None) -> int:
     from envcheck.commands import anonymize_key
-    from envcheck.commands.run import output_dir, output_formats, publish
+    from envcheck.commands.publish import output_dir, output_formats, publish
 
     formats = output_formats(s.format)
     if s.minutes > MAX_MINUTES:

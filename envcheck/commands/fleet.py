@@ -264,7 +264,7 @@ class _StopSignals:
 
 
 def main(args: FleetOptions) -> int:
-    from envcheck.commands.run import output_formats
+    from envcheck.commands.publish import output_formats
 
     formats = output_formats(args.format)  # a bad --format fails here, before any rank starts work
     stops = _StopSignals()
@@ -276,7 +276,7 @@ def main(args: FleetOptions) -> int:
 
 
 def _main(args: FleetOptions, formats: list[str], stops: _StopSignals) -> int:
-    from envcheck.commands.run import output_dir, publish
+    from envcheck.commands.publish import output_dir, publish
     from envcheck.node.fleet_rank import FleetOptions, export_for_torch, local_gpus, rank_context, run_rank
     from envcheck.node.transport import open_store_transport
     from envcheck.userdirs import out_dir as default_out_dir

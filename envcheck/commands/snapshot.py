@@ -20,7 +20,7 @@ def default_name(hostname: str, when: str) -> str:
 def main(s: SnapshotOptions) -> int:
     from envcheck import snapshot
     from envcheck.commands import anonymize_key, check_out, tell, write_out
-    from envcheck.commands.run import output_dir
+    from envcheck.commands.publish import output_dir
 
     out = check_out(s.out)
     folder = output_dir(s.out_dir) if out is None else None
