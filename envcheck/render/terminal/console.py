@@ -4,14 +4,12 @@ still too wide prints as several (``print_fitted``): no cell wraps at 100 column
 
 from __future__ import annotations
 
-import copy
 import io
 import os
 import re
 import sys
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import IO
 
@@ -99,11 +97,18 @@ def _natural_width(console: Console, tab: Table) -> int:
 
 
 def _columns(tab: Table, picked: Sequence[int], title: bool = True, caption: bool = True) -> Table:
-    """The columns ``picked`` of ``tab`` as a table of its style, with its title and caption where asked."""
-    out = copy.copy(tab)
-    out.title = tab.title if title else None
-    out.caption = tab.caption if caption else None
-    out.columns = [replace(tab.columns[i], _index=n) for n, i in enumerate(picked)]
+    """The columns ``picked`` of ``tab`` as a table of its style, with its title and caption where asked (built
+    through rich's public API: a copied Table would lean on its private fields)."""
+    out = Table(title=tab.title if title else None, caption=tab.caption if caption else None, box=tab.box,
+                show_edge=tab.show_edge, pad_edge=tab.pad_edge, collapse_padding=tab.collapse_padding,
+                title_justify=tab.title_justify, caption_justify=tab.caption_justify, title_style=tab.title_style,
+                caption_style=tab.caption_style)
+    cells = [list(c.cells) for c in tab.columns]
+    for i in picked:
+        c = tab.columns[i]
+        out.add_column(c.header, justify=c.justify, no_wrap=c.no_wrap, overflow=c.overflow, style=c.style)
+    for r in range(tab.row_count):
+        out.add_row(*(cells[i][r] for i in picked))
     return out
 
 
