@@ -93,6 +93,7 @@ def test_a_failing_rank_sends_its_error_and_the_rest_is_reported():
     assert v["host1"].status == "fail" and v["host1"].findings[0].ranks == (3,)
 
 
+@pytest.mark.slow  # waits out a time limit on purpose: the full suite runs it
 def test_a_hanging_rank_is_reported_with_the_time_it_was_given():
     fleet, wall = _fleet({1: "hang"}, rank_timeout=1.0)
     r1 = fleet.ranks[1]

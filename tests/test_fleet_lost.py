@@ -109,6 +109,7 @@ def _verdicts(fleet: Fleet) -> dict[str, object]:
     return {v.host: v for v in judge(fleet)}
 
 
+@pytest.mark.slow  # waits out a time limit on purpose: the full suite runs it
 def test_a_leader_silent_in_its_node_tests_fails_its_node_named_with_the_phase():
     fleet, _, _ = _run_fleet(3, node_hangs={2})
     r2 = fleet.ranks[2]
@@ -121,6 +122,7 @@ def test_a_leader_silent_in_its_node_tests_fails_its_node_named_with_the_phase()
     assert not analyse_passed(fleet)
 
 
+@pytest.mark.slow  # waits out a time limit on purpose: the full suite runs it
 def test_a_leader_silent_in_the_world_sweep_fails_its_node_and_is_not_waited_for_the_whole_sweep():
     # Node 2's share of the world sweep never comes (its rank was killed or stopped): the others' shares
     # ended, so rank 0 waits the join time after its own, not the world sweep's 60 s.
@@ -196,6 +198,7 @@ def test_a_lost_rank_is_not_narrowed_to_a_link():
     assert (conclusion.kind, conclusion.ranks) == ("lost", (2,))
 
 
+@pytest.mark.slow  # waits out a time limit on purpose: the full suite runs it
 def test_a_stop_signal_while_rank_0_waits_gives_the_partial_fleet():
     fleet, _, _ = _run_fleet(3, node_hangs={2}, interrupt_rank0_on="node/2")
     assert fleet.settings["interrupted"] is True

@@ -99,6 +99,7 @@ def test_an_exception_comes_back_as_data_redacted():
     assert "s3cr3t-Pa55word" not in repr(out) and "Traceback" in out.failure.traceback
 
 
+@pytest.mark.slow  # waits out a time limit on purpose: the full suite runs it
 def test_a_child_still_talking_at_its_time_limit_times_out():
     t0 = time.monotonic()
     out = run("sleep", {"s": 120}, timeout=2.0, grace_s=1.0)
@@ -121,6 +122,7 @@ def test_the_callers_idle_limit_counts_events_not_heartbeats():
     assert to_stop(out, 2, 4).cause is StopCause.HUNG
 
 
+@pytest.mark.slow  # waits out a time limit on purpose: the full suite runs it
 def test_a_slow_start_is_no_hang_while_it_beats():
     out = run("events", {"n": 1, "every_s": 2.0}, heartbeat=1.5)
     assert out.done and out.failure is None
@@ -138,6 +140,7 @@ def test_a_child_that_lingers_after_done_is_ended_and_its_result_kept():
     assert to_stop(out, 1, 1) is None
 
 
+@pytest.mark.slow  # waits out a time limit on purpose: the full suite runs it
 def test_a_timeout_after_done_keeps_the_result():
     out = run("linger", timeout=2.0, exit_s=60, grace_s=0.5)
     assert out.done and out.result == 1 and isinstance(out.failure, Timeout)

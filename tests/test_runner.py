@@ -192,6 +192,7 @@ def test_a_worker_is_ended_once_it_sent_done_and_its_teardown_is_not_waited_for(
         assert not bench.partial and bench.skipped == ()
 
 
+@pytest.mark.slow  # waits out a time limit on purpose: the full suite runs it
 def test_a_helper_process_in_its_own_session_is_stopped_with_the_worker(tmp_path):
     """torch.compile and libraries start helpers; one that left the worker's process group must
     not outlive a stopped run."""

@@ -150,6 +150,7 @@ def test_a_line_keeps_its_head_and_tail_and_says_how_much_was_cut():
 # --------------------------------------------------------------------------- 6. start-up is no case's hang
 
 
+@pytest.mark.slow  # waits out a time limit on purpose: the full suite runs it
 def test_the_case_timeout_starts_when_the_worker_has_started(tmp_path):
     """A loaded machine takes long to import torch and open the device: that is not a hang of
     the first case (the case limit is far shorter than the start-up here)."""
@@ -158,6 +159,7 @@ def test_the_case_timeout_starts_when_the_worker_has_started(tmp_path):
     assert out.stop is None and not out.stalled and len(out.cases) == 4
 
 
+@pytest.mark.slow  # waits out a time limit on purpose: the full suite runs it
 def test_a_slow_start_under_bench_fails_no_case(tmp_path):
     script = tmp_path / "script.json"
     script.write_text(json.dumps([{"sleep": 2}, start(), {"play_plan": True}, DONE]))
@@ -165,6 +167,7 @@ def test_a_slow_start_under_bench_fails_no_case(tmp_path):
     assert out.stop is None and [c.failure for c in out.cases] == [None] * 4
 
 
+@pytest.mark.slow  # waits out a time limit on purpose: the full suite runs it
 def test_a_start_up_past_its_own_limit_stops_the_run_not_a_case(tmp_path):
     steps = [{"sleep": 60}, start(), *play(PLANNED), DONE]
     out, _ = run_script(tmp_path, steps, stall_s=1.0, startup_s=2.0, grace_s=1.0)

@@ -143,6 +143,7 @@ def _reports_and_refusals(s: Session, lang: str = "zh-CN") -> None:
         s.run(*argv, lang=lang, status=(2,))
 
 
+@pytest.mark.slow  # dozens of CLI runs: the full suite runs it
 def test_reports_snapshots_and_refusals_say_nothing_in_english(session: Session) -> None:
     _reports_and_refusals(session)
     assert len(session.printed) >= 30
@@ -150,6 +151,7 @@ def test_reports_snapshots_and_refusals_say_nothing_in_english(session: Session)
     assert not found, "\n".join(f"{k}: {v}" for k, v in found.items())
 
 
+@pytest.mark.slow  # dozens of CLI runs: the full suite runs it
 def test_the_same_commands_in_english_are_found_english(session: Session) -> None:
     """The detector on the same commands in English: it finds our words in most of them (never vacuous)."""
     _reports_and_refusals(session, "en")
